@@ -1,0 +1,30 @@
+"""Error policy of ddpsim.
+
+* Wrong user input (a file, a flag, a scenario key) raises :class:`InputError`, a
+  ``ValueError`` subclass whose message is ONE line naming the field, the bad value and
+  what would be accepted, e.g.
+  ``trace.params[3].size_bytes: -4 is negative; expected an integer >= 0``.
+  The CLI prints it as ``ddpsim: error: <message>`` and exits with status 2.
+* A broken internal invariant is an ``assert``: a bug in ddpsim, never the user's fault.
+* Every exception ddpsim raises on purpose derives from :class:`DdpsimError`.
+"""
+
+from __future__ import annotations
+
+
+class DdpsimError(Exception):
+    """Base class of every exception ddpsim raises on purpose."""
+
+
+class InputError(DdpsimError, ValueError):
+    """User input is wrong. The message is one line: field, value, what is accepted."""
+
+    def __init__(self, message: str) -> None:
+        # NOTE: one line, always: the CLI prints it verbatim.
+        super().__init__(" ".join(str(message).split()))
+
+
+def require(condition: bool, field: str, value: object, accepted: str) -> None:
+    """Raise :class:`InputError` ``"<field>: <value!r> ...; expected <accepted>"`` unless ``condition``."""
+    if not condition:
+        raise InputError(f"{field}: {value!r} is not accepted; expected {accepted}")

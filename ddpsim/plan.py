@@ -1,0 +1,325 @@
+"""Bucket plans: DDP's bucket assignment reproduced exactly, and explicit plans.
+
+Source of truth: ``torch/csrc/distributed/c10d/reducer.cpp``
+(``compute_bucket_assignment_by_size``, ``Reducer::rebuild_buckets``) and
+``torch/nn/parallel/distributed.py`` (limits, reversal); see
+``shared/reference/ddp-and-nccl-facts.md`` §1.2-1.4. Summary of what DDP does:
+
+* At construction the limits are ``[sys.maxsize]`` (one bucket per dtype) unless
+  ``find_unused_parameters`` is on and ``static_graph`` off; then ``[1 MiB, cap]`` if
+  ``bucket_cap_mb`` was not given, else ``[cap]``. Parameters are taken in DDP's order,
+  buckets sorted by their lowest index, then the bucket list is **reversed**: reducer
+  bucket 0 holds the highest parameter indices.
+* Unless ``find_unused_parameters`` (without ``static_graph``), the buckets are rebuilt once,
+  in the order the gradients became ready, with limits ``[first_cap, cap]`` where
+  ``first_cap`` is 1 MiB when ``bucket_cap_mb`` was not given and ``cap`` otherwise (older
+  torch: always 1 MiB, ``semantics="legacy"``). No sort: bucket 0 holds the first-ready
+  gradients. The rebuilt layout applies from iteration 2 (iteration 3 with ``static_graph``).
+* ``find_unused_parameters`` without ``static_graph``: never rebuilt.
+
+Buckets are listed in the order DDP launches them (reducer order).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.trace import Trace
+from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, SIZE_MAX, mb_to_bytes
+
+PLAN_FORMAT = "ddpsim-plan"
+PLAN_VERSION = 1
+
+Semantics = Literal["modern", "legacy"]
+
+
+def compute_bucket_assignment_by_size(
+    sizes_bytes: Sequence[int],
+    dtypes: Sequence[str],
+    bucket_size_limits: Sequence[int],
+    expect_sparse_gradient: Sequence[bool] = (),
+    tensor_indices: Sequence[int] = (),
+) -> tuple[list[list[int]], list[int]]:
+    """Pure re-implementation of ``torch.distributed._compute_bucket_assignment_by_size``.
+
+    Args:
+        sizes_bytes: ``numel * element_size`` of each tensor, in iteration order.
+        dtypes: dtype name of each tensor (one accumulator and one limit iterator per dtype;
+            all tensors are on one device).
+        bucket_size_limits: limits in bytes; the last is reused forever.
+        expect_sparse_gradient: indexed by tensor *index* (not position): own bucket, no limit.
+        tensor_indices: labels of the tensors (rebuild); when empty, labels are positions and
+            the result is sorted by lowest index.
+
+    Returns:
+        ``(bucket_indices, per_bucket_size_limits)`` exactly as torch returns them. Leftover
+        buckets of several dtypes come out most-recently-created dtype first (what the
+        ``std::unordered_map`` iteration gives for a few keys in libstdc++).
+    """
+    assert len(sizes_bytes) == len(dtypes)
+    assert bucket_size_limits, "bucket_size_limits must not be empty"
+    result: list[tuple[list[int], int]] = []
+    # dtype -> [indices, size, limit, limit_position]; insertion-ordered dict
+    buckets: dict[str, list[Any]] = {}
+    for i, (size, dtype) in enumerate(zip(sizes_bytes, dtypes)):
+        tensor_index = tensor_indices[i] if tensor_indices else i
+        if expect_sparse_gradient and expect_sparse_gradient[tensor_index]:
+            result.append(([tensor_index], 0))
+            continue
+        acc = buckets.setdefault(dtype, [[], 0, 0, 0])
+        acc[0].append(tensor_index)
+        acc[1] += size
+        acc[2] = bucket_size_limits[acc[3]]
+        if acc[1] >= acc[2]:
+            result.append((acc[0], acc[2]))
+            acc[0], acc[1] = [], 0
+            if acc[3] + 1 < len(bucket_size_limits):
+                acc[3] += 1
+    for acc in reversed(list(buckets.values())):
+        if acc[0]:
+            result.append((acc[0], acc[2]))
+    if not tensor_indices:
+        result.sort(key=lambda r: min(r[0]))
+    return [r[0] for r in result], [r[1] for r in result]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DDPOptions:
+    """The DDP constructor options that shape buckets, with PyTorch's names.
+
+    ``bucket_cap_mb=None`` means "not given" (distinct from 25: only then is the first
+    rebuilt bucket 1 MiB).
+    """
+
+    bucket_cap_mb: float | None = None
+    find_unused_parameters: bool = False
+    static_graph: bool = False
+    gradient_as_bucket_view: bool = False
+    broadcast_buffers: bool = True
+    semantics: Semantics = "modern"
+    #: DDP_SET_LAST_BUCKET_CAP=1: the small first-cap bucket becomes the last one at rebuild
+    small_bucket_last: bool = False
+
+    def __post_init__(self) -> None:
+        cap = self.bucket_cap_mb
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
+                                or not math.isfinite(cap) or cap <= 0):
+            raise InputError(f"bucket_cap_mb: {cap!r} is not accepted; expected a number of MiB > 0, or not given")
+        if self.semantics not in ("modern", "legacy"):
+            raise InputError(f"semantics: {self.semantics!r} is not accepted; expected 'modern' or 'legacy'")
+
+    @property
+    def cap_given(self) -> bool:
+        return self.bucket_cap_mb is not None
+
+    @property
+    def bucket_bytes_cap(self) -> int:
+        return mb_to_bytes(DEFAULT_BUCKET_CAP_MB if self.bucket_cap_mb is None else self.bucket_cap_mb)
+
+    @property
+    def first_bucket_bytes_cap(self) -> int:
+        if self.semantics == "legacy" or not self.cap_given:
+            return DEFAULT_FIRST_BUCKET_BYTES
+        return self.bucket_bytes_cap
+
+    @property
+    def rebuilds(self) -> bool:
+        """``Reducer::should_rebuild_buckets``: static graph, or not find_unused."""
+        return self.static_graph or not self.find_unused_parameters
+
+    def label(self) -> str:
+        cap = "default" if self.bucket_cap_mb is None else f"{self.bucket_cap_mb:g}"
+        extra = "".join([",find_unused" if self.find_unused_parameters else "",
+                         ",static_graph" if self.static_graph else "",
+                         ",grad_as_bucket_view" if self.gradient_as_bucket_view else ""])
+        return f"cap={cap}{extra}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bucket:
+    """One bucket: parameter indices in the order DDP lays them out in the flat buffer."""
+
+    index: int
+    param_indices: tuple[int, ...]
+    size_bytes: int
+    dtype: str
+    size_limit_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"index": self.index, "param_indices": list(self.param_indices),
+                             "size_bytes": self.size_bytes, "dtype": self.dtype}
+        if self.size_limit_bytes is not None:
+            d["size_limit_bytes"] = self.size_limit_bytes
+        return d
+
+
+@dataclass(frozen=True, kw_only=True)
+class BucketPlan:
+    """Which buckets DDP uses in which iteration.
+
+    ``initial`` applies to iterations ``1 .. rebuild_iteration-1``; ``steady`` from
+    ``rebuild_iteration`` on. Without a rebuild, ``steady == initial`` and
+    ``rebuild_iteration`` is None. Iterations are numbered from 1.
+    """
+
+    initial: tuple[Bucket, ...]
+    steady: tuple[Bucket, ...]
+    rebuild_iteration: int | None
+    source: str = "ddp"
+    options: DDPOptions = field(default_factory=DDPOptions)
+
+    def layout_for_iteration(self, iteration: int) -> tuple[Bucket, ...]:
+        if self.rebuild_iteration is not None and iteration >= self.rebuild_iteration:
+            return self.steady
+        return self.initial
+
+    def to_dict(self) -> dict[str, Any]:
+        o = self.options
+        return {
+            "format": PLAN_FORMAT, "version": PLAN_VERSION, "source": self.source,
+            "options": {"bucket_cap_mb": o.bucket_cap_mb, "find_unused_parameters": o.find_unused_parameters,
+                        "static_graph": o.static_graph, "gradient_as_bucket_view": o.gradient_as_bucket_view,
+                        "semantics": o.semantics},
+            "buckets": [b.to_dict() for b in self.steady],
+            "first_iteration": {"buckets": [b.to_dict() for b in self.initial]},
+            "rebuild_iteration": self.rebuild_iteration,
+        }
+
+
+def _make_buckets(trace: Trace, groups: Sequence[Sequence[int]], limits: Sequence[int] | None) -> tuple[Bucket, ...]:
+    out = []
+    for k, g in enumerate(groups):
+        dtypes = {trace.params[i].dtype for i in g}
+        assert len(dtypes) == 1, "a DDP bucket holds one dtype"
+        out.append(Bucket(index=k, param_indices=tuple(g), size_bytes=sum(trace.params[i].size_bytes for i in g),
+                          dtype=dtypes.pop(), size_limit_bytes=None if limits is None else int(limits[k])))
+    return tuple(out)
+
+
+def initial_assignment(trace: Trace, options: DDPOptions) -> tuple[Bucket, ...]:
+    """The buckets DDP builds at construction, in reducer (launch) order."""
+    if options.static_graph or not options.find_unused_parameters:
+        limits = [SIZE_MAX]
+    elif not options.cap_given or options.semantics == "legacy":
+        limits = [DEFAULT_FIRST_BUCKET_BYTES, options.bucket_bytes_cap]
+    else:
+        limits = [options.bucket_bytes_cap]
+    groups, lims = compute_bucket_assignment_by_size(
+        [p.size_bytes for p in trace.params], [p.dtype for p in trace.params], limits,
+        [p.expect_sparse_gradient for p in trace.params])
+    return _make_buckets(trace, list(reversed(groups)), list(reversed(lims)))
+
+
+def rebuilt_assignment(trace: Trace, options: DDPOptions, ready_order: Sequence[int] | None = None) -> tuple[Bucket, ...]:
+    """The buckets ``Reducer::rebuild_buckets`` builds from the gradient-ready order."""
+    order = list(trace.grad_ready_order if ready_order is None else ready_order)
+    if options.static_graph:
+        # static graph: params that never fired are appended in the finalize callback
+        seen = set(order)
+        order += [p.index for p in trace.params if p.index not in seen]
+    elif len(order) != trace.num_params:
+        unused = [p.name for p in trace.params if p.index not in set(order)]
+        raise InputError(
+            f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]}"
+            f"{'...' if len(unused) > 3 else ''} get no gradient, which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
+    limits = [options.first_bucket_bytes_cap, options.bucket_bytes_cap]
+    if options.small_bucket_last:
+        order = order[::-1]
+    groups, lims = compute_bucket_assignment_by_size(
+        [trace.params[i].size_bytes for i in order], [trace.params[i].dtype for i in order], limits,
+        [p.expect_sparse_gradient for p in trace.params], order)
+    if options.small_bucket_last:
+        groups, lims = groups[::-1], lims[::-1]
+    return _make_buckets(trace, groups, lims)
+
+
+def plan_ddp(trace: Trace, options: DDPOptions | None = None) -> BucketPlan:
+    """The plan real DDP follows for ``trace`` under ``options``."""
+    options = options or DDPOptions()
+    initial = initial_assignment(trace, options)
+    if not options.rebuilds:
+        return BucketPlan(initial=initial, steady=initial, rebuild_iteration=None, options=options)
+    steady = rebuilt_assignment(trace, options)
+    return BucketPlan(initial=initial, steady=steady, rebuild_iteration=3 if options.static_graph else 2, options=options)
+
+
+def explicit_plan(trace: Trace, buckets: Sequence[Sequence[int | str]], options: DDPOptions | None = None,
+                  source: str = "explicit") -> BucketPlan:
+    """A plan from a user-given list of buckets (parameter indices or names), in launch order.
+
+    Validated: every trainable parameter exactly once, one dtype per bucket. The plan
+    applies from the first iteration (the executor's own reducer uses it from the start).
+    """
+    options = options or DDPOptions()
+    by_name = {p.name: p.index for p in trace.params}
+    groups: list[list[int]] = []
+    seen: dict[int, int] = {}
+    if not buckets:
+        raise InputError("plan.buckets: [] is empty; expected a list of buckets, each a list of parameter indices or names")
+    for k, b in enumerate(buckets):
+        if isinstance(b, (str, bytes)) or not isinstance(b, Sequence) or not b:
+            raise InputError(f"plan.buckets[{k}]: {b!r} is not accepted; expected a non-empty list of parameter indices or names")
+        g = []
+        for x in b:
+            if isinstance(x, str):
+                if x not in by_name:
+                    raise InputError(f"plan.buckets[{k}]: parameter name {x!r} is not in the trace; expected one of the trace's parameter names")
+                i = by_name[x]
+            elif isinstance(x, int) and not isinstance(x, bool) and 0 <= x < trace.num_params:
+                i = x
+            else:
+                raise InputError(f"plan.buckets[{k}]: {x!r} is not accepted; expected a parameter index in [0, {trace.num_params}) or a name")
+            if i in seen:
+                raise InputError(f"plan.buckets[{k}]: parameter {i} ({trace.params[i].name}) is already in bucket {seen[i]}; expected every parameter exactly once")
+            seen[i] = k
+            g.append(i)
+        dtypes = sorted({trace.params[i].dtype for i in g})
+        if len(dtypes) > 1:
+            raise InputError(f"plan.buckets[{k}]: mixes dtypes {dtypes}; expected one dtype per bucket")
+        groups.append(g)
+    missing = [i for i in range(trace.num_params) if i not in seen]
+    if missing:
+        raise InputError(f"plan.buckets: parameters {missing[:8]}{'...' if len(missing) > 8 else ''} are in no bucket; expected every parameter exactly once")
+    bs = _make_buckets(trace, groups, None)
+    return BucketPlan(initial=bs, steady=bs, rebuild_iteration=None, source=source, options=options)
+
+
+def save_plan(plan: BucketPlan, path: str | Path) -> Path:
+    from ddpsim.io import write_text_atomic
+
+    return write_text_atomic(path, json.dumps(plan.to_dict(), indent=1) + "\n")
+
+
+def load_plan(path: str | Path, trace: Trace) -> BucketPlan:
+    """Load a plan JSON (``ddpsim plan --format json`` output or a hand-written one) for ``trace``.
+
+    Only ``buckets`` (each with ``param_indices``, or ``params`` as names) is required; it
+    becomes an explicit plan applying from iteration 1.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"plan: {str(path)!r} does not exist or is not a file; expected a plan JSON")
+    try:
+        data = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"plan {p}: not valid JSON ({exc})") from None
+    if isinstance(data, list):
+        data = {"buckets": data}
+    if not isinstance(data, dict) or not isinstance(data.get("buckets"), list):
+        raise InputError(f"plan {p}: 'buckets' is missing; expected an object with a list 'buckets'")
+    if data.get("format", PLAN_FORMAT) != PLAN_FORMAT or data.get("version", PLAN_VERSION) != PLAN_VERSION:
+        raise InputError(f"plan {p}: format/version {data.get('format')!r}/{data.get('version')!r}; expected {PLAN_FORMAT!r}/{PLAN_VERSION}")
+    groups = []
+    for k, b in enumerate(data["buckets"]):
+        if isinstance(b, dict):
+            b = b.get("param_indices", b.get("params"))
+        groups.append(b)
+    try:
+        return explicit_plan(trace, groups, source=str(data.get("source", "explicit")))
+    except InputError as exc:
+        raise InputError(f"plan {p}: {exc}") from None

@@ -1,0 +1,82 @@
+"""Units and their conversions, in one place.
+
+Internal time unit everywhere in ddpsim: **seconds, as float** (names end in ``_s``).
+Sizes are integer **bytes** (``_bytes``). Bandwidth is **bytes per second** inside the
+package (``_bytes_per_s``); GB/s (1e9 B/s, as NCCL and nccl-tests print) only at the edges
+(``_gbps``). DDP's ``bucket_cap_mb`` is in MiB (2**20 bytes), as PyTorch has it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ddpsim.errors import InputError
+
+MIB = 1024 * 1024
+KIB = 1024
+GB = 1e9  # NCCL / nccl-tests "GB/s" is 1e9 bytes per second
+
+#: DDP's constants (torch/csrc/distributed/c10d/reducer.hpp, torch/nn/parallel/distributed.py)
+DEFAULT_FIRST_BUCKET_BYTES = 1 * MIB
+DEFAULT_BUCKET_CAP_MB = 25
+SIZE_MAX = 9223372036854775807  # sys.maxsize, the "one bucket per dtype" limit
+
+#: element size in bytes of every dtype name a trace may hold (torch's names without "torch.")
+DTYPE_SIZE_BYTES = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "complex64": 8,
+    "complex128": 16,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
+
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([KMGT]i?B|B|)\s*$", re.IGNORECASE)
+_SIZE_MULT = {"": 1, "b": 1, "kib": KIB, "mib": MIB, "gib": 1024**3, "tib": 1024**4,
+              "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
+
+
+def dtype_size_bytes(dtype: str, field: str = "dtype") -> int:
+    """Element size of ``dtype`` (a name like ``"float32"``); InputError if unknown."""
+    try:
+        return DTYPE_SIZE_BYTES[dtype]
+    except (KeyError, TypeError):
+        raise InputError(f"{field}: {dtype!r} is not a known dtype; expected one of {sorted(DTYPE_SIZE_BYTES)}") from None
+
+
+def parse_size_bytes(text: str | int, field: str = "size") -> int:
+    """``"1KiB"`` -> 1024, ``"4MiB"`` -> 4194304, ``"1MB"`` -> 1000000, ``"512"`` -> 512."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = float(text)
+        unit = ""
+    else:
+        m = _SIZE_RE.match(str(text))
+        if not m:
+            raise InputError(f"{field}: {text!r} is not a size; expected a number with an optional unit B, KiB, MiB, GiB, KB, MB or GB")
+        value, unit = float(m.group(1)), m.group(2).lower()
+    out = value * _SIZE_MULT[unit]
+    if not math.isfinite(out) or out <= 0 or out != int(out):
+        raise InputError(f"{field}: {text!r} is not a positive whole number of bytes")
+    return int(out)
+
+
+def format_size(size_bytes: float) -> str:
+    """Human-readable binary size: 1048576 -> '1 MiB', 1536 -> '1.5 KiB'."""
+    for unit, mult in (("GiB", 1024**3), ("MiB", MIB), ("KiB", KIB)):
+        if size_bytes >= mult:
+            return f"{size_bytes / mult:.4g} {unit}"
+    return f"{int(size_bytes)} B"
+
+
+def mb_to_bytes(bucket_cap_mb: float) -> int:
+    """DDP's conversion: ``int(bucket_cap_mb * 1024 * 1024)``."""
+    return int(bucket_cap_mb * MIB)

@@ -1,0 +1,33 @@
+"""Shared test fixtures (kept small on purpose; other test files may use them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddpsim.trace import Trace, make_trace
+
+
+def tiny_trace_obj() -> Trace:
+    """Four fp32 Linear-like parameters; gradients ready in reverse order (as autograd does).
+
+    Sizes: fc1.weight 64x32 -> 8192 B, fc1.bias 64 -> 256 B, fc2.weight 16x64 -> 4096 B,
+    fc2.bias 16 -> 64 B; 12608 B in all.
+    """
+    return make_trace(
+        model="tiny",
+        params=[("fc1.weight", (64, 32), "float32"), ("fc1.bias", (64,), "float32"),
+                ("fc2.weight", (16, 64), "float32"), ("fc2.bias", (16,), "float32")],
+        ready_s=[0.004, 0.003, 0.002, 0.001],
+        forward_s=0.01, backward_s=0.02, optimizer_s=0.005, num_iterations=2)
+
+
+@pytest.fixture
+def tiny_trace() -> Trace:
+    return tiny_trace_obj()
+
+
+@pytest.fixture
+def tiny_trace_file(tmp_path, tiny_trace):
+    from ddpsim.trace import save_trace
+
+    return save_trace(tiny_trace, tmp_path / "tiny.trace.json")

@@ -1,0 +1,94 @@
+"""Scenario YAML loading: every key validated, errors name the file and the key path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ddpsim.errors import InputError
+from ddpsim.scenario import load_scenario, scenario_from_dict
+
+
+def _write(tmp_path: Path, tiny_trace_file, **over) -> Path:
+    data = {"name": "t", "trace": str(tiny_trace_file), "cluster": {"topology": "cpu-gloo"}, "world_size": 2,
+            "sweep": {"bucket_cap_mb": [1, 25]}}
+    data.update(over)
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def test_minimal_scenario_adds_default_point(tmp_path, tiny_trace_file):
+    s = load_scenario(_write(tmp_path, tiny_trace_file))
+    assert s.name == "t" and s.world_size == 2
+    assert [p.point_id for p in s.points()] == ["cap=default", "cap=1", "cap=25"]
+    assert s.base_point().bucket_cap_mb is None
+    assert s.ddp_options(s.points()[2]).bucket_cap_mb == 25
+
+
+def test_cap_range_log(tmp_path, tiny_trace_file):
+    s = load_scenario(_write(tmp_path, tiny_trace_file, sweep={"bucket_cap_mb": {"min": 1, "max": 100, "points": 3}}))
+    # log spacing 1, 10, 100, plus the default point first
+    assert [p.bucket_cap_mb for p in s.points()] == [None, 1, 10, 100]
+
+
+def test_product_and_point_ids(tmp_path, tiny_trace_file):
+    s = load_scenario(_write(tmp_path, tiny_trace_file, sweep={"bucket_cap_mb": [5], "comm_hook": ["none", "fp16"]}))
+    assert [p.point_id for p in s.points()] == ["cap=default,hook=none", "cap=default,hook=fp16",
+                                                 "cap=5,hook=none", "cap=5,hook=fp16"]
+
+
+def test_timelines_by_cap_and_best(tmp_path, tiny_trace_file):
+    s = load_scenario(_write(tmp_path, tiny_trace_file, timelines=[None, 25, "best"]))
+    best = s.points()[1]
+    assert [p.point_id for p in s.timeline_points(best)] == ["cap=default", "cap=25", "cap=1"]
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"ddp": {"bucket_cap_mb": "abc"}}, r"s\.yaml: ddp\.bucket_cap_mb: 'abc' is not accepted; expected a number > 0 or null"),
+    ({"ddp": {"bucket_cap": 5}}, r"ddp\.bucket_cap: unknown key; expected one of bucket_cap_mb"),
+    ({"bogus": 1}, r"bogus: unknown key"),
+    ({"world_size": "two"}, r"world_size: 'two' is not accepted; expected an integer >= 1"),
+    ({"sweep": {"bucket_cap_mb": []}}, r"sweep\.bucket_cap_mb: \[\] is not accepted; expected at least one point"),
+    ({"sweep": {"bucket_cap_mb": [1, -2]}}, r"sweep\.bucket_cap_mb\[1\]: -2 is not accepted"),
+    ({"simulation": {"iterations": 3, "warmup": 3}}, r"simulation\.warmup: 3 is not accepted; expected fewer than"),
+    ({"simulation": {"jitter": "lots"}}, r"simulation\.jitter: 'lots'"),
+    ({"comm_hook": "zip"}, r"comm_hook: 'zip' is not accepted; expected one of none, allreduce"),
+    ({"trace": "nope/missing.json"}, r"trace: 'nope/missing\.json' does not exist"),
+    ({"timelines": [7]}, r"timelines\[0\]: 7 is not accepted; expected a bucket_cap_mb of the sweep"),
+    ({"sweep": {"nodes": [1, 2]}}, r"world_size: 2 is not accepted; expected null"),
+    ({"name": "a b"}, r"name: 'a b' is not accepted"),
+    ({"simulation": {"stragglers": {5: 1.5}}}, r"simulation\.stragglers: 5 is not accepted; expected a rank in \[0, 2\)"),
+])
+def test_bad_input_names_key(tmp_path, tiny_trace_file, over, match):
+    with pytest.raises(InputError, match=match):
+        load_scenario(_write(tmp_path, tiny_trace_file, **over))
+
+
+def test_trace_and_model_exclusive(tiny_trace_file):
+    with pytest.raises(InputError, match=r"trace/model: both are given"):
+        scenario_from_dict({"trace": str(tiny_trace_file), "model": "mlp", "cluster": "cpu-gloo"}, source="x")
+
+
+def test_invalid_yaml(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: [unclosed\n")
+    with pytest.raises(InputError, match=r"bad\.yaml: not valid YAML"):
+        load_scenario(p)
+
+
+def test_unknown_scenario_name():
+    with pytest.raises(InputError, match=r"scenario: 'no-such-scenario' does not exist"):
+        load_scenario("no-such-scenario")
+
+
+def test_bundled_scenarios_are_valid():
+    root = Path(__file__).resolve().parent.parent / "scenarios"
+    for p in sorted(root.glob("*.yaml")):
+        trace = yaml.safe_load(p.read_text()).get("trace")
+        if trace and not (root.parent / trace).is_file():
+            continue  # trace not shipped yet in this checkout
+        s = load_scenario(p)
+        assert s.points() and s.name == p.stem

@@ -1,0 +1,32 @@
+"""ddpsim's executor: real measurements under ``torchrun`` (NCCL on GPUs, gloo on CPUs).
+
+Runnable on a node that has ONLY torch installed::
+
+    torchrun --nproc-per-node 8 -m executor collectives --out cal.json
+    torchrun --nproc-per-node 8 -m executor ddp --model gpt2-124m --bucket-cap-mb 25 --out m.json
+    torchrun --nproc-per-node 8 -m executor replay --plan plan.json --trace t.json --out r.json
+
+Steps (one module each):
+
+* :mod:`executor.collectives` -- nccl-tests-like all-reduce / broadcast sweep, compute/comm
+  interference and copy bandwidth -> the calibration JSON ``ddpsim`` reads.
+* :mod:`executor.ddp_step` -- a model under real DDP; iteration times, optional per-bucket
+  collective timestamps (comm hook), DDP's own logging data, and whether DDP's rebuilt
+  buckets equal the plan ddpsim predicts.
+* :mod:`executor.replay` -- any bucket plan run by the executor's own reducer, over the real
+  model or over synthetic compute timed from a trace.
+
+Lifecycle (:mod:`executor.runtime`): torchrun's environment is validated first, the process
+group is created with an explicit timeout, a watchdog ends a rank that makes no progress
+within the timeout (a dead peer), and ``destroy_process_group()`` always runs.
+
+NOTE: this package may import ``ddpsim.models``, ``trace``, ``plan``, ``errors``, ``units``
+and ``io`` (torch/stdlib only) but never simpy, pandas, matplotlib, networkx or yaml.
+"""
+
+MEASUREMENT_FORMAT = "ddpsim-measurement"
+MEASUREMENT_VERSION = 1
+CALIBRATION_FORMAT = "ddpsim-calibration"
+CALIBRATION_VERSION = 1
+
+__all__ = ["MEASUREMENT_FORMAT", "MEASUREMENT_VERSION", "CALIBRATION_FORMAT", "CALIBRATION_VERSION"]

@@ -1,0 +1,70 @@
+"""``python -m executor STEP ...`` (under torchrun). See :mod:`executor`.
+
+Exit status: 0 done; 2 bad input or environment (one line on stderr); 3 run-time failure
+(a peer died, a timeout; one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+STEPS = ("collectives", "ddp", "replay")
+
+EPILOG = """examples:
+  torchrun --nproc-per-node 2 -m executor collectives --out cal.json --num-threads 1
+  torchrun --nproc-per-node 2 -m executor ddp --model mlp --batch-size 8 --bucket-cap-mb 5 \\
+      --trace traces/mlp.json --out m.json
+  torchrun --nproc-per-node 2 -m executor replay --plan plan.json --trace traces/mlp.json \\
+      --compute synthetic --out r.json
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from executor import collectives, ddp_step, replay
+
+    parser = argparse.ArgumentParser(prog="python -m executor", description=__doc__.splitlines()[0],
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="step", metavar="STEP", required=True)
+    for name, mod, help_ in (("collectives", collectives, "all-reduce/broadcast sweep, interference, copy bandwidth -> calibration JSON"),
+                             ("ddp", ddp_step, "a model under real DDP -> measurement JSON"),
+                             ("replay", replay, "any bucket plan with the executor's own reducer -> measurement JSON")):
+        p = sub.add_parser(name, help=help_, description=(mod.__doc__ or "").strip(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--backend", default="auto", help="auto (nccl with CUDA, else gloo), nccl or gloo")
+        p.add_argument("--timeout-s", type=float, default=300.0,
+                       help="process-group and watchdog timeout in seconds (default 300)")
+        p.add_argument("--num-threads", type=int, default=None,
+                       help="torch.set_num_threads per rank (CPU runs; use 1 on a machine with one core per rank)")
+        mod.add_arguments(p)
+        p.set_defaults(module=mod)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ddpsim.errors import InputError
+
+    from executor.runtime import EXIT_INPUT, EXIT_RUNTIME, ExecutorFailure, distributed
+
+    args = build_parser().parse_args(argv)
+    try:
+        with distributed(backend=args.backend, timeout_s=args.timeout_s, num_threads=args.num_threads) as rt:
+            return int(args.module.run(rt, args) or 0)
+    except InputError as exc:
+        print(f"executor: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_INPUT
+    except ExecutorFailure as exc:
+        print(f"executor: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_RUNTIME
+    except RuntimeError as exc:  # torch.distributed errors: a peer died, a timeout
+        first = " ".join(str(exc).split())[:300]
+        print(f"executor: error: {args.step} failed: {type(exc).__name__}: {first} "
+              f"(a peer rank died, timed out, or the group broke)", file=sys.stderr, flush=True)
+        return EXIT_RUNTIME
+    except KeyboardInterrupt:
+        print("executor: interrupted", file=sys.stderr, flush=True)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""``executor collectives``: the calibration ddpsim reads.
+
+* All-reduce and broadcast sweep, nccl-tests style: for each size, warm-up operations, then
+  ``repeats`` timed operations, each started right after a barrier; a sample is the slowest
+  rank's time (what a DDP bucket waits for). Median, p10, p90 per size. CUDA events on GPUs.
+* Interference: a compute unit (matmul + elementwise, the mix of a backward pass) timed
+  alone, an all-reduce of ``--interference-bytes`` timed alone, then both at once (a thread
+  runs back-to-back all-reduces while the main thread runs compute units, as DDP's reducer
+  overlaps gloo/NCCL work with backward). ``compute_slowdown`` = median unit time while
+  all-reduces run / alone; ``comm_slowdown`` likewise for the all-reduce.
+* ``copy_bandwidth_bytes_per_s``: DDP's copy-in, ``torch.mul(grad, 1/world, out=bucket_view)``,
+  timed; counted as read + write (2 x bytes per second), the way the engine charges a copy.
+
+Output (rank 0; written atomically)::
+
+    {"format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": 2, "device": "cpu",
+     "environment": {"torch_version": ..., "hostname_hash": ...},
+     "collectives": {"allreduce": [{"size_bytes", "time_s", "p10_s", "p90_s", "num_samples"}, ...],
+                     "broadcast": [...]},
+     "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {...}},
+     "copy_bandwidth_bytes_per_s": 5.1e9}
+
+A measurement JSON (``--progress``) is rewritten after every size, so a run cut short keeps
+what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+from typing import Any
+
+from ddpsim.errors import InputError
+from ddpsim.units import parse_size_bytes
+
+from executor import CALIBRATION_FORMAT, CALIBRATION_VERSION
+from executor.runtime import Runtime, Stopwatch, max_across_ranks, measurement, stats, write_json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="calibration JSON to write (rank 0)")
+    p.add_argument("--progress", default=None, help="measurement JSON rewritten after each size (default: OUT with .progress.json)")
+    p.add_argument("--min-bytes", default="4KiB", help="smallest size (default 4KiB)")
+    p.add_argument("--max-bytes", default="64MiB", help="largest size (default 64MiB)")
+    p.add_argument("--factor", type=int, default=4, help="size multiplier between points (default 4)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed operations per size (default 3)")
+    p.add_argument("--repeats", type=int, default=15, help="timed operations per size (default 15)")
+    p.add_argument("--ops", default="allreduce,broadcast", help="comma list of allreduce, broadcast")
+    p.add_argument("--interference-bytes", default="8MiB", help="all-reduce size for the interference test (default 8MiB)")
+    p.add_argument("--interference-repeats", type=int, default=12, help="all-reduces timed in each interference phase")
+    p.add_argument("--skip-interference", action="store_true", help="write slowdowns 1.0 (not measured)")
+    p.add_argument("--dtype", default="float32", help="element type (default float32)")
+
+
+def sizes_from_args(args: argparse.Namespace, elem: int) -> list[int]:
+    lo = parse_size_bytes(args.min_bytes, "--min-bytes")
+    hi = parse_size_bytes(args.max_bytes, "--max-bytes")
+    if hi < lo:
+        raise InputError(f"--max-bytes: {args.max_bytes!r} is below --min-bytes {args.min_bytes!r}; expected max >= min")
+    if args.factor < 2:
+        raise InputError(f"--factor: {args.factor!r} is not accepted; expected an integer >= 2")
+    out, s = [], lo
+    while s <= hi:
+        out.append(max(elem, s // elem * elem))
+        s *= args.factor
+    return out
+
+
+def _dtype(name: str):
+    import torch
+
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise InputError(f"--dtype: {name!r} is not accepted; expected a torch dtype name such as float32")
+    return dt
+
+
+def time_collective(rt: Runtime, op: str, size_bytes: int, dtype, warmup: int, repeats: int) -> dict[str, Any]:
+    """Per-op times (slowest rank) of ``op`` on ``size_bytes``."""
+    import torch
+    import torch.distributed as dist
+
+    elem = torch.empty((), dtype=dtype).element_size()
+    t = torch.ones(max(1, size_bytes // elem), dtype=dtype, device=rt.device)
+    sw = Stopwatch(rt)
+
+    def one() -> None:
+        if op == "allreduce":
+            dist.all_reduce(t)
+        else:
+            dist.broadcast(t, src=0)
+
+    for _ in range(warmup):
+        one()
+        rt.watchdog.beat()
+    rt.sync()
+    samples = []
+    for _ in range(repeats):
+        rt.barrier()
+        tok = sw.start()
+        one()
+        samples.append(sw.stop(tok))
+        rt.watchdog.beat(f"{op} of {size_bytes} B")
+    samples = max_across_ranks(rt, samples)
+    return {"size_bytes": int(t.numel() * elem), **stats(samples)}
+
+
+class ComputeUnit:
+    """A short compute kernel mix: a matmul and a few elementwise passes (~backward's mix)."""
+
+    def __init__(self, rt: Runtime, n: int = 192, elems: int = 1 << 18) -> None:
+        import torch
+
+        g = torch.Generator(device="cpu").manual_seed(0)
+        self.a = torch.randn(n, n, generator=g).to(rt.device)
+        self.b = torch.randn(n, n, generator=g).to(rt.device)
+        self.c = torch.empty(n, n, device=rt.device)
+        self.x = torch.randn(elems, generator=g).to(rt.device)
+        self.y = torch.empty_like(self.x)
+
+    def __call__(self) -> None:
+        import torch
+
+        torch.mm(self.a, self.b, out=self.c)
+        torch.mul(self.x, 0.5, out=self.y)
+        self.y.add_(self.x)
+
+
+def measure_interference(rt: Runtime, size_bytes: int, repeats: int, dtype) -> dict[str, Any]:
+    """compute alone / comm alone / both at once; slowdowns are ratios of medians (slowest rank)."""
+    import torch
+    import torch.distributed as dist
+
+    sw = Stopwatch(rt)
+    unit = ComputeUnit(rt)
+    for _ in range(5):
+        unit()
+    rt.sync()
+
+    def time_units(k: int) -> list[float]:
+        out = []
+        for _ in range(k):
+            tok = sw.start()
+            unit()
+            out.append(sw.stop(tok))
+        return out
+
+    rt.barrier()
+    compute_alone = time_units(60)
+    rt.watchdog.beat("interference: compute alone")
+    comm_alone = time_collective(rt, "allreduce", size_bytes, dtype, warmup=2, repeats=repeats)
+
+    # both at once: a thread runs `repeats` back-to-back all-reduces (every rank the same
+    # number, so the collectives match) while this thread keeps running compute units.
+    elem = torch.empty((), dtype=dtype).element_size()
+    buf = torch.ones(max(1, size_bytes // elem), dtype=dtype, device=rt.device)
+    comm_times: list[float] = []
+    errors: list[BaseException] = []
+
+    def comm_thread() -> None:
+        try:
+            stream = torch.cuda.Stream(rt.device) if rt.is_cuda else None
+            ctx = torch.cuda.stream(stream) if stream is not None else _null()
+            with ctx:
+                for _ in range(repeats):
+                    tok = sw.start()
+                    dist.all_reduce(buf)
+                    comm_times.append(sw.stop(tok))
+        except BaseException as exc:  # noqa: BLE001 -- re-raised in the main thread
+            errors.append(exc)
+
+    rt.barrier()
+    th = threading.Thread(target=comm_thread, name="interference-comm", daemon=True)
+    th.start()
+    compute_busy: list[float] = []
+    while th.is_alive():
+        compute_busy.extend(time_units(4))
+        rt.watchdog.beat("interference: compute + comm")
+    th.join()
+    if errors:
+        raise errors[0]
+    # the last units may have run after the last all-reduce ended: drop the final 4
+    busy = compute_busy[:-4] if len(compute_busy) > 8 else compute_busy
+    vals = max_across_ranks(rt, [statistics.median(compute_alone), statistics.median(busy),
+                                 statistics.median(comm_times)])
+    c_alone, c_busy, a_busy = vals
+    a_alone = comm_alone["time_s"]
+    return {
+        "compute_slowdown": max(1.0, c_busy / c_alone),
+        "comm_slowdown": max(1.0, a_busy / a_alone),
+        "details": {"allreduce_size_bytes": comm_alone["size_bytes"],
+                    "compute_unit_alone_s": c_alone, "compute_unit_with_comm_s": c_busy,
+                    "allreduce_alone_s": a_alone, "allreduce_with_compute_s": a_busy,
+                    "num_compute_units_with_comm": len(busy), "num_allreduces": repeats,
+                    "raw_compute_slowdown": c_busy / c_alone, "raw_comm_slowdown": a_busy / a_alone,
+                    "compute": "torch.mm 192x192 + mul/add over 2**18 elements per unit",
+                    "num_threads": torch.get_num_threads()},
+    }
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *a: object) -> None:
+        return None
+
+
+def measure_copy_bandwidth(rt: Runtime, size_bytes: int = 16 << 20, repeats: int = 15) -> dict[str, Any]:
+    """DDP's copy-in (``mul_out`` with 1/world): bytes read + written per second."""
+    import torch
+
+    sw = Stopwatch(rt)
+    n = size_bytes // 4
+    grad = torch.randn(n, device=rt.device)
+    bucket = torch.empty(n, device=rt.device)
+    scale = 1.0 / rt.world_size
+    for _ in range(3):
+        torch.mul(grad, scale, out=bucket)
+    rt.sync()
+    samples = []
+    for _ in range(repeats):
+        tok = sw.start()
+        torch.mul(grad, scale, out=bucket)
+        samples.append(sw.stop(tok))
+    med = max_across_ranks(rt, [statistics.median(samples)])[0]
+    return {"copy_bandwidth_bytes_per_s": 2 * n * 4 / med, "copy_size_bytes": n * 4, "copy_time_s": med}
+
+
+def run(rt: Runtime, args: argparse.Namespace) -> int:
+    dtype = _dtype(args.dtype)
+    import torch
+
+    elem = torch.empty((), dtype=dtype).element_size()
+    sizes = sizes_from_args(args, elem)
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    for o in ops:
+        if o not in ("allreduce", "broadcast"):
+            raise InputError(f"--ops: {o!r} is not accepted; expected a comma list of allreduce, broadcast")
+    for name in ("warmup", "repeats", "interference_repeats"):
+        v = getattr(args, name)
+        if v < (0 if name == "warmup" else 1):
+            raise InputError(f"--{name.replace('_', '-')}: {v!r} is not accepted; expected an integer >= {0 if name == 'warmup' else 1}")
+    progress = args.progress or str(args.out).removesuffix(".json") + ".progress.json"
+    results: dict[str, list[dict[str, Any]]] = {o: [] for o in ("allreduce", "broadcast")}
+    rec = measurement("collectives", rt, points=[], complete=False)
+    for op in ops:
+        for s in sizes:
+            r = time_collective(rt, op, s, dtype, args.warmup, args.repeats)
+            results[op].append(r)
+            rt.log(f"collectives: {op:9s} {r['size_bytes']:>11d} B  median {r['time_s'] * 1e3:9.3f} ms  "
+                   f"p10 {r['p10_s'] * 1e3:9.3f}  p90 {r['p90_s'] * 1e3:9.3f}  ({r['num_samples']} samples)")
+            if rt.rank == 0:
+                rec["points"].append({"op": op, **r})
+                write_json(progress, rec)
+    if args.skip_interference:
+        interference: dict[str, Any] = {"compute_slowdown": 1.0, "comm_slowdown": 1.0, "details": {"measured": False}}
+    else:
+        interference = measure_interference(rt, parse_size_bytes(args.interference_bytes, "--interference-bytes"),
+                                            args.interference_repeats, dtype)
+        rt.log(f"collectives: interference compute_slowdown {interference['compute_slowdown']:.3f}  "
+               f"comm_slowdown {interference['comm_slowdown']:.3f}")
+    copy = measure_copy_bandwidth(rt)
+    rt.log(f"collectives: copy bandwidth {copy['copy_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s (read+write)")
+    if rt.rank == 0:
+        interference["details"]["copy"] = copy
+        cal = {
+            "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "backend": rt.backend,
+            "world_size": rt.world_size, "device": rt.device.type,
+            "environment": measurement("collectives", rt)["environment"],
+            "collectives": {"allreduce": results["allreduce"], "broadcast": results["broadcast"]},
+            "interference": interference,
+            "copy_bandwidth_bytes_per_s": copy["copy_bandwidth_bytes_per_s"],
+        }
+        write_json(args.out, cal)
+        rec.update(complete=True, calibration=str(args.out))
+        write_json(progress, rec)
+        print(f"collectives: wrote {args.out}", flush=True)
+    return 0

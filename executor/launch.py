@@ -1,0 +1,91 @@
+"""Launch the executor locally: ``python -m torch.distributed.run`` on a free loopback port.
+
+Used by ``ddpsim validate`` and the calibration benchmark for CPU (gloo) runs; on GPU nodes
+run ``torchrun`` yourself. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    command: tuple[str, ...]
+
+
+def torchrun_command(step_args: Sequence[str], *, nproc: int = 2, port: int | None = None) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
+            "--master-addr", "127.0.0.1", "--master-port", str(port or free_port()),
+            "-m", "executor", *step_args]
+
+
+def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int | None = 1,
+                 timeout_s: float = 600.0, echo: bool = False) -> LaunchResult:
+    """Run ``executor <step_args>`` on ``nproc`` local ranks; wait at most ``timeout_s``.
+
+    ``num_threads`` is passed as ``--num-threads`` and OMP_NUM_THREADS (CPU runs).
+    """
+    args = list(step_args)
+    if num_threads is not None and "--num-threads" not in args:
+        args[1:1] = ["--num-threads", str(num_threads)]
+    cmd = torchrun_command(args, nproc=nproc)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if num_threads is not None:
+        env["OMP_NUM_THREADS"] = str(num_threads)
+    env.setdefault("TORCHELASTIC_ERROR_FILE", "")
+    env.pop("TORCHELASTIC_ERROR_FILE")
+    proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        import signal
+
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        err += f"\nexecutor launch: timed out after {timeout_s:g} s"
+        return LaunchResult(returncode=124, stdout=out, stderr=err, command=tuple(cmd))
+    if echo:
+        sys.stdout.write(out)
+    return LaunchResult(returncode=proc.returncode, stdout=out, stderr=err, command=tuple(cmd))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m executor.launch [--nproc N] STEP ...``: local launch, output passed through."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    nproc = 2
+    if argv[:1] == ["--nproc"]:
+        nproc = int(argv[1])
+        argv = argv[2:]
+    r = launch_local(argv, nproc=nproc, num_threads=None if "--num-threads" in argv else 1)
+    sys.stdout.write(r.stdout)
+    sys.stderr.write(r.stderr)
+    return r.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

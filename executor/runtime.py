@@ -1,0 +1,295 @@
+"""The executor's lifecycle: torchrun environment, process group, watchdog, timers, output.
+
+Every step runs inside :func:`distributed`:
+
+1. torchrun's environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``,
+   ``MASTER_PORT``) is validated; a missing or bad variable is one clear line, exit 2.
+2. ``init_process_group`` with an explicit timeout (it also bounds every gloo collective;
+   NCCL gets ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1`` so its watchdog aborts on timeout).
+3. A watchdog thread ends the rank (exit 3, one line on stderr) when the step reports no
+   progress for ``timeout_s``: a peer that died mid-collective never leaves a rank hanging.
+4. ``destroy_process_group()`` in ``finally``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.io import write_text_atomic
+
+EXIT_INPUT = 2
+EXIT_RUNTIME = 3
+
+REQUIRED_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+class ExecutorFailure(RuntimeError):
+    """A run failed at run time (peer died, timeout): one line, exit status 3."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DistEnv:
+    """What torchrun tells each worker."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+
+
+def read_env(environ: dict[str, str] | None = None) -> DistEnv:
+    """Validate torchrun's variables. Raises InputError naming the variable."""
+    env = os.environ if environ is None else environ
+    missing = [k for k in REQUIRED_ENV if not env.get(k)]
+    if missing:
+        raise InputError(
+            f"environment: {', '.join(missing)} not set; expected to run under torchrun, "
+            f"e.g. 'torchrun --nproc-per-node 2 -m executor ...' (or set {', '.join(REQUIRED_ENV)})")
+    vals: dict[str, int] = {}
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
+        try:
+            vals[k] = int(env[k])
+        except ValueError:
+            raise InputError(f"environment: {k}={env[k]!r} is not accepted; expected an integer") from None
+    if vals["WORLD_SIZE"] < 1:
+        raise InputError(f"environment: WORLD_SIZE={vals['WORLD_SIZE']} is not accepted; expected an integer >= 1")
+    if not 0 <= vals["RANK"] < vals["WORLD_SIZE"]:
+        raise InputError(f"environment: RANK={vals['RANK']} is not accepted; expected 0 <= RANK < WORLD_SIZE ({vals['WORLD_SIZE']})")
+    if vals["LOCAL_RANK"] < 0:
+        raise InputError(f"environment: LOCAL_RANK={vals['LOCAL_RANK']} is not accepted; expected an integer >= 0")
+    if not 0 < vals["MASTER_PORT"] < 65536:
+        raise InputError(f"environment: MASTER_PORT={vals['MASTER_PORT']} is not accepted; expected a port in 1..65535")
+    return DistEnv(rank=vals["RANK"], world_size=vals["WORLD_SIZE"], local_rank=vals["LOCAL_RANK"],
+                   master_addr=env["MASTER_ADDR"], master_port=vals["MASTER_PORT"])
+
+
+class Watchdog:
+    """Ends the process when no :meth:`beat` came for ``timeout_s`` seconds."""
+
+    def __init__(self, timeout_s: float, rank: int) -> None:
+        self.timeout_s = float(timeout_s)
+        self.rank = rank
+        self._last = time.monotonic()
+        self._what = "start-up"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="executor-watchdog", daemon=True)
+
+    def start(self) -> "Watchdog":
+        self._thread.start()
+        return self
+
+    def beat(self, what: str | None = None) -> None:
+        self._last = time.monotonic()
+        if what is not None:
+            self._what = what
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(min(0.25, self.timeout_s / 4)):
+            idle = time.monotonic() - self._last
+            if idle > self.timeout_s:
+                print(f"executor: error: rank {self.rank}: no progress for {idle:.1f} s (timeout {self.timeout_s:g} s) "
+                      f"during {self._what}; a peer rank probably died or hangs; exiting", file=sys.stderr, flush=True)
+                os._exit(EXIT_RUNTIME)
+
+
+@dataclass
+class Runtime:
+    """What a step gets: its rank, the group, its device, a watchdog and a timer factory."""
+
+    env: DistEnv
+    backend: str
+    device: Any  # torch.device
+    timeout_s: float
+    watchdog: Watchdog
+
+    @property
+    def rank(self) -> int:
+        return self.env.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.env.world_size
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def sync(self) -> None:
+        if self.is_cuda:
+            import torch
+
+            torch.cuda.synchronize(self.device)
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        self.watchdog.beat()
+        if self.is_cuda:
+            dist.barrier(device_ids=[self.device.index])
+        else:
+            dist.barrier()
+        self.watchdog.beat()
+
+    def log(self, msg: str) -> None:
+        if self.rank == 0:
+            print(msg, flush=True)
+
+
+def choose_backend(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    if requested not in ("nccl", "gloo"):
+        raise InputError(f"--backend: {requested!r} is not accepted; expected auto, nccl or gloo")
+    if requested == "nccl" and not torch.cuda.is_available():
+        raise InputError("--backend: 'nccl' is not accepted on this node (no CUDA device); expected gloo or auto")
+    return requested
+
+
+@contextmanager
+def distributed(*, backend: str = "auto", timeout_s: float = 120.0, num_threads: int | None = None,
+                environ: dict[str, str] | None = None) -> Iterator[Runtime]:
+    """Validate the environment, create the process group, yield a :class:`Runtime`, tear down."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    if not (timeout_s > 0):
+        raise InputError(f"--timeout-s: {timeout_s!r} is not accepted; expected a number of seconds > 0")
+    env = read_env(environ)
+    backend = choose_backend(backend)
+    if num_threads is not None:
+        if num_threads < 1:
+            raise InputError(f"--num-threads: {num_threads!r} is not accepted; expected an integer >= 1")
+        torch.set_num_threads(num_threads)
+    if backend == "nccl":
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+        device = torch.device("cuda", env.local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    wd = Watchdog(timeout_s + 5.0, env.rank).start()
+    initialised = False
+    try:
+        wd.beat("init_process_group")
+        kwargs: dict[str, Any] = {}
+        if backend == "nccl":
+            kwargs["device_id"] = device
+        dist.init_process_group(backend=backend, rank=env.rank, world_size=env.world_size,
+                                timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
+        initialised = True
+        wd.beat("run")
+        yield Runtime(env=env, backend=backend, device=device, timeout_s=timeout_s, watchdog=wd)
+    finally:
+        if initialised:
+            try:
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 -- teardown after a failure must not mask it
+                pass
+        wd.stop()
+
+
+# ---- timing -----------------------------------------------------------------------------
+
+class Stopwatch:
+    """Wall-clock intervals on the CPU, or CUDA events on a GPU stream."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def start(self) -> Any:
+        if self.rt.is_cuda:
+            import torch
+
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def stop(self, token: Any) -> float:
+        """Seconds since ``token`` (synchronises the stream on a GPU)."""
+        if self.rt.is_cuda:
+            import torch
+
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            end.synchronize()
+            return token.elapsed_time(end) / 1e3
+        return time.perf_counter() - token
+
+
+def quantile(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def stats(xs: Sequence[float]) -> dict[str, float]:
+    """``{"time_s": median, "p10_s", "p90_s", "num_samples"}``."""
+    return {"time_s": statistics.median(xs), "p10_s": quantile(xs, 0.1), "p90_s": quantile(xs, 0.9),
+            "num_samples": len(xs)}
+
+
+def max_across_ranks(rt: Runtime, values: Sequence[float]) -> list[float]:
+    """Element-wise max over ranks (a collective ends for the job when its slowest rank ends)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor(list(values), dtype=torch.float64, device=rt.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    rt.watchdog.beat()
+    return [float(v) for v in t.cpu().tolist()]
+
+
+def environment_info(rt: Runtime) -> dict[str, Any]:
+    import hashlib
+
+    import torch
+
+    info: dict[str, Any] = {
+        "torch_version": torch.__version__,
+        "hostname_hash": hashlib.sha256(socket.gethostname().encode()).hexdigest()[:16],
+        "num_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+    }
+    if rt.is_cuda:
+        info["device_name"] = torch.cuda.get_device_name(rt.device)
+        nccl = getattr(torch.cuda, "nccl", None)
+        try:
+            info["nccl_version"] = ".".join(map(str, nccl.version())) if nccl else None
+        except Exception:  # noqa: BLE001
+            info["nccl_version"] = None
+    return info
+
+
+def write_json(path: str | Path, data: dict[str, Any]) -> Path:
+    """Atomic JSON write (temp file + rename)."""
+    return write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+
+
+def measurement(kind: str, rt: Runtime, **fields: Any) -> dict[str, Any]:
+    from executor import MEASUREMENT_FORMAT, MEASUREMENT_VERSION
+
+    return {"format": MEASUREMENT_FORMAT, "version": MEASUREMENT_VERSION, "kind": kind,
+            "backend": rt.backend, "world_size": rt.world_size, "device": rt.device.type,
+            "environment": environment_info(rt), **fields}

@@ -1,0 +1,413 @@
+"""ddpsim's bucket plan equals real DDP's, exactly (2 gloo ranks on this machine).
+
+One pair of worker processes (this file run as a script, a FileStore, explicit timeouts)
+wraps every model/config below in a real ``DistributedDataParallel``, runs 4 iterations and
+reports ``ddp._get_ddp_logging_data()``: ``bucket_sizes`` (construction layout),
+``rebuilt_bucket_sizes`` / ``rebuilt_per_bucket_param_indices`` (rebuilt layout, in launch
+order), ``prev_iteration_grad_ready_order_indices`` and, per iteration, DDP's
+``_has_rebuilt_buckets`` flag. These are strings ("1052672, 8320"; indices "7 6 5 4, 3 2 1 0").
+
+ddpsim's side is planned from ddpsim's own trace of the same model, taken in this (the
+test) process without DDP, so the test also proves the tracer's parameter list and
+gradient-ready order are DDP's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+WORLD_SIZE = 2
+NUM_ITERS = 4
+BATCH = 2
+
+# ---- models (plain torch; built identically in the workers and in the test process) -------
+
+
+def _linears():
+    import torch.nn as nn
+
+    # fp32 bytes per (weight, bias): (240000, 1200), (600000, 2000), (200000, 400),
+    # (280000, 2800), (28000, 40): caps of 0.05 .. 1 MiB all cut somewhere different.
+    dims = [200, 300, 500, 100, 700, 10]
+    layers = []
+    for a, b in zip(dims, dims[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers[:-1]), (200,)
+
+
+def _unused_module_cls():
+    import torch.nn as nn
+
+    class WithUnused(nn.Module):
+        """``skip`` (params 2, 3) never takes part in forward."""
+
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Linear(64, 128)
+            self.skip = nn.Linear(128, 128)
+            self.mid = nn.Linear(128, 256)
+            self.out = nn.Linear(256, 10)
+
+        def forward(self, x):
+            return self.out(self.mid(self.inp(x).relu()).relu())
+
+    return WithUnused
+
+
+def _mixed_module_cls():
+    import torch
+    import torch.nn as nn
+
+    class Mixed(nn.Module):
+        """fp32, fp16, bf16 and fp64 parameters (gloo all-reduces all four on CPU)."""
+
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(64, 96)
+            self.b = nn.Linear(96, 64).to(torch.float16)
+            self.c = nn.Linear(64, 80).to(torch.bfloat16)
+            self.d = nn.Linear(80, 48).to(torch.float64)
+            self.e = nn.Linear(48, 16)
+
+        def forward(self, x):
+            x = self.a(x)
+            x = self.b(x.half()).float()
+            x = self.c(x.bfloat16()).float()
+            x = self.d(x.double()).float()
+            return self.e(x)
+
+    return Mixed
+
+
+def build_local(name: str):
+    """(module, input feature shape) of one of the local models, seeded."""
+    import torch
+
+    torch.manual_seed(0)
+    if name == "linears":
+        return _linears()
+    if name == "unused":
+        return _unused_module_cls()(), (64,)
+    if name == "mixed":
+        return _mixed_module_cls()(), (64,)
+    raise AssertionError(name)
+
+
+#: built-in models (ddpsim.models), small enough for 2 CPU ranks; used once they exist
+BUILTIN = {
+    "mlp": {},
+    "resnet50": {"input_shape": (3, 32, 32)},
+    "gpt2-124m": {"n_layer": 1, "seq_len": 8},
+}
+
+# (config id, model, DDP kwargs)
+CONFIGS = [
+    ("linears-default", "linears", {}),
+    ("linears-cap0.05", "linears", {"bucket_cap_mb": 0.05}),
+    ("linears-cap0.5", "linears", {"bucket_cap_mb": 0.5}),
+    ("linears-cap1", "linears", {"bucket_cap_mb": 1}),
+    ("linears-cap25", "linears", {"bucket_cap_mb": 25}),
+    ("linears-cap100", "linears", {"bucket_cap_mb": 100}),
+    ("linears-find_unused", "linears", {"find_unused_parameters": True}),
+    ("linears-find_unused-cap0.05", "linears", {"find_unused_parameters": True, "bucket_cap_mb": 0.05}),
+    ("linears-static_graph", "linears", {"static_graph": True}),
+    ("linears-static_graph-cap0.05", "linears", {"static_graph": True, "bucket_cap_mb": 0.05}),
+    ("linears-grad_as_bucket_view-cap0.05", "linears", {"gradient_as_bucket_view": True, "bucket_cap_mb": 0.05}),
+    ("linears-static_find_unused-cap0.05", "linears",
+     {"static_graph": True, "find_unused_parameters": True, "bucket_cap_mb": 0.05}),
+    ("unused-find_unused", "unused", {"find_unused_parameters": True}),
+    ("unused-find_unused-cap0.05", "unused", {"find_unused_parameters": True, "bucket_cap_mb": 0.05}),
+    ("unused-static_graph-cap0.05", "unused", {"static_graph": True, "bucket_cap_mb": 0.05}),
+    ("mixed-default", "mixed", {}),
+    ("mixed-cap0.01", "mixed", {"bucket_cap_mb": 0.01}),
+    ("mixed-find_unused", "mixed", {"find_unused_parameters": True}),
+    ("mixed-find_unused-cap0.01", "mixed", {"find_unused_parameters": True, "bucket_cap_mb": 0.01}),
+    ("builtin-mlp-default", "builtin:mlp", {}),
+    ("builtin-mlp-cap0.05", "builtin:mlp", {"bucket_cap_mb": 0.05}),
+    ("builtin-resnet50-default", "builtin:resnet50", {}),
+    ("builtin-gpt2-124m-cap5", "builtin:gpt2-124m", {"bucket_cap_mb": 5}),
+]
+
+LOG_KEYS = ("bucket_sizes", "rebuilt_bucket_sizes", "rebuilt_per_bucket_param_indices",
+            "prev_iteration_grad_ready_order_indices", "has_rebuilt_buckets")
+
+
+def have_builtins() -> bool:
+    try:
+        import ddpsim.models  # noqa: F401
+        from ddpsim.capture import capture_trace  # noqa: F401
+        from ddpsim.models import build_model  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# ---- the worker (this file run as a script) ---------------------------------------------------
+
+
+def _model_and_step(model: str):
+    """(module, step(module_or_ddp) -> None) for a local or built-in model."""
+    import torch
+
+    if model.startswith("builtin:"):
+        from ddpsim.models import build_model
+
+        name = model.split(":", 1)[1]
+        spec = build_model(name, seed=0, **BUILTIN[name])
+        batch = spec.make_batch(BATCH)
+
+        def step(m):
+            out = m(*batch) if isinstance(batch, tuple) else m(batch)
+            loss = spec.loss_fn(out, batch) if spec.loss_fn is not None else _default_loss(out)
+            loss.backward()
+
+        return spec.module, step
+    module, shape = build_local(model)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(BATCH, *shape, generator=g)
+
+    def step(m):
+        m(x).float().sum().backward()
+
+    return module, step
+
+
+def _default_loss(out):
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    if hasattr(out, "logits"):
+        out = out.logits
+    return out.float().sum()
+
+
+def worker_main(rank: int, world_size: int, store_path: str, out_path: str, config_ids: list[str]) -> None:
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    store = dist.FileStore(store_path, world_size)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=120))
+    results = {}
+    try:
+        for cid, model, kwargs in CONFIGS:
+            if cid not in config_ids:
+                continue
+            module, step = _model_and_step(model)
+            ddp = DDP(module, **kwargs)
+            rebuilt_after = []
+            for _ in range(NUM_ITERS):
+                step(ddp)
+                # set in _pre_forward when Reducer::rebuild_buckets() ran (the logging
+                # data's has_rebuilt_buckets is snapshotted before that, one iteration late)
+                rebuilt_after.append(int(getattr(ddp, "_has_rebuilt_buckets", False)))
+                for p in ddp.parameters():
+                    p.grad = None
+            data = ddp._get_ddp_logging_data()
+            results[cid] = {k: data.get(k) for k in LOG_KEYS}
+            results[cid]["has_rebuilt_per_iteration"] = rebuilt_after
+            del ddp, module
+    finally:
+        dist.destroy_process_group()
+    if rank == 0:
+        Path(out_path).write_text(json.dumps(results, indent=1))
+
+
+# ---- ddpsim's side ---------------------------------------------------------------------------
+
+
+def ddp_order_params(module):
+    """DDP's parameter list (``_build_params_for_reducer``): named_modules, own params,
+    requires_grad, shared ones once."""
+    seen, out = set(), []
+    for mname, mod in module.named_modules():
+        for pname, p in mod.named_parameters(recurse=False):
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                out.append((f"{mname}.{pname}" if mname else pname, p))
+    return out
+
+
+def local_trace(model: str, num_iters: int = 2):
+    """A Trace of ``model`` (ddpsim.trace schema): DDP's parameter order, grad-ready order
+    recorded with post-accumulate-grad hooks. Stand-in for ddpsim.capture on local models."""
+    from ddpsim.trace import IterationSample, ParamRecord, Trace
+
+    module, step = _model_and_step(model)
+    params = ddp_order_params(module)
+    fired: list[tuple[int, float]] = []
+    t0 = [0.0]
+    for i, (_, p) in enumerate(params):
+        p.register_post_accumulate_grad_hook(lambda _p, i=i: fired.append((i, time.perf_counter() - t0[0])))
+    samples, orders = [], []
+    for _ in range(num_iters):
+        fired.clear()
+        t0[0] = time.perf_counter()
+        step(module)
+        bwd = time.perf_counter() - t0[0]
+        ready = [None] * len(params)
+        for i, t in fired:
+            ready[i] = t
+        orders.append([i for i, _ in fired])
+        samples.append(IterationSample(forward_s=0.0, backward_s=bwd, optimizer_s=0.0, grad_ready_s=tuple(ready)))
+        for _, p in params:
+            p.grad = None
+    assert all(o == orders[0] for o in orders), "grad-ready order changed between iterations"
+    used = set(orders[0])
+    recs = [ParamRecord(index=i, name=n, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
+                        size_bytes=p.numel() * p.element_size(), has_grad=i in used)
+            for i, (n, p) in enumerate(params)]
+    return Trace(model=model, params=tuple(recs), grad_ready_order=tuple(orders[0]), iterations=tuple(samples))
+
+
+def ddpsim_trace(model: str):
+    if model.startswith("builtin:"):
+        from ddpsim.capture import capture_trace
+        from ddpsim.models import build_model
+
+        name = model.split(":", 1)[1]
+        spec = build_model(name, seed=0, **BUILTIN[name])
+        return capture_trace(spec, batch_size=BATCH, num_iters=2, num_warmup=1, measure_hook_overhead=False)
+    return local_trace(model)
+
+
+# ---- the test ----------------------------------------------------------------------------------
+
+
+def _active_configs() -> list[str]:
+    return [cid for cid, model, _ in CONFIGS if not model.startswith("builtin:") or have_builtins()]
+
+
+@pytest.fixture(scope="module")
+def ddp_logs(tmp_path_factory):
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available():  # pragma: no cover
+        pytest.skip("torch.distributed with gloo is not available")
+    tmp = tmp_path_factory.mktemp("ddp_parity")
+    store, out = tmp / "store", tmp / "logs.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+    ids = ",".join(_active_configs())
+    procs = [subprocess.Popen([sys.executable, __file__, str(r), str(WORLD_SIZE), str(store), str(out), ids],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(WORLD_SIZE)]
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=300)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, text in zip(procs, outputs):
+        assert p.returncode == 0, f"DDP worker failed (rc {p.returncode}):\n{text[-4000:]}"
+    return json.loads(out.read_text())
+
+
+def _ints(text: str | None) -> list[int]:
+    return [int(x) for x in text.split(",")] if text else []
+
+
+def _groups(text: str | None) -> list[list[int]]:
+    return [[int(x) for x in g.split()] for g in text.split(",")] if text else []
+
+
+@pytest.fixture(scope="module")
+def traces():
+    cache: dict[str, object] = {}
+
+    def get(model):
+        if model not in cache:
+            cache[model] = ddpsim_trace(model)
+        return cache[model]
+
+    return get
+
+
+@pytest.mark.parametrize("cid,model,kwargs", CONFIGS, ids=[c[0] for c in CONFIGS])
+def test_plan_equals_real_ddp(cid, model, kwargs, ddp_logs, traces):
+    from ddpsim.plan import DDPOptions, plan_ddp
+
+    if cid not in ddp_logs:
+        pytest.skip("ddpsim.models / ddpsim.capture not available yet")
+    real = ddp_logs[cid]
+    trace = traces(model)
+    plan = plan_ddp(trace, DDPOptions(**kwargs))
+
+    assert _ints(real["bucket_sizes"]) == [b.size_bytes for b in plan.initial]
+    # DDP only logs the ready order while it records it for a rebuild
+    if real["prev_iteration_grad_ready_order_indices"]:
+        assert _ints(real["prev_iteration_grad_ready_order_indices"]) == list(trace.grad_ready_order)
+    if plan.rebuild_iteration is None:
+        assert not real["rebuilt_bucket_sizes"] and not real["rebuilt_per_bucket_param_indices"]
+        assert real["has_rebuilt_per_iteration"] == [0] * NUM_ITERS
+    else:
+        assert _ints(real["rebuilt_bucket_sizes"]) == [b.size_bytes for b in plan.steady]
+        assert _groups(real["rebuilt_per_bucket_param_indices"]) == [list(b.param_indices) for b in plan.steady]
+        # _has_rebuilt_buckets turns on in the forward of the rebuild iteration
+        first = plan.rebuild_iteration
+        assert real["has_rebuilt_per_iteration"] == [0] * (first - 1) + [1] * (NUM_ITERS - first + 1)
+
+
+def test_parity_covers_every_option():
+    opts = [k for _, _, kw in CONFIGS for k in kw]
+    for name in ("bucket_cap_mb", "find_unused_parameters", "static_graph", "gradient_as_bucket_view"):
+        assert name in opts
+
+
+# ---- hand-computed expectations (no DDP run) --------------------------------------------------
+
+
+def test_legacy_semantics_first_rebuilt_bucket_is_1mib_even_with_explicit_cap():
+    """Older torch always used 1 MiB for the first rebuilt bucket; ``semantics="legacy"``.
+
+    linears (ready order 9..0), fp32 bytes: 9:40 8:28000 7:2800 6:280000 5:400 4:200000
+    3:2000 2:600000 1:1200 0:240000. Explicit cap 25 MiB:
+    * modern: first cap 25 MiB -> one bucket [9..0] of 1,354,440 B;
+    * legacy: first cap 1 MiB -> 40+28000+2800+280000+400+200000+2000+600000 = 1,113,240 B
+      >= 1,048,576 closes [9..2]; [1, 0] = 241,200 B is left over.
+    """
+    from ddpsim.plan import DDPOptions, plan_ddp
+
+    trace = local_trace("linears")
+    assert list(trace.grad_ready_order) == [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]
+    modern = plan_ddp(trace, DDPOptions(bucket_cap_mb=25))
+    assert [(list(b.param_indices), b.size_bytes) for b in modern.steady] == [(list(range(9, -1, -1)), 1354440)]
+    legacy = plan_ddp(trace, DDPOptions(bucket_cap_mb=25, semantics="legacy"))
+    assert [(list(b.param_indices), b.size_bytes) for b in legacy.steady] == [
+        ([9, 8, 7, 6, 5, 4, 3, 2], 1113240), ([1, 0], 241200)]
+    assert [b.size_limit_bytes for b in legacy.steady] == [1048576, 26214400]
+    # the construction layout is the same: one bucket ([sys.maxsize])
+    assert [b.size_bytes for b in legacy.initial] == [b.size_bytes for b in modern.initial] == [1354440]
+
+
+def test_unused_parameter_without_find_unused_is_rejected():
+    from ddpsim.errors import InputError
+    from ddpsim.plan import DDPOptions, plan_ddp
+
+    trace = local_trace("unused")
+    assert [p.name for p in trace.params if not p.has_grad] == ["skip.weight", "skip.bias"]
+    with pytest.raises(InputError, match=r"find_unused_parameters: False .*skip\.weight"):
+        plan_ddp(trace, DDPOptions())
+
+
+def test_mixed_trace_has_four_dtypes():
+    trace = local_trace("mixed")
+    assert [p.dtype for p in trace.params] == ["float32"] * 2 + ["float16"] * 2 + ["bfloat16"] * 2 + ["float64"] * 2 + ["float32"] * 2
+    assert math.prod(trace.params[6].shape) == 48 * 80
+
+
+if __name__ == "__main__":
+    worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5].split(","))

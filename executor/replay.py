@@ -1,0 +1,5 @@
+"""(being written)"""
+def add_arguments(p):
+    pass
+def run(rt, args):
+    raise NotImplementedError

@@ -1,0 +1,74 @@
+"""The model a step trains: a built-in ``ddpsim.models`` model (or ``pkg.mod:factory``) with
+its deterministic batch and loss, on the step's device; options shared by ``ddp`` and ``replay``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ddpsim.errors import InputError
+
+
+def add_model_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--model", required=required, help="built-in model (mlp, resnet50, bert-base, gpt2-124m, ...) or pkg.mod:factory")
+    p.add_argument("--batch-size", type=int, default=8, help="per-rank batch size (default 8)")
+    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="model option, e.g. seq_len=64 or n_layer=2 (JSON values; repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="model and batch seed (default 0)")
+    p.add_argument("--lr", type=float, default=0.01, help="SGD learning rate (default 0.01)")
+    p.add_argument("--iterations", type=int, default=20, help="measured iterations (default 20)")
+    p.add_argument("--warmup", type=int, default=5, help="iterations before measuring (default 5; >= 2 to pass DDP's rebuild)")
+
+
+def parse_model_args(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for it in items:
+        if "=" not in it:
+            raise InputError(f"--model-arg: {it!r} is not accepted; expected KEY=VALUE, e.g. seq_len=64")
+        k, v = it.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.strip()] = v
+    return out
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    if args.batch_size < 1:
+        raise InputError(f"--batch-size: {args.batch_size!r} is not accepted; expected an integer >= 1")
+    if args.iterations < 1:
+        raise InputError(f"--iterations: {args.iterations!r} is not accepted; expected an integer >= 1")
+    if args.warmup < 0:
+        raise InputError(f"--warmup: {args.warmup!r} is not accepted; expected an integer >= 0")
+
+
+@dataclass
+class Workload:
+    name: str
+    module: Any       # torch.nn.Module on the device
+    batch: Any        # input on the device
+    loss_fn: Any      # output -> scalar
+    info: dict[str, Any]
+
+
+def build_workload(args: argparse.Namespace, device: Any) -> Workload:
+    import torch
+
+    from ddpsim.models import build_model, default_loss
+
+    spec = build_model(args.model, seed=args.seed, **parse_model_args(args.model_arg))
+    batch = spec.make_batch(args.batch_size)
+    if isinstance(batch, (tuple, list)):
+        batch = type(batch)(b.to(device) for b in batch)
+    else:
+        batch = batch.to(device)
+    module = spec.module.to(device)
+    torch.manual_seed(args.seed)
+    return Workload(name=spec.name, module=module, batch=batch, loss_fn=spec.loss_fn or default_loss,
+                    info=dict(spec.info or {}))
+
+
+def forward(module: Any, batch: Any) -> Any:
+    return module(*batch) if isinstance(batch, (tuple, list)) else module(batch)

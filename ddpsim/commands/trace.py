@@ -1,0 +1,170 @@
+"""``ddpsim trace``: capture a model's training-step trace, derive a deeper one, or retime one for a GPU."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from ddpsim.errors import InputError
+
+EXAMPLES = """\
+examples:
+  ddpsim trace --list-models
+  ddpsim trace --model mlp --batch-size 32 --iters 5 --warmup 2 --num-threads 1 --out traces/mlp.cpu.json
+  ddpsim trace --model gpt2-124m --batch-size 2 --seq-len 128 --iters 5 --warmup 2 --num-threads 1 --out traces/gpt2-124m.cpu.json
+  ddpsim trace --model resnet50 --input-shape 3,224,224 --batch-size 2 --iters 5 --warmup 1 --out resnet50.cpu.json
+  ddpsim trace --model mypkg.models:build --input-shape 3,32,32 --batch-size 8 --iters 5 --warmup 1 --out my.json
+  # capture 4 of GPT-2 1.5B's 48 identical blocks, derive the 48-block trace (synthetic):
+  ddpsim trace --model gpt2-1.5b --derive-depth-from 4 --batch-size 2 --seq-len 128 --iters 5 --warmup 1 --num-threads 1 --out traces/gpt2-1.5b.cpu.json
+  # re-time a capture for a GPU you do not have (roofline model on the meta device; synthetic):
+  ddpsim trace --retime-for h100 --from traces/gpt2-1.5b.cpu.json --batch-size 8 --seq-len 1024 --autocast bf16 --out traces/gpt2-1.5b.h100.json
+
+A CPU trace meant to validate 2-rank gloo runs on a 2-core machine should use --num-threads 1.
+"""
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape; expected comma-separated integers like 3,224,224") from None
+    return shape
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "trace", help="capture a model's training-step trace (or derive / retime one)",
+        description="Run a real model for warm-up + measured training steps on one device and record, in DDP's "
+                    "parameter order, each parameter's shape, bytes and gradient-ready time (post-accumulate-grad "
+                    "hooks), plus forward/backward/optimizer/zero_grad times. With --derive-depth-from, capture a "
+                    "reduced-depth transformer and extend it to full depth; with --retime-for, re-time a trace for "
+                    "an A100 or H100 with a roofline model. Writes a versioned trace JSON.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--list-models", action="store_true", help="print the built-in model names and exit")
+    p.add_argument("--model", help="built-in name (see --list-models) or package.module:factory")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--batch-size", type=int, help="per-device batch size (required to capture)")
+    p.add_argument("--iters", type=int, default=5, help="measured iterations (default 5)")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up iterations (default 2)")
+    p.add_argument("--out", help="output trace JSON")
+    p.add_argument("--dtype", default=None, help="parameter dtype: float32, bfloat16, float16 (default float32)")
+    p.add_argument("--autocast", default=None, help="bf16 or fp16: forward under torch.autocast (default off; with --retime-for: the source trace's, 'none' turns it off)")
+    p.add_argument("--optimizer", default=None, help="sgd (momentum 0.9) or adamw (default sgd; with --retime-for: the source trace's)")
+    p.add_argument("--num-threads", type=int, default=None, help="torch.set_num_threads (CPU)")
+    p.add_argument("--input-shape", type=_shape, default=None, help="one sample's shape, e.g. 3,224,224")
+    p.add_argument("--input-dtype", default=None, help="input dtype for float-input models and factories (default float32)")
+    p.add_argument("--seq-len", type=int, default=None, help="sequence length of token models (default 128)")
+    p.add_argument("--n-layer", type=int, default=None, help="number of blocks of bert-base / gpt2-* (default: the model's)")
+    p.add_argument("--seed", type=int, default=0, help="seed of weights and inputs (default 0)")
+    p.add_argument("--no-hook-overhead", action="store_true", help="skip the with/without-hooks backward timing")
+    p.add_argument("--derive-depth-from", type=int, default=None, metavar="K",
+                   help="capture K blocks of a transformer and derive the full-depth trace from them")
+    p.add_argument("--retime-for", default=None, metavar="GPU", help="a100 or h100: re-time --from TRACE for that GPU")
+    p.add_argument("--from", dest="from_trace", default=None, metavar="TRACE", help="trace to re-time (with --retime-for)")
+    p.set_defaults(func=run)
+
+
+def _command(args: argparse.Namespace) -> str:
+    parts = ["ddpsim", "trace"]
+    skip = {"func", "command", "list_models", "no_hook_overhead"}
+    for key, value in vars(args).items():
+        if key in skip or value is None:
+            continue
+        flag = "--from" if key == "from_trace" else "--" + key.replace("_", "-")
+        if isinstance(value, tuple):
+            value = ",".join(map(str, value))
+        parts += [flag, str(value)]
+    if args.no_hook_overhead:
+        parts.append("--no-hook-overhead")
+    return shlex.join(parts)
+
+
+def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    kw: dict[str, Any] = {}
+    if args.seq_len is not None:
+        kw["seq_len"] = args.seq_len
+    if args.n_layer is not None:
+        kw["n_layer"] = args.n_layer
+    return kw
+
+
+def summary(trace: Any) -> str:
+    """A few lines: parameters, bytes, median phase times, hook overhead."""
+    from ddpsim.units import format_size
+
+    lines = [f"model {trace.model}: {trace.num_params} parameter tensors, {trace.num_param_elements:,} elements, "
+             f"{format_size(trace.total_param_bytes)} ({trace.total_param_bytes:,} bytes), {len(trace.buffers)} buffers"]
+    phases = ", ".join(f"{n} {trace.phase(n).median_s * 1e3:.3f} ms" for n in ("forward", "backward", "optimizer", "zero_grad"))
+    lines.append(f"median over {len(trace.iterations)} iterations: {phases}")
+    hook = "not measured" if trace.hook_overhead_frac is None else f"{trace.hook_overhead_frac * 100:.2f} %"
+    lines.append(f"hook overhead on backward: {hook}")
+    if trace.synthetic:
+        lines.append(f"synthetic: {trace.synthetic.get('kind')}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ddpsim.models import list_models
+
+    if args.list_models:
+        print("\n".join(list_models()))
+        return 0
+    if not args.out:
+        raise InputError("--out: missing; expected the path of the trace JSON to write")
+    from ddpsim.trace import save_trace
+
+    if args.retime_for is not None:
+        if not args.from_trace:
+            raise InputError("--from: missing; expected the trace to re-time with --retime-for")
+        from ddpsim.retime import retime_trace_file
+
+        trace = retime_trace_file(args.from_trace, gpu=args.retime_for, batch_size=args.batch_size,
+                                  seq_len=args.seq_len, autocast=args.autocast, optimizer=args.optimizer,
+                                  command=_command(args))
+        save_trace(trace, args.out)
+        print(summary(trace))
+        print(f"wrote {args.out}")
+        return 0
+    if args.from_trace is not None:
+        raise InputError("--from: given without --retime-for; expected --retime-for a100|h100 with it")
+    if not args.model:
+        raise InputError("--model: missing; expected a built-in name (ddpsim trace --list-models) or package.module:factory")
+    if args.batch_size is None:
+        raise InputError("--batch-size: missing; expected an integer >= 1")
+    if args.device not in ("cpu", "cuda"):
+        raise InputError(f"--device: {args.device!r} is not accepted; expected 'cpu' or 'cuda'")
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
+    from ddpsim.capture import capture_trace, derive_depth
+    from ddpsim.models import build_model
+
+    kwargs = _model_kwargs(args)
+    target_blocks = None
+    if args.derive_depth_from is not None:
+        if isinstance(args.derive_depth_from, bool) or args.derive_depth_from < 3:
+            raise InputError(f"--derive-depth-from: {args.derive_depth_from!r} is not accepted; expected an integer >= 3 (blocks to capture)")
+        with torch.device("meta"):
+            full = build_model(args.model, seed=args.seed, input_shape=args.input_shape, input_dtype=args.input_dtype, **kwargs)
+        target_blocks = (full.info or {}).get("n_layer")
+        if target_blocks is None:
+            raise InputError(f"--derive-depth-from: model {args.model!r} has no n_layer; expected bert-base or gpt2-*")
+        if args.derive_depth_from > target_blocks:
+            raise InputError(f"--derive-depth-from: {args.derive_depth_from} is more than the model's {target_blocks} blocks")
+        del full
+        kwargs["n_layer"] = args.derive_depth_from
+    spec = build_model(args.model, seed=args.seed, input_shape=args.input_shape, input_dtype=args.input_dtype, **kwargs)
+    command = _command(args)
+    trace = capture_trace(spec, device=args.device, batch_size=args.batch_size, num_iters=args.iters, num_warmup=args.warmup,
+                          dtype=args.dtype or "float32", autocast=None if args.autocast in (None, "none") else args.autocast,
+                          optimizer=args.optimizer or "sgd", num_threads=args.num_threads,
+                          measure_hook_overhead=not args.no_hook_overhead, command=command, seed=args.seed)
+    if target_blocks is not None:
+        trace = derive_depth(trace, num_blocks=target_blocks, command=command)
+    save_trace(trace, args.out)
+    print(summary(trace))
+    print(f"wrote {args.out}")
+    return 0
+

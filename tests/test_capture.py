@@ -1,0 +1,171 @@
+"""Trace capture on a tiny model, the CLI, reduced-depth derivation, and the shipped traces."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ddpsim.capture import capture_trace, derive_depth
+from ddpsim.cli import main
+from ddpsim.errors import InputError
+from ddpsim.models import build_model, ddp_params
+from ddpsim.trace import load_trace, save_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def mlp_trace():
+    spec = build_model("mlp", width=32, depth=3, num_classes=4)
+    return capture_trace(spec, batch_size=4, num_iters=3, num_warmup=1, num_threads=1, command="test")
+
+
+def test_every_param_present_with_right_sizes(mlp_trace):
+    spec = build_model("mlp", width=32, depth=3, num_classes=4)
+    expected = [(n, tuple(p.shape), p.numel() * 4) for n, p, _ in ddp_params(spec.module)]
+    assert [(p.name, p.shape, p.size_bytes) for p in mlp_trace.params] == expected
+    assert mlp_trace.params[0].name == "layers.0.weight" and mlp_trace.params[0].size_bytes == 32 * 32 * 4
+    assert all(p.has_grad for p in mlp_trace.params)
+    assert len(mlp_trace.iterations) == 3
+    env = mlp_trace.environment
+    assert env["device"] == "cpu" and env["batch_size"] == 4 and env["num_threads"] == 1 and env["optimizer"] == "sgd"
+    assert env["torch_version"] == torch.__version__
+    assert mlp_trace.hook_overhead_frac is not None and mlp_trace.hook_overhead_frac >= 0
+
+
+def test_ready_order_is_backward_order(mlp_trace):
+    # the head's gradients are ready first, the first layer's last (weight/bias of one Linear adjacent)
+    layer_of = [p.name.rsplit(".", 1)[0] for p in mlp_trace.params]
+    order_layers = [layer_of[i] for i in mlp_trace.grad_ready_order]
+    assert order_layers[0] == "head" and order_layers[-1] == "layers.0"
+    seen = list(dict.fromkeys(order_layers))
+    assert seen == ["head", "layers.4", "layers.2", "layers.0"]
+    for it in mlp_trace.iterations:
+        ts = [it.grad_ready_s[i] for i in mlp_trace.grad_ready_order]
+        assert ts == sorted(ts) and ts[-1] <= it.backward_s
+
+
+def test_round_trip(mlp_trace, tmp_path):
+    p = save_trace(mlp_trace, tmp_path / "t.json")
+    again = load_trace(p)
+    assert again == mlp_trace
+
+
+def test_unused_param_has_no_grad():
+    class TwoHeads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used = torch.nn.Linear(4, 4)
+            self.unused = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.used(x)
+
+    from ddpsim.models import ModelSpec
+    spec = ModelSpec(name="twoheads", module=TwoHeads(), make_batch=lambda b: torch.ones(b, 4))
+    tr = capture_trace(spec, batch_size=2, num_iters=2, num_warmup=0, measure_hook_overhead=False)
+    assert [p.has_grad for p in tr.params] == [True, True, False, False]
+    assert tr.iterations[0].grad_ready_s[2:] == (None, None)
+    assert sorted(tr.grad_ready_order) == [0, 1]
+    assert tr.hook_overhead_frac is None
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"batch_size": 0}, r"batch_size: 0 is not accepted; expected an integer >= 1"),
+    ({"num_iters": -1}, r"num_iters: -1 is not accepted"),
+    ({"num_warmup": -1}, r"num_warmup: -1 is not accepted"),
+    ({"optimizer": "lamb"}, r"optimizer: 'lamb' is not accepted"),
+    ({"dtype": "int8"}, r"dtype: 'int8' is not accepted"),
+    ({"device": "tpu"}, r"device: 'tpu' is not accepted"),
+    ({"num_threads": 0}, r"num_threads: 0 is not accepted"),
+])
+def test_capture_errors(kw, match):
+    args = dict(batch_size=2, num_iters=1, num_warmup=0)
+    args.update(kw)
+    with pytest.raises(InputError, match=match):
+        capture_trace(build_model("mlp", width=8, depth=1), **args)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
+def test_cuda_without_cuda():
+    with pytest.raises(InputError, match=r"device: 'cuda' is not available"):
+        capture_trace(build_model("mlp", width=8, depth=1), device="cuda", batch_size=2, num_iters=1, num_warmup=0)
+
+
+def test_cli_writes_loadable_trace(tmp_path, capsys):
+    out = tmp_path / "mlp.json"
+    rc = main(["trace", "--model", "mlp", "--batch-size", "8", "--iters", "2", "--warmup", "1", "--num-threads", "1", "--out", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "model mlp: 10 parameter tensors, 265,738 elements" in text and "hook overhead" in text
+    tr = load_trace(out)
+    assert tr.command.startswith("ddpsim trace --model mlp") and "--batch-size 8" in tr.command
+    assert tr.environment["batch_size"] == 8
+
+
+def test_cli_list_models(capsys):
+    assert main(["trace", "--list-models"]) == 0
+    assert "gpt2-1.5b" in capsys.readouterr().out.split()
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--model", "nosuch", "--batch-size", "2"], "model: 'nosuch' is not a built-in model"),
+    (["--model", "nosuchpkg:f", "--batch-size", "2"], "cannot be imported"),
+    (["--model", "mlp", "--batch-size", "-3"], "batch_size: -3 is not accepted"),
+    (["--model", "mlp", "--batch-size", "2", "--iters", "0"], "num_iters: 0 is not accepted"),
+    (["--model", "mlp"], "--batch-size: missing"),
+    (["--batch-size", "2"], "--model: missing"),
+    (["--model", "mlp", "--batch-size", "2", "--device", "cuda"] if not torch.cuda.is_available() else ["--model", "mlp", "--batch-size", "2", "--device", "xpu"], "--device: 'cuda' is not available|--device: 'xpu'"),
+    (["--model", "gpt2-124m", "--batch-size", "2", "--derive-depth-from", "2"], "--derive-depth-from: 2 is not accepted"),
+    (["--model", "mlp", "--batch-size", "2", "--derive-depth-from", "3"], "model 'mlp' has no n_layer"),
+    (["--retime-for", "h100"], "--from: missing"),
+])
+def test_cli_errors_exit_2(tmp_path, capsys, argv, match):
+    rc = main(["trace", *argv, "--out", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("ddpsim: error: ") and err.count("\n") == 1
+    assert __import__("re").search(match, err), err
+
+
+def test_cli_bad_shape_is_usage_error():
+    r = subprocess.run([sys.executable, "-m", "ddpsim", "trace", "--model", "mlp", "--batch-size", "2",
+                        "--input-shape", "3,x", "--out", "x.json"], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_derive_depth_gpt2():
+    spec = build_model("gpt2-124m", n_layer=3, seq_len=8)
+    # shrink the vocabulary cost: a 3-block capture of the real 124M shapes, 1 iteration
+    tr = capture_trace(spec, batch_size=1, num_iters=1, num_warmup=0, num_threads=1, measure_hook_overhead=False)
+    d = derive_depth(tr, num_blocks=7)
+    with torch.device("meta"):
+        full = build_model("gpt2-124m", n_layer=7)
+    assert [p.name for p in d.params] == [n for n, _, _ in ddp_params(full.module)]
+    assert [p.shape for p in d.params] == [tuple(p.shape) for _, p, _ in ddp_params(full.module)]
+    assert d.synthetic["kind"] == "derived-depth" and d.synthetic["from_blocks"] == 3 and d.synthetic["to_blocks"] == 7
+    it, src = d.iterations[0], tr.iterations[0]
+    per_block = d.synthetic["per_block_backward_s"][0]
+    assert math.isclose(it.backward_s, src.backward_s + 4 * per_block, rel_tol=1e-9)
+    # the embeddings are ready last in both, shifted by the 4 extra blocks
+    assert math.isclose(it.grad_ready_s[0], src.grad_ready_s[0] + 4 * per_block, rel_tol=1e-9)
+    assert d.grad_ready_order[-1] == 0
+    assert set(d.grad_ready_order) == set(range(len(d.params)))
+
+
+def test_derive_depth_errors(mlp_trace):
+    with pytest.raises(InputError, match=r"no repeated blocks|expected at least 3"):
+        derive_depth(mlp_trace, num_blocks=8)
+
+
+def test_shipped_traces_load():
+    files = sorted((ROOT / "traces").glob("*.json"))
+    for f in files:
+        tr = load_trace(f)
+        assert tr.command and tr.command.startswith("ddpsim trace")
+        assert f.stat().st_size < 8 * 2**20

@@ -248,7 +248,8 @@ def trace_from_dict(data: Any) -> Trace:
         raise InputError(f"trace: top level is {type(data).__name__}; expected a JSON object")
     if data.get("format") != TRACE_FORMAT:
         raise InputError(f"trace.format: {data.get('format')!r} is not accepted; expected {TRACE_FORMAT!r}")
-    if data.get("version") != TRACE_VERSION:
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version != TRACE_VERSION:
         raise InputError(f"trace.version: {data.get('version')!r} is not supported; expected {TRACE_VERSION}")
     params = [
         ParamRecord(
@@ -301,17 +302,20 @@ def trace_from_dict(data: Any) -> Trace:
 _MISSING = object()
 
 
-def _get(d: Any, key: str, typ: type, where: str, default: Any = _MISSING) -> Any:
+def _get(d: Any, key: str, typ: type | tuple[type, ...], where: str, default: Any = _MISSING) -> Any:
+    # NOTE: where="trace" names a top-level key ("trace.model"), else "trace.<where>.<key>"
+    prefix = "trace" if where == "trace" else f"trace.{where}"
     if not isinstance(d, dict):
-        raise InputError(f"trace.{where}: {d!r} is not accepted; expected an object")
+        raise InputError(f"{prefix}: {d!r} is not accepted; expected an object")
+    expected = typ.__name__ if isinstance(typ, type) else "number"
     if key not in d:
         if default is _MISSING:
-            raise InputError(f"trace.{where}.{key}: missing; expected a {typ.__name__}")
+            raise InputError(f"{prefix}.{key}: missing; expected a {expected}")
         return default
     v = d[key]
-    ok = isinstance(v, typ) and not (typ is int and isinstance(v, bool))
+    ok = isinstance(v, typ) and not (typ is not bool and isinstance(v, bool))
     if not ok:
-        raise InputError(f"trace.{where}.{key}: {v!r} is not accepted; expected a {typ.__name__}")
+        raise InputError(f"{prefix}.{key}: {v!r} is not accepted; expected a {expected}")
     return v
 
 

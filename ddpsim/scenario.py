@@ -269,12 +269,10 @@ class Scenario:
 
         m = self.model
         assert m is not None
-        try:
-            spec = build_model(m.name, batch_size=m.batch_size, **m.options)
-        except TypeError:
-            spec = build_model(m.name, **m.options)
+        spec = build_model(m.name, **m.options)
         return capture_trace(spec, device=m.device, batch_size=m.batch_size, num_iters=m.iters,
-                             num_warmup=m.warmup, num_threads=m.num_threads)
+                             num_warmup=m.warmup, num_threads=m.num_threads,
+                             command=f"ddpsim run {self.path or self.name} (model {m.name})")
 
     def load_calibration(self):
         if self.calibration_path is None:

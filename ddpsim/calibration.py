@@ -1,0 +1,329 @@
+"""Measured collective costs: the calibration file, its fit, and the model built on it.
+
+File (written by ``python -m executor collectives``)::
+
+    {"format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": 2, "device": "cpu",
+     "environment": {...},
+     "collectives": {"allreduce": [{"size_bytes": 4096, "time_s": 1.2e-4, "p10_s": ..., "p90_s": ...,
+                                    "num_samples": 20}, ...],
+                     "broadcast": [...]},
+     "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {}},   # optional / null
+     "copy_bandwidth_bytes_per_s": 5.1e9}                                                # optional / null
+
+Fit (:func:`fit_calibration`): **piecewise alpha-beta between measured sizes**. Between two
+consecutive measured sizes the time is the straight line ``alpha_i + size / beta_i`` through
+both points (so every measured point is reproduced exactly and the model is continuous).
+Above the largest size the last segment's line extends (a bandwidth-bound regime); if that
+segment's slope is not positive, the global least-squares alpha-beta's bandwidth is used.
+Below the smallest size the time is that of the smallest size (latency-bound: smaller
+messages are not faster than the latency floor). A global alpha-beta (least squares on
+relative error) is also fitted and reported.
+
+A calibration measured at ``world_size`` ranks is applied to another rank count ``n`` the
+ring way: each segment's latency scales with the ring's hop count ``(n-1)/(w-1)`` and its
+per-byte cost with ``((n-1)/n) / ((w-1)/w)``; ``describe()`` records the rescaling.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.simconfig import Interference
+
+FORMAT = "ddpsim-calibration"
+VERSION = 1
+COLLECTIVES = ("allreduce", "broadcast")
+BACKENDS = ("nccl", "gloo")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationPoint:
+    """One measured size: median time and spread."""
+
+    size_bytes: int
+    time_s: float
+    p10_s: float | None = None
+    p90_s: float | None = None
+    num_samples: int | None = None
+
+    def __post_init__(self) -> None:
+        _req(isinstance(self.size_bytes, int) and not isinstance(self.size_bytes, bool) and self.size_bytes > 0,
+             "size_bytes", self.size_bytes, "an integer > 0")
+        _req(_num(self.time_s) and self.time_s > 0, "time_s", self.time_s, "a number > 0 (seconds)")
+        for name in ("p10_s", "p90_s"):
+            v = getattr(self, name)
+            _req(v is None or (_num(v) and v >= 0), name, v, "a number >= 0 or null")
+        _req(self.num_samples is None or (isinstance(self.num_samples, int) and not isinstance(self.num_samples, bool)
+                                          and self.num_samples >= 1), "num_samples", self.num_samples,
+             "an integer >= 1 or null")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """A validated calibration file."""
+
+    backend: str
+    world_size: int
+    allreduce: tuple[CalibrationPoint, ...]
+    broadcast: tuple[CalibrationPoint, ...] = ()
+    interference: Interference | None = None
+    copy_bandwidth_bytes_per_s: float | None = None
+    device: str = ""
+    environment: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _req(self.backend in BACKENDS, "backend", self.backend, f"one of {', '.join(BACKENDS)}")
+        _req(isinstance(self.world_size, int) and not isinstance(self.world_size, bool) and self.world_size >= 2,
+             "world_size", self.world_size, "an integer >= 2")
+        object.__setattr__(self, "allreduce", tuple(sorted(self.allreduce, key=lambda p: p.size_bytes)))
+        object.__setattr__(self, "broadcast", tuple(sorted(self.broadcast, key=lambda p: p.size_bytes)))
+        _req(len(self.allreduce) >= 2, "collectives.allreduce", f"{len(self.allreduce)} point(s)",
+             "at least 2 measured sizes")
+        for name in COLLECTIVES:
+            pts = getattr(self, name)
+            sizes = [p.size_bytes for p in pts]
+            _req(len(set(sizes)) == len(sizes), f"collectives.{name}", "a repeated size_bytes", "distinct sizes")
+        _req(not self.broadcast or len(self.broadcast) >= 2, "collectives.broadcast",
+             f"{len(self.broadcast)} point(s)", "none or at least 2 measured sizes")
+        bw = self.copy_bandwidth_bytes_per_s
+        _req(bw is None or (_num(bw) and bw > 0), "copy_bandwidth_bytes_per_s", bw, "a number > 0 or null")
+        object.__setattr__(self, "environment", dict(self.environment))
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _req(ok: bool, field_name: str, value: Any, accepted: str) -> None:
+    if not ok:
+        raise InputError(f"calibration.{field_name}: {value!r} is not accepted; expected {accepted}")
+
+
+def calibration_from_dict(data: Any) -> Calibration:
+    """Validate a parsed calibration JSON document. InputError names the first bad field."""
+    _req(isinstance(data, dict), "<document>", type(data).__name__, "a JSON object")
+    _req(data.get("format") == FORMAT, "format", data.get("format"), repr(FORMAT))
+    _req(data.get("version") == VERSION, "version", data.get("version"), str(VERSION))
+    for key in ("backend", "world_size", "collectives"):
+        _req(key in data, key, "missing", "a value")
+    coll = data["collectives"]
+    _req(isinstance(coll, dict), "collectives", coll, "an object with allreduce (and broadcast) lists")
+    unknown = sorted(set(coll) - set(COLLECTIVES))
+    _req(not unknown, "collectives", unknown[0] if unknown else None, f"keys among {', '.join(COLLECTIVES)}")
+    points: dict[str, tuple[CalibrationPoint, ...]] = {}
+    for name in COLLECTIVES:
+        raw = coll.get(name, [] if name == "broadcast" else None)
+        if raw is None and name == "broadcast":
+            raw = []
+        _req(isinstance(raw, list), f"collectives.{name}", raw, "a list of measured points")
+        pts = []
+        for i, p in enumerate(raw):
+            f = f"collectives.{name}[{i}]"
+            _req(isinstance(p, dict), f, p, "an object with size_bytes and time_s")
+            for k in ("size_bytes", "time_s"):
+                _req(k in p, f"{name}[{i}].{k}", "missing", "a value")
+            try:
+                pts.append(CalibrationPoint(size_bytes=p["size_bytes"], time_s=p["time_s"], p10_s=p.get("p10_s"),
+                                            p90_s=p.get("p90_s"), num_samples=p.get("num_samples")))
+            except InputError as exc:
+                raise InputError(str(exc).replace("calibration.", f"calibration.{f}.", 1)) from None
+        points[name] = tuple(pts)
+    interference = None
+    raw_i = data.get("interference")
+    if raw_i is not None:
+        _req(isinstance(raw_i, dict), "interference", raw_i, "an object with compute_slowdown and comm_slowdown, or null")
+        try:
+            interference = Interference(compute_slowdown=raw_i.get("compute_slowdown", 1.0),
+                                        comm_slowdown=raw_i.get("comm_slowdown", 1.0))
+        except InputError as exc:
+            raise InputError(f"calibration.{exc}") from None
+    env = data.get("environment", {}) or {}
+    _req(isinstance(env, dict), "environment", env, "an object")
+    return Calibration(backend=data["backend"], world_size=data["world_size"], allreduce=points["allreduce"],
+                       broadcast=points["broadcast"], interference=interference,
+                       copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
+                       device=str(data.get("device", "")), environment=env)
+
+
+def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
+    def pts(ps: Sequence[CalibrationPoint]) -> list[dict[str, Any]]:
+        return [{"size_bytes": p.size_bytes, "time_s": p.time_s, "p10_s": p.p10_s, "p90_s": p.p90_s,
+                 "num_samples": p.num_samples} for p in ps]
+
+    return {"format": FORMAT, "version": VERSION, "backend": cal.backend, "world_size": cal.world_size,
+            "device": cal.device, "environment": dict(cal.environment),
+            "collectives": {"allreduce": pts(cal.allreduce), "broadcast": pts(cal.broadcast)},
+            "interference": None if cal.interference is None else
+            {"compute_slowdown": cal.interference.compute_slowdown, "comm_slowdown": cal.interference.comm_slowdown,
+             "details": {}},
+            "copy_bandwidth_bytes_per_s": cal.copy_bandwidth_bytes_per_s}
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """Read and validate a calibration JSON file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InputError(f"calibration: {str(p)!r} cannot be read ({exc.strerror}); expected a calibration JSON file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"calibration: {str(p)!r} is not JSON ({exc.msg} at line {exc.lineno}); "
+                         "expected a ddpsim-calibration JSON file") from None
+    return calibration_from_dict(data)
+
+
+def save_calibration(cal: Calibration, path: str | Path) -> Path:
+    from ddpsim.io import write_text_atomic
+
+    return write_text_atomic(path, json.dumps(calibration_to_dict(cal), indent=1) + "\n")
+
+
+# ---- fit --------------------------------------------------------------------------------
+
+def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
+    """Least squares of ``time = alpha + size / beta`` on relative error (each point weighted
+    by 1/time). Returns (alpha_s, beta_bytes_per_s); alpha clamped at >= 0."""
+    assert len(sizes) == len(times) >= 2
+    w = [1.0 / t for t in times]
+    # minimise sum (w_i (a + b s_i - t_i))^2
+    sww = sum(x * x for x in w)
+    sws = sum(x * x * s for x, s in zip(w, sizes))
+    swss = sum(x * x * s * s for x, s in zip(w, sizes))
+    swt = sum(x * x * t for x, t in zip(w, times))
+    swst = sum(x * x * s * t for x, s, t in zip(w, sizes, times))
+    det = sww * swss - sws * sws
+    if det <= 0:
+        return (min(times), math.inf)
+    a = (swt * swss - sws * swst) / det
+    b = (sww * swst - sws * swt) / det
+    if a < 0:  # refit through the origin
+        a = 0.0
+        b = swst / swss
+    return (a, 1.0 / b if b > 0 else math.inf)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibratedCurve:
+    """Piecewise alpha-beta through measured points (module docstring)."""
+
+    sizes: tuple[int, ...]
+    times_s: tuple[float, ...]
+    alpha_s: float  # global least-squares fit, reported
+    bandwidth_bytes_per_s: float  # global least-squares fit, reported
+
+    def segment(self, size_bytes: float) -> tuple[float, float]:
+        """(latency_s, seconds per byte) of the alpha-beta segment covering ``size_bytes``."""
+        s, t = self.sizes, self.times_s
+        if size_bytes <= s[0]:
+            return (t[0], 0.0)
+        i = len(s) - 2
+        for k in range(len(s) - 1):
+            if size_bytes <= s[k + 1]:
+                i = k
+                break
+        slope = (t[i + 1] - t[i]) / (s[i + 1] - s[i])
+        if size_bytes > s[-1] and slope <= 0:
+            slope = 1.0 / self.bandwidth_bytes_per_s if math.isfinite(self.bandwidth_bytes_per_s) else 0.0
+            return (t[-1] - slope * s[-1], slope)
+        return (t[i] - slope * s[i], slope)
+
+    def time_s(self, size_bytes: float) -> float:
+        a, per_byte = self.segment(size_bytes)
+        return a + per_byte * size_bytes
+
+
+def fit_curve(points: Sequence[CalibrationPoint]) -> CalibratedCurve:
+    pts = sorted(points, key=lambda p: p.size_bytes)
+    sizes = tuple(p.size_bytes for p in pts)
+    times = tuple(p.time_s for p in pts)
+    a, bw = fit_alpha_beta(sizes, times)
+    return CalibratedCurve(sizes=sizes, times_s=times, alpha_s=a, bandwidth_bytes_per_s=bw)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationFit:
+    """Fitted curves of one calibration."""
+
+    backend: str
+    world_size: int
+    allreduce: CalibratedCurve
+    broadcast: CalibratedCurve | None
+
+
+def fit_calibration(cal: Calibration) -> CalibrationFit:
+    """Fit the piecewise alpha-beta curves of a calibration."""
+    return CalibrationFit(backend=cal.backend, world_size=cal.world_size, allreduce=fit_curve(cal.allreduce),
+                          broadcast=fit_curve(cal.broadcast) if cal.broadcast else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibratedCommModel:
+    """A CommModel answering from measured curves; ``base`` (the analytical model of the same
+    topology) answers what was not measured (broadcast when absent)."""
+
+    fit: CalibrationFit
+    base: Any
+    num_ranks: int
+    backend: str
+    calibration: Calibration
+
+    @classmethod
+    def from_calibration(cls, cal: Calibration, *, base: Any) -> "CalibratedCommModel":
+        if cal.backend != base.backend:
+            raise InputError(f"calibration.backend: {cal.backend!r} does not match the topology's backend "
+                             f"{base.backend!r}; expected a calibration measured with {base.backend}")
+        return cls(fit=fit_calibration(cal), base=base, num_ranks=base.num_ranks, backend=base.backend,
+                   calibration=cal)
+
+    def _scaled(self, curve: CalibratedCurve, size: int, coll: str) -> float:
+        n, w = self.num_ranks, self.fit.world_size
+        if n == 1 or size == 0:
+            return 0.0
+        a, per_byte = curve.segment(size)
+        if n != w:
+            if coll == "allreduce":
+                a *= (n - 1) / (w - 1)
+                per_byte *= ((n - 1) / n) / ((w - 1) / w)
+            else:
+                a *= math.ceil(math.log2(n)) / math.ceil(math.log2(w))
+        return a + per_byte * size
+
+    def estimate_allreduce(self, size_bytes: int):
+        from ddpsim.collectives import make_estimate
+
+        t = self._scaled(self.fit.allreduce, size_bytes, "allreduce")
+        return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
+                             "measured" if t > 0 else "none")
+
+    def estimate_broadcast(self, size_bytes: int):
+        from ddpsim.collectives import make_estimate
+
+        if self.fit.broadcast is None:
+            return self.base.estimate_broadcast(size_bytes)
+        t = self._scaled(self.fit.broadcast, size_bytes, "broadcast")
+        return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
+                             "measured" if t > 0 else "none", coll="broadcast")
+
+    def allreduce_s(self, size_bytes: int) -> float:
+        return self.estimate_allreduce(size_bytes).time_s
+
+    def broadcast_s(self, size_bytes: int) -> float:
+        return self.estimate_broadcast(size_bytes).time_s
+
+    def describe(self) -> dict[str, Any]:
+        ar = self.fit.allreduce
+        return {"model": "calibrated", "fit": "piecewise alpha-beta between measured sizes",
+                "backend": self.backend, "num_ranks": self.num_ranks,
+                "calibration_world_size": self.fit.world_size,
+                "rescaled_to_num_ranks": self.num_ranks != self.fit.world_size,
+                "allreduce_points": len(ar.sizes), "allreduce_alpha_s": ar.alpha_s,
+                "allreduce_bandwidth_bytes_per_s": ar.bandwidth_bytes_per_s,
+                "broadcast_points": len(self.fit.broadcast.sizes) if self.fit.broadcast else 0,
+                "environment": dict(self.calibration.environment), "base": self.base.describe()}

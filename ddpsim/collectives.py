@@ -1,0 +1,556 @@
+"""Collective cost models over a topology graph.
+
+:func:`build_comm_model` binds a topology (see :mod:`ddpsim.topology`) and a number of
+ranks to a :class:`~ddpsim.comm_model.CommModel`:
+
+* ``backend == "nccl"``: :class:`NcclCommModel`. The graph search of NCCL
+  (``src/graph/search.cc``) is reproduced on the networkx graph: each channel is a ring
+  through the ranks' devices (and, across hosts, through NIC ``c mod num_nics`` of every
+  host on its rail); the load a channel puts on every directed link comes from
+  equal-cost shortest paths (ECMP split, :func:`networkx.all_shortest_paths`); the search
+  then tries NCCL's per-channel speeds, highest first, keeps as many channels as every
+  link can carry (a NIC or an oversubscribed spine shared by several rings lowers it), and
+  duplicates channels as ``ncclTopoDupChannels`` does. The resulting ``nChannels x bw``
+  feeds NCCL's tuning model (:mod:`ddpsim.nccl`, v2.30.7), which also picks algorithm and
+  protocol. The tree uses the ring's graph (NCCL searches a separate tree graph; on the
+  presets both come out alike). NVLS needs an NVLS-capable NVSwitch and compute
+  capability >= 90; across hosts it is NVLSTree.
+* ``backend == "gloo"``: :class:`GlooCommModel`, gloo's ring (:mod:`ddpsim.gloo`) with the
+  ring hop's latency (sum of link latencies on the path) and bandwidth (bottleneck of all
+  ring hops sharing the links), and the CPU's reduction bandwidth.
+* ``calibration=``: :class:`CalibratedCommModel` (:mod:`ddpsim.calibration`), measured
+  curves replacing the analytical constants.
+
+DDP's used-parameter map all-reduce (``find_unused_parameters``) is an all-reduce of a
+few bytes per parameter: ``allreduce_s(small)``, latency-bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import networkx as nx
+
+from ddpsim import gloo, nccl
+from ddpsim.errors import InputError
+from ddpsim.topology import (BANDWIDTH, COMPUTE_CAPABILITY, HOST, KIND, LATENCY, LINK_TYPE, NVLS,
+                             REDUCE_BANDWIDTH, edge_weight, max_ranks, rank_nodes)
+
+GBPS = 1e9
+ALGORITHM_CHOICES = nccl.FORCEABLE_ALGORITHMS
+PROTOCOL_CHOICES = nccl.PROTOCOLS
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveEstimate:
+    """One collective's predicted cost, as nccl-tests prints it (§2.7).
+
+    ``algbw_gbps = size / time``; all-reduce ``busbw_gbps = algbw * 2(n-1)/n``,
+    broadcast ``busbw = algbw``. GB/s = 1e9 bytes/s.
+    """
+
+    size_bytes: int
+    time_s: float
+    algorithm: str
+    protocol: str
+    algbw_gbps: float
+    busbw_gbps: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"size_bytes": self.size_bytes, "time_s": self.time_s, "algbw_gbps": self.algbw_gbps,
+                "busbw_gbps": self.busbw_gbps, "algorithm": self.algorithm, "protocol": self.protocol}
+
+
+def make_estimate(size_bytes: int, time_s: float, num_ranks: int, algorithm: str, protocol: str,
+                  coll: str = "allreduce") -> CollectiveEstimate:
+    algbw = size_bytes / time_s / GBPS if time_s > 0 else 0.0
+    factor = 2.0 * (num_ranks - 1) / num_ranks if coll == "allreduce" else 1.0
+    return CollectiveEstimate(size_bytes=int(size_bytes), time_s=float(time_s), algorithm=algorithm,
+                              protocol=protocol, algbw_gbps=algbw, busbw_gbps=algbw * factor)
+
+
+def _check_size(size_bytes: int) -> None:
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
+        raise InputError(f"size_bytes: {size_bytes!r} is not accepted; expected an integer >= 0")
+
+
+# ---- placement and routing -----------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Which devices the ranks use: ``hosts[i]`` lists host i's devices in rank order."""
+
+    hosts: tuple[tuple[Any, ...], ...]
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def ppn(self) -> int:
+        return max(len(h) for h in self.hosts)
+
+
+def place_ranks(graph: nx.Graph, num_ranks: int) -> Placement:
+    """First ``num_ranks`` devices in rank order, grouped by host."""
+    limit = max_ranks(graph)
+    if isinstance(num_ranks, bool) or not isinstance(num_ranks, int) or not 1 <= num_ranks <= limit:
+        raise InputError(f"num_ranks: {num_ranks!r} is not accepted; expected an integer in [1, {limit}] "
+                         f"(topology {graph.graph.get('name')!r} holds {limit} devices)")
+    devs = rank_nodes(graph)[:num_ranks]
+    hosts: dict[int, list] = {}
+    for d in devs:
+        hosts.setdefault(graph.nodes[d][HOST], []).append(d)
+    return Placement(hosts=tuple(tuple(v) for _, v in sorted(hosts.items())))
+
+
+class _Router:
+    """Equal-cost shortest paths (weights :func:`ddpsim.topology.edge_weight`), cached."""
+
+    def __init__(self, graph: nx.Graph) -> None:
+        self.g = graph
+        self._cache: dict[tuple, list[list]] = {}
+
+    def paths(self, src: Any, dst: Any) -> list[list]:
+        key = (src, dst)
+        if key not in self._cache:
+            self._cache[key] = list(nx.all_shortest_paths(self.g, src, dst, weight=edge_weight))
+        return self._cache[key]
+
+    def add_load(self, loads: dict[tuple, float], src: Any, dst: Any, amount: float = 1.0) -> None:
+        ps = self.paths(src, dst)
+        share = amount / len(ps)
+        for p in ps:
+            for u, v in zip(p, p[1:]):
+                loads[(u, v)] = loads.get((u, v), 0.0) + share
+
+    def bottleneck(self, src: Any, dst: Any) -> float:
+        """Widest of the shortest paths' narrowest link, bytes/s."""
+        return max(min(self.g.edges[u, v][BANDWIDTH] for u, v in zip(p, p[1:])) for p in self.paths(src, dst))
+
+    def latency(self, src: Any, dst: Any) -> float:
+        p = self.paths(src, dst)[0]
+        return sum(self.g.edges[u, v][LATENCY] for u, v in zip(p, p[1:]))
+
+    def only_link_type(self, src: Any, dst: Any, link_type: str) -> bool:
+        return all(self.g.edges[u, v][LINK_TYPE] == link_type for p in self.paths(src, dst) for u, v in zip(p, p[1:]))
+
+    def avoids_kind(self, src: Any, dst: Any, kind: str) -> bool:
+        return all(self.g.nodes[n][KIND] != kind for p in self.paths(src, dst) for n in p)
+
+
+def _host_nics(graph: nx.Graph, placement: Placement) -> list[list]:
+    out = []
+    for devs in placement.hosts:
+        h = graph.nodes[devs[0]][HOST]
+        nics = sorted((n for n, d in graph.nodes(data=True) if d[KIND] == "nic" and d[HOST] == h),
+                      key=lambda n: (graph.nodes[n].get("rail", 0), str(n)))
+        out.append(nics)
+    return out
+
+
+def _nic_devices(router: _Router, nics: list, devs: tuple) -> list:
+    """The device each NIC serves (the GPU NCCL pairs with it by PCI distance): NICs in rail
+    order each take the nearest device not taken yet (all taken: the nearest)."""
+    out, taken = [], set()
+    for nic in nics:
+        dist = nx.single_source_dijkstra_path_length(router.g, nic, weight=edge_weight)
+        pool = [d for d in devs if d not in taken] or list(devs)
+        d = min(pool, key=lambda d: (dist.get(d, math.inf), devs.index(d)))
+        taken.add(d)
+        out.append(d)
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelSearch:
+    """Result of the graph search for one pattern, plus what explains it."""
+
+    num_channels: int
+    bw_gbps: float
+    max_bw_gbps: float
+    total_bw_gbps: float
+    bottleneck: str  # the most loaded link at the chosen rate
+
+
+def _search(channel_loads: Callable[[int], dict[tuple, float]], cap: dict[tuple, float], speeds: tuple[float, ...],
+            *, max_bw: float, total_bw: float, max_channels: int, min_channels: int, cc: int,
+            allow_dup: bool) -> ChannelSearch:
+    """ncclTopoCompute, reduced to link loads: try speeds highest first (skipping those above
+    the widest single path ``max_bw`` or with ``speed * min_channels > total_bw``), keep the
+    most channels every link carries, stop at ``nChannels * bw >= total_bw`` or when the next
+    speed is <= 0.49 of the best found; then ncclTopoDupChannels."""
+    util = [0.0]  # util[c] = max over links of load(c channels) / capacity (GB/s per GB/s)
+    worst = [""]
+    acc: dict[tuple, float] = {}
+    for c in range(max_channels):
+        for e, load in channel_loads(c).items():
+            acc[e] = acc.get(e, 0.0) + load
+        e_max = max(acc, key=lambda e: acc[e] / cap[e])
+        util.append(acc[e_max] / cap[e_max])
+        worst.append(f"{e_max[0]} -> {e_max[1]}")
+    idx = 0
+    while idx < len(speeds) - 1 and (speeds[idx] > max_bw + 1e-9 or speeds[idx] * min_channels > total_bw + 1e-9):
+        idx += 1
+    best_c, best_s = 0, 0.0
+    while True:
+        s = speeds[idx]
+        c = 0
+        for k in range(min_channels, max_channels + 1):
+            if util[k] * s <= 1.0 + 1e-9:
+                c = k
+        if c * s > best_c * best_s + 1e-9:
+            best_c, best_s = c, s
+        if best_c and best_c * best_s >= total_bw - 1e-9:
+            break
+        if idx < len(speeds) - 1 and (best_c == 0 or speeds[idx + 1] / best_s > 0.49):
+            idx += 1
+            continue
+        break
+    bneck = worst[best_c] if best_c else ""
+    if allow_dup and best_c and best_s >= 25.0 and not (cc > 80 and best_s < 50.0 and best_c > 4):
+        dup = min(2 * best_c, max_channels)
+        best_s /= math.ceil(dup / best_c)
+        best_c = dup
+    return ChannelSearch(num_channels=best_c, bw_gbps=best_s, max_bw_gbps=max_bw, total_bw_gbps=total_bw,
+                         bottleneck=bneck)
+
+
+def _capacities(graph: nx.Graph) -> dict[tuple, float]:
+    cap = {}
+    for u, v, d in graph.edges(data=True):
+        cap[(u, v)] = cap[(v, u)] = d[BANDWIDTH] / GBPS
+    return cap
+
+
+def _total_bw(graph: nx.Graph, devs: list) -> float:
+    """NCCL's system totalBw: a GPU's NVLink total, or its PCIe width with no NVLink (GB/s)."""
+    best = 0.0
+    for d in devs:
+        nvl = sum(e[BANDWIDTH] for _, _, e in graph.edges(d, data=True) if e[LINK_TYPE] == "nvlink")
+        other = max((e[BANDWIDTH] for _, _, e in graph.edges(d, data=True)), default=0.0)
+        best = max(best, nvl if nvl > 0 else other)
+    return best / GBPS
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphInfo:
+    ring: ChannelSearch
+    nvls: ChannelSearch | None
+    nvlink_intra: bool
+    ll128_enabled: bool
+    compute_capability: int
+
+
+def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
+    """Run the ring (and NVLS) channel search for the ranks of ``placement``."""
+    router = _Router(graph)
+    cap = _capacities(graph)
+    hosts = placement.hosts
+    all_devs = [d for h in hosts for d in h]
+    cc = min(graph.nodes[d][COMPUTE_CAPABILITY] for d in all_devs)
+    multi = placement.num_nodes > 1
+    nics = _host_nics(graph, placement) if multi else []
+    if multi and any(not n for n in nics):
+        raise InputError(f"topology {graph.graph.get('name')!r}: a host has no NIC; expected kind nic nodes on every "
+                         "host for a multi-node communicator")
+    entry = [_nic_devices(router, hn, h) for h, hn in zip(hosts, nics)] if multi else []
+
+    def ring_loads(c: int) -> dict[tuple, float]:
+        loads: dict[tuple, float] = {}
+        for hi, devs in enumerate(hosts):
+            if not multi:
+                for a, b in zip(devs, devs[1:] + devs[:1]):
+                    if a != b:
+                        router.add_load(loads, a, b)
+                continue
+            j = c % len(nics[hi])
+            g0 = entry[hi][j]
+            i0 = devs.index(g0)
+            order = devs[i0:] + devs[:i0]
+            for a, b in zip(order, order[1:]):
+                router.add_load(loads, a, b)
+            if len(order) > 1:
+                router.add_load(loads, order[-1], g0)  # PXN: hand over to the GPU next to the NIC
+            nxt = (hi + 1) % len(hosts)
+            j2 = c % len(nics[nxt])
+            router.add_load(loads, g0, nics[hi][j])
+            router.add_load(loads, nics[hi][j], nics[nxt][j2])
+            router.add_load(loads, nics[nxt][j2], entry[nxt][j2])
+        return loads
+
+    if multi:
+        max_bw = max(router.bottleneck(entry[h][j], nics[h][j]) for h in range(len(hosts))
+                     for j in range(len(nics[h]))) / GBPS
+    elif len(all_devs) > 1:
+        max_bw = max(router.bottleneck(a, b) for a in all_devs[:1] for b in all_devs[1:]) / GBPS
+    else:
+        max_bw = _total_bw(graph, all_devs)
+    total_bw = _total_bw(graph, all_devs)
+    speeds = nccl.speed_array(cc, multi)
+    if len(all_devs) == 1:
+        ring = ChannelSearch(num_channels=1, bw_gbps=max_bw, max_bw_gbps=max_bw, total_bw_gbps=total_bw, bottleneck="")
+    else:
+        ring = _search(ring_loads, cap, speeds, max_bw=max_bw, total_bw=total_bw, max_channels=nccl.MAXCHANNELS // 2,
+                       min_channels=1, cc=cc, allow_dup=True)
+    # path types: NVLink between GPUs of a host (typeIntra == NVL), GPU->NIC without the CPU (PIX/PXB)
+    pairs = [(a, b) for h in hosts for a, b in zip(h, h[1:])]
+    nvlink_intra = bool(pairs) and all(router.only_link_type(a, b, "nvlink") for a, b in pairs)
+    intra_ok = nvlink_intra or placement.ppn == 1
+    inter_ok = (not multi) or cc >= 90 or all(router.avoids_kind(entry[h][j], nics[h][j], "host_bridge")
+                                               for h in range(len(hosts)) for j in range(len(nics[h])))
+    ll128 = intra_ok and inter_ok
+    nvls = None
+    switches = {n for d in all_devs for n in graph.neighbors(d) if graph.nodes[n][KIND] == "nvswitch"}
+    if cc >= 90 and switches and all(graph.nodes[s].get(NVLS, False) for s in switches) and placement.ppn > 1:
+        max_ch = min(nccl.NCCL_MAX_NVLS_ARITY, placement.ppn)
+
+        def nvls_loads(c: int) -> dict[tuple, float]:
+            loads: dict[tuple, float] = {}
+            for hi, devs in enumerate(hosts):
+                for d in devs:  # every GPU pushes to and pulls from the switch on every channel
+                    for s in graph.neighbors(d):
+                        if graph.nodes[s][KIND] == "nvswitch":
+                            loads[(d, s)] = loads.get((d, s), 0.0) + 1.0
+                            loads[(s, d)] = loads.get((s, d), 0.0) + 1.0
+                if multi:
+                    j = c % len(nics[hi])
+                    nxt = (hi + 1) % len(hosts)
+                    j2 = c % len(nics[nxt])
+                    router.add_load(loads, entry[hi][j], nics[hi][j])
+                    router.add_load(loads, nics[hi][j], nics[nxt][j2])
+                    router.add_load(loads, nics[nxt][j2], entry[nxt][j2])
+            return loads
+
+        nvls = _search(nvls_loads, cap, speeds, max_bw=max_bw, total_bw=total_bw, max_channels=max_ch,
+                       min_channels=1 if multi else max_ch, cc=cc, allow_dup=False)
+    return GraphInfo(ring=ring, nvls=nvls, nvlink_intra=nvlink_intra, ll128_enabled=ll128, compute_capability=cc)
+
+
+# ---- NCCL ----------------------------------------------------------------------------
+
+def _system(graph: nx.Graph, placement: Placement, info: GraphInfo, num_ranks: int) -> nccl.NcclSystem:
+    ring = nccl.NcclGraph(num_channels=info.ring.num_channels, bw_intra_gbps=info.ring.bw_gbps,
+                          bw_inter_gbps=info.ring.bw_gbps, nvlink_intra=info.nvlink_intra)
+    nv = None
+    if info.nvls is not None and info.nvls.num_channels > 0:
+        nv = nccl.NcclGraph(num_channels=info.nvls.num_channels, bw_intra_gbps=info.nvls.bw_gbps,
+                            bw_inter_gbps=info.nvls.bw_gbps, nvlink_intra=True)
+    return nccl.NcclSystem(num_ranks=num_ranks, num_nodes=placement.num_nodes,
+                           compute_capability=info.compute_capability,
+                           cpu_vendor=graph.graph.get("cpu_vendor", "intel"), ring=ring, tree=ring, nvls=nv,
+                           ll128_enabled=info.ll128_enabled)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NcclCommModel:
+    """NCCL on a topology: NCCL's tuning model over the searched graph (module docstring).
+
+    ``algorithm`` / ``protocol`` force a choice like ``NCCL_ALGO`` / ``NCCL_PROTO``
+    (``hierarchical`` is ddpsim's own: intra-node reduce-scatter, inter-node all-reduce,
+    intra-node all-gather).
+    """
+
+    system: nccl.NcclSystem
+    graph_info: GraphInfo
+    intra_system: nccl.NcclSystem | None  # one host's GPUs (hierarchical)
+    inter_system: nccl.NcclSystem | None  # one GPU per host (hierarchical)
+    topology_name: str
+    algorithm: str | None = None
+    protocol: str | None = None
+    backend: str = "nccl"
+
+    @property
+    def num_ranks(self) -> int:
+        return self.system.num_ranks
+
+    def _pick(self, sys: nccl.NcclSystem, size: int, coll: str, algorithm: str | None) -> tuple[str, str, float]:
+        a, p, t = nccl.choose(sys, size, coll, algorithm=algorithm, protocol=self.protocol)
+        if a == "none" and self.protocol is not None:
+            raise InputError(f"protocol: {self.protocol!r} is not available for {algorithm or 'any algorithm'} on "
+                             f"{self.topology_name} ({sys.num_ranks} ranks); expected one NCCL enables here "
+                             f"({', '.join(sorted({pp for aa, pp in nccl.candidates(sys, coll) if algorithm in (None, aa)}))})")
+        return a, p, t
+
+    def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
+        _check_size(size_bytes)
+        n = self.num_ranks
+        if n == 1 or size_bytes == 0:
+            return make_estimate(size_bytes, 0.0, n, "none", "none")
+        if self.algorithm == "hierarchical":
+            return self._hierarchical(size_bytes)
+        a, p, t = self._pick(self.system, size_bytes, "allreduce", self.algorithm)
+        if a == "none":
+            raise InputError(f"algorithm: {self.algorithm!r} is not available on {self.topology_name} with {n} ranks; "
+                             f"expected one of {', '.join(sorted({aa for aa, _ in nccl.candidates(self.system)}))}"
+                             " or hierarchical")
+        return make_estimate(size_bytes, t * 1e-6, n, a, p)
+
+    def _hierarchical(self, size: int) -> CollectiveEstimate:
+        n = self.num_ranks
+        ppn, nn = self.system.ppn, self.system.num_nodes
+        t_us, stages = 0.0, []
+        if self.intra_system is not None and ppn > 1:
+            for coll in ("reducescatter", "allgather"):
+                a, p, t = self._pick(self.intra_system, size, coll, "ring")
+                t_us += t
+                stages.append((t, p))
+        if self.inter_system is not None and nn > 1:
+            a, p, t = self._pick(self.inter_system, max(1, size // ppn), "allreduce", None)
+            t_us += t
+            stages.append((t, p))
+        proto = max(stages)[1] if stages else "none"
+        return make_estimate(size, t_us * 1e-6, n, "hierarchical", proto)
+
+    def estimate_broadcast(self, size_bytes: int) -> CollectiveEstimate:
+        _check_size(size_bytes)
+        n = self.num_ranks
+        if n == 1 or size_bytes == 0:
+            return make_estimate(size_bytes, 0.0, n, "none", "none", coll="broadcast")
+        a, p, t = nccl.choose(self.system, size_bytes, "broadcast", protocol=self.protocol)
+        if a == "none":
+            a, p, t = nccl.choose(self.system, size_bytes, "broadcast")
+        return make_estimate(size_bytes, t * 1e-6, n, a, p, coll="broadcast")
+
+    def allreduce_s(self, size_bytes: int) -> float:
+        return self.estimate_allreduce(size_bytes).time_s
+
+    def broadcast_s(self, size_bytes: int) -> float:
+        return self.estimate_broadcast(size_bytes).time_s
+
+    def describe(self) -> dict[str, Any]:
+        s, gi = self.system, self.graph_info
+        return {
+            "model": "nccl", "nccl_version": nccl.NCCL_VERSION, "topology": self.topology_name,
+            "num_ranks": s.num_ranks, "num_nodes": s.num_nodes, "compute_capability": s.compute_capability,
+            "ring_channels": gi.ring.num_channels, "ring_bw_per_channel_gbps": gi.ring.bw_gbps,
+            "ring_bus_bw_gbps": gi.ring.num_channels * gi.ring.bw_gbps, "ring_bottleneck_link": gi.ring.bottleneck,
+            "nvls_channels": gi.nvls.num_channels if gi.nvls else 0,
+            "nvls_bw_per_channel_gbps": gi.nvls.bw_gbps if gi.nvls else 0.0,
+            "nvlink_intra": gi.nvlink_intra, "ll128_enabled": gi.ll128_enabled,
+            "forced_algorithm": self.algorithm, "forced_protocol": self.protocol,
+        }
+
+
+def _nccl_model(graph: nx.Graph, num_ranks: int, algorithm: str | None, protocol: str | None) -> NcclCommModel:
+    placement = place_ranks(graph, num_ranks)
+    info = search_graphs(graph, placement)
+    system = _system(graph, placement, info, num_ranks)
+    intra = inter = None
+    if algorithm == "hierarchical":
+        if placement.ppn > 1:
+            one = Placement(hosts=(placement.hosts[0],))
+            intra = _system(graph, one, search_graphs(graph, one), len(placement.hosts[0]))
+        if placement.num_nodes > 1:
+            # one ring per local rank, all at once: each gets 1/ppn of the multi-node graph
+            total = info.ring.num_channels * info.ring.bw_gbps
+            ch = max(1, info.ring.num_channels // placement.ppn)
+            g1 = nccl.NcclGraph(num_channels=ch, bw_intra_gbps=total / placement.ppn / ch,
+                                bw_inter_gbps=total / placement.ppn / ch, nvlink_intra=False)
+            inter = nccl.NcclSystem(num_ranks=placement.num_nodes, num_nodes=placement.num_nodes,
+                                    compute_capability=info.compute_capability,
+                                    cpu_vendor=system.cpu_vendor, ring=g1, tree=g1, nvls=None,
+                                    ll128_enabled=info.ll128_enabled)
+    return NcclCommModel(system=system, graph_info=info, intra_system=intra, inter_system=inter,
+                         topology_name=str(graph.graph.get("name")), algorithm=algorithm, protocol=protocol)
+
+
+# ---- gloo ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class GlooCommModel:
+    """gloo's ring all-reduce over TCP (see :mod:`ddpsim.gloo`)."""
+
+    num_ranks: int
+    hop_latency_s: float
+    hop_bandwidth_bytes_per_s: float
+    reduce_bandwidth_bytes_per_s: float
+    topology_name: str = ""
+    element_size_bytes: int = 4
+    backend: str = "gloo"
+
+    def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
+        _check_size(size_bytes)
+        t = gloo.ring_allreduce_s(size_bytes, self.num_ranks, hop_latency_s=self.hop_latency_s,
+                                  hop_bandwidth_bytes_per_s=self.hop_bandwidth_bytes_per_s,
+                                  reduce_bandwidth_bytes_per_s=self.reduce_bandwidth_bytes_per_s,
+                                  element_size_bytes=self.element_size_bytes)
+        algo = "ring" if t > 0 else "none"
+        return make_estimate(size_bytes, t, self.num_ranks, algo, "tcp" if t > 0 else "none")
+
+    def estimate_broadcast(self, size_bytes: int) -> CollectiveEstimate:
+        _check_size(size_bytes)
+        t = gloo.broadcast_s(size_bytes, self.num_ranks, hop_latency_s=self.hop_latency_s,
+                             hop_bandwidth_bytes_per_s=self.hop_bandwidth_bytes_per_s)
+        return make_estimate(size_bytes, t, self.num_ranks, "tree" if t > 0 else "none",
+                             "tcp" if t > 0 else "none", coll="broadcast")
+
+    def allreduce_s(self, size_bytes: int) -> float:
+        return self.estimate_allreduce(size_bytes).time_s
+
+    def broadcast_s(self, size_bytes: int) -> float:
+        return self.estimate_broadcast(size_bytes).time_s
+
+    def describe(self) -> dict[str, Any]:
+        return {"model": "gloo-ring", "topology": self.topology_name, "num_ranks": self.num_ranks,
+                "hop_latency_s": self.hop_latency_s, "hop_bandwidth_bytes_per_s": self.hop_bandwidth_bytes_per_s,
+                "reduce_bandwidth_bytes_per_s": self.reduce_bandwidth_bytes_per_s,
+                "segment_bytes_max": gloo.K_MAX_SEGMENT_BYTES}
+
+
+def _gloo_model(graph: nx.Graph, num_ranks: int) -> GlooCommModel:
+    placement = place_ranks(graph, num_ranks)
+    devs = [d for h in placement.hosts for d in h]
+    router = _Router(graph)
+    if len(devs) == 1:
+        lat, bw = 0.0, math.inf
+    else:
+        hops = list(zip(devs, devs[1:] + devs[:1]))
+        loads: dict[tuple, float] = {}
+        for a, b in hops:
+            router.add_load(loads, a, b)
+        cap = {k: v * GBPS for k, v in _capacities(graph).items()}
+        bw = min(cap[e] / load for e, load in loads.items())  # every hop at once: the ring's rate
+        lat = max(router.latency(a, b) for a, b in hops)
+    reduce_bw = min(graph.nodes[d].get(REDUCE_BANDWIDTH, 4e9) for d in devs)
+    return GlooCommModel(num_ranks=num_ranks, hop_latency_s=lat, hop_bandwidth_bytes_per_s=bw,
+                         reduce_bandwidth_bytes_per_s=reduce_bw, topology_name=str(graph.graph.get("name")))
+
+
+# ---- entry point -----------------------------------------------------------------------
+
+def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algorithm: str | None = None,
+                     protocol: str | None = None):
+    """The :class:`~ddpsim.comm_model.CommModel` of ``num_ranks`` ranks on ``graph``.
+
+    Args:
+        graph: a topology (:mod:`ddpsim.topology`).
+        num_ranks: ranks in the process group, placed on the first devices in rank order.
+        calibration: a :class:`ddpsim.calibration.Calibration` (or None): its measured
+            curves replace the analytical model (same backend required).
+        algorithm: force an NCCL algorithm (ring, tree, nvls, hierarchical); None = NCCL's choice.
+        protocol: force an NCCL protocol (ll, ll128, simple); None = NCCL's choice.
+
+    Raises:
+        InputError: num_ranks outside [1, max_ranks(graph)], an unknown algorithm or protocol,
+            forcing one on gloo, or a calibration of another backend.
+    """
+    backend = graph.graph.get("backend")
+    if algorithm is not None and algorithm not in ALGORITHM_CHOICES:
+        raise InputError(f"algorithm: {algorithm!r} is not accepted; expected one of {', '.join(ALGORITHM_CHOICES)}")
+    if protocol is not None and protocol not in PROTOCOL_CHOICES:
+        raise InputError(f"protocol: {protocol!r} is not accepted; expected one of {', '.join(PROTOCOL_CHOICES)}")
+    if backend == "gloo":
+        if algorithm not in (None, "ring") or protocol is not None:
+            raise InputError(f"algorithm/protocol: {algorithm or protocol!r} is not accepted with backend gloo; "
+                             "expected none (gloo always runs its ring)")
+        model: Any = _gloo_model(graph, num_ranks)
+    else:
+        model = _nccl_model(graph, num_ranks, algorithm, protocol)
+    if calibration is not None:
+        from ddpsim.calibration import CalibratedCommModel
+
+        model = CalibratedCommModel.from_calibration(calibration, base=model)
+    return model

@@ -1,0 +1,777 @@
+"""The SimPy engine: DDP's Reducer, per rank and per iteration, over a modelled network.
+
+``simulate(trace, plan, comm, config) -> SimResult``. Source of truth for what DDP does:
+``shared/reference/ddp-and-nccl-facts.md`` PART 1 (§1.5-1.11); the section numbers below
+refer to it.
+
+What one rank does in one *iteration* (= one ``no_sync`` cycle: ``config.no_sync_steps``
+accumulation micro-steps, then one synchronised step; with ``no_sync_steps=0`` an
+iteration is just the synchronised step):
+
+1. first forward of the iteration: the bucket rebuild's two blocking broadcasts (int32
+   index tensor of ``(num_params+1)*4`` bytes, then ``num_buckets*4`` bytes of bucket
+   sizes; only in ``plan.rebuild_iteration``), then the buffer broadcast (buffers in 250 MiB
+   buckets, when ``broadcast_buffers`` and the trace has buffers; §1.9: after a ``no_sync``
+   forward the next forward does not broadcast, so it happens once per iteration). The
+   compute stream waits for both (span ``wait``).
+2. micro-steps: forward + backward (``trace`` medians), no hooks, no communication.
+3. synchronised step: forward; ``graph_search`` (find_unused_parameters without
+   static_graph, §1.7: ``GRAPH_SEARCH_S_PER_PARAM`` per parameter unless the trace's
+   ``environment["graph_search_s_per_param"]`` says otherwise); backward as the trace's
+   gradient-ready events: the compute between two hooks is the difference of successive
+   median ready times; each hook enqueues the copy-in of the gradient into its bucket
+   (``2*size_bytes / copy_bandwidth``: read + write; the default division is fused into it,
+   §1.6 -- with ``gradient_as_bucket_view`` and ``zero_grad(set_to_none=True)`` the alias is
+   destroyed every iteration, so the copy-in runs every iteration; were the alias kept, the
+   in-place ``div_`` reads and writes the same bytes, so the cost is the same either way).
+   Unused parameters (``has_grad`` false) are zero-filled at the first hook (``size/bw``).
+   A bucket whose pending count reaches 0 is *ready*; DDP launches buckets strictly in
+   order (``launch_k = max(ready_k, launch_{k-1})``, §1.5); a comm hook's pre-collective
+   kernels (division pass, fp16/bf16 cast, PowerSGD's first matmuls) run on the compute
+   stream right before the launch. find_unused_parameters: after the last bucket, the
+   all-reduce of the used map (4 bytes per parameter). static_graph, iteration 1 (§1.8):
+   hooks only count; after backward: used-map all-reduce, copy-in of every parameter in
+   index order, then every bucket launched back to back.
+4. finalize (after backward compute): for each bucket in order: wait for its collective
+   (span ``wait``), fp16/bf16 decompress copy, copy-out (``2*size/bw`` per bucket, skipped
+   with ``gradient_as_bucket_view`` and for never-used parameters); the used map is waited
+   before the first copy-out when some parameter is unused, else at the end. Then
+   ``optimizer`` and ``zero_grad`` (trace medians).
+
+Collectives: one communication stream per process group, shared by all ranks (all ranks
+issue the same collectives in the same order): a collective starts when EVERY rank has
+launched it and the stream is free, ``start = max(max_r launch_r, end of previous)``, and
+ends ``comm.allreduce_s(bytes)`` (or ``broadcast_s``) later, on every rank at once.
+
+PowerSGD (§1.10, after ``powersgd_start_iter``; before it the plain ``allreduce`` hook):
+per bucket three chained all-reduces (uncompressed 1-D/incompressible tensors, P, Q).
+The first is launched by the hook during backward; the rest run from callbacks whose
+kernels go to the compute stream *behind* the already-enqueued backward (the CPU runs
+ahead of the GPU), so: after backward, P of every bucket is launched as soon as its first
+all-reduce is done, then per bucket ``compute_qs`` (orthogonalise P, ``Q = M^T P``) and the
+Q all-reduce, then per bucket ``decompress`` (``M = P Q^T``, error feedback; its
+``torch.cuda.synchronize`` is implied: the compute stream is already drained there).
+Kernel costs are memory-bound (bytes moved / copy bandwidth) and, when the trace's
+``environment["peak_flops_per_s"]`` is given, at least ``flops / peak``.
+
+Jitter and stragglers (:mod:`ddpsim.jitter`): each rank's compute-stream work in an
+iteration is scaled by a seeded lognormal factor times its straggler factor.
+
+Scale: only :func:`ddpsim.jitter.choose_explicit_ranks` ranks get their own process (all
+ranks up to 8; else rank 0, the stragglers and 8 evenly spaced ranks). The others are
+folded into ONE "rest" process that, in each iteration, uses the LARGEST factor among them
+(drawn in bulk with numpy). A rank's launch times grow monotonically with its factor, so
+the rest process launches every collective exactly when the last of those ranks would:
+collective start times are those of the full world. What is lost: per-rank output for the
+folded ranks (``SimResult.ranks`` lists the explicit ones), and with interference their
+individual contributions to "some rank is computing".
+
+Interference (``config.interference``): rate-based. While a collective is in flight, every
+rank's compute progresses at ``1/compute_slowdown``; while any rank computes, the
+collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member's pace). On
+every change of that state the remaining work continues at the new rate. Without
+interference the engine takes a fast path (a rank computes its own timeline arithmetically
+and only synchronises with SimPy at waits); both paths give the same result.
+
+Determinism: no hidden randomness (one ``numpy.random.default_rng(config.seed)``), no
+set/dict iteration order dependence; same inputs and seed -> identical :class:`SimResult`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import simpy
+
+from ddpsim import jitter as jitter_mod
+from ddpsim.comm_model import CommModel
+from ddpsim.errors import InputError
+from ddpsim.plan import Bucket, BucketPlan, compute_bucket_assignment_by_size
+from ddpsim.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, SimResult, Span
+from ddpsim.simconfig import Interference, SimConfig
+from ddpsim.trace import Trace
+from ddpsim.units import DTYPE_SIZE_BYTES, MIB
+
+__all__ = ["simulate", "GRAPH_SEARCH_S_PER_PARAM", "BROADCAST_BUCKET_BYTES", "POWERSGD_MIN_COMPRESSION_RATE"]
+
+#: find_unused_parameters' autograd-graph DFS (§1.7), seconds per parameter: about two
+#: autograd nodes per parameter (its AccumulateGrad and the op producing its gradient),
+#: ~2 us each for the unordered_set insert and edge walk on a server CPU. A trace may
+#: override it with ``environment["graph_search_s_per_param"]``.
+GRAPH_SEARCH_S_PER_PARAM = 4e-6
+#: DDP's ``broadcast_bucket_size`` (§1.9)
+BROADCAST_BUCKET_BYTES = 250 * MIB
+#: PowerSGDState's default ``min_compression_rate`` (§1.10)
+POWERSGD_MIN_COMPRESSION_RATE = 2
+
+
+# ---- pure cost helpers ------------------------------------------------------------------
+
+def kernel_s(bytes_moved: float, flops: float, bandwidth_bytes_per_s: float | None,
+             peak_flops_per_s: float | None) -> float:
+    """A memory-bound kernel's time, at least ``flops / peak`` when a peak is known."""
+    t = bytes_moved / bandwidth_bytes_per_s if bandwidth_bytes_per_s else 0.0
+    if peak_flops_per_s:
+        t = max(t, flops / peak_flops_per_s)
+    return t
+
+
+def powersgd_split(shapes: Sequence[tuple[int, ...]], elem_bytes: int, rank: int) -> dict[str, float]:
+    """Bytes of PowerSGD's three all-reduces and its kernels' traffic/flops for one bucket.
+
+    ``shapes``: the bucket's parameters. A tensor is viewed as ``n x m`` (``shape[0]`` x rest),
+    ``r = min(n, m, rank)``; compressed iff ``(n + m) * r * 2 < n * m`` and not 1-D (§1.10).
+    """
+    u = p = q = 0
+    nm = n_elems = 0
+    flops_mm = 0.0
+    orth_p = orth_q = 0.0
+    for shape in shapes:
+        numel = math.prod(shape)
+        n_elems += numel
+        if len(shape) <= 1:
+            u += numel
+            continue
+        n, m = shape[0], numel // shape[0] if shape[0] else 0
+        r = min(n, m, rank)
+        if (n + m) * r * POWERSGD_MIN_COMPRESSION_RATE < n * m:
+            p += n * r
+            q += m * r
+            nm += n * m
+            flops_mm += 2.0 * n * m * r
+            orth_p += 2.0 * n * r * r
+            orth_q += 2.0 * m * r * r
+        else:
+            u += numel
+    e = elem_bytes
+    return {
+        "uncompressed_bytes": u * e, "p_bytes": p * e, "q_bytes": q * e,
+        # hook body: error feedback add (r 2N w N), clone (r N w N), cat of uncompressed (2U),
+        # orthogonalise Q, P = M Q (reads M, writes P)
+        "launch_bytes": (5 * n_elems + 2 * u + nm + p) * e, "launch_flops": flops_mm + orth_q,
+        # compute_qs: orthogonalise P, Q = M^T P (reads M, writes Q)
+        "qs_bytes": (nm + q + p) * e, "qs_flops": flops_mm + orth_p,
+        # decompress: M = P Q^T (writes M), error = input_cp - input (r 2N w N), unpack U (2U)
+        "decompress_bytes": (nm + p + q + 3 * n_elems + 2 * u) * e, "decompress_flops": flops_mm,
+    }
+
+
+# ---- internal state ---------------------------------------------------------------------
+
+class _Coll:
+    """One collective of the process group (shared by all ranks)."""
+
+    __slots__ = ("index", "kind", "name", "iteration", "bucket", "size_bytes", "work_s", "arrivals",
+                 "arrival_max_s", "all_arrived", "done", "start_s", "end_s")
+
+    def __init__(self, env: simpy.Environment, index: int) -> None:
+        self.index = index
+        self.kind: str | None = None
+        self.name = ""
+        self.iteration = 0
+        self.bucket: int | None = None
+        self.size_bytes = 0
+        self.work_s = 0.0
+        self.arrivals = 0
+        self.arrival_max_s = -math.inf
+        self.all_arrived = env.event()
+        self.done = env.event()
+        self.start_s = math.nan
+        self.end_s = math.nan
+
+
+class _Layout:
+    """Per-bucket figures of one bucket layout, computed once."""
+
+    def __init__(self, trace: Trace, buckets: tuple[Bucket, ...], eng: "_Engine") -> None:
+        self.buckets = buckets
+        n = trace.num_params
+        self.bucket_of = [-1] * n
+        for b in buckets:
+            for i in b.param_indices:
+                self.bucket_of[i] = b.index
+        self.counts = [len(b.param_indices) for b in buckets]
+        self.sizes = [b.size_bytes for b in buckets]
+        self.numels = [sum(trace.params[i].numel for i in b.param_indices) for b in buckets]
+        self.has_unused = [any(not trace.params[i].has_grad for i in b.param_indices) for b in buckets]
+        self.copy_out_bytes = [2 * sum(trace.params[i].size_bytes for i in b.param_indices if trace.params[i].has_grad)
+                               for b in buckets]
+        self.powersgd = [powersgd_split([trace.params[i].shape for i in b.param_indices],
+                                        DTYPE_SIZE_BYTES[b.dtype], eng.config.powersgd_rank) for b in buckets]
+
+
+class _IterAcc:
+    __slots__ = ("start_s", "end_s", "forward_s", "backward_s", "optimizer_s", "bwd_end_s", "compute")
+
+    def __init__(self, start_s: float) -> None:
+        self.start_s = start_s
+        self.end_s = start_s
+        self.forward_s = 0.0
+        self.backward_s = 0.0
+        self.optimizer_s = 0.0
+        self.bwd_end_s = start_s
+        self.compute: list[tuple[float, float]] = []
+
+
+class _Engine:
+    def __init__(self, env: simpy.Environment, trace: Trace, plan: BucketPlan, comm: CommModel,
+                 config: SimConfig) -> None:
+        self.env = env
+        self.trace = trace
+        self.plan = plan
+        self.comm = comm
+        self.config = config
+        opts = plan.options
+        self.find_unused_dynamic = opts.find_unused_parameters and not opts.static_graph
+        self.static_graph = opts.static_graph
+        self.gabv = opts.gradient_as_bucket_view
+        self.copy_bw = config.copy_bandwidth_bytes_per_s
+        peak = trace.environment.get("peak_flops_per_s") if isinstance(trace.environment, dict) else None
+        self.peak_flops = float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0 else None
+        gs = trace.environment.get("graph_search_s_per_param", GRAPH_SEARCH_S_PER_PARAM)
+        if isinstance(gs, bool) or not isinstance(gs, (int, float)) or not math.isfinite(gs) or gs < 0:
+            raise InputError(f"trace.environment.graph_search_s_per_param: {gs!r} is not accepted; expected a number of seconds >= 0")
+        self.graph_search_s = float(gs) * trace.num_params
+        self.interfere = config.interference != Interference()
+        self.compute_slow = float(config.interference.compute_slowdown)
+        self.comm_slow = float(config.interference.comm_slowdown)
+        # trace medians
+        self.forward_s = trace.phase("forward").median_s
+        self.backward_s = trace.phase("backward").median_s
+        self.optimizer_s = trace.phase("optimizer").median_s
+        self.zero_grad_s = trace.phase("zero_grad").median_s
+        med = trace.median_grad_ready_s()
+        self.order = list(trace.grad_ready_order)
+        self.ready = [0.0 if t is None else float(t) for t in med]
+        last = max((self.ready[p] for p in self.order), default=0.0)
+        self.bwd_total_s = max(self.backward_s, last)
+        self.tail_s = self.bwd_total_s - last
+        self.names = [p.name for p in trace.params]
+        self.unused = [p.index for p in trace.params if not p.has_grad]
+        self.has_grad = [p.has_grad for p in trace.params].__getitem__
+        self.copy_in_s = [kernel_s(2 * p.size_bytes, 0, self.copy_bw, None) for p in trace.params]
+        self.zero_s = [kernel_s(p.size_bytes, 0, self.copy_bw, None) for p in trace.params]
+        # buffers: broadcast_coalesced in 250 MiB buckets per dtype (§1.9)
+        self.buffer_buckets: list[int] = []
+        if opts.broadcast_buffers and trace.buffers:
+            groups, _ = compute_bucket_assignment_by_size(
+                [b.size_bytes for b in trace.buffers], [b.dtype for b in trace.buffers], [BROADCAST_BUCKET_BYTES])
+            self.buffer_buckets = [sum(trace.buffers[i].size_bytes for i in g) for g in groups]
+        self.layouts: dict[int, _Layout] = {}
+        self._layout_cache: dict[tuple[Bucket, ...], _Layout] = {}
+        for k in range(1, config.num_iterations + 1):
+            bs = plan.layout_for_iteration(k)
+            if bs not in self._layout_cache:
+                self._layout_cache[bs] = _Layout(trace, bs, self)
+            self.layouts[k] = self._layout_cache[bs]
+        # collectives and interference state
+        self.colls: list[_Coll] = []
+        self.num_participants = 0
+        self.busy = 0
+        self.comm_active = False
+        self.changed = env.event()
+        self.compute_spans: list[tuple] = []
+
+    # -- collectives ----------------------------------------------------------------------
+    def coll(self, index: int) -> _Coll:
+        while len(self.colls) <= index:
+            self.colls.append(_Coll(self.env, len(self.colls)))
+        return self.colls[index]
+
+    def arrive(self, index: int, t: float, kind: str, name: str, iteration: int, bucket: int | None,
+               size_bytes: int, work_s: float) -> _Coll:
+        c = self.coll(index)
+        if c.kind is None:
+            c.kind, c.name, c.iteration, c.bucket, c.size_bytes, c.work_s = kind, name, iteration, bucket, size_bytes, work_s
+        else:
+            assert (c.kind, c.name, c.iteration) == (kind, name, iteration), \
+                f"ranks issued different collectives at position {index}: {c.name!r} vs {name!r}"
+        c.arrivals += 1
+        if t > c.arrival_max_s:
+            c.arrival_max_s = t
+        if c.arrivals == self.num_participants:
+            c.all_arrived.succeed()
+        return c
+
+    def comm_stream(self) -> Iterator[simpy.Event]:
+        env = self.env
+        free_s = 0.0
+        i = 0
+        while True:
+            c = self.coll(i)
+            yield c.all_arrived
+            start = max(c.arrival_max_s, free_s)
+            if start > env.now:
+                yield env.timeout(start - env.now)
+            c.start_s = start
+            if self.interfere:
+                self.set_comm_active(True)
+                yield from self.progress(c.work_s, comm=True)
+                self.set_comm_active(False)
+                c.end_s = env.now
+            else:
+                c.end_s = start + c.work_s
+                if c.end_s > env.now:
+                    yield env.timeout(c.end_s - env.now)
+            free_s = c.end_s
+            c.done.succeed()
+            i += 1
+
+    # -- interference (slow path) ----------------------------------------------------------
+    def _notify(self) -> None:
+        old, self.changed = self.changed, self.env.event()
+        old.succeed()
+
+    def set_comm_active(self, active: bool) -> None:
+        if active != self.comm_active:
+            self.comm_active = active
+            self._notify()
+
+    def add_busy(self, delta: int) -> None:
+        before = self.busy > 0
+        self.busy += delta
+        assert self.busy >= 0
+        if (self.busy > 0) != before:
+            self._notify()
+
+    def progress(self, work_s: float, comm: bool) -> Iterator[simpy.Event]:
+        """Do ``work_s`` seconds of full-rate work at the current, state-dependent rate."""
+        env = self.env
+        remaining = work_s
+        while remaining > 0:
+            if comm:
+                rate = 1.0 / self.comm_slow if self.busy > 0 else 1.0
+            else:
+                rate = 1.0 / self.compute_slow if self.comm_active else 1.0
+            t0 = env.now
+            timer = env.timeout(remaining / rate)
+            res = yield timer | self.changed
+            if timer in res:
+                return
+            remaining -= (env.now - t0) * rate
+            if remaining <= work_s * 1e-12:
+                return
+
+
+class _Rank:
+    """One simulated rank (or the 'rest' representative, which records nothing)."""
+
+    def __init__(self, eng: _Engine, rank: int, factors: np.ndarray, record: bool) -> None:
+        self.eng = eng
+        self.rank = rank
+        self.factors = [float(f) for f in factors]
+        self.record = record
+        self.t = 0.0
+        self.seq = 0
+        self.iter = 0
+        self.acc: _IterAcc | None = None
+        self.accs: list[_IterAcc] = []
+        #: (iteration, bucket, ready_s, launch_s, first coll index, last coll index)
+        self.bucket_log: list[tuple[int, int, float, float, int, int]] = []
+        self.finished = False
+
+    # -- primitives -------------------------------------------------------------------------
+    def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
+             size: int | None = None) -> Iterator[simpy.Event]:
+        if dur <= 0:
+            return
+        eng = self.eng
+        if eng.interfere:
+            start = eng.env.now
+            yield from eng.progress(dur, comm=False)
+            end = eng.env.now
+        else:
+            start = self.t
+            end = start + dur
+        self.t = end
+        if self.record:
+            eng.compute_spans.append((self.rank, kind, name, self.iter, start, end, bucket, size))
+            acc = self.acc
+            acc.compute.append((start, end))
+            if kind == "forward":
+                acc.forward_s += end - start
+            elif kind == "backward":
+                acc.backward_s += end - start
+            elif kind == "optimizer":
+                acc.optimizer_s += end - start
+
+    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False) -> _Coll:
+        eng = self.eng
+        work_s = eng.comm.broadcast_s(size_bytes) if broadcast else eng.comm.allreduce_s(size_bytes)
+        if not (isinstance(work_s, (int, float)) and math.isfinite(work_s) and work_s >= 0):
+            what = "broadcast_s" if broadcast else "allreduce_s"
+            raise InputError(f"comm model {type(eng.comm).__name__}.{what}({size_bytes}): {work_s!r} is not accepted; expected a finite number of seconds >= 0")
+        c = eng.arrive(self.seq, self.t, kind, name, self.iter, bucket, size_bytes, float(work_s))
+        self.seq += 1
+        return c
+
+    def wait(self, c: _Coll, name: str) -> Iterator[simpy.Event]:
+        eng = self.eng
+        env = eng.env
+        if eng.interfere:
+            if not c.done.processed:
+                eng.add_busy(-1)
+                yield c.done
+                eng.add_busy(+1)
+            start, end = self.t, max(self.t, env.now)
+        else:
+            if self.t > env.now:
+                yield env.timeout(self.t - env.now)
+            if not c.done.processed:
+                yield c.done
+            start, end = self.t, max(self.t, c.end_s)
+        if end > start:
+            self.t = end
+            if self.record:
+                eng.compute_spans.append((self.rank, "wait", name, self.iter, start, end, c.bucket, None))
+
+    # -- the program ------------------------------------------------------------------------
+    def run(self) -> Iterator[simpy.Event]:
+        eng = self.eng
+        if eng.interfere:
+            eng.add_busy(+1)
+        for k in range(1, eng.config.num_iterations + 1):
+            yield from self.iteration(k)
+        if eng.interfere:
+            eng.add_busy(-1)
+        elif self.t > eng.env.now:
+            yield eng.env.timeout(self.t - eng.env.now)
+        self.finished = True
+
+    def iteration(self, k: int) -> Iterator[simpy.Event]:
+        eng = self.eng
+        self.iter = k
+        s = self.factors[k - 1]
+        self.acc = _IterAcc(self.t)
+        layout = eng.layouts[k]
+        n_micro = eng.config.no_sync_steps
+        # 1. first forward of the iteration: rebuild (§1.4 step 6), buffer broadcast (§1.9)
+        if eng.plan.rebuild_iteration is not None and k == eng.plan.rebuild_iteration:
+            c = self.launch("rebuild", "rebuild:indices", None, (eng.trace.num_params + 1) * 4, broadcast=True)
+            yield from self.wait(c, "rebuild:indices")
+            c = self.launch("rebuild", "rebuild:bucket_sizes", None, len(layout.buckets) * 4, broadcast=True)
+            yield from self.wait(c, "rebuild:bucket_sizes")
+        if eng.buffer_buckets:
+            c = None
+            for j, nbytes in enumerate(eng.buffer_buckets):
+                c = self.launch("broadcast", f"buffers[{j}]", None, nbytes, broadcast=True)
+            yield from self.wait(c, "broadcast")
+        # 2. no_sync micro-steps
+        for m in range(n_micro):
+            yield from self.work("forward", f"forward (no_sync {m + 1})", eng.forward_s * s)
+            yield from self.work("backward", f"backward (no_sync {m + 1})", eng.bwd_total_s * s)
+        # 3. synchronised step
+        yield from self.work("forward", "forward", eng.forward_s * s)
+        if eng.find_unused_dynamic:
+            yield from self.work("graph_search", "graph_search", eng.graph_search_s * s)
+        hook = eng.config.comm_hook
+        if hook == "powersgd" and k - 1 < eng.config.powersgd_start_iter:
+            hook = "allreduce"
+        colls = yield from self.backward(k, layout, s, hook)
+        # 4. finalize
+        yield from self.finalize(layout, s, hook, colls)
+        yield from self.work("optimizer", "optimizer", eng.optimizer_s * s)
+        yield from self.work("zero_grad", "zero_grad", eng.zero_grad_s * s)
+        self.acc.end_s = self.t
+        self.accs.append(self.acc)
+
+    def launch_bucket(self, b: int, layout: _Layout, s: float, hook: str) -> Iterator[simpy.Event]:
+        eng = self.eng
+        size, numel = layout.sizes[b], layout.numels[b]
+        name = f"bucket {b}"
+        if hook == "allreduce":
+            yield from self.work("compress", f"div {name}", kernel_s(2 * size, 0, eng.copy_bw, None) * s, b, size)
+            return [self.launch("allreduce", name, b, size)]
+        if hook in ("fp16", "bf16"):
+            # buffer.to(fp16): read size, write 2N; div_ on the compressed: read 2N, write 2N
+            yield from self.work("compress", f"{hook} cast {name}", kernel_s(size + 6 * numel, 0, eng.copy_bw, None) * s, b, size)
+            return [self.launch("allreduce", name, b, 2 * numel)]
+        if hook == "powersgd":
+            ps = layout.powersgd[b]
+            yield from self.work("compress", f"powersgd compress {name}",
+                                 kernel_s(ps["launch_bytes"], ps["launch_flops"], eng.copy_bw, eng.peak_flops) * s, b, size)
+            return [self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))]
+        return [self.launch("allreduce", name, b, size)]
+
+    def backward(self, k: int, layout: _Layout, s: float, hook: str) -> Iterator[simpy.Event]:
+        eng = self.eng
+        nb = len(layout.buckets)
+        pending = list(layout.counts)
+        ready_t = [math.nan] * nb
+        launch_t = [math.nan] * nb
+        colls: list[list[_Coll]] = [[] for _ in range(nb)]
+        self._used_map = None
+        static_first = eng.static_graph and k == 1
+        # unused params are marked ready at the first hook (find_unused, or static graph after iter 1)
+        mark_unused = bool(eng.unused) and not static_first
+        next_b = 0
+        prev = 0.0
+        names, ready, bucket_of = eng.names, eng.ready, layout.bucket_of
+        first = True
+        for p in eng.order:
+            r = ready[p]
+            yield from self.work("backward", names[p], (r - prev) * s)
+            prev = r
+            if static_first:
+                continue
+            if first:
+                first = False
+                marks = list(eng.unused) + [p] if mark_unused else [p]
+            else:
+                marks = (p,)
+            for q in marks:
+                if eng.has_grad(q):
+                    yield from self.work("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], eng.trace.params[q].size_bytes)
+                else:
+                    yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], eng.trace.params[q].size_bytes)
+                b = bucket_of[q]
+                pending[b] -= 1
+                if pending[b] == 0:
+                    ready_t[b] = self.t
+                while next_b < nb and pending[next_b] == 0:
+                    colls[next_b] = yield from self.launch_bucket(next_b, layout, s, hook)
+                    launch_t[next_b] = self.t
+                    next_b += 1
+                    if next_b == nb and eng.find_unused_dynamic:
+                        self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * eng.trace.num_params)
+        yield from self.work("backward", "backward tail", eng.tail_s * s)
+        self.acc.bwd_end_s = self.t
+        if static_first:
+            # §1.8 delay_all_reduce: used map, copy every gradient in index order, launch all
+            self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * eng.trace.num_params)
+            for q in range(eng.trace.num_params):
+                if eng.has_grad(q):
+                    yield from self.work("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], eng.trace.params[q].size_bytes)
+                else:
+                    yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], eng.trace.params[q].size_bytes)
+                b = bucket_of[q]
+                pending[b] -= 1
+                if pending[b] == 0:
+                    ready_t[b] = self.t
+            for b in range(nb):
+                colls[b] = yield from self.launch_bucket(b, layout, s, hook)
+                launch_t[b] = self.t
+            next_b = nb
+        assert next_b == nb, f"rank {self.rank} iteration {k}: buckets {next_b}.. never became ready"
+        self._ready_t, self._launch_t = ready_t, launch_t
+        return colls
+
+    def finalize(self, layout: _Layout, s: float, hook: str, colls: list[list[_Coll]]) -> Iterator[simpy.Event]:
+        eng = self.eng
+        nb = len(layout.buckets)
+        used_map = self._used_map
+        used_early = used_map is not None and bool(eng.unused)
+        if hook == "powersgd":
+            for b in range(nb):
+                yield from self.wait(colls[b][0], f"bucket {b} powersgd:uncompressed")
+                colls[b].append(self.launch("allreduce", f"bucket {b} powersgd:P", b, int(layout.powersgd[b]["p_bytes"])))
+            for b in range(nb):
+                ps = layout.powersgd[b]
+                yield from self.wait(colls[b][1], f"bucket {b} powersgd:P")
+                yield from self.work("compress", f"powersgd compute_qs bucket {b}",
+                                     kernel_s(ps["qs_bytes"], ps["qs_flops"], eng.copy_bw, eng.peak_flops) * s, b, layout.sizes[b])
+                colls[b].append(self.launch("allreduce", f"bucket {b} powersgd:Q", b, int(ps["q_bytes"])))
+        for b in range(nb):
+            c = colls[b][-1]
+            yield from self.wait(c, f"bucket {b}")
+            if hook in ("fp16", "bf16"):
+                yield from self.work("compress", f"{hook} decompress bucket {b}",
+                                     kernel_s(6 * layout.numels[b], 0, eng.copy_bw, None) * s, b, layout.sizes[b])
+            elif hook == "powersgd":
+                ps = layout.powersgd[b]
+                yield from self.work("compress", f"powersgd decompress bucket {b}",
+                                     kernel_s(ps["decompress_bytes"], ps["decompress_flops"], eng.copy_bw, eng.peak_flops) * s,
+                                     b, layout.sizes[b])
+            if used_early:
+                yield from self.wait(used_map, "used_map")
+                used_early = False
+            if not eng.gabv:
+                yield from self.work("copy_out", f"bucket {b}", kernel_s(layout.copy_out_bytes[b], 0, eng.copy_bw, None) * s,
+                                     b, layout.sizes[b])
+            self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
+        if used_map is not None:
+            yield from self.wait(used_map, "used_map")
+
+
+# ---- validation -------------------------------------------------------------------------
+
+def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig) -> None:
+    if not isinstance(config, SimConfig):
+        raise InputError(f"config: {type(config).__name__} is not accepted; expected a ddpsim.simconfig.SimConfig")
+    num_ranks = getattr(comm, "num_ranks", None)
+    if not isinstance(num_ranks, int) or isinstance(num_ranks, bool) or num_ranks < 1:
+        raise InputError(f"comm.num_ranks: {num_ranks!r} is not accepted; expected an integer >= 1")
+    if config.world_size > num_ranks:
+        raise InputError(f"world_size: {config.world_size} is not accepted; expected at most {num_ranks}, the ranks the comm model "
+                         f"({comm.describe().get('model', type(comm).__name__)}) holds")
+    n = trace.num_params
+    for label, buckets in (("plan.initial", plan.initial), ("plan.steady", plan.steady)):
+        seen: dict[int, int] = {}
+        for b in buckets:
+            for i in b.param_indices:
+                if not (isinstance(i, int) and 0 <= i < n):
+                    raise InputError(f"{label}[{b.index}]: parameter {i!r} is not in the trace; expected indices in [0, {n})")
+                if i in seen:
+                    raise InputError(f"{label}[{b.index}]: parameter {i} is already in bucket {seen[i]}; expected every parameter exactly once")
+                seen[i] = b.index
+        missing = [i for i in range(n) if i not in seen]
+        if missing:
+            raise InputError(f"{label}: parameters {missing[:8]}{'...' if len(missing) > 8 else ''} of trace {trace.model!r} are in no bucket; "
+                             f"expected a plan covering all {n} parameters (build it from this trace)")
+        for k, b in enumerate(buckets):
+            if b.index != k:
+                raise InputError(f"{label}[{k}].index: {b.index} is out of order; expected {k}")
+    for name in ("forward", "backward", "optimizer", "zero_grad"):
+        v = trace.phase(name).median_s
+        if not (math.isfinite(v) and v >= 0):
+            raise InputError(f"trace.iterations[].{name}_s: median {v!r} is not accepted; expected a finite number of seconds >= 0")
+    for i, t in enumerate(trace.median_grad_ready_s()):
+        if t is not None and not (math.isfinite(t) and t >= 0):
+            raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")
+    if any(not p.has_grad for p in trace.params) and not (plan.options.find_unused_parameters or plan.options.static_graph):
+        unused = [p.name for p in trace.params if not p.has_grad]
+        raise InputError(f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]} get no gradient, "
+                         "which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
+    for label, v in (("comm.allreduce_s(0)", comm.allreduce_s(0)), ("comm.broadcast_s(0)", comm.broadcast_s(0))):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise InputError(f"{label}: {v!r} is not accepted; expected a finite number of seconds >= 0")
+
+
+# ---- results -------------------------------------------------------------------------------
+
+def _overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total length of the intersection of two sorted lists of disjoint intervals."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def _config_summary(config: SimConfig) -> dict[str, Any]:
+    d = asdict(config)
+    d["stragglers"] = {str(k): v for k, v in sorted(config.stragglers.items())}
+    return d
+
+
+# ---- public API ----------------------------------------------------------------------------
+
+def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig) -> SimResult:
+    """Simulate ``config.num_iterations`` iterations of DDP training of ``trace`` under ``plan``.
+
+    Args:
+        trace: the model's measured (or hand-made) step.
+        plan: DDP's buckets (``ddpsim.plan.plan_ddp``) or an explicit plan; its ``options``
+            (find_unused_parameters, static_graph, gradient_as_bucket_view, broadcast_buffers)
+            shape the simulated reducer.
+        comm: collective durations on the process group (``comm.num_ranks >= world_size``).
+        config: world size, iterations, seed, comm hook, no_sync, jitter, stragglers,
+            interference, copy bandwidth.
+
+    Returns:
+        A :class:`SimResult`: every span of the explicitly simulated ranks, per-bucket and
+        per-iteration figures; an "iteration" is one no_sync cycle (``no_sync_steps``
+        micro-steps plus the synchronised step).
+
+    Raises:
+        InputError: a plan that does not cover the trace, a world size the comm model does
+            not hold, non-finite or negative durations, unused parameters without
+            find_unused_parameters/static_graph.
+    """
+    _validate(trace, plan, comm, config)
+    env = simpy.Environment()
+    eng = _Engine(env, trace, plan, comm, config)
+    rng = np.random.default_rng(config.seed)
+    sigma = jitter_mod.jitter_sigma(trace, config.jitter)
+    factors = jitter_mod.draw_factors(rng, sigma, config.num_iterations, config.world_size, config.stragglers)
+    explicit, need_rest = jitter_mod.choose_explicit_ranks(config.world_size, config.stragglers, sigma, config.rank_group_size)
+    ranks = [_Rank(eng, r, factors[:, r], record=True) for r in explicit]
+    rest_f = None
+    if need_rest:
+        rest_f = jitter_mod.rest_factors(factors, explicit)
+        ranks.append(_Rank(eng, -1, rest_f, record=False))
+    eng.num_participants = len(ranks)
+    for r in ranks:
+        env.process(r.run())
+    env.process(eng.comm_stream())
+    env.run()
+    assert all(r.finished for r in ranks), "simulation deadlocked: a rank waits for a collective that never completes"
+
+    warmup = config.num_warmup_iterations
+    if warmup is None:
+        warmup = plan.rebuild_iteration if plan.rebuild_iteration is not None else 1
+    spans: list[Span] = []
+    for (rank, kind, name, it, start, end, bucket, size) in eng.compute_spans:
+        spans.append(Span(rank=rank, stream=COMPUTE_STREAM, kind=kind, name=name, iteration=it,
+                          start_s=start, end_s=end, bucket=bucket, size_bytes=size))
+    colls = [c for c in eng.colls if c.kind is not None]
+    comm_by_iter: dict[int, list[tuple[float, float]]] = {}
+    last_grad_end: dict[int, float] = {}
+    for c in colls:
+        assert math.isfinite(c.end_s), f"collective {c.name} never ran"
+        comm_by_iter.setdefault(c.iteration, []).append((c.start_s, c.end_s))
+        if c.kind in ("allreduce", "used_map_allreduce"):
+            last_grad_end[c.iteration] = max(last_grad_end.get(c.iteration, -math.inf), c.end_s)
+        for r in explicit:
+            spans.append(Span(rank=r, stream=COMM_STREAM, kind=c.kind, name=c.name, iteration=c.iteration,
+                              start_s=c.start_s, end_s=c.end_s, bucket=c.bucket, size_bytes=c.size_bytes))
+    spans.sort(key=lambda sp: (sp.rank, sp.start_s, sp.stream != COMPUTE_STREAM, sp.end_s))
+    buckets: list[BucketTiming] = []
+    iters: list[IterationStats] = []
+    for rk in ranks:
+        if not rk.record:
+            continue
+        for (it, b, ready_s, launch_s, first_i, last_i) in rk.bucket_log:
+            layout = eng.layouts[it]
+            buckets.append(BucketTiming(rank=rk.rank, iteration=it, bucket=b, size_bytes=layout.sizes[b],
+                                        num_params=layout.counts[b], ready_s=ready_s, launch_s=launch_s,
+                                        start_s=eng.colls[first_i].start_s, end_s=eng.colls[last_i].end_s))
+        for k, acc in enumerate(rk.accs, start=1):
+            comm_iv = sorted(comm_by_iter.get(k, []))
+            comm_s = sum(e - s for s, e in comm_iv)
+            overlapped = _overlap_s(_merge(acc.compute), comm_iv)
+            exposed = max(0.0, last_grad_end.get(k, -math.inf) - acc.bwd_end_s)
+            iters.append(IterationStats(
+                rank=rk.rank, iteration=k, start_s=acc.start_s, end_s=acc.end_s, forward_s=acc.forward_s,
+                backward_compute_s=acc.backward_s, exposed_comm_s=exposed, comm_s=comm_s,
+                overlap_ratio=overlapped / comm_s if comm_s > 0 else 0.0, optimizer_s=acc.optimizer_s,
+                synced=True, warmup=k <= warmup))
+    meta: dict[str, Any] = {
+        "engine": "ddpsim.engine",
+        "config": _config_summary(config),
+        "plan": {"label": plan.options.label(), "source": plan.source, "rebuild_iteration": plan.rebuild_iteration,
+                 "num_buckets_initial": len(plan.initial), "num_buckets_steady": len(plan.steady)},
+        "comm": comm.describe(),
+        "trace": {"model": trace.model, "num_params": trace.num_params, "total_param_bytes": trace.total_param_bytes},
+        "iteration_unit": ("one no_sync cycle: no_sync_steps accumulation micro-steps + 1 synchronised step"
+                           if config.no_sync_steps else "one synchronised step"),
+        "num_warmup_iterations": warmup,
+        "jitter_sigma": sigma,
+        "explicit_ranks": list(explicit),
+        "rest_representative": bool(need_rest),
+        "rest_factor_by_iteration": [float(x) for x in rest_f] if rest_f is not None else None,
+        "num_collectives": len(colls),
+    }
+    return SimResult(world_size=config.world_size, ranks=tuple(explicit), spans=tuple(spans),
+                     buckets=tuple(buckets), iterations=tuple(iters), meta=meta)

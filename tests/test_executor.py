@@ -1,0 +1,210 @@
+"""The executor on 2 gloo ranks (CPU): lifecycle, collectives calibration, real DDP, replay.
+
+Spawned runs are small (the bundled MLP, a few iterations). No timing is asserted: only
+schemas, counts, bucket layouts worked out by hand, and exit behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ddpsim.errors import InputError
+from executor.launch import REPO_ROOT, free_port, launch_local
+from executor.runtime import read_env
+
+pytestmark = pytest.mark.slow
+
+MLP_TRACE = REPO_ROOT / "traces" / "mlp.cpu.json"
+
+# Bundled MLP (width 256, depth 4, 10 classes), fp32, DDP order:
+# 0 layers.0.weight 262144 B, 1 layers.0.bias 1024, 2/3, 4/5, 6/7 the same, 8 head.weight 10240, 9 head.bias 40.
+# Gradients become ready in reverse order (9, 8, ..., 0). With bucket_cap_mb=0.1 (104857 B) the
+# rebuild fills [9, 8, 7, 6] = 40+10240+1024+262144 = 273448 B, then [5, 4], [3, 2], [1, 0]
+# = 1024+262144 = 263168 B each.
+CAP_01_BUCKETS = [[9, 8, 7, 6], [5, 4], [3, 2], [1, 0]]
+CAP_01_SIZES = [273448, 263168, 263168, 263168]
+
+
+def test_read_env_names_missing_and_bad_variables():
+    with pytest.raises(InputError, match="RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT not set; expected to run under torchrun"):
+        read_env({})
+    base = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    assert read_env(base).world_size == 2
+    with pytest.raises(InputError, match=r"RANK=2 is not accepted; expected 0 <= RANK < WORLD_SIZE \(2\)"):
+        read_env({**base, "RANK": "2"})
+    with pytest.raises(InputError, match="WORLD_SIZE='two' is not accepted; expected an integer"):
+        read_env({**base, "WORLD_SIZE": "two"})
+
+
+def test_outside_torchrun_exits_2_with_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    r = subprocess.run([sys.executable, "-m", "executor", "collectives", "--out", str(tmp_path / "c.json")],
+                       env=env, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("executor: error: environment: RANK, WORLD_SIZE")
+
+
+BLOCKER = r"""
+import sys
+BLOCKED = {"simpy", "pandas", "matplotlib", "networkx", "yaml"}
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"executor must not import {name}")
+        return None
+sys.meta_path.insert(0, Block())
+import executor, executor.__main__, executor.runtime, executor.collectives, executor.ddp_step
+import executor.replay, executor.workload, executor.launch
+executor.__main__.build_parser()
+# what the steps import lazily
+import ddpsim.models, ddpsim.plan, ddpsim.trace, ddpsim.units, ddpsim.io, ddpsim.errors
+ddpsim.models.build_model("mlp")
+print("ok", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
+"""
+
+
+def test_executor_imports_with_only_torch():
+    r = subprocess.run([sys.executable, "-c", BLOCKER], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+                       env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok []"
+
+
+def _run(args, timeout=120):
+    r = launch_local(args, nproc=2, num_threads=1, timeout_s=timeout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def test_collectives_writes_the_calibration_schema(tmp_path):
+    out = tmp_path / "cal.json"
+    r = _run(["collectives", "--timeout-s", "60", "--out", str(out), "--min-bytes", "4KiB", "--max-bytes", "64KiB",
+              "--repeats", "3", "--warmup", "1", "--interference-bytes", "64KiB", "--interference-repeats", "3"])
+    cal = json.loads(out.read_text())
+    assert set(cal) == {"format", "version", "backend", "world_size", "device", "environment", "collectives",
+                        "interference", "copy_bandwidth_bytes_per_s"}
+    assert (cal["format"], cal["version"], cal["backend"], cal["world_size"], cal["device"]) == ("ddpsim-calibration", 1, "gloo", 2, "cpu")
+    assert {"torch_version", "hostname_hash"} <= set(cal["environment"])
+    assert cal["environment"]["num_threads"] == 1
+    for op in ("allreduce", "broadcast"):
+        pts = cal["collectives"][op]
+        assert [p["size_bytes"] for p in pts] == [4096, 16384, 65536]  # 4 KiB x4 up to 64 KiB
+        for p in pts:
+            assert set(p) == {"size_bytes", "time_s", "p10_s", "p90_s", "num_samples"}
+            assert p["num_samples"] == 3 and 0 < p["p10_s"] <= p["time_s"] <= p["p90_s"]
+    inter = cal["interference"]
+    assert inter["compute_slowdown"] >= 1.0 and inter["comm_slowdown"] >= 1.0 and isinstance(inter["details"], dict)
+    assert cal["copy_bandwidth_bytes_per_s"] > 0
+    progress = json.loads((tmp_path / "cal.progress.json").read_text())
+    assert progress["format"] == "ddpsim-measurement" and progress["version"] == 1 and progress["complete"] is True
+    assert len(progress["points"]) == 6
+    assert "collectives: wrote" in r.stdout
+
+
+def test_ddp_rebuilt_buckets_equal_the_predicted_plan(tmp_path):
+    from ddpsim.plan import DDPOptions, plan_ddp
+    from ddpsim.trace import load_trace
+
+    out = tmp_path / "m.json"
+    r = _run(["ddp", "--model", "mlp", "--batch-size", "32", "--bucket-cap-mb", "0.1", "--iterations", "3",
+              "--warmup", "2", "--trace", str(MLP_TRACE), "--timing-hook", "--timeout-s", "60", "--out", str(out)])
+    m = json.loads(out.read_text())
+    assert (m["format"], m["version"], m["kind"]) == ("ddpsim-measurement", 1, "ddp")
+    # the oracle: real DDP's own logging, against the hand-worked layout and against ddpsim's plan
+    assert m["real_buckets"]["buckets"] == CAP_01_BUCKETS
+    assert m["real_buckets"]["sizes"] == CAP_01_SIZES
+    plan = plan_ddp(load_trace(MLP_TRACE), DDPOptions(bucket_cap_mb=0.1))
+    assert [list(b.param_indices) for b in plan.steady] == CAP_01_BUCKETS
+    assert m["plan_matches"] is True
+    assert "ddp: plan_matches: true" in r.stdout
+    assert m["ddp_logging"]["rebuilt_bucket_sizes"] == "273448, 263168, 263168, 263168"
+    # iterations 3..5 measured on both ranks; the hook saw 4 buckets per measured iteration
+    assert [it["iteration"] for it in m["ranks"][0]["iterations"]] == [3, 4, 5]
+    assert len(m["summary"]["step_times_s"]) == 3
+    hooked = [b for b in m["ranks"][0]["buckets"] if b["iteration"] == 4]
+    assert [b["size_bytes"] for b in hooked] == CAP_01_SIZES
+    assert all(b["end_s"] >= b["launch_s"] for b in hooked)
+    # iteration 1 ran DDP's single initial bucket: all 1,062,952 bytes
+    assert [b["size_bytes"] for b in m["ranks"][0]["buckets"] if b["iteration"] == 1] == [1062952]
+
+
+def test_ddp_default_cap_mismatch_is_reported(tmp_path):
+    # a plan that is not DDP's (two buckets split differently) -> plan_matches false
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"buckets": [[9, 8, 7], [6, 5, 4, 3, 2, 1, 0]]}))
+    out = tmp_path / "m.json"
+    r = _run(["ddp", "--model", "mlp", "--batch-size", "8", "--iterations", "1", "--warmup", "2",
+              "--plan", str(plan), "--timeout-s", "60", "--out", str(out)])
+    m = json.loads(out.read_text())
+    # cap unset: the rebuilt first bucket is capped at 1 MiB (1,048,576 B); in ready order 9..1 the
+    # bucket reaches 800,808 B, adding param 0 makes 1,062,952 >= 1 MiB: one bucket of everything
+    assert m["real_buckets"]["sizes"] == [1062952]
+    assert m["plan_matches"] is False
+    assert "ddp: plan_matches: false" in r.stdout
+
+
+@pytest.mark.parametrize("compute", ["real", "synthetic"])
+def test_replay_runs_any_plan_in_order(tmp_path, compute):
+    plan = tmp_path / "plan.json"
+    # not a plan DDP would build: the small head bucket last
+    plan.write_text(json.dumps({"buckets": [[7, 6, 5, 4], [3, 2, 1, 0], [9, 8]]}))
+    out = tmp_path / "r.json"
+    args = ["replay", "--trace", str(MLP_TRACE), "--plan", str(plan), "--compute", compute, "--iterations", "3",
+            "--warmup", "1", "--timeout-s", "60", "--out", str(out)]
+    if compute == "real":
+        args += ["--model", "mlp", "--batch-size", "32"]
+    _run(args)
+    m = json.loads(out.read_text())
+    assert (m["format"], m["kind"], m["compute"]) == ("ddpsim-measurement", "replay", compute)
+    assert m["plan"]["sizes"] == [526336, 526336, 10280]
+    for rank in m["ranks"]:
+        assert [it["iteration"] for it in rank["iterations"]] == [2, 3, 4]
+        for it in (2, 3, 4):
+            bs = [b for b in rank["buckets"] if b["iteration"] == it]
+            assert [b["bucket"] for b in bs] == [0, 1, 2]
+            launches = [b["launch_s"] for b in bs]
+            assert launches == sorted(launches)  # strict plan order
+            assert all(b["end_s"] >= b["launch_s"] for b in bs)
+
+
+def test_a_dead_rank_makes_the_other_exit_within_the_timeout(tmp_path):
+    port = free_port()
+    procs = []
+    for rank in (0, 1):
+        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "executor", "collectives", "--timeout-s", "8", "--num-threads", "1",
+             "--out", str(tmp_path / "c.json"), "--max-bytes", "64MiB", "--repeats", "200", "--skip-interference"],
+            env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "c.progress.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # both ranks are now deep in collectives (rank 0 got past init); kill rank 1
+        time.sleep(0.5)
+        assert procs[0].poll() is None
+        procs[1].send_signal(signal.SIGKILL)
+        t = time.monotonic()
+        try:
+            _, err = procs[0].communicate(timeout=8 + 5 + 20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("rank 0 did not exit after its peer died")
+        assert time.monotonic() - t < 8 + 5 + 20
+        assert procs[0].returncode != 0
+        assert "executor: error:" in err
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

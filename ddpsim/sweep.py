@@ -151,6 +151,10 @@ def _worker(args: tuple) -> dict[str, Any]:
 
 # ---- the sweep ------------------------------------------------------------------------------
 
+def _file_id(point_id: str) -> str:
+    return point_id.replace("=", "-").replace(",", "_")
+
+
 def trace_fingerprint(trace: Any) -> str:
     return hashlib.sha256(json.dumps(trace.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
@@ -221,7 +225,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
     records: dict[SweepPoint, PointRecord] = {}
     todo = []
     for p in pts:
-        f = pdir / f"{p.point_id}.json" if pdir is not None else None
+        f = pdir / f"{_file_id(p.point_id)}.json" if pdir is not None else None
         if f is not None and f.is_file():
             try:
                 d = json.loads(f.read_text())
@@ -239,7 +243,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
     def finish(d: dict[str, Any]) -> None:
         rec = PointRecord.from_dict(d) if isinstance(d, dict) else d
         if pdir is not None:
-            write_text_atomic(pdir / f"{rec.point_id}.json", json.dumps(rec.to_dict(), separators=(",", ":")) + "\n")
+            write_text_atomic(pdir / f"{_file_id(rec.point_id)}.json", json.dumps(rec.to_dict(), separators=(",", ":")) + "\n")
         records[rec.point] = rec
         if bar:
             bar.step(rec.point_id)

@@ -81,7 +81,7 @@ def test_point_files_and_resume(tmp_path, tiny_trace_file):
     with pytest.raises(KeyboardInterrupt):
         run_sweep(sc, out_dir=out, jobs=1, progress=False, simulate=failing_simulate, build=fake_build)
     kept = sorted(p.name for p in (out / "points").glob("*.json"))
-    assert kept == ["cap=0.004.json", "cap=default.json"]  # finished points survive the interruption
+    assert kept == ["cap-0.004.json", "cap-default.json"]  # finished points survive the interruption
     run_sweep(sc, out_dir=out, jobs=1, progress=False, simulate=counting_simulate, build=fake_build)
     assert CALLS == ["cap=25"]  # only the missing point was simulated again
     CALLS.clear()

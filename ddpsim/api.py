@@ -1,0 +1,226 @@
+"""The notebook facade: a few functions over the pieces, returning DataFrames and figures.
+
+Examples::
+
+    from ddpsim import api
+    trace = api.load_trace("traces/mlp.cpu.json")
+    api.plan(trace, bucket_cap_mb=5)                      # DataFrame of steady buckets
+    res = api.simulate(trace, topology="cpu-gloo", world_size=2, bucket_cap_mb=5)
+    res.iterations_df()                                   # per-iteration breakdown
+    table = api.sweep(trace, topology="cpu-gloo", world_size=2, bucket_cap_mb=[None, 1, 5, 25])
+    report = api.run_scenario("default")                  # writes reports/default/
+    report.sweep                                          # the sweep table
+    api.sweep_figure(report.sweep)                        # a matplotlib Figure
+
+Everything here is a thin layer: the work is in :mod:`ddpsim.scenario`, :mod:`ddpsim.sweep`,
+:mod:`ddpsim.report`, :mod:`ddpsim.perfetto`, :mod:`ddpsim.recommend`, :mod:`ddpsim.plots`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.plan import BucketPlan, DDPOptions, plan_ddp
+from ddpsim.scenario import Scenario, load_scenario, scenario_from_dict
+from ddpsim.trace import Trace, load_trace  # noqa: F401  (re-exported)
+
+
+def plan(trace: Trace, *, bucket_cap_mb: float | None = None, **ddp_options: Any):
+    """The steady-state buckets DDP builds for ``trace`` (a DataFrame, one row per bucket).
+
+    Example: ``api.plan(api.load_trace("traces/mlp.cpu.json"), bucket_cap_mb=1)``.
+    """
+    import pandas as pd
+
+    p = plan_ddp(trace, DDPOptions(bucket_cap_mb=bucket_cap_mb, **ddp_options))
+    return pd.DataFrame([{"bucket": b.index, "size_bytes": b.size_bytes, "num_params": len(b.param_indices),
+                          "dtype": b.dtype, "first_param": trace.params[b.param_indices[0]].name} for b in p.steady])
+
+
+def adhoc_scenario(*, trace: str | Path, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
+                   bucket_cap_mb: Sequence[float | None] = (None,), iterations: int = 6, seed: int = 0,
+                   comm_hook: str = "none", name: str = "adhoc", **extra: Any) -> Scenario:
+    """A :class:`Scenario` from keyword arguments (what ``ddpsim sweep`` builds from its flags)."""
+    d: dict[str, Any] = {"name": name, "trace": str(trace), "cluster": {"topology": topology, "nodes": nodes},
+                         "world_size": world_size, "comm_hook": comm_hook,
+                         "simulation": {"iterations": iterations, "seed": seed},
+                         "sweep": {"bucket_cap_mb": list(bucket_cap_mb)}, "timelines": []}
+    d.update(extra)
+    return scenario_from_dict(d, source="sweep")
+
+
+def simulate(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
+             bucket_cap_mb: float | None = None, iterations: int = 6, seed: int = 0, comm_hook: str = "none",
+             plan: BucketPlan | None = None, simulate_fn: Callable | None = None):
+    """Simulate one configuration; returns the engine's :class:`~ddpsim.result.SimResult`.
+
+    Example: ``api.simulate("traces/mlp.cpu.json", topology="cpu-gloo", world_size=2).summary()``.
+    """
+    tr = trace if isinstance(trace, Trace) else load_trace(trace)
+    sc = _scenario_for_trace(tr, topology, world_size, nodes, bucket_cap_mb, iterations, seed, comm_hook)
+    point = next(p for p in sc.points() if p.bucket_cap_mb == bucket_cap_mb)
+    inputs = sc.build_point(point, trace=tr)
+    if simulate_fn is None:
+        from ddpsim.engine import simulate as simulate_fn
+    return simulate_fn(inputs.trace, plan or inputs.plan, inputs.comm, inputs.config)
+
+
+def _scenario_for_trace(tr: Trace, topology, world_size, nodes, cap, iterations, seed, hook) -> Scenario:
+    from ddpsim.scenario import ClusterSpec, SimulationSpec, SweepSpec
+
+    caps = (None,) if cap is None else (None, cap)
+    return Scenario(name="adhoc", trace_path=Path("<in-memory>"), cluster=ClusterSpec(topology=topology, nodes=nodes),
+                    world_size=world_size, comm_hook=hook, simulation=SimulationSpec(iterations=iterations, seed=seed),
+                    sweep=SweepSpec(bucket_cap_mb=caps), timelines=())
+
+
+def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
+          bucket_cap_mb: Sequence[float | None] = (None, 1, 5, 25, 100), iterations: int = 6, seed: int = 0,
+          comm_hook: str = "none", jobs: int | None = None, progress: bool = False, simulate_fn: Callable | None = None):
+    """Sweep ``bucket_cap_mb``; returns the sweep table (a DataFrame, one row per point).
+
+    Example: ``api.sweep("traces/mlp.cpu.json", bucket_cap_mb=[None, 1, 5])[["point", "iteration_p50_s"]]``.
+    """
+    from ddpsim.sweep import run_sweep, sweep_table
+
+    tr = trace if isinstance(trace, Trace) else load_trace(trace)
+    sc = _scenario_for_trace(tr, topology, world_size, nodes, None, iterations, seed, comm_hook)
+    sc = replace(sc, sweep=replace(sc.sweep, bucket_cap_mb=tuple(dict.fromkeys([None, *bucket_cap_mb]))))
+    return sweep_table(run_sweep(sc, trace=tr, jobs=jobs, progress=progress, simulate=simulate_fn))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    """What :func:`run_scenario` produced: the data, and the files written (paths)."""
+
+    scenario: Scenario
+    out_dir: Path
+    summary: dict[str, Any]
+    sweep: Any                     # pandas DataFrame (sweep.csv)
+    buckets: Any                   # pandas DataFrame (buckets.csv)
+    records: tuple[Any, ...] = ()
+    files: tuple[Path, ...] = ()
+    summary_md: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
+                 jobs: int | None = None, plots: bool = True, progress: bool = True,
+                 simulate_fn: Callable | None = None, build_fn: Callable | None = None,
+                 log: Callable[[str], None] | None = None) -> Report:
+    """Run a scenario end to end and write ``<out_dir>/<name>/`` (each file as it is finished).
+
+    Writes ``points/*.json`` (resumable), ``sweep.csv``, ``buckets.csv``, per timeline point
+    ``trace_<point>_rank<r>.json`` and ``timeline_<point>.png``, ``recommended_plan.json``,
+    ``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md``.
+
+    Raises:
+        InputError: bad scenario, missing trace, unwritable ``out_dir``. Files written by an
+        earlier run are only ever replaced atomically by complete new ones.
+    """
+    from ddpsim import perfetto, recommend, report
+    from ddpsim.sweep import best_record, run_sweep, simulate_point, sweep_table
+
+    sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    say = log or (lambda msg: None)
+    root = ensure_dir(out_dir, "--out-dir")
+    rdir = ensure_dir(root / sc.name, "--out-dir")
+    files: list[Path] = []
+    trace = sc.load_trace()
+    if sc.model is not None:
+        from ddpsim.trace import save_trace
+
+        files.append(save_trace(trace, rdir / "trace.json"))
+
+    records = run_sweep(sc, out_dir=rdir, jobs=jobs, trace=trace, progress=progress, simulate=simulate_fn, build=build_fn)
+    table = sweep_table(records)
+    files.append(report.write_csv(table, rdir / "sweep.csv"))
+    btable = report.buckets_table(records)
+    files.append(report.write_csv(btable, rdir / "buckets.csv"))
+    say(f"wrote {rdir / 'sweep.csv'} and {rdir / 'buckets.csv'}")
+
+    best = best_record(records)
+    overlaps: dict[str, dict[int, float]] = {}
+    trace_files: dict[str, list[str]] = {}
+    for point in sc.timeline_points(best.point):
+        rec = next(r for r in records if r.point == point)
+        paths = perfetto.write_traces(rec.result, rdir, rec.point_id, backend=rec.backend)
+        files += paths
+        trace_files[rec.point_id] = [p.name for p in paths]
+        overlaps[rec.point_id] = {r: perfetto.comm_comp_overlap(perfetto.chrome_trace(rec.result, r, backend=rec.backend))
+                                  for r in rec.result.ranks}
+        if plots:
+            from ddpsim import plots as P
+
+            fig = P.timeline_figure(rec.result, title=f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})")
+            files.append(P.save_figure(fig, rdir / f"timeline_{perfetto.file_id(rec.point_id)}.png"))
+    say(f"wrote timelines for {', '.join(trace_files) or 'no point'}")
+
+    # ---- recommender: explicit plan along the gradient-ready order, verified by the engine
+    rec_info = None
+    build = (lambda s, p, t: build_fn(s, p, t)) if build_fn is not None else (lambda s, p, t: s.build_point(p, trace=t))
+    inputs = build(sc, best.point, trace)
+    opts = sc.ddp_options(best.point)
+    found = recommend.recommend_plan(trace, inputs.comm, comm_hook=best.point.comm_hook, options=opts)
+    rec_inputs = replace(inputs, plan=found.plan)
+    sim = simulate_fn
+    if sim is None:
+        from ddpsim.engine import simulate as sim
+    rec_result = sim(rec_inputs.trace, rec_inputs.plan, rec_inputs.comm, rec_inputs.config)
+    from ddpsim.sweep import point_metrics
+
+    rm = point_metrics(rec_result, found.plan)
+    gain = (best.metrics["iteration_p50_s"] - rm["iteration_p50_s"]) / best.metrics["iteration_p50_s"]
+    better = gain > 1e-9
+    if better:
+        chosen = found.plan
+    else:
+        from ddpsim.plan import explicit_plan
+
+        chosen = explicit_plan(trace, [list(b.param_indices) for b in inputs.plan.steady], options=opts,
+                               source=f"ddpsim-recommend (DDP buckets of {best.point_id})")
+    from ddpsim.plan import save_plan
+
+    files.append(save_plan(chosen, rdir / "recommended_plan.json"))
+    rec_info = {"better": better, "num_buckets": len(found.plan.steady), "iteration_p50_s": rm["iteration_p50_s"],
+                "iteration_p95_s": rm["iteration_p95_s"], "exposed_comm_s": rm["exposed_comm_s"],
+                "gain_over_best_cap": gain, "best_cap_point": best.point_id,
+                "bucket_sizes_bytes": [b.size_bytes for b in found.plan.steady],
+                "method": "dynamic programming over bucket boundaries in gradient-ready order (analytical model)",
+                "written": "explicit plan" if better else f"DDP buckets of {best.point_id}"}
+    say(f"wrote {rdir / 'recommended_plan.json'}")
+
+    if plots:
+        from ddpsim import plots as P
+
+        files.append(P.save_figure(P.sweep_figure(table, title=f"{sc.name}: step time vs bucket_cap_mb"), rdir / "sweep.png"))
+        rows = [(f"default ({records[0].point_id})" if r.point.bucket_cap_mb is None else r.point_id, r.metrics.get("bucket_sizes_bytes") or [])
+                for r in records if r.point in sc.timeline_points(best.point)]
+        rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"])))
+        files.append(P.save_figure(P.bucket_sizes_figure(rows, title=f"{sc.name}: bucket sizes (steady state)"), rdir / "bucket_sizes.png"))
+
+    summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec_info)
+    files.append(write_text_atomic(rdir / "summary.json", json.dumps(summ, indent=1, sort_keys=True, default=str) + "\n"))
+    md = report.render_summary(summ)
+    files.append(write_text_atomic(rdir / "summary.md", md + "\n"))
+    return Report(scenario=sc, out_dir=rdir, summary=summ, sweep=table, buckets=btable, records=tuple(records),
+                  files=tuple(files), summary_md=md, extra={"recommended_result": rec_result})
+
+
+def sweep_figure(table: Any, title: str = ""):
+    """The sweep plot of a sweep table (a matplotlib Figure)."""
+    from ddpsim import plots
+
+    return plots.sweep_figure(table, title)
+
+
+def timeline_figure(result: Any, title: str = ""):
+    """The overlap timeline of a SimResult (a matplotlib Figure)."""
+    from ddpsim import plots
+
+    return plots.timeline_figure(result, title)

@@ -1,0 +1,194 @@
+"""Chrome / Kineto-format trace JSON of a simulated run: one file per rank, opens in
+Perfetto (ui.perfetto.dev) and chrome://tracing, and loads in HolisticTraceAnalysis (HTA).
+
+Layout of one file (``trace_<point>_rank<r>.json``)::
+
+    {"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms",
+     "baseTimeNanoseconds": 1700000000000000000,
+     "distributedInfo": {"rank": r, "world_size": n, "backend": "nccl" | "gloo"},
+     "traceEvents": [ {"ph": "M", "name": "process_name", ...}, {"ph": "M", "name": "thread_name", ...},
+                      {"ph": "X", "cat": "kernel", "name": ..., "pid": r, "tid": 7, "ts": µs, "dur": µs,
+                       "args": {"stream": 7, "device": r, "iteration": k, ...}}, ... ]}
+
+* One ``tid`` per stream (Perfetto does not stack overlapping slices on one track):
+  :data:`COMPUTE_TID` for the compute stream, :data:`COMM_TID` for the communication stream.
+* Compute and communication spans are GPU-kernel-like events: ``cat: "kernel"`` with an
+  integer ``args.stream`` (what HTA uses to tell GPU kernels from CPU ops).
+  Communication spans are named ``ncclDevKernel_<Op> (bucket k)``: HTA classifies
+  communication kernels by the regex ``^nccl.*Kernel`` only, so gloo runs use the same name
+  with ``args.backend: "gloo"``.
+* The end-of-backward wait for communication is shown on the compute track as
+  ``cat: "wait"`` without a stream: it is idle time, not a kernel, so HTA ignores it.
+* Bucket ready and launch moments are instant events (``ph: "i"``) on the communication
+  track, plus ``args`` on each collective (``ready_us``, ``launch_us``, ``size_bytes``).
+* ``ts``/``dur`` are whole microseconds (Kineto's unit; HTA would round finer float
+  timestamps itself, with ``ceil(ts)`` and ``floor(ts + dur)``, and disagree with us);
+  time 0 of the simulation is ``baseTimeNanoseconds`` (a fixed constant: reproducible files).
+* Iterations are marked as ``Iteration <k>`` slices on thread :data:`CPU_TID` (no stream:
+  not kernels). NOTE: not ``ProfilerStep#<k>``: with those, HTA keeps only kernels whose
+  ``correlation`` id matches a CPU launch before the last step, i.e. drops the last
+  iteration, and a simulated trace has no launches to correlate.
+
+:func:`comm_comp_overlap` computes, from these events alone, exactly what HTA's
+``get_comm_comp_overlap`` computes (merged communication intervals overlapped by merged
+computation intervals / merged communication time), so the report's number can be checked
+against HTA.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ddpsim.io import write_text_atomic
+from ddpsim.result import COMM_STREAM, COMPUTE_STREAM, SimResult
+
+CPU_TID = 1
+COMPUTE_TID = 7
+COMM_TID = 20
+BASE_TIME_NS = 1_700_000_000_000_000_000
+_STREAM_TID = {COMPUTE_STREAM: COMPUTE_TID, COMM_STREAM: COMM_TID}
+_COMM_OP = {"allreduce": "AllReduce_Sum", "broadcast": "Broadcast", "used_map_allreduce": "AllReduce_Sum",
+            "rebuild": "Broadcast"}
+_NOT_KERNELS = ("wait",)
+# HTA's kernel classification (hta/utils/utils.py): communication, memory, computation, other
+_HTA_COMM_RE = re.compile(r"^nccl.*Kernel")
+_HTA_MEMORY_RE = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_HTA_NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+
+def hta_kernel_type(name: str) -> str:
+    """``COMMUNICATION``, ``MEMORY``, ``COMPUTATION`` or ``OTHER``, as HTA's ``get_kernel_type``."""
+    if _HTA_COMM_RE.match(name):
+        return "COMMUNICATION"
+    if _HTA_MEMORY_RE.match(name):
+        return "MEMORY"
+    if not _HTA_NOT_COMPUTE_RE.match(name):
+        return "COMPUTATION"
+    return "OTHER"
+
+
+def _us(t_s: float) -> int:
+    # NOTE: whole microseconds. HTA rounds float timestamps itself (ceil(ts), floor(end));
+    # integer µs keep its overlap figure identical to comm_comp_overlap's.
+    return int(round(t_s * 1e6))
+
+
+def _event_name(span: Any) -> str:
+    if span.stream == COMM_STREAM:
+        op = _COMM_OP.get(span.kind, span.kind)
+        suffix = f" (bucket {span.bucket})" if span.bucket is not None else f" ({span.name})"
+        return f"ncclDevKernel_{op}{suffix}"
+    return span.name
+
+
+def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: str | None = None,
+                 iterations: Sequence[int] | None = None) -> dict[str, Any]:
+    """The Chrome/Kineto trace dict of one simulated rank (see the module docstring)."""
+    assert rank in result.ranks, f"rank {rank} was not simulated ({result.ranks})"
+    keep = set(iterations) if iterations is not None else None
+    ev: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}},
+        {"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0, "args": {"sort_index": rank}},
+        {"ph": "M", "name": "thread_name", "pid": rank, "tid": CPU_TID, "args": {"name": "python (iterations)"}},
+        {"ph": "M", "name": "thread_name", "pid": rank, "tid": COMPUTE_TID, "args": {"name": f"stream {COMPUTE_TID} compute"}},
+        {"ph": "M", "name": "thread_name", "pid": rank, "tid": COMM_TID, "args": {"name": f"stream {COMM_TID} {backend} comm"}},
+        {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": CPU_TID, "args": {"sort_index": 0}},
+        {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": COMPUTE_TID, "args": {"sort_index": 1}},
+        {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": COMM_TID, "args": {"sort_index": 2}},
+    ]
+    for it in sorted((i for i in result.iterations if i.rank == rank and (keep is None or i.iteration in keep)),
+                     key=lambda i: i.iteration):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"Iteration {it.iteration}", "pid": rank,
+                   "tid": CPU_TID, "ts": _us(it.start_s), "dur": _us(it.end_s) - _us(it.start_s),
+                   "args": {"iteration": it.iteration, "warmup": it.warmup}})
+    bt = {(b.iteration, b.bucket): b for b in result.buckets if b.rank == rank}
+    spans = sorted((s for s in result.spans if s.rank == rank and (keep is None or s.iteration in keep)),
+                   key=lambda s: (s.start_s, _STREAM_TID.get(s.stream, 99), s.end_s, s.name))
+    for s in spans:
+        tid = _STREAM_TID.get(s.stream, COMPUTE_TID)
+        args: dict[str, Any] = {"iteration": s.iteration, "kind": s.kind}
+        if s.kind in _NOT_KERNELS:
+            cat = "wait"
+        else:
+            cat = "kernel"
+            args.update({"stream": tid, "device": rank})
+        if s.stream == COMM_STREAM:
+            args["backend"] = backend
+        if s.bucket is not None:
+            args["bucket"] = s.bucket
+        if s.size_bytes is not None:
+            args["size_bytes"] = s.size_bytes
+        b = bt.get((s.iteration, s.bucket)) if s.kind == "allreduce" else None
+        if b is not None:
+            args.update({"ready_us": _us(b.ready_s), "launch_us": _us(b.launch_s), "num_params": b.num_params})
+        ev.append({"ph": "X", "cat": cat, "name": _event_name(s), "pid": rank, "tid": tid,
+                   "ts": _us(s.start_s), "dur": _us(s.end_s) - _us(s.start_s), "args": args})
+    for b in sorted(bt.values(), key=lambda b: (b.iteration, b.bucket)):
+        if keep is not None and b.iteration not in keep:
+            continue
+        for what, t in (("ready", b.ready_s), ("launch", b.launch_s)):
+            ev.append({"ph": "i", "s": "t", "cat": "bucket", "name": f"bucket {b.bucket} {what}", "pid": rank,
+                       "tid": COMM_TID, "ts": _us(t), "args": {"iteration": b.iteration, "bucket": b.bucket}})
+    info: dict[str, Any] = {"rank": rank, "world_size": result.world_size, "backend": backend}
+    out = {"schemaVersion": 1, "deviceProperties": [], "distributedInfo": info, "displayTimeUnit": "ms",
+           "baseTimeNanoseconds": BASE_TIME_NS, "traceEvents": ev}
+    if point is not None:
+        out["ddpsim"] = {"point": point, "note": "simulated by ddpsim; communication kernels are named "
+                                                 "ncclDevKernel_* so that HTA classifies them"}
+    return out
+
+
+def file_id(point_id: str) -> str:
+    """A point id as used in file names: ``cap=25,hook=fp16`` -> ``cap-25_hook-fp16``."""
+    return point_id.replace("=", "-").replace(",", "_")
+
+
+def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl") -> list[Path]:
+    """Write ``trace_<file_id(point_id)>_rank<r>.json`` for every simulated rank (atomically)."""
+    paths = []
+    for r in result.ranks:
+        d = chrome_trace(result, r, backend=backend, point=point_id)
+        paths.append(write_text_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json",
+                                       json.dumps(d, separators=(",", ":")) + "\n"))
+    return paths
+
+
+def _merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def comm_comp_overlap(trace: dict[str, Any]) -> float:
+    """HTA's ``get_comm_comp_overlap`` ratio for one rank's trace dict (0 if no communication)."""
+    comm, comp = [], []
+    for e in trace["traceEvents"]:
+        if e.get("ph") != "X" or not isinstance(e.get("args", {}).get("stream"), int):
+            continue
+        iv = (e["ts"], e["ts"] + e["dur"])
+        kind = hta_kernel_type(e["name"])
+        if kind == "COMMUNICATION":
+            comm.append(iv)
+        elif kind == "COMPUTATION":
+            comp.append(iv)
+    mc, mp = _merge(comm), _merge(comp)
+    total = sum(b - a for a, b in mc)
+    if total <= 0:
+        return 0.0
+    ov = 0.0
+    j = 0
+    for a, b in mc:
+        while j < len(mp) and mp[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(mp) and mp[k][0] < b:
+            ov += max(0.0, min(b, mp[k][1]) - max(a, mp[k][0]))
+            k += 1
+    return ov / total

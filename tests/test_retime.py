@@ -1,0 +1,123 @@
+"""Roofline retiming: closed-form kernel times worked out by hand, synthetic marker, CLI."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ddpsim.cli import main
+from ddpsim.errors import InputError
+from ddpsim.models import ModelSpec, build_model
+from ddpsim.retime import GPUS, RooflineAssumptions, op_time_s, retime_spec
+from ddpsim.trace import load_trace
+
+A = RooflineAssumptions()  # compute 0.6, memory 0.75, floor 4 us
+
+
+def _linear_spec(n_in, n_out, bias=False):
+    with torch.device("meta"):
+        m = torch.nn.Linear(n_in, n_out, bias=bias)
+    return ModelSpec(name="linear", module=m, make_batch=lambda b: torch.ones(b, n_in))
+
+
+def test_op_time_closed_form():
+    # compute-bound: 2 TFLOP on a 312 TFLOP/s peak at 60 %
+    assert op_time_s(flops=2e12, bytes_moved=1e6, peak_flops_per_s=312e12, hbm_bytes_per_s=2.039e12, assumptions=A) == pytest.approx(2e12 / (312e12 * 0.6))
+    # bandwidth-bound: 3 GB on 2.039 TB/s at 75 %
+    assert op_time_s(flops=1e6, bytes_moved=3e9, peak_flops_per_s=312e12, hbm_bytes_per_s=2.039e12, assumptions=A) == pytest.approx(3e9 / (2.039e12 * 0.75))
+    assert op_time_s(flops=0, bytes_moved=8, peak_flops_per_s=1, hbm_bytes_per_s=1e12, assumptions=A) == 4e-6
+    assert op_time_s(flops=0, bytes_moved=0, peak_flops_per_s=1, hbm_bytes_per_s=1, assumptions=A) == 0.0
+
+
+def test_linear_fp32_backward_is_the_weight_gradient_gemm_a100():
+    b, n_in, n_out = 512, 1024, 4096
+    tr, log = retime_spec(_linear_spec(n_in, n_out), gpu="a100", batch_size=b, return_log=True)
+    flops = 2 * b * n_in * n_out                                  # dW = dY^T X
+    bytes_moved = (b * n_out + b * n_in + n_out * n_in) * 4       # read dY, X; write dW (fp32)
+    gemm_s = max(flops / (19.5e12 * 0.6), bytes_moved / (2.039e12 * 0.75))  # fp32 GEMM: fp32 peak (no TF32 for matmul)
+    assert gemm_s == pytest.approx(flops / (19.5e12 * 0.6))      # compute-bound
+    # backward = the loss seed (ones_like: one 4-byte kernel -> the 4 us floor) + the GEMM;
+    # the input needs no gradient, so there is no dX GEMM
+    assert [c.op for c in log if c.phase == "backward"] == ["ones_like", "mm"]
+    it = tr.iterations[0]
+    assert it.backward_s == pytest.approx(4e-6 + gemm_s, rel=1e-12)
+    assert it.grad_ready_s == (pytest.approx(4e-6 + gemm_s, rel=1e-12),)
+    # forward = Y = X W^T (same GEMM cost) + sum(Y) (reads b*n_out fp32, writes one)
+    assert it.forward_s == pytest.approx(gemm_s + max(4e-6, (b * n_out * 4 + 4) / (2.039e12 * 0.75)), rel=1e-12)
+    # SGD momentum, foreach: buf*=m (r+w), buf+=g (2r+w), p+=lr*buf (2r+w) = 8 x param bytes
+    pb = n_in * n_out * 4
+    assert it.optimizer_s == pytest.approx((2 * pb + 3 * pb + 3 * pb) / (2.039e12 * 0.75), rel=1e-12)
+    assert tr.synthetic["kind"] == "retimed" and "A100" in tr.synthetic["gpu"]
+    assert tr.synthetic["assumptions"] == {"compute_efficiency": 0.6, "memory_efficiency": 0.75, "min_kernel_s": 4e-6}
+    assert tr.environment["device"] == "cuda" and tr.environment["batch_size"] == b
+
+
+def test_linear_bf16_autocast_h100_uses_tensor_cores():
+    b, n_in, n_out = 4096, 4096, 4096
+    tr, log = retime_spec(_linear_spec(n_in, n_out), gpu="h100", batch_size=b, autocast="bf16", return_log=True)
+    gemm = [c for c in log if c.phase == "backward" and c.op == "mm"]
+    assert len(gemm) == 1
+    flops = 2 * b * n_in * n_out
+    bytes_moved = (b * n_out + b * n_in + n_out * n_in) * 2       # bf16 operands and output
+    assert gemm[0].bytes_moved == bytes_moved
+    assert gemm[0].time_s == pytest.approx(flops / (989.4e12 * 0.6), rel=1e-12)
+    # forward charges the casts of X and W to bf16: (4 + 2) bytes per element each
+    casts = [c for c in log if c.phase == "forward" and c.op == "_to_copy(autocast)"]
+    assert sorted(c.bytes_moved for c in casts) == sorted([6 * b * n_in, 6 * n_out * n_in])
+    # the fp32 weight gradient: autograd casts the bf16 dW to fp32 before accumulating
+    assert tr.params[0].dtype == "float32"
+
+
+def test_backward_order_is_reverse_layer_order():
+    with torch.device("meta"):
+        spec = build_model("gpt2-124m", n_layer=2, seq_len=64)
+    tr = retime_spec(spec, gpu="h100", batch_size=2, autocast="bf16")
+    names = [tr.params[i].name for i in tr.grad_ready_order]
+    assert names[0] == "transformer.ln_f.weight" or names[0] == "transformer.ln_f.bias"
+    first_h1 = min(k for k, n in enumerate(names) if n.startswith("transformer.h.1."))
+    first_h0 = min(k for k, n in enumerate(names) if n.startswith("transformer.h.0."))
+    assert first_h1 < first_h0
+    assert names[-1] == "transformer.wte.weight"  # tied: ready once both uses are accumulated
+    ready = tr.iterations[0].grad_ready_s
+    assert [ready[i] for i in tr.grad_ready_order] == sorted(ready[i] for i in tr.grad_ready_order)
+    assert math.isclose(max(ready), tr.iterations[0].backward_s, rel_tol=0.05)
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"gpu": "v100"}, r"--retime-for: 'v100' is not a modelled GPU; expected one of \['a100', 'h100'\]"),
+    ({"batch_size": 0}, r"batch_size: 0 is not accepted"),
+    ({"autocast": "fp8"}, r"autocast: 'fp8' is not accepted"),
+])
+def test_retime_errors(kw, match):
+    args = {"gpu": "a100", "batch_size": 2, **kw}
+    with pytest.raises(InputError, match=match):
+        retime_spec(_linear_spec(8, 8), **args)
+
+
+def test_assumption_errors():
+    with pytest.raises(InputError, match=r"compute_efficiency: 1.5 is not accepted"):
+        RooflineAssumptions(compute_efficiency=1.5)
+
+
+def test_gpu_table():
+    assert GPUS["a100"].tensor_flops_per_s == 312e12 and GPUS["a100"].hbm_bytes_per_s == 2.039e12
+    assert GPUS["h100"].tensor_flops_per_s == 989.4e12 and GPUS["h100"].hbm_bytes_per_s == 3.35e12
+
+
+def test_cli_retime(tmp_path, capsys):
+    src = tmp_path / "mlp.json"
+    assert main(["trace", "--model", "mlp", "--batch-size", "4", "--iters", "1", "--warmup", "0", "--no-hook-overhead", "--out", str(src)]) == 0
+    out = tmp_path / "mlp.h100.json"
+    assert main(["trace", "--retime-for", "h100", "--from", str(src), "--batch-size", "256", "--autocast", "bf16", "--out", str(out)]) == 0
+    tr = load_trace(out)
+    assert tr.synthetic["kind"] == "retimed" and tr.environment["batch_size"] == 256 and tr.environment["autocast"] == "bf16"
+    assert tr.environment["retimed_from"]["device"] == "cpu"
+    assert [p.name for p in tr.params] == [p.name for p in load_trace(src).params]
+    assert tr.command.startswith("ddpsim trace") and "--retime-for h100" in tr.command
+    capsys.readouterr()
+    assert main(["trace", "--retime-for", "tpu", "--from", str(src), "--out", str(out)]) == 2
+    assert "not a modelled GPU" in capsys.readouterr().err
+    assert main(["trace", "--retime-for", "a100", "--from", str(tmp_path / "nope.json"), "--out", str(out)]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -1,0 +1,266 @@
+"""``ddpsim simulate``: simulate DDP training of a traced model on a modelled cluster."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import sys
+from typing import Any
+
+from ddpsim.errors import InputError
+
+DESCRIPTION = """\
+Simulate PyTorch DDP training of a traced model: the Reducer's buckets (DDP's own plan, or
+--plan), the gradient copy-in at each hook, DDP's strict in-order bucket launch, one
+communication stream per process group on which each all-reduce starts only when every
+rank has launched it, finalize (wait, copy-out), optimizer, over several iterations so
+the first-iteration single bucket, the bucket rebuild and the steady state all show.
+
+The network is a topology (--topology preset or YAML, with --nodes; the NCCL or gloo cost
+model, or a measured --calibration) or a plain latency + bandwidth model (--latency-us and
+--bandwidth-gbps). Copy bandwidth comes from the calibration, else from the topology's
+device memory bandwidth (free copies with the latency/bandwidth model).
+
+Rank variation: every rank's compute in an iteration is scaled by a seeded lognormal
+factor (--jitter trace: the trace's measured spread; none; or a coefficient of variation)
+and by --straggler factors. Large worlds are simulated with a few representative ranks
+(rank 0, stragglers, 8 samples) plus one process standing for the slowest of the rest.
+
+Printed: per-iteration figures (the slowest simulated rank's step; warm-up marked), the
+per-bucket ready/launch/start/end timings of the first steady iteration on rank 0, and the
+steady-state summary (p50/p95 step time, forward, backward, exposed communication,
+overlap). An "iteration" is one no_sync cycle (--no-sync-steps micro-steps + 1 synced)."""
+
+EPILOG = """\
+examples:
+  ddpsim simulate --trace traces/gpt2-124m.cpu.json --topology cpu-gloo --world-size 2
+  ddpsim simulate --trace t.json --topology dgx-h100 --nodes 4 --world-size 32 --bucket-cap-mb 50
+  ddpsim simulate --trace t.json --latency-us 20 --bandwidth-gbps 25 --world-size 8 --comm-hook fp16
+  ddpsim simulate --trace t.json --topology dgx-a100 --world-size 8 --straggler 3:1.2 --seed 7
+  ddpsim simulate --trace t.json --topology cpu-gloo --world-size 2 --calibration cal.json --format json
+  ddpsim simulate --trace t.json --latency-us 10 --bandwidth-gbps 10 --world-size 4 --no-sync-steps 3 --format csv
+
+--format csv prints two CSV tables (iterations per rank, then buckets per rank), each after
+a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""
+
+FORMATS = ("table", "json", "csv")
+HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("simulate", help="simulate DDP training of a trace on a cluster",
+                              description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trace", required=True, metavar="FILE", help="trace JSON written by 'ddpsim trace'")
+    net = p.add_argument_group("network (a topology, or a latency + bandwidth model)")
+    net.add_argument("--topology", metavar="PRESET|FILE", default=None,
+                     help="topology preset (dgx-a100, dgx-h100, pcie, cpu-gloo) or YAML file")
+    net.add_argument("--nodes", metavar="N", type=int, default=1, help="nodes of a preset topology; default 1")
+    net.add_argument("--latency-us", metavar="X", type=float, default=None, help="alpha-beta model: latency per collective (us)")
+    net.add_argument("--bandwidth-gbps", metavar="Y", type=float, default=None,
+                     help="alpha-beta model: bandwidth (GB/s = 1e9 B/s) of a collective")
+    net.add_argument("--calibration", metavar="FILE", default=None,
+                     help="calibration JSON (measured collectives, interference, copy bandwidth) for --topology")
+    p.add_argument("--world-size", metavar="N", type=int, required=True, help="ranks in the process group")
+    ddp = p.add_argument_group("DDP options")
+    ddp.add_argument("--bucket-cap-mb", metavar="X", default=None, help="bucket_cap_mb in MiB; default: not given")
+    ddp.add_argument("--find-unused-parameters", action="store_true", help="find_unused_parameters=True")
+    ddp.add_argument("--static-graph", action="store_true", help="static_graph=True")
+    ddp.add_argument("--gradient-as-bucket-view", action="store_true", help="gradient_as_bucket_view=True")
+    ddp.add_argument("--comm-hook", metavar="{" + ",".join(HOOKS) + "}", default="none", help="DDP comm hook; default none")
+    ddp.add_argument("--plan", metavar="FILE", default=None, help="explicit bucket plan JSON instead of DDP's")
+    sim = p.add_argument_group("simulation")
+    sim.add_argument("--no-sync-steps", metavar="N", type=int, default=0, help="no_sync accumulation micro-steps per iteration")
+    sim.add_argument("--iterations", metavar="N", type=int, default=4, help="iterations to simulate; default 4")
+    sim.add_argument("--seed", metavar="S", type=int, default=0, help="random seed; default 0")
+    sim.add_argument("--jitter", metavar="trace|none|CV", default="trace", help="rank compute jitter; default trace")
+    sim.add_argument("--straggler", metavar="RANK:FACTOR", action="append", default=[],
+                     help="a slow rank (repeatable), e.g. 3:1.25")
+    p.add_argument("--format", metavar="{table,json,csv}", default="table", help="output format; default table")
+    p.set_defaults(func=run)
+    return p
+
+
+def parse_straggler(text: str) -> tuple[int, float]:
+    """``"3:1.25"`` -> (3, 1.25); InputError otherwise."""
+    try:
+        r, f = text.split(":")
+        rank, factor = int(r), float(f)
+    except ValueError:
+        raise InputError(f"--straggler: {text!r} is not accepted; expected RANK:FACTOR, e.g. 3:1.25") from None
+    return rank, factor
+
+
+def parse_jitter(text: str) -> str | float:
+    if text in ("trace", "none"):
+        return text
+    try:
+        v = float(text)
+    except ValueError:
+        raise InputError(f"--jitter: {text!r} is not accepted; expected trace, none or a coefficient of variation >= 0") from None
+    if not math.isfinite(v) or v < 0:
+        raise InputError(f"--jitter: {text!r} is not accepted; expected trace, none or a coefficient of variation >= 0")
+    return v
+
+
+def build_inputs(args: argparse.Namespace):
+    """(trace, plan, comm, config) from the parsed arguments."""
+    from ddpsim.commands.plan import parse_bucket_cap_mb
+    from ddpsim.comm_model import AlphaBetaModel
+    from ddpsim.plan import DDPOptions, load_plan, plan_ddp
+    from ddpsim.simconfig import Interference, SimConfig
+    from ddpsim.trace import load_trace
+
+    if args.format not in FORMATS:
+        raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
+    if args.comm_hook not in HOOKS:
+        raise InputError(f"--comm-hook: {args.comm_hook!r} is not accepted; expected one of {', '.join(HOOKS)}")
+    if args.world_size < 1:
+        raise InputError(f"--world-size: {args.world_size} is not accepted; expected an integer >= 1")
+    trace = load_trace(args.trace)
+    options = DDPOptions(bucket_cap_mb=parse_bucket_cap_mb(args.bucket_cap_mb),
+                         find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
+                         gradient_as_bucket_view=args.gradient_as_bucket_view)
+    if args.plan:
+        from dataclasses import replace
+
+        plan = replace(load_plan(args.plan, trace), options=options)
+    else:
+        plan = plan_ddp(trace, options)
+    ab = args.latency_us is not None or args.bandwidth_gbps is not None
+    if ab == (args.topology is not None):
+        raise InputError(f"--topology: {args.topology!r} with --latency-us {args.latency_us!r} / --bandwidth-gbps {args.bandwidth_gbps!r} "
+                         "is not accepted; expected either --topology, or both --latency-us and --bandwidth-gbps")
+    interference = Interference()
+    copy_bw = None
+    if ab:
+        if args.latency_us is None or args.bandwidth_gbps is None:
+            raise InputError("--latency-us/--bandwidth-gbps: only one given; expected both")
+        if args.calibration:
+            raise InputError(f"--calibration: {args.calibration!r} is not accepted with --latency-us/--bandwidth-gbps; expected --topology")
+        if not (math.isfinite(args.latency_us) and args.latency_us >= 0):
+            raise InputError(f"--latency-us: {args.latency_us!r} is not accepted; expected a number >= 0")
+        if not (math.isfinite(args.bandwidth_gbps) and args.bandwidth_gbps > 0):
+            raise InputError(f"--bandwidth-gbps: {args.bandwidth_gbps!r} is not accepted; expected a number > 0")
+        comm = AlphaBetaModel(latency_s=args.latency_us * 1e-6, bandwidth_bytes_per_s=args.bandwidth_gbps * 1e9,
+                              num_ranks=args.world_size)
+    else:
+        from ddpsim.collectives import build_comm_model
+        from ddpsim.topology import max_ranks, resolve_topology
+
+        graph = resolve_topology(args.topology, num_nodes=args.nodes)
+        avail = max_ranks(graph)
+        if args.world_size > avail:
+            raise InputError(f"--world-size: {args.world_size} is not accepted; expected at most {avail} "
+                             f"(the devices of {args.topology!r} x {args.nodes} node(s))")
+        cal = None
+        if args.calibration:
+            from ddpsim.calibration import load_calibration
+
+            cal = load_calibration(args.calibration)
+            interference = cal.interference or interference
+            copy_bw = cal.copy_bandwidth_bytes_per_s
+        if copy_bw is None:
+            from ddpsim.scenario import device_memory_bandwidth
+
+            copy_bw = device_memory_bandwidth(graph)
+        comm = build_comm_model(graph, args.world_size, calibration=cal)
+    stragglers = dict(parse_straggler(s) for s in args.straggler)
+    config = SimConfig(world_size=args.world_size, num_iterations=args.iterations, seed=args.seed,
+                       comm_hook=args.comm_hook, no_sync_steps=args.no_sync_steps, jitter=parse_jitter(args.jitter),
+                       stragglers=stragglers, interference=interference, copy_bandwidth_bytes_per_s=copy_bw)
+    return trace, plan, comm, config
+
+
+def _iteration_rows(res) -> list[dict[str, Any]]:
+    """Per iteration: the slowest simulated rank's figures."""
+    rows: dict[int, Any] = {}
+    for it in res.iterations:
+        cur = rows.get(it.iteration)
+        if cur is None or it.iteration_s > cur.iteration_s:
+            rows[it.iteration] = it
+    return [{"iteration": k, "rank": it.rank, "warmup": it.warmup, "iteration_ms": it.iteration_s * 1e3,
+             "forward_ms": it.forward_s * 1e3, "backward_ms": it.backward_compute_s * 1e3,
+             "comm_ms": it.comm_s * 1e3, "exposed_comm_ms": it.exposed_comm_s * 1e3,
+             "overlap": it.overlap_ratio, "optimizer_ms": it.optimizer_s * 1e3}
+            for k, it in sorted(rows.items())]
+
+
+def _steady_bucket_rows(res) -> tuple[int | None, list[dict[str, Any]]]:
+    steady = sorted({it.iteration for it in res.iterations if not it.warmup})
+    k = steady[0] if steady else max((b.iteration for b in res.buckets), default=None)
+    r0 = res.ranks[0]
+    rows = [{"bucket": b.bucket, "params": b.num_params, "size_mib": b.size_bytes / 2**20,
+             "ready_ms": b.ready_s * 1e3, "launch_ms": b.launch_s * 1e3, "start_ms": b.start_s * 1e3,
+             "end_ms": b.end_s * 1e3, "comm_ms": (b.end_s - b.start_s) * 1e3}
+            for b in res.buckets if b.iteration == k and b.rank == r0]
+    return k, rows
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(none)\n"
+    cols = list(rows[0])
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, bool):
+            return "yes" if v else ""
+        if isinstance(v, float):
+            return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.1f}"
+        return str(v)
+
+    cells = [[fmt(r[c]) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    out = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
+    out += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(out) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from ddpsim.engine import simulate
+
+    trace, plan, comm, config = build_inputs(args)
+    res = simulate(trace, plan, comm, config)
+    summary = res.summary()
+    out = sys.stdout
+    if args.format == "json":
+        doc = {"summary": summary,
+               "iterations": [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations],
+               "buckets": [asdict(b) for b in res.buckets], "meta": res.meta}
+        out.write(json.dumps(doc, indent=1, default=str) + "\n")
+        return 0
+    if args.format == "csv":
+        for name, rows in (("iterations", [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations]),
+                           ("buckets", [asdict(b) for b in res.buckets])):
+            buf = io.StringIO()
+            out.write(f"# {name}\n")
+            if rows:
+                w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+                w.writeheader()
+                w.writerows(rows)
+            out.write(buf.getvalue())
+        return 0
+    m = res.meta
+    out.write(f"{trace.model}: {config.world_size} ranks, {m['comm'].get('model', getattr(comm, 'backend', ''))}, "
+              f"plan {m['plan']['label']} ({m['plan']['num_buckets_initial']} bucket(s) first, "
+              f"{m['plan']['num_buckets_steady']} steady), hook {config.comm_hook}, iterations {config.num_iterations}, "
+              f"seed {config.seed}\n")
+    out.write(f"simulated ranks: {list(res.ranks)}{' + 1 representative of the rest' if m['rest_representative'] else ''}; "
+              f"warm-up iterations: {m['num_warmup_iterations']}; iteration = {m['iteration_unit']}\n\n")
+    out.write("per iteration (slowest simulated rank):\n")
+    out.write(_table(_iteration_rows(res)))
+    k, brows = _steady_bucket_rows(res)
+    out.write(f"\nbuckets of iteration {k}, rank {res.ranks[0]} (ms from simulation start):\n")
+    out.write(_table(brows))
+    out.write("\nsummary (steady state):\n")
+    for key, v in summary.items():
+        if key.endswith("_s"):
+            out.write(f"  {key[:-2] + '_ms':<22} {v * 1e3:.4g}\n")
+        else:
+            out.write(f"  {key:<22} {v:.4g}\n")
+    return 0

@@ -1,0 +1,309 @@
+"""Collective cost models checked against NCCL's own model (reference §2.6, worked by hand),
+published measurements (reference §2.8) and gloo's closed form (reference PART 3)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ddpsim import gloo, nccl
+from ddpsim.cli import main
+from ddpsim.collectives import CollectiveEstimate, build_comm_model
+from ddpsim.comm_model import CommModel
+from ddpsim.errors import InputError
+from ddpsim.topology import build_preset
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+
+def model(preset: str, num_nodes: int = 1, ranks: int | None = None, **kw):
+    opts = {k: kw.pop(k) for k in list(kw) if k not in ("algorithm", "protocol", "calibration")}
+    g = build_preset(preset, num_nodes=num_nodes, **opts)
+    n = ranks or sum(1 for _, d in g.nodes(data=True) if d["kind"] in ("gpu", "cpu"))
+    return build_comm_model(g, n, **kw)
+
+
+def within(value: float, target: float, rel: float) -> bool:
+    return abs(value - target) <= rel * target
+
+
+# ---- published measurements (reference §2.8) -------------------------------------------
+
+def test_dgx_a100_one_node_large_allreduce_busbw_220_to_240():
+    # nccl-tests#149 (~230 GB/s at 8 GiB), nccl-tests#175 (232.54 GB/s)
+    e = model("dgx-a100").estimate_allreduce(8 * GiB)
+    assert 220.0 <= e.busbw_gbps <= 240.0
+    assert (e.algorithm, e.protocol) == ("ring", "simple")
+
+
+def test_two_dgx_a100_nodes_busbw_192_within_10_percent():
+    # nccl#812: "we measure 192GB/s AllReduce BusBW" with 8x HDR 200 Gb/s per node
+    m = model("dgx-a100", num_nodes=2)
+    e = m.estimate_allreduce(8 * GiB)
+    assert within(e.busbw_gbps, 192.0, 0.10)
+    d = m.describe()
+    # graph search: NIC 25 GB/s -> speed 24 from speedArrayInter, one channel per NIC
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (8, 24.0)
+
+
+def test_dgx_h100_nvls_480_and_forced_ring_370_within_10_percent():
+    # nccl-tests#212: ~480 GB/s busbw with NVLS on 8 GPUs; 370 GB/s effective NVLink (ring)
+    e = model("dgx-h100").estimate_allreduce(8 * GiB)
+    assert e.algorithm == "nvls" and e.protocol == "simple"
+    assert within(e.busbw_gbps, 480.0, 0.10)
+    r = model("dgx-h100", algorithm="ring").estimate_allreduce(8 * GiB)
+    assert r.algorithm == "ring"
+    assert within(r.busbw_gbps, 370.0, 0.10)
+
+
+def test_a800_eight_nvlinks_busbw_160_within_10_percent():
+    # nccl#412: "~160GB/s intra-node" on A800 (8 NVLinks per GPU)
+    e = model("dgx-a100", nvlinks_per_gpu=8).estimate_allreduce(8 * GiB)
+    assert within(e.busbw_gbps, 160.0, 0.10)
+
+
+# ---- NCCL's model, worked example of reference §2.6 ----------------------------------------
+
+def a100_12x20() -> nccl.NcclSystem:
+    g = nccl.NcclGraph(num_channels=12, bw_intra_gbps=20.0, bw_inter_gbps=20.0, nvlink_intra=True)
+    return nccl.NcclSystem(num_ranks=8, num_nodes=1, compute_capability=80, cpu_vendor="amd", ring=g, tree=g,
+                           nvls=None, ll128_enabled=True)
+
+
+@pytest.mark.parametrize("algo,proto,lat_us,algbw", [
+    ("tree", "ll", 6.8 + 2 * 7 * 0.6, 240 * .92 / 3.8 * .5),
+    ("tree", "ll128", 14 + 2 * 7 * 1.25, 220.8 * 7 / 9 * .5),
+    ("tree", "simple", 8.4 + 2 * 7 * 4.0, 220.8 * .5),
+    ("ring", "ll", 6.6 + 14 * 0.6, 87.7 * 8 / 14),
+    ("ring", "ll128", 14 + 14 * 1.9, 220.8 * 8 / 14),
+    ("ring", "simple", 8.4 + 14 * 3.4, 240 * 8 / 14),
+])
+def test_worked_example_latency_and_bandwidth(algo, proto, lat_us, algbw):
+    s = a100_12x20()
+    assert nccl.latency_us(s, algo, proto) == pytest.approx(lat_us, abs=1e-9)
+    assert nccl.bandwidth_gbps(s, algo, proto) == pytest.approx(algbw, rel=1e-12)
+
+
+def test_worked_example_ring_ll_latency_is_15_us():
+    assert nccl.latency_us(a100_12x20(), "ring", "ll") == pytest.approx(15.0)
+
+
+def test_worked_example_selection_and_times():
+    s = a100_12x20()
+    for size in (KiB, 16 * KiB, 256 * KiB, MiB):
+        assert nccl.choose(s, size)[:2] == ("ring", "ll")
+    a, p, t = nccl.choose(s, 4 * MiB)
+    assert (a, p) == ("ring", "ll128") and t == pytest.approx(40.6 + 4 * MiB / (1000 * 220.8 * 8 / 14))
+    assert round(t, 1) == 73.8
+    a, p, t = nccl.choose(s, 25 * MiB)
+    assert (a, p) == ("ring", "simple") and round(t) == 247
+    assert round(25 * MiB / (t * 1e3) * 14 / 8) == 186  # busbw GB/s
+    a, p, t = nccl.choose(s, 100 * MiB)
+    assert (a, p) == ("ring", "simple") and round(t) == 821
+    assert round(100 * MiB / (t * 1e3) * 14 / 8) == 224
+
+
+def test_preset_graph_search_finds_12_channels_of_20_on_dgx_a100():
+    # search: speed 40 x 6 channels = 240 = totalBw, then ncclTopoDupChannels -> 12 x 20
+    d = model("dgx-a100").describe()
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (12, 20.0)
+    assert d["nvls_channels"] == 0 and d["ll128_enabled"] is True
+    # the preset's model is the worked example's model
+    m = model("dgx-a100")
+    assert m.estimate_allreduce(4 * MiB).time_s == pytest.approx(nccl.choose(a100_12x20(), 4 * MiB)[2] * 1e-6)
+
+
+def test_dgx_h100_graph_search_ring_12x30_nvls_8x40():
+    # sm90 intra speeds: 60 x 6 = 360 (best; 370.8 not reached), dup -> 12 x 30.
+    # NVLS: 8 channels (one per GPU) at the highest speed with 8 x speed <= 370.8 -> 40.
+    d = model("dgx-h100").describe()
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (12, 30.0)
+    assert (d["nvls_channels"], d["nvls_bw_per_channel_gbps"]) == (8, 40.0)
+    # NVLS busbw by hand: 8 x (40 x 0.85 x 7/8 x 2) = 476 GB/s
+    s = model("dgx-h100").system
+    assert nccl.bandwidth_gbps(s, "nvls", "simple") * 14 / 8 == pytest.approx(476.0)
+    assert nccl.latency_us(s, "nvls", "simple") == 25.0
+
+
+def test_protocol_switches_ll_ll128_simple_as_size_grows():
+    m = model("dgx-a100")
+    sizes = [2 ** k for k in range(10, 34, 2)]  # 1 KiB .. 8 GiB
+    protos = [m.estimate_allreduce(s).protocol for s in sizes]
+    order = {"ll": 0, "ll128": 1, "simple": 2}
+    assert protos == sorted(protos, key=order.get)
+    assert protos[0] == "ll" and "ll128" in protos and protos[-1] == "simple"
+
+
+def test_small_messages_are_latency_bound_tens_of_us():
+    for preset, nodes, expect_us in (("dgx-a100", 1, 15.0), ("dgx-h100", 1, 15.0)):
+        e = model(preset, num_nodes=nodes).estimate_allreduce(8)
+        assert e.time_s * 1e6 == pytest.approx(expect_us, rel=0.01)
+    # 2 nodes: tree/LL: 6.8 + 2*((8-1)*0.6 + log2(2)*5.0) = 25.2 us + 8 B / bw
+    e = model("dgx-a100", num_nodes=2).estimate_allreduce(8)
+    assert (e.algorithm, e.protocol) == ("tree", "ll")
+    assert e.time_s * 1e6 == pytest.approx(25.2, abs=0.01)
+
+
+def test_ring_plateau_factor_on_several_nodes():
+    s = model("dgx-a100", num_nodes=2).system
+    # Ring/Simple latency, 2 AMD nodes: intra max(3.4, 2.0*3)=6.0 x 28 steps + net 14.0 x 2 + base 8.4
+    lat = 8.4 + 28 * 6.0 + 2 * 14.0
+    assert nccl.latency_us(s, "ring", "simple") == pytest.approx(lat)
+    big = 64 * MiB
+    assert nccl.time_us(s, "ring", "simple", big) == pytest.approx(lat * 1.4 + big / (1000 * nccl.bandwidth_gbps(s, "ring", "simple")))
+
+
+def test_pcie_box_has_no_ll128_and_pci_latencies():
+    m = model("pcie")
+    d = m.describe()
+    assert d["ll128_enabled"] is False and d["nvlink_intra"] is False
+    # Gen4 x16 = 24 GB/s: search 2 x 12 (speed 20 x 1 = 20 < 12 x 2 = 24 = totalBw)
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (2, 12.0)
+    assert {m.estimate_allreduce(s).protocol for s in (KiB, MiB, GiB)} <= {"ll", "simple"}
+    # Ring/LL latency on PCI: 6.6 + 14 x 1.0
+    assert nccl.latency_us(m.system, "ring", "ll") == pytest.approx(20.6)
+
+
+def test_oversubscribed_fat_tree_spine_bounds_the_channels():
+    # leaf_radix 16 -> 8 down ports = 1 DGX per leaf; uplink 8 x 25 / 2 = 100 GB/s per leaf;
+    # every ring hop crosses it once per direction -> channels x speed <= 100: 5 x 20.
+    m = model("dgx-a100", num_nodes=8, fabric="fat-tree", oversubscription=2.0, leaf_radix=16)
+    d = m.describe()
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (5, 20.0)
+    assert "spine" in d["ring_bottleneck_link"]
+    full = model("dgx-a100", num_nodes=8, fabric="fat-tree", oversubscription=1.0, leaf_radix=16).describe()
+    assert (full["ring_channels"], full["ring_bw_per_channel_gbps"]) == (8, 24.0)
+
+
+def test_hierarchical_is_forced_only_and_costed_in_three_stages():
+    auto = model("dgx-a100", num_nodes=2)
+    hier = model("dgx-a100", num_nodes=2, algorithm="hierarchical")
+    e = hier.estimate_allreduce(GiB)
+    assert e.algorithm == "hierarchical"
+    assert {auto.estimate_allreduce(s).algorithm for s in (KiB, MiB, GiB)} <= {"ring", "tree"}
+    # stages: RS on 8 GPUs + AR across 2 nodes on 1/8 of the data + AG on 8 GPUs
+    rs = nccl.choose(hier.intra_system, GiB, "reducescatter", algorithm="ring")[2]
+    ag = nccl.choose(hier.intra_system, GiB, "allgather", algorithm="ring")[2]
+    ar = nccl.choose(hier.inter_system, GiB // 8, "allreduce")[2]
+    assert e.time_s == pytest.approx((rs + ar + ag) * 1e-6)
+
+
+def test_broadcast_ring_busbw_equals_algbw():
+    m = model("dgx-a100")
+    e = m.estimate_broadcast(GiB)
+    assert e.algorithm == "ring" and e.busbw_gbps == e.algbw_gbps
+    # ring broadcast: nsteps = nRanks -> algbw = busBw = 240 GB/s asymptotically
+    assert e.algbw_gbps == pytest.approx(240.0, rel=0.01)
+    assert m.broadcast_s(GiB) == e.time_s
+
+
+def test_comm_model_protocol_and_estimate_shape():
+    m = model("dgx-a100")
+    assert isinstance(m, CommModel) and m.backend == "nccl" and m.num_ranks == 8
+    e = m.estimate_allreduce(MiB)
+    assert isinstance(e, CollectiveEstimate)
+    assert e.algbw_gbps == pytest.approx(MiB / e.time_s / 1e9)
+    assert e.busbw_gbps == pytest.approx(e.algbw_gbps * 14 / 8)
+    assert m.allreduce_s(MiB) == e.time_s
+    json.dumps(m.describe())
+    one = model("dgx-a100", ranks=1)
+    assert one.allreduce_s(GiB) == 0.0 and one.broadcast_s(GiB) == 0.0
+
+
+def test_fewer_ranks_than_devices_and_bad_rank_counts():
+    assert model("dgx-a100", ranks=4).num_ranks == 4
+    g = build_preset("dgx-a100")
+    with pytest.raises(InputError, match=r"num_ranks: 9 .*\[1, 8\]"):
+        build_comm_model(g, 9)
+    with pytest.raises(InputError, match=r"num_ranks: 0 "):
+        build_comm_model(g, 0)
+
+
+def test_forcing_unknown_or_unavailable_algorithm_or_protocol():
+    g = build_preset("dgx-a100")
+    with pytest.raises(InputError, match=r"algorithm: 'bcube' .*ring, tree, nvls, hierarchical"):
+        build_comm_model(g, 8, algorithm="bcube")
+    with pytest.raises(InputError, match=r"protocol: 'll64' .*ll, ll128, simple"):
+        build_comm_model(g, 8, protocol="ll64")
+    with pytest.raises(InputError, match=r"algorithm: 'nvls' is not available on dgx-a100"):
+        build_comm_model(g, 8, algorithm="nvls").estimate_allreduce(MiB)
+    with pytest.raises(InputError, match=r"protocol: 'll128' is not available"):
+        build_comm_model(build_preset("pcie"), 8, protocol="ll128").estimate_allreduce(MiB)
+    with pytest.raises(InputError, match=r"backend gloo"):
+        build_comm_model(build_preset("cpu-gloo"), 2, algorithm="tree")
+
+
+# ---- gloo (reference PART 3) -----------------------------------------------------------
+
+def test_gloo_ring_schedule_small_tensor_is_4_p_minus_1_hops():
+    s = gloo.ring_schedule(4096, 4)
+    # numSegments = roundUp(max(ceil(4096/1MiB)=1, 2*4), 4) = 8; 512 B each; 2 per rank
+    assert (s.num_segments, s.segment_bytes, s.steps_per_phase) == (8, 512, 6)
+    assert s.num_hops == 4 * (4 - 1)
+
+
+def test_gloo_ring_closed_form_by_hand():
+    # P=2, S=4 MiB float32: numSegments = roundUp(max(4, 4), 2) = 4 of 1 MiB, 2 per rank,
+    # 2 transfers per phase -> 4 hops of (10 us + 1 MiB / 1e9) + 2 x 1 MiB / 2e9 reduced
+    t = gloo.ring_allreduce_s(4 * MiB, 2, hop_latency_s=10e-6, hop_bandwidth_bytes_per_s=1e9,
+                              reduce_bandwidth_bytes_per_s=2e9)
+    assert t == pytest.approx(4 * (10e-6 + 1048576 / 1e9) + 2 * 1048576 / 2e9, rel=1e-12)
+    assert t == pytest.approx(0.00528288, rel=1e-9)
+    # bytes on the wire per rank: 2 (P-1)/P S
+    assert gloo.ring_schedule(4 * MiB, 2).bytes_sent_per_rank == 4 * MiB
+
+
+def test_gloo_preset_model_uses_loopback_link():
+    m = model("cpu-gloo")
+    assert m.backend == "gloo" and m.num_ranks == 2
+    # default loopback: 4 GB/s per direction, 15 us rank-to-rank; reduce 4 GB/s
+    assert m.hop_latency_s == pytest.approx(15e-6) and m.hop_bandwidth_bytes_per_s == pytest.approx(4e9)
+    expected = gloo.ring_allreduce_s(4 * MiB, 2, hop_latency_s=15e-6, hop_bandwidth_bytes_per_s=4e9,
+                                     reduce_bandwidth_bytes_per_s=4e9)
+    assert m.allreduce_s(4 * MiB) == pytest.approx(expected)
+    e = m.estimate_allreduce(4 * MiB)
+    assert (e.algorithm, e.protocol) == ("ring", "tcp")
+    # two hosts: the Ethernet hop (10 GbE x 1448/1538) bounds the ring
+    m2 = model("cpu-gloo", num_nodes=2)
+    assert m2.hop_bandwidth_bytes_per_s == pytest.approx(1.25e9 * 1448 / 1538)
+
+
+# ---- CLI ---------------------------------------------------------------------------------
+
+def test_cli_collectives_json_keys_and_values(capsys):
+    assert main(["collectives", "--topology", "dgx-a100", "--sizes", "1KiB,4MiB,8GiB", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["size_bytes"] for r in rows] == [1024, 4 * MiB, 8 * GiB]
+    assert set(rows[0]) == {"size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "algorithm", "protocol"}
+    assert [r["protocol"] for r in rows] == ["ll", "ll128", "simple"]
+    assert rows[1]["time_s"] == pytest.approx(73.84e-6, rel=1e-3)
+
+
+def test_cli_collectives_table_and_csv(capsys):
+    assert main(["collectives", "--topology", "dgx-h100", "--algorithm", "ring", "--sizes", "1MiB"]) == 0
+    out = capsys.readouterr().out
+    assert "busbw" in out and "ring" in out and "NCCL 2.30.7" in out
+    assert main(["collectives", "--topology", "cpu-gloo", "--sizes", "4KiB", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "size_bytes,time_s,algbw_gbps,busbw_gbps,algorithm,protocol"
+    assert lines[1].startswith("4096,") and lines[1].endswith(",ring,tcp")
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--topology", "dgx-z"], r"topology: 'dgx-z' is not a preset; expected one of dgx-a100"),
+    (["--topology", "dgx-a100", "--ranks", "9"], r"num_ranks: 9"),
+    (["--topology", "dgx-a100", "--ranks", "two"], r"--ranks: 'two'"),
+    (["--topology", "dgx-a100", "--sizes", "1XB"], r"--sizes: '1XB'"),
+    (["--topology", "dgx-a100", "--algorithm", "bcube"], r"algorithm: 'bcube'"),
+    (["--topology", "dgx-a100", "--format", "xml"], r"--format: 'xml'"),
+    (["--topology", "dgx-a100", "--set", "nvlinks_per_gpu=0"], r"nvlinks_per_gpu: 0"),
+    (["--topology", "dgx-a100", "--nodes", "0"], r"--nodes: '0'"),
+])
+def test_cli_collectives_bad_input_exits_2(capsys, argv, match):
+    import re
+
+    assert main(["collectives", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ddpsim: error: ") and len(err.splitlines()) == 1
+    assert re.search(match, err)

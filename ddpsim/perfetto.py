@@ -152,7 +152,7 @@ def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backe
     for r in result.ranks:
         d = chrome_trace(result, r, backend=backend, point=point_id)
         paths.append(write_text_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json",
-                                       json.dumps(d, separators=(",", ":")) + "\n"))
+                                       json.dumps(d) + "\n"))  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
     return paths
 
 

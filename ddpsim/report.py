@@ -105,7 +105,8 @@ def _rel(p: Path) -> str:
 _KEYS = ("iteration_p50_s", "iteration_p95_s", "iteration_mean_s", "forward_s", "backward_compute_s", "exposed_comm_s",
          "exposed_comm_p95_s", "comm_s", "overlap_ratio", "optimizer_s", "other_s", "first_iteration_s",
          "first_iteration_exposed_comm_s", "rebuild_iteration", "rebuild_iteration_s", "num_buckets",
-         "num_buckets_initial", "bucket_sizes_bytes", "first_bucket_sizes_bytes", "num_steady_iterations")
+         "num_buckets_initial", "bucket_sizes_bytes", "first_bucket_sizes_bytes", "num_steady_iterations",
+         "compute_by_kind_s")
 
 
 def _pick(m: dict[str, Any]) -> dict[str, Any]:
@@ -173,6 +174,12 @@ def render_summary(s: dict[str, Any]) -> str:
                  f"{fmt_s(m['optimizer_s'])} | {fmt_s(m['other_s'])} | {fmt_s(m['iteration_mean_s'])} | {fmt_s(m['iteration_p50_s'])} | "
                  f"{fmt_s(m['iteration_p95_s'])} | {fmt_s(m['comm_s'])} | {100 * m['overlap_ratio']:.1f}% |")
     L.append("")
+    kinds = {k: v for k, v in (b.get("compute_by_kind_s") or {}).items()
+             if k not in ("forward", "backward", "optimizer", "wait") and v > 0}
+    L.append("'exposed comm' runs from the end of backward compute to the end of the last collective (worst rank for the "
+             "p95 tail); 'other' is the rest of the step: " + (", ".join(f"{k.replace('_', ' ')} {fmt_s(v)}" for k, v in kinds.items())
+             + " on the compute stream at the best point, and " if kinds else "") + "waiting for the slowest rank / the next collective.")
+    L.append("")
 
     L += ["## Sweep", "", "| point | buckets | p50 step | p95 step | exposed comm (mean) | exposed comm p95 | overlap | vs default |",
           "|---|---|---|---|---|---|---|---|"]
@@ -202,7 +209,7 @@ def render_summary(s: dict[str, Any]) -> str:
     if s["overlaps"]:
         for point, per_rank in s["overlaps"].items():
             files = s["trace_files"].get(point, [])
-            ranks = ", ".join(f"rank {r}: {100 * v:.1f}%" for r, v in sorted(per_rank.items(), key=lambda kv: int(kv[0])))
+            ranks = ", ".join(f"rank {r}: {100 * v:.2f}%" for r, v in sorted(per_rank.items(), key=lambda kv: int(kv[0])))
             L.append(f"- `{point}`: communication overlapped by compute (HTA `get_comm_comp_overlap`, whole trace incl. "
                      f"iteration 1) {ranks} - files {', '.join('`' + f + '`' for f in files)}; timeline `timeline_{_file_id(point)}.png`.")
         L += ["", "Open a trace at https://ui.perfetto.dev (one track per stream; bucket ready/launch are instant marks), "

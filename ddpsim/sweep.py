@@ -72,7 +72,13 @@ def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
         return max(its, key=lambda it: (it.iteration_s, -it.rank))
 
     steady_iters = sorted({it.iteration for it in steady})
-    exposed = [slowest(by_iter[k]).exposed_comm_s for k in steady_iters]
+    # the tail of exposed communication: per steady iteration the worst rank, then p95
+    exposed = [max(it.exposed_comm_s for it in by_iter[k]) for k in steady_iters]
+    steady_keys = {(it.rank, it.iteration) for it in steady}
+    by_kind: dict[str, float] = {}
+    for sp in result.spans:
+        if sp.stream == "compute" and (sp.rank, sp.iteration) in steady_keys:
+            by_kind[sp.kind] = by_kind.get(sp.kind, 0.0) + sp.duration_s
     first = slowest(by_iter[min(by_iter)]) if by_iter else None
     rebuild_it = getattr(plan, "rebuild_iteration", None) if plan is not None else None
     rebuild = slowest(by_iter[rebuild_it]) if rebuild_it in by_iter else None
@@ -86,6 +92,8 @@ def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
         "rebuild_iteration": rebuild_it,
         "rebuild_iteration_s": rebuild.iteration_s if rebuild else None,
         "num_steady_iterations": len(steady_iters),
+        # mean time per steady iteration and rank on the compute stream, by span kind
+        "compute_by_kind_s": {k: v / max(1, len(steady_keys)) for k, v in sorted(by_kind.items())},
     })
     if plan is not None:
         out["num_buckets_initial"] = len(plan.initial)

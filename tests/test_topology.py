@@ -1,0 +1,207 @@
+"""Topology presets, YAML loading and validation, ``ddpsim topology``."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import networkx as nx
+import pytest
+
+from ddpsim.cli import main
+from ddpsim.errors import InputError
+from ddpsim.topology import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK,
+                             MEMORY_BANDWIDTH, NVLS, PRESETS, build_preset, load_topology_yaml, max_ranks, rank_nodes,
+                             resolve_topology)
+
+
+def edge_bw_gbps(g: nx.Graph, u: str, v: str) -> float:
+    return g.edges[u, v][BANDWIDTH] / 1e9
+
+
+def test_presets_tuple_and_backends():
+    assert PRESETS == ("dgx-a100", "dgx-h100", "pcie", "cpu-gloo")
+    for name in PRESETS:
+        g = build_preset(name)
+        assert g.graph["name"] == name
+        assert g.graph["backend"] == ("gloo" if name == "cpu-gloo" else "nccl")
+        assert nx.is_connected(g)
+        for n in rank_nodes(g):
+            d = g.nodes[n]
+            assert d[KIND] in ("gpu", "cpu") and d[HOST] == 0
+            assert d[MEMORY_BANDWIDTH] > 0 and d[DEVICE_MODEL]
+
+
+def test_dgx_a100_numbers():
+    g = build_preset("dgx-a100")
+    assert max_ranks(g) == 8
+    # 12 NVLink3 x 20.0 GB/s (NCCL SM80_NVLINK_BW) into the NVSwitch; PCIe Gen4 x16 = 24
+    assert edge_bw_gbps(g, "n0/gpu0", "n0/nvswitch") == 240.0
+    assert g.edges["n0/gpu0", "n0/nvswitch"][LINK_TYPE] == "nvlink"
+    assert edge_bw_gbps(g, "n0/gpu0", "n0/pcie0") == 24.0
+    assert g.nodes["n0/gpu0"][COMPUTE_CAPABILITY] == 80
+    assert g.nodes["n0/nvswitch"][NVLS] is False
+    assert g.graph["cpu_vendor"] == "amd"
+    assert not [n for n, d in g.nodes(data=True) if d[KIND] == "nic"]  # one node: no NICs needed
+
+
+def test_dgx_h100_numbers():
+    g = build_preset("dgx-h100", num_nodes=2)
+    assert max_ranks(g) == 16
+    # 18 NVLink4 x 20.6 = 370.8 GB/s (nccl#1189 log), NDR 400 Gb/s -> 50 GB/s, Gen5 x16 = 48
+    assert edge_bw_gbps(g, "n1/gpu3", "n1/nvswitch") == pytest.approx(370.8)
+    assert edge_bw_gbps(g, "n0/nic0", "leaf-r0-0") == 50.0
+    assert edge_bw_gbps(g, "n0/nic0", "n0/pcie0") == 48.0
+    assert g.nodes["n0/nvswitch"][NVLS] is True
+    assert g.nodes["n0/gpu0"][COMPUTE_CAPABILITY] == 90
+
+
+def test_rank_order_is_host_then_local_rank():
+    g = build_preset("dgx-a100", num_nodes=2, gpus_per_node=4)
+    assert rank_nodes(g) == [f"n{h}/gpu{i}" for h in range(2) for i in range(4)]
+    assert [g.nodes[n][LOCAL_RANK] for n in rank_nodes(g)] == [0, 1, 2, 3] * 2
+
+
+def test_rail_fabric_and_fat_tree_oversubscription():
+    rail = build_preset("dgx-a100", num_nodes=4)
+    leaves = [n for n, d in rail.nodes(data=True) if d[KIND] == "leaf"]
+    assert len(leaves) == 8  # one per rail
+    assert set(rail.neighbors("leaf-r3-0")) >= {f"n{h}/nic3" for h in range(4)}
+    ft = build_preset("dgx-a100", num_nodes=4, fabric="fat-tree", oversubscription=2.0, leaf_radix=32, num_spines=2)
+    # 16 down ports / 8 NICs = 2 nodes per leaf; uplink 2 x 8 x 25 / 2 = 200 GB/s over 2 spines
+    assert [n for n, d in ft.nodes(data=True) if d[KIND] == "leaf"] == ["leaf-0", "leaf-1"]
+    assert edge_bw_gbps(ft, "leaf-0", "spine-0") == 100.0
+    assert edge_bw_gbps(ft, "leaf-1", "spine-1") == 100.0
+
+
+def test_pcie_preset_has_no_nvlink():
+    g = build_preset("pcie", pcie_gen=5, gpus_per_node=4, gpus_per_switch=2)
+    assert {d[LINK_TYPE] for _, _, d in g.edges(data=True)} == {"pcie"}
+    assert edge_bw_gbps(g, "n0/gpu0", "n0/pcie0") == 48.0
+    assert max_ranks(g) == 4
+
+
+def test_cpu_gloo_defaults_and_options():
+    g = build_preset("cpu-gloo", num_nodes=2, ranks_per_host=3)
+    assert max_ranks(g) == 6 and g.graph["backend"] == "gloo"
+    assert {d[LINK_TYPE] for _, _, d in g.edges(data=True)} == {"loopback", "ethernet"}
+    assert g.edges["n0/cpu0", "n0/loopback"][LATENCY] == pytest.approx(7.5e-6)
+    assert edge_bw_gbps(g, "n0/nic0", "eth-switch") == pytest.approx(1.25 * 1448 / 1538)
+
+
+@pytest.mark.parametrize("name,opts,match", [
+    ("dgx-b200", {}, r"topology: 'dgx-b200' is not a preset; expected one of dgx-a100, dgx-h100, pcie, cpu-gloo"),
+    ("dgx-a100", {"nvlinks_per_gpu": 0}, r"nvlinks_per_gpu: 0 is not accepted; expected an integer >= 1"),
+    ("dgx-a100", {"fabric": "torus"}, r"fabric: 'torus' is not accepted; expected one of rail, fat-tree"),
+    ("dgx-a100", {"oversubscription": 0.5}, r"oversubscription: 0.5 .*>= 1"),
+    ("dgx-a100", {"ranks_per_host": 2}, r"ranks_per_host: is not an option of preset 'dgx-a100'"),
+    ("pcie", {"pcie_gen": 3}, r"pcie_gen: 3 .*4 or 5"),
+    ("cpu-gloo", {"loopback_gbps": -1}, r"loopback_gbps: -1 .*> 0"),
+])
+def test_preset_bad_options(name, opts, match):
+    with pytest.raises(InputError, match=match):
+        build_preset(name, **opts)
+
+
+def test_bad_num_nodes():
+    with pytest.raises(InputError, match=r"num_nodes: 0 is not accepted"):
+        build_preset("dgx-a100", num_nodes=0)
+
+
+GOOD_YAML = """\
+name: two-gpus
+backend: nccl
+nodes:
+  - {id: g0, kind: gpu, host: 0, local_rank: 0, device_model: A100, compute_capability: 80}
+  - {id: g1, kind: gpu, host: 0, local_rank: 1, device_model: A100, compute_capability: 80}
+  - {id: sw, kind: nvswitch, host: 0}
+links:
+  - {a: g0, b: sw, bandwidth_gbps: 240, latency_us: 0.6, link_type: nvlink}
+  - {a: g1, b: sw, bandwidth_gbps: 240, latency_us: 0.6, link_type: nvlink}
+"""
+
+
+def write(tmp_path, text, name="t.yaml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_yaml_roundtrip_and_model(tmp_path):
+    from ddpsim.collectives import build_comm_model
+
+    g = load_topology_yaml(write(tmp_path, GOOD_YAML))
+    assert g.graph["name"] == "two-gpus" and max_ranks(g) == 2
+    assert edge_bw_gbps(g, "g0", "sw") == 240.0 and g.edges["g0", "sw"][LATENCY] == pytest.approx(0.6e-6)
+    assert resolve_topology(str(tmp_path / "t.yaml")).graph["name"] == "two-gpus"
+    m = build_comm_model(g, 2)
+    # search: 40 x 6 = 240 = totalBw, dup -> 12 x 20 (as on a DGX A100)
+    assert (m.describe()["ring_channels"], m.describe()["ring_bw_per_channel_gbps"]) == (12, 20.0)
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda t: t.replace("bandwidth_gbps: 240, latency_us: 0.6, link_type: nvlink}\n  - {a: g1",
+                         "bandwidth_gbps: 0, latency_us: 0.6, link_type: nvlink}\n  - {a: g1"),
+     r"links\[0\].bandwidth_gbps: 0 is not accepted; expected a number > 0"),
+    (lambda t: t.replace("bandwidth_gbps: 240, latency_us: 0.6, link_type: nvlink}\n  - {a: g1",
+                         "bandwidth_gbps: -5, latency_us: 0.6, link_type: nvlink}\n  - {a: g1"),
+     r"links\[0\].bandwidth_gbps: -5"),
+    (lambda t: t.replace("latency_us: 0.6, link_type: nvlink}\n  - {a: g1", "latency_us: 0, link_type: nvlink}\n  - {a: g1"),
+     r"links\[0\].latency_us: 0 is not accepted"),
+    (lambda t: t.replace("  - {a: g1, b: sw, bandwidth_gbps: 240, latency_us: 0.6, link_type: nvlink}\n", ""),
+     r"is disconnected .*expected every node reachable"),
+    (lambda t: t.replace("{a: g1, b: sw", "{a: g9, b: sw"), r"links\[1\].a: 'g9' is not a node id"),
+    (lambda t: t.replace("local_rank: 1", "local_rank: 0"), r"share host 0 local_rank 0"),
+    (lambda t: t.replace("host: 0, local_rank: 1, ", "host: 0, "), r"nodes\[1\].local_rank: None"),
+    (lambda t: t.replace("kind: nvswitch", "kind: router"), r"nodes\[2\].kind: 'router' is not accepted"),
+    (lambda t: t.replace("backend: nccl", "backend: mpi"), r"backend: 'mpi' is not accepted; expected one of nccl, gloo"),
+    (lambda t: t.replace("backend: nccl", "backend: gloo"), r"backend 'gloo' models CPU ranks only"),
+    (lambda t: t.replace("link_type: nvlink}\n  - {a: g1", "link_type: warp}\n  - {a: g1"),
+     r"links\[0\].link_type: 'warp'"),
+    (lambda t: "just a string", r"holds str; expected a mapping"),
+    (lambda t: "nodes: [\n", r"is not valid YAML"),
+])
+def test_yaml_bad_input(tmp_path, edit, match):
+    with pytest.raises(InputError, match=match):
+        load_topology_yaml(write(tmp_path, edit(GOOD_YAML)))
+
+
+def test_yaml_missing_file_and_options_with_file(tmp_path):
+    with pytest.raises(InputError, match=r"topology: '.*nope.yaml' cannot be read"):
+        resolve_topology(str(tmp_path / "nope.yaml"))
+    p = write(tmp_path, GOOD_YAML)
+    with pytest.raises(InputError, match=r"is a YAML file; expected no --nodes"):
+        resolve_topology(str(p), num_nodes=2)
+
+
+def test_cli_topology_table_json_and_draw(tmp_path, capsys):
+    assert main(["topology", "dgx-a100", "--nodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "16 x A100-SXM4-80GB on 2 host(s)" in out
+    assert "ring 8 ch x 24 GB/s = 192.0 GB/s busbw" in out
+    png = tmp_path / "d" / "t.png"
+    assert main(["topology", "dgx-h100", "--set", "gpus_per_node=4", "--format", "json", "--draw", str(png)]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["num_devices"] == 4 and s["nccl_graph"]["nvls_channels"] == 4
+    assert png.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["topology", "dgx-b200"], r"topology: 'dgx-b200' is not a preset; expected one of dgx-a100, dgx-h100, pcie, cpu-gloo"),
+    (["topology", "dgx-a100", "--nodes", "-1"], r"--nodes: '-1'"),
+    (["topology", "dgx-a100", "--set", "nvlinks_per_gpu"], r"--set: 'nvlinks_per_gpu' is not accepted; expected KEY=VALUE"),
+    (["topology", "dgx-a100", "--set", "bogus=1"], r"bogus: is not an option of preset 'dgx-a100'"),
+    (["topology", "pcie", "--format", "yaml"], r"--format: 'yaml'"),
+])
+def test_cli_topology_bad_input_exits_2(capsys, argv, match):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(match, err)
+
+
+def test_cli_topology_bad_yaml_exits_2(tmp_path, capsys):
+    p = write(tmp_path, GOOD_YAML.replace("bandwidth_gbps: 240, latency_us: 0.6, link_type: nvlink}\n  - {a: g1",
+                                          "bandwidth_gbps: 0, latency_us: 0.6, link_type: nvlink}\n  - {a: g1"))
+    assert main(["topology", str(p)]) == 2
+    assert "links[0].bandwidth_gbps: 0" in capsys.readouterr().err

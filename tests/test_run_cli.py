@@ -1,0 +1,91 @@
+"""`ddpsim run` / `ddpsim sweep` end to end on the default scenario (real engine), and exit-2 errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ddpsim.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(not (ROOT / "traces" / "mlp.cpu.json").is_file(), reason="bundled trace missing")
+
+
+def test_default_run_is_deterministic(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["run", "--out-dir", str(tmp_path / "a"), "--jobs", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "Best bucket_cap_mb" in out and "summary.md" in out
+    assert main(["run", "default", "--out-dir", str(tmp_path / "b"), "--jobs", "2", "--quiet"]) == 0
+    a, b = tmp_path / "a" / "default", tmp_path / "b" / "default"
+    names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
+    for must in ("summary.md", "summary.json", "sweep.csv", "buckets.csv", "sweep.png", "bucket_sizes.png",
+                 "recommended_plan.json", "trace_cap-default_rank0.json", "timeline_cap-default.png"):
+        assert must in names
+    assert names == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
+    for n in names:
+        assert (a / n).read_bytes() == (b / n).read_bytes(), n
+    # the summary's overlap is the one computed from the written trace (HTA's algorithm)
+    from ddpsim.perfetto import comm_comp_overlap
+
+    s = json.loads((a / "summary.json").read_text())
+    tr = json.loads((a / "trace_cap-default_rank0.json").read_text())
+    assert s["overlaps"]["cap=default"]["0"] == pytest.approx(comm_comp_overlap(tr))
+    # the recommended plan is accepted by `ddpsim plan --plan`
+    assert main(["plan", "traces/mlp.cpu.json", "--plan", str(a / "recommended_plan.json")]) == 0
+
+
+def _scenario(tmp_path, **over) -> Path:
+    d = {"name": "keep", "trace": str(ROOT / "traces" / "mlp.cpu.json"), "cluster": {"topology": "cpu-gloo"},
+         "world_size": 2, "simulation": {"iterations": 3}, "sweep": {"bucket_cap_mb": [1]}}
+    d.update(over)
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(d))
+    return p
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"ddp": {"bucket_cap_mb": "abc"}}, "ddp.bucket_cap_mb: 'abc' is not accepted; expected a number > 0 or null"),
+    ({"trace": "missing/none.json"}, "trace: 'missing/none.json' does not exist"),
+    ({"world_size": 64}, "world_size: 64 is not accepted; expected at most"),
+    ({"extra_key": 1}, "extra_key: unknown key"),
+])
+def test_bad_scenario_exit_2_keeps_old_files(tmp_path, capsys, over, match):
+    old = tmp_path / "out" / "keep" / "summary.md"
+    old.parent.mkdir(parents=True)
+    old.write_text("previous report\n")
+    assert main(["run", str(_scenario(tmp_path, **over)), "--out-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ddpsim: error: ") and match in err and err.count("\n") == 1
+    assert old.read_text() == "previous report\n"
+
+
+def test_unwritable_out_dir(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["run", str(_scenario(tmp_path)), "--out-dir", str(blocker)]) == 2
+    assert "--out-dir: " in capsys.readouterr().err
+
+
+def test_sweep_cli(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["sweep", "--trace", "traces/mlp.cpu.json", "--bucket-cap-mb", "0.25,25", "--iterations", "3",
+                 "--jobs", "1", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("point,bucket_cap_mb") and [x.split(",")[0] for x in lines[1:]] == ["cap=default", "cap=0.25", "cap=25"]
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--bucket-cap-mb", ","], "--bucket-cap-mb: ',' gives a sweep with no points"),
+    (["--bucket-cap-mb", "x"], "--bucket-cap-mb: 'x' is not accepted"),
+    (["--jobs", "0"], "--jobs: '0' is not accepted; expected an integer >= 1"),
+    (["--format", "xml"], "--format: 'xml' is not accepted"),
+    (["--topology", "nope"], "topology: 'nope' is not a preset"),
+])
+def test_sweep_cli_errors(capsys, monkeypatch, argv, match):
+    monkeypatch.chdir(ROOT)
+    assert main(["sweep", "--trace", "traces/mlp.cpu.json", *argv]) == 2
+    assert match in capsys.readouterr().err

@@ -109,8 +109,10 @@ def calibration_from_dict(data: Any) -> Calibration:
     _req(isinstance(data, dict), "<document>", type(data).__name__, "a JSON object")
     _req(data.get("format") == FORMAT, "format", data.get("format"), repr(FORMAT))
     _req(data.get("version") == VERSION, "version", data.get("version"), str(VERSION))
-    for key in ("backend", "world_size", "collectives"):
-        _req(key in data, key, "missing", "a value")
+    for key, accepted in (("backend", f"one of {', '.join(BACKENDS)}"), ("world_size", "an integer >= 2"),
+                          ("collectives", "an object with allreduce (and broadcast) lists")):
+        if key not in data:
+            raise InputError(f"calibration.{key}: is missing; expected {accepted}")
     coll = data["collectives"]
     _req(isinstance(coll, dict), "collectives", coll, "an object with allreduce (and broadcast) lists")
     unknown = sorted(set(coll) - set(COLLECTIVES))
@@ -125,8 +127,9 @@ def calibration_from_dict(data: Any) -> Calibration:
         for i, p in enumerate(raw):
             f = f"collectives.{name}[{i}]"
             _req(isinstance(p, dict), f, p, "an object with size_bytes and time_s")
-            for k in ("size_bytes", "time_s"):
-                _req(k in p, f"{name}[{i}].{k}", "missing", "a value")
+            for k, accepted in (("size_bytes", "an integer > 0"), ("time_s", "a number > 0 (seconds)")):
+                if k not in p:
+                    raise InputError(f"calibration.{f}.{k}: is missing; expected {accepted}")
             try:
                 pts.append(CalibrationPoint(size_bytes=p["size_bytes"], time_s=p["time_s"], p10_s=p.get("p10_s"),
                                             p90_s=p.get("p90_s"), num_samples=p.get("num_samples")))

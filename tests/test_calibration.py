@@ -1,0 +1,175 @@
+"""Calibration files: validation, fit, and the calibrated comm model."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ddpsim.calibration import (Calibration, CalibrationPoint, calibration_from_dict, fit_alpha_beta,
+                                fit_calibration, load_calibration, save_calibration)
+from ddpsim.cli import main
+from ddpsim.collectives import build_comm_model
+from ddpsim.comm_model import CommModel
+from ddpsim.errors import InputError
+from ddpsim.simconfig import Interference
+from ddpsim.topology import build_preset
+
+ALPHA, BW = 40e-6, 2.5e9  # the known alpha-beta the synthetic points come from
+SIZES = [4096 * 4 ** k for k in range(8)]  # 4 KiB .. 64 MiB
+
+
+def synthetic(alpha=ALPHA, bw=BW, world_size=2, broadcast=True) -> dict:
+    def pts(a, b):
+        return [{"size_bytes": s, "time_s": a + s / b, "p10_s": 0.9 * (a + s / b), "p90_s": 1.1 * (a + s / b),
+                 "num_samples": 20} for s in SIZES]
+
+    return {"format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": world_size, "device": "cpu",
+            "environment": {"torch_version": "2.13.0+cpu", "hostname_hash": "abc"},
+            "collectives": {"allreduce": pts(alpha, bw), "broadcast": pts(alpha / 2, bw * 2) if broadcast else []},
+            "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {}},
+            "copy_bandwidth_bytes_per_s": 5.1e9}
+
+
+def test_fit_recovers_known_alpha_beta():
+    sizes = [float(s) for s in SIZES]
+    a, bw = fit_alpha_beta(sizes, [ALPHA + s / BW for s in sizes])
+    assert a == pytest.approx(ALPHA, rel=1e-9) and bw == pytest.approx(BW, rel=1e-9)
+    fit = fit_calibration(calibration_from_dict(synthetic()))
+    assert fit.allreduce.alpha_s == pytest.approx(ALPHA, rel=1e-9)
+    assert fit.allreduce.bandwidth_bytes_per_s == pytest.approx(BW, rel=1e-9)
+    assert fit.broadcast.alpha_s == pytest.approx(ALPHA / 2, rel=1e-9)
+
+
+def test_piecewise_curve_reproduces_points_interpolates_and_extrapolates():
+    cal = calibration_from_dict(synthetic())
+    m = build_comm_model(build_preset("cpu-gloo"), 2, calibration=cal)
+    assert isinstance(m, CommModel) and m.backend == "gloo" and m.num_ranks == 2
+    for s in SIZES + [10_000, 3 * 2 ** 20, 256 * 2 ** 20, 2 ** 30]:  # measured, between, beyond
+        assert m.allreduce_s(s) == pytest.approx(ALPHA + s / BW, rel=1e-9)
+    assert m.allreduce_s(100) == pytest.approx(ALPHA + 4096 / BW)  # below the smallest: its time
+    assert m.allreduce_s(0) == 0.0
+    assert m.broadcast_s(2 ** 20) == pytest.approx(ALPHA / 2 + 2 ** 20 / (2 * BW))
+    e = m.estimate_allreduce(2 ** 20)
+    assert (e.algorithm, e.protocol) == ("calibrated", "measured")
+    d = m.describe()
+    assert d["model"] == "calibrated" and d["allreduce_points"] == 8 and d["rescaled_to_num_ranks"] is False
+    json.dumps(d)
+
+
+def test_piecewise_segments_between_uneven_points():
+    cal = Calibration(backend="gloo", world_size=2, allreduce=(
+        CalibrationPoint(size_bytes=1000, time_s=1e-4), CalibrationPoint(size_bytes=3000, time_s=2e-4),
+        CalibrationPoint(size_bytes=5000, time_s=6e-4)))
+    c = fit_calibration(cal).allreduce
+    assert c.time_s(2000) == pytest.approx(1.5e-4)  # midpoint of the first segment
+    assert c.time_s(4000) == pytest.approx(4e-4)  # midpoint of the second
+    assert c.time_s(7000) == pytest.approx(1e-3)  # last segment's line: 2e-7 s/byte
+
+
+def test_rescaling_to_another_world_size():
+    cal = calibration_from_dict(synthetic(world_size=2))
+    m4 = build_comm_model(build_preset("cpu-gloo", ranks_per_host=4), 4, calibration=cal)
+    s = 2 ** 20
+    # latency x (4-1)/(2-1), per-byte x (3/4)/(1/2)
+    assert m4.allreduce_s(s) == pytest.approx(3 * ALPHA + 1.5 * s / BW)
+    assert m4.describe()["rescaled_to_num_ranks"] is True
+
+
+def test_interference_and_copy_bandwidth_are_kept():
+    cal = calibration_from_dict(synthetic())
+    assert cal.interference == Interference(compute_slowdown=1.35, comm_slowdown=1.2)
+    assert cal.copy_bandwidth_bytes_per_s == 5.1e9
+    doc = synthetic()
+    doc["interference"] = None
+    doc["copy_bandwidth_bytes_per_s"] = None
+    c2 = calibration_from_dict(doc)
+    assert c2.interference is None and c2.copy_bandwidth_bytes_per_s is None
+
+
+def test_save_load_roundtrip(tmp_path):
+    cal = calibration_from_dict(synthetic())
+    p = save_calibration(cal, tmp_path / "c.json")
+    assert load_calibration(p) == cal
+
+
+def _broken(path: str, value):
+    doc = synthetic()
+    cur = doc
+    keys = path.split(".")
+    for k in keys[:-1]:
+        cur = cur[int(k)] if isinstance(cur, list) else cur[k]
+    last = keys[-1]
+    if value is KeyError:
+        del cur[last]
+    elif isinstance(cur, list):
+        cur[int(last)] = value
+    else:
+        cur[last] = value
+    return doc
+
+
+@pytest.mark.parametrize("path,value,match", [
+    ("format", "nope", r"calibration.format: 'nope' is not accepted; expected 'ddpsim-calibration'"),
+    ("version", 2, r"calibration.version: 2 is not accepted; expected 1"),
+    ("backend", "mpi", r"calibration.backend: 'mpi' is not accepted; expected one of nccl, gloo"),
+    ("world_size", 1, r"calibration.world_size: 1 is not accepted; expected an integer >= 2"),
+    ("world_size", KeyError, r"calibration.world_size: is missing; expected an integer >= 2"),
+    ("collectives", [], r"calibration.collectives: \[\] is not accepted"),
+    ("collectives.allreduce", "x", r"calibration.collectives.allreduce: 'x' is not accepted; expected a list"),
+    ("collectives.allreduce.1.time_s", -1.0,
+     r"calibration.collectives.allreduce\[1\].time_s: -1.0 is not accepted; expected a number > 0"),
+    ("collectives.allreduce.2.size_bytes", 0,
+     r"calibration.collectives.allreduce\[2\].size_bytes: 0 is not accepted; expected an integer > 0"),
+    ("collectives.allreduce.0.size_bytes", KeyError, r"calibration.collectives.allreduce\[0\].size_bytes: is missing; expected an integer > 0"),
+    ("collectives.allreduce.3", 7, r"calibration.collectives.allreduce\[3\]: 7 is not accepted"),
+    ("collectives.broadcast.0.num_samples", 0, r"calibration.collectives.broadcast\[0\].num_samples: 0"),
+    ("collectives.reduce", [], r"calibration.collectives: 'reduce' is not accepted"),
+    ("interference.comm_slowdown", 0.5, r"calibration.interference.comm_slowdown: 0.5 is not accepted"),
+    ("interference", 3, r"calibration.interference: 3 is not accepted"),
+    ("copy_bandwidth_bytes_per_s", 0, r"calibration.copy_bandwidth_bytes_per_s: 0 is not accepted"),
+])
+def test_malformed_calibration_names_the_field(path, value, match):
+    with pytest.raises(InputError, match=match):
+        calibration_from_dict(_broken(path, value))
+
+
+def test_too_few_or_repeated_points():
+    doc = synthetic()
+    doc["collectives"]["allreduce"] = doc["collectives"]["allreduce"][:1]
+    with pytest.raises(InputError, match=r"calibration.collectives.allreduce: '1 point\(s\)'.*at least 2"):
+        calibration_from_dict(doc)
+    doc = synthetic()
+    doc["collectives"]["allreduce"][1]["size_bytes"] = doc["collectives"]["allreduce"][0]["size_bytes"]
+    with pytest.raises(InputError, match=r"repeated size_bytes"):
+        calibration_from_dict(doc)
+
+
+def test_file_errors(tmp_path):
+    with pytest.raises(InputError, match=r"calibration: '.*missing.json' cannot be read"):
+        load_calibration(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InputError, match=r"calibration: '.*bad.json' is not JSON"):
+        load_calibration(bad)
+
+
+def test_backend_mismatch():
+    cal = calibration_from_dict(synthetic())
+    with pytest.raises(InputError, match=r"calibration.backend: 'gloo' does not match the topology's backend 'nccl'"):
+        build_comm_model(build_preset("dgx-a100"), 8, calibration=cal)
+
+
+def test_cli_with_calibration(tmp_path, capsys):
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(synthetic()))
+    assert main(["collectives", "--topology", "cpu-gloo", "--calibration", str(p), "--sizes", "1MiB",
+                 "--format", "json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["time_s"] == pytest.approx(ALPHA + 2 ** 20 / BW)
+    p.write_text(json.dumps(_broken("collectives.allreduce.1.time_s", "fast")))
+    assert main(["collectives", "--topology", "cpu-gloo", "--calibration", str(p)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert re.search(r"calibration.collectives.allreduce\[1\].time_s: 'fast'", err)

@@ -563,7 +563,8 @@ class _Rank:
         eng = self.eng
         nb = len(layout.buckets)
         used_map = self._used_map
-        used_early = used_map is not None and bool(eng.unused)
+        # §1.7: the used map is waited lazily at the first locally-unused parameter's bucket
+        used_pending = used_map is not None
         if hook == "powersgd":
             for b in range(nb):
                 yield from self.wait(colls[b][0], f"bucket {b} powersgd:uncompressed")
@@ -585,14 +586,14 @@ class _Rank:
                 yield from self.work("compress", f"powersgd decompress bucket {b}",
                                      kernel_s(ps["decompress_bytes"], ps["decompress_flops"], eng.copy_bw, eng.peak_flops) * s,
                                      b, layout.sizes[b])
-            if used_early:
+            if used_pending and layout.has_unused[b]:
                 yield from self.wait(used_map, "used_map")
-                used_early = False
+                used_pending = False
             if not eng.gabv:
                 yield from self.work("copy_out", f"bucket {b}", kernel_s(layout.copy_out_bytes[b], 0, eng.copy_bw, None) * s,
                                      b, layout.sizes[b])
             self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
-        if used_map is not None:
+        if used_pending:
             yield from self.wait(used_map, "used_map")
 
 

@@ -1,0 +1,420 @@
+"""The SimPy DDP engine on tiny hand-made traces: exact timed event logs, worked out by hand.
+
+Common setup (unless a test says otherwise):
+
+* three fp32 parameters a, b, c of 1 MiB each (262144 elements); DDP order a, b, c;
+* forward 0.5 s; gradients ready (after backward start) c at 0.25, b at 0.5, a at 0.75;
+  backward 1.0 s (so 0.25 s of backward compute after the last hook); optimizer 0.125 s;
+* network: AlphaBetaModel with no latency and 4 MiB/s, so a 1 MiB all-reduce takes 0.25 s;
+* no jitter, free copies (copy bandwidth None).
+
+All numbers are sums of powers of two, so the floating-point results are exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ddpsim.comm_model import AlphaBetaModel
+from ddpsim.engine import simulate
+from ddpsim.errors import InputError
+from ddpsim.plan import DDPOptions, explicit_plan, plan_ddp
+from ddpsim.simconfig import Interference, SimConfig
+from ddpsim.trace import BufferRecord, make_trace
+
+MIB = 1024 * 1024
+BW = 4 * MIB  # bytes per second: 1 MiB in 0.25 s
+ELEMS = MIB // 4
+
+
+def toy_trace(ready=(0.75, 0.5, 0.25), **kw):
+    return make_trace(model="toy", params=[("a", (ELEMS,), "float32"), ("b", (ELEMS,), "float32"),
+                                           ("c", (ELEMS,), "float32")],
+                      ready_s=list(ready), forward_s=0.5, backward_s=1.0, optimizer_s=0.125, **kw)
+
+
+def net(num_ranks=2, latency_s=0.0):
+    return AlphaBetaModel(latency_s=latency_s, bandwidth_bytes_per_s=BW, num_ranks=num_ranks)
+
+
+def cfg(**kw):
+    kw.setdefault("world_size", 2)
+    kw.setdefault("num_iterations", 1)
+    kw.setdefault("jitter", "none")
+    return SimConfig(**kw)
+
+
+def log(res, rank=0, iteration=None):
+    """(stream, kind, name, start, end) of one rank, in time order (by start; compute first)."""
+    return [(s.stream, s.kind, s.name, s.start_s, s.end_s) for s in res.spans
+            if s.rank == rank and (iteration is None or s.iteration == iteration)]
+
+
+def bucket_log(res, rank=0, iteration=None):
+    return [(b.iteration, b.bucket, b.ready_s, b.launch_s, b.start_s, b.end_s) for b in res.buckets
+            if b.rank == rank and (iteration is None or b.iteration == iteration)]
+
+
+def test_first_iteration_single_bucket():
+    tr = toy_trace()
+    plan = plan_ddp(tr)  # default: iteration 1 is one bucket of all 3 MiB
+    res = simulate(tr, plan, net(), cfg())
+    assert log(res) == [
+        ("compute", "forward", "forward", 0.0, 0.5),
+        ("compute", "backward", "c", 0.5, 0.75),      # 0.5 + 0.25
+        ("compute", "backward", "b", 0.75, 1.0),      # + (0.5 - 0.25)
+        ("compute", "backward", "a", 1.0, 1.25),      # + (0.75 - 0.5): last hook -> bucket 0 ready
+        ("compute", "backward", "backward tail", 1.25, 1.5),   # backward_s 1.0 - 0.75
+        ("comm", "allreduce", "bucket 0", 1.25, 2.0),  # 3 MiB / 4 MiB/s = 0.75
+        ("compute", "wait", "bucket 0", 1.5, 2.0),
+        ("compute", "optimizer", "optimizer", 2.0, 2.125),
+    ]
+    assert log(res, rank=1) == log(res, rank=0)
+    assert bucket_log(res) == [(1, 0, 1.25, 1.25, 1.25, 2.0)]
+    (it0, it1) = res.iterations
+    assert (it0.start_s, it0.end_s, it0.forward_s, it0.backward_compute_s) == (0.0, 2.125, 0.5, 1.0)
+    assert it0.exposed_comm_s == 0.5          # 2.0 - 1.5 (end of backward compute)
+    assert it0.comm_s == 0.75
+    assert it0.overlap_ratio == 0.25 / 0.75   # only the backward tail [1.25, 1.5] overlaps
+    assert it0.warmup and res.ranks == (0, 1)
+
+
+def test_rebuild_in_iteration_2():
+    tr = toy_trace()
+    plan = plan_ddp(tr, DDPOptions(bucket_cap_mb=1))  # rebuilt: [c], [b], [a], 1 MiB each
+    assert [b.param_indices for b in plan.steady] == [(2,), (1,), (0,)]
+    res = simulate(tr, plan, net(), cfg(num_iterations=2))
+    u1 = (3 + 1) * 4 / BW   # int32 index tensor of num_params + 1
+    u2 = 3 * 4 / BW         # int32 bucket sizes, 3 buckets
+    t0 = 2.125 + u1 + u2    # iteration 1 as in the test above, then the two blocking broadcasts
+    assert log(res, iteration=2) == [
+        ("compute", "wait", "rebuild:indices", 2.125, 2.125 + u1),
+        ("comm", "rebuild", "rebuild:indices", 2.125, 2.125 + u1),
+        ("compute", "wait", "rebuild:bucket_sizes", 2.125 + u1, t0),
+        ("comm", "rebuild", "rebuild:bucket_sizes", 2.125 + u1, t0),
+        ("compute", "forward", "forward", t0, t0 + 0.5),
+        ("compute", "backward", "c", t0 + 0.5, t0 + 0.75),
+        ("compute", "backward", "b", t0 + 0.75, t0 + 1.0),
+        ("comm", "allreduce", "bucket 0", t0 + 0.75, t0 + 1.0),
+        ("compute", "backward", "a", t0 + 1.0, t0 + 1.25),
+        ("comm", "allreduce", "bucket 1", t0 + 1.0, t0 + 1.25),
+        ("compute", "backward", "backward tail", t0 + 1.25, t0 + 1.5),
+        ("comm", "allreduce", "bucket 2", t0 + 1.25, t0 + 1.5),
+        ("compute", "optimizer", "optimizer", t0 + 1.5, t0 + 1.625),  # all comm hidden: no wait
+    ]
+    it2 = [it for it in res.iterations if it.rank == 0][1]
+    assert it2.warmup  # default warm-up: up to and including the first rebuilt iteration
+    assert it2.exposed_comm_s == 0.0
+    assert it2.comm_s == 0.75 + u1 + u2
+
+
+def test_static_graph_rebuilds_in_iteration_3():
+    tr = toy_trace()
+    plan = plan_ddp(tr, DDPOptions(bucket_cap_mb=1, static_graph=True))
+    res = simulate(tr, plan, net(), cfg(num_iterations=3))
+    rebuilds = [(s.iteration, s.name) for s in res.spans if s.rank == 0 and s.kind == "rebuild"]
+    assert rebuilds == [(3, "rebuild:indices"), (3, "rebuild:bucket_sizes")]
+    assert [it.warmup for it in res.iterations if it.rank == 0] == [True, True, True]
+
+
+def test_ready_bucket_waits_for_its_predecessor():
+    tr = toy_trace()
+    # launch order: bucket 0 = [a] (ready last), bucket 1 = [c] (ready first), bucket 2 = [b]
+    plan = explicit_plan(tr, [[0], [2], [1]])
+    res = simulate(tr, plan, net(), cfg())
+    # c ready at 0.75 and b at 1.0, but DDP launches in order: both wait for bucket 0 (a, 1.25)
+    assert bucket_log(res) == [
+        (1, 0, 1.25, 1.25, 1.25, 1.5),
+        (1, 1, 0.75, 1.25, 1.5, 1.75),   # launched with bucket 0, starts when the stream is free
+        (1, 2, 1.0, 1.25, 1.75, 2.0),
+    ]
+    assert [x for x in log(res) if x[1] in ("wait", "optimizer")] == [
+        ("compute", "wait", "bucket 1", 1.5, 1.75),   # bucket 0 ended at 1.5: no wait for it
+        ("compute", "wait", "bucket 2", 1.75, 2.0),
+        ("compute", "optimizer", "optimizer", 2.0, 2.125),
+    ]
+
+
+def test_straggler_delays_the_collective_on_every_rank():
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[0, 1, 2]])
+    res = simulate(tr, plan, net(), cfg(stragglers={1: 2.0}))
+    # rank 1 computes twice as slowly: forward [0, 1], hooks at 1.5, 2.0, 2.5, tail to 3.0
+    assert log(res, rank=1) == [
+        ("compute", "forward", "forward", 0.0, 1.0),
+        ("compute", "backward", "c", 1.0, 1.5),
+        ("compute", "backward", "b", 1.5, 2.0),
+        ("compute", "backward", "a", 2.0, 2.5),
+        ("compute", "backward", "backward tail", 2.5, 3.0),
+        ("comm", "allreduce", "bucket 0", 2.5, 3.25),   # starts when the LAST rank launched it
+        ("compute", "wait", "bucket 0", 3.0, 3.25),
+        ("compute", "optimizer", "optimizer", 3.25, 3.5),
+    ]
+    # rank 0 launched at 1.25 but its all-reduce also starts at 2.5
+    assert bucket_log(res, rank=0) == [(1, 0, 1.25, 1.25, 2.5, 3.25)]
+    assert ("compute", "wait", "bucket 0", 1.5, 3.25) in log(res, rank=0)
+    assert [it.iteration_s for it in res.iterations] == [3.375, 3.5]
+
+
+def test_no_sync_accumulation_and_buffer_broadcast():
+    tr = toy_trace(buffers=(BufferRecord(name="bn.running_mean", dtype="float32", size_bytes=MIB),))
+    plan = explicit_plan(tr, [[0, 1, 2]])
+    res = simulate(tr, plan, net(), cfg(no_sync_steps=2, num_iterations=2))
+    assert log(res, iteration=1) == [
+        ("compute", "wait", "broadcast", 0.0, 0.25),
+        ("comm", "broadcast", "buffers[0]", 0.0, 0.25),   # 1 MiB of buffers, first forward only
+        ("compute", "forward", "forward (no_sync 1)", 0.25, 0.75),
+        ("compute", "backward", "backward (no_sync 1)", 0.75, 1.75),   # no hooks, no comm
+        ("compute", "forward", "forward (no_sync 2)", 1.75, 2.25),
+        ("compute", "backward", "backward (no_sync 2)", 2.25, 3.25),
+        ("compute", "forward", "forward", 3.25, 3.75),     # after no_sync: no broadcast
+        ("compute", "backward", "c", 3.75, 4.0),
+        ("compute", "backward", "b", 4.0, 4.25),
+        ("compute", "backward", "a", 4.25, 4.5),
+        ("compute", "backward", "backward tail", 4.5, 4.75),
+        ("comm", "allreduce", "bucket 0", 4.5, 5.25),
+        ("compute", "wait", "bucket 0", 4.75, 5.25),
+        ("compute", "optimizer", "optimizer", 5.25, 5.375),
+    ]
+    it1 = res.iterations[0]
+    assert (it1.forward_s, it1.backward_compute_s, it1.iteration_s) == (1.5, 3.0, 5.375)
+    # iteration 2 broadcasts again at its first micro-step
+    assert [(s.name, s.start_s) for s in res.spans if s.rank == 0 and s.kind == "broadcast"] == [
+        ("buffers[0]", 0.0), ("buffers[0]", 5.375)]
+    assert "no_sync" in res.meta["iteration_unit"]
+
+
+def test_fp16_hook_halves_the_bytes():
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[0, 1, 2]])
+    res = simulate(tr, plan, net(), cfg(comm_hook="fp16"))
+    (ar,) = [s for s in res.spans if s.rank == 0 and s.stream == "comm"]
+    # 3 * 262144 elements * 2 bytes = 1.5 MiB -> 0.375 s (instead of 0.75)
+    assert (ar.size_bytes, ar.start_s, ar.end_s) == (3 * MIB // 2, 1.25, 1.625)
+    assert res.buckets[0].size_bytes == 3 * MIB  # the bucket itself is still fp32
+
+
+def test_copies_and_fp16_casts_use_the_compute_stream():
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[0, 1, 2]])
+    # copy bandwidth 16 MiB/s: copy-in of a 1 MiB gradient = 2 MiB / 16 MiB/s = 0.125 s
+    res = simulate(tr, plan, net(), cfg(comm_hook="fp16", copy_bandwidth_bytes_per_s=16 * MIB))
+    assert log(res) == [
+        ("compute", "forward", "forward", 0.0, 0.5),
+        ("compute", "backward", "c", 0.5, 0.75),
+        ("compute", "copy_in", "c", 0.75, 0.875),       # delays the next backward segment
+        ("compute", "backward", "b", 0.875, 1.125),
+        ("compute", "copy_in", "b", 1.125, 1.25),
+        ("compute", "backward", "a", 1.25, 1.5),
+        ("compute", "copy_in", "a", 1.5, 1.625),
+        # cast: read 3 MiB, write 1.5 MiB, div_ on it: read+write 1.5 MiB each = 7.5 MiB / 16 MiB/s
+        ("compute", "compress", "fp16 cast bucket 0", 1.625, 2.09375),
+        ("compute", "backward", "backward tail", 2.09375, 2.34375),
+        ("comm", "allreduce", "bucket 0", 2.09375, 2.46875),          # 1.5 MiB: 0.375 s
+        ("compute", "wait", "bucket 0", 2.34375, 2.46875),
+        # decompress: read 1.5 MiB, write 3 MiB = 4.5 MiB -> 0.28125; copy-out 2 * 3 MiB -> 0.375
+        ("compute", "compress", "fp16 decompress bucket 0", 2.46875, 2.75),
+        ("compute", "copy_out", "bucket 0", 2.75, 3.125),
+        ("compute", "optimizer", "optimizer", 3.125, 3.25),
+    ]
+
+
+def test_gradient_as_bucket_view_skips_copy_out_not_copy_in():
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[0, 1, 2]], options=DDPOptions(gradient_as_bucket_view=True))
+    res = simulate(tr, plan, net(), cfg(copy_bandwidth_bytes_per_s=16 * MIB))
+    kinds = [x[1] for x in log(res) if x[0] == "compute"]
+    assert kinds.count("copy_in") == 3 and "copy_out" not in kinds
+
+
+def test_find_unused_parameters_adds_used_map_allreduce():
+    # c gets no gradient; graph search 0.0625 s per parameter (trace environment)
+    tr = toy_trace(ready=(0.75, 0.25, None), environment={"graph_search_s_per_param": 0.0625})
+    plan = plan_ddp(tr, DDPOptions(find_unused_parameters=True))
+    # limits [1 MiB, 25 MiB] in parameter order: [a] closes at 1 MiB, [b, c] left; reversed
+    assert [b.param_indices for b in plan.initial] == [(1, 2), (0,)] and plan.rebuild_iteration is None
+    res = simulate(tr, plan, net(), cfg())
+    u = 3 * 4 / BW  # used map: 4 bytes per parameter
+    assert log(res) == [
+        ("compute", "forward", "forward", 0.0, 0.5),
+        ("compute", "graph_search", "graph_search", 0.5, 0.6875),    # 3 * 0.0625
+        ("compute", "backward", "b", 0.6875, 0.9375),
+        # first hook: unused c marked ready (zero-fill, free here) with b -> bucket 0 ready
+        ("compute", "backward", "a", 0.9375, 1.4375),                # 0.75 - 0.25
+        ("comm", "allreduce", "bucket 0", 0.9375, 1.4375),           # b + c = 2 MiB -> 0.5 s
+        ("compute", "backward", "backward tail", 1.4375, 1.6875),
+        ("comm", "allreduce", "bucket 1", 1.4375, 1.6875),           # launched at 1.4375 with a
+        ("compute", "wait", "used_map", 1.6875, 1.6875 + u),          # lazily, at c's bucket
+        ("comm", "used_map_allreduce", "used_map", 1.6875, 1.6875 + u),  # after the last bucket
+        ("compute", "optimizer", "optimizer", 1.6875 + u, 1.8125 + u),
+    ]
+
+
+def test_static_graph_iteration_1_delays_every_bucket():
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1], [0]], options=DDPOptions(static_graph=True))
+    res = simulate(tr, plan, net(), cfg(num_iterations=2))
+    u = 3 * 4 / BW
+    assert log(res, iteration=1) == [
+        ("compute", "forward", "forward", 0.0, 0.5),
+        ("compute", "backward", "c", 0.5, 0.75),       # hooks only count: nothing launched
+        ("compute", "backward", "b", 0.75, 1.0),
+        ("compute", "backward", "a", 1.0, 1.25),
+        ("compute", "backward", "backward tail", 1.25, 1.5),
+        ("compute", "wait", "bucket 0", 1.5, 1.75 + u),
+        ("comm", "used_map_allreduce", "used_map", 1.5, 1.5 + u),   # first, then all buckets
+        ("comm", "allreduce", "bucket 0", 1.5 + u, 1.75 + u),
+        ("compute", "wait", "bucket 1", 1.75 + u, 2.0 + u),
+        ("comm", "allreduce", "bucket 1", 1.75 + u, 2.0 + u),
+        ("compute", "wait", "bucket 2", 2.0 + u, 2.25 + u),
+        ("comm", "allreduce", "bucket 2", 2.0 + u, 2.25 + u),
+        ("compute", "optimizer", "optimizer", 2.25 + u, 2.375 + u),
+    ]
+    t0 = 2.375 + u
+    # iteration 2 overlaps as usual and has no used map
+    assert [x for x in log(res, iteration=2) if x[0] == "comm"] == [
+        ("comm", "allreduce", "bucket 0", t0 + 0.75, t0 + 1.0),
+        ("comm", "allreduce", "bucket 1", t0 + 1.0, t0 + 1.25),
+        ("comm", "allreduce", "bucket 2", t0 + 1.25, t0 + 1.5),
+    ]
+
+
+def test_interference_stretches_overlapped_work():
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]])
+    res = simulate(tr, plan, net(), cfg(interference=Interference(compute_slowdown=2.0, comm_slowdown=2.0)))
+    assert log(res) == [
+        ("compute", "forward", "forward", 0.0, 0.5),
+        ("compute", "backward", "c", 0.5, 0.75),
+        # bucket 0 (1 MiB, 0.25 s of work) and segment b (0.25 s) overlap, each at half rate: 0.5 s
+        ("compute", "backward", "b", 0.75, 1.25),
+        ("comm", "allreduce", "bucket 0", 0.75, 1.25),
+        ("compute", "backward", "a", 1.25, 1.5),            # alone: full rate
+        # bucket 1 (2 MiB = 0.5 s of work) with the tail (0.25 s): both at half rate until the
+        # tail ends at 2.0 (0.25 of comm done), then the comm alone at full rate: 0.25 s more
+        ("compute", "backward", "backward tail", 1.5, 2.0),
+        ("comm", "allreduce", "bucket 1", 1.5, 2.25),
+        ("compute", "wait", "bucket 1", 2.0, 2.25),
+        ("compute", "optimizer", "optimizer", 2.25, 2.375),
+    ]
+
+
+def test_interference_compute_only():
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]])
+    res = simulate(tr, plan, net(), cfg(interference=Interference(compute_slowdown=2.0)))
+    # segment b: 0.25 s at half rate while bucket 0 runs [0.75, 1.0] (0.125 done), then
+    # 0.125 at full rate -> 1.125
+    assert ("compute", "backward", "b", 0.75, 1.125) in log(res)
+    assert ("comm", "allreduce", "bucket 0", 0.75, 1.0) in log(res)
+
+
+def test_interference_none_equals_fast_path():
+    tr = toy_trace()
+    plan = plan_ddp(tr, DDPOptions(bucket_cap_mb=1))
+    a = simulate(tr, plan, net(), cfg(num_iterations=3))
+    b = simulate(tr, plan, net(), cfg(num_iterations=3, interference=Interference(compute_slowdown=1.0 + 1e-12)))
+    assert [(x[0], x[1], x[2]) for x in log(a)] == [(x[0], x[1], x[2]) for x in log(b)]
+    assert all(math.isclose(x[3], y[3], abs_tol=1e-9) and math.isclose(x[4], y[4], abs_tol=1e-9)
+               for x, y in zip(log(a), log(b)))
+
+
+def test_powersgd_chains_three_allreduces_per_bucket():
+    tr = make_trace(model="psgd", params=[("w", (512, 512), "float32"), ("bias", (512,), "float32")],
+                    ready_s=[0.5, 0.25], forward_s=0.5, backward_s=0.75, optimizer_s=0.125)
+    plan = explicit_plan(tr, [[1], [0]])
+    res = simulate(tr, plan, net(), cfg(comm_hook="powersgd"))
+    comm = [(s.name, s.size_bytes) for s in res.spans if s.rank == 0 and s.stream == "comm"]
+    # bias: 1-D, never compressed; w: 512 x 512, rank 1: P and Q are 512 x 1 fp32 = 2 KiB each
+    assert comm == [
+        ("bucket 0 powersgd:uncompressed", 2048), ("bucket 1 powersgd:uncompressed", 0),
+        ("bucket 0 powersgd:P", 0), ("bucket 1 powersgd:P", 2048),
+        ("bucket 0 powersgd:Q", 0), ("bucket 1 powersgd:Q", 2048),
+    ]
+    # before powersgd_start_iter: the plain allreduce hook with the full bytes
+    res2 = simulate(tr, plan, net(), cfg(comm_hook="powersgd", powersgd_start_iter=1))
+    assert [(s.name, s.size_bytes) for s in res2.spans if s.rank == 0 and s.stream == "comm"] == [
+        ("bucket 0", 2048), ("bucket 1", MIB)]
+
+
+def test_determinism_and_seed():
+    tr = toy_trace()
+    plan = plan_ddp(tr, DDPOptions(bucket_cap_mb=1))
+    c = cfg(world_size=64, num_iterations=4, jitter=0.1, seed=3)
+    a = simulate(tr, plan, net(64), c)
+    b = simulate(tr, plan, net(64), c)
+    assert a == b
+    other = simulate(tr, plan, net(64), cfg(world_size=64, num_iterations=4, jitter=0.1, seed=4))
+    assert other.iterations != a.iterations
+
+
+def test_rest_representative_matches_full_simulation():
+    tr = toy_trace()
+    plan = plan_ddp(tr, DDPOptions(bucket_cap_mb=1))
+    kw = dict(world_size=32, num_iterations=4, jitter=0.2, seed=1, stragglers={5: 1.5})
+    full = simulate(tr, plan, net(32), cfg(rank_group_size=1, **kw))       # all 32 ranks explicit
+    folded = simulate(tr, plan, net(32), cfg(**kw))                        # samples + the rest
+    assert full.ranks == tuple(range(32))
+    assert folded.ranks == (0, 4, 5, 8, 12, 16, 20, 24, 28) and folded.meta["rest_representative"]
+    # every collective starts and ends at the same time, so every shared rank's log is equal
+    for r in folded.ranks:
+        assert log(folded, rank=r) == log(full, rank=r)
+
+
+def test_large_world_costs_a_handful_of_processes():
+    tr = toy_trace()
+    plan = plan_ddp(tr, DDPOptions(bucket_cap_mb=1))
+    res = simulate(tr, plan, net(16384), cfg(world_size=16384, num_iterations=3, jitter=0.05, stragglers={9999: 1.25}))
+    # rank 0, 8 evenly spaced samples (0, 2048, ...), the straggler; plus one 'rest' process
+    assert res.ranks == (0, 2048, 4096, 6144, 8192, 9999, 10240, 12288, 14336)
+    assert res.meta["rest_representative"]
+    # the straggler's last-ready bucket gates every collective: no rank starts before it launched
+    for b in res.buckets:
+        assert b.start_s >= b.launch_s
+    assert res.summary()["iteration_p50_s"] > 0
+
+
+# ---- bad input ---------------------------------------------------------------------------
+
+def test_plan_that_does_not_cover_the_trace():
+    small = make_trace(model="small", params=[("a", (ELEMS,), "float32"), ("b", (ELEMS,), "float32")],
+                       ready_s=[0.5, 0.25], forward_s=0.5, backward_s=1.0, optimizer_s=0.125)
+    plan = explicit_plan(small, [[0, 1]])
+    with pytest.raises(InputError, match=r"^plan.initial: parameters \[2\] of trace 'toy' are in no bucket"):
+        simulate(toy_trace(), plan, net(), cfg())
+
+
+def test_world_size_bounds():
+    tr = toy_trace()
+    plan = plan_ddp(tr)
+    with pytest.raises(InputError, match=r"^world_size: 4 is not accepted; expected at most 2"):
+        simulate(tr, plan, net(2), cfg(world_size=4))
+    with pytest.raises(InputError, match=r"^world_size: 0"):
+        cfg(world_size=0)
+
+
+class NanComm(AlphaBetaModel):
+    def allreduce_s(self, size_bytes: int) -> float:
+        return math.nan if size_bytes > 0 else 0.0
+
+
+def test_negative_or_nan_durations():
+    tr = toy_trace()
+    with pytest.raises(InputError, match=r"comm model NanComm.allreduce_s\(3145728\): nan"):
+        simulate(tr, plan_ddp(tr), NanComm(latency_s=0.0, num_ranks=2), cfg())
+    with pytest.raises(InputError, match=r"forward_s: -0.5"):
+        make_trace(model="bad", params=[("a", (4,), "float32")], ready_s=[0.1], forward_s=-0.5,
+                   backward_s=0.1, optimizer_s=0.1)
+    with pytest.raises(InputError, match=r"grad_ready_s\[0\]: nan"):
+        make_trace(model="bad", params=[("a", (4,), "float32")], ready_s=[math.nan], forward_s=0.5,
+                   backward_s=0.1, optimizer_s=0.1)
+
+
+def test_unknown_comm_hook_and_unused_without_find_unused():
+    with pytest.raises(InputError, match=r"^comm_hook: 'zip'"):
+        cfg(comm_hook="zip")
+    tr = toy_trace(ready=(0.75, 0.25, None))
+    with pytest.raises(InputError, match=r"^find_unused_parameters: False is not accepted"):
+        simulate(tr, explicit_plan(tr, [[0, 1, 2]]), net(), cfg())

@@ -1,0 +1,94 @@
+"""``ddpsim validate``: run a scenario's points for real and compare with the prediction."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+DESCRIPTION = """\
+Validate ddpsim on this machine: calibrate it once with the executor (all-reduce and
+broadcast curves, compute/communication interference, copy bandwidth; or reuse
+--calibration FILE), run real DDP at every validated bucket_cap_mb point of SCENARIO
+(2 local gloo ranks via torchrun, one thread per rank unless the trace says otherwise;
+each point --repeats times, round-robin), simulate the same points, and write
+reports/<name>/:
+
+  validation.csv    point, predicted_s, measured_s, measured_p10_s, measured_p90_s,
+                    error_pct, in_band, plan_matches, ...
+  validation.md     the table and the accuracy figures (median |error|, points in the
+                    noise band, measured-best vs predicted-best cap)
+  validation.png    predicted vs measured per point (noise band), per-bucket completion
+  validation.json   all of it, plus per-bucket times predicted and measured
+  validation/       every raw executor measurement (ddpsim-measurement JSON)
+
+Files are rewritten atomically after every run, so an interrupted validation keeps
+what it measured. The trace must be captured under the same conditions as the run
+(model, batch size, threads per rank). On GPU nodes run the executor with torchrun
+yourself ('torchrun --nproc-per-node 8 -m executor ddp ...')."""
+
+EPILOG = """\
+examples:
+  ddpsim validate default                       # bundled MLP, caps of the scenario
+  ddpsim validate default --caps none,1,5,25,100 --repeats 3
+  ddpsim validate scenarios/my.yaml --calibration reports/default/calibration.json
+
+Bad input (a missing scenario, a bad --caps value, a failing executor run) stops with
+one line and exit status 2; files already written are kept."""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("validate", help="compare predictions with real DDP runs on this machine",
+                              description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, help="scenario YAML or bundled name; default: 'default'")
+    p.add_argument("--calibration", metavar="FILE", default=None, help="reuse a calibration JSON instead of calibrating")
+    p.add_argument("--caps", metavar="LIST", default=None,
+                   help="comma list of bucket_cap_mb to run ('none' = not given); default: validation.bucket_cap_mb or the sweep's")
+    p.add_argument("--repeats", metavar="N", type=int, default=3, help="runs per point (default 3)")
+    p.add_argument("--iterations", metavar="N", type=int, default=None, help="measured iterations per run (default: scenario)")
+    p.add_argument("--warmup", metavar="N", type=int, default=None, help="warm-up iterations per run (default: scenario)")
+    p.add_argument("--num-threads", metavar="N", type=int, default=None, help="torch threads per rank (default: the trace's)")
+    p.add_argument("--out-dir", metavar="DIR", default="reports", help="parent folder of the report (default: reports)")
+    p.add_argument("--no-bucket-timing", action="store_true", help="skip the hooked runs that time each bucket")
+    p.add_argument("--no-plots", action="store_true", help="skip validation.png")
+    p.add_argument("--timeout-s", metavar="S", type=float, default=900.0, help="limit per executor run (default 900)")
+    p.set_defaults(func=run)
+    return p
+
+
+def parse_caps(text: str | None) -> list[float | None] | None:
+    from ddpsim.errors import InputError
+
+    if text is None:
+        return None
+    out: list[float | None] = []
+    for item in text.split(","):
+        item = item.strip()
+        if item.lower() in ("none", "null", "default"):
+            out.append(None)
+            continue
+        try:
+            v = float(item)
+        except ValueError:
+            v = -1.0
+        if not v > 0:
+            raise InputError(f"--caps: {item!r} is not accepted; expected a comma list of MiB > 0 or 'none'")
+        out.append(v)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from ddpsim.validate import validate
+
+    res = validate(args.scenario, calibration=args.calibration, out_dir=args.out_dir, caps=parse_caps(args.caps),
+                   iterations=args.iterations, warmup=args.warmup, repeats=args.repeats,
+                   bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads, timeout_s=args.timeout_s,
+                   plots=not args.no_plots)
+    s = res["summary"]
+    print(f"validate: wrote {res['out']}/validation.md, validation.csv, validation.json"
+          f"{'' if args.no_plots else ', validation.png'}")
+    if s:
+        print(f"validate: median |error| {s['median_abs_error_pct']:.1f} % over {s['num_points']} points; "
+              f"{s['num_in_band_or_within_10pct']}/{s['num_points']} in band or within 10 %; measured best "
+              f"{s['measured_best']}, predicted best {s['predicted_best']} ({s['predicted_best_gap_pct']:.1f} % from it); "
+              f"plan matches: {str(s['plan_matches_all']).lower()}")
+    return 0

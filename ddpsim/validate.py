@@ -1,0 +1,369 @@
+"""``ddpsim validate``: predicted versus measured iteration time, point by point.
+
+For a scenario (the same YAML ``ddpsim run`` reads; its ``validation`` block says what to
+run for real), :func:`validate`:
+
+1. calibrates the machine once with ``executor collectives`` (all-reduce/broadcast curves,
+   compute/comm interference, copy bandwidth) or reuses ``--calibration FILE``;
+2. runs ``executor ddp`` (local torchrun, gloo on CPUs) at every validated point --
+   ``--repeats`` times, round-robin over the points so slow drift of a shared machine hits
+   every point alike -- WITHOUT a comm hook (the iteration time that is compared), then once
+   with the timing hook for per-bucket all-reduce times (a hook changes DDP's division path,
+   so those runs are not used for the iteration time);
+3. simulates the same points (``scenario.build_point`` + :func:`ddpsim.engine.simulate`)
+   with the calibration's comm curves, interference and copy bandwidth;
+4. writes ``reports/<scenario>/validation.csv`` / ``.md`` / ``.json`` / ``.png``
+   atomically, rewritten as each run completes, and every raw measurement under
+   ``reports/<scenario>/validation/``.
+
+Measured figures of a point pool the steady-state step times (slowest rank per iteration)
+of all its repeated runs: ``measured_s`` is their median, ``measured_p10_s``/``p90_s`` the
+noise band. ``error_pct = 100 * (predicted - measured) / measured``.
+
+NOTE: the trace used for prediction must be captured under the run's conditions (same
+model, batch size, threads per rank): a CPU trace captured with ``--num-threads 1`` is
+validated with one thread per rank.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.trace import quantile
+
+CSV_COLUMNS = ("point", "bucket_cap_mb", "predicted_s", "measured_s", "measured_p10_s", "measured_p90_s",
+               "error_pct", "in_band", "num_runs", "num_samples", "run_medians_s", "num_buckets_real",
+               "plan_matches", "predicted_exposed_comm_s", "measured_hooked_s")
+
+
+@dataclass
+class PointOutcome:
+    """What is known about one validated point so far."""
+
+    point_id: str
+    bucket_cap_mb: float | None
+    predicted_s: float | None = None
+    predicted_buckets: list[dict[str, Any]] = field(default_factory=list)
+    predicted_metrics: dict[str, Any] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)     # un-hooked executor measurements
+    hooked: dict[str, Any] | None = None                          # the timing-hook run
+
+    @property
+    def samples(self) -> list[float]:
+        return [s for r in self.runs for s in r["summary"]["step_times_s"]]
+
+    @property
+    def measured_s(self) -> float | None:
+        return statistics.median(self.samples) if self.samples else None
+
+    def row(self) -> dict[str, Any]:
+        xs = self.samples
+        m = self.measured_s
+        p10 = quantile(xs, 0.1) if xs else None
+        p90 = quantile(xs, 0.9) if xs else None
+        err = None if (m is None or self.predicted_s is None) else 100.0 * (self.predicted_s - m) / m
+        pm = [r.get("plan_matches") for r in self.runs]
+        return {
+            "point": self.point_id, "bucket_cap_mb": self.bucket_cap_mb, "predicted_s": self.predicted_s,
+            "measured_s": m, "measured_p10_s": p10, "measured_p90_s": p90, "error_pct": err,
+            "in_band": None if err is None else bool(p10 <= self.predicted_s <= p90),
+            "num_runs": len(self.runs), "num_samples": len(xs),
+            "run_medians_s": " ".join(f"{r['summary']['iteration_s']:.6g}" for r in self.runs),
+            "num_buckets_real": len(self.runs[0]["real_buckets"]["sizes"]) if self.runs else None,
+            "plan_matches": None if not pm else all(bool(x) for x in pm),
+            "predicted_exposed_comm_s": self.predicted_metrics.get("exposed_comm_s"),
+            "measured_hooked_s": None if self.hooked is None else self.hooked["summary"]["iteration_s"],
+        }
+
+
+def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Median |error|, points in band or within 10 %, measured-best vs predicted-best."""
+    done = [r for r in rows if r["error_pct"] is not None]
+    if not done:
+        return {}
+    abs_err = [abs(r["error_pct"]) for r in done]
+    ok = [r for r in done if r["in_band"] or abs(r["error_pct"]) <= 10.0]
+    best_meas = min(done, key=lambda r: r["measured_s"])
+    best_pred = min(done, key=lambda r: r["predicted_s"])
+    gap = 100.0 * (best_pred["measured_s"] - best_meas["measured_s"]) / best_meas["measured_s"]
+    return {"num_points": len(done), "median_abs_error_pct": statistics.median(abs_err),
+            "max_abs_error_pct": max(abs_err), "num_in_band": sum(bool(r["in_band"]) for r in done),
+            "num_in_band_or_within_10pct": len(ok), "measured_best": best_meas["point"],
+            "predicted_best": best_pred["point"], "predicted_best_gap_pct": gap,
+            "plan_matches_all": all(r["plan_matches"] for r in done if r["plan_matches"] is not None)}
+
+
+# ---- running the executor ----------------------------------------------------------------
+
+Runner = Callable[[list[str]], Any]
+
+
+def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float) -> None:
+    from executor.launch import launch_local
+
+    r = launch_local(args, nproc=nproc, num_threads=num_threads, timeout_s=timeout_s)
+    if r.returncode != 0:
+        tail = [ln for ln in (r.stderr or "").strip().splitlines() if "executor: error" in ln or "Error" in ln]
+        msg = (tail[-1] if tail else (r.stderr or "").strip().splitlines()[-1:] or ["no output"])
+        raise InputError(f"executor {args[0]}: exit status {r.returncode} ({' '.join(str(msg if isinstance(msg, str) else msg[0]).split())[:300]}); "
+                         f"expected a clean run (command: {' '.join(r.command)})")
+
+
+def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
+             caps: Sequence[float | None] | None = None, iterations: int | None = None, warmup: int | None = None,
+             repeats: int = 3, bucket_timing: bool = True, nproc: int | None = None, num_threads: int | None = None,
+             timeout_s: float = 900.0, plots: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
+
+    Raises:
+        InputError: bad scenario, calibration or option (one line); an executor run that fails.
+    """
+    from ddpsim.calibration import load_calibration
+    from ddpsim.scenario import load_scenario
+
+    if repeats < 1:
+        raise InputError(f"--repeats: {repeats!r} is not accepted; expected an integer >= 1")
+    scenario = load_scenario(scenario_spec)
+    trace = scenario.load_trace()
+    env = trace.environment or {}
+    vs = scenario.validation
+    model = (vs.model if vs and vs.model else None) or (scenario.model.name if scenario.model else None) or trace.model
+    batch_size = (vs.batch_size if vs and vs.batch_size else None) or env.get("batch_size")
+    if batch_size is None:
+        raise InputError(f"{scenario.path}: validation.batch_size: missing and the trace has no environment.batch_size; expected an integer")
+    iterations = iterations or (vs.iterations if vs else 20)
+    warmup = warmup if warmup is not None else (vs.warmup if vs else 5)
+    threads = num_threads or (vs.num_threads if vs and vs.num_threads else None) or env.get("num_threads") or 1
+    device = (vs.device if vs and vs.device else None) or env.get("device", "cpu")
+    if device != "cpu":
+        raise InputError(f"{scenario.path}: validation.device: {device!r} is not accepted by local validation; "
+                         f"expected cpu (on GPU nodes run 'torchrun -m executor' yourself and compare)")
+    if batch_size != env.get("batch_size", batch_size):
+        echo(f"validate: WARNING: batch size {batch_size} differs from the trace's {env.get('batch_size')}")
+    model_args = [f"{k}={json.dumps(v)}" for k, v in ((vs.options if vs else {}) or {}).items()]
+    points = scenario.points()
+    if caps is None and vs is not None and vs.bucket_cap_mb is not None:
+        caps = vs.bucket_cap_mb
+    if caps is not None:
+        wanted = list(caps)
+        points = [p for p in points if p.bucket_cap_mb in wanted]
+        missing = [c for c in wanted if c not in {p.bucket_cap_mb for p in points}]
+        if missing:
+            from dataclasses import replace
+
+            base = scenario.base_point()
+            points += [replace(base, bucket_cap_mb=c) for c in missing]
+    world = scenario.world_size or 2
+    nproc = nproc or world
+    out = ensure_dir(Path(out_dir) / scenario.name, "--out-dir")
+    raw = ensure_dir(out / "validation", "--out-dir")
+    trace_path = scenario.trace_path
+    if trace_path is None:
+        from ddpsim.trace import save_trace
+
+        trace_path = save_trace(trace, raw / "trace.json")
+
+    def launch(args: list[str]) -> None:
+        _launch(args, nproc=nproc, num_threads=threads, timeout_s=timeout_s)
+
+    # 1. calibration -------------------------------------------------------------------------
+    cal_path = Path(calibration) if calibration else scenario.calibration_path
+    if cal_path is None:
+        cal_path = out / "calibration.json"
+        echo(f"validate: calibrating {nproc} gloo ranks x {threads} thread(s) -> {cal_path}")
+        t = time.perf_counter()
+        launch(["collectives", "--out", str(cal_path), "--progress", str(raw / "calibration.progress.json")])
+        echo(f"validate: calibration done in {time.perf_counter() - t:.0f} s")
+    cal = load_calibration(cal_path)
+
+    # 2. predictions -------------------------------------------------------------------------
+    from ddpsim.engine import simulate
+
+    outcomes: dict[str, PointOutcome] = {}
+    for p in points:
+        inputs = scenario.build_point(p, trace=trace, calibration=cal)
+        res = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
+        o = PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb, predicted_s=res.summary()["iteration_p50_s"],
+                         predicted_metrics=res.summary())
+        o.predicted_buckets = predicted_bucket_times(res)
+        outcomes[p.point_id] = o
+        echo(f"validate: {p.point_id:14s} predicted {o.predicted_s * 1e3:9.2f} ms  ({len(inputs.plan.steady)} buckets)")
+
+    def flush() -> None:
+        rows = [o.row() for o in outcomes.values()]
+        write_reports(out, scenario, rows, outcomes, cal_path=cal_path, model=model, batch_size=batch_size,
+                      threads=threads, nproc=nproc, iterations=iterations, warmup=warmup, repeats=repeats, plots=plots)
+
+    # 3. measurements, round-robin -------------------------------------------------------------
+    common = ["--model", model, "--batch-size", str(batch_size), "--iterations", str(iterations), "--warmup", str(warmup),
+              "--trace", str(trace_path), "--timeout-s", str(min(timeout_s, 600.0))]
+    for a in model_args:
+        common += ["--model-arg", a]
+    if not scenario.ddp.broadcast_buffers:
+        common.append("--no-broadcast-buffers")
+    for rep in range(1, repeats + 1):
+        for p in points:
+            o = outcomes[p.point_id]
+            mpath = raw / f"{p.point_id}.run{rep}.json"
+            cap = ["--bucket-cap-mb", "none" if p.bucket_cap_mb is None else f"{p.bucket_cap_mb:g}"]
+            launch(["ddp", *common, *cap, *_options(scenario, p), "--out", str(mpath)])
+            o.runs.append(json.loads(mpath.read_text()))
+            r = o.row()
+            echo(f"validate: {p.point_id:14s} run {rep}/{repeats}: measured {o.runs[-1]['summary']['iteration_s'] * 1e3:9.2f} ms"
+                 f"  plan_matches {str(o.runs[-1].get('plan_matches')).lower()}  (pooled {r['measured_s'] * 1e3:.2f} ms,"
+                 f" predicted {r['predicted_s'] * 1e3:.2f}, error {r['error_pct']:+.1f} %)")
+            flush()
+    if bucket_timing:
+        for p in points:
+            mpath = raw / f"{p.point_id}.hooked.json"
+            cap = ["--bucket-cap-mb", "none" if p.bucket_cap_mb is None else f"{p.bucket_cap_mb:g}"]
+            launch(["ddp", *common, *cap, *_options(scenario, p), "--timing-hook", "--out", str(mpath)])
+            outcomes[p.point_id].hooked = json.loads(mpath.read_text())
+            flush()
+    rows = [o.row() for o in outcomes.values()]
+    flush()
+    return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+def _options(scenario: Any, point: Any) -> list[str]:
+    out = []
+    if point.find_unused_parameters:
+        out.append("--find-unused-parameters")
+    if scenario.ddp.static_graph:
+        out.append("--static-graph")
+    if point.gradient_as_bucket_view:
+        out.append("--gradient-as-bucket-view")
+    if point.comm_hook != "none":
+        raise InputError(f"sweep.comm_hook: {point.comm_hook!r} is not accepted by validate; expected none")
+    return out
+
+
+def predicted_bucket_times(result: Any) -> list[dict[str, Any]]:
+    """Per bucket of the first steady iteration (rank 0): launch and end, from the iteration start."""
+    steady = result.steady_iterations()
+    if not steady:
+        return []
+    it = min(steady, key=lambda s: (s.iteration, s.rank))
+    return [{"bucket": b.bucket, "size_bytes": b.size_bytes, "launch_s": b.launch_s - it.start_s,
+             "end_s": b.end_s - it.start_s}
+            for b in sorted(result.buckets, key=lambda b: b.bucket) if b.iteration == it.iteration and b.rank == it.rank]
+
+
+def measured_bucket_times(hooked: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per bucket, the median launch and end over the hooked run's measured iterations (rank 0)."""
+    recs = [b for b in hooked["ranks"][0]["buckets"] if b["iteration"] > hooked["warmup"]]
+    out = []
+    for k in sorted({b["bucket"] for b in recs}):
+        bs = [b for b in recs if b["bucket"] == k]
+        out.append({"bucket": k, "size_bytes": bs[0]["size_bytes"],
+                    "launch_s": statistics.median(b["launch_s"] for b in bs),
+                    "end_s": statistics.median(b["end_s"] for b in bs)})
+    return out
+
+
+# ---- reports ---------------------------------------------------------------------------------
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes: dict[str, PointOutcome], *,
+                  cal_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
+                  repeats: int, plots: bool) -> None:
+    csv = ",".join(CSV_COLUMNS) + "\n" + "".join(",".join(_fmt(r[c]) for c in CSV_COLUMNS) + "\n" for r in rows)
+    write_text_atomic(out / "validation.csv", csv)
+    summ = summary_figures(rows)
+    cal = json.loads(Path(cal_path).read_text())
+    data = {"format": "ddpsim-validation", "version": 1, "scenario": scenario.name, "model": model,
+            "batch_size": batch_size, "num_threads": threads, "world_size": nproc, "iterations": iterations,
+            "warmup": warmup, "repeats": repeats, "calibration": str(cal_path),
+            "interference": cal.get("interference"), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
+            "summary": summ, "rows": rows,
+            "buckets": {k: {"predicted": o.predicted_buckets,
+                            "measured": measured_bucket_times(o.hooked) if o.hooked else []} for k, o in outcomes.items()}}
+    write_text_atomic(out / "validation.json", json.dumps(data, indent=1) + "\n")
+    write_text_atomic(out / "validation.md", markdown(data))
+    if plots and any(r["measured_s"] is not None for r in rows):
+        from ddpsim.plots import save_figure
+
+        save_figure(validation_figure(data), out / "validation.png")
+
+
+def markdown(data: dict[str, Any]) -> str:
+    s = data["summary"]
+    inter = data.get("interference") or {}
+    lines = [f"# Validation: {data['scenario']}", "",
+             f"Real DDP ({data['world_size']} gloo ranks on this CPU host, {data['num_threads']} thread(s) per rank; "
+             f"model `{data['model']}`, batch {data['batch_size']} per rank; {data['warmup']} warm-up + "
+             f"{data['iterations']} measured iterations x {data['repeats']} runs per point, round-robin) against "
+             f"ddpsim's prediction from the scenario's trace and ONE machine calibration (`{data['calibration']}`: "
+             f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}, comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}).",
+             "", "Measured = median of the pooled steady-state step times (slowest rank per iteration) of all runs; "
+             "band = their p10..p90. No GPU was used: gloo on CPU.", ""]
+    if s:
+        lines += [f"* median |error|: **{s['median_abs_error_pct']:.1f} %** (max {s['max_abs_error_pct']:.1f} %) over {s['num_points']} points",
+                  f"* inside the measured band: {s['num_in_band']}/{s['num_points']}; in band or within 10 %: "
+                  f"{s['num_in_band_or_within_10pct']}/{s['num_points']}",
+                  f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
+                  f"(its measured time is {s['predicted_best_gap_pct']:.1f} % above the measured best)",
+                  f"* real DDP's rebuilt buckets equal ddpsim's plan at every point: {str(s['plan_matches_all']).lower()}", ""]
+    lines += ["| point | predicted | measured | p10 | p90 | error | in band | runs | buckets | plan matches |",
+              "|---|---:|---:|---:|---:|---:|:-:|---:|---:|:-:|"]
+    def ms(v: Any) -> str:
+        return "" if v is None else f"{v * 1e3:.2f} ms"
+
+    for r in data["rows"]:
+        err = "" if r["error_pct"] is None else f"{r['error_pct']:+.1f} %"
+        band = "" if r["in_band"] is None else ("yes" if r["in_band"] else "no")
+        pm = "" if r["plan_matches"] is None else str(r["plan_matches"]).lower()
+        lines.append(f"| {r['point']} | {ms(r['predicted_s'])} | {ms(r['measured_s'])} | {ms(r['measured_p10_s'])} | "
+                     f"{ms(r['measured_p90_s'])} | {err} | {band} | {r['num_runs']} | {_fmt(r['num_buckets_real'])} | {pm} |")
+    lines += ["", "Per-bucket all-reduce end times (first steady iteration, from the iteration's start) are in "
+              "`validation.json` and `validation.png`; the measured ones come from a separate run with a timing comm "
+              "hook (a hook makes DDP skip the fused division, so that run's iteration time is not the one compared: "
+              "column `measured_hooked_s` of `validation.csv`).", ""]
+    return "\n".join(lines)
+
+
+def validation_figure(data: dict[str, Any]) -> Any:
+    from ddpsim.plots import _plt
+
+    plt = _plt()
+    rows = [r for r in data["rows"] if r["measured_s"] is not None]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    x = list(range(len(rows)))
+    meas = [r["measured_s"] * 1e3 for r in rows]
+    lo = [(r["measured_s"] - r["measured_p10_s"]) * 1e3 for r in rows]
+    hi = [(r["measured_p90_s"] - r["measured_s"]) * 1e3 for r in rows]
+    ax1.errorbar(x, meas, yerr=[lo, hi], fmt="o", color="#4c72b0", capsize=4, label="measured (median, p10-p90)")
+    ax1.plot(x, [r["predicted_s"] * 1e3 for r in rows], "s--", color="#dd8452", label="predicted")
+    ax1.set_xticks(x, [r["point"] for r in rows], rotation=20)
+    ax1.set_ylabel("iteration time (ms)")
+    ax1.set_title(f"{data['scenario']}: iteration time per point")
+    ax1.legend()
+    ax1.set_ylim(bottom=0)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (k, b) in enumerate(data["buckets"].items()):
+        c = colors[i % len(colors)]
+        if b["predicted"]:
+            ax2.plot([d["bucket"] for d in b["predicted"]], [d["end_s"] * 1e3 for d in b["predicted"]], "--", color=c, marker="s", ms=3)
+        if b["measured"]:
+            ax2.plot([d["bucket"] for d in b["measured"]], [d["end_s"] * 1e3 for d in b["measured"]], "-", color=c, marker="o", ms=3, label=k)
+    ax2.set_xlabel("bucket (launch order)")
+    ax2.set_ylabel("all-reduce end from iteration start (ms)")
+    ax2.set_title("per-bucket completion: measured (solid, hooked run) vs predicted (dashed)")
+    if any(b["measured"] for b in data["buckets"].values()):
+        ax2.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

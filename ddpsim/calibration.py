@@ -10,7 +10,9 @@ File (written by ``python -m executor collectives``)::
      "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {}},   # optional / null
      "copy_bandwidth_bytes_per_s": 5.1e9}                                                # optional / null
 
-Fit (:func:`fit_calibration`): **piecewise alpha-beta between measured sizes**. Between two
+Fit (:func:`fit_calibration`): **piecewise alpha-beta between measured sizes**. The medians
+are first made non-decreasing in size (isotonic regression, weighted by ``num_samples``: a
+larger message never takes less time, so a noisy dip is pooled with its neighbour). Between two
 consecutive measured sizes the time is the straight line ``alpha_i + size / beta_i`` through
 both points (so every measured point is reproduced exactly and the model is continuous).
 Above the largest size the last segment's line extends (a bandwidth-bound regime); if that
@@ -242,10 +244,28 @@ class CalibratedCurve:
         return a + per_byte * size_bytes
 
 
+def isotonic(values: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Pool-adjacent-violators: the non-decreasing sequence closest (weighted least squares)
+    to ``values``. A larger message never takes less time; a noisy median that says so is
+    pooled with its neighbour."""
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for v, w in zip(values, weights):
+        blocks.append([float(v), float(w), 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, w2, c2 = blocks.pop()
+            m1, w1, c1 = blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
+    out: list[float] = []
+    for m, _, c in blocks:
+        out.extend([m] * c)
+    return out
+
+
 def fit_curve(points: Sequence[CalibrationPoint]) -> CalibratedCurve:
+    """Piecewise alpha-beta through the (isotonic) measured medians; see the module docstring."""
     pts = sorted(points, key=lambda p: p.size_bytes)
     sizes = tuple(p.size_bytes for p in pts)
-    times = tuple(p.time_s for p in pts)
+    times = tuple(isotonic([p.time_s for p in pts], [p.num_samples or 1 for p in pts]))
     a, bw = fit_alpha_beta(sizes, times)
     return CalibratedCurve(sizes=sizes, times_s=times, alpha_s=a, bandwidth_bytes_per_s=bw)
 

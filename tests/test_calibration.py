@@ -173,3 +173,17 @@ def test_cli_with_calibration(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert re.search(r"calibration.collectives.allreduce\[1\].time_s: 'fast'", err)
+
+
+def test_noisy_dip_is_pooled_isotonic():
+    from ddpsim.calibration import isotonic
+
+    # 64 KiB measured slower than 256 KiB: the two are pooled to their weighted mean
+    assert isotonic([1.0, 3.0, 2.0, 4.0], [1, 1, 1, 1]) == [1.0, 2.5, 2.5, 4.0]
+    assert isotonic([1.0, 3.0, 2.0], [1, 1, 3]) == [1.0, 2.25, 2.25]
+    cal = Calibration(backend="gloo", world_size=2, allreduce=(
+        CalibrationPoint(size_bytes=1000, time_s=1e-4), CalibrationPoint(size_bytes=2000, time_s=3e-4),
+        CalibrationPoint(size_bytes=3000, time_s=2e-4), CalibrationPoint(size_bytes=4000, time_s=4e-4)))
+    c = fit_calibration(cal).allreduce
+    assert c.times_s == pytest.approx((1e-4, 2.5e-4, 2.5e-4, 4e-4))
+    assert all(c.time_s(s) <= c.time_s(s + 100) for s in range(500, 5000, 100))

@@ -10,8 +10,8 @@ Modelling assumptions, stated once:
   ready. CPU: ``time.perf_counter_ns()`` inside the hook. CUDA: a ``torch.cuda.Event``
   recorded in the hook on the current stream, resolved after backward.
 * Parameters are those DDP's reducer gets, in DDP's order (:func:`ddpsim.models.ddp_params`).
-* Hook overhead: backward timed with the hooks and without them, interleaved, ``3`` pairs
-  at least; ``hook_overhead_frac = max(0, median_with / median_without - 1)``.
+* Hook overhead: backward timed with the hooks and without them, interleaved (alternating
+  which goes first), an even number of pairs, 4 at least; ``hook_overhead_frac = max(0, median_with / median_without - 1)``.
 * Warm-up iterations run the full step (optimizer included) and are not recorded.
 * ``derive_depth`` (for models too large to capture whole, e.g. GPT-2 1.5B on a shared CPU):
   transformer blocks are identical, so a reduced-depth capture is extended block by block; see
@@ -96,7 +96,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         autocast: None, ``"bf16"`` or ``"fp16"``: forward under ``torch.autocast``.
         optimizer: ``"sgd"`` (lr 1e-3, momentum 0.9) or ``"adamw"`` (lr 1e-4, foreach).
         num_threads: ``torch.set_num_threads`` (CPU intra-op threads); None keeps torch's.
-        measure_hook_overhead: time backward with and without hooks (adds 2 x max(3, num_iters) steps).
+        measure_hook_overhead: time backward with and without hooks, interleaved, alternating which goes first (adds about 2 x max(3, num_iters) forward+backward passes).
         command: the command line to store in the trace.
         seed: ``torch.manual_seed`` before the run.
 
@@ -210,8 +210,9 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     if measure_hook_overhead:
         with_s: list[float] = []
         without_s: list[float] = []
-        for _ in range(max(3, num_iters)):
-            for on, sink in ((True, with_s), (False, without_s)):
+        for rep in range(2 * math.ceil(max(3, num_iters) / 2)):
+            pair = ((True, with_s), (False, without_s))
+            for on, sink in (pair if rep % 2 == 0 else pair[::-1]):  # alternate who goes first
                 hooks_on[0] = on
                 if not on:
                     for h in handles:

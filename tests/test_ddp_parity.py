@@ -1,7 +1,8 @@
 """ddpsim's bucket plan equals real DDP's, exactly (2 gloo ranks on this machine).
 
 One pair of worker processes (this file run as a script, a FileStore, explicit timeouts)
-wraps every model/config below in a real ``DistributedDataParallel``, runs 4 iterations and
+wraps every model/config below in a real ``DistributedDataParallel``, runs 3 iterations (4
+with static_graph) and
 reports ``ddp._get_ddp_logging_data()``: ``bucket_sizes`` (construction layout),
 ``rebuilt_bucket_sizes`` / ``rebuilt_per_bucket_param_indices`` (rebuilt layout, in launch
 order), ``prev_iteration_grad_ready_order_indices`` and, per iteration, DDP's
@@ -25,8 +26,13 @@ from pathlib import Path
 import pytest
 
 WORLD_SIZE = 2
-NUM_ITERS = 4
 BATCH = 2
+
+
+def num_iters(kwargs: dict) -> int:
+    """Iterations to run: the logging data is snapshotted at the start of each forward, so the
+    rebuilt layout shows one iteration after the rebuild (2, or 3 with static_graph)."""
+    return 4 if kwargs.get("static_graph") else 3
 
 # ---- models (plain torch; built identically in the workers and in the test process) -------
 
@@ -158,16 +164,15 @@ def _model_and_step(model: str):
     import torch
 
     if model.startswith("builtin:"):
-        from ddpsim.models import build_model
+        from ddpsim.models import build_model, default_loss
 
         name = model.split(":", 1)[1]
         spec = build_model(name, seed=0, **BUILTIN[name])
         batch = spec.make_batch(BATCH)
+        loss_fn = spec.loss_fn or default_loss
 
         def step(m):
-            out = m(*batch) if isinstance(batch, tuple) else m(batch)
-            loss = spec.loss_fn(out, batch) if spec.loss_fn is not None else _default_loss(out)
-            loss.backward()
+            loss_fn(m(*batch) if isinstance(batch, tuple) else m(batch)).backward()
 
         return spec.module, step
     module, shape = build_local(model)
@@ -178,14 +183,6 @@ def _model_and_step(model: str):
         m(x).float().sum().backward()
 
     return module, step
-
-
-def _default_loss(out):
-    if isinstance(out, (tuple, list)):
-        out = out[0]
-    if hasattr(out, "logits"):
-        out = out.logits
-    return out.float().sum()
 
 
 def worker_main(rank: int, world_size: int, store_path: str, out_path: str, config_ids: list[str]) -> None:
@@ -206,7 +203,7 @@ def worker_main(rank: int, world_size: int, store_path: str, out_path: str, conf
             module, step = _model_and_step(model)
             ddp = DDP(module, **kwargs)
             rebuilt_after = []
-            for _ in range(NUM_ITERS):
+            for _ in range(num_iters(kwargs)):
                 step(ddp)
                 # set in _pre_forward when Reducer::rebuild_buckets() ran (the logging
                 # data's has_rebuilt_buckets is snapshotted before that, one iteration late)
@@ -289,7 +286,8 @@ def _active_configs() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def ddp_logs(tmp_path_factory):
+def parity(tmp_path_factory):
+    """Start the two DDP workers, take ddpsim's traces meanwhile, then collect the logs."""
     pytest.importorskip("torch")
     import torch.distributed as dist
 
@@ -298,12 +296,16 @@ def ddp_logs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ddp_parity")
     store, out = tmp / "store", tmp / "logs.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
-    ids = ",".join(_active_configs())
-    procs = [subprocess.Popen([sys.executable, __file__, str(r), str(WORLD_SIZE), str(store), str(out), ids],
+    active = _active_configs()
+    procs = [subprocess.Popen([sys.executable, __file__, str(r), str(WORLD_SIZE), str(store), str(out), ",".join(active)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(WORLD_SIZE)]
     outputs = []
     try:
+        traces = {}
+        for cid, model, _ in CONFIGS:
+            if cid in active and model not in traces:
+                traces[model] = ddpsim_trace(model)
         for p in procs:
             outputs.append(p.communicate(timeout=300)[0])
     finally:
@@ -313,7 +315,7 @@ def ddp_logs(tmp_path_factory):
                 p.wait()
     for p, text in zip(procs, outputs):
         assert p.returncode == 0, f"DDP worker failed (rc {p.returncode}):\n{text[-4000:]}"
-    return json.loads(out.read_text())
+    return {"logs": json.loads(out.read_text()), "traces": traces}
 
 
 def _ints(text: str | None) -> list[int]:
@@ -324,41 +326,31 @@ def _groups(text: str | None) -> list[list[int]]:
     return [[int(x) for x in g.split()] for g in text.split(",")] if text else []
 
 
-@pytest.fixture(scope="module")
-def traces():
-    cache: dict[str, object] = {}
-
-    def get(model):
-        if model not in cache:
-            cache[model] = ddpsim_trace(model)
-        return cache[model]
-
-    return get
-
-
 @pytest.mark.parametrize("cid,model,kwargs", CONFIGS, ids=[c[0] for c in CONFIGS])
-def test_plan_equals_real_ddp(cid, model, kwargs, ddp_logs, traces):
+def test_plan_equals_real_ddp(cid, model, kwargs, parity):
     from ddpsim.plan import DDPOptions, plan_ddp
 
-    if cid not in ddp_logs:
+    if cid not in parity["logs"]:
         pytest.skip("ddpsim.models / ddpsim.capture not available yet")
-    real = ddp_logs[cid]
-    trace = traces(model)
+    real = parity["logs"][cid]
+    trace = parity["traces"][model]
     plan = plan_ddp(trace, DDPOptions(**kwargs))
 
     assert _ints(real["bucket_sizes"]) == [b.size_bytes for b in plan.initial]
-    # DDP only logs the ready order while it records it for a rebuild
+    # DDP logs the ready order of the iterations it records runtime stats for
+    if plan.rebuild_iteration is not None:
+        assert real["prev_iteration_grad_ready_order_indices"]
     if real["prev_iteration_grad_ready_order_indices"]:
         assert _ints(real["prev_iteration_grad_ready_order_indices"]) == list(trace.grad_ready_order)
     if plan.rebuild_iteration is None:
         assert not real["rebuilt_bucket_sizes"] and not real["rebuilt_per_bucket_param_indices"]
-        assert real["has_rebuilt_per_iteration"] == [0] * NUM_ITERS
+        assert real["has_rebuilt_per_iteration"] == [0] * num_iters(kwargs)
     else:
         assert _ints(real["rebuilt_bucket_sizes"]) == [b.size_bytes for b in plan.steady]
         assert _groups(real["rebuilt_per_bucket_param_indices"]) == [list(b.param_indices) for b in plan.steady]
         # _has_rebuilt_buckets turns on in the forward of the rebuild iteration
         first = plan.rebuild_iteration
-        assert real["has_rebuilt_per_iteration"] == [0] * (first - 1) + [1] * (NUM_ITERS - first + 1)
+        assert real["has_rebuilt_per_iteration"] == [0] * (first - 1) + [1] * (num_iters(kwargs) - first + 1)
 
 
 def test_parity_covers_every_option():

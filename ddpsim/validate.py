@@ -119,7 +119,8 @@ def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: 
 def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
              caps: Sequence[float | None] | None = None, iterations: int | None = None, warmup: int | None = None,
              repeats: int = 3, bucket_timing: bool = True, nproc: int | None = None, num_threads: int | None = None,
-             timeout_s: float = 900.0, plots: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
+             timeout_s: float = 900.0, plots: bool = True, capture: bool = True,
+             echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
 
     Raises:
@@ -165,13 +166,26 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     out = ensure_dir(Path(out_dir) / scenario.name, "--out-dir")
     raw = ensure_dir(out / "validation", "--out-dir")
     trace_path = scenario.trace_path
-    if trace_path is None:
+    if trace_path is None and not capture:
         from ddpsim.trace import save_trace
 
         trace_path = save_trace(trace, raw / "trace.json")
 
     def launch(args: list[str]) -> None:
         _launch(args, nproc=nproc, num_threads=threads, timeout_s=timeout_s)
+
+    # 0. the trace, captured under the run's conditions: every rank computing at once ----------
+    if capture:
+        captured = raw / "trace.concurrent.json"
+        echo(f"validate: capturing {model} (batch {batch_size}) on {nproc} ranks at once -> {captured}")
+        cap_args = ["trace", "--model", model, "--batch-size", str(batch_size), "--out", str(captured),
+                    "--iters", str(max(5, min(iterations, 20))), "--warmup", "3"]
+        for a in model_args:
+            cap_args += ["--model-arg", a]
+        launch(cap_args)
+        from ddpsim.trace import load_trace
+
+        trace, trace_path = load_trace(captured), captured
 
     # 1. calibration -------------------------------------------------------------------------
     cal_path = Path(calibration) if calibration else scenario.calibration_path
@@ -198,7 +212,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
 
     def flush() -> None:
         rows = [o.row() for o in outcomes.values()]
-        write_reports(out, scenario, rows, outcomes, cal_path=cal_path, model=model, batch_size=batch_size,
+        write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=model, batch_size=batch_size,
                       threads=threads, nproc=nproc, iterations=iterations, warmup=warmup, repeats=repeats, plots=plots)
 
     # 3. measurements, round-robin -------------------------------------------------------------
@@ -279,7 +293,7 @@ def _fmt(v: Any) -> str:
 
 
 def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes: dict[str, PointOutcome], *,
-                  cal_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
+                  cal_path: Path, trace_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
                   repeats: int, plots: bool) -> None:
     csv = ",".join(CSV_COLUMNS) + "\n" + "".join(",".join(_fmt(r[c]) for c in CSV_COLUMNS) + "\n" for r in rows)
     write_text_atomic(out / "validation.csv", csv)
@@ -287,7 +301,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
     cal = json.loads(Path(cal_path).read_text())
     data = {"format": "ddpsim-validation", "version": 1, "scenario": scenario.name, "model": model,
             "batch_size": batch_size, "num_threads": threads, "world_size": nproc, "iterations": iterations,
-            "warmup": warmup, "repeats": repeats, "calibration": str(cal_path),
+            "warmup": warmup, "repeats": repeats, "calibration": str(cal_path), "trace": str(trace_path),
             "interference": cal.get("interference"), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
             "summary": summ, "rows": rows,
             "buckets": {k: {"predicted": o.predicted_buckets,
@@ -309,7 +323,7 @@ def markdown(data: dict[str, Any]) -> str:
              f"{data['iterations']} measured iterations x {data['repeats']} runs per point, round-robin) against "
              f"ddpsim's prediction from the scenario's trace and ONE machine calibration (`{data['calibration']}`: "
              f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}, comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}).",
-             "", "Measured = median of the pooled steady-state step times (slowest rank per iteration) of all runs; "
+             "", f"Prediction trace: `{data['trace']}`.", "", "Measured = median of the pooled steady-state step times (slowest rank per iteration) of all runs; "
              "band = their p10..p90. No GPU was used: gloo on CPU.", ""]
     if s:
         lines += [f"* median |error|: **{s['median_abs_error_pct']:.1f} %** (max {s['max_abs_error_pct']:.1f} %) over {s['num_points']} points",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-STEPS = ("collectives", "ddp", "replay")
+STEPS = ("collectives", "ddp", "replay", "trace")
 
 EPILOG = """examples:
   torchrun --nproc-per-node 2 -m executor collectives --out cal.json --num-threads 1
@@ -21,14 +21,15 @@ EPILOG = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from executor import collectives, ddp_step, replay
+    from executor import capture_step, collectives, ddp_step, replay
 
     parser = argparse.ArgumentParser(prog="python -m executor", description=__doc__.splitlines()[0],
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="step", metavar="STEP", required=True)
     for name, mod, help_ in (("collectives", collectives, "all-reduce/broadcast sweep, interference, copy bandwidth -> calibration JSON"),
                              ("ddp", ddp_step, "a model under real DDP -> measurement JSON"),
-                             ("replay", replay, "any bucket plan with the executor's own reducer -> measurement JSON")):
+                             ("replay", replay, "any bucket plan with the executor's own reducer -> measurement JSON"),
+                             ("trace", capture_step, "a trace captured on every rank at once (the run's conditions)")):
         p = sub.add_parser(name, help=help_, description=(mod.__doc__ or "").strip(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--backend", default="auto", help="auto (nccl with CUDA, else gloo), nccl or gloo")

@@ -205,7 +205,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     timer = BucketTimer(rt) if args.timing_hook else None
     if timer is not None:
         model.register_comm_hook(None, timer.as_hook())
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
 
     def clock() -> float:
         rt.sync()

@@ -182,7 +182,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             dist.broadcast(p.data, src=0)
         for i, p in enumerate(params):
             p.register_post_accumulate_grad_hook(lambda p, i=i: reducer.grad_ready(i, p.grad))
-        opt = torch.optim.SGD(params, lr=args.lr)
+        opt = torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)
 
         def set_grad(i: int, view: Any) -> None:
             params[i].grad.copy_(view)

@@ -17,7 +17,8 @@ def add_model_arguments(p: argparse.ArgumentParser, required: bool = True) -> No
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="model option, e.g. seq_len=64 or n_layer=2 (JSON values; repeatable)")
     p.add_argument("--seed", type=int, default=0, help="model and batch seed (default 0)")
-    p.add_argument("--lr", type=float, default=0.01, help="SGD learning rate (default 0.01)")
+    p.add_argument("--lr", type=float, default=1e-3, help="SGD learning rate (default 1e-3, as ddpsim trace)")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default 0.9, as ddpsim trace)")
     p.add_argument("--iterations", type=int, default=20, help="measured iterations (default 20)")
     p.add_argument("--warmup", type=int, default=5, help="iterations before measuring (default 5; >= 2 to pass DDP's rebuild)")
 

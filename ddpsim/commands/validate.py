@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 DESCRIPTION = """\
-Validate ddpsim on this machine: calibrate it once with the executor (all-reduce and
+Validate ddpsim on this machine: capture the trace on all ranks at once (the run's
+conditions; --scenario-trace keeps the scenario's), calibrate it once with the executor (all-reduce and
 broadcast curves, compute/communication interference, copy bandwidth; or reuse
 --calibration FILE), run real DDP at every validated bucket_cap_mb point of SCENARIO
 (2 local gloo ranks via torchrun, one thread per rank unless the trace says otherwise;
@@ -49,6 +50,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--num-threads", metavar="N", type=int, default=None, help="torch threads per rank (default: the trace's)")
     p.add_argument("--out-dir", metavar="DIR", default="reports", help="parent folder of the report (default: reports)")
     p.add_argument("--no-bucket-timing", action="store_true", help="skip the hooked runs that time each bucket")
+    p.add_argument("--scenario-trace", action="store_true",
+                   help="predict from the scenario's trace as is (default: capture a fresh trace on all ranks at once, "
+                        "the run's conditions, with 'executor trace')")
     p.add_argument("--no-plots", action="store_true", help="skip validation.png")
     p.add_argument("--timeout-s", metavar="S", type=float, default=900.0, help="limit per executor run (default 900)")
     p.set_defaults(func=run)
@@ -82,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     res = validate(args.scenario, calibration=args.calibration, out_dir=args.out_dir, caps=parse_caps(args.caps),
                    iterations=args.iterations, warmup=args.warmup, repeats=args.repeats,
                    bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads, timeout_s=args.timeout_s,
-                   plots=not args.no_plots)
+                   plots=not args.no_plots, capture=not args.scenario_trace)
     s = res["summary"]
     print(f"validate: wrote {res['out']}/validation.md, validation.csv, validation.json"
           f"{'' if args.no_plots else ', validation.png'}")

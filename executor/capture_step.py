@@ -1,0 +1,50 @@
+"""``executor trace``: capture a trace on EVERY rank at once (no communication), rank 0 writes it.
+
+A trace captured by one lone process is faster than the same compute while every other rank
+of the host computes too (shared cores, caches, memory bandwidth). For a prediction to be
+compared with a real multi-rank run on the same host, the trace must be captured under the
+run's conditions: the same ranks per host and threads per rank, computing concurrently.
+This step does exactly that with :func:`ddpsim.capture.capture_trace`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from executor.runtime import Runtime
+from executor.workload import parse_model_args
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="built-in model or pkg.mod:factory")
+    p.add_argument("--batch-size", type=int, default=8, help="per-rank batch size (default 8)")
+    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE", help="model option (repeatable)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--iters", type=int, default=10, help="measured iterations (default 10)")
+    p.add_argument("--warmup", type=int, default=3, help="warm-up iterations (default 3)")
+    p.add_argument("--out", required=True, help="trace JSON to write (rank 0, atomically)")
+
+
+def run(rt: Runtime, args: argparse.Namespace) -> int:
+    import torch
+
+    from ddpsim.capture import capture_trace
+    from ddpsim.models import build_model
+    from ddpsim.trace import save_trace
+
+    spec = build_model(args.model, seed=args.seed, **parse_model_args(args.model_arg))
+    rt.barrier()
+    trace = capture_trace(spec, device=rt.device.type, batch_size=args.batch_size, num_iters=args.iters,
+                          num_warmup=args.warmup, num_threads=torch.get_num_threads(), seed=args.seed,
+                          command=f"torchrun --nproc-per-node {rt.world_size} -m executor trace --model {args.model} "
+                                  f"--batch-size {args.batch_size} --iters {args.iters} --warmup {args.warmup} "
+                                  f"(captured on all {rt.world_size} ranks at once)")
+    rt.watchdog.beat("trace")
+    rt.barrier()
+    if rt.rank == 0:
+        trace.environment["concurrent_ranks"] = rt.world_size
+        save_trace(trace, args.out)
+        rt.log(f"trace: {args.model} batch {args.batch_size}: forward {trace.phase('forward').median_s * 1e3:.2f} ms, "
+               f"backward {trace.phase('backward').median_s * 1e3:.2f} ms, optimizer {trace.phase('optimizer').median_s * 1e3:.2f} ms "
+               f"(captured on {rt.world_size} ranks at once); wrote {args.out}")
+    return 0

@@ -178,6 +178,40 @@ def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options:
     return PlanRecommendation(plan=plan, analytic_end_s=end, buckets_bytes=tuple(b.size_bytes for b in plan.steady))
 
 
+@dataclass(frozen=True)
+class _ScaledComm:
+    """``comm`` with every all-reduce ``factor`` times longer plus ``extra_latency_s``: a
+    pessimistic variant that makes the search prefer fewer, larger buckets (the engine's
+    per-bucket costs - copies, launches, interference - are not in the analytical model)."""
+
+    comm: Any
+    factor: float = 1.0
+    extra_latency_s: float = 0.0
+
+    def allreduce_s(self, size_bytes: int) -> float:
+        return self.comm.allreduce_s(size_bytes) * self.factor + self.extra_latency_s
+
+
+#: (label, factor, extra latency as a multiple of a zero-byte all-reduce)
+SEARCH_VARIANTS = (("as modelled", 1.0, 0.0), ("latency x4", 1.0, 3.0), ("comm x1.25, latency x4", 1.25, 3.0))
+
+
+def candidate_plans(trace: Trace, comm: Any, *, comm_hook: str = "none",
+                    options: DDPOptions | None = None) -> list[tuple[str, PlanRecommendation]]:
+    """Distinct DP plans under :data:`SEARCH_VARIANTS` of the cost model; the engine picks."""
+    out: list[tuple[str, PlanRecommendation]] = []
+    seen: set[tuple] = set()
+    base_latency = comm.allreduce_s(0) if hasattr(comm, "allreduce_s") else 0.0
+    for label, factor, extra in SEARCH_VARIANTS:
+        c = comm if (factor, extra) == (1.0, 0.0) else _ScaledComm(comm, factor, extra * base_latency)
+        rec = recommend_plan(trace, c, comm_hook=comm_hook, options=options)
+        key = tuple(b.param_indices for b in rec.plan.steady)
+        if key not in seen:
+            seen.add(key)
+            out.append((label, rec))
+    return out
+
+
 def analytic_end_s(trace: Trace, buckets: Sequence[Any], comm: Any, comm_hook: str = "none") -> float:
     """The analytical model's end of the last collective (after backward start) for ``buckets``."""
     ready = _ready_times(trace)

@@ -56,3 +56,28 @@ def test_pngs_reproducible(records, tmp_path):
     c = plots.save_figure(plots.timeline_figure(recs[1].result), tmp_path / "c.png")
     d = plots.save_figure(plots.timeline_figure(recs[1].result), tmp_path / "d.png")
     assert c.read_bytes() == d.read_bytes() and c.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_run_scenario_writes_everything(tmp_path, tiny_trace_file):
+    import json
+
+    from ddpsim.api import run_scenario
+    from ddpsim.plan import load_plan
+    from ddpsim.trace import load_trace
+
+    sc = make_scenario(tmp_path, tiny_trace_file)
+    rep = run_scenario(sc, out_dir=tmp_path / "out", jobs=1, plots=False, progress=False,
+                       simulate_fn=analytic_simulate, build_fn=fake_build)
+    d = tmp_path / "out" / "tiny"
+    for n in ("summary.md", "summary.json", "sweep.csv", "buckets.csv", "recommended_plan.json",
+              "trace_cap-default_rank0.json", "trace_cap-0.004_rank0.json", "points/cap-25.json"):
+        assert (d / n).is_file(), n
+    # explicit plan [3], [2], [1, 0]: last collective ends at 127.64 ms after backward start (test_recommend),
+    # exposed 107.64 ms; step 10 + 20 + 107.64 + 5 = 142.64 ms vs 144.28 ms at the best cap
+    rec = rep.summary["recommendation"]
+    assert rec["better"] and rec["iteration_p50_s"] == pytest.approx(0.14264)
+    assert rec["gain_over_best_cap"] == pytest.approx((0.14428 - 0.14264) / 0.14428)
+    plan = load_plan(d / "recommended_plan.json", load_trace(tiny_trace_file))
+    assert [list(b.param_indices) for b in plan.steady] == [[3], [2], [1, 0]]
+    assert json.loads((d / "summary.json").read_text())["best"]["point"] == "cap=0.004"
+    assert "1.1% faster than the best cap" in (d / "summary.md").read_text()

@@ -252,6 +252,7 @@ class _Engine:
         self.names = [p.name for p in trace.params]
         self.unused = [p.index for p in trace.params if not p.has_grad]
         self.has_grad = [p.has_grad for p in trace.params].__getitem__
+        self.param_sizes = [p.size_bytes for p in trace.params]
         self.copy_in_s = [kernel_s(2 * p.size_bytes, 0, self.copy_bw, None) for p in trace.params]
         self.zero_s = [kernel_s(p.size_bytes, 0, self.copy_bw, None) for p in trace.params]
         # buffers: broadcast_coalesced in 250 MiB buckets per dtype (§1.9)
@@ -273,7 +274,6 @@ class _Engine:
         self.busy = 0
         self.comm_active = False
         self.changed = env.event()
-        self.compute_spans: list[tuple] = []
 
     # -- collectives ----------------------------------------------------------------------
     def coll(self, index: int) -> _Coll:
@@ -371,26 +371,40 @@ class _Rank:
         self.accs: list[_IterAcc] = []
         #: (iteration, bucket, ready_s, launch_s, first coll index, last coll index)
         self.bucket_log: list[tuple[int, int, float, float, int, int]] = []
+        #: compute-stream spans as sortable tuples (start, 0, seq, end, kind, name, iteration, bucket, size)
+        self.spans: list[tuple] = []
         self.finished = False
+        self.fast = not eng.interfere
 
     # -- primitives -------------------------------------------------------------------------
     def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
              size: int | None = None) -> Iterator[simpy.Event]:
+        """``dur`` seconds of full-rate compute-stream work (a generator: ``yield from``)."""
         if dur <= 0:
             return
-        eng = self.eng
-        if eng.interfere:
-            start = eng.env.now
-            yield from eng.progress(dur, comm=False)
-            end = eng.env.now
-        else:
-            start = self.t
-            end = start + dur
+        if self.fast:
+            self.advance(kind, name, dur, bucket, size)
+            return
+        start = self.eng.env.now
+        yield from self.eng.progress(dur, comm=False)
+        self._record(kind, name, start, self.eng.env.now, bucket, size)
+
+    def advance(self, kind: str, name: str, dur: float, bucket: int | None = None, size: int | None = None) -> None:
+        """Fast path only (no interference): the same as :meth:`work`, without SimPy."""
+        if dur > 0:
+            self._record(kind, name, self.t, self.t + dur, bucket, size)
+
+    def _record(self, kind: str, name: str, start: float, end: float, bucket: int | None, size: int | None) -> None:
         self.t = end
         if self.record:
-            eng.compute_spans.append((self.rank, kind, name, self.iter, start, end, bucket, size))
+            spans = self.spans
+            spans.append((start, 0, len(spans), end, kind, name, self.iter, bucket, size))
             acc = self.acc
-            acc.compute.append((start, end))
+            comp = acc.compute  # busy blocks of the compute stream: merge back-to-back work
+            if comp and comp[-1][1] == start:
+                comp[-1] = (comp[-1][0], end)
+            else:
+                comp.append((start, end))
             if kind == "forward":
                 acc.forward_s += end - start
             elif kind == "backward":
@@ -426,7 +440,7 @@ class _Rank:
         if end > start:
             self.t = end
             if self.record:
-                eng.compute_spans.append((self.rank, "wait", name, self.iter, start, end, c.bucket, None))
+                self.spans.append((start, 0, len(self.spans), end, "wait", name, self.iter, c.bucket, None))
 
     # -- the program ------------------------------------------------------------------------
     def run(self) -> Iterator[simpy.Event]:
@@ -511,9 +525,15 @@ class _Rank:
         prev = 0.0
         names, ready, bucket_of = eng.names, eng.ready, layout.bucket_of
         first = True
+        fast, advance = self.fast, self.advance
+        copy_in_s, sizes = eng.copy_in_s, eng.param_sizes
         for p in eng.order:
             r = ready[p]
-            yield from self.work("backward", names[p], (r - prev) * s)
+            # NOTE: the hot loop; the fast path skips the generator machinery of work()
+            if fast:
+                advance("backward", names[p], (r - prev) * s)
+            else:
+                yield from self.work("backward", names[p], (r - prev) * s)
             prev = r
             if static_first:
                 continue
@@ -523,10 +543,12 @@ class _Rank:
             else:
                 marks = (p,)
             for q in marks:
-                if eng.has_grad(q):
-                    yield from self.work("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], eng.trace.params[q].size_bytes)
+                if not eng.has_grad(q):
+                    yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
+                elif fast:
+                    advance("copy_in", names[q], copy_in_s[q] * s, bucket_of[q], sizes[q])
                 else:
-                    yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], eng.trace.params[q].size_bytes)
+                    yield from self.work("copy_in", names[q], copy_in_s[q] * s, bucket_of[q], sizes[q])
                 b = bucket_of[q]
                 pending[b] -= 1
                 if pending[b] == 0:
@@ -659,15 +681,14 @@ def _overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> fl
     return total
 
 
-def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
-        else:
-            out.append((s, e))
-    return out
+def _span(rank: int, stream: str, kind: str, name: str, iteration: int, start_s: float, end_s: float,
+          bucket: int | None, size_bytes: int | None) -> Span:
+    # NOTE: the same object Span(...) builds, without the frozen dataclass __init__'s nine
+    # object.__setattr__ calls: tens of thousands of spans per run (Span has no __post_init__).
+    sp = object.__new__(Span)
+    sp.__dict__.update(rank=rank, stream=stream, kind=kind, name=name, iteration=iteration, start_s=start_s,
+                       end_s=end_s, bucket=bucket, size_bytes=size_bytes)
+    return sp
 
 
 def _config_summary(config: SimConfig) -> dict[str, Any]:
@@ -722,22 +743,24 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig)
     warmup = config.num_warmup_iterations
     if warmup is None:
         warmup = plan.rebuild_iteration if plan.rebuild_iteration is not None else 1
-    spans: list[Span] = []
-    for (rank, kind, name, it, start, end, bucket, size) in eng.compute_spans:
-        spans.append(Span(rank=rank, stream=COMPUTE_STREAM, kind=kind, name=name, iteration=it,
-                          start_s=start, end_s=end, bucket=bucket, size_bytes=size))
     colls = [c for c in eng.colls if c.kind is not None]
     comm_by_iter: dict[int, list[tuple[float, float]]] = {}
     last_grad_end: dict[int, float] = {}
+    comm_rows: list[tuple] = []
     for c in colls:
         assert math.isfinite(c.end_s), f"collective {c.name} never ran"
         comm_by_iter.setdefault(c.iteration, []).append((c.start_s, c.end_s))
         if c.kind in ("allreduce", "used_map_allreduce"):
             last_grad_end[c.iteration] = max(last_grad_end.get(c.iteration, -math.inf), c.end_s)
-        for r in explicit:
-            spans.append(Span(rank=r, stream=COMM_STREAM, kind=c.kind, name=c.name, iteration=c.iteration,
-                              start_s=c.start_s, end_s=c.end_s, bucket=c.bucket, size_bytes=c.size_bytes))
-    spans.sort(key=lambda sp: (sp.rank, sp.start_s, sp.stream != COMPUTE_STREAM, sp.end_s))
+        comm_rows.append((c.start_s, 1, c.index, c.end_s, c.kind, c.name, c.iteration, c.bucket, c.size_bytes))
+    # spans of each rank in time order; at equal start compute first, then issue order
+    spans: list[Span] = []
+    for rk in ranks:
+        if rk.record:
+            rows = rk.spans + comm_rows
+            rows.sort()  # two sorted runs: a linear merge; (start, stream, order) is unique
+            spans += [_span(rk.rank, COMM_STREAM if flag else COMPUTE_STREAM, kind, name, it, start, end, bucket, size)
+                      for (start, flag, _, end, kind, name, it, bucket, size) in rows]
     buckets: list[BucketTiming] = []
     iters: list[IterationStats] = []
     for rk in ranks:
@@ -751,7 +774,7 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig)
         for k, acc in enumerate(rk.accs, start=1):
             comm_iv = sorted(comm_by_iter.get(k, []))
             comm_s = sum(e - s for s, e in comm_iv)
-            overlapped = _overlap_s(_merge(acc.compute), comm_iv)
+            overlapped = _overlap_s(acc.compute, comm_iv)  # compute intervals: sorted, disjoint
             exposed = max(0.0, last_grad_end.get(k, -math.inf) - acc.bwd_end_s)
             iters.append(IterationStats(
                 rank=rk.rank, iteration=k, start_s=acc.start_s, end_s=acc.end_s, forward_s=acc.forward_s,

@@ -193,7 +193,8 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         cal_path = out / "calibration.json"
         echo(f"validate: calibrating {nproc} gloo ranks x {threads} thread(s) -> {cal_path}")
         t = time.perf_counter()
-        launch(["collectives", "--out", str(cal_path), "--progress", str(raw / "calibration.progress.json")])
+        launch(["collectives", "--out", str(cal_path), "--progress", str(raw / "calibration.progress.json"),
+                "--max-bytes", "256MiB", "--repeats", "10", "--interference-repeats", "30"])
         echo(f"validate: calibration done in {time.perf_counter() - t:.0f} s")
     cal = load_calibration(cal_path)
 

@@ -171,9 +171,15 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         from ddpsim.engine import simulate as sim
     from ddpsim.sweep import point_metrics
 
+    # NOTE: an explicit plan applies from iteration 1 (no rebuild); measure it over the same
+    # steady iterations as the best cap so that both medians see the same jitter draws.
+    warm = inputs.config.num_warmup_iterations
+    if warm is None:
+        warm = inputs.plan.rebuild_iteration or 1
+    rec_config = replace(inputs.config, num_warmup_iterations=warm)
     tried = []
     for label, cand in recommend.candidate_plans(trace, inputs.comm, comm_hook=best.point.comm_hook, options=opts):
-        res = sim(inputs.trace, cand.plan, inputs.comm, inputs.config)
+        res = sim(inputs.trace, cand.plan, inputs.comm, rec_config)
         tried.append((point_metrics(res, cand.plan)["iteration_p50_s"], len(tried), label, cand, res))
     rm_p50, _, label, found, rec_result = min(tried, key=lambda x: (x[0], x[1]))
     rm = point_metrics(rec_result, found.plan)

@@ -266,8 +266,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
                 for fut in cf.as_completed(futs):
                     finish(fut.result())
             except BaseException:
-                for f in futs:
-                    f.cancel()
+                ex.shutdown(wait=False, cancel_futures=True)
                 raise
     return [records[p] for p in pts]
 

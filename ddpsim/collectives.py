@@ -6,7 +6,7 @@ ranks to a :class:`~ddpsim.comm_model.CommModel`:
 * ``backend == "nccl"``: :class:`NcclCommModel`. The graph search of NCCL
   (``src/graph/search.cc``) is reproduced on the networkx graph: each channel is a ring
   through the ranks' devices (and, across hosts, through NIC ``c mod num_nics`` of every
-  host on its rail); the load a channel puts on every directed link comes from
+  host on its rail: in at the device nearest the NIC, out from the next-nearest); the load a channel puts on every directed link comes from
   equal-cost shortest paths (ECMP split, :func:`networkx.all_shortest_paths`); the search
   then tries NCCL's per-channel speeds, highest first, keeps as many channels as every
   link can carry (a NIC or an oversubscribed spine shared by several rings lowers it), and
@@ -107,17 +107,78 @@ def place_ranks(graph: nx.Graph, num_ranks: int) -> Placement:
 
 
 class _Router:
-    """Equal-cost shortest paths (weights :func:`ddpsim.topology.edge_weight`), cached."""
+    """Equal-cost shortest paths (weights :func:`ddpsim.topology.edge_weight`), cached.
+
+    Paths between two elements of one host are searched on that host's subgraph, paths
+    between two NICs on the fabric's (NICs, leaves, spines), others on the whole graph:
+    the same paths (a host is only entered through its NICs), much less work."""
+
+    _W = "_route_weight"
 
     def __init__(self, graph: nx.Graph) -> None:
         self.g = graph
         self._cache: dict[tuple, list[list]] = {}
+        self._sub: dict[Any, nx.Graph] = {}
+
+    def _weighted(self, nodes: Any) -> nx.Graph:
+        sub = nx.Graph()
+        sub.add_nodes_from(nodes)
+        sub.add_edges_from((u, v, {self._W: edge_weight(u, v, d)}) for u, v, d in self.g.subgraph(nodes).edges(data=True))
+        return sub
+
+    def _graph_for(self, src: Any, dst: Any) -> nx.Graph:
+        a, b = self.g.nodes[src], self.g.nodes[dst]
+        if a[HOST] == b[HOST] and a[HOST] >= 0:
+            key: Any = ("host", a[HOST])
+            if key not in self._sub:
+                self._sub[key] = self._weighted([n for n, d in self.g.nodes(data=True) if d[HOST] == a[HOST]])
+        elif a[KIND] == "nic" and b[KIND] == "nic":
+            key = "fabric"
+            if key not in self._sub:
+                self._sub[key] = self._weighted([n for n, d in self.g.nodes(data=True)
+                                                 if d[HOST] < 0 or d[KIND] == "nic"])
+        else:
+            key = "all"
+            if key not in self._sub:
+                self._sub[key] = self._weighted(list(self.g.nodes))
+        return self._sub[key]
+
+    def _uplink(self, nic: Any) -> Any:
+        """The one fabric switch a NIC hangs from, or None."""
+        ups = [n for n in self.g.neighbors(nic) if self.g.nodes[n][HOST] < 0]
+        return ups[0] if len(ups) == 1 else None
 
     def paths(self, src: Any, dst: Any) -> list[list]:
         key = (src, dst)
+        if key in self._cache:
+            return self._cache[key]
+        a, b = self.g.nodes[src], self.g.nodes[dst]
+        if a[KIND] == "nic" and b[KIND] == "nic" and a[HOST] != b[HOST]:
+            la, lb = self._uplink(src), self._uplink(dst)
+            if la is not None and lb is not None:  # NIC - leaf ... leaf - NIC: route between the switches
+                if la == lb:
+                    mid = [[la]]
+                else:
+                    if "switches" not in self._sub:
+                        self._sub["switches"] = self._weighted([n for n, d in self.g.nodes(data=True) if d[HOST] < 0])
+                    sk = (la, lb)
+                    if sk not in self._cache:
+                        self._cache[sk] = list(nx.all_shortest_paths(self._sub["switches"], la, lb, weight=self._W))
+                    mid = self._cache[sk]
+                self._cache[key] = [[src, *m, dst] for m in mid]
+                return self._cache[key]
         if key not in self._cache:
-            self._cache[key] = list(nx.all_shortest_paths(self.g, src, dst, weight=edge_weight))
+            sub = self._graph_for(src, dst)
+            try:
+                self._cache[key] = list(nx.all_shortest_paths(sub, src, dst, weight=self._W))
+            except nx.NetworkXNoPath:  # e.g. a custom fabric that re-enters a host
+                self._cache[key] = list(nx.all_shortest_paths(self._graph_for_all(), src, dst, weight=self._W))
         return self._cache[key]
+
+    def _graph_for_all(self) -> nx.Graph:
+        if "all" not in self._sub:
+            self._sub["all"] = self._weighted(list(self.g.nodes))
+        return self._sub["all"]
 
     def add_load(self, loads: dict[tuple, float], src: Any, dst: Any, amount: float = 1.0) -> None:
         ps = self.paths(src, dst)
@@ -151,17 +212,29 @@ def _host_nics(graph: nx.Graph, placement: Placement) -> list[list]:
     return out
 
 
-def _nic_devices(router: _Router, nics: list, devs: tuple) -> list:
-    """The device each NIC serves (the GPU NCCL pairs with it by PCI distance): NICs in rail
-    order each take the nearest device not taken yet (all taken: the nearest)."""
+def _nic_devices(router: _Router, nics: list, devs: tuple) -> list[tuple[Any, Any]]:
+    """(entry, exit) devices of each NIC's channels on one host, as NCCL's search lays a ring
+    out: data from the NIC lands on the device nearest to it (GPUDirect RDMA), and leaves
+    from the next-nearest, so that a ring uses the NIC's PCIe switch once in and once out.
+    NICs in rail order each take the nearest device not taken yet as entry (all taken: the
+    nearest). One device on the host: it is both."""
+    local = router._graph_for(devs[0], devs[0])
     out, taken = [], set()
     for nic in nics:
-        dist = nx.single_source_dijkstra_path_length(router.g, nic, weight=edge_weight)
-        pool = [d for d in devs if d not in taken] or list(devs)
-        d = min(pool, key=lambda d: (dist.get(d, math.inf), devs.index(d)))
-        taken.add(d)
-        out.append(d)
+        dist = nx.single_source_dijkstra_path_length(local, nic, weight=router._W)
+        by_dist = sorted(devs, key=lambda d: (dist.get(d, math.inf), devs.index(d)))
+        entry = next((d for d in by_dist if d not in taken), by_dist[0])
+        taken.add(entry)
+        exit_ = next((d for d in by_dist if d != entry), entry)
+        out.append((entry, exit_))
     return out
+
+
+def _ring_order(devs: tuple, entry: Any, exit_: Any) -> list:
+    """``entry``, the other devices in rank order from after ``entry``, then ``exit_``."""
+    i = devs.index(entry)
+    middle = [d for d in devs[i + 1:] + devs[:i] if d != exit_]
+    return [entry, *middle] + ([exit_] if exit_ != entry else [])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,7 +331,16 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
                          "host for a multi-node communicator")
     entry = [_nic_devices(router, hn, h) for h, hn in zip(hosts, nics)] if multi else []
 
+    ring_cache: dict[tuple, dict[tuple, float]] = {}
+
     def ring_loads(c: int) -> dict[tuple, float]:
+        # a channel's loads depend only on which NIC it uses on each host
+        key = tuple(c % len(n) for n in nics) if multi else ()
+        if key not in ring_cache:
+            ring_cache[key] = _ring_loads(c)
+        return ring_cache[key]
+
+    def _ring_loads(c: int) -> dict[tuple, float]:
         loads: dict[tuple, float] = {}
         for hi, devs in enumerate(hosts):
             if not multi:
@@ -267,22 +349,19 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
                         router.add_load(loads, a, b)
                 continue
             j = c % len(nics[hi])
-            g0 = entry[hi][j]
-            i0 = devs.index(g0)
-            order = devs[i0:] + devs[:i0]
+            order = _ring_order(devs, *entry[hi][j])
             for a, b in zip(order, order[1:]):
                 router.add_load(loads, a, b)
-            if len(order) > 1:
-                router.add_load(loads, order[-1], g0)  # PXN: hand over to the GPU next to the NIC
             nxt = (hi + 1) % len(hosts)
             j2 = c % len(nics[nxt])
-            router.add_load(loads, g0, nics[hi][j])
+            # the last device sends to the NIC (through the switch, or PXN over NVLink if nearer)
+            router.add_load(loads, order[-1], nics[hi][j])
             router.add_load(loads, nics[hi][j], nics[nxt][j2])
-            router.add_load(loads, nics[nxt][j2], entry[nxt][j2])
+            router.add_load(loads, nics[nxt][j2], entry[nxt][j2][0])
         return loads
 
     if multi:
-        max_bw = max(router.bottleneck(entry[h][j], nics[h][j]) for h in range(len(hosts))
+        max_bw = max(router.bottleneck(entry[h][j][0], nics[h][j]) for h in range(len(hosts))
                      for j in range(len(nics[h]))) / GBPS
     elif len(all_devs) > 1:
         max_bw = max(router.bottleneck(a, b) for a in all_devs[:1] for b in all_devs[1:]) / GBPS
@@ -299,7 +378,7 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
     pairs = [(a, b) for h in hosts for a, b in zip(h, h[1:])]
     nvlink_intra = bool(pairs) and all(router.only_link_type(a, b, "nvlink") for a, b in pairs)
     intra_ok = nvlink_intra or placement.ppn == 1
-    inter_ok = (not multi) or cc >= 90 or all(router.avoids_kind(entry[h][j], nics[h][j], "host_bridge")
+    inter_ok = (not multi) or cc >= 90 or all(router.avoids_kind(entry[h][j][0], nics[h][j], "host_bridge")
                                                for h in range(len(hosts)) for j in range(len(nics[h])))
     ll128 = intra_ok and inter_ok
     nvls = None
@@ -307,7 +386,15 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
     if cc >= 90 and switches and all(graph.nodes[s].get(NVLS, False) for s in switches) and placement.ppn > 1:
         max_ch = min(nccl.NCCL_MAX_NVLS_ARITY, placement.ppn)
 
+        nvls_cache: dict[tuple, dict[tuple, float]] = {}
+
         def nvls_loads(c: int) -> dict[tuple, float]:
+            key = tuple(c % len(n) for n in nics) if multi else ()
+            if key not in nvls_cache:
+                nvls_cache[key] = _nvls_loads(c)
+            return nvls_cache[key]
+
+        def _nvls_loads(c: int) -> dict[tuple, float]:
             loads: dict[tuple, float] = {}
             for hi, devs in enumerate(hosts):
                 for d in devs:  # every GPU pushes to and pulls from the switch on every channel
@@ -319,9 +406,9 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
                     j = c % len(nics[hi])
                     nxt = (hi + 1) % len(hosts)
                     j2 = c % len(nics[nxt])
-                    router.add_load(loads, entry[hi][j], nics[hi][j])
+                    router.add_load(loads, entry[hi][j][1], nics[hi][j])
                     router.add_load(loads, nics[hi][j], nics[nxt][j2])
-                    router.add_load(loads, nics[nxt][j2], entry[nxt][j2])
+                    router.add_load(loads, nics[nxt][j2], entry[nxt][j2][0])
             return loads
 
         nvls = _search(nvls_loads, cap, speeds, max_bw=max_bw, total_bw=total_bw, max_channels=max_ch,

@@ -527,14 +527,30 @@ class _Rank:
         first = True
         fast, advance = self.fast, self.advance
         copy_in_s, sizes = eng.copy_in_s, eng.param_sizes
+        # NOTE: the hot loop. Fast path: no generator per hook; an explicit rank records its
+        # spans inline (what _record does), the folded ranks only add up work (advance).
+        inline = fast and self.record
+        acc, spans, it = self.acc, self.spans, self.iter
+        comp = acc.compute
         for p in eng.order:
             r = ready[p]
-            # NOTE: the hot loop; the fast path skips the generator machinery of work()
-            if fast:
-                advance("backward", names[p], (r - prev) * s)
-            else:
-                yield from self.work("backward", names[p], (r - prev) * s)
+            d = (r - prev) * s
             prev = r
+            if inline:
+                if d > 0:
+                    t0 = self.t
+                    t1 = t0 + d
+                    spans.append((t0, 0, len(spans), t1, "backward", names[p], it, None, None))
+                    if comp and comp[-1][1] == t0:
+                        comp[-1] = (comp[-1][0], t1)
+                    else:
+                        comp.append((t0, t1))
+                    acc.backward_s += t1 - t0
+                    self.t = t1
+            elif fast:
+                advance("backward", names[p], d)
+            else:
+                yield from self.work("backward", names[p], d)
             if static_first:
                 continue
             if first:
@@ -545,6 +561,17 @@ class _Rank:
             for q in marks:
                 if not eng.has_grad(q):
                     yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
+                elif inline:
+                    d = copy_in_s[q] * s
+                    if d > 0:
+                        t0 = self.t
+                        t1 = t0 + d
+                        spans.append((t0, 0, len(spans), t1, "copy_in", names[q], it, bucket_of[q], sizes[q]))
+                        if comp and comp[-1][1] == t0:
+                            comp[-1] = (comp[-1][0], t1)
+                        else:
+                            comp.append((t0, t1))
+                        self.t = t1
                 elif fast:
                     advance("copy_in", names[q], copy_in_s[q] * s, bucket_of[q], sizes[q])
                 else:
@@ -619,6 +646,64 @@ class _Rank:
             yield from self.wait(used_map, "used_map")
 
 
+class _RestRanks(_Rank):
+    """Every rank not simulated explicitly, as ONE vectorised process (fast path).
+
+    All ranks run the same program; only their compute factors differ. So the local clocks
+    of the R folded ranks are a numpy vector: work adds ``factor_r * dur`` (accumulated
+    lazily in ``pend`` and folded in at the next launch or wait), a wait does
+    ``t_r = max(t_r, end)``, and a launch arrives at ``max_r t_r``: exactly the latest of
+    those ranks. Cost: O(R) numpy work per launch/wait, no per-rank SimPy process.
+    """
+
+    def __init__(self, eng: _Engine, factors: np.ndarray) -> None:
+        super().__init__(eng, -1, np.ones(factors.shape[0]), record=False)
+        self.fm = factors                      # (num_iterations, R)
+        self.fk = factors[0]
+        self.tv = np.zeros(factors.shape[1])
+        self.pend = 0.0
+
+    def _fold(self) -> None:
+        if self.pend:
+            self.tv = self.tv + self.fk * self.pend
+            self.pend = 0.0
+        self.t = float(self.tv.max())
+
+    def advance(self, kind: str, name: str, dur: float, bucket: int | None = None, size: int | None = None) -> None:
+        if dur > 0:
+            self.pend += dur
+
+    def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
+             size: int | None = None) -> Iterator[simpy.Event]:
+        if dur > 0:
+            self.pend += dur
+        return
+        yield  # NOTE: unreachable; makes this a generator like _Rank.work
+
+    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False) -> _Coll:
+        self._fold()
+        return super().launch(kind, name, bucket, size_bytes, broadcast)
+
+    def wait(self, c: _Coll, name: str) -> Iterator[simpy.Event]:
+        env = self.eng.env
+        self._fold()
+        if self.t > env.now:
+            yield env.timeout(self.t - env.now)
+        if not c.done.processed:
+            yield c.done
+        self.tv = np.maximum(self.tv, c.end_s)  # every folded rank waits, not only the latest
+        self.t = max(self.t, c.end_s)
+
+    def iteration(self, k: int) -> Iterator[simpy.Event]:
+        self._fold()
+        self.fk = self.fm[k - 1]
+        yield from super().iteration(k)
+
+    def run(self) -> Iterator[simpy.Event]:
+        yield from super().run()
+        self._fold()
+
+
 # ---- validation -------------------------------------------------------------------------
 
 def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig) -> None:
@@ -681,14 +766,6 @@ def _overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> fl
     return total
 
 
-def _span(rank: int, stream: str, kind: str, name: str, iteration: int, start_s: float, end_s: float,
-          bucket: int | None, size_bytes: int | None) -> Span:
-    # NOTE: the same object Span(...) builds, without the frozen dataclass __init__'s nine
-    # object.__setattr__ calls: tens of thousands of spans per run (Span has no __post_init__).
-    sp = object.__new__(Span)
-    sp.__dict__.update(rank=rank, stream=stream, kind=kind, name=name, iteration=iteration, start_s=start_s,
-                       end_s=end_s, bucket=bucket, size_bytes=size_bytes)
-    return sp
 
 
 def _config_summary(config: SimConfig) -> dict[str, Any]:
@@ -732,7 +809,13 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig)
     rest_f = None
     if need_rest:
         rest_f = jitter_mod.rest_factors(factors, explicit)
-        ranks.append(_Rank(eng, -1, rest_f, record=False))
+        if eng.interfere:
+            # rates depend on time: approximate the folded ranks by their slowest in each iteration
+            ranks.append(_Rank(eng, -1, rest_f, record=False))
+        else:
+            mask = np.ones(config.world_size, dtype=bool)
+            mask[list(explicit)] = False
+            ranks.append(_RestRanks(eng, factors[:, mask]))
     eng.num_participants = len(ranks)
     for r in ranks:
         env.process(r.run())
@@ -755,12 +838,21 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig)
         comm_rows.append((c.start_s, 1, c.index, c.end_s, c.kind, c.name, c.iteration, c.bucket, c.size_bytes))
     # spans of each rank in time order; at equal start compute first, then issue order
     spans: list[Span] = []
+    append = spans.append
+    new, setattr_ = object.__new__, object.__setattr__
     for rk in ranks:
         if rk.record:
             rows = rk.spans + comm_rows
             rows.sort()  # two sorted runs: a linear merge; (start, stream, order) is unique
-            spans += [_span(rk.rank, COMM_STREAM if flag else COMPUTE_STREAM, kind, name, it, start, end, bucket, size)
-                      for (start, flag, _, end, kind, name, it, bucket, size) in rows]
+            rank = rk.rank
+            for (start, flag, _, end, kind, name, it, bucket, size) in rows:
+                # NOTE: what Span(...) builds, without the frozen dataclass __init__'s nine
+                # object.__setattr__ calls (tens of thousands of spans; Span has no __post_init__)
+                sp = new(Span)
+                setattr_(sp, "__dict__", {"rank": rank, "stream": COMM_STREAM if flag else COMPUTE_STREAM, "kind": kind,
+                                          "name": name, "iteration": it, "start_s": start, "end_s": end,
+                                          "bucket": bucket, "size_bytes": size})
+                append(sp)
     buckets: list[BucketTiming] = []
     iters: list[IterationStats] = []
     for rk in ranks:

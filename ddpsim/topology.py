@@ -19,6 +19,32 @@ Modelling assumptions (stated once):
 * The CPU/gloo preset puts ranks on hosts: ranks of one host talk through the kernel's TCP
   loopback, hosts through one Ethernet NIC each and one Ethernet switch.
 
+Preset numbers and their sources (reference §2.3, §2.8; NCCL v2.30.7 ``topo.h``/``topo.cc``):
+
+=============  =====================================================================================
+dgx-a100       8x A100-SXM4-80GB (HBM2e 2039 GB/s; NVIDIA A100 datasheet), cc 8.0; 12 NVLink3 links
+               per GPU x 20.0 GB/s (SM80_NVLINK_BW) = 240 GB/s into the NVSwitch; 4 PCIe Gen4 switches,
+               each 2 GPUs + 2 NICs, x16 = 24 GB/s (NCCL's Gen4 estimate); 8x ConnectX-6 HDR 200 Gb/s
+               = 25 GB/s (mbps/8000); AMD EPYC hosts; HDR switch QM8700, 40 ports; link latency
+               NVLink 0.6 us, PCIe 1.0 us (NCCL hwLat Ring/LL), IB 0.6 us ("sub-600ns", ConnectX-6).
+               ``nvlinks_per_gpu=8`` is the A800 (nccl#412).
+dgx-h100       8x H100-SXM5-80GB (HBM3 3.35 TB/s; NVIDIA H100 datasheet), cc 9.0; 18 NVLink4 links x
+               20.6 GB/s (SM90_NVLINK_BW) = 370.8 GB/s (nccl#1189 log ``NVL[370.8]``), NVLink-SHARP
+               (NVLS) NVSwitch; PCIe Gen5 x16 = 48 GB/s; 8x ConnectX-7 NDR 400 Gb/s = 50 GB/s
+               (``NET[50.0]``); Intel Xeon hosts; NDR switch QM9700, 64 ports.
+pcie           N GPUs (default 8), ``gpus_per_switch`` (4) per PCIe switch, one NIC per switch;
+               Gen4 (A100-PCIe-80GB, 1935 GB/s, 24 GB/s x16, HDR 200 Gb/s) or Gen5 (H100-PCIe-80GB,
+               2.0 TB/s, 48 GB/s x16, NDR 400 Gb/s). No NVLink.
+cpu-gloo       ``ranks_per_host`` (2) CPU ranks per host over TCP loopback (4 GB/s per direction,
+               15 us per message), hosts over 10 GbE (1.25 GB/s x 1448/1538 TCP payload share,
+               25 us); CPU reduction 4 GB/s, memory copy 10 GB/s. Defaults of our choosing (orders
+               of gloo#21, gloo#158): measure your machine with the executor and pass the
+               calibration instead.
+fabric         ``rail`` (default) or ``fat-tree``, two levels, leaf radix per switch above (half
+               the ports down), ``num_spines`` (4) spines, ``oversubscription`` (1.0) = leaf
+               downlink / uplink bandwidth.
+=============  =====================================================================================
+
 Node attributes (names are the constants below):
 
 ``kind``                       one of :data:`NODE_KINDS`

@@ -205,3 +205,41 @@ def test_cli_topology_bad_yaml_exits_2(tmp_path, capsys):
                                           "bandwidth_gbps: 0, latency_us: 0.6, link_type: nvlink}\n  - {a: g1"))
     assert main(["topology", str(p)]) == 2
     assert "links[0].bandwidth_gbps: 0" in capsys.readouterr().err
+
+
+TWO_HOSTS_YAML = """\
+name: two-pcie-hosts
+backend: nccl
+nodes:
+  - {id: h0g0, kind: gpu, host: 0, local_rank: 0}
+  - {id: h0g1, kind: gpu, host: 0, local_rank: 1}
+  - {id: h0sw, kind: pcie_switch, host: 0}
+  - {id: h0nic, kind: nic, host: 0}
+  - {id: h1g0, kind: gpu, host: 1, local_rank: 0}
+  - {id: h1g1, kind: gpu, host: 1, local_rank: 1}
+  - {id: h1sw, kind: pcie_switch, host: 1}
+  - {id: h1nic, kind: nic, host: 1}
+  - {id: leaf, kind: leaf}
+links:
+  - {a: h0g0, b: h0sw, bandwidth_gbps: 24, latency_us: 1}
+  - {a: h0g1, b: h0sw, bandwidth_gbps: 24, latency_us: 1}
+  - {a: h0nic, b: h0sw, bandwidth_gbps: 24, latency_us: 1}
+  - {a: h1g0, b: h1sw, bandwidth_gbps: 24, latency_us: 1}
+  - {a: h1g1, b: h1sw, bandwidth_gbps: 24, latency_us: 1}
+  - {a: h1nic, b: h1sw, bandwidth_gbps: 24, latency_us: 1}
+  - {a: h0nic, b: leaf, bandwidth_gbps: 12.5, latency_us: 0.6, link_type: net}
+  - {a: h1nic, b: leaf, bandwidth_gbps: 12.5, latency_us: 0.6, link_type: net}
+"""
+
+
+def test_yaml_two_hosts_nic_bounds_the_ring(tmp_path):
+    from ddpsim.collectives import build_comm_model
+
+    g = load_topology_yaml(write(tmp_path, TWO_HOSTS_YAML))
+    assert g.graph["num_nodes"] == 2 and max_ranks(g) == 4
+    d = build_comm_model(g, 4).describe()
+    # speeds tried (speedArrayInter): 24, 20, 18, 15 need more than the NIC's 12.5 GB/s; 12 fits
+    # one channel (two would need 24); nothing below 12 beats 1 x 12 before 0.49 x 12.
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (1, 12.0)
+    assert "leaf" in d["ring_bottleneck_link"]
+    assert d["ll128_enabled"] is False  # no NVLink between the GPUs

@@ -149,6 +149,9 @@ CONFIGS = [
     ("linears-static_graph", "linears", {"static_graph": True}),
     ("linears-static_graph-cap0.05", "linears", {"static_graph": True, "bucket_cap_mb": 0.05}),
     ("linears-grad_as_bucket_view-cap0.05", "linears", {"gradient_as_bucket_view": True, "bucket_cap_mb": 0.05}),
+    # DDP_SET_LAST_BUCKET_CAP=1 (env of the workers): the small first-cap bucket goes last
+    ("linears-set_last_bucket_cap", "linears", {"small_bucket_last": True}),
+    ("mixed-set_last_bucket_cap-cap0.01", "mixed", {"small_bucket_last": True, "bucket_cap_mb": 0.01}),
     ("linears-static_find_unused-cap0.05", "linears",
      {"static_graph": True, "find_unused_parameters": True, "bucket_cap_mb": 0.05}),
     ("unused-find_unused", "unused", {"find_unused_parameters": True}),
@@ -226,6 +229,11 @@ def worker_main(rank: int, world_size: int, store_path: str, out_path: str, conf
             if cid not in config_ids:
                 continue
             module, step = _model_and_step(model)
+            kwargs = dict(kwargs)
+            if kwargs.pop("small_bucket_last", False):
+                os.environ["DDP_SET_LAST_BUCKET_CAP"] = "1"
+            else:
+                os.environ.pop("DDP_SET_LAST_BUCKET_CAP", None)
             ddp = DDP(module, **kwargs)
             rebuilt_after = []
             for _ in range(num_iters(kwargs)):

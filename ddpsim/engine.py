@@ -35,7 +35,7 @@ iteration is just the synchronised step):
 4. finalize (after backward compute): for each bucket in order: wait for its collective
    (span ``wait``), fp16/bf16 decompress copy, copy-out (``2*size/bw`` per bucket, skipped
    with ``gradient_as_bucket_view`` and for never-used parameters); the used map is waited
-   before the first copy-out when some parameter is unused, else at the end. Then
+   lazily at the first bucket holding an unused parameter (§1.7), else at the end. Then
    ``optimizer`` and ``zero_grad`` (trace medians).
 
 Collectives: one communication stream per process group, shared by all ranks (all ranks
@@ -58,13 +58,18 @@ Jitter and stragglers (:mod:`ddpsim.jitter`): each rank's compute-stream work in
 iteration is scaled by a seeded lognormal factor times its straggler factor.
 
 Scale: only :func:`ddpsim.jitter.choose_explicit_ranks` ranks get their own process (all
-ranks up to 8; else rank 0, the stragglers and 8 evenly spaced ranks). The others are
-folded into ONE "rest" process that, in each iteration, uses the LARGEST factor among them
-(drawn in bulk with numpy). A rank's launch times grow monotonically with its factor, so
-the rest process launches every collective exactly when the last of those ranks would:
-collective start times are those of the full world. What is lost: per-rank output for the
-folded ranks (``SimResult.ranks`` lists the explicit ones), and with interference their
-individual contributions to "some rank is computing".
+ranks up to 8; else rank 0, the stragglers and 8 evenly spaced ranks; with no jitter only
+rank 0 and the stragglers, the others being identical to rank 0). The other ranks' factors
+are drawn in bulk (numpy, from the same seeded draw) and they are folded into ONE "rest"
+process (:class:`_RestRanks`) that runs the same program on a numpy vector of local clocks
+(work adds ``factor_r * dur``, a wait takes ``max(t_r, end)``) and launches each collective
+at ``max_r t_r``: collective start times are exactly those of the full world (a test checks
+32 explicit ranks against 8 + the rest). Cost: O(#buckets) numpy operations per iteration
+on a vector of world_size values, no process per rank. What is lost: spans and figures of
+the folded ranks (``SimResult.ranks`` lists the explicit ones; step time = the slowest
+EXPLICIT rank). With interference (rates vary in time) the rest process instead runs one
+scalar rank with, per iteration, the largest factor among the folded ranks: an upper bound
+on their launch times.
 
 Interference (``config.interference``): rate-based. While a collective is in flight, every
 rank's compute progresses at ``1/compute_slowdown``; while any rank computes, the

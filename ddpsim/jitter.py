@@ -72,10 +72,10 @@ def choose_explicit_ranks(world_size: int, stragglers: Mapping[int, float], sigm
       straggler and ``NUM_SAMPLE_RANKS`` evenly spaced ranks (only rank 0 and the stragglers
       when there is no jitter: the others behave exactly like rank 0).
 
-    The remaining ranks are represented by ONE extra process whose factor in each iteration
-    is the largest factor among them (see :func:`rest_factors`): DDP launch times grow
-    monotonically with a rank's compute factor, so that process launches every collective
-    exactly when the latest of the represented ranks would.
+    The remaining ranks are represented by ONE extra process (``ddpsim.engine._RestRanks``)
+    that runs their common program on a numpy vector of clocks and launches every collective
+    when the latest of them would. Needed only with jitter: without it they behave exactly
+    like rank 0.
     """
     if rank_group_size is not None:
         base = set(range(0, world_size, rank_group_size))

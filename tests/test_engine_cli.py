@@ -1,0 +1,85 @@
+"""``ddpsim simulate``: output in each format, and one-line errors with exit status 2.
+
+Trace: the toy of tests/test_engine.py (three 1 MiB fp32 parameters; forward 0.5 s,
+backward 1.0 s, optimizer 0.125 s); network 4 MiB/s = 0.004194304 GB/s, no latency.
+With --bucket-cap-mb 1 every steady iteration is 0.5 + 1.0 + 0.125 = 1.625 s: the three
+1 MiB all-reduces (0.25 s each) hide behind backward (see test_rebuild_in_iteration_2).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ddpsim.cli import main
+from ddpsim.trace import save_trace
+
+from test_engine import toy_trace
+
+NET = ["--latency-us", "0", "--bandwidth-gbps", "0.004194304"]
+
+
+@pytest.fixture()
+def trace_file(tmp_path):
+    return str(save_trace(toy_trace(), tmp_path / "toy.json"))
+
+
+def sim(capsys, *args):
+    rc = main(["simulate", *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_table(trace_file, capsys):
+    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--bucket-cap-mb", "1",
+                       "--jitter", "none", "--iterations", "3")
+    assert rc == 0 and err == ""
+    assert "per iteration (slowest simulated rank):" in out
+    assert "buckets of iteration 3, rank 0" in out
+    assert "iteration_p50_ms       1625" in out  # 0.5 + 1.0 + 0.125 s
+
+
+def test_json_and_csv(trace_file, capsys):
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--bucket-cap-mb", "1",
+                     "--jitter", "none", "--iterations", "3", "--format", "json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["summary"]["iteration_p50_s"] == 1.625
+    assert [b["bucket"] for b in doc["buckets"] if b["rank"] == 0 and b["iteration"] == 3] == [0, 1, 2]
+    assert doc["meta"]["plan"]["num_buckets_steady"] == 3
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--jitter", "none", "--format", "csv")
+    lines = out.splitlines()
+    assert rc == 0 and lines[0] == "# iterations" and lines[1].startswith("rank,iteration,start_s,end_s")
+    assert "# buckets" in lines
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--world-size", "0"], "--world-size: 0 is not accepted"),
+    (["--world-size", "2", "--comm-hook", "zip"], "--comm-hook: 'zip' is not accepted"),
+    (["--world-size", "2", "--straggler", "1-2"], "--straggler: '1-2' is not accepted; expected RANK:FACTOR"),
+    (["--world-size", "2", "--straggler", "5:2"], "stragglers: rank 5 is not accepted"),
+    (["--world-size", "2", "--jitter", "-1"], "--jitter: '-1' is not accepted"),
+    (["--world-size", "2", "--bucket-cap-mb", "0"], "--bucket-cap-mb: '0' is not accepted"),
+    (["--world-size", "2", "--iterations", "0"], "num_iterations: 0 is not accepted"),
+])
+def test_bad_input_exits_2_with_one_line(trace_file, capsys, args, message):
+    rc, out, err = sim(capsys, "--trace", trace_file, *NET, *args)
+    assert rc == 2 and out == ""
+    assert err.startswith("ddpsim: error: ") and message in err and err.count("\n") == 1
+
+
+def test_network_must_be_given_once(trace_file, capsys):
+    rc, _, err = sim(capsys, "--trace", trace_file, "--world-size", "2")
+    assert rc == 2 and "expected either --topology, or both --latency-us and --bandwidth-gbps" in err
+    rc, _, err = sim(capsys, "--trace", trace_file, "--world-size", "2", "--latency-us", "5")
+    assert rc == 2 and "only one given" in err
+    rc, _, err = sim(capsys, "--trace", trace_file, "--world-size", "2", "--topology", "cpu-gloo", *NET)
+    assert rc == 2 and "expected either --topology" in err
+
+
+def test_topology_path(trace_file, capsys):
+    rc, out, err = sim(capsys, "--trace", trace_file, "--topology", "cpu-gloo", "--world-size", "2", "--jitter", "none")
+    assert rc == 0, err
+    assert "summary (steady state):" in out
+    rc, _, err = sim(capsys, "--trace", trace_file, "--topology", "cpu-gloo", "--world-size", "100000")
+    assert rc == 2 and "--world-size: 100000 is not accepted; expected at most" in err

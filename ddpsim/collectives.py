@@ -28,6 +28,7 @@ few bytes per parameter: ``allreduce_s(small)``, latency-bound.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -608,6 +609,9 @@ def _gloo_model(graph: nx.Graph, num_ranks: int) -> GlooCommModel:
 
 # ---- entry point -----------------------------------------------------------------------
 
+_MODEL_CACHE: "weakref.WeakKeyDictionary[nx.Graph, dict[tuple, Any]]" = weakref.WeakKeyDictionary()
+
+
 def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algorithm: str | None = None,
                      protocol: str | None = None):
     """The :class:`~ddpsim.comm_model.CommModel` of ``num_ranks`` ranks on ``graph``.
@@ -629,13 +633,18 @@ def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algor
         raise InputError(f"algorithm: {algorithm!r} is not accepted; expected one of {', '.join(ALGORITHM_CHOICES)}")
     if protocol is not None and protocol not in PROTOCOL_CHOICES:
         raise InputError(f"protocol: {protocol!r} is not accepted; expected one of {', '.join(PROTOCOL_CHOICES)}")
-    if backend == "gloo":
-        if algorithm not in (None, "ring") or protocol is not None:
-            raise InputError(f"algorithm/protocol: {algorithm or protocol!r} is not accepted with backend gloo; "
-                             "expected none (gloo always runs its ring)")
-        model: Any = _gloo_model(graph, num_ranks)
-    else:
-        model = _nccl_model(graph, num_ranks, algorithm, protocol)
+    if backend == "gloo" and (algorithm not in (None, "ring") or protocol is not None):
+        raise InputError(f"algorithm/protocol: {algorithm or protocol!r} is not accepted with backend gloo; "
+                         "expected none (gloo always runs its ring)")
+    # NOTE: models are immutable and topologies are treated as immutable once built, so the
+    # (graph search) work is done once per graph object and arguments, e.g. across a sweep.
+    place_ranks(graph, num_ranks)  # validates num_ranks before it is used as a cache key
+    per_graph = _MODEL_CACHE.setdefault(graph, {})
+    key = (num_ranks, algorithm, protocol)
+    model: Any = per_graph.get(key)
+    if model is None:
+        model = _gloo_model(graph, num_ranks) if backend == "gloo" else _nccl_model(graph, num_ranks, algorithm, protocol)
+        per_graph[key] = model
     if calibration is not None:
         from ddpsim.calibration import CalibratedCommModel
 

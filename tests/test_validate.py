@@ -1,0 +1,105 @@
+"""``ddpsim validate``: figures worked out by hand, bad input, and one small end-to-end run
+(2 gloo ranks, the bundled MLP, 2 points, a few iterations). Accuracy itself is NOT asserted:
+it belongs to the committed validation reports."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from ddpsim.cli import main
+from ddpsim.validate import CSV_COLUMNS, summary_figures
+from executor.launch import REPO_ROOT
+
+
+def _row(point, pred, meas, p10, p90, pm=True):
+    return {"point": point, "predicted_s": pred, "measured_s": meas, "measured_p10_s": p10, "measured_p90_s": p90,
+            "error_pct": 100.0 * (pred - meas) / meas, "in_band": p10 <= pred <= p90, "plan_matches": pm}
+
+
+def test_summary_figures_by_hand():
+    rows = [_row("cap=default", 1.05, 1.00, 0.95, 1.10),   # +5 %, in band
+            _row("cap=1", 0.80, 1.00, 0.98, 1.02),         # -20 %, out of band, beyond 10 %
+            _row("cap=5", 0.90, 0.95, 0.90, 1.00)]         # -5.26 %, in band; measured best
+    s = summary_figures(rows)
+    assert s["num_points"] == 3
+    assert s["median_abs_error_pct"] == pytest.approx(100 * 0.05 / 0.95)  # the middle of 5, 5.26, 20
+    assert s["max_abs_error_pct"] == pytest.approx(20.0)
+    assert (s["num_in_band"], s["num_in_band_or_within_10pct"]) == (2, 2)
+    # predicted best is cap=1 (0.80) whose measured 1.00 is 5.26 % above the measured best 0.95
+    assert (s["measured_best"], s["predicted_best"]) == ("cap=5", "cap=1")
+    assert s["predicted_best_gap_pct"] == pytest.approx(100 * 0.05 / 0.95)
+    assert s["plan_matches_all"] is True
+    assert summary_figures([]) == {}
+
+
+def test_bad_caps_is_one_line_exit_2(capsys):
+    assert main(["validate", "default", "--caps", "1,abc"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ddpsim: error: --caps: 'abc' is not accepted; expected a comma list of MiB > 0 or 'none'"]
+
+
+def test_missing_scenario_is_one_line_exit_2(capsys):
+    assert main(["validate", "no-such-scenario"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ddpsim: error: scenario: 'no-such-scenario' does not exist")
+
+
+CALIBRATION = {
+    "format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": 2, "device": "cpu",
+    "environment": {"torch_version": "test", "hostname_hash": "test"},
+    "collectives": {"allreduce": [{"size_bytes": 4096, "time_s": 2e-4, "p10_s": 1.8e-4, "p90_s": 2.4e-4, "num_samples": 5},
+                                  {"size_bytes": 1048576, "time_s": 1.5e-3, "p10_s": 1.4e-3, "p90_s": 1.7e-3, "num_samples": 5}],
+                    "broadcast": [{"size_bytes": 4096, "time_s": 1e-4, "p10_s": 0.9e-4, "p90_s": 1.2e-4, "num_samples": 5},
+                                  {"size_bytes": 1048576, "time_s": 0.8e-3, "p10_s": 0.7e-3, "p90_s": 0.9e-3, "num_samples": 5}]},
+    "interference": {"compute_slowdown": 1.2, "comm_slowdown": 1.5, "details": {}},
+    "copy_bandwidth_bytes_per_s": 5e9,
+}
+
+
+@pytest.mark.slow
+def test_validate_end_to_end_on_two_gloo_ranks(tmp_path, capsys):
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps(CALIBRATION))
+    scen = tmp_path / "tiny-validate.yaml"
+    scen.write_text(f"""
+name: tiny-validate
+trace: {REPO_ROOT / 'traces' / 'mlp.cpu.json'}
+cluster: {{topology: cpu-gloo, nodes: 1}}
+world_size: 2
+simulation: {{iterations: 4, seed: 0, jitter: none}}
+sweep: {{bucket_cap_mb: [null, 0.1]}}
+validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads: 1}}
+""")
+    rc = main(["validate", str(scen), "--calibration", str(cal), "--repeats", "1", "--caps", "0.1",
+               "--out-dir", str(tmp_path / "reports")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    rep = tmp_path / "reports" / "tiny-validate"
+    rows = list(csv.DictReader((rep / "validation.csv").open()))
+    assert tuple(rows[0]) == CSV_COLUMNS
+    assert [r["point"] for r in rows] == ["cap=0.1"]
+    for r in rows:
+        pred, meas = float(r["predicted_s"]), float(r["measured_s"])
+        assert pred > 0 and meas > 0
+        assert float(r["error_pct"]) == pytest.approx(100 * (pred - meas) / meas, rel=1e-4)
+        assert float(r["measured_p10_s"]) <= meas <= float(r["measured_p90_s"])
+        assert r["plan_matches"] == "True"   # real DDP's rebuilt buckets == ddpsim's plan
+        assert r["num_runs"] == "1" and r["num_samples"] == "2"
+    # cap 0.1 MiB: the 4 buckets worked out in test_executor
+    assert rows[0]["num_buckets_real"] == "4"
+    data = json.loads((rep / "validation.json").read_text())
+    assert data["format"] == "ddpsim-validation"
+    b = data["buckets"]["cap=0.1"]
+    assert [d["size_bytes"] for d in b["predicted"]] == [273448, 263168, 263168, 263168]
+    assert [d["size_bytes"] for d in b["measured"]] == [273448, 263168, 263168, 263168]
+    md = (rep / "validation.md").read_text()
+    assert "| cap=0.1 |" in md and "median |error|" in md
+    assert (rep / "validation.png").stat().st_size > 0
+    # the prediction trace was captured on both ranks at once, next to the raw measurements
+    assert json.loads((rep / "validation" / "trace.concurrent.json").read_text())["environment"]["concurrent_ranks"] == 2
+    assert sorted(p.name for p in (rep / "validation").glob("cap=*.json")) == ["cap=0.1.hooked.json", "cap=0.1.run1.json"]
+    assert "validate: median |error|" in out

@@ -27,6 +27,7 @@ few bytes per parameter: ``allreduce_s(small)``, latency-bound.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import weakref
 from dataclasses import dataclass
@@ -243,10 +244,15 @@ class ChannelSearch:
     """Result of the graph search for one pattern, plus what explains it."""
 
     num_channels: int
-    bw_gbps: float
+    bw_gbps: float  # graph.bwIntra
     max_bw_gbps: float
     total_bw_gbps: float
     bottleneck: str  # the most loaded link at the chosen rate
+    bw_inter_gbps: float | None = None  # graph.bwInter when it differs from bwIntra (NVLS)
+
+    @property
+    def inter_gbps(self) -> float:
+        return self.bw_gbps if self.bw_inter_gbps is None else self.bw_inter_gbps
 
 
 def _search(channel_loads: Callable[[int], dict[tuple, float]], cap: dict[tuple, float], speeds: tuple[float, ...],
@@ -414,6 +420,15 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
 
         nvls = _search(nvls_loads, cap, speeds, max_bw=max_bw, total_bw=total_bw, max_channels=max_ch,
                        min_channels=1 if multi else max_ch, cc=cc, allow_dup=False)
+        if not multi and nvls.num_channels:
+            # search.cc pass 2 for NVLS: raise bwInter one speed at a time while it is below
+            # 2 x bwIntra (nothing limits it without a NIC)
+            i = speeds.index(nvls.bw_gbps) if nvls.bw_gbps in speeds else 0
+            inter = nvls.bw_gbps
+            while i > 0 and inter < 2 * nvls.bw_gbps:
+                i -= 1
+                inter = speeds[i]
+            nvls = dataclasses.replace(nvls, bw_inter_gbps=inter)
     return GraphInfo(ring=ring, nvls=nvls, nvlink_intra=nvlink_intra, ll128_enabled=ll128, compute_capability=cc)
 
 
@@ -425,7 +440,7 @@ def _system(graph: nx.Graph, placement: Placement, info: GraphInfo, num_ranks: i
     nv = None
     if info.nvls is not None and info.nvls.num_channels > 0:
         nv = nccl.NcclGraph(num_channels=info.nvls.num_channels, bw_intra_gbps=info.nvls.bw_gbps,
-                            bw_inter_gbps=info.nvls.bw_gbps, nvlink_intra=True)
+                            bw_inter_gbps=info.nvls.inter_gbps, nvlink_intra=True)
     return nccl.NcclSystem(num_ranks=num_ranks, num_nodes=placement.num_nodes,
                            compute_capability=info.compute_capability,
                            cpu_vendor=graph.graph.get("cpu_vendor", "intel"), ring=ring, tree=ring, nvls=nv,
@@ -517,6 +532,7 @@ class NcclCommModel:
             "ring_bus_bw_gbps": gi.ring.num_channels * gi.ring.bw_gbps, "ring_bottleneck_link": gi.ring.bottleneck,
             "nvls_channels": gi.nvls.num_channels if gi.nvls else 0,
             "nvls_bw_per_channel_gbps": gi.nvls.bw_gbps if gi.nvls else 0.0,
+            "nvls_bw_inter_gbps": gi.nvls.inter_gbps if gi.nvls else 0.0,
             "nvlink_intra": gi.nvlink_intra, "ll128_enabled": gi.ll128_enabled,
             "forced_algorithm": self.algorithm, "forced_protocol": self.protocol,
         }

@@ -169,7 +169,7 @@ def bandwidth_gbps(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduc
         intra = g.bw_intra_gbps * NVLS_EFFICIENCY[cc] * (g.num_channels - 1) / g.num_channels * 2
         inter = g.bw_inter_gbps * (2 if (nn <= 2 and algo == "nvls_tree") else 1)
         cap = PER_CH_MAX_NVLS_TREE_BWS[cc][index2] if algo == "nvls_tree" else math.inf
-        bw = min(intra, inter if nn > 1 else math.inf, cap)
+        bw = min(intra, inter, cap)
         return g.num_channels * bw * n / nsteps
     raise AssertionError(algo)
 

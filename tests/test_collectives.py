@@ -120,7 +120,9 @@ def test_dgx_h100_graph_search_ring_12x30_nvls_8x40():
     d = model("dgx-h100").describe()
     assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (12, 30.0)
     assert (d["nvls_channels"], d["nvls_bw_per_channel_gbps"]) == (8, 40.0)
-    # NVLS busbw by hand: 8 x (40 x 0.85 x 7/8 x 2) = 476 GB/s
+    # pass 2 raises the NVLS graph's bwInter 40 -> 50 -> 60 (< 2 x 40, top of the array)
+    assert d["nvls_bw_inter_gbps"] == 60.0
+    # NVLS busbw by hand: 8 x min(40 x 0.85 x 7/8 x 2 = 59.5, bwInter 60) = 476 GB/s
     s = model("dgx-h100").system
     assert nccl.bandwidth_gbps(s, "nvls", "simple") * 14 / 8 == pytest.approx(476.0)
     assert nccl.latency_us(s, "nvls", "simple") == 25.0

@@ -209,9 +209,17 @@ def render_summary(s: dict[str, Any]) -> str:
     if s["overlaps"]:
         for point, per_rank in s["overlaps"].items():
             files = s["trace_files"].get(point, [])
-            ranks = ", ".join(f"rank {r}: {100 * v:.2f}%" for r, v in sorted(per_rank.items(), key=lambda kv: int(kv[0])))
-            L.append(f"- `{point}`: communication overlapped by compute (HTA `get_comm_comp_overlap`, whole trace incl. "
-                     f"iteration 1) {ranks} - files {', '.join('`' + f + '`' for f in files)}; timeline `timeline_{_file_id(point)}.png`.")
+            vals = [v for _, v in sorted(per_rank.items(), key=lambda kv: int(kv[0]))]
+            if len(set(f"{100 * v:.2f}" for v in vals)) == 1:
+                ranks = f"{100 * vals[0]:.2f}%" + (f" on each of the {len(vals)} ranks written" if len(vals) > 1 else "")
+            else:
+                ranks = ", ".join(f"rank {r}: {100 * v:.2f}%" for r, v in sorted(per_rank.items(), key=lambda kv: int(kv[0])))
+            steady = next((p["overlap_ratio"] for p in s["points"] if p["point"] == point), None)
+            shown = files if len(files) <= 4 else files[:2] + ["...", files[-1]]
+            L.append(f"- `{point}`: communication overlapped by compute, as HTA's `get_comm_comp_overlap` computes it over "
+                     f"the whole trace (iteration 1 included): {ranks}; steady iterations only (engine): "
+                     f"{'-' if steady is None else f'{100 * steady:.1f}%'}. Files: {', '.join(f if f == '...' else '`' + f + '`' for f in shown)}; "
+                     f"timeline `timeline_{_file_id(point)}.png`.")
         L += ["", "Open a trace at https://ui.perfetto.dev (one track per stream; bucket ready/launch are instant marks), "
               "or check the overlap with HTA: `TraceAnalysis(trace_dir=...).get_comm_comp_overlap()` on a folder holding "
               "one point's rank files.", ""]

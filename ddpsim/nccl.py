@@ -9,6 +9,10 @@ predicted time of every (algorithm, protocol) pair, and NCCL's choice: the minim
 Units inside this module follow NCCL (µs and GB/s = 1000 bytes/µs); :mod:`ddpsim.collectives`
 converts to seconds and bytes/s at its boundary.
 
+Not modelled: CollNet/SHARP (CollNetDirect/Chain, NVLS across nodes), PAT (never used for
+all-reduce), tuner plugins, grouped operations (``latCount`` = 1), the 0.85 tree factor of
+the plain TREE pattern (NCCL uses BALANCED_TREE on the presets), forced channel counts.
+
 One addition NCCL does not make for all-reduce: ``hierarchical`` (intra-node reduce-scatter,
 inter-node all-reduce over the NICs, intra-node all-gather), costed from the same
 constants, never chosen automatically, available when forced.

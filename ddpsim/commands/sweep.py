@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
                  f"{100 * r['overlap_ratio']:.1f}%", f"{100 * (base - r['iteration_p50_s']) / base:+.1f}%"] for r in table.to_dict("records")]
         w = [max(len(h), *(len(x[i]) for x in rows)) for i, h in enumerate(hdr)]
         print(f"{sc.cluster.topology} x {sc.cluster.nodes} node(s), world size {recs[0].world_size} ({recs[0].backend})")
-        print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
+        print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)).rstrip())
         for x in rows:
-            print("  ".join(v.ljust(w[i]) for i, v in enumerate(x)))
+            print("  ".join(v.ljust(w[i]) for i, v in enumerate(x)).rstrip())
     return 0

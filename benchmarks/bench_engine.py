@@ -101,6 +101,10 @@ def main(argv=None) -> int:
           f"{len(res.spans)} spans, {res.meta['num_collectives']} collectives)")
     print(f"    predicted step p50 {s['iteration_p50_s'] * 1e3:.1f} ms, exposed comm {s['exposed_comm_s'] * 1e3:.1f} ms, "
           f"overlap {s['overlap_ratio']:.2f}")
+    cpu3 = min(run(1024, trace, None, iterations=3, jitter=jitter)[0][1] for _ in range(3))
+    cpu6 = min(run(1024, trace, None, iterations=6, jitter=jitter)[0][1] for _ in range(3))
+    print(f"    one more steady-state iteration costs {(cpu6 - cpu3) / 3 * 1e3:.1f} ms CPU "
+          f"(3 iterations {cpu3 * 1e3:.1f} ms, 6 iterations {cpu6 * 1e3:.1f} ms; best of 3)")
 
     # 2. 32-point sweep
     caps = [float(f"{c:.3g}") for c in np.geomspace(1, 512, 8 if args.quick else 32)]

@@ -249,6 +249,9 @@ class _Engine:
         self.optimizer_s = trace.phase("optimizer").median_s
         self.zero_grad_s = trace.phase("zero_grad").median_s
         med = trace.median_grad_ready_s()
+        for i, t in enumerate(med):
+            if t is not None and not (math.isfinite(t) and t >= 0):
+                raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")
         self.order = list(trace.grad_ready_order)
         self.ready = [0.0 if t is None else float(t) for t in med]
         last = max((self.ready[p] for p in self.order), default=0.0)
@@ -741,9 +744,6 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
         v = trace.phase(name).median_s
         if not (math.isfinite(v) and v >= 0):
             raise InputError(f"trace.iterations[].{name}_s: median {v!r} is not accepted; expected a finite number of seconds >= 0")
-    for i, t in enumerate(trace.median_grad_ready_s()):
-        if t is not None and not (math.isfinite(t) and t >= 0):
-            raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")
     if any(not p.has_grad for p in trace.params) and not (plan.options.find_unused_parameters or plan.options.static_graph):
         unused = [p.name for p in trace.params if not p.has_grad]
         raise InputError(f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]} get no gradient, "

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import platform
 import re
 import statistics
@@ -58,6 +59,13 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def _load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
 
 
 def _to_device(batch: Any, device: Any, dtype: Any) -> Any:
@@ -197,6 +205,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         return IterationSample(forward_s=(t1 - t0) / 1e9, backward_s=(t2 - tb) / 1e9, optimizer_s=(t3 - t2) / 1e9,
                                zero_grad_s=(t4 - t3) / 1e9, grad_ready_s=tuple(ready))
 
+    load_before = _load_average()
     for _ in range(num_warmup):
         step(False)
     samples: list[IterationSample] = []
@@ -274,6 +283,10 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         env.setdefault(k, v)
     if hook_raw is not None:
         env["hook_overhead_raw_frac"] = round(hook_raw, 6)
+    if load_before is not None:
+        # NOTE: on a shared machine, other processes inflate the times; this says how busy it was
+        env["load_average_1m"] = [round(load_before, 2), round(_load_average() or 0.0, 2)]
+        env["num_cpus"] = os.cpu_count()
     if not consistent:
         env["note"] = "hook firing order differed across measured iterations; grad_ready_order is the first measured iteration's"
     return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),

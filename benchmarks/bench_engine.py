@@ -68,13 +68,13 @@ def synthetic_gpt2_xl(forward_s: float = 0.065, backward_s: float = 0.13, optimi
                       synthetic={"kind": "hand-made", "note": "GPT-2 1.5B shapes, H100-like times (bench_engine.py)"})
 
 
-def run(world_size: int, trace, cap: float | None, iterations: int = 3, jitter: float = 0.05):
+def run(world_size: int, trace, cap: float | None, iterations: int = 3, jitter: float = 0.05, spans: bool = True):
     plan = plan_ddp(trace, DDPOptions(bucket_cap_mb=cap))
     comm = AlphaBetaModel(latency_s=100e-6, bandwidth_bytes_per_s=22.5e9, num_ranks=world_size)
     cfg = SimConfig(world_size=world_size, num_iterations=iterations, jitter=jitter, seed=0,
                     copy_bandwidth_bytes_per_s=3.35e12)
     t0, c0 = time.perf_counter(), time.process_time()
-    res = simulate(trace, plan, comm, cfg)
+    res = simulate(trace, plan, comm, cfg, spans=spans)
     return (time.perf_counter() - t0, time.process_time() - c0), res, plan
 
 
@@ -119,6 +119,11 @@ def main(argv=None) -> int:
           f"{total_cpu:.2f} s CPU ({total_cpu / len(caps) * 1e3:.0f} ms CPU per point); target <= 5 s "
           f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     print("    cap_mb  buckets  step_p50_ms")
+    t0, c0 = time.perf_counter(), time.process_time()
+    for cap in caps:
+        run(1024, trace, cap, jitter=jitter, spans=False)
+    lean, lean_cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(f"    the same sweep with simulate(..., spans=False) (summary figures only): {lean:.2f} s wall, {lean_cpu:.2f} s CPU")
     for cap, nb, t in rows[:: max(1, len(rows) // 8)] + ([best] if best not in rows[:: max(1, len(rows) // 8)] else []):
         print(f"    {cap:>6g}  {nb:>7d}  {t * 1e3:>11.2f}{'  <- best' if (cap, nb, t) == best else ''}")
 

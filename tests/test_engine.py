@@ -426,3 +426,13 @@ def test_unknown_comm_hook_and_unused_without_find_unused():
     tr = toy_trace(ready=(0.75, 0.25, None))
     with pytest.raises(InputError, match=r"^find_unused_parameters: False is not accepted"):
         simulate(tr, explicit_plan(tr, [[0, 1, 2]]), net(), cfg())
+
+
+def test_spans_false_changes_nothing_else():
+    tr = toy_trace()
+    plan = plan_ddp(tr, DDPOptions(bucket_cap_mb=1))
+    c = cfg(world_size=64, num_iterations=4, jitter=0.1, seed=3)
+    full = simulate(tr, plan, net(64), c)
+    lean = simulate(tr, plan, net(64), c, spans=False)
+    assert lean.spans == () and full.spans
+    assert (lean.iterations, lean.buckets, lean.summary()) == (full.iterations, full.buckets, full.summary())

@@ -6,7 +6,8 @@ One command::
     python benchmarks/bench_gloo_calibration.py --calibration cal.json   # use an executor file
 
 Measures a 2-rank gloo all-reduce over TCP loopback (two processes, torch.distributed,
-float32 tensors, sizes 4 KiB ... 64 MiB in powers of two, warm-up then repeats, median),
+float32 tensors, sizes 4 KiB ... 64 MiB in powers of two; warm-up, then several rounds over
+all sizes so that load from other processes hits every size alike; median per size),
 fits ddpsim's calibration (piecewise alpha-beta) on every other size (4 KiB, 16 KiB, ...,
 64 MiB), predicts the held-out sizes (8 KiB, 32 KiB, ..., 32 MiB) and prints the error per
 size (target: within 10 %). Also prints the uncalibrated cpu-gloo preset's prediction, the
@@ -32,7 +33,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, sizes: list[int], budget_s: float, queue) -> None:
+def _worker(rank: int, world: int, port: int, sizes: list[int], budget_s: float, rounds: int, queue) -> None:
     import torch
     import torch.distributed as dist
 
@@ -40,32 +41,37 @@ def _worker(rank: int, world: int, port: int, sizes: list[int], budget_s: float,
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        out = []
-        for size in sizes:
-            t = torch.ones(size // 4, dtype=torch.float32)
+        tensors = [torch.ones(size // 4, dtype=torch.float32) for size in sizes]
+        plan = []  # per size: (samples per round, all-reduces per sample), decided on rank 0
+        for t in tensors:
             for _ in range(3):
                 dist.all_reduce(t)
-            # repeats: as many as fit in budget_s per size, 7 .. 40 (decided on rank 0, shared)
             dist.barrier()
             t0 = time.perf_counter()
             dist.all_reduce(t)
             one = time.perf_counter() - t0
-            # each sample: m back-to-back all-reduces (>= ~2 ms in all) averaged, which damps the
-            # scheduler jitter of a shared machine; then n samples (7 .. 40) within budget_s
+            # a sample = m back-to-back all-reduces (>= ~2 ms in all) averaged, which damps the
+            # scheduler jitter of a shared machine; n samples per round within budget_s / rounds
             m = max(1, min(20, int(2e-3 / max(one, 1e-6))))
-            n = max(7, min(40, int(budget_s / max(m * one, 1e-6))))
+            n = max(2, min(10, int(budget_s / rounds / max(m * one, 1e-6))))
             nm = torch.tensor([n, m])
             dist.broadcast(nm, 0)
-            n, m = int(nm[0]), int(nm[1])
-            samples = []
-            for _ in range(n):
-                dist.barrier()
-                t0 = time.perf_counter()
-                for _ in range(m):
-                    dist.all_reduce(t)
-                samples.append((time.perf_counter() - t0) / m)
-            # the collective ends when the slowest rank is done: take the max per repeat
-            st = torch.tensor(samples, dtype=torch.float64)
+            plan.append((int(nm[0]), int(nm[1])))
+        samples: list[list[float]] = [[] for _ in sizes]
+        # rounds over all sizes: a burst of load from other processes hits every size alike
+        for _ in range(rounds):
+            for i, t in enumerate(tensors):
+                n, m = plan[i]
+                for _ in range(n):
+                    dist.barrier()
+                    t0 = time.perf_counter()
+                    for _ in range(m):
+                        dist.all_reduce(t)
+                    samples[i].append((time.perf_counter() - t0) / m)
+        out = []
+        for s in samples:
+            # the collective ends when the slowest rank is done: take the max per sample
+            st = torch.tensor(s, dtype=torch.float64)
             dist.all_reduce(st, op=dist.ReduceOp.MAX)
             out.append(st.tolist())
         if rank == 0:
@@ -74,12 +80,12 @@ def _worker(rank: int, world: int, port: int, sizes: list[int], budget_s: float,
         dist.destroy_process_group()
 
 
-def measure(sizes: list[int], budget_s: float) -> list[dict]:
+def measure(sizes: list[int], budget_s: float, rounds: int) -> list[dict]:
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     q = ctx.SimpleQueue()
-    mp.start_processes(_worker, args=(2, _free_port(), sizes, budget_s, q), nprocs=2, join=True, start_method="spawn")
+    mp.start_processes(_worker, args=(2, _free_port(), sizes, budget_s, rounds, q), nprocs=2, join=True, start_method="spawn")
     samples = q.get()
     pts = []
     for size, s in zip(sizes, samples):
@@ -92,7 +98,8 @@ def measure(sizes: list[int], budget_s: float) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibration", default=None, help="use this calibration JSON instead of measuring")
-    ap.add_argument("--budget-s", type=float, default=0.4, help="seconds of repeats per size (default 0.4)")
+    ap.add_argument("--budget-s", type=float, default=1.0, help="seconds of repeats per size (default 1.0)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds over all sizes (default 5)")
     ap.add_argument("--out", default=None, help="write the measured calibration JSON here")
     args = ap.parse_args(argv)
 
@@ -111,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         source = args.calibration
     else:
         t0 = time.time()
-        points = measure(SIZES, args.budget_s)
+        points = measure(SIZES, args.budget_s, args.rounds)
         source = f"measured here in {time.time() - t0:.0f} s (2 gloo ranks, TCP loopback, float32, 1 thread/rank)"
         full = calibration_from_dict({
             "format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": 2, "device": "cpu",

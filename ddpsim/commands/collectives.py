@@ -110,5 +110,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"# {'(B)':>12} {'(us)':>12} {'(GB/s)':>8} {'(GB/s)':>8}")
     for r in rows:
         print(f"  {r['size_bytes']:>12} {r['time_s'] * 1e6:>12.2f} {r['algbw_gbps']:>8.2f} {r['busbw_gbps']:>8.2f}  "
-              f"{r['algorithm']:<12} {r['protocol']:<8}")
+              f"{r['algorithm']:<12} {r['protocol']}")
     return 0

@@ -38,7 +38,7 @@ import networkx as nx
 from ddpsim import gloo, nccl
 from ddpsim.errors import InputError
 from ddpsim.topology import (BANDWIDTH, COMPUTE_CAPABILITY, HOST, KIND, LATENCY, LINK_TYPE, NVLS,
-                             REDUCE_BANDWIDTH, edge_weight, max_ranks, rank_nodes)
+                             RAIL, REDUCE_BANDWIDTH, edge_weight, max_ranks, rank_nodes)
 
 GBPS = 1e9
 ALGORITHM_CHOICES = nccl.FORCEABLE_ALGORITHMS
@@ -209,7 +209,7 @@ def _host_nics(graph: nx.Graph, placement: Placement) -> list[list]:
     for devs in placement.hosts:
         h = graph.nodes[devs[0]][HOST]
         nics = sorted((n for n, d in graph.nodes(data=True) if d[KIND] == "nic" and d[HOST] == h),
-                      key=lambda n: (graph.nodes[n].get("rail", 0), str(n)))
+                      key=lambda n: (graph.nodes[n].get(RAIL, 0), str(n)))
         out.append(nics)
     return out
 

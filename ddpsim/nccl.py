@@ -132,7 +132,6 @@ def _log2i(x: int) -> int:
 
 def bandwidth_gbps(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduce") -> float:
     """Algorithm bandwidth NCCL models for (algo, proto), GB/s; 0 means disabled (§2.4)."""
-    p = PROTOCOLS.index(proto)
     n, nn = sys.num_ranks, sys.num_nodes
     cc = arch_index(sys.compute_capability)
     index2 = nn - 1 if nn <= 2 else 2

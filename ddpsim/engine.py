@@ -205,7 +205,8 @@ class _Layout:
         self.copy_out_bytes = [2 * sum(trace.params[i].size_bytes for i in b.param_indices if trace.params[i].has_grad)
                                for b in buckets]
         self.powersgd = [powersgd_split([trace.params[i].shape for i in b.param_indices],
-                                        DTYPE_SIZE_BYTES[b.dtype], eng.config.powersgd_rank) for b in buckets]
+                                        DTYPE_SIZE_BYTES[b.dtype], eng.config.powersgd_rank) for b in buckets] \
+            if eng.config.comm_hook == "powersgd" else []
 
 
 class _IterAcc:

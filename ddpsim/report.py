@@ -136,7 +136,9 @@ def render_summary(s: dict[str, Any]) -> str:
                      f"{', retimed/synthetic' if t.get('synthetic') else ''})")
     cm = s.get("comm_model") or {}
     if cm:
-        setup.append("- comm model: " + ", ".join(f"{k}={v}" for k, v in cm.items() if not isinstance(v, (dict, list)))[:300])
+        items = [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in cm.items()
+                 if not isinstance(v, (dict, list)) and k not in ("topology", "num_ranks")]
+        setup.append("- comm model: " + ", ".join(items[:8]) + (", ... (summary.json has all)" if len(items) > 8 else ""))
     setup.append(f"- steady iterations per point: {b.get('num_steady_iterations')} (after DDP's first iteration and the rebuild); "
                  f"step time = slowest rank")
     L += ["## Setup", "", *setup, ""]

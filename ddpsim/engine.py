@@ -279,6 +279,7 @@ class _Engine:
             self.layouts[k] = self._layout_cache[bs]
         # collectives and interference state
         self.colls: list[_Coll] = []
+        self._durations: dict[tuple[bool, int], float] = {}
         self.num_participants = 0
         self.busy = 0
         self.comm_active = False
@@ -290,11 +291,26 @@ class _Engine:
             self.colls.append(_Coll(self.env, len(self.colls)))
         return self.colls[index]
 
+    def duration_s(self, size_bytes: int, broadcast: bool) -> float:
+        """The comm model's time for one collective, asked once per (kind, size) and checked."""
+        key = (broadcast, size_bytes)
+        d = self._durations.get(key)
+        if d is None:
+            comm = self.comm
+            d = comm.broadcast_s(size_bytes) if broadcast else comm.allreduce_s(size_bytes)
+            if isinstance(d, bool) or not (isinstance(d, (int, float)) and math.isfinite(d) and d >= 0):
+                what = "broadcast_s" if broadcast else "allreduce_s"
+                raise InputError(f"comm model {type(comm).__name__}.{what}({size_bytes}): {d!r} is not accepted; "
+                                 "expected a finite number of seconds >= 0")
+            d = self._durations[key] = float(d)
+        return d
+
     def arrive(self, index: int, t: float, kind: str, name: str, iteration: int, bucket: int | None,
-               size_bytes: int, work_s: float) -> _Coll:
+               size_bytes: int, broadcast: bool) -> _Coll:
         c = self.coll(index)
         if c.kind is None:
-            c.kind, c.name, c.iteration, c.bucket, c.size_bytes, c.work_s = kind, name, iteration, bucket, size_bytes, work_s
+            c.kind, c.name, c.iteration, c.bucket, c.size_bytes = kind, name, iteration, bucket, size_bytes
+            c.work_s = self.duration_s(size_bytes, broadcast)
         else:
             assert (c.kind, c.name, c.iteration) == (kind, name, iteration), \
                 f"ranks issued different collectives at position {index}: {c.name!r} vs {name!r}"
@@ -424,12 +440,7 @@ class _Rank:
                 acc.optimizer_s += end - start
 
     def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False) -> _Coll:
-        eng = self.eng
-        work_s = eng.comm.broadcast_s(size_bytes) if broadcast else eng.comm.allreduce_s(size_bytes)
-        if not (isinstance(work_s, (int, float)) and math.isfinite(work_s) and work_s >= 0):
-            what = "broadcast_s" if broadcast else "allreduce_s"
-            raise InputError(f"comm model {type(eng.comm).__name__}.{what}({size_bytes}): {work_s!r} is not accepted; expected a finite number of seconds >= 0")
-        c = eng.arrive(self.seq, self.t, kind, name, self.iter, bucket, size_bytes, float(work_s))
+        c = self.eng.arrive(self.seq, self.t, kind, name, self.iter, bucket, size_bytes, broadcast)
         self.seq += 1
         return c
 

@@ -151,7 +151,8 @@ def render_summary(s: dict[str, Any]) -> str:
     else:
         L.append(f"- **Best bucket_cap_mb: {cap}** (`{b['point']}`): p50 step {fmt_s(b['iteration_p50_s'])} vs "
                  f"{fmt_s(d['iteration_p50_s'])} at the default (`{d['point']}`): "
-                 f"**{100 * (s['gain_over_default'] or 0):.1f}% faster**, {fmt_s(s['saved_per_step_s'])} saved per step.")
+                 f"**{100 * (s['gain_over_default'] or 0):.1f}% faster**, {fmt_s(s['saved_per_step_s'])} saved per step"
+                 + (" - under 1%, within what a simulation can promise: a tie in practice, keep the default." if (s['gain_over_default'] or 0) < 0.01 else "."))
     L.append(f"- Exposed communication tail (p95 over steady iterations): {fmt_s(b['exposed_comm_p95_s'])} at the best point, "
              f"{fmt_s(d['exposed_comm_p95_s'])} at the default (mean {fmt_s(b['exposed_comm_s'])} / {fmt_s(d['exposed_comm_s'])}).")
     L.append(f"- Step-time p95: {fmt_s(b['iteration_p95_s'])} at the best point, {fmt_s(d['iteration_p95_s'])} at the default.")

@@ -118,12 +118,12 @@ def main(argv=None) -> int:
     print(f"\n[2] bucket_cap_mb sweep, {len(caps)} points x 1,024 ranks x 3 iterations: {total:.2f} s wall, "
           f"{total_cpu:.2f} s CPU ({total_cpu / len(caps) * 1e3:.0f} ms CPU per point); target <= 5 s "
           f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-    print("    cap_mb  buckets  step_p50_ms")
     t0, c0 = time.perf_counter(), time.process_time()
     for cap in caps:
         run(1024, trace, cap, jitter=jitter, spans=False)
     lean, lean_cpu = time.perf_counter() - t0, time.process_time() - c0
     print(f"    the same sweep with simulate(..., spans=False) (summary figures only): {lean:.2f} s wall, {lean_cpu:.2f} s CPU")
+    print("    cap_mb  buckets  step_p50_ms")
     for cap, nb, t in rows[:: max(1, len(rows) // 8)] + ([best] if best not in rows[:: max(1, len(rows) // 8)] else []):
         print(f"    {cap:>6g}  {nb:>7d}  {t * 1e3:>11.2f}{'  <- best' if (cap, nb, t) == best else ''}")
 
@@ -139,6 +139,27 @@ def main(argv=None) -> int:
             cpus.append(cpu)
         print(f"    {w:>5d}  {len(r.ranks):>8d}  {min(walls) * 1e3:>7.1f}  {min(cpus) * 1e3:>6.1f}  {len(r.spans):>5d}  "
               f"{r.summary()['iteration_p50_s'] * 1e3:>11.2f}")
+
+    # 4. the same run over the NCCL model of 128 DGX H100 nodes (topology + collectives modules)
+    try:
+        from ddpsim.collectives import build_comm_model
+        from ddpsim.topology import resolve_topology
+    except ImportError:  # pragma: no cover - modules of other engineers
+        return 0
+    t0 = time.process_time()
+    graph = resolve_topology("dgx-h100", num_nodes=128)
+    comm = build_comm_model(graph, 1024)
+    build = time.process_time() - t0
+    cfg = SimConfig(world_size=1024, num_iterations=3, jitter=jitter, seed=0, copy_bandwidth_bytes_per_s=3.35e12)
+    for cap in (None, 100):
+        plan = plan_ddp(trace, DDPOptions(bucket_cap_mb=cap))
+        c0 = time.process_time()
+        r = simulate(trace, plan, comm, cfg)
+        cpu = time.process_time() - c0
+        s = r.summary()
+        print(f"\n[4] NCCL model, dgx-h100 x 128 nodes (model built in {build:.2f} s CPU), cap {cap or 'default'}: "
+              f"{cpu * 1e3:.0f} ms CPU; step p50 {s['iteration_p50_s'] * 1e3:.1f} ms, exposed comm "
+              f"{s['exposed_comm_s'] * 1e3:.1f} ms, overlap {s['overlap_ratio']:.2f}")
     return 0
 
 

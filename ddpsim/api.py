@@ -153,7 +153,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         files += paths
         trace_files[rec.point_id] = [p.name for p in paths]
         overlaps[rec.point_id] = {r: perfetto.comm_comp_overlap(perfetto.chrome_trace(rec.result, r, backend=rec.backend))
-                                  for r in rec.result.ranks}
+                                  for r in perfetto.representative_ranks(rec.result)}
         if plots:
             from ddpsim import plots as P
 

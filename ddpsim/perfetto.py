@@ -146,10 +146,24 @@ def file_id(point_id: str) -> str:
     return point_id.replace("=", "-").replace(",", "_")
 
 
-def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl") -> list[Path]:
-    """Write ``trace_<file_id(point_id)>_rank<r>.json`` for every simulated rank (atomically)."""
+def representative_ranks(result: SimResult, max_ranks: int = 4) -> list[int]:
+    """Every simulated rank if at most ``max_ranks``; else rank 0, the fastest, the slowest
+    (total iteration time) and the last simulated rank, in rank order."""
+    ranks = list(result.ranks)
+    if len(ranks) <= max_ranks:
+        return ranks
+    total: dict[int, float] = {}
+    for it in result.iterations:
+        total[it.rank] = total.get(it.rank, 0.0) + it.iteration_s
+    by_time = sorted(ranks, key=lambda r: (total.get(r, 0.0), r))
+    return sorted({ranks[0], by_time[0], by_time[-1], ranks[-1]})
+
+
+def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl",
+                 ranks: Sequence[int] | None = None) -> list[Path]:
+    """Write ``trace_<file_id(point_id)>_rank<r>.json`` per rank (default: :func:`representative_ranks`)."""
     paths = []
-    for r in result.ranks:
+    for r in (representative_ranks(result) if ranks is None else ranks):
         d = chrome_trace(result, r, backend=backend, point=point_id)
         paths.append(write_text_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json",
                                        json.dumps(d) + "\n"))  # NOTE: '"rank": r' with a space: HTA finds ranks by regex

@@ -63,3 +63,18 @@ def test_write_is_deterministic_and_hta_readable(tmp_path):
     text = a[0].read_text()
     assert '"rank": 0' in text  # HTA finds the rank with the regex '"rank":\s+(\d+)'
     assert json.loads(text)["traceEvents"]
+
+
+def test_representative_ranks():
+    from dataclasses import replace
+
+    from ddpsim.perfetto import representative_ranks
+
+    base = hand_result()
+    its = []
+    for r, dur in enumerate([5.0, 3.0, 9.0, 4.0, 5.0, 6.0]):
+        its.append(replace(base.iterations[0], rank=r, end_s=dur))
+    res = replace(base, ranks=tuple(range(6)), iterations=tuple(its))
+    # rank 0, fastest (1), slowest (2), last (5)
+    assert representative_ranks(res) == [0, 1, 2, 5]
+    assert representative_ranks(base) == [0]

@@ -234,21 +234,19 @@ def test_unused_parameter_needs_find_unused(capsys, tmp_path):
     (None, "does not exist or is not a file"),
     ("[[0, 1], [2]", "not valid JSON"),
     ('{"nothing": 1}', "'buckets' is missing"),
-    ('{"buckets": [[0, 1], [2]]}', r"parameters \[3\] are in no bucket"),
+    ('{"buckets": [[0, 1], [2]]}', "plan.buckets: parameters [3] are in no bucket; expected every parameter exactly once"),
     ('{"buckets": [[0, 1], [1, 2, 3]]}', "parameter 1 (fc1.bias) is already in bucket 0"),
     ('{"buckets": [[0, 1, 2, 3, 4]]}', "4 is not accepted; expected a parameter index in [0, 4)"),
     ('{"buckets": [["fc9.weight", 0, 1, 2, 3]]}', "parameter name 'fc9.weight' is not in the trace"),
-    ('{"buckets": [[0, 1, 2, 3], []]}', r"plan.buckets\[1\]: \[\] is not accepted"),
+    ('{"buckets": [[0, 1, 2, 3], []]}', "plan.buckets[1]: [] is not accepted"),
     ('{"format": "other", "buckets": [[0, 1, 2, 3]]}', "format/version 'other'"),
 ])
 def test_bad_plan_file(capsys, tiny_trace_file, tmp_path, content, msg):
-    import re
-
     f = tmp_path / "plan.json"
     if content is not None:
         f.write_text(content)
     err = fail_cli(capsys, "plan", str(tiny_trace_file), "--plan", str(f))
-    assert re.search(msg if msg.startswith("plan") or "\\" in msg else re.escape(msg), err), err
+    assert msg in err and str(f) in err, err
 
 
 def test_mixed_dtype_plan_is_rejected(capsys, tmp_path):

@@ -19,7 +19,8 @@ iteration is just the synchronised step):
    static_graph, §1.7: ``GRAPH_SEARCH_S_PER_PARAM`` per parameter unless the trace's
    ``environment["graph_search_s_per_param"]`` says otherwise); backward as the trace's
    gradient-ready events: the compute between two hooks is the difference of successive
-   median ready times; each hook enqueues the copy-in of the gradient into its bucket
+   median ready times (both divided by ``1 + trace.hook_overhead_frac``: the capture's
+   timing hooks are not DDP's); each hook enqueues the copy-in of the gradient into its bucket
    (``2*size_bytes / copy_bandwidth``: read + write; the default division is fused into it,
    §1.6 -- with ``gradient_as_bucket_view`` and ``zero_grad(set_to_none=True)`` the alias is
    destroyed every iteration, so the copy-in runs every iteration; were the alias kept, the
@@ -254,7 +255,11 @@ class _Engine:
             if t is not None and not (math.isfinite(t) and t >= 0):
                 raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")
         self.order = list(trace.grad_ready_order)
-        self.ready = [0.0 if t is None else float(t) for t in med]
+        # the capture's timing hooks slowed its backward by hook_overhead_frac; DDP's hooks
+        # replace them (their work, the copy-in, is modelled on its own)
+        unhook = 1.0 / (1.0 + (trace.hook_overhead_frac or 0.0))
+        self.ready = [0.0 if t is None else float(t) * unhook for t in med]
+        self.backward_s *= unhook
         last = max((self.ready[p] for p in self.order), default=0.0)
         self.bwd_total_s = max(self.backward_s, last)
         self.tail_s = self.bwd_total_s - last

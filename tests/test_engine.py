@@ -436,3 +436,13 @@ def test_spans_false_changes_nothing_else():
     lean = simulate(tr, plan, net(64), c, spans=False)
     assert lean.spans == () and full.spans
     assert (lean.iterations, lean.buckets, lean.summary()) == (full.iterations, full.buckets, full.summary())
+
+
+def test_capture_hook_overhead_is_removed_from_backward():
+    # the capture's hooks made backward twice as slow: ready 0.25/0.5/0.75 and backward 1.0
+    # become 0.125/0.25/0.375 and 0.5
+    tr = toy_trace(hook_overhead_frac=1.0)
+    res = simulate(tr, explicit_plan(tr, [[0, 1, 2]]), net(), cfg())
+    assert [x[1:] for x in log(res) if x[1] == "backward"] == [
+        ("backward", "c", 0.5, 0.625), ("backward", "b", 0.625, 0.75), ("backward", "a", 0.75, 0.875),
+        ("backward", "backward tail", 0.875, 1.0)]

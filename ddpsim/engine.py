@@ -101,7 +101,8 @@ from ddpsim.simconfig import Interference, SimConfig
 from ddpsim.trace import Trace
 from ddpsim.units import DTYPE_SIZE_BYTES, MIB
 
-__all__ = ["simulate", "GRAPH_SEARCH_S_PER_PARAM", "BROADCAST_BUCKET_BYTES", "POWERSGD_MIN_COMPRESSION_RATE"]
+__all__ = ["simulate", "kernel_s", "powersgd_split", "GRAPH_SEARCH_S_PER_PARAM", "BROADCAST_BUCKET_BYTES",
+           "POWERSGD_MIN_COMPRESSION_RATE"]
 
 #: find_unused_parameters' autograd-graph DFS (§1.7), seconds per parameter: about two
 #: autograd nodes per parameter (its AccumulateGrad and the op producing its gradient),

@@ -309,3 +309,13 @@ def test_cli_collectives_bad_input_exits_2(capsys, argv, match):
     err = capsys.readouterr().err.strip()
     assert err.startswith("ddpsim: error: ") and len(err.splitlines()) == 1
     assert re.search(match, err)
+
+
+def test_cli_broadcast_and_multi_node_latency(capsys):
+    assert main(["collectives", "--topology", "dgx-a100", "--nodes", "2", "--collective", "broadcast",
+                 "--sizes", "1KiB", "--format", "json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    # ring broadcast, LL, 16 ranks on 2 AMD nodes: 6.6 + 14 x max(0.6, 2.0 net overhead) + 1 x 2.7
+    assert (row["algorithm"], row["protocol"]) == ("ring", "ll")
+    assert row["time_s"] == pytest.approx((6.6 + 14 * 2.0 + 2.7) * 1e-6 + 1024 / (1000 * 22.5) * 1e-6, rel=1e-6)
+    assert row["busbw_gbps"] == row["algbw_gbps"]

@@ -42,6 +42,7 @@ examples:
   ddpsim simulate --trace t.json --topology dgx-a100 --world-size 8 --straggler 3:1.2 --seed 7
   ddpsim simulate --trace t.json --topology cpu-gloo --world-size 2 --calibration cal.json --format json
   ddpsim simulate --trace t.json --latency-us 10 --bandwidth-gbps 10 --world-size 4 --no-sync-steps 3 --format csv
+  ddpsim simulate --trace t.json --latency-us 300 --bandwidth-gbps 1 --world-size 2 --interference 1.3:2 --copy-bandwidth-gbps 8
 
 --format csv prints two CSV tables (iterations per rank, then buckets per rank), each after
 a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""
@@ -79,6 +80,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sim.add_argument("--jitter", metavar="trace|none|CV", default="trace", help="rank compute jitter; default trace")
     sim.add_argument("--straggler", metavar="RANK:FACTOR", action="append", default=[],
                      help="a slow rank (repeatable), e.g. 3:1.25")
+    sim.add_argument("--interference", metavar="COMPUTE:COMM", default=None,
+                     help="compute slowdown while a collective runs : collective slowdown while compute runs "
+                          "(both >= 1), e.g. 1.2:1.5; overrides the calibration's; default 1:1 or the calibration's")
+    sim.add_argument("--copy-bandwidth-gbps", metavar="X", type=float, default=None,
+                     help="memory bandwidth (GB/s) of gradient copy-in/out; overrides the calibration's and the "
+                          "topology's; default: calibration, else topology, else free copies")
     p.add_argument("--format", metavar="{table,json,csv}", default="table", help="output format; default table")
     p.set_defaults(func=run)
     return p
@@ -92,6 +99,20 @@ def parse_straggler(text: str) -> tuple[int, float]:
     except ValueError:
         raise InputError(f"--straggler: {text!r} is not accepted; expected RANK:FACTOR, e.g. 3:1.25") from None
     return rank, factor
+
+
+def parse_interference(text: str):
+    """``"1.2:1.5"`` -> Interference(compute_slowdown=1.2, comm_slowdown=1.5); InputError otherwise."""
+    from ddpsim.simconfig import Interference
+
+    try:
+        c, m = text.split(":")
+        compute, comm = float(c), float(m)
+    except ValueError:
+        raise InputError(f"--interference: {text!r} is not accepted; expected COMPUTE:COMM slowdowns >= 1, e.g. 1.2:1.5") from None
+    if not (math.isfinite(compute) and math.isfinite(comm) and compute >= 1 and comm >= 1):
+        raise InputError(f"--interference: {text!r} is not accepted; expected COMPUTE:COMM slowdowns >= 1, e.g. 1.2:1.5")
+    return Interference(compute_slowdown=compute, comm_slowdown=comm)
 
 
 def parse_jitter(text: str) -> str | float:
@@ -168,6 +189,12 @@ def build_inputs(args: argparse.Namespace):
 
             copy_bw = device_memory_bandwidth(graph)
         comm = build_comm_model(graph, args.world_size, calibration=cal)
+    if args.interference is not None:
+        interference = parse_interference(args.interference)
+    if args.copy_bandwidth_gbps is not None:
+        if not (math.isfinite(args.copy_bandwidth_gbps) and args.copy_bandwidth_gbps > 0):
+            raise InputError(f"--copy-bandwidth-gbps: {args.copy_bandwidth_gbps!r} is not accepted; expected a number > 0")
+        copy_bw = args.copy_bandwidth_gbps * 1e9
     stragglers = dict(parse_straggler(s) for s in args.straggler)
     config = SimConfig(world_size=args.world_size, num_iterations=args.iterations, seed=args.seed,
                        comm_hook=args.comm_hook, no_sync_steps=args.no_sync_steps, jitter=parse_jitter(args.jitter),

@@ -562,8 +562,9 @@ class _Rank:
         comp = acc.compute
         for p in eng.order:
             r = ready[p]
-            d = (r - prev) * s
-            prev = r
+            # medians taken per parameter need not follow the ready order: never step back
+            d = (r - prev) * s if r > prev else 0.0
+            prev = max(prev, r)
             if inline:
                 if d > 0:
                     t0 = self.t

@@ -446,3 +446,17 @@ def test_capture_hook_overhead_is_removed_from_backward():
     assert [x[1:] for x in log(res) if x[1] == "backward"] == [
         ("backward", "c", 0.5, 0.625), ("backward", "b", 0.625, 0.75), ("backward", "a", 0.75, 0.875),
         ("backward", "backward tail", 0.875, 1.0)]
+
+
+def test_median_ready_times_out_of_order_never_step_back():
+    from ddpsim.trace import IterationSample, Trace
+
+    tr = toy_trace()
+    # per-parameter medians can disagree with the recorded order: b's median (0.5) is later
+    # than a's (0.375) although a is listed after b; a then fires at once after b
+    its = (IterationSample(forward_s=0.5, backward_s=1.0, optimizer_s=0.125, grad_ready_s=(0.375, 0.5, 0.25)),)
+    odd = Trace(model="toy", params=tr.params, grad_ready_order=(2, 1, 0), iterations=its)
+    res = simulate(odd, explicit_plan(odd, [[0, 1, 2]]), net(), cfg())
+    assert [x[1:] for x in log(res) if x[1] == "backward"] == [
+        ("backward", "c", 0.5, 0.75), ("backward", "b", 0.75, 1.0),   # no span for a: 0 s
+        ("backward", "backward tail", 1.0, 1.5)]                       # backward ends at 1.0 after start

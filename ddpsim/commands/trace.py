@@ -35,11 +35,13 @@ def _shape(text: str) -> tuple[int, ...]:
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "trace", help="capture a model's training-step trace (or derive / retime one)",
-        description="Run a real model for warm-up + measured training steps on one device and record, in DDP's "
-                    "parameter order, each parameter's shape, bytes and gradient-ready time (post-accumulate-grad "
-                    "hooks), plus forward/backward/optimizer/zero_grad times. With --derive-depth-from, capture a "
-                    "reduced-depth transformer and extend it to full depth; with --retime-for, re-time a trace for "
-                    "an A100 or H100 with a roofline model. Writes a versioned trace JSON.",
+        description="Run a real model for warm-up + measured training steps on one device and record, in\n"
+                    "DDP's parameter order, each parameter's shape, bytes and gradient-ready time\n"
+                    "(post-accumulate-grad hooks), plus forward/backward/optimizer/zero_grad times.\n"
+                    "With --derive-depth-from, capture a reduced-depth transformer and extend it to full\n"
+                    "depth; with --retime-for, re-time a trace for an A100 or H100 with a roofline model\n"
+                    "on the meta device. Writes a versioned trace JSON (both derived kinds are marked\n"
+                    "'synthetic' with every assumption).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--list-models", action="store_true", help="print the built-in model names and exit")
     p.add_argument("--model", help="built-in name (see --list-models) or package.module:factory")

@@ -80,12 +80,15 @@ def sweep_figure(table: Any, title: str = "") -> Any:
 
 
 def timeline_figure(result: Any, title: str = "", iterations: Sequence[int] | None = None,
-                    max_ranks: int = 4) -> Any:
-    """Compute and communication streams per simulated rank (at most ``max_ranks``)."""
+                    ranks: Sequence[int] | None = None) -> Any:
+    """Compute and communication streams per rank (default: the representative ranks of
+    :func:`ddpsim.perfetto.representative_ranks`, the ones whose traces are written)."""
+    from ddpsim.perfetto import representative_ranks
+
     plt = _plt()
     its = sorted({s.iteration for s in result.spans})
     keep = set(iterations if iterations is not None else its)
-    ranks = list(result.ranks)[:max_ranks]
+    ranks = list(representative_ranks(result) if ranks is None else ranks)
     spans = [s for s in result.spans if s.rank in ranks and s.iteration in keep]
     t_end = max((s.end_s for s in spans), default=1.0)
     t_start = min((s.start_s for s in spans), default=0.0)

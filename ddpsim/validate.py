@@ -377,7 +377,7 @@ def validation_figure(data: dict[str, Any]) -> Any:
             ax2.plot([d["bucket"] for d in b["measured"]], [d["end_s"] * 1e3 for d in b["measured"]], "-", color=c, marker="o", ms=3, label=k)
     ax2.set_xlabel("bucket (launch order)")
     ax2.set_ylabel("all-reduce end from iteration start (ms)")
-    ax2.set_title("per-bucket completion: measured (solid, hooked run) vs predicted (dashed)")
+    ax2.set_title("bucket all-reduce end: measured (solid) vs predicted (dashed)", fontsize=10)
     if any(b["measured"] for b in data["buckets"].values()):
         ax2.legend(fontsize=7)
     fig.tight_layout()

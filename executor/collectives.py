@@ -49,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ops", default="allreduce,broadcast", help="comma list of allreduce, broadcast")
     p.add_argument("--interference-bytes", default="8MiB", help="all-reduce size for the interference test (default 8MiB)")
     p.add_argument("--interference-repeats", type=int, default=12, help="all-reduces timed in each interference phase")
+    p.add_argument("--interference-compute", choices=("gemm", "mixed"), default="gemm",
+                   help="compute unit of the interference test: gemm (a 256x256 matmul, like the GEMM/conv "
+                        "kernels that dominate a backward pass; default) or mixed (128x128 matmul + elementwise)")
     p.add_argument("--skip-interference", action="store_true", help="write slowdowns 1.0 (not measured)")
     p.add_argument("--dtype", default="float32", help="element type (default float32)")
 
@@ -110,6 +113,7 @@ class ComputeUnit:
     """A short compute kernel mix: a matmul and a few elementwise passes (~backward's mix)."""
 
     def __init__(self, rt: Runtime, n: int = 192, elems: int = 1 << 18) -> None:
+        """``n x n`` matmul, then (``elems > 0``) a multiply and an add over ``elems`` floats."""
         import torch
 
         g = torch.Generator(device="cpu").manual_seed(0)
@@ -123,11 +127,12 @@ class ComputeUnit:
         import torch
 
         torch.mm(self.a, self.b, out=self.c)
-        torch.mul(self.x, 0.5, out=self.y)
-        self.y.add_(self.x)
+        if self.x.numel():
+            torch.mul(self.x, 0.5, out=self.y)
+            self.y.add_(self.x)
 
 
-def measure_interference(rt: Runtime, size_bytes: int, repeats: int, dtype) -> dict[str, Any]:
+def measure_interference(rt: Runtime, size_bytes: int, repeats: int, dtype, compute: str = "gemm") -> dict[str, Any]:
     """compute alone / comm alone / both at once; slowdowns are ratios of medians (slowest rank).
 
     Both at once, the way DDP's reducer overlaps them: the main thread launches an
@@ -141,7 +146,7 @@ def measure_interference(rt: Runtime, size_bytes: int, repeats: int, dtype) -> d
     import torch.distributed as dist
 
     sw = Stopwatch(rt)
-    unit = ComputeUnit(rt, n=128, elems=1 << 16)
+    unit = ComputeUnit(rt, n=256, elems=0) if compute == "gemm" else ComputeUnit(rt, n=128, elems=1 << 16)
     for _ in range(20):
         unit()
     rt.sync()
@@ -196,7 +201,8 @@ def measure_interference(rt: Runtime, size_bytes: int, repeats: int, dtype) -> d
                     "allreduce_alone_s": a_alone, "allreduce_with_compute_s": a_busy,
                     "num_allreduces": repeats,
                     "raw_compute_slowdown": c_busy / c_alone, "raw_comm_slowdown": a_busy / a_alone,
-                    "compute": "torch.mm 128x128 + mul/add over 2**16 elements per unit, polled between units",
+                    "compute": ("torch.mm 256x256" if compute == "gemm" else "torch.mm 128x128 + mul/add over 2**16 elements")
+                               + " per unit, polled between units",
                     "num_threads": torch.get_num_threads()},
     }
 
@@ -260,7 +266,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         interference: dict[str, Any] = {"compute_slowdown": 1.0, "comm_slowdown": 1.0, "details": {"measured": False}}
     else:
         interference = measure_interference(rt, parse_size_bytes(args.interference_bytes, "--interference-bytes"),
-                                            args.interference_repeats, dtype)
+                                            args.interference_repeats, dtype, args.interference_compute)
         rt.log(f"collectives: interference compute_slowdown {interference['compute_slowdown']:.3f}  "
                f"comm_slowdown {interference['comm_slowdown']:.3f}")
     copy = measure_copy_bandwidth(rt)

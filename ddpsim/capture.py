@@ -11,7 +11,10 @@ Modelling assumptions, stated once:
   recorded in the hook on the current stream, resolved after backward.
 * Parameters are those DDP's reducer gets, in DDP's order (:func:`ddpsim.models.ddp_params`).
 * Hook overhead: backward timed with the hooks and without them, interleaved (alternating
-  which goes first), an even number of pairs, 4 at least; ``hook_overhead_frac = max(0, median_with / median_without - 1)``.
+  which goes first), an even number of pairs (4 at least, up to 100 so that tiny models are
+  timed for about a second); ``hook_overhead_frac = max(0, min_with / min_without - 1)``: the
+  minimum, because on a shared machine noise only adds time. The raw (signed) figure and the
+  number of pairs are kept in ``environment``.
 * Warm-up iterations run the full step (optimizer included) and are not recorded.
 * ``derive_depth`` (for models too large to capture whole, e.g. GPT-2 1.5B on a shared CPU):
   transformer blocks are identical, so a reduced-depth capture is extended block by block; see
@@ -104,7 +107,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         autocast: None, ``"bf16"`` or ``"fp16"``: forward under ``torch.autocast``.
         optimizer: ``"sgd"`` (lr 1e-3, momentum 0.9) or ``"adamw"`` (lr 1e-4, foreach).
         num_threads: ``torch.set_num_threads`` (CPU intra-op threads); None keeps torch's.
-        measure_hook_overhead: time backward with and without hooks, interleaved, alternating which goes first (adds about 2 x max(3, num_iters) forward+backward passes).
+        measure_hook_overhead: time backward with and without hooks, interleaved, alternating which goes first (adds 8 to 200 forward+backward passes; see the module docstring).
         command: the command line to store in the trace.
         seed: ``torch.manual_seed`` before the run.
 
@@ -219,7 +222,13 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     if measure_hook_overhead:
         with_s: list[float] = []
         without_s: list[float] = []
-        for rep in range(2 * math.ceil(max(3, num_iters) / 2)):
+        # NOTE: enough pairs that the pairs cover about 1 s of backward (tiny models get up to
+        # 100 pairs), at least 4; the ratio of the MINIMA is used, because on a shared machine
+        # noise only ever adds time.
+        median_backward_s = statistics.median(s.backward_s for s in samples)
+        num_pairs = max(4, min(100, math.ceil(0.5 / max(median_backward_s, 1e-6))))
+        num_pairs += num_pairs % 2
+        for rep in range(num_pairs):
             pair = ((True, with_s), (False, without_s))
             for on, sink in (pair if rep % 2 == 0 else pair[::-1]):  # alternate who goes first
                 hooks_on[0] = on
@@ -237,7 +246,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
                 if not on:
                     handles = [p.register_post_accumulate_grad_hook(make_hook(i)) for i, p in enumerate(params)]
                 hooks_on[0] = True
-        hook_raw = statistics.median(with_s) / statistics.median(without_s) - 1.0
+        hook_raw = min(with_s) / min(without_s) - 1.0
         hook_frac = max(0.0, hook_raw)
     for h in handles:
         h.remove()
@@ -283,6 +292,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         env.setdefault(k, v)
     if hook_raw is not None:
         env["hook_overhead_raw_frac"] = round(hook_raw, 6)
+        env["hook_overhead_pairs"] = num_pairs
     if load_before is not None:
         # NOTE: on a shared machine, other processes inflate the times; this says how busy it was
         env["load_average_1m"] = [round(load_before, 2), round(_load_average() or 0.0, 2)]

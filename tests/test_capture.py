@@ -165,7 +165,18 @@ def test_derive_depth_errors(mlp_trace):
 
 def test_shipped_traces_load():
     files = sorted((ROOT / "traces").glob("*.json"))
+    assert {f.name for f in files} >= {"mlp.cpu.json", "resnet50.cpu.json", "bert-base.cpu.json", "gpt2-124m.cpu.json",
+                                       "gpt2-1.5b.cpu.json", "gpt2-1.5b.h100.json", "gpt2-124m.h100.json",
+                                       "resnet50.a100.json", "resnet50.h100.json", "bert-base.a100.json"}
     for f in files:
         tr = load_trace(f)
         assert tr.command and tr.command.startswith("ddpsim trace")
         assert f.stat().st_size < 8 * 2**20
+        model, device, _ = f.name.rsplit(".", 2)
+        assert tr.model == model
+        if device in ("a100", "h100"):
+            assert tr.synthetic["kind"] == "retimed" and device.upper() in tr.synthetic["gpu"]
+        elif model == "gpt2-1.5b":
+            assert tr.synthetic["kind"] == "derived-depth" and tr.synthetic["to_blocks"] == 48
+        else:
+            assert tr.synthetic is None and tr.environment["num_threads"] == 1

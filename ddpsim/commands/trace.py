@@ -64,13 +64,26 @@ def add_parser(subparsers: Any) -> None:
                    help="capture K blocks of a transformer and derive the full-depth trace from them")
     p.add_argument("--retime-for", default=None, metavar="GPU", help="a100 or h100: re-time --from TRACE for that GPU")
     p.add_argument("--from", dest="from_trace", default=None, metavar="TRACE", help="trace to re-time (with --retime-for)")
+    p.add_argument("--compute-efficiency", type=float, default=None, metavar="F",
+                   help="with --retime-for: achievable fraction of peak FLOP/s (default 0.6)")
+    p.add_argument("--memory-efficiency", type=float, default=None, metavar="F",
+                   help="with --retime-for: achievable fraction of HBM bandwidth (default 0.75)")
+    p.add_argument("--min-kernel-us", type=float, default=None, metavar="US",
+                   help="with --retime-for: per-kernel floor in microseconds (default 4)")
     p.set_defaults(func=run)
 
 
 def _command(args: argparse.Namespace) -> str:
     parts = ["ddpsim", "trace"]
     skip = {"func", "command", "list_models", "no_hook_overhead"}
-    for key, value in vars(args).items():
+    items = list(vars(args).items())
+    if args.retime_for is not None:  # only what re-timing reads, in the order one would type it
+        keep = ("retime_for", "from_trace", "batch_size", "seq_len", "autocast", "optimizer",
+                "compute_efficiency", "memory_efficiency", "min_kernel_us", "out")
+        items = [(k, getattr(args, k)) for k in keep]
+    else:
+        skip |= {"compute_efficiency", "memory_efficiency", "min_kernel_us"}
+    for key, value in items:
         if key in skip or value is None:
             continue
         flag = "--from" if key == "from_trace" else "--" + key.replace("_", "-")
@@ -119,11 +132,14 @@ def run(args: argparse.Namespace) -> int:
     if args.retime_for is not None:
         if not args.from_trace:
             raise InputError("--from: missing; expected the trace to re-time with --retime-for")
-        from ddpsim.retime import retime_trace_file
+        from ddpsim.retime import RooflineAssumptions, retime_trace_file
 
+        given = {k: v for k, v in (("compute_efficiency", args.compute_efficiency), ("memory_efficiency", args.memory_efficiency),
+                                   ("min_kernel_s", None if args.min_kernel_us is None else args.min_kernel_us * 1e-6)) if v is not None}
+        assumptions = RooflineAssumptions(**given)
         trace = retime_trace_file(args.from_trace, gpu=args.retime_for, batch_size=args.batch_size,
                                   seq_len=args.seq_len, autocast=args.autocast, optimizer=args.optimizer,
-                                  command=_command(args))
+                                  assumptions=assumptions, command=_command(args))
         save_trace(trace, args.out)
         print(summary(trace))
         print(f"wrote {args.out}")

@@ -72,8 +72,6 @@ def _load_average() -> float | None:
 
 
 def _to_device(batch: Any, device: Any, dtype: Any) -> Any:
-    import torch
-
     if isinstance(batch, (tuple, list)):
         return tuple(_to_device(b, device, dtype) for b in batch)
     if batch.dtype.is_floating_point:

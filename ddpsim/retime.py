@@ -47,12 +47,12 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ddpsim.errors import InputError
-from ddpsim.trace import IterationSample, ParamRecord, Trace, load_trace
+from ddpsim.trace import BufferRecord, IterationSample, ParamRecord, Trace, load_trace
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -392,19 +392,11 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
         "mfu_peak_flops_per_s": peak,
         **(extra_synthetic or {}),
     }
-    trace = Trace(model=spec.name, params=records, buffers=tuple(), grad_ready_order=tuple(order), iterations=(sample,),
+    buffers = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
+                    for n, b in module.named_buffers())
+    trace = Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(order), iterations=(sample,),
                   environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
-    if spec.module is not None:
-        from ddpsim.trace import BufferRecord
-        bufs = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
-                     for n, b in module.named_buffers())
-        trace = Trace(**{**_fields(trace), "buffers": bufs})
     return (trace, log) if return_log else trace
-
-
-def _fields(trace: Trace) -> dict[str, Any]:
-    from dataclasses import fields
-    return {f.name: getattr(trace, f.name) for f in fields(trace)}
 
 
 def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = None, seq_len: int | None = None,
@@ -432,7 +424,7 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
     """
     import torch
 
-    from ddpsim.models import build_model
+    from ddpsim.models import build_model, ddp_params
 
     g = get_gpu(gpu)
     src = load_trace(path)
@@ -450,7 +442,7 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
     with torch.device("meta"):
         spec = build_model(src.model, seed=int(env.get("seed", 0)), input_shape=input_shape,
                            input_dtype=env.get("input_dtype") if ":" in src.model or input_shape else None, **kwargs)
-    built = [(n, tuple(p.shape)) for n, p, _ in __import__("ddpsim.models", fromlist=["ddp_params"]).ddp_params(spec.module)]
+    built = [(n, tuple(p.shape)) for n, p, _ in ddp_params(spec.module)]
     if built != [(p.name, p.shape) for p in src.params]:
         raise InputError(f"--from: {str(path)!r}: the rebuilt model {src.model!r} has different parameters from the trace's; expected a trace of an unmodified built-in or factory model")
     if autocast == "none":

@@ -101,19 +101,19 @@ def timeline_figure(result: Any, title: str = "", iterations: Sequence[int] | No
         y_comm = k * 2.4
         yticks += [y_comp, y_comm]
         ylabels += [f"rank {r} compute", f"rank {r} comm"]
+        # NOTE: one broken_barh per (stream, kind): one call per span is very slow for big models
+        groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for s in spans:
-            if s.rank != r:
-                continue
-            y = y_comm if s.stream == "comm" else y_comp
-            col = _COLORS.get(s.kind, "#999999")
-            h = ax.broken_barh([((s.start_s - t_start) * mult, (s.end_s - s.start_s) * mult)], (y - 0.4, 0.8),
-                               facecolors=col, edgecolor="black" if s.stream == "comm" else "none", linewidth=0.3)
-            seen_kinds.setdefault(s.kind, h)
-        for b in result.buckets:
-            if b.rank != r or b.iteration not in keep:
-                continue
-            ax.plot([(b.ready_s - t_start) * mult], [y_comm + 0.6], "v", color="#2ca02c", ms=4)
-            ax.plot([(b.launch_s - t_start) * mult], [y_comm + 0.6], "|", color="black", ms=8)
+            if s.rank == r:
+                groups.setdefault((s.stream, s.kind), []).append(((s.start_s - t_start) * mult, (s.end_s - s.start_s) * mult))
+        for (stream, kind), bars in sorted(groups.items()):
+            y = y_comm if stream == "comm" else y_comp
+            h = ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=_COLORS.get(kind, "#999999"),
+                               edgecolor="black" if stream == "comm" else "none", linewidth=0.3)
+            seen_kinds.setdefault(kind, h)
+        bs = [b for b in result.buckets if b.rank == r and b.iteration in keep]
+        ax.plot([(b.ready_s - t_start) * mult for b in bs], [y_comm + 0.6] * len(bs), "v", color="#2ca02c", ms=4, ls="none")
+        ax.plot([(b.launch_s - t_start) * mult for b in bs], [y_comm + 0.6] * len(bs), "|", color="black", ms=8, ls="none")
     ax.plot([], [], "v", color="#2ca02c", label="bucket ready")
     ax.plot([], [], "|", color="black", label="bucket launch")
     for kind, h in seen_kinds.items():

@@ -58,3 +58,11 @@ def test_recommend_plan_round_trips(tiny_trace, tmp_path):
     p = save_plan(rec.plan, tmp_path / "recommended_plan.json")
     again = load_plan(p, tiny_trace)
     assert [b.param_indices for b in again.steady] == [b.param_indices for b in rec.plan.steady]
+
+
+def test_grid_comm_exact_for_linear_models():
+    from ddpsim.recommend import GridComm
+
+    g = GridComm(COMM, 10_000, num_points=16)
+    for size in (0, 1, 7, 999, 4321, 10_000, 20_000):
+        assert g.allreduce_s(size) == pytest.approx(COMM.allreduce_s(size))

@@ -167,12 +167,26 @@ def trace_fingerprint(trace: Any) -> str:
     return hashlib.sha256(json.dumps(trace.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
+_CODE_FP: list[str] = []
+
+
+def code_fingerprint() -> str:
+    """A hash of ddpsim's own source: a stored point is reused only by the same code."""
+    if not _CODE_FP:
+        h = hashlib.sha256()
+        root = Path(__file__).resolve().parent
+        for f in sorted(root.rglob("*.py")):
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+        _CODE_FP.append(h.hexdigest()[:16])
+    return _CODE_FP[0]
+
+
 def point_key(scenario: Scenario, point: SweepPoint, trace_fp: str) -> str:
     d = scenario.to_dict()
     d.pop("points", None)
     d.pop("description", None)
-    blob = json.dumps({"scenario": d, "point": point.as_dict(), "trace": trace_fp, "version": __version__},
-                      sort_keys=True, default=str)
+    blob = json.dumps({"scenario": d, "point": point.as_dict(), "trace": trace_fp, "version": __version__,
+                       "code": code_fingerprint()}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 

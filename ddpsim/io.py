@@ -30,6 +30,8 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        # NOTE: mkstemp creates 0600; give the file the mode a plain open() would (0666 & ~umask)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, p)
     except BaseException:
         try:
@@ -38,6 +40,12 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
             pass
         raise
     return p
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:

@@ -109,3 +109,14 @@ def test_cli_subprocess_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "not valid JSON" in proc.stderr
+
+
+def test_write_text_atomic_uses_umask_mode(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        path = write_text_atomic(tmp_path / "r.md", "x")
+    finally:
+        os.umask(old)
+    assert (path.stat().st_mode & 0o777) == 0o644

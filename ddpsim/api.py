@@ -218,6 +218,13 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     files.append(write_text_atomic(rdir / "summary.json", json.dumps(summ, indent=1, sort_keys=True, default=str) + "\n"))
     md = report.render_summary(summ)
     files.append(write_text_atomic(rdir / "summary.md", md + "\n"))
+    # The run succeeded: traces and timelines of points an earlier run chose (another best)
+    # would now mislead; remove those (only files of these two patterns, never anything else).
+    written = {p.name for p in files}
+    for pattern in ("trace_*_rank*.json", "timeline_*.png"):
+        for stale in rdir.glob(pattern):
+            if stale.name not in written:
+                stale.unlink()
     return Report(scenario=sc, out_dir=rdir, summary=summ, sweep=table, buckets=btable, records=tuple(records),
                   files=tuple(files), summary_md=md, extra={"recommended_result": rec_result})
 

@@ -306,9 +306,15 @@ def sweep_table(records: Sequence[PointRecord]):
     return pd.DataFrame(rows)
 
 
+#: p50 step times within this relative distance of the lowest count as ties
+TIE_RELATIVE = 1e-6
+
+
 def best_record(records: Sequence[PointRecord]) -> PointRecord:
-    """The point with the lowest p50 step time (ties: the earlier point in sweep order)."""
-    return min(enumerate(records), key=lambda kr: (round(kr[1].metrics["iteration_p50_s"], 15), kr[0]))[1]
+    """The point with the lowest p50 step time; points within :data:`TIE_RELATIVE` of it tie
+    and the earliest in sweep order wins (the default point comes first)."""
+    low = min(r.metrics["iteration_p50_s"] for r in records)
+    return next(r for r in records if r.metrics["iteration_p50_s"] <= low * (1 + TIE_RELATIVE))
 
 
 def default_record(records: Sequence[PointRecord], point: SweepPoint) -> PointRecord | None:

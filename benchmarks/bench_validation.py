@@ -1,0 +1,53 @@
+"""Summarise every committed ``reports/*/validation.json``: accuracy per scenario, and how far
+the prediction trace's compute was from the compute the real runs saw (the main limit on a
+shared CPU host, where load drifts between the trace capture and the runs).
+
+    python benchmarks/bench_validation.py [reports]
+
+Not a test: it reads files and prints; no timing is asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def forward_drift(folder: Path, data: dict) -> tuple[float, float] | None:
+    """(trace forward median, real runs' forward median) in seconds; forward has no gradient
+    communication, so it compares compute only."""
+    tpath = Path(data.get("trace", ""))
+    if not tpath.is_file():
+        return None
+    trace = json.loads(tpath.read_text())
+    t_fwd = statistics.median(it["forward_s"] for it in trace["iterations"])
+    runs = [json.loads(p.read_text()) for p in sorted((folder / "validation").glob("*.run*.json"))]
+    if not runs:
+        return None
+    r_fwd = statistics.median(r["summary"]["forward_s"] for r in runs)
+    return t_fwd, r_fwd
+
+
+def main(root: str = "reports") -> int:
+    rows = []
+    for vj in sorted(Path(root).glob("*/validation.json")):
+        d = json.loads(vj.read_text())
+        s = d.get("summary") or {}
+        if not s:
+            continue
+        drift = forward_drift(vj.parent, d)
+        rows.append((d["scenario"], s, drift, d))
+    print(f"{'scenario':22s} {'points':>6s} {'med|err|':>8s} {'max|err|':>8s} {'band/10%':>8s} "
+          f"{'best gap':>8s} {'plan':>5s} {'trace fwd':>9s} {'run fwd':>8s} {'drift':>7s}")
+    for name, s, drift, d in rows:
+        tf, rf = drift if drift else (float("nan"), float("nan"))
+        print(f"{name:22s} {s['num_points']:6d} {s['median_abs_error_pct']:7.1f}% {s['max_abs_error_pct']:7.1f}% "
+              f"{s['num_in_band_or_within_10pct']:>4d}/{s['num_points']:<3d} {s['predicted_best_gap_pct']:7.1f}% "
+              f"{str(s['plan_matches_all']).lower():>5s} {tf * 1e3:8.1f}ms {rf * 1e3:7.1f}ms {100 * (tf - rf) / rf:+6.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))

@@ -201,7 +201,7 @@ def render_summary(s: dict[str, Any]) -> str:
                 f"whole backward is done: {fmt_s(fi)} ({_pct(None if fi is None or not ss else fi / ss - 1)} vs steady p50 {fmt_s(ss)}; "
                 f"exposed comm {fmt_s(m.get('first_iteration_exposed_comm_s'))}).")
         if m.get("rebuild_iteration"):
-            line += (f" Buckets are rebuilt in gradient-ready order into {m.get('num_buckets')} buckets, used from iteration "
+            line += (f" Buckets are rebuilt in gradient-ready order into {m.get('num_buckets')} bucket(s), used from iteration "
                      f"{m['rebuild_iteration']}: {fmt_s(ri)} ({_pct(None if ri is None or not ss else ri / ss - 1)} vs steady).")
         else:
             line += " No rebuild (find_unused_parameters without static_graph): the first layout stays."

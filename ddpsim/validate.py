@@ -11,7 +11,9 @@ run for real), :func:`validate`:
    with the timing hook for per-bucket all-reduce times (a hook changes DDP's division path,
    so those runs are not used for the iteration time);
 3. simulates the same points (``scenario.build_point`` + :func:`ddpsim.engine.simulate`)
-   with the calibration's comm curves, interference and copy bandwidth;
+   with the calibration's comm curves, interference and copy bandwidth, from a trace
+   captured with ``executor trace`` on all ranks at once at the start of every round (the
+   rounds' traces pooled), so that the trace sees the same load drift as the runs;
 4. writes ``reports/<scenario>/validation.csv`` / ``.md`` / ``.json`` / ``.png``
    atomically, rewritten as each run completes, and every raw measurement under
    ``reports/<scenario>/validation/``.
@@ -105,11 +107,15 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 Runner = Callable[[list[str]], Any]
 
 
-def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float) -> None:
+def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float,
+            log_dir: Path | None = None) -> None:
     from executor.launch import launch_local
 
     r = launch_local(args, nproc=nproc, num_threads=num_threads, timeout_s=timeout_s)
     if r.returncode != 0:
+        if log_dir is not None:  # the whole output, for a post-mortem
+            write_text_atomic(log_dir / f"failed-{args[0]}-{int(time.time())}.log",
+                              " ".join(r.command) + "\n--- stdout\n" + r.stdout + "\n--- stderr\n" + r.stderr)
         lines = (r.stderr or "").strip().splitlines()
         picked = [ln for ln in lines if "executor: error" in ln]
         picked = picked or [ln for ln in lines if ln.startswith("[rank") and ("Error" in ln or "error" in ln)]
@@ -175,20 +181,31 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         trace_path = save_trace(trace, raw / "trace.json")
 
     def launch(args: list[str]) -> None:
-        _launch(args, nproc=nproc, num_threads=threads, timeout_s=timeout_s)
+        _launch(args, nproc=nproc, num_threads=threads, timeout_s=timeout_s, log_dir=raw)
 
-    # 0. the trace, captured under the run's conditions: every rank computing at once ----------
-    if capture:
-        captured = raw / "trace.concurrent.json"
-        echo(f"validate: capturing {model} (batch {batch_size}) on {nproc} ranks at once -> {captured}")
-        cap_args = ["trace", "--model", model, "--batch-size", str(batch_size), "--out", str(captured),
+    # 0. the trace, captured under the run's conditions: every rank computing at once, once per
+    #    round (a shared host's load drifts; the trace must drift with the runs) -------------------
+    captured: list[Any] = []
+
+    def capture_round(rep: int):
+        from dataclasses import replace as _replace
+
+        from ddpsim.trace import load_trace, save_trace
+
+        path = raw / f"trace.round{rep}.json"
+        echo(f"validate: capturing {model} (batch {batch_size}) on {nproc} ranks at once -> {path}")
+        cap_args = ["trace", "--model", model, "--batch-size", str(batch_size), "--out", str(path),
                     "--iters", str(max(5, min(iterations, 20))), "--warmup", "3"]
         for a in model_args:
             cap_args += ["--model-arg", a]
         launch(cap_args)
-        from ddpsim.trace import load_trace
+        captured.append(load_trace(path))
+        merged = _replace(captured[0], iterations=tuple(it for t in captured for it in t.iterations))
+        save_trace(merged, raw / "trace.concurrent.json")
+        return merged
 
-        trace, trace_path = load_trace(captured), captured
+    if capture:
+        trace, trace_path = capture_round(1), raw / "trace.concurrent.json"
 
     # 1. calibration -------------------------------------------------------------------------
     cal_path = Path(calibration) if calibration else scenario.calibration_path
@@ -204,15 +221,21 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     # 2. predictions -------------------------------------------------------------------------
     from ddpsim.engine import simulate
 
-    outcomes: dict[str, PointOutcome] = {}
-    for p in points:
-        inputs = scenario.build_point(p, trace=trace, calibration=cal)
-        res = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
-        o = PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb, predicted_s=res.summary()["iteration_p50_s"],
-                         predicted_metrics=res.summary())
-        o.predicted_buckets = predicted_bucket_times(res)
-        outcomes[p.point_id] = o
-        echo(f"validate: {p.point_id:14s} predicted {o.predicted_s * 1e3:9.2f} ms  ({len(inputs.plan.steady)} buckets)")
+    outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb)
+                                         for p in points}
+
+    def predict(trace: Any) -> None:
+        for p in points:
+            inputs = scenario.build_point(p, trace=trace, calibration=cal)
+            res = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
+            o = outcomes[p.point_id]
+            o.predicted_s = res.summary()["iteration_p50_s"]
+            o.predicted_metrics = res.summary()
+            o.predicted_buckets = predicted_bucket_times(res)
+            echo(f"validate: {p.point_id:14s} predicted {o.predicted_s * 1e3:9.2f} ms  ({len(inputs.plan.steady)} buckets,"
+                 f" trace of {len(trace.iterations)} iterations)")
+
+    predict(trace)
 
     def flush() -> None:
         rows = [o.row() for o in outcomes.values()]
@@ -227,6 +250,9 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     if not scenario.ddp.broadcast_buffers:
         common.append("--no-broadcast-buffers")
     for rep in range(1, repeats + 1):
+        if capture and rep > 1:
+            trace = capture_round(rep)
+            predict(trace)
         for p in points:
             o = outcomes[p.point_id]
             mpath = raw / f"{p.point_id}.run{rep}.json"

@@ -47,13 +47,28 @@ def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int |
     args = list(step_args)
     if num_threads is not None and "--num-threads" not in args:
         args[1:1] = ["--num-threads", str(num_threads)]
-    cmd = torchrun_command(args, nproc=nproc)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if num_threads is not None:
         env["OMP_NUM_THREADS"] = str(num_threads)
     env.setdefault("TORCHELASTIC_ERROR_FILE", "")
     env.pop("TORCHELASTIC_ERROR_FILE")
+    for attempt in range(3):
+        r = _launch_once(args, nproc=nproc, env=env, timeout_s=timeout_s, echo=echo)
+        # NOTE: the free port can be taken by another process between free_port() and torchrun's
+        # bind (a busy shared host): retry on a fresh port, nothing else
+        if r.returncode == 0 or not _port_clash(r.stderr):
+            return r
+    return r
+
+
+def _port_clash(stderr: str) -> bool:
+    s = (stderr or "").lower()
+    return "address already in use" in s or "eaddrinuse" in s
+
+
+def _launch_once(args: list[str], *, nproc: int, env: dict[str, str], timeout_s: float, echo: bool) -> LaunchResult:
+    cmd = torchrun_command(args, nproc=nproc)
     proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:

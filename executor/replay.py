@@ -100,14 +100,15 @@ class FlatReducer:
             rec["end_s"] = time.perf_counter() - t0
             return None
 
-        work.get_future().then(done)
-        self.works[k] = (work, rec)
+        # NOTE: wait on the chained future, not the work: the callback that stamps end_s runs
+        # after the work completes, on the backend's thread
+        self.works[k] = (work.get_future().then(done), rec)
 
     def finish(self, grads_out: Callable[[int, Any], None] | None) -> None:
         """Wait for every bucket in order, then copy back (``grads_out(index, view)``)."""
         assert self.next_bucket == len(self.buckets), f"buckets {self.next_bucket}.. were never launched"
-        for work, rec in self.works:
-            work.wait()
+        for fut, rec in self.works:
+            fut.wait()
             self.rt.watchdog.beat()
             self.records.append(rec)
         if grads_out is not None:

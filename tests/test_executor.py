@@ -64,10 +64,10 @@ class Block:
         return None
 sys.meta_path.insert(0, Block())
 import executor, executor.__main__, executor.runtime, executor.collectives, executor.ddp_step
-import executor.replay, executor.workload, executor.launch
+import executor.replay, executor.workload, executor.launch, executor.capture_step
 executor.__main__.build_parser()
 # what the steps import lazily
-import ddpsim.models, ddpsim.plan, ddpsim.trace, ddpsim.units, ddpsim.io, ddpsim.errors
+import ddpsim.models, ddpsim.plan, ddpsim.trace, ddpsim.units, ddpsim.io, ddpsim.errors, ddpsim.capture
 ddpsim.models.build_model("mlp")
 print("ok", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
 """

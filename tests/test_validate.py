@@ -76,8 +76,9 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
 """)
     rc = main(["validate", str(scen), "--calibration", str(cal), "--repeats", "1", "--caps", "0.1",
                "--out-dir", str(tmp_path / "reports")])
-    out = capsys.readouterr().out
-    assert rc == 0, out
+    cap = capsys.readouterr()
+    out = cap.out
+    assert rc == 0, out + cap.err
     rep = tmp_path / "reports" / "tiny-validate"
     rows = list(csv.DictReader((rep / "validation.csv").open()))
     assert tuple(rows[0]) == CSV_COLUMNS

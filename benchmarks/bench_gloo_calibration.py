@@ -7,7 +7,8 @@ One command::
 
 Measures a 2-rank gloo all-reduce over TCP loopback (two processes, torch.distributed,
 float32 tensors, sizes 4 KiB ... 64 MiB in powers of two; warm-up, then several rounds over
-all sizes so that load from other processes hits every size alike; median per size),
+all sizes so that load from other processes hits every size alike; a sample is the mean of
+a run of back-to-back all-reduces, as nccl-tests times them; median per size),
 fits ddpsim's calibration (piecewise alpha-beta) on every other size (4 KiB, 16 KiB, ...,
 64 MiB), predicts the held-out sizes (8 KiB, 32 KiB, ..., 32 MiB) and prints the error per
 size (target: within 10 %). Also prints the uncalibrated cpu-gloo preset's prediction, the
@@ -50,9 +51,10 @@ def _worker(rank: int, world: int, port: int, sizes: list[int], budget_s: float,
             t0 = time.perf_counter()
             dist.all_reduce(t)
             one = time.perf_counter() - t0
-            # a sample = m back-to-back all-reduces (>= ~2 ms in all) averaged, which damps the
-            # scheduler jitter of a shared machine; n samples per round within budget_s / rounds
-            m = max(1, min(20, int(2e-3 / max(one, 1e-6))))
+            # a sample = m back-to-back all-reduces (>= ~20 ms in all) averaged, as nccl-tests
+            # times a run of iterations; this averages out the millisecond scheduler stalls of a
+            # shared 2-core machine (bimodal single-op times); n samples per round
+            m = max(1, min(50, int(20e-3 / max(one, 1e-6))))
             n = max(2, min(10, int(budget_s / rounds / max(m * one, 1e-6))))
             nm = torch.tensor([n, m])
             dist.broadcast(nm, 0)

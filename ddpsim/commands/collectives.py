@@ -64,7 +64,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ddpsim.calibration import load_calibration
     from ddpsim.collectives import build_comm_model
-    from ddpsim.commands.topology import parse_options, parse_positive_int
+    from ddpsim.commands._args import parse_int
+    from ddpsim.commands.topology import parse_options
     from ddpsim.topology import max_ranks, resolve_topology
     from ddpsim.units import parse_size_bytes
 
@@ -77,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
     sizes = [parse_size_bytes(s.strip(), "--sizes") for s in str(args.sizes).split(",") if s.strip()]
     if not sizes:
         raise InputError(f"--sizes: {args.sizes!r} is not accepted; expected a comma-separated list like 1KiB,1MiB")
-    nodes = parse_positive_int(args.nodes, "--nodes")
+    nodes = parse_int(args.nodes, "--nodes")
     graph = resolve_topology(args.topology, num_nodes=nodes, **parse_options(args.options))
-    ranks = max_ranks(graph) if args.ranks is None else parse_positive_int(args.ranks, "--ranks")
+    ranks = max_ranks(graph) if args.ranks is None else parse_int(args.ranks, "--ranks")
     cal = load_calibration(args.calibration) if args.calibration else None
     model = build_comm_model(graph, ranks, calibration=cal, algorithm=algo, protocol=proto)
     est = model.estimate_allreduce if args.collective == "allreduce" else model.estimate_broadcast

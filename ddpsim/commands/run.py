@@ -46,25 +46,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def parse_jobs(text: str | None) -> int | None:
-    from ddpsim.errors import InputError
-
-    if text is None:
-        return None
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if v < 1:
-        raise InputError(f"--jobs: {text!r} is not accepted; expected an integer >= 1")
-    return v
-
-
 def run(args: argparse.Namespace) -> int:
     from ddpsim.api import run_scenario
     from ddpsim.scenario import load_scenario
 
-    jobs = parse_jobs(args.jobs)
+    from ddpsim.commands._args import parse_int
+
+    jobs = parse_int(args.jobs, "--jobs")
     sc = load_scenario(args.scenario)
     log = (lambda m: None) if args.quiet else (lambda m: print(f"ddpsim run: {m}", file=sys.stderr))
     rep = run_scenario(sc, out_dir=args.out_dir, jobs=jobs, plots=not args.no_plots, progress=not args.quiet, log=log)

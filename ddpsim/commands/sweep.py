@@ -7,6 +7,8 @@ import math
 import sys
 from typing import Any
 
+from ddpsim.commands._args import parse_int
+
 DESCRIPTION = """\
 Sweep DDP's bucket_cap_mb for one trace on one modelled cluster and print one row per
 point: p50/p95 step time, the breakdown (forward, backward compute, exposed
@@ -49,20 +51,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--format", metavar="{table,csv,json}", default="table", help="output format; default: table")
     p.set_defaults(func=run)
     return p
-
-
-def _int(text: str | None, flag: str, minimum: int) -> int | None:
-    from ddpsim.errors import InputError
-
-    if text is None:
-        return None
-    try:
-        v = int(text)
-    except ValueError:
-        v = minimum - 1
-    if v < minimum:
-        raise InputError(f"{flag}: {text!r} is not accepted; expected an integer >= {minimum}")
-    return v
 
 
 def parse_caps(text: str) -> list[float | None] | dict[str, Any]:
@@ -109,9 +97,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
     data: dict[str, Any] = {
         "name": "sweep", "trace": args.trace,
-        "cluster": {"topology": args.topology, "nodes": _int(args.nodes, "--nodes", 1)},
-        "world_size": _int(args.world_size, "--world-size", 1), "comm_hook": args.comm_hook,
-        "simulation": {"iterations": _int(args.iterations, "--iterations", 1), "seed": _int(args.seed, "--seed", 0)},
+        "cluster": {"topology": args.topology, "nodes": parse_int(args.nodes, "--nodes", 1)},
+        "world_size": parse_int(args.world_size, "--world-size", 1), "comm_hook": args.comm_hook,
+        "simulation": {"iterations": parse_int(args.iterations, "--iterations", 1), "seed": parse_int(args.seed, "--seed", 0)},
         "sweep": {"bucket_cap_mb": parse_caps(args.bucket_cap_mb)}, "timelines": []}
     if args.calibration is not None:
         data["calibration"] = args.calibration
@@ -126,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
                 msg = f + msg[len(k):]
                 break
         raise InputError(msg) from None
-    jobs = _int(args.jobs, "--jobs", 1)
+    jobs = parse_int(args.jobs, "--jobs", 1)
     recs = run_sweep(sc, out_dir=args.out_dir, jobs=jobs, progress=True)
     table = sweep_table(recs)
     if args.format == "csv":

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from ddpsim.commands._args import parse_int
 from ddpsim.errors import InputError
 
 DESCRIPTION = """\
@@ -51,16 +52,6 @@ def parse_options(pairs: list[str] | None) -> dict[str, Any]:
                 continue
         out[k] = val
     return out
-
-
-def parse_positive_int(text: Any, field: str) -> int:
-    try:
-        v = int(text)
-    except (TypeError, ValueError):
-        raise InputError(f"{field}: {text!r} is not accepted; expected an integer >= 1") from None
-    if v < 1 or str(v) != str(text).strip():
-        raise InputError(f"{field}: {text!r} is not accepted; expected an integer >= 1")
-    return v
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -136,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.format not in FORMATS:
         raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
-    nodes = parse_positive_int(args.nodes, "--nodes")
+    nodes = parse_int(args.nodes, "--nodes")
     graph = resolve_topology(args.topology, num_nodes=nodes, **parse_options(args.options))
     summary = summarize(graph)
     if graph.graph["backend"] == "nccl":

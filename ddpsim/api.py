@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, write_text_atomic
 from ddpsim.plan import BucketPlan, DDPOptions, plan_ddp
 from ddpsim.scenario import Scenario, load_scenario, scenario_from_dict
@@ -124,7 +123,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         earlier run are only ever replaced atomically by complete new ones.
     """
     from ddpsim import perfetto, recommend, report
-    from ddpsim.sweep import best_record, run_sweep, simulate_point, sweep_table
+    from ddpsim.sweep import best_record, run_sweep, sweep_table
 
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     say = log or (lambda msg: None)

@@ -141,7 +141,6 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     batch = _to_device(spec.make_batch(batch_size), dev, tdtype)
     plist = ddp_params(module)
     params = [p for _, p, _ in plist]
-    index_of = {id(p): i for i, p in enumerate(params)}
     if optimizer == "sgd":
         opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
     else:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.io import write_text_atomic
-from ddpsim.sweep import PointRecord, best_record, default_record, fmt_s, sweep_table
+from ddpsim.sweep import PointRecord, best_record, default_record, fmt_s
 from ddpsim.units import format_size
 
 CSV_FLOAT = "%.9g"

@@ -8,7 +8,13 @@ File (written by ``python -m executor collectives``)::
                                     "num_samples": 20}, ...],
                      "broadcast": [...]},
      "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {}},   # optional / null
-     "copy_bandwidth_bytes_per_s": 5.1e9}                                                # optional / null
+     "copy_bandwidth_bytes_per_s": 5.1e9,                                                # optional / null
+     "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...}}                            # optional / null
+
+``ddp_iteration_overhead_s`` (optional; absent in older files = 0): DDP's fixed cost per
+iteration on this machine beyond the trace's compute and the all-reduce curve -- a tiny model
+timed with and without DDP by the executor, less the curve's all-reduce of its gradients. The
+engine adds it once per synchronised step (through :class:`CalibratedCommModel`).
 
 Fit (:func:`fit_calibration`): **piecewise alpha-beta between measured sizes**. The medians
 are first made non-decreasing in size (isotonic regression, weighted by ``num_samples``: a
@@ -75,6 +81,7 @@ class Calibration:
     broadcast: tuple[CalibrationPoint, ...] = ()
     interference: Interference | None = None
     copy_bandwidth_bytes_per_s: float | None = None
+    ddp_iteration_overhead_s: float | None = None
     device: str = ""
     environment: Mapping[str, Any] = field(default_factory=dict)
 
@@ -94,6 +101,8 @@ class Calibration:
              f"{len(self.broadcast)} point(s)", "none or at least 2 measured sizes")
         bw = self.copy_bandwidth_bytes_per_s
         _req(bw is None or (_num(bw) and bw > 0), "copy_bandwidth_bytes_per_s", bw, "a number > 0 or null")
+        ov = self.ddp_iteration_overhead_s
+        _req(ov is None or (_num(ov) and ov >= 0), "ddp_iteration_overhead_s", ov, "a number of seconds >= 0 or null")
         object.__setattr__(self, "environment", dict(self.environment))
 
 
@@ -152,6 +161,7 @@ def calibration_from_dict(data: Any) -> Calibration:
     return Calibration(backend=data["backend"], world_size=data["world_size"], allreduce=points["allreduce"],
                        broadcast=points["broadcast"], interference=interference,
                        copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
+                       ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
                        device=str(data.get("device", "")), environment=env)
 
 
@@ -166,7 +176,8 @@ def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
             "interference": None if cal.interference is None else
             {"compute_slowdown": cal.interference.compute_slowdown, "comm_slowdown": cal.interference.comm_slowdown,
              "details": {}},
-            "copy_bandwidth_bytes_per_s": cal.copy_bandwidth_bytes_per_s}
+            "copy_bandwidth_bytes_per_s": cal.copy_bandwidth_bytes_per_s,
+            "ddp_iteration_overhead_s": cal.ddp_iteration_overhead_s}
 
 
 def load_calibration(path: str | Path) -> Calibration:
@@ -318,6 +329,12 @@ class CalibratedCommModel:
                 a *= math.ceil(math.log2(n)) / math.ceil(math.log2(w))
         return a + per_byte * size
 
+    @property
+    def iteration_overhead_s(self) -> float:
+        """DDP's measured fixed cost per iteration (0 when the calibration has none); the
+        engine adds it to every synchronised step."""
+        return float(self.calibration.ddp_iteration_overhead_s or 0.0)
+
     def estimate_allreduce(self, size_bytes: int):
         from ddpsim.collectives import make_estimate
 
@@ -349,4 +366,5 @@ class CalibratedCommModel:
                 "allreduce_points": len(ar.sizes), "allreduce_alpha_s": ar.alpha_s,
                 "allreduce_bandwidth_bytes_per_s": ar.bandwidth_bytes_per_s,
                 "broadcast_points": len(self.fit.broadcast.sizes) if self.fit.broadcast else 0,
+                "ddp_iteration_overhead_s": self.iteration_overhead_s,
                 "environment": dict(self.calibration.environment), "base": self.base.describe()}

@@ -72,6 +72,12 @@ EXPLICIT rank). With interference (rates vary in time) the rest process instead 
 scalar rank with, per iteration, the largest factor among the folded ranks: an upper bound
 on their launch times.
 
+DDP per-iteration overhead: a comm model with ``iteration_overhead_s > 0`` (a calibration
+whose ``ddp_iteration_overhead_s`` was measured by the executor) adds that much compute-stream
+work (span ``forward``, name ``ddp overhead``) after each synchronised forward: DDP's Python
+pre/post-forward and the reducer's fixed per-iteration cost, which a bare trace does not see.
+Without it (every analytical model) nothing is added.
+
 Interference (``config.interference``): rate-based. While a collective is in flight, every
 rank's compute progresses at ``1/compute_slowdown``; while any rank computes, the
 collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member's pace). On
@@ -243,6 +249,15 @@ class _Engine:
         if isinstance(gs, bool) or not isinstance(gs, (int, float)) or not math.isfinite(gs) or gs < 0:
             raise InputError(f"trace.environment.graph_search_s_per_param: {gs!r} is not accepted; expected a number of seconds >= 0")
         self.graph_search_s = float(gs) * trace.num_params
+        # DDP's per-iteration fixed cost on this machine (Python pre/post-forward, reducer
+        # bookkeeping, waking the backend's threads): measured by the executor's calibration and
+        # offered by a calibrated comm model; absent (0) otherwise, so nothing changes
+        ov = getattr(comm, "iteration_overhead_s", 0.0)
+        ov = 0.0 if ov is None else ov
+        if isinstance(ov, bool) or not isinstance(ov, (int, float)) or not math.isfinite(ov) or ov < 0:
+            raise InputError(f"comm model {type(comm).__name__}.iteration_overhead_s: {ov!r} is not accepted; "
+                             "expected a finite number of seconds >= 0")
+        self.iteration_overhead_s = float(ov)
         self.interfere = config.interference != Interference()
         self.compute_slow = float(config.interference.compute_slowdown)
         self.comm_slow = float(config.interference.comm_slowdown)
@@ -507,6 +522,8 @@ class _Rank:
             yield from self.work("backward", f"backward (no_sync {m + 1})", eng.bwd_total_s * s)
         # 3. synchronised step
         yield from self.work("forward", "forward", eng.forward_s * s)
+        if eng.iteration_overhead_s > 0:  # DDP's per-iteration fixed cost (calibrated), if any
+            yield from self.work("forward", "ddp overhead", eng.iteration_overhead_s * s)
         if eng.find_unused_dynamic:
             yield from self.work("graph_search", "graph_search", eng.graph_search_s * s)
         hook = eng.config.comm_hook

@@ -337,6 +337,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
             "batch_size": batch_size, "num_threads": threads, "world_size": nproc, "iterations": iterations,
             "warmup": warmup, "repeats": repeats, "calibration": str(cal_path), "trace": str(trace_path),
             "interference": cal.get("interference"), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
+            "ddp_iteration_overhead_s": cal.get("ddp_iteration_overhead_s"),
             "summary": summ, "rows": rows,
             "buckets": {k: {"predicted": o.predicted_buckets,
                             "measured": measured_bucket_times(o.hooked) if o.hooked else []} for k, o in outcomes.items()}}
@@ -356,7 +357,9 @@ def markdown(data: dict[str, Any]) -> str:
              f"model `{data['model']}`, batch {data['batch_size']} per rank; {data['warmup']} warm-up + "
              f"{data['iterations']} measured iterations x {data['repeats']} runs per point, round-robin) against "
              f"ddpsim's prediction from the scenario's trace and ONE machine calibration (`{data['calibration']}`: "
-             f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}, comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}).",
+             f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}, comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
+             + ("" if data.get("ddp_iteration_overhead_s") is None else
+                f", DDP overhead {data['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration") + ").",
              "", f"Prediction trace: `{data['trace']}`.", "", "Measured = median of the pooled steady-state step times (slowest rank per iteration) of all runs; "
              "band = their p10..p90. No GPU was used: gloo on CPU.", ""]
     if s:

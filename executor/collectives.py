@@ -1,13 +1,25 @@
 """``executor collectives``: the calibration ddpsim reads.
 
 * All-reduce and broadcast sweep, nccl-tests style: for each size, warm-up operations, then
-  ``repeats`` timed operations, each started right after a barrier; a sample is the slowest
-  rank's time (what a DDP bucket waits for). Median, p10, p90 per size. CUDA events on GPUs.
+  ``repeats`` samples, each started right after a barrier; a sample is a run of ``m``
+  back-to-back operations (``m`` chosen so that the run lasts about ``--loop-ms``, at most 50)
+  divided by ``m``, the slowest rank's. A single operation timed after a barrier also times
+  the ranks' skew leaving the barrier (a peer's thread woken milliseconds late on a busy
+  2-core host: bimodal 0.4 ms / 3 ms samples for 4 KiB); a loop amortises it, as nccl-tests
+  do. ``--loop-ms 0``: one operation per sample (the older files). Median, p10, p90 per size.
+  CUDA events on GPUs.
 * Interference: a compute unit (matmul + elementwise, the mix of a backward pass) timed
   alone, an all-reduce of ``--interference-bytes`` timed alone, then both at once (a thread
   runs back-to-back all-reduces while the main thread runs compute units, as DDP's reducer
   overlaps gloo/NCCL work with backward). ``compute_slowdown`` = median unit time while
   all-reduces run / alone; ``comm_slowdown`` likewise for the all-reduce.
+* ``ddp_iteration_overhead_s``: DDP's fixed cost per iteration on this machine. A tiny MLP
+  (two 64x64 linears, ~33 KiB of gradients, one bucket) trains with and without
+  ``DistributedDataParallel``, interleaved in rounds; overhead = median DDP step (slowest rank)
+  - median bare step - the all-reduce curve just measured at the gradients' size - the copy-in
+  and copy-out at the copy bandwidth, clamped at 0. It holds what the trace and the curve do not
+  see: DDP's Python pre/post-forward, the reducer's bookkeeping, waking gloo's threads for a
+  collective issued from inside backward. The engine adds it once per synchronised step.
 * ``copy_bandwidth_bytes_per_s``: DDP's copy-in, ``torch.mul(grad, 1/world, out=bucket_view)``,
   timed; counted as read + write (2 x bytes per second), the way the engine charges a copy.
 
@@ -18,7 +30,7 @@ Output (rank 0; written atomically)::
      "collectives": {"allreduce": [{"size_bytes", "time_s", "p10_s", "p90_s", "num_samples"}, ...],
                      "broadcast": [...]},
      "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {...}},
-     "copy_bandwidth_bytes_per_s": 5.1e9}
+     "copy_bandwidth_bytes_per_s": 5.1e9, "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...}}
 
 A measurement JSON (``--progress``) is rewritten after every size, so a run cut short keeps
 what it measured.
@@ -35,7 +47,8 @@ from ddpsim.errors import InputError
 from ddpsim.units import parse_size_bytes
 
 from executor import CALIBRATION_FORMAT, CALIBRATION_VERSION
-from executor.runtime import ExecutorFailure, Runtime, Stopwatch, max_across_ranks, measurement, stats, write_json
+from executor.runtime import (ExecutorFailure, Runtime, Stopwatch, max_across_ranks, measurement, quantile, stats,
+                              write_json)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,7 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-bytes", default="64MiB", help="largest size (default 64MiB)")
     p.add_argument("--factor", type=int, default=4, help="size multiplier between points (default 4)")
     p.add_argument("--warmup", type=int, default=3, help="untimed operations per size (default 3)")
-    p.add_argument("--repeats", type=int, default=15, help="timed operations per size (default 15)")
+    p.add_argument("--repeats", type=int, default=15, help="timed samples per size (default 15)")
+    p.add_argument("--loop-ms", type=float, default=20.0,
+                   help="a sample is a back-to-back run of about this many ms, averaged (default 20; 0 = one op)")
     p.add_argument("--ops", default="allreduce,broadcast", help="comma list of allreduce, broadcast")
     p.add_argument("--interference-bytes", default="8MiB", help="all-reduce size for the interference test (default 8MiB)")
     p.add_argument("--interference-repeats", type=int, default=12, help="all-reduces timed in each interference phase")
@@ -53,6 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compute unit of the interference test: gemm (a 256x256 matmul, like the GEMM/conv "
                         "kernels that dominate a backward pass; default) or mixed (128x128 matmul + elementwise)")
     p.add_argument("--skip-interference", action="store_true", help="write slowdowns 1.0 (not measured)")
+    p.add_argument("--ddp-overhead-rounds", type=int, default=30,
+                   help="rounds of the DDP-overhead test (5 bare + 5 DDP steps each; default 30; 0 = skip it)")
     p.add_argument("--dtype", default="float32", help="element type (default float32)")
 
 
@@ -79,8 +96,10 @@ def _dtype(name: str):
     return dt
 
 
-def time_collective(rt: Runtime, op: str, size_bytes: int, dtype, warmup: int, repeats: int) -> dict[str, Any]:
-    """Per-op times (slowest rank) of ``op`` on ``size_bytes``."""
+def time_collective(rt: Runtime, op: str, size_bytes: int, dtype, warmup: int, repeats: int,
+                    loop_s: float = 0.0) -> dict[str, Any]:
+    """Per-op times (slowest rank) of ``op`` on ``size_bytes``; a sample averages a back-to-back
+    run of about ``loop_s`` seconds (one op when 0)."""
     import torch
     import torch.distributed as dist
 
@@ -98,15 +117,23 @@ def time_collective(rt: Runtime, op: str, size_bytes: int, dtype, warmup: int, r
         one()
         rt.watchdog.beat()
     rt.sync()
+    m = 1
+    if loop_s > 0:  # ops per sample, from one op's time (agreed on: rank 0's max over ranks)
+        rt.barrier()
+        tok = sw.start()
+        one()
+        first = max_across_ranks(rt, [sw.stop(tok)])[0]
+        m = max(1, min(50, int(loop_s / max(first, 1e-6))))
     samples = []
     for _ in range(repeats):
         rt.barrier()
         tok = sw.start()
-        one()
-        samples.append(sw.stop(tok))
+        for _ in range(m):
+            one()
+        samples.append(sw.stop(tok) / m)
         rt.watchdog.beat(f"{op} of {size_bytes} B")
     samples = max_across_ranks(rt, samples)
-    return {"size_bytes": int(t.numel() * elem), **stats(samples)}
+    return {"size_bytes": int(t.numel() * elem), **stats(samples), "ops_per_sample": m}
 
 
 class ComputeUnit:
@@ -236,6 +263,60 @@ def measure_copy_bandwidth(rt: Runtime, size_bytes: int = 16 << 20, repeats: int
     return {"copy_bandwidth_bytes_per_s": 2 * n * 4 / med, "copy_size_bytes": n * 4, "copy_time_s": med}
 
 
+def measure_ddp_overhead(rt: Runtime, allreduce_points: list[dict[str, Any]], copy_bandwidth: float | None,
+                         rounds: int = 30, steps: int = 5, width: int = 64) -> dict[str, Any]:
+    """DDP's fixed per-iteration cost: a tiny MLP stepped bare and under DDP (module docstring)."""
+    import copy
+
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ddpsim.calibration import CalibrationPoint, fit_curve
+
+    torch.manual_seed(0)
+    bare = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width)).to(rt.device)
+    ddp = DDP(copy.deepcopy(bare), device_ids=[rt.device.index] if rt.is_cuda else None)
+    x = torch.randn(8, width, device=rt.device)
+    opts = {id(bare): torch.optim.SGD(bare.parameters(), lr=1e-3), id(ddp): torch.optim.SGD(ddp.parameters(), lr=1e-3)}
+    nbytes = sum(p.numel() * p.element_size() for p in bare.parameters())
+
+    def step(m: Any) -> float:
+        rt.sync()
+        t0 = time.perf_counter()
+        opt = opts[id(m)]
+        opt.zero_grad(set_to_none=True)
+        m(x).square().mean().backward()
+        opt.step()
+        rt.sync()
+        return time.perf_counter() - t0
+
+    for _ in range(10):  # past DDP's bucket rebuild (iteration 2)
+        step(bare)
+        step(ddp)
+    bare_s: list[float] = []
+    ddp_s: list[float] = []
+    for _ in range(rounds):  # interleaved, so that drift hits both alike
+        rt.barrier()
+        bare_s += [step(bare) for _ in range(steps)]
+        rt.barrier()
+        ddp_s += [step(ddp) for _ in range(steps)]
+        rt.watchdog.beat("ddp overhead")
+    bare_s = max_across_ranks(rt, bare_s)
+    ddp_s = max_across_ranks(rt, ddp_s)
+    curve = fit_curve([CalibrationPoint(size_bytes=p["size_bytes"], time_s=p["time_s"],
+                                        num_samples=p.get("num_samples")) for p in allreduce_points])
+    ar = curve.time_s(nbytes)
+    copies = 4 * nbytes / copy_bandwidth if copy_bandwidth else 0.0  # copy-in + copy-out, read + write
+    b, d = statistics.median(bare_s), statistics.median(ddp_s)
+    raw = d - b - ar - copies
+    return {"ddp_iteration_overhead_s": max(0.0, raw),
+            "details": {"model": f"Linear({width},{width}) ReLU Linear({width},{width}), batch 8, SGD",
+                        "gradient_bytes": nbytes, "bare_step_s": b, "ddp_step_s": d,
+                        "ddp_step_p10_s": quantile(ddp_s, 0.1), "ddp_step_p90_s": quantile(ddp_s, 0.9),
+                        "allreduce_curve_s": ar, "copy_s": copies, "raw_overhead_s": raw,
+                        "num_steps": len(ddp_s), "rounds": rounds}}
+
+
 def run(rt: Runtime, args: argparse.Namespace) -> int:
     dtype = _dtype(args.dtype)
     import torch
@@ -246,6 +327,10 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     for o in ops:
         if o not in ("allreduce", "broadcast"):
             raise InputError(f"--ops: {o!r} is not accepted; expected a comma list of allreduce, broadcast")
+    if not args.loop_ms >= 0:
+        raise InputError(f"--loop-ms: {args.loop_ms!r} is not accepted; expected a number of milliseconds >= 0")
+    if args.ddp_overhead_rounds < 0:
+        raise InputError(f"--ddp-overhead-rounds: {args.ddp_overhead_rounds!r} is not accepted; expected an integer >= 0")
     for name in ("warmup", "repeats", "interference_repeats"):
         v = getattr(args, name)
         if v < (0 if name == "warmup" else 1):
@@ -255,10 +340,11 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     rec = measurement("collectives", rt, points=[], complete=False)
     for op in ops:
         for s in sizes:
-            r = time_collective(rt, op, s, dtype, args.warmup, args.repeats)
+            r = time_collective(rt, op, s, dtype, args.warmup, args.repeats, args.loop_ms / 1e3)
             results[op].append(r)
             rt.log(f"collectives: {op:9s} {r['size_bytes']:>11d} B  median {r['time_s'] * 1e3:9.3f} ms  "
-                   f"p10 {r['p10_s'] * 1e3:9.3f}  p90 {r['p90_s'] * 1e3:9.3f}  ({r['num_samples']} samples)")
+                   f"p10 {r['p10_s'] * 1e3:9.3f}  p90 {r['p90_s'] * 1e3:9.3f}  ({r['num_samples']} samples"
+                   f" of {r['ops_per_sample']} ops)")
             if rt.rank == 0:
                 rec["points"].append({"op": op, **r})
                 write_json(progress, rec)
@@ -271,6 +357,14 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
                f"comm_slowdown {interference['comm_slowdown']:.3f}")
     copy = measure_copy_bandwidth(rt)
     rt.log(f"collectives: copy bandwidth {copy['copy_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s (read+write)")
+    overhead = None
+    if args.ddp_overhead_rounds > 0 and results["allreduce"] and len(results["allreduce"]) >= 2:
+        overhead = measure_ddp_overhead(rt, results["allreduce"], copy["copy_bandwidth_bytes_per_s"],
+                                        rounds=args.ddp_overhead_rounds)
+        det = overhead["details"]
+        rt.log(f"collectives: ddp overhead {overhead['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration "
+               f"(tiny MLP: DDP step {det['ddp_step_s'] * 1e3:.3f} ms, bare {det['bare_step_s'] * 1e3:.3f} ms, "
+               f"all-reduce curve {det['allreduce_curve_s'] * 1e3:.3f} ms)")
     if rt.rank == 0:
         interference["details"]["copy"] = copy
         cal = {
@@ -281,6 +375,9 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             "interference": interference,
             "copy_bandwidth_bytes_per_s": copy["copy_bandwidth_bytes_per_s"],
         }
+        if overhead is not None:
+            cal["ddp_iteration_overhead_s"] = overhead["ddp_iteration_overhead_s"]
+            cal["ddp_overhead"] = overhead["details"]
         write_json(args.out, cal)
         rec.update(complete=True, calibration=str(args.out))
         write_json(progress, rec)

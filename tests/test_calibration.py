@@ -187,3 +187,28 @@ def test_noisy_dip_is_pooled_isotonic():
     c = fit_calibration(cal).allreduce
     assert c.times_s == pytest.approx((1e-4, 2.5e-4, 2.5e-4, 4e-4))
     assert all(c.time_s(s) <= c.time_s(s + 100) for s in range(500, 5000, 100))
+
+
+def test_ddp_iteration_overhead_is_optional_and_reaches_the_comm_model(tmp_path):
+    old = calibration_from_dict(synthetic())  # a file from before the field existed
+    assert old.ddp_iteration_overhead_s is None
+    graph = build_preset("cpu-gloo")
+    assert build_comm_model(graph, 2, calibration=old).iteration_overhead_s == 0.0
+    doc = synthetic()
+    doc["ddp_iteration_overhead_s"] = 2.5e-3
+    doc["ddp_overhead"] = {"bare_step_s": 5e-4}  # the executor's details: kept in the file, not read
+    cal = calibration_from_dict(doc)
+    assert cal.ddp_iteration_overhead_s == 2.5e-3
+    m = build_comm_model(graph, 2, calibration=cal)
+    assert m.iteration_overhead_s == 2.5e-3 and m.describe()["ddp_iteration_overhead_s"] == 2.5e-3
+    assert load_calibration(save_calibration(cal, tmp_path / "c.json")) == cal
+    doc["ddp_iteration_overhead_s"] = None
+    assert calibration_from_dict(doc).ddp_iteration_overhead_s is None
+
+
+@pytest.mark.parametrize("value", [-1e-3, "2ms", float("inf"), True])
+def test_bad_ddp_iteration_overhead(value):
+    doc = synthetic()
+    doc["ddp_iteration_overhead_s"] = value
+    with pytest.raises(InputError, match=r"^calibration.ddp_iteration_overhead_s: .* is not accepted; expected a number of seconds >= 0 or null$"):
+        calibration_from_dict(doc)

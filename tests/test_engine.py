@@ -14,6 +14,7 @@ All numbers are sums of powers of two, so the floating-point results are exact.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pytest
 
@@ -460,3 +461,49 @@ def test_median_ready_times_out_of_order_never_step_back():
     assert [x[1:] for x in log(res) if x[1] == "backward"] == [
         ("backward", "c", 0.5, 0.75), ("backward", "b", 0.75, 1.0),   # no span for a: 0 s
         ("backward", "backward tail", 1.0, 1.5)]                       # backward ends at 1.0 after start
+
+
+@dataclass(frozen=True, kw_only=True)
+class _OverheadNet(AlphaBetaModel):
+    """The common network, plus DDP's calibrated per-iteration overhead (what a
+    CalibratedCommModel offers when its calibration measured one)."""
+
+    iteration_overhead_s: float = 0.0
+
+
+def overhead_net(overhead_s):
+    return _OverheadNet(latency_s=0.0, bandwidth_bytes_per_s=BW, num_ranks=2, iteration_overhead_s=overhead_s)
+
+
+def test_ddp_iteration_overhead_from_the_comm_model():
+    tr = toy_trace()
+    plan = plan_ddp(tr)
+    base = simulate(tr, plan, net(), cfg())
+    res = simulate(tr, plan, overhead_net(0.125), cfg())
+    # test_first_iteration_single_bucket's log, shifted by 0.125 s of DDP overhead after the forward
+    assert log(res) == [
+        ("compute", "forward", "forward", 0.0, 0.5),
+        ("compute", "forward", "ddp overhead", 0.5, 0.625),
+        ("compute", "backward", "c", 0.625, 0.875),
+        ("compute", "backward", "b", 0.875, 1.125),
+        ("compute", "backward", "a", 1.125, 1.375),
+        ("compute", "backward", "backward tail", 1.375, 1.625),
+        ("comm", "allreduce", "bucket 0", 1.375, 2.125),
+        ("compute", "wait", "bucket 0", 1.625, 2.125),
+        ("compute", "optimizer", "optimizer", 2.125, 2.25),
+    ]
+    assert res.iterations[0].end_s == base.iterations[0].end_s + 0.125
+    # zero overhead = no span, identical to the plain network
+    res0 = simulate(tr, plan, overhead_net(0.0), cfg())
+    assert log(res0) == log(base)
+    # the same with interference (slow path): the overhead is compute-stream work
+    inter = cfg(interference=Interference(compute_slowdown=1.0 + 2 ** -20, comm_slowdown=1.0))
+    slow = simulate(tr, plan, overhead_net(0.125), inter)
+    assert ("compute", "forward", "ddp overhead", 0.5, 0.625) in log(slow)
+
+
+@pytest.mark.parametrize("value", [-0.5, float("nan"), "1ms"])
+def test_bad_ddp_iteration_overhead(value):
+    tr = toy_trace()
+    with pytest.raises(InputError, match=r"iteration_overhead_s: .* is not accepted; expected a finite number of seconds >= 0"):
+        simulate(tr, plan_ddp(tr), overhead_net(value), cfg())

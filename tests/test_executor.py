@@ -89,10 +89,11 @@ def _run(args, timeout=120):
 def test_collectives_writes_the_calibration_schema(tmp_path):
     out = tmp_path / "cal.json"
     r = _run(["collectives", "--timeout-s", "60", "--out", str(out), "--min-bytes", "4KiB", "--max-bytes", "64KiB",
-              "--repeats", "3", "--warmup", "1", "--interference-bytes", "64KiB", "--interference-repeats", "3"])
+              "--repeats", "3", "--warmup", "1", "--interference-bytes", "64KiB", "--interference-repeats", "3",
+              "--ddp-overhead-rounds", "2", "--loop-ms", "2"])
     cal = json.loads(out.read_text())
     assert set(cal) == {"format", "version", "backend", "world_size", "device", "environment", "collectives",
-                        "interference", "copy_bandwidth_bytes_per_s"}
+                        "interference", "copy_bandwidth_bytes_per_s", "ddp_iteration_overhead_s", "ddp_overhead"}
     assert (cal["format"], cal["version"], cal["backend"], cal["world_size"], cal["device"]) == ("ddpsim-calibration", 1, "gloo", 2, "cpu")
     assert {"torch_version", "hostname_hash"} <= set(cal["environment"])
     assert cal["environment"]["num_threads"] == 1
@@ -100,11 +101,18 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
         pts = cal["collectives"][op]
         assert [p["size_bytes"] for p in pts] == [4096, 16384, 65536]  # 4 KiB x4 up to 64 KiB
         for p in pts:
-            assert set(p) == {"size_bytes", "time_s", "p10_s", "p90_s", "num_samples"}
+            assert set(p) == {"size_bytes", "time_s", "p10_s", "p90_s", "num_samples", "ops_per_sample"}
             assert p["num_samples"] == 3 and 0 < p["p10_s"] <= p["time_s"] <= p["p90_s"]
+            assert 1 <= p["ops_per_sample"] <= 50  # a back-to-back run of ~2 ms per sample
     inter = cal["interference"]
     assert inter["compute_slowdown"] >= 1.0 and inter["comm_slowdown"] >= 1.0 and isinstance(inter["details"], dict)
     assert cal["copy_bandwidth_bytes_per_s"] > 0
+    # DDP's per-iteration overhead: a tiny model with and without DDP, 2 rounds of 5 steps each
+    ov = cal["ddp_overhead"]
+    assert cal["ddp_iteration_overhead_s"] == max(0.0, ov["raw_overhead_s"]) and ov["num_steps"] == 10
+    assert ov["raw_overhead_s"] == pytest.approx(ov["ddp_step_s"] - ov["bare_step_s"] - ov["allreduce_curve_s"] - ov["copy_s"])
+    from ddpsim.calibration import load_calibration
+    assert load_calibration(out).ddp_iteration_overhead_s == cal["ddp_iteration_overhead_s"]
     progress = json.loads((tmp_path / "cal.progress.json").read_text())
     assert progress["format"] == "ddpsim-measurement" and progress["version"] == 1 and progress["complete"] is True
     assert len(progress["points"]) == 6

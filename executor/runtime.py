@@ -196,7 +196,12 @@ def distributed(*, backend: str = "auto", timeout_s: float = 120.0, num_threads:
                                 timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
         initialised = True
         wd.beat("run")
-        yield Runtime(env=env, backend=backend, device=device, timeout_s=timeout_s, watchdog=wd)
+        rt = Runtime(env=env, backend=backend, device=device, timeout_s=timeout_s, watchdog=wd)
+        yield rt
+        # NOTE: on success every rank leaves together, so no rank tears the group down while a
+        # peer is still finishing its last collective or write (only reached when the step returned).
+        wd.beat("teardown barrier")
+        rt.barrier()
     finally:
         if initialised:
             try:

@@ -28,6 +28,23 @@ SIZES = {"mlp": dict(batch_size=32), "resnet50": dict(batch_size=2), "gpt2-124m"
          "bert-base": dict(batch_size=2, seq_len=128)}
 
 
+def timed_backward_s(params: list, make_loss, with_hooks: bool) -> float:
+    """Seconds of one ``make_loss().backward()``, with a capture-like timestamp hook on every
+    parameter when ``with_hooks``; grads are cleared afterwards."""
+    stamps: list[int] = []
+    handles = [p.register_post_accumulate_grad_hook(lambda _p: stamps.append(time.perf_counter_ns()))
+               for p in params] if with_hooks else []
+    loss = make_loss()
+    t0 = time.perf_counter_ns()
+    loss.backward()
+    dt = (time.perf_counter_ns() - t0) / 1e9
+    for h in handles:
+        h.remove()
+    for p in params:
+        p.grad = None
+    return dt
+
+
 def bench(name: str, pairs: int) -> tuple[float, float, int]:
     opts = dict(SIZES.get(name, {"batch_size": 2}))
     batch_size = opts.pop("batch_size")
@@ -36,20 +53,9 @@ def bench(name: str, pairs: int) -> tuple[float, float, int]:
     batch = spec.make_batch(batch_size)
     loss_fn = spec.loss_fn or default_loss
     params = [p for _, p, _ in ddp_params(module)]
-    stamps: list[int] = []
 
     def backward_s(with_hooks: bool) -> float:
-        handles = [p.register_post_accumulate_grad_hook(lambda _p: stamps.append(time.perf_counter_ns())) for p in params] if with_hooks else []
-        loss = loss_fn(module(batch))
-        t0 = time.perf_counter_ns()
-        loss.backward()
-        dt = (time.perf_counter_ns() - t0) / 1e9
-        for h in handles:
-            h.remove()
-        for p in params:
-            p.grad = None
-        stamps.clear()
-        return dt
+        return timed_backward_s(params, lambda: loss_fn(module(batch)), with_hooks)
 
     backward_s(True), backward_s(False)  # warm-up
     on, off = [], []
@@ -63,20 +69,9 @@ def bench(name: str, pairs: int) -> tuple[float, float, int]:
 def per_hook_s(num_params: int = 2000, pairs: int = 20) -> float:
     """Seconds one capture hook adds to backward, from a model of many one-element parameters."""
     params = [torch.nn.Parameter(torch.ones(1)) for _ in range(num_params)]
-    stamps: list[int] = []
 
     def backward_s(with_hooks: bool) -> float:
-        handles = [p.register_post_accumulate_grad_hook(lambda _p: stamps.append(time.perf_counter_ns())) for p in params] if with_hooks else []
-        loss = torch.stack(params).sum()
-        t0 = time.perf_counter_ns()
-        loss.backward()
-        dt = (time.perf_counter_ns() - t0) / 1e9
-        for h in handles:
-            h.remove()
-        for p in params:
-            p.grad = None
-        stamps.clear()
-        return dt
+        return timed_backward_s(params, lambda: torch.stack(params).sum(), with_hooks)
 
     on, off = [], []
     for k in range(pairs):

@@ -167,6 +167,13 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     reducer = FlatReducer(rt, buckets, shapes, dtypes)
 
     samples: list[dict[str, float]] = []
+
+    def record(it: int, t0: float, t1: float, t2: float, t3: float) -> None:
+        rt.watchdog.beat(f"replay iteration {it}")
+        if it > args.warmup:
+            samples.append({"iteration": it, "forward_s": t1 - t0, "backward_s": t2 - t1,
+                            "optimizer_s": t3 - t2, "iteration_s": t3 - t0})
+
     total = args.warmup + args.iterations
     if args.compute == "real":
         if args.model is None:
@@ -202,10 +209,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             opt.step()
             rt.sync()
             t3 = time.perf_counter()
-            rt.watchdog.beat(f"replay iteration {it}")
-            if it > args.warmup:
-                samples.append({"iteration": it, "forward_s": t1 - t0, "backward_s": t2 - t1,
-                                "optimizer_s": t3 - t2, "iteration_s": t3 - t0})
+            record(it, t0, t1, t2, t3)
         model_name = wl.name
     else:
         comp = SyntheticCompute(rt, args.synthetic_kernel)
@@ -231,10 +235,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             t2 = time.perf_counter()
             comp.run(opt_s)
             t3 = time.perf_counter()
-            rt.watchdog.beat(f"replay iteration {it}")
-            if it > args.warmup:
-                samples.append({"iteration": it, "forward_s": t1 - t0, "backward_s": t2 - t1,
-                                "optimizer_s": t3 - t2, "iteration_s": t3 - t0})
+            record(it, t0, t1, t2, t3)
         model_name = trace.model
     recs = [r for r in reducer.records if r["iteration"] > args.warmup]
     gathered: list[Any] = [None] * rt.world_size

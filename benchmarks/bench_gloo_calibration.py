@@ -6,16 +6,19 @@ One command::
     python benchmarks/bench_gloo_calibration.py --calibration cal.json   # use an executor file
 
 Measures a 2-rank gloo all-reduce over TCP loopback (two processes, torch.distributed,
-float32 tensors, sizes 4 KiB ... 64 MiB in powers of two; warm-up, then several rounds over
-all sizes so that load from other processes hits every size alike; a sample is the mean of
-a run of back-to-back all-reduces, as nccl-tests times them; median per size),
-fits ddpsim's calibration (piecewise alpha-beta) on every other size (4 KiB, 16 KiB, ...,
-64 MiB), predicts the held-out sizes (8 KiB, 32 KiB, ..., 32 MiB) and prints the error per
-size (target: within 10 %). ``--estimator``: each size's time is the median of its samples
-(default) or the midpoint of their shortest half (``shorth``: the densest half of the samples, a
-robust location when samples are bimodal, as small all-reduces are on a busy 2-core VM: ~0.45 ms
-or 1-3 ms); the held-out summary is printed for both, from the same samples. Also prints the uncalibrated cpu-gloo preset's prediction, the
-global alpha-beta fit, and writes the full measurement as a calibration JSON (--out).
+float32 tensors, sizes 4 KiB ... 64 MiB in powers of two). A sample is the mean of a run of
+back-to-back all-reduces (~20 ms), as nccl-tests times them; samples are interleaved one size
+after another (one sample of every size, then the next round), because on a 2-vCPU VM small
+all-reduces switch between a fast regime (~0.4 ms) and a slow one (~3 ms, gloo's threads of
+both ranks sharing a vCPU) that lasts hundreds of ms: consecutive samples of one size would
+see one regime and neighbouring sizes different mixes. The calibration is fitted (piecewise
+alpha-beta) on every other size (4 KiB, 16 KiB, ..., 64 MiB); the held-out sizes (8 KiB,
+32 KiB, ..., 32 MiB) are predicted and the error per size printed (target: within 10 %).
+``--estimator``: a size's time is the mean of its samples (default: the expected cost, what a
+run of many all-reduces pays), their median, or the midpoint of their shortest half
+(``shorth``); the held-out summary is printed for every estimator, from the same samples.
+Also prints the uncalibrated cpu-gloo preset's prediction, the global alpha-beta fit, and
+writes the full measurement as a calibration JSON (--out).
 Timing on a shared machine is noisy: run it when the machine is quiet.
 """
 
@@ -63,16 +66,20 @@ def _worker(rank: int, world: int, port: int, sizes: list[int], budget_s: float,
             dist.broadcast(nm, 0)
             plan.append((int(nm[0]), int(nm[1])))
         samples: list[list[float]] = [[] for _ in sizes]
-        # rounds over all sizes: a burst of load from other processes hits every size alike
-        for _ in range(rounds):
+        # NOTE: interleaved sample by sample (one sample of every size, then the next): on this
+        # 2-vCPU VM small all-reduces switch between a fast and a ~4x slower regime (which of
+        # the ranks' gloo threads share a vCPU) that persists for hundreds of ms; consecutive
+        # samples of one size would each see one regime, and neighbouring sizes different mixes
+        for rep in range(rounds * max(n for n, _ in plan)):
             for i, t in enumerate(tensors):
                 n, m = plan[i]
-                for _ in range(n):
-                    dist.barrier()
-                    t0 = time.perf_counter()
-                    for _ in range(m):
-                        dist.all_reduce(t)
-                    samples[i].append((time.perf_counter() - t0) / m)
+                if rep >= rounds * n:
+                    continue
+                dist.barrier()
+                t0 = time.perf_counter()
+                for _ in range(m):
+                    dist.all_reduce(t)
+                samples[i].append((time.perf_counter() - t0) / m)
         out = []
         for s in samples:
             # the collective ends when the slowest rank is done: take the max per sample
@@ -93,7 +100,7 @@ def shorth(xs: list[float]) -> float:
     return statistics.median(s[i:i + h])
 
 
-ESTIMATORS = {"median": statistics.median, "shorth": shorth}
+ESTIMATORS = {"mean": statistics.mean, "median": statistics.median, "shorth": shorth}
 
 
 def measure(sizes: list[int], budget_s: float, rounds: int) -> list[dict]:
@@ -106,7 +113,7 @@ def measure(sizes: list[int], budget_s: float, rounds: int) -> list[dict]:
     pts = []
     for size, s in zip(sizes, samples):
         s = sorted(s)
-        pts.append({"size_bytes": size, "time_s": statistics.median(s), "p10_s": s[len(s) // 10],
+        pts.append({"size_bytes": size, "time_s": statistics.mean(s), "p10_s": s[len(s) // 10],
                     "p90_s": s[min(len(s) - 1, (9 * len(s)) // 10)], "num_samples": len(s), "samples": s})
     return pts
 
@@ -114,11 +121,12 @@ def measure(sizes: list[int], budget_s: float, rounds: int) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibration", default=None, help="use this calibration JSON instead of measuring")
-    ap.add_argument("--budget-s", type=float, default=1.0, help="seconds of repeats per size (default 1.0)")
-    ap.add_argument("--rounds", type=int, default=5, help="rounds over all sizes (default 5)")
+    ap.add_argument("--budget-s", type=float, default=6.0, help="seconds of samples per size (default 6; at most 10 samples per size per round)")
+    ap.add_argument("--rounds", type=int, default=30, help="rounds over all sizes (default 30)")
     ap.add_argument("--out", default=None, help="write the measured calibration JSON here")
-    ap.add_argument("--estimator", choices=sorted(ESTIMATORS), default="median",
-                    help="per-size time from the samples: median (default) or shorth (densest half)")
+    ap.add_argument("--estimator", choices=sorted(ESTIMATORS), default="mean",
+                    help="per-size time from the samples: mean (default: the expected cost, what a run of "
+                         "many all-reduces pays), median, or shorth (densest half)")
     ap.add_argument("--samples", default=None, help="write every sample per size (JSON) here")
     args = ap.parse_args(argv)
 

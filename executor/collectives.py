@@ -1,12 +1,16 @@
 """``executor collectives``: the calibration ddpsim reads.
 
 * All-reduce and broadcast sweep, nccl-tests style: for each size, warm-up operations, then
-  ``repeats`` samples, each started right after a barrier; a sample is a run of ``m``
+  ``repeats`` samples (fewer for sizes whose one run outlasts ``--loop-ms``: about the same
+  seconds of samples per size), interleaved one size after another (one sample of every size,
+  then the next round), each started right after a barrier; a sample is a run of ``m``
   back-to-back operations (``m`` chosen so that the run lasts about ``--loop-ms``, at most 50)
   divided by ``m``, the slowest rank's. A single operation timed after a barrier also times
   the ranks' skew leaving the barrier (a peer's thread woken milliseconds late on a busy
   2-core host: bimodal 0.4 ms / 3 ms samples for 4 KiB); a loop amortises it, as nccl-tests
-  do. ``--loop-ms 0``: one operation per sample (the older files). Median, p10, p90 per size.
+  do. ``--loop-ms 0``: one operation per sample (the older files). Per size: ``time_s`` = the
+  MEAN of the samples (the expected cost; small all-reduces are bimodal here and their median
+  jumps between modes from size to size), ``median_s``, p10, p90.
   CUDA events on GPUs.
 * Interference: a compute unit (matmul + elementwise, the mix of a backward pass) timed
   alone, an all-reduce of ``--interference-bytes`` timed alone, then both at once (a thread
@@ -32,16 +36,17 @@ Output (rank 0; written atomically)::
      "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {...}},
      "copy_bandwidth_bytes_per_s": 5.1e9, "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...}}
 
-A measurement JSON (``--progress``) is rewritten after every size, so a run cut short keeps
-what it measured.
+A measurement JSON (``--progress``) is rewritten after every round of the sweep (with rank 0's
+samples so far per size) and after every op, so a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.units import parse_size_bytes
@@ -58,7 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-bytes", default="64MiB", help="largest size (default 64MiB)")
     p.add_argument("--factor", type=int, default=4, help="size multiplier between points (default 4)")
     p.add_argument("--warmup", type=int, default=3, help="untimed operations per size (default 3)")
-    p.add_argument("--repeats", type=int, default=15, help="timed samples per size (default 15)")
+    p.add_argument("--repeats", type=int, default=100,
+                   help="timed samples per size (default 100; sizes whose run outlasts --loop-ms get about "
+                        "the same seconds of samples, at least 5)")
     p.add_argument("--loop-ms", type=float, default=20.0,
                    help="a sample is a back-to-back run of about this many ms, averaged (default 20; 0 = one op)")
     p.add_argument("--ops", default="allreduce,broadcast", help="comma list of allreduce, broadcast")
@@ -96,44 +103,88 @@ def _dtype(name: str):
     return dt
 
 
+class _Collective:
+    """One (op, size) of the sweep: its tensor, its ops per sample and its samples so far."""
+
+    def __init__(self, rt: Runtime, op: str, size_bytes: int, dtype) -> None:
+        import torch
+
+        self.rt, self.op = rt, op
+        elem = torch.empty((), dtype=dtype).element_size()
+        self.t = torch.ones(max(1, size_bytes // elem), dtype=dtype, device=rt.device)
+        self.size_bytes = int(self.t.numel() * elem)
+        self.m = 1
+        self.first_s = 0.0
+        self.repeats = 0
+        self.samples: list[float] = []
+
+    def one(self) -> None:
+        import torch.distributed as dist
+
+        if self.op == "allreduce":
+            dist.all_reduce(self.t)
+        else:
+            dist.broadcast(self.t, src=0)
+
+    def prepare(self, warmup: int, repeats: int, loop_s: float) -> None:
+        """Warm up; choose the ops per sample (a run of about ``loop_s``) and the samples: sizes
+        whose run is longer than ``loop_s`` get fewer (about ``repeats * loop_s`` seconds of
+        samples, at least 5 or ``repeats`` if smaller); agreed on through rank 0's max over ranks."""
+        rt, sw = self.rt, Stopwatch(self.rt)
+        for _ in range(warmup):
+            self.one()
+            rt.watchdog.beat()
+        rt.sync()
+        rt.barrier()
+        tok = sw.start()
+        self.one()
+        self.first_s = max_across_ranks(rt, [sw.stop(tok)])[0]
+        self.m = max(1, min(50, int(loop_s / max(self.first_s, 1e-6)))) if loop_s > 0 else 1
+        run_s = max(self.m * self.first_s, 1e-9)
+        budget = repeats * max(loop_s, self.first_s)
+        self.repeats = max(min(5, repeats), min(repeats, math.ceil(budget / run_s)))
+
+    def sample(self) -> None:
+        rt, sw = self.rt, Stopwatch(self.rt)
+        rt.barrier()
+        tok = sw.start()
+        for _ in range(self.m):
+            self.one()
+        self.samples.append(sw.stop(tok) / self.m)
+        rt.watchdog.beat(f"{self.op} of {self.size_bytes} B")
+
+    def result(self) -> dict[str, Any]:
+        samples = max_across_ranks(self.rt, self.samples)
+        return {"size_bytes": self.size_bytes, **stats(samples), "ops_per_sample": self.m}
+
+
+def sweep_collectives(rt: Runtime, op: str, sizes: Sequence[int], dtype, warmup: int, repeats: int,
+                      loop_s: float = 0.0,
+                      on_round: Callable[[int, list[_Collective]], None] | None = None) -> list[dict[str, Any]]:
+    """Per-op times (slowest rank) of ``op`` at every size; a sample averages a back-to-back run
+    of about ``loop_s`` seconds (one op when 0).
+
+    The samples are INTERLEAVED: one sample of every size, then the next round. On a 2-vCPU
+    host small gloo all-reduces switch between a fast regime and a ~4x slower one (which of the
+    ranks' gloo threads share a vCPU) that lasts hundreds of ms; consecutive samples of one size
+    would see one regime, and neighbouring sizes different mixes (a jagged curve).
+    """
+    colls = [_Collective(rt, op, s, dtype) for s in sizes]
+    for c in colls:
+        c.prepare(warmup, repeats, loop_s)
+    for rnd in range(max(c.repeats for c in colls)):
+        for c in colls:
+            if rnd < c.repeats:
+                c.sample()
+        if on_round is not None:
+            on_round(rnd, colls)
+    return [c.result() for c in colls]
+
+
 def time_collective(rt: Runtime, op: str, size_bytes: int, dtype, warmup: int, repeats: int,
                     loop_s: float = 0.0) -> dict[str, Any]:
-    """Per-op times (slowest rank) of ``op`` on ``size_bytes``; a sample averages a back-to-back
-    run of about ``loop_s`` seconds (one op when 0)."""
-    import torch
-    import torch.distributed as dist
-
-    elem = torch.empty((), dtype=dtype).element_size()
-    t = torch.ones(max(1, size_bytes // elem), dtype=dtype, device=rt.device)
-    sw = Stopwatch(rt)
-
-    def one() -> None:
-        if op == "allreduce":
-            dist.all_reduce(t)
-        else:
-            dist.broadcast(t, src=0)
-
-    for _ in range(warmup):
-        one()
-        rt.watchdog.beat()
-    rt.sync()
-    m = 1
-    if loop_s > 0:  # ops per sample, from one op's time (agreed on: rank 0's max over ranks)
-        rt.barrier()
-        tok = sw.start()
-        one()
-        first = max_across_ranks(rt, [sw.stop(tok)])[0]
-        m = max(1, min(50, int(loop_s / max(first, 1e-6))))
-    samples = []
-    for _ in range(repeats):
-        rt.barrier()
-        tok = sw.start()
-        for _ in range(m):
-            one()
-        samples.append(sw.stop(tok) / m)
-        rt.watchdog.beat(f"{op} of {size_bytes} B")
-    samples = max_across_ranks(rt, samples)
-    return {"size_bytes": int(t.numel() * elem), **stats(samples), "ops_per_sample": m}
+    """:func:`sweep_collectives` at one size."""
+    return sweep_collectives(rt, op, [size_bytes], dtype, warmup, repeats, loop_s)[0]
 
 
 class ComputeUnit:
@@ -339,15 +390,22 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     results: dict[str, list[dict[str, Any]]] = {o: [] for o in ("allreduce", "broadcast")}
     rec = measurement("collectives", rt, points=[], complete=False)
     for op in ops:
-        for s in sizes:
-            r = time_collective(rt, op, s, dtype, args.warmup, args.repeats, args.loop_ms / 1e3)
+        def on_round(rnd: int, colls: list[_Collective], op: str = op) -> None:
+            if rt.rank == 0:
+                rec["in_progress"] = {"op": op, "rounds_done": rnd + 1, "rank0_samples": {
+                    str(c.size_bytes): {"ops_per_sample": c.m, "samples_s": list(c.samples)} for c in colls}}
+                write_json(progress, rec)
+
+        for r in sweep_collectives(rt, op, sizes, dtype, args.warmup, args.repeats, args.loop_ms / 1e3, on_round):
             results[op].append(r)
-            rt.log(f"collectives: {op:9s} {r['size_bytes']:>11d} B  median {r['time_s'] * 1e3:9.3f} ms  "
-                   f"p10 {r['p10_s'] * 1e3:9.3f}  p90 {r['p90_s'] * 1e3:9.3f}  ({r['num_samples']} samples"
-                   f" of {r['ops_per_sample']} ops)")
+            rt.log(f"collectives: {op:9s} {r['size_bytes']:>11d} B  mean {r['time_s'] * 1e3:9.3f} ms  "
+                   f"median {r['median_s'] * 1e3:9.3f}  p10 {r['p10_s'] * 1e3:9.3f}  p90 {r['p90_s'] * 1e3:9.3f}  "
+                   f"({r['num_samples']} samples of {r['ops_per_sample']} ops)")
             if rt.rank == 0:
                 rec["points"].append({"op": op, **r})
-                write_json(progress, rec)
+        if rt.rank == 0:
+            rec.pop("in_progress", None)
+            write_json(progress, rec)
     if args.skip_interference:
         interference: dict[str, Any] = {"compute_slowdown": 1.0, "comm_slowdown": 1.0, "details": {"measured": False}}
     else:

@@ -101,7 +101,7 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
         pts = cal["collectives"][op]
         assert [p["size_bytes"] for p in pts] == [4096, 16384, 65536]  # 4 KiB x4 up to 64 KiB
         for p in pts:
-            assert set(p) == {"size_bytes", "time_s", "p10_s", "p90_s", "num_samples", "ops_per_sample"}
+            assert set(p) == {"size_bytes", "time_s", "median_s", "p10_s", "p90_s", "num_samples", "ops_per_sample"}
             assert p["num_samples"] == 3 and 0 < p["p10_s"] <= p["time_s"] <= p["p90_s"]
             assert 1 <= p["ops_per_sample"] <= 50  # a back-to-back run of ~2 ms per sample
     inter = cal["interference"]

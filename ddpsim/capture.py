@@ -30,7 +30,7 @@ import platform
 import re
 import statistics
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.trace import BufferRecord, IterationSample, ParamRecord, Trace
@@ -92,7 +92,8 @@ def _call(module: Any, batch: Any) -> Any:
 def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters: int, num_warmup: int,
                   dtype: str = "float32", autocast: str | None = None, optimizer: str = "sgd",
                   num_threads: int | None = None, measure_hook_overhead: bool = True,
-                  command: str | None = None, seed: int = 0) -> Trace:
+                  command: str | None = None, seed: int = 0,
+                  step_barrier: Callable[[], None] | None = None) -> Trace:
     """Run ``num_warmup + num_iters`` training steps of ``spec`` and record a :class:`Trace`.
 
     Args:
@@ -108,6 +109,10 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         measure_hook_overhead: time backward with and without hooks, interleaved, alternating which goes first (adds 8 to 200 forward+backward passes; see the module docstring).
         command: the command line to store in the trace.
         seed: ``torch.manual_seed`` before the run.
+        step_barrier: called before every training step (untimed). ``executor trace`` passes a
+            barrier across its ranks, so that all ranks start every step together, as under DDP
+            (whose ranks run in lockstep): the ranks' forward passes then compete for the
+            host's cores, caches and memory bandwidth as they do in the real run.
 
     Returns:
         The trace (``synthetic`` is None).
@@ -179,6 +184,8 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     def step(record: bool) -> IterationSample | None:
         fired.clear()
         sync()
+        if step_barrier is not None:
+            step_barrier()
         t0 = time.perf_counter_ns()
         loss = forward()
         sync()

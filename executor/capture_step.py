@@ -22,6 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--iters", type=int, default=10, help="measured iterations (default 10)")
     p.add_argument("--warmup", type=int, default=3, help="warm-up iterations (default 3)")
+    p.add_argument("--no-lockstep", action="store_true",
+                   help="let the ranks run their steps unsynchronised (default: a barrier before every step, "
+                        "so that the ranks compute in lockstep as under DDP)")
     p.add_argument("--out", required=True, help="trace JSON to write (rank 0, atomically)")
 
 
@@ -36,6 +39,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     rt.barrier()
     trace = capture_trace(spec, device=rt.device.type, batch_size=args.batch_size, num_iters=args.iters,
                           num_warmup=args.warmup, num_threads=torch.get_num_threads(), seed=args.seed,
+                          step_barrier=None if args.no_lockstep else rt.barrier,
                           command=f"torchrun --nproc-per-node {rt.world_size} -m executor trace --model {args.model} "
                                   f"--batch-size {args.batch_size} --iters {args.iters} --warmup {args.warmup} "
                                   f"(captured on all {rt.world_size} ranks at once)")
@@ -43,6 +47,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     rt.barrier()
     if rt.rank == 0:
         trace.environment["concurrent_ranks"] = rt.world_size
+        trace.environment["lockstep"] = not args.no_lockstep
         save_trace(trace, args.out)
         rt.log(f"trace: {args.model} batch {args.batch_size}: forward {trace.phase('forward').median_s * 1e3:.2f} ms, "
                f"backward {trace.phase('backward').median_s * 1e3:.2f} ms, optimizer {trace.phase('optimizer').median_s * 1e3:.2f} ms "

@@ -75,6 +75,24 @@ def test_unused_param_has_no_grad():
     assert tr.hook_overhead_frac is None
 
 
+def test_step_barrier_runs_before_every_step_untimed():
+    """executor trace passes a barrier: called once per warm-up and measured step, before the
+    forward's clock starts (a slow barrier does not show in the recorded times)."""
+    import time as _time
+
+    from ddpsim.models import build_model
+    calls = []
+
+    def barrier():
+        calls.append(_time.perf_counter())
+        _time.sleep(0.05)
+
+    tr = capture_trace(build_model("mlp", width=8, depth=1), batch_size=2, num_iters=3, num_warmup=2,
+                       measure_hook_overhead=False, step_barrier=barrier)
+    assert len(calls) == 5
+    assert all(it.forward_s < 0.05 for it in tr.iterations)
+
+
 @pytest.mark.parametrize("kw,match", [
     ({"batch_size": 0}, r"batch_size: 0 is not accepted; expected an integer >= 1"),
     ({"num_iters": -1}, r"num_iters: -1 is not accepted"),

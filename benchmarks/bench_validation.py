@@ -1,6 +1,7 @@
 """Summarise every committed ``reports/*/validation.json``: accuracy per scenario, and how far
 the prediction trace's compute was from the compute the real runs saw (the main limit on a
-shared CPU host, where load drifts between the trace capture and the runs).
+shared CPU host, where load drifts between the trace capture and the runs), and the run
+spread: how far apart repeated runs of one configuration land (the measurement's noise floor).
 
     python benchmarks/bench_validation.py [reports]
 
@@ -30,6 +31,17 @@ def forward_drift(folder: Path, data: dict) -> tuple[float, float] | None:
     return t_fwd, r_fwd
 
 
+def run_spread(d: dict) -> float:
+    """Median over the points of (slowest - fastest run median) / measured, in %: the noise floor
+    of the measurement itself (from each row's run medians, so older reports have it too)."""
+    out = []
+    for r in d["rows"]:
+        meds = [float(x) for x in str(r.get("run_medians_s") or "").split()]
+        if len(meds) >= 2 and r.get("measured_s"):
+            out.append(100.0 * (max(meds) - min(meds)) / r["measured_s"])
+    return statistics.median(out) if out else float("nan")
+
+
 def main(root: str = "reports") -> int:
     rows = []
     for vj in sorted(Path(root).glob("*/validation.json")):
@@ -40,12 +52,12 @@ def main(root: str = "reports") -> int:
         drift = forward_drift(vj.parent, d)
         rows.append((d["scenario"], s, drift, d))
     print(f"{'scenario':22s} {'points':>6s} {'med|err|':>8s} {'max|err|':>8s} {'band/10%':>8s} "
-          f"{'best gap':>8s} {'plan':>5s} {'trace fwd':>9s} {'run fwd':>8s} {'drift':>7s}")
+          f"{'best gap':>8s} {'plan':>5s} {'trace fwd':>9s} {'run fwd':>8s} {'drift':>7s} {'run spread':>10s}")
     for name, s, drift, d in rows:
         tf, rf = drift if drift else (float("nan"), float("nan"))
         print(f"{name:22s} {s['num_points']:6d} {s['median_abs_error_pct']:7.1f}% {s['max_abs_error_pct']:7.1f}% "
               f"{s['num_in_band_or_within_10pct']:>4d}/{s['num_points']:<3d} {s['predicted_best_gap_pct']:7.1f}% "
-              f"{str(s['plan_matches_all']).lower():>5s} {tf * 1e3:8.1f}ms {rf * 1e3:7.1f}ms {100 * (tf - rf) / rf:+6.1f}%")
+              f"{str(s['plan_matches_all']).lower():>5s} {tf * 1e3:8.1f}ms {rf * 1e3:7.1f}ms {100 * (tf - rf) / rf:+6.1f}% {run_spread(d):9.1f}%")
     return 0
 
 

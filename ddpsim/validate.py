@@ -42,7 +42,7 @@ from ddpsim.trace import quantile
 
 CSV_COLUMNS = ("point", "bucket_cap_mb", "predicted_s", "measured_s", "measured_p10_s", "measured_p90_s",
                "error_pct", "in_band", "num_runs", "num_samples", "run_medians_s", "num_buckets_real",
-               "plan_matches", "predicted_exposed_comm_s", "measured_hooked_s")
+               "plan_matches", "predicted_exposed_comm_s", "measured_hooked_s", "run_spread_pct")
 
 
 @dataclass
@@ -82,7 +82,17 @@ class PointOutcome:
             "plan_matches": None if not pm else all(bool(x) for x in pm),
             "predicted_exposed_comm_s": self.predicted_metrics.get("exposed_comm_s"),
             "measured_hooked_s": None if self.hooked is None else self.hooked["summary"]["iteration_s"],
+            "run_spread_pct": run_spread_pct([r["summary"]["iteration_s"] for r in self.runs], m),
         }
+
+
+def run_spread_pct(run_medians: Sequence[float], measured: float | None) -> float | None:
+    """How far apart repeated runs of ONE configuration land: 100 * (slowest run's median -
+    fastest run's median) / the pooled median; None with fewer than 2 runs. The measurement's
+    own noise floor: a prediction cannot be checked to better than about half of it."""
+    if len(run_medians) < 2 or not measured:
+        return None
+    return 100.0 * (max(run_medians) - min(run_medians)) / measured
 
 
 def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -95,7 +105,9 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     best_meas = min(done, key=lambda r: r["measured_s"])
     best_pred = min(done, key=lambda r: r["predicted_s"])
     gap = 100.0 * (best_pred["measured_s"] - best_meas["measured_s"]) / best_meas["measured_s"]
+    spreads = [r["run_spread_pct"] for r in done if r.get("run_spread_pct") is not None]
     return {"num_points": len(done), "median_abs_error_pct": statistics.median(abs_err),
+            "median_run_spread_pct": statistics.median(spreads) if spreads else None,
             "max_abs_error_pct": max(abs_err), "num_in_band": sum(bool(r["in_band"]) for r in done),
             "num_in_band_or_within_10pct": len(ok), "measured_best": best_meas["point"],
             "predicted_best": best_pred["point"], "predicted_best_gap_pct": gap,
@@ -368,9 +380,13 @@ def markdown(data: dict[str, Any]) -> str:
                   f"{s['num_in_band_or_within_10pct']}/{s['num_points']}",
                   f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
                   f"(its measured time is {s['predicted_best_gap_pct']:.1f} % above the measured best)",
-                  f"* real DDP's rebuilt buckets equal ddpsim's plan at every point: {str(s['plan_matches_all']).lower()}", ""]
-    lines += ["| point | predicted | measured | p10 | p90 | error | in band | runs | buckets | plan matches |",
-              "|---|---:|---:|---:|---:|---:|:-:|---:|---:|:-:|"]
+                  f"* real DDP's rebuilt buckets equal ddpsim's plan at every point: {str(s['plan_matches_all']).lower()}"]
+        if s.get("median_run_spread_pct") is not None:
+            lines.append(f"* run-to-run spread (slowest minus fastest run's median at one point, over the measured): "
+                         f"median {s['median_run_spread_pct']:.1f} % over the points -- the measurement's own noise floor")
+        lines.append("")
+    lines += ["| point | predicted | measured | p10 | p90 | error | in band | runs | run spread | buckets | plan matches |",
+              "|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|:-:|"]
     def ms(v: Any) -> str:
         return "" if v is None else f"{v * 1e3:.2f} ms"
 
@@ -379,7 +395,9 @@ def markdown(data: dict[str, Any]) -> str:
         band = "" if r["in_band"] is None else ("yes" if r["in_band"] else "no")
         pm = "" if r["plan_matches"] is None else str(r["plan_matches"]).lower()
         lines.append(f"| {r['point']} | {ms(r['predicted_s'])} | {ms(r['measured_s'])} | {ms(r['measured_p10_s'])} | "
-                     f"{ms(r['measured_p90_s'])} | {err} | {band} | {r['num_runs']} | {_fmt(r['num_buckets_real'])} | {pm} |")
+                     f"{ms(r['measured_p90_s'])} | {err} | {band} | {r['num_runs']} | "
+                     f"{'' if r.get('run_spread_pct') is None else format(r['run_spread_pct'], '.1f') + ' %'} | "
+                     f"{_fmt(r['num_buckets_real'])} | {pm} |")
     lines += ["", "Per-bucket all-reduce end times (first steady iteration, from the iteration's start) are in "
               "`validation.json` and `validation.png`; the measured ones come from a separate run with a timing comm "
               "hook (a hook makes DDP skip the fused division, so that run's iteration time is not the one compared: "

@@ -177,7 +177,7 @@ def test_explicit_plan_by_names_and_indices(capsys, tiny_trace_file, tmp_path):
 
 
 @pytest.mark.parametrize("cap,msg", [
-    ("abc", r"--bucket-cap-mb: 'abc' is not a number; expected a number of MiB > 0"),
+    ("abc", r"--bucket-cap-mb: 'abc' is not accepted; expected a finite number of MiB > 0"),
     ("0", r"--bucket-cap-mb: '0' is not accepted; expected a finite number of MiB > 0"),
     ("-1", r"--bucket-cap-mb: '-1' is not accepted"),
     ("nan", r"--bucket-cap-mb: 'nan' is not accepted"),

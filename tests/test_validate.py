@@ -34,6 +34,15 @@ def test_summary_figures_by_hand():
     assert s["predicted_best_gap_pct"] == pytest.approx(100 * 0.05 / 0.95)
     assert s["plan_matches_all"] is True
     assert summary_figures([]) == {}
+    assert s["median_run_spread_pct"] is None  # rows without repeated runs
+
+
+def test_run_spread_is_the_range_of_run_medians_over_the_pooled_median():
+    from ddpsim.validate import run_spread_pct
+    assert run_spread_pct([0.9, 1.2, 1.0], 1.0) == pytest.approx(30.0)
+    assert run_spread_pct([1.0], 1.0) is None and run_spread_pct([], None) is None
+    rows = [dict(_row("cap=1", 1.0, 1.0, 0.9, 1.1), run_spread_pct=s) for s in (10.0, 30.0, 20.0)]
+    assert summary_figures(rows)["median_run_spread_pct"] == pytest.approx(20.0)
 
 
 def test_bad_caps_is_one_line_exit_2(capsys):

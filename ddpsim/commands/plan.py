@@ -6,7 +6,6 @@ import argparse
 import csv
 import io
 import json
-import math
 import sys
 from typing import Any
 
@@ -61,16 +60,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def parse_bucket_cap_mb(text: str | None) -> float | None:
-    """``--bucket-cap-mb`` text -> MiB (None when not given); InputError unless a number > 0."""
+    """``--bucket-cap-mb`` text -> MiB (None when not given); InputError unless a finite number > 0."""
+    from ddpsim.commands._args import parse_cap_value
+
     if text is None:
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"--bucket-cap-mb: {text!r} is not a number; expected a number of MiB > 0") from None
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"--bucket-cap-mb: {text!r} is not accepted; expected a finite number of MiB > 0")
-    return int(value) if value == int(value) else value
+    return parse_cap_value(text, "--bucket-cap-mb", "a finite number of MiB > 0", allow_not_given=False)
 
 
 def run(args: argparse.Namespace) -> int:

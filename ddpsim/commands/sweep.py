@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from typing import Any
 
@@ -55,6 +54,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def parse_caps(text: str) -> list[float | None] | dict[str, Any]:
     """``default,1,5`` -> [None, 1, 5]; ``1:200:12`` -> a log range spec."""
+    from ddpsim.commands._args import parse_cap_value
     from ddpsim.errors import InputError
 
     text = text.strip()
@@ -68,16 +68,7 @@ def parse_caps(text: str) -> list[float | None] | dict[str, Any]:
         return {"min": lo, "max": hi, "points": n, "scale": "log"}
     out: list[float | None] = []
     for item in [x.strip() for x in text.split(",") if x.strip()]:
-        if item.lower() in ("default", "none", "null"):
-            out.append(None)
-            continue
-        try:
-            v = float(item)
-        except ValueError:
-            raise InputError(f"--bucket-cap-mb: {item!r} is not accepted; expected numbers of MiB > 0 or 'default', comma-separated") from None
-        if not math.isfinite(v) or v <= 0:
-            raise InputError(f"--bucket-cap-mb: {item!r} is not accepted; expected numbers of MiB > 0 or 'default', comma-separated")
-        out.append(int(v) if v.is_integer() else v)
+        out.append(parse_cap_value(item, "--bucket-cap-mb", "numbers of MiB > 0 or 'default', comma-separated"))
     if not out:
         raise InputError(f"--bucket-cap-mb: {text!r} gives a sweep with no points; expected at least one value")
     return out

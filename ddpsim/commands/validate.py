@@ -60,24 +60,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def parse_caps(text: str | None) -> list[float | None] | None:
-    from ddpsim.errors import InputError
+    from ddpsim.commands._args import parse_cap_value
 
     if text is None:
         return None
-    out: list[float | None] = []
-    for item in text.split(","):
-        item = item.strip()
-        if item.lower() in ("none", "null", "default"):
-            out.append(None)
-            continue
-        try:
-            v = float(item)
-        except ValueError:
-            v = -1.0
-        if not v > 0:
-            raise InputError(f"--caps: {item!r} is not accepted; expected a comma list of MiB > 0 or 'none'")
-        out.append(v)
-    return out
+    return [parse_cap_value(item, "--caps", "a comma list of MiB > 0 or 'none'") for item in text.split(",")]
 
 
 def run(args: argparse.Namespace) -> int:

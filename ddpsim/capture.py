@@ -109,10 +109,11 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         measure_hook_overhead: time backward with and without hooks, interleaved, alternating which goes first (adds 8 to 200 forward+backward passes; see the module docstring).
         command: the command line to store in the trace.
         seed: ``torch.manual_seed`` before the run.
-        step_barrier: called before every training step (untimed). ``executor trace`` passes a
-            barrier across its ranks, so that all ranks start every step together, as under DDP
-            (whose ranks run in lockstep): the ranks' forward passes then compete for the
-            host's cores, caches and memory bandwidth as they do in the real run.
+        step_barrier: called before every training step and again before its optimizer step
+            (untimed). ``executor trace`` passes a barrier across its ranks, so that the ranks
+            start forward together and the optimizer together, as under DDP (whose ranks leave
+            backward together, at the last all-reduce): their forward passes and optimizer steps
+            then compete for the host's cores, caches and memory bandwidth as in the real run.
 
     Returns:
         The trace (``synthetic`` is None).
@@ -198,6 +199,10 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         loss.backward()
         sync()
         t2 = time.perf_counter_ns()
+        t2o = t2
+        if step_barrier is not None:  # DDP's ranks leave backward together (its last all-reduce)
+            step_barrier()
+            t2o = time.perf_counter_ns()
         opt.step()
         sync()
         t3 = time.perf_counter_ns()
@@ -209,7 +214,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         ready: list[float | None] = [None] * len(params)
         for i, stamp in fired:
             ready[i] = start_ev.elapsed_time(stamp) / 1e3 if cuda else max(0, stamp - tb) / 1e9
-        return IterationSample(forward_s=(t1 - t0) / 1e9, backward_s=(t2 - tb) / 1e9, optimizer_s=(t3 - t2) / 1e9,
+        return IterationSample(forward_s=(t1 - t0) / 1e9, backward_s=(t2 - tb) / 1e9, optimizer_s=(t3 - t2o) / 1e9,
                                zero_grad_s=(t4 - t3) / 1e9, grad_ready_s=tuple(ready))
 
     load_before = _load_average()

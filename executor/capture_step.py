@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iters", type=int, default=10, help="measured iterations (default 10)")
     p.add_argument("--warmup", type=int, default=3, help="warm-up iterations (default 3)")
     p.add_argument("--no-lockstep", action="store_true",
-                   help="let the ranks run their steps unsynchronised (default: a barrier before every step, "
+                   help="let the ranks run their steps unsynchronised (default: a barrier before every step and before its optimizer, "
                         "so that the ranks compute in lockstep as under DDP)")
     p.add_argument("--out", required=True, help="trace JSON to write (rank 0, atomically)")
 

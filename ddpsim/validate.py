@@ -12,7 +12,8 @@ run for real), :func:`validate`:
    so those runs are not used for the iteration time);
 3. simulates the same points (``scenario.build_point`` + :func:`ddpsim.engine.simulate`)
    with the calibration's comm curves, interference and copy bandwidth, from a trace
-   captured with ``executor trace`` on all ranks at once at the start of every round (the
+   captured with ``executor trace`` on all ranks at once, in lockstep (a barrier before every
+   step and before its optimizer, as DDP's ranks run), at the start of every round (the
    rounds' traces pooled), so that the trace sees the same load drift as the runs;
 4. writes ``reports/<scenario>/validation.csv`` / ``.md`` / ``.json`` / ``.png``
    atomically, rewritten as each run completes, and every raw measurement under

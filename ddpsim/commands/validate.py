@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 DESCRIPTION = """\
-Validate ddpsim on this machine: capture the trace on all ranks at once (the run's
+Validate ddpsim on this machine: capture the trace on all ranks at once, in lockstep (the run's
 conditions; --scenario-trace keeps the scenario's), calibrate it once with the executor (all-reduce and
 broadcast curves, compute/communication interference, copy bandwidth; or reuse
 --calibration FILE), run real DDP at every validated bucket_cap_mb point of SCENARIO

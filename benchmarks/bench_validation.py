@@ -34,11 +34,11 @@ def forward_drift(folder: Path, data: dict) -> tuple[float, float] | None:
 def run_spread(d: dict) -> float:
     """Median over the points of (slowest - fastest run median) / measured, in %: the noise floor
     of the measurement itself (from each row's run medians, so older reports have it too)."""
-    out = []
-    for r in d["rows"]:
-        meds = [float(x) for x in str(r.get("run_medians_s") or "").split()]
-        if len(meds) >= 2 and r.get("measured_s"):
-            out.append(100.0 * (max(meds) - min(meds)) / r["measured_s"])
+    from ddpsim.validate import run_spread_pct
+
+    out = [run_spread_pct([float(x) for x in str(r.get("run_medians_s") or "").split()], r.get("measured_s"))
+           for r in d["rows"]]
+    out = [x for x in out if x is not None]
     return statistics.median(out) if out else float("nan")
 
 

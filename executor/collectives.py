@@ -114,7 +114,6 @@ class _Collective:
         self.t = torch.ones(max(1, size_bytes // elem), dtype=dtype, device=rt.device)
         self.size_bytes = int(self.t.numel() * elem)
         self.m = 1
-        self.first_s = 0.0
         self.repeats = 0
         self.samples: list[float] = []
 
@@ -141,13 +140,13 @@ class _Collective:
             tok = sw.start()
             self.one()
             firsts.append(sw.stop(tok))
-        self.first_s = statistics.median(max_across_ranks(rt, firsts))
-        self.m = max(1, min(50, int(loop_s / max(self.first_s, 1e-6)))) if loop_s > 0 else 1
+        first_s = statistics.median(max_across_ranks(rt, firsts))
         if loop_s > 0:
-            run_s = max(self.m * self.first_s, 1e-9)
+            self.m = max(1, min(50, int(loop_s / max(first_s, 1e-6))))
+            run_s = max(self.m * first_s, 1e-9)
             self.repeats = max(min(5, repeats), min(repeats, math.ceil(repeats * loop_s / run_s)))
         else:
-            self.repeats = repeats
+            self.m, self.repeats = 1, repeats
 
     def sample(self) -> None:
         rt, sw = self.rt, Stopwatch(self.rt)
@@ -185,11 +184,6 @@ def sweep_collectives(rt: Runtime, op: str, sizes: Sequence[int], dtype, warmup:
             on_round(rnd, colls)
     return [c.result() for c in colls]
 
-
-def time_collective(rt: Runtime, op: str, size_bytes: int, dtype, warmup: int, repeats: int,
-                    loop_s: float = 0.0) -> dict[str, Any]:
-    """:func:`sweep_collectives` at one size."""
-    return sweep_collectives(rt, op, [size_bytes], dtype, warmup, repeats, loop_s)[0]
 
 
 class ComputeUnit:

@@ -49,15 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def parse_cap(value: str | None) -> float | None:
-    if value is None or str(value).strip().lower() in ("none", "null", "default", ""):
+    """``--bucket-cap-mb`` -> MiB; None (PyTorch's default) when omitted, empty or none/null/default."""
+    from ddpsim.commands._args import parse_cap_value
+
+    if value is None or not str(value).strip():
         return None
-    try:
-        cap = float(value)
-    except ValueError:
-        raise InputError(f"--bucket-cap-mb: {value!r} is not accepted; expected a number of MiB > 0 or 'none'") from None
-    if not cap > 0:
-        raise InputError(f"--bucket-cap-mb: {value!r} is not accepted; expected a number of MiB > 0 or 'none'")
-    return cap
+    return parse_cap_value(value, "--bucket-cap-mb", "a number of MiB > 0 or 'none'")
 
 
 def parse_index_groups(text: str) -> list[list[int]]:

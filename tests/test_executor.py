@@ -216,3 +216,11 @@ def test_a_dead_rank_makes_the_other_exit_within_the_timeout(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_ddp_bucket_cap_parsing_shares_the_cli_rules():
+    from executor.ddp_step import parse_cap
+    assert [parse_cap(v) for v in (None, "", "none", "default", "25", "0.5")] == [None, None, None, None, 25, 0.5]
+    for bad in ("0", "-1", "abc", "inf", "nan"):
+        with pytest.raises(InputError, match=rf"^--bucket-cap-mb: '{bad}' is not accepted; expected a number of MiB > 0 or 'none'$"):
+            parse_cap(bad)

@@ -1,7 +1,9 @@
 """Summarise every committed ``reports/*/validation.json``: accuracy per scenario, and how far
 the prediction trace's compute was from the compute the real runs saw (the main limit on a
 shared CPU host, where load drifts between the trace capture and the runs), and the run
-spread: how far apart repeated runs of one configuration land (the measurement's noise floor).
+spread: how far apart repeated runs of one configuration land (the measurement's noise floor);
+then, per scenario, the predicted against the measured phases (forward, backward with its
+communication, optimizer) at cap=default.
 
     python benchmarks/bench_validation.py [reports]
 
@@ -42,6 +44,30 @@ def run_spread(d: dict) -> float:
     return statistics.median(out) if out else float("nan")
 
 
+def phases(folder: Path, d: dict, point: str = "cap=default") -> tuple[dict, dict] | None:
+    """Predicted vs measured phases (seconds) of one point: the prediction re-simulated from the
+    report's own trace and calibration; measured = median over the runs of each run's median,
+    and the range of the runs' forward medians (compute only: no gradient communication)."""
+    from ddpsim.calibration import load_calibration
+    from ddpsim.engine import simulate
+    from ddpsim.scenario import load_scenario
+    from ddpsim.trace import load_trace
+
+    runs = [json.loads(p.read_text()) for p in sorted((folder / "validation").glob(f"{point}.run*.json"))]
+    if not runs or not Path(d.get("trace", "")).is_file() or not Path(d.get("calibration", "")).is_file():
+        return None
+    scen = load_scenario(d["scenario"])
+    (pt,) = [p for p in scen.points() if p.point_id == point]
+    inp = scen.build_point(pt, trace=load_trace(d["trace"]), calibration=load_calibration(d["calibration"]))
+    m = simulate(inp.trace, inp.plan, inp.comm, inp.config).summary()
+    pred = {"forward": m["forward_s"], "backward+comm": m["backward_compute_s"] + m["exposed_comm_s"],
+            "optimizer": m["optimizer_s"]}
+    fwd = [r["summary"]["forward_s"] for r in runs]
+    meas = {"forward": statistics.median(fwd), "backward+comm": statistics.median(r["summary"]["backward_s"] for r in runs),
+            "optimizer": statistics.median(r["summary"]["optimizer_s"] for r in runs), "forward_range": (min(fwd), max(fwd))}
+    return pred, meas
+
+
 def main(root: str = "reports") -> int:
     rows = []
     for vj in sorted(Path(root).glob("*/validation.json")):
@@ -58,6 +84,17 @@ def main(root: str = "reports") -> int:
         print(f"{name:22s} {s['num_points']:6d} {s['median_abs_error_pct']:7.1f}% {s['max_abs_error_pct']:7.1f}% "
               f"{s['num_in_band_or_within_10pct']:>4d}/{s['num_points']:<3d} {s['predicted_best_gap_pct']:7.1f}% "
               f"{str(s['plan_matches_all']).lower():>5s} {tf * 1e3:8.1f}ms {rf * 1e3:7.1f}ms {100 * (tf - rf) / rf:+6.1f}% {run_spread(d):9.1f}%")
+    print("\nphases at cap=default, predicted / measured (ms; measured forward: median and range of the runs' medians;"
+          " the predicted forward includes the calibrated DDP overhead)")
+    for name, s, drift, d in rows:
+        ph = phases(Path(root) / name, d)
+        if ph is None:
+            continue
+        pred, meas = ph
+        lo, hi = meas["forward_range"]
+        print(f"{name:22s} forward {pred['forward'] * 1e3:9.2f} / {meas['forward'] * 1e3:9.2f} ({lo * 1e3:.2f}-{hi * 1e3:.2f})"
+              f"  backward+comm {pred['backward+comm'] * 1e3:9.2f} / {meas['backward+comm'] * 1e3:9.2f}"
+              f"  optimizer {pred['optimizer'] * 1e3:7.2f} / {meas['optimizer'] * 1e3:7.2f}")
     return 0
 
 

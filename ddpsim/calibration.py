@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -84,6 +84,10 @@ class Calibration:
     ddp_iteration_overhead_s: float | None = None
     device: str = ""
     environment: Mapping[str, Any] = field(default_factory=dict)
+    #: the executor's microbenchmark slowdowns, when ``interference`` was fitted to its DDP probe
+    interference_microbenchmark: Interference | None = None
+    #: how the probe fit went (:meth:`ddpsim.interference_fit.ProbeFit.as_dict`), or None
+    interference_fit: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _req(self.backend in BACKENDS, "backend", self.backend, f"one of {', '.join(BACKENDS)}")
@@ -158,11 +162,22 @@ def calibration_from_dict(data: Any) -> Calibration:
             raise InputError(f"calibration.{exc}") from None
     env = data.get("environment", {}) or {}
     _req(isinstance(env, dict), "environment", env, "an object")
-    return Calibration(backend=data["backend"], world_size=data["world_size"], allreduce=points["allreduce"],
-                       broadcast=points["broadcast"], interference=interference,
-                       copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
-                       ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
-                       device=str(data.get("device", "")), environment=env)
+    cal = Calibration(backend=data["backend"], world_size=data["world_size"], allreduce=points["allreduce"],
+                      broadcast=points["broadcast"], interference=interference,
+                      copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
+                      ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
+                      device=str(data.get("device", "")), environment=env)
+    probe = data.get("interference_probe")
+    if probe is not None and interference is not None:
+        # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim/interference_fit.py)
+        from ddpsim.interference_fit import fit_probe, parse_probe
+
+        trace, step_s, cap_mb = parse_probe(probe)
+        fit = fit_probe(trace, step_s, cal, cap_mb, interference.comm_slowdown)
+        cal = replace(cal, interference=Interference(compute_slowdown=fit.compute_slowdown,
+                                                     comm_slowdown=interference.comm_slowdown),
+                      interference_microbenchmark=interference, interference_fit=fit.as_dict())
+    return cal
 
 
 def calibration_to_dict(cal: Calibration) -> dict[str, Any]:

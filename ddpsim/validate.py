@@ -208,7 +208,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         path = raw / f"trace.round{rep}.json"
         echo(f"validate: capturing {model} (batch {batch_size}) on {nproc} ranks at once -> {path}")
         cap_args = ["trace", "--model", model, "--batch-size", str(batch_size), "--out", str(path),
-                    "--iters", str(max(5, min(iterations, 20))), "--warmup", "3"]
+                    "--iters", str(max(8, min(iterations, 20))), "--warmup", "3"]
         for a in model_args:
             cap_args += ["--model-arg", a]
         launch(cap_args)
@@ -253,7 +253,8 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     def flush() -> None:
         rows = [o.row() for o in outcomes.values()]
         write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=model, batch_size=batch_size,
-                      threads=threads, nproc=nproc, iterations=iterations, warmup=warmup, repeats=repeats, plots=plots)
+                      threads=threads, nproc=nproc, iterations=iterations, warmup=warmup, repeats=repeats, plots=plots,
+                      calibration=cal)
 
     # 3. measurements, round-robin -------------------------------------------------------------
     common = ["--model", model, "--batch-size", str(batch_size), "--iterations", str(iterations), "--warmup", str(warmup),
@@ -291,6 +292,20 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     rows = [o.row() for o in outcomes.values()]
     flush()
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None:
+    """The slowdowns the prediction used: the probe-fitted ones when the calibration has a
+    probe (``ddpsim/interference_fit.py``), with the microbenchmark's beside them."""
+    if cal is None or cal.interference is None:
+        return raw.get("interference")
+    rec: dict[str, Any] = {"compute_slowdown": cal.interference.compute_slowdown,
+                           "comm_slowdown": cal.interference.comm_slowdown}
+    if cal.interference_fit is not None:
+        mb = cal.interference_microbenchmark
+        rec["fitted_to_probe"] = dict(cal.interference_fit)
+        rec["microbenchmark"] = {"compute_slowdown": mb.compute_slowdown, "comm_slowdown": mb.comm_slowdown}
+    return rec
 
 
 def _options(scenario: Any, point: Any) -> list[str]:
@@ -341,7 +356,7 @@ def _fmt(v: Any) -> str:
 
 def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes: dict[str, PointOutcome], *,
                   cal_path: Path, trace_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
-                  repeats: int, plots: bool) -> None:
+                  repeats: int, plots: bool, calibration: Any = None) -> None:
     csv = ",".join(CSV_COLUMNS) + "\n" + "".join(",".join(_fmt(r[c]) for c in CSV_COLUMNS) + "\n" for r in rows)
     write_text_atomic(out / "validation.csv", csv)
     summ = summary_figures(rows)
@@ -349,7 +364,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
     data = {"format": "ddpsim-validation", "version": 1, "scenario": scenario.name, "model": model,
             "batch_size": batch_size, "num_threads": threads, "world_size": nproc, "iterations": iterations,
             "warmup": warmup, "repeats": repeats, "calibration": str(cal_path), "trace": str(trace_path),
-            "interference": cal.get("interference"), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
+            "interference": _interference_record(cal, calibration), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
             "ddp_iteration_overhead_s": cal.get("ddp_iteration_overhead_s"),
             "summary": summ, "rows": rows,
             "buckets": {k: {"predicted": o.predicted_buckets,
@@ -370,7 +385,10 @@ def markdown(data: dict[str, Any]) -> str:
              f"model `{data['model']}`, batch {data['batch_size']} per rank; {data['warmup']} warm-up + "
              f"{data['iterations']} measured iterations x {data['repeats']} runs per point, round-robin) against "
              f"ddpsim's prediction from the scenario's trace and ONE machine calibration (`{data['calibration']}`: "
-             f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}, comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
+             f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}"
+             + (f" (fitted to the calibration's DDP probe; the microbenchmark's: {inter['microbenchmark']['compute_slowdown']:.3f})"
+                if inter.get("fitted_to_probe") else "")
+             + f", comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
              + ("" if data.get("ddp_iteration_overhead_s") is None else
                 f", DDP overhead {data['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration") + ").",
              "", f"Prediction trace: `{data['trace']}`.", "", "Measured = median of the pooled steady-state step times (slowest rank per iteration) of all runs; "

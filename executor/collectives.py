@@ -74,7 +74,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interference-compute", choices=("gemm", "mixed"), default="gemm",
                    help="compute unit of the interference test: gemm (a 256x256 matmul, like the GEMM/conv "
                         "kernels that dominate a backward pass; default) or mixed (128x128 matmul + elementwise)")
-    p.add_argument("--skip-interference", action="store_true", help="write slowdowns 1.0 (not measured)")
+    p.add_argument("--skip-interference", action="store_true", help="write slowdowns 1.0 (not measured; no probe)")
+    p.add_argument("--probe-rounds", type=int, default=2,
+                   help="rounds of the interference probe (the built-in mlp, width 2048, depth 6, batch 128, traced and "
+                        "run under real DDP at bucket_cap_mb=25; ddpsim fits its compute slowdown to it); 0 = no probe "
+                        "(default 2, about 30 s on a 2-core host)")
     p.add_argument("--ddp-overhead-rounds", type=int, default=30,
                    help="rounds of the DDP-overhead test (5 bare + 5 DDP steps each; default 30; 0 = skip it)")
     p.add_argument("--dtype", default="float32", help="element type (default float32)")
@@ -380,6 +384,8 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             raise InputError(f"--ops: {o!r} is not accepted; expected a comma list of allreduce, broadcast")
     if not args.loop_ms >= 0:
         raise InputError(f"--loop-ms: {args.loop_ms!r} is not accepted; expected a number of milliseconds >= 0")
+    if args.probe_rounds < 0:
+        raise InputError(f"--probe-rounds: {args.probe_rounds!r} is not accepted; expected an integer >= 0")
     if args.ddp_overhead_rounds < 0:
         raise InputError(f"--ddp-overhead-rounds: {args.ddp_overhead_rounds!r} is not accepted; expected an integer >= 0")
     for name in ("warmup", "repeats", "interference_repeats"):
@@ -423,6 +429,13 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         rt.log(f"collectives: ddp overhead {overhead['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration "
                f"(tiny MLP: DDP step {det['ddp_step_s'] * 1e3:.3f} ms, bare {det['bare_step_s'] * 1e3:.3f} ms, "
                f"all-reduce curve {det['allreduce_curve_s'] * 1e3:.3f} ms)")
+    probe = None
+    if not args.skip_interference and args.probe_rounds > 0:
+        from executor.probe import measure_probe
+
+        probe = measure_probe(rt, rounds=args.probe_rounds)
+        rt.log(f"collectives: interference probe ({probe['model']} {probe['model_args']}, batch {probe['batch_size']}): "
+               f"DDP step {probe['ddp_step_s'] * 1e3:.2f} ms at bucket_cap_mb={probe['bucket_cap_mb']:g}")
     if rt.rank == 0:
         interference["details"]["copy"] = copy
         cal = {
@@ -436,6 +449,8 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         if overhead is not None:
             cal["ddp_iteration_overhead_s"] = overhead["ddp_iteration_overhead_s"]
             cal["ddp_overhead"] = overhead["details"]
+        if probe is not None:
+            cal["interference_probe"] = probe
         write_json(args.out, cal)
         rec.update(complete=True, calibration=str(args.out))
         write_json(progress, rec)

@@ -90,10 +90,11 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     out = tmp_path / "cal.json"
     r = _run(["collectives", "--timeout-s", "60", "--out", str(out), "--min-bytes", "4KiB", "--max-bytes", "64KiB",
               "--repeats", "3", "--warmup", "1", "--interference-bytes", "64KiB", "--interference-repeats", "3",
-              "--ddp-overhead-rounds", "2", "--loop-ms", "2"])
+              "--ddp-overhead-rounds", "2", "--loop-ms", "2", "--probe-rounds", "1"])
     cal = json.loads(out.read_text())
     assert set(cal) == {"format", "version", "backend", "world_size", "device", "environment", "collectives",
-                        "interference", "copy_bandwidth_bytes_per_s", "ddp_iteration_overhead_s", "ddp_overhead"}
+                        "interference", "copy_bandwidth_bytes_per_s", "ddp_iteration_overhead_s", "ddp_overhead",
+                        "interference_probe"}
     assert (cal["format"], cal["version"], cal["backend"], cal["world_size"], cal["device"]) == ("ddpsim-calibration", 1, "gloo", 2, "cpu")
     assert {"torch_version", "hostname_hash"} <= set(cal["environment"])
     assert cal["environment"]["num_threads"] == 1
@@ -111,8 +112,18 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     ov = cal["ddp_overhead"]
     assert cal["ddp_iteration_overhead_s"] == max(0.0, ov["raw_overhead_s"]) and ov["num_steps"] == 10
     assert ov["raw_overhead_s"] == pytest.approx(ov["ddp_step_s"] - ov["bare_step_s"] - ov["allreduce_curve_s"] - ov["copy_s"])
+    # the interference probe: one round of 3 warm-up + 10 traced steps and 3 + 10 real DDP steps
+    probe = cal["interference_probe"]
+    assert (probe["model"], probe["model_args"], probe["batch_size"], probe["bucket_cap_mb"]) == ("mlp", {"width": 2048, "depth": 6}, 128, 25.0)
+    assert len(probe["ddp_step_samples_s"]) == 10
+    assert probe["ddp_step_s"] > 0 and len(probe["trace"]["iterations"]) == 10
     from ddpsim.calibration import load_calibration
-    assert load_calibration(out).ddp_iteration_overhead_s == cal["ddp_iteration_overhead_s"]
+    loaded = load_calibration(out)
+    assert loaded.ddp_iteration_overhead_s == cal["ddp_iteration_overhead_s"]
+    # ddpsim fits its compute slowdown to the probe; the microbenchmark's stays beside it
+    assert loaded.interference_microbenchmark.compute_slowdown == inter["compute_slowdown"]
+    assert loaded.interference.compute_slowdown == loaded.interference_fit["compute_slowdown"] >= 1.0
+    assert loaded.interference_fit["measured_step_s"] == probe["ddp_step_s"]
     progress = json.loads((tmp_path / "cal.progress.json").read_text())
     assert progress["format"] == "ddpsim-measurement" and progress["version"] == 1 and progress["complete"] is True
     assert len(progress["points"]) == 6

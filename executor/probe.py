@@ -1,0 +1,80 @@
+"""The interference probe of ``executor collectives``: one model, traced and run under real DDP.
+
+ddpsim fits its engine's ``compute_slowdown`` to this (``ddpsim/interference_fit.py``): the
+probe's trace, captured on all ranks at once in lockstep (as ``executor trace`` does), and
+its step time under real DDP at ``bucket_cap_mb=25`` (as ``executor ddp`` times it: slowest
+rank per iteration). Rounds alternate trace and DDP, so that a shared host's drift hits both.
+The probe is the built-in ``mlp`` (width 2048, depth 6, batch 128; 96 MiB of gradients in
+three buckets), none of the validated models.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import replace
+from typing import Any
+
+from executor.runtime import Runtime, max_across_ranks
+
+MODEL = "mlp"
+MODEL_ARGS = {"width": 2048, "depth": 6}
+BATCH_SIZE = 128
+BUCKET_CAP_MB = 25.0
+
+
+def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: int = 3) -> dict[str, Any]:
+    """``{"model", "model_args", "batch_size", "bucket_cap_mb", "trace", "ddp_step_s", ...}``."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ddpsim.capture import capture_trace
+    from ddpsim.models import build_model, default_loss
+
+    from executor.workload import forward
+
+    traces = []
+    steps: list[float] = []
+    for rnd in range(rounds):
+        spec = build_model(MODEL, seed=0, **MODEL_ARGS)
+        rt.barrier()
+        traces.append(capture_trace(spec, device=rt.device.type, batch_size=BATCH_SIZE, num_iters=iterations,
+                                    num_warmup=warmup, num_threads=torch.get_num_threads(), measure_hook_overhead=False,
+                                    step_barrier=rt.barrier, command="executor collectives (interference probe)"))
+        rt.watchdog.beat(f"probe trace {rnd + 1}")
+        spec = build_model(MODEL, seed=0, **MODEL_ARGS)
+        module = spec.module.to(rt.device)
+        batch = spec.make_batch(BATCH_SIZE)
+        batch = batch.to(rt.device) if hasattr(batch, "to") else tuple(b.to(rt.device) for b in batch)
+        kwargs: dict[str, Any] = {"bucket_cap_mb": BUCKET_CAP_MB}
+        if rt.is_cuda:
+            kwargs["device_ids"] = [rt.device.index]
+        model = DDP(module, **kwargs)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+        loss_fn = spec.loss_fn or default_loss
+
+        def clock() -> float:
+            rt.sync()
+            return time.perf_counter()
+
+        mine: list[float] = []
+        rt.barrier()
+        for it in range(warmup + iterations):
+            t0 = clock()
+            opt.zero_grad(set_to_none=True)
+            out = forward(model, batch)
+            loss = loss_fn(out)
+            loss.backward()
+            opt.step()
+            t1 = clock()
+            if it >= warmup:
+                mine.append(t1 - t0)
+            rt.watchdog.beat(f"probe ddp {rnd + 1}")
+        steps += max_across_ranks(rt, mine)
+        del model, opt, module
+    merged = replace(traces[0], iterations=tuple(it for t in traces for it in t.iterations))
+    merged.environment["concurrent_ranks"] = rt.world_size
+    merged.environment["lockstep"] = True
+    return {"model": MODEL, "model_args": dict(MODEL_ARGS), "batch_size": BATCH_SIZE, "bucket_cap_mb": BUCKET_CAP_MB,
+            "rounds": rounds, "iterations": iterations, "warmup": warmup,
+            "ddp_step_s": statistics.median(steps), "ddp_step_samples_s": steps, "trace": merged.to_dict()}

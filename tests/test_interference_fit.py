@@ -1,0 +1,89 @@
+"""The compute slowdown fitted to the calibration's DDP probe (ddpsim/interference_fit.py)."""
+
+import copy
+
+import pytest
+
+from ddpsim.calibration import calibration_from_dict
+from ddpsim.errors import InputError
+from ddpsim.interference_fit import MAX_SLOWDOWN, predict_probe
+from ddpsim.simconfig import Interference
+from ddpsim.trace import make_trace
+
+CAL = {
+    "format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": 2, "device": "cpu",
+    "environment": {},
+    # 1 ms + 1 ns per byte: a 4 MiB bucket takes 5.19 ms alone
+    "collectives": {"allreduce": [{"size_bytes": 1 << 20, "time_s": 1e-3 + (1 << 20) * 1e-9},
+                                  {"size_bytes": 1 << 24, "time_s": 1e-3 + (1 << 24) * 1e-9}]},
+    "interference": {"compute_slowdown": 1.3, "comm_slowdown": 2.0, "details": {}},
+    "copy_bandwidth_bytes_per_s": 1e10,
+}
+
+
+def probe_trace():
+    # four 4 MiB layers; a 40 ms backward whose gradients are ready every 10 ms
+    params = [(f"l{i}.weight", (1024, 1024), "float32") for i in range(4)]
+    return make_trace(model="probe", params=params, ready_s=[0.040, 0.030, 0.020, 0.010], forward_s=0.02,
+                      backward_s=0.040, optimizer_s=0.005, num_iterations=3)
+
+
+def with_probe(step_s, trace=None):
+    d = copy.deepcopy(CAL)
+    d["interference_probe"] = {"model": "probe", "bucket_cap_mb": 4.0, "ddp_step_s": step_s,
+                               "trace": (trace or probe_trace()).to_dict()}
+    return d
+
+
+def bare():
+    return calibration_from_dict(CAL)
+
+
+def test_the_fit_recovers_the_slowdown_that_produced_the_measurement():
+    # the measured step is the engine's own prediction at compute_slowdown 2.5: the fit must
+    # return 2.5 (the bisection's premise: the prediction grows with the slowdown)
+    target = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=2.5, comm_slowdown=2.0))
+    at_1 = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=1.0, comm_slowdown=2.0))
+    assert target > at_1  # the probe's buckets overlap its backward, so the slowdown shows
+    cal = calibration_from_dict(with_probe(target))
+    assert cal.interference.compute_slowdown == pytest.approx(2.5, rel=1e-6)
+    assert cal.interference.comm_slowdown == 2.0  # the microbenchmark's, kept
+    assert (cal.interference_microbenchmark.compute_slowdown, cal.interference_microbenchmark.comm_slowdown) == (1.3, 2.0)
+    fit = cal.interference_fit
+    assert fit["clamped"] is False and fit["measured_step_s"] == target
+    assert fit["predicted_step_s"] == pytest.approx(target, rel=1e-9)
+    assert fit["predicted_without_interference_s"] == pytest.approx(at_1, rel=1e-12)
+
+
+def test_prediction_is_nondecreasing_in_the_compute_slowdown():
+    preds = [predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=s, comm_slowdown=2.0))
+             for s in (1.0, 1.5, 2.0, 3.0, 5.0, 8.0)]
+    assert preds == sorted(preds) and preds[-1] > preds[0]
+
+
+def test_a_step_faster_than_no_interference_clamps_at_1_and_a_slower_than_possible_one_at_the_max():
+    at_1 = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=1.0, comm_slowdown=2.0))
+    lo = calibration_from_dict(with_probe(0.5 * at_1))
+    assert lo.interference.compute_slowdown == 1.0 and lo.interference_fit["clamped"] is True
+    hi = calibration_from_dict(with_probe(100.0))
+    assert hi.interference.compute_slowdown == MAX_SLOWDOWN and hi.interference_fit["clamped"] is True
+
+
+def test_without_a_probe_the_microbenchmark_stands():
+    cal = bare()
+    assert cal.interference == Interference(compute_slowdown=1.3, comm_slowdown=2.0)
+    assert cal.interference_fit is None and cal.interference_microbenchmark is None
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda p: p.pop("ddp_step_s"), "calibration.interference_probe.ddp_step_s: is missing"),
+    (lambda p: p.update(ddp_step_s=-1), "calibration.interference_probe.ddp_step_s: -1 is not accepted; expected a number of seconds > 0"),
+    (lambda p: p.update(bucket_cap_mb="25"), "calibration.interference_probe.bucket_cap_mb: '25' is not accepted; expected a number > 0"),
+    (lambda p: p.update(trace={"format": "nope"}), "calibration.interference_probe.trace: "),
+])
+def test_a_bad_probe_is_one_line_naming_the_field(mutate, message):
+    d = with_probe(0.1)
+    mutate(d["interference_probe"])
+    with pytest.raises(InputError) as ei:
+        calibration_from_dict(d)
+    assert str(ei.value).startswith(message) and "\n" not in str(ei.value)

@@ -132,7 +132,11 @@ def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: 
         lines = (r.stderr or "").strip().splitlines()
         picked = [ln for ln in lines if "executor: error" in ln]
         picked = picked or [ln for ln in lines if ln.startswith("[rank") and ("Error" in ln or "error" in ln)]
-        picked = picked or lines[-1:] or ["no output"]
+        # a rank killed by a signal: torchrun's banner ends in '=====' lines; C++ aborts print
+        # 'terminate called ...' and torchrun 'exitcode : -6 (pid ...) (SIGABRT)'
+        picked = picked or [ln for ln in lines if ln.startswith("terminate called")]
+        picked = picked or [ln for ln in lines if ln.strip().startswith("exitcode") and "SIG" in ln]
+        picked = picked or [ln for ln in lines if ln.strip().strip("=-")] [-1:] or ["no output"]
         msg = " ".join(picked[-1].split())[:400]
         raise InputError(f"executor {args[0]}: exit status {r.returncode} ({msg}); expected a clean run "
                          f"(command: {' '.join(r.command)})")

@@ -67,5 +67,21 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _exit_now(code: int) -> None:
+    """Flush and leave without interpreter finalization.
+
+    The process group is already destroyed and every output written atomically and closed.
+    Finalization can still abort a gloo process ('terminate called without an active
+    exception', SIGABRT) when backend worker threads outlive the interpreter's teardown
+    (pytorch/pytorch#190489, #179291). On this project's 2-core host it hit two executor runs
+    after their measurement was written, and each then counted as failed.
+    """
+    import os
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit_now(main())

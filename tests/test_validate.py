@@ -113,3 +113,23 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
     assert json.loads((rep / "validation" / "trace.concurrent.json").read_text())["environment"]["concurrent_ranks"] == 2
     assert sorted(p.name for p in (rep / "validation").glob("cap=*.json")) == ["cap=0.1.hooked.json", "cap=0.1.run1.json"]
     assert "validate: median |error|" in out
+
+
+def test_a_rank_killed_by_a_signal_is_reported_by_its_abort_line_not_torchruns_banner(tmp_path, monkeypatch):
+    # the stderr of a run whose rank 1 aborted in teardown (SIGABRT): torchrun's report ends
+    # with a '=====' banner line, which said nothing when it was quoted as the error
+    import executor.launch
+    from ddpsim import validate as v
+    from ddpsim.errors import InputError
+
+    stderr = ("terminate called without an active exception\n"
+              "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+              "=======================================================\nexecutor FAILED\n"
+              "  exitcode  : -6 (pid: 12700)  (SIGABRT)\n=======================================================\n")
+    fake = executor.launch.LaunchResult(returncode=1, stdout="ddp: wrote x.json\n", stderr=stderr, command=("torchrun", "x"))
+    monkeypatch.setattr(executor.launch, "launch_local", lambda *a, **k: fake)
+    with pytest.raises(InputError) as ei:
+        v._launch(["ddp", "--out", "x.json"], nproc=2, num_threads=1, timeout_s=10, log_dir=tmp_path)
+    msg = str(ei.value)
+    assert msg.startswith("executor ddp: exit status 1 (terminate called without an active exception); expected a clean run")
+    assert len(list(tmp_path.glob("failed-ddp-*.log"))) == 1  # the whole output kept for a post-mortem

@@ -9,12 +9,18 @@ File (written by ``python -m executor collectives``)::
                      "broadcast": [...]},
      "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {}},   # optional / null
      "copy_bandwidth_bytes_per_s": 5.1e9,                                                # optional / null
-     "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...}}                            # optional / null
+     "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...},                            # optional / null
+     "interference_probe": {"bucket_cap_mb": 25, "ddp_step_s": 0.37, "trace": {...}, ...}}  # optional / null
 
 ``ddp_iteration_overhead_s`` (optional; absent in older files = 0): DDP's fixed cost per
 iteration on this machine beyond the trace's compute and the all-reduce curve -- a tiny model
 timed with and without DDP by the executor, less the curve's all-reduce of its gradients. The
 engine adds it once per synchronised step (through :class:`CalibratedCommModel`).
+
+``interference_probe`` (optional): a probe model's trace and its real DDP step time. When present
+(with ``interference``), the loaded ``interference.compute_slowdown`` is the value fitted so
+that the engine predicts the probe's measured step (:mod:`ddpsim.interference_fit`); the file's
+own microbenchmark slowdowns stay in ``Calibration.interference_microbenchmark``.
 
 Fit (:func:`fit_calibration`): **piecewise alpha-beta between measured sizes**. The medians
 are first made non-decreasing in size (isotonic regression, weighted by ``num_samples``: a

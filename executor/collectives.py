@@ -24,6 +24,12 @@
   and copy-out at the copy bandwidth, clamped at 0. It holds what the trace and the curve do not
   see: DDP's Python pre/post-forward, the reducer's bookkeeping, waking gloo's threads for a
   collective issued from inside backward. The engine adds it once per synchronised step.
+* ``interference_probe`` (``--probe-rounds``, default 2): the built-in ``mlp`` (width 2048, depth
+  6, batch 128), none of the validated models, captured as a trace on all ranks in lockstep and
+  trained under real DDP at ``bucket_cap_mb=25``, alternating, ``executor/probe.py``. ddpsim
+  fits its engine's ``compute_slowdown`` so that its prediction of this probe equals the
+  measured step (``ddpsim/interference_fit.py``): on a CPU host the microbenchmark above sees
+  less of what overlapped all-reduces cost a real backward than DDP pays.
 * ``copy_bandwidth_bytes_per_s``: DDP's copy-in, ``torch.mul(grad, 1/world, out=bucket_view)``,
   timed; counted as read + write (2 x bytes per second), the way the engine charges a copy.
 

@@ -40,6 +40,7 @@ per-byte cost with ``((n-1)/n) / ((w-1)/w)``; ``describe()`` records the rescali
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -213,7 +214,17 @@ def load_calibration(path: str | Path) -> Calibration:
     except json.JSONDecodeError as exc:
         raise InputError(f"calibration: {str(p)!r} is not JSON ({exc.msg} at line {exc.lineno}); "
                          "expected a ddpsim-calibration JSON file") from None
-    return calibration_from_dict(data)
+    # NOTE: a file with a probe costs a fit (~40 simulations of the probe) per load, and a sweep
+    # loads its scenario's calibration once per point; the result is immutable, so keep it per
+    # file content (the same bytes always give the same Calibration)
+    key = hashlib.sha256(text.encode()).hexdigest()
+    cal = _LOADED.get(key)
+    if cal is None:
+        cal = _LOADED[key] = calibration_from_dict(data)
+    return cal
+
+
+_LOADED: dict[str, Calibration] = {}
 
 
 def save_calibration(cal: Calibration, path: str | Path) -> Path:

@@ -29,9 +29,9 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from ddpsim.capture import capture_trace
-    from ddpsim.models import build_model, default_loss
+    from ddpsim.models import build_model
 
-    from executor.workload import forward
+    from executor.workload import forward, workload_from_spec
 
     traces = []
     steps: list[float] = []
@@ -42,16 +42,12 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
                                     num_warmup=warmup, num_threads=torch.get_num_threads(), measure_hook_overhead=False,
                                     step_barrier=rt.barrier, command="executor collectives (interference probe)"))
         rt.watchdog.beat(f"probe trace {rnd + 1}")
-        spec = build_model(MODEL, seed=0, **MODEL_ARGS)
-        module = spec.module.to(rt.device)
-        batch = spec.make_batch(BATCH_SIZE)
-        batch = batch.to(rt.device) if hasattr(batch, "to") else tuple(b.to(rt.device) for b in batch)
+        wl = workload_from_spec(build_model(MODEL, seed=0, **MODEL_ARGS), BATCH_SIZE, rt.device)
         kwargs: dict[str, Any] = {"bucket_cap_mb": BUCKET_CAP_MB}
         if rt.is_cuda:
             kwargs["device_ids"] = [rt.device.index]
-        model = DDP(module, **kwargs)
+        model = DDP(wl.module, **kwargs)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-        loss_fn = spec.loss_fn or default_loss
 
         def clock() -> float:
             rt.sync()
@@ -62,8 +58,7 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
         for it in range(warmup + iterations):
             t0 = clock()
             opt.zero_grad(set_to_none=True)
-            out = forward(model, batch)
-            loss = loss_fn(out)
+            loss = wl.loss_fn(forward(model, wl.batch))
             loss.backward()
             opt.step()
             t1 = clock()
@@ -71,7 +66,7 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
                 mine.append(t1 - t0)
             rt.watchdog.beat(f"probe ddp {rnd + 1}")
         steps += max_across_ranks(rt, mine)
-        del model, opt, module
+        del model, opt, wl
     merged = replace(traces[0], iterations=tuple(it for t in traces for it in t.iterations))
     merged.environment["concurrent_ranks"] = rt.world_size
     merged.environment["lockstep"] = True

@@ -55,18 +55,25 @@ class Workload:
 
 
 def build_workload(args: argparse.Namespace, device: Any) -> Workload:
-    import torch
-
-    from ddpsim.models import build_model, default_loss
+    from ddpsim.models import build_model
 
     spec = build_model(args.model, seed=args.seed, **parse_model_args(args.model_arg))
-    batch = spec.make_batch(args.batch_size)
+    return workload_from_spec(spec, args.batch_size, device, args.seed)
+
+
+def workload_from_spec(spec: Any, batch_size: int, device: Any, seed: int = 0) -> Workload:
+    """A built :class:`ddpsim.models.ModelSpec` on ``device``, with its batch and loss."""
+    import torch
+
+    from ddpsim.models import default_loss
+
+    batch = spec.make_batch(batch_size)
     if isinstance(batch, (tuple, list)):
         batch = type(batch)(b.to(device) for b in batch)
     else:
         batch = batch.to(device)
     module = spec.module.to(device)
-    torch.manual_seed(args.seed)
+    torch.manual_seed(seed)
     return Workload(name=spec.name, module=module, batch=batch, loss_fn=spec.loss_fn or default_loss,
                     info=dict(spec.info or {}))
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -216,6 +216,21 @@ class Trace:
             "hook_overhead_frac": self.hook_overhead_frac,
             "synthetic": self.synthetic,
         }
+
+
+def pool_traces(traces: Sequence[Trace]) -> Trace:
+    """One trace holding every iteration of ``traces`` (rounds of one model captured apart, so
+    that a shared host's drift between rounds is in the samples); the first's other fields."""
+    if not traces:
+        raise InputError("traces: [] is empty; expected at least one trace to pool")
+    first = traces[0]
+    for k, t in enumerate(traces[1:], start=1):
+        if t.model != first.model or [(p.name, p.shape, p.dtype) for p in t.params] != [
+                (p.name, p.shape, p.dtype) for p in first.params]:
+            raise InputError(f"traces[{k}].model: {t.model!r} ({t.num_params} parameters) differs from traces[0] "
+                             f"({first.model!r}, {first.num_params}); expected rounds of one model")
+    return replace(first, iterations=tuple(it for t in traces for it in t.iterations),
+                   environment=dict(first.environment))
 
 
 # ---- loading / saving ---------------------------------------------------------------------

@@ -205,9 +205,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     captured: list[Any] = []
 
     def capture_round(rep: int):
-        from dataclasses import replace as _replace
-
-        from ddpsim.trace import load_trace, save_trace
+        from ddpsim.trace import load_trace, pool_traces, save_trace
 
         path = raw / f"trace.round{rep}.json"
         echo(f"validate: capturing {model} (batch {batch_size}) on {nproc} ranks at once -> {path}")
@@ -217,7 +215,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
             cap_args += ["--model-arg", a]
         launch(cap_args)
         captured.append(load_trace(path))
-        merged = _replace(captured[0], iterations=tuple(it for t in captured for it in t.iterations))
+        merged = pool_traces(captured)
         save_trace(merged, raw / "trace.concurrent.json")
         return merged
 

@@ -30,7 +30,7 @@ from typing import Any
 from ddpsim.errors import InputError
 
 from executor.runtime import Runtime, measurement, quantile, write_json
-from executor.workload import add_model_arguments, build_workload, check_counts, forward
+from executor.workload import add_model_arguments, build_workload, check_counts, timed_steps
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -204,29 +204,8 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         model.register_comm_hook(None, timer.as_hook())
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
 
-    def clock() -> float:
-        rt.sync()
-        return time.perf_counter()
-
-    samples: list[dict[str, float]] = []
-    total = args.warmup + args.iterations
-    rt.barrier()
-    for it in range(1, total + 1):
-        if timer is not None:
-            timer.start_iteration(it)
-        t0 = clock()
-        opt.zero_grad(set_to_none=True)
-        out = forward(model, wl.batch)
-        loss = wl.loss_fn(out)
-        t1 = clock()
-        loss.backward()
-        t2 = clock()
-        opt.step()
-        t3 = clock()
-        rt.watchdog.beat(f"ddp iteration {it}")
-        if it > args.warmup:
-            samples.append({"iteration": it, "forward_s": t1 - t0, "backward_s": t2 - t1, "optimizer_s": t3 - t2,
-                            "iteration_s": t3 - t0})
+    samples = timed_steps(rt, model, opt, wl, warmup=args.warmup, iterations=args.iterations, label="ddp",
+                          before=timer.start_iteration if timer is not None else None)
     logging = {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
                for k, v in model._get_ddp_logging_data().items()}
     buckets_rec = timer.resolve() if timer is not None else []

@@ -11,8 +11,6 @@ three buckets), none of the validated models.
 from __future__ import annotations
 
 import statistics
-import time
-from dataclasses import replace
 from typing import Any
 
 from executor.runtime import Runtime, max_across_ranks
@@ -30,8 +28,9 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
 
     from ddpsim.capture import capture_trace
     from ddpsim.models import build_model
+    from ddpsim.trace import pool_traces
 
-    from executor.workload import forward, workload_from_spec
+    from executor.workload import timed_steps, workload_from_spec
 
     traces = []
     steps: list[float] = []
@@ -49,25 +48,11 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
         model = DDP(wl.module, **kwargs)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
-        def clock() -> float:
-            rt.sync()
-            return time.perf_counter()
-
-        mine: list[float] = []
-        rt.barrier()
-        for it in range(warmup + iterations):
-            t0 = clock()
-            opt.zero_grad(set_to_none=True)
-            loss = wl.loss_fn(forward(model, wl.batch))
-            loss.backward()
-            opt.step()
-            t1 = clock()
-            if it >= warmup:
-                mine.append(t1 - t0)
-            rt.watchdog.beat(f"probe ddp {rnd + 1}")
+        mine = [s["iteration_s"] for s in timed_steps(rt, model, opt, wl, warmup=warmup, iterations=iterations,
+                                                       label=f"probe ddp {rnd + 1}")]
         steps += max_across_ranks(rt, mine)
         del model, opt, wl
-    merged = replace(traces[0], iterations=tuple(it for t in traces for it in t.iterations))
+    merged = pool_traces(traces)
     merged.environment["concurrent_ranks"] = rt.world_size
     merged.environment["lockstep"] = True
     return {"model": MODEL, "model_args": dict(MODEL_ARGS), "batch_size": BATCH_SIZE, "bucket_cap_mb": BUCKET_CAP_MB,

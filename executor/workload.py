@@ -80,3 +80,35 @@ def workload_from_spec(spec: Any, batch_size: int, device: Any, seed: int = 0) -
 
 def forward(module: Any, batch: Any) -> Any:
     return module(*batch) if isinstance(batch, (tuple, list)) else module(batch)
+
+
+def timed_steps(rt: Any, model: Any, opt: Any, wl: Workload, *, warmup: int, iterations: int,
+                label: str = "ddp", before: Any = None) -> list[dict[str, float]]:
+    """Train ``warmup + iterations`` steps (zero_grad, forward, loss, backward, SGD step) after a
+    barrier; per measured step ``{"iteration", "forward_s", "backward_s", "optimizer_s",
+    "iteration_s"}`` on this rank (device-synchronised clock). ``before(i)`` runs before step ``i``
+    (1-based), e.g. a bucket timer's ``start_iteration``."""
+    import time
+
+    def clock() -> float:
+        rt.sync()
+        return time.perf_counter()
+
+    samples: list[dict[str, float]] = []
+    rt.barrier()
+    for it in range(1, warmup + iterations + 1):
+        if before is not None:
+            before(it)
+        t0 = clock()
+        opt.zero_grad(set_to_none=True)
+        loss = wl.loss_fn(forward(model, wl.batch))
+        t1 = clock()
+        loss.backward()
+        t2 = clock()
+        opt.step()
+        t3 = clock()
+        rt.watchdog.beat(f"{label} iteration {it}")
+        if it > warmup:
+            samples.append({"iteration": it, "forward_s": t1 - t0, "backward_s": t2 - t1, "optimizer_s": t3 - t2,
+                            "iteration_s": t3 - t0})
+    return samples

@@ -307,3 +307,27 @@ def test_round_trip_of_fixture(tmp_path, tiny_trace):
     b = save_trace(load_trace(a), tmp_path / "b.json")
     assert a.read_bytes() == b.read_bytes()
     assert json.loads(a.read_text())["format"] == TRACE_FORMAT
+
+
+def test_pool_traces_concatenates_rounds_in_order(tiny_trace):
+    from dataclasses import replace
+
+    from ddpsim.trace import pool_traces
+
+    slow = replace(tiny_trace, iterations=tuple(replace(it, backward_s=0.03) for it in tiny_trace.iterations[:1]))
+    pooled = pool_traces([tiny_trace, slow])
+    assert [it.backward_s for it in pooled.iterations] == [0.02, 0.02, 0.03]
+    assert pooled.params == tiny_trace.params and pooled.model == "tiny"
+    pooled.environment["x"] = 1            # the pooled trace's environment is its own
+    assert "x" not in tiny_trace.environment
+
+
+def test_pool_traces_refuses_different_models(tiny_trace):
+    from ddpsim.trace import make_trace, pool_traces
+
+    other = make_trace(model="other", params=[("w", (4,), "float32")], ready_s=[0.001],
+                       forward_s=0.01, backward_s=0.02, optimizer_s=0.005)
+    with pytest.raises(InputError, match=r"^traces\[1\]\.model: 'other' \(1 parameters\) differs"):
+        pool_traces([tiny_trace, other])
+    with pytest.raises(InputError, match=r"^traces: \[\] is empty"):
+        pool_traces([])

@@ -12,6 +12,13 @@
   MEAN of the samples (the expected cost; small all-reduces are bimodal here and their median
   jumps between modes from size to size), ``median_s``, p10, p90.
   CUDA events on GPUs.
+  On CPUs the default sample is instead ONE operation launched after ``--gap-ms`` (2) ms of
+  compute on every rank, without a barrier, timed from the last rank's launch to the last
+  rank's end: the way DDP issues a bucket's all-reduce after backward compute. On this
+  project's 2-vCPU host an all-reduce of 1 to 4 MiB costs 0.6-0.9 ms more that way than in a
+  back-to-back loop (1 MiB: 3.0 vs 2.2 ms), and that is what DDP pays (the mlp's 1 MiB bucket
+  measured 3.0 ms under DDP); at 32 KiB both agree. ``--gap-ms 0``: the loop. Across hosts the
+  clocks are not compared: the last launcher's own launch-to-end.
 * Interference: a compute unit (matmul + elementwise, the mix of a backward pass) timed
   alone, an all-reduce of ``--interference-bytes`` timed alone, then both at once (a thread
   runs back-to-back all-reduces while the main thread runs compute units, as DDP's reducer
@@ -43,13 +50,15 @@ Output (rank 0; written atomically)::
      "copy_bandwidth_bytes_per_s": 5.1e9, "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...}}
 
 A measurement JSON (``--progress``) is rewritten after every round of the sweep (with rank 0's
-samples so far per size) and after every op, so a run cut short keeps what it measured.
+samples so far per size), after every op and after every later stage (``interference``,
+``copy``, ``ddp_overhead``), so a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import time
 from typing import Any, Callable, Sequence
@@ -60,6 +69,10 @@ from ddpsim.units import parse_size_bytes
 from executor import CALIBRATION_FORMAT, CALIBRATION_VERSION
 from executor.runtime import (ExecutorFailure, Runtime, Stopwatch, max_across_ranks, measurement, quantile, stats,
                               write_json)
+
+
+#: CPU default of ``--gap-ms``: compute before each sampled op (about a backward's gap between buckets)
+DEFAULT_GAP_MS = 2.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,6 +87,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the same seconds of samples, at least 5)")
     p.add_argument("--loop-ms", type=float, default=20.0,
                    help="a sample is a back-to-back run of about this many ms, averaged (default 20; 0 = one op)")
+    p.add_argument("--gap-ms", type=float, default=None,
+                   help="a sample is ONE op launched after this many ms of compute on every rank, as DDP launches "
+                        "a bucket after backward compute, timed from the last rank's launch to the last rank's end "
+                        "(default 2 on CPUs, 0 on GPUs; 0 = the back-to-back runs of --loop-ms)")
     p.add_argument("--ops", default="allreduce,broadcast", help="comma list of allreduce, broadcast")
     p.add_argument("--interference-bytes", default="8MiB", help="all-reduce size for the interference test (default 8MiB)")
     p.add_argument("--interference-repeats", type=int, default=12, help="all-reduces timed in each interference phase")
@@ -126,6 +143,9 @@ class _Collective:
         self.m = 1
         self.repeats = 0
         self.samples: list[float] = []
+        self.gap_s = 0.0
+        self.gap_unit: Any = None
+        self.marks: list[tuple[float, float]] = []  # gap mode: (launch, end) per sample, this rank's clock
 
     def one(self) -> None:
         import torch.distributed as dist
@@ -135,10 +155,11 @@ class _Collective:
         else:
             dist.broadcast(self.t, src=0)
 
-    def prepare(self, warmup: int, repeats: int, loop_s: float) -> None:
+    def prepare(self, warmup: int, repeats: int, loop_s: float, gap_s: float = 0.0) -> None:
         """Warm up; choose the ops per sample (a run of about ``loop_s``) and the samples: sizes
         whose run is longer than ``loop_s`` get fewer (about ``repeats * loop_s`` seconds of
-        samples, at least 5 or ``repeats`` if smaller); agreed on through rank 0's max over ranks."""
+        samples, at least 5 or ``repeats`` if smaller); agreed on through rank 0's max over ranks.
+        ``gap_s > 0`` (CPU): one op per sample, after ``gap_s`` of compute (see :meth:`sample`)."""
         rt, sw = self.rt, Stopwatch(self.rt)
         for _ in range(warmup):
             self.one()
@@ -157,9 +178,23 @@ class _Collective:
             self.repeats = max(min(5, repeats), min(repeats, math.ceil(repeats * loop_s / run_s)))
         else:
             self.m, self.repeats = 1, repeats
+        if gap_s > 0:
+            self.m, self.gap_s = 1, gap_s
+            self.gap_unit = ComputeUnit(rt, n=256, elems=0)
 
     def sample(self) -> None:
         rt, sw = self.rt, Stopwatch(self.rt)
+        if self.gap_s > 0:
+            # as DDP issues a bucket's all-reduce: after compute, no barrier; the ranks launch
+            # when their compute ends (their skew is the compute's, as in a backward pass)
+            t = time.perf_counter()
+            while time.perf_counter() - t < self.gap_s:
+                self.gap_unit()
+            t0 = time.perf_counter()
+            self.one()
+            self.marks.append((t0, time.perf_counter()))
+            rt.watchdog.beat(f"{self.op} of {self.size_bytes} B")
+            return
         rt.barrier()
         tok = sw.start()
         for _ in range(self.m):
@@ -168,15 +203,32 @@ class _Collective:
         rt.watchdog.beat(f"{self.op} of {self.size_bytes} B")
 
     def result(self) -> dict[str, Any]:
+        if self.gap_s > 0:
+            if one_host(self.rt):
+                # from the last rank's launch to the last rank's end (one host: one monotonic clock)
+                launches = max_across_ranks(self.rt, [a for a, _ in self.marks])
+                ends = max_across_ranks(self.rt, [b for _, b in self.marks])
+                samples = [e - a for a, e in zip(launches, ends)]
+            else:
+                # clocks of different hosts are not comparable: the last launcher's own view
+                samples = [-v for v in max_across_ranks(self.rt, [a - b for a, b in self.marks])]
+            return {"size_bytes": self.size_bytes, **stats(samples), "ops_per_sample": 1, "gap_ms": self.gap_s * 1e3}
         samples = max_across_ranks(self.rt, self.samples)
         return {"size_bytes": self.size_bytes, **stats(samples), "ops_per_sample": self.m}
 
 
+def one_host(rt: Runtime) -> bool:
+    """Every rank on this host (torchrun's LOCAL_WORLD_SIZE equals the world size)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "0")) == rt.world_size
+
+
 def sweep_collectives(rt: Runtime, op: str, sizes: Sequence[int], dtype, warmup: int, repeats: int,
                       loop_s: float = 0.0,
-                      on_round: Callable[[int, list[_Collective]], None] | None = None) -> list[dict[str, Any]]:
+                      on_round: Callable[[int, list[_Collective]], None] | None = None,
+                      gap_s: float = 0.0) -> list[dict[str, Any]]:
     """Per-op times (slowest rank) of ``op`` at every size; a sample averages a back-to-back run
-    of about ``loop_s`` seconds (one op when 0).
+    of about ``loop_s`` seconds (one op when 0), or (``gap_s > 0``) is one op launched after
+    ``gap_s`` of compute, timed from the last rank's launch to the last rank's end.
 
     The samples are INTERLEAVED: one sample of every size, then the next round. On a 2-vCPU
     host small gloo all-reduces switch between a fast regime and a ~4x slower one (which of the
@@ -185,7 +237,7 @@ def sweep_collectives(rt: Runtime, op: str, sizes: Sequence[int], dtype, warmup:
     """
     colls = [_Collective(rt, op, s, dtype) for s in sizes]
     for c in colls:
-        c.prepare(warmup, repeats, loop_s)
+        c.prepare(warmup, repeats, loop_s, gap_s)
     for rnd in range(max(c.repeats for c in colls)):
         for c in colls:
             if rnd < c.repeats:
@@ -390,6 +442,9 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             raise InputError(f"--ops: {o!r} is not accepted; expected a comma list of allreduce, broadcast")
     if not args.loop_ms >= 0:
         raise InputError(f"--loop-ms: {args.loop_ms!r} is not accepted; expected a number of milliseconds >= 0")
+    gap_ms = (0.0 if rt.is_cuda else DEFAULT_GAP_MS) if args.gap_ms is None else args.gap_ms
+    if not 0 <= gap_ms <= 1000:
+        raise InputError(f"--gap-ms: {args.gap_ms!r} is not accepted; expected a number of milliseconds in [0, 1000]")
     if args.probe_rounds < 0:
         raise InputError(f"--probe-rounds: {args.probe_rounds!r} is not accepted; expected an integer >= 0")
     if args.ddp_overhead_rounds < 0:
@@ -408,7 +463,8 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
                     str(c.size_bytes): {"ops_per_sample": c.m, "samples_s": list(c.samples)} for c in colls}}
                 write_json(progress, rec)
 
-        for r in sweep_collectives(rt, op, sizes, dtype, args.warmup, args.repeats, args.loop_ms / 1e3, on_round):
+        for r in sweep_collectives(rt, op, sizes, dtype, args.warmup, args.repeats, args.loop_ms / 1e3, on_round,
+                                   gap_s=gap_ms / 1e3):
             results[op].append(r)
             rt.log(f"collectives: {op:9s} {r['size_bytes']:>11d} B  mean {r['time_s'] * 1e3:9.3f} ms  "
                    f"median {r['median_s'] * 1e3:9.3f}  p10 {r['p10_s'] * 1e3:9.3f}  p90 {r['p90_s'] * 1e3:9.3f}  "
@@ -418,6 +474,14 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         if rt.rank == 0:
             rec.pop("in_progress", None)
             write_json(progress, rec)
+
+    def keep(stage: str, value: Any) -> None:
+        # each finished stage goes into the progress file at once: a later stage that fails
+        # (the probe running out of memory, a peer dying) does not lose it
+        if rt.rank == 0:
+            rec[stage] = value
+            write_json(progress, rec)
+
     if args.skip_interference:
         interference: dict[str, Any] = {"compute_slowdown": 1.0, "comm_slowdown": 1.0, "details": {"measured": False}}
     else:
@@ -425,8 +489,11 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
                                             args.interference_repeats, dtype, args.interference_compute)
         rt.log(f"collectives: interference compute_slowdown {interference['compute_slowdown']:.3f}  "
                f"comm_slowdown {interference['comm_slowdown']:.3f}")
+    keep("interference", interference)
     copy = measure_copy_bandwidth(rt)
     rt.log(f"collectives: copy bandwidth {copy['copy_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s (read+write)")
+    interference["details"]["copy"] = copy
+    keep("copy", copy)
     overhead = None
     if args.ddp_overhead_rounds > 0 and results["allreduce"] and len(results["allreduce"]) >= 2:
         overhead = measure_ddp_overhead(rt, results["allreduce"], copy["copy_bandwidth_bytes_per_s"],
@@ -435,6 +502,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         rt.log(f"collectives: ddp overhead {overhead['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration "
                f"(tiny MLP: DDP step {det['ddp_step_s'] * 1e3:.3f} ms, bare {det['bare_step_s'] * 1e3:.3f} ms, "
                f"all-reduce curve {det['allreduce_curve_s'] * 1e3:.3f} ms)")
+        keep("ddp_overhead", overhead)
     probe = None
     if not args.skip_interference and args.probe_rounds > 0:
         from executor.probe import measure_probe
@@ -443,7 +511,6 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         rt.log(f"collectives: interference probe ({probe['model']} {probe['model_args']}, batch {probe['batch_size']}): "
                f"DDP step {probe['ddp_step_s'] * 1e3:.2f} ms at bucket_cap_mb={probe['bucket_cap_mb']:g}")
     if rt.rank == 0:
-        interference["details"]["copy"] = copy
         cal = {
             "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "backend": rt.backend,
             "world_size": rt.world_size, "device": rt.device.type,

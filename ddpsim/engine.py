@@ -67,8 +67,8 @@ process (:class:`_RestRanks`) that runs the same program on a numpy vector of lo
 at ``max_r t_r``: collective start times are exactly those of the full world (a test checks
 32 explicit ranks against 8 + the rest). Cost: O(#buckets) numpy operations per iteration
 on a vector of world_size values, no process per rank. What is lost: spans and figures of
-the folded ranks (``SimResult.ranks`` lists the explicit ones; step time = the slowest
-EXPLICIT rank). With interference (rates vary in time) the rest process instead runs one
+the folded ranks (``SimResult.ranks`` lists the explicit ones; step time ends with the
+slowest EXPLICIT rank). With interference (rates vary in time) the rest process instead runs one
 scalar rank with, per iteration, the largest factor among the folded ranks: an upper bound
 on their launch times.
 

@@ -7,7 +7,9 @@ the ``write_*`` helpers, each as soon as it is ready. Plotting lives in :mod:`dd
 Definitions used in the summary (all over steady iterations, i.e. after DDP's first
 iteration and the bucket rebuild, unless said otherwise):
 
-* step time: per iteration, the slowest simulated rank; p50 / p95 over iterations;
+* step time: per iteration, from the previous iteration's end on its slowest rank to this
+  one's end on its slowest rank (adds up to the job's wall time;
+  :meth:`ddpsim.result.SimResult.step_times_s`); p50 / p95 over iterations;
 * gain of a point over the default: ``(p50_default - p50_point) / p50_default``, the default
   being the point with ``bucket_cap_mb`` not given and the same other values;
 * exposed communication: end of backward compute to the end of the last collective; its
@@ -140,7 +142,7 @@ def render_summary(s: dict[str, Any]) -> str:
                  if not isinstance(v, (dict, list)) and k not in ("topology", "num_ranks")]
         setup.append("- comm model: " + ", ".join(items[:8]) + (", ... (summary.json has all)" if len(items) > 8 else ""))
     setup.append(f"- steady iterations per point: {b.get('num_steady_iterations')} (after DDP's first iteration and the rebuild); "
-                 f"step time = slowest rank")
+                 f"step time = slowest rank's end to slowest rank's end")
     L += ["## Setup", "", *setup, ""]
 
     L += ["## Answer", ""]
@@ -168,7 +170,7 @@ def render_summary(s: dict[str, Any]) -> str:
                      f"`recommended_plan.json` holds the best cap's own buckets instead.")
     L.append("")
 
-    L += ["## Iteration-time breakdown (mean steady iteration, slowest rank's p50/p95)", "",
+    L += ["## Iteration-time breakdown (mean steady iteration; p50/p95 of the job's step time)", "",
           "| | forward | backward compute | exposed comm | optimizer | other | mean | p50 | p95 | comm (total) | overlap |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
     rows = [("best `" + b["point"] + "`", b), ("default `" + d["point"] + "`", d)] if b["point"] != d["point"] else [("default = best `" + b["point"] + "`", b)]

@@ -104,11 +104,26 @@ class SimResult:
         return [it for it in self.iterations if not it.warmup]
 
     def step_times_s(self) -> list[float]:
-        """Per steady iteration, the time of the slowest rank (what the job sees)."""
-        by_iter: dict[int, float] = {}
-        for it in self.steady_iterations():
-            by_iter[it.iteration] = max(by_iter.get(it.iteration, 0.0), it.iteration_s)
-        return [by_iter[k] for k in sorted(by_iter)]
+        """Per steady iteration, what the job sees: from the end of the previous iteration on
+        its slowest rank to the end of this one on its slowest rank (the first iteration
+        simulated: from its earliest start). These add up to the job's wall time. The
+        per-iteration max of each rank's own iteration time would not: a rank delayed after an
+        iteration's last collective makes the others wait in the next one, and the max counts
+        that delay in both iterations (the measured step, ``executor.ddp_step.step_times``,
+        is the per-iteration mean over ranks for the same reason)."""
+        ends: dict[int, float] = {}
+        starts: dict[int, float] = {}
+        for it in self.iterations:
+            ends[it.iteration] = max(ends.get(it.iteration, it.end_s), it.end_s)
+            starts[it.iteration] = min(starts.get(it.iteration, it.start_s), it.start_s)
+        steady = {it.iteration for it in self.steady_iterations()}
+        out: list[float] = []
+        prev: float | None = None
+        for k in sorted(ends):
+            if k in steady:
+                out.append(ends[k] - (starts[k] if prev is None else prev))
+            prev = ends[k]
+        return out
 
     def summary(self) -> dict[str, float]:
         """p50/p95 step time and mean breakdown over steady iterations."""

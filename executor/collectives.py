@@ -28,7 +28,7 @@
   all-reduces run / alone; ``comm_slowdown`` likewise for the all-reduce.
 * ``ddp_iteration_overhead_s``: DDP's fixed cost per iteration on this machine. A tiny MLP
   (two 64x64 linears, ~33 KiB of gradients, one bucket) trains with and without
-  ``DistributedDataParallel``, interleaved in rounds; overhead = mean DDP step (slowest rank)
+  ``DistributedDataParallel``, interleaved in rounds; overhead = mean DDP step (mean over ranks)
   - mean bare step - the all-reduce curve just measured at the gradients' size - the copy-in
   and copy-out at the copy bandwidth, clamped at 0. It holds what the trace and the curve do not
   see: DDP's Python pre/post-forward, the reducer's bookkeeping, waking gloo's threads for a
@@ -69,8 +69,8 @@ from ddpsim.errors import InputError
 from ddpsim.units import parse_size_bytes
 
 from executor import CALIBRATION_FORMAT, CALIBRATION_VERSION
-from executor.runtime import (ExecutorFailure, Runtime, Stopwatch, max_across_ranks, measurement, quantile, stats,
-                              write_json)
+from executor.runtime import (ExecutorFailure, Runtime, Stopwatch, max_across_ranks, mean_across_ranks, measurement,
+                              quantile, stats, write_json)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -411,8 +411,10 @@ def measure_ddp_overhead(rt: Runtime, allreduce_points: list[dict[str, Any]], co
         rt.barrier()
         ddp_s += [step(ddp) for _ in range(steps)]
         rt.watchdog.beat("ddp overhead")
-    bare_s = max_across_ranks(rt, bare_s)
-    ddp_s = max_across_ranks(rt, ddp_s)
+    # the step time of executor.ddp_step.step_times: the mean over ranks (the max would count a
+    # rank's delay after the step's all-reduce twice, and a bare step's noise once per rank)
+    bare_s = mean_across_ranks(rt, bare_s)
+    ddp_s = mean_across_ranks(rt, ddp_s)
     curve = fit_curve([CalibrationPoint(size_bytes=p["size_bytes"], time_s=p["time_s"],
                                         num_samples=p.get("num_samples")) for p in allreduce_points])
     ar = curve.time_s(nbytes)

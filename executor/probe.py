@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from executor.runtime import Runtime, max_across_ranks
+from executor.runtime import Runtime, mean_across_ranks
 
 MODEL = "mlp"
 MODEL_ARGS = {"width": 2048, "depth": 6}
@@ -50,7 +50,7 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
 
         mine = [s["iteration_s"] for s in timed_steps(rt, model, opt, wl, warmup=warmup, iterations=iterations,
                                                        label=f"probe ddp {rnd + 1}")]
-        steps += max_across_ranks(rt, mine)
+        steps += mean_across_ranks(rt, mine)  # the step time of executor.ddp_step.step_times
         del model, opt, wl
     merged = pool_traces(traces)
     merged.environment["concurrent_ranks"] = rt.world_size

@@ -260,6 +260,17 @@ def stats(xs: Sequence[float]) -> dict[str, float]:
             "p90_s": quantile(xs, 0.9), "num_samples": len(xs)}
 
 
+def mean_across_ranks(rt: Runtime, values: Sequence[float]) -> list[float]:
+    """Element-wise mean over ranks (a step time: see :func:`executor.ddp_step.step_times`)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor(list(values), dtype=torch.float64, device=rt.device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    rt.watchdog.beat()
+    return [float(v) / rt.world_size for v in t.cpu().tolist()]
+
+
 def max_across_ranks(rt: Runtime, values: Sequence[float]) -> list[float]:
     """Element-wise max over ranks (a collective ends for the job when its slowest rank ends)."""
     import torch

@@ -60,3 +60,42 @@ def test_engine_scales_each_rank_by_its_factor():
         fwd = log(res, rank=r)[0]
         assert fwd[:3] == ("compute", "forward", "forward") and fwd[4] == pytest.approx(0.5 * f[0, r], rel=1e-15)
     assert res.meta["jitter_sigma"] == pytest.approx(math.sqrt(math.log1p(0.04)))
+
+
+def _iteration(rank, iteration, start, end, warmup=False):
+    from ddpsim.result import IterationStats
+
+    return IterationStats(rank=rank, iteration=iteration, start_s=start, end_s=end, forward_s=0.0,
+                          backward_compute_s=0.0, exposed_comm_s=0.0, comm_s=0.0, overlap_ratio=0.0,
+                          optimizer_s=0.0, warmup=warmup)
+
+
+def test_step_time_is_the_jobs_not_the_per_iteration_max():
+    from ddpsim.result import SimResult
+
+    # rank 1 is 1 s late out of iteration 1 (say its optimizer); rank 0 waits for it in
+    # iteration 2's all-reduce; rank 0 is 1 s late out of iteration 2, rank 1 waits in 3
+    its = (_iteration(0, 1, 0, 10, warmup=True), _iteration(0, 2, 10, 21), _iteration(0, 3, 21, 30),
+           _iteration(1, 1, 0, 11, warmup=True), _iteration(1, 2, 11, 20), _iteration(1, 3, 20, 30))
+    res = SimResult(world_size=2, ranks=(0, 1), spans=(), buckets=(), iterations=its)
+    # slowest end to slowest end: 21 - 11, 30 - 21; the per-iteration max would say 11, 10
+    assert res.step_times_s() == [10, 9]
+    assert res.summary()["iteration_p50_s"] == 9.5
+    # no iteration before the first: from its earliest start
+    first = SimResult(world_size=2, ranks=(0, 1), spans=(), buckets=(), iterations=(_iteration(0, 1, 0, 10), _iteration(1, 1, 1, 12)))
+    assert first.step_times_s() == [12]
+
+
+def test_jittered_step_times_add_up_to_the_wall_time():
+    tr = two_iteration_trace()
+    plan = explicit_plan(tr, [[0, 1, 2]])
+    res = simulate(tr, plan, net(), cfg(jitter=0.3, seed=3, num_iterations=8))
+    steady = sorted({it.iteration for it in res.steady_iterations()})
+    def end(k):
+        return max(it.end_s for it in res.iterations if it.iteration == k)
+    prev = max(k for k in {it.iteration for it in res.iterations} if k < steady[0])
+    steps = res.step_times_s()
+    assert len(steps) == len(steady)
+    assert sum(steps) == pytest.approx(end(steady[-1]) - end(prev))
+    per_iteration_max = [max(it.iteration_s for it in res.iterations if it.iteration == k) for k in steady]
+    assert sum(per_iteration_max) > sum(steps) * 1.01   # what the old statistic over-counted here

@@ -259,3 +259,18 @@ def test_ddp_bucket_cap_parsing_shares_the_cli_rules():
     for bad in ("0", "-1", "abc", "inf", "nan"):
         with pytest.raises(InputError, match=rf"^--bucket-cap-mb: '{bad}' is not accepted; expected a number of MiB > 0 or 'none'$"):
             parse_cap(bad)
+
+
+def test_measured_step_time_is_the_mean_over_ranks():
+    from executor.ddp_step import step_times, summarize
+
+    # rank 0 is 0.5 s late after iteration 1's all-reduce; rank 1 waits for it in iteration 2:
+    # both ranks' iterations add up to the wall time (2.5 s), so does the mean; the max says 3
+    per_rank = [[{"iteration_s": 1.5, "forward_s": 0.2, "backward_s": 1.0, "optimizer_s": 0.3},
+                 {"iteration_s": 1.0, "forward_s": 0.2, "backward_s": 0.5, "optimizer_s": 0.3}],
+                [{"iteration_s": 1.0, "forward_s": 0.2, "backward_s": 0.5, "optimizer_s": 0.3},
+                 {"iteration_s": 1.5, "forward_s": 0.2, "backward_s": 1.0, "optimizer_s": 0.3},
+                 {"iteration_s": 9.0, "forward_s": 0.2, "backward_s": 8.5, "optimizer_s": 0.3}]]
+    assert step_times(per_rank) == [1.25, 1.25]          # iterations both ranks measured
+    s = summarize(per_rank)
+    assert s["iteration_s"] == 1.25 and s["step_times_s"] == [1.25, 1.25] and s["backward_s"] == 0.75

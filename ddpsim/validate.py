@@ -19,8 +19,8 @@ run for real), :func:`validate`:
    atomically, rewritten as each run completes, and every raw measurement under
    ``reports/<scenario>/validation/``.
 
-Measured figures of a point pool the steady-state step times (slowest rank per iteration)
-of all its repeated runs: ``measured_s`` is their median, ``measured_p10_s``/``p90_s`` the
+Measured figures of a point pool the steady-state step times (per iteration, the mean over
+ranks: ``executor.ddp_step.step_times``) of all its repeated runs: ``measured_s`` is their median, ``measured_p10_s``/``p90_s`` the
 noise band. ``error_pct = 100 * (predicted - measured) / measured``.
 
 NOTE: the trace used for prediction must be captured under the run's conditions (same
@@ -175,18 +175,9 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     if batch_size != env.get("batch_size", batch_size):
         echo(f"validate: WARNING: batch size {batch_size} differs from the trace's {env.get('batch_size')}")
     model_args = [f"{k}={json.dumps(v)}" for k, v in ((vs.options if vs else {}) or {}).items()]
-    points = scenario.points()
     if caps is None and vs is not None and vs.bucket_cap_mb is not None:
         caps = vs.bucket_cap_mb
-    if caps is not None:
-        wanted = list(caps)
-        points = [p for p in points if p.bucket_cap_mb in wanted]
-        missing = [c for c in wanted if c not in {p.bucket_cap_mb for p in points}]
-        if missing:
-            from dataclasses import replace
-
-            base = scenario.base_point()
-            points += [replace(base, bucket_cap_mb=c) for c in missing]
+    points = _select_points(scenario, caps)
     world = scenario.world_size or 2
     nproc = nproc or world
     out = ensure_dir(Path(out_dir) / scenario.name, "--out-dir")
@@ -234,21 +225,11 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     cal = load_calibration(cal_path)
 
     # 2. predictions -------------------------------------------------------------------------
-    from ddpsim.engine import simulate
-
     outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb)
                                          for p in points}
 
     def predict(trace: Any) -> None:
-        for p in points:
-            inputs = scenario.build_point(p, trace=trace, calibration=cal)
-            res = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
-            o = outcomes[p.point_id]
-            o.predicted_s = res.summary()["iteration_p50_s"]
-            o.predicted_metrics = res.summary()
-            o.predicted_buckets = predicted_bucket_times(res)
-            echo(f"validate: {p.point_id:14s} predicted {o.predicted_s * 1e3:9.2f} ms  ({len(inputs.plan.steady)} buckets,"
-                 f" trace of {len(trace.iterations)} iterations)")
+        _predict(scenario, points, outcomes, trace, cal, echo)
 
     predict(trace)
 
@@ -293,6 +274,99 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
             flush()
     rows = [o.row() for o in outcomes.values()]
     flush()
+    return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+def _select_points(scenario: Any, caps: Sequence[float | None] | None) -> list[Any]:
+    """The scenario's points at ``caps`` (all of them when None; a cap the sweep lacks is the
+    base point at that cap)."""
+    points = scenario.points()
+    if caps is not None:
+        wanted = list(caps)
+        points = [p for p in points if p.bucket_cap_mb in wanted]
+        missing = [c for c in wanted if c not in {p.bucket_cap_mb for p in points}]
+        if missing:
+            from dataclasses import replace
+
+            base = scenario.base_point()
+            points += [replace(base, bucket_cap_mb=c) for c in missing]
+    return points
+
+
+def _predict(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any,
+             echo: Callable[[str], None]) -> None:
+    from ddpsim.engine import simulate
+
+    for p in points:
+        inputs = scenario.build_point(p, trace=trace, calibration=cal)
+        res = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
+        o = outcomes[p.point_id]
+        o.predicted_s = res.summary()["iteration_p50_s"]
+        o.predicted_metrics = res.summary()
+        o.predicted_buckets = predicted_bucket_times(res)
+        echo(f"validate: {p.point_id:14s} predicted {o.predicted_s * 1e3:9.2f} ms  ({len(inputs.plan.steady)} buckets,"
+             f" trace of {len(trace.iterations)} iterations)")
+
+
+def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
+              plots: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Rebuild a validation report from the raw measurements a :func:`validate` run left under
+    ``<out_dir>/<scenario>/validation/`` -- nothing is run: every run's step times are
+    recomputed from its per-rank records with ``executor.ddp_step.summarize``, and the points
+    are simulated again from the pooled trace (``trace.concurrent.json``, or the one
+    ``validation.json`` names) with the calibration ``validation.json`` names (or
+    ``calibration``). For a changed engine, statistic or calibration, without measuring again.
+
+    Raises:
+        InputError: no earlier validation there, or a raw file missing or unreadable (one line).
+    """
+    from ddpsim.calibration import load_calibration
+    from ddpsim.scenario import load_scenario
+    from ddpsim.trace import load_trace
+    from executor.ddp_step import summarize
+
+    scenario = load_scenario(scenario_spec)
+    out = Path(out_dir) / scenario.name
+    raw = out / "validation"
+    old_path = out / "validation.json"
+    try:
+        old = json.loads(old_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--reanalyze: {str(old_path)!r} is not readable ({exc}); expected the validation.json of an "
+                         f"earlier 'ddpsim validate {scenario.name}' (run it first)") from None
+    cal_path = Path(calibration) if calibration else Path(old["calibration"])
+    cal = load_calibration(cal_path)
+    trace_path = Path(old["trace"])
+    trace = load_trace(trace_path)
+    points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
+    outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb) for p in points}
+
+    def measurement(path: Path) -> dict[str, Any]:
+        try:
+            m = json.loads(path.read_text())
+            m["summary"] = {**m["summary"], **summarize([r["iterations"] for r in m["ranks"]])}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"--reanalyze: {str(path)!r} is not a readable executor measurement ({exc}); "
+                             f"expected the ddp runs 'ddpsim validate' wrote") from None
+        return m
+
+    for p in points:
+        o = outcomes[p.point_id]
+        rep = 1
+        while (raw / f"{p.point_id}.run{rep}.json").exists():
+            o.runs.append(measurement(raw / f"{p.point_id}.run{rep}.json"))
+            rep += 1
+        if not o.runs:
+            raise InputError(f"--reanalyze: {str(raw / (p.point_id + '.run1.json'))!r} is missing; expected the raw "
+                             f"runs of every point of {str(old_path)!r}")
+        if (raw / f"{p.point_id}.hooked.json").exists():
+            o.hooked = measurement(raw / f"{p.point_id}.hooked.json")
+    _predict(scenario, points, outcomes, trace, cal, echo)
+    rows = [o.row() for o in outcomes.values()]
+    write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=old["model"],
+                  batch_size=old["batch_size"], threads=old["num_threads"], nproc=old["world_size"],
+                  iterations=old["iterations"], warmup=old["warmup"], repeats=max(len(o.runs) for o in outcomes.values()),
+                  plots=plots, calibration=cal)
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
 
 
@@ -393,7 +467,7 @@ def markdown(data: dict[str, Any]) -> str:
              + f", comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
              + ("" if data.get("ddp_iteration_overhead_s") is None else
                 f", DDP overhead {data['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration") + ").",
-             "", f"Prediction trace: `{data['trace']}`.", "", "Measured = median of the pooled steady-state step times (slowest rank per iteration) of all runs; "
+             "", f"Prediction trace: `{data['trace']}`.", "", "Measured = median of the pooled steady-state step times (per iteration, the mean over ranks) of all runs; "
              "band = their p10..p90. No GPU was used: gloo on CPU.", ""]
     if s:
         lines += [f"* median |error|: **{s['median_abs_error_pct']:.1f} %** (max {s['max_abs_error_pct']:.1f} %) over {s['num_points']} points",

@@ -114,6 +114,29 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
     assert sorted(p.name for p in (rep / "validation").glob("cap=*.json")) == ["cap=0.1.hooked.json", "cap=0.1.run1.json"]
     assert "validate: median |error|" in out
 
+    # --reanalyze runs nothing and rebuilds the same report from the raw runs, byte for byte ...
+    before = {f: (rep / f).read_bytes() for f in ("validation.csv", "validation.json", "validation.md")}
+    assert main(["validate", str(scen), "--reanalyze", "--out-dir", str(tmp_path / "reports")]) == 0
+    assert {f: (rep / f).read_bytes() for f in before} == before
+    # ... and with another calibration, predicts again over the same measurements
+    slow = json.loads(json.dumps(CALIBRATION))
+    for op in slow["collectives"].values():
+        for pt in op:
+            pt["time_s"] *= 3
+    cal2 = tmp_path / "cal-slow.json"
+    cal2.write_text(json.dumps(slow))
+    assert main(["validate", str(scen), "--reanalyze", "--calibration", str(cal2), "--out-dir", str(tmp_path / "reports")]) == 0
+    again = list(csv.DictReader((rep / "validation.csv").open()))
+    assert again[0]["measured_s"] == rows[0]["measured_s"]
+    assert float(again[0]["predicted_s"]) > float(rows[0]["predicted_s"])
+    assert json.loads((rep / "validation.json").read_text())["calibration"] == str(cal2)
+
+
+def test_reanalyze_without_an_earlier_validation_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["validate", "default", "--reanalyze", "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ddpsim: error: --reanalyze: ") and "validation.json" in err[0]
+
 
 def test_a_rank_killed_by_a_signal_is_reported_by_its_abort_line_not_torchruns_banner(tmp_path, monkeypatch):
     # the stderr of a run whose rank 1 aborted in teardown (SIGABRT): torchrun's report ends

@@ -32,6 +32,7 @@ examples:
   ddpsim validate default                       # bundled MLP, caps of the scenario
   ddpsim validate default --caps none,1,5,25,100 --repeats 3
   ddpsim validate scenarios/my.yaml --calibration reports/default/calibration.json
+  ddpsim validate cpu-gloo-mlp --reanalyze       # re-report the runs already measured
 
 Bad input (a missing scenario, a bad --caps value, a failing executor run) stops with
 one line and exit status 2; files already written are kept."""
@@ -53,6 +54,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--scenario-trace", action="store_true",
                    help="predict from the scenario's trace as is (default: capture a fresh trace on all ranks at once, "
                         "the run's conditions, with 'executor trace')")
+    p.add_argument("--reanalyze", action="store_true",
+                   help="run nothing: rebuild the report from the raw runs an earlier validate left under "
+                        "reports/<name>/validation/ (step times recomputed from the per-rank records, points simulated "
+                        "again with the current engine and the calibration validation.json names, or --calibration)")
     p.add_argument("--no-plots", action="store_true", help="skip validation.png")
     p.add_argument("--timeout-s", metavar="S", type=float, default=900.0, help="limit per executor run (default 900)")
     p.set_defaults(func=run)
@@ -68,12 +73,15 @@ def parse_caps(text: str | None) -> list[float | None] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.validate import validate
+    from ddpsim.validate import reanalyze, validate
 
-    res = validate(args.scenario, calibration=args.calibration, out_dir=args.out_dir, caps=parse_caps(args.caps),
-                   iterations=args.iterations, warmup=args.warmup, repeats=args.repeats,
-                   bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads, timeout_s=args.timeout_s,
-                   plots=not args.no_plots, capture=not args.scenario_trace)
+    if args.reanalyze:
+        res = reanalyze(args.scenario, calibration=args.calibration, out_dir=args.out_dir, plots=not args.no_plots)
+    else:
+        res = validate(args.scenario, calibration=args.calibration, out_dir=args.out_dir, caps=parse_caps(args.caps),
+                       iterations=args.iterations, warmup=args.warmup, repeats=args.repeats,
+                       bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads, timeout_s=args.timeout_s,
+                       plots=not args.no_plots, capture=not args.scenario_trace)
     s = res["summary"]
     print(f"validate: wrote {res['out']}/validation.md, validation.csv, validation.json"
           f"{'' if args.no_plots else ', validation.png'}")

@@ -366,7 +366,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=old["model"],
                   batch_size=old["batch_size"], threads=old["num_threads"], nproc=old["world_size"],
                   iterations=old["iterations"], warmup=old["warmup"], repeats=max(len(o.runs) for o in outcomes.values()),
-                  plots=plots, calibration=cal)
+                  plots=plots, calibration=cal, reanalyzed=True)
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
 
 
@@ -432,7 +432,7 @@ def _fmt(v: Any) -> str:
 
 def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes: dict[str, PointOutcome], *,
                   cal_path: Path, trace_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
-                  repeats: int, plots: bool, calibration: Any = None) -> None:
+                  repeats: int, plots: bool, calibration: Any = None, reanalyzed: bool = False) -> None:
     csv = ",".join(CSV_COLUMNS) + "\n" + "".join(",".join(_fmt(r[c]) for c in CSV_COLUMNS) + "\n" for r in rows)
     write_text_atomic(out / "validation.csv", csv)
     summ = summary_figures(rows)
@@ -442,7 +442,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
             "warmup": warmup, "repeats": repeats, "calibration": str(cal_path), "trace": str(trace_path),
             "interference": _interference_record(cal, calibration), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
             "ddp_iteration_overhead_s": cal.get("ddp_iteration_overhead_s"),
-            "summary": summ, "rows": rows,
+            "reanalyzed": reanalyzed, "summary": summ, "rows": rows,
             "buckets": {k: {"predicted": o.predicted_buckets,
                             "measured": measured_bucket_times(o.hooked) if o.hooked else []} for k, o in outcomes.items()}}
     write_text_atomic(out / "validation.json", json.dumps(data, indent=1) + "\n")
@@ -469,6 +469,9 @@ def markdown(data: dict[str, Any]) -> str:
                 f", DDP overhead {data['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration") + ").",
              "", f"Prediction trace: `{data['trace']}`.", "", "Measured = median of the pooled steady-state step times (per iteration, the mean over ranks) of all runs; "
              "band = their p10..p90. No GPU was used: gloo on CPU.", ""]
+    if data.get("reanalyzed"):
+        lines += ["Rebuilt from the raw runs under `validation/` by `ddpsim validate --reanalyze` (nothing run again: "
+                        "step times recomputed from the per-rank records, every point simulated again).", ""]
     if s:
         lines += [f"* median |error|: **{s['median_abs_error_pct']:.1f} %** (max {s['max_abs_error_pct']:.1f} %) over {s['num_points']} points",
                   f"* inside the measured band: {s['num_in_band']}/{s['num_points']}; in band or within 10 %: "

@@ -21,6 +21,9 @@
   overlap backward, whose cost the interference model already holds (bert-base at cap 1
   predicted 10 % slow). Across hosts the clocks are not compared: the last launcher's own
   launch-to-end.
+  ``--after-compute-ms G`` (default 2 on CPUs) adds such a curve for the all-reduces up to
+  ``--after-compute-max-bytes``, kept as raw data beside the loop curves
+  (``allreduce_after_compute``): both measured in one run, on one machine state.
 * Interference: a compute unit (matmul + elementwise, the mix of a backward pass) timed
   alone, an all-reduce of ``--interference-bytes`` timed alone, then both at once (a thread
   runs back-to-back all-reduces while the main thread runs compute units, as DDP's reducer
@@ -89,6 +92,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a sample is ONE op launched after this many ms of compute on every rank (as DDP launches "
                         "the all-reduce it waits for at the end of backward), timed from the last rank's launch "
                         "to the last rank's end (CPU; default 0 = the back-to-back runs of --loop-ms)")
+    p.add_argument("--after-compute-ms", type=float, default=None,
+                   help="besides the curves, time all-reduces up to --after-compute-max-bytes the way of --gap-ms, "
+                        "after this many ms of compute, into the calibration's allreduce_after_compute (raw data: "
+                        "what an all-reduce costs when launched after compute; default 2 on CPUs, 0 = skip; GPUs: 0)")
+    p.add_argument("--after-compute-max-bytes", default="16MiB",
+                   help="largest size of the --after-compute-ms curve (default 16MiB)")
     p.add_argument("--ops", default="allreduce,broadcast", help="comma list of allreduce, broadcast")
     p.add_argument("--interference-bytes", default="8MiB", help="all-reduce size for the interference test (default 8MiB)")
     p.add_argument("--interference-repeats", type=int, default=12, help="all-reduces timed in each interference phase")
@@ -446,6 +455,11 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     if not 0 <= gap_ms <= 1000 or (gap_ms > 0 and rt.is_cuda):
         raise InputError(f"--gap-ms: {args.gap_ms!r} is not accepted; expected a number of milliseconds in [0, 1000] "
                          "(0 on GPUs)")
+    after_ms = (0.0 if rt.is_cuda else 2.0) if args.after_compute_ms is None else args.after_compute_ms
+    if not 0 <= after_ms <= 1000 or (after_ms > 0 and rt.is_cuda):
+        raise InputError(f"--after-compute-ms: {args.after_compute_ms!r} is not accepted; expected a number of "
+                         "milliseconds in [0, 1000] (0 on GPUs)")
+    after_max = parse_size_bytes(args.after_compute_max_bytes, "--after-compute-max-bytes")
     if args.probe_rounds < 0:
         raise InputError(f"--probe-rounds: {args.probe_rounds!r} is not accepted; expected an integer >= 0")
     if args.ddp_overhead_rounds < 0:
@@ -482,6 +496,15 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         if rt.rank == 0:
             rec[stage] = value
             write_json(progress, rec)
+
+    after: list[dict[str, Any]] = []
+    small = [s for s in sizes if s <= after_max]
+    if after_ms > 0 and "allreduce" in ops and small:
+        after = sweep_collectives(rt, "allreduce", small, dtype, args.warmup, args.repeats, 0.0, gap_s=after_ms / 1e3)
+        for r in after:
+            rt.log(f"collectives: allreduce after {after_ms:g} ms of compute {r['size_bytes']:>11d} B  "
+                   f"mean {r['time_s'] * 1e3:9.3f} ms  median {r['median_s'] * 1e3:9.3f}")
+        keep("allreduce_after_compute", after)
 
     if args.skip_interference:
         interference: dict[str, Any] = {"compute_slowdown": 1.0, "comm_slowdown": 1.0, "details": {"measured": False}}
@@ -525,6 +548,8 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             cal["ddp_overhead"] = overhead["details"]
         if probe is not None:
             cal["interference_probe"] = probe
+        if after:
+            cal["allreduce_after_compute"] = after
         write_json(args.out, cal)
         rec.update(complete=True, calibration=str(args.out))
         write_json(progress, rec)

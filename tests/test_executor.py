@@ -90,11 +90,11 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     out = tmp_path / "cal.json"
     r = _run(["collectives", "--timeout-s", "60", "--out", str(out), "--min-bytes", "4KiB", "--max-bytes", "64KiB",
               "--repeats", "3", "--warmup", "1", "--interference-bytes", "64KiB", "--interference-repeats", "3",
-              "--ddp-overhead-rounds", "2", "--loop-ms", "2", "--probe-rounds", "1"])
+              "--ddp-overhead-rounds", "2", "--loop-ms", "2", "--probe-rounds", "1", "--after-compute-max-bytes", "16KiB"])
     cal = json.loads(out.read_text())
     assert set(cal) == {"format", "version", "backend", "world_size", "device", "environment", "collectives",
                         "interference", "copy_bandwidth_bytes_per_s", "ddp_iteration_overhead_s", "ddp_overhead",
-                        "interference_probe"}
+                        "interference_probe", "allreduce_after_compute"}
     assert (cal["format"], cal["version"], cal["backend"], cal["world_size"], cal["device"]) == ("ddpsim-calibration", 1, "gloo", 2, "cpu")
     assert {"torch_version", "hostname_hash"} <= set(cal["environment"])
     assert cal["environment"]["num_threads"] == 1
@@ -105,6 +105,10 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
             assert set(p) == {"size_bytes", "time_s", "median_s", "p10_s", "p90_s", "num_samples", "ops_per_sample"}
             assert p["num_samples"] == 3 and 0 < p["p10_s"] <= p["time_s"] <= p["p90_s"]
             assert 1 <= p["ops_per_sample"] <= 50  # a back-to-back run of ~2 ms per sample
+    # and, by default on CPUs, the all-reduces up to --after-compute-max-bytes once more, one op
+    # per sample launched after 2 ms of compute
+    after = cal["allreduce_after_compute"]
+    assert [(p["size_bytes"], p["ops_per_sample"], p["gap_ms"], p["num_samples"]) for p in after] == [(4096, 1, 2.0, 3), (16384, 1, 2.0, 3)]
     inter = cal["interference"]
     assert inter["compute_slowdown"] >= 1.0 and inter["comm_slowdown"] >= 1.0 and isinstance(inter["details"], dict)
     assert cal["copy_bandwidth_bytes_per_s"] > 0
@@ -137,8 +141,10 @@ def test_collectives_gap_mode_times_one_op_after_compute(tmp_path):
     out = tmp_path / "cal.json"
     _run(["collectives", "--timeout-s", "60", "--out", str(out), "--min-bytes", "4KiB", "--max-bytes", "16KiB",
           "--repeats", "3", "--warmup", "1", "--skip-interference", "--ddp-overhead-rounds", "0",
-          "--gap-ms", "2", "--ops", "allreduce"])
-    pts = json.loads(out.read_text())["collectives"]["allreduce"]
+          "--gap-ms", "2", "--ops", "allreduce", "--after-compute-ms", "0"])
+    cal = json.loads(out.read_text())
+    assert "allreduce_after_compute" not in cal       # 0 = skipped
+    pts = cal["collectives"]["allreduce"]
     assert [p["size_bytes"] for p in pts] == [4096, 16384]
     for p in pts:
         # one op per sample, launched after 2 ms of compute on every rank
@@ -152,6 +158,10 @@ def test_collectives_refuses_a_bad_gap(tmp_path, bad):
                      nproc=2, num_threads=1, timeout_s=120)
     assert r.returncode != 0 and not (tmp_path / "c.json").exists()
     assert f"--gap-ms: {float(bad)!r} is not accepted; expected a number of milliseconds in [0, 1000] (0 on GPUs)" in r.stderr
+    r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--after-compute-ms", bad],
+                     nproc=2, num_threads=1, timeout_s=120)
+    assert r.returncode != 0 and not (tmp_path / "c.json").exists()
+    assert f"--after-compute-ms: {float(bad)!r} is not accepted; expected a number of milliseconds in [0, 1000] (0 on GPUs)" in r.stderr
 
 
 def test_ddp_rebuilt_buckets_equal_the_predicted_plan(tmp_path):

@@ -10,17 +10,31 @@ File (written by ``python -m executor collectives``)::
      "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {}},   # optional / null
      "copy_bandwidth_bytes_per_s": 5.1e9,                                                # optional / null
      "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...},                            # optional / null
-     "interference_probe": {"bucket_cap_mb": 25, "ddp_step_s": 0.37, "trace": {...}, ...}}  # optional / null
+     "interference_probe": {"bucket_cap_mb": 25, "ddp_step_s": 0.37, "trace": {...}, ...},  # optional / null
+     "allreduce_after_compute": [{"size_bytes": 4096, "time_s": 2.1e-3, ...}, ...]}        # optional / null
 
 ``ddp_iteration_overhead_s`` (optional; absent in older files = 0): DDP's fixed cost per
 iteration on this machine beyond the trace's compute and the all-reduce curve -- a tiny model
-timed with and without DDP by the executor, less the curve's all-reduce of its gradients. The
+timed with and without DDP by the executor, less the curve's all-reduce of its gradients.
+It is kept as measured when the file also has ``allreduce_after_compute``: recomputed
+against that curve it came out 0 on the 2-vCPU host (the tiny model's short compute gap
+pays less than the curve's 2 ms one), yet the mlp's forward under DDP runs ~0.3 ms over its
+trace -- the fixed cost the overhead stands for (the mlp validation: 11.8 % median error
+kept, 15.5 % recomputed). The
 engine adds it once per synchronised step (through :class:`CalibratedCommModel`).
 
 ``interference_probe`` (optional): a probe model's trace and its real DDP step time. When present
 (with ``interference``), the loaded ``interference.compute_slowdown`` is the value fitted so
 that the engine predicts the probe's measured step (:mod:`ddpsim.interference_fit`); the file's
 own microbenchmark slowdowns stay in ``Calibration.interference_microbenchmark``.
+
+``allreduce_after_compute`` (optional; ``executor collectives --after-compute-ms``): all-reduces
+timed one at a time, each launched after some ms of compute on every rank with no barrier --
+as DDP launches the bucket it then waits for at the end of backward. On a host whose idle
+CPUs sleep, such an all-reduce costs more than one in the back-to-back loop of
+``collectives.allreduce`` (the 2-vCPU VM of this project: 3.0 against 1.8-2.2 ms at 1 MiB).
+:meth:`CalibratedCommModel.idle_launch_extra_s` offers the difference to the engine (see
+:mod:`ddpsim.engine`, "idle launches").
 
 Fit (:func:`fit_calibration`): **piecewise alpha-beta between measured sizes**. The medians
 are first made non-decreasing in size (isotonic regression, weighted by ``num_samples``: a
@@ -95,6 +109,8 @@ class Calibration:
     interference_microbenchmark: Interference | None = None
     #: how the probe fit went (:meth:`ddpsim.interference_fit.ProbeFit.as_dict`), or None
     interference_fit: Mapping[str, Any] | None = None
+    #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
+    allreduce_after_compute: tuple[CalibrationPoint, ...] = ()
 
     def __post_init__(self) -> None:
         _req(self.backend in BACKENDS, "backend", self.backend, f"one of {', '.join(BACKENDS)}")
@@ -110,6 +126,12 @@ class Calibration:
             _req(len(set(sizes)) == len(sizes), f"collectives.{name}", "a repeated size_bytes", "distinct sizes")
         _req(not self.broadcast or len(self.broadcast) >= 2, "collectives.broadcast",
              f"{len(self.broadcast)} point(s)", "none or at least 2 measured sizes")
+        after = tuple(sorted(self.allreduce_after_compute, key=lambda p: p.size_bytes))
+        object.__setattr__(self, "allreduce_after_compute", after)
+        _req(not after or len(after) >= 2, "allreduce_after_compute", f"{len(after)} point(s)",
+             "none or at least 2 measured sizes")
+        _req(len({p.size_bytes for p in after}) == len(after), "allreduce_after_compute", "a repeated size_bytes",
+             "distinct sizes")
         bw = self.copy_bandwidth_bytes_per_s
         _req(bw is None or (_num(bw) and bw > 0), "copy_bandwidth_bytes_per_s", bw, "a number > 0 or null")
         ov = self.ddp_iteration_overhead_s
@@ -144,20 +166,8 @@ def calibration_from_dict(data: Any) -> Calibration:
         raw = coll.get(name, [] if name == "broadcast" else None)
         if raw is None and name == "broadcast":
             raw = []
-        _req(isinstance(raw, list), f"collectives.{name}", raw, "a list of measured points")
-        pts = []
-        for i, p in enumerate(raw):
-            f = f"collectives.{name}[{i}]"
-            _req(isinstance(p, dict), f, p, "an object with size_bytes and time_s")
-            for k, accepted in (("size_bytes", "an integer > 0"), ("time_s", "a number > 0 (seconds)")):
-                if k not in p:
-                    raise InputError(f"calibration.{f}.{k}: is missing; expected {accepted}")
-            try:
-                pts.append(CalibrationPoint(size_bytes=p["size_bytes"], time_s=p["time_s"], p10_s=p.get("p10_s"),
-                                            p90_s=p.get("p90_s"), num_samples=p.get("num_samples")))
-            except InputError as exc:
-                raise InputError(str(exc).replace("calibration.", f"calibration.{f}.", 1)) from None
-        points[name] = tuple(pts)
+        points[name] = _points(raw, f"collectives.{name}")
+    after = _points(data.get("allreduce_after_compute") or [], "allreduce_after_compute")
     interference = None
     raw_i = data.get("interference")
     if raw_i is not None:
@@ -173,7 +183,7 @@ def calibration_from_dict(data: Any) -> Calibration:
                       broadcast=points["broadcast"], interference=interference,
                       copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
                       ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
-                      device=str(data.get("device", "")), environment=env)
+                      device=str(data.get("device", "")), environment=env, allreduce_after_compute=after)
     probe = data.get("interference_probe")
     if probe is not None and interference is not None:
         # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim/interference_fit.py)
@@ -187,19 +197,39 @@ def calibration_from_dict(data: Any) -> Calibration:
     return cal
 
 
+def _points(raw: Any, where: str) -> tuple[CalibrationPoint, ...]:
+    _req(isinstance(raw, list), where, raw, "a list of measured points")
+    pts = []
+    for i, p in enumerate(raw):
+        f = f"{where}[{i}]"
+        _req(isinstance(p, dict), f, p, "an object with size_bytes and time_s")
+        for k, accepted in (("size_bytes", "an integer > 0"), ("time_s", "a number > 0 (seconds)")):
+            if k not in p:
+                raise InputError(f"calibration.{f}.{k}: is missing; expected {accepted}")
+        try:
+            pts.append(CalibrationPoint(size_bytes=p["size_bytes"], time_s=p["time_s"], p10_s=p.get("p10_s"),
+                                        p90_s=p.get("p90_s"), num_samples=p.get("num_samples")))
+        except InputError as exc:
+            raise InputError(str(exc).replace("calibration.", f"calibration.{f}.", 1)) from None
+    return tuple(pts)
+
+
 def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
     def pts(ps: Sequence[CalibrationPoint]) -> list[dict[str, Any]]:
         return [{"size_bytes": p.size_bytes, "time_s": p.time_s, "p10_s": p.p10_s, "p90_s": p.p90_s,
                  "num_samples": p.num_samples} for p in ps]
 
-    return {"format": FORMAT, "version": VERSION, "backend": cal.backend, "world_size": cal.world_size,
-            "device": cal.device, "environment": dict(cal.environment),
-            "collectives": {"allreduce": pts(cal.allreduce), "broadcast": pts(cal.broadcast)},
-            "interference": None if cal.interference is None else
-            {"compute_slowdown": cal.interference.compute_slowdown, "comm_slowdown": cal.interference.comm_slowdown,
-             "details": {}},
-            "copy_bandwidth_bytes_per_s": cal.copy_bandwidth_bytes_per_s,
-            "ddp_iteration_overhead_s": cal.ddp_iteration_overhead_s}
+    out = {"format": FORMAT, "version": VERSION, "backend": cal.backend, "world_size": cal.world_size,
+           "device": cal.device, "environment": dict(cal.environment),
+           "collectives": {"allreduce": pts(cal.allreduce), "broadcast": pts(cal.broadcast)},
+           "interference": None if cal.interference is None else
+           {"compute_slowdown": cal.interference.compute_slowdown, "comm_slowdown": cal.interference.comm_slowdown,
+            "details": {}},
+           "copy_bandwidth_bytes_per_s": cal.copy_bandwidth_bytes_per_s,
+           "ddp_iteration_overhead_s": cal.ddp_iteration_overhead_s}
+    if cal.allreduce_after_compute:
+        out["allreduce_after_compute"] = pts(cal.allreduce_after_compute)
+    return out
 
 
 def load_calibration(path: str | Path) -> Calibration:
@@ -321,12 +351,15 @@ class CalibrationFit:
     world_size: int
     allreduce: CalibratedCurve
     broadcast: CalibratedCurve | None
+    allreduce_after_compute: CalibratedCurve | None = None
 
 
 def fit_calibration(cal: Calibration) -> CalibrationFit:
     """Fit the piecewise alpha-beta curves of a calibration."""
+    after = cal.allreduce_after_compute
     return CalibrationFit(backend=cal.backend, world_size=cal.world_size, allreduce=fit_curve(cal.allreduce),
-                          broadcast=fit_curve(cal.broadcast) if cal.broadcast else None)
+                          broadcast=fit_curve(cal.broadcast) if cal.broadcast else None,
+                          allreduce_after_compute=fit_curve(after) if after else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -367,6 +400,25 @@ class CalibratedCommModel:
         engine adds it to every synchronised step."""
         return float(self.calibration.ddp_iteration_overhead_s or 0.0)
 
+    @property
+    def idle_launch_extra_s(self):
+        """``f(size_bytes) -> seconds`` when the calibration has ``allreduce_after_compute``,
+        else None (the engine then charges nothing). ``f`` is what an all-reduce launched after
+        compute costs beyond the back-to-back curve: the after-compute curve minus the loop
+        curve, both fitted, at the size clamped to the largest after-compute size (beyond it the
+        difference stays that of the largest: a wake-up latency, not a bandwidth), floored at 0.
+        Measured at the calibration's rank count and used as is for any other (not rescaled)."""
+        after = self.fit.allreduce_after_compute
+        if after is None:
+            return None
+        loop, top = self.fit.allreduce, max(after.sizes)
+
+        def extra_s(size_bytes: int) -> float:
+            s = min(size_bytes, top)
+            return max(0.0, after.time_s(s) - loop.time_s(s)) if size_bytes > 0 and self.num_ranks > 1 else 0.0
+
+        return extra_s
+
     def estimate_allreduce(self, size_bytes: int):
         from ddpsim.collectives import make_estimate
 
@@ -391,6 +443,8 @@ class CalibratedCommModel:
 
     def describe(self) -> dict[str, Any]:
         ar = self.fit.allreduce
+        extra = {} if self.fit.allreduce_after_compute is None else {
+            "allreduce_after_compute_points": len(self.fit.allreduce_after_compute.sizes)}
         return {"model": "calibrated", "fit": "piecewise alpha-beta between measured sizes",
                 "backend": self.backend, "num_ranks": self.num_ranks,
                 "calibration_world_size": self.fit.world_size,
@@ -398,5 +452,5 @@ class CalibratedCommModel:
                 "allreduce_points": len(ar.sizes), "allreduce_alpha_s": ar.alpha_s,
                 "allreduce_bandwidth_bytes_per_s": ar.bandwidth_bytes_per_s,
                 "broadcast_points": len(self.fit.broadcast.sizes) if self.fit.broadcast else 0,
-                "ddp_iteration_overhead_s": self.iteration_overhead_s,
+                "ddp_iteration_overhead_s": self.iteration_overhead_s, **extra,
                 "environment": dict(self.calibration.environment), "base": self.base.describe()}

@@ -78,6 +78,18 @@ work (span ``forward``, name ``ddp overhead``) after each synchronised forward: 
 pre/post-forward and the reducer's fixed per-iteration cost, which a bare trace does not see.
 Without it (every analytical model) nothing is added.
 
+Idle launches: a comm model with ``idle_launch_extra_s`` (a calibration with
+``allreduce_after_compute``, :meth:`ddpsim.calibration.CalibratedCommModel.idle_launch_extra_s`)
+charges ``idle_launch_extra_s(size)`` more to an all-reduce that (1) the last rank launched
+onto an idle communication stream (nothing queued ahead of it) and (2) is still running when
+every rank waits on a collective (no rank computes: the end-of-backward wait). It is added once,
+at the first moment both hold. This is what the executor's two curves show on a host whose idle
+CPUs sleep: an all-reduce launched after compute and waited for costs more than one in a
+back-to-back loop, and the loop is what ``collectives.allreduce`` holds. An all-reduce that
+overlaps backward compute, or runs back to back behind another, pays the loop's cost (what
+bert-base at cap 1 measured on the 2-vCPU host: charging every all-reduce the after-compute cost
+predicted it 10 % slow). Without ``idle_launch_extra_s`` nothing changes.
+
 Interference (``config.interference``): rate-based. While a collective is in flight, every
 rank's compute progresses at ``1/compute_slowdown``; while any rank computes, the
 collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member's pace). On
@@ -258,6 +270,11 @@ class _Engine:
             raise InputError(f"comm model {type(comm).__name__}.iteration_overhead_s: {ov!r} is not accepted; "
                              "expected a finite number of seconds >= 0")
         self.iteration_overhead_s = float(ov)
+        fn = getattr(comm, "idle_launch_extra_s", None)
+        self.idle_extra = fn if callable(fn) else None
+        self._idle_extras: dict[int, float] = {}
+        #: ranks blocked in a wait (fast path; the slow path's ``busy`` counts the others)
+        self.waiting = 0
         self.interfere = config.interference != Interference()
         self.compute_slow = float(config.interference.compute_slowdown)
         self.comm_slow = float(config.interference.comm_slowdown)
@@ -326,6 +343,26 @@ class _Engine:
             d = self._durations[key] = float(d)
         return d
 
+    def idle_extra_s(self, size_bytes: int) -> float:
+        """The comm model's idle-launch extra for one all-reduce, asked once per size and checked."""
+        d = self._idle_extras.get(size_bytes)
+        if d is None:
+            d = self.idle_extra(size_bytes)
+            if isinstance(d, bool) or not (isinstance(d, (int, float)) and math.isfinite(d) and d >= 0):
+                raise InputError(f"comm model {type(self.comm).__name__}.idle_launch_extra_s({size_bytes}): {d!r} is not "
+                                 "accepted; expected a finite number of seconds >= 0")
+            d = self._idle_extras[size_bytes] = float(d)
+        return d
+
+    def all_waiting(self) -> bool:
+        return self.busy == 0 if self.interfere else self.waiting >= self.num_participants
+
+    def set_waiting(self, delta: int) -> None:
+        """Fast path: a rank starts (+1) or stops (-1) waiting; heard only by idle launches."""
+        self.waiting += delta
+        if self.idle_extra is not None:
+            self._notify()
+
     def arrive(self, index: int, t: float, kind: str, name: str, iteration: int, bucket: int | None,
                size_bytes: int, broadcast: bool) -> _Coll:
         c = self.coll(index)
@@ -353,13 +390,27 @@ class _Engine:
             if start > env.now:
                 yield env.timeout(start - env.now)
             c.start_s = start
+            extra = 0.0
+            if self.idle_extra is not None and c.kind == "allreduce" and c.arrival_max_s > free_s:
+                extra = self.idle_extra_s(c.size_bytes)
             if self.interfere:
                 self.set_comm_active(True)
-                yield from self.progress(c.work_s, comm=True)
+                yield from self.progress(c.work_s, comm=True, idle_extra_s=extra)
                 self.set_comm_active(False)
                 c.end_s = env.now
             else:
-                c.end_s = start + c.work_s
+                end = start + c.work_s
+                while extra > 0:  # pending until every rank waits, or the collective ends first
+                    if self.all_waiting():
+                        end, extra = end + extra, 0.0
+                        break
+                    if end <= env.now:
+                        break
+                    timer = env.timeout(end - env.now)
+                    res = yield timer | self.changed
+                    if timer in res and not self.all_waiting():
+                        break
+                c.end_s = end
                 if c.end_s > env.now:
                     yield env.timeout(c.end_s - env.now)
             free_s = c.end_s
@@ -383,11 +434,16 @@ class _Engine:
         if (self.busy > 0) != before:
             self._notify()
 
-    def progress(self, work_s: float, comm: bool) -> Iterator[simpy.Event]:
-        """Do ``work_s`` seconds of full-rate work at the current, state-dependent rate."""
+    def progress(self, work_s: float, comm: bool, idle_extra_s: float = 0.0) -> Iterator[simpy.Event]:
+        """Do ``work_s`` seconds of full-rate work at the current, state-dependent rate (plus
+        ``idle_extra_s`` once no rank computes, if that happens before the work is done)."""
         env = self.env
         remaining = work_s
         while remaining > 0:
+            if idle_extra_s > 0 and self.busy == 0:
+                remaining += idle_extra_s
+                work_s += idle_extra_s
+                idle_extra_s = 0.0
             if comm:
                 rate = 1.0 / self.comm_slow if self.busy > 0 else 1.0
             else:
@@ -478,7 +534,9 @@ class _Rank:
             if self.t > env.now:
                 yield env.timeout(self.t - env.now)
             if not c.done.processed:
+                eng.set_waiting(+1)
                 yield c.done
+                eng.set_waiting(-1)
             start, end = self.t, max(self.t, c.end_s)
         if end > start:
             self.t = end
@@ -738,7 +796,9 @@ class _RestRanks(_Rank):
         if self.t > env.now:
             yield env.timeout(self.t - env.now)
         if not c.done.processed:
+            self.eng.set_waiting(+1)
             yield c.done
+            self.eng.set_waiting(-1)
         self.tv = np.maximum(self.tv, c.end_s)  # every folded rank waits, not only the latest
         self.t = max(self.t, c.end_s)
 

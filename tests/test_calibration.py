@@ -212,3 +212,37 @@ def test_bad_ddp_iteration_overhead(value):
     doc["ddp_iteration_overhead_s"] = value
     with pytest.raises(InputError, match=r"^calibration.ddp_iteration_overhead_s: .* is not accepted; expected a number of seconds >= 0 or null$"):
         calibration_from_dict(doc)
+
+
+def test_allreduce_after_compute_gives_the_idle_launch_extra(tmp_path):
+    graph = build_preset("cpu-gloo")
+    assert build_comm_model(graph, 2, calibration=calibration_from_dict(synthetic())).idle_launch_extra_s is None
+    doc = synthetic()
+    # after-compute = loop + 0.5 ms at 4 KiB, + 1.5 ms at 64 KiB (loop: ALPHA + s / BW)
+    doc["allreduce_after_compute"] = [{"size_bytes": s, "time_s": ALPHA + s / BW + d, "num_samples": 30}
+                                      for s, d in ((65536, 1.5e-3), (4096, 0.5e-3))]
+    cal = calibration_from_dict(doc)
+    assert [p.size_bytes for p in cal.allreduce_after_compute] == [4096, 65536]   # sorted
+    f = build_comm_model(graph, 2, calibration=cal).idle_launch_extra_s
+    assert f(4096) == pytest.approx(0.5e-3) and f(65536) == pytest.approx(1.5e-3)
+    # between the points both curves are straight lines: the difference is too
+    assert f(4096 + 30720) == pytest.approx(1.0e-3)
+    assert f(1024) == pytest.approx(0.5e-3)          # below: both curves flat at their smallest size
+    assert f(64 << 20) == pytest.approx(1.5e-3)      # above: the largest size's difference, a latency
+    assert f(0) == 0.0
+    assert load_calibration(save_calibration(cal, tmp_path / "c.json")) == cal
+    # an after-compute curve below the loop gives no negative extra
+    doc["allreduce_after_compute"] = [{"size_bytes": s, "time_s": (ALPHA + s / BW) / 2} for s in (4096, 65536)]
+    assert build_comm_model(graph, 2, calibration=calibration_from_dict(doc)).idle_launch_extra_s(4096) == 0.0
+
+
+@pytest.mark.parametrize("value, match", [
+    ([{"size_bytes": 4096, "time_s": 1e-3}], r"^calibration.allreduce_after_compute: '1 point\(s\)' is not accepted; expected none or at least 2 measured sizes$"),
+    ("fast", r"^calibration.allreduce_after_compute: 'fast' is not accepted; expected a list of measured points$"),
+    ([{"size_bytes": 4096}, {"size_bytes": 8192, "time_s": 1e-3}], r"^calibration.allreduce_after_compute\[0\].time_s: is missing"),
+])
+def test_bad_allreduce_after_compute(value, match):
+    doc = synthetic()
+    doc["allreduce_after_compute"] = value
+    with pytest.raises(InputError, match=match):
+        calibration_from_dict(doc)

@@ -22,8 +22,9 @@
   predicted 10 % slow). Across hosts the clocks are not compared: the last launcher's own
   launch-to-end.
   ``--after-compute-ms G`` (default 2 on CPUs) adds such a curve for the all-reduces up to
-  ``--after-compute-max-bytes``, kept as raw data beside the loop curves
-  (``allreduce_after_compute``): both measured in one run, on one machine state.
+  ``--after-compute-max-bytes``, beside the loop curves (``allreduce_after_compute``): both
+  measured in one run, on one machine state. ddpsim's engine charges the difference only to
+  an all-reduce launched onto an idle stream and waited for (ddpsim/engine.py, "idle launches").
 * Interference: a compute unit (matmul + elementwise, the mix of a backward pass) timed
   alone, an all-reduce of ``--interference-bytes`` timed alone, then both at once (a thread
   runs back-to-back all-reduces while the main thread runs compute units, as DDP's reducer
@@ -94,8 +95,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "to the last rank's end (CPU; default 0 = the back-to-back runs of --loop-ms)")
     p.add_argument("--after-compute-ms", type=float, default=None,
                    help="besides the curves, time all-reduces up to --after-compute-max-bytes the way of --gap-ms, "
-                        "after this many ms of compute, into the calibration's allreduce_after_compute (raw data: "
-                        "what an all-reduce costs when launched after compute; default 2 on CPUs, 0 = skip; GPUs: 0)")
+                        "after this many ms of compute, into the calibration's allreduce_after_compute ("
+                        "what the engine charges an all-reduce launched after compute and waited for; default 2 on CPUs, 0 = skip; GPUs: 0)")
     p.add_argument("--after-compute-max-bytes", default="16MiB",
                    help="largest size of the --after-compute-ms curve (default 16MiB)")
     p.add_argument("--ops", default="allreduce,broadcast", help="comma list of allreduce, broadcast")

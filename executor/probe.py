@@ -34,6 +34,7 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
 
     traces = []
     steps: list[float] = []
+    phases: dict[str, list[float]] = {"forward_s": [], "backward_s": [], "optimizer_s": []}
     for rnd in range(rounds):
         spec = build_model(MODEL, seed=0, **MODEL_ARGS)
         rt.barrier()
@@ -48,13 +49,15 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
         model = DDP(wl.module, **kwargs)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
-        mine = [s["iteration_s"] for s in timed_steps(rt, model, opt, wl, warmup=warmup, iterations=iterations,
-                                                       label=f"probe ddp {rnd + 1}")]
-        steps += mean_across_ranks(rt, mine)  # the step time of executor.ddp_step.step_times
+        timed = timed_steps(rt, model, opt, wl, warmup=warmup, iterations=iterations, label=f"probe ddp {rnd + 1}")
+        steps += mean_across_ranks(rt, [s["iteration_s"] for s in timed])  # executor.ddp_step.step_times' step
+        for ph, xs in phases.items():  # per phase too: forward under DDP has no overlapped all-reduce
+            xs += mean_across_ranks(rt, [s[ph] for s in timed])
         del model, opt, wl
     merged = pool_traces(traces)
     merged.environment["concurrent_ranks"] = rt.world_size
     merged.environment["lockstep"] = True
     return {"model": MODEL, "model_args": dict(MODEL_ARGS), "batch_size": BATCH_SIZE, "bucket_cap_mb": BUCKET_CAP_MB,
             "rounds": rounds, "iterations": iterations, "warmup": warmup,
-            "ddp_step_s": statistics.median(steps), "ddp_step_samples_s": steps, "trace": merged.to_dict()}
+            "ddp_step_s": statistics.median(steps), "ddp_step_samples_s": steps,
+            "ddp_phase_samples_s": phases, "trace": merged.to_dict()}

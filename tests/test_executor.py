@@ -120,6 +120,10 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     probe = cal["interference_probe"]
     assert (probe["model"], probe["model_args"], probe["batch_size"], probe["bucket_cap_mb"]) == ("mlp", {"width": 2048, "depth": 6}, 128, 25.0)
     assert len(probe["ddp_step_samples_s"]) == 10
+    # its phases under DDP, per step (mean over ranks), kept beside the step
+    ph = probe["ddp_phase_samples_s"]
+    assert set(ph) == {"forward_s", "backward_s", "optimizer_s"} and all(len(v) == 10 for v in ph.values())
+    assert all(sum(v[i] for v in ph.values()) <= probe["ddp_step_samples_s"][i] * 1.001 for i in range(10))
     assert probe["ddp_step_s"] > 0 and len(probe["trace"]["iterations"]) == 10
     from ddpsim.calibration import load_calibration
     loaded = load_calibration(out)

@@ -7,7 +7,7 @@ run for real), :func:`validate`:
    compute/comm interference, copy bandwidth) or reuses ``--calibration FILE``;
 2. runs ``executor ddp`` (local torchrun, gloo on CPUs) at every validated point --
    ``--repeats`` times, round-robin over the points so slow drift of a shared machine hits
-   every point alike -- WITHOUT a comm hook (the iteration time that is compared), then once
+   every point alike, each round's order rotated by one (:func:`round_order`) -- WITHOUT a comm hook (the iteration time that is compared), then once
    with the timing hook for per-bucket all-reduce times (a hook changes DDP's division path,
    so those runs are not used for the iteration time);
 3. simulates the same points (``scenario.build_point`` + :func:`ddpsim.engine.simulate`)
@@ -250,7 +250,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         if capture and rep > 1:
             trace = capture_round(rep)
             predict(trace)
-        for p in points:
+        for p in round_order(points, rep):
             o = outcomes[p.point_id]
             mpath = raw / f"{p.point_id}.run{rep}.json"
             cap = ["--bucket-cap-mb", "none" if p.bucket_cap_mb is None else f"{p.bucket_cap_mb:g}"]
@@ -275,6 +275,15 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     rows = [o.row() for o in outcomes.values()]
     flush()
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+def round_order(points: Sequence[Any], rep: int) -> list[Any]:
+    """The order of round ``rep`` (1-based): the points rotated by ``rep - 1``, so that over as
+    many rounds as points each point runs once in each position. The first run after a round's
+    trace capture sat 4-6 % off its round's median on session 5's CPU runs (slower for
+    bert-base, faster for the other three); a fixed order would give that to one point."""
+    k = (rep - 1) % len(points) if points else 0
+    return list(points[k:]) + list(points[:k])
 
 
 def _select_points(scenario: Any, caps: Sequence[float | None] | None) -> list[Any]:

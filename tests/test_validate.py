@@ -160,3 +160,13 @@ def test_a_rank_killed_by_a_signal_is_reported_by_its_abort_line_not_torchruns_b
     msg = str(ei.value)
     assert msg.startswith("executor ddp: exit status 1 (terminate called without an active exception); expected a clean run")
     assert len(list(tmp_path.glob("failed-ddp-*.log"))) == 1  # the whole output kept for a post-mortem
+
+
+def test_rounds_rotate_the_order_of_the_points():
+    from ddpsim.validate import round_order
+
+    pts = ["a", "b", "c"]
+    assert [round_order(pts, r) for r in (1, 2, 3, 4)] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    # over as many rounds as points, every point runs once in every position
+    assert all(sorted(round_order(pts, r)[i] for r in (1, 2, 3)) == pts for i in range(3))
+    assert round_order([], 2) == []

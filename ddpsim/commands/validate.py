@@ -11,8 +11,8 @@ conditions; --scenario-trace keeps the scenario's), calibrate it once with the e
 broadcast curves, compute/communication interference, copy bandwidth; or reuse
 --calibration FILE), run real DDP at every validated bucket_cap_mb point of SCENARIO
 (2 local gloo ranks via torchrun, one thread per rank unless the trace says otherwise;
-each point --repeats times, round-robin), simulate the same points, and write
-reports/<name>/:
+each point --repeats times, round-robin, each round's order rotated by one), simulate
+the same points, and write reports/<name>/:
 
   validation.csv    point, predicted_s, measured_s, measured_p10_s, measured_p90_s,
                     error_pct, in_band, plan_matches, ...

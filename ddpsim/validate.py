@@ -281,7 +281,8 @@ def round_order(points: Sequence[Any], rep: int) -> list[Any]:
     """The order of round ``rep`` (1-based): the points rotated by ``rep - 1``, so that over as
     many rounds as points each point runs once in each position. The first run after a round's
     trace capture sat 4-6 % off its round's median on session 5's CPU runs (slower for
-    bert-base, faster for the other three); a fixed order would give that to one point."""
+    bert-base, faster for the other three); with a fixed order, whether that belongs to the
+    position or to the point cannot be told."""
     k = (rep - 1) % len(points) if points else 0
     return list(points[k:]) + list(points[:k])
 

@@ -57,6 +57,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -111,6 +112,8 @@ class Calibration:
     interference_fit: Mapping[str, Any] | None = None
     #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
     allreduce_after_compute: tuple[CalibrationPoint, ...] = ()
+    #: forward under DDP / the trace's forward, from the probe's phases (None: not measured)
+    ddp_forward_factor: float | None = None
 
     def __post_init__(self) -> None:
         _req(self.backend in BACKENDS, "backend", self.backend, f"one of {', '.join(BACKENDS)}")
@@ -185,6 +188,9 @@ def calibration_from_dict(data: Any) -> Calibration:
                       ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
                       device=str(data.get("device", "")), environment=env, allreduce_after_compute=after)
     probe = data.get("interference_probe")
+    factor = ddp_forward_factor(probe, cal.ddp_iteration_overhead_s or 0.0)
+    if factor is not None:
+        cal = replace(cal, ddp_forward_factor=factor)
     if probe is not None and interference is not None:
         # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim/interference_fit.py)
         from ddpsim.interference_fit import fit_probe, parse_probe
@@ -195,6 +201,31 @@ def calibration_from_dict(data: Any) -> Calibration:
                                                      comm_slowdown=interference.comm_slowdown),
                       interference_microbenchmark=interference, interference_fit=fit.as_dict())
     return cal
+
+
+def ddp_forward_factor(probe: Any, overhead_s: float) -> float | None:
+    """How much slower forward runs under DDP than in the trace, from the probe's phases:
+    ``(median DDP forward - the DDP overhead) / (median trace forward + zero_grad)`` (the
+    executor's forward phase spans zero_grad, forward and loss), floored at 1. Forward
+    overlaps no all-reduce, so this is a slowdown of compute under DDP that is not the
+    overlap's (the probe's forward: +9 % on the 2-vCPU host). None without phase samples."""
+    if not isinstance(probe, Mapping):
+        return None
+    ph = probe.get("ddp_phase_samples_s")
+    tr = probe.get("trace")
+    if not isinstance(ph, Mapping) or not isinstance(tr, Mapping):
+        return None
+    fwd = ph.get("forward_s")
+    its = tr.get("iterations")
+    if not (isinstance(fwd, list) and fwd and all(_num(x) for x in fwd) and isinstance(its, list) and its):
+        return None
+    try:
+        tf = statistics.median(float(it["forward_s"]) + float(it.get("zero_grad_s", 0.0)) for it in its)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not tf > 0:
+        return None
+    return max(1.0, (statistics.median(fwd) - overhead_s) / tf)
 
 
 def _points(raw: Any, where: str) -> tuple[CalibrationPoint, ...]:
@@ -401,6 +432,12 @@ class CalibratedCommModel:
         return float(self.calibration.ddp_iteration_overhead_s or 0.0)
 
     @property
+    def ddp_forward_factor(self) -> float:
+        """Forward under DDP / the trace's forward (1 when the calibration has no probe phases);
+        the engine multiplies every forward by it."""
+        return float(self.calibration.ddp_forward_factor or 1.0)
+
+    @property
     def idle_launch_extra_s(self):
         """``f(size_bytes) -> seconds`` when the calibration has ``allreduce_after_compute``,
         else None (the engine then charges nothing). ``f`` is what an all-reduce launched after
@@ -445,6 +482,8 @@ class CalibratedCommModel:
         ar = self.fit.allreduce
         extra = {} if self.fit.allreduce_after_compute is None else {
             "allreduce_after_compute_points": len(self.fit.allreduce_after_compute.sizes)}
+        if self.calibration.ddp_forward_factor is not None:
+            extra["ddp_forward_factor"] = self.calibration.ddp_forward_factor
         return {"model": "calibrated", "fit": "piecewise alpha-beta between measured sizes",
                 "backend": self.backend, "num_ranks": self.num_ranks,
                 "calibration_world_size": self.fit.world_size,

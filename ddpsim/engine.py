@@ -76,7 +76,9 @@ DDP per-iteration overhead: a comm model with ``iteration_overhead_s > 0`` (a ca
 whose ``ddp_iteration_overhead_s`` was measured by the executor) adds that much compute-stream
 work (span ``forward``, name ``ddp overhead``) after each synchronised forward: DDP's Python
 pre/post-forward and the reducer's fixed per-iteration cost, which a bare trace does not see.
-Without it (every analytical model) nothing is added.
+Without it (every analytical model) nothing is added. Likewise a comm model's
+``ddp_forward_factor`` (a calibration whose probe kept its DDP phases: forward under DDP over
+the trace's forward) multiplies every forward; 1 otherwise.
 
 Idle launches: a comm model with ``idle_launch_extra_s`` (a calibration with
 ``allreduce_after_compute``, :meth:`ddpsim.calibration.CalibratedCommModel.idle_launch_extra_s`)
@@ -270,6 +272,11 @@ class _Engine:
             raise InputError(f"comm model {type(comm).__name__}.iteration_overhead_s: {ov!r} is not accepted; "
                              "expected a finite number of seconds >= 0")
         self.iteration_overhead_s = float(ov)
+        ff = getattr(comm, "ddp_forward_factor", 1.0)
+        if isinstance(ff, bool) or not isinstance(ff, (int, float)) or not (math.isfinite(ff) and ff > 0):
+            raise InputError(f"comm model {type(comm).__name__}.ddp_forward_factor: {ff!r} is not accepted; "
+                             "expected a finite number > 0")
+        self.forward_factor = float(ff)
         fn = getattr(comm, "idle_launch_extra_s", None)
         self.idle_extra = fn if callable(fn) else None
         self._idle_extras: dict[int, float] = {}
@@ -279,7 +286,7 @@ class _Engine:
         self.compute_slow = float(config.interference.compute_slowdown)
         self.comm_slow = float(config.interference.comm_slowdown)
         # trace medians
-        self.forward_s = trace.phase("forward").median_s
+        self.forward_s = trace.phase("forward").median_s * self.forward_factor
         self.backward_s = trace.phase("backward").median_s
         self.optimizer_s = trace.phase("optimizer").median_s
         self.zero_grad_s = trace.phase("zero_grad").median_s

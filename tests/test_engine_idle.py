@@ -111,3 +111,22 @@ def test_folded_ranks_count_among_the_waiting():
     assert len(res.ranks) == 8
     spans = comm(res)
     assert len(spans) == 2 and all(e - s == pytest.approx(0.75 + EXTRA) for _, s, e in spans)
+
+
+@dataclass(frozen=True)
+class SlowForwardNet(IdleNet):
+    extra: float = 0.0
+    forward_factor: float = 1.5
+
+    @property
+    def ddp_forward_factor(self):
+        return self.forward_factor
+
+
+def test_a_ddp_forward_factor_stretches_every_forward():
+    tr = trace()
+    plan = explicit_plan(tr, [[0, 1, 2]])
+    res = simulate(tr, plan, SlowForwardNet(4 * MIB), cfg())
+    fwd = [(s.start_s, s.end_s) for s in res.spans if s.rank == 0 and s.kind == "forward"]
+    assert fwd == [(0.0, 0.75)]                       # 0.5 s x 1.5
+    assert comm(res) == [("bucket 0", 1.5, 2.25)]     # everything after it 0.25 s later

@@ -87,3 +87,36 @@ def test_a_bad_probe_is_one_line_naming_the_field(mutate, message):
     with pytest.raises(InputError) as ei:
         calibration_from_dict(d)
     assert str(ei.value).startswith(message) and "\n" not in str(ei.value)
+
+
+def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_it():
+    from ddpsim.calibration import ddp_forward_factor
+    from ddpsim.collectives import build_comm_model
+    from ddpsim.topology import build_preset
+
+    d = with_probe(0.2)
+    assert calibration_from_dict(d).ddp_forward_factor is None      # no phases kept: no factor
+    tr = d["interference_probe"]["trace"]
+    zg = tr["iterations"][0].get("zero_grad_s", 0.0)
+    # forward under DDP: 25 ms (median of 3) over the trace's 20 ms forward + zero_grad
+    d["interference_probe"]["ddp_phase_samples_s"] = {"forward_s": [0.024, 0.025, 0.030], "backward_s": [0.05] * 3,
+                                                      "optimizer_s": [0.005] * 3}
+    expected = 0.025 / (0.02 + zg)
+    assert ddp_forward_factor(d["interference_probe"], 0.0) == pytest.approx(expected)
+    d["ddp_iteration_overhead_s"] = 0.002                           # the overhead is charged on its own
+    assert ddp_forward_factor(d["interference_probe"], 0.002) == pytest.approx(0.023 / (0.02 + zg))
+    cal = calibration_from_dict(d)
+    assert cal.ddp_forward_factor == pytest.approx(0.023 / (0.02 + zg))
+    m = build_comm_model(build_preset("cpu-gloo"), 2, calibration=cal)
+    assert m.ddp_forward_factor == cal.ddp_forward_factor and m.describe()["ddp_forward_factor"] == cal.ddp_forward_factor
+    # a DDP forward faster than the trace's is noise: floored at 1
+    d["interference_probe"]["ddp_phase_samples_s"]["forward_s"] = [0.001] * 3
+    assert ddp_forward_factor(d["interference_probe"], 0.0) == 1.0
+    # the fit predicts the probe with the factor: a slower forward leaves less to the slowdown
+    target = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=2.5, comm_slowdown=2.0))
+    d2, d3 = with_probe(target), with_probe(target)
+    d3["interference_probe"]["ddp_phase_samples_s"] = {"forward_s": [0.03] * 3}
+    f2, f3 = calibration_from_dict(d2).interference_fit, calibration_from_dict(d3).interference_fit
+    assert f2["compute_slowdown"] == pytest.approx(2.5, rel=1e-6) and not f3["clamped"]
+    assert f3["compute_slowdown"] < 2.5
+    assert f3["predicted_without_interference_s"] > f2["predicted_without_interference_s"]

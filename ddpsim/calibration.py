@@ -112,8 +112,9 @@ class Calibration:
     interference_fit: Mapping[str, Any] | None = None
     #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
     allreduce_after_compute: tuple[CalibrationPoint, ...] = ()
-    #: forward under DDP / the trace's forward, from the probe's phases (None: not measured)
-    ddp_forward_factor: float | None = None
+    #: the probe's forward under DDP / its trace's forward, from the probe's phases (None: not
+    #: measured); only the probe fit uses it (see :func:`ddp_forward_factor`)
+    probe_forward_factor: float | None = None
 
     def __post_init__(self) -> None:
         _req(self.backend in BACKENDS, "backend", self.backend, f"one of {', '.join(BACKENDS)}")
@@ -190,7 +191,7 @@ def calibration_from_dict(data: Any) -> Calibration:
     probe = data.get("interference_probe")
     factor = ddp_forward_factor(probe, cal.ddp_iteration_overhead_s or 0.0)
     if factor is not None:
-        cal = replace(cal, ddp_forward_factor=factor)
+        cal = replace(cal, probe_forward_factor=factor)
     if probe is not None and interference is not None:
         # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim/interference_fit.py)
         from ddpsim.interference_fit import fit_probe, parse_probe
@@ -204,11 +205,17 @@ def calibration_from_dict(data: Any) -> Calibration:
 
 
 def ddp_forward_factor(probe: Any, overhead_s: float) -> float | None:
-    """How much slower forward runs under DDP than in the trace, from the probe's phases:
-    ``(median DDP forward - the DDP overhead) / (median trace forward + zero_grad)`` (the
-    executor's forward phase spans zero_grad, forward and loss), floored at 1. Forward
-    overlaps no all-reduce, so this is a slowdown of compute under DDP that is not the
-    overlap's (the probe's forward: +9 % on the 2-vCPU host). None without phase samples."""
+    """How much slower the probe's forward runs under DDP than in its trace, from the probe's
+    phases: ``(median DDP forward - the DDP overhead) / (median trace forward + zero_grad)``
+    (the executor's forward phase spans zero_grad, forward and loss), floored at 1. None
+    without phase samples.
+
+    Forward overlaps no all-reduce, so this part of the probe's gap is not the overlap's: the
+    probe fit predicts the probe with its forward stretched by it, and leaves only the rest
+    of the gap to ``compute_slowdown``. It is NOT applied to other models: on the 2-vCPU host
+    the probe's forward ran 16.5 % over its trace where bert-base's ran 3.4 %, gpt2-124m's
+    11 % and resnet50's 5 %, and applying it to all four made three of them worse (see
+    reports/cpu-gloo-summary/validation.md)."""
     if not isinstance(probe, Mapping):
         return None
     ph = probe.get("ddp_phase_samples_s")
@@ -403,14 +410,16 @@ class CalibratedCommModel:
     num_ranks: int
     backend: str
     calibration: Calibration
+    #: multiplies every forward in the engine (:attr:`ddp_forward_factor`); 1 but in the probe fit
+    forward_factor: float = 1.0
 
     @classmethod
-    def from_calibration(cls, cal: Calibration, *, base: Any) -> "CalibratedCommModel":
+    def from_calibration(cls, cal: Calibration, *, base: Any, forward_factor: float = 1.0) -> "CalibratedCommModel":
         if cal.backend != base.backend:
             raise InputError(f"calibration.backend: {cal.backend!r} does not match the topology's backend "
                              f"{base.backend!r}; expected a calibration measured with {base.backend}")
         return cls(fit=fit_calibration(cal), base=base, num_ranks=base.num_ranks, backend=base.backend,
-                   calibration=cal)
+                   calibration=cal, forward_factor=float(forward_factor))
 
     def _scaled(self, curve: CalibratedCurve, size: int, coll: str) -> float:
         n, w = self.num_ranks, self.fit.world_size
@@ -433,9 +442,9 @@ class CalibratedCommModel:
 
     @property
     def ddp_forward_factor(self) -> float:
-        """Forward under DDP / the trace's forward (1 when the calibration has no probe phases);
-        the engine multiplies every forward by it."""
-        return float(self.calibration.ddp_forward_factor or 1.0)
+        """The engine multiplies every forward by it: 1, except in the probe fit's own
+        prediction of the probe (:func:`ddpsim.interference_fit.predict_probe`)."""
+        return self.forward_factor
 
     @property
     def idle_launch_extra_s(self):
@@ -482,8 +491,10 @@ class CalibratedCommModel:
         ar = self.fit.allreduce
         extra = {} if self.fit.allreduce_after_compute is None else {
             "allreduce_after_compute_points": len(self.fit.allreduce_after_compute.sizes)}
-        if self.calibration.ddp_forward_factor is not None:
-            extra["ddp_forward_factor"] = self.calibration.ddp_forward_factor
+        if self.calibration.probe_forward_factor is not None:
+            extra["probe_forward_factor"] = self.calibration.probe_forward_factor
+        if self.forward_factor != 1.0:
+            extra["ddp_forward_factor"] = self.forward_factor
         return {"model": "calibrated", "fit": "piecewise alpha-beta between measured sizes",
                 "backend": self.backend, "num_ranks": self.num_ranks,
                 "calibration_world_size": self.fit.world_size,

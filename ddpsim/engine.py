@@ -77,8 +77,8 @@ whose ``ddp_iteration_overhead_s`` was measured by the executor) adds that much 
 work (span ``forward``, name ``ddp overhead``) after each synchronised forward: DDP's Python
 pre/post-forward and the reducer's fixed per-iteration cost, which a bare trace does not see.
 Without it (every analytical model) nothing is added. Likewise a comm model's
-``ddp_forward_factor`` (a calibration whose probe kept its DDP phases: forward under DDP over
-the trace's forward) multiplies every forward; 1 otherwise.
+``ddp_forward_factor`` multiplies every forward; 1 otherwise (a calibration sets it only in
+the probe fit's prediction of its probe: ddpsim/interference_fit.py).
 
 Idle launches: a comm model with ``idle_launch_extra_s`` (a calibration with
 ``allreduce_after_compute``, :meth:`ddpsim.calibration.CalibratedCommModel.idle_launch_extra_s`)

@@ -391,6 +391,8 @@ def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None
         mb = cal.interference_microbenchmark
         rec["fitted_to_probe"] = dict(cal.interference_fit)
         rec["microbenchmark"] = {"compute_slowdown": mb.compute_slowdown, "comm_slowdown": mb.comm_slowdown}
+        if cal.probe_forward_factor is not None:
+            rec["fitted_to_probe"]["probe_forward_factor"] = cal.probe_forward_factor
     return rec
 
 
@@ -472,7 +474,10 @@ def markdown(data: dict[str, Any]) -> str:
              f"{data['iterations']} measured iterations x {data['repeats']} runs per point, round-robin) against "
              f"ddpsim's prediction from the scenario's trace and ONE machine calibration (`{data['calibration']}`: "
              f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}"
-             + (f" (fitted to the calibration's DDP probe; the microbenchmark's: {inter['microbenchmark']['compute_slowdown']:.3f})"
+             + (f" (fitted to the calibration's DDP probe"
+                + (f", whose forward ran {inter['fitted_to_probe']['probe_forward_factor']:.3f}x its trace's under DDP"
+                   if "probe_forward_factor" in inter.get("fitted_to_probe", {}) else "")
+                + f"; the microbenchmark's: {inter['microbenchmark']['compute_slowdown']:.3f})"
                 if inter.get("fitted_to_probe") else "")
              + f", comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
              + ("" if data.get("ddp_iteration_overhead_s") is None else

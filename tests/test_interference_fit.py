@@ -95,7 +95,7 @@ def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_i
     from ddpsim.topology import build_preset
 
     d = with_probe(0.2)
-    assert calibration_from_dict(d).ddp_forward_factor is None      # no phases kept: no factor
+    assert calibration_from_dict(d).probe_forward_factor is None    # no phases kept: no factor
     tr = d["interference_probe"]["trace"]
     zg = tr["iterations"][0].get("zero_grad_s", 0.0)
     # forward under DDP: 25 ms (median of 3) over the trace's 20 ms forward + zero_grad
@@ -106,9 +106,11 @@ def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_i
     d["ddp_iteration_overhead_s"] = 0.002                           # the overhead is charged on its own
     assert ddp_forward_factor(d["interference_probe"], 0.002) == pytest.approx(0.023 / (0.02 + zg))
     cal = calibration_from_dict(d)
-    assert cal.ddp_forward_factor == pytest.approx(0.023 / (0.02 + zg))
+    assert cal.probe_forward_factor == pytest.approx(0.023 / (0.02 + zg))
+    # only the probe fit uses it: a model simulated with this calibration keeps its trace's forward
     m = build_comm_model(build_preset("cpu-gloo"), 2, calibration=cal)
-    assert m.ddp_forward_factor == cal.ddp_forward_factor and m.describe()["ddp_forward_factor"] == cal.ddp_forward_factor
+    assert m.ddp_forward_factor == 1.0 and "ddp_forward_factor" not in m.describe()
+    assert m.describe()["probe_forward_factor"] == cal.probe_forward_factor
     # a DDP forward faster than the trace's is noise: floored at 1
     d["interference_probe"]["ddp_phase_samples_s"]["forward_s"] = [0.001] * 3
     assert ddp_forward_factor(d["interference_probe"], 0.0) == 1.0

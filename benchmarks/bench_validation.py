@@ -5,16 +5,24 @@ spread: how far apart repeated runs of one configuration land (the measurement's
 then, per scenario, the predicted against the measured phases (forward, backward with its
 communication, optimizer) at cap=default.
 
-    python benchmarks/bench_validation.py [reports]
+    python benchmarks/bench_validation.py [reports] [--slowdown-grid 2,3,4,6,8]
+
+``--slowdown-grid``: also re-simulate every point of every report with the engine's
+compute_slowdown set to each listed value (the calibration's comm_slowdown and everything
+else kept) and print the signed median error per scenario: which overlap slowdown each model's
+own runs would want, beside the one the calibration's probe fit gave (a diagnostic of the
+one-calibration-per-machine model, never used to predict).
 
 Not a test: it reads files and prints; no timing is asserted anywhere.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -68,7 +76,40 @@ def phases(folder: Path, d: dict, point: str = "cap=default") -> tuple[dict, dic
     return pred, meas
 
 
-def main(root: str = "reports") -> int:
+def slowdown_grid(root: Path, grid: list[float]) -> None:
+    """Signed median error (%) per scenario for each compute_slowdown in ``grid``."""
+    from ddpsim.calibration import load_calibration
+    from ddpsim.engine import simulate
+    from ddpsim.scenario import load_scenario
+    from ddpsim.simconfig import Interference
+    from ddpsim.trace import load_trace
+
+    print(f"\nsigned median error (%) with compute_slowdown set to each value (the report's calibration otherwise)")
+    print(f"{'scenario':22s} {'fitted':>7s} " + " ".join(f"{g:>7g}" for g in grid))
+    for vj in sorted(root.glob("*/validation.json")):
+        d = json.loads(vj.read_text())
+        if not d.get("summary") or not Path(d.get("trace", "")).is_file() or not Path(d.get("calibration", "")).is_file():
+            continue
+        cal = load_calibration(d["calibration"])
+        if cal.interference is None:
+            continue
+        scen, trace = load_scenario(d["scenario"]), load_trace(d["trace"])
+        points = {p.point_id: p for p in scen.points()}
+        cells = []
+        for g in grid:
+            c = replace(cal, interference=Interference(compute_slowdown=g, comm_slowdown=cal.interference.comm_slowdown))
+            errs = []
+            for r in d["rows"]:
+                if r.get("measured_s") is None or r["point"] not in points:
+                    continue
+                inp = scen.build_point(points[r["point"]], trace=trace, calibration=c)
+                pred = simulate(inp.trace, inp.plan, inp.comm, inp.config).summary()["iteration_p50_s"]
+                errs.append(100 * (pred - r["measured_s"]) / r["measured_s"])
+            cells.append(statistics.median(errs) if errs else float("nan"))
+        print(f"{d['scenario']:22s} {cal.interference.compute_slowdown:7.2f} " + " ".join(f"{e:+7.1f}" for e in cells))
+
+
+def main(root: str = "reports", grid: list[float] | None = None) -> int:
     rows = []
     for vj in sorted(Path(root).glob("*/validation.json")):
         d = json.loads(vj.read_text())
@@ -95,8 +136,25 @@ def main(root: str = "reports") -> int:
         print(f"{name:22s} forward {pred['forward'] * 1e3:9.2f} / {meas['forward'] * 1e3:9.2f} ({lo * 1e3:.2f}-{hi * 1e3:.2f})"
               f"  backward+comm {pred['backward+comm'] * 1e3:9.2f} / {meas['backward+comm'] * 1e3:9.2f}"
               f"  optimizer {pred['optimizer'] * 1e3:7.2f} / {meas['optimizer'] * 1e3:7.2f}")
+    if grid:
+        slowdown_grid(Path(root), grid)
     return 0
 
 
+def _grid(text: str) -> list[float]:
+    try:
+        out = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        out = []
+    if not out or not all(x >= 1 for x in out):
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; expected a comma list of numbers >= 1, e.g. 2,3,4,6,8")
+    return out
+
+
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("root", nargs="?", default="reports", help="folder holding <scenario>/validation.json (default: reports)")
+    ap.add_argument("--slowdown-grid", type=_grid, default=None, metavar="LIST",
+                    help="also print the signed median error per scenario at each compute_slowdown in LIST")
+    a = ap.parse_args()
+    sys.exit(main(a.root, a.slowdown_grid))

@@ -113,7 +113,7 @@ class Calibration:
     #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
     allreduce_after_compute: tuple[CalibrationPoint, ...] = ()
     #: the probe's forward under DDP / its trace's forward, from the probe's phases (None: not
-    #: measured); only the probe fit uses it (see :func:`ddp_forward_factor`)
+    #: measured); only the probe fit uses it (see :func:`probe_forward_factor`)
     probe_forward_factor: float | None = None
 
     def __post_init__(self) -> None:
@@ -189,7 +189,7 @@ def calibration_from_dict(data: Any) -> Calibration:
                       ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
                       device=str(data.get("device", "")), environment=env, allreduce_after_compute=after)
     probe = data.get("interference_probe")
-    factor = ddp_forward_factor(probe, cal.ddp_iteration_overhead_s or 0.0)
+    factor = probe_forward_factor(probe, cal.ddp_iteration_overhead_s or 0.0)
     if factor is not None:
         cal = replace(cal, probe_forward_factor=factor)
     if probe is not None and interference is not None:
@@ -204,7 +204,7 @@ def calibration_from_dict(data: Any) -> Calibration:
     return cal
 
 
-def ddp_forward_factor(probe: Any, overhead_s: float) -> float | None:
+def probe_forward_factor(probe: Any, overhead_s: float) -> float | None:
     """How much slower the probe's forward runs under DDP than in its trace, from the probe's
     phases: ``(median DDP forward - the DDP overhead) / (median trace forward + zero_grad)``
     (the executor's forward phase spans zero_grad, forward and loss), floored at 1. None
@@ -410,16 +410,17 @@ class CalibratedCommModel:
     num_ranks: int
     backend: str
     calibration: Calibration
-    #: multiplies every forward in the engine (:attr:`ddp_forward_factor`); 1 but in the probe fit
-    forward_factor: float = 1.0
+    #: the engine multiplies every forward by it: 1, except in the probe fit's own prediction of
+    #: the probe (:func:`ddpsim.interference_fit.predict_probe`)
+    ddp_forward_factor: float = 1.0
 
     @classmethod
-    def from_calibration(cls, cal: Calibration, *, base: Any, forward_factor: float = 1.0) -> "CalibratedCommModel":
+    def from_calibration(cls, cal: Calibration, *, base: Any, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
         if cal.backend != base.backend:
             raise InputError(f"calibration.backend: {cal.backend!r} does not match the topology's backend "
                              f"{base.backend!r}; expected a calibration measured with {base.backend}")
         return cls(fit=fit_calibration(cal), base=base, num_ranks=base.num_ranks, backend=base.backend,
-                   calibration=cal, forward_factor=float(forward_factor))
+                   calibration=cal, ddp_forward_factor=float(ddp_forward_factor))
 
     def _scaled(self, curve: CalibratedCurve, size: int, coll: str) -> float:
         n, w = self.num_ranks, self.fit.world_size
@@ -439,12 +440,6 @@ class CalibratedCommModel:
         """DDP's measured fixed cost per iteration (0 when the calibration has none); the
         engine adds it to every synchronised step."""
         return float(self.calibration.ddp_iteration_overhead_s or 0.0)
-
-    @property
-    def ddp_forward_factor(self) -> float:
-        """The engine multiplies every forward by it: 1, except in the probe fit's own
-        prediction of the probe (:func:`ddpsim.interference_fit.predict_probe`)."""
-        return self.forward_factor
 
     @property
     def idle_launch_extra_s(self):
@@ -493,8 +488,8 @@ class CalibratedCommModel:
             "allreduce_after_compute_points": len(self.fit.allreduce_after_compute.sizes)}
         if self.calibration.probe_forward_factor is not None:
             extra["probe_forward_factor"] = self.calibration.probe_forward_factor
-        if self.forward_factor != 1.0:
-            extra["ddp_forward_factor"] = self.forward_factor
+        if self.ddp_forward_factor != 1.0:
+            extra["ddp_forward_factor"] = self.ddp_forward_factor
         return {"model": "calibrated", "fit": "piecewise alpha-beta between measured sizes",
                 "backend": self.backend, "num_ranks": self.num_ranks,
                 "calibration_world_size": self.fit.world_size,

@@ -276,7 +276,6 @@ class _Engine:
         if isinstance(ff, bool) or not isinstance(ff, (int, float)) or not (math.isfinite(ff) and ff > 0):
             raise InputError(f"comm model {type(comm).__name__}.ddp_forward_factor: {ff!r} is not accepted; "
                              "expected a finite number > 0")
-        self.forward_factor = float(ff)
         fn = getattr(comm, "idle_launch_extra_s", None)
         self.idle_extra = fn if callable(fn) else None
         self._idle_extras: dict[int, float] = {}
@@ -286,7 +285,7 @@ class _Engine:
         self.compute_slow = float(config.interference.compute_slowdown)
         self.comm_slow = float(config.interference.comm_slowdown)
         # trace medians
-        self.forward_s = trace.phase("forward").median_s * self.forward_factor
+        self.forward_s = trace.phase("forward").median_s * float(ff)
         self.backward_s = trace.phase("backward").median_s
         self.optimizer_s = trace.phase("optimizer").median_s
         self.zero_grad_s = trace.phase("zero_grad").median_s

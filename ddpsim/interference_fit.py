@@ -93,8 +93,8 @@ def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interferenc
     graph = build_preset("cpu-gloo" if cal.backend == "gloo" else "dgx-h100")
     base = build_comm_model(graph, cal.world_size)
     # the probe's own forward under DDP (when its phases were kept): that part of its gap is not
-    # the overlap's (ddpsim.calibration.ddp_forward_factor)
-    comm = CalibratedCommModel.from_calibration(cal, base=base, forward_factor=cal.probe_forward_factor or 1.0)
+    # the overlap's (ddpsim.calibration.probe_forward_factor)
+    comm = CalibratedCommModel.from_calibration(cal, base=base, ddp_forward_factor=cal.probe_forward_factor or 1.0)
     plan = plan_ddp(trace, DDPOptions(bucket_cap_mb=cap_mb))
     config = SimConfig(world_size=cal.world_size, num_iterations=SIM_ITERATIONS, seed=0, jitter="trace",
                        interference=interference, copy_bandwidth_bytes_per_s=cal.copy_bandwidth_bytes_per_s)

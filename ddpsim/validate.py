@@ -228,10 +228,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb)
                                          for p in points}
 
-    def predict(trace: Any) -> None:
-        _predict(scenario, points, outcomes, trace, cal, echo)
-
-    predict(trace)
+    _predict(scenario, points, outcomes, trace, cal, echo)
 
     def flush() -> None:
         rows = [o.row() for o in outcomes.values()]
@@ -249,7 +246,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     for rep in range(1, repeats + 1):
         if capture and rep > 1:
             trace = capture_round(rep)
-            predict(trace)
+            _predict(scenario, points, outcomes, trace, cal, echo)
         for p in round_order(points, rep):
             o = outcomes[p.point_id]
             mpath = raw / f"{p.point_id}.run{rep}.json"

@@ -43,8 +43,9 @@
   fits its engine's ``compute_slowdown`` so that its prediction of this probe equals the
   measured step (``ddpsim/interference_fit.py``): on a CPU host the microbenchmark above sees
   less of what overlapped all-reduces cost a real backward than DDP pays. The DDP steps' phases
-  are kept too (``ddp_phase_samples_s``; not read by ddpsim yet): forward under DDP overlaps no
-  all-reduce, so its excess over the trace's forward is a slowdown that is not the overlap's.
+  are kept too (``ddp_phase_samples_s``): forward under DDP overlaps no all-reduce, so its
+  excess over the trace's forward is a slowdown that is not the overlap's, and the fit leaves
+  it out (``ddpsim.calibration.probe_forward_factor``).
 * ``copy_bandwidth_bytes_per_s``: DDP's copy-in, ``torch.mul(grad, 1/world, out=bucket_view)``,
   timed; counted as read + write (2 x bytes per second), the way the engine charges a copy.
 

@@ -260,26 +260,25 @@ def stats(xs: Sequence[float]) -> dict[str, float]:
             "p90_s": quantile(xs, 0.9), "num_samples": len(xs)}
 
 
-def mean_across_ranks(rt: Runtime, values: Sequence[float]) -> list[float]:
-    """Element-wise mean over ranks (a step time: see :func:`executor.ddp_step.step_times`)."""
+def _reduce_across_ranks(rt: Runtime, values: Sequence[float], op: str) -> list[float]:
+    """Element-wise all-reduce (``op``: ``"SUM"`` or ``"MAX"``) of one float64 vector per rank."""
     import torch
     import torch.distributed as dist
 
     t = torch.tensor(list(values), dtype=torch.float64, device=rt.device)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
     rt.watchdog.beat()
-    return [float(v) / rt.world_size for v in t.cpu().tolist()]
+    return [float(v) for v in t.cpu().tolist()]
+
+
+def mean_across_ranks(rt: Runtime, values: Sequence[float]) -> list[float]:
+    """Element-wise mean over ranks (a step time: see :func:`executor.ddp_step.step_times`)."""
+    return [v / rt.world_size for v in _reduce_across_ranks(rt, values, "SUM")]
 
 
 def max_across_ranks(rt: Runtime, values: Sequence[float]) -> list[float]:
     """Element-wise max over ranks (a collective ends for the job when its slowest rank ends)."""
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor(list(values), dtype=torch.float64, device=rt.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    rt.watchdog.beat()
-    return [float(v) for v in t.cpu().tolist()]
+    return _reduce_across_ranks(rt, values, "MAX")
 
 
 def environment_info(rt: Runtime) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def test_a_bad_probe_is_one_line_naming_the_field(mutate, message):
 
 
 def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_it():
-    from ddpsim.calibration import ddp_forward_factor
+    from ddpsim.calibration import probe_forward_factor
     from ddpsim.collectives import build_comm_model
     from ddpsim.topology import build_preset
 
@@ -102,9 +102,9 @@ def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_i
     d["interference_probe"]["ddp_phase_samples_s"] = {"forward_s": [0.024, 0.025, 0.030], "backward_s": [0.05] * 3,
                                                       "optimizer_s": [0.005] * 3}
     expected = 0.025 / (0.02 + zg)
-    assert ddp_forward_factor(d["interference_probe"], 0.0) == pytest.approx(expected)
+    assert probe_forward_factor(d["interference_probe"], 0.0) == pytest.approx(expected)
     d["ddp_iteration_overhead_s"] = 0.002                           # the overhead is charged on its own
-    assert ddp_forward_factor(d["interference_probe"], 0.002) == pytest.approx(0.023 / (0.02 + zg))
+    assert probe_forward_factor(d["interference_probe"], 0.002) == pytest.approx(0.023 / (0.02 + zg))
     cal = calibration_from_dict(d)
     assert cal.probe_forward_factor == pytest.approx(0.023 / (0.02 + zg))
     # only the probe fit uses it: a model simulated with this calibration keeps its trace's forward
@@ -113,7 +113,7 @@ def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_i
     assert m.describe()["probe_forward_factor"] == cal.probe_forward_factor
     # a DDP forward faster than the trace's is noise: floored at 1
     d["interference_probe"]["ddp_phase_samples_s"]["forward_s"] = [0.001] * 3
-    assert ddp_forward_factor(d["interference_probe"], 0.0) == 1.0
+    assert probe_forward_factor(d["interference_probe"], 0.0) == 1.0
     # the fit predicts the probe with the factor: a slower forward leaves less to the slowdown
     target = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=2.5, comm_slowdown=2.0))
     d2, d3 = with_probe(target), with_probe(target)

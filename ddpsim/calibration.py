@@ -219,13 +219,17 @@ def probe_forward_factor(probe: Any, overhead_s: float) -> float | None:
     if not isinstance(probe, Mapping):
         return None
     ph = probe.get("ddp_phase_samples_s")
-    tr = probe.get("trace")
-    if not isinstance(ph, Mapping) or not isinstance(tr, Mapping):
+    if ph is None:  # older calibrations keep no phases
         return None
+    _req(isinstance(ph, Mapping), "interference_probe.ddp_phase_samples_s", ph,
+         "an object of per-iteration phase samples, e.g. {\"forward_s\": [0.09, ...]}, or null")
     fwd = ph.get("forward_s")
-    its = tr.get("iterations")
-    if not (isinstance(fwd, list) and fwd and all(_num(x) for x in fwd) and isinstance(its, list) and its):
-        return None
+    _req(isinstance(fwd, list) and bool(fwd) and all(_num(x) and x >= 0 for x in fwd),
+         "interference_probe.ddp_phase_samples_s.forward_s", fwd, "a non-empty list of seconds >= 0")
+    tr = probe.get("trace")
+    its = tr.get("iterations") if isinstance(tr, Mapping) else None
+    if not (isinstance(its, list) and its):
+        return None  # a bad probe trace is named by parse_probe, when the fit needs it
     try:
         tf = statistics.median(float(it["forward_s"]) + float(it.get("zero_grad_s", 0.0)) for it in its)
     except (KeyError, TypeError, ValueError):

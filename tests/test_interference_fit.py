@@ -80,6 +80,12 @@ def test_without_a_probe_the_microbenchmark_stands():
     (lambda p: p.update(ddp_step_s=-1), "calibration.interference_probe.ddp_step_s: -1 is not accepted; expected a number of seconds > 0"),
     (lambda p: p.update(bucket_cap_mb="25"), "calibration.interference_probe.bucket_cap_mb: '25' is not accepted; expected a number > 0"),
     (lambda p: p.update(trace={"format": "nope"}), "calibration.interference_probe.trace: "),
+    (lambda p: p.update(ddp_phase_samples_s=[0.09]),
+     "calibration.interference_probe.ddp_phase_samples_s: [0.09] is not accepted; expected an object"),
+    (lambda p: p.update(ddp_phase_samples_s={"forward_s": [0.09, "x"]}),
+     "calibration.interference_probe.ddp_phase_samples_s.forward_s: [0.09, 'x'] is not accepted; expected a non-empty list"),
+    (lambda p: p.update(ddp_phase_samples_s={"backward_s": [0.1]}),
+     "calibration.interference_probe.ddp_phase_samples_s.forward_s: None is not accepted; expected a non-empty list"),
 ])
 def test_a_bad_probe_is_one_line_naming_the_field(mutate, message):
     d = with_probe(0.1)

@@ -5,13 +5,24 @@ spread: how far apart repeated runs of one configuration land (the measurement's
 then, per scenario, the predicted against the measured phases (forward, backward with its
 communication, optimizer) at cap=default.
 
-    python benchmarks/bench_validation.py [reports] [--slowdown-grid 2,3,4,6,8]
+    python benchmarks/bench_validation.py [reports] [--slowdown-grid 2,3,4,6,8] [--buckets]
 
 ``--slowdown-grid``: also re-simulate every point of every report with the engine's
 compute_slowdown set to each listed value (the calibration's comm_slowdown and everything
 else kept) and print the signed median error per scenario: which overlap slowdown each model's
 own runs would want, beside the one the calibration's probe fit gave (a diagnostic of the
 one-calibration-per-machine model, never used to predict).
+
+``--buckets``: also, for every point with a hooked run (``validate`` without
+``--no-bucket-timing``), the per-bucket timing measured (medians over the hooked run's iterations,
+rank 0) against predicted (the first steady iteration): the backward span from the first to
+the last bucket launch (backward compute under the overlap), the sum of the buckets' own
+all-reduce times (queueing behind the previous bucket taken out:
+:func:`ddpsim.validate.bucket_service_s`), the last bucket's, and the compute_slowdown at which
+the engine's backward span equals the measured one (bisection over 1..16 with the report's
+calibration otherwise) -- what the overlap cost this model's backward, beside the probe's fit.
+And, from every raw run, how much the per-iteration phases move within one run (p90/p10 - 1 of
+the iterations' rank-mean forward, backward+comm and step, median over the points).
 
 Not a test: it reads files and prints; no timing is asserted anywhere.
 """
@@ -109,7 +120,93 @@ def slowdown_grid(root: Path, grid: list[float]) -> None:
         print(f"{d['scenario']:22s} {cal.interference.compute_slowdown:7.2f} " + " ".join(f"{e:+7.1f}" for e in cells))
 
 
-def main(root: str = "reports", grid: list[float] | None = None) -> int:
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    k = q * (len(xs) - 1)
+    lo = int(k)
+    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (k - lo)
+
+
+def phase_spread(folder: Path) -> dict[str, float] | None:
+    """Within-run spread of each phase, p90/p10 - 1 (%) of the measured iterations' rank-mean
+    values, per point (all its runs pooled), median over the points."""
+    per_point: dict[str, dict[str, list[float]]] = {}
+    for path in sorted((folder / "validation").glob("*.run*.json")):
+        m = json.loads(path.read_text())
+        acc = per_point.setdefault(path.name.split(".run")[0], {"forward_s": [], "backward_s": [], "iteration_s": []})
+        ranks = [{it["iteration"]: it for it in r["iterations"] if it["iteration"] > m["warmup"]} for r in m["ranks"]]
+        for i in sorted(set.intersection(*(set(r) for r in ranks))):
+            for k in acc:
+                acc[k].append(statistics.fmean(r[i][k] for r in ranks))
+    if not per_point:
+        return None
+    out = {}
+    for k in ("forward_s", "backward_s", "iteration_s"):
+        vals = [100 * (_quantile(v[k], 0.9) / _quantile(v[k], 0.1) - 1) for v in per_point.values() if len(v[k]) >= 2]
+        out[k] = statistics.median(vals) if vals else float("nan")
+    return out
+
+
+def bucket_timing(root: Path) -> None:
+    """Per point with a hooked run: measured vs predicted backward span, all-reduce time, tail,
+    and the compute_slowdown that matches the measured span (module docstring)."""
+    from ddpsim.calibration import load_calibration
+    from ddpsim.engine import simulate
+    from ddpsim.scenario import load_scenario
+    from ddpsim.simconfig import Interference
+    from ddpsim.trace import load_trace
+    from ddpsim.validate import bucket_service_s, predicted_bucket_times
+
+    print("\nper-bucket timing, measured / predicted (ms; measured: hooked run, medians over its iterations, rank 0)")
+    print(f"{'scenario':22s} {'point':12s} {'buckets':>7s} {'backward span':>17s} {'all-reduce sum':>17s} "
+          f"{'last bucket':>15s} {'fitted':>7s} {'span wants':>10s}")
+    for vj in sorted(root.glob("*/validation.json")):
+        d = json.loads(vj.read_text())
+        timed = {k: v for k, v in (d.get("buckets") or {}).items() if v.get("measured")}
+        if not timed or not Path(d.get("trace", "")).is_file() or not Path(d.get("calibration", "")).is_file():
+            continue
+        cal = load_calibration(d["calibration"])
+        scen, trace = load_scenario(d["scenario"]), load_trace(d["trace"])
+        points = {p.point_id: p for p in scen.points()}
+        for name, b in timed.items():
+            if name not in points:
+                continue
+            meas, pred = b["measured"], b["predicted"]
+
+            def span(bs: list[dict]) -> float:
+                return max(x["launch_s"] for x in bs) - min(x["launch_s"] for x in bs)
+
+            def predicted_span(g: float) -> float:
+                c = cal if cal.interference is None else replace(
+                    cal, interference=Interference(compute_slowdown=g, comm_slowdown=cal.interference.comm_slowdown))
+                inp = scen.build_point(points[name], trace=trace, calibration=c)
+                return span(predicted_bucket_times(simulate(inp.trace, inp.plan, inp.comm, inp.config)))
+
+            want = "n/a"
+            if cal.interference is not None and len(meas) > 1:
+                lo, hi, target = 1.0, 16.0, span(meas)
+                if predicted_span(lo) >= target:
+                    want = "<= 1"
+                elif predicted_span(hi) <= target:
+                    want = ">= 16"
+                else:
+                    for _ in range(20):
+                        mid = (lo + hi) / 2
+                        lo, hi = (mid, hi) if predicted_span(mid) < target else (lo, mid)
+                    want = f"{(lo + hi) / 2:.2f}"
+            sm, sp = bucket_service_s(meas), bucket_service_s(pred)
+            fitted = cal.interference.compute_slowdown if cal.interference is not None else 1.0
+            print(f"{d['scenario']:22s} {name:12s} {len(meas):7d} {span(meas) * 1e3:8.1f}/{span(pred) * 1e3:8.1f} "
+                  f"{sum(sm) * 1e3:8.1f}/{sum(sp) * 1e3:8.1f} {sm[-1] * 1e3:7.1f}/{sp[-1] * 1e3:7.1f} {fitted:7.2f} {want:>10s}")
+    print("\nwithin-run spread of the measured iterations (p90/p10 - 1, median over the points)")
+    print(f"{'scenario':22s} {'forward':>8s} {'backward+comm':>14s} {'step':>8s}")
+    for vj in sorted(root.glob("*/validation.json")):
+        sp = phase_spread(vj.parent)
+        if sp:
+            print(f"{json.loads(vj.read_text())['scenario']:22s} {sp['forward_s']:7.1f}% {sp['backward_s']:13.1f}% {sp['iteration_s']:7.1f}%")
+
+
+def main(root: str = "reports", grid: list[float] | None = None, buckets: bool = False) -> int:
     rows = []
     for vj in sorted(Path(root).glob("*/validation.json")):
         d = json.loads(vj.read_text())
@@ -138,6 +235,8 @@ def main(root: str = "reports", grid: list[float] | None = None) -> int:
               f"  optimizer {pred['optimizer'] * 1e3:7.2f} / {meas['optimizer'] * 1e3:7.2f}")
     if grid:
         slowdown_grid(Path(root), grid)
+    if buckets:
+        bucket_timing(Path(root))
     return 0
 
 
@@ -156,5 +255,7 @@ if __name__ == "__main__":
     ap.add_argument("root", nargs="?", default="reports", help="folder holding <scenario>/validation.json (default: reports)")
     ap.add_argument("--slowdown-grid", type=_grid, default=None, metavar="LIST",
                     help="also print the signed median error per scenario at each compute_slowdown in LIST")
+    ap.add_argument("--buckets", action="store_true",
+                    help="also print the per-bucket timing of the hooked runs against the prediction, and the within-run phase spread")
     a = ap.parse_args()
-    sys.exit(main(a.root, a.slowdown_grid))
+    sys.exit(main(a.root, a.slowdown_grid, a.buckets))

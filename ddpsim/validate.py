@@ -321,8 +321,10 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     ``<out_dir>/<scenario>/validation/`` -- nothing is run: every run's step times are
     recomputed from its per-rank records with ``executor.ddp_step.summarize``, and the points
     are simulated again from the pooled trace (``trace.concurrent.json``, or the one
-    ``validation.json`` names) with the calibration ``validation.json`` names (or
-    ``calibration``). For a changed engine, statistic or calibration, without measuring again.
+    ``validation.json`` names; when that path is gone, the file of the same name under
+    ``validation/``, so a moved report folder still rebuilds) with the calibration
+    ``validation.json`` names (or ``calibration``). For a changed engine, statistic or
+    calibration, without measuring again.
 
     Raises:
         InputError: no earlier validation there, or a raw file missing or unreadable (one line).
@@ -344,6 +346,8 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     cal_path = Path(calibration) if calibration else Path(old["calibration"])
     cal = load_calibration(cal_path)
     trace_path = Path(old["trace"])
+    if not trace_path.is_file() and (raw / trace_path.name).is_file():
+        trace_path = raw / trace_path.name  # the report folder was moved (or cloned): its own copy
     trace = load_trace(trace_path)
     points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
     outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb) for p in points}
@@ -415,6 +419,20 @@ def predicted_bucket_times(result: Any) -> list[dict[str, Any]]:
     return [{"bucket": b.bucket, "size_bytes": b.size_bytes, "launch_s": b.launch_s - it.start_s,
              "end_s": b.end_s - it.start_s}
             for b in sorted(result.buckets, key=lambda b: b.bucket) if b.iteration == it.iteration and b.rank == it.rank]
+
+
+def bucket_service_s(buckets: list[dict[str, Any]]) -> list[float]:
+    """Each bucket's own all-reduce time, in bucket order (the output of
+    :func:`predicted_bucket_times` or :func:`measured_bucket_times`): ``end - max(launch, the
+    previous bucket's end)`` -- one communication stream runs them in bucket order, so a bucket
+    launched while the one before it still runs waits for it first. The raw ``end - launch``
+    counts that queueing; this does not. (Measured times are per-bucket medians over
+    iterations, so a small bucket right behind a large one can come out slightly negative.)"""
+    out, prev = [], float("-inf")
+    for b in sorted(buckets, key=lambda b: b["bucket"]):
+        out.append(b["end_s"] - max(b["launch_s"], prev))
+        prev = b["end_s"]
+    return out
 
 
 def measured_bucket_times(hooked: dict[str, Any]) -> list[dict[str, Any]]:

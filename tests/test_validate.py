@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,14 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
     assert again[0]["measured_s"] == rows[0]["measured_s"]
     assert float(again[0]["predicted_s"]) > float(rows[0]["predicted_s"])
     assert json.loads((rep / "validation.json").read_text())["calibration"] == str(cal2)
+    # a moved report folder rebuilds from its own trace copy (the recorded path is gone)
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(tmp_path / "reports", moved)
+    shutil.rmtree(tmp_path / "reports")
+    assert main(["validate", str(scen), "--reanalyze", "--calibration", str(cal2), "--out-dir", str(moved)]) == 0
+    data = json.loads((moved / "tiny-validate" / "validation.json").read_text())
+    assert data["trace"] == str(moved / "tiny-validate" / "validation" / "trace.concurrent.json")
+    assert data["rows"][0]["predicted_s"] == pytest.approx(float(again[0]["predicted_s"]), rel=1e-5)
 
 
 def test_reanalyze_without_an_earlier_validation_is_one_line_exit_2(tmp_path, capsys):
@@ -170,3 +179,14 @@ def test_rounds_rotate_the_order_of_the_points():
     # over as many rounds as points, every point runs once in every position
     assert all(sorted(round_order(pts, r)[i] for r in (1, 2, 3)) == pts for i in range(3))
     assert round_order([], 2) == []
+
+
+def test_bucket_service_times_take_out_the_queueing_behind_the_previous_bucket():
+    from ddpsim.validate import bucket_service_s
+
+    # bucket 0 runs 10..30; bucket 1 launched at 20 waits for it, runs 30..35; bucket 2 launched
+    # at 50 on an idle stream runs 50..58 (ms; given out of order: bucket order is what counts)
+    b = [{"bucket": 2, "launch_s": 0.050, "end_s": 0.058}, {"bucket": 0, "launch_s": 0.010, "end_s": 0.030},
+         {"bucket": 1, "launch_s": 0.020, "end_s": 0.035}]
+    assert bucket_service_s(b) == pytest.approx([0.020, 0.005, 0.008])
+    assert bucket_service_s([]) == []

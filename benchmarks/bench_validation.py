@@ -16,8 +16,9 @@ one-calibration-per-machine model, never used to predict).
 ``--buckets``: also, for every point with a hooked run (``validate`` without
 ``--no-bucket-timing``), the per-bucket timing measured (medians over the hooked run's iterations,
 rank 0) against predicted (the first steady iteration): the backward span from the first to
-the last bucket launch (backward compute under the overlap), the sum of the buckets' own
-all-reduce times (queueing behind the previous bucket taken out:
+the last bucket's start (the last rank's launch: backward compute under the overlap, on the
+rank that falls behind), the sum of the buckets' own all-reduce times (the wait for the last
+rank and the queueing behind the previous bucket taken out:
 :func:`ddpsim.validate.bucket_service_s`), the last bucket's, and the compute_slowdown at which
 the engine's backward span equals the measured one (bisection over 1..16 with the report's
 calibration otherwise) -- what the overlap cost this model's backward, beside the probe's fit.
@@ -157,7 +158,8 @@ def bucket_timing(root: Path) -> None:
     from ddpsim.trace import load_trace
     from ddpsim.validate import bucket_service_s, predicted_bucket_times
 
-    print("\nper-bucket timing, measured / predicted (ms; measured: hooked run, medians over its iterations, rank 0)")
+    print("\nper-bucket timing, measured / predicted (ms; measured: hooked run, medians over its iterations; span and"
+          " all-reduce from the last rank's launches)")
     print(f"{'scenario':22s} {'point':12s} {'buckets':>7s} {'backward span':>17s} {'all-reduce sum':>17s} "
           f"{'last bucket':>15s} {'fitted':>7s} {'span wants':>10s}")
     for vj in sorted(root.glob("*/validation.json")):
@@ -173,8 +175,9 @@ def bucket_timing(root: Path) -> None:
                 continue
             meas, pred = b["measured"], b["predicted"]
 
-            def span(bs: list[dict]) -> float:
-                return max(x["launch_s"] for x in bs) - min(x["launch_s"] for x in bs)
+            def span(bs: list[dict]) -> float:  # the last rank's launches: when each all-reduce could begin
+                st = [x.get("start_s", x["launch_s"]) for x in bs]
+                return max(st) - min(st)
 
             def predicted_span(g: float) -> float:
                 c = cal if cal.interference is None else replace(

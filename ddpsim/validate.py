@@ -411,38 +411,51 @@ def _options(scenario: Any, point: Any) -> list[str]:
 
 
 def predicted_bucket_times(result: Any) -> list[dict[str, Any]]:
-    """Per bucket of the first steady iteration (rank 0): launch and end, from the iteration start."""
+    """Per bucket of the first steady iteration (rank 0): launch, start (the collective began:
+    every rank had launched it and the stream was free) and end, from the iteration start."""
     steady = result.steady_iterations()
     if not steady:
         return []
     it = min(steady, key=lambda s: (s.iteration, s.rank))
     return [{"bucket": b.bucket, "size_bytes": b.size_bytes, "launch_s": b.launch_s - it.start_s,
-             "end_s": b.end_s - it.start_s}
+             "start_s": b.start_s - it.start_s, "end_s": b.end_s - it.start_s}
             for b in sorted(result.buckets, key=lambda b: b.bucket) if b.iteration == it.iteration and b.rank == it.rank]
 
 
 def bucket_service_s(buckets: list[dict[str, Any]]) -> list[float]:
     """Each bucket's own all-reduce time, in bucket order (the output of
-    :func:`predicted_bucket_times` or :func:`measured_bucket_times`): ``end - max(launch, the
-    previous bucket's end)`` -- one communication stream runs them in bucket order, so a bucket
-    launched while the one before it still runs waits for it first. The raw ``end - launch``
-    counts that queueing; this does not. (Measured times are per-bucket medians over
-    iterations, so a small bucket right behind a large one can come out slightly negative.)"""
+    :func:`predicted_bucket_times` or :func:`measured_bucket_times`): ``end - max(start, the
+    previous bucket's end)``, ``start`` being the last rank's launch (``launch`` where a record
+    has no ``start_s``) -- one communication stream runs them in bucket order, so a bucket
+    launched while the one before it still runs waits for it first, and no all-reduce begins
+    before every rank launched it. The raw ``end - launch`` counts both waits; this does not.
+    (Measured times are per-bucket medians over iterations, so a small bucket right behind a
+    large one can come out slightly negative.)"""
     out, prev = [], float("-inf")
     for b in sorted(buckets, key=lambda b: b["bucket"]):
-        out.append(b["end_s"] - max(b["launch_s"], prev))
+        out.append(b["end_s"] - max(b.get("start_s", b["launch_s"]), prev))
         prev = b["end_s"]
     return out
 
 
 def measured_bucket_times(hooked: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per bucket, the median launch and end over the hooked run's measured iterations (rank 0)."""
+    """Per bucket, the median launch and end over the hooked run's measured iterations (rank 0),
+    and the median of the LAST rank's launch (``start_s``; each rank's times are from its own
+    iteration start): an all-reduce begins once every rank has launched it, so on a host where
+    one rank falls behind in backward, rank 0's ``end - launch`` also holds its wait for the
+    other rank."""
     recs = [b for b in hooked["ranks"][0]["buckets"] if b["iteration"] > hooked["warmup"]]
+    last: dict[tuple[int, int], float] = {}
+    for r in hooked["ranks"]:
+        for b in r["buckets"]:
+            key = (b["iteration"], b["bucket"])
+            last[key] = max(last.get(key, float("-inf")), b["launch_s"])
     out = []
     for k in sorted({b["bucket"] for b in recs}):
         bs = [b for b in recs if b["bucket"] == k]
         out.append({"bucket": k, "size_bytes": bs[0]["size_bytes"],
                     "launch_s": statistics.median(b["launch_s"] for b in bs),
+                    "start_s": statistics.median(last[(b["iteration"], k)] for b in bs),
                     "end_s": statistics.median(b["end_s"] for b in bs)})
     return out
 

@@ -190,3 +190,21 @@ def test_bucket_service_times_take_out_the_queueing_behind_the_previous_bucket()
          {"bucket": 1, "launch_s": 0.020, "end_s": 0.035}]
     assert bucket_service_s(b) == pytest.approx([0.020, 0.005, 0.008])
     assert bucket_service_s([]) == []
+    # the other rank launched bucket 2 only at 54: it ran 54..58
+    b[0]["start_s"] = 0.054
+    assert bucket_service_s(b) == pytest.approx([0.020, 0.005, 0.004])
+
+
+def test_measured_bucket_start_is_the_last_ranks_launch():
+    from ddpsim.validate import measured_bucket_times
+
+    def rec(it, k, launch, end):
+        return {"iteration": it, "bucket": k, "size_bytes": 100, "launch_s": launch, "end_s": end}
+
+    # iterations 1 (warm-up) and 2-4; rank 1 launches late in 2 and 4, rank 0 in 3
+    r0 = [rec(1, 0, 9.0, 9.9), rec(2, 0, 0.10, 0.30), rec(3, 0, 0.20, 0.32), rec(4, 0, 0.11, 0.40)]
+    r1 = [rec(1, 0, 9.0, 9.9), rec(2, 0, 0.25, 0.30), rec(3, 0, 0.12, 0.32), rec(4, 0, 0.31, 0.40)]
+    (b,) = measured_bucket_times({"warmup": 1, "ranks": [{"buckets": r0}, {"buckets": r1}]})
+    assert b["launch_s"] == pytest.approx(0.11)      # rank 0's own: median of 0.10, 0.20, 0.11
+    assert b["start_s"] == pytest.approx(0.25)       # median of the later launches 0.25, 0.20, 0.31
+    assert b["end_s"] == pytest.approx(0.32)

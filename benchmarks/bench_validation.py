@@ -19,7 +19,7 @@ rank 0) against predicted (the first steady iteration): the backward span from t
 the last bucket's start (the last rank's launch: backward compute under the overlap, on the
 rank that falls behind), the sum of the buckets' own all-reduce times (the wait for the last
 rank and the queueing behind the previous bucket taken out:
-:func:`ddpsim.validate.bucket_service_s`), the last bucket's, and the compute_slowdown at which
+:func:`ddpsim.validate.bucket_figures`), the last bucket's, and the compute_slowdown at which
 the engine's backward span equals the measured one (bisection over 1..16 with the report's
 calibration otherwise) -- what the overlap cost this model's backward, beside the probe's fit.
 And, from every raw run, how much the per-iteration phases move within one run (p90/p10 - 1 of
@@ -156,7 +156,7 @@ def bucket_timing(root: Path) -> None:
     from ddpsim.scenario import load_scenario
     from ddpsim.simconfig import Interference
     from ddpsim.trace import load_trace
-    from ddpsim.validate import bucket_service_s, predicted_bucket_times
+    from ddpsim.validate import bucket_figures, predicted_bucket_times
 
     print("\nper-bucket timing, measured / predicted (ms; measured: hooked run, medians over its iterations; span and"
           " all-reduce from the last rank's launches)")
@@ -175,19 +175,16 @@ def bucket_timing(root: Path) -> None:
                 continue
             meas, pred = b["measured"], b["predicted"]
 
-            def span(bs: list[dict]) -> float:  # the last rank's launches: when each all-reduce could begin
-                st = [x.get("start_s", x["launch_s"]) for x in bs]
-                return max(st) - min(st)
-
             def predicted_span(g: float) -> float:
                 c = cal if cal.interference is None else replace(
                     cal, interference=Interference(compute_slowdown=g, comm_slowdown=cal.interference.comm_slowdown))
                 inp = scen.build_point(points[name], trace=trace, calibration=c)
-                return span(predicted_bucket_times(simulate(inp.trace, inp.plan, inp.comm, inp.config)))
+                return bucket_figures(predicted_bucket_times(simulate(inp.trace, inp.plan, inp.comm, inp.config)))["span_s"]
 
+            fm, fp = bucket_figures(meas), bucket_figures(pred)
             want = "n/a"
             if cal.interference is not None and len(meas) > 1:
-                lo, hi, target = 1.0, 16.0, span(meas)
+                lo, hi, target = 1.0, 16.0, fm["span_s"]
                 if predicted_span(lo) >= target:
                     want = "<= 1"
                 elif predicted_span(hi) <= target:
@@ -197,10 +194,10 @@ def bucket_timing(root: Path) -> None:
                         mid = (lo + hi) / 2
                         lo, hi = (mid, hi) if predicted_span(mid) < target else (lo, mid)
                     want = f"{(lo + hi) / 2:.2f}"
-            sm, sp = bucket_service_s(meas), bucket_service_s(pred)
             fitted = cal.interference.compute_slowdown if cal.interference is not None else 1.0
-            print(f"{d['scenario']:22s} {name:12s} {len(meas):7d} {span(meas) * 1e3:8.1f}/{span(pred) * 1e3:8.1f} "
-                  f"{sum(sm) * 1e3:8.1f}/{sum(sp) * 1e3:8.1f} {sm[-1] * 1e3:7.1f}/{sp[-1] * 1e3:7.1f} {fitted:7.2f} {want:>10s}")
+            print(f"{d['scenario']:22s} {name:12s} {len(meas):7d} {fm['span_s'] * 1e3:8.1f}/{fp['span_s'] * 1e3:8.1f} "
+                  f"{fm['allreduce_sum_s'] * 1e3:8.1f}/{fp['allreduce_sum_s'] * 1e3:8.1f} "
+                  f"{fm['last_s'] * 1e3:7.1f}/{fp['last_s'] * 1e3:7.1f} {fitted:7.2f} {want:>10s}")
     print("\nwithin-run spread of the measured iterations (p90/p10 - 1, median over the points)")
     print(f"{'scenario':22s} {'forward':>8s} {'backward+comm':>14s} {'step':>8s}")
     for vj in sorted(root.glob("*/validation.json")):

@@ -438,6 +438,18 @@ def bucket_service_s(buckets: list[dict[str, Any]]) -> list[float]:
     return out
 
 
+def bucket_figures(buckets: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Three figures of one iteration's buckets (records as :func:`bucket_service_s` takes):
+    ``span_s``, from the first bucket's start to the last one's (backward compute under the
+    overlap, on the rank that launches last); ``allreduce_sum_s``, the buckets' own all-reduce
+    times added up; ``last_s``, the last bucket's. None without buckets."""
+    if not buckets:
+        return None
+    starts = [b.get("start_s", b["launch_s"]) for b in buckets]
+    service = bucket_service_s(buckets)
+    return {"span_s": max(starts) - min(starts), "allreduce_sum_s": sum(service), "last_s": service[-1]}
+
+
 def measured_bucket_times(hooked: dict[str, Any]) -> list[dict[str, Any]]:
     """Per bucket, the median launch and end over the hooked run's measured iterations (rank 0),
     and the median of the LAST rank's launch (``start_s``; each rank's times are from its own
@@ -539,10 +551,25 @@ def markdown(data: dict[str, Any]) -> str:
                      f"{ms(r['measured_p90_s'])} | {err} | {band} | {r['num_runs']} | "
                      f"{'' if r.get('run_spread_pct') is None else format(r['run_spread_pct'], '.1f') + ' %'} | "
                      f"{_fmt(r['num_buckets_real'])} | {pm} |")
-    lines += ["", "Per-bucket all-reduce end times (first steady iteration, from the iteration's start) are in "
+    lines += ["", "Per-bucket launch, start and end times (from the iteration's start; predicted: the first steady "
+              "iteration; measured: medians over the hooked run's iterations) are in "
               "`validation.json` and `validation.png`; the measured ones come from a separate run with a timing comm "
               "hook (a hook makes DDP skip the fused division, so that run's iteration time is not the one compared: "
               "column `measured_hooked_s` of `validation.csv`).", ""]
+    timed = [(k, bucket_figures(b["measured"]), bucket_figures(b["predicted"]), len(b["measured"]))
+             for k, b in (data.get("buckets") or {}).items() if b.get("measured") and b.get("predicted")]
+    if timed:
+        lines += ["Per bucket, measured (the hooked run: medians over its iterations) / predicted, in ms. Each bucket's "
+                  "times count from its start, the last rank's launch: `backward span` runs from the first bucket's "
+                  "start to the last one's (backward compute under the overlap, on the rank that launches last); the "
+                  "all-reduce times leave out the waits for that rank and for the previous bucket.", "",
+                  "| point | buckets | backward span | all-reduce time, summed | last bucket's all-reduce |",
+                  "|---|---:|---:|---:|---:|"]
+        for k, m, p, n in timed:
+            lines.append(f"| {k} | {n} | {m['span_s'] * 1e3:.1f} / {p['span_s'] * 1e3:.1f} | "
+                         f"{m['allreduce_sum_s'] * 1e3:.1f} / {p['allreduce_sum_s'] * 1e3:.1f} | "
+                         f"{m['last_s'] * 1e3:.1f} / {p['last_s'] * 1e3:.1f} |")
+        lines.append("")
     return "\n".join(lines)
 
 

@@ -109,6 +109,11 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
     assert [d["size_bytes"] for d in b["measured"]] == [273448, 263168, 263168, 263168]
     md = (rep / "validation.md").read_text()
     assert "| cap=0.1 |" in md and "median |error|" in md
+    # the per-bucket figures of the hooked run, measured / predicted
+    from ddpsim.validate import bucket_figures
+    fm, fp = bucket_figures(b["measured"]), bucket_figures(b["predicted"])
+    assert f"| cap=0.1 | 4 | {fm['span_s'] * 1e3:.1f} / {fp['span_s'] * 1e3:.1f} | " in md
+    assert fm["span_s"] > 0 and fm["allreduce_sum_s"] > 0 and fp["allreduce_sum_s"] > 0
     assert (rep / "validation.png").stat().st_size > 0
     # the prediction trace was captured on both ranks at once, next to the raw measurements
     assert json.loads((rep / "validation" / "trace.concurrent.json").read_text())["environment"]["concurrent_ranks"] == 2
@@ -193,6 +198,11 @@ def test_bucket_service_times_take_out_the_queueing_behind_the_previous_bucket()
     # the other rank launched bucket 2 only at 54: it ran 54..58
     b[0]["start_s"] = 0.054
     assert bucket_service_s(b) == pytest.approx([0.020, 0.005, 0.004])
+    from ddpsim.validate import bucket_figures
+
+    # starts 10, 20, 54: span 44 ms; all-reduces 20 + 5 + 4 ms; the last one's 4 ms
+    assert bucket_figures(b) == pytest.approx({"span_s": 0.044, "allreduce_sum_s": 0.029, "last_s": 0.004})
+    assert bucket_figures([]) is None
 
 
 def test_measured_bucket_start_is_the_last_ranks_launch():

@@ -25,8 +25,9 @@ bisection finds the crossing; outside [1, MAX_SLOWDOWN] the nearest end is kept 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ddpsim.errors import InputError
 from ddpsim.simconfig import Interference, SimConfig
@@ -101,25 +102,30 @@ def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interferenc
     return float(simulate(trace, plan, comm, config).summary()["iteration_p50_s"])
 
 
+def bisect_increasing(f: Callable[[float], float], target: float, lo: float, hi: float,
+                      steps: int = STEPS) -> tuple[float, bool]:
+    """``(x, clamped)``: x in [lo, hi] where the non-decreasing ``f`` meets ``target``, after
+    ``steps`` halvings; ``(lo, True)`` if ``f(lo) >= target``, ``(hi, True)`` if ``f(hi) <= target``."""
+    if f(lo) >= target:
+        return lo, True
+    if f(hi) <= target:
+        return hi, True
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        if f(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi), False
+
+
 def fit_probe(trace: Any, measured_s: float, cal: Any, cap_mb: float, comm_slowdown: float) -> ProbeFit:
     """Solve ``predict(compute_slowdown) == measured_s`` on [1, MAX_SLOWDOWN] by bisection."""
     cal = replace(cal, interference=None)
 
+    @functools.lru_cache(maxsize=None)  # f(1) and the answer are read again below
     def f(s: float) -> float:
         return predict_probe(trace, cal, cap_mb, Interference(compute_slowdown=s, comm_slowdown=comm_slowdown))
 
-    lo, hi = 1.0, MAX_SLOWDOWN
-    p_lo = f(lo)
-    if p_lo >= measured_s:
-        return ProbeFit(1.0, measured_s, p_lo, p_lo, clamped=True)
-    p_hi = f(hi)
-    if p_hi <= measured_s:
-        return ProbeFit(hi, measured_s, p_hi, p_lo, clamped=True)
-    for _ in range(STEPS):
-        mid = 0.5 * (lo + hi)
-        if f(mid) < measured_s:
-            lo = mid
-        else:
-            hi = mid
-    s = 0.5 * (lo + hi)
-    return ProbeFit(s, measured_s, f(s), p_lo, clamped=False)
+    s, clamped = bisect_increasing(f, measured_s, 1.0, MAX_SLOWDOWN)
+    return ProbeFit(s, measured_s, f(s), f(1.0), clamped=clamped)

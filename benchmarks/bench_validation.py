@@ -15,11 +15,14 @@ one-calibration-per-machine model, never used to predict).
 
 ``--buckets``: also, for every point with a hooked run (``validate`` without
 ``--no-bucket-timing``), the per-bucket timing measured (medians over the hooked run's iterations,
-rank 0) against predicted (the first steady iteration): the backward span from the first to
+rank 0) against predicted (the first steady iteration): the first bucket's start (forward and
+early backward, from the iteration start), the backward span from the first to
 the last bucket's start (the last rank's launch: backward compute under the overlap, on the
 rank that falls behind), the sum of the buckets' own all-reduce times (the wait for the last
 rank and the queueing behind the previous bucket taken out:
-:func:`ddpsim.validate.bucket_figures`), the last bucket's, and the compute_slowdown at which
+:func:`ddpsim.validate.bucket_figures`), the last bucket's, how far apart the ranks launch the
+last bucket (measured: each rank's median; predicted: the first steady iteration), and the
+compute_slowdown at which
 the engine's backward span equals the measured one (bisection over 1..16 with the report's
 calibration otherwise) -- what the overlap cost this model's backward, beside the probe's fit.
 And, from every raw run, how much the per-iteration phases move within one run (p90/p10 - 1 of
@@ -36,6 +39,7 @@ import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 
 def forward_drift(folder: Path, data: dict) -> tuple[float, float] | None:
@@ -121,16 +125,11 @@ def slowdown_grid(root: Path, grid: list[float]) -> None:
         print(f"{d['scenario']:22s} {cal.interference.compute_slowdown:7.2f} " + " ".join(f"{e:+7.1f}" for e in cells))
 
 
-def _quantile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    k = q * (len(xs) - 1)
-    lo = int(k)
-    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (k - lo)
-
-
 def phase_spread(folder: Path) -> dict[str, float] | None:
     """Within-run spread of each phase, p90/p10 - 1 (%) of the measured iterations' rank-mean
     values, per point (all its runs pooled), median over the points."""
+    from ddpsim.trace import quantile
+
     per_point: dict[str, dict[str, list[float]]] = {}
     for path in sorted((folder / "validation").glob("*.run*.json")):
         m = json.loads(path.read_text())
@@ -143,27 +142,36 @@ def phase_spread(folder: Path) -> dict[str, float] | None:
         return None
     out = {}
     for k in ("forward_s", "backward_s", "iteration_s"):
-        vals = [100 * (_quantile(v[k], 0.9) / _quantile(v[k], 0.1) - 1) for v in per_point.values() if len(v[k]) >= 2]
+        vals = [100 * (quantile(v[k], 0.9) / quantile(v[k], 0.1) - 1) for v in per_point.values() if len(v[k]) >= 2]
         out[k] = statistics.median(vals) if vals else float("nan")
     return out
 
 
+def last_launch_skew_s(per_rank: list[list[dict]], bucket: int) -> float:
+    """How far apart the ranks launch ``bucket``: max - min over ranks of each rank's median
+    launch (records with ``bucket`` and ``launch_s``, per rank)."""
+    meds = [statistics.median(b["launch_s"] for b in recs if b["bucket"] == bucket) for recs in per_rank]
+    return max(meds) - min(meds)
+
+
 def bucket_timing(root: Path) -> None:
-    """Per point with a hooked run: measured vs predicted backward span, all-reduce time, tail,
-    and the compute_slowdown that matches the measured span (module docstring)."""
+    """Per point with a hooked run: measured vs predicted first start, backward span, all-reduce
+    time, last bucket, ranks' skew at the last launch, and the compute_slowdown that matches the
+    measured span (module docstring)."""
     from ddpsim.calibration import load_calibration
     from ddpsim.engine import simulate
+    from ddpsim.interference_fit import bisect_increasing
     from ddpsim.scenario import load_scenario
     from ddpsim.simconfig import Interference
     from ddpsim.trace import load_trace
     from ddpsim.validate import bucket_figures, predicted_bucket_times
 
-    print("\nper-bucket timing, measured / predicted (ms; measured: hooked run, medians over its iterations; span and"
-          " all-reduce from the last rank's launches)")
-    print(f"{'scenario':22s} {'point':12s} {'buckets':>7s} {'backward span':>17s} {'all-reduce sum':>17s} "
-          f"{'last bucket':>15s} {'fitted':>7s} {'span wants':>10s}")
-    for vj in sorted(root.glob("*/validation.json")):
-        d = json.loads(vj.read_text())
+    reports = [(vj, json.loads(vj.read_text())) for vj in sorted(root.glob("*/validation.json"))]
+    print("\nper-bucket timing, measured / predicted (ms; measured: hooked run, medians over its iterations; first start,"
+          " span and all-reduce from the last rank's launches; skew: how far apart the ranks launch the last bucket)")
+    print(f"{'scenario':22s} {'point':12s} {'buckets':>7s} {'first start':>15s} {'backward span':>17s} {'all-reduce sum':>17s} "
+          f"{'last bucket':>15s} {'skew':>15s} {'fitted':>7s} {'span wants':>10s}")
+    for vj, d in reports:
         timed = {k: v for k, v in (d.get("buckets") or {}).items() if v.get("measured")}
         if not timed or not Path(d.get("trace", "")).is_file() or not Path(d.get("calibration", "")).is_file():
             continue
@@ -175,35 +183,38 @@ def bucket_timing(root: Path) -> None:
                 continue
             meas, pred = b["measured"], b["predicted"]
 
-            def predicted_span(g: float) -> float:
-                c = cal if cal.interference is None else replace(
+            def predicted(g: float | None = None) -> Any:
+                c = cal if cal.interference is None or g is None else replace(
                     cal, interference=Interference(compute_slowdown=g, comm_slowdown=cal.interference.comm_slowdown))
                 inp = scen.build_point(points[name], trace=trace, calibration=c)
-                return bucket_figures(predicted_bucket_times(simulate(inp.trace, inp.plan, inp.comm, inp.config)))["span_s"]
+                return simulate(inp.trace, inp.plan, inp.comm, inp.config)
 
             fm, fp = bucket_figures(meas), bucket_figures(pred)
             want = "n/a"
             if cal.interference is not None and len(meas) > 1:
-                lo, hi, target = 1.0, 16.0, fm["span_s"]
-                if predicted_span(lo) >= target:
-                    want = "<= 1"
-                elif predicted_span(hi) <= target:
-                    want = ">= 16"
-                else:
-                    for _ in range(20):
-                        mid = (lo + hi) / 2
-                        lo, hi = (mid, hi) if predicted_span(mid) < target else (lo, mid)
-                    want = f"{(lo + hi) / 2:.2f}"
+                g, clamped = bisect_increasing(lambda g: bucket_figures(predicted_bucket_times(predicted(g)))["span_s"],
+                                               fm["span_s"], 1.0, 16.0, steps=20)
+                want = ("<= 1" if g == 1.0 else ">= 16") if clamped else f"{g:.2f}"
+            hooked = json.loads((vj.parent / "validation" / f"{name}.hooked.json").read_text())
+            last = meas[-1]["bucket"]
+            skew_m = last_launch_skew_s([[x for x in r["buckets"] if x["iteration"] > hooked["warmup"]]
+                                         for r in hooked["ranks"]], last)
+            res = predicted()
+            it = min(res.steady_iterations(), key=lambda s: (s.iteration, s.rank))
+            skew_p = last_launch_skew_s([[{"bucket": x.bucket, "launch_s": x.launch_s} for x in res.buckets
+                                          if x.rank == r and x.iteration == it.iteration] for r in sorted({x.rank for x in res.buckets})],
+                                        last)
             fitted = cal.interference.compute_slowdown if cal.interference is not None else 1.0
-            print(f"{d['scenario']:22s} {name:12s} {len(meas):7d} {fm['span_s'] * 1e3:8.1f}/{fp['span_s'] * 1e3:8.1f} "
+            print(f"{d['scenario']:22s} {name:12s} {len(meas):7d} {fm['first_start_s'] * 1e3:7.1f}/{fp['first_start_s'] * 1e3:7.1f} "
+                  f"{fm['span_s'] * 1e3:8.1f}/{fp['span_s'] * 1e3:8.1f} "
                   f"{fm['allreduce_sum_s'] * 1e3:8.1f}/{fp['allreduce_sum_s'] * 1e3:8.1f} "
-                  f"{fm['last_s'] * 1e3:7.1f}/{fp['last_s'] * 1e3:7.1f} {fitted:7.2f} {want:>10s}")
+                  f"{fm['last_s'] * 1e3:7.1f}/{fp['last_s'] * 1e3:7.1f} {skew_m * 1e3:7.1f}/{skew_p * 1e3:7.1f} {fitted:7.2f} {want:>10s}")
     print("\nwithin-run spread of the measured iterations (p90/p10 - 1, median over the points)")
     print(f"{'scenario':22s} {'forward':>8s} {'backward+comm':>14s} {'step':>8s}")
-    for vj in sorted(root.glob("*/validation.json")):
+    for vj, d in reports:
         sp = phase_spread(vj.parent)
         if sp:
-            print(f"{json.loads(vj.read_text())['scenario']:22s} {sp['forward_s']:7.1f}% {sp['backward_s']:13.1f}% {sp['iteration_s']:7.1f}%")
+            print(f"{d['scenario']:22s} {sp['forward_s']:7.1f}% {sp['backward_s']:13.1f}% {sp['iteration_s']:7.1f}%")
 
 
 def main(root: str = "reports", grid: list[float] | None = None, buckets: bool = False) -> int:

@@ -439,15 +439,17 @@ def bucket_service_s(buckets: list[dict[str, Any]]) -> list[float]:
 
 
 def bucket_figures(buckets: list[dict[str, Any]]) -> dict[str, float] | None:
-    """Three figures of one iteration's buckets (records as :func:`bucket_service_s` takes):
-    ``span_s``, from the first bucket's start to the last one's (backward compute under the
-    overlap, on the rank that launches last); ``allreduce_sum_s``, the buckets' own all-reduce
-    times added up; ``last_s``, the last bucket's. None without buckets."""
+    """Figures of one iteration's buckets (records as :func:`bucket_service_s` takes):
+    ``first_start_s``, the first bucket's start; ``span_s``, from there to the last bucket's
+    start (backward compute under the overlap, on the rank that launches last);
+    ``allreduce_sum_s``, the buckets' own all-reduce times added up; ``last_s``, the last
+    bucket's. None without buckets."""
     if not buckets:
         return None
     starts = [b.get("start_s", b["launch_s"]) for b in buckets]
     service = bucket_service_s(buckets)
-    return {"span_s": max(starts) - min(starts), "allreduce_sum_s": sum(service), "last_s": service[-1]}
+    return {"first_start_s": min(starts), "span_s": max(starts) - min(starts), "allreduce_sum_s": sum(service),
+            "last_s": service[-1]}
 
 
 def measured_bucket_times(hooked: dict[str, Any]) -> list[dict[str, Any]]:

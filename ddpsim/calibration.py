@@ -15,13 +15,15 @@ File (written by ``python -m executor collectives``)::
 
 ``ddp_iteration_overhead_s`` (optional; absent in older files = 0): DDP's fixed cost per
 iteration on this machine beyond the trace's compute and the all-reduce curve -- a tiny model
-timed with and without DDP by the executor, less the curve's all-reduce of its gradients.
-It is kept as measured when the file also has ``allreduce_after_compute``: recomputed
-against that curve it came out 0 on the 2-vCPU host (the tiny model's short compute gap
-pays less than the curve's 2 ms one), yet the mlp's forward under DDP runs ~0.3 ms over its
-trace -- the fixed cost the overhead stands for (the mlp validation: 11.8 % median error
-kept, 15.5 % recomputed). The
-engine adds it once per synchronised step (through :class:`CalibratedCommModel`).
+timed with and without DDP by the executor, less the loop curve's all-reduce of its gradients.
+The engine adds it once per synchronised step (through :class:`CalibratedCommModel`).
+When the file also has ``allreduce_after_compute`` and the executor's ``ddp_overhead``
+details, the loader recomputes it (:func:`consistent_ddp_overhead`) so that the engine
+reproduces the tiny model's measured DDP step: that step's one all-reduce is launched onto an
+idle stream and waited for, so the engine charges it the idle-launch extra on top of the loop
+curve (``max(loop, after-compute)`` in all), and the executor's residue, taken against the loop
+curve alone, would count that extra twice. The file's own figure stays in
+``Calibration.ddp_iteration_overhead_measured_s``.
 
 ``interference_probe`` (optional): a probe model's trace and its real DDP step time. When present
 (with ``interference``), the loaded ``interference.compute_slowdown`` is the value fitted so
@@ -112,6 +114,9 @@ class Calibration:
     interference_fit: Mapping[str, Any] | None = None
     #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
     allreduce_after_compute: tuple[CalibrationPoint, ...] = ()
+    #: the file's ``ddp_iteration_overhead_s`` when the loader recomputed it
+    #: (:func:`consistent_ddp_overhead`), else None
+    ddp_iteration_overhead_measured_s: float | None = None
     #: the probe's forward under DDP / its trace's forward, from the probe's phases (None: not
     #: measured); only the probe fit uses it (see :func:`probe_forward_factor`)
     probe_forward_factor: float | None = None
@@ -188,6 +193,10 @@ def calibration_from_dict(data: Any) -> Calibration:
                       copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
                       ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
                       device=str(data.get("device", "")), environment=env, allreduce_after_compute=after)
+    recomputed = consistent_ddp_overhead(cal, data.get("ddp_overhead"))
+    if recomputed is not None:
+        cal = replace(cal, ddp_iteration_overhead_s=recomputed,
+                      ddp_iteration_overhead_measured_s=cal.ddp_iteration_overhead_s)
     probe = data.get("interference_probe")
     factor = probe_forward_factor(probe, cal.ddp_iteration_overhead_s or 0.0)
     if factor is not None:
@@ -202,6 +211,25 @@ def calibration_from_dict(data: Any) -> Calibration:
                                                      comm_slowdown=interference.comm_slowdown),
                       interference_microbenchmark=interference, interference_fit=fit.as_dict())
     return cal
+
+
+def consistent_ddp_overhead(cal: Calibration, details: Any) -> float | None:
+    """The DDP overhead at which the engine reproduces the executor's tiny-model DDP step, or
+    None (nothing to recompute: no measured overhead, no after-compute curve, or details
+    without the step figures -- older files). See the module docstring.
+
+    ``max(0, ddp_step_s - bare_step_s - copy_s - (loop(n) + extra(n)))`` at the tiny model's
+    ``gradient_bytes`` n: what the engine charges one all-reduce launched onto an idle stream
+    and waited for (loop curve + :meth:`CalibratedCommModel.idle_launch_extra_s`, whose
+    ``extra`` is :func:`idle_extra_between`)."""
+    keys = ("ddp_step_s", "bare_step_s", "copy_s", "gradient_bytes")
+    if (cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or not isinstance(details, dict)
+            or not all(_num(details.get(k)) and details[k] >= 0 for k in keys)):
+        return None
+    n = int(details["gradient_bytes"])
+    loop, after = fit_curve(cal.allreduce), fit_curve(cal.allreduce_after_compute)
+    charged = loop.time_s(n) + idle_extra_between(loop, after, n)
+    return max(0.0, float(details["ddp_step_s"]) - float(details["bare_step_s"]) - float(details["copy_s"]) - charged)
 
 
 def probe_forward_factor(probe: Any, overhead_s: float) -> float | None:
@@ -385,6 +413,16 @@ def fit_curve(points: Sequence[CalibrationPoint]) -> CalibratedCurve:
     return CalibratedCurve(sizes=sizes, times_s=times, alpha_s=a, bandwidth_bytes_per_s=bw)
 
 
+def idle_extra_between(loop: CalibratedCurve, after: CalibratedCurve, size_bytes: int) -> float:
+    """The after-compute curve minus the loop curve at ``size_bytes`` clamped to the largest
+    after-compute size (beyond it the difference stays that of the largest: a wake-up latency,
+    not a bandwidth), floored at 0; 0 for an empty all-reduce."""
+    if size_bytes <= 0:
+        return 0.0
+    s = min(size_bytes, max(after.sizes))
+    return max(0.0, after.time_s(s) - loop.time_s(s))
+
+
 @dataclass(frozen=True, kw_only=True)
 class CalibrationFit:
     """Fitted curves of one calibration."""
@@ -456,11 +494,10 @@ class CalibratedCommModel:
         after = self.fit.allreduce_after_compute
         if after is None:
             return None
-        loop, top = self.fit.allreduce, max(after.sizes)
+        loop = self.fit.allreduce
 
         def extra_s(size_bytes: int) -> float:
-            s = min(size_bytes, top)
-            return max(0.0, after.time_s(s) - loop.time_s(s)) if size_bytes > 0 and self.num_ranks > 1 else 0.0
+            return idle_extra_between(loop, after, size_bytes) if self.num_ranks > 1 else 0.0
 
         return extra_s
 
@@ -490,6 +527,8 @@ class CalibratedCommModel:
         ar = self.fit.allreduce
         extra = {} if self.fit.allreduce_after_compute is None else {
             "allreduce_after_compute_points": len(self.fit.allreduce_after_compute.sizes)}
+        if self.calibration.ddp_iteration_overhead_measured_s is not None:
+            extra["ddp_iteration_overhead_measured_s"] = self.calibration.ddp_iteration_overhead_measured_s
         if self.calibration.probe_forward_factor is not None:
             extra["probe_forward_factor"] = self.calibration.probe_forward_factor
         if self.ddp_forward_factor != 1.0:

@@ -206,6 +206,38 @@ def test_ddp_iteration_overhead_is_optional_and_reaches_the_comm_model(tmp_path)
     assert calibration_from_dict(doc).ddp_iteration_overhead_s is None
 
 
+def test_ddp_overhead_is_recomputed_against_the_idle_launch_charge(tmp_path):
+    """With an after-compute curve, the overhead is what makes the engine's charge for the
+    executor's tiny DDP step (bare step + copies + loop + idle-launch extra + overhead) equal
+    the measured DDP step; the file's residue, taken against the loop curve alone, is kept aside."""
+    doc = synthetic()
+    doc["ddp_iteration_overhead_s"] = 2.0e-3
+    n = 4096 + 30720  # halfway: the after-compute curve is 1.0 ms over the loop there
+    doc["ddp_overhead"] = {"gradient_bytes": n, "ddp_step_s": 3.0e-3, "bare_step_s": 0.5e-3, "copy_s": 0.1e-3}
+    assert calibration_from_dict(doc).ddp_iteration_overhead_s == 2.0e-3   # no after-compute curve: as measured
+    doc["allreduce_after_compute"] = [{"size_bytes": s, "time_s": ALPHA + s / BW + d, "num_samples": 30}
+                                      for s, d in ((4096, 0.5e-3), (65536, 1.5e-3))]
+    cal = calibration_from_dict(doc)
+    loop = ALPHA + n / BW  # 53.93 us
+    assert cal.ddp_iteration_overhead_s == pytest.approx(3.0e-3 - 0.5e-3 - 0.1e-3 - (loop + 1.0e-3))  # 1.346 ms
+    assert cal.ddp_iteration_overhead_measured_s == 2.0e-3
+    m = build_comm_model(build_preset("cpu-gloo"), 2, calibration=cal)
+    assert m.iteration_overhead_s == pytest.approx(1.3460736e-3)
+    assert m.describe()["ddp_iteration_overhead_measured_s"] == 2.0e-3
+    assert loop + m.idle_launch_extra_s(n) + m.iteration_overhead_s + 0.6e-3 == pytest.approx(3.0e-3)
+    # a DDP step the charge already exceeds: 0, not negative
+    doc["ddp_overhead"]["ddp_step_s"] = 1.0e-3
+    assert calibration_from_dict(doc).ddp_iteration_overhead_s == 0.0
+    # an after-compute curve below the loop: the loop is the charge
+    doc["ddp_overhead"]["ddp_step_s"] = 3.0e-3
+    doc["allreduce_after_compute"] = [{"size_bytes": s, "time_s": (ALPHA + s / BW) / 2} for s in (4096, 65536)]
+    assert calibration_from_dict(doc).ddp_iteration_overhead_s == pytest.approx(3.0e-3 - 0.6e-3 - loop)
+    # details without the step figures (older files): as measured
+    doc["ddp_overhead"] = {"bare_step_s": 5e-4}
+    assert calibration_from_dict(doc).ddp_iteration_overhead_s == 2.0e-3
+    assert calibration_from_dict(doc).ddp_iteration_overhead_measured_s is None
+
+
 @pytest.mark.parametrize("value", [-1e-3, "2ms", float("inf"), True])
 def test_bad_ddp_iteration_overhead(value):
     doc = synthetic()

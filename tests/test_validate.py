@@ -38,6 +38,45 @@ def test_summary_figures_by_hand():
     assert s["median_run_spread_pct"] is None  # rows without repeated runs
 
 
+def test_point_compares_means_and_keeps_medians_beside_them():
+    """A bimodal step (one slow step in four): the mean and the median part ways, and the row
+    says which is which. Hand-computed: samples 1, 1, 1, 5 (run 1) and 1, 1, 1, 5 (run 2) ->
+    mean 2.0, median 1.0; sorted 1 x 6, 5 x 2: p10 1.0, p90 at position 0.9 * 7 = 6.3, between
+    two 5s -> 5.0."""
+    from ddpsim.validate import PointOutcome
+
+    run = {"summary": {"step_times_s": [1.0, 1.0, 1.0, 5.0], "iteration_s": 1.0},
+           "real_buckets": {"sizes": [1]}, "plan_matches": True}
+    o = PointOutcome("cap=1", 1.0, predicted_s=2.2, predicted_p50_s=1.1, runs=[run, run])
+    r = o.row()
+    assert r["measured_s"] == pytest.approx(2.0) and r["measured_median_s"] == pytest.approx(1.0)
+    assert (r["measured_p10_s"], r["measured_p90_s"]) == (pytest.approx(1.0), pytest.approx(5.0))
+    assert r["error_pct"] == pytest.approx(10.0)           # mean 2.2 against mean 2.0
+    assert r["error_p50_pct"] == pytest.approx(10.0)       # median 1.1 against median 1.0
+    assert r["in_band"] is True                             # 2.2 lies in 1.0..5.0
+    assert r["run_spread_pct"] == pytest.approx(0.0)
+    assert set(CSV_COLUMNS) <= set(r) | {"bucket_cap_mb"}
+    s = summary_figures([dict(r, error_p50_pct=-30.0), dict(r, point="cap=5", error_pct=-4.0, error_p50_pct=20.0)])
+    assert s["median_abs_error_pct"] == pytest.approx(7.0)    # of 10 and 4
+    assert s["median_abs_error_p50_pct"] == pytest.approx(25.0)  # of 30 and 20
+
+
+def test_tied_predictions_are_all_predicted_best():
+    """Three caps with one plan (the same predicted time) and one slower cap: ddpsim cannot tell
+    the three apart, so the measured best among them counts as the predicted best (gap 0),
+    and the summary names the tie."""
+    rows = [_row("cap=default", 1.00, 1.04, 0.9, 1.1), _row("cap=5", 1.00, 1.00, 0.9, 1.1),
+            _row("cap=25", 1.00, 1.02, 0.9, 1.1), _row("cap=1", 1.20, 0.99, 0.9, 1.1)]
+    s = summary_figures(rows)
+    assert (s["measured_best"], s["predicted_best"]) == ("cap=1", "cap=5")
+    assert s["predicted_best_tied"] == ["cap=default", "cap=5", "cap=25"]
+    assert s["predicted_best_gap_pct"] == pytest.approx(100 * 0.01 / 0.99)
+    s = summary_figures(rows[:2] + [_row("cap=25", 1.01, 0.95, 0.9, 1.1)])   # no tie with the best
+    assert s["predicted_best_tied"] == ["cap=default", "cap=5"] and s["predicted_best"] == "cap=5"
+    assert summary_figures(rows[1:])["predicted_best_tied"] == ["cap=5", "cap=25"]
+    assert summary_figures([rows[1], rows[3]])["predicted_best_tied"] == []
+
+
 def test_run_spread_is_the_range_of_run_medians_over_the_pooled_median():
     from ddpsim.validate import run_spread_pct
     assert run_spread_pct([0.9, 1.2, 1.0], 1.0) == pytest.approx(30.0)

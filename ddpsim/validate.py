@@ -571,9 +571,9 @@ def markdown(data: dict[str, Any]) -> str:
                   f"* inside the measured band: {s['num_in_band']}/{s['num_points']}; in band or within 10 %: "
                   f"{s['num_in_band_or_within_10pct']}/{s['num_points']}",
                   f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
-                  + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}: "
-                     f"the same predicted time; the fastest measured of them is named) " if s.get("predicted_best_tied") else "")
-                  + f"(its measured time is {s['predicted_best_gap_pct']:.1f} % above the measured best)",
+                  + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}, "
+                     f"the fastest measured of them named; " if s.get("predicted_best_tied") else "(")
+                  + f"its measured time is {s['predicted_best_gap_pct']:.1f} % above the measured best)",
                   f"* real DDP's rebuilt buckets equal ddpsim's plan at every point: {str(s['plan_matches_all']).lower()}"]
         if s.get("median_run_spread_pct") is not None:
             lines.append(f"* run-to-run spread (slowest minus fastest run's median at one point, over the measured): "

@@ -248,6 +248,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
                 "--max-bytes", "256MiB", "--repeats", "10", "--interference-repeats", "30"])
         echo(f"validate: calibration done in {time.perf_counter() - t:.0f} s")
     cal = load_calibration(cal_path)
+    _warn_clamped_fit(cal, echo)
 
     # 2. predictions -------------------------------------------------------------------------
     outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb)
@@ -371,6 +372,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
                          f"earlier 'ddpsim validate {scenario.name}' (run it first)") from None
     cal_path = Path(calibration) if calibration else Path(old["calibration"])
     cal = load_calibration(cal_path)
+    _warn_clamped_fit(cal, echo)
     trace_path = Path(old["trace"])
     if not trace_path.is_file() and (raw / trace_path.name).is_file():
         trace_path = raw / trace_path.name  # the report folder was moved (or cloned): its own copy
@@ -405,6 +407,24 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
                   iterations=old["iterations"], warmup=old["warmup"], repeats=max(len(o.runs) for o in outcomes.values()),
                   plots=plots, calibration=cal, reanalyzed=True)
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+def clamped_fit_warning(fit: dict[str, Any] | None) -> str | None:
+    """One line when the calibration's probe fit ran into the bisection's bound (the probe's
+    measured DDP step is beyond what the engine reaches at the largest slowdown): that is no
+    fit, and predictions made with it over-charge every overlapped all-reduce. None otherwise."""
+    if not fit or not fit.get("clamped"):
+        return None
+    return (f"the calibration's probe fit hit its bound: compute_slowdown {fit['compute_slowdown']:g} gives a "
+            f"{fit['predicted_step_s'] * 1e3:.1f} ms probe step, the probe measured {fit['measured_step_s'] * 1e3:.1f} ms "
+            f"({fit['predicted_without_interference_s'] * 1e3:.1f} ms without interference); the probe run was probably "
+            f"disturbed: re-calibrate (executor collectives) before trusting these predictions")
+
+
+def _warn_clamped_fit(cal: Any, echo: Callable[[str], None]) -> None:
+    msg = clamped_fit_warning(getattr(cal, "interference_fit", None))
+    if msg:
+        echo(f"validate: WARNING: {msg}")
 
 
 def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None:
@@ -557,10 +577,14 @@ def markdown(data: dict[str, Any]) -> str:
                 + ("" if data.get("ddp_iteration_overhead_measured_s") in (None, data["ddp_iteration_overhead_s"]) else
                    f" (the executor's residue against the loop curve: {data['ddp_iteration_overhead_measured_s'] * 1e3:.3f} ms)"))
              + ").",
-             "", f"Prediction trace: `{data['trace']}`.", "", "Measured = mean of the pooled steady-state step times (per iteration, the mean over ranks) of all runs, "
-             "predicted = mean of the simulated steady steps: the mean is what adds up to a job's wall time, and the "
-             "calibration's costs are means; band = the measured p10..p90. The medians (`measured_median_s`, "
-             "`predicted_p50_s`, `error_p50_pct` in `validation.csv`) are compared too. No GPU was used: gloo on CPU.", ""]
+             "", f"Prediction trace: `{data['trace']}`.", ""]
+    warn = clamped_fit_warning(inter.get("fitted_to_probe"))
+    if warn:
+        lines += [f"**WARNING: {warn}.**", ""]
+    lines += ["Measured = mean of the pooled steady-state step times (per iteration, the mean over ranks) of all runs, "
+              "predicted = mean of the simulated steady steps: the mean is what adds up to a job's wall time, and the "
+              "calibration's costs are means; band = the measured p10..p90. The medians (`measured_median_s`, "
+              "`predicted_p50_s`, `error_p50_pct` in `validation.csv`) are compared too. No GPU was used: gloo on CPU.", ""]
     if data.get("reanalyzed"):
         lines += ["Rebuilt from the raw runs under `validation/` by `ddpsim validate --reanalyze` (nothing run again: "
                         "step times recomputed from the per-rank records, every point simulated again).", ""]

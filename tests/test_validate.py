@@ -77,6 +77,23 @@ def test_tied_predictions_are_all_predicted_best():
     assert summary_figures([rows[1], rows[3]])["predicted_best_tied"] == []
 
 
+def test_a_probe_fit_at_its_bound_is_called_out():
+    from ddpsim.validate import clamped_fit_warning, markdown
+    fit = {"compute_slowdown": 16.0, "measured_step_s": 0.4972, "predicted_step_s": 0.4352,
+           "predicted_without_interference_s": 0.3020, "clamped": True}
+    msg = clamped_fit_warning(fit)
+    assert msg.startswith("the calibration's probe fit hit its bound: compute_slowdown 16 gives a 435.2 ms probe step, "
+                          "the probe measured 497.2 ms (302.0 ms without interference)")
+    assert clamped_fit_warning(dict(fit, clamped=False)) is None and clamped_fit_warning(None) is None
+    data = {"scenario": "s", "world_size": 2, "num_threads": 1, "model": "mlp", "batch_size": 1, "warmup": 1,
+            "iterations": 1, "repeats": 1, "calibration": "c.json", "trace": "t.json", "summary": {}, "rows": [],
+            "interference": {"compute_slowdown": 16.0, "comm_slowdown": 2.0, "fitted_to_probe": fit,
+                             "microbenchmark": {"compute_slowdown": 1.5, "comm_slowdown": 2.0}}}
+    assert f"**WARNING: {msg}.**" in markdown(data).splitlines()
+    data["interference"]["fitted_to_probe"] = dict(fit, clamped=False)
+    assert "WARNING" not in markdown(data)
+
+
 def test_run_spread_is_the_range_of_run_medians_over_the_pooled_median():
     from ddpsim.validate import run_spread_pct
     assert run_spread_pct([0.9, 1.2, 1.0], 1.0) == pytest.approx(30.0)

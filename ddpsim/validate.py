@@ -27,9 +27,8 @@ The mean is compared because it is what adds up to a job's wall time (steps x me
 because it is the statistic the calibration's costs are: every collective curve is the mean of
 its samples (a median jumps between the two regimes of a bimodal CPU all-reduce), so the
 engine predicts a mean step. A step dominated by ONE such all-reduce (the small mlp's) has a
-median far from its mean: there, median against mean-cost prediction was off by 11-12 % in
-three runs whose means agree within 1-4 %. The medians are kept beside it
-(``measured_median_s``, ``predicted_p50_s``, ``error_p50_pct``).
+median far from its mean (reports/cpu-gloo-summary/validation.md, "Session 10"). The medians
+are kept beside it (``measured_median_s``, ``predicted_p50_s``, ``error_p50_pct``).
 
 NOTE: the trace used for prediction must be captured under the run's conditions (same
 model, batch size, threads per rank): a CPU trace captured with ``--num-threads 1`` is
@@ -177,7 +176,6 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     Raises:
         InputError: bad scenario, calibration or option (one line); an executor run that fails.
     """
-    from ddpsim.calibration import load_calibration
     from ddpsim.scenario import load_scenario
 
     if repeats < 1:
@@ -247,8 +245,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         launch(["collectives", "--out", str(cal_path), "--progress", str(raw / "calibration.progress.json"),
                 "--max-bytes", "256MiB", "--repeats", "10", "--interference-repeats", "30"])
         echo(f"validate: calibration done in {time.perf_counter() - t:.0f} s")
-    cal = load_calibration(cal_path)
-    _warn_clamped_fit(cal, echo)
+    cal = _load_calibration(cal_path, echo)
 
     # 2. predictions -------------------------------------------------------------------------
     outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb)
@@ -356,7 +353,6 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     Raises:
         InputError: no earlier validation there, or a raw file missing or unreadable (one line).
     """
-    from ddpsim.calibration import load_calibration
     from ddpsim.scenario import load_scenario
     from ddpsim.trace import load_trace
     from executor.ddp_step import summarize
@@ -371,8 +367,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
         raise InputError(f"--reanalyze: {str(old_path)!r} is not readable ({exc}); expected the validation.json of an "
                          f"earlier 'ddpsim validate {scenario.name}' (run it first)") from None
     cal_path = Path(calibration) if calibration else Path(old["calibration"])
-    cal = load_calibration(cal_path)
-    _warn_clamped_fit(cal, echo)
+    cal = _load_calibration(cal_path, echo)
     trace_path = Path(old["trace"])
     if not trace_path.is_file() and (raw / trace_path.name).is_file():
         trace_path = raw / trace_path.name  # the report folder was moved (or cloned): its own copy
@@ -421,10 +416,15 @@ def clamped_fit_warning(fit: dict[str, Any] | None) -> str | None:
             f"disturbed: re-calibrate (executor collectives) before trusting these predictions")
 
 
-def _warn_clamped_fit(cal: Any, echo: Callable[[str], None]) -> None:
-    msg = clamped_fit_warning(getattr(cal, "interference_fit", None))
+def _load_calibration(path: Path, echo: Callable[[str], None]) -> Any:
+    """The calibration a validation predicts with; a probe fit at its bound is called out."""
+    from ddpsim.calibration import load_calibration
+
+    cal = load_calibration(path)
+    msg = clamped_fit_warning(cal.interference_fit)
     if msg:
         echo(f"validate: WARNING: {msg}")
+    return cal
 
 
 def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None:

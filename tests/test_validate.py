@@ -94,7 +94,7 @@ def test_a_probe_fit_at_its_bound_is_called_out():
     assert "WARNING" not in markdown(data)
 
 
-def test_run_spread_is_the_range_of_run_medians_over_the_pooled_median():
+def test_run_spread_is_the_range_of_run_medians_over_the_pooled_mean():
     from ddpsim.validate import run_spread_pct
     assert run_spread_pct([0.9, 1.2, 1.0], 1.0) == pytest.approx(30.0)
     assert run_spread_pct([1.0], 1.0) is None and run_spread_pct([], None) is None

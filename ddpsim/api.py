@@ -136,6 +136,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
 
         files.append(save_trace(trace, rdir / "trace.json"))
 
+    warning = sc.calibration_warning()
     records = run_sweep(sc, out_dir=rdir, jobs=jobs, trace=trace, progress=progress, simulate=simulate_fn, build=build_fn)
     table = sweep_table(records)
     files.append(report.write_csv(table, rdir / "sweep.csv"))
@@ -213,7 +214,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"])))
         files.append(P.save_figure(P.bucket_sizes_figure(rows, title=f"{sc.name}: bucket sizes (steady state)"), rdir / "bucket_sizes.png"))
 
-    summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec_info)
+    summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec_info,
+                            warnings=[warning] if warning else None)
     files.append(write_text_atomic(rdir / "summary.json", json.dumps(summ, indent=1, sort_keys=True, default=str) + "\n"))
     md = report.render_summary(summ)
     files.append(write_text_atomic(rdir / "summary.md", md + "\n"))

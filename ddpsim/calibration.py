@@ -121,6 +121,12 @@ class Calibration:
     #: measured); only the probe fit uses it (see :func:`probe_forward_factor`)
     probe_forward_factor: float | None = None
 
+    def warning(self) -> str | None:
+        """One line when this calibration should not be trusted (its probe fit ran into its
+        bound, :func:`clamped_fit_warning`), else None; every command that predicts with a
+        calibration prints it."""
+        return clamped_fit_warning(self.interference_fit)
+
     def __post_init__(self) -> None:
         _req(self.backend in BACKENDS, "backend", self.backend, f"one of {', '.join(BACKENDS)}")
         _req(isinstance(self.world_size, int) and not isinstance(self.world_size, bool) and self.world_size >= 2,
@@ -300,6 +306,19 @@ def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
     if cal.allreduce_after_compute:
         out["allreduce_after_compute"] = pts(cal.allreduce_after_compute)
     return out
+
+
+
+def clamped_fit_warning(fit: Mapping[str, Any] | None) -> str | None:
+    """One line when the calibration's probe fit ran into the bisection's bound (the probe's
+    measured DDP step is beyond what the engine reaches at the largest slowdown): that is no
+    fit, and predictions made with it over-charge every overlapped all-reduce. None otherwise."""
+    if not fit or not fit.get("clamped"):
+        return None
+    return (f"the calibration's probe fit hit its bound: compute_slowdown {fit['compute_slowdown']:g} gives a "
+            f"{fit['predicted_step_s'] * 1e3:.1f} ms probe step, the probe measured {fit['measured_step_s'] * 1e3:.1f} ms "
+            f"({fit['predicted_without_interference_s'] * 1e3:.1f} ms without interference); the probe run was probably "
+            f"disturbed: re-calibrate (executor collectives) before trusting these predictions")
 
 
 def load_calibration(path: str | Path) -> Calibration:

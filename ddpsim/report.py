@@ -64,8 +64,10 @@ def _gain(base: float | None, new: float | None) -> float | None:
 def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = None,
               overlaps: dict[str, dict[int, float]] | None = None,
               trace_files: dict[str, list[str]] | None = None,
-              recommendation: dict[str, Any] | None = None) -> dict[str, Any]:
-    """All figures of the summary as plain data (JSON-able)."""
+              recommendation: dict[str, Any] | None = None,
+              warnings: Sequence[str] | None = None) -> dict[str, Any]:
+    """All figures of the summary as plain data (JSON-able); ``warnings`` (one line each, e.g.
+    the calibration's) become a ``warnings`` key only when there are any."""
     best = best_record(records)
     base = default_record(records, best.point) or records[0]
     bm, dm = best.metrics, base.metrics
@@ -86,6 +88,8 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
                     "gain_over_default": _gain((default_record(records, r.point) or base).metrics["iteration_p50_s"],
                                                r.metrics["iteration_p50_s"])} for r in records],
     }
+    if warnings:
+        out["warnings"] = list(warnings)
     if trace is not None:
         out["trace"] = {"model": trace.model, "num_params": trace.num_params, "param_bytes": trace.total_param_bytes,
                         "device": trace.environment.get("device"), "device_name": trace.environment.get("device_name"),
@@ -144,6 +148,8 @@ def render_summary(s: dict[str, Any]) -> str:
     setup.append(f"- steady iterations per point: {b.get('num_steady_iterations')} (after DDP's first iteration and the rebuild); "
                  f"step time = slowest rank's end to slowest rank's end")
     L += ["## Setup", "", *setup, ""]
+    for w in s.get("warnings") or ():
+        L += [f"**WARNING: {w}.**", ""]
 
     L += ["## Answer", ""]
     cap = "default (not given)" if b["bucket_cap_mb"] is None else f"{b['bucket_cap_mb']:g} MiB"

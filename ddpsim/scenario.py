@@ -281,6 +281,12 @@ class Scenario:
 
         return load_calibration(self.calibration_path)
 
+    def calibration_warning(self) -> str | None:
+        """The calibration's one-line warning (:meth:`ddpsim.calibration.Calibration.warning`),
+        or None (no calibration, or nothing to warn about)."""
+        cal = self.load_calibration()
+        return None if cal is None else cal.warning()
+
     def graph(self, nodes: int | None = None):
         from ddpsim.topology import resolve_topology
 

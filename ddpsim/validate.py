@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ddpsim.calibration import clamped_fit_warning
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, write_text_atomic
 from ddpsim.trace import quantile
@@ -404,24 +405,12 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
 
 
-def clamped_fit_warning(fit: dict[str, Any] | None) -> str | None:
-    """One line when the calibration's probe fit ran into the bisection's bound (the probe's
-    measured DDP step is beyond what the engine reaches at the largest slowdown): that is no
-    fit, and predictions made with it over-charge every overlapped all-reduce. None otherwise."""
-    if not fit or not fit.get("clamped"):
-        return None
-    return (f"the calibration's probe fit hit its bound: compute_slowdown {fit['compute_slowdown']:g} gives a "
-            f"{fit['predicted_step_s'] * 1e3:.1f} ms probe step, the probe measured {fit['measured_step_s'] * 1e3:.1f} ms "
-            f"({fit['predicted_without_interference_s'] * 1e3:.1f} ms without interference); the probe run was probably "
-            f"disturbed: re-calibrate (executor collectives) before trusting these predictions")
-
-
 def _load_calibration(path: Path, echo: Callable[[str], None]) -> Any:
     """The calibration a validation predicts with; a probe fit at its bound is called out."""
     from ddpsim.calibration import load_calibration
 
     cal = load_calibration(path)
-    msg = clamped_fit_warning(cal.interference_fit)
+    msg = cal.warning()
     if msg:
         echo(f"validate: WARNING: {msg}")
     return cal

@@ -89,3 +89,32 @@ def test_sweep_cli_errors(capsys, monkeypatch, argv, match):
     monkeypatch.chdir(ROOT)
     assert main(["sweep", "--trace", "traces/mlp.cpu.json", *argv]) == 2
     assert match in capsys.readouterr().err
+
+
+CLAMPED = ROOT / "reports" / "cpu-gloo-session10" / "validation.calibration.json"  # session 10's disturbed probe
+UNCLAMPED = ROOT / "reports" / "cpu-gloo-session10" / "recalibration.json"
+
+
+@pytest.mark.skipif(not CLAMPED.is_file(), reason="session 10's calibration missing")
+def test_a_calibration_with_a_clamped_probe_fit_is_called_out_by_every_predicting_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    head = ("WARNING: the calibration's probe fit hit its bound: compute_slowdown 16 gives a 435.2 ms probe step, "
+            "the probe measured 497.2 ms (302.0 ms without interference)")
+    assert main(["run", str(_scenario(tmp_path, calibration=str(CLAMPED))), "--out-dir", str(tmp_path / "out"),
+                 "--quiet", "--no-plots", "--jobs", "1"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"ddpsim run: {head}") and err.count("\n") == 1  # printed even with --quiet
+    rdir = tmp_path / "out" / "keep"
+    assert json.loads((rdir / "summary.json").read_text())["warnings"][0].startswith(head[len("WARNING: "):])
+    assert any(line.startswith(f"**{head}") for line in (rdir / "summary.md").read_text().splitlines())
+    assert main(["sweep", "--trace", "traces/mlp.cpu.json", "--bucket-cap-mb", "1", "--iterations", "3", "--jobs", "1",
+                 "--format", "csv", "--calibration", str(CLAMPED)]) == 0
+    assert capsys.readouterr().err.startswith(f"ddpsim sweep: {head}")
+    assert main(["simulate", "--trace", "traces/mlp.cpu.json", "--topology", "cpu-gloo", "--world-size", "2",
+                 "--iterations", "3", "--calibration", str(CLAMPED), "--format", "json"]) == 0
+    assert capsys.readouterr().err.startswith(f"ddpsim simulate: {head}")
+    # an undisturbed calibration: no warning anywhere
+    assert main(["run", str(_scenario(tmp_path, calibration=str(UNCLAMPED))), "--out-dir", str(tmp_path / "out2"),
+                 "--quiet", "--no-plots", "--jobs", "1"]) == 0
+    assert "WARNING" not in capsys.readouterr().err
+    assert "warnings" not in json.loads((tmp_path / "out2" / "keep" / "summary.json").read_text())

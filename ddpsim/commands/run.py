@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
 
     jobs = parse_int(args.jobs, "--jobs")
     sc = load_scenario(args.scenario)
+    warning = sc.calibration_warning()
+    if warning:
+        print(f"ddpsim run: WARNING: {warning}", file=sys.stderr)
     log = (lambda m: None) if args.quiet else (lambda m: print(f"ddpsim run: {m}", file=sys.stderr))
     rep = run_scenario(sc, out_dir=args.out_dir, jobs=jobs, plots=not args.no_plots, progress=not args.quiet, log=log)
     md = rep.summary_md

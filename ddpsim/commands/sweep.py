@@ -105,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
                 msg = f + msg[len(k):]
                 break
         raise InputError(msg) from None
+    warning = sc.calibration_warning()
+    if warning:
+        print(f"ddpsim sweep: WARNING: {warning}", file=sys.stderr)
     jobs = parse_int(args.jobs, "--jobs", 1)
     recs = run_sweep(sc, out_dir=args.out_dir, jobs=jobs, progress=True)
     table = sweep_table(recs)

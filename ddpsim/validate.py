@@ -167,6 +167,35 @@ def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: 
                          f"(command: {' '.join(r.command)})")
 
 
+CALIBRATION_ATTEMPTS = 2
+
+
+def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, echo: Callable[[str], None], *,
+              label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Path:
+    """Calibrate with ``executor collectives`` into ``cal_path``. A probe fit at its bound
+    (:func:`ddpsim.calibration.clamped_fit_warning`: the probe's DDP run was disturbed, as in
+    session 10's run) is measured again, up to ``attempts`` calibrations in all; each rejected
+    one is kept beside the file as ``<stem>.clamped<k>.json`` (its progress file likewise)."""
+    from ddpsim.calibration import load_calibration
+
+    progress = raw / "calibration.progress.json"
+    for attempt in range(1, attempts + 1):
+        echo(f"validate: calibrating {label} -> {cal_path}" + (f" (attempt {attempt} of {attempts})" if attempt > 1 else ""))
+        t = time.perf_counter()
+        launch(["collectives", "--out", str(cal_path), "--progress", str(progress),
+                "--max-bytes", "256MiB", "--repeats", "10", "--interference-repeats", "30"])
+        echo(f"validate: calibration done in {time.perf_counter() - t:.0f} s")
+        if attempt == attempts or load_calibration(cal_path).warning() is None:
+            break
+        kept = cal_path.with_name(f"{cal_path.stem}.clamped{attempt}.json")
+        cal_path.replace(kept)
+        if progress.exists():
+            progress.replace(progress.with_name(f"{progress.stem}.clamped{attempt}.json"))
+        echo(f"validate: the calibration's probe fit hit its bound (a disturbed probe run); kept as {kept}, "
+             f"calibrating again")
+    return cal_path
+
+
 def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
              caps: Sequence[float | None] | None = None, iterations: int | None = None, warmup: int | None = None,
              repeats: int = 3, bucket_timing: bool = True, nproc: int | None = None, num_threads: int | None = None,
@@ -241,11 +270,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     cal_path = Path(calibration) if calibration else scenario.calibration_path
     if cal_path is None:
         cal_path = out / "calibration.json"
-        echo(f"validate: calibrating {nproc} gloo ranks x {threads} thread(s) -> {cal_path}")
-        t = time.perf_counter()
-        launch(["collectives", "--out", str(cal_path), "--progress", str(raw / "calibration.progress.json"),
-                "--max-bytes", "256MiB", "--repeats", "10", "--interference-repeats", "30"])
-        echo(f"validate: calibration done in {time.perf_counter() - t:.0f} s")
+        calibrate(launch, cal_path, raw, echo, label=f"{nproc} gloo ranks x {threads} thread(s)")
     cal = _load_calibration(cal_path, echo)
 
     # 2. predictions -------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from typing import Any
 DESCRIPTION = """\
 Validate ddpsim on this machine: capture the trace on all ranks at once, in lockstep (the run's
 conditions; --scenario-trace keeps the scenario's), calibrate it once with the executor (all-reduce and
-broadcast curves, compute/communication interference, copy bandwidth; or reuse
+broadcast curves, compute/communication interference, copy bandwidth; once more when the
+interference fit hits its bound, the rejected file kept as calibration.clamped1.json; or reuse
 --calibration FILE), run real DDP at every validated bucket_cap_mb point of SCENARIO
 (2 local gloo ranks via torchrun, one thread per rank unless the trace says otherwise;
 each point --repeats times, round-robin, each round's order rotated by one), simulate

@@ -308,7 +308,6 @@ def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
     return out
 
 
-
 def clamped_fit_warning(fit: Mapping[str, Any] | None) -> str | None:
     """One line when the calibration's probe fit ran into the bisection's bound (the probe's
     measured DDP step is beyond what the engine reaches at the largest slowdown): that is no

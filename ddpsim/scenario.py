@@ -47,6 +47,7 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -275,6 +276,12 @@ class Scenario:
                              command=f"ddpsim run {self.path or self.name} (model {m.name})")
 
     def load_calibration(self):
+        """The scenario's calibration (None without one), read once per Scenario: loading fits
+        the probe with the engine, and every point, the CLI's warning and the report ask for it."""
+        return self._calibration
+
+    @cached_property
+    def _calibration(self):
         if self.calibration_path is None:
             return None
         from ddpsim.calibration import load_calibration

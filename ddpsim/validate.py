@@ -171,8 +171,9 @@ CALIBRATION_ATTEMPTS = 2
 
 
 def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, echo: Callable[[str], None], *,
-              label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Path:
-    """Calibrate with ``executor collectives`` into ``cal_path``. A probe fit at its bound
+              label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Any:
+    """Calibrate with ``executor collectives`` into ``cal_path`` and return the loaded
+    :class:`ddpsim.calibration.Calibration` (a last clamped one is said by :func:`_announce`). A probe fit at its bound
     (:func:`ddpsim.calibration.clamped_fit_warning`: the probe's DDP run was disturbed, as in
     session 10's run) is measured again, up to ``attempts`` calibrations in all; each rejected
     one is kept beside the file as ``<stem>.clamped<k>.json`` (its progress file likewise)."""
@@ -185,7 +186,8 @@ def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, ec
         launch(["collectives", "--out", str(cal_path), "--progress", str(progress),
                 "--max-bytes", "256MiB", "--repeats", "10", "--interference-repeats", "30"])
         echo(f"validate: calibration done in {time.perf_counter() - t:.0f} s")
-        if attempt == attempts or load_calibration(cal_path).warning() is None:
+        cal = load_calibration(cal_path)
+        if attempt == attempts or cal.warning() is None:
             break
         kept = cal_path.with_name(f"{cal_path.stem}.clamped{attempt}.json")
         cal_path.replace(kept)
@@ -193,7 +195,7 @@ def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, ec
             progress.replace(progress.with_name(f"{progress.stem}.clamped{attempt}.json"))
         echo(f"validate: the calibration's probe fit hit its bound (a disturbed probe run); kept as {kept}, "
              f"calibrating again")
-    return cal_path
+    return _announce(cal, echo)
 
 
 def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
@@ -270,8 +272,9 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     cal_path = Path(calibration) if calibration else scenario.calibration_path
     if cal_path is None:
         cal_path = out / "calibration.json"
-        calibrate(launch, cal_path, raw, echo, label=f"{nproc} gloo ranks x {threads} thread(s)")
-    cal = _load_calibration(cal_path, echo)
+        cal = calibrate(launch, cal_path, raw, echo, label=f"{nproc} gloo ranks x {threads} thread(s)")
+    else:
+        cal = _load_calibration(cal_path, echo)
 
     # 2. predictions -------------------------------------------------------------------------
     outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb)
@@ -434,7 +437,11 @@ def _load_calibration(path: Path, echo: Callable[[str], None]) -> Any:
     """The calibration a validation predicts with; a probe fit at its bound is called out."""
     from ddpsim.calibration import load_calibration
 
-    cal = load_calibration(path)
+    return _announce(load_calibration(path), echo)
+
+
+def _announce(cal: Any, echo: Callable[[str], None]) -> Any:
+    """``cal``, after echoing its warning (a probe fit at its bound), if any."""
     msg = cal.warning()
     if msg:
         echo(f"validate: WARNING: {msg}")

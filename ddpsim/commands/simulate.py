@@ -182,8 +182,9 @@ def build_inputs(args: argparse.Namespace):
             from ddpsim.calibration import load_calibration
 
             cal = load_calibration(args.calibration)
-            if cal.warning():
-                print(f"ddpsim simulate: WARNING: {cal.warning()}", file=sys.stderr)
+            warning = cal.warning()
+            if warning:
+                print(f"ddpsim simulate: WARNING: {warning}", file=sys.stderr)
             interference = cal.interference or interference
             copy_bw = cal.copy_bandwidth_bytes_per_s
         if copy_bw is None:

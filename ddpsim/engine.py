@@ -94,8 +94,12 @@ predicted it 10 % slow). Without ``idle_launch_extra_s`` nothing changes.
 
 Interference (``config.interference``): rate-based. While a collective is in flight, every
 rank's compute progresses at ``1/compute_slowdown``; while any rank computes, the
-collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member's pace). On
-every change of that state the remaining work continues at the new rate. Without
+collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member's pace). With
+``weighting="bandwidth"`` (what a calibration uses) the running collective applies only its
+share of moved bytes, ``f = 1 - t(1 byte) / t(size)`` from the comm model: compute progresses
+at ``1/(1 + (compute_slowdown - 1) * f)``, so a latency-bound bucket barely slows backward and
+a large one slows it fully. On every change of that state the remaining work continues at
+the new rate. Without
 interference the engine takes a fast path (a rank computes its own timeline arithmetically
 and only synchronises with SimPy at waits); both paths give the same result.
 
@@ -191,7 +195,7 @@ def powersgd_split(shapes: Sequence[tuple[int, ...]], elem_bytes: int, rank: int
 class _Coll:
     """One collective of the process group (shared by all ranks)."""
 
-    __slots__ = ("index", "kind", "name", "iteration", "bucket", "size_bytes", "work_s", "arrivals",
+    __slots__ = ("index", "kind", "name", "iteration", "bucket", "size_bytes", "work_s", "slow_weight", "arrivals",
                  "arrival_max_s", "all_arrived", "done", "start_s", "end_s")
 
     def __init__(self, env: simpy.Environment, index: int) -> None:
@@ -202,6 +206,8 @@ class _Coll:
         self.bucket: int | None = None
         self.size_bytes = 0
         self.work_s = 0.0
+        #: share of ``compute_slowdown`` that compute pays while this collective runs
+        self.slow_weight = 1.0
         self.arrivals = 0
         self.arrival_max_s = -math.inf
         self.all_arrived = env.event()
@@ -284,6 +290,9 @@ class _Engine:
         self.interfere = config.interference != Interference()
         self.compute_slow = float(config.interference.compute_slowdown)
         self.comm_slow = float(config.interference.comm_slowdown)
+        self.bandwidth_weighted = config.interference.weighting == "bandwidth"
+        #: the running collective's ``slow_weight`` (slow path)
+        self.comm_weight = 1.0
         # trace medians
         self.forward_s = trace.phase("forward").median_s * float(ff)
         self.backward_s = trace.phase("backward").median_s
@@ -349,6 +358,13 @@ class _Engine:
             d = self._durations[key] = float(d)
         return d
 
+    def bandwidth_share(self, size_bytes: int, broadcast: bool, work_s: float) -> float:
+        """``1 - t(1 byte) / t(size)``: the share of a collective's time that moves bytes, the
+        rest being the comm model's latency floor (``Interference.weighting == "bandwidth"``)."""
+        if size_bytes <= 1 or work_s <= 0:
+            return 0.0
+        return min(1.0, max(0.0, 1.0 - self.duration_s(1, broadcast) / work_s))
+
     def idle_extra_s(self, size_bytes: int) -> float:
         """The comm model's idle-launch extra for one all-reduce, asked once per size and checked."""
         d = self._idle_extras.get(size_bytes)
@@ -375,6 +391,8 @@ class _Engine:
         if c.kind is None:
             c.kind, c.name, c.iteration, c.bucket, c.size_bytes = kind, name, iteration, bucket, size_bytes
             c.work_s = self.duration_s(size_bytes, broadcast)
+            if self.bandwidth_weighted:
+                c.slow_weight = self.bandwidth_share(size_bytes, broadcast, c.work_s)
         else:
             assert (c.kind, c.name, c.iteration) == (kind, name, iteration), \
                 f"ranks issued different collectives at position {index}: {c.name!r} vs {name!r}"
@@ -400,6 +418,7 @@ class _Engine:
             if self.idle_extra is not None and c.kind == "allreduce" and c.arrival_max_s > free_s:
                 extra = self.idle_extra_s(c.size_bytes)
             if self.interfere:
+                self.comm_weight = c.slow_weight
                 self.set_comm_active(True)
                 yield from self.progress(c.work_s, comm=True, idle_extra_s=extra)
                 self.set_comm_active(False)
@@ -453,7 +472,7 @@ class _Engine:
             if comm:
                 rate = 1.0 / self.comm_slow if self.busy > 0 else 1.0
             else:
-                rate = 1.0 / self.compute_slow if self.comm_active else 1.0
+                rate = 1.0 / (1.0 + (self.compute_slow - 1.0) * self.comm_weight) if self.comm_active else 1.0
             t0 = env.now
             timer = env.timeout(remaining / rate)
             res = yield timer | self.changed

@@ -21,7 +21,7 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
     comm_hook: none                 # none | allreduce | fp16 | bf16 | powersgd
     powersgd: {rank: 1, start_iter: 0}
     simulation: {iterations: 6, warmup: null, seed: 0, jitter: trace, stragglers: {3: 1.2},
-                 no_sync_steps: 0, interference: null}   # interference: {compute_slowdown, comm_slowdown}
+                 no_sync_steps: 0, interference: null}   # interference: {compute_slowdown, comm_slowdown, weighting}
     calibration: null               # a calibration JSON written by the executor
     sweep:
       bucket_cap_mb: [null, 1, 5, 25, 100]   # or {min: 1, max: 200, points: 32, scale: log|linear}
@@ -571,7 +571,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
         stragglers[rr] = float(f)
     interference = None
     if sd.get("interference") is not None:
-        idd = ctx.obj(sd["interference"], "simulation.interference", ("compute_slowdown", "comm_slowdown"))
+        idd = ctx.obj(sd["interference"], "simulation.interference", ("compute_slowdown", "comm_slowdown", "weighting"))
         try:
             interference = Interference(**idd)
         except InputError as exc:

@@ -14,6 +14,8 @@ from ddpsim.errors import InputError
 
 COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 CommHook = Literal["none", "allreduce", "fp16", "bf16", "powersgd"]
+#: how a collective in flight weights ``Interference.compute_slowdown``
+WEIGHTINGS = ("uniform", "bandwidth")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,16 +26,28 @@ class Interference:
     flight. ``comm_slowdown``: a collective runs this many times slower while compute runs.
     1.0 = no interference. Measured by the executor (``collectives`` step) and stored in
     the calibration file.
+
+    ``weighting``: how much of ``compute_slowdown`` a collective in flight applies.
+    ``"uniform"``: all of it, whatever the collective. ``"bandwidth"``: the share of the
+    collective's time that moves bytes, ``f = 1 - t(smallest) / t(size)`` from the comm
+    model's own curve (``allreduce_s(1)``: its latency floor), so compute runs
+    ``1 + (compute_slowdown - 1) * f`` times slower. On a CPU host the bytes are what
+    takes the cores (gloo's copies and reductions, the kernel's socket copies); the latency
+    part of a small collective is a wait that leaves them to compute.
     """
 
     compute_slowdown: float = 1.0
     comm_slowdown: float = 1.0
+    weighting: str = "uniform"
 
     def __post_init__(self) -> None:
         for name in ("compute_slowdown", "comm_slowdown"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 1.0:
                 raise InputError(f"interference.{name}: {v!r} is not accepted; expected a number >= 1.0")
+        if self.weighting not in WEIGHTINGS:
+            raise InputError(f"interference.weighting: {self.weighting!r} is not accepted; expected one of "
+                             f"{', '.join(WEIGHTINGS)}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -79,7 +79,14 @@ def test_rescaling_to_another_world_size():
 
 def test_interference_and_copy_bandwidth_are_kept():
     cal = calibration_from_dict(synthetic())
-    assert cal.interference == Interference(compute_slowdown=1.35, comm_slowdown=1.2)
+    # a file that names no weighting gets the calibration's, "bandwidth"; one that names it keeps it
+    assert cal.interference == Interference(compute_slowdown=1.35, comm_slowdown=1.2, weighting="bandwidth")
+    named = synthetic()
+    named["interference"]["weighting"] = "uniform"
+    assert calibration_from_dict(named).interference.weighting == "uniform"
+    named["interference"]["weighting"] = "bytes"
+    with pytest.raises(InputError, match=r"^calibration.interference.weighting: 'bytes' is not accepted"):
+        calibration_from_dict(named)
     assert cal.copy_bandwidth_bytes_per_s == 5.1e9
     doc = synthetic()
     doc["interference"] = None

@@ -507,3 +507,41 @@ def test_bad_ddp_iteration_overhead(value):
     tr = toy_trace()
     with pytest.raises(InputError, match=r"iteration_overhead_s: .* is not accepted; expected a finite number of seconds >= 0"):
         simulate(tr, plan_ddp(tr), overhead_net(value), cfg())
+
+
+def test_bandwidth_weighting_slows_compute_by_the_collectives_share_of_moved_bytes():
+    # latency 0.25 s: bucket 0 (1 MiB) takes 0.25 + 0.25 = 0.5 s, of which the byte-moving share is
+    # f0 = 1 - t(1 byte)/t(1 MiB) = 1 - (0.25 + 2**-22)/0.5 ~ 1/2, so compute runs 1 + (2 - 1) * f0 = 1.5x
+    # slower under it; bucket 1 (2 MiB): 0.25 + 0.5 = 0.75 s, f1 = 1 - 0.25/0.75 = 2/3 -> 5/3x slower.
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]])
+    inter = Interference(compute_slowdown=2.0, weighting="bandwidth")
+    got = log(simulate(tr, plan, net(latency_s=0.25), cfg(interference=inter)))
+    a_end = 1.125 + 0.125 + (0.25 - 0.125 / 1.5)   # a: 0.125 s at 1/1.5 under bucket 0, the rest alone
+    want = [
+        ("compute", "forward", "forward", 0.0, 0.5),
+        ("compute", "backward", "c", 0.5, 0.75),
+        ("compute", "backward", "b", 0.75, 0.75 + 0.25 * 1.5),          # 1.125, all of it under bucket 0
+        ("comm", "allreduce", "bucket 0", 0.75, 1.25),                  # comm_slowdown 1: unchanged
+        ("compute", "backward", "a", 1.125, a_end),
+        ("compute", "backward", "backward tail", a_end, a_end + 0.25 * 5 / 3),
+        ("comm", "allreduce", "bucket 1", a_end, a_end + 0.75),
+        ("compute", "wait", "bucket 1", a_end + 0.25 * 5 / 3, a_end + 0.75),
+        ("compute", "optimizer", "optimizer", a_end + 0.75, a_end + 0.875),
+    ]
+    assert [x[:3] for x in got] == [x[:3] for x in want]
+    for g, w in zip(got, want):
+        assert g[3] == pytest.approx(w[3], abs=1e-5) and g[4] == pytest.approx(w[4], abs=1e-5), (g, w)
+    # the same slowdown applied uniformly: b runs 2x slower for the whole of bucket 0
+    uni = log(simulate(tr, plan, net(latency_s=0.25), cfg(interference=Interference(compute_slowdown=2.0))))
+    assert ("compute", "backward", "b", 0.75, 1.25) in uni
+
+
+def test_bandwidth_weighting_leaves_a_latency_only_collective_harmless():
+    # no bandwidth term to speak of (2**50 B/s): every all-reduce is latency, f < 2**-27, compute at full rate
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]])
+    fast = AlphaBetaModel(latency_s=0.25, bandwidth_bytes_per_s=2.0 ** 50, num_ranks=2)
+    res = simulate(tr, plan, fast, cfg(interference=Interference(compute_slowdown=8.0, weighting="bandwidth")))
+    plain = simulate(tr, plan, fast, cfg())
+    assert res.summary()["iteration_p50_s"] == pytest.approx(plain.summary()["iteration_p50_s"], abs=1e-7)

@@ -63,6 +63,7 @@ def test_json_and_csv(trace_file, capsys):
     (["--world-size", "2", "--iterations", "0"], "num_iterations: 0 is not accepted"),
     (["--world-size", "2", "--interference", "0.5:1"], "--interference: '0.5:1' is not accepted"),
     (["--world-size", "2", "--interference", "2"], "--interference: '2' is not accepted"),
+    (["--world-size", "2", "--interference", "2:2:bytes"], "--interference: '2:2:bytes' is not accepted; expected COMPUTE:COMM slowdowns >= 1, optionally :WEIGHTING"),
     (["--world-size", "2", "--copy-bandwidth-gbps", "-1"], "--copy-bandwidth-gbps: -1.0 is not accepted"),
 ])
 def test_bad_input_exits_2_with_one_line(trace_file, capsys, args, message):
@@ -96,6 +97,9 @@ def test_interference_and_copy_bandwidth_flags(trace_file, capsys):
                      "--interference", "2:2", "--copy-bandwidth-gbps", "0.016777216")
     doc = json.loads(out)
     assert rc == 0
-    assert doc["meta"]["config"]["interference"] == {"compute_slowdown": 2.0, "comm_slowdown": 2.0}
+    assert doc["meta"]["config"]["interference"] == {"compute_slowdown": 2.0, "comm_slowdown": 2.0, "weighting": "uniform"}
     assert doc["meta"]["config"]["copy_bandwidth_bytes_per_s"] == 16 * 2**20
     assert doc["summary"]["iteration_p50_s"] > 1.625   # slower than without interference and copies
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--bucket-cap-mb", "1",
+                     "--jitter", "none", "--iterations", "3", "--format", "json", "--interference", "2:2:bandwidth")
+    assert rc == 0 and json.loads(out)["meta"]["config"]["interference"]["weighting"] == "bandwidth"

@@ -120,3 +120,8 @@ def test_write_text_atomic_uses_umask_mode(tmp_path):
     finally:
         os.umask(old)
     assert (path.stat().st_mode & 0o777) == 0o644
+
+
+def test_interference_rejects_an_unknown_weighting():
+    with pytest.raises(InputError, match=r"interference.weighting: 'bytes' is not accepted; expected one of uniform, bandwidth"):
+        Interference(compute_slowdown=2.0, weighting="bytes")

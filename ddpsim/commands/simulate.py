@@ -80,9 +80,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sim.add_argument("--jitter", metavar="trace|none|CV", default="trace", help="rank compute jitter; default trace")
     sim.add_argument("--straggler", metavar="RANK:FACTOR", action="append", default=[],
                      help="a slow rank (repeatable), e.g. 3:1.25")
-    sim.add_argument("--interference", metavar="COMPUTE:COMM", default=None,
+    sim.add_argument("--interference", metavar="COMPUTE:COMM[:WEIGHTING]", default=None,
                      help="compute slowdown while a collective runs : collective slowdown while compute runs "
-                          "(both >= 1), e.g. 1.2:1.5; overrides the calibration's; default 1:1 or the calibration's")
+                          "(both >= 1) [: uniform (every collective applies all of the compute slowdown; the "
+                          "default here) or bandwidth (a collective applies it in proportion to its share of "
+                          "moved bytes; what a calibration uses)], e.g. 1.2:1.5 or 2.5:3:bandwidth; overrides "
+                          "the calibration's; default 1:1 or the calibration's")
     sim.add_argument("--copy-bandwidth-gbps", metavar="X", type=float, default=None,
                      help="memory bandwidth (GB/s) of gradient copy-in/out; overrides the calibration's and the "
                           "topology's; default: calibration, else topology, else free copies")
@@ -102,17 +105,22 @@ def parse_straggler(text: str) -> tuple[int, float]:
 
 
 def parse_interference(text: str):
-    """``"1.2:1.5"`` -> Interference(compute_slowdown=1.2, comm_slowdown=1.5); InputError otherwise."""
-    from ddpsim.simconfig import Interference
+    """``"1.2:1.5"`` -> Interference(compute_slowdown=1.2, comm_slowdown=1.5); ``"1.2:1.5:bandwidth"``
+    also sets the weighting; InputError otherwise."""
+    from ddpsim.simconfig import WEIGHTINGS, Interference
 
+    expected = (f"COMPUTE:COMM slowdowns >= 1, optionally :WEIGHTING ({' or '.join(WEIGHTINGS)}), "
+                "e.g. 1.2:1.5 or 2.5:3:bandwidth")
+    parts = text.split(":")
+    weighting = parts.pop() if len(parts) == 3 else "uniform"
     try:
-        c, m = text.split(":")
+        c, m = parts
         compute, comm = float(c), float(m)
     except ValueError:
-        raise InputError(f"--interference: {text!r} is not accepted; expected COMPUTE:COMM slowdowns >= 1, e.g. 1.2:1.5") from None
-    if not (math.isfinite(compute) and math.isfinite(comm) and compute >= 1 and comm >= 1):
-        raise InputError(f"--interference: {text!r} is not accepted; expected COMPUTE:COMM slowdowns >= 1, e.g. 1.2:1.5")
-    return Interference(compute_slowdown=compute, comm_slowdown=comm)
+        raise InputError(f"--interference: {text!r} is not accepted; expected {expected}") from None
+    if not (math.isfinite(compute) and math.isfinite(comm) and compute >= 1 and comm >= 1) or weighting not in WEIGHTINGS:
+        raise InputError(f"--interference: {text!r} is not accepted; expected {expected}")
+    return Interference(compute_slowdown=compute, comm_slowdown=comm, weighting=weighting)
 
 
 def parse_jitter(text: str) -> str | float:

@@ -101,7 +101,6 @@ def slowdown_grid(root: Path, grid: list[float]) -> None:
     from ddpsim.calibration import load_calibration
     from ddpsim.engine import simulate
     from ddpsim.scenario import load_scenario
-    from ddpsim.simconfig import Interference
     from ddpsim.trace import load_trace
 
     print(f"\nsigned median error (%) with compute_slowdown set to each value (the report's calibration otherwise)")
@@ -117,7 +116,7 @@ def slowdown_grid(root: Path, grid: list[float]) -> None:
         points = {p.point_id: p for p in scen.points()}
         cells = []
         for g in grid:
-            c = replace(cal, interference=Interference(compute_slowdown=g, comm_slowdown=cal.interference.comm_slowdown))
+            c = replace(cal, interference=replace(cal.interference, compute_slowdown=g))
             errs = []
             for r in d["rows"]:
                 if r.get("measured_s") is None or r["point"] not in points:
@@ -166,7 +165,6 @@ def bucket_timing(root: Path) -> None:
     from ddpsim.engine import simulate
     from ddpsim.interference_fit import bisect_increasing
     from ddpsim.scenario import load_scenario
-    from ddpsim.simconfig import Interference
     from ddpsim.trace import load_trace
     from ddpsim.validate import bucket_figures, predicted_bucket_times
 
@@ -189,7 +187,7 @@ def bucket_timing(root: Path) -> None:
 
             def predicted(g: float | None = None) -> Any:
                 c = cal if cal.interference is None or g is None else replace(
-                    cal, interference=Interference(compute_slowdown=g, comm_slowdown=cal.interference.comm_slowdown))
+                    cal, interference=replace(cal.interference, compute_slowdown=g))
                 inp = scen.build_point(points[name], trace=trace, calibration=c)
                 return simulate(inp.trace, inp.plan, inp.comm, inp.config)
 

@@ -74,7 +74,7 @@ BACKENDS = ("nccl", "gloo")
 #: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: a
 #: collective slows compute by its share of moved bytes. On the 2-vCPU gloo host, re-analysing
 #: the five kept validation runs, it lowered resnet50's median error in every run and bert-base's
-#: and resnet50's over-prediction at cap 1 in 9 of 10 (README, "Where accuracy stands")
+#: and resnet50's over-prediction at cap 1 in all ten cases (README, "Where accuracy stands")
 CALIBRATION_WEIGHTING = "bandwidth"
 
 

@@ -6,6 +6,7 @@ then, per scenario, the predicted against the measured phases (forward, backward
 communication, optimizer) at cap=default.
 
     python benchmarks/bench_validation.py [reports] [--slowdown-grid 2,3,4,6,8] [--buckets]
+    python benchmarks/bench_validation.py --criteria reports reports/cpu-gloo-session7 ...
 
 ``--slowdown-grid``: also re-simulate every point of every report with the engine's
 compute_slowdown set to each listed value (the calibration's comm_slowdown and everything
@@ -31,6 +32,13 @@ the iterations' rank-mean forward, backward+comm and step, median over the point
 The first table: ``med|err|`` is the median over a report's points of |error| between the
 simulated and the measured MEAN step (the compared figure, :mod:`ddpsim.validate`); ``of p50s``
 the same between the simulated and the measured median step, kept beside it.
+
+``--criteria ROOT [ROOT ...]``: instead, one line per report of every listed run folder: the
+issue's three criteria (median |error| <= 5 %, every point in band or within 10 %, predicted
+best within 2 % of the measured best), which are met, and whether the best-cap gap is larger
+than the run spread of the two points involved (the larger of their slowest-minus-fastest run
+medians over the pooled mean): a gap inside it is a pick the measurement cannot tell apart
+from noise. Then the count of reports meeting all three.
 
 Not a test: it reads files and prints; no timing is asserted anywhere.
 """
@@ -219,6 +227,50 @@ def bucket_timing(root: Path) -> None:
             print(f"{d['scenario']:22s} {sp['forward_s']:7.1f}% {sp['backward_s']:13.1f}% {sp['iteration_s']:7.1f}%")
 
 
+#: the issue's target on the 2-core host
+TARGET_MEDIAN_PCT, TARGET_BAND_PCT, TARGET_GAP_PCT = 5.0, 10.0, 2.0
+
+
+def criteria(d: dict) -> dict:
+    """The three criteria of one report, and the run spread the best-cap gap is measured against."""
+    from ddpsim.validate import run_spread_pct
+
+    s = d["summary"]
+    rows = {r["point"]: r for r in d["rows"]}
+
+    def spread(point: str) -> float:
+        r = rows.get(point) or {}
+        v = run_spread_pct([float(x) for x in str(r.get("run_medians_s") or "").split()], r.get("measured_s"))
+        return float("nan") if v is None else v
+
+    gap = s["predicted_best_gap_pct"]
+    noise = max(spread(s["measured_best"]), spread(s["predicted_best"])) if gap > 0 else 0.0
+    met = (s["median_abs_error_pct"] <= TARGET_MEDIAN_PCT, s["num_in_band_or_within_10pct"] == s["num_points"],
+           gap <= TARGET_GAP_PCT)
+    return {"median": s["median_abs_error_pct"], "band": f"{s['num_in_band_or_within_10pct']}/{s['num_points']}",
+            "gap": gap, "noise": noise, "met": met}
+
+
+def criteria_table(roots: list[str]) -> int:
+    print(f"{'run':34s} {'scenario':22s} {'med|err|':>8s} {'band/10%':>8s} {'best gap':>8s} {'gap spread':>10s} "
+          f"{'gap > spread':>12s}  criteria met")
+    total = full = 0
+    for root in roots:
+        for vj in sorted(Path(root).glob("*/validation.json")):
+            d = json.loads(vj.read_text())
+            if not d.get("summary"):
+                continue
+            c = criteria(d)
+            total += 1
+            full += all(c["met"])
+            names = [n for n, ok in zip(("median", "band", "best"), c["met"]) if ok]
+            beyond = "n/a" if c["gap"] == 0 else ("yes" if c["gap"] > c["noise"] else "no")
+            print(f"{root:34s} {d['scenario']:22s} {c['median']:7.1f}% {c['band']:>8s} {c['gap']:7.1f}% "
+                  f"{c['noise']:9.1f}% {beyond:>12s}  {len(names)}/3 {' '.join(names)}")
+    print(f"\nreports meeting all three criteria: {full} of {total}")
+    return 0
+
+
 def main(root: str = "reports", grid: list[float] | None = None, buckets: bool = False) -> int:
     rows = []
     for vj in sorted(Path(root).glob("*/validation.json")):
@@ -267,10 +319,17 @@ def _grid(text: str) -> list[float]:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("root", nargs="?", default="reports", help="folder holding <scenario>/validation.json (default: reports)")
+    ap.add_argument("root", nargs="*", default=["reports"],
+                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria")
     ap.add_argument("--slowdown-grid", type=_grid, default=None, metavar="LIST",
                     help="also print the signed median error per scenario at each compute_slowdown in LIST")
     ap.add_argument("--buckets", action="store_true",
                     help="also print the per-bucket timing of the hooked runs against the prediction, and the within-run phase spread")
+    ap.add_argument("--criteria", action="store_true",
+                    help="print the issue's three criteria per report of every ROOT, and how many meet all three")
     a = ap.parse_args()
-    sys.exit(main(a.root, a.slowdown_grid, a.buckets))
+    if a.criteria:
+        sys.exit(criteria_table(a.root))
+    if len(a.root) > 1:
+        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria)")
+    sys.exit(main(a.root[0], a.slowdown_grid, a.buckets))

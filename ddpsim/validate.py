@@ -114,6 +114,16 @@ def run_spread_pct(run_medians: Sequence[float], measured: float | None) -> floa
     return 100.0 * (max(run_medians) - min(run_medians)) / measured
 
 
+def best_pair_spread_pct(best_meas: dict[str, Any], best_pred: dict[str, Any]) -> float | None:
+    """The larger run spread (:func:`run_spread_pct`) of the measured-best and the predicted-best
+    points: a best-cap gap inside it is one the repeated runs cannot tell from noise. None when
+    they are the same point or either has no spread (fewer than 2 runs)."""
+    if best_meas["point"] == best_pred["point"]:
+        return None
+    a, b = best_meas.get("run_spread_pct"), best_pred.get("run_spread_pct")
+    return None if a is None or b is None else max(a, b)
+
+
 def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Median |error|, points in band or within 10 %, measured-best vs predicted-best."""
     done = [r for r in rows if r["error_pct"] is not None]
@@ -130,6 +140,7 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     gap = 100.0 * (best_pred["measured_s"] - best_meas["measured_s"]) / best_meas["measured_s"]
     spreads = [r["run_spread_pct"] for r in done if r.get("run_spread_pct") is not None]
     err50 = [abs(r["error_p50_pct"]) for r in done if r.get("error_p50_pct") is not None]
+    pair = best_pair_spread_pct(best_meas, best_pred)
     return {"num_points": len(done), "median_abs_error_pct": statistics.median(abs_err),
             "median_abs_error_p50_pct": statistics.median(err50) if err50 else None,
             "median_run_spread_pct": statistics.median(spreads) if spreads else None,
@@ -137,6 +148,8 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "num_in_band_or_within_10pct": len(ok), "measured_best": best_meas["point"],
             "predicted_best": best_pred["point"], "predicted_best_gap_pct": gap,
             "predicted_best_tied": [r["point"] for r in tied] if len(tied) > 1 else [],
+            "best_pair_run_spread_pct": pair,
+            "predicted_best_gap_within_spread": None if pair is None else gap <= pair,
             "plan_matches_all": all(r["plan_matches"] for r in done if r["plan_matches"] is not None)}
 
 
@@ -618,7 +631,12 @@ def markdown(data: dict[str, Any]) -> str:
                   f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
                   + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}, "
                      f"the fastest measured of them named; " if s.get("predicted_best_tied") else "(")
-                  + f"its measured time is {s['predicted_best_gap_pct']:.1f} % above the measured best)",
+                  + f"its measured time is {s['predicted_best_gap_pct']:.1f} % above the measured best"
+                  + ("" if s.get("best_pair_run_spread_pct") is None else
+                     f"; {'inside' if s['predicted_best_gap_within_spread'] else 'beyond'} the two points' run spread of "
+                     f"{s['best_pair_run_spread_pct']:.1f} %"
+                     + (": the repeated runs cannot tell them apart" if s["predicted_best_gap_within_spread"] else ""))
+                  + ")",
                   f"* real DDP's rebuilt buckets equal ddpsim's plan at every point: {str(s['plan_matches_all']).lower()}"]
         if s.get("median_run_spread_pct") is not None:
             lines.append(f"* run-to-run spread (slowest minus fastest run's median at one point, over the measured): "

@@ -61,6 +61,26 @@ def test_point_compares_means_and_keeps_medians_beside_them():
     assert s["median_abs_error_p50_pct"] == pytest.approx(25.0)  # of 30 and 20
 
 
+def test_a_best_cap_gap_is_weighed_against_the_two_points_run_spread():
+    """Predicted best cap=100 is measured 4 % above the measured best cap=25. Their runs spread
+    3 % and 6 % (slowest minus fastest run median over the pooled mean): the larger, 6 %, holds
+    the 4 % gap, so the runs cannot tell the two apart; with spreads of 3 % and 2 % they can."""
+    rows = [dict(_row("cap=25", 1.00, 1.00, 0.9, 1.1), run_spread_pct=3.0),
+            dict(_row("cap=100", 0.95, 1.04, 0.9, 1.1), run_spread_pct=6.0),
+            dict(_row("cap=1", 1.10, 1.20, 1.1, 1.3), run_spread_pct=50.0)]
+    s = summary_figures(rows)
+    assert (s["measured_best"], s["predicted_best"]) == ("cap=25", "cap=100")
+    assert s["predicted_best_gap_pct"] == pytest.approx(4.0)
+    assert s["best_pair_run_spread_pct"] == 6.0 and s["predicted_best_gap_within_spread"] is True
+    rows[1]["run_spread_pct"] = 2.0
+    s = summary_figures(rows)
+    assert s["best_pair_run_spread_pct"] == 3.0 and s["predicted_best_gap_within_spread"] is False
+    # the predicted best is the measured best: nothing to weigh; a point with one run: no spread
+    assert summary_figures(rows[:1] + rows[2:])["best_pair_run_spread_pct"] is None
+    rows[1]["run_spread_pct"] = None
+    assert summary_figures(rows)["predicted_best_gap_within_spread"] is None
+
+
 def test_tied_predictions_are_all_predicted_best():
     """Three caps with one plan (the same predicted time) and one slower cap: ddpsim cannot tell
     the three apart, so the measured best among them counts as the predicted best (gap 0),

@@ -91,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     if s:
         print(f"validate: median |error| {s['median_abs_error_pct']:.1f} % over {s['num_points']} points; "
               f"{s['num_in_band_or_within_10pct']}/{s['num_points']} in band or within 10 %; measured best "
-              f"{s['measured_best']}, predicted best {s['predicted_best']} ({s['predicted_best_gap_pct']:.1f} % from it); "
+              f"{s['measured_best']}, predicted best {s['predicted_best']} ({s['predicted_best_gap_pct']:.1f} % from it"
+              + ("" if s.get("best_pair_run_spread_pct") is None else
+                 f", {'inside' if s['predicted_best_gap_within_spread'] else 'beyond'} their run spread "
+                 f"{s['best_pair_run_spread_pct']:.1f} %")
+              + "); "
               f"plan matches: {str(s['plan_matches_all']).lower()}")
     return 0

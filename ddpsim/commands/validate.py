@@ -18,7 +18,8 @@ the same points, and write reports/<name>/:
   validation.csv    point, predicted_s, measured_s, measured_p10_s, measured_p90_s,
                     error_pct, in_band, plan_matches, ...
   validation.md     the table and the accuracy figures (median |error|, points in the
-                    noise band, measured-best vs predicted-best cap); with the hooked
+                    noise band, measured-best vs predicted-best cap and whether
+                    their gap lies inside the two points' run spread); with the hooked
                     runs, per point: backward span, summed all-reduce time and the last
                     bucket's, measured / predicted
   validation.png    predicted vs measured per point (noise band), per-bucket completion

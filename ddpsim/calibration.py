@@ -73,7 +73,8 @@ COLLECTIVES = ("allreduce", "broadcast")
 BACKENDS = ("nccl", "gloo")
 #: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: a
 #: collective slows compute by its share of moved bytes. On the 2-vCPU gloo host, re-analysing
-#: the five kept validation runs, it lowered resnet50's median error in every run and bert-base's
+#: the five kept validation runs, it lowered resnet50's median error in every run (session 10's
+#: with its recalibration; with its clamped calibration unchanged) and bert-base's
 #: and resnet50's over-prediction at cap 1 in all ten cases (README, "Where accuracy stands")
 CALIBRATION_WEIGHTING = "bandwidth"
 

@@ -219,7 +219,7 @@ def calibration_from_dict(data: Any) -> Calibration:
         from ddpsim.interference_fit import fit_probe, parse_probe
 
         trace, step_s, cap_mb = parse_probe(probe)
-        fit = fit_probe(trace, step_s, cal, cap_mb, interference.comm_slowdown, interference.weighting)
+        fit = fit_probe(trace, step_s, cal, cap_mb, interference)
         cal = replace(cal, interference=replace(interference, compute_slowdown=fit.compute_slowdown),
                       interference_microbenchmark=interference, interference_fit=fit.as_dict())
     return cal

@@ -119,15 +119,14 @@ def bisect_increasing(f: Callable[[float], float], target: float, lo: float, hi:
     return 0.5 * (lo + hi), False
 
 
-def fit_probe(trace: Any, measured_s: float, cal: Any, cap_mb: float, comm_slowdown: float,
-              weighting: str = "uniform") -> ProbeFit:
-    """Solve ``predict(compute_slowdown) == measured_s`` on [1, MAX_SLOWDOWN] by bisection."""
+def fit_probe(trace: Any, measured_s: float, cal: Any, cap_mb: float, interference: Interference) -> ProbeFit:
+    """Solve ``predict(compute_slowdown) == measured_s`` on [1, MAX_SLOWDOWN] by bisection, every
+    other field of ``interference`` (the microbenchmark's comm_slowdown, the weighting) kept."""
     cal = replace(cal, interference=None)
 
     @functools.lru_cache(maxsize=None)  # f(1) and the answer are read again below
     def f(s: float) -> float:
-        return predict_probe(trace, cal, cap_mb, Interference(compute_slowdown=s, comm_slowdown=comm_slowdown,
-                                                              weighting=weighting))
+        return predict_probe(trace, cal, cap_mb, replace(interference, compute_slowdown=s))
 
     s, clamped = bisect_increasing(f, measured_s, 1.0, MAX_SLOWDOWN)
     return ProbeFit(s, measured_s, f(s), f(1.0), clamped=clamped)

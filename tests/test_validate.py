@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ddpsim.cli import main
-from ddpsim.validate import CSV_COLUMNS, summary_figures
+from ddpsim.validate import CSV_COLUMNS, summary_figures, t975
 from executor.launch import REPO_ROOT
 
 
@@ -79,6 +79,49 @@ def test_a_best_cap_gap_is_weighed_against_the_two_points_run_spread():
     assert summary_figures(rows[:1] + rows[2:])["best_pair_run_spread_pct"] is None
     rows[1]["run_spread_pct"] = None
     assert summary_figures(rows)["predicted_best_gap_within_spread"] is None
+
+
+def test_the_best_cap_gap_is_tested_on_runs_paired_by_round():
+    """The predicted best (cap=100) against the measured best (cap=25), run k of each from round
+    k. Round levels 1.0, 1.2, 0.9 with cap=100 5 % slower in every round: the log ratios are all
+    ln 1.05, sd 0, so the 95 % interval is exactly 5 to 5 %, above the 2 % tolerance: missed, although
+    the pooled runs of each point spread 30 %. At 1 % in every round: met. With ratios 1.02, 1.04,
+    1.06 (mean log 0.0390974, sd 0.0192334, t(2) = 4.303): exp(0.0390974 -+ 4.303 * 0.0192334 /
+    sqrt 3) - 1 = -0.865 .. +9.077 %, which holds 2 %: unresolved."""
+    fast = [1.0, 1.2, 0.9]
+
+    def rows(ratios):
+        slow = [f * r for f, r in zip(fast, ratios)]
+        m_fast, m_slow = sum(fast) / 3, sum(slow) / 3
+        return [dict(_row("cap=25", 1.00, m_fast, 0.8, 1.3), run_means_s=" ".join(map(str, fast))),
+                dict(_row("cap=100", 0.90, m_slow, 0.8, 1.3), run_means_s=[*slow])]   # a list works too
+
+    s = summary_figures(rows([1.05] * 3))
+    assert (s["measured_best"], s["predicted_best"]) == ("cap=25", "cap=100")
+    assert s["best_pair_rounds"] == 3 and s["best_pair_gap_ci95_pct"] == pytest.approx([5.0, 5.0])
+    assert s["best_cap_verdict"] == "missed"
+    assert summary_figures(rows([1.01] * 3))["best_cap_verdict"] == "met"
+    s = summary_figures(rows([1.02, 1.04, 1.06]))
+    assert s["best_pair_gap_ci95_pct"] == pytest.approx([-0.8647, 9.0766], abs=1e-3)
+    assert s["best_cap_verdict"] == "unresolved"
+    # the same point predicted and measured best: met, nothing to pair; one round, or a report
+    # written before run means were kept: no interval, no verdict
+    one = summary_figures(rows([1.05] * 3)[:1])
+    assert one["best_cap_verdict"] == "met" and one["best_pair_gap_ci95_pct"] is None
+    r = rows([1.05] * 3)
+    r[1]["run_means_s"] = "1.05"
+    assert summary_figures(r)["best_cap_verdict"] is None
+    del r[1]["run_means_s"]
+    assert summary_figures(r)["best_pair_rounds"] is None
+
+
+def test_t975_table_and_expansion():
+    """Student's t, 97.5 % quantile: the table (df 2: 4.303, df 30: 2.042) and beyond it the
+    Cornish-Fisher expansion, against the exact 2.0395 (df 31), 2.0003 (60) and 1.9623 (1000)."""
+    assert (t975(1), t975(2), t975(30)) == (12.706, 4.303, 2.042)
+    assert t975(31) == pytest.approx(2.0395, abs=1e-3)
+    assert t975(60) == pytest.approx(2.0003, abs=1e-3)
+    assert t975(1000) == pytest.approx(1.9623, abs=1e-3)
 
 
 def test_tied_predictions_are_all_predicted_best():

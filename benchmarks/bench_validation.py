@@ -7,6 +7,7 @@ communication, optimizer) at cap=default.
 
     python benchmarks/bench_validation.py [reports] [--slowdown-grid 2,3,4,6,8] [--buckets]
     python benchmarks/bench_validation.py --criteria reports reports/cpu-gloo-session7 ...
+    python benchmarks/bench_validation.py --bias reports reports/cpu-gloo-session7 ...
 
 ``--slowdown-grid``: also re-simulate every point of every report with the engine's
 compute_slowdown set to each listed value (the calibration's comm_slowdown and everything
@@ -43,6 +44,10 @@ from noise; and the 95 % interval of that gap from the two points' runs paired b
 under 2 %, or the predicted best is the measured best), ``missed`` (above 2 %), ``unresolved``
 (2 % inside it), ``n/a`` (a report written before per-run means were kept: rebuild it with
 ``ddpsim validate --reanalyze``). Then the count of reports meeting all three, and of verdicts.
+
+``--bias ROOT [ROOT ...]``: instead, per scenario and point, the signed error of every listed
+run folder's report, their mean, range and how many are under: an error that keeps its sign
+in every run is the model's, one that changes sign is the host's noise.
 
 Not a test: it reads files and prints; no timing is asserted anywhere.
 """
@@ -276,6 +281,23 @@ def criteria_table(roots: list[str]) -> int:
     return 0
 
 
+def bias_table(roots: list[str]) -> int:
+    """Per scenario and point, the signed error of every listed run: what repeats with the same
+    sign in every run is the model's, what changes sign is the host's."""
+    errs: dict[tuple[str, str], list[float]] = {}
+    for root in roots:
+        for vj in sorted(Path(root).glob("*/validation.json")):
+            d = json.loads(vj.read_text())
+            for r in d.get("rows", []):
+                if r.get("error_pct") is not None:
+                    errs.setdefault((d["scenario"], r["point"]), []).append(r["error_pct"])
+    print(f"{'scenario':22s} {'point':12s} {'runs':>4s} {'mean':>7s} {'min':>7s} {'max':>7s} {'under':>6s}  signed error of each run (%)")
+    for (sc, pt), xs in errs.items():
+        print(f"{sc:22s} {pt:12s} {len(xs):4d} {statistics.fmean(xs):+6.1f}% {min(xs):+6.1f}% {max(xs):+6.1f}% "
+              f"{sum(x < 0 for x in xs):3d}/{len(xs):<2d}  {' '.join(f'{x:+.1f}' for x in xs)}")
+    return 0
+
+
 def main(root: str = "reports", grid: list[float] | None = None, buckets: bool = False) -> int:
     rows = []
     for vj in sorted(Path(root).glob("*/validation.json")):
@@ -325,16 +347,20 @@ def _grid(text: str) -> list[float]:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", nargs="*", default=["reports"],
-                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria")
+                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria or --bias")
     ap.add_argument("--slowdown-grid", type=_grid, default=None, metavar="LIST",
                     help="also print the signed median error per scenario at each compute_slowdown in LIST")
     ap.add_argument("--buckets", action="store_true",
                     help="also print the per-bucket timing of the hooked runs against the prediction, and the within-run phase spread")
     ap.add_argument("--criteria", action="store_true",
                     help="print the issue's three criteria per report of every ROOT, and how many meet all three")
+    ap.add_argument("--bias", action="store_true",
+                    help="print, per scenario and point, the signed error of every ROOT's report (sign kept: a model bias repeats its sign)")
     a = ap.parse_args()
+    if a.bias:
+        sys.exit(bias_table(a.root))
     if a.criteria:
         sys.exit(criteria_table(a.root))
     if len(a.root) > 1:
-        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria)")
+        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria or --bias)")
     sys.exit(main(a.root[0], a.slowdown_grid, a.buckets))

@@ -18,8 +18,10 @@ the same points, and write reports/<name>/:
   validation.csv    point, predicted_s, measured_s, measured_p10_s, measured_p90_s,
                     error_pct, in_band, plan_matches, ...
   validation.md     the table and the accuracy figures (median |error|, points in the
-                    noise band, measured-best vs predicted-best cap and whether
-                    their gap lies inside the two points' run spread); with the hooked
+                    noise band, measured-best vs predicted-best cap, whether their
+                    gap lies inside the two points' run spread, and its 95 % interval
+                    from their runs paired by round: whether the runs decide the
+                    2 % best-cap criterion -- met, missed or unresolved); with the hooked
                     runs, per point: backward span, summed all-reduce time and the last
                     bucket's, measured / predicted
   validation.png    predicted vs measured per point (noise band), per-bucket completion
@@ -96,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
               + ("" if s.get("best_pair_run_spread_pct") is None else
                  f", {'inside' if s['predicted_best_gap_within_spread'] else 'beyond'} their run spread "
                  f"{s['best_pair_run_spread_pct']:.1f} %")
+              + ("" if s.get("best_pair_gap_ci95_pct") is None else
+                 f"; paired by round {s['best_pair_gap_ci95_pct'][0]:+.1f}..{s['best_pair_gap_ci95_pct'][1]:+.1f} %, "
+                 f"criterion {s['best_cap_verdict']}")
               + "); "
               f"plan matches: {str(s['plan_matches_all']).lower()}")
     return 0

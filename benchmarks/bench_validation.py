@@ -43,7 +43,9 @@ from noise; and the 95 % interval of that gap from the two points' runs paired b
 (``ddpsim.validate.paired_gap_ci_pct``) with what it decides: ``met`` (the interval lies at or
 under 2 %, or the predicted best is the measured best), ``missed`` (above 2 %), ``unresolved``
 (2 % inside it), ``n/a`` (a report written before per-run means were kept: rebuild it with
-``ddpsim validate --reanalyze``). Then the count of reports meeting all three, and of verdicts.
+``ddpsim validate --reanalyze``); for an unresolved one, how many rounds would decide it at
+the runs' scatter (``ddpsim.validate.rounds_to_decide``). Then the count of reports meeting all
+three, and of verdicts.
 
 ``--bias ROOT [ROOT ...]``: instead, per scenario and point, the signed error of every listed
 run folder's report, their mean, range and how many are under: an error that keeps its sign
@@ -254,12 +256,13 @@ def criteria(d: dict) -> dict:
     ci = s.get("best_pair_gap_ci95_pct")
     return {"median": s["median_abs_error_pct"], "band": f"{s['num_in_band_or_within_10pct']}/{s['num_points']}",
             "gap": gap, "noise": noise, "met": met, "verdict": s.get("best_cap_verdict") or "n/a",
-            "ci": "" if ci is None else f"{ci[0]:+.1f}..{ci[1]:+.1f}% ({s['best_pair_rounds']})"}
+            "ci": "" if ci is None else f"{ci[0]:+.1f}..{ci[1]:+.1f}% ({s['best_pair_rounds']})",
+            "need": "" if s.get("best_pair_rounds_to_decide") is None else str(s["best_pair_rounds_to_decide"])}
 
 
 def criteria_table(roots: list[str]) -> int:
     print(f"{'run':34s} {'scenario':22s} {'med|err|':>8s} {'band/10%':>8s} {'best gap':>8s} {'gap spread':>10s} "
-          f"{'gap > spread':>12s} {'gap 95% CI (rounds)':>21s} {'by rounds':>10s}  criteria met")
+          f"{'gap > spread':>12s} {'gap 95% CI (rounds)':>21s} {'by rounds':>10s} {'to decide':>9s}  criteria met")
     total = full = 0
     verdicts: dict[str, int] = {}
     for root in roots:
@@ -273,7 +276,7 @@ def criteria_table(roots: list[str]) -> int:
             names = [n for n, ok in zip(("median", "band", "best"), c["met"]) if ok]
             beyond = "n/a" if c["gap"] == 0 else ("yes" if c["gap"] > c["noise"] else "no")
             print(f"{root:34s} {d['scenario']:22s} {c['median']:7.1f}% {c['band']:>8s} {c['gap']:7.1f}% "
-                  f"{c['noise']:9.1f}% {beyond:>12s} {c['ci']:>21s} {c['verdict']:>10s}  {len(names)}/3 {' '.join(names)}")
+                  f"{c['noise']:9.1f}% {beyond:>12s} {c['ci']:>21s} {c['verdict']:>10s} {c['need']:>9s}  {len(names)}/3 {' '.join(names)}")
             verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
     print(f"\nreports meeting all three criteria: {full} of {total}")
     print("best-cap criterion decided by the runs paired by round (95 % interval of the gap against 2 %): "

@@ -174,6 +174,34 @@ def paired_gap_ci_pct(slow: Sequence[float], fast: Sequence[float]) -> tuple[flo
     return 100.0 * math.expm1(m - h), 100.0 * math.expm1(m + h), n
 
 
+#: the most rounds :func:`rounds_to_decide` looks for
+MAX_ROUNDS_TO_DECIDE = 10_000
+
+
+def rounds_to_decide(slow: Sequence[float], fast: Sequence[float],
+                     tolerance_pct: float = BEST_CAP_TOLERANCE_PCT) -> int | None:
+    """How many rounds would decide the best-cap criterion if the runs went on as they did:
+    the smallest ``n >= 2`` with ``t975(n-1) * sd(d) / sqrt(n) < |mean(d) - ln(1 + tolerance)|``
+    for the paired log ratios ``d`` of :func:`paired_gap_ci_pct` (so that the 95 % interval
+    would leave the tolerance out). None with fewer than 2 paired rounds, or when it would take
+    more than :data:`MAX_ROUNDS_TO_DECIDE` (a gap at the tolerance itself is never decided)."""
+    n0 = min(len(slow), len(fast))
+    if n0 < 2:
+        return None
+    d = [math.log(a / b) for a, b in zip(slow[:n0], fast[:n0])]
+    margin, sd = abs(statistics.fmean(d) - math.log1p(tolerance_pct / 100.0)), statistics.stdev(d)
+    if margin <= 1e-12:  # the gap sits at the tolerance (to rounding): no number of rounds decides it
+        return None
+    if sd <= 1e-12:
+        return 2
+    if (1.959963984540054 * sd / margin) ** 2 > MAX_ROUNDS_TO_DECIDE:
+        return None
+    n = 2
+    while t975(n - 1) * sd / math.sqrt(n) >= margin:
+        n += 1
+    return n
+
+
 def best_cap_verdict(gap_pct: float, ci: tuple[float, float, int] | None) -> str | None:
     """Whether the runs decide the best-cap criterion (the predicted best within
     :data:`BEST_CAP_TOLERANCE_PCT` of the measured best): ``"met"`` when the predicted best IS
@@ -222,6 +250,8 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "best_pair_rounds": None if ci is None else ci[2],
             "best_pair_gap_ci95_pct": None if ci is None else [ci[0], ci[1]],
             "best_cap_verdict": best_cap_verdict(gap, ci),
+            "best_pair_rounds_to_decide": (None if ci is None or best_cap_verdict(gap, ci) != "unresolved" else
+                                           rounds_to_decide(run_means(best_pred), run_means(best_meas))),
             "plan_matches_all": all(r["plan_matches"] for r in done if r["plan_matches"] is not None)}
 
 
@@ -714,6 +744,8 @@ def markdown(data: dict[str, Any]) -> str:
                      + {"met": f"the best-cap criterion (within {BEST_CAP_TOLERANCE_PCT:g} %) is met",
                         "missed": f"the predicted best is slower than the measured best by more than {BEST_CAP_TOLERANCE_PCT:g} %",
                         "unresolved": f"these runs do not decide the best-cap criterion (within {BEST_CAP_TOLERANCE_PCT:g} %)"
+                        + ("" if s.get("best_pair_rounds_to_decide") is None else
+                           f"; at the runs' scatter, about {s['best_pair_rounds_to_decide']} rounds would")
                         }[s["best_cap_verdict"]])
                   + ")",
                   f"* real DDP's rebuilt buckets equal ddpsim's plan at every point: {str(s['plan_matches_all']).lower()}"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ddpsim.cli import main
-from ddpsim.validate import CSV_COLUMNS, summary_figures, t975
+from ddpsim.validate import CSV_COLUMNS, rounds_to_decide, summary_figures, t975
 from executor.launch import REPO_ROOT
 
 
@@ -104,6 +104,9 @@ def test_the_best_cap_gap_is_tested_on_runs_paired_by_round():
     s = summary_figures(rows([1.02, 1.04, 1.06]))
     assert s["best_pair_gap_ci95_pct"] == pytest.approx([-0.8647, 9.0766], abs=1e-3)
     assert s["best_cap_verdict"] == "unresolved"
+    # at that scatter, |0.0390974 - ln 1.02| = 0.0192948 is first beaten by t975(n-1) * 0.0192334 / sqrt(n)
+    # at n = 7 (2.447 * 0.0192334 / sqrt 7 = 0.017789; at n = 6: 2.571 * 0.0192334 / sqrt 6 = 0.020188)
+    assert s["best_pair_rounds_to_decide"] == 7
     # the same point predicted and measured best: met, nothing to pair; one round, or a report
     # written before run means were kept: no interval, no verdict
     one = summary_figures(rows([1.05] * 3)[:1])
@@ -113,6 +116,16 @@ def test_the_best_cap_gap_is_tested_on_runs_paired_by_round():
     assert summary_figures(r)["best_cap_verdict"] is None
     del r[1]["run_means_s"]
     assert summary_figures(r)["best_pair_rounds"] is None
+
+
+def test_rounds_to_decide_edges():
+    """No scatter: two rounds decide any gap off the tolerance, none decides one exactly at it;
+    ratios scattered around 1.02 itself would need more than MAX_ROUNDS_TO_DECIDE: None."""
+    fast = [1.0, 1.2, 0.9]
+    assert rounds_to_decide([f * 1.05 for f in fast], fast) == 2
+    assert rounds_to_decide([f * 1.02 for f in fast], fast) is None
+    assert rounds_to_decide([1.0 * 1.02 * 1.05, 1.0 * 1.02 / 1.05, 1.02 * 1.0001], [1.0, 1.0, 1.0]) is None
+    assert rounds_to_decide([1.05], [1.0]) is None
 
 
 def test_t975_table_and_expansion():

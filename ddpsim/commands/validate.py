@@ -100,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
                  f"{s['best_pair_run_spread_pct']:.1f} %")
               + ("" if s.get("best_pair_gap_ci95_pct") is None else
                  f"; paired by round {s['best_pair_gap_ci95_pct'][0]:+.1f}..{s['best_pair_gap_ci95_pct'][1]:+.1f} %, "
-                 f"criterion {s['best_cap_verdict']}")
+                 f"criterion {s['best_cap_verdict']}"
+                 + ("" if s.get("best_pair_rounds_to_decide") is None else
+                    f", about {s['best_pair_rounds_to_decide']} rounds would decide it"))
               + "); "
               f"plan matches: {str(s['plan_matches_all']).lower()}")
     return 0

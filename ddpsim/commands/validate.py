@@ -21,7 +21,8 @@ the same points, and write reports/<name>/:
                     noise band, measured-best vs predicted-best cap, whether their
                     gap lies inside the two points' run spread, and its 95 % interval
                     from their runs paired by round: whether the runs decide the
-                    2 % best-cap criterion -- met, missed or unresolved); with the hooked
+                    2 % best-cap criterion -- met, missed or unresolved, and if
+                    unresolved how many rounds would decide it); with the hooked
                     runs, per point: backward span, summed all-reduce time and the last
                     bucket's, measured / predicted
   validation.png    predicted vs measured per point (noise band), per-bucket completion

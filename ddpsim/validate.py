@@ -136,6 +136,8 @@ def best_pair_spread_pct(best_meas: dict[str, Any], best_pred: dict[str, Any]) -
 #: two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+#: the 97.5 % quantile of the standard normal
+_Z975 = 1.959963984540054
 #: the issue's best-cap tolerance: the predicted-best cap measured within 2 % of the measured best
 BEST_CAP_TOLERANCE_PCT = 2.0
 
@@ -147,7 +149,7 @@ def t975(df: int) -> float:
         raise ValueError(f"df: {df!r}; expected an integer >= 1")
     if df <= len(_T975):
         return _T975[df - 1]
-    z = 1.959963984540054
+    z = _Z975
     return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
 
 
@@ -160,16 +162,21 @@ def run_means(row: dict[str, Any]) -> list[float]:
     return [float(x) for x in (v.split() if isinstance(v, str) else v)]
 
 
+def _paired_log_ratios(slow: Sequence[float], fast: Sequence[float]) -> list[float]:
+    """``ln(slow_k / fast_k)`` over the rounds both points reached (run k ran in round k)."""
+    return [math.log(a / b) for a, b in zip(slow, fast)]
+
+
 def paired_gap_ci_pct(slow: Sequence[float], fast: Sequence[float]) -> tuple[float, float, int] | None:
     """The 95 % interval of how much slower (in %) the point of ``slow`` runs than that of
     ``fast``, from their runs paired by round: ``d_k = ln(slow_k / fast_k)`` over the rounds
     both reached, interval ``exp(mean(d) +- t975(n-1) * sd(d) / sqrt(n)) - 1`` (Student's t on
     the log ratios). Pairing by round takes out what moved both points of a round alike (the
     host's slow drift); what is left is the runs' own scatter. None with fewer than 2 rounds."""
-    n = min(len(slow), len(fast))
+    d = _paired_log_ratios(slow, fast)
+    n = len(d)
     if n < 2:
         return None
-    d = [math.log(a / b) for a, b in zip(slow[:n], fast[:n])]
     m, h = statistics.fmean(d), t975(n - 1) * statistics.stdev(d) / math.sqrt(n)
     return 100.0 * math.expm1(m - h), 100.0 * math.expm1(m + h), n
 
@@ -185,16 +192,15 @@ def rounds_to_decide(slow: Sequence[float], fast: Sequence[float],
     for the paired log ratios ``d`` of :func:`paired_gap_ci_pct` (so that the 95 % interval
     would leave the tolerance out). None with fewer than 2 paired rounds, or when it would take
     more than :data:`MAX_ROUNDS_TO_DECIDE` (a gap at the tolerance itself is never decided)."""
-    n0 = min(len(slow), len(fast))
-    if n0 < 2:
+    d = _paired_log_ratios(slow, fast)
+    if len(d) < 2:
         return None
-    d = [math.log(a / b) for a, b in zip(slow[:n0], fast[:n0])]
     margin, sd = abs(statistics.fmean(d) - math.log1p(tolerance_pct / 100.0)), statistics.stdev(d)
     if margin <= 1e-12:  # the gap sits at the tolerance (to rounding): no number of rounds decides it
         return None
     if sd <= 1e-12:
         return 2
-    if (1.959963984540054 * sd / margin) ** 2 > MAX_ROUNDS_TO_DECIDE:
+    if (_Z975 * sd / margin) ** 2 > MAX_ROUNDS_TO_DECIDE:
         return None
     n = 2
     while t975(n - 1) * sd / math.sqrt(n) >= margin:
@@ -237,7 +243,9 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     spreads = [r["run_spread_pct"] for r in done if r.get("run_spread_pct") is not None]
     err50 = [abs(r["error_p50_pct"]) for r in done if r.get("error_p50_pct") is not None]
     pair = best_pair_spread_pct(best_meas, best_pred)
-    ci = None if best_pred["point"] == best_meas["point"] else paired_gap_ci_pct(run_means(best_pred), run_means(best_meas))
+    pred_runs, meas_runs = run_means(best_pred), run_means(best_meas)
+    ci = None if best_pred["point"] == best_meas["point"] else paired_gap_ci_pct(pred_runs, meas_runs)
+    verdict = best_cap_verdict(gap, ci)
     return {"num_points": len(done), "median_abs_error_pct": statistics.median(abs_err),
             "median_abs_error_p50_pct": statistics.median(err50) if err50 else None,
             "median_run_spread_pct": statistics.median(spreads) if spreads else None,
@@ -249,9 +257,8 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "predicted_best_gap_within_spread": None if pair is None else gap <= pair,
             "best_pair_rounds": None if ci is None else ci[2],
             "best_pair_gap_ci95_pct": None if ci is None else [ci[0], ci[1]],
-            "best_cap_verdict": best_cap_verdict(gap, ci),
-            "best_pair_rounds_to_decide": (None if ci is None or best_cap_verdict(gap, ci) != "unresolved" else
-                                           rounds_to_decide(run_means(best_pred), run_means(best_meas))),
+            "best_cap_verdict": verdict,
+            "best_pair_rounds_to_decide": rounds_to_decide(pred_runs, meas_runs) if verdict == "unresolved" else None,
             "plan_matches_all": all(r["plan_matches"] for r in done if r["plan_matches"] is not None)}
 
 

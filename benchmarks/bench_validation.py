@@ -8,6 +8,7 @@ communication, optimizer) at cap=default.
     python benchmarks/bench_validation.py [reports] [--slowdown-grid 2,3,4,6,8] [--buckets]
     python benchmarks/bench_validation.py --criteria reports reports/cpu-gloo-session7 ...
     python benchmarks/bench_validation.py --bias reports reports/cpu-gloo-session7 ...
+    python benchmarks/bench_validation.py --alternatives reports reports/cpu-gloo-session7 ...
 
 ``--slowdown-grid``: also re-simulate every point of every report with the engine's
 compute_slowdown set to each listed value (the calibration's comm_slowdown and everything
@@ -50,6 +51,14 @@ three, and of verdicts.
 ``--bias ROOT [ROOT ...]``: instead, per scenario and point, the signed error of every listed
 run folder's report, their mean, range and how many are under: an error that keeps its sign
 in every run is the model's, one that changes sign is the host's noise.
+
+``--alternatives ROOT [ROOT ...]``: instead, every report re-simulated under the calibration's
+own model (``fitted``) and two alternatives built from the same calibration, with no
+per-model factor (``alternative_rows``): ``conserve`` (compute_slowdown ``m / (m - 1)`` from
+the microbenchmark's comm_slowdown m: an overlapped all-reduce and compute share the CPU, so
+overlap never costs more than running them one after the other) and ``round-matched`` (each
+run predicted from the trace captured in its own round); per report the three criteria under
+each, then the totals and the mean signed error per scenario and point.
 
 Not a test: it reads files and prints; no timing is asserted anywhere.
 """
@@ -305,6 +314,124 @@ def bias_table(roots: list[str]) -> int:
     return 0
 
 
+#: the interference models ``--alternatives`` compares with the calibration's own (see alternative_rows)
+ALTERNATIVES = ("fitted", "conserve", "round-matched")
+
+
+def alternative_rows(folder: Path, d: dict, name: str) -> list[dict] | None:
+    """The report's rows with ``predicted_s``, ``error_pct`` and ``in_band`` re-made under one
+    alternative model, every other field kept (so ``ddpsim.validate.summary_figures`` reads them
+    as it reads the report's). None where the report lacks what the alternative needs.
+
+    * ``fitted``: the report's calibration as it is (its prediction, simulated again);
+    * ``conserve``: compute_slowdown set to ``m / (m - 1)``, m the calibration's comm_slowdown
+      (the interference microbenchmark's): compute and an overlapped all-reduce share one CPU
+      whose rates add up to one, so overlap costs no more than running the two one after the
+      other -- where the probe fit lets it cost more;
+    * ``round-matched``: run k of every point predicted from round k's own trace
+      (``validation/trace.round<k>.json``, captured just before that round's runs) instead of the
+      pooled one, and the point's prediction scaled by the mean of those over the mean of the
+      runs' means: whether the trace captured beside a run follows that run's drift.
+    """
+    from ddpsim.calibration import load_calibration
+    from ddpsim.engine import simulate
+    from ddpsim.scenario import load_scenario
+    from ddpsim.trace import load_trace
+
+    tpath = Path(d.get("trace", ""))
+    if not tpath.is_file():
+        tpath = folder / "validation" / tpath.name
+    if not tpath.is_file() or not Path(d.get("calibration", "")).is_file():
+        return None
+    cal = load_calibration(d["calibration"])
+    if name == "conserve":
+        if cal.interference is None or cal.interference.comm_slowdown <= 1.0:
+            return None
+        m = cal.interference.comm_slowdown
+        cal = replace(cal, interference=replace(cal.interference, compute_slowdown=m / (m - 1.0)))
+    scen = load_scenario(d["scenario"])
+    points = {p.point_id: p for p in scen.points()}
+    pooled = load_trace(tpath)
+
+    def predict(point: str, trace: Any) -> float:
+        inp = scen.build_point(points[point], trace=trace, calibration=cal)
+        return simulate(inp.trace, inp.plan, inp.comm, inp.config).summary()["iteration_mean_s"]
+
+    rounds: dict[int, Any] = {}
+    rows = []
+    for r in d["rows"]:
+        if r.get("measured_s") is None or r["point"] not in points:
+            continue
+        if name == "round-matched":
+            runs = [float(x) for x in str(r.get("run_means_s") or "").split()]
+            if not runs:
+                return None
+            preds = []
+            for k in range(1, len(runs) + 1):
+                if k not in rounds:
+                    f = folder / "validation" / f"trace.round{k}.json"
+                    rounds[k] = load_trace(f) if f.is_file() else pooled
+                preds.append(predict(r["point"], rounds[k]))
+            pred = r["measured_s"] * statistics.fmean(preds) / statistics.fmean(runs)
+        else:
+            pred = predict(r["point"], pooled)
+        err = 100.0 * (pred - r["measured_s"]) / r["measured_s"]
+        rows.append({**r, "predicted_s": pred, "error_pct": err,
+                     "in_band": bool(r["measured_p10_s"] <= pred <= r["measured_p90_s"])})
+    return rows
+
+
+def alternatives_table(roots: list[str]) -> int:
+    """Every report of every root under each model of ALTERNATIVES: the three criteria per report,
+    then per model the median of the reports' median |error|, how many meet each criterion and
+    all three, and the mean signed error per scenario and point (how the error moves with the
+    cap: what decides the best-cap pick)."""
+    from ddpsim.validate import BEST_CAP_TOLERANCE_PCT, summary_figures
+
+    print(f"{'run':34s} {'scenario':22s} " + " ".join(f"{n + ': med|err| band best gap':>33s}" for n in ALTERNATIVES))
+    tally = {n: {"med": [], "median": 0, "band": 0, "best": 0, "all": 0, "n": 0} for n in ALTERNATIVES}
+    signed: dict[tuple[str, str, str], list[float]] = {}
+    for root, d in _reports(roots):
+        if not d.get("summary"):
+            continue
+        folder = Path(root) / d["scenario"]
+        cells, sums = [], {}
+        for n in ALTERNATIVES:
+            rows = alternative_rows(folder, d, n)
+            s = summary_figures(rows) if rows else {}
+            if not s:
+                break
+            sums[n] = s
+            for r in rows:
+                signed.setdefault((n, d["scenario"], r["point"]), []).append(r["error_pct"])
+            cells.append(f"{s['median_abs_error_pct']:8.1f}% {s['num_in_band_or_within_10pct']:>3d}/{s['num_points']:<3d}"
+                         f" {s['predicted_best_gap_pct']:9.1f}%")
+        if len(sums) < len(ALTERNATIVES):
+            continue  # a report without its trace, calibration or per-run means: compared under no model
+        for n, s in sums.items():
+            t = tally[n]
+            met = (s["median_abs_error_pct"] <= TARGET_MEDIAN_PCT, s["num_in_band_or_within_10pct"] == s["num_points"],
+                   s["predicted_best_gap_pct"] <= BEST_CAP_TOLERANCE_PCT)
+            t["med"].append(s["median_abs_error_pct"])
+            t["n"] += 1
+            t["all"] += all(met)
+            for key, ok in zip(("median", "band", "best"), met):
+                t[key] += ok
+        print(f"{root:34s} {d['scenario']:22s} " + " ".join(f"{c:>33s}" for c in cells))
+    print(f"\n{'model':14s} {'reports':>7s} {'median of med|err|':>18s} {'median <= 5%':>12s} {'band/10%':>9s} "
+          f"{'best <= 2%':>10s} {'all three':>9s}")
+    for n, t in tally.items():
+        if t["n"]:
+            print(f"{n:14s} {t['n']:7d} {statistics.median(t['med']):17.1f}% {t['median']:12d} {t['band']:9d} "
+                  f"{t['best']:10d} {t['all']:9d}")
+    print(f"\nmean signed error per scenario and point (%), over the reports\n{'scenario':22s} {'point':12s} "
+          + " ".join(f"{n:>14s}" for n in ALTERNATIVES))
+    for sc, pt in dict.fromkeys((k[1], k[2]) for k in signed):
+        print(f"{sc:22s} {pt:12s} " + " ".join(f"{statistics.fmean(signed[(n, sc, pt)]):+13.1f}%"
+                                            if (n, sc, pt) in signed else f"{'':>14s}" for n in ALTERNATIVES))
+    return 0
+
+
 def main(root: str = "reports", grid: list[float] | None = None, buckets: bool = False) -> int:
     rows = []
     for vj in sorted(Path(root).glob("*/validation.json")):
@@ -354,7 +481,7 @@ def _grid(text: str) -> list[float]:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", nargs="*", default=["reports"],
-                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria or --bias")
+                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria, --bias or --alternatives")
     ap.add_argument("--slowdown-grid", type=_grid, default=None, metavar="LIST",
                     help="also print the signed median error per scenario at each compute_slowdown in LIST")
     ap.add_argument("--buckets", action="store_true",
@@ -363,11 +490,16 @@ if __name__ == "__main__":
                     help="print the issue's three criteria per report of every ROOT, and how many meet all three")
     ap.add_argument("--bias", action="store_true",
                     help="print, per scenario and point, the signed error of every ROOT's report (sign kept: a model bias repeats its sign)")
+    ap.add_argument("--alternatives", action="store_true",
+                    help="re-simulate every report of every ROOT under the calibration's model and two alternatives "
+                         "(conserve, round-matched) and print the criteria each would meet")
     a = ap.parse_args()
+    if a.alternatives:
+        sys.exit(alternatives_table(a.root))
     if a.bias:
         sys.exit(bias_table(a.root))
     if a.criteria:
         sys.exit(criteria_table(a.root))
     if len(a.root) > 1:
-        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria or --bias)")
+        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria, --bias or --alternatives)")
     sys.exit(main(a.root[0], a.slowdown_grid, a.buckets))

@@ -74,6 +74,14 @@ from pathlib import Path
 from typing import Any
 
 
+def simulate_point(scen: Any, point: Any, trace: Any, cal: Any) -> Any:
+    """ddpsim's simulation of one point of scenario ``scen`` from ``trace`` and calibration ``cal``."""
+    from ddpsim.engine import simulate
+
+    inp = scen.build_point(point, trace=trace, calibration=cal)
+    return simulate(inp.trace, inp.plan, inp.comm, inp.config)
+
+
 def forward_drift(folder: Path, data: dict) -> tuple[float, float] | None:
     """(trace forward median, real runs' forward median) in seconds; forward has no gradient
     communication, so it compares compute only."""
@@ -105,7 +113,6 @@ def phases(folder: Path, d: dict, point: str = "cap=default") -> tuple[dict, dic
     report's own trace and calibration; measured = median over the runs of each run's median,
     and the range of the runs' forward medians (compute only: no gradient communication)."""
     from ddpsim.calibration import load_calibration
-    from ddpsim.engine import simulate
     from ddpsim.scenario import load_scenario
     from ddpsim.trace import load_trace
 
@@ -114,8 +121,7 @@ def phases(folder: Path, d: dict, point: str = "cap=default") -> tuple[dict, dic
         return None
     scen = load_scenario(d["scenario"])
     (pt,) = [p for p in scen.points() if p.point_id == point]
-    inp = scen.build_point(pt, trace=load_trace(d["trace"]), calibration=load_calibration(d["calibration"]))
-    m = simulate(inp.trace, inp.plan, inp.comm, inp.config).summary()
+    m = simulate_point(scen, pt, load_trace(d["trace"]), load_calibration(d["calibration"])).summary()
     pred = {"forward": m["forward_s"], "backward+comm": m["backward_compute_s"] + m["exposed_comm_s"],
             "optimizer": m["optimizer_s"]}
     fwd = [r["summary"]["forward_s"] for r in runs]
@@ -127,7 +133,6 @@ def phases(folder: Path, d: dict, point: str = "cap=default") -> tuple[dict, dic
 def slowdown_grid(root: Path, grid: list[float]) -> None:
     """Signed median error (%) per scenario for each compute_slowdown in ``grid``."""
     from ddpsim.calibration import load_calibration
-    from ddpsim.engine import simulate
     from ddpsim.scenario import load_scenario
     from ddpsim.trace import load_trace
 
@@ -149,8 +154,7 @@ def slowdown_grid(root: Path, grid: list[float]) -> None:
             for r in d["rows"]:
                 if r.get("measured_s") is None or r["point"] not in points:
                     continue
-                inp = scen.build_point(points[r["point"]], trace=trace, calibration=c)
-                pred = simulate(inp.trace, inp.plan, inp.comm, inp.config).summary()["iteration_mean_s"]
+                pred = simulate_point(scen, points[r["point"]], trace, c).summary()["iteration_mean_s"]
                 errs.append(100 * (pred - r["measured_s"]) / r["measured_s"])
             cells.append(statistics.median(errs) if errs else float("nan"))
         print(f"{d['scenario']:22s} {cal.interference.compute_slowdown:7.2f} " + " ".join(f"{e:+7.1f}" for e in cells))
@@ -190,7 +194,6 @@ def bucket_timing(root: Path) -> None:
     time, last bucket, ranks' skew at the last launch, and the compute_slowdown that matches the
     measured span (module docstring)."""
     from ddpsim.calibration import load_calibration
-    from ddpsim.engine import simulate
     from ddpsim.interference_fit import bisect_increasing
     from ddpsim.scenario import load_scenario
     from ddpsim.trace import load_trace
@@ -216,8 +219,7 @@ def bucket_timing(root: Path) -> None:
             def predicted(g: float | None = None) -> Any:
                 c = cal if cal.interference is None or g is None else replace(
                     cal, interference=replace(cal.interference, compute_slowdown=g))
-                inp = scen.build_point(points[name], trace=trace, calibration=c)
-                return simulate(inp.trace, inp.plan, inp.comm, inp.config)
+                return simulate_point(scen, points[name], trace, c)
 
             fm, fp = bucket_figures(meas), bucket_figures(pred)
             want = "n/a"
@@ -259,17 +261,26 @@ def _reports(roots: list[str]) -> Any:
             yield root, json.loads(vj.read_text())
 
 
+def criteria_met(s: dict) -> tuple[bool, bool, bool]:
+    """Which of the issue's three criteria a summary (``ddpsim.validate.summary_figures``) meets:
+    median |error|, every point in band or within 10 %, the predicted best within
+    ``BEST_CAP_TOLERANCE_PCT`` of the measured best."""
+    from ddpsim.validate import BEST_CAP_TOLERANCE_PCT
+
+    return (s["median_abs_error_pct"] <= TARGET_MEDIAN_PCT, s["num_in_band_or_within_10pct"] == s["num_points"],
+            s["predicted_best_gap_pct"] <= BEST_CAP_TOLERANCE_PCT)
+
+
 def criteria(d: dict) -> dict:
     """The three criteria of one report, and the run spread the best-cap gap is measured against."""
-    from ddpsim.validate import BEST_CAP_TOLERANCE_PCT, summary_figures
+    from ddpsim.validate import summary_figures
 
     # the summary again from the report's rows, so that reports written before the best-pair
     # spread was summarised have it too
     s = summary_figures(d["rows"])
     gap, pair = s["predicted_best_gap_pct"], s["best_pair_run_spread_pct"]
     noise = 0.0 if gap == 0 else (float("nan") if pair is None else pair)
-    met = (s["median_abs_error_pct"] <= TARGET_MEDIAN_PCT, s["num_in_band_or_within_10pct"] == s["num_points"],
-           gap <= BEST_CAP_TOLERANCE_PCT)
+    met = criteria_met(s)
     ci = s.get("best_pair_gap_ci95_pct")
     return {"median": s["median_abs_error_pct"], "band": f"{s['num_in_band_or_within_10pct']}/{s['num_points']}",
             "gap": gap, "noise": noise, "met": met, "verdict": s.get("best_cap_verdict") or "n/a",
@@ -318,10 +329,26 @@ def bias_table(roots: list[str]) -> int:
 ALTERNATIVES = ("fitted", "conserve", "round-matched")
 
 
-def alternative_rows(folder: Path, d: dict, name: str) -> list[dict] | None:
+def report_inputs(folder: Path, d: dict) -> tuple[Any, Any, Any] | None:
+    """``(scenario, calibration, pooled trace)`` of a report, each loaded once (loading the
+    calibration runs its probe fit); the trace found as ``validate --reanalyze`` finds it. None
+    when the trace or the calibration is gone."""
+    from ddpsim.calibration import load_calibration
+    from ddpsim.scenario import load_scenario
+    from ddpsim.trace import load_trace
+    from ddpsim.validate import report_trace_path
+
+    tpath = report_trace_path(d, folder / "validation")
+    if not tpath.is_file() or not Path(d.get("calibration", "")).is_file():
+        return None
+    return load_scenario(d["scenario"]), load_calibration(d["calibration"]), load_trace(tpath)
+
+
+def alternative_rows(folder: Path, d: dict, inputs: tuple[Any, Any, Any], name: str) -> list[dict] | None:
     """The report's rows with ``predicted_s``, ``error_pct`` and ``in_band`` re-made under one
     alternative model, every other field kept (so ``ddpsim.validate.summary_figures`` reads them
-    as it reads the report's). None where the report lacks what the alternative needs.
+    as it reads the report's); ``inputs`` are :func:`report_inputs`'. None where the report
+    lacks what the alternative needs.
 
     * ``fitted``: the report's calibration as it is (its prediction, simulated again);
     * ``conserve``: compute_slowdown set to ``m / (m - 1)``, m the calibration's comm_slowdown
@@ -333,29 +360,19 @@ def alternative_rows(folder: Path, d: dict, name: str) -> list[dict] | None:
       pooled one, and the point's prediction scaled by the mean of those over the mean of the
       runs' means: whether the trace captured beside a run follows that run's drift.
     """
-    from ddpsim.calibration import load_calibration
-    from ddpsim.engine import simulate
-    from ddpsim.scenario import load_scenario
     from ddpsim.trace import load_trace
+    from ddpsim.validate import run_means
 
-    tpath = Path(d.get("trace", ""))
-    if not tpath.is_file():
-        tpath = folder / "validation" / tpath.name
-    if not tpath.is_file() or not Path(d.get("calibration", "")).is_file():
-        return None
-    cal = load_calibration(d["calibration"])
+    scen, cal, pooled = inputs
     if name == "conserve":
         if cal.interference is None or cal.interference.comm_slowdown <= 1.0:
             return None
         m = cal.interference.comm_slowdown
         cal = replace(cal, interference=replace(cal.interference, compute_slowdown=m / (m - 1.0)))
-    scen = load_scenario(d["scenario"])
     points = {p.point_id: p for p in scen.points()}
-    pooled = load_trace(tpath)
 
     def predict(point: str, trace: Any) -> float:
-        inp = scen.build_point(points[point], trace=trace, calibration=cal)
-        return simulate(inp.trace, inp.plan, inp.comm, inp.config).summary()["iteration_mean_s"]
+        return simulate_point(scen, points[point], trace, cal).summary()["iteration_mean_s"]
 
     rounds: dict[int, Any] = {}
     rows = []
@@ -363,7 +380,7 @@ def alternative_rows(folder: Path, d: dict, name: str) -> list[dict] | None:
         if r.get("measured_s") is None or r["point"] not in points:
             continue
         if name == "round-matched":
-            runs = [float(x) for x in str(r.get("run_means_s") or "").split()]
+            runs = run_means(r)
             if not runs:
                 return None
             preds = []
@@ -385,8 +402,9 @@ def alternatives_table(roots: list[str]) -> int:
     """Every report of every root under each model of ALTERNATIVES: the three criteria per report,
     then per model the median of the reports' median |error|, how many meet each criterion and
     all three, and the mean signed error per scenario and point (how the error moves with the
-    cap: what decides the best-cap pick)."""
-    from ddpsim.validate import BEST_CAP_TOLERANCE_PCT, summary_figures
+    cap: what decides the best-cap pick). A report some model cannot be compared under (no
+    trace, calibration or per-run means) is left out of every model's figures."""
+    from ddpsim.validate import summary_figures
 
     print(f"{'run':34s} {'scenario':22s} " + " ".join(f"{n + ': med|err| band best gap':>33s}" for n in ALTERNATIVES))
     tally = {n: {"med": [], "median": 0, "band": 0, "best": 0, "all": 0, "n": 0} for n in ALTERNATIVES}
@@ -395,23 +413,21 @@ def alternatives_table(roots: list[str]) -> int:
         if not d.get("summary"):
             continue
         folder = Path(root) / d["scenario"]
-        cells, sums = [], {}
-        for n in ALTERNATIVES:
-            rows = alternative_rows(folder, d, n)
-            s = summary_figures(rows) if rows else {}
-            if not s:
-                break
-            sums[n] = s
-            for r in rows:
+        inputs = report_inputs(folder, d)
+        if inputs is None:
+            continue
+        made = {n: alternative_rows(folder, d, inputs, n) for n in ALTERNATIVES}
+        sums = {n: summary_figures(rows) for n, rows in made.items() if rows}
+        if not all(sums.get(n) for n in ALTERNATIVES):
+            continue
+        cells = []
+        for n, s in sums.items():
+            for r in made[n]:
                 signed.setdefault((n, d["scenario"], r["point"]), []).append(r["error_pct"])
             cells.append(f"{s['median_abs_error_pct']:8.1f}% {s['num_in_band_or_within_10pct']:>3d}/{s['num_points']:<3d}"
                          f" {s['predicted_best_gap_pct']:9.1f}%")
-        if len(sums) < len(ALTERNATIVES):
-            continue  # a report without its trace, calibration or per-run means: compared under no model
-        for n, s in sums.items():
+            met = criteria_met(s)
             t = tally[n]
-            met = (s["median_abs_error_pct"] <= TARGET_MEDIAN_PCT, s["num_in_band_or_within_10pct"] == s["num_points"],
-                   s["predicted_best_gap_pct"] <= BEST_CAP_TOLERANCE_PCT)
             t["med"].append(s["median_abs_error_pct"])
             t["n"] += 1
             t["all"] += all(met)
@@ -430,7 +446,6 @@ def alternatives_table(roots: list[str]) -> int:
         print(f"{sc:22s} {pt:12s} " + " ".join(f"{statistics.fmean(signed[(n, sc, pt)]):+13.1f}%"
                                             if (n, sc, pt) in signed else f"{'':>14s}" for n in ALTERNATIVES))
     return 0
-
 
 def main(root: str = "reports", grid: list[float] | None = None, buckets: bool = False) -> int:
     rows = []

@@ -519,9 +519,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
                          f"earlier 'ddpsim validate {scenario.name}' (run it first)") from None
     cal_path = Path(calibration) if calibration else Path(old["calibration"])
     cal = _load_calibration(cal_path, echo)
-    trace_path = Path(old["trace"])
-    if not trace_path.is_file() and (raw / trace_path.name).is_file():
-        trace_path = raw / trace_path.name  # the report folder was moved (or cloned): its own copy
+    trace_path = report_trace_path(old, raw)
     trace = load_trace(trace_path)
     points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
     outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb) for p in points}
@@ -553,6 +551,16 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
                   iterations=old["iterations"], warmup=old["warmup"], repeats=max(len(o.runs) for o in outcomes.values()),
                   plots=plots, calibration=cal, reanalyzed=True)
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
+    """The pooled trace a ``validation.json`` (``data``) names; when that path is gone and
+    ``raw`` (the report's ``validation/`` folder) holds a file of the same name, that one: the
+    report folder was moved (or cloned) with its own copy."""
+    path = Path(data["trace"])
+    if not path.is_file() and (raw / path.name).is_file():
+        return raw / path.name
+    return path
 
 
 def _load_calibration(path: Path, echo: Callable[[str], None]) -> Any:

@@ -9,6 +9,7 @@ communication, optimizer) at cap=default.
     python benchmarks/bench_validation.py --criteria reports reports/cpu-gloo-session7 ...
     python benchmarks/bench_validation.py --bias reports reports/cpu-gloo-session7 ...
     python benchmarks/bench_validation.py --alternatives reports reports/cpu-gloo-session7 ...
+    python benchmarks/bench_validation.py --phase-bias reports reports/cpu-gloo-session7 ...
 
 ``--slowdown-grid``: also re-simulate every point of every report with the engine's
 compute_slowdown set to each listed value (the calibration's comm_slowdown and everything
@@ -60,6 +61,11 @@ overlap never costs more than running them one after the other) and ``round-matc
 run predicted from the trace captured in its own round); per report the three criteria under
 each, then the totals and the mean signed error per scenario and point.
 
+``--phase-bias ROOT [ROOT ...]``: instead, per scenario and point, where the step's signed error
+sits: predicted minus measured forward (with zero_grad and DDP's pre-forward), backward+comm
+(what ``loss.backward()`` spans under DDP) and optimizer, as % of the measured step, mean over
+every report, and how many reports predict each phase short (:func:`phase_bias_table`).
+
 Not a test: it reads files and prints; no timing is asserted anywhere.
 """
 
@@ -67,6 +73,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from dataclasses import replace
@@ -325,6 +332,75 @@ def bias_table(roots: list[str]) -> int:
     return 0
 
 
+def executor_phases(res: Any) -> dict[str, float]:
+    """A simulation's phases cut where the executor's clock cuts a DDP step (zero_grad + forward
+    | backward | optimizer; :func:`executor.workload.timed_steps`): ``forward`` from the
+    iteration's start (the buffer broadcast's wait, forward, DDP overhead) to its first backward
+    span, plus its ``zero_grad`` (the engine runs it at the iteration's end, the executor at the
+    start); ``backward+comm`` from there to the optimizer (hooks, copies, the end-of-backward
+    waits, copy-out: what ``loss.backward()`` spans under DDP); ``optimizer`` the rest. Per
+    steady iteration the mean over ranks, then the median over the iterations, as
+    :func:`executor.ddp_step.summarize` reduces the measured ones."""
+    per_it: dict[int, list[tuple[float, float, float]]] = {}
+    first: dict[tuple[int, int], dict[str, float]] = {}
+    for sp in res.spans:
+        if sp.stream != "compute":
+            continue
+        f = first.setdefault((sp.rank, sp.iteration), {"backward": math.inf, "optimizer": math.inf, "zero_grad": 0.0})
+        if sp.kind in ("backward", "optimizer"):
+            f[sp.kind] = min(f[sp.kind], sp.start_s)
+        elif sp.kind == "zero_grad":
+            f["zero_grad"] += sp.end_s - sp.start_s
+    for it in res.iterations:
+        if it.warmup or not it.synced:
+            continue
+        f = first[(it.rank, it.iteration)]
+        fwd = f["backward"] - it.start_s + f["zero_grad"]
+        bwd = f["optimizer"] - f["backward"]
+        per_it.setdefault(it.iteration, []).append((fwd, bwd, it.end_s - f["optimizer"] - f["zero_grad"]))
+    rows = [tuple(statistics.fmean(x[k] for x in v) for k in range(3)) for _, v in sorted(per_it.items())]
+    return {name: statistics.median(r[k] for r in rows) for k, name in enumerate(("forward", "backward+comm", "optimizer"))}
+
+
+def phase_bias_table(roots: list[str]) -> int:
+    """Per scenario and point, where the step's signed error sits: predicted minus measured
+    forward, backward+comm and optimizer, as % of the measured step, mean over every ROOT's
+    report (and how many of them under-predict the phase), beside the step's own signed error
+    (the report's, of the means). Predicted: each report's pooled trace and calibration, simulated
+    again, its phases cut as the executor times them (:func:`executor_phases`); measured: the
+    mean over the point's runs of each run's median phase (rank means per iteration). Medians of
+    phases do not add up to the mean step exactly; their sum is printed beside it."""
+    acc: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for root, d in _reports(roots):
+        folder = Path(root) / d["scenario"]
+        inputs = report_inputs(folder, d)
+        if inputs is None:
+            continue
+        scen, cal, trace = inputs
+        points = {p.point_id: p for p in scen.points()}
+        for r in d.get("rows", []):
+            runs = [json.loads(q.read_text()) for q in sorted((folder / "validation").glob(f"{r['point']}.run*.json"))]
+            if not runs or r["point"] not in points or r.get("measured_s") is None or r.get("error_pct") is None:
+                continue
+            pred = executor_phases(simulate_point(scen, points[r["point"]], trace, cal))
+            meas = {"forward": statistics.fmean(x["summary"]["forward_s"] for x in runs),
+                    "backward+comm": statistics.fmean(x["summary"]["backward_s"] for x in runs),
+                    "optimizer": statistics.fmean(x["summary"]["optimizer_s"] for x in runs)}
+            cell = acc.setdefault((d["scenario"], r["point"]), {k: [] for k in (*pred, "sum", "step")})
+            for k in pred:
+                cell[k].append(100.0 * (pred[k] - meas[k]) / r["measured_s"])
+            cell["sum"].append(sum(cell[k][-1] for k in pred))
+            cell["step"].append(r["error_pct"])
+    print("predicted minus measured, per phase, as % of the measured step (mean over the runs; under: runs predicting the phase short)")
+    print(f"{'scenario':22s} {'point':12s} {'runs':>4s} {'forward':>16s} {'backward+comm':>16s} {'optimizer':>16s} {'sum':>7s} {'step':>7s}")
+    for (sc, pt), c in acc.items():
+        n = len(c["step"])
+        cols = " ".join(f"{statistics.fmean(c[k]):+7.1f}% {sum(x < 0 for x in c[k]):3d}/{n:<3d}"
+                        for k in ("forward", "backward+comm", "optimizer"))
+        print(f"{sc:22s} {pt:12s} {n:4d} {cols} {statistics.fmean(c['sum']):+6.1f}% {statistics.fmean(c['step']):+6.1f}%")
+    return 0
+
+
 #: the interference models ``--alternatives`` compares with the calibration's own (see alternative_rows)
 ALTERNATIVES = ("fitted", "conserve", "round-matched")
 
@@ -496,7 +572,7 @@ def _grid(text: str) -> list[float]:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", nargs="*", default=["reports"],
-                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria, --bias or --alternatives")
+                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria, --bias, --phase-bias or --alternatives")
     ap.add_argument("--slowdown-grid", type=_grid, default=None, metavar="LIST",
                     help="also print the signed median error per scenario at each compute_slowdown in LIST")
     ap.add_argument("--buckets", action="store_true",
@@ -505,10 +581,15 @@ if __name__ == "__main__":
                     help="print the issue's three criteria per report of every ROOT, and how many meet all three")
     ap.add_argument("--bias", action="store_true",
                     help="print, per scenario and point, the signed error of every ROOT's report (sign kept: a model bias repeats its sign)")
+    ap.add_argument("--phase-bias", action="store_true",
+                    help="print, per scenario and point, predicted minus measured forward, backward+comm and optimizer "
+                         "(%% of the measured step) over every ROOT's report: where the step's signed error sits")
     ap.add_argument("--alternatives", action="store_true",
                     help="re-simulate every report of every ROOT under the calibration's model and two alternatives "
                          "(conserve, round-matched) and print the criteria each would meet")
     a = ap.parse_args()
+    if a.phase_bias:
+        sys.exit(phase_bias_table(a.root))
     if a.alternatives:
         sys.exit(alternatives_table(a.root))
     if a.bias:
@@ -516,5 +597,5 @@ if __name__ == "__main__":
     if a.criteria:
         sys.exit(criteria_table(a.root))
     if len(a.root) > 1:
-        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria, --bias or --alternatives)")
+        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria, --bias, --phase-bias or --alternatives)")
     sys.exit(main(a.root[0], a.slowdown_grid, a.buckets))

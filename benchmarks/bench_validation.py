@@ -89,6 +89,12 @@ def simulate_point(scen: Any, point: Any, trace: Any, cal: Any) -> Any:
     return simulate(inp.trace, inp.plan, inp.comm, inp.config)
 
 
+def point_runs(folder: Path, point: str = "*") -> list[dict]:
+    """The raw runs (``<point>.run<k>.json`` under ``validation/``) of one point of a report, or
+    of every point with ``"*"``."""
+    return [json.loads(p.read_text()) for p in sorted((folder / "validation").glob(f"{point}.run*.json"))]
+
+
 def forward_drift(folder: Path, data: dict) -> tuple[float, float] | None:
     """(trace forward median, real runs' forward median) in seconds; forward has no gradient
     communication, so it compares compute only."""
@@ -97,7 +103,7 @@ def forward_drift(folder: Path, data: dict) -> tuple[float, float] | None:
         return None
     trace = json.loads(tpath.read_text())
     t_fwd = statistics.median(it["forward_s"] for it in trace["iterations"])
-    runs = [json.loads(p.read_text()) for p in sorted((folder / "validation").glob("*.run*.json"))]
+    runs = point_runs(folder)
     if not runs:
         return None
     r_fwd = statistics.median(r["summary"]["forward_s"] for r in runs)
@@ -123,7 +129,7 @@ def phases(folder: Path, d: dict, point: str = "cap=default") -> tuple[dict, dic
     from ddpsim.scenario import load_scenario
     from ddpsim.trace import load_trace
 
-    runs = [json.loads(p.read_text()) for p in sorted((folder / "validation").glob(f"{point}.run*.json"))]
+    runs = point_runs(folder, point)
     if not runs or not Path(d.get("trace", "")).is_file() or not Path(d.get("calibration", "")).is_file():
         return None
     scen = load_scenario(d["scenario"])
@@ -379,7 +385,7 @@ def phase_bias_table(roots: list[str]) -> int:
         scen, cal, trace = inputs
         points = {p.point_id: p for p in scen.points()}
         for r in d.get("rows", []):
-            runs = [json.loads(q.read_text()) for q in sorted((folder / "validation").glob(f"{r['point']}.run*.json"))]
+            runs = point_runs(folder, r["point"])
             if not runs or r["point"] not in points or r.get("measured_s") is None or r.get("error_pct") is None:
                 continue
             pred = executor_phases(simulate_point(scen, points[r["point"]], trace, cal))

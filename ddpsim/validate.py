@@ -700,12 +700,24 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
             "reanalyzed": reanalyzed, "summary": summ, "rows": rows,
             "buckets": {k: {"predicted": o.predicted_buckets,
                             "measured": measured_bucket_times(o.hooked) if o.hooked else []} for k, o in outcomes.items()}}
+    malloc = _trace_malloc(trace_path)
+    if malloc is not None:  # traces captured before the executor's --malloc have none
+        data["malloc"] = malloc
     write_text_atomic(out / "validation.json", json.dumps(data, indent=1) + "\n")
     write_text_atomic(out / "validation.md", markdown(data))
     if plots and any(r["measured_s"] is not None for r in rows):
         from ddpsim.plots import save_figure
 
         save_figure(validation_figure(data), out / "validation.png")
+
+
+def _trace_malloc(trace_path: Path) -> str | None:
+    """The allocator mode the executor recorded in the prediction trace (``executor trace``
+    writes ``environment.malloc``), or None."""
+    try:
+        return json.loads(Path(trace_path).read_text()).get("environment", {}).get("malloc")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -735,7 +747,9 @@ def markdown(data: dict[str, Any]) -> str:
     lines += ["Measured = mean of the pooled steady-state step times (per iteration, the mean over ranks) of all runs, "
               "predicted = mean of the simulated steady steps: the mean is what adds up to a job's wall time, and the "
               "calibration's costs are means; band = the measured p10..p90. The medians (`measured_median_s`, "
-              "`predicted_p50_s`, `error_p50_pct` in `validation.csv`) are compared too. No GPU was used: gloo on CPU.", ""]
+              "`predicted_p50_s`, `error_p50_pct` in `validation.csv`) are compared too. No GPU was used: gloo on CPU."
+              + ("" if data.get("malloc") is None else
+                 f" Allocator of every rank, trace capture and runs alike: {data['malloc']} (the executor's `--malloc`)."), ""]
     if data.get("reanalyzed"):
         lines += ["Rebuilt from the raw runs under `validation/` by `ddpsim validate --reanalyze` (nothing run again: "
                         "step times recomputed from the per-rank records, every point simulated again).", ""]

@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="process-group and watchdog timeout in seconds (default 300)")
         p.add_argument("--num-threads", type=int, default=None,
                        help="torch.set_num_threads per rank (CPU runs; use 1 on a machine with one core per rank)")
+        p.add_argument("--malloc", default="steady", choices=("steady", "default"),
+                       help="CPU runs: 'steady' (default) holds glibc's allocator steady -- fixed mmap threshold, no "
+                            "trimming -- so that no process faults its pages in afresh every iteration; 'default' "
+                            "leaves glibc's adaptive behaviour (see executor.runtime.steady_malloc)")
         mod.add_arguments(p)
         p.set_defaults(module=mod)
     return parser
@@ -49,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        with distributed(backend=args.backend, timeout_s=args.timeout_s, num_threads=args.num_threads) as rt:
+        with distributed(backend=args.backend, timeout_s=args.timeout_s, num_threads=args.num_threads,
+                         malloc=args.malloc) as rt:
             return int(args.module.run(rt, args) or 0)
     except InputError as exc:
         print(f"executor: error: {exc}", file=sys.stderr, flush=True)

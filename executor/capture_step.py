@@ -48,6 +48,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     if rt.rank == 0:
         trace.environment["concurrent_ranks"] = rt.world_size
         trace.environment["lockstep"] = not args.no_lockstep
+        trace.environment["malloc"] = rt.malloc
         save_trace(trace, args.out)
         rt.log(f"trace: {args.model} batch {args.batch_size}: forward {trace.phase('forward').median_s * 1e3:.2f} ms, "
                f"backward {trace.phase('backward').median_s * 1e3:.2f} ms, optimizer {trace.phase('optimizer').median_s * 1e3:.2f} ms "

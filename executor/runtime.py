@@ -6,9 +6,12 @@ Every step runs inside :func:`distributed`:
    ``MASTER_PORT``) is validated; a missing or bad variable is one clear line, exit 2.
 2. ``init_process_group`` with an explicit timeout (it also bounds every gloo collective;
    NCCL gets ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1`` so its watchdog aborts on timeout).
-3. A watchdog thread ends the rank (exit 3, one line on stderr) when the step reports no
+3. On a CPU (gloo) run, glibc's allocator is held steady (:func:`steady_malloc`, unless
+   ``--malloc default``): freed memory stays in the process, so that every process, trace
+   capture and DDP run alike, reuses its pages from one iteration to the next.
+4. A watchdog thread ends the rank (exit 3, one line on stderr) when the step reports no
    progress for ``timeout_s``: a peer that died mid-collective never leaves a rank hanging.
-4. ``destroy_process_group()`` in ``finally``.
+5. ``destroy_process_group()`` in ``finally``.
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ class Runtime:
     device: Any  # torch.device
     timeout_s: float
     watchdog: Watchdog
+    malloc: str = "default"
 
     @property
     def rank(self) -> int:
@@ -162,9 +166,46 @@ def choose_backend(requested: str) -> str:
     return requested
 
 
+MALLOC_MODES = ("steady", "default")
+# glibc's mallopt(3) parameters and the values "steady" sets
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+STEADY_MMAP_THRESHOLD = 32 * 1024 * 1024  # glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit)
+
+
+def steady_malloc() -> str:
+    """Hold glibc's allocator steady for a training loop; returns what was done, for the record.
+
+    By default glibc adapts its mmap threshold as chunks are freed and trims the top of its heap
+    when more than twice that threshold lies free there; either way memory goes back to the
+    kernel, and the next iteration faults its pages in afresh. How often that happens depends
+    on the process's whole allocation history. On this project's 2-core host a ResNet-50 DDP
+    process (2 gloo ranks, batch 2, cap 25) faulted some 10,000 pages (about 40 MiB) into every
+    forward, a trace captured in the same process pair none, and the DDP forward ran the
+    longer; ``benchmarks/bench_malloc.py`` measures both modes side by side. Fixing the mmap
+    threshold (at glibc's largest, 32 MiB) ends its adaptation; ``M_TRIM_THRESHOLD = -1`` ends
+    trimming.
+    Allocations above 32 MiB are still mapped and unmapped every time, in every process alike.
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return "default (no glibc mallopt here)"
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    if mallopt(M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD) != 1 or mallopt(M_TRIM_THRESHOLD, -1) != 1:
+        return "default (mallopt refused)"
+    return f"steady (glibc mallopt: M_MMAP_THRESHOLD={STEADY_MMAP_THRESHOLD}, M_TRIM_THRESHOLD=-1)"
+
+
 @contextmanager
 def distributed(*, backend: str = "auto", timeout_s: float = 120.0, num_threads: int | None = None,
-                environ: dict[str, str] | None = None) -> Iterator[Runtime]:
+                malloc: str = "steady", environ: dict[str, str] | None = None) -> Iterator[Runtime]:
     """Validate the environment, create the process group, yield a :class:`Runtime`, tear down."""
     import datetime
 
@@ -173,6 +214,8 @@ def distributed(*, backend: str = "auto", timeout_s: float = 120.0, num_threads:
 
     if not (timeout_s > 0):
         raise InputError(f"--timeout-s: {timeout_s!r} is not accepted; expected a number of seconds > 0")
+    if malloc not in MALLOC_MODES:
+        raise InputError(f"--malloc: {malloc!r} is not accepted; expected one of {', '.join(MALLOC_MODES)}")
     env = read_env(environ)
     backend = choose_backend(backend)
     if num_threads is not None:
@@ -185,6 +228,8 @@ def distributed(*, backend: str = "auto", timeout_s: float = 120.0, num_threads:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
+    # NOTE: CPU runs only: a GPU step's tensors live in CUDA's caching allocator
+    malloc_used = steady_malloc() if malloc == "steady" and backend == "gloo" else "default"
     wd = Watchdog(timeout_s + 5.0, env.rank).start()
     initialised = False
     try:
@@ -196,7 +241,7 @@ def distributed(*, backend: str = "auto", timeout_s: float = 120.0, num_threads:
                                 timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
         initialised = True
         wd.beat("run")
-        rt = Runtime(env=env, backend=backend, device=device, timeout_s=timeout_s, watchdog=wd)
+        rt = Runtime(env=env, backend=backend, device=device, timeout_s=timeout_s, watchdog=wd, malloc=malloc_used)
         yield rt
         # NOTE: on success every rank leaves together, so no rank tears the group down while a
         # peer is still finishing its last collective or write (only reached when the step returned).
@@ -292,6 +337,7 @@ def environment_info(rt: Runtime) -> dict[str, Any]:
         "num_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "python": sys.version.split()[0],
+        "malloc": rt.malloc,
     }
     if rt.is_cuda:
         info["device_name"] = torch.cuda.get_device_name(rt.device)

@@ -286,6 +286,8 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
     assert (rep / "validation.png").stat().st_size > 0
     # the prediction trace was captured on both ranks at once, next to the raw measurements
     assert json.loads((rep / "validation" / "trace.concurrent.json").read_text())["environment"]["concurrent_ranks"] == 2
+    # ... with the executor's steady allocator, as the runs; the report says so
+    assert data["malloc"].startswith("steady (glibc mallopt") and f"trace capture and runs alike: {data['malloc']}" in md
     assert sorted(p.name for p in (rep / "validation").glob("cap=*.json")) == ["cap=0.1.hooked.json", "cap=0.1.run1.json"]
     assert "validate: median |error|" in out
 

@@ -123,8 +123,9 @@ def run_spread(d: dict) -> float:
 
 def phases(folder: Path, d: dict, point: str = "cap=default") -> tuple[dict, dict] | None:
     """Predicted vs measured phases (seconds) of one point: the prediction re-simulated from the
-    report's own trace and calibration; measured = median over the runs of each run's median,
-    and the range of the runs' forward medians (compute only: no gradient communication)."""
+    report's own trace and calibration and cut where the executor's clock cuts a step
+    (:func:`executor_phases`); measured = median over the runs of each run's median, and the
+    range of the runs' forward medians (no gradient communication)."""
     from ddpsim.calibration import load_calibration
     from ddpsim.scenario import load_scenario
     from ddpsim.trace import load_trace
@@ -134,9 +135,7 @@ def phases(folder: Path, d: dict, point: str = "cap=default") -> tuple[dict, dic
         return None
     scen = load_scenario(d["scenario"])
     (pt,) = [p for p in scen.points() if p.point_id == point]
-    m = simulate_point(scen, pt, load_trace(d["trace"]), load_calibration(d["calibration"])).summary()
-    pred = {"forward": m["forward_s"], "backward+comm": m["backward_compute_s"] + m["exposed_comm_s"],
-            "optimizer": m["optimizer_s"]}
+    pred = executor_phases(simulate_point(scen, pt, load_trace(d["trace"]), load_calibration(d["calibration"])))
     fwd = [r["summary"]["forward_s"] for r in runs]
     meas = {"forward": statistics.median(fwd), "backward+comm": statistics.median(r["summary"]["backward_s"] for r in runs),
             "optimizer": statistics.median(r["summary"]["optimizer_s"] for r in runs), "forward_range": (min(fwd), max(fwd))}
@@ -548,7 +547,7 @@ def main(root: str = "reports", grid: list[float] | None = None, buckets: bool =
               f"{s['num_in_band_or_within_10pct']:>4d}/{s['num_points']:<3d} {s['predicted_best_gap_pct']:7.1f}% "
               f"{str(s['plan_matches_all']).lower():>5s} {tf * 1e3:8.1f}ms {rf * 1e3:7.1f}ms {100 * (tf - rf) / rf:+6.1f}% {run_spread(d):9.1f}%")
     print("\nphases at cap=default, predicted / measured (ms; measured forward: median and range of the runs' medians;"
-          " the predicted forward includes the calibrated DDP overhead)")
+          " both cut as the executor's clock cuts a step: zero_grad + pre-forward + forward | loss.backward() | optimizer)")
     for name, s, drift, d in rows:
         ph = phases(Path(root) / name, d)
         if ph is None:

@@ -408,7 +408,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         rows = [o.row() for o in outcomes.values()]
         write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=model, batch_size=batch_size,
                       threads=threads, nproc=nproc, iterations=iterations, warmup=warmup, repeats=repeats, plots=plots,
-                      calibration=cal)
+                      calibration=cal, malloc=(trace.environment or {}).get("malloc"))
 
     # 3. measurements, round-robin -------------------------------------------------------------
     common = ["--model", model, "--batch-size", str(batch_size), "--iterations", str(iterations), "--warmup", str(warmup),
@@ -549,7 +549,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=old["model"],
                   batch_size=old["batch_size"], threads=old["num_threads"], nproc=old["world_size"],
                   iterations=old["iterations"], warmup=old["warmup"], repeats=max(len(o.runs) for o in outcomes.values()),
-                  plots=plots, calibration=cal, reanalyzed=True)
+                  plots=plots, calibration=cal, reanalyzed=True, malloc=(trace.environment or {}).get("malloc"))
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
 
 
@@ -683,7 +683,11 @@ def _fmt(v: Any) -> str:
 
 def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes: dict[str, PointOutcome], *,
                   cal_path: Path, trace_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
-                  repeats: int, plots: bool, calibration: Any = None, reanalyzed: bool = False) -> None:
+                  repeats: int, plots: bool, calibration: Any = None, reanalyzed: bool = False,
+                  malloc: str | None = None) -> None:
+    """Write ``validation.{csv,json,md}`` (and the plot). ``malloc``: the allocator mode the
+    executor recorded in the prediction trace (``environment.malloc``); traces captured before
+    the executor's ``--malloc`` have none, and then the reports do not mention it."""
     csv = ",".join(CSV_COLUMNS) + "\n" + "".join(",".join(_fmt(r[c]) for c in CSV_COLUMNS) + "\n" for r in rows)
     write_text_atomic(out / "validation.csv", csv)
     summ = summary_figures(rows)
@@ -700,8 +704,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
             "reanalyzed": reanalyzed, "summary": summ, "rows": rows,
             "buckets": {k: {"predicted": o.predicted_buckets,
                             "measured": measured_bucket_times(o.hooked) if o.hooked else []} for k, o in outcomes.items()}}
-    malloc = _trace_malloc(trace_path)
-    if malloc is not None:  # traces captured before the executor's --malloc have none
+    if malloc is not None:
         data["malloc"] = malloc
     write_text_atomic(out / "validation.json", json.dumps(data, indent=1) + "\n")
     write_text_atomic(out / "validation.md", markdown(data))
@@ -709,15 +712,6 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
         from ddpsim.plots import save_figure
 
         save_figure(validation_figure(data), out / "validation.png")
-
-
-def _trace_malloc(trace_path: Path) -> str | None:
-    """The allocator mode the executor recorded in the prediction trace (``executor trace``
-    writes ``environment.malloc``), or None."""
-    try:
-        return json.loads(Path(trace_path).read_text()).get("environment", {}).get("malloc")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def markdown(data: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ EPILOG = """examples:
 
 def build_parser() -> argparse.ArgumentParser:
     from executor import capture_step, collectives, ddp_step, replay
+    from executor.runtime import MALLOC_MODES
 
     parser = argparse.ArgumentParser(prog="python -m executor", description=__doc__.splitlines()[0],
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="process-group and watchdog timeout in seconds (default 300)")
         p.add_argument("--num-threads", type=int, default=None,
                        help="torch.set_num_threads per rank (CPU runs; use 1 on a machine with one core per rank)")
-        p.add_argument("--malloc", default="steady", choices=("steady", "default"),
+        p.add_argument("--malloc", default="steady", choices=MALLOC_MODES,
                        help="CPU runs: 'steady' (default) holds glibc's allocator steady -- fixed mmap threshold, no "
                             "trimming -- so that no process faults its pages in afresh every iteration; 'default' "
                             "leaves glibc's adaptive behaviour (see executor.runtime.steady_malloc)")

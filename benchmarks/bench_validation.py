@@ -10,6 +10,7 @@ communication, optimizer) at cap=default.
     python benchmarks/bench_validation.py --bias reports reports/cpu-gloo-session7 ...
     python benchmarks/bench_validation.py --alternatives reports reports/cpu-gloo-session7 ...
     python benchmarks/bench_validation.py --phase-bias reports reports/cpu-gloo-session7 ...
+    python benchmarks/bench_validation.py --host reports/cpu-gloo-session17 ...
 
 ``--slowdown-grid``: also re-simulate every point of every report with the engine's
 compute_slowdown set to each listed value (the calibration's comm_slowdown and everything
@@ -337,6 +338,49 @@ def bias_table(roots: list[str]) -> int:
     return 0
 
 
+def _pearson(xs: list[float], ys: list[float]) -> float | None:
+    if len(xs) < 3:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    return None if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
+
+
+def host_table(roots: list[str]) -> int:
+    """Per report with host counters (the executor records them since session 17): each run's
+    mean step against its point's pooled mean, beside the host's other work and steal in that
+    run, and per report the correlation of the two over the runs: does a slow run coincide
+    with a busy or robbed host?"""
+    print(f"{'run':34s} {'scenario':22s} {'runs':>4s} {'ranks cpu':>9s} {'other':>6s} {'other max':>9s} "
+          f"{'steal':>6s} {'steal max':>9s} {'r(dev,other)':>12s} {'r(dev,steal)':>12s}  run deviation % / other % / steal %")
+    found = 0
+    for root, d in _reports(roots):
+        s = d.get("summary") or {}
+        rows = [r for r in d.get("rows", []) if r.get("run_host_other_pct") and r.get("measured_s")]
+        if s.get("host_other_pct") is None or not rows:
+            continue
+        found += 1
+        dev, oth, stl, cells = [], [], [], []
+        for r in rows:
+            means = [float(x) for x in r["run_means_s"].split()]
+            o = [float(x) for x in r["run_host_other_pct"].split()]
+            st = [float(x) for x in r["run_host_steal_pct"].split()]
+            for m, a, b in zip(means, o, st):
+                dev.append(100.0 * (m - r["measured_s"]) / r["measured_s"])
+                oth.append(a)
+                stl.append(b)
+                cells.append(f"{dev[-1]:+.1f}/{a:.1f}/{b:.1f}")
+        ro, rs = _pearson(dev, oth), _pearson(dev, stl)
+        print(f"{root:34s} {d['scenario']:22s} {len(dev):4d} {s['ranks_cpu_pct']:8.1f}% {s['host_other_pct']:5.1f}% "
+              f"{s['host_other_pct_max_run']:8.1f}% {s['host_steal_pct']:5.1f}% {s['host_steal_pct_max_run']:8.1f}% "
+              f"{'n/a' if ro is None else format(ro, '+.2f'):>12s} {'n/a' if rs is None else format(rs, '+.2f'):>12s}  "
+              + " ".join(cells))
+    if not found:
+        print("no report under these folders has host counters (validations run before the executor recorded them)")
+    return 0
+
+
 def executor_phases(res: Any) -> dict[str, float]:
     """A simulation's phases cut where the executor's clock cuts a DDP step (zero_grad + forward
     | backward | optimizer; :func:`executor.workload.timed_steps`): ``forward`` from the
@@ -577,7 +621,7 @@ def _grid(text: str) -> list[float]:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", nargs="*", default=["reports"],
-                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria, --bias, --phase-bias or --alternatives")
+                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria, --bias, --phase-bias, --alternatives or --host")
     ap.add_argument("--slowdown-grid", type=_grid, default=None, metavar="LIST",
                     help="also print the signed median error per scenario at each compute_slowdown in LIST")
     ap.add_argument("--buckets", action="store_true",
@@ -592,7 +636,12 @@ if __name__ == "__main__":
     ap.add_argument("--alternatives", action="store_true",
                     help="re-simulate every report of every ROOT under the calibration's model and two alternatives "
                          "(conserve, round-matched) and print the criteria each would meet")
+    ap.add_argument("--host", action="store_true",
+                    help="print, per report of every ROOT with host counters, the host's other work and steal per run "
+                         "beside the run's deviation from its point's mean, and their correlation")
     a = ap.parse_args()
+    if a.host:
+        sys.exit(host_table(a.root))
     if a.phase_bias:
         sys.exit(phase_bias_table(a.root))
     if a.alternatives:
@@ -602,5 +651,5 @@ if __name__ == "__main__":
     if a.criteria:
         sys.exit(criteria_table(a.root))
     if len(a.root) > 1:
-        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria, --bias, --phase-bias or --alternatives)")
+        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria, --bias, --phase-bias, --alternatives or --host)")
     sys.exit(main(a.root[0], a.slowdown_grid, a.buckets))

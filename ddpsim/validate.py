@@ -59,7 +59,8 @@ from ddpsim.trace import quantile
 CSV_COLUMNS = ("point", "bucket_cap_mb", "predicted_s", "measured_s", "measured_p10_s", "measured_p90_s",
                "error_pct", "in_band", "num_runs", "num_samples", "run_medians_s", "num_buckets_real",
                "plan_matches", "predicted_exposed_comm_s", "measured_hooked_s", "run_spread_pct",
-               "measured_median_s", "predicted_p50_s", "error_p50_pct", "run_means_s")
+               "measured_median_s", "predicted_p50_s", "error_p50_pct", "run_means_s",
+               "host_other_pct", "host_steal_pct", "ranks_cpu_pct", "run_host_other_pct", "run_host_steal_pct")
 
 
 @dataclass
@@ -111,7 +112,46 @@ class PointOutcome:
             "measured_median_s": med, "predicted_p50_s": self.predicted_p50_s, "error_p50_pct": err50,
             # each run's mean step, in round order (run k of every point ran in round k)
             "run_means_s": " ".join(f"{statistics.fmean(r['summary']['step_times_s']):.6g}" for r in self.runs),
+            **self.host_columns(),
         }
+
+    def host_columns(self) -> dict[str, Any]:
+        """The host's load during the measured steps (:func:`host_load`): pooled over the runs,
+        and each run's, in round order; empty for measurements without host counters."""
+        pooled = host_load(self.runs)
+        per = [host_load([r]) for r in self.runs]
+        if pooled is None or any(h is None for h in per):
+            return {"host_other_pct": None, "host_steal_pct": None, "ranks_cpu_pct": None,
+                    "run_host_other_pct": None, "run_host_steal_pct": None}
+        return {"host_other_pct": pooled["other_pct"], "host_steal_pct": pooled["steal_pct"],
+                "ranks_cpu_pct": pooled["ranks_pct"],
+                "run_host_other_pct": " ".join(f"{h['other_pct']:.3g}" for h in per),
+                "run_host_steal_pct": " ".join(f"{h['steal_pct']:.3g}" for h in per)}
+
+
+def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
+    """What the host's CPUs did during the measured steps of ``runs`` (executor measurements
+    whose samples hold :func:`executor.runtime.host_counters` deltas), as percentages of all
+    the host's CPU time in those steps: ``other_pct``, busy with anything but the ranks
+    (other processes, the kernel's own work, the launcher); ``steal_pct``, taken by the
+    hypervisor; ``ranks_pct``, the ranks' own CPU time (every thread). The host's counters are
+    read by every rank around its own steps; their mean over ranks is used. None when the
+    samples have no host counters (measurements from before they were recorded) or nothing
+    was counted."""
+    sums = {"host_busy_s": 0.0, "host_steal_s": 0.0, "host_all_s": 0.0}
+    ours = 0.0
+    for run in runs:
+        ranks = [g["iterations"] for g in run.get("ranks") or []]
+        if not ranks or any("host_all_s" not in s or "cpu_s" not in s for r in ranks for s in r):
+            return None
+        for key in sums:
+            sums[key] += statistics.fmean(sum(s[key] for s in r) for r in ranks)
+        ours += sum(s["cpu_s"] for r in ranks for s in r)
+    busy, steal, total = sums["host_busy_s"], sums["host_steal_s"], sums["host_all_s"]
+    if total <= 0:
+        return None
+    return {"other_pct": 100.0 * (busy - ours) / total, "steal_pct": 100.0 * steal / total,
+            "ranks_pct": 100.0 * ours / total}
 
 
 def run_spread_pct(run_medians: Sequence[float], measured: float | None) -> float | None:
@@ -259,7 +299,23 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "best_pair_gap_ci95_pct": None if ci is None else [ci[0], ci[1]],
             "best_cap_verdict": verdict,
             "best_pair_rounds_to_decide": rounds_to_decide(pred_runs, meas_runs) if verdict == "unresolved" else None,
-            "plan_matches_all": all(r["plan_matches"] for r in done if r["plan_matches"] is not None)}
+            "plan_matches_all": all(r["plan_matches"] for r in done if r["plan_matches"] is not None),
+            **host_summary(done)}
+
+
+def host_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The host's load over the points (:func:`host_load` per point and per run): the mean over
+    points, and the largest single run's; empty when the rows have no host counters."""
+    if not rows or any(r.get("host_other_pct") is None for r in rows):
+        return {}
+    def per_run(key: str) -> list[float]:
+        return [float(x) for r in rows for x in str(r[key]).split()]
+
+    return {"host_other_pct": statistics.fmean(r["host_other_pct"] for r in rows),
+            "host_other_pct_max_run": max(per_run("run_host_other_pct")),
+            "host_steal_pct": statistics.fmean(r["host_steal_pct"] for r in rows),
+            "host_steal_pct_max_run": max(per_run("run_host_steal_pct")),
+            "ranks_cpu_pct": statistics.fmean(r["ranks_cpu_pct"] for r in rows)}
 
 
 # ---- running the executor ----------------------------------------------------------------
@@ -775,9 +831,17 @@ def markdown(data: dict[str, Any]) -> str:
         if s.get("median_run_spread_pct") is not None:
             lines.append(f"* run-to-run spread (slowest minus fastest run's median at one point, over the measured): "
                          f"median {s['median_run_spread_pct']:.1f} % over the points -- the measurement's own noise floor")
+        if s.get("host_other_pct") is not None:
+            lines.append(f"* the host's CPUs during the measured steps (`/proc/stat`, read by every rank around each step): "
+                         f"the ranks {s['ranks_cpu_pct']:.1f} % of their time, other work {s['host_other_pct']:.1f} % "
+                         f"(the busiest run {s['host_other_pct_max_run']:.1f} %), stolen by the hypervisor "
+                         f"{s['host_steal_pct']:.1f} % (the most in one run {s['host_steal_pct_max_run']:.1f} %); "
+                         "per point in the table, per run in `validation.csv`")
         lines.append("")
-    lines += ["| point | predicted | measured | p10 | p90 | error | in band | runs | run spread | buckets | plan matches |",
-              "|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|:-:|"]
+    host = any(r.get("host_other_pct") is not None for r in data["rows"])
+    lines += ["| point | predicted | measured | p10 | p90 | error | in band | runs | run spread | buckets | plan matches |"
+              + (" other load | steal |" if host else ""),
+              "|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|:-:|" + ("---:|---:|" if host else "")]
     def ms(v: Any) -> str:
         return "" if v is None else f"{v * 1e3:.2f} ms"
 
@@ -788,7 +852,10 @@ def markdown(data: dict[str, Any]) -> str:
         lines.append(f"| {r['point']} | {ms(r['predicted_s'])} | {ms(r['measured_s'])} | {ms(r['measured_p10_s'])} | "
                      f"{ms(r['measured_p90_s'])} | {err} | {band} | {r['num_runs']} | "
                      f"{'' if r.get('run_spread_pct') is None else format(r['run_spread_pct'], '.1f') + ' %'} | "
-                     f"{_fmt(r['num_buckets_real'])} | {pm} |")
+                     f"{_fmt(r['num_buckets_real'])} | {pm} |"
+                     + ("" if not host else
+                        f" {'' if r.get('host_other_pct') is None else format(r['host_other_pct'], '.1f') + ' %'} | "
+                        f"{'' if r.get('host_steal_pct') is None else format(r['host_steal_pct'], '.1f') + ' %'} |"))
     lines += ["", "Per-bucket launch, start and end times (from the iteration's start; predicted: the first steady "
               "iteration; measured: medians over the hooked run's iterations) are in "
               "`validation.json` and `validation.png`; the measured ones come from a separate run with a timing comm "

@@ -285,6 +285,45 @@ class Stopwatch:
         return time.perf_counter() - token
 
 
+HOST_COUNTERS = ("cpu_s", "nivcsw", "host_busy_s", "host_steal_s", "host_all_s")
+
+
+def host_counters(stat_path: str = "/proc/stat") -> dict[str, float]:
+    """Cumulative counters read around each measured step, to tell what else the host did
+    while it ran: ``cpu_s``, this process's CPU time (every thread: the rank's compute and
+    gloo's); ``nivcsw``, its involuntary context switches (``getrusage``); and, where
+    ``/proc/stat`` exists (Linux), the host's CPU time summed over CPUs, in seconds:
+    ``host_busy_s`` (user + nice + system + irq + softirq), ``host_steal_s`` (taken by the
+    hypervisor) and ``host_all_s`` (every state, idle included: about wall time x CPUs).
+    The host's counters tick at ``SC_CLK_TCK`` (100 Hz): meaningful over a run, not over a
+    millisecond step."""
+    out: dict[str, float] = {"cpu_s": time.process_time()}
+    try:
+        import resource
+
+        out["nivcsw"] = float(resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw)
+    except (ImportError, OSError):
+        pass
+    try:
+        with open(stat_path) as f:
+            head = f.readline().split()
+        ticks = [int(x) for x in head[1:9]] if head and head[0] == "cpu" else []
+    except (OSError, ValueError):
+        ticks = []
+    if len(ticks) == 8:
+        hz = float(os.sysconf("SC_CLK_TCK"))
+        user, nice, system, idle, iowait, irq, softirq, steal = ticks
+        out["host_busy_s"] = (user + nice + system + irq + softirq) / hz
+        out["host_steal_s"] = steal / hz
+        out["host_all_s"] = sum(ticks) / hz
+    return out
+
+
+def counter_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """``after - before`` for the counters both hold (:func:`host_counters`)."""
+    return {k: after[k] - before[k] for k in HOST_COUNTERS if k in before and k in after}
+
+
 def quantile(xs: Sequence[float], q: float) -> float:
     s = sorted(xs)
     pos = (len(s) - 1) * q

@@ -87,18 +87,23 @@ def timed_steps(rt: Any, model: Any, opt: Any, wl: Workload, *, warmup: int, ite
     """Train ``warmup + iterations`` steps (zero_grad, forward, loss, backward, SGD step) after a
     barrier; per measured step ``{"iteration", "forward_s", "backward_s", "optimizer_s",
     "iteration_s"}`` on this rank (device-synchronised clock). ``before(i)`` runs before step ``i``
-    (1-based), e.g. a bucket timer's ``start_iteration``."""
+    (1-based), e.g. a bucket timer's ``start_iteration``. Each sample also holds the step's
+    :func:`executor.runtime.host_counters` deltas (read just outside the timed interval): this
+    process's CPU time and involuntary switches, the host's busy, stolen and total CPU time."""
     import time
 
     def clock() -> float:
         rt.sync()
         return time.perf_counter()
 
+    from executor.runtime import counter_deltas, host_counters
+
     samples: list[dict[str, float]] = []
     rt.barrier()
     for it in range(1, warmup + iterations + 1):
         if before is not None:
             before(it)
+        h0 = host_counters()
         t0 = clock()
         opt.zero_grad(set_to_none=True)
         loss = wl.loss_fn(forward(model, wl.batch))
@@ -107,8 +112,9 @@ def timed_steps(rt: Any, model: Any, opt: Any, wl: Workload, *, warmup: int, ite
         t2 = clock()
         opt.step()
         t3 = clock()
+        h1 = host_counters()
         rt.watchdog.beat(f"{label} iteration {it}")
         if it > warmup:
             samples.append({"iteration": it, "forward_s": t1 - t0, "backward_s": t2 - t1, "optimizer_s": t3 - t2,
-                            "iteration_s": t3 - t0})
+                            "iteration_s": t3 - t0, **counter_deltas(h0, h1)})
     return samples

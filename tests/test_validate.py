@@ -61,6 +61,70 @@ def test_point_compares_means_and_keeps_medians_beside_them():
     assert s["median_abs_error_p50_pct"] == pytest.approx(25.0)  # of 30 and 20
 
 
+def _host_run(per_rank):
+    """An executor measurement whose ranks' samples carry host-counter deltas:
+    ``per_rank`` = per rank, per step (cpu_s, host_busy_s, host_steal_s, host_all_s)."""
+    its = [[{"iteration_s": 1.0, "cpu_s": c, "host_busy_s": b, "host_steal_s": st, "host_all_s": a}
+            for c, b, st, a in rank] for rank in per_rank]
+    return {"summary": {"step_times_s": [1.0] * len(its[0]), "iteration_s": 1.0}, "real_buckets": {"sizes": [1]},
+            "plan_matches": True, "ranks": [{"rank": i, "iterations": r} for i, r in enumerate(its)]}
+
+
+def test_host_load_by_hand():
+    """Two ranks, two steps, a 2-CPU host (host_all_s about 2 s per 1 s step).
+    Run 1: ranks used 0.9 + 0.8 and 0.95 + 0.85 CPU s (3.5 in all); the host counted busy
+    1.9 + 1.9 (rank 0's reads) and 2.0 + 1.8 (rank 1's): mean 3.8; steal 0 + 0.1 and 0.1 + 0.1:
+    mean 0.15; all 2 + 2 on both: 4. other = (3.8 - 3.5) / 4 = 7.5 %, steal 3.75 %, ranks
+    87.5 %. Run 2 (identical ranks): cpu 2 x (0.5 + 0.5) = 2, busy 3, steal 0, all 4: other
+    25 %, steal 0, ranks 50 %. Pooled: other (3.8 + 3 - 3.5 - 2) / 8 = 16.25 %, steal
+    0.15 / 8 = 1.875 %, ranks 5.5 / 8 = 68.75 %."""
+    from ddpsim.validate import PointOutcome, host_load, host_summary
+
+    r1 = _host_run([[(0.9, 1.9, 0.0, 2.0), (0.8, 1.9, 0.1, 2.0)], [(0.95, 2.0, 0.1, 2.0), (0.85, 1.8, 0.1, 2.0)]])
+    r2 = _host_run([[(0.5, 1.5, 0.0, 2.0)] * 2] * 2)
+    h = host_load([r1])
+    assert (h["other_pct"], h["steal_pct"], h["ranks_pct"]) == (pytest.approx(7.5), pytest.approx(3.75), pytest.approx(87.5))
+    h = host_load([r1, r2])
+    assert (h["other_pct"], h["steal_pct"], h["ranks_pct"]) == (pytest.approx(16.25), pytest.approx(1.875),
+                                                              pytest.approx(68.75))
+    row = PointOutcome("cap=1", 1.0, predicted_s=1.0, runs=[r1, r2]).row()
+    assert row["host_other_pct"] == pytest.approx(16.25) and row["ranks_cpu_pct"] == pytest.approx(68.75)
+    assert (row["run_host_other_pct"], row["run_host_steal_pct"]) == ("7.5 25", "3.75 0")
+    s = host_summary([row, dict(row, host_other_pct=3.75, run_host_other_pct="1 40")])
+    assert s["host_other_pct"] == pytest.approx(10.0) and s["host_other_pct_max_run"] == 40.0
+    assert s["host_steal_pct_max_run"] == 3.75
+    # measurements from before the host counters: no figures, and no columns in the report
+    old = {"summary": {"step_times_s": [1.0], "iteration_s": 1.0}, "real_buckets": {"sizes": [1]},
+           "plan_matches": True, "ranks": [{"rank": 0, "iterations": [{"iteration_s": 1.0}]}]}
+    assert host_load([old]) is None
+    row = PointOutcome("cap=1", 1.0, predicted_s=1.0, runs=[old]).row()
+    assert row["host_other_pct"] is None and row["run_host_steal_pct"] is None
+    assert host_summary([row]) == {}
+
+
+def test_host_counters_read_proc_stat(tmp_path):
+    """``/proc/stat``'s first line: user nice system idle iowait irq softirq steal (ticks of
+    SC_CLK_TCK), guest columns after them ignored."""
+    import os
+
+    from executor.runtime import counter_deltas, host_counters
+
+    hz = os.sysconf("SC_CLK_TCK")
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 20 50 800 10 5 15 30 7 0\ncpu0 1 2 3 4 5 6 7 8 9 0\n")
+    h = host_counters(str(stat))
+    assert h["host_busy_s"] == pytest.approx((100 + 20 + 50 + 5 + 15) / hz)
+    assert h["host_steal_s"] == pytest.approx(30 / hz)
+    assert h["host_all_s"] == pytest.approx(1030 / hz)
+    assert h["cpu_s"] >= 0 and h["nivcsw"] >= 0
+    stat.write_text("cpu  200 20 50 900 10 5 15 40 7 0\n")
+    d = counter_deltas(h, host_counters(str(stat)))
+    assert d["host_busy_s"] == pytest.approx(100 / hz) and d["host_steal_s"] == pytest.approx(10 / hz)
+    assert d["host_all_s"] == pytest.approx(210 / hz) and d["cpu_s"] >= 0
+    # no /proc/stat (not Linux): the process's own counters only
+    assert set(host_counters(str(tmp_path / "absent"))) <= {"cpu_s", "nivcsw"}
+
+
 def test_a_best_cap_gap_is_weighed_against_the_two_points_run_spread():
     """Predicted best cap=100 is measured 4 % above the measured best cap=25. Their runs spread
     3 % and 6 % (slowest minus fastest run median over the pooled mean): the larger, 6 %, holds
@@ -290,6 +354,15 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
     assert data["malloc"].startswith("steady (glibc mallopt") and f"trace capture and runs alike: {data['malloc']}" in md
     assert sorted(p.name for p in (rep / "validation").glob("cap=*.json")) == ["cap=0.1.hooked.json", "cap=0.1.run1.json"]
     assert "validate: median |error|" in out
+    # the host's load during the measured steps, from every rank's /proc/stat reads (Linux)
+    if Path("/proc/stat").exists():
+        raw = json.loads((rep / "validation" / "cap=0.1.run1.json").read_text())
+        assert all({"cpu_s", "host_busy_s", "host_steal_s", "host_all_s"} <= set(s)
+                   for g in raw["ranks"] for s in g["iterations"])
+        # the host's counters tick at 100 Hz: a few millisecond steps may see none, and then no figures
+        ticked = sum(s["host_all_s"] for g in raw["ranks"] for s in g["iterations"]) > 0
+        assert (rows[0]["ranks_cpu_pct"] != "") == ticked
+        assert ("| other load | steal |" in md and "stolen by the hypervisor" in md) == ticked
 
     # --reanalyze runs nothing and rebuilds the same report from the raw runs ...
     csv_before, json_before = (rep / "validation.csv").read_bytes(), json.loads((rep / "validation.json").read_text())

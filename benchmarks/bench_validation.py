@@ -350,10 +350,13 @@ def _pearson(xs: list[float], ys: list[float]) -> float | None:
 def host_table(roots: list[str]) -> int:
     """Per report with host counters (the executor records them since session 17): each run's
     mean step against its point's pooled mean, beside the host's other work and steal in that
-    run, and per report the correlation of the two over the runs: does a slow run coincide
-    with a busy or robbed host?"""
+    run and the ranks' CPU seconds per step (against the point's mean), and per report the
+    correlations over the runs: does a slow run coincide with a busy or robbed host, or did the
+    ranks' work itself take more CPU time? Reports whose runs span too few of the host's clock
+    ticks (the mlp's: ``ddpsim.validate.MIN_HOST_CPU_S``) have no host figures and are left out."""
     print(f"{'run':34s} {'scenario':22s} {'runs':>4s} {'ranks cpu':>9s} {'other':>6s} {'other max':>9s} "
-          f"{'steal':>6s} {'steal max':>9s} {'r(dev,other)':>12s} {'r(dev,steal)':>12s}  run deviation % / other % / steal %")
+          f"{'steal':>6s} {'steal max':>9s} {'r(dev,other)':>12s} {'r(dev,steal)':>12s} {'r(dev,cpu)':>10s} "
+          f"{'slope':>6s}  run deviation % / other % / steal % / CPU-s deviation %")
     found = 0
     for root, d in _reports(roots):
         s = d.get("summary") or {}
@@ -361,21 +364,34 @@ def host_table(roots: list[str]) -> int:
         if s.get("host_other_pct") is None or not rows:
             continue
         found += 1
-        dev, oth, stl, cells = [], [], [], []
+        folder = Path(root) / d["scenario"]
+        dev, oth, stl, cpu, cells = [], [], [], [], []
         for r in rows:
             means = [float(x) for x in r["run_means_s"].split()]
             o = [float(x) for x in r["run_host_other_pct"].split()]
             st = [float(x) for x in r["run_host_steal_pct"].split()]
-            for m, a, b in zip(means, o, st):
+            # the ranks' CPU seconds per step in each run (round k = run k), against the point's mean
+            per_step = []
+            for k in range(1, len(means) + 1):
+                run = json.loads((folder / "validation" / f"{r['point']}.run{k}.json").read_text())
+                its = [g["iterations"] for g in run["ranks"]]
+                per_step.append(sum(x["cpu_s"] for it in its for x in it) / min(len(it) for it in its))
+            mean_cpu = statistics.fmean(per_step)
+            for m, a, b, c in zip(means, o, st, per_step):
                 dev.append(100.0 * (m - r["measured_s"]) / r["measured_s"])
                 oth.append(a)
                 stl.append(b)
-                cells.append(f"{dev[-1]:+.1f}/{a:.1f}/{b:.1f}")
-        ro, rs = _pearson(dev, oth), _pearson(dev, stl)
+                cpu.append(100.0 * (c - mean_cpu) / mean_cpu)
+                cells.append(f"{dev[-1]:+.1f}/{a:.1f}/{b:.1f}/{cpu[-1]:+.1f}")
+        ro, rs, rc = _pearson(dev, oth), _pearson(dev, stl), _pearson(dev, cpu)
+        # least-squares slope of the CPU-seconds deviation on the step-time deviation: 1 when a
+        # slow run burned that much more CPU (the work itself ran slower), 0 when it waited
+        sxx = sum(x * x for x in dev)
+        slope = sum(x * y for x, y in zip(dev, cpu)) / sxx if sxx else float("nan")
         print(f"{root:34s} {d['scenario']:22s} {len(dev):4d} {s['ranks_cpu_pct']:8.1f}% {s['host_other_pct']:5.1f}% "
               f"{s['host_other_pct_max_run']:8.1f}% {s['host_steal_pct']:5.1f}% {s['host_steal_pct_max_run']:8.1f}% "
-              f"{'n/a' if ro is None else format(ro, '+.2f'):>12s} {'n/a' if rs is None else format(rs, '+.2f'):>12s}  "
-              + " ".join(cells))
+              f"{'n/a' if ro is None else format(ro, '+.2f'):>12s} {'n/a' if rs is None else format(rs, '+.2f'):>12s} "
+              f"{'n/a' if rc is None else format(rc, '+.2f'):>10s} {slope:6.2f}  " + " ".join(cells))
     if not found:
         print("no report under these folders has host counters (validations run before the executor recorded them)")
     return 0

@@ -129,6 +129,14 @@ class PointOutcome:
                 "run_host_steal_pct": " ".join(f"{h['steal_pct']:.3g}" for h in per)}
 
 
+#: the least host CPU time (summed over CPUs, seconds) one run's steps must span for its host
+#: figures to be given: ``/proc/stat`` counts in ticks of 10 ms, each charged to the state the
+#: CPU is in at the tick, so a share measured over N ticks scatters by about sqrt(p(1-p)/N):
+#: 500 ticks put a 95 % share within about 1 %; the mlp's millisecond runs (20-50 ticks)
+#: scattered by 10 % (session 17) and get none.
+MIN_HOST_CPU_S = 5.0
+
+
 def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
     """What the host's CPUs did during the measured steps of ``runs`` (executor measurements
     whose samples hold :func:`executor.runtime.host_counters` deltas), as percentages of all
@@ -136,20 +144,21 @@ def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
     (other processes, the kernel's own work, the launcher); ``steal_pct``, taken by the
     hypervisor; ``ranks_pct``, the ranks' own CPU time (every thread). The host's counters are
     read by every rank around its own steps; their mean over ranks is used. None when the
-    samples have no host counters (measurements from before they were recorded) or nothing
-    was counted."""
+    samples have no host counters (measurements from before they were recorded) or a run
+    spans less than :data:`MIN_HOST_CPU_S` of the host's CPU time."""
     sums = {"host_busy_s": 0.0, "host_steal_s": 0.0, "host_all_s": 0.0}
     ours = 0.0
     for run in runs:
         ranks = [g["iterations"] for g in run.get("ranks") or []]
         if not ranks or any("host_all_s" not in s or "cpu_s" not in s for r in ranks for s in r):
             return None
+        run_sums = {key: statistics.fmean(sum(s[key] for s in r) for r in ranks) for key in sums}
+        if run_sums["host_all_s"] < MIN_HOST_CPU_S:
+            return None
         for key in sums:
-            sums[key] += statistics.fmean(sum(s[key] for s in r) for r in ranks)
+            sums[key] += run_sums[key]
         ours += sum(s["cpu_s"] for r in ranks for s in r)
     busy, steal, total = sums["host_busy_s"], sums["host_steal_s"], sums["host_all_s"]
-    if total <= 0:
-        return None
     return {"other_pct": 100.0 * (busy - ours) / total, "steal_pct": 100.0 * steal / total,
             "ranks_pct": 100.0 * ours / total}
 

@@ -70,18 +70,23 @@ def _host_run(per_rank):
             "plan_matches": True, "ranks": [{"rank": i, "iterations": r} for i, r in enumerate(its)]}
 
 
-def test_host_load_by_hand():
+def test_host_load_by_hand(monkeypatch):
     """Two ranks, two steps, a 2-CPU host (host_all_s about 2 s per 1 s step).
     Run 1: ranks used 0.9 + 0.8 and 0.95 + 0.85 CPU s (3.5 in all); the host counted busy
     1.9 + 1.9 (rank 0's reads) and 2.0 + 1.8 (rank 1's): mean 3.8; steal 0 + 0.1 and 0.1 + 0.1:
     mean 0.15; all 2 + 2 on both: 4. other = (3.8 - 3.5) / 4 = 7.5 %, steal 3.75 %, ranks
     87.5 %. Run 2 (identical ranks): cpu 2 x (0.5 + 0.5) = 2, busy 3, steal 0, all 4: other
     25 %, steal 0, ranks 50 %. Pooled: other (3.8 + 3 - 3.5 - 2) / 8 = 16.25 %, steal
-    0.15 / 8 = 1.875 %, ranks 5.5 / 8 = 68.75 %."""
+    0.15 / 8 = 1.875 %, ranks 5.5 / 8 = 68.75 %. (The 4 s of host CPU per run clear
+    MIN_HOST_CPU_S, lowered to 4 here; at its 5 s they would give nothing.)"""
+    import ddpsim.validate as v
     from ddpsim.validate import PointOutcome, host_load, host_summary
 
+    assert v.MIN_HOST_CPU_S == 5.0
     r1 = _host_run([[(0.9, 1.9, 0.0, 2.0), (0.8, 1.9, 0.1, 2.0)], [(0.95, 2.0, 0.1, 2.0), (0.85, 1.8, 0.1, 2.0)]])
     r2 = _host_run([[(0.5, 1.5, 0.0, 2.0)] * 2] * 2)
+    assert host_load([r1]) is None     # 4 s of host CPU: too few ticks at the real threshold
+    monkeypatch.setattr(v, "MIN_HOST_CPU_S", 4.0)
     h = host_load([r1])
     assert (h["other_pct"], h["steal_pct"], h["ranks_pct"]) == (pytest.approx(7.5), pytest.approx(3.75), pytest.approx(87.5))
     h = host_load([r1, r2])
@@ -359,8 +364,10 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
         raw = json.loads((rep / "validation" / "cap=0.1.run1.json").read_text())
         assert all({"cpu_s", "host_busy_s", "host_steal_s", "host_all_s"} <= set(s)
                    for g in raw["ranks"] for s in g["iterations"])
-        # the host's counters tick at 100 Hz: a few millisecond steps may see none, and then no figures
-        ticked = sum(s["host_all_s"] for g in raw["ranks"] for s in g["iterations"]) > 0
+        # the host's counters tick at 100 Hz: two millisecond steps span too few ticks for figures
+        from ddpsim.validate import MIN_HOST_CPU_S
+        ticked = sum(s["host_all_s"] for g in raw["ranks"] for s in g["iterations"]) / 2 >= MIN_HOST_CPU_S
+        assert not ticked
         assert (rows[0]["ranks_cpu_pct"] != "") == ticked
         assert ("| other load | steal |" in md and "stolen by the hypervisor" in md) == ticked
 

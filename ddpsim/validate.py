@@ -388,9 +388,16 @@ def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, ec
 def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
              caps: Sequence[float | None] | None = None, iterations: int | None = None, warmup: int | None = None,
              repeats: int = 3, bucket_timing: bool = True, nproc: int | None = None, num_threads: int | None = None,
-             timeout_s: float = 900.0, plots: bool = True, capture: bool = True,
+             timeout_s: float = 900.0, plots: bool = True, capture: bool = True, launch_mode: str = "round",
              echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
+
+    ``launch_mode``: ``"round"`` (default) runs each round in ONE executor launch
+    (``executor round``: before each point a slice of the trace, then the point under real DDP,
+    in the same process pair; see :mod:`executor.round_step`); ``"point"`` captures each
+    round's trace in a launch of its own and runs every point in a launch of its own (the
+    layout of every validation before session 18). A round needs points that differ by their
+    cap only and a captured trace; otherwise ``"point"`` is used and said.
 
     Raises:
         InputError: bad scenario, calibration or option (one line); an executor run that fails.
@@ -399,6 +406,8 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
 
     if repeats < 1:
         raise InputError(f"--repeats: {repeats!r} is not accepted; expected an integer >= 1")
+    if launch_mode not in LAUNCH_MODES:
+        raise InputError(f"--launch: {launch_mode!r} is not accepted; expected one of {', '.join(LAUNCH_MODES)}")
     scenario = load_scenario(scenario_spec)
     trace = scenario.load_trace()
     env = trace.environment or {}
@@ -452,8 +461,17 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         save_trace(merged, raw / "trace.concurrent.json")
         return merged
 
-    if capture:
+    if launch_mode == "round" and not capture:
+        echo("validate: --scenario-trace: the scenario's trace is not captured in the runs' launches; "
+             "one launch per point (--launch point)")
+        launch_mode = "point"
+    if launch_mode == "round" and not all(p.point_id == _cap_point_id(p.bucket_cap_mb) for p in points):
+        echo("validate: the points differ by more than their cap; one launch per point (--launch point)")
+        launch_mode = "point"
+    if capture and launch_mode == "point":
         trace, trace_path = capture_round(1), raw / "trace.concurrent.json"
+    elif capture:
+        trace_path = raw / "trace.concurrent.json"
 
     # 1. calibration -------------------------------------------------------------------------
     cal_path = Path(calibration) if calibration else scenario.calibration_path
@@ -467,42 +485,64 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb)
                                          for p in points}
 
-    _predict(scenario, points, outcomes, trace, cal, echo)
-
     def flush() -> None:
         rows = [o.row() for o in outcomes.values()]
         write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=model, batch_size=batch_size,
                       threads=threads, nproc=nproc, iterations=iterations, warmup=warmup, repeats=repeats, plots=plots,
-                      calibration=cal, malloc=(trace.environment or {}).get("malloc"))
+                      calibration=cal, malloc=(trace.environment or {}).get("malloc"), launch=launch_mode)
 
     # 3. measurements, round-robin -------------------------------------------------------------
     common = ["--model", model, "--batch-size", str(batch_size), "--iterations", str(iterations), "--warmup", str(warmup),
-              "--trace", str(trace_path), "--timeout-s", str(min(timeout_s, 600.0))]
+              "--timeout-s", str(min(timeout_s, 600.0))]
     for a in model_args:
         common += ["--model-arg", a]
     if not scenario.ddp.broadcast_buffers:
         common.append("--no-broadcast-buffers")
-    for rep in range(1, repeats + 1):
-        if capture and rep > 1:
-            trace = capture_round(rep)
+
+    def record(p: Any, rep: int, mpath: Path) -> None:
+        o = outcomes[p.point_id]
+        o.runs.append(json.loads(mpath.read_text()))
+        r = o.row()
+        echo(f"validate: {p.point_id:14s} run {rep}/{repeats}: measured {o.runs[-1]['summary']['iteration_s'] * 1e3:9.2f} ms"
+             f"  plan_matches {str(o.runs[-1].get('plan_matches')).lower()}  (pooled {r['measured_s'] * 1e3:.2f} ms,"
+             f" predicted {r['predicted_s'] * 1e3:.2f}, error {r['error_pct']:+.1f} %)")
+
+    if launch_mode == "round":
+        from ddpsim.trace import load_trace, pool_traces, save_trace
+
+        for rep in range(1, repeats + 1):
+            order = round_order(points, rep)
+            echo(f"validate: round {rep}/{repeats} in one launch: a trace slice then real DDP at "
+                 f"{', '.join(p.point_id for p in order)}")
+            launch(["round", *common, "--caps", ",".join(_cap_arg(p.bucket_cap_mb) for p in order),
+                    "--trace-iters", str(ROUND_TRACE_ITERS), "--round", str(rep), "--out-dir", str(raw),
+                    *_options(scenario, points[0])])
+            captured.append(load_trace(raw / f"trace.round{rep}.json"))
+            trace = pool_traces(captured)
+            save_trace(trace, trace_path)
             _predict(scenario, points, outcomes, trace, cal, echo)
-        for p in round_order(points, rep):
-            o = outcomes[p.point_id]
-            mpath = raw / f"{p.point_id}.run{rep}.json"
-            cap = ["--bucket-cap-mb", "none" if p.bucket_cap_mb is None else f"{p.bucket_cap_mb:g}"]
-            launch(["ddp", *common, *cap, *_options(scenario, p), "--out", str(mpath)])
-            o.runs.append(json.loads(mpath.read_text()))
-            r = o.row()
-            echo(f"validate: {p.point_id:14s} run {rep}/{repeats}: measured {o.runs[-1]['summary']['iteration_s'] * 1e3:9.2f} ms"
-                 f"  plan_matches {str(o.runs[-1].get('plan_matches')).lower()}  (pooled {r['measured_s'] * 1e3:.2f} ms,"
-                 f" predicted {r['predicted_s'] * 1e3:.2f}, error {r['error_pct']:+.1f} %)")
+            for p in order:
+                record(p, rep, raw / f"{p.point_id}.run{rep}.json")
             flush()
+    else:
+        _predict(scenario, points, outcomes, trace, cal, echo)
+        for rep in range(1, repeats + 1):
+            if capture and rep > 1:
+                trace = capture_round(rep)
+                _predict(scenario, points, outcomes, trace, cal, echo)
+            for p in round_order(points, rep):
+                mpath = raw / f"{p.point_id}.run{rep}.json"
+                launch(["ddp", *common, "--trace", str(trace_path), "--bucket-cap-mb", _cap_arg(p.bucket_cap_mb),
+                        *_options(scenario, p), "--out", str(mpath)])
+                record(p, rep, mpath)
+                flush()
+    common += ["--trace", str(trace_path)]
     if bucket_timing:
         for p in points:
             mpath = raw / f"{p.point_id}.hooked.json"
-            cap = ["--bucket-cap-mb", "none" if p.bucket_cap_mb is None else f"{p.bucket_cap_mb:g}"]
             try:
-                launch(["ddp", *common, *cap, *_options(scenario, p), "--timing-hook", "--out", str(mpath)])
+                launch(["ddp", *common, "--bucket-cap-mb", _cap_arg(p.bucket_cap_mb), *_options(scenario, p),
+                        "--timing-hook", "--out", str(mpath)])
             except InputError as exc:  # per-bucket timing is extra: report it, keep the validation
                 echo(f"validate: WARNING: {p.point_id}: the timing-hook run failed, no measured bucket times: {exc}")
                 continue
@@ -511,6 +551,23 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     rows = [o.row() for o in outcomes.values()]
     flush()
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+#: how ``validate`` runs a round: ``round`` (one launch, :mod:`executor.round_step`) or ``point``
+LAUNCH_MODES = ("round", "point")
+#: recorded trace steps captured before each point of a one-launch round; over 5 points and 3
+#: rounds that is 30 steps, more than the 8-20 of a round's own capture in ``point`` mode
+ROUND_TRACE_ITERS = 2
+
+
+def _cap_point_id(cap: float | None) -> str:
+    from executor.round_step import point_id
+
+    return point_id(cap)
+
+
+def _cap_arg(cap: float | None) -> str:
+    return "none" if cap is None else f"{cap:g}"
 
 
 def round_order(points: Sequence[Any], rep: int) -> list[Any]:
@@ -614,8 +671,18 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=old["model"],
                   batch_size=old["batch_size"], threads=old["num_threads"], nproc=old["world_size"],
                   iterations=old["iterations"], warmup=old["warmup"], repeats=max(len(o.runs) for o in outcomes.values()),
-                  plots=plots, calibration=cal, reanalyzed=True, malloc=(trace.environment or {}).get("malloc"))
+                  plots=plots, calibration=cal, reanalyzed=True, malloc=(trace.environment or {}).get("malloc"),
+                  launch=runs_launch_mode(outcomes.values()) or old.get("launch"))
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+def runs_launch_mode(outcomes: Any) -> str | None:
+    """``"round"`` when the raw runs were measured by ``executor round`` (they carry
+    ``launch.kind``), else None: a run of ``executor ddp`` does not say how it was launched."""
+    runs = [r for o in outcomes for r in o.runs]
+    if any((r.get("launch") or {}).get("kind") == "round" for r in runs):
+        return "round"
+    return None
 
 
 def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
@@ -749,7 +816,7 @@ def _fmt(v: Any) -> str:
 def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes: dict[str, PointOutcome], *,
                   cal_path: Path, trace_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
                   repeats: int, plots: bool, calibration: Any = None, reanalyzed: bool = False,
-                  malloc: str | None = None) -> None:
+                  malloc: str | None = None, launch: str | None = None) -> None:
     """Write ``validation.{csv,json,md}`` (and the plot). ``malloc``: the allocator mode the
     executor recorded in the prediction trace (``environment.malloc``); traces captured before
     the executor's ``--malloc`` have none, and then the reports do not mention it."""
@@ -771,6 +838,8 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
                             "measured": measured_bucket_times(o.hooked) if o.hooked else []} for k, o in outcomes.items()}}
     if malloc is not None:
         data["malloc"] = malloc
+    if launch is not None:
+        data["launch"] = launch
     write_text_atomic(out / "validation.json", json.dumps(data, indent=1) + "\n")
     write_text_atomic(out / "validation.md", markdown(data))
     if plots and any(r["measured_s"] is not None for r in rows):
@@ -808,7 +877,11 @@ def markdown(data: dict[str, Any]) -> str:
               "calibration's costs are means; band = the measured p10..p90. The medians (`measured_median_s`, "
               "`predicted_p50_s`, `error_p50_pct` in `validation.csv`) are compared too. No GPU was used: gloo on CPU."
               + ("" if data.get("malloc") is None else
-                 f" Allocator of every rank, trace capture and runs alike: {data['malloc']} (the executor's `--malloc`)."), ""]
+                 f" Allocator of every rank, trace capture and runs alike: {data['malloc']} (the executor's `--malloc`).")
+              + {None: "", "point": " Launches: one per point and run, the round's trace in a launch of its own (`--launch point`).",
+                 "round": " Launches: one per round (`executor round`): before each point a slice of the trace, then the "
+                          "point under a fresh real DDP, in the same process pair (`--launch round`)."}[data.get("launch")],
+              ""]
     if data.get("reanalyzed"):
         lines += ["Rebuilt from the raw runs under `validation/` by `ddpsim validate --reanalyze` (nothing run again: "
                         "step times recomputed from the per-rank records, every point simulated again).", ""]

@@ -15,13 +15,16 @@ Steps (one module each):
   buckets equal the plan ddpsim predicts.
 * :mod:`executor.replay` -- any bucket plan run by the executor's own reducer, over the real
   model or over synthetic compute timed from a trace.
+* :mod:`executor.capture_step` -- a trace captured on every rank at once (the run's conditions).
+* :mod:`executor.round_step` -- one validation round in one launch: before each bucket_cap_mb a
+  slice of the trace, then that cap under a fresh real DDP over the same module.
 
 Lifecycle (:mod:`executor.runtime`): torchrun's environment is validated first, the process
 group is created with an explicit timeout, a watchdog ends a rank that makes no progress
 within the timeout (a dead peer), and ``destroy_process_group()`` always runs.
 
-NOTE: this package may import ``ddpsim.models``, ``trace``, ``plan``, ``errors``, ``units``
-and ``io`` (torch/stdlib only) but never simpy, pandas, matplotlib, networkx or yaml.
+NOTE: this package may import ``ddpsim.models``, ``trace``, ``capture``, ``plan``, ``errors``,
+``units`` and ``io`` (torch/stdlib only) but never simpy, pandas, matplotlib, networkx or yaml.
 """
 
 MEASUREMENT_FORMAT = "ddpsim-measurement"

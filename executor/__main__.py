@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-STEPS = ("collectives", "ddp", "replay", "trace")
+STEPS = ("collectives", "ddp", "replay", "trace", "round")
 
 EPILOG = """examples:
   torchrun --nproc-per-node 2 -m executor collectives --out cal.json --num-threads 1
@@ -17,11 +17,13 @@ EPILOG = """examples:
       --trace traces/mlp.json --out m.json
   torchrun --nproc-per-node 2 -m executor replay --plan plan.json --trace traces/mlp.json \\
       --compute synthetic --out r.json
+  torchrun --nproc-per-node 2 -m executor round --model mlp --batch-size 32 --caps none,1,25 \\
+      --iterations 20 --warmup 5 --round 1 --out-dir raw/
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from executor import capture_step, collectives, ddp_step, replay
+    from executor import capture_step, collectives, ddp_step, replay, round_step
     from executor.runtime import MALLOC_MODES
 
     parser = argparse.ArgumentParser(prog="python -m executor", description=__doc__.splitlines()[0],
@@ -30,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, mod, help_ in (("collectives", collectives, "all-reduce/broadcast sweep, interference, copy bandwidth -> calibration JSON"),
                              ("ddp", ddp_step, "a model under real DDP -> measurement JSON"),
                              ("replay", replay, "any bucket plan with the executor's own reducer -> measurement JSON"),
-                             ("trace", capture_step, "a trace captured on every rank at once (the run's conditions)")):
+                             ("trace", capture_step, "a trace captured on every rank at once (the run's conditions)"),
+                             ("round", round_step, "a trace slice and real DDP at each cap, all in one launch "
+                                                   "(one validation round)")):
         p = sub.add_parser(name, help=help_, description=(mod.__doc__ or "").strip(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--backend", default="auto", help="auto (nccl with CUDA, else gloo), nccl or gloo")

@@ -71,7 +71,6 @@ def predicted_plan(args: argparse.Namespace, cap: float | None, param_names: lis
     """The plan ddpsim predicts: ``{"buckets": [[idx...]...], "sizes": [...], "source": ...}``."""
     if args.plan is None and args.trace is None:
         return None
-    from ddpsim.plan import DDPOptions, plan_ddp
     from ddpsim.trace import load_trace
 
     if args.plan is not None:
@@ -82,18 +81,26 @@ def predicted_plan(args: argparse.Namespace, cap: float | None, param_names: lis
         buckets = [b["param_indices"] if isinstance(b, dict) else b for b in data["buckets"]]
         sizes = [b.get("size_bytes") if isinstance(b, dict) else None for b in data["buckets"]]
         return {"buckets": buckets, "sizes": sizes, "source": f"plan {args.plan}"}
-    trace = load_trace(args.trace)
+    return plan_from_trace(load_trace(args.trace), f"trace {args.trace}", cap, param_names, args)
+
+
+def plan_from_trace(trace: Any, label: str, cap: float | None, param_names: list[str],
+                    args: argparse.Namespace) -> dict[str, Any]:
+    """DDP's steady buckets as ddpsim plans them from ``trace`` (``label`` names it) at ``cap``
+    with ``args``' DDP options; the trace must describe the model whose DDP order is ``param_names``."""
+    from ddpsim.plan import DDPOptions, plan_ddp
+
     names = [p.name for p in trace.params]
     if names != param_names:
         diff = next((i for i, (a, b) in enumerate(zip(names, param_names)) if a != b), min(len(names), len(param_names)))
-        raise InputError(f"--trace: {args.trace!r} does not describe this model (parameter {diff}: "
+        raise InputError(f"--trace: {label!r} does not describe this model (parameter {diff}: "
                          f"{names[diff] if diff < len(names) else None!r} vs {param_names[diff] if diff < len(param_names) else None!r}); "
                          f"expected a trace of --model {args.model}")
     opts = DDPOptions(bucket_cap_mb=cap, find_unused_parameters=args.find_unused_parameters,
                       static_graph=args.static_graph, gradient_as_bucket_view=args.gradient_as_bucket_view)
     plan = plan_ddp(trace, opts)
     return {"buckets": [list(b.param_indices) for b in plan.steady], "sizes": [b.size_bytes for b in plan.steady],
-            "source": f"plan_ddp(trace {args.trace}, {opts.label()})"}
+            "source": f"plan_ddp({label}, {opts.label()})"}
 
 
 class BucketTimer:
@@ -196,18 +203,8 @@ def summarize(per_rank: list[list[dict[str, float]]]) -> dict[str, Any]:
     return out
 
 
-def run(rt: Runtime, args: argparse.Namespace) -> int:
-    import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    check_counts(args)
-    cap = parse_cap(args.bucket_cap_mb)
-    wl = build_workload(args, rt.device)
-    from ddpsim.models import ddp_params
-
-    param_names = [n for n, _, _ in ddp_params(wl.module)]
-    predicted = predicted_plan(args, cap, param_names)
+def ddp_kwargs(rt: Runtime, args: argparse.Namespace, cap: float | None) -> dict[str, Any]:
+    """The ``DistributedDataParallel`` keyword arguments of ``args``' options at ``cap``."""
     kwargs: dict[str, Any] = dict(find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
                                   gradient_as_bucket_view=args.gradient_as_bucket_view)
     if args.no_broadcast_buffers:
@@ -216,17 +213,37 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         kwargs["bucket_cap_mb"] = cap
     if rt.is_cuda:
         kwargs["device_ids"] = [rt.device.index]
+    return kwargs
+
+
+def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | None,
+                  predicted: dict[str, Any] | None, *, label: str = "ddp") -> dict[str, Any] | None:
+    """Wrap ``wl.module`` in a fresh real DDP at ``cap`` (``args``' options), train
+    ``args.warmup + args.iterations`` steps with a fresh SGD, and return the measurement record
+    on rank 0 (None on the others). The DDP wrapper and its Reducer are freed before returning
+    (the Reducer's destructor removes its autograd hooks), so the same module can be wrapped
+    again: ``executor round`` measures every point of a round in one launch that way."""
+    import gc
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    kwargs = ddp_kwargs(rt, args, cap)
     model = DDP(wl.module, **kwargs)
     timer = BucketTimer(rt) if args.timing_hook else None
     if timer is not None:
         model.register_comm_hook(None, timer.as_hook())
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
 
-    samples = timed_steps(rt, model, opt, wl, warmup=args.warmup, iterations=args.iterations, label="ddp",
+    samples = timed_steps(rt, model, opt, wl, warmup=args.warmup, iterations=args.iterations, label=label,
                           before=timer.start_iteration if timer is not None else None)
     logging = {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
                for k, v in model._get_ddp_logging_data().items()}
     buckets_rec = timer.resolve() if timer is not None else []
+    opt.zero_grad(set_to_none=True)
+    del model, opt
+    gc.collect()
     gathered: list[Any] = [None] * rt.world_size
     dist.all_gather_object(gathered, {"rank": rt.rank, "iterations": samples, "buckets": buckets_rec})
     rt.watchdog.beat()
@@ -237,21 +254,35 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     if predicted is not None:
         matches = predicted["buckets"] == real["buckets"] and (
             all(s is None for s in predicted["sizes"]) or predicted["sizes"] == real["sizes"])
-    if rt.rank == 0:
-        summary = summarize([g["iterations"] for g in gathered])
-        rec = measurement(
-            "ddp", rt, model=wl.name, model_info=wl.info, batch_size=args.batch_size, num_threads=torch.get_num_threads(),
-            options={"bucket_cap_mb": cap, "broadcast_buffers": not args.no_broadcast_buffers,
-                     **{k: v for k, v in kwargs.items() if k not in ("device_ids", "bucket_cap_mb", "broadcast_buffers")}},
-            timing_hook=bool(args.timing_hook), warmup=args.warmup, num_iterations=args.iterations,
-            summary=summary, ranks=gathered, ddp_logging=logging, real_buckets=real,
-            predicted_buckets=predicted, plan_matches=matches)
+    if rt.rank != 0:
+        return None
+    summary = summarize([g["iterations"] for g in gathered])
+    rec = measurement(
+        "ddp", rt, model=wl.name, model_info=wl.info, batch_size=args.batch_size, num_threads=torch.get_num_threads(),
+        options={"bucket_cap_mb": cap, "broadcast_buffers": not args.no_broadcast_buffers,
+                 **{k: v for k, v in kwargs.items() if k not in ("device_ids", "bucket_cap_mb", "broadcast_buffers")}},
+        timing_hook=bool(args.timing_hook), warmup=args.warmup, num_iterations=args.iterations,
+        summary=summary, ranks=gathered, ddp_logging=logging, real_buckets=real,
+        predicted_buckets=predicted, plan_matches=matches)
+    rt.log(f"{label}: {wl.name} batch {args.batch_size} cap {cap if cap is not None else 'unset'}"
+           f"{' (timing hook)' if timer else ''}: iteration median {summary['iteration_s'] * 1e3:.2f} ms "
+           f"p10 {summary['iteration_p10_s'] * 1e3:.2f} p90 {summary['iteration_p90_s'] * 1e3:.2f} "
+           f"over {len(summary['step_times_s'])} iterations; {len(real['buckets'])} rebuilt buckets {real['sizes']}")
+    if matches is not None:
+        rt.log(f"{label}: plan_matches: {str(matches).lower()} (real DDP rebuilt buckets vs {predicted['source']})")
+    return rec
+
+
+def run(rt: Runtime, args: argparse.Namespace) -> int:
+    check_counts(args)
+    cap = parse_cap(args.bucket_cap_mb)
+    wl = build_workload(args, rt.device)
+    from ddpsim.models import ddp_params
+
+    param_names = [n for n, _, _ in ddp_params(wl.module)]
+    predicted = predicted_plan(args, cap, param_names)
+    rec = measure_point(rt, args, wl, cap, predicted)
+    if rec is not None:
         write_json(args.out, rec)
-        rt.log(f"ddp: {wl.name} batch {args.batch_size} cap {cap if cap is not None else 'unset'}"
-               f"{' (timing hook)' if timer else ''}: iteration median {summary['iteration_s'] * 1e3:.2f} ms "
-               f"p10 {summary['iteration_p10_s'] * 1e3:.2f} p90 {summary['iteration_p90_s'] * 1e3:.2f} "
-               f"over {len(summary['step_times_s'])} iterations; {len(real['buckets'])} rebuilt buckets {real['sizes']}")
-        if matches is not None:
-            rt.log(f"ddp: plan_matches: {str(matches).lower()} (real DDP rebuilt buckets vs {predicted['source']})")
         rt.log(f"ddp: wrote {args.out}")
     return 0

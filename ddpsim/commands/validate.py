@@ -29,6 +29,14 @@ the same points, and write reports/<name>/:
   validation.json   all of it, plus per-bucket times predicted and measured
   validation/       every raw executor measurement (ddpsim-measurement JSON)
 
+A round runs in ONE executor launch by default (--launch round, 'executor round'): before
+each point a slice of the trace (2 lockstep steps), then the point under a fresh real DDP
+over the same module, so that the prediction's trace and the measured runs share the
+process pair's speed and the moment (on this project's 2-core host each launch runs at a
+speed of its own); the slices of all rounds are pooled into the prediction's trace.
+--launch point captures each round's trace in a launch of its own and runs each point in
+a launch of its own (every validation before session 18).
+
 Files are rewritten atomically after every run, so an interrupted validation keeps
 what it measured. The trace must be captured under the same conditions as the run
 (model, batch size, threads per rank). On GPU nodes run the executor with torchrun
@@ -65,6 +73,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run nothing: rebuild the report from the raw runs an earlier validate left under "
                         "reports/<name>/validation/ (step times recomputed from the per-rank records, points simulated "
                         "again with the current engine and the calibration validation.json names, or --calibration)")
+    p.add_argument("--launch", metavar="MODE", default="round", choices=("round", "point"),
+                   help="round (default): each round's trace slices and points in one executor launch; "
+                        "point: a launch per point and run, the round's trace in its own")
     p.add_argument("--no-plots", action="store_true", help="skip validation.png")
     p.add_argument("--timeout-s", metavar="S", type=float, default=900.0, help="limit per executor run (default 900)")
     p.set_defaults(func=run)
@@ -88,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         res = validate(args.scenario, calibration=args.calibration, out_dir=args.out_dir, caps=parse_caps(args.caps),
                        iterations=args.iterations, warmup=args.warmup, repeats=args.repeats,
                        bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads, timeout_s=args.timeout_s,
-                       plots=not args.no_plots, capture=not args.scenario_trace)
+                       plots=not args.no_plots, capture=not args.scenario_trace, launch_mode=args.launch)
     s = res["summary"]
     print(f"validate: wrote {res['out']}/validation.md, validation.csv, validation.json"
           f"{'' if args.no_plots else ', validation.png'}")

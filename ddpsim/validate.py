@@ -5,16 +5,22 @@ run for real), :func:`validate`:
 
 1. calibrates the machine once with ``executor collectives`` (all-reduce/broadcast curves,
    compute/comm interference, copy bandwidth) or reuses ``--calibration FILE``;
-2. runs ``executor ddp`` (local torchrun, gloo on CPUs) at every validated point --
-   ``--repeats`` times, round-robin over the points so slow drift of a shared machine hits
-   every point alike, each round's order rotated by one (:func:`round_order`) -- WITHOUT a comm hook (the iteration time that is compared), then once
-   with the timing hook for per-bucket all-reduce times (a hook changes DDP's division path,
-   so those runs are not used for the iteration time);
+2. runs every validated point (local torchrun, gloo on CPUs) ``--repeats`` times, round-robin
+   over the points so slow drift of a shared machine hits every point alike, each round's
+   order rotated by one (:func:`round_order`), WITHOUT a comm hook (the iteration time that is
+   compared). By default a round is ONE launch (``executor round``, ``--launch round``): before
+   each point a slice of the trace (:data:`ROUND_TRACE_ITERS` lockstep steps), then the point
+   under a fresh real DDP over the same module, so that the trace and the runs share the
+   launch's speed and the moment. With ``--launch point`` each round's trace is captured by
+   ``executor trace`` in a launch of its own and each point runs in ``executor ddp`` launches
+   of its own. Then each point runs once more with the timing hook for per-bucket all-reduce
+   times (a hook changes DDP's division path, so those runs are not used for the iteration
+   time);
 3. simulates the same points (``scenario.build_point`` + :func:`ddpsim.engine.simulate`)
-   with the calibration's comm curves, interference and copy bandwidth, from a trace
-   captured with ``executor trace`` on all ranks at once, in lockstep (a barrier before every
-   step and before its optimizer, as DDP's ranks run), at the start of every round (the
-   rounds' traces pooled), so that the trace sees the same load drift as the runs;
+   with the calibration's comm curves, interference and copy bandwidth, from the trace
+   captured on all ranks at once, in lockstep (a barrier before every step and before its
+   optimizer, as DDP's ranks run), in every round (the rounds' traces pooled), so that the
+   trace sees the same load drift as the runs;
 4. writes ``reports/<scenario>/validation.csv`` / ``.md`` / ``.json`` / ``.png``
    atomically, rewritten as each run completes, and every raw measurement under
    ``reports/<scenario>/validation/``.
@@ -146,6 +152,8 @@ def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
     read by every rank around its own steps; their mean over ranks is used. None when the
     samples have no host counters (measurements from before they were recorded) or a run
     spans less than :data:`MIN_HOST_CPU_S` of the host's CPU time."""
+    if not runs:  # a point not run yet (validate --launch point writes the report after every run)
+        return None
     sums = {"host_busy_s": 0.0, "host_steal_s": 0.0, "host_all_s": 0.0}
     ours = 0.0
     for run in runs:

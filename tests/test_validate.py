@@ -105,6 +105,10 @@ def test_host_load_by_hand(monkeypatch):
     row = PointOutcome("cap=1", 1.0, predicted_s=1.0, runs=[old]).row()
     assert row["host_other_pct"] is None and row["run_host_steal_pct"] is None
     assert host_summary([row]) == {}
+    # a point not run yet (point-mode validate writes the report after every run): no figures, no error
+    assert host_load([]) is None
+    empty = PointOutcome("cap=5", 5.0, predicted_s=1.0).row()
+    assert empty["host_other_pct"] is None and empty["measured_s"] is None
 
 
 def test_host_counters_read_proc_stat(tmp_path):
@@ -359,6 +363,13 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
     assert data["malloc"].startswith("steady (glibc mallopt") and f"trace capture and runs alike: {data['malloc']}" in md
     assert sorted(p.name for p in (rep / "validation").glob("cap=*.json")) == ["cap=0.1.hooked.json", "cap=0.1.run1.json"]
     assert "validate: median |error|" in out
+    # the round ran in one launch (the default): a trace slice, then the point, in the same process pair
+    assert data["launch"] == "round" and "Launches: one per round (`executor round`)" in md
+    run1 = json.loads((rep / "validation" / "cap=0.1.run1.json").read_text())
+    assert run1["launch"] == {"kind": "round", "round": 1, "order": ["cap=0.1"], "position": 1, "trace": "trace.round1.json"}
+    pooled = json.loads((rep / "validation" / "trace.concurrent.json").read_text())
+    from ddpsim.validate import ROUND_TRACE_ITERS
+    assert len(pooled["iterations"]) == ROUND_TRACE_ITERS and pooled["environment"]["interleaved_with"] == ["cap=0.1"]
     # the host's load during the measured steps, from every rank's /proc/stat reads (Linux)
     if Path("/proc/stat").exists():
         raw = json.loads((rep / "validation" / "cap=0.1.run1.json").read_text())
@@ -399,6 +410,45 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
     data = json.loads((moved / "tiny-validate" / "validation.json").read_text())
     assert data["trace"] == str(moved / "tiny-validate" / "validation" / "trace.concurrent.json")
     assert data["rows"][0]["predicted_s"] == pytest.approx(float(again[0]["predicted_s"]), rel=1e-5)
+
+
+@pytest.mark.slow
+def test_validate_launch_point_runs_each_point_in_a_launch_of_its_own(tmp_path, capsys):
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps(CALIBRATION))
+    scen = tmp_path / "tiny-point.yaml"
+    scen.write_text(f"""
+name: tiny-point
+trace: {REPO_ROOT / 'traces' / 'mlp.cpu.json'}
+cluster: {{topology: cpu-gloo, nodes: 1}}
+world_size: 2
+simulation: {{iterations: 4, seed: 0, jitter: none}}
+validation: {{model: mlp, batch_size: 8, iterations: 2, warmup: 2, num_threads: 1}}
+""")
+    rc = main(["validate", str(scen), "--calibration", str(cal), "--repeats", "1", "--caps", "none,0.1", "--launch", "point",
+               "--no-bucket-timing", "--no-plots", "--out-dir", str(tmp_path / "reports")])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.out + cap.err
+    rep = tmp_path / "reports" / "tiny-point"
+    data = json.loads((rep / "validation.json").read_text())
+    assert data["launch"] == "point" and "(`--launch point`)" in (rep / "validation.md").read_text()
+    assert sorted(p.name for p in (rep / "validation").glob("*.json")) == [
+        "cap=0.1.run1.json", "cap=default.run1.json", "trace.concurrent.json", "trace.round1.json"]
+    runs = [json.loads((rep / "validation" / f"{p}.run1.json").read_text()) for p in ("cap=default", "cap=0.1")]
+    assert all("launch" not in r and r["plan_matches"] is True for r in runs)
+    assert [r["real_buckets"]["sizes"] for r in runs] == [[1062952], [273448, 263168, 263168, 263168]]
+    # the round's own capture (8 recorded steps at least), no slices
+    trace = json.loads((rep / "validation" / "trace.concurrent.json").read_text())
+    assert len(trace["iterations"]) >= 8 and "slices" not in trace["environment"]
+    # --reanalyze keeps the mode the report names (executor ddp's runs do not carry it)
+    assert main(["validate", str(scen), "--reanalyze", "--no-plots", "--out-dir", str(tmp_path / "reports")]) == 0
+    assert json.loads((rep / "validation.json").read_text())["launch"] == "point"
+
+
+def test_an_unknown_launch_mode_is_one_line_exit_2(capsys):
+    assert main(["validate", "default", "--launch", "sideways"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ddpsim: error: --launch: 'sideways' is not accepted; expected one of round, point"]
 
 
 def test_reanalyze_without_an_earlier_validation_is_one_line_exit_2(tmp_path, capsys):

@@ -11,6 +11,7 @@ communication, optimizer) at cap=default.
     python benchmarks/bench_validation.py --alternatives reports reports/cpu-gloo-session7 ...
     python benchmarks/bench_validation.py --phase-bias reports reports/cpu-gloo-session7 ...
     python benchmarks/bench_validation.py --host reports/cpu-gloo-session17 ...
+    python benchmarks/bench_validation.py --pairing reports/cpu-gloo-session17 reports/cpu-gloo-session18 ...
 
 ``--slowdown-grid``: also re-simulate every point of every report with the engine's
 compute_slowdown set to each listed value (the calibration's comm_slowdown and everything
@@ -66,6 +67,17 @@ each, then the totals and the mean signed error per scenario and point.
 sits: predicted minus measured forward (with zero_grad and DDP's pre-forward), backward+comm
 (what ``loss.backward()`` spans under DDP) and optimizer, as % of the measured step, mean over
 every report, and how many reports predict each phase short (:func:`phase_bias_table`).
+
+``--pairing ROOT [ROOT ...]``: instead, per report, how well what the prediction stands on
+tracks what was measured, by launch layout (``validate --launch``): ``track`` is the scatter
+over the runs (standard deviation, %) of each run's forward against the forward of its own
+round's trace (forward has no gradient communication: compute against compute); ``bias`` their
+mean; with ``--launch round``, ``slice`` the same against the trace slice captured right before
+the run in the same launch. ``run`` is the scatter of each run's mean step about its point's
+pooled mean (what a point's level carries from the launches it ran in), ``pair`` the scatter
+over rounds of the ratio of two points' runs in one round, root-mean-square over the pairs of
+points (what a best-cap decision is made from). A layout whose trace and runs share the
+launch's speed shows a smaller ``track``; one whose points share it, a smaller ``pair``.
 
 Not a test: it reads files and prints; no timing is asserted anywhere.
 """
@@ -397,6 +409,81 @@ def host_table(roots: list[str]) -> int:
     return 0
 
 
+def _sd_pct(logs: list[float]) -> float:
+    """The sample standard deviation of natural-log ratios, in % (nan for fewer than two)."""
+    return 100.0 * statistics.stdev(logs) if len(logs) >= 2 else float("nan")
+
+
+def pairing_figures(folder: Path, d: dict) -> dict[str, Any] | None:
+    """:func:`pairing_table`'s figures of one report (``folder``: its scenario folder), or None
+    when its rounds' traces are not kept."""
+    raw = folder / "validation"
+    rows = [r for r in d.get("rows", []) if r.get("measured_s")]
+    track, slice_, run_dev = [], [], []
+    means: dict[str, list[float]] = {}
+    for r in rows:
+        means[r["point"]] = []
+        k = 1
+        while (raw / f"{r['point']}.run{k}.json").exists():
+            run = json.loads((raw / f"{r['point']}.run{k}.json").read_text())
+            tpath = raw / f"trace.round{k}.json"
+            if not tpath.exists():
+                return None
+            trace = json.loads(tpath.read_text())
+            fwd = run["summary"]["forward_s"]
+            track.append(math.log(fwd / statistics.median(it["forward_s"] for it in trace["iterations"])))
+            launch = run.get("launch") or {}
+            order = (trace.get("environment") or {}).get("interleaved_with") or []
+            if launch.get("kind") == "round" and r["point"] in order:
+                per = len(trace["iterations"]) // len(order)
+                j = order.index(r["point"])
+                own = trace["iterations"][j * per:(j + 1) * per]
+                slice_.append(math.log(fwd / statistics.median(it["forward_s"] for it in own)))
+            means[r["point"]].append(statistics.fmean(run["summary"]["step_times_s"]))
+            k += 1
+        run_dev += [math.log(m / r["measured_s"]) for m in means[r["point"]]]
+    pts = [p for p in means if means[p]]
+    pair_sd = []
+    for i, a in enumerate(pts):
+        for b in pts[i + 1:]:
+            n = min(len(means[a]), len(means[b]))
+            if n >= 2:
+                pair_sd.append(_sd_pct([math.log(x / y) for x, y in zip(means[a][:n], means[b][:n])]))
+    if not track:
+        return None
+    return {"launch": d.get("launch") or ("round" if slice_ else "point"), "runs": len(track),
+            "rounds": max(len(v) for v in means.values()),
+            "track": _sd_pct(track), "bias": 100.0 * statistics.fmean(track),
+            "slice": _sd_pct(slice_) if slice_ else float("nan"),
+            "run": _sd_pct(run_dev), "pair": math.sqrt(statistics.fmean(x * x for x in pair_sd)) if pair_sd else float("nan")}
+
+
+def pairing_table(roots: list[str]) -> int:
+    """Per report: the scatter of the runs against their round's trace and against one another
+    (the module docstring's ``--pairing``), then per scenario and layout the median of each."""
+    print(f"{'run':34s} {'scenario':22s} {'launch':6s} {'runs':>4s} {'rounds':>6s} {'track':>6s} {'bias':>6s} "
+          f"{'slice':>6s} {'run':>6s} {'pair':>6s}")
+    by: dict[tuple[str, str], list[dict]] = {}
+    for root, d in _reports(roots):
+        f = pairing_figures(Path(root) / d["scenario"], d)
+        if f is None:
+            continue
+        by.setdefault((d["scenario"], f["launch"]), []).append(f)
+        print(f"{root:34s} {d['scenario']:22s} {f['launch']:6s} {f['runs']:4d} {f['rounds']:6d} {f['track']:5.1f}% "
+              f"{f['bias']:+5.1f}% {f['slice']:5.1f}% {f['run']:5.1f}% {f['pair']:5.1f}%")
+    if not by:
+        print("no report under these folders keeps its rounds' traces")
+        return 0
+    print()
+    print("median over the reports (standard deviations in %; bias: mean run forward over its round's trace forward)")
+    print(f"{'scenario':22s} {'launch':6s} {'reports':>7s} {'track':>6s} {'bias':>6s} {'slice':>6s} {'run':>6s} {'pair':>6s}")
+    for (scen, launch), fs in sorted(by.items()):
+        med = {k: statistics.median(f[k] for f in fs) for k in ("track", "bias", "slice", "run", "pair")}
+        print(f"{scen:22s} {launch:6s} {len(fs):7d} {med['track']:5.1f}% {med['bias']:+5.1f}% {med['slice']:5.1f}% "
+              f"{med['run']:5.1f}% {med['pair']:5.1f}%")
+    return 0
+
+
 def executor_phases(res: Any) -> dict[str, float]:
     """A simulation's phases cut where the executor's clock cuts a DDP step (zero_grad + forward
     | backward | optimizer; :func:`executor.workload.timed_steps`): ``forward`` from the
@@ -637,7 +724,7 @@ def _grid(text: str) -> list[float]:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", nargs="*", default=["reports"],
-                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria, --bias, --phase-bias, --alternatives or --host")
+                    help="folder holding <scenario>/validation.json (default: reports); several only with --criteria, --bias, --phase-bias, --alternatives, --host or --pairing")
     ap.add_argument("--slowdown-grid", type=_grid, default=None, metavar="LIST",
                     help="also print the signed median error per scenario at each compute_slowdown in LIST")
     ap.add_argument("--buckets", action="store_true",
@@ -655,7 +742,12 @@ if __name__ == "__main__":
     ap.add_argument("--host", action="store_true",
                     help="print, per report of every ROOT with host counters, the host's other work and steal per run "
                          "beside the run's deviation from its point's mean, and their correlation")
+    ap.add_argument("--pairing", action="store_true",
+                    help="print, per report of every ROOT, how closely the runs track their round's trace and one "
+                         "another, by launch layout (validate --launch round or point)")
     a = ap.parse_args()
+    if a.pairing:
+        sys.exit(pairing_table(a.root))
     if a.host:
         sys.exit(host_table(a.root))
     if a.phase_bias:
@@ -667,5 +759,5 @@ if __name__ == "__main__":
     if a.criteria:
         sys.exit(criteria_table(a.root))
     if len(a.root) > 1:
-        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria, --bias, --phase-bias, --alternatives or --host)")
+        ap.error(f"root: {len(a.root)} folders given; expected one (several only with --criteria, --bias, --phase-bias, --alternatives, --host or --pairing)")
     sys.exit(main(a.root[0], a.slowdown_grid, a.buckets))

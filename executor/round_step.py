@@ -55,10 +55,10 @@ def point_id(cap: float | None) -> str:
 
 
 def parse_caps(text: str) -> list[float | None]:
-    from executor.ddp_step import parse_cap
+    """``--caps`` -> MiB per point (None: not given), by the CLI's own rules; distinct points."""
+    from ddpsim.commands._args import parse_cap_value
 
-    caps = [parse_cap(c) if c.strip().lower() not in ("none", "null", "default", "") else None
-            for c in str(text).split(",")]
+    caps = [parse_cap_value(c, "--caps", "a comma list of MiB > 0 or 'none'") for c in str(text).split(",")]
     ids = [point_id(c) for c in caps]
     if len(set(ids)) != len(ids):
         raise InputError(f"--caps: {text!r} names a point twice; expected distinct bucket_cap_mb values")

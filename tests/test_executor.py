@@ -344,3 +344,84 @@ def test_measured_step_time_is_the_mean_over_ranks():
     assert step_times(per_rank) == [1.25, 1.25]          # iterations both ranks measured
     s = summarize(per_rank)
     assert s["iteration_s"] == 1.25 and s["step_times_s"] == [1.25, 1.25] and s["backward_s"] == 0.75
+
+
+def test_round_measures_every_cap_after_its_trace_slice_in_one_launch(tmp_path):
+    from ddpsim.trace import load_trace
+
+    out = tmp_path / "raw"
+    r = _run(["round", "--model", "mlp", "--batch-size", "32", "--caps", "0.1,none", "--iterations", "2",
+              "--warmup", "2", "--trace-iters", "2", "--round", "3", "--timeout-s", "60", "--out-dir", str(out)])
+    assert sorted(p.name for p in out.iterdir()) == ["cap=0.1.run3.json", "cap=default.run3.json", "trace.round3.json"]
+    a = json.loads((out / "cap=0.1.run3.json").read_text())
+    b = json.loads((out / "cap=default.run3.json").read_text())
+    assert (a["format"], a["kind"], b["kind"]) == ("ddpsim-measurement", "ddp", "ddp")
+    # each point's own fresh DDP wrapper rebuilt its own buckets: the hand-worked four at cap 0.1,
+    # then, over the same module, one bucket of everything with the cap unset
+    assert a["real_buckets"]["buckets"] == CAP_01_BUCKETS and a["real_buckets"]["sizes"] == CAP_01_SIZES
+    assert b["real_buckets"]["sizes"] == [1062952]
+    assert a["plan_matches"] is True and b["plan_matches"] is True
+    assert "round 3 cap=0.1: plan_matches: true" in r.stdout and "round 3 cap=default: plan_matches: true" in r.stdout
+    assert (a["options"]["bucket_cap_mb"], b["options"]["bucket_cap_mb"]) == (0.1, None)
+    assert a["launch"] == {"kind": "round", "round": 3, "order": ["cap=0.1", "cap=default"], "position": 1,
+                           "trace": "trace.round3.json"}
+    assert b["launch"]["position"] == 2
+    assert [it["iteration"] for it in a["ranks"][0]["iterations"]] == [3, 4]
+    assert len(b["summary"]["step_times_s"]) == 2
+    # the trace: two slices of two recorded steps, the first one with the hook-overhead pairs
+    t = load_trace(out / "trace.round3.json")
+    assert len(t.iterations) == 4
+    assert t.environment["slices"] == 2 and t.environment["interleaved_with"] == ["cap=0.1", "cap=default"]
+    assert t.environment["concurrent_ranks"] == 2 and t.environment["lockstep"] is True
+    assert t.hook_overhead_frac is not None
+    # every gradient became ready in every recorded step of both slices, in DDP's reverse order
+    assert all(all(x is not None for x in it.grad_ready_s) for it in t.iterations)
+    assert all(list(it.grad_ready_s) == sorted(it.grad_ready_s, reverse=True) for it in t.iterations)
+
+
+@pytest.mark.parametrize("caps, want", [("1,1", "names a point twice"), ("1,-2", "--caps: '-2' is not accepted")])
+def test_round_refuses_bad_caps_with_one_line(tmp_path, caps, want):
+    r = launch_local(["round", "--model", "mlp", "--caps", caps, "--timeout-s", "60", "--out-dir", str(tmp_path)],
+                     nproc=2, num_threads=1, timeout_s=120)
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if "executor: error" in ln]
+    assert len(lines) >= 1 and all(want in ln for ln in lines)
+    assert not list(tmp_path.glob("*.json"))
+
+
+ROUND_FREES_REDUCER = """
+import argparse, weakref
+import torch.nn.parallel as par
+from ddpsim.models import build_model
+from executor import ddp_step
+from executor.runtime import distributed
+from executor.workload import workload_from_spec
+
+reducers = []
+
+class Recorded(par.DistributedDataParallel):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        reducers.append(weakref.ref(self.reducer))
+
+par.DistributedDataParallel = Recorded
+args = argparse.Namespace(find_unused_parameters=False, static_graph=False, gradient_as_bucket_view=False,
+                          no_broadcast_buffers=False, timing_hook=False, lr=1e-3, momentum=0.9, warmup=2,
+                          iterations=1, batch_size=8, model="mlp")
+with distributed(backend="gloo", timeout_s=60, num_threads=1, malloc="default") as rt:
+    wl = workload_from_spec(build_model("mlp"), 8, rt.device)
+    sizes = [ddp_step.measure_point(rt, args, wl, cap, None)["real_buckets"]["sizes"] for cap in (0.1, None)]
+print("RESULT", [r() is None for r in reducers], sizes)
+"""
+
+
+def test_measure_point_frees_its_reducer_so_the_next_wrapper_is_alone(tmp_path):
+    # a Reducer left alive would keep its autograd hooks on the module's parameters; measure_point
+    # must drop every reference to its DDP wrapper (one rank, gloo, in a process of its own)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    r = subprocess.run([sys.executable, "-c", ROUND_FREES_REDUCER], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    result = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
+    assert result == [f"RESULT [True, True] [{CAP_01_SIZES}, [1062952]]"]

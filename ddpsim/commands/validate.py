@@ -73,7 +73,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run nothing: rebuild the report from the raw runs an earlier validate left under "
                         "reports/<name>/validation/ (step times recomputed from the per-rank records, points simulated "
                         "again with the current engine and the calibration validation.json names, or --calibration)")
-    p.add_argument("--launch", metavar="MODE", default="round", choices=("round", "point"),
+    p.add_argument("--launch", metavar="MODE", default="round",
                    help="round (default): each round's trace slices and points in one executor launch; "
                         "point: a launch per point and run, the round's trace in its own")
     p.add_argument("--no-plots", action="store_true", help="skip validation.png")

@@ -8,12 +8,12 @@ run for real), :func:`validate`:
 2. runs every validated point (local torchrun, gloo on CPUs) ``--repeats`` times, round-robin
    over the points so slow drift of a shared machine hits every point alike, each round's
    order rotated by one (:func:`round_order`), WITHOUT a comm hook (the iteration time that is
-   compared). By default a round is ONE launch (``executor round``, ``--launch round``): before
-   each point a slice of the trace (:data:`ROUND_TRACE_ITERS` lockstep steps), then the point
-   under a fresh real DDP over the same module, so that the trace and the runs share the
-   launch's speed and the moment. With ``--launch point`` each round's trace is captured by
-   ``executor trace`` in a launch of its own and each point runs in ``executor ddp`` launches
-   of its own. Then each point runs once more with the timing hook for per-bucket all-reduce
+   compared). By default (``--launch point``) each round's trace is captured by ``executor
+   trace`` in a launch of its own and each point runs in ``executor ddp`` launches of its own.
+   With ``--launch round`` a round is ONE launch (``executor round``): before each point a
+   slice of the trace (:data:`ROUND_TRACE_ITERS` lockstep steps), then the point under a fresh
+   real DDP over the same module, so that the trace and the runs share the launch's speed and
+   the moment. Then each point runs once more with the timing hook for per-bucket all-reduce
    times (a hook changes DDP's division path, so those runs are not used for the iteration
    time);
 3. simulates the same points (``scenario.build_point`` + :func:`ddpsim.engine.simulate`)
@@ -396,16 +396,16 @@ def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, ec
 def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
              caps: Sequence[float | None] | None = None, iterations: int | None = None, warmup: int | None = None,
              repeats: int = 3, bucket_timing: bool = True, nproc: int | None = None, num_threads: int | None = None,
-             timeout_s: float = 900.0, plots: bool = True, capture: bool = True, launch_mode: str = "round",
+             timeout_s: float = 900.0, plots: bool = True, capture: bool = True, launch_mode: str = "point",
              echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
 
-    ``launch_mode``: ``"round"`` (default) runs each round in ONE executor launch
-    (``executor round``: before each point a slice of the trace, then the point under real DDP,
-    in the same process pair; see :mod:`executor.round_step`); ``"point"`` captures each
-    round's trace in a launch of its own and runs every point in a launch of its own (the
-    layout of every validation before session 18). A round needs points that differ by their
-    cap only and a captured trace; otherwise ``"point"`` is used and said.
+    ``launch_mode``: ``"point"`` (default) captures each round's trace in a launch of its own
+    and runs every point in a launch of its own; ``"round"`` runs each round in ONE executor
+    launch (``executor round``: before each point a slice of the trace, then the point under
+    real DDP, in the same process pair; see :mod:`executor.round_step`). A round needs points
+    that differ by their cap only and a captured trace; otherwise ``"point"`` is used and said.
+    Why point stays the default: reports/cpu-gloo-summary/validation.md, "Session 18".
 
     Raises:
         InputError: bad scenario, calibration or option (one line); an executor run that fails.

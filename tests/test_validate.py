@@ -326,7 +326,7 @@ simulation: {{iterations: 4, seed: 0, jitter: none}}
 sweep: {{bucket_cap_mb: [null, 0.1]}}
 validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads: 1}}
 """)
-    rc = main(["validate", str(scen), "--calibration", str(cal), "--repeats", "1", "--caps", "0.1",
+    rc = main(["validate", str(scen), "--calibration", str(cal), "--repeats", "1", "--caps", "0.1", "--launch", "round",
                "--out-dir", str(tmp_path / "reports")])
     cap = capsys.readouterr()
     out = cap.out
@@ -363,7 +363,7 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
     assert data["malloc"].startswith("steady (glibc mallopt") and f"trace capture and runs alike: {data['malloc']}" in md
     assert sorted(p.name for p in (rep / "validation").glob("cap=*.json")) == ["cap=0.1.hooked.json", "cap=0.1.run1.json"]
     assert "validate: median |error|" in out
-    # the round ran in one launch (the default): a trace slice, then the point, in the same process pair
+    # the round ran in one launch (--launch round): a trace slice, then the point, in the same process pair
     assert data["launch"] == "round" and "Launches: one per round (`executor round`)" in md
     run1 = json.loads((rep / "validation" / "cap=0.1.run1.json").read_text())
     assert run1["launch"] == {"kind": "round", "round": 1, "order": ["cap=0.1"], "position": 1, "trace": "trace.round1.json"}
@@ -413,7 +413,7 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
 
 
 @pytest.mark.slow
-def test_validate_launch_point_runs_each_point_in_a_launch_of_its_own(tmp_path, capsys):
+def test_validate_by_default_runs_each_point_in_a_launch_of_its_own(tmp_path, capsys):
     cal = tmp_path / "cal.json"
     cal.write_text(json.dumps(CALIBRATION))
     scen = tmp_path / "tiny-point.yaml"
@@ -425,7 +425,7 @@ world_size: 2
 simulation: {{iterations: 4, seed: 0, jitter: none}}
 validation: {{model: mlp, batch_size: 8, iterations: 2, warmup: 2, num_threads: 1}}
 """)
-    rc = main(["validate", str(scen), "--calibration", str(cal), "--repeats", "1", "--caps", "none,0.1", "--launch", "point",
+    rc = main(["validate", str(scen), "--calibration", str(cal), "--repeats", "1", "--caps", "none,0.1",
                "--no-bucket-timing", "--no-plots", "--out-dir", str(tmp_path / "reports")])
     cap = capsys.readouterr()
     assert rc == 0, cap.out + cap.err

@@ -29,13 +29,15 @@ the same points, and write reports/<name>/:
   validation.json   all of it, plus per-bucket times predicted and measured
   validation/       every raw executor measurement (ddpsim-measurement JSON)
 
-A round runs in ONE executor launch by default (--launch round, 'executor round'): before
-each point a slice of the trace (2 lockstep steps), then the point under a fresh real DDP
-over the same module, so that the prediction's trace and the measured runs share the
-process pair's speed and the moment (on this project's 2-core host each launch runs at a
-speed of its own); the slices of all rounds are pooled into the prediction's trace.
---launch point captures each round's trace in a launch of its own and runs each point in
-a launch of its own (every validation before session 18).
+By default (--launch point) each round's trace is captured in a launch of its own and each
+point runs in a launch of its own. --launch round runs a round in ONE executor launch
+('executor round'): before each point a slice of the trace (2 lockstep steps), then the
+point under a fresh real DDP over the same module, so that the prediction's trace and the
+runs share the process pair's speed and the moment; the slices of all rounds are pooled
+into the prediction's trace. It saves the launches (12-20 % of the time for the large models
+on the 2-core host; the mlp's 16 rounds a quarter), but its slices' backward is not
+the continuous capture's the calibration's probe is fitted with (bert-base and gpt2-124m:
+3-5 % faster after a DDP point; reports/cpu-gloo-summary/validation.md, "Session 18").
 
 Files are rewritten atomically after every run, so an interrupted validation keeps
 what it measured. The trace must be captured under the same conditions as the run
@@ -73,9 +75,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run nothing: rebuild the report from the raw runs an earlier validate left under "
                         "reports/<name>/validation/ (step times recomputed from the per-rank records, points simulated "
                         "again with the current engine and the calibration validation.json names, or --calibration)")
-    p.add_argument("--launch", metavar="MODE", default="round",
-                   help="round (default): each round's trace slices and points in one executor launch; "
-                        "point: a launch per point and run, the round's trace in its own")
+    p.add_argument("--launch", metavar="MODE", default="point",
+                   help="point (default): a launch per point and run, the round's trace in its own; "
+                        "round: each round's trace slices and points in one executor launch")
     p.add_argument("--no-plots", action="store_true", help="skip validation.png")
     p.add_argument("--timeout-s", metavar="S", type=float, default=900.0, help="limit per executor run (default 900)")
     p.set_defaults(func=run)

@@ -170,6 +170,7 @@ MALLOC_MODES = ("steady", "default")
 # glibc's mallopt(3) parameters and the values "steady" sets
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
+M_MMAP_MAX = -4
 STEADY_MMAP_THRESHOLD = 32 * 1024 * 1024  # glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit)
 
 
@@ -184,8 +185,13 @@ def steady_malloc() -> str:
     forward, a trace captured in the same process pair none, and the DDP forward ran the
     longer; ``benchmarks/bench_malloc.py`` measures both modes side by side. Fixing the mmap
     threshold (at glibc's largest, 32 MiB) ends its adaptation; ``M_TRIM_THRESHOLD = -1`` ends
-    trimming.
-    Allocations above 32 MiB are still mapped and unmapped every time, in every process alike.
+    trimming; ``M_MMAP_MAX = 0`` maps no chunk on its own at all, so that blocks above 32 MiB come
+    from the heap too and are kept there. Without it (session 16's steady mode) every block above
+    32 MiB -- gpt2-124m's 147 MiB embedding gradient and its ~50 MB logits, bert-base's 89 MiB
+    word-embedding gradient -- was mapped and faulted in afresh every step, and how many such
+    blocks a step allocates differs between a bare trace capture and a DDP step:
+    ``benchmarks/bench_slices.py`` counted 64,617 minor faults per step in a gpt2-124m capture
+    after a DDP point, 113,000-140,000 in one before it, 157,000-160,000 per DDP step (session 18).
     """
     import ctypes
     import ctypes.util
@@ -198,9 +204,10 @@ def steady_malloc() -> str:
         return "default (no glibc mallopt here)"
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    if mallopt(M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD) != 1 or mallopt(M_TRIM_THRESHOLD, -1) != 1:
+    if (mallopt(M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD) != 1 or mallopt(M_TRIM_THRESHOLD, -1) != 1
+            or mallopt(M_MMAP_MAX, 0) != 1):
         return "default (mallopt refused)"
-    return f"steady (glibc mallopt: M_MMAP_THRESHOLD={STEADY_MMAP_THRESHOLD}, M_TRIM_THRESHOLD=-1)"
+    return f"steady (glibc mallopt: M_MMAP_THRESHOLD={STEADY_MMAP_THRESHOLD}, M_TRIM_THRESHOLD=-1, M_MMAP_MAX=0)"
 
 
 @contextmanager

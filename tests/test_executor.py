@@ -300,7 +300,7 @@ def heap():
 
 
 h0 = heap()
-t = torch.ones(24 * 2**18)  # 24 MiB
+t = torch.ones(int(sys.argv[3]) * 2**18)  # MiB of float32
 h1 = heap()
 del t
 print(json.dumps({"grown": h1 - h0, "kept": heap() - h0}))
@@ -308,18 +308,22 @@ print(json.dumps({"grown": h1 - h0, "kept": heap() - h0}))
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="reads /proc/self/maps (Linux)")
-def test_steady_malloc_keeps_large_tensors_on_the_heap():
+@pytest.mark.parametrize("mib", [24, 160])
+def test_steady_malloc_keeps_large_tensors_on_the_heap(mib):
     """glibc by default maps a 24 MiB tensor on its own and unmaps it when freed (the next one
     faults its pages in afresh); under the executor's steady allocator it comes from the heap
-    and the heap keeps it after the free (no trimming), for the next iteration to reuse."""
+    and the heap keeps it after the free (no trimming), for the next iteration to reuse. So
+    does a 160 MiB one, above glibc's largest mmap threshold (32 MiB): gpt2-124m's embedding
+    gradient is 147 MiB, and only M_MMAP_MAX=0 keeps such a block off its own mapping."""
     got = {}
     for mode in ("steady", "default"):
-        r = subprocess.run([sys.executable, "-c", STEADY_SCRIPT, str(REPO_ROOT), mode], capture_output=True, text=True, timeout=120)
+        r = subprocess.run([sys.executable, "-c", STEADY_SCRIPT, str(REPO_ROOT), mode, str(mib)], capture_output=True,
+                           text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         got[mode] = json.loads(r.stdout)
         if mode == "steady":
-            assert "steady (glibc mallopt: M_MMAP_THRESHOLD=33554432, M_TRIM_THRESHOLD=-1)" in r.stderr
-    assert got["steady"]["grown"] >= 16 * 2**20 and got["steady"]["kept"] == got["steady"]["grown"]
+            assert "steady (glibc mallopt: M_MMAP_THRESHOLD=33554432, M_TRIM_THRESHOLD=-1, M_MMAP_MAX=0)" in r.stderr
+    assert got["steady"]["grown"] >= (mib - 8) * 2**20 and got["steady"]["kept"] == got["steady"]["grown"]
     assert got["default"]["grown"] < 2**20 and got["default"]["kept"] < 2**20
 
 

@@ -38,15 +38,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument("--bucket-cap-mb", default=None,
                    help="DDP bucket_cap_mb in MiB; omit (or 'none') to leave it unset as PyTorch's default")
-    p.add_argument("--find-unused-parameters", action="store_true")
-    p.add_argument("--static-graph", action="store_true")
-    p.add_argument("--gradient-as-bucket-view", action="store_true")
-    p.add_argument("--no-broadcast-buffers", action="store_true", help="broadcast_buffers=False")
+    add_ddp_option_arguments(p)
     p.add_argument("--timing-hook", action="store_true",
                    help="record per-bucket all-reduce launch/end with a comm hook (changes DDP's division path)")
     p.add_argument("--trace", default=None, help="trace JSON of this model: predict DDP's buckets and compare")
     p.add_argument("--plan", default=None, help="plan JSON (ddpsim plan --format json) to compare instead")
     p.add_argument("--out", required=True, help="measurement JSON to write (rank 0, atomically)")
+
+
+def add_ddp_option_arguments(p: argparse.ArgumentParser) -> None:
+    """DDP's options other than the cap (:func:`ddp_kwargs` reads them), shared with ``executor round``."""
+    p.add_argument("--find-unused-parameters", action="store_true")
+    p.add_argument("--static-graph", action="store_true")
+    p.add_argument("--gradient-as-bucket-view", action="store_true")
+    p.add_argument("--no-broadcast-buffers", action="store_true", help="broadcast_buffers=False")
 
 
 def parse_cap(value: str | None) -> float | None:

@@ -28,19 +28,16 @@ from typing import Any
 
 from ddpsim.errors import InputError
 
-from executor.ddp_step import measure_point, plan_from_trace
+from executor.ddp_step import add_ddp_option_arguments, measure_point, plan_from_trace
 from executor.runtime import Runtime, write_json
-from executor.workload import add_model_arguments, check_counts, parse_model_args, workload_from_spec
+from executor.workload import add_model_arguments, at_least, check_counts, parse_model_args, workload_from_spec
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument("--caps", required=True,
                    help="comma list of bucket_cap_mb in MiB ('none' = not given), run in this order, e.g. none,1,5,25,100")
-    p.add_argument("--find-unused-parameters", action="store_true")
-    p.add_argument("--static-graph", action="store_true")
-    p.add_argument("--gradient-as-bucket-view", action="store_true")
-    p.add_argument("--no-broadcast-buffers", action="store_true", help="broadcast_buffers=False")
+    add_ddp_option_arguments(p)
     p.add_argument("--trace-iters", type=int, default=2,
                    help="recorded trace steps captured before each point (default 2)")
     p.add_argument("--trace-warmup", type=int, default=1,
@@ -73,12 +70,9 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     from ddpsim.trace import pool_traces, save_trace
 
     check_counts(args)
-    if args.trace_iters < 1:
-        raise InputError(f"--trace-iters: {args.trace_iters!r} is not accepted; expected an integer >= 1")
-    if args.trace_warmup < 0:
-        raise InputError(f"--trace-warmup: {args.trace_warmup!r} is not accepted; expected an integer >= 0")
-    if args.round < 1:
-        raise InputError(f"--round: {args.round!r} is not accepted; expected an integer >= 1")
+    at_least(args.trace_iters, "--trace-iters", 1)
+    at_least(args.trace_warmup, "--trace-warmup", 0)
+    at_least(args.round, "--round", 1)
     caps = parse_caps(args.caps)
     out_dir = Path(args.out_dir)
     if rt.rank == 0:

@@ -36,13 +36,16 @@ def parse_model_args(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def at_least(value: int, flag: str, minimum: int) -> None:
+    """Raise the one-line InputError for an integer option below ``minimum``."""
+    if value < minimum:
+        raise InputError(f"{flag}: {value!r} is not accepted; expected an integer >= {minimum}")
+
+
 def check_counts(args: argparse.Namespace) -> None:
-    if args.batch_size < 1:
-        raise InputError(f"--batch-size: {args.batch_size!r} is not accepted; expected an integer >= 1")
-    if args.iterations < 1:
-        raise InputError(f"--iterations: {args.iterations!r} is not accepted; expected an integer >= 1")
-    if args.warmup < 0:
-        raise InputError(f"--warmup: {args.warmup!r} is not accepted; expected an integer >= 0")
+    at_least(args.batch_size, "--batch-size", 1)
+    at_least(args.iterations, "--iterations", 1)
+    at_least(args.warmup, "--warmup", 0)
 
 
 @dataclass

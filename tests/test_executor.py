@@ -383,9 +383,12 @@ def test_round_measures_every_cap_after_its_trace_slice_in_one_launch(tmp_path):
     assert all(list(it.grad_ready_s) == sorted(it.grad_ready_s, reverse=True) for it in t.iterations)
 
 
-@pytest.mark.parametrize("caps, want", [("1,1", "names a point twice"), ("1,-2", "--caps: '-2' is not accepted")])
-def test_round_refuses_bad_caps_with_one_line(tmp_path, caps, want):
-    r = launch_local(["round", "--model", "mlp", "--caps", caps, "--timeout-s", "60", "--out-dir", str(tmp_path)],
+@pytest.mark.parametrize("args, want", [(["--caps", "1,1"], "names a point twice"),
+                                        (["--caps", "1,-2"], "--caps: '-2' is not accepted"),
+                                        (["--caps", "1", "--trace-iters", "0"],
+                                         "--trace-iters: 0 is not accepted; expected an integer >= 1")])
+def test_round_refuses_bad_input_with_one_line(tmp_path, args, want):
+    r = launch_local(["round", "--model", "mlp", *args, "--timeout-s", "60", "--out-dir", str(tmp_path)],
                      nproc=2, num_threads=1, timeout_s=120)
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if "executor: error" in ln]

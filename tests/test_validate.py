@@ -312,20 +312,27 @@ CALIBRATION = {
 }
 
 
-@pytest.mark.slow
-def test_validate_end_to_end_on_two_gloo_ranks(tmp_path, capsys):
+def tiny_scenario(tmp_path: Path, name: str, *, batch_size: int, sweep: str = "") -> tuple[Path, Path]:
+    """A 2-rank gloo scenario of the bundled MLP trace and the hand-made calibration, written
+    under ``tmp_path``: (scenario YAML, calibration JSON)."""
     cal = tmp_path / "cal.json"
     cal.write_text(json.dumps(CALIBRATION))
-    scen = tmp_path / "tiny-validate.yaml"
+    scen = tmp_path / f"{name}.yaml"
     scen.write_text(f"""
-name: tiny-validate
+name: {name}
 trace: {REPO_ROOT / 'traces' / 'mlp.cpu.json'}
 cluster: {{topology: cpu-gloo, nodes: 1}}
 world_size: 2
 simulation: {{iterations: 4, seed: 0, jitter: none}}
-sweep: {{bucket_cap_mb: [null, 0.1]}}
-validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads: 1}}
+{sweep}
+validation: {{model: mlp, batch_size: {batch_size}, iterations: 2, warmup: 2, num_threads: 1}}
 """)
+    return scen, cal
+
+
+@pytest.mark.slow
+def test_validate_end_to_end_on_two_gloo_ranks(tmp_path, capsys):
+    scen, cal = tiny_scenario(tmp_path, "tiny-validate", batch_size=32, sweep="sweep: {bucket_cap_mb: [null, 0.1]}")
     rc = main(["validate", str(scen), "--calibration", str(cal), "--repeats", "1", "--caps", "0.1", "--launch", "round",
                "--out-dir", str(tmp_path / "reports")])
     cap = capsys.readouterr()
@@ -414,17 +421,7 @@ validation: {{model: mlp, batch_size: 32, iterations: 2, warmup: 2, num_threads:
 
 @pytest.mark.slow
 def test_validate_by_default_runs_each_point_in_a_launch_of_its_own(tmp_path, capsys):
-    cal = tmp_path / "cal.json"
-    cal.write_text(json.dumps(CALIBRATION))
-    scen = tmp_path / "tiny-point.yaml"
-    scen.write_text(f"""
-name: tiny-point
-trace: {REPO_ROOT / 'traces' / 'mlp.cpu.json'}
-cluster: {{topology: cpu-gloo, nodes: 1}}
-world_size: 2
-simulation: {{iterations: 4, seed: 0, jitter: none}}
-validation: {{model: mlp, batch_size: 8, iterations: 2, warmup: 2, num_threads: 1}}
-""")
+    scen, cal = tiny_scenario(tmp_path, "tiny-point", batch_size=8)
     rc = main(["validate", str(scen), "--calibration", str(cal), "--repeats", "1", "--caps", "none,0.1",
                "--no-bucket-timing", "--no-plots", "--out-dir", str(tmp_path / "reports")])
     cap = capsys.readouterr()

@@ -103,7 +103,7 @@ def main() -> int:
     if args.mode:
         worker(args)
         return 0
-    from executor.launch import free_port
+    from executor.launch import torchrun_command
 
     print(f"{args.model} batch {args.batch_size}, DDP cap {args.bucket_cap_mb:g} MB, 2 gloo ranks x 1 thread; "
           f"medians over {args.iters} steps, rank 0")
@@ -112,10 +112,9 @@ def main() -> int:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for rnd in range(1, args.rounds + 1):
         for mode in ("default", "steady"):
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-                   "--master-addr", "127.0.0.1", "--master-port", str(free_port()), __file__, "--mode", mode,
-                   "--model", args.model, "--batch-size", str(args.batch_size), "--bucket-cap-mb", str(args.bucket_cap_mb),
-                   "--iters", str(args.iters)]
+            cmd = torchrun_command(["--mode", mode, "--model", args.model, "--batch-size", str(args.batch_size),
+                                    "--bucket-cap-mb", str(args.bucket_cap_mb), "--iters", str(args.iters)],
+                                   target=[__file__])
             r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
             lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
             if r.returncode != 0 or not lines:

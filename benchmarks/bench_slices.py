@@ -94,7 +94,7 @@ def main() -> int:
     if args.worker:
         worker(args)
         return 0
-    from executor.launch import free_port
+    from executor.launch import torchrun_command
 
     print(f"{args.model} batch {args.batch_size}, 2 gloo ranks x 1 thread, steady allocator; medians over "
           f"{args.iters} recorded steps per capture, {args.ddp_iters} DDP steps; rank 0")
@@ -102,10 +102,8 @@ def main() -> int:
     ratios: dict[str, list[float]] = {b: [] for b in BLOCKS}
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     for rnd in range(1, args.rounds + 1):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-               "--master-addr", "127.0.0.1", "--master-port", str(free_port()), __file__, "--worker",
-               "--model", args.model, "--batch-size", str(args.batch_size), "--iters", str(args.iters),
-               "--ddp-iters", str(args.ddp_iters)]
+        cmd = torchrun_command(["--worker", "--model", args.model, "--batch-size", str(args.batch_size),
+                                "--iters", str(args.iters), "--ddp-iters", str(args.ddp_iters)], target=[__file__])
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
         if r.returncode != 0 or not lines:
@@ -118,8 +116,7 @@ def main() -> int:
             ratio = b["backward_s"] / rec["again"]["backward_s"] if name in BLOCKS else None
             if ratio is not None:
                 ratios[name].append(ratio)
-            label = "ddp" if name == "ddp" else name
-            print(f"{rnd:>5} {label:<6} {b['forward_s'] * 1e3:7.1f} ms {b['backward_s'] * 1e3:7.1f} ms {b['faults_per_step']:11.0f} "
+            print(f"{rnd:>5} {name:<6} {b['forward_s'] * 1e3:7.1f} ms {b['backward_s'] * 1e3:7.1f} ms {b['faults_per_step']:11.0f} "
                   f"{'' if ratio is None else format(ratio, '9.3f')}"
                   + ("   (forward with zero_grad and DDP's pre-forward; backward with its all-reduces)" if name == "ddp" else ""),
                   flush=True)

@@ -421,15 +421,18 @@ def pairing_figures(folder: Path, d: dict) -> dict[str, Any] | None:
     rows = [r for r in d.get("rows", []) if r.get("measured_s")]
     track, slice_, run_dev = [], [], []
     means: dict[str, list[float]] = {}
+    traces: dict[int, dict] = {}  # round -> its trace, read once
     for r in rows:
         means[r["point"]] = []
         k = 1
         while (raw / f"{r['point']}.run{k}.json").exists():
             run = json.loads((raw / f"{r['point']}.run{k}.json").read_text())
-            tpath = raw / f"trace.round{k}.json"
-            if not tpath.exists():
-                return None
-            trace = json.loads(tpath.read_text())
+            if k not in traces:
+                tpath = raw / f"trace.round{k}.json"
+                if not tpath.exists():
+                    return None
+                traces[k] = json.loads(tpath.read_text())
+            trace = traces[k]
             fwd = run["summary"]["forward_s"]
             track.append(math.log(fwd / statistics.median(it["forward_s"] for it in trace["iterations"])))
             launch = run.get("launch") or {}

@@ -88,6 +88,11 @@ def compute_bucket_assignment_by_size(
     return [r[0] for r in result], [r[1] for r in result]
 
 
+def cap_label(bucket_cap_mb: float | None) -> str:
+    """A ``bucket_cap_mb`` as point names and labels spell it: ``default`` when not given, else ``%g``."""
+    return "default" if bucket_cap_mb is None else f"{bucket_cap_mb:g}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class DDPOptions:
     """The DDP constructor options that shape buckets, with PyTorch's names.
@@ -133,7 +138,7 @@ class DDPOptions:
         return self.static_graph or not self.find_unused_parameters
 
     def label(self) -> str:
-        cap = "default" if self.bucket_cap_mb is None else f"{self.bucket_cap_mb:g}"
+        cap = cap_label(self.bucket_cap_mb)
         extra = "".join([",find_unused" if self.find_unused_parameters else "",
                          ",static_graph" if self.static_graph else "",
                          ",grad_as_bucket_view" if self.gradient_as_bucket_view else ""])

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ddpsim.errors import InputError
-from ddpsim.plan import DDPOptions
+from ddpsim.plan import DDPOptions, cap_label
 from ddpsim.simconfig import COMM_HOOKS, Interference, SimConfig
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -136,7 +136,7 @@ class SweepPoint:
 
     @property
     def cap_label(self) -> str:
-        return "default" if self.bucket_cap_mb is None else f"{self.bucket_cap_mb:g}"
+        return cap_label(self.bucket_cap_mb)
 
     @property
     def point_id(self) -> str:

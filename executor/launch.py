@@ -32,10 +32,13 @@ class LaunchResult:
     command: tuple[str, ...]
 
 
-def torchrun_command(step_args: Sequence[str], *, nproc: int = 2, port: int | None = None) -> list[str]:
+def torchrun_command(step_args: Sequence[str], *, nproc: int = 2, port: int | None = None,
+                     target: Sequence[str] = ("-m", "executor")) -> list[str]:
+    """``python -m torch.distributed.run`` on ``nproc`` local ranks, a free loopback port, running
+    ``target`` (the executor, or a script such as a benchmark's worker) with ``step_args``."""
     return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
             "--master-addr", "127.0.0.1", "--master-port", str(port or free_port()),
-            "-m", "executor", *step_args]
+            *target, *step_args]
 
 
 def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int | None = 1,

@@ -7,13 +7,16 @@ module (``--warmup`` past DDP's rebuild, ``--iterations`` measured, as ``executo
 DDP wrapper is freed after its point (the Reducer's destructor removes its autograd hooks), so
 the next point's wrapper is the only one on the module.
 
-Why one launch: on this project's 2-vCPU host a launch's speed is its own. gpt2-124m's run
-means spread 5.8-6.8 % over their point's mean where four iterations at their 6.2-7.8 %
-spread would give about 3-4 % (sessions 16, 16b, 17), and a trace captured in a launch of
-its own did not follow the runs' drift (session 14's round-matched prediction). With the
-trace's slices captured in the same process pair as the points, right before each, the
-prediction and the measurement share the launch's speed and the moment; so do the points
-of a round, whose ratios decide the best cap.
+Why one launch: gpt2-124m's run means spread 5.8-6.8 % over their point's mean where four
+iterations at their 6.2-7.8 % spread would give about 3-4 % (sessions 16, 16b, 17), which
+suggested that a launch on this project's 2-vCPU host has a speed of its own, and a trace
+captured in a launch of its own did not follow the runs' drift (session 14's round-matched
+prediction). With the trace's slices captured in the same process pair as the points, right
+before each, the prediction and the measurement share the launch's speed and the moment; so
+do the points of a round, whose ratios decide the best cap. Session 18's runs fell in a
+quiet hour, where the point layout tracked as closely; what they did show (a slice after a
+DDP point 3-5 % faster in backward) was page faults of blocks above 32 MiB, which the
+steady allocator's ``M_MMAP_MAX=0`` ended (reports/cpu-gloo-summary/validation.md, "Session 18").
 
 Writes, atomically as each completes: ``<out-dir>/cap=<cap>.run<round>.json`` per point (the
 ``executor ddp`` measurement record, plus ``launch``: this round's order and the point's
@@ -48,7 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def point_id(cap: float | None) -> str:
     """``ddpsim validate``'s name of a point that differs from the others by its cap only."""
-    return "cap=" + ("default" if cap is None else f"{cap:g}")
+    from ddpsim.plan import cap_label
+
+    return f"cap={cap_label(cap)}"
 
 
 def parse_caps(text: str) -> list[float | None]:

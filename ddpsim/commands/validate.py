@@ -34,10 +34,10 @@ point runs in a launch of its own. --launch round runs a round in ONE executor l
 ('executor round'): before each point a slice of the trace (2 lockstep steps), then the
 point under a fresh real DDP over the same module, so that the prediction's trace and the
 runs share the process pair's speed and the moment; the slices of all rounds are pooled
-into the prediction's trace. It saves the launches (12-20 % of the time for the large models
-on the 2-core host; the mlp's 16 rounds a quarter), but its slices' backward is not
-the continuous capture's the calibration's probe is fitted with (bert-base and gpt2-124m:
-3-5 % faster after a DDP point; reports/cpu-gloo-summary/validation.md, "Session 18").
+into the prediction's trace. It saves the launches (12-19 % of the time for the large
+models on the 2-core host; the mlp's 16 rounds take a quarter). Under the executor's steady
+allocator both layouts met the accuracy targets in session 18; point stays the default
+until more runs compare them (reports/cpu-gloo-summary/validation.md, "Session 18").
 
 Files are rewritten atomically after every run, so an interrupted validation keeps
 what it measured. The trace must be captured under the same conditions as the run

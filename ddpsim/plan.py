@@ -16,6 +16,10 @@ Source of truth: ``torch/csrc/distributed/c10d/reducer.cpp``
   torch: always 1 MiB, ``semantics="legacy"``). No sort: bucket 0 holds the first-ready
   gradients. The rebuilt layout applies from iteration 2 (iteration 3 with ``static_graph``).
 * ``find_unused_parameters`` without ``static_graph``: never rebuilt.
+* ``bucket_cap_mb_list`` (torch 2.13, ``_BucketCapacityConfig``): the list, in MiB, is the
+  limit list of BOTH the construction assignment (whatever ``find_unused_parameters`` and
+  ``static_graph`` say: no single first-iteration bucket) and the rebuild; each dtype walks
+  it on its own, the last limit is reused; ``bucket_cap_mb`` is ignored when a list is given.
 
 Buckets are listed in the order DDP launches them (reducer order).
 """
@@ -30,7 +34,7 @@ from typing import Any, Literal, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.trace import Trace
-from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, SIZE_MAX, mb_to_bytes
+from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, MIB, SIZE_MAX, mb_to_bytes
 
 PLAN_FORMAT = "ddpsim-plan"
 PLAN_VERSION = 1
@@ -93,6 +97,40 @@ def cap_label(bucket_cap_mb: float | None) -> str:
     return "default" if bucket_cap_mb is None else f"{bucket_cap_mb:g}"
 
 
+def mb_text(value: float) -> str:
+    """A MiB value as Python reads it back exactly: ``8``, ``2.5``, ``0.0400390625``."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def cap_list_label(bucket_cap_mb_list: Sequence[float]) -> str:
+    """A ``bucket_cap_mb_list`` as point names spell it: ``1+4+8``."""
+    return "+".join(mb_text(x) for x in bucket_cap_mb_list)
+
+
+def cap_point_id(bucket_cap_mb: float | None, bucket_cap_mb_list: Sequence[float] | None = None) -> str:
+    """The cap part of a point id: ``cap=default``, ``cap=25``, or ``list=1+4+8`` (the list wins)."""
+    if bucket_cap_mb_list:
+        return f"list={cap_list_label(bucket_cap_mb_list)}"
+    return f"cap={cap_label(bucket_cap_mb)}"
+
+
+def check_cap_list(value: Any, key: str) -> tuple[float, ...] | None:
+    """A ``bucket_cap_mb_list`` as a tuple of MiB (ints where whole); None stays None.
+
+    Raises:
+        InputError: ``"<key>: <value> is not accepted; expected ..."`` unless a non-empty list
+            of finite numbers > 0.
+    """
+    if value is None:
+        return None
+    ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(
+        not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in value)
+    if not ok:
+        raise InputError(f"{key}: {value!r} is not accepted; expected a non-empty list of numbers of MiB > 0 "
+                         f"(e.g. [1, 4, 8]), or not given")
+    return tuple(int(x) if float(x).is_integer() else float(x) for x in value)
+
+
 @dataclass(frozen=True, kw_only=True)
 class DDPOptions:
     """The DDP constructor options that shape buckets, with PyTorch's names.
@@ -102,6 +140,8 @@ class DDPOptions:
     """
 
     bucket_cap_mb: float | None = None
+    #: per-bucket limits in MiB (torch 2.13); when given, ``bucket_cap_mb`` is ignored, as in torch
+    bucket_cap_mb_list: tuple[float, ...] | None = None
     find_unused_parameters: bool = False
     static_graph: bool = False
     gradient_as_bucket_view: bool = False
@@ -117,6 +157,10 @@ class DDPOptions:
             raise InputError(f"bucket_cap_mb: {cap!r} is not accepted; expected a number of MiB > 0, or not given")
         if self.semantics not in ("modern", "legacy"):
             raise InputError(f"semantics: {self.semantics!r} is not accepted; expected 'modern' or 'legacy'")
+        object.__setattr__(self, "bucket_cap_mb_list", check_cap_list(self.bucket_cap_mb_list, "bucket_cap_mb_list"))
+        if self.bucket_cap_mb_list and self.semantics == "legacy":
+            raise InputError(f"bucket_cap_mb_list: {list(self.bucket_cap_mb_list)!r} is not accepted with semantics "
+                             f"'legacy' (torch without bucket_cap_mb_list); expected semantics 'modern'")
 
     @property
     def cap_given(self) -> bool:
@@ -124,13 +168,22 @@ class DDPOptions:
 
     @property
     def bucket_bytes_cap(self) -> int:
+        if self.bucket_cap_mb_list:  # torch: the effective cap is the list's largest
+            return mb_to_bytes(max(self.bucket_cap_mb_list))
         return mb_to_bytes(DEFAULT_BUCKET_CAP_MB if self.bucket_cap_mb is None else self.bucket_cap_mb)
 
     @property
     def first_bucket_bytes_cap(self) -> int:
+        if self.bucket_cap_mb_list:
+            return self.bucket_bytes_cap
         if self.semantics == "legacy" or not self.cap_given:
             return DEFAULT_FIRST_BUCKET_BYTES
         return self.bucket_bytes_cap
+
+    @property
+    def list_bytes_caps(self) -> list[int] | None:
+        """``bucket_cap_mb_list`` in bytes (``int(mb * 1024 * 1024)`` each, as torch), or None."""
+        return None if not self.bucket_cap_mb_list else [mb_to_bytes(x) for x in self.bucket_cap_mb_list]
 
     @property
     def rebuilds(self) -> bool:
@@ -138,11 +191,11 @@ class DDPOptions:
         return self.static_graph or not self.find_unused_parameters
 
     def label(self) -> str:
-        cap = cap_label(self.bucket_cap_mb)
+        cap = cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list)
         extra = "".join([",find_unused" if self.find_unused_parameters else "",
                          ",static_graph" if self.static_graph else "",
                          ",grad_as_bucket_view" if self.gradient_as_bucket_view else ""])
-        return f"cap={cap}{extra}"
+        return f"{cap}{extra}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,7 +242,8 @@ class BucketPlan:
             "format": PLAN_FORMAT, "version": PLAN_VERSION, "source": self.source,
             "options": {"bucket_cap_mb": o.bucket_cap_mb, "find_unused_parameters": o.find_unused_parameters,
                         "static_graph": o.static_graph, "gradient_as_bucket_view": o.gradient_as_bucket_view,
-                        "semantics": o.semantics},
+                        "semantics": o.semantics,
+                        **({"bucket_cap_mb_list": list(o.bucket_cap_mb_list)} if o.bucket_cap_mb_list else {})},
             "buckets": [b.to_dict() for b in self.steady],
             "first_iteration": {"buckets": [b.to_dict() for b in self.initial]},
             "rebuild_iteration": self.rebuild_iteration,
@@ -208,7 +262,9 @@ def _make_buckets(trace: Trace, groups: Sequence[Sequence[int]], limits: Sequenc
 
 def initial_assignment(trace: Trace, options: DDPOptions) -> tuple[Bucket, ...]:
     """The buckets DDP builds at construction, in reducer (launch) order."""
-    if options.static_graph or not options.find_unused_parameters:
+    if options.bucket_cap_mb_list:
+        limits = options.list_bytes_caps
+    elif options.static_graph or not options.find_unused_parameters:
         limits = [SIZE_MAX]
     elif not options.cap_given or options.semantics == "legacy":
         limits = [DEFAULT_FIRST_BUCKET_BYTES, options.bucket_bytes_cap]
@@ -232,7 +288,7 @@ def rebuilt_assignment(trace: Trace, options: DDPOptions, ready_order: Sequence[
         raise InputError(
             f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]}"
             f"{'...' if len(unused) > 3 else ''} get no gradient, which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
-    limits = [options.first_bucket_bytes_cap, options.bucket_bytes_cap]
+    limits = options.list_bytes_caps or [options.first_bucket_bytes_cap, options.bucket_bytes_cap]
     if options.small_bucket_last:
         order = order[::-1]
     groups, lims = compute_bucket_assignment_by_size(
@@ -251,6 +307,89 @@ def plan_ddp(trace: Trace, options: DDPOptions | None = None) -> BucketPlan:
         return BucketPlan(initial=initial, steady=initial, rebuild_iteration=None, options=options)
     steady = rebuilt_assignment(trace, options)
     return BucketPlan(initial=initial, steady=steady, rebuild_iteration=3 if options.static_graph else 2, options=options)
+
+
+def _short_mb(lo_bytes: int, hi_bytes: float, prefer: str) -> float:
+    """The MiB value with the fewest significant digits whose ``int(v * 1024 * 1024)`` lies in
+    ``(lo_bytes, hi_bytes]``; ``prefer`` ``"high"`` tries values near ``hi_bytes`` first."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+
+    anchors = ([(hi_bytes, ROUND_FLOOR)] if prefer == "high" and math.isfinite(hi_bytes) else []) + [(lo_bytes + 1, ROUND_CEILING)]
+    for digits in range(1, 19):
+        for anchor, rounding in anchors:
+            x = Decimal(int(anchor)) / Decimal(MIB)
+            exp = x.adjusted() - digits + 1
+            v = float(x.quantize(Decimal(1).scaleb(exp), rounding=rounding))
+            if v > 0 and lo_bytes < mb_to_bytes(v) <= hi_bytes:
+                return int(v) if v.is_integer() else v
+    return hi_bytes / MIB  # NOTE: exact (a power-of-two division); reached only for empty-looking ranges
+
+
+def cap_list_for_buckets(trace: Trace, buckets: Sequence[Bucket], options: DDPOptions | None = None,
+                         ready_order: Sequence[int] | None = None) -> tuple[tuple[float, ...] | None, str]:
+    """A ``bucket_cap_mb_list`` whose rebuilt layout is exactly ``buckets`` (launch order), or why none is.
+
+    DDP's rebuild walks the gradient-ready order; each dtype keeps its own bucket and its own
+    position in the list, and a bucket closes as soon as its size reaches the limit (``>=``,
+    checked after adding a gradient), the last limit being reused. So a dtype's ``j``-th
+    bucket of ``size`` bytes whose last gradient has ``last`` bytes needs limit ``j`` in
+    ``(size - last, size]`` (any limit ``> size - last`` for a dtype's last bucket, which may
+    also be left over to the end). The limits of every dtype's ``j``-th bucket must meet in
+    one value; the shortest MiB value in the range is taken, and the list is verified by
+    planning it again (:func:`rebuilt_assignment`).
+
+    Returns:
+        ``(list, "")`` when the list reproduces ``buckets``; ``(None, reason)`` otherwise (a
+        bucket that is not a run of its dtype's gradients in ready order, dtypes whose
+        ranges do not meet, or a launch order DDP's assignment does not produce).
+    """
+    from dataclasses import replace
+
+    options = replace(options or DDPOptions(), bucket_cap_mb=None, bucket_cap_mb_list=None, semantics="modern",
+                      small_bucket_last=False)
+    order = list(trace.grad_ready_order if ready_order is None else ready_order)
+    if options.static_graph:
+        seen = set(order)
+        order += [p.index for p in trace.params if p.index not in seen]
+    if any(trace.params[i].expect_sparse_gradient for i in order):
+        return None, "a sparse-gradient parameter has a bucket of its own that no limit shapes"
+    pos = {i: k for k, i in enumerate(order)}
+    target = [tuple(b.param_indices) for b in buckets]
+    if sorted(i for g in target for i in g) != sorted(order):
+        return None, "the buckets do not hold exactly the parameters of the gradient-ready order"
+    runs: dict[str, list[tuple[int, ...]]] = {}
+    for g in target:
+        runs.setdefault(trace.params[g[0]].dtype, []).append(g)
+    for dt, gs in runs.items():
+        seq = [i for i in order if trace.params[i].dtype == dt]
+        if [i for g in sorted(gs, key=lambda g: pos[g[0]]) for i in g] != seq:
+            return None, (f"a {dt} bucket is not a run of consecutive {dt} gradients in ready order "
+                          "(DDP fills each dtype's bucket in ready order)")
+        runs[dt] = sorted(gs, key=lambda g: pos[g[0]])
+    n = max(len(gs) for gs in runs.values())
+    inf = float("inf")
+    for force_close in (False, True):
+        lo, hi = [0] * n, [inf] * n
+        for gs in runs.values():
+            for j, g in enumerate(gs):
+                size = sum(trace.params[i].size_bytes for i in g)
+                last = trace.params[g[-1]].size_bytes
+                lo[j] = max(lo[j], size - last)
+                if j < len(gs) - 1 or force_close:
+                    hi[j] = min(hi[j], size)
+        if any(a >= b for a, b in zip(lo, hi)):
+            k = next(j for j in range(n) if lo[j] >= hi[j])
+            reason = (f"the dtypes' bucket {k} need limits that do not meet ({lo[k]} < limit <= {hi[k]:.0f} bytes): "
+                      "each dtype walks the same list")
+            continue
+        sizes = [max(sum(trace.params[i].size_bytes for i in gs[j]) for gs in runs.values() if j < len(gs)) for j in range(n)]
+        caps = tuple(_short_mb(lo[j], hi[j], "high") if math.isfinite(hi[j])
+                     else _short_mb(max(lo[j], sizes[j] - 1), inf, "low") for j in range(n))
+        got = rebuilt_assignment(trace, replace(options, bucket_cap_mb_list=caps), order)
+        if [tuple(b.param_indices) for b in got] == target:
+            return caps, ""
+        reason = "DDP's assignment launches these buckets in another order (a dtype's last bucket is left over to the end)"
+    return None, reason
 
 
 def explicit_plan(trace: Trace, buckets: Sequence[Sequence[int | str]], options: DDPOptions | None = None,

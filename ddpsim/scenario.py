@@ -16,8 +16,8 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
     model: {name: mlp, batch_size: 32, device: cpu, iters: 5, warmup: 2, num_threads: 1, options: {}}
     cluster: {topology: cpu-gloo, nodes: 1, options: {}}   # preset name or topology YAML path
     world_size: 2                   # ranks; null = every device of the cluster
-    ddp: {bucket_cap_mb: null, find_unused_parameters: false, static_graph: false,
-          gradient_as_bucket_view: false, broadcast_buffers: true}
+    ddp: {bucket_cap_mb: null, bucket_cap_mb_list: null, find_unused_parameters: false,
+          static_graph: false, gradient_as_bucket_view: false, broadcast_buffers: true}
     comm_hook: none                 # none | allreduce | fp16 | bf16 | powersgd
     powersgd: {rank: 1, start_iter: 0}
     simulation: {iterations: 6, warmup: null, seed: 0, jitter: trace, stragglers: {3: 1.2},
@@ -25,6 +25,7 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
     calibration: null               # a calibration JSON written by the executor
     sweep:
       bucket_cap_mb: [null, 1, 5, 25, 100]   # or {min: 1, max: 200, points: 32, scale: log|linear}
+      bucket_cap_mb_list: [[1, 4], [2, 8, 25]]  # optional: bucket_cap_mb_list points, after the caps
       find_unused_parameters: [false]        # optional lists; the sweep is their product
       gradient_as_bucket_view: [false]
       comm_hook: [none]
@@ -35,6 +36,10 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
 ``null`` in ``bucket_cap_mb`` means "not given" (DDP's default: 25 MiB and a 1 MiB first
 bucket at the rebuild); the report's "gain over the default" is measured against it, so a
 sweep always contains the ``null`` point (it is added first when missing).
+``bucket_cap_mb_list`` (torch >= 2.13) gives DDP per-bucket limits in MiB, the last reused;
+torch ignores ``bucket_cap_mb`` when a list is given. Each list of ``sweep.bucket_cap_mb_list``
+is one more cap point (``ddp.bucket_cap_mb_list`` is the default one); its point id spells it
+``list=2+8+25``.
 
 Sweep points are the product of the listed values in the order written, caps outermost.
 Each :class:`SweepPoint` has a stable ``point_id`` (``cap=25``, ``cap=default,hook=fp16``, ...)
@@ -52,11 +57,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ddpsim.errors import InputError
-from ddpsim.plan import DDPOptions, cap_label
+from ddpsim.plan import DDPOptions, cap_point_id, check_cap_list
 from ddpsim.simconfig import COMM_HOOKS, Interference, SimConfig
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_POINT_ID_RE = re.compile(r"[^A-Za-z0-9.=,_-]")
+_POINT_ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
 
 
 # ---- small validated pieces ------------------------------------------------------------
@@ -105,7 +110,8 @@ class SimulationSpec:
 class ValidationSpec:
     """What ``ddpsim validate`` runs for real (read by the executor side).
 
-    ``bucket_cap_mb``: caps to run for real (None: the sweep's caps). ``model``: a bundled
+    ``bucket_cap_mb``: caps to run for real (None: the sweep's caps); a tuple in it is a
+    ``bucket_cap_mb_list`` point. ``model``: a bundled
     model name (default: the scenario's model or the trace's model).
     """
 
@@ -133,14 +139,25 @@ class SweepPoint:
     nodes: int = 1
     #: which of the fields above the sweep varies (they appear in the point id)
     varied: tuple[str, ...] = ("bucket_cap_mb",)
+    #: a bucket_cap_mb_list point (bucket_cap_mb is then None); part of the cap dimension
+    bucket_cap_mb_list: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.bucket_cap_mb_list is not None:
+            object.__setattr__(self, "bucket_cap_mb_list", tuple(self.bucket_cap_mb_list))
+
+    @property
+    def is_default_cap(self) -> bool:
+        """Neither bucket_cap_mb nor bucket_cap_mb_list given: DDP's default."""
+        return self.bucket_cap_mb is None and not self.bucket_cap_mb_list
 
     @property
     def cap_label(self) -> str:
-        return cap_label(self.bucket_cap_mb)
+        return cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list).partition("=")[2]
 
     @property
     def point_id(self) -> str:
-        parts = [f"cap={self.cap_label}"]
+        parts = [cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list)]
         if "find_unused_parameters" in self.varied:
             parts.append(f"find_unused={str(self.find_unused_parameters).lower()}")
         if "gradient_as_bucket_view" in self.varied:
@@ -153,6 +170,7 @@ class SweepPoint:
 
     def as_dict(self) -> dict[str, Any]:
         return {"point": self.point_id, "bucket_cap_mb": self.bucket_cap_mb,
+                **({"bucket_cap_mb_list": list(self.bucket_cap_mb_list)} if self.bucket_cap_mb_list else {}),
                 "find_unused_parameters": self.find_unused_parameters,
                 "gradient_as_bucket_view": self.gradient_as_bucket_view,
                 "comm_hook": self.comm_hook, "nodes": self.nodes}
@@ -161,6 +179,7 @@ class SweepPoint:
 @dataclass(frozen=True, kw_only=True)
 class SweepSpec:
     bucket_cap_mb: tuple[float | None, ...] = (None,)
+    bucket_cap_mb_list: tuple[tuple[float, ...], ...] = ()
     find_unused_parameters: tuple[bool, ...] | None = None
     gradient_as_bucket_view: tuple[bool, ...] | None = None
     comm_hook: tuple[str, ...] | None = None
@@ -210,7 +229,7 @@ class Scenario:
         """The sweep's points in a fixed order (caps outermost), deterministic."""
         s = self.sweep
         dims = {
-            "bucket_cap_mb": s.bucket_cap_mb,
+            "bucket_cap_mb": [(c, None) for c in s.bucket_cap_mb] + [(None, lst) for lst in s.bucket_cap_mb_list],
             "find_unused_parameters": s.find_unused_parameters or (self.ddp.find_unused_parameters,),
             "gradient_as_bucket_view": s.gradient_as_bucket_view or (self.ddp.gradient_as_bucket_view,),
             "comm_hook": s.comm_hook or (self.comm_hook,),
@@ -218,15 +237,16 @@ class Scenario:
         }
         varied = ("bucket_cap_mb",) + tuple(k for k in list(dims)[1:] if getattr(s, k) is not None and len(getattr(s, k)) > 1)
         out = []
-        for combo in itertools.product(*dims.values()):
-            out.append(SweepPoint(**dict(zip(dims, combo)), varied=varied))
+        for (cap, cap_list), *rest in itertools.product(*dims.values()):
+            out.append(SweepPoint(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list, **dict(zip(list(dims)[1:], rest)),
+                                  varied=varied))
         return out
 
     def base_point(self) -> SweepPoint:
         """The point holding the scenario's own DDP options at the default cap."""
         pts = self.points()
         for p in pts:
-            if (p.bucket_cap_mb is None and p.find_unused_parameters == self.ddp.find_unused_parameters
+            if (p.is_default_cap and p.find_unused_parameters == self.ddp.find_unused_parameters
                     and p.gradient_as_bucket_view == self.ddp.gradient_as_bucket_view
                     and p.comm_hook == self.comm_hook and p.nodes == self.cluster.nodes):
                 return p
@@ -234,7 +254,7 @@ class Scenario:
 
     def default_point_for(self, point: SweepPoint) -> SweepPoint:
         """The default-cap point with the same other values as ``point`` (gain baseline)."""
-        return replace(point, bucket_cap_mb=None)
+        return replace(point, bucket_cap_mb=None, bucket_cap_mb_list=None)
 
     def timeline_points(self, best: SweepPoint | None = None) -> list[SweepPoint]:
         """Sweep points that get a timeline (``timelines:``), deduplicated, in order."""
@@ -247,15 +267,16 @@ class Scenario:
             elif isinstance(t, str):
                 chosen = next((p for p in pts if p.point_id == t), None)
             else:
-                chosen = next((p for p in pts if p.bucket_cap_mb == t and replace(p, bucket_cap_mb=None) == base), None)
-                chosen = chosen or next((p for p in pts if p.bucket_cap_mb == t), None)
+                caps = [p for p in pts if p.bucket_cap_mb == t and not p.bucket_cap_mb_list]
+                chosen = next((p for p in caps if replace(p, bucket_cap_mb=None) == base), None)
+                chosen = chosen or next(iter(caps), None)
             if chosen is not None and chosen not in out:
                 out.append(chosen)
         return out
 
     # -- building the inputs of one point ----------------------------------------------------
     def ddp_options(self, point: SweepPoint) -> DDPOptions:
-        return replace(self.ddp, bucket_cap_mb=point.bucket_cap_mb,
+        return replace(self.ddp, bucket_cap_mb=point.bucket_cap_mb, bucket_cap_mb_list=point.bucket_cap_mb_list,
                        find_unused_parameters=point.find_unused_parameters,
                        gradient_as_bucket_view=point.gradient_as_bucket_view)
 
@@ -357,7 +378,9 @@ class Scenario:
                                                       "device": self.model.device},
             "cluster": {"topology": self.cluster.topology, "nodes": self.cluster.nodes, "options": dict(self.cluster.options)},
             "world_size": self.world_size, "comm_hook": self.comm_hook,
-            "ddp": {"bucket_cap_mb": self.ddp.bucket_cap_mb, "find_unused_parameters": self.ddp.find_unused_parameters,
+            "ddp": {"bucket_cap_mb": self.ddp.bucket_cap_mb,
+                    **({"bucket_cap_mb_list": list(self.ddp.bucket_cap_mb_list)} if self.ddp.bucket_cap_mb_list else {}),
+                    "find_unused_parameters": self.ddp.find_unused_parameters,
                     "static_graph": self.ddp.static_graph, "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view,
                     "broadcast_buffers": self.ddp.broadcast_buffers},
             "simulation": {"iterations": self.simulation.iterations, "warmup": self.simulation.warmup,
@@ -423,6 +446,9 @@ class _Ctx:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise self.fail(key, v, "a number > 0 or null")
         return float(v) if not float(v).is_integer() else int(v)
+
+    def cap_list(self, v: Any, key: str) -> tuple[float, ...] | None:
+        return check_cap_list(v, f"{self.source}: {key}")
 
     def hook(self, v: Any, key: str) -> str:
         if v not in COMM_HOOKS:
@@ -533,10 +559,11 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     ws = data.get("world_size", 2)
     world_size = None if ws in (None, "all") else ctx.int_(ws, "world_size", 1)
 
-    dd = ctx.obj(data.get("ddp"), "ddp", ("bucket_cap_mb", "find_unused_parameters", "static_graph",
+    dd = ctx.obj(data.get("ddp"), "ddp", ("bucket_cap_mb", "bucket_cap_mb_list", "find_unused_parameters", "static_graph",
                                           "gradient_as_bucket_view", "broadcast_buffers"))
     ddp = DDPOptions(
         bucket_cap_mb=ctx.cap(dd.get("bucket_cap_mb"), "ddp.bucket_cap_mb"),
+        bucket_cap_mb_list=ctx.cap_list(dd.get("bucket_cap_mb_list"), "ddp.bucket_cap_mb_list"),
         find_unused_parameters=ctx.bool_(dd.get("find_unused_parameters", False), "ddp.find_unused_parameters"),
         static_graph=ctx.bool_(dd.get("static_graph", False), "ddp.static_graph"),
         gradient_as_bucket_view=ctx.bool_(dd.get("gradient_as_bucket_view", False), "ddp.gradient_as_bucket_view"),
@@ -591,7 +618,8 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     swd = data.get("sweep")
     if swd is None:
         swd = {"bucket_cap_mb": [None]}
-    swd = ctx.obj(swd, "sweep", ("bucket_cap_mb", "find_unused_parameters", "gradient_as_bucket_view", "comm_hook", "nodes"))
+    swd = ctx.obj(swd, "sweep", ("bucket_cap_mb", "bucket_cap_mb_list", "find_unused_parameters", "gradient_as_bucket_view",
+                                 "comm_hook", "nodes"))
     caps_in = swd.get("bucket_cap_mb", [ddp.bucket_cap_mb])
     if isinstance(caps_in, dict):
         caps = _cap_range(ctx, caps_in)
@@ -606,6 +634,12 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
                 caps.append(v)
     if None not in caps:
         caps.insert(0, None)
+    if "bucket_cap_mb_list" in swd:
+        lists = [ctx.cap_list(v, f"sweep.bucket_cap_mb_list[{i}]")
+                 for i, v in enumerate(ctx.list_(swd["bucket_cap_mb_list"], "sweep.bucket_cap_mb_list"))]
+    else:
+        lists = [ddp.bucket_cap_mb_list] if ddp.bucket_cap_mb_list else []
+    lists = list(dict.fromkeys(lists))
 
     def bools(key: str) -> tuple[bool, ...] | None:
         if key not in swd:
@@ -620,7 +654,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
         nodes = tuple(dict.fromkeys(ctx.int_(v, f"sweep.nodes[{i}]", 1) for i, v in enumerate(ctx.list_(swd["nodes"], "sweep.nodes"))))
         if world_size is not None and len(nodes) > 1:
             raise ctx.fail("world_size", world_size, "null (every device of the cluster) when sweep.nodes lists several node counts")
-    sweep = SweepSpec(bucket_cap_mb=tuple(caps), find_unused_parameters=bools("find_unused_parameters"),
+    sweep = SweepSpec(bucket_cap_mb=tuple(caps), bucket_cap_mb_list=tuple(lists), find_unused_parameters=bools("find_unused_parameters"),
                       gradient_as_bucket_view=bools("gradient_as_bucket_view"), comm_hook=hooks, nodes=nodes)
 
     tl_in = data.get("timelines", [None])
@@ -630,6 +664,11 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     for i, t in enumerate(tl_in):
         if isinstance(t, str):
             timelines.append(t)
+        elif isinstance(t, list):
+            v = ctx.cap_list(t, f"timelines[{i}]")
+            if v not in lists:
+                raise ctx.fail(f"timelines[{i}]", t, "a bucket_cap_mb_list of the sweep, a bucket_cap_mb, 'best' or a point id")
+            timelines.append(cap_point_id(None, v))
         else:
             v = ctx.cap(t, f"timelines[{i}]")
             if v not in caps:
@@ -642,7 +681,9 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
                                                         "device", "bucket_cap_mb", "options"))
         vcaps = None
         if "bucket_cap_mb" in vd:
-            vcaps = tuple(ctx.cap(c, f"validation.bucket_cap_mb[{i}]") for i, c in enumerate(ctx.list_(vd["bucket_cap_mb"], "validation.bucket_cap_mb")))
+            vcaps = tuple(ctx.cap_list(c, f"validation.bucket_cap_mb[{i}]") if isinstance(c, list)
+                          else ctx.cap(c, f"validation.bucket_cap_mb[{i}]")
+                          for i, c in enumerate(ctx.list_(vd["bucket_cap_mb"], "validation.bucket_cap_mb")))
         vopts = vd.get("options", {}) or {}
         if not isinstance(vopts, dict):
             raise ctx.fail("validation.options", vopts, "a mapping")

@@ -113,11 +113,47 @@ def _sparse_module_cls():
     return SparseEmb
 
 
+def _random_module(seed: int):
+    """A chain of 2-5 Linear layers of random widths (4..160) whose parameters are fp32, bf16,
+    fp16 or fp64 at random (each layer runs in its own dtype); seeded by ``seed``."""
+    import random
+
+    import torch
+    import torch.nn as nn
+
+    rng = random.Random(seed)
+    dims = [rng.randint(4, 160) for _ in range(rng.randint(3, 6))]
+    dtypes = [rng.choice((torch.float32, torch.bfloat16, torch.float16, torch.float64)) for _ in dims[1:]]
+
+    class Random(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(a, b).to(dt) for a, b, dt in zip(dims, dims[1:], dtypes))
+
+        def forward(self, x):
+            for layer, dt in zip(self.layers, dtypes):
+                x = layer(x.to(dt))
+            return x.float()
+
+    return Random(), (dims[0],)
+
+
+def random_cap_lists(seed: int, count: int = 2) -> list[list[float]]:
+    """``count`` random bucket_cap_mb_lists (1-4 limits of 0.001-0.06 MiB, some whole KiB)."""
+    import random
+
+    rng = random.Random(1000 + seed)
+    return [[rng.choice((round(rng.uniform(0.001, 0.06), 4), rng.randint(1, 60) / 1024)) for _ in range(rng.randint(1, 4))]
+            for _ in range(count)]
+
+
 def build_local(name: str):
     """(module, input feature shape) of one of the local models, seeded."""
     import torch
 
     torch.manual_seed(0)
+    if name.startswith("rand"):
+        return _random_module(int(name[4:]))
     if name == "linears":
         return _linears()
     if name == "unused":
@@ -167,6 +203,24 @@ CONFIGS = [
     ("builtin-mlp-default", "builtin:mlp", {}),
     ("builtin-resnet50-default", "builtin:resnet50", {}),
     ("builtin-gpt2-124m-cap5", "builtin:gpt2-124m", {"bucket_cap_mb": 5}),
+    # bucket_cap_mb_list (torch 2.13): construction AND rebuild limits, per dtype, last reused
+    ("linears-list", "linears", {"bucket_cap_mb_list": [0.3, 0.2, 0.5]}),
+    ("linears-list-one", "linears", {"bucket_cap_mb_list": [0.25]}),
+    ("linears-list-and-cap", "linears", {"bucket_cap_mb": 0.05, "bucket_cap_mb_list": [0.6, 0.1]}),
+    ("linears-list-find_unused", "linears", {"find_unused_parameters": True, "bucket_cap_mb_list": [0.3, 0.2]}),
+    ("linears-list-static_graph", "linears", {"static_graph": True, "bucket_cap_mb_list": [0.3, 0.2]}),
+    ("linears-list-set_last_bucket_cap", "linears", {"small_bucket_last": True, "bucket_cap_mb_list": [0.3, 0.2, 0.5]}),
+    # lists cap_list_for_buckets derives for hand-chosen layouts (test_derived_cap_list_*)
+    ("linears-list-derived", "linears", {"bucket_cap_mb_list": [0.2, 0.193, 0.9]}),
+    ("builtin-mlp-list-derived", "builtin:mlp", {"bucket_cap_mb_list": [0.2, 0.5, 0.3]}),
+    ("unused-list-find_unused", "unused", {"find_unused_parameters": True, "bucket_cap_mb_list": [0.05, 0.1]}),
+    ("unused-list-static_graph", "unused", {"static_graph": True, "bucket_cap_mb_list": [0.05, 0.1]}),
+    ("mixed-list", "mixed", {"bucket_cap_mb_list": [0.01, 0.02]}),
+    ("mixed-list-find_unused", "mixed", {"find_unused_parameters": True, "bucket_cap_mb_list": [0.01, 0.02]}),
+    ("builtin-mlp-list", "builtin:mlp", {"bucket_cap_mb_list": [0.3, 0.6]}),
+    ("builtin-mlp-list3", "builtin:mlp", {"bucket_cap_mb_list": [0.01, 0.26, 1]}),
+    *((f"rand{k}-list{j}", f"rand{k}", {"bucket_cap_mb_list": lst})
+      for k in range(6) for j, lst in enumerate(random_cap_lists(k))),
 ]
 
 LOG_KEYS = ("bucket_sizes", "rebuilt_bucket_sizes", "rebuilt_per_bucket_param_indices",
@@ -306,8 +360,7 @@ def local_trace(model: str, num_iters: int = 2):
 def ddpsim_trace(model: str):
     """ddpsim's trace of ``model`` from ddpsim.capture.capture_trace (no DDP involved).
 
-    The mixed-dtype model goes through :func:`local_trace` instead: capture_trace casts the
-    whole module to one dtype (its ``dtype`` argument).
+    The mixed-dtype models go through :func:`local_trace` instead, an independent tracer.
     """
     from ddpsim.capture import capture_trace
     from ddpsim.models import ModelSpec, build_model
@@ -315,7 +368,7 @@ def ddpsim_trace(model: str):
     if model.startswith("builtin:"):
         name = model.split(":", 1)[1]
         spec = build_model(name, seed=0, **BUILTIN[name])
-    elif model == "mixed":
+    elif model == "mixed" or model.startswith("rand"):
         return local_trace(model)
     else:
         import torch
@@ -409,6 +462,34 @@ def test_parity_covers_every_option():
     opts = [k for _, _, kw in CONFIGS for k in kw]
     for name in ("bucket_cap_mb", "find_unused_parameters", "static_graph", "gradient_as_bucket_view"):
         assert name in opts
+
+
+@pytest.mark.parametrize("cid,model,target,expected", [
+    # linears, ready order 9..0, bytes 9:40 8:28000 7:2800 6:280000 5:400 4:200000 3:2000 2:600000
+    # 1:1200 0:240000. [9 8 7 6] = 310840 B needs a limit in (30840, 310840]: 0.2 MiB = 209715;
+    # [5 4 3] = 202400 B needs (200400, 202400]: 0.19 MiB = 199229 is too small, 0.193 MiB = 202375;
+    # [2 1 0] = 841200 B is the last bucket: a limit >= its size, 0.9 MiB = 943718.
+    ("linears-list-derived", "linears", [[9, 8, 7, 6], [5, 4, 3], [2, 1, 0]], [0.2, 0.193, 0.9]),
+    # mlp, ready order 9..0, bytes 9:40 8:10240 then 262144 (weights) / 1024 (biases) down to 0:
+    # [9 8 7 6] = 273448 B in (11304, 273448]: 0.2 MiB; [5 4 3 2] = 526336 B in (264192, 526336]:
+    # 0.5 MiB = 524288; [1 0] = 263168 B, last: 0.3 MiB = 314572 >= its size.
+    ("builtin-mlp-list-derived", "builtin:mlp", [[9, 8, 7, 6], [5, 4, 3, 2], [1, 0]], [0.2, 0.5, 0.3]),
+])
+def test_derived_cap_list_builds_the_target_in_real_ddp(cid, model, target, expected, parity):
+    """cap_list_for_buckets derives the hand-computed list for a hand-chosen layout, and real DDP
+    given that list rebuilds exactly that layout."""
+    from ddpsim.plan import cap_list_for_buckets, explicit_plan
+
+    if cid not in parity["logs"]:
+        pytest.skip("ddpsim.models / ddpsim.capture not available yet")
+    trace = parity["traces"][model]
+    caps, reason = cap_list_for_buckets(trace, explicit_plan(trace, target).steady)
+    assert (list(caps), reason) == (expected, "")
+    assert dict(CONFIGS_BY_ID[cid])["bucket_cap_mb_list"] == expected
+    assert _groups(parity["logs"][cid]["rebuilt_per_bucket_param_indices"]) == target
+
+
+CONFIGS_BY_ID = {cid: kwargs for cid, _, kwargs in CONFIGS}
 
 
 # ---- hand-computed expectations (no DDP run) --------------------------------------------------

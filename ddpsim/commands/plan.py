@@ -28,6 +28,7 @@ EPILOG = """\
 examples:
   ddpsim plan gpt2.trace.json
   ddpsim plan gpt2.trace.json --bucket-cap-mb 5
+  ddpsim plan gpt2.trace.json --bucket-cap-mb-list 1,4,25
   ddpsim plan gpt2.trace.json --find-unused-parameters --format csv
   ddpsim plan gpt2.trace.json --static-graph --out plans/static.plan.json
   ddpsim plan gpt2.trace.json --semantics legacy --bucket-cap-mb 25
@@ -45,6 +46,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("trace", metavar="TRACE", help="trace JSON written by 'ddpsim trace'")
     p.add_argument("--bucket-cap-mb", metavar="X", default=None,
                    help="DDP's bucket_cap_mb in MiB (> 0); default: not given (25 MiB, first rebuilt bucket 1 MiB)")
+    p.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", default=None,
+                   help="DDP's bucket_cap_mb_list (torch >= 2.13): per-bucket limits in MiB, the last reused; they "
+                        "shape the construction layout and the rebuild alike; bucket_cap_mb is ignored with it")
     p.add_argument("--find-unused-parameters", action="store_true", help="DDP's find_unused_parameters=True")
     p.add_argument("--static-graph", action="store_true", help="DDP's static_graph=True")
     p.add_argument("--gradient-as-bucket-view", action="store_true", help="DDP's gradient_as_bucket_view=True")
@@ -68,6 +72,18 @@ def parse_bucket_cap_mb(text: str | None) -> float | None:
     return parse_cap_value(text, "--bucket-cap-mb", "a finite number of MiB > 0", allow_not_given=False)
 
 
+def parse_bucket_cap_mb_list(text: str | None, bucket_cap_mb: float | None, command: str) -> tuple[float, ...] | None:
+    """``--bucket-cap-mb-list`` text -> MiB limits (None when not given); when ``--bucket-cap-mb``
+    is given too, says on stderr that the list wins (as in torch)."""
+    from ddpsim.commands._args import parse_cap_list
+
+    caps = parse_cap_list(text, "--bucket-cap-mb-list")
+    if caps is not None and bucket_cap_mb is not None:
+        print(f"{command}: --bucket-cap-mb {bucket_cap_mb:g} is ignored: --bucket-cap-mb-list is given "
+              "(torch ignores bucket_cap_mb when bucket_cap_mb_list is given)", file=sys.stderr)
+    return caps
+
+
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -79,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
     if args.semantics not in ("modern", "legacy"):
         raise InputError(f"--semantics: {args.semantics!r} is not accepted; expected modern or legacy")
-    options = DDPOptions(bucket_cap_mb=parse_bucket_cap_mb(args.bucket_cap_mb),
+    cap = parse_bucket_cap_mb(args.bucket_cap_mb)
+    options = DDPOptions(bucket_cap_mb=cap,
+                         bucket_cap_mb_list=parse_bucket_cap_mb_list(args.bucket_cap_mb_list, cap, "ddpsim plan"),
                          find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
                          gradient_as_bucket_view=args.gradient_as_bucket_view, semantics=args.semantics)
     trace = load_trace(args.trace)
@@ -146,6 +164,10 @@ def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str 
 
     o = plan.options
     cap = (f"{o.bucket_cap_mb:g} MiB" if o.cap_given else f"not given ({format_size(o.bucket_bytes_cap)})")
+    if o.bucket_cap_mb_list:
+        from ddpsim.plan import mb_text
+
+        cap = f"ignored, bucket_cap_mb_list=[{', '.join(mb_text(x) for x in o.bucket_cap_mb_list)}] MiB"
     flags = [name for name, on in (("find_unused_parameters", o.find_unused_parameters),
                                    ("static_graph", o.static_graph),
                                    ("gradient_as_bucket_view", o.gradient_as_bucket_view)) if on]

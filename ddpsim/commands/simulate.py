@@ -38,6 +38,7 @@ EPILOG = """\
 examples:
   ddpsim simulate --trace traces/gpt2-124m.cpu.json --topology cpu-gloo --world-size 2
   ddpsim simulate --trace t.json --topology dgx-h100 --nodes 4 --world-size 32 --bucket-cap-mb 50
+  ddpsim simulate --trace t.json --topology dgx-h100 --world-size 8 --bucket-cap-mb-list 2,8,25
   ddpsim simulate --trace t.json --latency-us 20 --bandwidth-gbps 25 --world-size 8 --comm-hook fp16
   ddpsim simulate --trace t.json --topology dgx-a100 --world-size 8 --straggler 3:1.2 --seed 7
   ddpsim simulate --trace t.json --topology cpu-gloo --world-size 2 --calibration cal.json --format json
@@ -68,6 +69,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--world-size", metavar="N", type=int, required=True, help="ranks in the process group")
     ddp = p.add_argument_group("DDP options")
     ddp.add_argument("--bucket-cap-mb", metavar="X", default=None, help="bucket_cap_mb in MiB; default: not given")
+    ddp.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", default=None,
+                     help="bucket_cap_mb_list in MiB (torch >= 2.13), e.g. 1,4,25; bucket_cap_mb is ignored with it")
     ddp.add_argument("--find-unused-parameters", action="store_true", help="find_unused_parameters=True")
     ddp.add_argument("--static-graph", action="store_true", help="static_graph=True")
     ddp.add_argument("--gradient-as-bucket-view", action="store_true", help="gradient_as_bucket_view=True")
@@ -137,7 +140,7 @@ def parse_jitter(text: str) -> str | float:
 
 def build_inputs(args: argparse.Namespace):
     """(trace, plan, comm, config) from the parsed arguments."""
-    from ddpsim.commands.plan import parse_bucket_cap_mb
+    from ddpsim.commands.plan import parse_bucket_cap_mb, parse_bucket_cap_mb_list
     from ddpsim.comm_model import AlphaBetaModel
     from ddpsim.plan import DDPOptions, load_plan, plan_ddp
     from ddpsim.simconfig import Interference, SimConfig
@@ -149,8 +152,10 @@ def build_inputs(args: argparse.Namespace):
         raise InputError(f"--comm-hook: {args.comm_hook!r} is not accepted; expected one of {', '.join(HOOKS)}")
     if args.world_size < 1:
         raise InputError(f"--world-size: {args.world_size} is not accepted; expected an integer >= 1")
+    cap = parse_bucket_cap_mb(args.bucket_cap_mb)
+    cap_list = parse_bucket_cap_mb_list(args.bucket_cap_mb_list, cap, "ddpsim simulate")
     trace = load_trace(args.trace)
-    options = DDPOptions(bucket_cap_mb=parse_bucket_cap_mb(args.bucket_cap_mb),
+    options = DDPOptions(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
                          find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
                          gradient_as_bucket_view=args.gradient_as_bucket_view)
     if args.plan:

@@ -209,7 +209,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         from ddpsim import plots as P
 
         files.append(P.save_figure(P.sweep_figure(table, title=f"{sc.name}: step time vs bucket_cap_mb"), rdir / "sweep.png"))
-        rows = [(f"default ({records[0].point_id})" if r.point.bucket_cap_mb is None else r.point_id, r.metrics.get("bucket_sizes_bytes") or [])
+        rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id, r.metrics.get("bucket_sizes_bytes") or [])
                 for r in records if r.point in sc.timeline_points(best.point)]
         rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"])))
         files.append(P.save_figure(P.bucket_sizes_figure(rows, title=f"{sc.name}: bucket sizes (steady state)"), rdir / "bucket_sizes.png"))

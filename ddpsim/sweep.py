@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 from ddpsim import __version__
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.plan import cap_list_label
 from ddpsim.result import BucketTiming, IterationStats, SimResult, Span
 from ddpsim.scenario import Scenario, SweepPoint
 from ddpsim.trace import quantile
@@ -294,6 +295,8 @@ def sweep_table(records: Sequence[PointRecord]):
         m = r.metrics
         rows.append({
             "point": r.point_id, "bucket_cap_mb": r.point.bucket_cap_mb,
+            **({"bucket_cap_mb_list": None if not r.point.bucket_cap_mb_list else cap_list_label(r.point.bucket_cap_mb_list)}
+               if any(x.point.bucket_cap_mb_list for x in records) else {}),
             **{k: getattr(r.point, k) for k in r.point.varied if k != "bucket_cap_mb"},
             "world_size": r.world_size, "num_buckets": m.get("num_buckets"),
             "iteration_p50_s": m["iteration_p50_s"], "iteration_p95_s": m["iteration_p95_s"],
@@ -320,7 +323,7 @@ def best_record(records: Sequence[PointRecord]) -> PointRecord:
 def default_record(records: Sequence[PointRecord], point: SweepPoint) -> PointRecord | None:
     """The default-cap record with ``point``'s other values."""
     for r in records:
-        if r.point.bucket_cap_mb is None and all(getattr(r.point, k) == getattr(point, k) for k in r.point.varied if k != "bucket_cap_mb"):
+        if r.point.is_default_cap and all(getattr(r.point, k) == getattr(point, k) for k in r.point.varied if k != "bucket_cap_mb"):
             return r
     return None
 

@@ -22,11 +22,14 @@ examples:
   ddpsim sweep --trace traces/mlp.cpu.json --topology cpu-gloo --world-size 2
   ddpsim sweep --trace traces/gpt2-1.5b.h100.json --topology dgx-h100 --nodes 8 \\
       --bucket-cap-mb default,5,25,100,200 --jobs 2 --format csv
+  ddpsim sweep --trace traces/mlp.cpu.json --bucket-cap-mb default,1 --bucket-cap-mb-list 0.2,0.5 --bucket-cap-mb-list 1,4
   ddpsim sweep --trace traces/resnet50.a100.json --topology dgx-a100 --nodes 2 \\
       --bucket-cap-mb 1:200:12 --format json
 
 --bucket-cap-mb takes a comma list of MiB values ('default' = not given) or a log range
-MIN:MAX:POINTS; the default point is always included (gains are measured against it)."""
+MIN:MAX:POINTS; the default point is always included (gains are measured against it).
+Each --bucket-cap-mb-list X,Y,... (repeatable) adds a bucket_cap_mb_list point after the caps
+(torch >= 2.13: per-bucket limits in MiB, the last reused), named list=X+Y+...."""
 
 FORMATS = ("table", "csv", "json")
 
@@ -41,6 +44,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--world-size", metavar="N", default=None, help="ranks; default: every device of the cluster")
     p.add_argument("--bucket-cap-mb", metavar="LIST", default="default,1,5,25,100",
                    help="comma list of MiB ('default' = not given) or MIN:MAX:POINTS; default: default,1,5,25,100")
+    p.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", action="append", default=None,
+                   help="a bucket_cap_mb_list point in MiB, e.g. 1,4,25 (repeatable)")
     p.add_argument("--comm-hook", metavar="HOOK", default="none", help="none, allreduce, fp16, bf16, powersgd; default: none")
     p.add_argument("--iterations", metavar="N", default="6", help="simulated iterations; default: 6")
     p.add_argument("--seed", metavar="N", default="0", help="seed of the jitter; default: 0")
@@ -79,6 +84,7 @@ COLUMNS = ("point", "num_buckets", "iteration_p50_s", "iteration_p95_s", "forwar
 
 
 def run(args: argparse.Namespace) -> int:
+    from ddpsim.commands._args import parse_cap_list
     from ddpsim.errors import InputError
     from ddpsim.report import to_csv_text
     from ddpsim.scenario import scenario_from_dict
@@ -94,8 +100,10 @@ def run(args: argparse.Namespace) -> int:
         "sweep": {"bucket_cap_mb": parse_caps(args.bucket_cap_mb)}, "timelines": []}
     if args.calibration is not None:
         data["calibration"] = args.calibration
+    if args.bucket_cap_mb_list:
+        data["sweep"]["bucket_cap_mb_list"] = [list(parse_cap_list(t, "--bucket-cap-mb-list")) for t in args.bucket_cap_mb_list]
     flags = {"trace": "--trace", "cluster.topology": "--topology", "world_size": "--world-size", "comm_hook": "--comm-hook",
-             "calibration": "--calibration", "sweep.bucket_cap_mb": "--bucket-cap-mb"}
+             "calibration": "--calibration", "sweep.bucket_cap_mb_list": "--bucket-cap-mb-list", "sweep.bucket_cap_mb": "--bucket-cap-mb"}
     try:
         sc = scenario_from_dict(data, source="ddpsim sweep")
     except InputError as exc:

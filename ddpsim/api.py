@@ -192,9 +192,13 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
 
         chosen = explicit_plan(trace, [list(b.param_indices) for b in inputs.plan.steady], options=opts,
                                source=f"ddpsim-recommend (DDP buckets of {best.point_id})")
-    from ddpsim.plan import save_plan
-
-    files.append(save_plan(chosen, rdir / "recommended_plan.json"))
+    cap_list = _recommend_cap_list(sc, records, trace, build, sim, opts, [chosen] + [t[3].plan for t in tried],
+                                   chosen, best)
+    plan_doc = chosen.to_dict()
+    plan_doc["bucket_cap_mb_list"] = {k: cap_list[k] for k in ("bucket_cap_mb_list", "paste", "reproduces_recommended_plan",
+                                                                "reason", "iteration_p50_s", "gain_over_default",
+                                                                "gain_over_best_cap", "best_cap_point")}
+    files.append(write_text_atomic(rdir / "recommended_plan.json", json.dumps(plan_doc, indent=1) + "\n"))
     rec_info = {"better": better, "num_buckets": len(found.plan.steady), "iteration_p50_s": rm["iteration_p50_s"],
                 "iteration_p95_s": rm["iteration_p95_s"], "exposed_comm_s": rm["exposed_comm_s"],
                 "gain_over_best_cap": gain, "best_cap_point": best.point_id,
@@ -202,7 +206,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                 "method": f"dynamic programming over bucket boundaries in gradient-ready order; best of "
                           f"{len(tried)} cost-model variant(s) by the engine: {label}",
                 "candidates": [{"variant": t[2], "num_buckets": len(t[3].plan.steady), "iteration_p50_s": t[0]} for t in tried],
-                "written": "explicit plan" if better else f"DDP buckets of {best.point_id}"}
+                "written": "explicit plan" if better else f"DDP buckets of {best.point_id}", "cap_list": cap_list}
     say(f"wrote {rdir / 'recommended_plan.json'}")
 
     if plots:
@@ -228,6 +232,40 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                 stale.unlink()
     return Report(scenario=sc, out_dir=rdir, summary=summ, sweep=table, buckets=btable, records=tuple(records),
                   files=tuple(files), summary_md=md, extra={"recommended_result": rec_result})
+
+
+def _recommend_cap_list(sc: Scenario, records: Sequence[Any], trace: Trace, build: Callable, sim: Callable,
+                        opts: DDPOptions, plans: Sequence[BucketPlan], recommended: BucketPlan, best: Any) -> dict[str, Any]:
+    """The ``bucket_cap_mb_list`` to paste: one per candidate plan (exact where a list can
+    express it), each simulated by the engine as a DDP configuration (its construction layout
+    in iteration 1, the rebuild, the same iterations and seed as the sweep's points); the
+    list that reproduces the recommended plan (``plans[0]``) is taken when there is one, else
+    the fastest; it is compared with the default and the best uniform cap."""
+    from ddpsim import recommend
+    from ddpsim.sweep import best_record, default_record, point_metrics
+
+    uniform = [r for r in records if not r.point.bucket_cap_mb_list]
+    best_cap = best_record(uniform)
+    default = default_record(records, best_cap.point) or records[0]
+    tried = []
+    for k, cand in enumerate(recommend.cap_list_candidates(trace, plans, opts)):
+        point = replace(best.point, bucket_cap_mb=None, bucket_cap_mb_list=cand.caps)
+        inputs = build(sc, point, trace)
+        p50 = point_metrics(sim(inputs.trace, inputs.plan, inputs.comm, inputs.config), inputs.plan)["iteration_p50_s"]
+        same = [b.param_indices for b in inputs.plan.steady] == [b.param_indices for b in recommended.steady]
+        tried.append((p50, k, cand, same))
+    first = tried[0][2]
+    p50, _, cand, same = tried[0] if first.exact else min(tried, key=lambda x: (x[0], x[1]))
+
+    def gain(base: Any) -> float:
+        return (base.metrics["iteration_p50_s"] - p50) / base.metrics["iteration_p50_s"]
+
+    return {"bucket_cap_mb_list": list(cand.caps), "paste": cand.paste, "reproduces_recommended_plan": same,
+            "reason": first.reason,
+            "iteration_p50_s": p50, "gain_over_default": gain(default), "gain_over_best_cap": gain(best_cap),
+            "best_cap_point": best_cap.point_id, "default_point": default.point_id,
+            "candidates": [{"bucket_cap_mb_list": list(c.caps), "exact": c.exact, "iteration_p50_s": t}
+                           for t, _, c, _ in tried]}
 
 
 def sweep_figure(table: Any, title: str = ""):

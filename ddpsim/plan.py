@@ -347,6 +347,9 @@ def cap_list_for_buckets(trace: Trace, buckets: Sequence[Bucket], options: DDPOp
 
     options = replace(options or DDPOptions(), bucket_cap_mb=None, bucket_cap_mb_list=None, semantics="modern",
                       small_bucket_last=False)
+    if not options.rebuilds:
+        return None, ("DDP never rebuilds with find_unused_parameters and without static_graph: a list shapes "
+                      "only the construction layout, in parameter order")
     order = list(trace.grad_ready_order if ready_order is None else ready_order)
     if options.static_graph:
         seen = set(order)
@@ -390,6 +393,14 @@ def cap_list_for_buckets(trace: Trace, buckets: Sequence[Bucket], options: DDPOp
             return caps, ""
         reason = "DDP's assignment launches these buckets in another order (a dtype's last bucket is left over to the end)"
     return None, reason
+
+
+def approximate_cap_list(trace: Trace, buckets: Sequence[Bucket]) -> tuple[float, ...]:
+    """One limit per bucket of ``buckets`` (launch order), each the shortest MiB value in
+    ``(size - last gradient, size]``: the list that reproduces them when one dtype walks it
+    (:func:`cap_list_for_buckets` says when it does); a starting point when none does."""
+    return tuple(_short_mb(b.size_bytes - trace.params[b.param_indices[-1]].size_bytes, b.size_bytes, "high")
+                 for b in buckets)
 
 
 def explicit_plan(trace: Trace, buckets: Sequence[Sequence[int | str]], options: DDPOptions | None = None,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.plan import BucketPlan, DDPOptions, explicit_plan
+from ddpsim.plan import BucketPlan, DDPOptions, approximate_cap_list, cap_list_for_buckets, explicit_plan, mb_text
 from ddpsim.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, SimResult, Span
 from ddpsim.trace import Trace
 
@@ -239,6 +239,35 @@ def candidate_plans(trace: Trace, comm: Any, *, comm_hook: str = "none",
         if key not in seen:
             seen.add(key)
             out.append((label, rec))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapListCandidate:
+    """A ``bucket_cap_mb_list`` for one candidate plan: ``exact`` when real DDP's rebuilt
+    layout under it is that plan (else ``reason`` says why no list is, and ``caps`` is
+    :func:`ddpsim.plan.approximate_cap_list`'s starting point)."""
+
+    caps: tuple[float, ...]
+    exact: bool
+    reason: str
+    plan: BucketPlan
+
+    @property
+    def paste(self) -> str:
+        """The line a user pastes: ``DDP(model, bucket_cap_mb_list=[2, 8, 25])``."""
+        return f"DDP(model, bucket_cap_mb_list=[{', '.join(mb_text(c) for c in self.caps)}])"
+
+
+def cap_list_candidates(trace: Trace, plans: Sequence[BucketPlan], options: DDPOptions | None = None) -> list[CapListCandidate]:
+    """One distinct ``bucket_cap_mb_list`` per plan, in the order given (the engine picks)."""
+    out: list[CapListCandidate] = []
+    for plan in plans:
+        caps, reason = cap_list_for_buckets(trace, plan.steady, options)
+        cand = CapListCandidate(caps=caps if caps is not None else approximate_cap_list(trace, plan.steady),
+                                exact=caps is not None, reason=reason, plan=plan)
+        if all(c.caps != cand.caps for c in out):
+            out.append(cand)
     return out
 
 

@@ -78,7 +78,9 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
                     "nodes": scenario.cluster.nodes},
         "comm_model": best.comm,
         "num_points": len(records),
-        "best": {"point": best.point_id, "bucket_cap_mb": best.point.bucket_cap_mb, **_pick(bm)},
+        "best": {"point": best.point_id, "bucket_cap_mb": best.point.bucket_cap_mb,
+                 **({"bucket_cap_mb_list": list(best.point.bucket_cap_mb_list)} if best.point.bucket_cap_mb_list else {}),
+                 **_pick(bm)},
         "default": {"point": base.point_id, **_pick(dm)},
         "gain_over_default": _gain(dm["iteration_p50_s"], bm["iteration_p50_s"]),
         "saved_per_step_s": dm["iteration_p50_s"] - bm["iteration_p50_s"],
@@ -127,6 +129,21 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+def _cap_list_line(cl: dict[str, Any]) -> str:
+    """The summary's bullet with the ``bucket_cap_mb_list`` line to paste."""
+    gains = (f"predicted p50 {fmt_s(cl['iteration_p50_s'])}: {_pct(cl['gain_over_default'])} over the default "
+             f"(`{cl['default_point']}`), {_pct(cl['gain_over_best_cap'])} over the best uniform cap (`{cl['best_cap_point']}`)")
+    if cl["reproduces_recommended_plan"]:
+        head = ("- **To paste** (torch >= 2.13): `" + cl["paste"] + "` - real DDP rebuilds exactly the buckets of "
+                "`recommended_plan.json` from it; " + gains)
+    else:
+        head = ("- **To paste** (torch >= 2.13): `" + cl["paste"] + "` - no bucket_cap_mb_list builds the buckets of "
+                "`recommended_plan.json` (" + cl["reason"] + "); this is the fastest list found, " + gains)
+    if (cl["gain_over_best_cap"] or 0) <= 0:
+        head += f"; not faster than the best uniform cap: `{cl['best_cap_point']}` is as good"
+    return head + "."
+
+
 def render_summary(s: dict[str, Any]) -> str:
     """``summary.md`` from :func:`summarize`'s dict."""
     b, d = s["best"], s["default"]
@@ -153,11 +170,16 @@ def render_summary(s: dict[str, Any]) -> str:
 
     L += ["## Answer", ""]
     cap = "default (not given)" if b["bucket_cap_mb"] is None else f"{b['bucket_cap_mb']:g} MiB"
+    what = "bucket_cap_mb"
+    if b.get("bucket_cap_mb_list"):
+        from ddpsim.plan import mb_text
+
+        what, cap = "setting", f"bucket_cap_mb_list=[{', '.join(mb_text(x) for x in b['bucket_cap_mb_list'])}]"
     if s["best"]["point"] == s["default"]["point"]:
         L.append(f"- **Best bucket_cap_mb: {cap}** - DDP's default is already the fastest point swept: "
                  f"p50 step {fmt_s(b['iteration_p50_s'])}.")
     else:
-        L.append(f"- **Best bucket_cap_mb: {cap}** (`{b['point']}`): p50 step {fmt_s(b['iteration_p50_s'])} vs "
+        L.append(f"- **Best {what}: {cap}** (`{b['point']}`): p50 step {fmt_s(b['iteration_p50_s'])} vs "
                  f"{fmt_s(d['iteration_p50_s'])} at the default (`{d['point']}`): "
                  f"**{100 * (s['gain_over_default'] or 0):.1f}% faster**, {fmt_s(s['saved_per_step_s'])} saved per step"
                  + (" - under 1%, within what a simulation can promise: a tie in practice, keep the default." if (s['gain_over_default'] or 0) < 0.01 else "."))
@@ -174,6 +196,9 @@ def render_summary(s: dict[str, Any]) -> str:
             L.append(f"- Beyond one cap: the best explicit plan found ({rec['num_buckets']} buckets, p50 {fmt_s(rec['iteration_p50_s'])}) "
                      f"is not faster than the best cap ({_pct(rec['gain_over_best_cap'])} by the engine); "
                      f"`recommended_plan.json` holds the best cap's own buckets instead.")
+        cl = rec.get("cap_list")
+        if cl:
+            L.append(_cap_list_line(cl))
     L.append("")
 
     L += ["## Iteration-time breakdown (mean steady iteration; p50/p95 of the job's step time)", "",

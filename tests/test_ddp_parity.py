@@ -172,6 +172,26 @@ BUILTIN = {
     "gpt2-124m": {"n_layer": 1, "seq_len": 8},
 }
 
+def recommended_mlp_case():
+    """ddpsim's recommendation for the built-in mlp under a hand-made timing (backward reaches a
+    parameter 2 ns per byte of the parameters after it; all-reduce 50 us + 1 ns/B): the
+    recommended buckets in launch order and the bucket_cap_mb_list the report tells to paste."""
+    from ddpsim.comm_model import AlphaBetaModel
+    from ddpsim.recommend import cap_list_candidates, recommend_plan
+    from ddpsim.trace import make_trace
+
+    shapes = [(256, 256), (256,)] * 4 + [(10, 256), (10,)]
+    names = [f"layers.{2 * (k // 2)}.{'weight' if k % 2 == 0 else 'bias'}" for k in range(8)] + ["head.weight", "head.bias"]
+    sizes = [math.prod(s) * 4 for s in shapes]
+    ready = [2e-9 * sum(sizes[i:]) for i in range(len(sizes))]
+    trace = make_trace(model="mlp", params=[(n, s, "float32") for n, s in zip(names, shapes)], ready_s=ready,
+                       forward_s=1e-3, backward_s=ready[0], optimizer_s=1e-4)
+    rec = recommend_plan(trace, AlphaBetaModel(latency_s=50e-6, bandwidth_bytes_per_s=1e9, num_ranks=2))
+    cand = cap_list_candidates(trace, [rec.plan])[0]
+    assert cand.exact, cand.reason
+    return [list(b.param_indices) for b in rec.plan.steady], list(cand.caps)
+
+
 # (config id, model, DDP kwargs)
 CONFIGS = [
     ("linears-default", "linears", {}),
@@ -219,6 +239,7 @@ CONFIGS = [
     ("mixed-list-find_unused", "mixed", {"find_unused_parameters": True, "bucket_cap_mb_list": [0.01, 0.02]}),
     ("builtin-mlp-list", "builtin:mlp", {"bucket_cap_mb_list": [0.3, 0.6]}),
     ("builtin-mlp-list3", "builtin:mlp", {"bucket_cap_mb_list": [0.01, 0.26, 1]}),
+    ("builtin-mlp-list-recommended", "builtin:mlp", {"bucket_cap_mb_list": recommended_mlp_case()[1]}),
     *((f"rand{k}-list{j}", f"rand{k}", {"bucket_cap_mb_list": lst})
       for k in range(6) for j, lst in enumerate(random_cap_lists(k))),
 ]
@@ -490,6 +511,18 @@ def test_derived_cap_list_builds_the_target_in_real_ddp(cid, model, target, expe
 
 
 CONFIGS_BY_ID = {cid: kwargs for cid, _, kwargs in CONFIGS}
+
+
+def test_recommended_cap_list_builds_the_recommended_buckets_in_real_ddp(parity):
+    """The list the report tells to paste makes real DDP rebuild exactly the recommended buckets;
+    the recommendation here: [9 8 7] [6 5] [4 3] [2 1] [0]; [6 5] = 263168 B whose last gradient
+    is 1024 B needs a limit in (262144, 263168]: 0.2509 MiB = 263087 B (0.25 MiB = 262144 is too small)."""
+    if "builtin-mlp-list-recommended" not in parity["logs"]:
+        pytest.skip("ddpsim.models / ddpsim.capture not available yet")
+    target, caps = recommended_mlp_case()
+    assert target == [[9, 8, 7], [6, 5], [4, 3], [2, 1], [0]]
+    assert caps == [0.01, 0.2509, 0.2509, 0.2509, 0.3]
+    assert _groups(parity["logs"]["builtin-mlp-list-recommended"]["rebuilt_per_bucket_param_indices"]) == target
 
 
 # ---- hand-computed expectations (no DDP run) --------------------------------------------------

@@ -258,3 +258,18 @@ def test_sweep_cli_list_points(capsys, tiny_trace_file):
     assert rows[0].startswith("point,bucket_cap_mb,bucket_cap_mb_list,")
     assert [r.split(",")[0] for r in rows[1:]] == ["cap=default", "list=0.003+0.009", "list=2"]
     assert [r.split(",")[2] for r in rows[1:]] == ["", "0.003+0.009", "2"]
+
+
+def test_inexpressible_plan_gets_an_approximate_list_and_the_reason():
+    """[d b] [c] [a] (mixed_trace): no list (limit 0 > 6000 for bf16, <= 4000 for fp32). The
+    starting point takes each bucket's own range: [d b] 8000 B, last 2000: (6000, 8000] -> 0.007
+    MiB = 7340 B; [c], [a] 4000 B: 0.003 MiB = 3145 B. Under it DDP walks d 6000, c 4000, b: 8000
+    >= 7340 closes [d b], a: 8000 >= 7340 closes [c a]."""
+    from ddpsim.recommend import cap_list_candidates
+
+    t = mixed_trace()
+    (cand,) = cap_list_candidates(t, [explicit_plan(t, [[3, 1], [2], [0]])])
+    assert not cand.exact and "do not meet" in cand.reason
+    assert cand.caps == (0.007, 0.003, 0.003)
+    assert cand.paste == "DDP(model, bucket_cap_mb_list=[0.007, 0.003, 0.003])"
+    assert layout(plan_ddp(t, DDPOptions(bucket_cap_mb_list=cand.caps)).steady) == [([3, 1], 8000), ([2, 0], 8000)]

@@ -81,3 +81,19 @@ def test_run_scenario_writes_everything(tmp_path, tiny_trace_file):
     assert [list(b.param_indices) for b in plan.steady] == [[3], [2], [1, 0]]
     assert json.loads((d / "summary.json").read_text())["best"]["point"] == "cap=0.004"
     assert "1.1% faster than the best cap" in (d / "summary.md").read_text()
+    # the list to paste (test_plan_cap_list): [3] = 64 B -> 6e-05 MiB (62 B), [2] = 4096 B -> 0.003
+    # MiB (3145 B), [1 0] = 8448 B last -> 0.009 MiB >= it; DDP under it rebuilds [3] [2] [1 0], so its
+    # steady steps are the explicit plan's
+    cl = rec["cap_list"]
+    assert cl["bucket_cap_mb_list"] == [6e-05, 0.003, 0.009] and cl["reproduces_recommended_plan"]
+    assert cl["iteration_p50_s"] == pytest.approx(0.14264) and cl["best_cap_point"] == "cap=0.004"
+    assert cl["gain_over_best_cap"] == pytest.approx((0.14428 - 0.14264) / 0.14428)
+    p50_default = rep.summary["default"]["iteration_p50_s"]
+    assert cl["gain_over_default"] == pytest.approx((p50_default - 0.14264) / p50_default)
+    assert "`DDP(model, bucket_cap_mb_list=[6e-05, 0.003, 0.009])` - real DDP rebuilds exactly" in (d / "summary.md").read_text()
+    doc = json.loads((d / "recommended_plan.json").read_text())
+    assert doc["bucket_cap_mb_list"]["bucket_cap_mb_list"] == [6e-05, 0.003, 0.009]
+    from ddpsim.plan import DDPOptions, plan_ddp
+
+    replanned = plan_ddp(load_trace(tiny_trace_file), DDPOptions(bucket_cap_mb_list=doc["bucket_cap_mb_list"]["bucket_cap_mb_list"]))
+    assert [list(b.param_indices) for b in replanned.steady] == [b["param_indices"] for b in doc["buckets"]]

@@ -74,7 +74,7 @@ class PointOutcome:
     """What is known about one validated point so far."""
 
     point_id: str
-    bucket_cap_mb: float | None
+    bucket_cap_mb: float | tuple[float, ...] | None                 # a tuple: a bucket_cap_mb_list point
     predicted_s: float | None = None                              # the simulated steady steps' mean
     predicted_p50_s: float | None = None                          # ... and their median
     predicted_buckets: list[dict[str, Any]] = field(default_factory=list)
@@ -473,7 +473,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         echo("validate: --scenario-trace: the scenario's trace is not captured in the runs' launches; "
              "one launch per point (--launch point)")
         launch_mode = "point"
-    if launch_mode == "round" and not all(p.point_id == _cap_point_id(p.bucket_cap_mb) for p in points):
+    if launch_mode == "round" and not all(p.point_id == _cap_point_id(_point_cap(p)) for p in points):
         echo("validate: the points differ by more than their cap; one launch per point (--launch point)")
         launch_mode = "point"
     if capture and launch_mode == "point":
@@ -490,7 +490,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         cal = _load_calibration(cal_path, echo)
 
     # 2. predictions -------------------------------------------------------------------------
-    outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb)
+    outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p))
                                          for p in points}
 
     def flush() -> None:
@@ -522,7 +522,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
             order = round_order(points, rep)
             echo(f"validate: round {rep}/{repeats} in one launch: a trace slice then real DDP at "
                  f"{', '.join(p.point_id for p in order)}")
-            launch(["round", *common, "--caps", ",".join(_cap_arg(p.bucket_cap_mb) for p in order),
+            launch(["round", *common, "--caps", ",".join(_cap_arg(_point_cap(p)) for p in order),
                     "--trace-iters", str(ROUND_TRACE_ITERS), "--round", str(rep), "--out-dir", str(raw),
                     *_options(scenario, points[0])])
             captured.append(load_trace(raw / f"trace.round{rep}.json"))
@@ -540,7 +540,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
                 _predict(scenario, points, outcomes, trace, cal, echo)
             for p in round_order(points, rep):
                 mpath = raw / f"{p.point_id}.run{rep}.json"
-                launch(["ddp", *common, "--trace", str(trace_path), "--bucket-cap-mb", _cap_arg(p.bucket_cap_mb),
+                launch(["ddp", *common, "--trace", str(trace_path), *_cap_flags(p),
                         *_options(scenario, p), "--out", str(mpath)])
                 record(p, rep, mpath)
                 flush()
@@ -549,7 +549,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         for p in points:
             mpath = raw / f"{p.point_id}.hooked.json"
             try:
-                launch(["ddp", *common, "--bucket-cap-mb", _cap_arg(p.bucket_cap_mb), *_options(scenario, p),
+                launch(["ddp", *common, *_cap_flags(p), *_options(scenario, p),
                         "--timing-hook", "--out", str(mpath)])
             except InputError as exc:  # per-bucket timing is extra: report it, keep the validation
                 echo(f"validate: WARNING: {p.point_id}: the timing-hook run failed, no measured bucket times: {exc}")
@@ -574,8 +574,27 @@ def _cap_point_id(cap: float | None) -> str:
     return point_id(cap)
 
 
-def _cap_arg(cap: float | None) -> str:
+def _cap_arg(cap: float | tuple[float, ...] | None) -> str:
+    """A point's cap as ``executor round --caps`` reads it: ``none``, ``5``, ``list=1+4+8``."""
+    from ddpsim.plan import cap_list_label
+
+    if isinstance(cap, tuple):
+        return f"list={cap_list_label(cap)}"
     return "none" if cap is None else f"{cap:g}"
+
+
+def _point_cap(point: Any) -> float | tuple[float, ...] | None:
+    """A sweep point's cap: its ``bucket_cap_mb_list`` (a tuple) when it has one, else its ``bucket_cap_mb``."""
+    return point.bucket_cap_mb_list or point.bucket_cap_mb
+
+
+def _cap_flags(point: Any) -> list[str]:
+    """``executor ddp``'s flag for a point's cap."""
+    from ddpsim.plan import cap_list_label
+
+    if point.bucket_cap_mb_list:
+        return ["--bucket-cap-mb-list", cap_list_label(point.bucket_cap_mb_list).replace("+", ",")]
+    return ["--bucket-cap-mb", _cap_arg(point.bucket_cap_mb)]
 
 
 def round_order(points: Sequence[Any], rep: int) -> list[Any]:
@@ -588,19 +607,20 @@ def round_order(points: Sequence[Any], rep: int) -> list[Any]:
     return list(points[k:]) + list(points[:k])
 
 
-def _select_points(scenario: Any, caps: Sequence[float | None] | None) -> list[Any]:
+def _select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | list | None] | None) -> list[Any]:
     """The scenario's points at ``caps`` (all of them when None; a cap the sweep lacks is the
-    base point at that cap)."""
+    base point at that cap; a tuple or list is a bucket_cap_mb_list)."""
     points = scenario.points()
     if caps is not None:
-        wanted = list(caps)
-        points = [p for p in points if p.bucket_cap_mb in wanted]
-        missing = [c for c in wanted if c not in {p.bucket_cap_mb for p in points}]
+        wanted = [tuple(c) if isinstance(c, list) else c for c in caps]
+        points = [p for p in points if _point_cap(p) in wanted]
+        missing = [c for c in wanted if c not in {_point_cap(p) for p in points}]
         if missing:
             from dataclasses import replace
 
             base = scenario.base_point()
-            points += [replace(base, bucket_cap_mb=c) for c in missing]
+            points += [replace(base, bucket_cap_mb=None if isinstance(c, tuple) else c,
+                               bucket_cap_mb_list=c if isinstance(c, tuple) else None) for c in missing]
     return points
 
 
@@ -652,7 +672,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     trace_path = report_trace_path(old, raw)
     trace = load_trace(trace_path)
     points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
-    outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=p.bucket_cap_mb) for p in points}
+    outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p)) for p in points}
 
     def measurement(path: Path) -> dict[str, Any]:
         try:

@@ -14,9 +14,16 @@ without dividing and the hook divides the bucket (one more pass over it). So the
 time used for validation comes from a run WITHOUT the hook; run the hooked run separately to
 get per-bucket times (``ddpsim validate`` does both).
 
-With ``--trace`` (a trace of the same model) or ``--plan`` (a plan JSON), DDP's rebuilt
-buckets (``_get_ddp_logging_data()``: ``rebuilt_per_bucket_param_indices``,
-``rebuilt_bucket_sizes``) are compared with the plan ddpsim predicts (``plan_matches``).
+With ``--trace`` (a trace of the same model) or ``--plan`` (a plan JSON), the buckets DDP
+uses in steady state are compared with the plan ddpsim predicts (``plan_matches``): the
+rebuilt ones (``_get_ddp_logging_data()``: ``rebuilt_per_bucket_param_indices``,
+``rebuilt_bucket_sizes``), or, when DDP never rebuilt (``find_unused_parameters`` without
+``static_graph``), the construction layout (logged ``bucket_sizes``; its parameter indices
+from torch's own ``_compute_bucket_assignment_by_size`` over DDP's parameters and limits,
+reversed as DDP does).
+
+A point's cap is a ``bucket_cap_mb`` (None: not given) or, as a tuple, a
+``bucket_cap_mb_list`` (``--bucket-cap-mb-list``; torch ignores ``bucket_cap_mb`` then).
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument("--bucket-cap-mb", default=None,
                    help="DDP bucket_cap_mb in MiB; omit (or 'none') to leave it unset as PyTorch's default")
+    p.add_argument("--bucket-cap-mb-list", default=None, metavar="X,Y,...",
+                   help="DDP bucket_cap_mb_list in MiB (torch >= 2.13), e.g. 1,4,25; --bucket-cap-mb is ignored with it")
     add_ddp_option_arguments(p)
     p.add_argument("--timing-hook", action="store_true",
                    help="record per-bucket all-reduce launch/end with a comm hook (changes DDP's division path)")
@@ -101,7 +110,8 @@ def plan_from_trace(trace: Any, label: str, cap: float | None, param_names: list
         raise InputError(f"--trace: {label!r} does not describe this model (parameter {diff}: "
                          f"{names[diff] if diff < len(names) else None!r} vs {param_names[diff] if diff < len(param_names) else None!r}); "
                          f"expected a trace of --model {args.model}")
-    opts = DDPOptions(bucket_cap_mb=cap, find_unused_parameters=args.find_unused_parameters,
+    opts = DDPOptions(bucket_cap_mb=None if isinstance(cap, tuple) else cap,
+                      bucket_cap_mb_list=cap if isinstance(cap, tuple) else None, find_unused_parameters=args.find_unused_parameters,
                       static_graph=args.static_graph, gradient_as_bucket_view=args.gradient_as_bucket_view)
     plan = plan_ddp(trace, opts)
     return {"buckets": [list(b.param_indices) for b in plan.steady], "sizes": [b.size_bytes for b in plan.steady],
@@ -214,7 +224,9 @@ def ddp_kwargs(rt: Runtime, args: argparse.Namespace, cap: float | None) -> dict
                                   gradient_as_bucket_view=args.gradient_as_bucket_view)
     if args.no_broadcast_buffers:
         kwargs["broadcast_buffers"] = False
-    if cap is not None:
+    if isinstance(cap, tuple):
+        kwargs["bucket_cap_mb_list"] = list(cap)
+    elif cap is not None:
         kwargs["bucket_cap_mb"] = cap
     if rt.is_cuda:
         kwargs["device_ids"] = [rt.device.index]
@@ -245,6 +257,7 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
                           before=timer.start_iteration if timer is not None else None)
     logging = {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
                for k, v in model._get_ddp_logging_data().items()}
+    construction = construction_buckets(model)
     buckets_rec = timer.resolve() if timer is not None else []
     opt.zero_grad(set_to_none=True)
     del model, opt
@@ -254,33 +267,67 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
     rt.watchdog.beat()
     real = {"buckets": parse_index_groups(logging.get("rebuilt_per_bucket_param_indices", "")),
             "sizes": parse_ints(logging.get("rebuilt_bucket_sizes", "")),
-            "grad_ready_order": parse_ints(logging.get("prev_iteration_grad_ready_order_indices", ""))}
+            "grad_ready_order": parse_ints(logging.get("prev_iteration_grad_ready_order_indices", "")),
+            "layout": "rebuilt"}
+    if not real["sizes"]:  # never rebuilt: DDP runs its construction layout in every iteration
+        real.update(buckets=construction, sizes=parse_ints(logging.get("bucket_sizes", "")), layout="construction")
     matches = None
     if predicted is not None:
-        matches = predicted["buckets"] == real["buckets"] and (
+        matches = (real["buckets"] is not None and predicted["buckets"] == real["buckets"]) and (
             all(s is None for s in predicted["sizes"]) or predicted["sizes"] == real["sizes"])
     if rt.rank != 0:
         return None
     summary = summarize([g["iterations"] for g in gathered])
     rec = measurement(
         "ddp", rt, model=wl.name, model_info=wl.info, batch_size=args.batch_size, num_threads=torch.get_num_threads(),
-        options={"bucket_cap_mb": cap, "broadcast_buffers": not args.no_broadcast_buffers,
+        options={"bucket_cap_mb": None if isinstance(cap, tuple) else cap, "broadcast_buffers": not args.no_broadcast_buffers,
                  **{k: v for k, v in kwargs.items() if k not in ("device_ids", "bucket_cap_mb", "broadcast_buffers")}},
         timing_hook=bool(args.timing_hook), warmup=args.warmup, num_iterations=args.iterations,
         summary=summary, ranks=gathered, ddp_logging=logging, real_buckets=real,
         predicted_buckets=predicted, plan_matches=matches)
-    rt.log(f"{label}: {wl.name} batch {args.batch_size} cap {cap if cap is not None else 'unset'}"
+    from ddpsim.plan import cap_point_id
+
+    rt.log(f"{label}: {wl.name} batch {args.batch_size} {cap_point_id(*split_cap(cap))}"
            f"{' (timing hook)' if timer else ''}: iteration median {summary['iteration_s'] * 1e3:.2f} ms "
            f"p10 {summary['iteration_p10_s'] * 1e3:.2f} p90 {summary['iteration_p90_s'] * 1e3:.2f} "
-           f"over {len(summary['step_times_s'])} iterations; {len(real['buckets'])} rebuilt buckets {real['sizes']}")
+           f"over {len(summary['step_times_s'])} iterations; {len(real['sizes'])} {real['layout']} buckets {real['sizes']}")
     if matches is not None:
-        rt.log(f"{label}: plan_matches: {str(matches).lower()} (real DDP rebuilt buckets vs {predicted['source']})")
+        rt.log(f"{label}: plan_matches: {str(matches).lower()} (real DDP {real['layout']} buckets vs {predicted['source']})")
     return rec
 
 
+def split_cap(cap: float | tuple[float, ...] | None) -> tuple[float | None, tuple[float, ...] | None]:
+    """A point's cap as ``(bucket_cap_mb, bucket_cap_mb_list)``."""
+    return (None, cap) if isinstance(cap, tuple) else (cap, None)
+
+
+def construction_buckets(model: Any) -> list[list[int]] | None:
+    """The construction layout of a real DDP ``model``, in reducer order: torch's own
+    ``_compute_bucket_assignment_by_size`` over DDP's own parameter list and construction limits
+    (torch 2.13's ``_build_params_for_reducer`` and ``_bucket_config``), reversed as
+    ``_ddp_init_helper`` does. None on a torch without them."""
+    import torch.distributed as dist
+
+    try:
+        params, sparse = model._build_params_for_reducer()
+        limits = model._bucket_config.compute_bucket_size_limits(
+            static_graph=model.static_graph, find_unused_parameters=model.find_unused_parameters)[0]
+    except AttributeError:
+        return None
+    groups, _ = dist._compute_bucket_assignment_by_size(params, limits, sparse)
+    return [list(g) for g in reversed(groups)]
+
+
 def run(rt: Runtime, args: argparse.Namespace) -> int:
+    from ddpsim.commands._args import parse_cap_list
+
     check_counts(args)
     cap = parse_cap(args.bucket_cap_mb)
+    cap_list = parse_cap_list(args.bucket_cap_mb_list, "--bucket-cap-mb-list")
+    if cap_list is not None:
+        if cap is not None:
+            rt.log(f"ddp: --bucket-cap-mb {cap:g} is ignored: --bucket-cap-mb-list is given (as torch does)")
+        cap = cap_list
     wl = build_workload(args, rt.device)
     from ddpsim.models import ddp_params
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from ddpsim.errors import InputError
 
-from executor.ddp_step import add_ddp_option_arguments, measure_point, plan_from_trace
+from executor.ddp_step import add_ddp_option_arguments, measure_point, plan_from_trace, split_cap
 from executor.runtime import Runtime, write_json
 from executor.workload import add_model_arguments, at_least, check_counts, parse_model_args, workload_from_spec
 
@@ -39,7 +39,8 @@ from executor.workload import add_model_arguments, at_least, check_counts, parse
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument("--caps", required=True,
-                   help="comma list of bucket_cap_mb in MiB ('none' = not given), run in this order, e.g. none,1,5,25,100")
+                   help="comma list of bucket_cap_mb in MiB ('none' = not given) or list=X+Y+... (a bucket_cap_mb_list), "
+                        "run in this order, e.g. none,1,5,25,100,list=1+4+25")
     add_ddp_option_arguments(p)
     p.add_argument("--trace-iters", type=int, default=2,
                    help="recorded trace steps captured before each point (default 2)")
@@ -49,18 +50,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-dir", required=True, help="folder for trace.round<R>.json and cap=<cap>.run<R>.json (rank 0)")
 
 
-def point_id(cap: float | None) -> str:
-    """``ddpsim validate``'s name of a point that differs from the others by its cap only."""
-    from ddpsim.plan import cap_label
+def point_id(cap: float | tuple[float, ...] | None) -> str:
+    """``ddpsim validate``'s name of a point that differs from the others by its cap only
+    (a tuple is a ``bucket_cap_mb_list``: ``list=1+4+8``)."""
+    from ddpsim.plan import cap_point_id
 
-    return f"cap={cap_label(cap)}"
+    return cap_point_id(*split_cap(cap))
 
 
-def parse_caps(text: str) -> list[float | None]:
-    """``--caps`` -> MiB per point (None: not given), by the CLI's own rules; distinct points."""
-    from ddpsim.commands._args import parse_cap_value
+CAPS_EXPECTED = "a comma list of MiB > 0, 'none', or list=X+Y+... (a bucket_cap_mb_list)"
 
-    caps = [parse_cap_value(c, "--caps", "a comma list of MiB > 0 or 'none'") for c in str(text).split(",")]
+
+def parse_caps(text: str) -> list[float | tuple[float, ...] | None]:
+    """``--caps`` -> MiB per point (None: not given; a tuple: a bucket_cap_mb_list written
+    ``list=1+4+8``), by the CLI's own rules; distinct points."""
+    from ddpsim.commands._args import parse_cap_point
+
+    caps = [parse_cap_point(c, "--caps", CAPS_EXPECTED) for c in str(text).split(",")]
     ids = [point_id(c) for c in caps]
     if len(set(ids)) != len(ids):
         raise InputError(f"--caps: {text!r} names a point twice; expected distinct bucket_cap_mb values")

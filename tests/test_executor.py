@@ -432,3 +432,79 @@ def test_measure_point_frees_its_reducer_so_the_next_wrapper_is_alone(tmp_path):
     assert r.returncode == 0, r.stderr
     result = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
     assert result == [f"RESULT [True, True] [{CAP_01_SIZES}, [1062952]]"]
+
+
+# bucket_cap_mb_list [0.2, 0.5, 0.3] MiB = [209715, 524288, 314572] B on the MLP (ready 9..0):
+# [9 8 7 6] = 273448 >= 209715; [5 4 3 2] = 526336 >= 524288; [1 0] = 263168 < 314572, left over.
+LIST_BUCKETS = [[9, 8, 7, 6], [5, 4, 3, 2], [1, 0]]
+LIST_SIZES = [273448, 526336, 263168]
+
+
+def test_ddp_bucket_cap_mb_list_rebuilds_the_planned_buckets(tmp_path):
+    out = tmp_path / "m.json"
+    r = _run(["ddp", "--model", "mlp", "--batch-size", "8", "--bucket-cap-mb", "5", "--bucket-cap-mb-list", "0.2,0.5,0.3",
+              "--iterations", "1", "--warmup", "2", "--trace", str(MLP_TRACE), "--timeout-s", "60", "--out", str(out)])
+    m = json.loads(out.read_text())
+    assert m["real_buckets"]["buckets"] == LIST_BUCKETS and m["real_buckets"]["sizes"] == LIST_SIZES
+    assert m["real_buckets"]["layout"] == "rebuilt"
+    assert m["options"]["bucket_cap_mb_list"] == [0.2, 0.5, 0.3] and m["options"]["bucket_cap_mb"] is None
+    assert m["plan_matches"] is True
+    assert "--bucket-cap-mb 5 is ignored" in r.stdout + r.stderr
+    assert "list=0.2+0.5+0.3" in r.stdout
+
+
+def test_round_runs_a_list_point(tmp_path):
+    out = tmp_path / "raw"
+    r = _run(["round", "--model", "mlp", "--batch-size", "8", "--caps", "list=0.2+0.5+0.3,none", "--iterations", "1",
+              "--warmup", "2", "--trace-iters", "1", "--trace-warmup", "0", "--timeout-s", "60", "--out-dir", str(out)])
+    a = json.loads((out / "list=0.2+0.5+0.3.run1.json").read_text())
+    assert a["real_buckets"]["buckets"] == LIST_BUCKETS and a["plan_matches"] is True
+    assert "round 1 list=0.2+0.5+0.3: plan_matches: true" in r.stdout
+    assert a["launch"]["order"] == ["list=0.2+0.5+0.3", "cap=default"]
+
+
+UNUSED_FACTORY = '''
+import torch
+import torch.nn as nn
+
+
+class WithUnused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(64, 128)
+        self.skip = nn.Linear(128, 128)   # never used in forward
+        self.out = nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.out(self.inp(x).relu())
+
+
+def build():
+    torch.manual_seed(0)
+    return WithUnused(), torch.randn(4, 64)
+'''
+
+
+def test_plan_matches_the_construction_layout_when_ddp_never_rebuilds(tmp_path, monkeypatch):
+    """find_unused_parameters with a really unused parameter: DDP never rebuilds, its logged
+    rebuilt fields stay empty, and the layout it uses is the construction one: limits [1 MiB,
+    25 MiB] over params 0..5 (32768, 512, 65536, 512, 5120, 40 B = 104488 B < 1 MiB): one bucket."""
+    from ddpsim.capture import capture_trace
+    from ddpsim.models import build_model
+    from ddpsim.trace import save_trace
+
+    (tmp_path / "h1unused.py").write_text(UNUSED_FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    trace = capture_trace(build_model("h1unused:build"), batch_size=4, num_iters=1, num_warmup=0, measure_hook_overhead=False)
+    assert [p.has_grad for p in trace.params] == [True, True, False, False, True, True]
+    save_trace(trace, tmp_path / "t.json")
+    out = tmp_path / "m.json"
+    r = _run(["ddp", "--model", "h1unused:build", "--batch-size", "4", "--find-unused-parameters", "--iterations", "1",
+              "--warmup", "2", "--trace", str(tmp_path / "t.json"), "--timeout-s", "60", "--out", str(out)])
+    m = json.loads(out.read_text())
+    assert m["ddp_logging"].get("rebuilt_bucket_sizes") in ("", None)
+    assert m["real_buckets"]["layout"] == "construction"
+    assert m["real_buckets"]["buckets"] == [[0, 1, 2, 3, 4, 5]] and m["real_buckets"]["sizes"] == [104488]
+    assert m["plan_matches"] is True
+    assert "plan_matches: true (real DDP construction buckets" in r.stdout

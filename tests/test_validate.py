@@ -291,7 +291,7 @@ def test_run_spread_is_the_range_of_run_medians_over_the_pooled_mean():
 def test_bad_caps_is_one_line_exit_2(capsys):
     assert main(["validate", "default", "--caps", "1,abc"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["ddpsim: error: --caps: 'abc' is not accepted; expected a comma list of MiB > 0 or 'none'"]
+    assert err == ["ddpsim: error: --caps: 'abc' is not accepted; expected a comma list of MiB > 0, 'none', or list=X+Y+... (a bucket_cap_mb_list)"]
 
 
 def test_missing_scenario_is_one_line_exit_2(capsys):

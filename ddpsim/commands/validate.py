@@ -61,7 +61,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, help="scenario YAML or bundled name; default: 'default'")
     p.add_argument("--calibration", metavar="FILE", default=None, help="reuse a calibration JSON instead of calibrating")
     p.add_argument("--caps", metavar="LIST", default=None,
-                   help="comma list of bucket_cap_mb to run ('none' = not given); default: validation.bucket_cap_mb or the sweep's")
+                   help="comma list of bucket_cap_mb to run ('none' = not given; list=X+Y+... a bucket_cap_mb_list, "
+                        "e.g. none,5,list=0.2+0.5+0.3); default: validation.bucket_cap_mb or the sweep's")
     p.add_argument("--repeats", metavar="N", type=int, default=3, help="runs per point (default 3)")
     p.add_argument("--iterations", metavar="N", type=int, default=None, help="measured iterations per run (default: scenario)")
     p.add_argument("--warmup", metavar="N", type=int, default=None, help="warm-up iterations per run (default: scenario)")
@@ -84,12 +85,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def parse_caps(text: str | None) -> list[float | None] | None:
-    from ddpsim.commands._args import parse_cap_value
+def parse_caps(text: str | None) -> list[float | tuple[float, ...] | None] | None:
+    from ddpsim.commands._args import parse_cap_point
+    from executor.round_step import CAPS_EXPECTED
 
     if text is None:
         return None
-    return [parse_cap_value(item, "--caps", "a comma list of MiB > 0 or 'none'") for item in text.split(",")]
+    return [parse_cap_point(item, "--caps", CAPS_EXPECTED) for item in text.split(",")]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -72,9 +72,10 @@ def _load_average() -> float | None:
 
 
 def _to_device(batch: Any, device: Any, dtype: Any) -> Any:
+    """``batch`` on ``device``; its floating tensors cast to ``dtype`` unless it is None."""
     if isinstance(batch, (tuple, list)):
         return tuple(_to_device(b, device, dtype) for b in batch)
-    if batch.dtype.is_floating_point:
+    if batch.dtype.is_floating_point and dtype is not None:
         return batch.to(device=device, dtype=dtype)
     return batch.to(device=device)
 
@@ -90,7 +91,7 @@ def _call(module: Any, batch: Any) -> Any:
 
 
 def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters: int, num_warmup: int,
-                  dtype: str = "float32", autocast: str | None = None, optimizer: str = "sgd",
+                  dtype: str | None = None, autocast: str | None = None, optimizer: str = "sgd",
                   num_threads: int | None = None, measure_hook_overhead: bool = True,
                   command: str | None = None, seed: int = 0,
                   step_barrier: Callable[[], None] | None = None) -> Trace:
@@ -102,7 +103,8 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         batch_size: per-device batch size.
         num_iters: measured iterations (>= 1).
         num_warmup: unrecorded warm-up iterations (>= 0).
-        dtype: parameter dtype: float32, bfloat16 or float16.
+        dtype: cast the parameters (and float inputs) to float32, bfloat16 or float16; None
+            keeps the model's own dtypes (a model keeping some layers in bfloat16 stays so).
         autocast: None, ``"bf16"`` or ``"fp16"``: forward under ``torch.autocast``.
         optimizer: ``"sgd"`` (lr 1e-3, momentum 0.9) or ``"adamw"`` (lr 1e-4, foreach).
         num_threads: ``torch.set_num_threads`` (CPU intra-op threads); None keeps torch's.
@@ -119,7 +121,8 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         The trace (``synthetic`` is None).
 
     Raises:
-        InputError: bad counts or choices, CUDA requested without CUDA.
+        InputError: bad counts or choices, CUDA requested without CUDA; the model's forward,
+            loss or backward raising (one line naming the model, the phase and the exception).
     """
     import torch
 
@@ -129,7 +132,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     _check_count(num_iters, "num_iters", 1)
     _check_count(num_warmup, "num_warmup", 0)
     _choice(device, "device", DEVICES)
-    _choice(dtype, "dtype", DTYPES)
+    _choice(dtype, "dtype", (None, *DTYPES))
     _choice(autocast, "autocast", (None, *AUTOCASTS))
     _choice(optimizer, "optimizer", OPTIMIZERS)
     if num_threads is not None:
@@ -140,11 +143,15 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     torch.manual_seed(seed)
     cuda = device == "cuda"
     dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
-    tdtype = getattr(torch, dtype)
-    module = spec.module.to(device=dev, dtype=tdtype)
+    tdtype = None if dtype is None else getattr(torch, dtype)
+    module = spec.module.to(device=dev) if tdtype is None else spec.module.to(device=dev, dtype=tdtype)
     module.train()
     loss_fn = spec.loss_fn or default_loss
-    batch = _to_device(spec.make_batch(batch_size), dev, tdtype)
+    phase = ["making its batch"]
+    try:
+        batch = _to_device(spec.make_batch(batch_size), dev, tdtype)
+    except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
+        raise _model_error(spec.name, phase[0], exc) from None
     plist = ddp_params(module)
     params = [p for _, p, _ in plist]
     if optimizer == "sgd":
@@ -158,6 +165,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
             torch.cuda.synchronize(dev)
 
     def forward() -> Any:
+        phase[0] = "forward"
         if ac_dtype is not None:
             with torch.autocast(device_type=dev.type, dtype=ac_dtype):
                 out = _call(module, batch)
@@ -196,6 +204,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
             start_ev = torch.cuda.Event(enable_timing=True)
             start_ev.record()
         tb = time.perf_counter_ns()
+        phase[0] = "backward"
         loss.backward()
         sync()
         t2 = time.perf_counter_ns()
@@ -203,6 +212,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         if step_barrier is not None:  # DDP's ranks leave backward together (its last all-reduce)
             step_barrier()
             t2o = time.perf_counter_ns()
+        phase[0] = "optimizer step"
         opt.step()
         sync()
         t3 = time.perf_counter_ns()
@@ -218,13 +228,20 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
                                zero_grad_s=(t4 - t3) / 1e9, grad_ready_s=tuple(ready))
 
     load_before = _load_average()
-    for _ in range(num_warmup):
-        step(False)
     samples: list[IterationSample] = []
     orders: list[list[int]] = []
-    for _ in range(num_iters):
-        samples.append(step(True))
-        orders.append([i for i, _ in fired])
+    try:
+        for _ in range(num_warmup):
+            step(False)
+        for _ in range(num_iters):
+            samples.append(step(True))
+            orders.append([i for i, _ in fired])
+    except InputError:
+        raise
+    except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
+        for h in handles:
+            h.remove()
+        raise _model_error(spec.name, phase[0], exc) from None
 
     hook_frac = None
     hook_raw = None
@@ -281,7 +298,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         "device_name": torch.cuda.get_device_name(dev) if cuda else _cpu_name(),
         "torch_version": torch.__version__,
         "batch_size": batch_size,
-        "dtype": dtype,
+        "dtype": dtype or _own_dtype(params),
         "autocast": autocast,
         "optimizer": optimizer,
         "num_threads": torch.get_num_threads(),
@@ -310,6 +327,18 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         env["note"] = "hook firing order differed across measured iterations; grad_ready_order is the first measured iteration's"
     return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),
                  iterations=tuple(samples), environment=env, hook_overhead_frac=hook_frac, command=command)
+
+
+def _own_dtype(params: Sequence[Any]) -> str:
+    """The parameters' dtype name when they share one, else ``mixed`` (kept as the model has them)."""
+    names = {str(p.dtype).removeprefix("torch.") for p in params}
+    return names.pop() if len(names) == 1 else "mixed"
+
+
+def _model_error(name: str, phase: str, exc: BaseException) -> InputError:
+    text = str(exc).strip().splitlines()
+    return InputError(f"model {name!r}: {phase} raised {type(exc).__name__}"
+                      f"{': ' + text[0] if text else ''}; expected a model that trains one step on its batch")
 
 
 # ---- reduced-depth captures ---------------------------------------------------------------

@@ -46,11 +46,13 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--list-models", action="store_true", help="print the built-in model names and exit")
     p.add_argument("--model", help="built-in name (see --list-models) or package.module:factory")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    p.add_argument("--batch-size", type=int, help="per-device batch size (required to capture)")
+    p.add_argument("--batch-size", type=int, help="per-device batch size (required to capture; default for a factory "
+                                                  "returning (module, example_input): the example's batch dimension)")
     p.add_argument("--iters", type=int, default=5, help="measured iterations (default 5)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up iterations (default 2)")
     p.add_argument("--out", help="output trace JSON")
-    p.add_argument("--dtype", default=None, help="parameter dtype: float32, bfloat16, float16 (default float32)")
+    p.add_argument("--dtype", default=None, help="cast the parameters to float32, bfloat16 or float16 (default: keep the "
+                                                 "model's own dtypes; built-in models are float32)")
     p.add_argument("--autocast", default=None, help="bf16 or fp16: forward under torch.autocast (default off; with --retime-for: the source trace's, 'none' turns it off)")
     p.add_argument("--optimizer", default=None, help="sgd (momentum 0.9) or adamw (default sgd; with --retime-for: the source trace's)")
     p.add_argument("--num-threads", type=int, default=None, help="torch.set_num_threads (CPU)")
@@ -148,8 +150,6 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--from: given without --retime-for; expected --retime-for a100|h100 with it")
     if not args.model:
         raise InputError("--model: missing; expected a built-in name (ddpsim trace --list-models) or package.module:factory")
-    if args.batch_size is None:
-        raise InputError("--batch-size: missing; expected an integer >= 1")
     if args.device not in ("cpu", "cuda"):
         raise InputError(f"--device: {args.device!r} is not accepted; expected 'cpu' or 'cuda'")
     import torch
@@ -174,9 +174,13 @@ def run(args: argparse.Namespace) -> int:
         del full
         kwargs["n_layer"] = args.derive_depth_from
     spec = build_model(args.model, seed=args.seed, input_shape=args.input_shape, input_dtype=args.input_dtype, **kwargs)
+    if args.batch_size is None:
+        args.batch_size = (spec.info or {}).get("example_batch_size")
+        if args.batch_size is None:
+            raise InputError("--batch-size: missing; expected an integer >= 1 (or a factory returning (module, example_input))")
     command = _command(args)
     trace = capture_trace(spec, device=args.device, batch_size=args.batch_size, num_iters=args.iters, num_warmup=args.warmup,
-                          dtype=args.dtype or "float32", autocast=None if args.autocast in (None, "none") else args.autocast,
+                          dtype=args.dtype, autocast=None if args.autocast in (None, "none") else args.autocast,
                           optimizer=args.optimizer or "sgd", num_threads=args.num_threads,
                           measure_hook_overhead=not args.no_hook_overhead, command=command, seed=args.seed)
     if target_blocks is not None:

@@ -251,7 +251,8 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
             is called with ``model_kwargs`` and returns an ``nn.Module`` (then ``input_shape``
             is required and ``input_dtype`` defaults to float32) or ``(module, example_input)``
             (the batch is made like the example: same trailing shape and dtype, first dim =
-            batch size). If the factory's module defines ``loss_fn``, it is used.
+            batch size; ``info["example_batch_size"]`` is the example's first dim, ``ddpsim
+            trace``'s default batch size). If the factory's module defines ``loss_fn``, it is used.
         seed: seeds ``torch.manual_seed`` before construction and the batch generator.
         input_shape: one sample's shape, without the batch dimension (built-ins: resnet50
             ``(3, H, W)``, mlp ``(features,)``, token models ``(seq_len,)``).
@@ -317,7 +318,8 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
             raise InputError(f"model: factory {path!r} returned an example input that is not a tensor or tuple of tensors with a batch dimension")
         return ModelSpec(name=path, module=module, make_batch=_like_batch(seed, leaves, isinstance(example, (tuple, list))), loss_fn=loss_fn,
                          info={"input_shape": [list(t.shape[1:]) for t in leaves] if len(leaves) > 1 else list(leaves[0].shape[1:]),
-                               "input_dtype": str(leaves[0].dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs)})
+                               "input_dtype": str(leaves[0].dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs),
+                               "example_batch_size": int(leaves[0].shape[0])})
     raise InputError(f"model: factory {path!r} returned {type(made).__name__}; expected an nn.Module or (nn.Module, example_input)")
 
 

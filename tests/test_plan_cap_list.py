@@ -273,3 +273,29 @@ def test_inexpressible_plan_gets_an_approximate_list_and_the_reason():
     assert cand.caps == (0.007, 0.003, 0.003)
     assert cand.paste == "DDP(model, bucket_cap_mb_list=[0.007, 0.003, 0.003])"
     assert layout(plan_ddp(t, DDPOptions(bucket_cap_mb_list=cand.caps)).steady) == [([3, 1], 8000), ([2, 0], 8000)]
+
+
+def test_validate_runs_list_points(tmp_path, tiny_trace_file):
+    """``validate --caps none,list=0.003+0.009,list=2``: the scenario's list point, a list the
+    sweep lacks (the base point with it), the flags executor ddp / round get, and lists read
+    back from validation.json rows (reanalyze)."""
+    from ddpsim.commands.validate import parse_caps
+    from ddpsim.validate import _cap_arg, _cap_flags, _point_cap, _select_points
+
+    s = load_scenario(write_scenario(tmp_path, tiny_trace_file, sweep={"bucket_cap_mb": [1], "bucket_cap_mb_list": [[0.003, 0.009]]}))
+    caps = parse_caps("none,list=0.003+0.009,list=2")
+    assert caps == [None, (0.003, 0.009), (2,)]
+    pts = _select_points(s, caps)
+    assert [p.point_id for p in pts] == ["cap=default", "list=0.003+0.009", "list=2"]
+    assert [_cap_flags(p) for p in pts] == [["--bucket-cap-mb", "none"], ["--bucket-cap-mb-list", "0.003,0.009"],
+                                            ["--bucket-cap-mb-list", "2"]]
+    assert [_cap_arg(_point_cap(p)) for p in pts] == ["none", "list=0.003+0.009", "list=2"]
+    assert [p.point_id for p in _select_points(s, [None, [0.003, 0.009]])] == ["cap=default", "list=0.003+0.009"]
+
+
+@pytest.mark.parametrize("item", ["list=", "list=1++2", "list=0", "list=nan"])
+def test_bad_list_point_in_caps(capsys, item):
+    assert main(["validate", "default", "--caps", f"1,{item}"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"ddpsim: error: --caps: {item!r} is not accepted; expected a comma list of "
+                   "MiB > 0, 'none', or list=X+Y+... (a bucket_cap_mb_list)\n")

@@ -78,5 +78,8 @@ def parse_cap_point(item: str, flag: str, expected: str) -> float | tuple[float,
     ``bucket_cap_mb_list`` spelt as its point id, ``list=1+4+8``."""
     text = str(item).strip()
     if text.startswith(LIST_POINT_PREFIX):
-        return parse_cap_list(text[len(LIST_POINT_PREFIX):], flag, sep="+", expected=expected)
+        try:
+            return parse_cap_list(text[len(LIST_POINT_PREFIX):], flag, sep="+", expected=expected)
+        except InputError:
+            raise InputError(f"{flag}: {item!r} is not accepted; expected {expected}") from None
     return parse_cap_value(text, flag, expected)

@@ -13,11 +13,13 @@ Reducer engine over the modelled cluster, and write reports/<name>/:
 
   summary.md        the best bucket_cap_mb and its gain over the default, the exposed-
                     communication tail (p95), the iteration-time breakdown, the sweep
-                    table, the first iteration and the rebuild, the overlap in the traces
+                    table, the first iteration and the rebuild, the overlap in the traces,
+                    and the DDP(model, bucket_cap_mb_list=[...]) line to paste (torch >= 2.13)
   sweep.csv         one row per point; buckets.csv: every bucket of every iteration
   sweep.png, timeline_<point>.png, bucket_sizes.png
   trace_<point>_rank<r>.json   Chrome/Kineto traces (Perfetto, HTA)
-  recommended_plan.json        an explicit bucket plan ('ddpsim plan --plan', the executor)
+  recommended_plan.json        an explicit bucket plan ('ddpsim plan --plan', the executor) and
+                               the bucket_cap_mb_list that makes real DDP rebuild it (when one does)
   points/<point>.json          finished points; a rerun reuses them (resumable)
 
 With no SCENARIO, runs the default scenario: 2 gloo ranks on one CPU host with the

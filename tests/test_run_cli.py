@@ -91,11 +91,10 @@ def test_sweep_cli_errors(capsys, monkeypatch, argv, match):
     assert match in capsys.readouterr().err
 
 
-CLAMPED = ROOT / "reports" / "cpu-gloo-session10" / "validation.calibration.json"  # session 10's disturbed probe
-UNCLAMPED = ROOT / "reports" / "cpu-gloo-session10" / "recalibration.json"
+CLAMPED = ROOT / "tests" / "data" / "calibration-probe-clamped.json"  # a disturbed probe run: the fit at its bound
+UNCLAMPED = ROOT / "tests" / "data" / "calibration-probe-fit.json"
 
 
-@pytest.mark.skipif(not CLAMPED.is_file(), reason="session 10's calibration missing")
 def test_a_calibration_with_a_clamped_probe_fit_is_called_out_by_every_predicting_command(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     head = ("WARNING: the calibration's probe fit hit its bound: compute_slowdown 16 gives a 434.9 ms probe step, "

@@ -26,12 +26,9 @@ simulate' and the executor read; --out FILE writes it atomically as well."""
 
 EPILOG = """\
 examples:
-  ddpsim plan gpt2.trace.json
-  ddpsim plan gpt2.trace.json --bucket-cap-mb 5
-  ddpsim plan gpt2.trace.json --find-unused-parameters --format csv
-  ddpsim plan gpt2.trace.json --static-graph --out plans/static.plan.json
-  ddpsim plan gpt2.trace.json --semantics legacy --bucket-cap-mb 25
-  ddpsim plan gpt2.trace.json --plan my_buckets.json --format json
+  ddpsim plan traces/resnet50.cpu.json --bucket-cap-mb 25
+  ddpsim plan traces/gpt2-124m.cpu.json --static-graph --out static.plan.json
+  ddpsim plan traces/resnet50.cpu.json --plan reports/cpu-gloo-resnet50/recommended_plan.json
 
 A hand-written plan is {"buckets": [[11, 10], [9, 8, 7], ...]} (parameter indices or names,
 in launch order, every trainable parameter exactly once, one dtype per bucket)."""

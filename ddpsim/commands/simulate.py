@@ -36,13 +36,9 @@ overlap). An "iteration" is one no_sync cycle (--no-sync-steps micro-steps + 1 s
 
 EPILOG = """\
 examples:
-  ddpsim simulate --trace traces/gpt2-124m.cpu.json --topology cpu-gloo --world-size 2
-  ddpsim simulate --trace t.json --topology dgx-h100 --nodes 4 --world-size 32 --bucket-cap-mb 50
-  ddpsim simulate --trace t.json --latency-us 20 --bandwidth-gbps 25 --world-size 8 --comm-hook fp16
-  ddpsim simulate --trace t.json --topology dgx-a100 --world-size 8 --straggler 3:1.2 --seed 7
-  ddpsim simulate --trace t.json --topology cpu-gloo --world-size 2 --calibration cal.json --format json
-  ddpsim simulate --trace t.json --latency-us 10 --bandwidth-gbps 10 --world-size 4 --no-sync-steps 3 --format csv
-  ddpsim simulate --trace t.json --latency-us 300 --bandwidth-gbps 1 --world-size 2 --interference 1.3:2 --copy-bandwidth-gbps 8
+  ddpsim simulate --trace traces/gpt2-124m.cpu.json --topology cpu-gloo --world-size 2 --calibration reports/cpu-gloo-calibration.json
+  ddpsim simulate --trace traces/gpt2-1.5b.h100.json --topology dgx-h100 --nodes 4 --world-size 32 --bucket-cap-mb 50
+  ddpsim simulate --trace traces/resnet50.cpu.json --latency-us 20 --bandwidth-gbps 25 --world-size 8 --comm-hook fp16 --straggler 3:1.2
 
 --format csv prints two CSV tables (iterations per rank, then buckets per rank), each after
 a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""

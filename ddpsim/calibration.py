@@ -72,10 +72,11 @@ VERSION = 1
 COLLECTIVES = ("allreduce", "broadcast")
 BACKENDS = ("nccl", "gloo")
 #: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: a
-#: collective slows compute by its share of moved bytes. On the 2-vCPU gloo host, re-analysing
-#: the five kept validation runs, it lowered resnet50's median error in every run (session 10's
-#: with its recalibration; with its clamped calibration unchanged) and bert-base's
-#: and resnet50's over-prediction at cap 1 in all ten cases (README, "Where accuracy stands")
+#: collective slows compute by its share of moved bytes: on a CPU host a small gloo all-reduce
+#: is mostly latency, time in which gloo's threads wait and leave the cores to backward. On the
+#: 2-vCPU gloo host this weighting gives a lower median error than the uniform one for
+#: resnet50, and a smaller over-prediction at cap 1 for bert-base and resnet50
+#: (docs/VALIDATION.md, "The interference model")
 CALIBRATION_WEIGHTING = "bandwidth"
 
 
@@ -254,8 +255,8 @@ def probe_forward_factor(probe: Any, overhead_s: float) -> float | None:
     probe fit predicts the probe with its forward stretched by it, and leaves only the rest
     of the gap to ``compute_slowdown``. It is NOT applied to other models: on the 2-vCPU host
     the probe's forward ran 16.5 % over its trace where bert-base's ran 3.4 %, gpt2-124m's
-    11 % and resnet50's 5 %, and applying it to all four made three of them worse (see
-    reports/cpu-gloo-summary/validation.md)."""
+    11 % and resnet50's 5 %, and applying it to all four made three of them worse
+    (docs/VALIDATION.md)."""
     if not isinstance(probe, Mapping):
         return None
     ph = probe.get("ddp_phase_samples_s")

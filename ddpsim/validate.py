@@ -33,7 +33,7 @@ The mean is compared because it is what adds up to a job's wall time (steps x me
 because it is the statistic the calibration's costs are: every collective curve is the mean of
 its samples (a median jumps between the two regimes of a bimodal CPU all-reduce), so the
 engine predicts a mean step. A step dominated by ONE such all-reduce (the small mlp's) has a
-median far from its mean (reports/cpu-gloo-summary/validation.md, "Session 10"). The medians
+median far from its mean (docs/VALIDATION.md, "What the figures mean"). The medians
 are kept beside it (``measured_median_s``, ``predicted_p50_s``, ``error_p50_pct``).
 
 The best-cap criterion (the predicted-best cap measured within 2 % of the measured best) is
@@ -139,7 +139,7 @@ class PointOutcome:
 #: figures to be given: ``/proc/stat`` counts in ticks of 10 ms, each charged to the state the
 #: CPU is in at the tick, so a share measured over N ticks scatters by about sqrt(p(1-p)/N):
 #: 500 ticks put a 95 % share within about 1 %; the mlp's millisecond runs (20-50 ticks)
-#: scattered by 10 % (session 17) and get none.
+#: scatter by about 10 % and get none.
 MIN_HOST_CPU_S = 5.0
 
 
@@ -369,8 +369,8 @@ def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, ec
               label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Any:
     """Calibrate with ``executor collectives`` into ``cal_path`` and return the loaded
     :class:`ddpsim.calibration.Calibration` (a last clamped one is said by :func:`_announce`). A probe fit at its bound
-    (:func:`ddpsim.calibration.clamped_fit_warning`: the probe's DDP run was disturbed, as in
-    session 10's run) is measured again, up to ``attempts`` calibrations in all; each rejected
+    (:func:`ddpsim.calibration.clamped_fit_warning`: the probe's DDP run was disturbed by other
+    load on the host) is measured again, up to ``attempts`` calibrations in all; each rejected
     one is kept beside the file as ``<stem>.clamped<k>.json`` (its progress file likewise)."""
     from ddpsim.calibration import load_calibration
 
@@ -405,7 +405,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     launch (``executor round``: before each point a slice of the trace, then the point under
     real DDP, in the same process pair; see :mod:`executor.round_step`). A round needs points
     that differ by their cap only and a captured trace; otherwise ``"point"`` is used and said.
-    Why point stays the default: reports/cpu-gloo-summary/validation.md, "Session 18".
+    Why point is the default: docs/VALIDATION.md, "Launch layouts".
 
     Raises:
         InputError: bad scenario, calibration or option (one line); an executor run that fails.
@@ -581,8 +581,8 @@ def _cap_arg(cap: float | None) -> str:
 def round_order(points: Sequence[Any], rep: int) -> list[Any]:
     """The order of round ``rep`` (1-based): the points rotated by ``rep - 1``, so that over as
     many rounds as points each point runs once in each position. The first run after a round's
-    trace capture sat 4-6 % off its round's median on session 5's CPU runs (slower for
-    bert-base, faster for the other three); with a fixed order, whether that belongs to the
+    trace capture can sit a few % off its round's median on a CPU host (4-6 % in some runs on
+    the 2-vCPU host, slower for bert-base, faster for the other three); with a fixed order, whether that belongs to the
     position or to the point cannot be told."""
     k = (rep - 1) % len(points) if points else 0
     return list(points[k:]) + list(points[:k])

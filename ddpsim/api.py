@@ -115,7 +115,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     """Run a scenario end to end and write ``<out_dir>/<name>/`` (each file as it is finished).
 
     Writes ``points/*.json`` (resumable), ``sweep.csv``, ``buckets.csv``, per timeline point
-    ``trace_<point>_rank<r>.json`` and ``timeline_<point>.png``, ``recommended_plan.json``,
+    ``trace_<point>_rank<r>.json.gz`` and ``timeline_<point>.png``, ``recommended_plan.json``,
     ``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md``.
 
     Raises:
@@ -222,7 +222,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     # The run succeeded: traces and timelines of points an earlier run chose (another best)
     # would now mislead; remove those (only files of these two patterns, never anything else).
     written = {p.name for p in files}
-    for pattern in ("trace_*_rank*.json", "timeline_*.png"):
+    for pattern in ("trace_*_rank*.json", "trace_*_rank*.json.gz", "timeline_*.png"):
         for stale in rdir.glob(pattern):
             if stale.name not in written:
                 stale.unlink()

@@ -1,7 +1,9 @@
 """Chrome / Kineto-format trace JSON of a simulated run: one file per rank, opens in
 Perfetto (ui.perfetto.dev) and chrome://tracing, and loads in HolisticTraceAnalysis (HTA).
 
-Layout of one file (``trace_<point>_rank<r>.json``)::
+Written gzip-compressed (``trace_<point>_rank<r>.json.gz``, as torch.profiler's
+``tensorboard_trace_handler(use_gzip=True)`` writes them): Perfetto, chrome://tracing and HTA
+open the ``.gz`` directly; :func:`load_chrome_trace` reads one back. Layout of one file::
 
     {"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms",
      "baseTimeNanoseconds": 1700000000000000000,
@@ -42,12 +44,13 @@ against HTA.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ddpsim.io import write_text_atomic
+from ddpsim.io import write_bytes_atomic
 from ddpsim.result import COMM_STREAM, COMPUTE_STREAM, SimResult
 
 CPU_TID = 1
@@ -172,13 +175,22 @@ def representative_ranks(result: SimResult, max_ranks: int = 4) -> list[int]:
 
 def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl",
                  ranks: Sequence[int] | None = None) -> list[Path]:
-    """Write ``trace_<file_id(point_id)>_rank<r>.json`` per rank (default: :func:`representative_ranks`)."""
+    """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank (default:
+    :func:`representative_ranks`); gzip's header carries no time or name, so the bytes are
+    reproducible."""
     paths = []
     for r in (representative_ranks(result) if ranks is None else ranks):
         d = chrome_trace(result, r, backend=backend, point=point_id)
-        paths.append(write_text_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json",
-                                       json.dumps(d) + "\n"))  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
+        text = json.dumps(d) + "\n"  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
+        paths.append(write_bytes_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json.gz",
+                                        gzip.compress(text.encode(), compresslevel=9, mtime=0)))
     return paths
+
+
+def load_chrome_trace(path: str | Path) -> dict[str, Any]:
+    """A trace file written by :func:`write_traces` (``.json.gz``) or a plain ``.json`` one, as a dict."""
+    data = Path(path).read_bytes()
+    return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)
 
 
 def _merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
 
-from ddpsim.perfetto import COMM_TID, COMPUTE_TID, CPU_TID, chrome_trace, comm_comp_overlap, hta_kernel_type, write_traces
+from ddpsim.perfetto import (COMM_TID, COMPUTE_TID, CPU_TID, chrome_trace, comm_comp_overlap, hta_kernel_type,
+                             load_chrome_trace, write_traces)
 from ddpsim.result import BucketTiming, IterationStats, SimResult, Span
 
 
@@ -76,11 +78,11 @@ def test_hta_kernel_classes():
 def test_write_is_deterministic_and_hta_readable(tmp_path):
     a = write_traces(hand_result(), tmp_path / "a", "cap=25", backend="gloo")
     b = write_traces(hand_result(), tmp_path / "b", "cap=25", backend="gloo")
-    assert [p.name for p in a] == ["trace_cap-25_rank0.json"]
+    assert [p.name for p in a] == ["trace_cap-25_rank0.json.gz"]
     assert a[0].read_bytes() == b[0].read_bytes()
-    text = a[0].read_text()
+    text = gzip.decompress(a[0].read_bytes()).decode()
     assert '"rank": 0' in text  # HTA finds the rank with the regex '"rank":\s+(\d+)'
-    assert json.loads(text)["traceEvents"]
+    assert json.loads(text) == load_chrome_trace(a[0]) == chrome_trace(hand_result(), 0, backend="gloo", point="cap=25")
 
 
 def test_representative_ranks():

@@ -23,16 +23,16 @@ def test_default_run_is_deterministic(tmp_path, capsys, monkeypatch):
     a, b = tmp_path / "a" / "default", tmp_path / "b" / "default"
     names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
     for must in ("summary.md", "summary.json", "sweep.csv", "buckets.csv", "sweep.png", "bucket_sizes.png",
-                 "recommended_plan.json", "trace_cap-default_rank0.json", "timeline_cap-default.png"):
+                 "recommended_plan.json", "trace_cap-default_rank0.json.gz", "timeline_cap-default.png"):
         assert must in names
     assert names == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
     for n in names:
         assert (a / n).read_bytes() == (b / n).read_bytes(), n
     # the summary's overlap is the one computed from the written trace (HTA's algorithm)
-    from ddpsim.perfetto import comm_comp_overlap
+    from ddpsim.perfetto import comm_comp_overlap, load_chrome_trace
 
     s = json.loads((a / "summary.json").read_text())
-    tr = json.loads((a / "trace_cap-default_rank0.json").read_text())
+    tr = load_chrome_trace(a / "trace_cap-default_rank0.json.gz")
     assert s["overlaps"]["cap=default"]["0"] == pytest.approx(comm_comp_overlap(tr))
     # the recommended plan is accepted by `ddpsim plan --plan`
     assert main(["plan", "traces/mlp.cpu.json", "--plan", str(a / "recommended_plan.json")]) == 0

@@ -16,7 +16,7 @@ Reducer engine over the modelled cluster, and write reports/<name>/:
                     table, the first iteration and the rebuild, the overlap in the traces
   sweep.csv         one row per point; buckets.csv: every bucket of every iteration
   sweep.png, timeline_<point>.png, bucket_sizes.png
-  trace_<point>_rank<r>.json   Chrome/Kineto traces (Perfetto, HTA)
+  trace_<point>_rank<r>.json.gz  Chrome/Kineto traces (Perfetto, HTA)
   recommended_plan.json        an explicit bucket plan ('ddpsim plan --plan', the executor)
   points/<point>.json          finished points; a rerun reuses them (resumable)
 

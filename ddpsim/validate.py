@@ -195,7 +195,7 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 #: the 97.5 % quantile of the standard normal
 _Z975 = 1.959963984540054
-#: the issue's best-cap tolerance: the predicted-best cap measured within 2 % of the measured best
+#: the best-cap target: the predicted-best cap measured within 2 % of the measured best
 BEST_CAP_TOLERANCE_PCT = 2.0
 
 

@@ -56,9 +56,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ddpsim.comm_model import CollectiveEstimate, make_estimate
 from ddpsim.curve_fit import (CalibratedCurve, CalibrationPoint, _num, _req, fit_alpha_beta,  # noqa: F401  (re-exported)
                               fit_curve, idle_extra_between, isotonic)
 from ddpsim.errors import InputError
+from ddpsim.interference_fit import fit_probe, parse_probe
 from ddpsim.simconfig import Interference
 
 FORMAT = "ddpsim-calibration"
@@ -104,6 +106,12 @@ class Calibration:
         bound, :func:`clamped_fit_warning`), else None; every command that predicts with a
         calibration prints it."""
         return clamped_fit_warning(self.interference_fit)
+
+    def comm_model(self, base: Any, *, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
+        """``base`` (the analytical CommModel of the same topology) answering from this
+        calibration's curves: what :func:`ddpsim.collectives.build_comm_model` returns when
+        given a calibration."""
+        return CalibratedCommModel.from_calibration(self, base=base, ddp_forward_factor=ddp_forward_factor)
 
     def __post_init__(self) -> None:
         _req(self.backend in BACKENDS, "backend", self.backend, f"one of {', '.join(BACKENDS)}")
@@ -179,8 +187,6 @@ def calibration_from_dict(data: Any) -> Calibration:
         cal = replace(cal, probe_forward_factor=factor)
     if probe is not None and interference is not None:
         # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim/interference_fit.py)
-        from ddpsim.interference_fit import fit_probe, parse_probe
-
         trace, step_s, cap_mb = parse_probe(probe)
         fit = fit_probe(trace, step_s, cal, cap_mb, interference)
         cal = replace(cal, interference=replace(interference, compute_slowdown=fit.compute_slowdown),
@@ -400,16 +406,12 @@ class CalibratedCommModel:
 
         return extra_s
 
-    def estimate_allreduce(self, size_bytes: int):
-        from ddpsim.collectives import make_estimate
-
+    def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
         t = self._scaled(self.fit.allreduce, size_bytes, "allreduce")
         return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
                              "measured" if t > 0 else "none")
 
-    def estimate_broadcast(self, size_bytes: int):
-        from ddpsim.collectives import make_estimate
-
+    def estimate_broadcast(self, size_bytes: int) -> CollectiveEstimate:
         if self.fit.broadcast is None:
             return self.base.estimate_broadcast(size_bytes)
         t = self._scaled(self.fit.broadcast, size_bytes, "broadcast")

@@ -80,3 +80,25 @@ def format_size(size_bytes: float) -> str:
 def mb_to_bytes(bucket_cap_mb: float) -> int:
     """DDP's conversion: ``int(bucket_cap_mb * 1024 * 1024)``."""
     return int(bucket_cap_mb * MIB)
+
+
+NOT_GIVEN = ("none", "null", "default")
+
+
+def parse_cap_value(item: str, flag: str, expected: str, *, allow_not_given: bool = True) -> float | None:
+    """One ``bucket_cap_mb`` value in MiB: ``"25"`` -> 25, ``"0.5"`` -> 0.5; ``none``/``null``/``default``
+    -> None (not given: DDP's default) when ``allow_not_given``.
+
+    Raises:
+        InputError: ``"<flag>: '<item>' is not accepted; expected <expected>"`` unless a finite number > 0.
+    """
+    text = str(item).strip()
+    if allow_not_given and text.lower() in NOT_GIVEN:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{flag}: {item!r} is not accepted; expected {expected}")
+    return int(value) if value.is_integer() else value

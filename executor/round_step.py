@@ -57,7 +57,7 @@ def point_id(cap: float | None) -> str:
 
 def parse_caps(text: str) -> list[float | None]:
     """``--caps`` -> MiB per point (None: not given), by the CLI's own rules; distinct points."""
-    from ddpsim.commands._args import parse_cap_value
+    from ddpsim.units import parse_cap_value
 
     caps = [parse_cap_value(c, "--caps", "a comma list of MiB > 0 or 'none'") for c in str(text).split(",")]
     ids = [point_id(c) for c in caps]

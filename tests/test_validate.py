@@ -79,7 +79,7 @@ def test_host_load_by_hand(monkeypatch):
     25 %, steal 0, ranks 50 %. Pooled: other (3.8 + 3 - 3.5 - 2) / 8 = 16.25 %, steal
     0.15 / 8 = 1.875 %, ranks 5.5 / 8 = 68.75 %. (The 4 s of host CPU per run clear
     MIN_HOST_CPU_S, lowered to 4 here; at its 5 s they would give nothing.)"""
-    import ddpsim.validate as v
+    import ddpsim.validation.compare as v
     from ddpsim.validate import PointOutcome, host_load, host_summary
 
     assert v.MIN_HOST_CPU_S == 5.0
@@ -227,7 +227,8 @@ def test_tied_predictions_are_all_predicted_best():
 
 
 def test_a_probe_fit_at_its_bound_is_called_out():
-    from ddpsim.validate import clamped_fit_warning, markdown
+    from ddpsim.calibration import clamped_fit_warning
+    from ddpsim.validate import markdown
     fit = {"compute_slowdown": 16.0, "measured_step_s": 0.4972, "predicted_step_s": 0.4352,
            "predicted_without_interference_s": 0.3020, "clamped": True}
     msg = clamped_fit_warning(fit)
@@ -458,8 +459,8 @@ def test_a_rank_killed_by_a_signal_is_reported_by_its_abort_line_not_torchruns_b
     # the stderr of a run whose rank 1 aborted in teardown (SIGABRT): torchrun's report ends
     # with a '=====' banner line, which said nothing when it was quoted as the error
     import executor.launch
-    from ddpsim import validate as v
     from ddpsim.errors import InputError
+    from ddpsim.validation import measure as v
 
     stderr = ("terminate called without an active exception\n"
               "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"

@@ -85,7 +85,7 @@ def parse_caps(text: str | None) -> list[float | None] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.validate import reanalyze, validate
+    from ddpsim.validation.measure import reanalyze, validate
 
     if args.reanalyze:
         res = reanalyze(args.scenario, calibration=args.calibration, out_dir=args.out_dir, plots=not args.no_plots)

@@ -12,7 +12,7 @@ from ddpsim.engine import simulate
 from ddpsim.errors import InputError
 from ddpsim.plan import DDPOptions, MixedPrecision, explicit_plan, plan_ddp
 from ddpsim.trace import BufferRecord
-from tests.test_engine import BW, MIB, cfg, log, net, toy_trace
+from test_engine import BW, MIB, cfg, log, net, toy_trace
 
 CBW = 16 * MIB
 

@@ -39,6 +39,36 @@ iteration is just the synchronised step):
    lazily at the first bucket holding an unused parameter (§1.7), else at the end. Then
    ``optimizer`` and ``zero_grad`` (trace medians).
 
+torch 2.13 options (``plan.options``; ``Reducer`` in ``torch/csrc/distributed/c10d/reducer.cpp``,
+the rest in ``torch/nn/parallel/distributed.py``):
+
+* ``batched_grad_copy`` (``mark_variable_ready_dense`` defers, ``flush_deferred_copies``): no
+  copy at a hook; when a bucket's last gradient is marked, one ``_foreach_copy_`` of its used
+  gradients (span ``foreach_copy bucket k``) and, when the reducer divides (no comm hook, no mixed
+  precision), one ``div_`` of the flat bucket (``div bucket k``), both ``copy_in``. Zero-fills of
+  unused parameters stay at the hook. In bytes this costs more than the fused per-parameter
+  copy+divide; what it saves is kernel launches (2 per bucket instead of one per parameter).
+* ``skip_all_reduce_unused_params`` (``mark_bucket_ready`` / ``should_skip_all_reduce_bucket``): a
+  bucket whose parameters are all unused (trace ``has_grad`` false) is not launched, not waited,
+  not copied out (``finalize_backward`` passes it by), with find_unused_parameters, or with
+  static_graph after iteration 1; ``meta["skipped_buckets"]`` lists them per iteration.
+* ``forward_sync_buffers`` (torch 2.13; ``broadcast_buffers`` when not given): the buffer broadcast
+  of step 1.
+* ``mixed_precision``: every forward starts with the parameters' cast to ``param_dtype`` (span
+  ``mixed precision cast``, read own + write param dtype); gradients, copy-in and buckets are in
+  ``param_dtype``; DDP's own comm hook casts the bucket to ``reduce_dtype`` when it differs
+  (``compress``) and all-reduces ``numel * reduce_dtype`` bytes, undivided; after the wait its
+  ``div_`` and the gradients' upcast run (``mixed precision div+upcast bucket k``; DDP runs them on a
+  side stream that the compute stream waits for at the end of backward), then the copy-out
+  (read reduce dtype, write the parameter's). ``buffer_dtype`` sets the broadcast buffers' bytes.
+  Bucket layouts are DDP's fp32 ones (assigned before the cast). Another comm hook is rejected.
+* ``delay_all_reduce_named_params`` + ``param_to_hook_all_reduce``: the named parameters leave the
+  reducer (no hook, copy or bucket); their gradients live in one float32 buffer zeroed after the
+  iteration's first forward (``zero delayed grad buffer``); when the hook parameter's gradient is
+  computed -- in every backward, ``no_sync`` ones too -- the buffer is divided and all-reduced
+  (``delayed_all_reduce``) and never waited for. With every parameter delayed DDP has no reducer:
+  no buffer broadcast, no buckets, no mixed precision.
+
 Collectives: one communication stream per process group, shared by all ranks (all ranks
 issue the same collectives in the same order): a collective starts when EVERY rank has
 launched it and the stream is free, ``start = max(max_r launch_r, end of previous)``, and
@@ -1088,8 +1118,9 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     Args:
         trace: the model's measured (or hand-made) step.
         plan: DDP's buckets (``ddpsim.plan.plan_ddp``) or an explicit plan; its ``options``
-            (find_unused_parameters, static_graph, gradient_as_bucket_view, broadcast_buffers)
-            shape the simulated reducer.
+            (find_unused_parameters, static_graph, gradient_as_bucket_view, broadcast_buffers /
+            forward_sync_buffers, batched_grad_copy, skip_all_reduce_unused_params,
+            mixed_precision, delay_all_reduce_named_params) shape the simulated reducer.
         comm: collective durations on the process group (``comm.num_ranks >= world_size``).
         config: world size, iterations, seed, comm hook, no_sync, jitter, stragglers,
             interference, copy bandwidth.
@@ -1102,9 +1133,9 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
         micro-steps plus the synchronised step).
 
     Raises:
-        InputError: a plan that does not cover the trace, a world size the comm model does
-            not hold, non-finite or negative durations, unused parameters without
-            find_unused_parameters/static_graph.
+        InputError: a plan that does not cover the reducer's parameters, a world size the comm
+            model does not hold, non-finite or negative durations, unused parameters without
+            find_unused_parameters/static_graph, mixed_precision with a comm hook.
     """
     _validate(trace, plan, comm, config)
     env = simpy.Environment()

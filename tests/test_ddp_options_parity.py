@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-WORLD_SIZE = 2
+from test_ddp_parity import WORLD_SIZE, collect_workers, start_workers
+
 SKIP_CAP = 0.0001  # MiB (104 B): every parameter of the 'unused' model closes its own bucket
 DELAY = {"delay_all_reduce_named_params": ["8.weight", "8.bias"], "param_to_hook_all_reduce": "0.weight"}
 MP = {"param_dtype": "bfloat16", "reduce_dtype": "float32", "buffer_dtype": "float16"}
@@ -183,19 +183,7 @@ def real(tmp_path_factory):
     here = str(Path(__file__).resolve().parent)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0",
                PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
-    procs = [subprocess.Popen([sys.executable, __file__, str(r), str(WORLD_SIZE), str(store), str(out)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(WORLD_SIZE)]
-    outputs = []
-    try:
-        for p in procs:
-            outputs.append(p.communicate(timeout=300)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for p, text in zip(procs, outputs):
-        assert p.returncode == 0, f"DDP worker failed (rc {p.returncode}):\n{text[-4000:]}"
+    collect_workers(start_workers(__file__, [str(store), str(out)], env))
     return json.loads(out.read_text())
 
 

@@ -337,6 +337,29 @@ def _active_configs() -> list[str]:
     return [cid for cid, _, _ in CONFIGS]
 
 
+def start_workers(script: str, args: list[str], env: dict) -> list[subprocess.Popen]:
+    """``script RANK WORLD_SIZE *args`` for every rank, output captured."""
+    return [subprocess.Popen([sys.executable, script, str(r), str(WORLD_SIZE), *args], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(WORLD_SIZE)]
+
+
+def collect_workers(procs: list[subprocess.Popen], before=lambda: None) -> None:
+    """Run ``before()`` (work to overlap with the workers'), wait for them, kill stragglers;
+    assert every worker succeeded, showing a failing one's output."""
+    outputs = []
+    try:
+        before()
+        for p in procs:
+            outputs.append(p.communicate(timeout=300)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, text in zip(procs, outputs):
+        assert p.returncode == 0, f"DDP worker failed (rc {p.returncode}):\n{text[-4000:]}"
+
+
 @pytest.fixture(scope="module")
 def parity(tmp_path_factory):
     """Start the two DDP workers, take ddpsim's traces meanwhile, then collect the logs."""
@@ -349,24 +372,15 @@ def parity(tmp_path_factory):
     store, out = tmp / "store", tmp / "logs.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
     active = _active_configs()
-    procs = [subprocess.Popen([sys.executable, __file__, str(r), str(WORLD_SIZE), str(store), str(out), ",".join(active)],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(WORLD_SIZE)]
-    outputs = []
-    try:
-        traces = {}
+    procs = start_workers(__file__, [str(store), str(out), ",".join(active)], env)
+    traces = {}
+
+    def take_traces():
         for cid, model, _ in CONFIGS:
             if cid in active and model not in traces:
                 traces[model] = ddpsim_trace(model)
-        for p in procs:
-            outputs.append(p.communicate(timeout=300)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for p, text in zip(procs, outputs):
-        assert p.returncode == 0, f"DDP worker failed (rc {p.returncode}):\n{text[-4000:]}"
+
+    collect_workers(procs, take_traces)
     return {"logs": json.loads(out.read_text()), "traces": traces}
 
 

@@ -338,7 +338,12 @@ def _active_configs() -> list[str]:
 
 
 def start_workers(script: str, args: list[str], env: dict) -> list[subprocess.Popen]:
-    """``script RANK WORLD_SIZE *args`` for every rank, output captured."""
+    """``script RANK WORLD_SIZE *args`` for every rank, output captured (skips without gloo)."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available():  # pragma: no cover
+        pytest.skip("torch.distributed with gloo is not available")
     return [subprocess.Popen([sys.executable, script, str(r), str(WORLD_SIZE), *args], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(WORLD_SIZE)]
 
@@ -363,11 +368,6 @@ def collect_workers(procs: list[subprocess.Popen], before=lambda: None) -> None:
 @pytest.fixture(scope="module")
 def parity(tmp_path_factory):
     """Start the two DDP workers, take ddpsim's traces meanwhile, then collect the logs."""
-    pytest.importorskip("torch")
-    import torch.distributed as dist
-
-    if not dist.is_available() or not dist.is_gloo_available():  # pragma: no cover
-        pytest.skip("torch.distributed with gloo is not available")
     tmp = tmp_path_factory.mktemp("ddp_parity")
     store, out = tmp / "store", tmp / "logs.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")

@@ -57,10 +57,10 @@ the rest in ``torch/nn/parallel/distributed.py``):
 * ``mixed_precision``: every forward starts with the parameters' cast to ``param_dtype`` (span
   ``mixed precision cast``, read own + write param dtype); gradients, copy-in and buckets are in
   ``param_dtype``; DDP's own comm hook casts the bucket to ``reduce_dtype`` when it differs
-  (``compress``) and all-reduces ``numel * reduce_dtype`` bytes, undivided; after the wait its
-  ``div_`` and the gradients' upcast run (``mixed precision div+upcast bucket k``; DDP runs them on a
-  side stream that the compute stream waits for at the end of backward), then the copy-out
-  (read reduce dtype, write the parameter's). ``buffer_dtype`` sets the broadcast buffers' bytes.
+  (``compress``) and all-reduces ``numel * reduce_dtype`` bytes, undivided; its ``div_`` and the
+  gradients' upcast run on a side stream, per bucket once its all-reduce is done (overlapping
+  backward); after backward the compute stream waits for that stream (span ``wait``,
+  ``mixed precision upcast``), then copies out (read reduce dtype, write the parameter's). ``buffer_dtype`` sets the broadcast buffers' bytes.
   Bucket layouts are DDP's fp32 ones (assigned before the cast). Another comm hook is rejected.
 * ``delay_all_reduce_named_params`` + ``param_to_hook_all_reduce``: the named parameters leave the
   reducer (no hook, copy or bucket); their gradients live in one float32 buffer zeroed after the
@@ -692,6 +692,27 @@ class _Rank:
             if self.keep_spans:
                 self.spans.append((start, 0, len(self.spans), end, "wait", name, self.iter, c.bucket, None))
 
+    def wait_until(self, t_abs: float, name: str) -> Iterator[simpy.Event]:
+        """The compute stream waits for another stream's work that ends at ``t_abs``."""
+        eng = self.eng
+        env = eng.env
+        if eng.interfere:
+            if t_abs > env.now:
+                eng.add_busy(-1)
+                yield env.timeout(t_abs - env.now)
+                eng.add_busy(+1)
+        elif t_abs > self.t:
+            if self.t > env.now:
+                yield env.timeout(self.t - env.now)
+            eng.set_waiting(+1)
+            yield env.timeout(t_abs - env.now)
+            eng.set_waiting(-1)
+        start = self.t
+        if t_abs > start:
+            self.t = t_abs
+            if self.keep_spans:
+                self.spans.append((start, 0, len(self.spans), t_abs, "wait", name, self.iter, None, None))
+
     # -- the program ------------------------------------------------------------------------
     def run(self) -> Iterator[simpy.Event]:
         eng = self.eng
@@ -805,6 +826,20 @@ class _Rank:
         if eng.reducer_divides:
             yield from self.work("copy_in", f"div bucket {b}", kernel_s(layout.flush_div_bytes[b], 0, eng.copy_bw, None) * s,
                                  b, size)
+
+    def drain_upcast_stream(self, layout: _Layout, s: float, live: list[int],
+                            colls: list[list[_Coll]]) -> Iterator[simpy.Event]:
+        """Mixed precision's upcast stream (``_reducer_allreduce_and_upcast_hook``): per bucket, once
+        its all-reduce is done, ``div_`` by the world size and the gradients' upcast, one bucket
+        after another; it overlaps backward. ``wait_for_stream_cb`` (queued at the first hook,
+        so before the reducer's finalize) makes the compute stream wait for all of it."""
+        eng = self.eng
+        free_s = -math.inf
+        for b in live:
+            c = colls[b][-1]
+            yield from self.wait(c, f"bucket {b}")
+            free_s = max(c.end_s, free_s) + kernel_s(layout.mp_after_bytes[b], 0, eng.copy_bw, None) * s
+        yield from self.wait_until(free_s, "mixed precision upcast")
 
     def backward(self, k: int, layout: _Layout, s: float, hook: str) -> Iterator[simpy.Event]:
         eng = self.eng
@@ -938,14 +973,12 @@ class _Rank:
                 yield from self.work("compress", f"powersgd compute_qs bucket {b}",
                                      kernel_s(ps["qs_bytes"], ps["qs_flops"], eng.copy_bw, eng.peak_flops) * s, b, layout.sizes[b])
                 colls[b].append(self.launch("allreduce", f"bucket {b} powersgd:Q", b, int(ps["q_bytes"])))
+        if eng.mixed_precision is not None:
+            yield from self.drain_upcast_stream(layout, s, live, colls)
         for b in live:
             c = colls[b][-1]
             yield from self.wait(c, f"bucket {b}")
-            if eng.mixed_precision is not None:
-                # the hook's div_ by the world size and the gradients' upcast (its upcast stream)
-                yield from self.work("compress", f"mixed precision div+upcast bucket {b}",
-                                     kernel_s(layout.mp_after_bytes[b], 0, eng.copy_bw, None) * s, b, layout.sizes[b])
-            elif hook in ("fp16", "bf16"):
+            if hook in ("fp16", "bf16"):
                 yield from self.work("compress", f"{hook} decompress bucket {b}",
                                      kernel_s(6 * layout.numels[b], 0, eng.copy_bw, None) * s, b, layout.sizes[b])
             elif hook == "powersgd":
@@ -1013,6 +1046,31 @@ class _RestRanks(_Rank):
             self.eng.set_waiting(-1)
         self.tv = np.maximum(self.tv, c.end_s)  # every folded rank waits, not only the latest
         self.t = max(self.t, c.end_s)
+
+    def wait_until(self, t_abs: float | np.ndarray, name: str) -> Iterator[simpy.Event]:
+        """Each folded rank waits until its own ``t_abs`` (a scalar for all, or one per rank)."""
+        env = self.eng.env
+        self._fold()
+        if self.t > env.now:
+            yield env.timeout(self.t - env.now)
+        latest = float(np.max(t_abs))
+        if latest > env.now:
+            self.eng.set_waiting(+1)
+            yield env.timeout(latest - env.now)
+            self.eng.set_waiting(-1)
+        self.tv = np.maximum(self.tv, t_abs)
+        self.t = float(self.tv.max())
+
+    def drain_upcast_stream(self, layout: _Layout, s: float, live: list[int],
+                            colls: list[list[_Coll]]) -> Iterator[simpy.Event]:
+        # the side stream's kernels scale with each folded rank's own factor
+        eng = self.eng
+        free = np.full(self.tv.shape, -np.inf)
+        for b in live:
+            c = colls[b][-1]
+            yield from self.wait(c, f"bucket {b}")
+            free = np.maximum(free, c.end_s) + kernel_s(layout.mp_after_bytes[b], 0, eng.copy_bw, None) * self.fk
+        yield from self.wait_until(free, "mixed precision upcast")
 
     def iteration(self, k: int) -> Iterator[simpy.Event]:
         self._fold()

@@ -166,12 +166,38 @@ def test_mixed_precision_casts_and_reduces_in_reduce_dtype():
         ("compute", "backward", "backward tail", b0 + 2.0, b0 + 2.25),
         ("comm", "allreduce", "bucket 0", b0 + 2.0, b0 + 2.75),       # 3 MiB in fp32: 0.75 s
         ("compute", "wait", "bucket 0", b0 + 2.25, b0 + 2.75),
-        # div_ of the fp32 buffer (2 * 3 MiB) + upcast of the fp16 grads (1.5 + 3 MiB) = 10.5 MiB
-        ("compute", "compress", "mixed precision div+upcast bucket 0", b0 + 2.75, b0 + 3.40625),
+        # upcast stream: div_ of the fp32 buffer (2 * 3 MiB) + upcast of the fp16 grads (1.5 + 3 MiB)
+        # = 10.5 MiB after the all-reduce; the compute stream waits for it
+        ("compute", "wait", "mixed precision upcast", b0 + 2.75, b0 + 3.40625),
         ("compute", "copy_out", "bucket 0", b0 + 3.40625, b0 + 3.78125),   # 3 MiB fp32 read + write
         ("compute", "optimizer", "optimizer", b0 + 3.78125, b0 + 3.90625),
     ]
     assert res.buckets[0].size_bytes == 3 * MIB   # DDP lays buckets out by the fp32 sizes
+
+
+def test_mixed_precision_upcast_stream_overlaps_backward():
+    tr = toy_trace()
+    mp = MixedPrecision(param_dtype="float16", reduce_dtype="float32")
+    plan = explicit_plan(tr, [[2], [1, 0]], options=DDPOptions(mixed_precision=mp))
+    res = simulate(tr, plan, net(), cfg(copy_bandwidth_bytes_per_s=CBW))
+    assert log(res)[4:] == [
+        ("compute", "compress", "mixed precision cast bucket 0", 1.09375, 1.1875),   # 0.5 + 1 MiB
+        ("compute", "backward", "b", 1.1875, 1.4375),
+        ("comm", "allreduce", "bucket 0", 1.1875, 1.4375),
+        ("compute", "copy_in", "b", 1.4375, 1.5),
+        ("compute", "backward", "a", 1.5, 1.75),
+        ("compute", "copy_in", "a", 1.75, 1.8125),
+        ("compute", "compress", "mixed precision cast bucket 1", 1.8125, 2.0),
+        ("compute", "backward", "backward tail", 2.0, 2.25),
+        ("comm", "allreduce", "bucket 1", 2.0, 2.5),
+        ("compute", "wait", "bucket 1", 2.25, 2.5),
+        # bucket 0's div_ + upcast (3.5 MiB) ran 1.4375 .. 1.65625, under backward; bucket 1's
+        # (7 MiB, 0.4375 s) after its all-reduce: 2.5 .. 2.9375
+        ("compute", "wait", "mixed precision upcast", 2.5, 2.9375),
+        ("compute", "copy_out", "bucket 0", 2.9375, 3.0625),
+        ("compute", "copy_out", "bucket 1", 3.0625, 3.3125),
+        ("compute", "optimizer", "optimizer", 3.3125, 3.4375),
+    ]
 
 
 def test_mixed_precision_reduce_dtype_defaults_to_param_dtype():

@@ -403,6 +403,14 @@ def explicit_plan(trace: Trace, buckets: Sequence[Sequence[int | str]], options:
     return BucketPlan(initial=bs, steady=bs, rebuild_iteration=None, source=source, options=options)
 
 
+def without_delayed(plan: BucketPlan, trace: Trace, options: DDPOptions) -> BucketPlan:
+    """``plan`` with ``options``' delayed parameters taken out of its buckets (emptied buckets
+    dropped) and ``options`` attached: a plan made for every parameter, fit for the reducer."""
+    keep = set(reducer_param_indices(trace, options))
+    groups = [[i for i in b.param_indices if i in keep] for b in plan.steady]
+    return explicit_plan(trace, [g for g in groups if g], options=options, source=plan.source)
+
+
 def save_plan(plan: BucketPlan, path: str | Path) -> Path:
     from ddpsim.io import write_text_atomic
 

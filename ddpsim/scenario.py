@@ -333,6 +333,10 @@ class Scenario:
             if str(exc).startswith(("delay_all_reduce_named_params", "param_to_hook_all_reduce")):
                 raise InputError(f"{self._where()}ddp.{exc}") from None
             raise
+        if not plan.steady:
+            raise InputError(f"{self._where()}ddp.delay_all_reduce_named_params: every parameter of trace {trace.model!r} "
+                             "is delayed, so DDP builds no reducer and a sweep has no buckets to vary; expected at least "
+                             "one parameter left to the reducer ('ddpsim simulate' models the case)")
         config = self.sim_config(point, world_size=world, graph=graph, calibration=calibration)
         return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
                            backend=str(getattr(comm, "backend", "unknown")))

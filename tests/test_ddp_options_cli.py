@@ -100,3 +100,27 @@ def test_simulate_bad_flags_exit_2(trace_file, capsys, args, message):
     rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *args)
     assert rc == 2 and out == ""
     assert err.startswith("ddpsim: error: ") and message in err and err.count("\n") == 1
+
+
+def test_plan_command_with_delayed_params(capsys):
+    import tempfile
+
+    path = save_trace(toy_trace(), Path(tempfile.mkdtemp()) / "toy.json")
+    assert main(["plan", str(path), "--delay-all-reduce-params", "a", "--param-to-hook-all-reduce", "b",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [b["param_indices"] for b in doc["buckets"]] == [[2], [1]]   # a is not the reducer's
+    assert main(["plan", str(path), "--delay-all-reduce-params", "a,b,c", "--param-to-hook-all-reduce", "a"]) == 0
+    assert "no buckets: every parameter is in delay_all_reduce_named_params" in capsys.readouterr().out
+
+
+def test_run_with_delayed_params_recommends_reducer_buckets(tmp_path, tiny_trace_file, capsys):
+    s = _scenario(tmp_path, tiny_trace_file, {"delay_all_reduce_named_params": ["fc1.weight"],
+                                              "param_to_hook_all_reduce": "fc1.bias", "batched_grad_copy": True})
+    assert main(["run", str(s), "--out-dir", str(tmp_path / "out"), "--quiet", "--jobs", "1"]) == 0
+    rec = json.loads((tmp_path / "out" / "t" / "recommended_plan.json").read_text())
+    assert sorted(i for b in rec["buckets"] for i in b["param_indices"]) == [1, 2, 3]
+    every = _scenario(tmp_path, tiny_trace_file, {"delay_all_reduce_named_params": ["fc1.weight", "fc1.bias", "fc2.weight",
+                                                                                    "fc2.bias"], "param_to_hook_all_reduce": "fc1.bias"})
+    assert main(["run", str(every), "--out-dir", str(tmp_path / "out2"), "--quiet"]) == 2
+    assert "ddp.delay_all_reduce_named_params: every parameter of trace 'tiny' is delayed" in capsys.readouterr().err

@@ -146,15 +146,9 @@ def torch213_ddp_options(args: argparse.Namespace) -> dict[str, Any]:
     bb = _parse_bool_flag(args.broadcast_buffers, "--broadcast-buffers")
     if bb is not None:
         out["broadcast_buffers"] = bb
-    names, hook = args.delay_all_reduce_params, args.param_to_hook_all_reduce
-    if (names is None) != (hook is None):
-        raise InputError(f"--param-to-hook-all-reduce: {hook!r} with --delay-all-reduce-params {names!r} is not accepted; "
-                         "expected both or neither")
-    if names is not None:
-        parsed = tuple(n.strip() for n in names.split(",") if n.strip())
-        if not parsed:
-            raise InputError(f"--delay-all-reduce-params: {names!r} is not accepted; expected parameter names, comma-separated")
-        out["delay_all_reduce_named_params"], out["param_to_hook_all_reduce"] = parsed, hook
+    from ddpsim.commands.plan import parse_delay_flags
+
+    out.update(parse_delay_flags(args.delay_all_reduce_params, args.param_to_hook_all_reduce))
     return out
 
 

@@ -43,7 +43,6 @@ examples:
   ddpsim simulate --trace t.json --topology cpu-gloo --world-size 2 --calibration cal.json --format json
   ddpsim simulate --trace t.json --latency-us 10 --bandwidth-gbps 10 --world-size 4 --no-sync-steps 3 --format csv
   ddpsim simulate --trace t.json --latency-us 300 --bandwidth-gbps 1 --world-size 2 --interference 1.3:2 --copy-bandwidth-gbps 8
-  ddpsim simulate --trace t.json --topology dgx-h100 --world-size 8 --mixed-precision bfloat16:float32 --batched-grad-copy
 
 --format csv prints two CSV tables (iterations per rank, then buckets per rank), each after
 a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""

@@ -178,7 +178,15 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         warm = inputs.plan.rebuild_iteration or 1
     rec_config = replace(inputs.config, num_warmup_iterations=warm)
     tried = []
-    for label, cand in recommend.candidate_plans(trace, inputs.comm, comm_hook=best.point.comm_hook, options=opts):
+    # the recommender cuts every parameter's gradient-ready order; delayed parameters
+    # (delay_all_reduce_named_params) are not the reducer's, so they leave its buckets
+    every = replace(opts, delay_all_reduce_named_params=None, param_to_hook_all_reduce=None)
+    for label, cand in recommend.candidate_plans(trace, inputs.comm, comm_hook=best.point.comm_hook, options=every):
+        if every != opts:
+            from ddpsim.plan import without_delayed
+
+            plan = without_delayed(cand.plan, trace, opts)
+            cand = replace(cand, plan=plan, buckets_bytes=tuple(b.size_bytes for b in plan.steady))
         res = sim(inputs.trace, cand.plan, inputs.comm, rec_config)
         tried.append((point_metrics(res, cand.plan)["iteration_p50_s"], len(tried), label, cand, res))
     rm_p50, _, label, found, rec_result = min(tried, key=lambda x: (x[0], x[1]))

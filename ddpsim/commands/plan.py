@@ -48,6 +48,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--semantics", default="modern", metavar="{modern,legacy}",
                    help="modern (torch >= 2.x: an explicit cap also caps the first rebuilt bucket) or legacy "
                         "(first rebuilt bucket always 1 MiB); default: modern")
+    p.add_argument("--delay-all-reduce-params", metavar="NAME[,NAME...]", default=None,
+                   help="DDP's delay_all_reduce_named_params: parameters left out of the buckets")
+    p.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None,
+                   help="DDP's param_to_hook_all_reduce (with --delay-all-reduce-params)")
     p.add_argument("--plan", metavar="FILE", default=None,
                    help="validate and show this explicit plan JSON instead of DDP's")
     p.add_argument("--format", default="table", metavar="{table,csv,json}", help="output format; default: table")
@@ -65,6 +69,19 @@ def parse_bucket_cap_mb(text: str | None) -> float | None:
     return parse_cap_value(text, "--bucket-cap-mb", "a finite number of MiB > 0", allow_not_given=False)
 
 
+def parse_delay_flags(names: str | None, hook: str | None) -> dict[str, Any]:
+    """``--delay-all-reduce-params a,b --param-to-hook-all-reduce c`` -> DDPOptions keyword arguments."""
+    if (names is None) != (hook is None):
+        raise InputError(f"--param-to-hook-all-reduce: {hook!r} with --delay-all-reduce-params {names!r} is not accepted; "
+                         "expected both or neither")
+    if names is None:
+        return {}
+    parsed = tuple(n.strip() for n in names.split(",") if n.strip())
+    if not parsed:
+        raise InputError(f"--delay-all-reduce-params: {names!r} is not accepted; expected parameter names, comma-separated")
+    return {"delay_all_reduce_named_params": parsed, "param_to_hook_all_reduce": hook}
+
+
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -78,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--semantics: {args.semantics!r} is not accepted; expected modern or legacy")
     options = DDPOptions(bucket_cap_mb=parse_bucket_cap_mb(args.bucket_cap_mb),
                          find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
-                         gradient_as_bucket_view=args.gradient_as_bucket_view, semantics=args.semantics)
+                         gradient_as_bucket_view=args.gradient_as_bucket_view, semantics=args.semantics,
+                         **parse_delay_flags(args.delay_all_reduce_params, args.param_to_hook_all_reduce))
     trace = load_trace(args.trace)
     if args.plan is not None:
         plan = replace(load_plan(args.plan, trace), options=options)
@@ -119,11 +137,15 @@ def _rows(plan: Any, trace: Any) -> list[dict[str, Any]]:
     return rows
 
 
+CSV_FIELDS = ["layout", "index", "num_params", "size_bytes", "size", "dtype", "first_param", "last_param",
+              "from_iteration", "param_indices"]
+
+
 def format_csv(plan: Any, trace: Any) -> str:
     """One row per bucket: the steady layout, then (if buckets are rebuilt) the first-iteration one."""
     rows = _rows(plan, trace)
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
     return buf.getvalue()
@@ -146,6 +168,9 @@ def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str 
     flags = [name for name, on in (("find_unused_parameters", o.find_unused_parameters),
                                    ("static_graph", o.static_graph),
                                    ("gradient_as_bucket_view", o.gradient_as_bucket_view)) if on]
+    if o.delay_all_reduce_named_params is not None:
+        flags.append(f"delay_all_reduce_named_params={','.join(o.delay_all_reduce_named_params)} "
+                     f"(hook {o.param_to_hook_all_reduce})")
     lines = [
         f"trace: {trace_path} (model {trace.model}, {trace.num_params} parameters, "
         f"{trace.total_param_bytes} B = {format_size(trace.total_param_bytes)})",
@@ -156,6 +181,9 @@ def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str 
         lines.append(f"options: bucket_cap_mb={cap}, {', '.join(flags) if flags else 'no other options'}, "
                      f"semantics={o.semantics}")
     rows = [r for r in _rows(plan, trace) if r["layout"] == "steady"]
+    if not rows:
+        lines += ["", "no buckets: every parameter is in delay_all_reduce_named_params (DDP builds no reducer)", ""]
+        return "\n".join(lines)
     title = ("steady-state buckets" if plan.rebuild_iteration is not None else "buckets") + \
         f" (from iteration {rows[0]['from_iteration']}), in launch order:"
     lines += ["", title]

@@ -115,7 +115,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     """Run a scenario end to end and write ``<out_dir>/<name>/`` (each file as it is finished).
 
     Writes ``points/*.json`` (resumable), ``sweep.csv``, ``buckets.csv``, per timeline point
-    ``trace_<point>_rank<r>.json`` and ``timeline_<point>.png``, ``recommended_plan.json``,
+    ``trace_<point>_rank<r>.json.gz`` and ``timeline_<point>.png``, ``recommended_plan.json``,
     ``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md``.
 
     Raises:
@@ -178,7 +178,15 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         warm = inputs.plan.rebuild_iteration or 1
     rec_config = replace(inputs.config, num_warmup_iterations=warm)
     tried = []
-    for label, cand in recommend.candidate_plans(trace, inputs.comm, comm_hook=best.point.comm_hook, options=opts):
+    # the recommender cuts every parameter's gradient-ready order; delayed parameters
+    # (delay_all_reduce_named_params) are not the reducer's, so they leave its buckets
+    every = replace(opts, delay_all_reduce_named_params=None, param_to_hook_all_reduce=None)
+    for label, cand in recommend.candidate_plans(trace, inputs.comm, comm_hook=best.point.comm_hook, options=every):
+        if every != opts:
+            from ddpsim.plan import without_delayed
+
+            plan = without_delayed(cand.plan, trace, opts)
+            cand = replace(cand, plan=plan, buckets_bytes=tuple(b.size_bytes for b in plan.steady))
         res = sim(inputs.trace, cand.plan, inputs.comm, rec_config)
         tried.append((point_metrics(res, cand.plan)["iteration_p50_s"], len(tried), label, cand, res))
     rm_p50, _, label, found, rec_result = min(tried, key=lambda x: (x[0], x[1]))
@@ -226,7 +234,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     # The run succeeded: traces and timelines of points an earlier run chose (another best)
     # would now mislead; remove those (only files of these two patterns, never anything else).
     written = {p.name for p in files}
-    for pattern in ("trace_*_rank*.json", "timeline_*.png"):
+    for pattern in ("trace_*_rank*.json", "trace_*_rank*.json.gz", "timeline_*.png"):
         for stale in rdir.glob(pattern):
             if stale.name not in written:
                 stale.unlink()

@@ -38,16 +38,8 @@ CPUs sleep, such an all-reduce costs more than one in the back-to-back loop of
 :meth:`CalibratedCommModel.idle_launch_extra_s` offers the difference to the engine (see
 :mod:`ddpsim.engine`, "idle launches").
 
-Fit (:func:`fit_calibration`): **piecewise alpha-beta between measured sizes**. The medians
-are first made non-decreasing in size (isotonic regression, weighted by ``num_samples``: a
-larger message never takes less time, so a noisy dip is pooled with its neighbour). Between two
-consecutive measured sizes the time is the straight line ``alpha_i + size / beta_i`` through
-both points (so every measured point is reproduced exactly and the model is continuous).
-Above the largest size the last segment's line extends (a bandwidth-bound regime); if that
-segment's slope is not positive, the global least-squares alpha-beta's bandwidth is used.
-Below the smallest size the time is that of the smallest size (latency-bound: smaller
-messages are not faster than the latency floor). A global alpha-beta (least squares on
-relative error) is also fitted and reported.
+Fit (:func:`fit_calibration`): every curve is :func:`ddpsim.curve_fit.fit_curve`'s, a **piecewise
+alpha-beta between measured sizes** (:mod:`ddpsim.curve_fit`).
 
 A calibration measured at ``world_size`` ranks is applied to another rank count ``n`` the
 ring way: each segment's latency scales with the ring's hop count ``(n-1)/(w-1)`` and its
@@ -64,7 +56,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ddpsim.comm_model import CollectiveEstimate, make_estimate
+from ddpsim.curve_fit import (CalibratedCurve, CalibrationPoint, _num, _req, fit_alpha_beta,  # noqa: F401  (re-exported)
+                              fit_curve, idle_extra_between, isotonic)
 from ddpsim.errors import InputError
+from ddpsim.interference_fit import fit_probe, parse_probe
 from ddpsim.simconfig import Interference
 
 FORMAT = "ddpsim-calibration"
@@ -72,33 +68,12 @@ VERSION = 1
 COLLECTIVES = ("allreduce", "broadcast")
 BACKENDS = ("nccl", "gloo")
 #: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: a
-#: collective slows compute by its share of moved bytes. On the 2-vCPU gloo host, re-analysing
-#: the five kept validation runs, it lowered resnet50's median error in every run (session 10's
-#: with its recalibration; with its clamped calibration unchanged) and bert-base's
-#: and resnet50's over-prediction at cap 1 in all ten cases (README, "Where accuracy stands")
+#: collective slows compute by its share of moved bytes: on a CPU host a small gloo all-reduce
+#: is mostly latency, time in which gloo's threads wait and leave the cores to backward. On the
+#: 2-vCPU gloo host this weighting gives a lower median error than the uniform one for
+#: resnet50, and a smaller over-prediction at cap 1 for bert-base and resnet50
+#: (docs/VALIDATION.md, "The interference model")
 CALIBRATION_WEIGHTING = "bandwidth"
-
-
-@dataclass(frozen=True, kw_only=True)
-class CalibrationPoint:
-    """One measured size: median time and spread."""
-
-    size_bytes: int
-    time_s: float
-    p10_s: float | None = None
-    p90_s: float | None = None
-    num_samples: int | None = None
-
-    def __post_init__(self) -> None:
-        _req(isinstance(self.size_bytes, int) and not isinstance(self.size_bytes, bool) and self.size_bytes > 0,
-             "size_bytes", self.size_bytes, "an integer > 0")
-        _req(_num(self.time_s) and self.time_s > 0, "time_s", self.time_s, "a number > 0 (seconds)")
-        for name in ("p10_s", "p90_s"):
-            v = getattr(self, name)
-            _req(v is None or (_num(v) and v >= 0), name, v, "a number >= 0 or null")
-        _req(self.num_samples is None or (isinstance(self.num_samples, int) and not isinstance(self.num_samples, bool)
-                                          and self.num_samples >= 1), "num_samples", self.num_samples,
-             "an integer >= 1 or null")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +108,12 @@ class Calibration:
         calibration prints it."""
         return clamped_fit_warning(self.interference_fit)
 
+    def comm_model(self, base: Any, *, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
+        """``base`` (the analytical CommModel of the same topology) answering from this
+        calibration's curves: what :func:`ddpsim.collectives.build_comm_model` returns when
+        given a calibration."""
+        return CalibratedCommModel.from_calibration(self, base=base, ddp_forward_factor=ddp_forward_factor)
+
     def __post_init__(self) -> None:
         _req(self.backend in BACKENDS, "backend", self.backend, f"one of {', '.join(BACKENDS)}")
         _req(isinstance(self.world_size, int) and not isinstance(self.world_size, bool) and self.world_size >= 2,
@@ -158,15 +139,6 @@ class Calibration:
         ov = self.ddp_iteration_overhead_s
         _req(ov is None or (_num(ov) and ov >= 0), "ddp_iteration_overhead_s", ov, "a number of seconds >= 0 or null")
         object.__setattr__(self, "environment", dict(self.environment))
-
-
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _req(ok: bool, field_name: str, value: Any, accepted: str) -> None:
-    if not ok:
-        raise InputError(f"calibration.{field_name}: {value!r} is not accepted; expected {accepted}")
 
 
 def calibration_from_dict(data: Any) -> Calibration:
@@ -216,8 +188,6 @@ def calibration_from_dict(data: Any) -> Calibration:
         cal = replace(cal, probe_forward_factor=factor)
     if probe is not None and interference is not None:
         # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim/interference_fit.py)
-        from ddpsim.interference_fit import fit_probe, parse_probe
-
         trace, step_s, cap_mb = parse_probe(probe)
         fit = fit_probe(trace, step_s, cal, cap_mb, interference)
         cal = replace(cal, interference=replace(interference, compute_slowdown=fit.compute_slowdown),
@@ -254,8 +224,8 @@ def probe_forward_factor(probe: Any, overhead_s: float) -> float | None:
     probe fit predicts the probe with its forward stretched by it, and leaves only the rest
     of the gap to ``compute_slowdown``. It is NOT applied to other models: on the 2-vCPU host
     the probe's forward ran 16.5 % over its trace where bert-base's ran 3.4 %, gpt2-124m's
-    11 % and resnet50's 5 %, and applying it to all four made three of them worse (see
-    reports/cpu-gloo-summary/validation.md)."""
+    11 % and resnet50's 5 %, and applying it to all four made three of them worse
+    (docs/VALIDATION.md)."""
     if not isinstance(probe, Mapping):
         return None
     ph = probe.get("ddp_phase_samples_s")
@@ -359,94 +329,6 @@ def save_calibration(cal: Calibration, path: str | Path) -> Path:
 
 # ---- fit --------------------------------------------------------------------------------
 
-def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
-    """Least squares of ``time = alpha + size / beta`` on relative error (each point weighted
-    by 1/time). Returns (alpha_s, beta_bytes_per_s); alpha clamped at >= 0."""
-    assert len(sizes) == len(times) >= 2
-    w = [1.0 / t for t in times]
-    # minimise sum (w_i (a + b s_i - t_i))^2
-    sww = sum(x * x for x in w)
-    sws = sum(x * x * s for x, s in zip(w, sizes))
-    swss = sum(x * x * s * s for x, s in zip(w, sizes))
-    swt = sum(x * x * t for x, t in zip(w, times))
-    swst = sum(x * x * s * t for x, s, t in zip(w, sizes, times))
-    det = sww * swss - sws * sws
-    if det <= 0:
-        return (min(times), math.inf)
-    a = (swt * swss - sws * swst) / det
-    b = (sww * swst - sws * swt) / det
-    if a < 0:  # refit through the origin
-        a = 0.0
-        b = swst / swss
-    return (a, 1.0 / b if b > 0 else math.inf)
-
-
-@dataclass(frozen=True, kw_only=True)
-class CalibratedCurve:
-    """Piecewise alpha-beta through measured points (module docstring)."""
-
-    sizes: tuple[int, ...]
-    times_s: tuple[float, ...]
-    alpha_s: float  # global least-squares fit, reported
-    bandwidth_bytes_per_s: float  # global least-squares fit, reported
-
-    def segment(self, size_bytes: float) -> tuple[float, float]:
-        """(latency_s, seconds per byte) of the alpha-beta segment covering ``size_bytes``."""
-        s, t = self.sizes, self.times_s
-        if size_bytes <= s[0]:
-            return (t[0], 0.0)
-        i = len(s) - 2
-        for k in range(len(s) - 1):
-            if size_bytes <= s[k + 1]:
-                i = k
-                break
-        slope = (t[i + 1] - t[i]) / (s[i + 1] - s[i])
-        if size_bytes > s[-1] and slope <= 0:
-            slope = 1.0 / self.bandwidth_bytes_per_s if math.isfinite(self.bandwidth_bytes_per_s) else 0.0
-            return (t[-1] - slope * s[-1], slope)
-        return (t[i] - slope * s[i], slope)
-
-    def time_s(self, size_bytes: float) -> float:
-        a, per_byte = self.segment(size_bytes)
-        return a + per_byte * size_bytes
-
-
-def isotonic(values: Sequence[float], weights: Sequence[float]) -> list[float]:
-    """Pool-adjacent-violators: the non-decreasing sequence closest (weighted least squares)
-    to ``values``. A larger message never takes less time; a noisy median that says so is
-    pooled with its neighbour."""
-    blocks: list[list[float]] = []  # [mean, weight, count]
-    for v, w in zip(values, weights):
-        blocks.append([float(v), float(w), 1])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            m2, w2, c2 = blocks.pop()
-            m1, w1, c1 = blocks.pop()
-            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
-    out: list[float] = []
-    for m, _, c in blocks:
-        out.extend([m] * c)
-    return out
-
-
-def fit_curve(points: Sequence[CalibrationPoint]) -> CalibratedCurve:
-    """Piecewise alpha-beta through the (isotonic) measured medians; see the module docstring."""
-    pts = sorted(points, key=lambda p: p.size_bytes)
-    sizes = tuple(p.size_bytes for p in pts)
-    times = tuple(isotonic([p.time_s for p in pts], [p.num_samples or 1 for p in pts]))
-    a, bw = fit_alpha_beta(sizes, times)
-    return CalibratedCurve(sizes=sizes, times_s=times, alpha_s=a, bandwidth_bytes_per_s=bw)
-
-
-def idle_extra_between(loop: CalibratedCurve, after: CalibratedCurve, size_bytes: int) -> float:
-    """The after-compute curve minus the loop curve at ``size_bytes`` clamped to the largest
-    after-compute size (beyond it the difference stays that of the largest: a wake-up latency,
-    not a bandwidth), floored at 0; 0 for an empty all-reduce."""
-    if size_bytes <= 0:
-        return 0.0
-    s = min(size_bytes, max(after.sizes))
-    return max(0.0, after.time_s(s) - loop.time_s(s))
-
-
 @dataclass(frozen=True, kw_only=True)
 class CalibrationFit:
     """Fitted curves of one calibration."""
@@ -525,16 +407,12 @@ class CalibratedCommModel:
 
         return extra_s
 
-    def estimate_allreduce(self, size_bytes: int):
-        from ddpsim.collectives import make_estimate
-
+    def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
         t = self._scaled(self.fit.allreduce, size_bytes, "allreduce")
         return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
                              "measured" if t > 0 else "none")
 
-    def estimate_broadcast(self, size_bytes: int):
-        from ddpsim.collectives import make_estimate
-
+    def estimate_broadcast(self, size_bytes: int) -> CollectiveEstimate:
         if self.fit.broadcast is None:
             return self.base.estimate_broadcast(size_bytes)
         t = self._scaled(self.fit.broadcast, size_bytes, "broadcast")

@@ -36,41 +36,13 @@ from typing import Any, Callable
 import networkx as nx
 
 from ddpsim import gloo, nccl
+from ddpsim.comm_model import GBPS, CollectiveEstimate, make_estimate  # noqa: F401  (re-exported)
 from ddpsim.errors import InputError
 from ddpsim.topology import (BANDWIDTH, COMPUTE_CAPABILITY, HOST, KIND, LATENCY, LINK_TYPE, NVLS,
                              RAIL, REDUCE_BANDWIDTH, edge_weight, max_ranks, rank_nodes)
 
-GBPS = 1e9
 ALGORITHM_CHOICES = nccl.FORCEABLE_ALGORITHMS
 PROTOCOL_CHOICES = nccl.PROTOCOLS
-
-
-@dataclass(frozen=True, kw_only=True)
-class CollectiveEstimate:
-    """One collective's predicted cost, as nccl-tests prints it (§2.7).
-
-    ``algbw_gbps = size / time``; all-reduce ``busbw_gbps = algbw * 2(n-1)/n``,
-    broadcast ``busbw = algbw``. GB/s = 1e9 bytes/s.
-    """
-
-    size_bytes: int
-    time_s: float
-    algorithm: str
-    protocol: str
-    algbw_gbps: float
-    busbw_gbps: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"size_bytes": self.size_bytes, "time_s": self.time_s, "algbw_gbps": self.algbw_gbps,
-                "busbw_gbps": self.busbw_gbps, "algorithm": self.algorithm, "protocol": self.protocol}
-
-
-def make_estimate(size_bytes: int, time_s: float, num_ranks: int, algorithm: str, protocol: str,
-                  coll: str = "allreduce") -> CollectiveEstimate:
-    algbw = size_bytes / time_s / GBPS if time_s > 0 else 0.0
-    factor = 2.0 * (num_ranks - 1) / num_ranks if coll == "allreduce" else 1.0
-    return CollectiveEstimate(size_bytes=int(size_bytes), time_s=float(time_s), algorithm=algorithm,
-                              protocol=protocol, algbw_gbps=algbw, busbw_gbps=algbw * factor)
 
 
 def _check_size(size_bytes: int) -> None:
@@ -636,7 +608,8 @@ def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algor
         graph: a topology (:mod:`ddpsim.topology`).
         num_ranks: ranks in the process group, placed on the first devices in rank order.
         calibration: a :class:`ddpsim.calibration.Calibration` (or None): its measured
-            curves replace the analytical model (same backend required).
+            curves replace the analytical model (same backend required), through its
+            ``comm_model(base)`` (this module does not import the calibration layer above it).
         algorithm: force an NCCL algorithm (ring, tree, nvls, hierarchical); None = NCCL's choice.
         protocol: force an NCCL protocol (ll, ll128, simple); None = NCCL's choice.
 
@@ -662,7 +635,5 @@ def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algor
         model = _gloo_model(graph, num_ranks) if backend == "gloo" else _nccl_model(graph, num_ranks, algorithm, protocol)
         per_graph[key] = model
     if calibration is not None:
-        from ddpsim.calibration import CalibratedCommModel
-
-        model = CalibratedCommModel.from_calibration(calibration, base=model)
+        model = calibration.comm_model(model)  # measured curves over this model (ddpsim.calibration, a layer above)
     return model

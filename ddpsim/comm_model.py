@@ -4,6 +4,8 @@ A :class:`CommModel` is bound to one process group (a backend and a number of ra
 answers how long one collective of ``size_bytes`` takes, in seconds. The NCCL and gloo
 models live in :mod:`ddpsim.collectives`; :class:`AlphaBetaModel` is the plain
 ``latency + bytes / bandwidth`` model used by hand-made tests and examples.
+:class:`CollectiveEstimate` (:func:`make_estimate`) is one collective's cost as every model
+answers it, analytical or calibrated (:mod:`ddpsim.calibration`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ddpsim.errors import InputError
+
+GBPS = 1e9  # NCCL / nccl-tests "GB/s": 1e9 bytes per second
 
 
 @runtime_checkable
@@ -58,3 +62,31 @@ class AlphaBetaModel:
     def describe(self) -> dict[str, Any]:
         return {"model": "alpha-beta", "latency_s": self.latency_s,
                 "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "num_ranks": self.num_ranks}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveEstimate:
+    """One collective's predicted cost, as nccl-tests prints it (§2.7).
+
+    ``algbw_gbps = size / time``; all-reduce ``busbw_gbps = algbw * 2(n-1)/n``,
+    broadcast ``busbw = algbw``. GB/s = 1e9 bytes/s.
+    """
+
+    size_bytes: int
+    time_s: float
+    algorithm: str
+    protocol: str
+    algbw_gbps: float
+    busbw_gbps: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"size_bytes": self.size_bytes, "time_s": self.time_s, "algbw_gbps": self.algbw_gbps,
+                "busbw_gbps": self.busbw_gbps, "algorithm": self.algorithm, "protocol": self.protocol}
+
+
+def make_estimate(size_bytes: int, time_s: float, num_ranks: int, algorithm: str, protocol: str,
+                  coll: str = "allreduce") -> CollectiveEstimate:
+    algbw = size_bytes / time_s / GBPS if time_s > 0 else 0.0
+    factor = 2.0 * (num_ranks - 1) / num_ranks if coll == "allreduce" else 1.0
+    return CollectiveEstimate(size_bytes=int(size_bytes), time_s=float(time_s), algorithm=algorithm,
+                              protocol=protocol, algbw_gbps=algbw, busbw_gbps=algbw * factor)

@@ -39,6 +39,36 @@ iteration is just the synchronised step):
    lazily at the first bucket holding an unused parameter (§1.7), else at the end. Then
    ``optimizer`` and ``zero_grad`` (trace medians).
 
+torch 2.13 options (``plan.options``; ``Reducer`` in ``torch/csrc/distributed/c10d/reducer.cpp``,
+the rest in ``torch/nn/parallel/distributed.py``):
+
+* ``batched_grad_copy`` (``mark_variable_ready_dense`` defers, ``flush_deferred_copies``): no
+  copy at a hook; when a bucket's last gradient is marked, one ``_foreach_copy_`` of its used
+  gradients (span ``foreach_copy bucket k``) and, when the reducer divides (no comm hook, no mixed
+  precision), one ``div_`` of the flat bucket (``div bucket k``), both ``copy_in``. Zero-fills of
+  unused parameters stay at the hook. In bytes this costs more than the fused per-parameter
+  copy+divide; what it saves is kernel launches (2 per bucket instead of one per parameter).
+* ``skip_all_reduce_unused_params`` (``mark_bucket_ready`` / ``should_skip_all_reduce_bucket``): a
+  bucket whose parameters are all unused (trace ``has_grad`` false) is not launched, not waited,
+  not copied out (``finalize_backward`` passes it by), with find_unused_parameters, or with
+  static_graph after iteration 1; ``meta["skipped_buckets"]`` lists them per iteration.
+* ``forward_sync_buffers`` (torch 2.13; ``broadcast_buffers`` when not given): the buffer broadcast
+  of step 1.
+* ``mixed_precision``: every forward starts with the parameters' cast to ``param_dtype`` (span
+  ``mixed precision cast``, read own + write param dtype); gradients, copy-in and buckets are in
+  ``param_dtype``; DDP's own comm hook casts the bucket to ``reduce_dtype`` when it differs
+  (``compress``) and all-reduces ``numel * reduce_dtype`` bytes, undivided; its ``div_`` and the
+  gradients' upcast run on a side stream, per bucket once its all-reduce is done (overlapping
+  backward); after backward the compute stream waits for that stream (span ``wait``,
+  ``mixed precision upcast``), then copies out (read reduce dtype, write the parameter's). ``buffer_dtype`` sets the broadcast buffers' bytes.
+  Bucket layouts are DDP's fp32 ones (assigned before the cast). Another comm hook is rejected.
+* ``delay_all_reduce_named_params`` + ``param_to_hook_all_reduce``: the named parameters leave the
+  reducer (no hook, copy or bucket); their gradients live in one float32 buffer zeroed after the
+  iteration's first forward (``zero delayed grad buffer``); when the hook parameter's gradient is
+  computed -- in every backward, ``no_sync`` ones too -- the buffer is divided and all-reduced
+  (``delayed_all_reduce``) and never waited for. With every parameter delayed DDP has no reducer:
+  no buffer broadcast, no buckets, no mixed precision.
+
 Collectives: one communication stream per process group, shared by all ranks (all ranks
 issue the same collectives in the same order): a collective starts when EVERY rank has
 launched it and the stream is free, ``start = max(max_r launch_r, end of previous)``, and
@@ -119,7 +149,7 @@ import simpy
 from ddpsim import jitter as jitter_mod
 from ddpsim.comm_model import CommModel
 from ddpsim.errors import InputError
-from ddpsim.plan import Bucket, BucketPlan, compute_bucket_assignment_by_size
+from ddpsim.plan import Bucket, BucketPlan, MixedPrecision, compute_bucket_assignment_by_size, reducer_param_indices
 from ddpsim.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, SimResult, Span
 from ddpsim.simconfig import Interference, SimConfig
 from ddpsim.trace import Trace
@@ -137,6 +167,8 @@ GRAPH_SEARCH_S_PER_PARAM = 4e-6
 BROADCAST_BUCKET_BYTES = 250 * MIB
 #: PowerSGDState's default ``min_compression_rate`` (§1.10)
 POWERSGD_MIN_COMPRESSION_RATE = 2
+#: element size of DDP's ``_delay_grad_buffer`` (``torch.zeros`` in the default dtype, float32)
+DELAY_GRAD_BUFFER_ELEM_BYTES = 4
 
 
 # ---- pure cost helpers ------------------------------------------------------------------
@@ -190,6 +222,22 @@ def powersgd_split(shapes: Sequence[tuple[int, ...]], elem_bytes: int, rank: int
     }
 
 
+def param_elem_bytes(dtype: str, mixed_precision: MixedPrecision | None) -> tuple[int, int, int]:
+    """``(own, grad, reduce)`` element sizes of a parameter of ``dtype`` under DDP's ``_MixedPrecision``.
+
+    ``torch/nn/parallel/distributed.py``: ``_root_copy_hook`` casts parameters to
+    ``param_dtype`` before forward, so gradients (and, by ``Reducer::set_mixed_precision_param_dtype``,
+    the buckets) are in it; ``mixed_precision_hooks._reducer_allreduce_and_upcast_hook`` casts the
+    bucket to ``reduce_dtype`` when it differs (``.to(None)`` is a no-op).
+    """
+    own = DTYPE_SIZE_BYTES[dtype]
+    if mixed_precision is None:
+        return own, own, own
+    grad = DTYPE_SIZE_BYTES[mixed_precision.param_dtype] if mixed_precision.param_dtype else own
+    red = DTYPE_SIZE_BYTES[mixed_precision.reduce_dtype] if mixed_precision.reduce_dtype else grad
+    return own, grad, red
+
+
 # ---- internal state ---------------------------------------------------------------------
 
 class _Coll:
@@ -230,11 +278,55 @@ class _Layout:
         self.sizes = [b.size_bytes for b in buckets]
         self.numels = [sum(trace.params[i].numel for i in b.param_indices) for b in buckets]
         self.has_unused = [any(not trace.params[i].has_grad for i in b.param_indices) for b in buckets]
-        self.copy_out_bytes = [2 * sum(trace.params[i].size_bytes for i in b.param_indices if trace.params[i].has_grad)
-                               for b in buckets]
+        #: every parameter unused: skip_all_reduce_unused_params leaves the bucket out (Reducer::is_unused_bucket)
+        self.all_unused = [all(not trace.params[i].has_grad for i in b.param_indices) for b in buckets]
+        mp = eng.mixed_precision
+        own, grad, red = zip(*(param_elem_bytes(b.dtype, mp) for b in buckets)) if buckets else ((), (), ())
+        used_numels = [sum(trace.params[i].numel for i in b.param_indices if trace.params[i].has_grad) for b in buckets]
+        #: bytes on the wire: the bucket in its reduce dtype (the plan's fp sizes without mixed precision)
+        self.reduce_bytes = [n * r for n, r in zip(self.numels, red)]
+        # copy-out reads the reduced bucket, writes the parameter's own dtype (used parameters only)
+        self.copy_out_bytes = [n * (r + e) for n, r, e in zip(used_numels, red, own)]
+        # batched_grad_copy's flush: _foreach_copy_ of the used gradients, div_ of the flat bucket
+        self.flush_copy_bytes = [2 * n * g for n, g in zip(used_numels, grad)]
+        self.flush_div_bytes = [2 * n * g for n, g in zip(self.numels, grad)]
+        # mixed precision hook: cast to reduce_dtype before, div_ + gradient upcast after the all-reduce
+        self.mp_cast_bytes = [n * (g + r) if r != g else 0 for n, g, r in zip(self.numels, grad, red)]
+        self.mp_after_bytes = [2 * n * r + (u * (g + e) if g != e else 0)
+                               for n, u, g, r, e in zip(self.numels, used_numels, grad, red, own)]
         self.powersgd = [powersgd_split([trace.params[i].shape for i in b.param_indices],
                                         DTYPE_SIZE_BYTES[b.dtype], eng.config.powersgd_rank) for b in buckets] \
             if eng.config.comm_hook == "powersgd" else []
+
+
+class _DelayedAllReduce:
+    """``delay_all_reduce_named_params`` (``DistributedDataParallel._register_delay_all_reduce_hook``).
+
+    The delayed parameters' gradients live in one flat float32 buffer (``_delay_grad_buffer``):
+    ``_clear_grad_buffer`` zeroes it after the first forward of an iteration (its grads were set
+    to None by ``zero_grad``), and a tensor hook on ``param_to_hook_all_reduce`` -- fired when that
+    parameter's gradient is computed, in every backward, ``no_sync`` or not -- divides it by the
+    world size and launches one async all-reduce of it that DDP never waits for.
+    """
+
+    def __init__(self, hook_param: int, numel: int, hook_offset_s: float, copy_bw: float | None) -> None:
+        self.hook_param = hook_param
+        self.size_bytes = numel * DELAY_GRAD_BUFFER_ELEM_BYTES
+        self.zero_s = kernel_s(self.size_bytes, 0, copy_bw, None)
+        self.div_s = kernel_s(2 * self.size_bytes, 0, copy_bw, None)
+        #: when the hook fires in a backward without DDP hooks (no_sync), after backward start
+        self.hook_offset_s = hook_offset_s
+
+    @classmethod
+    def of(cls, trace: Trace, opts: Any, eng: "_Engine") -> "_DelayedAllReduce | None":
+        if opts.delay_all_reduce_named_params is None:
+            return None
+        hook = next(p for p in trace.params if p.name == opts.param_to_hook_all_reduce)
+        kept = set(eng.reducer_params)
+        numel = sum(p.numel for p in trace.params if p.index not in kept)
+        offset = max((eng.ready[q] for q in eng.order[:eng.order.index(hook.index) + 1]), default=0.0) \
+            if hook.has_grad else math.nan
+        return cls(hook.index, numel, offset, eng.copy_bw)
 
 
 class _IterAcc:
@@ -259,9 +351,18 @@ class _Engine:
         self.comm = comm
         self.config = config
         opts = plan.options
-        self.find_unused_dynamic = opts.find_unused_parameters and not opts.static_graph
-        self.static_graph = opts.static_graph
+        #: the reducer's parameters (all but delay_all_reduce_named_params); none: DDP builds no reducer
+        self.reducer_params = reducer_param_indices(trace, opts)
+        self.has_reducer = bool(self.reducer_params)
+        self.find_unused_dynamic = opts.find_unused_parameters and not opts.static_graph and self.has_reducer
+        self.static_graph = opts.static_graph and self.has_reducer
         self.gabv = opts.gradient_as_bucket_view
+        self.batched = opts.batched_grad_copy
+        self.skip_unused = opts.skip_all_reduce_unused_params
+        # DDP returns from __init__ before the mixed precision setup when every parameter is delayed
+        self.mixed_precision = opts.mixed_precision if self.has_reducer else None
+        #: Reducer's comm_hook_ == nullptr: the reducer itself divides by the world size (§1.6)
+        self.reducer_divides = config.comm_hook == "none" and self.mixed_precision is None
         self.copy_bw = config.copy_bandwidth_bytes_per_s
         peak = trace.environment.get("peak_flops_per_s") if isinstance(trace.environment, dict) else None
         self.peak_flops = float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0 else None
@@ -312,17 +413,19 @@ class _Engine:
         self.bwd_total_s = max(self.backward_s, last)
         self.tail_s = self.bwd_total_s - last
         self.names = [p.name for p in trace.params]
-        self.unused = [p.index for p in trace.params if not p.has_grad]
+        in_reducer = set(self.reducer_params)
+        self.is_reducer = [p.index in in_reducer for p in trace.params]
+        self.unused = [p.index for p in trace.params if not p.has_grad and p.index in in_reducer]
         self.has_grad = [p.has_grad for p in trace.params].__getitem__
         self.param_sizes = [p.size_bytes for p in trace.params]
-        self.copy_in_s = [kernel_s(2 * p.size_bytes, 0, self.copy_bw, None) for p in trace.params]
-        self.zero_s = [kernel_s(p.size_bytes, 0, self.copy_bw, None) for p in trace.params]
-        # buffers: broadcast_coalesced in 250 MiB buckets per dtype (§1.9)
-        self.buffer_buckets: list[int] = []
-        if opts.broadcast_buffers and trace.buffers:
-            groups, _ = compute_bucket_assignment_by_size(
-                [b.size_bytes for b in trace.buffers], [b.dtype for b in trace.buffers], [BROADCAST_BUCKET_BYTES])
-            self.buffer_buckets = [sum(trace.buffers[i].size_bytes for i in g) for g in groups]
+        grad_bytes = [p.numel * param_elem_bytes(p.dtype, self.mixed_precision)[1] for p in trace.params]
+        self.copy_in_s = [kernel_s(2 * g, 0, self.copy_bw, None) for g in grad_bytes]
+        self.zero_s = [kernel_s(g, 0, self.copy_bw, None) for g in grad_bytes]
+        #: _root_copy_hook before every forward: each parameter cast into its param_dtype copy
+        self.mp_cast_s = 0.0 if self.mixed_precision is None else kernel_s(
+            sum(p.size_bytes + g for p, g in zip(trace.params, grad_bytes)), 0, self.copy_bw, None)
+        self.buffer_buckets = self._buffer_broadcast_buckets(trace, opts)
+        self.delayed = _DelayedAllReduce.of(trace, opts, self)
         self.layouts: dict[int, _Layout] = {}
         self._layout_cache: dict[tuple[Bucket, ...], _Layout] = {}
         for k in range(1, config.num_iterations + 1):
@@ -337,6 +440,27 @@ class _Engine:
         self.busy = 0
         self.comm_active = False
         self.changed = env.event()
+
+    def _buffer_broadcast_buckets(self, trace: Trace, opts: Any) -> list[int]:
+        """Bytes of each buffer broadcast before a forward: ``_sync_buffers`` ->
+        ``_broadcast_coalesced`` in 250 MiB buckets per dtype (§1.9), when
+        ``forward_sync_buffers`` (torch 2.13; else ``broadcast_buffers``) and there is a reducer
+        (``_pre_forward`` returns first when every parameter is delayed). ``_MixedPrecision.buffer_dtype``
+        casts every buffer at construction (``_cast_buffers``)."""
+        if not (opts.syncs_buffers_in_forward and trace.buffers and self.has_reducer):
+            return []
+        bdt = self.mixed_precision.buffer_dtype if self.mixed_precision is not None else None
+        dtypes = [bdt or b.dtype for b in trace.buffers]
+        sizes = [b.size_bytes // DTYPE_SIZE_BYTES[b.dtype] * DTYPE_SIZE_BYTES[d] for b, d in zip(trace.buffers, dtypes)]
+        groups, _ = compute_bucket_assignment_by_size(sizes, dtypes, [BROADCAST_BUCKET_BYTES])
+        return [sum(sizes[i] for i in g) for g in groups]
+
+    def skips_bucket(self, b: int, layout: _Layout, static_first: bool) -> bool:
+        """skip_all_reduce_unused_params (``Reducer::should_skip_all_reduce_bucket``): every
+        parameter of the bucket is in ``unused_parameters_``, which find_unused_parameters fills
+        each iteration and static_graph from iteration 1 on (iteration 1 launches every bucket)."""
+        return (self.skip_unused and layout.all_unused[b] and not static_first
+                and (self.find_unused_dynamic or self.static_graph))
 
     # -- collectives ----------------------------------------------------------------------
     def coll(self, index: int) -> _Coll:
@@ -568,6 +692,27 @@ class _Rank:
             if self.keep_spans:
                 self.spans.append((start, 0, len(self.spans), end, "wait", name, self.iter, c.bucket, None))
 
+    def wait_until(self, t_abs: float, name: str) -> Iterator[simpy.Event]:
+        """The compute stream waits for another stream's work that ends at ``t_abs``."""
+        eng = self.eng
+        env = eng.env
+        if eng.interfere:
+            if t_abs > env.now:
+                eng.add_busy(-1)
+                yield env.timeout(t_abs - env.now)
+                eng.add_busy(+1)
+        elif t_abs > self.t:
+            if self.t > env.now:
+                yield env.timeout(self.t - env.now)
+            eng.set_waiting(+1)
+            yield env.timeout(t_abs - env.now)
+            eng.set_waiting(-1)
+        start = self.t
+        if t_abs > start:
+            self.t = t_abs
+            if self.keep_spans:
+                self.spans.append((start, 0, len(self.spans), t_abs, "wait", name, self.iter, None, None))
+
     # -- the program ------------------------------------------------------------------------
     def run(self) -> Iterator[simpy.Event]:
         eng = self.eng
@@ -590,7 +735,7 @@ class _Rank:
         n_micro = eng.config.no_sync_steps
         # 1. first forward of the iteration: rebuild (§1.4 step 6), buffer broadcast (§1.9)
         if eng.plan.rebuild_iteration is not None and k == eng.plan.rebuild_iteration:
-            c = self.launch("rebuild", "rebuild:indices", None, (eng.trace.num_params + 1) * 4, broadcast=True)
+            c = self.launch("rebuild", "rebuild:indices", None, (len(eng.reducer_params) + 1) * 4, broadcast=True)
             yield from self.wait(c, "rebuild:indices")
             c = self.launch("rebuild", "rebuild:bucket_sizes", None, len(layout.buckets) * 4, broadcast=True)
             yield from self.wait(c, "rebuild:bucket_sizes")
@@ -601,10 +746,10 @@ class _Rank:
             yield from self.wait(c, "broadcast")
         # 2. no_sync micro-steps
         for m in range(n_micro):
-            yield from self.work("forward", f"forward (no_sync {m + 1})", eng.forward_s * s)
-            yield from self.work("backward", f"backward (no_sync {m + 1})", eng.bwd_total_s * s)
+            yield from self.forward(f"forward (no_sync {m + 1})", s, first=m == 0)
+            yield from self.no_sync_backward(f"backward (no_sync {m + 1})", s)
         # 3. synchronised step
-        yield from self.work("forward", "forward", eng.forward_s * s)
+        yield from self.forward("forward", s, first=n_micro == 0)
         if eng.iteration_overhead_s > 0:  # DDP's per-iteration fixed cost (calibrated), if any
             yield from self.work("forward", "ddp overhead", eng.iteration_overhead_s * s)
         if eng.find_unused_dynamic:
@@ -620,10 +765,42 @@ class _Rank:
         self.acc.end_s = self.t
         self.accs.append(self.acc)
 
+    def forward(self, name: str, s: float, first: bool) -> Iterator[simpy.Event]:
+        """One forward: mixed precision's parameter casts (``_root_copy_hook``), the module,
+        and after the iteration's first forward the delayed-gradient buffer's zeroing."""
+        eng = self.eng
+        if eng.mp_cast_s > 0:
+            yield from self.work("forward", "mixed precision cast", eng.mp_cast_s * s)
+        yield from self.work("forward", name, eng.forward_s * s)
+        if first and eng.delayed is not None:
+            yield from self.work("zero_grad", "zero delayed grad buffer", eng.delayed.zero_s * s)
+
+    def no_sync_backward(self, name: str, s: float) -> Iterator[simpy.Event]:
+        """A backward under ``no_sync``: no reducer hooks; the delayed all-reduce's hook still fires."""
+        eng = self.eng
+        d = eng.delayed
+        if d is None or math.isnan(d.hook_offset_s):
+            yield from self.work("backward", name, eng.bwd_total_s * s)
+            return
+        yield from self.work("backward", name, d.hook_offset_s * s)
+        yield from self.launch_delayed_all_reduce(s)
+        yield from self.work("backward", name, (eng.bwd_total_s - d.hook_offset_s) * s)
+
+    def launch_delayed_all_reduce(self, s: float) -> Iterator[simpy.Event]:
+        """``_delayed_all_reduce_hook``: ``div_`` of the flat buffer, one async all-reduce, no wait."""
+        d = self.eng.delayed
+        yield from self.work("compress", "delayed_all_reduce div", d.div_s * s)
+        self.launch("allreduce", "delayed_all_reduce", None, d.size_bytes)
+
     def launch_bucket(self, b: int, layout: _Layout, s: float, hook: str) -> Iterator[simpy.Event]:
         eng = self.eng
         size, numel = layout.sizes[b], layout.numels[b]
         name = f"bucket {b}"
+        if eng.mixed_precision is not None:
+            # _reducer_allreduce_and_upcast_hook: cast to reduce_dtype if it differs, no division before
+            yield from self.work("compress", f"mixed precision cast {name}",
+                                 kernel_s(layout.mp_cast_bytes[b], 0, eng.copy_bw, None) * s, b, size)
+            return [self.launch("allreduce", name, b, layout.reduce_bytes[b])]
         if hook == "allreduce":
             yield from self.work("compress", f"div {name}", kernel_s(2 * size, 0, eng.copy_bw, None) * s, b, size)
             return [self.launch("allreduce", name, b, size)]
@@ -637,6 +814,32 @@ class _Rank:
                                  kernel_s(ps["launch_bytes"], ps["launch_flops"], eng.copy_bw, eng.peak_flops) * s, b, size)
             return [self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))]
         return [self.launch("allreduce", name, b, size)]
+
+    def flush_bucket(self, b: int, layout: _Layout, s: float) -> Iterator[simpy.Event]:
+        """batched_grad_copy (``Reducer::flush_deferred_copies``): when the bucket's last gradient is
+        marked, one ``_foreach_copy_`` of the deferred gradients and, without a comm hook, one
+        ``div_`` of the flat bucket (the per-parameter copies fused the division instead)."""
+        eng = self.eng
+        size = layout.sizes[b]
+        yield from self.work("copy_in", f"foreach_copy bucket {b}",
+                             kernel_s(layout.flush_copy_bytes[b], 0, eng.copy_bw, None) * s, b, size)
+        if eng.reducer_divides:
+            yield from self.work("copy_in", f"div bucket {b}", kernel_s(layout.flush_div_bytes[b], 0, eng.copy_bw, None) * s,
+                                 b, size)
+
+    def drain_upcast_stream(self, layout: _Layout, s: float, live: list[int],
+                            colls: list[list[_Coll]]) -> Iterator[simpy.Event]:
+        """Mixed precision's upcast stream (``_reducer_allreduce_and_upcast_hook``): per bucket, once
+        its all-reduce is done, ``div_`` by the world size and the gradients' upcast, one bucket
+        after another; it overlaps backward. ``wait_for_stream_cb`` (queued at the first hook,
+        so before the reducer's finalize) makes the compute stream wait for all of it."""
+        eng = self.eng
+        free_s = -math.inf
+        for b in live:
+            c = colls[b][-1]
+            yield from self.wait(c, f"bucket {b}")
+            free_s = max(c.end_s, free_s) + kernel_s(layout.mp_after_bytes[b], 0, eng.copy_bw, None) * s
+        yield from self.wait_until(free_s, "mixed precision upcast")
 
     def backward(self, k: int, layout: _Layout, s: float, hook: str) -> Iterator[simpy.Event]:
         eng = self.eng
@@ -655,6 +858,8 @@ class _Rank:
         first = True
         fast, advance = self.fast, self.advance
         copy_in_s, sizes = eng.copy_in_s, eng.param_sizes
+        batched, is_reducer = eng.batched, eng.is_reducer
+        delay_hook = eng.delayed.hook_param if eng.delayed is not None else -1
         # NOTE: the hot loop. Fast path: no generator per hook; an explicit rank records its
         # spans inline (what _record does), the folded ranks only add up work (advance).
         inline = fast and self.record
@@ -681,7 +886,9 @@ class _Rank:
                 advance("backward", names[p], d)
             else:
                 yield from self.work("backward", names[p], d)
-            if static_first:
+            if p == delay_hook:  # a tensor hook: fires before the parameter's AccumulateGrad
+                yield from self.launch_delayed_all_reduce(s)
+            if static_first or not is_reducer[p]:
                 continue
             if first:
                 first = False
@@ -691,6 +898,8 @@ class _Rank:
             for q in marks:
                 if not eng.has_grad(q):
                     yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
+                elif batched:
+                    pass  # deferred to the bucket's flush
                 elif inline:
                     d = copy_in_s[q] * s
                     if d > 0:
@@ -710,28 +919,35 @@ class _Rank:
                 b = bucket_of[q]
                 pending[b] -= 1
                 if pending[b] == 0:
+                    if batched:
+                        yield from self.flush_bucket(b, layout, s)
                     ready_t[b] = self.t
                 while next_b < nb and pending[next_b] == 0:
-                    colls[next_b] = yield from self.launch_bucket(next_b, layout, s, hook)
+                    if not eng.skips_bucket(next_b, layout, static_first):
+                        colls[next_b] = yield from self.launch_bucket(next_b, layout, s, hook)
                     launch_t[next_b] = self.t
                     next_b += 1
                     if next_b == nb and eng.find_unused_dynamic:
-                        self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * eng.trace.num_params)
+                        self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
         yield from self.work("backward", "backward tail", eng.tail_s * s)
         self.acc.bwd_end_s = self.t
         if static_first:
             # §1.8 delay_all_reduce: used map, copy every gradient in index order, launch all
-            self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * eng.trace.num_params)
-            for q in range(eng.trace.num_params):
-                if eng.has_grad(q):
-                    yield from self.work("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], eng.trace.params[q].size_bytes)
-                else:
-                    yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], eng.trace.params[q].size_bytes)
+            # (batched_grad_copy: only zero-fills here, each bucket flushed right before its launch)
+            self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
+            for q in eng.reducer_params:
+                if not eng.has_grad(q):
+                    yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
+                elif not batched:
+                    yield from self.work("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], sizes[q])
                 b = bucket_of[q]
                 pending[b] -= 1
-                if pending[b] == 0:
+                if pending[b] == 0 and not batched:
                     ready_t[b] = self.t
             for b in range(nb):
+                if batched:
+                    yield from self.flush_bucket(b, layout, s)
+                    ready_t[b] = self.t
                 colls[b] = yield from self.launch_bucket(b, layout, s, hook)
                 launch_t[b] = self.t
             next_b = nb
@@ -745,17 +961,21 @@ class _Rank:
         used_map = self._used_map
         # §1.7: the used map is waited lazily at the first locally-unused parameter's bucket
         used_pending = used_map is not None
+        # skip_all_reduce_unused_params: a skipped bucket has no work; finalize_backward passes it by
+        live = [b for b in range(nb) if colls[b]]
         if hook == "powersgd":
-            for b in range(nb):
+            for b in live:
                 yield from self.wait(colls[b][0], f"bucket {b} powersgd:uncompressed")
                 colls[b].append(self.launch("allreduce", f"bucket {b} powersgd:P", b, int(layout.powersgd[b]["p_bytes"])))
-            for b in range(nb):
+            for b in live:
                 ps = layout.powersgd[b]
                 yield from self.wait(colls[b][1], f"bucket {b} powersgd:P")
                 yield from self.work("compress", f"powersgd compute_qs bucket {b}",
                                      kernel_s(ps["qs_bytes"], ps["qs_flops"], eng.copy_bw, eng.peak_flops) * s, b, layout.sizes[b])
                 colls[b].append(self.launch("allreduce", f"bucket {b} powersgd:Q", b, int(ps["q_bytes"])))
-        for b in range(nb):
+        if eng.mixed_precision is not None:
+            yield from self.drain_upcast_stream(layout, s, live, colls)
+        for b in live:
             c = colls[b][-1]
             yield from self.wait(c, f"bucket {b}")
             if hook in ("fp16", "bf16"):
@@ -827,6 +1047,31 @@ class _RestRanks(_Rank):
         self.tv = np.maximum(self.tv, c.end_s)  # every folded rank waits, not only the latest
         self.t = max(self.t, c.end_s)
 
+    def wait_until(self, t_abs: float | np.ndarray, name: str) -> Iterator[simpy.Event]:
+        """Each folded rank waits until its own ``t_abs`` (a scalar for all, or one per rank)."""
+        env = self.eng.env
+        self._fold()
+        if self.t > env.now:
+            yield env.timeout(self.t - env.now)
+        latest = float(np.max(t_abs))
+        if latest > env.now:
+            self.eng.set_waiting(+1)
+            yield env.timeout(latest - env.now)
+            self.eng.set_waiting(-1)
+        self.tv = np.maximum(self.tv, t_abs)
+        self.t = float(self.tv.max())
+
+    def drain_upcast_stream(self, layout: _Layout, s: float, live: list[int],
+                            colls: list[list[_Coll]]) -> Iterator[simpy.Event]:
+        # the side stream's kernels scale with each folded rank's own factor
+        eng = self.eng
+        free = np.full(self.tv.shape, -np.inf)
+        for b in live:
+            c = colls[b][-1]
+            yield from self.wait(c, f"bucket {b}")
+            free = np.maximum(free, c.end_s) + kernel_s(layout.mp_after_bytes[b], 0, eng.copy_bw, None) * self.fk
+        yield from self.wait_until(free, "mixed precision upcast")
+
     def iteration(self, k: int) -> Iterator[simpy.Event]:
         self._fold()
         self.fk = self.fm[k - 1]
@@ -849,6 +1094,8 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
         raise InputError(f"world_size: {config.world_size} is not accepted; expected at most {num_ranks}, the ranks the comm model "
                          f"({comm.describe().get('model', type(comm).__name__)}) holds")
     n = trace.num_params
+    opts = plan.options
+    reducer = set(reducer_param_indices(trace, opts))
     for label, buckets in (("plan.initial", plan.initial), ("plan.steady", plan.steady)):
         seen: dict[int, int] = {}
         for b in buckets:
@@ -857,8 +1104,11 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
                     raise InputError(f"{label}[{b.index}]: parameter {i!r} is not in the trace; expected indices in [0, {n})")
                 if i in seen:
                     raise InputError(f"{label}[{b.index}]: parameter {i} is already in bucket {seen[i]}; expected every parameter exactly once")
+                if i not in reducer:
+                    raise InputError(f"{label}[{b.index}]: parameter {trace.params[i].name!r} is in "
+                                     "delay_all_reduce_named_params; expected only the reducer's parameters in buckets")
                 seen[i] = b.index
-        missing = [i for i in range(n) if i not in seen]
+        missing = [i for i in sorted(reducer) if i not in seen]
         if missing:
             raise InputError(f"{label}: parameters {missing[:8]}{'...' if len(missing) > 8 else ''} of trace {trace.model!r} are in no bucket; "
                              f"expected a plan covering all {n} parameters (build it from this trace)")
@@ -869,8 +1119,11 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
         v = trace.phase(name).median_s
         if not (math.isfinite(v) and v >= 0):
             raise InputError(f"trace.iterations[].{name}_s: median {v!r} is not accepted; expected a finite number of seconds >= 0")
-    if any(not p.has_grad for p in trace.params) and not (plan.options.find_unused_parameters or plan.options.static_graph):
-        unused = [p.name for p in trace.params if not p.has_grad]
+    if opts.mixed_precision is not None and config.comm_hook != "none":
+        raise InputError(f"comm_hook: {config.comm_hook!r} is not accepted with mixed_precision; expected none (DDP "
+                         "registers its own hook for mixed precision, and a second register_comm_hook raises)")
+    if any(not p.has_grad and p.index in reducer for p in trace.params) and not (opts.find_unused_parameters or opts.static_graph):
+        unused = [p.name for p in trace.params if not p.has_grad and p.index in reducer]
         raise InputError(f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]} get no gradient, "
                          "which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
     for label, v in (("comm.allreduce_s(0)", comm.allreduce_s(0)), ("comm.broadcast_s(0)", comm.broadcast_s(0))):
@@ -898,6 +1151,17 @@ def _overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> fl
 
 
 
+def _skipped_buckets(eng: _Engine, num_iterations: int) -> dict[str, list[int]]:
+    """Per iteration (as a string key), the buckets skip_all_reduce_unused_params left out."""
+    out: dict[str, list[int]] = {}
+    for k in range(1, num_iterations + 1):
+        layout = eng.layouts[k]
+        skipped = [b for b in range(len(layout.buckets)) if eng.skips_bucket(b, layout, eng.static_graph and k == 1)]
+        if skipped:
+            out[str(k)] = skipped
+    return out
+
+
 def _config_summary(config: SimConfig) -> dict[str, Any]:
     d = asdict(config)
     d["stragglers"] = {str(k): v for k, v in sorted(config.stragglers.items())}
@@ -912,8 +1176,9 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     Args:
         trace: the model's measured (or hand-made) step.
         plan: DDP's buckets (``ddpsim.plan.plan_ddp``) or an explicit plan; its ``options``
-            (find_unused_parameters, static_graph, gradient_as_bucket_view, broadcast_buffers)
-            shape the simulated reducer.
+            (find_unused_parameters, static_graph, gradient_as_bucket_view, broadcast_buffers /
+            forward_sync_buffers, batched_grad_copy, skip_all_reduce_unused_params,
+            mixed_precision, delay_all_reduce_named_params) shape the simulated reducer.
         comm: collective durations on the process group (``comm.num_ranks >= world_size``).
         config: world size, iterations, seed, comm hook, no_sync, jitter, stragglers,
             interference, copy bandwidth.
@@ -926,9 +1191,9 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
         micro-steps plus the synchronised step).
 
     Raises:
-        InputError: a plan that does not cover the trace, a world size the comm model does
-            not hold, non-finite or negative durations, unused parameters without
-            find_unused_parameters/static_graph.
+        InputError: a plan that does not cover the reducer's parameters, a world size the comm
+            model does not hold, non-finite or negative durations, unused parameters without
+            find_unused_parameters/static_graph, mixed_precision with a comm hook.
     """
     _validate(trace, plan, comm, config)
     env = simpy.Environment()
@@ -1022,5 +1287,7 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
         "rest_factor_by_iteration": [float(x) for x in rest_f] if rest_f is not None else None,
         "num_collectives": len(colls),
     }
+    if eng.skip_unused:
+        meta["skipped_buckets"] = _skipped_buckets(eng, config.num_iterations)
     return SimResult(world_size=config.world_size, ranks=tuple(explicit), spans=tuple(out_spans),
                      buckets=tuple(buckets), iterations=tuple(iters), meta=meta)

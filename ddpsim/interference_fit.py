@@ -21,6 +21,10 @@ per machine, not a factor per model.
 The prediction is nondecreasing in ``compute_slowdown`` (compute only gets slower), so
 bisection finds the crossing; outside [1, MAX_SLOWDOWN] the nearest end is kept and
 ``clamped`` says so.
+
+Layering: the calibration's loader (:func:`ddpsim.calibration.calibration_from_dict`) calls
+:func:`fit_probe`, so this module takes the calibration as given and never imports
+:mod:`ddpsim.calibration`: it builds the calibrated model with ``cal.comm_model(base)``.
 """
 
 from __future__ import annotations
@@ -85,7 +89,6 @@ def parse_probe(raw: Any) -> tuple[Any, float, float]:
 
 def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interference) -> float:
     """ddpsim's steady step time (p50) of the probe under ``interference``."""
-    from ddpsim.calibration import CalibratedCommModel
     from ddpsim.collectives import build_comm_model
     from ddpsim.engine import simulate
     from ddpsim.plan import DDPOptions, plan_ddp
@@ -95,7 +98,7 @@ def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interferenc
     base = build_comm_model(graph, cal.world_size)
     # the probe's own forward under DDP (when its phases were kept): that part of its gap is not
     # the overlap's (ddpsim.calibration.probe_forward_factor)
-    comm = CalibratedCommModel.from_calibration(cal, base=base, ddp_forward_factor=cal.probe_forward_factor or 1.0)
+    comm = cal.comm_model(base, ddp_forward_factor=cal.probe_forward_factor or 1.0)
     plan = plan_ddp(trace, DDPOptions(bucket_cap_mb=cap_mb))
     config = SimConfig(world_size=cal.world_size, num_iterations=SIM_ITERATIONS, seed=0, jitter="trace",
                        interference=interference, copy_bandwidth_bytes_per_s=cal.copy_bandwidth_bytes_per_s)

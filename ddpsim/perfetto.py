@@ -1,7 +1,9 @@
 """Chrome / Kineto-format trace JSON of a simulated run: one file per rank, opens in
 Perfetto (ui.perfetto.dev) and chrome://tracing, and loads in HolisticTraceAnalysis (HTA).
 
-Layout of one file (``trace_<point>_rank<r>.json``)::
+Written gzip-compressed (``trace_<point>_rank<r>.json.gz``, as torch.profiler's
+``tensorboard_trace_handler(use_gzip=True)`` writes them): Perfetto, chrome://tracing and HTA
+open the ``.gz`` directly; :func:`load_chrome_trace` reads one back. Layout of one file::
 
     {"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms",
      "baseTimeNanoseconds": 1700000000000000000,
@@ -24,25 +26,31 @@ Layout of one file (``trace_<point>_rank<r>.json``)::
 * ``ts``/``dur`` are whole microseconds (Kineto's unit; HTA would round finer float
   timestamps itself, with ``ceil(ts)`` and ``floor(ts + dur)``, and disagree with us);
   time 0 of the simulation is ``baseTimeNanoseconds`` (a fixed constant: reproducible files).
-* Iterations are marked as ``Iteration <k>`` slices on thread :data:`CPU_TID` (no stream:
-  not kernels). NOTE: not ``ProfilerStep#<k>``: with those, HTA keeps only kernels whose
-  ``correlation`` id matches a CPU launch before the last step, i.e. drops the last
-  iteration, and a simulated trace has no launches to correlate.
+* Iterations are marked as torch.profiler marks them: a ``ProfilerStep#<k>`` slice per
+  iteration ``k`` (``cat: "user_annotation"``) on thread :data:`CPU_TID`, the host thread.
+  Every kernel-like event has a launch on that thread, as a CUDA trace has
+  (``cat: "cuda_runtime"``, ``cudaLaunchKernel``, zero duration), at the moment the engine
+  issues it (a bucket's all-reduce: DDP's launch; anything else: its start), linked to the
+  kernel by ``args.correlation``. HTA assigns each kernel to the ProfilerStep of its launch
+  (per-iteration analyses), and keeps only kernels whose launch it finds. Like for any
+  torch.profiler trace, HTA's ``TraceAnalysis`` leaves the last ProfilerStep's kernels out
+  unless given ``include_last_profiler_step=True``.
 
 :func:`comm_comp_overlap` computes, from these events alone, exactly what HTA's
-``get_comm_comp_overlap`` computes (merged communication intervals overlapped by merged
+``get_comm_comp_overlap`` computes over every iteration (``include_last_profiler_step=True``) (merged communication intervals overlapped by merged
 computation intervals / merged communication time), so the report's number can be checked
 against HTA.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ddpsim.io import write_text_atomic
+from ddpsim.io import write_bytes_atomic
 from ddpsim.result import COMM_STREAM, COMPUTE_STREAM, SimResult
 
 CPU_TID = 1
@@ -92,7 +100,7 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
     ev: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}},
         {"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0, "args": {"sort_index": rank}},
-        {"ph": "M", "name": "thread_name", "pid": rank, "tid": CPU_TID, "args": {"name": "python (iterations)"}},
+        {"ph": "M", "name": "thread_name", "pid": rank, "tid": CPU_TID, "args": {"name": "python (iterations, launches)"}},
         {"ph": "M", "name": "thread_name", "pid": rank, "tid": COMPUTE_TID, "args": {"name": f"stream {COMPUTE_TID} compute"}},
         {"ph": "M", "name": "thread_name", "pid": rank, "tid": COMM_TID, "args": {"name": f"stream {COMM_TID} {backend} comm"}},
         {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": CPU_TID, "args": {"sort_index": 0}},
@@ -101,12 +109,13 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
     ]
     for it in sorted((i for i in result.iterations if i.rank == rank and (keep is None or i.iteration in keep)),
                      key=lambda i: i.iteration):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"Iteration {it.iteration}", "pid": rank,
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{it.iteration}", "pid": rank,
                    "tid": CPU_TID, "ts": _us(it.start_s), "dur": _us(it.end_s) - _us(it.start_s),
                    "args": {"iteration": it.iteration, "warmup": it.warmup}})
     bt = {(b.iteration, b.bucket): b for b in result.buckets if b.rank == rank}
     spans = sorted((s for s in result.spans if s.rank == rank and (keep is None or s.iteration in keep)),
                    key=lambda s: (s.start_s, _STREAM_TID.get(s.stream, 99), s.end_s, s.name))
+    launches: list[dict[str, Any]] = []
     for s in spans:
         tid = _STREAM_TID.get(s.stream, COMPUTE_TID)
         args: dict[str, Any] = {"iteration": s.iteration, "kind": s.kind}
@@ -114,7 +123,7 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
             cat = "wait"
         else:
             cat = "kernel"
-            args.update({"stream": tid, "device": rank})
+            args.update({"stream": tid, "device": rank, "correlation": len(launches) + 1})
         if s.stream == COMM_STREAM:
             args["backend"] = backend
         if s.bucket is not None:
@@ -124,8 +133,13 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
         b = bt.get((s.iteration, s.bucket)) if s.kind == "allreduce" else None
         if b is not None:
             args.update({"ready_us": _us(b.ready_s), "launch_us": _us(b.launch_s), "num_params": b.num_params})
+        if cat == "kernel":
+            launches.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": rank, "tid": CPU_TID,
+                             "ts": _us(b.launch_s if b is not None else s.start_s), "dur": 0,
+                             "args": {"correlation": args["correlation"]}})
         ev.append({"ph": "X", "cat": cat, "name": _event_name(s), "pid": rank, "tid": tid,
                    "ts": _us(s.start_s), "dur": _us(s.end_s) - _us(s.start_s), "args": args})
+    ev += sorted(launches, key=lambda e: (e["ts"], e["args"]["correlation"]))
     for b in sorted(bt.values(), key=lambda b: (b.iteration, b.bucket)):
         if keep is not None and b.iteration not in keep:
             continue
@@ -161,13 +175,22 @@ def representative_ranks(result: SimResult, max_ranks: int = 4) -> list[int]:
 
 def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl",
                  ranks: Sequence[int] | None = None) -> list[Path]:
-    """Write ``trace_<file_id(point_id)>_rank<r>.json`` per rank (default: :func:`representative_ranks`)."""
+    """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank (default:
+    :func:`representative_ranks`); gzip's header carries no time or name, so the bytes are
+    reproducible."""
     paths = []
     for r in (representative_ranks(result) if ranks is None else ranks):
         d = chrome_trace(result, r, backend=backend, point=point_id)
-        paths.append(write_text_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json",
-                                       json.dumps(d) + "\n"))  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
+        text = json.dumps(d) + "\n"  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
+        paths.append(write_bytes_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json.gz",
+                                        gzip.compress(text.encode(), compresslevel=9, mtime=0)))
     return paths
+
+
+def load_chrome_trace(path: str | Path) -> dict[str, Any]:
+    """A trace file written by :func:`write_traces` (``.json.gz``) or a plain ``.json`` one, as a dict."""
+    data = Path(path).read_bytes()
+    return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)
 
 
 def _merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -131,6 +131,36 @@ def check_cap_list(value: Any, key: str) -> tuple[float, ...] | None:
     return tuple(int(x) if float(x).is_integer() else float(x) for x in value)
 
 
+#: the dtypes ``_MixedPrecision`` casts to (DDP casts floating-point tensors only)
+MIXED_PRECISION_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MixedPrecision:
+    """DDP's ``_MixedPrecision`` (``torch/nn/parallel/distributed.py``), dtypes by name.
+
+    ``param_dtype``: parameters are cast to it before every forward (gradients, hence the
+    buckets, are in it); ``reduce_dtype``: the dtype gradients are all-reduced in (default:
+    ``param_dtype``, else the parameter's own); ``buffer_dtype``: every buffer is cast to it at
+    construction (so the forward buffer broadcast moves that many bytes). None leaves a dtype
+    as it is.
+    """
+
+    param_dtype: str | None = None
+    reduce_dtype: str | None = None
+    buffer_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("param_dtype", "reduce_dtype", "buffer_dtype"):
+            v = getattr(self, name)
+            if v is not None and v not in MIXED_PRECISION_DTYPES:
+                raise InputError(f"mixed_precision.{name}: {v!r} is not accepted; expected one of "
+                                 f"{', '.join(MIXED_PRECISION_DTYPES)} or null")
+
+    def label(self) -> str:
+        return "/".join(d or "-" for d in (self.param_dtype, self.reduce_dtype, self.buffer_dtype))
+
+
 @dataclass(frozen=True, kw_only=True)
 class DDPOptions:
     """The DDP constructor options that shape buckets, with PyTorch's names.
@@ -149,6 +179,18 @@ class DDPOptions:
     semantics: Semantics = "modern"
     #: DDP_SET_LAST_BUCKET_CAP=1: the small first-cap bucket becomes the last one at rebuild
     small_bucket_last: bool = False
+    # -- torch 2.13 options (the reducer side is modelled in ddpsim.engine) --
+    #: defer each bucket's per-parameter copy-in to one ``_foreach_copy_`` + one ``div_`` when it is ready
+    batched_grad_copy: bool = False
+    #: do not all-reduce a bucket whose parameters are all unused (find_unused / static_graph)
+    skip_all_reduce_unused_params: bool = False
+    #: buffer broadcast before each forward; None: ``broadcast_buffers`` decides (torch 2.13's mapping)
+    forward_sync_buffers: bool | None = None
+    mixed_precision: MixedPrecision | None = None
+    #: parameter names left out of the reducer, all-reduced as one flat buffer from a hook
+    #: on ``param_to_hook_all_reduce``'s gradient; both or neither (torch raises otherwise)
+    delay_all_reduce_named_params: tuple[str, ...] | None = None
+    param_to_hook_all_reduce: str | None = None
 
     def __post_init__(self) -> None:
         cap = self.bucket_cap_mb
@@ -161,6 +203,33 @@ class DDPOptions:
         if self.bucket_cap_mb_list and self.semantics == "legacy":
             raise InputError(f"bucket_cap_mb_list: {list(self.bucket_cap_mb_list)!r} is not accepted with semantics "
                              f"'legacy' (torch without bucket_cap_mb_list); expected semantics 'modern'")
+        self._check_torch213_options()
+
+    def _check_torch213_options(self) -> None:
+        for name in ("batched_grad_copy", "skip_all_reduce_unused_params", "broadcast_buffers"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name}: {getattr(self, name)!r} is not accepted; expected true or false")
+        if self.forward_sync_buffers is not None and not isinstance(self.forward_sync_buffers, bool):
+            raise InputError(f"forward_sync_buffers: {self.forward_sync_buffers!r} is not accepted; expected true, false or null")
+        if self.mixed_precision is not None and not isinstance(self.mixed_precision, MixedPrecision):
+            raise InputError(f"mixed_precision: {self.mixed_precision!r} is not accepted; expected a "
+                             "ddpsim.plan.MixedPrecision or null")
+        names = self.delay_all_reduce_named_params
+        if names is not None:
+            if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+                raise InputError(f"delay_all_reduce_named_params: {names!r} is not accepted; expected a list of parameter names")
+            object.__setattr__(self, "delay_all_reduce_named_params", tuple(names))
+        hook = self.param_to_hook_all_reduce
+        if hook is not None and (not isinstance(hook, str) or not hook):
+            raise InputError(f"param_to_hook_all_reduce: {hook!r} is not accepted; expected a parameter name")
+        if (names is None) != (hook is None):
+            raise InputError(f"param_to_hook_all_reduce: {hook!r} with delay_all_reduce_named_params {names!r} is not "
+                             "accepted; expected both set or neither (DDP raises ValueError otherwise)")
+
+    @property
+    def syncs_buffers_in_forward(self) -> bool:
+        """torch 2.13: ``forward_sync_buffers`` if given, else the deprecated ``broadcast_buffers``."""
+        return self.broadcast_buffers if self.forward_sync_buffers is None else self.forward_sync_buffers
 
     @property
     def cap_given(self) -> bool:
@@ -194,7 +263,12 @@ class DDPOptions:
         cap = cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list)
         extra = "".join([",find_unused" if self.find_unused_parameters else "",
                          ",static_graph" if self.static_graph else "",
-                         ",grad_as_bucket_view" if self.gradient_as_bucket_view else ""])
+                         ",grad_as_bucket_view" if self.gradient_as_bucket_view else "",
+                         ",batched_grad_copy" if self.batched_grad_copy else "",
+                         ",skip_unused" if self.skip_all_reduce_unused_params else "",
+                         f",mp={self.mixed_precision.label()}" if self.mixed_precision else "",
+                         f",delay_all_reduce={len(self.delay_all_reduce_named_params)}"
+                         if self.delay_all_reduce_named_params is not None else ""])
         return f"{cap}{extra}"
 
 
@@ -260,6 +334,26 @@ def _make_buckets(trace: Trace, groups: Sequence[Sequence[int]], limits: Sequenc
     return tuple(out)
 
 
+def reducer_param_indices(trace: Trace, options: DDPOptions) -> tuple[int, ...]:
+    """The trace parameters DDP's reducer gets: all but ``delay_all_reduce_named_params``
+    (``DistributedDataParallel.__init__`` adds them to ``parameters_to_ignore``).
+
+    Raises:
+        InputError: a delayed or hook parameter name that is not in the trace.
+    """
+    names = options.delay_all_reduce_named_params
+    if names is None:
+        return tuple(range(trace.num_params))
+    by_name = {p.name: p.index for p in trace.params}
+    for field_name, values in (("delay_all_reduce_named_params", names), ("param_to_hook_all_reduce", (options.param_to_hook_all_reduce,))):
+        for n in values:
+            if n not in by_name:
+                raise InputError(f"{field_name}: {n!r} is not a parameter of trace {trace.model!r}; expected one of its "
+                                 f"parameter names (e.g. {', '.join(repr(p.name) for p in trace.params[:3])})")
+    delayed = {by_name[n] for n in names}
+    return tuple(i for i in range(trace.num_params) if i not in delayed)
+
+
 def initial_assignment(trace: Trace, options: DDPOptions) -> tuple[Bucket, ...]:
     """The buckets DDP builds at construction, in reducer (launch) order."""
     if options.bucket_cap_mb_list:
@@ -270,24 +364,34 @@ def initial_assignment(trace: Trace, options: DDPOptions) -> tuple[Bucket, ...]:
         limits = [DEFAULT_FIRST_BUCKET_BYTES, options.bucket_bytes_cap]
     else:
         limits = [options.bucket_bytes_cap]
+    keep = reducer_param_indices(trace, options)
+    if not keep:
+        return ()
+    params = [trace.params[i] for i in keep]
     groups, lims = compute_bucket_assignment_by_size(
-        [p.size_bytes for p in trace.params], [p.dtype for p in trace.params], limits,
-        [p.expect_sparse_gradient for p in trace.params])
+        [p.size_bytes for p in params], [p.dtype for p in params], limits,
+        [p.expect_sparse_gradient for p in params])
+    # positions in the reducer's list -> trace indices (an increasing map: the sort is kept)
+    groups = [[keep[j] for j in g] for g in groups]
     return _make_buckets(trace, list(reversed(groups)), list(reversed(lims)))
 
 
 def rebuilt_assignment(trace: Trace, options: DDPOptions, ready_order: Sequence[int] | None = None) -> tuple[Bucket, ...]:
     """The buckets ``Reducer::rebuild_buckets`` builds from the gradient-ready order."""
-    order = list(trace.grad_ready_order if ready_order is None else ready_order)
+    keep = reducer_param_indices(trace, options)
+    kept = set(keep)
+    order = [i for i in (trace.grad_ready_order if ready_order is None else ready_order) if i in kept]
     if options.static_graph:
         # static graph: params that never fired are appended in the finalize callback
         seen = set(order)
-        order += [p.index for p in trace.params if p.index not in seen]
-    elif len(order) != trace.num_params:
-        unused = [p.name for p in trace.params if p.index not in set(order)]
+        order += [i for i in keep if i not in seen]
+    elif len(order) != len(keep):
+        unused = [trace.params[i].name for i in keep if i not in set(order)]
         raise InputError(
             f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]}"
             f"{'...' if len(unused) > 3 else ''} get no gradient, which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
+    if not order:
+        return ()
     limits = options.list_bytes_caps or [options.first_bucket_bytes_cap, options.bucket_bytes_cap]
     if options.small_bucket_last:
         order = order[::-1]
@@ -303,7 +407,7 @@ def plan_ddp(trace: Trace, options: DDPOptions | None = None) -> BucketPlan:
     """The plan real DDP follows for ``trace`` under ``options``."""
     options = options or DDPOptions()
     initial = initial_assignment(trace, options)
-    if not options.rebuilds:
+    if not options.rebuilds or not initial:  # no reducer at all when every parameter is delayed
         return BucketPlan(initial=initial, steady=initial, rebuild_iteration=None, options=options)
     steady = rebuilt_assignment(trace, options)
     return BucketPlan(initial=initial, steady=steady, rebuild_iteration=3 if options.static_graph else 2, options=options)
@@ -350,10 +454,12 @@ def cap_list_for_buckets(trace: Trace, buckets: Sequence[Bucket], options: DDPOp
     if not options.rebuilds:
         return None, ("DDP never rebuilds with find_unused_parameters and without static_graph: a list shapes "
                       "only the construction layout, in parameter order")
-    order = list(trace.grad_ready_order if ready_order is None else ready_order)
+    keep = reducer_param_indices(trace, options)
+    kept = set(keep)
+    order = [i for i in (trace.grad_ready_order if ready_order is None else ready_order) if i in kept]
     if options.static_graph:
         seen = set(order)
-        order += [p.index for p in trace.params if p.index not in seen]
+        order += [i for i in keep if i not in seen]
     if any(trace.params[i].expect_sparse_gradient for i in order):
         return None, "a sparse-gradient parameter has a bucket of its own that no limit shapes"
     pos = {i: k for k, i in enumerate(order)}
@@ -437,11 +543,24 @@ def explicit_plan(trace: Trace, buckets: Sequence[Sequence[int | str]], options:
         if len(dtypes) > 1:
             raise InputError(f"plan.buckets[{k}]: mixes dtypes {dtypes}; expected one dtype per bucket")
         groups.append(g)
-    missing = [i for i in range(trace.num_params) if i not in seen]
+    keep = reducer_param_indices(trace, options)
+    delayed = sorted(set(seen) - set(keep))
+    if delayed:
+        raise InputError(f"plan.buckets: parameter {trace.params[delayed[0]].name!r} is in delay_all_reduce_named_params; "
+                         "expected the reducer's parameters only")
+    missing = [i for i in keep if i not in seen]
     if missing:
         raise InputError(f"plan.buckets: parameters {missing[:8]}{'...' if len(missing) > 8 else ''} are in no bucket; expected every parameter exactly once")
     bs = _make_buckets(trace, groups, None)
     return BucketPlan(initial=bs, steady=bs, rebuild_iteration=None, source=source, options=options)
+
+
+def without_delayed(plan: BucketPlan, trace: Trace, options: DDPOptions) -> BucketPlan:
+    """``plan`` with ``options``' delayed parameters taken out of its buckets (emptied buckets
+    dropped) and ``options`` attached: a plan made for every parameter, fit for the reducer."""
+    keep = set(reducer_param_indices(trace, options))
+    groups = [[i for i in b.param_indices if i in keep] for b in plan.steady]
+    return explicit_plan(trace, [g for g in groups if g], options=options, source=plan.source)
 
 
 def save_plan(plan: BucketPlan, path: str | Path) -> Path:

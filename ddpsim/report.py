@@ -257,8 +257,8 @@ def render_summary(s: dict[str, Any]) -> str:
                      f"{'-' if steady is None else f'{100 * steady:.1f}%'}. Files: {', '.join(f if f == '...' else '`' + f + '`' for f in shown)}; "
                      f"timeline `timeline_{_file_id(point)}.png`.")
         L += ["", "Open a trace at https://ui.perfetto.dev (one track per stream; bucket ready/launch are instant marks), "
-              "or check the overlap with HTA: `TraceAnalysis(trace_dir=...).get_comm_comp_overlap()` on a folder holding "
-              "one point's rank files.", ""]
+              "or check the overlap with HTA: `TraceAnalysis(trace_dir=..., include_last_profiler_step=True).get_comm_comp_overlap()` "
+              "on a folder holding one point's rank files (iterations are `ProfilerStep#<k>` spans, as torch.profiler writes them).", ""]
     else:
         L += ["- (no timelines requested)", ""]
     return "\n".join(L)

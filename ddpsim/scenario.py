@@ -16,8 +16,13 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
     model: {name: mlp, batch_size: 32, device: cpu, iters: 5, warmup: 2, num_threads: 1, options: {}}
     cluster: {topology: cpu-gloo, nodes: 1, options: {}}   # preset name or topology YAML path
     world_size: 2                   # ranks; null = every device of the cluster
-    ddp: {bucket_cap_mb: null, bucket_cap_mb_list: null, find_unused_parameters: false,
-          static_graph: false, gradient_as_bucket_view: false, broadcast_buffers: true}
+    ddp: {bucket_cap_mb: null, bucket_cap_mb_list: null, find_unused_parameters: false, static_graph: false,
+          gradient_as_bucket_view: false, broadcast_buffers: true,
+          # torch 2.13 (all optional): batched_grad_copy: false, skip_all_reduce_unused_params: false,
+          # forward_sync_buffers: null (null: broadcast_buffers decides),
+          # mixed_precision: {param_dtype: bfloat16, reduce_dtype: float32, buffer_dtype: null},
+          # delay_all_reduce_named_params: [wte.weight], param_to_hook_all_reduce: h.0.ln_1.weight
+          }
     comm_hook: none                 # none | allreduce | fp16 | bf16 | powersgd
     powersgd: {rank: 1, start_iter: 0}
     simulation: {iterations: 6, warmup: null, seed: 0, jitter: trace, stragglers: {3: 1.2},
@@ -343,7 +348,16 @@ class Scenario:
         graph = graph if graph is not None else self.graph(point.nodes)
         world = self.world_size_for(graph)
         comm = build_comm_model(graph, world, calibration=calibration)
-        plan = plan_ddp(trace, self.ddp_options(point))
+        try:
+            plan = plan_ddp(trace, self.ddp_options(point))
+        except InputError as exc:
+            if str(exc).startswith(("delay_all_reduce_named_params", "param_to_hook_all_reduce")):
+                raise InputError(f"{self._where()}ddp.{exc}") from None
+            raise
+        if not plan.steady:
+            raise InputError(f"{self._where()}ddp.delay_all_reduce_named_params: every parameter of trace {trace.model!r} "
+                             "is delayed, so DDP builds no reducer and a sweep has no buckets to vary; expected at least "
+                             "one parameter left to the reducer ('ddpsim simulate' models the case)")
         config = self.sim_config(point, world_size=world, graph=graph, calibration=calibration)
         return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
                            backend=str(getattr(comm, "backend", "unknown")))
@@ -382,7 +396,7 @@ class Scenario:
                     **({"bucket_cap_mb_list": list(self.ddp.bucket_cap_mb_list)} if self.ddp.bucket_cap_mb_list else {}),
                     "find_unused_parameters": self.ddp.find_unused_parameters,
                     "static_graph": self.ddp.static_graph, "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view,
-                    "broadcast_buffers": self.ddp.broadcast_buffers},
+                    "broadcast_buffers": self.ddp.broadcast_buffers, **_ddp_torch213_echo(self.ddp)},
             "simulation": {"iterations": self.simulation.iterations, "warmup": self.simulation.warmup,
                            "seed": self.simulation.seed, "jitter": self.simulation.jitter,
                            "stragglers": {str(k): v for k, v in self.simulation.stragglers.items()},
@@ -390,6 +404,23 @@ class Scenario:
             "calibration": None if self.calibration_path is None else str(self.calibration_path),
             "points": [p.point_id for p in self.points()],
         }
+
+
+def _ddp_torch213_echo(o: DDPOptions) -> dict[str, Any]:
+    """The torch 2.13 options that differ from their defaults (a default scenario echoes as before)."""
+    out: dict[str, Any] = {}
+    for key in ("batched_grad_copy", "skip_all_reduce_unused_params"):
+        if getattr(o, key):
+            out[key] = True
+    if o.forward_sync_buffers is not None:
+        out["forward_sync_buffers"] = o.forward_sync_buffers
+    if o.mixed_precision is not None:
+        mp = o.mixed_precision
+        out["mixed_precision"] = {"param_dtype": mp.param_dtype, "reduce_dtype": mp.reduce_dtype, "buffer_dtype": mp.buffer_dtype}
+    if o.delay_all_reduce_named_params is not None:
+        out["delay_all_reduce_named_params"] = list(o.delay_all_reduce_named_params)
+        out["param_to_hook_all_reduce"] = o.param_to_hook_all_reduce
+    return out
 
 
 def device_memory_bandwidth(graph) -> float | None:
@@ -459,6 +490,40 @@ class _Ctx:
         if not isinstance(v, list) or not v:
             raise self.fail(key, v, "a non-empty list")
         return v
+
+
+#: ``ddp.<key>`` of torch 2.13's DDP options (see :class:`ddpsim.plan.DDPOptions`)
+DDP_TORCH213_KEYS = ("batched_grad_copy", "skip_all_reduce_unused_params", "forward_sync_buffers", "mixed_precision",
+                     "delay_all_reduce_named_params", "param_to_hook_all_reduce")
+
+
+def _ddp_torch213_options(ctx: "_Ctx", dd: dict) -> dict[str, Any]:
+    """The torch 2.13 keys of the ``ddp`` block as DDPOptions keyword arguments, validated."""
+    from ddpsim.plan import MIXED_PRECISION_DTYPES, MixedPrecision
+
+    out: dict[str, Any] = {}
+    for key in ("batched_grad_copy", "skip_all_reduce_unused_params"):
+        if key in dd:
+            out[key] = ctx.bool_(dd[key], f"ddp.{key}")
+    if dd.get("forward_sync_buffers") is not None:
+        out["forward_sync_buffers"] = ctx.bool_(dd["forward_sync_buffers"], "ddp.forward_sync_buffers")
+    if dd.get("mixed_precision") is not None:
+        md = ctx.obj(dd["mixed_precision"], "ddp.mixed_precision", ("param_dtype", "reduce_dtype", "buffer_dtype"))
+        for k, v in md.items():
+            if v is not None and v not in MIXED_PRECISION_DTYPES:
+                raise ctx.fail(f"ddp.mixed_precision.{k}", v, f"one of {', '.join(MIXED_PRECISION_DTYPES)} or null")
+        out["mixed_precision"] = MixedPrecision(**md)
+    names, hook = dd.get("delay_all_reduce_named_params"), dd.get("param_to_hook_all_reduce")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ctx.fail("ddp.delay_all_reduce_named_params", names, "a list of parameter names")
+        out["delay_all_reduce_named_params"] = tuple(names)
+    if hook is not None:
+        out["param_to_hook_all_reduce"] = ctx.str_(hook, "ddp.param_to_hook_all_reduce")
+    if (names is None) != (hook is None):
+        raise ctx.fail("ddp.param_to_hook_all_reduce", hook, "a parameter name together with ddp.delay_all_reduce_named_params "
+                       "(both or neither)")
+    return out
 
 
 def _resolve_path(text: str, base: Path | None) -> Path:
@@ -560,14 +625,15 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     world_size = None if ws in (None, "all") else ctx.int_(ws, "world_size", 1)
 
     dd = ctx.obj(data.get("ddp"), "ddp", ("bucket_cap_mb", "bucket_cap_mb_list", "find_unused_parameters", "static_graph",
-                                          "gradient_as_bucket_view", "broadcast_buffers"))
+                                          "gradient_as_bucket_view", "broadcast_buffers") + DDP_TORCH213_KEYS)
     ddp = DDPOptions(
         bucket_cap_mb=ctx.cap(dd.get("bucket_cap_mb"), "ddp.bucket_cap_mb"),
         bucket_cap_mb_list=ctx.cap_list(dd.get("bucket_cap_mb_list"), "ddp.bucket_cap_mb_list"),
         find_unused_parameters=ctx.bool_(dd.get("find_unused_parameters", False), "ddp.find_unused_parameters"),
         static_graph=ctx.bool_(dd.get("static_graph", False), "ddp.static_graph"),
         gradient_as_bucket_view=ctx.bool_(dd.get("gradient_as_bucket_view", False), "ddp.gradient_as_bucket_view"),
-        broadcast_buffers=ctx.bool_(dd.get("broadcast_buffers", True), "ddp.broadcast_buffers"))
+        broadcast_buffers=ctx.bool_(dd.get("broadcast_buffers", True), "ddp.broadcast_buffers"),
+        **_ddp_torch213_options(ctx, dd))
     hook = ctx.hook(data.get("comm_hook", "none"), "comm_hook")
     pd_ = ctx.obj(data.get("powersgd"), "powersgd", ("rank", "start_iter"))
     ps_rank = ctx.int_(pd_.get("rank", 1), "powersgd.rank", 1)

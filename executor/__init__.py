@@ -23,8 +23,12 @@ Lifecycle (:mod:`executor.runtime`): torchrun's environment is validated first, 
 group is created with an explicit timeout, a watchdog ends a rank that makes no progress
 within the timeout (a dead peer), and ``destroy_process_group()`` always runs.
 
-NOTE: this package may import ``ddpsim.models``, ``trace``, ``capture``, ``plan``, ``errors``,
-``units`` and ``io`` (torch/stdlib only) but never simpy, pandas, matplotlib, networkx or yaml.
+NOTE: this package may import ddpsim's foundation and data layers only -- ``ddpsim.models``,
+``trace``, ``capture``, ``plan``, ``curve_fit``, ``errors``, ``units`` and ``io`` (torch/stdlib
+only) -- never ``ddpsim.commands``, the calibration fitting (``calibration``,
+``interference_fit``), the cost models, the engine or ``validation`` (which launches it), and
+never simpy, pandas, matplotlib, networkx or yaml. ``tests/test_layering.py`` holds the layers
+and enforces them.
 """
 
 MEASUREMENT_FORMAT = "ddpsim-measurement"

@@ -394,7 +394,7 @@ def measure_ddp_overhead(rt: Runtime, allreduce_points: list[dict[str, Any]], co
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from ddpsim.calibration import CalibrationPoint, fit_curve
+    from ddpsim.curve_fit import CalibrationPoint, fit_curve
 
     torch.manual_seed(0)
     bare = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width)).to(rt.device)

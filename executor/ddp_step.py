@@ -65,7 +65,7 @@ def add_ddp_option_arguments(p: argparse.ArgumentParser) -> None:
 
 def parse_cap(value: str | None) -> float | None:
     """``--bucket-cap-mb`` -> MiB; None (PyTorch's default) when omitted, empty or none/null/default."""
-    from ddpsim.commands._args import parse_cap_value
+    from ddpsim.units import parse_cap_value
 
     if value is None or not str(value).strip():
         return None
@@ -319,7 +319,7 @@ def construction_buckets(model: Any) -> list[list[int]] | None:
 
 
 def run(rt: Runtime, args: argparse.Namespace) -> int:
-    from ddpsim.commands._args import parse_cap_list
+    from ddpsim.units import parse_cap_list
 
     check_counts(args)
     cap = parse_cap(args.bucket_cap_mb)

@@ -7,16 +7,15 @@ module (``--warmup`` past DDP's rebuild, ``--iterations`` measured, as ``executo
 DDP wrapper is freed after its point (the Reducer's destructor removes its autograd hooks), so
 the next point's wrapper is the only one on the module.
 
-Why one launch: gpt2-124m's run means spread 5.8-6.8 % over their point's mean where four
-iterations at their 6.2-7.8 % spread would give about 3-4 % (sessions 16, 16b, 17), which
-suggested that a launch on this project's 2-vCPU host has a speed of its own, and a trace
-captured in a launch of its own did not follow the runs' drift (session 14's round-matched
-prediction). With the trace's slices captured in the same process pair as the points, right
-before each, the prediction and the measurement share the launch's speed and the moment; so
-do the points of a round, whose ratios decide the best cap. Session 18's runs fell in a
-quiet hour, where the point layout tracked as closely; what they did show (a slice after a
-DDP point 3-5 % faster in backward) was page faults of blocks above 32 MiB, which the
-steady allocator's ``M_MMAP_MAX=0`` ended (reports/cpu-gloo-summary/validation.md, "Session 18").
+Why one launch: on a shared CPU host a launch can have a speed of its own (gpt2-124m's run
+means can spread 6-7 % over their point's mean where four iterations at their own spread
+would give 3-4 %), and a trace captured in a launch of its own need not follow the runs'
+drift. With the trace's slices captured in the same process pair as the points, right before
+each, the prediction and the measurement share the launch's speed and the moment; so do the
+points of a round, whose ratios decide the best cap. Under the steady allocator
+(``M_MMAP_MAX=0``, :func:`executor.runtime.steady_malloc`) both layouts meet the same accuracy
+targets; a slice after a DDP point otherwise runs 3-5 % faster in backward, from page faults
+of blocks above 32 MiB (docs/VALIDATION.md, "Launch layouts")
 
 Writes, atomically as each completes: ``<out-dir>/cap=<cap>.run<round>.json`` per point (the
 ``executor ddp`` measurement record, plus ``launch``: this round's order and the point's
@@ -64,7 +63,7 @@ CAPS_EXPECTED = "a comma list of MiB > 0, 'none', or list=X+Y+... (a bucket_cap_
 def parse_caps(text: str) -> list[float | tuple[float, ...] | None]:
     """``--caps`` -> MiB per point (None: not given; a tuple: a bucket_cap_mb_list written
     ``list=1+4+8``), by the CLI's own rules; distinct points."""
-    from ddpsim.commands._args import parse_cap_point
+    from ddpsim.units import parse_cap_point
 
     caps = [parse_cap_point(c, "--caps", CAPS_EXPECTED) for c in str(text).split(",")]
     ids = [point_id(c) for c in caps]

@@ -183,15 +183,15 @@ def steady_malloc() -> str:
     on the process's whole allocation history. On this project's 2-core host a ResNet-50 DDP
     process (2 gloo ranks, batch 2, cap 25) faulted some 10,000 pages (about 40 MiB) into every
     forward, a trace captured in the same process pair none, and the DDP forward ran the
-    longer; ``benchmarks/bench_malloc.py`` measures both modes side by side. Fixing the mmap
+    longer. Fixing the mmap
     threshold (at glibc's largest, 32 MiB) ends its adaptation; ``M_TRIM_THRESHOLD = -1`` ends
     trimming; ``M_MMAP_MAX = 0`` maps no chunk on its own at all, so that blocks above 32 MiB come
-    from the heap too and are kept there. Without it (session 16's steady mode) every block above
+    from the heap too and are kept there. Without it every block above
     32 MiB -- gpt2-124m's 147 MiB embedding gradient and its ~50 MB logits, bert-base's 89 MiB
     word-embedding gradient -- was mapped and faulted in afresh every step, and how many such
-    blocks a step allocates differs between a bare trace capture and a DDP step:
-    ``benchmarks/bench_slices.py`` counted 64,617 minor faults per step in a gpt2-124m capture
-    after a DDP point, 113,000-140,000 in one before it, 157,000-160,000 per DDP step (session 18).
+    blocks a step allocates differs between a bare trace capture and a DDP step: a gpt2-124m
+    capture after a DDP point faulted about 65,000 minor faults per step, one before it
+    113,000-140,000, a DDP step 157,000-160,000.
     """
     import ctypes
     import ctypes.util

@@ -411,27 +411,23 @@ def _active_configs() -> list[str]:
     return [cid for cid, _, _ in CONFIGS]
 
 
-@pytest.fixture(scope="module")
-def parity(tmp_path_factory):
-    """Start the two DDP workers, take ddpsim's traces meanwhile, then collect the logs."""
+def start_workers(script: str, args: list[str], env: dict) -> list[subprocess.Popen]:
+    """``script RANK WORLD_SIZE *args`` for every rank, output captured (skips without gloo)."""
     pytest.importorskip("torch")
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_gloo_available():  # pragma: no cover
         pytest.skip("torch.distributed with gloo is not available")
-    tmp = tmp_path_factory.mktemp("ddp_parity")
-    store, out = tmp / "store", tmp / "logs.json"
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
-    active = _active_configs()
-    procs = [subprocess.Popen([sys.executable, __file__, str(r), str(WORLD_SIZE), str(store), str(out), ",".join(active)],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(WORLD_SIZE)]
+    return [subprocess.Popen([sys.executable, script, str(r), str(WORLD_SIZE), *args], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(WORLD_SIZE)]
+
+
+def collect_workers(procs: list[subprocess.Popen], before=lambda: None) -> None:
+    """Run ``before()`` (work to overlap with the workers'), wait for them, kill stragglers;
+    assert every worker succeeded, showing a failing one's output."""
     outputs = []
     try:
-        traces = {}
-        for cid, model, _ in CONFIGS:
-            if cid in active and model not in traces:
-                traces[model] = ddpsim_trace(model)
+        before()
         for p in procs:
             outputs.append(p.communicate(timeout=300)[0])
     finally:
@@ -441,6 +437,24 @@ def parity(tmp_path_factory):
                 p.wait()
     for p, text in zip(procs, outputs):
         assert p.returncode == 0, f"DDP worker failed (rc {p.returncode}):\n{text[-4000:]}"
+
+
+@pytest.fixture(scope="module")
+def parity(tmp_path_factory):
+    """Start the two DDP workers, take ddpsim's traces meanwhile, then collect the logs."""
+    tmp = tmp_path_factory.mktemp("ddp_parity")
+    store, out = tmp / "store", tmp / "logs.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+    active = _active_configs()
+    procs = start_workers(__file__, [str(store), str(out), ",".join(active)], env)
+    traces = {}
+
+    def take_traces():
+        for cid, model, _ in CONFIGS:
+            if cid in active and model not in traces:
+                traces[model] = ddpsim_trace(model)
+
+    collect_workers(procs, take_traces)
     return {"logs": json.loads(out.read_text()), "traces": traces}
 
 

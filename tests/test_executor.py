@@ -67,7 +67,7 @@ import executor, executor.__main__, executor.runtime, executor.collectives, exec
 import executor.replay, executor.workload, executor.launch, executor.capture_step
 executor.__main__.build_parser()
 # what the steps import lazily
-import ddpsim.models, ddpsim.plan, ddpsim.trace, ddpsim.units, ddpsim.io, ddpsim.errors, ddpsim.capture
+import ddpsim.models, ddpsim.plan, ddpsim.trace, ddpsim.units, ddpsim.io, ddpsim.errors, ddpsim.capture, ddpsim.curve_fit
 ddpsim.models.build_model("mlp")
 print("ok", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
 """

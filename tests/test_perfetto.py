@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
 
-from ddpsim.perfetto import COMM_TID, COMPUTE_TID, chrome_trace, comm_comp_overlap, hta_kernel_type, write_traces
+from ddpsim.perfetto import (COMM_TID, COMPUTE_TID, CPU_TID, chrome_trace, comm_comp_overlap, hta_kernel_type,
+                             load_chrome_trace, write_traces)
 from ddpsim.result import BucketTiming, IterationStats, SimResult, Span
 
 
@@ -44,6 +46,24 @@ def test_format():
     assert sum(1 for e in d["traceEvents"] if e["ph"] == "i") == 4  # ready + launch per bucket
 
 
+def test_iterations_are_profiler_steps_and_kernels_have_launches_as_torch_profiler_writes_them():
+    d = chrome_trace(hand_result(), 0)
+    steps = [e for e in d["traceEvents"] if e.get("cat") == "user_annotation"]
+    # torch.profiler: {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#<k>"} on the host thread
+    assert [(e["ph"], e["name"], e["tid"], e["ts"], e["dur"]) for e in steps] == [("X", "ProfilerStep#1", CPU_TID, 0, 13000)]
+    kernels = {e["args"]["correlation"]: e for e in d["traceEvents"] if e.get("cat") == "kernel"}
+    launches = [e for e in d["traceEvents"] if e.get("cat") == "cuda_runtime"]
+    assert sorted(kernels) == [1, 2, 3, 4, 5]  # forward, backward, optimizer, two all-reduces; not the wait
+    assert sorted(e["args"]["correlation"] for e in launches) == [1, 2, 3, 4, 5]  # one launch per kernel
+    for e in launches:
+        k = kernels[e["args"]["correlation"]]
+        assert e["tid"] == CPU_TID and e["dur"] == 0 and "stream" not in e["args"]  # a host event
+        assert steps[0]["ts"] <= e["ts"] <= k["ts"]  # inside its step, not after its kernel starts
+    # an all-reduce is launched when DDP launches its bucket (bucket 1: ready and launched at 8 ms, runs 9-12 ms)
+    by_name = {kernels[e["args"]["correlation"]]["name"]: e["ts"] for e in launches}
+    assert by_name["ncclDevKernel_AllReduce_Sum (bucket 1)"] == 8000 and by_name["backward"] == 4000
+
+
 def test_overlap_by_hand():
     assert comm_comp_overlap(chrome_trace(hand_result(), 0)) == pytest.approx(4 / 6)
 
@@ -58,11 +78,11 @@ def test_hta_kernel_classes():
 def test_write_is_deterministic_and_hta_readable(tmp_path):
     a = write_traces(hand_result(), tmp_path / "a", "cap=25", backend="gloo")
     b = write_traces(hand_result(), tmp_path / "b", "cap=25", backend="gloo")
-    assert [p.name for p in a] == ["trace_cap-25_rank0.json"]
+    assert [p.name for p in a] == ["trace_cap-25_rank0.json.gz"]
     assert a[0].read_bytes() == b[0].read_bytes()
-    text = a[0].read_text()
+    text = gzip.decompress(a[0].read_bytes()).decode()
     assert '"rank": 0' in text  # HTA finds the rank with the regex '"rank":\s+(\d+)'
-    assert json.loads(text)["traceEvents"]
+    assert json.loads(text) == load_chrome_trace(a[0]) == chrome_trace(hand_result(), 0, backend="gloo", point="cap=25")
 
 
 def test_representative_ranks():

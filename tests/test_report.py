@@ -70,7 +70,7 @@ def test_run_scenario_writes_everything(tmp_path, tiny_trace_file):
                        simulate_fn=analytic_simulate, build_fn=fake_build)
     d = tmp_path / "out" / "tiny"
     for n in ("summary.md", "summary.json", "sweep.csv", "buckets.csv", "recommended_plan.json",
-              "trace_cap-default_rank0.json", "trace_cap-0.004_rank0.json", "points/cap-25.json"):
+              "trace_cap-default_rank0.json.gz", "trace_cap-0.004_rank0.json.gz", "points/cap-25.json"):
         assert (d / n).is_file(), n
     # explicit plan [3], [2], [1, 0]: last collective ends at 127.64 ms after backward start (test_recommend),
     # exposed 107.64 ms; step 10 + 20 + 107.64 + 5 = 142.64 ms vs 144.28 ms at the best cap

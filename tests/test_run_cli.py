@@ -23,16 +23,16 @@ def test_default_run_is_deterministic(tmp_path, capsys, monkeypatch):
     a, b = tmp_path / "a" / "default", tmp_path / "b" / "default"
     names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
     for must in ("summary.md", "summary.json", "sweep.csv", "buckets.csv", "sweep.png", "bucket_sizes.png",
-                 "recommended_plan.json", "trace_cap-default_rank0.json", "timeline_cap-default.png"):
+                 "recommended_plan.json", "trace_cap-default_rank0.json.gz", "timeline_cap-default.png"):
         assert must in names
     assert names == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
     for n in names:
         assert (a / n).read_bytes() == (b / n).read_bytes(), n
     # the summary's overlap is the one computed from the written trace (HTA's algorithm)
-    from ddpsim.perfetto import comm_comp_overlap
+    from ddpsim.perfetto import comm_comp_overlap, load_chrome_trace
 
     s = json.loads((a / "summary.json").read_text())
-    tr = json.loads((a / "trace_cap-default_rank0.json").read_text())
+    tr = load_chrome_trace(a / "trace_cap-default_rank0.json.gz")
     assert s["overlaps"]["cap=default"]["0"] == pytest.approx(comm_comp_overlap(tr))
     # the recommended plan is accepted by `ddpsim plan --plan`
     assert main(["plan", "traces/mlp.cpu.json", "--plan", str(a / "recommended_plan.json")]) == 0
@@ -91,11 +91,10 @@ def test_sweep_cli_errors(capsys, monkeypatch, argv, match):
     assert match in capsys.readouterr().err
 
 
-CLAMPED = ROOT / "reports" / "cpu-gloo-session10" / "validation.calibration.json"  # session 10's disturbed probe
-UNCLAMPED = ROOT / "reports" / "cpu-gloo-session10" / "recalibration.json"
+CLAMPED = ROOT / "tests" / "data" / "calibration-probe-clamped.json"  # a disturbed probe run: the fit at its bound
+UNCLAMPED = ROOT / "tests" / "data" / "calibration-probe-fit.json"
 
 
-@pytest.mark.skipif(not CLAMPED.is_file(), reason="session 10's calibration missing")
 def test_a_calibration_with_a_clamped_probe_fit_is_called_out_by_every_predicting_command(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     head = ("WARNING: the calibration's probe fit hit its bound: compute_slowdown 16 gives a 434.9 ms probe step, "

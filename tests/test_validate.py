@@ -79,7 +79,7 @@ def test_host_load_by_hand(monkeypatch):
     25 %, steal 0, ranks 50 %. Pooled: other (3.8 + 3 - 3.5 - 2) / 8 = 16.25 %, steal
     0.15 / 8 = 1.875 %, ranks 5.5 / 8 = 68.75 %. (The 4 s of host CPU per run clear
     MIN_HOST_CPU_S, lowered to 4 here; at its 5 s they would give nothing.)"""
-    import ddpsim.validate as v
+    import ddpsim.validation.compare as v
     from ddpsim.validate import PointOutcome, host_load, host_summary
 
     assert v.MIN_HOST_CPU_S == 5.0
@@ -227,7 +227,8 @@ def test_tied_predictions_are_all_predicted_best():
 
 
 def test_a_probe_fit_at_its_bound_is_called_out():
-    from ddpsim.validate import clamped_fit_warning, markdown
+    from ddpsim.calibration import clamped_fit_warning
+    from ddpsim.validate import markdown
     fit = {"compute_slowdown": 16.0, "measured_step_s": 0.4972, "predicted_step_s": 0.4352,
            "predicted_without_interference_s": 0.3020, "clamped": True}
     msg = clamped_fit_warning(fit)
@@ -243,41 +244,41 @@ def test_a_probe_fit_at_its_bound_is_called_out():
     assert "WARNING" not in markdown(data)
 
 
-S10 = REPO_ROOT / "reports" / "cpu-gloo-session10"
+DATA = REPO_ROOT / "tests" / "data"
+CLAMPED, FIT = "calibration-probe-clamped.json", "calibration-probe-fit.json"  # a probe fit at its bound, and one inside
 
 
-@pytest.mark.skipif(not (S10 / "recalibration.json").is_file(), reason="session 10's calibrations missing")
 @pytest.mark.parametrize("outputs, launches, final, kept", [
-    (["validation.calibration.json", "recalibration.json"], 2, "recalibration.json", 1),   # session 10's case
-    (["recalibration.json", "validation.calibration.json"], 1, "recalibration.json", 0),   # a fit: measured once
-    (["validation.calibration.json", "validation.calibration.json"], 2, "validation.calibration.json", 1),  # at most 2
+    ([CLAMPED, FIT], 2, FIT, 1),       # clamped, then a fit: measured twice, the clamped one kept aside
+    ([FIT, CLAMPED], 1, FIT, 0),       # a fit: measured once
+    ([CLAMPED, CLAMPED], 2, CLAMPED, 1),  # at most 2
 ])
 def test_a_calibration_whose_probe_fit_hit_its_bound_is_measured_once_more(tmp_path, outputs, launches, final, kept):
     from ddpsim.calibration import load_calibration
     from ddpsim.validate import calibrate
     calls: list[list[str]] = []
 
-    def fake_launch(args):  # `executor collectives` writing session 10's files in turn
+    def fake_launch(args):  # `executor collectives` writing the two calibrations in turn
         calls.append(args)
         out, prog = Path(args[args.index("--out") + 1]), Path(args[args.index("--progress") + 1])
-        shutil.copyfile(S10 / outputs[len(calls) - 1], out)
+        shutil.copyfile(DATA / outputs[len(calls) - 1], out)
         prog.write_text(f"progress of call {len(calls)}\n")
 
     said: list[str] = []
     cal_path = tmp_path / "calibration.json"
     cal = calibrate(fake_launch, cal_path, tmp_path, said.append, label="2 gloo ranks")
-    assert cal == load_calibration(S10 / final)  # what it returns is the file it kept
+    assert cal == load_calibration(DATA / final)  # what it returns is the file it kept
     assert len(calls) == launches and all(c[0] == "collectives" for c in calls)
-    assert cal_path.read_bytes() == (S10 / final).read_bytes()
+    assert cal_path.read_bytes() == (DATA / final).read_bytes()
     clamped = sorted(p.name for p in tmp_path.glob("*clamped*"))
     assert clamped == (["calibration.clamped1.json", "calibration.progress.clamped1.json"] if kept else [])
     if kept:
-        assert (tmp_path / "calibration.clamped1.json").read_bytes() == (S10 / outputs[0]).read_bytes()
+        assert (tmp_path / "calibration.clamped1.json").read_bytes() == (DATA / outputs[0]).read_bytes()
         assert (tmp_path / "calibration.progress.clamped1.json").read_text() == "progress of call 1\n"
         assert any("probe fit hit its bound" in m and "calibrating again" in m for m in said)
     # a calibration still clamped after the last attempt is used, with the warning said
     warned = [m for m in said if m.startswith("validate: WARNING: the calibration's probe fit hit its bound")]
-    assert len(warned) == (final == "validation.calibration.json")
+    assert len(warned) == (final == CLAMPED)
 
 
 def test_run_spread_is_the_range_of_run_medians_over_the_pooled_mean():
@@ -458,8 +459,8 @@ def test_a_rank_killed_by_a_signal_is_reported_by_its_abort_line_not_torchruns_b
     # the stderr of a run whose rank 1 aborted in teardown (SIGABRT): torchrun's report ends
     # with a '=====' banner line, which said nothing when it was quoted as the error
     import executor.launch
-    from ddpsim import validate as v
     from ddpsim.errors import InputError
+    from ddpsim.validation import measure as v
 
     stderr = ("terminate called without an active exception\n"
               "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"

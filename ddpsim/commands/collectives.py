@@ -25,13 +25,9 @@ with measured curves (piecewise alpha-beta between the measured sizes)."""
 
 EPILOG = """\
 examples:
-  ddpsim collectives --topology dgx-a100
   ddpsim collectives --topology dgx-a100 --nodes 2 --sizes 1KiB,1MiB,64MiB,1GiB
   ddpsim collectives --topology dgx-h100 --algorithm ring --format csv
-  ddpsim collectives --topology dgx-a100 --set nvlinks_per_gpu=8 --protocol simple
-  ddpsim collectives --topology dgx-h100 --nodes 4 --algorithm hierarchical --format json
-  ddpsim collectives --topology cpu-gloo --ranks 2 --calibration calib/gloo-2.json
-  ddpsim collectives --topology cpu-gloo --collective broadcast"""
+  ddpsim collectives --topology cpu-gloo --ranks 2 --calibration reports/cpu-gloo-calibration.json"""
 
 FORMATS = ("table", "json", "csv")
 DEFAULT_SIZES = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB"

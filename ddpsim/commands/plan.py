@@ -26,13 +26,10 @@ simulate' and the executor read; --out FILE writes it atomically as well."""
 
 EPILOG = """\
 examples:
-  ddpsim plan gpt2.trace.json
-  ddpsim plan gpt2.trace.json --bucket-cap-mb 5
-  ddpsim plan gpt2.trace.json --bucket-cap-mb-list 1,4,25
-  ddpsim plan gpt2.trace.json --find-unused-parameters --format csv
-  ddpsim plan gpt2.trace.json --static-graph --out plans/static.plan.json
-  ddpsim plan gpt2.trace.json --semantics legacy --bucket-cap-mb 25
-  ddpsim plan gpt2.trace.json --plan my_buckets.json --format json
+  ddpsim plan traces/resnet50.cpu.json --bucket-cap-mb 25
+  ddpsim plan traces/gpt2-124m.cpu.json --static-graph --out static.plan.json
+  ddpsim plan traces/resnet50.cpu.json --plan reports/cpu-gloo-resnet50/recommended_plan.json
+  ddpsim plan traces/resnet50.cpu.json --bucket-cap-mb-list 1,4,25
 
 A hand-written plan is {"buckets": [[11, 10], [9, 8, 7], ...]} (parameter indices or names,
 in launch order, every trainable parameter exactly once, one dtype per bucket)."""
@@ -55,6 +52,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--semantics", default="modern", metavar="{modern,legacy}",
                    help="modern (torch >= 2.x: an explicit cap also caps the first rebuilt bucket) or legacy "
                         "(first rebuilt bucket always 1 MiB); default: modern")
+    p.add_argument("--delay-all-reduce-params", metavar="NAME[,NAME...]", default=None,
+                   help="DDP's delay_all_reduce_named_params: parameters left out of the buckets")
+    p.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None,
+                   help="DDP's param_to_hook_all_reduce (with --delay-all-reduce-params)")
     p.add_argument("--plan", metavar="FILE", default=None,
                    help="validate and show this explicit plan JSON instead of DDP's")
     p.add_argument("--format", default="table", metavar="{table,csv,json}", help="output format; default: table")
@@ -84,6 +85,19 @@ def parse_bucket_cap_mb_list(text: str | None, bucket_cap_mb: float | None, comm
     return caps
 
 
+def parse_delay_flags(names: str | None, hook: str | None) -> dict[str, Any]:
+    """``--delay-all-reduce-params a,b --param-to-hook-all-reduce c`` -> DDPOptions keyword arguments."""
+    if (names is None) != (hook is None):
+        raise InputError(f"--param-to-hook-all-reduce: {hook!r} with --delay-all-reduce-params {names!r} is not accepted; "
+                         "expected both or neither")
+    if names is None:
+        return {}
+    parsed = tuple(n.strip() for n in names.split(",") if n.strip())
+    if not parsed:
+        raise InputError(f"--delay-all-reduce-params: {names!r} is not accepted; expected parameter names, comma-separated")
+    return {"delay_all_reduce_named_params": parsed, "param_to_hook_all_reduce": hook}
+
+
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -99,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
     options = DDPOptions(bucket_cap_mb=cap,
                          bucket_cap_mb_list=parse_bucket_cap_mb_list(args.bucket_cap_mb_list, cap, "ddpsim plan"),
                          find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
-                         gradient_as_bucket_view=args.gradient_as_bucket_view, semantics=args.semantics)
+                         gradient_as_bucket_view=args.gradient_as_bucket_view, semantics=args.semantics,
+                         **parse_delay_flags(args.delay_all_reduce_params, args.param_to_hook_all_reduce))
     trace = load_trace(args.trace)
     if args.plan is not None:
         plan = replace(load_plan(args.plan, trace), options=options)
@@ -140,11 +155,15 @@ def _rows(plan: Any, trace: Any) -> list[dict[str, Any]]:
     return rows
 
 
+CSV_FIELDS = ["layout", "index", "num_params", "size_bytes", "size", "dtype", "first_param", "last_param",
+              "from_iteration", "param_indices"]
+
+
 def format_csv(plan: Any, trace: Any) -> str:
     """One row per bucket: the steady layout, then (if buckets are rebuilt) the first-iteration one."""
     rows = _rows(plan, trace)
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
     return buf.getvalue()
@@ -171,6 +190,9 @@ def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str 
     flags = [name for name, on in (("find_unused_parameters", o.find_unused_parameters),
                                    ("static_graph", o.static_graph),
                                    ("gradient_as_bucket_view", o.gradient_as_bucket_view)) if on]
+    if o.delay_all_reduce_named_params is not None:
+        flags.append(f"delay_all_reduce_named_params={','.join(o.delay_all_reduce_named_params)} "
+                     f"(hook {o.param_to_hook_all_reduce})")
     lines = [
         f"trace: {trace_path} (model {trace.model}, {trace.num_params} parameters, "
         f"{trace.total_param_bytes} B = {format_size(trace.total_param_bytes)})",
@@ -181,6 +203,9 @@ def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str 
         lines.append(f"options: bucket_cap_mb={cap}, {', '.join(flags) if flags else 'no other options'}, "
                      f"semantics={o.semantics}")
     rows = [r for r in _rows(plan, trace) if r["layout"] == "steady"]
+    if not rows:
+        lines += ["", "no buckets: every parameter is in delay_all_reduce_named_params (DDP builds no reducer)", ""]
+        return "\n".join(lines)
     title = ("steady-state buckets" if plan.rebuild_iteration is not None else "buckets") + \
         f" (from iteration {rows[0]['from_iteration']}), in launch order:"
     lines += ["", title]

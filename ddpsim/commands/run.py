@@ -17,7 +17,7 @@ Reducer engine over the modelled cluster, and write reports/<name>/:
                     and the DDP(model, bucket_cap_mb_list=[...]) line to paste (torch >= 2.13)
   sweep.csv         one row per point; buckets.csv: every bucket of every iteration
   sweep.png, timeline_<point>.png, bucket_sizes.png
-  trace_<point>_rank<r>.json   Chrome/Kineto traces (Perfetto, HTA)
+  trace_<point>_rank<r>.json.gz  Chrome/Kineto traces (Perfetto, HTA)
   recommended_plan.json        an explicit bucket plan ('ddpsim plan --plan', the executor) and
                                the bucket_cap_mb_list that makes real DDP rebuild it (when one does)
   points/<point>.json          finished points; a rerun reuses them (resumable)

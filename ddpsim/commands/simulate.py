@@ -36,14 +36,9 @@ overlap). An "iteration" is one no_sync cycle (--no-sync-steps micro-steps + 1 s
 
 EPILOG = """\
 examples:
-  ddpsim simulate --trace traces/gpt2-124m.cpu.json --topology cpu-gloo --world-size 2
-  ddpsim simulate --trace t.json --topology dgx-h100 --nodes 4 --world-size 32 --bucket-cap-mb 50
-  ddpsim simulate --trace t.json --topology dgx-h100 --world-size 8 --bucket-cap-mb-list 2,8,25
-  ddpsim simulate --trace t.json --latency-us 20 --bandwidth-gbps 25 --world-size 8 --comm-hook fp16
-  ddpsim simulate --trace t.json --topology dgx-a100 --world-size 8 --straggler 3:1.2 --seed 7
-  ddpsim simulate --trace t.json --topology cpu-gloo --world-size 2 --calibration cal.json --format json
-  ddpsim simulate --trace t.json --latency-us 10 --bandwidth-gbps 10 --world-size 4 --no-sync-steps 3 --format csv
-  ddpsim simulate --trace t.json --latency-us 300 --bandwidth-gbps 1 --world-size 2 --interference 1.3:2 --copy-bandwidth-gbps 8
+  ddpsim simulate --trace traces/gpt2-124m.cpu.json --topology cpu-gloo --world-size 2 --calibration reports/cpu-gloo-calibration.json
+  ddpsim simulate --trace traces/gpt2-1.5b.h100.json --topology dgx-h100 --nodes 4 --world-size 32 --bucket-cap-mb 50
+  ddpsim simulate --trace traces/resnet50.cpu.json --latency-us 20 --bandwidth-gbps 25 --world-size 8 --comm-hook fp16 --straggler 3:1.2
 
 --format csv prints two CSV tables (iterations per rank, then buckets per rank), each after
 a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""
@@ -75,6 +70,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ddp.add_argument("--static-graph", action="store_true", help="static_graph=True")
     ddp.add_argument("--gradient-as-bucket-view", action="store_true", help="gradient_as_bucket_view=True")
     ddp.add_argument("--comm-hook", metavar="{" + ",".join(HOOKS) + "}", default="none", help="DDP comm hook; default none")
+    add_torch213_ddp_flags(ddp)
     ddp.add_argument("--plan", metavar="FILE", default=None, help="explicit bucket plan JSON instead of DDP's")
     sim = p.add_argument_group("simulation")
     sim.add_argument("--no-sync-steps", metavar="N", type=int, default=0, help="no_sync accumulation micro-steps per iteration")
@@ -95,6 +91,62 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--format", metavar="{table,json,csv}", default="table", help="output format; default table")
     p.set_defaults(func=run)
     return p
+
+
+def add_torch213_ddp_flags(group: Any) -> None:
+    """Flags of torch 2.13's DDP options (shared by the commands that build DDPOptions)."""
+    group.add_argument("--batched-grad-copy", action="store_true", help="batched_grad_copy=True")
+    group.add_argument("--skip-all-reduce-unused-params", action="store_true", help="skip_all_reduce_unused_params=True")
+    group.add_argument("--forward-sync-buffers", metavar="{true,false}", default=None,
+                       help="forward_sync_buffers (buffer broadcast before each forward); default: DDP's (true)")
+    group.add_argument("--broadcast-buffers", metavar="{true,false}", default=None,
+                       help="the deprecated broadcast_buffers (used when --forward-sync-buffers is not given)")
+    group.add_argument("--mixed-precision", metavar="PARAM[:REDUCE[:BUFFER]]", default=None,
+                       help="DDP's _MixedPrecision dtypes (float16, bfloat16, float32, float64; '-' leaves one unset), "
+                            "e.g. bfloat16:float32 or float16:-:float16")
+    group.add_argument("--delay-all-reduce-params", metavar="NAME[,NAME...]", default=None,
+                       help="delay_all_reduce_named_params: parameters all-reduced from a hook on --param-to-hook-all-reduce")
+    group.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None, help="param_to_hook_all_reduce")
+
+
+def _parse_bool_flag(text: str | None, flag: str) -> bool | None:
+    if text is None:
+        return None
+    low = text.strip().lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise InputError(f"{flag}: {text!r} is not accepted; expected true or false")
+
+
+def parse_mixed_precision(text: str | None):
+    """``"bfloat16:float32"`` -> MixedPrecision(param_dtype="bfloat16", reduce_dtype="float32"); None stays None."""
+    from ddpsim.plan import MIXED_PRECISION_DTYPES, MixedPrecision
+
+    if text is None:
+        return None
+    parts = [x.strip() for x in text.split(":")]
+    expected = (f"PARAM[:REDUCE[:BUFFER]] of {', '.join(MIXED_PRECISION_DTYPES)} or '-', e.g. bfloat16:float32")
+    if not 1 <= len(parts) <= 3 or any(x not in MIXED_PRECISION_DTYPES + ("-",) for x in parts):
+        raise InputError(f"--mixed-precision: {text!r} is not accepted; expected {expected}")
+    vals = [None if x == "-" else x for x in parts] + [None] * (3 - len(parts))
+    return MixedPrecision(param_dtype=vals[0], reduce_dtype=vals[1], buffer_dtype=vals[2])
+
+
+def torch213_ddp_options(args: argparse.Namespace) -> dict[str, Any]:
+    """DDPOptions keyword arguments from :func:`add_torch213_ddp_flags`' flags."""
+    out: dict[str, Any] = {"batched_grad_copy": args.batched_grad_copy,
+                           "skip_all_reduce_unused_params": args.skip_all_reduce_unused_params,
+                           "forward_sync_buffers": _parse_bool_flag(args.forward_sync_buffers, "--forward-sync-buffers"),
+                           "mixed_precision": parse_mixed_precision(args.mixed_precision)}
+    bb = _parse_bool_flag(args.broadcast_buffers, "--broadcast-buffers")
+    if bb is not None:
+        out["broadcast_buffers"] = bb
+    from ddpsim.commands.plan import parse_delay_flags
+
+    out.update(parse_delay_flags(args.delay_all_reduce_params, args.param_to_hook_all_reduce))
+    return out
 
 
 def parse_straggler(text: str) -> tuple[int, float]:
@@ -157,7 +209,7 @@ def build_inputs(args: argparse.Namespace):
     trace = load_trace(args.trace)
     options = DDPOptions(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
                          find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
-                         gradient_as_bucket_view=args.gradient_as_bucket_view)
+                         gradient_as_bucket_view=args.gradient_as_bucket_view, **torch213_ddp_options(args))
     if args.plan:
         from dataclasses import replace
 

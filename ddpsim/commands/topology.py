@@ -27,9 +27,6 @@ EPILOG = """\
 examples:
   ddpsim topology dgx-a100
   ddpsim topology dgx-h100 --nodes 4 --set fabric=fat-tree --set oversubscription=2
-  ddpsim topology dgx-a100 --set nvlinks_per_gpu=8          # A800
-  ddpsim topology pcie --set pcie_gen=5 --format json
-  ddpsim topology cpu-gloo --nodes 2 --set ranks_per_host=4 --draw cpu.png
   ddpsim topology my_cluster.yaml --draw cluster.png"""
 
 FORMATS = ("table", "json")

@@ -10,15 +10,14 @@ from ddpsim.errors import InputError
 
 EXAMPLES = """\
 examples:
-  ddpsim trace --list-models
   ddpsim trace --model mlp --batch-size 32 --iters 5 --warmup 2 --num-threads 1 --out traces/mlp.cpu.json
-  ddpsim trace --model gpt2-124m --batch-size 2 --seq-len 128 --iters 5 --warmup 2 --num-threads 1 --out traces/gpt2-124m.cpu.json
-  ddpsim trace --model resnet50 --input-shape 3,224,224 --batch-size 2 --iters 5 --warmup 1 --out resnet50.cpu.json
-  ddpsim trace --model mypkg.models:build --input-shape 3,32,32 --batch-size 8 --iters 5 --warmup 1 --out my.json
-  # capture 4 of GPT-2 1.5B's 48 identical blocks, derive the 48-block trace (synthetic):
-  ddpsim trace --model gpt2-1.5b --derive-depth-from 4 --batch-size 2 --seq-len 128 --iters 5 --warmup 1 --num-threads 1 --out traces/gpt2-1.5b.cpu.json
-  # re-time a capture for a GPU you do not have (roofline model on the meta device; synthetic):
+  # your own model: any 'package.module:factory' returning an nn.Module (on a GPU: CUDA events)
+  ddpsim trace --model mypkg.models:build --input-shape 3,32,32 --batch-size 8 --iters 5 --warmup 1 --device cuda --out my.json
+  # re-time a CPU capture for a GPU you do not have (roofline model on the meta device; synthetic):
   ddpsim trace --retime-for h100 --from traces/gpt2-1.5b.cpu.json --batch-size 8 --seq-len 1024 --autocast bf16 --out traces/gpt2-1.5b.h100.json
+
+'ddpsim trace --list-models' lists the built-ins; --derive-depth-from K captures K blocks of a
+deep transformer and extends them to full depth.
 
 A CPU trace meant to validate 2-rank gloo runs on a 2-core machine should use --num-threads 1.
 """

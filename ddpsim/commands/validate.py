@@ -6,50 +6,42 @@ import argparse
 from typing import Any
 
 DESCRIPTION = """\
-Validate ddpsim on this machine: capture the trace on all ranks at once, in lockstep (the run's
-conditions; --scenario-trace keeps the scenario's), calibrate it once with the executor (all-reduce and
-broadcast curves, compute/communication interference, copy bandwidth; once more when the
-interference fit hits its bound, the rejected file kept as calibration.clamped1.json; or reuse
---calibration FILE), run real DDP at every validated bucket_cap_mb point of SCENARIO
-(2 local gloo ranks via torchrun, one thread per rank unless the trace says otherwise;
-each point --repeats times, round-robin, each round's order rotated by one), simulate
-the same points, and write reports/<name>/:
+Check ddpsim against real DDP on this machine. For SCENARIO's validated bucket_cap_mb points:
+capture the model's trace on all ranks at once, in lockstep (the runs' conditions;
+--scenario-trace predicts from the scenario's trace instead); calibrate the machine once with
+the executor (all-reduce and broadcast curves, compute/communication interference fitted to a
+real DDP probe, copy bandwidth; measured once more when the interference fit hits its bound;
+or --calibration FILE); run real DDP at every point (local gloo ranks via torchrun, one
+thread per rank unless the trace says otherwise; each point --repeats times, round-robin);
+simulate the same points; and write reports/<name>/:
 
-  validation.csv    point, predicted_s, measured_s, measured_p10_s, measured_p90_s,
-                    error_pct, in_band, plan_matches, ...
-  validation.md     the table and the accuracy figures (median |error|, points in the
-                    noise band, measured-best vs predicted-best cap, whether their
-                    gap lies inside the two points' run spread, and its 95 % interval
-                    from their runs paired by round: whether the runs decide the
-                    2 % best-cap criterion -- met, missed or unresolved, and if
-                    unresolved how many rounds would decide it); with the hooked
-                    runs, per point: backward span, summed all-reduce time and the last
-                    bucket's, measured / predicted
-  validation.png    predicted vs measured per point (noise band), per-bucket completion
+  validation.md     the table and the accuracy figures: median |error| of the mean step,
+                    points in the measured p10..p90 band or within 10 %, measured-best vs
+                    predicted-best cap and the gap's 95 % interval from the runs paired by
+                    round (best-cap verdict met / missed / unresolved, and for an
+                    unresolved one how many rounds would decide it), plan_matches
+  validation.csv    one row per point (predicted_s, measured_s, p10/p90, error_pct, ...)
+  validation.png    predicted vs measured per point, per-bucket completion
   validation.json   all of it, plus per-bucket times predicted and measured
-  validation/       every raw executor measurement (ddpsim-measurement JSON)
+  validation/       every raw executor measurement; --reanalyze rebuilds the report from it
 
-By default (--launch point) each round's trace is captured in a launch of its own and each
-point runs in a launch of its own. --launch round runs a round in ONE executor launch
-('executor round'): before each point a slice of the trace (2 lockstep steps), then the
-point under a fresh real DDP over the same module, so that the prediction's trace and the
-runs share the process pair's speed and the moment; the slices of all rounds are pooled
-into the prediction's trace. It saves the launches (12-19 % of the time for the large
-models on the 2-core host; the mlp's 16 rounds take a quarter). Under the executor's steady
-allocator both layouts met the accuracy targets in session 18; point stays the default
-until more runs compare them (reports/cpu-gloo-summary/validation.md, "Session 18").
+Launch layout: --launch point (default) captures each round's trace in a launch of its own
+and runs each point in a launch of its own; --launch round runs a whole round in ONE
+executor launch (before each point a 2-step slice of the trace, then the point under a
+fresh DDP over the same module), so that trace and runs share each launch's speed. On CPU
+the executor holds glibc's allocator steady in every step (--malloc steady) so that trace
+capture and runs reuse their pages alike. How the figures are made and read:
+docs/VALIDATION.md.
 
-Files are rewritten atomically after every run, so an interrupted validation keeps
-what it measured. The trace must be captured under the same conditions as the run
-(model, batch size, threads per rank). On GPU nodes run the executor with torchrun
+Files are rewritten atomically after every run, so an interrupted validation keeps what it
+measured. Local validation is CPU/gloo; on GPU nodes run the executor under torchrun
 yourself ('torchrun --nproc-per-node 8 -m executor ddp ...')."""
 
 EPILOG = """\
 examples:
-  ddpsim validate default                       # bundled MLP, caps of the scenario
-  ddpsim validate default --caps none,1,5,25,100 --repeats 3
-  ddpsim validate scenarios/my.yaml --calibration reports/default/calibration.json
-  ddpsim validate cpu-gloo-mlp --reanalyze       # re-report the runs already measured
+  ddpsim validate cpu-gloo-resnet50                       # calibrate, capture, run, compare
+  ddpsim validate default --caps none,1,25 --repeats 4 --calibration my-calibration.json
+  ddpsim validate cpu-gloo-mlp --reanalyze                # rebuild the shipped report from its raw runs
 
 Bad input (a missing scenario, a bad --caps value, a failing executor run) stops with
 one line and exit status 2; files already written are kept."""
@@ -95,7 +87,7 @@ def parse_caps(text: str | None) -> list[float | tuple[float, ...] | None] | Non
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.validate import reanalyze, validate
+    from ddpsim.validation.measure import reanalyze, validate
 
     if args.reanalyze:
         res = reanalyze(args.scenario, calibration=args.calibration, out_dir=args.out_dir, plots=not args.no_plots)

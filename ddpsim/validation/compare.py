@@ -1,0 +1,346 @@
+"""Comparing a validation's measurements with its predictions: errors, statistics, verdicts.
+
+Pure functions over executor measurements (dicts read from the raw runs) and
+:class:`~ddpsim.result.SimResult` s: what is compared (:class:`PointOutcome`'s row), the run
+spread, the paired best-cap interval and its verdict, the host's load, and per-bucket times.
+See :mod:`ddpsim.validation` for what is measured and why these statistics.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ddpsim.trace import quantile
+
+
+@dataclass
+class PointOutcome:
+    """What is known about one validated point so far."""
+
+    point_id: str
+    bucket_cap_mb: float | tuple[float, ...] | None                 # a tuple: a bucket_cap_mb_list point
+    predicted_s: float | None = None                              # the simulated steady steps' mean
+    predicted_p50_s: float | None = None                          # ... and their median
+    predicted_buckets: list[dict[str, Any]] = field(default_factory=list)
+    predicted_metrics: dict[str, Any] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)     # un-hooked executor measurements
+    hooked: dict[str, Any] | None = None                          # the timing-hook run
+
+    @property
+    def samples(self) -> list[float]:
+        return [s for r in self.runs for s in r["summary"]["step_times_s"]]
+
+    @property
+    def measured_s(self) -> float | None:
+        """The mean of the pooled step times: the compared figure (see the module docstring)."""
+        return statistics.fmean(self.samples) if self.samples else None
+
+    @property
+    def measured_median_s(self) -> float | None:
+        return statistics.median(self.samples) if self.samples else None
+
+    def row(self) -> dict[str, Any]:
+        xs = self.samples
+        m = self.measured_s
+        p10 = quantile(xs, 0.1) if xs else None
+        p90 = quantile(xs, 0.9) if xs else None
+        err = None if (m is None or self.predicted_s is None) else 100.0 * (self.predicted_s - m) / m
+        med = self.measured_median_s
+        err50 = None if (med is None or self.predicted_p50_s is None) else 100.0 * (self.predicted_p50_s - med) / med
+        pm = [r.get("plan_matches") for r in self.runs]
+        return {
+            "point": self.point_id, "bucket_cap_mb": self.bucket_cap_mb, "predicted_s": self.predicted_s,
+            "measured_s": m, "measured_p10_s": p10, "measured_p90_s": p90, "error_pct": err,
+            "in_band": None if err is None else bool(p10 <= self.predicted_s <= p90),
+            "num_runs": len(self.runs), "num_samples": len(xs),
+            "run_medians_s": " ".join(f"{r['summary']['iteration_s']:.6g}" for r in self.runs),
+            "num_buckets_real": len(self.runs[0]["real_buckets"]["sizes"]) if self.runs else None,
+            "plan_matches": None if not pm else all(bool(x) for x in pm),
+            "predicted_exposed_comm_s": self.predicted_metrics.get("exposed_comm_s"),
+            "measured_hooked_s": None if self.hooked is None else self.hooked["summary"]["iteration_s"],
+            "run_spread_pct": run_spread_pct([r["summary"]["iteration_s"] for r in self.runs], m),
+            "measured_median_s": med, "predicted_p50_s": self.predicted_p50_s, "error_p50_pct": err50,
+            # each run's mean step, in round order (run k of every point ran in round k)
+            "run_means_s": " ".join(f"{statistics.fmean(r['summary']['step_times_s']):.6g}" for r in self.runs),
+            **self.host_columns(),
+        }
+
+    def host_columns(self) -> dict[str, Any]:
+        """The host's load during the measured steps (:func:`host_load`): pooled over the runs,
+        and each run's, in round order; empty for measurements without host counters."""
+        pooled = host_load(self.runs)
+        per = [host_load([r]) for r in self.runs]
+        if pooled is None or any(h is None for h in per):
+            return {"host_other_pct": None, "host_steal_pct": None, "ranks_cpu_pct": None,
+                    "run_host_other_pct": None, "run_host_steal_pct": None}
+        return {"host_other_pct": pooled["other_pct"], "host_steal_pct": pooled["steal_pct"],
+                "ranks_cpu_pct": pooled["ranks_pct"],
+                "run_host_other_pct": " ".join(f"{h['other_pct']:.3g}" for h in per),
+                "run_host_steal_pct": " ".join(f"{h['steal_pct']:.3g}" for h in per)}
+
+
+#: the least host CPU time (summed over CPUs, seconds) one run's steps must span for its host
+#: figures to be given: ``/proc/stat`` counts in ticks of 10 ms, each charged to the state the
+#: CPU is in at the tick, so a share measured over N ticks scatters by about sqrt(p(1-p)/N):
+#: 500 ticks put a 95 % share within about 1 %; the mlp's millisecond runs (20-50 ticks)
+#: scatter by about 10 % and get none.
+MIN_HOST_CPU_S = 5.0
+
+
+def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
+    """What the host's CPUs did during the measured steps of ``runs`` (executor measurements
+    whose samples hold :func:`executor.runtime.host_counters` deltas), as percentages of all
+    the host's CPU time in those steps: ``other_pct``, busy with anything but the ranks
+    (other processes, the kernel's own work, the launcher); ``steal_pct``, taken by the
+    hypervisor; ``ranks_pct``, the ranks' own CPU time (every thread). The host's counters are
+    read by every rank around its own steps; their mean over ranks is used. None when the
+    samples have no host counters (measurements from before they were recorded) or a run
+    spans less than :data:`MIN_HOST_CPU_S` of the host's CPU time."""
+    if not runs:  # a point not run yet (validate --launch point writes the report after every run)
+        return None
+    sums = {"host_busy_s": 0.0, "host_steal_s": 0.0, "host_all_s": 0.0}
+    ours = 0.0
+    for run in runs:
+        ranks = [g["iterations"] for g in run.get("ranks") or []]
+        if not ranks or any("host_all_s" not in s or "cpu_s" not in s for r in ranks for s in r):
+            return None
+        run_sums = {key: statistics.fmean(sum(s[key] for s in r) for r in ranks) for key in sums}
+        if run_sums["host_all_s"] < MIN_HOST_CPU_S:
+            return None
+        for key in sums:
+            sums[key] += run_sums[key]
+        ours += sum(s["cpu_s"] for r in ranks for s in r)
+    busy, steal, total = sums["host_busy_s"], sums["host_steal_s"], sums["host_all_s"]
+    return {"other_pct": 100.0 * (busy - ours) / total, "steal_pct": 100.0 * steal / total,
+            "ranks_pct": 100.0 * ours / total}
+
+
+def run_spread_pct(run_medians: Sequence[float], measured: float | None) -> float | None:
+    """How far apart repeated runs of ONE configuration land: 100 * (slowest run's median -
+    fastest run's median) / the pooled mean (``measured_s``); None with fewer than 2 runs. The measurement's
+    own noise floor: a prediction cannot be checked to better than about half of it."""
+    if len(run_medians) < 2 or not measured:
+        return None
+    return 100.0 * (max(run_medians) - min(run_medians)) / measured
+
+
+def best_pair_spread_pct(best_meas: dict[str, Any], best_pred: dict[str, Any]) -> float | None:
+    """The larger run spread (:func:`run_spread_pct`) of the measured-best and the predicted-best
+    points: a best-cap gap inside it is one the repeated runs cannot tell from noise. None when
+    they are the same point or either has no spread (fewer than 2 runs)."""
+    if best_meas["point"] == best_pred["point"]:
+        return None
+    a, b = best_meas.get("run_spread_pct"), best_pred.get("run_spread_pct")
+    return None if a is None or b is None else max(a, b)
+
+
+#: two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+#: the 97.5 % quantile of the standard normal
+_Z975 = 1.959963984540054
+#: the best-cap target: the predicted-best cap measured within 2 % of the measured best
+BEST_CAP_TOLERANCE_PCT = 2.0
+
+
+def t975(df: int) -> float:
+    """The 97.5 % quantile of Student's t with ``df`` degrees of freedom: the table to 30, then
+    the Cornish-Fisher expansion about the normal's 1.95996 (within 1e-3 of the exact value)."""
+    if df < 1:
+        raise ValueError(f"df: {df!r}; expected an integer >= 1")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = _Z975
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
+def run_means(row: dict[str, Any]) -> list[float]:
+    """A row's per-run mean steps in round order (``run_means_s``: a space-separated string in
+    the csv, absent in reports written before it was kept)."""
+    v = row.get("run_means_s")
+    if not v:
+        return []
+    return [float(x) for x in (v.split() if isinstance(v, str) else v)]
+
+
+def _paired_log_ratios(slow: Sequence[float], fast: Sequence[float]) -> list[float]:
+    """``ln(slow_k / fast_k)`` over the rounds both points reached (run k ran in round k)."""
+    return [math.log(a / b) for a, b in zip(slow, fast)]
+
+
+def paired_gap_ci_pct(slow: Sequence[float], fast: Sequence[float]) -> tuple[float, float, int] | None:
+    """The 95 % interval of how much slower (in %) the point of ``slow`` runs than that of
+    ``fast``, from their runs paired by round: ``d_k = ln(slow_k / fast_k)`` over the rounds
+    both reached, interval ``exp(mean(d) +- t975(n-1) * sd(d) / sqrt(n)) - 1`` (Student's t on
+    the log ratios). Pairing by round takes out what moved both points of a round alike (the
+    host's slow drift); what is left is the runs' own scatter. None with fewer than 2 rounds."""
+    d = _paired_log_ratios(slow, fast)
+    n = len(d)
+    if n < 2:
+        return None
+    m, h = statistics.fmean(d), t975(n - 1) * statistics.stdev(d) / math.sqrt(n)
+    return 100.0 * math.expm1(m - h), 100.0 * math.expm1(m + h), n
+
+
+#: the most rounds :func:`rounds_to_decide` looks for
+MAX_ROUNDS_TO_DECIDE = 10_000
+
+
+def rounds_to_decide(slow: Sequence[float], fast: Sequence[float],
+                     tolerance_pct: float = BEST_CAP_TOLERANCE_PCT) -> int | None:
+    """How many rounds would decide the best-cap criterion if the runs went on as they did:
+    the smallest ``n >= 2`` with ``t975(n-1) * sd(d) / sqrt(n) < |mean(d) - ln(1 + tolerance)|``
+    for the paired log ratios ``d`` of :func:`paired_gap_ci_pct` (so that the 95 % interval
+    would leave the tolerance out). None with fewer than 2 paired rounds, or when it would take
+    more than :data:`MAX_ROUNDS_TO_DECIDE` (a gap at the tolerance itself is never decided)."""
+    d = _paired_log_ratios(slow, fast)
+    if len(d) < 2:
+        return None
+    margin, sd = abs(statistics.fmean(d) - math.log1p(tolerance_pct / 100.0)), statistics.stdev(d)
+    if margin <= 1e-12:  # the gap sits at the tolerance (to rounding): no number of rounds decides it
+        return None
+    if sd <= 1e-12:
+        return 2
+    if (_Z975 * sd / margin) ** 2 > MAX_ROUNDS_TO_DECIDE:
+        return None
+    n = 2
+    while t975(n - 1) * sd / math.sqrt(n) >= margin:
+        n += 1
+    return n
+
+
+def best_cap_verdict(gap_pct: float, ci: tuple[float, float, int] | None) -> str | None:
+    """Whether the runs decide the best-cap criterion (the predicted best within
+    :data:`BEST_CAP_TOLERANCE_PCT` of the measured best): ``"met"`` when the predicted best IS
+    the measured best (``gap_pct`` 0) or the whole 95 % interval of the gap lies at or under
+    the tolerance, ``"missed"`` when it lies above it, ``"unresolved"`` when the tolerance is
+    inside it; None without an interval (fewer than 2 paired rounds)."""
+    if gap_pct == 0.0:
+        return "met"
+    if ci is None:
+        return None
+    lo, hi, _ = ci
+    if hi <= BEST_CAP_TOLERANCE_PCT:
+        return "met"
+    if lo > BEST_CAP_TOLERANCE_PCT:
+        return "missed"
+    return "unresolved"
+
+
+def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Median |error|, points in band or within 10 %, measured-best vs predicted-best."""
+    done = [r for r in rows if r["error_pct"] is not None]
+    if not done:
+        return {}
+    abs_err = [abs(r["error_pct"]) for r in done]
+    ok = [r for r in done if r["in_band"] or abs(r["error_pct"]) <= 10.0]
+    best_meas = min(done, key=lambda r: r["measured_s"])
+    # points whose predictions tie (the same plan, e.g. every cap above a model's gradient size)
+    # are all predicted best: ddpsim cannot tell them apart, so it does not pick one of them
+    low = min(r["predicted_s"] for r in done)
+    tied = [r for r in done if r["predicted_s"] <= low * (1.0 + 1e-9)]
+    best_pred = min(tied, key=lambda r: r["measured_s"])
+    gap = 100.0 * (best_pred["measured_s"] - best_meas["measured_s"]) / best_meas["measured_s"]
+    spreads = [r["run_spread_pct"] for r in done if r.get("run_spread_pct") is not None]
+    err50 = [abs(r["error_p50_pct"]) for r in done if r.get("error_p50_pct") is not None]
+    pair = best_pair_spread_pct(best_meas, best_pred)
+    pred_runs, meas_runs = run_means(best_pred), run_means(best_meas)
+    ci = None if best_pred["point"] == best_meas["point"] else paired_gap_ci_pct(pred_runs, meas_runs)
+    verdict = best_cap_verdict(gap, ci)
+    return {"num_points": len(done), "median_abs_error_pct": statistics.median(abs_err),
+            "median_abs_error_p50_pct": statistics.median(err50) if err50 else None,
+            "median_run_spread_pct": statistics.median(spreads) if spreads else None,
+            "max_abs_error_pct": max(abs_err), "num_in_band": sum(bool(r["in_band"]) for r in done),
+            "num_in_band_or_within_10pct": len(ok), "measured_best": best_meas["point"],
+            "predicted_best": best_pred["point"], "predicted_best_gap_pct": gap,
+            "predicted_best_tied": [r["point"] for r in tied] if len(tied) > 1 else [],
+            "best_pair_run_spread_pct": pair,
+            "predicted_best_gap_within_spread": None if pair is None else gap <= pair,
+            "best_pair_rounds": None if ci is None else ci[2],
+            "best_pair_gap_ci95_pct": None if ci is None else [ci[0], ci[1]],
+            "best_cap_verdict": verdict,
+            "best_pair_rounds_to_decide": rounds_to_decide(pred_runs, meas_runs) if verdict == "unresolved" else None,
+            "plan_matches_all": all(r["plan_matches"] for r in done if r["plan_matches"] is not None),
+            **host_summary(done)}
+
+
+def host_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The host's load over the points (:func:`host_load` per point and per run): the mean over
+    points, and the largest single run's; empty when the rows have no host counters."""
+    if not rows or any(r.get("host_other_pct") is None for r in rows):
+        return {}
+    def per_run(key: str) -> list[float]:
+        return [float(x) for r in rows for x in str(r[key]).split()]
+
+    return {"host_other_pct": statistics.fmean(r["host_other_pct"] for r in rows),
+            "host_other_pct_max_run": max(per_run("run_host_other_pct")),
+            "host_steal_pct": statistics.fmean(r["host_steal_pct"] for r in rows),
+            "host_steal_pct_max_run": max(per_run("run_host_steal_pct")),
+            "ranks_cpu_pct": statistics.fmean(r["ranks_cpu_pct"] for r in rows)}
+
+
+def predicted_bucket_times(result: Any) -> list[dict[str, Any]]:
+    """Per bucket of the first steady iteration (rank 0): launch, start (the collective began:
+    every rank had launched it and the stream was free) and end, from the iteration start."""
+    steady = result.steady_iterations()
+    if not steady:
+        return []
+    it = min(steady, key=lambda s: (s.iteration, s.rank))
+    return [{"bucket": b.bucket, "size_bytes": b.size_bytes, "launch_s": b.launch_s - it.start_s,
+             "start_s": b.start_s - it.start_s, "end_s": b.end_s - it.start_s}
+            for b in sorted(result.buckets, key=lambda b: b.bucket) if b.iteration == it.iteration and b.rank == it.rank]
+
+
+def bucket_service_s(buckets: list[dict[str, Any]]) -> list[float]:
+    """Each bucket's own all-reduce time, in bucket order (the output of
+    :func:`predicted_bucket_times` or :func:`measured_bucket_times`): ``end - max(start, the
+    previous bucket's end)``, ``start`` being the last rank's launch (``launch`` where a record
+    has no ``start_s``) -- one communication stream runs them in bucket order, so a bucket
+    launched while the one before it still runs waits for it first, and no all-reduce begins
+    before every rank launched it. The raw ``end - launch`` counts both waits; this does not.
+    (Measured times are per-bucket medians over iterations, so a small bucket right behind a
+    large one can come out slightly negative.)"""
+    out, prev = [], float("-inf")
+    for b in sorted(buckets, key=lambda b: b["bucket"]):
+        out.append(b["end_s"] - max(b.get("start_s", b["launch_s"]), prev))
+        prev = b["end_s"]
+    return out
+
+
+def bucket_figures(buckets: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Figures of one iteration's buckets (records as :func:`bucket_service_s` takes):
+    ``first_start_s``, the first bucket's start; ``span_s``, from there to the last bucket's
+    start (backward compute under the overlap, on the rank that launches last);
+    ``allreduce_sum_s``, the buckets' own all-reduce times added up; ``last_s``, the last
+    bucket's. None without buckets."""
+    if not buckets:
+        return None
+    starts = [b.get("start_s", b["launch_s"]) for b in buckets]
+    service = bucket_service_s(buckets)
+    return {"first_start_s": min(starts), "span_s": max(starts) - min(starts), "allreduce_sum_s": sum(service),
+            "last_s": service[-1]}
+
+
+def measured_bucket_times(hooked: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per bucket, the median launch and end over the hooked run's measured iterations (rank 0),
+    and the median of the LAST rank's launch (``start_s``; each rank's times are from its own
+    iteration start): an all-reduce begins once every rank has launched it, so on a host where
+    one rank falls behind in backward, rank 0's ``end - launch`` also holds its wait for the
+    other rank."""
+    recs = [b for b in hooked["ranks"][0]["buckets"] if b["iteration"] > hooked["warmup"]]
+    last: dict[tuple[int, int], float] = {}
+    for r in hooked["ranks"]:
+        for b in r["buckets"]:
+            key = (b["iteration"], b["bucket"])
+            last[key] = max(last.get(key, float("-inf")), b["launch_s"])
+    out = []
+    for k in sorted({b["bucket"] for b in recs}):
+        bs = [b for b in recs if b["bucket"] == k]
+        out.append({"bucket": k, "size_bytes": bs[0]["size_bytes"],
+                    "launch_s": statistics.median(b["launch_s"] for b in bs),
+                    "start_s": statistics.median(last[(b["iteration"], k)] for b in bs),
+                    "end_s": statistics.median(b["end_s"] for b in bs)})
+    return out

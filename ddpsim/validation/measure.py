@@ -1,0 +1,432 @@
+"""Measuring a validation: calibrating, launching the executor round by round, predicting the
+same points, and rebuilding a report from kept raw runs (:func:`validate`, :func:`reanalyze`).
+
+What is measured and why: :mod:`ddpsim.validation`. Comparing: :mod:`ddpsim.validation.compare`;
+writing the reports: :mod:`ddpsim.validation.report`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
+from ddpsim.validation.report import write_reports
+
+
+Runner = Callable[[list[str]], Any]
+
+
+def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float,
+            log_dir: Path | None = None) -> None:
+    from executor.launch import launch_local
+
+    r = launch_local(args, nproc=nproc, num_threads=num_threads, timeout_s=timeout_s)
+    if r.returncode != 0:
+        if log_dir is not None:  # the whole output, for a post-mortem
+            write_text_atomic(log_dir / f"failed-{args[0]}-{int(time.time())}.log",
+                              " ".join(r.command) + "\n--- stdout\n" + r.stdout + "\n--- stderr\n" + r.stderr)
+        lines = (r.stderr or "").strip().splitlines()
+        picked = [ln for ln in lines if "executor: error" in ln]
+        picked = picked or [ln for ln in lines if ln.startswith("[rank") and ("Error" in ln or "error" in ln)]
+        # a rank killed by a signal: torchrun's banner ends in '=====' lines; C++ aborts print
+        # 'terminate called ...' and torchrun 'exitcode : -6 (pid ...) (SIGABRT)'
+        picked = picked or [ln for ln in lines if ln.startswith("terminate called")]
+        picked = picked or [ln for ln in lines if ln.strip().startswith("exitcode") and "SIG" in ln]
+        picked = picked or [ln for ln in lines if ln.strip().strip("=-")] [-1:] or ["no output"]
+        msg = " ".join(picked[-1].split())[:400]
+        raise InputError(f"executor {args[0]}: exit status {r.returncode} ({msg}); expected a clean run "
+                         f"(command: {' '.join(r.command)})")
+
+
+CALIBRATION_ATTEMPTS = 2
+
+
+def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, echo: Callable[[str], None], *,
+              label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Any:
+    """Calibrate with ``executor collectives`` into ``cal_path`` and return the loaded
+    :class:`ddpsim.calibration.Calibration` (a last clamped one is said by :func:`_announce`). A probe fit at its bound
+    (:func:`ddpsim.calibration.clamped_fit_warning`: the probe's DDP run was disturbed by other
+    load on the host) is measured again, up to ``attempts`` calibrations in all; each rejected
+    one is kept beside the file as ``<stem>.clamped<k>.json`` (its progress file likewise)."""
+    from ddpsim.calibration import load_calibration
+
+    progress = raw / "calibration.progress.json"
+    for attempt in range(1, attempts + 1):
+        echo(f"validate: calibrating {label} -> {cal_path}" + (f" (attempt {attempt} of {attempts})" if attempt > 1 else ""))
+        t = time.perf_counter()
+        launch(["collectives", "--out", str(cal_path), "--progress", str(progress),
+                "--max-bytes", "256MiB", "--repeats", "10", "--interference-repeats", "30"])
+        echo(f"validate: calibration done in {time.perf_counter() - t:.0f} s")
+        cal = load_calibration(cal_path)
+        if attempt == attempts or cal.warning() is None:
+            break
+        kept = cal_path.with_name(f"{cal_path.stem}.clamped{attempt}.json")
+        cal_path.replace(kept)
+        if progress.exists():
+            progress.replace(progress.with_name(f"{progress.stem}.clamped{attempt}.json"))
+        echo(f"validate: the calibration's probe fit hit its bound (a disturbed probe run); kept as {kept}, "
+             f"calibrating again")
+    return _announce(cal, echo)
+
+
+def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
+             caps: Sequence[float | None] | None = None, iterations: int | None = None, warmup: int | None = None,
+             repeats: int = 3, bucket_timing: bool = True, nproc: int | None = None, num_threads: int | None = None,
+             timeout_s: float = 900.0, plots: bool = True, capture: bool = True, launch_mode: str = "point",
+             echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
+
+    ``launch_mode``: ``"point"`` (default) captures each round's trace in a launch of its own
+    and runs every point in a launch of its own; ``"round"`` runs each round in ONE executor
+    launch (``executor round``: before each point a slice of the trace, then the point under
+    real DDP, in the same process pair; see :mod:`executor.round_step`). A round needs points
+    that differ by their cap only and a captured trace; otherwise ``"point"`` is used and said.
+    Why point is the default: docs/VALIDATION.md, "Launch layouts".
+
+    Raises:
+        InputError: bad scenario, calibration or option (one line); an executor run that fails.
+    """
+    from ddpsim.scenario import load_scenario
+
+    if repeats < 1:
+        raise InputError(f"--repeats: {repeats!r} is not accepted; expected an integer >= 1")
+    if launch_mode not in LAUNCH_MODES:
+        raise InputError(f"--launch: {launch_mode!r} is not accepted; expected one of {', '.join(LAUNCH_MODES)}")
+    scenario = load_scenario(scenario_spec)
+    trace = scenario.load_trace()
+    env = trace.environment or {}
+    vs = scenario.validation
+    model = (vs.model if vs and vs.model else None) or (scenario.model.name if scenario.model else None) or trace.model
+    batch_size = (vs.batch_size if vs and vs.batch_size else None) or env.get("batch_size")
+    if batch_size is None:
+        raise InputError(f"{scenario.path}: validation.batch_size: missing and the trace has no environment.batch_size; expected an integer")
+    iterations = iterations or (vs.iterations if vs else 20)
+    warmup = warmup if warmup is not None else (vs.warmup if vs else 5)
+    threads = num_threads or (vs.num_threads if vs and vs.num_threads else None) or env.get("num_threads") or 1
+    device = (vs.device if vs and vs.device else None) or env.get("device", "cpu")
+    if device != "cpu":
+        raise InputError(f"{scenario.path}: validation.device: {device!r} is not accepted by local validation; "
+                         f"expected cpu (on GPU nodes run 'torchrun -m executor' yourself and compare)")
+    if batch_size != env.get("batch_size", batch_size):
+        echo(f"validate: WARNING: batch size {batch_size} differs from the trace's {env.get('batch_size')}")
+    model_args = [f"{k}={json.dumps(v)}" for k, v in ((vs.options if vs else {}) or {}).items()]
+    if caps is None and vs is not None and vs.bucket_cap_mb is not None:
+        caps = vs.bucket_cap_mb
+    points = _select_points(scenario, caps)
+    world = scenario.world_size or 2
+    nproc = nproc or world
+    out = ensure_dir(Path(out_dir) / scenario.name, "--out-dir")
+    raw = ensure_dir(out / "validation", "--out-dir")
+    trace_path = scenario.trace_path
+    if trace_path is None and not capture:
+        from ddpsim.trace import save_trace
+
+        trace_path = save_trace(trace, raw / "trace.json")
+
+    def launch(args: list[str]) -> None:
+        _launch(args, nproc=nproc, num_threads=threads, timeout_s=timeout_s, log_dir=raw)
+
+    # 0. the trace, captured under the run's conditions: every rank computing at once, once per
+    #    round (a shared host's load drifts; the trace must drift with the runs) -------------------
+    captured: list[Any] = []
+
+    def capture_round(rep: int):
+        from ddpsim.trace import load_trace, pool_traces, save_trace
+
+        path = raw / f"trace.round{rep}.json"
+        echo(f"validate: capturing {model} (batch {batch_size}) on {nproc} ranks at once -> {path}")
+        cap_args = ["trace", "--model", model, "--batch-size", str(batch_size), "--out", str(path),
+                    "--iters", str(max(8, min(iterations, 20))), "--warmup", "3"]
+        for a in model_args:
+            cap_args += ["--model-arg", a]
+        launch(cap_args)
+        captured.append(load_trace(path))
+        merged = pool_traces(captured)
+        save_trace(merged, raw / "trace.concurrent.json")
+        return merged
+
+    if launch_mode == "round" and not capture:
+        echo("validate: --scenario-trace: the scenario's trace is not captured in the runs' launches; "
+             "one launch per point (--launch point)")
+        launch_mode = "point"
+    if launch_mode == "round" and not all(p.point_id == _cap_point_id(_point_cap(p)) for p in points):
+        echo("validate: the points differ by more than their cap; one launch per point (--launch point)")
+        launch_mode = "point"
+    if capture and launch_mode == "point":
+        trace, trace_path = capture_round(1), raw / "trace.concurrent.json"
+    elif capture:
+        trace_path = raw / "trace.concurrent.json"
+
+    # 1. calibration -------------------------------------------------------------------------
+    cal_path = Path(calibration) if calibration else scenario.calibration_path
+    if cal_path is None:
+        cal_path = out / "calibration.json"
+        cal = calibrate(launch, cal_path, raw, echo, label=f"{nproc} gloo ranks x {threads} thread(s)")
+    else:
+        cal = _load_calibration(cal_path, echo)
+
+    # 2. predictions -------------------------------------------------------------------------
+    outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p))
+                                         for p in points}
+
+    def flush() -> None:
+        rows = [o.row() for o in outcomes.values()]
+        write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=model, batch_size=batch_size,
+                      threads=threads, nproc=nproc, iterations=iterations, warmup=warmup, repeats=repeats, plots=plots,
+                      calibration=cal, malloc=(trace.environment or {}).get("malloc"), launch=launch_mode)
+
+    # 3. measurements, round-robin -------------------------------------------------------------
+    common = ["--model", model, "--batch-size", str(batch_size), "--iterations", str(iterations), "--warmup", str(warmup),
+              "--timeout-s", str(min(timeout_s, 600.0))]
+    for a in model_args:
+        common += ["--model-arg", a]
+    if not scenario.ddp.broadcast_buffers:
+        common.append("--no-broadcast-buffers")
+
+    def record(p: Any, rep: int, mpath: Path) -> None:
+        o = outcomes[p.point_id]
+        o.runs.append(json.loads(mpath.read_text()))
+        r = o.row()
+        echo(f"validate: {p.point_id:14s} run {rep}/{repeats}: measured {o.runs[-1]['summary']['iteration_s'] * 1e3:9.2f} ms"
+             f"  plan_matches {str(o.runs[-1].get('plan_matches')).lower()}  (pooled {r['measured_s'] * 1e3:.2f} ms,"
+             f" predicted {r['predicted_s'] * 1e3:.2f}, error {r['error_pct']:+.1f} %)")
+
+    if launch_mode == "round":
+        from ddpsim.trace import load_trace, pool_traces, save_trace
+
+        for rep in range(1, repeats + 1):
+            order = round_order(points, rep)
+            echo(f"validate: round {rep}/{repeats} in one launch: a trace slice then real DDP at "
+                 f"{', '.join(p.point_id for p in order)}")
+            launch(["round", *common, "--caps", ",".join(_cap_arg(_point_cap(p)) for p in order),
+                    "--trace-iters", str(ROUND_TRACE_ITERS), "--round", str(rep), "--out-dir", str(raw),
+                    *_options(scenario, points[0])])
+            captured.append(load_trace(raw / f"trace.round{rep}.json"))
+            trace = pool_traces(captured)
+            save_trace(trace, trace_path)
+            _predict(scenario, points, outcomes, trace, cal, echo)
+            for p in order:
+                record(p, rep, raw / f"{p.point_id}.run{rep}.json")
+            flush()
+    else:
+        _predict(scenario, points, outcomes, trace, cal, echo)
+        for rep in range(1, repeats + 1):
+            if capture and rep > 1:
+                trace = capture_round(rep)
+                _predict(scenario, points, outcomes, trace, cal, echo)
+            for p in round_order(points, rep):
+                mpath = raw / f"{p.point_id}.run{rep}.json"
+                launch(["ddp", *common, "--trace", str(trace_path), *_cap_flags(p),
+                        *_options(scenario, p), "--out", str(mpath)])
+                record(p, rep, mpath)
+                flush()
+    common += ["--trace", str(trace_path)]
+    if bucket_timing:
+        for p in points:
+            mpath = raw / f"{p.point_id}.hooked.json"
+            try:
+                launch(["ddp", *common, *_cap_flags(p), *_options(scenario, p),
+                        "--timing-hook", "--out", str(mpath)])
+            except InputError as exc:  # per-bucket timing is extra: report it, keep the validation
+                echo(f"validate: WARNING: {p.point_id}: the timing-hook run failed, no measured bucket times: {exc}")
+                continue
+            outcomes[p.point_id].hooked = json.loads(mpath.read_text())
+            flush()
+    rows = [o.row() for o in outcomes.values()]
+    flush()
+    return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+#: how ``validate`` runs a round: ``round`` (one launch, :mod:`executor.round_step`) or ``point``
+LAUNCH_MODES = ("round", "point")
+#: recorded trace steps captured before each point of a one-launch round; over 5 points and 3
+#: rounds that is 30 steps, more than the 8-20 of a round's own capture in ``point`` mode
+ROUND_TRACE_ITERS = 2
+
+
+def _cap_point_id(cap: float | tuple[float, ...] | None) -> str:
+    from executor.round_step import point_id
+
+    return point_id(cap)
+
+
+def _cap_arg(cap: float | tuple[float, ...] | None) -> str:
+    """A point's cap as ``executor round --caps`` reads it: ``none``, ``5``, ``list=1+4+8``."""
+    from ddpsim.plan import cap_list_label
+
+    if isinstance(cap, tuple):
+        return f"list={cap_list_label(cap)}"
+    return "none" if cap is None else f"{cap:g}"
+
+
+def _point_cap(point: Any) -> float | tuple[float, ...] | None:
+    """A sweep point's cap: its ``bucket_cap_mb_list`` (a tuple) when it has one, else its ``bucket_cap_mb``."""
+    return point.bucket_cap_mb_list or point.bucket_cap_mb
+
+
+def _cap_flags(point: Any) -> list[str]:
+    """``executor ddp``'s flag for a point's cap."""
+    from ddpsim.plan import cap_list_label
+
+    if point.bucket_cap_mb_list:
+        return ["--bucket-cap-mb-list", cap_list_label(point.bucket_cap_mb_list).replace("+", ",")]
+    return ["--bucket-cap-mb", _cap_arg(point.bucket_cap_mb)]
+
+
+def round_order(points: Sequence[Any], rep: int) -> list[Any]:
+    """The order of round ``rep`` (1-based): the points rotated by ``rep - 1``, so that over as
+    many rounds as points each point runs once in each position. The first run after a round's
+    trace capture can sit a few % off its round's median on a CPU host (4-6 % in some runs on
+    the 2-vCPU host, slower for bert-base, faster for the other three); with a fixed order,
+    whether that belongs to the position or to the point cannot be told."""
+    k = (rep - 1) % len(points) if points else 0
+    return list(points[k:]) + list(points[:k])
+
+
+def _select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | list | None] | None) -> list[Any]:
+    """The scenario's points at ``caps`` (all of them when None; a cap the sweep lacks is the
+    base point at that cap; a tuple or list is a bucket_cap_mb_list)."""
+    points = scenario.points()
+    if caps is not None:
+        wanted = [tuple(c) if isinstance(c, list) else c for c in caps]
+        points = [p for p in points if _point_cap(p) in wanted]
+        missing = [c for c in wanted if c not in {_point_cap(p) for p in points}]
+        if missing:
+            from dataclasses import replace
+
+            base = scenario.base_point()
+            points += [replace(base, bucket_cap_mb=None if isinstance(c, tuple) else c,
+                               bucket_cap_mb_list=c if isinstance(c, tuple) else None) for c in missing]
+    return points
+
+
+def _predict(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any,
+             echo: Callable[[str], None]) -> None:
+    from ddpsim.engine import simulate
+
+    for p in points:
+        inputs = scenario.build_point(p, trace=trace, calibration=cal)
+        res = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
+        o = outcomes[p.point_id]
+        o.predicted_metrics = res.summary()
+        o.predicted_s = o.predicted_metrics["iteration_mean_s"]
+        o.predicted_p50_s = o.predicted_metrics["iteration_p50_s"]
+        o.predicted_buckets = predicted_bucket_times(res)
+        echo(f"validate: {p.point_id:14s} predicted {o.predicted_s * 1e3:9.2f} ms  ({len(inputs.plan.steady)} buckets,"
+             f" trace of {len(trace.iterations)} iterations)")
+
+
+def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
+              plots: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Rebuild a validation report from the raw measurements a :func:`validate` run left under
+    ``<out_dir>/<scenario>/validation/`` -- nothing is run: every run's step times are
+    recomputed from its per-rank records with ``executor.ddp_step.summarize``, and the points
+    are simulated again from the pooled trace (``trace.concurrent.json``, or the one
+    ``validation.json`` names; when that path is gone, the file of the same name under
+    ``validation/``, so a moved report folder still rebuilds) with the calibration
+    ``validation.json`` names (or ``calibration``). For a changed engine, statistic or
+    calibration, without measuring again.
+
+    Raises:
+        InputError: no earlier validation there, or a raw file missing or unreadable (one line).
+    """
+    from ddpsim.scenario import load_scenario
+    from ddpsim.trace import load_trace
+    from executor.ddp_step import summarize
+
+    scenario = load_scenario(scenario_spec)
+    out = Path(out_dir) / scenario.name
+    raw = out / "validation"
+    old_path = out / "validation.json"
+    try:
+        old = json.loads(old_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--reanalyze: {str(old_path)!r} is not readable ({exc}); expected the validation.json of an "
+                         f"earlier 'ddpsim validate {scenario.name}' (run it first)") from None
+    cal_path = Path(calibration) if calibration else Path(old["calibration"])
+    cal = _load_calibration(cal_path, echo)
+    trace_path = report_trace_path(old, raw)
+    trace = load_trace(trace_path)
+    points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
+    outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p)) for p in points}
+
+    def measurement(path: Path) -> dict[str, Any]:
+        try:
+            m = json.loads(path.read_text())
+            m["summary"] = {**m["summary"], **summarize([r["iterations"] for r in m["ranks"]])}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"--reanalyze: {str(path)!r} is not a readable executor measurement ({exc}); "
+                             f"expected the ddp runs 'ddpsim validate' wrote") from None
+        return m
+
+    for p in points:
+        o = outcomes[p.point_id]
+        rep = 1
+        while (raw / f"{p.point_id}.run{rep}.json").exists():
+            o.runs.append(measurement(raw / f"{p.point_id}.run{rep}.json"))
+            rep += 1
+        if not o.runs:
+            raise InputError(f"--reanalyze: {str(raw / (p.point_id + '.run1.json'))!r} is missing; expected the raw "
+                             f"runs of every point of {str(old_path)!r}")
+        if (raw / f"{p.point_id}.hooked.json").exists():
+            o.hooked = measurement(raw / f"{p.point_id}.hooked.json")
+    _predict(scenario, points, outcomes, trace, cal, echo)
+    rows = [o.row() for o in outcomes.values()]
+    write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=old["model"],
+                  batch_size=old["batch_size"], threads=old["num_threads"], nproc=old["world_size"],
+                  iterations=old["iterations"], warmup=old["warmup"], repeats=max(len(o.runs) for o in outcomes.values()),
+                  plots=plots, calibration=cal, reanalyzed=True, malloc=(trace.environment or {}).get("malloc"),
+                  launch=runs_launch_mode(outcomes.values()) or old.get("launch"))
+    return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+def runs_launch_mode(outcomes: Any) -> str | None:
+    """``"round"`` when the raw runs were measured by ``executor round`` (they carry
+    ``launch.kind``), else None: a run of ``executor ddp`` does not say how it was launched."""
+    runs = [r for o in outcomes for r in o.runs]
+    if any((r.get("launch") or {}).get("kind") == "round" for r in runs):
+        return "round"
+    return None
+
+
+def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
+    """The pooled trace a ``validation.json`` (``data``) names; when that path is gone and
+    ``raw`` (the report's ``validation/`` folder) holds a file of the same name, that one: the
+    report folder was moved (or cloned) with its own copy."""
+    path = Path(data["trace"])
+    if not path.is_file() and (raw / path.name).is_file():
+        return raw / path.name
+    return path
+
+
+def _load_calibration(path: Path, echo: Callable[[str], None]) -> Any:
+    """The calibration a validation predicts with; a probe fit at its bound is called out."""
+    from ddpsim.calibration import load_calibration
+
+    return _announce(load_calibration(path), echo)
+
+
+def _announce(cal: Any, echo: Callable[[str], None]) -> Any:
+    """``cal``, after echoing its warning (a probe fit at its bound), if any."""
+    msg = cal.warning()
+    if msg:
+        echo(f"validate: WARNING: {msg}")
+    return cal
+
+
+def _options(scenario: Any, point: Any) -> list[str]:
+    out = []
+    if point.find_unused_parameters:
+        out.append("--find-unused-parameters")
+    if scenario.ddp.static_graph:
+        out.append("--static-graph")
+    if point.gradient_as_bucket_view:
+        out.append("--gradient-as-bucket-view")
+    if point.comm_hook != "none":
+        raise InputError(f"sweep.comm_hook: {point.comm_hook!r} is not accepted by validate; expected none")
+    return out

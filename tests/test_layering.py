@@ -1,0 +1,129 @@
+"""The import layering of ddpsim and the executor: every import, at module level or inside a
+function, read with ``ast`` from the sources (nothing is imported), points down the pipeline,
+and no ddpsim or executor modules import each other in a circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: ddpsim's modules from the bottom up, in the order of the pipeline: a module imports only
+#: modules of its own layer or below (a package name covers its submodules)
+LAYERS: dict[str, tuple[str, ...]] = {
+    "foundation": ("ddpsim", "ddpsim.errors", "ddpsim.units", "ddpsim.io"),
+    "data": ("ddpsim.trace", "ddpsim.plan", "ddpsim.simconfig", "ddpsim.result", "ddpsim.curve_fit", "ddpsim.models",
+             "ddpsim.capture", "ddpsim.retime"),
+    "cost models": ("ddpsim.gloo", "ddpsim.nccl", "ddpsim.topology", "ddpsim.comm_model", "ddpsim.collectives"),
+    "engine": ("ddpsim.jitter", "ddpsim.engine"),
+    "calibration fitting": ("ddpsim.interference_fit", "ddpsim.calibration"),
+    "pipeline": ("ddpsim.scenario", "ddpsim.sweep", "ddpsim.recommend", "ddpsim.report", "ddpsim.perfetto",
+                 "ddpsim.plots", "ddpsim.api"),
+    "validation": ("ddpsim.validation", "ddpsim.validate"),
+    "cli": ("ddpsim.cli", "ddpsim.__main__", "ddpsim.commands"),
+}
+LAYER_NAMES = list(LAYERS)
+#: the ddpsim layers the executor may import (it runs on nodes with torch only)
+EXECUTOR_MAY_IMPORT = ("foundation", "data")
+#: the lowest ddpsim layer that may import the executor (the one that launches it)
+EXECUTOR_USERS_FROM = "validation"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for top in ("ddpsim", "executor"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every ddpsim/executor module ``path`` imports, function bodies included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # ``from ddpsim import gloo`` imports the module ddpsim.gloo; ``from ddpsim.x import f`` ddpsim.x
+            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
+                     for a in node.names]
+        else:
+            assert not isinstance(node, ast.ImportFrom) or node.level == 0, f"{path}: relative import"
+            continue
+        for name in names:
+            while name and name not in MODULES:  # ``import ddpsim.models.mlp as m`` -> itself; a name in a module -> it
+                name = name.rpartition(".")[0]
+            if name and (node.lineno, name) not in found:
+                found.append((node.lineno, name))
+    return found
+
+
+def _layer(module: str) -> str | None:
+    """The layer of the longest name in LAYERS that is ``module`` or a package holding it."""
+    owners = [(len(m), layer) for layer, members in LAYERS.items() for m in members
+              if module == m or module.startswith(m + ".")]
+    return max(owners)[1] if owners else None
+
+
+def _edges() -> list[tuple[str, int, str]]:
+    return [(src, line, dst) for src, path in MODULES.items() for line, dst in _imports(path) if dst != src]
+
+
+def test_every_ddpsim_module_has_a_layer():
+    unplaced = [m for m in MODULES if m.startswith("ddpsim") and _layer(m) is None]
+    assert not unplaced, f"place these modules in a layer of tests/test_layering.py LAYERS: {unplaced}"
+
+
+def test_ddpsim_imports_point_down_the_pipeline():
+    rank = {name: i for i, name in enumerate(LAYER_NAMES)}
+    upward = [f"{MODULES[src].relative_to(ROOT)}:{line} imports {dst} ({_layer(src)} -> {_layer(dst)})"
+              for src, line, dst in _edges()
+              if src.startswith("ddpsim") and dst.startswith("ddpsim") and rank[_layer(dst)] > rank[_layer(src)]]
+    assert not upward, "imports up the layers:\n" + "\n".join(upward)
+
+
+def test_cost_models_never_import_calibration():
+    # the rule above, said for the case that once went the other way
+    bad = [(src, dst) for src, _, dst in _edges()
+           if _layer(src) == "cost models" and _layer(dst) == "calibration fitting"]
+    assert not bad
+
+
+def test_the_executor_imports_only_the_low_layers():
+    bad = [f"{MODULES[src].relative_to(ROOT)}:{line} imports {dst} ({_layer(dst)})"
+           for src, line, dst in _edges()
+           if src.startswith("executor") and dst.startswith("ddpsim") and _layer(dst) not in EXECUTOR_MAY_IMPORT]
+    assert not bad, "the executor imports above the data layer:\n" + "\n".join(bad)
+    # ... and nothing below validation launches it
+    rank = {name: i for i, name in enumerate(LAYER_NAMES)}
+    below = [f"{src} imports {dst}" for src, _, dst in _edges() if src.startswith("ddpsim") and dst.startswith("executor")
+             and rank[_layer(src)] < rank[EXECUTOR_USERS_FROM]]
+    assert not below
+
+
+def test_no_import_cycles():
+    graph = nx.DiGraph((src, dst) for src, _, dst in _edges())
+    cycles = sorted(sorted(c) for c in nx.simple_cycles(graph))
+    assert cycles == [], f"modules importing each other in a circle: {cycles}"
+
+
+def test_the_reader_finds_every_shape_of_import(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import json\n"
+                   "from ddpsim import gloo, __version__\n"
+                   "import ddpsim.validation.compare as c\n"
+                   "def f():\n"
+                   "    from ddpsim.commands._args import parse_int\n"
+                   "    from executor.ddp_step import summarize\n")
+    assert _imports(src) == [(2, "ddpsim.gloo"), (2, "ddpsim"), (3, "ddpsim.validation.compare"),
+                             (5, "ddpsim.commands._args"), (6, "executor.ddp_step")]
+    assert [_layer(m) for _, m in _imports(src)] == ["cost models", "foundation", "validation", "cli", None]

@@ -288,6 +288,7 @@ def _model_and_step(model: str):
 
 
 def worker_main(rank: int, world_size: int, store_path: str, out_path: str, config_ids: list[str]) -> None:
+    import gc
     from datetime import timedelta
 
     import torch
@@ -320,7 +321,10 @@ def worker_main(rank: int, world_size: int, store_path: str, out_path: str, conf
             data = ddp._get_ddp_logging_data()
             results[cid] = {k: data.get(k) for k in LOG_KEYS}
             results[cid]["has_rebuilt_per_iteration"] = rebuilt_after
+            # free the wrapper and its Reducer (they sit in reference cycles) while the
+            # process group lives: one left to the interpreter's exit aborted a worker now and then
             del ddp, module
+            gc.collect()
     finally:
         dist.destroy_process_group()
     if rank == 0:

@@ -376,16 +376,23 @@ def initial_assignment(trace: Trace, options: DDPOptions) -> tuple[Bucket, ...]:
     return _make_buckets(trace, list(reversed(groups)), list(reversed(lims)))
 
 
-def rebuilt_assignment(trace: Trace, options: DDPOptions, ready_order: Sequence[int] | None = None) -> tuple[Bucket, ...]:
-    """The buckets ``Reducer::rebuild_buckets`` builds from the gradient-ready order."""
+def rebuild_order(trace: Trace, options: DDPOptions, ready_order: Sequence[int] | None = None) -> tuple[list[int], tuple[int, ...]]:
+    """``(order, reducer params)``: the reducer's parameters in the order the rebuild walks them
+    (gradient-ready order; with static_graph, those that never fired appended, as the finalize
+    callback does)."""
     keep = reducer_param_indices(trace, options)
     kept = set(keep)
     order = [i for i in (trace.grad_ready_order if ready_order is None else ready_order) if i in kept]
     if options.static_graph:
-        # static graph: params that never fired are appended in the finalize callback
         seen = set(order)
         order += [i for i in keep if i not in seen]
-    elif len(order) != len(keep):
+    return order, keep
+
+
+def rebuilt_assignment(trace: Trace, options: DDPOptions, ready_order: Sequence[int] | None = None) -> tuple[Bucket, ...]:
+    """The buckets ``Reducer::rebuild_buckets`` builds from the gradient-ready order."""
+    order, keep = rebuild_order(trace, options, ready_order)
+    if not options.static_graph and len(order) != len(keep):
         unused = [trace.params[i].name for i in keep if i not in set(order)]
         raise InputError(
             f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]}"
@@ -454,12 +461,7 @@ def cap_list_for_buckets(trace: Trace, buckets: Sequence[Bucket], options: DDPOp
     if not options.rebuilds:
         return None, ("DDP never rebuilds with find_unused_parameters and without static_graph: a list shapes "
                       "only the construction layout, in parameter order")
-    keep = reducer_param_indices(trace, options)
-    kept = set(keep)
-    order = [i for i in (trace.grad_ready_order if ready_order is None else ready_order) if i in kept]
-    if options.static_graph:
-        seen = set(order)
-        order += [i for i in keep if i not in seen]
+    order, _ = rebuild_order(trace, options, ready_order)
     if any(trace.params[i].expect_sparse_gradient for i in order):
         return None, "a sparse-gradient parameter has a bucket of its own that no limit shapes"
     pos = {i: k for k, i in enumerate(order)}

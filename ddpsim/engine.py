@@ -98,7 +98,8 @@ collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member'
 ``weighting="bandwidth"`` (what a calibration uses) the running collective applies only its
 share of moved bytes, ``f = 1 - t(1 byte) / t(size)`` from the comm model: compute progresses
 at ``1/(1 + (compute_slowdown - 1) * f)``, so a latency-bound bucket barely slows backward and
-a large one slows it fully. On every change of that state the remaining work continues at
+a large one slows it fully; with ``weighting="table"`` (the GPU prior of
+:mod:`ddpsim.contention`) ``f`` is the interference's own share for the collective's size. On every change of that state the remaining work continues at
 the new rate. Without
 interference the engine takes a fast path (a rank computes its own timeline arithmetically
 and only synchronises with SimPy at waits); both paths give the same result.
@@ -291,6 +292,7 @@ class _Engine:
         self.compute_slow = float(config.interference.compute_slowdown)
         self.comm_slow = float(config.interference.comm_slowdown)
         self.bandwidth_weighted = config.interference.weighting == "bandwidth"
+        self.table_weighted = config.interference.weighting == "table"
         #: the running collective's ``slow_weight`` (slow path)
         self.comm_weight = 1.0
         # trace medians
@@ -393,6 +395,8 @@ class _Engine:
             c.work_s = self.duration_s(size_bytes, broadcast)
             if self.bandwidth_weighted:
                 c.slow_weight = self.bandwidth_share(size_bytes, broadcast, c.work_s)
+            elif self.table_weighted:
+                c.slow_weight = self.config.interference.weight_for(size_bytes)
         else:
             assert (c.kind, c.name, c.iteration) == (kind, name, iteration), \
                 f"ranks issued different collectives at position {index}: {c.name!r} vs {name!r}"
@@ -901,6 +905,8 @@ def _overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> fl
 def _config_summary(config: SimConfig) -> dict[str, Any]:
     d = asdict(config)
     d["stragglers"] = {str(k): v for k, v in sorted(config.stragglers.items())}
+    if not config.interference.size_weights:  # only the "table" weighting has one
+        del d["interference"]["size_weights"]
     return d
 
 

@@ -65,9 +65,10 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
               overlaps: dict[str, dict[int, float]] | None = None,
               trace_files: dict[str, list[str]] | None = None,
               recommendation: dict[str, Any] | None = None,
-              warnings: Sequence[str] | None = None) -> dict[str, Any]:
+              warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None) -> dict[str, Any]:
     """All figures of the summary as plain data (JSON-able); ``warnings`` (one line each, e.g.
-    the calibration's) become a ``warnings`` key only when there are any."""
+    the calibration's) become a ``warnings`` key only when there are any; ``cost_terms`` (one
+    line each: the GPU cost terms in force and where their values come from) likewise."""
     best = best_record(records)
     base = default_record(records, best.point) or records[0]
     bm, dm = best.metrics, base.metrics
@@ -90,6 +91,8 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
     }
     if warnings:
         out["warnings"] = list(warnings)
+    if cost_terms:
+        out["cost_terms"] = list(cost_terms)
     if trace is not None:
         out["trace"] = {"model": trace.model, "num_params": trace.num_params, "param_bytes": trace.total_param_bytes,
                         "device": trace.environment.get("device"), "device_name": trace.environment.get("device_name"),
@@ -145,6 +148,8 @@ def render_summary(s: dict[str, Any]) -> str:
         items = [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in cm.items()
                  if not isinstance(v, (dict, list)) and k not in ("topology", "num_ranks")]
         setup.append("- comm model: " + ", ".join(items[:8]) + (", ... (summary.json has all)" if len(items) > 8 else ""))
+    for term in s.get("cost_terms") or ():
+        setup.append(f"- cost term: {term}")
     setup.append(f"- steady iterations per point: {b.get('num_steady_iterations')} (after DDP's first iteration and the rebuild); "
                  f"step time = slowest rank's end to slowest rank's end")
     L += ["## Setup", "", *setup, ""]

@@ -23,6 +23,7 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
     simulation: {iterations: 6, warmup: null, seed: 0, jitter: trace, stragglers: {3: 1.2},
                  no_sync_steps: 0, interference: null}   # interference: {compute_slowdown, comm_slowdown, weighting}
     calibration: null               # a calibration JSON written by the executor
+    cost_model: {contention: true}  # GPU cost terms (ddpsim.costmodel): on for analytical NCCL
     sweep:
       bucket_cap_mb: [null, 1, 5, 25, 100]   # or {min: 1, max: 200, points: 32, scale: log|linear}
       find_unused_parameters: [false]        # optional lists; the sweep is their product
@@ -51,6 +52,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
+from ddpsim.costmodel import CostModelSpec, parse_cost_model
 from ddpsim.errors import InputError
 from ddpsim.plan import DDPOptions, cap_label
 from ddpsim.simconfig import COMM_HOOKS, Interference, SimConfig
@@ -201,6 +203,7 @@ class Scenario:
     sweep: SweepSpec = field(default_factory=SweepSpec)
     timelines: tuple[Any, ...] = (None,)
     validation: ValidationSpec | None = None
+    cost_model: CostModelSpec = field(default_factory=CostModelSpec)
 
     def __post_init__(self) -> None:
         assert (self.trace_path is None) != (self.model is None), "exactly one of trace_path / model"
@@ -323,17 +326,20 @@ class Scenario:
         world = self.world_size_for(graph)
         comm = build_comm_model(graph, world, calibration=calibration)
         plan = plan_ddp(trace, self.ddp_options(point))
-        config = self.sim_config(point, world_size=world, graph=graph, calibration=calibration)
+        config = self.sim_config(point, world_size=world, graph=graph, calibration=calibration, comm=comm)
         return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
                            backend=str(getattr(comm, "backend", "unknown")))
 
-    def sim_config(self, point: SweepPoint, *, world_size: int, graph=None, calibration=None) -> SimConfig:
+    def sim_config(self, point: SweepPoint, *, world_size: int, graph=None, calibration=None, comm=None) -> SimConfig:
         sim = self.simulation
         interference = sim.interference
         copy_bw = None
         if calibration is not None:
             interference = interference or getattr(calibration, "interference", None)
             copy_bw = getattr(calibration, "copy_bandwidth_bytes_per_s", None)
+        elif interference is None and self.cost_model.contention and graph is not None and comm is not None:
+            prior = self.contention_prior(graph, comm)
+            interference = prior.interference if prior is not None else None
         if copy_bw is None and graph is not None:
             copy_bw = device_memory_bandwidth(graph)
         for r in sim.stragglers:
@@ -344,6 +350,13 @@ class Scenario:
                          powersgd_start_iter=self.powersgd_start_iter, no_sync_steps=sim.no_sync_steps,
                          jitter=sim.jitter, stragglers=sim.stragglers,
                          interference=interference or Interference(), copy_bandwidth_bytes_per_s=copy_bw)
+
+    def contention_prior(self, graph, comm):
+        """The GPU contention prior (:mod:`ddpsim.contention`) of this comm model, or None
+        (no SM count on the devices, a calibrated or gloo model, one rank)."""
+        from ddpsim.contention import prior_for
+
+        return prior_for(graph, comm, memory_bound_fraction=self.cost_model.memory_bound_fraction)
 
     def _where(self) -> str:
         return f"{self.path}: " if self.path is not None else ""
@@ -365,6 +378,7 @@ class Scenario:
                            "stragglers": {str(k): v for k, v in self.simulation.stragglers.items()},
                            "no_sync_steps": self.simulation.no_sync_steps},
             "calibration": None if self.calibration_path is None else str(self.calibration_path),
+            "cost_model": self.cost_model.as_dict(),
             "points": [p.point_id for p in self.points()],
         }
 
@@ -473,7 +487,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     """Validate a decoded scenario mapping; ``source`` prefixes every error message."""
     ctx = _Ctx(source)
     top = ("name", "description", "trace", "model", "cluster", "world_size", "ddp", "comm_hook", "powersgd",
-           "simulation", "calibration", "sweep", "timelines", "validation")
+           "simulation", "calibration", "sweep", "timelines", "validation", "cost_model")
     if not isinstance(data, dict):
         raise InputError(f"{source}: top level is {type(data).__name__}; expected a mapping of scenario keys ({', '.join(top)})")
     ctx.obj(data, "", top)
@@ -658,7 +672,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     return Scenario(name=name, description=desc.strip(), path=path, trace_path=trace_path, model=model, cluster=cluster,
                     world_size=world_size, ddp=ddp, comm_hook=hook, powersgd_rank=ps_rank, powersgd_start_iter=ps_start,
                     simulation=simulation, calibration_path=calibration_path, sweep=sweep, timelines=tuple(timelines),
-                    validation=validation)
+                    validation=validation, cost_model=parse_cost_model(data.get("cost_model"), source))
 
 
 DEFAULT_SCENARIO = "default"

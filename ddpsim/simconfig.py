@@ -6,6 +6,7 @@ without importing SimPy.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
@@ -15,7 +16,7 @@ from ddpsim.errors import InputError
 COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 CommHook = Literal["none", "allreduce", "fp16", "bf16", "powersgd"]
 #: how a collective in flight weights ``Interference.compute_slowdown``
-WEIGHTINGS = ("uniform", "bandwidth")
+WEIGHTINGS = ("uniform", "bandwidth", "table")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,12 +34,17 @@ class Interference:
     model's own curve (``allreduce_s(1)``: its latency floor), so compute runs
     ``1 + (compute_slowdown - 1) * f`` times slower. On a CPU host the bytes are what
     takes the cores (gloo's copies and reductions, the kernel's socket copies); the latency
-    part of a small collective is a wait that leaves them to compute.
+    part of a small collective is a wait that leaves them to compute. ``"table"``: the
+    share given by ``size_weights``, ``(size_bytes, share)`` pairs in increasing size; a
+    collective takes the share of the largest listed size <= its own (0 below the first):
+    the GPU prior of :mod:`ddpsim.contention`, where a collective's share follows the SMs
+    and HBM bandwidth NCCL takes at that size.
     """
 
     compute_slowdown: float = 1.0
     comm_slowdown: float = 1.0
     weighting: str = "uniform"
+    size_weights: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("compute_slowdown", "comm_slowdown"):
@@ -48,6 +54,23 @@ class Interference:
         if self.weighting not in WEIGHTINGS:
             raise InputError(f"interference.weighting: {self.weighting!r} is not accepted; expected one of "
                              f"{', '.join(WEIGHTINGS)}")
+        try:
+            pairs = tuple((int(a), float(b)) for a, b in self.size_weights)
+        except (TypeError, ValueError):
+            pairs = None
+        if (pairs is None or any(not 0.0 <= w <= 1.0 or s < 0 for s, w in pairs)
+                or any(b[0] <= a[0] for a, b in zip(pairs, pairs[1:]))):
+            raise InputError(f"interference.size_weights: {self.size_weights!r} is not accepted; expected "
+                             "(size_bytes, share) pairs with increasing sizes >= 0 and shares in [0, 1]")
+        if self.weighting == "table" and not pairs:
+            raise InputError("interference.size_weights: () is not accepted with weighting 'table'; expected at least one "
+                             "(size_bytes, share) pair")
+        object.__setattr__(self, "size_weights", pairs)
+
+    def weight_for(self, size_bytes: int) -> float:
+        """``weighting == "table"``: the share of the largest listed size <= ``size_bytes``."""
+        i = bisect.bisect_right(self.size_weights, (size_bytes, math.inf)) - 1
+        return self.size_weights[i][1] if i >= 0 else 0.0
 
 
 @dataclass(frozen=True, kw_only=True)

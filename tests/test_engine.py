@@ -537,6 +537,32 @@ def test_bandwidth_weighting_slows_compute_by_the_collectives_share_of_moved_byt
     assert ("compute", "backward", "b", 0.75, 1.25) in uni
 
 
+def test_table_weighting_slows_compute_by_the_share_listed_for_the_collectives_size():
+    # the GPU prior's table: 1 MiB (bucket 0) takes half of compute_slowdown 2 (1.5x), 2 MiB and up
+    # (bucket 1) all of it (2x). b (0.25 s) runs wholly under bucket 0 (0.75-1.25): 0.75 -> 1.125;
+    # a: 0.125 s under bucket 0 at 1/1.5 (0.125/1.5 of work), the rest alone: ends 1.25 + 0.25 - 0.125/1.5;
+    # the tail's 0.25 s runs under bucket 1 at 1/2: 0.5 s.
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]])
+    inter = Interference(compute_slowdown=2.0, weighting="table", size_weights=((1 << 20, 0.5), (2 << 20, 1.0)))
+    got = log(simulate(tr, plan, net(latency_s=0.25), cfg(interference=inter)))
+    a_end = 1.25 + 0.25 - 0.125 / 1.5
+    want = [
+        ("compute", "forward", "forward", 0.0, 0.5),
+        ("compute", "backward", "c", 0.5, 0.75),
+        ("compute", "backward", "b", 0.75, 1.125),
+        ("comm", "allreduce", "bucket 0", 0.75, 1.25),
+        ("compute", "backward", "a", 1.125, a_end),
+        ("compute", "backward", "backward tail", a_end, a_end + 0.5),
+        ("comm", "allreduce", "bucket 1", a_end, a_end + 0.75),
+        ("compute", "wait", "bucket 1", a_end + 0.5, a_end + 0.75),
+        ("compute", "optimizer", "optimizer", a_end + 0.75, a_end + 0.875),
+    ]
+    assert [x[:3] for x in got] == [x[:3] for x in want]
+    for g, w in zip(got, want):
+        assert g[3] == pytest.approx(w[3], abs=1e-9) and g[4] == pytest.approx(w[4], abs=1e-9), (g, w)
+
+
 def test_bandwidth_weighting_leaves_a_latency_only_collective_harmless():
     # no bandwidth term to speak of (2**50 B/s): every all-reduce is latency, f < 2**-27, compute at full rate
     tr = toy_trace()

@@ -1,0 +1,60 @@
+"""The scenario's ``cost_model`` block: which GPU cost terms apply and their values.
+
+Every term is on by default for an analytical NCCL model on GPUs (a preset, or a topology
+YAML giving ``sm_count``) and off for gloo and for calibrated models, whose measurements
+replace them::
+
+    cost_model:
+      contention: true              # compute-communication contention prior (ddpsim.contention)
+      memory_bound_fraction: 0.5    # backward's memory-bound share (the prior's phi)
+
+A bad value stops with one line naming the key (``cost_model.memory_bound_fraction: 2 is not
+accepted; expected a number in [0, 1]``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ddpsim.contention import MEMORY_BOUND_FRACTION
+from ddpsim.errors import InputError
+
+KEYS = ("contention", "memory_bound_fraction")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostModelSpec:
+    """Switches and values of the GPU cost terms (module docstring)."""
+
+    contention: bool = True
+    memory_bound_fraction: float = MEMORY_BOUND_FRACTION
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.contention, bool):
+            raise InputError(f"cost_model.contention: {self.contention!r} is not accepted; expected true or false")
+        _fraction(self.memory_bound_fraction, "cost_model.memory_bound_fraction")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in KEYS}
+
+
+def _fraction(v: Any, key: str) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1:
+        raise InputError(f"{key}: {v!r} is not accepted; expected a number in [0, 1]")
+
+
+def parse_cost_model(d: Any, source: str) -> CostModelSpec:
+    """Validate a scenario's ``cost_model`` mapping (None: every default)."""
+    if d is None:
+        return CostModelSpec()
+    if not isinstance(d, dict):
+        raise InputError(f"{source}: cost_model: {d!r} is not accepted; expected a mapping of {', '.join(KEYS)}")
+    for k in d:
+        if k not in KEYS:
+            raise InputError(f"{source}: cost_model.{k}: unknown key; expected one of {', '.join(KEYS)}")
+    try:
+        return CostModelSpec(**d)
+    except InputError as exc:
+        raise InputError(f"{source}: {exc}") from None

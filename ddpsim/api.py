@@ -232,12 +232,14 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
 
 def cost_terms(sc: Scenario, point: Any, inputs: Any) -> list[str]:
     """One line per GPU cost term in force at ``point`` (the report's setup): the contention
-    prior's derivation when it is what the simulation used."""
+    prior's derivation when it is what the simulation used, the host costs."""
     out: list[str] = []
     if sc.cost_model.contention and sc.simulation.interference is None and sc.load_calibration() is None:
         prior = sc.contention_prior(sc.graph(point.nodes), inputs.comm)
         if prior is not None and inputs.config.interference == prior.interference:
             out.append(prior.explain())
+    if inputs.config.host_costs is not None:
+        out.append(inputs.config.host_costs.explain())
     return out
 
 

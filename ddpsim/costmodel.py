@@ -7,6 +7,11 @@ replace them::
     cost_model:
       contention: true              # compute-communication contention prior (ddpsim.contention)
       memory_bound_fraction: 0.5    # backward's memory-bound share (the prior's phi)
+      host: true                    # CPU timeline with DDP's host costs (ddpsim.hostcost)
+      pre_forward_s: 100.0e-6       # and their values, seconds
+      hook_s_per_param: 8.0e-6
+      bucket_launch_s: 5.0e-6
+      enqueue_s: 10.0e-6
 
 A bad value stops with one line naming the key (``cost_model.memory_bound_fraction: 2 is not
 accepted; expected a number in [0, 1]``).
@@ -18,10 +23,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ddpsim import hostcost
 from ddpsim.contention import MEMORY_BOUND_FRACTION
 from ddpsim.errors import InputError
+from ddpsim.hostcost import HostCosts
 
-KEYS = ("contention", "memory_bound_fraction")
+KEYS = ("contention", "memory_bound_fraction", "host") + hostcost.FIELDS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,11 +37,21 @@ class CostModelSpec:
 
     contention: bool = True
     memory_bound_fraction: float = MEMORY_BOUND_FRACTION
+    host: bool = True
+    pre_forward_s: float = hostcost.PRE_FORWARD_S
+    hook_s_per_param: float = hostcost.HOOK_S_PER_PARAM
+    bucket_launch_s: float = hostcost.BUCKET_LAUNCH_S
+    enqueue_s: float = hostcost.ENQUEUE_S
 
     def __post_init__(self) -> None:
-        if not isinstance(self.contention, bool):
-            raise InputError(f"cost_model.contention: {self.contention!r} is not accepted; expected true or false")
+        for k in ("contention", "host"):
+            if not isinstance(getattr(self, k), bool):
+                raise InputError(f"cost_model.{k}: {getattr(self, k)!r} is not accepted; expected true or false")
         _fraction(self.memory_bound_fraction, "cost_model.memory_bound_fraction")
+        self.host_costs()  # validates the four values
+
+    def host_costs(self) -> HostCosts:
+        return HostCosts(**{k: getattr(self, k) for k in hostcost.FIELDS})
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in KEYS}

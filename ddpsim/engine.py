@@ -293,6 +293,8 @@ class _Engine:
         self.comm_slow = float(config.interference.comm_slowdown)
         self.bandwidth_weighted = config.interference.weighting == "bandwidth"
         self.table_weighted = config.interference.weighting == "table"
+        #: CPU costs on a per-rank CPU timeline (ddpsim.hostcost), or None
+        self.host = config.host_costs
         #: the running collective's ``slow_weight`` (slow path)
         self.comm_weight = 1.0
         # trace medians
@@ -507,6 +509,8 @@ class _Rank:
         self.keep_spans = record and eng.keep_spans
         self.finished = False
         self.fast = not eng.interfere
+        #: the CPU's clock (host costs only): when it has enqueued everything issued so far
+        self.cpu = 0.0
 
     # -- primitives -------------------------------------------------------------------------
     def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
@@ -546,9 +550,33 @@ class _Rank:
                 acc.optimizer_s += end - start
 
     def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False) -> _Coll:
-        c = self.eng.arrive(self.seq, self.t, kind, name, self.iter, bucket, size_bytes, broadcast)
+        t = self.t if self.eng.host is None else self.host_issue(self.eng.host.enqueue_s)
+        c = self.eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast)
         self.seq += 1
         return c
+
+    # -- host costs (ddpsim.hostcost): a CPU clock beside the compute stream ------------------
+    def host_issue(self, cost_s: float) -> float:
+        """The CPU spends ``cost_s`` issuing something: when it is issued (never before the
+        device reaches it in stream order)."""
+        self.cpu += cost_s
+        return self.cpu if self.cpu > self.t else self.t
+
+    def host_step_start(self) -> None:
+        """The CPU meets the device at a step's start, then runs DDP's pre-forward."""
+        self.cpu = max(self.cpu, self.t) + self.eng.host.pre_forward_s
+
+    def host_gate(self) -> Iterator[simpy.Event]:
+        """The device cannot run what the CPU has not enqueued: idle until the CPU's clock."""
+        if self.cpu > self.t:
+            if self.fast:
+                self.t = self.cpu
+            else:
+                env = self.eng.env
+                self.eng.add_busy(-1)
+                yield env.timeout(self.cpu - env.now)
+                self.eng.add_busy(+1)
+                self.t = self.cpu
 
     def wait(self, c: _Coll, name: str) -> Iterator[simpy.Event]:
         eng = self.eng
@@ -592,6 +620,8 @@ class _Rank:
         self.acc = _IterAcc(self.t)
         layout = eng.layouts[k]
         n_micro = eng.config.no_sync_steps
+        if eng.host is not None:
+            self.host_step_start()
         # 1. first forward of the iteration: rebuild (§1.4 step 6), buffer broadcast (§1.9)
         if eng.plan.rebuild_iteration is not None and k == eng.plan.rebuild_iteration:
             c = self.launch("rebuild", "rebuild:indices", None, (eng.trace.num_params + 1) * 4, broadcast=True)
@@ -608,6 +638,8 @@ class _Rank:
             yield from self.work("forward", f"forward (no_sync {m + 1})", eng.forward_s * s)
             yield from self.work("backward", f"backward (no_sync {m + 1})", eng.bwd_total_s * s)
         # 3. synchronised step
+        if eng.host is not None:
+            yield from self.host_gate()
         yield from self.work("forward", "forward", eng.forward_s * s)
         if eng.iteration_overhead_s > 0:  # DDP's per-iteration fixed cost (calibrated), if any
             yield from self.work("forward", "ddp overhead", eng.iteration_overhead_s * s)
@@ -628,6 +660,8 @@ class _Rank:
         eng = self.eng
         size, numel = layout.sizes[b], layout.numels[b]
         name = f"bucket {b}"
+        if eng.host is not None:  # Reducer::all_reduce_bucket's own work, before the process group's
+            self.cpu += eng.host.bucket_launch_s
         if hook == "allreduce":
             yield from self.work("compress", f"div {name}", kernel_s(2 * size, 0, eng.copy_bw, None) * s, b, size)
             return [self.launch("allreduce", name, b, size)]
@@ -662,6 +696,7 @@ class _Rank:
         # NOTE: the hot loop. Fast path: no generator per hook; an explicit rank records its
         # spans inline (what _record does), the folded ranks only add up work (advance).
         inline = fast and self.record
+        host = eng.host
         acc, spans, it, keep = self.acc, self.spans, self.iter, self.keep_spans
         comp = acc.compute
         for p in eng.order:
@@ -693,6 +728,9 @@ class _Rank:
             else:
                 marks = (p,)
             for q in marks:
+                if host is not None:  # Reducer::autograd_hook on the CPU, then the copy-in is enqueued
+                    self.cpu += host.hook_s_per_param
+                    yield from self.host_gate()
                 if not eng.has_grad(q):
                     yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
                 elif inline:
@@ -907,6 +945,8 @@ def _config_summary(config: SimConfig) -> dict[str, Any]:
     d["stragglers"] = {str(k): v for k, v in sorted(config.stragglers.items())}
     if not config.interference.size_weights:  # only the "table" weighting has one
         del d["interference"]["size_weights"]
+    if config.host_costs is None:
+        del d["host_costs"]
     return d
 
 
@@ -948,8 +988,9 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     rest_f = None
     if need_rest:
         rest_f = jitter_mod.rest_factors(factors, explicit)
-        if eng.interfere:
-            # rates depend on time: approximate the folded ranks by their slowest in each iteration
+        if eng.interfere or eng.host is not None:
+            # rates depend on time (or a CPU clock gates the device): approximate the folded
+            # ranks by their slowest in each iteration
             ranks.append(_Rank(eng, -1, rest_f, record=False))
         else:
             mask = np.ones(config.world_size, dtype=bool)

@@ -340,6 +340,7 @@ class Scenario:
         elif interference is None and self.cost_model.contention and graph is not None and comm is not None:
             prior = self.contention_prior(graph, comm)
             interference = prior.interference if prior is not None else None
+        host = self.host_costs(comm) if calibration is None else None
         if copy_bw is None and graph is not None:
             copy_bw = device_memory_bandwidth(graph)
         for r in sim.stragglers:
@@ -349,7 +350,8 @@ class Scenario:
                          seed=sim.seed, comm_hook=point.comm_hook, powersgd_rank=self.powersgd_rank,
                          powersgd_start_iter=self.powersgd_start_iter, no_sync_steps=sim.no_sync_steps,
                          jitter=sim.jitter, stragglers=sim.stragglers,
-                         interference=interference or Interference(), copy_bandwidth_bytes_per_s=copy_bw)
+                         interference=interference or Interference(), copy_bandwidth_bytes_per_s=copy_bw,
+                         host_costs=host)
 
     def contention_prior(self, graph, comm):
         """The GPU contention prior (:mod:`ddpsim.contention`) of this comm model, or None
@@ -357,6 +359,15 @@ class Scenario:
         from ddpsim.contention import prior_for
 
         return prior_for(graph, comm, memory_bound_fraction=self.cost_model.memory_bound_fraction)
+
+    def host_costs(self, comm):
+        """DDP's host costs (:mod:`ddpsim.hostcost`) for an analytical NCCL model on GPUs, or
+        None (gloo, a calibrated model, ``cost_model.host: false``)."""
+        from ddpsim.collectives import NcclCommModel
+
+        if not self.cost_model.host or not isinstance(comm, NcclCommModel):
+            return None
+        return self.cost_model.host_costs()
 
     def _where(self) -> str:
         return f"{self.path}: " if self.path is not None else ""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
 from ddpsim.errors import InputError
+from ddpsim.hostcost import HostCosts
 
 COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 CommHook = Literal["none", "allreduce", "fp16", "bf16", "powersgd"]
@@ -99,6 +100,8 @@ class SimConfig:
             gradients (each copies 2x the bytes: read + write); None = free copies.
         rank_group_size: ranks that behave alike (same jitter class) are represented by
             one simulated process; None lets the engine choose.
+        host_costs: CPU costs per step, hook, bucket and collective on a CPU timeline per
+            rank (:mod:`ddpsim.hostcost`); None = the CPU is never the bottleneck.
     """
 
     world_size: int = 2
@@ -114,6 +117,7 @@ class SimConfig:
     interference: Interference = field(default_factory=Interference)
     copy_bandwidth_bytes_per_s: float | None = None
     rank_group_size: int | None = None
+    host_costs: HostCosts | None = None
 
     def __post_init__(self) -> None:
         _pos_int(self.world_size, "world_size", 1)
@@ -142,6 +146,8 @@ class SimConfig:
             raise InputError(f"copy_bandwidth_bytes_per_s: {bw!r} is not accepted; expected a number > 0 or null")
         if self.rank_group_size is not None:
             _pos_int(self.rank_group_size, "rank_group_size", 1)
+        if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
+            raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.hostcost.HostCosts or None")
 
 
 def _pos_int(v: object, name: str, minimum: int) -> None:

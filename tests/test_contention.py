@@ -119,10 +119,27 @@ def test_scenario_uses_the_prior_unless_switched_off_or_given():
     assert given.build_point(given.points()[0]).config.interference == Interference(compute_slowdown=1.3)
 
 
+def test_host_costs_on_for_analytical_nccl_only():
+    from ddpsim.hostcost import HostCosts
+
+    sc = _gpu_scenario(cost_model={"enqueue_s": 2e-5})
+    assert sc.build_point(sc.points()[0]).config.host_costs == HostCosts(enqueue_s=2e-5)
+    off = _gpu_scenario(cost_model={"host": False})
+    assert off.build_point(off.points()[0]).config.host_costs is None
+    cpu = scenario_from_dict({"name": "c", "trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"}}, source="c")
+    inp = cpu.build_point(cpu.points()[0])
+    assert inp.config.host_costs is None and inp.config.interference == Interference()
+
+
 @pytest.mark.parametrize("block, msg", [
     ({"contention": "yes"}, r"^t.yaml: cost_model.contention: 'yes' is not accepted; expected true or false$"),
     ({"memory_bound_fraction": 2}, r"^t.yaml: cost_model.memory_bound_fraction: 2 is not accepted; expected a number in \[0, 1\]$"),
     ({"speed": 1}, r"^t.yaml: cost_model.speed: unknown key; expected one of "),
+    ({"host": 1}, r"^t.yaml: cost_model.host: 1 is not accepted; expected true or false$"),
+    ({"enqueue_s": -1e-6}, r"^t.yaml: cost_model.enqueue_s: -1e-06 is not accepted; expected a finite number of seconds >= 0$"),
+    ({"hook_s_per_param": "8us"}, r"^t.yaml: cost_model.hook_s_per_param: '8us' is not accepted"),
+    ({"pre_forward_s": float("inf")}, r"^t.yaml: cost_model.pre_forward_s: inf is not accepted"),
+    ({"bucket_launch_s": None}, r"^t.yaml: cost_model.bucket_launch_s: None is not accepted"),
     ([1], r"^t.yaml: cost_model: \[1\] is not accepted; expected a mapping"),
 ])
 def test_bad_cost_model_keys(block, msg):

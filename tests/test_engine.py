@@ -563,6 +563,44 @@ def test_table_weighting_slows_compute_by_the_share_listed_for_the_collectives_s
         assert g[3] == pytest.approx(w[3], abs=1e-9) and g[4] == pytest.approx(w[4], abs=1e-9), (g, w)
 
 
+@pytest.mark.parametrize("interference", [Interference(), Interference(compute_slowdown=2.0, weighting="table",
+                                                                       size_weights=((0, 0.0),))])
+def test_host_costs_put_a_cpu_clock_in_front_of_the_device(interference):
+    # CPU: 0.25 s pre-forward, 0.5 s per autograd hook, 0.0625 s per bucket, 0.125 s per collective.
+    # Forward waits for the pre-forward (0.25 -> 0.75). c: 0.75 -> 1.0, its hook ends on the CPU at
+    # 0.75, bucket 0 issued at 0.75 + 0.0625 + 0.125 = 0.9375 < 1.0: launched at 1.0. b: 1.0 -> 1.25,
+    # its hook ends at 1.4375: the device idles till then. a: 1.4375 -> 1.6875, hook at 1.9375 (idle
+    # again); bucket 1 issued at 1.9375 + 0.1875 = 2.125 (0.75 s: 2.875); the tail runs 1.9375 -> 2.1875.
+    # The second parametrisation runs the same on the interference path (a table of zero shares).
+    from ddpsim.hostcost import HostCosts
+
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]])
+    host = HostCosts(pre_forward_s=0.25, hook_s_per_param=0.5, bucket_launch_s=0.0625, enqueue_s=0.125)
+    got = log(simulate(tr, plan, net(latency_s=0.25), cfg(host_costs=host, interference=interference)))
+    want = [
+        ("compute", "forward", "forward", 0.25, 0.75),
+        ("compute", "backward", "c", 0.75, 1.0),
+        ("compute", "backward", "b", 1.0, 1.25),
+        ("comm", "allreduce", "bucket 0", 1.0, 1.5),
+        ("compute", "backward", "a", 1.4375, 1.6875),
+        ("compute", "backward", "backward tail", 1.9375, 2.1875),
+        ("comm", "allreduce", "bucket 1", 2.125, 2.875),
+        ("compute", "wait", "bucket 1", 2.1875, 2.875),
+        ("compute", "optimizer", "optimizer", 2.875, 3.0),
+    ]
+    assert [x[:3] for x in got] == [x[:3] for x in want]
+    for g, w in zip(got, want):
+        assert g[3] == pytest.approx(w[3], abs=1e-9) and g[4] == pytest.approx(w[4], abs=1e-9), (g, w)
+
+
+def test_host_costs_rejected_when_negative():
+    from ddpsim.hostcost import HostCosts
+
+    with pytest.raises(InputError, match=r"^cost_model.enqueue_s: -1 is not accepted; expected a finite number of seconds >= 0$"):
+        HostCosts(enqueue_s=-1)
+
+
 def test_bandwidth_weighting_leaves_a_latency_only_collective_harmless():
     # no bandwidth term to speak of (2**50 B/s): every all-reduce is latency, f < 2**-27, compute at full rate
     tr = toy_trace()

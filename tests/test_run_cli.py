@@ -52,6 +52,8 @@ def _scenario(tmp_path, **over) -> Path:
     ({"trace": "missing/none.json"}, "trace: 'missing/none.json' does not exist"),
     ({"world_size": 64}, "world_size: 64 is not accepted; expected at most"),
     ({"extra_key": 1}, "extra_key: unknown key"),
+    ({"cost_model": {"enqueue_s": -1}}, "cost_model.enqueue_s: -1 is not accepted; expected a finite number of seconds >= 0"),
+    ({"cost_model": {"memory_bound_fraction": 1.5}}, "cost_model.memory_bound_fraction: 1.5 is not accepted"),
 ])
 def test_bad_scenario_exit_2_keeps_old_files(tmp_path, capsys, over, match):
     old = tmp_path / "out" / "keep" / "summary.md"

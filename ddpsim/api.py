@@ -238,8 +238,13 @@ def cost_terms(sc: Scenario, point: Any, inputs: Any) -> list[str]:
         prior = sc.contention_prior(sc.graph(point.nodes), inputs.comm)
         if prior is not None and inputs.config.interference == prior.interference:
             out.append(prior.explain())
-    if inputs.config.host_costs is not None:
-        out.append(inputs.config.host_costs.explain())
+    cfg = inputs.config
+    if cfg.copy_kernel_floor_s > 0:
+        out.append(f"gradient copies as kernels: {cfg.copy_bandwidth_bytes_per_s / 1e9:.0f} GB/s (HBM x "
+                   f"{sc.cost_model.memory_efficiency:g}), at least {cfg.copy_kernel_floor_s * 1e6:g} us per parameter's "
+                   "copy-in and copy-out (retime's roofline assumptions)")
+    if cfg.host_costs is not None:
+        out.append(cfg.host_costs.explain())
     return out
 
 

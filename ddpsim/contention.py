@@ -221,7 +221,8 @@ def contention_prior(system: nccl.NcclSystem, res: GpuResources, *, algorithm: s
     return ContentionPrior(interference=inter, resources=res, largest=top, reference=ref)
 
 
-def prior_for(graph: Any, comm: Any, *, memory_bound_fraction: float = MEMORY_BOUND_FRACTION) -> ContentionPrior | None:
+def prior_for(graph: Any, comm: Any, *, memory_bound_fraction: float = MEMORY_BOUND_FRACTION,
+              memory_efficiency: float = MEMORY_EFFICIENCY) -> ContentionPrior | None:
     """The prior of a comm model on a topology: None unless ``comm`` is the analytical NCCL
     model on GPUs whose ``sm_count`` the topology gives (a calibrated or gloo model has none)."""
     from ddpsim.collectives import NcclCommModel, place_ranks
@@ -235,5 +236,6 @@ def prior_for(graph: Any, comm: Any, *, memory_bound_fraction: float = MEMORY_BO
     bws = [graph.nodes[d].get(MEMORY_BANDWIDTH) for d in devs]
     if any(not isinstance(v, int) or v < 1 for v in sms) or any(not isinstance(v, (int, float)) or v <= 0 for v in bws):
         return None
-    res = GpuResources(num_sms=min(sms), hbm_bytes_per_s=float(min(bws)), memory_bound_fraction=memory_bound_fraction)
+    res = GpuResources(num_sms=min(sms), hbm_bytes_per_s=float(min(bws)), memory_bound_fraction=memory_bound_fraction,
+                       memory_efficiency=memory_efficiency)
     return contention_prior(comm.system, res, algorithm=comm.algorithm, protocol=comm.protocol)

@@ -7,6 +7,9 @@ replace them::
     cost_model:
       contention: true              # compute-communication contention prior (ddpsim.contention)
       memory_bound_fraction: 0.5    # backward's memory-bound share (the prior's phi)
+      memory_efficiency: 0.75       # HBM share a memory-bound kernel reaches (retime's assumption)
+      copy_kernels: true            # gradient copies as kernels: HBM x memory_efficiency, a floor each
+      min_kernel_s: 4.0e-6          # the floor: a kernel's launch and tail (retime's assumption)
       host: true                    # CPU timeline with DDP's host costs (ddpsim.hostcost)
       pre_forward_s: 100.0e-6       # and their values, seconds
       hook_s_per_param: 8.0e-6
@@ -24,11 +27,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddpsim import hostcost
-from ddpsim.contention import MEMORY_BOUND_FRACTION
+from ddpsim.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY
 from ddpsim.errors import InputError
 from ddpsim.hostcost import HostCosts
 
-KEYS = ("contention", "memory_bound_fraction", "host") + hostcost.FIELDS
+#: retime's RooflineAssumptions.min_kernel_s: a kernel's launch and tail on a GPU
+MIN_KERNEL_S = 4e-6
+
+KEYS = ("contention", "memory_bound_fraction", "memory_efficiency", "copy_kernels", "min_kernel_s",
+        "host") + hostcost.FIELDS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +44,9 @@ class CostModelSpec:
 
     contention: bool = True
     memory_bound_fraction: float = MEMORY_BOUND_FRACTION
+    memory_efficiency: float = MEMORY_EFFICIENCY
+    copy_kernels: bool = True
+    min_kernel_s: float = MIN_KERNEL_S
     host: bool = True
     pre_forward_s: float = hostcost.PRE_FORWARD_S
     hook_s_per_param: float = hostcost.HOOK_S_PER_PARAM
@@ -44,10 +54,16 @@ class CostModelSpec:
     enqueue_s: float = hostcost.ENQUEUE_S
 
     def __post_init__(self) -> None:
-        for k in ("contention", "host"):
+        for k in ("contention", "copy_kernels", "host"):
             if not isinstance(getattr(self, k), bool):
                 raise InputError(f"cost_model.{k}: {getattr(self, k)!r} is not accepted; expected true or false")
         _fraction(self.memory_bound_fraction, "cost_model.memory_bound_fraction")
+        _fraction(self.memory_efficiency, "cost_model.memory_efficiency")
+        if self.memory_efficiency <= 0:
+            raise InputError(f"cost_model.memory_efficiency: {self.memory_efficiency!r} is not accepted; expected a number in (0, 1]")
+        v = self.min_kernel_s
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise InputError(f"cost_model.min_kernel_s: {v!r} is not accepted; expected a finite number of seconds >= 0")
         self.host_costs()  # validates the four values
 
     def host_costs(self) -> HostCosts:

@@ -126,7 +126,7 @@ from ddpsim.simconfig import Interference, SimConfig
 from ddpsim.trace import Trace
 from ddpsim.units import DTYPE_SIZE_BYTES, MIB
 
-__all__ = ["simulate", "kernel_s", "powersgd_split", "GRAPH_SEARCH_S_PER_PARAM", "BROADCAST_BUCKET_BYTES",
+__all__ = ["simulate", "kernel_s", "copy_kernel_s", "powersgd_split", "GRAPH_SEARCH_S_PER_PARAM", "BROADCAST_BUCKET_BYTES",
            "POWERSGD_MIN_COMPRESSION_RATE"]
 
 #: find_unused_parameters' autograd-graph DFS (§1.7), seconds per parameter: about two
@@ -149,6 +149,14 @@ def kernel_s(bytes_moved: float, flops: float, bandwidth_bytes_per_s: float | No
     if peak_flops_per_s:
         t = max(t, flops / peak_flops_per_s)
     return t
+
+
+def copy_kernel_s(bytes_moved: float, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
+    """One gradient-copy kernel (copy-in, zero-fill, copy-out of one parameter): its bytes at
+    the copy bandwidth, at least ``floor_s`` (a kernel's launch and tail on a GPU,
+    ``SimConfig.copy_kernel_floor_s``; 0 on a CPU)."""
+    t = kernel_s(bytes_moved, 0, bandwidth_bytes_per_s, None)
+    return max(t, floor_s) if bytes_moved > 0 else t
 
 
 def powersgd_split(shapes: Sequence[tuple[int, ...]], elem_bytes: int, rank: int) -> dict[str, float]:
@@ -233,6 +241,12 @@ class _Layout:
         self.has_unused = [any(not trace.params[i].has_grad for i in b.param_indices) for b in buckets]
         self.copy_out_bytes = [2 * sum(trace.params[i].size_bytes for i in b.param_indices if trace.params[i].has_grad)
                                for b in buckets]
+        floor = eng.config.copy_kernel_floor_s
+        # copy-out: one kernel per parameter (finalize_bucket_dense), each at least the floor
+        self.copy_out_s = [kernel_s(nb, 0, eng.copy_bw, None) if floor <= 0 else
+                           sum(copy_kernel_s(2 * trace.params[i].size_bytes, eng.copy_bw, floor)
+                               for i in b.param_indices if trace.params[i].has_grad)
+                           for b, nb in zip(buckets, self.copy_out_bytes)]
         self.powersgd = [powersgd_split([trace.params[i].shape for i in b.param_indices],
                                         DTYPE_SIZE_BYTES[b.dtype], eng.config.powersgd_rank) for b in buckets] \
             if eng.config.comm_hook == "powersgd" else []
@@ -319,8 +333,9 @@ class _Engine:
         self.unused = [p.index for p in trace.params if not p.has_grad]
         self.has_grad = [p.has_grad for p in trace.params].__getitem__
         self.param_sizes = [p.size_bytes for p in trace.params]
-        self.copy_in_s = [kernel_s(2 * p.size_bytes, 0, self.copy_bw, None) for p in trace.params]
-        self.zero_s = [kernel_s(p.size_bytes, 0, self.copy_bw, None) for p in trace.params]
+        floor = config.copy_kernel_floor_s
+        self.copy_in_s = [copy_kernel_s(2 * p.size_bytes, self.copy_bw, floor) for p in trace.params]
+        self.zero_s = [copy_kernel_s(p.size_bytes, self.copy_bw, floor) for p in trace.params]
         # buffers: broadcast_coalesced in 250 MiB buckets per dtype (§1.9)
         self.buffer_buckets: list[int] = []
         if opts.broadcast_buffers and trace.buffers:
@@ -812,7 +827,7 @@ class _Rank:
                 yield from self.wait(used_map, "used_map")
                 used_pending = False
             if not eng.gabv:
-                yield from self.work("copy_out", f"bucket {b}", kernel_s(layout.copy_out_bytes[b], 0, eng.copy_bw, None) * s,
+                yield from self.work("copy_out", f"bucket {b}", layout.copy_out_s[b] * s,
                                      b, layout.sizes[b])
             self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
         if used_pending:
@@ -947,6 +962,8 @@ def _config_summary(config: SimConfig) -> dict[str, Any]:
         del d["interference"]["size_weights"]
     if config.host_costs is None:
         del d["host_costs"]
+    if not config.copy_kernel_floor_s:
+        del d["copy_kernel_floor_s"]
     return d
 
 

@@ -341,6 +341,12 @@ class Scenario:
             prior = self.contention_prior(graph, comm)
             interference = prior.interference if prior is not None else None
         host = self.host_costs(comm) if calibration is None else None
+        floor = 0.0
+        if calibration is None and copy_bw is None and self._gpu_terms(comm) and self.cost_model.copy_kernels:
+            # gradient copies as kernels (retime's assumptions): a share of HBM, a floor each
+            mem = device_memory_bandwidth(graph) if graph is not None else None
+            if mem is not None:
+                copy_bw, floor = mem * self.cost_model.memory_efficiency, self.cost_model.min_kernel_s
         if copy_bw is None and graph is not None:
             copy_bw = device_memory_bandwidth(graph)
         for r in sim.stragglers:
@@ -351,23 +357,29 @@ class Scenario:
                          powersgd_start_iter=self.powersgd_start_iter, no_sync_steps=sim.no_sync_steps,
                          jitter=sim.jitter, stragglers=sim.stragglers,
                          interference=interference or Interference(), copy_bandwidth_bytes_per_s=copy_bw,
-                         host_costs=host)
+                         copy_kernel_floor_s=floor, host_costs=host)
 
     def contention_prior(self, graph, comm):
         """The GPU contention prior (:mod:`ddpsim.contention`) of this comm model, or None
         (no SM count on the devices, a calibrated or gloo model, one rank)."""
         from ddpsim.contention import prior_for
 
-        return prior_for(graph, comm, memory_bound_fraction=self.cost_model.memory_bound_fraction)
+        return prior_for(graph, comm, memory_bound_fraction=self.cost_model.memory_bound_fraction,
+                         memory_efficiency=self.cost_model.memory_efficiency)
 
     def host_costs(self, comm):
         """DDP's host costs (:mod:`ddpsim.hostcost`) for an analytical NCCL model on GPUs, or
         None (gloo, a calibrated model, ``cost_model.host: false``)."""
-        from ddpsim.collectives import NcclCommModel
-
-        if not self.cost_model.host or not isinstance(comm, NcclCommModel):
+        if not self.cost_model.host or not self._gpu_terms(comm):
             return None
         return self.cost_model.host_costs()
+
+    @staticmethod
+    def _gpu_terms(comm) -> bool:
+        """The GPU cost terms apply to the analytical NCCL model only."""
+        from ddpsim.collectives import NcclCommModel
+
+        return isinstance(comm, NcclCommModel)
 
     def _where(self) -> str:
         return f"{self.path}: " if self.path is not None else ""

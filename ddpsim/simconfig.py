@@ -100,6 +100,8 @@ class SimConfig:
             gradients (each copies 2x the bytes: read + write); None = free copies.
         rank_group_size: ranks that behave alike (same jitter class) are represented by
             one simulated process; None lets the engine choose.
+        copy_kernel_floor_s: the least a gradient-copy kernel takes (launch and tail on a
+            GPU: one kernel per parameter for copy-in, zero-fill and copy-out); 0 = none.
         host_costs: CPU costs per step, hook, bucket and collective on a CPU timeline per
             rank (:mod:`ddpsim.hostcost`); None = the CPU is never the bottleneck.
     """
@@ -117,6 +119,7 @@ class SimConfig:
     interference: Interference = field(default_factory=Interference)
     copy_bandwidth_bytes_per_s: float | None = None
     rank_group_size: int | None = None
+    copy_kernel_floor_s: float = 0.0
     host_costs: HostCosts | None = None
 
     def __post_init__(self) -> None:
@@ -146,6 +149,9 @@ class SimConfig:
             raise InputError(f"copy_bandwidth_bytes_per_s: {bw!r} is not accepted; expected a number > 0 or null")
         if self.rank_group_size is not None:
             _pos_int(self.rank_group_size, "rank_group_size", 1)
+        fl = self.copy_kernel_floor_s
+        if isinstance(fl, bool) or not isinstance(fl, (int, float)) or not math.isfinite(fl) or fl < 0:
+            raise InputError(f"copy_kernel_floor_s: {fl!r} is not accepted; expected a finite number of seconds >= 0")
         if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
             raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.hostcost.HostCosts or None")
 

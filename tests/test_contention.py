@@ -124,6 +124,11 @@ def test_host_costs_on_for_analytical_nccl_only():
 
     sc = _gpu_scenario(cost_model={"enqueue_s": 2e-5})
     assert sc.build_point(sc.points()[0]).config.host_costs == HostCosts(enqueue_s=2e-5)
+    cfg = sc.build_point(sc.points()[0]).config
+    # A100-SXM4-80GB: 2039 GB/s x 0.75, 4 us per copy kernel
+    assert cfg.copy_bandwidth_bytes_per_s == pytest.approx(2.039e12 * 0.75) and cfg.copy_kernel_floor_s == 4e-6
+    nocopy = _gpu_scenario(cost_model={"copy_kernels": False}).build_point(sc.points()[0]).config
+    assert nocopy.copy_bandwidth_bytes_per_s == pytest.approx(2.039e12) and nocopy.copy_kernel_floor_s == 0.0
     off = _gpu_scenario(cost_model={"host": False})
     assert off.build_point(off.points()[0]).config.host_costs is None
     cpu = scenario_from_dict({"name": "c", "trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"}}, source="c")
@@ -135,6 +140,9 @@ def test_host_costs_on_for_analytical_nccl_only():
     ({"contention": "yes"}, r"^t.yaml: cost_model.contention: 'yes' is not accepted; expected true or false$"),
     ({"memory_bound_fraction": 2}, r"^t.yaml: cost_model.memory_bound_fraction: 2 is not accepted; expected a number in \[0, 1\]$"),
     ({"speed": 1}, r"^t.yaml: cost_model.speed: unknown key; expected one of "),
+    ({"copy_kernels": "on"}, r"^t.yaml: cost_model.copy_kernels: 'on' is not accepted; expected true or false$"),
+    ({"min_kernel_s": -4e-6}, r"^t.yaml: cost_model.min_kernel_s: -4e-06 is not accepted"),
+    ({"memory_efficiency": 0}, r"^t.yaml: cost_model.memory_efficiency: 0 is not accepted; expected a number in \(0, 1\]$"),
     ({"host": 1}, r"^t.yaml: cost_model.host: 1 is not accepted; expected true or false$"),
     ({"enqueue_s": -1e-6}, r"^t.yaml: cost_model.enqueue_s: -1e-06 is not accepted; expected a finite number of seconds >= 0$"),
     ({"hook_s_per_param": "8us"}, r"^t.yaml: cost_model.hook_s_per_param: '8us' is not accepted"),

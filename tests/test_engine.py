@@ -594,6 +594,25 @@ def test_host_costs_put_a_cpu_clock_in_front_of_the_device(interference):
         assert g[3] == pytest.approx(w[3], abs=1e-9) and g[4] == pytest.approx(w[4], abs=1e-9), (g, w)
 
 
+def test_copy_kernel_floor_per_parameter():
+    # copy bandwidth 8 MiB/s: a's copy-in moves 2 MiB -> 0.25 s; a floor of 0.375 s lifts every
+    # copy kernel to 0.375 s. Copy-out (one kernel per parameter) of bucket [b, a]: 2 x 0.375 s.
+    from ddpsim.engine import copy_kernel_s
+
+    assert copy_kernel_s(2 * MIB, 8 * MIB, 0.375) == 0.375
+    assert copy_kernel_s(8 * MIB, 8 * MIB, 0.375) == 1.0
+    assert copy_kernel_s(0, 8 * MIB, 0.375) == 0.0
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]])
+    res = simulate(tr, plan, net(), cfg(copy_bandwidth_bytes_per_s=8 * MIB, copy_kernel_floor_s=0.375))
+    spans = [(s.kind, s.name, s.end_s - s.start_s) for s in res.spans if s.rank == 0 and s.kind in ("copy_in", "copy_out")]
+    assert [(k, n) for k, n, _ in spans] == [("copy_in", "c"), ("copy_in", "b"), ("copy_in", "a"),
+                                             ("copy_out", "bucket 0"), ("copy_out", "bucket 1")]
+    assert [d for _, _, d in spans] == pytest.approx([0.375, 0.375, 0.375, 0.375, 0.75])
+    with pytest.raises(InputError, match=r"^copy_kernel_floor_s: -1 is not accepted"):
+        cfg(copy_kernel_floor_s=-1)
+
+
 def test_host_costs_rejected_when_negative():
     from ddpsim.hostcost import HostCosts
 

@@ -15,6 +15,7 @@ replace them::
       hook_s_per_param: 8.0e-6
       bucket_launch_s: 5.0e-6
       enqueue_s: 10.0e-6
+      uncertainty: true             # re-simulate every point under the uncertain inputs (ddpsim.uncertainty)
 
 A bad value stops with one line naming the key (``cost_model.memory_bound_fraction: 2 is not
 accepted; expected a number in [0, 1]``).
@@ -35,7 +36,7 @@ from ddpsim.hostcost import HostCosts
 MIN_KERNEL_S = 4e-6
 
 KEYS = ("contention", "memory_bound_fraction", "memory_efficiency", "copy_kernels", "min_kernel_s",
-        "host") + hostcost.FIELDS
+        "host") + hostcost.FIELDS + ("uncertainty",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,9 +53,10 @@ class CostModelSpec:
     hook_s_per_param: float = hostcost.HOOK_S_PER_PARAM
     bucket_launch_s: float = hostcost.BUCKET_LAUNCH_S
     enqueue_s: float = hostcost.ENQUEUE_S
+    uncertainty: bool = True
 
     def __post_init__(self) -> None:
-        for k in ("contention", "copy_kernels", "host"):
+        for k in ("contention", "copy_kernels", "host", "uncertainty"):
             if not isinstance(getattr(self, k), bool):
                 raise InputError(f"cost_model.{k}: {getattr(self, k)!r} is not accepted; expected true or false")
         _fraction(self.memory_bound_fraction, "cost_model.memory_bound_fraction")

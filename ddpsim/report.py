@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.io import write_text_atomic
-from ddpsim.sweep import PointRecord, best_record, default_record, fmt_s
+from ddpsim.sweep import PointRecord, best_record, default_record, fmt_s, uncertainty_summary
 from ddpsim.units import format_size
 
 CSV_FLOAT = "%.9g"
@@ -93,6 +93,9 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
         out["warnings"] = list(warnings)
     if cost_terms:
         out["cost_terms"] = list(cost_terms)
+    band = uncertainty_summary(records)
+    if band is not None:
+        out["uncertainty"] = band
     if trace is not None:
         out["trace"] = {"model": trace.model, "num_params": trace.num_params, "param_bytes": trace.total_param_bytes,
                         "device": trace.environment.get("device"), "device_name": trace.environment.get("device_name"),
@@ -128,6 +131,25 @@ def _file_id(point_id: str) -> str:
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def render_uncertainty(u: dict[str, Any]) -> str:
+    """The answer's line on the recommendation's uncertainty (:mod:`ddpsim.uncertainty`)."""
+    tol = 100 * u["tolerance"]
+    robust = ", ".join(f"`{p}`" for p in u["robust"]) or "none"
+    line = (f"- Under the model's uncertainty ({len(u['samples'])} re-simulations per point: {', '.join(u['inputs'])}): "
+            f"{'any of ' if len(u['robust']) > 1 else ''}{robust} {'is' if len(u['robust']) <= 1 else 'are each'} within "
+            f"{tol:g} % of the best in every one")
+    if u.get("safest") and not u["robust"]:
+        line += (f"; the safest point is `{u['safest']}` (at most {100 * u['safest_regret_max']:.1f} % from the best "
+                 "in any of them)")
+    most = u.get("most_sensitive")
+    if most:
+        sens = u["sensitivity"][most]
+        line += (f"; the ranking is most sensitive to {most} (keeping `{u['prior_best']}` costs up to "
+                 f"{100 * sens['prior_best_regret']:.1f} % there, a point's distance to the best moves by up to "
+                 f"{100 * sens['regret_shift']:.1f} points)")
+    return line + "."
 
 
 def render_summary(s: dict[str, Any]) -> str:
@@ -166,6 +188,9 @@ def render_summary(s: dict[str, Any]) -> str:
                  f"{fmt_s(d['iteration_p50_s'])} at the default (`{d['point']}`): "
                  f"**{100 * (s['gain_over_default'] or 0):.1f}% faster**, {fmt_s(s['saved_per_step_s'])} saved per step"
                  + (" - under 1%, within what a simulation can promise: a tie in practice, keep the default." if (s['gain_over_default'] or 0) < 0.01 else "."))
+    u = s.get("uncertainty")
+    if u:
+        L.append(render_uncertainty(u))
     L.append(f"- Exposed communication tail (p95 over steady iterations): {fmt_s(b['exposed_comm_p95_s'])} at the best point, "
              f"{fmt_s(d['exposed_comm_p95_s'])} at the default (mean {fmt_s(b['exposed_comm_s'])} / {fmt_s(d['exposed_comm_s'])}).")
     L.append(f"- Step-time p95: {fmt_s(b['iteration_p95_s'])} at the best point, {fmt_s(d['iteration_p95_s'])} at the default.")

@@ -143,6 +143,7 @@ def test_host_costs_on_for_analytical_nccl_only():
     ({"copy_kernels": "on"}, r"^t.yaml: cost_model.copy_kernels: 'on' is not accepted; expected true or false$"),
     ({"min_kernel_s": -4e-6}, r"^t.yaml: cost_model.min_kernel_s: -4e-06 is not accepted"),
     ({"memory_efficiency": 0}, r"^t.yaml: cost_model.memory_efficiency: 0 is not accepted; expected a number in \(0, 1\]$"),
+    ({"uncertainty": "few"}, r"^t.yaml: cost_model.uncertainty: 'few' is not accepted; expected true or false$"),
     ({"host": 1}, r"^t.yaml: cost_model.host: 1 is not accepted; expected true or false$"),
     ({"enqueue_s": -1e-6}, r"^t.yaml: cost_model.enqueue_s: -1e-06 is not accepted; expected a finite number of seconds >= 0$"),
     ({"hook_s_per_param": "8us"}, r"^t.yaml: cost_model.hook_s_per_param: '8us' is not accepted"),

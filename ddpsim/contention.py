@@ -85,6 +85,12 @@ GRID_MAX_LOG2 = 32
 REFERENCE_BYTES = 25 * 2 ** 20
 
 
+def check_fraction(v: Any, key: str) -> None:
+    """``v`` must be a number in [0, 1]; else one line naming ``key``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1:
+        raise InputError(f"{key}: {v!r} is not accepted; expected a number in [0, 1]")
+
+
 def runtime_channels(system: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> int:
     """Thread blocks (= SMs) NCCL launches for one all-reduce (module docstring, step 2)."""
     if algo in ("nvls", "nvls_tree"):
@@ -138,9 +144,7 @@ class GpuResources:
         if not (isinstance(self.hbm_bytes_per_s, (int, float)) and self.hbm_bytes_per_s > 0):
             raise InputError(f"memory_bandwidth_bytes_per_s: {self.hbm_bytes_per_s!r} is not accepted; expected > 0")
         for k in ("memory_bound_fraction", "memory_efficiency"):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-                raise InputError(f"cost_model.{k}: {v!r} is not accepted; expected a number in [0, 1]")
+            check_fraction(getattr(self, k), f"cost_model.{k}")
 
 
 def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes: int, *,

@@ -23,14 +23,13 @@ accepted; expected a number in [0, 1]``).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ddpsim import hostcost
-from ddpsim.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY
+from ddpsim.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY, check_fraction
 from ddpsim.errors import InputError
-from ddpsim.hostcost import HostCosts
+from ddpsim.hostcost import HostCosts, check_seconds
 
 #: retime's RooflineAssumptions.min_kernel_s: a kernel's launch and tail on a GPU
 MIN_KERNEL_S = 4e-6
@@ -41,7 +40,8 @@ KEYS = ("contention", "memory_bound_fraction", "memory_efficiency", "copy_kernel
 
 @dataclass(frozen=True, kw_only=True)
 class CostModelSpec:
-    """Switches and values of the GPU cost terms (module docstring)."""
+    """Switches and values of the GPU cost terms (module docstring); the four host costs,
+    flat keys in the YAML, are held as one :class:`~ddpsim.hostcost.HostCosts`."""
 
     contention: bool = True
     memory_bound_fraction: float = MEMORY_BOUND_FRACTION
@@ -49,35 +49,23 @@ class CostModelSpec:
     copy_kernels: bool = True
     min_kernel_s: float = MIN_KERNEL_S
     host: bool = True
-    pre_forward_s: float = hostcost.PRE_FORWARD_S
-    hook_s_per_param: float = hostcost.HOOK_S_PER_PARAM
-    bucket_launch_s: float = hostcost.BUCKET_LAUNCH_S
-    enqueue_s: float = hostcost.ENQUEUE_S
+    host_costs: HostCosts = field(default_factory=HostCosts)
     uncertainty: bool = True
 
     def __post_init__(self) -> None:
         for k in ("contention", "copy_kernels", "host", "uncertainty"):
             if not isinstance(getattr(self, k), bool):
                 raise InputError(f"cost_model.{k}: {getattr(self, k)!r} is not accepted; expected true or false")
-        _fraction(self.memory_bound_fraction, "cost_model.memory_bound_fraction")
-        _fraction(self.memory_efficiency, "cost_model.memory_efficiency")
+        check_fraction(self.memory_bound_fraction, "cost_model.memory_bound_fraction")
+        check_fraction(self.memory_efficiency, "cost_model.memory_efficiency")
         if self.memory_efficiency <= 0:
             raise InputError(f"cost_model.memory_efficiency: {self.memory_efficiency!r} is not accepted; expected a number in (0, 1]")
-        v = self.min_kernel_s
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise InputError(f"cost_model.min_kernel_s: {v!r} is not accepted; expected a finite number of seconds >= 0")
-        self.host_costs()  # validates the four values
-
-    def host_costs(self) -> HostCosts:
-        return HostCosts(**{k: getattr(self, k) for k in hostcost.FIELDS})
+        check_seconds(self.min_kernel_s, "cost_model.min_kernel_s")
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in KEYS}
-
-
-def _fraction(v: Any, key: str) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1:
-        raise InputError(f"{key}: {v!r} is not accepted; expected a number in [0, 1]")
+        out = {k: getattr(self, k) for k in KEYS if k not in hostcost.FIELDS}
+        out.update(self.host_costs.as_dict())
+        return out
 
 
 def parse_cost_model(d: Any, source: str) -> CostModelSpec:
@@ -90,6 +78,7 @@ def parse_cost_model(d: Any, source: str) -> CostModelSpec:
         if k not in KEYS:
             raise InputError(f"{source}: cost_model.{k}: unknown key; expected one of {', '.join(KEYS)}")
     try:
-        return CostModelSpec(**d)
+        host = HostCosts(**{k: v for k, v in d.items() if k in hostcost.FIELDS})
+        return CostModelSpec(**{k: v for k, v in d.items() if k not in hostcost.FIELDS}, host_costs=host)
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None

@@ -49,6 +49,12 @@ HOOK_S_PER_PARAM = 8e-6
 BUCKET_LAUNCH_S = 5e-6
 ENQUEUE_S = 10e-6
 
+def check_seconds(v: Any, key: str) -> None:
+    """``v`` must be a finite number of seconds >= 0; else one line naming ``key``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise InputError(f"{key}: {v!r} is not accepted; expected a finite number of seconds >= 0")
+
+
 FIELDS = ("pre_forward_s", "hook_s_per_param", "bucket_launch_s", "enqueue_s")
 
 
@@ -63,9 +69,7 @@ class HostCosts:
 
     def __post_init__(self) -> None:
         for k in FIELDS:
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise InputError(f"cost_model.{k}: {v!r} is not accepted; expected a finite number of seconds >= 0")
+            check_seconds(getattr(self, k), f"cost_model.{k}")
 
     def scaled(self, factor: float) -> "HostCosts":
         """Every cost times ``factor`` (the uncertainty pass)."""

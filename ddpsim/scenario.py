@@ -372,7 +372,7 @@ class Scenario:
         None (gloo, a calibrated model, ``cost_model.host: false``)."""
         if not self.cost_model.host or not self._gpu_terms(comm):
             return None
-        return self.cost_model.host_costs()
+        return self.cost_model.host_costs
 
     @staticmethod
     def _gpu_terms(comm) -> bool:

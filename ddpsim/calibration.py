@@ -64,7 +64,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ddpsim import hostcost
 from ddpsim.errors import InputError
+from ddpsim.hostcost import HostCosts
 from ddpsim.simconfig import Interference
 
 FORMAT = "ddpsim-calibration"
@@ -126,6 +128,10 @@ class Calibration:
     #: the probe's forward under DDP / its trace's forward, from the probe's phases (None: not
     #: measured); only the probe fit uses it (see :func:`probe_forward_factor`)
     probe_forward_factor: float | None = None
+    #: host costs measured on the machine (``host_costs`` in the file: any of
+    #: :data:`ddpsim.hostcost.FIELDS`, the others at their defaults), or None: with a
+    #: calibration the engine keeps no CPU clock unless the file gives them
+    host_costs: HostCosts | None = None
 
     def warning(self) -> str | None:
         """One line when this calibration should not be trusted (its probe fit ran into its
@@ -201,11 +207,22 @@ def calibration_from_dict(data: Any) -> Calibration:
             raise InputError(f"calibration.{exc}") from None
     env = data.get("environment", {}) or {}
     _req(isinstance(env, dict), "environment", env, "an object")
+    host = None
+    raw_h = data.get("host_costs")
+    if raw_h is not None:
+        _req(isinstance(raw_h, dict), "host_costs", raw_h, f"an object with any of {', '.join(hostcost.FIELDS)}, or null")
+        unknown_h = sorted(set(raw_h) - set(hostcost.FIELDS))
+        _req(not unknown_h, "host_costs", unknown_h[0] if unknown_h else None, f"keys among {', '.join(hostcost.FIELDS)}")
+        try:
+            host = HostCosts(**raw_h)
+        except InputError as exc:
+            raise InputError(f"calibration.host_costs.{str(exc).split('.', 1)[1]}") from None
     cal = Calibration(backend=data["backend"], world_size=data["world_size"], allreduce=points["allreduce"],
                       broadcast=points["broadcast"], interference=interference,
                       copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
                       ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
-                      device=str(data.get("device", "")), environment=env, allreduce_after_compute=after)
+                      device=str(data.get("device", "")), environment=env, allreduce_after_compute=after,
+                      host_costs=host)
     recomputed = consistent_ddp_overhead(cal, data.get("ddp_overhead"))
     if recomputed is not None:
         cal = replace(cal, ddp_iteration_overhead_s=recomputed,

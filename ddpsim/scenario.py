@@ -341,6 +341,8 @@ class Scenario:
             prior = self.contention_prior(graph, comm)
             interference = prior.interference if prior is not None else None
         host = self.host_costs(comm) if calibration is None else None
+        if calibration is not None and self.cost_model.host:
+            host = getattr(calibration, "host_costs", None)  # measured, when the file has them
         floor = 0.0
         if calibration is None and copy_bw is None and self._gpu_terms(comm) and self.cost_model.copy_kernels:
             # gradient copies as kernels (retime's assumptions): a share of HBM, a floor each

@@ -154,3 +154,26 @@ def test_host_costs_on_for_analytical_nccl_only():
 def test_bad_cost_model_keys(block, msg):
     with pytest.raises(InputError, match=msg):
         _gpu_scenario(cost_model=block)
+
+
+def _calibration_doc(**extra):
+    d = {"format": "ddpsim-calibration", "version": 1, "backend": "nccl", "world_size": 8,
+         "collectives": {"allreduce": [{"size_bytes": 1024, "time_s": 2e-5}, {"size_bytes": 2 ** 20, "time_s": 1e-4}]}}
+    d.update(extra)
+    return d
+
+
+def test_calibration_host_costs_block_replaces_the_defaults():
+    from ddpsim.calibration import FORMAT, VERSION, calibration_from_dict
+    from ddpsim.hostcost import HostCosts
+
+    doc = _calibration_doc(format=FORMAT, version=VERSION)
+    assert calibration_from_dict(doc).host_costs is None
+    cal = calibration_from_dict({**doc, "host_costs": {"enqueue_s": 2.5e-5, "pre_forward_s": 0.0}})
+    assert cal.host_costs == HostCosts(enqueue_s=2.5e-5, pre_forward_s=0.0)
+    with pytest.raises(InputError, match=r"^calibration.host_costs.enqueue_s: -1 is not accepted; expected a finite"):
+        calibration_from_dict({**doc, "host_costs": {"enqueue_s": -1}})
+    with pytest.raises(InputError, match=r"^calibration.host_costs: 'speed' is not accepted; expected keys among"):
+        calibration_from_dict({**doc, "host_costs": {"speed": 1}})
+    with pytest.raises(InputError, match=r"^calibration.host_costs: 3 is not accepted"):
+        calibration_from_dict({**doc, "host_costs": 3})

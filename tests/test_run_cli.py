@@ -120,3 +120,13 @@ def test_a_calibration_with_a_clamped_probe_fit_is_called_out_by_every_predictin
                  "--quiet", "--no-plots", "--jobs", "1"]) == 0
     assert "WARNING" not in capsys.readouterr().err
     assert "warnings" not in json.loads((tmp_path / "out2" / "keep" / "summary.json").read_text())
+
+
+def test_bad_calibration_host_costs_exit_2(tmp_path, capsys):
+    doc = json.loads(UNCLAMPED.read_text())
+    doc["host_costs"] = {"hook_s_per_param": "8us"}
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps(doc))
+    assert main(["run", str(_scenario(tmp_path, calibration=str(cal))), "--out-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "calibration.host_costs.hook_s_per_param: '8us' is not accepted" in err and err.count("\n") == 1

@@ -136,20 +136,27 @@ def _pct(x: float | None) -> str:
 def render_uncertainty(u: dict[str, Any]) -> str:
     """The answer's line on the recommendation's uncertainty (:mod:`ddpsim.uncertainty`)."""
     tol = 100 * u["tolerance"]
-    robust = ", ".join(f"`{p}`" for p in u["robust"]) or "none"
-    line = (f"- Under the model's uncertainty ({len(u['samples'])} re-simulations per point: {', '.join(u['inputs'])}): "
-            f"{'any of ' if len(u['robust']) > 1 else ''}{robust} {'is' if len(u['robust']) <= 1 else 'are each'} within "
-            f"{tol:g} % of the best in every one")
-    if u.get("safest") and not u["robust"]:
-        line += (f"; the safest point is `{u['safest']}` (at most {100 * u['safest_regret_max']:.1f} % from the best "
-                 "in any of them)")
+    robust = u["robust"]
+    head = f"- Under the model's uncertainty ({len(u['samples'])} re-simulations per point: {', '.join(u['inputs'])}): "
+    if robust and len(robust) == len(u["points"]):
+        head += f"every point swept is within {tol:g} % of the best in every one"
+    elif len(robust) > 1:
+        head += f"any of {', '.join(f'`{p}`' for p in robust)} is within {tol:g} % of the best in every one"
+    elif robust:
+        head += f"only `{robust[0]}` is within {tol:g} % of the best in every one"
+    else:
+        head += (f"no point is within {tol:g} % of the best in every one; the safest is `{u['safest']}` (at most "
+                 f"{100 * u['safest_regret_max']:.1f} % from the best in any of them)")
     most = u.get("most_sensitive")
     if most:
         sens = u["sensitivity"][most]
-        line += (f"; the ranking is most sensitive to {most} (keeping `{u['prior_best']}` costs up to "
-                 f"{100 * sens['prior_best_regret']:.1f} % there, a point's distance to the best moves by up to "
-                 f"{100 * sens['regret_shift']:.1f} points)")
-    return line + "."
+        if sens["prior_best_regret"] >= 5e-4:
+            head += (f"; the ranking is most sensitive to {most}: there keeping `{u['prior_best']}` costs up to "
+                     f"{100 * sens['prior_best_regret']:.1f} %")
+        else:
+            head += (f"; `{u['prior_best']}` stays within 0.05 % of the best in every one; {most} moves the points' "
+                     f"distances to the best most (up to {100 * sens['regret_shift']:.1f} points)")
+    return head + "."
 
 
 def render_summary(s: dict[str, Any]) -> str:

@@ -29,12 +29,15 @@ iteration is just the synchronised step):
    A bucket whose pending count reaches 0 is *ready*; DDP launches buckets strictly in
    order (``launch_k = max(ready_k, launch_{k-1})``, §1.5); a comm hook's pre-collective
    kernels (division pass, fp16/bf16 cast, PowerSGD's first matmuls) run on the compute
-   stream right before the launch. find_unused_parameters: after the last bucket, the
+   stream right before the launch; fp16/bf16's decompress copy (read 2N, write 4N) runs on
+   the communication stream right behind its all-reduce, part of that collective's span
+   (ProcessGroupNCCL's future completes at enqueue, so the hook's ``.then()`` callback runs
+   inside the autograd hook with the collective's stream current). find_unused_parameters: after the last bucket, the
    all-reduce of the used map (4 bytes per parameter). static_graph, iteration 1 (§1.8):
    hooks only count; after backward: used-map all-reduce, copy-in of every parameter in
    index order, then every bucket launched back to back.
 4. finalize (after backward compute): for each bucket in order: wait for its collective
-   (span ``wait``), fp16/bf16 decompress copy, copy-out (``2*size/bw`` per bucket, skipped
+   (span ``wait``), PowerSGD's decompress, copy-out (``2*size/bw`` per bucket, skipped
    with ``gradient_as_bucket_view`` and for never-used parameters); the used map is waited
    lazily at the first bucket holding an unused parameter (§1.7), else at the end. Then
    ``optimizer`` and ``zero_grad`` (trace medians).
@@ -405,11 +408,12 @@ class _Engine:
             self._notify()
 
     def arrive(self, index: int, t: float, kind: str, name: str, iteration: int, bucket: int | None,
-               size_bytes: int, broadcast: bool) -> _Coll:
+               size_bytes: int, broadcast: bool, then_s: float = 0.0) -> _Coll:
         c = self.coll(index)
         if c.kind is None:
             c.kind, c.name, c.iteration, c.bucket, c.size_bytes = kind, name, iteration, bucket, size_bytes
-            c.work_s = self.duration_s(size_bytes, broadcast)
+            # then_s: kernels a comm hook's .then() callback puts on the same stream behind it
+            c.work_s = self.duration_s(size_bytes, broadcast) + then_s
             if self.bandwidth_weighted:
                 c.slow_weight = self.bandwidth_share(size_bytes, broadcast, c.work_s)
             elif self.table_weighted:
@@ -564,9 +568,10 @@ class _Rank:
             elif kind == "optimizer":
                 acc.optimizer_s += end - start
 
-    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False) -> _Coll:
+    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
+               then_s: float = 0.0) -> _Coll:
         t = self.t if self.eng.host is None else self.host_issue(self.eng.host.enqueue_s)
-        c = self.eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast)
+        c = self.eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s)
         self.seq += 1
         return c
 
@@ -683,7 +688,10 @@ class _Rank:
         if hook in ("fp16", "bf16"):
             # buffer.to(fp16): read size, write 2N; div_ on the compressed: read 2N, write 2N
             yield from self.work("compress", f"{hook} cast {name}", kernel_s(size + 6 * numel, 0, eng.copy_bw, None) * s, b, size)
-            return [self.launch("allreduce", name, b, 2 * numel)]
+            # the hook's fut.then(decompress): ProcessGroupNCCL's future completes at enqueue, so the
+            # callback runs here and its copy back into the bucket (read 2N, write 4N) is queued on
+            # the collective's stream right behind it (default_hooks.py fp16_compress_hook)
+            return [self.launch("allreduce", name, b, 2 * numel, then_s=copy_kernel_s(6 * numel, eng.copy_bw, eng.config.copy_kernel_floor_s))]
         if hook == "powersgd":
             ps = layout.powersgd[b]
             yield from self.work("compress", f"powersgd compress {name}",
@@ -815,10 +823,7 @@ class _Rank:
         for b in range(nb):
             c = colls[b][-1]
             yield from self.wait(c, f"bucket {b}")
-            if hook in ("fp16", "bf16"):
-                yield from self.work("compress", f"{hook} decompress bucket {b}",
-                                     kernel_s(6 * layout.numels[b], 0, eng.copy_bw, None) * s, b, layout.sizes[b])
-            elif hook == "powersgd":
+            if hook == "powersgd":
                 ps = layout.powersgd[b]
                 yield from self.work("compress", f"powersgd decompress bucket {b}",
                                      kernel_s(ps["decompress_bytes"], ps["decompress_flops"], eng.copy_bw, eng.peak_flops) * s,
@@ -868,9 +873,10 @@ class _RestRanks(_Rank):
         return
         yield  # NOTE: unreachable; makes this a generator like _Rank.work
 
-    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False) -> _Coll:
+    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
+               then_s: float = 0.0) -> _Coll:
         self._fold()
-        return super().launch(kind, name, bucket, size_bytes, broadcast)
+        return super().launch(kind, name, bucket, size_bytes, broadcast, then_s)
 
     def wait(self, c: _Coll, name: str) -> Iterator[simpy.Event]:
         env = self.eng.env

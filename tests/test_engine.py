@@ -213,10 +213,11 @@ def test_copies_and_fp16_casts_use_the_compute_stream():
         # cast: read 3 MiB, write 1.5 MiB, div_ on it: read+write 1.5 MiB each = 7.5 MiB / 16 MiB/s
         ("compute", "compress", "fp16 cast bucket 0", 1.625, 2.09375),
         ("compute", "backward", "backward tail", 2.09375, 2.34375),
-        ("comm", "allreduce", "bucket 0", 2.09375, 2.46875),          # 1.5 MiB: 0.375 s
-        ("compute", "wait", "bucket 0", 2.34375, 2.46875),
-        # decompress: read 1.5 MiB, write 3 MiB = 4.5 MiB -> 0.28125; copy-out 2 * 3 MiB -> 0.375
-        ("compute", "compress", "fp16 decompress bucket 0", 2.46875, 2.75),
+        # 1.5 MiB: 0.375 s, then the hook's .then() decompress on the same stream: read 1.5 MiB,
+        # write 3 MiB = 4.5 MiB -> 0.28125 s
+        ("comm", "allreduce", "bucket 0", 2.09375, 2.75),
+        ("compute", "wait", "bucket 0", 2.34375, 2.75),
+        # copy-out 2 * 3 MiB -> 0.375
         ("compute", "copy_out", "bucket 0", 2.75, 3.125),
         ("compute", "optimizer", "optimizer", 3.125, 3.25),
     ]

@@ -11,6 +11,7 @@ File (written by ``python -m executor collectives``)::
      "copy_bandwidth_bytes_per_s": 5.1e9,                                                # optional / null
      "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...},                            # optional / null
      "interference_probe": {"bucket_cap_mb": 25, "ddp_step_s": 0.37, "trace": {...}, ...},  # optional / null
+     "host_costs": {"enqueue_s": 1.2e-5, "hook_s_per_param": 6e-6},                       # optional / null
      "allreduce_after_compute": [{"size_bytes": 4096, "time_s": 2.1e-3, ...}, ...]}        # optional / null
 
 ``ddp_iteration_overhead_s`` (optional; absent in older files = 0): DDP's fixed cost per
@@ -24,6 +25,11 @@ idle stream and waited for, so the engine charges it the idle-launch extra on to
 curve (``max(loop, after-compute)`` in all), and the executor's residue, taken against the loop
 curve alone, would count that extra twice. The file's own figure stays in
 ``Calibration.ddp_iteration_overhead_measured_s``.
+
+``host_costs`` (optional): DDP's CPU costs measured on the machine (any of
+``pre_forward_s``, ``hook_s_per_param``, ``bucket_launch_s``, ``enqueue_s``; the others at
+:mod:`ddpsim.hostcost`'s defaults); with them the engine keeps a CPU clock per rank, without
+them a calibrated prediction has none (its ``ddp_iteration_overhead_s`` holds the per-step part).
 
 ``interference_probe`` (optional): a probe model's trace and its real DDP step time. When present
 (with ``interference``), the loaded ``interference.compute_slowdown`` is the value fitted so

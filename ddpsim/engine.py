@@ -29,12 +29,15 @@ iteration is just the synchronised step):
    A bucket whose pending count reaches 0 is *ready*; DDP launches buckets strictly in
    order (``launch_k = max(ready_k, launch_{k-1})``, §1.5); a comm hook's pre-collective
    kernels (division pass, fp16/bf16 cast, PowerSGD's first matmuls) run on the compute
-   stream right before the launch. find_unused_parameters: after the last bucket, the
+   stream right before the launch; fp16/bf16's decompress copy (read 2N, write 4N) runs on
+   the communication stream right behind its all-reduce, part of that collective's span
+   (ProcessGroupNCCL's future completes at enqueue, so the hook's ``.then()`` callback runs
+   inside the autograd hook with the collective's stream current). find_unused_parameters: after the last bucket, the
    all-reduce of the used map (4 bytes per parameter). static_graph, iteration 1 (§1.8):
    hooks only count; after backward: used-map all-reduce, copy-in of every parameter in
    index order, then every bucket launched back to back.
 4. finalize (after backward compute): for each bucket in order: wait for its collective
-   (span ``wait``), fp16/bf16 decompress copy, copy-out (``2*size/bw`` per bucket, skipped
+   (span ``wait``), PowerSGD's decompress, copy-out (``2*size/bw`` per bucket, skipped
    with ``gradient_as_bucket_view`` and for never-used parameters); the used map is waited
    lazily at the first bucket holding an unused parameter (§1.7), else at the end. Then
    ``optimizer`` and ``zero_grad`` (trace medians).
@@ -128,7 +131,8 @@ collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member'
 ``weighting="bandwidth"`` (what a calibration uses) the running collective applies only its
 share of moved bytes, ``f = 1 - t(1 byte) / t(size)`` from the comm model: compute progresses
 at ``1/(1 + (compute_slowdown - 1) * f)``, so a latency-bound bucket barely slows backward and
-a large one slows it fully. On every change of that state the remaining work continues at
+a large one slows it fully; with ``weighting="table"`` (the GPU prior of
+:mod:`ddpsim.contention`) ``f`` is the interference's own share for the collective's size. On every change of that state the remaining work continues at
 the new rate. Without
 interference the engine takes a fast path (a rank computes its own timeline arithmetically
 and only synchronises with SimPy at waits); both paths give the same result.
@@ -155,7 +159,7 @@ from ddpsim.simconfig import Interference, SimConfig
 from ddpsim.trace import Trace
 from ddpsim.units import DTYPE_SIZE_BYTES, MIB
 
-__all__ = ["simulate", "kernel_s", "powersgd_split", "GRAPH_SEARCH_S_PER_PARAM", "BROADCAST_BUCKET_BYTES",
+__all__ = ["simulate", "kernel_s", "copy_kernel_s", "powersgd_split", "GRAPH_SEARCH_S_PER_PARAM", "BROADCAST_BUCKET_BYTES",
            "POWERSGD_MIN_COMPRESSION_RATE"]
 
 #: find_unused_parameters' autograd-graph DFS (§1.7), seconds per parameter: about two
@@ -180,6 +184,14 @@ def kernel_s(bytes_moved: float, flops: float, bandwidth_bytes_per_s: float | No
     if peak_flops_per_s:
         t = max(t, flops / peak_flops_per_s)
     return t
+
+
+def copy_kernel_s(bytes_moved: float, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
+    """One gradient-copy kernel (copy-in, zero-fill, copy-out of one parameter): its bytes at
+    the copy bandwidth, at least ``floor_s`` (a kernel's launch and tail on a GPU,
+    ``SimConfig.copy_kernel_floor_s``; 0 on a CPU)."""
+    t = kernel_s(bytes_moved, 0, bandwidth_bytes_per_s, None)
+    return max(t, floor_s) if bytes_moved > 0 else t
 
 
 def powersgd_split(shapes: Sequence[tuple[int, ...]], elem_bytes: int, rank: int) -> dict[str, float]:
@@ -287,6 +299,12 @@ class _Layout:
         self.reduce_bytes = [n * r for n, r in zip(self.numels, red)]
         # copy-out reads the reduced bucket, writes the parameter's own dtype (used parameters only)
         self.copy_out_bytes = [n * (r + e) for n, r, e in zip(used_numels, red, own)]
+        floor = eng.config.copy_kernel_floor_s
+        # copy-out: one kernel per parameter (finalize_bucket_dense), each at least the floor
+        self.copy_out_s = [kernel_s(nb, 0, eng.copy_bw, None) if floor <= 0 else
+                           sum(copy_kernel_s(trace.params[i].numel * (r + e), eng.copy_bw, floor)
+                               for i in b.param_indices if trace.params[i].has_grad)
+                           for b, nb, r, e in zip(buckets, self.copy_out_bytes, red, own)]
         # batched_grad_copy's flush: _foreach_copy_ of the used gradients, div_ of the flat bucket
         self.flush_copy_bytes = [2 * n * g for n, g in zip(used_numels, grad)]
         self.flush_div_bytes = [2 * n * g for n, g in zip(self.numels, grad)]
@@ -392,6 +410,9 @@ class _Engine:
         self.compute_slow = float(config.interference.compute_slowdown)
         self.comm_slow = float(config.interference.comm_slowdown)
         self.bandwidth_weighted = config.interference.weighting == "bandwidth"
+        self.table_weighted = config.interference.weighting == "table"
+        #: CPU costs on a per-rank CPU timeline (ddpsim.hostcost), or None
+        self.host = config.host_costs
         #: the running collective's ``slow_weight`` (slow path)
         self.comm_weight = 1.0
         # trace medians
@@ -419,8 +440,9 @@ class _Engine:
         self.has_grad = [p.has_grad for p in trace.params].__getitem__
         self.param_sizes = [p.size_bytes for p in trace.params]
         grad_bytes = [p.numel * param_elem_bytes(p.dtype, self.mixed_precision)[1] for p in trace.params]
-        self.copy_in_s = [kernel_s(2 * g, 0, self.copy_bw, None) for g in grad_bytes]
-        self.zero_s = [kernel_s(g, 0, self.copy_bw, None) for g in grad_bytes]
+        floor = config.copy_kernel_floor_s
+        self.copy_in_s = [copy_kernel_s(2 * g, self.copy_bw, floor) for g in grad_bytes]
+        self.zero_s = [copy_kernel_s(g, self.copy_bw, floor) for g in grad_bytes]
         #: _root_copy_hook before every forward: each parameter cast into its param_dtype copy
         self.mp_cast_s = 0.0 if self.mixed_precision is None else kernel_s(
             sum(p.size_bytes + g for p, g in zip(trace.params, grad_bytes)), 0, self.copy_bw, None)
@@ -510,13 +532,16 @@ class _Engine:
             self._notify()
 
     def arrive(self, index: int, t: float, kind: str, name: str, iteration: int, bucket: int | None,
-               size_bytes: int, broadcast: bool) -> _Coll:
+               size_bytes: int, broadcast: bool, then_s: float = 0.0) -> _Coll:
         c = self.coll(index)
         if c.kind is None:
             c.kind, c.name, c.iteration, c.bucket, c.size_bytes = kind, name, iteration, bucket, size_bytes
-            c.work_s = self.duration_s(size_bytes, broadcast)
+            # then_s: kernels a comm hook's .then() callback puts on the same stream behind it
+            c.work_s = self.duration_s(size_bytes, broadcast) + then_s
             if self.bandwidth_weighted:
                 c.slow_weight = self.bandwidth_share(size_bytes, broadcast, c.work_s)
+            elif self.table_weighted:
+                c.slow_weight = self.config.interference.weight_for(size_bytes)
         else:
             assert (c.kind, c.name, c.iteration) == (kind, name, iteration), \
                 f"ranks issued different collectives at position {index}: {c.name!r} vs {name!r}"
@@ -627,6 +652,8 @@ class _Rank:
         self.keep_spans = record and eng.keep_spans
         self.finished = False
         self.fast = not eng.interfere
+        #: the CPU's clock (host costs only): when it has enqueued everything issued so far
+        self.cpu = 0.0
 
     # -- primitives -------------------------------------------------------------------------
     def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
@@ -665,10 +692,35 @@ class _Rank:
             elif kind == "optimizer":
                 acc.optimizer_s += end - start
 
-    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False) -> _Coll:
-        c = self.eng.arrive(self.seq, self.t, kind, name, self.iter, bucket, size_bytes, broadcast)
+    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
+               then_s: float = 0.0) -> _Coll:
+        t = self.t if self.eng.host is None else self.host_issue(self.eng.host.enqueue_s)
+        c = self.eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s)
         self.seq += 1
         return c
+
+    # -- host costs (ddpsim.hostcost): a CPU clock beside the compute stream ------------------
+    def host_issue(self, cost_s: float) -> float:
+        """The CPU spends ``cost_s`` issuing something: when it is issued (never before the
+        device reaches it in stream order)."""
+        self.cpu += cost_s
+        return self.cpu if self.cpu > self.t else self.t
+
+    def host_step_start(self) -> None:
+        """The CPU meets the device at a step's start, then runs DDP's pre-forward."""
+        self.cpu = max(self.cpu, self.t) + self.eng.host.pre_forward_s
+
+    def host_gate(self) -> Iterator[simpy.Event]:
+        """The device cannot run what the CPU has not enqueued: idle until the CPU's clock."""
+        if self.cpu > self.t:
+            if self.fast:
+                self.t = self.cpu
+            else:
+                env = self.eng.env
+                self.eng.add_busy(-1)
+                yield env.timeout(self.cpu - env.now)
+                self.eng.add_busy(+1)
+                self.t = self.cpu
 
     def wait(self, c: _Coll, name: str) -> Iterator[simpy.Event]:
         eng = self.eng
@@ -733,6 +785,8 @@ class _Rank:
         self.acc = _IterAcc(self.t)
         layout = eng.layouts[k]
         n_micro = eng.config.no_sync_steps
+        if eng.host is not None:
+            self.host_step_start()
         # 1. first forward of the iteration: rebuild (§1.4 step 6), buffer broadcast (§1.9)
         if eng.plan.rebuild_iteration is not None and k == eng.plan.rebuild_iteration:
             c = self.launch("rebuild", "rebuild:indices", None, (len(eng.reducer_params) + 1) * 4, broadcast=True)
@@ -749,6 +803,8 @@ class _Rank:
             yield from self.forward(f"forward (no_sync {m + 1})", s, first=m == 0)
             yield from self.no_sync_backward(f"backward (no_sync {m + 1})", s)
         # 3. synchronised step
+        if eng.host is not None:
+            yield from self.host_gate()
         yield from self.forward("forward", s, first=n_micro == 0)
         if eng.iteration_overhead_s > 0:  # DDP's per-iteration fixed cost (calibrated), if any
             yield from self.work("forward", "ddp overhead", eng.iteration_overhead_s * s)
@@ -796,6 +852,8 @@ class _Rank:
         eng = self.eng
         size, numel = layout.sizes[b], layout.numels[b]
         name = f"bucket {b}"
+        if eng.host is not None:  # Reducer::all_reduce_bucket's own work, before the process group's
+            self.cpu += eng.host.bucket_launch_s
         if eng.mixed_precision is not None:
             # _reducer_allreduce_and_upcast_hook: cast to reduce_dtype if it differs, no division before
             yield from self.work("compress", f"mixed precision cast {name}",
@@ -807,7 +865,10 @@ class _Rank:
         if hook in ("fp16", "bf16"):
             # buffer.to(fp16): read size, write 2N; div_ on the compressed: read 2N, write 2N
             yield from self.work("compress", f"{hook} cast {name}", kernel_s(size + 6 * numel, 0, eng.copy_bw, None) * s, b, size)
-            return [self.launch("allreduce", name, b, 2 * numel)]
+            # the hook's fut.then(decompress): ProcessGroupNCCL's future completes at enqueue, so the
+            # callback runs here and its copy back into the bucket (read 2N, write 4N) is queued on
+            # the collective's stream right behind it (default_hooks.py fp16_compress_hook)
+            return [self.launch("allreduce", name, b, 2 * numel, then_s=copy_kernel_s(6 * numel, eng.copy_bw, eng.config.copy_kernel_floor_s))]
         if hook == "powersgd":
             ps = layout.powersgd[b]
             yield from self.work("compress", f"powersgd compress {name}",
@@ -821,11 +882,12 @@ class _Rank:
         ``div_`` of the flat bucket (the per-parameter copies fused the division instead)."""
         eng = self.eng
         size = layout.sizes[b]
+        floor = eng.config.copy_kernel_floor_s  # one fused kernel each: one launch floor, not one per parameter
         yield from self.work("copy_in", f"foreach_copy bucket {b}",
-                             kernel_s(layout.flush_copy_bytes[b], 0, eng.copy_bw, None) * s, b, size)
+                             copy_kernel_s(layout.flush_copy_bytes[b], eng.copy_bw, floor) * s, b, size)
         if eng.reducer_divides:
-            yield from self.work("copy_in", f"div bucket {b}", kernel_s(layout.flush_div_bytes[b], 0, eng.copy_bw, None) * s,
-                                 b, size)
+            yield from self.work("copy_in", f"div bucket {b}",
+                                 copy_kernel_s(layout.flush_div_bytes[b], eng.copy_bw, floor) * s, b, size)
 
     def drain_upcast_stream(self, layout: _Layout, s: float, live: list[int],
                             colls: list[list[_Coll]]) -> Iterator[simpy.Event]:
@@ -863,6 +925,7 @@ class _Rank:
         # NOTE: the hot loop. Fast path: no generator per hook; an explicit rank records its
         # spans inline (what _record does), the folded ranks only add up work (advance).
         inline = fast and self.record
+        host = eng.host
         acc, spans, it, keep = self.acc, self.spans, self.iter, self.keep_spans
         comp = acc.compute
         for p in eng.order:
@@ -896,6 +959,9 @@ class _Rank:
             else:
                 marks = (p,)
             for q in marks:
+                if host is not None:  # Reducer::autograd_hook on the CPU, then the copy-in is enqueued
+                    self.cpu += host.hook_s_per_param
+                    yield from self.host_gate()
                 if not eng.has_grad(q):
                     yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
                 elif batched:
@@ -978,10 +1044,7 @@ class _Rank:
         for b in live:
             c = colls[b][-1]
             yield from self.wait(c, f"bucket {b}")
-            if hook in ("fp16", "bf16"):
-                yield from self.work("compress", f"{hook} decompress bucket {b}",
-                                     kernel_s(6 * layout.numels[b], 0, eng.copy_bw, None) * s, b, layout.sizes[b])
-            elif hook == "powersgd":
+            if hook == "powersgd":
                 ps = layout.powersgd[b]
                 yield from self.work("compress", f"powersgd decompress bucket {b}",
                                      kernel_s(ps["decompress_bytes"], ps["decompress_flops"], eng.copy_bw, eng.peak_flops) * s,
@@ -990,7 +1053,7 @@ class _Rank:
                 yield from self.wait(used_map, "used_map")
                 used_pending = False
             if not eng.gabv:
-                yield from self.work("copy_out", f"bucket {b}", kernel_s(layout.copy_out_bytes[b], 0, eng.copy_bw, None) * s,
+                yield from self.work("copy_out", f"bucket {b}", layout.copy_out_s[b] * s,
                                      b, layout.sizes[b])
             self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
         if used_pending:
@@ -1031,9 +1094,10 @@ class _RestRanks(_Rank):
         return
         yield  # NOTE: unreachable; makes this a generator like _Rank.work
 
-    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False) -> _Coll:
+    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
+               then_s: float = 0.0) -> _Coll:
         self._fold()
-        return super().launch(kind, name, bucket, size_bytes, broadcast)
+        return super().launch(kind, name, bucket, size_bytes, broadcast, then_s)
 
     def wait(self, c: _Coll, name: str) -> Iterator[simpy.Event]:
         env = self.eng.env
@@ -1165,6 +1229,12 @@ def _skipped_buckets(eng: _Engine, num_iterations: int) -> dict[str, list[int]]:
 def _config_summary(config: SimConfig) -> dict[str, Any]:
     d = asdict(config)
     d["stragglers"] = {str(k): v for k, v in sorted(config.stragglers.items())}
+    if not config.interference.size_weights:  # only the "table" weighting has one
+        del d["interference"]["size_weights"]
+    if config.host_costs is None:
+        del d["host_costs"]
+    if not config.copy_kernel_floor_s:
+        del d["copy_kernel_floor_s"]
     return d
 
 
@@ -1207,8 +1277,9 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     rest_f = None
     if need_rest:
         rest_f = jitter_mod.rest_factors(factors, explicit)
-        if eng.interfere:
-            # rates depend on time: approximate the folded ranks by their slowest in each iteration
+        if eng.interfere or eng.host is not None:
+            # rates depend on time (or a CPU clock gates the device): approximate the folded
+            # ranks by their slowest in each iteration
             ranks.append(_Rank(eng, -1, rest_f, record=False))
         else:
             mask = np.ones(config.world_size, dtype=bool)

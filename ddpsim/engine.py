@@ -85,6 +85,13 @@ ahead of the GPU), so: after backward, P of every bucket is launched as soon as 
 all-reduce is done, then per bucket ``compute_qs`` (orthogonalise P, ``Q = M^T P``) and the
 Q all-reduce, then per bucket ``decompress`` (``M = P Q^T``, error feedback; its
 ``torch.cuda.synchronize`` is implied: the compute stream is already drained there).
+That is gloo, whose futures complete when the all-reduce is done. On ProcessGroupNCCL
+(``comm.backend == "nccl"``) the futures complete at enqueue, so the whole ``.then()`` chain
+runs inside the autograd hook: U, P (``compute_qs``'s kernels behind it on its stream) and Q
+(``decompress``'s behind it) are enqueued at once, and ``decompress``'s
+``torch.cuda.synchronize(device)`` blocks the CPU until the device has drained: the compute
+stream waits for Q (span ``wait``, ``powersgd synchronize bucket k``), the CPU clock (host
+costs) meets the device there, and the backward resumes only then; finalize has nothing left.
 Kernel costs are memory-bound (bytes moved / copy bandwidth) and, when the trace's
 ``environment["peak_flops_per_s"]`` is given, at least ``flops / peak``.
 
@@ -413,6 +420,9 @@ class _Engine:
         self.table_weighted = config.interference.weighting == "table"
         #: CPU costs on a per-rank CPU timeline (ddpsim.hostcost), or None
         self.host = config.host_costs
+        #: ProcessGroupNCCL: a collective's future completes at enqueue, so a comm hook's whole
+        #: ``.then()`` chain runs on the CPU inside the autograd hook (gloo's completes when done)
+        self.futures_at_enqueue = getattr(comm, "backend", None) == "nccl"
         #: the running collective's ``slow_weight`` (slow path)
         self.comm_weight = 1.0
         # trace medians
@@ -654,6 +664,7 @@ class _Rank:
         self.fast = not eng.interfere
         #: the CPU's clock (host costs only): when it has enqueued everything issued so far
         self.cpu = 0.0
+        self.issue_s = 0.0
 
     # -- primitives -------------------------------------------------------------------------
     def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
@@ -697,6 +708,7 @@ class _Rank:
         t = self.t if self.eng.host is None else self.host_issue(self.eng.host.enqueue_s)
         c = self.eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s)
         self.seq += 1
+        self.issue_s = self.t  # the compute stream's clock when the latest collective was issued
         return c
 
     # -- host costs (ddpsim.hostcost): a CPU clock beside the compute stream ------------------
@@ -873,8 +885,33 @@ class _Rank:
             ps = layout.powersgd[b]
             yield from self.work("compress", f"powersgd compress {name}",
                                  kernel_s(ps["launch_bytes"], ps["launch_flops"], eng.copy_bw, eng.peak_flops) * s, b, size)
-            return [self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))]
+            first = self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))
+            if not eng.futures_at_enqueue:
+                return [first]
+            return (yield from self.powersgd_chain_in_hook(b, layout, s, first))
         return [self.launch("allreduce", name, b, size)]
+
+    def powersgd_chain_in_hook(self, b: int, layout: _Layout, s: float, first: _Coll) -> Iterator[simpy.Event]:
+        """PowerSGD on ProcessGroupNCCL (``powerSGD_hook``): the future of the uncompressed
+        all-reduce is complete at enqueue, so ``.then(unpack_..._and_allreduce_ps)``,
+        ``.then(compute_qs)`` and ``.then(decompress)`` run at once, in the autograd hook: P's
+        all-reduce is enqueued behind the first, ``compute_qs``'s kernels (orthogonalise P,
+        ``Q = M^T P``) behind P and Q's all-reduce behind them, ``decompress``'s kernels behind Q;
+        then ``decompress`` calls ``torch.cuda.synchronize(device)``: the CPU blocks until the
+        device has drained (the backward enqueued so far and the three all-reduces), so no later
+        backward kernel is enqueued before that. Per bucket, the backward therefore stops for
+        the bucket's whole PowerSGD round: the overlap of the other hooks is lost."""
+        eng = self.eng
+        ps = layout.powersgd[b]
+        size = layout.sizes[b]
+        qs_s = kernel_s(ps["qs_bytes"], ps["qs_flops"], eng.copy_bw, eng.peak_flops) * s
+        dec_s = kernel_s(ps["decompress_bytes"], ps["decompress_flops"], eng.copy_bw, eng.peak_flops) * s
+        p = self.launch("allreduce", f"bucket {b} powersgd:P", b, int(ps["p_bytes"]), then_s=qs_s)
+        q = self.launch("allreduce", f"bucket {b} powersgd:Q", b, int(ps["q_bytes"]), then_s=dec_s)
+        yield from self.wait(q, f"powersgd synchronize bucket {b}")
+        if eng.host is not None:  # the CPU returns from the synchronize once the device is idle
+            self.cpu = max(self.cpu, self.t)
+        return [first, p, q]
 
     def flush_bucket(self, b: int, layout: _Layout, s: float) -> Iterator[simpy.Event]:
         """batched_grad_copy (``Reducer::flush_deferred_copies``): when the bucket's last gradient is
@@ -991,7 +1028,7 @@ class _Rank:
                 while next_b < nb and pending[next_b] == 0:
                     if not eng.skips_bucket(next_b, layout, static_first):
                         colls[next_b] = yield from self.launch_bucket(next_b, layout, s, hook)
-                    launch_t[next_b] = self.t
+                    launch_t[next_b] = self.issue_s if colls[next_b] else self.t
                     next_b += 1
                     if next_b == nb and eng.find_unused_dynamic:
                         self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
@@ -1015,7 +1052,7 @@ class _Rank:
                     yield from self.flush_bucket(b, layout, s)
                     ready_t[b] = self.t
                 colls[b] = yield from self.launch_bucket(b, layout, s, hook)
-                launch_t[b] = self.t
+                launch_t[b] = self.issue_s
             next_b = nb
         assert next_b == nb, f"rank {self.rank} iteration {k}: buckets {next_b}.. never became ready"
         self._ready_t, self._launch_t = ready_t, launch_t
@@ -1029,7 +1066,8 @@ class _Rank:
         used_pending = used_map is not None
         # skip_all_reduce_unused_params: a skipped bucket has no work; finalize_backward passes it by
         live = [b for b in range(nb) if colls[b]]
-        if hook == "powersgd":
+        chained = hook == "powersgd" and not eng.futures_at_enqueue  # else done in the hook
+        if chained:
             for b in live:
                 yield from self.wait(colls[b][0], f"bucket {b} powersgd:uncompressed")
                 colls[b].append(self.launch("allreduce", f"bucket {b} powersgd:P", b, int(layout.powersgd[b]["p_bytes"])))
@@ -1044,7 +1082,7 @@ class _Rank:
         for b in live:
             c = colls[b][-1]
             yield from self.wait(c, f"bucket {b}")
-            if hook == "powersgd":
+            if chained:
                 ps = layout.powersgd[b]
                 yield from self.work("compress", f"powersgd decompress bucket {b}",
                                      kernel_s(ps["decompress_bytes"], ps["decompress_flops"], eng.copy_bw, eng.peak_flops) * s,

@@ -180,6 +180,8 @@ BROADCAST_BUCKET_BYTES = 250 * MIB
 POWERSGD_MIN_COMPRESSION_RATE = 2
 #: element size of DDP's ``_delay_grad_buffer`` (``torch.zeros`` in the default dtype, float32)
 DELAY_GRAD_BUFFER_ELEM_BYTES = 4
+#: SyncBatchNorm's statistics (``batch_norm_stats``' mean/invstd, the count, sum_dy, sum_dy_xmu): float32
+SYNCBN_STAT_ELEM_BYTES = 4
 
 
 # ---- pure cost helpers ------------------------------------------------------------------
@@ -354,6 +356,65 @@ class _DelayedAllReduce:
         return cls(hook.index, numel, offset, eng.copy_bw)
 
 
+class _SyncBatchNorm:
+    """``nn.SyncBatchNorm`` layers (``torch/nn/modules/_functions.py``, ``SyncBatchNorm``).
+
+    Forward: ``batch_norm_stats``, then an all-gather of ``mean, invstd, count`` (``2C + 1``
+    float32 per rank; ``all_gather_into_tensor`` on NCCL, ``all_gather`` on gloo) with
+    ``async_op=False``: the forward waits for it. Backward: ``batch_norm_backward_reduce``, then
+    an all-reduce of ``sum_dy, sum_dy_xmu`` (``2C`` float32) that the backward waits for, then
+    the input gradient; the layer's weight and bias gradients are ready when its backward returns.
+    Both collectives go to the process group's stream, in order with DDP's buckets.
+
+    Found in the trace by their ``<module>.running_mean`` and ``<module>.running_var`` buffers
+    (``C`` = running_mean's elements); each needs its ``<module>.weight`` or ``<module>.bias``
+    among the parameters with a gradient: its ready time places the layer. The backward
+    collective is issued right before that parameter's hook; the forward one at
+    ``forward * (1 - ready / backward)`` (the backward after the layer mirrors the forward
+    before it). Assumed: the layer's input needs a gradient (so the backward all-reduce runs;
+    torch skips it for a BatchNorm applied to the raw input). The all-gather's time is half the
+    comm model's all-reduce of the gathered bytes (a ring all-reduce is a reduce-scatter then an
+    all-gather of the same bytes).
+    """
+
+    def __init__(self, trace: Trace, eng: "_Engine") -> None:
+        bufs = {b.name: b for b in trace.buffers}
+        modules = [b.name[:-len(".running_mean")] for b in trace.buffers
+                   if b.name.endswith(".running_mean") and b.name[:-len(".running_mean")] + ".running_var" in bufs]
+        if not modules:
+            raise InputError(f"sync_batchnorm: True is not accepted for trace {trace.model!r}: it lists no BatchNorm buffers "
+                             "(<module>.running_mean and .running_var); expected a trace of a model with BatchNorm layers")
+        pos = {p: i for i, p in enumerate(eng.order)}
+        by_name = {p.name: p.index for p in trace.params}
+        self.modules: list[str] = []
+        self.gather_bytes: list[int] = []
+        self.reduce_bytes: list[int] = []
+        self.ready_s: list[float] = []
+        #: trigger parameter -> layers whose backward collective runs right before its hook
+        self.at_param: dict[int, list[int]] = {}
+        for m in modules:
+            own = [by_name[m + suffix] for suffix in (".weight", ".bias") if m + suffix in by_name]
+            own = [i for i in own if i in pos]
+            if not own:
+                raise InputError(f"sync_batchnorm: True is not accepted for trace {trace.model!r}: BatchNorm {m!r} has no weight "
+                                 "or bias with a gradient in the trace (affine=False or frozen), so its place in the step is "
+                                 "unknown; expected BatchNorm layers with affine parameters")
+            first = min(own, key=pos.__getitem__)
+            b = bufs[m + ".running_mean"]
+            channels = b.size_bytes // DTYPE_SIZE_BYTES[b.dtype]
+            j = len(self.modules)
+            self.modules.append(m)
+            self.gather_bytes.append(eng.config.world_size * (2 * channels + 1) * SYNCBN_STAT_ELEM_BYTES)
+            self.reduce_bytes.append(2 * channels * SYNCBN_STAT_ELEM_BYTES)
+            # monotone along the ready order, like the hooks' own offsets
+            self.ready_s.append(max(eng.ready[q] for q in eng.order[:pos[first] + 1]))
+            self.at_param.setdefault(first, []).append(j)
+        total = eng.bwd_total_s
+        #: forward position (a fraction of the forward) of each layer's all-gather
+        self.forward_frac = [min(1.0, max(0.0, 1.0 - r / total)) if total > 0 else 0.0 for r in self.ready_s]
+        self.forward_order = sorted(range(len(self.modules)), key=lambda j: (self.forward_frac[j], j))
+
+
 class _IterAcc:
     __slots__ = ("start_s", "end_s", "forward_s", "backward_s", "optimizer_s", "bwd_end_s", "compute")
 
@@ -456,6 +517,7 @@ class _Engine:
         #: _root_copy_hook before every forward: each parameter cast into its param_dtype copy
         self.mp_cast_s = 0.0 if self.mixed_precision is None else kernel_s(
             sum(p.size_bytes + g for p, g in zip(trace.params, grad_bytes)), 0, self.copy_bw, None)
+        self.syncbn = _SyncBatchNorm(trace, self) if config.sync_batchnorm else None
         self.buffer_buckets = self._buffer_broadcast_buckets(trace, opts)
         self.delayed = _DelayedAllReduce.of(trace, opts, self)
         self.layouts: dict[int, _Layout] = {}
@@ -547,7 +609,10 @@ class _Engine:
         if c.kind is None:
             c.kind, c.name, c.iteration, c.bucket, c.size_bytes = kind, name, iteration, bucket, size_bytes
             # then_s: kernels a comm hook's .then() callback puts on the same stream behind it
-            c.work_s = self.duration_s(size_bytes, broadcast) + then_s
+            base = self.duration_s(size_bytes, broadcast)
+            if kind == "syncbn_allgather":
+                base *= 0.5  # _SyncBatchNorm: half the all-reduce of the gathered bytes
+            c.work_s = base + then_s
             if self.bandwidth_weighted:
                 c.slow_weight = self.bandwidth_share(size_bytes, broadcast, c.work_s)
             elif self.table_weighted:
@@ -839,7 +904,16 @@ class _Rank:
         eng = self.eng
         if eng.mp_cast_s > 0:
             yield from self.work("forward", "mixed precision cast", eng.mp_cast_s * s)
-        yield from self.work("forward", name, eng.forward_s * s)
+        sb = eng.syncbn
+        done = 0.0
+        if sb is not None:  # each SyncBatchNorm waits for its statistics' all-gather
+            for j in sb.forward_order:
+                frac = sb.forward_frac[j]
+                yield from self.work("forward", name, (frac - done) * eng.forward_s * s)
+                done = frac
+                label = f"syncbn forward {sb.modules[j]}"
+                yield from self.wait(self.launch("syncbn_allgather", label, None, sb.gather_bytes[j]), label)
+        yield from self.work("forward", name, (1.0 - done) * eng.forward_s * s)
         if first and eng.delayed is not None:
             yield from self.work("zero_grad", "zero delayed grad buffer", eng.delayed.zero_s * s)
 
@@ -847,12 +921,25 @@ class _Rank:
         """A backward under ``no_sync``: no reducer hooks; the delayed all-reduce's hook still fires."""
         eng = self.eng
         d = eng.delayed
-        if d is None or math.isnan(d.hook_offset_s):
-            yield from self.work("backward", name, eng.bwd_total_s * s)
-            return
-        yield from self.work("backward", name, d.hook_offset_s * s)
-        yield from self.launch_delayed_all_reduce(s)
-        yield from self.work("backward", name, (eng.bwd_total_s - d.hook_offset_s) * s)
+        # (offset, 0 = a SyncBatchNorm's all-reduce (inside its backward) / 1 = the delayed hook, layer)
+        points = [(r, 0, j) for j, r in enumerate(eng.syncbn.ready_s)] if eng.syncbn is not None else []
+        if d is not None and not math.isnan(d.hook_offset_s):
+            points.append((d.hook_offset_s, 1, -1))
+        done = 0.0
+        for off, what, j in sorted(points):
+            yield from self.work("backward", name, (off - done) * s)
+            done = max(done, off)
+            if what == 0:
+                yield from self.syncbn_backward(j)
+            else:
+                yield from self.launch_delayed_all_reduce(s)
+        yield from self.work("backward", name, (eng.bwd_total_s - done) * s)
+
+    def syncbn_backward(self, j: int) -> Iterator[simpy.Event]:
+        """A SyncBatchNorm's backward all-reduce of ``sum_dy, sum_dy_xmu``; its backward waits."""
+        sb = self.eng.syncbn
+        label = f"syncbn backward {sb.modules[j]}"
+        yield from self.wait(self.launch("syncbn_allreduce", label, None, sb.reduce_bytes[j]), label)
 
     def launch_delayed_all_reduce(self, s: float) -> Iterator[simpy.Event]:
         """``_delayed_all_reduce_hook``: ``div_`` of the flat buffer, one async all-reduce, no wait."""
@@ -959,6 +1046,7 @@ class _Rank:
         copy_in_s, sizes = eng.copy_in_s, eng.param_sizes
         batched, is_reducer = eng.batched, eng.is_reducer
         delay_hook = eng.delayed.hook_param if eng.delayed is not None else -1
+        bn_at = eng.syncbn.at_param if eng.syncbn is not None else {}
         # NOTE: the hot loop. Fast path: no generator per hook; an explicit rank records its
         # spans inline (what _record does), the folded ranks only add up work (advance).
         inline = fast and self.record
@@ -986,6 +1074,9 @@ class _Rank:
                 advance("backward", names[p], d)
             else:
                 yield from self.work("backward", names[p], d)
+            if p in bn_at:  # inside the SyncBatchNorm's backward, before its gradients are ready
+                for j in bn_at[p]:
+                    yield from self.syncbn_backward(j)
             if p == delay_hook:  # a tensor hook: fires before the parameter's AccumulateGrad
                 yield from self.launch_delayed_all_reduce(s)
             if static_first or not is_reducer[p]:

@@ -104,6 +104,10 @@ class SimConfig:
             GPU: one kernel per parameter for copy-in, zero-fill and copy-out); 0 = none.
         host_costs: CPU costs per step, hook, bucket and collective on a CPU timeline per
             rank (:mod:`ddpsim.hostcost`); None = the CPU is never the bottleneck.
+        sync_batchnorm: the model's BatchNorm layers are ``nn.SyncBatchNorm``
+            (``convert_sync_batchnorm``): their forward all-gathers and backward all-reduces
+            run on the process group's stream (the engine finds the layers by their
+            ``running_mean``/``running_var`` buffers in the trace).
     """
 
     world_size: int = 2
@@ -121,6 +125,7 @@ class SimConfig:
     rank_group_size: int | None = None
     copy_kernel_floor_s: float = 0.0
     host_costs: HostCosts | None = None
+    sync_batchnorm: bool = False
 
     def __post_init__(self) -> None:
         _pos_int(self.world_size, "world_size", 1)
@@ -154,6 +159,8 @@ class SimConfig:
             raise InputError(f"copy_kernel_floor_s: {fl!r} is not accepted; expected a finite number of seconds >= 0")
         if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
             raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.hostcost.HostCosts or None")
+        if not isinstance(self.sync_batchnorm, bool):
+            raise InputError(f"sync_batchnorm: {self.sync_batchnorm!r} is not accepted; expected true or false")
 
 
 def _pos_int(v: object, name: str, minimum: int) -> None:

@@ -119,3 +119,80 @@ def test_powersgd_on_nccl_callback_kernels_run_behind_p_and_q():
     assert sync.end_s == pytest.approx(spans["bucket 1 powersgd:Q"].end_s)
     # finalize has nothing left to decompress
     assert not any(s.name.startswith("powersgd decompress") for s in res.spans)
+
+
+# ---- SyncBatchNorm ------------------------------------------------------------------------
+# conv.weight (1024 fp32), bn.weight and bn.bias (256 each: C = 256), fc.weight (4096); buffers
+# bn.running_mean/var (256 fp32) and bn.num_batches_tracked. Gradients ready: fc 0.25, bn 0.5,
+# conv 0.75 after backward start; backward 1.0 (tail 0.25), forward 0.5. Buckets [fc] (16 KiB:
+# 1.0 s) and [bn.weight, bn.bias, conv] (6 KiB: 0.375 s). No buffer broadcast.
+# SyncBN: backward all-reduce of 2C fp32 = 2 KiB (0.125 s); forward all-gather of 2 x (2C + 1)
+# fp32 = 4104 B, costed as half the all-reduce of those bytes: A = 2052 / 16384 = 513/4096 s.
+# Its place: bn's first gradient at 0.5 of the 1.0 s backward -> halfway through the forward.
+
+A = 513 / 4096
+
+
+def bn_trace():
+    from ddpsim.trace import BufferRecord
+
+    return make_trace(model="bn", params=[("conv.weight", (1024,), "float32"), ("bn.weight", (256,), "float32"),
+                                          ("bn.bias", (256,), "float32"), ("fc.weight", (4096,), "float32")],
+                      ready_s=[0.75, 0.5, 0.5, 0.25], forward_s=0.5, backward_s=1.0, optimizer_s=0.125,
+                      buffers=(BufferRecord(name="bn.running_mean", dtype="float32", size_bytes=1024),
+                               BufferRecord(name="bn.running_var", dtype="float32", size_bytes=1024),
+                               BufferRecord(name="bn.num_batches_tracked", dtype="int64", size_bytes=8)))
+
+
+def bn_plan(tr):
+    from ddpsim.plan import DDPOptions
+
+    return explicit_plan(tr, [[3], [1, 2, 0]], DDPOptions(broadcast_buffers=False))
+
+
+def test_sync_batchnorm_collectives_queue_with_the_buckets():
+    # forward 0-0.25, all-gather 0.25-(0.25+A) (the forward waits), forward till T0 = 0.5 + A.
+    # fc T0-(T0+0.25): bucket 0 launched (1.0 s). bn T0+0.25-(T0+0.5): its all-reduce queues behind
+    # bucket 0 (T0+1.25-(T0+1.375)); the backward waits for it. conv (T0+1.375)-(T0+1.625):
+    # bucket 1 (T0+1.625)-(T0+2.0); tail till T0+1.875; wait; optimizer (T0+2.0)-(T0+2.125).
+    tr = bn_trace()
+    t0 = 0.5 + A
+    got = log(simulate(tr, bn_plan(tr), net("nccl"), cfg(sync_batchnorm=True)))
+    assert_log(got, [
+        ("compute", "forward", "forward", 0.0, 0.25),
+        ("comm", "syncbn_allgather", "syncbn forward bn", 0.25, 0.25 + A),
+        ("compute", "wait", "syncbn forward bn", 0.25, 0.25 + A),
+        ("compute", "forward", "forward", 0.25 + A, t0),
+        ("compute", "backward", "fc.weight", t0, t0 + 0.25),
+        ("comm", "allreduce", "bucket 0", t0 + 0.25, t0 + 1.25),
+        ("compute", "backward", "bn.bias", t0 + 0.25, t0 + 0.5),
+        ("compute", "wait", "syncbn backward bn", t0 + 0.5, t0 + 1.375),
+        ("comm", "syncbn_allreduce", "syncbn backward bn", t0 + 1.25, t0 + 1.375),
+        ("compute", "backward", "conv.weight", t0 + 1.375, t0 + 1.625),
+        ("comm", "allreduce", "bucket 1", t0 + 1.625, t0 + 2.0),
+        ("compute", "backward", "backward tail", t0 + 1.625, t0 + 1.875),
+        ("compute", "wait", "bucket 1", t0 + 1.875, t0 + 2.0),
+        ("compute", "optimizer", "optimizer", t0 + 2.0, t0 + 2.125),
+    ])
+
+
+def test_sync_batchnorm_in_a_no_sync_step():
+    # no_sync forward as above (0-(0.5+A)); its backward: 0.5 s, the all-reduce (0.125 s, the stream
+    # is free), 0.5 s -> ends at 1.625 + A. The synchronised step then starts there.
+    tr = bn_trace()
+    res = simulate(tr, bn_plan(tr), net("nccl"), cfg(sync_batchnorm=True, no_sync_steps=1))
+    comm = [(s.name, s.start_s, s.end_s) for s in res.spans if s.rank == 0 and s.stream == "comm"]
+    assert [c[0] for c in comm] == ["syncbn forward bn", "syncbn backward bn", "syncbn forward bn", "bucket 0",
+                                    "syncbn backward bn", "bucket 1"]
+    assert comm[1][1:] == pytest.approx((1.0 + A, 1.125 + A), abs=1e-12)
+    assert comm[2][1] == pytest.approx(1.625 + A + 0.25, abs=1e-12)
+
+
+def test_sync_batchnorm_needs_batchnorm_layers():
+    from ddpsim.errors import InputError
+
+    tr = psgd_trace()
+    with pytest.raises(InputError, match=r"^sync_batchnorm: True is not accepted for trace 'psgd': it lists no BatchNorm"):
+        simulate(tr, explicit_plan(tr, [[1], [0]]), net("nccl"), cfg(sync_batchnorm=True))
+    with pytest.raises(InputError, match=r"^sync_batchnorm: 'yes' is not accepted; expected true or false"):
+        cfg(sync_batchnorm="yes")

@@ -22,6 +22,7 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
           # forward_sync_buffers: null (null: broadcast_buffers decides),
           # mixed_precision: {param_dtype: bfloat16, reduce_dtype: float32, buffer_dtype: null},
           # delay_all_reduce_named_params: [wte.weight], param_to_hook_all_reduce: h.0.ln_1.weight
+          # sync_batchnorm: false   (true: the BatchNorm layers are nn.SyncBatchNorm)
           }
     comm_hook: none                 # none | allreduce | fp16 | bf16 | powersgd
     powersgd: {rank: 1, start_iter: 0}
@@ -209,6 +210,8 @@ class Scenario:
     timelines: tuple[Any, ...] = (None,)
     validation: ValidationSpec | None = None
     cost_model: CostModelSpec = field(default_factory=CostModelSpec)
+    #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
+    sync_batchnorm: bool = False
 
     def __post_init__(self) -> None:
         assert (self.trace_path is None) != (self.model is None), "exactly one of trace_path / model"
@@ -373,7 +376,7 @@ class Scenario:
                          powersgd_start_iter=self.powersgd_start_iter, no_sync_steps=sim.no_sync_steps,
                          jitter=sim.jitter, stragglers=sim.stragglers,
                          interference=interference or Interference(), copy_bandwidth_bytes_per_s=copy_bw,
-                         copy_kernel_floor_s=floor, host_costs=host)
+                         copy_kernel_floor_s=floor, host_costs=host, sync_batchnorm=self.sync_batchnorm)
 
     def contention_prior(self, graph, comm):
         """The GPU contention prior (:mod:`ddpsim.contention`) of this comm model, or None
@@ -411,7 +414,8 @@ class Scenario:
             "world_size": self.world_size, "comm_hook": self.comm_hook,
             "ddp": {"bucket_cap_mb": self.ddp.bucket_cap_mb, "find_unused_parameters": self.ddp.find_unused_parameters,
                     "static_graph": self.ddp.static_graph, "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view,
-                    "broadcast_buffers": self.ddp.broadcast_buffers, **_ddp_torch213_echo(self.ddp)},
+                    "broadcast_buffers": self.ddp.broadcast_buffers, **_ddp_torch213_echo(self.ddp),
+                    **({"sync_batchnorm": True} if self.sync_batchnorm else {})},
             "simulation": {"iterations": self.simulation.iterations, "warmup": self.simulation.warmup,
                            "seed": self.simulation.seed, "jitter": self.simulation.jitter,
                            "stragglers": {str(k): v for k, v in self.simulation.stragglers.items()},
@@ -638,7 +642,9 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     world_size = None if ws in (None, "all") else ctx.int_(ws, "world_size", 1)
 
     dd = ctx.obj(data.get("ddp"), "ddp", ("bucket_cap_mb", "find_unused_parameters", "static_graph",
-                                          "gradient_as_bucket_view", "broadcast_buffers") + DDP_TORCH213_KEYS)
+                                          "gradient_as_bucket_view", "broadcast_buffers", "sync_batchnorm")
+                 + DDP_TORCH213_KEYS)
+    sync_batchnorm = ctx.bool_(dd.get("sync_batchnorm", False), "ddp.sync_batchnorm")
     ddp = DDPOptions(
         bucket_cap_mb=ctx.cap(dd.get("bucket_cap_mb"), "ddp.bucket_cap_mb"),
         find_unused_parameters=ctx.bool_(dd.get("find_unused_parameters", False), "ddp.find_unused_parameters"),
@@ -763,7 +769,8 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     return Scenario(name=name, description=desc.strip(), path=path, trace_path=trace_path, model=model, cluster=cluster,
                     world_size=world_size, ddp=ddp, comm_hook=hook, powersgd_rank=ps_rank, powersgd_start_iter=ps_start,
                     simulation=simulation, calibration_path=calibration_path, sweep=sweep, timelines=tuple(timelines),
-                    validation=validation, cost_model=parse_cost_model(data.get("cost_model"), source))
+                    validation=validation, cost_model=parse_cost_model(data.get("cost_model"), source),
+                    sync_batchnorm=sync_batchnorm)
 
 
 DEFAULT_SCENARIO = "default"

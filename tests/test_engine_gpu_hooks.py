@@ -196,3 +196,29 @@ def test_sync_batchnorm_needs_batchnorm_layers():
         simulate(tr, explicit_plan(tr, [[1], [0]]), net("nccl"), cfg(sync_batchnorm=True))
     with pytest.raises(InputError, match=r"^sync_batchnorm: 'yes' is not accepted; expected true or false"):
         cfg(sync_batchnorm="yes")
+
+
+def test_scenario_key_sync_batchnorm(tmp_path):
+    # ResNet-50 has 53 BatchNorm layers: the stem's, 3 in each of its 16 bottlenecks, 4 downsamples
+    from pathlib import Path
+
+    from ddpsim.errors import InputError
+    from ddpsim.scenario import scenario_from_dict
+
+    trace = str(Path(__file__).resolve().parents[1] / "traces" / "resnet50.h100.json")
+    base = {"name": "bn", "trace": trace, "cluster": "dgx-h100", "world_size": 8,
+            "simulation": {"iterations": 2, "jitter": "none"}}
+    sc = scenario_from_dict({**base, "ddp": {"sync_batchnorm": True}})
+    point = sc.base_point()
+    pi = sc.build_point(point)
+    assert pi.config.sync_batchnorm is True and sc.to_dict()["ddp"]["sync_batchnorm"] is True
+    res = simulate(pi.trace, pi.plan, pi.comm, pi.config)
+    kinds = [s.kind for s in res.spans if s.rank == 0 and s.stream == "comm" and s.iteration == 2]
+    assert kinds.count("syncbn_allgather") == 53 and kinds.count("syncbn_allreduce") == 53
+    plain = scenario_from_dict(base)
+    assert "sync_batchnorm" not in plain.to_dict()["ddp"]
+    pp = plain.build_point(plain.base_point())
+    ref = simulate(pp.trace, pp.plan, pp.comm, pp.config)
+    assert [i.iteration_s for i in res.iterations if i.rank == 0][-1] > [i.iteration_s for i in ref.iterations if i.rank == 0][-1]
+    with pytest.raises(InputError, match=r"^s: ddp.sync_batchnorm: 'yes' is not accepted; expected true or false$"):
+        scenario_from_dict({**base, "ddp": {"sync_batchnorm": "yes"}}, source="s")

@@ -133,6 +133,41 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+#: robust caps this many or more in a row (in the sweep's cap order) are named as a range
+RANGE_MIN_POINTS = 3
+
+
+def robust_phrase(points: Sequence[str], robust: Sequence[str]) -> str:
+    """The robust points in words, in sweep order: caps that are robust for every cap swept between
+    them (same other values) are one range when there are at least :data:`RANGE_MIN_POINTS`,
+    ``caps 5-25 MiB (4 points swept)``; other points by their id (``cap=default``, ``cap=1``)."""
+    keep = set(robust)
+    groups: dict[str, list[tuple[float, str]]] = {}
+    for p in points:
+        head, _, rest = p.partition(",")
+        try:
+            groups.setdefault(rest, []).append((float(head[len("cap="):]), p))
+        except ValueError:  # cap=default
+            continue
+    ranged: dict[str, str] = {}  # the run's first point in sweep order -> its words
+    covered: set[str] = set()
+    for rest, caps in groups.items():
+        caps.sort()
+        run: list[tuple[float, str]] = []
+        for cap, p in caps + [(float("nan"), "")]:
+            if p in keep:
+                run.append((cap, p))
+                continue
+            if len(run) >= RANGE_MIN_POINTS:
+                first = min((q for _, q in run), key=points.index)
+                ranged[first] = (f"caps {run[0][0]:g}\u2013{run[-1][0]:g} MiB ({len(run)} points swept"
+                                 f"{', ' + rest if rest else ''})")
+                covered.update(q for _, q in run)
+            run = []
+    out = [ranged.get(p, f"`{p}`") for p in points if p in keep and (p in ranged or p not in covered)]
+    return ", ".join(out)
+
+
 def render_uncertainty(u: dict[str, Any]) -> str:
     """The answer's line on the recommendation's uncertainty (:mod:`ddpsim.uncertainty`)."""
     tol = 100 * u["tolerance"]
@@ -141,7 +176,8 @@ def render_uncertainty(u: dict[str, Any]) -> str:
     if robust and len(robust) == len(u["points"]):
         head += f"every point swept is within {tol:g} % of the best in every one"
     elif len(robust) > 1:
-        head += f"any of {', '.join(f'`{p}`' for p in robust)} is within {tol:g} % of the best in every one"
+        head += (f"any of {robust_phrase([p['point'] for p in u['points']], robust)} is within {tol:g} % of the best "
+                 "in every one")
     elif robust:
         head += f"only `{robust[0]}` is within {tol:g} % of the best in every one"
     else:

@@ -57,3 +57,25 @@ def test_samples_follow_the_terms_in_force():
     off = scenario_from_dict({"name": "g", "trace": "traces/resnet50.a100.json", "cluster": {"topology": "dgx-a100"},
                               "world_size": 8, "cost_model": {"uncertainty": False}}, source="g")
     assert samples_for(off, off.build_point(off.points()[0])) == []
+
+
+def test_robust_caps_contiguous_in_the_sweep_read_as_a_range():
+    from ddpsim.report import render_uncertainty, robust_phrase
+
+    pts = ["cap=default", "cap=1", "cap=5", "cap=10", "cap=25", "cap=50", "cap=100"]
+    # 5, 10, 25, 50 robust in a row (1 and 100 not): one range; the default by its id
+    assert robust_phrase(pts, ["cap=default", "cap=5", "cap=10", "cap=25", "cap=50"]) == \
+        "`cap=default`, caps 5\u201350 MiB (4 points swept)"
+    # two in a row stay ids; a gap (25 not robust) splits runs
+    assert robust_phrase(pts, ["cap=5", "cap=10", "cap=50", "cap=100"]) == "`cap=5`, `cap=10`, `cap=50`, `cap=100`"
+    # the cap order, not the sweep's listing order, decides what lies between
+    assert robust_phrase(["cap=default", "cap=25", "cap=1", "cap=5"], ["cap=25", "cap=1", "cap=5"]) == \
+        "caps 1\u201325 MiB (3 points swept)"
+    # other swept values: ranges per value
+    hp = [f"cap={c},hook={h}" for c in ("default", "1", "5", "25") for h in ("none", "fp16")]
+    rob = ["cap=1,hook=fp16", "cap=5,hook=fp16", "cap=25,hook=fp16", "cap=5,hook=none"]
+    assert robust_phrase(hp, rob) == "caps 1\u201325 MiB (3 points swept, hook=fp16), `cap=5,hook=none`"
+    u = {"tolerance": 0.01, "samples": ["seed 1"], "inputs": ["seed"], "robust": ["cap=5", "cap=10", "cap=25"],
+         "points": [{"point": p} for p in pts], "most_sensitive": None}
+    assert render_uncertainty(u) == ("- Under the model's uncertainty (1 re-simulations per point: seed): any of "
+                                     "caps 5\u201325 MiB (3 points swept) is within 1 % of the best in every one.")

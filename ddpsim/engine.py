@@ -95,6 +95,12 @@ costs) meets the device there, and the backward resumes only then; finalize has 
 Kernel costs are memory-bound (bytes moved / copy bandwidth) and, when the trace's
 ``environment["peak_flops_per_s"]`` is given, at least ``flops / peak``.
 
+SyncBatchNorm (``config.sync_batchnorm``, :class:`_SyncBatchNorm`): per BatchNorm layer of the
+trace, an all-gather of its statistics inside the forward and an all-reduce inside its backward
+(right before its first gradient hook), both on the communication stream in order with the
+buckets, both waited for by the compute stream (spans ``wait``, ``syncbn forward/backward <layer>``);
+``no_sync`` steps run them too.
+
 Jitter and stragglers (:mod:`ddpsim.jitter`): each rank's compute-stream work in an
 iteration is scaled by a seeded lognormal factor times its straggler factor.
 

@@ -222,3 +222,22 @@ def test_scenario_key_sync_batchnorm(tmp_path):
     assert [i.iteration_s for i in res.iterations if i.rank == 0][-1] > [i.iteration_s for i in ref.iterations if i.rank == 0][-1]
     with pytest.raises(InputError, match=r"^s: ddp.sync_batchnorm: 'yes' is not accepted; expected true or false$"):
         scenario_from_dict({**base, "ddp": {"sync_batchnorm": "yes"}}, source="s")
+
+
+@pytest.mark.parametrize("kw", [dict(comm_hook="powersgd"), dict(sync_batchnorm=True)])
+def test_folded_ranks_match_explicit_ones(kw):
+    # 32 ranks with jitter: the folded 'rest' process issues the hook's synchronize and the
+    # SyncBatchNorm collectives like every explicit rank (same logs as all 32 explicit)
+    import math
+
+    tr = bn_trace()
+    plan = bn_plan(tr)
+    comm = AlphaBetaModel(latency_s=0.0, bandwidth_bytes_per_s=16384.0, num_ranks=32, backend="nccl")
+    base = dict(world_size=32, num_iterations=3, jitter=0.2, seed=1, **kw)
+    full = simulate(tr, plan, comm, SimConfig(rank_group_size=1, **base))
+    folded = simulate(tr, plan, comm, SimConfig(**base))
+    assert folded.meta["rest_representative"]
+    for r in folded.ranks:
+        a, b = log(folded, r), log(full, r)
+        assert len(a) == len(b) and all(x[:3] == y[:3] and math.isclose(x[3], y[3], abs_tol=1e-12)
+                                        and math.isclose(x[4], y[4], abs_tol=1e-12) for x, y in zip(a, b))

@@ -241,3 +241,27 @@ def test_folded_ranks_match_explicit_ones(kw):
         a, b = log(folded, r), log(full, r)
         assert len(a) == len(b) and all(x[:3] == y[:3] and math.isclose(x[3], y[3], abs_tol=1e-12)
                                         and math.isclose(x[4], y[4], abs_tol=1e-12) for x, y in zip(a, b))
+
+
+def test_simulate_cli_sync_batchnorm_flag(tmp_path, capsys):
+    # the SyncBatchNorm toy trace through 'ddpsim simulate' (DDP's plan: the buckets go after
+    # backward); on a trace without BatchNorm: one line, exit 2
+    import json
+
+    from ddpsim.cli import main
+    from ddpsim.trace import save_trace
+
+    path = str(save_trace(bn_trace(), tmp_path / "bn.json"))
+    args = ["simulate", "--trace", path, "--latency-us", "0", "--bandwidth-gbps", "1", "--world-size", "2",
+            "--jitter", "none", "--iterations", "2", "--format", "json"]
+    assert main(args + ["--sync-batchnorm"]) == 0
+    out = capsys.readouterr().out
+    assert main(args) == 0
+    plain = capsys.readouterr().out
+    # at 1 GB/s and nothing else on the stream then: the all-gather's 2052 B and the all-reduce's 2048 B
+    got = json.loads(out)["summary"]["iteration_p50_s"] - json.loads(plain)["summary"]["iteration_p50_s"]
+    assert got == pytest.approx((2052 + 2048) / 1e9, rel=1e-6)
+    bad = str(save_trace(psgd_trace(), tmp_path / "p.json"))
+    assert main(["simulate", "--trace", bad] + args[3:] + ["--sync-batchnorm"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sync_batchnorm: True is not accepted for trace 'psgd'" in err

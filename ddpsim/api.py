@@ -253,6 +253,12 @@ def cost_terms(sc: Scenario, point: Any, inputs: Any) -> list[str]:
                    "copy-in and copy-out (retime's roofline assumptions)")
     if cfg.host_costs is not None:
         out.append(cfg.host_costs.explain())
+    if cfg.comm_hook == "powersgd" and getattr(inputs.comm, "backend", None) == "nccl":
+        out.append("PowerSGD on NCCL: the hook's .then() chain runs at enqueue and its torch.cuda.synchronize stops "
+                   "the backward until each bucket's three all-reduces are done (powerSGD_hook.py)")
+    if cfg.sync_batchnorm:
+        out.append("SyncBatchNorm: each BatchNorm layer's forward all-gather and backward all-reduce run on the "
+                   "process group's stream with the buckets, and the layer waits for them (_functions.py)")
     return out
 
 

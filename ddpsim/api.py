@@ -227,7 +227,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         files.append(P.save_figure(P.bucket_sizes_figure(rows, title=f"{sc.name}: bucket sizes (steady state)"), rdir / "bucket_sizes.png"))
 
     summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec_info,
-                            warnings=[warning] if warning else None)
+                            warnings=[warning] if warning else None, cost_terms=cost_terms(sc, best.point, inputs))
     files.append(write_text_atomic(rdir / "summary.json", json.dumps(summ, indent=1, sort_keys=True, default=str) + "\n"))
     md = report.render_summary(summ)
     files.append(write_text_atomic(rdir / "summary.md", md + "\n"))
@@ -274,6 +274,30 @@ def _recommend_cap_list(sc: Scenario, records: Sequence[Any], trace: Trace, buil
             "best_cap_point": best_cap.point_id, "default_point": default.point_id,
             "candidates": [{"bucket_cap_mb_list": list(c.caps), "exact": c.exact, "iteration_p50_s": t}
                            for t, _, c, _ in tried]}
+
+
+def cost_terms(sc: Scenario, point: Any, inputs: Any) -> list[str]:
+    """One line per GPU cost term in force at ``point`` (the report's setup): the contention
+    prior's derivation when it is what the simulation used, the host costs."""
+    out: list[str] = []
+    if sc.cost_model.contention and sc.simulation.interference is None and sc.load_calibration() is None:
+        prior = sc.contention_prior(sc.graph(point.nodes), inputs.comm)
+        if prior is not None and inputs.config.interference == prior.interference:
+            out.append(prior.explain())
+    cfg = inputs.config
+    if cfg.copy_kernel_floor_s > 0:
+        out.append(f"gradient copies as kernels: {cfg.copy_bandwidth_bytes_per_s / 1e9:.0f} GB/s (HBM x "
+                   f"{sc.cost_model.memory_efficiency:g}), at least {cfg.copy_kernel_floor_s * 1e6:g} us per parameter's "
+                   "copy-in and copy-out (retime's roofline assumptions)")
+    if cfg.host_costs is not None:
+        out.append(cfg.host_costs.explain())
+    if cfg.comm_hook == "powersgd" and getattr(inputs.comm, "backend", None) == "nccl":
+        out.append("PowerSGD on NCCL: the hook's .then() chain runs at enqueue and its torch.cuda.synchronize stops "
+                   "the backward until each bucket's three all-reduces are done (powerSGD_hook.py)")
+    if cfg.sync_batchnorm:
+        out.append("SyncBatchNorm: each BatchNorm layer's forward all-gather and backward all-reduce run on the "
+                   "process group's stream with the buckets, and the layer waits for them (_functions.py)")
+    return out
 
 
 def sweep_figure(table: Any, title: str = ""):

@@ -11,6 +11,7 @@ File (written by ``python -m executor collectives``)::
      "copy_bandwidth_bytes_per_s": 5.1e9,                                                # optional / null
      "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...},                            # optional / null
      "interference_probe": {"bucket_cap_mb": 25, "ddp_step_s": 0.37, "trace": {...}, ...},  # optional / null
+     "host_costs": {"enqueue_s": 1.2e-5, "hook_s_per_param": 6e-6},                       # optional / null
      "allreduce_after_compute": [{"size_bytes": 4096, "time_s": 2.1e-3, ...}, ...]}        # optional / null
 
 ``ddp_iteration_overhead_s`` (optional; absent in older files = 0): DDP's fixed cost per
@@ -24,6 +25,11 @@ idle stream and waited for, so the engine charges it the idle-launch extra on to
 curve (``max(loop, after-compute)`` in all), and the executor's residue, taken against the loop
 curve alone, would count that extra twice. The file's own figure stays in
 ``Calibration.ddp_iteration_overhead_measured_s``.
+
+``host_costs`` (optional): DDP's CPU costs measured on the machine (any of
+``pre_forward_s``, ``hook_s_per_param``, ``bucket_launch_s``, ``enqueue_s``; the others at
+:mod:`ddpsim.hostcost`'s defaults); with them the engine keeps a CPU clock per rank, without
+them a calibrated prediction has none (its ``ddp_iteration_overhead_s`` holds the per-step part).
 
 ``interference_probe`` (optional): a probe model's trace and its real DDP step time. When present
 (with ``interference``), the loaded ``interference.compute_slowdown`` is the value fitted so
@@ -56,10 +62,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ddpsim import hostcost
 from ddpsim.comm_model import CollectiveEstimate, make_estimate
 from ddpsim.curve_fit import (CalibratedCurve, CalibrationPoint, _num, _req, fit_alpha_beta,  # noqa: F401  (re-exported)
                               fit_curve, idle_extra_between, isotonic)
 from ddpsim.errors import InputError
+from ddpsim.hostcost import HostCosts
 from ddpsim.interference_fit import fit_probe, parse_probe
 from ddpsim.simconfig import Interference
 
@@ -101,6 +109,10 @@ class Calibration:
     #: the probe's forward under DDP / its trace's forward, from the probe's phases (None: not
     #: measured); only the probe fit uses it (see :func:`probe_forward_factor`)
     probe_forward_factor: float | None = None
+    #: host costs measured on the machine (``host_costs`` in the file: any of
+    #: :data:`ddpsim.hostcost.FIELDS`, the others at their defaults), or None: with a
+    #: calibration the engine keeps no CPU clock unless the file gives them
+    host_costs: HostCosts | None = None
 
     def warning(self) -> str | None:
         """One line when this calibration should not be trusted (its probe fit ran into its
@@ -173,11 +185,22 @@ def calibration_from_dict(data: Any) -> Calibration:
             raise InputError(f"calibration.{exc}") from None
     env = data.get("environment", {}) or {}
     _req(isinstance(env, dict), "environment", env, "an object")
+    host = None
+    raw_h = data.get("host_costs")
+    if raw_h is not None:
+        _req(isinstance(raw_h, dict), "host_costs", raw_h, f"an object with any of {', '.join(hostcost.FIELDS)}, or null")
+        unknown_h = sorted(set(raw_h) - set(hostcost.FIELDS))
+        _req(not unknown_h, "host_costs", unknown_h[0] if unknown_h else None, f"keys among {', '.join(hostcost.FIELDS)}")
+        try:
+            host = HostCosts(**raw_h)
+        except InputError as exc:
+            raise InputError(f"calibration.host_costs.{str(exc).split('.', 1)[1]}") from None
     cal = Calibration(backend=data["backend"], world_size=data["world_size"], allreduce=points["allreduce"],
                       broadcast=points["broadcast"], interference=interference,
                       copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
                       ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
-                      device=str(data.get("device", "")), environment=env, allreduce_after_compute=after)
+                      device=str(data.get("device", "")), environment=env, allreduce_after_compute=after,
+                      host_costs=host)
     recomputed = consistent_ddp_overhead(cal, data.get("ddp_overhead"))
     if recomputed is not None:
         cal = replace(cal, ddp_iteration_overhead_s=recomputed,

@@ -12,8 +12,10 @@ ranks to a :class:`~ddpsim.comm_model.CommModel`:
   link can carry (a NIC or an oversubscribed spine shared by several rings lowers it), and
   duplicates channels as ``ncclTopoDupChannels`` does. The resulting ``nChannels x bw``
   feeds NCCL's tuning model (:mod:`ddpsim.nccl`, v2.30.7), which also picks algorithm and
-  protocol. The tree uses the ring's graph (NCCL searches a separate tree graph; on the
-  presets both come out alike). NVLS needs an NVLS-capable NVSwitch and compute
+  protocol. The tree is searched on its own (``search.cc`` BALANCED_TREE with the ring's
+  channel count: a chain through each host's GPUs, in from the NIC, back to it half from
+  each of the first two GPUs; on Hopper and newer the plain TREE when the balanced one does
+  not fit, with tuning.cc's 0.85; pass 2 raising ``bwIntra`` up to 2 x ``bwInter``). NVLS needs an NVLS-capable NVSwitch and compute
   capability >= 90; across hosts it is NVLSTree.
 * ``backend == "gloo"``: :class:`GlooCommModel`, gloo's ring (:mod:`ddpsim.gloo`) with the
   ring hop's latency (sum of link latencies on the path) and bandwidth (bottleneck of all
@@ -287,6 +289,71 @@ def _total_bw(graph: nx.Graph, devs: list) -> float:
     return best / GBPS
 
 
+def _tree_search(loads: Callable[[int, bool], tuple[dict[tuple, float], dict[tuple, float]]], cap: dict[tuple, float],
+                 speeds: tuple[float, ...], *, channels: int, max_bw: float, total_bw: float, search_total_bw: float,
+                 cc: int) -> tuple[ChannelSearch, bool]:
+    """ncclTopoCompute for NCCL_TOPO_PATTERN_BALANCED_TREE, reduced to link loads: exactly
+    ``channels`` channels (``treeGraph->minChannels = maxChannels = ringGraph->nChannels``,
+    init.cc); pass 1 tries speeds highest first (skipping those above ``max_bw`` or with
+    ``speed * channels > search_total_bw``, the system total x ndevs/(ndevs-1) for non-ring
+    patterns) and keeps the first that every link carries; on compute capability >= 90 a
+    speed where the balanced tree does not fit is tried again as the plain TREE ("Try a
+    simpler tree"), which then stays the pattern. Pass 2 raises ``bwIntra`` one speed at a
+    time while it fits and stays below 2 x ``bwInter`` ("increase bwIntra for trees").
+    ``loads(c, balanced)`` gives channel c's (intra, inter) loads per directed link.
+    Returns the search and whether the pattern fell back to TREE."""
+    acc = {}
+    for balanced in (True, False):
+        li: dict[tuple, float] = {}
+        le: dict[tuple, float] = {}
+        for c in range(channels):
+            a, b = loads(c, balanced)
+            for e, v in a.items():
+                li[e] = li.get(e, 0.0) + v
+            for e, v in b.items():
+                le[e] = le.get(e, 0.0) + v
+        acc[balanced] = (li, le)
+
+    def fits(balanced: bool, s_intra: float, s_inter: float) -> bool:
+        li, le = acc[balanced]
+        return all(li.get(e, 0.0) * s_intra + le.get(e, 0.0) * s_inter <= cap[e] * (1 + 1e-9) for e in set(li) | set(le))
+
+    def worst(balanced: bool, s_intra: float, s_inter: float) -> str:
+        li, le = acc[balanced]
+        es = sorted(set(li) | set(le), key=str)
+        if not es:
+            return ""
+        e = max(es, key=lambda e: (li.get(e, 0.0) * s_intra + le.get(e, 0.0) * s_inter) / cap[e])
+        return f"{e[0]} -> {e[1]}"
+
+    idx = 0
+    while idx < len(speeds) - 1 and (speeds[idx] > max_bw + 1e-9 or speeds[idx] * channels > search_total_bw + 1e-9):
+        idx += 1
+    balanced, found = True, False
+    while True:
+        s = speeds[idx]
+        if fits(balanced, s, s):
+            found = True
+            break
+        if balanced and cc >= 90 and fits(False, s, s):
+            balanced, found = False, True
+            break
+        if idx == len(speeds) - 1:
+            break
+        idx += 1
+    if not found:  # search.cc: "falling back to simple order", bwIntra 0.1
+        return ChannelSearch(num_channels=channels, bw_gbps=0.1, max_bw_gbps=max_bw, total_bw_gbps=total_bw,
+                             bottleneck=worst(balanced, 0.1, 0.1), bw_inter_gbps=speeds[idx]), not balanced
+    s_inter = s_intra = speeds[idx]
+    i = idx
+    while i > 0 and s_intra < 2 * s_inter and fits(balanced, speeds[i - 1], s_inter):
+        i -= 1
+        s_intra = speeds[i]
+    return ChannelSearch(num_channels=channels, bw_gbps=s_intra, max_bw_gbps=max_bw, total_bw_gbps=total_bw,
+                         bottleneck=worst(balanced, s_intra, s_inter),
+                         bw_inter_gbps=s_inter if s_inter != s_intra else None), not balanced
+
+
 @dataclass(frozen=True, kw_only=True)
 class GraphInfo:
     ring: ChannelSearch
@@ -294,6 +361,8 @@ class GraphInfo:
     nvlink_intra: bool
     ll128_enabled: bool
     compute_capability: int
+    tree: ChannelSearch | None = None  # None: the ring's graph (one device)
+    simple_tree: bool = False          # the tree search fell back to the plain TREE pattern
 
 
 def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
@@ -353,6 +422,71 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
     else:
         ring = _search(ring_loads, cap, speeds, max_bw=max_bw, total_bw=total_bw, max_channels=nccl.MAXCHANNELS // 2,
                        min_channels=1, cc=cc, allow_dup=True)
+    tree, simple_tree = None, False
+    if len(all_devs) > 1 and ring.num_channels:
+        # the chain of channel c on each host: the NIC's nearest GPU, the next-nearest, then the
+        # others, ending at the GPU that has ended the fewest chains so far (the search spreads
+        # the chain ends, the GPUs that send nothing intra-node, over the channels)
+        chains: list[list[list]] = []
+        for hi, devs in enumerate(hosts):
+            ends = {d: 0 for d in devs}
+            per: list[list] = []
+            for c in range(ring.num_channels):
+                if not multi:
+                    per.append(list(devs))
+                    continue
+                first, second = entry[hi][c % len(nics[hi])]
+                head = [first] + ([second] if second != first else [])
+                rest = [d for d in devs if d not in head]
+                if rest:
+                    i = devs.index(first)
+                    cyc = [d for d in devs[i + 1:] + devs[:i] if d in rest]
+                    last = min(cyc, key=lambda d: (ends[d], cyc.index(d)))
+                    k = cyc.index(last)
+                    rest = cyc[k + 1:] + cyc[:k + 1]
+                    ends[last] += 1
+                per.append(head + rest)
+            chains.append(per)
+        tree_cache: dict[tuple, tuple[dict[tuple, float], dict[tuple, float]]] = {}
+
+        def tree_loads(c: int, balanced: bool) -> tuple[dict[tuple, float], dict[tuple, float]]:
+            key = (c, balanced)
+            if key not in tree_cache:
+                tree_cache[key] = _tree_loads(c, balanced)
+            return tree_cache[key]
+
+        def _tree_loads(c: int, balanced: bool) -> tuple[dict[tuple, float], dict[tuple, float]]:
+            # search.cc, tree patterns: a chain through the host's GPUs at bwIntra, forward
+            # direction only (followPath counts the forward path); with NICs the chain starts
+            # at the NIC's nearest GPU, the next-nearest second, the data comes in from the NIC
+            # at bwInter and leaves "back to net" at step 0: half from each of the first two
+            # GPUs for BALANCED_TREE, all from the first for TREE
+            intra: dict[tuple, float] = {}
+            inter: dict[tuple, float] = {}
+            for hi, devs in enumerate(hosts):
+                order = chains[hi][c]
+                if not multi:
+                    for a, b in zip(order, order[1:]):
+                        router.add_load(intra, a, b)
+                    continue
+                j = c % len(nics[hi])
+                first, second = entry[hi][j]
+                for a, b in zip(order, order[1:]):
+                    router.add_load(intra, a, b)
+                router.add_load(inter, nics[hi][j], first)
+                if balanced and second != first:
+                    router.add_load(inter, first, nics[hi][j], 0.5)
+                    router.add_load(inter, second, nics[hi][j], 0.5)
+                else:
+                    router.add_load(inter, first, nics[hi][j])
+                nxt = (hi + 1) % len(hosts)
+                router.add_load(inter, nics[hi][j], nics[nxt][c % len(nics[nxt])])
+            return intra, inter
+
+        ndevs = placement.ppn
+        search_total = total_bw * ndevs / (ndevs - 1) if ndevs > 1 else total_bw
+        tree, simple_tree = _tree_search(tree_loads, cap, speeds, channels=ring.num_channels, max_bw=max_bw,
+                                         total_bw=total_bw, search_total_bw=search_total, cc=cc)
     # path types: NVLink between GPUs of a host (typeIntra == NVL), GPU->NIC without the CPU (PIX/PXB)
     pairs = [(a, b) for h in hosts for a, b in zip(h, h[1:])]
     nvlink_intra = bool(pairs) and all(router.only_link_type(a, b, "nvlink") for a, b in pairs)
@@ -401,7 +535,8 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
                 i -= 1
                 inter = speeds[i]
             nvls = dataclasses.replace(nvls, bw_inter_gbps=inter)
-    return GraphInfo(ring=ring, nvls=nvls, nvlink_intra=nvlink_intra, ll128_enabled=ll128, compute_capability=cc)
+    return GraphInfo(ring=ring, nvls=nvls, nvlink_intra=nvlink_intra, ll128_enabled=ll128, compute_capability=cc,
+                     tree=tree, simple_tree=simple_tree)
 
 
 # ---- NCCL ----------------------------------------------------------------------------
@@ -409,13 +544,19 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
 def _system(graph: nx.Graph, placement: Placement, info: GraphInfo, num_ranks: int) -> nccl.NcclSystem:
     ring = nccl.NcclGraph(num_channels=info.ring.num_channels, bw_intra_gbps=info.ring.bw_gbps,
                           bw_inter_gbps=info.ring.bw_gbps, nvlink_intra=info.nvlink_intra)
+    tree = ring
+    if info.tree is not None:
+        # init.cc: comm->nChannels = treeGraph->nChannels = ringGraph->nChannels = min of both
+        tree = nccl.NcclGraph(num_channels=min(info.tree.num_channels, info.ring.num_channels),
+                              bw_intra_gbps=info.tree.bw_gbps, bw_inter_gbps=info.tree.inter_gbps,
+                              nvlink_intra=info.nvlink_intra, simple_tree=info.simple_tree)
     nv = None
     if info.nvls is not None and info.nvls.num_channels > 0:
         nv = nccl.NcclGraph(num_channels=info.nvls.num_channels, bw_intra_gbps=info.nvls.bw_gbps,
                             bw_inter_gbps=info.nvls.inter_gbps, nvlink_intra=True)
     return nccl.NcclSystem(num_ranks=num_ranks, num_nodes=placement.num_nodes,
                            compute_capability=info.compute_capability,
-                           cpu_vendor=graph.graph.get("cpu_vendor", "intel"), ring=ring, tree=ring, nvls=nv,
+                           cpu_vendor=graph.graph.get("cpu_vendor", "intel"), ring=ring, tree=tree, nvls=nv,
                            ll128_enabled=info.ll128_enabled)
 
 
@@ -501,6 +642,8 @@ class NcclCommModel:
             "model": "nccl", "nccl_version": nccl.NCCL_VERSION, "topology": self.topology_name,
             "num_ranks": s.num_ranks, "num_nodes": s.num_nodes, "compute_capability": s.compute_capability,
             "ring_channels": gi.ring.num_channels, "ring_bw_per_channel_gbps": gi.ring.bw_gbps,
+            "tree_channels": s.tree.num_channels, "tree_bw_intra_gbps": s.tree.bw_intra_gbps,
+            "tree_bw_inter_gbps": s.tree.bw_inter_gbps, "tree_pattern": "tree" if s.tree.simple_tree else "balanced_tree",
             "ring_bus_bw_gbps": gi.ring.num_channels * gi.ring.bw_gbps, "ring_bottleneck_link": gi.ring.bottleneck,
             "nvls_channels": gi.nvls.num_channels if gi.nvls else 0,
             "nvls_bw_per_channel_gbps": gi.nvls.bw_gbps if gi.nvls else 0.0,

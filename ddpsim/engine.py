@@ -29,12 +29,15 @@ iteration is just the synchronised step):
    A bucket whose pending count reaches 0 is *ready*; DDP launches buckets strictly in
    order (``launch_k = max(ready_k, launch_{k-1})``, §1.5); a comm hook's pre-collective
    kernels (division pass, fp16/bf16 cast, PowerSGD's first matmuls) run on the compute
-   stream right before the launch. find_unused_parameters: after the last bucket, the
+   stream right before the launch; fp16/bf16's decompress copy (read 2N, write 4N) runs on
+   the communication stream right behind its all-reduce, part of that collective's span
+   (ProcessGroupNCCL's future completes at enqueue, so the hook's ``.then()`` callback runs
+   inside the autograd hook with the collective's stream current). find_unused_parameters: after the last bucket, the
    all-reduce of the used map (4 bytes per parameter). static_graph, iteration 1 (§1.8):
    hooks only count; after backward: used-map all-reduce, copy-in of every parameter in
    index order, then every bucket launched back to back.
 4. finalize (after backward compute): for each bucket in order: wait for its collective
-   (span ``wait``), fp16/bf16 decompress copy, copy-out (``2*size/bw`` per bucket, skipped
+   (span ``wait``), PowerSGD's decompress, copy-out (``2*size/bw`` per bucket, skipped
    with ``gradient_as_bucket_view`` and for never-used parameters); the used map is waited
    lazily at the first bucket holding an unused parameter (§1.7), else at the end. Then
    ``optimizer`` and ``zero_grad`` (trace medians).
@@ -82,8 +85,21 @@ ahead of the GPU), so: after backward, P of every bucket is launched as soon as 
 all-reduce is done, then per bucket ``compute_qs`` (orthogonalise P, ``Q = M^T P``) and the
 Q all-reduce, then per bucket ``decompress`` (``M = P Q^T``, error feedback; its
 ``torch.cuda.synchronize`` is implied: the compute stream is already drained there).
+That is gloo, whose futures complete when the all-reduce is done. On ProcessGroupNCCL
+(``comm.backend == "nccl"``) the futures complete at enqueue, so the whole ``.then()`` chain
+runs inside the autograd hook: U, P (``compute_qs``'s kernels behind it on its stream) and Q
+(``decompress``'s behind it) are enqueued at once, and ``decompress``'s
+``torch.cuda.synchronize(device)`` blocks the CPU until the device has drained: the compute
+stream waits for Q (span ``wait``, ``powersgd synchronize bucket k``), the CPU clock (host
+costs) meets the device there, and the backward resumes only then; finalize has nothing left.
 Kernel costs are memory-bound (bytes moved / copy bandwidth) and, when the trace's
 ``environment["peak_flops_per_s"]`` is given, at least ``flops / peak``.
+
+SyncBatchNorm (``config.sync_batchnorm``, :class:`_SyncBatchNorm`): per BatchNorm layer of the
+trace, an all-gather of its statistics inside the forward and an all-reduce inside its backward
+(right before its first gradient hook), both on the communication stream in order with the
+buckets, both waited for by the compute stream (spans ``wait``, ``syncbn forward/backward <layer>``);
+``no_sync`` steps run them too.
 
 Jitter and stragglers (:mod:`ddpsim.jitter`): each rank's compute-stream work in an
 iteration is scaled by a seeded lognormal factor times its straggler factor.
@@ -128,7 +144,8 @@ collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member'
 ``weighting="bandwidth"`` (what a calibration uses) the running collective applies only its
 share of moved bytes, ``f = 1 - t(1 byte) / t(size)`` from the comm model: compute progresses
 at ``1/(1 + (compute_slowdown - 1) * f)``, so a latency-bound bucket barely slows backward and
-a large one slows it fully. On every change of that state the remaining work continues at
+a large one slows it fully; with ``weighting="table"`` (the GPU prior of
+:mod:`ddpsim.contention`) ``f`` is the interference's own share for the collective's size. On every change of that state the remaining work continues at
 the new rate. Without
 interference the engine takes a fast path (a rank computes its own timeline arithmetically
 and only synchronises with SimPy at waits); both paths give the same result.
@@ -155,7 +172,7 @@ from ddpsim.simconfig import Interference, SimConfig
 from ddpsim.trace import Trace
 from ddpsim.units import DTYPE_SIZE_BYTES, MIB
 
-__all__ = ["simulate", "kernel_s", "powersgd_split", "GRAPH_SEARCH_S_PER_PARAM", "BROADCAST_BUCKET_BYTES",
+__all__ = ["simulate", "kernel_s", "copy_kernel_s", "powersgd_split", "GRAPH_SEARCH_S_PER_PARAM", "BROADCAST_BUCKET_BYTES",
            "POWERSGD_MIN_COMPRESSION_RATE"]
 
 #: find_unused_parameters' autograd-graph DFS (§1.7), seconds per parameter: about two
@@ -169,6 +186,8 @@ BROADCAST_BUCKET_BYTES = 250 * MIB
 POWERSGD_MIN_COMPRESSION_RATE = 2
 #: element size of DDP's ``_delay_grad_buffer`` (``torch.zeros`` in the default dtype, float32)
 DELAY_GRAD_BUFFER_ELEM_BYTES = 4
+#: SyncBatchNorm's statistics (``batch_norm_stats``' mean/invstd, the count, sum_dy, sum_dy_xmu): float32
+SYNCBN_STAT_ELEM_BYTES = 4
 
 
 # ---- pure cost helpers ------------------------------------------------------------------
@@ -180,6 +199,14 @@ def kernel_s(bytes_moved: float, flops: float, bandwidth_bytes_per_s: float | No
     if peak_flops_per_s:
         t = max(t, flops / peak_flops_per_s)
     return t
+
+
+def copy_kernel_s(bytes_moved: float, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
+    """One gradient-copy kernel (copy-in, zero-fill, copy-out of one parameter): its bytes at
+    the copy bandwidth, at least ``floor_s`` (a kernel's launch and tail on a GPU,
+    ``SimConfig.copy_kernel_floor_s``; 0 on a CPU)."""
+    t = kernel_s(bytes_moved, 0, bandwidth_bytes_per_s, None)
+    return max(t, floor_s) if bytes_moved > 0 else t
 
 
 def powersgd_split(shapes: Sequence[tuple[int, ...]], elem_bytes: int, rank: int) -> dict[str, float]:
@@ -287,6 +314,12 @@ class _Layout:
         self.reduce_bytes = [n * r for n, r in zip(self.numels, red)]
         # copy-out reads the reduced bucket, writes the parameter's own dtype (used parameters only)
         self.copy_out_bytes = [n * (r + e) for n, r, e in zip(used_numels, red, own)]
+        floor = eng.config.copy_kernel_floor_s
+        # copy-out: one kernel per parameter (finalize_bucket_dense), each at least the floor
+        self.copy_out_s = [kernel_s(nb, 0, eng.copy_bw, None) if floor <= 0 else
+                           sum(copy_kernel_s(trace.params[i].numel * (r + e), eng.copy_bw, floor)
+                               for i in b.param_indices if trace.params[i].has_grad)
+                           for b, nb, r, e in zip(buckets, self.copy_out_bytes, red, own)]
         # batched_grad_copy's flush: _foreach_copy_ of the used gradients, div_ of the flat bucket
         self.flush_copy_bytes = [2 * n * g for n, g in zip(used_numels, grad)]
         self.flush_div_bytes = [2 * n * g for n, g in zip(self.numels, grad)]
@@ -327,6 +360,65 @@ class _DelayedAllReduce:
         offset = max((eng.ready[q] for q in eng.order[:eng.order.index(hook.index) + 1]), default=0.0) \
             if hook.has_grad else math.nan
         return cls(hook.index, numel, offset, eng.copy_bw)
+
+
+class _SyncBatchNorm:
+    """``nn.SyncBatchNorm`` layers (``torch/nn/modules/_functions.py``, ``SyncBatchNorm``).
+
+    Forward: ``batch_norm_stats``, then an all-gather of ``mean, invstd, count`` (``2C + 1``
+    float32 per rank; ``all_gather_into_tensor`` on NCCL, ``all_gather`` on gloo) with
+    ``async_op=False``: the forward waits for it. Backward: ``batch_norm_backward_reduce``, then
+    an all-reduce of ``sum_dy, sum_dy_xmu`` (``2C`` float32) that the backward waits for, then
+    the input gradient; the layer's weight and bias gradients are ready when its backward returns.
+    Both collectives go to the process group's stream, in order with DDP's buckets.
+
+    Found in the trace by their ``<module>.running_mean`` and ``<module>.running_var`` buffers
+    (``C`` = running_mean's elements); each needs its ``<module>.weight`` or ``<module>.bias``
+    among the parameters with a gradient: its ready time places the layer. The backward
+    collective is issued right before that parameter's hook; the forward one at
+    ``forward * (1 - ready / backward)`` (the backward after the layer mirrors the forward
+    before it). Assumed: the layer's input needs a gradient (so the backward all-reduce runs;
+    torch skips it for a BatchNorm applied to the raw input). The all-gather's time is half the
+    comm model's all-reduce of the gathered bytes (a ring all-reduce is a reduce-scatter then an
+    all-gather of the same bytes).
+    """
+
+    def __init__(self, trace: Trace, eng: "_Engine") -> None:
+        bufs = {b.name: b for b in trace.buffers}
+        modules = [b.name[:-len(".running_mean")] for b in trace.buffers
+                   if b.name.endswith(".running_mean") and b.name[:-len(".running_mean")] + ".running_var" in bufs]
+        if not modules:
+            raise InputError(f"sync_batchnorm: True is not accepted for trace {trace.model!r}: it lists no BatchNorm buffers "
+                             "(<module>.running_mean and .running_var); expected a trace of a model with BatchNorm layers")
+        pos = {p: i for i, p in enumerate(eng.order)}
+        by_name = {p.name: p.index for p in trace.params}
+        self.modules: list[str] = []
+        self.gather_bytes: list[int] = []
+        self.reduce_bytes: list[int] = []
+        self.ready_s: list[float] = []
+        #: trigger parameter -> layers whose backward collective runs right before its hook
+        self.at_param: dict[int, list[int]] = {}
+        for m in modules:
+            own = [by_name[m + suffix] for suffix in (".weight", ".bias") if m + suffix in by_name]
+            own = [i for i in own if i in pos]
+            if not own:
+                raise InputError(f"sync_batchnorm: True is not accepted for trace {trace.model!r}: BatchNorm {m!r} has no weight "
+                                 "or bias with a gradient in the trace (affine=False or frozen), so its place in the step is "
+                                 "unknown; expected BatchNorm layers with affine parameters")
+            first = min(own, key=pos.__getitem__)
+            b = bufs[m + ".running_mean"]
+            channels = b.size_bytes // DTYPE_SIZE_BYTES[b.dtype]
+            j = len(self.modules)
+            self.modules.append(m)
+            self.gather_bytes.append(eng.config.world_size * (2 * channels + 1) * SYNCBN_STAT_ELEM_BYTES)
+            self.reduce_bytes.append(2 * channels * SYNCBN_STAT_ELEM_BYTES)
+            # monotone along the ready order, like the hooks' own offsets
+            self.ready_s.append(max(eng.ready[q] for q in eng.order[:pos[first] + 1]))
+            self.at_param.setdefault(first, []).append(j)
+        total = eng.bwd_total_s
+        #: forward position (a fraction of the forward) of each layer's all-gather
+        self.forward_frac = [min(1.0, max(0.0, 1.0 - r / total)) if total > 0 else 0.0 for r in self.ready_s]
+        self.forward_order = sorted(range(len(self.modules)), key=lambda j: (self.forward_frac[j], j))
 
 
 class _IterAcc:
@@ -392,6 +484,12 @@ class _Engine:
         self.compute_slow = float(config.interference.compute_slowdown)
         self.comm_slow = float(config.interference.comm_slowdown)
         self.bandwidth_weighted = config.interference.weighting == "bandwidth"
+        self.table_weighted = config.interference.weighting == "table"
+        #: CPU costs on a per-rank CPU timeline (ddpsim.hostcost), or None
+        self.host = config.host_costs
+        #: ProcessGroupNCCL: a collective's future completes at enqueue, so a comm hook's whole
+        #: ``.then()`` chain runs on the CPU inside the autograd hook (gloo's completes when done)
+        self.futures_at_enqueue = getattr(comm, "backend", None) == "nccl"
         #: the running collective's ``slow_weight`` (slow path)
         self.comm_weight = 1.0
         # trace medians
@@ -419,11 +517,13 @@ class _Engine:
         self.has_grad = [p.has_grad for p in trace.params].__getitem__
         self.param_sizes = [p.size_bytes for p in trace.params]
         grad_bytes = [p.numel * param_elem_bytes(p.dtype, self.mixed_precision)[1] for p in trace.params]
-        self.copy_in_s = [kernel_s(2 * g, 0, self.copy_bw, None) for g in grad_bytes]
-        self.zero_s = [kernel_s(g, 0, self.copy_bw, None) for g in grad_bytes]
+        floor = config.copy_kernel_floor_s
+        self.copy_in_s = [copy_kernel_s(2 * g, self.copy_bw, floor) for g in grad_bytes]
+        self.zero_s = [copy_kernel_s(g, self.copy_bw, floor) for g in grad_bytes]
         #: _root_copy_hook before every forward: each parameter cast into its param_dtype copy
         self.mp_cast_s = 0.0 if self.mixed_precision is None else kernel_s(
             sum(p.size_bytes + g for p, g in zip(trace.params, grad_bytes)), 0, self.copy_bw, None)
+        self.syncbn = _SyncBatchNorm(trace, self) if config.sync_batchnorm else None
         self.buffer_buckets = self._buffer_broadcast_buckets(trace, opts)
         self.delayed = _DelayedAllReduce.of(trace, opts, self)
         self.layouts: dict[int, _Layout] = {}
@@ -510,13 +610,19 @@ class _Engine:
             self._notify()
 
     def arrive(self, index: int, t: float, kind: str, name: str, iteration: int, bucket: int | None,
-               size_bytes: int, broadcast: bool) -> _Coll:
+               size_bytes: int, broadcast: bool, then_s: float = 0.0) -> _Coll:
         c = self.coll(index)
         if c.kind is None:
             c.kind, c.name, c.iteration, c.bucket, c.size_bytes = kind, name, iteration, bucket, size_bytes
-            c.work_s = self.duration_s(size_bytes, broadcast)
+            # then_s: kernels a comm hook's .then() callback puts on the same stream behind it
+            base = self.duration_s(size_bytes, broadcast)
+            if kind == "syncbn_allgather":
+                base *= 0.5  # _SyncBatchNorm: half the all-reduce of the gathered bytes
+            c.work_s = base + then_s
             if self.bandwidth_weighted:
                 c.slow_weight = self.bandwidth_share(size_bytes, broadcast, c.work_s)
+            elif self.table_weighted:
+                c.slow_weight = self.config.interference.weight_for(size_bytes)
         else:
             assert (c.kind, c.name, c.iteration) == (kind, name, iteration), \
                 f"ranks issued different collectives at position {index}: {c.name!r} vs {name!r}"
@@ -627,6 +733,9 @@ class _Rank:
         self.keep_spans = record and eng.keep_spans
         self.finished = False
         self.fast = not eng.interfere
+        #: the CPU's clock (host costs only): when it has enqueued everything issued so far
+        self.cpu = 0.0
+        self.issue_s = 0.0
 
     # -- primitives -------------------------------------------------------------------------
     def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
@@ -665,10 +774,36 @@ class _Rank:
             elif kind == "optimizer":
                 acc.optimizer_s += end - start
 
-    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False) -> _Coll:
-        c = self.eng.arrive(self.seq, self.t, kind, name, self.iter, bucket, size_bytes, broadcast)
+    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
+               then_s: float = 0.0) -> _Coll:
+        t = self.t if self.eng.host is None else self.host_issue(self.eng.host.enqueue_s)
+        c = self.eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s)
         self.seq += 1
+        self.issue_s = self.t  # the compute stream's clock when the latest collective was issued
         return c
+
+    # -- host costs (ddpsim.hostcost): a CPU clock beside the compute stream ------------------
+    def host_issue(self, cost_s: float) -> float:
+        """The CPU spends ``cost_s`` issuing something: when it is issued (never before the
+        device reaches it in stream order)."""
+        self.cpu += cost_s
+        return self.cpu if self.cpu > self.t else self.t
+
+    def host_step_start(self) -> None:
+        """The CPU meets the device at a step's start, then runs DDP's pre-forward."""
+        self.cpu = max(self.cpu, self.t) + self.eng.host.pre_forward_s
+
+    def host_gate(self) -> Iterator[simpy.Event]:
+        """The device cannot run what the CPU has not enqueued: idle until the CPU's clock."""
+        if self.cpu > self.t:
+            if self.fast:
+                self.t = self.cpu
+            else:
+                env = self.eng.env
+                self.eng.add_busy(-1)
+                yield env.timeout(self.cpu - env.now)
+                self.eng.add_busy(+1)
+                self.t = self.cpu
 
     def wait(self, c: _Coll, name: str) -> Iterator[simpy.Event]:
         eng = self.eng
@@ -733,6 +868,8 @@ class _Rank:
         self.acc = _IterAcc(self.t)
         layout = eng.layouts[k]
         n_micro = eng.config.no_sync_steps
+        if eng.host is not None:
+            self.host_step_start()
         # 1. first forward of the iteration: rebuild (§1.4 step 6), buffer broadcast (§1.9)
         if eng.plan.rebuild_iteration is not None and k == eng.plan.rebuild_iteration:
             c = self.launch("rebuild", "rebuild:indices", None, (len(eng.reducer_params) + 1) * 4, broadcast=True)
@@ -749,6 +886,8 @@ class _Rank:
             yield from self.forward(f"forward (no_sync {m + 1})", s, first=m == 0)
             yield from self.no_sync_backward(f"backward (no_sync {m + 1})", s)
         # 3. synchronised step
+        if eng.host is not None:
+            yield from self.host_gate()
         yield from self.forward("forward", s, first=n_micro == 0)
         if eng.iteration_overhead_s > 0:  # DDP's per-iteration fixed cost (calibrated), if any
             yield from self.work("forward", "ddp overhead", eng.iteration_overhead_s * s)
@@ -771,7 +910,16 @@ class _Rank:
         eng = self.eng
         if eng.mp_cast_s > 0:
             yield from self.work("forward", "mixed precision cast", eng.mp_cast_s * s)
-        yield from self.work("forward", name, eng.forward_s * s)
+        sb = eng.syncbn
+        done = 0.0
+        if sb is not None:  # each SyncBatchNorm waits for its statistics' all-gather
+            for j in sb.forward_order:
+                frac = sb.forward_frac[j]
+                yield from self.work("forward", name, (frac - done) * eng.forward_s * s)
+                done = frac
+                label = f"syncbn forward {sb.modules[j]}"
+                yield from self.wait(self.launch("syncbn_allgather", label, None, sb.gather_bytes[j]), label)
+        yield from self.work("forward", name, (1.0 - done) * eng.forward_s * s)
         if first and eng.delayed is not None:
             yield from self.work("zero_grad", "zero delayed grad buffer", eng.delayed.zero_s * s)
 
@@ -779,12 +927,25 @@ class _Rank:
         """A backward under ``no_sync``: no reducer hooks; the delayed all-reduce's hook still fires."""
         eng = self.eng
         d = eng.delayed
-        if d is None or math.isnan(d.hook_offset_s):
-            yield from self.work("backward", name, eng.bwd_total_s * s)
-            return
-        yield from self.work("backward", name, d.hook_offset_s * s)
-        yield from self.launch_delayed_all_reduce(s)
-        yield from self.work("backward", name, (eng.bwd_total_s - d.hook_offset_s) * s)
+        # (offset, 0 = a SyncBatchNorm's all-reduce (inside its backward) / 1 = the delayed hook, layer)
+        points = [(r, 0, j) for j, r in enumerate(eng.syncbn.ready_s)] if eng.syncbn is not None else []
+        if d is not None and not math.isnan(d.hook_offset_s):
+            points.append((d.hook_offset_s, 1, -1))
+        done = 0.0
+        for off, what, j in sorted(points):
+            yield from self.work("backward", name, (off - done) * s)
+            done = max(done, off)
+            if what == 0:
+                yield from self.syncbn_backward(j)
+            else:
+                yield from self.launch_delayed_all_reduce(s)
+        yield from self.work("backward", name, (eng.bwd_total_s - done) * s)
+
+    def syncbn_backward(self, j: int) -> Iterator[simpy.Event]:
+        """A SyncBatchNorm's backward all-reduce of ``sum_dy, sum_dy_xmu``; its backward waits."""
+        sb = self.eng.syncbn
+        label = f"syncbn backward {sb.modules[j]}"
+        yield from self.wait(self.launch("syncbn_allreduce", label, None, sb.reduce_bytes[j]), label)
 
     def launch_delayed_all_reduce(self, s: float) -> Iterator[simpy.Event]:
         """``_delayed_all_reduce_hook``: ``div_`` of the flat buffer, one async all-reduce, no wait."""
@@ -796,6 +957,8 @@ class _Rank:
         eng = self.eng
         size, numel = layout.sizes[b], layout.numels[b]
         name = f"bucket {b}"
+        if eng.host is not None:  # Reducer::all_reduce_bucket's own work, before the process group's
+            self.cpu += eng.host.bucket_launch_s
         if eng.mixed_precision is not None:
             # _reducer_allreduce_and_upcast_hook: cast to reduce_dtype if it differs, no division before
             yield from self.work("compress", f"mixed precision cast {name}",
@@ -807,13 +970,41 @@ class _Rank:
         if hook in ("fp16", "bf16"):
             # buffer.to(fp16): read size, write 2N; div_ on the compressed: read 2N, write 2N
             yield from self.work("compress", f"{hook} cast {name}", kernel_s(size + 6 * numel, 0, eng.copy_bw, None) * s, b, size)
-            return [self.launch("allreduce", name, b, 2 * numel)]
+            # the hook's fut.then(decompress): ProcessGroupNCCL's future completes at enqueue, so the
+            # callback runs here and its copy back into the bucket (read 2N, write 4N) is queued on
+            # the collective's stream right behind it (default_hooks.py fp16_compress_hook)
+            return [self.launch("allreduce", name, b, 2 * numel, then_s=copy_kernel_s(6 * numel, eng.copy_bw, eng.config.copy_kernel_floor_s))]
         if hook == "powersgd":
             ps = layout.powersgd[b]
             yield from self.work("compress", f"powersgd compress {name}",
                                  kernel_s(ps["launch_bytes"], ps["launch_flops"], eng.copy_bw, eng.peak_flops) * s, b, size)
-            return [self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))]
+            first = self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))
+            if not eng.futures_at_enqueue:
+                return [first]
+            return (yield from self.powersgd_chain_in_hook(b, layout, s, first))
         return [self.launch("allreduce", name, b, size)]
+
+    def powersgd_chain_in_hook(self, b: int, layout: _Layout, s: float, first: _Coll) -> Iterator[simpy.Event]:
+        """PowerSGD on ProcessGroupNCCL (``powerSGD_hook``): the future of the uncompressed
+        all-reduce is complete at enqueue, so ``.then(unpack_..._and_allreduce_ps)``,
+        ``.then(compute_qs)`` and ``.then(decompress)`` run at once, in the autograd hook: P's
+        all-reduce is enqueued behind the first, ``compute_qs``'s kernels (orthogonalise P,
+        ``Q = M^T P``) behind P and Q's all-reduce behind them, ``decompress``'s kernels behind Q;
+        then ``decompress`` calls ``torch.cuda.synchronize(device)``: the CPU blocks until the
+        device has drained (the backward enqueued so far and the three all-reduces), so no later
+        backward kernel is enqueued before that. Per bucket, the backward therefore stops for
+        the bucket's whole PowerSGD round: the overlap of the other hooks is lost."""
+        eng = self.eng
+        ps = layout.powersgd[b]
+        size = layout.sizes[b]
+        qs_s = kernel_s(ps["qs_bytes"], ps["qs_flops"], eng.copy_bw, eng.peak_flops) * s
+        dec_s = kernel_s(ps["decompress_bytes"], ps["decompress_flops"], eng.copy_bw, eng.peak_flops) * s
+        p = self.launch("allreduce", f"bucket {b} powersgd:P", b, int(ps["p_bytes"]), then_s=qs_s)
+        q = self.launch("allreduce", f"bucket {b} powersgd:Q", b, int(ps["q_bytes"]), then_s=dec_s)
+        yield from self.wait(q, f"powersgd synchronize bucket {b}")
+        if eng.host is not None:  # the CPU returns from the synchronize once the device is idle
+            self.cpu = max(self.cpu, self.t)
+        return [first, p, q]
 
     def flush_bucket(self, b: int, layout: _Layout, s: float) -> Iterator[simpy.Event]:
         """batched_grad_copy (``Reducer::flush_deferred_copies``): when the bucket's last gradient is
@@ -821,11 +1012,12 @@ class _Rank:
         ``div_`` of the flat bucket (the per-parameter copies fused the division instead)."""
         eng = self.eng
         size = layout.sizes[b]
+        floor = eng.config.copy_kernel_floor_s  # one fused kernel each: one launch floor, not one per parameter
         yield from self.work("copy_in", f"foreach_copy bucket {b}",
-                             kernel_s(layout.flush_copy_bytes[b], 0, eng.copy_bw, None) * s, b, size)
+                             copy_kernel_s(layout.flush_copy_bytes[b], eng.copy_bw, floor) * s, b, size)
         if eng.reducer_divides:
-            yield from self.work("copy_in", f"div bucket {b}", kernel_s(layout.flush_div_bytes[b], 0, eng.copy_bw, None) * s,
-                                 b, size)
+            yield from self.work("copy_in", f"div bucket {b}",
+                                 copy_kernel_s(layout.flush_div_bytes[b], eng.copy_bw, floor) * s, b, size)
 
     def drain_upcast_stream(self, layout: _Layout, s: float, live: list[int],
                             colls: list[list[_Coll]]) -> Iterator[simpy.Event]:
@@ -860,9 +1052,11 @@ class _Rank:
         copy_in_s, sizes = eng.copy_in_s, eng.param_sizes
         batched, is_reducer = eng.batched, eng.is_reducer
         delay_hook = eng.delayed.hook_param if eng.delayed is not None else -1
+        bn_at = eng.syncbn.at_param if eng.syncbn is not None else {}
         # NOTE: the hot loop. Fast path: no generator per hook; an explicit rank records its
         # spans inline (what _record does), the folded ranks only add up work (advance).
         inline = fast and self.record
+        host = eng.host
         acc, spans, it, keep = self.acc, self.spans, self.iter, self.keep_spans
         comp = acc.compute
         for p in eng.order:
@@ -886,6 +1080,9 @@ class _Rank:
                 advance("backward", names[p], d)
             else:
                 yield from self.work("backward", names[p], d)
+            if p in bn_at:  # inside the SyncBatchNorm's backward, before its gradients are ready
+                for j in bn_at[p]:
+                    yield from self.syncbn_backward(j)
             if p == delay_hook:  # a tensor hook: fires before the parameter's AccumulateGrad
                 yield from self.launch_delayed_all_reduce(s)
             if static_first or not is_reducer[p]:
@@ -896,6 +1093,9 @@ class _Rank:
             else:
                 marks = (p,)
             for q in marks:
+                if host is not None:  # Reducer::autograd_hook on the CPU, then the copy-in is enqueued
+                    self.cpu += host.hook_s_per_param
+                    yield from self.host_gate()
                 if not eng.has_grad(q):
                     yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
                 elif batched:
@@ -925,7 +1125,7 @@ class _Rank:
                 while next_b < nb and pending[next_b] == 0:
                     if not eng.skips_bucket(next_b, layout, static_first):
                         colls[next_b] = yield from self.launch_bucket(next_b, layout, s, hook)
-                    launch_t[next_b] = self.t
+                    launch_t[next_b] = self.issue_s if colls[next_b] else self.t
                     next_b += 1
                     if next_b == nb and eng.find_unused_dynamic:
                         self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
@@ -949,7 +1149,7 @@ class _Rank:
                     yield from self.flush_bucket(b, layout, s)
                     ready_t[b] = self.t
                 colls[b] = yield from self.launch_bucket(b, layout, s, hook)
-                launch_t[b] = self.t
+                launch_t[b] = self.issue_s
             next_b = nb
         assert next_b == nb, f"rank {self.rank} iteration {k}: buckets {next_b}.. never became ready"
         self._ready_t, self._launch_t = ready_t, launch_t
@@ -963,7 +1163,8 @@ class _Rank:
         used_pending = used_map is not None
         # skip_all_reduce_unused_params: a skipped bucket has no work; finalize_backward passes it by
         live = [b for b in range(nb) if colls[b]]
-        if hook == "powersgd":
+        chained = hook == "powersgd" and not eng.futures_at_enqueue  # else done in the hook
+        if chained:
             for b in live:
                 yield from self.wait(colls[b][0], f"bucket {b} powersgd:uncompressed")
                 colls[b].append(self.launch("allreduce", f"bucket {b} powersgd:P", b, int(layout.powersgd[b]["p_bytes"])))
@@ -978,10 +1179,7 @@ class _Rank:
         for b in live:
             c = colls[b][-1]
             yield from self.wait(c, f"bucket {b}")
-            if hook in ("fp16", "bf16"):
-                yield from self.work("compress", f"{hook} decompress bucket {b}",
-                                     kernel_s(6 * layout.numels[b], 0, eng.copy_bw, None) * s, b, layout.sizes[b])
-            elif hook == "powersgd":
+            if chained:
                 ps = layout.powersgd[b]
                 yield from self.work("compress", f"powersgd decompress bucket {b}",
                                      kernel_s(ps["decompress_bytes"], ps["decompress_flops"], eng.copy_bw, eng.peak_flops) * s,
@@ -990,7 +1188,7 @@ class _Rank:
                 yield from self.wait(used_map, "used_map")
                 used_pending = False
             if not eng.gabv:
-                yield from self.work("copy_out", f"bucket {b}", kernel_s(layout.copy_out_bytes[b], 0, eng.copy_bw, None) * s,
+                yield from self.work("copy_out", f"bucket {b}", layout.copy_out_s[b] * s,
                                      b, layout.sizes[b])
             self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
         if used_pending:
@@ -1031,9 +1229,10 @@ class _RestRanks(_Rank):
         return
         yield  # NOTE: unreachable; makes this a generator like _Rank.work
 
-    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False) -> _Coll:
+    def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
+               then_s: float = 0.0) -> _Coll:
         self._fold()
-        return super().launch(kind, name, bucket, size_bytes, broadcast)
+        return super().launch(kind, name, bucket, size_bytes, broadcast, then_s)
 
     def wait(self, c: _Coll, name: str) -> Iterator[simpy.Event]:
         env = self.eng.env
@@ -1165,6 +1364,12 @@ def _skipped_buckets(eng: _Engine, num_iterations: int) -> dict[str, list[int]]:
 def _config_summary(config: SimConfig) -> dict[str, Any]:
     d = asdict(config)
     d["stragglers"] = {str(k): v for k, v in sorted(config.stragglers.items())}
+    if not config.interference.size_weights:  # only the "table" weighting has one
+        del d["interference"]["size_weights"]
+    if config.host_costs is None:
+        del d["host_costs"]
+    if not config.copy_kernel_floor_s:
+        del d["copy_kernel_floor_s"]
     return d
 
 
@@ -1207,8 +1412,9 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     rest_f = None
     if need_rest:
         rest_f = jitter_mod.rest_factors(factors, explicit)
-        if eng.interfere:
-            # rates depend on time: approximate the folded ranks by their slowest in each iteration
+        if eng.interfere or eng.host is not None:
+            # rates depend on time (or a CPU clock gates the device): approximate the folded
+            # ranks by their slowest in each iteration
             ranks.append(_Rank(eng, -1, rest_f, record=False))
         else:
             mask = np.ones(config.world_size, dtype=bool)

@@ -10,8 +10,10 @@ Units inside this module follow NCCL (µs and GB/s = 1000 bytes/µs); :mod:`ddps
 converts to seconds and bytes/s at its boundary.
 
 Not modelled: CollNet/SHARP (CollNetDirect/Chain, NVLS across nodes), PAT (never used for
-all-reduce), tuner plugins, grouped operations (``latCount`` = 1), the 0.85 tree factor of
-the plain TREE pattern (NCCL uses BALANCED_TREE on the presets), forced channel counts.
+all-reduce), tuner plugins, grouped operations (``latCount`` = 1), forced channel counts.
+The 0.85 factor of a tree whose search fell back to the plain TREE pattern
+(``comm->maxTreePattern == NCCL_TOPO_PATTERN_TREE``) applies when the graph says so
+(``NcclGraph.simple_tree``, from :func:`ddpsim.collectives.search_graphs`).
 
 One addition NCCL does not make for all-reduce: ``hierarchical`` (intra-node reduce-scatter,
 inter-node all-reduce over the NICs, intra-node all-gather), costed from the same
@@ -103,6 +105,7 @@ class NcclGraph:
     bw_inter_gbps: float
     nvlink_intra: bool  # graph.typeIntra == LINK_NVL (else PCI hardware latencies)
     latency_inter_us: float = 0.0
+    simple_tree: bool = False  # the tree search fell back to NCCL_TOPO_PATTERN_TREE (Hopper+)
 
     def __post_init__(self) -> None:
         assert self.num_channels >= 0 and self.bw_intra_gbps >= 0 and self.bw_inter_gbps >= 0
@@ -159,6 +162,8 @@ def bandwidth_gbps(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduc
             elif proto == "ll128":
                 bus = min(bus * (7.0 / 9.0 if nn == 1 else 120.0 / 128.0),
                           g.num_channels * PER_CH_MAX_TREE_LL128_BWS[cc][index2])
+            if g.simple_tree:
+                bus *= 0.85
         ratio = n / nsteps if algo == "ring" else 0.5
         return bus * ratio
     if algo in ("nvls", "nvls_tree"):

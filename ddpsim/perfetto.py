@@ -59,6 +59,7 @@ COMM_TID = 20
 BASE_TIME_NS = 1_700_000_000_000_000_000
 _STREAM_TID = {COMPUTE_STREAM: COMPUTE_TID, COMM_STREAM: COMM_TID}
 _COMM_OP = {"allreduce": "AllReduce_Sum", "broadcast": "Broadcast", "used_map_allreduce": "AllReduce_Sum",
+            "syncbn_allgather": "AllGather", "syncbn_allreduce": "AllReduce_Sum",
             "rebuild": "Broadcast"}
 _NOT_KERNELS = ("wait",)
 # HTA's kernel classification (hta/utils/utils.py): communication, memory, computation, other

@@ -58,6 +58,12 @@ def sweep_figure(table: Any, title: str = "") -> Any:
     x = list(range(len(rows)))
     ax1.plot(x, [r["iteration_p50_s"] * mult for r in rows], "o-", label="p50 step time", color="#4c72b0")
     ax1.plot(x, [r["iteration_p95_s"] * mult for r in rows], "s--", label="p95 step time", color="#c44e52", alpha=0.7)
+    if rows and rows[0].get("iteration_p50_lo_s") is not None:  # the uncertainty band (ddpsim.uncertainty)
+        ax1.fill_between(x, [r["iteration_p50_lo_s"] * mult for r in rows], [r["iteration_p50_hi_s"] * mult for r in rows],
+                         color="#4c72b0", alpha=0.18, label="p50 under the model's uncertainty")
+        robust = [i for i, r in enumerate(rows) if r.get("robust")]
+        ax1.plot(robust, [rows[i]["iteration_p50_s"] * mult for i in robust], "o", ms=9, mfc="none", color="#55a868",
+                 label="within 1 % of the best in every sample")
     best = min(range(len(rows)), key=lambda i: (rows[i]["iteration_p50_s"], i))
     ax1.plot([best], [rows[best]["iteration_p50_s"] * mult], "*", ms=16, color="#dd8452", label="best")
     ax1.set_ylabel(f"step time ({unit})")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.io import write_text_atomic
-from ddpsim.sweep import PointRecord, best_record, default_record, fmt_s
+from ddpsim.sweep import PointRecord, best_record, default_record, fmt_s, uncertainty_summary
 from ddpsim.units import format_size
 
 CSV_FLOAT = "%.9g"
@@ -65,9 +65,10 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
               overlaps: dict[str, dict[int, float]] | None = None,
               trace_files: dict[str, list[str]] | None = None,
               recommendation: dict[str, Any] | None = None,
-              warnings: Sequence[str] | None = None) -> dict[str, Any]:
+              warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None) -> dict[str, Any]:
     """All figures of the summary as plain data (JSON-able); ``warnings`` (one line each, e.g.
-    the calibration's) become a ``warnings`` key only when there are any."""
+    the calibration's) become a ``warnings`` key only when there are any; ``cost_terms`` (one
+    line each: the GPU cost terms in force and where their values come from) likewise."""
     best = best_record(records)
     base = default_record(records, best.point) or records[0]
     bm, dm = best.metrics, base.metrics
@@ -92,6 +93,11 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
     }
     if warnings:
         out["warnings"] = list(warnings)
+    if cost_terms:
+        out["cost_terms"] = list(cost_terms)
+    band = uncertainty_summary(records)
+    if band is not None:
+        out["uncertainty"] = band
     if trace is not None:
         out["trace"] = {"model": trace.model, "num_params": trace.num_params, "param_bytes": trace.total_param_bytes,
                         "device": trace.environment.get("device"), "device_name": trace.environment.get("device_name"),
@@ -144,6 +150,68 @@ def _cap_list_line(cl: dict[str, Any]) -> str:
     return head + "."
 
 
+#: robust caps this many or more in a row (in the sweep's cap order) are named as a range
+RANGE_MIN_POINTS = 3
+
+
+def robust_phrase(points: Sequence[str], robust: Sequence[str]) -> str:
+    """The robust points in words, in sweep order: caps that are robust for every cap swept between
+    them (same other values) are one range when there are at least :data:`RANGE_MIN_POINTS`,
+    ``caps 5-25 MiB (4 points swept)``; other points by their id (``cap=default``, ``cap=1``)."""
+    keep = set(robust)
+    groups: dict[str, list[tuple[float, str]]] = {}
+    for p in points:
+        head, _, rest = p.partition(",")
+        try:
+            groups.setdefault(rest, []).append((float(head[len("cap="):]), p))
+        except ValueError:  # cap=default
+            continue
+    ranged: dict[str, str] = {}  # the run's first point in sweep order -> its words
+    covered: set[str] = set()
+    for rest, caps in groups.items():
+        caps.sort()
+        run: list[tuple[float, str]] = []
+        for cap, p in caps + [(float("nan"), "")]:
+            if p in keep:
+                run.append((cap, p))
+                continue
+            if len(run) >= RANGE_MIN_POINTS:
+                first = min((q for _, q in run), key=points.index)
+                ranged[first] = (f"caps {run[0][0]:g}\u2013{run[-1][0]:g} MiB ({len(run)} points swept"
+                                 f"{', ' + rest if rest else ''})")
+                covered.update(q for _, q in run)
+            run = []
+    out = [ranged.get(p, f"`{p}`") for p in points if p in keep and (p in ranged or p not in covered)]
+    return ", ".join(out)
+
+
+def render_uncertainty(u: dict[str, Any]) -> str:
+    """The answer's line on the recommendation's uncertainty (:mod:`ddpsim.uncertainty`)."""
+    tol = 100 * u["tolerance"]
+    robust = u["robust"]
+    head = f"- Under the model's uncertainty ({len(u['samples'])} re-simulations per point: {', '.join(u['inputs'])}): "
+    if robust and len(robust) == len(u["points"]):
+        head += f"every point swept is within {tol:g} % of the best in every one"
+    elif len(robust) > 1:
+        head += (f"any of {robust_phrase([p['point'] for p in u['points']], robust)} is within {tol:g} % of the best "
+                 "in every one")
+    elif robust:
+        head += f"only `{robust[0]}` is within {tol:g} % of the best in every one"
+    else:
+        head += (f"no point is within {tol:g} % of the best in every one; the safest is `{u['safest']}` (at most "
+                 f"{100 * u['safest_regret_max']:.1f} % from the best in any of them)")
+    most = u.get("most_sensitive")
+    if most:
+        sens = u["sensitivity"][most]
+        if sens["prior_best_regret"] >= 5e-4:
+            head += (f"; the ranking is most sensitive to {most}: there keeping `{u['prior_best']}` costs up to "
+                     f"{100 * sens['prior_best_regret']:.1f} %")
+        else:
+            head += (f"; `{u['prior_best']}` stays within 0.05 % of the best in every one; {most} moves the points' "
+                     f"distances to the best most (up to {100 * sens['regret_shift']:.1f} points)")
+    return head + "."
+
+
 def render_summary(s: dict[str, Any]) -> str:
     """``summary.md`` from :func:`summarize`'s dict."""
     b, d = s["best"], s["default"]
@@ -162,6 +230,8 @@ def render_summary(s: dict[str, Any]) -> str:
         items = [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in cm.items()
                  if not isinstance(v, (dict, list)) and k not in ("topology", "num_ranks")]
         setup.append("- comm model: " + ", ".join(items[:8]) + (", ... (summary.json has all)" if len(items) > 8 else ""))
+    for term in s.get("cost_terms") or ():
+        setup.append(f"- cost term: {term}")
     setup.append(f"- steady iterations per point: {b.get('num_steady_iterations')} (after DDP's first iteration and the rebuild); "
                  f"step time = slowest rank's end to slowest rank's end")
     L += ["## Setup", "", *setup, ""]
@@ -183,6 +253,9 @@ def render_summary(s: dict[str, Any]) -> str:
                  f"{fmt_s(d['iteration_p50_s'])} at the default (`{d['point']}`): "
                  f"**{100 * (s['gain_over_default'] or 0):.1f}% faster**, {fmt_s(s['saved_per_step_s'])} saved per step"
                  + (" - under 1%, within what a simulation can promise: a tie in practice, keep the default." if (s['gain_over_default'] or 0) < 0.01 else "."))
+    u = s.get("uncertainty")
+    if u:
+        L.append(render_uncertainty(u))
     L.append(f"- Exposed communication tail (p95 over steady iterations): {fmt_s(b['exposed_comm_p95_s'])} at the best point, "
              f"{fmt_s(d['exposed_comm_p95_s'])} at the default (mean {fmt_s(b['exposed_comm_s'])} / {fmt_s(d['exposed_comm_s'])}).")
     L.append(f"- Step-time p95: {fmt_s(b['iteration_p95_s'])} at the best point, {fmt_s(d['iteration_p95_s'])} at the default.")

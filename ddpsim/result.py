@@ -9,8 +9,9 @@ Span kinds (``Span.kind``): ``forward``, ``backward`` (backward compute between 
 ``copy_in``, ``copy_out``, ``optimizer``, ``zero_grad``, ``graph_search``
 (find_unused_parameters' traversal), ``compress`` (comm-hook casts / PowerSGD compute),
 ``rebuild`` (bucket rebuild's broadcasts and allocation), ``broadcast`` (buffers),
-``allreduce`` (a gradient bucket), ``used_map_allreduce``, ``wait`` (end-of-backward
-wait for communication, on the compute stream).
+``allreduce`` (a gradient bucket), ``used_map_allreduce``, ``syncbn_allgather`` /
+``syncbn_allreduce`` (SyncBatchNorm's forward and backward statistics), ``wait`` (the compute
+stream waiting for communication).
 """
 
 from __future__ import annotations

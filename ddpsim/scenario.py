@@ -22,12 +22,14 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
           # forward_sync_buffers: null (null: broadcast_buffers decides),
           # mixed_precision: {param_dtype: bfloat16, reduce_dtype: float32, buffer_dtype: null},
           # delay_all_reduce_named_params: [wte.weight], param_to_hook_all_reduce: h.0.ln_1.weight
+          # sync_batchnorm: false   (true: the BatchNorm layers are nn.SyncBatchNorm)
           }
     comm_hook: none                 # none | allreduce | fp16 | bf16 | powersgd
     powersgd: {rank: 1, start_iter: 0}
     simulation: {iterations: 6, warmup: null, seed: 0, jitter: trace, stragglers: {3: 1.2},
                  no_sync_steps: 0, interference: null}   # interference: {compute_slowdown, comm_slowdown, weighting}
     calibration: null               # a calibration JSON written by the executor
+    cost_model: {contention: true}  # GPU cost terms (ddpsim.costmodel): on for analytical NCCL
     sweep:
       bucket_cap_mb: [null, 1, 5, 25, 100]   # or {min: 1, max: 200, points: 32, scale: log|linear}
       bucket_cap_mb_list: [[1, 4], [2, 8, 25]]  # optional: bucket_cap_mb_list points, after the caps
@@ -61,6 +63,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
+from ddpsim.costmodel import CostModelSpec, parse_cost_model
 from ddpsim.errors import InputError
 from ddpsim.plan import DDPOptions, cap_point_id, check_cap_list
 from ddpsim.simconfig import COMM_HOOKS, Interference, SimConfig
@@ -225,6 +228,9 @@ class Scenario:
     sweep: SweepSpec = field(default_factory=SweepSpec)
     timelines: tuple[Any, ...] = (None,)
     validation: ValidationSpec | None = None
+    cost_model: CostModelSpec = field(default_factory=CostModelSpec)
+    #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
+    sync_batchnorm: bool = False
 
     def __post_init__(self) -> None:
         assert (self.trace_path is None) != (self.model is None), "exactly one of trace_path / model"
@@ -358,17 +364,29 @@ class Scenario:
             raise InputError(f"{self._where()}ddp.delay_all_reduce_named_params: every parameter of trace {trace.model!r} "
                              "is delayed, so DDP builds no reducer and a sweep has no buckets to vary; expected at least "
                              "one parameter left to the reducer ('ddpsim simulate' models the case)")
-        config = self.sim_config(point, world_size=world, graph=graph, calibration=calibration)
+        config = self.sim_config(point, world_size=world, graph=graph, calibration=calibration, comm=comm)
         return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
                            backend=str(getattr(comm, "backend", "unknown")))
 
-    def sim_config(self, point: SweepPoint, *, world_size: int, graph=None, calibration=None) -> SimConfig:
+    def sim_config(self, point: SweepPoint, *, world_size: int, graph=None, calibration=None, comm=None) -> SimConfig:
         sim = self.simulation
         interference = sim.interference
         copy_bw = None
         if calibration is not None:
             interference = interference or getattr(calibration, "interference", None)
             copy_bw = getattr(calibration, "copy_bandwidth_bytes_per_s", None)
+        elif interference is None and self.cost_model.contention and graph is not None and comm is not None:
+            prior = self.contention_prior(graph, comm)
+            interference = prior.interference if prior is not None else None
+        host = self.host_costs(comm) if calibration is None else None
+        if calibration is not None and self.cost_model.host:
+            host = getattr(calibration, "host_costs", None)  # measured, when the file has them
+        floor = 0.0
+        if calibration is None and copy_bw is None and self._gpu_terms(comm) and self.cost_model.copy_kernels:
+            # gradient copies as kernels (retime's assumptions): a share of HBM, a floor each
+            mem = device_memory_bandwidth(graph) if graph is not None else None
+            if mem is not None:
+                copy_bw, floor = mem * self.cost_model.memory_efficiency, self.cost_model.min_kernel_s
         if copy_bw is None and graph is not None:
             copy_bw = device_memory_bandwidth(graph)
         for r in sim.stragglers:
@@ -378,7 +396,30 @@ class Scenario:
                          seed=sim.seed, comm_hook=point.comm_hook, powersgd_rank=self.powersgd_rank,
                          powersgd_start_iter=self.powersgd_start_iter, no_sync_steps=sim.no_sync_steps,
                          jitter=sim.jitter, stragglers=sim.stragglers,
-                         interference=interference or Interference(), copy_bandwidth_bytes_per_s=copy_bw)
+                         interference=interference or Interference(), copy_bandwidth_bytes_per_s=copy_bw,
+                         copy_kernel_floor_s=floor, host_costs=host, sync_batchnorm=self.sync_batchnorm)
+
+    def contention_prior(self, graph, comm):
+        """The GPU contention prior (:mod:`ddpsim.contention`) of this comm model, or None
+        (no SM count on the devices, a calibrated or gloo model, one rank)."""
+        from ddpsim.contention import prior_for
+
+        return prior_for(graph, comm, memory_bound_fraction=self.cost_model.memory_bound_fraction,
+                         memory_efficiency=self.cost_model.memory_efficiency)
+
+    def host_costs(self, comm):
+        """DDP's host costs (:mod:`ddpsim.hostcost`) for an analytical NCCL model on GPUs, or
+        None (gloo, a calibrated model, ``cost_model.host: false``)."""
+        if not self.cost_model.host or not self._gpu_terms(comm):
+            return None
+        return self.cost_model.host_costs
+
+    @staticmethod
+    def _gpu_terms(comm) -> bool:
+        """The GPU cost terms apply to the analytical NCCL model only."""
+        from ddpsim.collectives import NcclCommModel
+
+        return isinstance(comm, NcclCommModel)
 
     def _where(self) -> str:
         return f"{self.path}: " if self.path is not None else ""
@@ -396,12 +437,14 @@ class Scenario:
                     **({"bucket_cap_mb_list": list(self.ddp.bucket_cap_mb_list)} if self.ddp.bucket_cap_mb_list else {}),
                     "find_unused_parameters": self.ddp.find_unused_parameters,
                     "static_graph": self.ddp.static_graph, "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view,
-                    "broadcast_buffers": self.ddp.broadcast_buffers, **_ddp_torch213_echo(self.ddp)},
+                    "broadcast_buffers": self.ddp.broadcast_buffers, **_ddp_torch213_echo(self.ddp),
+                    **({"sync_batchnorm": True} if self.sync_batchnorm else {})},
             "simulation": {"iterations": self.simulation.iterations, "warmup": self.simulation.warmup,
                            "seed": self.simulation.seed, "jitter": self.simulation.jitter,
                            "stragglers": {str(k): v for k, v in self.simulation.stragglers.items()},
                            "no_sync_steps": self.simulation.no_sync_steps},
             "calibration": None if self.calibration_path is None else str(self.calibration_path),
+            "cost_model": self.cost_model.as_dict(),
             "points": [p.point_id for p in self.points()],
         }
 
@@ -564,7 +607,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     """Validate a decoded scenario mapping; ``source`` prefixes every error message."""
     ctx = _Ctx(source)
     top = ("name", "description", "trace", "model", "cluster", "world_size", "ddp", "comm_hook", "powersgd",
-           "simulation", "calibration", "sweep", "timelines", "validation")
+           "simulation", "calibration", "sweep", "timelines", "validation", "cost_model")
     if not isinstance(data, dict):
         raise InputError(f"{source}: top level is {type(data).__name__}; expected a mapping of scenario keys ({', '.join(top)})")
     ctx.obj(data, "", top)
@@ -625,7 +668,9 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     world_size = None if ws in (None, "all") else ctx.int_(ws, "world_size", 1)
 
     dd = ctx.obj(data.get("ddp"), "ddp", ("bucket_cap_mb", "bucket_cap_mb_list", "find_unused_parameters", "static_graph",
-                                          "gradient_as_bucket_view", "broadcast_buffers") + DDP_TORCH213_KEYS)
+                                          "gradient_as_bucket_view", "broadcast_buffers", "sync_batchnorm")
+                 + DDP_TORCH213_KEYS)
+    sync_batchnorm = ctx.bool_(dd.get("sync_batchnorm", False), "ddp.sync_batchnorm")
     ddp = DDPOptions(
         bucket_cap_mb=ctx.cap(dd.get("bucket_cap_mb"), "ddp.bucket_cap_mb"),
         bucket_cap_mb_list=ctx.cap_list(dd.get("bucket_cap_mb_list"), "ddp.bucket_cap_mb_list"),
@@ -765,7 +810,8 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     return Scenario(name=name, description=desc.strip(), path=path, trace_path=trace_path, model=model, cluster=cluster,
                     world_size=world_size, ddp=ddp, comm_hook=hook, powersgd_rank=ps_rank, powersgd_start_iter=ps_start,
                     simulation=simulation, calibration_path=calibration_path, sweep=sweep, timelines=tuple(timelines),
-                    validation=validation)
+                    validation=validation, cost_model=parse_cost_model(data.get("cost_model"), source),
+                    sync_batchnorm=sync_batchnorm)
 
 
 DEFAULT_SCENARIO = "default"

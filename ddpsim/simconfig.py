@@ -6,16 +6,18 @@ without importing SimPy.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
 from ddpsim.errors import InputError
+from ddpsim.hostcost import HostCosts
 
 COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 CommHook = Literal["none", "allreduce", "fp16", "bf16", "powersgd"]
 #: how a collective in flight weights ``Interference.compute_slowdown``
-WEIGHTINGS = ("uniform", "bandwidth")
+WEIGHTINGS = ("uniform", "bandwidth", "table")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,12 +35,17 @@ class Interference:
     model's own curve (``allreduce_s(1)``: its latency floor), so compute runs
     ``1 + (compute_slowdown - 1) * f`` times slower. On a CPU host the bytes are what
     takes the cores (gloo's copies and reductions, the kernel's socket copies); the latency
-    part of a small collective is a wait that leaves them to compute.
+    part of a small collective is a wait that leaves them to compute. ``"table"``: the
+    share given by ``size_weights``, ``(size_bytes, share)`` pairs in increasing size; a
+    collective takes the share of the largest listed size <= its own (0 below the first):
+    the GPU prior of :mod:`ddpsim.contention`, where a collective's share follows the SMs
+    and HBM bandwidth NCCL takes at that size.
     """
 
     compute_slowdown: float = 1.0
     comm_slowdown: float = 1.0
     weighting: str = "uniform"
+    size_weights: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("compute_slowdown", "comm_slowdown"):
@@ -48,6 +55,23 @@ class Interference:
         if self.weighting not in WEIGHTINGS:
             raise InputError(f"interference.weighting: {self.weighting!r} is not accepted; expected one of "
                              f"{', '.join(WEIGHTINGS)}")
+        try:
+            pairs = tuple((int(a), float(b)) for a, b in self.size_weights)
+        except (TypeError, ValueError):
+            pairs = None
+        if (pairs is None or any(not 0.0 <= w <= 1.0 or s < 0 for s, w in pairs)
+                or any(b[0] <= a[0] for a, b in zip(pairs, pairs[1:]))):
+            raise InputError(f"interference.size_weights: {self.size_weights!r} is not accepted; expected "
+                             "(size_bytes, share) pairs with increasing sizes >= 0 and shares in [0, 1]")
+        if self.weighting == "table" and not pairs:
+            raise InputError("interference.size_weights: () is not accepted with weighting 'table'; expected at least one "
+                             "(size_bytes, share) pair")
+        object.__setattr__(self, "size_weights", pairs)
+
+    def weight_for(self, size_bytes: int) -> float:
+        """``weighting == "table"``: the share of the largest listed size <= ``size_bytes``."""
+        i = bisect.bisect_right(self.size_weights, (size_bytes, math.inf)) - 1
+        return self.size_weights[i][1] if i >= 0 else 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +100,14 @@ class SimConfig:
             gradients (each copies 2x the bytes: read + write); None = free copies.
         rank_group_size: ranks that behave alike (same jitter class) are represented by
             one simulated process; None lets the engine choose.
+        copy_kernel_floor_s: the least a gradient-copy kernel takes (launch and tail on a
+            GPU: one kernel per parameter for copy-in, zero-fill and copy-out); 0 = none.
+        host_costs: CPU costs per step, hook, bucket and collective on a CPU timeline per
+            rank (:mod:`ddpsim.hostcost`); None = the CPU is never the bottleneck.
+        sync_batchnorm: the model's BatchNorm layers are ``nn.SyncBatchNorm``
+            (``convert_sync_batchnorm``): their forward all-gathers and backward all-reduces
+            run on the process group's stream (the engine finds the layers by their
+            ``running_mean``/``running_var`` buffers in the trace).
     """
 
     world_size: int = 2
@@ -91,6 +123,9 @@ class SimConfig:
     interference: Interference = field(default_factory=Interference)
     copy_bandwidth_bytes_per_s: float | None = None
     rank_group_size: int | None = None
+    copy_kernel_floor_s: float = 0.0
+    host_costs: HostCosts | None = None
+    sync_batchnorm: bool = False
 
     def __post_init__(self) -> None:
         _pos_int(self.world_size, "world_size", 1)
@@ -119,6 +154,13 @@ class SimConfig:
             raise InputError(f"copy_bandwidth_bytes_per_s: {bw!r} is not accepted; expected a number > 0 or null")
         if self.rank_group_size is not None:
             _pos_int(self.rank_group_size, "rank_group_size", 1)
+        fl = self.copy_kernel_floor_s
+        if isinstance(fl, bool) or not isinstance(fl, (int, float)) or not math.isfinite(fl) or fl < 0:
+            raise InputError(f"copy_kernel_floor_s: {fl!r} is not accepted; expected a finite number of seconds >= 0")
+        if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
+            raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.hostcost.HostCosts or None")
+        if not isinstance(self.sync_batchnorm, bool):
+            raise InputError(f"sync_batchnorm: {self.sync_batchnorm!r} is not accepted; expected true or false")
 
 
 def _pos_int(v: object, name: str, minimum: int) -> None:

@@ -144,13 +144,21 @@ def simulate_point(scenario: Scenario, point: SweepPoint, trace: Any, key: str =
     ``build(scenario, point, trace) -> PointInputs`` to :meth:`Scenario.build_point` (both
     replaceable for tests; they must be picklable, i.e. module-level functions).
     """
+    engine = simulate is None
     if simulate is None:
         from ddpsim.engine import simulate
     inputs = build(scenario, point, trace) if build is not None else scenario.build_point(point, trace=trace)
     result = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
     describe = getattr(inputs.comm, "describe", None)
+    metrics = point_metrics(result, inputs.plan)
+    if isinstance(scenario, Scenario):
+        from ddpsim.uncertainty import simulate_samples
+
+        samples = simulate_samples(scenario, point, inputs, simulate, spans_kw=engine)
+        if samples:
+            metrics["uncertainty"] = samples
     return PointRecord(point=point, key=key, world_size=inputs.config.world_size, backend=inputs.backend,
-                       metrics=point_metrics(result, inputs.plan), comm=describe() if describe else {}, result=result)
+                       metrics=metrics, comm=describe() if describe else {}, result=result)
 
 
 def _worker(args: tuple) -> dict[str, Any]:
@@ -306,7 +314,21 @@ def sweep_table(records: Sequence[PointRecord]):
             "overlap_ratio": m["overlap_ratio"], "first_iteration_s": m["first_iteration_s"],
             "rebuild_iteration_s": m["rebuild_iteration_s"],
         })
+    band = uncertainty_summary(records)
+    if band is not None:
+        for row, b in zip(rows, band["points"]):
+            row["iteration_p50_lo_s"], row["iteration_p50_hi_s"] = b["p50_lo_s"], b["p50_hi_s"]
+            row["regret_max"] = b["regret_max"]
+            row["robust"] = row["point"] in band["robust"]
     return pd.DataFrame(rows)
+
+
+def uncertainty_summary(records: Sequence[PointRecord]) -> dict[str, Any] | None:
+    """:func:`ddpsim.uncertainty.summarize` over the records' stored samples (None without)."""
+    from ddpsim.uncertainty import summarize
+
+    return summarize([r.point_id for r in records], [r.metrics["iteration_p50_s"] for r in records],
+                     [r.metrics.get("uncertainty") or {} for r in records])
 
 
 #: p50 step times within this relative distance of the lowest count as ties

@@ -53,6 +53,9 @@ Node attributes (names are the constants below):
 ``device_model``               devices only: e.g. ``"A100-SXM4-80GB"``
 ``memory_bandwidth_bytes_per_s`` devices only: memory bandwidth used for gradient copy-in/out
 ``compute_capability``         GPUs only: 80 (Ampere), 90 (Hopper); CPU ranks: 0
+``sm_count``                   GPUs only: streaming multiprocessors (A100 108, H100-SXM5 132,
+                               H100-PCIe 114; NVIDIA A100 / H100 whitepapers): the compute an NCCL
+                               kernel's blocks take away (:mod:`ddpsim.contention`)
 ``reduce_bandwidth_bytes_per_s`` CPU ranks only: bytes/s one rank sums (gloo's reduction)
 ``nvls``                       NVSwitch only: True when it can reduce in the switch (NVLink SHARP)
 ``rail``                       NICs only: the NIC's index on its host
@@ -85,6 +88,7 @@ LOCAL_RANK = "local_rank"
 DEVICE_MODEL = "device_model"
 MEMORY_BANDWIDTH = "memory_bandwidth_bytes_per_s"
 COMPUTE_CAPABILITY = "compute_capability"
+SM_COUNT = "sm_count"
 REDUCE_BANDWIDTH = "reduce_bandwidth_bytes_per_s"
 NVLS = "nvls"
 RAIL = "rail"
@@ -122,12 +126,12 @@ _DGX = {
     # DGX A100: 8x A100-SXM4-80GB (2039 GB/s HBM2e), 12 NVLink3 links per GPU into 6
     # NVSwitches, 8x ConnectX-6 HDR 200 Gb/s compute NICs, 4 PCIe Gen4 switches each with
     # 2 GPUs + 2 NICs, 2x AMD EPYC 7742 (NVIDIA DGX A100 user guide; reference §2.8).
-    "dgx-a100": dict(device_model="A100-SXM4-80GB", memory_bw=2.039e12, cc=80, nvlinks=12,
+    "dgx-a100": dict(device_model="A100-SXM4-80GB", memory_bw=2.039e12, cc=80, sms=108, nvlinks=12,
                      nvls=False, nic_gbit=200.0, pcie_gen=4, cpu_vendor="amd", leaf_radix=40),
     # DGX H100: 8x H100-SXM5-80GB (3.35 TB/s HBM3), 18 NVLink4 links per GPU into 4
     # NVLink-SHARP-capable NVSwitches, 8x ConnectX-7 NDR 400 Gb/s, PCIe Gen5,
     # 2x Intel Xeon 8480C (NVIDIA DGX H100 user guide; reference §2.8). QM9700: 64 ports.
-    "dgx-h100": dict(device_model="H100-SXM5-80GB", memory_bw=3.35e12, cc=90, nvlinks=18,
+    "dgx-h100": dict(device_model="H100-SXM5-80GB", memory_bw=3.35e12, cc=90, sms=132, nvlinks=18,
                      nvls=True, nic_gbit=400.0, pcie_gen=5, cpu_vendor="intel", leaf_radix=64),
 }
 
@@ -240,7 +244,7 @@ def _dgx(name: str, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
         for i in range(gpn):
             gpu = f"n{h}/gpu{i}"
             g.add_node(gpu, **{KIND: "gpu", HOST: h, LOCAL_RANK: i, DEVICE_MODEL: spec["device_model"],
-                               MEMORY_BANDWIDTH: spec["memory_bw"], COMPUTE_CAPABILITY: cc})
+                               MEMORY_BANDWIDTH: spec["memory_bw"], COMPUTE_CAPABILITY: cc, SM_COUNT: spec["sms"]})
             _add_link(g, gpu, nvs, nvlink_bw, NVLINK_LATENCY_S, "nvlink", **{NUM_LINKS: nvlinks})
             sw = f"n{h}/pcie{i // 2}"  # 2 GPUs + 2 NICs per PCIe switch
             if sw not in g:
@@ -270,7 +274,7 @@ def _pcie(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
     nic_gbit = float(_opt(options, "nic_gbit", 200.0 if pcie_gen == 4 else 400.0, _is_pos, "a number > 0 (Gb/s)"))
     fab = _fabric_options(options, 40 if pcie_gen == 4 else 64)
     _no_leftovers(options, "pcie", accepted)
-    model, mem_bw, cc = ("A100-PCIe-80GB", 1.935e12, 80) if pcie_gen == 4 else ("H100-PCIe-80GB", 2.0e12, 90)
+    model, mem_bw, cc, sms = ("A100-PCIe-80GB", 1.935e12, 80, 108) if pcie_gen == 4 else ("H100-PCIe-80GB", 2.0e12, 90, 114)
     pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
     g = _new_graph(name="pcie", backend="nccl", num_nodes=num_nodes, cpu_vendor="intel",
                  description=f"{num_nodes}x PCIe Gen{pcie_gen} server: {gpn}x {model}, {per_sw} GPUs per switch")
@@ -292,7 +296,7 @@ def _pcie(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
                     host_nics.append(nic)
             gpu = f"n{h}/gpu{i}"
             g.add_node(gpu, **{KIND: "gpu", HOST: h, LOCAL_RANK: i, DEVICE_MODEL: model,
-                               MEMORY_BANDWIDTH: mem_bw, COMPUTE_CAPABILITY: cc})
+                               MEMORY_BANDWIDTH: mem_bw, COMPUTE_CAPABILITY: cc, SM_COUNT: sms})
             _add_link(g, gpu, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
         nics.append(host_nics)
     if num_nodes > 1:
@@ -382,13 +386,14 @@ def load_topology_yaml(path: str | Path) -> nx.Graph:
         cpu_vendor: intel        # optional (intel | amd)
         nodes:
           - {id: gpu0, kind: gpu, host: 0, local_rank: 0, device_model: A100, compute_capability: 80,
-             memory_bandwidth_gbps: 2039}
+             memory_bandwidth_gbps: 2039, sm_count: 108}
           - {id: sw, kind: nvswitch, host: 0, nvls: false}
         links:
           - {a: gpu0, b: sw, bandwidth_gbps: 240, latency_us: 0.6, link_type: nvlink}
 
     ``bandwidth_gbps`` is GB/s (1e9 B/s) per direction; ``latency_us`` microseconds.
-    CPU ranks may give ``reduce_bandwidth_gbps``.
+    CPU ranks may give ``reduce_bandwidth_gbps``; GPUs ``sm_count`` (without it no
+    compute-communication contention prior is derived).
 
     Raises:
         InputError: unreadable file, missing or bad field, disconnected graph, devices
@@ -444,6 +449,10 @@ def load_topology_yaml(path: str | Path) -> nx.Graph:
             if not _is_pos(mbw):
                 raise InputError(f"{f}.memory_bandwidth_gbps: {mbw!r} is not accepted; expected a number > 0")
             attrs[MEMORY_BANDWIDTH] = float(mbw) * GBPS
+            if kind == "gpu" and n.get("sm_count") is not None:
+                if not _is_int(n["sm_count"], 1):
+                    raise InputError(f"{f}.sm_count: {n['sm_count']!r} is not accepted; expected an integer >= 1 or absent")
+                attrs[SM_COUNT] = n["sm_count"]
             if kind == "cpu":
                 rbw = n.get("reduce_bandwidth_gbps", CPU_GLOO_DEFAULTS["reduce_gbps"])
                 if not _is_pos(rbw):

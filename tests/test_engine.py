@@ -213,10 +213,11 @@ def test_copies_and_fp16_casts_use_the_compute_stream():
         # cast: read 3 MiB, write 1.5 MiB, div_ on it: read+write 1.5 MiB each = 7.5 MiB / 16 MiB/s
         ("compute", "compress", "fp16 cast bucket 0", 1.625, 2.09375),
         ("compute", "backward", "backward tail", 2.09375, 2.34375),
-        ("comm", "allreduce", "bucket 0", 2.09375, 2.46875),          # 1.5 MiB: 0.375 s
-        ("compute", "wait", "bucket 0", 2.34375, 2.46875),
-        # decompress: read 1.5 MiB, write 3 MiB = 4.5 MiB -> 0.28125; copy-out 2 * 3 MiB -> 0.375
-        ("compute", "compress", "fp16 decompress bucket 0", 2.46875, 2.75),
+        # 1.5 MiB: 0.375 s, then the hook's .then() decompress on the same stream: read 1.5 MiB,
+        # write 3 MiB = 4.5 MiB -> 0.28125 s
+        ("comm", "allreduce", "bucket 0", 2.09375, 2.75),
+        ("compute", "wait", "bucket 0", 2.34375, 2.75),
+        # copy-out 2 * 3 MiB -> 0.375
         ("compute", "copy_out", "bucket 0", 2.75, 3.125),
         ("compute", "optimizer", "optimizer", 3.125, 3.25),
     ]
@@ -535,6 +536,89 @@ def test_bandwidth_weighting_slows_compute_by_the_collectives_share_of_moved_byt
     # the same slowdown applied uniformly: b runs 2x slower for the whole of bucket 0
     uni = log(simulate(tr, plan, net(latency_s=0.25), cfg(interference=Interference(compute_slowdown=2.0))))
     assert ("compute", "backward", "b", 0.75, 1.25) in uni
+
+
+def test_table_weighting_slows_compute_by_the_share_listed_for_the_collectives_size():
+    # the GPU prior's table: 1 MiB (bucket 0) takes half of compute_slowdown 2 (1.5x), 2 MiB and up
+    # (bucket 1) all of it (2x). b (0.25 s) runs wholly under bucket 0 (0.75-1.25): 0.75 -> 1.125;
+    # a: 0.125 s under bucket 0 at 1/1.5 (0.125/1.5 of work), the rest alone: ends 1.25 + 0.25 - 0.125/1.5;
+    # the tail's 0.25 s runs under bucket 1 at 1/2: 0.5 s.
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]])
+    inter = Interference(compute_slowdown=2.0, weighting="table", size_weights=((1 << 20, 0.5), (2 << 20, 1.0)))
+    got = log(simulate(tr, plan, net(latency_s=0.25), cfg(interference=inter)))
+    a_end = 1.25 + 0.25 - 0.125 / 1.5
+    want = [
+        ("compute", "forward", "forward", 0.0, 0.5),
+        ("compute", "backward", "c", 0.5, 0.75),
+        ("compute", "backward", "b", 0.75, 1.125),
+        ("comm", "allreduce", "bucket 0", 0.75, 1.25),
+        ("compute", "backward", "a", 1.125, a_end),
+        ("compute", "backward", "backward tail", a_end, a_end + 0.5),
+        ("comm", "allreduce", "bucket 1", a_end, a_end + 0.75),
+        ("compute", "wait", "bucket 1", a_end + 0.5, a_end + 0.75),
+        ("compute", "optimizer", "optimizer", a_end + 0.75, a_end + 0.875),
+    ]
+    assert [x[:3] for x in got] == [x[:3] for x in want]
+    for g, w in zip(got, want):
+        assert g[3] == pytest.approx(w[3], abs=1e-9) and g[4] == pytest.approx(w[4], abs=1e-9), (g, w)
+
+
+@pytest.mark.parametrize("interference", [Interference(), Interference(compute_slowdown=2.0, weighting="table",
+                                                                       size_weights=((0, 0.0),))])
+def test_host_costs_put_a_cpu_clock_in_front_of_the_device(interference):
+    # CPU: 0.25 s pre-forward, 0.5 s per autograd hook, 0.0625 s per bucket, 0.125 s per collective.
+    # Forward waits for the pre-forward (0.25 -> 0.75). c: 0.75 -> 1.0, its hook ends on the CPU at
+    # 0.75, bucket 0 issued at 0.75 + 0.0625 + 0.125 = 0.9375 < 1.0: launched at 1.0. b: 1.0 -> 1.25,
+    # its hook ends at 1.4375: the device idles till then. a: 1.4375 -> 1.6875, hook at 1.9375 (idle
+    # again); bucket 1 issued at 1.9375 + 0.1875 = 2.125 (0.75 s: 2.875); the tail runs 1.9375 -> 2.1875.
+    # The second parametrisation runs the same on the interference path (a table of zero shares).
+    from ddpsim.hostcost import HostCosts
+
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]])
+    host = HostCosts(pre_forward_s=0.25, hook_s_per_param=0.5, bucket_launch_s=0.0625, enqueue_s=0.125)
+    got = log(simulate(tr, plan, net(latency_s=0.25), cfg(host_costs=host, interference=interference)))
+    want = [
+        ("compute", "forward", "forward", 0.25, 0.75),
+        ("compute", "backward", "c", 0.75, 1.0),
+        ("compute", "backward", "b", 1.0, 1.25),
+        ("comm", "allreduce", "bucket 0", 1.0, 1.5),
+        ("compute", "backward", "a", 1.4375, 1.6875),
+        ("compute", "backward", "backward tail", 1.9375, 2.1875),
+        ("comm", "allreduce", "bucket 1", 2.125, 2.875),
+        ("compute", "wait", "bucket 1", 2.1875, 2.875),
+        ("compute", "optimizer", "optimizer", 2.875, 3.0),
+    ]
+    assert [x[:3] for x in got] == [x[:3] for x in want]
+    for g, w in zip(got, want):
+        assert g[3] == pytest.approx(w[3], abs=1e-9) and g[4] == pytest.approx(w[4], abs=1e-9), (g, w)
+
+
+def test_copy_kernel_floor_per_parameter():
+    # copy bandwidth 8 MiB/s: a's copy-in moves 2 MiB -> 0.25 s; a floor of 0.375 s lifts every
+    # copy kernel to 0.375 s. Copy-out (one kernel per parameter) of bucket [b, a]: 2 x 0.375 s.
+    from ddpsim.engine import copy_kernel_s
+
+    assert copy_kernel_s(2 * MIB, 8 * MIB, 0.375) == 0.375
+    assert copy_kernel_s(8 * MIB, 8 * MIB, 0.375) == 1.0
+    assert copy_kernel_s(0, 8 * MIB, 0.375) == 0.0
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]])
+    res = simulate(tr, plan, net(), cfg(copy_bandwidth_bytes_per_s=8 * MIB, copy_kernel_floor_s=0.375))
+    spans = [(s.kind, s.name, s.end_s - s.start_s) for s in res.spans if s.rank == 0 and s.kind in ("copy_in", "copy_out")]
+    assert [(k, n) for k, n, _ in spans] == [("copy_in", "c"), ("copy_in", "b"), ("copy_in", "a"),
+                                             ("copy_out", "bucket 0"), ("copy_out", "bucket 1")]
+    assert [d for _, _, d in spans] == pytest.approx([0.375, 0.375, 0.375, 0.375, 0.75])
+    with pytest.raises(InputError, match=r"^copy_kernel_floor_s: -1 is not accepted"):
+        cfg(copy_kernel_floor_s=-1)
+
+
+def test_host_costs_rejected_when_negative():
+    from ddpsim.hostcost import HostCosts
+
+    with pytest.raises(InputError, match=r"^cost_model.enqueue_s: -1 is not accepted; expected a finite number of seconds >= 0$"):
+        HostCosts(enqueue_s=-1)
 
 
 def test_bandwidth_weighting_leaves_a_latency_only_collective_harmless():

@@ -16,12 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: dict[str, tuple[str, ...]] = {
     "foundation": ("ddpsim", "ddpsim.errors", "ddpsim.units", "ddpsim.io"),
     "data": ("ddpsim.trace", "ddpsim.plan", "ddpsim.simconfig", "ddpsim.result", "ddpsim.curve_fit", "ddpsim.models",
-             "ddpsim.capture", "ddpsim.retime"),
-    "cost models": ("ddpsim.gloo", "ddpsim.nccl", "ddpsim.topology", "ddpsim.comm_model", "ddpsim.collectives"),
+             "ddpsim.capture", "ddpsim.retime", "ddpsim.hostcost"),
+    "cost models": ("ddpsim.gloo", "ddpsim.nccl", "ddpsim.topology", "ddpsim.comm_model", "ddpsim.collectives",
+                    "ddpsim.contention", "ddpsim.costmodel"),
     "engine": ("ddpsim.jitter", "ddpsim.engine"),
     "calibration fitting": ("ddpsim.interference_fit", "ddpsim.calibration"),
     "pipeline": ("ddpsim.scenario", "ddpsim.sweep", "ddpsim.recommend", "ddpsim.report", "ddpsim.perfetto",
-                 "ddpsim.plots", "ddpsim.api"),
+                 "ddpsim.plots", "ddpsim.api", "ddpsim.uncertainty"),
     "validation": ("ddpsim.validation", "ddpsim.validate"),
     "cli": ("ddpsim.cli", "ddpsim.__main__", "ddpsim.commands"),
 }

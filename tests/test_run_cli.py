@@ -52,6 +52,8 @@ def _scenario(tmp_path, **over) -> Path:
     ({"trace": "missing/none.json"}, "trace: 'missing/none.json' does not exist"),
     ({"world_size": 64}, "world_size: 64 is not accepted; expected at most"),
     ({"extra_key": 1}, "extra_key: unknown key"),
+    ({"cost_model": {"enqueue_s": -1}}, "cost_model.enqueue_s: -1 is not accepted; expected a finite number of seconds >= 0"),
+    ({"cost_model": {"memory_bound_fraction": 1.5}}, "cost_model.memory_bound_fraction: 1.5 is not accepted"),
 ])
 def test_bad_scenario_exit_2_keeps_old_files(tmp_path, capsys, over, match):
     old = tmp_path / "out" / "keep" / "summary.md"
@@ -117,3 +119,13 @@ def test_a_calibration_with_a_clamped_probe_fit_is_called_out_by_every_predictin
                  "--quiet", "--no-plots", "--jobs", "1"]) == 0
     assert "WARNING" not in capsys.readouterr().err
     assert "warnings" not in json.loads((tmp_path / "out2" / "keep" / "summary.json").read_text())
+
+
+def test_bad_calibration_host_costs_exit_2(tmp_path, capsys):
+    doc = json.loads(UNCLAMPED.read_text())
+    doc["host_costs"] = {"hook_s_per_param": "8us"}
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps(doc))
+    assert main(["run", str(_scenario(tmp_path, calibration=str(cal))), "--out-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "calibration.host_costs.hook_s_per_param: '8us' is not accepted" in err and err.count("\n") == 1

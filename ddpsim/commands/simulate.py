@@ -72,6 +72,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ddp.add_argument("--comm-hook", metavar="{" + ",".join(HOOKS) + "}", default="none", help="DDP comm hook; default none")
     add_torch213_ddp_flags(ddp)
     ddp.add_argument("--plan", metavar="FILE", default=None, help="explicit bucket plan JSON instead of DDP's")
+    ddp.add_argument("--sync-batchnorm", action="store_true",
+                     help="the model's BatchNorm layers are nn.SyncBatchNorm (their statistics' collectives)")
     sim = p.add_argument_group("simulation")
     sim.add_argument("--no-sync-steps", metavar="N", type=int, default=0, help="no_sync accumulation micro-steps per iteration")
     sim.add_argument("--iterations", metavar="N", type=int, default=4, help="iterations to simulate; default 4")
@@ -266,7 +268,8 @@ def build_inputs(args: argparse.Namespace):
     stragglers = dict(parse_straggler(s) for s in args.straggler)
     config = SimConfig(world_size=args.world_size, num_iterations=args.iterations, seed=args.seed,
                        comm_hook=args.comm_hook, no_sync_steps=args.no_sync_steps, jitter=parse_jitter(args.jitter),
-                       stragglers=stragglers, interference=interference, copy_bandwidth_bytes_per_s=copy_bw)
+                       stragglers=stragglers, interference=interference, copy_bandwidth_bytes_per_s=copy_bw,
+                       sync_batchnorm=args.sync_batchnorm)
     return trace, plan, comm, config
 
 

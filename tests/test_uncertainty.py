@@ -1,0 +1,81 @@
+"""The recommendation's uncertainty (ddpsim.uncertainty) against hand-computed figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddpsim.comm_model import AlphaBetaModel
+from ddpsim.scenario import scenario_from_dict
+from ddpsim.uncertainty import MidSizeScaled, samples_for, summarize
+
+
+def _samples(labels, inputs, p50):
+    return {"labels": labels, "inputs": inputs, "p50_s": p50}
+
+
+def test_summarize_bands_regrets_robust_set_and_sensitivity():
+    labels, inputs = ["phi lo", "phi hi", "seed 1"], ["phi", "phi", "seed"]
+    # prior p50: a 1.00, b 1.005, c 1.10. Under "phi hi" b wins (1.00 vs a 1.02: a is 2 % behind).
+    pts = ["a", "b", "c"]
+    prior = [1.00, 1.005, 1.10]
+    samples = [_samples(labels, inputs, [0.90, 1.02, 1.00]),
+               _samples(labels, inputs, [0.905, 1.00, 1.004]),
+               _samples(labels, inputs, [1.00, 1.20, 1.10])]
+    u = summarize(pts, prior, samples)
+    assert [(p["point"], p["p50_lo_s"], p["p50_hi_s"]) for p in u["points"]] == [
+        ("a", 0.90, 1.02), ("b", 0.905, 1.005), ("c", 1.00, 1.20)]
+    # regrets: a = (0, 0, 0.02, 0), b = (0.005, 0.005556, 0, 0.004), c = (0.1, 0.1111, 0.2, 0.1)
+    assert u["points"][0]["regret_max"] == pytest.approx(0.02)
+    assert u["points"][1]["regret_max"] == pytest.approx(0.905 / 0.90 - 1)
+    assert u["robust"] == ["b"]          # a is 2 % behind under "phi hi"
+    assert u["prior_best"] == "a" and u["best_under"]["phi hi"] == "b"
+    assert u["safest"] == "b"
+    assert u["sensitivity"]["phi"]["prior_best_regret"] == pytest.approx(0.02)
+    assert u["sensitivity"]["seed"]["prior_best_regret"] == 0.0
+    assert u["most_sensitive"] == "phi"
+    assert summarize(pts, prior, [{}, {}, {}]) is None
+
+
+def test_mid_size_scaled_model():
+    base = AlphaBetaModel(latency_s=1e-3, bandwidth_bytes_per_s=1e9, num_ranks=4)
+    m = MidSizeScaled(base=base, factor=1.25)
+    assert m.allreduce_s(1024) == base.allreduce_s(1024)                 # below 64 KiB
+    assert m.allreduce_s(2 ** 20) == pytest.approx(1.25 * base.allreduce_s(2 ** 20))
+    assert m.allreduce_s(128 * 2 ** 20) == base.allreduce_s(128 * 2 ** 20)  # above 64 MiB
+    assert m.broadcast_s(2 ** 20) == base.broadcast_s(2 ** 20) and m.num_ranks == 4
+
+
+def test_samples_follow_the_terms_in_force():
+    gpu = scenario_from_dict({"name": "g", "trace": "traces/resnet50.a100.json", "cluster": {"topology": "dgx-a100"},
+                              "world_size": 8, "sweep": {"bucket_cap_mb": [None]}}, source="g")
+    labels = [s.label for s in samples_for(gpu, gpu.build_point(gpu.points()[0]))]
+    assert labels == ["memory_bound_fraction=0.3", "memory_bound_fraction=0.7", "host costs x0.5", "host costs x2",
+                      "NCCL 64 KiB-64 MiB x0.8", "NCCL 64 KiB-64 MiB x1.25", "seed 1", "seed 2"]
+    cpu = scenario_from_dict({"name": "c", "trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"},
+                              "simulation": {"jitter": "none"}}, source="c")
+    assert samples_for(cpu, cpu.build_point(cpu.points()[0])) == []
+    off = scenario_from_dict({"name": "g", "trace": "traces/resnet50.a100.json", "cluster": {"topology": "dgx-a100"},
+                              "world_size": 8, "cost_model": {"uncertainty": False}}, source="g")
+    assert samples_for(off, off.build_point(off.points()[0])) == []
+
+
+def test_robust_caps_contiguous_in_the_sweep_read_as_a_range():
+    from ddpsim.report import render_uncertainty, robust_phrase
+
+    pts = ["cap=default", "cap=1", "cap=5", "cap=10", "cap=25", "cap=50", "cap=100"]
+    # 5, 10, 25, 50 robust in a row (1 and 100 not): one range; the default by its id
+    assert robust_phrase(pts, ["cap=default", "cap=5", "cap=10", "cap=25", "cap=50"]) == \
+        "`cap=default`, caps 5\u201350 MiB (4 points swept)"
+    # two in a row stay ids; a gap (25 not robust) splits runs
+    assert robust_phrase(pts, ["cap=5", "cap=10", "cap=50", "cap=100"]) == "`cap=5`, `cap=10`, `cap=50`, `cap=100`"
+    # the cap order, not the sweep's listing order, decides what lies between
+    assert robust_phrase(["cap=default", "cap=25", "cap=1", "cap=5"], ["cap=25", "cap=1", "cap=5"]) == \
+        "caps 1\u201325 MiB (3 points swept)"
+    # other swept values: ranges per value
+    hp = [f"cap={c},hook={h}" for c in ("default", "1", "5", "25") for h in ("none", "fp16")]
+    rob = ["cap=1,hook=fp16", "cap=5,hook=fp16", "cap=25,hook=fp16", "cap=5,hook=none"]
+    assert robust_phrase(hp, rob) == "caps 1\u201325 MiB (3 points swept, hook=fp16), `cap=5,hook=none`"
+    u = {"tolerance": 0.01, "samples": ["seed 1"], "inputs": ["seed"], "robust": ["cap=5", "cap=10", "cap=25"],
+         "points": [{"point": p} for p in pts], "most_sensitive": None}
+    assert render_uncertainty(u) == ("- Under the model's uncertainty (1 re-simulations per point: seed): any of "
+                                     "caps 5\u201325 MiB (3 points swept) is within 1 % of the best in every one.")

@@ -271,7 +271,8 @@ def _recommend_cap_list(sc: Scenario, records: Sequence[Any], trace: Trace, buil
     return {"bucket_cap_mb_list": list(cand.caps), "paste": cand.paste, "reproduces_recommended_plan": same,
             "reason": first.reason,
             "iteration_p50_s": p50, "gain_over_default": gain(default), "gain_over_best_cap": gain(best_cap),
-            "best_cap_point": best_cap.point_id, "default_point": default.point_id,
+            "best_cap_point": best_cap.point_id, "best_cap_mb": best_cap.point.bucket_cap_mb,
+            "default_point": default.point_id,
             "candidates": [{"bucket_cap_mb_list": list(c.caps), "exact": c.exact, "iteration_p50_s": t}
                            for t, _, c, _ in tried]}
 

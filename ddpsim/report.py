@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.io import write_text_atomic
+from ddpsim.plan import mb_text
 from ddpsim.sweep import PointRecord, best_record, default_record, fmt_s, uncertainty_summary
 from ddpsim.units import format_size
 
@@ -139,14 +140,18 @@ def _cap_list_line(cl: dict[str, Any]) -> str:
     """The summary's bullet with the ``bucket_cap_mb_list`` line to paste."""
     gains = (f"predicted p50 {fmt_s(cl['iteration_p50_s'])}: {_pct(cl['gain_over_default'])} over the default "
              f"(`{cl['default_point']}`), {_pct(cl['gain_over_best_cap'])} over the best uniform cap (`{cl['best_cap_point']}`)")
+    if (cl["gain_over_best_cap"] or 0) <= 0:
+        # a list no faster than one cap: the cap is the line to paste, the list stays in the plan file
+        cap = cl["best_cap_mb"]
+        line = "DDP(model)" if cap is None else f"DDP(model, bucket_cap_mb={mb_text(cap)})"
+        return (f"- **To paste**: `{line}` (`{cl['best_cap_point']}`) - no bucket_cap_mb_list is predicted faster "
+                f"than this uniform cap (the best list, {_pct(cl['gain_over_best_cap'])}, is in `recommended_plan.json`).")
     if cl["reproduces_recommended_plan"]:
         head = ("- **To paste** (torch >= 2.13): `" + cl["paste"] + "` - real DDP rebuilds exactly the buckets of "
                 "`recommended_plan.json` from it; " + gains)
     else:
         head = ("- **To paste** (torch >= 2.13): `" + cl["paste"] + "` - no bucket_cap_mb_list builds the buckets of "
                 "`recommended_plan.json` (" + cl["reason"] + "); this is the fastest list found, " + gains)
-    if (cl["gain_over_best_cap"] or 0) <= 0:
-        head += f"; not faster than the best uniform cap: `{cl['best_cap_point']}` is as good"
     return head + "."
 
 

@@ -97,3 +97,21 @@ def test_run_scenario_writes_everything(tmp_path, tiny_trace_file):
 
     replanned = plan_ddp(load_trace(tiny_trace_file), DDPOptions(bucket_cap_mb_list=doc["bucket_cap_mb_list"]["bucket_cap_mb_list"]))
     assert [list(b.param_indices) for b in replanned.steady] == [b["param_indices"] for b in doc["buckets"]]
+
+
+def test_paste_line_is_the_uniform_cap_when_no_list_is_faster():
+    """A list predicted no faster than the best uniform cap: the cap is what to paste (DDP's
+    default spells as plain ``DDP(model)``), the list stays in recommended_plan.json."""
+    from ddpsim.report import _cap_list_line
+
+    cl = {"bucket_cap_mb_list": [400, 600], "paste": "DDP(model, bucket_cap_mb_list=[400, 600])",
+          "reproduces_recommended_plan": True, "reason": "", "iteration_p50_s": 0.240,
+          "gain_over_default": 0.005, "gain_over_best_cap": -0.0001, "best_cap_point": "cap=400",
+          "best_cap_mb": 400.0, "default_point": "cap=default"}
+    assert _cap_list_line(cl) == ("- **To paste**: `DDP(model, bucket_cap_mb=400)` (`cap=400`) - no bucket_cap_mb_list "
+                                  "is predicted faster than this uniform cap (the best list, -0.0%, is in "
+                                  "`recommended_plan.json`).")
+    assert _cap_list_line(dict(cl, best_cap_mb=None, best_cap_point="cap=default")).startswith(
+        "- **To paste**: `DDP(model)` (`cap=default`)")
+    faster = dict(cl, gain_over_best_cap=0.02)
+    assert _cap_list_line(faster).startswith("- **To paste** (torch >= 2.13): `DDP(model, bucket_cap_mb_list=[400, 600])`")

@@ -11,6 +11,7 @@ from ddpsim.errors import InputError
 EXAMPLES = """\
 examples:
   ddpsim trace --list-models
+  ddpsim trace --model zoo:resnet18 --batch-size 4 --iters 5 --warmup 2 --num-threads 1 --out resnet18.cpu.json
   ddpsim trace --model mlp --batch-size 32 --iters 5 --warmup 2 --num-threads 1 --out traces/mlp.cpu.json
   ddpsim trace --model gpt2-124m --batch-size 2 --seq-len 128 --iters 5 --warmup 2 --num-threads 1 --out traces/gpt2-124m.cpu.json
   ddpsim trace --model resnet50 --input-shape 3,224,224 --batch-size 2 --iters 5 --warmup 1 --out resnet50.cpu.json
@@ -43,8 +44,8 @@ def add_parser(subparsers: Any) -> None:
                     "on the meta device. Writes a versioned trace JSON (both derived kinds are marked\n"
                     "'synthetic' with every assumption).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--list-models", action="store_true", help="print the built-in model names and exit")
-    p.add_argument("--model", help="built-in name (see --list-models) or package.module:factory")
+    p.add_argument("--list-models", action="store_true", help="print the built-in and zoo model names and exit")
+    p.add_argument("--model", help="built-in name, zoo:<name> (see --list-models) or package.module:factory")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--batch-size", type=int, help="per-device batch size (required to capture)")
     p.add_argument("--iters", type=int, default=5, help="measured iterations (default 5)")
@@ -123,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.models import list_models
 
     if args.list_models:
-        print("\n".join(list_models()))
+        from ddpsim.models.zoo import zoo_names
+
+        print("\n".join(list_models() + zoo_names()))
         return 0
     if not args.out:
         raise InputError("--out: missing; expected the path of the trace JSON to write")

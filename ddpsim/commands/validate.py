@@ -50,6 +50,8 @@ examples:
   ddpsim validate default --caps none,1,5,25,100 --repeats 3
   ddpsim validate scenarios/my.yaml --calibration reports/default/calibration.json
   ddpsim validate cpu-gloo-mlp --reanalyze       # re-report the runs already measured
+  ddpsim validate --zoo                          # every zoo model, unattended, resumable
+  ddpsim validate --zoo --zoo-models resnet18,tied_lm --caps 5,25 --repeats 2   # a quick subset
 
 Bad input (a missing scenario, a bad --caps value, a failing executor run) stops with
 one line and exit status 2; files already written are kept."""
@@ -79,6 +81,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="point (default): a launch per point and run, the round's trace in its own; "
                         "round: each round's trace slices and points in one executor launch")
     p.add_argument("--no-plots", action="store_true", help="skip validation.png")
+    p.add_argument("--zoo", action="store_true",
+                   help="validate the model zoo instead of SCENARIO (ddpsim/zoo.py): every zoo model (or --zoo-models) "
+                        "at --caps (default 1,5,25), calibrated once, a model already done skipped; writes "
+                        "<out-dir>/zoo/summary.md (per model: median |error|, prediction-interval coverage, "
+                        "prediction stability on the wall and the CPU clock)")
+    p.add_argument("--zoo-models", metavar="LIST", default=None,
+                   help="with --zoo: comma list of zoo models (names from 'ddpsim trace --list-models', zoo: optional)")
     p.add_argument("--timeout-s", metavar="S", type=float, default=900.0, help="limit per executor run (default 900)")
     p.set_defaults(func=run)
     return p
@@ -95,6 +104,14 @@ def parse_caps(text: str | None) -> list[float | None] | None:
 def run(args: argparse.Namespace) -> int:
     from ddpsim.validate import reanalyze, validate
 
+    if args.zoo_models is not None and not args.zoo:
+        from ddpsim.errors import InputError
+
+        raise InputError(f"--zoo-models: {args.zoo_models!r} is not accepted without --zoo; expected --zoo --zoo-models LIST")
+    if args.zoo:
+        from ddpsim.zoo import run_zoo_cli
+
+        return run_zoo_cli(args, parse_caps(args.caps))
     if args.reanalyze:
         res = reanalyze(args.scenario, calibration=args.calibration, out_dir=args.out_dir, plots=not args.no_plots)
     else:

@@ -17,6 +17,9 @@ Modelling assumptions, stated once:
 * A phase never becomes slower: the factor is ``min(1, cpu / wall)`` (the CPU clock's tick
   can put a short phase's CPU time above its wall time).
 * Traces of ranks with several threads are refused: their CPU time sums the threads.
+* To compare with steps measured under load, a CPU-clock prediction is stretched by the
+  share of a CPU the ranks held during those steps (:func:`cpu_share`, from the host's other
+  load, measured by the runs' ``/proc/stat`` counters, not from their step times).
 """
 
 from __future__ import annotations
@@ -77,3 +80,27 @@ def has_cpu_clock(trace: Any) -> bool:
     env = trace.environment or {}
     cpu = env.get("cpu_phase_s")
     return isinstance(cpu, list) and len(cpu) == len(trace.iterations) and env.get("num_threads", 1) == 1
+
+
+def cpu_share(other_pct: float, *, num_cpus: int, num_busy_threads: int) -> float:
+    """The share of a CPU each busy rank thread holds when other work takes ``other_pct`` % of
+    the host's CPU time (``host_other_pct`` of ``ddpsim validate``, from ``/proc/stat``):
+    ``min(1, num_cpus * (1 - other_pct / 100) / num_busy_threads)``. With the scheduler sharing
+    fairly, what the other work leaves is split among the ranks' threads (2 ranks of one thread
+    on 2 CPUs beside 72.6 % other load: 0.274 of a CPU each).
+
+    Raises:
+        InputError: ``other_pct`` outside [0, 100), a count below 1.
+    """
+    if not 0.0 <= other_pct < 100.0:
+        raise InputError(f"other_pct: {other_pct!r} is not accepted; expected a percentage in [0, 100)")
+    for v, name in ((num_cpus, "num_cpus"), (num_busy_threads, "num_busy_threads")):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"{name}: {v!r} is not accepted; expected an integer >= 1")
+    return min(1.0, num_cpus * (1.0 - other_pct / 100.0) / num_busy_threads)
+
+
+def at_load_s(cpu_clock_s: float, other_pct: float, *, num_cpus: int, num_busy_threads: int) -> float:
+    """A CPU-clock prediction at the load the runs met: ``cpu_clock_s / cpu_share(...)`` (every
+    phase stretched alike, communication included)."""
+    return cpu_clock_s / cpu_share(other_pct, num_cpus=num_cpus, num_busy_threads=num_busy_threads)

@@ -14,7 +14,9 @@ For each zoo model (``zoo:<name>``), :func:`run_zoo`:
    CPU-clock prediction and its error;
 3. gives each point a prediction interval on both clocks (:func:`ddpsim.interval.prediction_interval`:
    as many captures drawn as the measurement pools runs, as many iterations as a run
-   measures) and says whether the measured mean lies inside (coverage);
+   measures) and says whether the measured mean lies inside (coverage); the CPU-clock
+   prediction and interval are also stretched to the load the runs met (``at load``:
+   :func:`ddpsim.stability.cpu_share` from the runs' host counters);
 4. writes ``<out>/zoo/zoo-<name>/zoo.json`` and rewrites the summary of every model done so
    far, one row per model (``<out>/zoo/summary.md``, ``.csv``, ``.json``).
 
@@ -26,6 +28,7 @@ per model says how long it took and about how long the rest will take.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -37,8 +40,8 @@ from ddpsim.io import ensure_dir, write_text_atomic
 #: the caps every zoo model is validated at (one bucket per ~MiB, several, DDP's default)
 ZOO_CAPS: tuple[float, ...] = (1.0, 5.0, 25.0)
 
-SUMMARY_COLUMNS = ("model", "status", "points", "median_abs_error_pct", "median_abs_error_cpu_pct", "coverage",
-                   "coverage_cpu", "stability_pct", "stability_cpu_pct", "median_run_spread_pct", "host_other_pct",
+SUMMARY_COLUMNS = ("model", "status", "points", "median_abs_error_pct", "median_abs_error_cpu_pct",
+                   "median_abs_error_load_pct", "coverage", "coverage_cpu", "coverage_load", "stability_pct", "stability_cpu_pct", "median_run_spread_pct", "host_other_pct",
                    "wall_s")
 
 
@@ -75,7 +78,7 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
     """Stability, CPU-clock predictions and intervals of one validated model (module docstring,
     steps 2-3); ``rows`` are :func:`ddpsim.validate.validate`'s, ``captures`` its rounds' traces."""
     from ddpsim.interval import predict_mean, prediction_interval
-    from ddpsim.stability import cpu_clock_trace, has_cpu_clock, spread_pct
+    from ddpsim.stability import cpu_clock_trace, cpu_share, has_cpu_clock, spread_pct
     from ddpsim.trace import pool_traces
 
     if not captures:
@@ -104,6 +107,13 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
                         "error_cpu_pct": None if r["measured_s"] is None else 100.0 * (pooled - r["measured_s"]) / r["measured_s"],
                         "interval_cpu": ivc.to_dict(),
                         "covered_cpu": None if r["measured_s"] is None else ivc.covers(r["measured_s"])})
+            other = r.get("host_other_pct")
+            if other is not None and r["measured_s"] is not None and other < 100.0:
+                share = cpu_share(other, num_cpus=int(captures[0].environment.get("num_cpus") or os.cpu_count() or 1),
+                                  num_busy_threads=scenario.world_size or 2)
+                rec.update({"cpu_share": share, "predicted_load_s": pooled / share,
+                            "error_load_pct": 100.0 * (pooled / share - r["measured_s"]) / r["measured_s"],
+                            "covered_load": ivc.low_s / share <= r["measured_s"] <= ivc.high_s / share})
         out.append(rec)
     return {"points": out, "num_captures": len(captures), "cpu_clock": cpu_ok}
 
@@ -125,8 +135,8 @@ def summary_row(name: str, result: dict[str, Any]) -> dict[str, Any]:
         return f"{sum(xs)}/{len(xs)}" if xs else None
 
     row.update({"points": len(pts), "median_abs_error_pct": med("error_pct", True),
-                "median_abs_error_cpu_pct": med("error_cpu_pct", True), "coverage": frac("covered"),
-                "coverage_cpu": frac("covered_cpu"), "stability_pct": med("stability_pct"),
+                "median_abs_error_cpu_pct": med("error_cpu_pct", True), "median_abs_error_load_pct": med("error_load_pct", True),
+                "coverage": frac("covered"), "coverage_cpu": frac("covered_cpu"), "coverage_load": frac("covered_load"), "stability_pct": med("stability_pct"),
                 "stability_cpu_pct": med("stability_cpu_pct"), "median_run_spread_pct": med("run_spread_pct"),
                 "host_other_pct": (result.get("summary") or {}).get("host_other_pct")})
     return row
@@ -144,16 +154,19 @@ def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
              "captures pooled on the wall clock (as `ddpsim validate`) and on the CPU clock (each phase scaled to the "
              "ranks' CPU time in it: the host's other load taken out). `coverage`: points whose measured mean lies "
              f"inside the {level:.0%} prediction interval (the captures and their iterations resampled through the "
-             "engine). `stability`: median over the points of (max - min) / median of the predictions from each "
-             "round's capture alone: how far two validations' predictions land apart. `run spread`: the measured "
-             "runs' own (slowest minus fastest run's median). `other load`: the host's CPUs busy with other work "
-             "during the runs.", "",
-             "| model | status | points | error (wall) | error (CPU clock) | coverage (wall) | coverage (CPU) | "
-             "stability (wall) | stability (CPU) | run spread | other load | time |",
-             "|---|---|---:|---:|---:|:-:|:-:|---:|---:|---:|---:|---:|"]
+             "engine). `at load`: the CPU-clock prediction stretched by the share of a CPU each rank held while the "
+             "runs ran (`ddpsim.stability.cpu_share`, from the host's other load the runs' `/proc/stat` counters "
+             "measured). `stability`: median over the points of (max - min) / median of the predictions from each "
+             "round's capture alone: how far two validations' predictions land apart (the CPU clock's holds for the "
+             "prediction at load too). `run spread`: the measured runs' own (slowest minus fastest run's median). "
+             "`other load`: the host's CPUs busy with other work during the runs.", "",
+             "| model | status | points | error (wall) | error (CPU clock) | error (at load) | coverage (wall) | "
+             "coverage (CPU) | coverage (at load) | stability (wall) | stability (CPU) | run spread | other load | time |",
+             "|---|---|---:|---:|---:|---:|:-:|:-:|:-:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['status']} | {f(r['points'])} | {f(r['median_abs_error_pct'], ' %')} | "
-                     f"{f(r['median_abs_error_cpu_pct'], ' %')} | {f(r['coverage'])} | {f(r['coverage_cpu'])} | "
+                     f"{f(r['median_abs_error_cpu_pct'], ' %')} | {f(r['median_abs_error_load_pct'], ' %')} | "
+                     f"{f(r['coverage'])} | {f(r['coverage_cpu'])} | {f(r['coverage_load'])} | "
                      f"{f(r['stability_pct'], ' %')} | {f(r['stability_cpu_pct'], ' %')} | "
                      f"{f(r['median_run_spread_pct'], ' %')} | {f(r['host_other_pct'], ' %')} | "
                      f"{'' if r['wall_s'] is None else format(r['wall_s'] / 60, '.1f') + ' min'} |")
@@ -255,6 +268,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
              + ("" if r["median_abs_error_pct"] is None else
                 f" (median |error| {r['median_abs_error_pct']:.1f} % wall"
                 + ("" if r["median_abs_error_cpu_pct"] is None else f", {r['median_abs_error_cpu_pct']:.1f} % CPU clock")
+                + ("" if r["median_abs_error_load_pct"] is None else f", {r['median_abs_error_load_pct']:.1f} % at load")
                 + f"; coverage {r['coverage']}; stability {r['stability_pct']:.1f} % wall"
                 + ("" if r["stability_cpu_pct"] is None else f", {r['stability_cpu_pct']:.1f} % CPU clock") + ")")
              + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"

@@ -58,3 +58,15 @@ def test_hook_overhead_is_the_median_of_paired_ratios():
     assert hook_overhead_estimate([0.9, 0.95], [1.0, 1.0]) == pytest.approx((0.0, -0.075))
     with pytest.raises(InputError, match="hook overhead: 1 timings with hooks and 2 without"):
         hook_overhead_estimate([1.0], [1.0, 1.0])
+
+
+def test_cpu_share_and_prediction_at_load():
+    from ddpsim.stability import at_load_s, cpu_share
+
+    # 2 CPUs, other work 72.6 %: 2 * 0.274 = 0.548 CPU left for 2 rank threads -> 0.274 each
+    assert cpu_share(72.6, num_cpus=2, num_busy_threads=2) == pytest.approx(0.274)
+    assert at_load_s(0.2207, 72.6, num_cpus=2, num_busy_threads=2) == pytest.approx(0.2207 / 0.274)
+    # 8 CPUs, 2 threads, 50 % other: 4 CPUs left, more than the 2 threads can use
+    assert cpu_share(50.0, num_cpus=8, num_busy_threads=2) == 1.0
+    with pytest.raises(InputError, match="other_pct: 100.0 is not accepted"):
+        cpu_share(100.0, num_cpus=2, num_busy_threads=2)

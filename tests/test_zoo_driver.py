@@ -30,7 +30,7 @@ def fake_validate(calls):
         raw.mkdir(parents=True, exist_ok=True)
         for k, b in zip(range(1, repeats + 1), (0.02, 0.04, 0.03)):
             save_trace(_round_trace(b), raw / f"trace.round{k}.json")
-        rows = [{"point": f"cap{c:g}", "bucket_cap_mb": c, "measured_s": 0.05, "predicted_s": 0.055, "error_pct": 10.0,
+        rows = [{"point": f"cap{c:g}", "bucket_cap_mb": c, "measured_s": 0.05, "predicted_s": 0.055, "error_pct": 10.0, "host_other_pct": 50.0,
                  "run_spread_pct": 4.0, "num_runs": repeats} for c in caps]
         return {"rows": rows, "summary": {}, "out": out_dir / name}
     return validate
@@ -49,7 +49,13 @@ def test_zoo_summary_resume_and_failure(tmp_path):
         # rounds captured 20 and 40 ms of wall-clock backward for the same CPU time: the wall-clock
         # predictions differ, the CPU-clock ones are the same
         assert r["stability_pct"] > 10.0 and r["stability_cpu_pct"] == 0.0
-        assert r["coverage"].endswith("/2") and r["coverage_cpu"].endswith("/2")
+        assert r["coverage"].endswith("/2") and r["coverage_cpu"].endswith("/2") and r["coverage_load"].endswith("/2")
+    import json
+    pts = json.loads((tmp_path / "zoo" / "zoo-tied_lm" / "zoo.json").read_text())["analysis"]["points"]
+    import os
+    for p in pts:  # 2 ranks on this host's CPUs beside 50 % other load: each rank holds min(1, cpus * 0.5 / 2)
+        assert p["cpu_share"] == pytest.approx(min(1.0, (os.cpu_count() or 1) * 0.5 / 2))
+        assert p["predicted_load_s"] == pytest.approx(p["predicted_cpu_s"] / p["cpu_share"])
     md = (tmp_path / "zoo" / "summary.md").read_text()
     assert "| zoo:tied_lm | done | 2 | 10.0 % |" in md
     assert (tmp_path / "zoo" / "summary.csv").read_text().splitlines()[0].startswith("model,status,points")

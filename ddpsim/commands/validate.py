@@ -39,6 +39,14 @@ models on the 2-core host; the mlp's 16 rounds take a quarter). Under the execut
 allocator both layouts met the accuracy targets in session 18; point stays the default
 until more runs compare them (reports/cpu-gloo-summary/validation.md, "Session 18").
 
+--zoo validates the model zoo (models ddpsim was never tuned on: 'ddpsim trace --list-models',
+zoo:<name>; the torchvision ones need 'pip install "ddpsim[zoo]"') unattended, one model after
+another, calibrated once, a model already done skipped, and writes <out-dir>/zoo/summary.md: per
+model the median |error| (wall clock, CPU clock, CPU clock at the runs' load), how often the
+measured mean lies in its prediction interval, and how far predictions from single captures
+land apart. The ten models take about 30 minutes on an idle 2-core host at 3 caps x 3 rounds;
+--zoo-models and fewer --caps/--repeats give a quick subset.
+
 Files are rewritten atomically after every run, so an interrupted validation keeps
 what it measured. The trace must be captured under the same conditions as the run
 (model, batch size, threads per rank). On GPU nodes run the executor with torchrun

@@ -59,7 +59,7 @@ def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: in
             f"model: {{name: 'zoo:{e.name}', batch_size: {e.batch_size}, device: cpu, iters: 2, warmup: 1, num_threads: 1}}\n"
             f"cluster: {{topology: cpu-gloo, nodes: 1}}\n"
             f"world_size: 2\n"
-            f"ddp: {{bucket_cap_mb: null}}\n"
+            f"ddp: {{bucket_cap_mb: null, find_unused_parameters: {str(e.find_unused_parameters).lower()}}}\n"
             f"simulation: {{iterations: 10, seed: 0, jitter: trace}}\n"
             f"sweep:\n  bucket_cap_mb: [{cap_list}]\n"
             f"validation: {{model: 'zoo:{e.name}', batch_size: {e.batch_size}, iterations: {iterations}, "

@@ -99,3 +99,22 @@ def test_without_torchvision_its_models_say_so_and_the_torch_ones_build(monkeypa
     with pytest.raises(InputError, match="need torchvision.*ddpsim\\[zoo\\]"):
         build_model("zoo:resnet18")
     assert count_params(build_model("zoo:tied_lm", seq_len=4).module) > 0
+
+
+def test_branchy_mlp_leaves_its_aux_head_without_gradient_and_its_scenario_finds_unused():
+    from ddpsim.capture import capture_trace
+    from ddpsim.scenario import scenario_from_dict
+    from ddpsim.zoo import zoo_scenario_yaml
+
+    import yaml
+
+    spec = build_model("zoo:branchy_mlp", input_shape=(16,), num_classes=3)
+    # 6 x Linear(16|1024 -> 1024), head and aux head 1024 -> 3
+    assert count_params(spec.module) == (16 * 1024 + 1024) + 5 * (1024 * 1024 + 1024) + 2 * (1024 * 3 + 3)
+    tr = capture_trace(spec, batch_size=2, num_iters=1, num_warmup=0, measure_hook_overhead=False)
+    assert [p.name for p in tr.params if not p.has_grad] == ["aux_head.weight", "aux_head.bias"]
+    data = yaml.safe_load(zoo_scenario_yaml("zoo:branchy_mlp", caps=[5.0, 25.0], iterations=20, warmup=5))
+    assert data["ddp"]["find_unused_parameters"] is True and data["validation"]["model"] == "zoo:branchy_mlp"
+    sc = scenario_from_dict(data)
+    assert {5.0, 25.0} <= {p.bucket_cap_mb for p in sc.points()}
+    assert all(p.find_unused_parameters for p in sc.points())

@@ -10,7 +10,8 @@
 * torch's own ``nn.Transformer`` family, which needs nothing but torch: an
   ``nn.TransformerEncoder`` classifier, an ``nn.Transformer`` encoder-decoder and a language
   model built from ``nn.TransformerEncoder`` whose output projection IS its token embedding
-  (weight tying: DDP reduces the shared tensor once).
+  (weight tying: DDP reduces the shared tensor once); and an MLP with an auxiliary head its
+  forward never uses (validated under ``find_unused_parameters=True``).
 
 Modelling assumptions, stated once:
 
@@ -19,7 +20,7 @@ Modelling assumptions, stated once:
 * Each entry has a CPU batch size and input shape (:data:`ZOO`) chosen so that a training step
   of one rank takes roughly 50-500 ms on one core of a 2-core host while a second rank runs
   beside it; ``input_shape`` and ``model_kwargs`` may override them.
-* Losses: classifiers a cross-entropy against class 0 (``_cls_loss``), the LM and the
+* Losses: classifiers (the MLP too) a cross-entropy against class 0 (``_cls_loss``), the LM and the
   encoder-decoder a per-token cross-entropy against token 0 (``_lm_loss``): the same cost
   as a real loss.
 * torchvision built for another torch variant (its C++ operators fail to load, e.g. the CUDA
@@ -55,6 +56,8 @@ class ZooEntry:
         batch_size: per-rank CPU batch size of its validation.
         input_shape: one sample's shape (images ``(3, H, W)``, token models ``(seq_len,)``).
         shape: a few words on what the model exercises.
+        find_unused_parameters: validated under DDP's ``find_unused_parameters=True`` (a
+            model with parameters that get no gradient).
     """
 
     name: str
@@ -62,6 +65,7 @@ class ZooEntry:
     batch_size: int
     input_shape: tuple[int, ...]
     shape: str
+    find_unused_parameters: bool = False
 
     def __post_init__(self) -> None:
         if self.source not in ("torchvision", "torch"):
@@ -89,6 +93,9 @@ ZOO: dict[str, ZooEntry] = {e.name: e for e in (
              shape="nn.TransformerEncoder classifier, 4 layers, width 256, 5.3 M parameters"),
     ZooEntry(name="transformer_seq2seq", source="torch", batch_size=8, input_shape=(64,),
              shape="nn.Transformer encoder-decoder, 3+3 layers, width 256, separate embeddings, 11.9 M parameters"),
+    ZooEntry(name="branchy_mlp", source="torch", batch_size=256, input_shape=(1024,),
+             shape="MLP, 6 x 1024 wide, with an auxiliary head forward never uses (find_unused_parameters)",
+             find_unused_parameters=True),
     ZooEntry(name="tied_lm", source="torch", batch_size=8, input_shape=(64,),
              shape="causal LM from nn.TransformerEncoder, 4 layers, width 256, output tied to the embedding, 5.3 M parameters"),
 )}
@@ -211,11 +218,32 @@ class Seq2Seq(nn.Module):
         return self.out(self.transformer(src, tgt, tgt_mask=mask, tgt_is_causal=True))
 
 
+class BranchyMLP(nn.Module):
+    """``depth`` x (Linear + ReLU) of ``width``, a head, and an auxiliary head that forward never
+    calls: its parameters get no gradient (DDP needs ``find_unused_parameters=True``)."""
+
+    def __init__(self, *, in_features: int, width: int, depth: int, num_classes: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        dim = in_features
+        for _ in range(depth):
+            layers += [nn.Linear(dim, width), nn.ReLU()]
+            dim = width
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(width, num_classes)
+        self.aux_head = nn.Linear(width, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
 #: vocabulary of the token models
 ZOO_VOCAB_SIZE = 8192
 
 
 def _torch_module(name: str, seq_len: int, num_classes: int) -> nn.Module:
+    if name == "branchy_mlp":
+        return BranchyMLP(in_features=seq_len, width=1024, depth=6, num_classes=num_classes)
     if name == "transformer_encoder":
         return TransformerClassifier(vocab_size=ZOO_VOCAB_SIZE, max_len=seq_len, d_model=256, nhead=8, num_layers=4,
                                      num_classes=num_classes)
@@ -235,9 +263,9 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
 
     entry = zoo_entry(name)
     num_classes = helpers["pos_int"](kwargs.pop("num_classes", 1000 if entry.source == "torchvision" else 10), "num_classes")
-    if entry.source == "torch" and "seq_len" in kwargs:
+    if entry.source == "torch" and entry.name != "branchy_mlp" and "seq_len" in kwargs:
         input_shape = (helpers["pos_int"](kwargs.pop("seq_len"), "seq_len"),)
-    helpers["no_more"](kwargs, name, "num_classes" + (", seq_len" if entry.source == "torch" else ""))
+    helpers["no_more"](kwargs, name, "num_classes" + (", seq_len" if entry.source == "torch" and entry.name != "branchy_mlp" else ""))
     shape = helpers["shape"](input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
     info: dict[str, Any] = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size}
     if entry.source == "torchvision":
@@ -245,6 +273,12 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
             raise InputError(f"input_shape: {list(shape)} is not accepted for {name!r}; expected [3, 64, 64] (its image_size)")
         dtype = helpers["dtype"](input_dtype or "float32", "input_dtype")
         module = _torchvision_module(name.removeprefix(ZOO_PREFIX), num_classes)
+        info["input_dtype"] = str(dtype).removeprefix("torch.")
+        return ModelSpec(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["float_batch"](seed, shape, dtype),
+                         loss_fn=helpers["cls_loss"], info=info)
+    if entry.name == "branchy_mlp":
+        module = _torch_module(entry.name, shape[0], num_classes)
+        dtype = helpers["dtype"](input_dtype or "float32", "input_dtype")
         info["input_dtype"] = str(dtype).removeprefix("torch.")
         return ModelSpec(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["float_batch"](seed, shape, dtype),
                          loss_fn=helpers["cls_loss"], info=info)

@@ -270,7 +270,8 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
                 f" (median |error| {r['median_abs_error_pct']:.1f} % wall"
                 + ("" if r["median_abs_error_cpu_pct"] is None else f", {r['median_abs_error_cpu_pct']:.1f} % CPU clock")
                 + ("" if r["median_abs_error_load_pct"] is None else f", {r['median_abs_error_load_pct']:.1f} % at load")
-                + f"; coverage {r['coverage']}; stability {r['stability_pct']:.1f} % wall"
+                + f"; coverage {r['coverage']}"
+                + ("" if r["stability_pct"] is None else f"; stability {r['stability_pct']:.1f} % wall")
                 + ("" if r["stability_cpu_pct"] is None else f", {r['stability_cpu_pct']:.1f} % CPU clock") + ")")
              + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
              + (f", about {statistics.fmean(timed) * left / 60:.0f} min left" if left else ""))

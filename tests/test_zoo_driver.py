@@ -84,3 +84,12 @@ def test_validate_cli_zoo_flags(capsys):
     assert "--zoo-models: 'tied_lm' is not accepted without --zoo" in capsys.readouterr().err
     assert main(["validate", "default", "--zoo"]) == 2
     assert "SCENARIO: 'default' is not accepted with --zoo" in capsys.readouterr().err
+
+
+def test_zoo_with_one_round_has_no_stability_figure(tmp_path):
+    lines = []
+    res = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=1, iterations=4, num_resamples=3,
+                  echo=lines.append, validate_fn=fake_validate([]))
+    r = res["rows"][0]
+    assert r["status"] == "done" and r["stability_pct"] is None and r["stability_cpu_pct"] is None
+    assert r["coverage"].endswith("/1") and "stability" not in lines[-1]

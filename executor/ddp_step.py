@@ -17,6 +17,9 @@ get per-bucket times (``ddpsim validate`` does both).
 With ``--trace`` (a trace of the same model) or ``--plan`` (a plan JSON), DDP's rebuilt
 buckets (``_get_ddp_logging_data()``: ``rebuilt_per_bucket_param_indices``,
 ``rebuilt_bucket_sizes``) are compared with the plan ddpsim predicts (``plan_matches``).
+DDP never rebuilds under ``find_unused_parameters`` without ``static_graph``
+(``has_rebuilt_buckets`` stays 0): its logging then gives only the sizes of the buckets it
+keeps (``bucket_sizes``), and the sizes alone are compared.
 """
 
 from __future__ import annotations
@@ -255,9 +258,12 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
     real = {"buckets": parse_index_groups(logging.get("rebuilt_per_bucket_param_indices", "")),
             "sizes": parse_ints(logging.get("rebuilt_bucket_sizes", "")),
             "grad_ready_order": parse_ints(logging.get("prev_iteration_grad_ready_order_indices", ""))}
+    rebuilt = bool(logging.get("has_rebuilt_buckets", 1))
+    if not rebuilt:  # the buckets DDP kept: their sizes only (no per-bucket parameter indices logged)
+        real["sizes"] = parse_ints(logging.get("bucket_sizes", ""))
     matches = None
     if predicted is not None:
-        matches = predicted["buckets"] == real["buckets"] and (
+        matches = (predicted["buckets"] == real["buckets"] if rebuilt else True) and (
             all(s is None for s in predicted["sizes"]) or predicted["sizes"] == real["sizes"])
     if rt.rank != 0:
         return None

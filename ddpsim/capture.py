@@ -15,7 +15,8 @@ Modelling assumptions, stated once:
   timed for about a second); ``hook_overhead_frac = max(0, median_k(with_k / without_k - 1))``
   over the adjacent pairs (:func:`hook_overhead_estimate`): the two passes of a pair share the
   host's load of the moment, so their ratio cancels it, and the median ignores the pairs a
-  burst of load split. The raw (signed) figure, each pair's ratio and the number of pairs are
+  burst of load split. On CPU the passes are timed in this process's CPU time, so that a wait
+  for a CPU (other work on a shared host) is not taken for the hooks' cost; on CUDA in wall time. The raw (signed) figure, each pair's ratio and the number of pairs are
   kept in ``environment``.
 * CPU: each measured iteration's forward, backward and optimizer also in this process's CPU
   time (``time.process_time``, ``environment.cpu_phase_s``): on a shared host the wall-clock
@@ -269,10 +270,11 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
                         h.remove()
                 loss = forward()
                 sync()
-                tb = time.perf_counter_ns()
+                tb, cb = time.perf_counter_ns(), time.process_time()
                 loss.backward()
                 sync()
-                sink.append((time.perf_counter_ns() - tb) / 1e9)
+                # CPU: this process's CPU time (a wait for a CPU is not the hooks' cost); CUDA: wall
+                sink.append((time.perf_counter_ns() - tb) / 1e9 if cuda else time.process_time() - cb)
                 opt.zero_grad(set_to_none=True)
                 fired.clear()
                 if not on:

@@ -11,13 +11,18 @@ by how much, with a seeded two-level bootstrap of the captures:
 3. pool the draws into one trace (:func:`ddpsim.trace.pool_traces`) and predict from it
    (``predict``: a trace -> the predicted mean step, e.g. :func:`predict_mean`).
 
+Each resample draws twice, independently: a *measurement-like* trace (``num_captures``
+captures: as many as the measurement pools runs, ``num_iterations``: as many as a run
+measures) and a *prediction-like* one (all the captures' count, each with its own iteration
+count, as the prediction pools them). Their predictions ``m*`` and ``p*`` give
+``center + (m* - p*)``, with ``center`` the prediction from all the captures pooled: the
+measured mean differs from the prediction by the noise of both, and the interval holds both.
 The interval is the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
-``num_resamples`` predictions (:func:`ddpsim.trace.quantile`). Drawing as many captures as
-the measurement pools runs and as many iterations as a run measures makes each resampled
-prediction a mean formed like the measured one, under the assumption that runs vary as
-captures do; the interval then says where the measured mean is expected, and its
-*coverage* (:func:`coverage`) over many points checks that assumption. With one capture,
-the capture-to-capture part is unknown and the interval holds only the iterations' spread.
+``num_resamples`` values (:func:`ddpsim.trace.quantile`), under the assumption that runs
+vary as captures do; its *coverage* (:func:`coverage`) over many points checks that
+assumption. With one capture, the capture-to-capture part is unknown and the interval holds
+only the iterations' spread; with two, the bootstrap sees at most three distinct draws and
+under-states it.
 """
 
 from __future__ import annotations
@@ -70,11 +75,16 @@ def resample_trace(captures: Sequence[Trace], rng: random.Random, *, num_capture
     return pool_traces(drawn)
 
 
+def _resample_one(capture: Trace, rng: random.Random) -> Trace:
+    """``capture`` with its own number of iterations drawn with replacement from it."""
+    return resample_trace([capture], rng, num_captures=1, num_iterations=len(capture.iterations))
+
+
 def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], float], *, level: float = 0.8,
                         num_resamples: int = 40, num_captures: int | None = None, num_iterations: int | None = None,
                         seed: int = 0) -> PredictionInterval:
-    """The ``level`` interval of ``predict`` over ``num_resamples`` bootstrap draws of
-    ``captures`` (module docstring). ``num_captures`` defaults to ``len(captures)``,
+    """The ``level`` interval of the measured mean around ``predict``'s prediction from
+    ``captures`` pooled, from ``num_resamples`` bootstrap draws (module docstring). ``num_captures`` defaults to ``len(captures)``,
     ``num_iterations`` to the fewest iterations of a capture. Same inputs and seed, same
     interval.
 
@@ -91,7 +101,12 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"{name}: {value!r} is not accepted; expected an integer >= 1")
     rng = random.Random(seed)
-    preds = [predict(resample_trace(captures, rng, num_captures=k, num_iterations=n)) for _ in range(num_resamples)]
+    center = predict(pool_traces(captures))
+    preds = []
+    for _ in range(num_resamples):
+        m = predict(resample_trace(captures, rng, num_captures=k, num_iterations=n))
+        p = predict(pool_traces([_resample_one(captures[rng.randrange(len(captures))], rng) for _ in captures]))
+        preds.append(center + m - p)
     return PredictionInterval(low_s=quantile(preds, (1.0 - level) / 2), high_s=quantile(preds, (1.0 + level) / 2),
                               level=level, num_resamples=num_resamples, num_captures=k, num_iterations=n, seed=seed)
 

@@ -22,7 +22,8 @@ For each zoo model (``zoo:<name>``), :func:`run_zoo`:
    far, one row per model (``<out>/zoo/summary.md``, ``.csv``, ``.json``).
 
 A model whose ``zoo.json`` exists is skipped (an interrupted zoo resumes where it stopped); a
-model whose validation fails is reported in the summary and the zoo goes on. A progress line
+model whose validation fails is reported in the summary and the zoo goes on. With
+``--reanalyze`` nothing is run: the models done are analysed again (steps 2-4). A progress line
 per model says how long it took and about how long the rest will take.
 """
 
@@ -192,10 +193,13 @@ def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float
 def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "reports", caps: Sequence[float | None] | None = None,
             repeats: int = 3, iterations: int = 20, warmup: int = 5, calibration: str | Path | None = None,
             level: float = 0.8, num_resamples: int = 40, seed: int = 0, timeout_s: float = 900.0,
-            echo: Callable[[str], None] = print, validate_fn: Callable[..., dict[str, Any]] | None = None) -> dict[str, Any]:
+            echo: Callable[[str], None] = print, validate_fn: Callable[..., dict[str, Any]] | None = None,
+            reanalyze: bool = False) -> dict[str, Any]:
     """Validate the zoo's ``models`` (default: all, :func:`ddpsim.models.zoo.zoo_names`) under
     ``<out_dir>/zoo/``; returns ``{"rows": [...], "out": Path}`` (module docstring).
-    ``validate_fn`` replaces :func:`ddpsim.validate.validate` (tests).
+    ``validate_fn`` replaces :func:`ddpsim.validate.validate` (tests). ``reanalyze``: run
+    nothing; every model done already is analysed again (steps 2-4) from its validation's
+    rows, round traces and calibration, with the current engine and intervals.
 
     Raises:
         InputError: an unknown model, a bad count (one line). A model's failing validation is
@@ -224,6 +228,22 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
         name = ZOO_PREFIX + e.name
         mdir = zoo_dir / f"zoo-{e.name}"
         done = mdir / "zoo.json"
+        if reanalyze:
+            if done.is_file():
+                result = json.loads(done.read_text())
+                val = json.loads((mdir / "validation.json").read_text())
+                cal_path = Path(val["calibration"])
+                result["analysis"] = analyse_model(
+                    load_scenario(str(scn_dir / f"zoo-{e.name}.yaml")), val["rows"],
+                    round_traces(mdir / "validation", result["repeats"]),
+                    load_calibration(cal_path) if cal_path.is_file() else None, iterations=result["iterations"],
+                    level=level, num_resamples=num_resamples, seed=seed)
+                write_text_atomic(done, json.dumps(result, indent=1) + "\n")
+                rows.append(summary_row(name, result))
+                echo(f"zoo: [{i}/{len(entries)}] {name}: analysed again")
+            else:
+                echo(f"zoo: [{i}/{len(entries)}] {name}: not validated yet, nothing to analyse")
+            continue
         if done.is_file():
             result = json.loads(done.read_text())
             rows.append(summary_row(name, result))
@@ -283,11 +303,11 @@ def run_zoo_cli(args: Any, caps: Sequence[float | None] | None) -> int:
     """``ddpsim validate --zoo``: :func:`run_zoo` from the validate command's arguments."""
     if args.scenario is not None:
         raise InputError(f"SCENARIO: {args.scenario!r} is not accepted with --zoo; expected none (the zoo writes its own)")
-    if args.reanalyze or args.scenario_trace or args.launch != "point":
-        raise InputError("--zoo: not accepted with --reanalyze, --scenario-trace or --launch round; expected --zoo alone")
+    if args.scenario_trace or args.launch != "point":
+        raise InputError("--zoo: not accepted with --scenario-trace or --launch round; expected --zoo alone or with --reanalyze")
     models = None if args.zoo_models is None else [m.strip() for m in args.zoo_models.split(",") if m.strip()]
     res = run_zoo(models=models, out_dir=args.out_dir, caps=caps, repeats=args.repeats,
                   iterations=args.iterations or 20, warmup=5 if args.warmup is None else args.warmup,
-                  calibration=args.calibration, timeout_s=args.timeout_s)
+                  calibration=args.calibration, timeout_s=args.timeout_s, reanalyze=args.reanalyze)
     print(f"validate: wrote {res['out']}/summary.md, summary.csv, summary.json")
     return 0

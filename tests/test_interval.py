@@ -23,14 +23,16 @@ def _median_backward(trace):
     return statistics.median(it.backward_s for it in trace.iterations)
 
 
-def test_two_constant_captures_give_their_two_values_as_the_interval():
-    # one capture drawn per resample: every prediction is 1.0 or 2.0; 40 seeded draws hold both
-    # well beyond the 10 % tails, so the 80 % interval is exactly [1.0, 2.0]
-    iv = prediction_interval([_capture([1.0] * 3), _capture([2.0] * 3)], _median_backward, level=0.8,
-                             num_resamples=40, num_captures=1, seed=0)
-    assert (iv.low_s, iv.high_s) == (1.0, 2.0)
-    assert (iv.num_captures, iv.num_iterations, iv.num_resamples) == (1, 3, 40)
-    assert iv.covers(1.5) and not iv.covers(2.01)
+def test_two_constant_captures_carry_both_noises():
+    # captures of constant backward 1.0 and 2.0: the prediction from both pooled (median) is 1.5;
+    # a measurement-like draw (one capture) is 1.0 or 2.0, a prediction-like draw (two captures)
+    # 1.0, 1.5 or 2.0, so center + m - p lies in {0.5, 1.0, 1.5, 2.0, 2.5}; the extremes come
+    # up 1/2 x 1/4 = 12.5 % of the time each, so the 90 % interval is exactly [0.5, 2.5]
+    iv = prediction_interval([_capture([1.0] * 3), _capture([2.0] * 3)], _median_backward, level=0.9,
+                             num_resamples=100, num_captures=1, seed=0)
+    assert (iv.low_s, iv.high_s) == (0.5, 2.5)
+    assert (iv.num_captures, iv.num_iterations, iv.num_resamples) == (1, 3, 100)
+    assert iv.covers(0.5) and not iv.covers(2.51)
 
 
 def test_same_seed_same_interval():

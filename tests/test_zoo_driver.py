@@ -70,6 +70,19 @@ def test_zoo_summary_resume_and_failure(tmp_path):
     assert res2["rows"][2]["status"].startswith("failed: executor ddp: exit status 1")
     assert sum("done earlier" in ln for ln in lines) == 2
 
+    # analysed again from what the validation left (its validation.json), nothing run
+    import json
+    for name in ("tied_lm", "transformer_encoder"):
+        mdir = tmp_path / "zoo" / f"zoo-{name}"
+        rows = [{"point": f"cap{c:g}", "bucket_cap_mb": c, "measured_s": 0.05, "predicted_s": 0.055, "error_pct": 10.0,
+                 "host_other_pct": 50.0, "run_spread_pct": 4.0, "num_runs": 2} for c in (1.0, 25.0)]
+        (mdir / "validation.json").write_text(json.dumps({"calibration": str(tmp_path / "none.json"), "rows": rows}))
+    lines.clear()
+    res3 = run_zoo(models=["tied_lm", "transformer_encoder", "branchy_mlp"], validate_fn=failing, reanalyze=True, **kw)
+    assert [r["model"] for r in res3["rows"]] == ["zoo:tied_lm", "zoo:transformer_encoder"]
+    assert [r["stability_cpu_pct"] for r in res3["rows"]] == [0.0, 0.0]
+    assert sum("analysed again" in ln for ln in lines) == 2 and "not validated yet" in lines[-1]
+
 
 def test_zoo_bad_input(tmp_path):
     with pytest.raises(InputError, match="model: 'zoo:nosuch' is not a zoo model"):

@@ -93,7 +93,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="validate the model zoo instead of SCENARIO (ddpsim/zoo.py): every zoo model (or --zoo-models) "
                         "at --caps (default 1,5,25), calibrated once, a model already done skipped; writes "
                         "<out-dir>/zoo/summary.md (per model: median |error|, prediction-interval coverage, "
-                        "prediction stability on the wall and the CPU clock)")
+                        "prediction stability on the wall and the CPU clock); with --reanalyze, the models done are analysed "
+                        "again without running anything)")
     p.add_argument("--zoo-models", metavar="LIST", default=None,
                    help="with --zoo: comma list of zoo models (names from 'ddpsim trace --list-models', zoo: optional)")
     p.add_argument("--timeout-s", metavar="S", type=float, default=900.0, help="limit per executor run (default 900)")

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from ddpsim.errors import InputError
+from ddpsim.models.mlp import MLP
 
 #: the prefix of a zoo model's name (``zoo:resnet18``)
 ZOO_PREFIX = "zoo:"
@@ -218,23 +219,13 @@ class Seq2Seq(nn.Module):
         return self.out(self.transformer(src, tgt, tgt_mask=mask, tgt_is_causal=True))
 
 
-class BranchyMLP(nn.Module):
-    """``depth`` x (Linear + ReLU) of ``width``, a head, and an auxiliary head that forward never
-    calls: its parameters get no gradient (DDP needs ``find_unused_parameters=True``)."""
+class BranchyMLP(MLP):
+    """:class:`ddpsim.models.mlp.MLP` with an auxiliary head that forward never calls: its
+    parameters get no gradient (DDP needs ``find_unused_parameters=True``)."""
 
     def __init__(self, *, in_features: int, width: int, depth: int, num_classes: int) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        dim = in_features
-        for _ in range(depth):
-            layers += [nn.Linear(dim, width), nn.ReLU()]
-            dim = width
-        self.body = nn.Sequential(*layers)
-        self.head = nn.Linear(width, num_classes)
+        super().__init__(in_features=in_features, width=width, depth=depth, num_classes=num_classes)
         self.aux_head = nn.Linear(width, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.body(x))
 
 
 #: vocabulary of the token models

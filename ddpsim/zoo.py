@@ -111,7 +111,8 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
                         "covered_cpu": None if r["measured_s"] is None else ivc.covers(r["measured_s"])})
             other = r.get("host_other_pct")
             if other is not None and r["measured_s"] is not None and other < 100.0:
-                share = cpu_share(other, num_cpus=int(captures[0].environment.get("num_cpus") or os.cpu_count() or 1),
+                # on an idle host the counters' noise can put the other load a little below 0
+                share = cpu_share(max(0.0, other), num_cpus=int(captures[0].environment.get("num_cpus") or os.cpu_count() or 1),
                                   num_busy_threads=scenario.world_size or 2)
                 rec.update({"cpu_share": share, "predicted_load_s": pooled / share,
                             "error_load_pct": 100.0 * (pooled / share - r["measured_s"]) / r["measured_s"]})

@@ -84,6 +84,19 @@ def test_zoo_summary_resume_and_failure(tmp_path):
     assert sum("analysed again" in ln for ln in lines) == 2 and "not validated yet" in lines[-1]
 
 
+def test_zoo_idle_host_other_load_below_zero_counts_as_none(tmp_path):
+    base = fake_validate([])
+
+    def validate(scenario, **kw):
+        res = base(scenario, **kw)
+        for r in res["rows"]:
+            r["host_other_pct"] = -0.15  # /proc/stat's noise on an idle host
+        return res
+    r = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=2, iterations=4, num_resamples=3,
+                echo=lambda s: None, validate_fn=validate)["rows"][0]
+    assert r["status"] == "done" and r["median_abs_error_load_pct"] == r["median_abs_error_cpu_pct"]
+
+
 def test_zoo_bad_input(tmp_path):
     with pytest.raises(InputError, match="model: 'zoo:nosuch' is not a zoo model"):
         run_zoo(models=["nosuch"], out_dir=tmp_path, validate_fn=fake_validate([]))

@@ -12,9 +12,16 @@ Modelling assumptions, stated once:
 * Parameters are those DDP's reducer gets, in DDP's order (:func:`ddpsim.models.ddp_params`).
 * Hook overhead: backward timed with the hooks and without them, interleaved (alternating
   which goes first), an even number of pairs (4 at least, up to 100 so that tiny models are
-  timed for about a second); ``hook_overhead_frac = max(0, min_with / min_without - 1)``: the
-  minimum, because on a shared machine noise only adds time. The raw (signed) figure and the
-  number of pairs are kept in ``environment``.
+  timed for about a second); ``hook_overhead_frac = max(0, median_k(with_k / without_k - 1))``
+  over the adjacent pairs (:func:`hook_overhead_estimate`): the two passes of a pair share the
+  host's load of the moment, so their ratio cancels it, and the median ignores the pairs a
+  burst of load split. On CPU the passes are timed in this process's CPU time, so that a wait
+  for a CPU (other work on a shared host) is not taken for the hooks' cost; on CUDA in wall time. The raw (signed) figure, each pair's ratio and the number of pairs are
+  kept in ``environment``.
+* CPU: each measured iteration's forward, backward and optimizer also in this process's CPU
+  time (``time.process_time``, ``environment.cpu_phase_s``): on a shared host the wall-clock
+  phases hold the time the ranks waited for a CPU, the CPU times do not
+  (:func:`ddpsim.stability.cpu_clock_trace`).
 * Warm-up iterations run the full step (optimizer included) and are not recorded.
 * ``derive_depth`` (for models too large to capture whole, e.g. GPT-2 1.5B on a shared CPU):
   transformer blocks are identical, so a reduced-depth capture is extended block by block; see
@@ -88,6 +95,16 @@ def _shapes(batch: Any) -> Any:
 
 def _call(module: Any, batch: Any) -> Any:
     return module(*batch) if isinstance(batch, tuple) else module(batch)
+
+
+def hook_overhead_estimate(with_s: Sequence[float], without_s: Sequence[float]) -> tuple[float, float]:
+    """``(hook_overhead_frac, raw)`` from backward times with and without the hooks, paired by
+    position (pair ``k`` ran back to back): ``raw = median_k(with_k / without_k - 1)``, the
+    fraction ``max(0, raw)``."""
+    if not with_s or len(with_s) != len(without_s):
+        raise InputError(f"hook overhead: {len(with_s)} timings with hooks and {len(without_s)} without; expected equal, >= 1")
+    raw = statistics.median(a / b - 1.0 for a, b in zip(with_s, without_s))
+    return max(0.0, raw), raw
 
 
 def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters: int, num_warmup: int,
@@ -190,15 +207,19 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
 
     handles = [p.register_post_accumulate_grad_hook(make_hook(i)) for i, p in enumerate(params)]
 
+    cpu_phase_s: list[list[float]] = []  # per measured iteration: this process's CPU time per phase
+
     def step(record: bool) -> IterationSample | None:
         fired.clear()
         sync()
         if step_barrier is not None:
             step_barrier()
+        c0 = time.process_time()
         t0 = time.perf_counter_ns()
         loss = forward()
         sync()
         t1 = time.perf_counter_ns()
+        c1 = time.process_time()
         start_ev = None
         if cuda:
             start_ev = torch.cuda.Event(enable_timing=True)
@@ -208,19 +229,23 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         loss.backward()
         sync()
         t2 = time.perf_counter_ns()
+        c2 = time.process_time()
         t2o = t2
         if step_barrier is not None:  # DDP's ranks leave backward together (its last all-reduce)
             step_barrier()
             t2o = time.perf_counter_ns()
         phase[0] = "optimizer step"
+        c2o = time.process_time()
         opt.step()
         sync()
         t3 = time.perf_counter_ns()
+        c3 = time.process_time()
         opt.zero_grad(set_to_none=True)
         sync()
         t4 = time.perf_counter_ns()
         if not record:
             return None
+        cpu_phase_s.append([c1 - c0, c2 - c1, c3 - c2o])
         ready: list[float | None] = [None] * len(params)
         for i, stamp in fired:
             ready[i] = start_ev.elapsed_time(stamp) / 1e3 if cuda else max(0, stamp - tb) / 1e9
@@ -249,8 +274,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         with_s: list[float] = []
         without_s: list[float] = []
         # NOTE: enough pairs that the pairs cover about 1 s of backward (tiny models get up to
-        # 100 pairs), at least 4; the ratio of the MINIMA is used, because on a shared machine
-        # noise only ever adds time.
+        # 100 pairs), at least 4; the median of the pairs' ratios is used (hook_overhead_estimate).
         median_backward_s = statistics.median(s.backward_s for s in samples)
         num_pairs = max(4, min(100, math.ceil(0.5 / max(median_backward_s, 1e-6))))
         num_pairs += num_pairs % 2
@@ -263,17 +287,18 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
                         h.remove()
                 loss = forward()
                 sync()
-                tb = time.perf_counter_ns()
+                tb, cb = time.perf_counter_ns(), time.process_time()
                 loss.backward()
                 sync()
-                sink.append((time.perf_counter_ns() - tb) / 1e9)
+                # CPU: this process's CPU time (a wait for a CPU is not the hooks' cost); CUDA: wall
+                sink.append((time.perf_counter_ns() - tb) / 1e9 if cuda else time.process_time() - cb)
                 opt.zero_grad(set_to_none=True)
                 fired.clear()
                 if not on:
                     handles = [p.register_post_accumulate_grad_hook(make_hook(i)) for i, p in enumerate(params)]
                 hooks_on[0] = True
-        hook_raw = min(with_s) / min(without_s) - 1.0
-        hook_frac = max(0.0, hook_raw)
+        hook_frac, hook_raw = hook_overhead_estimate(with_s, without_s)
+        pair_ratios = [a / b - 1.0 for a, b in zip(with_s, without_s)]
     for h in handles:
         h.remove()
 
@@ -319,6 +344,11 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     if hook_raw is not None:
         env["hook_overhead_raw_frac"] = round(hook_raw, 6)
         env["hook_overhead_pairs"] = num_pairs
+        env["hook_overhead_pair_fracs"] = [round(r, 6) for r in pair_ratios]
+    if not cuda:
+        # this process's CPU time (every thread) per measured iteration's forward, backward and
+        # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
+        env["cpu_phase_s"] = [[round(x, 6) for x in c] for c in cpu_phase_s]
     if load_before is not None:
         # NOTE: on a shared machine, other processes inflate the times; this says how busy it was
         env["load_average_1m"] = [round(load_before, 2), round(_load_average() or 0.0, 2)]

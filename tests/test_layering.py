@@ -23,7 +23,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "calibration fitting": ("ddpsim.interference_fit", "ddpsim.calibration"),
     "pipeline": ("ddpsim.scenario", "ddpsim.sweep", "ddpsim.recommend", "ddpsim.report", "ddpsim.perfetto",
                  "ddpsim.plots", "ddpsim.api", "ddpsim.uncertainty"),
-    "validation": ("ddpsim.validation", "ddpsim.validate"),
+    "validation": ("ddpsim.validation", "ddpsim.validate", "ddpsim.interval", "ddpsim.stability", "ddpsim.zoo"),
     "cli": ("ddpsim.cli", "ddpsim.__main__", "ddpsim.commands"),
 }
 LAYER_NAMES = list(LAYERS)

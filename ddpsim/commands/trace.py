@@ -10,6 +10,7 @@ from ddpsim.errors import InputError
 
 EXAMPLES = """\
 examples:
+  ddpsim trace --model zoo:resnet18 --batch-size 4 --iters 5 --warmup 2 --num-threads 1 --out resnet18.cpu.json
   ddpsim trace --model mlp --batch-size 32 --iters 5 --warmup 2 --num-threads 1 --out traces/mlp.cpu.json
   # your own model: any 'package.module:factory' returning an nn.Module (on a GPU: CUDA events)
   ddpsim trace --model mypkg.models:build --input-shape 3,32,32 --batch-size 8 --iters 5 --warmup 1 --device cuda --out my.json
@@ -42,8 +43,8 @@ def add_parser(subparsers: Any) -> None:
                     "on the meta device. Writes a versioned trace JSON (both derived kinds are marked\n"
                     "'synthetic' with every assumption).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--list-models", action="store_true", help="print the built-in model names and exit")
-    p.add_argument("--model", help="built-in name (see --list-models) or package.module:factory")
+    p.add_argument("--list-models", action="store_true", help="print the built-in and zoo model names and exit")
+    p.add_argument("--model", help="built-in name, zoo:<name> (see --list-models) or package.module:factory")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--batch-size", type=int, help="per-device batch size (required to capture; default for a factory "
                                                   "returning (module, example_input): the example's batch dimension)")
@@ -124,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.models import list_models
 
     if args.list_models:
-        print("\n".join(list_models()))
+        from ddpsim.models.zoo import zoo_names
+
+        print("\n".join(list_models() + zoo_names()))
         return 0
     if not args.out:
         raise InputError("--out: missing; expected the path of the trace JSON to write")

@@ -5,6 +5,9 @@ here may import another third-party package.
 
 Modelling assumptions, stated once:
 
+* ``zoo:<name>`` models (:mod:`ddpsim.models.zoo`: torchvision's, via the optional extra
+  ``zoo``, and torch's ``nn.Transformer`` family) are models ddpsim was never tuned on; they
+  are listed by ``ddpsim trace --list-models`` beside the built-ins.
 * Built-in models are randomly initialised from ``seed`` (``torch.manual_seed`` inside
   :func:`build_model`); nothing is downloaded. Their *shapes* are the published ones
   (torchvision's ResNet-50, BERT-base, GPT-2); their timings are what matter to ddpsim.
@@ -242,12 +245,20 @@ def _shape(value: Any, default: tuple[int, ...], field: str, rank: int | None = 
     return shape
 
 
+#: the registry's checks and batch makers the zoo's builder uses (ddpsim.models.zoo.build_zoo)
+_ZOO_HELPERS: dict[str, Callable[..., Any]] = {
+    "pos_int": _check_pos_int, "no_more": _no_more, "shape": _shape, "dtype": _torch_dtype,
+    "float_batch": _float_batch, "token_batch": _token_batch, "cls_loss": _cls_loss, "lm_loss": _lm_loss,
+    "spec": lambda **fields: ModelSpec(**fields)}
+
+
 def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, ...] | None = None,
                 input_dtype: str | None = None, **model_kwargs: Any) -> ModelSpec:
     """Build a built-in model or call a ``package.module:factory``.
 
     Args:
-        name_or_factory: a name from :func:`list_models`, or ``"pkg.mod:factory"``. A factory
+        name_or_factory: a name from :func:`list_models`, a zoo model ``"zoo:<name>"``
+            (:mod:`ddpsim.models.zoo`), or ``"pkg.mod:factory"``. A factory
             is called with ``model_kwargs`` and returns an ``nn.Module`` (then ``input_shape``
             is required and ``input_dtype`` defaults to float32) or ``(module, example_input)``
             (the batch is made like the example: same trailing shape and dtype, first dim =
@@ -273,7 +284,11 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
         raise InputError(f"model: {name_or_factory!r} is not accepted; expected one of {list_models()} or 'package.module:factory'")
     torch.manual_seed(seed)
     kwargs = dict(model_kwargs)
-    if ":" in name_or_factory:
+    if name_or_factory.startswith("zoo:"):
+        from ddpsim.models.zoo import build_zoo
+
+        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs, _ZOO_HELPERS)
+    elif ":" in name_or_factory:
         spec = _build_factory(name_or_factory, seed, input_shape, input_dtype, kwargs)
     else:
         try:

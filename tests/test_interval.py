@@ -1,0 +1,88 @@
+"""Prediction intervals (ddpsim/interval.py): the bootstrap of captures and iterations, with
+outcomes that can be worked out by hand."""
+
+import random
+import statistics
+from dataclasses import replace
+
+import pytest
+
+from ddpsim.errors import InputError
+from ddpsim.interval import PredictionInterval, coverage, predict_mean, prediction_interval, resample_trace
+from ddpsim.trace import IterationSample, make_trace, save_trace
+
+
+def _capture(backwards):
+    t = make_trace(model="toy", params=[("a", (256,), "float32")], ready_s=[0.001], forward_s=0.01,
+                   backward_s=0.02, optimizer_s=0.001)
+    its = tuple(IterationSample(forward_s=0.01, backward_s=b, optimizer_s=0.001, grad_ready_s=(0.001,)) for b in backwards)
+    return replace(t, iterations=its)
+
+
+def _median_backward(trace):
+    return statistics.median(it.backward_s for it in trace.iterations)
+
+
+def test_two_constant_captures_carry_both_noises():
+    # captures of constant backward 1.0 and 2.0: the prediction from both pooled (median) is 1.5;
+    # a measurement-like draw (one capture) is 1.0 or 2.0, a prediction-like draw (two captures)
+    # 1.0, 1.5 or 2.0, so center + m - p lies in {0.5, 1.0, 1.5, 2.0, 2.5}; the extremes come
+    # up 1/2 x 1/4 = 12.5 % of the time each, so the 90 % interval is exactly [0.5, 2.5]
+    iv = prediction_interval([_capture([1.0] * 3), _capture([2.0] * 3)], _median_backward, level=0.9,
+                             num_resamples=100, num_captures=1, seed=0)
+    assert (iv.low_s, iv.high_s) == (0.5, 2.5)
+    assert (iv.num_captures, iv.num_iterations, iv.num_resamples) == (1, 3, 100)
+    assert iv.covers(0.5) and not iv.covers(2.51)
+
+
+def test_same_seed_same_interval():
+    caps = [_capture([1.0, 1.2, 1.5, 0.9]), _capture([2.0, 1.1, 1.3])]
+    a = prediction_interval(caps, _median_backward, seed=7)
+    b = prediction_interval(caps, _median_backward, seed=7)
+    assert a == b and a.num_captures == 2 and a.num_iterations == 3  # the fewest iterations of a capture
+
+
+def test_resample_draws_whole_iterations_of_the_drawn_captures():
+    a, b = _capture([1.0, 2.0]), _capture([10.0, 20.0, 30.0])
+    t = resample_trace([a, b], random.Random(3), num_captures=3, num_iterations=4)
+    assert len(t.iterations) == 12
+    # each block of 4 comes from ONE capture (the two captures' values never mix inside a block)
+    for k in range(3):
+        block = {it.backward_s for it in t.iterations[4 * k:4 * k + 4]}
+        assert block <= {1.0, 2.0} or block <= {10.0, 20.0, 30.0}
+
+
+def test_a_trace_without_variation_has_a_zero_width_interval_at_the_point_prediction(tmp_path):
+    from ddpsim.scenario import scenario_from_dict
+
+    cap = _capture([0.02] * 4)
+    path = save_trace(cap, tmp_path / "t.json")
+    sc = scenario_from_dict({"name": "iv", "trace": str(path), "cluster": {"topology": "cpu-gloo", "nodes": 1},
+                             "world_size": 2, "simulation": {"iterations": 4, "seed": 0, "jitter": "trace"}})
+    predict = predict_mean(sc, sc.base_point())
+    point = predict(cap)
+    iv = prediction_interval([cap, cap], predict, num_resamples=5)
+    assert iv.low_s == iv.high_s == pytest.approx(point)
+    assert point > 0.02 + 0.01  # forward + backward at least
+
+
+def test_coverage_counts_measurements_inside():
+    ivs = [PredictionInterval(low_s=1, high_s=2, level=0.8, num_resamples=1, num_captures=1, num_iterations=1, seed=0),
+           PredictionInterval(low_s=1, high_s=2, level=0.8, num_resamples=1, num_captures=1, num_iterations=1, seed=0),
+           PredictionInterval(low_s=3, high_s=4, level=0.8, num_resamples=1, num_captures=1, num_iterations=1, seed=0)]
+    assert coverage(ivs, [1.5, 2.5, 3.0]) == pytest.approx(2 / 3)
+    assert coverage([], []) is None
+    with pytest.raises(InputError, match="2 intervals for 1 measurements"):
+        coverage(ivs[:2], [1.0])
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"level": 1.0}, "level: 1.0 is not accepted"),
+    ({"num_resamples": 0}, "num_resamples: 0 is not accepted"),
+    ({"num_captures": 0}, "num_captures: 0 is not accepted"),
+])
+def test_bad_interval_input(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        prediction_interval([_capture([1.0])], _median_backward, **kwargs)
+    with pytest.raises(InputError, match="captures: \\[\\] is empty"):
+        prediction_interval([], _median_backward)

@@ -1,0 +1,121 @@
+"""The zoo driver (ddpsim/zoo.py) with a stand-in for ddpsim.validate.validate that writes the
+round traces a validation leaves and returns its rows: resumable, one summary row per model,
+stability on both clocks worked out by hand."""
+
+from dataclasses import replace
+
+import pytest
+
+from ddpsim.cli import main
+from ddpsim.errors import InputError
+from ddpsim.trace import IterationSample, make_trace, save_trace
+from ddpsim.zoo import run_zoo, summary_row
+
+
+def _round_trace(wall_backward_s):
+    # the same CPU time (forward 10 ms, backward 20 ms) in every round; the wall clock grows with the load
+    t = make_trace(model="toy", params=[("a", (1 << 16,), "float32"), ("b", (1 << 16,), "float32")], ready_s=[0.5, 0.25],
+                   forward_s=0.01, backward_s=0.02, optimizer_s=0.001)
+    f = wall_backward_s / 0.02
+    its = tuple(IterationSample(forward_s=0.01 * f, backward_s=wall_backward_s, optimizer_s=0.001,
+                                grad_ready_s=(0.5 * wall_backward_s, 0.25 * wall_backward_s)) for _ in range(4))
+    return replace(t, iterations=its, environment={"num_threads": 1, "cpu_phase_s": [[0.01, 0.02, 0.001]] * 4})
+
+
+def fake_validate(calls):
+    def validate(scenario, *, out_dir, caps, repeats, **kw):
+        name = scenario.rsplit("/", 1)[-1].removesuffix(".yaml")
+        calls.append(name)
+        raw = out_dir / name / "validation"
+        raw.mkdir(parents=True, exist_ok=True)
+        for k, b in zip(range(1, repeats + 1), (0.02, 0.04, 0.03)):
+            save_trace(_round_trace(b), raw / f"trace.round{k}.json")
+        rows = [{"point": f"cap{c:g}", "bucket_cap_mb": c, "measured_s": 0.05, "predicted_s": 0.055, "error_pct": 10.0, "host_other_pct": 50.0,
+                 "run_spread_pct": 4.0, "num_runs": repeats} for c in caps]
+        return {"rows": rows, "summary": {}, "out": out_dir / name}
+    return validate
+
+
+def test_zoo_summary_resume_and_failure(tmp_path):
+    calls, lines = [], []
+    kw = dict(out_dir=tmp_path, caps=[1.0, 25.0], repeats=2, iterations=4, num_resamples=5, echo=lines.append)
+    res = run_zoo(models=["tied_lm", "zoo:transformer_encoder"], validate_fn=fake_validate(calls), **kw)
+    assert calls == ["zoo-tied_lm", "zoo-transformer_encoder"]
+    rows = res["rows"]
+    assert [r["model"] for r in rows] == ["zoo:tied_lm", "zoo:transformer_encoder"]
+    for r in rows:
+        assert r["status"] == "done" and r["points"] == 2 and r["median_abs_error_pct"] == 10.0
+        assert r["median_run_spread_pct"] == 4.0
+        # rounds captured 20 and 40 ms of wall-clock backward for the same CPU time: the wall-clock
+        # predictions differ, the CPU-clock ones are the same
+        assert r["stability_pct"] > 10.0 and r["stability_cpu_pct"] == 0.0
+        assert r["coverage"].endswith("/2") and r["coverage_cpu"].endswith("/2")
+    import json
+    pts = json.loads((tmp_path / "zoo" / "zoo-tied_lm" / "zoo.json").read_text())["analysis"]["points"]
+    import os
+    for p in pts:  # 2 ranks on this host's CPUs beside 50 % other load: each rank holds min(1, cpus * 0.5 / 2)
+        assert p["cpu_share"] == pytest.approx(min(1.0, (os.cpu_count() or 1) * 0.5 / 2))
+        assert p["predicted_load_s"] == pytest.approx(p["predicted_cpu_s"] / p["cpu_share"])
+    md = (tmp_path / "zoo" / "summary.md").read_text()
+    assert "| zoo:tied_lm | done | 2 | 10.0 % |" in md
+    assert (tmp_path / "zoo" / "summary.csv").read_text().splitlines()[0].startswith("model,status,points")
+    assert any("[2/2] zoo:transformer_encoder: done in" in ln for ln in lines)
+
+    # resumed: both done, nothing validated again; a third model's failure is a row, not an exception
+    def failing(scenario, **kw):
+        raise InputError("executor ddp: exit status 1 (boom)")
+    lines.clear()
+    res2 = run_zoo(models=["tied_lm", "transformer_encoder", "transformer_seq2seq"], validate_fn=failing, **kw)
+    assert [r["status"] for r in res2["rows"][:2]] == ["done", "done"]
+    assert res2["rows"][2]["status"].startswith("failed: executor ddp: exit status 1")
+    assert sum("done earlier" in ln for ln in lines) == 2
+
+    # analysed again from what the validation left (its validation.json), nothing run
+    import json
+    for name in ("tied_lm", "transformer_encoder"):
+        mdir = tmp_path / "zoo" / f"zoo-{name}"
+        rows = [{"point": f"cap{c:g}", "bucket_cap_mb": c, "measured_s": 0.05, "predicted_s": 0.055, "error_pct": 10.0,
+                 "host_other_pct": 50.0, "run_spread_pct": 4.0, "num_runs": 2} for c in (1.0, 25.0)]
+        (mdir / "validation.json").write_text(json.dumps({"calibration": str(tmp_path / "none.json"), "rows": rows}))
+    lines.clear()
+    res3 = run_zoo(models=["tied_lm", "transformer_encoder", "branchy_mlp"], validate_fn=failing, reanalyze=True, **kw)
+    assert [r["model"] for r in res3["rows"]] == ["zoo:tied_lm", "zoo:transformer_encoder"]
+    assert [r["stability_cpu_pct"] for r in res3["rows"]] == [0.0, 0.0]
+    assert sum("analysed again" in ln for ln in lines) == 2 and "not validated yet" in lines[-1]
+
+
+def test_zoo_idle_host_other_load_below_zero_counts_as_none(tmp_path):
+    base = fake_validate([])
+
+    def validate(scenario, **kw):
+        res = base(scenario, **kw)
+        for r in res["rows"]:
+            r["host_other_pct"] = -0.15  # /proc/stat's noise on an idle host
+        return res
+    r = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=2, iterations=4, num_resamples=3,
+                echo=lambda s: None, validate_fn=validate)["rows"][0]
+    assert r["status"] == "done" and r["median_abs_error_load_pct"] == r["median_abs_error_cpu_pct"]
+
+
+def test_zoo_bad_input(tmp_path):
+    with pytest.raises(InputError, match="model: 'zoo:nosuch' is not a zoo model"):
+        run_zoo(models=["nosuch"], out_dir=tmp_path, validate_fn=fake_validate([]))
+    with pytest.raises(InputError, match="--repeats: 0 is not accepted"):
+        run_zoo(models=["tied_lm"], out_dir=tmp_path, repeats=0, validate_fn=fake_validate([]))
+    assert summary_row("zoo:x", {"status": "skipped"})["points"] is None
+
+
+def test_validate_cli_zoo_flags(capsys):
+    assert main(["validate", "--zoo-models", "tied_lm"]) == 2
+    assert "--zoo-models: 'tied_lm' is not accepted without --zoo" in capsys.readouterr().err
+    assert main(["validate", "default", "--zoo"]) == 2
+    assert "SCENARIO: 'default' is not accepted with --zoo" in capsys.readouterr().err
+
+
+def test_zoo_with_one_round_has_no_stability_figure(tmp_path):
+    lines = []
+    res = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=1, iterations=4, num_resamples=3,
+                  echo=lines.append, validate_fn=fake_validate([]))
+    r = res["rows"][0]
+    assert r["status"] == "done" and r["stability_pct"] is None and r["stability_cpu_pct"] is None
+    assert r["coverage"].endswith("/1") and "stability" not in lines[-1]

@@ -136,16 +136,22 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+#: a predicted gain below this is a tie in practice (what a simulation can promise)
+PRACTICAL_GAIN = 0.01
+
+
 def _cap_list_line(cl: dict[str, Any]) -> str:
-    """The summary's bullet with the ``bucket_cap_mb_list`` line to paste."""
+    """The summary's bullet with the line to paste: the ``bucket_cap_mb_list`` when it is
+    predicted at least :data:`PRACTICAL_GAIN` faster than the best uniform cap, else that cap."""
     gains = (f"predicted p50 {fmt_s(cl['iteration_p50_s'])}: {_pct(cl['gain_over_default'])} over the default "
              f"(`{cl['default_point']}`), {_pct(cl['gain_over_best_cap'])} over the best uniform cap (`{cl['best_cap_point']}`)")
-    if (cl["gain_over_best_cap"] or 0) <= 0:
-        # a list no faster than one cap: the cap is the line to paste, the list stays in the plan file
+    if (cl["gain_over_best_cap"] or 0) < PRACTICAL_GAIN:
+        # a list not clearly faster than one cap: the cap is the line to paste, the list stays in the plan file
         cap = cl["best_cap_mb"]
         line = "DDP(model)" if cap is None else f"DDP(model, bucket_cap_mb={mb_text(cap)})"
-        return (f"- **To paste**: `{line}` (`{cl['best_cap_point']}`) - no bucket_cap_mb_list is predicted faster "
-                f"than this uniform cap (the best list, {_pct(cl['gain_over_best_cap'])}, is in `recommended_plan.json`).")
+        return (f"- **To paste**: `{line}` (`{cl['best_cap_point']}`) - no bucket_cap_mb_list is predicted "
+                f"{100 * PRACTICAL_GAIN:g}% or more faster than this uniform cap (the best list, "
+                f"{_pct(cl['gain_over_best_cap'])}, is in `recommended_plan.json`).")
     if cl["reproduces_recommended_plan"]:
         head = ("- **To paste** (torch >= 2.13): `" + cl["paste"] + "` - real DDP rebuilds exactly the buckets of "
                 "`recommended_plan.json` from it; " + gains)
@@ -247,8 +253,6 @@ def render_summary(s: dict[str, Any]) -> str:
     cap = "default (not given)" if b["bucket_cap_mb"] is None else f"{b['bucket_cap_mb']:g} MiB"
     what = "bucket_cap_mb"
     if b.get("bucket_cap_mb_list"):
-        from ddpsim.plan import mb_text
-
         what, cap = "setting", f"bucket_cap_mb_list=[{', '.join(mb_text(x) for x in b['bucket_cap_mb_list'])}]"
     if s["best"]["point"] == s["default"]["point"]:
         L.append(f"- **Best bucket_cap_mb: {cap}** - DDP's default is already the fastest point swept: "
@@ -257,7 +261,8 @@ def render_summary(s: dict[str, Any]) -> str:
         L.append(f"- **Best {what}: {cap}** (`{b['point']}`): p50 step {fmt_s(b['iteration_p50_s'])} vs "
                  f"{fmt_s(d['iteration_p50_s'])} at the default (`{d['point']}`): "
                  f"**{100 * (s['gain_over_default'] or 0):.1f}% faster**, {fmt_s(s['saved_per_step_s'])} saved per step"
-                 + (" - under 1%, within what a simulation can promise: a tie in practice, keep the default." if (s['gain_over_default'] or 0) < 0.01 else "."))
+                 + (" - under 1%, within what a simulation can promise: a tie in practice, keep the default."
+                    if (s['gain_over_default'] or 0) < PRACTICAL_GAIN else "."))
     u = s.get("uncertainty")
     if u:
         L.append(render_uncertainty(u))

@@ -100,7 +100,7 @@ def test_run_scenario_writes_everything(tmp_path, tiny_trace_file):
 
 
 def test_paste_line_is_the_uniform_cap_when_no_list_is_faster():
-    """A list predicted no faster than the best uniform cap: the cap is what to paste (DDP's
+    """A list predicted less than 1 % faster than the best uniform cap: the cap is what to paste (DDP's
     default spells as plain ``DDP(model)``), the list stays in recommended_plan.json."""
     from ddpsim.report import _cap_list_line
 
@@ -109,8 +109,10 @@ def test_paste_line_is_the_uniform_cap_when_no_list_is_faster():
           "gain_over_default": 0.005, "gain_over_best_cap": -0.0001, "best_cap_point": "cap=400",
           "best_cap_mb": 400.0, "default_point": "cap=default"}
     assert _cap_list_line(cl) == ("- **To paste**: `DDP(model, bucket_cap_mb=400)` (`cap=400`) - no bucket_cap_mb_list "
-                                  "is predicted faster than this uniform cap (the best list, -0.0%, is in "
+                                  "is predicted 1% or more faster than this uniform cap (the best list, -0.0%, is in "
                                   "`recommended_plan.json`).")
+    # +0.5 %: a tie in practice, the cap stays the line to paste
+    assert _cap_list_line(dict(cl, gain_over_best_cap=0.005)).startswith("- **To paste**: `DDP(model, bucket_cap_mb=400)`")
     assert _cap_list_line(dict(cl, best_cap_mb=None, best_cap_point="cap=default")).startswith(
         "- **To paste**: `DDP(model)` (`cap=default`)")
     faster = dict(cl, gain_over_best_cap=0.02)

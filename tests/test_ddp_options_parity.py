@@ -13,6 +13,7 @@ ddpsim's side: plan_ddp and the engine on the independent tracer's trace of the 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -141,6 +142,7 @@ def worker_main(rank: int, world_size: int, store_path: str, out_path: str) -> N
                         **{k: data.get(k) for k in ("bucket_sizes", "rebuilt_bucket_sizes", "rebuilt_per_bucket_param_indices",
                                                     "num_buckets_reduced")}}
             del ddp, module
+            gc.collect()  # free the Reducer while the process group lives (test_ddp_parity.worker_main)
         for cid, kwargs in SYNC_CONFIGS:
             torch.manual_seed(0)
             module = _buffer_module()
@@ -152,6 +154,7 @@ def worker_main(rank: int, world_size: int, store_path: str, out_path: str) -> N
             res[cid] = {"scale_after_forward": scales,
                         "broadcast_buffers": ddp._get_ddp_logging_data().get("broadcast_buffers")}
             del ddp, module
+            gc.collect()  # free the Reducer while the process group lives (test_ddp_parity.worker_main)
         torch.manual_seed(0)
         module = _mp_module()
         mp = _MixedPrecision(**{k: getattr(torch, v) for k, v in MP.items()})
@@ -162,6 +165,7 @@ def worker_main(rank: int, world_size: int, store_path: str, out_path: str) -> N
                                  for g in ddp.reducer._get_zeros_like_grad_buckets()],
                      "bucket_sizes": ddp._get_ddp_logging_data().get("bucket_sizes")}
         del ddp, module
+        gc.collect()
     finally:
         dist.destroy_process_group()
     if rank == 0:

@@ -22,6 +22,13 @@ rebuilt ones (``_get_ddp_logging_data()``: ``rebuilt_per_bucket_param_indices``,
 from torch's own ``_compute_bucket_assignment_by_size`` over DDP's parameters and limits,
 reversed as DDP does).
 
+torch 2.13's options (``--batched-grad-copy``, ``--skip-all-reduce-unused-params``,
+``--forward-sync-buffers``, ``--delay-all-reduce-params`` with ``--param-to-hook-all-reduce``,
+``--mixed-precision``) reach the DDP constructor by torch's keyword names, only when not at their
+default; the record's ``ddp_in_force`` reads them back from the constructed DDP object (torch's
+logging data has no fields for them). ``--mixed-precision`` is refused on CPU devices: torch's
+mixed-precision forward records device events the CPU backend lacks.
+
 A point's cap is a ``bucket_cap_mb`` (None: not given) or, as a tuple, a
 ``bucket_cap_mb_list`` (``--bucket-cap-mb-list``; torch ignores ``bucket_cap_mb`` then).
 """
@@ -61,6 +68,56 @@ def add_ddp_option_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--static-graph", action="store_true")
     p.add_argument("--gradient-as-bucket-view", action="store_true")
     p.add_argument("--no-broadcast-buffers", action="store_true", help="broadcast_buffers=False")
+    p.add_argument("--batched-grad-copy", action="store_true", help="batched_grad_copy=True (torch >= 2.13)")
+    p.add_argument("--skip-all-reduce-unused-params", action="store_true",
+                   help="skip_all_reduce_unused_params=True (torch >= 2.13; with --find-unused-parameters or --static-graph)")
+    p.add_argument("--forward-sync-buffers", metavar="{true,false}", default=None,
+                   help="forward_sync_buffers (torch >= 2.13; the buffer broadcast before each forward); "
+                        "default: not given (broadcast_buffers decides)")
+    p.add_argument("--mixed-precision", metavar="PARAM[:REDUCE[:BUFFER]]", default=None,
+                   help="mixed_precision: DDP's _MixedPrecision dtypes, e.g. bfloat16:float32 (CUDA devices only: "
+                        "torch's mixed-precision forward records device events, which the CPU backend lacks)")
+    p.add_argument("--delay-all-reduce-params", metavar="NAME[,NAME...]", default=None,
+                   help="delay_all_reduce_named_params: these parameters leave the buckets and are all-reduced from "
+                        "a hook on --param-to-hook-all-reduce's gradient")
+    p.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None,
+                   help="param_to_hook_all_reduce (with --delay-all-reduce-params)")
+
+
+def torch213_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The torch 2.13 options of ``args`` (:func:`add_ddp_option_arguments`) as
+    :class:`ddpsim.plan.DDPOptions` keyword arguments, checked as ``ddpsim simulate`` checks
+    its flags of the same names; an option ``args`` lacks is at its default.
+
+    Raises:
+        InputError: a bad value (one line naming the flag).
+    """
+    from ddpsim.plan import parse_mixed_precision
+    from ddpsim.units import parse_bool_flag, parse_delay_flags
+
+    out: dict[str, Any] = {"batched_grad_copy": bool(getattr(args, "batched_grad_copy", False)),
+                           "skip_all_reduce_unused_params": bool(getattr(args, "skip_all_reduce_unused_params", False)),
+                           "forward_sync_buffers": parse_bool_flag(getattr(args, "forward_sync_buffers", None),
+                                                                   "--forward-sync-buffers"),
+                           "mixed_precision": parse_mixed_precision(getattr(args, "mixed_precision", None))}
+    out.update(parse_delay_flags(getattr(args, "delay_all_reduce_params", None),
+                                 getattr(args, "param_to_hook_all_reduce", None)))
+    return out
+
+
+def check_ddp_options(rt: Runtime, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`torch213_options` of ``args``, refusing what this device cannot run.
+
+    Raises:
+        InputError: a bad value; ``--mixed-precision`` on a CPU device (torch 2.13's
+            mixed-precision forward waits on device events: "cpu backend doesn't support events").
+    """
+    out = torch213_options(args)
+    if out["mixed_precision"] is not None and not rt.is_cuda:
+        raise InputError(f"--mixed-precision: {args.mixed_precision!r} is not accepted on a {rt.device.type} device "
+                         f"({rt.backend}): torch's mixed-precision forward records device events, which the CPU backend "
+                         "lacks (\"cpu backend doesn't support events\"); expected it only with CUDA devices")
+    return out
 
 
 def parse_cap(value: str | None) -> float | None:
@@ -112,7 +169,8 @@ def plan_from_trace(trace: Any, label: str, cap: float | None, param_names: list
                          f"expected a trace of --model {args.model}")
     opts = DDPOptions(bucket_cap_mb=None if isinstance(cap, tuple) else cap,
                       bucket_cap_mb_list=cap if isinstance(cap, tuple) else None, find_unused_parameters=args.find_unused_parameters,
-                      static_graph=args.static_graph, gradient_as_bucket_view=args.gradient_as_bucket_view)
+                      static_graph=args.static_graph, gradient_as_bucket_view=args.gradient_as_bucket_view,
+                      broadcast_buffers=not args.no_broadcast_buffers, **torch213_options(args))
     plan = plan_ddp(trace, opts)
     return {"buckets": [list(b.param_indices) for b in plan.steady], "sizes": [b.size_bytes for b in plan.steady],
             "source": f"plan_ddp({label}, {opts.label()})"}
@@ -218,8 +276,17 @@ def summarize(per_rank: list[list[dict[str, float]]]) -> dict[str, Any]:
     return out
 
 
-def ddp_kwargs(rt: Runtime, args: argparse.Namespace, cap: float | None) -> dict[str, Any]:
-    """The ``DistributedDataParallel`` keyword arguments of ``args``' options at ``cap``."""
+def ddp_kwargs(rt: Runtime, args: argparse.Namespace, cap: float | None, module: Any) -> dict[str, Any]:
+    """The ``DistributedDataParallel`` keyword arguments of ``args``' options at ``cap`` for
+    ``module``. torch 2.13's options are passed only when not at their default (a default run
+    builds DDP as a torch without them does); ``delay_all_reduce_named_params`` as torch takes
+    it, ``(name, parameter)`` pairs of ``module``, and ``param_to_hook_all_reduce`` as the parameter.
+
+    Raises:
+        InputError: a delayed or hook parameter name that ``module`` does not have.
+    """
+    import torch
+
     kwargs: dict[str, Any] = dict(find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
                                   gradient_as_bucket_view=args.gradient_as_bucket_view)
     if args.no_broadcast_buffers:
@@ -228,9 +295,67 @@ def ddp_kwargs(rt: Runtime, args: argparse.Namespace, cap: float | None) -> dict
         kwargs["bucket_cap_mb_list"] = list(cap)
     elif cap is not None:
         kwargs["bucket_cap_mb"] = cap
+    new = torch213_options(args)
+    for key in ("batched_grad_copy", "skip_all_reduce_unused_params"):
+        if new[key]:
+            kwargs[key] = True
+    if new["forward_sync_buffers"] is not None:
+        kwargs["forward_sync_buffers"] = new["forward_sync_buffers"]
+    mp = new["mixed_precision"]
+    if mp is not None:
+        from torch.nn.parallel.distributed import _MixedPrecision
+
+        kwargs["mixed_precision"] = _MixedPrecision(
+            **{k: None if v is None else getattr(torch, v) for k, v in
+               (("param_dtype", mp.param_dtype), ("reduce_dtype", mp.reduce_dtype), ("buffer_dtype", mp.buffer_dtype))})
+    if new.get("delay_all_reduce_named_params") is not None:
+        named = dict(module.named_parameters())
+        flags = {"--delay-all-reduce-params": new["delay_all_reduce_named_params"],
+                 "--param-to-hook-all-reduce": (new["param_to_hook_all_reduce"],)}
+        for flag, names in flags.items():
+            bad = [n for n in names if n not in named]
+            if bad:
+                raise InputError(f"{flag}: {bad[0]!r} is not a parameter of this model; expected one of its parameter "
+                                 f"names (e.g. {', '.join(repr(n) for n in list(named)[:3])})")
+        kwargs["delay_all_reduce_named_params"] = [(n, named[n]) for n in new["delay_all_reduce_named_params"]]
+        kwargs["param_to_hook_all_reduce"] = named[new["param_to_hook_all_reduce"]]
     if rt.is_cuda:
         kwargs["device_ids"] = [rt.device.index]
     return kwargs
+
+
+def options_record(args: argparse.Namespace, cap: float | tuple[float, ...] | None) -> dict[str, Any]:
+    """A measurement's ``options``: the DDP options it ran with, by torch's names, as JSON
+    (torch 2.13's only when not at their default; delayed parameters by name)."""
+    new = torch213_options(args)
+    out: dict[str, Any] = {"bucket_cap_mb": None if isinstance(cap, tuple) else cap,
+                           "broadcast_buffers": not args.no_broadcast_buffers,
+                           "find_unused_parameters": args.find_unused_parameters, "static_graph": args.static_graph,
+                           "gradient_as_bucket_view": args.gradient_as_bucket_view}
+    if isinstance(cap, tuple):
+        out["bucket_cap_mb_list"] = list(cap)
+    for key in ("batched_grad_copy", "skip_all_reduce_unused_params"):
+        if new[key]:
+            out[key] = True
+    if new["forward_sync_buffers"] is not None:
+        out["forward_sync_buffers"] = new["forward_sync_buffers"]
+    if new["mixed_precision"] is not None:
+        out["mixed_precision"] = new["mixed_precision"].label()
+    if new.get("delay_all_reduce_named_params") is not None:
+        out["delay_all_reduce_named_params"] = list(new["delay_all_reduce_named_params"])
+        out["param_to_hook_all_reduce"] = new["param_to_hook_all_reduce"]
+    return out
+
+
+def in_force(model: Any) -> dict[str, Any]:
+    """The options as the real DDP object holds them after construction (torch 2.13 attributes;
+    None where this torch lacks one): what ran, not what was asked."""
+    delayed = getattr(model, "_delay_all_reduce_params", None)
+    return {"batched_grad_copy": getattr(model, "batched_grad_copy", None),
+            "skip_all_reduce_unused_params": getattr(model, "skip_all_reduce_unused_params", None),
+            "forward_sync_buffers": getattr(model, "forward_sync_buffers", None),
+            "delayed_params": None if delayed is None else len(delayed),
+            "mixed_precision": None if getattr(model, "mixed_precision", None) is None else str(model.mixed_precision)}
 
 
 def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | None,
@@ -246,8 +371,10 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    kwargs = ddp_kwargs(rt, args, cap)
+    check_ddp_options(rt, args)
+    kwargs = ddp_kwargs(rt, args, cap, wl.module)
     model = DDP(wl.module, **kwargs)
+    forced = in_force(model)
     timer = BucketTimer(rt) if args.timing_hook else None
     if timer is not None:
         model.register_comm_hook(None, timer.as_hook())
@@ -271,6 +398,8 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
             "layout": "rebuilt"}
     if not real["sizes"]:  # never rebuilt: DDP runs its construction layout in every iteration
         real.update(buckets=construction, sizes=parse_ints(logging.get("bucket_sizes", "")), layout="construction")
+    real.update(buckets=to_model_indices(real["buckets"], wl.module, args),
+                grad_ready_order=to_model_indices([real["grad_ready_order"]], wl.module, args)[0])
     matches = None
     if predicted is not None:
         matches = (real["buckets"] is not None and predicted["buckets"] == real["buckets"]) and (
@@ -280,8 +409,7 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
     summary = summarize([g["iterations"] for g in gathered])
     rec = measurement(
         "ddp", rt, model=wl.name, model_info=wl.info, batch_size=args.batch_size, num_threads=torch.get_num_threads(),
-        options={"bucket_cap_mb": None if isinstance(cap, tuple) else cap, "broadcast_buffers": not args.no_broadcast_buffers,
-                 **{k: v for k, v in kwargs.items() if k not in ("device_ids", "bucket_cap_mb", "broadcast_buffers")}},
+        options=options_record(args, cap), ddp_in_force=forced,
         timing_hook=bool(args.timing_hook), warmup=args.warmup, num_iterations=args.iterations,
         summary=summary, ranks=gathered, ddp_logging=logging, real_buckets=real,
         predicted_buckets=predicted, plan_matches=matches)
@@ -294,6 +422,19 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
     if matches is not None:
         rt.log(f"{label}: plan_matches: {str(matches).lower()} (real DDP {real['layout']} buckets vs {predicted['source']})")
     return rec
+
+
+def to_model_indices(groups: list[list[int]] | None, module: Any, args: argparse.Namespace) -> list[list[int]] | None:
+    """Reducer parameter indices (DDP's logging, its construction layout) as indices into all of
+    ``module``'s DDP parameters (the trace's, the plan's): DDP leaves ``delay_all_reduce_named_params``
+    out of its reducer's list, which shifts every later index; without them, ``groups`` as they are."""
+    delayed = set(torch213_options(args).get("delay_all_reduce_named_params") or ())
+    if groups is None or not delayed:
+        return groups
+    from ddpsim.models import ddp_params
+
+    reducer = [i for i, (n, _, _) in enumerate(ddp_params(module)) if n not in delayed]
+    return [[reducer[k] for k in g] for g in groups]
 
 
 def split_cap(cap: float | tuple[float, ...] | None) -> tuple[float | None, tuple[float, ...] | None]:
@@ -322,6 +463,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     from ddpsim.units import parse_cap_list
 
     check_counts(args)
+    check_ddp_options(rt, args)
     cap = parse_cap(args.bucket_cap_mb)
     cap_list = parse_cap_list(args.bucket_cap_mb_list, "--bucket-cap-mb-list")
     if cap_list is not None:

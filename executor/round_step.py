@@ -30,7 +30,7 @@ from typing import Any
 
 from ddpsim.errors import InputError
 
-from executor.ddp_step import add_ddp_option_arguments, measure_point, plan_from_trace, split_cap
+from executor.ddp_step import add_ddp_option_arguments, check_ddp_options, measure_point, plan_from_trace, split_cap
 from executor.runtime import Runtime, write_json
 from executor.workload import add_model_arguments, at_least, check_counts, parse_model_args, workload_from_spec
 
@@ -80,6 +80,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     from ddpsim.trace import pool_traces, save_trace
 
     check_counts(args)
+    check_ddp_options(rt, args)
     at_least(args.trace_iters, "--trace-iters", 1)
     at_least(args.trace_warmup, "--trace-warmup", 0)
     at_least(args.round, "--round", 1)

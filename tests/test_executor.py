@@ -508,3 +508,136 @@ def test_plan_matches_the_construction_layout_when_ddp_never_rebuilds(tmp_path, 
     assert m["real_buckets"]["buckets"] == [[0, 1, 2, 3, 4, 5]] and m["real_buckets"]["sizes"] == [104488]
     assert m["plan_matches"] is True
     assert "plan_matches: true (real DDP construction buckets" in r.stdout
+
+
+def test_ddp_batched_grad_copy_is_in_force_and_the_buckets_are_the_planned_ones(tmp_path):
+    out = tmp_path / "m.json"
+    r = _run(["ddp", "--model", "mlp", "--batch-size", "8", "--bucket-cap-mb", "0.1", "--batched-grad-copy",
+              "--iterations", "1", "--warmup", "2", "--trace", str(MLP_TRACE), "--timeout-s", "60", "--out", str(out)])
+    m = json.loads(out.read_text())
+    # torch's logging data has no field for it: the DDP object's own attribute says it ran
+    assert m["ddp_in_force"]["batched_grad_copy"] is True and m["options"]["batched_grad_copy"] is True
+    assert m["ddp_in_force"]["skip_all_reduce_unused_params"] is False
+    # batched_grad_copy defers the copies; the buckets stay the hand-worked cap-0.1 layout
+    assert m["real_buckets"]["buckets"] == CAP_01_BUCKETS and m["real_buckets"]["sizes"] == CAP_01_SIZES
+    assert m["plan_matches"] is True
+    assert "batched_grad_copy)" in r.stdout
+
+
+UNUSED_LAST_FACTORY = '''
+import torch
+import torch.nn as nn
+
+
+class UnusedLast(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(64, 128)
+        self.out = nn.Linear(128, 10)
+        self.skip = nn.Linear(128, 128)   # never used in forward
+
+    def forward(self, x):
+        return self.out(self.inp(x).relu())
+
+
+def build():
+    torch.manual_seed(0)
+    return UnusedLast(), torch.randn(4, 64)
+'''
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_ddp_skip_all_reduce_unused_params_leaves_the_unused_bucket_out(tmp_path, monkeypatch, skip):
+    """find_unused_parameters, no rebuild: DDP's construction layout at bucket_cap_mb 0.06
+    (62914 B) fills params in order 0..5 (32768, 512, 5120, 40, 65536, 512 B): 0..4 reach
+    103976 B >= the cap, param 5 (skip.bias, 512 B) is left over; reversed, bucket 0 = [5],
+    every parameter of it unused, bucket 1 = [0..4]. skip_all_reduce_unused_params all-reduces
+    bucket 1 only (the timing hook sees what is all-reduced); without it both."""
+    from ddpsim.capture import capture_trace
+    from ddpsim.models import build_model
+    from ddpsim.trace import save_trace
+
+    (tmp_path / "h8unusedlast.py").write_text(UNUSED_LAST_FACTORY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    trace = capture_trace(build_model("h8unusedlast:build"), batch_size=4, num_iters=1, num_warmup=0,
+                          measure_hook_overhead=False)
+    save_trace(trace, tmp_path / "t.json")
+    out = tmp_path / "m.json"
+    _run(["ddp", "--model", "h8unusedlast:build", "--batch-size", "4", "--find-unused-parameters", "--bucket-cap-mb", "0.06",
+          *(["--skip-all-reduce-unused-params"] if skip else []), "--timing-hook", "--iterations", "2", "--warmup", "2",
+          "--trace", str(tmp_path / "t.json"), "--timeout-s", "60", "--out", str(out)])
+    m = json.loads(out.read_text())
+    assert m["real_buckets"]["layout"] == "construction"
+    assert m["real_buckets"]["buckets"] == [[5], [0, 1, 2, 3, 4]] and m["real_buckets"]["sizes"] == [512, 103976]
+    assert m["plan_matches"] is True
+    assert m["ddp_in_force"]["skip_all_reduce_unused_params"] is skip
+    for it in (3, 4):
+        assert [b["bucket"] for b in m["ranks"][0]["buckets"] if b["iteration"] == it] == ([1] if skip else [0, 1])
+
+
+def test_ddp_mixed_precision_on_gloo_is_refused_in_one_line(tmp_path):
+    r = launch_local(["ddp", "--model", "mlp", "--batch-size", "8", "--mixed-precision", "bfloat16", "--iterations", "1",
+                      "--warmup", "2", "--timeout-s", "60", "--out", str(tmp_path / "m.json")], nproc=2, num_threads=1,
+                     timeout_s=120)
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if "executor: error" in ln]
+    assert len(lines) == 2 and len(set(lines)) == 1   # each rank, the same one line
+    assert ("--mixed-precision: 'bfloat16' is not accepted on a cpu device (gloo): torch's mixed-precision forward records "
+            "device events, which the CPU backend lacks") in lines[0]
+    # refused before DDP is built (torchrun's own ChildFailedError banner follows the ranks' lines)
+    assert "cpu backend doesn't support events\n" not in r.stderr and not (tmp_path / "m.json").exists()
+
+
+def _args(**kw):
+    import argparse
+
+    base = dict(find_unused_parameters=False, static_graph=False, gradient_as_bucket_view=False, no_broadcast_buffers=False,
+                batched_grad_copy=False, skip_all_reduce_unused_params=False, forward_sync_buffers=None, mixed_precision=None,
+                delay_all_reduce_params=None, param_to_hook_all_reduce=None)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_ddp_kwargs_use_torch_2_13_names_only_when_not_default():
+    import inspect
+    from types import SimpleNamespace
+
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from executor.ddp_step import ddp_kwargs
+
+    rt = SimpleNamespace(is_cuda=False)
+    module = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    assert ddp_kwargs(rt, _args(), None, module) == dict(find_unused_parameters=False, static_graph=False,
+                                                         gradient_as_bucket_view=False)
+    kw = ddp_kwargs(rt, _args(batched_grad_copy=True, skip_all_reduce_unused_params=True, forward_sync_buffers="false",
+                              delay_all_reduce_params="1.weight,1.bias", param_to_hook_all_reduce="0.weight"), 0.5, module)
+    # every keyword is one of torch's DDP constructor parameters
+    assert set(kw) <= set(inspect.signature(DDP.__init__).parameters)
+    assert (kw["batched_grad_copy"], kw["skip_all_reduce_unused_params"], kw["forward_sync_buffers"]) == (True, True, False)
+    params = dict(module.named_parameters())
+    assert [(n, p is params[n]) for n, p in kw["delay_all_reduce_named_params"]] == [("1.weight", True), ("1.bias", True)]
+    assert kw["param_to_hook_all_reduce"] is params["0.weight"] and kw["bucket_cap_mb"] == 0.5
+
+
+@pytest.mark.parametrize("kw, want", [
+    ({"forward_sync_buffers": "maybe"}, "--forward-sync-buffers: 'maybe' is not accepted; expected true or false"),
+    ({"mixed_precision": "float8"}, "--mixed-precision: 'float8' is not accepted; expected PARAM[:REDUCE[:BUFFER]]"),
+    ({"delay_all_reduce_params": "1.weight"}, "--param-to-hook-all-reduce: None with --delay-all-reduce-params '1.weight' "
+                                              "is not accepted; expected both or neither"),
+    ({"delay_all_reduce_params": "2.weight", "param_to_hook_all_reduce": "0.weight"},
+     "--delay-all-reduce-params: '2.weight' is not a parameter of this model; expected one of its parameter names"),
+    ({"delay_all_reduce_params": "1.weight", "param_to_hook_all_reduce": "9.bias"},
+     "--param-to-hook-all-reduce: '9.bias' is not a parameter of this model"),
+])
+def test_bad_torch_2_13_option_values_are_one_line_input_errors(kw, want):
+    from types import SimpleNamespace
+
+    import torch.nn as nn
+
+    from executor.ddp_step import ddp_kwargs
+
+    with pytest.raises(InputError) as exc:
+        ddp_kwargs(SimpleNamespace(is_cuda=False), _args(**kw), None, nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)))
+    assert want in str(exc.value) and "\n" not in str(exc.value)

@@ -518,3 +518,48 @@ def test_measured_bucket_start_is_the_last_ranks_launch():
     assert b["launch_s"] == pytest.approx(0.11)      # rank 0's own: median of 0.10, 0.20, 0.11
     assert b["start_s"] == pytest.approx(0.25)       # median of the later launches 0.25, 0.20, 0.31
     assert b["end_s"] == pytest.approx(0.32)
+
+
+def _mlp_scenario(ddp: dict, sweep: dict | None = None):
+    from ddpsim.scenario import scenario_from_dict
+
+    return scenario_from_dict({"name": "t", "trace": str(REPO_ROOT / "traces" / "mlp.cpu.json"),
+                               "cluster": {"topology": "cpu-gloo"}, "world_size": 2, "ddp": ddp,
+                               **({"sweep": sweep} if sweep else {})})
+
+
+@pytest.mark.parametrize("ddp, want", [
+    # a default ddp block: no flag, the executor commands as they were
+    ({}, []),
+    ({"broadcast_buffers": False}, ["--no-broadcast-buffers"]),
+    # forward_sync_buffers decides the forward broadcast when given (torch 2.13 then ignores broadcast_buffers)
+    ({"broadcast_buffers": False, "forward_sync_buffers": True}, ["--forward-sync-buffers", "true"]),
+    ({"forward_sync_buffers": False}, ["--forward-sync-buffers", "false"]),
+    ({"static_graph": True, "batched_grad_copy": True, "skip_all_reduce_unused_params": True},
+     ["--static-graph", "--batched-grad-copy", "--skip-all-reduce-unused-params"]),
+    ({"batched_grad_copy": False, "skip_all_reduce_unused_params": False}, []),
+    ({"delay_all_reduce_named_params": ["layers.2.weight", "layers.2.bias"], "param_to_hook_all_reduce": "layers.0.weight"},
+     ["--delay-all-reduce-params", "layers.2.weight,layers.2.bias", "--param-to-hook-all-reduce", "layers.0.weight"]),
+    ({"mixed_precision": {"param_dtype": "bfloat16", "buffer_dtype": "float16"}}, ["--mixed-precision", "bfloat16:-:float16"]),
+])
+def test_options_pass_every_ddp_option_the_scenario_sets(ddp, want):
+    from ddpsim.validation.measure import _options
+
+    s = _mlp_scenario(ddp)
+    assert _options(s, s.points()[0]) == want
+
+
+def test_options_take_the_points_own_find_unused_and_bucket_view():
+    from ddpsim.validation.measure import _options
+
+    s = _mlp_scenario({"batched_grad_copy": True}, {"find_unused_parameters": [False, True]})
+    assert [_options(s, p) for p in s.points()] == [["--batched-grad-copy"], ["--find-unused-parameters", "--batched-grad-copy"]]
+
+
+def test_validate_refuses_mixed_precision_on_cpu_in_one_line(tmp_path, capsys):
+    scen, cal = tiny_scenario(tmp_path, "mp", batch_size=8)
+    scen.write_text(scen.read_text() + "ddp: {mixed_precision: {param_dtype: bfloat16}}\n")
+    assert main(["validate", str(scen), "--calibration", str(cal), "--out-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ddp.mixed_precision: 'bfloat16/-/-' is not accepted by local validation (gloo on CPU)" in err[0]
+    assert not list((tmp_path / "out").rglob("*.json"))

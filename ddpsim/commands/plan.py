@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from ddpsim.errors import InputError
+from ddpsim.units import parse_delay_flags
 
 DESCRIPTION = """\
 Show the gradient buckets PyTorch DDP builds for a traced model, exactly as DDP's Reducer
@@ -83,19 +84,6 @@ def parse_bucket_cap_mb_list(text: str | None, bucket_cap_mb: float | None, comm
         print(f"{command}: --bucket-cap-mb {bucket_cap_mb:g} is ignored: --bucket-cap-mb-list is given "
               "(torch ignores bucket_cap_mb when bucket_cap_mb_list is given)", file=sys.stderr)
     return caps
-
-
-def parse_delay_flags(names: str | None, hook: str | None) -> dict[str, Any]:
-    """``--delay-all-reduce-params a,b --param-to-hook-all-reduce c`` -> DDPOptions keyword arguments."""
-    if (names is None) != (hook is None):
-        raise InputError(f"--param-to-hook-all-reduce: {hook!r} with --delay-all-reduce-params {names!r} is not accepted; "
-                         "expected both or neither")
-    if names is None:
-        return {}
-    parsed = tuple(n.strip() for n in names.split(",") if n.strip())
-    if not parsed:
-        raise InputError(f"--delay-all-reduce-params: {names!r} is not accepted; expected parameter names, comma-separated")
-    return {"delay_all_reduce_named_params": parsed, "param_to_hook_all_reduce": hook}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -111,42 +111,18 @@ def add_torch213_ddp_flags(group: Any) -> None:
     group.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None, help="param_to_hook_all_reduce")
 
 
-def _parse_bool_flag(text: str | None, flag: str) -> bool | None:
-    if text is None:
-        return None
-    low = text.strip().lower()
-    if low in ("true", "1", "yes"):
-        return True
-    if low in ("false", "0", "no"):
-        return False
-    raise InputError(f"{flag}: {text!r} is not accepted; expected true or false")
-
-
-def parse_mixed_precision(text: str | None):
-    """``"bfloat16:float32"`` -> MixedPrecision(param_dtype="bfloat16", reduce_dtype="float32"); None stays None."""
-    from ddpsim.plan import MIXED_PRECISION_DTYPES, MixedPrecision
-
-    if text is None:
-        return None
-    parts = [x.strip() for x in text.split(":")]
-    expected = (f"PARAM[:REDUCE[:BUFFER]] of {', '.join(MIXED_PRECISION_DTYPES)} or '-', e.g. bfloat16:float32")
-    if not 1 <= len(parts) <= 3 or any(x not in MIXED_PRECISION_DTYPES + ("-",) for x in parts):
-        raise InputError(f"--mixed-precision: {text!r} is not accepted; expected {expected}")
-    vals = [None if x == "-" else x for x in parts] + [None] * (3 - len(parts))
-    return MixedPrecision(param_dtype=vals[0], reduce_dtype=vals[1], buffer_dtype=vals[2])
-
-
 def torch213_ddp_options(args: argparse.Namespace) -> dict[str, Any]:
     """DDPOptions keyword arguments from :func:`add_torch213_ddp_flags`' flags."""
+    from ddpsim.plan import parse_mixed_precision
+    from ddpsim.units import parse_bool_flag, parse_delay_flags
+
     out: dict[str, Any] = {"batched_grad_copy": args.batched_grad_copy,
                            "skip_all_reduce_unused_params": args.skip_all_reduce_unused_params,
-                           "forward_sync_buffers": _parse_bool_flag(args.forward_sync_buffers, "--forward-sync-buffers"),
+                           "forward_sync_buffers": parse_bool_flag(args.forward_sync_buffers, "--forward-sync-buffers"),
                            "mixed_precision": parse_mixed_precision(args.mixed_precision)}
-    bb = _parse_bool_flag(args.broadcast_buffers, "--broadcast-buffers")
+    bb = parse_bool_flag(args.broadcast_buffers, "--broadcast-buffers")
     if bb is not None:
         out["broadcast_buffers"] = bb
-    from ddpsim.commands.plan import parse_delay_flags
-
     out.update(parse_delay_flags(args.delay_all_reduce_params, args.param_to_hook_all_reduce))
     return out
 

@@ -118,6 +118,10 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     if caps is None and vs is not None and vs.bucket_cap_mb is not None:
         caps = vs.bucket_cap_mb
     points = _select_points(scenario, caps)
+    if scenario.ddp.mixed_precision is not None:
+        raise InputError(f"{scenario.path}: ddp.mixed_precision: {scenario.ddp.mixed_precision.label()!r} is not accepted by "
+                         "local validation (gloo on CPU): torch's mixed-precision forward records device events, which the "
+                         "CPU backend lacks; expected null (on GPU nodes run 'torchrun -m executor ddp --mixed-precision' yourself)")
     world = scenario.world_size or 2
     nproc = nproc or world
     out = ensure_dir(Path(out_dir) / scenario.name, "--out-dir")
@@ -185,8 +189,6 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
               "--timeout-s", str(min(timeout_s, 600.0))]
     for a in model_args:
         common += ["--model-arg", a]
-    if not scenario.ddp.broadcast_buffers:
-        common.append("--no-broadcast-buffers")
 
     def record(p: Any, rep: int, mpath: Path) -> None:
         o = outcomes[p.point_id]
@@ -420,13 +422,28 @@ def _announce(cal: Any, echo: Callable[[str], None]) -> Any:
 
 
 def _options(scenario: Any, point: Any) -> list[str]:
-    out = []
-    if point.find_unused_parameters:
-        out.append("--find-unused-parameters")
-    if scenario.ddp.static_graph:
-        out.append("--static-graph")
-    if point.gradient_as_bucket_view:
-        out.append("--gradient-as-bucket-view")
+    """``executor ddp`` / ``executor round`` flags of every DDP option the point's
+    :class:`ddpsim.plan.DDPOptions` sets other than its cap, each only when not at its default
+    (a default scenario's command is the same as without them). The forward buffer broadcast
+    as ``DDPOptions.syncs_buffers_in_forward`` decides it: ``forward_sync_buffers`` when the
+    scenario gives it (torch then ignores ``broadcast_buffers``), else ``broadcast_buffers``."""
     if point.comm_hook != "none":
         raise InputError(f"sweep.comm_hook: {point.comm_hook!r} is not accepted by validate; expected none")
+    o = scenario.ddp_options(point)
+    out = []
+    for flag, on in (("--find-unused-parameters", o.find_unused_parameters), ("--static-graph", o.static_graph),
+                     ("--gradient-as-bucket-view", o.gradient_as_bucket_view), ("--batched-grad-copy", o.batched_grad_copy),
+                     ("--skip-all-reduce-unused-params", o.skip_all_reduce_unused_params)):
+        if on:
+            out.append(flag)
+    if o.forward_sync_buffers is not None:
+        out += ["--forward-sync-buffers", str(o.forward_sync_buffers).lower()]
+    elif not o.broadcast_buffers:
+        out.append("--no-broadcast-buffers")
+    if o.mixed_precision is not None:
+        mp = o.mixed_precision
+        out += ["--mixed-precision", ":".join(d or "-" for d in (mp.param_dtype, mp.reduce_dtype, mp.buffer_dtype))]
+    if o.delay_all_reduce_named_params is not None:
+        out += ["--delay-all-reduce-params", ",".join(o.delay_all_reduce_named_params),
+                "--param-to-hook-all-reduce", o.param_to_hook_all_reduce]
     return out

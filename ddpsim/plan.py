@@ -34,7 +34,7 @@ from typing import Any, Literal, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.trace import Trace
-from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, MIB, SIZE_MAX, mb_to_bytes
+from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, LIST_POINT_PREFIX, MIB, SIZE_MAX, mb_to_bytes
 
 PLAN_FORMAT = "ddpsim-plan"
 PLAN_VERSION = 1
@@ -110,7 +110,7 @@ def cap_list_label(bucket_cap_mb_list: Sequence[float]) -> str:
 def cap_point_id(bucket_cap_mb: float | None, bucket_cap_mb_list: Sequence[float] | None = None) -> str:
     """The cap part of a point id: ``cap=default``, ``cap=25``, or ``list=1+4+8`` (the list wins)."""
     if bucket_cap_mb_list:
-        return f"list={cap_list_label(bucket_cap_mb_list)}"
+        return f"{LIST_POINT_PREFIX}{cap_list_label(bucket_cap_mb_list)}"
     return f"cap={cap_label(bucket_cap_mb)}"
 
 

@@ -259,10 +259,10 @@ def _cap_point_id(cap: float | tuple[float, ...] | None) -> str:
 
 def _cap_arg(cap: float | tuple[float, ...] | None) -> str:
     """A point's cap as ``executor round --caps`` reads it: ``none``, ``5``, ``list=1+4+8``."""
-    from ddpsim.plan import cap_list_label
+    from ddpsim.plan import cap_point_id
 
-    if isinstance(cap, tuple):
-        return f"list={cap_list_label(cap)}"
+    if isinstance(cap, tuple):  # its point id, which executor round --caps reads back
+        return cap_point_id(None, cap)
     return "none" if cap is None else f"{cap:g}"
 
 

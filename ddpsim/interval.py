@@ -20,7 +20,17 @@ measured mean differs from the prediction by the noise of both, and the interval
 The interval is the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
 ``num_resamples`` values (:func:`ddpsim.trace.quantile`), under the assumption that runs
 vary as captures do; its *coverage* (:func:`coverage`) over many points checks that
-assumption. With one capture, the capture-to-capture part is unknown and the interval holds
+assumption.
+
+The capture is not the only uncertain input: a CPU calibration holds TWO estimates of how much
+compute slows while a collective runs -- the microbenchmark's and the one fitted to real DDP on
+the calibration's probe (:mod:`ddpsim.interference_fit`) -- and on models other than the probe
+the step lies anywhere between and around what they predict (the probe's fit transfers to some
+models and not to others: ``reports/zoo``). ``alternatives`` (:func:`calibration_alternatives`)
+are predictions under such other estimates: the interval then runs from the lowest centre plus
+the bootstrap's low quantile to the highest centre plus its high one -- the noise band around
+each estimate, joined. It is wider where the estimates disagree about THIS model's step (much
+overlapped communication) and collapses to the bootstrap's where they agree (little overlap). With one capture, the capture-to-capture part is unknown and the interval holds
 only the iterations' spread; with two, the bootstrap sees at most three distinct draws and
 under-states it.
 """
@@ -46,6 +56,9 @@ class PredictionInterval:
     num_captures: int
     num_iterations: int
     seed: int
+    #: the prediction from all captures pooled, and under each alternative (empty: none given)
+    center_s: float | None = None
+    alternative_centers_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 < self.level < 1.0:
@@ -58,8 +71,13 @@ class PredictionInterval:
         return self.low_s <= value_s <= self.high_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {"low_s": self.low_s, "high_s": self.high_s, "level": self.level, "num_resamples": self.num_resamples,
-                "num_captures": self.num_captures, "num_iterations": self.num_iterations, "seed": self.seed}
+        d = {"low_s": self.low_s, "high_s": self.high_s, "level": self.level, "num_resamples": self.num_resamples,
+             "num_captures": self.num_captures, "num_iterations": self.num_iterations, "seed": self.seed}
+        if self.center_s is not None:
+            d["center_s"] = self.center_s
+        if self.alternative_centers_s:
+            d["alternative_centers_s"] = list(self.alternative_centers_s)
+        return d
 
 
 def resample_trace(captures: Sequence[Trace], rng: random.Random, *, num_captures: int, num_iterations: int) -> Trace:
@@ -82,11 +100,12 @@ def _resample_one(capture: Trace, rng: random.Random) -> Trace:
 
 def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], float], *, level: float = 0.8,
                         num_resamples: int = 40, num_captures: int | None = None, num_iterations: int | None = None,
-                        seed: int = 0) -> PredictionInterval:
+                        seed: int = 0, alternatives: Sequence[Callable[[Trace], float]] = ()) -> PredictionInterval:
     """The ``level`` interval of the measured mean around ``predict``'s prediction from
     ``captures`` pooled, from ``num_resamples`` bootstrap draws (module docstring). ``num_captures`` defaults to ``len(captures)``,
-    ``num_iterations`` to the fewest iterations of a capture. Same inputs and seed, same
-    interval.
+    ``num_iterations`` to the fewest iterations of a capture. ``alternatives``: predictions
+    under other estimates of an uncertain input; the interval joins the noise band around each
+    one's centre (module docstring). Same inputs and seed, same interval.
 
     Raises:
         InputError: no captures, a count below 1, a level outside (0, 1).
@@ -107,8 +126,13 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
         m = predict(resample_trace(captures, rng, num_captures=k, num_iterations=n))
         p = predict(pool_traces([_resample_one(captures[rng.randrange(len(captures))], rng) for _ in captures]))
         preds.append(center + m - p)
-    return PredictionInterval(low_s=quantile(preds, (1.0 - level) / 2), high_s=quantile(preds, (1.0 + level) / 2),
-                              level=level, num_resamples=num_resamples, num_captures=k, num_iterations=n, seed=seed)
+    pooled = pool_traces(captures) if alternatives else None
+    others = tuple(float(alt(pooled)) for alt in alternatives)
+    # the band around the lowest centre to the band around the highest (0 without alternatives)
+    down, up = min((0.0, *(o - center for o in others))), max((0.0, *(o - center for o in others)))
+    return PredictionInterval(low_s=quantile(preds, (1.0 - level) / 2) + down, high_s=quantile(preds, (1.0 + level) / 2) + up,
+                              level=level, num_resamples=num_resamples, num_captures=k, num_iterations=n, seed=seed,
+                              center_s=center, alternative_centers_s=others)
 
 
 def coverage(intervals: Sequence[PredictionInterval], measured_s: Sequence[float]) -> float | None:
@@ -130,3 +154,17 @@ def predict_mean(scenario: Any, point: Any, calibration: Any = None) -> Callable
         inputs = scenario.build_point(point, trace=trace, calibration=calibration)
         return simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config).summary()["iteration_mean_s"]
     return predict
+
+
+def calibration_alternatives(calibration: Any) -> list[Any]:
+    """The calibrations that differ from ``calibration`` only in an uncertain estimate: today
+    its compute slowdown, fitted to real DDP on the probe, replaced by the microbenchmark's
+    (``Calibration.interference_microbenchmark``). Empty when there is no other estimate, or
+    it equals the fitted one."""
+    from dataclasses import replace as _replace
+
+    mb = getattr(calibration, "interference_microbenchmark", None)
+    fitted = getattr(calibration, "interference", None)
+    if mb is None or fitted is None or mb == fitted:
+        return []
+    return [_replace(calibration, interference=mb)]

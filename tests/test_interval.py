@@ -86,3 +86,37 @@ def test_bad_interval_input(kwargs, match):
         prediction_interval([_capture([1.0])], _median_backward, **kwargs)
     with pytest.raises(InputError, match="captures: \\[\\] is empty"):
         prediction_interval([], _median_backward)
+
+
+def test_alternatives_join_the_noise_band_around_each_centre():
+    # the two constant captures of the first test: the 90 % band is [0.5, 2.5] around the centre 1.5;
+    # an alternative estimate predicting 1.0 more moves the upper end by 1.0, one predicting 0.25
+    # less moves the lower end by 0.25, and both together do both
+    caps = [_capture([1.0] * 3), _capture([2.0] * 3)]
+    kw = dict(level=0.9, num_resamples=100, num_captures=1, seed=0)
+    up = prediction_interval(caps, _median_backward, alternatives=[lambda t: _median_backward(t) + 1.0], **kw)
+    assert (up.low_s, up.high_s) == (0.5, 3.5) and (up.center_s, up.alternative_centers_s) == (1.5, (2.5,))
+    down = prediction_interval(caps, _median_backward, alternatives=[lambda t: _median_backward(t) - 0.25], **kw)
+    assert (down.low_s, down.high_s) == (0.25, 2.5)
+    both = prediction_interval(caps, _median_backward, alternatives=[lambda t: _median_backward(t) - 0.25,
+                                                                     lambda t: _median_backward(t) + 1.0], **kw)
+    assert (both.low_s, both.high_s) == (0.25, 3.5)
+    assert both.to_dict()["alternative_centers_s"] == [1.25, 2.5]
+    # without alternatives the band is the bootstrap's alone, as before
+    plain = prediction_interval(caps, _median_backward, **kw)
+    assert (plain.low_s, plain.high_s, plain.alternative_centers_s) == (0.5, 2.5, ())
+
+
+def test_the_calibrations_alternative_is_its_microbenchmark_slowdown():
+    from tests.test_interference_fit import bare, with_probe
+
+    from ddpsim.calibration import calibration_from_dict
+    from ddpsim.interval import calibration_alternatives
+
+    fitted = calibration_from_dict(with_probe(0.100))
+    alts = calibration_alternatives(fitted)
+    assert len(alts) == 1 and alts[0].interference == fitted.interference_microbenchmark
+    assert alts[0].interference.compute_slowdown != fitted.interference.compute_slowdown
+    assert alts[0].allreduce == fitted.allreduce  # nothing else differs
+    assert calibration_alternatives(bare()) == []  # no probe: one estimate only
+    assert calibration_alternatives(None) == []

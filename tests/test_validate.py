@@ -352,6 +352,9 @@ def test_validate_end_to_end_on_two_gloo_ranks(tmp_path, capsys):
         assert r["num_runs"] == "1" and r["num_samples"] == "2"
     # cap 0.1 MiB: the 4 buckets worked out in test_executor
     assert rows[0]["num_buckets_real"] == "4"
+    # the prediction interval from the round's capture, and whether the measured mean lies inside
+    lo, hi, meas = float(rows[0]["predicted_low_s"]), float(rows[0]["predicted_high_s"]), float(rows[0]["measured_s"])
+    assert 0 < lo <= hi and rows[0]["in_interval"] == str(lo <= meas <= hi)
     data = json.loads((rep / "validation.json").read_text())
     assert data["format"] == "ddpsim-validation"
     b = data["buckets"]["cap=0.1"]
@@ -359,6 +362,7 @@ def test_validate_end_to_end_on_two_gloo_ranks(tmp_path, capsys):
     assert [d["size_bytes"] for d in b["measured"]] == [273448, 263168, 263168, 263168]
     md = (rep / "validation.md").read_text()
     assert "| cap=0.1 |" in md and "median |error|" in md
+    assert "| 80% interval | inside |" in md and f"inside the 80% prediction interval: {int(lo <= meas <= hi)}/1" in md
     # the per-bucket figures of the hooked run, measured / predicted
     from ddpsim.validate import bucket_figures
     fm, fp = bucket_figures(b["measured"]), bucket_figures(b["predicted"])

@@ -19,8 +19,13 @@ simulate the same points; and write reports/<name>/:
                     points in the measured p10..p90 band or within 10 %, measured-best vs
                     predicted-best cap and the gap's 95 % interval from the runs paired by
                     round (best-cap verdict met / missed / unresolved, and for an
-                    unresolved one how many rounds would decide it), plan_matches
-  validation.csv    one row per point (predicted_s, measured_s, p10/p90, error_pct, ...)
+                    unresolved one how many rounds would decide it), plan_matches, and
+                    how many measured means lie inside their 80 % prediction interval
+                    (the rounds' captures resampled through the engine, around the
+                    predictions with the calibration's fitted and its microbenchmark's
+                    compute slowdown, joined)
+  validation.csv    one row per point (predicted_s, measured_s, p10/p90, error_pct,
+                    predicted_low_s/high_s, in_interval, ...)
   validation.png    predicted vs measured per point, per-bucket completion
   validation.json   all of it, plus per-bucket times predicted and measured
   validation/       every raw executor measurement; --reanalyze rebuilds the report from it
@@ -137,5 +142,7 @@ def run(args: argparse.Namespace) -> int:
                  + ("" if s.get("best_pair_rounds_to_decide") is None else
                     f", about {s['best_pair_rounds_to_decide']} rounds would decide it"))
               + "); "
-              f"plan matches: {str(s['plan_matches_all']).lower()}")
+              f"plan matches: {str(s['plan_matches_all']).lower()}"
+              + ("" if not s.get("num_with_interval") else
+                 f"; inside the 80 % prediction interval: {s['num_in_interval']}/{s['num_with_interval']}"))
     return 0

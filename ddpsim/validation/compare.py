@@ -28,6 +28,8 @@ class PointOutcome:
     predicted_metrics: dict[str, Any] = field(default_factory=dict)
     runs: list[dict[str, Any]] = field(default_factory=list)     # un-hooked executor measurements
     hooked: dict[str, Any] | None = None                          # the timing-hook run
+    #: the prediction's interval (:class:`ddpsim.interval.PredictionInterval`), or None
+    interval: Any = None
 
     @property
     def samples(self) -> list[float]:
@@ -66,6 +68,10 @@ class PointOutcome:
             # each run's mean step, in round order (run k of every point ran in round k)
             "run_means_s": " ".join(f"{statistics.fmean(r['summary']['step_times_s']):.6g}" for r in self.runs),
             **self.host_columns(),
+            # the prediction interval (ddpsim.interval) and whether the measured mean lies inside
+            "predicted_low_s": None if self.interval is None else self.interval.low_s,
+            "predicted_high_s": None if self.interval is None else self.interval.high_s,
+            "in_interval": None if (self.interval is None or m is None) else self.interval.covers(m),
         }
 
     def host_columns(self) -> dict[str, Any]:
@@ -264,6 +270,8 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "best_cap_verdict": verdict,
             "best_pair_rounds_to_decide": rounds_to_decide(pred_runs, meas_runs) if verdict == "unresolved" else None,
             "plan_matches_all": all(r["plan_matches"] for r in done if r["plan_matches"] is not None),
+            "num_in_interval": sum(bool(r.get("in_interval")) for r in done),
+            "num_with_interval": sum(r.get("in_interval") is not None for r in done),
             **host_summary(done)}
 
 

@@ -78,7 +78,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
              caps: Sequence[float | None] | None = None, iterations: int | None = None, warmup: int | None = None,
              repeats: int = 3, bucket_timing: bool = True, nproc: int | None = None, num_threads: int | None = None,
              timeout_s: float = 900.0, plots: bool = True, capture: bool = True, launch_mode: str = "point",
-             echo: Callable[[str], None] = print) -> dict[str, Any]:
+             intervals: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
 
     ``launch_mode``: ``"point"`` (default) captures each round's trace in a launch of its own
@@ -87,6 +87,8 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     real DDP, in the same process pair; see :mod:`executor.round_step`). A round needs points
     that differ by their cap only and a captured trace; otherwise ``"point"`` is used and said.
     Why point is the default: docs/VALIDATION.md, "Launch layouts".
+    ``intervals``: give every point its prediction interval from the rounds' captures
+    (:func:`point_intervals`) once the runs are done (a captured trace only).
 
     Raises:
         InputError: bad scenario, calibration or option (one line); an executor run that fails.
@@ -239,9 +241,36 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
                 continue
             outcomes[p.point_id].hooked = json.loads(mpath.read_text())
             flush()
+    if intervals and captured:
+        point_intervals(scenario, points, outcomes, captured, cal, iterations=iterations, echo=echo)
     rows = [o.row() for o in outcomes.values()]
     flush()
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+#: bootstrap resamples per interval (:func:`ddpsim.interval.prediction_interval`)
+INTERVAL_RESAMPLES = 40
+
+
+def point_intervals(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], captures: Sequence[Any],
+                    cal: Any, *, iterations: int, echo: Callable[[str], None], seed: int = 0) -> None:
+    """Give every point its :data:`~ddpsim.validation.report.INTERVAL_LEVEL` prediction
+    interval (:func:`ddpsim.interval.prediction_interval`): the rounds' ``captures`` and their
+    iterations resampled through the engine, as many captures drawn as the point pools runs and
+    as many iterations as a run measures, joined with the band around the prediction under the
+    calibration's other estimate of its compute slowdown (:func:`ddpsim.interval.calibration_alternatives`)."""
+    from ddpsim.interval import calibration_alternatives, predict_mean, prediction_interval
+    from ddpsim.validation.report import INTERVAL_LEVEL
+
+    alts = calibration_alternatives(cal)
+    for p in points:
+        o = outcomes[p.point_id]
+        o.interval = prediction_interval(captures, predict_mean(scenario, p, cal), level=INTERVAL_LEVEL,
+                                         num_resamples=INTERVAL_RESAMPLES, num_captures=max(1, len(o.runs) or len(captures)),
+                                         num_iterations=iterations, seed=seed,
+                                         alternatives=[predict_mean(scenario, p, c) for c in alts])
+        echo(f"validate: {p.point_id:14s} {INTERVAL_LEVEL:.0%} interval {o.interval.low_s * 1e3:.2f} to "
+             f"{o.interval.high_s * 1e3:.2f} ms")
 
 
 #: how ``validate`` runs a round: ``round`` (one launch, :mod:`executor.round_step`) or ``point``
@@ -324,7 +353,7 @@ def _predict(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutc
 
 
 def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
-              plots: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
+              plots: bool = True, intervals: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Rebuild a validation report from the raw measurements a :func:`validate` run left under
     ``<out_dir>/<scenario>/validation/`` -- nothing is run: every run's step times are
     recomputed from its per-rank records with ``executor.ddp_step.summarize``, and the points
@@ -378,6 +407,11 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
         if (raw / f"{p.point_id}.hooked.json").exists():
             o.hooked = measurement(raw / f"{p.point_id}.hooked.json")
     _predict(scenario, points, outcomes, trace, cal, echo)
+    rounds = []
+    while (raw / f"trace.round{len(rounds) + 1}.json").is_file():
+        rounds.append(load_trace(raw / f"trace.round{len(rounds) + 1}.json"))
+    if rounds and intervals:
+        point_intervals(scenario, points, outcomes, rounds, cal, iterations=old["iterations"], echo=echo)
     rows = [o.row() for o in outcomes.values()]
     write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=old["model"],
                   batch_size=old["batch_size"], threads=old["num_threads"], nproc=old["world_size"],

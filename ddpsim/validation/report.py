@@ -20,7 +20,12 @@ CSV_COLUMNS = ("point", "bucket_cap_mb", "predicted_s", "measured_s", "measured_
                "error_pct", "in_band", "num_runs", "num_samples", "run_medians_s", "num_buckets_real",
                "plan_matches", "predicted_exposed_comm_s", "measured_hooked_s", "run_spread_pct",
                "measured_median_s", "predicted_p50_s", "error_p50_pct", "run_means_s",
-               "host_other_pct", "host_steal_pct", "ranks_cpu_pct", "run_host_other_pct", "run_host_steal_pct")
+               "host_other_pct", "host_steal_pct", "ranks_cpu_pct", "run_host_other_pct", "run_host_steal_pct",
+               "predicted_low_s", "predicted_high_s", "in_interval")
+
+
+#: the level of the prediction intervals a validation reports
+INTERVAL_LEVEL = 0.8
 
 
 def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None:
@@ -124,7 +129,12 @@ def markdown(data: dict[str, Any]) -> str:
                   + ("" if s.get("median_abs_error_p50_pct") is None else
                      f"; medians against medians: {s['median_abs_error_p50_pct']:.1f} %"),
                   f"* inside the measured band: {s['num_in_band']}/{s['num_points']}; in band or within 10 %: "
-                  f"{s['num_in_band_or_within_10pct']}/{s['num_points']}",
+                  f"{s['num_in_band_or_within_10pct']}/{s['num_points']}"
+                  + ("" if not s.get("num_with_interval") else
+                     f"; inside the {INTERVAL_LEVEL:.0%} prediction interval: {s['num_in_interval']}/{s['num_with_interval']} "
+                     "(the rounds' captures and their iterations resampled through the engine, around the prediction with "
+                     "the calibration's probe-fitted compute slowdown and around the one with its microbenchmark's, joined: "
+                     "`ddpsim.interval`)"),
                   f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
                   + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}, "
                      f"the fastest measured of them named; " if s.get("predicted_best_tied") else "(")
@@ -155,11 +165,19 @@ def markdown(data: dict[str, Any]) -> str:
                          "per point in the table, per run in `validation.csv`")
         lines.append("")
     host = any(r.get("host_other_pct") is not None for r in data["rows"])
+    ivs = any(r.get("predicted_low_s") is not None for r in data["rows"])
     lines += ["| point | predicted | measured | p10 | p90 | error | in band | runs | run spread | buckets | plan matches |"
-              + (" other load | steal |" if host else ""),
-              "|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|:-:|" + ("---:|---:|" if host else "")]
+              + (" other load | steal |" if host else "") + (f" {INTERVAL_LEVEL:.0%} interval | inside |" if ivs else ""),
+              "|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|:-:|" + ("---:|---:|" if host else "")
+              + ("---:|:-:|" if ivs else "")]
     def ms(v: Any) -> str:
         return "" if v is None else f"{v * 1e3:.2f} ms"
+
+    def interval_cell(r: dict[str, Any]) -> str:
+        return "" if r.get("predicted_low_s") is None else f"{ms(r['predicted_low_s'])} to {ms(r['predicted_high_s'])}"
+
+    def inside_cell(r: dict[str, Any]) -> str:
+        return "" if r.get("in_interval") is None else ("yes" if r["in_interval"] else "no")
 
     for r in data["rows"]:
         err = "" if r["error_pct"] is None else f"{r['error_pct']:+.1f} %"
@@ -171,7 +189,8 @@ def markdown(data: dict[str, Any]) -> str:
                      f"{_fmt(r['num_buckets_real'])} | {pm} |"
                      + ("" if not host else
                         f" {'' if r.get('host_other_pct') is None else format(r['host_other_pct'], '.1f') + ' %'} | "
-                        f"{'' if r.get('host_steal_pct') is None else format(r['host_steal_pct'], '.1f') + ' %'} |"))
+                        f"{'' if r.get('host_steal_pct') is None else format(r['host_steal_pct'], '.1f') + ' %'} |")
+                     + ("" if not ivs else f" {interval_cell(r)} | {inside_cell(r)} |"))
     lines += ["", "Per-bucket launch, start and end times (from the iteration's start; predicted: the first steady "
               "iteration; measured: medians over the hooked run's iterations) are in "
               "`validation.json` and `validation.png`; the measured ones come from a separate run with a timing comm "

@@ -36,7 +36,7 @@ def fake_validate(calls):
     return validate
 
 
-def test_zoo_summary_resume_and_failure(tmp_path):
+def test_zoo_summary_resume_and_failure(tmp_path, monkeypatch):
     calls, lines = [], []
     kw = dict(out_dir=tmp_path, caps=[1.0, 25.0], repeats=2, iterations=4, num_resamples=5, echo=lines.append)
     res = run_zoo(models=["tied_lm", "zoo:transformer_encoder"], validate_fn=fake_validate(calls), **kw)
@@ -82,6 +82,22 @@ def test_zoo_summary_resume_and_failure(tmp_path):
     assert [r["model"] for r in res3["rows"]] == ["zoo:tied_lm", "zoo:transformer_encoder"]
     assert [r["stability_cpu_pct"] for r in res3["rows"]] == [0.0, 0.0]
     assert sum("analysed again" in ln for ln in lines) == 2 and "not validated yet" in lines[-1]
+
+    # ... and with another calibration: every point predicted again with it over the same runs
+    import ddpsim.validation.measure as measure
+
+    asked = []
+
+    def reanalyze(scenario, *, calibration, out_dir, plots, intervals, echo):
+        asked.append((scenario.rsplit("/", 1)[-1], str(calibration), intervals))
+        return {"rows": [{**r, "predicted_s": 0.05, "error_pct": 0.0} for r in rows]}
+    monkeypatch.setattr(measure, "reanalyze", reanalyze)
+    other = tmp_path / "other-cal.json"
+    res4 = run_zoo(models=["tied_lm", "transformer_encoder"], validate_fn=failing, reanalyze=True,
+                   **{**kw, "calibration": str(other)})
+    assert asked == [("zoo-tied_lm.yaml", str(other), False), ("zoo-transformer_encoder.yaml", str(other), False)]
+    assert [r["median_abs_error_pct"] for r in res4["rows"]] == [0.0, 0.0]
+    assert json.loads((tmp_path / "zoo" / "zoo-tied_lm" / "zoo.json").read_text())["calibration"] == str(other)
 
 
 def test_zoo_idle_host_other_load_below_zero_counts_as_none(tmp_path):

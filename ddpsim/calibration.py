@@ -113,12 +113,16 @@ class Calibration:
     #: :data:`ddpsim.hostcost.FIELDS`, the others at their defaults), or None: with a
     #: calibration the engine keeps no CPU clock unless the file gives them
     host_costs: HostCosts | None = None
+    #: the host's CPUs busy with other work during the probe's DDP steps (%, from
+    #: ``/proc/stat``), or None where not measured
+    probe_host_other_pct: float | None = None
 
     def warning(self) -> str | None:
         """One line when this calibration should not be trusted (its probe fit ran into its
-        bound, :func:`clamped_fit_warning`), else None; every command that predicts with a
-        calibration prints it."""
-        return clamped_fit_warning(self.interference_fit)
+        bound, :func:`clamped_fit_warning`; or its probe ran on a busy host,
+        :func:`busy_probe_warning`), else None; every command that predicts with a calibration
+        prints it."""
+        return clamped_fit_warning(self.interference_fit) or busy_probe_warning(self.probe_host_other_pct)
 
     def comm_model(self, base: Any, *, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
         """``base`` (the analytical CommModel of the same topology) answering from this
@@ -206,6 +210,11 @@ def calibration_from_dict(data: Any) -> Calibration:
         cal = replace(cal, ddp_iteration_overhead_s=recomputed,
                       ddp_iteration_overhead_measured_s=cal.ddp_iteration_overhead_s)
     probe = data.get("interference_probe")
+    if isinstance(probe, Mapping) and probe.get("host_other_pct") is not None:
+        other = probe["host_other_pct"]
+        _req(_num(other) and -100.0 <= other <= 100.0, "interference_probe.host_other_pct", other,
+             "a percentage in [-100, 100] or null")
+        cal = replace(cal, probe_host_other_pct=float(other))
     factor = probe_forward_factor(probe, cal.ddp_iteration_overhead_s or 0.0)
     if factor is not None:
         cal = replace(cal, probe_forward_factor=factor)
@@ -305,6 +314,23 @@ def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
     if cal.allreduce_after_compute:
         out["allreduce_after_compute"] = pts(cal.allreduce_after_compute)
     return out
+
+
+#: other load (% of the host's CPUs) above which a probe's fit is not this host's
+PROBE_MAX_OTHER_PCT = 10.0
+
+
+def busy_probe_warning(other_pct: float | None) -> str | None:
+    """One line when the probe's DDP steps ran while other work held more than
+    :data:`PROBE_MAX_OTHER_PCT` of the host's CPUs: the probe then runs slower than on the
+    quiet host and the compute slowdown fitted to it is inflated (on the 2-vCPU host a
+    calibration made under 36-46 % other load fitted 2.53 where quiet ones fitted 1.4-1.9, and
+    over-predicted CNNs by 17-35 %). None otherwise."""
+    if other_pct is None or other_pct <= PROBE_MAX_OTHER_PCT:
+        return None
+    return (f"the calibration's DDP probe ran while other work held {other_pct:.0f} % of the host's CPUs (more than "
+            f"{PROBE_MAX_OTHER_PCT:g} %): its fitted compute slowdown is that load's, not this host's; re-calibrate "
+            f"(executor collectives) on a quiet host before trusting these predictions")
 
 
 def clamped_fit_warning(fit: Mapping[str, Any] | None) -> str | None:

@@ -13,7 +13,11 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from executor.runtime import Runtime, mean_across_ranks
+from executor.runtime import Runtime, _reduce_across_ranks, mean_across_ranks
+
+#: the least host CPU time (s, summed over CPUs) the probe's steps must span for a load figure
+#: (/proc/stat ticks at 100 Hz: ddpsim.validation.compare.MIN_HOST_CPU_S)
+MIN_HOST_CPU_S = 5.0
 
 MODEL = "mlp"
 MODEL_ARGS = {"width": 2048, "depth": 6}
@@ -33,6 +37,8 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
     from executor.workload import timed_steps, workload_from_spec
 
     traces = []
+    # this rank's CPU time and the host's busy / stolen / total CPU time over the probe's DDP steps
+    host = {"cpu_s": 0.0, "host_busy_s": 0.0, "host_steal_s": 0.0, "host_all_s": 0.0}
     steps: list[float] = []
     phases: dict[str, list[float]] = {"forward_s": [], "backward_s": [], "optimizer_s": []}
     for rnd in range(rounds):
@@ -50,14 +56,22 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
         timed = timed_steps(rt, model, opt, wl, warmup=warmup, iterations=iterations, label=f"probe ddp {rnd + 1}")
+        for key in host:
+            host[key] += sum(s.get(key, 0.0) for s in timed)
         steps += mean_across_ranks(rt, [s["iteration_s"] for s in timed])  # executor.ddp_step.step_times' step
         for ph, xs in phases.items():  # per phase too: forward under DDP has no overlapped all-reduce
             xs += mean_across_ranks(rt, [s[ph] for s in timed])
         del model, opt, wl
+    # the host's other load during the probe's DDP steps (ddpsim.validation.compare.host_load's
+    # figure): the host's busy time (mean over the ranks' reads) less every rank's own CPU time
+    cpu_sum, busy, steal, total = _reduce_across_ranks(rt, [host[k] for k in ("cpu_s", "host_busy_s", "host_steal_s", "host_all_s")], "SUM")
+    busy, steal, total = busy / rt.world_size, steal / rt.world_size, total / rt.world_size
+    load = ({"host_other_pct": 100.0 * (busy - cpu_sum) / total, "host_steal_pct": 100.0 * steal / total}
+            if total >= MIN_HOST_CPU_S else {})
     merged = pool_traces(traces)
     merged.environment["concurrent_ranks"] = rt.world_size
     merged.environment["lockstep"] = True
     return {"model": MODEL, "model_args": dict(MODEL_ARGS), "batch_size": BATCH_SIZE, "bucket_cap_mb": BUCKET_CAP_MB,
             "rounds": rounds, "iterations": iterations, "warmup": warmup,
             "ddp_step_s": statistics.median(steps), "ddp_step_samples_s": steps,
-            "ddp_phase_samples_s": phases, "trace": merged.to_dict()}
+            "ddp_phase_samples_s": phases, **load, "trace": merged.to_dict()}

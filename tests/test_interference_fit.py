@@ -128,3 +128,45 @@ def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_i
     assert f2["compute_slowdown"] == pytest.approx(2.5, rel=1e-6) and not f3["clamped"]
     assert f3["compute_slowdown"] < 2.5
     assert f3["predicted_without_interference_s"] > f2["predicted_without_interference_s"]
+
+
+def test_a_probe_run_on_a_busy_host_is_called_out():
+    from ddpsim.calibration import PROBE_MAX_OTHER_PCT
+
+    def cal(other):
+        d = with_probe(0.100)
+        d["interference_probe"]["host_other_pct"] = other
+        return calibration_from_dict(d)
+    busy = cal(40.0)
+    assert busy.probe_host_other_pct == 40.0
+    assert busy.warning() == ("the calibration's DDP probe ran while other work held 40 % of the host's CPUs (more than "
+                              f"{PROBE_MAX_OTHER_PCT:g} %): its fitted compute slowdown is that load's, not this host's; "
+                              "re-calibrate (executor collectives) on a quiet host before trusting these predictions")
+    assert cal(PROBE_MAX_OTHER_PCT).warning() is None and cal(-0.3).warning() is None  # a quiet host's counter noise
+    assert cal(None).warning() is None and calibration_from_dict(with_probe(0.100)).probe_host_other_pct is None
+    with pytest.raises(InputError, match=r"interference_probe.host_other_pct: 'x' is not accepted; expected a percentage"):
+        cal("x")
+
+
+def test_validate_calibrates_again_when_the_probe_ran_on_a_busy_host(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from ddpsim.validate import calibrate
+
+    data = Path(__file__).parent / "data"
+    busy = json.loads((data / "calibration-probe-fit.json").read_text())
+    busy["interference_probe"]["host_other_pct"] = 35.0
+    (tmp_path / "busy.json").write_text(json.dumps(busy))
+    outputs = [tmp_path / "busy.json", data / "calibration-probe-fit.json"]
+    calls, said = [], []
+
+    def fake_launch(args):
+        calls.append(args)
+        shutil.copyfile(outputs[len(calls) - 1], args[args.index("--out") + 1])
+        Path(args[args.index("--progress") + 1]).write_text("p\n")
+    cal = calibrate(fake_launch, tmp_path / "calibration.json", tmp_path, said.append, label="2 gloo ranks")
+    assert len(calls) == 2 and cal.warning() is None
+    assert any("other work held 35 % of the host's CPUs" in m and "calibrating again" in m for m in said)
+    assert json.loads((tmp_path / "calibration.clamped1.json").read_text())["interference_probe"]["host_other_pct"] == 35.0

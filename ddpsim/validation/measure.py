@@ -69,8 +69,7 @@ def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, ec
         cal_path.replace(kept)
         if progress.exists():
             progress.replace(progress.with_name(f"{progress.stem}.clamped{attempt}.json"))
-        echo(f"validate: the calibration's probe fit hit its bound (a disturbed probe run); kept as {kept}, "
-             f"calibrating again")
+        echo(f"validate: {cal.warning()}; kept as {kept}, calibrating again")
     return _announce(cal, echo)
 
 

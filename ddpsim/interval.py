@@ -24,10 +24,11 @@ assumption.
 
 The capture is not the only uncertain input: a CPU calibration holds TWO estimates of how much
 compute slows while a collective runs -- the microbenchmark's and the one fitted to real DDP on
-the calibration's probe (:mod:`ddpsim.interference_fit`) -- and on models other than the probe
-the step lies anywhere between and around what they predict (the probe's fit transfers to some
-models and not to others: ``reports/zoo``). ``alternatives`` (:func:`calibration_alternatives`)
-are predictions under such other estimates: the interval then runs from the lowest centre plus
+the calibration's probe (:mod:`ddpsim.interference_fit`) -- and the fit itself moves from one
+moment of the host to the next (fitted to each probe round alone it differs by up to 0.6 on the
+2-vCPU host, and from one calibration to the next by more: ``reports/zoo``). ``alternatives`` (:func:`calibration_alternatives`)
+are predictions under such other estimates (the microbenchmark's, and the lowest and highest
+of the probe's rounds fitted one by one): the interval then runs from the lowest centre plus
 the bootstrap's low quantile to the highest centre plus its high one -- the noise band around
 each estimate, joined. It is wider where the estimates disagree about THIS model's step (much
 overlapped communication) and collapses to the bootstrap's where they agree (little overlap). With one capture, the capture-to-capture part is unknown and the interval holds
@@ -157,14 +158,24 @@ def predict_mean(scenario: Any, point: Any, calibration: Any = None) -> Callable
 
 
 def calibration_alternatives(calibration: Any) -> list[Any]:
-    """The calibrations that differ from ``calibration`` only in an uncertain estimate: today
-    its compute slowdown, fitted to real DDP on the probe, replaced by the microbenchmark's
-    (``Calibration.interference_microbenchmark``). Empty when there is no other estimate, or
-    it equals the fitted one."""
+    """The calibrations that differ from ``calibration`` only in its uncertain estimate, the
+    compute slowdown fitted to real DDP on the probe: with the microbenchmark's slowdown
+    (``Calibration.interference_microbenchmark``) and with the lowest and the highest fitted
+    to one probe round alone (``Calibration.probe_round_fits``: how far the fit moves from one
+    moment of the host to the next). Values equal to the fitted one are left out; empty when
+    there is no other estimate."""
     from dataclasses import replace as _replace
 
     mb = getattr(calibration, "interference_microbenchmark", None)
     fitted = getattr(calibration, "interference", None)
-    if mb is None or fitted is None or mb == fitted:
+    if mb is None or fitted is None:
         return []
-    return [_replace(calibration, interference=mb)]
+    rounds = calibration.probe_round_fits() if hasattr(calibration, "probe_round_fits") else ()
+    slowdowns = [mb.compute_slowdown] + ([min(rounds), max(rounds)] if rounds else [])
+    out, seen = [], {fitted.compute_slowdown}
+    for sd in slowdowns:
+        if sd in seen:
+            continue
+        seen.add(sd)
+        out.append(_replace(calibration, interference=mb if sd == mb.compute_slowdown else _replace(fitted, compute_slowdown=sd)))
+    return out

@@ -120,3 +120,28 @@ def test_the_calibrations_alternative_is_its_microbenchmark_slowdown():
     assert alts[0].allreduce == fitted.allreduce  # nothing else differs
     assert calibration_alternatives(bare()) == []  # no probe: one estimate only
     assert calibration_alternatives(None) == []
+
+
+def test_the_probes_rounds_fitted_one_by_one_are_alternatives_too():
+    import copy
+
+    from tests.test_interference_fit import probe_trace, with_probe
+
+    from ddpsim.calibration import calibration_from_dict
+    from ddpsim.interference_fit import fit_probe, parse_probe
+    from ddpsim.interval import calibration_alternatives
+
+    d = with_probe(0.100, replace(probe_trace(), iterations=probe_trace().iterations * 2))  # 6 iterations, 3 a round
+    d["interference_probe"].update(rounds=2, ddp_step_samples_s=[0.095, 0.1, 0.097, 0.11, 0.12, 0.115])
+    cal = calibration_from_dict(d)
+    trace, _, cap = parse_probe(d["interference_probe"])
+    half = replace(trace, iterations=trace.iterations[:3])
+    want = (fit_probe(half, 0.097, cal, cap, cal.interference_microbenchmark).compute_slowdown,
+            fit_probe(half, 0.115, cal, cap, cal.interference_microbenchmark).compute_slowdown)
+    assert cal.probe_round_fits() == want and want[0] < want[1]
+    alts = [a.interference.compute_slowdown for a in calibration_alternatives(cal)]
+    assert alts == [cal.interference_microbenchmark.compute_slowdown, want[0], want[1]]
+    # one round (or none recorded): the microbenchmark's alone
+    one = copy.deepcopy(d)
+    one["interference_probe"]["rounds"] = 1
+    assert calibration_from_dict(one).probe_round_fits() == ()

@@ -22,8 +22,8 @@ simulate the same points; and write reports/<name>/:
                     unresolved one how many rounds would decide it), plan_matches, and
                     how many measured means lie inside their 80 % prediction interval
                     (the rounds' captures resampled through the engine, around the
-                    predictions with the calibration's fitted and its microbenchmark's
-                    compute slowdown, joined)
+                    predictions with the calibration's fitted compute slowdown, its
+                    microbenchmark's and its probe rounds' fitted one by one, joined)
   validation.csv    one row per point (predicted_s, measured_s, p10/p90, error_pct,
                     predicted_low_s/high_s, in_interval, ...)
   validation.png    predicted vs measured per point, per-bucket completion

@@ -133,7 +133,8 @@ def markdown(data: dict[str, Any]) -> str:
                   + ("" if not s.get("num_with_interval") else
                      f"; inside the {INTERVAL_LEVEL:.0%} prediction interval: {s['num_in_interval']}/{s['num_with_interval']} "
                      "(the rounds' captures and their iterations resampled through the engine, around the prediction with "
-                     "the calibration's probe-fitted compute slowdown and around the one with its microbenchmark's, joined: "
+                     "the calibration's probe-fitted compute slowdown and around those with its microbenchmark's and with the "
+                     "probe's rounds fitted one by one, joined: "
                      "`ddpsim.interval`)"),
                   f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
                   + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}, "

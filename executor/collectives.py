@@ -37,7 +37,7 @@
   and copy-out at the copy bandwidth, clamped at 0. It holds what the trace and the curve do not
   see: DDP's Python pre/post-forward, the reducer's bookkeeping, waking gloo's threads for a
   collective issued from inside backward. The engine adds it once per synchronised step.
-* ``interference_probe`` (``--probe-rounds``, default 2): the built-in ``mlp`` (width 2048, depth
+* ``interference_probe`` (``--probe-rounds``, default 4): the built-in ``mlp`` (width 2048, depth
   6, batch 128), none of the validated models, captured as a trace on all ranks in lockstep and
   trained under real DDP at ``bucket_cap_mb=25``, alternating, ``executor/probe.py``. ddpsim
   fits its engine's ``compute_slowdown`` so that its prediction of this probe equals the
@@ -45,7 +45,12 @@
   less of what overlapped all-reduces cost a real backward than DDP pays. The DDP steps' phases
   are kept too (``ddp_phase_samples_s``): forward under DDP overlaps no all-reduce, so its
   excess over the trace's forward is a slowdown that is not the overlap's, and the fit leaves
-  it out (``ddpsim.calibration.probe_forward_factor``).
+  it out (``ddpsim.calibration.probe_forward_factor``). The fit moves with the moment of the
+  host it is measured at (fitted to one round alone it differs by up to 0.6 on the 2-vCPU host
+  from the next round), so the probe runs four rounds; ddpsim also keeps each round's own fit as
+  the interval's alternatives (``ddpsim.calibration.Calibration.probe_round_fits``). The host's
+  other load during the DDP steps is recorded (``host_other_pct``); above 10 % ddpsim calls the
+  calibration untrustworthy.
 * ``copy_bandwidth_bytes_per_s``: DDP's copy-in, ``torch.mul(grad, 1/world, out=bucket_view)``,
   timed; counted as read + write (2 x bytes per second), the way the engine charges a copy.
 
@@ -109,10 +114,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compute unit of the interference test: gemm (a 256x256 matmul, like the GEMM/conv "
                         "kernels that dominate a backward pass; default) or mixed (128x128 matmul + elementwise)")
     p.add_argument("--skip-interference", action="store_true", help="write slowdowns 1.0 (not measured; no probe)")
-    p.add_argument("--probe-rounds", type=int, default=2,
+    p.add_argument("--probe-rounds", type=int, default=4,
                    help="rounds of the interference probe (the built-in mlp, width 2048, depth 6, batch 128, traced and "
                         "run under real DDP at bucket_cap_mb=25; ddpsim fits its compute slowdown to it); 0 = no probe "
-                        "(default 2, about 30 s on a 2-core host)")
+                        "(default 4: the fit moves from one moment of the host to the next; a few seconds a round on a 2-core host)")
     p.add_argument("--ddp-overhead-rounds", type=int, default=30,
                    help="rounds of the DDP-overhead test (5 bare + 5 DDP steps each; default 30; 0 = skip it)")
     p.add_argument("--dtype", default="float32", help="element type (default float32)")

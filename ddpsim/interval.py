@@ -26,12 +26,15 @@ The capture is not the only uncertain input: a CPU calibration holds TWO estimat
 compute slows while a collective runs -- the microbenchmark's and the one fitted to real DDP on
 the calibration's probe (:mod:`ddpsim.interference_fit`) -- and the fit itself moves from one
 moment of the host to the next (fitted to each probe round alone it differs by up to 0.6 on the
-2-vCPU host, and from one calibration to the next by more: ``reports/zoo``). ``alternatives`` (:func:`calibration_alternatives`)
-are predictions under such other estimates (the microbenchmark's, and the lowest and highest
-of the probe's rounds fitted one by one): the interval then runs from the lowest centre plus
-the bootstrap's low quantile to the highest centre plus its high one -- the noise band around
-each estimate, joined. It is wider where the estimates disagree about THIS model's step (much
-overlapped communication) and collapses to the bootstrap's where they agree (little overlap). With one capture, the capture-to-capture part is unknown and the interval holds
+2-vCPU host, and from one calibration to the next by more: ``reports/zoo``).
+``alternatives`` (:func:`calibration_alternatives`) are predictions under such other estimates
+(the microbenchmark's, and the lowest and highest of the probe's rounds fitted one by one): the
+interval then runs from the lowest centre plus the bootstrap's low quantile to the highest centre
+plus its high one -- the noise band around each estimate, joined. It is wider where the
+estimates disagree about THIS model's step (much overlapped communication) and collapses to the
+bootstrap's where they agree (little overlap).
+
+With one capture, the capture-to-capture part is unknown and the interval holds
 only the iterations' spread; with two, the bootstrap sees at most three distinct draws and
 under-states it.
 """

@@ -43,8 +43,8 @@ zoo:<name>; the torchvision ones need the 'zoo' extra) unattended, one model aft
 calibrated once, a model already done skipped, and writes <out-dir>/zoo/summary.md: per model
 the median |error| (wall clock, CPU clock, CPU clock at the runs' load), how often the measured
 mean lies in its prediction interval, and how far predictions from single captures land apart.
-The eleven models take about 30-45 minutes on a 2-core host at 3 caps x 3 rounds; --zoo-models
-and fewer --caps/--repeats give a quick subset.
+The eleven models take about 25 minutes on a quiet 2-core host at 3 caps x 3 rounds (30-45
+under other load); --zoo-models and fewer --caps/--repeats give a quick subset.
 
 Files are rewritten atomically after every run, so an interrupted validation keeps what it
 measured. Local validation is CPU/gloo; on GPU nodes run the executor under torchrun

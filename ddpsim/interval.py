@@ -160,6 +160,12 @@ def predict_mean(scenario: Any, point: Any, calibration: Any = None) -> Callable
     return predict
 
 
+def predict_alternatives(scenario: Any, point: Any, calibration: Any = None) -> list[Callable[[Trace], float]]:
+    """:func:`predict_mean` of ``point`` under each of :func:`calibration_alternatives`: what a
+    point's interval takes as ``alternatives``."""
+    return [predict_mean(scenario, point, c) for c in calibration_alternatives(calibration)]
+
+
 def calibration_alternatives(calibration: Any) -> list[Any]:
     """The calibrations that differ from ``calibration`` only in its uncertain estimate, the
     compute slowdown fitted to real DDP on the probe: with the microbenchmark's slowdown

@@ -83,7 +83,7 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
                   iterations: int, level: float, num_resamples: int, seed: int) -> dict[str, Any]:
     """Stability, CPU-clock predictions and intervals of one validated model (module docstring,
     steps 2-3); ``rows`` are :func:`ddpsim.validate.validate`'s, ``captures`` its rounds' traces."""
-    from ddpsim.interval import calibration_alternatives, predict_mean, prediction_interval
+    from ddpsim.interval import predict_alternatives, predict_mean, prediction_interval
     from ddpsim.stability import cpu_clock_trace, cpu_share, has_cpu_clock, spread_pct
     from ddpsim.trace import pool_traces
 
@@ -97,7 +97,7 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
         predict = predict_mean(scenario, points[r["bucket_cap_mb"]], calibration)
         # the calibration's other estimate of its uncertain input (the microbenchmark's compute
         # slowdown beside the probe-fitted one) widens the interval where the two disagree
-        alts = [predict_mean(scenario, points[r["bucket_cap_mb"]], c) for c in calibration_alternatives(calibration)]
+        alts = predict_alternatives(scenario, points[r["bucket_cap_mb"]], calibration)
         wall = [predict(c) for c in captures]
         rec: dict[str, Any] = {"point": r["point"], "bucket_cap_mb": r["bucket_cap_mb"], "measured_s": r["measured_s"],
                                "predicted_s": r["predicted_s"], "error_pct": r["error_pct"],

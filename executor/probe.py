@@ -13,11 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from executor.runtime import Runtime, _reduce_across_ranks, mean_across_ranks
-
-#: the least host CPU time (s, summed over CPUs) the probe's steps must span for a load figure
-#: (/proc/stat ticks at 100 Hz: ddpsim.validation.compare.MIN_HOST_CPU_S)
-MIN_HOST_CPU_S = 5.0
+from executor.runtime import MIN_HOST_CPU_S, Runtime, _reduce_across_ranks, host_shares, mean_across_ranks
 
 MODEL = "mlp"
 MODEL_ARGS = {"width": 2048, "depth": 6}
@@ -62,12 +58,12 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
         for ph, xs in phases.items():  # per phase too: forward under DDP has no overlapped all-reduce
             xs += mean_across_ranks(rt, [s[ph] for s in timed])
         del model, opt, wl
-    # the host's other load during the probe's DDP steps (ddpsim.validation.compare.host_load's
-    # figure): the host's busy time (mean over the ranks' reads) less every rank's own CPU time
+    # the host's other load during the probe's DDP steps, as validate's runs report it: every
+    # rank's own CPU time summed, the host's counters averaged over the ranks' reads
     cpu_sum, busy, steal, total = _reduce_across_ranks(rt, [host[k] for k in ("cpu_s", "host_busy_s", "host_steal_s", "host_all_s")], "SUM")
-    busy, steal, total = busy / rt.world_size, steal / rt.world_size, total / rt.world_size
-    load = ({"host_other_pct": 100.0 * (busy - cpu_sum) / total, "host_steal_pct": 100.0 * steal / total}
-            if total >= MIN_HOST_CPU_S else {})
+    w = rt.world_size
+    shares = host_shares(cpu_sum, busy / w, steal / w, total / w) if total / w >= MIN_HOST_CPU_S else None
+    load = {} if shares is None else {"host_other_pct": shares["other_pct"], "host_steal_pct": shares["steal_pct"]}
     merged = pool_traces(traces)
     merged.environment["concurrent_ranks"] = rt.world_size
     merged.environment["lockstep"] = True

@@ -326,6 +326,24 @@ def host_counters(stat_path: str = "/proc/stat") -> dict[str, float]:
     return out
 
 
+#: the least host CPU time (summed over CPUs, seconds) one run's steps must span for its host
+#: figures to be given: ``/proc/stat`` counts in ticks of 10 ms, each charged to the state the
+#: CPU is in at the tick, so a share measured over N ticks scatters by about sqrt(p(1-p)/N):
+#: 500 ticks put a 95 % share within about 1 %; the mlp's millisecond runs (20-50 ticks)
+#: scatter by about 10 % and get none.
+MIN_HOST_CPU_S = 5.0
+
+
+def host_shares(ranks_cpu_s: float, busy_s: float, steal_s: float, all_s: float) -> dict[str, float]:
+    """What the host's CPUs did over some steps, as percentages of all their time (``all_s``,
+    summed over CPUs, each rank's read of the host's counters averaged): ``other_pct``, busy
+    with anything but the ranks (the host's ``busy_s`` less the ranks' own CPU time,
+    ``ranks_cpu_s``, every rank's summed); ``steal_pct``, taken by the hypervisor;
+    ``ranks_pct``, the ranks' own."""
+    return {"other_pct": 100.0 * (busy_s - ranks_cpu_s) / all_s, "steal_pct": 100.0 * steal_s / all_s,
+            "ranks_pct": 100.0 * ranks_cpu_s / all_s}
+
+
 def counter_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """``after - before`` for the counters both hold (:func:`host_counters`)."""
     return {k: after[k] - before[k] for k in HOST_COUNTERS if k in before and k in after}

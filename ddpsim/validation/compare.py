@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ddpsim.trace import quantile
+from executor.runtime import MIN_HOST_CPU_S, host_shares
 
 
 @dataclass
@@ -88,12 +89,6 @@ class PointOutcome:
                 "run_host_steal_pct": " ".join(f"{h['steal_pct']:.3g}" for h in per)}
 
 
-#: the least host CPU time (summed over CPUs, seconds) one run's steps must span for its host
-#: figures to be given: ``/proc/stat`` counts in ticks of 10 ms, each charged to the state the
-#: CPU is in at the tick, so a share measured over N ticks scatters by about sqrt(p(1-p)/N):
-#: 500 ticks put a 95 % share within about 1 %; the mlp's millisecond runs (20-50 ticks)
-#: scatter by about 10 % and get none.
-MIN_HOST_CPU_S = 5.0
 
 
 def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
@@ -119,9 +114,7 @@ def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
         for key in sums:
             sums[key] += run_sums[key]
         ours += sum(s["cpu_s"] for r in ranks for s in r)
-    busy, steal, total = sums["host_busy_s"], sums["host_steal_s"], sums["host_all_s"]
-    return {"other_pct": 100.0 * (busy - ours) / total, "steal_pct": 100.0 * steal / total,
-            "ranks_pct": 100.0 * ours / total}
+    return host_shares(ours, sums["host_busy_s"], sums["host_steal_s"], sums["host_all_s"])
 
 
 def run_spread_pct(run_medians: Sequence[float], measured: float | None) -> float | None:

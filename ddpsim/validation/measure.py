@@ -258,16 +258,15 @@ def point_intervals(scenario: Any, points: Sequence[Any], outcomes: dict[str, Po
     iterations resampled through the engine, as many captures drawn as the point pools runs and
     as many iterations as a run measures, joined with the band around the prediction under the
     calibration's other estimate of its compute slowdown (:func:`ddpsim.interval.calibration_alternatives`)."""
-    from ddpsim.interval import calibration_alternatives, predict_mean, prediction_interval
+    from ddpsim.interval import predict_alternatives, predict_mean, prediction_interval
     from ddpsim.validation.report import INTERVAL_LEVEL
 
-    alts = calibration_alternatives(cal)
     for p in points:
         o = outcomes[p.point_id]
         o.interval = prediction_interval(captures, predict_mean(scenario, p, cal), level=INTERVAL_LEVEL,
                                          num_resamples=INTERVAL_RESAMPLES, num_captures=max(1, len(o.runs) or len(captures)),
                                          num_iterations=iterations, seed=seed,
-                                         alternatives=[predict_mean(scenario, p, c) for c in alts])
+                                         alternatives=predict_alternatives(scenario, p, cal))
         echo(f"validate: {p.point_id:14s} {INTERVAL_LEVEL:.0%} interval {o.interval.low_s * 1e3:.2f} to "
              f"{o.interval.high_s * 1e3:.2f} ms")
 

@@ -25,7 +25,7 @@ assumption.
 The capture is not the only uncertain input: a CPU calibration holds TWO estimates of how much
 compute slows while a collective runs -- the microbenchmark's and the one fitted to real DDP on
 the calibration's probe (:mod:`ddpsim.interference_fit`) -- and the fit itself moves from one
-moment of the host to the next (fitted to each probe round alone it differs by up to 0.6 on the
+moment of the host to the next (fitted to each probe round alone it differs by up to 1.0 on the
 2-vCPU host, and from one calibration to the next by more: ``reports/zoo``).
 ``alternatives`` (:func:`calibration_alternatives`) are predictions under such other estimates
 (the microbenchmark's, and the lowest and highest of the probe's rounds fitted one by one): the

@@ -46,7 +46,7 @@
   are kept too (``ddp_phase_samples_s``): forward under DDP overlaps no all-reduce, so its
   excess over the trace's forward is a slowdown that is not the overlap's, and the fit leaves
   it out (``ddpsim.calibration.probe_forward_factor``). The fit moves with the moment of the
-  host it is measured at (fitted to one round alone it differs by up to 0.6 on the 2-vCPU host
+  host it is measured at (fitted to one round alone it differs by up to 1.0 on the 2-vCPU host
   from the next round), so the probe runs four rounds; ddpsim also keeps each round's own fit as
   the interval's alternatives (``ddpsim.calibration.Calibration.probe_round_fits``). The host's
   other load during the DDP steps is recorded (``host_other_pct``); above 10 % ddpsim calls the

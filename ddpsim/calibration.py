@@ -75,13 +75,15 @@ FORMAT = "ddpsim-calibration"
 VERSION = 1
 COLLECTIVES = ("allreduce", "broadcast")
 BACKENDS = ("nccl", "gloo")
-#: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: a
-#: collective slows compute by its share of moved bytes: on a CPU host a small gloo all-reduce
-#: is mostly latency, time in which gloo's threads wait and leave the cores to backward. On the
-#: 2-vCPU gloo host this weighting gives a lower median error than the uniform one for
-#: resnet50, and a smaller over-prediction at cap 1 for bert-base and resnet50
-#: (docs/VALIDATION.md, "The interference model")
-CALIBRATION_WEIGHTING = "bandwidth"
+#: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: every
+#: collective in flight slows compute by the whole ``compute_slowdown``, whatever its size. On a
+#: CPU host even a small gloo all-reduce is CPU work (the ring's wake-ups, copies and sums on
+#: the cores backward runs on), and a step with many small buckets measures slower than one
+#: with a few large ones. Against 15 kept validations (53 points) predicted with each of the 2-vCPU
+#: gloo host's 9 calibrations, this weighting gave the lower median |error| under 7 of them
+#: ("bandwidth", a collective weighted by its share of moved bytes, under 2):
+#: ``python benchmarks/bench_weighting.py`` (docs/VALIDATION.md, "The interference model")
+CALIBRATION_WEIGHTING = "uniform"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -140,8 +140,9 @@ predicted it 10 % slow). Without ``idle_launch_extra_s`` nothing changes.
 
 Interference (``config.interference``): rate-based. While a collective is in flight, every
 rank's compute progresses at ``1/compute_slowdown``; while any rank computes, the
-collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member's pace). With
-``weighting="bandwidth"`` (what a calibration uses) the running collective applies only its
+collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member's pace):
+``weighting="uniform"`` (what a calibration uses unless it names another). With
+``weighting="bandwidth"`` the running collective applies only its
 share of moved bytes, ``f = 1 - t(1 byte) / t(size)`` from the comm model: compute progresses
 at ``1/(1 + (compute_slowdown - 1) * f)``, so a latency-bound bucket barely slows backward and
 a large one slows it fully; with ``weighting="table"`` (the GPU prior of

@@ -79,11 +79,11 @@ def test_rescaling_to_another_world_size():
 
 def test_interference_and_copy_bandwidth_are_kept():
     cal = calibration_from_dict(synthetic())
-    # a file that names no weighting gets the calibration's, "bandwidth"; one that names it keeps it
-    assert cal.interference == Interference(compute_slowdown=1.35, comm_slowdown=1.2, weighting="bandwidth")
+    # a file that names no weighting gets the calibration's, "uniform"; one that names it keeps it
+    assert cal.interference == Interference(compute_slowdown=1.35, comm_slowdown=1.2, weighting="uniform")
     named = synthetic()
-    named["interference"]["weighting"] = "uniform"
-    assert calibration_from_dict(named).interference.weighting == "uniform"
+    named["interference"]["weighting"] = "bandwidth"
+    assert calibration_from_dict(named).interference.weighting == "bandwidth"
     named["interference"]["weighting"] = "bytes"
     with pytest.raises(InputError, match=r"^calibration.interference.weighting: 'bytes' is not accepted"):
         calibration_from_dict(named)

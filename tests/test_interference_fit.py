@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from ddpsim.calibration import calibration_from_dict
+from ddpsim.calibration import CALIBRATION_WEIGHTING, calibration_from_dict
 from ddpsim.errors import InputError
 from ddpsim.interference_fit import MAX_SLOWDOWN, predict_probe
 from ddpsim.simconfig import Interference
@@ -42,8 +42,8 @@ def bare():
 def test_the_fit_recovers_the_slowdown_that_produced_the_measurement():
     # the measured step is the engine's own prediction at compute_slowdown 2.5: the fit must
     # return 2.5 (the bisection's premise: the prediction grows with the slowdown)
-    target = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=2.5, comm_slowdown=2.0, weighting="bandwidth"))
-    at_1 = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=1.0, comm_slowdown=2.0, weighting="bandwidth"))
+    target = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=2.5, comm_slowdown=2.0, weighting=CALIBRATION_WEIGHTING))
+    at_1 = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=1.0, comm_slowdown=2.0, weighting=CALIBRATION_WEIGHTING))
     assert target > at_1  # the probe's buckets overlap its backward, so the slowdown shows
     cal = calibration_from_dict(with_probe(target))
     assert cal.interference.compute_slowdown == pytest.approx(2.5, rel=1e-6)
@@ -56,13 +56,13 @@ def test_the_fit_recovers_the_slowdown_that_produced_the_measurement():
 
 
 def test_prediction_is_nondecreasing_in_the_compute_slowdown():
-    preds = [predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=s, comm_slowdown=2.0, weighting="bandwidth"))
+    preds = [predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=s, comm_slowdown=2.0, weighting=CALIBRATION_WEIGHTING))
              for s in (1.0, 1.5, 2.0, 3.0, 5.0, 8.0)]
     assert preds == sorted(preds) and preds[-1] > preds[0]
 
 
 def test_a_step_faster_than_no_interference_clamps_at_1_and_a_slower_than_possible_one_at_the_max():
-    at_1 = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=1.0, comm_slowdown=2.0, weighting="bandwidth"))
+    at_1 = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=1.0, comm_slowdown=2.0, weighting=CALIBRATION_WEIGHTING))
     lo = calibration_from_dict(with_probe(0.5 * at_1))
     assert lo.interference.compute_slowdown == 1.0 and lo.interference_fit["clamped"] is True
     hi = calibration_from_dict(with_probe(100.0))
@@ -71,7 +71,7 @@ def test_a_step_faster_than_no_interference_clamps_at_1_and_a_slower_than_possib
 
 def test_without_a_probe_the_microbenchmark_stands():
     cal = bare()
-    assert cal.interference == Interference(compute_slowdown=1.3, comm_slowdown=2.0, weighting="bandwidth")
+    assert cal.interference == Interference(compute_slowdown=1.3, comm_slowdown=2.0, weighting="uniform")
     assert cal.interference_fit is None and cal.interference_microbenchmark is None
 
 
@@ -121,7 +121,7 @@ def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_i
     d["interference_probe"]["ddp_phase_samples_s"]["forward_s"] = [0.001] * 3
     assert probe_forward_factor(d["interference_probe"], 0.0) == 1.0
     # the fit predicts the probe with the factor: a slower forward leaves less to the slowdown
-    target = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=2.5, comm_slowdown=2.0, weighting="bandwidth"))
+    target = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=2.5, comm_slowdown=2.0, weighting=CALIBRATION_WEIGHTING))
     d2, d3 = with_probe(target), with_probe(target)
     d3["interference_probe"]["ddp_phase_samples_s"] = {"forward_s": [0.03] * 3}
     f2, f3 = calibration_from_dict(d2).interference_fit, calibration_from_dict(d3).interference_fit

@@ -99,7 +99,7 @@ UNCLAMPED = ROOT / "tests" / "data" / "calibration-probe-fit.json"
 
 def test_a_calibration_with_a_clamped_probe_fit_is_called_out_by_every_predicting_command(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
-    head = ("WARNING: the calibration's probe fit hit its bound: compute_slowdown 16 gives a 434.9 ms probe step, "
+    head = ("WARNING: the calibration's probe fit hit its bound: compute_slowdown 16 gives a 435.2 ms probe step, "
             "the probe measured 497.2 ms (302.0 ms without interference)")
     assert main(["run", str(_scenario(tmp_path, calibration=str(CLAMPED))), "--out-dir", str(tmp_path / "out"),
                  "--quiet", "--no-plots", "--jobs", "1"]) == 0

@@ -582,7 +582,9 @@ def test_ddp_mixed_precision_on_gloo_is_refused_in_one_line(tmp_path):
                      timeout_s=120)
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if "executor: error" in ln]
-    assert len(lines) == 2 and len(set(lines)) == 1   # each rank, the same one line
+    # every rank that got to print it printed the same one line (torchrun stops the other rank
+    # once the first exits, sometimes before it prints)
+    assert 1 <= len(lines) <= 2 and len(set(lines)) == 1
     assert ("--mixed-precision: 'bfloat16' is not accepted on a cpu device (gloo): torch's mixed-precision forward records "
             "device events, which the CPU backend lacks") in lines[0]
     # refused before DDP is built (torchrun's own ChildFailedError banner follows the ranks' lines)

@@ -115,6 +115,9 @@ class Calibration:
     #: :data:`ddpsim.hostcost.FIELDS`, the others at their defaults), or None: with a
     #: calibration the engine keeps no CPU clock unless the file gives them
     host_costs: HostCosts | None = None
+    #: DDP's forward buffer broadcast per buffer beyond the broadcast itself (flatten, copy
+    #: back: ``executor collectives``' ``broadcast_per_tensor_s``), or None where not measured
+    broadcast_per_tensor_s: float | None = None
     #: the host's CPUs busy with other work during the probe's DDP steps (%, from
     #: ``/proc/stat``), or None where not measured
     probe_host_other_pct: float | None = None
@@ -181,6 +184,8 @@ class Calibration:
         _req(bw is None or (_num(bw) and bw > 0), "copy_bandwidth_bytes_per_s", bw, "a number > 0 or null")
         ov = self.ddp_iteration_overhead_s
         _req(ov is None or (_num(ov) and ov >= 0), "ddp_iteration_overhead_s", ov, "a number of seconds >= 0 or null")
+        bt = self.broadcast_per_tensor_s
+        _req(bt is None or (_num(bt) and bt >= 0), "broadcast_per_tensor_s", bt, "a number of seconds >= 0 or null")
         object.__setattr__(self, "environment", dict(self.environment))
 
 
@@ -230,6 +235,7 @@ def calibration_from_dict(data: Any) -> Calibration:
                       broadcast=points["broadcast"], interference=interference,
                       copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
                       ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
+                      broadcast_per_tensor_s=data.get("broadcast_per_tensor_s"),
                       device=str(data.get("device", "")), environment=env, allreduce_after_compute=after,
                       host_costs=host)
     recomputed = consistent_ddp_overhead(cal, data.get("ddp_overhead"))
@@ -338,6 +344,8 @@ def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
             "weighting": cal.interference.weighting, "details": {}},
            "copy_bandwidth_bytes_per_s": cal.copy_bandwidth_bytes_per_s,
            "ddp_iteration_overhead_s": cal.ddp_iteration_overhead_s}
+    if cal.broadcast_per_tensor_s is not None:
+        out["broadcast_per_tensor_s"] = cal.broadcast_per_tensor_s
     if cal.allreduce_after_compute:
         out["allreduce_after_compute"] = pts(cal.allreduce_after_compute)
     return out
@@ -466,6 +474,12 @@ class CalibratedCommModel:
         return float(self.calibration.ddp_iteration_overhead_s or 0.0)
 
     @property
+    def broadcast_per_tensor_s(self) -> float:
+        """DDP's forward buffer broadcast per buffer beyond the broadcast (0 when the
+        calibration did not measure it); the engine charges it per buffer on every rank."""
+        return float(self.calibration.broadcast_per_tensor_s or 0.0)
+
+    @property
     def idle_launch_extra_s(self):
         """``f(size_bytes) -> seconds`` when the calibration has ``allreduce_after_compute``,
         else None (the engine then charges nothing). ``f`` is what an all-reduce launched after
@@ -507,6 +521,8 @@ class CalibratedCommModel:
             "allreduce_after_compute_points": len(self.fit.allreduce_after_compute.sizes)}
         if self.calibration.ddp_iteration_overhead_measured_s is not None:
             extra["ddp_iteration_overhead_measured_s"] = self.calibration.ddp_iteration_overhead_measured_s
+        if self.calibration.broadcast_per_tensor_s is not None:
+            extra["broadcast_per_tensor_s"] = self.calibration.broadcast_per_tensor_s
         if self.calibration.probe_forward_factor is not None:
             extra["probe_forward_factor"] = self.calibration.probe_forward_factor
         if self.ddp_forward_factor != 1.0:

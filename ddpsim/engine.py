@@ -123,6 +123,10 @@ whose ``ddp_iteration_overhead_s`` was measured by the executor) adds that much 
 work (span ``forward``, name ``ddp overhead``) after each synchronised forward: DDP's Python
 pre/post-forward and the reducer's fixed per-iteration cost, which a bare trace does not see.
 Without it (every analytical model) nothing is added. Likewise a comm model's
+``broadcast_per_tensor_s`` (a calibration that measured it): DDP's forward buffer broadcast
+flattens every buffer into its bucket and copies each back out, so after the broadcast every
+rank runs that much compute-stream work per buffer (span ``forward``, name ``buffer copies``);
+a model with many small BatchNorm buffers pays it in every forward. And a comm model's
 ``ddp_forward_factor`` multiplies every forward; 1 otherwise (a calibration sets it only in
 the probe fit's prediction of its probe: ddpsim/interference_fit.py).
 
@@ -472,6 +476,12 @@ class _Engine:
             raise InputError(f"comm model {type(comm).__name__}.iteration_overhead_s: {ov!r} is not accepted; "
                              "expected a finite number of seconds >= 0")
         self.iteration_overhead_s = float(ov)
+        bt = getattr(comm, "broadcast_per_tensor_s", 0.0)
+        bt = 0.0 if bt is None else bt
+        if isinstance(bt, bool) or not isinstance(bt, (int, float)) or not math.isfinite(bt) or bt < 0:
+            raise InputError(f"comm model {type(comm).__name__}.broadcast_per_tensor_s: {bt!r} is not accepted; "
+                             "expected a finite number of seconds >= 0")
+        self.broadcast_per_tensor_s = float(bt)
         ff = getattr(comm, "ddp_forward_factor", 1.0)
         if isinstance(ff, bool) or not isinstance(ff, (int, float)) or not (math.isfinite(ff) and ff > 0):
             raise InputError(f"comm model {type(comm).__name__}.ddp_forward_factor: {ff!r} is not accepted; "
@@ -526,6 +536,8 @@ class _Engine:
             sum(p.size_bytes + g for p, g in zip(trace.params, grad_bytes)), 0, self.copy_bw, None)
         self.syncbn = _SyncBatchNorm(trace, self) if config.sync_batchnorm else None
         self.buffer_buckets = self._buffer_broadcast_buckets(trace, opts)
+        #: the per-buffer flatten and copy-back of that broadcast (0 without a measured cost)
+        self.buffer_copies_s = self.broadcast_per_tensor_s * len(trace.buffers) if self.buffer_buckets else 0.0
         self.delayed = _DelayedAllReduce.of(trace, opts, self)
         self.layouts: dict[int, _Layout] = {}
         self._layout_cache: dict[tuple[Bucket, ...], _Layout] = {}
@@ -882,6 +894,8 @@ class _Rank:
             for j, nbytes in enumerate(eng.buffer_buckets):
                 c = self.launch("broadcast", f"buffers[{j}]", None, nbytes, broadcast=True)
             yield from self.wait(c, "broadcast")
+            if eng.buffer_copies_s > 0:
+                yield from self.work("forward", "buffer copies", eng.buffer_copies_s * s)
         # 2. no_sync micro-steps
         for m in range(n_micro):
             yield from self.forward(f"forward (no_sync {m + 1})", s, first=m == 0)

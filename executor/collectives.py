@@ -51,6 +51,14 @@
   the interval's alternatives (``ddpsim.calibration.Calibration.probe_round_fits``). The host's
   other load during the DDP steps is recorded (``host_other_pct``); above 10 % ddpsim calls the
   calibration untrustworthy.
+* ``broadcast_per_tensor_s``: what DDP's forward buffer broadcast costs per buffer beyond the
+  broadcast itself. ``_sync_buffers`` hands every module buffer to ``dist._broadcast_coalesced``,
+  which flattens them into one tensor per 250 MiB bucket and dtype, broadcasts it and copies
+  each buffer back out: per buffer a few dispatcher rounds on the rank's own core, which a model
+  with many small buffers (BatchNorm's running_mean, running_var, num_batches_tracked) pays in
+  every forward. Timed as DDP calls it, interleaved: ``--buffer-tensors`` float32 tensors of 64
+  elements against one tensor of the same bytes; per tensor = (mean many - mean one) /
+  (count - 1), means over ranks, floored at 0 (``buffer_broadcast``: the figures behind it).
 * ``copy_bandwidth_bytes_per_s``: DDP's copy-in, ``torch.mul(grad, 1/world, out=bucket_view)``,
   timed; counted as read + write (2 x bytes per second), the way the engine charges a copy.
 
@@ -118,6 +126,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="rounds of the interference probe (the built-in mlp, width 2048, depth 6, batch 128, traced and "
                         "run under real DDP at bucket_cap_mb=25; ddpsim fits its compute slowdown to it); 0 = no probe "
                         "(default 4: the fit moves from one moment of the host to the next; a few seconds a round on a 2-core host)")
+    p.add_argument("--buffer-tensors", type=int, default=96,
+                   help="small tensors of the buffer-broadcast test (default 96; 0 = skip it)")
     p.add_argument("--ddp-overhead-rounds", type=int, default=30,
                    help="rounds of the DDP-overhead test (5 bare + 5 DDP steps each; default 30; 0 = skip it)")
     p.add_argument("--dtype", default="float32", help="element type (default float32)")
@@ -391,6 +401,45 @@ def measure_copy_bandwidth(rt: Runtime, size_bytes: int = 16 << 20, repeats: int
     return {"copy_bandwidth_bytes_per_s": 2 * n * 4 / med, "copy_size_bytes": n * 4, "copy_time_s": med}
 
 
+def measure_buffer_broadcast(rt: Runtime, tensors: int = 96, elems: int = 64, rounds: int = 30) -> dict[str, Any]:
+    """Per-buffer cost of DDP's forward buffer broadcast (module docstring): ``tensors`` small
+    float32 tensors against one of the same bytes, each through ``dist._broadcast_coalesced``
+    from rank 0 with DDP's 250 MiB bucket, alternating, a barrier before each call."""
+    import torch
+    import torch.distributed as dist
+
+    many = [torch.zeros(elems, device=rt.device) for _ in range(tensors)]
+    one = [torch.zeros(tensors * elems, device=rt.device)]
+    pg = dist.group.WORLD
+
+    def call(bufs: list[Any]) -> float:
+        rt.barrier()
+        rt.sync()
+        t0 = time.perf_counter()
+        dist._broadcast_coalesced(pg, bufs, BROADCAST_BUCKET_BYTES, 0)
+        rt.sync()
+        return time.perf_counter() - t0
+
+    for _ in range(3):
+        call(many)
+        call(one)
+    many_s: list[float] = []
+    one_s: list[float] = []
+    for _ in range(rounds):
+        many_s.append(call(many))
+        one_s.append(call(one))
+    rt.watchdog.beat("buffer broadcast")
+    m, o = statistics.fmean(mean_across_ranks(rt, many_s)), statistics.fmean(mean_across_ranks(rt, one_s))
+    raw = (m - o) / (tensors - 1)
+    return {"broadcast_per_tensor_s": max(0.0, raw),
+            "details": {"tensors": tensors, "elements_per_tensor": elems, "many_s": m, "one_s": o,
+                        "raw_per_tensor_s": raw, "rounds": rounds}}
+
+
+#: DDP's ``broadcast_bucket_size`` (``int(250 * 1024 * 1024)``)
+BROADCAST_BUCKET_BYTES = 250 * 1024 * 1024
+
+
 def measure_ddp_overhead(rt: Runtime, allreduce_points: list[dict[str, Any]], copy_bandwidth: float | None,
                          rounds: int = 30, steps: int = 5, width: int = 64) -> dict[str, Any]:
     """DDP's fixed per-iteration cost: a tiny MLP stepped bare and under DDP (module docstring)."""
@@ -471,6 +520,8 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     after_max = parse_size_bytes(args.after_compute_max_bytes, "--after-compute-max-bytes")
     if args.probe_rounds < 0:
         raise InputError(f"--probe-rounds: {args.probe_rounds!r} is not accepted; expected an integer >= 0")
+    if args.buffer_tensors != 0 and args.buffer_tensors < 2:
+        raise InputError(f"--buffer-tensors: {args.buffer_tensors!r} is not accepted; expected 0 (skip) or an integer >= 2")
     if args.ddp_overhead_rounds < 0:
         raise InputError(f"--ddp-overhead-rounds: {args.ddp_overhead_rounds!r} is not accepted; expected an integer >= 0")
     for name in ("warmup", "repeats", "interference_repeats"):
@@ -536,6 +587,13 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
                f"(tiny MLP: DDP step {det['ddp_step_s'] * 1e3:.3f} ms, bare {det['bare_step_s'] * 1e3:.3f} ms, "
                f"all-reduce curve {det['allreduce_curve_s'] * 1e3:.3f} ms)")
         keep("ddp_overhead", overhead)
+    buffers = None
+    if args.buffer_tensors > 0:
+        buffers = measure_buffer_broadcast(rt, tensors=args.buffer_tensors)
+        det = buffers["details"]
+        rt.log(f"collectives: buffer broadcast {buffers['broadcast_per_tensor_s'] * 1e6:.1f} us per tensor "
+               f"({det['tensors']} tensors {det['many_s'] * 1e3:.3f} ms, one {det['one_s'] * 1e3:.3f} ms)")
+        keep("buffer_broadcast", buffers)
     probe = None
     if not args.skip_interference and args.probe_rounds > 0:
         from executor.probe import measure_probe
@@ -555,6 +613,9 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         if overhead is not None:
             cal["ddp_iteration_overhead_s"] = overhead["ddp_iteration_overhead_s"]
             cal["ddp_overhead"] = overhead["details"]
+        if buffers is not None:
+            cal["broadcast_per_tensor_s"] = buffers["broadcast_per_tensor_s"]
+            cal["buffer_broadcast"] = buffers["details"]
         if probe is not None:
             cal["interference_probe"] = probe
         if after:

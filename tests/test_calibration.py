@@ -213,6 +213,22 @@ def test_ddp_iteration_overhead_is_optional_and_reaches_the_comm_model(tmp_path)
     assert calibration_from_dict(doc).ddp_iteration_overhead_s is None
 
 
+def test_broadcast_per_tensor_is_optional_and_reaches_the_comm_model(tmp_path):
+    graph = build_preset("cpu-gloo")
+    old = calibration_from_dict(synthetic())  # a file without it: nothing charged
+    assert old.broadcast_per_tensor_s is None and build_comm_model(graph, 2, calibration=old).broadcast_per_tensor_s == 0.0
+    doc = synthetic()
+    doc["broadcast_per_tensor_s"] = 3e-5
+    doc["buffer_broadcast"] = {"tensors": 96}  # the executor's details: kept in the file, not read
+    cal = calibration_from_dict(doc)
+    m = build_comm_model(graph, 2, calibration=cal)
+    assert m.broadcast_per_tensor_s == 3e-5 and m.describe()["broadcast_per_tensor_s"] == 3e-5
+    assert load_calibration(save_calibration(cal, tmp_path / "c.json")) == cal
+    doc["broadcast_per_tensor_s"] = -1e-5
+    with pytest.raises(InputError, match=r"^calibration.broadcast_per_tensor_s: -1e-05 is not accepted; expected a number of seconds >= 0 or null$"):
+        calibration_from_dict(doc)
+
+
 def test_ddp_overhead_is_recomputed_against_the_idle_launch_charge(tmp_path):
     """With an after-compute curve, the overhead is what makes the engine's charge for the
     executor's tiny DDP step (bare step + copies + loop + idle-launch extra + overhead) equal

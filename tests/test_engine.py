@@ -187,6 +187,33 @@ def test_no_sync_accumulation_and_buffer_broadcast():
     assert "no_sync" in res.meta["iteration_unit"]
 
 
+def test_buffer_copies_are_charged_per_buffer_after_the_broadcast():
+    """A comm model with ``broadcast_per_tensor_s`` (a calibration that measured DDP's buffer
+    flatten and copy-back) costs that much compute per buffer after each forward broadcast."""
+    bufs = tuple(BufferRecord(name=f"bn{i}.running_mean", dtype="float32", size_bytes=MIB // 4) for i in range(4))
+    tr = toy_trace(buffers=bufs)
+    plan = explicit_plan(tr, [[0, 1, 2]])
+
+    class Costed(AlphaBetaModel):
+        broadcast_per_tensor_s = 0.03125
+
+    costed = Costed(latency_s=0.0, bandwidth_bytes_per_s=BW, num_ranks=2)
+    res = simulate(tr, plan, costed, cfg())
+    assert log(res)[:4] == [
+        ("compute", "wait", "broadcast", 0.0, 0.25),
+        ("comm", "broadcast", "buffers[0]", 0.0, 0.25),          # 1 MiB in one bucket
+        ("compute", "forward", "buffer copies", 0.25, 0.375),    # 4 buffers x 31.25 ms
+        ("compute", "forward", "forward", 0.375, 0.875),
+    ]
+    assert res.iterations[0].iteration_s == simulate(tr, plan, net(), cfg()).iterations[0].iteration_s + 0.125
+    # no broadcast (broadcast_buffers off): no copies either
+    off = simulate(tr, explicit_plan(tr, [[0, 1, 2]], DDPOptions(broadcast_buffers=False)), costed, cfg())
+    assert not [s for s in off.spans if s.name == "buffer copies"]
+    with pytest.raises(InputError, match=r"^comm model Bad.broadcast_per_tensor_s: -1 is not accepted"):
+        simulate(tr, plan, type("Bad", (AlphaBetaModel,), {"broadcast_per_tensor_s": -1})(
+            latency_s=0.0, bandwidth_bytes_per_s=BW, num_ranks=2), cfg())
+
+
 def test_fp16_hook_halves_the_bytes():
     tr = toy_trace()
     plan = explicit_plan(tr, [[0, 1, 2]])

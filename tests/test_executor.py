@@ -94,7 +94,7 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     cal = json.loads(out.read_text())
     assert set(cal) == {"format", "version", "backend", "world_size", "device", "environment", "collectives",
                         "interference", "copy_bandwidth_bytes_per_s", "ddp_iteration_overhead_s", "ddp_overhead",
-                        "interference_probe", "allreduce_after_compute"}
+                        "interference_probe", "allreduce_after_compute", "broadcast_per_tensor_s", "buffer_broadcast"}
     assert (cal["format"], cal["version"], cal["backend"], cal["world_size"], cal["device"]) == ("ddpsim-calibration", 1, "gloo", 2, "cpu")
     assert {"torch_version", "hostname_hash"} <= set(cal["environment"])
     assert cal["environment"]["num_threads"] == 1
@@ -117,6 +117,11 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     ov = cal["ddp_overhead"]
     assert cal["ddp_iteration_overhead_s"] == max(0.0, ov["raw_overhead_s"]) and ov["num_steps"] == 10
     assert ov["raw_overhead_s"] == pytest.approx(ov["ddp_step_s"] - ov["bare_step_s"] - ov["allreduce_curve_s"] - ov["copy_s"])
+    # DDP's buffer broadcast per buffer: 96 small tensors against one of their bytes, 30 rounds
+    bb = cal["buffer_broadcast"]
+    assert (bb["tensors"], bb["elements_per_tensor"], bb["rounds"]) == (96, 64, 30)
+    assert bb["raw_per_tensor_s"] == pytest.approx((bb["many_s"] - bb["one_s"]) / 95)
+    assert cal["broadcast_per_tensor_s"] == max(0.0, bb["raw_per_tensor_s"]) and bb["many_s"] > 0 and bb["one_s"] > 0
     # the interference probe: one round of 3 warm-up + 10 traced steps and 3 + 10 real DDP steps
     probe = cal["interference_probe"]
     assert (probe["model"], probe["model_args"], probe["batch_size"], probe["bucket_cap_mb"]) == ("mlp", {"width": 2048, "depth": 6}, 128, 25.0)
@@ -139,12 +144,14 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     assert loaded.interference_microbenchmark.compute_slowdown == inter["compute_slowdown"]
     assert loaded.interference.compute_slowdown == loaded.interference_fit["compute_slowdown"] >= 1.0
     assert loaded.interference_fit["measured_step_s"] == probe["ddp_step_s"]
+    assert loaded.broadcast_per_tensor_s == cal["broadcast_per_tensor_s"]
     progress = json.loads((tmp_path / "cal.progress.json").read_text())
     assert progress["format"] == "ddpsim-measurement" and progress["version"] == 1 and progress["complete"] is True
     assert len(progress["points"]) == 6
     # every finished stage is kept in the progress file as it completes (a later failure keeps it)
     assert progress["interference"] == inter and progress["ddp_overhead"]["ddp_iteration_overhead_s"] == cal["ddp_iteration_overhead_s"]
     assert progress["copy"]["copy_bandwidth_bytes_per_s"] == cal["copy_bandwidth_bytes_per_s"]
+    assert progress["buffer_broadcast"]["broadcast_per_tensor_s"] == cal["broadcast_per_tensor_s"]
     assert "collectives: wrote" in r.stdout
 
 
@@ -173,6 +180,11 @@ def test_collectives_refuses_a_bad_gap(tmp_path, bad):
                      nproc=2, num_threads=1, timeout_s=120)
     assert r.returncode != 0 and not (tmp_path / "c.json").exists()
     assert f"--after-compute-ms: {float(bad)!r} is not accepted; expected a number of milliseconds in [0, 1000] (0 on GPUs)" in r.stderr
+    if bad == "-1":
+        r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--buffer-tensors", "1"],
+                         nproc=2, num_threads=1, timeout_s=120)
+        assert r.returncode != 0 and not (tmp_path / "c.json").exists()
+        assert "--buffer-tensors: 1 is not accepted; expected 0 (skip) or an integer >= 2" in r.stderr
 
 
 def test_ddp_rebuilt_buckets_equal_the_predicted_plan(tmp_path):

@@ -25,9 +25,11 @@ For each zoo model (``zoo:<name>``), :func:`run_zoo`:
 
 A model whose ``zoo.json`` exists is skipped (an interrupted zoo resumes where it stopped); a
 model whose validation fails is reported in the summary and the zoo goes on. With
-``--reanalyze`` nothing is run: the models done are analysed again (steps 2-4); with
-``--calibration`` too, every point is first predicted again with that calibration over the same
-runs (:func:`ddpsim.validation.measure.reanalyze`). A progress line
+``--reanalyze`` nothing is run: the models done are analysed again (steps 2-4), every point
+first predicted again over the same runs with the current engine and the calibration the
+validation recorded, or ``--calibration`` (:func:`ddpsim.validation.measure.reanalyze`); where
+the recorded calibration file is gone and none is given, the recorded predictions are kept and
+said so. A progress line
 per model says how long it took and about how long the rest will take.
 """
 
@@ -243,15 +245,18 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
             if done.is_file():
                 result = json.loads(done.read_text())
                 val = json.loads((mdir / "validation.json").read_text())
-                cal_path = Path(val["calibration"])
-                if calibration:
-                    # another calibration: every point predicted again over the same runs
+                cal_path = Path(calibration) if calibration else Path(val["calibration"])
+                if calibration or cal_path.is_file():
+                    # every point predicted again over the same runs, with the current engine and
+                    # the given calibration (or the one the validation recorded)
                     from ddpsim.validation.measure import reanalyze as reanalyze_point
 
-                    cal_path = Path(calibration)
                     val = {"rows": reanalyze_point(str(scn_dir / f"zoo-{e.name}.yaml"), calibration=cal_path, out_dir=zoo_dir,
                                                    plots=False, intervals=False, echo=lambda _s: None)["rows"]}
                     result["calibration"] = str(cal_path)
+                else:
+                    echo(f"zoo: [{i}/{len(entries)}] {name}: its calibration {str(cal_path)!r} is gone: the recorded "
+                         "predictions are kept (give --calibration to predict them again)")
                 result["analysis"] = analyse_model(
                     load_scenario(str(scn_dir / f"zoo-{e.name}.yaml")), val["rows"],
                     round_traces(mdir / "validation", result["repeats"]),

@@ -82,6 +82,7 @@ def test_zoo_summary_resume_and_failure(tmp_path, monkeypatch):
     assert [r["model"] for r in res3["rows"]] == ["zoo:tied_lm", "zoo:transformer_encoder"]
     assert [r["stability_cpu_pct"] for r in res3["rows"]] == [0.0, 0.0]
     assert sum("analysed again" in ln for ln in lines) == 2 and "not validated yet" in lines[-1]
+    assert sum("is gone: the recorded predictions are kept" in ln for ln in lines) == 2  # none.json does not exist
 
     # ... and with another calibration: every point predicted again with it over the same runs
     import ddpsim.validation.measure as measure
@@ -98,6 +99,20 @@ def test_zoo_summary_resume_and_failure(tmp_path, monkeypatch):
     assert asked == [("zoo-tied_lm.yaml", str(other), False), ("zoo-transformer_encoder.yaml", str(other), False)]
     assert [r["median_abs_error_pct"] for r in res4["rows"]] == [0.0, 0.0]
     assert json.loads((tmp_path / "zoo" / "zoo-tied_lm" / "zoo.json").read_text())["calibration"] == str(other)
+
+    # without --calibration, the calibration the validation recorded predicts every point again
+    # (an engine changed since: the errors are the current engine's, not the recorded ones)
+    import shutil
+    from pathlib import Path
+    recorded = tmp_path / "recorded-cal.json"
+    shutil.copy(Path(__file__).parent / "data" / "calibration-probe-fit.json", recorded)
+    for name in ("tied_lm", "transformer_encoder"):
+        vpath = tmp_path / "zoo" / f"zoo-{name}" / "validation.json"
+        vpath.write_text(json.dumps({**json.loads(vpath.read_text()), "calibration": str(recorded)}))
+    asked.clear()
+    res5 = run_zoo(models=["tied_lm", "transformer_encoder"], validate_fn=failing, reanalyze=True, **kw)
+    assert asked == [("zoo-tied_lm.yaml", str(recorded), False), ("zoo-transformer_encoder.yaml", str(recorded), False)]
+    assert [r["median_abs_error_pct"] for r in res5["rows"]] == [0.0, 0.0]
 
 
 def test_zoo_idle_host_other_load_below_zero_counts_as_none(tmp_path):

@@ -37,10 +37,10 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-RUNS = [*sorted(glob.glob("reports/zoo/quiet/zoo/zoo-*")),
+RUNS = [*sorted(glob.glob("reports/zoo/quiet/zoo/zoo-*")), *sorted(glob.glob("reports/zoo/self-calibrated/zoo/zoo-*")),
         *(f"reports/cpu-gloo-{m}" for m in ("bert-base", "gpt2-124m", "mlp", "resnet50"))]
 CALIBRATIONS = ["reports/cpu-gloo-calibration.json", "reports/zoo/calibration.json",
-                *sorted(glob.glob("reports/zoo/calibrations/*.json")), "reports/zoo/self-calibrated/calibration.json"]
+                *sorted(glob.glob("reports/zoo/calibrations/*.json")), *sorted(glob.glob("reports/zoo/self-calibrated/zoo/calibration.json"))]
 WEIGHTINGS = ("bandwidth", "uniform")
 
 
@@ -67,7 +67,7 @@ def load_runs(folders: list[str]) -> list[tuple[str, object, list, object, dict[
         trace = load_trace(report_trace_path(old, folder / "validation"))
         points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
         measured = {r["point"]: float(r["measured_s"]) for r in csv.DictReader(open(folder / "validation.csv"))}
-        out.append((folder.name, scenario, points, trace, measured))
+        out.append((str(folder), scenario, points, trace, measured))
     return out
 
 

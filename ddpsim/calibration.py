@@ -78,11 +78,11 @@ BACKENDS = ("nccl", "gloo")
 #: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: every
 #: collective in flight slows compute by the whole ``compute_slowdown``, whatever its size. On a
 #: CPU host even a small gloo all-reduce is CPU work (the ring's wake-ups, copies and sums on
-#: the cores backward runs on), and a step with many small buckets measures slower than one
-#: with a few large ones. Against 15 kept validations (53 points) predicted with each of the 2-vCPU
-#: gloo host's 9 calibrations, this weighting gave the lower median |error| under 7 of them
-#: ("bandwidth", a collective weighted by its share of moved bytes, under 2):
-#: ``python benchmarks/bench_weighting.py`` (docs/VALIDATION.md, "The interference model")
+#: the cores backward runs on), and a step with many small buckets can measure slower than
+#: one with a few large ones. Against 26 kept validations (86 points) predicted with each of the 2-vCPU
+#: gloo host's 10 calibrations, this weighting gave the lower median |error| under 9 of them
+#: ("bandwidth", a collective weighted by its share of moved bytes, under the one made on a busy
+#: host): ``python benchmarks/bench_weighting.py`` (docs/VALIDATION.md, "The interference model")
 CALIBRATION_WEIGHTING = "uniform"
 
 

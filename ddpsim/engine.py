@@ -470,18 +470,9 @@ class _Engine:
         # DDP's per-iteration fixed cost on this machine (Python pre/post-forward, reducer
         # bookkeeping, waking the backend's threads): measured by the executor's calibration and
         # offered by a calibrated comm model; absent (0) otherwise, so nothing changes
-        ov = getattr(comm, "iteration_overhead_s", 0.0)
-        ov = 0.0 if ov is None else ov
-        if isinstance(ov, bool) or not isinstance(ov, (int, float)) or not math.isfinite(ov) or ov < 0:
-            raise InputError(f"comm model {type(comm).__name__}.iteration_overhead_s: {ov!r} is not accepted; "
-                             "expected a finite number of seconds >= 0")
-        self.iteration_overhead_s = float(ov)
-        bt = getattr(comm, "broadcast_per_tensor_s", 0.0)
-        bt = 0.0 if bt is None else bt
-        if isinstance(bt, bool) or not isinstance(bt, (int, float)) or not math.isfinite(bt) or bt < 0:
-            raise InputError(f"comm model {type(comm).__name__}.broadcast_per_tensor_s: {bt!r} is not accepted; "
-                             "expected a finite number of seconds >= 0")
-        self.broadcast_per_tensor_s = float(bt)
+        self.iteration_overhead_s = _comm_seconds(comm, "iteration_overhead_s")
+        # DDP's forward buffer broadcast per buffer (flatten, copy back), when calibrated
+        self.broadcast_per_tensor_s = _comm_seconds(comm, "broadcast_per_tensor_s")
         ff = getattr(comm, "ddp_forward_factor", 1.0)
         if isinstance(ff, bool) or not isinstance(ff, (int, float)) or not (math.isfinite(ff) and ff > 0):
             raise InputError(f"comm model {type(comm).__name__}.ddp_forward_factor: {ff!r} is not accepted; "
@@ -1389,6 +1380,16 @@ def _config_summary(config: SimConfig) -> dict[str, Any]:
 
 
 # ---- public API ----------------------------------------------------------------------------
+
+def _comm_seconds(comm: Any, attr: str) -> float:
+    """A comm model's optional cost ``attr`` in seconds (absent or None: 0), checked."""
+    v = getattr(comm, attr, 0.0)
+    v = 0.0 if v is None else v
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise InputError(f"comm model {type(comm).__name__}.{attr}: {v!r} is not accepted; "
+                         "expected a finite number of seconds >= 0")
+    return float(v)
+
 
 def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, *, spans: bool = True) -> SimResult:
     """Simulate ``config.num_iterations`` iterations of DDP training of ``trace`` under ``plan``.

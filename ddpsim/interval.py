@@ -49,6 +49,12 @@ from ddpsim.errors import InputError
 from ddpsim.trace import Trace, pool_traces, quantile
 
 
+#: how a report says what an interval is centred on (:func:`calibration_alternatives`), after
+#: "resampled through the engine, "
+ALTERNATIVES_TEXT = ("around the prediction with the calibration's probe-fitted compute slowdown and around those with "
+                     "its microbenchmark's and with the probe's rounds fitted one by one, joined: `ddpsim.interval`")
+
+
 @dataclass(frozen=True, kw_only=True)
 class PredictionInterval:
     """The ``level`` interval ``[low_s, high_s]`` of a prediction and how it was drawn."""

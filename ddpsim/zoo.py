@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
+from ddpsim.interval import ALTERNATIVES_TEXT
 from ddpsim.io import ensure_dir, write_text_atomic
 
 #: the caps every zoo model is validated at (one bucket per ~MiB, several, DDP's default)
@@ -72,13 +73,6 @@ def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: in
             f"sweep:\n  bucket_cap_mb: [{cap_list}]\n"
             f"validation: {{model: 'zoo:{e.name}', batch_size: {e.batch_size}, iterations: {iterations}, "
             f"warmup: {warmup}, num_threads: 1}}\n")
-
-
-def round_traces(raw: Path, repeats: int) -> list[Any]:
-    """The traces a validation captured, one per round (``trace.round<k>.json`` under ``raw``)."""
-    from ddpsim.trace import load_trace
-
-    return [load_trace(raw / f"trace.round{k}.json") for k in range(1, repeats + 1) if (raw / f"trace.round{k}.json").is_file()]
 
 
 def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Sequence[Any], calibration: Any, *,
@@ -167,8 +161,7 @@ def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
              "captures pooled on the wall clock (as `ddpsim validate`) and on the CPU clock (each phase scaled to the "
              "ranks' CPU time in it: the host's other load taken out). `coverage`: points whose measured mean lies "
              f"inside the {level:.0%} prediction interval (the captures and their iterations resampled through the "
-             "engine, around the prediction with the calibration's probe-fitted compute slowdown and around those with "
-             "its microbenchmark's and with the probe's rounds fitted one by one, joined: `ddpsim.interval`; on a host busy with other work the CPU clock's leaves that load out and covers only what a quiet "
+             f"engine, {ALTERNATIVES_TEXT}; on a host busy with other work the CPU clock's leaves that load out and covers only what a quiet "
              "host would measure). `at load`: the CPU-clock prediction stretched by the share of a CPU each rank held while the "
              "runs ran (`ddpsim.stability.cpu_share`, from the host's other load the runs' `/proc/stat` counters "
              "measured). `stability`: median over the points of (max - min) / median of the predictions from each "
@@ -221,6 +214,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
     from ddpsim.calibration import load_calibration
     from ddpsim.models.zoo import ZOO_PREFIX, torchvision_available, zoo_entry, zoo_names
     from ddpsim.scenario import load_scenario
+    from ddpsim.validation.measure import round_traces
 
     if validate_fn is None:
         from ddpsim.validation.measure import validate as validate_fn

@@ -89,8 +89,6 @@ class PointOutcome:
                 "run_host_steal_pct": " ".join(f"{h['steal_pct']:.3g}" for h in per)}
 
 
-
-
 def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
     """What the host's CPUs did during the measured steps of ``runs`` (executor measurements
     whose samples hold :func:`executor.runtime.host_counters` deltas), as percentages of all

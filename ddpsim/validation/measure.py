@@ -405,9 +405,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
         if (raw / f"{p.point_id}.hooked.json").exists():
             o.hooked = measurement(raw / f"{p.point_id}.hooked.json")
     _predict(scenario, points, outcomes, trace, cal, echo)
-    rounds = []
-    while (raw / f"trace.round{len(rounds) + 1}.json").is_file():
-        rounds.append(load_trace(raw / f"trace.round{len(rounds) + 1}.json"))
+    rounds = round_traces(raw, old["repeats"])
     if rounds and intervals:
         point_intervals(scenario, points, outcomes, rounds, cal, iterations=old["iterations"], echo=echo)
     rows = [o.row() for o in outcomes.values()]
@@ -417,6 +415,13 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
                   plots=plots, calibration=cal, reanalyzed=True, malloc=(trace.environment or {}).get("malloc"),
                   launch=runs_launch_mode(outcomes.values()) or old.get("launch"))
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+def round_traces(raw: Path, repeats: int) -> list[Any]:
+    """The traces a validation captured, one per round (``trace.round<k>.json`` under ``raw``)."""
+    from ddpsim.trace import load_trace
+
+    return [load_trace(raw / f"trace.round{k}.json") for k in range(1, repeats + 1) if (raw / f"trace.round{k}.json").is_file()]
 
 
 def runs_launch_mode(outcomes: Any) -> str | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpsim.calibration import clamped_fit_warning
+from ddpsim.interval import ALTERNATIVES_TEXT
 from ddpsim.io import write_text_atomic
 from ddpsim.validation.compare import (BEST_CAP_TOLERANCE_PCT, PointOutcome, bucket_figures, measured_bucket_times,
                                        summary_figures)
@@ -132,10 +133,7 @@ def markdown(data: dict[str, Any]) -> str:
                   f"{s['num_in_band_or_within_10pct']}/{s['num_points']}"
                   + ("" if not s.get("num_with_interval") else
                      f"; inside the {INTERVAL_LEVEL:.0%} prediction interval: {s['num_in_interval']}/{s['num_with_interval']} "
-                     "(the rounds' captures and their iterations resampled through the engine, around the prediction with "
-                     "the calibration's probe-fitted compute slowdown and around those with its microbenchmark's and with the "
-                     "probe's rounds fitted one by one, joined: "
-                     "`ddpsim.interval`)"),
+                     f"(the rounds' captures and their iterations resampled through the engine, {ALTERNATIVES_TEXT})"),
                   f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
                   + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}, "
                      f"the fastest measured of them named; " if s.get("predicted_best_tied") else "(")

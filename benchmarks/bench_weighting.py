@@ -19,7 +19,8 @@ calibration and weighting it prints how many models land within 5 % (median |err
 points), the median of those medians, the mean signed error, and the cap trend: for each model,
 (predicted - measured) of (step at its smallest cap - step at its largest cap) / the measured
 step at the largest, median |.| over the models -- whether more buckets cost what they measure.
-A few seconds per calibration.
+``--per-model`` adds, per model, its signed error at every point and its step at the smallest
+cap over its step at the largest, measured and predicted. A few seconds per calibration.
 """
 
 from __future__ import annotations
@@ -102,6 +103,18 @@ def figures(res) -> tuple[int, float, float, float]:
     return sum(m <= 5 for m in meds), statistics.median(meds), statistics.mean(signed), statistics.median(trend)
 
 
+def per_model_lines(res) -> list[str]:
+    """Per model: signed errors by point, and (smallest cap / largest cap - 1) measured and predicted."""
+    out = []
+    for name, pts in res.items():
+        caps = sorted(pts, key=cap_of)
+        (p0, m0), (p1, m1) = pts[caps[0]], pts[caps[-1]]
+        errs = " ".join(f"{pid} {100 * (p - m) / m:+.1f}" for pid, (p, m) in pts.items())
+        out.append(f"    {name}: {errs} %; {caps[0]} over {caps[-1]}: measured {100 * (m0 / m1 - 1):+.1f} %, "
+                   f"predicted {100 * (p0 / p1 - 1):+.1f} %")
+    return out
+
+
 def main(argv: list[str]) -> int:
     from ddpsim.calibration import calibration_from_dict
     from ddpsim.errors import InputError
@@ -109,6 +122,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", nargs="+", default=RUNS, help="validation folders with kept raw runs")
     ap.add_argument("--calibrations", nargs="+", default=CALIBRATIONS, help="calibration files")
+    ap.add_argument("--per-model", action="store_true", help="also each model's errors and cap trend")
     args = ap.parse_args(argv)
     runs = load_runs(args.runs)
     print(f"{len(runs)} validations ({sum(len(r[2]) for r in runs)} points) x {len(args.calibrations)} calibrations")
@@ -129,8 +143,11 @@ def main(argv: list[str]) -> int:
             except InputError as exc:
                 print(f"{path}: {exc}")
                 break
-            n5, med, signed, trend = figures(errors(runs, cal))
+            res = errors(runs, cal)
+            n5, med, signed, trend = figures(res)
             print(f"{path:48s} {w:10s} {n5:>5d}/{len(runs):<4d} {med:6.1f}% {signed:+6.1f}% {trend:8.1f}%")
+            if args.per_model:
+                print("\n".join(per_model_lines(res)))
             best = (w, med) if best is None or med < best[1] else best
         if best is not None:
             wins[best[0]] += 1

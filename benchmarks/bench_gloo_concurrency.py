@@ -8,11 +8,12 @@ One command, prints figures; no assertions::
 
 ProcessGroupGloo works its queue with ``threads`` worker threads (``_Options._threads``,
 2 by default), so when DDP's reducer has queued several buckets, up to that many all-reduces
-progress at once. A calibration's curve is the back-to-back blocking loop; the engine runs a
-gloo rank's collectives one at a time in launch order on one communication stream, as NCCL
-does. Where the queued per-op time is well below the blocking one, a backward whose buckets
-queue up (many small buckets, gradients ready in bursts) is charged more communication than the
-host spends. Each size alternates blocking and queued batches ``--repeats`` times (the fastest
+progress at once. A calibration's loop curve is the back-to-back blocking loop; with
+``executor collectives``' queued curve (``allreduce_queued``, measured the way of this
+benchmark) the engine runs a gloo group's collectives on that many lanes, each at
+``b / (n q)`` of its pace alone while ``n`` progress (ddpsim/engine.py, "lanes"); without it,
+one at a time in launch order, as NCCL does, which charges a backward whose buckets queue up
+(many small buckets) more communication than the host spends. Each size alternates blocking and queued batches ``--repeats`` times (the fastest
 batch of each kind is kept, per op), 2 gloo ranks of one thread each.
 """
 

@@ -44,6 +44,13 @@ CPUs sleep, such an all-reduce costs more than one in the back-to-back loop of
 :meth:`CalibratedCommModel.idle_launch_extra_s` offers the difference to the engine (see
 :mod:`ddpsim.engine`, "idle launches").
 
+``allreduce_queued`` and ``comm_threads`` (optional, together; ``executor collectives
+--queued-ops``, gloo): all-reduces issued several at once and then waited for, per op, and the
+process group's worker threads. ProcessGroupGloo works its queue with that many threads, so a
+backward's queued buckets progress side by side; :attr:`CalibratedCommModel.comm_lanes` and
+:meth:`CalibratedCommModel.concurrent_rate` offer the engine that many lanes and their pace
+(see :mod:`ddpsim.engine`, "lanes"). Without them one lane, as before.
+
 Fit (:func:`fit_calibration`): every curve is :func:`ddpsim.curve_fit.fit_curve`'s, a **piecewise
 alpha-beta between measured sizes** (:mod:`ddpsim.curve_fit`).
 
@@ -105,6 +112,11 @@ class Calibration:
     interference_fit: Mapping[str, Any] | None = None
     #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
     allreduce_after_compute: tuple[CalibrationPoint, ...] = ()
+    #: all-reduces issued ``ops_per_sample`` at once, then waited for: per-op times (none, or at
+    #: least 2 sizes; with ``comm_threads``)
+    allreduce_queued: tuple[CalibrationPoint, ...] = ()
+    #: the process group's worker threads (ProcessGroupGloo's ``_threads``), with ``allreduce_queued``
+    comm_threads: int | None = None
     #: the file's ``ddp_iteration_overhead_s`` when the loader recomputed it
     #: (:func:`consistent_ddp_overhead`), else None
     ddp_iteration_overhead_measured_s: float | None = None
@@ -180,6 +192,16 @@ class Calibration:
              "none or at least 2 measured sizes")
         _req(len({p.size_bytes for p in after}) == len(after), "allreduce_after_compute", "a repeated size_bytes",
              "distinct sizes")
+        queued = tuple(sorted(self.allreduce_queued, key=lambda p: p.size_bytes))
+        object.__setattr__(self, "allreduce_queued", queued)
+        _req(not queued or len(queued) >= 2, "allreduce_queued", f"{len(queued)} point(s)",
+             "none or at least 2 measured sizes")
+        _req(len({p.size_bytes for p in queued}) == len(queued), "allreduce_queued", "a repeated size_bytes",
+             "distinct sizes")
+        th = self.comm_threads
+        _req(th is None or (isinstance(th, int) and not isinstance(th, bool) and th >= 1), "comm_threads", th,
+             "an integer >= 1 or null")
+        _req(not queued or th is not None, "comm_threads", th, "the process group's worker threads beside allreduce_queued")
         bw = self.copy_bandwidth_bytes_per_s
         _req(bw is None or (_num(bw) and bw > 0), "copy_bandwidth_bytes_per_s", bw, "a number > 0 or null")
         ov = self.ddp_iteration_overhead_s
@@ -209,6 +231,7 @@ def calibration_from_dict(data: Any) -> Calibration:
             raw = []
         points[name] = _points(raw, f"collectives.{name}")
     after = _points(data.get("allreduce_after_compute") or [], "allreduce_after_compute")
+    queued = _points(data.get("allreduce_queued") or [], "allreduce_queued")
     interference = None
     raw_i = data.get("interference")
     if raw_i is not None:
@@ -237,7 +260,7 @@ def calibration_from_dict(data: Any) -> Calibration:
                       ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
                       broadcast_per_tensor_s=data.get("broadcast_per_tensor_s"),
                       device=str(data.get("device", "")), environment=env, allreduce_after_compute=after,
-                      host_costs=host)
+                      allreduce_queued=queued, comm_threads=data.get("comm_threads"), host_costs=host)
     recomputed = consistent_ddp_overhead(cal, data.get("ddp_overhead"))
     if recomputed is not None:
         cal = replace(cal, ddp_iteration_overhead_s=recomputed,
@@ -348,6 +371,9 @@ def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
         out["broadcast_per_tensor_s"] = cal.broadcast_per_tensor_s
     if cal.allreduce_after_compute:
         out["allreduce_after_compute"] = pts(cal.allreduce_after_compute)
+    if cal.allreduce_queued:
+        out["allreduce_queued"] = pts(cal.allreduce_queued)
+        out["comm_threads"] = cal.comm_threads
     return out
 
 
@@ -422,14 +448,16 @@ class CalibrationFit:
     allreduce: CalibratedCurve
     broadcast: CalibratedCurve | None
     allreduce_after_compute: CalibratedCurve | None = None
+    allreduce_queued: CalibratedCurve | None = None
 
 
 def fit_calibration(cal: Calibration) -> CalibrationFit:
     """Fit the piecewise alpha-beta curves of a calibration."""
-    after = cal.allreduce_after_compute
+    after, queued = cal.allreduce_after_compute, cal.allreduce_queued
     return CalibrationFit(backend=cal.backend, world_size=cal.world_size, allreduce=fit_curve(cal.allreduce),
                           broadcast=fit_curve(cal.broadcast) if cal.broadcast else None,
-                          allreduce_after_compute=fit_curve(after) if after else None)
+                          allreduce_after_compute=fit_curve(after) if after else None,
+                          allreduce_queued=fit_curve(queued) if queued else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -497,6 +525,31 @@ class CalibratedCommModel:
 
         return extra_s
 
+    @property
+    def comm_lanes(self) -> int:
+        """Collectives of the process group that progress at once: the calibration's
+        ``comm_threads`` when it measured the queued curve (``allreduce_queued``), else 1."""
+        if self.fit.allreduce_queued is None or self.num_ranks < 2:
+            return 1
+        return int(self.calibration.comm_threads or 1)
+
+    def concurrent_rate(self, kind: str | None, size_bytes: int, n: int) -> float:
+        """The pace of one collective of ``size_bytes`` while ``n`` progress at once, as a
+        fraction of its pace alone. ``lanes`` threads working a queue of all-reduces finish one
+        every ``q(s)`` (the queued curve) where one alone takes ``b(s)`` (the loop curve); so each
+        of ``n`` in progress runs at ``b / (n q)``, at least ``1/n`` (never slower than sharing one
+        lane). It may exceed 1: a blocking op's ``b`` holds the wake-up of the threads that hand
+        it over, which a queue worked back to back does not pay (1 MiB on the 2-vCPU host: 0.56 ms
+        per op queued against 1.7 ms blocking). The size is clamped to the queued curve's largest
+        (beyond it the ratio stays that of the largest); every kind of collective paced as an
+        all-reduce of its bytes. Measured at the calibration's rank count, used as is for any other."""
+        queued = self.fit.allreduce_queued
+        if queued is None or n <= 1:
+            return 1.0
+        s = max(1, min(int(size_bytes), max(queued.sizes)))
+        b, q = self.fit.allreduce.time_s(s), queued.time_s(s)
+        return max(1.0 / n, b / (n * q)) if q > 0 else 1.0
+
     def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
         t = self._scaled(self.fit.allreduce, size_bytes, "allreduce")
         return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
@@ -519,6 +572,9 @@ class CalibratedCommModel:
         ar = self.fit.allreduce
         extra = {} if self.fit.allreduce_after_compute is None else {
             "allreduce_after_compute_points": len(self.fit.allreduce_after_compute.sizes)}
+        if self.fit.allreduce_queued is not None:
+            extra["allreduce_queued_points"] = len(self.fit.allreduce_queued.sizes)
+            extra["comm_lanes"] = self.comm_lanes
         if self.calibration.ddp_iteration_overhead_measured_s is not None:
             extra["ddp_iteration_overhead_measured_s"] = self.calibration.ddp_iteration_overhead_measured_s
         if self.calibration.broadcast_per_tensor_s is not None:

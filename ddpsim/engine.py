@@ -142,6 +142,16 @@ overlaps backward compute, or runs back to back behind another, pays the loop's 
 bert-base at cap 1 measured on the 2-vCPU host: charging every all-reduce the after-compute cost
 predicted it 10 % slow). Without ``idle_launch_extra_s`` nothing changes.
 
+Lanes: a comm model with ``comm_lanes > 1`` and ``concurrent_rate`` (a gloo calibration with a
+queued curve, :meth:`ddpsim.calibration.CalibratedCommModel.concurrent_rate`) runs the process
+group's collectives as ProcessGroupGloo's worker threads work its queue: each starts in launch
+order once every rank has launched it and one of the ``comm_lanes`` is free, and up to that many
+progress side by side, each at ``concurrent_rate(kind, size, n)`` of its pace alone while ``n``
+are in progress (and, with interference, at ``1/comm_slowdown`` of that while any rank
+computes; compute slows while any is in flight). An idle-launch extra applies to a collective
+that starts with none in progress. One lane (NCCL's stream, every analytical model) is the
+in-order stream above.
+
 Interference (``config.interference``): rate-based. While a collective is in flight, every
 rank's compute progresses at ``1/compute_slowdown``; while any rank computes, the
 collective progresses at ``1/comm_slowdown`` (a ring runs at its slowest member's pace):
@@ -479,6 +489,17 @@ class _Engine:
                              "expected a finite number > 0")
         fn = getattr(comm, "idle_launch_extra_s", None)
         self.idle_extra = fn if callable(fn) else None
+        lanes = getattr(comm, "comm_lanes", 1)
+        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
+            raise InputError(f"comm model {type(comm).__name__}.comm_lanes: {lanes!r} is not accepted; expected an integer >= 1")
+        rate_fn = getattr(comm, "concurrent_rate", None)
+        #: collectives of the process group that progress at once (ProcessGroupGloo's worker
+        #: threads); 1: one in-order stream (NCCL, every analytical model)
+        self.lanes = lanes if callable(rate_fn) else 1
+        self.concurrent_rate = rate_fn
+        self._rates: dict[tuple[str, int, int], float] = {}
+        #: collectives in progress (the multi-lane stream)
+        self.running: list[_Coll] = []
         self._idle_extras: dict[int, float] = {}
         #: ranks blocked in a wait (fast path; the slow path's ``busy`` counts the others)
         self.waiting = 0
@@ -676,6 +697,57 @@ class _Engine:
             c.done.succeed()
             i += 1
 
+    def rate(self, c: _Coll, n: int) -> float:
+        """The pace of ``c`` while ``n`` collectives progress at once (the comm model's
+        ``concurrent_rate``, asked once per (kind, size, n) and checked)."""
+        if n <= 1:
+            return 1.0
+        key = (c.kind or "", c.size_bytes, n)
+        r = self._rates.get(key)
+        if r is None:
+            r = self.concurrent_rate(c.kind, c.size_bytes, n)
+            if isinstance(r, bool) or not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0):
+                raise InputError(f"comm model {type(self.comm).__name__}.concurrent_rate({c.kind!r}, {c.size_bytes}, {n}): "
+                                 f"{r!r} is not accepted; expected a finite number > 0")
+            r = self._rates[key] = float(r)
+        return r
+
+    def comm_lanes(self) -> Iterator[simpy.Event]:
+        """The process group's queue worked by ``lanes`` threads (ProcessGroupGloo): collectives
+        start in launch order, each once every rank has launched it and a lane is free, and
+        progress side by side, each at the comm model's ``concurrent_rate`` for the number in
+        progress (and at ``1/comm_slowdown`` while any rank computes, with interference)."""
+        env = self.env
+        i = 0
+        while True:
+            c = self.coll(i)
+            yield c.all_arrived
+            while len(self.running) >= self.lanes:
+                yield self.changed
+            if c.arrival_max_s > env.now:
+                yield env.timeout(c.arrival_max_s - env.now)
+            c.start_s = env.now
+            extra = 0.0
+            if self.idle_extra is not None and c.kind == "allreduce" and not self.running:
+                extra = self.idle_extra_s(c.size_bytes)
+            self.running.append(c)
+            self._lanes_changed()
+            env.process(self._lane(c, extra))
+            i += 1
+
+    def _lane(self, c: _Coll, extra: float) -> Iterator[simpy.Event]:
+        yield from self.progress(c.work_s, comm=True, idle_extra_s=extra, coll=c)
+        c.end_s = self.env.now
+        self.running.remove(c)
+        self._lanes_changed()
+        c.done.succeed()
+
+    def _lanes_changed(self) -> None:
+        if self.interfere:
+            self.comm_weight = max((r.slow_weight for r in self.running), default=1.0)
+            self.comm_active = bool(self.running)
+        self._notify()
+
     # -- interference (slow path) ----------------------------------------------------------
     def _notify(self) -> None:
         old, self.changed = self.changed, self.env.event()
@@ -693,18 +765,22 @@ class _Engine:
         if (self.busy > 0) != before:
             self._notify()
 
-    def progress(self, work_s: float, comm: bool, idle_extra_s: float = 0.0) -> Iterator[simpy.Event]:
+    def progress(self, work_s: float, comm: bool, idle_extra_s: float = 0.0,
+                 coll: _Coll | None = None) -> Iterator[simpy.Event]:
         """Do ``work_s`` seconds of full-rate work at the current, state-dependent rate (plus
-        ``idle_extra_s`` once no rank computes, if that happens before the work is done)."""
+        ``idle_extra_s`` once no rank computes, if that happens before the work is done).
+        ``coll``: the collective of a multi-lane stream, paced also by the others in progress."""
         env = self.env
         remaining = work_s
         while remaining > 0:
-            if idle_extra_s > 0 and self.busy == 0:
+            if idle_extra_s > 0 and self.all_waiting():
                 remaining += idle_extra_s
                 work_s += idle_extra_s
                 idle_extra_s = 0.0
             if comm:
                 rate = 1.0 / self.comm_slow if self.busy > 0 else 1.0
+                if coll is not None:
+                    rate *= self.rate(coll, len(self.running))
             else:
                 rate = 1.0 / (1.0 + (self.compute_slow - 1.0) * self.comm_weight) if self.comm_active else 1.0
             t0 = env.now
@@ -1439,7 +1515,7 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     eng.num_participants = len(ranks)
     for r in ranks:
         env.process(r.run())
-    env.process(eng.comm_stream())
+    env.process(eng.comm_stream() if eng.lanes == 1 else eng.comm_lanes())
     env.run()
     assert all(r.finished for r in ranks), "simulation deadlocked: a rank waits for a collective that never completes"
 

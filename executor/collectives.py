@@ -25,6 +25,15 @@
   ``--after-compute-max-bytes``, beside the loop curves (``allreduce_after_compute``): both
   measured in one run, on one machine state. ddpsim's engine charges the difference only to
   an all-reduce launched onto an idle stream and waited for (ddpsim/engine.py, "idle launches").
+* ``allreduce_queued`` (``--queued-ops N``, default 8 on CPUs; 0 = skip; GPUs: none): per size
+  up to ``--queued-max-bytes``, N all-reduces issued at once (``async_op=True``) and then all
+  waited for -- as DDP's reducer queues the buckets of a backward -- per op = the batch / N,
+  the slowest rank's, ``--queued-repeats`` samples interleaved across sizes. ProcessGroupGloo
+  works its queue with ``comm_threads`` worker threads (``_Options._threads``, 2 by default,
+  recorded beside the curve), so that many all-reduces progress at once; on the 2-vCPU host a
+  queued one costs 0.2-0.9 of a blocking one (``benchmarks/bench_gloo_concurrency.py``). ddpsim
+  runs a calibrated gloo group's collectives on that many lanes, paced by the two curves
+  (:meth:`ddpsim.calibration.CalibratedCommModel.concurrent_rate`).
 * Interference: a compute unit (matmul + elementwise, the mix of a backward pass) timed
   alone, an all-reduce of ``--interference-bytes`` timed alone, then both at once (a thread
   runs back-to-back all-reduces while the main thread runs compute units, as DDP's reducer
@@ -69,7 +78,8 @@ Output (rank 0; written atomically)::
      "collectives": {"allreduce": [{"size_bytes", "time_s", "p10_s", "p90_s", "num_samples"}, ...],
                      "broadcast": [...]},
      "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {...}},
-     "copy_bandwidth_bytes_per_s": 5.1e9, "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...}}
+     "copy_bandwidth_bytes_per_s": 5.1e9, "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...},
+     "allreduce_queued": [{"size_bytes", "time_s", ..., "ops_per_sample"}, ...], "comm_threads": 2}
 
 A measurement JSON (``--progress``) is rewritten after every round of the sweep (with rank 0's
 samples so far per size), after every op and after every later stage (``interference``,
@@ -115,6 +125,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "what the engine charges an all-reduce launched after compute and waited for; default 2 on CPUs, 0 = skip; GPUs: 0)")
     p.add_argument("--after-compute-max-bytes", default="16MiB",
                    help="largest size of the --after-compute-ms curve (default 16MiB)")
+    p.add_argument("--queued-ops", type=int, default=None,
+                   help="all-reduces queued at once per sample of the queued curve (allreduce_queued: what gloo's "
+                        "worker threads make of a backward's queued buckets; default 8 on CPUs, 0 = skip; GPUs: 0)")
+    p.add_argument("--queued-max-bytes", default="64MiB", help="largest size of the queued curve (default 64MiB)")
+    p.add_argument("--queued-repeats", type=int, default=10, help="samples per size of the queued curve (default 10)")
     p.add_argument("--ops", default="allreduce,broadcast", help="comma list of allreduce, broadcast")
     p.add_argument("--interference-bytes", default="8MiB", help="all-reduce size for the interference test (default 8MiB)")
     p.add_argument("--interference-repeats", type=int, default=12, help="all-reduces timed in each interference phase")
@@ -241,6 +256,45 @@ class _Collective:
             return {"size_bytes": self.size_bytes, **stats(samples), "ops_per_sample": 1, "gap_ms": self.gap_s * 1e3}
         samples = max_across_ranks(self.rt, self.samples)
         return {"size_bytes": self.size_bytes, **stats(samples), "ops_per_sample": self.m}
+
+
+def sweep_queued(rt: Runtime, sizes: Sequence[int], dtype, ops: int, repeats: int, warmup: int = 1) -> list[dict[str, Any]]:
+    """Per-op times (slowest rank) of ``ops`` all-reduces issued at once and then waited for,
+    at every size; samples interleaved across sizes (see :func:`sweep_collectives`)."""
+    import torch
+    import torch.distributed as dist
+
+    sw = Stopwatch(rt)
+    elem = torch.empty((), dtype=dtype).element_size()
+    bufs = {s: [torch.ones(max(1, s // elem), dtype=dtype, device=rt.device) for _ in range(ops)] for s in sizes}
+
+    def batch(size: int) -> None:
+        for w in [dist.all_reduce(t, async_op=True) for t in bufs[size]]:
+            w.wait()
+
+    for s in sizes:
+        for _ in range(warmup):
+            batch(s)
+        rt.watchdog.beat(f"queued all-reduces of {s} B")
+    samples: dict[int, list[float]] = {s: [] for s in sizes}
+    for _ in range(repeats):
+        for s in sizes:
+            rt.barrier()
+            tok = sw.start()
+            batch(s)
+            samples[s].append(sw.stop(tok) / ops)
+            rt.watchdog.beat(f"queued all-reduces of {s} B")
+    return [{"size_bytes": int(bufs[s][0].numel() * elem), **stats(max_across_ranks(rt, samples[s])), "ops_per_sample": ops}
+            for s in sizes]
+
+
+def gloo_threads() -> int | None:
+    """ProcessGroupGloo's worker threads per process group (``_Options._threads``), or None."""
+    import torch.distributed as dist
+
+    pg = getattr(dist, "ProcessGroupGloo", None)
+    n = getattr(pg._Options(), "_threads", None) if pg is not None and hasattr(pg, "_Options") else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None
 
 
 def one_host(rt: Runtime) -> bool:
@@ -518,6 +572,13 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         raise InputError(f"--after-compute-ms: {args.after_compute_ms!r} is not accepted; expected a number of "
                          "milliseconds in [0, 1000] (0 on GPUs)")
     after_max = parse_size_bytes(args.after_compute_max_bytes, "--after-compute-max-bytes")
+    queued_ops = (0 if rt.is_cuda else 8) if args.queued_ops is None else args.queued_ops
+    if queued_ops < 0 or queued_ops == 1 or (queued_ops > 0 and (rt.is_cuda or rt.backend != "gloo")):
+        raise InputError(f"--queued-ops: {args.queued_ops!r} is not accepted; expected 0 (skip) or an integer >= 2 "
+                         "(gloo only)")
+    queued_max = parse_size_bytes(args.queued_max_bytes, "--queued-max-bytes")
+    if args.queued_repeats < 1:
+        raise InputError(f"--queued-repeats: {args.queued_repeats!r} is not accepted; expected an integer >= 1")
     if args.probe_rounds < 0:
         raise InputError(f"--probe-rounds: {args.probe_rounds!r} is not accepted; expected an integer >= 0")
     if args.buffer_tensors != 0 and args.buffer_tensors < 2:
@@ -565,6 +626,16 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             rt.log(f"collectives: allreduce after {after_ms:g} ms of compute {r['size_bytes']:>11d} B  "
                    f"mean {r['time_s'] * 1e3:9.3f} ms  median {r['median_s'] * 1e3:9.3f}")
         keep("allreduce_after_compute", after)
+
+    queued: list[dict[str, Any]] = []
+    threads = gloo_threads() if rt.backend == "gloo" else None
+    small = [s for s in sizes if s <= queued_max]
+    if queued_ops > 0 and "allreduce" in ops and len(small) >= 2 and threads is not None:
+        queued = sweep_queued(rt, small, dtype, queued_ops, args.queued_repeats)
+        for r in queued:
+            rt.log(f"collectives: allreduce queued {queued_ops} at once ({threads} gloo threads) {r['size_bytes']:>11d} B  "
+                   f"mean {r['time_s'] * 1e3:9.3f} ms per op  median {r['median_s'] * 1e3:9.3f}")
+        keep("allreduce_queued", queued)
 
     if args.skip_interference:
         interference: dict[str, Any] = {"compute_slowdown": 1.0, "comm_slowdown": 1.0, "details": {"measured": False}}
@@ -620,6 +691,9 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             cal["interference_probe"] = probe
         if after:
             cal["allreduce_after_compute"] = after
+        if queued:
+            cal["allreduce_queued"] = queued
+            cal["comm_threads"] = threads
         write_json(args.out, cal)
         rec.update(complete=True, calibration=str(args.out))
         write_json(progress, rec)

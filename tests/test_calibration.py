@@ -301,3 +301,46 @@ def test_bad_allreduce_after_compute(value, match):
     doc["allreduce_after_compute"] = value
     with pytest.raises(InputError, match=match):
         calibration_from_dict(doc)
+
+
+def test_allreduce_queued_gives_lanes_and_their_pace(tmp_path):
+    graph = build_preset("cpu-gloo")
+    plain = build_comm_model(graph, 2, calibration=calibration_from_dict(synthetic()))
+    assert plain.comm_lanes == 1 and plain.concurrent_rate("allreduce", 4096, 2) == 1.0
+    doc = synthetic()
+    # queued per op: 1/4 of the loop at 4 KiB (latency hidden), 3/4 at 64 KiB and above
+    doc["allreduce_queued"] = [{"size_bytes": s, "time_s": (ALPHA + s / BW) * f, "num_samples": 10}
+                               for s, f in ((65536, 0.75), (4096, 0.25), (1 << 20, 0.75))]
+    doc["comm_threads"] = 2
+    cal = calibration_from_dict(doc)
+    assert [p.size_bytes for p in cal.allreduce_queued] == [4096, 65536, 1 << 20] and cal.comm_threads == 2
+    m = build_comm_model(graph, 2, calibration=cal)
+    assert m.comm_lanes == 2
+    # b / (n q): 1 / (2 x 1/4) = 2 at 4 KiB; 1 / (2 x 3/4) = 2/3 at 64 KiB
+    assert m.concurrent_rate("allreduce", 4096, 2) == pytest.approx(2.0)
+    assert m.concurrent_rate("allreduce", 65536, 2) == pytest.approx(2 / 3)
+    assert m.concurrent_rate("allreduce", 64 << 20, 2) == pytest.approx(2 / 3)   # beyond: the largest's ratio
+    assert m.concurrent_rate("broadcast", 65536, 2) == pytest.approx(2 / 3)      # any kind: as an all-reduce
+    assert m.concurrent_rate("allreduce", 65536, 1) == 1.0
+    d = m.describe()
+    assert (d["comm_lanes"], d["allreduce_queued_points"]) == (2, 3)
+    # a queued op slower than half a blocking one (noise): never below sharing one lane
+    doc["allreduce_queued"] = [{"size_bytes": s, "time_s": 2 * (ALPHA + s / BW)} for s in (4096, 65536)]
+    assert build_comm_model(graph, 2, calibration=calibration_from_dict(doc)).concurrent_rate("allreduce", 4096, 2) == 0.5
+    assert load_calibration(save_calibration(cal, tmp_path / "c.json")) == cal
+
+
+@pytest.mark.parametrize("queued, threads, match", [
+    ([{"size_bytes": 4096, "time_s": 1e-3}], 2, r"^calibration.allreduce_queued: '1 point\(s\)' is not accepted; expected none or at least 2 measured sizes$"),
+    ([{"size_bytes": 4096, "time_s": 1e-3}, {"size_bytes": 8192, "time_s": 1e-3}], None,
+     r"^calibration.comm_threads: None is not accepted; expected the process group's worker threads beside allreduce_queued$"),
+    ([], 0, r"^calibration.comm_threads: 0 is not accepted; expected an integer >= 1 or null$"),
+    ([], "2", r"^calibration.comm_threads: '2' is not accepted; expected an integer >= 1 or null$"),
+])
+def test_bad_allreduce_queued(queued, threads, match):
+    doc = synthetic()
+    doc["allreduce_queued"] = queued
+    if threads is not None:
+        doc["comm_threads"] = threads
+    with pytest.raises(InputError, match=match):
+        calibration_from_dict(doc)

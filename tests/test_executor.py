@@ -94,7 +94,8 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     cal = json.loads(out.read_text())
     assert set(cal) == {"format", "version", "backend", "world_size", "device", "environment", "collectives",
                         "interference", "copy_bandwidth_bytes_per_s", "ddp_iteration_overhead_s", "ddp_overhead",
-                        "interference_probe", "allreduce_after_compute", "broadcast_per_tensor_s", "buffer_broadcast"}
+                        "interference_probe", "allreduce_after_compute", "broadcast_per_tensor_s", "buffer_broadcast",
+                        "allreduce_queued", "comm_threads"}
     assert (cal["format"], cal["version"], cal["backend"], cal["world_size"], cal["device"]) == ("ddpsim-calibration", 1, "gloo", 2, "cpu")
     assert {"torch_version", "hostname_hash"} <= set(cal["environment"])
     assert cal["environment"]["num_threads"] == 1
@@ -110,6 +111,11 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     # per sample launched after 2 ms of compute
     after = cal["allreduce_after_compute"]
     assert [(p["size_bytes"], p["ops_per_sample"], p["gap_ms"], p["num_samples"]) for p in after] == [(4096, 1, 2.0, 3), (16384, 1, 2.0, 3)]
+    # and, by default on CPUs, 8 all-reduces queued at once per sample, at every size up to
+    # 64 MiB, with gloo's worker threads beside them
+    queued = cal["allreduce_queued"]
+    assert [(p["size_bytes"], p["ops_per_sample"], p["num_samples"]) for p in queued] == [(s, 8, 10) for s in (4096, 16384, 65536)]
+    assert all(p["time_s"] > 0 for p in queued) and cal["comm_threads"] == 2
     inter = cal["interference"]
     assert inter["compute_slowdown"] >= 1.0 and inter["comm_slowdown"] >= 1.0 and isinstance(inter["details"], dict)
     assert cal["copy_bandwidth_bytes_per_s"] > 0
@@ -185,6 +191,10 @@ def test_collectives_refuses_a_bad_gap(tmp_path, bad):
                          nproc=2, num_threads=1, timeout_s=120)
         assert r.returncode != 0 and not (tmp_path / "c.json").exists()
         assert "--buffer-tensors: 1 is not accepted; expected 0 (skip) or an integer >= 2" in r.stderr
+        r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--queued-ops", "1"],
+                         nproc=2, num_threads=1, timeout_s=120)
+        assert r.returncode != 0 and not (tmp_path / "c.json").exists()
+        assert "--queued-ops: 1 is not accepted; expected 0 (skip) or an integer >= 2 (gloo only)" in r.stderr
 
 
 def test_ddp_rebuilt_buckets_equal_the_predicted_plan(tmp_path):

@@ -27,7 +27,8 @@ from dataclasses import replace
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 DEFAULT = ["reports/cpu-gloo-calibration.json", "reports/zoo/calibration.json",
-           *sorted(glob.glob("reports/zoo/calibrations/*.json")), *sorted(glob.glob("reports/zoo/self-calibrated/zoo/calibration.json"))]
+           *sorted(glob.glob("reports/zoo/calibrations/*.json")), *sorted(glob.glob("reports/zoo/self-calibrated/zoo/calibration.json")),
+           *sorted(glob.glob("reports/zoo/lanes/zoo/calibration.json"))]
 RESAMPLES = 20
 
 

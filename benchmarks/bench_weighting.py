@@ -39,9 +39,11 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 RUNS = [*sorted(glob.glob("reports/zoo/quiet/zoo/zoo-*")), *sorted(glob.glob("reports/zoo/self-calibrated/zoo/zoo-*")),
+        *sorted(glob.glob("reports/zoo/lanes/zoo/zoo-*")),
         *(f"reports/cpu-gloo-{m}" for m in ("bert-base", "gpt2-124m", "mlp", "resnet50"))]
 CALIBRATIONS = ["reports/cpu-gloo-calibration.json", "reports/zoo/calibration.json",
-                *sorted(glob.glob("reports/zoo/calibrations/*.json")), *sorted(glob.glob("reports/zoo/self-calibrated/zoo/calibration.json"))]
+                *sorted(glob.glob("reports/zoo/calibrations/*.json")), *sorted(glob.glob("reports/zoo/self-calibrated/zoo/calibration.json")),
+                *sorted(glob.glob("reports/zoo/lanes/zoo/calibration.json"))]
 WEIGHTINGS = ("bandwidth", "uniform")
 
 

@@ -69,6 +69,9 @@ class PredictionInterval:
     #: the prediction from all captures pooled, and under each alternative (empty: none given)
     center_s: float | None = None
     alternative_centers_s: tuple[float, ...] = ()
+    #: the method's error measured on other models, ``(r_lo, r_hi)`` around ``center_s``, when
+    #: the interval was joined with it (:func:`ddpsim.method_error.widen`)
+    method_band: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.level < 1.0:
@@ -87,6 +90,8 @@ class PredictionInterval:
             d["center_s"] = self.center_s
         if self.alternative_centers_s:
             d["alternative_centers_s"] = list(self.alternative_centers_s)
+        if self.method_band is not None:
+            d["method_band"] = list(self.method_band)
         return d
 
 

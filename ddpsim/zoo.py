@@ -50,7 +50,8 @@ from ddpsim.io import ensure_dir, write_text_atomic
 ZOO_CAPS: tuple[float, ...] = (1.0, 5.0, 25.0)
 
 SUMMARY_COLUMNS = ("model", "status", "points", "median_abs_error_pct", "median_abs_error_cpu_pct",
-                   "median_abs_error_load_pct", "coverage", "coverage_cpu", "stability_pct", "stability_cpu_pct", "median_run_spread_pct", "host_other_pct",
+                   "median_abs_error_load_pct", "coverage", "coverage_cpu", "coverage_method", "method_band_lo_pct",
+                   "method_band_hi_pct", "stability_pct", "stability_cpu_pct", "median_run_spread_pct", "host_other_pct",
                    "wall_s")
 
 
@@ -167,18 +168,99 @@ def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
              "measured). `stability`: median over the points of (max - min) / median of the predictions from each "
              "round's capture alone: how far two validations' predictions land apart (the CPU clock's holds for the "
              "prediction at load too). `run spread`: the measured runs' own (slowest minus fastest run's median). "
-             "`other load`: the host's CPUs busy with other work during the runs.", "",
+             "`other load`: the host's CPUs busy with other work during the runs. `with method error`: coverage of "
+             "the wall-clock interval joined with the method's error measured on the OTHER models of this zoo (the "
+             f"split-conformal {level:.0%} band of their residuals measured / predicted - 1, shown as `band`; the "
+             "model's own points never inform it: `ddpsim.method_error`).", "",
              "| model | status | points | error (wall) | error (CPU clock) | error (at load) | coverage (wall) | "
-             "coverage (CPU) | stability (wall) | stability (CPU) | run spread | other load | time |",
-             "|---|---|---:|---:|---:|---:|:-:|:-:|---:|---:|---:|---:|---:|"]
+             "coverage (CPU) | with method error | band | stability (wall) | stability (CPU) | run spread | other load | time |",
+             "|---|---|---:|---:|---:|---:|:-:|:-:|:-:|:-:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['status']} | {f(r['points'])} | {f(r['median_abs_error_pct'], ' %')} | "
                      f"{f(r['median_abs_error_cpu_pct'], ' %')} | {f(r['median_abs_error_load_pct'], ' %')} | "
-                     f"{f(r['coverage'])} | {f(r['coverage_cpu'])} | "
+                     f"{f(r['coverage'])} | {f(r['coverage_cpu'])} | {f(r['coverage_method'])} | {_band_cell(r)} | "
                      f"{f(r['stability_pct'], ' %')} | {f(r['stability_cpu_pct'], ' %')} | "
                      f"{f(r['median_run_spread_pct'], ' %')} | {f(r['host_other_pct'], ' %')} | "
                      f"{'' if r['wall_s'] is None else format(r['wall_s'] / 60, '.1f') + ' min'} |")
+    tot = method_totals(rows)
+    if tot:
+        lines += ["", f"All models: {tot['within_5pct']} of {tot['models']} within 5 % median |error|; "
+                      f"{_method_text(tot, level)}."]
     return "\n".join(lines) + "\n"
+
+
+def _band_cell(r: dict[str, Any]) -> str:
+    lo, hi = r.get("method_band_lo_pct"), r.get("method_band_hi_pct")
+    return "" if lo is None or hi is None else f"{lo:+.1f}..{hi:+.1f} %"
+
+
+def method_totals(rows: Sequence[dict[str, Any]]) -> dict[str, int] | None:
+    """Over the models with figures: how many lie within 5 % median |error|, and the points
+    inside their interval without and with the method error (``"k/n"`` cells added up)."""
+    done = [r for r in rows if r.get("median_abs_error_pct") is not None]
+    if not done:
+        return None
+
+    def add(key: str) -> tuple[int, int]:
+        ks = [tuple(int(x) for x in r[key].split("/")) for r in done if r.get(key)]
+        return sum(k for k, _ in ks), sum(n for _, n in ks)
+
+    cov, pts = add("coverage")
+    covm, ptsm = add("coverage_method")
+    return {"models": len(done), "within_5pct": sum(r["median_abs_error_pct"] <= 5.0 for r in done),
+            "covered": cov, "covered_method": covm, "points": pts, "points_method": ptsm}
+
+
+def _method_text(tot: dict[str, int], level: float) -> str:
+    return (f"{tot['covered']}/{tot['points']} measured means inside their {level:.0%} interval, "
+            + (f"{tot['covered_method']}/{tot['points_method']} with the method error of the other models"
+               if tot["points_method"] else "no method-error band yet (too few residuals of other models)"))
+
+
+def method_error_of(results: dict[str, dict[str, Any]], *, calibration: str | Path | None) -> Any:
+    """The residuals of every point of the models done (:class:`ddpsim.method_error.MethodError`),
+    with the calibration they were predicted with."""
+    from ddpsim.method_error import MethodError, ResidualPoint, file_sha256
+
+    pts = []
+    for name, res in results.items():
+        for p in (res.get("analysis") or {}).get("points", []):
+            if p.get("measured_s") and p.get("predicted_s"):
+                pts.append(ResidualPoint(model=name, point=p["point"], predicted_s=p["predicted_s"], measured_s=p["measured_s"]))
+    cal = None if calibration is None else str(calibration)
+    return MethodError(points=tuple(pts), calibration=cal, calibration_sha256=None if cal is None else file_sha256(cal),
+                       backend="gloo", device="cpu")
+
+
+def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[str, Any]], me: Any, *,
+                       level: float) -> dict[str, Any]:
+    """Give each row of a model done its leave-one-model-out band (the conformal band of the
+    other models' residuals, :meth:`ddpsim.method_error.MethodError.band`) and the coverage of its
+    wall-clock intervals joined with it; returns the per-point detail for ``summary.json``."""
+    from ddpsim.interval import PredictionInterval
+    from ddpsim.method_error import widen
+
+    detail: dict[str, Any] = {}
+    for row in rows:
+        res = results.get(row["model"])
+        pts = [p for p in ((res or {}).get("analysis") or {}).get("points", [])
+               if p.get("measured_s") and p.get("predicted_s") and p.get("interval")]
+        band = me.band(level, exclude_model=row["model"])
+        if not pts or band is None:
+            continue
+        out = []
+        for p in pts:
+            iv = p["interval"]
+            base = PredictionInterval(low_s=iv["low_s"], high_s=iv["high_s"], level=iv["level"],
+                                      num_resamples=iv["num_resamples"], num_captures=iv["num_captures"],
+                                      num_iterations=iv["num_iterations"], seed=iv["seed"], center_s=p["predicted_s"])
+            w = widen(base, band)
+            out.append({"point": p["point"], "measured_s": p["measured_s"], "predicted_s": p["predicted_s"],
+                        "low_s": w.low_s, "high_s": w.high_s, "covered": w.covers(p["measured_s"])})
+        row.update({"coverage_method": f"{sum(o['covered'] for o in out)}/{len(out)}",
+                    "method_band_lo_pct": 100.0 * band[0], "method_band_hi_pct": 100.0 * band[1]})
+        detail[row["model"]] = {"band": list(band), "points": out}
+    return detail
 
 
 def _fmt(v: Any) -> str:
@@ -187,13 +269,22 @@ def _fmt(v: Any) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float) -> None:
-    """``summary.csv``, ``summary.md`` and ``summary.json`` under ``zoo_dir``, atomically."""
+def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float,
+                  results: dict[str, dict[str, Any]] | None = None, calibration: str | Path | None = None) -> None:
+    """``summary.csv``, ``summary.md`` and ``summary.json`` under ``zoo_dir``, atomically; with
+    the models' ``results``, also each model's coverage with the other models' method error
+    (:func:`apply_method_error`) and every residual in ``method_error.json``
+    (:mod:`ddpsim.method_error`: what ``ddpsim validate --method-error`` reads)."""
+    detail: dict[str, Any] = {}
+    if results:
+        me = method_error_of(results, calibration=calibration)
+        detail = apply_method_error(rows, results, me, level=level)
+        write_text_atomic(zoo_dir / "method_error.json", json.dumps(me.to_dict(), indent=1) + "\n")
     write_text_atomic(zoo_dir / "summary.csv", ",".join(SUMMARY_COLUMNS) + "\n"
                       + "".join(",".join(_fmt(r[c]) for c in SUMMARY_COLUMNS) + "\n" for r in rows))
     write_text_atomic(zoo_dir / "summary.md", summary_markdown(rows, level=level))
-    write_text_atomic(zoo_dir / "summary.json", json.dumps({"format": "ddpsim-zoo-summary", "version": 1,
-                                                            "level": level, "rows": list(rows)}, indent=1) + "\n")
+    write_text_atomic(zoo_dir / "summary.json", json.dumps({"format": "ddpsim-zoo-summary", "version": 1, "level": level,
+                                                            "rows": list(rows), "method_error": detail}, indent=1) + "\n")
 
 
 def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "reports", caps: Sequence[float | None] | None = None,
@@ -230,6 +321,13 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
     shared_cal = Path(calibration) if calibration else zoo_dir / "calibration.json"
     tv = None
     rows: list[dict[str, Any]] = []
+    results: dict[str, dict[str, Any]] = {}  # the models done, for the method error of the others
+
+    def summary_cal() -> Path | None:
+        used = {r.get("calibration") for r in results.values() if r.get("calibration")}
+        if len(used) == 1:
+            return Path(used.pop())
+        return shared_cal if shared_cal.is_file() else None
     t_start, timed = time.perf_counter(), []
     for i, e in enumerate(entries, start=1):
         name = ZOO_PREFIX + e.name
@@ -258,6 +356,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
                     level=level, num_resamples=num_resamples, seed=seed)
                 write_text_atomic(done, json.dumps(result, indent=1) + "\n")
                 rows.append(summary_row(name, result))
+                results[name] = result
                 echo(f"zoo: [{i}/{len(entries)}] {name}: analysed again")
             else:
                 echo(f"zoo: [{i}/{len(entries)}] {name}: not validated yet, nothing to analyse")
@@ -265,6 +364,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
         if done.is_file():
             result = json.loads(done.read_text())
             rows.append(summary_row(name, result))
+            results[name] = result
             echo(f"zoo: [{i}/{len(entries)}] {name}: done earlier ({done}), skipped")
             continue
         if e.source == "torchvision":
@@ -272,7 +372,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
             if not tv:
                 rows.append(summary_row(name, {"status": "skipped: torchvision not installed"}))
                 echo(f"zoo: [{i}/{len(entries)}] {name}: skipped, torchvision is not installed (pip install \"ddpsim[zoo]\")")
-                write_summary(zoo_dir, rows, level=level)
+                write_summary(zoo_dir, rows, level=level, results=results, calibration=summary_cal())
                 continue
         scn_path = scn_dir / f"zoo-{e.name}.yaml"
         write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=caps, iterations=iterations, warmup=warmup))
@@ -296,11 +396,12 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
                       "warmup": warmup, "summary": res["summary"], "analysis": analysis,
                       "wall_s": time.perf_counter() - t0}
             write_text_atomic(done, json.dumps(result, indent=1) + "\n")
+            results[name] = result
         except InputError as exc:
             result = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}
             echo(f"zoo: [{i}/{len(entries)}] {name}: FAILED: {exc}")
         rows.append(summary_row(name, result))
-        write_summary(zoo_dir, rows, level=level)
+        write_summary(zoo_dir, rows, level=level, results=results, calibration=summary_cal())
         timed.append(time.perf_counter() - t0)
         left = len(entries) - i
         r = rows[-1]
@@ -314,7 +415,10 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
                 + ("" if r["stability_cpu_pct"] is None else f", {r['stability_cpu_pct']:.1f} % CPU clock") + ")")
              + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
              + (f", about {statistics.fmean(timed) * left / 60:.0f} min left" if left else ""))
-    write_summary(zoo_dir, rows, level=level)
+    write_summary(zoo_dir, rows, level=level, results=results, calibration=summary_cal())
+    tot = method_totals(rows)
+    if tot:
+        echo(f"zoo: {tot['within_5pct']} of {tot['models']} models within 5 % median |error|; {_method_text(tot, level)}")
     return {"rows": rows, "out": zoo_dir}
 
 

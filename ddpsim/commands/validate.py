@@ -42,7 +42,11 @@ docs/VALIDATION.md.
 zoo:<name>; the torchvision ones need the 'zoo' extra) unattended, one model after another,
 calibrated once, a model already done skipped, and writes <out-dir>/zoo/summary.md: per model
 the median |error| (wall clock, CPU clock, CPU clock at the runs' load), how often the measured
-mean lies in its prediction interval, and how far predictions from single captures land apart.
+mean lies in its prediction interval, and how far predictions from single captures land apart;
+each model's interval joined with the method's error measured on the other models (the
+split-conformal band of their residuals measured / predicted - 1) is scored beside it, and every
+residual is written to <out-dir>/zoo/method_error.json, which --method-error FILE joins to the
+intervals of another validation on the same host.
 The eleven models take about 25 minutes on a quiet 2-core host at 3 caps x 3 rounds (30-45
 under other load); --zoo-models and fewer --caps/--repeats give a quick subset.
 
@@ -55,6 +59,7 @@ examples:
   ddpsim validate cpu-gloo-resnet50                       # calibrate, capture, run, compare
   ddpsim validate default --caps none,1,25 --repeats 4 --calibration my-calibration.json
   ddpsim validate cpu-gloo-mlp --reanalyze                # rebuild the shipped report from its raw runs
+  ddpsim validate cpu-gloo-resnet50 --reanalyze --method-error reports/zoo/lanes/zoo/method_error.json
   ddpsim validate --zoo --zoo-models resnet18,tied_lm --caps 5,25 --repeats 2   # a quick zoo subset
 
 Bad input (a missing scenario, a bad --caps value, a failing executor run) stops with
@@ -85,6 +90,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--launch", metavar="MODE", default="point",
                    help="point (default): a launch per point and run, the round's trace in its own; "
                         "round: each round's trace slices and points in one executor launch")
+    p.add_argument("--method-error", metavar="FILE", default=None,
+                   help="join every prediction interval with the method's error measured on other models: the "
+                        "split-conformal 80 %% band of a zoo run's residuals (<out-dir>/zoo/method_error.json, the "
+                        "validated model's own left out; ddpsim/method_error.py)")
     p.add_argument("--no-plots", action="store_true", help="skip validation.png")
     p.add_argument("--zoo", action="store_true",
                    help="validate the model zoo instead of SCENARIO (ddpsim/zoo.py): every zoo model (or --zoo-models) "
@@ -118,14 +127,21 @@ def run(args: argparse.Namespace) -> int:
     if args.zoo:
         from ddpsim.zoo import run_zoo_cli
 
+        if args.method_error is not None:
+            from ddpsim.errors import InputError
+
+            raise InputError(f"--method-error: {args.method_error!r} is not accepted with --zoo; expected none (the zoo "
+                             "scores each model with the other models' residuals and writes its own method_error.json)")
         return run_zoo_cli(args, parse_caps(args.caps))
     if args.reanalyze:
-        res = reanalyze(args.scenario, calibration=args.calibration, out_dir=args.out_dir, plots=not args.no_plots)
+        res = reanalyze(args.scenario, calibration=args.calibration, out_dir=args.out_dir, plots=not args.no_plots,
+                        method_error=args.method_error)
     else:
         res = validate(args.scenario, calibration=args.calibration, out_dir=args.out_dir, caps=parse_caps(args.caps),
                        iterations=args.iterations, warmup=args.warmup, repeats=args.repeats,
                        bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads, timeout_s=args.timeout_s,
-                       plots=not args.no_plots, capture=not args.scenario_trace, launch_mode=args.launch)
+                       plots=not args.no_plots, capture=not args.scenario_trace, launch_mode=args.launch,
+                       method_error=args.method_error)
     s = res["summary"]
     print(f"validate: wrote {res['out']}/validation.md, validation.csv, validation.json"
           f"{'' if args.no_plots else ', validation.png'}")

@@ -77,7 +77,8 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
              caps: Sequence[float | None] | None = None, iterations: int | None = None, warmup: int | None = None,
              repeats: int = 3, bucket_timing: bool = True, nproc: int | None = None, num_threads: int | None = None,
              timeout_s: float = 900.0, plots: bool = True, capture: bool = True, launch_mode: str = "point",
-             intervals: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
+             intervals: bool = True, method_error: str | Path | None = None,
+             echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
 
     ``launch_mode``: ``"point"`` (default) captures each round's trace in a launch of its own
@@ -88,6 +89,8 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     Why point is the default: docs/VALIDATION.md, "Launch layouts".
     ``intervals``: give every point its prediction interval from the rounds' captures
     (:func:`point_intervals`) once the runs are done (a captured trace only).
+    ``method_error``: a residual file (:mod:`ddpsim.method_error`, a zoo's ``method_error.json``)
+    whose band, the validated model's own residuals left out, joins every interval.
 
     Raises:
         InputError: bad scenario, calibration or option (one line); an executor run that fails.
@@ -99,6 +102,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     if launch_mode not in LAUNCH_MODES:
         raise InputError(f"--launch: {launch_mode!r} is not accepted; expected one of {', '.join(LAUNCH_MODES)}")
     scenario = load_scenario(scenario_spec)
+    me = _load_method_error(method_error)  # a bad file stops here, before anything runs
     trace = scenario.load_trace()
     env = trace.environment or {}
     vs = scenario.validation
@@ -241,7 +245,8 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
             outcomes[p.point_id].hooked = json.loads(mpath.read_text())
             flush()
     if intervals and captured:
-        point_intervals(scenario, points, outcomes, captured, cal, iterations=iterations, echo=echo)
+        point_intervals(scenario, points, outcomes, captured, cal, iterations=iterations, echo=echo,
+                        method_error=me, model=model, cal_path=cal_path)
     rows = [o.row() for o in outcomes.values()]
     flush()
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
@@ -251,22 +256,48 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
 INTERVAL_RESAMPLES = 40
 
 
+def _load_method_error(path: str | Path | None) -> Any:
+    from ddpsim.method_error import load_method_error
+
+    return None if path is None else load_method_error(path)
+
+
 def point_intervals(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], captures: Sequence[Any],
-                    cal: Any, *, iterations: int, echo: Callable[[str], None], seed: int = 0) -> None:
+                    cal: Any, *, iterations: int, echo: Callable[[str], None], seed: int = 0, method_error: Any = None,
+                    model: str | None = None, cal_path: str | Path | None = None) -> None:
     """Give every point its :data:`~ddpsim.validation.report.INTERVAL_LEVEL` prediction
     interval (:func:`ddpsim.interval.prediction_interval`): the rounds' ``captures`` and their
     iterations resampled through the engine, as many captures drawn as the point pools runs and
     as many iterations as a run measures, joined with the band around the prediction under the
-    calibration's other estimate of its compute slowdown (:func:`ddpsim.interval.calibration_alternatives`)."""
+    calibration's other estimate of its compute slowdown (:func:`ddpsim.interval.calibration_alternatives`).
+    With ``method_error`` (:class:`ddpsim.method_error.MethodError`), each interval is joined with
+    the conformal band of its residuals, ``model``'s own left out (:func:`ddpsim.method_error.widen`);
+    residuals measured with another calibration than ``cal_path`` are used and said so."""
     from ddpsim.interval import predict_alternatives, predict_mean, prediction_interval
+    from ddpsim.method_error import file_sha256, widen
     from ddpsim.validation.report import INTERVAL_LEVEL
 
+    band = None
+    if method_error is not None:
+        band = method_error.band(INTERVAL_LEVEL, exclude_model=model)
+        left = len([q for q in method_error.points if q.model != model])
+        if band is None:
+            echo(f"validate: the method error's {left} residuals of other models are too few for a {INTERVAL_LEVEL:.0%} "
+                 "band; the intervals hold the trace's noise only")
+        else:
+            echo(f"validate: method error of {len({q.model for q in method_error.points} - {model})} other models "
+                 f"({left} points): {100 * band[0]:+.1f}..{100 * band[1]:+.1f} % around each prediction")
+        diff = method_error.mismatch(calibration_sha256=None if cal_path is None else file_sha256(cal_path),
+                                     backend=scenario.backend if hasattr(scenario, "backend") else None)
+        if diff:
+            echo(f"validate: note: {diff}; its band holds for the conditions it was measured in")
     for p in points:
         o = outcomes[p.point_id]
         o.interval = prediction_interval(captures, predict_mean(scenario, p, cal), level=INTERVAL_LEVEL,
                                          num_resamples=INTERVAL_RESAMPLES, num_captures=max(1, len(o.runs) or len(captures)),
                                          num_iterations=iterations, seed=seed,
                                          alternatives=predict_alternatives(scenario, p, cal))
+        o.interval = widen(o.interval, band)
         echo(f"validate: {p.point_id:14s} {INTERVAL_LEVEL:.0%} interval {o.interval.low_s * 1e3:.2f} to "
              f"{o.interval.high_s * 1e3:.2f} ms")
 
@@ -351,7 +382,8 @@ def _predict(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutc
 
 
 def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
-              plots: bool = True, intervals: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
+              plots: bool = True, intervals: bool = True, method_error: str | Path | None = None,
+              echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Rebuild a validation report from the raw measurements a :func:`validate` run left under
     ``<out_dir>/<scenario>/validation/`` -- nothing is run: every run's step times are
     recomputed from its per-rank records with ``executor.ddp_step.summarize``, and the points
@@ -369,6 +401,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     from executor.ddp_step import summarize
 
     scenario = load_scenario(scenario_spec)
+    me = _load_method_error(method_error)
     out = Path(out_dir) / scenario.name
     raw = out / "validation"
     old_path = out / "validation.json"
@@ -407,7 +440,8 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     _predict(scenario, points, outcomes, trace, cal, echo)
     rounds = round_traces(raw, old["repeats"])
     if rounds and intervals:
-        point_intervals(scenario, points, outcomes, rounds, cal, iterations=old["iterations"], echo=echo)
+        point_intervals(scenario, points, outcomes, rounds, cal, iterations=old["iterations"], echo=echo,
+                        method_error=me, model=old["model"], cal_path=cal_path)
     rows = [o.row() for o in outcomes.values()]
     write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=old["model"],
                   batch_size=old["batch_size"], threads=old["num_threads"], nproc=old["world_size"],

@@ -80,6 +80,9 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
         data["malloc"] = malloc
     if launch is not None:
         data["launch"] = launch
+    bands = {o.interval.method_band for o in outcomes.values() if o.interval is not None and o.interval.method_band}
+    if bands:
+        data["method_band"] = list(bands.pop())  # one band for every point: the other models' residuals
     write_text_atomic(out / "validation.json", json.dumps(data, indent=1) + "\n")
     write_text_atomic(out / "validation.md", markdown(data))
     if plots and any(r["measured_s"] is not None for r in rows):
@@ -133,7 +136,11 @@ def markdown(data: dict[str, Any]) -> str:
                   f"{s['num_in_band_or_within_10pct']}/{s['num_points']}"
                   + ("" if not s.get("num_with_interval") else
                      f"; inside the {INTERVAL_LEVEL:.0%} prediction interval: {s['num_in_interval']}/{s['num_with_interval']} "
-                     f"(the rounds' captures and their iterations resampled through the engine, {ALTERNATIVES_TEXT})"),
+                     f"(the rounds' captures and their iterations resampled through the engine, {ALTERNATIVES_TEXT}"
+                     + ("" if not data.get("method_band") else
+                        f"; joined with the method error measured on other models, {100 * data['method_band'][0]:+.1f}.."
+                        f"{100 * data['method_band'][1]:+.1f} % around the prediction: `ddpsim.method_error`")
+                     + ")"),
                   f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
                   + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}, "
                      f"the fastest measured of them named; " if s.get("predicted_best_tied") else "(")

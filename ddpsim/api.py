@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, write_text_atomic
 from ddpsim.plan import BucketPlan, DDPOptions, plan_ddp
 from ddpsim.scenario import Scenario, load_scenario, scenario_from_dict
@@ -111,15 +112,19 @@ class Report:
 def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
                  jobs: int | None = None, plots: bool = True, progress: bool = True,
                  simulate_fn: Callable | None = None, build_fn: Callable | None = None,
-                 log: Callable[[str], None] | None = None) -> Report:
+                 log: Callable[[str], None] | None = None, method_error: str | Path | None = None) -> Report:
     """Run a scenario end to end and write ``<out_dir>/<name>/`` (each file as it is finished).
 
     Writes ``points/*.json`` (resumable), ``sweep.csv``, ``buckets.csv``, per timeline point
     ``trace_<point>_rank<r>.json.gz`` and ``timeline_<point>.png``, ``recommended_plan.json``,
     ``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md``.
+    ``method_error``: a residual file (:mod:`ddpsim.method_error`) whose measured error the
+    answer states (:func:`ddpsim.method_error.answer`); checked before anything runs.
 
     Raises:
-        InputError: bad scenario, missing trace, unwritable ``out_dir``. Files written by an
+        InputError: bad scenario, missing trace, unwritable ``out_dir``; a ``method_error``
+        file that is unreadable, or measured on another backend or without the scenario
+        having a calibration. Files written by an
         earlier run are only ever replaced atomically by complete new ones.
     """
     from ddpsim import perfetto, recommend, report
@@ -131,6 +136,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     rdir = ensure_dir(root / sc.name, "--out-dir")
     files: list[Path] = []
     trace = sc.load_trace()
+    me, me_note = _method_error_for(sc, trace, method_error)
     if sc.model is not None:
         from ddpsim.trace import save_trace
 
@@ -226,8 +232,15 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"])))
         files.append(P.save_figure(P.bucket_sizes_figure(rows, title=f"{sc.name}: bucket sizes (steady state)"), rdir / "bucket_sizes.png"))
 
+    me_answer = None
+    if me is not None:
+        from ddpsim.method_error import answer
+
+        me_answer = answer(me, points=[(r.point_id, r.metrics["iteration_mean_s"]) for r in records], best=best.point_id,
+                           level=0.8, source=str(method_error), model=trace.model, note=me_note)
     summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec_info,
-                            warnings=[warning] if warning else None, cost_terms=cost_terms(sc, best.point, inputs))
+                            warnings=[warning] if warning else None, cost_terms=cost_terms(sc, best.point, inputs),
+                            method_error=me_answer)
     files.append(write_text_atomic(rdir / "summary.json", json.dumps(summ, indent=1, sort_keys=True, default=str) + "\n"))
     md = report.render_summary(summ)
     files.append(write_text_atomic(rdir / "summary.md", md + "\n"))
@@ -275,6 +288,25 @@ def _recommend_cap_list(sc: Scenario, records: Sequence[Any], trace: Trace, buil
             "default_point": default.point_id,
             "candidates": [{"bucket_cap_mb_list": list(c.caps), "exact": c.exact, "iteration_p50_s": t}
                            for t, _, c, _ in tried]}
+
+
+def _method_error_for(sc: Scenario, trace: Any, path: str | Path | None) -> tuple[Any, str | None]:
+    """The residual file at ``path`` for scenario ``sc`` and a note on what differs, or
+    (None, None) without one. Residuals hold for the backend and calibration they were measured
+    with: another backend, or a scenario without a calibration, is refused."""
+    if path is None:
+        return None, None
+    from ddpsim.method_error import file_sha256, load_method_error
+
+    me = load_method_error(path)
+    backend = sc.build_point(sc.points()[0], trace=trace).backend
+    if me.backend and backend != me.backend:
+        raise InputError(f"--method-error: {str(path)!r} holds residuals measured on {me.backend}; scenario {sc.name!r} "
+                         f"runs {backend}; expected residuals of the same backend (a zoo run where the scenario runs)")
+    if sc.calibration_path is None:
+        raise InputError(f"--method-error: scenario {sc.name!r} has no calibration; expected one (the residuals in "
+                         f"{str(path)!r} hold for calibrated predictions: 'calibration: FILE' in the scenario)")
+    return me, me.mismatch(calibration_sha256=file_sha256(sc.calibration_path))
 
 
 def cost_terms(sc: Scenario, point: Any, inputs: Any) -> list[str]:

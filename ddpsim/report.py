@@ -66,10 +66,12 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
               overlaps: dict[str, dict[int, float]] | None = None,
               trace_files: dict[str, list[str]] | None = None,
               recommendation: dict[str, Any] | None = None,
-              warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None) -> dict[str, Any]:
+              warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None,
+              method_error: dict[str, Any] | None = None) -> dict[str, Any]:
     """All figures of the summary as plain data (JSON-able); ``warnings`` (one line each, e.g.
     the calibration's) become a ``warnings`` key only when there are any; ``cost_terms`` (one
-    line each: the GPU cost terms in force and where their values come from) likewise."""
+    line each: the GPU cost terms in force and where their values come from) likewise;
+    ``method_error`` (:func:`ddpsim.method_error.answer`) likewise."""
     best = best_record(records)
     base = default_record(records, best.point) or records[0]
     bm, dm = best.metrics, base.metrics
@@ -96,6 +98,8 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
         out["warnings"] = list(warnings)
     if cost_terms:
         out["cost_terms"] = list(cost_terms)
+    if method_error:
+        out["method_error"] = method_error
     band = uncertainty_summary(records)
     if band is not None:
         out["uncertainty"] = band
@@ -223,6 +227,25 @@ def render_uncertainty(u: dict[str, Any]) -> str:
     return head + "."
 
 
+def render_method_error(me: dict[str, Any]) -> str:
+    """The answer's line on the method's error measured on other models (:mod:`ddpsim.method_error`)."""
+    lvl = f"{100 * me['level']:.0f} %"
+    head = (f"- Measured error of the method (`{me['source']}`: {me['points']} points of {me['models']} other models"
+            + (f"; {me['note']}" if me.get("note") else "") + "): ")
+    if me.get("band") is None:
+        return head + f"too few residuals for a {lvl} band."
+    lo, hi = me["band"]
+    head += (f"{lvl} of their measured mean steps lay within {100 * lo:+.1f}..{100 * hi:+.1f} % of the prediction, here "
+             f"{fmt_s(me['best_range_s'][0])} to {fmt_s(me['best_range_s'][1])} for the best point's mean step "
+             f"{fmt_s(me['best_mean_s'])}")
+    t = me.get("trend_band")
+    if t:
+        head += (f"; the step ratio of two caps of one model was off by {100 * t[0]:+.1f}..{100 * t[1]:+.1f} % ({lvl}), so "
+                 + (f"{', '.join('`' + p + '`' for p in me['tied'])} {'is' if len(me['tied']) == 1 else 'are'} a tie with "
+                    f"`{me['best']}` by that measure" if me["tied"] else f"no other point is that close to `{me['best']}`"))
+    return head + "."
+
+
 def render_summary(s: dict[str, Any]) -> str:
     """``summary.md`` from :func:`summarize`'s dict."""
     b, d = s["best"], s["default"]
@@ -266,6 +289,9 @@ def render_summary(s: dict[str, Any]) -> str:
     u = s.get("uncertainty")
     if u:
         L.append(render_uncertainty(u))
+    me = s.get("method_error")
+    if me:
+        L.append(render_method_error(me))
     L.append(f"- Exposed communication tail (p95 over steady iterations): {fmt_s(b['exposed_comm_p95_s'])} at the best point, "
              f"{fmt_s(d['exposed_comm_p95_s'])} at the default (mean {fmt_s(b['exposed_comm_s'])} / {fmt_s(d['exposed_comm_s'])}).")
     L.append(f"- Step-time p95: {fmt_s(b['iteration_p95_s'])} at the best point, {fmt_s(d['iteration_p95_s'])} at the default.")

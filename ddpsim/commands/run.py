@@ -30,6 +30,7 @@ examples:
   ddpsim run                                   # scenarios/default.yaml -> reports/default/
   ddpsim run scenarios/gpt2-1.5b-h100-8n.yaml --jobs 2
   ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots
+  ddpsim run cpu-gloo-resnet50 --method-error reports/zoo/lanes/zoo/method_error.json
 
 Bad input (an unknown key, a wrong type, a missing trace, an unwritable --out-dir) stops
 with one line naming the key or path and exit status 2; files already written are kept."""
@@ -44,6 +45,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--jobs", metavar="N", default=None, help="parallel processes for the sweep; default: min(2, cpus)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar, only the summary's answer")
+    p.add_argument("--method-error", metavar="FILE", default=None,
+                   help="state the method's error measured on other models in the answer: a zoo run's residuals "
+                        "(<out-dir>/zoo/method_error.json of 'ddpsim validate --zoo' on the same host and backend; the "
+                        "scenario needs its calibration): the band around the best point's step and the caps too close "
+                        "to the best to tell apart")
     p.set_defaults(func=run)
     return p
 
@@ -60,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(f"ddpsim run: WARNING: {warning}", file=sys.stderr)
     log = (lambda m: None) if args.quiet else (lambda m: print(f"ddpsim run: {m}", file=sys.stderr))
-    rep = run_scenario(sc, out_dir=args.out_dir, jobs=jobs, plots=not args.no_plots, progress=not args.quiet, log=log)
+    rep = run_scenario(sc, out_dir=args.out_dir, jobs=jobs, plots=not args.no_plots, progress=not args.quiet, log=log,
+                       method_error=args.method_error)
     md = rep.summary_md
     start = md.find("## Answer")
     end = md.find("## ", start + 3)

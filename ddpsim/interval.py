@@ -37,6 +37,10 @@ bootstrap's where they agree (little overlap).
 With one capture, the capture-to-capture part is unknown and the interval holds
 only the iterations' spread; with two, the bootstrap sees at most three distinct draws and
 under-states it.
+
+None of this holds what the engine gets wrong about a model; that error is measured on other
+validated models and joined to an interval by :func:`ddpsim.method_error.widen`
+(``method_band``).
 """
 
 from __future__ import annotations

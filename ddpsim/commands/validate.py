@@ -47,8 +47,8 @@ each model's interval joined with the method's error measured on the other model
 split-conformal band of their residuals measured / predicted - 1) is scored beside it, and every
 residual is written to <out-dir>/zoo/method_error.json, which --method-error FILE joins to the
 intervals of another validation on the same host.
-The eleven models take about 25 minutes on a quiet 2-core host at 3 caps x 3 rounds (30-45
-under other load); --zoo-models and fewer --caps/--repeats give a quick subset.
+The eleven models take 22-25 minutes on a quiet 2-core host at 3 caps x 3 rounds (30-45
+under other load or on a slow VM); --zoo-models and fewer --caps/--repeats give a quick subset.
 
 Files are rewritten atomically after every run, so an interrupted validation keeps what it
 measured. Local validation is CPU/gloo; on GPU nodes run the executor under torchrun

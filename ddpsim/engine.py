@@ -515,12 +515,13 @@ class _Engine:
         self.futures_at_enqueue = getattr(comm, "backend", None) == "nccl"
         #: the running collective's ``slow_weight`` (slow path)
         self.comm_weight = 1.0
-        # trace medians
-        self.forward_s = trace.phase("forward").median_s * float(ff)
-        self.backward_s = trace.phase("backward").median_s
-        self.optimizer_s = trace.phase("optimizer").median_s
-        self.zero_grad_s = trace.phase("zero_grad").median_s
-        med = trace.median_grad_ready_s()
+        # the trace's medians (or means: SimConfig.compute_statistic)
+        st = config.compute_statistic
+        self.forward_s = trace.phase("forward").stat(st) * float(ff)
+        self.backward_s = trace.phase("backward").stat(st)
+        self.optimizer_s = trace.phase("optimizer").stat(st)
+        self.zero_grad_s = trace.phase("zero_grad").stat(st)
+        med = trace.grad_ready_stat_s(st)
         for i, t in enumerate(med):
             if t is not None and not (math.isfinite(t) and t >= 0):
                 raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")

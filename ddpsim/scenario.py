@@ -109,6 +109,7 @@ class SimulationSpec:
     stragglers: Mapping[int, float] = field(default_factory=dict)
     no_sync_steps: int = 0
     interference: Interference | None = None
+    compute_statistic: str = "median"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stragglers", dict(self.stragglers))
@@ -397,7 +398,8 @@ class Scenario:
                          powersgd_start_iter=self.powersgd_start_iter, no_sync_steps=sim.no_sync_steps,
                          jitter=sim.jitter, stragglers=sim.stragglers,
                          interference=interference or Interference(), copy_bandwidth_bytes_per_s=copy_bw,
-                         copy_kernel_floor_s=floor, host_costs=host, sync_batchnorm=self.sync_batchnorm)
+                         copy_kernel_floor_s=floor, host_costs=host, sync_batchnorm=self.sync_batchnorm,
+                         compute_statistic=sim.compute_statistic)
 
     def contention_prior(self, graph, comm):
         """The GPU contention prior (:mod:`ddpsim.contention`) of this comm model, or None
@@ -442,7 +444,9 @@ class Scenario:
             "simulation": {"iterations": self.simulation.iterations, "warmup": self.simulation.warmup,
                            "seed": self.simulation.seed, "jitter": self.simulation.jitter,
                            "stragglers": {str(k): v for k, v in self.simulation.stragglers.items()},
-                           "no_sync_steps": self.simulation.no_sync_steps},
+                           "no_sync_steps": self.simulation.no_sync_steps,
+                           **({"compute_statistic": self.simulation.compute_statistic}
+                              if self.simulation.compute_statistic != "median" else {})},
             "calibration": None if self.calibration_path is None else str(self.calibration_path),
             "cost_model": self.cost_model.as_dict(),
             "points": [p.point_id for p in self.points()],
@@ -685,7 +689,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     ps_start = ctx.int_(pd_.get("start_iter", 0), "powersgd.start_iter", 0)
 
     sd = ctx.obj(data.get("simulation"), "simulation",
-                 ("iterations", "warmup", "seed", "jitter", "stragglers", "no_sync_steps", "interference"))
+                 ("iterations", "warmup", "seed", "jitter", "stragglers", "no_sync_steps", "interference", "compute_statistic"))
     iters = ctx.int_(sd.get("iterations", 6), "simulation.iterations", 1)
     warm = sd.get("warmup")
     if warm is not None:
@@ -696,6 +700,9 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     if not (jitter in ("trace", "none") or (isinstance(jitter, (int, float)) and not isinstance(jitter, bool)
                                              and math.isfinite(jitter) and jitter >= 0)):
         raise ctx.fail("simulation.jitter", jitter, "'trace', 'none' or a coefficient of variation >= 0")
+    statistic = sd.get("compute_statistic", "median")
+    if statistic not in ("median", "mean"):
+        raise ctx.fail("simulation.compute_statistic", statistic, "median or mean")
     strag_in = sd.get("stragglers", {}) or {}
     if not isinstance(strag_in, dict):
         raise ctx.fail("simulation.stragglers", strag_in, "a mapping rank -> slowdown factor >= 1")
@@ -717,7 +724,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
     simulation = SimulationSpec(iterations=iters, warmup=warm, seed=ctx.int_(sd.get("seed", 0), "simulation.seed", 0),
                                 jitter=jitter, stragglers=stragglers,
                                 no_sync_steps=ctx.int_(sd.get("no_sync_steps", 0), "simulation.no_sync_steps", 0),
-                                interference=interference)
+                                interference=interference, compute_statistic=statistic)
 
     calib = data.get("calibration")
     calibration_path = None

@@ -104,6 +104,10 @@ class SimConfig:
             GPU: one kernel per parameter for copy-in, zero-fill and copy-out); 0 = none.
         host_costs: CPU costs per step, hook, bucket and collective on a CPU timeline per
             rank (:mod:`ddpsim.hostcost`); None = the CPU is never the bottleneck.
+        compute_statistic: how the trace's iterations give each compute phase and each
+            gradient-ready time: ``"median"`` (robust to an outlying iteration; default) or
+            ``"mean"`` (what a mean step adds up: ``ddpsim validate`` predicts its measured mean
+            steps with it).
         sync_batchnorm: the model's BatchNorm layers are ``nn.SyncBatchNorm``
             (``convert_sync_batchnorm``): their forward all-gathers and backward all-reduces
             run on the process group's stream (the engine finds the layers by their
@@ -126,6 +130,7 @@ class SimConfig:
     copy_kernel_floor_s: float = 0.0
     host_costs: HostCosts | None = None
     sync_batchnorm: bool = False
+    compute_statistic: str = "median"
 
     def __post_init__(self) -> None:
         _pos_int(self.world_size, "world_size", 1)
@@ -159,6 +164,8 @@ class SimConfig:
             raise InputError(f"copy_kernel_floor_s: {fl!r} is not accepted; expected a finite number of seconds >= 0")
         if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
             raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.hostcost.HostCosts or None")
+        if self.compute_statistic not in ("median", "mean"):
+            raise InputError(f"compute_statistic: {self.compute_statistic!r} is not accepted; expected one of median, mean")
         if not isinstance(self.sync_batchnorm, bool):
             raise InputError(f"sync_batchnorm: {self.sync_batchnorm!r} is not accepted; expected true or false")
 

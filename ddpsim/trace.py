@@ -105,15 +105,30 @@ class IterationSample:
 
 @dataclass(frozen=True, kw_only=True)
 class PhaseStats:
-    """Median and spread of one phase across the measured iterations."""
+    """Median, mean and spread of one phase across the measured iterations."""
 
     median_s: float
     p10_s: float
     p90_s: float
+    mean_s: float | None = None
 
     @classmethod
     def of(cls, samples: Sequence[float]) -> "PhaseStats":
-        return cls(median_s=statistics.median(samples), p10_s=quantile(samples, 0.1), p90_s=quantile(samples, 0.9))
+        return cls(median_s=statistics.median(samples), p10_s=quantile(samples, 0.1), p90_s=quantile(samples, 0.9),
+                   mean_s=statistics.fmean(samples))
+
+    def stat(self, statistic: str) -> float:
+        """The phase's ``"median"`` or ``"mean"`` (:data:`COMPUTE_STATISTICS`)."""
+        if statistic == "mean":
+            return self.median_s if self.mean_s is None else self.mean_s
+        if statistic == "median":
+            return self.median_s
+        raise InputError(f"compute_statistic: {statistic!r} is not accepted; expected one of {', '.join(COMPUTE_STATISTICS)}")
+
+
+#: how the engine reads a trace's iterations: their median (robust to an outlying iteration: the
+#: default) or their mean (what a mean step adds up: ``ddpsim validate``'s predictions)
+COMPUTE_STATISTICS = ("median", "mean")
 
 
 def quantile(samples: Sequence[float], q: float) -> float:
@@ -187,10 +202,18 @@ class Trace:
 
     def median_grad_ready_s(self) -> tuple[float | None, ...]:
         """Per parameter, the median hook time after backward start (None if never ready)."""
+        return self.grad_ready_stat_s("median")
+
+    def grad_ready_stat_s(self, statistic: str) -> tuple[float | None, ...]:
+        """Per parameter, the median or mean (:data:`COMPUTE_STATISTICS`) hook time after
+        backward start (None if never ready)."""
+        if statistic not in COMPUTE_STATISTICS:
+            raise InputError(f"compute_statistic: {statistic!r} is not accepted; expected one of {', '.join(COMPUTE_STATISTICS)}")
+        agg = statistics.median if statistic == "median" else statistics.fmean
         out: list[float | None] = []
         for i in range(self.num_params):
             xs = [it.grad_ready_s[i] for it in self.iterations if it.grad_ready_s[i] is not None]
-            out.append(statistics.median(xs) if xs else None)
+            out.append(agg(xs) if xs else None)
         return tuple(out)
 
     def to_dict(self) -> dict[str, Any]:

@@ -368,9 +368,10 @@ def _select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | lis
 def _predict(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any,
              echo: Callable[[str], None]) -> None:
     from ddpsim.engine import simulate
+    from ddpsim.interval import validation_inputs
 
     for p in points:
-        inputs = scenario.build_point(p, trace=trace, calibration=cal)
+        inputs = validation_inputs(scenario, p, trace=trace, calibration=cal)
         res = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
         o = outcomes[p.point_id]
         o.predicted_metrics = res.summary()

@@ -234,10 +234,15 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
 
     me_answer = None
     if me is not None:
+        from ddpsim.interval import validation_inputs
         from ddpsim.method_error import answer
 
-        me_answer = answer(me, points=[(r.point_id, r.metrics["iteration_mean_s"]) for r in records], best=best.point_id,
-                           level=0.8, source=str(method_error), model=trace.model, note=me_note)
+        # the residuals are of mean steps predicted as a validation predicts them (the trace's
+        # mean phases): the band goes around the best point's mean step predicted so
+        vi = validation_inputs(sc, best.point, trace=trace)
+        best_mean = sim(vi.trace, vi.plan, vi.comm, vi.config).summary()["iteration_mean_s"]
+        me_answer = answer(me, points=[(r.point_id, r.metrics["iteration_p50_s"]) for r in records], best=best.point_id,
+                           level=0.8, source=str(method_error), model=trace.model, note=me_note, best_mean_s=best_mean)
     summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec_info,
                             warnings=[warning] if warning else None, cost_terms=cost_terms(sc, best.point, inputs),
                             method_error=me_answer)

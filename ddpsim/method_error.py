@@ -233,13 +233,14 @@ def _check_level(level: float) -> None:
 
 
 def answer(me: MethodError, *, points: Sequence[tuple[str, float]], best: str, level: float, source: str,
-           model: str | None = None, note: str | None = None) -> dict[str, Any]:
+           model: str | None = None, note: str | None = None, best_mean_s: float | None = None) -> dict[str, Any]:
     """What a sweep's report says with residuals ``me`` (``ddpsim run --method-error``):
-    ``points`` are ``(point id, predicted mean step)``, ``best`` the best point's id. The band
-    around the best point's step, and the points whose predicted step lies so close to the best
-    that the measured error of a difference between two settings (:meth:`MethodError.trend_band`)
-    could reverse their order: a tie by the method's measured error. ``model``'s own residuals
-    are left out."""
+    ``points`` are ``(point id, predicted step)``, ``best`` the best point's id. The band around
+    the best point's mean step (``best_mean_s``, predicted as the residuals' predictions were;
+    default: its step in ``points``), and the points whose predicted step lies so close to the
+    best that the measured error of a step ratio between two settings
+    (:meth:`MethodError.trend_band`) could reverse their order: a tie by the method's measured
+    error. ``model``'s own residuals are left out."""
     steps = dict(points)
     if best not in steps:
         raise InputError(f"best: {best!r} is not one of the points {sorted(steps)}; expected a point of the sweep")
@@ -248,7 +249,8 @@ def answer(me: MethodError, *, points: Sequence[tuple[str, float]], best: str, l
     trend = me.trend_band(level, exclude_model=model)
     b = steps[best]
     tied = [] if trend is None else [pid for pid, s in points if pid != best and (s / b) * (1.0 + trend[0]) <= 1.0]
+    m = b if best_mean_s is None else best_mean_s
     return {"source": source, "level": level, "models": len({p.model for p in others}), "points": len(others),
             "band": None if band is None else list(band), "trend_band": None if trend is None else list(trend),
-            "best": best, "best_mean_s": b, "best_range_s": None if band is None else [b * (1.0 + band[0]), b * (1.0 + band[1])],
+            "best": best, "best_mean_s": m, "best_range_s": None if band is None else [m * (1.0 + band[0]), m * (1.0 + band[1])],
             "tied": tied, "note": note}

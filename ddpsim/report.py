@@ -237,7 +237,7 @@ def render_method_error(me: dict[str, Any]) -> str:
     lo, hi = me["band"]
     head += (f"{lvl} of their measured mean steps lay within {100 * lo:+.1f}..{100 * hi:+.1f} % of the prediction, here "
              f"{fmt_s(me['best_range_s'][0])} to {fmt_s(me['best_range_s'][1])} for the best point's mean step "
-             f"{fmt_s(me['best_mean_s'])}")
+             f"{fmt_s(me['best_mean_s'])} (predicted from the trace's mean phases, as the residuals were)")
     t = me.get("trend_band")
     if t:
         head += (f"; the step ratio of two caps of one model was off by {100 * t[0]:+.1f}..{100 * t[1]:+.1f} % ({lvl}), so "

@@ -234,13 +234,11 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
 
     me_answer = None
     if me is not None:
-        from ddpsim.interval import validation_inputs
         from ddpsim.method_error import answer
 
         # the residuals are of mean steps predicted as a validation predicts them (the trace's
         # mean phases): the band goes around the best point's mean step predicted so
-        vi = validation_inputs(sc, best.point, trace=trace)
-        best_mean = sim(vi.trace, vi.plan, vi.comm, vi.config).summary()["iteration_mean_s"]
+        best_mean = sim(inputs.trace, inputs.plan, inputs.comm, inputs.config.for_validation()).summary()["iteration_mean_s"]
         me_answer = answer(me, points=[(r.point_id, r.metrics["iteration_p50_s"]) for r in records], best=best.point_id,
                            level=0.8, source=str(method_error), model=trace.model, note=me_note, best_mean_s=best_mean)
     summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec_info,

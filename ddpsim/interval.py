@@ -163,18 +163,13 @@ def coverage(intervals: Sequence[PredictionInterval], measured_s: Sequence[float
     return sum(iv.covers(m) for iv, m in zip(intervals, measured_s)) / len(intervals)
 
 
-#: a validation scores the mean step, so it predicts from the trace's mean phases and ready
-#: times (``SimConfig.compute_statistic``): with the medians, slow iterations that the measured
-#: means hold would be left out of the prediction (``benchmarks/bench_estimator.py``)
-VALIDATION_STATISTIC = "mean"
-
-
 def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: Any = None) -> Any:
-    """``scenario.build_point`` as a validation predicts it: with :data:`VALIDATION_STATISTIC`."""
+    """``scenario.build_point`` as a validation predicts it: with
+    :data:`ddpsim.simconfig.VALIDATION_STATISTIC` (:meth:`ddpsim.simconfig.SimConfig.for_validation`)."""
     from dataclasses import replace as _replace
 
     inputs = scenario.build_point(point, trace=trace, calibration=calibration)
-    return _replace(inputs, config=_replace(inputs.config, compute_statistic=VALIDATION_STATISTIC))
+    return _replace(inputs, config=inputs.config.for_validation())
 
 
 def predict_mean(scenario: Any, point: Any, calibration: Any = None) -> Callable[[Trace], float]:

@@ -67,7 +67,8 @@ def test_bad_statistic_is_refused_in_one_line(tmp_path):
 def test_the_scenario_key_reaches_the_engine_and_validation_predicts_with_the_mean(tmp_path):
     from pathlib import Path
 
-    from ddpsim.interval import VALIDATION_STATISTIC, validation_inputs
+    from ddpsim.interval import validation_inputs
+    from ddpsim.simconfig import VALIDATION_STATISTIC
     from ddpsim.scenario import load_scenario
 
     root = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "engine": ("ddpsim.jitter", "ddpsim.engine"),
     "calibration fitting": ("ddpsim.interference_fit", "ddpsim.calibration"),
     "pipeline": ("ddpsim.scenario", "ddpsim.sweep", "ddpsim.recommend", "ddpsim.report", "ddpsim.perfetto",
-                 "ddpsim.plots", "ddpsim.api", "ddpsim.uncertainty"),
+                 "ddpsim.plots", "ddpsim.api", "ddpsim.uncertainty", "ddpsim.method_error"),
     "validation": ("ddpsim.validation", "ddpsim.validate", "ddpsim.interval", "ddpsim.stability", "ddpsim.zoo"),
     "cli": ("ddpsim.cli", "ddpsim.__main__", "ddpsim.commands"),
 }

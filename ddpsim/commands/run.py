@@ -30,7 +30,8 @@ examples:
   ddpsim run                                   # scenarios/default.yaml -> reports/default/
   ddpsim run scenarios/gpt2-1.5b-h100-8n.yaml --jobs 2
   ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots
-  ddpsim run cpu-gloo-resnet50 --method-error reports/zoo/lanes/zoo/method_error.json
+  ddpsim run scenarios/mine.yaml --method-error reports/zoo/lanes/zoo/method_error.json
+      # mine.yaml: a CPU gloo scenario with 'calibration: FILE' of the host the zoo ran on
 
 Bad input (an unknown key, a wrong type, a missing trace, an unwritable --out-dir) stops
 with one line naming the key or path and exit status 2; files already written are kept."""

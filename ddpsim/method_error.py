@@ -71,9 +71,15 @@ def min_residuals(level: float) -> int:
     _check_level(level)
     a = (1.0 - level) / 2.0
     n = 1
-    while _ranks(n, a)[0] < 1 or _ranks(n, a)[1] > n:
+    while not _finite(n, a):
         n += 1
     return n
+
+
+def _finite(n: int, a: float) -> bool:
+    """Whether ``n`` residuals give both order statistics (:func:`_ranks`)."""
+    lo_k, hi_k = _ranks(n, a)
+    return lo_k >= 1 and hi_k <= n
 
 
 def _ranks(n: int, a: float) -> tuple[int, int]:
@@ -89,9 +95,9 @@ def conformal_band(residuals: Sequence[float], level: float) -> tuple[float, flo
     xs = sorted(float(r) for r in residuals)
     n = len(xs)
     a = (1.0 - level) / 2.0
-    lo_k, hi_k = _ranks(n, a)
-    if lo_k < 1 or hi_k > n:
+    if not _finite(n, a):
         return None
+    lo_k, hi_k = _ranks(n, a)
     return xs[lo_k - 1], xs[hi_k - 1]
 
 

@@ -67,6 +67,7 @@ from ddpsim.costmodel import CostModelSpec, parse_cost_model
 from ddpsim.errors import InputError
 from ddpsim.plan import DDPOptions, cap_point_id, check_cap_list
 from ddpsim.simconfig import COMM_HOOKS, Interference, SimConfig
+from ddpsim.trace import COMPUTE_STATISTICS
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _POINT_ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
@@ -701,8 +702,8 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
                                              and math.isfinite(jitter) and jitter >= 0)):
         raise ctx.fail("simulation.jitter", jitter, "'trace', 'none' or a coefficient of variation >= 0")
     statistic = sd.get("compute_statistic", "median")
-    if statistic not in ("median", "mean"):
-        raise ctx.fail("simulation.compute_statistic", statistic, "median or mean")
+    if statistic not in COMPUTE_STATISTICS:
+        raise ctx.fail("simulation.compute_statistic", statistic, " or ".join(COMPUTE_STATISTICS))
     strag_in = sd.get("stragglers", {}) or {}
     if not isinstance(strag_in, dict):
         raise ctx.fail("simulation.stragglers", strag_in, "a mapping rank -> slowdown factor >= 1")

@@ -13,6 +13,7 @@ from typing import Literal, Mapping
 
 from ddpsim.errors import InputError
 from ddpsim.hostcost import HostCosts
+from ddpsim.trace import check_compute_statistic
 
 #: a validation scores the mean step, so it predicts from the trace's mean phases and ready
 #: times (``SimConfig.compute_statistic``): with the medians, slow iterations that the measured
@@ -173,8 +174,7 @@ class SimConfig:
             raise InputError(f"copy_kernel_floor_s: {fl!r} is not accepted; expected a finite number of seconds >= 0")
         if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
             raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.hostcost.HostCosts or None")
-        if self.compute_statistic not in ("median", "mean"):
-            raise InputError(f"compute_statistic: {self.compute_statistic!r} is not accepted; expected one of median, mean")
+        check_compute_statistic(self.compute_statistic)
         if not isinstance(self.sync_batchnorm, bool):
             raise InputError(f"sync_batchnorm: {self.sync_batchnorm!r} is not accepted; expected true or false")
 

@@ -110,7 +110,7 @@ class PhaseStats:
     median_s: float
     p10_s: float
     p90_s: float
-    mean_s: float | None = None
+    mean_s: float
 
     @classmethod
     def of(cls, samples: Sequence[float]) -> "PhaseStats":
@@ -119,16 +119,23 @@ class PhaseStats:
 
     def stat(self, statistic: str) -> float:
         """The phase's ``"median"`` or ``"mean"`` (:data:`COMPUTE_STATISTICS`)."""
-        if statistic == "mean":
-            return self.median_s if self.mean_s is None else self.mean_s
-        if statistic == "median":
-            return self.median_s
-        raise InputError(f"compute_statistic: {statistic!r} is not accepted; expected one of {', '.join(COMPUTE_STATISTICS)}")
+        return self.mean_s if check_compute_statistic(statistic) == "mean" else self.median_s
 
 
 #: how the engine reads a trace's iterations: their median (robust to an outlying iteration: the
 #: default) or their mean (what a mean step adds up: ``ddpsim validate``'s predictions)
 COMPUTE_STATISTICS = ("median", "mean")
+
+
+def check_compute_statistic(statistic: Any) -> str:
+    """``statistic`` if it is one of :data:`COMPUTE_STATISTICS`.
+
+    Raises:
+        InputError: anything else (one line naming ``compute_statistic``).
+    """
+    if statistic not in COMPUTE_STATISTICS:
+        raise InputError(f"compute_statistic: {statistic!r} is not accepted; expected one of {', '.join(COMPUTE_STATISTICS)}")
+    return statistic
 
 
 def quantile(samples: Sequence[float], q: float) -> float:
@@ -207,9 +214,7 @@ class Trace:
     def grad_ready_stat_s(self, statistic: str) -> tuple[float | None, ...]:
         """Per parameter, the median or mean (:data:`COMPUTE_STATISTICS`) hook time after
         backward start (None if never ready)."""
-        if statistic not in COMPUTE_STATISTICS:
-            raise InputError(f"compute_statistic: {statistic!r} is not accepted; expected one of {', '.join(COMPUTE_STATISTICS)}")
-        agg = statistics.median if statistic == "median" else statistics.fmean
+        agg = statistics.fmean if check_compute_statistic(statistic) == "mean" else statistics.median
         out: list[float | None] = []
         for i in range(self.num_params):
             xs = [it.grad_ready_s[i] for it in self.iterations if it.grad_ready_s[i] is not None]

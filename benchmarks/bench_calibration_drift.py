@@ -33,9 +33,9 @@ RESAMPLES = 20
 
 
 def main(argv: list[str]) -> int:
-    from ddpsim.calibration import load_calibration
+    from ddpsim.calibration.loader import load_calibration
     from ddpsim.errors import InputError
-    from ddpsim.interference_fit import fit_probe, parse_probe
+    from ddpsim.calibration.interference_fit import fit_probe, parse_probe
 
     paths = argv or DEFAULT
     print(f"{'calibration':48s} {'fit':>5s} {'mb':>5s} {'rounds':18s} {'boot p10..p90':>13s} {'probe step':>10s} "

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ddpsim.comm_model import AlphaBetaModel
-from ddpsim.engine import simulate
-from ddpsim.plan import DDPOptions, plan_ddp
-from ddpsim.simconfig import SimConfig
-from ddpsim.trace import load_trace, make_trace
+from ddpsim.network.comm_model import AlphaBetaModel
+from ddpsim.engine.simulate import simulate
+from ddpsim.plan.planner import DDPOptions, plan_ddp
+from ddpsim.engine.config import SimConfig
+from ddpsim.trace.records import load_trace, make_trace
 
 REAL_TRACE = Path(__file__).resolve().parents[1] / "traces" / "gpt2-1.5b.h100.json"
 
@@ -142,8 +142,8 @@ def main(argv=None) -> int:
 
     # 4. the same run over the NCCL model of 128 DGX H100 nodes (topology + collectives modules)
     try:
-        from ddpsim.collectives import build_comm_model
-        from ddpsim.topology import resolve_topology
+        from ddpsim.network.collective_cost import build_comm_model
+        from ddpsim.network.topology import resolve_topology
     except ImportError:  # pragma: no cover - modules of other engineers
         return 0
     t0 = time.process_time()

@@ -56,7 +56,7 @@ def groups() -> list[tuple[str, list[str], str]]:
 
 
 def predict(scenario, point, trace, cal, statistic: str) -> float:
-    from ddpsim.engine import simulate
+    from ddpsim.engine.simulate import simulate
 
     inputs = scenario.build_point(point, trace=trace, calibration=cal)
     cfg = replace(inputs.config, compute_statistic=statistic)
@@ -64,8 +64,8 @@ def predict(scenario, point, trace, cal, statistic: str) -> float:
 
 
 def main(argv: list[str]) -> int:
-    from ddpsim.calibration import load_calibration
-    from ddpsim.stability import spread_pct
+    from ddpsim.calibration.loader import load_calibration
+    from ddpsim.validation.stability import spread_pct
     from ddpsim.validation.measure import round_traces
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

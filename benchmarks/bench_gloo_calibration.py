@@ -132,10 +132,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ddpsim.calibration import (Calibration, CalibrationPoint, calibration_from_dict, fit_calibration,
+    from ddpsim.calibration.loader import (Calibration, CalibrationPoint, calibration_from_dict, fit_calibration,
                                     load_calibration, save_calibration)
-    from ddpsim.collectives import build_comm_model
-    from ddpsim.topology import build_preset
+    from ddpsim.network.collective_cost import build_comm_model
+    from ddpsim.network.topology import build_preset
     from ddpsim.units import format_size
 
     if args.calibration:

@@ -6,7 +6,7 @@ One command, prints figures; no assertions:
 
 For every bundled GPU scenario (a topology other than cpu-gloo, no calibration): the best
 cap and its robust set (the caps within 1 % of the best in every uncertainty sample,
-ddpsim.uncertainty) under the full prior, then one line per term switched off
+ddpsim.pipeline.resampling) under the full prior, then one line per term switched off
 (``cost_model.contention``, ``copy_kernels``, ``host``): its best cap, robust set and p50.
 """
 
@@ -17,8 +17,8 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ddpsim.scenario import load_scenario
-from ddpsim.sweep import best_record, run_sweep, uncertainty_summary
+from ddpsim.pipeline.scenario import load_scenario
+from ddpsim.pipeline.sweep import best_record, run_sweep, uncertainty_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 TERMS = ("contention", "copy_kernels", "host")

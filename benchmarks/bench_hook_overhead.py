@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from ddpsim.models import build_model, ddp_params, default_loss
+from ddpsim.trace.models import build_model, ddp_params, default_loss
 
 SIZES = {"mlp": dict(batch_size=32), "resnet50": dict(batch_size=2), "gpt2-124m": dict(batch_size=2, seq_len=128),
          "bert-base": dict(batch_size=2, seq_len=128)}

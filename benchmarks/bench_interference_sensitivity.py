@@ -46,8 +46,8 @@ def _worker(rank: int, world: int, port: int, models: list[str], batches: int, p
     import torch.distributed as dist
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    from ddpsim.models import build_model, default_loss
-    from ddpsim.models.zoo import zoo_entry
+    from ddpsim.trace.models import build_model, default_loss
+    from ddpsim.trace.models.zoo import zoo_entry
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)

@@ -51,7 +51,7 @@ def best_cap(res) -> tuple[int, float]:
 
 
 def main(argv: list[str]) -> int:
-    from ddpsim.calibration import calibration_from_dict
+    from ddpsim.calibration.loader import calibration_from_dict
     from ddpsim.errors import InputError
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

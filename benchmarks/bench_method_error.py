@@ -76,7 +76,7 @@ def calibration_of(run: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from ddpsim.method_error import conformal_band
+    from ddpsim.pipeline.method_error import conformal_band
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--zoo-runs", nargs="+", default=ZOO_RUNS, help="zoo folders (<out>/zoo) with zoo.json per model")

@@ -34,8 +34,8 @@ ZOO_RUNS = ["reports/zoo/quiet", "reports/zoo/self-calibrated", "reports/zoo/lan
 
 def predictions(folder: Path, cal) -> dict[str, tuple[float, float]]:
     """``{point: (predicted mean s, measured mean s)}`` of one kept validation folder."""
-    from ddpsim.scenario import load_scenario
-    from ddpsim.trace import load_trace
+    from ddpsim.pipeline.scenario import load_scenario
+    from ddpsim.trace.records import load_trace
     from ddpsim.validation.compare import PointOutcome
     from ddpsim.validation.measure import _predict, _select_points, report_trace_path
 
@@ -55,7 +55,7 @@ def spread(xs: list[float]) -> float:
 
 
 def main(argv: list[str]) -> int:
-    from ddpsim.calibration import load_calibration
+    from ddpsim.calibration.loader import load_calibration
     from ddpsim.errors import InputError
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

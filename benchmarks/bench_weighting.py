@@ -55,8 +55,8 @@ def scenario_of(folder: Path) -> str:
 
 def load_runs(folders: list[str]) -> list[tuple[str, object, list, object, dict[str, float]]]:
     """``(name, scenario, points, pooled trace, {point: measured mean s})`` per folder."""
-    from ddpsim.scenario import load_scenario
-    from ddpsim.trace import load_trace
+    from ddpsim.pipeline.scenario import load_scenario
+    from ddpsim.trace.records import load_trace
     from ddpsim.validation.measure import _select_points, report_trace_path
 
     out = []
@@ -118,7 +118,7 @@ def per_model_lines(res) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from ddpsim.calibration import calibration_from_dict
+    from ddpsim.calibration.loader import calibration_from_dict
     from ddpsim.errors import InputError
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

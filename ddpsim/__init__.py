@@ -1,8 +1,8 @@
 """ddpsim: predict PyTorch DistributedDataParallel training speed, bucket by bucket.
 
-Trace a real model (:mod:`ddpsim.capture`), plan DDP's buckets exactly (:mod:`ddpsim.plan`),
-model the machine (:mod:`ddpsim.topology`, :mod:`ddpsim.collectives`), simulate the Reducer
-in SimPy (:mod:`ddpsim.engine`), sweep and report (:mod:`ddpsim.api`), and validate on real
+Trace a real model (:mod:`ddpsim.trace.capture`), plan DDP's buckets exactly (:mod:`ddpsim.plan.planner`),
+model the machine (:mod:`ddpsim.network.topology`, :mod:`ddpsim.network.collective_cost`), simulate the Reducer
+in SimPy (:mod:`ddpsim.engine.simulate`), sweep and report (:mod:`ddpsim.api`), and validate on real
 hardware with the companion ``executor`` package (:mod:`ddpsim.validation`).
 
 Imports point one way, down the pipeline (``tests/test_layering.py`` holds the layers and

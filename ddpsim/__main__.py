@@ -1,5 +1,5 @@
 import sys
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 
 sys.exit(main())

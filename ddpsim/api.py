@@ -12,8 +12,8 @@ Examples::
     report.sweep                                          # the sweep table
     api.sweep_figure(report.sweep)                        # a matplotlib Figure
 
-Everything here is a thin layer: the work is in :mod:`ddpsim.scenario`, :mod:`ddpsim.sweep`,
-:mod:`ddpsim.report`, :mod:`ddpsim.perfetto`, :mod:`ddpsim.recommend`, :mod:`ddpsim.plots`.
+Everything here is a thin layer: the work is in :mod:`ddpsim.pipeline.scenario`, :mod:`ddpsim.pipeline.sweep`,
+:mod:`ddpsim.report.summary`, :mod:`ddpsim.report.perfetto`, :mod:`ddpsim.pipeline.recommend`, :mod:`ddpsim.report.plots`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, write_text_atomic
-from ddpsim.plan import BucketPlan, DDPOptions, plan_ddp
-from ddpsim.scenario import Scenario, load_scenario, scenario_from_dict
-from ddpsim.trace import Trace, load_trace  # noqa: F401  (re-exported)
+from ddpsim.plan.planner import BucketPlan, DDPOptions, plan_ddp
+from ddpsim.pipeline.scenario import Scenario, load_scenario, scenario_from_dict
+from ddpsim.trace.records import Trace, load_trace  # noqa: F401  (re-exported)
 
 
 def plan(trace: Trace, *, bucket_cap_mb: float | None = None, **ddp_options: Any):
@@ -57,7 +57,7 @@ def adhoc_scenario(*, trace: str | Path, topology: str = "cpu-gloo", world_size:
 def simulate(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
              bucket_cap_mb: float | None = None, iterations: int = 6, seed: int = 0, comm_hook: str = "none",
              plan: BucketPlan | None = None, simulate_fn: Callable | None = None):
-    """Simulate one configuration; returns the engine's :class:`~ddpsim.result.SimResult`.
+    """Simulate one configuration; returns the engine's :class:`~ddpsim.engine.result.SimResult`.
 
     Example: ``api.simulate("traces/mlp.cpu.json", topology="cpu-gloo", world_size=2).summary()``.
     """
@@ -66,12 +66,12 @@ def simulate(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_siz
     point = next(p for p in sc.points() if p.bucket_cap_mb == bucket_cap_mb)
     inputs = sc.build_point(point, trace=tr)
     if simulate_fn is None:
-        from ddpsim.engine import simulate as simulate_fn
+        from ddpsim.engine.simulate import simulate as simulate_fn
     return simulate_fn(inputs.trace, plan or inputs.plan, inputs.comm, inputs.config)
 
 
 def _scenario_for_trace(tr: Trace, topology, world_size, nodes, cap, iterations, seed, hook) -> Scenario:
-    from ddpsim.scenario import ClusterSpec, SimulationSpec, SweepSpec
+    from ddpsim.pipeline.scenario import ClusterSpec, SimulationSpec, SweepSpec
 
     caps = (None,) if cap is None else (None, cap)
     return Scenario(name="adhoc", trace_path=Path("<in-memory>"), cluster=ClusterSpec(topology=topology, nodes=nodes),
@@ -86,7 +86,7 @@ def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: 
 
     Example: ``api.sweep("traces/mlp.cpu.json", bucket_cap_mb=[None, 1, 5])[["point", "iteration_p50_s"]]``.
     """
-    from ddpsim.sweep import run_sweep, sweep_table
+    from ddpsim.pipeline.sweep import run_sweep, sweep_table
 
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     sc = _scenario_for_trace(tr, topology, world_size, nodes, None, iterations, seed, comm_hook)
@@ -118,8 +118,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     Writes ``points/*.json`` (resumable), ``sweep.csv``, ``buckets.csv``, per timeline point
     ``trace_<point>_rank<r>.json.gz`` and ``timeline_<point>.png``, ``recommended_plan.json``,
     ``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md``.
-    ``method_error``: a residual file (:mod:`ddpsim.method_error`) whose measured error the
-    answer states (:func:`ddpsim.method_error.answer`); checked before anything runs.
+    ``method_error``: a residual file (:mod:`ddpsim.pipeline.method_error`) whose measured error the
+    answer states (:func:`ddpsim.pipeline.method_error.answer`); checked before anything runs.
 
     Raises:
         InputError: bad scenario, missing trace, unwritable ``out_dir``; a ``method_error``
@@ -127,8 +127,10 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         having a calibration. Files written by an
         earlier run are only ever replaced atomically by complete new ones.
     """
-    from ddpsim import perfetto, recommend, report
-    from ddpsim.sweep import best_record, run_sweep, sweep_table
+    from ddpsim.report import perfetto
+    from ddpsim.pipeline import recommend
+    from ddpsim.report import summary as report
+    from ddpsim.pipeline.sweep import best_record, run_sweep, sweep_table
 
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     say = log or (lambda msg: None)
@@ -138,7 +140,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     trace = sc.load_trace()
     me, me_note = _method_error_for(sc, trace, method_error)
     if sc.model is not None:
-        from ddpsim.trace import save_trace
+        from ddpsim.trace.records import save_trace
 
         files.append(save_trace(trace, rdir / "trace.json"))
 
@@ -161,7 +163,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         overlaps[rec.point_id] = {r: perfetto.comm_comp_overlap(perfetto.chrome_trace(rec.result, r, backend=rec.backend))
                                   for r in perfetto.representative_ranks(rec.result)}
         if plots:
-            from ddpsim import plots as P
+            from ddpsim.report import plots as P
 
             fig = P.timeline_figure(rec.result, title=f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})")
             files.append(P.save_figure(fig, rdir / f"timeline_{perfetto.file_id(rec.point_id)}.png"))
@@ -174,8 +176,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     opts = sc.ddp_options(best.point)
     sim = simulate_fn
     if sim is None:
-        from ddpsim.engine import simulate as sim
-    from ddpsim.sweep import point_metrics
+        from ddpsim.engine.simulate import simulate as sim
+    from ddpsim.pipeline.sweep import point_metrics
 
     # NOTE: an explicit plan applies from iteration 1 (no rebuild); measure it over the same
     # steady iterations as the best cap so that both medians see the same jitter draws.
@@ -189,7 +191,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     every = replace(opts, delay_all_reduce_named_params=None, param_to_hook_all_reduce=None)
     for label, cand in recommend.candidate_plans(trace, inputs.comm, comm_hook=best.point.comm_hook, options=every):
         if every != opts:
-            from ddpsim.plan import without_delayed
+            from ddpsim.plan.planner import without_delayed
 
             plan = without_delayed(cand.plan, trace, opts)
             cand = replace(cand, plan=plan, buckets_bytes=tuple(b.size_bytes for b in plan.steady))
@@ -202,7 +204,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     if better:
         chosen = found.plan
     else:
-        from ddpsim.plan import explicit_plan
+        from ddpsim.plan.planner import explicit_plan
 
         chosen = explicit_plan(trace, [list(b.param_indices) for b in inputs.plan.steady], options=opts,
                                source=f"ddpsim-recommend (DDP buckets of {best.point_id})")
@@ -224,7 +226,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     say(f"wrote {rdir / 'recommended_plan.json'}")
 
     if plots:
-        from ddpsim import plots as P
+        from ddpsim.report import plots as P
 
         files.append(P.save_figure(P.sweep_figure(table, title=f"{sc.name}: step time vs bucket_cap_mb"), rdir / "sweep.png"))
         rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id, r.metrics.get("bucket_sizes_bytes") or [])
@@ -234,7 +236,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
 
     me_answer = None
     if me is not None:
-        from ddpsim.method_error import answer
+        from ddpsim.pipeline.method_error import answer
 
         # the residuals are of mean steps predicted as a validation predicts them (the trace's
         # mean phases): the band goes around the best point's mean step predicted so
@@ -265,8 +267,8 @@ def _recommend_cap_list(sc: Scenario, records: Sequence[Any], trace: Trace, buil
     in iteration 1, the rebuild, the same iterations and seed as the sweep's points); the
     list that reproduces the recommended plan (``plans[0]``) is taken when there is one, else
     the fastest; it is compared with the default and the best uniform cap."""
-    from ddpsim import recommend
-    from ddpsim.sweep import best_record, default_record, point_metrics
+    from ddpsim.pipeline import recommend
+    from ddpsim.pipeline.sweep import best_record, default_record, point_metrics
 
     uniform = [r for r in records if not r.point.bucket_cap_mb_list]
     best_cap = best_record(uniform)
@@ -299,7 +301,7 @@ def _method_error_for(sc: Scenario, trace: Any, path: str | Path | None) -> tupl
     with: another backend, or a scenario without a calibration, is refused."""
     if path is None:
         return None, None
-    from ddpsim.method_error import file_sha256, load_method_error
+    from ddpsim.pipeline.method_error import file_sha256, load_method_error
 
     me = load_method_error(path)
     backend = sc.build_point(sc.points()[0], trace=trace).backend
@@ -338,13 +340,13 @@ def cost_terms(sc: Scenario, point: Any, inputs: Any) -> list[str]:
 
 def sweep_figure(table: Any, title: str = ""):
     """The sweep plot of a sweep table (a matplotlib Figure)."""
-    from ddpsim import plots
+    from ddpsim.report import plots
 
     return plots.sweep_figure(table, title)
 
 
 def timeline_figure(result: Any, title: str = ""):
     """The overlap timeline of a SimResult (a matplotlib Figure)."""
-    from ddpsim import plots
+    from ddpsim.report import plots
 
     return plots.timeline_figure(result, title)

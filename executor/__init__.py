@@ -8,7 +8,7 @@ Runnable on a node that has ONLY torch installed::
 
 Steps (one module each):
 
-* :mod:`executor.collectives` -- nccl-tests-like all-reduce / broadcast sweep, compute/comm
+* :mod:`executor.collectives_step` -- nccl-tests-like all-reduce / broadcast sweep, compute/comm
   interference and copy bandwidth -> the calibration JSON ``ddpsim`` reads.
 * :mod:`executor.ddp_step` -- a model under real DDP; iteration times, optional per-bucket
   collective timestamps (comm hook), DDP's own logging data, and whether DDP's rebuilt
@@ -23,9 +23,9 @@ Lifecycle (:mod:`executor.runtime`): torchrun's environment is validated first, 
 group is created with an explicit timeout, a watchdog ends a rank that makes no progress
 within the timeout (a dead peer), and ``destroy_process_group()`` always runs.
 
-NOTE: this package may import ddpsim's foundation and data layers only -- ``ddpsim.models``,
+NOTE: this package may import ddpsim's foundation and data layers only -- ``ddpsim.trace.models``,
 ``trace``, ``capture``, ``plan``, ``curve_fit``, ``errors``, ``units`` and ``io`` (torch/stdlib
-only) -- never ``ddpsim.commands``, the calibration fitting (``calibration``,
+only) -- never ``ddpsim.cli``, the calibration fitting (``calibration``,
 ``interference_fit``), the cost models, the engine or ``validation`` (which launches it), and
 never simpy, pandas, matplotlib, networkx or yaml. ``tests/test_layering.py`` holds the layers
 and enforces them.

@@ -23,13 +23,13 @@ EPILOG = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from executor import capture_step, collectives, ddp_step, replay, round_step
+    from executor import capture_step, collectives_step, ddp_step, replay, round_step
     from executor.runtime import MALLOC_MODES
 
     parser = argparse.ArgumentParser(prog="python -m executor", description=__doc__.splitlines()[0],
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="step", metavar="STEP", required=True)
-    for name, mod, help_ in (("collectives", collectives, "all-reduce/broadcast sweep, interference, copy bandwidth -> calibration JSON"),
+    for name, mod, help_ in (("collectives", collectives_step, "all-reduce/broadcast sweep, interference, copy bandwidth -> calibration JSON"),
                              ("ddp", ddp_step, "a model under real DDP -> measurement JSON"),
                              ("replay", replay, "any bucket plan with the executor's own reducer -> measurement JSON"),
                              ("trace", capture_step, "a trace captured on every rank at once (the run's conditions)"),

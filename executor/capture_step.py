@@ -4,7 +4,7 @@ A trace captured by one lone process is faster than the same compute while every
 of the host computes too (shared cores, caches, memory bandwidth). For a prediction to be
 compared with a real multi-rank run on the same host, the trace must be captured under the
 run's conditions: the same ranks per host and threads per rank, computing concurrently.
-This step does exactly that with :func:`ddpsim.capture.capture_trace`.
+This step does exactly that with :func:`ddpsim.trace.capture.capture_trace`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(rt: Runtime, args: argparse.Namespace) -> int:
     import torch
 
-    from ddpsim.capture import capture_trace
-    from ddpsim.models import build_model
-    from ddpsim.trace import save_trace
+    from ddpsim.trace.capture import capture_trace
+    from ddpsim.trace.models import build_model
+    from ddpsim.trace.records import save_trace
 
     spec = build_model(args.model, seed=args.seed, **parse_model_args(args.model_arg))
     rt.barrier()

@@ -86,13 +86,13 @@ def add_ddp_option_arguments(p: argparse.ArgumentParser) -> None:
 
 def torch213_options(args: argparse.Namespace) -> dict[str, Any]:
     """The torch 2.13 options of ``args`` (:func:`add_ddp_option_arguments`) as
-    :class:`ddpsim.plan.DDPOptions` keyword arguments, checked as ``ddpsim simulate`` checks
+    :class:`ddpsim.plan.planner.DDPOptions` keyword arguments, checked as ``ddpsim simulate`` checks
     its flags of the same names; an option ``args`` lacks is at its default.
 
     Raises:
         InputError: a bad value (one line naming the flag).
     """
-    from ddpsim.plan import parse_mixed_precision
+    from ddpsim.plan.planner import parse_mixed_precision
     from ddpsim.units import parse_bool_flag, parse_delay_flags
 
     out: dict[str, Any] = {"batched_grad_copy": bool(getattr(args, "batched_grad_copy", False)),
@@ -142,7 +142,7 @@ def predicted_plan(args: argparse.Namespace, cap: float | None, param_names: lis
     """The plan ddpsim predicts: ``{"buckets": [[idx...]...], "sizes": [...], "source": ...}``."""
     if args.plan is None and args.trace is None:
         return None
-    from ddpsim.trace import load_trace
+    from ddpsim.trace.records import load_trace
 
     if args.plan is not None:
         p = Path(args.plan)
@@ -159,7 +159,7 @@ def plan_from_trace(trace: Any, label: str, cap: float | None, param_names: list
                     args: argparse.Namespace) -> dict[str, Any]:
     """DDP's steady buckets as ddpsim plans them from ``trace`` (``label`` names it) at ``cap``
     with ``args``' DDP options; the trace must describe the model whose DDP order is ``param_names``."""
-    from ddpsim.plan import DDPOptions, plan_ddp
+    from ddpsim.plan.planner import DDPOptions, plan_ddp
 
     names = [p.name for p in trace.params]
     if names != param_names:
@@ -413,7 +413,7 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
         timing_hook=bool(args.timing_hook), warmup=args.warmup, num_iterations=args.iterations,
         summary=summary, ranks=gathered, ddp_logging=logging, real_buckets=real,
         predicted_buckets=predicted, plan_matches=matches)
-    from ddpsim.plan import cap_point_id
+    from ddpsim.plan.planner import cap_point_id
 
     rt.log(f"{label}: {wl.name} batch {args.batch_size} {cap_point_id(*split_cap(cap))}"
            f"{' (timing hook)' if timer else ''}: iteration median {summary['iteration_s'] * 1e3:.2f} ms "
@@ -431,7 +431,7 @@ def to_model_indices(groups: list[list[int]] | None, module: Any, args: argparse
     delayed = set(torch213_options(args).get("delay_all_reduce_named_params") or ())
     if groups is None or not delayed:
         return groups
-    from ddpsim.models import ddp_params
+    from ddpsim.trace.models import ddp_params
 
     reducer = [i for i, (n, _, _) in enumerate(ddp_params(module)) if n not in delayed]
     return [[reducer[k] for k in g] for g in groups]
@@ -471,7 +471,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             rt.log(f"ddp: --bucket-cap-mb {cap:g} is ignored: --bucket-cap-mb-list is given (as torch does)")
         cap = cap_list
     wl = build_workload(args, rt.device)
-    from ddpsim.models import ddp_params
+    from ddpsim.trace.models import ddp_params
 
     param_names = [n for n, _, _ in ddp_params(wl.module)]
     predicted = predicted_plan(args, cap, param_names)

@@ -26,9 +26,9 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from ddpsim.capture import capture_trace
-    from ddpsim.models import build_model
-    from ddpsim.trace import pool_traces
+    from ddpsim.trace.capture import capture_trace
+    from ddpsim.trace.models import build_model
+    from ddpsim.trace.records import pool_traces
 
     from executor.workload import timed_steps, workload_from_spec
 

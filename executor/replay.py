@@ -155,8 +155,8 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 
-    from ddpsim.plan import load_plan
-    from ddpsim.trace import load_trace
+    from ddpsim.plan.planner import load_plan
+    from ddpsim.trace.records import load_trace
 
     check_counts(args)
     trace = load_trace(args.trace)
@@ -179,7 +179,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         if args.model is None:
             raise InputError("--model: missing; expected the traced model's name with --compute real")
         wl = build_workload(args, rt.device)
-        from ddpsim.models import ddp_params
+        from ddpsim.trace.models import ddp_params
 
         named = ddp_params(wl.module)
         if [n for n, _, _ in named] != [p.name for p in trace.params]:

@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def point_id(cap: float | tuple[float, ...] | None) -> str:
     """``ddpsim validate``'s name of a point that differs from the others by its cap only
     (a tuple is a ``bucket_cap_mb_list``: ``list=1+4+8``)."""
-    from ddpsim.plan import cap_point_id
+    from ddpsim.plan.planner import cap_point_id
 
     return cap_point_id(*split_cap(cap))
 
@@ -75,9 +75,9 @@ def parse_caps(text: str) -> list[float | tuple[float, ...] | None]:
 def run(rt: Runtime, args: argparse.Namespace) -> int:
     import torch
 
-    from ddpsim.capture import capture_trace
-    from ddpsim.models import build_model, ddp_params
-    from ddpsim.trace import pool_traces, save_trace
+    from ddpsim.trace.capture import capture_trace
+    from ddpsim.trace.models import build_model, ddp_params
+    from ddpsim.trace.records import pool_traces, save_trace
 
     check_counts(args)
     check_ddp_options(rt, args)

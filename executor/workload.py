@@ -1,4 +1,4 @@
-"""The model a step trains: a built-in ``ddpsim.models`` model (or ``pkg.mod:factory``) with
+"""The model a step trains: a built-in ``ddpsim.trace.models`` model (or ``pkg.mod:factory``) with
 its deterministic batch and loss, on the step's device; options shared by ``ddp`` and ``replay``."""
 
 from __future__ import annotations
@@ -58,17 +58,17 @@ class Workload:
 
 
 def build_workload(args: argparse.Namespace, device: Any) -> Workload:
-    from ddpsim.models import build_model
+    from ddpsim.trace.models import build_model
 
     spec = build_model(args.model, seed=args.seed, **parse_model_args(args.model_arg))
     return workload_from_spec(spec, args.batch_size, device, args.seed)
 
 
 def workload_from_spec(spec: Any, batch_size: int, device: Any, seed: int = 0) -> Workload:
-    """A built :class:`ddpsim.models.ModelSpec` on ``device``, with its batch and loss."""
+    """A built :class:`ddpsim.trace.models.ModelSpec` on ``device``, with its batch and loss."""
     import torch
 
-    from ddpsim.models import default_loss
+    from ddpsim.trace.models import default_loss
 
     batch = spec.make_batch(batch_size)
     if isinstance(batch, (tuple, list)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpsim.trace import Trace, make_trace
+from ddpsim.trace.records import Trace, make_trace
 
 
 def tiny_trace_obj() -> Trace:
@@ -28,6 +28,6 @@ def tiny_trace() -> Trace:
 
 @pytest.fixture
 def tiny_trace_file(tmp_path, tiny_trace):
-    from ddpsim.trace import save_trace
+    from ddpsim.trace.records import save_trace
 
     return save_trace(tiny_trace, tmp_path / "tiny.trace.json")

@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from ddpsim.calibration import (Calibration, CalibrationPoint, calibration_from_dict, fit_alpha_beta,
+from ddpsim.calibration.loader import (Calibration, CalibrationPoint, calibration_from_dict, fit_alpha_beta,
                                 fit_calibration, load_calibration, save_calibration)
-from ddpsim.cli import main
-from ddpsim.collectives import build_comm_model
-from ddpsim.comm_model import CommModel
+from ddpsim.cli.main import main
+from ddpsim.network.collective_cost import build_comm_model
+from ddpsim.network.comm_model import CommModel
 from ddpsim.errors import InputError
-from ddpsim.simconfig import Interference
-from ddpsim.topology import build_preset
+from ddpsim.network.interference import Interference
+from ddpsim.network.topology import build_preset
 
 ALPHA, BW = 40e-6, 2.5e9  # the known alpha-beta the synthetic points come from
 SIZES = [4096 * 4 ** k for k in range(8)]  # 4 KiB .. 64 MiB
@@ -183,7 +183,7 @@ def test_cli_with_calibration(tmp_path, capsys):
 
 
 def test_noisy_dip_is_pooled_isotonic():
-    from ddpsim.calibration import isotonic
+    from ddpsim.calibration.loader import isotonic
 
     # 64 KiB measured slower than 256 KiB: the two are pooled to their weighted mean
     assert isotonic([1.0, 3.0, 2.0, 4.0], [1, 1, 1, 1]) == [1.0, 2.5, 2.5, 4.0]

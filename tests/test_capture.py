@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from ddpsim.capture import capture_trace, derive_depth
-from ddpsim.cli import main
+from ddpsim.trace.capture import capture_trace, derive_depth
+from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.models import build_model, ddp_params
-from ddpsim.trace import load_trace, save_trace
+from ddpsim.trace.models import build_model, ddp_params
+from ddpsim.trace.records import load_trace, save_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,7 +66,7 @@ def test_unused_param_has_no_grad():
         def forward(self, x):
             return self.used(x)
 
-    from ddpsim.models import ModelSpec
+    from ddpsim.trace.models import ModelSpec
     spec = ModelSpec(name="twoheads", module=TwoHeads(), make_batch=lambda b: torch.ones(b, 4))
     tr = capture_trace(spec, batch_size=2, num_iters=2, num_warmup=0, measure_hook_overhead=False)
     assert [p.has_grad for p in tr.params] == [True, True, False, False]
@@ -81,14 +81,14 @@ def test_step_barrier_runs_before_every_step_untimed(monkeypatch):
     1,000 s inside each barrier call, so a barrier inside any timed phase would show as >= 1,000 s."""
     import time as _time
 
-    import ddpsim.capture as capture_mod
-    from ddpsim.models import build_model
+    import ddpsim.trace.capture as capture_mod
+    from ddpsim.trace.models import build_model
 
     jump_ns = 1000 * 10 ** 9
     offset = [0]
     calls = []
 
-    class Clock:  # the real clock plus the jumps, for ddpsim.capture only
+    class Clock:  # the real clock plus the jumps, for ddpsim.trace.capture only
         def __getattr__(self, name):
             return getattr(_time, name)
 

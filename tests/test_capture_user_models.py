@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 
 FACTORIES = textwrap.dedent("""
     import torch

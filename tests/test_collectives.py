@@ -7,12 +7,14 @@ import json
 
 import pytest
 
-from ddpsim import gloo, nccl
-from ddpsim.cli import main
-from ddpsim.collectives import CollectiveEstimate, build_comm_model
-from ddpsim.comm_model import CommModel
+from ddpsim.network import gloo
+
+from ddpsim.network import nccl
+from ddpsim.cli.main import main
+from ddpsim.network.collective_cost import CollectiveEstimate, build_comm_model
+from ddpsim.network.comm_model import CommModel
 from ddpsim.errors import InputError
-from ddpsim.topology import build_preset
+from ddpsim.network.topology import build_preset
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -346,7 +348,7 @@ def test_tree_graph_searched_on_its_own_two_dgx_a100():
 
 
 def test_tree_search_balanced_then_simple_tree_on_hopper():
-    from ddpsim.collectives import _tree_search
+    from ddpsim.network.collective_cost import _tree_search
 
     # one channel: in over "in" (1 x bwInter), out half over "a" and half over "b" (balanced) or all
     # over "a" (plain TREE). "b" carries 10: the balanced tree fits at 20 (0.5 x 20 = 10), not 30.

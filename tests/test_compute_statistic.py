@@ -5,12 +5,12 @@ from dataclasses import replace
 
 import pytest
 
-from ddpsim.comm_model import AlphaBetaModel
-from ddpsim.engine import simulate
+from ddpsim.network.comm_model import AlphaBetaModel
+from ddpsim.engine.simulate import simulate
 from ddpsim.errors import InputError
-from ddpsim.plan import explicit_plan
-from ddpsim.simconfig import SimConfig
-from ddpsim.trace import IterationSample, make_trace
+from ddpsim.plan.planner import explicit_plan
+from ddpsim.engine.config import SimConfig
+from ddpsim.trace.records import IterationSample, make_trace
 
 MIB = 1024 * 1024
 
@@ -54,7 +54,7 @@ def test_the_engine_steps_by_the_chosen_statistic():
 def test_bad_statistic_is_refused_in_one_line(tmp_path):
     with pytest.raises(InputError, match="compute_statistic: 'p50' is not accepted; expected one of median, mean"):
         SimConfig(compute_statistic="p50")
-    from ddpsim.cli import main
+    from ddpsim.cli.main import main
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
@@ -67,9 +67,9 @@ def test_bad_statistic_is_refused_in_one_line(tmp_path):
 def test_the_scenario_key_reaches_the_engine_and_validation_predicts_with_the_mean(tmp_path):
     from pathlib import Path
 
-    from ddpsim.interval import validation_inputs
-    from ddpsim.simconfig import VALIDATION_STATISTIC
-    from ddpsim.scenario import load_scenario
+    from ddpsim.validation.intervals import validation_inputs
+    from ddpsim.engine.config import VALIDATION_STATISTIC
+    from ddpsim.pipeline.scenario import load_scenario
 
     root = Path(__file__).resolve().parents[1]
     text = (root / "scenarios" / "default.yaml").read_text().replace("trace: traces/", f"trace: {root / 'traces'}/")

@@ -1,17 +1,17 @@
-"""The GPU contention prior (ddpsim.contention) against values worked out by hand."""
+"""The GPU contention prior (ddpsim.network.contention) against values worked out by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from ddpsim import nccl
-from ddpsim.collectives import build_comm_model
-from ddpsim.contention import (GpuResources, collective_contention, contention_prior, hbm_bytes, prior_for,
+from ddpsim.network import nccl
+from ddpsim.network.collective_cost import build_comm_model
+from ddpsim.network.contention import (GpuResources, collective_contention, contention_prior, hbm_bytes, prior_for,
                                runtime_channels)
 from ddpsim.errors import InputError
-from ddpsim.scenario import scenario_from_dict
-from ddpsim.simconfig import Interference
-from ddpsim.topology import build_preset
+from ddpsim.pipeline.scenario import scenario_from_dict
+from ddpsim.network.interference import Interference
+from ddpsim.network.topology import build_preset
 
 MIB = 2 ** 20
 
@@ -120,7 +120,7 @@ def test_scenario_uses_the_prior_unless_switched_off_or_given():
 
 
 def test_host_costs_on_for_analytical_nccl_only():
-    from ddpsim.hostcost import HostCosts
+    from ddpsim.network.host_costs import HostCosts
 
     sc = _gpu_scenario(cost_model={"enqueue_s": 2e-5})
     assert sc.build_point(sc.points()[0]).config.host_costs == HostCosts(enqueue_s=2e-5)
@@ -164,8 +164,8 @@ def _calibration_doc(**extra):
 
 
 def test_calibration_host_costs_block_replaces_the_defaults():
-    from ddpsim.calibration import FORMAT, VERSION, calibration_from_dict
-    from ddpsim.hostcost import HostCosts
+    from ddpsim.calibration.loader import FORMAT, VERSION, calibration_from_dict
+    from ddpsim.network.host_costs import HostCosts
 
     doc = _calibration_doc(format=FORMAT, version=VERSION)
     assert calibration_from_dict(doc).host_costs is None

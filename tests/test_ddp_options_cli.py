@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.plan import DDPOptions, MixedPrecision
-from ddpsim.scenario import load_scenario
-from ddpsim.trace import save_trace
+from ddpsim.plan.planner import DDPOptions, MixedPrecision
+from ddpsim.pipeline.scenario import load_scenario
+from ddpsim.trace.records import save_trace
 
 from test_engine import toy_trace
 from test_engine_cli import NET, sim

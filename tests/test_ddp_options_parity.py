@@ -195,7 +195,7 @@ def _groups(text):
 
 
 def _options(kwargs):
-    from ddpsim.plan import DDPOptions
+    from ddpsim.plan.planner import DDPOptions
 
     kw = dict(kwargs)
     if "delay_all_reduce_named_params" in kw:
@@ -204,10 +204,10 @@ def _options(kwargs):
 
 
 def _simulate(trace, opts, iters):
-    from ddpsim.comm_model import AlphaBetaModel
-    from ddpsim.engine import simulate
-    from ddpsim.plan import plan_ddp
-    from ddpsim.simconfig import SimConfig
+    from ddpsim.network.comm_model import AlphaBetaModel
+    from ddpsim.engine.simulate import simulate
+    from ddpsim.plan.planner import plan_ddp
+    from ddpsim.engine.config import SimConfig
 
     plan = plan_ddp(trace, opts)
     res = simulate(trace, plan, AlphaBetaModel(latency_s=1e-5, bandwidth_bytes_per_s=1e9, num_ranks=2),
@@ -235,7 +235,7 @@ def test_skip_all_reduce_unused_params_skips_the_buckets_ddp_skips(real, cid):
 
 @pytest.mark.parametrize("cid", ["batched", "batched-gabv"])
 def test_batched_grad_copy_keeps_ddp_layout_and_gradients(real, cid):
-    from ddpsim.plan import plan_ddp
+    from ddpsim.plan.planner import plan_ddp
     from test_ddp_parity import local_trace
 
     _, model, kwargs, _ = next(c for c in CONFIGS if c[0] == cid)
@@ -246,7 +246,7 @@ def test_batched_grad_copy_keeps_ddp_layout_and_gradients(real, cid):
 
 
 def test_delayed_params_leave_the_reducer_like_ddp(real):
-    from ddpsim.plan import reducer_param_indices
+    from ddpsim.plan.planner import reducer_param_indices
     from test_ddp_parity import local_trace
 
     _, model, kwargs, iters = next(c for c in CONFIGS if c[0] == "delay")
@@ -267,8 +267,8 @@ def test_delayed_params_leave_the_reducer_like_ddp(real):
 
 @pytest.mark.parametrize("cid,kwargs", SYNC_CONFIGS, ids=[c[0] for c in SYNC_CONFIGS])
 def test_forward_sync_buffers_like_ddp(real, cid, kwargs):
-    from ddpsim.plan import explicit_plan
-    from ddpsim.trace import BufferRecord, make_trace
+    from ddpsim.plan.planner import explicit_plan
+    from ddpsim.trace.records import BufferRecord, make_trace
 
     # each rank set its buffer to rank + 1 after construction; a broadcast before forward
     # brings rank 0's 1.0 to rank 1
@@ -290,9 +290,9 @@ def test_forward_sync_buffers_configs_cover_both_outcomes(real):
 
 
 def test_mixed_precision_buffers_and_buckets_like_ddp(real):
-    from ddpsim.engine import param_elem_bytes
-    from ddpsim.plan import MixedPrecision, plan_ddp
-    from ddpsim.trace import BufferRecord, make_trace
+    from ddpsim.engine.simulate import param_elem_bytes
+    from ddpsim.plan.planner import MixedPrecision, plan_ddp
+    from ddpsim.trace.records import BufferRecord, make_trace
 
     mp = MixedPrecision(**MP)
     # Linear(8,16), BatchNorm1d(16), Linear(16,4): DDP order 0.weight, 0.bias, 1.weight, 1.bias, 2.weight, 2.bias

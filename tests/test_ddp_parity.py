@@ -165,7 +165,7 @@ def build_local(name: str):
     raise AssertionError(name)
 
 
-#: built-in models (ddpsim.models), small enough for 2 CPU ranks; used once they exist
+#: built-in models (ddpsim.trace.models), small enough for 2 CPU ranks; used once they exist
 BUILTIN = {
     "mlp": {},
     "resnet50": {"input_shape": (3, 32, 32)},
@@ -176,9 +176,9 @@ def recommended_mlp_case():
     """ddpsim's recommendation for the built-in mlp under a hand-made timing (backward reaches a
     parameter 2 ns per byte of the parameters after it; all-reduce 50 us + 1 ns/B): the
     recommended buckets in launch order and the bucket_cap_mb_list the report tells to paste."""
-    from ddpsim.comm_model import AlphaBetaModel
-    from ddpsim.recommend import cap_list_candidates, recommend_plan
-    from ddpsim.trace import make_trace
+    from ddpsim.network.comm_model import AlphaBetaModel
+    from ddpsim.pipeline.recommend import cap_list_candidates, recommend_plan
+    from ddpsim.trace.records import make_trace
 
     shapes = [(256, 256), (256,)] * 4 + [(10, 256), (10,)]
     names = [f"layers.{2 * (k // 2)}.{'weight' if k % 2 == 0 else 'bias'}" for k in range(8)] + ["head.weight", "head.bias"]
@@ -250,9 +250,9 @@ LOG_KEYS = ("bucket_sizes", "rebuilt_bucket_sizes", "rebuilt_per_bucket_param_in
 
 def have_builtins() -> bool:
     try:
-        import ddpsim.models  # noqa: F401
-        from ddpsim.capture import capture_trace  # noqa: F401
-        from ddpsim.models import build_model  # noqa: F401
+        import ddpsim.trace.models  # noqa: F401
+        from ddpsim.trace.capture import capture_trace  # noqa: F401
+        from ddpsim.trace.models import build_model  # noqa: F401
     except ImportError:
         return False
     return True
@@ -266,7 +266,7 @@ def _model_and_step(model: str):
     import torch
 
     if model.startswith("builtin:"):
-        from ddpsim.models import build_model, default_loss
+        from ddpsim.trace.models import build_model, default_loss
 
         name = model.split(":", 1)[1]
         spec = build_model(name, seed=0, **BUILTIN[name])
@@ -350,9 +350,9 @@ def ddp_order_params(module):
 
 
 def local_trace(model: str, num_iters: int = 2):
-    """An independent tracer (ddpsim.trace schema): DDP's parameter order, grad-ready order
+    """An independent tracer (ddpsim.trace.records schema): DDP's parameter order, grad-ready order
     recorded with post-accumulate-grad hooks; keeps each parameter's own dtype."""
-    from ddpsim.trace import IterationSample, ParamRecord, Trace
+    from ddpsim.trace.records import IterationSample, ParamRecord, Trace
 
     module, step = _model_and_step(model)
     params = ddp_order_params(module)
@@ -383,12 +383,12 @@ def local_trace(model: str, num_iters: int = 2):
 
 
 def ddpsim_trace(model: str):
-    """ddpsim's trace of ``model`` from ddpsim.capture.capture_trace (no DDP involved).
+    """ddpsim's trace of ``model`` from ddpsim.trace.capture.capture_trace (no DDP involved).
 
     The mixed-dtype models go through :func:`local_trace` instead, an independent tracer.
     """
-    from ddpsim.capture import capture_trace
-    from ddpsim.models import ModelSpec, build_model
+    from ddpsim.trace.capture import capture_trace
+    from ddpsim.trace.models import ModelSpec, build_model
 
     if model.startswith("builtin:"):
         name = model.split(":", 1)[1]
@@ -409,7 +409,7 @@ def ddpsim_trace(model: str):
 
 
 def _active_configs() -> list[str]:
-    """Every config; only the mixed-dtype ones (own tracer) while ddpsim.capture is missing."""
+    """Every config; only the mixed-dtype ones (own tracer) while ddpsim.trace.capture is missing."""
     if not have_builtins():  # pragma: no cover
         return [cid for cid, model, _ in CONFIGS if model == "mixed"]
     return [cid for cid, _, _ in CONFIGS]
@@ -472,10 +472,10 @@ def _groups(text: str | None) -> list[list[int]]:
 
 @pytest.mark.parametrize("cid,model,kwargs", CONFIGS, ids=[c[0] for c in CONFIGS])
 def test_plan_equals_real_ddp(cid, model, kwargs, parity):
-    from ddpsim.plan import DDPOptions, plan_ddp
+    from ddpsim.plan.planner import DDPOptions, plan_ddp
 
     if cid not in parity["logs"]:
-        pytest.skip("ddpsim.models / ddpsim.capture not available yet")
+        pytest.skip("ddpsim.trace.models / ddpsim.trace.capture not available yet")
     real = parity["logs"][cid]
     trace = parity["traces"][model]
     plan = plan_ddp(trace, DDPOptions(**kwargs))
@@ -517,10 +517,10 @@ def test_parity_covers_every_option():
 def test_derived_cap_list_builds_the_target_in_real_ddp(cid, model, target, expected, parity):
     """cap_list_for_buckets derives the hand-computed list for a hand-chosen layout, and real DDP
     given that list rebuilds exactly that layout."""
-    from ddpsim.plan import cap_list_for_buckets, explicit_plan
+    from ddpsim.plan.planner import cap_list_for_buckets, explicit_plan
 
     if cid not in parity["logs"]:
-        pytest.skip("ddpsim.models / ddpsim.capture not available yet")
+        pytest.skip("ddpsim.trace.models / ddpsim.trace.capture not available yet")
     trace = parity["traces"][model]
     caps, reason = cap_list_for_buckets(trace, explicit_plan(trace, target).steady)
     assert (list(caps), reason) == (expected, "")
@@ -536,7 +536,7 @@ def test_recommended_cap_list_builds_the_recommended_buckets_in_real_ddp(parity)
     the recommendation here: [9 8 7] [6 5] [4 3] [2 1] [0]; [6 5] = 263168 B whose last gradient
     is 1024 B needs a limit in (262144, 263168]: 0.2509 MiB = 263087 B (0.25 MiB = 262144 is too small)."""
     if "builtin-mlp-list-recommended" not in parity["logs"]:
-        pytest.skip("ddpsim.models / ddpsim.capture not available yet")
+        pytest.skip("ddpsim.trace.models / ddpsim.trace.capture not available yet")
     target, caps = recommended_mlp_case()
     assert target == [[9, 8, 7], [6, 5], [4, 3], [2, 1], [0]]
     assert caps == [0.01, 0.2509, 0.2509, 0.2509, 0.3]
@@ -555,7 +555,7 @@ def test_legacy_semantics_first_rebuilt_bucket_is_1mib_even_with_explicit_cap():
     * legacy: first cap 1 MiB -> 40+28000+2800+280000+400+200000+2000+600000 = 1,113,240 B
       >= 1,048,576 closes [9..2]; [1, 0] = 241,200 B is left over.
     """
-    from ddpsim.plan import DDPOptions, plan_ddp
+    from ddpsim.plan.planner import DDPOptions, plan_ddp
 
     trace = local_trace("linears")
     assert list(trace.grad_ready_order) == [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]
@@ -571,7 +571,7 @@ def test_legacy_semantics_first_rebuilt_bucket_is_1mib_even_with_explicit_cap():
 
 def test_unused_parameter_without_find_unused_is_rejected():
     from ddpsim.errors import InputError
-    from ddpsim.plan import DDPOptions, plan_ddp
+    from ddpsim.plan.planner import DDPOptions, plan_ddp
 
     trace = local_trace("unused")
     assert [p.name for p in trace.params if not p.has_grad] == ["skip.weight", "skip.bias"]

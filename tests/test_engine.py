@@ -18,12 +18,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from ddpsim.comm_model import AlphaBetaModel
-from ddpsim.engine import simulate
+from ddpsim.network.comm_model import AlphaBetaModel
+from ddpsim.engine.simulate import simulate
 from ddpsim.errors import InputError
-from ddpsim.plan import DDPOptions, explicit_plan, plan_ddp
-from ddpsim.simconfig import Interference, SimConfig
-from ddpsim.trace import BufferRecord, make_trace
+from ddpsim.plan.planner import DDPOptions, explicit_plan, plan_ddp
+from ddpsim.engine.config import SimConfig
+from ddpsim.network.interference import Interference
+from ddpsim.trace.records import BufferRecord, make_trace
 
 MIB = 1024 * 1024
 BW = 4 * MIB  # bytes per second: 1 MiB in 0.25 s
@@ -478,7 +479,7 @@ def test_capture_hook_overhead_is_removed_from_backward():
 
 
 def test_median_ready_times_out_of_order_never_step_back():
-    from ddpsim.trace import IterationSample, Trace
+    from ddpsim.trace.records import IterationSample, Trace
 
     tr = toy_trace()
     # per-parameter medians can disagree with the recorded order: b's median (0.5) is later
@@ -600,7 +601,7 @@ def test_host_costs_put_a_cpu_clock_in_front_of_the_device(interference):
     # its hook ends at 1.4375: the device idles till then. a: 1.4375 -> 1.6875, hook at 1.9375 (idle
     # again); bucket 1 issued at 1.9375 + 0.1875 = 2.125 (0.75 s: 2.875); the tail runs 1.9375 -> 2.1875.
     # The second parametrisation runs the same on the interference path (a table of zero shares).
-    from ddpsim.hostcost import HostCosts
+    from ddpsim.network.host_costs import HostCosts
 
     tr = toy_trace()
     plan = explicit_plan(tr, [[2], [1, 0]])
@@ -625,7 +626,7 @@ def test_host_costs_put_a_cpu_clock_in_front_of_the_device(interference):
 def test_copy_kernel_floor_per_parameter():
     # copy bandwidth 8 MiB/s: a's copy-in moves 2 MiB -> 0.25 s; a floor of 0.375 s lifts every
     # copy kernel to 0.375 s. Copy-out (one kernel per parameter) of bucket [b, a]: 2 x 0.375 s.
-    from ddpsim.engine import copy_kernel_s
+    from ddpsim.engine.simulate import copy_kernel_s
 
     assert copy_kernel_s(2 * MIB, 8 * MIB, 0.375) == 0.375
     assert copy_kernel_s(8 * MIB, 8 * MIB, 0.375) == 1.0
@@ -642,7 +643,7 @@ def test_copy_kernel_floor_per_parameter():
 
 
 def test_host_costs_rejected_when_negative():
-    from ddpsim.hostcost import HostCosts
+    from ddpsim.network.host_costs import HostCosts
 
     with pytest.raises(InputError, match=r"^cost_model.enqueue_s: -1 is not accepted; expected a finite number of seconds >= 0$"):
         HostCosts(enqueue_s=-1)

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from ddpsim.cli import main
-from ddpsim.trace import save_trace
+from ddpsim.cli.main import main
+from ddpsim.trace.records import save_trace
 
 from test_engine import toy_trace
 

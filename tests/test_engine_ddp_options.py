@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from ddpsim.engine import simulate
+from ddpsim.engine.simulate import simulate
 from ddpsim.errors import InputError
-from ddpsim.plan import DDPOptions, MixedPrecision, explicit_plan, plan_ddp
-from ddpsim.trace import BufferRecord
+from ddpsim.plan.planner import DDPOptions, MixedPrecision, explicit_plan, plan_ddp
+from ddpsim.trace.records import BufferRecord
 from test_engine import BW, MIB, cfg, log, net, toy_trace
 
 CBW = 16 * MIB
@@ -333,7 +333,7 @@ def _close(a, b):
 
 @pytest.mark.parametrize("name,opts,extra", OPTION_SETS, ids=[o[0] for o in OPTION_SETS])
 def test_options_take_the_same_path_with_interference_and_folded_ranks(name, opts, extra):
-    from ddpsim.simconfig import Interference
+    from ddpsim.network.interference import Interference
 
     tr = unused_c_trace() if extra.get("unused") else toy_trace()
     plan = plan_ddp(tr, opts)

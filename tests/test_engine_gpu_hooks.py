@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from ddpsim.comm_model import AlphaBetaModel
-from ddpsim.engine import simulate
-from ddpsim.hostcost import HostCosts
-from ddpsim.plan import explicit_plan
-from ddpsim.simconfig import Interference, SimConfig
-from ddpsim.trace import make_trace
+from ddpsim.network.comm_model import AlphaBetaModel
+from ddpsim.engine.simulate import simulate
+from ddpsim.network.host_costs import HostCosts
+from ddpsim.plan.planner import explicit_plan
+from ddpsim.engine.config import SimConfig
+from ddpsim.network.interference import Interference
+from ddpsim.trace.records import make_trace
 
 
 def psgd_trace():
@@ -134,7 +135,7 @@ A = 513 / 4096
 
 
 def bn_trace():
-    from ddpsim.trace import BufferRecord
+    from ddpsim.trace.records import BufferRecord
 
     return make_trace(model="bn", params=[("conv.weight", (1024,), "float32"), ("bn.weight", (256,), "float32"),
                                           ("bn.bias", (256,), "float32"), ("fc.weight", (4096,), "float32")],
@@ -145,7 +146,7 @@ def bn_trace():
 
 
 def bn_plan(tr):
-    from ddpsim.plan import DDPOptions
+    from ddpsim.plan.planner import DDPOptions
 
     return explicit_plan(tr, [[3], [1, 2, 0]], DDPOptions(broadcast_buffers=False))
 
@@ -203,7 +204,7 @@ def test_scenario_key_sync_batchnorm(tmp_path):
     from pathlib import Path
 
     from ddpsim.errors import InputError
-    from ddpsim.scenario import scenario_from_dict
+    from ddpsim.pipeline.scenario import scenario_from_dict
 
     trace = str(Path(__file__).resolve().parents[1] / "traces" / "resnet50.h100.json")
     base = {"name": "bn", "trace": trace, "cluster": "dgx-h100", "world_size": 8,
@@ -248,8 +249,8 @@ def test_simulate_cli_sync_batchnorm_flag(tmp_path, capsys):
     # backward); on a trace without BatchNorm: one line, exit 2
     import json
 
-    from ddpsim.cli import main
-    from ddpsim.trace import save_trace
+    from ddpsim.cli.main import main
+    from ddpsim.trace.records import save_trace
 
     path = str(save_trace(bn_trace(), tmp_path / "bn.json"))
     args = ["simulate", "--trace", path, "--latency-us", "0", "--bandwidth-gbps", "1", "--world-size", "2",
@@ -271,7 +272,7 @@ def test_report_setup_names_the_terms():
     from pathlib import Path
 
     from ddpsim.api import cost_terms
-    from ddpsim.scenario import scenario_from_dict
+    from ddpsim.pipeline.scenario import scenario_from_dict
 
     trace = str(Path(__file__).resolve().parents[1] / "traces" / "resnet50.h100.json")
     sc = scenario_from_dict({"name": "bn", "trace": trace, "cluster": "dgx-h100", "world_size": 8, "comm_hook": "powersgd",

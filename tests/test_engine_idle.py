@@ -1,4 +1,4 @@
-"""Idle launches (ddpsim.engine): an all-reduce launched onto an idle communication stream
+"""Idle launches (ddpsim.engine.simulate): an all-reduce launched onto an idle communication stream
 pays the comm model's ``idle_launch_extra_s`` once every rank waits on a collective.
 
 Setup as in test_engine.py (three 1 MiB fp32 parameters, gradients ready c 0.25, b 0.5,
@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from ddpsim.comm_model import AlphaBetaModel
-from ddpsim.engine import simulate
-from ddpsim.plan import explicit_plan
-from ddpsim.simconfig import Interference, SimConfig
-from ddpsim.trace import make_trace
+from ddpsim.network.comm_model import AlphaBetaModel
+from ddpsim.engine.simulate import simulate
+from ddpsim.plan.planner import explicit_plan
+from ddpsim.engine.config import SimConfig
+from ddpsim.network.interference import Interference
+from ddpsim.trace.records import make_trace
 
 MIB = 1024 * 1024
 EXTRA = 0.125

@@ -1,4 +1,4 @@
-"""Rank jitter and stragglers (ddpsim.jitter) and how the engine applies them."""
+"""Rank jitter and stragglers (ddpsim.engine.jitter) and how the engine applies them."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from ddpsim.engine import simulate
-from ddpsim.jitter import Z90, choose_explicit_ranks, draw_factors, jitter_sigma, rest_factors
-from ddpsim.plan import explicit_plan
-from ddpsim.trace import IterationSample, Trace
+from ddpsim.engine.simulate import simulate
+from ddpsim.engine.jitter import Z90, choose_explicit_ranks, draw_factors, jitter_sigma, rest_factors
+from ddpsim.plan.planner import explicit_plan
+from ddpsim.trace.records import IterationSample, Trace
 
 from test_engine import cfg, log, net, toy_trace
 
@@ -63,7 +63,7 @@ def test_engine_scales_each_rank_by_its_factor():
 
 
 def _iteration(rank, iteration, start, end, warmup=False):
-    from ddpsim.result import IterationStats
+    from ddpsim.engine.result import IterationStats
 
     return IterationStats(rank=rank, iteration=iteration, start_s=start, end_s=end, forward_s=0.0,
                           backward_compute_s=0.0, exposed_comm_s=0.0, comm_s=0.0, overlap_ratio=0.0,
@@ -71,7 +71,7 @@ def _iteration(rank, iteration, start, end, warmup=False):
 
 
 def test_step_time_is_the_jobs_not_the_per_iteration_max():
-    from ddpsim.result import SimResult
+    from ddpsim.engine.result import SimResult
 
     # rank 1 is 1 s late out of iteration 1 (say its optimizer); rank 0 waits for it in
     # iteration 2's all-reduce; rank 0 is 1 s late out of iteration 2, rank 1 waits in 3

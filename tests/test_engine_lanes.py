@@ -1,4 +1,4 @@
-"""Lanes (ddpsim.engine): a process group worked by several threads (ProcessGroupGloo) runs
+"""Lanes (ddpsim.engine.simulate): a process group worked by several threads (ProcessGroupGloo) runs
 up to ``comm_lanes`` collectives side by side, started in launch order, each paced by the comm
 model's ``concurrent_rate`` for the number in progress.
 
@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from ddpsim.engine import simulate
+from ddpsim.engine.simulate import simulate
 from ddpsim.errors import InputError
-from ddpsim.plan import explicit_plan
-from ddpsim.simconfig import Interference, SimConfig
-from ddpsim.trace import make_trace
+from ddpsim.plan.planner import explicit_plan
+from ddpsim.engine.config import SimConfig
+from ddpsim.network.interference import Interference
+from ddpsim.trace.records import make_trace
 
 MIB = 1024 * 1024
 

@@ -63,12 +63,12 @@ class Block:
             raise ImportError(f"executor must not import {name}")
         return None
 sys.meta_path.insert(0, Block())
-import executor, executor.__main__, executor.runtime, executor.collectives, executor.ddp_step
+import executor, executor.__main__, executor.runtime, executor.collectives_step, executor.ddp_step
 import executor.replay, executor.workload, executor.launch, executor.capture_step
 executor.__main__.build_parser()
 # what the steps import lazily
-import ddpsim.models, ddpsim.plan, ddpsim.trace, ddpsim.units, ddpsim.io, ddpsim.errors, ddpsim.capture, ddpsim.curve_fit
-ddpsim.models.build_model("mlp")
+import ddpsim.trace.models, ddpsim.plan.planner, ddpsim.trace.records, ddpsim.units, ddpsim.io, ddpsim.errors, ddpsim.trace.capture, ddpsim.network.curve_fit
+ddpsim.trace.models.build_model("mlp")
 print("ok", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
 """
 
@@ -137,12 +137,12 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     assert set(ph) == {"forward_s", "backward_s", "optimizer_s"} and all(len(v) == 10 for v in ph.values())
     assert all(sum(v[i] for v in ph.values()) <= probe["ddp_step_samples_s"][i] * 1.001 for i in range(10))
     assert probe["ddp_step_s"] > 0 and len(probe["trace"]["iterations"]) == 10
-    from ddpsim.calibration import load_calibration
+    from ddpsim.calibration.loader import load_calibration
     loaded = load_calibration(out)
     # the loader re-takes the residue against what the engine charges the tiny model's one
-    # idle-launched all-reduce: the loop curve plus the idle-launch extra (ddpsim.calibration)
-    from ddpsim.collectives import build_comm_model
-    from ddpsim.topology import build_preset
+    # idle-launched all-reduce: the loop curve plus the idle-launch extra (ddpsim.calibration.loader)
+    from ddpsim.network.collective_cost import build_comm_model
+    from ddpsim.network.topology import build_preset
     assert loaded.ddp_iteration_overhead_measured_s == cal["ddp_iteration_overhead_s"]
     extra = build_comm_model(build_preset("cpu-gloo"), 2, calibration=loaded).idle_launch_extra_s(ov["gradient_bytes"])
     assert loaded.ddp_iteration_overhead_s == pytest.approx(max(0.0, ov["raw_overhead_s"] - extra), abs=1e-12)
@@ -198,8 +198,8 @@ def test_collectives_refuses_a_bad_gap(tmp_path, bad):
 
 
 def test_ddp_rebuilt_buckets_equal_the_predicted_plan(tmp_path):
-    from ddpsim.plan import DDPOptions, plan_ddp
-    from ddpsim.trace import load_trace
+    from ddpsim.plan.planner import DDPOptions, plan_ddp
+    from ddpsim.trace.records import load_trace
 
     out = tmp_path / "m.json"
     r = _run(["ddp", "--model", "mlp", "--batch-size", "32", "--bucket-cap-mb", "0.1", "--iterations", "3",
@@ -373,7 +373,7 @@ def test_measured_step_time_is_the_mean_over_ranks():
 
 
 def test_round_measures_every_cap_after_its_trace_slice_in_one_launch(tmp_path):
-    from ddpsim.trace import load_trace
+    from ddpsim.trace.records import load_trace
 
     out = tmp_path / "raw"
     r = _run(["round", "--model", "mlp", "--batch-size", "32", "--caps", "0.1,none", "--iterations", "2",
@@ -421,7 +421,7 @@ def test_round_refuses_bad_input_with_one_line(tmp_path, args, want):
 ROUND_FREES_REDUCER = """
 import argparse, weakref
 import torch.nn.parallel as par
-from ddpsim.models import build_model
+from ddpsim.trace.models import build_model
 from executor import ddp_step
 from executor.runtime import distributed
 from executor.workload import workload_from_spec
@@ -511,9 +511,9 @@ def test_plan_matches_the_construction_layout_when_ddp_never_rebuilds(tmp_path, 
     """find_unused_parameters with a really unused parameter: DDP never rebuilds, its logged
     rebuilt fields stay empty, and the layout it uses is the construction one: limits [1 MiB,
     25 MiB] over params 0..5 (32768, 512, 65536, 512, 5120, 40 B = 104488 B < 1 MiB): one bucket."""
-    from ddpsim.capture import capture_trace
-    from ddpsim.models import build_model
-    from ddpsim.trace import save_trace
+    from ddpsim.trace.capture import capture_trace
+    from ddpsim.trace.models import build_model
+    from ddpsim.trace.records import save_trace
 
     (tmp_path / "h1unused.py").write_text(UNUSED_FACTORY)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -575,9 +575,9 @@ def test_ddp_skip_all_reduce_unused_params_leaves_the_unused_bucket_out(tmp_path
     103976 B >= the cap, param 5 (skip.bias, 512 B) is left over; reversed, bucket 0 = [5],
     every parameter of it unused, bucket 1 = [0..4]. skip_all_reduce_unused_params all-reduces
     bucket 1 only (the timing hook sees what is all-reduced); without it both."""
-    from ddpsim.capture import capture_trace
-    from ddpsim.models import build_model
-    from ddpsim.trace import save_trace
+    from ddpsim.trace.capture import capture_trace
+    from ddpsim.trace.models import build_model
+    from ddpsim.trace.records import save_trace
 
     (tmp_path / "h8unusedlast.py").write_text(UNUSED_LAST_FACTORY)
     monkeypatch.syspath_prepend(str(tmp_path))

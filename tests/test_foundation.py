@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
-from ddpsim.cli import COMMANDS, build_parser, main
-from ddpsim.comm_model import AlphaBetaModel, CommModel
+from ddpsim.cli.main import COMMANDS, build_parser, main
+from ddpsim.network.comm_model import AlphaBetaModel, CommModel
 from ddpsim.errors import InputError
 from ddpsim.io import write_text_atomic
-from ddpsim.simconfig import Interference, SimConfig
+from ddpsim.engine.config import SimConfig
+from ddpsim.network.interference import Interference
 from ddpsim.units import MIB, format_size, mb_to_bytes, parse_size_bytes
 
 

@@ -4,11 +4,11 @@ import copy
 
 import pytest
 
-from ddpsim.calibration import CALIBRATION_WEIGHTING, calibration_from_dict
+from ddpsim.calibration.loader import CALIBRATION_WEIGHTING, calibration_from_dict
 from ddpsim.errors import InputError
-from ddpsim.interference_fit import MAX_SLOWDOWN, predict_probe
-from ddpsim.simconfig import Interference
-from ddpsim.trace import make_trace
+from ddpsim.calibration.interference_fit import MAX_SLOWDOWN, predict_probe
+from ddpsim.network.interference import Interference
+from ddpsim.trace.records import make_trace
 
 CAL = {
     "format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": 2, "device": "cpu",
@@ -96,9 +96,9 @@ def test_a_bad_probe_is_one_line_naming_the_field(mutate, message):
 
 
 def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_it():
-    from ddpsim.calibration import probe_forward_factor
-    from ddpsim.collectives import build_comm_model
-    from ddpsim.topology import build_preset
+    from ddpsim.calibration.loader import probe_forward_factor
+    from ddpsim.network.collective_cost import build_comm_model
+    from ddpsim.network.topology import build_preset
 
     d = with_probe(0.2)
     assert calibration_from_dict(d).probe_forward_factor is None    # no phases kept: no factor
@@ -131,7 +131,7 @@ def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_i
 
 
 def test_a_probe_run_on_a_busy_host_is_called_out():
-    from ddpsim.calibration import PROBE_MAX_OTHER_PCT
+    from ddpsim.calibration.loader import PROBE_MAX_OTHER_PCT
 
     def cal(other):
         d = with_probe(0.100)
@@ -153,7 +153,7 @@ def test_validate_calibrates_again_when_the_probe_ran_on_a_busy_host(tmp_path):
     import shutil
     from pathlib import Path
 
-    from ddpsim.validate import calibrate
+    from ddpsim.validation.measure import calibrate
 
     data = Path(__file__).parent / "data"
     busy = json.loads((data / "calibration-probe-fit.json").read_text())

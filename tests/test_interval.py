@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from ddpsim.errors import InputError
-from ddpsim.interval import PredictionInterval, coverage, predict_mean, prediction_interval, resample_trace
-from ddpsim.trace import IterationSample, make_trace, save_trace
+from ddpsim.validation.intervals import PredictionInterval, coverage, predict_mean, prediction_interval, resample_trace
+from ddpsim.trace.records import IterationSample, make_trace, save_trace
 
 
 def _capture(backwards):
@@ -53,7 +53,7 @@ def test_resample_draws_whole_iterations_of_the_drawn_captures():
 
 
 def test_a_trace_without_variation_has_a_zero_width_interval_at_the_point_prediction(tmp_path):
-    from ddpsim.scenario import scenario_from_dict
+    from ddpsim.pipeline.scenario import scenario_from_dict
 
     cap = _capture([0.02] * 4)
     path = save_trace(cap, tmp_path / "t.json")
@@ -110,8 +110,8 @@ def test_alternatives_join_the_noise_band_around_each_centre():
 def test_the_calibrations_alternative_is_its_microbenchmark_slowdown():
     from tests.test_interference_fit import bare, with_probe
 
-    from ddpsim.calibration import calibration_from_dict
-    from ddpsim.interval import calibration_alternatives
+    from ddpsim.calibration.loader import calibration_from_dict
+    from ddpsim.validation.intervals import calibration_alternatives
 
     fitted = calibration_from_dict(with_probe(0.100))
     alts = calibration_alternatives(fitted)
@@ -127,9 +127,9 @@ def test_the_probes_rounds_fitted_one_by_one_are_alternatives_too():
 
     from tests.test_interference_fit import probe_trace, with_probe
 
-    from ddpsim.calibration import calibration_from_dict
-    from ddpsim.interference_fit import fit_probe, parse_probe
-    from ddpsim.interval import calibration_alternatives
+    from ddpsim.calibration.loader import calibration_from_dict
+    from ddpsim.calibration.interference_fit import fit_probe, parse_probe
+    from ddpsim.validation.intervals import calibration_alternatives
 
     d = with_probe(0.100, replace(probe_trace(), iterations=probe_trace().iterations * 2))  # 6 iterations, 3 a round
     d["interference_probe"].update(rounds=2, ddp_step_samples_s=[0.095, 0.1, 0.097, 0.11, 0.12, 0.115])

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.interval import PredictionInterval
-from ddpsim.method_error import (MethodError, ResidualPoint, conformal_band, load_method_error, method_error_from_dict,
+from ddpsim.validation.intervals import PredictionInterval
+from ddpsim.pipeline.method_error import (MethodError, ResidualPoint, conformal_band, load_method_error, method_error_from_dict,
                                  min_residuals, widen)
-from ddpsim.zoo import apply_method_error, method_error_of, method_totals, summary_row, write_summary
+from ddpsim.validation.zoo_driver import apply_method_error, method_error_of, method_totals, summary_row, write_summary
 
 
 def test_conformal_order_statistics_by_hand():
@@ -151,7 +151,7 @@ def test_trend_residuals_are_the_ratio_errors_of_pairs_of_one_model_both_ways():
 
 
 def test_answer_names_the_band_and_the_ties():
-    from ddpsim.method_error import answer
+    from ddpsim.pipeline.method_error import answer
 
     # 10 models, each predicted 2 % low and with a cap ratio right to within +-1 %
     pts = []

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ddpsim.errors import InputError
-from ddpsim.models import build_model, count_params, ddp_params, list_models
+from ddpsim.trace.models import build_model, count_params, ddp_params, list_models
 
 
 def _meta(name, **kw):

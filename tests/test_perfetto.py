@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from ddpsim.perfetto import (COMM_TID, COMPUTE_TID, CPU_TID, chrome_trace, comm_comp_overlap, hta_kernel_type,
+from ddpsim.report.perfetto import (COMM_TID, COMPUTE_TID, CPU_TID, chrome_trace, comm_comp_overlap, hta_kernel_type,
                              load_chrome_trace, write_traces)
-from ddpsim.result import BucketTiming, IterationStats, SimResult, Span
+from ddpsim.engine.result import BucketTiming, IterationStats, SimResult, Span
 
 
 def hand_result() -> SimResult:
@@ -88,7 +88,7 @@ def test_write_is_deterministic_and_hta_readable(tmp_path):
 def test_representative_ranks():
     from dataclasses import replace
 
-    from ddpsim.perfetto import representative_ranks
+    from ddpsim.report.perfetto import representative_ranks
 
     base = hand_result()
     its = []

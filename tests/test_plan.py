@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.plan import DDPOptions, plan_ddp
-from ddpsim.trace import make_trace, save_trace
+from ddpsim.plan.planner import DDPOptions, plan_ddp
+from ddpsim.trace.records import make_trace, save_trace
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -260,7 +260,7 @@ def test_mixed_dtype_plan_is_rejected(capsys, tmp_path):
 
 
 def test_parse_bucket_cap_mb_unit():
-    from ddpsim.commands.plan import parse_bucket_cap_mb
+    from ddpsim.cli.plan import parse_bucket_cap_mb
 
     assert parse_bucket_cap_mb(None) is None
     assert parse_bucket_cap_mb("25") == 25 and isinstance(parse_bucket_cap_mb("25"), int)

@@ -13,11 +13,11 @@ import random
 import pytest
 import yaml
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.plan import DDPOptions, cap_list_for_buckets, explicit_plan, plan_ddp
-from ddpsim.scenario import load_scenario
-from ddpsim.trace import make_trace, save_trace
+from ddpsim.plan.planner import DDPOptions, cap_list_for_buckets, explicit_plan, plan_ddp
+from ddpsim.pipeline.scenario import load_scenario
+from ddpsim.trace.records import make_trace, save_trace
 from ddpsim.units import MIB
 
 K4, K8 = 4096 / MIB, 8192 / MIB
@@ -265,7 +265,7 @@ def test_inexpressible_plan_gets_an_approximate_list_and_the_reason():
     starting point takes each bucket's own range: [d b] 8000 B, last 2000: (6000, 8000] -> 0.007
     MiB = 7340 B; [c], [a] 4000 B: 0.003 MiB = 3145 B. Under it DDP walks d 6000, c 4000, b: 8000
     >= 7340 closes [d b], a: 8000 >= 7340 closes [c a]."""
-    from ddpsim.recommend import cap_list_candidates
+    from ddpsim.pipeline.recommend import cap_list_candidates
 
     t = mixed_trace()
     (cand,) = cap_list_candidates(t, [explicit_plan(t, [[3, 1], [2], [0]])])
@@ -279,7 +279,7 @@ def test_validate_runs_list_points(tmp_path, tiny_trace_file):
     """``validate --caps none,list=0.003+0.009,list=2``: the scenario's list point, a list the
     sweep lacks (the base point with it), the flags executor ddp / round get, and lists read
     back from validation.json rows (reanalyze)."""
-    from ddpsim.commands.validate import parse_caps
+    from ddpsim.cli.validate import parse_caps
     from ddpsim.validation.measure import _cap_arg, _cap_flags, _point_cap, _select_points
 
     s = load_scenario(write_scenario(tmp_path, tiny_trace_file, sweep={"bucket_cap_mb": [1], "bucket_cap_mb_list": [[0.003, 0.009]]}))

@@ -1,4 +1,4 @@
-"""ddpsim.plan.compute_bucket_assignment_by_size against torch's own C++ function.
+"""ddpsim.plan.planner.compute_bucket_assignment_by_size against torch's own C++ function.
 
 Oracle: ``torch.distributed._compute_bucket_assignment_by_size`` (the reducer's
 ``compute_bucket_assignment_by_size`` bound to Python). It only looks at numel, element
@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 
-from ddpsim.plan import compute_bucket_assignment_by_size  # noqa: E402
+from ddpsim.plan.planner import compute_bucket_assignment_by_size  # noqa: E402
 from ddpsim.units import DTYPE_SIZE_BYTES, MIB  # noqa: E402
 
 if not hasattr(dist, "_compute_bucket_assignment_by_size"):  # pragma: no cover

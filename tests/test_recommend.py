@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ddpsim.comm_model import AlphaBetaModel
-from ddpsim.plan import load_plan
-from ddpsim.recommend import analytic_end_s, optimal_boundaries, recommend_plan
+from ddpsim.network.comm_model import AlphaBetaModel
+from ddpsim.plan.planner import load_plan
+from ddpsim.pipeline.recommend import analytic_end_s, optimal_boundaries, recommend_plan
 
 COMM = AlphaBetaModel(latency_s=1e-4, bandwidth_bytes_per_s=1e5)
 
@@ -50,7 +50,7 @@ def test_dp_is_optimal_against_brute_force():
 
 
 def test_recommend_plan_round_trips(tiny_trace, tmp_path):
-    from ddpsim.plan import save_plan
+    from ddpsim.plan.planner import save_plan
 
     rec = recommend_plan(tiny_trace, COMM)
     assert [list(b.param_indices) for b in rec.plan.steady] == [[3], [2], [1, 0]]
@@ -61,7 +61,7 @@ def test_recommend_plan_round_trips(tiny_trace, tmp_path):
 
 
 def test_grid_comm_exact_for_linear_models():
-    from ddpsim.recommend import GridComm
+    from ddpsim.pipeline.recommend import GridComm
 
     g = GridComm(COMM, 10_000, num_points=16)
     for size in (0, 1, 7, 999, 4321, 10_000, 20_000):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from test_sweep import fake_build, make_scenario
 
-from ddpsim.recommend import analytic_simulate
-from ddpsim.report import buckets_table, render_summary, summarize, to_csv_text
-from ddpsim.sweep import run_sweep, sweep_table
+from ddpsim.pipeline.recommend import analytic_simulate
+from ddpsim.report.summary import buckets_table, render_summary, summarize, to_csv_text
+from ddpsim.pipeline.sweep import run_sweep, sweep_table
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def test_csvs(records):
 
 
 def test_pngs_reproducible(records, tmp_path):
-    from ddpsim import plots
+    from ddpsim.report import plots
 
     _, recs = records
     t = sweep_table(recs)
@@ -62,8 +62,8 @@ def test_run_scenario_writes_everything(tmp_path, tiny_trace_file):
     import json
 
     from ddpsim.api import run_scenario
-    from ddpsim.plan import load_plan
-    from ddpsim.trace import load_trace
+    from ddpsim.plan.planner import load_plan
+    from ddpsim.trace.records import load_trace
 
     sc = make_scenario(tmp_path, tiny_trace_file)
     rep = run_scenario(sc, out_dir=tmp_path / "out", jobs=1, plots=False, progress=False,
@@ -93,7 +93,7 @@ def test_run_scenario_writes_everything(tmp_path, tiny_trace_file):
     assert "`DDP(model, bucket_cap_mb_list=[6e-05, 0.003, 0.009])` - real DDP rebuilds exactly" in (d / "summary.md").read_text()
     doc = json.loads((d / "recommended_plan.json").read_text())
     assert doc["bucket_cap_mb_list"]["bucket_cap_mb_list"] == [6e-05, 0.003, 0.009]
-    from ddpsim.plan import DDPOptions, plan_ddp
+    from ddpsim.plan.planner import DDPOptions, plan_ddp
 
     replanned = plan_ddp(load_trace(tiny_trace_file), DDPOptions(bucket_cap_mb_list=doc["bucket_cap_mb_list"]["bucket_cap_mb_list"]))
     assert [list(b.param_indices) for b in replanned.steady] == [b["param_indices"] for b in doc["buckets"]]
@@ -102,7 +102,7 @@ def test_run_scenario_writes_everything(tmp_path, tiny_trace_file):
 def test_paste_line_is_the_uniform_cap_when_no_list_is_faster():
     """A list predicted less than 1 % faster than the best uniform cap: the cap is what to paste (DDP's
     default spells as plain ``DDP(model)``), the list stays in recommended_plan.json."""
-    from ddpsim.report import _cap_list_line
+    from ddpsim.report.summary import _cap_list_line
 
     cl = {"bucket_cap_mb_list": [400, 600], "paste": "DDP(model, bucket_cap_mb_list=[400, 600])",
           "reproduces_recommended_plan": True, "reason": "", "iteration_p50_s": 0.240,

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.models import ModelSpec, build_model
-from ddpsim.retime import GPUS, RooflineAssumptions, op_time_s, retime_spec
-from ddpsim.trace import load_trace
+from ddpsim.trace.models import ModelSpec, build_model
+from ddpsim.trace.retime import GPUS, RooflineAssumptions, op_time_s, retime_spec
+from ddpsim.trace.records import load_trace
 
 A = RooflineAssumptions()  # compute 0.6, memory 0.75, floor 4 us
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not (ROOT / "traces" / "mlp.cpu.json").is_file(), reason="bundled trace missing")
@@ -29,7 +29,7 @@ def test_default_run_is_deterministic(tmp_path, capsys, monkeypatch):
     for n in names:
         assert (a / n).read_bytes() == (b / n).read_bytes(), n
     # the summary's overlap is the one computed from the written trace (HTA's algorithm)
-    from ddpsim.perfetto import comm_comp_overlap, load_chrome_trace
+    from ddpsim.report.perfetto import comm_comp_overlap, load_chrome_trace
 
     s = json.loads((a / "summary.json").read_text())
     tr = load_chrome_trace(a / "trace_cap-default_rank0.json.gz")

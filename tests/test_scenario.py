@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ddpsim.errors import InputError
-from ddpsim.scenario import load_scenario, scenario_from_dict
+from ddpsim.pipeline.scenario import load_scenario, scenario_from_dict
 
 
 def _write(tmp_path: Path, tiny_trace_file, **over) -> Path:

@@ -3,10 +3,10 @@ with figures worked out by hand."""
 
 import pytest
 
-from ddpsim.capture import hook_overhead_estimate
+from ddpsim.trace.capture import hook_overhead_estimate
 from ddpsim.errors import InputError
-from ddpsim.stability import cpu_clock_trace, has_cpu_clock, spread_pct
-from ddpsim.trace import make_trace
+from ddpsim.validation.stability import cpu_clock_trace, has_cpu_clock, spread_pct
+from ddpsim.trace.records import make_trace
 
 
 def _trace(cpu, num_threads=1):
@@ -61,7 +61,7 @@ def test_hook_overhead_is_the_median_of_paired_ratios():
 
 
 def test_cpu_share_and_prediction_at_load():
-    from ddpsim.stability import at_load_s, cpu_share
+    from ddpsim.validation.stability import at_load_s, cpu_share
 
     # 2 CPUs, other work 72.6 %: 2 * 0.274 = 0.548 CPU left for 2 rank threads -> 0.274 each
     assert cpu_share(72.6, num_cpus=2, num_busy_threads=2) == pytest.approx(0.274)

@@ -1,6 +1,6 @@
 """Sweeps: per-point files, resume, determinism across job counts, hand-worked figures.
 
-The engine is replaced by ddpsim.recommend.analytic_simulate (a closed-form model) and the
+The engine is replaced by ddpsim.pipeline.recommend.analytic_simulate (a closed-form model) and the
 comm model by an AlphaBetaModel, so every number below is worked out by hand.
 
 Tiny trace (conftest): params 0..3 of 8192, 256, 4096, 64 B, gradients ready at 4, 3, 2, 1 ms
@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddpsim.comm_model import AlphaBetaModel
+from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.errors import InputError
-from ddpsim.plan import plan_ddp
-from ddpsim.recommend import analytic_simulate
-from ddpsim.scenario import PointInputs, load_scenario
-from ddpsim.sweep import best_record, default_record, run_sweep, sweep_table
+from ddpsim.plan.planner import plan_ddp
+from ddpsim.pipeline.recommend import analytic_simulate
+from ddpsim.pipeline.scenario import PointInputs, load_scenario
+from ddpsim.pipeline.sweep import best_record, default_record, run_sweep, sweep_table
 
 COMM = AlphaBetaModel(latency_s=1e-4, bandwidth_bytes_per_s=1e5, num_ranks=2, backend="gloo")
 CALLS: list[str] = []
@@ -130,7 +130,7 @@ def test_sweep_over_nodes_and_comm_hook(tmp_path):
     DGX H100 node), and fp16 compression moves less data than no hook at every node count."""
     import pandas as pd
 
-    from ddpsim.cli import main
+    from ddpsim.cli.main import main
 
     repo = Path(__file__).resolve().parents[1]
     scenario = tmp_path / "nodes.yaml"

@@ -9,9 +9,9 @@ import textwrap
 import networkx as nx
 import pytest
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.topology import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK,
+from ddpsim.network.topology import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK,
                              MEMORY_BANDWIDTH, NVLS, PRESETS, build_preset, load_topology_yaml, max_ranks, rank_nodes,
                              resolve_topology)
 
@@ -129,7 +129,7 @@ def write(tmp_path, text, name="t.yaml"):
 
 
 def test_yaml_roundtrip_and_model(tmp_path):
-    from ddpsim.collectives import build_comm_model
+    from ddpsim.network.collective_cost import build_comm_model
 
     g = load_topology_yaml(write(tmp_path, GOOD_YAML))
     assert g.graph["name"] == "two-gpus" and max_ranks(g) == 2
@@ -233,7 +233,7 @@ links:
 
 
 def test_yaml_two_hosts_nic_bounds_the_ring(tmp_path):
-    from ddpsim.collectives import build_comm_model
+    from ddpsim.network.collective_cost import build_comm_model
 
     g = load_topology_yaml(write(tmp_path, TWO_HOSTS_YAML))
     assert g.graph["num_nodes"] == 2 and max_ranks(g) == 4

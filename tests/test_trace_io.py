@@ -1,4 +1,4 @@
-"""The trace loader (ddpsim.trace.load_trace / trace_from_dict): every bad input is one
+"""The trace loader (ddpsim.trace.records.load_trace / trace_from_dict): every bad input is one
 InputError line naming the file and the field; save/load round trips byte for byte."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 import pytest
 
 from ddpsim.errors import InputError
-from ddpsim.trace import TRACE_FORMAT, TRACE_VERSION, load_trace, make_trace, save_trace, trace_from_dict
+from ddpsim.trace.records import TRACE_FORMAT, TRACE_VERSION, load_trace, make_trace, save_trace, trace_from_dict
 
 
 @pytest.fixture
@@ -312,7 +312,7 @@ def test_round_trip_of_fixture(tmp_path, tiny_trace):
 def test_pool_traces_concatenates_rounds_in_order(tiny_trace):
     from dataclasses import replace
 
-    from ddpsim.trace import pool_traces
+    from ddpsim.trace.records import pool_traces
 
     slow = replace(tiny_trace, iterations=tuple(replace(it, backward_s=0.03) for it in tiny_trace.iterations[:1]))
     pooled = pool_traces([tiny_trace, slow])
@@ -323,7 +323,7 @@ def test_pool_traces_concatenates_rounds_in_order(tiny_trace):
 
 
 def test_pool_traces_refuses_different_models(tiny_trace):
-    from ddpsim.trace import make_trace, pool_traces
+    from ddpsim.trace.records import make_trace, pool_traces
 
     other = make_trace(model="other", params=[("w", (4,), "float32")], ready_s=[0.001],
                        forward_s=0.01, backward_s=0.02, optimizer_s=0.005)

@@ -1,12 +1,12 @@
-"""The recommendation's uncertainty (ddpsim.uncertainty) against hand-computed figures."""
+"""The recommendation's uncertainty (ddpsim.pipeline.resampling) against hand-computed figures."""
 
 from __future__ import annotations
 
 import pytest
 
-from ddpsim.comm_model import AlphaBetaModel
-from ddpsim.scenario import scenario_from_dict
-from ddpsim.uncertainty import MidSizeScaled, samples_for, summarize
+from ddpsim.network.comm_model import AlphaBetaModel
+from ddpsim.pipeline.scenario import scenario_from_dict
+from ddpsim.pipeline.resampling import MidSizeScaled, samples_for, summarize
 
 
 def _samples(labels, inputs, p50):
@@ -60,7 +60,7 @@ def test_samples_follow_the_terms_in_force():
 
 
 def test_robust_caps_contiguous_in_the_sweep_read_as_a_range():
-    from ddpsim.report import render_uncertainty, robust_phrase
+    from ddpsim.report.summary import render_uncertainty, robust_phrase
 
     pts = ["cap=default", "cap=1", "cap=5", "cap=10", "cap=25", "cap=50", "cap=100"]
     # 5, 10, 25, 50 robust in a row (1 and 100 not): one range; the default by its id

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ddpsim.cli import main
-from ddpsim.validate import CSV_COLUMNS, rounds_to_decide, summary_figures, t975
+from ddpsim.cli.main import main
+from ddpsim.validation.writer import CSV_COLUMNS
+from ddpsim.validation.compare import rounds_to_decide, summary_figures, t975
 from executor.launch import REPO_ROOT
 
 
@@ -43,7 +44,7 @@ def test_point_compares_means_and_keeps_medians_beside_them():
     says which is which. Hand-computed: samples 1, 1, 1, 5 (run 1) and 1, 1, 1, 5 (run 2) ->
     mean 2.0, median 1.0; sorted 1 x 6, 5 x 2: p10 1.0, p90 at position 0.9 * 7 = 6.3, between
     two 5s -> 5.0."""
-    from ddpsim.validate import PointOutcome
+    from ddpsim.validation.compare import PointOutcome
 
     run = {"summary": {"step_times_s": [1.0, 1.0, 1.0, 5.0], "iteration_s": 1.0},
            "real_buckets": {"sizes": [1]}, "plan_matches": True}
@@ -80,7 +81,7 @@ def test_host_load_by_hand(monkeypatch):
     0.15 / 8 = 1.875 %, ranks 5.5 / 8 = 68.75 %. (The 4 s of host CPU per run clear
     MIN_HOST_CPU_S, lowered to 4 here; at its 5 s they would give nothing.)"""
     import ddpsim.validation.compare as v
-    from ddpsim.validate import PointOutcome, host_load, host_summary
+    from ddpsim.validation.compare import PointOutcome, host_load, host_summary
 
     assert v.MIN_HOST_CPU_S == 5.0
     r1 = _host_run([[(0.9, 1.9, 0.0, 2.0), (0.8, 1.9, 0.1, 2.0)], [(0.95, 2.0, 0.1, 2.0), (0.85, 1.8, 0.1, 2.0)]])
@@ -227,8 +228,8 @@ def test_tied_predictions_are_all_predicted_best():
 
 
 def test_a_probe_fit_at_its_bound_is_called_out():
-    from ddpsim.calibration import clamped_fit_warning
-    from ddpsim.validate import markdown
+    from ddpsim.calibration.loader import clamped_fit_warning
+    from ddpsim.validation.writer import markdown
     fit = {"compute_slowdown": 16.0, "measured_step_s": 0.4972, "predicted_step_s": 0.4352,
            "predicted_without_interference_s": 0.3020, "clamped": True}
     msg = clamped_fit_warning(fit)
@@ -254,8 +255,8 @@ CLAMPED, FIT = "calibration-probe-clamped.json", "calibration-probe-fit.json"  #
     ([CLAMPED, CLAMPED], 2, CLAMPED, 1),  # at most 2
 ])
 def test_a_calibration_whose_probe_fit_hit_its_bound_is_measured_once_more(tmp_path, outputs, launches, final, kept):
-    from ddpsim.calibration import load_calibration
-    from ddpsim.validate import calibrate
+    from ddpsim.calibration.loader import load_calibration
+    from ddpsim.validation.measure import calibrate
     calls: list[list[str]] = []
 
     def fake_launch(args):  # `executor collectives` writing the two calibrations in turn
@@ -282,7 +283,7 @@ def test_a_calibration_whose_probe_fit_hit_its_bound_is_measured_once_more(tmp_p
 
 
 def test_run_spread_is_the_range_of_run_medians_over_the_pooled_mean():
-    from ddpsim.validate import run_spread_pct
+    from ddpsim.validation.compare import run_spread_pct
     assert run_spread_pct([0.9, 1.2, 1.0], 1.0) == pytest.approx(30.0)
     assert run_spread_pct([1.0], 1.0) is None and run_spread_pct([], None) is None
     rows = [dict(_row("cap=1", 1.0, 1.0, 0.9, 1.1), run_spread_pct=s) for s in (10.0, 30.0, 20.0)]
@@ -364,7 +365,7 @@ def test_validate_end_to_end_on_two_gloo_ranks(tmp_path, capsys):
     assert "| cap=0.1 |" in md and "median |error|" in md
     assert "| 80% interval | inside |" in md and f"inside the 80% prediction interval: {int(lo <= meas <= hi)}/1" in md
     # the per-bucket figures of the hooked run, measured / predicted
-    from ddpsim.validate import bucket_figures
+    from ddpsim.validation.compare import bucket_figures
     fm, fp = bucket_figures(b["measured"]), bucket_figures(b["predicted"])
     assert f"| cap=0.1 | 4 | {fm['span_s'] * 1e3:.1f} / {fp['span_s'] * 1e3:.1f} | " in md
     assert fm["span_s"] > 0 and fm["allreduce_sum_s"] > 0 and fp["allreduce_sum_s"] > 0
@@ -380,7 +381,7 @@ def test_validate_end_to_end_on_two_gloo_ranks(tmp_path, capsys):
     run1 = json.loads((rep / "validation" / "cap=0.1.run1.json").read_text())
     assert run1["launch"] == {"kind": "round", "round": 1, "order": ["cap=0.1"], "position": 1, "trace": "trace.round1.json"}
     pooled = json.loads((rep / "validation" / "trace.concurrent.json").read_text())
-    from ddpsim.validate import ROUND_TRACE_ITERS
+    from ddpsim.validation.measure import ROUND_TRACE_ITERS
     assert len(pooled["iterations"]) == ROUND_TRACE_ITERS and pooled["environment"]["interleaved_with"] == ["cap=0.1"]
     # the host's load during the measured steps, from every rank's /proc/stat reads (Linux)
     if Path("/proc/stat").exists():
@@ -388,7 +389,7 @@ def test_validate_end_to_end_on_two_gloo_ranks(tmp_path, capsys):
         assert all({"cpu_s", "host_busy_s", "host_steal_s", "host_all_s"} <= set(s)
                    for g in raw["ranks"] for s in g["iterations"])
         # the host's counters tick at 100 Hz: two millisecond steps span too few ticks for figures
-        from ddpsim.validate import MIN_HOST_CPU_S
+        from ddpsim.validation.compare import MIN_HOST_CPU_S
         ticked = sum(s["host_all_s"] for g in raw["ranks"] for s in g["iterations"]) / 2 >= MIN_HOST_CPU_S
         assert not ticked
         assert (rows[0]["ranks_cpu_pct"] != "") == ticked
@@ -496,7 +497,7 @@ def test_a_rank_killed_by_a_signal_is_reported_by_its_abort_line_not_torchruns_b
 
 
 def test_rounds_rotate_the_order_of_the_points():
-    from ddpsim.validate import round_order
+    from ddpsim.validation.measure import round_order
 
     pts = ["a", "b", "c"]
     assert [round_order(pts, r) for r in (1, 2, 3, 4)] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
@@ -506,7 +507,7 @@ def test_rounds_rotate_the_order_of_the_points():
 
 
 def test_bucket_service_times_take_out_the_queueing_behind_the_previous_bucket():
-    from ddpsim.validate import bucket_service_s
+    from ddpsim.validation.compare import bucket_service_s
 
     # bucket 0 runs 10..30; bucket 1 launched at 20 waits for it, runs 30..35; bucket 2 launched
     # at 50 on an idle stream runs 50..58 (ms; given out of order: bucket order is what counts)
@@ -517,7 +518,7 @@ def test_bucket_service_times_take_out_the_queueing_behind_the_previous_bucket()
     # the other rank launched bucket 2 only at 54: it ran 54..58
     b[0]["start_s"] = 0.054
     assert bucket_service_s(b) == pytest.approx([0.020, 0.005, 0.004])
-    from ddpsim.validate import bucket_figures
+    from ddpsim.validation.compare import bucket_figures
 
     # starts 10, 20, 54: first 10 ms, span 44 ms; all-reduces 20 + 5 + 4 ms; the last one's 4 ms
     assert bucket_figures(b) == pytest.approx({"first_start_s": 0.010, "span_s": 0.044, "allreduce_sum_s": 0.029,
@@ -526,7 +527,7 @@ def test_bucket_service_times_take_out_the_queueing_behind_the_previous_bucket()
 
 
 def test_measured_bucket_start_is_the_last_ranks_launch():
-    from ddpsim.validate import measured_bucket_times
+    from ddpsim.validation.compare import measured_bucket_times
 
     def rec(it, k, launch, end):
         return {"iteration": it, "bucket": k, "size_bytes": 100, "launch_s": launch, "end_s": end}
@@ -541,7 +542,7 @@ def test_measured_bucket_start_is_the_last_ranks_launch():
 
 
 def _mlp_scenario(ddp: dict, sweep: dict | None = None):
-    from ddpsim.scenario import scenario_from_dict
+    from ddpsim.pipeline.scenario import scenario_from_dict
 
     return scenario_from_dict({"name": "t", "trace": str(REPO_ROOT / "traces" / "mlp.cpu.json"),
                                "cluster": {"topology": "cpu-gloo"}, "world_size": 2, "ddp": ddp,

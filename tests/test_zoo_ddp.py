@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from ddpsim.capture import capture_trace
-from ddpsim.models import build_model
-from ddpsim.plan import DDPOptions, plan_ddp
-from ddpsim.trace import save_trace
+from ddpsim.trace.capture import capture_trace
+from ddpsim.trace.models import build_model
+from ddpsim.plan.planner import DDPOptions, plan_ddp
+from ddpsim.trace.records import save_trace
 from executor.launch import launch_local
 
 

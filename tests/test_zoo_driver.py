@@ -1,4 +1,4 @@
-"""The zoo driver (ddpsim/zoo.py) with a stand-in for ddpsim.validate.validate that writes the
+"""The zoo driver (ddpsim/validation/zoo_driver.py) with a stand-in for ddpsim.validation.measure.validate that writes the
 round traces a validation leaves and returns its rows: resumable, one summary row per model,
 stability on both clocks worked out by hand."""
 
@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.trace import IterationSample, make_trace, save_trace
-from ddpsim.zoo import run_zoo, summary_row
+from ddpsim.trace.records import IterationSample, make_trace, save_trace
+from ddpsim.validation.zoo_driver import run_zoo, summary_row
 
 
 def _round_trace(wall_backward_s):

@@ -4,10 +4,10 @@ worked out by hand or published by torchvision, weight tying seen by DDP's param
 import pytest
 import torch
 
-from ddpsim.cli import main
+from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.models import build_model, count_params, ddp_params
-from ddpsim.models.zoo import ZOO, torchvision_available, zoo_names
+from ddpsim.trace.models import build_model, count_params, ddp_params
+from ddpsim.trace.models.zoo import ZOO, torchvision_available, zoo_names
 
 
 def _needs_torchvision():
@@ -102,9 +102,9 @@ def test_without_torchvision_its_models_say_so_and_the_torch_ones_build(monkeypa
 
 
 def test_branchy_mlp_leaves_its_aux_head_without_gradient_and_its_scenario_finds_unused():
-    from ddpsim.capture import capture_trace
-    from ddpsim.scenario import scenario_from_dict
-    from ddpsim.zoo import zoo_scenario_yaml
+    from ddpsim.trace.capture import capture_trace
+    from ddpsim.pipeline.scenario import scenario_from_dict
+    from ddpsim.validation.zoo_driver import zoo_scenario_yaml
 
     import yaml
 

@@ -2,7 +2,7 @@
 
 Three modules, in the order of the data: :mod:`~ddpsim.validation.measure` (calibrate, run the
 executor, predict; :func:`~ddpsim.validation.measure.validate`, :func:`~ddpsim.validation.measure.reanalyze`),
-:mod:`~ddpsim.validation.compare` (errors, statistics, verdicts) and :mod:`~ddpsim.validation.report`
+:mod:`~ddpsim.validation.compare` (errors, statistics, verdicts) and :mod:`~ddpsim.validation.writer`
 (csv, json, markdown, figure).
 
 For a scenario (the same YAML ``ddpsim run`` reads; its ``validation`` block says what to
@@ -21,7 +21,7 @@ run for real), :func:`validate`:
    the moment. Then each point runs once more with the timing hook for per-bucket all-reduce
    times (a hook changes DDP's division path, so those runs are not used for the iteration
    time);
-3. simulates the same points (``scenario.build_point`` + :func:`ddpsim.engine.simulate`)
+3. simulates the same points (``scenario.build_point`` + :func:`ddpsim.engine.simulate.simulate`)
    with the calibration's comm curves, interference and copy bandwidth, from the trace
    captured on all ranks at once, in lockstep (a barrier before every step and before its
    optimizer, as DDP's ranks run), in every round (the rounds' traces pooled), so that the

@@ -1,7 +1,7 @@
 """Comparing a validation's measurements with its predictions: errors, statistics, verdicts.
 
 Pure functions over executor measurements (dicts read from the raw runs) and
-:class:`~ddpsim.result.SimResult` s: what is compared (:class:`PointOutcome`'s row), the run
+:class:`~ddpsim.engine.result.SimResult` s: what is compared (:class:`PointOutcome`'s row), the run
 spread, the paired best-cap interval and its verdict, the host's load, and per-bucket times.
 See :mod:`ddpsim.validation` for what is measured and why these statistics.
 """
@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ddpsim.trace import quantile
+from ddpsim.trace.records import quantile
 from executor.runtime import MIN_HOST_CPU_S, host_shares
 
 
@@ -29,7 +29,7 @@ class PointOutcome:
     predicted_metrics: dict[str, Any] = field(default_factory=dict)
     runs: list[dict[str, Any]] = field(default_factory=list)     # un-hooked executor measurements
     hooked: dict[str, Any] | None = None                          # the timing-hook run
-    #: the prediction's interval (:class:`ddpsim.interval.PredictionInterval`), or None
+    #: the prediction's interval (:class:`ddpsim.validation.intervals.PredictionInterval`), or None
     interval: Any = None
 
     @property
@@ -69,7 +69,7 @@ class PointOutcome:
             # each run's mean step, in round order (run k of every point ran in round k)
             "run_means_s": " ".join(f"{statistics.fmean(r['summary']['step_times_s']):.6g}" for r in self.runs),
             **self.host_columns(),
-            # the prediction interval (ddpsim.interval) and whether the measured mean lies inside
+            # the prediction interval (ddpsim.validation.intervals) and whether the measured mean lies inside
             "predicted_low_s": None if self.interval is None else self.interval.low_s,
             "predicted_high_s": None if self.interval is None else self.interval.high_s,
             "in_interval": None if (self.interval is None or m is None) else self.interval.covers(m),

@@ -2,7 +2,7 @@
 same points, and rebuilding a report from kept raw runs (:func:`validate`, :func:`reanalyze`).
 
 What is measured and why: :mod:`ddpsim.validation`. Comparing: :mod:`ddpsim.validation.compare`;
-writing the reports: :mod:`ddpsim.validation.report`.
+writing the reports: :mod:`ddpsim.validation.writer`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, write_text_atomic
 from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
-from ddpsim.validation.report import write_reports
+from ddpsim.validation.writer import write_reports
 
 
 Runner = Callable[[list[str]], Any]
@@ -49,11 +49,11 @@ CALIBRATION_ATTEMPTS = 2
 def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, echo: Callable[[str], None], *,
               label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Any:
     """Calibrate with ``executor collectives`` into ``cal_path`` and return the loaded
-    :class:`ddpsim.calibration.Calibration` (a last clamped one is said by :func:`_announce`). A probe fit at its bound
-    (:func:`ddpsim.calibration.clamped_fit_warning`: the probe's DDP run was disturbed by other
+    :class:`ddpsim.calibration.loader.Calibration` (a last clamped one is said by :func:`_announce`). A probe fit at its bound
+    (:func:`ddpsim.calibration.loader.clamped_fit_warning`: the probe's DDP run was disturbed by other
     load on the host) is measured again, up to ``attempts`` calibrations in all; each rejected
     one is kept beside the file as ``<stem>.clamped<k>.json`` (its progress file likewise)."""
-    from ddpsim.calibration import load_calibration
+    from ddpsim.calibration.loader import load_calibration
 
     progress = raw / "calibration.progress.json"
     for attempt in range(1, attempts + 1):
@@ -89,13 +89,13 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     Why point is the default: docs/VALIDATION.md, "Launch layouts".
     ``intervals``: give every point its prediction interval from the rounds' captures
     (:func:`point_intervals`) once the runs are done (a captured trace only).
-    ``method_error``: a residual file (:mod:`ddpsim.method_error`, a zoo's ``method_error.json``)
+    ``method_error``: a residual file (:mod:`ddpsim.pipeline.method_error`, a zoo's ``method_error.json``)
     whose band, the validated model's own residuals left out, joins every interval.
 
     Raises:
         InputError: bad scenario, calibration or option (one line); an executor run that fails.
     """
-    from ddpsim.scenario import load_scenario
+    from ddpsim.pipeline.scenario import load_scenario
 
     if repeats < 1:
         raise InputError(f"--repeats: {repeats!r} is not accepted; expected an integer >= 1")
@@ -133,7 +133,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     raw = ensure_dir(out / "validation", "--out-dir")
     trace_path = scenario.trace_path
     if trace_path is None and not capture:
-        from ddpsim.trace import save_trace
+        from ddpsim.trace.records import save_trace
 
         trace_path = save_trace(trace, raw / "trace.json")
 
@@ -145,7 +145,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     captured: list[Any] = []
 
     def capture_round(rep: int):
-        from ddpsim.trace import load_trace, pool_traces, save_trace
+        from ddpsim.trace.records import load_trace, pool_traces, save_trace
 
         path = raw / f"trace.round{rep}.json"
         echo(f"validate: capturing {model} (batch {batch_size}) on {nproc} ranks at once -> {path}")
@@ -204,7 +204,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
              f" predicted {r['predicted_s'] * 1e3:.2f}, error {r['error_pct']:+.1f} %)")
 
     if launch_mode == "round":
-        from ddpsim.trace import load_trace, pool_traces, save_trace
+        from ddpsim.trace.records import load_trace, pool_traces, save_trace
 
         for rep in range(1, repeats + 1):
             order = round_order(points, rep)
@@ -252,12 +252,12 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
 
 
-#: bootstrap resamples per interval (:func:`ddpsim.interval.prediction_interval`)
+#: bootstrap resamples per interval (:func:`ddpsim.validation.intervals.prediction_interval`)
 INTERVAL_RESAMPLES = 40
 
 
 def _load_method_error(path: str | Path | None) -> Any:
-    from ddpsim.method_error import load_method_error
+    from ddpsim.pipeline.method_error import load_method_error
 
     return None if path is None else load_method_error(path)
 
@@ -265,17 +265,17 @@ def _load_method_error(path: str | Path | None) -> Any:
 def point_intervals(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], captures: Sequence[Any],
                     cal: Any, *, iterations: int, echo: Callable[[str], None], seed: int = 0, method_error: Any = None,
                     model: str | None = None, cal_path: str | Path | None = None) -> None:
-    """Give every point its :data:`~ddpsim.validation.report.INTERVAL_LEVEL` prediction
-    interval (:func:`ddpsim.interval.prediction_interval`): the rounds' ``captures`` and their
+    """Give every point its :data:`~ddpsim.validation.writer.INTERVAL_LEVEL` prediction
+    interval (:func:`ddpsim.validation.intervals.prediction_interval`): the rounds' ``captures`` and their
     iterations resampled through the engine, as many captures drawn as the point pools runs and
     as many iterations as a run measures, joined with the band around the prediction under the
-    calibration's other estimate of its compute slowdown (:func:`ddpsim.interval.calibration_alternatives`).
-    With ``method_error`` (:class:`ddpsim.method_error.MethodError`), each interval is joined with
-    the conformal band of its residuals, ``model``'s own left out (:func:`ddpsim.method_error.widen`);
+    calibration's other estimate of its compute slowdown (:func:`ddpsim.validation.intervals.calibration_alternatives`).
+    With ``method_error`` (:class:`ddpsim.pipeline.method_error.MethodError`), each interval is joined with
+    the conformal band of its residuals, ``model``'s own left out (:func:`ddpsim.pipeline.method_error.widen`);
     residuals measured with another calibration than ``cal_path`` are used and said so."""
-    from ddpsim.interval import predict_alternatives, predict_mean, prediction_interval
-    from ddpsim.method_error import file_sha256, widen
-    from ddpsim.validation.report import INTERVAL_LEVEL
+    from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
+    from ddpsim.pipeline.method_error import file_sha256, widen
+    from ddpsim.validation.writer import INTERVAL_LEVEL
 
     band = None
     if method_error is not None:
@@ -318,7 +318,7 @@ def _cap_point_id(cap: float | tuple[float, ...] | None) -> str:
 
 def _cap_arg(cap: float | tuple[float, ...] | None) -> str:
     """A point's cap as ``executor round --caps`` reads it: ``none``, ``5``, ``list=1+4+8``."""
-    from ddpsim.plan import cap_point_id
+    from ddpsim.plan.planner import cap_point_id
 
     if isinstance(cap, tuple):  # its point id, which executor round --caps reads back
         return cap_point_id(None, cap)
@@ -332,7 +332,7 @@ def _point_cap(point: Any) -> float | tuple[float, ...] | None:
 
 def _cap_flags(point: Any) -> list[str]:
     """``executor ddp``'s flag for a point's cap."""
-    from ddpsim.plan import cap_list_label
+    from ddpsim.plan.planner import cap_list_label
 
     if point.bucket_cap_mb_list:
         return ["--bucket-cap-mb-list", cap_list_label(point.bucket_cap_mb_list).replace("+", ",")]
@@ -368,8 +368,8 @@ def _select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | lis
 
 def _predict(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any,
              echo: Callable[[str], None]) -> None:
-    from ddpsim.engine import simulate
-    from ddpsim.interval import validation_inputs
+    from ddpsim.engine.simulate import simulate
+    from ddpsim.validation.intervals import validation_inputs
 
     for p in points:
         inputs = validation_inputs(scenario, p, trace=trace, calibration=cal)
@@ -398,8 +398,8 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     Raises:
         InputError: no earlier validation there, or a raw file missing or unreadable (one line).
     """
-    from ddpsim.scenario import load_scenario
-    from ddpsim.trace import load_trace
+    from ddpsim.pipeline.scenario import load_scenario
+    from ddpsim.trace.records import load_trace
     from executor.ddp_step import summarize
 
     scenario = load_scenario(scenario_spec)
@@ -455,7 +455,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
 
 def round_traces(raw: Path, repeats: int) -> list[Any]:
     """The traces a validation captured, one per round (``trace.round<k>.json`` under ``raw``)."""
-    from ddpsim.trace import load_trace
+    from ddpsim.trace.records import load_trace
 
     return [load_trace(raw / f"trace.round{k}.json") for k in range(1, repeats + 1) if (raw / f"trace.round{k}.json").is_file()]
 
@@ -481,7 +481,7 @@ def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
 
 def _load_calibration(path: Path, echo: Callable[[str], None]) -> Any:
     """The calibration a validation predicts with; a probe fit at its bound is called out."""
-    from ddpsim.calibration import load_calibration
+    from ddpsim.calibration.loader import load_calibration
 
     return _announce(load_calibration(path), echo)
 
@@ -496,7 +496,7 @@ def _announce(cal: Any, echo: Callable[[str], None]) -> Any:
 
 def _options(scenario: Any, point: Any) -> list[str]:
     """``executor ddp`` / ``executor round`` flags of every DDP option the point's
-    :class:`ddpsim.plan.DDPOptions` sets other than its cap, each only when not at its default
+    :class:`ddpsim.plan.planner.DDPOptions` sets other than its cap, each only when not at its default
     (a default scenario's command is the same as without them). The forward buffer broadcast
     as ``DDPOptions.syncs_buffers_in_forward`` decides it: ``forward_sync_buffers`` when the
     scenario gives it (torch then ignores ``broadcast_buffers``), else ``broadcast_buffers``."""

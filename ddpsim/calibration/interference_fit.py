@@ -1,0 +1,136 @@
+"""Fit the engine's compute slowdown to a real DDP run of a probe model (one per machine).
+
+The executor's interference microbenchmark (a matmul unit timed while one all-reduce is in
+flight) sees less of the cost that DDP's overlapped all-reduces put on backward than real
+DDP pays on a CPU host whose ranks share cores with gloo's threads: the collective's work
+runs next to the rank that launched last (the scheduler wakes the backend's threads beside
+their waker), that rank falls further behind, and the step waits for it. On this project's
+2-vCPU host the microbenchmark gives 1.4 to 1.6 where the real runs need about 3.
+
+So ``executor collectives`` also runs a PROBE, a model that is none of the validated ones
+(the built-in ``mlp``, width 2048, depth 6, batch 128: 96 MiB of gradients in three 25 MiB
+buckets, a backward of about 0.2 s on one core), twice: captured as a trace on all ranks at
+once, and trained under real DDP at ``bucket_cap_mb=25``. It stores both in the calibration
+(``interference_probe``). Here the engine's ``compute_slowdown`` is solved for, by
+bisection, so that ddpsim's prediction of the probe's step (from that trace, this
+calibration's curve, copy bandwidth and DDP overhead, the microbenchmark's
+``comm_slowdown``) equals the measured one. The fitted value replaces the microbenchmark's;
+the microbenchmark's stays in ``Calibration.interference_microbenchmark``. One calibration
+per machine, not a factor per model.
+
+The prediction is nondecreasing in ``compute_slowdown`` (compute only gets slower), so
+bisection finds the crossing; outside [1, MAX_SLOWDOWN] the nearest end is kept and
+``clamped`` says so.
+
+Layering: the calibration's loader (:func:`ddpsim.calibration.loader.calibration_from_dict`) calls
+:func:`fit_probe`, so this module takes the calibration as given and never imports
+:mod:`ddpsim.calibration.loader`: it builds the calibrated model with ``cal.comm_model(base)``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+from ddpsim.errors import InputError
+from ddpsim.engine.config import SimConfig
+from ddpsim.network.interference import Interference
+
+__all__ = ["PROBE", "MAX_SLOWDOWN", "ProbeFit", "fit_probe", "parse_probe"]
+
+#: the probe the executor runs (its arguments are stored in the calibration, and checked here)
+PROBE: dict[str, Any] = {"model": "mlp", "model_args": {"width": 2048, "depth": 6}, "batch_size": 128, "bucket_cap_mb": 25.0}
+#: upper end of the bisection
+MAX_SLOWDOWN = 16.0
+#: bisection steps (the bracket shrinks to 15 / 2**40)
+STEPS = 40
+#: simulated iterations per prediction (as the bundled scenarios)
+SIM_ITERATIONS = 10
+
+
+@dataclass(frozen=True)
+class ProbeFit:
+    """The fitted compute slowdown and how it was reached."""
+
+    compute_slowdown: float
+    measured_step_s: float
+    predicted_step_s: float
+    predicted_at_1_s: float
+    clamped: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"compute_slowdown": self.compute_slowdown, "measured_step_s": self.measured_step_s,
+                "predicted_step_s": self.predicted_step_s, "predicted_without_interference_s": self.predicted_at_1_s,
+                "clamped": self.clamped}
+
+
+def parse_probe(raw: Any) -> tuple[Any, float, float]:
+    """``(trace, measured step seconds, bucket_cap_mb)`` of a calibration's ``interference_probe``."""
+    from ddpsim.trace.records import trace_from_dict
+
+    if not isinstance(raw, Mapping):
+        raise InputError(f"calibration.interference_probe: {type(raw).__name__} is not accepted; "
+                         "expected an object with trace, bucket_cap_mb and ddp_step_s, or null")
+    for key in ("trace", "bucket_cap_mb", "ddp_step_s"):
+        if key not in raw:
+            raise InputError(f"calibration.interference_probe.{key}: is missing; expected it (written by executor collectives)")
+    step = raw["ddp_step_s"]
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or not step > 0:
+        raise InputError(f"calibration.interference_probe.ddp_step_s: {step!r} is not accepted; expected a number of seconds > 0")
+    cap = raw["bucket_cap_mb"]
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0:
+        raise InputError(f"calibration.interference_probe.bucket_cap_mb: {cap!r} is not accepted; expected a number > 0")
+    try:
+        trace = trace_from_dict(raw["trace"])
+    except InputError as exc:
+        raise InputError(f"calibration.interference_probe.trace: {exc}") from None
+    return trace, float(step), float(cap)
+
+
+def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interference) -> float:
+    """ddpsim's steady step time (p50) of the probe under ``interference``."""
+    from ddpsim.network.collective_cost import build_comm_model
+    from ddpsim.engine.simulate import simulate
+    from ddpsim.plan.planner import DDPOptions, plan_ddp
+    from ddpsim.network.topology import build_preset
+
+    graph = build_preset("cpu-gloo" if cal.backend == "gloo" else "dgx-h100")
+    base = build_comm_model(graph, cal.world_size)
+    # the probe's own forward under DDP (when its phases were kept): that part of its gap is not
+    # the overlap's (ddpsim.calibration.loader.probe_forward_factor)
+    comm = cal.comm_model(base, ddp_forward_factor=cal.probe_forward_factor or 1.0)
+    plan = plan_ddp(trace, DDPOptions(bucket_cap_mb=cap_mb))
+    config = SimConfig(world_size=cal.world_size, num_iterations=SIM_ITERATIONS, seed=0, jitter="trace",
+                       interference=interference, copy_bandwidth_bytes_per_s=cal.copy_bandwidth_bytes_per_s)
+    return float(simulate(trace, plan, comm, config).summary()["iteration_p50_s"])
+
+
+def bisect_increasing(f: Callable[[float], float], target: float, lo: float, hi: float,
+                      steps: int = STEPS) -> tuple[float, bool]:
+    """``(x, clamped)``: x in [lo, hi] where the non-decreasing ``f`` meets ``target``, after
+    ``steps`` halvings; ``(lo, True)`` if ``f(lo) >= target``, ``(hi, True)`` if ``f(hi) <= target``."""
+    if f(lo) >= target:
+        return lo, True
+    if f(hi) <= target:
+        return hi, True
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        if f(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi), False
+
+
+def fit_probe(trace: Any, measured_s: float, cal: Any, cap_mb: float, interference: Interference) -> ProbeFit:
+    """Solve ``predict(compute_slowdown) == measured_s`` on [1, MAX_SLOWDOWN] by bisection, every
+    other field of ``interference`` (the microbenchmark's comm_slowdown, the weighting) kept."""
+    cal = replace(cal, interference=None)
+
+    @functools.lru_cache(maxsize=None)  # f(1) and the answer are read again below
+    def f(s: float) -> float:
+        return predict_probe(trace, cal, cap_mb, replace(interference, compute_slowdown=s))
+
+    s, clamped = bisect_increasing(f, measured_s, 1.0, MAX_SLOWDOWN)
+    return ProbeFit(s, measured_s, f(s), f(1.0), clamped=clamped)

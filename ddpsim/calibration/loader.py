@@ -1,0 +1,594 @@
+"""Measured collective costs: the calibration file, its fit, and the model built on it.
+
+File (written by ``python -m executor collectives``)::
+
+    {"format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": 2, "device": "cpu",
+     "environment": {...},
+     "collectives": {"allreduce": [{"size_bytes": 4096, "time_s": 1.2e-4, "p10_s": ..., "p90_s": ...,
+                                    "num_samples": 20}, ...],
+                     "broadcast": [...]},
+     "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {}},   # optional / null
+     "copy_bandwidth_bytes_per_s": 5.1e9,                                                # optional / null
+     "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...},                            # optional / null
+     "interference_probe": {"bucket_cap_mb": 25, "ddp_step_s": 0.37, "trace": {...}, ...},  # optional / null
+     "host_costs": {"enqueue_s": 1.2e-5, "hook_s_per_param": 6e-6},                       # optional / null
+     "allreduce_after_compute": [{"size_bytes": 4096, "time_s": 2.1e-3, ...}, ...]}        # optional / null
+
+``ddp_iteration_overhead_s`` (optional; absent in older files = 0): DDP's fixed cost per
+iteration on this machine beyond the trace's compute and the all-reduce curve -- a tiny model
+timed with and without DDP by the executor, less the loop curve's all-reduce of its gradients.
+The engine adds it once per synchronised step (through :class:`CalibratedCommModel`).
+When the file also has ``allreduce_after_compute`` and the executor's ``ddp_overhead``
+details, the loader recomputes it (:func:`consistent_ddp_overhead`) so that the engine
+reproduces the tiny model's measured DDP step: that step's one all-reduce is launched onto an
+idle stream and waited for, so the engine charges it the idle-launch extra on top of the loop
+curve (``max(loop, after-compute)`` in all), and the executor's residue, taken against the loop
+curve alone, would count that extra twice. The file's own figure stays in
+``Calibration.ddp_iteration_overhead_measured_s``.
+
+``host_costs`` (optional): DDP's CPU costs measured on the machine (any of
+``pre_forward_s``, ``hook_s_per_param``, ``bucket_launch_s``, ``enqueue_s``; the others at
+:mod:`ddpsim.network.host_costs`'s defaults); with them the engine keeps a CPU clock per rank, without
+them a calibrated prediction has none (its ``ddp_iteration_overhead_s`` holds the per-step part).
+
+``interference_probe`` (optional): a probe model's trace and its real DDP step time. When present
+(with ``interference``), the loaded ``interference.compute_slowdown`` is the value fitted so
+that the engine predicts the probe's measured step (:mod:`ddpsim.calibration.interference_fit`); the file's
+own microbenchmark slowdowns stay in ``Calibration.interference_microbenchmark``.
+
+``allreduce_after_compute`` (optional; ``executor collectives --after-compute-ms``): all-reduces
+timed one at a time, each launched after some ms of compute on every rank with no barrier --
+as DDP launches the bucket it then waits for at the end of backward. On a host whose idle
+CPUs sleep, such an all-reduce costs more than one in the back-to-back loop of
+``collectives.allreduce`` (the 2-vCPU VM of this project: 3.0 against 1.8-2.2 ms at 1 MiB).
+:meth:`CalibratedCommModel.idle_launch_extra_s` offers the difference to the engine (see
+:mod:`ddpsim.engine.simulate`, "idle launches").
+
+``allreduce_queued`` and ``comm_threads`` (optional, together; ``executor collectives
+--queued-ops``, gloo): all-reduces issued several at once and then waited for, per op, and the
+process group's worker threads. ProcessGroupGloo works its queue with that many threads, so a
+backward's queued buckets progress side by side; :attr:`CalibratedCommModel.comm_lanes` and
+:meth:`CalibratedCommModel.concurrent_rate` offer the engine that many lanes and their pace
+(see :mod:`ddpsim.engine.simulate`, "lanes"). Without them one lane, as before.
+
+Fit (:func:`fit_calibration`): every curve is :func:`ddpsim.network.curve_fit.fit_curve`'s, a **piecewise
+alpha-beta between measured sizes** (:mod:`ddpsim.network.curve_fit`).
+
+A calibration measured at ``world_size`` ranks is applied to another rank count ``n`` the
+ring way: each segment's latency scales with the ring's hop count ``(n-1)/(w-1)`` and its
+per-byte cost with ``((n-1)/n) / ((w-1)/w)``; ``describe()`` records the rescaling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ddpsim.network import host_costs as hostcost
+from ddpsim.network.comm_model import CollectiveEstimate, make_estimate
+from ddpsim.network.curve_fit import (CalibratedCurve, CalibrationPoint, _num, _req, fit_alpha_beta,  # noqa: F401  (re-exported)
+                              fit_curve, idle_extra_between, isotonic)
+from ddpsim.errors import InputError
+from ddpsim.network.host_costs import HostCosts
+from ddpsim.calibration.interference_fit import fit_probe, parse_probe
+from ddpsim.network.interference import Interference
+
+FORMAT = "ddpsim-calibration"
+VERSION = 1
+COLLECTIVES = ("allreduce", "broadcast")
+BACKENDS = ("nccl", "gloo")
+#: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: every
+#: collective in flight slows compute by the whole ``compute_slowdown``, whatever its size. On a
+#: CPU host even a small gloo all-reduce is CPU work (the ring's wake-ups, copies and sums on
+#: the cores backward runs on), and a step with many small buckets can measure slower than
+#: one with a few large ones. Against 26 kept validations (86 points) predicted with each of the 2-vCPU
+#: gloo host's 10 calibrations, this weighting gave the lower median |error| under 9 of them
+#: ("bandwidth", a collective weighted by its share of moved bytes, under the one made on a busy
+#: host): ``python benchmarks/bench_weighting.py`` (docs/VALIDATION.md, "The interference model")
+CALIBRATION_WEIGHTING = "uniform"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """A validated calibration file."""
+
+    backend: str
+    world_size: int
+    allreduce: tuple[CalibrationPoint, ...]
+    broadcast: tuple[CalibrationPoint, ...] = ()
+    interference: Interference | None = None
+    copy_bandwidth_bytes_per_s: float | None = None
+    ddp_iteration_overhead_s: float | None = None
+    device: str = ""
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    #: the executor's microbenchmark slowdowns, when ``interference`` was fitted to its DDP probe
+    interference_microbenchmark: Interference | None = None
+    #: how the probe fit went (:meth:`ddpsim.calibration.interference_fit.ProbeFit.as_dict`), or None
+    interference_fit: Mapping[str, Any] | None = None
+    #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
+    allreduce_after_compute: tuple[CalibrationPoint, ...] = ()
+    #: all-reduces issued ``ops_per_sample`` at once, then waited for: per-op times (none, or at
+    #: least 2 sizes; with ``comm_threads``)
+    allreduce_queued: tuple[CalibrationPoint, ...] = ()
+    #: the process group's worker threads (ProcessGroupGloo's ``_threads``), with ``allreduce_queued``
+    comm_threads: int | None = None
+    #: the file's ``ddp_iteration_overhead_s`` when the loader recomputed it
+    #: (:func:`consistent_ddp_overhead`), else None
+    ddp_iteration_overhead_measured_s: float | None = None
+    #: the probe's forward under DDP / its trace's forward, from the probe's phases (None: not
+    #: measured); only the probe fit uses it (see :func:`probe_forward_factor`)
+    probe_forward_factor: float | None = None
+    #: host costs measured on the machine (``host_costs`` in the file: any of
+    #: :data:`ddpsim.network.host_costs.FIELDS`, the others at their defaults), or None: with a
+    #: calibration the engine keeps no CPU clock unless the file gives them
+    host_costs: HostCosts | None = None
+    #: DDP's forward buffer broadcast per buffer beyond the broadcast itself (flatten, copy
+    #: back: ``executor collectives``' ``broadcast_per_tensor_s``), or None where not measured
+    broadcast_per_tensor_s: float | None = None
+    #: the host's CPUs busy with other work during the probe's DDP steps (%, from
+    #: ``/proc/stat``), or None where not measured
+    probe_host_other_pct: float | None = None
+    #: the file's ``interference_probe`` as read (for :meth:`probe_round_fits`), or None
+    probe: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def probe_round_fits(self) -> tuple[float, ...]:
+        """The compute slowdown fitted to each of the probe's rounds alone (its trace's and its
+        DDP steps' share of that round), as :func:`ddpsim.calibration.interference_fit.fit_probe` fits
+        them pooled: how far the fit moves from one moment of the host to the next. Empty
+        without a probe of at least two rounds or without the microbenchmark. Computed on first
+        use and kept."""
+        cached = self.__dict__.get("_round_fits")
+        if cached is not None:
+            return cached
+        fits: tuple[float, ...] = ()
+        probe, mb = self.probe, self.interference_microbenchmark
+        rounds = probe.get("rounds") if isinstance(probe, Mapping) else None
+        samples = probe.get("ddp_step_samples_s") if isinstance(probe, Mapping) else None
+        if mb is not None and isinstance(rounds, int) and rounds >= 2 and isinstance(samples, list) and samples:
+            trace, _, cap_mb = parse_probe(probe)
+            n, m = len(trace.iterations) // rounds, len(samples) // rounds
+            if n >= 1 and m >= 1 and all(_num(x) and x > 0 for x in samples):
+                fits = tuple(fit_probe(replace(trace, iterations=trace.iterations[k * n:(k + 1) * n]),
+                                       statistics.median(samples[k * m:(k + 1) * m]), self, cap_mb, mb).compute_slowdown
+                             for k in range(rounds))
+        object.__setattr__(self, "_round_fits", fits)
+        return fits
+
+    def warning(self) -> str | None:
+        """One line when this calibration should not be trusted (its probe fit ran into its
+        bound, :func:`clamped_fit_warning`; or its probe ran on a busy host,
+        :func:`busy_probe_warning`), else None; every command that predicts with a calibration
+        prints it."""
+        return clamped_fit_warning(self.interference_fit) or busy_probe_warning(self.probe_host_other_pct)
+
+    def comm_model(self, base: Any, *, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
+        """``base`` (the analytical CommModel of the same topology) answering from this
+        calibration's curves: what :func:`ddpsim.network.collective_cost.build_comm_model` returns when
+        given a calibration."""
+        return CalibratedCommModel.from_calibration(self, base=base, ddp_forward_factor=ddp_forward_factor)
+
+    def __post_init__(self) -> None:
+        _req(self.backend in BACKENDS, "backend", self.backend, f"one of {', '.join(BACKENDS)}")
+        _req(isinstance(self.world_size, int) and not isinstance(self.world_size, bool) and self.world_size >= 2,
+             "world_size", self.world_size, "an integer >= 2")
+        object.__setattr__(self, "allreduce", tuple(sorted(self.allreduce, key=lambda p: p.size_bytes)))
+        object.__setattr__(self, "broadcast", tuple(sorted(self.broadcast, key=lambda p: p.size_bytes)))
+        _req(len(self.allreduce) >= 2, "collectives.allreduce", f"{len(self.allreduce)} point(s)",
+             "at least 2 measured sizes")
+        for name in COLLECTIVES:
+            pts = getattr(self, name)
+            sizes = [p.size_bytes for p in pts]
+            _req(len(set(sizes)) == len(sizes), f"collectives.{name}", "a repeated size_bytes", "distinct sizes")
+        _req(not self.broadcast or len(self.broadcast) >= 2, "collectives.broadcast",
+             f"{len(self.broadcast)} point(s)", "none or at least 2 measured sizes")
+        after = tuple(sorted(self.allreduce_after_compute, key=lambda p: p.size_bytes))
+        object.__setattr__(self, "allreduce_after_compute", after)
+        _req(not after or len(after) >= 2, "allreduce_after_compute", f"{len(after)} point(s)",
+             "none or at least 2 measured sizes")
+        _req(len({p.size_bytes for p in after}) == len(after), "allreduce_after_compute", "a repeated size_bytes",
+             "distinct sizes")
+        queued = tuple(sorted(self.allreduce_queued, key=lambda p: p.size_bytes))
+        object.__setattr__(self, "allreduce_queued", queued)
+        _req(not queued or len(queued) >= 2, "allreduce_queued", f"{len(queued)} point(s)",
+             "none or at least 2 measured sizes")
+        _req(len({p.size_bytes for p in queued}) == len(queued), "allreduce_queued", "a repeated size_bytes",
+             "distinct sizes")
+        th = self.comm_threads
+        _req(th is None or (isinstance(th, int) and not isinstance(th, bool) and th >= 1), "comm_threads", th,
+             "an integer >= 1 or null")
+        _req(not queued or th is not None, "comm_threads", th, "the process group's worker threads beside allreduce_queued")
+        bw = self.copy_bandwidth_bytes_per_s
+        _req(bw is None or (_num(bw) and bw > 0), "copy_bandwidth_bytes_per_s", bw, "a number > 0 or null")
+        ov = self.ddp_iteration_overhead_s
+        _req(ov is None or (_num(ov) and ov >= 0), "ddp_iteration_overhead_s", ov, "a number of seconds >= 0 or null")
+        bt = self.broadcast_per_tensor_s
+        _req(bt is None or (_num(bt) and bt >= 0), "broadcast_per_tensor_s", bt, "a number of seconds >= 0 or null")
+        object.__setattr__(self, "environment", dict(self.environment))
+
+
+def calibration_from_dict(data: Any) -> Calibration:
+    """Validate a parsed calibration JSON document. InputError names the first bad field."""
+    _req(isinstance(data, dict), "<document>", type(data).__name__, "a JSON object")
+    _req(data.get("format") == FORMAT, "format", data.get("format"), repr(FORMAT))
+    _req(data.get("version") == VERSION, "version", data.get("version"), str(VERSION))
+    for key, accepted in (("backend", f"one of {', '.join(BACKENDS)}"), ("world_size", "an integer >= 2"),
+                          ("collectives", "an object with allreduce (and broadcast) lists")):
+        if key not in data:
+            raise InputError(f"calibration.{key}: is missing; expected {accepted}")
+    coll = data["collectives"]
+    _req(isinstance(coll, dict), "collectives", coll, "an object with allreduce (and broadcast) lists")
+    unknown = sorted(set(coll) - set(COLLECTIVES))
+    _req(not unknown, "collectives", unknown[0] if unknown else None, f"keys among {', '.join(COLLECTIVES)}")
+    points: dict[str, tuple[CalibrationPoint, ...]] = {}
+    for name in COLLECTIVES:
+        raw = coll.get(name, [] if name == "broadcast" else None)
+        if raw is None and name == "broadcast":
+            raw = []
+        points[name] = _points(raw, f"collectives.{name}")
+    after = _points(data.get("allreduce_after_compute") or [], "allreduce_after_compute")
+    queued = _points(data.get("allreduce_queued") or [], "allreduce_queued")
+    interference = None
+    raw_i = data.get("interference")
+    if raw_i is not None:
+        _req(isinstance(raw_i, dict), "interference", raw_i, "an object with compute_slowdown and comm_slowdown, or null")
+        try:
+            interference = Interference(compute_slowdown=raw_i.get("compute_slowdown", 1.0),
+                                        comm_slowdown=raw_i.get("comm_slowdown", 1.0),
+                                        weighting=raw_i.get("weighting", CALIBRATION_WEIGHTING))
+        except InputError as exc:
+            raise InputError(f"calibration.{exc}") from None
+    env = data.get("environment", {}) or {}
+    _req(isinstance(env, dict), "environment", env, "an object")
+    host = None
+    raw_h = data.get("host_costs")
+    if raw_h is not None:
+        _req(isinstance(raw_h, dict), "host_costs", raw_h, f"an object with any of {', '.join(hostcost.FIELDS)}, or null")
+        unknown_h = sorted(set(raw_h) - set(hostcost.FIELDS))
+        _req(not unknown_h, "host_costs", unknown_h[0] if unknown_h else None, f"keys among {', '.join(hostcost.FIELDS)}")
+        try:
+            host = HostCosts(**raw_h)
+        except InputError as exc:
+            raise InputError(f"calibration.host_costs.{str(exc).split('.', 1)[1]}") from None
+    cal = Calibration(backend=data["backend"], world_size=data["world_size"], allreduce=points["allreduce"],
+                      broadcast=points["broadcast"], interference=interference,
+                      copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
+                      ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
+                      broadcast_per_tensor_s=data.get("broadcast_per_tensor_s"),
+                      device=str(data.get("device", "")), environment=env, allreduce_after_compute=after,
+                      allreduce_queued=queued, comm_threads=data.get("comm_threads"), host_costs=host)
+    recomputed = consistent_ddp_overhead(cal, data.get("ddp_overhead"))
+    if recomputed is not None:
+        cal = replace(cal, ddp_iteration_overhead_s=recomputed,
+                      ddp_iteration_overhead_measured_s=cal.ddp_iteration_overhead_s)
+    probe = data.get("interference_probe")
+    if isinstance(probe, Mapping) and probe.get("host_other_pct") is not None:
+        other = probe["host_other_pct"]
+        _req(_num(other) and -100.0 <= other <= 100.0, "interference_probe.host_other_pct", other,
+             "a percentage in [-100, 100] or null")
+        cal = replace(cal, probe_host_other_pct=float(other))
+    factor = probe_forward_factor(probe, cal.ddp_iteration_overhead_s or 0.0)
+    if factor is not None:
+        cal = replace(cal, probe_forward_factor=factor)
+    if probe is not None and interference is not None:
+        # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim/interference_fit.py)
+        trace, step_s, cap_mb = parse_probe(probe)
+        fit = fit_probe(trace, step_s, cal, cap_mb, interference)
+        cal = replace(cal, interference=replace(interference, compute_slowdown=fit.compute_slowdown),
+                      interference_microbenchmark=interference, interference_fit=fit.as_dict(), probe=probe)
+    return cal
+
+
+def consistent_ddp_overhead(cal: Calibration, details: Any) -> float | None:
+    """The DDP overhead at which the engine reproduces the executor's tiny-model DDP step, or
+    None (nothing to recompute: no measured overhead, no after-compute curve, or details
+    without the step figures -- older files). See the module docstring.
+
+    ``max(0, ddp_step_s - bare_step_s - copy_s - (loop(n) + extra(n)))`` at the tiny model's
+    ``gradient_bytes`` n: what the engine charges one all-reduce launched onto an idle stream
+    and waited for (loop curve + :meth:`CalibratedCommModel.idle_launch_extra_s`, whose
+    ``extra`` is :func:`idle_extra_between`)."""
+    keys = ("ddp_step_s", "bare_step_s", "copy_s", "gradient_bytes")
+    if (cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or not isinstance(details, dict)
+            or not all(_num(details.get(k)) and details[k] >= 0 for k in keys)):
+        return None
+    n = int(details["gradient_bytes"])
+    loop, after = fit_curve(cal.allreduce), fit_curve(cal.allreduce_after_compute)
+    charged = loop.time_s(n) + idle_extra_between(loop, after, n)
+    return max(0.0, float(details["ddp_step_s"]) - float(details["bare_step_s"]) - float(details["copy_s"]) - charged)
+
+
+def probe_forward_factor(probe: Any, overhead_s: float) -> float | None:
+    """How much slower the probe's forward runs under DDP than in its trace, from the probe's
+    phases: ``(median DDP forward - the DDP overhead) / (median trace forward + zero_grad)``
+    (the executor's forward phase spans zero_grad, forward and loss), floored at 1. None
+    without phase samples.
+
+    Forward overlaps no all-reduce, so this part of the probe's gap is not the overlap's: the
+    probe fit predicts the probe with its forward stretched by it, and leaves only the rest
+    of the gap to ``compute_slowdown``. It is NOT applied to other models: on the 2-vCPU host
+    the probe's forward ran 16.5 % over its trace where bert-base's ran 3.4 %, gpt2-124m's
+    11 % and resnet50's 5 %, and applying it to all four made three of them worse
+    (docs/VALIDATION.md)."""
+    if not isinstance(probe, Mapping):
+        return None
+    ph = probe.get("ddp_phase_samples_s")
+    if ph is None:  # older calibrations keep no phases
+        return None
+    _req(isinstance(ph, Mapping), "interference_probe.ddp_phase_samples_s", ph,
+         "an object of per-iteration phase samples, e.g. {\"forward_s\": [0.09, ...]}, or null")
+    fwd = ph.get("forward_s")
+    _req(isinstance(fwd, list) and bool(fwd) and all(_num(x) and x >= 0 for x in fwd),
+         "interference_probe.ddp_phase_samples_s.forward_s", fwd, "a non-empty list of seconds >= 0")
+    tr = probe.get("trace")
+    its = tr.get("iterations") if isinstance(tr, Mapping) else None
+    if not (isinstance(its, list) and its):
+        return None  # a bad probe trace is named by parse_probe, when the fit needs it
+    try:
+        tf = statistics.median(float(it["forward_s"]) + float(it.get("zero_grad_s", 0.0)) for it in its)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not tf > 0:
+        return None
+    return max(1.0, (statistics.median(fwd) - overhead_s) / tf)
+
+
+def _points(raw: Any, where: str) -> tuple[CalibrationPoint, ...]:
+    _req(isinstance(raw, list), where, raw, "a list of measured points")
+    pts = []
+    for i, p in enumerate(raw):
+        f = f"{where}[{i}]"
+        _req(isinstance(p, dict), f, p, "an object with size_bytes and time_s")
+        for k, accepted in (("size_bytes", "an integer > 0"), ("time_s", "a number > 0 (seconds)")):
+            if k not in p:
+                raise InputError(f"calibration.{f}.{k}: is missing; expected {accepted}")
+        try:
+            pts.append(CalibrationPoint(size_bytes=p["size_bytes"], time_s=p["time_s"], p10_s=p.get("p10_s"),
+                                        p90_s=p.get("p90_s"), num_samples=p.get("num_samples")))
+        except InputError as exc:
+            raise InputError(str(exc).replace("calibration.", f"calibration.{f}.", 1)) from None
+    return tuple(pts)
+
+
+def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
+    def pts(ps: Sequence[CalibrationPoint]) -> list[dict[str, Any]]:
+        return [{"size_bytes": p.size_bytes, "time_s": p.time_s, "p10_s": p.p10_s, "p90_s": p.p90_s,
+                 "num_samples": p.num_samples} for p in ps]
+
+    out = {"format": FORMAT, "version": VERSION, "backend": cal.backend, "world_size": cal.world_size,
+           "device": cal.device, "environment": dict(cal.environment),
+           "collectives": {"allreduce": pts(cal.allreduce), "broadcast": pts(cal.broadcast)},
+           "interference": None if cal.interference is None else
+           {"compute_slowdown": cal.interference.compute_slowdown, "comm_slowdown": cal.interference.comm_slowdown,
+            "weighting": cal.interference.weighting, "details": {}},
+           "copy_bandwidth_bytes_per_s": cal.copy_bandwidth_bytes_per_s,
+           "ddp_iteration_overhead_s": cal.ddp_iteration_overhead_s}
+    if cal.broadcast_per_tensor_s is not None:
+        out["broadcast_per_tensor_s"] = cal.broadcast_per_tensor_s
+    if cal.allreduce_after_compute:
+        out["allreduce_after_compute"] = pts(cal.allreduce_after_compute)
+    if cal.allreduce_queued:
+        out["allreduce_queued"] = pts(cal.allreduce_queued)
+        out["comm_threads"] = cal.comm_threads
+    return out
+
+
+#: other load (% of the host's CPUs) above which a probe's fit is not this host's
+PROBE_MAX_OTHER_PCT = 10.0
+
+
+def busy_probe_warning(other_pct: float | None) -> str | None:
+    """One line when the probe's DDP steps ran while other work held more than
+    :data:`PROBE_MAX_OTHER_PCT` of the host's CPUs: the probe then runs slower than on the
+    quiet host and the compute slowdown fitted to it is inflated (on the 2-vCPU host a
+    calibration made under 36-46 % other load fitted 2.53 where quiet ones fitted 1.4-1.9, and
+    over-predicted CNNs by 17-35 %). None otherwise."""
+    if other_pct is None or other_pct <= PROBE_MAX_OTHER_PCT:
+        return None
+    return (f"the calibration's DDP probe ran while other work held {other_pct:.0f} % of the host's CPUs (more than "
+            f"{PROBE_MAX_OTHER_PCT:g} %): its fitted compute slowdown is that load's, not this host's; re-calibrate "
+            f"(executor collectives) on a quiet host before trusting these predictions")
+
+
+def clamped_fit_warning(fit: Mapping[str, Any] | None) -> str | None:
+    """One line when the calibration's probe fit ran into the bisection's bound (the probe's
+    measured DDP step is beyond what the engine reaches at the largest slowdown): that is no
+    fit, and predictions made with it over-charge every overlapped all-reduce. None otherwise."""
+    if not fit or not fit.get("clamped"):
+        return None
+    return (f"the calibration's probe fit hit its bound: compute_slowdown {fit['compute_slowdown']:g} gives a "
+            f"{fit['predicted_step_s'] * 1e3:.1f} ms probe step, the probe measured {fit['measured_step_s'] * 1e3:.1f} ms "
+            f"({fit['predicted_without_interference_s'] * 1e3:.1f} ms without interference); the probe run was probably "
+            f"disturbed: re-calibrate (executor collectives) before trusting these predictions")
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """Read and validate a calibration JSON file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InputError(f"calibration: {str(p)!r} cannot be read ({exc.strerror}); expected a calibration JSON file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"calibration: {str(p)!r} is not JSON ({exc.msg} at line {exc.lineno}); "
+                         "expected a ddpsim-calibration JSON file") from None
+    # NOTE: a file with a probe costs a fit (~40 simulations of the probe) per load, and a sweep
+    # loads its scenario's calibration once per point; the result is immutable, so keep it per
+    # file content (the same bytes always give the same Calibration)
+    key = hashlib.sha256(text.encode()).hexdigest()
+    cal = _LOADED.get(key)
+    if cal is None:
+        cal = _LOADED[key] = calibration_from_dict(data)
+    return cal
+
+
+_LOADED: dict[str, Calibration] = {}
+
+
+def save_calibration(cal: Calibration, path: str | Path) -> Path:
+    from ddpsim.io import write_text_atomic
+
+    return write_text_atomic(path, json.dumps(calibration_to_dict(cal), indent=1) + "\n")
+
+
+# ---- fit --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationFit:
+    """Fitted curves of one calibration."""
+
+    backend: str
+    world_size: int
+    allreduce: CalibratedCurve
+    broadcast: CalibratedCurve | None
+    allreduce_after_compute: CalibratedCurve | None = None
+    allreduce_queued: CalibratedCurve | None = None
+
+
+def fit_calibration(cal: Calibration) -> CalibrationFit:
+    """Fit the piecewise alpha-beta curves of a calibration."""
+    after, queued = cal.allreduce_after_compute, cal.allreduce_queued
+    return CalibrationFit(backend=cal.backend, world_size=cal.world_size, allreduce=fit_curve(cal.allreduce),
+                          broadcast=fit_curve(cal.broadcast) if cal.broadcast else None,
+                          allreduce_after_compute=fit_curve(after) if after else None,
+                          allreduce_queued=fit_curve(queued) if queued else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibratedCommModel:
+    """A CommModel answering from measured curves; ``base`` (the analytical model of the same
+    topology) answers what was not measured (broadcast when absent)."""
+
+    fit: CalibrationFit
+    base: Any
+    num_ranks: int
+    backend: str
+    calibration: Calibration
+    #: the engine multiplies every forward by it: 1, except in the probe fit's own prediction of
+    #: the probe (:func:`ddpsim.calibration.interference_fit.predict_probe`)
+    ddp_forward_factor: float = 1.0
+
+    @classmethod
+    def from_calibration(cls, cal: Calibration, *, base: Any, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
+        if cal.backend != base.backend:
+            raise InputError(f"calibration.backend: {cal.backend!r} does not match the topology's backend "
+                             f"{base.backend!r}; expected a calibration measured with {base.backend}")
+        return cls(fit=fit_calibration(cal), base=base, num_ranks=base.num_ranks, backend=base.backend,
+                   calibration=cal, ddp_forward_factor=float(ddp_forward_factor))
+
+    def _scaled(self, curve: CalibratedCurve, size: int, coll: str) -> float:
+        n, w = self.num_ranks, self.fit.world_size
+        if n == 1 or size == 0:
+            return 0.0
+        a, per_byte = curve.segment(size)
+        if n != w:
+            if coll == "allreduce":
+                a *= (n - 1) / (w - 1)
+                per_byte *= ((n - 1) / n) / ((w - 1) / w)
+            else:
+                a *= math.ceil(math.log2(n)) / math.ceil(math.log2(w))
+        return a + per_byte * size
+
+    @property
+    def iteration_overhead_s(self) -> float:
+        """DDP's measured fixed cost per iteration (0 when the calibration has none); the
+        engine adds it to every synchronised step."""
+        return float(self.calibration.ddp_iteration_overhead_s or 0.0)
+
+    @property
+    def broadcast_per_tensor_s(self) -> float:
+        """DDP's forward buffer broadcast per buffer beyond the broadcast (0 when the
+        calibration did not measure it); the engine charges it per buffer on every rank."""
+        return float(self.calibration.broadcast_per_tensor_s or 0.0)
+
+    @property
+    def idle_launch_extra_s(self):
+        """``f(size_bytes) -> seconds`` when the calibration has ``allreduce_after_compute``,
+        else None (the engine then charges nothing). ``f`` is what an all-reduce launched after
+        compute costs beyond the back-to-back curve: the after-compute curve minus the loop
+        curve, both fitted, at the size clamped to the largest after-compute size (beyond it the
+        difference stays that of the largest: a wake-up latency, not a bandwidth), floored at 0.
+        Measured at the calibration's rank count and used as is for any other (not rescaled)."""
+        after = self.fit.allreduce_after_compute
+        if after is None:
+            return None
+        loop = self.fit.allreduce
+
+        def extra_s(size_bytes: int) -> float:
+            return idle_extra_between(loop, after, size_bytes) if self.num_ranks > 1 else 0.0
+
+        return extra_s
+
+    @property
+    def comm_lanes(self) -> int:
+        """Collectives of the process group that progress at once: the calibration's
+        ``comm_threads`` when it measured the queued curve (``allreduce_queued``), else 1."""
+        if self.fit.allreduce_queued is None or self.num_ranks < 2:
+            return 1
+        return int(self.calibration.comm_threads or 1)
+
+    def concurrent_rate(self, kind: str | None, size_bytes: int, n: int) -> float:
+        """The pace of one collective of ``size_bytes`` while ``n`` progress at once, as a
+        fraction of its pace alone. ``lanes`` threads working a queue of all-reduces finish one
+        every ``q(s)`` (the queued curve) where one alone takes ``b(s)`` (the loop curve); so each
+        of ``n`` in progress runs at ``b / (n q)``, at least ``1/n`` (never slower than sharing one
+        lane). It may exceed 1: a blocking op's ``b`` holds the wake-up of the threads that hand
+        it over, which a queue worked back to back does not pay (1 MiB on the 2-vCPU host: 0.56 ms
+        per op queued against 1.7 ms blocking). The size is clamped to the queued curve's largest
+        (beyond it the ratio stays that of the largest); every kind of collective paced as an
+        all-reduce of its bytes. Measured at the calibration's rank count, used as is for any other."""
+        queued = self.fit.allreduce_queued
+        if queued is None or n <= 1:
+            return 1.0
+        s = max(1, min(int(size_bytes), max(queued.sizes)))
+        b, q = self.fit.allreduce.time_s(s), queued.time_s(s)
+        return max(1.0 / n, b / (n * q)) if q > 0 else 1.0
+
+    def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
+        t = self._scaled(self.fit.allreduce, size_bytes, "allreduce")
+        return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
+                             "measured" if t > 0 else "none")
+
+    def estimate_broadcast(self, size_bytes: int) -> CollectiveEstimate:
+        if self.fit.broadcast is None:
+            return self.base.estimate_broadcast(size_bytes)
+        t = self._scaled(self.fit.broadcast, size_bytes, "broadcast")
+        return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
+                             "measured" if t > 0 else "none", coll="broadcast")
+
+    def allreduce_s(self, size_bytes: int) -> float:
+        return self.estimate_allreduce(size_bytes).time_s
+
+    def broadcast_s(self, size_bytes: int) -> float:
+        return self.estimate_broadcast(size_bytes).time_s
+
+    def describe(self) -> dict[str, Any]:
+        ar = self.fit.allreduce
+        extra = {} if self.fit.allreduce_after_compute is None else {
+            "allreduce_after_compute_points": len(self.fit.allreduce_after_compute.sizes)}
+        if self.fit.allreduce_queued is not None:
+            extra["allreduce_queued_points"] = len(self.fit.allreduce_queued.sizes)
+            extra["comm_lanes"] = self.comm_lanes
+        if self.calibration.ddp_iteration_overhead_measured_s is not None:
+            extra["ddp_iteration_overhead_measured_s"] = self.calibration.ddp_iteration_overhead_measured_s
+        if self.calibration.broadcast_per_tensor_s is not None:
+            extra["broadcast_per_tensor_s"] = self.calibration.broadcast_per_tensor_s
+        if self.calibration.probe_forward_factor is not None:
+            extra["probe_forward_factor"] = self.calibration.probe_forward_factor
+        if self.ddp_forward_factor != 1.0:
+            extra["ddp_forward_factor"] = self.ddp_forward_factor
+        return {"model": "calibrated", "fit": "piecewise alpha-beta between measured sizes",
+                "backend": self.backend, "num_ranks": self.num_ranks,
+                "calibration_world_size": self.fit.world_size,
+                "rescaled_to_num_ranks": self.num_ranks != self.fit.world_size,
+                "allreduce_points": len(ar.sizes), "allreduce_alpha_s": ar.alpha_s,
+                "allreduce_bandwidth_bytes_per_s": ar.bandwidth_bytes_per_s,
+                "broadcast_points": len(self.fit.broadcast.sizes) if self.fit.broadcast else 0,
+                "ddp_iteration_overhead_s": self.iteration_overhead_s, **extra,
+                "environment": dict(self.calibration.environment), "base": self.base.describe()}

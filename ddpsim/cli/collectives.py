@@ -1,0 +1,111 @@
+"""``ddpsim collectives``: predicted all-reduce (or broadcast) times, as nccl-tests prints them."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from typing import Any
+
+from ddpsim.errors import InputError
+
+DESCRIPTION = """\
+Predict the time of one all-reduce (or broadcast) per message size on a topology, and print
+what nccl-tests' all_reduce_perf prints: size, time, algbw = size / time and
+busbw = algbw * 2(n-1)/n (GB/s = 1e9 B/s), plus the algorithm and protocol chosen.
+
+NCCL topologies use NCCL v2.30.7's own tuning model (latencies, per-channel bandwidths,
+protocol factors, tree corrections, ring plateau) over the channels found by a search of
+the topology graph; NCCL's choice is the fastest (algorithm, protocol) unless forced with
+--algorithm / --protocol (like NCCL_ALGO / NCCL_PROTO; 'hierarchical' = intra-node
+reduce-scatter + inter-node all-reduce + intra-node all-gather, never NCCL's default).
+The cpu-gloo topology uses gloo's ring (1 MiB segments). --calibration replaces the model
+with measured curves (piecewise alpha-beta between the measured sizes)."""
+
+EPILOG = """\
+examples:
+  ddpsim collectives --topology dgx-a100 --nodes 2 --sizes 1KiB,1MiB,64MiB,1GiB
+  ddpsim collectives --topology dgx-h100 --algorithm ring --format csv
+  ddpsim collectives --topology cpu-gloo --ranks 2 --calibration reports/cpu-gloo-calibration.json"""
+
+FORMATS = ("table", "json", "csv")
+DEFAULT_SIZES = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB"
+COLLS = ("allreduce", "broadcast")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("collectives", help="predicted collective times per size (nccl-tests style)",
+                              description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--topology", required=True, metavar="PRESET|FILE", help="a preset name or a topology YAML file")
+    p.add_argument("--nodes", default="1", metavar="N", help="number of hosts (presets only); default: 1")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options",
+                   help="a preset option (repeatable); see 'ddpsim topology --help'")
+    p.add_argument("--ranks", default=None, metavar="R", help="ranks in the group; default: every device")
+    p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="LIST",
+                   help=f"comma-separated sizes (B, KiB, MiB, GiB, KB, MB, GB); default: {DEFAULT_SIZES}")
+    p.add_argument("--calibration", metavar="FILE", default=None, help="calibration JSON measured by the executor")
+    p.add_argument("--algorithm", default=None, metavar="{ring,tree,nvls,hierarchical}",
+                   help="force an algorithm (NCCL only); default: NCCL's choice")
+    p.add_argument("--protocol", default=None, metavar="{ll,ll128,simple}",
+                   help="force a protocol (NCCL only); default: NCCL's choice")
+    p.add_argument("--collective", default="allreduce", metavar="{allreduce,broadcast}",
+                   help="collective to cost; default: allreduce")
+    p.add_argument("--format", default="table", metavar="{table,json,csv}", help="output format; default: table")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from ddpsim.calibration.loader import load_calibration
+    from ddpsim.network.collective_cost import build_comm_model
+    from ddpsim.cli.args import parse_int
+    from ddpsim.cli.topology import parse_options
+    from ddpsim.network.topology import max_ranks, resolve_topology
+    from ddpsim.units import parse_size_bytes
+
+    if args.format not in FORMATS:
+        raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
+    if args.collective not in COLLS:
+        raise InputError(f"--collective: {args.collective!r} is not accepted; expected one of {', '.join(COLLS)}")
+    algo = args.algorithm.lower() if args.algorithm else None
+    proto = args.protocol.lower() if args.protocol else None
+    sizes = [parse_size_bytes(s.strip(), "--sizes") for s in str(args.sizes).split(",") if s.strip()]
+    if not sizes:
+        raise InputError(f"--sizes: {args.sizes!r} is not accepted; expected a comma-separated list like 1KiB,1MiB")
+    nodes = parse_int(args.nodes, "--nodes")
+    graph = resolve_topology(args.topology, num_nodes=nodes, **parse_options(args.options))
+    ranks = max_ranks(graph) if args.ranks is None else parse_int(args.ranks, "--ranks")
+    cal = load_calibration(args.calibration) if args.calibration else None
+    model = build_comm_model(graph, ranks, calibration=cal, algorithm=algo, protocol=proto)
+    est = model.estimate_allreduce if args.collective == "allreduce" else model.estimate_broadcast
+    rows = [est(s).as_dict() for s in sizes]
+    if args.format == "json":
+        print(json.dumps(rows, indent=1))
+        return 0
+    if args.format == "csv":
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=["size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "algorithm", "protocol"],
+                           lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+        print(buf.getvalue(), end="")
+        return 0
+    d = model.describe()
+    if d.get("model") == "nccl":
+        head = (f"NCCL {d['nccl_version']} tuning model; ring {d['ring_channels']} ch x {d['ring_bw_per_channel_gbps']:g} GB/s"
+                + (f", NVLS {d['nvls_channels']} ch x {d['nvls_bw_per_channel_gbps']:g} GB/s" if d["nvls_channels"] else ""))
+    elif d.get("model") == "calibrated":
+        head = (f"calibrated ({d['allreduce_points']} all-reduce points measured at {d['calibration_world_size']} ranks"
+                f"{', rescaled' if d['rescaled_to_num_ranks'] else ''})")
+    else:
+        head = (f"gloo ring; hop {d['hop_latency_s'] * 1e6:.1f} us, {d['hop_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s; "
+                f"reduce {d['reduce_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s")
+    print(f"# ddpsim collectives: {args.collective} on {graph.graph['name']} x{nodes} node(s), {ranks} ranks: {head}")
+    print(f"# {'size':>12} {'time':>12} {'algbw':>8} {'busbw':>8}  {'algorithm':<12} {'protocol':<8}")
+    print(f"# {'(B)':>12} {'(us)':>12} {'(GB/s)':>8} {'(GB/s)':>8}")
+    for r in rows:
+        print(f"  {r['size_bytes']:>12} {r['time_s'] * 1e6:>12.2f} {r['algbw_gbps']:>8.2f} {r['busbw_gbps']:>8.2f}  "
+              f"{r['algorithm']:<12} {r['protocol']}")
+    return 0

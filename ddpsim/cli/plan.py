@@ -1,0 +1,220 @@
+"""``ddpsim plan``: show the buckets real DDP builds for a trace (or check an explicit plan)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from typing import Any
+
+from ddpsim.errors import InputError
+from ddpsim.units import parse_delay_flags
+
+DESCRIPTION = """\
+Show the gradient buckets PyTorch DDP builds for a traced model, exactly as DDP's Reducer
+builds them (torch's compute_bucket_assignment_by_size, the bucket reversal at construction
+and the one-time rebuild in gradient-ready order).
+
+The table lists the steady-state buckets in the order DDP launches their all-reduces
+(bucket 0 first), then the first-iteration layout and the iteration the rebuilt layout
+applies from. With --plan, an explicit bucket list (JSON) is validated against the trace
+and shown instead; it applies from iteration 1.
+
+--format json prints exactly the plan file format ('ddpsim-plan' v1) that --plan, 'ddpsim
+simulate' and the executor read; --out FILE writes it atomically as well."""
+
+EPILOG = """\
+examples:
+  ddpsim plan traces/resnet50.cpu.json --bucket-cap-mb 25
+  ddpsim plan traces/gpt2-124m.cpu.json --static-graph --out static.plan.json
+  ddpsim plan traces/resnet50.cpu.json --plan reports/cpu-gloo-resnet50/recommended_plan.json
+  ddpsim plan traces/resnet50.cpu.json --bucket-cap-mb-list 1,4,25
+
+A hand-written plan is {"buckets": [[11, 10], [9, 8, 7], ...]} (parameter indices or names,
+in launch order, every trainable parameter exactly once, one dtype per bucket)."""
+
+FORMATS = ("table", "csv", "json")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("plan", help="show DDP's bucket plan for a trace", description=DESCRIPTION,
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trace", metavar="TRACE", help="trace JSON written by 'ddpsim trace'")
+    p.add_argument("--bucket-cap-mb", metavar="X", default=None,
+                   help="DDP's bucket_cap_mb in MiB (> 0); default: not given (25 MiB, first rebuilt bucket 1 MiB)")
+    p.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", default=None,
+                   help="DDP's bucket_cap_mb_list (torch >= 2.13): per-bucket limits in MiB, the last reused; they "
+                        "shape the construction layout and the rebuild alike; bucket_cap_mb is ignored with it")
+    p.add_argument("--find-unused-parameters", action="store_true", help="DDP's find_unused_parameters=True")
+    p.add_argument("--static-graph", action="store_true", help="DDP's static_graph=True")
+    p.add_argument("--gradient-as-bucket-view", action="store_true", help="DDP's gradient_as_bucket_view=True")
+    p.add_argument("--semantics", default="modern", metavar="{modern,legacy}",
+                   help="modern (torch >= 2.x: an explicit cap also caps the first rebuilt bucket) or legacy "
+                        "(first rebuilt bucket always 1 MiB); default: modern")
+    p.add_argument("--delay-all-reduce-params", metavar="NAME[,NAME...]", default=None,
+                   help="DDP's delay_all_reduce_named_params: parameters left out of the buckets")
+    p.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None,
+                   help="DDP's param_to_hook_all_reduce (with --delay-all-reduce-params)")
+    p.add_argument("--plan", metavar="FILE", default=None,
+                   help="validate and show this explicit plan JSON instead of DDP's")
+    p.add_argument("--format", default="table", metavar="{table,csv,json}", help="output format; default: table")
+    p.add_argument("--out", metavar="FILE", default=None, help="also write the plan JSON to FILE (atomically)")
+    p.set_defaults(func=run)
+    return p
+
+
+def parse_bucket_cap_mb(text: str | None) -> float | None:
+    """``--bucket-cap-mb`` text -> MiB (None when not given); InputError unless a finite number > 0."""
+    from ddpsim.cli.args import parse_cap_value
+
+    if text is None:
+        return None
+    return parse_cap_value(text, "--bucket-cap-mb", "a finite number of MiB > 0", allow_not_given=False)
+
+
+def parse_bucket_cap_mb_list(text: str | None, bucket_cap_mb: float | None, command: str) -> tuple[float, ...] | None:
+    """``--bucket-cap-mb-list`` text -> MiB limits (None when not given); when ``--bucket-cap-mb``
+    is given too, says on stderr that the list wins (as in torch)."""
+    from ddpsim.cli.args import parse_cap_list
+
+    caps = parse_cap_list(text, "--bucket-cap-mb-list")
+    if caps is not None and bucket_cap_mb is not None:
+        print(f"{command}: --bucket-cap-mb {bucket_cap_mb:g} is ignored: --bucket-cap-mb-list is given "
+              "(torch ignores bucket_cap_mb when bucket_cap_mb_list is given)", file=sys.stderr)
+    return caps
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from ddpsim.io import write_text_atomic
+    from ddpsim.plan.planner import DDPOptions, load_plan, plan_ddp
+    from ddpsim.trace.records import load_trace
+
+    if args.format not in FORMATS:
+        raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
+    if args.semantics not in ("modern", "legacy"):
+        raise InputError(f"--semantics: {args.semantics!r} is not accepted; expected modern or legacy")
+    cap = parse_bucket_cap_mb(args.bucket_cap_mb)
+    options = DDPOptions(bucket_cap_mb=cap,
+                         bucket_cap_mb_list=parse_bucket_cap_mb_list(args.bucket_cap_mb_list, cap, "ddpsim plan"),
+                         find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
+                         gradient_as_bucket_view=args.gradient_as_bucket_view, semantics=args.semantics,
+                         **parse_delay_flags(args.delay_all_reduce_params, args.param_to_hook_all_reduce))
+    trace = load_trace(args.trace)
+    if args.plan is not None:
+        plan = replace(load_plan(args.plan, trace), options=options)
+    else:
+        plan = plan_ddp(trace, options)
+    plan_json = json.dumps(plan.to_dict(), indent=1) + "\n"
+    if args.format == "json":
+        text = plan_json
+    elif args.format == "csv":
+        text = format_csv(plan, trace)
+    else:
+        text = format_table(plan, trace, trace_path=args.trace, plan_path=args.plan)
+    if args.out is not None:
+        write_text_atomic(args.out, plan_json)
+    sys.stdout.write(text)
+    if args.out is not None:
+        print(f"ddpsim: wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+# ---- formatting (pure) ----------------------------------------------------------------------
+
+
+def _rows(plan: Any, trace: Any) -> list[dict[str, Any]]:
+    from ddpsim.units import format_size
+
+    rows = []
+    layouts = [("steady", plan.steady, plan.rebuild_iteration or 1)]
+    if plan.rebuild_iteration is not None:
+        layouts.append(("first_iteration", plan.initial, 1))
+    for layout, buckets, from_iter in layouts:
+        for b in buckets:
+            first, last = trace.params[b.param_indices[0]], trace.params[b.param_indices[-1]]
+            rows.append({"layout": layout, "index": b.index, "num_params": len(b.param_indices),
+                         "size_bytes": b.size_bytes, "size": format_size(b.size_bytes), "dtype": b.dtype,
+                         "first_param": first.name, "last_param": last.name, "from_iteration": from_iter,
+                         "param_indices": " ".join(str(i) for i in b.param_indices)})
+    return rows
+
+
+CSV_FIELDS = ["layout", "index", "num_params", "size_bytes", "size", "dtype", "first_param", "last_param",
+              "from_iteration", "param_indices"]
+
+
+def format_csv(plan: Any, trace: Any) -> str:
+    """One row per bucket: the steady layout, then (if buckets are rebuilt) the first-iteration one."""
+    rows = _rows(plan, trace)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _summary(buckets: Any) -> str:
+    from ddpsim.units import format_size
+
+    sizes = ", ".join(f"{b.size_bytes} B ({format_size(b.size_bytes)})" for b in buckets[:4])
+    more = f", ... ({len(buckets) - 4} more)" if len(buckets) > 4 else ""
+    return f"{len(buckets)} bucket{'s' if len(buckets) != 1 else ''}: {sizes}{more}"
+
+
+def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str | None = None) -> str:
+    """The human view: header, steady-state buckets in launch order, first-iteration line."""
+    from ddpsim.units import format_size
+
+    o = plan.options
+    cap = (f"{o.bucket_cap_mb:g} MiB" if o.cap_given else f"not given ({format_size(o.bucket_bytes_cap)})")
+    if o.bucket_cap_mb_list:
+        from ddpsim.plan.planner import mb_text
+
+        cap = f"ignored, bucket_cap_mb_list=[{', '.join(mb_text(x) for x in o.bucket_cap_mb_list)}] MiB"
+    flags = [name for name, on in (("find_unused_parameters", o.find_unused_parameters),
+                                   ("static_graph", o.static_graph),
+                                   ("gradient_as_bucket_view", o.gradient_as_bucket_view)) if on]
+    if o.delay_all_reduce_named_params is not None:
+        flags.append(f"delay_all_reduce_named_params={','.join(o.delay_all_reduce_named_params)} "
+                     f"(hook {o.param_to_hook_all_reduce})")
+    lines = [
+        f"trace: {trace_path} (model {trace.model}, {trace.num_params} parameters, "
+        f"{trace.total_param_bytes} B = {format_size(trace.total_param_bytes)})",
+    ]
+    if plan_path is not None:
+        lines.append(f"plan: explicit, from {plan_path} (validated; applies from iteration 1, never rebuilt)")
+    else:
+        lines.append(f"options: bucket_cap_mb={cap}, {', '.join(flags) if flags else 'no other options'}, "
+                     f"semantics={o.semantics}")
+    rows = [r for r in _rows(plan, trace) if r["layout"] == "steady"]
+    if not rows:
+        lines += ["", "no buckets: every parameter is in delay_all_reduce_named_params (DDP builds no reducer)", ""]
+        return "\n".join(lines)
+    title = ("steady-state buckets" if plan.rebuild_iteration is not None else "buckets") + \
+        f" (from iteration {rows[0]['from_iteration']}), in launch order:"
+    lines += ["", title]
+    header = ["bucket", "params", "size_bytes", "size", "dtype", "first .. last parameter", "from_iter"]
+    table = [[str(r["index"]), str(r["num_params"]), str(r["size_bytes"]), r["size"], r["dtype"],
+              r["first_param"] if r["num_params"] == 1 else f"{r['first_param']} .. {r['last_param']}",
+              str(r["from_iteration"])] for r in rows]
+    widths = [max(len(h), *(len(t[k]) for t in table)) for k, h in enumerate(header)]
+    right = {0, 1, 2, 3, 6}
+
+    def fmt(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if k in right else c.ljust(w) for k, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    lines.append(fmt(header))
+    lines += [fmt(t) for t in table]
+    lines.append("")
+    if plan.rebuild_iteration is not None:
+        first_iters = "1" if plan.rebuild_iteration == 2 else f"1..{plan.rebuild_iteration - 1}"
+        lines.append(f"first iteration layout (iteration {first_iters}): {_summary(plan.initial)}")
+        lines.append(f"rebuild: at the start of iteration {plan.rebuild_iteration}, in gradient-ready order")
+    elif plan_path is None:
+        lines.append("rebuild: never (find_unused_parameters without static_graph); "
+                     "this construction layout applies to every iteration")
+    return "\n".join(lines) + "\n"

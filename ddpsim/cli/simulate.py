@@ -1,0 +1,341 @@
+"""``ddpsim simulate``: simulate DDP training of a traced model on a modelled cluster."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import sys
+from typing import Any
+
+from ddpsim.errors import InputError
+
+DESCRIPTION = """\
+Simulate PyTorch DDP training of a traced model: the Reducer's buckets (DDP's own plan, or
+--plan), the gradient copy-in at each hook, DDP's strict in-order bucket launch, one
+communication stream per process group on which each all-reduce starts only when every
+rank has launched it, finalize (wait, copy-out), optimizer, over several iterations so
+the first-iteration single bucket, the bucket rebuild and the steady state all show.
+
+The network is a topology (--topology preset or YAML, with --nodes; the NCCL or gloo cost
+model, or a measured --calibration) or a plain latency + bandwidth model (--latency-us and
+--bandwidth-gbps). Copy bandwidth comes from the calibration, else from the topology's
+device memory bandwidth (free copies with the latency/bandwidth model).
+
+Rank variation: every rank's compute in an iteration is scaled by a seeded lognormal
+factor (--jitter trace: the trace's measured spread; none; or a coefficient of variation)
+and by --straggler factors. Large worlds are simulated with a few representative ranks
+(rank 0, stragglers, 8 samples) plus one process standing for the slowest of the rest.
+
+Printed: per-iteration figures (the slowest simulated rank's step; warm-up marked), the
+per-bucket ready/launch/start/end timings of the first steady iteration on rank 0, and the
+steady-state summary (p50/p95 step time, forward, backward, exposed communication,
+overlap). An "iteration" is one no_sync cycle (--no-sync-steps micro-steps + 1 synced)."""
+
+EPILOG = """\
+examples:
+  ddpsim simulate --trace traces/gpt2-124m.cpu.json --topology cpu-gloo --world-size 2 --calibration reports/cpu-gloo-calibration.json
+  ddpsim simulate --trace traces/gpt2-1.5b.h100.json --topology dgx-h100 --nodes 4 --world-size 32 --bucket-cap-mb 50
+  ddpsim simulate --trace traces/resnet50.cpu.json --latency-us 20 --bandwidth-gbps 25 --world-size 8 --comm-hook fp16 --straggler 3:1.2
+
+--format csv prints two CSV tables (iterations per rank, then buckets per rank), each after
+a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""
+
+FORMATS = ("table", "json", "csv")
+HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("simulate", help="simulate DDP training of a trace on a cluster",
+                              description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trace", required=True, metavar="FILE", help="trace JSON written by 'ddpsim trace'")
+    net = p.add_argument_group("network (a topology, or a latency + bandwidth model)")
+    net.add_argument("--topology", metavar="PRESET|FILE", default=None,
+                     help="topology preset (dgx-a100, dgx-h100, pcie, cpu-gloo) or YAML file")
+    net.add_argument("--nodes", metavar="N", type=int, default=1, help="nodes of a preset topology; default 1")
+    net.add_argument("--latency-us", metavar="X", type=float, default=None, help="alpha-beta model: latency per collective (us)")
+    net.add_argument("--bandwidth-gbps", metavar="Y", type=float, default=None,
+                     help="alpha-beta model: bandwidth (GB/s = 1e9 B/s) of a collective")
+    net.add_argument("--calibration", metavar="FILE", default=None,
+                     help="calibration JSON (measured collectives, interference, copy bandwidth) for --topology")
+    p.add_argument("--world-size", metavar="N", type=int, required=True, help="ranks in the process group")
+    ddp = p.add_argument_group("DDP options")
+    ddp.add_argument("--bucket-cap-mb", metavar="X", default=None, help="bucket_cap_mb in MiB; default: not given")
+    ddp.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", default=None,
+                     help="bucket_cap_mb_list in MiB (torch >= 2.13), e.g. 1,4,25; bucket_cap_mb is ignored with it")
+    ddp.add_argument("--find-unused-parameters", action="store_true", help="find_unused_parameters=True")
+    ddp.add_argument("--static-graph", action="store_true", help="static_graph=True")
+    ddp.add_argument("--gradient-as-bucket-view", action="store_true", help="gradient_as_bucket_view=True")
+    ddp.add_argument("--comm-hook", metavar="{" + ",".join(HOOKS) + "}", default="none", help="DDP comm hook; default none")
+    add_torch213_ddp_flags(ddp)
+    ddp.add_argument("--plan", metavar="FILE", default=None, help="explicit bucket plan JSON instead of DDP's")
+    ddp.add_argument("--sync-batchnorm", action="store_true",
+                     help="the model's BatchNorm layers are nn.SyncBatchNorm (their statistics' collectives)")
+    sim = p.add_argument_group("simulation")
+    sim.add_argument("--no-sync-steps", metavar="N", type=int, default=0, help="no_sync accumulation micro-steps per iteration")
+    sim.add_argument("--iterations", metavar="N", type=int, default=4, help="iterations to simulate; default 4")
+    sim.add_argument("--seed", metavar="S", type=int, default=0, help="random seed; default 0")
+    sim.add_argument("--jitter", metavar="trace|none|CV", default="trace", help="rank compute jitter; default trace")
+    sim.add_argument("--straggler", metavar="RANK:FACTOR", action="append", default=[],
+                     help="a slow rank (repeatable), e.g. 3:1.25")
+    sim.add_argument("--interference", metavar="COMPUTE:COMM[:WEIGHTING]", default=None,
+                     help="compute slowdown while a collective runs : collective slowdown while compute runs "
+                          "(both >= 1) [: uniform (every collective applies all of the compute slowdown; the "
+                          "default here) or bandwidth (a collective applies it in proportion to its share of "
+                          "moved bytes; what a calibration uses)], e.g. 1.2:1.5 or 2.5:3:bandwidth; overrides "
+                          "the calibration's; default 1:1 or the calibration's")
+    sim.add_argument("--copy-bandwidth-gbps", metavar="X", type=float, default=None,
+                     help="memory bandwidth (GB/s) of gradient copy-in/out; overrides the calibration's and the "
+                          "topology's; default: calibration, else topology, else free copies")
+    p.add_argument("--format", metavar="{table,json,csv}", default="table", help="output format; default table")
+    p.set_defaults(func=run)
+    return p
+
+
+def add_torch213_ddp_flags(group: Any) -> None:
+    """Flags of torch 2.13's DDP options (shared by the commands that build DDPOptions)."""
+    group.add_argument("--batched-grad-copy", action="store_true", help="batched_grad_copy=True")
+    group.add_argument("--skip-all-reduce-unused-params", action="store_true", help="skip_all_reduce_unused_params=True")
+    group.add_argument("--forward-sync-buffers", metavar="{true,false}", default=None,
+                       help="forward_sync_buffers (buffer broadcast before each forward); default: DDP's (true)")
+    group.add_argument("--broadcast-buffers", metavar="{true,false}", default=None,
+                       help="the deprecated broadcast_buffers (used when --forward-sync-buffers is not given)")
+    group.add_argument("--mixed-precision", metavar="PARAM[:REDUCE[:BUFFER]]", default=None,
+                       help="DDP's _MixedPrecision dtypes (float16, bfloat16, float32, float64; '-' leaves one unset), "
+                            "e.g. bfloat16:float32 or float16:-:float16")
+    group.add_argument("--delay-all-reduce-params", metavar="NAME[,NAME...]", default=None,
+                       help="delay_all_reduce_named_params: parameters all-reduced from a hook on --param-to-hook-all-reduce")
+    group.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None, help="param_to_hook_all_reduce")
+
+
+def torch213_ddp_options(args: argparse.Namespace) -> dict[str, Any]:
+    """DDPOptions keyword arguments from :func:`add_torch213_ddp_flags`' flags."""
+    from ddpsim.plan.planner import parse_mixed_precision
+    from ddpsim.units import parse_bool_flag, parse_delay_flags
+
+    out: dict[str, Any] = {"batched_grad_copy": args.batched_grad_copy,
+                           "skip_all_reduce_unused_params": args.skip_all_reduce_unused_params,
+                           "forward_sync_buffers": parse_bool_flag(args.forward_sync_buffers, "--forward-sync-buffers"),
+                           "mixed_precision": parse_mixed_precision(args.mixed_precision)}
+    bb = parse_bool_flag(args.broadcast_buffers, "--broadcast-buffers")
+    if bb is not None:
+        out["broadcast_buffers"] = bb
+    out.update(parse_delay_flags(args.delay_all_reduce_params, args.param_to_hook_all_reduce))
+    return out
+
+
+def parse_straggler(text: str) -> tuple[int, float]:
+    """``"3:1.25"`` -> (3, 1.25); InputError otherwise."""
+    try:
+        r, f = text.split(":")
+        rank, factor = int(r), float(f)
+    except ValueError:
+        raise InputError(f"--straggler: {text!r} is not accepted; expected RANK:FACTOR, e.g. 3:1.25") from None
+    return rank, factor
+
+
+def parse_interference(text: str):
+    """``"1.2:1.5"`` -> Interference(compute_slowdown=1.2, comm_slowdown=1.5); ``"1.2:1.5:bandwidth"``
+    also sets the weighting; InputError otherwise."""
+    from ddpsim.network.interference import WEIGHTINGS, Interference
+
+    expected = (f"COMPUTE:COMM slowdowns >= 1, optionally :WEIGHTING ({' or '.join(WEIGHTINGS)}), "
+                "e.g. 1.2:1.5 or 2.5:3:bandwidth")
+    parts = text.split(":")
+    weighting = parts.pop() if len(parts) == 3 else "uniform"
+    try:
+        c, m = parts
+        compute, comm = float(c), float(m)
+    except ValueError:
+        raise InputError(f"--interference: {text!r} is not accepted; expected {expected}") from None
+    if not (math.isfinite(compute) and math.isfinite(comm) and compute >= 1 and comm >= 1) or weighting not in WEIGHTINGS:
+        raise InputError(f"--interference: {text!r} is not accepted; expected {expected}")
+    return Interference(compute_slowdown=compute, comm_slowdown=comm, weighting=weighting)
+
+
+def parse_jitter(text: str) -> str | float:
+    if text in ("trace", "none"):
+        return text
+    try:
+        v = float(text)
+    except ValueError:
+        raise InputError(f"--jitter: {text!r} is not accepted; expected trace, none or a coefficient of variation >= 0") from None
+    if not math.isfinite(v) or v < 0:
+        raise InputError(f"--jitter: {text!r} is not accepted; expected trace, none or a coefficient of variation >= 0")
+    return v
+
+
+def build_inputs(args: argparse.Namespace):
+    """(trace, plan, comm, config) from the parsed arguments."""
+    from ddpsim.cli.plan import parse_bucket_cap_mb, parse_bucket_cap_mb_list
+    from ddpsim.network.comm_model import AlphaBetaModel
+    from ddpsim.plan.planner import DDPOptions, load_plan, plan_ddp
+    from ddpsim.engine.config import SimConfig
+    from ddpsim.network.interference import Interference
+    from ddpsim.trace.records import load_trace
+
+    if args.format not in FORMATS:
+        raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
+    if args.comm_hook not in HOOKS:
+        raise InputError(f"--comm-hook: {args.comm_hook!r} is not accepted; expected one of {', '.join(HOOKS)}")
+    if args.world_size < 1:
+        raise InputError(f"--world-size: {args.world_size} is not accepted; expected an integer >= 1")
+    cap = parse_bucket_cap_mb(args.bucket_cap_mb)
+    cap_list = parse_bucket_cap_mb_list(args.bucket_cap_mb_list, cap, "ddpsim simulate")
+    trace = load_trace(args.trace)
+    options = DDPOptions(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
+                         find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
+                         gradient_as_bucket_view=args.gradient_as_bucket_view, **torch213_ddp_options(args))
+    if args.plan:
+        from dataclasses import replace
+
+        plan = replace(load_plan(args.plan, trace), options=options)
+    else:
+        plan = plan_ddp(trace, options)
+    ab = args.latency_us is not None or args.bandwidth_gbps is not None
+    if ab == (args.topology is not None):
+        raise InputError(f"--topology: {args.topology!r} with --latency-us {args.latency_us!r} / --bandwidth-gbps {args.bandwidth_gbps!r} "
+                         "is not accepted; expected either --topology, or both --latency-us and --bandwidth-gbps")
+    interference = Interference()
+    copy_bw = None
+    if ab:
+        if args.latency_us is None or args.bandwidth_gbps is None:
+            raise InputError("--latency-us/--bandwidth-gbps: only one given; expected both")
+        if args.calibration:
+            raise InputError(f"--calibration: {args.calibration!r} is not accepted with --latency-us/--bandwidth-gbps; expected --topology")
+        if not (math.isfinite(args.latency_us) and args.latency_us >= 0):
+            raise InputError(f"--latency-us: {args.latency_us!r} is not accepted; expected a number >= 0")
+        if not (math.isfinite(args.bandwidth_gbps) and args.bandwidth_gbps > 0):
+            raise InputError(f"--bandwidth-gbps: {args.bandwidth_gbps!r} is not accepted; expected a number > 0")
+        comm = AlphaBetaModel(latency_s=args.latency_us * 1e-6, bandwidth_bytes_per_s=args.bandwidth_gbps * 1e9,
+                              num_ranks=args.world_size)
+    else:
+        from ddpsim.network.collective_cost import build_comm_model
+        from ddpsim.network.topology import max_ranks, resolve_topology
+
+        graph = resolve_topology(args.topology, num_nodes=args.nodes)
+        avail = max_ranks(graph)
+        if args.world_size > avail:
+            raise InputError(f"--world-size: {args.world_size} is not accepted; expected at most {avail} "
+                             f"(the devices of {args.topology!r} x {args.nodes} node(s))")
+        cal = None
+        if args.calibration:
+            from ddpsim.calibration.loader import load_calibration
+
+            cal = load_calibration(args.calibration)
+            warning = cal.warning()
+            if warning:
+                print(f"ddpsim simulate: WARNING: {warning}", file=sys.stderr)
+            interference = cal.interference or interference
+            copy_bw = cal.copy_bandwidth_bytes_per_s
+        if copy_bw is None:
+            from ddpsim.pipeline.scenario import device_memory_bandwidth
+
+            copy_bw = device_memory_bandwidth(graph)
+        comm = build_comm_model(graph, args.world_size, calibration=cal)
+    if args.interference is not None:
+        interference = parse_interference(args.interference)
+    if args.copy_bandwidth_gbps is not None:
+        if not (math.isfinite(args.copy_bandwidth_gbps) and args.copy_bandwidth_gbps > 0):
+            raise InputError(f"--copy-bandwidth-gbps: {args.copy_bandwidth_gbps!r} is not accepted; expected a number > 0")
+        copy_bw = args.copy_bandwidth_gbps * 1e9
+    stragglers = dict(parse_straggler(s) for s in args.straggler)
+    config = SimConfig(world_size=args.world_size, num_iterations=args.iterations, seed=args.seed,
+                       comm_hook=args.comm_hook, no_sync_steps=args.no_sync_steps, jitter=parse_jitter(args.jitter),
+                       stragglers=stragglers, interference=interference, copy_bandwidth_bytes_per_s=copy_bw,
+                       sync_batchnorm=args.sync_batchnorm)
+    return trace, plan, comm, config
+
+
+def _iteration_rows(res) -> list[dict[str, Any]]:
+    """Per iteration: the slowest simulated rank's figures."""
+    rows: dict[int, Any] = {}
+    for it in res.iterations:
+        cur = rows.get(it.iteration)
+        if cur is None or it.iteration_s > cur.iteration_s:
+            rows[it.iteration] = it
+    return [{"iteration": k, "rank": it.rank, "warmup": it.warmup, "iteration_ms": it.iteration_s * 1e3,
+             "forward_ms": it.forward_s * 1e3, "backward_ms": it.backward_compute_s * 1e3,
+             "comm_ms": it.comm_s * 1e3, "exposed_comm_ms": it.exposed_comm_s * 1e3,
+             "overlap": it.overlap_ratio, "optimizer_ms": it.optimizer_s * 1e3}
+            for k, it in sorted(rows.items())]
+
+
+def _steady_bucket_rows(res) -> tuple[int | None, list[dict[str, Any]]]:
+    steady = sorted({it.iteration for it in res.iterations if not it.warmup})
+    k = steady[0] if steady else max((b.iteration for b in res.buckets), default=None)
+    r0 = res.ranks[0]
+    rows = [{"bucket": b.bucket, "params": b.num_params, "size_mib": b.size_bytes / 2**20,
+             "ready_ms": b.ready_s * 1e3, "launch_ms": b.launch_s * 1e3, "start_ms": b.start_s * 1e3,
+             "end_ms": b.end_s * 1e3, "comm_ms": (b.end_s - b.start_s) * 1e3}
+            for b in res.buckets if b.iteration == k and b.rank == r0]
+    return k, rows
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(none)\n"
+    cols = list(rows[0])
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, bool):
+            return "yes" if v else ""
+        if isinstance(v, float):
+            return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.1f}"
+        return str(v)
+
+    cells = [[fmt(r[c]) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    out = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
+    out += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(out) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from ddpsim.engine.simulate import simulate
+
+    trace, plan, comm, config = build_inputs(args)
+    res = simulate(trace, plan, comm, config)
+    summary = res.summary()
+    out = sys.stdout
+    if args.format == "json":
+        doc = {"summary": summary,
+               "iterations": [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations],
+               "buckets": [asdict(b) for b in res.buckets], "meta": res.meta}
+        out.write(json.dumps(doc, indent=1, default=str) + "\n")
+        return 0
+    if args.format == "csv":
+        for name, rows in (("iterations", [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations]),
+                           ("buckets", [asdict(b) for b in res.buckets])):
+            buf = io.StringIO()
+            out.write(f"# {name}\n")
+            if rows:
+                w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+                w.writeheader()
+                w.writerows(rows)
+            out.write(buf.getvalue())
+        return 0
+    m = res.meta
+    out.write(f"{trace.model}: {config.world_size} ranks, {m['comm'].get('model', getattr(comm, 'backend', ''))}, "
+              f"plan {m['plan']['label']} ({m['plan']['num_buckets_initial']} bucket(s) first, "
+              f"{m['plan']['num_buckets_steady']} steady), hook {config.comm_hook}, iterations {config.num_iterations}, "
+              f"seed {config.seed}\n")
+    out.write(f"simulated ranks: {list(res.ranks)}{' + 1 representative of the rest' if m['rest_representative'] else ''}; "
+              f"warm-up iterations: {m['num_warmup_iterations']}; iteration = {m['iteration_unit']}\n\n")
+    out.write("per iteration (slowest simulated rank):\n")
+    out.write(_table(_iteration_rows(res)))
+    k, brows = _steady_bucket_rows(res)
+    out.write(f"\nbuckets of iteration {k}, rank {res.ranks[0]} (ms from simulation start):\n")
+    out.write(_table(brows))
+    out.write("\nsummary (steady state):\n")
+    for key, v in summary.items():
+        if key.endswith("_s"):
+            out.write(f"  {key[:-2] + '_ms':<22} {v * 1e3:.4g}\n")
+        else:
+            out.write(f"  {key:<22} {v:.4g}\n")
+    return 0

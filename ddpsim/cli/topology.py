@@ -1,0 +1,164 @@
+"""``ddpsim topology``: summarise (and draw) a cluster topology."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ddpsim.cli.args import parse_int
+from ddpsim.errors import InputError
+
+DESCRIPTION = """\
+Summarise a cluster topology: a preset (dgx-a100, dgx-h100, pcie, cpu-gloo) or a custom
+YAML file. Prints the devices, the elements (NVSwitches, PCIe switches, NICs, leaf and spine
+switches), the links by type with their bandwidth per direction (GB/s = 1e9 B/s, as NCCL
+models them), the narrowest link of each type, and the channels NCCL's graph search finds
+for all the devices (nChannels x GB/s per channel, and the link that bounds them).
+
+Preset options are given with --set KEY=VALUE (repeatable):
+  dgx-a100 / dgx-h100: gpus_per_node, nvlinks_per_gpu, nic_gbit, pcie_gen,
+                       fabric (rail | fat-tree), oversubscription, leaf_radix, num_spines
+  pcie:                gpus_per_node, gpus_per_switch, pcie_gen (4 | 5), nic_gbit, fabric options
+  cpu-gloo:            ranks_per_host, loopback_gbps, loopback_latency_us, ethernet_gbit,
+                       ethernet_latency_us, memory_gbps, reduce_gbps"""
+
+EPILOG = """\
+examples:
+  ddpsim topology dgx-a100
+  ddpsim topology dgx-h100 --nodes 4 --set fabric=fat-tree --set oversubscription=2
+  ddpsim topology my_cluster.yaml --draw cluster.png"""
+
+FORMATS = ("table", "json")
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, Any]:
+    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (int, then float, else string)."""
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise InputError(f"--set: {pair!r} is not accepted; expected KEY=VALUE, e.g. nvlinks_per_gpu=8")
+        k, v = pair.split("=", 1)
+        k = k.strip().replace("-", "_")
+        val: Any = v.strip()
+        for conv in (int, float):
+            try:
+                val = conv(v)
+                break
+            except ValueError:
+                continue
+        out[k] = val
+    return out
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("topology", help="summarise and draw a cluster topology", description=DESCRIPTION,
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("topology", metavar="PRESET|FILE", help="a preset name or a topology YAML file")
+    p.add_argument("--nodes", default="1", metavar="N", help="number of hosts (presets only); default: 1")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options",
+                   help="a preset option (repeatable); see above")
+    p.add_argument("--draw", metavar="PNG", default=None, help="draw the graph to this image file")
+    p.add_argument("--format", default="table", metavar="{table,json}", help="output format; default: table")
+    p.set_defaults(func=run)
+    return p
+
+
+def draw_topology(graph: Any, path: str) -> None:
+    """Draw ``graph`` in layers (devices at the bottom, spines on top) to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx
+
+    from ddpsim.io import ensure_dir
+    from ddpsim.network.topology import BANDWIDTH, KIND, LINK_TYPE
+
+    layer = {"gpu": 0, "cpu": 0, "nvswitch": 1, "loopback": 1, "pcie_switch": 1, "host_bridge": 2, "nic": 2,
+             "leaf": 3, "eth_switch": 3, "spine": 4}
+    import re
+
+    from ddpsim.network.topology import HOST
+
+    def order(item: Any) -> tuple:
+        name, d = item
+        return (d[HOST] if d[HOST] >= 0 else 1 << 30,
+                [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name))])
+
+    rows: dict[int, list] = {}  # layer -> nodes in host order, spread left to right
+    for n, d in sorted(graph.nodes(data=True), key=order):
+        rows.setdefault(layer.get(d[KIND], 2), []).append(n)
+    pos = {n: ((i + 0.5) / len(ns), float(y)) for y, ns in rows.items() for i, n in enumerate(ns)}
+    colors = {"nvlink": "tab:green", "pcie": "tab:blue", "net": "tab:red", "loopback": "tab:gray",
+              "ethernet": "tab:orange"}
+    n = graph.number_of_nodes()
+    fig, ax = plt.subplots(figsize=(max(8, min(40, n * 0.35)), 6))
+    bws = [d[BANDWIDTH] for _, _, d in graph.edges(data=True)]
+    top = max(bws)
+    for lt, c in colors.items():
+        es = [(u, v) for u, v, d in graph.edges(data=True) if d[LINK_TYPE] == lt]
+        if es:
+            widths = [0.5 + 3.0 * graph.edges[e][BANDWIDTH] / top for e in es]
+            nx.draw_networkx_edges(graph, pos, edgelist=es, edge_color=c, width=widths, ax=ax, label=lt)
+    kinds = sorted({d[KIND] for _, d in graph.nodes(data=True)})
+    cmap = plt.get_cmap("tab10")
+    for i, k in enumerate(kinds):
+        ns = [x for x, d in graph.nodes(data=True) if d[KIND] == k]
+        nx.draw_networkx_nodes(graph, pos, nodelist=ns, node_color=[cmap(i % 10)], node_size=120, ax=ax, label=k)
+    if n <= 40:
+        nx.draw_networkx_labels(graph, pos, font_size=6, ax=ax)
+    ax.set_title(f"{graph.graph.get('name')}: {graph.graph.get('description', '')}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.axis("off")
+    from pathlib import Path
+
+    ensure_dir(Path(path).parent if str(Path(path).parent) else ".")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ddpsim.network.collective_cost import place_ranks, search_graphs
+    from ddpsim.network.topology import max_ranks, resolve_topology, summarize
+
+    if args.format not in FORMATS:
+        raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
+    nodes = parse_int(args.nodes, "--nodes")
+    graph = resolve_topology(args.topology, num_nodes=nodes, **parse_options(args.options))
+    summary = summarize(graph)
+    if graph.graph["backend"] == "nccl":
+        info = search_graphs(graph, place_ranks(graph, max_ranks(graph)))
+        summary["nccl_graph"] = {
+            "ring_channels": info.ring.num_channels, "ring_bw_per_channel_gbps": info.ring.bw_gbps,
+            "ring_bus_bw_gbps": info.ring.num_channels * info.ring.bw_gbps,
+            "bounded_by": info.ring.bottleneck,
+            "nvls_channels": info.nvls.num_channels if info.nvls else 0,
+            "nvls_bw_per_channel_gbps": info.nvls.bw_gbps if info.nvls else 0.0,
+            "nvlink_intra": info.nvlink_intra, "ll128_enabled": info.ll128_enabled,
+        }
+    if args.draw:
+        draw_topology(graph, args.draw)
+        summary["drawing"] = args.draw
+    if args.format == "json":
+        print(json.dumps(summary, indent=1, default=str))
+        return 0
+    print(f"topology  {summary['name']} ({summary['backend']}): {summary['description']}")
+    print(f"devices   {summary['num_devices']} x {summary['device_model']} on {summary['num_nodes']} host(s)")
+    print("elements  " + ", ".join(f"{v} {k}" for k, v in sorted(summary["node_kinds"].items())))
+    print(f"links     {summary['num_links']}")
+    print(f"  {'type':<9} {'count':>5} {'min GB/s':>9} {'max GB/s':>9}  narrowest")
+    for lt, t in sorted(summary["links"].items()):
+        print(f"  {lt:<9} {t['count']:>5} {t['min_bandwidth_gbps']:>9.1f} {t['max_bandwidth_gbps']:>9.1f}  {t['narrowest']}")
+    bw = ", ".join(f"{k} {v:.1f} GB/s" for k, v in summary["device0_link_bandwidth_gbps"].items())
+    print(f"device 0  {bw}")
+    if "nccl_graph" in summary:
+        g = summary["nccl_graph"]
+        line = (f"nccl      ring {g['ring_channels']} ch x {g['ring_bw_per_channel_gbps']:g} GB/s = "
+                f"{g['ring_bus_bw_gbps']:.1f} GB/s busbw (bounded by {g['bounded_by'] or 'n/a'})")
+        if g["nvls_channels"]:
+            line += f"; NVLS {g['nvls_channels']} ch x {g['nvls_bw_per_channel_gbps']:g} GB/s"
+        print(line + f"; LL128 {'on' if g['ll128_enabled'] else 'off'}")
+    if args.draw:
+        print(f"drawing   {args.draw}")
+    return 0

@@ -1,0 +1,126 @@
+"""What a simulation is asked to do, besides the trace, the plan and the comm model.
+
+Kept apart from the engine so that scenarios, sweeps and validation can build configs
+without importing SimPy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal, Mapping
+
+from ddpsim.errors import InputError
+from ddpsim.network.host_costs import HostCosts
+from ddpsim.network.interference import WEIGHTINGS, Interference
+from ddpsim.trace.records import check_compute_statistic
+
+#: a validation scores the mean step, so it predicts from the trace's mean phases and ready
+#: times (``SimConfig.compute_statistic``): with the medians, slow iterations that the measured
+#: means hold would be left out of the prediction (``benchmarks/bench_estimator.py``)
+VALIDATION_STATISTIC = "mean"
+
+COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
+CommHook = Literal["none", "allreduce", "fp16", "bf16", "powersgd"]
+@dataclass(frozen=True, kw_only=True)
+class SimConfig:
+    """Knobs of one simulated run.
+
+    Attributes:
+        world_size: number of ranks in the process group.
+        num_iterations: synchronised iterations to simulate (>= 1); iteration 1 is DDP's
+            first (single-bucket) iteration.
+        num_warmup_iterations: iterations excluded from steady-state figures; None means
+            "up to and including the iteration that first uses the rebuilt buckets" (1 if
+            buckets are never rebuilt).
+        seed: seeds every random draw (jitter). Same inputs and seed -> same result.
+        comm_hook: DDP comm hook: "none" (default reducer path), "allreduce",
+            "fp16"/"bf16" (compression), "powersgd".
+        powersgd_rank: PowerSGD's matrix_approximation_rank.
+        powersgd_start_iter: PowerSGD's start_powerSGD_iter (plain all-reduce before it).
+        no_sync_steps: gradient-accumulation micro-steps under ``no_sync()`` before each
+            synchronised step (0 = none).
+        jitter: "trace" (each rank's compute drawn from the trace's measured spread),
+            "none", or a float: the coefficient of variation of a lognormal factor.
+        stragglers: rank -> slowdown factor (>= 1) applied to that rank's compute.
+        interference: see :class:`Interference`.
+        copy_bandwidth_bytes_per_s: device memory bandwidth for the copy-in / copy-out of
+            gradients (each copies 2x the bytes: read + write); None = free copies.
+        rank_group_size: ranks that behave alike (same jitter class) are represented by
+            one simulated process; None lets the engine choose.
+        copy_kernel_floor_s: the least a gradient-copy kernel takes (launch and tail on a
+            GPU: one kernel per parameter for copy-in, zero-fill and copy-out); 0 = none.
+        host_costs: CPU costs per step, hook, bucket and collective on a CPU timeline per
+            rank (:mod:`ddpsim.network.host_costs`); None = the CPU is never the bottleneck.
+        compute_statistic: how the trace's iterations give each compute phase and each
+            gradient-ready time: ``"median"`` (robust to an outlying iteration; default) or
+            ``"mean"`` (what a mean step adds up: ``ddpsim validate`` predicts its measured mean
+            steps with it).
+        sync_batchnorm: the model's BatchNorm layers are ``nn.SyncBatchNorm``
+            (``convert_sync_batchnorm``): their forward all-gathers and backward all-reduces
+            run on the process group's stream (the engine finds the layers by their
+            ``running_mean``/``running_var`` buffers in the trace).
+    """
+
+    world_size: int = 2
+    num_iterations: int = 4
+    num_warmup_iterations: int | None = None
+    seed: int = 0
+    comm_hook: CommHook = "none"
+    powersgd_rank: int = 1
+    powersgd_start_iter: int = 0
+    no_sync_steps: int = 0
+    jitter: str | float = "trace"
+    stragglers: Mapping[int, float] = field(default_factory=dict)
+    interference: Interference = field(default_factory=Interference)
+    copy_bandwidth_bytes_per_s: float | None = None
+    rank_group_size: int | None = None
+    copy_kernel_floor_s: float = 0.0
+    host_costs: HostCosts | None = None
+    sync_batchnorm: bool = False
+    compute_statistic: str = "median"
+
+    def for_validation(self) -> "SimConfig":
+        """This config as a validation predicts with it: :data:`VALIDATION_STATISTIC`."""
+        return replace(self, compute_statistic=VALIDATION_STATISTIC)
+
+    def __post_init__(self) -> None:
+        _pos_int(self.world_size, "world_size", 1)
+        _pos_int(self.num_iterations, "num_iterations", 1)
+        if self.num_warmup_iterations is not None:
+            _pos_int(self.num_warmup_iterations, "num_warmup_iterations", 0)
+            if self.num_warmup_iterations >= self.num_iterations:
+                raise InputError(f"num_warmup_iterations: {self.num_warmup_iterations} is not accepted; expected fewer than num_iterations ({self.num_iterations})")
+        _pos_int(self.seed, "seed", 0)
+        if self.comm_hook not in COMM_HOOKS:
+            raise InputError(f"comm_hook: {self.comm_hook!r} is not accepted; expected one of {', '.join(COMM_HOOKS)}")
+        _pos_int(self.powersgd_rank, "powersgd_rank", 1)
+        _pos_int(self.powersgd_start_iter, "powersgd_start_iter", 0)
+        _pos_int(self.no_sync_steps, "no_sync_steps", 0)
+        j = self.jitter
+        if not (j in ("trace", "none") or (isinstance(j, (int, float)) and not isinstance(j, bool) and math.isfinite(j) and j >= 0)):
+            raise InputError(f"jitter: {j!r} is not accepted; expected 'trace', 'none' or a coefficient of variation >= 0")
+        object.__setattr__(self, "stragglers", dict(self.stragglers))
+        for r, f in self.stragglers.items():
+            if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < self.world_size:
+                raise InputError(f"stragglers: rank {r!r} is not accepted; expected a rank in [0, {self.world_size})")
+            if isinstance(f, bool) or not isinstance(f, (int, float)) or not math.isfinite(f) or f < 1.0:
+                raise InputError(f"stragglers[{r}]: {f!r} is not accepted; expected a slowdown factor >= 1.0")
+        bw = self.copy_bandwidth_bytes_per_s
+        if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float)) or not bw > 0):
+            raise InputError(f"copy_bandwidth_bytes_per_s: {bw!r} is not accepted; expected a number > 0 or null")
+        if self.rank_group_size is not None:
+            _pos_int(self.rank_group_size, "rank_group_size", 1)
+        fl = self.copy_kernel_floor_s
+        if isinstance(fl, bool) or not isinstance(fl, (int, float)) or not math.isfinite(fl) or fl < 0:
+            raise InputError(f"copy_kernel_floor_s: {fl!r} is not accepted; expected a finite number of seconds >= 0")
+        if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
+            raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.network.host_costs.HostCosts or None")
+        check_compute_statistic(self.compute_statistic)
+        if not isinstance(self.sync_batchnorm, bool):
+            raise InputError(f"sync_batchnorm: {self.sync_batchnorm!r} is not accepted; expected true or false")
+
+
+def _pos_int(v: object, name: str, minimum: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise InputError(f"{name}: {v!r} is not accepted; expected an integer >= {minimum}")

@@ -1,0 +1,100 @@
+"""Rank-to-rank variation of compute speed, and which ranks the engine simulates explicitly.
+
+Pure functions; the engine passes in a seeded ``numpy.random.Generator``.
+
+Model: rank ``r`` runs all its compute-stream work in iteration ``k`` (one no_sync cycle)
+``factor[k, r]`` times slower than the trace's median, with
+
+    factor[k, r] = exp(sigma * Z[k, r]) * straggler[r],   Z ~ N(0, 1) i.i.d.
+
+i.e. a lognormal factor with median 1. ``sigma`` comes from ``SimConfig.jitter``:
+
+* ``"trace"``: matched to the trace's measured spread of ``backward_s``: the lognormal whose
+  10th and 90th percentiles have the same ratio as the trace's p90/p10, i.e.
+  ``sigma = ln(p90 / p10) / (2 * 1.2815515655446004)`` (0 with a single measured iteration);
+* ``"none"``: ``sigma = 0``;
+* a float ``cv``: the lognormal with that coefficient of variation,
+  ``sigma = sqrt(ln(1 + cv**2))``.
+
+``Z`` is drawn in bulk for ALL ranks (``(num_iterations, world_size)``), so rank ``r`` gets
+the same factor whether it is simulated explicitly or folded into the "rest" representative.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ddpsim.trace.records import Trace
+
+#: z-score of the 90th percentile of a standard normal
+Z90 = 1.2815515655446004
+
+#: world sizes up to this are simulated rank by rank (no representative)
+EXACT_WORLD_SIZE = 8
+#: jittered sample ranks simulated explicitly above EXACT_WORLD_SIZE (besides rank 0 and stragglers)
+NUM_SAMPLE_RANKS = 8
+
+
+def jitter_sigma(trace: Trace, jitter: str | float) -> float:
+    """The lognormal ``sigma`` of the per-rank, per-iteration compute factor."""
+    if jitter == "none":
+        return 0.0
+    if jitter == "trace":
+        st = trace.phase("backward")
+        if st.p10_s <= 0 or st.p90_s <= st.p10_s:
+            return 0.0
+        return math.log(st.p90_s / st.p10_s) / (2 * Z90)
+    cv = float(jitter)
+    return math.sqrt(math.log1p(cv * cv))
+
+
+def draw_factors(rng: np.random.Generator, sigma: float, num_iterations: int, world_size: int,
+                 stragglers: Mapping[int, float]) -> np.ndarray:
+    """``factor[k, r]`` (iteration index ``k`` from 0) for every rank, drawn in one call."""
+    if sigma > 0:
+        f = np.exp(sigma * rng.standard_normal((num_iterations, world_size)))
+    else:
+        f = np.ones((num_iterations, world_size))
+    for r, s in sorted(stragglers.items()):
+        f[:, r] *= s
+    return f
+
+
+def choose_explicit_ranks(world_size: int, stragglers: Mapping[int, float], sigma: float,
+                          rank_group_size: int | None) -> tuple[tuple[int, ...], bool]:
+    """Ranks simulated as their own SimPy process, and whether a "rest" representative is needed.
+
+    * ``rank_group_size=g``: ranks ``0, g, 2g, ...`` plus every straggler;
+    * otherwise every rank when ``world_size <= EXACT_WORLD_SIZE``; else rank 0, every
+      straggler and ``NUM_SAMPLE_RANKS`` evenly spaced ranks (only rank 0 and the stragglers
+      when there is no jitter: the others behave exactly like rank 0).
+
+    The remaining ranks are represented by ONE extra process (``ddpsim.engine.simulate._RestRanks``)
+    that runs their common program on a numpy vector of clocks and launches every collective
+    when the latest of them would. Needed only with jitter: without it they behave exactly
+    like rank 0.
+    """
+    if rank_group_size is not None:
+        base = set(range(0, world_size, rank_group_size))
+    elif world_size <= EXACT_WORLD_SIZE:
+        base = set(range(world_size))
+    elif sigma == 0:
+        base = {0}
+    else:
+        base = {i * world_size // NUM_SAMPLE_RANKS for i in range(NUM_SAMPLE_RANKS)}
+    explicit = tuple(sorted(base | set(stragglers)))
+    num_rest = world_size - len(explicit)
+    need_rest = num_rest > 0 and sigma > 0  # without jitter the rest behave exactly like rank 0
+    return explicit, need_rest
+
+
+def rest_factors(factors: np.ndarray, explicit: Sequence[int]) -> np.ndarray:
+    """Per iteration, the largest factor among the ranks NOT simulated explicitly."""
+    mask = np.ones(factors.shape[1], dtype=bool)
+    mask[list(explicit)] = False
+    if not mask.any():
+        return np.ones(factors.shape[0])
+    return factors[:, mask].max(axis=1)

@@ -1,0 +1,164 @@
+"""What a simulation returns: every span, per-bucket timings and per-iteration figures.
+
+All times are seconds from the start of the simulation (iteration 1's first event).
+Stream names: ``"compute"`` (forward, backward, copy-in/out, optimizer, hook work) and
+``"comm"`` (the process group's communication stream: all-reduces and broadcasts run
+there one after another). Iterations are numbered from 1.
+
+Span kinds (``Span.kind``): ``forward``, ``backward`` (backward compute between hooks),
+``copy_in``, ``copy_out``, ``optimizer``, ``zero_grad``, ``graph_search``
+(find_unused_parameters' traversal), ``compress`` (comm-hook casts / PowerSGD compute),
+``rebuild`` (bucket rebuild's broadcasts and allocation), ``broadcast`` (buffers),
+``allreduce`` (a gradient bucket), ``used_map_allreduce``, ``syncbn_allgather`` /
+``syncbn_allreduce`` (SyncBatchNorm's forward and backward statistics), ``wait`` (the compute
+stream waiting for communication).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ddpsim.trace.records import quantile
+
+COMPUTE_STREAM = "compute"
+COMM_STREAM = "comm"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Span:
+    rank: int
+    stream: str
+    kind: str
+    name: str
+    iteration: int
+    start_s: float
+    end_s: float
+    bucket: int | None = None
+    size_bytes: int | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class BucketTiming:
+    """One bucket's life in one iteration on one rank (absolute seconds)."""
+
+    rank: int
+    iteration: int
+    bucket: int
+    size_bytes: int
+    num_params: int
+    ready_s: float     # its last gradient copied in
+    launch_s: float    # DDP launched its collective (in-order rule)
+    start_s: float     # the collective started on the comm stream (all ranks launched, stream free)
+    end_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class IterationStats:
+    """Per-iteration figures of one rank.
+
+    ``exposed_comm_s``: from the end of backward compute to the end of the last collective
+    (0 if communication finished first). ``overlap_ratio``: communication time overlapped
+    by compute / total communication time (HTA's ``get_comm_comp_overlap``).
+    """
+
+    rank: int
+    iteration: int
+    start_s: float
+    end_s: float
+    forward_s: float
+    backward_compute_s: float
+    exposed_comm_s: float
+    comm_s: float
+    overlap_ratio: float
+    optimizer_s: float
+    synced: bool = True
+    warmup: bool = False
+
+    @property
+    def iteration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimResult:
+    """The whole output of :func:`ddpsim.engine.simulate.simulate`.
+
+    ``ranks`` lists the ranks simulated explicitly (ranks that behave alike share one
+    representative; ``world_size`` is the group's size).
+    """
+
+    world_size: int
+    ranks: tuple[int, ...]
+    spans: tuple[Span, ...]
+    buckets: tuple[BucketTiming, ...]
+    iterations: tuple[IterationStats, ...]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def steady_iterations(self) -> list[IterationStats]:
+        """Iterations after the warm-up (first iteration, rebuild), all simulated ranks."""
+        return [it for it in self.iterations if not it.warmup]
+
+    def step_times_s(self) -> list[float]:
+        """Per steady iteration, what the job sees: from the end of the previous iteration on
+        its slowest rank to the end of this one on its slowest rank (the first iteration
+        simulated: from its earliest start). These add up to the job's wall time. The
+        per-iteration max of each rank's own iteration time would not: a rank delayed after an
+        iteration's last collective makes the others wait in the next one, and the max counts
+        that delay in both iterations (the measured step, ``executor.ddp_step.step_times``,
+        is the per-iteration mean over ranks for the same reason)."""
+        ends: dict[int, float] = {}
+        starts: dict[int, float] = {}
+        for it in self.iterations:
+            ends[it.iteration] = max(ends.get(it.iteration, it.end_s), it.end_s)
+            starts[it.iteration] = min(starts.get(it.iteration, it.start_s), it.start_s)
+        steady = {it.iteration for it in self.steady_iterations()}
+        out: list[float] = []
+        prev: float | None = None
+        for k in sorted(ends):
+            if k in steady:
+                out.append(ends[k] - (starts[k] if prev is None else prev))
+            prev = ends[k]
+        return out
+
+    def summary(self) -> dict[str, float]:
+        """p50/p95 step time and mean breakdown over steady iterations."""
+        steady = self.steady_iterations() or list(self.iterations)
+        steps = self.step_times_s() or [it.iteration_s for it in steady]
+
+        def mean(attr: str) -> float:
+            return statistics.fmean(getattr(it, attr) for it in steady)
+
+        return {
+            "iteration_p50_s": statistics.median(steps),
+            "iteration_p95_s": quantile(steps, 0.95),
+            "iteration_mean_s": statistics.fmean(steps),
+            "forward_s": mean("forward_s"),
+            "backward_compute_s": mean("backward_compute_s"),
+            "exposed_comm_s": mean("exposed_comm_s"),
+            "comm_s": mean("comm_s"),
+            "overlap_ratio": mean("overlap_ratio"),
+            "optimizer_s": mean("optimizer_s"),
+        }
+
+    # pandas is imported lazily: the engine itself does not need it
+    def spans_df(self):  # -> pandas.DataFrame
+        import pandas as pd
+
+        return pd.DataFrame([asdict(s) for s in self.spans])
+
+    def buckets_df(self):
+        import pandas as pd
+
+        return pd.DataFrame([asdict(b) for b in self.buckets])
+
+    def iterations_df(self):
+        import pandas as pd
+
+        rows = [dict(asdict(it), iteration_s=it.iteration_s) for it in self.iterations]
+        return pd.DataFrame(rows)

@@ -1,0 +1,262 @@
+"""The method's own error, measured on other models: a conformal band around a prediction.
+
+A prediction interval from :mod:`ddpsim.validation.intervals` holds the trace's noise (captures and
+iterations resampled through the engine) and the calibration's uncertain compute slowdown. It
+does not hold what the engine gets wrong about a model -- a cost it does not charge, a
+mechanism it simplifies -- and on the 2-core host that, not the noise, is what leaves measured
+means outside their intervals (``reports/zoo``). This module measures that error where it can
+be measured: on validated models, as the *residual* of each validated point,
+
+    r = measured_s / predicted_s - 1,
+
+and turns the residuals of OTHER models into a band around a new prediction ``p``:
+``[p * (1 + r_lo), p * (1 + r_hi)]`` with ``r_lo`` and ``r_hi`` the split-conformal order
+statistics of the residuals (Vovk et al., *Algorithmic Learning in a Random World*; Lei et al.
+2018, "Distribution-free predictive inference for regression"): for ``n`` residuals and level
+``L`` (tails ``a = (1 - L) / 2`` each), ``r_lo`` is the ``floor((n + 1) a)``-th smallest and
+``r_hi`` the ``ceil((n + 1) (1 - a))``-th smallest. If the new model's residual is exchangeable
+with those of the models measured, the band holds it with probability at least ``L``; with
+fewer than ``(1 + L) / (1 - L)`` residuals (9 at 80 %) no finite band exists and none is given.
+
+:func:`widen` joins that band with an interval's own (the hull of both): the noise of this
+model's trace where it is wider, the method's measured error where that is. A model's own
+residuals never inform its band (``exclude_model``): the zoo scores each model with the band of
+the other ten (leave one model out), and ``ddpsim validate --method-error FILE`` leaves the
+validated model out of FILE.
+
+Residuals hold for the machine, backend and calibration they were measured with: the level of a
+CPU prediction moves with the calibration's fitted compute slowdown (``reports/zoo``), so a
+file measured with another calibration is used but said to be so (:meth:`MethodError.mismatch`).
+No residuals exist for GPU clusters here; there a prediction carries its noise interval only.
+
+The file (``<out>/zoo/method_error.json``, written by ``ddpsim validate --zoo``)::
+
+    {"format": "ddpsim-method-error", "version": 1, "calibration": "...", "calibration_sha256": "...",
+     "backend": "gloo", "device": "cpu",
+     "points": [{"model": "zoo:resnet50", "point": "cap=1", "predicted_s": 0.259, "measured_s": 0.275}, ...]}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ddpsim.errors import InputError
+
+FORMAT = "ddpsim-method-error"
+VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResidualPoint:
+    """One validated point: a model's prediction and the mean step measured for it."""
+
+    model: str
+    point: str
+    predicted_s: float
+    measured_s: float
+
+    @property
+    def residual(self) -> float:
+        """``measured_s / predicted_s - 1``: how far the measurement lies above the prediction."""
+        return self.measured_s / self.predicted_s - 1.0
+
+
+def min_residuals(level: float) -> int:
+    """The fewest residuals that give a finite conformal band at ``level``."""
+    _check_level(level)
+    a = (1.0 - level) / 2.0
+    n = 1
+    while not _finite(n, a):
+        n += 1
+    return n
+
+
+def _finite(n: int, a: float) -> bool:
+    """Whether ``n`` residuals give both order statistics (:func:`_ranks`)."""
+    lo_k, hi_k = _ranks(n, a)
+    return lo_k >= 1 and hi_k <= n
+
+
+def _ranks(n: int, a: float) -> tuple[int, int]:
+    """The 1-based order statistics ``floor((n + 1) a)`` and ``ceil((n + 1) (1 - a))`` (a
+    hair of tolerance so that 10 * 0.9 is 9, whatever the float rounding)."""
+    return math.floor((n + 1) * a + 1e-9), math.ceil((n + 1) * (1.0 - a) - 1e-9)
+
+
+def conformal_band(residuals: Sequence[float], level: float) -> tuple[float, float] | None:
+    """``(r_lo, r_hi)``: the split-conformal order statistics of ``residuals`` at ``level``
+    (module docstring); None when there are too few for a finite band (:func:`min_residuals`)."""
+    _check_level(level)
+    xs = sorted(float(r) for r in residuals)
+    n = len(xs)
+    a = (1.0 - level) / 2.0
+    if not _finite(n, a):
+        return None
+    lo_k, hi_k = _ranks(n, a)
+    return xs[lo_k - 1], xs[hi_k - 1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MethodError:
+    """Residuals of validated points (module docstring) and what they were measured with."""
+
+    points: tuple[ResidualPoint, ...]
+    calibration: str | None = None
+    calibration_sha256: str | None = None
+    backend: str | None = None
+    device: str | None = None
+
+    def models(self) -> tuple[str, ...]:
+        return tuple(sorted({p.model for p in self.points}))
+
+    def band(self, level: float, *, exclude_model: str | None = None) -> tuple[float, float] | None:
+        """The conformal band of every point's residual but ``exclude_model``'s."""
+        return conformal_band([p.residual for p in self.points if p.model != exclude_model], level)
+
+    def trend_residuals(self, *, exclude_model: str | None = None) -> list[float]:
+        """Per model, for every pair of its points ``a, b``: how far the measured ratio of their
+        steps lies from the predicted one, ``(measured_a / measured_b) / (predicted_a / predicted_b) - 1``,
+        each pair both ways (the error of a *difference* between two settings of one model, what
+        ranking caps rests on)."""
+        by: dict[str, list[ResidualPoint]] = {}
+        for p in self.points:
+            if p.model != exclude_model:
+                by.setdefault(p.model, []).append(p)
+        out = []
+        for pts in by.values():
+            for i, a in enumerate(pts):
+                for b in pts[i + 1:]:
+                    t = (a.measured_s / b.measured_s) / (a.predicted_s / b.predicted_s)
+                    out += [t - 1.0, 1.0 / t - 1.0]
+        return out
+
+    def trend_band(self, level: float, *, exclude_model: str | None = None) -> tuple[float, float] | None:
+        """The conformal band of :meth:`trend_residuals` (pairs counted once each way, so the
+        band is near symmetric); None when too few."""
+        return conformal_band(self.trend_residuals(exclude_model=exclude_model), level)
+
+    def mismatch(self, *, calibration_sha256: str | None = None, backend: str | None = None,
+                 device: str | None = None) -> str | None:
+        """What differs between the residuals' conditions and a prediction's, in words; None
+        when nothing known differs."""
+        diffs = []
+        if backend and self.backend and backend != self.backend:
+            diffs.append(f"backend {self.backend} (the prediction's: {backend})")
+        if device and self.device and device != self.device:
+            diffs.append(f"device {self.device} (the prediction's: {device})")
+        if calibration_sha256 and self.calibration_sha256 and calibration_sha256 != self.calibration_sha256:
+            diffs.append(f"another calibration ({self.calibration or 'unnamed'})")
+        return None if not diffs else "the residuals were measured with " + ", ".join(diffs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, "calibration": self.calibration,
+                "calibration_sha256": self.calibration_sha256, "backend": self.backend, "device": self.device,
+                "points": [{"model": p.model, "point": p.point, "predicted_s": p.predicted_s, "measured_s": p.measured_s,
+                            "residual": p.residual} for p in self.points]}
+
+
+def file_sha256(path: str | Path) -> str | None:
+    """The SHA-256 of a file's bytes (how a residual file names its calibration); None if unreadable."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def method_error_from_dict(doc: Any, source: str = "method error") -> MethodError:
+    """A :class:`MethodError` from its JSON form (module docstring).
+
+    Raises:
+        InputError: a wrong format or version, a point without a model or with a time that is
+            not a finite number of seconds > 0 (one line naming the field).
+    """
+    if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
+        got = doc.get("format") if isinstance(doc, Mapping) else type(doc).__name__
+        raise InputError(f"{source}: format {got!r} is not accepted; expected {FORMAT!r} (the method_error.json "
+                         "'ddpsim validate --zoo' writes)")
+    if doc.get("version") != VERSION:
+        raise InputError(f"{source}: version {doc.get('version')!r} is not accepted; expected {VERSION}")
+    raw = doc.get("points")
+    if not isinstance(raw, list):
+        raise InputError(f"{source}: points {raw!r} is not accepted; expected a list of validated points")
+    pts = []
+    for i, p in enumerate(raw):
+        if not isinstance(p, Mapping):
+            raise InputError(f"{source}: points[{i}] {p!r} is not accepted; expected an object")
+        model = p.get("model")
+        if not isinstance(model, str) or not model:
+            raise InputError(f"{source}: points[{i}].model {model!r} is not accepted; expected a model name")
+        for key in ("predicted_s", "measured_s"):
+            v = p.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise InputError(f"{source}: points[{i}].{key} {v!r} is not accepted; expected a finite number of seconds > 0")
+        pts.append(ResidualPoint(model=model, point=str(p.get("point", "")), predicted_s=float(p["predicted_s"]),
+                                 measured_s=float(p["measured_s"])))
+    meta = {}
+    for key in ("calibration", "calibration_sha256", "backend", "device"):
+        v = doc.get(key)
+        if v is not None and not isinstance(v, str):
+            raise InputError(f"{source}: {key} {v!r} is not accepted; expected a string or null")
+        meta[key] = v
+    return MethodError(points=tuple(pts), **meta)
+
+
+def load_method_error(path: str | Path) -> MethodError:
+    """:func:`method_error_from_dict` of a JSON file.
+
+    Raises:
+        InputError: the file is missing or not JSON, or its content is rejected (one line).
+    """
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"--method-error: {str(path)!r} is not readable ({exc.strerror or exc}); expected the "
+                         "method_error.json of a 'ddpsim validate --zoo' run") from None
+    except ValueError as exc:
+        raise InputError(f"--method-error: {str(path)!r} is not JSON ({exc}); expected the method_error.json of a "
+                         "'ddpsim validate --zoo' run") from None
+    return method_error_from_dict(doc, source=str(path))
+
+
+def widen(interval: Any, band: tuple[float, float] | None) -> Any:
+    """``interval`` (a :class:`ddpsim.validation.intervals.PredictionInterval` with its ``center_s``) joined
+    with ``band`` around its centre: the hull of both. Unchanged without a band or a centre."""
+    if band is None or interval.center_s is None:
+        return interval
+    c = interval.center_s
+    return replace(interval, low_s=min(interval.low_s, c * (1.0 + band[0])), high_s=max(interval.high_s, c * (1.0 + band[1])),
+                   method_band=band)
+
+
+def _check_level(level: float) -> None:
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 < level < 1.0:
+        raise InputError(f"level: {level!r} is not accepted; expected a fraction in (0, 1)")
+
+
+def answer(me: MethodError, *, points: Sequence[tuple[str, float]], best: str, level: float, source: str,
+           model: str | None = None, note: str | None = None, best_mean_s: float | None = None) -> dict[str, Any]:
+    """What a sweep's report says with residuals ``me`` (``ddpsim run --method-error``):
+    ``points`` are ``(point id, predicted step)``, ``best`` the best point's id. The band around
+    the best point's mean step (``best_mean_s``, predicted as the residuals' predictions were;
+    default: its step in ``points``), and the points whose predicted step lies so close to the
+    best that the measured error of a step ratio between two settings
+    (:meth:`MethodError.trend_band`) could reverse their order: a tie by the method's measured
+    error. ``model``'s own residuals are left out."""
+    steps = dict(points)
+    if best not in steps:
+        raise InputError(f"best: {best!r} is not one of the points {sorted(steps)}; expected a point of the sweep")
+    others = [p for p in me.points if p.model != model]
+    band = me.band(level, exclude_model=model)
+    trend = me.trend_band(level, exclude_model=model)
+    b = steps[best]
+    tied = [] if trend is None else [pid for pid, s in points if pid != best and (s / b) * (1.0 + trend[0]) <= 1.0]
+    m = b if best_mean_s is None else best_mean_s
+    return {"source": source, "level": level, "models": len({p.model for p in others}), "points": len(others),
+            "band": None if band is None else list(band), "trend_band": None if trend is None else list(trend),
+            "best": best, "best_mean_s": m, "best_range_s": None if band is None else [m * (1.0 + band[0]), m * (1.0 + band[1])],
+            "tied": tied, "note": note}

@@ -1,0 +1,285 @@
+"""Recommendations: the best ``bucket_cap_mb`` of a sweep, and a better explicit bucket plan.
+
+DDP's single cap can only cut the gradient-ready order every ``cap`` bytes. An explicit plan
+may cut it anywhere: small buckets early (to start communicating soon after backward
+begins) and large ones late (fewer latencies). :func:`optimal_boundaries` finds the cuts that
+minimise the end of the last collective under the analytical model below, by dynamic
+programming over the ready order; the engine then verifies the plan, and it is recommended
+only with the gain the engine predicts over the best cap.
+
+The analytical model (also :func:`analytic_simulate`, a fast stand-in for the engine in
+tests and searches), stated once:
+
+* one representative rank, median trace times, no jitter, no interference;
+* parameter ``i``'s gradient is ready at ``backward_start + median grad_ready_s[i]``;
+  a bucket is ready when its last gradient is;
+* DDP launches buckets strictly in order: ``launch_k = max(ready_k, launch_{k-1})``;
+* one communication stream: ``start_k = max(launch_k, end_{k-1})``,
+  ``end_k = start_k + comm.allreduce_s(size_k * bytes_factor)`` (``bytes_factor`` 0.5 for
+  the fp16/bf16 compression hooks, else 1);
+* backward ends at ``max(backward compute end, end of the last collective)``; then the
+  optimizer runs.
+
+Under this model the end time of the last collective is non-decreasing in every earlier
+end time, so the DP over "first j gradients bucketed" is exact:
+``F(j) = min_i max(F(i), ready(j-1)) + allreduce(bytes(i..j-1))``, O(n^2) for n gradients.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.plan.planner import BucketPlan, DDPOptions, approximate_cap_list, cap_list_for_buckets, explicit_plan, mb_text
+from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, SimResult, Span
+from ddpsim.trace.records import Trace
+
+#: bytes on the wire per gradient byte, per comm hook
+HOOK_BYTES_FACTOR = {"none": 1.0, "allreduce": 1.0, "fp16": 0.5, "bf16": 0.5, "powersgd": 1.0}
+
+
+def _ready_times(trace: Trace) -> list[float | None]:
+    return list(trace.median_grad_ready_s())
+
+
+def bucket_schedule(ready_s: Sequence[float], sizes_bytes: Sequence[int], comm: Any,
+                    bytes_factor: float = 1.0) -> list[tuple[float, float, float, float]]:
+    """Per bucket ``(ready_s, launch_s, start_s, end_s)`` relative to backward start."""
+    out = []
+    launch_prev = end_prev = 0.0
+    for r, size in zip(ready_s, sizes_bytes):
+        launch = max(r, launch_prev)
+        start = max(launch, end_prev)
+        end = start + comm.allreduce_s(int(size * bytes_factor))
+        out.append((r, launch, start, end))
+        launch_prev, end_prev = launch, end
+    return out
+
+
+def analytic_simulate(trace: Trace, plan: BucketPlan, comm: Any, config: Any) -> SimResult:
+    """A SimResult from the analytical model (see the module docstring); same signature as the engine."""
+    ready = _ready_times(trace)
+    fwd = trace.phase("forward").median_s
+    bwd = trace.phase("backward").median_s
+    opt = trace.phase("optimizer").median_s
+    factor = HOOK_BYTES_FACTOR.get(getattr(config, "comm_hook", "none"), 1.0)
+    warm = config.num_warmup_iterations
+    if warm is None:
+        warm = plan.rebuild_iteration or 1
+    spans: list[Span] = []
+    buckets: list[BucketTiming] = []
+    iters: list[IterationStats] = []
+    t = 0.0
+    for k in range(1, config.num_iterations + 1):
+        layout = plan.layout_for_iteration(k)
+        b_ready = [max((ready[i] for i in b.param_indices if ready[i] is not None), default=bwd) for b in layout]
+        sched = bucket_schedule(b_ready, [b.size_bytes for b in layout], comm, factor)
+        t0 = t
+        tb = t0 + fwd
+        spans.append(Span(rank=0, stream=COMPUTE_STREAM, kind="forward", name="forward", iteration=k, start_s=t0, end_s=tb))
+        spans.append(Span(rank=0, stream=COMPUTE_STREAM, kind="backward", name="backward", iteration=k, start_s=tb, end_s=tb + bwd))
+        comm_s = overlapped = 0.0
+        for b, (r, la, st, en) in zip(layout, sched):
+            spans.append(Span(rank=0, stream=COMM_STREAM, kind="allreduce", name=f"allreduce bucket {b.index}",
+                              iteration=k, start_s=tb + st, end_s=tb + en, bucket=b.index, size_bytes=b.size_bytes))
+            buckets.append(BucketTiming(rank=0, iteration=k, bucket=b.index, size_bytes=b.size_bytes,
+                                        num_params=len(b.param_indices), ready_s=tb + r, launch_s=tb + la,
+                                        start_s=tb + st, end_s=tb + en))
+            comm_s += en - st
+            overlapped += max(0.0, min(en, bwd) - st)
+        last = sched[-1][3] if sched else 0.0
+        exposed = max(0.0, last - bwd)
+        if exposed > 0:
+            spans.append(Span(rank=0, stream=COMPUTE_STREAM, kind="wait", name="wait for allreduce", iteration=k,
+                              start_s=tb + bwd, end_s=tb + bwd + exposed))
+        to = tb + bwd + exposed
+        spans.append(Span(rank=0, stream=COMPUTE_STREAM, kind="optimizer", name="optimizer", iteration=k, start_s=to, end_s=to + opt))
+        t = to + opt
+        iters.append(IterationStats(rank=0, iteration=k, start_s=t0, end_s=t, forward_s=fwd, backward_compute_s=bwd,
+                                    exposed_comm_s=exposed, comm_s=comm_s, overlap_ratio=overlapped / comm_s if comm_s else 0.0,
+                                    optimizer_s=opt, warmup=k <= warm))
+    return SimResult(world_size=config.world_size, ranks=(0,), spans=tuple(spans), buckets=tuple(buckets),
+                     iterations=tuple(iters), meta={"engine": "analytic"})
+
+
+def optimal_boundaries(ready_s: Sequence[float], sizes_bytes: Sequence[int], comm: Any, *,
+                       groups: Sequence[Any] | None = None, bytes_factor: float = 1.0,
+                       max_bucket_params: int | None = None) -> tuple[list[tuple[int, int]], float]:
+    """Cut a sequence of gradients (in ready order) into contiguous buckets, minimising the
+    end of the last collective (relative to backward start). ``groups[i]`` (e.g. the dtype)
+    must be equal within a bucket.
+
+    Returns:
+        ``([(start, stop), ...], end_s)``: half-open index ranges into the sequence.
+    """
+    n = len(ready_s)
+    assert n == len(sizes_bytes) and n > 0
+    prefix = [0]
+    for s in sizes_bytes:
+        prefix.append(prefix[-1] + s)
+    # ready of a bucket = max ready of its members: prefix max over a range needs a scan;
+    # ready times are non-decreasing along the ready order, but take the max to be safe.
+    INF = float("inf")
+    best = [INF] * (n + 1)
+    back = [0] * (n + 1)
+    best[0] = 0.0
+    for j in range(1, n + 1):
+        r = -INF
+        lo = 0 if max_bucket_params is None else max(0, j - max_bucket_params)
+        for i in range(j - 1, lo - 1, -1):
+            if groups is not None and groups[i] != groups[j - 1]:
+                break
+            r = max(r, ready_s[i])
+            if best[i] == INF:
+                continue
+            end = max(best[i], r) + comm.allreduce_s(int((prefix[j] - prefix[i]) * bytes_factor))
+            if end < best[j] - 1e-15:
+                best[j], back[j] = end, i
+    cuts = []
+    j = n
+    while j > 0:
+        cuts.append((back[j], j))
+        j = back[j]
+    return cuts[::-1], best[n]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRecommendation:
+    plan: BucketPlan
+    analytic_end_s: float          # model's end of the last collective after backward start
+    buckets_bytes: tuple[int, ...]
+
+
+def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options: DDPOptions | None = None,
+                   max_bucket_params: int | None = None) -> PlanRecommendation:
+    """An explicit plan cutting the gradient-ready order optimally under the analytical model.
+
+    Parameters that never get a gradient go into a last bucket of their own dtype(s).
+    """
+    ready = _ready_times(trace)
+    order = [i for i in trace.grad_ready_order if ready[i] is not None]
+    if not order:
+        raise InputError("trace.grad_ready_order: [] is empty; expected gradients to bucket")
+    r = [ready[i] for i in order]
+    sizes = [trace.params[i].size_bytes for i in order]
+    dtypes = [trace.params[i].dtype for i in order]
+    cuts, end = optimal_boundaries(r, sizes, comm, groups=dtypes, bytes_factor=HOOK_BYTES_FACTOR.get(comm_hook, 1.0),
+                                   max_bucket_params=max_bucket_params)
+    groups = [[order[k] for k in range(a, b)] for a, b in cuts]
+    seen = set(order)
+    rest: dict[str, list[int]] = {}
+    for p in trace.params:
+        if p.index not in seen:
+            rest.setdefault(p.dtype, []).append(p.index)
+    groups += list(rest.values())
+    plan = explicit_plan(trace, groups, options=options, source="ddpsim-recommend")
+    return PlanRecommendation(plan=plan, analytic_end_s=end, buckets_bytes=tuple(b.size_bytes for b in plan.steady))
+
+
+@dataclass(frozen=True)
+class _ScaledComm:
+    """``comm`` with every all-reduce ``factor`` times longer plus ``extra_latency_s``: a
+    pessimistic variant that makes the search prefer fewer, larger buckets (the engine's
+    per-bucket costs - copies, launches, interference - are not in the analytical model)."""
+
+    comm: Any
+    factor: float = 1.0
+    extra_latency_s: float = 0.0
+
+    def allreduce_s(self, size_bytes: int) -> float:
+        return self.comm.allreduce_s(size_bytes) * self.factor + self.extra_latency_s
+
+
+class GridComm:
+    """``comm.allreduce_s`` tabulated on a log-spaced size grid and interpolated linearly
+    in between (exact at grid points). NCCL's cost model is piecewise linear in the size
+    (latency + bytes / bandwidth, minimised over algorithms and protocols), so a dense grid
+    is close; the DP calls this O(n^2) times, the real model only ``num_points`` times."""
+
+    def __init__(self, comm: Any, max_bytes: int, num_points: int = 1024) -> None:
+        import bisect
+        import math
+
+        self._bisect = bisect.bisect_left
+        hi = max(2, int(max_bytes))
+        sizes = sorted({0, 1} | {int(round(math.exp(math.log(hi) * k / (num_points - 1)))) for k in range(num_points)} | {hi})
+        self.sizes = sizes
+        self.times = [comm.allreduce_s(x) for x in sizes]
+        self.comm = comm
+
+    def allreduce_s(self, size_bytes: int) -> float:
+        if size_bytes >= self.sizes[-1]:
+            return self.comm.allreduce_s(size_bytes)
+        k = self._bisect(self.sizes, size_bytes)
+        if self.sizes[k] == size_bytes:
+            return self.times[k]
+        x0, x1 = self.sizes[k - 1], self.sizes[k]
+        t0, t1 = self.times[k - 1], self.times[k]
+        return t0 + (t1 - t0) * (size_bytes - x0) / (x1 - x0)
+
+
+#: (label, factor, extra latency as a multiple of a zero-byte all-reduce)
+SEARCH_VARIANTS = (("as modelled", 1.0, 0.0), ("latency x4", 1.0, 3.0), ("comm x1.25, latency x4", 1.25, 3.0))
+
+
+def candidate_plans(trace: Trace, comm: Any, *, comm_hook: str = "none",
+                    options: DDPOptions | None = None) -> list[tuple[str, PlanRecommendation]]:
+    """Distinct DP plans under :data:`SEARCH_VARIANTS` of the cost model; the engine picks."""
+    out: list[tuple[str, PlanRecommendation]] = []
+    seen: set[tuple] = set()
+    base_latency = comm.allreduce_s(0) if hasattr(comm, "allreduce_s") else 0.0
+    if trace.num_params > 64:  # NOTE: tabulate slow cost models; the engine verifies the result
+        comm = GridComm(comm, trace.total_param_bytes)
+    for label, factor, extra in SEARCH_VARIANTS:
+        c = comm if (factor, extra) == (1.0, 0.0) else _ScaledComm(comm, factor, extra * base_latency)
+        rec = recommend_plan(trace, c, comm_hook=comm_hook, options=options)
+        key = tuple(b.param_indices for b in rec.plan.steady)
+        if key not in seen:
+            seen.add(key)
+            out.append((label, rec))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapListCandidate:
+    """A ``bucket_cap_mb_list`` for one candidate plan: ``exact`` when real DDP's rebuilt
+    layout under it is that plan (else ``reason`` says why no list is, and ``caps`` is
+    :func:`ddpsim.plan.planner.approximate_cap_list`'s starting point)."""
+
+    caps: tuple[float, ...]
+    exact: bool
+    reason: str
+    plan: BucketPlan
+
+    @property
+    def paste(self) -> str:
+        """The line a user pastes: ``DDP(model, bucket_cap_mb_list=[2, 8, 25])``."""
+        return f"DDP(model, bucket_cap_mb_list=[{', '.join(mb_text(c) for c in self.caps)}])"
+
+
+def cap_list_candidates(trace: Trace, plans: Sequence[BucketPlan], options: DDPOptions | None = None) -> list[CapListCandidate]:
+    """One distinct ``bucket_cap_mb_list`` per plan, in the order given (the engine picks)."""
+    out: list[CapListCandidate] = []
+    for plan in plans:
+        caps, reason = cap_list_for_buckets(trace, plan.steady, options)
+        cand = CapListCandidate(caps=caps if caps is not None else approximate_cap_list(trace, plan.steady),
+                                exact=caps is not None, reason=reason, plan=plan)
+        if all(c.caps != cand.caps for c in out):
+            out.append(cand)
+    return out
+
+
+def analytic_end_s(trace: Trace, buckets: Sequence[Any], comm: Any, comm_hook: str = "none") -> float:
+    """The analytical model's end of the last collective (after backward start) for ``buckets``."""
+    ready = _ready_times(trace)
+    bwd = trace.phase("backward").median_s
+    b_ready = [max((ready[i] for i in b.param_indices if ready[i] is not None), default=bwd) for b in buckets]
+    sched = bucket_schedule(b_ready, [b.size_bytes for b in buckets], comm, HOOK_BYTES_FACTOR.get(comm_hook, 1.0))
+    return sched[-1][3] if sched else 0.0
+
+
+def steady_p50(result: SimResult) -> float:
+    steps = result.step_times_s() or [it.iteration_s for it in result.iterations]
+    return statistics.median(steps)

@@ -1,0 +1,177 @@
+"""The recommendation with its uncertainty: each sweep point re-simulated under the model's
+uncertain inputs, one input at a time, with deterministic values and seeds.
+
+Which inputs are uncertain depends on the terms in force at the point:
+
+``memory_bound_fraction`` 0.3 and 0.7 (prior 0.5)
+    the backward's memory-bound share behind the contention prior (:mod:`ddpsim.network.contention`),
+    the one value of that derivation not taken from a source.
+``host costs`` x0.5 and x2
+    every host cost of :mod:`ddpsim.network.host_costs` (CPU model, clock, Python version).
+``NCCL mid-size`` x0.8 and x1.25
+    all-reduces of 64 KiB to 64 MiB: where NCCL's own model is least certain (its
+    ``treeCorrectionFactor`` table, ``tuning.cc``, corrects the tree by up to 2x in exactly
+    that range; protocol switches LL -> LL128 -> Simple happen there). Analytical NCCL only.
+``jitter seed`` +1 and +2
+    the seeded per-rank jitter draws, when jitter is on (every backend).
+
+A calibrated model has measured curves and interference: only the seeds vary. Each point's
+samples are simulated with the point (``spans=False``) and stored in its ``points/`` file,
+so the per-point cache keeps working. :func:`summarize` derives, from the samples of all
+points: a band per point (its lowest and highest p50 step over the samples, the prior
+included), the *regret* of each point in each sample (how much slower than that sample's
+best), the **robust set** (points within :data:`ROBUST_TOLERANCE` of the best in every
+sample) and the input the ranking is most sensitive to (the one under which keeping the
+prior's best cap costs most), and the *safest* point (the least worst-case regret).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+#: a point within this relative distance of a sample's best counts as "as good" in that sample
+ROBUST_TOLERANCE = 0.01
+#: NCCL mid-size range and factors (module docstring)
+MID_LO_BYTES = 64 * 1024
+MID_HI_BYTES = 64 * 2 ** 20
+MID_FACTORS = (0.8, 1.25)
+PHI_VALUES = (0.3, 0.7)
+HOST_FACTORS = (0.5, 2.0)
+SEED_OFFSETS = (1, 2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    """One re-simulation: one uncertain input moved off its prior value."""
+
+    input: str
+    label: str
+    memory_bound_fraction: float | None = None
+    host_factor: float | None = None
+    mid_factor: float | None = None
+    seed_offset: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class MidSizeScaled:
+    """A comm model whose all-reduces of ``lo_bytes``..``hi_bytes`` take ``factor`` times as long."""
+
+    base: Any
+    factor: float
+    lo_bytes: int = MID_LO_BYTES
+    hi_bytes: int = MID_HI_BYTES
+
+    @property
+    def backend(self) -> str:
+        return self.base.backend
+
+    @property
+    def num_ranks(self) -> int:
+        return self.base.num_ranks
+
+    def allreduce_s(self, size_bytes: int) -> float:
+        t = self.base.allreduce_s(size_bytes)
+        return t * self.factor if self.lo_bytes <= size_bytes <= self.hi_bytes else t
+
+    def broadcast_s(self, size_bytes: int) -> float:
+        return self.base.broadcast_s(size_bytes)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.base.describe(), "mid_size_factor": self.factor}
+
+
+def samples_for(scenario: Any, inputs: Any) -> list[Sample]:
+    """The samples of one point (module docstring): none when ``cost_model.uncertainty`` is off."""
+    cm = scenario.cost_model
+    if not cm.uncertainty:
+        return []
+    cfg = inputs.config
+    out: list[Sample] = []
+    prior_used = cfg.interference.weighting == "table" and scenario.simulation.interference is None
+    if prior_used:
+        out += [Sample(input="memory_bound_fraction", label=f"memory_bound_fraction={v:g}", memory_bound_fraction=v)
+                for v in PHI_VALUES]
+    if cfg.host_costs is not None:
+        out += [Sample(input="host costs", label=f"host costs x{f:g}", host_factor=f) for f in HOST_FACTORS]
+    if scenario._gpu_terms(inputs.comm):
+        out += [Sample(input="NCCL mid-size", label=f"NCCL 64 KiB-64 MiB x{f:g}", mid_factor=f) for f in MID_FACTORS]
+    if cfg.jitter != "none" and cfg.jitter != 0:
+        out += [Sample(input="jitter seed", label=f"seed {cfg.seed + k}", seed_offset=k) for k in SEED_OFFSETS]
+    return out
+
+
+def sample_inputs(scenario: Any, point: Any, inputs: Any, graph: Any, sample: Sample) -> tuple[Any, Any]:
+    """(comm, config) of ``inputs`` under ``sample``."""
+    cm = scenario.cost_model
+    comm, cfg = inputs.comm, inputs.config
+    if sample.memory_bound_fraction is not None:
+        variant = dataclasses.replace(scenario, cost_model=dataclasses.replace(cm, memory_bound_fraction=sample.memory_bound_fraction))
+        prior = variant.contention_prior(graph, comm)
+        if prior is not None:
+            cfg = dataclasses.replace(cfg, interference=prior.interference)
+    if sample.host_factor is not None and cfg.host_costs is not None:
+        cfg = dataclasses.replace(cfg, host_costs=cfg.host_costs.scaled(sample.host_factor))
+    if sample.mid_factor is not None:
+        comm = MidSizeScaled(base=comm, factor=sample.mid_factor)
+    if sample.seed_offset:
+        cfg = dataclasses.replace(cfg, seed=cfg.seed + sample.seed_offset)
+    return comm, cfg
+
+
+def simulate_samples(scenario: Any, point: Any, inputs: Any, simulate: Callable, spans_kw: bool) -> dict[str, Any]:
+    """Every sample's p50 step time for one point: ``{"labels": [...], "inputs": [...], "p50_s": [...]}``."""
+    samples = samples_for(scenario, inputs)
+    if not samples:
+        return {}
+    graph = scenario.graph(point.nodes)
+    p50 = []
+    for smp in samples:
+        comm, cfg = sample_inputs(scenario, point, inputs, graph, smp)
+        res = simulate(inputs.trace, inputs.plan, comm, cfg, spans=False) if spans_kw else \
+            simulate(inputs.trace, inputs.plan, comm, cfg)
+        p50.append(res.summary()["iteration_p50_s"])
+    return {"labels": [s.label for s in samples], "inputs": [s.input for s in samples], "p50_s": p50}
+
+
+def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequence[dict[str, Any]],
+              tolerance: float = ROBUST_TOLERANCE) -> dict[str, Any] | None:
+    """Bands, regrets, the robust set and the most sensitive input over a sweep's points.
+
+    ``samples[i]`` is point i's :func:`simulate_samples` dict; points whose samples differ in
+    labels (another comm hook, another node count) are compared on the labels all share.
+    None when no point has samples."""
+    if not samples or not all(s for s in samples):
+        return None
+    common = [lab for lab in samples[0]["labels"] if all(lab in s["labels"] for s in samples)]
+    if not common:
+        return None
+    inputs_of = dict(zip(samples[0]["labels"], samples[0]["inputs"]))
+    cols = ["prior"] + common
+    table = [[p] + [s["p50_s"][s["labels"].index(lab)] for lab in common] for p, s in zip(prior_p50, samples)]
+    best_in = [min(row[j] for row in table) for j in range(len(cols))]
+    regret = [[row[j] / best_in[j] - 1.0 for j in range(len(cols))] for row in table]
+    prior_best = min(range(len(points)), key=lambda i: (prior_p50[i], i))
+    robust = [points[i] for i in range(len(points)) if max(regret[i]) <= tolerance]
+    safest = min(range(len(points)), key=lambda i: (max(regret[i]), i))
+    sens: dict[str, float] = {}
+    for j, lab in enumerate(cols[1:], start=1):
+        inp = inputs_of[lab]
+        sens[inp] = max(sens.get(inp, 0.0), regret[prior_best][j])
+    spread: dict[str, float] = {}
+    for j, lab in enumerate(cols[1:], start=1):
+        inp = inputs_of[lab]
+        # how much the sample moves the points' order: the largest change of a point's regret
+        spread[inp] = max(spread.get(inp, 0.0), max(abs(regret[i][j] - regret[i][0]) for i in range(len(points))))
+    most = max(sorted(spread), key=lambda k: (sens[k], spread[k])) if spread else None
+    best_under = {lab: points[min(range(len(points)), key=lambda i: (table[i][j], i))] for j, lab in enumerate(cols)}
+    return {
+        "tolerance": tolerance, "samples": common, "inputs": sorted(set(inputs_of[c] for c in common)),
+        "points": [{"point": p, "p50_lo_s": min(row), "p50_hi_s": max(row), "regret_max": max(reg)}
+                   for p, row, reg in zip(points, table, regret)],
+        "robust": robust, "prior_best": points[prior_best], "best_under": best_under,
+        "safest": points[safest], "safest_regret_max": max(regret[safest]),
+        "sensitivity": {k: {"prior_best_regret": sens[k], "regret_shift": spread[k]} for k in sorted(sens)},
+        "most_sensitive": most,
+    }

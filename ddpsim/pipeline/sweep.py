@@ -1,0 +1,365 @@
+"""Sweeps: simulate every point of a scenario, in parallel processes, resumably.
+
+Each point is simulated independently from the same inputs and seed, so results do not
+depend on the number of jobs or the order points finish in. A finished point is written at
+once, atomically, to ``<out>/points/<point_id>.json`` together with a key (a hash of the
+scenario's inputs, the point, the trace bytes and the ddpsim version); a rerun whose key
+matches reuses the file instead of simulating again, so an interrupted sweep loses nothing.
+
+Per point, :func:`point_metrics` derives the figures the report uses from the
+:class:`~ddpsim.engine.result.SimResult`: step-time p50/p95, the breakdown (forward, backward
+compute, exposed communication, optimizer, other), the exposed-communication tail (p95 over
+steady iterations of the slowest rank), overlap, the first iteration and the rebuild
+iteration versus steady state, and the number of buckets.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ddpsim import __version__
+from ddpsim.errors import InputError
+from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.plan.planner import cap_list_label
+from ddpsim.engine.result import BucketTiming, IterationStats, SimResult, Span
+from ddpsim.pipeline.scenario import Scenario, SweepPoint
+from ddpsim.trace.records import quantile
+
+POINT_FORMAT = "ddpsim-point"
+POINT_VERSION = 1
+
+
+# ---- SimResult <-> JSON (kept here: result.py is a shared contract) -------------------------
+
+def result_to_dict(result: SimResult) -> dict[str, Any]:
+    return {"world_size": result.world_size, "ranks": list(result.ranks),
+            "spans": [asdict(s) for s in result.spans], "buckets": [asdict(b) for b in result.buckets],
+            "iterations": [asdict(i) for i in result.iterations], "meta": _jsonable(result.meta)}
+
+
+def result_from_dict(d: dict[str, Any]) -> SimResult:
+    return SimResult(world_size=d["world_size"], ranks=tuple(d["ranks"]),
+                     spans=tuple(Span(**s) for s in d["spans"]), buckets=tuple(BucketTiming(**b) for b in d["buckets"]),
+                     iterations=tuple(IterationStats(**i) for i in d["iterations"]), meta=d.get("meta", {}))
+
+
+def _jsonable(x: Any) -> Any:
+    try:
+        return json.loads(json.dumps(x, default=str))
+    except (TypeError, ValueError):
+        return str(x)
+
+
+# ---- per-point figures -----------------------------------------------------------------------
+
+def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
+    """The figures of one simulated point (seconds; see the module docstring)."""
+    s = result.summary()
+    steady = result.steady_iterations() or list(result.iterations)
+    by_iter: dict[int, list[IterationStats]] = {}
+    for it in result.iterations:
+        by_iter.setdefault(it.iteration, []).append(it)
+
+    def slowest(its: list[IterationStats]) -> IterationStats:
+        return max(its, key=lambda it: (it.iteration_s, -it.rank))
+
+    steady_iters = sorted({it.iteration for it in steady})
+    # the tail of exposed communication: per steady iteration the worst rank, then p95
+    exposed = [max(it.exposed_comm_s for it in by_iter[k]) for k in steady_iters]
+    steady_keys = {(it.rank, it.iteration) for it in steady}
+    by_kind: dict[str, float] = {}
+    for sp in result.spans:
+        if sp.stream == "compute" and (sp.rank, sp.iteration) in steady_keys:
+            by_kind[sp.kind] = by_kind.get(sp.kind, 0.0) + sp.duration_s
+    first = slowest(by_iter[min(by_iter)]) if by_iter else None
+    rebuild_it = getattr(plan, "rebuild_iteration", None) if plan is not None else None
+    rebuild = slowest(by_iter[rebuild_it]) if rebuild_it in by_iter else None
+    other = s["iteration_mean_s"] - (s["forward_s"] + s["backward_compute_s"] + s["exposed_comm_s"] + s["optimizer_s"])
+    out = dict(s)
+    out.update({
+        "exposed_comm_p95_s": quantile(exposed, 0.95) if exposed else 0.0,
+        "other_s": max(other, 0.0),
+        "first_iteration_s": first.iteration_s if first else None,
+        "first_iteration_exposed_comm_s": first.exposed_comm_s if first else None,
+        "rebuild_iteration": rebuild_it,
+        "rebuild_iteration_s": rebuild.iteration_s if rebuild else None,
+        "num_steady_iterations": len(steady_iters),
+        # mean time per steady iteration and rank on the compute stream, by span kind
+        "compute_by_kind_s": {k: v / max(1, len(steady_keys)) for k, v in sorted(by_kind.items())},
+    })
+    if plan is not None:
+        out["num_buckets_initial"] = len(plan.initial)
+        out["num_buckets"] = len(plan.steady)
+        out["bucket_sizes_bytes"] = [b.size_bytes for b in plan.steady]
+        out["first_bucket_sizes_bytes"] = [b.size_bytes for b in plan.initial]
+    return out
+
+
+# ---- one point ------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class PointRecord:
+    """One finished sweep point: its values, figures, and the full simulation result."""
+
+    point: SweepPoint
+    key: str
+    world_size: int
+    backend: str
+    metrics: dict[str, Any]
+    comm: dict[str, Any]
+    result: SimResult
+
+    @property
+    def point_id(self) -> str:
+        return self.point.point_id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": POINT_FORMAT, "version": POINT_VERSION, "key": self.key, "point": self.point.as_dict(),
+                "varied": list(self.point.varied), "world_size": self.world_size, "backend": self.backend,
+                "metrics": _jsonable(self.metrics), "comm": _jsonable(self.comm), "result": result_to_dict(self.result)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PointRecord":
+        p = dict(d["point"])
+        p.pop("point", None)
+        return cls(point=SweepPoint(**p, varied=tuple(d.get("varied", ("bucket_cap_mb",)))), key=d["key"],
+                   world_size=d["world_size"], backend=d["backend"], metrics=d["metrics"], comm=d.get("comm", {}),
+                   result=result_from_dict(d["result"]))
+
+
+def simulate_point(scenario: Scenario, point: SweepPoint, trace: Any, key: str = "",
+                   simulate: Callable | None = None, build: Callable | None = None) -> PointRecord:
+    """Simulate one point (in this process).
+
+    ``simulate(trace, plan, comm, config) -> SimResult`` defaults to :func:`ddpsim.engine.simulate.simulate`;
+    ``build(scenario, point, trace) -> PointInputs`` to :meth:`Scenario.build_point` (both
+    replaceable for tests; they must be picklable, i.e. module-level functions).
+    """
+    engine = simulate is None
+    if simulate is None:
+        from ddpsim.engine.simulate import simulate
+    inputs = build(scenario, point, trace) if build is not None else scenario.build_point(point, trace=trace)
+    result = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
+    describe = getattr(inputs.comm, "describe", None)
+    metrics = point_metrics(result, inputs.plan)
+    if isinstance(scenario, Scenario):
+        from ddpsim.pipeline.resampling import simulate_samples
+
+        samples = simulate_samples(scenario, point, inputs, simulate, spans_kw=engine)
+        if samples:
+            metrics["uncertainty"] = samples
+    return PointRecord(point=point, key=key, world_size=inputs.config.world_size, backend=inputs.backend,
+                       metrics=metrics, comm=describe() if describe else {}, result=result)
+
+
+def _worker(args: tuple) -> dict[str, Any]:
+    scenario, point, trace, key, simulate, build = args
+    return simulate_point(scenario, point, trace, key, simulate, build).to_dict()
+
+
+# ---- the sweep ------------------------------------------------------------------------------
+
+def _file_id(point_id: str) -> str:
+    return point_id.replace("=", "-").replace(",", "_")
+
+
+def trace_fingerprint(trace: Any) -> str:
+    return hashlib.sha256(json.dumps(trace.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+_CODE_FP: list[str] = []
+
+
+def code_fingerprint() -> str:
+    """A hash of ddpsim's own source: a stored point is reused only by the same code."""
+    if not _CODE_FP:
+        h = hashlib.sha256()
+        root = Path(__file__).resolve().parents[1]  # the ddpsim package
+        for f in sorted(root.rglob("*.py")):
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+        _CODE_FP.append(h.hexdigest()[:16])
+    return _CODE_FP[0]
+
+
+def point_key(scenario: Scenario, point: SweepPoint, trace_fp: str) -> str:
+    d = scenario.to_dict()
+    d.pop("points", None)
+    d.pop("description", None)
+    blob = json.dumps({"scenario": d, "point": point.as_dict(), "trace": trace_fp, "version": __version__,
+                       "code": code_fingerprint()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+class Progress:
+    """A one-line progress bar on stderr (redrawn in place on a terminal, else one line per step)."""
+
+    def __init__(self, total: int, label: str, stream=None, width: int = 28) -> None:
+        self.total, self.label, self.width = total, label, width
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = 0
+        self.t0 = time.monotonic()
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        frac = self.done / self.total if self.total else 1.0
+        bar = "#" * int(round(frac * self.width)) + "." * (self.width - int(round(frac * self.width)))
+        line = f"{self.label} [{bar}] {self.done}/{self.total} {what} ({time.monotonic() - self.t0:.1f}s)"
+        if self.tty:
+            self.stream.write("\r\033[K" + line + ("\n" if self.done >= self.total else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def default_jobs() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: int | None = None, trace: Any = None,
+              progress: bool = True, points: Sequence[SweepPoint] | None = None,
+              simulate: Callable | None = None, build: Callable | None = None) -> list[PointRecord]:
+    """Simulate every point of ``scenario`` and return the records in sweep order.
+
+    Args:
+        out_dir: the report folder; finished points go to ``out_dir/points/`` as they finish
+            and matching ones found there are reused. None: nothing is written or reused.
+        jobs: worker processes (default ``min(2, cpu count)``); 1 runs in this process.
+        trace: the scenario's trace if already loaded.
+        points: a subset of the scenario's points (default: all).
+        simulate, build: see :func:`simulate_point`.
+
+    Raises:
+        InputError: bad jobs, an unwritable folder, or any input error of a point.
+    """
+    jobs = default_jobs() if jobs is None else jobs
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InputError(f"--jobs: {jobs!r} is not accepted; expected an integer >= 1")
+    pts = list(scenario.points() if points is None else points)
+    if not pts:
+        raise InputError(f"sweep: {scenario.name!r} has no points; expected at least one bucket_cap_mb")
+    trace = trace if trace is not None else scenario.load_trace()
+    fp = trace_fingerprint(trace)
+    keys = {p: point_key(scenario, p, fp) for p in pts}
+    pdir = None
+    if out_dir is not None:
+        pdir = ensure_dir(Path(out_dir) / "points", "--out-dir")
+    records: dict[SweepPoint, PointRecord] = {}
+    todo = []
+    for p in pts:
+        f = pdir / f"{_file_id(p.point_id)}.json" if pdir is not None else None
+        if f is not None and f.is_file():
+            try:
+                d = json.loads(f.read_text())
+                if d.get("format") == POINT_FORMAT and d.get("key") == keys[p]:
+                    records[p] = PointRecord.from_dict(d)
+                    continue
+            except (ValueError, KeyError, TypeError):
+                pass  # unreadable or stale: simulate again (the file is replaced atomically)
+        todo.append(p)
+    # Fail fast, in this process, on input errors shared by every point (topology, world size).
+    if todo:
+        build(scenario, todo[0], trace) if build is not None else scenario.build_point(todo[0], trace=trace)
+    bar = Progress(len(todo), f"{scenario.name}: simulating") if progress and todo else None
+
+    def finish(d: dict[str, Any]) -> None:
+        rec = PointRecord.from_dict(d) if isinstance(d, dict) else d
+        if pdir is not None:
+            write_text_atomic(pdir / f"{_file_id(rec.point_id)}.json", json.dumps(rec.to_dict(), separators=(",", ":")) + "\n")
+        records[rec.point] = rec
+        if bar:
+            bar.step(rec.point_id)
+
+    if jobs == 1 or len(todo) <= 1:
+        for p in todo:
+            finish(simulate_point(scenario, p, trace, keys[p], simulate, build))
+    else:
+        with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as ex:
+            futs = [ex.submit(_worker, (scenario, p, trace, keys[p], simulate, build)) for p in todo]
+            try:
+                for fut in cf.as_completed(futs):
+                    finish(fut.result())
+            except BaseException:
+                ex.shutdown(wait=False, cancel_futures=True)
+                raise
+    return [records[p] for p in pts]
+
+
+def sweep_table(records: Sequence[PointRecord]):
+    """One row per point: its values and figures (a pandas DataFrame), in sweep order."""
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        m = r.metrics
+        rows.append({
+            "point": r.point_id, "bucket_cap_mb": r.point.bucket_cap_mb,
+            **({"bucket_cap_mb_list": None if not r.point.bucket_cap_mb_list else cap_list_label(r.point.bucket_cap_mb_list)}
+               if any(x.point.bucket_cap_mb_list for x in records) else {}),
+            **{k: getattr(r.point, k) for k in r.point.varied if k != "bucket_cap_mb"},
+            "world_size": r.world_size, "num_buckets": m.get("num_buckets"),
+            "iteration_p50_s": m["iteration_p50_s"], "iteration_p95_s": m["iteration_p95_s"],
+            "forward_s": m["forward_s"], "backward_compute_s": m["backward_compute_s"],
+            "exposed_comm_s": m["exposed_comm_s"], "exposed_comm_p95_s": m["exposed_comm_p95_s"],
+            "optimizer_s": m["optimizer_s"], "other_s": m["other_s"], "comm_s": m["comm_s"],
+            "overlap_ratio": m["overlap_ratio"], "first_iteration_s": m["first_iteration_s"],
+            "rebuild_iteration_s": m["rebuild_iteration_s"],
+        })
+    band = uncertainty_summary(records)
+    if band is not None:
+        for row, b in zip(rows, band["points"]):
+            row["iteration_p50_lo_s"], row["iteration_p50_hi_s"] = b["p50_lo_s"], b["p50_hi_s"]
+            row["regret_max"] = b["regret_max"]
+            row["robust"] = row["point"] in band["robust"]
+    return pd.DataFrame(rows)
+
+
+def uncertainty_summary(records: Sequence[PointRecord]) -> dict[str, Any] | None:
+    """:func:`ddpsim.pipeline.resampling.summarize` over the records' stored samples (None without)."""
+    from ddpsim.pipeline.resampling import summarize
+
+    return summarize([r.point_id for r in records], [r.metrics["iteration_p50_s"] for r in records],
+                     [r.metrics.get("uncertainty") or {} for r in records])
+
+
+#: p50 step times within this relative distance of the lowest count as ties
+TIE_RELATIVE = 1e-6
+
+
+def best_record(records: Sequence[PointRecord]) -> PointRecord:
+    """The point with the lowest p50 step time; points within :data:`TIE_RELATIVE` of it tie
+    and the earliest in sweep order wins (the default point comes first)."""
+    low = min(r.metrics["iteration_p50_s"] for r in records)
+    return next(r for r in records if r.metrics["iteration_p50_s"] <= low * (1 + TIE_RELATIVE))
+
+
+def default_record(records: Sequence[PointRecord], point: SweepPoint) -> PointRecord | None:
+    """The default-cap record with ``point``'s other values."""
+    for r in records:
+        if r.point.is_default_cap and all(getattr(r.point, k) == getattr(point, k) for k in r.point.varied if k != "bucket_cap_mb"):
+            return r
+    return None
+
+
+def fmt_s(x: float | None) -> str:
+    """Seconds to a short human string in ms or s."""
+    if x is None:
+        return "-"
+    return f"{x * 1e3:.3f} ms" if abs(x) < 1 else f"{x:.3f} s"
+
+
+def step_times(records: Sequence[PointRecord]) -> dict[str, list[float]]:
+    return {r.point_id: r.result.step_times_s() for r in records}
+
+
+def mean_or_none(xs: Sequence[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None

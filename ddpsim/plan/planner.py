@@ -1,0 +1,613 @@
+"""Bucket plans: DDP's bucket assignment reproduced exactly, and explicit plans.
+
+Source of truth: ``torch/csrc/distributed/c10d/reducer.cpp``
+(``compute_bucket_assignment_by_size``, ``Reducer::rebuild_buckets``) and
+``torch/nn/parallel/distributed.py`` (limits, reversal); see
+``shared/reference/ddp-and-nccl-facts.md`` §1.2-1.4. Summary of what DDP does:
+
+* At construction the limits are ``[sys.maxsize]`` (one bucket per dtype) unless
+  ``find_unused_parameters`` is on and ``static_graph`` off; then ``[1 MiB, cap]`` if
+  ``bucket_cap_mb`` was not given, else ``[cap]``. Parameters are taken in DDP's order,
+  buckets sorted by their lowest index, then the bucket list is **reversed**: reducer
+  bucket 0 holds the highest parameter indices.
+* Unless ``find_unused_parameters`` (without ``static_graph``), the buckets are rebuilt once,
+  in the order the gradients became ready, with limits ``[first_cap, cap]`` where
+  ``first_cap`` is 1 MiB when ``bucket_cap_mb`` was not given and ``cap`` otherwise (older
+  torch: always 1 MiB, ``semantics="legacy"``). No sort: bucket 0 holds the first-ready
+  gradients. The rebuilt layout applies from iteration 2 (iteration 3 with ``static_graph``).
+* ``find_unused_parameters`` without ``static_graph``: never rebuilt.
+* ``bucket_cap_mb_list`` (torch 2.13, ``_BucketCapacityConfig``): the list, in MiB, is the
+  limit list of BOTH the construction assignment (whatever ``find_unused_parameters`` and
+  ``static_graph`` say: no single first-iteration bucket) and the rebuild; each dtype walks
+  it on its own, the last limit is reused; ``bucket_cap_mb`` is ignored when a list is given.
+
+Buckets are listed in the order DDP launches them (reducer order).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.trace.records import Trace
+from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, LIST_POINT_PREFIX, MIB, SIZE_MAX, mb_to_bytes
+
+PLAN_FORMAT = "ddpsim-plan"
+PLAN_VERSION = 1
+
+Semantics = Literal["modern", "legacy"]
+
+
+def compute_bucket_assignment_by_size(
+    sizes_bytes: Sequence[int],
+    dtypes: Sequence[str],
+    bucket_size_limits: Sequence[int],
+    expect_sparse_gradient: Sequence[bool] = (),
+    tensor_indices: Sequence[int] = (),
+) -> tuple[list[list[int]], list[int]]:
+    """Pure re-implementation of ``torch.distributed._compute_bucket_assignment_by_size``.
+
+    Args:
+        sizes_bytes: ``numel * element_size`` of each tensor, in iteration order.
+        dtypes: dtype name of each tensor (one accumulator and one limit iterator per dtype;
+            all tensors are on one device).
+        bucket_size_limits: limits in bytes; the last is reused forever.
+        expect_sparse_gradient: indexed by tensor *index* (not position): own bucket, no limit.
+        tensor_indices: labels of the tensors (rebuild); when empty, labels are positions and
+            the result is sorted by lowest index.
+
+    Returns:
+        ``(bucket_indices, per_bucket_size_limits)`` exactly as torch returns them. Leftover
+        buckets of several dtypes come out most-recently-created dtype first (what the
+        ``std::unordered_map`` iteration gives for a few keys in libstdc++).
+    """
+    assert len(sizes_bytes) == len(dtypes)
+    assert bucket_size_limits, "bucket_size_limits must not be empty"
+    result: list[tuple[list[int], int]] = []
+    # dtype -> [indices, size, limit, limit_position]; insertion-ordered dict
+    buckets: dict[str, list[Any]] = {}
+    for i, (size, dtype) in enumerate(zip(sizes_bytes, dtypes)):
+        tensor_index = tensor_indices[i] if tensor_indices else i
+        if expect_sparse_gradient and expect_sparse_gradient[tensor_index]:
+            result.append(([tensor_index], 0))
+            continue
+        acc = buckets.setdefault(dtype, [[], 0, 0, 0])
+        acc[0].append(tensor_index)
+        acc[1] += size
+        acc[2] = bucket_size_limits[acc[3]]
+        if acc[1] >= acc[2]:
+            result.append((acc[0], acc[2]))
+            acc[0], acc[1] = [], 0
+            if acc[3] + 1 < len(bucket_size_limits):
+                acc[3] += 1
+    for acc in reversed(list(buckets.values())):
+        if acc[0]:
+            result.append((acc[0], acc[2]))
+    if not tensor_indices:
+        result.sort(key=lambda r: min(r[0]))
+    return [r[0] for r in result], [r[1] for r in result]
+
+
+def cap_label(bucket_cap_mb: float | None) -> str:
+    """A ``bucket_cap_mb`` as point names and labels spell it: ``default`` when not given, else ``%g``."""
+    return "default" if bucket_cap_mb is None else f"{bucket_cap_mb:g}"
+
+
+def mb_text(value: float) -> str:
+    """A MiB value as Python reads it back exactly: ``8``, ``2.5``, ``0.0400390625``."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def cap_list_label(bucket_cap_mb_list: Sequence[float]) -> str:
+    """A ``bucket_cap_mb_list`` as point names spell it: ``1+4+8``."""
+    return "+".join(mb_text(x) for x in bucket_cap_mb_list)
+
+
+def cap_point_id(bucket_cap_mb: float | None, bucket_cap_mb_list: Sequence[float] | None = None) -> str:
+    """The cap part of a point id: ``cap=default``, ``cap=25``, or ``list=1+4+8`` (the list wins)."""
+    if bucket_cap_mb_list:
+        return f"{LIST_POINT_PREFIX}{cap_list_label(bucket_cap_mb_list)}"
+    return f"cap={cap_label(bucket_cap_mb)}"
+
+
+def check_cap_list(value: Any, key: str) -> tuple[float, ...] | None:
+    """A ``bucket_cap_mb_list`` as a tuple of MiB (ints where whole); None stays None.
+
+    Raises:
+        InputError: ``"<key>: <value> is not accepted; expected ..."`` unless a non-empty list
+            of finite numbers > 0.
+    """
+    if value is None:
+        return None
+    ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(
+        not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in value)
+    if not ok:
+        raise InputError(f"{key}: {value!r} is not accepted; expected a non-empty list of numbers of MiB > 0 "
+                         f"(e.g. [1, 4, 8]), or not given")
+    return tuple(int(x) if float(x).is_integer() else float(x) for x in value)
+
+
+#: the dtypes ``_MixedPrecision`` casts to (DDP casts floating-point tensors only)
+MIXED_PRECISION_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MixedPrecision:
+    """DDP's ``_MixedPrecision`` (``torch/nn/parallel/distributed.py``), dtypes by name.
+
+    ``param_dtype``: parameters are cast to it before every forward (gradients, hence the
+    buckets, are in it); ``reduce_dtype``: the dtype gradients are all-reduced in (default:
+    ``param_dtype``, else the parameter's own); ``buffer_dtype``: every buffer is cast to it at
+    construction (so the forward buffer broadcast moves that many bytes). None leaves a dtype
+    as it is.
+    """
+
+    param_dtype: str | None = None
+    reduce_dtype: str | None = None
+    buffer_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("param_dtype", "reduce_dtype", "buffer_dtype"):
+            v = getattr(self, name)
+            if v is not None and v not in MIXED_PRECISION_DTYPES:
+                raise InputError(f"mixed_precision.{name}: {v!r} is not accepted; expected one of "
+                                 f"{', '.join(MIXED_PRECISION_DTYPES)} or null")
+
+    def label(self) -> str:
+        return "/".join(d or "-" for d in (self.param_dtype, self.reduce_dtype, self.buffer_dtype))
+
+
+def parse_mixed_precision(text: str | None, flag: str = "--mixed-precision") -> MixedPrecision | None:
+    """``"bfloat16:float32"`` -> MixedPrecision(param_dtype="bfloat16", reduce_dtype="float32"); None stays None."""
+    if text is None:
+        return None
+    parts = [x.strip() for x in text.split(":")]
+    expected = f"PARAM[:REDUCE[:BUFFER]] of {', '.join(MIXED_PRECISION_DTYPES)} or '-', e.g. bfloat16:float32"
+    if not 1 <= len(parts) <= 3 or any(x not in MIXED_PRECISION_DTYPES + ("-",) for x in parts):
+        raise InputError(f"{flag}: {text!r} is not accepted; expected {expected}")
+    vals = [None if x == "-" else x for x in parts] + [None] * (3 - len(parts))
+    return MixedPrecision(param_dtype=vals[0], reduce_dtype=vals[1], buffer_dtype=vals[2])
+
+
+@dataclass(frozen=True, kw_only=True)
+class DDPOptions:
+    """The DDP constructor options that shape buckets, with PyTorch's names.
+
+    ``bucket_cap_mb=None`` means "not given" (distinct from 25: only then is the first
+    rebuilt bucket 1 MiB).
+    """
+
+    bucket_cap_mb: float | None = None
+    #: per-bucket limits in MiB (torch 2.13); when given, ``bucket_cap_mb`` is ignored, as in torch
+    bucket_cap_mb_list: tuple[float, ...] | None = None
+    find_unused_parameters: bool = False
+    static_graph: bool = False
+    gradient_as_bucket_view: bool = False
+    broadcast_buffers: bool = True
+    semantics: Semantics = "modern"
+    #: DDP_SET_LAST_BUCKET_CAP=1: the small first-cap bucket becomes the last one at rebuild
+    small_bucket_last: bool = False
+    # -- torch 2.13 options (the reducer side is modelled in ddpsim.engine.simulate) --
+    #: defer each bucket's per-parameter copy-in to one ``_foreach_copy_`` + one ``div_`` when it is ready
+    batched_grad_copy: bool = False
+    #: do not all-reduce a bucket whose parameters are all unused (find_unused / static_graph)
+    skip_all_reduce_unused_params: bool = False
+    #: buffer broadcast before each forward; None: ``broadcast_buffers`` decides (torch 2.13's mapping)
+    forward_sync_buffers: bool | None = None
+    mixed_precision: MixedPrecision | None = None
+    #: parameter names left out of the reducer, all-reduced as one flat buffer from a hook
+    #: on ``param_to_hook_all_reduce``'s gradient; both or neither (torch raises otherwise)
+    delay_all_reduce_named_params: tuple[str, ...] | None = None
+    param_to_hook_all_reduce: str | None = None
+
+    def __post_init__(self) -> None:
+        cap = self.bucket_cap_mb
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
+                                or not math.isfinite(cap) or cap <= 0):
+            raise InputError(f"bucket_cap_mb: {cap!r} is not accepted; expected a number of MiB > 0, or not given")
+        if self.semantics not in ("modern", "legacy"):
+            raise InputError(f"semantics: {self.semantics!r} is not accepted; expected 'modern' or 'legacy'")
+        object.__setattr__(self, "bucket_cap_mb_list", check_cap_list(self.bucket_cap_mb_list, "bucket_cap_mb_list"))
+        if self.bucket_cap_mb_list and self.semantics == "legacy":
+            raise InputError(f"bucket_cap_mb_list: {list(self.bucket_cap_mb_list)!r} is not accepted with semantics "
+                             f"'legacy' (torch without bucket_cap_mb_list); expected semantics 'modern'")
+        self._check_torch213_options()
+
+    def _check_torch213_options(self) -> None:
+        for name in ("batched_grad_copy", "skip_all_reduce_unused_params", "broadcast_buffers"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name}: {getattr(self, name)!r} is not accepted; expected true or false")
+        if self.forward_sync_buffers is not None and not isinstance(self.forward_sync_buffers, bool):
+            raise InputError(f"forward_sync_buffers: {self.forward_sync_buffers!r} is not accepted; expected true, false or null")
+        if self.mixed_precision is not None and not isinstance(self.mixed_precision, MixedPrecision):
+            raise InputError(f"mixed_precision: {self.mixed_precision!r} is not accepted; expected a "
+                             "ddpsim.plan.planner.MixedPrecision or null")
+        names = self.delay_all_reduce_named_params
+        if names is not None:
+            if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+                raise InputError(f"delay_all_reduce_named_params: {names!r} is not accepted; expected a list of parameter names")
+            object.__setattr__(self, "delay_all_reduce_named_params", tuple(names))
+        hook = self.param_to_hook_all_reduce
+        if hook is not None and (not isinstance(hook, str) or not hook):
+            raise InputError(f"param_to_hook_all_reduce: {hook!r} is not accepted; expected a parameter name")
+        if (names is None) != (hook is None):
+            raise InputError(f"param_to_hook_all_reduce: {hook!r} with delay_all_reduce_named_params {names!r} is not "
+                             "accepted; expected both set or neither (DDP raises ValueError otherwise)")
+
+    @property
+    def syncs_buffers_in_forward(self) -> bool:
+        """torch 2.13: ``forward_sync_buffers`` if given, else the deprecated ``broadcast_buffers``."""
+        return self.broadcast_buffers if self.forward_sync_buffers is None else self.forward_sync_buffers
+
+    @property
+    def cap_given(self) -> bool:
+        return self.bucket_cap_mb is not None
+
+    @property
+    def bucket_bytes_cap(self) -> int:
+        if self.bucket_cap_mb_list:  # torch: the effective cap is the list's largest
+            return mb_to_bytes(max(self.bucket_cap_mb_list))
+        return mb_to_bytes(DEFAULT_BUCKET_CAP_MB if self.bucket_cap_mb is None else self.bucket_cap_mb)
+
+    @property
+    def first_bucket_bytes_cap(self) -> int:
+        if self.bucket_cap_mb_list:
+            return self.bucket_bytes_cap
+        if self.semantics == "legacy" or not self.cap_given:
+            return DEFAULT_FIRST_BUCKET_BYTES
+        return self.bucket_bytes_cap
+
+    @property
+    def list_bytes_caps(self) -> list[int] | None:
+        """``bucket_cap_mb_list`` in bytes (``int(mb * 1024 * 1024)`` each, as torch), or None."""
+        return None if not self.bucket_cap_mb_list else [mb_to_bytes(x) for x in self.bucket_cap_mb_list]
+
+    @property
+    def rebuilds(self) -> bool:
+        """``Reducer::should_rebuild_buckets``: static graph, or not find_unused."""
+        return self.static_graph or not self.find_unused_parameters
+
+    def label(self) -> str:
+        cap = cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list)
+        extra = "".join([",find_unused" if self.find_unused_parameters else "",
+                         ",static_graph" if self.static_graph else "",
+                         ",grad_as_bucket_view" if self.gradient_as_bucket_view else "",
+                         ",batched_grad_copy" if self.batched_grad_copy else "",
+                         ",skip_unused" if self.skip_all_reduce_unused_params else "",
+                         f",mp={self.mixed_precision.label()}" if self.mixed_precision else "",
+                         f",delay_all_reduce={len(self.delay_all_reduce_named_params)}"
+                         if self.delay_all_reduce_named_params is not None else ""])
+        return f"{cap}{extra}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bucket:
+    """One bucket: parameter indices in the order DDP lays them out in the flat buffer."""
+
+    index: int
+    param_indices: tuple[int, ...]
+    size_bytes: int
+    dtype: str
+    size_limit_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"index": self.index, "param_indices": list(self.param_indices),
+                             "size_bytes": self.size_bytes, "dtype": self.dtype}
+        if self.size_limit_bytes is not None:
+            d["size_limit_bytes"] = self.size_limit_bytes
+        return d
+
+
+@dataclass(frozen=True, kw_only=True)
+class BucketPlan:
+    """Which buckets DDP uses in which iteration.
+
+    ``initial`` applies to iterations ``1 .. rebuild_iteration-1``; ``steady`` from
+    ``rebuild_iteration`` on. Without a rebuild, ``steady == initial`` and
+    ``rebuild_iteration`` is None. Iterations are numbered from 1.
+    """
+
+    initial: tuple[Bucket, ...]
+    steady: tuple[Bucket, ...]
+    rebuild_iteration: int | None
+    source: str = "ddp"
+    options: DDPOptions = field(default_factory=DDPOptions)
+
+    def layout_for_iteration(self, iteration: int) -> tuple[Bucket, ...]:
+        if self.rebuild_iteration is not None and iteration >= self.rebuild_iteration:
+            return self.steady
+        return self.initial
+
+    def to_dict(self) -> dict[str, Any]:
+        o = self.options
+        return {
+            "format": PLAN_FORMAT, "version": PLAN_VERSION, "source": self.source,
+            "options": {"bucket_cap_mb": o.bucket_cap_mb, "find_unused_parameters": o.find_unused_parameters,
+                        "static_graph": o.static_graph, "gradient_as_bucket_view": o.gradient_as_bucket_view,
+                        "semantics": o.semantics,
+                        **({"bucket_cap_mb_list": list(o.bucket_cap_mb_list)} if o.bucket_cap_mb_list else {})},
+            "buckets": [b.to_dict() for b in self.steady],
+            "first_iteration": {"buckets": [b.to_dict() for b in self.initial]},
+            "rebuild_iteration": self.rebuild_iteration,
+        }
+
+
+def _make_buckets(trace: Trace, groups: Sequence[Sequence[int]], limits: Sequence[int] | None) -> tuple[Bucket, ...]:
+    out = []
+    for k, g in enumerate(groups):
+        dtypes = {trace.params[i].dtype for i in g}
+        assert len(dtypes) == 1, "a DDP bucket holds one dtype"
+        out.append(Bucket(index=k, param_indices=tuple(g), size_bytes=sum(trace.params[i].size_bytes for i in g),
+                          dtype=dtypes.pop(), size_limit_bytes=None if limits is None else int(limits[k])))
+    return tuple(out)
+
+
+def reducer_param_indices(trace: Trace, options: DDPOptions) -> tuple[int, ...]:
+    """The trace parameters DDP's reducer gets: all but ``delay_all_reduce_named_params``
+    (``DistributedDataParallel.__init__`` adds them to ``parameters_to_ignore``).
+
+    Raises:
+        InputError: a delayed or hook parameter name that is not in the trace.
+    """
+    names = options.delay_all_reduce_named_params
+    if names is None:
+        return tuple(range(trace.num_params))
+    by_name = {p.name: p.index for p in trace.params}
+    for field_name, values in (("delay_all_reduce_named_params", names), ("param_to_hook_all_reduce", (options.param_to_hook_all_reduce,))):
+        for n in values:
+            if n not in by_name:
+                raise InputError(f"{field_name}: {n!r} is not a parameter of trace {trace.model!r}; expected one of its "
+                                 f"parameter names (e.g. {', '.join(repr(p.name) for p in trace.params[:3])})")
+    delayed = {by_name[n] for n in names}
+    return tuple(i for i in range(trace.num_params) if i not in delayed)
+
+
+def initial_assignment(trace: Trace, options: DDPOptions) -> tuple[Bucket, ...]:
+    """The buckets DDP builds at construction, in reducer (launch) order."""
+    if options.bucket_cap_mb_list:
+        limits = options.list_bytes_caps
+    elif options.static_graph or not options.find_unused_parameters:
+        limits = [SIZE_MAX]
+    elif not options.cap_given or options.semantics == "legacy":
+        limits = [DEFAULT_FIRST_BUCKET_BYTES, options.bucket_bytes_cap]
+    else:
+        limits = [options.bucket_bytes_cap]
+    keep = reducer_param_indices(trace, options)
+    if not keep:
+        return ()
+    params = [trace.params[i] for i in keep]
+    groups, lims = compute_bucket_assignment_by_size(
+        [p.size_bytes for p in params], [p.dtype for p in params], limits,
+        [p.expect_sparse_gradient for p in params])
+    # positions in the reducer's list -> trace indices (an increasing map: the sort is kept)
+    groups = [[keep[j] for j in g] for g in groups]
+    return _make_buckets(trace, list(reversed(groups)), list(reversed(lims)))
+
+
+def rebuild_order(trace: Trace, options: DDPOptions, ready_order: Sequence[int] | None = None) -> tuple[list[int], tuple[int, ...]]:
+    """``(order, reducer params)``: the reducer's parameters in the order the rebuild walks them
+    (gradient-ready order; with static_graph, those that never fired appended, as the finalize
+    callback does)."""
+    keep = reducer_param_indices(trace, options)
+    kept = set(keep)
+    order = [i for i in (trace.grad_ready_order if ready_order is None else ready_order) if i in kept]
+    if options.static_graph:
+        seen = set(order)
+        order += [i for i in keep if i not in seen]
+    return order, keep
+
+
+def rebuilt_assignment(trace: Trace, options: DDPOptions, ready_order: Sequence[int] | None = None) -> tuple[Bucket, ...]:
+    """The buckets ``Reducer::rebuild_buckets`` builds from the gradient-ready order."""
+    order, keep = rebuild_order(trace, options, ready_order)
+    if not options.static_graph and len(order) != len(keep):
+        unused = [trace.params[i].name for i in keep if i not in set(order)]
+        raise InputError(
+            f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]}"
+            f"{'...' if len(unused) > 3 else ''} get no gradient, which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
+    if not order:
+        return ()
+    limits = options.list_bytes_caps or [options.first_bucket_bytes_cap, options.bucket_bytes_cap]
+    if options.small_bucket_last:
+        order = order[::-1]
+    groups, lims = compute_bucket_assignment_by_size(
+        [trace.params[i].size_bytes for i in order], [trace.params[i].dtype for i in order], limits,
+        [p.expect_sparse_gradient for p in trace.params], order)
+    if options.small_bucket_last:
+        groups, lims = groups[::-1], lims[::-1]
+    return _make_buckets(trace, groups, lims)
+
+
+def plan_ddp(trace: Trace, options: DDPOptions | None = None) -> BucketPlan:
+    """The plan real DDP follows for ``trace`` under ``options``."""
+    options = options or DDPOptions()
+    initial = initial_assignment(trace, options)
+    if not options.rebuilds or not initial:  # no reducer at all when every parameter is delayed
+        return BucketPlan(initial=initial, steady=initial, rebuild_iteration=None, options=options)
+    steady = rebuilt_assignment(trace, options)
+    return BucketPlan(initial=initial, steady=steady, rebuild_iteration=3 if options.static_graph else 2, options=options)
+
+
+def _short_mb(lo_bytes: int, hi_bytes: float, prefer: str) -> float:
+    """The MiB value with the fewest significant digits whose ``int(v * 1024 * 1024)`` lies in
+    ``(lo_bytes, hi_bytes]``; ``prefer`` ``"high"`` tries values near ``hi_bytes`` first."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+
+    anchors = ([(hi_bytes, ROUND_FLOOR)] if prefer == "high" and math.isfinite(hi_bytes) else []) + [(lo_bytes + 1, ROUND_CEILING)]
+    for digits in range(1, 19):
+        for anchor, rounding in anchors:
+            x = Decimal(int(anchor)) / Decimal(MIB)
+            exp = x.adjusted() - digits + 1
+            v = float(x.quantize(Decimal(1).scaleb(exp), rounding=rounding))
+            if v > 0 and lo_bytes < mb_to_bytes(v) <= hi_bytes:
+                return int(v) if v.is_integer() else v
+    return hi_bytes / MIB  # NOTE: exact (a power-of-two division); reached only for empty-looking ranges
+
+
+def cap_list_for_buckets(trace: Trace, buckets: Sequence[Bucket], options: DDPOptions | None = None,
+                         ready_order: Sequence[int] | None = None) -> tuple[tuple[float, ...] | None, str]:
+    """A ``bucket_cap_mb_list`` whose rebuilt layout is exactly ``buckets`` (launch order), or why none is.
+
+    DDP's rebuild walks the gradient-ready order; each dtype keeps its own bucket and its own
+    position in the list, and a bucket closes as soon as its size reaches the limit (``>=``,
+    checked after adding a gradient), the last limit being reused. So a dtype's ``j``-th
+    bucket of ``size`` bytes whose last gradient has ``last`` bytes needs limit ``j`` in
+    ``(size - last, size]`` (any limit ``> size - last`` for a dtype's last bucket, which may
+    also be left over to the end). The limits of every dtype's ``j``-th bucket must meet in
+    one value; the shortest MiB value in the range is taken, and the list is verified by
+    planning it again (:func:`rebuilt_assignment`).
+
+    Returns:
+        ``(list, "")`` when the list reproduces ``buckets``; ``(None, reason)`` otherwise (a
+        bucket that is not a run of its dtype's gradients in ready order, dtypes whose
+        ranges do not meet, or a launch order DDP's assignment does not produce).
+    """
+    from dataclasses import replace
+
+    options = replace(options or DDPOptions(), bucket_cap_mb=None, bucket_cap_mb_list=None, semantics="modern",
+                      small_bucket_last=False)
+    if not options.rebuilds:
+        return None, ("DDP never rebuilds with find_unused_parameters and without static_graph: a list shapes "
+                      "only the construction layout, in parameter order")
+    order, _ = rebuild_order(trace, options, ready_order)
+    if any(trace.params[i].expect_sparse_gradient for i in order):
+        return None, "a sparse-gradient parameter has a bucket of its own that no limit shapes"
+    pos = {i: k for k, i in enumerate(order)}
+    target = [tuple(b.param_indices) for b in buckets]
+    if sorted(i for g in target for i in g) != sorted(order):
+        return None, "the buckets do not hold exactly the parameters of the gradient-ready order"
+    runs: dict[str, list[tuple[int, ...]]] = {}
+    for g in target:
+        runs.setdefault(trace.params[g[0]].dtype, []).append(g)
+    for dt, gs in runs.items():
+        seq = [i for i in order if trace.params[i].dtype == dt]
+        if [i for g in sorted(gs, key=lambda g: pos[g[0]]) for i in g] != seq:
+            return None, (f"a {dt} bucket is not a run of consecutive {dt} gradients in ready order "
+                          "(DDP fills each dtype's bucket in ready order)")
+        runs[dt] = sorted(gs, key=lambda g: pos[g[0]])
+    n = max(len(gs) for gs in runs.values())
+    inf = float("inf")
+    for force_close in (False, True):
+        lo, hi = [0] * n, [inf] * n
+        for gs in runs.values():
+            for j, g in enumerate(gs):
+                size = sum(trace.params[i].size_bytes for i in g)
+                last = trace.params[g[-1]].size_bytes
+                lo[j] = max(lo[j], size - last)
+                if j < len(gs) - 1 or force_close:
+                    hi[j] = min(hi[j], size)
+        if any(a >= b for a, b in zip(lo, hi)):
+            k = next(j for j in range(n) if lo[j] >= hi[j])
+            reason = (f"the dtypes' bucket {k} need limits that do not meet ({lo[k]} < limit <= {hi[k]:.0f} bytes): "
+                      "each dtype walks the same list")
+            continue
+        sizes = [max(sum(trace.params[i].size_bytes for i in gs[j]) for gs in runs.values() if j < len(gs)) for j in range(n)]
+        caps = tuple(_short_mb(lo[j], hi[j], "high") if math.isfinite(hi[j])
+                     else _short_mb(max(lo[j], sizes[j] - 1), inf, "low") for j in range(n))
+        got = rebuilt_assignment(trace, replace(options, bucket_cap_mb_list=caps), order)
+        if [tuple(b.param_indices) for b in got] == target:
+            return caps, ""
+        reason = "DDP's assignment launches these buckets in another order (a dtype's last bucket is left over to the end)"
+    return None, reason
+
+
+def approximate_cap_list(trace: Trace, buckets: Sequence[Bucket]) -> tuple[float, ...]:
+    """One limit per bucket of ``buckets`` (launch order), each the shortest MiB value in
+    ``(size - last gradient, size]``: the list that reproduces them when one dtype walks it
+    (:func:`cap_list_for_buckets` says when it does); a starting point when none does."""
+    return tuple(_short_mb(b.size_bytes - trace.params[b.param_indices[-1]].size_bytes, b.size_bytes, "high")
+                 for b in buckets)
+
+
+def explicit_plan(trace: Trace, buckets: Sequence[Sequence[int | str]], options: DDPOptions | None = None,
+                  source: str = "explicit") -> BucketPlan:
+    """A plan from a user-given list of buckets (parameter indices or names), in launch order.
+
+    Validated: every trainable parameter exactly once, one dtype per bucket. The plan
+    applies from the first iteration (the executor's own reducer uses it from the start).
+    """
+    options = options or DDPOptions()
+    by_name = {p.name: p.index for p in trace.params}
+    groups: list[list[int]] = []
+    seen: dict[int, int] = {}
+    if not buckets:
+        raise InputError("plan.buckets: [] is empty; expected a list of buckets, each a list of parameter indices or names")
+    for k, b in enumerate(buckets):
+        if isinstance(b, (str, bytes)) or not isinstance(b, Sequence) or not b:
+            raise InputError(f"plan.buckets[{k}]: {b!r} is not accepted; expected a non-empty list of parameter indices or names")
+        g = []
+        for x in b:
+            if isinstance(x, str):
+                if x not in by_name:
+                    raise InputError(f"plan.buckets[{k}]: parameter name {x!r} is not in the trace; expected one of the trace's parameter names")
+                i = by_name[x]
+            elif isinstance(x, int) and not isinstance(x, bool) and 0 <= x < trace.num_params:
+                i = x
+            else:
+                raise InputError(f"plan.buckets[{k}]: {x!r} is not accepted; expected a parameter index in [0, {trace.num_params}) or a name")
+            if i in seen:
+                raise InputError(f"plan.buckets[{k}]: parameter {i} ({trace.params[i].name}) is already in bucket {seen[i]}; expected every parameter exactly once")
+            seen[i] = k
+            g.append(i)
+        dtypes = sorted({trace.params[i].dtype for i in g})
+        if len(dtypes) > 1:
+            raise InputError(f"plan.buckets[{k}]: mixes dtypes {dtypes}; expected one dtype per bucket")
+        groups.append(g)
+    keep = reducer_param_indices(trace, options)
+    delayed = sorted(set(seen) - set(keep))
+    if delayed:
+        raise InputError(f"plan.buckets: parameter {trace.params[delayed[0]].name!r} is in delay_all_reduce_named_params; "
+                         "expected the reducer's parameters only")
+    missing = [i for i in keep if i not in seen]
+    if missing:
+        raise InputError(f"plan.buckets: parameters {missing[:8]}{'...' if len(missing) > 8 else ''} are in no bucket; expected every parameter exactly once")
+    bs = _make_buckets(trace, groups, None)
+    return BucketPlan(initial=bs, steady=bs, rebuild_iteration=None, source=source, options=options)
+
+
+def without_delayed(plan: BucketPlan, trace: Trace, options: DDPOptions) -> BucketPlan:
+    """``plan`` with ``options``' delayed parameters taken out of its buckets (emptied buckets
+    dropped) and ``options`` attached: a plan made for every parameter, fit for the reducer."""
+    keep = set(reducer_param_indices(trace, options))
+    groups = [[i for i in b.param_indices if i in keep] for b in plan.steady]
+    return explicit_plan(trace, [g for g in groups if g], options=options, source=plan.source)
+
+
+def save_plan(plan: BucketPlan, path: str | Path) -> Path:
+    from ddpsim.io import write_text_atomic
+
+    return write_text_atomic(path, json.dumps(plan.to_dict(), indent=1) + "\n")
+
+
+def load_plan(path: str | Path, trace: Trace) -> BucketPlan:
+    """Load a plan JSON (``ddpsim plan --format json`` output or a hand-written one) for ``trace``.
+
+    Only ``buckets`` (each with ``param_indices``, or ``params`` as names) is required; it
+    becomes an explicit plan applying from iteration 1.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"plan: {str(path)!r} does not exist or is not a file; expected a plan JSON")
+    try:
+        data = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"plan {p}: not valid JSON ({exc})") from None
+    if isinstance(data, list):
+        data = {"buckets": data}
+    if not isinstance(data, dict) or not isinstance(data.get("buckets"), list):
+        raise InputError(f"plan {p}: 'buckets' is missing; expected an object with a list 'buckets'")
+    if data.get("format", PLAN_FORMAT) != PLAN_FORMAT or data.get("version", PLAN_VERSION) != PLAN_VERSION:
+        raise InputError(f"plan {p}: format/version {data.get('format')!r}/{data.get('version')!r}; expected {PLAN_FORMAT!r}/{PLAN_VERSION}")
+    groups = []
+    for k, b in enumerate(data["buckets"]):
+        if isinstance(b, dict):
+            b = b.get("param_indices", b.get("params"))
+        groups.append(b)
+    try:
+        return explicit_plan(trace, groups, source=str(data.get("source", "explicit")))
+    except InputError as exc:
+        raise InputError(f"plan {p}: {exc}") from None

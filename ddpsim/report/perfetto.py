@@ -1,0 +1,232 @@
+"""Chrome / Kineto-format trace JSON of a simulated run: one file per rank, opens in
+Perfetto (ui.perfetto.dev) and chrome://tracing, and loads in HolisticTraceAnalysis (HTA).
+
+Written gzip-compressed (``trace_<point>_rank<r>.json.gz``, as torch.profiler's
+``tensorboard_trace_handler(use_gzip=True)`` writes them): Perfetto, chrome://tracing and HTA
+open the ``.gz`` directly; :func:`load_chrome_trace` reads one back. Layout of one file::
+
+    {"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms",
+     "baseTimeNanoseconds": 1700000000000000000,
+     "distributedInfo": {"rank": r, "world_size": n, "backend": "nccl" | "gloo"},
+     "traceEvents": [ {"ph": "M", "name": "process_name", ...}, {"ph": "M", "name": "thread_name", ...},
+                      {"ph": "X", "cat": "kernel", "name": ..., "pid": r, "tid": 7, "ts": µs, "dur": µs,
+                       "args": {"stream": 7, "device": r, "iteration": k, ...}}, ... ]}
+
+* One ``tid`` per stream (Perfetto does not stack overlapping slices on one track):
+  :data:`COMPUTE_TID` for the compute stream, :data:`COMM_TID` for the communication stream.
+* Compute and communication spans are GPU-kernel-like events: ``cat: "kernel"`` with an
+  integer ``args.stream`` (what HTA uses to tell GPU kernels from CPU ops).
+  Communication spans are named ``ncclDevKernel_<Op> (bucket k)``: HTA classifies
+  communication kernels by the regex ``^nccl.*Kernel`` only, so gloo runs use the same name
+  with ``args.backend: "gloo"``.
+* The end-of-backward wait for communication is shown on the compute track as
+  ``cat: "wait"`` without a stream: it is idle time, not a kernel, so HTA ignores it.
+* Bucket ready and launch moments are instant events (``ph: "i"``) on the communication
+  track, plus ``args`` on each collective (``ready_us``, ``launch_us``, ``size_bytes``).
+* ``ts``/``dur`` are whole microseconds (Kineto's unit; HTA would round finer float
+  timestamps itself, with ``ceil(ts)`` and ``floor(ts + dur)``, and disagree with us);
+  time 0 of the simulation is ``baseTimeNanoseconds`` (a fixed constant: reproducible files).
+* Iterations are marked as torch.profiler marks them: a ``ProfilerStep#<k>`` slice per
+  iteration ``k`` (``cat: "user_annotation"``) on thread :data:`CPU_TID`, the host thread.
+  Every kernel-like event has a launch on that thread, as a CUDA trace has
+  (``cat: "cuda_runtime"``, ``cudaLaunchKernel``, zero duration), at the moment the engine
+  issues it (a bucket's all-reduce: DDP's launch; anything else: its start), linked to the
+  kernel by ``args.correlation``. HTA assigns each kernel to the ProfilerStep of its launch
+  (per-iteration analyses), and keeps only kernels whose launch it finds. Like for any
+  torch.profiler trace, HTA's ``TraceAnalysis`` leaves the last ProfilerStep's kernels out
+  unless given ``include_last_profiler_step=True``.
+
+:func:`comm_comp_overlap` computes, from these events alone, exactly what HTA's
+``get_comm_comp_overlap`` computes over every iteration (``include_last_profiler_step=True``) (merged communication intervals overlapped by merged
+computation intervals / merged communication time), so the report's number can be checked
+against HTA.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ddpsim.io import write_bytes_atomic
+from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, SimResult
+
+CPU_TID = 1
+COMPUTE_TID = 7
+COMM_TID = 20
+BASE_TIME_NS = 1_700_000_000_000_000_000
+_STREAM_TID = {COMPUTE_STREAM: COMPUTE_TID, COMM_STREAM: COMM_TID}
+_COMM_OP = {"allreduce": "AllReduce_Sum", "broadcast": "Broadcast", "used_map_allreduce": "AllReduce_Sum",
+            "syncbn_allgather": "AllGather", "syncbn_allreduce": "AllReduce_Sum",
+            "rebuild": "Broadcast"}
+_NOT_KERNELS = ("wait",)
+# HTA's kernel classification (hta/utils/utils.py): communication, memory, computation, other
+_HTA_COMM_RE = re.compile(r"^nccl.*Kernel")
+_HTA_MEMORY_RE = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_HTA_NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+
+def hta_kernel_type(name: str) -> str:
+    """``COMMUNICATION``, ``MEMORY``, ``COMPUTATION`` or ``OTHER``, as HTA's ``get_kernel_type``."""
+    if _HTA_COMM_RE.match(name):
+        return "COMMUNICATION"
+    if _HTA_MEMORY_RE.match(name):
+        return "MEMORY"
+    if not _HTA_NOT_COMPUTE_RE.match(name):
+        return "COMPUTATION"
+    return "OTHER"
+
+
+def _us(t_s: float) -> int:
+    # NOTE: whole microseconds. HTA rounds float timestamps itself (ceil(ts), floor(end));
+    # integer µs keep its overlap figure identical to comm_comp_overlap's.
+    return int(round(t_s * 1e6))
+
+
+def _event_name(span: Any) -> str:
+    if span.stream == COMM_STREAM:
+        op = _COMM_OP.get(span.kind, span.kind)
+        suffix = f" (bucket {span.bucket})" if span.bucket is not None else f" ({span.name})"
+        return f"ncclDevKernel_{op}{suffix}"
+    return span.name
+
+
+def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: str | None = None,
+                 iterations: Sequence[int] | None = None) -> dict[str, Any]:
+    """The Chrome/Kineto trace dict of one simulated rank (see the module docstring)."""
+    assert rank in result.ranks, f"rank {rank} was not simulated ({result.ranks})"
+    keep = set(iterations) if iterations is not None else None
+    ev: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}},
+        {"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0, "args": {"sort_index": rank}},
+        {"ph": "M", "name": "thread_name", "pid": rank, "tid": CPU_TID, "args": {"name": "python (iterations, launches)"}},
+        {"ph": "M", "name": "thread_name", "pid": rank, "tid": COMPUTE_TID, "args": {"name": f"stream {COMPUTE_TID} compute"}},
+        {"ph": "M", "name": "thread_name", "pid": rank, "tid": COMM_TID, "args": {"name": f"stream {COMM_TID} {backend} comm"}},
+        {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": CPU_TID, "args": {"sort_index": 0}},
+        {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": COMPUTE_TID, "args": {"sort_index": 1}},
+        {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": COMM_TID, "args": {"sort_index": 2}},
+    ]
+    for it in sorted((i for i in result.iterations if i.rank == rank and (keep is None or i.iteration in keep)),
+                     key=lambda i: i.iteration):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{it.iteration}", "pid": rank,
+                   "tid": CPU_TID, "ts": _us(it.start_s), "dur": _us(it.end_s) - _us(it.start_s),
+                   "args": {"iteration": it.iteration, "warmup": it.warmup}})
+    bt = {(b.iteration, b.bucket): b for b in result.buckets if b.rank == rank}
+    spans = sorted((s for s in result.spans if s.rank == rank and (keep is None or s.iteration in keep)),
+                   key=lambda s: (s.start_s, _STREAM_TID.get(s.stream, 99), s.end_s, s.name))
+    launches: list[dict[str, Any]] = []
+    for s in spans:
+        tid = _STREAM_TID.get(s.stream, COMPUTE_TID)
+        args: dict[str, Any] = {"iteration": s.iteration, "kind": s.kind}
+        if s.kind in _NOT_KERNELS:
+            cat = "wait"
+        else:
+            cat = "kernel"
+            args.update({"stream": tid, "device": rank, "correlation": len(launches) + 1})
+        if s.stream == COMM_STREAM:
+            args["backend"] = backend
+        if s.bucket is not None:
+            args["bucket"] = s.bucket
+        if s.size_bytes is not None:
+            args["size_bytes"] = s.size_bytes
+        b = bt.get((s.iteration, s.bucket)) if s.kind == "allreduce" else None
+        if b is not None:
+            args.update({"ready_us": _us(b.ready_s), "launch_us": _us(b.launch_s), "num_params": b.num_params})
+        if cat == "kernel":
+            launches.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": rank, "tid": CPU_TID,
+                             "ts": _us(b.launch_s if b is not None else s.start_s), "dur": 0,
+                             "args": {"correlation": args["correlation"]}})
+        ev.append({"ph": "X", "cat": cat, "name": _event_name(s), "pid": rank, "tid": tid,
+                   "ts": _us(s.start_s), "dur": _us(s.end_s) - _us(s.start_s), "args": args})
+    ev += sorted(launches, key=lambda e: (e["ts"], e["args"]["correlation"]))
+    for b in sorted(bt.values(), key=lambda b: (b.iteration, b.bucket)):
+        if keep is not None and b.iteration not in keep:
+            continue
+        for what, t in (("ready", b.ready_s), ("launch", b.launch_s)):
+            ev.append({"ph": "i", "s": "t", "cat": "bucket", "name": f"bucket {b.bucket} {what}", "pid": rank,
+                       "tid": COMM_TID, "ts": _us(t), "args": {"iteration": b.iteration, "bucket": b.bucket}})
+    info: dict[str, Any] = {"rank": rank, "world_size": result.world_size, "backend": backend}
+    out = {"schemaVersion": 1, "deviceProperties": [], "distributedInfo": info, "displayTimeUnit": "ms",
+           "baseTimeNanoseconds": BASE_TIME_NS, "traceEvents": ev}
+    if point is not None:
+        out["ddpsim"] = {"point": point, "note": "simulated by ddpsim; communication kernels are named "
+                                                 "ncclDevKernel_* so that HTA classifies them"}
+    return out
+
+
+def file_id(point_id: str) -> str:
+    """A point id as used in file names: ``cap=25,hook=fp16`` -> ``cap-25_hook-fp16``."""
+    return point_id.replace("=", "-").replace(",", "_")
+
+
+def representative_ranks(result: SimResult, max_ranks: int = 4) -> list[int]:
+    """Every simulated rank if at most ``max_ranks``; else rank 0, the fastest, the slowest
+    (total iteration time) and the last simulated rank, in rank order."""
+    ranks = list(result.ranks)
+    if len(ranks) <= max_ranks:
+        return ranks
+    total: dict[int, float] = {}
+    for it in result.iterations:
+        total[it.rank] = total.get(it.rank, 0.0) + it.iteration_s
+    by_time = sorted(ranks, key=lambda r: (total.get(r, 0.0), r))
+    return sorted({ranks[0], by_time[0], by_time[-1], ranks[-1]})
+
+
+def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl",
+                 ranks: Sequence[int] | None = None) -> list[Path]:
+    """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank (default:
+    :func:`representative_ranks`); gzip's header carries no time or name, so the bytes are
+    reproducible."""
+    paths = []
+    for r in (representative_ranks(result) if ranks is None else ranks):
+        d = chrome_trace(result, r, backend=backend, point=point_id)
+        text = json.dumps(d) + "\n"  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
+        paths.append(write_bytes_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json.gz",
+                                        gzip.compress(text.encode(), compresslevel=9, mtime=0)))
+    return paths
+
+
+def load_chrome_trace(path: str | Path) -> dict[str, Any]:
+    """A trace file written by :func:`write_traces` (``.json.gz``) or a plain ``.json`` one, as a dict."""
+    data = Path(path).read_bytes()
+    return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)
+
+
+def _merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def comm_comp_overlap(trace: dict[str, Any]) -> float:
+    """HTA's ``get_comm_comp_overlap`` ratio for one rank's trace dict (0 if no communication)."""
+    comm, comp = [], []
+    for e in trace["traceEvents"]:
+        if e.get("ph") != "X" or not isinstance(e.get("args", {}).get("stream"), int):
+            continue
+        iv = (e["ts"], e["ts"] + e["dur"])
+        kind = hta_kernel_type(e["name"])
+        if kind == "COMMUNICATION":
+            comm.append(iv)
+        elif kind == "COMPUTATION":
+            comp.append(iv)
+    mc, mp = _merge(comm), _merge(comp)
+    total = sum(b - a for a, b in mc)
+    if total <= 0:
+        return 0.0
+    ov = 0.0
+    j = 0
+    for a, b in mc:
+        while j < len(mp) and mp[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(mp) and mp[k][0] < b:
+            ov += max(0.0, min(b, mp[k][1]) - max(a, mp[k][0]))
+            k += 1
+    return ov / total

@@ -1,0 +1,509 @@
+"""Capture a trace: time a real model's training step on one device.
+
+Modelling assumptions, stated once:
+
+* One training step is ``forward (+ loss)``, ``backward``, ``optimizer.step()``,
+  ``optimizer.zero_grad(set_to_none=True)``, each timed separately; on CUDA the device is
+  synchronised at each phase boundary (never inside a hook).
+* A parameter's gradient is *ready* when its post-accumulate-grad hook fires
+  (``Tensor.register_post_accumulate_grad_hook``), which is when DDP's reducer would mark it
+  ready. CPU: ``time.perf_counter_ns()`` inside the hook. CUDA: a ``torch.cuda.Event``
+  recorded in the hook on the current stream, resolved after backward.
+* Parameters are those DDP's reducer gets, in DDP's order (:func:`ddpsim.trace.models.ddp_params`).
+* Hook overhead: backward timed with the hooks and without them, interleaved (alternating
+  which goes first), an even number of pairs (4 at least, up to 100 so that tiny models are
+  timed for about a second); ``hook_overhead_frac = max(0, median_k(with_k / without_k - 1))``
+  over the adjacent pairs (:func:`hook_overhead_estimate`): the two passes of a pair share the
+  host's load of the moment, so their ratio cancels it, and the median ignores the pairs a
+  burst of load split. On CPU the passes are timed in this process's CPU time, so that a wait
+  for a CPU (other work on a shared host) is not taken for the hooks' cost; on CUDA in wall time. The raw (signed) figure, each pair's ratio and the number of pairs are
+  kept in ``environment``.
+* CPU: each measured iteration's forward, backward and optimizer also in this process's CPU
+  time (``time.process_time``, ``environment.cpu_phase_s``): on a shared host the wall-clock
+  phases hold the time the ranks waited for a CPU, the CPU times do not
+  (:func:`ddpsim.validation.stability.cpu_clock_trace`).
+* Warm-up iterations run the full step (optimizer included) and are not recorded.
+* ``derive_depth`` (for models too large to capture whole, e.g. GPT-2 1.5B on a shared CPU):
+  transformer blocks are identical, so a reduced-depth capture is extended block by block; see
+  :func:`derive_depth`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import platform
+import re
+import statistics
+import time
+from typing import Any, Callable, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.trace.records import BufferRecord, IterationSample, ParamRecord, Trace
+
+DTYPES = ("float32", "bfloat16", "float16")
+AUTOCASTS = ("bf16", "fp16")
+OPTIMIZERS = ("sgd", "adamw")
+DEVICES = ("cpu", "cuda")
+
+
+def _check_count(value: Any, field: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(f"{field}: {value!r} is not accepted; expected an integer >= {minimum}")
+    return value
+
+
+def _choice(value: Any, field: str, accepted: Sequence[Any]) -> Any:
+    if value not in accepted:
+        raise InputError(f"{field}: {value!r} is not accepted; expected one of {list(accepted)}")
+    return value
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def _to_device(batch: Any, device: Any, dtype: Any) -> Any:
+    """``batch`` on ``device``; its floating tensors cast to ``dtype`` unless it is None."""
+    if isinstance(batch, (tuple, list)):
+        return tuple(_to_device(b, device, dtype) for b in batch)
+    if batch.dtype.is_floating_point and dtype is not None:
+        return batch.to(device=device, dtype=dtype)
+    return batch.to(device=device)
+
+
+def _shapes(batch: Any) -> Any:
+    if isinstance(batch, (tuple, list)):
+        return [list(b.shape) for b in batch]
+    return list(batch.shape)
+
+
+def _call(module: Any, batch: Any) -> Any:
+    return module(*batch) if isinstance(batch, tuple) else module(batch)
+
+
+def hook_overhead_estimate(with_s: Sequence[float], without_s: Sequence[float]) -> tuple[float, float]:
+    """``(hook_overhead_frac, raw)`` from backward times with and without the hooks, paired by
+    position (pair ``k`` ran back to back): ``raw = median_k(with_k / without_k - 1)``, the
+    fraction ``max(0, raw)``."""
+    if not with_s or len(with_s) != len(without_s):
+        raise InputError(f"hook overhead: {len(with_s)} timings with hooks and {len(without_s)} without; expected equal, >= 1")
+    raw = statistics.median(a / b - 1.0 for a, b in zip(with_s, without_s))
+    return max(0.0, raw), raw
+
+
+def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters: int, num_warmup: int,
+                  dtype: str | None = None, autocast: str | None = None, optimizer: str = "sgd",
+                  num_threads: int | None = None, measure_hook_overhead: bool = True,
+                  command: str | None = None, seed: int = 0,
+                  step_barrier: Callable[[], None] | None = None) -> Trace:
+    """Run ``num_warmup + num_iters`` training steps of ``spec`` and record a :class:`Trace`.
+
+    Args:
+        spec: a :class:`ddpsim.trace.models.ModelSpec`.
+        device: ``"cpu"`` or ``"cuda"`` (the current CUDA device).
+        batch_size: per-device batch size.
+        num_iters: measured iterations (>= 1).
+        num_warmup: unrecorded warm-up iterations (>= 0).
+        dtype: cast the parameters (and float inputs) to float32, bfloat16 or float16; None
+            keeps the model's own dtypes (a model keeping some layers in bfloat16 stays so).
+        autocast: None, ``"bf16"`` or ``"fp16"``: forward under ``torch.autocast``.
+        optimizer: ``"sgd"`` (lr 1e-3, momentum 0.9) or ``"adamw"`` (lr 1e-4, foreach).
+        num_threads: ``torch.set_num_threads`` (CPU intra-op threads); None keeps torch's.
+        measure_hook_overhead: time backward with and without hooks, interleaved, alternating which goes first (adds 8 to 200 forward+backward passes; see the module docstring).
+        command: the command line to store in the trace.
+        seed: ``torch.manual_seed`` before the run.
+        step_barrier: called before every training step and again before its optimizer step
+            (untimed). ``executor trace`` passes a barrier across its ranks, so that the ranks
+            start forward together and the optimizer together, as under DDP (whose ranks leave
+            backward together, at the last all-reduce): their forward passes and optimizer steps
+            then compete for the host's cores, caches and memory bandwidth as in the real run.
+
+    Returns:
+        The trace (``synthetic`` is None).
+
+    Raises:
+        InputError: bad counts or choices, CUDA requested without CUDA; the model's forward,
+            loss or backward raising (one line naming the model, the phase and the exception).
+    """
+    import torch
+
+    from ddpsim.trace.models import ddp_params, default_loss
+
+    _check_count(batch_size, "batch_size", 1)
+    _check_count(num_iters, "num_iters", 1)
+    _check_count(num_warmup, "num_warmup", 0)
+    _choice(device, "device", DEVICES)
+    _choice(dtype, "dtype", (None, *DTYPES))
+    _choice(autocast, "autocast", (None, *AUTOCASTS))
+    _choice(optimizer, "optimizer", OPTIMIZERS)
+    if num_threads is not None:
+        _check_count(num_threads, "num_threads", 1)
+        torch.set_num_threads(num_threads)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
+    torch.manual_seed(seed)
+    cuda = device == "cuda"
+    dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    tdtype = None if dtype is None else getattr(torch, dtype)
+    module = spec.module.to(device=dev) if tdtype is None else spec.module.to(device=dev, dtype=tdtype)
+    module.train()
+    loss_fn = spec.loss_fn or default_loss
+    phase = ["making its batch"]
+    try:
+        batch = _to_device(spec.make_batch(batch_size), dev, tdtype)
+    except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
+        raise _model_error(spec.name, phase[0], exc) from None
+    plist = ddp_params(module)
+    params = [p for _, p, _ in plist]
+    if optimizer == "sgd":
+        opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(autocast or "")
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    def forward() -> Any:
+        phase[0] = "forward"
+        if ac_dtype is not None:
+            with torch.autocast(device_type=dev.type, dtype=ac_dtype):
+                out = _call(module, batch)
+                return loss_fn(out)
+        return loss_fn(_call(module, batch))
+
+    # hook state: list of (index, stamp) for the current backward
+    fired: list[tuple[int, Any]] = []
+    hooks_on = [True]
+
+    def make_hook(i: int):
+        def hook(_p: Any) -> None:
+            if not hooks_on[0]:
+                return
+            if cuda:
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                fired.append((i, ev))
+            else:
+                fired.append((i, time.perf_counter_ns()))
+        return hook
+
+    handles = [p.register_post_accumulate_grad_hook(make_hook(i)) for i, p in enumerate(params)]
+
+    cpu_phase_s: list[list[float]] = []  # per measured iteration: this process's CPU time per phase
+
+    def step(record: bool) -> IterationSample | None:
+        fired.clear()
+        sync()
+        if step_barrier is not None:
+            step_barrier()
+        c0 = time.process_time()
+        t0 = time.perf_counter_ns()
+        loss = forward()
+        sync()
+        t1 = time.perf_counter_ns()
+        c1 = time.process_time()
+        start_ev = None
+        if cuda:
+            start_ev = torch.cuda.Event(enable_timing=True)
+            start_ev.record()
+        tb = time.perf_counter_ns()
+        phase[0] = "backward"
+        loss.backward()
+        sync()
+        t2 = time.perf_counter_ns()
+        c2 = time.process_time()
+        t2o = t2
+        if step_barrier is not None:  # DDP's ranks leave backward together (its last all-reduce)
+            step_barrier()
+            t2o = time.perf_counter_ns()
+        phase[0] = "optimizer step"
+        c2o = time.process_time()
+        opt.step()
+        sync()
+        t3 = time.perf_counter_ns()
+        c3 = time.process_time()
+        opt.zero_grad(set_to_none=True)
+        sync()
+        t4 = time.perf_counter_ns()
+        if not record:
+            return None
+        cpu_phase_s.append([c1 - c0, c2 - c1, c3 - c2o])
+        ready: list[float | None] = [None] * len(params)
+        for i, stamp in fired:
+            ready[i] = start_ev.elapsed_time(stamp) / 1e3 if cuda else max(0, stamp - tb) / 1e9
+        return IterationSample(forward_s=(t1 - t0) / 1e9, backward_s=(t2 - tb) / 1e9, optimizer_s=(t3 - t2o) / 1e9,
+                               zero_grad_s=(t4 - t3) / 1e9, grad_ready_s=tuple(ready))
+
+    load_before = _load_average()
+    samples: list[IterationSample] = []
+    orders: list[list[int]] = []
+    try:
+        for _ in range(num_warmup):
+            step(False)
+        for _ in range(num_iters):
+            samples.append(step(True))
+            orders.append([i for i, _ in fired])
+    except InputError:
+        raise
+    except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
+        for h in handles:
+            h.remove()
+        raise _model_error(spec.name, phase[0], exc) from None
+
+    hook_frac = None
+    hook_raw = None
+    if measure_hook_overhead:
+        with_s: list[float] = []
+        without_s: list[float] = []
+        # NOTE: enough pairs that the pairs cover about 1 s of backward (tiny models get up to
+        # 100 pairs), at least 4; the median of the pairs' ratios is used (hook_overhead_estimate).
+        median_backward_s = statistics.median(s.backward_s for s in samples)
+        num_pairs = max(4, min(100, math.ceil(0.5 / max(median_backward_s, 1e-6))))
+        num_pairs += num_pairs % 2
+        for rep in range(num_pairs):
+            pair = ((True, with_s), (False, without_s))
+            for on, sink in (pair if rep % 2 == 0 else pair[::-1]):  # alternate who goes first
+                hooks_on[0] = on
+                if not on:
+                    for h in handles:
+                        h.remove()
+                loss = forward()
+                sync()
+                tb, cb = time.perf_counter_ns(), time.process_time()
+                loss.backward()
+                sync()
+                # CPU: this process's CPU time (a wait for a CPU is not the hooks' cost); CUDA: wall
+                sink.append((time.perf_counter_ns() - tb) / 1e9 if cuda else time.process_time() - cb)
+                opt.zero_grad(set_to_none=True)
+                fired.clear()
+                if not on:
+                    handles = [p.register_post_accumulate_grad_hook(make_hook(i)) for i, p in enumerate(params)]
+                hooks_on[0] = True
+        hook_frac, hook_raw = hook_overhead_estimate(with_s, without_s)
+        pair_ratios = [a / b - 1.0 for a, b in zip(with_s, without_s)]
+    for h in handles:
+        h.remove()
+
+    first = orders[0]
+    consistent = all(o == first for o in orders)
+    records = tuple(
+        ParamRecord(index=i, name=name, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
+                    size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=sparse,
+                    has_grad=i in set(first))
+        for i, (name, p, sparse) in enumerate(plist))
+    # NOTE: a parameter ready in a later iteration but not the first would break the trace's
+    # has_grad/order contract; null it so the trace stays self-consistent.
+    first_set = set(first)
+    samples = [IterationSample(forward_s=s.forward_s, backward_s=s.backward_s, optimizer_s=s.optimizer_s,
+                               zero_grad_s=s.zero_grad_s,
+                               grad_ready_s=tuple(t if i in first_set else None for i, t in enumerate(s.grad_ready_s)))
+               for s in samples]
+    buffers = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
+                    for n, b in module.named_buffers())
+    env: dict[str, Any] = {
+        "device": device,
+        "device_name": torch.cuda.get_device_name(dev) if cuda else _cpu_name(),
+        "torch_version": torch.__version__,
+        "batch_size": batch_size,
+        "dtype": dtype or _own_dtype(params),
+        "autocast": autocast,
+        "optimizer": optimizer,
+        "num_threads": torch.get_num_threads(),
+        "input_shape": _shapes(batch),
+        "num_warmup": num_warmup,
+        "num_iters": num_iters,
+        "seed": seed,
+        "grad_ready_order_consistent": consistent,
+    }
+    if cuda:
+        env["cuda_version"] = torch.version.cuda
+        try:
+            env["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:  # NOTE: builds without NCCL
+            env["nccl_version"] = None
+    for k, v in (spec.info or {}).items():
+        env.setdefault(k, v)
+    if hook_raw is not None:
+        env["hook_overhead_raw_frac"] = round(hook_raw, 6)
+        env["hook_overhead_pairs"] = num_pairs
+        env["hook_overhead_pair_fracs"] = [round(r, 6) for r in pair_ratios]
+    if not cuda:
+        # this process's CPU time (every thread) per measured iteration's forward, backward and
+        # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
+        env["cpu_phase_s"] = [[round(x, 6) for x in c] for c in cpu_phase_s]
+    if load_before is not None:
+        # NOTE: on a shared machine, other processes inflate the times; this says how busy it was
+        env["load_average_1m"] = [round(load_before, 2), round(_load_average() or 0.0, 2)]
+        env["num_cpus"] = os.cpu_count()
+    if not consistent:
+        env["note"] = "hook firing order differed across measured iterations; grad_ready_order is the first measured iteration's"
+    return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),
+                 iterations=tuple(samples), environment=env, hook_overhead_frac=hook_frac, command=command)
+
+
+def _own_dtype(params: Sequence[Any]) -> str:
+    """The parameters' dtype name when they share one, else ``mixed`` (kept as the model has them)."""
+    names = {str(p.dtype).removeprefix("torch.") for p in params}
+    return names.pop() if len(names) == 1 else "mixed"
+
+
+def _model_error(name: str, phase: str, exc: BaseException) -> InputError:
+    text = str(exc).strip().splitlines()
+    return InputError(f"model {name!r}: {phase} raised {type(exc).__name__}"
+                      f"{': ' + text[0] if text else ''}; expected a model that trains one step on its batch")
+
+
+# ---- reduced-depth captures ---------------------------------------------------------------
+
+_BLOCK_RE = re.compile(r"^(?P<prefix>.*?\.)(?P<k>\d+)\.(?P<rest>.+)$")
+
+
+def _block_of(name: str, prefix: str) -> tuple[int, str] | None:
+    if not name.startswith(prefix):
+        return None
+    k, _, rest = name[len(prefix):].partition(".")
+    return (int(k), rest) if k.isdigit() and rest else None
+
+
+def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = None, command: str | None = None) -> Trace:
+    """Extend a trace captured with ``K`` identical blocks to ``num_blocks`` blocks.
+
+    Assumptions (all recorded in ``synthetic``):
+
+    * The blocks are the children ``<prefix>0 .. <prefix>K-1`` of one ModuleList (found from
+      the parameter names, e.g. ``transformer.h.``); they are identical, so every block's
+      parameters are those of block 0, renamed, and the DDP order is: parameters before the
+      blocks, the blocks in order, parameters after them.
+    * In each measured iteration, one block's backward takes ``d``: the median over adjacent
+      captured blocks of the difference of their mean hook times. Target block at backward
+      position ``p`` (0 = the last block, reached first) copies the hook offsets of captured
+      position ``m(p)`` (0 for p = 0, K-1 for the first block, a middle block otherwise) and
+      is shifted by ``(p - m(p)) * d``; parameters reached after all blocks (embeddings) are
+      shifted by ``(N - K) * d``.
+    * ``backward_s`` grows by ``(N - K) * d``; ``forward_s`` grows in the same proportion as
+      the blocks' share of backward (forward/backward ratio of a block equals the model's);
+      ``optimizer_s`` and ``zero_grad_s`` scale with the parameter bytes (bandwidth-bound).
+
+    Args:
+        trace: a measured trace with K >= 3 blocks.
+        num_blocks: target number of blocks N >= K.
+        block_prefix: the ModuleList prefix with a trailing dot; found automatically if None.
+        command: the command line to store.
+
+    Returns:
+        A synthetic trace with ``N`` blocks.
+
+    Raises:
+        InputError: no repeated blocks found, fewer than 3 captured blocks, N < K.
+    """
+    names = [p.name for p in trace.params]
+    if block_prefix is None:
+        prefixes = [m.group("prefix") for n in names if (m := _BLOCK_RE.match(n))]
+        if not prefixes:
+            raise InputError(f"trace {trace.model!r}: no repeated blocks (names like 'h.0.x') found; expected a transformer-style model to derive depth")
+        block_prefix = statistics.mode(prefixes)
+    blk = [_block_of(n, block_prefix) for n in names]
+    ks = sorted({b[0] for b in blk if b})
+    K = len(ks)
+    if K < 3 or ks != list(range(K)):
+        raise InputError(f"derive_depth: the capture has {K} blocks under {block_prefix!r}; expected at least 3 (0..K-1) to derive depth")
+    _check_count(num_blocks, "num_blocks", K)
+    block_idx = [i for i, b in enumerate(blk) if b]
+    lo, hi = min(block_idx), max(block_idx)
+    if any(not blk[i] for i in range(lo, hi + 1)):
+        raise InputError(f"derive_depth: parameters of blocks under {block_prefix!r} are not contiguous in DDP order")
+    pre = list(range(lo))
+    post = list(range(hi + 1, len(names)))
+    template = [i for i in block_idx if blk[i][0] == 0]
+    rests = [blk[i][1] for i in template]
+    per_block = {k: {blk[i][1]: i for i in block_idx if blk[i][0] == k} for k in range(K)}
+    if any(list(per_block[k]) != rests for k in range(K)):
+        raise InputError(f"derive_depth: blocks under {block_prefix!r} differ in their parameters; expected identical blocks")
+    N = num_blocks
+
+    def m_of(p: int) -> int:  # captured backward position used for target backward position p
+        if p == 0:
+            return 0
+        if p == N - 1:
+            return K - 1
+        return 1 + (p - 1) % (K - 2)
+
+    # new parameter list: (source index, new name, target block or None, backward position)
+    new: list[tuple[int, str, int | None]] = [(i, names[i], None) for i in pre]
+    for j in range(N):
+        src_block = K - 1 - m_of(N - 1 - j)
+        for rest in rests:
+            new.append((per_block[src_block][rest], f"{block_prefix}{j}.{rest}", j))
+    new += [(i, names[i], None) for i in post]
+    src = trace.params
+    records = tuple(ParamRecord(index=n, name=name, shape=src[i].shape, dtype=src[i].dtype, size_bytes=src[i].size_bytes,
+                                expect_sparse_gradient=src[i].expect_sparse_gradient, has_grad=src[i].has_grad)
+                    for n, (i, name, _) in enumerate(new))
+    bytes_ratio = sum(r.size_bytes for r in records) / trace.total_param_bytes
+    iterations = []
+    ds = []
+    for it in trace.iterations:
+        means = []
+        for k in range(K):
+            ts = [it.grad_ready_s[i] for i in per_block[k].values() if it.grad_ready_s[i] is not None]
+            means.append(statistics.fmean(ts) if ts else math.nan)
+        diffs = [means[k - 1] - means[k] for k in range(1, K) if not math.isnan(means[k - 1] - means[k])]
+        d = max(0.0, statistics.median(diffs)) if diffs else 0.0
+        ds.append(d)
+        # parameters not in blocks: those ready after block 0 (e.g. embeddings) are shifted
+        after = means[0] if not math.isnan(means[0]) else 0.0
+        ready: list[float | None] = []
+        for i, _, j in new:
+            t = it.grad_ready_s[i]
+            if t is None:
+                ready.append(None)
+            elif j is None:
+                ready.append(t + (N - K) * d if t > after else t)
+            else:
+                p = N - 1 - j
+                ready.append(t + (p - m_of(p)) * d)
+        extra_s = (N - K) * d
+        fwd = it.forward_s * (1 + extra_s / it.backward_s) if it.backward_s > 0 else it.forward_s
+        iterations.append(IterationSample(forward_s=fwd, backward_s=it.backward_s + extra_s,
+                                          optimizer_s=it.optimizer_s * bytes_ratio, zero_grad_s=it.zero_grad_s * bytes_ratio,
+                                          grad_ready_s=tuple(ready)))
+    first = iterations[0].grad_ready_s
+    rank = {i: r for r, i in enumerate(trace.grad_ready_order)}
+    order = sorted((n for n, r in enumerate(records) if r.has_grad and first[n] is not None),
+                   key=lambda n: (first[n], rank.get(new[n][0], 0), -n))
+    env = copy.deepcopy(trace.environment)
+    env["n_layer"] = N
+    env["captured_n_layer"] = K
+    synthetic = {
+        "kind": "derived-depth",
+        "from_blocks": K, "to_blocks": N, "block_prefix": block_prefix,
+        "source_command": trace.command,
+        "per_block_backward_s": [round(d, 9) for d in ds],
+        "method": ("blocks are identical: block parameters copied from block 0 and renamed in DDP order; "
+                   "per-iteration block backward time d = median difference of adjacent captured blocks' mean hook times; "
+                   "target block at backward position p copies captured position m(p) (first, middle round-robin, last) "
+                   "shifted by (p - m(p)) * d; parameters ready after all blocks shifted by (N - K) * d; "
+                   "backward_s += (N - K) * d; forward_s scaled by the same factor as backward_s; "
+                   "optimizer_s and zero_grad_s scaled by parameter bytes"),
+    }
+    return Trace(model=trace.model, params=records, buffers=trace.buffers, grad_ready_order=tuple(order),
+                 iterations=tuple(iterations), environment=env, hook_overhead_frac=trace.hook_overhead_frac,
+                 synthetic=synthetic, command=command or trace.command)

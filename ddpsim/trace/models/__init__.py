@@ -1,0 +1,360 @@
+"""Built-in models and the ``package.module:factory`` loader (imports torch and stdlib only).
+
+The executor imports this package on GPU nodes where only torch is installed, so nothing
+here may import another third-party package.
+
+Modelling assumptions, stated once:
+
+* ``zoo:<name>`` models (:mod:`ddpsim.trace.models.zoo`: torchvision's, via the optional extra
+  ``zoo``, and torch's ``nn.Transformer`` family) are models ddpsim was never tuned on; they
+  are listed by ``ddpsim trace --list-models`` beside the built-ins.
+* Built-in models are randomly initialised from ``seed`` (``torch.manual_seed`` inside
+  :func:`build_model`); nothing is downloaded. Their *shapes* are the published ones
+  (torchvision's ResNet-50, BERT-base, GPT-2); their timings are what matter to ddpsim.
+* ``make_batch(batch_size)`` returns CPU tensors drawn from a ``torch.Generator`` seeded
+  from the spec's seed: the same batch size and seed give the same bytes. The caller moves
+  them to its device.
+* ``loss_fn`` maps the model output to a scalar. The token models use a cross-entropy
+  against target 0 (same cost as a real LM / MLM loss); ``None`` means "output summed".
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ddpsim.errors import InputError
+
+__all__ = ["ModelSpec", "list_models", "build_model", "ddp_params", "default_loss"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """A model ready to be traced or trained: module, batch maker, loss.
+
+    Attributes:
+        name: the model name (built-in name or ``pkg.mod:factory``).
+        module: the ``nn.Module`` (on CPU, float32 unless the factory chose otherwise).
+        make_batch: ``batch_size -> input`` (a tensor or tuple of tensors, on CPU), deterministic.
+        loss_fn: model output -> scalar loss; None = output summed (first element if a tuple).
+        info: facts worth recording in a trace's environment (seq_len, n_layer, input shape...).
+    """
+
+    name: str
+    module: torch.nn.Module
+    make_batch: Callable[[int], Any]
+    loss_fn: Callable[[Any], torch.Tensor] | None = None
+    info: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.module, torch.nn.Module):
+            raise InputError(f"model {self.name!r}: module is {type(self.module).__name__}; expected a torch.nn.Module")
+        if not callable(self.make_batch):
+            raise InputError(f"model {self.name!r}: make_batch is not callable; expected batch_size -> input")
+
+
+def default_loss(output: Any) -> torch.Tensor:
+    """The loss used when a spec has no ``loss_fn``: the output summed (first element of a tuple/list)."""
+    if isinstance(output, (tuple, list)):
+        output = output[0]
+    if isinstance(output, dict):
+        output = next(iter(output.values()))
+    return output.float().sum()
+
+
+def ddp_params(module: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter, bool]]:
+    """The parameters DDP's reducer gets, in DDP's order, as ``(name, param, expect_sparse)``.
+
+    Mirrors ``DistributedDataParallel._build_params_for_reducer``: ``named_modules()``, then
+    each module's ``named_parameters(recurse=False)`` that require grad, shared parameters
+    once (first occurrence keeps its name); ``expect_sparse_gradient`` is ``module.sparse``
+    for ``nn.Embedding`` / ``nn.EmbeddingBag``.
+    """
+    out: list[tuple[str, torch.nn.Parameter, bool]] = []
+    seen: set[int] = set()
+    for mod_name, mod in module.named_modules():
+        for p_name, p in mod.named_parameters(recurse=False):
+            if not p.requires_grad or id(p) in seen:
+                continue
+            seen.add(id(p))
+            sparse = bool(mod.sparse) if isinstance(mod, (torch.nn.Embedding, torch.nn.EmbeddingBag)) else False
+            out.append((f"{mod_name}.{p_name}" if mod_name else p_name, p, sparse))
+    return out
+
+
+# ---- batch makers ---------------------------------------------------------------------------
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+           "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32,
+           "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool}
+
+
+def _torch_dtype(name: str, field: str) -> torch.dtype:
+    try:
+        return _DTYPES[name]
+    except (KeyError, TypeError):
+        raise InputError(f"{field}: {name!r} is not accepted; expected one of {sorted(_DTYPES)}") from None
+
+
+def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype, high: int = 2) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    return torch.randint(0, max(1, high), shape, generator=gen, dtype=torch.int64).to(dtype)
+
+
+def _float_batch(seed: int, shape: tuple[int, ...], dtype: torch.dtype) -> Callable[[int], torch.Tensor]:
+    def make_batch(batch_size: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(seed)
+        return _random_tensor(gen, (batch_size, *shape), dtype)
+    return make_batch
+
+
+def _token_batch(seed: int, seq_len: int, vocab_size: int) -> Callable[[int], torch.Tensor]:
+    def make_batch(batch_size: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(seed)
+        return torch.randint(0, vocab_size, (batch_size, seq_len), generator=gen, dtype=torch.int64)
+    return make_batch
+
+
+def _lm_loss(output: Any) -> torch.Tensor:
+    """Cross-entropy of every position against token 0: the cost of a real LM loss."""
+    logits = output[0] if isinstance(output, (tuple, list)) else output
+    flat = logits.reshape(-1, logits.shape[-1])
+    target = torch.zeros(flat.shape[0], dtype=torch.int64, device=flat.device)
+    return torch.nn.functional.cross_entropy(flat.float(), target)
+
+
+def _pretrain_loss(output: Any) -> torch.Tensor:
+    """BERT pre-training: MLM cross-entropy + next-sentence cross-entropy, both against class 0."""
+    mlm, nsp = output
+    return _lm_loss(mlm) + _lm_loss(nsp)
+
+
+def _cls_loss(output: Any) -> torch.Tensor:
+    """Classification cross-entropy against class 0 (ResNet-50's ImageNet loss, same cost)."""
+    return _lm_loss(output)
+
+
+# ---- registry -------------------------------------------------------------------------------
+
+def _check_pos_int(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InputError(f"{field}: {value!r} is not accepted; expected an integer > 0")
+    return value
+
+
+def _build_mlp(seed: int, input_shape, input_dtype, kwargs) -> ModelSpec:
+    from ddpsim.trace.models.mlp import MLP
+
+    width = _check_pos_int(kwargs.pop("width", 256), "width")
+    depth = _check_pos_int(kwargs.pop("depth", 4), "depth")
+    num_classes = _check_pos_int(kwargs.pop("num_classes", 10), "num_classes")
+    _no_more(kwargs, "mlp", "width, depth, num_classes")
+    shape = _shape(input_shape, (width,), "input_shape", rank=1)
+    module = MLP(in_features=shape[0], width=width, depth=depth, num_classes=num_classes)
+    dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
+    return ModelSpec(name="mlp", module=module, make_batch=_float_batch(seed, shape, dtype), loss_fn=None,
+                     info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."),
+                           "width": width, "depth": depth})
+
+
+def _build_resnet50(seed: int, input_shape, input_dtype, kwargs) -> ModelSpec:
+    from ddpsim.trace.models.resnet import resnet50
+
+    num_classes = _check_pos_int(kwargs.pop("num_classes", 1000), "num_classes")
+    _no_more(kwargs, "resnet50", "num_classes")
+    shape = _shape(input_shape, (3, 224, 224), "input_shape", rank=3)
+    dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
+    return ModelSpec(name="resnet50", module=resnet50(num_classes=num_classes), make_batch=_float_batch(seed, shape, dtype),
+                     loss_fn=_cls_loss, info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch.")})
+
+
+def _seq_len(kwargs: dict, input_shape, default: int, max_len: int) -> int:
+    seq_len = kwargs.pop("seq_len", None)
+    if seq_len is None and input_shape is not None:
+        seq_len = _shape(input_shape, (default,), "input_shape", rank=1)[0]
+    seq_len = _check_pos_int(default if seq_len is None else seq_len, "seq_len")
+    if seq_len > max_len:
+        raise InputError(f"seq_len: {seq_len} is too long; expected an integer in [1, {max_len}]")
+    return seq_len
+
+
+def _build_bert(seed: int, input_shape, input_dtype, kwargs) -> ModelSpec:
+    from ddpsim.trace.models.bert import BertConfig, BertForPreTraining
+
+    seq_len = _seq_len(kwargs, input_shape, 128, 512)
+    n_layer = _check_pos_int(kwargs.pop("n_layer", 12), "n_layer")
+    _no_more(kwargs, "bert-base", "seq_len, n_layer")
+    cfg = BertConfig(n_layer=n_layer)
+    return ModelSpec(name="bert-base", module=BertForPreTraining(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
+                     loss_fn=_pretrain_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
+
+
+_GPT2 = {"gpt2-124m": (12, 768, 12), "gpt2-350m": (24, 1024, 16), "gpt2-1.5b": (48, 1600, 25)}
+
+
+def _gpt2_builder(name: str):
+    def build(seed: int, input_shape, input_dtype, kwargs) -> ModelSpec:
+        from ddpsim.trace.models.gpt2 import GPT2, GPT2Config
+
+        n_layer, n_embd, n_head = _GPT2[name]
+        seq_len = _seq_len(kwargs, input_shape, 128, 1024)
+        n_layer = _check_pos_int(kwargs.pop("n_layer", n_layer), "n_layer")
+        _no_more(kwargs, name, "seq_len, n_layer")
+        cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=n_head)
+        return ModelSpec(name=name, module=GPT2(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
+                         loss_fn=_lm_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
+    return build
+
+
+_REGISTRY: dict[str, Callable[..., ModelSpec]] = {
+    "mlp": _build_mlp,
+    "resnet50": _build_resnet50,
+    "bert-base": _build_bert,
+    **{name: _gpt2_builder(name) for name in _GPT2},
+}
+
+
+def list_models() -> list[str]:
+    """Names of the built-in models, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _no_more(kwargs: dict, model: str, accepted: str) -> None:
+    if kwargs:
+        key = sorted(kwargs)[0]
+        raise InputError(f"{key}: {kwargs[key]!r} is not an option of model {model!r}; expected one of: {accepted}")
+
+
+def _shape(value: Any, default: tuple[int, ...], field: str, rank: int | None = None) -> tuple[int, ...]:
+    if value is None:
+        return default
+    try:
+        shape = tuple(value)
+    except TypeError:
+        raise InputError(f"{field}: {value!r} is not accepted; expected a tuple of positive integers") from None
+    if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape) or (rank is not None and len(shape) != rank):
+        want = f"{rank} positive integers" if rank else "positive integers"
+        raise InputError(f"{field}: {value!r} is not accepted; expected {want} (one sample, without the batch dimension)")
+    return shape
+
+
+#: the registry's checks and batch makers the zoo's builder uses (ddpsim.trace.models.zoo.build_zoo)
+_ZOO_HELPERS: dict[str, Callable[..., Any]] = {
+    "pos_int": _check_pos_int, "no_more": _no_more, "shape": _shape, "dtype": _torch_dtype,
+    "float_batch": _float_batch, "token_batch": _token_batch, "cls_loss": _cls_loss, "lm_loss": _lm_loss,
+    "spec": lambda **fields: ModelSpec(**fields)}
+
+
+def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, ...] | None = None,
+                input_dtype: str | None = None, **model_kwargs: Any) -> ModelSpec:
+    """Build a built-in model or call a ``package.module:factory``.
+
+    Args:
+        name_or_factory: a name from :func:`list_models`, a zoo model ``"zoo:<name>"``
+            (:mod:`ddpsim.trace.models.zoo`), or ``"pkg.mod:factory"``. A factory
+            is called with ``model_kwargs`` and returns an ``nn.Module`` (then ``input_shape``
+            is required and ``input_dtype`` defaults to float32) or ``(module, example_input)``
+            (the batch is made like the example: same trailing shape and dtype, first dim =
+            batch size; ``info["example_batch_size"]`` is the example's first dim, ``ddpsim
+            trace``'s default batch size). If the factory's module defines ``loss_fn``, it is used.
+        seed: seeds ``torch.manual_seed`` before construction and the batch generator.
+        input_shape: one sample's shape, without the batch dimension (built-ins: resnet50
+            ``(3, H, W)``, mlp ``(features,)``, token models ``(seq_len,)``).
+        input_dtype: dtype name of a float input (mlp, resnet50, factories).
+        **model_kwargs: built-in options (mlp: width, depth, num_classes; resnet50:
+            num_classes; bert-base and gpt2-*: seq_len, n_layer) or the factory's arguments.
+
+    Returns:
+        A :class:`ModelSpec`.
+
+    Raises:
+        InputError: unknown model name, factory import failure, factory exception, bad
+            option, or a model without trainable parameters.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InputError(f"seed: {seed!r} is not accepted; expected an integer")
+    if not isinstance(name_or_factory, str) or not name_or_factory:
+        raise InputError(f"model: {name_or_factory!r} is not accepted; expected one of {list_models()} or 'package.module:factory'")
+    torch.manual_seed(seed)
+    kwargs = dict(model_kwargs)
+    if name_or_factory.startswith("zoo:"):
+        from ddpsim.trace.models.zoo import build_zoo
+
+        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs, _ZOO_HELPERS)
+    elif ":" in name_or_factory:
+        spec = _build_factory(name_or_factory, seed, input_shape, input_dtype, kwargs)
+    else:
+        try:
+            builder = _REGISTRY[name_or_factory]
+        except KeyError:
+            raise InputError(f"model: {name_or_factory!r} is not a built-in model; expected one of {list_models()} or 'package.module:factory'") from None
+        spec = builder(seed, input_shape, input_dtype, kwargs)
+    if not ddp_params(spec.module):
+        raise InputError(f"model: {name_or_factory!r} has no trainable parameters; expected at least one parameter with requires_grad=True")
+    return spec
+
+
+def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict) -> ModelSpec:
+    mod_name, _, attr = path.partition(":")
+    if not mod_name or not attr:
+        raise InputError(f"model: {path!r} is not accepted; expected 'package.module:factory'")
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as exc:  # NOTE: any import failure is the user's module's
+        raise InputError(f"model: {path!r} cannot be imported ({type(exc).__name__}: {exc}); expected an importable 'package.module:factory'") from None
+    factory = getattr(mod, attr, None)
+    if factory is None or not callable(factory):
+        raise InputError(f"model: {path!r} has no callable {attr!r} in {mod_name}; expected 'package.module:factory'")
+    try:
+        made = factory(**kwargs)
+    except Exception as exc:
+        raise InputError(f"model: factory {path!r} raised {type(exc).__name__}: {exc}") from None
+    loss_fn = getattr(mod, "loss_fn", None)
+    if loss_fn is not None and not callable(loss_fn):
+        loss_fn = None
+    if isinstance(made, torch.nn.Module):
+        if input_shape is None:
+            raise InputError(f"input_shape: None is not accepted for factory {path!r} returning a module; expected one sample's shape, e.g. 3,224,224")
+        shape = _shape(input_shape, (), "input_shape")
+        dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
+        return ModelSpec(name=path, module=made, make_batch=_float_batch(seed, shape, dtype), loss_fn=loss_fn,
+                         info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs)})
+    if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
+        module, example = made
+        leaves = list(example) if isinstance(example, (tuple, list)) else [example]
+        if not leaves or not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in leaves):
+            raise InputError(f"model: factory {path!r} returned an example input that is not a tensor or tuple of tensors with a batch dimension")
+        return ModelSpec(name=path, module=module, make_batch=_like_batch(seed, leaves, isinstance(example, (tuple, list))), loss_fn=loss_fn,
+                         info={"input_shape": [list(t.shape[1:]) for t in leaves] if len(leaves) > 1 else list(leaves[0].shape[1:]),
+                               "input_dtype": str(leaves[0].dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs),
+                               "example_batch_size": int(leaves[0].shape[0])})
+    raise InputError(f"model: factory {path!r} returned {type(made).__name__}; expected an nn.Module or (nn.Module, example_input)")
+
+
+def _like_batch(seed: int, examples: list[torch.Tensor], as_tuple: bool) -> Callable[[int], Any]:
+    # integer inputs are drawn in [0, max(example)+1) so that embedding indices stay valid
+    highs = [int(t.max().item()) + 1 if (not t.dtype.is_floating_point and t.numel()) else 2 for t in examples]
+
+    def make_batch(batch_size: int) -> Any:
+        gen = torch.Generator().manual_seed(seed)
+        out = tuple(_random_tensor(gen, (batch_size, *t.shape[1:]), t.dtype, high) for t, high in zip(examples, highs))
+        return out if as_tuple else out[0]
+    return make_batch
+
+
+def _jsonable(d: dict) -> dict:
+    return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)) for k, v in d.items()}
+
+
+def count_params(module: torch.nn.Module) -> int:
+    """Number of elements DDP reduces (shared parameters once)."""
+    return sum(math.prod(p.shape) for _, p, _ in ddp_params(module))
+
+

@@ -1,0 +1,281 @@
+"""The model zoo: models ddpsim was never tuned on, to check that its accuracy holds.
+
+``zoo:<name>`` models come from two places:
+
+* torchvision's model builders (``torchvision.models.<builder>(weights=None)``, the optional
+  extra ``pip install "ddpsim[zoo]"``): CNNs with BatchNorm (resnet18, resnet50), depthwise
+  convolutions and squeeze-excitation (mobilenet_v3_small, efficientnet_b0), many small
+  parameters (convnext_tiny's LayerScale and LayerNorm, regnet_y_400mf), attention (a small
+  ``torchvision.models.VisionTransformer``);
+* torch's own ``nn.Transformer`` family, which needs nothing but torch: an
+  ``nn.TransformerEncoder`` classifier, an ``nn.Transformer`` encoder-decoder and a language
+  model built from ``nn.TransformerEncoder`` whose output projection IS its token embedding
+  (weight tying: DDP reduces the shared tensor once); and an MLP with an auxiliary head its
+  forward never uses (validated under ``find_unused_parameters=True``).
+
+Modelling assumptions, stated once:
+
+* Every model is randomly initialised (``weights=None``; nothing is downloaded) from the
+  seed :func:`ddpsim.trace.models.build_model` set.
+* Each entry has a CPU batch size and input shape (:data:`ZOO`) chosen so that a training step
+  of one rank takes roughly 50-500 ms on one core of a 2-core host while a second rank runs
+  beside it; ``input_shape`` and ``model_kwargs`` may override them.
+* Losses: classifiers (the MLP too) a cross-entropy against class 0 (``_cls_loss``), the LM and the
+  encoder-decoder a per-token cross-entropy against token 0 (``_lm_loss``): the same cost
+  as a real loss.
+* torchvision built for another torch variant (its C++ operators fail to load, e.g. the CUDA
+  wheel beside a CPU-only torch) raises ``operator torchvision::nms does not exist`` on
+  import. The models use none of those operators; :func:`torchvision_models` then defines the
+  two operator schemas torchvision's import registers fakes for (``nms``, ``qnms``) and imports
+  it again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from ddpsim.errors import InputError
+from ddpsim.trace.models.mlp import MLP
+
+#: the prefix of a zoo model's name (``zoo:resnet18``)
+ZOO_PREFIX = "zoo:"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZooEntry:
+    """One zoo model: how to build it and the CPU batch it is validated with.
+
+    Attributes:
+        name: the name after ``zoo:``.
+        source: ``"torchvision"`` (needs the ``zoo`` extra) or ``"torch"``.
+        batch_size: per-rank CPU batch size of its validation.
+        input_shape: one sample's shape (images ``(3, H, W)``, token models ``(seq_len,)``).
+        shape: a few words on what the model exercises.
+        find_unused_parameters: validated under DDP's ``find_unused_parameters=True`` (a
+            model with parameters that get no gradient).
+    """
+
+    name: str
+    source: str
+    batch_size: int
+    input_shape: tuple[int, ...]
+    shape: str
+    find_unused_parameters: bool = False
+
+    def __post_init__(self) -> None:
+        if self.source not in ("torchvision", "torch"):
+            raise ValueError(f"source: {self.source!r}; expected 'torchvision' or 'torch'")
+        if self.batch_size < 1 or not self.input_shape or min(self.input_shape) < 1:
+            raise ValueError(f"{self.name}: batch_size and input_shape must be positive")
+
+
+ZOO: dict[str, ZooEntry] = {e.name: e for e in (
+    ZooEntry(name="resnet18", source="torchvision", batch_size=4, input_shape=(3, 128, 128),
+             shape="CNN with BatchNorm, 11.7 M parameters, 62 tensors"),
+    ZooEntry(name="resnet50", source="torchvision", batch_size=2, input_shape=(3, 128, 128),
+             shape="bottleneck CNN with BatchNorm, 25.6 M parameters, 161 tensors"),
+    ZooEntry(name="mobilenet_v3_small", source="torchvision", batch_size=16, input_shape=(3, 128, 128),
+             shape="depthwise convolutions, squeeze-excitation, 2.5 M parameters, 142 tensors"),
+    ZooEntry(name="efficientnet_b0", source="torchvision", batch_size=4, input_shape=(3, 128, 128),
+             shape="depthwise convolutions, squeeze-excitation, 5.3 M parameters, 213 tensors"),
+    ZooEntry(name="convnext_tiny", source="torchvision", batch_size=2, input_shape=(3, 96, 96),
+             shape="many small parameters (LayerScale, LayerNorm), 28.6 M parameters, 182 tensors"),
+    ZooEntry(name="regnet_y_400mf", source="torchvision", batch_size=8, input_shape=(3, 128, 128),
+             shape="grouped convolutions, squeeze-excitation, 4.3 M parameters, 225 tensors"),
+    ZooEntry(name="vit_small", source="torchvision", batch_size=8, input_shape=(3, 64, 64),
+             shape="attention: torchvision VisionTransformer, 6 layers, width 384, patch 8, 11.1 M parameters"),
+    ZooEntry(name="transformer_encoder", source="torch", batch_size=8, input_shape=(128,),
+             shape="nn.TransformerEncoder classifier, 4 layers, width 256, 5.3 M parameters"),
+    ZooEntry(name="transformer_seq2seq", source="torch", batch_size=8, input_shape=(64,),
+             shape="nn.Transformer encoder-decoder, 3+3 layers, width 256, separate embeddings, 11.9 M parameters"),
+    ZooEntry(name="branchy_mlp", source="torch", batch_size=256, input_shape=(1024,),
+             shape="MLP, 6 x 1024 wide, with an auxiliary head forward never uses (find_unused_parameters)",
+             find_unused_parameters=True),
+    ZooEntry(name="tied_lm", source="torch", batch_size=8, input_shape=(64,),
+             shape="causal LM from nn.TransformerEncoder, 4 layers, width 256, output tied to the embedding, 5.3 M parameters"),
+)}
+
+
+def zoo_names() -> list[str]:
+    """Every zoo model's full name (``zoo:<name>``), sorted."""
+    return sorted(ZOO_PREFIX + n for n in ZOO)
+
+
+def zoo_entry(name: str) -> ZooEntry:
+    """The entry of ``zoo:<name>`` (or ``<name>``); InputError naming the model otherwise."""
+    short = name.removeprefix(ZOO_PREFIX)
+    try:
+        return ZOO[short]
+    except KeyError:
+        raise InputError(f"model: {name!r} is not a zoo model; expected one of {zoo_names()}") from None
+
+
+# ---- torchvision --------------------------------------------------------------------------------
+
+_OPS_SHIM: list[Any] = []  # keeps the torch.library.Library of the operator schemas alive
+
+
+def torchvision_models() -> Any:
+    """``torchvision.models``; InputError when torchvision is not installed (see the module
+    docstring for the fallback when its C++ operators do not load)."""
+    try:
+        return importlib.import_module("torchvision.models")
+    except ImportError:
+        raise InputError("model: the torchvision zoo models need torchvision; expected it installed "
+                         "(pip install \"ddpsim[zoo]\", the torchvision release matching your torch)") from None
+    except RuntimeError as exc:
+        if "torchvision::nms" not in str(exc) or _OPS_SHIM:
+            raise
+    for mod in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        del sys.modules[mod]
+    lib = torch.library.Library("torchvision", "DEF")
+    lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    _OPS_SHIM.append(lib)
+    return importlib.import_module("torchvision.models")
+
+
+def torchvision_available() -> bool:
+    """Whether the torchvision zoo models can be built here."""
+    try:
+        torchvision_models()
+    except InputError:
+        return False
+    return True
+
+
+def _torchvision_module(name: str, num_classes: int) -> nn.Module:
+    tvm = torchvision_models()
+    if name == "vit_small":
+        return tvm.VisionTransformer(image_size=64, patch_size=8, num_layers=6, num_heads=6, hidden_dim=384,
+                                     mlp_dim=1536, num_classes=num_classes)
+    return getattr(tvm, name)(weights=None, num_classes=num_classes)
+
+
+# ---- torch's nn.Transformer family -------------------------------------------------------------
+
+class TransformerClassifier(nn.Module):
+    """Token embedding + learned positions -> ``nn.TransformerEncoder`` -> mean pool -> Linear."""
+
+    def __init__(self, *, vocab_size: int, max_len: int, d_model: int, nhead: int, num_layers: int, num_classes: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Parameter(torch.zeros(1, max_len, d_model))
+        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward=4 * d_model, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens) + self.pos[:, :tokens.shape[1]]
+        return self.head(self.encoder(x).mean(dim=1))
+
+
+class TiedTransformerLM(nn.Module):
+    """A causal LM: ``nn.TransformerEncoder`` under a causal mask; the output projection's
+    weight IS the token embedding (``self.lm_head.weight = self.embed.weight``)."""
+
+    def __init__(self, *, vocab_size: int, max_len: int, d_model: int, nhead: int, num_layers: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Embedding(max_len, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward=4 * d_model, dropout=0.0, batch_first=True,
+                                           norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        n = tokens.shape[1]
+        x = self.embed(tokens) + self.pos(torch.arange(n, device=tokens.device))
+        mask = nn.Transformer.generate_square_subsequent_mask(n, device=tokens.device)
+        return self.lm_head(self.norm(self.encoder(x, mask=mask, is_causal=True)))
+
+
+class Seq2Seq(nn.Module):
+    """``nn.Transformer`` encoder-decoder; the source and the (shifted) target are the same
+    tokens, embedded by two separate tables; a Linear projects to the vocabulary."""
+
+    def __init__(self, *, vocab_size: int, max_len: int, d_model: int, nhead: int, num_layers: int) -> None:
+        super().__init__()
+        self.src_embed = nn.Embedding(vocab_size, d_model)
+        self.tgt_embed = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Parameter(torch.zeros(1, max_len, d_model))
+        self.transformer = nn.Transformer(d_model, nhead, num_encoder_layers=num_layers, num_decoder_layers=num_layers,
+                                          dim_feedforward=4 * d_model, dropout=0.0, batch_first=True)
+        self.out = nn.Linear(d_model, vocab_size)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        n = tokens.shape[1]
+        src = self.src_embed(tokens) + self.pos[:, :n]
+        tgt = self.tgt_embed(tokens) + self.pos[:, :n]
+        mask = nn.Transformer.generate_square_subsequent_mask(n, device=tokens.device)
+        return self.out(self.transformer(src, tgt, tgt_mask=mask, tgt_is_causal=True))
+
+
+class BranchyMLP(MLP):
+    """:class:`ddpsim.trace.models.mlp.MLP` with an auxiliary head that forward never calls: its
+    parameters get no gradient (DDP needs ``find_unused_parameters=True``)."""
+
+    def __init__(self, *, in_features: int, width: int, depth: int, num_classes: int) -> None:
+        super().__init__(in_features=in_features, width=width, depth=depth, num_classes=num_classes)
+        self.aux_head = nn.Linear(width, num_classes)
+
+
+#: vocabulary of the token models
+ZOO_VOCAB_SIZE = 8192
+
+
+def _torch_module(name: str, seq_len: int, num_classes: int) -> nn.Module:
+    if name == "branchy_mlp":
+        return BranchyMLP(in_features=seq_len, width=1024, depth=6, num_classes=num_classes)
+    if name == "transformer_encoder":
+        return TransformerClassifier(vocab_size=ZOO_VOCAB_SIZE, max_len=seq_len, d_model=256, nhead=8, num_layers=4,
+                                     num_classes=num_classes)
+    if name == "transformer_seq2seq":
+        return Seq2Seq(vocab_size=ZOO_VOCAB_SIZE, max_len=seq_len, d_model=256, nhead=8, num_layers=3)
+    return TiedTransformerLM(vocab_size=ZOO_VOCAB_SIZE, max_len=seq_len, d_model=256, nhead=8, num_layers=4)
+
+
+# ---- the builder build_model calls --------------------------------------------------------------
+
+def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any],
+              helpers: dict[str, Callable[..., Any]]) -> Any:
+    """The :class:`ddpsim.trace.models.ModelSpec` of ``zoo:<name>`` (``helpers``: the registry's own
+    shape/dtype checks and batch makers, passed in so that this module does not import its
+    package: ``helpers["spec"]`` builds the ModelSpec)."""
+    ModelSpec = helpers["spec"]  # noqa: N806  (the registry's class, passed in)
+
+    entry = zoo_entry(name)
+    num_classes = helpers["pos_int"](kwargs.pop("num_classes", 1000 if entry.source == "torchvision" else 10), "num_classes")
+    if entry.source == "torch" and entry.name != "branchy_mlp" and "seq_len" in kwargs:
+        input_shape = (helpers["pos_int"](kwargs.pop("seq_len"), "seq_len"),)
+    helpers["no_more"](kwargs, name, "num_classes" + (", seq_len" if entry.source == "torch" and entry.name != "branchy_mlp" else ""))
+    shape = helpers["shape"](input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
+    info: dict[str, Any] = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size}
+    if entry.source == "torchvision":
+        if name.removeprefix(ZOO_PREFIX) == "vit_small" and shape[1:] != (64, 64):
+            raise InputError(f"input_shape: {list(shape)} is not accepted for {name!r}; expected [3, 64, 64] (its image_size)")
+        dtype = helpers["dtype"](input_dtype or "float32", "input_dtype")
+        module = _torchvision_module(name.removeprefix(ZOO_PREFIX), num_classes)
+        info["input_dtype"] = str(dtype).removeprefix("torch.")
+        return ModelSpec(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["float_batch"](seed, shape, dtype),
+                         loss_fn=helpers["cls_loss"], info=info)
+    if entry.name == "branchy_mlp":
+        module = _torch_module(entry.name, shape[0], num_classes)
+        dtype = helpers["dtype"](input_dtype or "float32", "input_dtype")
+        info["input_dtype"] = str(dtype).removeprefix("torch.")
+        return ModelSpec(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["float_batch"](seed, shape, dtype),
+                         loss_fn=helpers["cls_loss"], info=info)
+    seq_len = shape[0]
+    module = _torch_module(entry.name, seq_len, num_classes)
+    info.update({"seq_len": seq_len, "input_dtype": "int64"})
+    loss = helpers["cls_loss"] if entry.name == "transformer_encoder" else helpers["lm_loss"]
+    return ModelSpec(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["token_batch"](seed, seq_len, ZOO_VOCAB_SIZE),
+                     loss_fn=loss, info=info)

@@ -1,0 +1,462 @@
+"""Re-time a trace for a GPU you do not have: a roofline model run on the meta device.
+
+How it works: the model is built on PyTorch's ``meta`` device (shapes only, no memory, so
+a 1.5B-parameter model at batch 8 x 1024 costs nothing) and one real training step runs
+under a ``TorchDispatchMode`` that charges every ATen operator a modelled GPU time and
+advances a modelled clock. Post-accumulate-grad hooks read that clock, so gradient-ready
+times come out in autograd's real backward order, for every leaf module and every
+functional op between them (attention, residual adds, the loss).
+
+Modelling assumptions, stated once:
+
+* Per operator: ``time = max(flops / (peak_flops * compute_efficiency),
+  bytes / (hbm_bytes_per_s * memory_efficiency), min_kernel_s)``; view and metadata ops
+  cost 0. FLOPs come from ``torch.utils.flop_counter``'s formulas (matmul, conv, attention);
+  other ops count no FLOPs (they are bandwidth-bound). ``bytes`` = all tensor inputs read +
+  outputs written (an in-place op reads and writes its first argument; ``embedding`` reads
+  only the gathered rows).
+* Peak by operand dtype: bf16/fp16 matmul/conv/attention -> dense tensor-core peak; fp32
+  conv -> TF32 tensor-core peak (cuDNN's default ``allow_tf32=True``); fp32 matmul -> fp32
+  peak (PyTorch's default ``torch.backends.cuda.matmul.allow_tf32=False``).
+* Attention (``F.scaled_dot_product_attention``) is costed as a fused flash-attention kernel:
+  FLOPs from flop_counter's ``sdpa_flop_count`` / ``sdpa_backward_flop_count`` (halved when
+  causal: masked tiles are skipped), bytes = q, k, v, out (+ grads in backward); the T x T
+  matrix is never materialised.
+* ``autocast`` is emulated: matmul-class ops cast float32 operands to the autocast dtype
+  (charged as a cast kernel in forward; backward reuses the saved low-precision copies, as
+  CUDA autocast does) and produce low-precision outputs; layer norm, softmax and the loss run
+  in float32. Parameters and gradients stay float32 (DDP reduces float32 gradients).
+* Optimizer: a real ``optimizer.step()`` with ``foreach=True`` (CUDA's default) on meta
+  tensors, charged the same way (bandwidth-bound), measured on the second step (momentum /
+  Adam state exists). ``zero_grad(set_to_none=True)`` launches no kernel: 0 s.
+* Default achievable fractions: ``compute_efficiency=0.6`` of the dense peak (large bf16
+  GEMMs reach 60-75 % of peak on A100/H100), ``memory_efficiency=0.75`` of HBM bandwidth,
+  ``min_kernel_s=4e-6`` per kernel (launch + tail). CPU launch overhead is not modelled
+  beyond that floor: a GPU-bound step (large batch) is assumed.
+* Communication, host-to-device copies and the data loader are not part of a trace.
+
+GPU figures (dense, no sparsity):
+
+* A100-SXM4-80GB: 312 TFLOP/s bf16/fp16, 156 TF32, 19.5 fp32, HBM2e 2,039 GB/s
+  (NVIDIA A100 Tensor Core GPU datasheet, table "Specifications").
+* H100-SXM5-80GB: 989.4 TFLOP/s bf16/fp16 (1,979 with sparsity), 494.7 TF32, 66.9 fp32,
+  HBM3 3.35 TB/s (NVIDIA H100 Tensor Core GPU datasheet; H100 whitepaper table 3).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ddpsim.errors import InputError
+from ddpsim.trace.records import BufferRecord, IterationSample, ParamRecord, Trace, load_trace
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuSpec:
+    """Peak figures of one GPU (dense), in FLOP/s and bytes/s."""
+
+    name: str
+    tensor_flops_per_s: float  # bf16 / fp16 dense tensor core
+    tf32_flops_per_s: float
+    fp32_flops_per_s: float
+    hbm_bytes_per_s: float
+    memory_bytes: int
+    source: str
+
+    def __post_init__(self) -> None:
+        for k in ("tensor_flops_per_s", "tf32_flops_per_s", "fp32_flops_per_s", "hbm_bytes_per_s"):
+            v = getattr(self, k)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise InputError(f"gpu.{k}: {v!r} is not accepted; expected a number > 0")
+
+
+GPUS: dict[str, GpuSpec] = {
+    "a100": GpuSpec(name="NVIDIA A100-SXM4-80GB (modelled)", tensor_flops_per_s=312e12, tf32_flops_per_s=156e12,
+                    fp32_flops_per_s=19.5e12, hbm_bytes_per_s=2.039e12, memory_bytes=80 * 10**9,
+                    source="NVIDIA A100 Tensor Core GPU datasheet: 312 TFLOPS BF16/FP16, 156 TF32, 19.5 FP32, 2,039 GB/s HBM2e (SXM 80GB)"),
+    "h100": GpuSpec(name="NVIDIA H100-SXM5-80GB (modelled)", tensor_flops_per_s=989.4e12, tf32_flops_per_s=494.7e12,
+                    fp32_flops_per_s=66.9e12, hbm_bytes_per_s=3.35e12, memory_bytes=80 * 10**9,
+                    source="NVIDIA H100 Tensor Core GPU datasheet (SXM): 1,979 TFLOPS BF16 with sparsity = 989.4 dense, 989 TF32 sparse = 494.7 dense, 67 FP32, 3.35 TB/s HBM3"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RooflineAssumptions:
+    """Achievable fractions of the peaks, and the per-kernel floor."""
+
+    compute_efficiency: float = 0.6
+    memory_efficiency: float = 0.75
+    min_kernel_s: float = 4e-6
+
+    def __post_init__(self) -> None:
+        for k in ("compute_efficiency", "memory_efficiency"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise InputError(f"{k}: {v!r} is not accepted; expected a number in (0, 1]")
+        if isinstance(self.min_kernel_s, bool) or not isinstance(self.min_kernel_s, (int, float)) or not self.min_kernel_s >= 0:
+            raise InputError(f"min_kernel_s: {self.min_kernel_s!r} is not accepted; expected a number of seconds >= 0")
+
+
+def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_bytes_per_s: float,
+              assumptions: RooflineAssumptions) -> float:
+    """Roofline time of one kernel.
+
+    Args:
+        flops: floating-point operations of the kernel.
+        bytes_moved: bytes read + written in HBM.
+        peak_flops_per_s: the peak that applies to the operand dtype.
+        hbm_bytes_per_s: HBM bandwidth.
+        assumptions: achievable fractions and floor.
+
+    Returns:
+        ``max(flops / (peak * ce), bytes / (bw * me), min_kernel_s)`` seconds (0 for an empty kernel).
+    """
+    if flops <= 0 and bytes_moved <= 0:
+        return 0.0
+    return max(flops / (peak_flops_per_s * assumptions.compute_efficiency),
+               bytes_moved / (hbm_bytes_per_s * assumptions.memory_efficiency),
+               assumptions.min_kernel_s)
+
+
+def get_gpu(name: str) -> GpuSpec:
+    """The :class:`GpuSpec` of ``"a100"`` or ``"h100"``; InputError otherwise."""
+    try:
+        return GPUS[str(name).lower()]
+    except KeyError:
+        raise InputError(f"--retime-for: {name!r} is not a modelled GPU; expected one of {sorted(GPUS)}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpCost:
+    """One charged kernel: phase, op name, FLOPs, bytes, modelled seconds."""
+
+    phase: str
+    op: str
+    flops: float
+    bytes_moved: float
+    time_s: float
+
+
+# ---- the roofline dispatch mode ---------------------------------------------------------------
+
+_FREE_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_unsafe_view", "detach",
+             "lift_fresh", "alias", "set_", "_reshape_alias", "sym_size", "sym_stride", "is_same_size", "_local_scalar_dense",
+             "scalar_tensor", "arange"}
+_MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "convolution", "convolution_backward", "_convolution",
+               "cudnn_convolution", "addmv", "mv"}
+_CONV_OPS = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
+_FP32_OPS = {"native_layer_norm", "_softmax", "_log_softmax", "nll_loss_forward", "nll_loss2d_forward", "mse_loss",
+             "native_group_norm", "norm", "linalg_vector_norm"}
+
+
+def _tensors(tree: Any) -> list[Any]:
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
+
+
+def _nbytes(t: Any) -> int:
+    return t.numel() * t.element_size()
+
+
+def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: Any) -> Any:
+    import torch
+    from torch.utils import flop_counter
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_map
+
+    class RooflineMode(TorchDispatchMode):
+        """Runs each op (on meta tensors) and charges its roofline time to ``clock_s``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.clock_s = 0.0
+            self.phase = "forward"
+            self.log: list[OpCost] = []
+
+        def peak(self, name: str, dtype: Any) -> float:
+            if dtype in (torch.bfloat16, torch.float16):
+                return gpu.tensor_flops_per_s
+            if name in _CONV_OPS and dtype == torch.float32:
+                return gpu.tf32_flops_per_s
+            return gpu.fp32_flops_per_s
+
+        def charge(self, name: str, flops: float, bytes_moved: float, dtype: Any) -> float:
+            t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=self.peak(name, dtype),
+                          hbm_bytes_per_s=gpu.hbm_bytes_per_s, assumptions=assumptions)
+            self.clock_s += t
+            self.log.append(OpCost(phase=self.phase, op=name, flops=flops, bytes_moved=bytes_moved, time_s=t))
+            return t
+
+        def _cast(self, args: Any, kwargs: Any, to: Any, charge: bool) -> tuple[Any, Any]:
+            def cast(x: Any) -> Any:
+                if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != to:
+                    if charge:
+                        self.charge("_to_copy(autocast)", 0.0, _nbytes(x) + x.numel() * torch.empty((), dtype=to).element_size(), to)
+                    return x.to(to)
+                return x
+            return tree_map(cast, args), tree_map(cast, kwargs)
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            name = func._overloadpacket.__name__
+            if autocast_dtype is not None:
+                if name in _MATMUL_OPS:
+                    args, kwargs = self._cast(args, kwargs, autocast_dtype, charge=self.phase == "forward")
+                elif name in _FP32_OPS:
+                    args, kwargs = self._cast(args, kwargs, torch.float32, charge=True)
+            out = func(*args, **kwargs)
+            if func.is_view or name in _FREE_OPS:
+                return out
+            ins = _tensors((args, kwargs))
+            outs = _tensors(out)
+            if name == "embedding":
+                bytes_moved = sum(_nbytes(t) for t in ins[1:]) + 2 * sum(_nbytes(t) for t in outs)
+            elif func._schema.is_mutable:
+                bytes_moved = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in _tensors(args[0] if args else ()))
+            else:
+                bytes_moved = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs)
+            flops = 0.0
+            f = flop_counter.flop_registry.get(func._overloadpacket)
+            if f is not None:
+                flops = float(f(*args, **kwargs, out_val=out))
+            dtypes = [t.dtype for t in ins if t.is_floating_point()]
+            self.charge(name, flops, bytes_moved, dtypes[0] if dtypes else torch.float32)
+            return out
+
+    return RooflineMode()
+
+
+def _make_sdpa_mode(roofline: Any, autocast_dtype: Any) -> Any:
+    """A TorchFunctionMode that replaces ``F.scaled_dot_product_attention`` by a fused-kernel cost."""
+    import torch
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+    from torch.utils import flop_counter
+
+    class FlashAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, q: Any, k: Any, v: Any, causal: bool) -> Any:
+            dtype = autocast_dtype if (autocast_dtype is not None and q.dtype == torch.float32) else q.dtype
+            out = torch.empty(q.shape[:-1] + v.shape[-1:], dtype=dtype, device=q.device)
+            flops = flop_counter.sdpa_flop_count(q.shape, k.shape, v.shape) * (0.5 if causal else 1.0)
+            es = out.element_size()
+            roofline.charge("flash_attention_forward", flops, (q.numel() + k.numel() + v.numel() + out.numel()) * es, dtype)
+            ctx.shapes = (q.shape, k.shape, v.shape, out.shape, causal, dtype, es)
+            ctx.dtypes = (q.dtype, k.dtype, v.dtype)
+            return out
+
+        @staticmethod
+        def backward(ctx: Any, grad_out: Any) -> Any:
+            qs, ks, vs, os_, causal, dtype, es = ctx.shapes
+            flops = flop_counter.sdpa_backward_flop_count(os_, qs, ks, vs) * (0.5 if causal else 1.0)
+            n = math.prod(qs) + math.prod(ks) + math.prod(vs)
+            roofline.charge("flash_attention_backward", flops, (2 * n + 2 * math.prod(os_)) * es, dtype)
+            return (torch.empty(qs, dtype=ctx.dtypes[0], device=grad_out.device),
+                    torch.empty(ks, dtype=ctx.dtypes[1], device=grad_out.device),
+                    torch.empty(vs, dtype=ctx.dtypes[2], device=grad_out.device), None)
+
+    class SdpaMode(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if func is F.scaled_dot_product_attention:
+                q, k, v = args[:3]
+                if kwargs.get("attn_mask") is not None or kwargs.get("dropout_p", 0.0):
+                    return func(*args, **kwargs)
+                return FlashAttention.apply(q, k, v, bool(kwargs.get("is_causal", False)))
+            return func(*args, **kwargs)
+
+    return SdpaMode()
+
+
+# ---- driver -------------------------------------------------------------------------------
+
+def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str | None = None, dtype: str = "float32",
+                optimizer: str = "sgd", assumptions: RooflineAssumptions | None = None, command: str | None = None,
+                environment: dict[str, Any] | None = None, extra_synthetic: dict[str, Any] | None = None,
+                return_log: bool = False) -> Any:
+    """Model one training step of ``spec`` on ``gpu`` and return a synthetic :class:`Trace`.
+
+    Args:
+        spec: a :class:`~ddpsim.trace.models.ModelSpec` whose module is on the ``meta`` device (or
+            any device: it is moved to meta).
+        gpu: ``"a100"``, ``"h100"`` or a :class:`GpuSpec`.
+        batch_size: per-GPU batch size.
+        autocast: None, ``"bf16"`` or ``"fp16"`` (emulated CUDA autocast).
+        dtype: parameter dtype (float32, bfloat16, float16).
+        optimizer: ``"sgd"`` (momentum) or ``"adamw"``.
+        assumptions: achievable fractions (default :class:`RooflineAssumptions`).
+        command: command line to store.
+        environment: base environment (e.g. the source trace's) to update.
+        extra_synthetic: more keys for the ``synthetic`` record.
+        return_log: also return the list of :class:`OpCost` (tests, analysis).
+
+    Returns:
+        The trace, or ``(trace, log)`` with ``return_log``.
+
+    Raises:
+        InputError: unknown GPU, bad batch size / autocast / optimizer / dtype.
+    """
+    import torch
+
+    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, _check_count, _choice
+    from ddpsim.trace.models import ddp_params, default_loss
+
+    g = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
+    a = assumptions or RooflineAssumptions()
+    _check_count(batch_size, "batch_size", 1)
+    _choice(autocast, "autocast", (None, *AUTOCASTS))
+    _choice(optimizer, "optimizer", OPTIMIZERS)
+    _choice(dtype, "dtype", DTYPES)
+    ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(autocast or "")
+    tdtype = getattr(torch, dtype)
+    module = spec.module.to(device="meta", dtype=tdtype)
+    module.train()
+    batch = spec.make_batch(batch_size)
+    to_meta = lambda t: t.to(device="meta", dtype=tdtype) if t.is_floating_point() else t.to("meta")  # noqa: E731
+    batch = tuple(to_meta(t) for t in batch) if isinstance(batch, (tuple, list)) else to_meta(batch)
+    loss_fn = spec.loss_fn or default_loss
+    plist = ddp_params(module)
+    params = [p for _, p, _ in plist]
+    opt = (torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True) if optimizer == "sgd"
+           else torch.optim.AdamW(params, lr=1e-4, foreach=True))
+    mode = _make_mode(g, a, ac_dtype)
+    sdpa = _make_sdpa_mode(mode, ac_dtype)
+    fired: list[tuple[int, float]] = []
+    backward_start = [0.0]
+    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: fired.append((i, mode.clock_s - backward_start[0])))
+               for i, p in enumerate(params)]
+    samples = []
+    try:
+        with sdpa, mode:
+            for step in range(2):
+                fired.clear()
+                mode.phase = "forward"
+                t0 = mode.clock_s
+                out = module(*batch) if isinstance(batch, tuple) else module(batch)
+                loss = loss_fn(out)
+                t1 = mode.clock_s
+                mode.phase = "backward"
+                backward_start[0] = t1
+                loss.backward()
+                t2 = mode.clock_s
+                mode.phase = "optimizer"
+                opt.step()
+                t3 = mode.clock_s
+                mode.phase = "zero_grad"
+                opt.zero_grad(set_to_none=True)
+                t4 = mode.clock_s
+                ready: list[float | None] = [None] * len(params)
+                for i, t in fired:
+                    ready[i] = t
+                samples.append((IterationSample(forward_s=t1 - t0, backward_s=t2 - t1, optimizer_s=t3 - t2,
+                                                zero_grad_s=t4 - t3, grad_ready_s=tuple(ready)), [i for i, _ in fired]))
+                if step == 0:
+                    first_log_len = len(mode.log)
+    finally:
+        for h in handles:
+            h.remove()
+    sample, order = samples[1]  # second step: optimizer state exists
+    log = mode.log[first_log_len:]
+    records = tuple(ParamRecord(index=i, name=n, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
+                                size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=s, has_grad=sample.grad_ready_s[i] is not None)
+                    for i, (n, p, s) in enumerate(plist))
+    fwd_flops = sum(c.flops for c in log if c.phase == "forward")
+    bwd_flops = sum(c.flops for c in log if c.phase == "backward")
+    step_s = sample.forward_s + sample.backward_s + sample.optimizer_s + sample.zero_grad_s
+    peak = g.tensor_flops_per_s if (ac_dtype is not None or dtype != "float32") else g.fp32_flops_per_s
+    env = copy.deepcopy(environment or {})
+    env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
+                "optimizer": optimizer, "num_threads": None,
+                "input_shape": [list(t.shape) for t in batch] if isinstance(batch, tuple) else list(batch.shape)})
+    for k in ("cuda_version", "nccl_version", "hook_overhead_raw_frac", "grad_ready_order_consistent", "num_warmup", "num_iters", "note"):
+        env.pop(k, None)
+    env["torch_version"] = torch.__version__
+    synthetic = {
+        "kind": "retimed",
+        "gpu": g.name, "gpu_peaks": {k: v for k, v in asdict(g).items() if k.endswith("_per_s")}, "gpu_source": g.source,
+        "assumptions": asdict(a),
+        "method": ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
+                   "bytes/(hbm*memory_efficiency), min_kernel_s); views free; attention as a fused flash kernel "
+                   "(causal halves FLOPs); autocast emulated (matmul-class ops in low precision, norms/softmax/loss "
+                   "in fp32, weight casts charged in forward); grad-ready time = modelled clock when the "
+                   "post-accumulate-grad hook fires; optimizer = foreach step on meta (second step); zero_grad 0"),
+        "forward_flops": fwd_flops, "backward_flops": bwd_flops, "num_kernels": len(log),
+        "modelled_step_s": step_s,
+        "mfu": (fwd_flops + bwd_flops) / step_s / peak if step_s > 0 else None,
+        "mfu_peak_flops_per_s": peak,
+        **(extra_synthetic or {}),
+    }
+    buffers = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
+                    for n, b in module.named_buffers())
+    trace = Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(order), iterations=(sample,),
+                  environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
+    return (trace, log) if return_log else trace
+
+
+def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = None, seq_len: int | None = None,
+                      autocast: str | None = None, optimizer: str | None = None,
+                      assumptions: RooflineAssumptions | None = None, command: str | None = None) -> Trace:
+    """Re-time the trace at ``path`` for ``gpu``: rebuild its model (same name, depth, input
+    shape) on the meta device at the target batch size and run :func:`retime_spec`.
+
+    Args:
+        path: a trace written by ``ddpsim trace`` (CPU capture or derived).
+        gpu: ``"a100"`` or ``"h100"``.
+        batch_size: target per-GPU batch (default: the source trace's).
+        seq_len: target sequence length of a token model (default: the source's).
+        autocast: ``"bf16"``, ``"fp16"``, ``"none"`` or None (None: the source's).
+        optimizer: ``"sgd"``, ``"adamw"`` or None (the source's).
+        assumptions: achievable fractions.
+        command: command line to store.
+
+    Returns:
+        The synthetic trace.
+
+    Raises:
+        InputError: unreadable trace, unknown GPU, a model that cannot be rebuilt, or a rebuilt
+            model whose parameters differ from the trace's.
+    """
+    import torch
+
+    from ddpsim.trace.models import build_model, ddp_params
+
+    g = get_gpu(gpu)
+    src = load_trace(path)
+    env = src.environment
+    kwargs: dict[str, Any] = {}
+    input_shape = None
+    if env.get("seq_len") is not None or seq_len is not None:
+        kwargs["seq_len"] = seq_len if seq_len is not None else env["seq_len"]
+    elif isinstance(env.get("input_shape"), list) and env["input_shape"] and all(isinstance(d, int) for d in env["input_shape"]):
+        input_shape = tuple(env["input_shape"][1:])
+    if env.get("n_layer") is not None:
+        kwargs["n_layer"] = env["n_layer"]
+    if ":" in src.model:
+        kwargs.update(env.get("factory_kwargs") or {})
+    with torch.device("meta"):
+        spec = build_model(src.model, seed=int(env.get("seed", 0)), input_shape=input_shape,
+                           input_dtype=env.get("input_dtype") if ":" in src.model or input_shape else None, **kwargs)
+    built = [(n, tuple(p.shape)) for n, p, _ in ddp_params(spec.module)]
+    if built != [(p.name, p.shape) for p in src.params]:
+        raise InputError(f"--from: {str(path)!r}: the rebuilt model {src.model!r} has different parameters from the trace's; expected a trace of an unmodified built-in or factory model")
+    if autocast == "none":
+        ac = None
+    else:
+        ac = autocast if autocast is not None else env.get("autocast")
+    if batch_size is None:
+        batch_size = int(env.get("batch_size", 1))
+    base_env = dict(env)
+    base_env["retimed_from"] = {"path": str(path), "device": env.get("device"), "device_name": env.get("device_name"),
+                                "batch_size": env.get("batch_size"),
+                                "median_step_s": sum(src.phase(n).median_s for n in ("forward", "backward", "optimizer", "zero_grad"))}
+    if "seq_len" in kwargs:
+        base_env["seq_len"] = kwargs["seq_len"]
+    return retime_spec(spec, gpu=g, batch_size=batch_size, autocast=ac, dtype=env.get("dtype", "float32"),
+                       optimizer=optimizer or env.get("optimizer", "sgd"), assumptions=assumptions, command=command,
+                       environment=base_env, extra_synthetic={"source_command": src.command, "source_synthetic": src.synthetic})

@@ -1,0 +1,106 @@
+"""Predictions that do not move with a shared host's load: the trace on the CPU clock.
+
+On a host shared with other work, a rank waits for a CPU: its wall-clock phases grow by that
+wait, and the wait is the load of the moment, not a property of the model. Two captures of
+ResNet-18 (2 gloo ranks, one thread each, on a 2-core host running other jobs) had the same
+CPU time per phase within 3 % while their wall-clock backward differed 2.3 times (ranks holding
+28-60 % of a CPU): the wall-clock predictions of the same model differed by 35-47 %.
+
+Modelling assumptions, stated once:
+
+* A rank of one thread computes only while it holds a CPU, so this process's CPU time per
+  phase (``environment.cpu_phase_s``, recorded by :func:`ddpsim.trace.capture.capture_trace`) is
+  what the phase costs with a core to itself. The process's other threads (gloo's) are idle
+  in a capture: it has no communication inside the timed phases.
+* The wait is spread evenly over backward: each gradient-ready time is scaled by the same
+  factor as ``backward_s``. ``zero_grad_s`` (not timed on the CPU clock) is kept.
+* A phase never becomes slower: the factor is ``min(1, cpu / wall)`` (the CPU clock's tick
+  can put a short phase's CPU time above its wall time).
+* Traces of ranks with several threads are refused: their CPU time sums the threads.
+* To compare with steps measured under load, a CPU-clock prediction is stretched by the
+  share of a CPU the ranks held during those steps (:func:`cpu_share`, from the host's other
+  load, measured by the runs' ``/proc/stat`` counters, not from their step times).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Any, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.trace.records import IterationSample, Trace
+
+
+def cpu_clock_trace(trace: Trace) -> Trace:
+    """``trace`` with every measured iteration's forward, backward (and its gradient-ready
+    times) and optimizer scaled to this process's CPU time in them (module docstring).
+
+    Raises:
+        InputError: the trace has no ``environment.cpu_phase_s`` (one per iteration), or was
+            captured with more than one thread.
+    """
+    env = trace.environment or {}
+    cpu = env.get("cpu_phase_s")
+    if not isinstance(cpu, list) or len(cpu) != len(trace.iterations):
+        raise InputError(f"trace {trace.model!r}: environment.cpu_phase_s: {len(cpu) if isinstance(cpu, list) else cpu!r} "
+                         f"entries; expected one per measured iteration ({len(trace.iterations)}), recorded by a CPU capture")
+    if env.get("num_threads", 1) != 1:
+        raise InputError(f"trace {trace.model!r}: environment.num_threads: {env.get('num_threads')!r} is not accepted "
+                         f"on the CPU clock; expected 1 (a rank's CPU time sums its threads)")
+    its = []
+    for it, (cf, cb, co) in zip(trace.iterations, cpu):
+        rf, rb, ro = (_factor(c, w) for c, w in ((cf, it.forward_s), (cb, it.backward_s), (co, it.optimizer_s)))
+        its.append(IterationSample(forward_s=it.forward_s * rf, backward_s=it.backward_s * rb,
+                                   optimizer_s=it.optimizer_s * ro, zero_grad_s=it.zero_grad_s,
+                                   grad_ready_s=tuple(None if t is None else t * rb for t in it.grad_ready_s)))
+    share = statistics.median(min(1.0, c[1] / it.backward_s) if it.backward_s > 0 else 1.0
+                              for it, c in zip(trace.iterations, cpu))
+    synthetic = {"kind": "cpu-clock", "source_synthetic": trace.synthetic,
+                 "median_backward_cpu_share": round(share, 6),
+                 "method": "each iteration's forward, backward (gradient-ready times alike) and optimizer scaled by "
+                           "min(1, process CPU time / wall time) of that phase; zero_grad kept"}
+    return replace(trace, iterations=tuple(its), synthetic=synthetic, environment=dict(env))
+
+
+def _factor(cpu_s: float, wall_s: float) -> float:
+    return 1.0 if wall_s <= 0 else min(1.0, max(0.0, cpu_s) / wall_s)
+
+
+def spread_pct(values: Sequence[float]) -> float | None:
+    """``100 * (max - min) / median`` of ``values`` (predictions of independent captures of
+    one model); None with fewer than 2."""
+    from ddpsim.validation.compare import run_spread_pct
+
+    return run_spread_pct(list(values), statistics.median(values) if values else None)
+
+
+def has_cpu_clock(trace: Any) -> bool:
+    """Whether :func:`cpu_clock_trace` can put ``trace`` on the CPU clock."""
+    env = trace.environment or {}
+    cpu = env.get("cpu_phase_s")
+    return isinstance(cpu, list) and len(cpu) == len(trace.iterations) and env.get("num_threads", 1) == 1
+
+
+def cpu_share(other_pct: float, *, num_cpus: int, num_busy_threads: int) -> float:
+    """The share of a CPU each busy rank thread holds when other work takes ``other_pct`` % of
+    the host's CPU time (``host_other_pct`` of ``ddpsim validate``, from ``/proc/stat``):
+    ``min(1, num_cpus * (1 - other_pct / 100) / num_busy_threads)``. With the scheduler sharing
+    fairly, what the other work leaves is split among the ranks' threads (2 ranks of one thread
+    on 2 CPUs beside 72.6 % other load: 0.274 of a CPU each).
+
+    Raises:
+        InputError: ``other_pct`` outside [0, 100), a count below 1.
+    """
+    if not 0.0 <= other_pct < 100.0:
+        raise InputError(f"other_pct: {other_pct!r} is not accepted; expected a percentage in [0, 100)")
+    for v, name in ((num_cpus, "num_cpus"), (num_busy_threads, "num_busy_threads")):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"{name}: {v!r} is not accepted; expected an integer >= 1")
+    return min(1.0, num_cpus * (1.0 - other_pct / 100.0) / num_busy_threads)
+
+
+def at_load_s(cpu_clock_s: float, other_pct: float, *, num_cpus: int, num_busy_threads: int) -> float:
+    """A CPU-clock prediction at the load the runs met: ``cpu_clock_s / cpu_share(...)`` (every
+    phase stretched alike, communication included)."""
+    return cpu_clock_s / cpu_share(other_pct, num_cpus=num_cpus, num_busy_threads=num_busy_threads)

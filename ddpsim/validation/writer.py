@@ -1,0 +1,253 @@
+"""Reporting a validation: ``validation.csv`` / ``.json`` / ``.md`` / ``.png``.
+
+Rows come from :meth:`ddpsim.validation.compare.PointOutcome.row`, the summary from
+:func:`ddpsim.validation.compare.summary_figures`; every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ddpsim.calibration.loader import clamped_fit_warning
+from ddpsim.validation.intervals import ALTERNATIVES_TEXT
+from ddpsim.io import write_text_atomic
+from ddpsim.validation.compare import (BEST_CAP_TOLERANCE_PCT, PointOutcome, bucket_figures, measured_bucket_times,
+                                       summary_figures)
+
+
+CSV_COLUMNS = ("point", "bucket_cap_mb", "predicted_s", "measured_s", "measured_p10_s", "measured_p90_s",
+               "error_pct", "in_band", "num_runs", "num_samples", "run_medians_s", "num_buckets_real",
+               "plan_matches", "predicted_exposed_comm_s", "measured_hooked_s", "run_spread_pct",
+               "measured_median_s", "predicted_p50_s", "error_p50_pct", "run_means_s",
+               "host_other_pct", "host_steal_pct", "ranks_cpu_pct", "run_host_other_pct", "run_host_steal_pct",
+               "predicted_low_s", "predicted_high_s", "in_interval")
+
+
+#: the level of the prediction intervals a validation reports
+INTERVAL_LEVEL = 0.8
+
+
+def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None:
+    """The slowdowns the prediction used: the probe-fitted ones when the calibration has a
+    probe (``ddpsim/interference_fit.py``), with the microbenchmark's beside them."""
+    if cal is None or cal.interference is None:
+        return raw.get("interference")
+    rec: dict[str, Any] = {"compute_slowdown": cal.interference.compute_slowdown,
+                           "comm_slowdown": cal.interference.comm_slowdown}
+    if cal.interference_fit is not None:
+        mb = cal.interference_microbenchmark
+        rec["fitted_to_probe"] = dict(cal.interference_fit)
+        rec["microbenchmark"] = {"compute_slowdown": mb.compute_slowdown, "comm_slowdown": mb.comm_slowdown}
+        if cal.probe_forward_factor is not None:
+            rec["fitted_to_probe"]["probe_forward_factor"] = cal.probe_forward_factor
+    return rec
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes: dict[str, PointOutcome], *,
+                  cal_path: Path, trace_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
+                  repeats: int, plots: bool, calibration: Any = None, reanalyzed: bool = False,
+                  malloc: str | None = None, launch: str | None = None) -> None:
+    """Write ``validation.{csv,json,md}`` (and the plot). ``malloc``: the allocator mode the
+    executor recorded in the prediction trace (``environment.malloc``); traces captured before
+    the executor's ``--malloc`` have none, and then the reports do not mention it."""
+    csv = ",".join(CSV_COLUMNS) + "\n" + "".join(",".join(_fmt(r[c]) for c in CSV_COLUMNS) + "\n" for r in rows)
+    write_text_atomic(out / "validation.csv", csv)
+    summ = summary_figures(rows)
+    cal = json.loads(Path(cal_path).read_text())
+    data = {"format": "ddpsim-validation", "version": 1, "scenario": scenario.name, "model": model,
+            "batch_size": batch_size, "num_threads": threads, "world_size": nproc, "iterations": iterations,
+            "warmup": warmup, "repeats": repeats, "calibration": str(cal_path), "trace": str(trace_path),
+            "interference": _interference_record(cal, calibration), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
+            # the loaded calibration's (recomputed against the idle-launch charge when it can be:
+            # ddpsim.calibration.loader.consistent_ddp_overhead), and the file's own figure beside it
+            "ddp_iteration_overhead_s": (cal.get("ddp_iteration_overhead_s") if calibration is None
+                                         else calibration.ddp_iteration_overhead_s),
+            "ddp_iteration_overhead_measured_s": cal.get("ddp_iteration_overhead_s"),
+            "reanalyzed": reanalyzed, "summary": summ, "rows": rows,
+            "buckets": {k: {"predicted": o.predicted_buckets,
+                            "measured": measured_bucket_times(o.hooked) if o.hooked else []} for k, o in outcomes.items()}}
+    if malloc is not None:
+        data["malloc"] = malloc
+    if launch is not None:
+        data["launch"] = launch
+    bands = {o.interval.method_band for o in outcomes.values() if o.interval is not None and o.interval.method_band}
+    if bands:
+        data["method_band"] = list(bands.pop())  # one band for every point: the other models' residuals
+    write_text_atomic(out / "validation.json", json.dumps(data, indent=1) + "\n")
+    write_text_atomic(out / "validation.md", markdown(data))
+    if plots and any(r["measured_s"] is not None for r in rows):
+        from ddpsim.report.plots import save_figure
+
+        save_figure(validation_figure(data), out / "validation.png")
+
+
+def markdown(data: dict[str, Any]) -> str:
+    s = data["summary"]
+    inter = data.get("interference") or {}
+    lines = [f"# Validation: {data['scenario']}", "",
+             f"Real DDP ({data['world_size']} gloo ranks on this CPU host, {data['num_threads']} thread(s) per rank; "
+             f"model `{data['model']}`, batch {data['batch_size']} per rank; {data['warmup']} warm-up + "
+             f"{data['iterations']} measured iterations x {data['repeats']} runs per point, round-robin) against "
+             f"ddpsim's prediction from the scenario's trace and ONE machine calibration (`{data['calibration']}`: "
+             f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}"
+             + (f" (fitted to the calibration's DDP probe"
+                + (f", whose forward ran {inter['fitted_to_probe']['probe_forward_factor']:.3f}x its trace's under DDP"
+                   if "probe_forward_factor" in inter.get("fitted_to_probe", {}) else "")
+                + f"; the microbenchmark's: {inter['microbenchmark']['compute_slowdown']:.3f})"
+                if inter.get("fitted_to_probe") else "")
+             + f", comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
+             + ("" if data.get("ddp_iteration_overhead_s") is None else
+                f", DDP overhead {data['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration"
+                + ("" if data.get("ddp_iteration_overhead_measured_s") in (None, data["ddp_iteration_overhead_s"]) else
+                   f" (the executor's residue against the loop curve: {data['ddp_iteration_overhead_measured_s'] * 1e3:.3f} ms)"))
+             + ").",
+             "", f"Prediction trace: `{data['trace']}`.", ""]
+    warn = clamped_fit_warning(inter.get("fitted_to_probe"))
+    if warn:
+        lines += [f"**WARNING: {warn}.**", ""]
+    lines += ["Measured = mean of the pooled steady-state step times (per iteration, the mean over ranks) of all runs, "
+              "predicted = mean of the simulated steady steps: the mean is what adds up to a job's wall time, and the "
+              "calibration's costs are means; band = the measured p10..p90. The medians (`measured_median_s`, "
+              "`predicted_p50_s`, `error_p50_pct` in `validation.csv`) are compared too. No GPU was used: gloo on CPU."
+              + ("" if data.get("malloc") is None else
+                 f" Allocator of every rank, trace capture and runs alike: {data['malloc']} (the executor's `--malloc`).")
+              + {None: "", "point": " Launches: one per point and run, the round's trace in a launch of its own (`--launch point`).",
+                 "round": " Launches: one per round (`executor round`): before each point a slice of the trace, then the "
+                          "point under a fresh real DDP, in the same process pair (`--launch round`)."}[data.get("launch")],
+              ""]
+    if data.get("reanalyzed"):
+        lines += ["Rebuilt from the raw runs under `validation/` by `ddpsim validate --reanalyze` (nothing run again: "
+                        "step times recomputed from the per-rank records, every point simulated again).", ""]
+    if s:
+        lines += [f"* median |error|: **{s['median_abs_error_pct']:.1f} %** (max {s['max_abs_error_pct']:.1f} %) over {s['num_points']} points"
+                  + ("" if s.get("median_abs_error_p50_pct") is None else
+                     f"; medians against medians: {s['median_abs_error_p50_pct']:.1f} %"),
+                  f"* inside the measured band: {s['num_in_band']}/{s['num_points']}; in band or within 10 %: "
+                  f"{s['num_in_band_or_within_10pct']}/{s['num_points']}"
+                  + ("" if not s.get("num_with_interval") else
+                     f"; inside the {INTERVAL_LEVEL:.0%} prediction interval: {s['num_in_interval']}/{s['num_with_interval']} "
+                     f"(the rounds' captures and their iterations resampled through the engine, {ALTERNATIVES_TEXT}"
+                     + ("" if not data.get("method_band") else
+                        f"; joined with the method error measured on other models, {100 * data['method_band'][0]:+.1f}.."
+                        f"{100 * data['method_band'][1]:+.1f} % around the prediction: `ddpsim.pipeline.method_error`")
+                     + ")"),
+                  f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
+                  + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}, "
+                     f"the fastest measured of them named; " if s.get("predicted_best_tied") else "(")
+                  + f"its measured time is {s['predicted_best_gap_pct']:.1f} % above the measured best"
+                  + ("" if s.get("best_pair_run_spread_pct") is None else
+                     f"; {'inside' if s['predicted_best_gap_within_spread'] else 'beyond'} the two points' run spread of "
+                     f"{s['best_pair_run_spread_pct']:.1f} %"
+                     + (": the repeated runs cannot tell them apart" if s["predicted_best_gap_within_spread"] else ""))
+                  + ("" if s.get("best_pair_gap_ci95_pct") is None else
+                     f"; paired by round over {s['best_pair_rounds']} rounds, the gap's 95 % interval is "
+                     f"{s['best_pair_gap_ci95_pct'][0]:+.1f} to {s['best_pair_gap_ci95_pct'][1]:+.1f} %: "
+                     + {"met": f"the best-cap criterion (within {BEST_CAP_TOLERANCE_PCT:g} %) is met",
+                        "missed": f"the predicted best is slower than the measured best by more than {BEST_CAP_TOLERANCE_PCT:g} %",
+                        "unresolved": f"these runs do not decide the best-cap criterion (within {BEST_CAP_TOLERANCE_PCT:g} %)"
+                        + ("" if s.get("best_pair_rounds_to_decide") is None else
+                           f"; at the runs' scatter, about {s['best_pair_rounds_to_decide']} rounds would")
+                        }[s["best_cap_verdict"]])
+                  + ")",
+                  f"* real DDP's rebuilt buckets equal ddpsim's plan at every point: {str(s['plan_matches_all']).lower()}"]
+        if s.get("median_run_spread_pct") is not None:
+            lines.append(f"* run-to-run spread (slowest minus fastest run's median at one point, over the measured): "
+                         f"median {s['median_run_spread_pct']:.1f} % over the points -- the measurement's own noise floor")
+        if s.get("host_other_pct") is not None:
+            lines.append(f"* the host's CPUs during the measured steps (`/proc/stat`, read by every rank around each step): "
+                         f"the ranks {s['ranks_cpu_pct']:.1f} % of their time, other work {s['host_other_pct']:.1f} % "
+                         f"(the busiest run {s['host_other_pct_max_run']:.1f} %), stolen by the hypervisor "
+                         f"{s['host_steal_pct']:.1f} % (the most in one run {s['host_steal_pct_max_run']:.1f} %); "
+                         "per point in the table, per run in `validation.csv`")
+        lines.append("")
+    host = any(r.get("host_other_pct") is not None for r in data["rows"])
+    ivs = any(r.get("predicted_low_s") is not None for r in data["rows"])
+    lines += ["| point | predicted | measured | p10 | p90 | error | in band | runs | run spread | buckets | plan matches |"
+              + (" other load | steal |" if host else "") + (f" {INTERVAL_LEVEL:.0%} interval | inside |" if ivs else ""),
+              "|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|:-:|" + ("---:|---:|" if host else "")
+              + ("---:|:-:|" if ivs else "")]
+    def ms(v: Any) -> str:
+        return "" if v is None else f"{v * 1e3:.2f} ms"
+
+    def interval_cell(r: dict[str, Any]) -> str:
+        return "" if r.get("predicted_low_s") is None else f"{ms(r['predicted_low_s'])} to {ms(r['predicted_high_s'])}"
+
+    def inside_cell(r: dict[str, Any]) -> str:
+        return "" if r.get("in_interval") is None else ("yes" if r["in_interval"] else "no")
+
+    for r in data["rows"]:
+        err = "" if r["error_pct"] is None else f"{r['error_pct']:+.1f} %"
+        band = "" if r["in_band"] is None else ("yes" if r["in_band"] else "no")
+        pm = "" if r["plan_matches"] is None else str(r["plan_matches"]).lower()
+        lines.append(f"| {r['point']} | {ms(r['predicted_s'])} | {ms(r['measured_s'])} | {ms(r['measured_p10_s'])} | "
+                     f"{ms(r['measured_p90_s'])} | {err} | {band} | {r['num_runs']} | "
+                     f"{'' if r.get('run_spread_pct') is None else format(r['run_spread_pct'], '.1f') + ' %'} | "
+                     f"{_fmt(r['num_buckets_real'])} | {pm} |"
+                     + ("" if not host else
+                        f" {'' if r.get('host_other_pct') is None else format(r['host_other_pct'], '.1f') + ' %'} | "
+                        f"{'' if r.get('host_steal_pct') is None else format(r['host_steal_pct'], '.1f') + ' %'} |")
+                     + ("" if not ivs else f" {interval_cell(r)} | {inside_cell(r)} |"))
+    lines += ["", "Per-bucket launch, start and end times (from the iteration's start; predicted: the first steady "
+              "iteration; measured: medians over the hooked run's iterations) are in "
+              "`validation.json` and `validation.png`; the measured ones come from a separate run with a timing comm "
+              "hook (a hook makes DDP skip the fused division, so that run's iteration time is not the one compared: "
+              "column `measured_hooked_s` of `validation.csv`).", ""]
+    timed = [(k, bucket_figures(b["measured"]), bucket_figures(b["predicted"]), len(b["measured"]))
+             for k, b in (data.get("buckets") or {}).items() if b.get("measured") and b.get("predicted")]
+    if timed:
+        lines += ["Per bucket, measured (the hooked run: medians over its iterations) / predicted, in ms. Each bucket's "
+                  "times count from its start, the last rank's launch: `backward span` runs from the first bucket's "
+                  "start to the last one's (backward compute under the overlap, on the rank that launches last); the "
+                  "all-reduce times leave out the waits for that rank and for the previous bucket.", "",
+                  "| point | buckets | backward span | all-reduce time, summed | last bucket's all-reduce |",
+                  "|---|---:|---:|---:|---:|"]
+        for k, m, p, n in timed:
+            lines.append(f"| {k} | {n} | {m['span_s'] * 1e3:.1f} / {p['span_s'] * 1e3:.1f} | "
+                         f"{m['allreduce_sum_s'] * 1e3:.1f} / {p['allreduce_sum_s'] * 1e3:.1f} | "
+                         f"{m['last_s'] * 1e3:.1f} / {p['last_s'] * 1e3:.1f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def validation_figure(data: dict[str, Any]) -> Any:
+    from ddpsim.report.plots import _plt
+
+    plt = _plt()
+    rows = [r for r in data["rows"] if r["measured_s"] is not None]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    x = list(range(len(rows)))
+    meas = [r["measured_s"] * 1e3 for r in rows]
+    # the mean may lie outside p10..p90 when a few steps are far out: the bar then starts at the mean
+    lo = [max(0.0, r["measured_s"] - r["measured_p10_s"]) * 1e3 for r in rows]
+    hi = [max(0.0, r["measured_p90_s"] - r["measured_s"]) * 1e3 for r in rows]
+    ax1.errorbar(x, meas, yerr=[lo, hi], fmt="o", color="#4c72b0", capsize=4, label="measured (mean, p10-p90)")
+    ax1.plot(x, [r["predicted_s"] * 1e3 for r in rows], "s--", color="#dd8452", label="predicted (mean)")
+    ax1.set_xticks(x, [r["point"] for r in rows], rotation=20)
+    ax1.set_ylabel("iteration time (ms)")
+    ax1.set_title(f"{data['scenario']}: iteration time per point")
+    ax1.legend()
+    ax1.set_ylim(bottom=0)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (k, b) in enumerate(data["buckets"].items()):
+        c = colors[i % len(colors)]
+        if b["predicted"]:
+            ax2.plot([d["bucket"] for d in b["predicted"]], [d["end_s"] * 1e3 for d in b["predicted"]], "--", color=c, marker="s", ms=3)
+        if b["measured"]:
+            ax2.plot([d["bucket"] for d in b["measured"]], [d["end_s"] * 1e3 for d in b["measured"]], "-", color=c, marker="o", ms=3, label=k)
+    ax2.set_xlabel("bucket (launch order)")
+    ax2.set_ylabel("all-reduce end from iteration start (ms)")
+    ax2.set_title("bucket all-reduce end: measured (solid) vs predicted (dashed)", fontsize=10)
+    if any(b["measured"] for b in data["buckets"].values()):
+        ax2.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

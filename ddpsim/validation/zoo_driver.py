@@ -1,0 +1,436 @@
+"""``ddpsim validate --zoo``: validate every model of the zoo (:mod:`ddpsim.trace.models.zoo`), unattended.
+
+For each zoo model (``zoo:<name>``), :func:`run_zoo`:
+
+1. writes a scenario for it (``<out>/zoo/scenarios/zoo-<name>.yaml``: 2 gloo ranks of this
+   host, one thread each, the model's zoo batch size) and runs
+   :func:`ddpsim.validation.measure.validate` on it at ``caps`` (``--repeats`` rounds, a fresh lockstep
+   trace captured in every round, the report under ``<out>/zoo/zoo-<name>/``). The host is
+   calibrated once, with the first model; the others reuse ``<out>/zoo/calibration.json``;
+2. predicts every point again from each round's capture alone, on the wall clock (as
+   captured) and on the CPU clock (:func:`ddpsim.validation.stability.cpu_clock_trace`): the spread of
+   those predictions over the captures is the prediction's *stability* (one capture to the
+   next, as two validations would see it); the rounds' CPU-clock captures pooled give the
+   CPU-clock prediction and its error;
+3. gives each point a prediction interval on both clocks (:func:`ddpsim.validation.intervals.prediction_interval`:
+   as many captures drawn as the measurement pools runs, as many iterations as a run
+   measures; joined with the band around the prediction under the calibration's other
+   estimate of its compute slowdown, :func:`ddpsim.validation.intervals.calibration_alternatives`) and says
+   whether the measured mean lies inside (coverage); the CPU-clock
+   prediction is also stretched to the load the runs met (``at load``:
+   :func:`ddpsim.validation.stability.cpu_share` from the runs' host counters; no interval: the CPU
+   clock's leaves the load out, and the runs' load is not a capture's);
+4. writes ``<out>/zoo/zoo-<name>/zoo.json`` and rewrites the summary of every model done so
+   far, one row per model (``<out>/zoo/summary.md``, ``.csv``, ``.json``).
+
+A model whose ``zoo.json`` exists is skipped (an interrupted zoo resumes where it stopped); a
+model whose validation fails is reported in the summary and the zoo goes on. With
+``--reanalyze`` nothing is run: the models done are analysed again (steps 2-4), every point
+first predicted again over the same runs with the current engine and the calibration the
+validation recorded, or ``--calibration`` (:func:`ddpsim.validation.measure.reanalyze`); where
+the recorded calibration file is gone and none is given, the recorded predictions are kept and
+said so. A progress line
+per model says how long it took and about how long the rest will take.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.validation.intervals import ALTERNATIVES_TEXT
+from ddpsim.io import ensure_dir, write_text_atomic
+
+#: the caps every zoo model is validated at (one bucket per ~MiB, several, DDP's default)
+ZOO_CAPS: tuple[float, ...] = (1.0, 5.0, 25.0)
+
+SUMMARY_COLUMNS = ("model", "status", "points", "median_abs_error_pct", "median_abs_error_cpu_pct",
+                   "median_abs_error_load_pct", "coverage", "coverage_cpu", "coverage_method", "method_band_lo_pct",
+                   "method_band_hi_pct", "stability_pct", "stability_cpu_pct", "median_run_spread_pct", "host_other_pct",
+                   "wall_s")
+
+
+def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: int, warmup: int) -> str:
+    """The scenario of zoo model ``name`` (``zoo:<name>``): 2 gloo ranks of one CPU host, one
+    thread each, the zoo's batch size; its own trace is a short lone capture (``model:``), the
+    validation captures fresh ones on both ranks."""
+    from ddpsim.trace.models.zoo import zoo_entry
+
+    e = zoo_entry(name)
+    cap_list = ", ".join("null" if c is None else f"{c:g}" for c in caps)
+    return (f"# zoo:{e.name} on one CPU host: 2 gloo ranks, one thread each ('ddpsim validate --zoo').\n"
+            f"name: zoo-{e.name}\n"
+            f"description: >\n  zoo:{e.name} ({e.shape}), batch {e.batch_size} per rank, never used to tune ddpsim.\n"
+            f"model: {{name: 'zoo:{e.name}', batch_size: {e.batch_size}, device: cpu, iters: 2, warmup: 1, num_threads: 1}}\n"
+            f"cluster: {{topology: cpu-gloo, nodes: 1}}\n"
+            f"world_size: 2\n"
+            f"ddp: {{bucket_cap_mb: null, find_unused_parameters: {str(e.find_unused_parameters).lower()}}}\n"
+            f"simulation: {{iterations: 10, seed: 0, jitter: trace}}\n"
+            f"sweep:\n  bucket_cap_mb: [{cap_list}]\n"
+            f"validation: {{model: 'zoo:{e.name}', batch_size: {e.batch_size}, iterations: {iterations}, "
+            f"warmup: {warmup}, num_threads: 1}}\n")
+
+
+def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Sequence[Any], calibration: Any, *,
+                  iterations: int, level: float, num_resamples: int, seed: int) -> dict[str, Any]:
+    """Stability, CPU-clock predictions and intervals of one validated model (module docstring,
+    steps 2-3); ``rows`` are :func:`ddpsim.validation.measure.validate`'s, ``captures`` its rounds' traces."""
+    from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
+    from ddpsim.validation.stability import cpu_clock_trace, cpu_share, has_cpu_clock, spread_pct
+    from ddpsim.trace.records import pool_traces
+
+    if not captures:
+        raise InputError(f"{scenario.name}: no round traces (trace.round<k>.json); expected the captures of a validation")
+    cpu_ok = all(has_cpu_clock(c) for c in captures)
+    cpu_caps = [cpu_clock_trace(c) for c in captures] if cpu_ok else []
+    points = {p.bucket_cap_mb: p for p in scenario.points()}  # the zoo scenario's sweep is the validated caps
+    out = []
+    for r in rows:
+        predict = predict_mean(scenario, points[r["bucket_cap_mb"]], calibration)
+        # the calibration's other estimate of its uncertain input (the microbenchmark's compute
+        # slowdown beside the probe-fitted one) widens the interval where the two disagree
+        alts = predict_alternatives(scenario, points[r["bucket_cap_mb"]], calibration)
+        wall = [predict(c) for c in captures]
+        rec: dict[str, Any] = {"point": r["point"], "bucket_cap_mb": r["bucket_cap_mb"], "measured_s": r["measured_s"],
+                               "predicted_s": r["predicted_s"], "error_pct": r["error_pct"],
+                               "run_spread_pct": r.get("run_spread_pct"), "per_capture_predicted_s": wall,
+                               "stability_pct": spread_pct(wall)}
+        iv = prediction_interval(captures, predict, level=level, num_resamples=num_resamples,
+                                 num_captures=max(1, r["num_runs"] or len(captures)), num_iterations=iterations, seed=seed,
+                                 alternatives=alts)
+        rec["interval"] = iv.to_dict()
+        rec["covered"] = None if r["measured_s"] is None else iv.covers(r["measured_s"])
+        if cpu_ok:
+            cpu = [predict(c) for c in cpu_caps]
+            pooled = predict(pool_traces(cpu_caps))
+            ivc = prediction_interval(cpu_caps, predict, level=level, num_resamples=num_resamples,
+                                      num_captures=max(1, r["num_runs"] or len(cpu_caps)), num_iterations=iterations, seed=seed,
+                                      alternatives=alts)
+            rec.update({"predicted_cpu_s": pooled, "per_capture_predicted_cpu_s": cpu, "stability_cpu_pct": spread_pct(cpu),
+                        "error_cpu_pct": None if r["measured_s"] is None else 100.0 * (pooled - r["measured_s"]) / r["measured_s"],
+                        "interval_cpu": ivc.to_dict(),
+                        "covered_cpu": None if r["measured_s"] is None else ivc.covers(r["measured_s"])})
+            other = r.get("host_other_pct")
+            if other is not None and r["measured_s"] is not None and other < 100.0:
+                # on an idle host the counters' noise can put the other load a little below 0
+                share = cpu_share(max(0.0, other), num_cpus=int(captures[0].environment.get("num_cpus") or os.cpu_count() or 1),
+                                  num_busy_threads=scenario.world_size or 2)
+                rec.update({"cpu_share": share, "predicted_load_s": pooled / share,
+                            "error_load_pct": 100.0 * (pooled / share - r["measured_s"]) / r["measured_s"]})
+        out.append(rec)
+    return {"points": out, "num_captures": len(captures), "cpu_clock": cpu_ok}
+
+
+def summary_row(name: str, result: dict[str, Any]) -> dict[str, Any]:
+    """One model's row of the zoo summary (:data:`SUMMARY_COLUMNS`) from its ``zoo.json``."""
+    row: dict[str, Any] = {c: None for c in SUMMARY_COLUMNS}
+    row.update({"model": name, "status": result.get("status", "done"), "wall_s": result.get("wall_s")})
+    pts = [p for p in (result.get("analysis") or {}).get("points", []) if p.get("error_pct") is not None]
+    if not pts:
+        return row
+
+    def med(key: str, absolute: bool = False) -> float | None:
+        xs = [abs(p[key]) if absolute else p[key] for p in pts if p.get(key) is not None]
+        return statistics.median(xs) if xs else None
+
+    def frac(key: str) -> str | None:
+        xs = [p[key] for p in pts if p.get(key) is not None]
+        return f"{sum(xs)}/{len(xs)}" if xs else None
+
+    row.update({"points": len(pts), "median_abs_error_pct": med("error_pct", True),
+                "median_abs_error_cpu_pct": med("error_cpu_pct", True), "median_abs_error_load_pct": med("error_load_pct", True),
+                "coverage": frac("covered"), "coverage_cpu": frac("covered_cpu"), "stability_pct": med("stability_pct"),
+                "stability_cpu_pct": med("stability_cpu_pct"), "median_run_spread_pct": med("run_spread_pct"),
+                "host_other_pct": (result.get("summary") or {}).get("host_other_pct")})
+    return row
+
+
+def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
+    def f(v: Any, unit: str = "") -> str:
+        if v is None:
+            return ""
+        return f"{v:.1f}{unit}" if isinstance(v, float) else str(v)
+
+    lines = ["# ddpsim model zoo: validation summary", "",
+             "One row per zoo model (`ddpsim validate --zoo`): 2 gloo ranks on this CPU host, one thread each. "
+             "`error` = median over the points of |predicted - measured| / measured, predicted from the rounds' "
+             "captures pooled on the wall clock (as `ddpsim validate`) and on the CPU clock (each phase scaled to the "
+             "ranks' CPU time in it: the host's other load taken out). `coverage`: points whose measured mean lies "
+             f"inside the {level:.0%} prediction interval (the captures and their iterations resampled through the "
+             f"engine, {ALTERNATIVES_TEXT}; on a host busy with other work the CPU clock's leaves that load out and covers only what a quiet "
+             "host would measure). `at load`: the CPU-clock prediction stretched by the share of a CPU each rank held while the "
+             "runs ran (`ddpsim.validation.stability.cpu_share`, from the host's other load the runs' `/proc/stat` counters "
+             "measured). `stability`: median over the points of (max - min) / median of the predictions from each "
+             "round's capture alone: how far two validations' predictions land apart (the CPU clock's holds for the "
+             "prediction at load too). `run spread`: the measured runs' own (slowest minus fastest run's median). "
+             "`other load`: the host's CPUs busy with other work during the runs. `with method error`: coverage of "
+             "the wall-clock interval joined with the method's error measured on the OTHER models of this zoo (the "
+             f"split-conformal {level:.0%} band of their residuals measured / predicted - 1, shown as `band`; the "
+             "model's own points never inform it: `ddpsim.pipeline.method_error`).", "",
+             "| model | status | points | error (wall) | error (CPU clock) | error (at load) | coverage (wall) | "
+             "coverage (CPU) | with method error | band | stability (wall) | stability (CPU) | run spread | other load | time |",
+             "|---|---|---:|---:|---:|---:|:-:|:-:|:-:|:-:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['status']} | {f(r['points'])} | {f(r['median_abs_error_pct'], ' %')} | "
+                     f"{f(r['median_abs_error_cpu_pct'], ' %')} | {f(r['median_abs_error_load_pct'], ' %')} | "
+                     f"{f(r['coverage'])} | {f(r['coverage_cpu'])} | {f(r['coverage_method'])} | {_band_cell(r)} | "
+                     f"{f(r['stability_pct'], ' %')} | {f(r['stability_cpu_pct'], ' %')} | "
+                     f"{f(r['median_run_spread_pct'], ' %')} | {f(r['host_other_pct'], ' %')} | "
+                     f"{'' if r['wall_s'] is None else format(r['wall_s'] / 60, '.1f') + ' min'} |")
+    tot = method_totals(rows)
+    if tot:
+        lines += ["", f"All models: {tot['within_5pct']} of {tot['models']} within 5 % median |error|; "
+                      f"{_method_text(tot, level)}."]
+    return "\n".join(lines) + "\n"
+
+
+def _band_cell(r: dict[str, Any]) -> str:
+    lo, hi = r.get("method_band_lo_pct"), r.get("method_band_hi_pct")
+    return "" if lo is None or hi is None else f"{lo:+.1f}..{hi:+.1f} %"
+
+
+def method_totals(rows: Sequence[dict[str, Any]]) -> dict[str, int] | None:
+    """Over the models with figures: how many lie within 5 % median |error|, and the points
+    inside their interval without and with the method error (``"k/n"`` cells added up)."""
+    done = [r for r in rows if r.get("median_abs_error_pct") is not None]
+    if not done:
+        return None
+
+    def add(key: str) -> tuple[int, int]:
+        ks = [tuple(int(x) for x in r[key].split("/")) for r in done if r.get(key)]
+        return sum(k for k, _ in ks), sum(n for _, n in ks)
+
+    cov, pts = add("coverage")
+    covm, ptsm = add("coverage_method")
+    return {"models": len(done), "within_5pct": sum(r["median_abs_error_pct"] <= 5.0 for r in done),
+            "covered": cov, "covered_method": covm, "points": pts, "points_method": ptsm}
+
+
+def _method_text(tot: dict[str, int], level: float) -> str:
+    return (f"{tot['covered']}/{tot['points']} measured means inside their {level:.0%} interval, "
+            + (f"{tot['covered_method']}/{tot['points_method']} with the method error of the other models"
+               if tot["points_method"] else "no method-error band yet (too few residuals of other models)"))
+
+
+def method_error_of(results: dict[str, dict[str, Any]], *, calibration: str | Path | None) -> Any:
+    """The residuals of every point of the models done (:class:`ddpsim.pipeline.method_error.MethodError`),
+    with the calibration they were predicted with."""
+    from ddpsim.pipeline.method_error import MethodError, ResidualPoint, file_sha256
+
+    pts = []
+    for name, res in results.items():
+        for p in (res.get("analysis") or {}).get("points", []):
+            if p.get("measured_s") and p.get("predicted_s"):
+                pts.append(ResidualPoint(model=name, point=p["point"], predicted_s=p["predicted_s"], measured_s=p["measured_s"]))
+    cal = None if calibration is None else str(calibration)
+    return MethodError(points=tuple(pts), calibration=cal, calibration_sha256=None if cal is None else file_sha256(cal),
+                       backend="gloo", device="cpu")
+
+
+def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[str, Any]], me: Any, *,
+                       level: float) -> dict[str, Any]:
+    """Give each row of a model done its leave-one-model-out band (the conformal band of the
+    other models' residuals, :meth:`ddpsim.pipeline.method_error.MethodError.band`) and the coverage of its
+    wall-clock intervals joined with it; returns the per-point detail for ``summary.json``."""
+    from ddpsim.validation.intervals import PredictionInterval
+    from ddpsim.pipeline.method_error import widen
+
+    detail: dict[str, Any] = {}
+    for row in rows:
+        res = results.get(row["model"])
+        pts = [p for p in ((res or {}).get("analysis") or {}).get("points", [])
+               if p.get("measured_s") and p.get("predicted_s") and p.get("interval")]
+        band = me.band(level, exclude_model=row["model"])
+        if not pts or band is None:
+            continue
+        out = []
+        for p in pts:
+            iv = p["interval"]
+            base = PredictionInterval(low_s=iv["low_s"], high_s=iv["high_s"], level=iv["level"],
+                                      num_resamples=iv["num_resamples"], num_captures=iv["num_captures"],
+                                      num_iterations=iv["num_iterations"], seed=iv["seed"], center_s=p["predicted_s"])
+            w = widen(base, band)
+            out.append({"point": p["point"], "measured_s": p["measured_s"], "predicted_s": p["predicted_s"],
+                        "low_s": w.low_s, "high_s": w.high_s, "covered": w.covers(p["measured_s"])})
+        row.update({"coverage_method": f"{sum(o['covered'] for o in out)}/{len(out)}",
+                    "method_band_lo_pct": 100.0 * band[0], "method_band_hi_pct": 100.0 * band[1]})
+        detail[row["model"]] = {"band": list(band), "points": out}
+    return detail
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float,
+                  results: dict[str, dict[str, Any]] | None = None, calibration: str | Path | None = None) -> None:
+    """``summary.csv``, ``summary.md`` and ``summary.json`` under ``zoo_dir``, atomically; with
+    the models' ``results``, also each model's coverage with the other models' method error
+    (:func:`apply_method_error`) and every residual in ``method_error.json``
+    (:mod:`ddpsim.pipeline.method_error`: what ``ddpsim validate --method-error`` reads)."""
+    detail: dict[str, Any] = {}
+    if results:
+        me = method_error_of(results, calibration=calibration)
+        detail = apply_method_error(rows, results, me, level=level)
+        write_text_atomic(zoo_dir / "method_error.json", json.dumps(me.to_dict(), indent=1) + "\n")
+    write_text_atomic(zoo_dir / "summary.csv", ",".join(SUMMARY_COLUMNS) + "\n"
+                      + "".join(",".join(_fmt(r[c]) for c in SUMMARY_COLUMNS) + "\n" for r in rows))
+    write_text_atomic(zoo_dir / "summary.md", summary_markdown(rows, level=level))
+    write_text_atomic(zoo_dir / "summary.json", json.dumps({"format": "ddpsim-zoo-summary", "version": 1, "level": level,
+                                                            "rows": list(rows), "method_error": detail}, indent=1) + "\n")
+
+
+def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "reports", caps: Sequence[float | None] | None = None,
+            repeats: int = 3, iterations: int = 20, warmup: int = 5, calibration: str | Path | None = None,
+            level: float = 0.8, num_resamples: int = 40, seed: int = 0, timeout_s: float = 900.0,
+            echo: Callable[[str], None] = print, validate_fn: Callable[..., dict[str, Any]] | None = None,
+            reanalyze: bool = False) -> dict[str, Any]:
+    """Validate the zoo's ``models`` (default: all, :func:`ddpsim.trace.models.zoo.zoo_names`) under
+    ``<out_dir>/zoo/``; returns ``{"rows": [...], "out": Path}`` (module docstring).
+    ``validate_fn`` replaces :func:`ddpsim.validation.measure.validate` (tests). ``reanalyze``: run
+    nothing; every model done already is analysed again (steps 2-4) from its validation's
+    rows, round traces and calibration, with the current engine and intervals.
+
+    Raises:
+        InputError: an unknown model, a bad count (one line). A model's failing validation is
+            reported in its row, not raised.
+    """
+    from ddpsim.calibration.loader import load_calibration
+    from ddpsim.trace.models.zoo import ZOO_PREFIX, torchvision_available, zoo_entry, zoo_names
+    from ddpsim.pipeline.scenario import load_scenario
+    from ddpsim.validation.measure import round_traces
+
+    if validate_fn is None:
+        from ddpsim.validation.measure import validate as validate_fn
+    names = list(models) if models else zoo_names()
+    names = [n if n.startswith(ZOO_PREFIX) else ZOO_PREFIX + n for n in names]
+    entries = [zoo_entry(n) for n in names]
+    for value, flag in ((repeats, "--repeats"), (iterations, "--iterations"), (num_resamples, "num_resamples")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{flag}: {value!r} is not accepted; expected an integer >= 1")
+    caps = list(ZOO_CAPS if caps is None else caps)
+    zoo_dir = ensure_dir(Path(out_dir) / "zoo", "--out-dir")
+    scn_dir = ensure_dir(zoo_dir / "scenarios", "--out-dir")
+    shared_cal = Path(calibration) if calibration else zoo_dir / "calibration.json"
+    tv = None
+    rows: list[dict[str, Any]] = []
+    results: dict[str, dict[str, Any]] = {}  # the models done, for the method error of the others
+
+    def summary_cal() -> Path | None:
+        used = {r.get("calibration") for r in results.values() if r.get("calibration")}
+        if len(used) == 1:
+            return Path(used.pop())
+        return shared_cal if shared_cal.is_file() else None
+    t_start, timed = time.perf_counter(), []
+    for i, e in enumerate(entries, start=1):
+        name = ZOO_PREFIX + e.name
+        mdir = zoo_dir / f"zoo-{e.name}"
+        done = mdir / "zoo.json"
+        if reanalyze:
+            if done.is_file():
+                result = json.loads(done.read_text())
+                val = json.loads((mdir / "validation.json").read_text())
+                cal_path = Path(calibration) if calibration else Path(val["calibration"])
+                if calibration or cal_path.is_file():
+                    # every point predicted again over the same runs, with the current engine and
+                    # the given calibration (or the one the validation recorded)
+                    from ddpsim.validation.measure import reanalyze as reanalyze_point
+
+                    val = {"rows": reanalyze_point(str(scn_dir / f"zoo-{e.name}.yaml"), calibration=cal_path, out_dir=zoo_dir,
+                                                   plots=False, intervals=False, echo=lambda _s: None)["rows"]}
+                    result["calibration"] = str(cal_path)
+                else:
+                    echo(f"zoo: [{i}/{len(entries)}] {name}: its calibration {str(cal_path)!r} is gone: the recorded "
+                         "predictions are kept (give --calibration to predict them again)")
+                result["analysis"] = analyse_model(
+                    load_scenario(str(scn_dir / f"zoo-{e.name}.yaml")), val["rows"],
+                    round_traces(mdir / "validation", result["repeats"]),
+                    load_calibration(cal_path) if cal_path.is_file() else None, iterations=result["iterations"],
+                    level=level, num_resamples=num_resamples, seed=seed)
+                write_text_atomic(done, json.dumps(result, indent=1) + "\n")
+                rows.append(summary_row(name, result))
+                results[name] = result
+                echo(f"zoo: [{i}/{len(entries)}] {name}: analysed again")
+            else:
+                echo(f"zoo: [{i}/{len(entries)}] {name}: not validated yet, nothing to analyse")
+            continue
+        if done.is_file():
+            result = json.loads(done.read_text())
+            rows.append(summary_row(name, result))
+            results[name] = result
+            echo(f"zoo: [{i}/{len(entries)}] {name}: done earlier ({done}), skipped")
+            continue
+        if e.source == "torchvision":
+            tv = torchvision_available() if tv is None else tv
+            if not tv:
+                rows.append(summary_row(name, {"status": "skipped: torchvision not installed"}))
+                echo(f"zoo: [{i}/{len(entries)}] {name}: skipped, torchvision is not installed (pip install \"ddpsim[zoo]\")")
+                write_summary(zoo_dir, rows, level=level, results=results, calibration=summary_cal())
+                continue
+        scn_path = scn_dir / f"zoo-{e.name}.yaml"
+        write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=caps, iterations=iterations, warmup=warmup))
+        echo(f"zoo: [{i}/{len(entries)}] {name}: validating at caps {', '.join('none' if c is None else f'{c:g}' for c in caps)}, "
+             f"{repeats} rounds, batch {e.batch_size} per rank")
+        t0 = time.perf_counter()
+        try:
+            res = validate_fn(str(scn_path), calibration=shared_cal if shared_cal.is_file() else None,
+                              out_dir=zoo_dir, caps=caps, iterations=iterations, warmup=warmup, repeats=repeats,
+                              bucket_timing=False, num_threads=1, timeout_s=timeout_s, plots=False,
+                              intervals=False,  # analyse_model gives them, on both clocks
+                              echo=lambda s: echo(f"  {s}"))
+            if not shared_cal.is_file() and (mdir / "calibration.json").is_file():
+                write_text_atomic(shared_cal, (mdir / "calibration.json").read_text())
+            scenario = load_scenario(str(scn_path))
+            analysis = analyse_model(scenario, res["rows"], round_traces(mdir / "validation", repeats),
+                                     load_calibration(shared_cal) if shared_cal.is_file() else None, iterations=iterations, level=level,
+                                     num_resamples=num_resamples, seed=seed)
+            result = {"format": "ddpsim-zoo-model", "version": 1, "model": name, "status": "done",
+                      "batch_size": e.batch_size, "caps": caps, "repeats": repeats, "iterations": iterations,
+                      "warmup": warmup, "summary": res["summary"], "analysis": analysis,
+                      "wall_s": time.perf_counter() - t0}
+            write_text_atomic(done, json.dumps(result, indent=1) + "\n")
+            results[name] = result
+        except InputError as exc:
+            result = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}
+            echo(f"zoo: [{i}/{len(entries)}] {name}: FAILED: {exc}")
+        rows.append(summary_row(name, result))
+        write_summary(zoo_dir, rows, level=level, results=results, calibration=summary_cal())
+        timed.append(time.perf_counter() - t0)
+        left = len(entries) - i
+        r = rows[-1]
+        echo(f"zoo: [{i}/{len(entries)}] {name}: {r['status']} in {timed[-1] / 60:.1f} min"
+             + ("" if r["median_abs_error_pct"] is None else
+                f" (median |error| {r['median_abs_error_pct']:.1f} % wall"
+                + ("" if r["median_abs_error_cpu_pct"] is None else f", {r['median_abs_error_cpu_pct']:.1f} % CPU clock")
+                + ("" if r["median_abs_error_load_pct"] is None else f", {r['median_abs_error_load_pct']:.1f} % at load")
+                + f"; coverage {r['coverage']}"
+                + ("" if r["stability_pct"] is None else f"; stability {r['stability_pct']:.1f} % wall")
+                + ("" if r["stability_cpu_pct"] is None else f", {r['stability_cpu_pct']:.1f} % CPU clock") + ")")
+             + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
+             + (f", about {statistics.fmean(timed) * left / 60:.0f} min left" if left else ""))
+    write_summary(zoo_dir, rows, level=level, results=results, calibration=summary_cal())
+    tot = method_totals(rows)
+    if tot:
+        echo(f"zoo: {tot['within_5pct']} of {tot['models']} models within 5 % median |error|; {_method_text(tot, level)}")
+    return {"rows": rows, "out": zoo_dir}
+
+
+def run_zoo_cli(args: Any, caps: Sequence[float | None] | None) -> int:
+    """``ddpsim validate --zoo``: :func:`run_zoo` from the validate command's arguments."""
+    if args.scenario is not None:
+        raise InputError(f"SCENARIO: {args.scenario!r} is not accepted with --zoo; expected none (the zoo writes its own)")
+    if args.scenario_trace or args.launch != "point":
+        raise InputError("--zoo: not accepted with --scenario-trace or --launch round; expected --zoo alone or with --reanalyze")
+    models = None if args.zoo_models is None else [m.strip() for m in args.zoo_models.split(",") if m.strip()]
+    res = run_zoo(models=models, out_dir=args.out_dir, caps=caps, repeats=args.repeats,
+                  iterations=args.iterations or 20, warmup=5 if args.warmup is None else args.warmup,
+                  calibration=args.calibration, timeout_s=args.timeout_s, reanalyze=args.reanalyze)
+    print(f"validate: wrote {res['out']}/summary.md, summary.csv, summary.json")
+    return 0

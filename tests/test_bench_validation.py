@@ -1,4 +1,4 @@
-"""``benchmarks/bench_validation.py``: the accuracy summary it prints from validation reports,
+"""``studies/validation_summary.py``: the accuracy summary it prints from validation reports,
 checked on a report folder written here with figures worked out by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from executor.launch import REPO_ROOT
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_validation", REPO_ROOT / "benchmarks" / "bench_validation.py")
+    spec = importlib.util.spec_from_file_location("validation_summary", REPO_ROOT / "studies" / "validation_summary.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

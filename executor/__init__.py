@@ -23,12 +23,15 @@ Lifecycle (:mod:`executor.runtime`): torchrun's environment is validated first, 
 group is created with an explicit timeout, a watchdog ends a rank that makes no progress
 within the timeout (a dead peer), and ``destroy_process_group()`` always runs.
 
-NOTE: this package may import ddpsim's foundation and data layers only -- ``ddpsim.trace.models``,
-``trace``, ``capture``, ``plan``, ``curve_fit``, ``errors``, ``units`` and ``io`` (torch/stdlib
-only) -- never ``ddpsim.cli``, the calibration fitting (``calibration``,
-``interference_fit``), the cost models, the engine or ``validation`` (which launches it), and
-never simpy, pandas, matplotlib, networkx or yaml. ``tests/test_layering.py`` holds the layers
-and enforces them.
+Imports: this package runs on a node with torch (and the standard library) only. From ddpsim
+it imports the foundation (:mod:`ddpsim.errors`, :mod:`ddpsim.units`, :mod:`ddpsim.io`), the
+trace layer (:mod:`ddpsim.trace.records`, :mod:`ddpsim.trace.capture`,
+:mod:`ddpsim.trace.models`), the plan layer (:mod:`ddpsim.plan.planner`) and one module of the
+network layer, :mod:`ddpsim.network.curve_fit` (the all-reduce curve the collectives step fits
+to its own points) -- never the other network modules, the engine, the calibration layer,
+the pipeline, reports, ``validation`` (which launches it) or the CLI, and never simpy, pandas,
+matplotlib, networkx or yaml. ``tests/test_layering.py`` and ``tests/test_executor.py`` enforce
+both.
 """
 
 MEASUREMENT_FORMAT = "ddpsim-measurement"

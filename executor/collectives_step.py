@@ -6,32 +6,32 @@
   then the next round), each started right after a barrier; a sample is a run of ``m``
   back-to-back operations (``m`` chosen so that the run lasts about ``--loop-ms``, at most 50)
   divided by ``m``, the slowest rank's. A single operation timed after a barrier also times
-  the ranks' skew leaving the barrier (a peer's thread woken milliseconds late on a busy
-  2-core host: bimodal 0.4 ms / 3 ms samples for 4 KiB); a loop amortises it, as nccl-tests
-  do. ``--loop-ms 0``: one operation per sample (the older files). Per size: ``time_s`` = the
-  MEAN of the samples (the expected cost; small all-reduces are bimodal here and their median
-  jumps between modes from size to size), ``median_s``, p10, p90.
+  the ranks' skew leaving the barrier (on a busy host a peer's thread is woken milliseconds
+  late: 2 gloo ranks on a 2-core CPU host give bimodal 0.4 ms / 3 ms samples for 4 KiB); a loop
+  amortises it, as nccl-tests do. ``--loop-ms 0``: one operation per sample. Per size:
+  ``time_s`` = the MEAN of the samples (the expected cost; small all-reduces on a loaded CPU host
+  are bimodal and their median jumps between modes from size to size), ``median_s``, p10, p90.
   CUDA events on GPUs.
   ``--gap-ms G`` (G > 0) samples instead ONE operation launched after G ms of compute on every
   rank, without a barrier, timed from the last rank's launch to the last rank's end: the way
-  DDP issues the all-reduce it waits for at the end of backward. On this project's 2-vCPU host
-  an all-reduce of 1 to 4 MiB costs 0.6-1.5 ms more that way than in the loop (1 MiB: 3.0 vs
-  1.8-2.2 ms), which is what the mlp's 1 MiB bucket pays under DDP (3.0 ms); at 32 KiB both
-  agree. It is not the default: as the engine's curve it also charges the all-reduces that
-  overlap backward, whose cost the interference model already holds (bert-base at cap 1
-  predicted 10 % slow). Across hosts the clocks are not compared: the last launcher's own
-  launch-to-end.
+  DDP issues the all-reduce it waits for at the end of backward. With 2 gloo ranks on a 2-core
+  CPU host an all-reduce of 1 to 4 MiB costs 0.6-1.5 ms more that way than in the loop (1 MiB:
+  3.0 vs 1.8-2.2 ms), which is what the mlp's 1 MiB bucket pays under DDP (3.0 ms); at 32 KiB
+  both agree. It is not the default: as the engine's curve it also charges the all-reduces
+  that overlap backward, whose cost the interference model already holds (with it, bert-base
+  at cap 1 is predicted 10 % slow). Across hosts the clocks are not compared: the last
+  launcher's own launch-to-end.
   ``--after-compute-ms G`` (default 2 on CPUs) adds such a curve for the all-reduces up to
   ``--after-compute-max-bytes``, beside the loop curves (``allreduce_after_compute``): both
   measured in one run, on one machine state. ddpsim's engine charges the difference only to
-  an all-reduce launched onto an idle stream and waited for (ddpsim/engine.py, "idle launches").
+  an all-reduce launched onto an idle stream and waited for (:mod:`ddpsim.engine.simulate`).
 * ``allreduce_queued`` (``--queued-ops N``, default 8 on CPUs; 0 = skip; GPUs: none): per size
   up to ``--queued-max-bytes``, N all-reduces issued at once (``async_op=True``) and then all
   waited for -- as DDP's reducer queues the buckets of a backward -- per op = the batch / N,
   the slowest rank's, ``--queued-repeats`` samples interleaved across sizes. ProcessGroupGloo
   works its queue with ``comm_threads`` worker threads (``_Options._threads``, 2 by default,
-  recorded beside the curve), so that many all-reduces progress at once; on the 2-vCPU host a
-  queued one costs 0.2-0.9 of a blocking one (``benchmarks/bench_gloo_concurrency.py``). ddpsim
+  recorded beside the curve), so that many all-reduces progress at once; with 2 ranks on a
+  2-core CPU host a queued one costs 0.2-0.9 of a blocking one. ddpsim
   runs a calibrated gloo group's collectives on that many lanes, paced by the two curves
   (:meth:`ddpsim.calibration.loader.CalibratedCommModel.concurrent_rate`).
 * Interference: a compute unit (matmul + elementwise, the mix of a backward pass) timed
@@ -39,7 +39,7 @@
   runs back-to-back all-reduces while the main thread runs compute units, as DDP's reducer
   overlaps gloo/NCCL work with backward). ``compute_slowdown`` = median unit time while
   all-reduces run / alone; ``comm_slowdown`` likewise for the all-reduce.
-* ``ddp_iteration_overhead_s``: DDP's fixed cost per iteration on this machine. A tiny MLP
+* ``ddp_iteration_overhead_s``: DDP's fixed cost per iteration on the measured host. A tiny MLP
   (two 64x64 linears, ~33 KiB of gradients, one bucket) trains with and without
   ``DistributedDataParallel``, interleaved in rounds; overhead = mean DDP step (mean over ranks)
   - mean bare step - the all-reduce curve just measured at the gradients' size - the copy-in
@@ -48,15 +48,15 @@
   collective issued from inside backward. The engine adds it once per synchronised step.
 * ``interference_probe`` (``--probe-rounds``, default 4): the built-in ``mlp`` (width 2048, depth
   6, batch 128), none of the validated models, captured as a trace on all ranks in lockstep and
-  trained under real DDP at ``bucket_cap_mb=25``, alternating, ``executor/probe.py``. ddpsim
+  trained under real DDP at ``bucket_cap_mb=25``, alternating (:mod:`executor.probe`). ddpsim
   fits its engine's ``compute_slowdown`` so that its prediction of this probe equals the
-  measured step (``ddpsim/interference_fit.py``): on a CPU host the microbenchmark above sees
+  measured step (:mod:`ddpsim.calibration.interference_fit`): on a CPU host the microbenchmark above sees
   less of what overlapped all-reduces cost a real backward than DDP pays. The DDP steps' phases
   are kept too (``ddp_phase_samples_s``): forward under DDP overlaps no all-reduce, so its
   excess over the trace's forward is a slowdown that is not the overlap's, and the fit leaves
   it out (``ddpsim.calibration.loader.probe_forward_factor``). The fit moves with the moment of the
-  host it is measured at (fitted to one round alone it differs by up to 1.0 on the 2-vCPU host
-  from the next round), so the probe runs four rounds; ddpsim also keeps each round's own fit as
+  host it is measured at (with 2 ranks on a host of 2 vCPUs, the fit to one round alone differs
+  by up to 1.0 from the next round's), so the probe runs four rounds; ddpsim also keeps each round's own fit as
   the interval's alternatives (``ddpsim.calibration.loader.Calibration.probe_round_fits``). The host's
   other load during the DDP steps is recorded (``host_other_pct``); above 10 % ddpsim calls the
   calibration untrustworthy.
@@ -93,6 +93,7 @@ import math
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
@@ -140,7 +141,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-rounds", type=int, default=4,
                    help="rounds of the interference probe (the built-in mlp, width 2048, depth 6, batch 128, traced and "
                         "run under real DDP at bucket_cap_mb=25; ddpsim fits its compute slowdown to it); 0 = no probe "
-                        "(default 4: the fit moves from one moment of the host to the next; a few seconds a round on a 2-core host)")
+                        "(default 4: the fit moves from one moment of the host to the next; a few seconds a round on a 2-core CPU host)")
     p.add_argument("--buffer-tensors", type=int, default=96,
                    help="small tensors of the buffer-broadcast test (default 96; 0 = skip it)")
     p.add_argument("--ddp-overhead-rounds", type=int, default=30,
@@ -207,7 +208,7 @@ class _Collective:
             rt.watchdog.beat()
         rt.sync()
         firsts = []
-        for _ in range(5 if loop_s > 0 else 1):  # one op's time: the median of 5 (ops are bimodal here)
+        for _ in range(5 if loop_s > 0 else 1):  # one op's time: the median of 5 (small ops can be bimodal)
             rt.barrier()
             tok = sw.start()
             self.one()
@@ -310,10 +311,10 @@ def sweep_collectives(rt: Runtime, op: str, sizes: Sequence[int], dtype, warmup:
     of about ``loop_s`` seconds (one op when 0), or (``gap_s > 0``) is one op launched after
     ``gap_s`` of compute, timed from the last rank's launch to the last rank's end.
 
-    The samples are INTERLEAVED: one sample of every size, then the next round. On a 2-vCPU
-    host small gloo all-reduces switch between a fast regime and a ~4x slower one (which of the
-    ranks' gloo threads share a vCPU) that lasts hundreds of ms; consecutive samples of one size
-    would see one regime, and neighbouring sizes different mixes (a jagged curve).
+    The samples are INTERLEAVED: one sample of every size, then the next round. On a host of 2
+    vCPUs, 2 ranks' small gloo all-reduces switch between a fast regime and a ~4x slower one
+    (which of the ranks' gloo threads share a vCPU) that lasts hundreds of ms; consecutive
+    samples of one size would see one regime, and neighbouring sizes different mixes (a jagged curve).
     """
     colls = [_Collective(rt, op, s, dtype) for s in sizes]
     for c in colls:
@@ -540,7 +541,7 @@ def measure_ddp_overhead(rt: Runtime, allreduce_points: list[dict[str, Any]], co
                                         num_samples=p.get("num_samples")) for p in allreduce_points])
     ar = curve.time_s(nbytes)
     copies = 4 * nbytes / copy_bandwidth if copy_bandwidth else 0.0  # copy-in + copy-out, read + write
-    # means, like the all-reduce curve (the expected cost; these steps are bimodal here too)
+    # means, like the all-reduce curve (the expected cost; on a loaded CPU host these steps are bimodal too)
     b, d = statistics.fmean(bare_s), statistics.fmean(ddp_s)
     raw = d - b - ar - copies
     return {"ddp_iteration_overhead_s": max(0.0, raw),
@@ -551,12 +552,20 @@ def measure_ddp_overhead(rt: Runtime, allreduce_points: list[dict[str, Any]], co
                         "num_steps": len(ddp_s), "rounds": rounds}}
 
 
-def run(rt: Runtime, args: argparse.Namespace) -> int:
-    dtype = _dtype(args.dtype)
-    import torch
+@dataclass(frozen=True, kw_only=True)
+class _Plan:
+    """What ``executor collectives`` measures, from its checked arguments."""
 
-    elem = torch.empty((), dtype=dtype).element_size()
-    sizes = sizes_from_args(args, elem)
+    ops: list[str]
+    gap_ms: float
+    after_ms: float
+    after_max_bytes: int
+    queued_ops: int
+    queued_max_bytes: int
+
+
+def _plan(rt: Runtime, args: argparse.Namespace) -> _Plan:
+    """The arguments checked (InputError naming the option, the value and what is accepted)."""
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     for o in ops:
         if o not in ("allreduce", "broadcast"):
@@ -589,18 +598,44 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         v = getattr(args, name)
         if v < (0 if name == "warmup" else 1):
             raise InputError(f"--{name.replace('_', '-')}: {v!r} is not accepted; expected an integer >= {0 if name == 'warmup' else 1}")
-    progress = args.progress or str(args.out).removesuffix(".json") + ".progress.json"
+    return _Plan(ops=ops, gap_ms=gap_ms, after_ms=after_ms, after_max_bytes=after_max, queued_ops=queued_ops,
+                 queued_max_bytes=queued_max)
+
+
+class _Progress:
+    """Rank 0's measurement JSON at ``path``, rewritten as each stage finishes."""
+
+    def __init__(self, rt: Runtime, path: str) -> None:
+        self.rt = rt
+        self.path = path
+        self.rec = measurement("collectives", rt, points=[], complete=False)
+
+    def write(self) -> None:
+        if self.rt.rank == 0:
+            write_json(self.path, self.rec)
+
+    def keep(self, stage: str, value: Any) -> None:
+        # each finished stage goes into the progress file at once: a later stage that fails
+        # (the probe running out of memory, a peer dying) does not lose it
+        if self.rt.rank == 0:
+            self.rec[stage] = value
+            write_json(self.path, self.rec)
+
+
+def _sweep_ops(rt: Runtime, args: argparse.Namespace, plan: _Plan, sizes: Sequence[int], dtype,
+               progress: _Progress) -> dict[str, list[dict[str, Any]]]:
+    """The all-reduce and broadcast curves, each round of each op's sweep kept in ``progress``."""
     results: dict[str, list[dict[str, Any]]] = {o: [] for o in ("allreduce", "broadcast")}
-    rec = measurement("collectives", rt, points=[], complete=False)
-    for op in ops:
+    rec = progress.rec
+    for op in plan.ops:
         def on_round(rnd: int, colls: list[_Collective], op: str = op) -> None:
             if rt.rank == 0:
                 rec["in_progress"] = {"op": op, "rounds_done": rnd + 1, "rank0_samples": {
                     str(c.size_bytes): {"ops_per_sample": c.m, "samples_s": list(c.samples)} for c in colls}}
-                write_json(progress, rec)
+                progress.write()
 
         for r in sweep_collectives(rt, op, sizes, dtype, args.warmup, args.repeats, args.loop_ms / 1e3, on_round,
-                                   gap_s=gap_ms / 1e3):
+                                   gap_s=plan.gap_ms / 1e3):
             results[op].append(r)
             rt.log(f"collectives: {op:9s} {r['size_bytes']:>11d} B  mean {r['time_s'] * 1e3:9.3f} ms  "
                    f"median {r['median_s'] * 1e3:9.3f}  p10 {r['p10_s'] * 1e3:9.3f}  p90 {r['p90_s'] * 1e3:9.3f}  "
@@ -609,34 +644,41 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
                 rec["points"].append({"op": op, **r})
         if rt.rank == 0:
             rec.pop("in_progress", None)
-            write_json(progress, rec)
+            progress.write()
+    return results
 
-    def keep(stage: str, value: Any) -> None:
-        # each finished stage goes into the progress file at once: a later stage that fails
-        # (the probe running out of memory, a peer dying) does not lose it
-        if rt.rank == 0:
-            rec[stage] = value
-            write_json(progress, rec)
 
-    after: list[dict[str, Any]] = []
-    small = [s for s in sizes if s <= after_max]
-    if after_ms > 0 and "allreduce" in ops and small:
-        after = sweep_collectives(rt, "allreduce", small, dtype, args.warmup, args.repeats, 0.0, gap_s=after_ms / 1e3)
-        for r in after:
-            rt.log(f"collectives: allreduce after {after_ms:g} ms of compute {r['size_bytes']:>11d} B  "
-                   f"mean {r['time_s'] * 1e3:9.3f} ms  median {r['median_s'] * 1e3:9.3f}")
-        keep("allreduce_after_compute", after)
+def _after_compute_curve(rt: Runtime, args: argparse.Namespace, plan: _Plan, sizes: Sequence[int], dtype,
+                         progress: _Progress) -> list[dict[str, Any]]:
+    """The all-reduces up to ``--after-compute-max-bytes`` launched after compute (``--after-compute-ms``)."""
+    small = [s for s in sizes if s <= plan.after_max_bytes]
+    if not (plan.after_ms > 0 and "allreduce" in plan.ops and small):
+        return []
+    after = sweep_collectives(rt, "allreduce", small, dtype, args.warmup, args.repeats, 0.0, gap_s=plan.after_ms / 1e3)
+    for r in after:
+        rt.log(f"collectives: allreduce after {plan.after_ms:g} ms of compute {r['size_bytes']:>11d} B  "
+               f"mean {r['time_s'] * 1e3:9.3f} ms  median {r['median_s'] * 1e3:9.3f}")
+    progress.keep("allreduce_after_compute", after)
+    return after
 
-    queued: list[dict[str, Any]] = []
-    threads = gloo_threads() if rt.backend == "gloo" else None
-    small = [s for s in sizes if s <= queued_max]
-    if queued_ops > 0 and "allreduce" in ops and len(small) >= 2 and threads is not None:
-        queued = sweep_queued(rt, small, dtype, queued_ops, args.queued_repeats)
-        for r in queued:
-            rt.log(f"collectives: allreduce queued {queued_ops} at once ({threads} gloo threads) {r['size_bytes']:>11d} B  "
-                   f"mean {r['time_s'] * 1e3:9.3f} ms per op  median {r['median_s'] * 1e3:9.3f}")
-        keep("allreduce_queued", queued)
 
+def _queued_curve(rt: Runtime, args: argparse.Namespace, plan: _Plan, sizes: Sequence[int], dtype,
+                  progress: _Progress, threads: int | None) -> list[dict[str, Any]]:
+    """The all-reduces up to ``--queued-max-bytes`` queued ``--queued-ops`` at once (gloo)."""
+    small = [s for s in sizes if s <= plan.queued_max_bytes]
+    if not (plan.queued_ops > 0 and "allreduce" in plan.ops and len(small) >= 2 and threads is not None):
+        return []
+    queued = sweep_queued(rt, small, dtype, plan.queued_ops, args.queued_repeats)
+    for r in queued:
+        rt.log(f"collectives: allreduce queued {plan.queued_ops} at once ({threads} gloo threads) {r['size_bytes']:>11d} B  "
+               f"mean {r['time_s'] * 1e3:9.3f} ms per op  median {r['median_s'] * 1e3:9.3f}")
+    progress.keep("allreduce_queued", queued)
+    return queued
+
+
+def _interference_and_copy(rt: Runtime, args: argparse.Namespace, dtype,
+                           progress: _Progress) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The interference slowdowns (1.0 with ``--skip-interference``) and the copy bandwidth."""
     if args.skip_interference:
         interference: dict[str, Any] = {"compute_slowdown": 1.0, "comm_slowdown": 1.0, "details": {"measured": False}}
     else:
@@ -644,27 +686,34 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
                                             args.interference_repeats, dtype, args.interference_compute)
         rt.log(f"collectives: interference compute_slowdown {interference['compute_slowdown']:.3f}  "
                f"comm_slowdown {interference['comm_slowdown']:.3f}")
-    keep("interference", interference)
+    progress.keep("interference", interference)
     copy = measure_copy_bandwidth(rt)
     rt.log(f"collectives: copy bandwidth {copy['copy_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s (read+write)")
     interference["details"]["copy"] = copy
-    keep("copy", copy)
+    progress.keep("copy", copy)
+    return interference, copy
+
+
+def _ddp_costs(rt: Runtime, args: argparse.Namespace, allreduce: list[dict[str, Any]], copy: dict[str, Any],
+               progress: _Progress) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """DDP's per-iteration overhead, its per-buffer broadcast cost and the interference probe
+    (each None when skipped)."""
     overhead = None
-    if args.ddp_overhead_rounds > 0 and results["allreduce"] and len(results["allreduce"]) >= 2:
-        overhead = measure_ddp_overhead(rt, results["allreduce"], copy["copy_bandwidth_bytes_per_s"],
+    if args.ddp_overhead_rounds > 0 and allreduce and len(allreduce) >= 2:
+        overhead = measure_ddp_overhead(rt, allreduce, copy["copy_bandwidth_bytes_per_s"],
                                         rounds=args.ddp_overhead_rounds)
         det = overhead["details"]
         rt.log(f"collectives: ddp overhead {overhead['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration "
                f"(tiny MLP: DDP step {det['ddp_step_s'] * 1e3:.3f} ms, bare {det['bare_step_s'] * 1e3:.3f} ms, "
                f"all-reduce curve {det['allreduce_curve_s'] * 1e3:.3f} ms)")
-        keep("ddp_overhead", overhead)
+        progress.keep("ddp_overhead", overhead)
     buffers = None
     if args.buffer_tensors > 0:
         buffers = measure_buffer_broadcast(rt, tensors=args.buffer_tensors)
         det = buffers["details"]
         rt.log(f"collectives: buffer broadcast {buffers['broadcast_per_tensor_s'] * 1e6:.1f} us per tensor "
                f"({det['tensors']} tensors {det['many_s'] * 1e3:.3f} ms, one {det['one_s'] * 1e3:.3f} ms)")
-        keep("buffer_broadcast", buffers)
+        progress.keep("buffer_broadcast", buffers)
     probe = None
     if not args.skip_interference and args.probe_rounds > 0:
         from executor.probe import measure_probe
@@ -672,6 +721,23 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
         probe = measure_probe(rt, rounds=args.probe_rounds)
         rt.log(f"collectives: interference probe ({probe['model']} {probe['model_args']}, batch {probe['batch_size']}): "
                f"DDP step {probe['ddp_step_s'] * 1e3:.2f} ms at bucket_cap_mb={probe['bucket_cap_mb']:g}")
+    return overhead, buffers, probe
+
+
+def run(rt: Runtime, args: argparse.Namespace) -> int:
+    dtype = _dtype(args.dtype)
+    import torch
+
+    elem = torch.empty((), dtype=dtype).element_size()
+    sizes = sizes_from_args(args, elem)
+    plan = _plan(rt, args)
+    progress = _Progress(rt, args.progress or str(args.out).removesuffix(".json") + ".progress.json")
+    results = _sweep_ops(rt, args, plan, sizes, dtype, progress)
+    after = _after_compute_curve(rt, args, plan, sizes, dtype, progress)
+    threads = gloo_threads() if rt.backend == "gloo" else None
+    queued = _queued_curve(rt, args, plan, sizes, dtype, progress, threads)
+    interference, copy = _interference_and_copy(rt, args, dtype, progress)
+    overhead, buffers, probe = _ddp_costs(rt, args, results["allreduce"], copy, progress)
     if rt.rank == 0:
         cal = {
             "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "backend": rt.backend,
@@ -695,7 +761,7 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             cal["allreduce_queued"] = queued
             cal["comm_threads"] = threads
         write_json(args.out, cal)
-        rec.update(complete=True, calibration=str(args.out))
-        write_json(progress, rec)
+        progress.rec.update(complete=True, calibration=str(args.out))
+        progress.write()
         print(f"collectives: wrote {args.out}", flush=True)
     return 0

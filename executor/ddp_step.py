@@ -9,7 +9,8 @@ iteration seconds; the step time of an iteration is the mean of the ranks' (see
 
 ``--timing-hook`` registers a comm hook that wraps the all-reduce and records each bucket's
 launch and end (CUDA events on GPUs, wall clock on CPUs). NOTE: any registered hook changes
-DDP's division path (reference §1.6/§1.10): the reducer then copies gradients into the bucket
+DDP's division path (torch/csrc/distributed/c10d/reducer.cpp, ``Reducer::mark_variable_ready_dense``
+and ``Reducer::finalize_bucket_dense``): the reducer then copies gradients into the bucket
 without dividing and the hook divides the bucket (one more pass over it). So the iteration
 time used for validation comes from a run WITHOUT the hook; run the hooked run separately to
 get per-bucket times (``ddpsim validate`` does both).
@@ -256,9 +257,9 @@ def step_times(per_rank: list[list[dict[str, float]]]) -> list[float]:
     The per-iteration MAX over ranks does not: a delay on one rank after an iteration's last
     all-reduce (its optimizer step, say) lengthens that rank's iteration k and, as the other
     rank waits for it in the next all-reduce, the other rank's iteration k + 1 -- the max
-    counts it twice. On the 2-vCPU host, where millisecond steps stall on 1-4 ms wake-ups,
-    that put the mlp's median 0.5-1.1 ms (10-25 %) above its wall time per step; on the
-    seconds-long steps of the big models it moved nothing.
+    counts it twice. On a host of 2 vCPUs, where millisecond steps stall on 1-4 ms wake-ups,
+    that puts the mlp's median 0.5-1.1 ms (10-25 %) above its wall time per step; on the
+    seconds-long steps of the big models it moves nothing.
     """
     n = min(len(r) for r in per_rank)
     return [statistics.fmean(r[i]["iteration_s"] for r in per_rank) for i in range(n)]

@@ -1,6 +1,6 @@
 """The interference probe of ``executor collectives``: one model, traced and run under real DDP.
 
-ddpsim fits its engine's ``compute_slowdown`` to this (``ddpsim/interference_fit.py``): the
+ddpsim fits its engine's ``compute_slowdown`` to this (:mod:`ddpsim.calibration.interference_fit`): the
 probe's trace, captured on all ranks at once in lockstep (as ``executor trace`` does), and
 its step time under real DDP at ``bucket_cap_mb=25`` (as ``executor ddp`` times it: slowest
 rank per iteration). Rounds alternate trace and DDP, so that a shared host's drift hits both.

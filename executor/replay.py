@@ -1,7 +1,8 @@
 """``executor replay``: run ANY bucket plan with the executor's own reducer.
 
-The reducer does what DDP's C++ reducer does (reference §1.5/§1.6), for a plan DDP might
-never build: one flat buffer per bucket; on each parameter's post-accumulate-grad hook, the
+The reducer does what DDP's C++ reducer does (torch/csrc/distributed/c10d/reducer.cpp:
+``Reducer::mark_variable_ready``, ``Reducer::mark_bucket_ready``, ``Reducer::finalize_backward``),
+for a plan DDP might never build: one flat buffer per bucket; on each parameter's post-accumulate-grad hook, the
 gradient is copied into its bucket view with the division by world size fused
 (``torch.mul(grad, 1/world, out=view)``); when a bucket's last gradient arrives, buckets are
 launched strictly in plan order (bucket k+1 waits for bucket k) as asynchronous all-reduces;
@@ -174,69 +175,10 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
             samples.append({"iteration": it, "forward_s": t1 - t0, "backward_s": t2 - t1,
                             "optimizer_s": t3 - t2, "iteration_s": t3 - t0})
 
-    total = args.warmup + args.iterations
     if args.compute == "real":
-        if args.model is None:
-            raise InputError("--model: missing; expected the traced model's name with --compute real")
-        wl = build_workload(args, rt.device)
-        from ddpsim.trace.models import ddp_params
-
-        named = ddp_params(wl.module)
-        if [n for n, _, _ in named] != [p.name for p in trace.params]:
-            raise InputError(f"--trace: {args.trace!r} does not describe --model {args.model} (parameter names differ); "
-                             f"expected a trace of the same model")
-        params = [p for _, p, _ in named]
-        for p in params:  # every rank starts from rank 0's weights, as DDP does
-            dist.broadcast(p.data, src=0)
-        for i, p in enumerate(params):
-            p.register_post_accumulate_grad_hook(lambda p, i=i: reducer.grad_ready(i, p.grad))
-        opt = torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)
-
-        def set_grad(i: int, view: Any) -> None:
-            params[i].grad.copy_(view)
-
-        rt.barrier()
-        for it in range(1, total + 1):
-            t0 = time.perf_counter()
-            reducer.prepare(it, t0)
-            opt.zero_grad(set_to_none=True)
-            loss = wl.loss_fn(forward(wl.module, wl.batch))
-            t1 = time.perf_counter()
-            loss.backward()
-            reducer.finish(set_grad)
-            rt.sync()
-            t2 = time.perf_counter()
-            opt.step()
-            rt.sync()
-            t3 = time.perf_counter()
-            record(it, t0, t1, t2, t3)
-        model_name = wl.name
+        model_name = _replay_real(rt, args, trace, reducer, record)
     else:
-        comp = SyntheticCompute(rt, args.synthetic_kernel)
-        ready = trace.median_grad_ready_s()
-        order = sorted((t, i) for i, t in enumerate(ready) if t is not None)
-        grads = [torch.ones(shapes[i], dtype=dtypes[i], device=rt.device) for i in range(len(shapes))]
-        fwd = trace.phase("forward").median_s
-        bwd = trace.phase("backward").median_s
-        opt_s = trace.phase("optimizer").median_s + trace.phase("zero_grad").median_s
-        rt.barrier()
-        for it in range(1, total + 1):
-            t0 = time.perf_counter()
-            reducer.prepare(it, t0)
-            comp.run(fwd)
-            t1 = time.perf_counter()
-            prev = 0.0
-            for t, i in order:
-                comp.run(t - prev)
-                prev = t
-                reducer.grad_ready(i, grads[i])
-            comp.run(bwd - prev)
-            reducer.finish(None)
-            t2 = time.perf_counter()
-            comp.run(opt_s)
-            t3 = time.perf_counter()
-            record(it, t0, t1, t2, t3)
-        model_name = trace.model
+        model_name = _replay_synthetic(rt, args, trace, reducer, record, shapes, dtypes)
     recs = [r for r in reducer.records if r["iteration"] > args.warmup]
     gathered: list[Any] = [None] * rt.world_size
     dist.all_gather_object(gathered, {"rank": rt.rank, "iterations": samples, "buckets": recs})
@@ -255,3 +197,81 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
                f"p90 {summary['iteration_p90_s'] * 1e3:.2f}")
         rt.log(f"replay: wrote {args.out}")
     return 0
+
+
+def _replay_real(rt: Runtime, args: argparse.Namespace, trace: Any, reducer: FlatReducer,
+                 record: Callable[[int, float, float, float, float], None]) -> str:
+    """``--compute real``: the traced model's own training steps, its gradients handed to the
+    reducer from their post-accumulate-grad hooks; returns the model's name."""
+    import torch
+    import torch.distributed as dist
+
+    from ddpsim.trace.models import ddp_params
+
+    if args.model is None:
+        raise InputError("--model: missing; expected the traced model's name with --compute real")
+    wl = build_workload(args, rt.device)
+    named = ddp_params(wl.module)
+    if [n for n, _, _ in named] != [p.name for p in trace.params]:
+        raise InputError(f"--trace: {args.trace!r} does not describe --model {args.model} (parameter names differ); "
+                         f"expected a trace of the same model")
+    params = [p for _, p, _ in named]
+    for p in params:  # every rank starts from rank 0's weights, as DDP does
+        dist.broadcast(p.data, src=0)
+    for i, p in enumerate(params):
+        p.register_post_accumulate_grad_hook(lambda p, i=i: reducer.grad_ready(i, p.grad))
+    opt = torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)
+
+    def set_grad(i: int, view: Any) -> None:
+        params[i].grad.copy_(view)
+
+    rt.barrier()
+    for it in range(1, args.warmup + args.iterations + 1):
+        t0 = time.perf_counter()
+        reducer.prepare(it, t0)
+        opt.zero_grad(set_to_none=True)
+        loss = wl.loss_fn(forward(wl.module, wl.batch))
+        t1 = time.perf_counter()
+        loss.backward()
+        reducer.finish(set_grad)
+        rt.sync()
+        t2 = time.perf_counter()
+        opt.step()
+        rt.sync()
+        t3 = time.perf_counter()
+        record(it, t0, t1, t2, t3)
+    return wl.name
+
+
+def _replay_synthetic(rt: Runtime, args: argparse.Namespace, trace: Any, reducer: FlatReducer,
+                      record: Callable[[int, float, float, float, float], None], shapes: list[tuple[int, ...]],
+                      dtypes: list[Any]) -> str:
+    """``--compute synthetic``: the trace's median phases and gradient-ready gaps as synthetic
+    compute, a gradient of ones handed to the reducer at each ready time; returns the trace's model."""
+    import torch
+
+    comp = SyntheticCompute(rt, args.synthetic_kernel)
+    ready = trace.median_grad_ready_s()
+    order = sorted((t, i) for i, t in enumerate(ready) if t is not None)
+    grads = [torch.ones(shapes[i], dtype=dtypes[i], device=rt.device) for i in range(len(shapes))]
+    fwd = trace.phase("forward").median_s
+    bwd = trace.phase("backward").median_s
+    opt_s = trace.phase("optimizer").median_s + trace.phase("zero_grad").median_s
+    rt.barrier()
+    for it in range(1, args.warmup + args.iterations + 1):
+        t0 = time.perf_counter()
+        reducer.prepare(it, t0)
+        comp.run(fwd)
+        t1 = time.perf_counter()
+        prev = 0.0
+        for t, i in order:
+            comp.run(t - prev)
+            prev = t
+            reducer.grad_ready(i, grads[i])
+        comp.run(bwd - prev)
+        reducer.finish(None)
+        t2 = time.perf_counter()
+        comp.run(opt_s)
+        t3 = time.perf_counter()
+        record(it, t0, t1, t2, t3)
+    return trace.model

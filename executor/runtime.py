@@ -180,18 +180,18 @@ def steady_malloc() -> str:
     By default glibc adapts its mmap threshold as chunks are freed and trims the top of its heap
     when more than twice that threshold lies free there; either way memory goes back to the
     kernel, and the next iteration faults its pages in afresh. How often that happens depends
-    on the process's whole allocation history. On this project's 2-core host a ResNet-50 DDP
-    process (2 gloo ranks, batch 2, cap 25) faulted some 10,000 pages (about 40 MiB) into every
-    forward, a trace captured in the same process pair none, and the DDP forward ran the
-    longer. Fixing the mmap
+    on the process's whole allocation history. With glibc's defaults, on a 2-core CPU host a
+    ResNet-50 DDP process (2 gloo ranks, batch 2, cap 25) faults some 10,000 pages (about 40 MiB)
+    into every forward, a trace captured in the same process pair none, and the DDP forward runs
+    the longer. Fixing the mmap
     threshold (at glibc's largest, 32 MiB) ends its adaptation; ``M_TRIM_THRESHOLD = -1`` ends
     trimming; ``M_MMAP_MAX = 0`` maps no chunk on its own at all, so that blocks above 32 MiB come
     from the heap too and are kept there. Without it every block above
     32 MiB -- gpt2-124m's 147 MiB embedding gradient and its ~50 MB logits, bert-base's 89 MiB
-    word-embedding gradient -- was mapped and faulted in afresh every step, and how many such
-    blocks a step allocates differs between a bare trace capture and a DDP step: a gpt2-124m
-    capture after a DDP point faulted about 65,000 minor faults per step, one before it
-    113,000-140,000, a DDP step 157,000-160,000.
+    word-embedding gradient -- is mapped and faulted in afresh every step, and how many such
+    blocks a step allocates differs between a bare trace capture and a DDP step (gpt2-124m on a
+    2-core CPU host, minor faults per step: a capture after a DDP point about 65,000, one before
+    it 113,000-140,000, a DDP step 157,000-160,000).
     """
     import ctypes
     import ctypes.util
@@ -361,7 +361,7 @@ def stats(xs: Sequence[float]) -> dict[str, float]:
     """``{"time_s": mean, "median_s", "p10_s", "p90_s", "num_samples"}``.
 
     ``time_s`` is the MEAN: the expected cost, what a run of many operations pays (nccl-tests
-    report the mean too). On a 2-vCPU host small collectives are bimodal (a fast and a ~4x
+    report the mean too). On a host of 2 vCPUs small collectives are bimodal (a fast and a ~4x
     slower regime), and the median of a bimodal sample jumps between the modes from one size
     to the next; the mean converges.
     """

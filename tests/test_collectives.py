@@ -1,5 +1,5 @@
-"""Collective cost models checked against NCCL's own model (reference §2.6, worked by hand),
-published measurements (reference §2.8) and gloo's closed form (reference PART 3)."""
+"""Collective cost models checked against NCCL's own model (src/graph/tuning.cc, worked by hand),
+published measurements (nccl-tests issues) and gloo's closed form (gloo/allreduce.cc ring())."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def within(value: float, target: float, rel: float) -> bool:
     return abs(value - target) <= rel * target
 
 
-# ---- published measurements (reference §2.8) -------------------------------------------
+# ---- published measurements (nccl-tests issues) -----------------------------------------
 
 def test_dgx_a100_one_node_large_allreduce_busbw_220_to_240():
     # nccl-tests#149 (~230 GB/s at 8 GiB), nccl-tests#175 (232.54 GB/s)
@@ -65,7 +65,7 @@ def test_a800_eight_nvlinks_busbw_160_within_10_percent():
     assert within(e.busbw_gbps, 160.0, 0.10)
 
 
-# ---- NCCL's model, worked example of reference §2.6 ----------------------------------------
+# ---- NCCL's model (src/graph/tuning.cc), worked by hand -----------------------------------
 
 def a100_12x20() -> nccl.NcclSystem:
     g = nccl.NcclGraph(num_channels=12, bw_intra_gbps=20.0, bw_inter_gbps=20.0, nvlink_intra=True)
@@ -348,7 +348,7 @@ def test_tree_graph_searched_on_its_own_two_dgx_a100():
 
 
 def test_tree_search_balanced_then_simple_tree_on_hopper():
-    from ddpsim.network.collective_cost import _tree_search
+    from ddpsim.network.graph_search import _tree_search
 
     # one channel: in over "in" (1 x bwInter), out half over "a" and half over "b" (balanced) or all
     # over "a" (plain TREE). "b" carries 10: the balanced tree fits at 20 (0.5 x 20 = 10), not 30.

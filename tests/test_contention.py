@@ -49,7 +49,7 @@ def test_compute_slowdown_of_a_25_mib_ring_allreduce_on_a100():
     _, m = a100_1n()
     res = GpuResources(num_sms=108, hbm_bytes_per_s=2.039e12)
     c = collective_contention(m.system, res, 25 * MIB)
-    # §2.6: 25 MiB is ring/simple, 8.4 + 14*3.4 = 56 us + 26214400 / (1000 * 137.14) us
+    # tuning.cc, worked by hand: 25 MiB is ring/simple, 8.4 + 14*3.4 = 56 us + 26214400 / (1000 * 137.14) us
     t_us = 56.0 + 25 * MIB / (1000.0 * 240 * 8 / 14)
     assert (c.algorithm, c.protocol, c.channels) == ("ring", "simple", 24)
     assert nccl.time_us(m.system, "ring", "simple", 25 * MIB) == pytest.approx(t_us)

@@ -93,7 +93,7 @@ def test_simulate_flags(trace_file, capsys):
     (["--forward-sync-buffers", "maybe"], "--forward-sync-buffers: 'maybe' is not accepted; expected true or false"),
     (["--delay-all-reduce-params", "a"], "--param-to-hook-all-reduce: None with --delay-all-reduce-params 'a'"),
     (["--delay-all-reduce-params", "zz", "--param-to-hook-all-reduce", "a"],
-     "delay_all_reduce_named_params: 'zz' is not a parameter of trace 'toy'"),
+     "--delay-all-reduce-params: 'zz' is not a parameter of trace 'toy'"),
     (["--mixed-precision", "float16", "--comm-hook", "fp16"], "comm_hook: 'fp16' is not accepted with mixed_precision"),
 ])
 def test_simulate_bad_flags_exit_2(trace_file, capsys, args, message):

@@ -626,7 +626,7 @@ def test_host_costs_put_a_cpu_clock_in_front_of_the_device(interference):
 def test_copy_kernel_floor_per_parameter():
     # copy bandwidth 8 MiB/s: a's copy-in moves 2 MiB -> 0.25 s; a floor of 0.375 s lifts every
     # copy kernel to 0.375 s. Copy-out (one kernel per parameter) of bucket [b, a]: 2 x 0.375 s.
-    from ddpsim.engine.simulate import copy_kernel_s
+    from ddpsim.network.kernel_costs import copy_kernel_s
 
     assert copy_kernel_s(2 * MIB, 8 * MIB, 0.375) == 0.375
     assert copy_kernel_s(8 * MIB, 8 * MIB, 0.375) == 1.0

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ddpsim.network.comm_model import AlphaBetaModel
+from ddpsim.network.comm_model import AlphaBetaModel, CommModel
 from ddpsim.engine.simulate import simulate
 from ddpsim.plan.planner import explicit_plan
 from ddpsim.engine.config import SimConfig
@@ -30,7 +30,7 @@ def trace():
 
 
 @dataclass(frozen=True)
-class IdleNet:
+class IdleNet(CommModel):
     """AlphaBetaModel plus a constant idle-launch extra (as a calibration with an
     after-compute curve offers)."""
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from ddpsim.engine.simulate import simulate
+from ddpsim.network.comm_model import CommModel
 from ddpsim.errors import InputError
 from ddpsim.plan.planner import explicit_plan
 from ddpsim.engine.config import SimConfig
@@ -30,7 +31,7 @@ def trace():
 
 
 @dataclass(frozen=True)
-class LaneNet:
+class LaneNet(CommModel):
     """1 MiB/s collectives on ``lanes`` lanes, each at ``pace`` while two progress at once."""
 
     lanes: int = 2

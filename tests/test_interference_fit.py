@@ -1,4 +1,4 @@
-"""The compute slowdown fitted to the calibration's DDP probe (ddpsim/interference_fit.py)."""
+"""The compute slowdown fitted to the calibration's DDP probe (ddpsim.calibration.interference_fit)."""
 
 import copy
 

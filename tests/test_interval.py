@@ -1,4 +1,4 @@
-"""Prediction intervals (ddpsim/interval.py): the bootstrap of captures and iterations, with
+"""Prediction intervals (ddpsim/validation/intervals.py): the bootstrap of captures and iterations, with
 outcomes that can be worked out by hand."""
 
 import random

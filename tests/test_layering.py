@@ -132,3 +132,38 @@ def test_the_reader_finds_every_shape_of_import(tmp_path):
     assert _imports(src) == [(2, "ddpsim.network.gloo"), (2, "ddpsim.network"), (3, "ddpsim.validation.compare"),
                              (5, "ddpsim.cli.args"), (6, "executor.ddp_step")]
     assert [_layer(m) for _, m in _imports(src)] == ["network", "network", "validation", "cli", None]
+
+
+#: the longest a module may grow (lines) before it is split by concern
+MAX_MODULE_LINES = 800
+#: modules at the top of ddpsim/: the foundation, the facade and the entry points; the rest lives in a stage's folder
+MAX_TOP_MODULES = 10
+
+
+def test_no_module_over_the_limit():
+    long = {str(p.relative_to(ROOT)): n for p in MODULES.values()
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split these modules by concern (over {MAX_MODULE_LINES} lines): {long}"
+
+
+def test_few_modules_at_the_top_of_the_package():
+    top = sorted(p.name for p in (ROOT / "ddpsim").glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, f"move modules into a stage's folder: {top}"
+
+
+def test_every_folder_of_ddpsim_is_one_layer():
+    folders = sorted(f"ddpsim.{p.name}" for p in (ROOT / "ddpsim").iterdir() if (p / "__init__.py").exists())
+    layered = {m for members in LAYERS.values() for m in members}
+    assert [f for f in folders if f not in layered] == []
+
+
+#: the longest a function may grow (lines, docstring included) before it is cut into named steps
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_over_the_limit():
+    long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in MODULES.values() for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, "cut these functions into named steps:\n" + "\n".join(long)

@@ -1,4 +1,4 @@
-"""The method's error measured on other models (ddpsim/method_error.py): conformal order
+"""The method's error measured on other models (ddpsim/pipeline/method_error.py): conformal order
 statistics worked out by hand, a model's own residuals left out, the hull with an interval, the
 file's loader, and the zoo's leave-one-model-out coverage."""
 

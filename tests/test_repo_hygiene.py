@@ -43,3 +43,55 @@ def test_no_tracked_file_speaks_of_development_sittings():
 
 def test_readme_stays_under_12_kb():
     assert (REPO_ROOT / "README.md").stat().st_size < 12 * 1024
+
+
+# Phrases that tell the history of the project or of the machine it was developed on, where a
+# user's page, docstring or comment should state what the code does and its sources.
+HISTORY_PHRASES = (r"2-vCPU host", r"\bkept validations?\b", r"\bkept (?:whole-zoo )?runs?\b", r"\bas before\b",
+                   r"\blast week\b", r"\bno longer\b", r"§\s?\d")
+_HISTORY = re.compile("|".join(HISTORY_PHRASES), re.IGNORECASE)
+# where the rule holds: the package, the executor, the docs, the scripts and the user's pages
+HISTORY_SCOPE = ("ddpsim/", "executor/", "docs/", "benchmarks/", "studies/", "README.md", "traces/README.md")
+MIB = 1 << 20
+
+
+def _files(*extra: str) -> list[str]:
+    """Tracked files, and with ``extra`` git options (``--others --exclude-standard``) new ones too."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", *extra], cwd=REPO_ROOT, capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    return sorted({p for p in out.stdout.decode().split("\0") if p and (REPO_ROOT / p).is_file()})
+
+
+def _disk_bytes(paths: list[str]) -> int:
+    """What ``du`` counts for ``paths``: allocated blocks (the file size where the OS gives none)."""
+    total = 0
+    for p in paths:
+        st = (REPO_ROOT / p).stat()
+        total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+    return total
+
+
+def test_no_file_tells_the_history_of_the_project():
+    hits = []
+    for rel in _files("--others", "--exclude-standard"):
+        if not rel.startswith(HISTORY_SCOPE) or rel.endswith((".gz", ".xz", ".png", ".pyc")):
+            continue
+        text = (REPO_ROOT / rel).read_bytes().decode("utf-8", errors="replace")
+        for n, line in enumerate(text.splitlines(), 1):
+            m = _HISTORY.search(line)
+            if m:
+                hits.append(f"{rel}:{n}: {m.group(0)!r}: {line.strip()[:100]}")
+    assert not hits, "history phrases (say what the code does and its sources instead):\n" + "\n".join(hits)
+
+
+def test_tracked_reports_stay_under_10_mib():
+    """Generated reports: one per bundled scenario and the validations README.md quotes, raw runs
+    packed (studies/raw_runs.py)."""
+    reports = [p for p in _files() if p.startswith("reports/")]
+    assert _disk_bytes(reports) < 10 * MIB, f"reports/: {_disk_bytes(reports) / MIB:.1f} MiB"
+
+
+def test_tracked_checkout_stays_under_15_mib():
+    assert _disk_bytes(_files()) < 15 * MIB, f"tracked files: {_disk_bytes(_files()) / MIB:.1f} MiB"

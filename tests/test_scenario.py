@@ -61,6 +61,12 @@ def test_timelines_by_cap_and_best(tmp_path, tiny_trace_file):
     ({"sweep": {"nodes": [1, 2]}}, r"world_size: 2 is not accepted; expected null"),
     ({"name": "a b"}, r"name: 'a b' is not accepted"),
     ({"simulation": {"stragglers": {5: 1.5}}}, r"simulation\.stragglers: 5 is not accepted; expected a rank in \[0, 2\)"),
+    ({"simulation": {"copy_bandwidth_gbps": 0}}, r"simulation\.copy_bandwidth_gbps: 0 is not accepted; expected a number of GB/s > 0"),
+    ({"cluster": {"latency_us": 5}}, r"cluster\.bandwidth_gbps: None is not accepted; expected a number of GB/s > 0"),
+    ({"cluster": {"latency_us": -1, "bandwidth_gbps": 1}}, r"cluster\.latency_us: -1 is not accepted"),
+    ({"cluster": {"topology": "cpu-gloo", "latency_us": 5}}, r"cluster\.latency_us: 5 is not accepted; expected no value with cluster\.topology"),
+    ({"cluster": {"latency_us": 5, "bandwidth_gbps": 1}, "world_size": None}, r"world_size: None is not accepted; expected an integer >= 1 with cluster\.latency_us"),
+    ({"plan": "nope/plan.json"}, r"plan: 'nope/plan\.json' does not exist or is not a file; expected a bucket plan JSON"),
 ])
 def test_bad_input_names_key(tmp_path, tiny_trace_file, over, match):
     with pytest.raises(InputError, match=match):
@@ -92,3 +98,33 @@ def test_bundled_scenarios_are_valid():
             continue  # trace not shipped yet in this checkout
         s = load_scenario(p)
         assert s.points() and s.name == p.stem
+
+
+def test_latency_bandwidth_cluster_and_copy_bandwidth(tmp_path, tiny_trace_file):
+    """``cluster: {latency_us, bandwidth_gbps}`` builds the plain latency + bandwidth model;
+    ``simulation.copy_bandwidth_gbps`` sets the copies' bandwidth (what ``ddpsim simulate``'s
+    --latency-us/--bandwidth-gbps and --copy-bandwidth-gbps write)."""
+    s = load_scenario(_write(tmp_path, tiny_trace_file, cluster={"latency_us": 100, "bandwidth_gbps": 0.0001},
+                             simulation={"copy_bandwidth_gbps": 2}))
+    assert s.graph() is None and s.cluster.label == "100 us + bytes / 0.0001 GB/s"
+    inputs = s.build_point(s.base_point())
+    assert (inputs.comm.latency_s, inputs.comm.bandwidth_bytes_per_s, inputs.comm.num_ranks) == (pytest.approx(1e-4), 1e5, 2)
+    assert inputs.config.copy_bandwidth_bytes_per_s == 2e9 and inputs.config.world_size == 2
+    assert s.to_dict()["cluster"] == {"latency_us": 100.0, "bandwidth_gbps": 0.0001, "nodes": 1}
+    assert s.to_dict()["simulation"]["copy_bandwidth_gbps"] == 2.0
+
+
+def test_explicit_plan_key(tmp_path, tiny_trace_file):
+    """``plan: FILE`` replaces DDP's buckets at every point (``ddpsim simulate --plan``)."""
+    import json
+
+    from ddpsim.plan.planner import explicit_plan
+    from ddpsim.trace.records import load_trace
+
+    plan = explicit_plan(load_trace(tiny_trace_file), [[0], [1, 2, 3]], source="test")
+    pf = tmp_path / "plan.json"
+    pf.write_text(json.dumps(plan.to_dict()))
+    s = load_scenario(_write(tmp_path, tiny_trace_file, plan=str(pf)))
+    for p in s.points():
+        assert [b.param_indices for b in s.build_point(p).plan.steady] == [(0,), (1, 2, 3)]
+    assert s.to_dict()["plan"] == str(pf)

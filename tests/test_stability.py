@@ -1,4 +1,4 @@
-"""The CPU clock (ddpsim/stability.py) and the paired hook-overhead estimate (ddpsim/capture.py),
+"""The CPU clock (ddpsim/validation/stability.py) and the paired hook-overhead estimate (ddpsim/trace/capture.py),
 with figures worked out by hand."""
 
 import pytest

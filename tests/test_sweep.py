@@ -146,3 +146,18 @@ def test_sweep_over_nodes_and_comm_hook(tmp_path):
     for nodes in (1, 2):
         rows = df[df.nodes == nodes].set_index("comm_hook")
         assert rows.loc["fp16", "comm_s"] < rows.loc["none", "comm_s"]
+
+
+def test_default_jobs_are_the_usable_cpus(monkeypatch):
+    """The default job count is the CPUs this process may use (its affinity), else every CPU."""
+    import os
+
+    from ddpsim.pipeline import sweep
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert sweep.default_jobs() == 3
+    monkeypatch.delattr(os, "sched_getaffinity")
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert sweep.default_jobs() == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert sweep.default_jobs() == 1

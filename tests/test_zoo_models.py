@@ -1,4 +1,4 @@
-"""The model zoo (ddpsim/models/zoo.py): zoo:<name> through build_model, parameter counts
+"""The model zoo (ddpsim/trace/models/zoo.py): zoo:<name> through build_model, parameter counts
 worked out by hand or published by torchvision, weight tying seen by DDP's parameter list."""
 
 import pytest

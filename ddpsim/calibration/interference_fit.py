@@ -4,14 +4,14 @@ The executor's interference microbenchmark (a matmul unit timed while one all-re
 flight) sees less of the cost that DDP's overlapped all-reduces put on backward than real
 DDP pays on a CPU host whose ranks share cores with gloo's threads: the collective's work
 runs next to the rank that launched last (the scheduler wakes the backend's threads beside
-their waker), that rank falls further behind, and the step waits for it. On this project's
-2-vCPU host the microbenchmark gives 1.4 to 1.6 where the real runs need about 3.
+their waker), that rank falls further behind, and the step waits for it. With 2 gloo ranks
+on a host of 2 vCPUs the microbenchmark gives 1.4 to 1.6 where the real runs need about 3.
 
 So ``executor collectives`` also runs a PROBE, a model that is none of the validated ones
 (the built-in ``mlp``, width 2048, depth 6, batch 128: 96 MiB of gradients in three 25 MiB
 buckets, a backward of about 0.2 s on one core), twice: captured as a trace on all ranks at
 once, and trained under real DDP at ``bucket_cap_mb=25``. It stores both in the calibration
-(``interference_probe``). Here the engine's ``compute_slowdown`` is solved for, by
+(``interference_probe``). This module solves for the engine's ``compute_slowdown``, by
 bisection, so that ddpsim's prediction of the probe's step (from that trace, this
 calibration's curve, copy bandwidth and DDP overhead, the microbenchmark's
 ``comm_slowdown``) equals the measured one. The fitted value replaces the microbenchmark's;

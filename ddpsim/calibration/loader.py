@@ -14,8 +14,8 @@ File (written by ``python -m executor collectives``)::
      "host_costs": {"enqueue_s": 1.2e-5, "hook_s_per_param": 6e-6},                       # optional / null
      "allreduce_after_compute": [{"size_bytes": 4096, "time_s": 2.1e-3, ...}, ...]}        # optional / null
 
-``ddp_iteration_overhead_s`` (optional; absent in older files = 0): DDP's fixed cost per
-iteration on this machine beyond the trace's compute and the all-reduce curve -- a tiny model
+``ddp_iteration_overhead_s`` (optional; absent = 0): DDP's fixed cost per
+iteration on the measured machine beyond the trace's compute and the all-reduce curve -- a tiny model
 timed with and without DDP by the executor, less the loop curve's all-reduce of its gradients.
 The engine adds it once per synchronised step (through :class:`CalibratedCommModel`).
 When the file also has ``allreduce_after_compute`` and the executor's ``ddp_overhead``
@@ -40,7 +40,7 @@ own microbenchmark slowdowns stay in ``Calibration.interference_microbenchmark``
 timed one at a time, each launched after some ms of compute on every rank with no barrier --
 as DDP launches the bucket it then waits for at the end of backward. On a host whose idle
 CPUs sleep, such an all-reduce costs more than one in the back-to-back loop of
-``collectives.allreduce`` (the 2-vCPU VM of this project: 3.0 against 1.8-2.2 ms at 1 MiB).
+``collectives.allreduce`` (2 gloo ranks on a 2-vCPU VM: 3.0 against 1.8-2.2 ms at 1 MiB).
 :meth:`CalibratedCommModel.idle_launch_extra_s` offers the difference to the engine (see
 :mod:`ddpsim.engine.simulate`, "idle launches").
 
@@ -49,7 +49,7 @@ CPUs sleep, such an all-reduce costs more than one in the back-to-back loop of
 process group's worker threads. ProcessGroupGloo works its queue with that many threads, so a
 backward's queued buckets progress side by side; :attr:`CalibratedCommModel.comm_lanes` and
 :meth:`CalibratedCommModel.concurrent_rate` offer the engine that many lanes and their pace
-(see :mod:`ddpsim.engine.simulate`, "lanes"). Without them one lane, as before.
+(see :mod:`ddpsim.engine.simulate`, "lanes"). Without them, one lane.
 
 Fit (:func:`fit_calibration`): every curve is :func:`ddpsim.network.curve_fit.fit_curve`'s, a **piecewise
 alpha-beta between measured sizes** (:mod:`ddpsim.network.curve_fit`).
@@ -86,10 +86,10 @@ BACKENDS = ("nccl", "gloo")
 #: collective in flight slows compute by the whole ``compute_slowdown``, whatever its size. On a
 #: CPU host even a small gloo all-reduce is CPU work (the ring's wake-ups, copies and sums on
 #: the cores backward runs on), and a step with many small buckets can measure slower than
-#: one with a few large ones. Against 26 kept validations (86 points) predicted with each of the 2-vCPU
-#: gloo host's 10 calibrations, this weighting gave the lower median |error| under 9 of them
-#: ("bandwidth", a collective weighted by its share of moved bytes, under the one made on a busy
-#: host): ``python benchmarks/bench_weighting.py`` (docs/VALIDATION.md, "The interference model")
+#: one with a few large ones. Over 26 validations (86 points; 2 gloo ranks on a host of 2 vCPUs),
+#: each predicted with each of 10 calibrations of that host, this weighting gives the lower median
+#: |error| under 9 of them ("bandwidth", a collective weighted by its share of moved bytes, under
+#: the one made on a busy host): docs/VALIDATION.md, "The interference model".
 CALIBRATION_WEIGHTING = "uniform"
 
 
@@ -275,7 +275,7 @@ def calibration_from_dict(data: Any) -> Calibration:
     if factor is not None:
         cal = replace(cal, probe_forward_factor=factor)
     if probe is not None and interference is not None:
-        # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim/interference_fit.py)
+        # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim.calibration.interference_fit)
         trace, step_s, cap_mb = parse_probe(probe)
         fit = fit_probe(trace, step_s, cal, cap_mb, interference)
         cal = replace(cal, interference=replace(interference, compute_slowdown=fit.compute_slowdown),
@@ -286,7 +286,7 @@ def calibration_from_dict(data: Any) -> Calibration:
 def consistent_ddp_overhead(cal: Calibration, details: Any) -> float | None:
     """The DDP overhead at which the engine reproduces the executor's tiny-model DDP step, or
     None (nothing to recompute: no measured overhead, no after-compute curve, or details
-    without the step figures -- older files). See the module docstring.
+    without the step figures). See the module docstring.
 
     ``max(0, ddp_step_s - bare_step_s - copy_s - (loop(n) + extra(n)))`` at the tiny model's
     ``gradient_bytes`` n: what the engine charges one all-reduce launched onto an idle stream
@@ -310,14 +310,14 @@ def probe_forward_factor(probe: Any, overhead_s: float) -> float | None:
 
     Forward overlaps no all-reduce, so this part of the probe's gap is not the overlap's: the
     probe fit predicts the probe with its forward stretched by it, and leaves only the rest
-    of the gap to ``compute_slowdown``. It is NOT applied to other models: on the 2-vCPU host
-    the probe's forward ran 16.5 % over its trace where bert-base's ran 3.4 %, gpt2-124m's
-    11 % and resnet50's 5 %, and applying it to all four made three of them worse
+    of the gap to ``compute_slowdown``. It is NOT applied to other models: with 2 gloo ranks on
+    a host of 2 vCPUs the probe's forward runs 16.5 % over its trace where bert-base's runs 3.4 %,
+    gpt2-124m's 11 % and resnet50's 5 %, and applying it to all four makes three of them worse
     (docs/VALIDATION.md)."""
     if not isinstance(probe, Mapping):
         return None
     ph = probe.get("ddp_phase_samples_s")
-    if ph is None:  # older calibrations keep no phases
+    if ph is None:  # a calibration without the probe's DDP phases
         return None
     _req(isinstance(ph, Mapping), "interference_probe.ddp_phase_samples_s", ph,
          "an object of per-iteration phase samples, e.g. {\"forward_s\": [0.09, ...]}, or null")
@@ -384,9 +384,9 @@ PROBE_MAX_OTHER_PCT = 10.0
 def busy_probe_warning(other_pct: float | None) -> str | None:
     """One line when the probe's DDP steps ran while other work held more than
     :data:`PROBE_MAX_OTHER_PCT` of the host's CPUs: the probe then runs slower than on the
-    quiet host and the compute slowdown fitted to it is inflated (on the 2-vCPU host a
-    calibration made under 36-46 % other load fitted 2.53 where quiet ones fitted 1.4-1.9, and
-    over-predicted CNNs by 17-35 %). None otherwise."""
+    quiet host and the compute slowdown fitted to it is inflated (2 gloo ranks on a host of 2 vCPUs:
+    a calibration made under 36-46 % other load fits 2.53 where quiet ones fit 1.4-1.9, and
+    over-predicts CNNs by 17-35 %). None otherwise."""
     if other_pct is None or other_pct <= PROBE_MAX_OTHER_PCT:
         return None
     return (f"the calibration's DDP probe ran while other work held {other_pct:.0f} % of the host's CPUs (more than "
@@ -539,8 +539,8 @@ class CalibratedCommModel:
         every ``q(s)`` (the queued curve) where one alone takes ``b(s)`` (the loop curve); so each
         of ``n`` in progress runs at ``b / (n q)``, at least ``1/n`` (never slower than sharing one
         lane). It may exceed 1: a blocking op's ``b`` holds the wake-up of the threads that hand
-        it over, which a queue worked back to back does not pay (1 MiB on the 2-vCPU host: 0.56 ms
-        per op queued against 1.7 ms blocking). The size is clamped to the queued curve's largest
+        it over, which a queue worked back to back does not pay (1 MiB, 2 gloo ranks on a 2-vCPU
+        host: 0.56 ms per op queued against 1.7 ms blocking). The size is clamped to the queued curve's largest
         (beyond it the ratio stays that of the largest); every kind of collective paced as an
         all-reduce of its bytes. Measured at the calibration's rank count, used as is for any other."""
         queued = self.fit.allreduce_queued

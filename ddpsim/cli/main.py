@@ -1,4 +1,4 @@
-"""``ddpsim``: one subcommand per verb; each lives in ``ddpsim/commands/<verb>.py`` and
+"""``ddpsim``: one subcommand per verb; each lives in ``ddpsim/cli/<verb>.py`` and
 exposes ``add_parser(subparsers)`` (which sets ``func``) and keeps heavy imports (torch,
 simpy, pandas, matplotlib) inside its run function, so ``ddpsim --help`` stays fast.
 

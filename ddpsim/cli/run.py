@@ -43,7 +43,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None,
                    help="scenario YAML path or bundled name; default: 'default'")
     p.add_argument("--out-dir", metavar="DIR", default="reports", help="parent folder of the report; default: reports")
-    p.add_argument("--jobs", metavar="N", default=None, help="parallel processes for the sweep; default: min(2, cpus)")
+    p.add_argument("--jobs", metavar="N", default=None, help="parallel processes for the sweep; default: the CPUs this process may use (its affinity)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar, only the summary's answer")
     p.add_argument("--method-error", metavar="FILE", default=None,

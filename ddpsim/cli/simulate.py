@@ -21,8 +21,14 @@ the first-iteration single bucket, the bucket rebuild and the steady state all s
 
 The network is a topology (--topology preset or YAML, with --nodes; the NCCL or gloo cost
 model, or a measured --calibration) or a plain latency + bandwidth model (--latency-us and
---bandwidth-gbps). Copy bandwidth comes from the calibration, else from the topology's
-device memory bandwidth (free copies with the latency/bandwidth model).
+--bandwidth-gbps). The flags make a one-point scenario, built as 'ddpsim run' and 'ddpsim
+sweep' build a scenario's points, with the same cost terms (ddpsim.network.cost_terms): on
+an analytical NCCL model of GPUs, the compute-communication contention prior, DDP's host
+costs and the gradient copies as kernels (HBM share, a floor per kernel); with a calibration,
+its measured interference, copy bandwidth and host costs. Copy bandwidth otherwise comes
+from the topology's device memory bandwidth (free copies with the latency/bandwidth model).
+So 'ddpsim simulate' at a scenario's point (same iterations, seed and jitter) prints the
+step time 'ddpsim run' reports for it.
 
 Rank variation: every rank's compute in an iteration is scaled by a seeded lognormal
 factor (--jitter trace: the trace's measured spread; none; or a coefficient of variation)
@@ -71,7 +77,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ddp.add_argument("--gradient-as-bucket-view", action="store_true", help="gradient_as_bucket_view=True")
     ddp.add_argument("--comm-hook", metavar="{" + ",".join(HOOKS) + "}", default="none", help="DDP comm hook; default none")
     add_torch213_ddp_flags(ddp)
-    ddp.add_argument("--plan", metavar="FILE", default=None, help="explicit bucket plan JSON instead of DDP's")
+    ddp.add_argument("--plan", metavar="FILE", default=None,
+                     help="explicit bucket plan JSON instead of DDP's (the scenario key 'plan')")
     ddp.add_argument("--sync-batchnorm", action="store_true",
                      help="the model's BatchNorm layers are nn.SyncBatchNorm (their statistics' collectives)")
     sim = p.add_argument_group("simulation")
@@ -86,10 +93,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                           "(both >= 1) [: uniform (every collective applies all of the compute slowdown; the "
                           "default here) or bandwidth (a collective applies it in proportion to its share of "
                           "moved bytes; what a calibration uses)], e.g. 1.2:1.5 or 2.5:3:bandwidth; overrides "
-                          "the calibration's; default 1:1 or the calibration's")
+                          "the calibration's and the contention prior; default: the calibration's, else the "
+                          "contention prior (analytical NCCL on GPUs), else 1:1")
     sim.add_argument("--copy-bandwidth-gbps", metavar="X", type=float, default=None,
                      help="memory bandwidth (GB/s) of gradient copy-in/out; overrides the calibration's and the "
-                          "topology's; default: calibration, else topology, else free copies")
+                          "topology's; default: calibration, else topology (a share of HBM on GPUs), else free copies")
     p.add_argument("--format", metavar="{table,json,csv}", default="table", help="output format; default table")
     p.set_defaults(func=run)
     return p
@@ -128,12 +136,15 @@ def torch213_ddp_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_straggler(text: str) -> tuple[int, float]:
-    """``"3:1.25"`` -> (3, 1.25); InputError otherwise."""
+    """``"3:1.25"`` -> (3, 1.25); InputError otherwise (a rank < 0, a factor < 1)."""
     try:
         r, f = text.split(":")
         rank, factor = int(r), float(f)
     except ValueError:
         raise InputError(f"--straggler: {text!r} is not accepted; expected RANK:FACTOR, e.g. 3:1.25") from None
+    if rank < 0 or not (math.isfinite(factor) and factor >= 1):
+        raise InputError(f"--straggler: {text!r} is not accepted; expected RANK:FACTOR with a rank >= 0 and a "
+                         "slowdown factor >= 1, e.g. 3:1.25")
     return rank, factor
 
 
@@ -168,14 +179,37 @@ def parse_jitter(text: str) -> str | float:
     return v
 
 
-def build_inputs(args: argparse.Namespace):
-    """(trace, plan, comm, config) from the parsed arguments."""
+#: scenario keys -> the flags that set them (errors of the scenario name the flag)
+FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": "--nodes",
+         "cluster.latency_us": "--latency-us", "cluster.bandwidth_gbps": "--bandwidth-gbps", "world_size": "--world-size",
+         "comm_hook": "--comm-hook", "calibration": "--calibration", "plan": "--plan",
+         "simulation.iterations": "--iterations", "simulation.seed": "--seed", "simulation.no_sync_steps": "--no-sync-steps",
+         "simulation.stragglers": "--straggler", "ddp.delay_all_reduce_named_params": "--delay-all-reduce-params",
+         "ddp.param_to_hook_all_reduce": "--param-to-hook-all-reduce"}
+
+
+def scenario_from_flags(data: dict[str, Any], command: str, flags: dict[str, str]):
+    """A :class:`~ddpsim.pipeline.scenario.Scenario` from the mapping ``data`` a command built
+    from its flags; an error names the flag (``flags``: scenario key -> flag) instead of the key."""
+    from ddpsim.pipeline.scenario import scenario_from_dict
+
+    try:
+        return scenario_from_dict(data, source=command)
+    except InputError as exc:
+        raise InputError(flag_message(str(exc).replace(f"{command}: ", "", 1), flags)) from None
+
+
+def flag_message(msg: str, flags: dict[str, str]) -> str:
+    """``msg`` with its leading scenario key replaced by the flag that sets it."""
+    for key in sorted(flags, key=len, reverse=True):
+        if msg.startswith(key) and msg[len(key):len(key) + 1] in (":", ".", "["):
+            return flags[key] + msg[len(key):]
+    return msg
+
+
+def build_scenario(args: argparse.Namespace):
+    """The one-point scenario of the parsed arguments (:func:`scenario_from_flags`)."""
     from ddpsim.cli.plan import parse_bucket_cap_mb, parse_bucket_cap_mb_list
-    from ddpsim.network.comm_model import AlphaBetaModel
-    from ddpsim.plan.planner import DDPOptions, load_plan, plan_ddp
-    from ddpsim.engine.config import SimConfig
-    from ddpsim.network.interference import Interference
-    from ddpsim.trace.records import load_trace
 
     if args.format not in FORMATS:
         raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
@@ -185,69 +219,80 @@ def build_inputs(args: argparse.Namespace):
         raise InputError(f"--world-size: {args.world_size} is not accepted; expected an integer >= 1")
     cap = parse_bucket_cap_mb(args.bucket_cap_mb)
     cap_list = parse_bucket_cap_mb_list(args.bucket_cap_mb_list, cap, "ddpsim simulate")
-    trace = load_trace(args.trace)
-    options = DDPOptions(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
-                         find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
-                         gradient_as_bucket_view=args.gradient_as_bucket_view, **torch213_ddp_options(args))
+    ddp = {"bucket_cap_mb": cap, "bucket_cap_mb_list": None if cap_list is None else list(cap_list),
+           "find_unused_parameters": args.find_unused_parameters, "static_graph": args.static_graph,
+           "gradient_as_bucket_view": args.gradient_as_bucket_view, "sync_batchnorm": args.sync_batchnorm,
+           **_ddp_keys(torch213_ddp_options(args))}
+    data: dict[str, Any] = {
+        "name": "simulate", "trace": args.trace, "cluster": _cluster(args), "world_size": args.world_size,
+        "ddp": ddp, "comm_hook": args.comm_hook, "simulation": _simulation(args), "sweep": {"bucket_cap_mb": [cap]},
+        "timelines": []}
+    if args.calibration:
+        data["calibration"] = args.calibration
     if args.plan:
-        from dataclasses import replace
+        data["plan"] = args.plan
+    return scenario_from_flags(data, "ddpsim simulate", FLAGS)
 
-        plan = replace(load_plan(args.plan, trace), options=options)
-    else:
-        plan = plan_ddp(trace, options)
+
+def _ddp_keys(options: dict[str, Any]) -> dict[str, Any]:
+    """DDPOptions keyword arguments as the scenario's ``ddp`` keys."""
+    from dataclasses import asdict
+
+    out = dict(options)
+    if out.get("mixed_precision") is not None:
+        out["mixed_precision"] = asdict(out["mixed_precision"])
+    if out.get("delay_all_reduce_named_params") is not None:
+        out["delay_all_reduce_named_params"] = list(out["delay_all_reduce_named_params"])
+    return out
+
+
+def _cluster(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario's ``cluster``: the topology, or the latency + bandwidth model."""
     ab = args.latency_us is not None or args.bandwidth_gbps is not None
     if ab == (args.topology is not None):
         raise InputError(f"--topology: {args.topology!r} with --latency-us {args.latency_us!r} / --bandwidth-gbps {args.bandwidth_gbps!r} "
                          "is not accepted; expected either --topology, or both --latency-us and --bandwidth-gbps")
-    interference = Interference()
-    copy_bw = None
-    if ab:
-        if args.latency_us is None or args.bandwidth_gbps is None:
-            raise InputError("--latency-us/--bandwidth-gbps: only one given; expected both")
-        if args.calibration:
-            raise InputError(f"--calibration: {args.calibration!r} is not accepted with --latency-us/--bandwidth-gbps; expected --topology")
-        if not (math.isfinite(args.latency_us) and args.latency_us >= 0):
-            raise InputError(f"--latency-us: {args.latency_us!r} is not accepted; expected a number >= 0")
-        if not (math.isfinite(args.bandwidth_gbps) and args.bandwidth_gbps > 0):
-            raise InputError(f"--bandwidth-gbps: {args.bandwidth_gbps!r} is not accepted; expected a number > 0")
-        comm = AlphaBetaModel(latency_s=args.latency_us * 1e-6, bandwidth_bytes_per_s=args.bandwidth_gbps * 1e9,
-                              num_ranks=args.world_size)
-    else:
-        from ddpsim.network.collective_cost import build_comm_model
-        from ddpsim.network.topology import max_ranks, resolve_topology
+    if not ab:
+        return {"topology": args.topology, "nodes": args.nodes}
+    if args.latency_us is None or args.bandwidth_gbps is None:
+        raise InputError("--latency-us/--bandwidth-gbps: only one given; expected both")
+    if args.calibration:
+        raise InputError(f"--calibration: {args.calibration!r} is not accepted with --latency-us/--bandwidth-gbps; expected --topology")
+    if not (math.isfinite(args.latency_us) and args.latency_us >= 0):
+        raise InputError(f"--latency-us: {args.latency_us!r} is not accepted; expected a number >= 0")
+    if not (math.isfinite(args.bandwidth_gbps) and args.bandwidth_gbps > 0):
+        raise InputError(f"--bandwidth-gbps: {args.bandwidth_gbps!r} is not accepted; expected a number > 0")
+    return {"latency_us": args.latency_us, "bandwidth_gbps": args.bandwidth_gbps, "nodes": args.nodes}
 
-        graph = resolve_topology(args.topology, num_nodes=args.nodes)
-        avail = max_ranks(graph)
-        if args.world_size > avail:
-            raise InputError(f"--world-size: {args.world_size} is not accepted; expected at most {avail} "
-                             f"(the devices of {args.topology!r} x {args.nodes} node(s))")
-        cal = None
-        if args.calibration:
-            from ddpsim.calibration.loader import load_calibration
 
-            cal = load_calibration(args.calibration)
-            warning = cal.warning()
-            if warning:
-                print(f"ddpsim simulate: WARNING: {warning}", file=sys.stderr)
-            interference = cal.interference or interference
-            copy_bw = cal.copy_bandwidth_bytes_per_s
-        if copy_bw is None:
-            from ddpsim.pipeline.scenario import device_memory_bandwidth
-
-            copy_bw = device_memory_bandwidth(graph)
-        comm = build_comm_model(graph, args.world_size, calibration=cal)
+def _simulation(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario's ``simulation`` block."""
+    out: dict[str, Any] = {"iterations": args.iterations, "seed": args.seed, "no_sync_steps": args.no_sync_steps,
+                           "jitter": parse_jitter(args.jitter),
+                           "stragglers": dict(parse_straggler(s) for s in args.straggler)}
     if args.interference is not None:
-        interference = parse_interference(args.interference)
+        i = parse_interference(args.interference)
+        out["interference"] = {"compute_slowdown": i.compute_slowdown, "comm_slowdown": i.comm_slowdown,
+                               "weighting": i.weighting}
     if args.copy_bandwidth_gbps is not None:
         if not (math.isfinite(args.copy_bandwidth_gbps) and args.copy_bandwidth_gbps > 0):
             raise InputError(f"--copy-bandwidth-gbps: {args.copy_bandwidth_gbps!r} is not accepted; expected a number > 0")
-        copy_bw = args.copy_bandwidth_gbps * 1e9
-    stragglers = dict(parse_straggler(s) for s in args.straggler)
-    config = SimConfig(world_size=args.world_size, num_iterations=args.iterations, seed=args.seed,
-                       comm_hook=args.comm_hook, no_sync_steps=args.no_sync_steps, jitter=parse_jitter(args.jitter),
-                       stragglers=stragglers, interference=interference, copy_bandwidth_bytes_per_s=copy_bw,
-                       sync_batchnorm=args.sync_batchnorm)
-    return trace, plan, comm, config
+        out["copy_bandwidth_gbps"] = args.copy_bandwidth_gbps
+    return out
+
+
+def build_inputs(args: argparse.Namespace):
+    """(trace, plan, comm, config) from the parsed arguments: their scenario's one point, built
+    as every command builds a point (:func:`ddpsim.pipeline.inputs.build_point_inputs`)."""
+    sc = build_scenario(args)
+    warning = sc.calibration_warning()
+    if warning:
+        print(f"ddpsim simulate: WARNING: {warning}", file=sys.stderr)
+    try:
+        inputs = sc.build_point(sc.point_at(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
+    except InputError as exc:
+        raise InputError(flag_message(str(exc), FLAGS)) from None
+    return inputs.trace, inputs.plan, inputs.comm, inputs.config
 
 
 def _iteration_rows(res) -> list[dict[str, Any]]:

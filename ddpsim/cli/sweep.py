@@ -10,7 +10,8 @@ from ddpsim.cli.args import parse_int
 
 DESCRIPTION = """\
 Sweep DDP's bucket_cap_mb for one trace on one modelled cluster and print one row per
-point: p50/p95 step time, the breakdown (forward, backward compute, exposed
+point (each point built and simulated as 'ddpsim run' builds a scenario's points, with the
+same cost terms): p50/p95 step time, the breakdown (forward, backward compute, exposed
 communication, optimizer), overlap and bucket count. Nothing is written unless --out-dir
 is given (then finished points are kept in <out-dir>/points/ and reused by a rerun).
 
@@ -50,7 +51,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--iterations", metavar="N", default="6", help="simulated iterations; default: 6")
     p.add_argument("--seed", metavar="N", default="0", help="seed of the jitter; default: 0")
     p.add_argument("--calibration", metavar="FILE", default=None, help="calibration JSON from the executor")
-    p.add_argument("--jobs", metavar="N", default=None, help="parallel processes; default: min(2, cpus)")
+    p.add_argument("--jobs", metavar="N", default=None, help="parallel processes; default: the CPUs this process may use (its affinity)")
     p.add_argument("--out-dir", metavar="DIR", default=None, help="keep finished points in DIR/points/ (resumable)")
     p.add_argument("--format", metavar="{table,csv,json}", default="table", help="output format; default: table")
     p.set_defaults(func=run)
@@ -79,6 +80,11 @@ def parse_caps(text: str) -> list[float | None] | dict[str, Any]:
     return out
 
 
+#: scenario keys -> the flags that set them (errors of the scenario name the flag)
+FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "world_size": "--world-size", "comm_hook": "--comm-hook",
+         "calibration": "--calibration", "sweep.bucket_cap_mb_list": "--bucket-cap-mb-list",
+         "sweep.bucket_cap_mb": "--bucket-cap-mb"}
+
 COLUMNS = ("point", "num_buckets", "iteration_p50_s", "iteration_p95_s", "forward_s", "backward_compute_s",
            "exposed_comm_s", "exposed_comm_p95_s", "optimizer_s", "overlap_ratio")
 
@@ -87,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.cli.args import parse_cap_list
     from ddpsim.errors import InputError
     from ddpsim.report.summary import to_csv_text
-    from ddpsim.pipeline.scenario import scenario_from_dict
+    from ddpsim.cli.simulate import scenario_from_flags
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table
 
     if args.format not in FORMATS:
@@ -102,17 +108,7 @@ def run(args: argparse.Namespace) -> int:
         data["calibration"] = args.calibration
     if args.bucket_cap_mb_list:
         data["sweep"]["bucket_cap_mb_list"] = [list(parse_cap_list(t, "--bucket-cap-mb-list")) for t in args.bucket_cap_mb_list]
-    flags = {"trace": "--trace", "cluster.topology": "--topology", "world_size": "--world-size", "comm_hook": "--comm-hook",
-             "calibration": "--calibration", "sweep.bucket_cap_mb_list": "--bucket-cap-mb-list", "sweep.bucket_cap_mb": "--bucket-cap-mb"}
-    try:
-        sc = scenario_from_dict(data, source="ddpsim sweep")
-    except InputError as exc:
-        msg = str(exc).replace("ddpsim sweep: ", "", 1)
-        for k, f in flags.items():
-            if msg.startswith(k):
-                msg = f + msg[len(k):]
-                break
-        raise InputError(msg) from None
+    sc = scenario_from_flags(data, "ddpsim sweep", FLAGS)
     warning = sc.calibration_warning()
     if warning:
         print(f"ddpsim sweep: WARNING: {warning}", file=sys.stderr)

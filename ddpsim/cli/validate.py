@@ -47,8 +47,9 @@ each model's interval joined with the method's error measured on the other model
 split-conformal band of their residuals measured / predicted - 1) is scored beside it, and every
 residual is written to <out-dir>/zoo/method_error.json, which --method-error FILE joins to the
 intervals of another validation on the same host.
-The eleven models take 22-25 minutes on a quiet 2-core host at 3 caps x 3 rounds (30-45
-under other load or on a slow VM); --zoo-models and fewer --caps/--repeats give a quick subset.
+The eleven models take 22-25 minutes on a quiet 2-core host at 3 caps x 3 rounds, 30-45 under
+other load or on a slow VM (the zoo study, studies/zoo/README.md); --zoo-models and fewer
+--caps/--repeats give a quick subset.
 
 Files are rewritten atomically after every run, so an interrupted validation keeps what it
 measured. Local validation is CPU/gloo; on GPU nodes run the executor under torchrun
@@ -93,10 +94,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--method-error", metavar="FILE", default=None,
                    help="join every prediction interval with the method's error measured on other models: the "
                         "split-conformal 80 %% band of a zoo run's residuals (<out-dir>/zoo/method_error.json, the "
-                        "validated model's own left out; ddpsim/method_error.py)")
+                        "validated model's own left out; ddpsim/pipeline/method_error.py)")
     p.add_argument("--no-plots", action="store_true", help="skip validation.png")
     p.add_argument("--zoo", action="store_true",
-                   help="validate the model zoo instead of SCENARIO (ddpsim/zoo.py): every zoo model (or --zoo-models) "
+                   help="validate the model zoo instead of SCENARIO (ddpsim/validation/zoo_driver.py): every zoo model (or --zoo-models) "
                         "at --caps (default 1,5,25), calibrated once, a model already done skipped; writes "
                         "<out-dir>/zoo/summary.md (per model: median |error|, prediction-interval coverage, "
                         "prediction stability on the wall and the CPU clock); with --reanalyze, the models done are analysed "

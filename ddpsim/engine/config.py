@@ -17,7 +17,7 @@ from ddpsim.trace.records import check_compute_statistic
 
 #: a validation scores the mean step, so it predicts from the trace's mean phases and ready
 #: times (``SimConfig.compute_statistic``): with the medians, slow iterations that the measured
-#: means hold would be left out of the prediction (``benchmarks/bench_estimator.py``)
+#: means hold would be left out of the prediction (``studies/estimator.py``)
 VALIDATION_STATISTIC = "mean"
 
 COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")

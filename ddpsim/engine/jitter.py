@@ -72,7 +72,7 @@ def choose_explicit_ranks(world_size: int, stragglers: Mapping[int, float], sigm
       straggler and ``NUM_SAMPLE_RANKS`` evenly spaced ranks (only rank 0 and the stragglers
       when there is no jitter: the others behave exactly like rank 0).
 
-    The remaining ranks are represented by ONE extra process (``ddpsim.engine.simulate._RestRanks``)
+    The remaining ranks are represented by ONE extra process (``ddpsim.engine.rest.RestRanks``)
     that runs their common program on a numpy vector of clocks and launches every collective
     when the latest of them would. Needed only with jitter: without it they behave exactly
     like rank 0.

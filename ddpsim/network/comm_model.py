@@ -1,30 +1,60 @@
 """The interface between collective cost models and the engine.
 
 A :class:`CommModel` is bound to one process group (a backend and a number of ranks) and
-answers how long one collective of ``size_bytes`` takes, in seconds. The NCCL and gloo
-models live in :mod:`ddpsim.network.collective_cost`; :class:`AlphaBetaModel` is the plain
+answers how long one collective of ``size_bytes`` takes, in seconds. Beyond that it declares
+optional *capabilities* (:data:`CAPABILITIES`) the engine reads: how many collectives progress
+at once and at what pace (ProcessGroupGloo's worker threads), the extra cost of an all-reduce
+launched onto an idle stream, and DDP's own fixed costs a calibration measured. Subclassing
+:class:`CommModel` gives a model their defaults (one lane, no idle extra, forward factor 1,
+no overheads), which is what every analytical model answers; a calibrated model
+(:mod:`ddpsim.calibration.loader`) overrides them, and a model wrapping another
+(:class:`WrappedCommModel`) forwards them. The NCCL and gloo models live in
+:mod:`ddpsim.network.collective_cost`; :class:`AlphaBetaModel` is the plain
 ``latency + bytes / bandwidth`` model used by hand-made tests and examples.
 :class:`CollectiveEstimate` (:func:`make_estimate`) is one collective's cost as every model
-answers it, analytical or calibrated (:mod:`ddpsim.calibration.loader`).
+answers it, analytical or calibrated.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from ddpsim.errors import InputError
 
 GBPS = 1e9  # NCCL / nccl-tests "GB/s": 1e9 bytes per second
 
 
+#: the optional members of :class:`CommModel`, each with a default there
+CAPABILITIES = ("comm_lanes", "concurrent_rate", "idle_launch_extra_s", "ddp_forward_factor",
+                "iteration_overhead_s", "broadcast_per_tensor_s")
+
+
 @runtime_checkable
 class CommModel(Protocol):
-    """Duration of collectives on one process group. All methods are pure."""
+    """Duration of collectives on one process group, and the capabilities the engine reads.
+    All methods are pure.
+
+    ``backend``, ``num_ranks``, :meth:`allreduce_s`, :meth:`broadcast_s` and :meth:`describe`
+    are required; the capabilities (:data:`CAPABILITIES`) have the defaults below, which a
+    model inherits by subclassing ``CommModel`` (PEP 544 explicit subclassing).
+    """
 
     backend: str
     num_ranks: int
+    #: collectives of the process group that progress at once: ProcessGroupGloo's worker
+    #: threads (``_Options._threads``); 1 is one in-order stream (NCCL's, every analytical model)
+    comm_lanes: int = 1
+    #: ``f(size_bytes) -> seconds`` an all-reduce launched onto an idle stream and waited for
+    #: costs beyond :meth:`allreduce_s`; None: nothing extra
+    idle_launch_extra_s: Callable[[int], float] | None = None
+    #: the engine multiplies every forward by it
+    ddp_forward_factor: float = 1.0
+    #: DDP's fixed cost per synchronised step (Python pre/post-forward, reducer bookkeeping)
+    iteration_overhead_s: float = 0.0
+    #: DDP's forward buffer broadcast, per buffer beyond the broadcast itself (flatten, copy back)
+    broadcast_per_tensor_s: float = 0.0
 
     def allreduce_s(self, size_bytes: int) -> float:
         """Seconds for one all-reduce of ``size_bytes`` (the buffer size, as nccl-tests counts)."""
@@ -35,9 +65,55 @@ class CommModel(Protocol):
     def describe(self) -> dict[str, Any]:
         """A JSON-able description (model kind, constants, calibration used)."""
 
+    def concurrent_rate(self, kind: str | None, size_bytes: int, n: int) -> float:
+        """The pace of one collective of ``kind`` and ``size_bytes`` while ``n`` progress at
+        once, as a fraction of its pace alone (used only with ``comm_lanes > 1``): 1."""
+        return 1.0
+
+
+class WrappedCommModel(CommModel):
+    """A comm model that changes another's collective times: every capability of the wrapped
+    model (:attr:`wrapped`) comes through unchanged, and so do ``backend`` and ``num_ranks``."""
+
+    @property
+    def wrapped(self) -> Any:
+        """The model wrapped."""
+        raise NotImplementedError
+
+    @property
+    def backend(self) -> str:
+        return self.wrapped.backend
+
+    @property
+    def num_ranks(self) -> int:
+        return self.wrapped.num_ranks
+
+    @property
+    def comm_lanes(self) -> int:
+        return self.wrapped.comm_lanes
+
+    @property
+    def idle_launch_extra_s(self) -> Callable[[int], float] | None:
+        return self.wrapped.idle_launch_extra_s
+
+    @property
+    def ddp_forward_factor(self) -> float:
+        return self.wrapped.ddp_forward_factor
+
+    @property
+    def iteration_overhead_s(self) -> float:
+        return self.wrapped.iteration_overhead_s
+
+    @property
+    def broadcast_per_tensor_s(self) -> float:
+        return self.wrapped.broadcast_per_tensor_s
+
+    def concurrent_rate(self, kind: str | None, size_bytes: int, n: int) -> float:
+        return self.wrapped.concurrent_rate(kind, size_bytes, n)
+
 
 @dataclass(frozen=True, kw_only=True)
-class AlphaBetaModel:
+class AlphaBetaModel(CommModel):
     """``time = latency_s + size_bytes / bandwidth_bytes_per_s`` for every collective."""
 
     latency_s: float
@@ -66,7 +142,7 @@ class AlphaBetaModel:
 
 @dataclass(frozen=True, kw_only=True)
 class CollectiveEstimate:
-    """One collective's predicted cost, as nccl-tests prints it (§2.7).
+    """One collective's predicted cost, as nccl-tests prints it (nccl-tests doc/PERFORMANCE.md).
 
     ``algbw_gbps = size / time``; all-reduce ``busbw_gbps = algbw * 2(n-1)/n``,
     broadcast ``busbw = algbw``. GB/s = 1e9 bytes/s.

@@ -229,7 +229,8 @@ def prior_for(graph: Any, comm: Any, *, memory_bound_fraction: float = MEMORY_BO
               memory_efficiency: float = MEMORY_EFFICIENCY) -> ContentionPrior | None:
     """The prior of a comm model on a topology: None unless ``comm`` is the analytical NCCL
     model on GPUs whose ``sm_count`` the topology gives (a calibrated or gloo model has none)."""
-    from ddpsim.network.collective_cost import NcclCommModel, place_ranks
+    from ddpsim.network.collective_cost import NcclCommModel
+    from ddpsim.network.graph_search import place_ranks
     from ddpsim.network.topology import MEMORY_BANDWIDTH, SM_COUNT
 
     if not isinstance(comm, NcclCommModel):

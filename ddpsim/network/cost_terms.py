@@ -19,12 +19,22 @@ replace them::
 
 A bad value stops with one line naming the key (``cost_model.memory_bound_fraction: 2 is not
 accepted; expected a number in [0, 1]``).
+
+:func:`terms_in_force` is the policy every simulation's inputs go through
+(:func:`ddpsim.pipeline.inputs.build_point_inputs`): the interference (given, else the
+calibration's, else the contention prior), the gradient-copy bandwidth and kernel floor (the
+calibration's, else the device memory's share), and the host costs (the calibration's, else
+the spec's on an analytical NCCL model). A calibration is read by its attributes
+(``interference``, ``copy_bandwidth_bytes_per_s``, ``host_costs``), so this module does not
+import the calibration layer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from ddpsim.network.interference import Interference
 
 from ddpsim.network import host_costs as hostcost
 from ddpsim.network.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY, check_fraction
@@ -82,3 +92,102 @@ def parse_cost_model(d: Any, source: str) -> CostModelSpec:
         return CostModelSpec(**{k: v for k, v in d.items() if k not in hostcost.FIELDS}, host_costs=host)
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
+
+
+# ---- which terms apply --------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class TermsInForce:
+    """The cost terms of one simulation, as :class:`ddpsim.engine.config.SimConfig` takes them."""
+
+    interference: Interference
+    copy_bandwidth_bytes_per_s: float | None
+    copy_kernel_floor_s: float
+    host_costs: HostCosts | None
+
+
+def gpu_terms(comm: Any) -> bool:
+    """The GPU cost terms apply to the analytical NCCL model only."""
+    from ddpsim.network.collective_cost import NcclCommModel
+
+    return isinstance(comm, NcclCommModel)
+
+
+def device_memory_bandwidth(graph: Any) -> float | None:
+    """The smallest ``memory_bandwidth_bytes_per_s`` over the graph's rank devices (None if absent)."""
+    try:
+        from ddpsim.network.topology import rank_nodes
+
+        nodes = list(rank_nodes(graph))
+    except Exception:  # noqa: BLE001 - a graph without rank devices: every node
+        nodes = list(graph.nodes)
+    vals = [graph.nodes[n].get("memory_bandwidth_bytes_per_s") for n in nodes]
+    vals = [v for v in vals if isinstance(v, (int, float)) and v > 0]
+    return float(min(vals)) if vals else None
+
+
+def contention_prior(spec: CostModelSpec, graph: Any, comm: Any):
+    """The GPU contention prior (:func:`ddpsim.network.contention.prior_for`) of ``comm`` under
+    ``spec``, or None (no SM count on the devices, a calibrated or gloo model, one rank)."""
+    from ddpsim.network.contention import prior_for
+
+    return prior_for(graph, comm, memory_bound_fraction=spec.memory_bound_fraction,
+                     memory_efficiency=spec.memory_efficiency)
+
+
+def spec_host_costs(spec: CostModelSpec, comm: Any) -> HostCosts | None:
+    """DDP's host costs of ``spec`` for an analytical NCCL model on GPUs, or None (gloo, a
+    calibrated model, ``cost_model.host: false``)."""
+    if not spec.host or not gpu_terms(comm):
+        return None
+    return spec.host_costs
+
+
+def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: Any = None,
+                   interference: Interference | None = None,
+                   copy_bandwidth_bytes_per_s: float | None = None) -> TermsInForce:
+    """The cost terms of a simulation over ``comm`` (module docstring). ``graph`` None: no
+    topology (a latency + bandwidth model; no device memory). ``interference`` and
+    ``copy_bandwidth_bytes_per_s``: given values, which override the calibration's and the priors."""
+    copy_bw = floor = None
+    if calibration is not None:
+        interference = interference or getattr(calibration, "interference", None)
+        copy_bw = getattr(calibration, "copy_bandwidth_bytes_per_s", None)
+        host = getattr(calibration, "host_costs", None) if spec.host else None  # measured, when the file has them
+    else:
+        host = spec_host_costs(spec, comm)
+        if interference is None and spec.contention and graph is not None:
+            prior = contention_prior(spec, graph, comm)
+            interference = prior.interference if prior is not None else None
+    mem = device_memory_bandwidth(graph) if graph is not None else None
+    if calibration is None and copy_bw is None and gpu_terms(comm) and spec.copy_kernels and mem is not None:
+        # gradient copies as kernels (retime's roofline assumptions): a share of HBM, a floor each
+        copy_bw, floor = mem * spec.memory_efficiency, spec.min_kernel_s
+    if copy_bw is None:
+        copy_bw = mem
+    if copy_bandwidth_bytes_per_s is not None:
+        copy_bw = copy_bandwidth_bytes_per_s
+    return TermsInForce(interference=interference or Interference(), copy_bandwidth_bytes_per_s=copy_bw,
+                        copy_kernel_floor_s=floor or 0.0, host_costs=host)
+
+
+def explain_terms(spec: CostModelSpec, config: Any, comm: Any, prior: Any = None) -> list[str]:
+    """One line per GPU cost term in force in ``config`` (a SimConfig), for a report's setup:
+    ``prior``'s derivation (the contention prior the simulation used, or None), the gradient
+    copies as kernels, the host costs, PowerSGD's and SyncBatchNorm's synchronisation."""
+    out: list[str] = []
+    if prior is not None:
+        out.append(prior.explain())
+    if config.copy_kernel_floor_s > 0:
+        out.append(f"gradient copies as kernels: {config.copy_bandwidth_bytes_per_s / 1e9:.0f} GB/s (HBM x "
+                   f"{spec.memory_efficiency:g}), at least {config.copy_kernel_floor_s * 1e6:g} us per parameter's "
+                   "copy-in and copy-out (retime's roofline assumptions)")
+    if config.host_costs is not None:
+        out.append(config.host_costs.explain())
+    if config.comm_hook == "powersgd" and getattr(comm, "backend", None) == "nccl":
+        out.append("PowerSGD on NCCL: the hook's .then() chain runs at enqueue and its torch.cuda.synchronize stops "
+                   "the backward until each bucket's three all-reduces are done (powerSGD_hook.py)")
+    if config.sync_batchnorm:
+        out.append("SyncBatchNorm: each BatchNorm layer's forward all-gather and backward all-reduce run on the "
+                   "process group's stream with the buckets, and the layer waits for them (_functions.py)")
+    return out

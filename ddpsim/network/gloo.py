@@ -1,4 +1,4 @@
-"""gloo's ring all-reduce for CPU tensors, as a closed form (reference PART 3).
+"""gloo's ring all-reduce for CPU tensors, as a closed form.
 
 ``ProcessGroupGloo::allreduce`` on dense CPU tensors calls ``gloo::allreduce`` with no
 algorithm set, which runs ``ring()`` (gloo/allreduce.cc, commit cc441984):

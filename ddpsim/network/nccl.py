@@ -4,7 +4,10 @@ Pure functions of plain numbers: given the graph search's result (``nChannels``,
 per-channel bandwidths ``bwIntra``/``bwInter``, whether intra-node paths are NVLink), the
 number of ranks and nodes, they return NCCL's latency (µs), algorithm bandwidth (GB/s) and
 predicted time of every (algorithm, protocol) pair, and NCCL's choice: the minimum time
-(``enqueue.cc topoGetAlgoInfo``). Formulas and constants: reference PART 2, §2.1–2.5.
+(``enqueue.cc topoGetAlgoInfo``). Formulas and constants: ``src/graph/tuning.cc``
+(``ncclTopoTuneModel``: base latencies, hardware latencies, per-channel bandwidths, the
+algorithm bandwidth and latency of each pattern), ``src/graph/search.cc`` (speed arrays) and
+``src/graph/topo.h`` (link bandwidths).
 
 Units inside this module follow NCCL (µs and GB/s = 1000 bytes/µs); :mod:`ddpsim.network.collective_cost`
 converts to seconds and bytes/s at its boundary.
@@ -13,7 +16,7 @@ Not modelled: CollNet/SHARP (CollNetDirect/Chain, NVLS across nodes), PAT (never
 all-reduce), tuner plugins, grouped operations (``latCount`` = 1), forced channel counts.
 The 0.85 factor of a tree whose search fell back to the plain TREE pattern
 (``comm->maxTreePattern == NCCL_TOPO_PATTERN_TREE``) applies when the graph says so
-(``NcclGraph.simple_tree``, from :func:`ddpsim.network.collective_cost.search_graphs`).
+(``NcclGraph.simple_tree``, from :func:`ddpsim.network.graph_search.search_graphs`).
 
 One addition NCCL does not make for all-reduce: ``hierarchical`` (intra-node reduce-scatter,
 inter-node all-reduce over the NICs, intra-node all-gather), costed from the same
@@ -134,7 +137,8 @@ def _log2i(x: int) -> int:
 
 
 def bandwidth_gbps(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduce") -> float:
-    """Algorithm bandwidth NCCL models for (algo, proto), GB/s; 0 means disabled (§2.4)."""
+    """Algorithm bandwidth NCCL models for (algo, proto), GB/s; 0 means disabled (``src/graph/tuning.cc``,
+    ``ncclTopoTuneModel``: ``busBw`` per algorithm and protocol)."""
     n, nn = sys.num_ranks, sys.num_nodes
     cc = arch_index(sys.compute_capability)
     index2 = nn - 1 if nn <= 2 else 2
@@ -183,7 +187,8 @@ def bandwidth_gbps(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduc
 
 
 def latency_us(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduce") -> float:
-    """NCCL's latency for (algo, proto), µs (§2.5)."""
+    """NCCL's latency for (algo, proto), µs (``src/graph/tuning.cc``, ``ncclTopoTuneModel``:
+    ``baseLat`` + ``hwLat`` per step)."""
     p = PROTOCOLS.index(proto)
     n, nn, ppn = sys.num_ranks, sys.num_nodes, sys.ppn
     g = {"ring": sys.ring, "tree": sys.tree}.get(algo, sys.nvls)

@@ -19,7 +19,7 @@ Modelling assumptions (stated once):
 * The CPU/gloo preset puts ranks on hosts: ranks of one host talk through the kernel's TCP
   loopback, hosts through one Ethernet NIC each and one Ethernet switch.
 
-Preset numbers and their sources (reference §2.3, §2.8; NCCL v2.30.7 ``topo.h``/``topo.cc``):
+Preset numbers and their sources (NCCL v2.30.7 ``src/graph/topo.h``/``topo.cc``, NVIDIA datasheets and DGX user guides):
 
 =============  =====================================================================================
 dgx-a100       8x A100-SXM4-80GB (HBM2e 2039 GB/s; NVIDIA A100 datasheet), cc 8.0; 12 NVLink3 links
@@ -110,7 +110,7 @@ FABRICS = ("rail", "fat-tree")
 GBPS = 1e9  # GB/s as NCCL prints them
 
 
-# --- published numbers used by the presets (reference §2.3, §2.8) -------------------
+# --- published numbers used by the presets (NCCL topo.h/topo.cc/tuning.cc, NVIDIA documents) ---
 #: NCCL topo.h per-NVLink bandwidth (GB/s, usable per direction): SM80_NVLINK_BW 20.0,
 #: SM90_NVLINK_BW 20.6 (v2.21+; v2.30.7 is the pinned version).
 NVLINK_BW_GBPS = {80: 20.0, 90: 20.6}
@@ -118,19 +118,19 @@ NVLINK_BW_GBPS = {80: 20.0, 90: 20.6}
 #: kvDictPciGen: Gen3 12, Gen4 24, Gen5 48.
 PCIE_X16_GBPS = {3: 12.0, 4: 24.0, 5: 48.0}
 #: NIC bandwidth NCCL models = mbps/8000 GB/s: HDR 200 Gb/s -> 25.0, NDR 400 Gb/s -> 50.0.
-IB_LATENCY_S = 0.6e-6  # ConnectX-6 / HDR switch "sub-600ns latency" (reference §2.8)
+IB_LATENCY_S = 0.6e-6  # ConnectX-6 / HDR switch "sub-600ns latency" (NVIDIA ConnectX-6 / Quantum HDR datasheets)
 NVLINK_LATENCY_S = 0.6e-6  # NCCL hwLat NVLINK Ring LL (tuning.cc v2.30.7), per hop
 PCIE_LATENCY_S = 1.0e-6  # NCCL hwLat PCI Ring LL (tuning.cc v2.30.7), per hop
 
 _DGX = {
     # DGX A100: 8x A100-SXM4-80GB (2039 GB/s HBM2e), 12 NVLink3 links per GPU into 6
     # NVSwitches, 8x ConnectX-6 HDR 200 Gb/s compute NICs, 4 PCIe Gen4 switches each with
-    # 2 GPUs + 2 NICs, 2x AMD EPYC 7742 (NVIDIA DGX A100 user guide; reference §2.8).
+    # 2 GPUs + 2 NICs, 2x AMD EPYC 7742 (NVIDIA DGX A100 user guide).
     "dgx-a100": dict(device_model="A100-SXM4-80GB", memory_bw=2.039e12, cc=80, sms=108, nvlinks=12,
                      nvls=False, nic_gbit=200.0, pcie_gen=4, cpu_vendor="amd", leaf_radix=40),
     # DGX H100: 8x H100-SXM5-80GB (3.35 TB/s HBM3), 18 NVLink4 links per GPU into 4
     # NVLink-SHARP-capable NVSwitches, 8x ConnectX-7 NDR 400 Gb/s, PCIe Gen5,
-    # 2x Intel Xeon 8480C (NVIDIA DGX H100 user guide; reference §2.8). QM9700: 64 ports.
+    # 2x Intel Xeon 8480C (NVIDIA DGX H100 user guide). QM9700: 64 ports.
     "dgx-h100": dict(device_model="H100-SXM5-80GB", memory_bw=3.35e12, cc=90, sms=132, nvlinks=18,
                      nvls=True, nic_gbit=400.0, pcie_gen=5, cpu_vendor="intel", leaf_radix=64),
 }
@@ -305,8 +305,8 @@ def _pcie(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
 
 
 #: cpu-gloo defaults. Loopback: Linux TCP over ``lo`` moves a few GB/s per stream with
-#: ~10-20 us per small message through the kernel stack; this machine's 2-rank gloo
-#: measurement (benchmarks/bench_gloo_calibration.py) is the way to replace them.
+#: ~10-20 us per small message through the kernel stack; a calibration measured on the
+#: machine (``executor collectives``) replaces them.
 #: Ethernet: 10 GbE, 94 % of line rate usable by TCP with a 1500 B MTU (1448/1538 payload
 #: per frame), 25 us one way through NIC + switch + stack (gloo#21 / gloo#158 orders).
 CPU_GLOO_DEFAULTS = dict(ranks_per_host=2, loopback_gbps=4.0, loopback_latency_us=15.0, ethernet_gbit=10.0,
@@ -399,9 +399,36 @@ def load_topology_yaml(path: str | Path) -> nx.Graph:
         InputError: unreadable file, missing or bad field, disconnected graph, devices
             without a host or local rank.
     """
+    p = Path(path)
+    data = _read_topology_yaml(p)
+    backend = data.get("backend", "nccl")
+    if backend not in BACKENDS:
+        raise InputError(f"backend: {backend!r} is not accepted; expected one of {', '.join(BACKENDS)}")
+    cpu_vendor = data.get("cpu_vendor", "intel")
+    if cpu_vendor not in CPU_VENDORS:
+        raise InputError(f"cpu_vendor: {cpu_vendor!r} is not accepted; expected one of {', '.join(CPU_VENDORS)}")
+    g = _new_graph(name=str(data.get("name", p.stem)), backend=backend, cpu_vendor=cpu_vendor,
+                   description=str(data.get("description", f"custom topology {p.name}")))
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list) or not nodes:
+        raise InputError(f"nodes: {nodes!r} is not accepted; expected a non-empty list of nodes")
+    for i, n in enumerate(nodes):
+        _add_yaml_node(g, f"nodes[{i}]", n)
+    links = data.get("links")
+    if not isinstance(links, list) or not links:
+        raise InputError(f"links: {links!r} is not accepted; expected a non-empty list of links")
+    for i, e in enumerate(links):
+        _add_yaml_link(g, f"links[{i}]", e)
+    hosts = {d[HOST] for _, d in g.nodes(data=True) if d[KIND] in DEVICE_KINDS}
+    g.graph["num_nodes"] = len(hosts)
+    validate_topology(g, source=str(p))
+    return g
+
+
+def _read_topology_yaml(p: Path) -> dict[str, Any]:
+    """The mapping a topology YAML file holds."""
     import yaml
 
-    p = Path(path)
     try:
         data = yaml.safe_load(p.read_text())
     except OSError as exc:
@@ -411,83 +438,78 @@ def load_topology_yaml(path: str | Path) -> nx.Graph:
         raise InputError(f"topology: {str(p)!r} is not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise InputError(f"topology: {str(p)!r} holds {type(data).__name__}; expected a mapping with nodes and links")
-    backend = data.get("backend", "nccl")
-    if backend not in BACKENDS:
-        raise InputError(f"backend: {backend!r} is not accepted; expected one of {', '.join(BACKENDS)}")
-    cpu_vendor = data.get("cpu_vendor", "intel")
-    if cpu_vendor not in CPU_VENDORS:
-        raise InputError(f"cpu_vendor: {cpu_vendor!r} is not accepted; expected one of {', '.join(CPU_VENDORS)}")
-    g = _new_graph(name=str(data.get("name", p.stem)), backend=backend, cpu_vendor=cpu_vendor,
-                 description=str(data.get("description", f"custom topology {p.name}")))
-    nodes = data.get("nodes")
-    if not isinstance(nodes, list) or not nodes:
-        raise InputError(f"nodes: {nodes!r} is not accepted; expected a non-empty list of nodes")
-    for i, n in enumerate(nodes):
-        f = f"nodes[{i}]"
-        if not isinstance(n, dict) or "id" not in n:
-            raise InputError(f"{f}: {n!r} is not accepted; expected a mapping with id and kind")
-        kind = n.get("kind")
-        if kind not in NODE_KINDS:
-            raise InputError(f"{f}.kind: {kind!r} is not accepted; expected one of {', '.join(NODE_KINDS)}")
-        nid = str(n["id"])
-        if nid in g:
-            raise InputError(f"{f}.id: {nid!r} is a duplicate; expected unique node ids")
-        attrs: dict[str, Any] = {KIND: kind, HOST: n.get("host", -1 if kind in ("leaf", "spine", "eth_switch") else 0)}
-        if not isinstance(attrs[HOST], int) or isinstance(attrs[HOST], bool):
-            raise InputError(f"{f}.host: {attrs[HOST]!r} is not accepted; expected an integer")
-        if kind in DEVICE_KINDS:
-            lr = n.get("local_rank")
-            if not _is_int(lr, 0):
-                raise InputError(f"{f}.local_rank: {lr!r} is not accepted; expected an integer >= 0")
-            attrs[LOCAL_RANK] = lr
-            attrs[DEVICE_MODEL] = str(n.get("device_model", kind))
-            cc = n.get("compute_capability", 80 if kind == "gpu" else 0)
-            if not _is_int(cc, 0):
-                raise InputError(f"{f}.compute_capability: {cc!r} is not accepted; expected an integer like 80 or 90")
-            attrs[COMPUTE_CAPABILITY] = cc
-            mbw = n.get("memory_bandwidth_gbps", 2000.0 if kind == "gpu" else 10.0)
-            if not _is_pos(mbw):
-                raise InputError(f"{f}.memory_bandwidth_gbps: {mbw!r} is not accepted; expected a number > 0")
-            attrs[MEMORY_BANDWIDTH] = float(mbw) * GBPS
-            if kind == "gpu" and n.get("sm_count") is not None:
-                if not _is_int(n["sm_count"], 1):
-                    raise InputError(f"{f}.sm_count: {n['sm_count']!r} is not accepted; expected an integer >= 1 or absent")
-                attrs[SM_COUNT] = n["sm_count"]
-            if kind == "cpu":
-                rbw = n.get("reduce_bandwidth_gbps", CPU_GLOO_DEFAULTS["reduce_gbps"])
-                if not _is_pos(rbw):
-                    raise InputError(f"{f}.reduce_bandwidth_gbps: {rbw!r} is not accepted; expected a number > 0")
-                attrs[REDUCE_BANDWIDTH] = float(rbw) * GBPS
-        if kind == "nvswitch":
-            attrs[NVLS] = bool(n.get("nvls", False))
-        if kind == "nic":
-            attrs[RAIL] = n.get("rail", 0)
-        g.add_node(nid, **attrs)
-    links = data.get("links")
-    if not isinstance(links, list) or not links:
-        raise InputError(f"links: {links!r} is not accepted; expected a non-empty list of links")
-    for i, e in enumerate(links):
-        f = f"links[{i}]"
-        if not isinstance(e, dict):
-            raise InputError(f"{f}: {e!r} is not accepted; expected a mapping with a, b, bandwidth_gbps, latency_us")
-        for end in ("a", "b"):
-            if str(e.get(end)) not in g:
-                raise InputError(f"{f}.{end}: {e.get(end)!r} is not a node id; expected one of the ids under nodes")
-        bw = e.get("bandwidth_gbps")
-        if not _is_pos(bw):
-            raise InputError(f"{f}.bandwidth_gbps: {bw!r} is not accepted; expected a number > 0 (GB/s per direction)")
-        lat = e.get("latency_us")
-        if not _is_pos(lat):
-            raise InputError(f"{f}.latency_us: {lat!r} is not accepted; expected a number > 0 (microseconds)")
-        lt = e.get("link_type", "pcie")
-        if lt not in LINK_TYPES:
-            raise InputError(f"{f}.link_type: {lt!r} is not accepted; expected one of {', '.join(LINK_TYPES)}")
-        extra = {NUM_LINKS: int(e["num_links"])} if "num_links" in e else {}
-        _add_link(g, str(e["a"]), str(e["b"]), float(bw) * GBPS, float(lat) * 1e-6, lt, **extra)
-    hosts = {d[HOST] for _, d in g.nodes(data=True) if d[KIND] in DEVICE_KINDS}
-    g.graph["num_nodes"] = len(hosts)
-    validate_topology(g, source=str(p))
-    return g
+    return data
+
+
+def _add_yaml_node(g: nx.Graph, f: str, n: Any) -> None:
+    """Add the node entry ``n`` (field name ``f``, e.g. ``nodes[3]``) to ``g``."""
+    if not isinstance(n, dict) or "id" not in n:
+        raise InputError(f"{f}: {n!r} is not accepted; expected a mapping with id and kind")
+    kind = n.get("kind")
+    if kind not in NODE_KINDS:
+        raise InputError(f"{f}.kind: {kind!r} is not accepted; expected one of {', '.join(NODE_KINDS)}")
+    nid = str(n["id"])
+    if nid in g:
+        raise InputError(f"{f}.id: {nid!r} is a duplicate; expected unique node ids")
+    attrs: dict[str, Any] = {KIND: kind, HOST: n.get("host", -1 if kind in ("leaf", "spine", "eth_switch") else 0)}
+    if not isinstance(attrs[HOST], int) or isinstance(attrs[HOST], bool):
+        raise InputError(f"{f}.host: {attrs[HOST]!r} is not accepted; expected an integer")
+    if kind in DEVICE_KINDS:
+        attrs.update(_yaml_device_attrs(f, n, kind))
+    if kind == "nvswitch":
+        attrs[NVLS] = bool(n.get("nvls", False))
+    if kind == "nic":
+        attrs[RAIL] = n.get("rail", 0)
+    g.add_node(nid, **attrs)
+
+
+def _yaml_device_attrs(f: str, n: dict[str, Any], kind: str) -> dict[str, Any]:
+    """A device node's attributes: local rank, model, compute capability, memory bandwidth,
+    SM count (GPUs) and reduction bandwidth (CPU ranks)."""
+    attrs: dict[str, Any] = {}
+    lr = n.get("local_rank")
+    if not _is_int(lr, 0):
+        raise InputError(f"{f}.local_rank: {lr!r} is not accepted; expected an integer >= 0")
+    attrs[LOCAL_RANK] = lr
+    attrs[DEVICE_MODEL] = str(n.get("device_model", kind))
+    cc = n.get("compute_capability", 80 if kind == "gpu" else 0)
+    if not _is_int(cc, 0):
+        raise InputError(f"{f}.compute_capability: {cc!r} is not accepted; expected an integer like 80 or 90")
+    attrs[COMPUTE_CAPABILITY] = cc
+    mbw = n.get("memory_bandwidth_gbps", 2000.0 if kind == "gpu" else 10.0)
+    if not _is_pos(mbw):
+        raise InputError(f"{f}.memory_bandwidth_gbps: {mbw!r} is not accepted; expected a number > 0")
+    attrs[MEMORY_BANDWIDTH] = float(mbw) * GBPS
+    if kind == "gpu" and n.get("sm_count") is not None:
+        if not _is_int(n["sm_count"], 1):
+            raise InputError(f"{f}.sm_count: {n['sm_count']!r} is not accepted; expected an integer >= 1 or absent")
+        attrs[SM_COUNT] = n["sm_count"]
+    if kind == "cpu":
+        rbw = n.get("reduce_bandwidth_gbps", CPU_GLOO_DEFAULTS["reduce_gbps"])
+        if not _is_pos(rbw):
+            raise InputError(f"{f}.reduce_bandwidth_gbps: {rbw!r} is not accepted; expected a number > 0")
+        attrs[REDUCE_BANDWIDTH] = float(rbw) * GBPS
+    return attrs
+
+
+def _add_yaml_link(g: nx.Graph, f: str, e: Any) -> None:
+    """Add the link entry ``e`` (field name ``f``, e.g. ``links[3]``) to ``g``."""
+    if not isinstance(e, dict):
+        raise InputError(f"{f}: {e!r} is not accepted; expected a mapping with a, b, bandwidth_gbps, latency_us")
+    for end in ("a", "b"):
+        if str(e.get(end)) not in g:
+            raise InputError(f"{f}.{end}: {e.get(end)!r} is not a node id; expected one of the ids under nodes")
+    bw = e.get("bandwidth_gbps")
+    if not _is_pos(bw):
+        raise InputError(f"{f}.bandwidth_gbps: {bw!r} is not accepted; expected a number > 0 (GB/s per direction)")
+    lat = e.get("latency_us")
+    if not _is_pos(lat):
+        raise InputError(f"{f}.latency_us: {lat!r} is not accepted; expected a number > 0 (microseconds)")
+    lt = e.get("link_type", "pcie")
+    if lt not in LINK_TYPES:
+        raise InputError(f"{f}.link_type: {lt!r} is not accepted; expected one of {', '.join(LINK_TYPES)}")
+    extra = {NUM_LINKS: int(e["num_links"])} if "num_links" in e else {}
+    _add_link(g, str(e["a"]), str(e["b"]), float(bw) * GBPS, float(lat) * 1e-6, lt, **extra)
 
 
 def validate_topology(g: nx.Graph, *, source: str = "topology") -> None:

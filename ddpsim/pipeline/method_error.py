@@ -3,8 +3,8 @@
 A prediction interval from :mod:`ddpsim.validation.intervals` holds the trace's noise (captures and
 iterations resampled through the engine) and the calibration's uncertain compute slowdown. It
 does not hold what the engine gets wrong about a model -- a cost it does not charge, a
-mechanism it simplifies -- and on the 2-core host that, not the noise, is what leaves measured
-means outside their intervals (``reports/zoo``). This module measures that error where it can
+mechanism it simplifies -- and in the zoo study (2 gloo ranks on a 2-core CPU host, ``studies/zoo/README.md``)
+that, not the noise, is what leaves measured means outside their intervals. This module measures that error where it can
 be measured: on validated models, as the *residual* of each validated point,
 
     r = measured_s / predicted_s - 1,
@@ -25,7 +25,7 @@ the other ten (leave one model out), and ``ddpsim validate --method-error FILE``
 validated model out of FILE.
 
 Residuals hold for the machine, backend and calibration they were measured with: the level of a
-CPU prediction moves with the calibration's fitted compute slowdown (``reports/zoo``), so a
+CPU prediction moves with the calibration's fitted compute slowdown (``studies/zoo/README.md``), so a
 file measured with another calibration is used but said to be so (:meth:`MethodError.mismatch`).
 No residuals exist for GPU clusters here; there a prediction carries its noise interval only.
 

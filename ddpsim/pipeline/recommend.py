@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.plan.planner import BucketPlan, DDPOptions, approximate_cap_list, cap_list_for_buckets, explicit_plan, mb_text
+from ddpsim.network.comm_model import WrappedCommModel
 from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, SimResult, Span
 from ddpsim.trace.records import Trace
 
@@ -179,24 +180,36 @@ def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options:
 
 
 @dataclass(frozen=True)
-class _ScaledComm:
+class _ScaledComm(WrappedCommModel):
     """``comm`` with every all-reduce ``factor`` times longer plus ``extra_latency_s``: a
     pessimistic variant that makes the search prefer fewer, larger buckets (the engine's
-    per-bucket costs - copies, launches, interference - are not in the analytical model)."""
+    per-bucket costs - copies, launches, interference - are not in the analytical model).
+    Broadcasts and every capability of ``comm`` come through unchanged."""
 
     comm: Any
     factor: float = 1.0
     extra_latency_s: float = 0.0
 
+    @property
+    def wrapped(self) -> Any:
+        return self.comm
+
     def allreduce_s(self, size_bytes: int) -> float:
         return self.comm.allreduce_s(size_bytes) * self.factor + self.extra_latency_s
 
+    def broadcast_s(self, size_bytes: int) -> float:
+        return self.comm.broadcast_s(size_bytes)
 
-class GridComm:
+    def describe(self) -> dict[str, Any]:
+        return {**self.comm.describe(), "allreduce_factor": self.factor, "extra_latency_s": self.extra_latency_s}
+
+
+class GridComm(WrappedCommModel):
     """``comm.allreduce_s`` tabulated on a log-spaced size grid and interpolated linearly
     in between (exact at grid points). NCCL's cost model is piecewise linear in the size
     (latency + bytes / bandwidth, minimised over algorithms and protocols), so a dense grid
-    is close; the DP calls this O(n^2) times, the real model only ``num_points`` times."""
+    is close; the DP calls this O(n^2) times, the real model only ``num_points`` times.
+    Broadcasts and every capability of ``comm`` come through unchanged."""
 
     def __init__(self, comm: Any, max_bytes: int, num_points: int = 1024) -> None:
         import bisect
@@ -218,6 +231,16 @@ class GridComm:
         x0, x1 = self.sizes[k - 1], self.sizes[k]
         t0, t1 = self.times[k - 1], self.times[k]
         return t0 + (t1 - t0) * (size_bytes - x0) / (x1 - x0)
+
+    @property
+    def wrapped(self) -> Any:
+        return self.comm
+
+    def broadcast_s(self, size_bytes: int) -> float:
+        return self.comm.broadcast_s(size_bytes)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.comm.describe(), "allreduce_grid_points": len(self.sizes)}
 
 
 #: (label, factor, extra latency as a multiple of a zero-byte all-reduce)

@@ -31,6 +31,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ddpsim.network.comm_model import WrappedCommModel
+
 #: a point within this relative distance of a sample's best counts as "as good" in that sample
 ROBUST_TOLERANCE = 0.01
 #: NCCL mid-size range and factors (module docstring)
@@ -55,8 +57,9 @@ class Sample:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MidSizeScaled:
-    """A comm model whose all-reduces of ``lo_bytes``..``hi_bytes`` take ``factor`` times as long."""
+class MidSizeScaled(WrappedCommModel):
+    """A comm model whose all-reduces of ``lo_bytes``..``hi_bytes`` take ``factor`` times as long;
+    broadcasts and every capability of ``base`` come through unchanged."""
 
     base: Any
     factor: float
@@ -64,12 +67,8 @@ class MidSizeScaled:
     hi_bytes: int = MID_HI_BYTES
 
     @property
-    def backend(self) -> str:
-        return self.base.backend
-
-    @property
-    def num_ranks(self) -> int:
-        return self.base.num_ranks
+    def wrapped(self) -> Any:
+        return self.base
 
     def allreduce_s(self, size_bytes: int) -> float:
         t = self.base.allreduce_s(size_bytes)

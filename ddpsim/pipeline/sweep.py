@@ -38,7 +38,7 @@ POINT_FORMAT = "ddpsim-point"
 POINT_VERSION = 1
 
 
-# ---- SimResult <-> JSON (kept here: result.py is a shared contract) -------------------------
+# ---- SimResult <-> JSON (here, beside the point files that hold it) ------------------------
 
 def result_to_dict(result: SimResult) -> dict[str, Any]:
     return {"world_size": result.world_size, "ranks": list(result.ranks),
@@ -141,7 +141,8 @@ def simulate_point(scenario: Scenario, point: SweepPoint, trace: Any, key: str =
     """Simulate one point (in this process).
 
     ``simulate(trace, plan, comm, config) -> SimResult`` defaults to :func:`ddpsim.engine.simulate.simulate`;
-    ``build(scenario, point, trace) -> PointInputs`` to :meth:`Scenario.build_point` (both
+    ``build(scenario, point, trace) -> PointInputs`` to :meth:`Scenario.build_point`, i.e.
+    :func:`ddpsim.pipeline.inputs.build_point_inputs` (both
     replaceable for tests; they must be picklable, i.e. module-level functions).
     """
     engine = simulate is None
@@ -221,8 +222,23 @@ class Progress:
         self.stream.flush()
 
 
+def check_sweepable(scenario: Scenario, inputs: Any) -> None:
+    """Refuse a point whose plan has no buckets (every parameter in
+    ``delay_all_reduce_named_params``): DDP builds no reducer, so the sweep has nothing to vary."""
+    if not inputs.plan.steady:
+        raise InputError(f"{scenario.where()}ddp.delay_all_reduce_named_params: every parameter of trace "
+                         f"{inputs.trace.model!r} is delayed, so DDP builds no reducer and a sweep has no buckets to "
+                         "vary; expected at least one parameter left to the reducer ('ddpsim simulate' models the case)")
+
+
 def default_jobs() -> int:
-    return max(1, min(2, os.cpu_count() or 1))
+    """Worker processes by default: the CPUs this process may run on (its affinity mask where
+    the platform has one, else every CPU of the machine)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity on this platform
+        cpus = os.cpu_count() or 1
+    return max(1, cpus)
 
 
 def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: int | None = None, trace: Any = None,
@@ -233,7 +249,8 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
     Args:
         out_dir: the report folder; finished points go to ``out_dir/points/`` as they finish
             and matching ones found there are reused. None: nothing is written or reused.
-        jobs: worker processes (default ``min(2, cpu count)``); 1 runs in this process.
+        jobs: worker processes (default :func:`default_jobs`: the CPUs this process may use); 1 runs
+            in this process.
         trace: the scenario's trace if already loaded.
         points: a subset of the scenario's points (default: all).
         simulate, build: see :func:`simulate_point`.
@@ -268,7 +285,8 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
         todo.append(p)
     # Fail fast, in this process, on input errors shared by every point (topology, world size).
     if todo:
-        build(scenario, todo[0], trace) if build is not None else scenario.build_point(todo[0], trace=trace)
+        check_sweepable(scenario, build(scenario, todo[0], trace) if build is not None
+                        else scenario.build_point(todo[0], trace=trace))
     bar = Progress(len(todo), f"{scenario.name}: simulating") if progress and todo else None
 
     def finish(d: dict[str, Any]) -> None:

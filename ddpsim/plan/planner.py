@@ -2,8 +2,8 @@
 
 Source of truth: ``torch/csrc/distributed/c10d/reducer.cpp``
 (``compute_bucket_assignment_by_size``, ``Reducer::rebuild_buckets``) and
-``torch/nn/parallel/distributed.py`` (limits, reversal); see
-``shared/reference/ddp-and-nccl-facts.md`` §1.2-1.4. Summary of what DDP does:
+``torch/nn/parallel/distributed.py`` (``DistributedDataParallel._build_params_for_reducer``,
+``_ddp_init_helper``: limits, reversal). Summary of what DDP does:
 
 * At construction the limits are ``[sys.maxsize]`` (one bucket per dtype) unless
   ``find_unused_parameters`` is on and ``static_graph`` off; then ``[1 MiB, cap]`` if

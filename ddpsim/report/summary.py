@@ -78,7 +78,7 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
     out: dict[str, Any] = {
         "scenario": scenario.name, "description": scenario.description,
         "world_size": best.world_size, "backend": best.backend,
-        "cluster": {"topology": Path(scenario.cluster.topology).name if scenario.cluster.topology.endswith((".yaml", ".yml")) else scenario.cluster.topology,
+        "cluster": {"topology": Path(scenario.cluster.label).name if scenario.cluster.label.endswith((".yaml", ".yml")) else scenario.cluster.label,
                     "nodes": scenario.cluster.nodes},
         "comm_model": best.comm,
         "num_points": len(records),
@@ -247,11 +247,23 @@ def render_method_error(me: dict[str, Any]) -> str:
 
 
 def render_summary(s: dict[str, Any]) -> str:
-    """``summary.md`` from :func:`summarize`'s dict."""
-    b, d = s["best"], s["default"]
+    """``summary.md`` from :func:`summarize`'s dict: setup, answer, breakdown, sweep, first
+    iteration and rebuild, Perfetto overlap, in that order."""
     L: list[str] = [f"# ddpsim report: {s['scenario']}", ""]
     if s.get("description"):
         L += [s["description"], ""]
+    L += _setup_section(s)
+    L += _answer_section(s)
+    L += _breakdown_section(s)
+    L += _sweep_section(s)
+    L += _first_iteration_section(s)
+    L += _overlap_section(s)
+    return "\n".join(L)
+
+
+def _setup_section(s: dict[str, Any]) -> list[str]:
+    """``## Setup``: cluster, trace, comm model, cost terms, steady iterations; then the warnings."""
+    b = s["best"]
     t = s.get("trace") or {}
     setup = [f"- cluster: `{s['cluster']['topology']}` x {s['cluster']['nodes']} node(s), world size {s['world_size']}, backend `{s['backend']}`"]
     if t:
@@ -268,24 +280,50 @@ def render_summary(s: dict[str, Any]) -> str:
         setup.append(f"- cost term: {term}")
     setup.append(f"- steady iterations per point: {b.get('num_steady_iterations')} (after DDP's first iteration and the rebuild); "
                  f"step time = slowest rank's end to slowest rank's end")
-    L += ["## Setup", "", *setup, ""]
+    L = ["## Setup", "", *setup, ""]
     for w in s.get("warnings") or ():
         L += [f"**WARNING: {w}.**", ""]
+    return L
 
-    L += ["## Answer", ""]
+
+def _best_line(s: dict[str, Any]) -> str:
+    """The answer's first bullet: the best point against the default."""
+    b, d = s["best"], s["default"]
     cap = "default (not given)" if b["bucket_cap_mb"] is None else f"{b['bucket_cap_mb']:g} MiB"
     what = "bucket_cap_mb"
     if b.get("bucket_cap_mb_list"):
         what, cap = "setting", f"bucket_cap_mb_list=[{', '.join(mb_text(x) for x in b['bucket_cap_mb_list'])}]"
-    if s["best"]["point"] == s["default"]["point"]:
-        L.append(f"- **Best bucket_cap_mb: {cap}** - DDP's default is already the fastest point swept: "
-                 f"p50 step {fmt_s(b['iteration_p50_s'])}.")
+    if b["point"] == d["point"]:
+        return (f"- **Best bucket_cap_mb: {cap}** - DDP's default is already the fastest point swept: "
+                f"p50 step {fmt_s(b['iteration_p50_s'])}.")
+    return (f"- **Best {what}: {cap}** (`{b['point']}`): p50 step {fmt_s(b['iteration_p50_s'])} vs "
+            f"{fmt_s(d['iteration_p50_s'])} at the default (`{d['point']}`): "
+            f"**{100 * (s['gain_over_default'] or 0):.1f}% faster**, {fmt_s(s['saved_per_step_s'])} saved per step"
+            + (" - under 1%, within what a simulation can promise: a tie in practice, keep the default."
+               if (s['gain_over_default'] or 0) < PRACTICAL_GAIN else "."))
+
+
+def _recommendation_lines(rec: dict[str, Any]) -> list[str]:
+    """The answer's bullets on the explicit plan beyond one cap and the line to paste."""
+    if rec.get("better"):
+        L = [f"- **Beyond one cap**: an explicit plan of {rec['num_buckets']} buckets cut along the gradient-ready order "
+             f"(`recommended_plan.json`) gives p50 {fmt_s(rec['iteration_p50_s'])}, **{100 * rec['gain_over_best_cap']:.1f}% "
+             f"faster than the best cap** (engine-verified; analytical search: {rec['method']})."]
     else:
-        L.append(f"- **Best {what}: {cap}** (`{b['point']}`): p50 step {fmt_s(b['iteration_p50_s'])} vs "
-                 f"{fmt_s(d['iteration_p50_s'])} at the default (`{d['point']}`): "
-                 f"**{100 * (s['gain_over_default'] or 0):.1f}% faster**, {fmt_s(s['saved_per_step_s'])} saved per step"
-                 + (" - under 1%, within what a simulation can promise: a tie in practice, keep the default."
-                    if (s['gain_over_default'] or 0) < PRACTICAL_GAIN else "."))
+        L = [f"- Beyond one cap: the best explicit plan found ({rec['num_buckets']} buckets, p50 {fmt_s(rec['iteration_p50_s'])}) "
+             f"is not faster than the best cap ({_pct(rec['gain_over_best_cap'])} by the engine); "
+             f"`recommended_plan.json` holds the best cap's own buckets instead."]
+    cl = rec.get("cap_list")
+    if cl:
+        L.append(_cap_list_line(cl))
+    return L
+
+
+def _answer_section(s: dict[str, Any]) -> list[str]:
+    """``## Answer``: the best point, its uncertainty and the method's error, the exposed
+    communication tail, the step p95, and the recommendation beyond one cap."""
+    b, d = s["best"], s["default"]
+    L = ["## Answer", "", _best_line(s)]
     u = s.get("uncertainty")
     if u:
         L.append(render_uncertainty(u))
@@ -297,22 +335,17 @@ def render_summary(s: dict[str, Any]) -> str:
     L.append(f"- Step-time p95: {fmt_s(b['iteration_p95_s'])} at the best point, {fmt_s(d['iteration_p95_s'])} at the default.")
     rec = s.get("recommendation")
     if rec:
-        if rec.get("better"):
-            L.append(f"- **Beyond one cap**: an explicit plan of {rec['num_buckets']} buckets cut along the gradient-ready order "
-                     f"(`recommended_plan.json`) gives p50 {fmt_s(rec['iteration_p50_s'])}, **{100 * rec['gain_over_best_cap']:.1f}% "
-                     f"faster than the best cap** (engine-verified; analytical search: {rec['method']}).")
-        else:
-            L.append(f"- Beyond one cap: the best explicit plan found ({rec['num_buckets']} buckets, p50 {fmt_s(rec['iteration_p50_s'])}) "
-                     f"is not faster than the best cap ({_pct(rec['gain_over_best_cap'])} by the engine); "
-                     f"`recommended_plan.json` holds the best cap's own buckets instead.")
-        cl = rec.get("cap_list")
-        if cl:
-            L.append(_cap_list_line(cl))
+        L += _recommendation_lines(rec)
     L.append("")
+    return L
 
-    L += ["## Iteration-time breakdown (mean steady iteration; p50/p95 of the job's step time)", "",
-          "| | forward | backward compute | exposed comm | optimizer | other | mean | p50 | p95 | comm (total) | overlap |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+def _breakdown_section(s: dict[str, Any]) -> list[str]:
+    """``## Iteration-time breakdown``: the best and the default point's mean steady iteration."""
+    b, d = s["best"], s["default"]
+    L = ["## Iteration-time breakdown (mean steady iteration; p50/p95 of the job's step time)", "",
+         "| | forward | backward compute | exposed comm | optimizer | other | mean | p50 | p95 | comm (total) | overlap |",
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
     rows = [("best `" + b["point"] + "`", b), ("default `" + d["point"] + "`", d)] if b["point"] != d["point"] else [("default = best `" + b["point"] + "`", b)]
     for name, m in rows:
         L.append(f"| {name} | {fmt_s(m['forward_s'])} | {fmt_s(m['backward_compute_s'])} | {fmt_s(m['exposed_comm_s'])} | "
@@ -325,16 +358,28 @@ def render_summary(s: dict[str, Any]) -> str:
              "p95 tail); 'other' is the rest of the step: " + (", ".join(f"{k.replace('_', ' ')} {fmt_s(v)}" for k, v in kinds.items())
              + " on the compute stream at the best point, and " if kinds else "") + "waiting for the slowest rank / the next collective.")
     L.append("")
+    return L
 
-    L += ["## Sweep", "", "| point | buckets | p50 step | p95 step | exposed comm (mean) | exposed comm p95 | overlap | vs default |",
-          "|---|---|---|---|---|---|---|---|"]
+
+def _sweep_section(s: dict[str, Any]) -> list[str]:
+    """``## Sweep``: one row per point."""
+    b = s["best"]
+    L = ["## Sweep", "", "| point | buckets | p50 step | p95 step | exposed comm (mean) | exposed comm p95 | overlap | vs default |",
+         "|---|---|---|---|---|---|---|---|"]
     for p in s["points"]:
         mark = " **best**" if p["point"] == b["point"] else ""
         L.append(f"| `{p['point']}`{mark} | {p['num_buckets']} | {fmt_s(p['iteration_p50_s'])} | {fmt_s(p['iteration_p95_s'])} | "
                  f"{fmt_s(p['exposed_comm_s'])} | {fmt_s(p['exposed_comm_p95_s'])} | {100 * p['overlap_ratio']:.1f}% | {_pct(p['gain_over_default'])} |")
     L += ["", "Full figures: `sweep.csv`; every bucket of every iteration: `buckets.csv`; plot: `sweep.png`.", ""]
+    return L
 
-    L += ["## First iteration and the bucket rebuild", ""]
+
+def _first_iteration_section(s: dict[str, Any]) -> list[str]:
+    """``## First iteration and the bucket rebuild``: DDP's construction-time layout in
+    iteration 1 and the rebuild in gradient-ready order (torch/csrc/distributed/c10d/reducer.cpp,
+    Reducer::rebuild_buckets), for the default and the best point."""
+    b, d = s["best"], s["default"]
+    L = ["## First iteration and the bucket rebuild", ""]
     for name, m in (("default", d), ("best", b)) if b["point"] != d["point"] else (("default", d),):
         fb = m.get("first_bucket_sizes_bytes") or []
         fi, ri, ss = m.get("first_iteration_s"), m.get("rebuild_iteration_s"), m["iteration_p50_s"]
@@ -349,25 +394,34 @@ def render_summary(s: dict[str, Any]) -> str:
             line += " No rebuild (find_unused_parameters without static_graph): the first layout stays."
         L.append(line)
     L.append("")
+    return L
 
-    L += ["## Overlap shown by the Perfetto traces", ""]
-    if s["overlaps"]:
-        for point, per_rank in s["overlaps"].items():
-            files = s["trace_files"].get(point, [])
-            vals = [v for _, v in sorted(per_rank.items(), key=lambda kv: int(kv[0]))]
-            if len(set(f"{100 * v:.2f}" for v in vals)) == 1:
-                ranks = f"{100 * vals[0]:.2f}%" + (f" on each of the {len(vals)} ranks written" if len(vals) > 1 else "")
-            else:
-                ranks = ", ".join(f"rank {r}: {100 * v:.2f}%" for r, v in sorted(per_rank.items(), key=lambda kv: int(kv[0])))
-            steady = next((p["overlap_ratio"] for p in s["points"] if p["point"] == point), None)
-            shown = files if len(files) <= 4 else files[:2] + ["...", files[-1]]
-            L.append(f"- `{point}`: communication overlapped by compute, as HTA's `get_comm_comp_overlap` computes it over "
-                     f"the whole trace (iteration 1 included): {ranks}; steady iterations only (engine): "
-                     f"{'-' if steady is None else f'{100 * steady:.1f}%'}. Files: {', '.join(f if f == '...' else '`' + f + '`' for f in shown)}; "
-                     f"timeline `timeline_{_file_id(point)}.png`.")
-        L += ["", "Open a trace at https://ui.perfetto.dev (one track per stream; bucket ready/launch are instant marks), "
-              "or check the overlap with HTA: `TraceAnalysis(trace_dir=..., include_last_profiler_step=True).get_comm_comp_overlap()` "
-              "on a folder holding one point's rank files (iterations are `ProfilerStep#<k>` spans, as torch.profiler writes them).", ""]
+
+def _overlap_line(s: dict[str, Any], point: str, per_rank: dict[Any, float]) -> str:
+    """One point's bullet of the Perfetto section: the HTA overlap per rank written, beside the engine's."""
+    files = s["trace_files"].get(point, [])
+    vals = [v for _, v in sorted(per_rank.items(), key=lambda kv: int(kv[0]))]
+    if len(set(f"{100 * v:.2f}" for v in vals)) == 1:
+        ranks = f"{100 * vals[0]:.2f}%" + (f" on each of the {len(vals)} ranks written" if len(vals) > 1 else "")
     else:
-        L += ["- (no timelines requested)", ""]
-    return "\n".join(L)
+        ranks = ", ".join(f"rank {r}: {100 * v:.2f}%" for r, v in sorted(per_rank.items(), key=lambda kv: int(kv[0])))
+    steady = next((p["overlap_ratio"] for p in s["points"] if p["point"] == point), None)
+    shown = files if len(files) <= 4 else files[:2] + ["...", files[-1]]
+    return (f"- `{point}`: communication overlapped by compute, as HTA's `get_comm_comp_overlap` computes it over "
+            f"the whole trace (iteration 1 included): {ranks}; steady iterations only (engine): "
+            f"{'-' if steady is None else f'{100 * steady:.1f}%'}. Files: {', '.join(f if f == '...' else '`' + f + '`' for f in shown)}; "
+            f"timeline `timeline_{_file_id(point)}.png`.")
+
+
+def _overlap_section(s: dict[str, Any]) -> list[str]:
+    """``## Overlap shown by the Perfetto traces``: one bullet per point written, and how to open them."""
+    L = ["## Overlap shown by the Perfetto traces", ""]
+    if not s["overlaps"]:
+        return L + ["- (no timelines requested)", ""]
+    for point, per_rank in s["overlaps"].items():
+        L.append(_overlap_line(s, point, per_rank))
+    L += ["", "Open a trace at https://ui.perfetto.dev (one track per stream; bucket ready/launch are instant marks), "
+          "or check the overlap with HTA: `TraceAnalysis(trace_dir=..., include_last_profiler_step=True).get_comm_comp_overlap()` "
+          "on a folder holding one point's rank files (iterations are `ProfilerStep#<k>` spans, as torch.profiler writes them)."
+          , ""]
+    return L

@@ -1,0 +1,4 @@
+"""A model's trace: per-parameter gradient-ready times, forward, backward and optimizer times,
+sizes and dtypes in DDP's parameter order (:mod:`~ddpsim.trace.records`), captured from a real
+torch model (:mod:`~ddpsim.trace.capture`, the bundled :mod:`~ddpsim.trace.models`) or re-timed
+for a GPU (:mod:`~ddpsim.trace.retime`)."""

@@ -37,6 +37,7 @@ import platform
 import re
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
@@ -143,8 +144,33 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     """
     import torch
 
-    from ddpsim.trace.models import ddp_params, default_loss
+    _check_capture_args(torch, device=device, batch_size=batch_size, num_iters=num_iters, num_warmup=num_warmup,
+                        dtype=dtype, autocast=autocast, optimizer=optimizer, num_threads=num_threads)
+    torch.manual_seed(seed)
+    runner = _StepRunner(torch, spec, device=device, batch_size=batch_size, dtype=dtype, autocast=autocast,
+                         optimizer=optimizer, step_barrier=step_barrier)
+    load_before = _load_average()
+    samples, orders = _measure_steps(runner, spec.name, num_warmup=num_warmup, num_iters=num_iters)
+    overhead = _measure_hook_overhead(runner, samples) if measure_hook_overhead else None
+    runner.remove_hooks()
 
+    first = orders[0]
+    consistent = all(o == first for o in orders)
+    records = _param_records(runner.plist, first)
+    samples = _null_late_params(samples, set(first))
+    buffers = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
+                    for n, b in runner.module.named_buffers())
+    env = _environment(torch, runner, spec, device=device, batch_size=batch_size, dtype=dtype, autocast=autocast,
+                       optimizer=optimizer, num_warmup=num_warmup, num_iters=num_iters, seed=seed,
+                       consistent=consistent, overhead=overhead, load_before=load_before)
+    return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),
+                 iterations=tuple(samples), environment=env,
+                 hook_overhead_frac=None if overhead is None else overhead.frac, command=command)
+
+
+def _check_capture_args(torch: Any, *, device: str, batch_size: int, num_iters: int, num_warmup: int,
+                        dtype: str | None, autocast: str | None, optimizer: str, num_threads: int | None) -> None:
+    """Refuse bad counts and choices (InputError naming the field); apply ``num_threads``."""
     _check_count(batch_size, "batch_size", 1)
     _check_count(num_iters, "num_iters", 1)
     _check_count(num_warmup, "num_warmup", 0)
@@ -157,177 +183,224 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         torch.set_num_threads(num_threads)
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
-    torch.manual_seed(seed)
-    cuda = device == "cuda"
-    dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
-    tdtype = None if dtype is None else getattr(torch, dtype)
-    module = spec.module.to(device=dev) if tdtype is None else spec.module.to(device=dev, dtype=tdtype)
-    module.train()
-    loss_fn = spec.loss_fn or default_loss
-    phase = ["making its batch"]
-    try:
-        batch = _to_device(spec.make_batch(batch_size), dev, tdtype)
-    except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
-        raise _model_error(spec.name, phase[0], exc) from None
-    plist = ddp_params(module)
-    params = [p for _, p, _ in plist]
-    if optimizer == "sgd":
-        opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
-    else:
-        opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
-    ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(autocast or "")
 
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize(dev)
 
-    def forward() -> Any:
-        phase[0] = "forward"
-        if ac_dtype is not None:
-            with torch.autocast(device_type=dev.type, dtype=ac_dtype):
-                out = _call(module, batch)
-                return loss_fn(out)
-        return loss_fn(_call(module, batch))
+class _StepRunner:
+    """One model's training step on one device, timed phase by phase, with a post-accumulate-grad
+    hook per DDP parameter stamping when its gradient is ready.
 
-    # hook state: list of (index, stamp) for the current backward
-    fired: list[tuple[int, Any]] = []
-    hooks_on = [True]
+    ``phase`` names the phase running (for :func:`_model_error`); ``fired`` holds the current
+    backward's ``(parameter index, stamp)`` in firing order; ``cpu_phase_s`` this process's CPU
+    time per recorded step's forward, backward and optimizer.
+    """
 
-    def make_hook(i: int):
+    def __init__(self, torch: Any, spec: Any, *, device: str, batch_size: int, dtype: str | None,
+                 autocast: str | None, optimizer: str, step_barrier: Callable[[], None] | None) -> None:
+        from ddpsim.trace.models import ddp_params, default_loss
+
+        self.torch = torch
+        self.cuda = device == "cuda"
+        self.dev = torch.device("cuda", torch.cuda.current_device()) if self.cuda else torch.device("cpu")
+        tdtype = None if dtype is None else getattr(torch, dtype)
+        module = spec.module.to(device=self.dev) if tdtype is None else spec.module.to(device=self.dev, dtype=tdtype)
+        module.train()
+        self.module = module
+        self.loss_fn = spec.loss_fn or default_loss
+        self.phase = "making its batch"
+        try:
+            self.batch = _to_device(spec.make_batch(batch_size), self.dev, tdtype)
+        except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
+            raise _model_error(spec.name, self.phase, exc) from None
+        self.plist = ddp_params(module)
+        self.params = [p for _, p, _ in self.plist]
+        if optimizer == "sgd":
+            self.opt = torch.optim.SGD(self.params, lr=1e-3, momentum=0.9)
+        else:
+            self.opt = torch.optim.AdamW(self.params, lr=1e-4, foreach=True)
+        self.ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(autocast or "")
+        self.step_barrier = step_barrier
+        self.fired: list[tuple[int, Any]] = []
+        self.hooks_on = True
+        self.cpu_phase_s: list[list[float]] = []
+        self.handles: list[Any] = []
+        self.add_hooks()
+
+    def add_hooks(self) -> None:
+        self.handles = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(self.params)]
+
+    def remove_hooks(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+    def _hook(self, i: int) -> Callable[[Any], None]:
         def hook(_p: Any) -> None:
-            if not hooks_on[0]:
+            if not self.hooks_on:
                 return
-            if cuda:
-                ev = torch.cuda.Event(enable_timing=True)
+            if self.cuda:
+                ev = self.torch.cuda.Event(enable_timing=True)
                 ev.record()
-                fired.append((i, ev))
+                self.fired.append((i, ev))
             else:
-                fired.append((i, time.perf_counter_ns()))
+                self.fired.append((i, time.perf_counter_ns()))
         return hook
 
-    handles = [p.register_post_accumulate_grad_hook(make_hook(i)) for i, p in enumerate(params)]
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.dev)
 
-    cpu_phase_s: list[list[float]] = []  # per measured iteration: this process's CPU time per phase
+    def forward(self) -> Any:
+        self.phase = "forward"
+        if self.ac_dtype is not None:
+            with self.torch.autocast(device_type=self.dev.type, dtype=self.ac_dtype):
+                out = _call(self.module, self.batch)
+                return self.loss_fn(out)
+        return self.loss_fn(_call(self.module, self.batch))
 
-    def step(record: bool) -> IterationSample | None:
-        fired.clear()
-        sync()
-        if step_barrier is not None:
-            step_barrier()
+    def step(self, record: bool) -> IterationSample | None:
+        """One training step; its phase times and gradient-ready offsets when ``record``."""
+        self.fired.clear()
+        self.sync()
+        if self.step_barrier is not None:
+            self.step_barrier()
         c0 = time.process_time()
         t0 = time.perf_counter_ns()
-        loss = forward()
-        sync()
+        loss = self.forward()
+        self.sync()
         t1 = time.perf_counter_ns()
         c1 = time.process_time()
         start_ev = None
-        if cuda:
-            start_ev = torch.cuda.Event(enable_timing=True)
+        if self.cuda:
+            start_ev = self.torch.cuda.Event(enable_timing=True)
             start_ev.record()
         tb = time.perf_counter_ns()
-        phase[0] = "backward"
+        self.phase = "backward"
         loss.backward()
-        sync()
+        self.sync()
         t2 = time.perf_counter_ns()
         c2 = time.process_time()
         t2o = t2
-        if step_barrier is not None:  # DDP's ranks leave backward together (its last all-reduce)
-            step_barrier()
+        if self.step_barrier is not None:  # DDP's ranks leave backward together (its last all-reduce)
+            self.step_barrier()
             t2o = time.perf_counter_ns()
-        phase[0] = "optimizer step"
+        self.phase = "optimizer step"
         c2o = time.process_time()
-        opt.step()
-        sync()
+        self.opt.step()
+        self.sync()
         t3 = time.perf_counter_ns()
         c3 = time.process_time()
-        opt.zero_grad(set_to_none=True)
-        sync()
+        self.opt.zero_grad(set_to_none=True)
+        self.sync()
         t4 = time.perf_counter_ns()
         if not record:
             return None
-        cpu_phase_s.append([c1 - c0, c2 - c1, c3 - c2o])
-        ready: list[float | None] = [None] * len(params)
-        for i, stamp in fired:
-            ready[i] = start_ev.elapsed_time(stamp) / 1e3 if cuda else max(0, stamp - tb) / 1e9
+        self.cpu_phase_s.append([c1 - c0, c2 - c1, c3 - c2o])
+        ready: list[float | None] = [None] * len(self.params)
+        for i, stamp in self.fired:
+            ready[i] = start_ev.elapsed_time(stamp) / 1e3 if self.cuda else max(0, stamp - tb) / 1e9
         return IterationSample(forward_s=(t1 - t0) / 1e9, backward_s=(t2 - tb) / 1e9, optimizer_s=(t3 - t2o) / 1e9,
                                zero_grad_s=(t4 - t3) / 1e9, grad_ready_s=tuple(ready))
 
-    load_before = _load_average()
+    def timed_backward(self, hooks: bool) -> float:
+        """Forward, then backward timed (CPU: this process's CPU time, so that a wait for a CPU is
+        not taken for the hooks' cost; CUDA: wall time), with the hooks or without them."""
+        self.hooks_on = hooks
+        if not hooks:
+            self.remove_hooks()
+        loss = self.forward()
+        self.sync()
+        tb, cb = time.perf_counter_ns(), time.process_time()
+        loss.backward()
+        self.sync()
+        elapsed_s = (time.perf_counter_ns() - tb) / 1e9 if self.cuda else time.process_time() - cb
+        self.opt.zero_grad(set_to_none=True)
+        self.fired.clear()
+        if not hooks:
+            self.add_hooks()
+        self.hooks_on = True
+        return elapsed_s
+
+
+def _measure_steps(runner: _StepRunner, name: str, *, num_warmup: int,
+                   num_iters: int) -> tuple[list[IterationSample], list[list[int]]]:
+    """Warm-up steps, then the measured steps' samples and hook firing orders; the model's code
+    raising is one InputError naming the model and the phase."""
     samples: list[IterationSample] = []
     orders: list[list[int]] = []
     try:
         for _ in range(num_warmup):
-            step(False)
+            runner.step(False)
         for _ in range(num_iters):
-            samples.append(step(True))
-            orders.append([i for i, _ in fired])
+            samples.append(runner.step(True))
+            orders.append([i for i, _ in runner.fired])
     except InputError:
         raise
     except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
-        for h in handles:
-            h.remove()
-        raise _model_error(spec.name, phase[0], exc) from None
+        runner.remove_hooks()
+        raise _model_error(name, runner.phase, exc) from None
+    return samples, orders
 
-    hook_frac = None
-    hook_raw = None
-    if measure_hook_overhead:
-        with_s: list[float] = []
-        without_s: list[float] = []
-        # NOTE: enough pairs that the pairs cover about 1 s of backward (tiny models get up to
-        # 100 pairs), at least 4; the median of the pairs' ratios is used (hook_overhead_estimate).
-        median_backward_s = statistics.median(s.backward_s for s in samples)
-        num_pairs = max(4, min(100, math.ceil(0.5 / max(median_backward_s, 1e-6))))
-        num_pairs += num_pairs % 2
-        for rep in range(num_pairs):
-            pair = ((True, with_s), (False, without_s))
-            for on, sink in (pair if rep % 2 == 0 else pair[::-1]):  # alternate who goes first
-                hooks_on[0] = on
-                if not on:
-                    for h in handles:
-                        h.remove()
-                loss = forward()
-                sync()
-                tb, cb = time.perf_counter_ns(), time.process_time()
-                loss.backward()
-                sync()
-                # CPU: this process's CPU time (a wait for a CPU is not the hooks' cost); CUDA: wall
-                sink.append((time.perf_counter_ns() - tb) / 1e9 if cuda else time.process_time() - cb)
-                opt.zero_grad(set_to_none=True)
-                fired.clear()
-                if not on:
-                    handles = [p.register_post_accumulate_grad_hook(make_hook(i)) for i, p in enumerate(params)]
-                hooks_on[0] = True
-        hook_frac, hook_raw = hook_overhead_estimate(with_s, without_s)
-        pair_ratios = [a / b - 1.0 for a, b in zip(with_s, without_s)]
-    for h in handles:
-        h.remove()
 
-    first = orders[0]
-    consistent = all(o == first for o in orders)
-    records = tuple(
+@dataclass(frozen=True, kw_only=True)
+class _HookOverhead:
+    frac: float
+    raw_frac: float
+    num_pairs: int
+    pair_fracs: list[float]
+
+
+def _measure_hook_overhead(runner: _StepRunner, samples: Sequence[IterationSample]) -> _HookOverhead:
+    """Backward timed with and without the hooks in adjacent pairs, alternating which goes first
+    (see the module docstring and :func:`hook_overhead_estimate`)."""
+    with_s: list[float] = []
+    without_s: list[float] = []
+    # NOTE: enough pairs that the pairs cover about 1 s of backward (tiny models get up to
+    # 100 pairs), at least 4; the median of the pairs' ratios is used (hook_overhead_estimate).
+    median_backward_s = statistics.median(s.backward_s for s in samples)
+    num_pairs = max(4, min(100, math.ceil(0.5 / max(median_backward_s, 1e-6))))
+    num_pairs += num_pairs % 2
+    for rep in range(num_pairs):
+        pair = ((True, with_s), (False, without_s))
+        for on, sink in (pair if rep % 2 == 0 else pair[::-1]):  # alternate who goes first
+            sink.append(runner.timed_backward(on))
+    frac, raw = hook_overhead_estimate(with_s, without_s)
+    return _HookOverhead(frac=frac, raw_frac=raw, num_pairs=num_pairs,
+                         pair_fracs=[a / b - 1.0 for a, b in zip(with_s, without_s)])
+
+
+def _param_records(plist: Sequence[tuple[str, Any, bool]], first: Sequence[int]) -> tuple[ParamRecord, ...]:
+    """One record per DDP parameter; ``has_grad`` when its hook fired in the first measured step."""
+    return tuple(
         ParamRecord(index=i, name=name, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
                     size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=sparse,
                     has_grad=i in set(first))
         for i, (name, p, sparse) in enumerate(plist))
+
+
+def _null_late_params(samples: Sequence[IterationSample], first_set: set[int]) -> list[IterationSample]:
+    """The samples with the ready times of parameters not ready in the first measured step nulled."""
     # NOTE: a parameter ready in a later iteration but not the first would break the trace's
     # has_grad/order contract; null it so the trace stays self-consistent.
-    first_set = set(first)
-    samples = [IterationSample(forward_s=s.forward_s, backward_s=s.backward_s, optimizer_s=s.optimizer_s,
-                               zero_grad_s=s.zero_grad_s,
-                               grad_ready_s=tuple(t if i in first_set else None for i, t in enumerate(s.grad_ready_s)))
-               for s in samples]
-    buffers = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
-                    for n, b in module.named_buffers())
+    return [IterationSample(forward_s=s.forward_s, backward_s=s.backward_s, optimizer_s=s.optimizer_s,
+                            zero_grad_s=s.zero_grad_s,
+                            grad_ready_s=tuple(t if i in first_set else None for i, t in enumerate(s.grad_ready_s)))
+            for s in samples]
+
+
+def _environment(torch: Any, runner: _StepRunner, spec: Any, *, device: str, batch_size: int, dtype: str | None,
+                 autocast: str | None, optimizer: str, num_warmup: int, num_iters: int, seed: int,
+                 consistent: bool, overhead: _HookOverhead | None, load_before: float | None) -> dict[str, Any]:
+    """The trace's ``environment``: the device, software, capture settings and host load."""
+    cuda = runner.cuda
     env: dict[str, Any] = {
         "device": device,
-        "device_name": torch.cuda.get_device_name(dev) if cuda else _cpu_name(),
+        "device_name": torch.cuda.get_device_name(runner.dev) if cuda else _cpu_name(),
         "torch_version": torch.__version__,
         "batch_size": batch_size,
-        "dtype": dtype or _own_dtype(params),
+        "dtype": dtype or _own_dtype(runner.params),
         "autocast": autocast,
         "optimizer": optimizer,
         "num_threads": torch.get_num_threads(),
-        "input_shape": _shapes(batch),
+        "input_shape": _shapes(runner.batch),
         "num_warmup": num_warmup,
         "num_iters": num_iters,
         "seed": seed,
@@ -341,22 +414,21 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
             env["nccl_version"] = None
     for k, v in (spec.info or {}).items():
         env.setdefault(k, v)
-    if hook_raw is not None:
-        env["hook_overhead_raw_frac"] = round(hook_raw, 6)
-        env["hook_overhead_pairs"] = num_pairs
-        env["hook_overhead_pair_fracs"] = [round(r, 6) for r in pair_ratios]
+    if overhead is not None:
+        env["hook_overhead_raw_frac"] = round(overhead.raw_frac, 6)
+        env["hook_overhead_pairs"] = overhead.num_pairs
+        env["hook_overhead_pair_fracs"] = [round(r, 6) for r in overhead.pair_fracs]
     if not cuda:
         # this process's CPU time (every thread) per measured iteration's forward, backward and
         # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
-        env["cpu_phase_s"] = [[round(x, 6) for x in c] for c in cpu_phase_s]
+        env["cpu_phase_s"] = [[round(x, 6) for x in c] for c in runner.cpu_phase_s]
     if load_before is not None:
         # NOTE: on a shared machine, other processes inflate the times; this says how busy it was
         env["load_average_1m"] = [round(load_before, 2), round(_load_average() or 0.0, 2)]
         env["num_cpus"] = os.cpu_count()
     if not consistent:
         env["note"] = "hook firing order differed across measured iterations; grad_ready_order is the first measured iteration's"
-    return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),
-                 iterations=tuple(samples), environment=env, hook_overhead_frac=hook_frac, command=command)
+    return env
 
 
 def _own_dtype(params: Sequence[Any]) -> str:
@@ -381,6 +453,91 @@ def _block_of(name: str, prefix: str) -> tuple[int, str] | None:
         return None
     k, _, rest = name[len(prefix):].partition(".")
     return (int(k), rest) if k.isdigit() and rest else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Blocks:
+    """A trace's repeated blocks: parameter indices before and after them, and each block's
+    parameters by their name inside the block (``rests``, block 0's order)."""
+    prefix: str
+    num_blocks: int
+    pre: list[int]
+    post: list[int]
+    rests: list[str]
+    per_block: dict[int, dict[str, int]]
+
+
+def _find_blocks(trace: Trace, block_prefix: str | None, num_blocks: int) -> _Blocks:
+    """The identical, contiguous blocks ``<prefix>0 .. <prefix>K-1`` of ``trace`` (3 <= K <= ``num_blocks``)."""
+    names = [p.name for p in trace.params]
+    if block_prefix is None:
+        prefixes = [m.group("prefix") for n in names if (m := _BLOCK_RE.match(n))]
+        if not prefixes:
+            raise InputError(f"trace {trace.model!r}: no repeated blocks (names like 'h.0.x') found; expected a transformer-style model to derive depth")
+        block_prefix = statistics.mode(prefixes)
+    blk = [_block_of(n, block_prefix) for n in names]
+    ks = sorted({b[0] for b in blk if b})
+    K = len(ks)
+    if K < 3 or ks != list(range(K)):
+        raise InputError(f"derive_depth: the capture has {K} blocks under {block_prefix!r}; expected at least 3 (0..K-1) to derive depth")
+    _check_count(num_blocks, "num_blocks", K)
+    block_idx = [i for i, b in enumerate(blk) if b]
+    lo, hi = min(block_idx), max(block_idx)
+    if any(not blk[i] for i in range(lo, hi + 1)):
+        raise InputError(f"derive_depth: parameters of blocks under {block_prefix!r} are not contiguous in DDP order")
+    rests = [blk[i][1] for i in block_idx if blk[i][0] == 0]
+    per_block = {k: {blk[i][1]: i for i in block_idx if blk[i][0] == k} for k in range(K)}
+    if any(list(per_block[k]) != rests for k in range(K)):
+        raise InputError(f"derive_depth: blocks under {block_prefix!r} differ in their parameters; expected identical blocks")
+    return _Blocks(prefix=block_prefix, num_blocks=K, pre=list(range(lo)), post=list(range(hi + 1, len(names))),
+                   rests=rests, per_block=per_block)
+
+
+def _captured_position(p: int, *, K: int, N: int) -> int:
+    """The captured backward position ``m(p)`` whose hook offsets target backward position ``p`` copies."""
+    if p == 0:
+        return 0
+    if p == N - 1:
+        return K - 1
+    return 1 + (p - 1) % (K - 2)
+
+
+def _derived_iteration(it: IterationSample, blocks: _Blocks, new: Sequence[tuple[int, str, int | None]], *,
+                       N: int, bytes_ratio: float) -> tuple[IterationSample, float]:
+    """One measured iteration extended to ``N`` blocks, and its per-block backward time ``d``."""
+    K = blocks.num_blocks
+    means = []
+    for k in range(K):
+        ts = [it.grad_ready_s[i] for i in blocks.per_block[k].values() if it.grad_ready_s[i] is not None]
+        means.append(statistics.fmean(ts) if ts else math.nan)
+    diffs = [means[k - 1] - means[k] for k in range(1, K) if not math.isnan(means[k - 1] - means[k])]
+    d = max(0.0, statistics.median(diffs)) if diffs else 0.0
+    # parameters not in blocks: those ready after block 0 (e.g. embeddings) are shifted
+    after = means[0] if not math.isnan(means[0]) else 0.0
+    ready: list[float | None] = []
+    for i, _, j in new:
+        t = it.grad_ready_s[i]
+        if t is None:
+            ready.append(None)
+        elif j is None:
+            ready.append(t + (N - K) * d if t > after else t)
+        else:
+            p = N - 1 - j
+            ready.append(t + (p - _captured_position(p, K=K, N=N)) * d)
+    extra_s = (N - K) * d
+    fwd = it.forward_s * (1 + extra_s / it.backward_s) if it.backward_s > 0 else it.forward_s
+    sample = IterationSample(forward_s=fwd, backward_s=it.backward_s + extra_s,
+                             optimizer_s=it.optimizer_s * bytes_ratio, zero_grad_s=it.zero_grad_s * bytes_ratio,
+                             grad_ready_s=tuple(ready))
+    return sample, d
+
+
+_DERIVE_METHOD = ("blocks are identical: block parameters copied from block 0 and renamed in DDP order; "
+                  "per-iteration block backward time d = median difference of adjacent captured blocks' mean hook times; "
+                  "target block at backward position p copies captured position m(p) (first, middle round-robin, last) "
+                  "shifted by (p - m(p)) * d; parameters ready after all blocks shifted by (N - K) * d; "
+                  "backward_s += (N - K) * d; forward_s scaled by the same factor as backward_s; "
+                  "optimizer_s and zero_grad_s scaled by parameter bytes")
 
 
 def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = None, command: str | None = None) -> Trace:
@@ -414,77 +571,25 @@ def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = No
     Raises:
         InputError: no repeated blocks found, fewer than 3 captured blocks, N < K.
     """
-    names = [p.name for p in trace.params]
-    if block_prefix is None:
-        prefixes = [m.group("prefix") for n in names if (m := _BLOCK_RE.match(n))]
-        if not prefixes:
-            raise InputError(f"trace {trace.model!r}: no repeated blocks (names like 'h.0.x') found; expected a transformer-style model to derive depth")
-        block_prefix = statistics.mode(prefixes)
-    blk = [_block_of(n, block_prefix) for n in names]
-    ks = sorted({b[0] for b in blk if b})
-    K = len(ks)
-    if K < 3 or ks != list(range(K)):
-        raise InputError(f"derive_depth: the capture has {K} blocks under {block_prefix!r}; expected at least 3 (0..K-1) to derive depth")
-    _check_count(num_blocks, "num_blocks", K)
-    block_idx = [i for i, b in enumerate(blk) if b]
-    lo, hi = min(block_idx), max(block_idx)
-    if any(not blk[i] for i in range(lo, hi + 1)):
-        raise InputError(f"derive_depth: parameters of blocks under {block_prefix!r} are not contiguous in DDP order")
-    pre = list(range(lo))
-    post = list(range(hi + 1, len(names)))
-    template = [i for i in block_idx if blk[i][0] == 0]
-    rests = [blk[i][1] for i in template]
-    per_block = {k: {blk[i][1]: i for i in block_idx if blk[i][0] == k} for k in range(K)}
-    if any(list(per_block[k]) != rests for k in range(K)):
-        raise InputError(f"derive_depth: blocks under {block_prefix!r} differ in their parameters; expected identical blocks")
+    blocks = _find_blocks(trace, block_prefix, num_blocks)
+    K = blocks.num_blocks
     N = num_blocks
-
-    def m_of(p: int) -> int:  # captured backward position used for target backward position p
-        if p == 0:
-            return 0
-        if p == N - 1:
-            return K - 1
-        return 1 + (p - 1) % (K - 2)
-
-    # new parameter list: (source index, new name, target block or None, backward position)
-    new: list[tuple[int, str, int | None]] = [(i, names[i], None) for i in pre]
+    names = [p.name for p in trace.params]
+    # new parameter list: (source index, new name, target block or None)
+    new: list[tuple[int, str, int | None]] = [(i, names[i], None) for i in blocks.pre]
     for j in range(N):
-        src_block = K - 1 - m_of(N - 1 - j)
-        for rest in rests:
-            new.append((per_block[src_block][rest], f"{block_prefix}{j}.{rest}", j))
-    new += [(i, names[i], None) for i in post]
+        src_block = K - 1 - _captured_position(N - 1 - j, K=K, N=N)
+        for rest in blocks.rests:
+            new.append((blocks.per_block[src_block][rest], f"{blocks.prefix}{j}.{rest}", j))
+    new += [(i, names[i], None) for i in blocks.post]
     src = trace.params
     records = tuple(ParamRecord(index=n, name=name, shape=src[i].shape, dtype=src[i].dtype, size_bytes=src[i].size_bytes,
                                 expect_sparse_gradient=src[i].expect_sparse_gradient, has_grad=src[i].has_grad)
                     for n, (i, name, _) in enumerate(new))
     bytes_ratio = sum(r.size_bytes for r in records) / trace.total_param_bytes
-    iterations = []
-    ds = []
-    for it in trace.iterations:
-        means = []
-        for k in range(K):
-            ts = [it.grad_ready_s[i] for i in per_block[k].values() if it.grad_ready_s[i] is not None]
-            means.append(statistics.fmean(ts) if ts else math.nan)
-        diffs = [means[k - 1] - means[k] for k in range(1, K) if not math.isnan(means[k - 1] - means[k])]
-        d = max(0.0, statistics.median(diffs)) if diffs else 0.0
-        ds.append(d)
-        # parameters not in blocks: those ready after block 0 (e.g. embeddings) are shifted
-        after = means[0] if not math.isnan(means[0]) else 0.0
-        ready: list[float | None] = []
-        for i, _, j in new:
-            t = it.grad_ready_s[i]
-            if t is None:
-                ready.append(None)
-            elif j is None:
-                ready.append(t + (N - K) * d if t > after else t)
-            else:
-                p = N - 1 - j
-                ready.append(t + (p - m_of(p)) * d)
-        extra_s = (N - K) * d
-        fwd = it.forward_s * (1 + extra_s / it.backward_s) if it.backward_s > 0 else it.forward_s
-        iterations.append(IterationSample(forward_s=fwd, backward_s=it.backward_s + extra_s,
-                                          optimizer_s=it.optimizer_s * bytes_ratio, zero_grad_s=it.zero_grad_s * bytes_ratio,
-                                          grad_ready_s=tuple(ready)))
+    derived = [_derived_iteration(it, blocks, new, N=N, bytes_ratio=bytes_ratio) for it in trace.iterations]
+    iterations = [sample for sample, _ in derived]
+    ds = [d for _, d in derived]
     first = iterations[0].grad_ready_s
     rank = {i: r for r, i in enumerate(trace.grad_ready_order)}
     order = sorted((n for n, r in enumerate(records) if r.has_grad and first[n] is not None),
@@ -494,15 +599,10 @@ def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = No
     env["captured_n_layer"] = K
     synthetic = {
         "kind": "derived-depth",
-        "from_blocks": K, "to_blocks": N, "block_prefix": block_prefix,
+        "from_blocks": K, "to_blocks": N, "block_prefix": blocks.prefix,
         "source_command": trace.command,
         "per_block_backward_s": [round(d, 9) for d in ds],
-        "method": ("blocks are identical: block parameters copied from block 0 and renamed in DDP order; "
-                   "per-iteration block backward time d = median difference of adjacent captured blocks' mean hook times; "
-                   "target block at backward position p copies captured position m(p) (first, middle round-robin, last) "
-                   "shifted by (p - m(p)) * d; parameters ready after all blocks shifted by (N - K) * d; "
-                   "backward_s += (N - K) * d; forward_s scaled by the same factor as backward_s; "
-                   "optimizer_s and zero_grad_s scaled by parameter bytes"),
+        "method": _DERIVE_METHOD,
     }
     return Trace(model=trace.model, params=records, buffers=trace.buffers, grad_ready_order=tuple(order),
                  iterations=tuple(iterations), environment=env, hook_overhead_frac=trace.hook_overhead_frac,

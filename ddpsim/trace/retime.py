@@ -49,7 +49,7 @@ import copy
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.trace.records import BufferRecord, IterationSample, ParamRecord, Trace, load_trace
@@ -320,13 +320,36 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     batch = spec.make_batch(batch_size)
     to_meta = lambda t: t.to(device="meta", dtype=tdtype) if t.is_floating_point() else t.to("meta")  # noqa: E731
     batch = tuple(to_meta(t) for t in batch) if isinstance(batch, (tuple, list)) else to_meta(batch)
-    loss_fn = spec.loss_fn or default_loss
     plist = ddp_params(module)
     params = [p for _, p, _ in plist]
     opt = (torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True) if optimizer == "sgd"
            else torch.optim.AdamW(params, lr=1e-4, foreach=True))
     mode = _make_mode(g, a, ac_dtype)
-    sdpa = _make_sdpa_mode(mode, ac_dtype)
+    (sample, order), log = _modelled_steps(mode, _make_sdpa_mode(mode, ac_dtype), module, batch,
+                                           spec.loss_fn or default_loss, params, opt)
+    records = tuple(ParamRecord(index=i, name=n, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
+                                size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=s, has_grad=sample.grad_ready_s[i] is not None)
+                    for i, (n, p, s) in enumerate(plist))
+    env = copy.deepcopy(environment or {})
+    env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
+                "optimizer": optimizer, "num_threads": None,
+                "input_shape": [list(t.shape) for t in batch] if isinstance(batch, tuple) else list(batch.shape)})
+    for k in ("cuda_version", "nccl_version", "hook_overhead_raw_frac", "grad_ready_order_consistent", "num_warmup", "num_iters", "note"):
+        env.pop(k, None)
+    env["torch_version"] = torch.__version__
+    peak = g.tensor_flops_per_s if (ac_dtype is not None or dtype != "float32") else g.fp32_flops_per_s
+    synthetic = _retimed_synthetic(g, a, sample, log, peak=peak, extra_synthetic=extra_synthetic)
+    buffers = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
+                    for n, b in module.named_buffers())
+    trace = Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(order), iterations=(sample,),
+                  environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
+    return (trace, log) if return_log else trace
+
+
+def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any, params: Sequence[Any],
+                    opt: Any) -> tuple[tuple[IterationSample, list[int]], list[OpCost]]:
+    """Two training steps under the roofline mode; the second step's sample and hook firing
+    order (the optimizer state exists then) and the operators it charged."""
     fired: list[tuple[int, float]] = []
     backward_start = [0.0]
     handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: fired.append((i, mode.clock_s - backward_start[0])))
@@ -361,42 +384,33 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     finally:
         for h in handles:
             h.remove()
-    sample, order = samples[1]  # second step: optimizer state exists
-    log = mode.log[first_log_len:]
-    records = tuple(ParamRecord(index=i, name=n, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
-                                size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=s, has_grad=sample.grad_ready_s[i] is not None)
-                    for i, (n, p, s) in enumerate(plist))
+    return samples[1], mode.log[first_log_len:]
+
+
+_RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
+                  "bytes/(hbm*memory_efficiency), min_kernel_s); views free; attention as a fused flash kernel "
+                  "(causal halves FLOPs); autocast emulated (matmul-class ops in low precision, norms/softmax/loss "
+                  "in fp32, weight casts charged in forward); grad-ready time = modelled clock when the "
+                  "post-accumulate-grad hook fires; optimizer = foreach step on meta (second step); zero_grad 0")
+
+
+def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSample, log: Sequence[OpCost], *,
+                       peak: float, extra_synthetic: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``synthetic`` record of a retimed trace: the GPU, the assumptions, FLOPs and MFU."""
     fwd_flops = sum(c.flops for c in log if c.phase == "forward")
     bwd_flops = sum(c.flops for c in log if c.phase == "backward")
     step_s = sample.forward_s + sample.backward_s + sample.optimizer_s + sample.zero_grad_s
-    peak = g.tensor_flops_per_s if (ac_dtype is not None or dtype != "float32") else g.fp32_flops_per_s
-    env = copy.deepcopy(environment or {})
-    env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
-                "optimizer": optimizer, "num_threads": None,
-                "input_shape": [list(t.shape) for t in batch] if isinstance(batch, tuple) else list(batch.shape)})
-    for k in ("cuda_version", "nccl_version", "hook_overhead_raw_frac", "grad_ready_order_consistent", "num_warmup", "num_iters", "note"):
-        env.pop(k, None)
-    env["torch_version"] = torch.__version__
-    synthetic = {
+    return {
         "kind": "retimed",
         "gpu": g.name, "gpu_peaks": {k: v for k, v in asdict(g).items() if k.endswith("_per_s")}, "gpu_source": g.source,
         "assumptions": asdict(a),
-        "method": ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
-                   "bytes/(hbm*memory_efficiency), min_kernel_s); views free; attention as a fused flash kernel "
-                   "(causal halves FLOPs); autocast emulated (matmul-class ops in low precision, norms/softmax/loss "
-                   "in fp32, weight casts charged in forward); grad-ready time = modelled clock when the "
-                   "post-accumulate-grad hook fires; optimizer = foreach step on meta (second step); zero_grad 0"),
+        "method": _RETIME_METHOD,
         "forward_flops": fwd_flops, "backward_flops": bwd_flops, "num_kernels": len(log),
         "modelled_step_s": step_s,
         "mfu": (fwd_flops + bwd_flops) / step_s / peak if step_s > 0 else None,
         "mfu_peak_flops_per_s": peak,
         **(extra_synthetic or {}),
     }
-    buffers = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
-                    for n, b in module.named_buffers())
-    trace = Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(order), iterations=(sample,),
-                  environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
-    return (trace, log) if return_log else trace
 
 
 def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = None, seq_len: int | None = None,

@@ -6,17 +6,17 @@ executor, predict; :func:`~ddpsim.validation.measure.validate`, :func:`~ddpsim.v
 (csv, json, markdown, figure).
 
 For a scenario (the same YAML ``ddpsim run`` reads; its ``validation`` block says what to
-run for real), :func:`validate`:
+run for real), :func:`~ddpsim.validation.measure.validate`:
 
 1. calibrates the machine once with ``executor collectives`` (all-reduce/broadcast curves,
    compute/comm interference, copy bandwidth) or reuses ``--calibration FILE``;
 2. runs every validated point (local torchrun, gloo on CPUs) ``--repeats`` times, round-robin
    over the points so slow drift of a shared machine hits every point alike, each round's
-   order rotated by one (:func:`round_order`), WITHOUT a comm hook (the iteration time that is
+   order rotated by one (:func:`~ddpsim.validation.measure.round_order`), WITHOUT a comm hook (the iteration time that is
    compared). By default (``--launch point``) each round's trace is captured by ``executor
    trace`` in a launch of its own and each point runs in ``executor ddp`` launches of its own.
    With ``--launch round`` a round is ONE launch (``executor round``): before each point a
-   slice of the trace (:data:`ROUND_TRACE_ITERS` lockstep steps), then the point under a fresh
+   slice of the trace (:data:`~ddpsim.validation.measure.ROUND_TRACE_ITERS` lockstep steps), then the point under a fresh
    real DDP over the same module, so that the trace and the runs share the launch's speed and
    the moment. Then each point runs once more with the timing hook for per-bucket all-reduce
    times (a hook changes DDP's division path, so those runs are not used for the iteration
@@ -43,8 +43,8 @@ are kept beside it (``measured_median_s``, ``predicted_p50_s``, ``error_p50_pct`
 
 The best-cap criterion (the predicted-best cap measured within 2 % of the measured best) is
 also tested on the runs themselves: run k of every point ran in round k, so the two points'
-runs pair by round, and :func:`paired_gap_ci_pct` gives the 95 % interval of the gap from
-their log ratios; :func:`best_cap_verdict` says whether that interval decides the criterion
+runs pair by round, and :func:`~ddpsim.validation.compare.paired_gap_ci_pct` gives the 95 % interval of the gap from
+their log ratios; :func:`~ddpsim.validation.compare.best_cap_verdict` says whether that interval decides the criterion
 (``summary.best_cap_verdict``: met, missed or unresolved; per-run means in ``run_means_s``).
 
 NOTE: the trace used for prediction must be captured under the run's conditions (same

@@ -96,7 +96,7 @@ def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
     (other processes, the kernel's own work, the launcher); ``steal_pct``, taken by the
     hypervisor; ``ranks_pct``, the ranks' own CPU time (every thread). The host's counters are
     read by every rank around its own steps; their mean over ranks is used. None when the
-    samples have no host counters (measurements from before they were recorded) or a run
+    samples have no host counters (an executor measurement without them) or a run
     spans less than :data:`MIN_HOST_CPU_S` of the host's CPU time."""
     if not runs:  # a point not run yet (validate --launch point writes the report after every run)
         return None
@@ -156,7 +156,7 @@ def t975(df: int) -> float:
 
 def run_means(row: dict[str, Any]) -> list[float]:
     """A row's per-run mean steps in round order (``run_means_s``: a space-separated string in
-    the csv, absent in reports written before it was kept)."""
+    the csv; absent from a report without that column)."""
     v = row.get("run_means_s")
     if not v:
         return []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -104,6 +105,62 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     scenario = load_scenario(scenario_spec)
     me = _load_method_error(method_error)  # a bad file stops here, before anything runs
     trace = scenario.load_trace()
+    setup = _run_setup(scenario, trace, caps=caps, iterations=iterations, warmup=warmup, num_threads=num_threads,
+                       nproc=nproc, out_dir=out_dir, repeats=repeats, timeout_s=timeout_s, echo=echo)
+    trace_path = scenario.trace_path
+    if trace_path is None and not capture:
+        from ddpsim.trace.records import save_trace
+
+        trace_path = save_trace(trace, setup.raw / "trace.json")
+    run = _Validation(setup, trace=trace, trace_path=trace_path, plots=plots, echo=echo,
+                      launch_mode=_effective_launch_mode(launch_mode, capture=capture, points=setup.points, echo=echo))
+    # 0. the trace, captured under the run's conditions: every rank computing at once, once per
+    #    round (a shared host's load drifts; the trace must drift with the runs)
+    if capture and run.launch_mode == "point":
+        run.trace, run.trace_path = run.capture_round(1), setup.raw / "trace.concurrent.json"
+    elif capture:
+        run.trace_path = setup.raw / "trace.concurrent.json"
+    run.calibrate(calibration)  # 1. calibration
+    if run.launch_mode == "round":  # 2. predictions and 3. measurements, round-robin
+        run.run_round_launches()
+    else:
+        run.run_point_launches(capture=capture)
+    if bucket_timing:
+        run.run_hooked()
+    if intervals and run.captured:
+        point_intervals(scenario, setup.points, run.outcomes, run.captured, run.cal, iterations=setup.iterations, echo=echo,
+                        method_error=me, model=setup.model, cal_path=run.cal_path)
+    rows = [o.row() for o in run.outcomes.values()]
+    run.flush()
+    return {"rows": rows, "summary": summary_figures(rows), "out": setup.out}
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RunSetup:
+    """What a validation runs: the scenario's validated points, the executor's model and step
+    counts, the ranks and their threads, and where the report and its raw runs go."""
+
+    scenario: Any
+    points: tuple[Any, ...]
+    model: str
+    batch_size: int
+    model_args: tuple[str, ...]      # ``name=<json>`` options of the model, each an ``--model-arg``
+    iterations: int
+    warmup: int
+    threads: int
+    nproc: int
+    repeats: int
+    timeout_s: float
+    out: Path                        # the report folder, <out_dir>/<scenario>
+    raw: Path                        # its raw runs, <out>/validation
+
+
+def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None, iterations: int | None,
+               warmup: int | None, num_threads: int | None, nproc: int | None, out_dir: str | Path, repeats: int,
+               timeout_s: float, echo: Callable[[str], None]) -> _RunSetup:
+    """The run of :func:`validate` from its options, else the scenario's ``validation`` block,
+    else the trace's environment; a run that local validation cannot do is refused here,
+    before anything runs (a GPU device, a mixed-precision DDP, no batch size)."""
     env = trace.environment or {}
     vs = scenario.validation
     model = (vs.model if vs and vs.model else None) or (scenario.model.name if scenario.model else None) or trace.model
@@ -119,7 +176,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
                          f"expected cpu (on GPU nodes run 'torchrun -m executor' yourself and compare)")
     if batch_size != env.get("batch_size", batch_size):
         echo(f"validate: WARNING: batch size {batch_size} differs from the trace's {env.get('batch_size')}")
-    model_args = [f"{k}={json.dumps(v)}" for k, v in ((vs.options if vs else {}) or {}).items()]
+    model_args = tuple(f"{k}={json.dumps(v)}" for k, v in ((vs.options if vs else {}) or {}).items())
     if caps is None and vs is not None and vs.bucket_cap_mb is not None:
         caps = vs.bucket_cap_mb
     points = _select_points(scenario, caps)
@@ -127,129 +184,156 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         raise InputError(f"{scenario.path}: ddp.mixed_precision: {scenario.ddp.mixed_precision.label()!r} is not accepted by "
                          "local validation (gloo on CPU): torch's mixed-precision forward records device events, which the "
                          "CPU backend lacks; expected null (on GPU nodes run 'torchrun -m executor ddp --mixed-precision' yourself)")
-    world = scenario.world_size or 2
-    nproc = nproc or world
     out = ensure_dir(Path(out_dir) / scenario.name, "--out-dir")
     raw = ensure_dir(out / "validation", "--out-dir")
-    trace_path = scenario.trace_path
-    if trace_path is None and not capture:
-        from ddpsim.trace.records import save_trace
+    return _RunSetup(scenario=scenario, points=tuple(points), model=model, batch_size=batch_size, model_args=model_args,
+                     iterations=iterations, warmup=warmup, threads=threads, nproc=nproc or scenario.world_size or 2,
+                     repeats=repeats, timeout_s=timeout_s, out=out, raw=raw)
 
-        trace_path = save_trace(trace, raw / "trace.json")
 
-    def launch(args: list[str]) -> None:
-        _launch(args, nproc=nproc, num_threads=threads, timeout_s=timeout_s, log_dir=raw)
-
-    # 0. the trace, captured under the run's conditions: every rank computing at once, once per
-    #    round (a shared host's load drifts; the trace must drift with the runs) -------------------
-    captured: list[Any] = []
-
-    def capture_round(rep: int):
-        from ddpsim.trace.records import load_trace, pool_traces, save_trace
-
-        path = raw / f"trace.round{rep}.json"
-        echo(f"validate: capturing {model} (batch {batch_size}) on {nproc} ranks at once -> {path}")
-        cap_args = ["trace", "--model", model, "--batch-size", str(batch_size), "--out", str(path),
-                    "--iters", str(max(8, min(iterations, 20))), "--warmup", "3"]
-        for a in model_args:
-            cap_args += ["--model-arg", a]
-        launch(cap_args)
-        captured.append(load_trace(path))
-        merged = pool_traces(captured)
-        save_trace(merged, raw / "trace.concurrent.json")
-        return merged
-
+def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[Any], echo: Callable[[str], None]) -> str:
+    """``launch_mode``, or ``"point"`` (said) where a one-launch round cannot run: the scenario's
+    trace is used as is, or the points differ by more than their cap."""
     if launch_mode == "round" and not capture:
         echo("validate: --scenario-trace: the scenario's trace is not captured in the runs' launches; "
              "one launch per point (--launch point)")
-        launch_mode = "point"
+        return "point"
     if launch_mode == "round" and not all(p.point_id == _cap_point_id(_point_cap(p)) for p in points):
         echo("validate: the points differ by more than their cap; one launch per point (--launch point)")
-        launch_mode = "point"
-    if capture and launch_mode == "point":
-        trace, trace_path = capture_round(1), raw / "trace.concurrent.json"
-    elif capture:
-        trace_path = raw / "trace.concurrent.json"
+        return "point"
+    return launch_mode
 
-    # 1. calibration -------------------------------------------------------------------------
-    cal_path = Path(calibration) if calibration else scenario.calibration_path
-    if cal_path is None:
-        cal_path = out / "calibration.json"
-        cal = calibrate(launch, cal_path, raw, echo, label=f"{nproc} gloo ranks x {threads} thread(s)")
-    else:
-        cal = _load_calibration(cal_path, echo)
 
-    # 2. predictions -------------------------------------------------------------------------
-    outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p))
-                                         for p in points}
+class _Validation:
+    """One :func:`validate` run while it goes: the trace predicted from (captured again every
+    round and pooled), the rounds' captures, the calibration and every point's outcome. Each
+    method is one step; the report is rewritten (:meth:`flush`) after every run."""
 
-    def flush() -> None:
-        rows = [o.row() for o in outcomes.values()]
-        write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=model, batch_size=batch_size,
-                      threads=threads, nproc=nproc, iterations=iterations, warmup=warmup, repeats=repeats, plots=plots,
-                      calibration=cal, malloc=(trace.environment or {}).get("malloc"), launch=launch_mode)
+    def __init__(self, setup: _RunSetup, *, trace: Any, trace_path: Path | None, launch_mode: str, plots: bool,
+                 echo: Callable[[str], None]) -> None:
+        self.setup, self.trace, self.trace_path = setup, trace, trace_path
+        self.launch_mode, self.plots, self.echo = launch_mode, plots, echo
+        self.captured: list[Any] = []
+        self.cal_path: Path | None = None
+        self.cal: Any = None
+        self.outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p))
+                                                  for p in setup.points}
 
-    # 3. measurements, round-robin -------------------------------------------------------------
-    common = ["--model", model, "--batch-size", str(batch_size), "--iterations", str(iterations), "--warmup", str(warmup),
-              "--timeout-s", str(min(timeout_s, 600.0))]
-    for a in model_args:
-        common += ["--model-arg", a]
+    def launch(self, args: list[str]) -> None:
+        s = self.setup
+        _launch(args, nproc=s.nproc, num_threads=s.threads, timeout_s=s.timeout_s, log_dir=s.raw)
 
-    def record(p: Any, rep: int, mpath: Path) -> None:
-        o = outcomes[p.point_id]
-        o.runs.append(json.loads(mpath.read_text()))
-        r = o.row()
-        echo(f"validate: {p.point_id:14s} run {rep}/{repeats}: measured {o.runs[-1]['summary']['iteration_s'] * 1e3:9.2f} ms"
-             f"  plan_matches {str(o.runs[-1].get('plan_matches')).lower()}  (pooled {r['measured_s'] * 1e3:.2f} ms,"
-             f" predicted {r['predicted_s'] * 1e3:.2f}, error {r['error_pct']:+.1f} %)")
-
-    if launch_mode == "round":
+    def capture_round(self, rep: int) -> Any:
+        """Capture round ``rep``'s trace on all ranks at once (``executor trace``); returns the
+        rounds' captures so far pooled, also written to ``trace.concurrent.json``."""
         from ddpsim.trace.records import load_trace, pool_traces, save_trace
 
-        for rep in range(1, repeats + 1):
-            order = round_order(points, rep)
-            echo(f"validate: round {rep}/{repeats} in one launch: a trace slice then real DDP at "
-                 f"{', '.join(p.point_id for p in order)}")
-            launch(["round", *common, "--caps", ",".join(_cap_arg(_point_cap(p)) for p in order),
-                    "--trace-iters", str(ROUND_TRACE_ITERS), "--round", str(rep), "--out-dir", str(raw),
-                    *_options(scenario, points[0])])
-            captured.append(load_trace(raw / f"trace.round{rep}.json"))
-            trace = pool_traces(captured)
-            save_trace(trace, trace_path)
-            _predict(scenario, points, outcomes, trace, cal, echo)
+        s = self.setup
+        path = s.raw / f"trace.round{rep}.json"
+        self.echo(f"validate: capturing {s.model} (batch {s.batch_size}) on {s.nproc} ranks at once -> {path}")
+        cap_args = ["trace", "--model", s.model, "--batch-size", str(s.batch_size), "--out", str(path),
+                    "--iters", str(max(8, min(s.iterations, 20))), "--warmup", "3"]
+        for a in s.model_args:
+            cap_args += ["--model-arg", a]
+        self.launch(cap_args)
+        self.captured.append(load_trace(path))
+        merged = pool_traces(self.captured)
+        save_trace(merged, s.raw / "trace.concurrent.json")
+        return merged
+
+    def calibrate(self, calibration: str | Path | None) -> None:
+        """Load ``calibration`` (else the scenario's), or calibrate the host into ``<out>/calibration.json``."""
+        s = self.setup
+        self.cal_path = Path(calibration) if calibration else s.scenario.calibration_path
+        if self.cal_path is None:
+            self.cal_path = s.out / "calibration.json"
+            self.cal = calibrate(self.launch, self.cal_path, s.raw, self.echo,
+                                 label=f"{s.nproc} gloo ranks x {s.threads} thread(s)")
+        else:
+            self.cal = _load_calibration(self.cal_path, self.echo)
+
+    def predict(self) -> None:
+        _predict(self.setup.scenario, self.setup.points, self.outcomes, self.trace, self.cal, self.echo)
+
+    def flush(self) -> None:
+        """Rewrite the report from the outcomes so far."""
+        s = self.setup
+        rows = [o.row() for o in self.outcomes.values()]
+        write_reports(s.out, s.scenario, rows, self.outcomes, cal_path=self.cal_path, trace_path=self.trace_path,
+                      model=s.model, batch_size=s.batch_size, threads=s.threads, nproc=s.nproc, iterations=s.iterations,
+                      warmup=s.warmup, repeats=s.repeats, plots=self.plots, calibration=self.cal,
+                      malloc=(self.trace.environment or {}).get("malloc"), launch=self.launch_mode)
+
+    def record(self, p: Any, rep: int, mpath: Path) -> None:
+        """Add the run of point ``p`` in round ``rep`` (written to ``mpath``) and say how it compares."""
+        o = self.outcomes[p.point_id]
+        o.runs.append(json.loads(mpath.read_text()))
+        r = o.row()
+        self.echo(f"validate: {p.point_id:14s} run {rep}/{self.setup.repeats}: measured {o.runs[-1]['summary']['iteration_s'] * 1e3:9.2f} ms"
+                  f"  plan_matches {str(o.runs[-1].get('plan_matches')).lower()}  (pooled {r['measured_s'] * 1e3:.2f} ms,"
+                  f" predicted {r['predicted_s'] * 1e3:.2f}, error {r['error_pct']:+.1f} %)")
+
+    def common_args(self) -> list[str]:
+        """The model and step flags of every ``executor ddp`` / ``executor round`` launch."""
+        s = self.setup
+        common = ["--model", s.model, "--batch-size", str(s.batch_size), "--iterations", str(s.iterations),
+                  "--warmup", str(s.warmup), "--timeout-s", str(min(s.timeout_s, 600.0))]
+        for a in s.model_args:
+            common += ["--model-arg", a]
+        return common
+
+    def run_round_launches(self) -> None:
+        """``--launch round``: each round in one ``executor round`` launch, its trace slices pooled
+        with the earlier rounds' and every point predicted again before its runs are recorded."""
+        from ddpsim.trace.records import load_trace, pool_traces, save_trace
+
+        s = self.setup
+        for rep in range(1, s.repeats + 1):
+            order = round_order(s.points, rep)
+            self.echo(f"validate: round {rep}/{s.repeats} in one launch: a trace slice then real DDP at "
+                      f"{', '.join(p.point_id for p in order)}")
+            self.launch(["round", *self.common_args(), "--caps", ",".join(_cap_arg(_point_cap(p)) for p in order),
+                         "--trace-iters", str(ROUND_TRACE_ITERS), "--round", str(rep), "--out-dir", str(s.raw),
+                         *_options(s.scenario, s.points[0])])
+            self.captured.append(load_trace(s.raw / f"trace.round{rep}.json"))
+            self.trace = pool_traces(self.captured)
+            save_trace(self.trace, self.trace_path)
+            self.predict()
             for p in order:
-                record(p, rep, raw / f"{p.point_id}.run{rep}.json")
-            flush()
-    else:
-        _predict(scenario, points, outcomes, trace, cal, echo)
-        for rep in range(1, repeats + 1):
+                self.record(p, rep, s.raw / f"{p.point_id}.run{rep}.json")
+            self.flush()
+
+    def run_point_launches(self, *, capture: bool) -> None:
+        """``--launch point``: every run in an ``executor ddp`` launch of its own, each round after
+        the first captured anew (``capture``) and every point predicted again from the pool."""
+        s = self.setup
+        self.predict()
+        for rep in range(1, s.repeats + 1):
             if capture and rep > 1:
-                trace = capture_round(rep)
-                _predict(scenario, points, outcomes, trace, cal, echo)
-            for p in round_order(points, rep):
-                mpath = raw / f"{p.point_id}.run{rep}.json"
-                launch(["ddp", *common, "--trace", str(trace_path), *_cap_flags(p),
-                        *_options(scenario, p), "--out", str(mpath)])
-                record(p, rep, mpath)
-                flush()
-    common += ["--trace", str(trace_path)]
-    if bucket_timing:
-        for p in points:
-            mpath = raw / f"{p.point_id}.hooked.json"
+                self.trace = self.capture_round(rep)
+                self.predict()
+            for p in round_order(s.points, rep):
+                mpath = s.raw / f"{p.point_id}.run{rep}.json"
+                self.launch(["ddp", *self.common_args(), "--trace", str(self.trace_path), *_cap_flags(p),
+                             *_options(s.scenario, p), "--out", str(mpath)])
+                self.record(p, rep, mpath)
+                self.flush()
+
+    def run_hooked(self) -> None:
+        """One run per point with the timing comm hook, for the measured per-bucket times; a failed
+        one is said and skipped (the per-bucket times are extra)."""
+        s = self.setup
+        common = [*self.common_args(), "--trace", str(self.trace_path)]
+        for p in s.points:
+            mpath = s.raw / f"{p.point_id}.hooked.json"
             try:
-                launch(["ddp", *common, *_cap_flags(p), *_options(scenario, p),
-                        "--timing-hook", "--out", str(mpath)])
+                self.launch(["ddp", *common, *_cap_flags(p), *_options(s.scenario, p),
+                             "--timing-hook", "--out", str(mpath)])
             except InputError as exc:  # per-bucket timing is extra: report it, keep the validation
-                echo(f"validate: WARNING: {p.point_id}: the timing-hook run failed, no measured bucket times: {exc}")
+                self.echo(f"validate: WARNING: {p.point_id}: the timing-hook run failed, no measured bucket times: {exc}")
                 continue
-            outcomes[p.point_id].hooked = json.loads(mpath.read_text())
-            flush()
-    if intervals and captured:
-        point_intervals(scenario, points, outcomes, captured, cal, iterations=iterations, echo=echo,
-                        method_error=me, model=model, cal_path=cal_path)
-    rows = [o.row() for o in outcomes.values()]
-    flush()
-    return {"rows": rows, "summary": summary_figures(rows), "out": out}
+            self.outcomes[p.point_id].hooked = json.loads(mpath.read_text())
+            self.flush()
 
 
 #: bootstrap resamples per interval (:func:`ddpsim.validation.intervals.prediction_interval`)
@@ -342,9 +426,10 @@ def _cap_flags(point: Any) -> list[str]:
 def round_order(points: Sequence[Any], rep: int) -> list[Any]:
     """The order of round ``rep`` (1-based): the points rotated by ``rep - 1``, so that over as
     many rounds as points each point runs once in each position. The first run after a round's
-    trace capture can sit a few % off its round's median on a CPU host (4-6 % in some runs on
-    the 2-vCPU host, slower for bert-base, faster for the other three); with a fixed order,
-    whether that belongs to the position or to the point cannot be told."""
+    trace capture can sit a few % off its round's median on a CPU host (4-6 % in some rounds of
+    the bundled cpu-gloo validations, 2 gloo ranks on a 2-core host: slower for bert-base, faster
+    for the other three); with a fixed order, whether that belongs to the position or to the
+    point cannot be told."""
     k = (rep - 1) % len(points) if points else 0
     return list(points[k:]) + list(points[:k])
 
@@ -400,7 +485,6 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     """
     from ddpsim.pipeline.scenario import load_scenario
     from ddpsim.trace.records import load_trace
-    from executor.ddp_step import summarize
 
     scenario = load_scenario(scenario_spec)
     me = _load_method_error(method_error)
@@ -418,27 +502,8 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     trace = load_trace(trace_path)
     points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
     outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p)) for p in points}
-
-    def measurement(path: Path) -> dict[str, Any]:
-        try:
-            m = json.loads(path.read_text())
-            m["summary"] = {**m["summary"], **summarize([r["iterations"] for r in m["ranks"]])}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"--reanalyze: {str(path)!r} is not a readable executor measurement ({exc}); "
-                             f"expected the ddp runs 'ddpsim validate' wrote") from None
-        return m
-
     for p in points:
-        o = outcomes[p.point_id]
-        rep = 1
-        while (raw / f"{p.point_id}.run{rep}.json").exists():
-            o.runs.append(measurement(raw / f"{p.point_id}.run{rep}.json"))
-            rep += 1
-        if not o.runs:
-            raise InputError(f"--reanalyze: {str(raw / (p.point_id + '.run1.json'))!r} is missing; expected the raw "
-                             f"runs of every point of {str(old_path)!r}")
-        if (raw / f"{p.point_id}.hooked.json").exists():
-            o.hooked = measurement(raw / f"{p.point_id}.hooked.json")
+        _read_runs(outcomes[p.point_id], raw, old_path)
     _predict(scenario, points, outcomes, trace, cal, echo)
     rounds = round_traces(raw, old["repeats"])
     if rounds and intervals:
@@ -451,6 +516,32 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
                   plots=plots, calibration=cal, reanalyzed=True, malloc=(trace.environment or {}).get("malloc"),
                   launch=runs_launch_mode(outcomes.values()) or old.get("launch"))
     return {"rows": rows, "summary": summary_figures(rows), "out": out}
+
+
+def _read_runs(o: PointOutcome, raw: Path, report_path: Path) -> None:
+    """Give ``o`` the raw runs of its point under ``raw`` (``<point>.run<k>.json``, k = 1, 2, ...
+    while they exist; its ``.hooked.json`` when there), each run's step times recomputed from its
+    per-rank records (``executor.ddp_step.summarize``)."""
+    from executor.ddp_step import summarize
+
+    def measurement(path: Path) -> dict[str, Any]:
+        try:
+            m = json.loads(path.read_text())
+            m["summary"] = {**m["summary"], **summarize([r["iterations"] for r in m["ranks"]])}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"--reanalyze: {str(path)!r} is not a readable executor measurement ({exc}); "
+                             f"expected the ddp runs 'ddpsim validate' wrote") from None
+        return m
+
+    rep = 1
+    while (raw / f"{o.point_id}.run{rep}.json").exists():
+        o.runs.append(measurement(raw / f"{o.point_id}.run{rep}.json"))
+        rep += 1
+    if not o.runs:
+        raise InputError(f"--reanalyze: {str(raw / (o.point_id + '.run1.json'))!r} is missing; expected the raw "
+                         f"runs of every point of {str(report_path)!r}")
+    if (raw / f"{o.point_id}.hooked.json").exists():
+        o.hooked = measurement(raw / f"{o.point_id}.hooked.json")
 
 
 def round_traces(raw: Path, repeats: int) -> list[Any]:

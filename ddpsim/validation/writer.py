@@ -31,7 +31,7 @@ INTERVAL_LEVEL = 0.8
 
 def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None:
     """The slowdowns the prediction used: the probe-fitted ones when the calibration has a
-    probe (``ddpsim/interference_fit.py``), with the microbenchmark's beside them."""
+    probe (:mod:`ddpsim.calibration.interference_fit`), with the microbenchmark's beside them."""
     if cal is None or cal.interference is None:
         return raw.get("interference")
     rec: dict[str, Any] = {"compute_slowdown": cal.interference.compute_slowdown,
@@ -58,8 +58,8 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
                   repeats: int, plots: bool, calibration: Any = None, reanalyzed: bool = False,
                   malloc: str | None = None, launch: str | None = None) -> None:
     """Write ``validation.{csv,json,md}`` (and the plot). ``malloc``: the allocator mode the
-    executor recorded in the prediction trace (``environment.malloc``); traces captured before
-    the executor's ``--malloc`` have none, and then the reports do not mention it."""
+    executor recorded in the prediction trace (``environment.malloc``); a trace without it (one
+    not captured by the executor's ``--malloc``) leaves it out of the reports."""
     csv = ",".join(CSV_COLUMNS) + "\n" + "".join(",".join(_fmt(r[c]) for c in CSV_COLUMNS) + "\n" for r in rows)
     write_text_atomic(out / "validation.csv", csv)
     summ = summary_figures(rows)
@@ -92,25 +92,44 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
 
 
 def markdown(data: dict[str, Any]) -> str:
+    """``validation.md`` from :func:`write_reports`'s data: the setup, the accuracy figures,
+    one table row per point and the per-bucket comparison."""
+    lines = _setup_lines(data)
     s = data["summary"]
+    if s:
+        lines += _accuracy_lines(s, data)
+    lines += _table_lines(data["rows"])
+    lines += _bucket_lines(data.get("buckets") or {})
+    return "\n".join(lines)
+
+
+def _calibration_text(data: dict[str, Any]) -> str:
+    """The calibration's figures the prediction used: compute and comm slowdown (probe-fitted,
+    with the microbenchmark's beside them) and DDP's per-iteration overhead."""
+    inter = data.get("interference") or {}
+    return (f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}"
+            + (f" (fitted to the calibration's DDP probe"
+               + (f", whose forward ran {inter['fitted_to_probe']['probe_forward_factor']:.3f}x its trace's under DDP"
+                  if "probe_forward_factor" in inter.get("fitted_to_probe", {}) else "")
+               + f"; the microbenchmark's: {inter['microbenchmark']['compute_slowdown']:.3f})"
+               if inter.get("fitted_to_probe") else "")
+            + f", comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
+            + ("" if data.get("ddp_iteration_overhead_s") is None else
+               f", DDP overhead {data['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration"
+               + ("" if data.get("ddp_iteration_overhead_measured_s") in (None, data["ddp_iteration_overhead_s"]) else
+                  f" (the executor's residue against the loop curve: {data['ddp_iteration_overhead_measured_s'] * 1e3:.3f} ms)")))
+
+
+def _setup_lines(data: dict[str, Any]) -> list[str]:
+    """The title, what ran against what, the calibration's warning, what is compared, and
+    whether the report was rebuilt by ``--reanalyze``."""
     inter = data.get("interference") or {}
     lines = [f"# Validation: {data['scenario']}", "",
              f"Real DDP ({data['world_size']} gloo ranks on this CPU host, {data['num_threads']} thread(s) per rank; "
              f"model `{data['model']}`, batch {data['batch_size']} per rank; {data['warmup']} warm-up + "
              f"{data['iterations']} measured iterations x {data['repeats']} runs per point, round-robin) against "
              f"ddpsim's prediction from the scenario's trace and ONE machine calibration (`{data['calibration']}`: "
-             f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}"
-             + (f" (fitted to the calibration's DDP probe"
-                + (f", whose forward ran {inter['fitted_to_probe']['probe_forward_factor']:.3f}x its trace's under DDP"
-                   if "probe_forward_factor" in inter.get("fitted_to_probe", {}) else "")
-                + f"; the microbenchmark's: {inter['microbenchmark']['compute_slowdown']:.3f})"
-                if inter.get("fitted_to_probe") else "")
-             + f", comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
-             + ("" if data.get("ddp_iteration_overhead_s") is None else
-                f", DDP overhead {data['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration"
-                + ("" if data.get("ddp_iteration_overhead_measured_s") in (None, data["ddp_iteration_overhead_s"]) else
-                   f" (the executor's residue against the loop curve: {data['ddp_iteration_overhead_measured_s'] * 1e3:.3f} ms)"))
-             + ").",
+             + _calibration_text(data) + ").",
              "", f"Prediction trace: `{data['trace']}`.", ""]
     warn = clamped_fit_warning(inter.get("fitted_to_probe"))
     if warn:
@@ -128,95 +147,125 @@ def markdown(data: dict[str, Any]) -> str:
     if data.get("reanalyzed"):
         lines += ["Rebuilt from the raw runs under `validation/` by `ddpsim validate --reanalyze` (nothing run again: "
                         "step times recomputed from the per-rank records, every point simulated again).", ""]
-    if s:
-        lines += [f"* median |error|: **{s['median_abs_error_pct']:.1f} %** (max {s['max_abs_error_pct']:.1f} %) over {s['num_points']} points"
-                  + ("" if s.get("median_abs_error_p50_pct") is None else
-                     f"; medians against medians: {s['median_abs_error_p50_pct']:.1f} %"),
-                  f"* inside the measured band: {s['num_in_band']}/{s['num_points']}; in band or within 10 %: "
-                  f"{s['num_in_band_or_within_10pct']}/{s['num_points']}"
-                  + ("" if not s.get("num_with_interval") else
-                     f"; inside the {INTERVAL_LEVEL:.0%} prediction interval: {s['num_in_interval']}/{s['num_with_interval']} "
-                     f"(the rounds' captures and their iterations resampled through the engine, {ALTERNATIVES_TEXT}"
-                     + ("" if not data.get("method_band") else
-                        f"; joined with the method error measured on other models, {100 * data['method_band'][0]:+.1f}.."
-                        f"{100 * data['method_band'][1]:+.1f} % around the prediction: `ddpsim.pipeline.method_error`")
-                     + ")"),
-                  f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
-                  + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}, "
-                     f"the fastest measured of them named; " if s.get("predicted_best_tied") else "(")
-                  + f"its measured time is {s['predicted_best_gap_pct']:.1f} % above the measured best"
-                  + ("" if s.get("best_pair_run_spread_pct") is None else
-                     f"; {'inside' if s['predicted_best_gap_within_spread'] else 'beyond'} the two points' run spread of "
-                     f"{s['best_pair_run_spread_pct']:.1f} %"
-                     + (": the repeated runs cannot tell them apart" if s["predicted_best_gap_within_spread"] else ""))
-                  + ("" if s.get("best_pair_gap_ci95_pct") is None else
-                     f"; paired by round over {s['best_pair_rounds']} rounds, the gap's 95 % interval is "
-                     f"{s['best_pair_gap_ci95_pct'][0]:+.1f} to {s['best_pair_gap_ci95_pct'][1]:+.1f} %: "
-                     + {"met": f"the best-cap criterion (within {BEST_CAP_TOLERANCE_PCT:g} %) is met",
-                        "missed": f"the predicted best is slower than the measured best by more than {BEST_CAP_TOLERANCE_PCT:g} %",
-                        "unresolved": f"these runs do not decide the best-cap criterion (within {BEST_CAP_TOLERANCE_PCT:g} %)"
-                        + ("" if s.get("best_pair_rounds_to_decide") is None else
-                           f"; at the runs' scatter, about {s['best_pair_rounds_to_decide']} rounds would")
-                        }[s["best_cap_verdict"]])
-                  + ")",
-                  f"* real DDP's rebuilt buckets equal ddpsim's plan at every point: {str(s['plan_matches_all']).lower()}"]
-        if s.get("median_run_spread_pct") is not None:
-            lines.append(f"* run-to-run spread (slowest minus fastest run's median at one point, over the measured): "
-                         f"median {s['median_run_spread_pct']:.1f} % over the points -- the measurement's own noise floor")
-        if s.get("host_other_pct") is not None:
-            lines.append(f"* the host's CPUs during the measured steps (`/proc/stat`, read by every rank around each step): "
-                         f"the ranks {s['ranks_cpu_pct']:.1f} % of their time, other work {s['host_other_pct']:.1f} % "
-                         f"(the busiest run {s['host_other_pct_max_run']:.1f} %), stolen by the hypervisor "
-                         f"{s['host_steal_pct']:.1f} % (the most in one run {s['host_steal_pct_max_run']:.1f} %); "
-                         "per point in the table, per run in `validation.csv`")
-        lines.append("")
-    host = any(r.get("host_other_pct") is not None for r in data["rows"])
-    ivs = any(r.get("predicted_low_s") is not None for r in data["rows"])
-    lines += ["| point | predicted | measured | p10 | p90 | error | in band | runs | run spread | buckets | plan matches |"
-              + (" other load | steal |" if host else "") + (f" {INTERVAL_LEVEL:.0%} interval | inside |" if ivs else ""),
-              "|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|:-:|" + ("---:|---:|" if host else "")
-              + ("---:|:-:|" if ivs else "")]
-    def ms(v: Any) -> str:
-        return "" if v is None else f"{v * 1e3:.2f} ms"
+    return lines
 
-    def interval_cell(r: dict[str, Any]) -> str:
-        return "" if r.get("predicted_low_s") is None else f"{ms(r['predicted_low_s'])} to {ms(r['predicted_high_s'])}"
 
-    def inside_cell(r: dict[str, Any]) -> str:
-        return "" if r.get("in_interval") is None else ("yes" if r["in_interval"] else "no")
+def _interval_text(s: dict[str, Any], data: dict[str, Any]) -> str:
+    """How many measured means lie in their prediction interval, and how the intervals are made."""
+    if not s.get("num_with_interval"):
+        return ""
+    return (f"; inside the {INTERVAL_LEVEL:.0%} prediction interval: {s['num_in_interval']}/{s['num_with_interval']} "
+            f"(the rounds' captures and their iterations resampled through the engine, {ALTERNATIVES_TEXT}"
+            + ("" if not data.get("method_band") else
+               f"; joined with the method error measured on other models, {100 * data['method_band'][0]:+.1f}.."
+               f"{100 * data['method_band'][1]:+.1f} % around the prediction: `ddpsim.pipeline.method_error`")
+            + ")")
 
-    for r in data["rows"]:
-        err = "" if r["error_pct"] is None else f"{r['error_pct']:+.1f} %"
-        band = "" if r["in_band"] is None else ("yes" if r["in_band"] else "no")
-        pm = "" if r["plan_matches"] is None else str(r["plan_matches"]).lower()
-        lines.append(f"| {r['point']} | {ms(r['predicted_s'])} | {ms(r['measured_s'])} | {ms(r['measured_p10_s'])} | "
-                     f"{ms(r['measured_p90_s'])} | {err} | {band} | {r['num_runs']} | "
-                     f"{'' if r.get('run_spread_pct') is None else format(r['run_spread_pct'], '.1f') + ' %'} | "
-                     f"{_fmt(r['num_buckets_real'])} | {pm} |"
-                     + ("" if not host else
-                        f" {'' if r.get('host_other_pct') is None else format(r['host_other_pct'], '.1f') + ' %'} | "
-                        f"{'' if r.get('host_steal_pct') is None else format(r['host_steal_pct'], '.1f') + ' %'} |")
-                     + ("" if not ivs else f" {interval_cell(r)} | {inside_cell(r)} |"))
+
+def _best_cap_text(s: dict[str, Any]) -> str:
+    """The measured-best and predicted-best caps, the gap, and the paired verdict on the best-cap
+    criterion (:func:`ddpsim.validation.compare.best_cap_verdict`)."""
+    return (f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
+            + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}, "
+               f"the fastest measured of them named; " if s.get("predicted_best_tied") else "(")
+            + f"its measured time is {s['predicted_best_gap_pct']:.1f} % above the measured best"
+            + ("" if s.get("best_pair_run_spread_pct") is None else
+               f"; {'inside' if s['predicted_best_gap_within_spread'] else 'beyond'} the two points' run spread of "
+               f"{s['best_pair_run_spread_pct']:.1f} %"
+               + (": the repeated runs cannot tell them apart" if s["predicted_best_gap_within_spread"] else ""))
+            + ("" if s.get("best_pair_gap_ci95_pct") is None else
+               f"; paired by round over {s['best_pair_rounds']} rounds, the gap's 95 % interval is "
+               f"{s['best_pair_gap_ci95_pct'][0]:+.1f} to {s['best_pair_gap_ci95_pct'][1]:+.1f} %: "
+               + {"met": f"the best-cap criterion (within {BEST_CAP_TOLERANCE_PCT:g} %) is met",
+                  "missed": f"the predicted best is slower than the measured best by more than {BEST_CAP_TOLERANCE_PCT:g} %",
+                  "unresolved": f"these runs do not decide the best-cap criterion (within {BEST_CAP_TOLERANCE_PCT:g} %)"
+                  + ("" if s.get("best_pair_rounds_to_decide") is None else
+                     f"; at the runs' scatter, about {s['best_pair_rounds_to_decide']} rounds would")
+                  }[s["best_cap_verdict"]])
+            + ")")
+
+
+def _accuracy_lines(s: dict[str, Any], data: dict[str, Any]) -> list[str]:
+    """The accuracy bullets of :func:`ddpsim.validation.compare.summary_figures`' ``s``."""
+    lines = [f"* median |error|: **{s['median_abs_error_pct']:.1f} %** (max {s['max_abs_error_pct']:.1f} %) over {s['num_points']} points"
+             + ("" if s.get("median_abs_error_p50_pct") is None else
+                f"; medians against medians: {s['median_abs_error_p50_pct']:.1f} %"),
+             f"* inside the measured band: {s['num_in_band']}/{s['num_points']}; in band or within 10 %: "
+             f"{s['num_in_band_or_within_10pct']}/{s['num_points']}" + _interval_text(s, data),
+             _best_cap_text(s),
+             f"* real DDP's rebuilt buckets equal ddpsim's plan at every point: {str(s['plan_matches_all']).lower()}"]
+    if s.get("median_run_spread_pct") is not None:
+        lines.append(f"* run-to-run spread (slowest minus fastest run's median at one point, over the measured): "
+                     f"median {s['median_run_spread_pct']:.1f} % over the points -- the measurement's own noise floor")
+    if s.get("host_other_pct") is not None:
+        lines.append(f"* the host's CPUs during the measured steps (`/proc/stat`, read by every rank around each step): "
+                     f"the ranks {s['ranks_cpu_pct']:.1f} % of their time, other work {s['host_other_pct']:.1f} % "
+                     f"(the busiest run {s['host_other_pct_max_run']:.1f} %), stolen by the hypervisor "
+                     f"{s['host_steal_pct']:.1f} % (the most in one run {s['host_steal_pct_max_run']:.1f} %); "
+                     "per point in the table, per run in `validation.csv`")
+    lines.append("")
+    return lines
+
+
+def _ms(v: Any) -> str:
+    return "" if v is None else f"{v * 1e3:.2f} ms"
+
+
+def _pct_cell(v: Any) -> str:
+    return "" if v is None else format(v, ".1f") + " %"
+
+
+def _yes_no(v: Any) -> str:
+    return "" if v is None else ("yes" if v else "no")
+
+
+def _table_row(r: dict[str, Any], *, host: bool, ivs: bool) -> str:
+    """One point's row of the table; the host-load and interval cells only when some row has them."""
+    err = "" if r["error_pct"] is None else f"{r['error_pct']:+.1f} %"
+    pm = "" if r["plan_matches"] is None else str(r["plan_matches"]).lower()
+    interval = "" if r.get("predicted_low_s") is None else f"{_ms(r['predicted_low_s'])} to {_ms(r['predicted_high_s'])}"
+    return (f"| {r['point']} | {_ms(r['predicted_s'])} | {_ms(r['measured_s'])} | {_ms(r['measured_p10_s'])} | "
+            f"{_ms(r['measured_p90_s'])} | {err} | {_yes_no(r['in_band'])} | {r['num_runs']} | "
+            f"{_pct_cell(r.get('run_spread_pct'))} | {_fmt(r['num_buckets_real'])} | {pm} |"
+            + ("" if not host else f" {_pct_cell(r.get('host_other_pct'))} | {_pct_cell(r.get('host_steal_pct'))} |")
+            + ("" if not ivs else f" {interval} | {_yes_no(r.get('in_interval'))} |"))
+
+
+def _table_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The table of points and the note on where the per-bucket times are."""
+    host = any(r.get("host_other_pct") is not None for r in rows)
+    ivs = any(r.get("predicted_low_s") is not None for r in rows)
+    lines = ["| point | predicted | measured | p10 | p90 | error | in band | runs | run spread | buckets | plan matches |"
+             + (" other load | steal |" if host else "") + (f" {INTERVAL_LEVEL:.0%} interval | inside |" if ivs else ""),
+             "|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|:-:|" + ("---:|---:|" if host else "")
+             + ("---:|:-:|" if ivs else "")]
+    lines += [_table_row(r, host=host, ivs=ivs) for r in rows]
     lines += ["", "Per-bucket launch, start and end times (from the iteration's start; predicted: the first steady "
               "iteration; measured: medians over the hooked run's iterations) are in "
               "`validation.json` and `validation.png`; the measured ones come from a separate run with a timing comm "
               "hook (a hook makes DDP skip the fused division, so that run's iteration time is not the one compared: "
               "column `measured_hooked_s` of `validation.csv`).", ""]
+    return lines
+
+
+def _bucket_lines(buckets: dict[str, Any]) -> list[str]:
+    """Per point with a hooked run: the measured against the predicted backward span and all-reduce times."""
     timed = [(k, bucket_figures(b["measured"]), bucket_figures(b["predicted"]), len(b["measured"]))
-             for k, b in (data.get("buckets") or {}).items() if b.get("measured") and b.get("predicted")]
-    if timed:
-        lines += ["Per bucket, measured (the hooked run: medians over its iterations) / predicted, in ms. Each bucket's "
-                  "times count from its start, the last rank's launch: `backward span` runs from the first bucket's "
-                  "start to the last one's (backward compute under the overlap, on the rank that launches last); the "
-                  "all-reduce times leave out the waits for that rank and for the previous bucket.", "",
-                  "| point | buckets | backward span | all-reduce time, summed | last bucket's all-reduce |",
-                  "|---|---:|---:|---:|---:|"]
-        for k, m, p, n in timed:
-            lines.append(f"| {k} | {n} | {m['span_s'] * 1e3:.1f} / {p['span_s'] * 1e3:.1f} | "
-                         f"{m['allreduce_sum_s'] * 1e3:.1f} / {p['allreduce_sum_s'] * 1e3:.1f} | "
-                         f"{m['last_s'] * 1e3:.1f} / {p['last_s'] * 1e3:.1f} |")
-        lines.append("")
-    return "\n".join(lines)
+             for k, b in buckets.items() if b.get("measured") and b.get("predicted")]
+    if not timed:
+        return []
+    lines = ["Per bucket, measured (the hooked run: medians over its iterations) / predicted, in ms. Each bucket's "
+             "times count from its start, the last rank's launch: `backward span` runs from the first bucket's "
+             "start to the last one's (backward compute under the overlap, on the rank that launches last); the "
+             "all-reduce times leave out the waits for that rank and for the previous bucket.", "",
+             "| point | buckets | backward span | all-reduce time, summed | last bucket's all-reduce |",
+             "|---|---:|---:|---:|---:|"]
+    for k, m, p, n in timed:
+        lines.append(f"| {k} | {n} | {m['span_s'] * 1e3:.1f} / {p['span_s'] * 1e3:.1f} | "
+                     f"{m['allreduce_sum_s'] * 1e3:.1f} / {p['allreduce_sum_s'] * 1e3:.1f} | "
+                     f"{m['last_s'] * 1e3:.1f} / {p['last_s'] * 1e3:.1f} |")
+    lines.append("")
+    return lines
 
 
 def validation_figure(data: dict[str, Any]) -> Any:

@@ -302,124 +302,173 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
         InputError: an unknown model, a bad count (one line). A model's failing validation is
             reported in its row, not raised.
     """
-    from ddpsim.calibration.loader import load_calibration
-    from ddpsim.trace.models.zoo import ZOO_PREFIX, torchvision_available, zoo_entry, zoo_names
-    from ddpsim.pipeline.scenario import load_scenario
-    from ddpsim.validation.measure import round_traces
+    from ddpsim.trace.models.zoo import ZOO_PREFIX, zoo_entry, zoo_names
 
     if validate_fn is None:
         from ddpsim.validation.measure import validate as validate_fn
     names = list(models) if models else zoo_names()
-    names = [n if n.startswith(ZOO_PREFIX) else ZOO_PREFIX + n for n in names]
-    entries = [zoo_entry(n) for n in names]
+    entries = [zoo_entry(n if n.startswith(ZOO_PREFIX) else ZOO_PREFIX + n) for n in names]
     for value, flag in ((repeats, "--repeats"), (iterations, "--iterations"), (num_resamples, "num_resamples")):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"{flag}: {value!r} is not accepted; expected an integer >= 1")
-    caps = list(ZOO_CAPS if caps is None else caps)
     zoo_dir = ensure_dir(Path(out_dir) / "zoo", "--out-dir")
-    scn_dir = ensure_dir(zoo_dir / "scenarios", "--out-dir")
-    shared_cal = Path(calibration) if calibration else zoo_dir / "calibration.json"
-    tv = None
-    rows: list[dict[str, Any]] = []
-    results: dict[str, dict[str, Any]] = {}  # the models done, for the method error of the others
-
-    def summary_cal() -> Path | None:
-        used = {r.get("calibration") for r in results.values() if r.get("calibration")}
-        if len(used) == 1:
-            return Path(used.pop())
-        return shared_cal if shared_cal.is_file() else None
+    zoo = _Zoo(zoo_dir=zoo_dir, scn_dir=ensure_dir(zoo_dir / "scenarios", "--out-dir"), calibration=calibration,
+               caps=list(ZOO_CAPS if caps is None else caps), repeats=repeats, iterations=iterations, warmup=warmup,
+               level=level, num_resamples=num_resamples, seed=seed, timeout_s=timeout_s, echo=echo)
     t_start, timed = time.perf_counter(), []
     for i, e in enumerate(entries, start=1):
-        name = ZOO_PREFIX + e.name
-        mdir = zoo_dir / f"zoo-{e.name}"
-        done = mdir / "zoo.json"
+        tag = f"zoo: [{i}/{len(entries)}] {ZOO_PREFIX + e.name}"
         if reanalyze:
-            if done.is_file():
-                result = json.loads(done.read_text())
-                val = json.loads((mdir / "validation.json").read_text())
-                cal_path = Path(calibration) if calibration else Path(val["calibration"])
-                if calibration or cal_path.is_file():
-                    # every point predicted again over the same runs, with the current engine and
-                    # the given calibration (or the one the validation recorded)
-                    from ddpsim.validation.measure import reanalyze as reanalyze_point
-
-                    val = {"rows": reanalyze_point(str(scn_dir / f"zoo-{e.name}.yaml"), calibration=cal_path, out_dir=zoo_dir,
-                                                   plots=False, intervals=False, echo=lambda _s: None)["rows"]}
-                    result["calibration"] = str(cal_path)
-                else:
-                    echo(f"zoo: [{i}/{len(entries)}] {name}: its calibration {str(cal_path)!r} is gone: the recorded "
-                         "predictions are kept (give --calibration to predict them again)")
-                result["analysis"] = analyse_model(
-                    load_scenario(str(scn_dir / f"zoo-{e.name}.yaml")), val["rows"],
-                    round_traces(mdir / "validation", result["repeats"]),
-                    load_calibration(cal_path) if cal_path.is_file() else None, iterations=result["iterations"],
-                    level=level, num_resamples=num_resamples, seed=seed)
-                write_text_atomic(done, json.dumps(result, indent=1) + "\n")
-                rows.append(summary_row(name, result))
-                results[name] = result
-                echo(f"zoo: [{i}/{len(entries)}] {name}: analysed again")
-            else:
-                echo(f"zoo: [{i}/{len(entries)}] {name}: not validated yet, nothing to analyse")
+            zoo.reanalyse_model(e, tag)
             continue
-        if done.is_file():
-            result = json.loads(done.read_text())
-            rows.append(summary_row(name, result))
-            results[name] = result
-            echo(f"zoo: [{i}/{len(entries)}] {name}: done earlier ({done}), skipped")
+        if zoo.skip_model(e, tag):
             continue
-        if e.source == "torchvision":
-            tv = torchvision_available() if tv is None else tv
-            if not tv:
-                rows.append(summary_row(name, {"status": "skipped: torchvision not installed"}))
-                echo(f"zoo: [{i}/{len(entries)}] {name}: skipped, torchvision is not installed (pip install \"ddpsim[zoo]\")")
-                write_summary(zoo_dir, rows, level=level, results=results, calibration=summary_cal())
-                continue
-        scn_path = scn_dir / f"zoo-{e.name}.yaml"
-        write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=caps, iterations=iterations, warmup=warmup))
-        echo(f"zoo: [{i}/{len(entries)}] {name}: validating at caps {', '.join('none' if c is None else f'{c:g}' for c in caps)}, "
-             f"{repeats} rounds, batch {e.batch_size} per rank")
         t0 = time.perf_counter()
-        try:
-            res = validate_fn(str(scn_path), calibration=shared_cal if shared_cal.is_file() else None,
-                              out_dir=zoo_dir, caps=caps, iterations=iterations, warmup=warmup, repeats=repeats,
-                              bucket_timing=False, num_threads=1, timeout_s=timeout_s, plots=False,
-                              intervals=False,  # analyse_model gives them, on both clocks
-                              echo=lambda s: echo(f"  {s}"))
-            if not shared_cal.is_file() and (mdir / "calibration.json").is_file():
-                write_text_atomic(shared_cal, (mdir / "calibration.json").read_text())
-            scenario = load_scenario(str(scn_path))
-            analysis = analyse_model(scenario, res["rows"], round_traces(mdir / "validation", repeats),
-                                     load_calibration(shared_cal) if shared_cal.is_file() else None, iterations=iterations, level=level,
-                                     num_resamples=num_resamples, seed=seed)
-            result = {"format": "ddpsim-zoo-model", "version": 1, "model": name, "status": "done",
-                      "batch_size": e.batch_size, "caps": caps, "repeats": repeats, "iterations": iterations,
-                      "warmup": warmup, "summary": res["summary"], "analysis": analysis,
-                      "wall_s": time.perf_counter() - t0}
-            write_text_atomic(done, json.dumps(result, indent=1) + "\n")
-            results[name] = result
-        except InputError as exc:
-            result = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}
-            echo(f"zoo: [{i}/{len(entries)}] {name}: FAILED: {exc}")
-        rows.append(summary_row(name, result))
-        write_summary(zoo_dir, rows, level=level, results=results, calibration=summary_cal())
+        zoo.validate_model(e, tag, validate_fn)
         timed.append(time.perf_counter() - t0)
         left = len(entries) - i
-        r = rows[-1]
-        echo(f"zoo: [{i}/{len(entries)}] {name}: {r['status']} in {timed[-1] / 60:.1f} min"
-             + ("" if r["median_abs_error_pct"] is None else
-                f" (median |error| {r['median_abs_error_pct']:.1f} % wall"
-                + ("" if r["median_abs_error_cpu_pct"] is None else f", {r['median_abs_error_cpu_pct']:.1f} % CPU clock")
-                + ("" if r["median_abs_error_load_pct"] is None else f", {r['median_abs_error_load_pct']:.1f} % at load")
-                + f"; coverage {r['coverage']}"
-                + ("" if r["stability_pct"] is None else f"; stability {r['stability_pct']:.1f} % wall")
-                + ("" if r["stability_cpu_pct"] is None else f", {r['stability_cpu_pct']:.1f} % CPU clock") + ")")
-             + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
+        echo(_progress_line(tag, zoo.rows[-1], timed[-1]) + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
              + (f", about {statistics.fmean(timed) * left / 60:.0f} min left" if left else ""))
-    write_summary(zoo_dir, rows, level=level, results=results, calibration=summary_cal())
-    tot = method_totals(rows)
+    zoo.write_summary()
+    tot = method_totals(zoo.rows)
     if tot:
         echo(f"zoo: {tot['within_5pct']} of {tot['models']} models within 5 % median |error|; {_method_text(tot, level)}")
-    return {"rows": rows, "out": zoo_dir}
+    return {"rows": zoo.rows, "out": zoo_dir}
+
+
+def _progress_line(tag: str, r: dict[str, Any], wall_s: float) -> str:
+    """A validated model's line: its status, time and figures (:func:`summary_row`'s ``r``)."""
+    return (f"{tag}: {r['status']} in {wall_s / 60:.1f} min"
+            + ("" if r["median_abs_error_pct"] is None else
+               f" (median |error| {r['median_abs_error_pct']:.1f} % wall"
+               + ("" if r["median_abs_error_cpu_pct"] is None else f", {r['median_abs_error_cpu_pct']:.1f} % CPU clock")
+               + ("" if r["median_abs_error_load_pct"] is None else f", {r['median_abs_error_load_pct']:.1f} % at load")
+               + f"; coverage {r['coverage']}"
+               + ("" if r["stability_pct"] is None else f"; stability {r['stability_pct']:.1f} % wall")
+               + ("" if r["stability_cpu_pct"] is None else f", {r['stability_cpu_pct']:.1f} % CPU clock") + ")"))
+
+
+class _Zoo:
+    """One :func:`run_zoo` while it goes: its options, the summary rows so far and the results
+    of the models done (whose residuals give the other models their method error). Each
+    method handles one model; the summary is rewritten after every model validated."""
+
+    def __init__(self, *, zoo_dir: Path, scn_dir: Path, calibration: str | Path | None, caps: list[float | None],
+                 repeats: int, iterations: int, warmup: int, level: float, num_resamples: int, seed: int,
+                 timeout_s: float, echo: Callable[[str], None]) -> None:
+        self.zoo_dir, self.scn_dir, self.calibration = zoo_dir, scn_dir, calibration
+        self.shared_cal = Path(calibration) if calibration else zoo_dir / "calibration.json"
+        self.caps, self.repeats, self.iterations, self.warmup = caps, repeats, iterations, warmup
+        self.level, self.num_resamples, self.seed, self.timeout_s, self.echo = level, num_resamples, seed, timeout_s, echo
+        self.rows: list[dict[str, Any]] = []
+        self.results: dict[str, dict[str, Any]] = {}  # the models done, for the method error of the others
+        self.torchvision: bool | None = None
+
+    def summary_cal(self) -> Path | None:
+        """The calibration the models done were predicted with, when they share one."""
+        used = {r.get("calibration") for r in self.results.values() if r.get("calibration")}
+        if len(used) == 1:
+            return Path(used.pop())
+        return self.shared_cal if self.shared_cal.is_file() else None
+
+    def write_summary(self) -> None:
+        write_summary(self.zoo_dir, self.rows, level=self.level, results=self.results, calibration=self.summary_cal())
+
+    def add_done(self, name: str, result: dict[str, Any]) -> None:
+        self.rows.append(summary_row(name, result))
+        self.results[name] = result
+
+    def analyse(self, scn_path: Path, rows: Sequence[dict[str, Any]], mdir: Path, repeats: int, cal_path: Path,
+                iterations: int) -> dict[str, Any]:
+        """:func:`analyse_model` of a validated model from its round traces under ``mdir``."""
+        from ddpsim.calibration.loader import load_calibration
+        from ddpsim.pipeline.scenario import load_scenario
+        from ddpsim.validation.measure import round_traces
+
+        return analyse_model(load_scenario(str(scn_path)), rows, round_traces(mdir / "validation", repeats),
+                             load_calibration(cal_path) if cal_path.is_file() else None, iterations=iterations,
+                             level=self.level, num_resamples=self.num_resamples, seed=self.seed)
+
+    def reanalyse_model(self, e: Any, tag: str) -> None:
+        """``--reanalyze``: a model done is predicted again over the same runs (with the given
+        calibration, else the one its validation recorded, when that file is there) and analysed again."""
+        from ddpsim.trace.models.zoo import ZOO_PREFIX
+        from ddpsim.validation.measure import reanalyze as reanalyze_point
+
+        mdir = self.zoo_dir / f"zoo-{e.name}"
+        done = mdir / "zoo.json"
+        if not done.is_file():
+            self.echo(f"{tag}: not validated yet, nothing to analyse")
+            return
+        scn_path = self.scn_dir / f"zoo-{e.name}.yaml"
+        result = json.loads(done.read_text())
+        val = json.loads((mdir / "validation.json").read_text())
+        cal_path = Path(self.calibration) if self.calibration else Path(val["calibration"])
+        if self.calibration or cal_path.is_file():
+            val = {"rows": reanalyze_point(str(scn_path), calibration=cal_path, out_dir=self.zoo_dir,
+                                           plots=False, intervals=False, echo=lambda _s: None)["rows"]}
+            result["calibration"] = str(cal_path)
+        else:
+            self.echo(f"{tag}: its calibration {str(cal_path)!r} is gone: the recorded "
+                      "predictions are kept (give --calibration to predict them again)")
+        result["analysis"] = self.analyse(scn_path, val["rows"], mdir, result["repeats"], cal_path, result["iterations"])
+        write_text_atomic(done, json.dumps(result, indent=1) + "\n")
+        self.add_done(ZOO_PREFIX + e.name, result)
+        self.echo(f"{tag}: analysed again")
+
+    def skip_model(self, e: Any, tag: str) -> bool:
+        """Whether model ``e`` is not validated now: done earlier (its ``zoo.json`` is there), or a
+        torchvision model without torchvision (said in its row)."""
+        from ddpsim.trace.models.zoo import ZOO_PREFIX, torchvision_available
+
+        name = ZOO_PREFIX + e.name
+        done = self.zoo_dir / f"zoo-{e.name}" / "zoo.json"
+        if done.is_file():
+            self.add_done(name, json.loads(done.read_text()))
+            self.echo(f"{tag}: done earlier ({done}), skipped")
+            return True
+        if e.source != "torchvision":
+            return False
+        self.torchvision = torchvision_available() if self.torchvision is None else self.torchvision
+        if self.torchvision:
+            return False
+        self.rows.append(summary_row(name, {"status": "skipped: torchvision not installed"}))
+        self.echo(f"{tag}: skipped, torchvision is not installed (pip install \"ddpsim[zoo]\")")
+        self.write_summary()
+        return True
+
+    def validate_model(self, e: Any, tag: str, validate_fn: Callable[..., dict[str, Any]]) -> None:
+        """Write model ``e``'s scenario, validate it (the first model calibrates the host for all),
+        analyse it and write its ``zoo.json``; a failing validation is its row's status."""
+        from ddpsim.trace.models.zoo import ZOO_PREFIX
+
+        name = ZOO_PREFIX + e.name
+        mdir = self.zoo_dir / f"zoo-{e.name}"
+        scn_path = self.scn_dir / f"zoo-{e.name}.yaml"
+        write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=self.caps, iterations=self.iterations, warmup=self.warmup))
+        self.echo(f"{tag}: validating at caps {', '.join('none' if c is None else f'{c:g}' for c in self.caps)}, "
+                  f"{self.repeats} rounds, batch {e.batch_size} per rank")
+        t0 = time.perf_counter()
+        try:
+            res = validate_fn(str(scn_path), calibration=self.shared_cal if self.shared_cal.is_file() else None,
+                              out_dir=self.zoo_dir, caps=self.caps, iterations=self.iterations, warmup=self.warmup,
+                              repeats=self.repeats, bucket_timing=False, num_threads=1, timeout_s=self.timeout_s,
+                              plots=False, intervals=False,  # analyse_model gives them, on both clocks
+                              echo=lambda s: self.echo(f"  {s}"))
+            if not self.shared_cal.is_file() and (mdir / "calibration.json").is_file():
+                write_text_atomic(self.shared_cal, (mdir / "calibration.json").read_text())
+            analysis = self.analyse(scn_path, res["rows"], mdir, self.repeats, self.shared_cal, self.iterations)
+            result = {"format": "ddpsim-zoo-model", "version": 1, "model": name, "status": "done",
+                      "batch_size": e.batch_size, "caps": self.caps, "repeats": self.repeats, "iterations": self.iterations,
+                      "warmup": self.warmup, "summary": res["summary"], "analysis": analysis,
+                      "wall_s": time.perf_counter() - t0}
+            write_text_atomic(mdir / "zoo.json", json.dumps(result, indent=1) + "\n")
+            self.results[name] = result
+        except InputError as exc:
+            result = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}
+            self.echo(f"{tag}: FAILED: {exc}")
+        self.rows.append(summary_row(name, result))
+        self.write_summary()
 
 
 def run_zoo_cli(args: Any, caps: Sequence[float | None] | None) -> int:

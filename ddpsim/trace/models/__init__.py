@@ -6,7 +6,7 @@ here may import another third-party package.
 Modelling assumptions, stated once:
 
 * ``zoo:<name>`` models (:mod:`ddpsim.trace.models.zoo`: torchvision's, via the optional extra
-  ``zoo``, and torch's ``nn.Transformer`` family) are models ddpsim was never tuned on; they
+  ``zoo``, and torch's ``nn.Transformer`` family) are outside the set ddpsim is tuned on; they
   are listed by ``ddpsim trace --list-models`` beside the built-ins.
 * Built-in models are randomly initialised from ``seed`` (``torch.manual_seed`` inside
   :func:`build_model`); nothing is downloaded. Their *shapes* are the published ones

@@ -1,4 +1,4 @@
-"""The model zoo: models ddpsim was never tuned on, to check that its accuracy holds.
+"""The model zoo: models none of ddpsim's constants or fits are chosen on, to check its accuracy.
 
 ``zoo:<name>`` models come from two places:
 
@@ -142,7 +142,7 @@ def torchvision_models() -> Any:
 
 
 def torchvision_available() -> bool:
-    """Whether the torchvision zoo models can be built here."""
+    """Whether the torchvision zoo models can be built in this environment."""
     try:
         torchvision_models()
     except InputError:

@@ -1,0 +1,400 @@
+"""The engine's shared state and its streams: the process group's collectives and the time
+advance of every rank's work under interference.
+
+Collectives: one communication stream per process group, shared by all ranks (all ranks issue
+the same collectives in the same order): a collective starts when EVERY rank has launched it
+and the stream is free, ``start = max(max_r launch_r, end of previous)``, and ends
+``comm.allreduce_s(bytes)`` (or ``broadcast_s``) later, on every rank at once. With a comm
+model's ``comm_lanes > 1`` the group's queue is worked by that many lanes, as ProcessGroupGloo's
+worker threads work it (``torch/csrc/distributed/c10d/ProcessGroupGloo.cpp``): in launch order,
+up to that many side by side, each at the model's ``concurrent_rate``. An all-reduce the last
+rank launched onto an idle stream pays the model's ``idle_launch_extra_s`` once every rank
+waits. Interference is rate-based (:class:`ddpsim.network.interference.Interference`): while a
+collective runs compute progresses at ``1/compute_slowdown`` (weighted by the collective's
+share), while any rank computes a collective progresses at ``1/comm_slowdown``; without it
+the ranks take a fast path and meet SimPy only at waits (docs/MODEL.md, "The engine").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import simpy
+
+from ddpsim.engine.capabilities import engine_capabilities
+from ddpsim.engine.config import SimConfig
+from ddpsim.engine.features import (GRAPH_SEARCH_S_PER_PARAM, BucketLayout, DelayedAllReduce, SyncBatchNorm,
+                                    buffer_broadcast_buckets)
+from ddpsim.errors import InputError
+from ddpsim.network.comm_model import CommModel
+from ddpsim.network.interference import Interference
+from ddpsim.network.kernel_costs import grad_copy_in_s, grad_zero_fill_s, mp_param_cast_s, param_elem_bytes
+from ddpsim.plan.planner import Bucket, BucketPlan, reducer_param_indices
+from ddpsim.trace.records import Trace
+
+
+class Coll:
+    """One collective of the process group (shared by all ranks)."""
+
+    __slots__ = ("index", "kind", "name", "iteration", "bucket", "size_bytes", "work_s", "slow_weight", "arrivals",
+                 "arrival_max_s", "all_arrived", "done", "start_s", "end_s")
+
+    def __init__(self, env: simpy.Environment, index: int) -> None:
+        self.index = index
+        self.kind: str | None = None
+        self.name = ""
+        self.iteration = 0
+        self.bucket: int | None = None
+        self.size_bytes = 0
+        self.work_s = 0.0
+        #: share of ``compute_slowdown`` that compute pays while this collective runs
+        self.slow_weight = 1.0
+        self.arrivals = 0
+        self.arrival_max_s = -math.inf
+        self.all_arrived = env.event()
+        self.done = env.event()
+        self.start_s = math.nan
+        self.end_s = math.nan
+
+
+class Engine:
+    """What every rank shares: the DDP options in force, the trace's phase times, the comm
+    model and its capabilities, the bucket layouts, the collectives and the interference state."""
+
+    def __init__(self, env: simpy.Environment, trace: Trace, plan: BucketPlan, comm: CommModel,
+                 config: SimConfig) -> None:
+        self.env = env
+        self.trace = trace
+        self.plan = plan
+        self.comm = comm
+        self.config = config
+        self._init_options(plan)
+        self.copy_bw = config.copy_bandwidth_bytes_per_s
+        peak = trace.environment.get("peak_flops_per_s") if isinstance(trace.environment, dict) else None
+        self.peak_flops = float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0 else None
+        gs = trace.environment.get("graph_search_s_per_param", GRAPH_SEARCH_S_PER_PARAM)
+        if isinstance(gs, bool) or not isinstance(gs, (int, float)) or not math.isfinite(gs) or gs < 0:
+            raise InputError(f"trace.environment.graph_search_s_per_param: {gs!r} is not accepted; expected a number of seconds >= 0")
+        self.graph_search_s = float(gs) * trace.num_params
+        self._init_comm(comm, config)
+        self._init_phases(trace, config)
+        self._init_kernels(trace, config)
+        self.syncbn = SyncBatchNorm(trace, self) if config.sync_batchnorm else None
+        self.buffer_buckets = buffer_broadcast_buckets(trace, plan.options, self.mixed_precision, self.has_reducer)
+        #: the per-buffer flatten and copy-back of that broadcast (0 without a measured cost)
+        self.buffer_copies_s = self.broadcast_per_tensor_s * len(trace.buffers) if self.buffer_buckets else 0.0
+        self.delayed = DelayedAllReduce.of(trace, plan.options, self)
+        self.layouts: dict[int, BucketLayout] = {}
+        self._layout_cache: dict[tuple[Bucket, ...], BucketLayout] = {}
+        for k in range(1, config.num_iterations + 1):
+            bs = plan.layout_for_iteration(k)
+            if bs not in self._layout_cache:
+                self._layout_cache[bs] = BucketLayout(trace, bs, self)
+            self.layouts[k] = self._layout_cache[bs]
+        # collectives and interference state
+        self.colls: list[Coll] = []
+        self._durations: dict[tuple[bool, int], float] = {}
+        self.num_participants = 0
+        self.busy = 0
+        self.comm_active = False
+        self.changed = env.event()
+
+    def _init_options(self, plan: BucketPlan) -> None:
+        """The reducer DDP builds under the plan's options."""
+        opts = plan.options
+        #: the reducer's parameters (all but delay_all_reduce_named_params); none: DDP builds no reducer
+        self.reducer_params = reducer_param_indices(self.trace, opts)
+        self.has_reducer = bool(self.reducer_params)
+        self.find_unused_dynamic = opts.find_unused_parameters and not opts.static_graph and self.has_reducer
+        self.static_graph = opts.static_graph and self.has_reducer
+        self.gabv = opts.gradient_as_bucket_view
+        self.batched = opts.batched_grad_copy
+        self.skip_unused = opts.skip_all_reduce_unused_params
+        # DDP returns from __init__ before the mixed precision setup when every parameter is delayed
+        self.mixed_precision = opts.mixed_precision if self.has_reducer else None
+        #: Reducer's comm_hook_ == nullptr: the reducer itself divides by the world size (reducer.cpp)
+        self.reducer_divides = self.config.comm_hook == "none" and self.mixed_precision is None
+
+    def _init_comm(self, comm: CommModel, config: SimConfig) -> None:
+        """The comm model's capabilities and the interference in force."""
+        caps = engine_capabilities(comm)
+        self.caps = caps
+        # DDP's per-iteration fixed cost on this machine (Python pre/post-forward, reducer
+        # bookkeeping, waking the backend's threads), when the comm model declares it; 0: nothing
+        self.iteration_overhead_s = caps.iteration_overhead_s
+        # DDP's forward buffer broadcast per buffer (flatten, copy back), when declared
+        self.broadcast_per_tensor_s = caps.broadcast_per_tensor_s
+        self.idle_extra = caps.idle_launch_extra_s
+        #: collectives of the process group that progress at once (ProcessGroupGloo's worker
+        #: threads); 1: one in-order stream (NCCL, every analytical model)
+        self.lanes = caps.lanes
+        self.concurrent_rate = caps.concurrent_rate
+        self._rates: dict[tuple[str, int, int], float] = {}
+        #: collectives in progress (the multi-lane stream)
+        self.running: list[Coll] = []
+        self._idle_extras: dict[int, float] = {}
+        #: ranks blocked in a wait (fast path; the slow path's ``busy`` counts the others)
+        self.waiting = 0
+        self.interfere = config.interference != Interference()
+        self.compute_slow = float(config.interference.compute_slowdown)
+        self.comm_slow = float(config.interference.comm_slowdown)
+        self.bandwidth_weighted = config.interference.weighting == "bandwidth"
+        self.table_weighted = config.interference.weighting == "table"
+        #: CPU costs on a per-rank CPU timeline (ddpsim.network.host_costs), or None
+        self.host = config.host_costs
+        self.futures_at_enqueue = caps.futures_at_enqueue
+        #: the running collective's ``slow_weight`` (slow path)
+        self.comm_weight = 1.0
+
+    def _init_phases(self, trace: Trace, config: SimConfig) -> None:
+        """The trace's phase times and gradient-ready offsets (medians, or means:
+        ``SimConfig.compute_statistic``)."""
+        st = config.compute_statistic
+        self.forward_s = trace.phase("forward").stat(st) * self.caps.ddp_forward_factor
+        self.backward_s = trace.phase("backward").stat(st)
+        self.optimizer_s = trace.phase("optimizer").stat(st)
+        self.zero_grad_s = trace.phase("zero_grad").stat(st)
+        med = trace.grad_ready_stat_s(st)
+        for i, t in enumerate(med):
+            if t is not None and not (math.isfinite(t) and t >= 0):
+                raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")
+        self.order = list(trace.grad_ready_order)
+        # the capture's timing hooks slowed its backward by hook_overhead_frac; DDP's hooks
+        # replace them (their work, the copy-in, is modelled on its own)
+        unhook = 1.0 / (1.0 + (trace.hook_overhead_frac or 0.0))
+        self.ready = [0.0 if t is None else float(t) * unhook for t in med]
+        self.backward_s *= unhook
+        last = max((self.ready[p] for p in self.order), default=0.0)
+        self.bwd_total_s = max(self.backward_s, last)
+        self.tail_s = self.bwd_total_s - last
+
+    def _init_kernels(self, trace: Trace, config: SimConfig) -> None:
+        """Per parameter: its hook's copy-in or zero-fill, and mixed precision's cast before forward."""
+        self.names = [p.name for p in trace.params]
+        in_reducer = set(self.reducer_params)
+        self.is_reducer = [p.index in in_reducer for p in trace.params]
+        self.unused = [p.index for p in trace.params if not p.has_grad and p.index in in_reducer]
+        self.has_grad = [p.has_grad for p in trace.params].__getitem__
+        self.param_sizes = [p.size_bytes for p in trace.params]
+        grad_bytes = [p.numel * param_elem_bytes(p.dtype, self.mixed_precision)[1] for p in trace.params]
+        floor = config.copy_kernel_floor_s
+        self.copy_in_s = [grad_copy_in_s(g, self.copy_bw, floor) for g in grad_bytes]
+        self.zero_s = [grad_zero_fill_s(g, self.copy_bw, floor) for g in grad_bytes]
+        #: _root_copy_hook before every forward: each parameter cast into its param_dtype copy
+        self.mp_cast_s = 0.0 if self.mixed_precision is None else mp_param_cast_s(
+            sum(p.size_bytes for p in trace.params), sum(grad_bytes), self.copy_bw)
+
+    def skips_bucket(self, b: int, layout: BucketLayout, static_first: bool) -> bool:
+        """skip_all_reduce_unused_params (``Reducer::should_skip_all_reduce_bucket``): every
+        parameter of the bucket is in ``unused_parameters_``, which find_unused_parameters fills
+        each iteration and static_graph from iteration 1 on (iteration 1 launches every bucket)."""
+        return (self.skip_unused and layout.all_unused[b] and not static_first
+                and (self.find_unused_dynamic or self.static_graph))
+
+    # -- collectives ----------------------------------------------------------------------
+    def coll(self, index: int) -> Coll:
+        while len(self.colls) <= index:
+            self.colls.append(Coll(self.env, len(self.colls)))
+        return self.colls[index]
+
+    def duration_s(self, size_bytes: int, broadcast: bool) -> float:
+        """The comm model's time for one collective, asked once per (kind, size) and checked."""
+        key = (broadcast, size_bytes)
+        d = self._durations.get(key)
+        if d is None:
+            comm = self.comm
+            d = comm.broadcast_s(size_bytes) if broadcast else comm.allreduce_s(size_bytes)
+            if isinstance(d, bool) or not (isinstance(d, (int, float)) and math.isfinite(d) and d >= 0):
+                what = "broadcast_s" if broadcast else "allreduce_s"
+                raise InputError(f"comm model {type(comm).__name__}.{what}({size_bytes}): {d!r} is not accepted; "
+                                 "expected a finite number of seconds >= 0")
+            d = self._durations[key] = float(d)
+        return d
+
+    def bandwidth_share(self, size_bytes: int, broadcast: bool, work_s: float) -> float:
+        """``1 - t(1 byte) / t(size)``: the share of a collective's time that moves bytes, the
+        rest being the comm model's latency floor (``Interference.weighting == "bandwidth"``)."""
+        if size_bytes <= 1 or work_s <= 0:
+            return 0.0
+        return min(1.0, max(0.0, 1.0 - self.duration_s(1, broadcast) / work_s))
+
+    def idle_extra_s(self, size_bytes: int) -> float:
+        """The comm model's idle-launch extra for one all-reduce, asked once per size and checked."""
+        d = self._idle_extras.get(size_bytes)
+        if d is None:
+            d = self.idle_extra(size_bytes)
+            if isinstance(d, bool) or not (isinstance(d, (int, float)) and math.isfinite(d) and d >= 0):
+                raise InputError(f"comm model {type(self.comm).__name__}.idle_launch_extra_s({size_bytes}): {d!r} is not "
+                                 "accepted; expected a finite number of seconds >= 0")
+            d = self._idle_extras[size_bytes] = float(d)
+        return d
+
+    def all_waiting(self) -> bool:
+        return self.busy == 0 if self.interfere else self.waiting >= self.num_participants
+
+    def set_waiting(self, delta: int) -> None:
+        """Fast path: a rank starts (+1) or stops (-1) waiting; heard only by idle launches."""
+        self.waiting += delta
+        if self.idle_extra is not None:
+            self._notify()
+
+    def arrive(self, index: int, t: float, kind: str, name: str, iteration: int, bucket: int | None,
+               size_bytes: int, broadcast: bool, then_s: float = 0.0) -> Coll:
+        c = self.coll(index)
+        if c.kind is None:
+            c.kind, c.name, c.iteration, c.bucket, c.size_bytes = kind, name, iteration, bucket, size_bytes
+            # then_s: kernels a comm hook's .then() callback puts on the same stream behind it
+            base = self.duration_s(size_bytes, broadcast)
+            if kind == "syncbn_allgather":
+                base *= 0.5  # _SyncBatchNorm: half the all-reduce of the gathered bytes
+            c.work_s = base + then_s
+            if self.bandwidth_weighted:
+                c.slow_weight = self.bandwidth_share(size_bytes, broadcast, c.work_s)
+            elif self.table_weighted:
+                c.slow_weight = self.config.interference.weight_for(size_bytes)
+        else:
+            assert (c.kind, c.name, c.iteration) == (kind, name, iteration), \
+                f"ranks issued different collectives at position {index}: {c.name!r} vs {name!r}"
+        c.arrivals += 1
+        if t > c.arrival_max_s:
+            c.arrival_max_s = t
+        if c.arrivals == self.num_participants:
+            c.all_arrived.succeed()
+        return c
+
+    def comm_stream(self) -> Iterator[simpy.Event]:
+        env = self.env
+        free_s = 0.0
+        i = 0
+        while True:
+            c = self.coll(i)
+            yield c.all_arrived
+            start = max(c.arrival_max_s, free_s)
+            if start > env.now:
+                yield env.timeout(start - env.now)
+            c.start_s = start
+            extra = 0.0
+            if self.idle_extra is not None and c.kind == "allreduce" and c.arrival_max_s > free_s:
+                extra = self.idle_extra_s(c.size_bytes)
+            if self.interfere:
+                self.comm_weight = c.slow_weight
+                self.set_comm_active(True)
+                yield from self.progress(c.work_s, comm=True, idle_extra_s=extra)
+                self.set_comm_active(False)
+                c.end_s = env.now
+            else:
+                end = start + c.work_s
+                while extra > 0:  # pending until every rank waits, or the collective ends first
+                    if self.all_waiting():
+                        end, extra = end + extra, 0.0
+                        break
+                    if end <= env.now:
+                        break
+                    timer = env.timeout(end - env.now)
+                    res = yield timer | self.changed
+                    if timer in res and not self.all_waiting():
+                        break
+                c.end_s = end
+                if c.end_s > env.now:
+                    yield env.timeout(c.end_s - env.now)
+            free_s = c.end_s
+            c.done.succeed()
+            i += 1
+
+    def rate(self, c: Coll, n: int) -> float:
+        """The pace of ``c`` while ``n`` collectives progress at once (the comm model's
+        ``concurrent_rate``, asked once per (kind, size, n) and checked)."""
+        if n <= 1:
+            return 1.0
+        key = (c.kind or "", c.size_bytes, n)
+        r = self._rates.get(key)
+        if r is None:
+            r = self.concurrent_rate(c.kind, c.size_bytes, n)
+            if isinstance(r, bool) or not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0):
+                raise InputError(f"comm model {type(self.comm).__name__}.concurrent_rate({c.kind!r}, {c.size_bytes}, {n}): "
+                                 f"{r!r} is not accepted; expected a finite number > 0")
+            r = self._rates[key] = float(r)
+        return r
+
+    def comm_lanes(self) -> Iterator[simpy.Event]:
+        """The process group's queue worked by ``lanes`` threads (ProcessGroupGloo): collectives
+        start in launch order, each once every rank has launched it and a lane is free, and
+        progress side by side, each at the comm model's ``concurrent_rate`` for the number in
+        progress (and at ``1/comm_slowdown`` while any rank computes, with interference)."""
+        env = self.env
+        i = 0
+        while True:
+            c = self.coll(i)
+            yield c.all_arrived
+            while len(self.running) >= self.lanes:
+                yield self.changed
+            if c.arrival_max_s > env.now:
+                yield env.timeout(c.arrival_max_s - env.now)
+            c.start_s = env.now
+            extra = 0.0
+            if self.idle_extra is not None and c.kind == "allreduce" and not self.running:
+                extra = self.idle_extra_s(c.size_bytes)
+            self.running.append(c)
+            self._lanes_changed()
+            env.process(self._lane(c, extra))
+            i += 1
+
+    def _lane(self, c: Coll, extra: float) -> Iterator[simpy.Event]:
+        yield from self.progress(c.work_s, comm=True, idle_extra_s=extra, coll=c)
+        c.end_s = self.env.now
+        self.running.remove(c)
+        self._lanes_changed()
+        c.done.succeed()
+
+    def _lanes_changed(self) -> None:
+        if self.interfere:
+            self.comm_weight = max((r.slow_weight for r in self.running), default=1.0)
+            self.comm_active = bool(self.running)
+        self._notify()
+
+    # -- interference (slow path) ----------------------------------------------------------
+    def _notify(self) -> None:
+        old, self.changed = self.changed, self.env.event()
+        old.succeed()
+
+    def set_comm_active(self, active: bool) -> None:
+        if active != self.comm_active:
+            self.comm_active = active
+            self._notify()
+
+    def add_busy(self, delta: int) -> None:
+        before = self.busy > 0
+        self.busy += delta
+        assert self.busy >= 0
+        if (self.busy > 0) != before:
+            self._notify()
+
+    def progress(self, work_s: float, comm: bool, idle_extra_s: float = 0.0,
+                 coll: Coll | None = None) -> Iterator[simpy.Event]:
+        """Do ``work_s`` seconds of full-rate work at the current, state-dependent rate (plus
+        ``idle_extra_s`` once no rank computes, if that happens before the work is done).
+        ``coll``: the collective of a multi-lane stream, paced also by the others in progress."""
+        env = self.env
+        remaining = work_s
+        while remaining > 0:
+            if idle_extra_s > 0 and self.all_waiting():
+                remaining += idle_extra_s
+                work_s += idle_extra_s
+                idle_extra_s = 0.0
+            if comm:
+                rate = 1.0 / self.comm_slow if self.busy > 0 else 1.0
+                if coll is not None:
+                    rate *= self.rate(coll, len(self.running))
+            else:
+                rate = 1.0 / (1.0 + (self.compute_slow - 1.0) * self.comm_weight) if self.comm_active else 1.0
+            t0 = env.now
+            timer = env.timeout(remaining / rate)
+            res = yield timer | self.changed
+            if timer in res:
+                return
+            remaining -= (env.now - t0) * rate
+            if remaining <= work_s * 1e-12:
+                return
+
+

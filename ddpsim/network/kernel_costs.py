@@ -1,0 +1,216 @@
+"""Device kernels of DDP's reducer and its comm hooks, as pure cost functions.
+
+Every kernel is memory-bound: its bytes moved (read + write) at the copy bandwidth
+(``SimConfig.copy_bandwidth_bytes_per_s``; no bandwidth: 0 s) and, when the trace gives a
+``peak_flops_per_s``, at least ``flops / peak``. A gradient-copy kernel on a GPU takes at
+least a launch floor (``SimConfig.copy_kernel_floor_s``). The byte counts follow the
+kernels DDP enqueues: ``torch/csrc/distributed/c10d/reducer.cpp`` (``Reducer::mark_variable_ready_dense``,
+``flush_deferred_copies``, ``finalize_bucket_dense``), ``torch/nn/parallel/distributed.py``
+(``_MixedPrecision``, ``_delay_grad_buffer``), ``torch/distributed/algorithms/ddp_comm_hooks/``
+(``default_hooks.py``, ``mixed_precision_hooks.py``, ``powerSGD_hook.py``). Plain numbers in,
+seconds (or bytes) out; the engine charges them as compute-stream or collective-stream work.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from ddpsim.plan.planner import MixedPrecision
+from ddpsim.units import DTYPE_SIZE_BYTES
+
+__all__ = ["kernel_s", "copy_kernel_s", "param_elem_bytes", "powersgd_split", "POWERSGD_MIN_COMPRESSION_RATE",
+           "grad_copy_in_s", "grad_zero_fill_s", "bucket_copy_out_s", "foreach_copy_s", "flat_bucket_div_s",
+           "mp_param_cast_s", "mp_bucket_cast_s", "mp_upcast_s", "allreduce_hook_div_s", "fp16_compress_s",
+           "fp16_decompress_s", "delayed_buffer_zero_s", "delayed_buffer_div_s", "powersgd_compress_s",
+           "powersgd_compute_qs_s", "powersgd_decompress_s"]
+
+#: PowerSGDState's default ``min_compression_rate`` (powerSGD_hook.py)
+POWERSGD_MIN_COMPRESSION_RATE = 2
+
+
+def kernel_s(bytes_moved: float, flops: float, bandwidth_bytes_per_s: float | None,
+             peak_flops_per_s: float | None) -> float:
+    """A memory-bound kernel's time, at least ``flops / peak`` when a peak is known."""
+    t = bytes_moved / bandwidth_bytes_per_s if bandwidth_bytes_per_s else 0.0
+    if peak_flops_per_s:
+        t = max(t, flops / peak_flops_per_s)
+    return t
+
+
+def copy_kernel_s(bytes_moved: float, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
+    """One gradient-copy kernel (copy-in, zero-fill, copy-out of one parameter): its bytes at
+    the copy bandwidth, at least ``floor_s`` (a kernel's launch and tail on a GPU,
+    ``SimConfig.copy_kernel_floor_s``; 0 on a CPU)."""
+    t = kernel_s(bytes_moved, 0, bandwidth_bytes_per_s, None)
+    return max(t, floor_s) if bytes_moved > 0 else t
+
+
+def param_elem_bytes(dtype: str, mixed_precision: MixedPrecision | None) -> tuple[int, int, int]:
+    """``(own, grad, reduce)`` element sizes of a parameter of ``dtype`` under DDP's ``_MixedPrecision``.
+
+    ``torch/nn/parallel/distributed.py``: ``_root_copy_hook`` casts parameters to
+    ``param_dtype`` before forward, so gradients (and, by ``Reducer::set_mixed_precision_param_dtype``,
+    the buckets) are in it; ``mixed_precision_hooks._reducer_allreduce_and_upcast_hook`` casts the
+    bucket to ``reduce_dtype`` when it differs (``.to(None)`` is a no-op).
+    """
+    own = DTYPE_SIZE_BYTES[dtype]
+    if mixed_precision is None:
+        return own, own, own
+    grad = DTYPE_SIZE_BYTES[mixed_precision.param_dtype] if mixed_precision.param_dtype else own
+    red = DTYPE_SIZE_BYTES[mixed_precision.reduce_dtype] if mixed_precision.reduce_dtype else grad
+    return own, grad, red
+
+
+# ---- the reducer's gradient copies (reducer.cpp) ------------------------------------------
+
+def grad_copy_in_s(grad_bytes: int, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
+    """``mark_variable_ready_dense``: the gradient copied into its bucket view with the
+    division by the world size fused (read + write the gradient's bytes)."""
+    return copy_kernel_s(2 * grad_bytes, bandwidth_bytes_per_s, floor_s)
+
+
+def grad_zero_fill_s(grad_bytes: int, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
+    """An unused parameter's bucket view zero-filled (``mark_variable_ready_dense``: write only)."""
+    return copy_kernel_s(grad_bytes, bandwidth_bytes_per_s, floor_s)
+
+
+def bucket_copy_out_s(used_numels: Sequence[int], reduce_elem_bytes: int, own_elem_bytes: int,
+                      bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
+    """``finalize_bucket_dense``: each used parameter's gradient copied out of the reduced
+    bucket (read the reduce dtype, write the parameter's own), one kernel per parameter, each
+    at least ``floor_s``; without a floor, the bucket's bytes at the bandwidth."""
+    per_elem = reduce_elem_bytes + own_elem_bytes
+    if floor_s <= 0:
+        return kernel_s(sum(used_numels) * per_elem, 0, bandwidth_bytes_per_s, None)
+    return sum(copy_kernel_s(n * per_elem, bandwidth_bytes_per_s, floor_s) for n in used_numels)
+
+
+def foreach_copy_s(used_numel: int, grad_elem_bytes: int, bandwidth_bytes_per_s: float | None,
+                   floor_s: float) -> float:
+    """batched_grad_copy's ``flush_deferred_copies``: one ``_foreach_copy_`` of the bucket's
+    used gradients into it (read + write), one kernel."""
+    return copy_kernel_s(2 * used_numel * grad_elem_bytes, bandwidth_bytes_per_s, floor_s)
+
+
+def flat_bucket_div_s(numel: int, grad_elem_bytes: int, bandwidth_bytes_per_s: float | None,
+                      floor_s: float) -> float:
+    """batched_grad_copy's ``div_`` of the flat bucket by the world size (read + write), one kernel."""
+    return copy_kernel_s(2 * numel * grad_elem_bytes, bandwidth_bytes_per_s, floor_s)
+
+
+# ---- mixed precision (distributed.py _MixedPrecision, mixed_precision_hooks.py) ------------
+
+def mp_param_cast_s(param_bytes: int, param_dtype_bytes: int, bandwidth_bytes_per_s: float | None) -> float:
+    """``_root_copy_hook`` before every forward: every parameter read in its own dtype
+    (``param_bytes`` in all) and written in ``param_dtype`` (``param_dtype_bytes`` in all)."""
+    return kernel_s(param_bytes + param_dtype_bytes, 0, bandwidth_bytes_per_s, None)
+
+
+def mp_bucket_cast_s(numel: int, grad_elem_bytes: int, reduce_elem_bytes: int,
+                     bandwidth_bytes_per_s: float | None) -> float:
+    """``_reducer_allreduce_and_upcast_hook``: the bucket cast to ``reduce_dtype`` before its
+    all-reduce (read grad dtype, write reduce dtype); nothing when the two are equal."""
+    moved = numel * (grad_elem_bytes + reduce_elem_bytes) if reduce_elem_bytes != grad_elem_bytes else 0
+    return kernel_s(moved, 0, bandwidth_bytes_per_s, None)
+
+
+def mp_upcast_s(numel: int, used_numel: int, grad_elem_bytes: int, reduce_elem_bytes: int, own_elem_bytes: int,
+                bandwidth_bytes_per_s: float | None) -> float:
+    """After a bucket's all-reduce, on the hook's side stream: ``div_`` of the reduced bucket
+    (read + write the reduce dtype) and the used gradients' upcast to the parameter's own
+    dtype (read grad dtype, write own; nothing when equal)."""
+    upcast = used_numel * (grad_elem_bytes + own_elem_bytes) if grad_elem_bytes != own_elem_bytes else 0
+    return kernel_s(2 * numel * reduce_elem_bytes + upcast, 0, bandwidth_bytes_per_s, None)
+
+
+# ---- default comm hooks (default_hooks.py) --------------------------------------------------
+
+def allreduce_hook_div_s(bucket_bytes: int, bandwidth_bytes_per_s: float | None) -> float:
+    """``allreduce_hook``: the bucket divided by the world size before its all-reduce (read + write)."""
+    return kernel_s(2 * bucket_bytes, 0, bandwidth_bytes_per_s, None)
+
+
+def fp16_compress_s(bucket_bytes: int, numel: int, bandwidth_bytes_per_s: float | None) -> float:
+    """``fp16_compress_hook`` / ``bf16_compress_hook``: ``buffer.to(half)`` (read the bucket,
+    write 2 bytes per element), then ``div_`` of the half buffer (read 2, write 2 per element)."""
+    return kernel_s(bucket_bytes + 6 * numel, 0, bandwidth_bytes_per_s, None)
+
+
+def fp16_decompress_s(numel: int, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
+    """The compress hooks' ``decompress`` callback: the half result copied back into the
+    float32 bucket (read 2, write 4 bytes per element), one kernel."""
+    return copy_kernel_s(6 * numel, bandwidth_bytes_per_s, floor_s)
+
+
+# ---- delay_all_reduce_named_params (distributed.py) ----------------------------------------
+
+def delayed_buffer_zero_s(buffer_bytes: int, bandwidth_bytes_per_s: float | None) -> float:
+    """``_clear_grad_buffer``: the delayed gradients' flat buffer zeroed (write only)."""
+    return kernel_s(buffer_bytes, 0, bandwidth_bytes_per_s, None)
+
+
+def delayed_buffer_div_s(buffer_bytes: int, bandwidth_bytes_per_s: float | None) -> float:
+    """``_delayed_all_reduce_hook``: the flat buffer divided by the world size (read + write)."""
+    return kernel_s(2 * buffer_bytes, 0, bandwidth_bytes_per_s, None)
+
+
+# ---- PowerSGD (powerSGD_hook.py) ------------------------------------------------------------
+
+def powersgd_split(shapes: Sequence[tuple[int, ...]], elem_bytes: int, rank: int) -> dict[str, float]:
+    """Bytes of PowerSGD's three all-reduces and its kernels' traffic/flops for one bucket.
+
+    ``shapes``: the bucket's parameters. A tensor is viewed as ``n x m`` (``shape[0]`` x rest),
+    ``r = min(n, m, rank)``; compressed iff ``(n + m) * r * min_compression_rate < n * m`` and
+    not 1-D (``powerSGD_hook``'s ``_should_compress``).
+    """
+    u = p = q = 0
+    nm = n_elems = 0
+    flops_mm = 0.0
+    orth_p = orth_q = 0.0
+    for shape in shapes:
+        numel = math.prod(shape)
+        n_elems += numel
+        if len(shape) <= 1:
+            u += numel
+            continue
+        n, m = shape[0], numel // shape[0] if shape[0] else 0
+        r = min(n, m, rank)
+        if (n + m) * r * POWERSGD_MIN_COMPRESSION_RATE < n * m:
+            p += n * r
+            q += m * r
+            nm += n * m
+            flops_mm += 2.0 * n * m * r
+            orth_p += 2.0 * n * r * r
+            orth_q += 2.0 * m * r * r
+        else:
+            u += numel
+    e = elem_bytes
+    return {
+        "uncompressed_bytes": u * e, "p_bytes": p * e, "q_bytes": q * e,
+        # hook body: error feedback add (r 2N w N), clone (r N w N), cat of uncompressed (2U),
+        # orthogonalise Q, P = M Q (reads M, writes P)
+        "launch_bytes": (5 * n_elems + 2 * u + nm + p) * e, "launch_flops": flops_mm + orth_q,
+        # compute_qs: orthogonalise P, Q = M^T P (reads M, writes Q)
+        "qs_bytes": (nm + q + p) * e, "qs_flops": flops_mm + orth_p,
+        # decompress: M = P Q^T (writes M), error = input_cp - input (r 2N w N), unpack U (2U)
+        "decompress_bytes": (nm + p + q + 3 * n_elems + 2 * u) * e, "decompress_flops": flops_mm,
+    }
+
+
+def powersgd_compress_s(split: dict[str, float], bandwidth_bytes_per_s: float | None,
+                        peak_flops_per_s: float | None) -> float:
+    """PowerSGD's hook body before the first all-reduce (error feedback, Q orthogonalised, ``P = M Q``)."""
+    return kernel_s(split["launch_bytes"], split["launch_flops"], bandwidth_bytes_per_s, peak_flops_per_s)
+
+
+def powersgd_compute_qs_s(split: dict[str, float], bandwidth_bytes_per_s: float | None,
+                          peak_flops_per_s: float | None) -> float:
+    """PowerSGD's ``compute_qs`` callback: P orthogonalised, ``Q = M^T P``."""
+    return kernel_s(split["qs_bytes"], split["qs_flops"], bandwidth_bytes_per_s, peak_flops_per_s)
+
+
+def powersgd_decompress_s(split: dict[str, float], bandwidth_bytes_per_s: float | None,
+                          peak_flops_per_s: float | None) -> float:
+    """PowerSGD's ``decompress`` callback: ``M = P Q^T``, the error feedback, the uncompressed unpacked."""
+    return kernel_s(split["decompress_bytes"], split["decompress_flops"], bandwidth_bytes_per_s, peak_flops_per_s)

@@ -1,0 +1,107 @@
+"""The one path from a scenario and a sweep point to the engine's inputs.
+
+:func:`build_point_inputs` makes the trace, DDP's bucket plan
+(:func:`ddpsim.plan.planner.plan_ddp`, or the scenario's explicit ``plan``), the comm model
+(NCCL or gloo over the topology, :func:`ddpsim.network.collective_cost.build_comm_model`, a
+calibration's measured curves, or a plain latency + bandwidth model) and the
+:class:`~ddpsim.engine.config.SimConfig` with the cost terms in force
+(:func:`ddpsim.network.cost_terms.terms_in_force`). ``ddpsim run``, ``ddpsim sweep``,
+``ddpsim simulate``, ``ddpsim validate`` and :mod:`ddpsim.api` all simulate what it builds.
+The scenario is read by its attributes (:class:`ddpsim.pipeline.scenario.Scenario`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ddpsim.engine.config import SimConfig
+from ddpsim.errors import InputError
+from ddpsim.network.cost_terms import terms_in_force
+from ddpsim.pipeline.specs import SweepPoint
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointInputs:
+    """Everything :func:`ddpsim.engine.simulate.simulate` needs for one sweep point."""
+
+    point: SweepPoint
+    trace: Any      # ddpsim.trace.records.Trace
+    plan: Any       # ddpsim.plan.planner.BucketPlan
+    comm: Any       # ddpsim.network.comm_model.CommModel
+    config: SimConfig
+    backend: str
+
+
+def build_point_inputs(scenario: Any, point: SweepPoint, *, trace: Any = None, calibration: Any = None,
+                       graph: Any = None) -> PointInputs:
+    """The (trace, plan, comm model, SimConfig) of one point of ``scenario``.
+
+    ``trace``, ``calibration``, ``graph``: already loaded ones (default: the scenario's).
+
+    Raises:
+        InputError: a world size over the cluster's devices, a delayed parameter the trace
+        lacks, a straggler rank outside the world, a plan file that does not fit the trace.
+    """
+    trace = trace if trace is not None else scenario.load_trace()
+    if calibration is None:
+        calibration = scenario.load_calibration()
+    if graph is None and scenario.cluster.topology is not None:
+        graph = scenario.graph(point.nodes)
+    world = scenario.world_size_for(graph)
+    comm = comm_model(scenario, graph, world, calibration)
+    plan = bucket_plan(scenario, point, trace)
+    config = sim_config(scenario, point, world_size=world, graph=graph, calibration=calibration, comm=comm)
+    return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
+                       backend=str(getattr(comm, "backend", "unknown")))
+
+
+def comm_model(scenario: Any, graph: Any, world_size: int, calibration: Any = None):
+    """The collectives' cost model: over the topology ``graph`` (NCCL or gloo, or the
+    calibration's curves), or the cluster's latency + bandwidth model when ``graph`` is None."""
+    if graph is None:
+        from ddpsim.network.comm_model import AlphaBetaModel
+
+        c = scenario.cluster
+        return AlphaBetaModel(latency_s=c.latency_us * 1e-6, bandwidth_bytes_per_s=c.bandwidth_gbps * 1e9,
+                              num_ranks=world_size)
+    from ddpsim.network.collective_cost import build_comm_model
+
+    return build_comm_model(graph, world_size, calibration=calibration)
+
+
+def bucket_plan(scenario: Any, point: SweepPoint, trace: Any):
+    """DDP's buckets at ``point`` (:func:`ddpsim.plan.planner.plan_ddp`), or the scenario's
+    explicit plan file with the point's DDP options."""
+    from ddpsim.plan.planner import load_plan, plan_ddp
+
+    options = scenario.ddp_options(point)
+    if scenario.plan_path is not None:
+        return replace(load_plan(scenario.plan_path, trace), options=options)
+    try:
+        return plan_ddp(trace, options)
+    except InputError as exc:
+        if str(exc).startswith(("delay_all_reduce_named_params", "param_to_hook_all_reduce")):
+            raise InputError(f"{scenario.where()}ddp.{exc}") from None
+        raise
+
+
+def sim_config(scenario: Any, point: SweepPoint, *, world_size: int, graph: Any = None, calibration: Any = None,
+               comm: Any = None) -> SimConfig:
+    """The SimConfig of ``point``: the scenario's ``simulation`` block, the point's comm hook,
+    the cost terms in force (GPU terms only with an analytical NCCL ``comm``)."""
+    sim = scenario.simulation
+    terms = terms_in_force(scenario.cost_model, graph=graph, comm=comm, calibration=calibration,
+                           interference=sim.interference,
+                           copy_bandwidth_bytes_per_s=None if sim.copy_bandwidth_gbps is None else sim.copy_bandwidth_gbps * 1e9)
+    for r in sim.stragglers:
+        if r >= world_size:
+            raise InputError(f"{scenario.where()}simulation.stragglers: rank {r} is not accepted; "
+                             f"expected a rank in [0, {world_size})")
+    return SimConfig(world_size=world_size, num_iterations=sim.iterations, num_warmup_iterations=sim.warmup,
+                     seed=sim.seed, comm_hook=point.comm_hook, powersgd_rank=scenario.powersgd_rank,
+                     powersgd_start_iter=scenario.powersgd_start_iter, no_sync_steps=sim.no_sync_steps,
+                     jitter=sim.jitter, stragglers=sim.stragglers, sync_batchnorm=scenario.sync_batchnorm,
+                     compute_statistic=sim.compute_statistic, interference=terms.interference,
+                     copy_bandwidth_bytes_per_s=terms.copy_bandwidth_bytes_per_s,
+                     copy_kernel_floor_s=terms.copy_kernel_floor_s, host_costs=terms.host_costs)

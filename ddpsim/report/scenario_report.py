@@ -1,0 +1,127 @@
+"""A scenario run end to end: its sweep, timelines, recommended plan and summary, written to
+``<out_dir>/<name>/`` file by file (``ddpsim run``; :func:`ddpsim.api.run_scenario`).
+
+The sweep (:func:`ddpsim.pipeline.sweep.run_sweep`) gives ``points/*.json``, ``sweep.csv`` and
+``buckets.csv``; the timeline points get Chrome/Kineto traces (:mod:`ddpsim.report.perfetto`)
+and timeline plots; :func:`ddpsim.pipeline.run.recommend` gives ``recommended_plan.json``;
+:func:`ddpsim.report.summary.summarize` gives ``summary.json`` and ``summary.md``. Every file is
+replaced atomically by a complete new one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.pipeline import run as steps
+from ddpsim.pipeline.scenario import Scenario, load_scenario
+from ddpsim.pipeline.sweep import best_record, run_sweep, sweep_table
+from ddpsim.report import perfetto
+from ddpsim.report import summary as report
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    """What :func:`run_scenario` produced: the data, and the files written (paths)."""
+
+    scenario: Scenario
+    out_dir: Path
+    summary: dict[str, Any]
+    sweep: Any                     # pandas DataFrame (sweep.csv)
+    buckets: Any                   # pandas DataFrame (buckets.csv)
+    records: tuple[Any, ...] = ()
+    files: tuple[Path, ...] = ()
+    summary_md: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
+                 jobs: int | None = None, plots: bool = True, progress: bool = True,
+                 simulate_fn: Callable | None = None, build_fn: Callable | None = None,
+                 log: Callable[[str], None] | None = None, method_error: str | Path | None = None) -> Report:
+    """Run a scenario and write its report folder (:func:`ddpsim.api.run_scenario` documents it)."""
+    sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    say = log or (lambda msg: None)
+    rdir = ensure_dir(ensure_dir(out_dir, "--out-dir") / sc.name, "--out-dir")
+    files: list[Path] = []
+    trace = sc.load_trace()
+    me, me_note = steps.method_error_for(sc, trace, method_error)
+    if sc.model is not None:
+        from ddpsim.trace.records import save_trace
+
+        files.append(save_trace(trace, rdir / "trace.json"))
+    warning = sc.calibration_warning()
+    records = run_sweep(sc, out_dir=rdir, jobs=jobs, trace=trace, progress=progress, simulate=simulate_fn, build=build_fn)
+    table, btable = sweep_table(records), report.buckets_table(records)
+    files.append(report.write_csv(table, rdir / "sweep.csv"))
+    files.append(report.write_csv(btable, rdir / "buckets.csv"))
+    say(f"wrote {rdir / 'sweep.csv'} and {rdir / 'buckets.csv'}")
+    best = best_record(records)
+    overlaps, trace_files = _write_timelines(sc, records, best, rdir, plots, files)
+    say(f"wrote timelines for {', '.join(trace_files) or 'no point'}")
+
+    build = build_fn if build_fn is not None else (lambda s, p, t: s.build_point(p, trace=t))
+    sim = simulate_fn
+    if sim is None:
+        from ddpsim.engine.simulate import simulate as sim
+    rec = steps.recommend(sc, records, trace, build, sim)
+    files.append(write_text_atomic(rdir / "recommended_plan.json", json.dumps(rec.plan_doc, indent=1) + "\n"))
+    say(f"wrote {rdir / 'recommended_plan.json'}")
+    if plots:
+        _write_plots(sc, records, best, table, rec.info, rdir, files)
+    me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
+                                                                  trace, sim)
+    summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec.info,
+                            warnings=[warning] if warning else None,
+                            cost_terms=steps.cost_terms(sc, best.point, rec.inputs), method_error=me_answer)
+    files.append(write_text_atomic(rdir / "summary.json", json.dumps(summ, indent=1, sort_keys=True, default=str) + "\n"))
+    md = report.render_summary(summ)
+    files.append(write_text_atomic(rdir / "summary.md", md + "\n"))
+    _remove_stale(rdir, files)
+    return Report(scenario=sc, out_dir=rdir, summary=summ, sweep=table, buckets=btable, records=tuple(records),
+                  files=tuple(files), summary_md=md, extra={"recommended_result": rec.result})
+
+
+def _write_timelines(sc: Scenario, records: list[Any], best: Any, rdir: Path, plots: bool,
+                     files: list[Path]) -> tuple[dict[str, dict[int, float]], dict[str, list[str]]]:
+    """The traces (and timeline plots) of the timeline points; their overlaps and file names."""
+    overlaps: dict[str, dict[int, float]] = {}
+    trace_files: dict[str, list[str]] = {}
+    for point in sc.timeline_points(best.point):
+        rec = next(r for r in records if r.point == point)
+        paths = perfetto.write_traces(rec.result, rdir, rec.point_id, backend=rec.backend)
+        files += paths
+        trace_files[rec.point_id] = [p.name for p in paths]
+        overlaps[rec.point_id] = {r: perfetto.comm_comp_overlap(perfetto.chrome_trace(rec.result, r, backend=rec.backend))
+                                  for r in perfetto.representative_ranks(rec.result)}
+        if plots:
+            from ddpsim.report import plots as P
+
+            fig = P.timeline_figure(rec.result, title=f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})")
+            files.append(P.save_figure(fig, rdir / f"timeline_{perfetto.file_id(rec.point_id)}.png"))
+    return overlaps, trace_files
+
+
+def _write_plots(sc: Scenario, records: list[Any], best: Any, table: Any, rec_info: dict[str, Any], rdir: Path,
+                 files: list[Path]) -> None:
+    """``sweep.png`` and ``bucket_sizes.png``."""
+    from ddpsim.report import plots as P
+
+    files.append(P.save_figure(P.sweep_figure(table, title=f"{sc.name}: step time vs bucket_cap_mb"), rdir / "sweep.png"))
+    rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id, r.metrics.get("bucket_sizes_bytes") or [])
+            for r in records if r.point in sc.timeline_points(best.point)]
+    rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"])))
+    files.append(P.save_figure(P.bucket_sizes_figure(rows, title=f"{sc.name}: bucket sizes (steady state)"), rdir / "bucket_sizes.png"))
+
+
+def _remove_stale(rdir: Path, files: list[Path]) -> None:
+    """After a successful run: remove the traces and timelines of points this run did not write
+    (another best point's would mislead); only files of these patterns, never anything else."""
+    written = {p.name for p in files}
+    for pattern in ("trace_*_rank*.json", "trace_*_rank*.json.gz", "timeline_*.png"):
+        for stale in rdir.glob(pattern):
+            if stale.name not in written:
+                stale.unlink()

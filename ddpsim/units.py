@@ -128,6 +128,8 @@ def parse_cap_list(text: Any, flag: str, sep: str = ",", expected: str = CAP_LIS
 
 
 LIST_POINT_PREFIX = "list="
+#: what a comma list of points (``--caps``) accepts, for its error messages
+CAPS_EXPECTED = "a comma list of MiB > 0, 'none', or list=X+Y+... (a bucket_cap_mb_list)"
 
 
 def parse_cap_point(item: str, flag: str, expected: str) -> float | tuple[float, ...] | None:

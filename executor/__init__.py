@@ -25,18 +25,13 @@ within the timeout (a dead peer), and ``destroy_process_group()`` always runs.
 
 Imports: this package runs on a node with torch (and the standard library) only. From ddpsim
 it imports the foundation (:mod:`ddpsim.errors`, :mod:`ddpsim.units`, :mod:`ddpsim.io`), the
+formats of the files it writes and how their figures are read (:mod:`ddpsim.formats`), the
 trace layer (:mod:`ddpsim.trace.records`, :mod:`ddpsim.trace.capture`,
 :mod:`ddpsim.trace.models`), the plan layer (:mod:`ddpsim.plan.planner`) and one module of the
 network layer, :mod:`ddpsim.network.curve_fit` (the all-reduce curve the collectives step fits
 to its own points) -- never the other network modules, the engine, the calibration layer,
-the pipeline, reports, ``validation`` (which launches it) or the CLI, and never simpy, pandas,
-matplotlib, networkx or yaml. ``tests/test_layering.py`` and ``tests/test_executor.py`` enforce
-both.
+the pipeline, reports, validation or the CLI, and never simpy, pandas, matplotlib, networkx or
+yaml. ddpsim never imports this package: :mod:`ddpsim.validation.launch` runs it as a program
+under torchrun and reads the files it writes. ``tests/test_layering.py`` and
+``tests/test_executor.py`` enforce both.
 """
-
-MEASUREMENT_FORMAT = "ddpsim-measurement"
-MEASUREMENT_VERSION = 1
-CALIBRATION_FORMAT = "ddpsim-calibration"
-CALIBRATION_VERSION = 1
-
-__all__ = ["MEASUREMENT_FORMAT", "MEASUREMENT_VERSION", "CALIBRATION_FORMAT", "CALIBRATION_VERSION"]

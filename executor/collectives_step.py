@@ -97,11 +97,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
+from ddpsim.formats import CALIBRATION_FORMAT, CALIBRATION_VERSION, quantile
 from ddpsim.units import parse_size_bytes
 
-from executor import CALIBRATION_FORMAT, CALIBRATION_VERSION
 from executor.runtime import (ExecutorFailure, Runtime, Stopwatch, max_across_ranks, mean_across_ranks, measurement,
-                              quantile, stats, write_json)
+                              stats, write_json)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -533,7 +533,7 @@ def measure_ddp_overhead(rt: Runtime, allreduce_points: list[dict[str, Any]], co
         rt.barrier()
         ddp_s += [step(ddp) for _ in range(steps)]
         rt.watchdog.beat("ddp overhead")
-    # the step time of executor.ddp_step.step_times: the mean over ranks (the max would count a
+    # the step time of ddpsim.formats.step_times: the mean over ranks (the max would count a
     # rank's delay after the step's all-reduce twice, and a bare step's noise once per rank)
     bare_s = mean_across_ranks(rt, bare_s)
     ddp_s = mean_across_ranks(rt, ddp_s)

@@ -5,7 +5,7 @@ Runs ``--warmup`` iterations (past DDP's bucket rebuild at iteration 2), then
 broadcast), loss, backward (the reducer's all-reduces overlap it; it returns after
 finalize), SGD step. Records per iteration and rank: forward, backward, optimizer and
 iteration seconds; the step time of an iteration is the mean of the ranks' (see
-:func:`step_times`).
+:func:`ddpsim.formats.step_times`).
 
 ``--timing-hook`` registers a comm hook that wraps the all-reduce and records each bucket's
 launch and end (CUDA events on GPUs, wall clock on CPUs). NOTE: any registered hook changes
@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 from ddpsim.errors import InputError
 
-from executor.runtime import Runtime, measurement, quantile, write_json
+from ddpsim.formats import summarize
+from executor.runtime import Runtime, measurement, write_json
 from executor.workload import add_model_arguments, build_workload, check_counts, timed_steps
 
 
@@ -246,35 +246,6 @@ class BucketTimer:
             out.append({"iteration": r["iteration"], "bucket": r["bucket"], "size_bytes": r["size_bytes"],
                         "launch_s": launch, "end_s": end})
         return sorted(out, key=lambda r: (r["iteration"], r["bucket"]))
-
-
-def step_times(per_rank: list[list[dict[str, float]]]) -> list[float]:
-    """The job's step time per measured iteration: the MEAN over ranks of each rank's own
-    iteration time (start of zero_grad to the end of the optimizer step, back to back).
-
-    The ranks meet in every iteration's all-reduces, so every rank's iteration times add up to
-    the job's wall time and their per-iteration mean does too (whatever the ranks' clocks).
-    The per-iteration MAX over ranks does not: a delay on one rank after an iteration's last
-    all-reduce (its optimizer step, say) lengthens that rank's iteration k and, as the other
-    rank waits for it in the next all-reduce, the other rank's iteration k + 1 -- the max
-    counts it twice. On a host of 2 vCPUs, where millisecond steps stall on 1-4 ms wake-ups,
-    that puts the mlp's median 0.5-1.1 ms (10-25 %) above its wall time per step; on the
-    seconds-long steps of the big models it moves nothing.
-    """
-    n = min(len(r) for r in per_rank)
-    return [statistics.fmean(r[i]["iteration_s"] for r in per_rank) for i in range(n)]
-
-
-def summarize(per_rank: list[list[dict[str, float]]]) -> dict[str, Any]:
-    """Step time per iteration (:func:`step_times`); median / p10 / p90 over measured iterations."""
-    n = min(len(r) for r in per_rank)
-    steps = step_times(per_rank)
-    out: dict[str, Any] = {"iteration_s": statistics.median(steps), "iteration_p10_s": quantile(steps, 0.1),
-                           "iteration_p90_s": quantile(steps, 0.9), "iteration_mean_s": statistics.fmean(steps),
-                           "step_times_s": steps}
-    for ph in ("forward_s", "backward_s", "optimizer_s"):
-        out[ph] = statistics.median(statistics.fmean(r[i][ph] for r in per_rank) for i in range(n))
-    return out
 
 
 def ddp_kwargs(rt: Runtime, args: argparse.Namespace, cap: float | None, module: Any) -> dict[str, Any]:

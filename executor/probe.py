@@ -13,7 +13,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from executor.runtime import MIN_HOST_CPU_S, Runtime, _reduce_across_ranks, host_shares, mean_across_ranks
+from ddpsim.formats import MIN_HOST_CPU_S, host_shares
+from executor.runtime import Runtime, _reduce_across_ranks, mean_across_ranks
 
 MODEL = "mlp"
 MODEL_ARGS = {"width": 2048, "depth": 6}
@@ -54,7 +55,7 @@ def measure_probe(rt: Runtime, rounds: int = 2, iterations: int = 10, warmup: in
         timed = timed_steps(rt, model, opt, wl, warmup=warmup, iterations=iterations, label=f"probe ddp {rnd + 1}")
         for key in host:
             host[key] += sum(s.get(key, 0.0) for s in timed)
-        steps += mean_across_ranks(rt, [s["iteration_s"] for s in timed])  # executor.ddp_step.step_times' step
+        steps += mean_across_ranks(rt, [s["iteration_s"] for s in timed])  # ddpsim.formats.step_times' step
         for ph, xs in phases.items():  # per phase too: forward under DDP has no overlapped all-reduce
             xs += mean_across_ranks(rt, [s[ph] for s in timed])
         del model, opt, wl

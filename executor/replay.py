@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from ddpsim.errors import InputError
 
-from executor.ddp_step import summarize
+from ddpsim.formats import summarize
 from executor.runtime import Runtime, measurement, write_json
 from executor.workload import add_model_arguments, build_workload, check_counts, forward
 

@@ -57,13 +57,11 @@ def point_id(cap: float | tuple[float, ...] | None) -> str:
     return cap_point_id(*split_cap(cap))
 
 
-CAPS_EXPECTED = "a comma list of MiB > 0, 'none', or list=X+Y+... (a bucket_cap_mb_list)"
-
 
 def parse_caps(text: str) -> list[float | tuple[float, ...] | None]:
     """``--caps`` -> MiB per point (None: not given; a tuple: a bucket_cap_mb_list written
     ``list=1+4+8``), by the CLI's own rules; distinct points."""
-    from ddpsim.units import parse_cap_point
+    from ddpsim.units import CAPS_EXPECTED, parse_cap_point
 
     caps = [parse_cap_point(c, "--caps", CAPS_EXPECTED) for c in str(text).split(",")]
     ids = [point_id(c) for c in caps]

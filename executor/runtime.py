@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ddpsim.errors import InputError
+from ddpsim.formats import MEASUREMENT_FORMAT, MEASUREMENT_VERSION, quantile
 from ddpsim.io import write_text_atomic
 
 EXIT_INPUT = 2
@@ -326,35 +327,9 @@ def host_counters(stat_path: str = "/proc/stat") -> dict[str, float]:
     return out
 
 
-#: the least host CPU time (summed over CPUs, seconds) one run's steps must span for its host
-#: figures to be given: ``/proc/stat`` counts in ticks of 10 ms, each charged to the state the
-#: CPU is in at the tick, so a share measured over N ticks scatters by about sqrt(p(1-p)/N):
-#: 500 ticks put a 95 % share within about 1 %; the mlp's millisecond runs (20-50 ticks)
-#: scatter by about 10 % and get none.
-MIN_HOST_CPU_S = 5.0
-
-
-def host_shares(ranks_cpu_s: float, busy_s: float, steal_s: float, all_s: float) -> dict[str, float]:
-    """What the host's CPUs did over some steps, as percentages of all their time (``all_s``,
-    summed over CPUs, each rank's read of the host's counters averaged): ``other_pct``, busy
-    with anything but the ranks (the host's ``busy_s`` less the ranks' own CPU time,
-    ``ranks_cpu_s``, every rank's summed); ``steal_pct``, taken by the hypervisor;
-    ``ranks_pct``, the ranks' own."""
-    return {"other_pct": 100.0 * (busy_s - ranks_cpu_s) / all_s, "steal_pct": 100.0 * steal_s / all_s,
-            "ranks_pct": 100.0 * ranks_cpu_s / all_s}
-
-
 def counter_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """``after - before`` for the counters both hold (:func:`host_counters`)."""
     return {k: after[k] - before[k] for k in HOST_COUNTERS if k in before and k in after}
-
-
-def quantile(xs: Sequence[float], q: float) -> float:
-    s = sorted(xs)
-    pos = (len(s) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def stats(xs: Sequence[float]) -> dict[str, float]:
@@ -381,7 +356,7 @@ def _reduce_across_ranks(rt: Runtime, values: Sequence[float], op: str) -> list[
 
 
 def mean_across_ranks(rt: Runtime, values: Sequence[float]) -> list[float]:
-    """Element-wise mean over ranks (a step time: see :func:`executor.ddp_step.step_times`)."""
+    """Element-wise mean over ranks (a step time: see :func:`ddpsim.formats.step_times`)."""
     return [v / rt.world_size for v in _reduce_across_ranks(rt, values, "SUM")]
 
 
@@ -419,7 +394,6 @@ def write_json(path: str | Path, data: dict[str, Any]) -> Path:
 
 
 def measurement(kind: str, rt: Runtime, **fields: Any) -> dict[str, Any]:
-    from executor import MEASUREMENT_FORMAT, MEASUREMENT_VERSION
 
     return {"format": MEASUREMENT_FORMAT, "version": MEASUREMENT_VERSION, "kind": kind,
             "backend": rt.backend, "world_size": rt.world_size, "device": rt.device.type,

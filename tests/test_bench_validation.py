@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from executor.launch import REPO_ROOT
+from ddpsim.validation.launch import REPO_ROOT
 
 
 def _bench():

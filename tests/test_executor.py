@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ddpsim.errors import InputError
-from executor.launch import REPO_ROOT, free_port, launch_local
+from ddpsim.validation.launch import REPO_ROOT, free_port, launch_local
 from executor.runtime import read_env
 
 pytestmark = pytest.mark.slow
@@ -64,10 +64,10 @@ class Block:
         return None
 sys.meta_path.insert(0, Block())
 import executor, executor.__main__, executor.runtime, executor.collectives_step, executor.ddp_step
-import executor.replay, executor.workload, executor.launch, executor.capture_step
+import executor.replay, executor.workload, executor.capture_step
 executor.__main__.build_parser()
 # what the steps import lazily
-import ddpsim.trace.models, ddpsim.plan.planner, ddpsim.trace.records, ddpsim.units, ddpsim.io, ddpsim.errors, ddpsim.trace.capture, ddpsim.network.curve_fit
+import ddpsim.trace.models, ddpsim.plan.planner, ddpsim.trace.records, ddpsim.units, ddpsim.io, ddpsim.errors, ddpsim.formats, ddpsim.trace.capture, ddpsim.network.curve_fit
 ddpsim.trace.models.build_model("mlp")
 print("ok", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
 """
@@ -358,7 +358,7 @@ def test_distributed_refuses_an_unknown_malloc_mode():
 
 
 def test_measured_step_time_is_the_mean_over_ranks():
-    from executor.ddp_step import step_times, summarize
+    from ddpsim.formats import step_times, summarize
 
     # rank 0 is 0.5 s late after iteration 1's all-reduce; rank 1 waits for it in iteration 2:
     # both ranks' iterations add up to the wall time (2.5 s), so does the mean; the max says 3

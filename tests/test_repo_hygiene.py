@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from executor.launch import REPO_ROOT
+from ddpsim.validation.launch import REPO_ROOT
 
 WORD = "sess" + "ion"  # spelled in two so that this file passes its own test
 # the one legitimate use: subprocess.Popen's keyword (a POSIX process group leader)

@@ -14,7 +14,7 @@ import pytest
 from ddpsim.cli.main import main
 from ddpsim.validation.writer import CSV_COLUMNS
 from ddpsim.validation.compare import rounds_to_decide, summary_figures, t975
-from executor.launch import REPO_ROOT
+from ddpsim.validation.launch import REPO_ROOT
 
 
 def _row(point, pred, meas, p10, p90, pm=True):
@@ -479,7 +479,7 @@ def test_reanalyze_without_an_earlier_validation_is_one_line_exit_2(tmp_path, ca
 def test_a_rank_killed_by_a_signal_is_reported_by_its_abort_line_not_torchruns_banner(tmp_path, monkeypatch):
     # the stderr of a run whose rank 1 aborted in teardown (SIGABRT): torchrun's report ends
     # with a '=====' banner line, which said nothing when it was quoted as the error
-    import executor.launch
+    import ddpsim.validation.launch
     from ddpsim.errors import InputError
     from ddpsim.validation import measure as v
 
@@ -487,8 +487,8 @@ def test_a_rank_killed_by_a_signal_is_reported_by_its_abort_line_not_torchruns_b
               "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
               "=======================================================\nexecutor FAILED\n"
               "  exitcode  : -6 (pid: 12700)  (SIGABRT)\n=======================================================\n")
-    fake = executor.launch.LaunchResult(returncode=1, stdout="ddp: wrote x.json\n", stderr=stderr, command=("torchrun", "x"))
-    monkeypatch.setattr(executor.launch, "launch_local", lambda *a, **k: fake)
+    fake = ddpsim.validation.launch.LaunchResult(returncode=1, stdout="ddp: wrote x.json\n", stderr=stderr, command=("torchrun", "x"))
+    monkeypatch.setattr(ddpsim.validation.launch, "launch_local", lambda *a, **k: fake)
     with pytest.raises(InputError) as ei:
         v._launch(["ddp", "--out", "x.json"], nproc=2, num_threads=1, timeout_s=10, log_dir=tmp_path)
     msg = str(ei.value)

@@ -10,7 +10,7 @@ from ddpsim.trace.capture import capture_trace
 from ddpsim.trace.models import build_model
 from ddpsim.plan.planner import DDPOptions, plan_ddp
 from ddpsim.trace.records import save_trace
-from executor.launch import launch_local
+from ddpsim.validation.launch import launch_local
 
 
 @pytest.mark.slow

@@ -111,7 +111,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def parse_caps(text: str | None) -> list[float | tuple[float, ...] | None] | None:
     from ddpsim.cli.args import parse_cap_point
-    from executor.round_step import CAPS_EXPECTED
+    from ddpsim.units import CAPS_EXPECTED
 
     if text is None:
         return None

@@ -20,7 +20,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ddpsim.trace.records import quantile
+from ddpsim.formats import quantile
 
 COMPUTE_STREAM = "compute"
 COMM_STREAM = "comm"
@@ -110,7 +110,7 @@ class SimResult:
         simulated: from its earliest start). These add up to the job's wall time. The
         per-iteration max of each rank's own iteration time would not: a rank delayed after an
         iteration's last collective makes the others wait in the next one, and the max counts
-        that delay in both iterations (the measured step, ``executor.ddp_step.step_times``,
+        that delay in both iterations (the measured step, ``ddpsim.formats.step_times``,
         is the per-iteration mean over ranks for the same reason)."""
         ends: dict[int, float] = {}
         starts: dict[int, float] = {}

@@ -32,7 +32,7 @@ from ddpsim.io import ensure_dir, write_text_atomic
 from ddpsim.plan.planner import cap_list_label
 from ddpsim.engine.result import BucketTiming, IterationStats, SimResult, Span
 from ddpsim.pipeline.scenario import Scenario, SweepPoint
-from ddpsim.trace.records import quantile
+from ddpsim.formats import quantile
 
 POINT_FORMAT = "ddpsim-point"
 POINT_VERSION = 1

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ddpsim.errors import InputError
+from ddpsim.formats import quantile
 from ddpsim.units import DTYPE_SIZE_BYTES, dtype_size_bytes
 
 TRACE_FORMAT = "ddpsim-trace"
@@ -136,16 +137,6 @@ def check_compute_statistic(statistic: Any) -> str:
     if statistic not in COMPUTE_STATISTICS:
         raise InputError(f"compute_statistic: {statistic!r} is not accepted; expected one of {', '.join(COMPUTE_STATISTICS)}")
     return statistic
-
-
-def quantile(samples: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default), for small sample lists."""
-    xs = sorted(samples)
-    assert xs, "quantile of an empty list"
-    pos = (len(xs) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,7 +31,7 @@ run for real), :func:`~ddpsim.validation.measure.validate`:
    ``reports/<scenario>/validation/``.
 
 Measured figures of a point pool the steady-state step times (per iteration, the mean over
-ranks: ``executor.ddp_step.step_times``) of all its repeated runs: ``measured_s`` is their MEAN,
+ranks: ``ddpsim.formats.step_times``) of all its repeated runs: ``measured_s`` is their MEAN,
 ``measured_p10_s``/``p90_s`` the noise band; ``predicted_s`` is the simulated steady steps' mean
 (``SimResult.summary()['iteration_mean_s']``). ``error_pct = 100 * (predicted - measured) / measured``.
 The mean is compared because it is what adds up to a job's wall time (steps x mean step), and

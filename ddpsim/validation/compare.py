@@ -13,8 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ddpsim.trace.records import quantile
-from executor.runtime import MIN_HOST_CPU_S, host_shares
+from ddpsim.formats import MIN_HOST_CPU_S, host_shares, quantile
 
 
 @dataclass

@@ -18,7 +18,7 @@ count, as the prediction pools them). Their predictions ``m*`` and ``p*`` give
 ``center + (m* - p*)``, with ``center`` the prediction from all the captures pooled: the
 measured mean differs from the prediction by the noise of both, and the interval holds both.
 The interval is the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
-``num_resamples`` values (:func:`ddpsim.trace.records.quantile`), under the assumption that runs
+``num_resamples`` values (:func:`ddpsim.formats.quantile`), under the assumption that runs
 vary as captures do; its *coverage* (:func:`coverage`) over many points checks that
 assumption.
 
@@ -51,7 +51,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.trace.records import Trace, pool_traces, quantile
+from ddpsim.formats import quantile
+from ddpsim.trace.records import Trace, pool_traces
 
 
 #: how a report says what an interval is centred on (:func:`calibration_alternatives`), after

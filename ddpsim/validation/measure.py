@@ -24,7 +24,7 @@ Runner = Callable[[list[str]], Any]
 
 def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float,
             log_dir: Path | None = None) -> None:
-    from executor.launch import launch_local
+    from ddpsim.validation.launch import launch_local
 
     r = launch_local(args, nproc=nproc, num_threads=num_threads, timeout_s=timeout_s)
     if r.returncode != 0:
@@ -395,9 +395,11 @@ ROUND_TRACE_ITERS = 2
 
 
 def _cap_point_id(cap: float | tuple[float, ...] | None) -> str:
-    from executor.round_step import point_id
+    """The id of a point that differs from the others by its cap only, as ``executor round`` names
+    its runs (a tuple is a ``bucket_cap_mb_list``: ``list=1+4+8``)."""
+    from ddpsim.plan.planner import cap_point_id
 
-    return point_id(cap)
+    return cap_point_id(None, cap) if isinstance(cap, tuple) else cap_point_id(cap)
 
 
 def _cap_arg(cap: float | tuple[float, ...] | None) -> str:
@@ -473,7 +475,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
               echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Rebuild a validation report from the raw measurements a :func:`validate` run left under
     ``<out_dir>/<scenario>/validation/`` -- nothing is run: every run's step times are
-    recomputed from its per-rank records with ``executor.ddp_step.summarize``, and the points
+    recomputed from its per-rank records with ``ddpsim.formats.summarize``, and the points
     are simulated again from the pooled trace (``trace.concurrent.json``, or the one
     ``validation.json`` names; when that path is gone, the file of the same name under
     ``validation/``, so a moved report folder still rebuilds) with the calibration
@@ -521,8 +523,8 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
 def _read_runs(o: PointOutcome, raw: Path, report_path: Path) -> None:
     """Give ``o`` the raw runs of its point under ``raw`` (``<point>.run<k>.json``, k = 1, 2, ...
     while they exist; its ``.hooked.json`` when there), each run's step times recomputed from its
-    per-rank records (``executor.ddp_step.summarize``)."""
-    from executor.ddp_step import summarize
+    per-rank records (:func:`ddpsim.formats.summarize`)."""
+    from ddpsim.formats import summarize
 
     def measurement(path: Path) -> dict[str, Any]:
         try:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -93,7 +93,7 @@ def _launch_once(args: list[str], *, nproc: int, env: dict[str, str], timeout_s:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m executor.launch [--nproc N] STEP ...``: local launch, output passed through."""
+    """``python -m ddpsim.validation.launch [--nproc N] STEP ...``: local launch, output passed through."""
     argv = list(sys.argv[1:] if argv is None else argv)
     nproc = 2
     if argv[:1] == ["--nproc"]:

@@ -1,0 +1,81 @@
+"""The files ddpsim and its executor exchange, and how their figures are read.
+
+The executor (``executor/``, under ``torchrun``) writes measurement and calibration JSON files
+tagged with the format names and versions below; ddpsim's validation reads them. Both sides
+read a run's figures the same way: the job's step time per iteration is the mean over ranks of
+each rank's iteration time (:func:`step_times`), summarised by its median, mean and the
+linear-interpolation quantiles of :func:`quantile` (numpy's default); the host's CPU shares
+come from ``/proc/stat`` counters (:func:`host_shares`). This module is the only one of ddpsim
+besides the foundation (errors, units, io) and the trace and plan layers that the executor
+imports; it imports nothing of ddpsim itself.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Sequence
+
+#: the ``format`` and ``version`` tags of the executor's measurement files (``executor ddp``, ``replay``,
+#: ``round``) and of its calibration file (``executor collectives``)
+MEASUREMENT_FORMAT = "ddpsim-measurement"
+MEASUREMENT_VERSION = 1
+CALIBRATION_FORMAT = "ddpsim-calibration"
+CALIBRATION_VERSION = 1
+
+
+def quantile(samples: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default), for small sample lists."""
+    xs = sorted(samples)
+    assert xs, "quantile of an empty list"
+    pos = (len(xs) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+#: the least host CPU time (summed over CPUs, seconds) one run's steps must span for its host
+#: figures to be given: ``/proc/stat`` counts in ticks of 10 ms, each charged to the state the
+#: CPU is in at the tick, so a share measured over N ticks scatters by about sqrt(p(1-p)/N):
+#: 500 ticks put a 95 % share within about 1 %; the mlp's millisecond runs (20-50 ticks)
+#: scatter by about 10 % and get none.
+MIN_HOST_CPU_S = 5.0
+
+
+def host_shares(ranks_cpu_s: float, busy_s: float, steal_s: float, all_s: float) -> dict[str, float]:
+    """What the host's CPUs did over some steps, as percentages of all their time (``all_s``,
+    summed over CPUs, each rank's read of the host's counters averaged): ``other_pct``, busy
+    with anything but the ranks (the host's ``busy_s`` less the ranks' own CPU time,
+    ``ranks_cpu_s``, every rank's summed); ``steal_pct``, taken by the hypervisor;
+    ``ranks_pct``, the ranks' own."""
+    return {"other_pct": 100.0 * (busy_s - ranks_cpu_s) / all_s, "steal_pct": 100.0 * steal_s / all_s,
+            "ranks_pct": 100.0 * ranks_cpu_s / all_s}
+
+
+def step_times(per_rank: list[list[dict[str, float]]]) -> list[float]:
+    """The job's step time per measured iteration: the MEAN over ranks of each rank's own
+    iteration time (start of zero_grad to the end of the optimizer step, back to back).
+
+    The ranks meet in every iteration's all-reduces, so every rank's iteration times add up to
+    the job's wall time and their per-iteration mean does too (whatever the ranks' clocks).
+    The per-iteration MAX over ranks does not: a delay on one rank after an iteration's last
+    all-reduce (its optimizer step, say) lengthens that rank's iteration k and, as the other
+    rank waits for it in the next all-reduce, the other rank's iteration k + 1 -- the max
+    counts it twice. On a host of 2 vCPUs, where millisecond steps stall on 1-4 ms wake-ups,
+    that puts the mlp's median 0.5-1.1 ms (10-25 %) above its wall time per step; on the
+    seconds-long steps of the big models it moves nothing.
+    """
+    n = min(len(r) for r in per_rank)
+    return [statistics.fmean(r[i]["iteration_s"] for r in per_rank) for i in range(n)]
+
+
+def summarize(per_rank: list[list[dict[str, float]]]) -> dict[str, Any]:
+    """Step time per iteration (:func:`step_times`); median / p10 / p90 over measured iterations."""
+    n = min(len(r) for r in per_rank)
+    steps = step_times(per_rank)
+    out: dict[str, Any] = {"iteration_s": statistics.median(steps), "iteration_p10_s": quantile(steps, 0.1),
+                           "iteration_p90_s": quantile(steps, 0.9), "iteration_mean_s": statistics.fmean(steps),
+                           "step_times_s": steps}
+    for ph in ("forward_s", "backward_s", "optimizer_s"):
+        out[ph] = statistics.median(statistics.fmean(r[i][ph] for r in per_rank) for i in range(n))
+    return out

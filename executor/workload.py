@@ -65,7 +65,7 @@ def build_workload(args: argparse.Namespace, device: Any) -> Workload:
 
 
 def workload_from_spec(spec: Any, batch_size: int, device: Any, seed: int = 0) -> Workload:
-    """A built :class:`ddpsim.trace.models.ModelSpec` on ``device``, with its batch and loss."""
+    """A built :class:`ddpsim.trace.models.BuiltModel` on ``device``, with its batch and loss."""
     import torch
 
     from ddpsim.trace.models import default_loss

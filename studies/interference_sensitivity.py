@@ -6,7 +6,7 @@ One command::
     python studies/interference_sensitivity.py --models mlp,zoo:resnet18 --batches 4 --pairs 4
 
 The calibration's compute slowdown is fitted to real DDP on ONE probe model (the built-in mlp,
-width 2048, depth 6, batch 128: ``ddpsim/interference_fit.py``) and used for every model. Models
+width 2048, depth 6, batch 128: ``ddpsim/calibration/interference_fit.py``) and used for every model. Models
 could differ in how much the collectives beside their compute slow them; if they did, and if a
 capture could measure it, the fit could be scaled per model. This benchmark measures it the
 way a capture would: 2 gloo ranks of one thread each, in lockstep (a barrier before every

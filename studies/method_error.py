@@ -1,5 +1,5 @@
 """How often measured means lie inside their prediction intervals, without and with the method's
-error measured on other models (ddpsim/method_error.py).
+error measured on other models (ddpsim/pipeline/method_error.py).
 
 One command, prints figures; no assertions; nothing is run or simulated (it reads the committed
 validations' recorded predictions, measurements and noise intervals)::

@@ -66,8 +66,8 @@ def test_unused_param_has_no_grad():
         def forward(self, x):
             return self.used(x)
 
-    from ddpsim.trace.models import ModelSpec
-    spec = ModelSpec(name="twoheads", module=TwoHeads(), make_batch=lambda b: torch.ones(b, 4))
+    from ddpsim.trace.models import BuiltModel
+    spec = BuiltModel(name="twoheads", module=TwoHeads(), make_batch=lambda b: torch.ones(b, 4))
     tr = capture_trace(spec, batch_size=2, num_iters=2, num_warmup=0, measure_hook_overhead=False)
     assert [p.has_grad for p in tr.params] == [True, True, False, False]
     assert tr.iterations[0].grad_ready_s[2:] == (None, None)

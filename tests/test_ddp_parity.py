@@ -388,7 +388,7 @@ def ddpsim_trace(model: str):
     The mixed-dtype models go through :func:`local_trace` instead, an independent tracer.
     """
     from ddpsim.trace.capture import capture_trace
-    from ddpsim.trace.models import ModelSpec, build_model
+    from ddpsim.trace.models import BuiltModel, build_model
 
     if model.startswith("builtin:"):
         name = model.split(":", 1)[1]
@@ -400,7 +400,7 @@ def ddpsim_trace(model: str):
 
         module, shape = build_local(model)
         x = torch.randn(BATCH, *shape, generator=torch.Generator().manual_seed(1))
-        spec = ModelSpec(name=model, module=module, make_batch=lambda batch_size: x)
+        spec = BuiltModel(name=model, module=module, make_batch=lambda batch_size: x)
     # one step, as DDP rebuilds from the gradient-ready order of its first iteration
     return capture_trace(spec, batch_size=BATCH, num_iters=1, num_warmup=0, measure_hook_overhead=False)
 

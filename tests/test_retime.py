@@ -9,7 +9,7 @@ import torch
 
 from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.trace.models import ModelSpec, build_model
+from ddpsim.trace.models import BuiltModel, build_model
 from ddpsim.trace.retime import GPUS, RooflineAssumptions, op_time_s, retime_spec
 from ddpsim.trace.records import load_trace
 
@@ -19,7 +19,7 @@ A = RooflineAssumptions()  # compute 0.6, memory 0.75, floor 4 us
 def _linear_spec(n_in, n_out, bias=False):
     with torch.device("meta"):
         m = torch.nn.Linear(n_in, n_out, bias=bias)
-    return ModelSpec(name="linear", module=m, make_batch=lambda b: torch.ones(b, n_in))
+    return BuiltModel(name="linear", module=m, make_batch=lambda b: torch.ones(b, n_in))
 
 
 def test_op_time_closed_form():

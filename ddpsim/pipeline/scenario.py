@@ -303,23 +303,6 @@ def _ddp_torch213_echo(o: DDPOptions) -> dict[str, Any]:
     return out
 
 
-def _ddp_torch213_echo(o: DDPOptions) -> dict[str, Any]:
-    """The torch 2.13 options that differ from their defaults (a scenario leaving them at their defaults echoes none)."""
-    out: dict[str, Any] = {}
-    for key in ("batched_grad_copy", "skip_all_reduce_unused_params"):
-        if getattr(o, key):
-            out[key] = True
-    if o.forward_sync_buffers is not None:
-        out["forward_sync_buffers"] = o.forward_sync_buffers
-    if o.mixed_precision is not None:
-        mp = o.mixed_precision
-        out["mixed_precision"] = {"param_dtype": mp.param_dtype, "reduce_dtype": mp.reduce_dtype, "buffer_dtype": mp.buffer_dtype}
-    if o.delay_all_reduce_named_params is not None:
-        out["delay_all_reduce_named_params"] = list(o.delay_all_reduce_named_params)
-        out["param_to_hook_all_reduce"] = o.param_to_hook_all_reduce
-    return out
-
-
 def _cluster_echo(c: ClusterSpec) -> dict[str, Any]:
     if c.topology is None:
         return {"latency_us": c.latency_us, "bandwidth_gbps": c.bandwidth_gbps, "nodes": c.nodes}

@@ -116,7 +116,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     """Run ``num_warmup + num_iters`` training steps of ``spec`` and record a :class:`Trace`.
 
     Args:
-        spec: a :class:`ddpsim.trace.models.ModelSpec`.
+        spec: a :class:`ddpsim.trace.models.BuiltModel`.
         device: ``"cpu"`` or ``"cuda"`` (the current CUDA device).
         batch_size: per-device batch size.
         num_iters: measured iterations (>= 1).

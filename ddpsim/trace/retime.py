@@ -283,7 +283,7 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     """Model one training step of ``spec`` on ``gpu`` and return a synthetic :class:`Trace`.
 
     Args:
-        spec: a :class:`~ddpsim.trace.models.ModelSpec` whose module is on the ``meta`` device (or
+        spec: a :class:`~ddpsim.trace.models.BuiltModel` whose module is on the ``meta`` device (or
             any device: it is moved to meta).
         gpu: ``"a100"``, ``"h100"`` or a :class:`GpuSpec`.
         batch_size: per-GPU batch size.

@@ -29,11 +29,11 @@ import torch
 
 from ddpsim.errors import InputError
 
-__all__ = ["ModelSpec", "list_models", "build_model", "ddp_params", "default_loss"]
+__all__ = ["BuiltModel", "list_models", "build_model", "ddp_params", "default_loss"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelSpec:
+class BuiltModel:
     """A model ready to be traced or trained: module, batch maker, loss.
 
     Attributes:
@@ -149,7 +149,7 @@ def _check_pos_int(value: Any, field: str) -> int:
     return value
 
 
-def _build_mlp(seed: int, input_shape, input_dtype, kwargs) -> ModelSpec:
+def _build_mlp(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     from ddpsim.trace.models.mlp import MLP
 
     width = _check_pos_int(kwargs.pop("width", 256), "width")
@@ -159,19 +159,19 @@ def _build_mlp(seed: int, input_shape, input_dtype, kwargs) -> ModelSpec:
     shape = _shape(input_shape, (width,), "input_shape", rank=1)
     module = MLP(in_features=shape[0], width=width, depth=depth, num_classes=num_classes)
     dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return ModelSpec(name="mlp", module=module, make_batch=_float_batch(seed, shape, dtype), loss_fn=None,
+    return BuiltModel(name="mlp", module=module, make_batch=_float_batch(seed, shape, dtype), loss_fn=None,
                      info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."),
                            "width": width, "depth": depth})
 
 
-def _build_resnet50(seed: int, input_shape, input_dtype, kwargs) -> ModelSpec:
+def _build_resnet50(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     from ddpsim.trace.models.resnet import resnet50
 
     num_classes = _check_pos_int(kwargs.pop("num_classes", 1000), "num_classes")
     _no_more(kwargs, "resnet50", "num_classes")
     shape = _shape(input_shape, (3, 224, 224), "input_shape", rank=3)
     dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return ModelSpec(name="resnet50", module=resnet50(num_classes=num_classes), make_batch=_float_batch(seed, shape, dtype),
+    return BuiltModel(name="resnet50", module=resnet50(num_classes=num_classes), make_batch=_float_batch(seed, shape, dtype),
                      loss_fn=_cls_loss, info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch.")})
 
 
@@ -185,14 +185,14 @@ def _seq_len(kwargs: dict, input_shape, default: int, max_len: int) -> int:
     return seq_len
 
 
-def _build_bert(seed: int, input_shape, input_dtype, kwargs) -> ModelSpec:
+def _build_bert(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     from ddpsim.trace.models.bert import BertConfig, BertForPreTraining
 
     seq_len = _seq_len(kwargs, input_shape, 128, 512)
     n_layer = _check_pos_int(kwargs.pop("n_layer", 12), "n_layer")
     _no_more(kwargs, "bert-base", "seq_len, n_layer")
     cfg = BertConfig(n_layer=n_layer)
-    return ModelSpec(name="bert-base", module=BertForPreTraining(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
+    return BuiltModel(name="bert-base", module=BertForPreTraining(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
                      loss_fn=_pretrain_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
 
 
@@ -200,7 +200,7 @@ _GPT2 = {"gpt2-124m": (12, 768, 12), "gpt2-350m": (24, 1024, 16), "gpt2-1.5b": (
 
 
 def _gpt2_builder(name: str):
-    def build(seed: int, input_shape, input_dtype, kwargs) -> ModelSpec:
+    def build(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
         from ddpsim.trace.models.gpt2 import GPT2, GPT2Config
 
         n_layer, n_embd, n_head = _GPT2[name]
@@ -208,12 +208,12 @@ def _gpt2_builder(name: str):
         n_layer = _check_pos_int(kwargs.pop("n_layer", n_layer), "n_layer")
         _no_more(kwargs, name, "seq_len, n_layer")
         cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=n_head)
-        return ModelSpec(name=name, module=GPT2(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
+        return BuiltModel(name=name, module=GPT2(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
                          loss_fn=_lm_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
     return build
 
 
-_REGISTRY: dict[str, Callable[..., ModelSpec]] = {
+_REGISTRY: dict[str, Callable[..., BuiltModel]] = {
     "mlp": _build_mlp,
     "resnet50": _build_resnet50,
     "bert-base": _build_bert,
@@ -249,11 +249,11 @@ def _shape(value: Any, default: tuple[int, ...], field: str, rank: int | None = 
 _ZOO_HELPERS: dict[str, Callable[..., Any]] = {
     "pos_int": _check_pos_int, "no_more": _no_more, "shape": _shape, "dtype": _torch_dtype,
     "float_batch": _float_batch, "token_batch": _token_batch, "cls_loss": _cls_loss, "lm_loss": _lm_loss,
-    "spec": lambda **fields: ModelSpec(**fields)}
+    "spec": lambda **fields: BuiltModel(**fields)}
 
 
 def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, ...] | None = None,
-                input_dtype: str | None = None, **model_kwargs: Any) -> ModelSpec:
+                input_dtype: str | None = None, **model_kwargs: Any) -> BuiltModel:
     """Build a built-in model or call a ``package.module:factory``.
 
     Args:
@@ -272,7 +272,7 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
             num_classes; bert-base and gpt2-*: seq_len, n_layer) or the factory's arguments.
 
     Returns:
-        A :class:`ModelSpec`.
+        A :class:`BuiltModel`.
 
     Raises:
         InputError: unknown model name, factory import failure, factory exception, bad
@@ -301,7 +301,7 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
     return spec
 
 
-def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict) -> ModelSpec:
+def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict) -> BuiltModel:
     mod_name, _, attr = path.partition(":")
     if not mod_name or not attr:
         raise InputError(f"model: {path!r} is not accepted; expected 'package.module:factory'")
@@ -324,14 +324,14 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
             raise InputError(f"input_shape: None is not accepted for factory {path!r} returning a module; expected one sample's shape, e.g. 3,224,224")
         shape = _shape(input_shape, (), "input_shape")
         dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-        return ModelSpec(name=path, module=made, make_batch=_float_batch(seed, shape, dtype), loss_fn=loss_fn,
+        return BuiltModel(name=path, module=made, make_batch=_float_batch(seed, shape, dtype), loss_fn=loss_fn,
                          info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs)})
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
         module, example = made
         leaves = list(example) if isinstance(example, (tuple, list)) else [example]
         if not leaves or not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in leaves):
             raise InputError(f"model: factory {path!r} returned an example input that is not a tensor or tuple of tensors with a batch dimension")
-        return ModelSpec(name=path, module=module, make_batch=_like_batch(seed, leaves, isinstance(example, (tuple, list))), loss_fn=loss_fn,
+        return BuiltModel(name=path, module=module, make_batch=_like_batch(seed, leaves, isinstance(example, (tuple, list))), loss_fn=loss_fn,
                          info={"input_shape": [list(t.shape[1:]) for t in leaves] if len(leaves) > 1 else list(leaves[0].shape[1:]),
                                "input_dtype": str(leaves[0].dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs),
                                "example_batch_size": int(leaves[0].shape[0])})

@@ -40,7 +40,7 @@ class CausalSelfAttention(nn.Module):
         return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
 
 
-class MLP(nn.Module):
+class FeedForward(nn.Module):
     def __init__(self, cfg: GPT2Config) -> None:
         super().__init__()
         self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
@@ -57,7 +57,7 @@ class Block(nn.Module):
         self.ln_1 = nn.LayerNorm(cfg.n_embd)
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = nn.LayerNorm(cfg.n_embd)
-        self.mlp = MLP(cfg)
+        self.mlp = FeedForward(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x))

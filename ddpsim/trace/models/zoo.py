@@ -247,10 +247,10 @@ def _torch_module(name: str, seq_len: int, num_classes: int) -> nn.Module:
 
 def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any],
               helpers: dict[str, Callable[..., Any]]) -> Any:
-    """The :class:`ddpsim.trace.models.ModelSpec` of ``zoo:<name>`` (``helpers``: the registry's own
+    """The :class:`ddpsim.trace.models.BuiltModel` of ``zoo:<name>`` (``helpers``: the registry's own
     shape/dtype checks and batch makers, passed in so that this module does not import its
-    package: ``helpers["spec"]`` builds the ModelSpec)."""
-    ModelSpec = helpers["spec"]  # noqa: N806  (the registry's class, passed in)
+    package: ``helpers["spec"]`` builds the BuiltModel)."""
+    BuiltModel = helpers["spec"]  # noqa: N806  (the registry's class, passed in)
 
     entry = zoo_entry(name)
     num_classes = helpers["pos_int"](kwargs.pop("num_classes", 1000 if entry.source == "torchvision" else 10), "num_classes")
@@ -265,17 +265,17 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
         dtype = helpers["dtype"](input_dtype or "float32", "input_dtype")
         module = _torchvision_module(name.removeprefix(ZOO_PREFIX), num_classes)
         info["input_dtype"] = str(dtype).removeprefix("torch.")
-        return ModelSpec(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["float_batch"](seed, shape, dtype),
+        return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["float_batch"](seed, shape, dtype),
                          loss_fn=helpers["cls_loss"], info=info)
     if entry.name == "branchy_mlp":
         module = _torch_module(entry.name, shape[0], num_classes)
         dtype = helpers["dtype"](input_dtype or "float32", "input_dtype")
         info["input_dtype"] = str(dtype).removeprefix("torch.")
-        return ModelSpec(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["float_batch"](seed, shape, dtype),
+        return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["float_batch"](seed, shape, dtype),
                          loss_fn=helpers["cls_loss"], info=info)
     seq_len = shape[0]
     module = _torch_module(entry.name, seq_len, num_classes)
     info.update({"seq_len": seq_len, "input_dtype": "int64"})
     loss = helpers["cls_loss"] if entry.name == "transformer_encoder" else helpers["lm_loss"]
-    return ModelSpec(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["token_batch"](seed, seq_len, ZOO_VOCAB_SIZE),
+    return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["token_batch"](seed, seq_len, ZOO_VOCAB_SIZE),
                      loss_fn=loss, info=info)

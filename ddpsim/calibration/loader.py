@@ -186,22 +186,15 @@ class Calibration:
             _req(len(set(sizes)) == len(sizes), f"collectives.{name}", "a repeated size_bytes", "distinct sizes")
         _req(not self.broadcast or len(self.broadcast) >= 2, "collectives.broadcast",
              f"{len(self.broadcast)} point(s)", "none or at least 2 measured sizes")
-        after = tuple(sorted(self.allreduce_after_compute, key=lambda p: p.size_bytes))
-        object.__setattr__(self, "allreduce_after_compute", after)
-        _req(not after or len(after) >= 2, "allreduce_after_compute", f"{len(after)} point(s)",
-             "none or at least 2 measured sizes")
-        _req(len({p.size_bytes for p in after}) == len(after), "allreduce_after_compute", "a repeated size_bytes",
-             "distinct sizes")
-        queued = tuple(sorted(self.allreduce_queued, key=lambda p: p.size_bytes))
-        object.__setattr__(self, "allreduce_queued", queued)
-        _req(not queued or len(queued) >= 2, "allreduce_queued", f"{len(queued)} point(s)",
-             "none or at least 2 measured sizes")
-        _req(len({p.size_bytes for p in queued}) == len(queued), "allreduce_queued", "a repeated size_bytes",
-             "distinct sizes")
+        for name in ("allreduce_after_compute", "allreduce_queued"):  # optional curves: none, or >= 2 distinct sizes
+            pts = tuple(sorted(getattr(self, name), key=lambda p: p.size_bytes))
+            object.__setattr__(self, name, pts)
+            _req(not pts or len(pts) >= 2, name, f"{len(pts)} point(s)", "none or at least 2 measured sizes")
+            _req(len({p.size_bytes for p in pts}) == len(pts), name, "a repeated size_bytes", "distinct sizes")
         th = self.comm_threads
         _req(th is None or (isinstance(th, int) and not isinstance(th, bool) and th >= 1), "comm_threads", th,
              "an integer >= 1 or null")
-        _req(not queued or th is not None, "comm_threads", th, "the process group's worker threads beside allreduce_queued")
+        _req(not self.allreduce_queued or th is not None, "comm_threads", th, "the process group's worker threads beside allreduce_queued")
         bw = self.copy_bandwidth_bytes_per_s
         _req(bw is None or (_num(bw) and bw > 0), "copy_bandwidth_bytes_per_s", bw, "a number > 0 or null")
         ov = self.ddp_iteration_overhead_s

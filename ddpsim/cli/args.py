@@ -25,3 +25,22 @@ def parse_int(text: Any, flag: str, minimum: int = 1) -> int | None:
     if value is None or value < minimum or str(value) != str(text).strip():
         raise InputError(f"{flag}: {text!r} is not accepted; expected an integer >= {minimum}")
     return value
+
+
+def scenario_from_flags(data: dict[str, Any], command: str, flags: dict[str, str]):
+    """A :class:`~ddpsim.pipeline.scenario.Scenario` from the mapping ``data`` a command built
+    from its flags; an error names the flag (``flags``: scenario key -> flag) instead of the key."""
+    from ddpsim.pipeline.scenario import scenario_from_dict
+
+    try:
+        return scenario_from_dict(data, source=command)
+    except InputError as exc:
+        raise InputError(flag_message(str(exc).replace(f"{command}: ", "", 1), flags)) from None
+
+
+def flag_message(msg: str, flags: dict[str, str]) -> str:
+    """``msg`` with its leading scenario key replaced by the flag that sets it."""
+    for key in sorted(flags, key=len, reverse=True):
+        if msg.startswith(key) and msg[len(key):len(key) + 1] in (":", ".", "["):
+            return flags[key] + msg[len(key):]
+    return msg

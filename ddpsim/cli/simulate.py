@@ -188,27 +188,9 @@ FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": 
          "ddp.param_to_hook_all_reduce": "--param-to-hook-all-reduce"}
 
 
-def scenario_from_flags(data: dict[str, Any], command: str, flags: dict[str, str]):
-    """A :class:`~ddpsim.pipeline.scenario.Scenario` from the mapping ``data`` a command built
-    from its flags; an error names the flag (``flags``: scenario key -> flag) instead of the key."""
-    from ddpsim.pipeline.scenario import scenario_from_dict
-
-    try:
-        return scenario_from_dict(data, source=command)
-    except InputError as exc:
-        raise InputError(flag_message(str(exc).replace(f"{command}: ", "", 1), flags)) from None
-
-
-def flag_message(msg: str, flags: dict[str, str]) -> str:
-    """``msg`` with its leading scenario key replaced by the flag that sets it."""
-    for key in sorted(flags, key=len, reverse=True):
-        if msg.startswith(key) and msg[len(key):len(key) + 1] in (":", ".", "["):
-            return flags[key] + msg[len(key):]
-    return msg
-
-
 def build_scenario(args: argparse.Namespace):
-    """The one-point scenario of the parsed arguments (:func:`scenario_from_flags`)."""
+    """The one-point scenario of the parsed arguments (:func:`ddpsim.cli.args.scenario_from_flags`)."""
+    from ddpsim.cli.args import scenario_from_flags
     from ddpsim.cli.plan import parse_bucket_cap_mb, parse_bucket_cap_mb_list
 
     if args.format not in FORMATS:
@@ -291,6 +273,8 @@ def build_inputs(args: argparse.Namespace):
     try:
         inputs = sc.build_point(sc.point_at(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
     except InputError as exc:
+        from ddpsim.cli.args import flag_message
+
         raise InputError(flag_message(str(exc), FLAGS)) from None
     return inputs.trace, inputs.plan, inputs.comm, inputs.config
 
@@ -366,7 +350,7 @@ def run(args: argparse.Namespace) -> int:
             out.write(buf.getvalue())
         return 0
     m = res.meta
-    out.write(f"{trace.model}: {config.world_size} ranks, {m['comm'].get('model', getattr(comm, 'backend', ''))}, "
+    out.write(f"{trace.model}: {config.world_size} ranks, {m['comm'].get('model', comm.backend)}, "
               f"plan {m['plan']['label']} ({m['plan']['num_buckets_initial']} bucket(s) first, "
               f"{m['plan']['num_buckets_steady']} steady), hook {config.comm_hook}, iterations {config.num_iterations}, "
               f"seed {config.seed}\n")

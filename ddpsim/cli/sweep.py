@@ -90,10 +90,9 @@ COLUMNS = ("point", "num_buckets", "iteration_p50_s", "iteration_p95_s", "forwar
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.cli.args import parse_cap_list
+    from ddpsim.cli.args import parse_cap_list, scenario_from_flags
     from ddpsim.errors import InputError
     from ddpsim.report.summary import to_csv_text
-    from ddpsim.cli.simulate import scenario_from_flags
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table
 
     if args.format not in FORMATS:

@@ -184,7 +184,7 @@ def explain_terms(spec: CostModelSpec, config: Any, comm: Any, prior: Any = None
                    "copy-in and copy-out (retime's roofline assumptions)")
     if config.host_costs is not None:
         out.append(config.host_costs.explain())
-    if config.comm_hook == "powersgd" and getattr(comm, "backend", None) == "nccl":
+    if config.comm_hook == "powersgd" and comm.backend == "nccl":
         out.append("PowerSGD on NCCL: the hook's .then() chain runs at enqueue and its torch.cuda.synchronize stops "
                    "the backward until each bucket's three all-reduces are done (powerSGD_hook.py)")
     if config.sync_batchnorm:

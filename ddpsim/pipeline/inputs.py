@@ -53,7 +53,7 @@ def build_point_inputs(scenario: Any, point: SweepPoint, *, trace: Any = None, c
     plan = bucket_plan(scenario, point, trace)
     config = sim_config(scenario, point, world_size=world, graph=graph, calibration=calibration, comm=comm)
     return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
-                       backend=str(getattr(comm, "backend", "unknown")))
+                       backend=comm.backend)
 
 
 def comm_model(scenario: Any, graph: Any, world_size: int, calibration: Any = None):

@@ -27,4 +27,23 @@ class InputError(DdpsimError, ValueError):
 def require(condition: bool, field: str, value: object, accepted: str) -> None:
     """Raise :class:`InputError` ``"<field>: <value!r> ...; expected <accepted>"`` unless ``condition``."""
     if not condition:
-        raise InputError(f"{field}: {value!r} is not accepted; expected {accepted}")
+        raise InputError(f"{field}: {shorten(value)} is not accepted; expected {accepted}")
+
+
+#: the longest value an error line repeats; longer values are cut with their length noted
+VALUE_CHARS = 80
+
+
+def cut(text: str, limit: int = VALUE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, its full length noted when cut."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def shorten(value: object, limit: int = VALUE_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters (``'...' (<n> characters)`` when cut), so an
+    error line never repeats a huge value in full."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # a deeply nested or a 4,300-digit-plus value
+        text = f"<{type(value).__name__}>"
+    return cut(text, limit)

@@ -1,0 +1,110 @@
+"""Declared file formats: the base of every schema and its one-line errors.
+
+Every file ddpsim reads (scenario, trace, plan, calibration, topology, method error) is a
+pydantic v2 model derived from :class:`Schema`: frozen, unknown keys refused, strict types (no
+``"false"`` read as a bool, no ``1.7`` read as an integer), each default written once, on the
+field. :func:`validate` turns pydantic's ``ValidationError`` into the project's one-line
+:class:`~ddpsim.errors.InputError` (``<source>: <key path>: <value> is not accepted; expected
+...``), the key path built from the error's ``loc`` (pydantic's union-member tags dropped).
+A custom check raises ``ValueError("expected ...")``: its text becomes the line's ending.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ddpsim.errors import InputError, shorten
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Schema(BaseModel):
+    """Base of ddpsim's file schemas."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, populate_by_name=True)
+
+
+def _models_in(tp: Any) -> list[type[BaseModel]]:
+    """The models a type annotation can hold (through Optional, Union, list, tuple, dict)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [tp]
+    out: list[type[BaseModel]] = []
+    for arg in typing.get_args(tp):
+        out.extend(_models_in(arg))
+    return out
+
+
+def _field(model: type[BaseModel], key: str) -> Any:
+    for name, f in model.model_fields.items():
+        if key in (name, f.alias):
+            return f
+    return None
+
+
+def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[type[BaseModel]]]:
+    """The user's key path of ``loc`` and the models that hold its last key."""
+    path, models, holders = "", [root], [root]
+    for part in loc:
+        if part == "[key]":
+            continue
+        if isinstance(part, int):
+            path += f"[{part}]"
+            continue
+        found = next((f for m in models if (f := _field(m, part)) is not None), None)
+        if found is None and models:
+            if any(m.model_fields for m in models) and not any(_field(m, part) for m in models):
+                # a key of a dict field, an extra key, or a union member's tag
+                if part.isidentifier() and not part.startswith(("function-", "json-")) and "[" not in part:
+                    path += f".{part}" if path else part
+                holders = models
+                continue
+        holders = models
+        path += f".{part}" if path else part
+        models = _models_in(found.annotation) if found is not None else []
+    return path, holders
+
+
+def _expected(err: dict[str, Any]) -> str:
+    msg = err["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if msg.startswith("expected "):
+        return msg[len("expected "):]
+    if msg.startswith("Input should be "):
+        msg = msg[len("Input should be "):]
+        for words, sign in (("greater than or equal to ", ">= "), ("less than or equal to ", "<= "),
+                            ("greater than ", "> "), ("less than ", "< ")):
+            if msg.startswith(words):
+                return "a value " + sign + msg[len(words):]
+        return msg
+    return msg[0].lower() + msg[1:]
+
+
+def error_line(exc: ValidationError, root: type[BaseModel], source: str) -> str:
+    """One line for the first failing key of ``exc`` (union alternatives joined with 'or')."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    path, holders = _walk(root, tuple(first["loc"]))
+    where = f"{source}: {path}" if path else source
+    if first["type"] == "extra_forbidden":
+        keys = [f.alias or n for m in holders for n, f in m.model_fields.items()]
+        return f"{where}: unknown key; expected one of {', '.join(dict.fromkeys(keys))}"
+    if first["type"] == "missing":
+        return f"{where}: missing; expected this key (it is required)"
+    same = [e for e in errors if _walk(root, tuple(e["loc"]))[0] == path]
+    expected = " or ".join(dict.fromkeys(_expected(e) for e in same))
+    return f"{where}: {shorten(first.get('input'))} is not accepted; expected {expected}"
+
+
+def validate(model: type[M], data: Any, source: str) -> M:
+    """``model.model_validate(data)``, or InputError with :func:`error_line`."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(error_line(exc, model, source)) from None
+    except RecursionError:
+        raise InputError(f"{source}: nested too deeply; expected a document of the declared format") from None

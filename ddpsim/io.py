@@ -22,21 +22,38 @@ from ddpsim.errors import InputError, cut, shorten
 
 #: deepest nesting of mappings / lists a document may have (ddpsim's own formats need < 10)
 MAX_DEPTH = 64
-#: largest YAML file read (scenarios and topologies are a few kB)
-MAX_YAML_BYTES = 8 << 20
+#: largest YAML file read: scenarios and topologies are a few kB, and PyYAML's pure-Python
+#: parser takes seconds per MB
+MAX_YAML_BYTES = 256 << 10
 #: largest JSON file read, after gunzip (a trace of a 10,000-tensor model is a few MB)
 MAX_JSON_BYTES = 1 << 30
+
+
+def is_file(path: str | Path) -> bool:
+    """``Path.is_file`` that answers False where the OS refuses the name (too long, NUL byte)."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def exists(path: str | Path) -> bool:
+    """``Path.exists`` that answers False where the OS refuses the name (too long, NUL byte)."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
 
 
 def read_bytes(path: str | Path, field: str, expected: str, max_bytes: int) -> bytes:
     """The bytes of ``path`` (gunzipped when it ends in ``.gz``), or InputError naming ``field``."""
     p = Path(path)
+    if not is_file(p):
+        raise InputError(f"{field}: {shorten(str(path))} does not exist or is not a file; expected {expected}")
     try:
-        if not p.is_file():
-            raise InputError(f"{field}: {shorten(str(path))} does not exist or is not a file; expected {expected}")
         with (gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")) as f:
             data = f.read(max_bytes + 1)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, ValueError, EOFError, gzip.BadGzipFile) as exc:
         why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         raise InputError(f"{field}: {shorten(str(path))} cannot be read ({why}); expected {expected}") from None
     if len(data) > max_bytes:
@@ -164,7 +181,11 @@ def ensure_dir(path: str | Path, field: str = "output folder") -> Path:
 def write_bytes_atomic(path: str | Path, data: bytes, field: str = "output file") -> Path:
     """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``."""
     p = Path(path)
-    if p.is_dir():
+    try:
+        folder = p.is_dir()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{field}: {shorten(str(p))} cannot be written ({exc}); expected a file path") from None
+    if folder:
         raise InputError(f"{field}: {shorten(str(p))} is a folder; expected a file path")
     ensure_dir(p.parent if str(p.parent) else Path("."))
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:100]}.", suffix=".tmp", dir=p.parent)

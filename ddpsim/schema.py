@@ -14,7 +14,7 @@ from __future__ import annotations
 import typing
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from ddpsim.errors import InputError, shorten
 
@@ -25,6 +25,18 @@ class Schema(BaseModel):
     """Base of ddpsim's file schemas."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, populate_by_name=True)
+
+
+def format_version(number: int) -> Any:
+    """A format's ``version`` field: the integer ``number`` and nothing else (strict: not
+    ``true``, not ``1.0``)."""
+
+    def check(v: int) -> int:
+        if v != number:
+            raise ValueError(f"expected {number}")
+        return v
+
+    return typing.Annotated[int, AfterValidator(check)]
 
 
 def _models_in(tp: Any) -> list[type[BaseModel]]:
@@ -76,6 +88,8 @@ def _expected(err: dict[str, Any]) -> str:
         return msg[len("expected "):]
     if msg.startswith("Input should be "):
         msg = msg[len("Input should be "):]
+        if msg.startswith("a valid dictionary"):  # "... or instance of <Model>": name no class
+            return "a mapping"
         for words, sign in (("greater than or equal to ", ">= "), ("less than or equal to ", "<= "),
                             ("greater than ", "> "), ("less than ", "< ")):
             if msg.startswith(words):

@@ -46,6 +46,15 @@ _SIZE_MULT = {"": 1, "b": 1, "kib": KIB, "mib": MIB, "gib": 1024**3, "tib": 1024
               "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
 
 
+#: the most hosts of a cluster anywhere (scenario, topology, flags): 32,768 GPUs at 8 per host;
+#: building NCCL's model of a DGX H100 cluster that size takes about a minute
+MAX_NODES = 4096
+#: the most ranks of a world
+MAX_WORLD_SIZE = 1 << 20
+#: the most iterations simulated, captured or run (DDP's steady state starts at iteration 3)
+MAX_ITERATIONS = 10_000
+
+
 def dtype_size_bytes(dtype: str, field: str = "dtype") -> int:
     """Element size of ``dtype`` (a name like ``"float32"``); InputError if unknown."""
     try:

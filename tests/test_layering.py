@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (docs/ARCHITECTURE.md draws them): a module imports only modules of its own layer or
 #: below (a package name covers its submodules)
 LAYERS: dict[str, tuple[str, ...]] = {
-    "foundation": ("ddpsim", "ddpsim.errors", "ddpsim.units", "ddpsim.io", "ddpsim.formats"),
+    "foundation": ("ddpsim", "ddpsim.errors", "ddpsim.units", "ddpsim.io", "ddpsim.formats", "ddpsim.schema"),
     "trace": ("ddpsim.trace",),
     "plan": ("ddpsim.plan",),
     "network": ("ddpsim.network",),

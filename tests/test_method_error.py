@@ -70,17 +70,17 @@ def test_file_round_trip_and_bad_input(tmp_path):
     f = tmp_path / "me.json"
     f.write_text(json.dumps(doc))
     assert load_method_error(f) == me
-    for bad, match in [({**doc, "format": "x"}, "format 'x'"), ({**doc, "version": 2}, "version 2"),
-                       ({**doc, "points": [{"model": "a", "predicted_s": 0, "measured_s": 1}]}, r"points\[0\].predicted_s 0"),
+    for bad, match in [({**doc, "format": "x"}, "format: 'x' is not accepted"), ({**doc, "version": 2}, "version: 2 "),
+                       ({**doc, "points": [{"model": "a", "predicted_s": 0, "measured_s": 1}]}, r"points\[0\].predicted_s: 0 "),
                        ({**doc, "points": [{"model": "", "predicted_s": 1, "measured_s": 1}]}, r"points\[0\].model"),
-                       ({**doc, "points": [{"model": "a", "predicted_s": 1, "measured_s": float("nan")}]}, "measured_s nan"),
-                       ({**doc, "backend": 3}, "backend 3")]:
+                       ({**doc, "points": [{"model": "a", "predicted_s": 1, "measured_s": float("nan")}]}, "measured_s: nan"),
+                       ({**doc, "backend": 3}, "backend: 3 ")]:
         with pytest.raises(InputError, match=match):
             method_error_from_dict(bad)
-    with pytest.raises(InputError, match="not readable"):
+    with pytest.raises(InputError, match="does not exist or is not a file"):
         load_method_error(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(InputError, match="not JSON"):
+    with pytest.raises(InputError, match="not valid JSON"):
         load_method_error(tmp_path / "bad.json")
 
 
@@ -137,7 +137,7 @@ def test_cli_method_error_refusals(tmp_path, capsys):
     assert main(["validate", "cpu-gloo-mlp", "--reanalyze", "--out-dir", str(tmp_path),
                  "--method-error", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "missing.json" in err[0] and "not readable" in err[0]
+    assert len(err) == 1 and "missing.json" in err[0] and "does not exist or is not a file" in err[0]
 
 
 def test_trend_residuals_are_the_ratio_errors_of_pairs_of_one_model_both_ways():
@@ -183,14 +183,14 @@ def test_run_states_the_method_error_and_refuses_what_it_does_not_hold_for(tmp_p
                                   for k in range(5) for c in (1, 5)), backend="gloo", device="cpu")
     f = tmp_path / "me.json"
     f.write_text(json.dumps(me.to_dict()))
-    text = (root / "scenarios" / "default.yaml").read_text().replace("calibration: null", f"calibration: {cal}")
-    text = text.replace("trace: traces/", f"trace: {root / 'traces'}/")
+    text = (root / "scenarios" / "cpu-gloo-mlp.yaml").read_text().replace("trace: traces/", f"trace: {root / 'traces'}/")
+    text += f"calibration: {cal}\n"
     scn = tmp_path / "calibrated.yaml"
     scn.write_text(text)
     assert main(["run", str(scn), "--method-error", str(f), "--out-dir", str(tmp_path / "out"), "--no-plots", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "Measured error of the method" in out and "10 points of 5 other models" in out
-    summ = json.loads((tmp_path / "out" / "default" / "summary.json").read_text())
+    summ = json.loads((tmp_path / "out" / "cpu-gloo-mlp" / "summary.json").read_text())
     assert summ["method_error"]["band"] == pytest.approx(list(me.band(0.8)))
     assert summ["method_error"]["note"] is None  # the file names no calibration: nothing known differs
     f2 = tmp_path / "me2.json"
@@ -198,7 +198,7 @@ def test_run_states_the_method_error_and_refuses_what_it_does_not_hold_for(tmp_p
     assert main(["run", str(scn), "--method-error", str(f2), "--out-dir", str(tmp_path / "out"), "--no-plots", "--quiet"]) == 0
     assert "another calibration (elsewhere.json)" in capsys.readouterr().out
     # refused: a scenario without a calibration, another backend, a bad file
-    assert main(["run", "default", "--method-error", str(f), "--out-dir", str(tmp_path / "o2"), "--quiet"]) == 2
+    assert main(["run", "cpu-gloo-mlp", "--method-error", str(f), "--out-dir", str(tmp_path / "o2"), "--quiet"]) == 2
     assert "has no calibration" in capsys.readouterr().err
     assert main(["run", "gpt2-1.5b-h100-1n", "--method-error", str(f), "--out-dir", str(tmp_path / "o3"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -214,7 +214,7 @@ def test_trace_invalid_field(capsys, tmp_path, tiny_trace):
 def test_bad_format_and_semantics(capsys, tiny_trace_file):
     assert "--format: 'xml' is not accepted; expected one of table, csv, json" in \
         fail_cli(capsys, "plan", str(tiny_trace_file), "--format", "xml")
-    assert "--semantics: 'old' is not accepted; expected modern or legacy" in \
+    assert "--semantics: 'old' is not accepted; expected one of modern, legacy" in \
         fail_cli(capsys, "plan", str(tiny_trace_file), "--semantics", "old")
 
 
@@ -233,13 +233,13 @@ def test_unused_parameter_needs_find_unused(capsys, tmp_path):
 @pytest.mark.parametrize("content,msg", [
     (None, "does not exist or is not a file"),
     ("[[0, 1], [2]", "not valid JSON"),
-    ('{"nothing": 1}', "'buckets' is missing"),
+    ('{"nothing": 1}', "buckets: missing; expected this key"),
     ('{"buckets": [[0, 1], [2]]}', "plan.buckets: parameters [3] are in no bucket; expected every parameter exactly once"),
     ('{"buckets": [[0, 1], [1, 2, 3]]}', "parameter 1 (fc1.bias) is already in bucket 0"),
     ('{"buckets": [[0, 1, 2, 3, 4]]}', "4 is not accepted; expected a parameter index in [0, 4)"),
     ('{"buckets": [["fc9.weight", 0, 1, 2, 3]]}', "parameter name 'fc9.weight' is not in the trace"),
     ('{"buckets": [[0, 1, 2, 3], []]}', "plan.buckets[1]: [] is not accepted"),
-    ('{"format": "other", "buckets": [[0, 1, 2, 3]]}', "format/version 'other'"),
+    ('{"format": "other", "buckets": [[0, 1, 2, 3]]}', "format: 'other' is not accepted; expected 'ddpsim-plan'"),
 ])
 def test_bad_plan_file(capsys, tiny_trace_file, tmp_path, content, msg):
     f = tmp_path / "plan.json"
@@ -276,4 +276,4 @@ def test_subprocess_exit_2_without_traceback(tmp_path):
                           timeout=120)
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr == f"ddpsim: error: trace {f}: trace.version: 99 is not supported; expected 1\n"
+    assert proc.stderr == f"ddpsim: error: trace '{f}': version: 99 is not accepted; expected 1\n"

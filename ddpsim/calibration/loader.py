@@ -69,19 +69,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ddpsim.network import host_costs as hostcost
-from ddpsim.network.comm_model import CollectiveEstimate, make_estimate
-from ddpsim.network.curve_fit import (CalibratedCurve, CalibrationPoint, _num, _req, fit_alpha_beta,  # noqa: F401  (re-exported)
-                              fit_curve, idle_extra_between, isotonic)
-from ddpsim.errors import InputError
-from ddpsim.network.host_costs import HostCosts
 from ddpsim.calibration.interference_fit import fit_probe, parse_probe
+from ddpsim.calibration.schema import FORMAT, VERSION, CalibrationDoc, DdpOverheadDoc, PointDoc, ProbeDoc
+from ddpsim.errors import InputError, require, shorten
+from ddpsim.io import read_json, write_text_atomic
+from ddpsim.network.comm_model import CollectiveEstimate, make_estimate
+from ddpsim.network.curve_fit import CalibratedCurve, CalibrationPoint, fit_curve, idle_extra_between
+from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
+from ddpsim.schema import validate
 
-FORMAT = "ddpsim-calibration"
-VERSION = 1
-COLLECTIVES = ("allreduce", "broadcast")
-BACKENDS = ("nccl", "gloo")
 #: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: every
 #: collective in flight slows compute by the whole ``compute_slowdown``, whatever its size. On a
 #: CPU host even a small gloo all-reduce is CPU work (the ring's wake-ups, copies and sums on
@@ -152,7 +149,7 @@ class Calibration:
         if mb is not None and isinstance(rounds, int) and rounds >= 2 and isinstance(samples, list) and samples:
             trace, _, cap_mb = parse_probe(probe)
             n, m = len(trace.iterations) // rounds, len(samples) // rounds
-            if n >= 1 and m >= 1 and all(_num(x) and x > 0 for x in samples):
+            if n >= 1 and m >= 1:
                 fits = tuple(fit_probe(replace(trace, iterations=trace.iterations[k * n:(k + 1) * n]),
                                        statistics.median(samples[k * m:(k + 1) * m]), self, cap_mb, mb).compute_slowdown
                              for k in range(rounds))
@@ -173,101 +170,62 @@ class Calibration:
         return CalibratedCommModel.from_calibration(self, base=base, ddp_forward_factor=ddp_forward_factor)
 
     def __post_init__(self) -> None:
-        _req(self.backend in BACKENDS, "backend", self.backend, f"one of {', '.join(BACKENDS)}")
-        _req(isinstance(self.world_size, int) and not isinstance(self.world_size, bool) and self.world_size >= 2,
-             "world_size", self.world_size, "an integer >= 2")
-        object.__setattr__(self, "allreduce", tuple(sorted(self.allreduce, key=lambda p: p.size_bytes)))
-        object.__setattr__(self, "broadcast", tuple(sorted(self.broadcast, key=lambda p: p.size_bytes)))
-        _req(len(self.allreduce) >= 2, "collectives.allreduce", f"{len(self.allreduce)} point(s)",
-             "at least 2 measured sizes")
-        for name in COLLECTIVES:
-            pts = getattr(self, name)
-            sizes = [p.size_bytes for p in pts]
-            _req(len(set(sizes)) == len(sizes), f"collectives.{name}", "a repeated size_bytes", "distinct sizes")
-        _req(not self.broadcast or len(self.broadcast) >= 2, "collectives.broadcast",
-             f"{len(self.broadcast)} point(s)", "none or at least 2 measured sizes")
-        for name in ("allreduce_after_compute", "allreduce_queued"):  # optional curves: none, or >= 2 distinct sizes
-            pts = tuple(sorted(getattr(self, name), key=lambda p: p.size_bytes))
-            object.__setattr__(self, name, pts)
-            _req(not pts or len(pts) >= 2, name, f"{len(pts)} point(s)", "none or at least 2 measured sizes")
-            _req(len({p.size_bytes for p in pts}) == len(pts), name, "a repeated size_bytes", "distinct sizes")
-        th = self.comm_threads
-        _req(th is None or (isinstance(th, int) and not isinstance(th, bool) and th >= 1), "comm_threads", th,
-             "an integer >= 1 or null")
-        _req(not self.allreduce_queued or th is not None, "comm_threads", th, "the process group's worker threads beside allreduce_queued")
-        bw = self.copy_bandwidth_bytes_per_s
-        _req(bw is None or (_num(bw) and bw > 0), "copy_bandwidth_bytes_per_s", bw, "a number > 0 or null")
-        ov = self.ddp_iteration_overhead_s
-        _req(ov is None or (_num(ov) and ov >= 0), "ddp_iteration_overhead_s", ov, "a number of seconds >= 0 or null")
-        bt = self.broadcast_per_tensor_s
-        _req(bt is None or (_num(bt) and bt >= 0), "broadcast_per_tensor_s", bt, "a number of seconds >= 0 or null")
+        for name in ("allreduce", "broadcast", "allreduce_after_compute", "allreduce_queued"):
+            object.__setattr__(self, name, tuple(sorted(getattr(self, name), key=lambda p: p.size_bytes)))
         object.__setattr__(self, "environment", dict(self.environment))
 
 
-def calibration_from_dict(data: Any) -> Calibration:
-    """Validate a parsed calibration JSON document. InputError names the first bad field."""
-    _req(isinstance(data, dict), "<document>", type(data).__name__, "a JSON object")
-    _req(data.get("format") == FORMAT, "format", data.get("format"), repr(FORMAT))
-    _req(data.get("version") == VERSION, "version", data.get("version"), str(VERSION))
-    for key, accepted in (("backend", f"one of {', '.join(BACKENDS)}"), ("world_size", "an integer >= 2"),
-                          ("collectives", "an object with allreduce (and broadcast) lists")):
-        if key not in data:
-            raise InputError(f"calibration.{key}: is missing; expected {accepted}")
-    coll = data["collectives"]
-    _req(isinstance(coll, dict), "collectives", coll, "an object with allreduce (and broadcast) lists")
-    unknown = sorted(set(coll) - set(COLLECTIVES))
-    _req(not unknown, "collectives", unknown[0] if unknown else None, f"keys among {', '.join(COLLECTIVES)}")
-    points: dict[str, tuple[CalibrationPoint, ...]] = {}
-    for name in COLLECTIVES:
-        raw = coll.get(name, [] if name == "broadcast" else None)
-        if raw is None and name == "broadcast":
-            raw = []
-        points[name] = _points(raw, f"collectives.{name}")
-    after = _points(data.get("allreduce_after_compute") or [], "allreduce_after_compute")
-    queued = _points(data.get("allreduce_queued") or [], "allreduce_queued")
-    interference = None
-    raw_i = data.get("interference")
-    if raw_i is not None:
-        _req(isinstance(raw_i, dict), "interference", raw_i, "an object with compute_slowdown and comm_slowdown, or null")
-        try:
-            interference = Interference(compute_slowdown=raw_i.get("compute_slowdown", 1.0),
-                                        comm_slowdown=raw_i.get("comm_slowdown", 1.0),
-                                        weighting=raw_i.get("weighting", CALIBRATION_WEIGHTING))
-        except InputError as exc:
-            raise InputError(f"calibration.{exc}") from None
-    env = data.get("environment", {}) or {}
-    _req(isinstance(env, dict), "environment", env, "an object")
-    host = None
-    raw_h = data.get("host_costs")
-    if raw_h is not None:
-        _req(isinstance(raw_h, dict), "host_costs", raw_h, f"an object with any of {', '.join(hostcost.FIELDS)}, or null")
-        unknown_h = sorted(set(raw_h) - set(hostcost.FIELDS))
-        _req(not unknown_h, "host_costs", unknown_h[0] if unknown_h else None, f"keys among {', '.join(hostcost.FIELDS)}")
-        try:
-            host = HostCosts(**raw_h)
-        except InputError as exc:
-            raise InputError(f"calibration.host_costs.{str(exc).split('.', 1)[1]}") from None
-    cal = Calibration(backend=data["backend"], world_size=data["world_size"], allreduce=points["allreduce"],
-                      broadcast=points["broadcast"], interference=interference,
-                      copy_bandwidth_bytes_per_s=data.get("copy_bandwidth_bytes_per_s"),
-                      ddp_iteration_overhead_s=data.get("ddp_iteration_overhead_s"),
-                      broadcast_per_tensor_s=data.get("broadcast_per_tensor_s"),
-                      device=str(data.get("device", "")), environment=env, allreduce_after_compute=after,
-                      allreduce_queued=queued, comm_threads=data.get("comm_threads"), host_costs=host)
-    recomputed = consistent_ddp_overhead(cal, data.get("ddp_overhead"))
+def _points(raw: list[PointDoc] | None) -> tuple[CalibrationPoint, ...]:
+    return tuple(CalibrationPoint(size_bytes=p.size_bytes, time_s=p.time_s, p10_s=p.p10_s, p90_s=p.p90_s,
+                                  num_samples=p.num_samples) for p in raw or ())
+
+
+def _check_curves(doc: CalibrationDoc, source: str) -> None:
+    """The checks across keys: at least 2 distinct sizes per curve (none for the optional ones),
+    ``comm_threads`` beside ``allreduce_queued``."""
+    curves = {"collectives.allreduce": doc.collectives.allreduce, "collectives.broadcast": doc.collectives.broadcast,
+              "allreduce_after_compute": doc.allreduce_after_compute, "allreduce_queued": doc.allreduce_queued}
+    for key, pts in curves.items():
+        sizes = [p.size_bytes for p in pts or ()]
+        accepted = "at least 2 measured sizes" if key == "collectives.allreduce" else "none or at least 2 measured sizes"
+        require(len(sizes) >= 2 or (not sizes and key != "collectives.allreduce"), f"{source}: {key}",
+                f"{len(sizes)} point(s)", accepted)
+        require(len(set(sizes)) == len(sizes), f"{source}: {key}", "a repeated size_bytes", "distinct sizes")
+    require(not doc.allreduce_queued or doc.comm_threads is not None, f"{source}: comm_threads", doc.comm_threads,
+            "the process group's worker threads beside allreduce_queued")
+
+
+def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration:
+    """Validate a parsed calibration JSON document (:class:`ddpsim.calibration.schema.CalibrationDoc`).
+    InputError names ``source`` and the first bad key."""
+    doc = validate(CalibrationDoc, data, source)
+    _check_curves(doc, source)
+    raw_i = doc.interference
+    interference = None if raw_i is None else Interference(
+        **{k: v for k, v in raw_i.model_dump(exclude={"details"}).items() if v is not None},
+        **({} if raw_i.weighting is not None else {"weighting": CALIBRATION_WEIGHTING}))
+    cal = Calibration(backend=doc.backend, world_size=doc.world_size, allreduce=_points(doc.collectives.allreduce),
+                      broadcast=_points(doc.collectives.broadcast), interference=interference,
+                      copy_bandwidth_bytes_per_s=doc.copy_bandwidth_bytes_per_s,
+                      ddp_iteration_overhead_s=doc.ddp_iteration_overhead_s,
+                      broadcast_per_tensor_s=doc.broadcast_per_tensor_s, device=doc.device, environment=doc.environment,
+                      allreduce_after_compute=_points(doc.allreduce_after_compute),
+                      allreduce_queued=_points(doc.allreduce_queued), comm_threads=doc.comm_threads,
+                      host_costs=None if doc.host_costs is None else doc.host_costs.build())
+    recomputed = consistent_ddp_overhead(cal, doc.ddp_overhead)
     if recomputed is not None:
         cal = replace(cal, ddp_iteration_overhead_s=recomputed,
                       ddp_iteration_overhead_measured_s=cal.ddp_iteration_overhead_s)
-    probe = data.get("interference_probe")
-    if isinstance(probe, Mapping) and probe.get("host_other_pct") is not None:
-        other = probe["host_other_pct"]
-        _req(_num(other) and -100.0 <= other <= 100.0, "interference_probe.host_other_pct", other,
-             "a percentage in [-100, 100] or null")
-        cal = replace(cal, probe_host_other_pct=float(other))
-    factor = probe_forward_factor(probe, cal.ddp_iteration_overhead_s or 0.0)
+    probe_doc = doc.interference_probe
+    if probe_doc is None:
+        return cal
+    probe = data["interference_probe"]
+    if probe_doc.host_other_pct is not None:
+        cal = replace(cal, probe_host_other_pct=probe_doc.host_other_pct)
+    factor = probe_forward_factor(probe_doc, cal.ddp_iteration_overhead_s or 0.0, source)
     if factor is not None:
         cal = replace(cal, probe_forward_factor=factor)
-    if probe is not None and interference is not None:
+    if interference is not None:
         # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim.calibration.interference_fit)
         trace, step_s, cap_mb = parse_probe(probe)
         fit = fit_probe(trace, step_s, cal, cap_mb, interference)
@@ -276,26 +234,26 @@ def calibration_from_dict(data: Any) -> Calibration:
     return cal
 
 
-def consistent_ddp_overhead(cal: Calibration, details: Any) -> float | None:
+def consistent_ddp_overhead(cal: Calibration, details: DdpOverheadDoc | None) -> float | None:
     """The DDP overhead at which the engine reproduces the executor's tiny-model DDP step, or
     None (nothing to recompute: no measured overhead, no after-compute curve, or details
-    without the step figures). See the module docstring.
+    without the step figures).
+    See the module docstring.
 
     ``max(0, ddp_step_s - bare_step_s - copy_s - (loop(n) + extra(n)))`` at the tiny model's
     ``gradient_bytes`` n: what the engine charges one all-reduce launched onto an idle stream
     and waited for (loop curve + :meth:`CalibratedCommModel.idle_launch_extra_s`, whose
     ``extra`` is :func:`idle_extra_between`)."""
-    keys = ("ddp_step_s", "bare_step_s", "copy_s", "gradient_bytes")
-    if (cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or not isinstance(details, dict)
-            or not all(_num(details.get(k)) and details[k] >= 0 for k in keys)):
+    figures = None if details is None else details.step_figures()
+    if cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or figures is None:
         return None
-    n = int(details["gradient_bytes"])
+    n, ddp_step_s, bare_step_s, copy_s = figures
     loop, after = fit_curve(cal.allreduce), fit_curve(cal.allreduce_after_compute)
     charged = loop.time_s(n) + idle_extra_between(loop, after, n)
-    return max(0.0, float(details["ddp_step_s"]) - float(details["bare_step_s"]) - float(details["copy_s"]) - charged)
+    return max(0.0, ddp_step_s - bare_step_s - copy_s - charged)
 
 
-def probe_forward_factor(probe: Any, overhead_s: float) -> float | None:
+def probe_forward_factor(probe: ProbeDoc, overhead_s: float, source: str = "calibration") -> float | None:
     """How much slower the probe's forward runs under DDP than in its trace, from the probe's
     phases: ``(median DDP forward - the DDP overhead) / (median trace forward + zero_grad)``
     (the executor's forward phase spans zero_grad, forward and loss), floored at 1. None
@@ -307,44 +265,15 @@ def probe_forward_factor(probe: Any, overhead_s: float) -> float | None:
     a host of 2 vCPUs the probe's forward runs 16.5 % over its trace where bert-base's runs 3.4 %,
     gpt2-124m's 11 % and resnet50's 5 %, and applying it to all four makes three of them worse
     (docs/VALIDATION.md)."""
-    if not isinstance(probe, Mapping):
+    if probe.ddp_phase_samples_s is None:  # a calibration without the probe's DDP phases
         return None
-    ph = probe.get("ddp_phase_samples_s")
-    if ph is None:  # a calibration without the probe's DDP phases
-        return None
-    _req(isinstance(ph, Mapping), "interference_probe.ddp_phase_samples_s", ph,
-         "an object of per-iteration phase samples, e.g. {\"forward_s\": [0.09, ...]}, or null")
-    fwd = ph.get("forward_s")
-    _req(isinstance(fwd, list) and bool(fwd) and all(_num(x) and x >= 0 for x in fwd),
-         "interference_probe.ddp_phase_samples_s.forward_s", fwd, "a non-empty list of seconds >= 0")
-    tr = probe.get("trace")
-    its = tr.get("iterations") if isinstance(tr, Mapping) else None
-    if not (isinstance(its, list) and its):
-        return None  # a bad probe trace is named by parse_probe, when the fit needs it
-    try:
-        tf = statistics.median(float(it["forward_s"]) + float(it.get("zero_grad_s", 0.0)) for it in its)
-    except (KeyError, TypeError, ValueError):
-        return None
+    fwd = probe.ddp_phase_samples_s.get("forward_s")
+    require(bool(fwd), f"{source}: interference_probe.ddp_phase_samples_s.forward_s", fwd,
+            "a non-empty list of seconds >= 0")
+    tf = statistics.median(it.forward_s + it.zero_grad_s for it in probe.trace.iterations)
     if not tf > 0:
         return None
     return max(1.0, (statistics.median(fwd) - overhead_s) / tf)
-
-
-def _points(raw: Any, where: str) -> tuple[CalibrationPoint, ...]:
-    _req(isinstance(raw, list), where, raw, "a list of measured points")
-    pts = []
-    for i, p in enumerate(raw):
-        f = f"{where}[{i}]"
-        _req(isinstance(p, dict), f, p, "an object with size_bytes and time_s")
-        for k, accepted in (("size_bytes", "an integer > 0"), ("time_s", "a number > 0 (seconds)")):
-            if k not in p:
-                raise InputError(f"calibration.{f}.{k}: is missing; expected {accepted}")
-        try:
-            pts.append(CalibrationPoint(size_bytes=p["size_bytes"], time_s=p["time_s"], p10_s=p.get("p10_s"),
-                                        p90_s=p.get("p90_s"), num_samples=p.get("num_samples")))
-        except InputError as exc:
-            raise InputError(str(exc).replace("calibration.", f"calibration.{f}.", 1)) from None
-    return tuple(pts)
 
 
 def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
@@ -401,23 +330,14 @@ def clamped_fit_warning(fit: Mapping[str, Any] | None) -> str | None:
 
 def load_calibration(path: str | Path) -> Calibration:
     """Read and validate a calibration JSON file."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"calibration: {str(p)!r} cannot be read ({exc.strerror}); expected a calibration JSON file") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"calibration: {str(p)!r} is not JSON ({exc.msg} at line {exc.lineno}); "
-                         "expected a ddpsim-calibration JSON file") from None
+    data = read_json(path, "calibration", "a ddpsim-calibration JSON file (executor collectives)")
     # NOTE: a file with a probe costs a fit (~40 simulations of the probe) per load, and a sweep
     # loads its scenario's calibration once per point; the result is immutable, so keep it per
-    # file content (the same bytes always give the same Calibration)
-    key = hashlib.sha256(text.encode()).hexdigest()
+    # document (the same content always gives the same Calibration)
+    key = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     cal = _LOADED.get(key)
     if cal is None:
-        cal = _LOADED[key] = calibration_from_dict(data)
+        cal = _LOADED[key] = calibration_from_dict(data, source=f"calibration {shorten(str(path))}")
     return cal
 
 
@@ -425,8 +345,6 @@ _LOADED: dict[str, Calibration] = {}
 
 
 def save_calibration(cal: Calibration, path: str | Path) -> Path:
-    from ddpsim.io import write_text_atomic
-
     return write_text_atomic(path, json.dumps(calibration_to_dict(cal), indent=1) + "\n")
 
 

@@ -17,7 +17,9 @@ replace them::
       enqueue_s: 10.0e-6
       uncertainty: true             # re-simulate every point under the uncertain inputs (ddpsim.pipeline.resampling)
 
-A bad value stops with one line naming the key (``cost_model.memory_bound_fraction: 2 is not
+The scenario file's ``cost_model`` section is declared in
+:class:`ddpsim.pipeline.scenario_schema.CostModelSection` (its defaults are this module's); a bad
+value stops with one line naming the key (``cost_model.memory_bound_fraction: 2 is not
 accepted; expected a number in [0, 1]``).
 
 :func:`terms_in_force` is the policy every simulation's inputs go through
@@ -76,22 +78,6 @@ class CostModelSpec:
         out = {k: getattr(self, k) for k in KEYS if k not in hostcost.FIELDS}
         out.update(self.host_costs.as_dict())
         return out
-
-
-def parse_cost_model(d: Any, source: str) -> CostModelSpec:
-    """Validate a scenario's ``cost_model`` mapping (None: every default)."""
-    if d is None:
-        return CostModelSpec()
-    if not isinstance(d, dict):
-        raise InputError(f"{source}: cost_model: {d!r} is not accepted; expected a mapping of {', '.join(KEYS)}")
-    for k in d:
-        if k not in KEYS:
-            raise InputError(f"{source}: cost_model.{k}: unknown key; expected one of {', '.join(KEYS)}")
-    try:
-        host = HostCosts(**{k: v for k, v in d.items() if k in hostcost.FIELDS})
-        return CostModelSpec(**{k: v for k, v in d.items() if k not in hostcost.FIELDS}, host_costs=host)
-    except InputError as exc:
-        raise InputError(f"{source}: {exc}") from None
 
 
 # ---- which terms apply --------------------------------------------------------------------

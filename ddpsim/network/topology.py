@@ -79,7 +79,11 @@ from typing import Any
 
 import networkx as nx
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
+from ddpsim.io import exists, read_yaml
+from ddpsim.network.topology_schema import (LINK_TYPES, NODE_KINDS, CpuGlooOptions, DgxOptions,  # noqa: F401 (the kinds)
+                                            FabricOptions, NodeDoc, PcieOptions, TopologyDoc, check_num_nodes)
+from ddpsim.schema import Schema, validate
 
 # --- attribute names (the only place they are spelled) -------------------------------
 KIND = "kind"
@@ -98,11 +102,7 @@ LINK_TYPE = "link_type"
 NUM_LINKS = "num_links"
 
 DEVICE_KINDS = ("gpu", "cpu")
-NODE_KINDS = ("gpu", "cpu", "nvswitch", "pcie_switch", "host_bridge", "nic", "leaf", "spine",
-              "loopback", "eth_switch")
-LINK_TYPES = ("nvlink", "pcie", "net", "loopback", "ethernet")
 BACKENDS = ("nccl", "gloo")
-CPU_VENDORS = ("intel", "amd")
 
 PRESETS: tuple[str, ...] = ("dgx-a100", "dgx-h100", "pcie", "cpu-gloo")
 FABRICS = ("rail", "fat-tree")
@@ -136,27 +136,13 @@ _DGX = {
 }
 
 
-def _opt(options: dict[str, Any], name: str, default: Any, check, accepted: str) -> Any:
-    value = options.pop(name, default)
-    if value is None:
-        value = default
-    if not check(value):
-        raise InputError(f"{name}: {value!r} is not accepted; expected {accepted}")
-    return value
-
-
-def _is_int(v: Any, lo: int = 1) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= lo
+def _options(model: type[Schema], preset: str, options: dict[str, Any]) -> Any:
+    """``options`` validated as ``model`` (an option given as None takes its default)."""
+    return validate(model, {k: v for k, v in options.items() if v is not None}, f"topology {preset}")
 
 
 def _is_pos(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
-
-def _no_leftovers(options: dict[str, Any], preset: str, accepted: tuple[str, ...]) -> None:
-    if options:
-        name = sorted(options)[0]
-        raise InputError(f"{name}: is not an option of preset {preset!r}; expected one of {', '.join(accepted)}")
 
 
 def _new_graph(**attrs: Any) -> nx.Graph:
@@ -206,27 +192,19 @@ def _add_fabric(g: nx.Graph, nics: list[list[str]], nic_bw: float, *, fabric: st
                 _add_link(g, leaf, f"spine-{s}", down_bw / oversubscription / num_spines, IB_LATENCY_S, "net")
 
 
-def _fabric_options(options: dict[str, Any], leaf_radix_default: int) -> dict[str, Any]:
-    return dict(
-        fabric=_opt(options, "fabric", "rail", lambda v: v in FABRICS, f"one of {', '.join(FABRICS)}"),
-        oversubscription=float(_opt(options, "oversubscription", 1.0,
-                                    lambda v: _is_pos(v) and v >= 1.0, "a number >= 1 (1 = non-blocking)")),
-        leaf_radix=_opt(options, "leaf_radix", leaf_radix_default, lambda v: _is_int(v, 2), "an integer >= 2"),
-        num_spines=_opt(options, "num_spines", 4, _is_int, "an integer >= 1"),
-    )
+def _fabric_options(o: FabricOptions, leaf_radix_default: int) -> dict[str, Any]:
+    return dict(fabric=o.fabric, oversubscription=o.oversubscription, num_spines=o.num_spines,
+                leaf_radix=leaf_radix_default if o.leaf_radix is None else o.leaf_radix)
 
 
 def _dgx(name: str, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
     spec = _DGX[name]
-    accepted = ("gpus_per_node", "nvlinks_per_gpu", "nic_gbit", "pcie_gen", "fabric", "oversubscription",
-                "leaf_radix", "num_spines")
-    gpn = _opt(options, "gpus_per_node", 8, _is_int, "an integer >= 1")
-    nvlinks = _opt(options, "nvlinks_per_gpu", spec["nvlinks"], _is_int, "an integer >= 1")
-    nic_gbit = float(_opt(options, "nic_gbit", spec["nic_gbit"], _is_pos, "a number > 0 (Gb/s)"))
-    pcie_gen = _opt(options, "pcie_gen", spec["pcie_gen"], lambda v: v in PCIE_X16_GBPS,
-                    f"one of {sorted(PCIE_X16_GBPS)}")
-    fab = _fabric_options(options, spec["leaf_radix"])
-    _no_leftovers(options, name, accepted)
+    o = _options(DgxOptions, name, options)
+    gpn = o.gpus_per_node
+    nvlinks = spec["nvlinks"] if o.nvlinks_per_gpu is None else o.nvlinks_per_gpu
+    nic_gbit = float(spec["nic_gbit"] if o.nic_gbit is None else o.nic_gbit)
+    pcie_gen = spec["pcie_gen"] if o.pcie_gen is None else o.pcie_gen
+    fab = _fabric_options(o, spec["leaf_radix"])
     cc = spec["cc"]
     nvlink_bw = nvlinks * NVLINK_BW_GBPS[cc] * GBPS
     pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
@@ -266,14 +244,10 @@ def _pcie(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
     """PCIe-only GPU servers: ``gpus_per_switch`` GPUs and one NIC under each PCIe switch,
     switches under one host bridge. Gen4 default: A100-PCIe-80GB (1935 GB/s HBM2e, cc 8.0),
     Gen5: H100-PCIe-80GB (2.0 TB/s HBM2e, cc 9.0). No NVLink, hence no LL128 in NCCL."""
-    accepted = ("gpus_per_node", "gpus_per_switch", "pcie_gen", "nic_gbit", "fabric", "oversubscription",
-                "leaf_radix", "num_spines")
-    gpn = _opt(options, "gpus_per_node", 8, _is_int, "an integer >= 1")
-    per_sw = _opt(options, "gpus_per_switch", 4, _is_int, "an integer >= 1")
-    pcie_gen = _opt(options, "pcie_gen", 4, lambda v: v in (4, 5), "4 or 5")
-    nic_gbit = float(_opt(options, "nic_gbit", 200.0 if pcie_gen == 4 else 400.0, _is_pos, "a number > 0 (Gb/s)"))
-    fab = _fabric_options(options, 40 if pcie_gen == 4 else 64)
-    _no_leftovers(options, "pcie", accepted)
+    o = _options(PcieOptions, "pcie", options)
+    gpn, per_sw, pcie_gen = o.gpus_per_node, o.gpus_per_switch, o.pcie_gen
+    nic_gbit = float((200.0 if pcie_gen == 4 else 400.0) if o.nic_gbit is None else o.nic_gbit)
+    fab = _fabric_options(o, 40 if pcie_gen == 4 else 64)
     model, mem_bw, cc, sms = ("A100-PCIe-80GB", 1.935e12, 80, 108) if pcie_gen == 4 else ("H100-PCIe-80GB", 2.0e12, 90, 114)
     pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
     g = _new_graph(name="pcie", backend="nccl", num_nodes=num_nodes, cpu_vendor="intel",
@@ -304,22 +278,14 @@ def _pcie(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
     return g
 
 
-#: cpu-gloo defaults. Loopback: Linux TCP over ``lo`` moves a few GB/s per stream with
-#: ~10-20 us per small message through the kernel stack; a calibration measured on the
-#: machine (``executor collectives``) replaces them.
-#: Ethernet: 10 GbE, 94 % of line rate usable by TCP with a 1500 B MTU (1448/1538 payload
-#: per frame), 25 us one way through NIC + switch + stack (gloo#21 / gloo#158 orders).
-CPU_GLOO_DEFAULTS = dict(ranks_per_host=2, loopback_gbps=4.0, loopback_latency_us=15.0, ethernet_gbit=10.0,
-                         ethernet_latency_us=25.0, memory_gbps=10.0, reduce_gbps=4.0)
+#: TCP's payload share of a 1500 B MTU Ethernet frame (1448/1538): 94 % of line rate usable
 TCP_EFFICIENCY = 1448.0 / 1538.0
 
 
 def _cpu_gloo(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
-    d = CPU_GLOO_DEFAULTS
-    accepted = tuple(d)
-    rph = _opt(options, "ranks_per_host", d["ranks_per_host"], _is_int, "an integer >= 1")
-    vals = {k: float(_opt(options, k, d[k], _is_pos, "a number > 0")) for k in accepted if k != "ranks_per_host"}
-    _no_leftovers(options, "cpu-gloo", accepted)
+    o = _options(CpuGlooOptions, "cpu-gloo", options)
+    rph = o.ranks_per_host
+    vals = {k: float(v) for k, v in o.model_dump().items() if k != "ranks_per_host"}
     g = _new_graph(name="cpu-gloo", backend="gloo", num_nodes=num_nodes, cpu_vendor="intel",
                  description=f"{num_nodes} CPU host(s) x {rph} gloo rank(s): TCP loopback "
                              f"{vals['loopback_gbps']:g} GB/s, {vals['ethernet_gbit']:g} GbE between hosts")
@@ -360,9 +326,11 @@ def build_preset(name: str, *, num_nodes: int = 1, **options: Any) -> nx.Graph:
         InputError: unknown preset or option, or a bad option value.
     """
     if name not in PRESETS:
-        raise InputError(f"topology: {name!r} is not a preset; expected one of {', '.join(PRESETS)} or a YAML file path")
-    if not _is_int(num_nodes):
-        raise InputError(f"num_nodes: {num_nodes!r} is not accepted; expected an integer >= 1")
+        raise InputError(f"topology: {shorten(name)} is not a preset; expected one of {', '.join(PRESETS)} or a YAML file path")
+    try:
+        check_num_nodes(num_nodes)
+    except ValueError as exc:
+        raise InputError(f"topology {name}: num_nodes: {shorten(num_nodes)} is not accepted; {exc}") from None
     options = dict(options)
     if name in _DGX:
         g = _dgx(name, num_nodes, options)
@@ -400,116 +368,55 @@ def load_topology_yaml(path: str | Path) -> nx.Graph:
             without a host or local rank.
     """
     p = Path(path)
-    data = _read_topology_yaml(p)
-    backend = data.get("backend", "nccl")
-    if backend not in BACKENDS:
-        raise InputError(f"backend: {backend!r} is not accepted; expected one of {', '.join(BACKENDS)}")
-    cpu_vendor = data.get("cpu_vendor", "intel")
-    if cpu_vendor not in CPU_VENDORS:
-        raise InputError(f"cpu_vendor: {cpu_vendor!r} is not accepted; expected one of {', '.join(CPU_VENDORS)}")
-    g = _new_graph(name=str(data.get("name", p.stem)), backend=backend, cpu_vendor=cpu_vendor,
-                   description=str(data.get("description", f"custom topology {p.name}")))
-    nodes = data.get("nodes")
-    if not isinstance(nodes, list) or not nodes:
-        raise InputError(f"nodes: {nodes!r} is not accepted; expected a non-empty list of nodes")
-    for i, n in enumerate(nodes):
-        _add_yaml_node(g, f"nodes[{i}]", n)
-    links = data.get("links")
-    if not isinstance(links, list) or not links:
-        raise InputError(f"links: {links!r} is not accepted; expected a non-empty list of links")
-    for i, e in enumerate(links):
-        _add_yaml_link(g, f"links[{i}]", e)
+    source = f"topology {shorten(str(p))}"
+    data = read_yaml(p, "topology", f"a preset ({', '.join(PRESETS)}) or a topology YAML file")
+    doc = validate(TopologyDoc, data, source)
+    g = _new_graph(name=p.stem if doc.name is None else doc.name, backend=doc.backend, cpu_vendor=doc.cpu_vendor,
+                   description=f"custom topology {p.name}" if doc.description is None else doc.description)
+    for i, n in enumerate(doc.nodes):
+        if n.id in g:
+            raise InputError(f"{source}: nodes[{i}].id: {n.id!r} is a duplicate; expected unique node ids")
+        g.add_node(n.id, **_yaml_node_attrs(n))
+    for i, e in enumerate(doc.links):
+        for end in ("a", "b"):
+            if getattr(e, end) not in g:
+                raise InputError(f"{source}: links[{i}].{end}: {getattr(e, end)!r} is not a node id; "
+                                 "expected one of the ids under nodes")
+        _add_link(g, e.a, e.b, e.bandwidth_gbps * GBPS, e.latency_us * 1e-6, e.link_type,
+                  **({} if e.num_links is None else {NUM_LINKS: e.num_links}))
     hosts = {d[HOST] for _, d in g.nodes(data=True) if d[KIND] in DEVICE_KINDS}
     g.graph["num_nodes"] = len(hosts)
-    validate_topology(g, source=str(p))
+    validate_topology(g, source=source)
     return g
 
 
-def _read_topology_yaml(p: Path) -> dict[str, Any]:
-    """The mapping a topology YAML file holds."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise InputError(f"topology: {str(p)!r} cannot be read ({exc.strerror}); expected a preset "
-                         f"({', '.join(PRESETS)}) or a readable YAML file") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"topology: {str(p)!r} is not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"topology: {str(p)!r} holds {type(data).__name__}; expected a mapping with nodes and links")
-    return data
+#: a YAML node's attributes when its entry leaves them out, per kind (``host``: -1 for the fabric's switches)
+YAML_NODE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gpu": {HOST: 0, COMPUTE_CAPABILITY: 80, "memory_bandwidth_gbps": 2000.0},
+    "cpu": {HOST: 0, COMPUTE_CAPABILITY: 0, "memory_bandwidth_gbps": 10.0,
+            "reduce_bandwidth_gbps": CpuGlooOptions.model_fields["reduce_gbps"].default},
+    "nvswitch": {HOST: 0, NVLS: False}, "nic": {HOST: 0, RAIL: 0},
+    "leaf": {HOST: -1}, "spine": {HOST: -1}, "eth_switch": {HOST: -1},
+}
 
 
-def _add_yaml_node(g: nx.Graph, f: str, n: Any) -> None:
-    """Add the node entry ``n`` (field name ``f``, e.g. ``nodes[3]``) to ``g``."""
-    if not isinstance(n, dict) or "id" not in n:
-        raise InputError(f"{f}: {n!r} is not accepted; expected a mapping with id and kind")
-    kind = n.get("kind")
-    if kind not in NODE_KINDS:
-        raise InputError(f"{f}.kind: {kind!r} is not accepted; expected one of {', '.join(NODE_KINDS)}")
-    nid = str(n["id"])
-    if nid in g:
-        raise InputError(f"{f}.id: {nid!r} is a duplicate; expected unique node ids")
-    attrs: dict[str, Any] = {KIND: kind, HOST: n.get("host", -1 if kind in ("leaf", "spine", "eth_switch") else 0)}
-    if not isinstance(attrs[HOST], int) or isinstance(attrs[HOST], bool):
-        raise InputError(f"{f}.host: {attrs[HOST]!r} is not accepted; expected an integer")
-    if kind in DEVICE_KINDS:
-        attrs.update(_yaml_device_attrs(f, n, kind))
-    if kind == "nvswitch":
-        attrs[NVLS] = bool(n.get("nvls", False))
-    if kind == "nic":
-        attrs[RAIL] = n.get("rail", 0)
-    g.add_node(nid, **attrs)
-
-
-def _yaml_device_attrs(f: str, n: dict[str, Any], kind: str) -> dict[str, Any]:
-    """A device node's attributes: local rank, model, compute capability, memory bandwidth,
-    SM count (GPUs) and reduction bandwidth (CPU ranks)."""
-    attrs: dict[str, Any] = {}
-    lr = n.get("local_rank")
-    if not _is_int(lr, 0):
-        raise InputError(f"{f}.local_rank: {lr!r} is not accepted; expected an integer >= 0")
-    attrs[LOCAL_RANK] = lr
-    attrs[DEVICE_MODEL] = str(n.get("device_model", kind))
-    cc = n.get("compute_capability", 80 if kind == "gpu" else 0)
-    if not _is_int(cc, 0):
-        raise InputError(f"{f}.compute_capability: {cc!r} is not accepted; expected an integer like 80 or 90")
-    attrs[COMPUTE_CAPABILITY] = cc
-    mbw = n.get("memory_bandwidth_gbps", 2000.0 if kind == "gpu" else 10.0)
-    if not _is_pos(mbw):
-        raise InputError(f"{f}.memory_bandwidth_gbps: {mbw!r} is not accepted; expected a number > 0")
-    attrs[MEMORY_BANDWIDTH] = float(mbw) * GBPS
-    if kind == "gpu" and n.get("sm_count") is not None:
-        if not _is_int(n["sm_count"], 1):
-            raise InputError(f"{f}.sm_count: {n['sm_count']!r} is not accepted; expected an integer >= 1 or absent")
-        attrs[SM_COUNT] = n["sm_count"]
-    if kind == "cpu":
-        rbw = n.get("reduce_bandwidth_gbps", CPU_GLOO_DEFAULTS["reduce_gbps"])
-        if not _is_pos(rbw):
-            raise InputError(f"{f}.reduce_bandwidth_gbps: {rbw!r} is not accepted; expected a number > 0")
-        attrs[REDUCE_BANDWIDTH] = float(rbw) * GBPS
+def _yaml_node_attrs(n: NodeDoc) -> dict[str, Any]:
+    """The graph attributes of a validated YAML node: its keys, the kind's defaults for the absent ones."""
+    given = {k: v for k, v in n.model_dump(exclude={"id"}).items() if v is not None}
+    d = {HOST: 0, **YAML_NODE_DEFAULTS.get(n.kind, {}), **given}
+    attrs: dict[str, Any] = {KIND: n.kind, HOST: d[HOST]}
+    if n.kind in DEVICE_KINDS:
+        attrs.update({LOCAL_RANK: d["local_rank"], DEVICE_MODEL: d.get("device_model", n.kind),
+                      COMPUTE_CAPABILITY: d[COMPUTE_CAPABILITY],
+                      MEMORY_BANDWIDTH: float(d["memory_bandwidth_gbps"]) * GBPS})
+    if SM_COUNT in d:
+        attrs[SM_COUNT] = d[SM_COUNT]
+    if "reduce_bandwidth_gbps" in d:
+        attrs[REDUCE_BANDWIDTH] = float(d["reduce_bandwidth_gbps"]) * GBPS
+    for key in (NVLS, RAIL):
+        if key in d:
+            attrs[key] = d[key]
     return attrs
-
-
-def _add_yaml_link(g: nx.Graph, f: str, e: Any) -> None:
-    """Add the link entry ``e`` (field name ``f``, e.g. ``links[3]``) to ``g``."""
-    if not isinstance(e, dict):
-        raise InputError(f"{f}: {e!r} is not accepted; expected a mapping with a, b, bandwidth_gbps, latency_us")
-    for end in ("a", "b"):
-        if str(e.get(end)) not in g:
-            raise InputError(f"{f}.{end}: {e.get(end)!r} is not a node id; expected one of the ids under nodes")
-    bw = e.get("bandwidth_gbps")
-    if not _is_pos(bw):
-        raise InputError(f"{f}.bandwidth_gbps: {bw!r} is not accepted; expected a number > 0 (GB/s per direction)")
-    lat = e.get("latency_us")
-    if not _is_pos(lat):
-        raise InputError(f"{f}.latency_us: {lat!r} is not accepted; expected a number > 0 (microseconds)")
-    lt = e.get("link_type", "pcie")
-    if lt not in LINK_TYPES:
-        raise InputError(f"{f}.link_type: {lt!r} is not accepted; expected one of {', '.join(LINK_TYPES)}")
-    extra = {NUM_LINKS: int(e["num_links"])} if "num_links" in e else {}
-    _add_link(g, str(e["a"]), str(e["b"]), float(bw) * GBPS, float(lat) * 1e-6, lt, **extra)
 
 
 def validate_topology(g: nx.Graph, *, source: str = "topology") -> None:
@@ -556,12 +463,14 @@ def resolve_topology(spec: str, *, num_nodes: int = 1, **options: Any) -> nx.Gra
     options apply to presets only)."""
     if spec in PRESETS:
         return build_preset(spec, num_nodes=num_nodes, **options)
-    if str(spec).endswith((".yaml", ".yml")) or Path(str(spec)).exists():
+    if str(spec).endswith((".yaml", ".yml")) or exists(str(spec)):
         if num_nodes != 1 or options:
-            raise InputError(f"topology: {spec!r} is a YAML file; expected no --nodes or preset options with it "
+            raise InputError(f"topology: {shorten(spec)} is a YAML file; expected no --nodes or preset options with it "
                              "(describe every host in the file)")
         return load_topology_yaml(spec)
-    raise InputError(f"topology: {spec!r} is not a preset; expected one of {', '.join(PRESETS)} or a YAML file path")
+    raise InputError(f"topology: {shorten(spec)} is not a preset; expected one of {', '.join(PRESETS)} or a YAML file path")
+
+
 
 
 # --- queries ---------------------------------------------------------------------------

@@ -29,7 +29,7 @@ CPU prediction moves with the calibration's fitted compute slowdown (``studies/z
 file measured with another calibration is used but said to be so (:meth:`MethodError.mismatch`).
 No residuals exist for GPU clusters here; there a prediction carries its noise interval only.
 
-The file (``<out>/zoo/method_error.json``, written by ``ddpsim validate --zoo``)::
+The file (``<out>/zoo/method_error.json``, written by ``ddpsim zoo``)::
 
     {"format": "ddpsim-method-error", "version": 1, "calibration": "...", "calibration_sha256": "...",
      "backend": "gloo", "device": "cpu",
@@ -39,13 +39,16 @@ The file (``<out>/zoo/method_error.json``, written by ``ddpsim validate --zoo``)
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Literal, Sequence
 
-from ddpsim.errors import InputError
+from pydantic import Field
+
+from ddpsim.errors import InputError, shorten
+from ddpsim.io import read_json
+from ddpsim.schema import Schema, format_version, validate
 
 FORMAT = "ddpsim-method-error"
 VERSION = 1
@@ -168,42 +171,47 @@ def file_sha256(path: str | Path) -> str | None:
         return None
 
 
+#: the bounds of a point's times (seconds): a step under a nanosecond or over 11.6 days is no measurement,
+#: and within them every residual and ratio of two points stays a finite, non-zero number
+MIN_SECONDS, MAX_SECONDS = 1e-9, 1e6
+Seconds = Annotated[float, Field(ge=MIN_SECONDS, le=MAX_SECONDS, allow_inf_nan=False)]
+
+
+class PointDoc(Schema):
+    """One entry of the file's ``points`` (``residual`` is written for the reader and recomputed)."""
+
+    model: Annotated[str, Field(min_length=1)]
+    point: str = ""
+    predicted_s: Seconds
+    measured_s: Seconds
+    residual: float | None = None
+
+
+class MethodErrorDoc(Schema):
+    """The method-error file (module docstring)."""
+
+    format: Literal["ddpsim-method-error"]
+    version: format_version(VERSION)
+    calibration: str | None = None
+    calibration_sha256: str | None = None
+    backend: str | None = None
+    device: str | None = None
+    points: list[PointDoc]
+
+
+
 def method_error_from_dict(doc: Any, source: str = "method error") -> MethodError:
-    """A :class:`MethodError` from its JSON form (module docstring).
+    """A :class:`MethodError` from its JSON form (:class:`MethodErrorDoc`).
 
     Raises:
-        InputError: a wrong format or version, a point without a model or with a time that is
-            not a finite number of seconds > 0 (one line naming the field).
+        InputError: a wrong format or version, a point without a model or with a time outside
+            ``[MIN_SECONDS, MAX_SECONDS]`` (one line naming the key).
     """
-    if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
-        got = doc.get("format") if isinstance(doc, Mapping) else type(doc).__name__
-        raise InputError(f"{source}: format {got!r} is not accepted; expected {FORMAT!r} (the method_error.json "
-                         "'ddpsim validate --zoo' writes)")
-    if doc.get("version") != VERSION:
-        raise InputError(f"{source}: version {doc.get('version')!r} is not accepted; expected {VERSION}")
-    raw = doc.get("points")
-    if not isinstance(raw, list):
-        raise InputError(f"{source}: points {raw!r} is not accepted; expected a list of validated points")
-    pts = []
-    for i, p in enumerate(raw):
-        if not isinstance(p, Mapping):
-            raise InputError(f"{source}: points[{i}] {p!r} is not accepted; expected an object")
-        model = p.get("model")
-        if not isinstance(model, str) or not model:
-            raise InputError(f"{source}: points[{i}].model {model!r} is not accepted; expected a model name")
-        for key in ("predicted_s", "measured_s"):
-            v = p.get(key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise InputError(f"{source}: points[{i}].{key} {v!r} is not accepted; expected a finite number of seconds > 0")
-        pts.append(ResidualPoint(model=model, point=str(p.get("point", "")), predicted_s=float(p["predicted_s"]),
-                                 measured_s=float(p["measured_s"])))
-    meta = {}
-    for key in ("calibration", "calibration_sha256", "backend", "device"):
-        v = doc.get(key)
-        if v is not None and not isinstance(v, str):
-            raise InputError(f"{source}: {key} {v!r} is not accepted; expected a string or null")
-        meta[key] = v
-    return MethodError(points=tuple(pts), **meta)
+    d = validate(MethodErrorDoc, doc, source)
+    pts = tuple(ResidualPoint(model=p.model, point=p.point, predicted_s=p.predicted_s, measured_s=p.measured_s)
+                for p in d.points)
+    return MethodError(points=pts, calibration=d.calibration, calibration_sha256=d.calibration_sha256,
+                       backend=d.backend, device=d.device)
 
 
 def load_method_error(path: str | Path) -> MethodError:
@@ -212,15 +220,8 @@ def load_method_error(path: str | Path) -> MethodError:
     Raises:
         InputError: the file is missing or not JSON, or its content is rejected (one line).
     """
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"--method-error: {str(path)!r} is not readable ({exc.strerror or exc}); expected the "
-                         "method_error.json of a 'ddpsim validate --zoo' run") from None
-    except ValueError as exc:
-        raise InputError(f"--method-error: {str(path)!r} is not JSON ({exc}); expected the method_error.json of a "
-                         "'ddpsim validate --zoo' run") from None
-    return method_error_from_dict(doc, source=str(path))
+    doc = read_json(path, "--method-error", "the method_error.json of a 'ddpsim zoo' run")
+    return method_error_from_dict(doc, source=f"--method-error {shorten(str(path))}")
 
 
 def widen(interval: Any, band: tuple[float, float] | None) -> Any:

@@ -1,13 +1,15 @@
 """Scenarios: one YAML file in ``scenarios/`` says what to simulate and what to sweep.
 
-``ddpsim run SCENARIO`` loads it with :func:`load_scenario`, which validates every key
-(:mod:`ddpsim.pipeline.scenario_check`: unknown keys and wrong types raise
-:class:`~ddpsim.errors.InputError` naming the file and the key path, e.g.
-``scenarios/x.yaml: ddp.bucket_cap_mb: 'abc' is not accepted; expected a number > 0 or null``)
-and returns a frozen :class:`Scenario`; :meth:`Scenario.build_point` gives a point's engine
-inputs (:func:`ddpsim.pipeline.inputs.build_point_inputs`). ``ddpsim validate`` reads the same
-files (the ``validation`` block); ``ddpsim sweep`` and ``ddpsim simulate`` build a scenario
-from their flags.
+``ddpsim run SCENARIO`` loads it with :func:`load_scenario`: the file is read with
+:func:`ddpsim.io.read_yaml` and validated against its declared schema,
+:class:`ddpsim.pipeline.scenario_schema.ScenarioFile` (``scenarios/schema.json`` is its JSON
+Schema); an unknown key or a wrong value raises :class:`~ddpsim.errors.InputError` naming the
+file and the key path, e.g. ``scenarios/x.yaml: ddp.bucket_cap_mb: 'abc' is not accepted;
+expected a number > 0 or null (MiB, at most 1000000; null: DDP's default)``. It returns a frozen :class:`Scenario`;
+:meth:`Scenario.build_point` gives a point's engine inputs
+(:func:`ddpsim.pipeline.inputs.build_point_inputs`). ``ddpsim validate`` reads the same files
+(the ``validation`` block); ``ddpsim sweep`` and ``ddpsim simulate`` build a scenario from
+their flags.
 
 Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional)::
 
@@ -16,11 +18,11 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
     trace: traces/mlp.cpu.json      # a trace JSON; relative to the cwd, else to the scenario's
                                     #   folder, else to its parent (the repo root)
     # OR, instead of trace:
-    model: {name: mlp, batch_size: 32, device: cpu, iters: 5, warmup: 2, num_threads: 1, options: {}}
+    model: {name: mlp, batch_size: 32, device: cpu, iterations: 5, warmup: 2, num_threads: 1, options: {}}
     cluster: {topology: cpu-gloo, nodes: 1, options: {}}   # preset name or topology YAML path
     # OR a latency + bandwidth model of every collective (world_size then required):
     # cluster: {latency_us: 20, bandwidth_gbps: 25}
-    world_size: 2                   # ranks; null = every device of the cluster
+    world_size: 2                   # ranks; null (or 'all') = every device of the cluster
     ddp: {bucket_cap_mb: null, bucket_cap_mb_list: null, find_unused_parameters: false, static_graph: false,
           gradient_as_bucket_view: false, broadcast_buffers: true,
           # torch 2.13 (all optional): batched_grad_copy: false, skip_all_reduce_unused_params: false,
@@ -28,9 +30,8 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
           # mixed_precision: {param_dtype: bfloat16, reduce_dtype: float32, buffer_dtype: null},
           # delay_all_reduce_named_params: [wte.weight], param_to_hook_all_reduce: h.0.ln_1.weight
           # sync_batchnorm: false   (true: the BatchNorm layers are nn.SyncBatchNorm)
-          }
-    comm_hook: none                 # none | allreduce | fp16 | bf16 | powersgd
-    powersgd: {rank: 1, start_iter: 0}
+          comm_hook: none,          # DDP.register_comm_hook: none | allreduce | fp16 | bf16 | powersgd
+          powersgd: {matrix_approximation_rank: 1, start_powerSGD_iter: 0}}   # PowerSGDState's arguments
     simulation: {iterations: 6, warmup: null, seed: 0, jitter: trace, stragglers: {3: 1.2},
                  no_sync_steps: 0, interference: null,   # interference: {compute_slowdown, comm_slowdown, weighting}
                  compute_statistic: median, copy_bandwidth_gbps: null}  # copy bandwidth: overrides the
@@ -48,6 +49,12 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
     timelines: [null, 25, best]     # sweep points (by cap, 'best' or a point id) that get a timeline
     validation: {model: mlp, batch_size: 32, iterations: 20, warmup: 5}   # for 'ddpsim validate'
 
+Every count and size is bounded (``cluster.nodes`` <= 4096, ``simulation.iterations`` <= 10000,
+a cap <= 1000000 MiB, a range's ``points`` <= 10000, a list <= 10000 entries, ...; each
+key's description in ``scenarios/schema.json`` and its error line say its bound).
+The loader also reads the deprecated spellings of :data:`RENAMED` (top-level ``comm_hook``
+and ``powersgd: {rank, start_iter}``, ``model.iters``) and logs one warning line naming them.
+
 ``null`` in ``bucket_cap_mb`` means "not given" (DDP's default: 25 MiB and a 1 MiB first
 bucket at the rebuild); the report's "gain over the default" is measured against it, so a
 sweep always contains the ``null`` point (it is added first when missing).
@@ -64,20 +71,26 @@ used for file names (``reports/<name>/points/<point_id>.json``).
 from __future__ import annotations
 
 import itertools
+import logging
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from ddpsim.engine.config import SimConfig
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
+from ddpsim.io import exists, is_file, read_yaml
 from ddpsim.network import cost_terms
-from ddpsim.network.cost_terms import CostModelSpec, parse_cost_model
-from ddpsim.pipeline import scenario_check as check
+from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs, sim_config
-from ddpsim.pipeline.specs import (ClusterSpec, ModelSpec, SimulationSpec, SweepPoint, SweepSpec,  # noqa: F401 (re-exported)
-                                   ValidationSpec)
+from ddpsim.pipeline.scenario_schema import (NAME_PATTERN, ClusterSpec, DdpSection, ModelSpec,  # noqa: F401 (re-exported)
+                                             ScenarioFile, SimulationSpec, ValidationSpec, default_of)
+from ddpsim.pipeline.specs import SweepPoint, SweepSpec
 from ddpsim.plan.planner import DDPOptions
+from ddpsim.schema import validate
+
+log = logging.getLogger("ddpsim")
 
 
 # ---- the scenario ------------------------------------------------------------------------
@@ -87,24 +100,25 @@ class Scenario:
     """A validated scenario. Build one with :func:`load_scenario` or :func:`scenario_from_dict`."""
 
     name: str
-    description: str = ""
+    description: str = default_of(ScenarioFile, "description")
     path: Path | None = None
     trace_path: Path | None = None
     model: ModelSpec | None = None
     cluster: ClusterSpec
-    world_size: int | None = 2
+    world_size: int | None = default_of(ScenarioFile, "world_size")
     ddp: DDPOptions = field(default_factory=DDPOptions)
-    comm_hook: str = "none"
-    powersgd_rank: int = 1
-    powersgd_start_iter: int = 0
+    #: ``ddp.comm_hook`` and ``ddp.powersgd``'s two arguments
+    comm_hook: str = default_of(DdpSection, "comm_hook")
+    powersgd_rank: int = SimConfig.powersgd_rank
+    powersgd_start_iter: int = SimConfig.powersgd_start_iter
     simulation: SimulationSpec = field(default_factory=SimulationSpec)
     calibration_path: Path | None = None
     sweep: SweepSpec = field(default_factory=SweepSpec)
-    timelines: tuple[Any, ...] = (None,)
+    timelines: tuple[Any, ...] = tuple(default_of(ScenarioFile, "timelines"))
     validation: ValidationSpec | None = None
     cost_model: CostModelSpec = field(default_factory=CostModelSpec)
     #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
-    sync_batchnorm: bool = False
+    sync_batchnorm: bool = default_of(DdpSection, "sync_batchnorm")
     #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
     plan_path: Path | None = None
 
@@ -184,7 +198,7 @@ class Scenario:
         m = self.model
         assert m is not None
         spec = build_model(m.name, **m.options)
-        return capture_trace(spec, device=m.device, batch_size=m.batch_size, num_iters=m.iters,
+        return capture_trace(spec, device=m.device, batch_size=m.batch_size, num_iters=m.iterations,
                              num_warmup=m.warmup, num_threads=m.num_threads,
                              command=f"ddpsim run {self.path or self.name} (model {m.name})")
 
@@ -309,31 +323,120 @@ def _cluster_echo(c: ClusterSpec) -> dict[str, Any]:
     return {"topology": c.topology, "nodes": c.nodes, "options": dict(c.options)}
 
 
+#: deprecated spellings -> the current ones, applied in this order (the loader reads both)
+RENAMED = (("model.iters", "model.iterations"),
+           ("powersgd.rank", "powersgd.matrix_approximation_rank"),
+           ("powersgd.start_iter", "powersgd.start_powerSGD_iter"),
+           ("powersgd", "ddp.powersgd"),
+           ("comm_hook", "ddp.comm_hook"))
+_ABSENT = object()
+
+
+def _holder(data: dict, keys: list[str], create: bool) -> dict | None:
+    """The mapping holding the last of ``keys`` (missing or null mappings created with ``create``)."""
+    for k in keys[:-1]:
+        if data.get(k) is None and create:
+            data[k] = {}
+        data = data.get(k)
+        if not isinstance(data, dict):
+            return None
+    return data
+
+
+def current_spelling(data: dict, source: str) -> dict:
+    """``data`` with the deprecated keys of :data:`RENAMED` moved to their current names (the
+    caller's mappings are left as they are); one warning line lists them. Both spellings of one
+    key: InputError."""
+    data = dict(data)
+    for k in ("model", "powersgd", "ddp"):
+        if isinstance(data.get(k), dict):
+            data[k] = dict(data[k])
+    if isinstance(data.get("ddp"), dict) and isinstance(data["ddp"].get("powersgd"), dict):
+        data["ddp"]["powersgd"] = dict(data["ddp"]["powersgd"])
+    moved = []
+    for old, new in RENAMED:
+        src, key = _holder(data, old.split("."), create=False), old.split(".")[-1]
+        if src is None or key not in src:
+            continue
+        dst, new_key = _holder(data, new.split("."), create=True), new.split(".")[-1]
+        if dst is None:
+            continue
+        if new_key in dst:
+            raise InputError(f"{source}: {old}: {shorten(src[key])} is not accepted with {new}; expected only {new}")
+        dst[new_key] = src.pop(key)
+        if not (old == "powersgd" and moved and moved[-1][0].startswith("powersgd.")):
+            moved.append((old, new))
+    if moved:
+        names = ", ".join(f"{o} -> {'ddp.' + n if n.startswith('powersgd.') else n}" for o, n in moved)
+        log.warning("%s: deprecated scenario keys: %s; write the new names (scenarios/schema.json)", source, names)
+    return data
+
+
+def _resolve_path(text: str, base: Path | None) -> Path:
+    """A path of the scenario: absolute, else relative to the cwd, the scenario's folder or its parent."""
+    p = Path(text)
+    if p.is_absolute() or base is None:
+        return p
+    for cand in (Path.cwd() / p, base / p, base.parent / p):
+        if exists(cand):
+            return cand
+    return p
+
+
+def _file(text: str | None, base: Path | None, where: str, expected: str) -> Path | None:
+    """A file key (``trace``, ``calibration``, ``plan``): None, or a path that exists."""
+    if text is None:
+        return None
+    p = _resolve_path(text, base)
+    if not is_file(p):
+        raise InputError(f"{where}: {shorten(text)} does not exist or is not a file; expected {expected}")
+    return p
+
+
+def _cluster(doc: ScenarioFile, base: Path | None, source: str) -> ClusterSpec:
+    """``cluster`` with a topology YAML path resolved like the other paths."""
+    topo = doc.cluster.topology
+    if topo is None or not topo.endswith((".yaml", ".yml")):
+        return doc.cluster
+    tp = _resolve_path(topo, base)
+    if not is_file(tp):
+        raise InputError(f"{source}: cluster.topology: {shorten(topo)} does not exist; expected a preset name or a "
+                         "topology YAML path")
+    return doc.cluster.model_copy(update={"topology": str(tp)})
+
+
+def _name(doc: ScenarioFile, path: Path | None, source: str) -> str:
+    """``name``, else the file's stem (which must then be a valid name)."""
+    if doc.name is not None:
+        return doc.name
+    stem = path.stem if path is not None else "scenario"
+    if not re.match(NAME_PATTERN, stem):
+        raise InputError(f"{source}: name: {shorten(stem)} (the file's stem) is not accepted; expected a folder name "
+                         "of letters, digits, '.', '_' or '-' (give 'name:')")
+    return stem
+
+
 def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> Scenario:
-    """Validate a decoded scenario mapping (one :mod:`ddpsim.pipeline.scenario_check` function
-    per section); ``source`` prefixes every error message, ``path`` is the file it came from."""
-    ctx = check.Ctx(source)
+    """Validate a decoded scenario mapping against :class:`~ddpsim.pipeline.scenario_schema.ScenarioFile`
+    (deprecated spellings first moved by :func:`current_spelling`); ``source`` prefixes every
+    error message, ``path`` is the file it came from (relative paths are resolved from it)."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: top level is {type(data).__name__}; expected a mapping of scenario keys "
-                         f"({', '.join(check.TOP_KEYS)})")
-    ctx.obj(data, "", check.TOP_KEYS)
+                         f"({', '.join(ScenarioFile.model_fields)})")
+    doc = validate(ScenarioFile, current_spelling(data, source), source)
     base = path.resolve().parent if path is not None else None
-    name, desc = check.parse_name(ctx, data, path)
-    trace_path, model = check.parse_source(ctx, data, base)
-    cluster = check.parse_cluster(ctx, data, base)
-    world_size = check.parse_world_size(ctx, data, cluster)
-    ddp, sync_batchnorm = check.parse_ddp(ctx, data)
-    hook, ps_rank, ps_start = check.parse_hook(ctx, data)
-    simulation = check.parse_simulation(ctx, data, world_size)
-    calibration_path = check.parse_file(ctx, data, "calibration", base, "a calibration JSON or null")
-    plan_path = check.parse_file(ctx, data, "plan", base, "a bucket plan JSON ('ddpsim plan --format json') or null")
-    sweep = check.parse_sweep(ctx, data, ddp, world_size)
-    return Scenario(name=name, description=desc, path=path, trace_path=trace_path, model=model, cluster=cluster,
-                    world_size=world_size, ddp=ddp, comm_hook=hook, powersgd_rank=ps_rank, powersgd_start_iter=ps_start,
-                    simulation=simulation, calibration_path=calibration_path, sweep=sweep,
-                    timelines=check.parse_timelines(ctx, data, sweep), validation=check.parse_validation(ctx, data),
-                    cost_model=parse_cost_model(data.get("cost_model"), source), sync_batchnorm=sync_batchnorm,
-                    plan_path=plan_path)
+    sweep = doc.sweep.resolve(doc.ddp)
+    ddp = doc.ddp
+    return Scenario(
+        name=_name(doc, path, source), description=doc.description, path=path,
+        trace_path=_file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)"),
+        model=doc.model, cluster=_cluster(doc, base, source), world_size=doc.ranks, ddp=ddp.options(),
+        comm_hook=ddp.comm_hook, powersgd_rank=ddp.powersgd.matrix_approximation_rank,
+        powersgd_start_iter=ddp.powersgd.start_powerSGD_iter, simulation=doc.simulation,
+        calibration_path=_file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null"),
+        sweep=sweep, timelines=doc.timeline_keys(sweep), validation=doc.validation, cost_model=doc.cost_model.spec(),
+        sync_batchnorm=ddp.sync_batchnorm,
+        plan_path=_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null"))
 
 
 DEFAULT_SCENARIO = "default"
@@ -343,15 +446,15 @@ def find_scenario(spec: str | Path | None) -> Path:
     """A scenario path from a path or a bundled name (``default``, ``gpt2-1.5b-h100-8n``...)."""
     spec = DEFAULT_SCENARIO if spec is None else str(spec)
     p = Path(spec)
-    if p.is_file():
+    if is_file(p):
         return p
     candidates = [Path("scenarios") / f"{spec}.yaml", Path(__file__).resolve().parents[2] / "scenarios" / f"{spec}.yaml",
                   Path(__file__).resolve().parents[2] / "scenarios" / spec]
     for c in candidates:
-        if c.is_file():
+        if is_file(c):
             return c
     bundled = sorted(x.stem for x in (Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
-    raise InputError(f"scenario: {spec!r} does not exist; expected a scenario YAML path or a bundled name ({', '.join(bundled) or 'none found'})")
+    raise InputError(f"scenario: {shorten(spec)} does not exist; expected a scenario YAML path or a bundled name ({', '.join(bundled) or 'none found'})")
 
 
 def load_scenario(spec: str | Path | None = None) -> Scenario:
@@ -360,16 +463,7 @@ def load_scenario(spec: str | Path | None = None) -> Scenario:
     Raises:
         InputError: one line naming the file, the key path, the bad value and what is accepted.
     """
-    import yaml
-
     path = find_scenario(spec)
-    source = str(spec) if spec is not None and Path(str(spec)).is_file() else str(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{source}: not valid YAML{where} ({getattr(exc, 'problem', exc)}); expected a scenario mapping") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{source}: cannot be read ({exc}); expected a readable scenario YAML") from None
+    source = str(spec) if spec is not None and is_file(str(spec)) else str(path)
+    data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
     return scenario_from_dict(data, source=source, path=path)

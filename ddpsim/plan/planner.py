@@ -32,7 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
-from ddpsim.errors import InputError
+
+from ddpsim.errors import InputError, shorten
+from ddpsim.io import read_json, write_text_atomic
+from ddpsim.schema import Schema, format_version, validate
 from ddpsim.trace.records import Trace
 from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, LIST_POINT_PREFIX, MIB, SIZE_MAX, mb_to_bytes
 
@@ -578,36 +581,70 @@ def without_delayed(plan: BucketPlan, trace: Trace, options: DDPOptions) -> Buck
 
 
 def save_plan(plan: BucketPlan, path: str | Path) -> Path:
-    from ddpsim.io import write_text_atomic
-
     return write_text_atomic(path, json.dumps(plan.to_dict(), indent=1) + "\n")
 
 
-def load_plan(path: str | Path, trace: Trace) -> BucketPlan:
-    """Load a plan JSON (``ddpsim plan --format json`` output or a hand-written one) for ``trace``.
+class PlanBucketDoc(Schema):
+    """A bucket of a plan file as :meth:`Bucket.to_dict` writes it (``param_indices``), or by
+    parameter names (``params``); the other keys are read for nothing."""
 
-    Only ``buckets`` (each with ``param_indices``, or ``params`` as names) is required; it
-    becomes an explicit plan applying from iteration 1.
+    index: int | None = None
+    param_indices: list[int | str] | None = None
+    params: list[int | str] | None = None
+    size_bytes: int | None = None
+    dtype: str | None = None
+    size_limit_bytes: int | None = None
+
+    def members(self) -> list[int | str] | None:
+        return self.param_indices if self.param_indices is not None else self.params
+
+
+PlanBucket = list[int | str] | PlanBucketDoc
+
+
+class PlanOptionsDoc(Schema):
+    """``options`` as :meth:`BucketPlan.to_dict` writes them (a record: the scenario's options apply)."""
+
+    bucket_cap_mb: float | None = None
+    find_unused_parameters: bool = False
+    static_graph: bool = False
+    gradient_as_bucket_view: bool = False
+    semantics: Semantics = "modern"
+    bucket_cap_mb_list: list[float] | None = None
+
+
+#: most buckets a plan file may hold (one per parameter of a 100,000-tensor model)
+MAX_PLAN_BUCKETS = 100_000
+
+
+class PlanDoc(Schema):
+    """A plan file: ``ddpsim plan --format json``'s output, a report's ``recommended_plan.json``
+    (with its ``bucket_cap_mb_list`` advice), or a hand-written ``{"buckets": [...]}``."""
+
+    format: Literal["ddpsim-plan"] = PLAN_FORMAT
+    version: format_version(PLAN_VERSION) = PLAN_VERSION
+    source: str = "explicit"
+    options: PlanOptionsDoc | None = None
+    buckets: list[PlanBucket]
+    first_iteration: dict[str, list[PlanBucket]] | None = None
+    rebuild_iteration: int | None = None
+    bucket_cap_mb_list: dict[str, Any] | None = None
+
+
+
+def load_plan(path: str | Path, trace: Trace) -> BucketPlan:
+    """Load a plan JSON (:class:`PlanDoc`) for ``trace``: a list of buckets, or an object whose
+    ``buckets`` each hold ``param_indices`` (or ``params``, names). It becomes an explicit plan
+    applying from iteration 1.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"plan: {str(path)!r} does not exist or is not a file; expected a plan JSON")
+    source = f"plan {shorten(str(path))}"
+    data = read_json(path, "plan", "a plan JSON ('ddpsim plan --format json' or a list of buckets)")
+    buckets = data if isinstance(data, list) else data.get("buckets") if isinstance(data, dict) else None
+    if isinstance(buckets, list) and len(buckets) > MAX_PLAN_BUCKETS:
+        raise InputError(f"{source}: buckets: {len(buckets)} buckets are not accepted; expected at most {MAX_PLAN_BUCKETS}")
+    doc = validate(PlanDoc, {"buckets": data} if isinstance(data, list) else data, source)
+    groups = [b.members() if isinstance(b, PlanBucketDoc) else b for b in doc.buckets]
     try:
-        data = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"plan {p}: not valid JSON ({exc})") from None
-    if isinstance(data, list):
-        data = {"buckets": data}
-    if not isinstance(data, dict) or not isinstance(data.get("buckets"), list):
-        raise InputError(f"plan {p}: 'buckets' is missing; expected an object with a list 'buckets'")
-    if data.get("format", PLAN_FORMAT) != PLAN_FORMAT or data.get("version", PLAN_VERSION) != PLAN_VERSION:
-        raise InputError(f"plan {p}: format/version {data.get('format')!r}/{data.get('version')!r}; expected {PLAN_FORMAT!r}/{PLAN_VERSION}")
-    groups = []
-    for k, b in enumerate(data["buckets"]):
-        if isinstance(b, dict):
-            b = b.get("param_indices", b.get("params"))
-        groups.append(b)
-    try:
-        return explicit_plan(trace, groups, source=str(data.get("source", "explicit")))
+        return explicit_plan(trace, groups, source=doc.source)
     except InputError as exc:
-        raise InputError(f"plan {p}: {exc}") from None
+        raise InputError(f"{source}: {exc}") from None

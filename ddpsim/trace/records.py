@@ -39,12 +39,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
 from ddpsim.formats import quantile
+from ddpsim.io import read_json, write_text_atomic
+from ddpsim.schema import validate
+from ddpsim.trace.schema import (TRACE_FORMAT, TRACE_VERSION, IterationDoc, ParamDoc, TraceDoc,  # noqa: F401 (the format's names)
+                                 default_of)
 from ddpsim.units import DTYPE_SIZE_BYTES, dtype_size_bytes
-
-TRACE_FORMAT = "ddpsim-trace"
-TRACE_VERSION = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,16 +57,11 @@ class ParamRecord:
     shape: tuple[int, ...]
     dtype: str
     size_bytes: int
-    expect_sparse_gradient: bool = False
-    has_grad: bool = True
+    expect_sparse_gradient: bool = default_of(ParamDoc, "expect_sparse_gradient")
+    has_grad: bool = default_of(ParamDoc, "has_grad")
 
     def __post_init__(self) -> None:
-        _check_int(self.index, "param.index", minimum=0)
-        _check_int(self.size_bytes, f"params[{self.index}].size_bytes", minimum=0)
-        dtype_size_bytes(self.dtype, f"params[{self.index}].dtype")
         object.__setattr__(self, "shape", tuple(self.shape))
-        for d in self.shape:
-            _check_int(d, f"params[{self.index}].shape", minimum=0)
 
     @property
     def numel(self) -> int:
@@ -80,10 +76,6 @@ class BufferRecord:
     dtype: str
     size_bytes: int
 
-    def __post_init__(self) -> None:
-        _check_int(self.size_bytes, f"buffers[{self.name}].size_bytes", minimum=0)
-        dtype_size_bytes(self.dtype, f"buffers[{self.name}].dtype")
-
 
 @dataclass(frozen=True, kw_only=True)
 class IterationSample:
@@ -92,16 +84,11 @@ class IterationSample:
     forward_s: float
     backward_s: float
     optimizer_s: float
-    zero_grad_s: float = 0.0
+    zero_grad_s: float = default_of(IterationDoc, "zero_grad_s")
     grad_ready_s: tuple[float | None, ...]
 
     def __post_init__(self) -> None:
-        for name in ("forward_s", "backward_s", "optimizer_s", "zero_grad_s"):
-            _check_time(getattr(self, name), f"iterations[].{name}")
         object.__setattr__(self, "grad_ready_s", tuple(self.grad_ready_s))
-        for i, t in enumerate(self.grad_ready_s):
-            if t is not None:
-                _check_time(t, f"iterations[].grad_ready_s[{i}]")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,9 +136,9 @@ class Trace:
     grad_ready_order: tuple[int, ...]
     iterations: tuple[IterationSample, ...]
     environment: dict[str, Any] = field(default_factory=dict)
-    hook_overhead_frac: float | None = None
-    synthetic: dict[str, Any] | None = None
-    command: str | None = None
+    hook_overhead_frac: float | None = default_of(TraceDoc, "hook_overhead_frac")
+    synthetic: dict[str, Any] | None = default_of(TraceDoc, "synthetic")
+    command: str | None = default_of(TraceDoc, "command")
     version: int = TRACE_VERSION
 
     def __post_init__(self) -> None:
@@ -161,25 +148,29 @@ class Trace:
         object.__setattr__(self, "iterations", tuple(self.iterations))
         n = len(self.params)
         if n == 0:
-            raise InputError("trace.params: [] is empty; expected at least one trainable parameter")
+            raise InputError("trace: params: [] is empty; expected at least one trainable parameter")
         for i, p in enumerate(self.params):
             if p.index != i:
-                raise InputError(f"trace.params[{i}].index: {p.index} is out of order; expected {i} (DDP parameter order)")
+                raise InputError(f"trace: params[{i}].index: {p.index} is out of order; expected {i} (DDP parameter order)")
         if not self.iterations:
-            raise InputError("trace.iterations: [] is empty; expected at least one measured iteration")
+            raise InputError("trace: iterations: [] is empty; expected at least one measured iteration")
         for k, it in enumerate(self.iterations):
             if len(it.grad_ready_s) != n:
-                raise InputError(f"trace.iterations[{k}].grad_ready_s: has {len(it.grad_ready_s)} entries; expected {n} (one per parameter)")
+                raise InputError(f"trace: iterations[{k}].grad_ready_s: has {len(it.grad_ready_s)} entries; "
+                                 f"expected {n} (one per parameter)")
         seen: set[int] = set()
-        for idx in self.grad_ready_order:
+        for k, idx in enumerate(self.grad_ready_order):
             if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < n or idx in seen:
-                raise InputError(f"trace.grad_ready_order: {idx!r} is not accepted; expected distinct parameter indices in [0, {n})")
+                raise InputError(f"trace: grad_ready_order[{k}]: {shorten(idx)} is not accepted; "
+                                 f"expected distinct parameter indices in [0, {n})")
             seen.add(idx)
         for p in self.params:
             if p.has_grad and p.index not in seen:
-                raise InputError(f"trace.grad_ready_order: parameter {p.index} ({p.name}) has a gradient but is missing; expected every parameter with has_grad=true")
+                raise InputError(f"trace: grad_ready_order: parameter {p.index} ({p.name}) has a gradient but is missing; "
+                                 "expected every parameter with has_grad=true")
             if not p.has_grad and p.index in seen:
-                raise InputError(f"trace.grad_ready_order: parameter {p.index} ({p.name}) has has_grad=false but is listed")
+                raise InputError(f"trace: grad_ready_order: parameter {p.index} ({p.name}) has has_grad=false but is listed; "
+                                 "expected only parameters with has_grad=true")
 
     # ---- derived figures -------------------------------------------------------------
     @property
@@ -256,117 +247,29 @@ def pool_traces(traces: Sequence[Trace]) -> Trace:
 
 def save_trace(trace: Trace, path: str | Path) -> Path:
     """Write ``trace`` as JSON atomically (a temp file renamed into place)."""
-    from ddpsim.io import write_text_atomic
-
     return write_text_atomic(path, json.dumps(trace.to_dict(), indent=1, sort_keys=False) + "\n")
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Load and validate a trace file. Raises InputError naming the file and the field."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"trace: {str(path)!r} does not exist or is not a file; expected a trace JSON written by 'ddpsim trace'")
+    """Load and validate a trace file. Raises InputError naming the file and the key."""
+    data = read_json(path, "trace", "a trace JSON written by 'ddpsim trace'")
+    return trace_from_dict(data, source=f"trace {shorten(str(path))}")
+
+
+def trace_from_dict(data: Any, source: str = "trace") -> Trace:
+    """Validate a decoded trace JSON object (:class:`ddpsim.trace.schema.TraceDoc`) and build a
+    :class:`Trace`; InputError lines start with ``source``."""
+    doc = validate(TraceDoc, data, source)
     try:
-        data = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"trace {p}: not valid JSON ({exc}); expected a trace JSON written by 'ddpsim trace'") from None
-    try:
-        return trace_from_dict(data)
+        return Trace(
+            model=doc.model, command=doc.command, environment=doc.environment, version=doc.version,
+            params=tuple(ParamRecord(**p.model_dump()) for p in doc.params),
+            buffers=tuple(BufferRecord(**b.model_dump()) for b in doc.buffers),
+            grad_ready_order=tuple(doc.grad_ready_order),
+            iterations=tuple(IterationSample(**it.model_dump()) for it in doc.iterations),
+            hook_overhead_frac=doc.hook_overhead_frac, synthetic=doc.synthetic)
     except InputError as exc:
-        raise InputError(f"trace {p}: {exc}") from None
-
-
-def trace_from_dict(data: Any) -> Trace:
-    """Validate a decoded trace JSON object and build a :class:`Trace`."""
-    if not isinstance(data, dict):
-        raise InputError(f"trace: top level is {type(data).__name__}; expected a JSON object")
-    if data.get("format") != TRACE_FORMAT:
-        raise InputError(f"trace.format: {data.get('format')!r} is not accepted; expected {TRACE_FORMAT!r}")
-    version = data.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version != TRACE_VERSION:
-        raise InputError(f"trace.version: {data.get('version')!r} is not supported; expected {TRACE_VERSION}")
-    params = [
-        ParamRecord(
-            index=_get(d, "index", int, f"params[{i}]"),
-            name=_get(d, "name", str, f"params[{i}]"),
-            shape=tuple(_get(d, "shape", list, f"params[{i}]")),
-            dtype=_get(d, "dtype", str, f"params[{i}]"),
-            size_bytes=_get(d, "size_bytes", int, f"params[{i}]"),
-            expect_sparse_gradient=_get(d, "expect_sparse_gradient", bool, f"params[{i}]", default=False),
-            has_grad=_get(d, "has_grad", bool, f"params[{i}]", default=True),
-        )
-        for i, d in enumerate(_get(data, "params", list, "trace"))
-    ]
-    for i, p in enumerate(params):
-        expected = math.prod(p.shape) * DTYPE_SIZE_BYTES[p.dtype]
-        if p.size_bytes != expected:
-            raise InputError(f"trace.params[{i}].size_bytes: {p.size_bytes} does not match shape {list(p.shape)} x {p.dtype}; expected {expected}")
-    buffers = [
-        BufferRecord(name=_get(d, "name", str, f"buffers[{i}]"), dtype=_get(d, "dtype", str, f"buffers[{i}]"),
-                     size_bytes=_get(d, "size_bytes", int, f"buffers[{i}]"))
-        for i, d in enumerate(_get(data, "buffers", list, "trace", default=[]))
-    ]
-    iterations = []
-    for k, d in enumerate(_get(data, "iterations", list, "trace")):
-        where = f"iterations[{k}]"
-        ready = _get(d, "grad_ready_s", list, where)
-        for j, t in enumerate(ready):
-            if t is not None:
-                _check_time(t, f"trace.{where}.grad_ready_s[{j}]")
-        iterations.append(IterationSample(
-            forward_s=_time(d, "forward_s", where), backward_s=_time(d, "backward_s", where),
-            optimizer_s=_time(d, "optimizer_s", where), zero_grad_s=_time(d, "zero_grad_s", where, default=0.0),
-            grad_ready_s=tuple(ready)))
-    hook = data.get("hook_overhead_frac")
-    if hook is not None:
-        _check_time(hook, "trace.hook_overhead_frac")
-    env = _get(data, "environment", dict, "trace", default={})
-    synthetic = data.get("synthetic")
-    if synthetic is not None and not isinstance(synthetic, dict):
-        raise InputError(f"trace.synthetic: {synthetic!r} is not accepted; expected null or an object")
-    return Trace(
-        model=_get(data, "model", str, "trace"),
-        params=tuple(params), buffers=tuple(buffers),
-        grad_ready_order=tuple(_get(data, "grad_ready_order", list, "trace")),
-        iterations=tuple(iterations), environment=env, hook_overhead_frac=hook,
-        synthetic=synthetic, command=data.get("command"), version=data["version"],
-    )
-
-
-_MISSING = object()
-
-
-def _get(d: Any, key: str, typ: type | tuple[type, ...], where: str, default: Any = _MISSING) -> Any:
-    # NOTE: where="trace" names a top-level key ("trace.model"), else "trace.<where>.<key>"
-    prefix = "trace" if where == "trace" else f"trace.{where}"
-    if not isinstance(d, dict):
-        raise InputError(f"{prefix}: {d!r} is not accepted; expected an object")
-    expected = typ.__name__ if isinstance(typ, type) else "number"
-    if key not in d:
-        if default is _MISSING:
-            raise InputError(f"{prefix}.{key}: missing; expected a {expected}")
-        return default
-    v = d[key]
-    ok = isinstance(v, typ) and not (typ is not bool and isinstance(v, bool))
-    if not ok:
-        raise InputError(f"{prefix}.{key}: {v!r} is not accepted; expected a {expected}")
-    return v
-
-
-def _time(d: Any, key: str, where: str, default: Any = _MISSING) -> float:
-    v = _get(d, key, (int, float), where, default)  # type: ignore[arg-type]
-    _check_time(v, f"trace.{where}.{key}")
-    return float(v)
-
-
-def _check_time(v: Any, field_name: str) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise InputError(f"{field_name}: {v!r} is not accepted; expected a finite number of seconds >= 0")
-
-
-def _check_int(v: Any, field_name: str, minimum: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise InputError(f"{field_name}: {v!r} is not accepted; expected an integer >= {minimum}")
+        raise InputError(source + str(exc).removeprefix("trace")) from None
 
 
 def make_trace(*, model: str, params: Iterable[tuple[str, Sequence[int], str]], ready_s: Sequence[float | None],
@@ -383,5 +286,7 @@ def make_trace(*, model: str, params: Iterable[tuple[str, Sequence[int], str]], 
                                 size_bytes=math.prod(shape) * dtype_size_bytes(dtype), has_grad=ready_s[i] is not None))
     order = sorted((i for i, t in enumerate(ready_s) if t is not None), key=lambda i: (ready_s[i], -i))
     sample = IterationSample(forward_s=forward_s, backward_s=backward_s, optimizer_s=optimizer_s, grad_ready_s=tuple(ready_s))
-    return Trace(model=model, params=tuple(recs), grad_ready_order=tuple(order),
-                 iterations=(sample,) * num_iterations, synthetic=kwargs.pop("synthetic", {"kind": "hand-made"}), **kwargs)
+    trace = Trace(model=model, params=tuple(recs), grad_ready_order=tuple(order),
+                  iterations=(sample,) * num_iterations, synthetic=kwargs.pop("synthetic", {"kind": "hand-made"}), **kwargs)
+    # a hand-made trace meets the file format's checks (finite times >= 0, ...) as a loaded one does
+    return trace_from_dict(trace.to_dict(), source="trace")

@@ -4,7 +4,7 @@ The executor (``executor/``, under ``torchrun``) writes measurement and calibrat
 tagged with the format names and versions below; ddpsim's validation reads them. Both sides
 read a run's figures the same way: the job's step time per iteration is the mean over ranks of
 each rank's iteration time (:func:`step_times`), summarised by its median, mean and the
-linear-interpolation quantiles of :func:`quantile` (numpy's default); the host's CPU shares
+linear-interpolation quantiles of :func:`quantile` (``numpy.quantile``); the host's CPU shares
 come from ``/proc/stat`` counters (:func:`host_shares`). This module is the only one of ddpsim
 besides the foundation (errors, units, io) and the trace and plan layers that the executor
 imports; it imports nothing of ddpsim itself.
@@ -12,9 +12,10 @@ imports; it imports nothing of ddpsim itself.
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Any, Sequence
+
+import numpy as np
 
 #: the ``format`` and ``version`` tags of the executor's measurement files (``executor ddp``, ``replay``,
 #: ``round``) and of its calibration file (``executor collectives``)
@@ -25,13 +26,10 @@ CALIBRATION_VERSION = 1
 
 
 def quantile(samples: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default), for small sample lists."""
-    xs = sorted(samples)
-    assert xs, "quantile of an empty list"
-    pos = (len(xs) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    """The ``q`` quantile of ``samples``, linear between the order statistics at ``(n - 1) * q``
+    (``numpy.quantile``'s default method)."""
+    assert len(samples), "quantile of an empty list"
+    return float(np.quantile(samples, q))
 
 
 #: the least host CPU time (summed over CPUs, seconds) one run's steps must span for its host

@@ -427,14 +427,6 @@ def measure_interference(rt: Runtime, size_bytes: int, repeats: int, dtype, comp
     }
 
 
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *a: object) -> None:
-        return None
-
-
 def measure_copy_bandwidth(rt: Runtime, size_bytes: int = 16 << 20, repeats: int = 15) -> dict[str, Any]:
     """DDP's copy-in (``mul_out`` with 1/world): bytes read + written per second."""
     import torch

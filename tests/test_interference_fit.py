@@ -76,16 +76,16 @@ def test_without_a_probe_the_microbenchmark_stands():
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda p: p.pop("ddp_step_s"), "calibration.interference_probe.ddp_step_s: is missing"),
-    (lambda p: p.update(ddp_step_s=-1), "calibration.interference_probe.ddp_step_s: -1 is not accepted; expected a number of seconds > 0"),
-    (lambda p: p.update(bucket_cap_mb="25"), "calibration.interference_probe.bucket_cap_mb: '25' is not accepted; expected a number > 0"),
-    (lambda p: p.update(trace={"format": "nope"}), "calibration.interference_probe.trace: "),
+    (lambda p: p.pop("ddp_step_s"), "calibration: interference_probe.ddp_step_s: missing; expected this key"),
+    (lambda p: p.update(ddp_step_s=-1), "calibration: interference_probe.ddp_step_s: -1 is not accepted; expected a value > 0"),
+    (lambda p: p.update(bucket_cap_mb="25"), "calibration: interference_probe.bucket_cap_mb: '25' is not accepted; expected a valid number"),
+    (lambda p: p.update(trace={"format": "nope"}), "calibration: interference_probe.trace.format: 'nope' is not accepted; expected 'ddpsim-trace'"),
     (lambda p: p.update(ddp_phase_samples_s=[0.09]),
-     "calibration.interference_probe.ddp_phase_samples_s: [0.09] is not accepted; expected an object"),
+     "calibration: interference_probe.ddp_phase_samples_s: [0.09] is not accepted; expected a mapping"),
     (lambda p: p.update(ddp_phase_samples_s={"forward_s": [0.09, "x"]}),
-     "calibration.interference_probe.ddp_phase_samples_s.forward_s: [0.09, 'x'] is not accepted; expected a non-empty list"),
+     "calibration: interference_probe.ddp_phase_samples_s.forward_s[1]: 'x' is not accepted; expected a valid number"),
     (lambda p: p.update(ddp_phase_samples_s={"backward_s": [0.1]}),
-     "calibration.interference_probe.ddp_phase_samples_s.forward_s: None is not accepted; expected a non-empty list"),
+     "calibration: interference_probe.ddp_phase_samples_s.forward_s: None is not accepted; expected a non-empty list"),
 ])
 def test_a_bad_probe_is_one_line_naming_the_field(mutate, message):
     d = with_probe(0.1)
@@ -97,6 +97,7 @@ def test_a_bad_probe_is_one_line_naming_the_field(mutate, message):
 
 def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_it():
     from ddpsim.calibration.loader import probe_forward_factor
+    from ddpsim.calibration.schema import ProbeDoc
     from ddpsim.network.collective_cost import build_comm_model
     from ddpsim.network.topology import build_preset
 
@@ -108,9 +109,9 @@ def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_i
     d["interference_probe"]["ddp_phase_samples_s"] = {"forward_s": [0.024, 0.025, 0.030], "backward_s": [0.05] * 3,
                                                       "optimizer_s": [0.005] * 3}
     expected = 0.025 / (0.02 + zg)
-    assert probe_forward_factor(d["interference_probe"], 0.0) == pytest.approx(expected)
+    assert probe_forward_factor(ProbeDoc.model_validate(d["interference_probe"]), 0.0) == pytest.approx(expected)
     d["ddp_iteration_overhead_s"] = 0.002                           # the overhead is charged on its own
-    assert probe_forward_factor(d["interference_probe"], 0.002) == pytest.approx(0.023 / (0.02 + zg))
+    assert probe_forward_factor(ProbeDoc.model_validate(d["interference_probe"]), 0.002) == pytest.approx(0.023 / (0.02 + zg))
     cal = calibration_from_dict(d)
     assert cal.probe_forward_factor == pytest.approx(0.023 / (0.02 + zg))
     # only the probe fit uses it: a model simulated with this calibration keeps its trace's forward
@@ -119,7 +120,7 @@ def test_the_probe_forward_under_ddp_gives_the_forward_factor_and_the_fit_sees_i
     assert m.describe()["probe_forward_factor"] == cal.probe_forward_factor
     # a DDP forward faster than the trace's is noise: floored at 1
     d["interference_probe"]["ddp_phase_samples_s"]["forward_s"] = [0.001] * 3
-    assert probe_forward_factor(d["interference_probe"], 0.0) == 1.0
+    assert probe_forward_factor(ProbeDoc.model_validate(d["interference_probe"]), 0.0) == 1.0
     # the fit predicts the probe with the factor: a slower forward leaves less to the slowdown
     target = predict_probe(probe_trace(), bare(), 4.0, Interference(compute_slowdown=2.5, comm_slowdown=2.0, weighting=CALIBRATION_WEIGHTING))
     d2, d3 = with_probe(target), with_probe(target)
@@ -144,12 +145,13 @@ def test_a_probe_run_on_a_busy_host_is_called_out():
                               "re-calibrate (executor collectives) on a quiet host before trusting these predictions")
     assert cal(PROBE_MAX_OTHER_PCT).warning() is None and cal(-0.3).warning() is None  # a quiet host's counter noise
     assert cal(None).warning() is None and calibration_from_dict(with_probe(0.100)).probe_host_other_pct is None
-    with pytest.raises(InputError, match=r"interference_probe.host_other_pct: 'x' is not accepted; expected a percentage"):
+    with pytest.raises(InputError, match=r"interference_probe.host_other_pct: 'x' is not accepted; expected a valid number"):
         cal("x")
 
 
-def test_validate_calibrates_again_when_the_probe_ran_on_a_busy_host(tmp_path):
+def test_validate_calibrates_again_when_the_probe_ran_on_a_busy_host(tmp_path, caplog):
     import json
+    import logging
     import shutil
     from pathlib import Path
 
@@ -160,13 +162,15 @@ def test_validate_calibrates_again_when_the_probe_ran_on_a_busy_host(tmp_path):
     busy["interference_probe"]["host_other_pct"] = 35.0
     (tmp_path / "busy.json").write_text(json.dumps(busy))
     outputs = [tmp_path / "busy.json", data / "calibration-probe-fit.json"]
-    calls, said = [], []
+    calls = []
 
     def fake_launch(args):
         calls.append(args)
         shutil.copyfile(outputs[len(calls) - 1], args[args.index("--out") + 1])
         Path(args[args.index("--progress") + 1]).write_text("p\n")
-    cal = calibrate(fake_launch, tmp_path / "calibration.json", tmp_path, said.append, label="2 gloo ranks")
+    with caplog.at_level(logging.INFO, logger="ddpsim"):
+        cal = calibrate(fake_launch, tmp_path / "calibration.json", tmp_path, label="2 gloo ranks")
+    said = [r.getMessage() for r in caplog.records]
     assert len(calls) == 2 and cal.warning() is None
     assert any("other work held 35 % of the host's CPUs" in m and "calibrating again" in m for m in said)
     assert json.loads((tmp_path / "calibration.clamped1.json").read_text())["interference_probe"]["host_other_pct"] == 35.0

@@ -19,8 +19,8 @@ the microbenchmark's stays in ``Calibration.interference_microbenchmark``. One c
 per machine, not a factor per model.
 
 The prediction is nondecreasing in ``compute_slowdown`` (compute only gets slower), so
-bisection finds the crossing; outside [1, MAX_SLOWDOWN] the nearest end is kept and
-``clamped`` says so.
+bisection (``scipy.optimize.bisect``) finds the crossing; outside [1, MAX_SLOWDOWN] the
+nearest end is kept and ``clamped`` says so.
 
 Layering: the calibration's loader (:func:`ddpsim.calibration.loader.calibration_from_dict`) calls
 :func:`fit_probe`, so this module takes the calibration as given and never imports
@@ -33,6 +33,8 @@ import functools
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
+from scipy import optimize
+
 from ddpsim.errors import InputError
 from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
@@ -43,8 +45,8 @@ __all__ = ["PROBE", "MAX_SLOWDOWN", "ProbeFit", "fit_probe", "parse_probe"]
 PROBE: dict[str, Any] = {"model": "mlp", "model_args": {"width": 2048, "depth": 6}, "batch_size": 128, "bucket_cap_mb": 25.0}
 #: upper end of the bisection
 MAX_SLOWDOWN = 16.0
-#: bisection steps (the bracket shrinks to 15 / 2**40)
-STEPS = 40
+#: how close the bisection comes to the crossing: half the bracket after 40 halvings of [1, MAX_SLOWDOWN]
+XTOL = (MAX_SLOWDOWN - 1.0) / 2 ** 41
 #: simulated iterations per prediction (as the bundled scenarios)
 SIM_ITERATIONS = 10
 
@@ -107,20 +109,14 @@ def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interferenc
 
 
 def bisect_increasing(f: Callable[[float], float], target: float, lo: float, hi: float,
-                      steps: int = STEPS) -> tuple[float, bool]:
-    """``(x, clamped)``: x in [lo, hi] where the non-decreasing ``f`` meets ``target``, after
-    ``steps`` halvings; ``(lo, True)`` if ``f(lo) >= target``, ``(hi, True)`` if ``f(hi) <= target``."""
+                      xtol: float = XTOL) -> tuple[float, bool]:
+    """``(x, clamped)``: x in [lo, hi] within ``xtol`` of where the non-decreasing ``f`` meets
+    ``target``; ``(lo, True)`` if ``f(lo) >= target``, ``(hi, True)`` if ``f(hi) <= target``."""
     if f(lo) >= target:
         return lo, True
     if f(hi) <= target:
         return hi, True
-    for _ in range(steps):
-        mid = 0.5 * (lo + hi)
-        if f(mid) < target:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi), False
+    return optimize.bisect(lambda x: f(x) - target, lo, hi, xtol=xtol), False
 
 
 def fit_probe(trace: Any, measured_s: float, cal: Any, cap_mb: float, interference: Interference) -> ProbeFit:

@@ -1,26 +1,32 @@
 """Measured collective curves: a measured point and the curve fitted through such points.
 
-The lowest layer of calibration: stdlib only, so that the executor (which fits its own
-all-reduce points, :func:`executor.collectives_step.measure_ddp_overhead`) and
-:mod:`ddpsim.calibration.loader` share it.
+The lowest layer of calibration: it imports nothing of ddpsim above the foundation, so that the
+executor (which fits its own all-reduce points,
+:func:`executor.collectives_step.measure_ddp_overhead`) and :mod:`ddpsim.calibration.loader`
+share it.
 
-**Piecewise alpha-beta between measured sizes** (:func:`fit_curve`). The medians
-are first made non-decreasing in size (isotonic regression, weighted by ``num_samples``: a
-larger message never takes less time, so a noisy dip is pooled with its neighbour). Between two
-consecutive measured sizes the time is the straight line ``alpha_i + size / beta_i`` through
-both points (so every measured point is reproduced exactly and the model is continuous).
+**Piecewise alpha-beta between measured sizes** (:func:`fit_curve`). The medians are first
+made non-decreasing in size (isotonic regression, weighted by ``num_samples``:
+``scipy.optimize.isotonic_regression``; a larger message never takes less time, so a noisy
+dip is pooled with its neighbour). Between two consecutive measured sizes the time is the
+straight line ``alpha_i + size / beta_i`` through both points (so every measured point is
+reproduced exactly and the model is continuous).
 Above the largest size the last segment's line extends (a bandwidth-bound regime); if that
 segment's slope is not positive, the global least-squares alpha-beta's bandwidth is used.
 Below the smallest size the time is that of the smallest size (latency-bound: smaller
 messages are not faster than the latency floor). A global alpha-beta (least squares on
-relative error) is also fitted and reported.
+relative error, alpha >= 0: ``scipy.optimize.lsq_linear``) is also fitted and reported.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
+
+import numpy as np
+from scipy.optimize import isotonic_regression, lsq_linear
 
 from ddpsim.errors import InputError
 
@@ -58,24 +64,17 @@ def _req(ok: bool, field_name: str, value: Any, accepted: str) -> None:
 
 def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
     """Least squares of ``time = alpha + size / beta`` on relative error (each point weighted
-    by 1/time). Returns (alpha_s, beta_bytes_per_s); alpha clamped at >= 0."""
+    by 1/time), subject to alpha >= 0. Returns (alpha_s, beta_bytes_per_s): beta infinite for
+    a slope <= 0 and, with every size the same (no slope to fit), ``(min(times), inf)``."""
     assert len(sizes) == len(times) >= 2
-    w = [1.0 / t for t in times]
-    # minimise sum (w_i (a + b s_i - t_i))^2
-    sww = sum(x * x for x in w)
-    sws = sum(x * x * s for x, s in zip(w, sizes))
-    swss = sum(x * x * s * s for x, s in zip(w, sizes))
-    swt = sum(x * x * t for x, t in zip(w, times))
-    swst = sum(x * x * s * t for x, s, t in zip(w, sizes, times))
-    det = sww * swss - sws * sws
-    if det <= 0:
+    if len(set(sizes)) < 2:
         return (min(times), math.inf)
-    a = (swt * swss - sws * swst) / det
-    b = (sww * swst - sws * swt) / det
-    if a < 0:  # refit through the origin
-        a = 0.0
-        b = swst / swss
-    return (a, 1.0 / b if b > 0 else math.inf)
+    s, t = np.asarray(sizes, dtype=float), np.asarray(times, dtype=float)
+    # minimise sum ((alpha + slope * s_i - t_i) / t_i)^2: the rows [1, s_i] / t_i against 1
+    fit = lsq_linear(np.column_stack([1.0 / t, s / t]), np.ones_like(t), bounds=([0.0, -np.inf], [np.inf, np.inf]),
+                     method="bvls")
+    alpha, slope = (float(v) for v in fit.x)
+    return (alpha, 1.0 / slope if slope > 0 else math.inf)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,11 +91,8 @@ class CalibratedCurve:
         s, t = self.sizes, self.times_s
         if size_bytes <= s[0]:
             return (t[0], 0.0)
-        i = len(s) - 2
-        for k in range(len(s) - 1):
-            if size_bytes <= s[k + 1]:
-                i = k
-                break
+        # the segment [s[i], s[i + 1]] holding size_bytes; the last one beyond the largest size
+        i = min(bisect.bisect_left(s, size_bytes, 1), len(s) - 1) - 1
         slope = (t[i + 1] - t[i]) / (s[i + 1] - s[i])
         if size_bytes > s[-1] and slope <= 0:
             slope = 1.0 / self.bandwidth_bytes_per_s if math.isfinite(self.bandwidth_bytes_per_s) else 0.0
@@ -109,20 +105,10 @@ class CalibratedCurve:
 
 
 def isotonic(values: Sequence[float], weights: Sequence[float]) -> list[float]:
-    """Pool-adjacent-violators: the non-decreasing sequence closest (weighted least squares)
-    to ``values``. A larger message never takes less time; a noisy median that says so is
-    pooled with its neighbour."""
-    blocks: list[list[float]] = []  # [mean, weight, count]
-    for v, w in zip(values, weights):
-        blocks.append([float(v), float(w), 1])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            m2, w2, c2 = blocks.pop()
-            m1, w1, c1 = blocks.pop()
-            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
-    out: list[float] = []
-    for m, _, c in blocks:
-        out.extend([m] * c)
-    return out
+    """The non-decreasing sequence closest (weighted least squares) to ``values``
+    (pool-adjacent-violators, ``scipy.optimize.isotonic_regression``). A larger message never
+    takes less time; a noisy median that says so is pooled with its neighbour."""
+    return isotonic_regression(values, weights=weights).x.tolist()
 
 
 def fit_curve(points: Sequence[CalibrationPoint]) -> CalibratedCurve:

@@ -13,6 +13,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import numpy as np
+from scipy import stats
+
 from ddpsim.formats import MIN_HOST_CPU_S, host_shares, quantile
 
 
@@ -133,24 +136,15 @@ def best_pair_spread_pct(best_meas: dict[str, Any], best_pred: dict[str, Any]) -
     return None if a is None or b is None else max(a, b)
 
 
-#: two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-#: the 97.5 % quantile of the standard normal
-_Z975 = 1.959963984540054
 #: the best-cap target: the predicted-best cap measured within 2 % of the measured best
 BEST_CAP_TOLERANCE_PCT = 2.0
 
 
 def t975(df: int) -> float:
-    """The 97.5 % quantile of Student's t with ``df`` degrees of freedom: the table to 30, then
-    the Cornish-Fisher expansion about the normal's 1.95996 (within 1e-3 of the exact value)."""
+    """The 97.5 % quantile of Student's t with ``df`` degrees of freedom (``scipy.stats.t``)."""
     if df < 1:
         raise ValueError(f"df: {df!r}; expected an integer >= 1")
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = _Z975
-    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+    return float(stats.t.ppf(0.975, df))
 
 
 def run_means(row: dict[str, Any]) -> list[float]:
@@ -200,12 +194,9 @@ def rounds_to_decide(slow: Sequence[float], fast: Sequence[float],
         return None
     if sd <= 1e-12:
         return 2
-    if (_Z975 * sd / margin) ** 2 > MAX_ROUNDS_TO_DECIDE:
-        return None
-    n = 2
-    while t975(n - 1) * sd / math.sqrt(n) >= margin:
-        n += 1
-    return n
+    n = np.arange(2, MAX_ROUNDS_TO_DECIDE + 1)
+    decided = stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n) < margin  # the half-width only shrinks with n
+    return int(n[decided.argmax()]) if decided.any() else None
 
 
 def best_cap_verdict(gap_pct: float, ci: tuple[float, float, int] | None) -> str | None:

@@ -48,7 +48,7 @@ def adhoc_scenario(*, trace: str | Path, topology: str = "cpu-gloo", world_size:
                    comm_hook: str = "none", name: str = "adhoc", **extra: Any) -> Scenario:
     """A :class:`Scenario` from keyword arguments (what ``ddpsim sweep`` builds from its flags)."""
     d: dict[str, Any] = {"name": name, "trace": str(trace), "cluster": {"topology": topology, "nodes": nodes},
-                         "world_size": world_size, "comm_hook": comm_hook,
+                         "world_size": world_size, "ddp": {"comm_hook": comm_hook, **extra.pop("ddp", {})},
                          "simulation": {"iterations": iterations, "seed": seed},
                          "sweep": {"bucket_cap_mb": list(bucket_cap_mb)}, "timelines": []}
     d.update(extra)
@@ -100,7 +100,7 @@ def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: 
 def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
                  jobs: int | None = None, plots: bool = True, progress: bool = True,
                  simulate_fn: Callable | None = None, build_fn: Callable | None = None,
-                 log: Callable[[str], None] | None = None, method_error: str | Path | None = None) -> Report:
+                 method_error: str | Path | None = None) -> Report:
     """Run a scenario end to end and write ``<out_dir>/<name>/`` (each file as it is finished);
     returns a :class:`Report` (the data and the files written).
 
@@ -110,7 +110,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     (:func:`ddpsim.report.scenario_report.run_scenario`).
     ``jobs``: sweep processes (default: the CPUs this process may use). ``plots``: write the PNGs.
     ``simulate_fn(trace, plan, comm, config)`` and ``build_fn(scenario, point, trace)`` replace
-    the engine and :meth:`Scenario.build_point` (tests). ``log``: called with one line per step.
+    the engine and :meth:`Scenario.build_point` (tests). One line per step goes to the
+    ``ddpsim`` logger (INFO); ``progress``: a tqdm bar of the sweep on stderr (a terminal only).
     ``method_error``: a residual file (:mod:`ddpsim.pipeline.method_error`) whose measured error the
     answer states (:func:`ddpsim.pipeline.method_error.answer`); checked before anything runs.
 
@@ -125,7 +126,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     from ddpsim.report.scenario_report import run_scenario as run
 
     return run(scenario, out_dir=out_dir, jobs=jobs, plots=plots, progress=progress, simulate_fn=simulate_fn,
-               build_fn=build_fn, log=log, method_error=method_error)
+               build_fn=build_fn, method_error=method_error)
 
 
 def sweep_figure(table: Any, title: str = ""):

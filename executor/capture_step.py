@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=8, help="per-rank batch size (default 8)")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE", help="model option (repeatable)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--iters", type=int, default=10, help="measured iterations (default 10)")
+    p.add_argument("--iterations", type=int, default=10, help="measured iterations (default 10)")
     p.add_argument("--warmup", type=int, default=3, help="warm-up iterations (default 3)")
     p.add_argument("--no-lockstep", action="store_true",
                    help="let the ranks run their steps unsynchronised (default: a barrier before every step and before its optimizer, "
@@ -37,11 +37,11 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
 
     spec = build_model(args.model, seed=args.seed, **parse_model_args(args.model_arg))
     rt.barrier()
-    trace = capture_trace(spec, device=rt.device.type, batch_size=args.batch_size, num_iters=args.iters,
+    trace = capture_trace(spec, device=rt.device.type, batch_size=args.batch_size, num_iters=args.iterations,
                           num_warmup=args.warmup, num_threads=torch.get_num_threads(), seed=args.seed,
                           step_barrier=None if args.no_lockstep else rt.barrier,
                           command=f"torchrun --nproc-per-node {rt.world_size} -m executor trace --model {args.model} "
-                                  f"--batch-size {args.batch_size} --iters {args.iters} --warmup {args.warmup} "
+                                  f"--batch-size {args.batch_size} --iterations {args.iterations} --warmup {args.warmup} "
                                   f"(captured on all {rt.world_size} ranks at once)")
     rt.watchdog.beat("trace")
     rt.barrier()

@@ -133,7 +133,7 @@ def test_cuda_without_cuda():
 
 def test_cli_writes_loadable_trace(tmp_path, capsys):
     out = tmp_path / "mlp.json"
-    rc = main(["trace", "--model", "mlp", "--batch-size", "8", "--iters", "2", "--warmup", "1", "--num-threads", "1", "--out", str(out)])
+    rc = main(["trace", "--model", "mlp", "--batch-size", "8", "--iterations", "2", "--warmup", "1", "--num-threads", "1", "--out", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
     assert "model mlp: 10 parameter tensors, 265,738 elements" in text and "hook overhead" in text
@@ -150,14 +150,13 @@ def test_cli_list_models(capsys):
 @pytest.mark.parametrize("argv,match", [
     (["--model", "nosuch", "--batch-size", "2"], "model: 'nosuch' is not a built-in model"),
     (["--model", "nosuchpkg:f", "--batch-size", "2"], "cannot be imported"),
-    (["--model", "mlp", "--batch-size", "-3"], "batch_size: -3 is not accepted"),
-    (["--model", "mlp", "--batch-size", "2", "--iters", "0"], "num_iters: 0 is not accepted"),
+    (["--model", "mlp", "--batch-size", "-3"], "--batch-size: -3 is not accepted"),
+    (["--model", "mlp", "--batch-size", "2", "--iterations", "0"], "--iterations: 0 is not accepted"),
     (["--model", "mlp"], "--batch-size: missing"),
     (["--batch-size", "2"], "--model: missing"),
     (["--model", "mlp", "--batch-size", "2", "--device", "cuda"] if not torch.cuda.is_available() else ["--model", "mlp", "--batch-size", "2", "--device", "xpu"], "--device: 'cuda' is not available|--device: 'xpu'"),
     (["--model", "gpt2-124m", "--batch-size", "2", "--derive-depth-from", "2"], "--derive-depth-from: 2 is not accepted"),
     (["--model", "mlp", "--batch-size", "2", "--derive-depth-from", "3"], "model 'mlp' has no n_layer"),
-    (["--retime-for", "h100"], "--from: missing"),
 ])
 def test_cli_errors_exit_2(tmp_path, capsys, argv, match):
     rc = main(["trace", *argv, "--out", str(tmp_path / "x.json")])

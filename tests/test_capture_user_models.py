@@ -79,7 +79,7 @@ def factories(tmp_path, monkeypatch):
 
 def trace_cli(tmp_path, *extra: str) -> tuple[int, dict]:
     out = tmp_path / "t.json"
-    rc = main(["trace", *extra, "--iters", "1", "--warmup", "0", "--no-hook-overhead", "--out", str(out)])
+    rc = main(["trace", *extra, "--iterations", "1", "--warmup", "0", "--no-hook-overhead", "--out", str(out)])
     return rc, (json.loads(out.read_text()) if out.exists() else {})
 
 

@@ -82,15 +82,15 @@ def test_simulate_flags(trace_file, capsys):
     assert doc["meta"]["plan"]["label"] == "cap=default,batched_grad_copy,mp=float16/-/-,delay_all_reduce=1"
     # iteration 1: one bucket [b, c] and a's delayed all-reduce
     assert doc["meta"]["plan"]["num_buckets_initial"] == 1 and doc["meta"]["num_collectives"] == 2
-    rc, out, err = sim(capsys, *base, "--skip-all-reduce-unused-params", "--forward-sync-buffers", "false",
-                       "--broadcast-buffers", "true")
+    rc, out, err = sim(capsys, *base, "--skip-all-reduce-unused-params", "--no-forward-sync-buffers",
+                       "--broadcast-buffers")
     assert rc == 0 and json.loads(out)["meta"]["skipped_buckets"] == {}
 
 
 @pytest.mark.parametrize("args,message", [
     (["--mixed-precision", "fp16"], "--mixed-precision: 'fp16' is not accepted; expected PARAM[:REDUCE[:BUFFER]]"),
     (["--mixed-precision", "float16:float32:float16:x"], "--mixed-precision: 'float16:float32:float16:x' is not accepted"),
-    (["--forward-sync-buffers", "maybe"], "--forward-sync-buffers: 'maybe' is not accepted; expected true or false"),
+    (["--forward-sync-buffers", "maybe"], "arguments: 'maybe' is not accepted"),  # a switch: --[no-]forward-sync-buffers
     (["--delay-all-reduce-params", "a"], "--param-to-hook-all-reduce: None with --delay-all-reduce-params 'a'"),
     (["--delay-all-reduce-params", "zz", "--param-to-hook-all-reduce", "a"],
      "--delay-all-reduce-params: 'zz' is not a parameter of trace 'toy'"),

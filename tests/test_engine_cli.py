@@ -61,11 +61,11 @@ def test_json_and_csv(trace_file, capsys):
     (["--world-size", "2", "--straggler", "1:0.5"], "--straggler: '1:0.5' is not accepted; expected RANK:FACTOR with a rank >= 0"),
     (["--world-size", "2", "--jitter", "-1"], "--jitter: '-1' is not accepted"),
     (["--world-size", "2", "--bucket-cap-mb", "0"], "--bucket-cap-mb: '0' is not accepted"),
-    (["--world-size", "2", "--iterations", "0"], "--iterations: 0 is not accepted; expected an integer >= 1"),
+    (["--world-size", "2", "--iterations", "0"], "--iterations: 0 is not accepted; expected an integer in [1, 10000]"),
     (["--world-size", "2", "--interference", "0.5:1"], "--interference: '0.5:1' is not accepted"),
     (["--world-size", "2", "--interference", "2"], "--interference: '2' is not accepted"),
     (["--world-size", "2", "--interference", "2:2:bytes"], "--interference: '2:2:bytes' is not accepted; expected COMPUTE:COMM slowdowns >= 1, optionally :WEIGHTING"),
-    (["--world-size", "2", "--copy-bandwidth-gbps", "-1"], "--copy-bandwidth-gbps: -1.0 is not accepted"),
+    (["--world-size", "2", "--copy-bandwidth-gbps", "-1"], "--copy-bandwidth-gbps: '-1' is not accepted; expected a finite number > 0"),
 ])
 def test_bad_input_exits_2_with_one_line(trace_file, capsys, args, message):
     rc, out, err = sim(capsys, "--trace", trace_file, *NET, *args)

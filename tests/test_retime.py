@@ -86,7 +86,7 @@ def test_backward_order_is_reverse_layer_order():
 
 
 @pytest.mark.parametrize("kw,match", [
-    ({"gpu": "v100"}, r"--retime-for: 'v100' is not a modelled GPU; expected one of \['a100', 'h100'\]"),
+    ({"gpu": "v100"}, r"--gpu: 'v100' is not a modelled GPU; expected one of \['a100', 'h100'\]"),
     ({"batch_size": 0}, r"batch_size: 0 is not accepted"),
     ({"autocast": "fp8"}, r"autocast: 'fp8' is not accepted"),
 ])
@@ -108,16 +108,16 @@ def test_gpu_table():
 
 def test_cli_retime(tmp_path, capsys):
     src = tmp_path / "mlp.json"
-    assert main(["trace", "--model", "mlp", "--batch-size", "4", "--iters", "1", "--warmup", "0", "--no-hook-overhead", "--out", str(src)]) == 0
+    assert main(["trace", "--model", "mlp", "--batch-size", "4", "--iterations", "1", "--warmup", "0", "--no-hook-overhead", "--out", str(src)]) == 0
     out = tmp_path / "mlp.h100.json"
-    assert main(["trace", "--retime-for", "h100", "--from", str(src), "--batch-size", "256", "--autocast", "bf16", "--out", str(out)]) == 0
+    assert main(["retime", str(src), "--gpu", "h100", "--batch-size", "256", "--autocast", "bf16", "--out", str(out)]) == 0
     tr = load_trace(out)
     assert tr.synthetic["kind"] == "retimed" and tr.environment["batch_size"] == 256 and tr.environment["autocast"] == "bf16"
     assert tr.environment["retimed_from"]["device"] == "cpu"
     assert [p.name for p in tr.params] == [p.name for p in load_trace(src).params]
-    assert tr.command.startswith("ddpsim trace") and "--retime-for h100" in tr.command
+    assert tr.command.startswith("ddpsim retime") and "--gpu h100" in tr.command
     capsys.readouterr()
-    assert main(["trace", "--retime-for", "tpu", "--from", str(src), "--out", str(out)]) == 2
-    assert "not a modelled GPU" in capsys.readouterr().err
-    assert main(["trace", "--retime-for", "a100", "--from", str(tmp_path / "nope.json"), "--out", str(out)]) == 2
+    assert main(["retime", str(src), "--gpu", "tpu", "--out", str(out)]) == 2
+    assert "--gpu: 'tpu' is not accepted" in capsys.readouterr().err
+    assert main(["retime", str(tmp_path / "nope.json"), "--gpu", "a100", "--out", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err

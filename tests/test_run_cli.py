@@ -34,8 +34,11 @@ def test_default_run_is_deterministic(tmp_path, capsys, monkeypatch):
     s = json.loads((a / "summary.json").read_text())
     tr = load_chrome_trace(a / "trace_cap-default_rank0.json.gz")
     assert s["overlaps"]["cap=default"]["0"] == pytest.approx(comm_comp_overlap(tr))
-    # the recommended plan is accepted by `ddpsim plan --plan`
-    assert main(["plan", "traces/mlp.cpu.json", "--plan", str(a / "recommended_plan.json")]) == 0
+    # the recommended plan is accepted by `ddpsim plan --plan` on the scenario's trace
+    from ddpsim.pipeline.scenario import load_scenario
+
+    trace = str(load_scenario("default").trace_path)
+    assert main(["plan", trace, "--plan", str(a / "recommended_plan.json")]) == 0
 
 
 def _scenario(tmp_path, **over) -> Path:
@@ -81,9 +84,9 @@ def test_sweep_cli(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("argv, match", [
-    (["--bucket-cap-mb", ","], "--bucket-cap-mb: ',' gives a sweep with no points"),
+    (["--bucket-cap-mb", ","], "--bucket-cap-mb: ',' is not accepted; expected numbers of MiB > 0 or 'default', comma-separated, no empty item"),
     (["--bucket-cap-mb", "x"], "--bucket-cap-mb: 'x' is not accepted"),
-    (["--jobs", "0"], "--jobs: '0' is not accepted; expected an integer >= 1"),
+    (["--jobs", "0"], "--jobs: 0 is not accepted; expected an integer in [1, 1024]"),
     (["--format", "xml"], "--format: 'xml' is not accepted"),
     (["--topology", "nope"], "topology: 'nope' is not a preset"),
 ])
@@ -128,4 +131,4 @@ def test_bad_calibration_host_costs_exit_2(tmp_path, capsys):
     cal.write_text(json.dumps(doc))
     assert main(["run", str(_scenario(tmp_path, calibration=str(cal))), "--out-dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert "calibration.host_costs.hook_s_per_param: '8us' is not accepted" in err and err.count("\n") == 1
+    assert "host_costs.hook_s_per_param: '8us' is not accepted" in err and err.count("\n") == 1

@@ -11,6 +11,7 @@ Comm: 0.1 ms + bytes / 1e5 B/s.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,11 +119,14 @@ def test_no_points(tmp_path, tiny_trace_file):
         run_sweep(sc, points=[], progress=False, simulate=analytic_simulate, build=fake_build)
 
 
-def test_progress_bar_on_stream(tmp_path, tiny_trace_file, capsys):
+def test_progress_bar_on_a_terminal_only(tmp_path, tiny_trace_file, capsys, monkeypatch):
     sc = make_scenario(tmp_path, tiny_trace_file)
     run_sweep(sc, jobs=1, progress=True, simulate=analytic_simulate, build=fake_build)
+    assert capsys.readouterr().err == ""  # not a terminal: no bar, no carriage returns
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    run_sweep(sc, jobs=1, progress=True, simulate=analytic_simulate, build=fake_build)
     err = capsys.readouterr().err
-    assert "tiny: simulating [" in err and "3/3" in err
+    assert "tiny: simulating" in err and "/3" in err
 
 
 def test_sweep_over_nodes_and_comm_hook(tmp_path):

@@ -1,30 +1,201 @@
-"""Argument parsing shared by the subcommands (one place for one-line errors on flags)."""
+"""Argument parsing shared by the subcommands: the parser class whose every error is one line,
+the ``type=`` functions of typed flags (each with its bounds), and scenario building from flags.
+
+Every bad flag value ends as ``ddpsim: error: <flag>: <value> is not accepted; expected ...``
+and exit status 2: a ``type=`` function raises :class:`argparse.ArgumentTypeError` with
+``<value> is not accepted; expected ...``, and :meth:`ArgParser.error` rewrites argparse's own
+messages (invalid choice, missing value, required flag, unknown flag) into the same one line.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import logging
+import math
+import re
+from typing import Any, Callable, Sequence
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, cut, shorten
+from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE  # noqa: F401 (the verbs import them from here)
 from ddpsim.units import (CAP_LIST_EXPECTED, LIST_POINT_PREFIX, NOT_GIVEN, parse_cap_list,  # noqa: F401  (re-exported;
                           parse_cap_point, parse_cap_value)  # they live low, for the executor)
 
+log = logging.getLogger(__name__)
 
-def parse_int(text: Any, flag: str, minimum: int = 1) -> int | None:
-    """``"4"`` -> 4 for ``flag``; None stays None (flag not given).
+#: bounds of the count flags (a value outside is refused with the bound in the message)
+MAX_REPEATS = 1000
+MAX_JOBS = 1024
+MAX_SEED = 2**32 - 1
+MAX_THREADS = 1024
+MAX_SWEEP_POINTS = 1000
 
-    Raises:
-        InputError: ``"<flag>: '<text>' is not accepted; expected an integer >= <minimum>"``
-            unless ``text`` is a plain integer (no sign, no decimals) >= ``minimum``.
-    """
-    if text is None:
-        return None
+_CHOICE = re.compile(r"^argument (?P<flag>[^:]+): invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)$", re.S)
+_ARGUMENT = re.compile(r"^argument (?P<flag>[^:]+): (?P<rest>.*)$", re.S)
+
+
+class ArgParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors raise :class:`InputError` with one line (``main`` prints it
+    as ``ddpsim: error: <line>`` and exits 2); its subcommands' parsers are of this class too."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise InputError(one_line_error(message))
+
+
+def one_line_error(message: str) -> str:
+    """argparse's error ``message`` as ``<flag>: <value> is not accepted; expected ...``."""
+    m = _CHOICE.match(message)
+    if m:
+        choices = ", ".join(c.strip().strip("'") for c in m["choices"].split(","))
+        return f"{_flag(m['flag'])}: {cut(m['value'])} is not accepted; expected one of {choices}"
+    m = _ARGUMENT.match(message)
+    if m:
+        flag, rest = _flag(m["flag"]), m["rest"]
+        if rest.startswith("expected ") and "argument" in rest:
+            return f"{flag}: no value given; {rest.replace('argument', 'value')}"
+        if rest.startswith("not allowed with argument "):
+            return f"{flag}: not accepted with {_flag(rest[len('not allowed with argument '):])}; expected one of them"
+        if rest.startswith("ignored explicit argument "):
+            return f"{flag}: {cut(rest[len('ignored explicit argument '):])} is not accepted; expected no value"
+        return f"{flag}: {cut(rest, 300)}"
+    if message.startswith("the following arguments are required: "):
+        return f"{message.split(': ', 1)[1]}: missing; expected a value (required)"
+    if message.startswith("unrecognized arguments: "):
+        return (f"arguments: {shorten(message.split(': ', 1)[1])} is not accepted; expected the flags and arguments "
+                "'ddpsim COMMAND --help' lists")
+    return cut(message, 300)
+
+
+def _flag(names: str) -> str:
+    """``--iterations/--iters`` (argparse's names of one option) -> ``--iterations``."""
+    return names.split("/")[0]
+
+
+# ---- type= functions --------------------------------------------------------------------------
+
+
+def _refuse(text: Any, expected: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(f"{shorten(text)} is not accepted; expected {expected}")
+
+
+def int_in(minimum: int, maximum: int) -> Callable[[str], int]:
+    """A ``type=`` for an integer flag in ``[minimum, maximum]`` (no sign, no decimals)."""
+    expected = f"an integer in [{minimum}, {maximum}]"
+
+    def parse(text: str) -> int:
+        s = str(text).strip()
+        if not re.fullmatch(r"-?[0-9]{1,19}", s):
+            raise _refuse(text, expected)
+        value = int(s)
+        if not minimum <= value <= maximum:
+            raise _refuse(value, expected)
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def float_in(minimum: float, *, above: bool = False, maximum: float = math.inf) -> Callable[[str], float]:
+    """A ``type=`` for a finite number >= ``minimum`` (> with ``above``) and <= ``maximum``."""
+    expected = f"a finite number {'>' if above else '>='} {minimum:g}" + ("" if maximum == math.inf else f" and <= {maximum:g}")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(str(text).strip())
+        except ValueError:
+            raise _refuse(text, expected) from None
+        if not (math.isfinite(value) and (value > minimum if above else value >= minimum) and value <= maximum):
+            raise _refuse(text, expected)
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def from_parser(fn: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A ``type=`` from a parser raising ``InputError("<flag>: <value> is not accepted; ...")``:
+    the message without its flag (argparse puts the flag in front)."""
+
+    def parse(text: str) -> Any:
+        try:
+            return fn(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
+
+    parse.__name__ = getattr(fn, "__name__", "value")
+    return parse
+
+
+def lower(text: str) -> str:
+    """A ``type=`` for case-insensitive ``choices=``."""
+    return str(text).strip().lower()
+
+
+def bucket_cap_mb_list(text: str) -> tuple[float, ...]:
+    """``--bucket-cap-mb-list X,Y,...``: MiB limits, each a finite number > 0, no empty item."""
+    return from_parser(lambda t: parse_cap_list(t, "--bucket-cap-mb-list"))(text)
+
+
+def output_file(text: str) -> str:
+    """A ``type=`` for a file to write: refused when empty, an existing folder, or a path the
+    system cannot look up (a name too long)."""
+    if not str(text).strip() or is_folder(text, "a file path"):
+        raise _refuse(text, "a file path, not a folder")
+    return text
+
+
+def is_folder(text: str, expected: str) -> bool:
+    """Whether ``text`` names an existing folder; a path the system refuses to look up (a name
+    too long, a loop) is refused with the system's reason."""
+    from pathlib import Path
+
     try:
-        value = int(text)
-    except (TypeError, ValueError):
-        value = None
-    if value is None or value < minimum or str(value) != str(text).strip():
-        raise InputError(f"{flag}: {text!r} is not accepted; expected an integer >= {minimum}")
-    return value
+        return Path(text).is_dir()
+    except OSError as exc:
+        raise _refuse(text, f"{expected} ({exc.strerror})") from None
+
+
+def nonempty(text: str) -> str:
+    """A ``type=`` for a name or path that must not be empty."""
+    if not str(text).strip():
+        raise _refuse(text, "a non-empty value")
+    return text
+
+
+# ---- parser helpers ---------------------------------------------------------------------------
+
+
+def add_verb(subparsers: Any, name: str, *, help: str | None, description: str, epilog: str,
+             aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """A subcommand parser: ``description`` leads with the question the verb answers, ``epilog``
+    holds its runnable examples (kept as written). ``help=None`` hides it from the listing."""
+    kw: dict[str, Any] = {} if help is None else {"help": help}
+    return subparsers.add_parser(name, description=description, epilog=epilog, aliases=list(aliases),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+
+
+class DeprecatedAlias(argparse.Action):
+    """A hidden flag spelling kept for old command lines: stores like its new flag and logs one
+    deprecation line naming it (``deprecated=`` the new spelling)."""
+
+    def __init__(self, option_strings: list[str], dest: str, deprecated: str = "", **kw: Any) -> None:
+        self.new = deprecated
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        log.warning("ddpsim: %s is deprecated; use %s", option_string, self.new)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def require_torch(verb: str) -> None:
+    """Refuse ``verb`` with one line when PyTorch cannot be imported (the ``capture`` extra)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise InputError(f"{verb} needs PyTorch: pip install \"ddpsim[capture]\" (or torch itself); "
+                         f"import torch failed: {exc}") from None
+
+
+# ---- scenarios from flags ---------------------------------------------------------------------
 
 
 def scenario_from_flags(data: dict[str, Any], command: str, flags: dict[str, str]):

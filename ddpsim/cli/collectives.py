@@ -8,9 +8,11 @@ import io
 import json
 from typing import Any
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
 
 DESCRIPTION = """\
+How long does one all-reduce (or broadcast) of each message size take on this topology?
+
 Predict the time of one all-reduce (or broadcast) per message size on a topology, and print
 what nccl-tests' all_reduce_perf prints: size, time, algbw = size / time and
 busbw = algbw * 2(n-1)/n (GB/s = 1e9 B/s), plus the algorithm and protocol chosen.
@@ -27,60 +29,94 @@ EPILOG = """\
 examples:
   ddpsim collectives --topology dgx-a100 --nodes 2 --sizes 1KiB,1MiB,64MiB,1GiB
   ddpsim collectives --topology dgx-h100 --algorithm ring --format csv
-  ddpsim collectives --topology cpu-gloo --ranks 2 --calibration reports/cpu-gloo-calibration.json"""
+
+--collective broadcast runs NCCL's ring (the only broadcast algorithm NCCL has): --algorithm
+is refused with it. A forced --protocol the chosen algorithm cannot run is refused too."""
 
 FORMATS = ("table", "json", "csv")
 DEFAULT_SIZES = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB"
 COLLS = ("allreduce", "broadcast")
+#: the largest message --sizes accepts
+MAX_SIZE_BYTES = 1024**4
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("collectives", help="predicted collective times per size (nccl-tests style)",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--topology", required=True, metavar="PRESET|FILE", help="a preset name or a topology YAML file")
-    p.add_argument("--nodes", default="1", metavar="N", help="number of hosts (presets only); default: 1")
+    from ddpsim.cli.args import MAX_NODES, MAX_WORLD_SIZE, add_verb, from_parser, int_in, lower, nonempty
+    from ddpsim.network.collective_cost import ALGORITHM_CHOICES, PROTOCOL_CHOICES
+
+    p = add_verb(subparsers, "collectives", help="predicted collective times per size (nccl-tests style)",
+                 description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("--topology", required=True, metavar="PRESET|FILE", type=nonempty,
+                   help="a preset name or a topology YAML file")
+    p.add_argument("--nodes", default=1, type=int_in(1, MAX_NODES), metavar="N", help="number of hosts (presets only); default: 1")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options",
                    help="a preset option (repeatable); see 'ddpsim topology --help'")
-    p.add_argument("--ranks", default=None, metavar="R", help="ranks in the group; default: every device")
-    p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="LIST",
+    p.add_argument("--ranks", default=None, type=int_in(1, MAX_WORLD_SIZE), metavar="R", help="ranks in the group; default: every device")
+    p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="LIST", type=from_parser(parse_sizes),
                    help=f"comma-separated sizes (B, KiB, MiB, GiB, KB, MB, GB); default: {DEFAULT_SIZES}")
-    p.add_argument("--calibration", metavar="FILE", default=None, help="calibration JSON measured by the executor")
-    p.add_argument("--algorithm", default=None, metavar="{ring,tree,nvls,hierarchical}",
+    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty, help="calibration JSON measured by the executor")
+    p.add_argument("--algorithm", default=None, type=lower, choices=ALGORITHM_CHOICES,
                    help="force an algorithm (NCCL only); default: NCCL's choice")
-    p.add_argument("--protocol", default=None, metavar="{ll,ll128,simple}",
+    p.add_argument("--protocol", default=None, type=lower, choices=PROTOCOL_CHOICES,
                    help="force a protocol (NCCL only); default: NCCL's choice")
-    p.add_argument("--collective", default="allreduce", metavar="{allreduce,broadcast}",
+    p.add_argument("--collective", default="allreduce", choices=COLLS,
                    help="collective to cost; default: allreduce")
-    p.add_argument("--format", default="table", metavar="{table,json,csv}", help="output format; default: table")
+    p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
     p.set_defaults(func=run)
     return p
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``1KiB,1MiB`` -> [1024, 1048576]; InputError for an empty list or item, or a size that is not
+    a whole number of bytes in (0, 1 TiB]."""
+    from ddpsim.units import parse_size_bytes
+
+    expected = "a comma list of sizes in (0, 1 TiB] like 1KiB,1MiB"
+    items = str(text).split(",")
+    if not all(i.strip() for i in items):
+        raise InputError(f"--sizes: {shorten(text)} is not accepted; expected {expected}")
+    sizes = []
+    for item in items:
+        try:
+            size = parse_size_bytes(item.strip(), "--sizes")
+        except InputError:
+            size = 0
+        if not 0 < size <= MAX_SIZE_BYTES:
+            raise InputError(f"--sizes: {shorten(item)} is not accepted; expected {expected}")
+        sizes.append(size)
+    return sizes
+
+
+def check_forced(args: argparse.Namespace, backend: str, rows: list[dict[str, Any]]) -> None:
+    """Refuse a forced algorithm or protocol the model does not run for this collective."""
+    if args.collective == "broadcast" and args.algorithm is not None:
+        raise InputError(f"--algorithm: {args.algorithm!r} is not accepted with --collective broadcast; expected none "
+                         f"({'gloo' if backend == 'gloo' else 'NCCL'} broadcasts with its one algorithm)")
+    if args.calibration is not None and (args.algorithm or args.protocol):
+        raise InputError(f"--algorithm/--protocol: {args.algorithm or args.protocol!r} is not accepted with --calibration; "
+                         "expected neither (the measured curves replace the model)")
+    ran = sorted({r["protocol"] for r in rows} - {"none"})
+    if args.protocol is not None and ran not in ([], [args.protocol]):
+        raise InputError(f"--protocol: {args.protocol!r} is not accepted for {args.collective} here; expected none or "
+                         f"{', '.join(ran)} (what the model runs)")
 
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.calibration.loader import load_calibration
     from ddpsim.network.collective_cost import build_comm_model
-    from ddpsim.cli.args import parse_int
     from ddpsim.cli.topology import parse_options
     from ddpsim.network.topology import max_ranks, resolve_topology
-    from ddpsim.units import parse_size_bytes
 
-    if args.format not in FORMATS:
-        raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
-    if args.collective not in COLLS:
-        raise InputError(f"--collective: {args.collective!r} is not accepted; expected one of {', '.join(COLLS)}")
-    algo = args.algorithm.lower() if args.algorithm else None
-    proto = args.protocol.lower() if args.protocol else None
-    sizes = [parse_size_bytes(s.strip(), "--sizes") for s in str(args.sizes).split(",") if s.strip()]
-    if not sizes:
-        raise InputError(f"--sizes: {args.sizes!r} is not accepted; expected a comma-separated list like 1KiB,1MiB")
-    nodes = parse_int(args.nodes, "--nodes")
+    algo, proto, sizes, nodes = args.algorithm, args.protocol, args.sizes, args.nodes
     graph = resolve_topology(args.topology, num_nodes=nodes, **parse_options(args.options))
-    ranks = max_ranks(graph) if args.ranks is None else parse_int(args.ranks, "--ranks")
+    if args.collective == "broadcast" and algo is not None:
+        check_forced(args, graph.graph.get("backend"), [])
+    ranks = max_ranks(graph) if args.ranks is None else args.ranks
     cal = load_calibration(args.calibration) if args.calibration else None
     model = build_comm_model(graph, ranks, calibration=cal, algorithm=algo, protocol=proto)
     est = model.estimate_allreduce if args.collective == "allreduce" else model.estimate_broadcast
     rows = [est(s).as_dict() for s in sizes]
+    check_forced(args, graph.graph.get("backend"), rows)
     if args.format == "json":
         print(json.dumps(rows, indent=1))
         return 0

@@ -2,25 +2,28 @@
 exposes ``add_parser(subparsers)`` (which sets ``func``) and keeps heavy imports (torch,
 simpy, pandas, matplotlib) inside its run function, so ``ddpsim --help`` stays fast.
 
-Errors: an :class:`~ddpsim.errors.InputError` becomes ``ddpsim: error: <one line>`` on
-stderr and exit status 2 (argparse's own usage errors also exit 2).
+Errors: an :class:`~ddpsim.errors.InputError` (argparse's own errors included, through
+:class:`~ddpsim.cli.args.ArgParser`) becomes ``ddpsim: error: <one line>`` on stderr and exit
+status 2. Messages of the library go through the ``ddpsim`` logger, which :func:`main`
+configures once per call: stderr, the plain message, INFO (WARNING with ``--quiet``).
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import importlib.util
+import logging
 import sys
 
 from ddpsim import __version__
+from ddpsim.cli.args import ArgParser
 from ddpsim.errors import InputError
 
-COMMANDS = ("run", "trace", "plan", "topology", "collectives", "simulate", "sweep", "validate")
+COMMANDS = ("run", "sweep", "simulate", "plan", "collectives", "topology", "trace", "retime", "validate", "zoo")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> ArgParser:
+    import importlib
+
+    parser = ArgParser(
         prog="ddpsim",
         description="Predict PyTorch DDP training speed on a machine you do not have: trace a real model, "
                     "plan DDP's buckets exactly, simulate the Reducer over a modelled network, sweep "
@@ -30,25 +33,55 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ddpsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        modname = f"ddpsim.cli.{name}"
-        if importlib.util.find_spec(modname) is None:
-            continue
-        importlib.import_module(modname).add_parser(sub)
+        importlib.import_module(f"ddpsim.cli.{name}").add_parser(sub)
     return parser
 
 
+class _StderrHandler(logging.StreamHandler):
+    """A handler writing to the ``sys.stderr`` of the moment (a test's captured one included)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def configure_logging(quiet: bool) -> logging.Handler:
+    """The ``ddpsim`` logger: one stderr handler with the plain message; INFO, or WARNING when quiet.
+    Returns the handler (a second call reuses it)."""
+    logger = logging.getLogger("ddpsim")
+    handler = next((h for h in logger.handlers if isinstance(h, _StderrHandler)), None)
+    if handler is None:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+    return handler
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    logger = logging.getLogger("ddpsim")
+    level = logger.level
+    handler = configure_logging(quiet=False)
     try:
-        rc = args.func(args)
+        args = build_parser().parse_args(argv)
+        configure_logging(quiet=getattr(args, "quiet", False))
+        return int(args.func(args) or 0)
     except InputError as exc:
         print(f"ddpsim: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ddpsim: interrupted; files already written are kept", file=sys.stderr)
         return 130
-    return int(rc or 0)
+    finally:  # the logger as it was: main() called in-process (a notebook, a test) leaves no handler behind
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,17 @@ import argparse
 import csv
 import io
 import json
+import logging
 import sys
 from typing import Any
 
-from ddpsim.errors import InputError
 from ddpsim.units import parse_delay_flags
 
+log = logging.getLogger(__name__)
+
 DESCRIPTION = """\
+Which gradient buckets does PyTorch DDP build for this traced model, and in which order does it launch them?
+
 Show the gradient buckets PyTorch DDP builds for a traced model, exactly as DDP's Reducer
 builds them (torch's compute_bucket_assignment_by_size, the bucket reversal at construction
 and the one-time rebuild in gradient-ready order).
@@ -28,9 +32,7 @@ simulate' and the executor read; --out FILE writes it atomically as well."""
 EPILOG = """\
 examples:
   ddpsim plan traces/resnet50.cpu.json --bucket-cap-mb 25
-  ddpsim plan traces/gpt2-124m.cpu.json --static-graph --out static.plan.json
-  ddpsim plan traces/resnet50.cpu.json --plan reports/cpu-gloo-resnet50/recommended_plan.json
-  ddpsim plan traces/resnet50.cpu.json --bucket-cap-mb-list 1,4,25
+  ddpsim plan traces/gpt2-124m.cpu.json --bucket-cap-mb-list 1,4,25 --static-graph --out static.plan.json
 
 A hand-written plan is {"buckets": [[11, 10], [9, 8, 7], ...]} (parameter indices or names,
 in launch order, every trainable parameter exactly once, one dtype per bucket)."""
@@ -39,28 +41,29 @@ FORMATS = ("table", "csv", "json")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("plan", help="show DDP's bucket plan for a trace", description=DESCRIPTION,
-                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("trace", metavar="TRACE", help="trace JSON written by 'ddpsim trace'")
-    p.add_argument("--bucket-cap-mb", metavar="X", default=None,
+    from ddpsim.cli.args import add_verb, bucket_cap_mb_list, from_parser, nonempty, output_file
+
+    p = add_verb(subparsers, "plan", help="show DDP's bucket plan for a trace", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("trace", metavar="TRACE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
+    p.add_argument("--bucket-cap-mb", metavar="X", default=None, type=from_parser(parse_bucket_cap_mb),
                    help="DDP's bucket_cap_mb in MiB (> 0); default: not given (25 MiB, first rebuilt bucket 1 MiB)")
-    p.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", default=None,
+    p.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", default=None, type=bucket_cap_mb_list,
                    help="DDP's bucket_cap_mb_list (torch >= 2.13): per-bucket limits in MiB, the last reused; they "
                         "shape the construction layout and the rebuild alike; bucket_cap_mb is ignored with it")
     p.add_argument("--find-unused-parameters", action="store_true", help="DDP's find_unused_parameters=True")
     p.add_argument("--static-graph", action="store_true", help="DDP's static_graph=True")
     p.add_argument("--gradient-as-bucket-view", action="store_true", help="DDP's gradient_as_bucket_view=True")
-    p.add_argument("--semantics", default="modern", metavar="{modern,legacy}",
+    p.add_argument("--semantics", default="modern", choices=("modern", "legacy"),
                    help="modern (torch >= 2.x: an explicit cap also caps the first rebuilt bucket) or legacy "
                         "(first rebuilt bucket always 1 MiB); default: modern")
     p.add_argument("--delay-all-reduce-params", metavar="NAME[,NAME...]", default=None,
                    help="DDP's delay_all_reduce_named_params: parameters left out of the buckets")
     p.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None,
                    help="DDP's param_to_hook_all_reduce (with --delay-all-reduce-params)")
-    p.add_argument("--plan", metavar="FILE", default=None,
+    p.add_argument("--plan", metavar="FILE", default=None, type=nonempty,
                    help="validate and show this explicit plan JSON instead of DDP's")
-    p.add_argument("--format", default="table", metavar="{table,csv,json}", help="output format; default: table")
-    p.add_argument("--out", metavar="FILE", default=None, help="also write the plan JSON to FILE (atomically)")
+    p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
+    p.add_argument("--out", metavar="FILE", default=None, type=output_file, help="also write the plan JSON to FILE (atomically)")
     p.set_defaults(func=run)
     return p
 
@@ -74,16 +77,11 @@ def parse_bucket_cap_mb(text: str | None) -> float | None:
     return parse_cap_value(text, "--bucket-cap-mb", "a finite number of MiB > 0", allow_not_given=False)
 
 
-def parse_bucket_cap_mb_list(text: str | None, bucket_cap_mb: float | None, command: str) -> tuple[float, ...] | None:
-    """``--bucket-cap-mb-list`` text -> MiB limits (None when not given); when ``--bucket-cap-mb``
-    is given too, says on stderr that the list wins (as in torch)."""
-    from ddpsim.cli.args import parse_cap_list
-
-    caps = parse_cap_list(text, "--bucket-cap-mb-list")
-    if caps is not None and bucket_cap_mb is not None:
-        print(f"{command}: --bucket-cap-mb {bucket_cap_mb:g} is ignored: --bucket-cap-mb-list is given "
-              "(torch ignores bucket_cap_mb when bucket_cap_mb_list is given)", file=sys.stderr)
-    return caps
+def warn_cap_ignored(bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[float, ...] | None, command: str) -> None:
+    """Say (a warning) that ``--bucket-cap-mb`` is ignored when ``--bucket-cap-mb-list`` is given too (as in torch)."""
+    if bucket_cap_mb_list is not None and bucket_cap_mb is not None:
+        log.warning("%s: --bucket-cap-mb %g is ignored: --bucket-cap-mb-list is given "
+                    "(torch ignores bucket_cap_mb when bucket_cap_mb_list is given)", command, bucket_cap_mb)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,13 +91,8 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.plan.planner import DDPOptions, load_plan, plan_ddp
     from ddpsim.trace.records import load_trace
 
-    if args.format not in FORMATS:
-        raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
-    if args.semantics not in ("modern", "legacy"):
-        raise InputError(f"--semantics: {args.semantics!r} is not accepted; expected modern or legacy")
-    cap = parse_bucket_cap_mb(args.bucket_cap_mb)
-    options = DDPOptions(bucket_cap_mb=cap,
-                         bucket_cap_mb_list=parse_bucket_cap_mb_list(args.bucket_cap_mb_list, cap, "ddpsim plan"),
+    warn_cap_ignored(args.bucket_cap_mb, args.bucket_cap_mb_list, "ddpsim plan")
+    options = DDPOptions(bucket_cap_mb=args.bucket_cap_mb, bucket_cap_mb_list=args.bucket_cap_mb_list,
                          find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
                          gradient_as_bucket_view=args.gradient_as_bucket_view, semantics=args.semantics,
                          **parse_delay_flags(args.delay_all_reduce_params, args.param_to_hook_all_reduce))
@@ -116,10 +109,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = format_table(plan, trace, trace_path=args.trace, plan_path=args.plan)
     if args.out is not None:
-        write_text_atomic(args.out, plan_json)
+        write_text_atomic(args.out, plan_json, "--out")
     sys.stdout.write(text)
     if args.out is not None:
-        print(f"ddpsim: wrote {args.out}", file=sys.stderr)
+        log.info("ddpsim: wrote %s", args.out)
     return 0
 
 

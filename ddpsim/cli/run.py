@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 DESCRIPTION = """\
+Which bucket_cap_mb makes this scenario's DDP training fastest, and by how much?
+
 Run a scenario (a YAML file in scenarios/, or a bundled scenario's name): load the trace,
 simulate every sweep point of bucket_cap_mb (and the other swept knobs) with the DDP
 Reducer engine over the modelled cluster, and write reports/<name>/:
@@ -22,33 +26,34 @@ Reducer engine over the modelled cluster, and write reports/<name>/:
                                the bucket_cap_mb_list that makes real DDP rebuild it (when one does)
   points/<point>.json          finished points; a rerun reuses them (resumable)
 
-With no SCENARIO, runs the default scenario: 2 gloo ranks on one CPU host with the
-bundled MLP trace, which anyone can check ('ddpsim validate default')."""
+With no SCENARIO, runs scenarios/default.yaml."""
 
 EPILOG = """\
 examples:
   ddpsim run                                   # scenarios/default.yaml -> reports/default/
-  ddpsim run scenarios/gpt2-1.5b-h100-8n.yaml --jobs 2
-  ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots
-  ddpsim run scenarios/mine.yaml --method-error reports/zoo/lanes/zoo/method_error.json
-      # mine.yaml: a CPU gloo scenario with 'calibration: FILE' of the host the zoo ran on
+  ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots --jobs 2
+
+--method-error FILE joins the answer with a zoo's residuals ('ddpsim zoo' writes
+<out-dir>/zoo/method_error.json) for a CPU gloo scenario with 'calibration: FILE' of that host.
 
 Bad input (an unknown key, a wrong type, a missing trace, an unwritable --out-dir) stops
 with one line naming the key or path and exit status 2; files already written are kept."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("run", help="run a scenario and write its report", description=DESCRIPTION,
-                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None,
+    from ddpsim.cli.args import MAX_JOBS, add_verb, int_in, nonempty
+
+    p = add_verb(subparsers, "run", help="run a scenario and write its report", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, type=nonempty,
                    help="scenario YAML path or bundled name; default: 'default'")
-    p.add_argument("--out-dir", metavar="DIR", default="reports", help="parent folder of the report; default: reports")
-    p.add_argument("--jobs", metavar="N", default=None, help="parallel processes for the sweep; default: the CPUs this process may use (its affinity)")
+    p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty, help="parent folder of the report; default: reports")
+    p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS),
+                   help="parallel processes for the sweep; default: the CPUs this process may use (its affinity)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--quiet", action="store_true", help="no progress bar, only the summary's answer")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the summary's answer")
     p.add_argument("--method-error", metavar="FILE", default=None,
                    help="state the method's error measured on other models in the answer: a zoo run's residuals "
-                        "(<out-dir>/zoo/method_error.json of 'ddpsim validate --zoo' on the same host and backend; the "
+                        "(<out-dir>/zoo/method_error.json of 'ddpsim zoo' on the same host and backend; the "
                         "scenario needs its calibration): the band around the best point's step and the caps too close "
                         "to the best to tell apart")
     p.set_defaults(func=run)
@@ -59,15 +64,11 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.api import run_scenario
     from ddpsim.pipeline.scenario import load_scenario
 
-    from ddpsim.cli.args import parse_int
-
-    jobs = parse_int(args.jobs, "--jobs")
     sc = load_scenario(args.scenario)
     warning = sc.calibration_warning()
     if warning:
-        print(f"ddpsim run: WARNING: {warning}", file=sys.stderr)
-    log = (lambda m: None) if args.quiet else (lambda m: print(f"ddpsim run: {m}", file=sys.stderr))
-    rep = run_scenario(sc, out_dir=args.out_dir, jobs=jobs, plots=not args.no_plots, progress=not args.quiet, log=log,
+        log.warning("ddpsim run: WARNING: %s", warning)
+    rep = run_scenario(sc, out_dir=args.out_dir, jobs=args.jobs, plots=not args.no_plots, progress=not args.quiet,
                        method_error=args.method_error)
     md = rep.summary_md
     start = md.find("## Answer")

@@ -6,13 +6,18 @@ import argparse
 import csv
 import io
 import json
+import logging
 import math
 import sys
 from typing import Any
 
 from ddpsim.errors import InputError
 
+log = logging.getLogger(__name__)
+
 DESCRIPTION = """\
+How fast does one DDP configuration of a traced model train on a modelled cluster, iteration by iteration?
+
 Simulate PyTorch DDP training of a traced model: the Reducer's buckets (DDP's own plan, or
 --plan), the gradient copy-in at each hook, DDP's strict in-order bucket launch, one
 communication stream per process group on which each all-reduce starts only when every
@@ -42,7 +47,6 @@ overlap). An "iteration" is one no_sync cycle (--no-sync-steps micro-steps + 1 s
 
 EPILOG = """\
 examples:
-  ddpsim simulate --trace traces/gpt2-124m.cpu.json --topology cpu-gloo --world-size 2 --calibration reports/cpu-gloo-calibration.json
   ddpsim simulate --trace traces/gpt2-1.5b.h100.json --topology dgx-h100 --nodes 4 --world-size 32 --bucket-cap-mb 50
   ddpsim simulate --trace traces/resnet50.cpu.json --latency-us 20 --bandwidth-gbps 25 --world-size 8 --comm-hook fp16 --straggler 3:1.2
 
@@ -50,55 +54,58 @@ examples:
 a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""
 
 FORMATS = ("table", "json", "csv")
-HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("simulate", help="simulate DDP training of a trace on a cluster",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--trace", required=True, metavar="FILE", help="trace JSON written by 'ddpsim trace'")
+    from ddpsim.cli.args import (MAX_ITERATIONS, MAX_NODES, MAX_SEED, MAX_WORLD_SIZE, add_verb, bucket_cap_mb_list, float_in, from_parser, int_in, nonempty)
+    from ddpsim.cli.plan import parse_bucket_cap_mb
+    from ddpsim.engine.config import COMM_HOOKS
+
+    p = add_verb(subparsers, "simulate", help="simulate DDP training of a trace on a cluster", description=DESCRIPTION,
+                 epilog=EPILOG)
+    p.add_argument("--trace", required=True, metavar="FILE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
     net = p.add_argument_group("network (a topology, or a latency + bandwidth model)")
-    net.add_argument("--topology", metavar="PRESET|FILE", default=None,
+    net.add_argument("--topology", metavar="PRESET|FILE", default=None, type=nonempty,
                      help="topology preset (dgx-a100, dgx-h100, pcie, cpu-gloo) or YAML file")
-    net.add_argument("--nodes", metavar="N", type=int, default=1, help="nodes of a preset topology; default 1")
-    net.add_argument("--latency-us", metavar="X", type=float, default=None, help="alpha-beta model: latency per collective (us)")
-    net.add_argument("--bandwidth-gbps", metavar="Y", type=float, default=None,
+    net.add_argument("--nodes", metavar="N", type=int_in(1, MAX_NODES), default=1, help="nodes of a preset topology; default 1")
+    net.add_argument("--latency-us", metavar="X", type=float_in(0), default=None, help="alpha-beta model: latency per collective (us)")
+    net.add_argument("--bandwidth-gbps", metavar="Y", type=float_in(0, above=True), default=None,
                      help="alpha-beta model: bandwidth (GB/s = 1e9 B/s) of a collective")
-    net.add_argument("--calibration", metavar="FILE", default=None,
+    net.add_argument("--calibration", metavar="FILE", default=None, type=nonempty,
                      help="calibration JSON (measured collectives, interference, copy bandwidth) for --topology")
-    p.add_argument("--world-size", metavar="N", type=int, required=True, help="ranks in the process group")
+    p.add_argument("--world-size", metavar="N", type=int_in(1, MAX_WORLD_SIZE), required=True, help="ranks in the process group")
     ddp = p.add_argument_group("DDP options")
-    ddp.add_argument("--bucket-cap-mb", metavar="X", default=None, help="bucket_cap_mb in MiB; default: not given")
-    ddp.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", default=None,
+    ddp.add_argument("--bucket-cap-mb", metavar="X", default=None, type=from_parser(parse_bucket_cap_mb), help="bucket_cap_mb in MiB; default: not given")
+    ddp.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", default=None, type=bucket_cap_mb_list,
                      help="bucket_cap_mb_list in MiB (torch >= 2.13), e.g. 1,4,25; bucket_cap_mb is ignored with it")
     ddp.add_argument("--find-unused-parameters", action="store_true", help="find_unused_parameters=True")
     ddp.add_argument("--static-graph", action="store_true", help="static_graph=True")
     ddp.add_argument("--gradient-as-bucket-view", action="store_true", help="gradient_as_bucket_view=True")
-    ddp.add_argument("--comm-hook", metavar="{" + ",".join(HOOKS) + "}", default="none", help="DDP comm hook; default none")
+    ddp.add_argument("--comm-hook", choices=COMM_HOOKS, default="none", help="DDP comm hook; default none")
     add_torch213_ddp_flags(ddp)
-    ddp.add_argument("--plan", metavar="FILE", default=None,
+    ddp.add_argument("--plan", metavar="FILE", default=None, type=nonempty,
                      help="explicit bucket plan JSON instead of DDP's (the scenario key 'plan')")
     ddp.add_argument("--sync-batchnorm", action="store_true",
                      help="the model's BatchNorm layers are nn.SyncBatchNorm (their statistics' collectives)")
     sim = p.add_argument_group("simulation")
-    sim.add_argument("--no-sync-steps", metavar="N", type=int, default=0, help="no_sync accumulation micro-steps per iteration")
-    sim.add_argument("--iterations", metavar="N", type=int, default=4, help="iterations to simulate; default 4")
-    sim.add_argument("--seed", metavar="S", type=int, default=0, help="random seed; default 0")
-    sim.add_argument("--jitter", metavar="trace|none|CV", default="trace", help="rank compute jitter; default trace")
-    sim.add_argument("--straggler", metavar="RANK:FACTOR", action="append", default=[],
+    sim.add_argument("--no-sync-steps", metavar="N", type=int_in(0, MAX_ITERATIONS), default=0, help="no_sync accumulation micro-steps per iteration")
+    sim.add_argument("--iterations", metavar="N", type=int_in(1, MAX_ITERATIONS), default=4, help="iterations to simulate; default 4")
+    sim.add_argument("--seed", metavar="S", type=int_in(0, MAX_SEED), default=0, help="random seed; default 0")
+    sim.add_argument("--jitter", metavar="trace|none|CV", default="trace", type=from_parser(parse_jitter), help="rank compute jitter; default trace")
+    sim.add_argument("--straggler", metavar="RANK:FACTOR", action="append", default=[], type=from_parser(parse_straggler),
                      help="a slow rank (repeatable), e.g. 3:1.25")
     sim.add_argument("--interference", metavar="COMPUTE:COMM[:WEIGHTING]", default=None,
+                     type=from_parser(parse_interference),
                      help="compute slowdown while a collective runs : collective slowdown while compute runs "
                           "(both >= 1) [: uniform (every collective applies all of the compute slowdown; the "
                           "default here) or bandwidth (a collective applies it in proportion to its share of "
                           "moved bytes; what a calibration uses)], e.g. 1.2:1.5 or 2.5:3:bandwidth; overrides "
                           "the calibration's and the contention prior; default: the calibration's, else the "
                           "contention prior (analytical NCCL on GPUs), else 1:1")
-    sim.add_argument("--copy-bandwidth-gbps", metavar="X", type=float, default=None,
+    sim.add_argument("--copy-bandwidth-gbps", metavar="X", type=float_in(0, above=True), default=None,
                      help="memory bandwidth (GB/s) of gradient copy-in/out; overrides the calibration's and the "
                           "topology's; default: calibration, else topology (a share of HBM on GPUs), else free copies")
-    p.add_argument("--format", metavar="{table,json,csv}", default="table", help="output format; default table")
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format; default table")
     p.set_defaults(func=run)
     return p
 
@@ -107,11 +114,15 @@ def add_torch213_ddp_flags(group: Any) -> None:
     """Flags of torch 2.13's DDP options (shared by the commands that build DDPOptions)."""
     group.add_argument("--batched-grad-copy", action="store_true", help="batched_grad_copy=True")
     group.add_argument("--skip-all-reduce-unused-params", action="store_true", help="skip_all_reduce_unused_params=True")
-    group.add_argument("--forward-sync-buffers", metavar="{true,false}", default=None,
-                       help="forward_sync_buffers (buffer broadcast before each forward); default: DDP's (true)")
-    group.add_argument("--broadcast-buffers", metavar="{true,false}", default=None,
+    from ddpsim.cli.args import from_parser
+    from ddpsim.plan.planner import parse_mixed_precision
+
+    group.add_argument("--forward-sync-buffers", action=argparse.BooleanOptionalAction, default=None,
+                       help="forward_sync_buffers (buffer broadcast before each forward); default: DDP's (on)")
+    group.add_argument("--broadcast-buffers", action=argparse.BooleanOptionalAction, default=None,
                        help="the deprecated broadcast_buffers (used when --forward-sync-buffers is not given)")
     group.add_argument("--mixed-precision", metavar="PARAM[:REDUCE[:BUFFER]]", default=None,
+                       type=from_parser(parse_mixed_precision),
                        help="DDP's _MixedPrecision dtypes (float16, bfloat16, float32, float64; '-' leaves one unset), "
                             "e.g. bfloat16:float32 or float16:-:float16")
     group.add_argument("--delay-all-reduce-params", metavar="NAME[,NAME...]", default=None,
@@ -121,16 +132,13 @@ def add_torch213_ddp_flags(group: Any) -> None:
 
 def torch213_ddp_options(args: argparse.Namespace) -> dict[str, Any]:
     """DDPOptions keyword arguments from :func:`add_torch213_ddp_flags`' flags."""
-    from ddpsim.plan.planner import parse_mixed_precision
-    from ddpsim.units import parse_bool_flag, parse_delay_flags
+    from ddpsim.units import parse_delay_flags
 
     out: dict[str, Any] = {"batched_grad_copy": args.batched_grad_copy,
                            "skip_all_reduce_unused_params": args.skip_all_reduce_unused_params,
-                           "forward_sync_buffers": parse_bool_flag(args.forward_sync_buffers, "--forward-sync-buffers"),
-                           "mixed_precision": parse_mixed_precision(args.mixed_precision)}
-    bb = parse_bool_flag(args.broadcast_buffers, "--broadcast-buffers")
-    if bb is not None:
-        out["broadcast_buffers"] = bb
+                           "forward_sync_buffers": args.forward_sync_buffers, "mixed_precision": args.mixed_precision}
+    if args.broadcast_buffers is not None:
+        out["broadcast_buffers"] = args.broadcast_buffers
     out.update(parse_delay_flags(args.delay_all_reduce_params, args.param_to_hook_all_reduce))
     return out
 
@@ -168,6 +176,7 @@ def parse_interference(text: str):
 
 
 def parse_jitter(text: str) -> str | float:
+    """``trace``, ``none`` or a coefficient of variation >= 0; InputError otherwise."""
     if text in ("trace", "none"):
         return text
     try:
@@ -182,7 +191,7 @@ def parse_jitter(text: str) -> str | float:
 #: scenario keys -> the flags that set them (errors of the scenario name the flag)
 FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": "--nodes",
          "cluster.latency_us": "--latency-us", "cluster.bandwidth_gbps": "--bandwidth-gbps", "world_size": "--world-size",
-         "comm_hook": "--comm-hook", "calibration": "--calibration", "plan": "--plan",
+         "ddp.comm_hook": "--comm-hook", "calibration": "--calibration", "plan": "--plan",
          "simulation.iterations": "--iterations", "simulation.seed": "--seed", "simulation.no_sync_steps": "--no-sync-steps",
          "simulation.stragglers": "--straggler", "ddp.delay_all_reduce_named_params": "--delay-all-reduce-params",
          "ddp.param_to_hook_all_reduce": "--param-to-hook-all-reduce"}
@@ -191,23 +200,17 @@ FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": 
 def build_scenario(args: argparse.Namespace):
     """The one-point scenario of the parsed arguments (:func:`ddpsim.cli.args.scenario_from_flags`)."""
     from ddpsim.cli.args import scenario_from_flags
-    from ddpsim.cli.plan import parse_bucket_cap_mb, parse_bucket_cap_mb_list
+    from ddpsim.cli.plan import warn_cap_ignored
 
-    if args.format not in FORMATS:
-        raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
-    if args.comm_hook not in HOOKS:
-        raise InputError(f"--comm-hook: {args.comm_hook!r} is not accepted; expected one of {', '.join(HOOKS)}")
-    if args.world_size < 1:
-        raise InputError(f"--world-size: {args.world_size} is not accepted; expected an integer >= 1")
-    cap = parse_bucket_cap_mb(args.bucket_cap_mb)
-    cap_list = parse_bucket_cap_mb_list(args.bucket_cap_mb_list, cap, "ddpsim simulate")
+    cap, cap_list = args.bucket_cap_mb, args.bucket_cap_mb_list
+    warn_cap_ignored(cap, cap_list, "ddpsim simulate")
     ddp = {"bucket_cap_mb": cap, "bucket_cap_mb_list": None if cap_list is None else list(cap_list),
            "find_unused_parameters": args.find_unused_parameters, "static_graph": args.static_graph,
            "gradient_as_bucket_view": args.gradient_as_bucket_view, "sync_batchnorm": args.sync_batchnorm,
-           **_ddp_keys(torch213_ddp_options(args))}
+           "comm_hook": args.comm_hook, **_ddp_keys(torch213_ddp_options(args))}
     data: dict[str, Any] = {
         "name": "simulate", "trace": args.trace, "cluster": _cluster(args), "world_size": args.world_size,
-        "ddp": ddp, "comm_hook": args.comm_hook, "simulation": _simulation(args), "sweep": {"bucket_cap_mb": [cap]},
+        "ddp": ddp, "simulation": _simulation(args), "sweep": {"bucket_cap_mb": [cap]},
         "timelines": []}
     if args.calibration:
         data["calibration"] = args.calibration
@@ -240,25 +243,18 @@ def _cluster(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError("--latency-us/--bandwidth-gbps: only one given; expected both")
     if args.calibration:
         raise InputError(f"--calibration: {args.calibration!r} is not accepted with --latency-us/--bandwidth-gbps; expected --topology")
-    if not (math.isfinite(args.latency_us) and args.latency_us >= 0):
-        raise InputError(f"--latency-us: {args.latency_us!r} is not accepted; expected a number >= 0")
-    if not (math.isfinite(args.bandwidth_gbps) and args.bandwidth_gbps > 0):
-        raise InputError(f"--bandwidth-gbps: {args.bandwidth_gbps!r} is not accepted; expected a number > 0")
     return {"latency_us": args.latency_us, "bandwidth_gbps": args.bandwidth_gbps, "nodes": args.nodes}
 
 
 def _simulation(args: argparse.Namespace) -> dict[str, Any]:
     """The scenario's ``simulation`` block."""
     out: dict[str, Any] = {"iterations": args.iterations, "seed": args.seed, "no_sync_steps": args.no_sync_steps,
-                           "jitter": parse_jitter(args.jitter),
-                           "stragglers": dict(parse_straggler(s) for s in args.straggler)}
+                           "jitter": args.jitter, "stragglers": dict(args.straggler)}
     if args.interference is not None:
-        i = parse_interference(args.interference)
+        i = args.interference
         out["interference"] = {"compute_slowdown": i.compute_slowdown, "comm_slowdown": i.comm_slowdown,
                                "weighting": i.weighting}
     if args.copy_bandwidth_gbps is not None:
-        if not (math.isfinite(args.copy_bandwidth_gbps) and args.copy_bandwidth_gbps > 0):
-            raise InputError(f"--copy-bandwidth-gbps: {args.copy_bandwidth_gbps!r} is not accepted; expected a number > 0")
         out["copy_bandwidth_gbps"] = args.copy_bandwidth_gbps
     return out
 
@@ -269,7 +265,7 @@ def build_inputs(args: argparse.Namespace):
     sc = build_scenario(args)
     warning = sc.calibration_warning()
     if warning:
-        print(f"ddpsim simulate: WARNING: {warning}", file=sys.stderr)
+        log.warning("ddpsim simulate: WARNING: %s", warning)
     try:
         inputs = sc.build_point(sc.point_at(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
     except InputError as exc:

@@ -6,10 +6,11 @@ import argparse
 import json
 from typing import Any
 
-from ddpsim.cli.args import parse_int
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
 
 DESCRIPTION = """\
+What devices, links and NCCL channels does this cluster topology have?
+
 Summarise a cluster topology: a preset (dgx-a100, dgx-h100, pcie, cpu-gloo) or a custom
 YAML file. Prints the devices, the elements (NVSwitches, PCIe switches, NICs, leaf and spine
 switches), the links by type with their bandwidth per direction (GB/s = 1e9 B/s, as NCCL
@@ -25,9 +26,8 @@ Preset options are given with --set KEY=VALUE (repeatable):
 
 EPILOG = """\
 examples:
-  ddpsim topology dgx-a100
-  ddpsim topology dgx-h100 --nodes 4 --set fabric=fat-tree --set oversubscription=2
-  ddpsim topology my_cluster.yaml --draw cluster.png"""
+  ddpsim topology dgx-a100 --draw dgx-a100.png
+  ddpsim topology dgx-h100 --nodes 4 --set fabric=fat-tree --set oversubscription=2 --format json"""
 
 FORMATS = ("table", "json")
 
@@ -37,7 +37,7 @@ def parse_options(pairs: list[str] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs or []:
         if "=" not in pair:
-            raise InputError(f"--set: {pair!r} is not accepted; expected KEY=VALUE, e.g. nvlinks_per_gpu=8")
+            raise InputError(f"--set: {shorten(pair)} is not accepted; expected KEY=VALUE, e.g. nvlinks_per_gpu=8")
         k, v = pair.split("=", 1)
         k = k.strip().replace("-", "_")
         val: Any = v.strip()
@@ -51,15 +51,33 @@ def parse_options(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
+#: the image formats --draw writes (by the file's suffix)
+DRAW_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def drawing_path(text: str) -> str:
+    """``--draw``'s file: a path ending in one of :data:`DRAW_SUFFIXES`, not a folder."""
+    from pathlib import Path
+
+    from ddpsim.cli.args import is_folder
+
+    if Path(text).suffix.lower() not in DRAW_SUFFIXES or is_folder(text, "an image file path"):
+        raise InputError(f"--draw: {shorten(text)} is not accepted; expected an image file path ending in "
+                         f"{', '.join(DRAW_SUFFIXES)}")
+    return text
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("topology", help="summarise and draw a cluster topology", description=DESCRIPTION,
-                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("topology", metavar="PRESET|FILE", help="a preset name or a topology YAML file")
-    p.add_argument("--nodes", default="1", metavar="N", help="number of hosts (presets only); default: 1")
+    from ddpsim.cli.args import MAX_NODES, add_verb, from_parser, int_in, nonempty
+
+    p = add_verb(subparsers, "topology", help="summarise and draw a cluster topology", description=DESCRIPTION,
+                 epilog=EPILOG)
+    p.add_argument("topology", metavar="PRESET|FILE", type=nonempty, help="a preset name or a topology YAML file")
+    p.add_argument("--nodes", default=1, type=int_in(1, MAX_NODES), metavar="N", help="number of hosts (presets only); default: 1")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options",
                    help="a preset option (repeatable); see above")
-    p.add_argument("--draw", metavar="PNG", default=None, help="draw the graph to this image file")
-    p.add_argument("--format", default="table", metavar="{table,json}", help="output format; default: table")
+    p.add_argument("--draw", metavar="PNG", default=None, type=from_parser(drawing_path), help="draw the graph to this image file")
+    p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
     p.set_defaults(func=run)
     return p
 
@@ -67,13 +85,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def draw_topology(graph: Any, path: str) -> None:
     """Draw ``graph`` in layers (devices at the bottom, spines on top) to ``path``."""
     import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import networkx as nx
 
     from ddpsim.io import ensure_dir
     from ddpsim.network.topology import BANDWIDTH, KIND, LINK_TYPE
+    from ddpsim.report.plots import new_figure
 
     layer = {"gpu": 0, "cpu": 0, "nvswitch": 1, "loopback": 1, "pcie_switch": 1, "host_bridge": 2, "nic": 2,
              "leaf": 3, "eth_switch": 3, "spine": 4}
@@ -93,7 +109,8 @@ def draw_topology(graph: Any, path: str) -> None:
     colors = {"nvlink": "tab:green", "pcie": "tab:blue", "net": "tab:red", "loopback": "tab:gray",
               "ethernet": "tab:orange"}
     n = graph.number_of_nodes()
-    fig, ax = plt.subplots(figsize=(max(8, min(40, n * 0.35)), 6))
+    fig = new_figure(figsize=(max(8, min(40, n * 0.35)), 6))
+    ax = fig.subplots()
     bws = [d[BANDWIDTH] for _, _, d in graph.edges(data=True)]
     top = max(bws)
     for lt, c in colors.items():
@@ -102,7 +119,7 @@ def draw_topology(graph: Any, path: str) -> None:
             widths = [0.5 + 3.0 * graph.edges[e][BANDWIDTH] / top for e in es]
             nx.draw_networkx_edges(graph, pos, edgelist=es, edge_color=c, width=widths, ax=ax, label=lt)
     kinds = sorted({d[KIND] for _, d in graph.nodes(data=True)})
-    cmap = plt.get_cmap("tab10")
+    cmap = matplotlib.colormaps["tab10"]
     for i, k in enumerate(kinds):
         ns = [x for x, d in graph.nodes(data=True) if d[KIND] == k]
         nx.draw_networkx_nodes(graph, pos, nodelist=ns, node_color=[cmap(i % 10)], node_size=120, ax=ax, label=k)
@@ -115,16 +132,13 @@ def draw_topology(graph: Any, path: str) -> None:
 
     ensure_dir(Path(path).parent if str(Path(path).parent) else ".")
     fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
 
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.network.collective_cost import place_ranks, search_graphs
     from ddpsim.network.topology import max_ranks, resolve_topology, summarize
 
-    if args.format not in FORMATS:
-        raise InputError(f"--format: {args.format!r} is not accepted; expected one of {', '.join(FORMATS)}")
-    nodes = parse_int(args.nodes, "--nodes")
+    nodes = args.nodes
     graph = resolve_topology(args.topology, num_nodes=nodes, **parse_options(args.options))
     summary = summarize(graph)
     if graph.graph["backend"] == "nccl":

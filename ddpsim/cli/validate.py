@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ddpsim.errors import shorten
+
 DESCRIPTION = """\
+How close are ddpsim's predictions for this scenario to real DDP runs on this machine?
+
 Check ddpsim against real DDP on this machine. For SCENARIO's validated bucket_cap_mb points:
 capture the model's trace on all ranks at once, in lockstep (the runs' conditions;
 --scenario-trace predicts from the scenario's trace instead); calibrate the machine once with
@@ -38,48 +42,33 @@ the executor holds glibc's allocator steady in every step (--malloc steady) so t
 capture and runs reuse their pages alike. How the figures are made and read:
 docs/VALIDATION.md.
 
---zoo validates the model zoo (models ddpsim was never tuned on: 'ddpsim trace --list-models',
-zoo:<name>; the torchvision ones need the 'zoo' extra) unattended, one model after another,
-calibrated once, a model already done skipped, and writes <out-dir>/zoo/summary.md: per model
-the median |error| (wall clock, CPU clock, CPU clock at the runs' load), how often the measured
-mean lies in its prediction interval, and how far predictions from single captures land apart;
-each model's interval joined with the method's error measured on the other models (the
-split-conformal band of their residuals measured / predicted - 1) is scored beside it, and every
-residual is written to <out-dir>/zoo/method_error.json, which --method-error FILE joins to the
-intervals of another validation on the same host.
-The eleven models take 22-25 minutes on a quiet 2-core host at 3 caps x 3 rounds, 30-45 under
-other load or on a slow VM (the zoo study, studies/zoo/README.md); --zoo-models and fewer
---caps/--repeats give a quick subset.
-
 Files are rewritten atomically after every run, so an interrupted validation keeps what it
 measured. Local validation is CPU/gloo; on GPU nodes run the executor under torchrun
 yourself ('torchrun --nproc-per-node 8 -m executor ddp ...')."""
 
 EPILOG = """\
 examples:
-  ddpsim validate cpu-gloo-resnet50                       # calibrate, capture, run, compare
-  ddpsim validate default --caps none,1,25 --repeats 4 --calibration my-calibration.json
+  ddpsim validate cpu-gloo-mlp --caps none,1,25 --repeats 4    # calibrate, capture, run, compare
   ddpsim validate cpu-gloo-mlp --reanalyze                # rebuild the shipped report from its raw runs
-  ddpsim validate cpu-gloo-resnet50 --reanalyze --method-error reports/zoo/lanes/zoo/method_error.json
-  ddpsim validate --zoo --zoo-models resnet18,tied_lm --caps 5,25 --repeats 2   # a quick zoo subset
+
+'ddpsim zoo' validates the model zoo the same way, one model after another.
 
 Bad input (a missing scenario, a bad --caps value, a failing executor run) stops with
 one line and exit status 2; files already written are kept."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("validate", help="compare predictions with real DDP runs on this machine",
-                              description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, help="scenario YAML or bundled name; default: 'default'")
-    p.add_argument("--calibration", metavar="FILE", default=None, help="reuse a calibration JSON instead of calibrating")
-    p.add_argument("--caps", metavar="LIST", default=None,
-                   help="comma list of bucket_cap_mb to run ('none' = not given; list=X+Y+... a bucket_cap_mb_list, "
-                        "e.g. none,5,list=0.2+0.5+0.3); default: validation.bucket_cap_mb or the sweep's")
-    p.add_argument("--repeats", metavar="N", type=int, default=3, help="runs per point (default 3)")
-    p.add_argument("--iterations", metavar="N", type=int, default=None, help="measured iterations per run (default: scenario)")
-    p.add_argument("--warmup", metavar="N", type=int, default=None, help="warm-up iterations per run (default: scenario)")
-    p.add_argument("--num-threads", metavar="N", type=int, default=None, help="torch threads per rank (default: the trace's)")
-    p.add_argument("--out-dir", metavar="DIR", default="reports", help="parent folder of the report (default: reports)")
+    from ddpsim.cli.args import MAX_THREADS, DeprecatedAlias, add_verb, int_in, nonempty
+    from ddpsim.validation.measure import LAUNCH_MODES
+
+    p = add_verb(subparsers, "validate", help="compare predictions with real DDP runs on this machine",
+                 description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, type=nonempty,
+                   help=f"scenario YAML or bundled name; default: {LOCAL_SCENARIO!r} (2 gloo ranks on this host)")
+    add_run_flags(p, caps_default="validation.bucket_cap_mb or the sweep's", iterations_default="scenario",
+                  warmup_default="scenario")
+    p.add_argument("--num-threads", metavar="N", type=int_in(1, MAX_THREADS), default=None,
+                   help="torch threads per rank (default: the trace's)")
     p.add_argument("--no-bucket-timing", action="store_true", help="skip the hooked runs that time each bucket")
     p.add_argument("--scenario-trace", action="store_true",
                    help="predict from the scenario's trace as is (default: capture a fresh trace on all ranks at once, "
@@ -88,28 +77,50 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run nothing: rebuild the report from the raw runs an earlier validate left under "
                         "reports/<name>/validation/ (step times recomputed from the per-rank records, points simulated "
                         "again with the current engine and the calibration validation.json names, or --calibration)")
-    p.add_argument("--launch", metavar="MODE", default="point",
+    p.add_argument("--launch", choices=LAUNCH_MODES, default="point",
                    help="point (default): a launch per point and run, the round's trace in its own; "
                         "round: each round's trace slices and points in one executor launch")
-    p.add_argument("--method-error", metavar="FILE", default=None,
+    p.add_argument("--method-error", metavar="FILE", default=None, type=nonempty,
                    help="join every prediction interval with the method's error measured on other models: the "
                         "split-conformal 80 %% band of a zoo run's residuals (<out-dir>/zoo/method_error.json, the "
                         "validated model's own left out; ddpsim/pipeline/method_error.py)")
     p.add_argument("--no-plots", action="store_true", help="skip validation.png")
-    p.add_argument("--zoo", action="store_true",
-                   help="validate the model zoo instead of SCENARIO (ddpsim/validation/zoo_driver.py): every zoo model (or --zoo-models) "
-                        "at --caps (default 1,5,25), calibrated once, a model already done skipped; writes "
-                        "<out-dir>/zoo/summary.md (per model: median |error|, prediction-interval coverage, "
-                        "prediction stability on the wall and the CPU clock); with --reanalyze, the models done are analysed "
-                        "again without running anything)")
-    p.add_argument("--zoo-models", metavar="LIST", default=None,
-                   help="with --zoo: comma list of zoo models (names from 'ddpsim trace --list-models', zoo: optional)")
-    p.add_argument("--timeout-s", metavar="S", type=float, default=900.0, help="limit per executor run (default 900)")
+    # 'ddpsim validate --zoo': the spelling of 'ddpsim zoo' in earlier docs
+    p.add_argument("--zoo", action=DeprecatedAlias, nargs=0, const=True, default=False, deprecated="'ddpsim zoo'",
+                   help=argparse.SUPPRESS)
+    p.add_argument("--zoo-models", metavar="LIST", default=None, type=nonempty, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p
 
 
+#: the scenario 'ddpsim validate' runs without one: the bundled CPU case every host can run
+LOCAL_SCENARIO = "cpu-gloo-mlp"
+
+
+def add_run_flags(p: argparse.ArgumentParser, *, caps_default: str, iterations_default: str,
+                  warmup_default: str) -> None:
+    """The flags 'ddpsim validate' and 'ddpsim zoo' share: what to run, how often, where to write."""
+    from ddpsim.cli.args import MAX_ITERATIONS, MAX_REPEATS, float_in, from_parser, int_in, nonempty
+
+    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty,
+                   help="reuse a calibration JSON instead of calibrating")
+    p.add_argument("--caps", metavar="LIST", default=None, type=from_parser(parse_caps),
+                   help="comma list of bucket_cap_mb to run ('none' = not given; list=X+Y+... a bucket_cap_mb_list, "
+                        f"e.g. none,5,list=0.2+0.5+0.3); default: {caps_default}")
+    p.add_argument("--repeats", metavar="N", type=int_in(1, MAX_REPEATS), default=3, help="runs per point (default 3)")
+    p.add_argument("--iterations", metavar="N", type=int_in(1, MAX_ITERATIONS), default=None,
+                   help=f"measured iterations per run (default: {iterations_default})")
+    p.add_argument("--warmup", metavar="N", type=int_in(0, MAX_ITERATIONS), default=None,
+                   help=f"warm-up iterations per run (default: {warmup_default})")
+    p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
+                   help="parent folder of the report (default: reports)")
+    p.add_argument("--timeout-s", metavar="S", type=float_in(0, above=True, maximum=7 * 86400), default=900.0,
+                   help="limit per executor run in seconds (default 900)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines, only the result lines")
+
+
 def parse_caps(text: str | None) -> list[float | tuple[float, ...] | None] | None:
+    """``none,5,list=1+4`` -> [None, 5, (1, 4)]; None stays None; InputError for a bad or empty item."""
     from ddpsim.cli.args import parse_cap_point
     from ddpsim.units import CAPS_EXPECTED
 
@@ -119,33 +130,58 @@ def parse_caps(text: str | None) -> list[float | tuple[float, ...] | None] | Non
 
 
 def run(args: argparse.Namespace) -> int:
+    from ddpsim.cli.args import require_torch
+    from ddpsim.errors import InputError
+
+    if args.zoo:
+        if args.method_error is not None:
+            raise InputError(f"--method-error: {shorten(args.method_error)} is not accepted with --zoo; expected none "
+                             "(the zoo scores each model with the other models' residuals and writes its own "
+                             "method_error.json)")
+        if args.scenario is not None:
+            raise InputError(f"SCENARIO: {shorten(args.scenario)} is not accepted with --zoo; expected none "
+                             "(the zoo writes its own)")
+        if args.scenario_trace or args.launch != "point":
+            raise InputError("--zoo: not accepted with --scenario-trace or --launch round; expected 'ddpsim zoo'")
+        return run_zoo_args(args)
+    if args.zoo_models is not None:
+        raise InputError(f"--zoo-models: {shorten(args.zoo_models)} is not accepted without --zoo; expected "
+                         "'ddpsim zoo --models LIST'")
+    require_torch("validate")
     from ddpsim.validation.measure import reanalyze, validate
 
-    if args.zoo_models is not None and not args.zoo:
-        from ddpsim.errors import InputError
-
-        raise InputError(f"--zoo-models: {args.zoo_models!r} is not accepted without --zoo; expected --zoo --zoo-models LIST")
-    if args.zoo:
-        from ddpsim.validation.zoo_driver import run_zoo_cli
-
-        if args.method_error is not None:
-            from ddpsim.errors import InputError
-
-            raise InputError(f"--method-error: {args.method_error!r} is not accepted with --zoo; expected none (the zoo "
-                             "scores each model with the other models' residuals and writes its own method_error.json)")
-        return run_zoo_cli(args, parse_caps(args.caps))
     if args.reanalyze:
-        res = reanalyze(args.scenario, calibration=args.calibration, out_dir=args.out_dir, plots=not args.no_plots,
+        res = reanalyze(args.scenario or LOCAL_SCENARIO, calibration=args.calibration, out_dir=args.out_dir, plots=not args.no_plots,
                         method_error=args.method_error)
     else:
-        res = validate(args.scenario, calibration=args.calibration, out_dir=args.out_dir, caps=parse_caps(args.caps),
+        res = validate(args.scenario or LOCAL_SCENARIO, calibration=args.calibration, out_dir=args.out_dir, caps=args.caps,
                        iterations=args.iterations, warmup=args.warmup, repeats=args.repeats,
                        bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads, timeout_s=args.timeout_s,
                        plots=not args.no_plots, capture=not args.scenario_trace, launch_mode=args.launch,
                        method_error=args.method_error)
+    print_result(res, plots=not args.no_plots)
+    return 0
+
+
+def run_zoo_args(args: argparse.Namespace) -> int:
+    """'ddpsim zoo' (and its 'validate --zoo' spelling): run or reanalyse the zoo; prints the files written."""
+    from ddpsim.cli.args import require_torch
+    from ddpsim.validation.zoo_driver import run_zoo
+
+    require_torch("zoo")
+    models = None if args.zoo_models is None else [m.strip() for m in args.zoo_models.split(",") if m.strip()]
+    res = run_zoo(models=models, out_dir=args.out_dir, caps=args.caps, repeats=args.repeats,
+                  iterations=args.iterations or 20, warmup=5 if args.warmup is None else args.warmup,
+                  calibration=args.calibration, timeout_s=args.timeout_s, reanalyze=args.reanalyze)
+    print(f"zoo: wrote {res['out']}/summary.md, summary.csv, summary.json")
+    return 0
+
+
+def print_result(res: dict[str, Any], *, plots: bool) -> None:
+    """The answer lines of a validation (stdout)."""
     s = res["summary"]
     print(f"validate: wrote {res['out']}/validation.md, validation.csv, validation.json"
-          f"{'' if args.no_plots else ', validation.png'}")
+          f"{', validation.png' if plots else ''}")
     if s:
         print(f"validate: median |error| {s['median_abs_error_pct']:.1f} % over {s['num_points']} points; "
               f"{s['num_in_band_or_within_10pct']}/{s['num_points']} in band or within 10 %; measured best "
@@ -162,4 +198,3 @@ def run(args: argparse.Namespace) -> int:
               f"plan matches: {str(s['plan_matches_all']).lower()}"
               + ("" if not s.get("num_with_interval") else
                  f"; inside the 80 % prediction interval: {s['num_in_interval']}/{s['num_with_interval']}"))
-    return 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import hashlib
 import json
+import logging
 import os
 import statistics
 import sys
@@ -33,6 +34,8 @@ from ddpsim.plan.planner import cap_list_label
 from ddpsim.engine.result import BucketTiming, IterationStats, SimResult, Span
 from ddpsim.pipeline.scenario import Scenario, SweepPoint
 from ddpsim.formats import quantile
+
+log = logging.getLogger(__name__)
 
 POINT_FORMAT = "ddpsim-point"
 POINT_VERSION = 1
@@ -200,26 +203,13 @@ def point_key(scenario: Scenario, point: SweepPoint, trace_fp: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-class Progress:
-    """A one-line progress bar on stderr (redrawn in place on a terminal, else one line per step)."""
+def progress_bar(total: int, label: str, enabled: bool) -> Any:
+    """A tqdm bar of ``total`` points on stderr; disabled (nothing drawn) unless ``enabled`` and
+    stderr is a terminal, so logs never get its carriage returns."""
+    from tqdm import tqdm
 
-    def __init__(self, total: int, label: str, stream=None, width: int = 28) -> None:
-        self.total, self.label, self.width = total, label, width
-        self.stream = stream if stream is not None else sys.stderr
-        self.done = 0
-        self.t0 = time.monotonic()
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-
-    def step(self, what: str) -> None:
-        self.done += 1
-        frac = self.done / self.total if self.total else 1.0
-        bar = "#" * int(round(frac * self.width)) + "." * (self.width - int(round(frac * self.width)))
-        line = f"{self.label} [{bar}] {self.done}/{self.total} {what} ({time.monotonic() - self.t0:.1f}s)"
-        if self.tty:
-            self.stream.write("\r\033[K" + line + ("\n" if self.done >= self.total else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+    on = enabled and total > 0 and sys.stderr.isatty()
+    return tqdm(total=total, desc=label, unit="point", file=sys.stderr, disable=not on, leave=False)
 
 
 def check_sweepable(scenario: Scenario, inputs: Any) -> None:
@@ -253,6 +243,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
             in this process.
         trace: the scenario's trace if already loaded.
         points: a subset of the scenario's points (default: all).
+        progress: a tqdm bar of the points on stderr, drawn on a terminal only.
         simulate, build: see :func:`simulate_point`.
 
     Raises:
@@ -287,29 +278,39 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
     if todo:
         check_sweepable(scenario, build(scenario, todo[0], trace) if build is not None
                         else scenario.build_point(todo[0], trace=trace))
-    bar = Progress(len(todo), f"{scenario.name}: simulating") if progress and todo else None
+    t0 = time.monotonic()
+    with progress_bar(len(todo), f"{scenario.name}: simulating", progress) as bar:
 
-    def finish(d: dict[str, Any]) -> None:
-        rec = PointRecord.from_dict(d) if isinstance(d, dict) else d
-        if pdir is not None:
-            write_text_atomic(pdir / f"{_file_id(rec.point_id)}.json", json.dumps(rec.to_dict(), separators=(",", ":")) + "\n")
-        records[rec.point] = rec
-        if bar:
-            bar.step(rec.point_id)
+        def finish(d: dict[str, Any]) -> None:
+            rec = PointRecord.from_dict(d) if isinstance(d, dict) else d
+            if pdir is not None:
+                write_text_atomic(pdir / f"{_file_id(rec.point_id)}.json", json.dumps(rec.to_dict(), separators=(",", ":")) + "\n")
+            records[rec.point] = rec
+            bar.set_postfix_str(rec.point_id, refresh=False)
+            bar.update(1)
 
+        _simulate_todo(scenario, todo, trace, keys, jobs, simulate, build, finish)
+    if todo:
+        log.info("%s: simulated %d point(s) in %.1f s (%d reused)", scenario.name, len(todo), time.monotonic() - t0,
+                 len(pts) - len(todo))
+    return [records[p] for p in pts]
+
+
+def _simulate_todo(scenario: Scenario, todo: list[SweepPoint], trace: Any, keys: dict[SweepPoint, str], jobs: int,
+                   simulate: Callable | None, build: Callable | None, finish: Callable[[Any], None]) -> None:
+    """Simulate the points ``todo`` (in this process, or ``jobs`` worker processes), ``finish`` each."""
     if jobs == 1 or len(todo) <= 1:
         for p in todo:
             finish(simulate_point(scenario, p, trace, keys[p], simulate, build))
-    else:
-        with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as ex:
-            futs = [ex.submit(_worker, (scenario, p, trace, keys[p], simulate, build)) for p in todo]
-            try:
-                for fut in cf.as_completed(futs):
-                    finish(fut.result())
-            except BaseException:
-                ex.shutdown(wait=False, cancel_futures=True)
-                raise
-    return [records[p] for p in pts]
+        return
+    with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as ex:
+        futs = [ex.submit(_worker, (scenario, p, trace, keys[p], simulate, build)) for p in todo]
+        try:
+            for fut in cf.as_completed(futs):
+                finish(fut.result())
+        except BaseException:
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
 
 
 def sweep_table(records: Sequence[PointRecord]):

@@ -1,4 +1,6 @@
-"""Plots of a sweep (matplotlib, imported lazily with the Agg backend: no display needed).
+"""Plots of a sweep (matplotlib's object API, imported lazily: each figure is a
+``matplotlib.figure.Figure`` drawn by its own Agg canvas, so no display is needed and pyplot's
+global backend is never switched, a notebook's included).
 
 Every function returns a matplotlib Figure; :func:`save_figure` writes it as PNG atomically
 with no timestamp or version in the metadata, so the same data gives the same bytes.
@@ -27,13 +29,14 @@ _BREAKDOWN = (("forward_s", "forward", "#4c72b0"), ("backward_compute_s", "backw
               ("other_s", "other", "#8c8c8c"))
 
 
-def _plt():
-    import matplotlib
+def new_figure(**kwargs: Any) -> Any:
+    """A ``matplotlib.figure.Figure(**kwargs)`` with an Agg canvas of its own (outside pyplot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def _unit(max_s: float) -> tuple[float, str]:
@@ -44,17 +47,16 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     """PNG, written atomically, with fixed metadata (reproducible bytes)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    _plt().close(fig)
     return write_bytes_atomic(path, buf.getvalue())
 
 
 def sweep_figure(table: Any, title: str = "") -> Any:
     """Step time and its breakdown per sweep point (``table`` = :func:`ddpsim.pipeline.sweep.sweep_table`)."""
-    plt = _plt()
     rows = table.to_dict("records")
     labels = [r["point"].replace("cap=", "") for r in rows]
     mult, unit = _unit(max(r["iteration_p95_s"] for r in rows))
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(6.5, 0.7 * len(rows) + 2), 7), sharex=True)
+    fig = new_figure(figsize=(max(6.5, 0.7 * len(rows) + 2), 7))
+    ax1, ax2 = fig.subplots(2, 1, sharex=True)
     x = list(range(len(rows)))
     ax1.plot(x, [r["iteration_p50_s"] * mult for r in rows], "o-", label="p50 step time", color="#4c72b0")
     ax1.plot(x, [r["iteration_p95_s"] * mult for r in rows], "s--", label="p95 step time", color="#c44e52", alpha=0.7)
@@ -91,7 +93,6 @@ def timeline_figure(result: Any, title: str = "", iterations: Sequence[int] | No
     :func:`ddpsim.report.perfetto.representative_ranks`, the ones whose traces are written)."""
     from ddpsim.report.perfetto import representative_ranks
 
-    plt = _plt()
     its = sorted({s.iteration for s in result.spans})
     keep = set(iterations if iterations is not None else its)
     ranks = list(representative_ranks(result) if ranks is None else ranks)
@@ -99,7 +100,8 @@ def timeline_figure(result: Any, title: str = "", iterations: Sequence[int] | No
     t_end = max((s.end_s for s in spans), default=1.0)
     t_start = min((s.start_s for s in spans), default=0.0)
     mult, unit = _unit(t_end - t_start)
-    fig, ax = plt.subplots(figsize=(12, 1.0 + 1.1 * len(ranks)))
+    fig = new_figure(figsize=(12, 1.0 + 1.1 * len(ranks)))
+    ax = fig.subplots()
     yticks, ylabels = [], []
     seen_kinds: dict[str, Any] = {}
     for k, r in enumerate(ranks):
@@ -136,9 +138,9 @@ def timeline_figure(result: Any, title: str = "", iterations: Sequence[int] | No
 
 def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int]]], title: str = "") -> Any:
     """Bucket sizes (MiB) in launch order, one row per ``(label, sizes_bytes)``."""
-    plt = _plt()
     n = max(1, len(plans))
-    fig, axes = plt.subplots(n, 1, figsize=(9, 1.2 + 1.5 * n), squeeze=False)
+    fig = new_figure(figsize=(9, 1.2 + 1.5 * n))
+    axes = fig.subplots(n, 1, squeeze=False)
     for ax, (label, sizes) in zip(axes[:, 0], plans):
         ax.bar(range(len(sizes)), [s / 2**20 for s in sizes], color="#4c72b0")
         ax.set_ylabel("MiB", fontsize=8)

@@ -11,6 +11,7 @@ replaced atomically by a complete new one.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +22,8 @@ from ddpsim.pipeline.scenario import Scenario, load_scenario
 from ddpsim.pipeline.sweep import best_record, run_sweep, sweep_table
 from ddpsim.report import perfetto
 from ddpsim.report import summary as report
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,10 +44,9 @@ class Report:
 def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
                  jobs: int | None = None, plots: bool = True, progress: bool = True,
                  simulate_fn: Callable | None = None, build_fn: Callable | None = None,
-                 log: Callable[[str], None] | None = None, method_error: str | Path | None = None) -> Report:
+                 method_error: str | Path | None = None) -> Report:
     """Run a scenario and write its report folder (:func:`ddpsim.api.run_scenario` documents it)."""
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    say = log or (lambda msg: None)
     rdir = ensure_dir(ensure_dir(out_dir, "--out-dir") / sc.name, "--out-dir")
     files: list[Path] = []
     trace = sc.load_trace()
@@ -58,10 +60,10 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     table, btable = sweep_table(records), report.buckets_table(records)
     files.append(report.write_csv(table, rdir / "sweep.csv"))
     files.append(report.write_csv(btable, rdir / "buckets.csv"))
-    say(f"wrote {rdir / 'sweep.csv'} and {rdir / 'buckets.csv'}")
+    log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
     best = best_record(records)
     overlaps, trace_files = _write_timelines(sc, records, best, rdir, plots, files)
-    say(f"wrote timelines for {', '.join(trace_files) or 'no point'}")
+    log.info("wrote timelines for %s", ", ".join(trace_files) or "no point")
 
     build = build_fn if build_fn is not None else (lambda s, p, t: s.build_point(p, trace=t))
     sim = simulate_fn
@@ -69,7 +71,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         from ddpsim.engine.simulate import simulate as sim
     rec = steps.recommend(sc, records, trace, build, sim)
     files.append(write_text_atomic(rdir / "recommended_plan.json", json.dumps(rec.plan_doc, indent=1) + "\n"))
-    say(f"wrote {rdir / 'recommended_plan.json'}")
+    log.info("wrote %s", rdir / "recommended_plan.json")
     if plots:
         _write_plots(sc, records, best, table, rec.info, rdir, files)
     me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,

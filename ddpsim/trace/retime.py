@@ -127,7 +127,7 @@ def get_gpu(name: str) -> GpuSpec:
     try:
         return GPUS[str(name).lower()]
     except KeyError:
-        raise InputError(f"--retime-for: {name!r} is not a modelled GPU; expected one of {sorted(GPUS)}") from None
+        raise InputError(f"--gpu: {name!r} is not a modelled GPU; expected one of {sorted(GPUS)}") from None
 
 
 @dataclass(frozen=True, kw_only=True)

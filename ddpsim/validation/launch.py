@@ -42,7 +42,7 @@ def torchrun_command(step_args: Sequence[str], *, nproc: int = 2, port: int | No
 
 
 def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int | None = 1,
-                 timeout_s: float = 600.0, echo: bool = False) -> LaunchResult:
+                 timeout_s: float = 600.0) -> LaunchResult:
     """Run ``executor <step_args>`` on ``nproc`` local ranks; wait at most ``timeout_s``.
 
     ``num_threads`` is passed as ``--num-threads`` and OMP_NUM_THREADS (CPU runs).
@@ -57,7 +57,7 @@ def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int |
     env.setdefault("TORCHELASTIC_ERROR_FILE", "")
     env.pop("TORCHELASTIC_ERROR_FILE")
     for attempt in range(3):
-        r = _launch_once(args, nproc=nproc, env=env, timeout_s=timeout_s, echo=echo)
+        r = _launch_once(args, nproc=nproc, env=env, timeout_s=timeout_s)
         # NOTE: the free port can be taken by another process between free_port() and torchrun's
         # bind (a busy shared host): retry on a fresh port, nothing else
         if r.returncode == 0 or not _port_clash(r.stderr):
@@ -70,7 +70,7 @@ def _port_clash(stderr: str) -> bool:
     return "address already in use" in s or "eaddrinuse" in s
 
 
-def _launch_once(args: list[str], *, nproc: int, env: dict[str, str], timeout_s: float, echo: bool) -> LaunchResult:
+def _launch_once(args: list[str], *, nproc: int, env: dict[str, str], timeout_s: float) -> LaunchResult:
     cmd = torchrun_command(args, nproc=nproc)
     proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -87,8 +87,6 @@ def _launch_once(args: list[str], *, nproc: int, env: dict[str, str], timeout_s:
             out, err = proc.communicate()
         err += f"\nexecutor launch: timed out after {timeout_s:g} s"
         return LaunchResult(returncode=124, stdout=out, stderr=err, command=tuple(cmd))
-    if echo:
-        sys.stdout.write(out)
     return LaunchResult(returncode=proc.returncode, stdout=out, stderr=err, command=tuple(cmd))
 
 

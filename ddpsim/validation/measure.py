@@ -8,15 +8,18 @@ writing the reports: :mod:`ddpsim.validation.writer`.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.io import ensure_dir, read_json, write_text_atomic
 from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
 from ddpsim.validation.writer import write_reports
+
+log = logging.getLogger(__name__)
 
 
 Runner = Callable[[list[str]], Any]
@@ -47,7 +50,7 @@ def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: 
 CALIBRATION_ATTEMPTS = 2
 
 
-def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, echo: Callable[[str], None], *,
+def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *,
               label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Any:
     """Calibrate with ``executor collectives`` into ``cal_path`` and return the loaded
     :class:`ddpsim.calibration.loader.Calibration` (a last clamped one is said by :func:`_announce`). A probe fit at its bound
@@ -58,11 +61,11 @@ def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, ec
 
     progress = raw / "calibration.progress.json"
     for attempt in range(1, attempts + 1):
-        echo(f"validate: calibrating {label} -> {cal_path}" + (f" (attempt {attempt} of {attempts})" if attempt > 1 else ""))
+        log.info(f"validate: calibrating {label} -> {cal_path}" + (f" (attempt {attempt} of {attempts})" if attempt > 1 else ""))
         t = time.perf_counter()
         launch(["collectives", "--out", str(cal_path), "--progress", str(progress),
                 "--max-bytes", "256MiB", "--repeats", "10", "--interference-repeats", "30"])
-        echo(f"validate: calibration done in {time.perf_counter() - t:.0f} s")
+        log.info(f"validate: calibration done in {time.perf_counter() - t:.0f} s")
         cal = load_calibration(cal_path)
         if attempt == attempts or cal.warning() is None:
             break
@@ -70,16 +73,15 @@ def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, ec
         cal_path.replace(kept)
         if progress.exists():
             progress.replace(progress.with_name(f"{progress.stem}.clamped{attempt}.json"))
-        echo(f"validate: {cal.warning()}; kept as {kept}, calibrating again")
-    return _announce(cal, echo)
+        log.info(f"validate: {cal.warning()}; kept as {kept}, calibrating again")
+    return _announce(cal)
 
 
 def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
              caps: Sequence[float | None] | None = None, iterations: int | None = None, warmup: int | None = None,
              repeats: int = 3, bucket_timing: bool = True, nproc: int | None = None, num_threads: int | None = None,
              timeout_s: float = 900.0, plots: bool = True, capture: bool = True, launch_mode: str = "point",
-             intervals: bool = True, method_error: str | Path | None = None,
-             echo: Callable[[str], None] = print) -> dict[str, Any]:
+             intervals: bool = True, method_error: str | Path | None = None) -> dict[str, Any]:
     """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
 
     ``launch_mode``: ``"point"`` (default) captures each round's trace in a launch of its own
@@ -106,14 +108,14 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     me = _load_method_error(method_error)  # a bad file stops here, before anything runs
     trace = scenario.load_trace()
     setup = _run_setup(scenario, trace, caps=caps, iterations=iterations, warmup=warmup, num_threads=num_threads,
-                       nproc=nproc, out_dir=out_dir, repeats=repeats, timeout_s=timeout_s, echo=echo)
+                       nproc=nproc, out_dir=out_dir, repeats=repeats, timeout_s=timeout_s)
     trace_path = scenario.trace_path
     if trace_path is None and not capture:
         from ddpsim.trace.records import save_trace
 
         trace_path = save_trace(trace, setup.raw / "trace.json")
-    run = _Validation(setup, trace=trace, trace_path=trace_path, plots=plots, echo=echo,
-                      launch_mode=_effective_launch_mode(launch_mode, capture=capture, points=setup.points, echo=echo))
+    run = _Validation(setup, trace=trace, trace_path=trace_path, plots=plots,
+                      launch_mode=_effective_launch_mode(launch_mode, capture=capture, points=setup.points))
     # 0. the trace, captured under the run's conditions: every rank computing at once, once per
     #    round (a shared host's load drifts; the trace must drift with the runs)
     if capture and run.launch_mode == "point":
@@ -128,7 +130,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     if bucket_timing:
         run.run_hooked()
     if intervals and run.captured:
-        point_intervals(scenario, setup.points, run.outcomes, run.captured, run.cal, iterations=setup.iterations, echo=echo,
+        point_intervals(scenario, setup.points, run.outcomes, run.captured, run.cal, iterations=setup.iterations,
                         method_error=me, model=setup.model, cal_path=run.cal_path)
     rows = [o.row() for o in run.outcomes.values()]
     run.flush()
@@ -157,7 +159,7 @@ class _RunSetup:
 
 def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None, iterations: int | None,
                warmup: int | None, num_threads: int | None, nproc: int | None, out_dir: str | Path, repeats: int,
-               timeout_s: float, echo: Callable[[str], None]) -> _RunSetup:
+               timeout_s: float) -> _RunSetup:
     """The run of :func:`validate` from its options, else the scenario's ``validation`` block,
     else the trace's environment; a run that local validation cannot do is refused here,
     before anything runs (a GPU device, a mixed-precision DDP, no batch size)."""
@@ -175,7 +177,7 @@ def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None
         raise InputError(f"{scenario.path}: validation.device: {device!r} is not accepted by local validation; "
                          f"expected cpu (on GPU nodes run 'torchrun -m executor' yourself and compare)")
     if batch_size != env.get("batch_size", batch_size):
-        echo(f"validate: WARNING: batch size {batch_size} differs from the trace's {env.get('batch_size')}")
+        log.warning(f"validate: WARNING: batch size {batch_size} differs from the trace's {env.get('batch_size')}")
     model_args = tuple(f"{k}={json.dumps(v)}" for k, v in ((vs.options if vs else {}) or {}).items())
     if caps is None and vs is not None and vs.bucket_cap_mb is not None:
         caps = vs.bucket_cap_mb
@@ -191,15 +193,15 @@ def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None
                      repeats=repeats, timeout_s=timeout_s, out=out, raw=raw)
 
 
-def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[Any], echo: Callable[[str], None]) -> str:
+def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[Any]) -> str:
     """``launch_mode``, or ``"point"`` (said) where a one-launch round cannot run: the scenario's
     trace is used as is, or the points differ by more than their cap."""
     if launch_mode == "round" and not capture:
-        echo("validate: --scenario-trace: the scenario's trace is not captured in the runs' launches; "
+        log.info("validate: --scenario-trace: the scenario's trace is not captured in the runs' launches; "
              "one launch per point (--launch point)")
         return "point"
     if launch_mode == "round" and not all(p.point_id == _cap_point_id(_point_cap(p)) for p in points):
-        echo("validate: the points differ by more than their cap; one launch per point (--launch point)")
+        log.info("validate: the points differ by more than their cap; one launch per point (--launch point)")
         return "point"
     return launch_mode
 
@@ -209,10 +211,9 @@ class _Validation:
     round and pooled), the rounds' captures, the calibration and every point's outcome. Each
     method is one step; the report is rewritten (:meth:`flush`) after every run."""
 
-    def __init__(self, setup: _RunSetup, *, trace: Any, trace_path: Path | None, launch_mode: str, plots: bool,
-                 echo: Callable[[str], None]) -> None:
+    def __init__(self, setup: _RunSetup, *, trace: Any, trace_path: Path | None, launch_mode: str, plots: bool) -> None:
         self.setup, self.trace, self.trace_path = setup, trace, trace_path
-        self.launch_mode, self.plots, self.echo = launch_mode, plots, echo
+        self.launch_mode, self.plots = launch_mode, plots
         self.captured: list[Any] = []
         self.cal_path: Path | None = None
         self.cal: Any = None
@@ -230,9 +231,9 @@ class _Validation:
 
         s = self.setup
         path = s.raw / f"trace.round{rep}.json"
-        self.echo(f"validate: capturing {s.model} (batch {s.batch_size}) on {s.nproc} ranks at once -> {path}")
+        log.info(f"validate: capturing {s.model} (batch {s.batch_size}) on {s.nproc} ranks at once -> {path}")
         cap_args = ["trace", "--model", s.model, "--batch-size", str(s.batch_size), "--out", str(path),
-                    "--iters", str(max(8, min(s.iterations, 20))), "--warmup", "3"]
+                    "--iterations", str(max(8, min(s.iterations, 20))), "--warmup", "3"]
         for a in s.model_args:
             cap_args += ["--model-arg", a]
         self.launch(cap_args)
@@ -247,13 +248,13 @@ class _Validation:
         self.cal_path = Path(calibration) if calibration else s.scenario.calibration_path
         if self.cal_path is None:
             self.cal_path = s.out / "calibration.json"
-            self.cal = calibrate(self.launch, self.cal_path, s.raw, self.echo,
+            self.cal = calibrate(self.launch, self.cal_path, s.raw,
                                  label=f"{s.nproc} gloo ranks x {s.threads} thread(s)")
         else:
-            self.cal = _load_calibration(self.cal_path, self.echo)
+            self.cal = _load_calibration(self.cal_path)
 
     def predict(self) -> None:
-        _predict(self.setup.scenario, self.setup.points, self.outcomes, self.trace, self.cal, self.echo)
+        _predict(self.setup.scenario, self.setup.points, self.outcomes, self.trace, self.cal)
 
     def flush(self) -> None:
         """Rewrite the report from the outcomes so far."""
@@ -269,7 +270,7 @@ class _Validation:
         o = self.outcomes[p.point_id]
         o.runs.append(json.loads(mpath.read_text()))
         r = o.row()
-        self.echo(f"validate: {p.point_id:14s} run {rep}/{self.setup.repeats}: measured {o.runs[-1]['summary']['iteration_s'] * 1e3:9.2f} ms"
+        log.info(f"validate: {p.point_id:14s} run {rep}/{self.setup.repeats}: measured {o.runs[-1]['summary']['iteration_s'] * 1e3:9.2f} ms"
                   f"  plan_matches {str(o.runs[-1].get('plan_matches')).lower()}  (pooled {r['measured_s'] * 1e3:.2f} ms,"
                   f" predicted {r['predicted_s'] * 1e3:.2f}, error {r['error_pct']:+.1f} %)")
 
@@ -290,7 +291,7 @@ class _Validation:
         s = self.setup
         for rep in range(1, s.repeats + 1):
             order = round_order(s.points, rep)
-            self.echo(f"validate: round {rep}/{s.repeats} in one launch: a trace slice then real DDP at "
+            log.info(f"validate: round {rep}/{s.repeats} in one launch: a trace slice then real DDP at "
                       f"{', '.join(p.point_id for p in order)}")
             self.launch(["round", *self.common_args(), "--caps", ",".join(_cap_arg(_point_cap(p)) for p in order),
                          "--trace-iters", str(ROUND_TRACE_ITERS), "--round", str(rep), "--out-dir", str(s.raw),
@@ -330,7 +331,7 @@ class _Validation:
                 self.launch(["ddp", *common, *_cap_flags(p), *_options(s.scenario, p),
                              "--timing-hook", "--out", str(mpath)])
             except InputError as exc:  # per-bucket timing is extra: report it, keep the validation
-                self.echo(f"validate: WARNING: {p.point_id}: the timing-hook run failed, no measured bucket times: {exc}")
+                log.warning(f"validate: WARNING: {p.point_id}: the timing-hook run failed, no measured bucket times: {exc}")
                 continue
             self.outcomes[p.point_id].hooked = json.loads(mpath.read_text())
             self.flush()
@@ -347,7 +348,7 @@ def _load_method_error(path: str | Path | None) -> Any:
 
 
 def point_intervals(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], captures: Sequence[Any],
-                    cal: Any, *, iterations: int, echo: Callable[[str], None], seed: int = 0, method_error: Any = None,
+                    cal: Any, *, iterations: int, seed: int = 0, method_error: Any = None,
                     model: str | None = None, cal_path: str | Path | None = None) -> None:
     """Give every point its :data:`~ddpsim.validation.writer.INTERVAL_LEVEL` prediction
     interval (:func:`ddpsim.validation.intervals.prediction_interval`): the rounds' ``captures`` and their
@@ -366,16 +367,16 @@ def point_intervals(scenario: Any, points: Sequence[Any], outcomes: dict[str, Po
         band = method_error.band(INTERVAL_LEVEL, exclude_model=model)
         left = len([q for q in method_error.points if q.model != model])
         if band is None:
-            echo(f"validate: the method error's {left} residuals of other models are too few for a {INTERVAL_LEVEL:.0%} "
+            log.info(f"validate: the method error's {left} residuals of other models are too few for a {INTERVAL_LEVEL:.0%} "
                  "band; the intervals hold the trace's noise only")
         else:
-            echo(f"validate: method error of {len({q.model for q in method_error.points} - {model})} other models "
+            log.info(f"validate: method error of {len({q.model for q in method_error.points} - {model})} other models "
                  f"({left} points): {100 * band[0]:+.1f}..{100 * band[1]:+.1f} % around each prediction")
         # a local validation runs gloo on CPU, as the zoo's residuals were measured
         diff = method_error.mismatch(calibration_sha256=None if cal_path is None else file_sha256(cal_path),
                                      backend="gloo", device="cpu")
         if diff:
-            echo(f"validate: note: {diff}; its band holds for the conditions it was measured in")
+            log.info(f"validate: note: {diff}; its band holds for the conditions it was measured in")
     for p in points:
         o = outcomes[p.point_id]
         o.interval = prediction_interval(captures, predict_mean(scenario, p, cal), level=INTERVAL_LEVEL,
@@ -383,7 +384,7 @@ def point_intervals(scenario: Any, points: Sequence[Any], outcomes: dict[str, Po
                                          num_iterations=iterations, seed=seed,
                                          alternatives=predict_alternatives(scenario, p, cal))
         o.interval = widen(o.interval, band)
-        echo(f"validate: {p.point_id:14s} {INTERVAL_LEVEL:.0%} interval {o.interval.low_s * 1e3:.2f} to "
+        log.info(f"validate: {p.point_id:14s} {INTERVAL_LEVEL:.0%} interval {o.interval.low_s * 1e3:.2f} to "
              f"{o.interval.high_s * 1e3:.2f} ms")
 
 
@@ -453,8 +454,7 @@ def _select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | lis
     return points
 
 
-def _predict(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any,
-             echo: Callable[[str], None]) -> None:
+def _predict(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any) -> None:
     from ddpsim.engine.simulate import simulate
     from ddpsim.validation.intervals import validation_inputs
 
@@ -466,13 +466,12 @@ def _predict(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutc
         o.predicted_s = o.predicted_metrics["iteration_mean_s"]
         o.predicted_p50_s = o.predicted_metrics["iteration_p50_s"]
         o.predicted_buckets = predicted_bucket_times(res)
-        echo(f"validate: {p.point_id:14s} predicted {o.predicted_s * 1e3:9.2f} ms  ({len(inputs.plan.steady)} buckets,"
+        log.info(f"validate: {p.point_id:14s} predicted {o.predicted_s * 1e3:9.2f} ms  ({len(inputs.plan.steady)} buckets,"
              f" trace of {len(trace.iterations)} iterations)")
 
 
 def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
-              plots: bool = True, intervals: bool = True, method_error: str | Path | None = None,
-              echo: Callable[[str], None] = print) -> dict[str, Any]:
+              plots: bool = True, intervals: bool = True, method_error: str | Path | None = None) -> dict[str, Any]:
     """Rebuild a validation report from the raw measurements a :func:`validate` run left under
     ``<out_dir>/<scenario>/validation/`` -- nothing is run: every run's step times are
     recomputed from its per-rank records with ``ddpsim.formats.summarize``, and the points
@@ -493,23 +492,20 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     out = Path(out_dir) / scenario.name
     raw = out / "validation"
     old_path = out / "validation.json"
-    try:
-        old = json.loads(old_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--reanalyze: {str(old_path)!r} is not readable ({exc}); expected the validation.json of an "
-                         f"earlier 'ddpsim validate {scenario.name}' (run it first)") from None
+    old = read_json(old_path, "--reanalyze", f"the validation.json of an earlier 'ddpsim validate {scenario.name}' "
+                    "(run it first)")
     cal_path = Path(calibration) if calibration else Path(old["calibration"])
-    cal = _load_calibration(cal_path, echo)
+    cal = _load_calibration(cal_path)
     trace_path = report_trace_path(old, raw)
     trace = load_trace(trace_path)
     points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
     outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p)) for p in points}
     for p in points:
         _read_runs(outcomes[p.point_id], raw, old_path)
-    _predict(scenario, points, outcomes, trace, cal, echo)
+    _predict(scenario, points, outcomes, trace, cal)
     rounds = round_traces(raw, old["repeats"])
     if rounds and intervals:
-        point_intervals(scenario, points, outcomes, rounds, cal, iterations=old["iterations"], echo=echo,
+        point_intervals(scenario, points, outcomes, rounds, cal, iterations=old["iterations"],
                         method_error=me, model=old["model"], cal_path=cal_path)
     rows = [o.row() for o in outcomes.values()]
     write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=old["model"],
@@ -572,18 +568,18 @@ def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
     return path
 
 
-def _load_calibration(path: Path, echo: Callable[[str], None]) -> Any:
+def _load_calibration(path: Path) -> Any:
     """The calibration a validation predicts with; a probe fit at its bound is called out."""
     from ddpsim.calibration.loader import load_calibration
 
-    return _announce(load_calibration(path), echo)
+    return _announce(load_calibration(path))
 
 
-def _announce(cal: Any, echo: Callable[[str], None]) -> Any:
-    """``cal``, after echoing its warning (a probe fit at its bound), if any."""
+def _announce(cal: Any) -> Any:
+    """``cal``, after logging its warning (a probe fit at its bound), if any."""
     msg = cal.warning()
     if msg:
-        echo(f"validate: WARNING: {msg}")
+        log.warning(f"validate: WARNING: {msg}")
     return cal
 
 

@@ -269,11 +269,13 @@ def _bucket_lines(buckets: dict[str, Any]) -> list[str]:
 
 
 def validation_figure(data: dict[str, Any]) -> Any:
-    from ddpsim.report.plots import _plt
+    import matplotlib
 
-    plt = _plt()
+    from ddpsim.report.plots import new_figure
+
     rows = [r for r in data["rows"] if r["measured_s"] is not None]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig = new_figure(figsize=(12, 4.5))
+    ax1, ax2 = fig.subplots(1, 2)
     x = list(range(len(rows)))
     meas = [r["measured_s"] * 1e3 for r in rows]
     # the mean may lie outside p10..p90 when a few steps are far out: the bar then starts at the mean
@@ -286,7 +288,7 @@ def validation_figure(data: dict[str, Any]) -> Any:
     ax1.set_title(f"{data['scenario']}: iteration time per point")
     ax1.legend()
     ax1.set_ylim(bottom=0)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (k, b) in enumerate(data["buckets"].items()):
         c = colors[i % len(colors)]
         if b["predicted"]:

@@ -1,4 +1,4 @@
-"""``ddpsim validate --zoo``: validate every model of the zoo (:mod:`ddpsim.trace.models.zoo`), unattended.
+"""``ddpsim zoo``: validate every model of the zoo (:mod:`ddpsim.trace.models.zoo`), unattended.
 
 For each zoo model (``zoo:<name>``), :func:`run_zoo`:
 
@@ -29,13 +29,14 @@ model whose validation fails is reported in the summary and the zoo goes on. Wit
 first predicted again over the same runs with the current engine and the calibration the
 validation recorded, or ``--calibration`` (:func:`ddpsim.validation.measure.reanalyze`); where
 the recorded calibration file is gone and none is given, the recorded predictions are kept and
-said so. A progress line
-per model says how long it took and about how long the rest will take.
+said so. A progress line per model (the ``ddpsim`` logger, INFO) says how long it took and
+about how long the rest will take.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import statistics
 import time
@@ -45,6 +46,8 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.validation.intervals import ALTERNATIVES_TEXT
 from ddpsim.io import ensure_dir, write_text_atomic
+
+log = logging.getLogger(__name__)
 
 #: the caps every zoo model is validated at (one bucket per ~MiB, several, DDP's default)
 ZOO_CAPS: tuple[float, ...] = (1.0, 5.0, 25.0)
@@ -63,10 +66,10 @@ def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: in
 
     e = zoo_entry(name)
     cap_list = ", ".join("null" if c is None else f"{c:g}" for c in caps)
-    return (f"# zoo:{e.name} on one CPU host: 2 gloo ranks, one thread each ('ddpsim validate --zoo').\n"
+    return (f"# zoo:{e.name} on one CPU host: 2 gloo ranks, one thread each ('ddpsim zoo').\n"
             f"name: zoo-{e.name}\n"
             f"description: >\n  zoo:{e.name} ({e.shape}), batch {e.batch_size} per rank, never used to tune ddpsim.\n"
-            f"model: {{name: 'zoo:{e.name}', batch_size: {e.batch_size}, device: cpu, iters: 2, warmup: 1, num_threads: 1}}\n"
+            f"model: {{name: 'zoo:{e.name}', batch_size: {e.batch_size}, device: cpu, iterations: 2, warmup: 1, num_threads: 1}}\n"
             f"cluster: {{topology: cpu-gloo, nodes: 1}}\n"
             f"world_size: 2\n"
             f"ddp: {{bucket_cap_mb: null, find_unused_parameters: {str(e.find_unused_parameters).lower()}}}\n"
@@ -157,7 +160,7 @@ def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
         return f"{v:.1f}{unit}" if isinstance(v, float) else str(v)
 
     lines = ["# ddpsim model zoo: validation summary", "",
-             "One row per zoo model (`ddpsim validate --zoo`): 2 gloo ranks on this CPU host, one thread each. "
+             "One row per zoo model (`ddpsim zoo`): 2 gloo ranks on this CPU host, one thread each. "
              "`error` = median over the points of |predicted - measured| / measured, predicted from the rounds' "
              "captures pooled on the wall clock (as `ddpsim validate`) and on the CPU clock (each phase scaled to the "
              "ranks' CPU time in it: the host's other load taken out). `coverage`: points whose measured mean lies "
@@ -290,7 +293,7 @@ def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float
 def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "reports", caps: Sequence[float | None] | None = None,
             repeats: int = 3, iterations: int = 20, warmup: int = 5, calibration: str | Path | None = None,
             level: float = 0.8, num_resamples: int = 40, seed: int = 0, timeout_s: float = 900.0,
-            echo: Callable[[str], None] = print, validate_fn: Callable[..., dict[str, Any]] | None = None,
+            validate_fn: Callable[..., dict[str, Any]] | None = None,
             reanalyze: bool = False) -> dict[str, Any]:
     """Validate the zoo's ``models`` (default: all, :func:`ddpsim.trace.models.zoo.zoo_names`) under
     ``<out_dir>/zoo/``; returns ``{"rows": [...], "out": Path}`` (module docstring).
@@ -314,7 +317,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
     zoo_dir = ensure_dir(Path(out_dir) / "zoo", "--out-dir")
     zoo = _Zoo(zoo_dir=zoo_dir, scn_dir=ensure_dir(zoo_dir / "scenarios", "--out-dir"), calibration=calibration,
                caps=list(ZOO_CAPS if caps is None else caps), repeats=repeats, iterations=iterations, warmup=warmup,
-               level=level, num_resamples=num_resamples, seed=seed, timeout_s=timeout_s, echo=echo)
+               level=level, num_resamples=num_resamples, seed=seed, timeout_s=timeout_s)
     t_start, timed = time.perf_counter(), []
     for i, e in enumerate(entries, start=1):
         tag = f"zoo: [{i}/{len(entries)}] {ZOO_PREFIX + e.name}"
@@ -327,12 +330,12 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
         zoo.validate_model(e, tag, validate_fn)
         timed.append(time.perf_counter() - t0)
         left = len(entries) - i
-        echo(_progress_line(tag, zoo.rows[-1], timed[-1]) + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
-             + (f", about {statistics.fmean(timed) * left / 60:.0f} min left" if left else ""))
+        log.info("%s", _progress_line(tag, zoo.rows[-1], timed[-1]) + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
+                 + (f", about {statistics.fmean(timed) * left / 60:.0f} min left" if left else ""))
     zoo.write_summary()
     tot = method_totals(zoo.rows)
     if tot:
-        echo(f"zoo: {tot['within_5pct']} of {tot['models']} models within 5 % median |error|; {_method_text(tot, level)}")
+        log.info(f"zoo: {tot['within_5pct']} of {tot['models']} models within 5 % median |error|; {_method_text(tot, level)}")
     return {"rows": zoo.rows, "out": zoo_dir}
 
 
@@ -355,11 +358,11 @@ class _Zoo:
 
     def __init__(self, *, zoo_dir: Path, scn_dir: Path, calibration: str | Path | None, caps: list[float | None],
                  repeats: int, iterations: int, warmup: int, level: float, num_resamples: int, seed: int,
-                 timeout_s: float, echo: Callable[[str], None]) -> None:
+                 timeout_s: float) -> None:
         self.zoo_dir, self.scn_dir, self.calibration = zoo_dir, scn_dir, calibration
         self.shared_cal = Path(calibration) if calibration else zoo_dir / "calibration.json"
         self.caps, self.repeats, self.iterations, self.warmup = caps, repeats, iterations, warmup
-        self.level, self.num_resamples, self.seed, self.timeout_s, self.echo = level, num_resamples, seed, timeout_s, echo
+        self.level, self.num_resamples, self.seed, self.timeout_s = level, num_resamples, seed, timeout_s
         self.rows: list[dict[str, Any]] = []
         self.results: dict[str, dict[str, Any]] = {}  # the models done, for the method error of the others
         self.torchvision: bool | None = None
@@ -398,7 +401,7 @@ class _Zoo:
         mdir = self.zoo_dir / f"zoo-{e.name}"
         done = mdir / "zoo.json"
         if not done.is_file():
-            self.echo(f"{tag}: not validated yet, nothing to analyse")
+            log.info(f"{tag}: not validated yet, nothing to analyse")
             return
         scn_path = self.scn_dir / f"zoo-{e.name}.yaml"
         result = json.loads(done.read_text())
@@ -406,15 +409,15 @@ class _Zoo:
         cal_path = Path(self.calibration) if self.calibration else Path(val["calibration"])
         if self.calibration or cal_path.is_file():
             val = {"rows": reanalyze_point(str(scn_path), calibration=cal_path, out_dir=self.zoo_dir,
-                                           plots=False, intervals=False, echo=lambda _s: None)["rows"]}
+                                           plots=False, intervals=False)["rows"]}
             result["calibration"] = str(cal_path)
         else:
-            self.echo(f"{tag}: its calibration {str(cal_path)!r} is gone: the recorded "
-                      "predictions are kept (give --calibration to predict them again)")
+            log.info(f"{tag}: its calibration {str(cal_path)!r} is gone: the recorded "
+                     "predictions are kept (give --calibration to predict them again)")
         result["analysis"] = self.analyse(scn_path, val["rows"], mdir, result["repeats"], cal_path, result["iterations"])
         write_text_atomic(done, json.dumps(result, indent=1) + "\n")
         self.add_done(ZOO_PREFIX + e.name, result)
-        self.echo(f"{tag}: analysed again")
+        log.info(f"{tag}: analysed again")
 
     def skip_model(self, e: Any, tag: str) -> bool:
         """Whether model ``e`` is not validated now: done earlier (its ``zoo.json`` is there), or a
@@ -425,7 +428,7 @@ class _Zoo:
         done = self.zoo_dir / f"zoo-{e.name}" / "zoo.json"
         if done.is_file():
             self.add_done(name, json.loads(done.read_text()))
-            self.echo(f"{tag}: done earlier ({done}), skipped")
+            log.info(f"{tag}: done earlier ({done}), skipped")
             return True
         if e.source != "torchvision":
             return False
@@ -433,7 +436,7 @@ class _Zoo:
         if self.torchvision:
             return False
         self.rows.append(summary_row(name, {"status": "skipped: torchvision not installed"}))
-        self.echo(f"{tag}: skipped, torchvision is not installed (pip install \"ddpsim[zoo]\")")
+        log.info(f"{tag}: skipped, torchvision is not installed (pip install \"ddpsim[zoo]\")")
         self.write_summary()
         return True
 
@@ -446,15 +449,14 @@ class _Zoo:
         mdir = self.zoo_dir / f"zoo-{e.name}"
         scn_path = self.scn_dir / f"zoo-{e.name}.yaml"
         write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=self.caps, iterations=self.iterations, warmup=self.warmup))
-        self.echo(f"{tag}: validating at caps {', '.join('none' if c is None else f'{c:g}' for c in self.caps)}, "
-                  f"{self.repeats} rounds, batch {e.batch_size} per rank")
+        log.info(f"{tag}: validating at caps {', '.join('none' if c is None else f'{c:g}' for c in self.caps)}, "
+                 f"{self.repeats} rounds, batch {e.batch_size} per rank")
         t0 = time.perf_counter()
         try:
             res = validate_fn(str(scn_path), calibration=self.shared_cal if self.shared_cal.is_file() else None,
                               out_dir=self.zoo_dir, caps=self.caps, iterations=self.iterations, warmup=self.warmup,
                               repeats=self.repeats, bucket_timing=False, num_threads=1, timeout_s=self.timeout_s,
-                              plots=False, intervals=False,  # analyse_model gives them, on both clocks
-                              echo=lambda s: self.echo(f"  {s}"))
+                              plots=False, intervals=False)  # analyse_model gives the intervals, on both clocks
             if not self.shared_cal.is_file() and (mdir / "calibration.json").is_file():
                 write_text_atomic(self.shared_cal, (mdir / "calibration.json").read_text())
             analysis = self.analyse(scn_path, res["rows"], mdir, self.repeats, self.shared_cal, self.iterations)
@@ -466,20 +468,6 @@ class _Zoo:
             self.results[name] = result
         except InputError as exc:
             result = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}
-            self.echo(f"{tag}: FAILED: {exc}")
+            log.warning(f"{tag}: FAILED: {exc}")
         self.rows.append(summary_row(name, result))
         self.write_summary()
-
-
-def run_zoo_cli(args: Any, caps: Sequence[float | None] | None) -> int:
-    """``ddpsim validate --zoo``: :func:`run_zoo` from the validate command's arguments."""
-    if args.scenario is not None:
-        raise InputError(f"SCENARIO: {args.scenario!r} is not accepted with --zoo; expected none (the zoo writes its own)")
-    if args.scenario_trace or args.launch != "point":
-        raise InputError("--zoo: not accepted with --scenario-trace or --launch round; expected --zoo alone or with --reanalyze")
-    models = None if args.zoo_models is None else [m.strip() for m in args.zoo_models.split(",") if m.strip()]
-    res = run_zoo(models=models, out_dir=args.out_dir, caps=caps, repeats=args.repeats,
-                  iterations=args.iterations or 20, warmup=5 if args.warmup is None else args.warmup,
-                  calibration=args.calibration, timeout_s=args.timeout_s, reanalyze=args.reanalyze)
-    print(f"validate: wrote {res['out']}/summary.md, summary.csv, summary.json")
-    return 0

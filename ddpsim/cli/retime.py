@@ -1,0 +1,118 @@
+"""``ddpsim retime``: re-time a captured trace for a GPU you do not have (the roofline model of
+:mod:`ddpsim.trace.retime` on the meta device)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from ddpsim.errors import InputError
+
+DESCRIPTION = """\
+How long would this captured model's training step take on an A100 or an H100?
+
+Rebuild the trace's model on PyTorch's meta device at the target batch size and re-time every
+operator with a roofline model (peak FLOP/s and HBM bandwidth scaled by achievable fractions,
+a floor per kernel); the parameters, their order and sizes stay the trace's. Writes a trace
+JSON marked 'synthetic' with every assumption, for 'ddpsim run', 'sweep' and 'simulate'.
+Needs PyTorch (pip install "ddpsim[capture]")."""
+
+#: bounds of a trace's batch size and sequence length flags ('ddpsim trace' and 'ddpsim retime')
+MAX_BATCH = 1 << 20
+MAX_SEQ_LEN = 1 << 20
+
+EPILOG = """\
+examples:
+  ddpsim retime traces/resnet50.cpu.json --gpu a100 --batch-size 64 --autocast bf16 --out resnet50.a100.json
+  ddpsim retime traces/gpt2-124m.cpu.json --gpu h100 --batch-size 16 --seq-len 1024 --autocast bf16 --out gpt2-124m.h100.json"""
+
+
+def add_retime_flags(p: argparse.ArgumentParser, *, hidden: bool = False) -> None:
+    """The roofline's assumption flags (``hidden``: on 'ddpsim trace', for its --retime-for spelling)."""
+    from ddpsim.cli.args import float_in
+
+    def helptext(text: str) -> str:
+        return argparse.SUPPRESS if hidden else text
+
+    p.add_argument("--compute-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
+                   help=helptext("achievable fraction of peak FLOP/s, in (0, 1] (default 0.6)"))
+    p.add_argument("--memory-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
+                   help=helptext("achievable fraction of HBM bandwidth, in (0, 1] (default 0.75)"))
+    p.add_argument("--min-kernel-us", type=float_in(0, maximum=1e6), default=None, metavar="US",
+                   help=helptext("per-kernel floor in microseconds (default 4)"))
+
+
+def add_parser(subparsers: Any) -> None:
+    from ddpsim.cli.args import add_verb, int_in, lower, nonempty, output_file
+    from ddpsim.trace.capture import AUTOCASTS, OPTIMIZERS
+    from ddpsim.trace.retime import GPUS
+
+    p = add_verb(subparsers, "retime", help="re-time a trace for a GPU (roofline model)", description=DESCRIPTION,
+                 epilog=EPILOG)
+    p.add_argument("from_trace", metavar="TRACE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
+    p.add_argument("--gpu", required=True, type=lower, choices=tuple(sorted(GPUS)), help="the GPU to re-time for")
+    p.add_argument("--out", required=True, type=output_file, metavar="FILE", help="output trace JSON")
+    p.add_argument("--batch-size", type=int_in(1, MAX_BATCH), default=None, metavar="N",
+                   help="per-GPU batch size (default: the trace's)")
+    p.add_argument("--seq-len", type=int_in(1, MAX_SEQ_LEN), default=None, metavar="N",
+                   help="sequence length of a token model (default: the trace's)")
+    p.add_argument("--autocast", default=None, type=lower, choices=(*AUTOCASTS, "none"),
+                   help="forward under autocast (default: the trace's; none turns it off)")
+    p.add_argument("--optimizer", default=None, type=lower, choices=OPTIMIZERS, help="default: the trace's")
+    add_retime_flags(p)
+    p.set_defaults(func=run)
+
+
+#: the flags a re-timed trace records in its command line, in the order one would type them
+COMMAND_FLAGS = ("gpu", "batch_size", "seq_len", "autocast", "optimizer", "compute_efficiency", "memory_efficiency",
+                 "min_kernel_us", "out")
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The ``ddpsim retime`` command line of ``args`` (stored in the trace)."""
+    parts = ["ddpsim", "retime", str(args.from_trace)]
+    for key in COMMAND_FLAGS:
+        value = getattr(args, key)
+        if value is not None:
+            parts += ["--" + key.replace("_", "-"), str(value)]
+    return shlex.join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Re-time ``args.from_trace`` for ``args.gpu`` and write ``args.out``."""
+    from ddpsim.cli.args import require_torch
+
+    require_torch("retime")
+    if not args.out:
+        raise InputError("--out: missing; expected the path of the trace JSON to write")
+    if not args.from_trace:
+        raise InputError("--from: missing; expected the trace to re-time")
+    from ddpsim.trace.records import save_trace
+    from ddpsim.trace.retime import RooflineAssumptions, retime_trace_file
+
+    given = {k: v for k, v in (("compute_efficiency", args.compute_efficiency), ("memory_efficiency", args.memory_efficiency),
+                               ("min_kernel_s", None if args.min_kernel_us is None else args.min_kernel_us * 1e-6))
+             if v is not None}
+    trace = retime_trace_file(args.from_trace, gpu=args.gpu, batch_size=args.batch_size, seq_len=args.seq_len,
+                              autocast=args.autocast, optimizer=args.optimizer,
+                              assumptions=RooflineAssumptions(**given), command=_command(args))
+    save_trace(trace, args.out)
+    print(trace_summary(trace))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def trace_summary(trace: Any) -> str:
+    """A few lines: parameters, bytes, median phase times, hook overhead."""
+    from ddpsim.units import format_size
+
+    lines = [f"model {trace.model}: {trace.num_params} parameter tensors, {trace.num_param_elements:,} elements, "
+             f"{format_size(trace.total_param_bytes)} ({trace.total_param_bytes:,} bytes), {len(trace.buffers)} buffers"]
+    phases = ", ".join(f"{n} {trace.phase(n).median_s * 1e3:.3f} ms" for n in ("forward", "backward", "optimizer", "zero_grad"))
+    lines.append(f"median over {len(trace.iterations)} iterations: {phases}")
+    hook = "not measured" if trace.hook_overhead_frac is None else f"{trace.hook_overhead_frac * 100:.2f} %"
+    lines.append(f"hook overhead on backward: {hook}")
+    if trace.synthetic:
+        lines.append(f"synthetic: {trace.synthetic.get('kind')}")
+    return "\n".join(lines)

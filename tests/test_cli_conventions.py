@@ -1,0 +1,259 @@
+"""The CLI's conventions (ddpsim/cli/): typed flags with bounds, argparse's own errors in the one-line
+format with exit 2, modes as verbs with hidden deprecated spellings, scenario dicts from flags in the
+scenario's key names, logging instead of prints, tqdm's bar off a terminal, figures outside pyplot,
+and the verbs that run without PyTorch."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddpsim.cli.main import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+MLP = str(ROOT / "traces" / "mlp.cpu.json")
+HUGE = "9" * 100_000
+
+
+def fails(capsys, argv):
+    """``main(argv)``'s stderr, after checking it is one ``ddpsim: error:`` line, exit 2, no stdout."""
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "", (rc, out, err)
+    assert err.startswith("ddpsim: error: ") and err.count("\n") == 1, err
+    return err[len("ddpsim: error: "):].rstrip("\n")
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["simulate", "--trace", MLP, "--world-size", "2", "--nodes", "x"],
+     "--nodes: 'x' is not accepted; expected an integer in [1, 4096]"),
+    (["collectives", "--topology", "dgx-a100", "--nodes", "0"], "--nodes: 0 is not accepted; expected an integer in [1, 4096]"),
+    (["topology", "dgx-a100", "--nodes", "-3"], "--nodes: -3 is not accepted; expected an integer in [1, 4096]"),
+    (["sweep", "--trace", MLP, "--nodes", "1.5"], "--nodes: '1.5' is not accepted; expected an integer in [1, 4096]"),
+    (["sweep", "--trace", MLP, "--world-size", "1e309"],
+     "--world-size: '1e309' is not accepted; expected an integer in [1, 1048576]"),
+    (["sweep", "--trace", MLP, "--jobs", "0"], "--jobs: 0 is not accepted; expected an integer in [1, 1024]"),
+    (["run", "--jobs", "99999999999999999999999"],
+     "--jobs: '99999999999999999999999' is not accepted; expected an integer in [1, 1024]"),
+    (["simulate", "--trace", MLP, "--world-size", "2", "--latency-us", "nan", "--bandwidth-gbps", "1"],
+     "--latency-us: 'nan' is not accepted; expected a finite number >= 0"),
+    (["simulate", "--trace", MLP, "--world-size", "2", "--bandwidth-gbps", "inf"],
+     "--bandwidth-gbps: 'inf' is not accepted; expected a finite number > 0"),
+    (["simulate", "--trace", MLP, "--world-size", "2", "--format", "xml"],
+     "--format: 'xml' is not accepted; expected one of table, json, csv"),
+    (["simulate", "--trace", MLP, "--world-size", "2", "--comm-hook", "zip"],
+     "--comm-hook: 'zip' is not accepted; expected one of none, allreduce, fp16, bf16, powersgd"),
+    (["simulate", "--trace", MLP, "--world-size", "2", "--forward-sync-buffers", "yes"],
+     "arguments: 'yes' is not accepted; expected the flags and arguments 'ddpsim COMMAND --help' lists"),
+    (["collectives", "--topology", "dgx-a100", "--algorithm", "butterfly"],
+     "--algorithm: 'butterfly' is not accepted; expected one of ring, tree, nvls, hierarchical"),
+    (["collectives", "--topology", "dgx-a100", "--protocol", "LL256"],
+     "--protocol: 'll256' is not accepted; expected one of ll, ll128, simple"),
+    (["collectives", "--topology", "dgx-a100", "--sizes", "1KiB,,1MiB"],
+     "--sizes: '1KiB,,1MiB' is not accepted; expected a comma list of sizes in (0, 1 TiB] like 1KiB,1MiB"),
+    (["collectives", "--topology", "dgx-a100", "--sizes", "1e309"],
+     "--sizes: '1e309' is not accepted; expected a comma list of sizes in (0, 1 TiB] like 1KiB,1MiB"),
+    (["trace", "--model", "mlp", "--device", "tpu"], "--device: 'tpu' is not accepted; expected one of cpu, cuda"),
+    (["trace", "--model", "mlp", "--iterations", "0"], "--iterations: 0 is not accepted; expected an integer in [1, 10000]"),
+    (["retime", MLP, "--gpu", "v100", "--out", "x.json"], "--gpu: 'v100' is not accepted; expected one of a100, h100"),
+    (["retime", MLP, "--gpu", "h100", "--out", "x.json", "--compute-efficiency", "1.5"],
+     "--compute-efficiency: '1.5' is not accepted; expected a finite number > 0 and <= 1"),
+    (["validate", "--launch", "batch"], "--launch: 'batch' is not accepted; expected one of round, point"),
+    (["validate", "--timeout-s", "-1"], "--timeout-s: '-1' is not accepted; expected a finite number > 0 and <= 604800"),
+    (["plan", MLP, "--semantics", "old"], "--semantics: 'old' is not accepted; expected one of modern, legacy"),
+    (["plan", MLP, "--bucket-cap-mb"], "--bucket-cap-mb: no value given; expected one value"),
+    (["simulate", "--world-size", "2"], "--trace: missing; expected a value (required)"),
+    (["frobnicate"], "COMMAND: 'frobnicate' is not accepted; expected one of run, sweep, simulate, plan, collectives, "
+                     "topology, trace, retime, validate, zoo"),
+])
+def test_bad_flag_values_give_one_line_and_exit_2(capsys, argv, line):
+    assert fails(capsys, argv) == line
+
+
+def test_forward_sync_buffers_is_a_boolean_flag():
+    p = build_parser()
+    base = ["simulate", "--trace", MLP, "--world-size", "2"]
+    assert p.parse_args(base).forward_sync_buffers is None  # not given: DDP's default
+    assert p.parse_args([*base, "--forward-sync-buffers"]).forward_sync_buffers is True
+    assert p.parse_args([*base, "--no-forward-sync-buffers", "--no-broadcast-buffers"]).broadcast_buffers is False
+
+
+def test_defects_refused_with_one_line(capsys, tmp_path):
+    # a folder as --out: one line, not IsADirectoryError
+    assert fails(capsys, ["plan", MLP, "--out", str(tmp_path)]) == \
+        f"--out: {str(tmp_path)!r} is not accepted; expected a file path, not a folder"
+    # a name the system cannot look up: one line with its reason, not OSError
+    assert fails(capsys, ["plan", MLP, "--out", "x" * 300]).endswith(
+        "(302 characters) is not accepted; expected a file path (File name too long)")
+    # an empty item of a cap list: refused, not dropped
+    assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1,,5"]) == \
+        "--bucket-cap-mb: '1,,5' is not accepted; expected numbers of MiB > 0 or 'default', comma-separated, no empty item"
+    assert fails(capsys, ["simulate", "--trace", MLP, "--world-size", "2", "--bucket-cap-mb-list", "1,,5"]) == \
+        "--bucket-cap-mb-list: '1,,5' is not accepted; expected a comma list of numbers of MiB > 0, e.g. 1,4,8"
+    # a log range of a billion points: refused with its bound, before any list is built
+    assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:1e9"]) == \
+        ("--bucket-cap-mb: '1:200:1e9' is not accepted; expected MIN:MAX:POINTS with 0 < MIN <= MAX finite and "
+         "1 <= POINTS <= 1000 (e.g. 1:200:12)")
+    assert "1 <= POINTS <= 1000" in fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:1001"])
+    assert "0 < MIN <= MAX" in fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "200:1:5"])
+
+
+def test_broadcast_refuses_an_algorithm_the_model_does_not_have(capsys):
+    assert fails(capsys, ["collectives", "--topology", "dgx-a100", "--collective", "broadcast", "--algorithm", "nvls"]) == \
+        "--algorithm: 'nvls' is not accepted with --collective broadcast; expected none (NCCL broadcasts with its one algorithm)"
+    assert "with --collective broadcast" in fails(
+        capsys, ["collectives", "--topology", "cpu-gloo", "--collective", "broadcast", "--algorithm", "ring"])
+    assert main(["collectives", "--topology", "dgx-a100", "--collective", "broadcast", "--sizes", "1MiB", "--format", "csv"]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split(",")
+    assert row[0] == "1048576" and row[4] == "ring"
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", "--trace", MLP, "--world-size", HUGE],
+    ["sweep", "--trace", MLP, "--bucket-cap-mb", HUGE],
+    ["collectives", "--topology", "dgx-a100", "--sizes", HUGE + "KiB"],
+    ["topology", "dgx-a100", "--set", "x" * 100_000],
+    ["frobnicate" * 10_000],
+    ["run", "default", "x" * 100_000],
+    ["validate", "--reanalyze", "--out-dir", "x" * 300],
+])
+def test_error_lines_cut_a_huge_value(capsys, argv):
+    line = fails(capsys, argv)
+    assert len(line) < 400 and "characters)" in line
+
+
+def test_iters_and_retime_for_and_validate_zoo_are_hidden_deprecated_spellings(caplog, capsys):
+    caplog.set_level(logging.WARNING, logger="ddpsim")
+    p = build_parser()
+    args = p.parse_args(["trace", "--model", "mlp", "--iters", "7"])
+    assert args.iterations == 7
+    args = p.parse_args(["trace", "--retime-for", "H100", "--from", MLP, "--out", "x.json"])
+    assert args.gpu == "h100" and args.from_trace == MLP
+    assert p.parse_args(["validate", "--zoo"]).zoo is True
+    assert [r.getMessage() for r in caplog.records] == [
+        "ddpsim: --iters is deprecated; use --iterations",
+        "ddpsim: --retime-for is deprecated; use 'ddpsim retime TRACE --gpu GPU'",
+        "ddpsim: --zoo is deprecated; use 'ddpsim zoo'"]
+    helps = {v: p._subparsers._group_actions[0].choices[v].format_help() for v in ("trace", "validate")}
+    assert "--iters " not in helps["trace"] and "--retime-for" not in helps["trace"] and "--zoo" not in helps["validate"]
+
+
+VERBS = ("run", "sweep", "simulate", "plan", "collectives", "topology", "trace", "retime", "validate", "zoo")
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_leads_with_its_question_and_shows_two_examples(verb):
+    sub = build_parser()._subparsers._group_actions[0].choices[verb]
+    assert sub.description.splitlines()[0].endswith("?")
+    assert isinstance(sub.formatter_class, type) and issubclass(sub.formatter_class, argparse.RawDescriptionHelpFormatter)
+    examples = [ln for ln in sub.epilog.splitlines() if ln.startswith(f"  ddpsim {verb} ")]
+    assert len(examples) == 2, sub.epilog
+
+
+def test_flags_build_the_scenario_keys_of_the_scenario_file(monkeypatch):
+    import ddpsim.cli.args as cli_args
+    from ddpsim import api
+    from ddpsim.cli import simulate, sweep
+
+    seen = []
+    monkeypatch.setattr(cli_args, "scenario_from_flags", lambda data, command, flags: seen.append((data, flags)))
+    p = build_parser()
+    data = sweep.scenario_data(p.parse_args(["sweep", "--trace", MLP, "--comm-hook", "fp16", "--iterations", "3",
+                                             "--bucket-cap-mb", "default,5"]))
+    assert "comm_hook" not in data and data["ddp"] == {"comm_hook": "fp16"}
+    assert data["simulation"] == {"iterations": 3, "seed": 0} and data["sweep"]["bucket_cap_mb"] == [None, 5]
+    simulate.build_scenario(p.parse_args(["simulate", "--trace", MLP, "--topology", "cpu-gloo", "--world-size", "2",
+                                          "--comm-hook", "bf16", "--forward-sync-buffers"]))
+    data, flags = seen[-1]
+    assert "comm_hook" not in data and data["ddp"]["comm_hook"] == "bf16" and data["ddp"]["forward_sync_buffers"] is True
+    assert flags["ddp.comm_hook"] == "--comm-hook"
+    monkeypatch.setattr(api, "scenario_from_dict", lambda d, source: d)
+    d = api.adhoc_scenario(trace=MLP, comm_hook="powersgd", ddp={"powersgd": {"matrix_approximation_rank": 2}})
+    assert "comm_hook" not in d and d["ddp"] == {"comm_hook": "powersgd", "powersgd": {"matrix_approximation_rank": 2}}
+
+
+def test_logging_is_configured_once_per_call_and_quiet_raises_the_level(tmp_path, capsys):
+    from ddpsim.cli.main import configure_logging
+
+    logger = logging.getLogger("ddpsim")
+    before = (list(logger.handlers), logger.level)
+    handler = configure_logging(quiet=False)
+    try:
+        assert configure_logging(quiet=True) is handler and logger.level == logging.WARNING
+    finally:
+        logger.removeHandler(handler)
+    logger.setLevel(before[1])
+    argv = ["run", "cpu-gloo-mlp", "--out-dir", str(tmp_path), "--no-plots", "--jobs", "1"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "report: " in out and "wrote timelines for" in err and "\r" not in err  # progress lines, no bar off a terminal
+    assert main([*argv, "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert "report: " in out and err == ""
+    assert (list(logger.handlers), logger.level) == before  # main() leaves the logger as it found it
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch):
+    from ddpsim.pipeline.sweep import progress_bar
+
+    assert progress_bar(3, "x", True).disable  # pytest's stderr is not a terminal: no carriage returns in logs
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert not progress_bar(3, "x", True).disable
+    assert progress_bar(3, "x", False).disable  # --quiet / progress=False
+
+
+def test_figures_never_switch_pyplot_backend(monkeypatch, tmp_path):
+    import matplotlib
+    import pandas as pd
+
+    from ddpsim.report import plots
+
+    monkeypatch.setattr(matplotlib, "use", lambda *a, **k: pytest.fail("matplotlib.use called"))
+    row = {"point": "cap=1", "iteration_p50_s": 0.1, "iteration_p95_s": 0.12, "forward_s": 0.02, "backward_compute_s": 0.05,
+           "exposed_comm_s": 0.01, "optimizer_s": 0.01, "other_s": 0.0}
+    fig = plots.sweep_figure(pd.DataFrame([row, {**row, "point": "cap=5", "iteration_p50_s": 0.09}]))
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    assert isinstance(fig.canvas, FigureCanvasAgg)
+    out = plots.save_figure(fig, tmp_path / "s.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "matplotlib.pyplot" not in sys.modules or not sys.modules["matplotlib.pyplot"].get_fignums()
+
+
+def _notorch(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """``ddpsim argv`` in a subprocess where ``import torch`` fails (a ``sys.meta_path`` finder)."""
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'torch' or name.startswith(('torch.', 'torchvision')):\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from ddpsim.cli.main import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_torch_verbs_say_they_need_pytorch_in_one_line(tmp_path):
+    for argv in (["trace", "--model", "mlp", "--batch-size", "2", "--out", str(tmp_path / "t.json")],
+                 ["retime", MLP, "--gpu", "h100", "--out", str(tmp_path / "r.json")],
+                 ["validate", "default"], ["zoo", "--models", "tied_lm"]):
+        r = _notorch(*argv)
+        assert r.returncode == 2 and r.stdout == "", r.stderr
+        assert r.stderr.startswith(f"ddpsim: error: {argv[0]} needs PyTorch: pip install \"ddpsim[capture]\" "
+                                   "(or torch itself); import torch failed: No module named 'torch'")
+        assert r.stderr.count("\n") == 1
+
+
+def test_simulating_verbs_run_without_pytorch(tmp_path):
+    r = _notorch("run", "scenarios/resnet50-a100-2n.yaml", "--out-dir", str(tmp_path), "--no-plots", "--quiet", "--jobs", "1")
+    assert r.returncode == 0 and "report: " in r.stdout, r.stderr
+    r = _notorch("sweep", "--trace", MLP, "--bucket-cap-mb", "1,5", "--iterations", "3", "--jobs", "1", "--quiet")
+    assert r.returncode == 0 and "world size 2" in r.stdout and r.stderr == "", r.stderr
+    for argv in (["plan", MLP], ["topology", "dgx-a100"], ["collectives", "--topology", "cpu-gloo", "--sizes", "1MiB"]):
+        r = _notorch(*argv)
+        assert r.returncode == 0 and r.stdout, (argv, r.stderr)

@@ -108,12 +108,12 @@ def test_paste_line_is_the_uniform_cap_when_no_list_is_faster():
           "reproduces_recommended_plan": True, "reason": "", "iteration_p50_s": 0.240,
           "gain_over_default": 0.005, "gain_over_best_cap": -0.0001, "best_cap_point": "cap=400",
           "best_cap_mb": 400.0, "default_point": "cap=default"}
-    assert _cap_list_line(cl) == ("- **To paste**: `DDP(model, bucket_cap_mb=400)` (`cap=400`) - no bucket_cap_mb_list "
+    assert _cap_list_line(cl, 0.02) == ("- **To paste**: `DDP(model, bucket_cap_mb=400)` (`cap=400`) - no bucket_cap_mb_list "
                                   "is predicted 1% or more faster than this uniform cap (the best list, -0.0%, is in "
                                   "`recommended_plan.json`).")
     # +0.5 %: a tie in practice, the cap stays the line to paste
-    assert _cap_list_line(dict(cl, gain_over_best_cap=0.005)).startswith("- **To paste**: `DDP(model, bucket_cap_mb=400)`")
-    assert _cap_list_line(dict(cl, best_cap_mb=None, best_cap_point="cap=default")).startswith(
+    assert _cap_list_line(dict(cl, gain_over_best_cap=0.005), 0.02).startswith("- **To paste**: `DDP(model, bucket_cap_mb=400)`")
+    assert _cap_list_line(dict(cl, best_cap_mb=None, best_cap_point="cap=default"), 0.0).startswith(
         "- **To paste**: `DDP(model)` (`cap=default`)")
     faster = dict(cl, gain_over_best_cap=0.02)
-    assert _cap_list_line(faster).startswith("- **To paste** (torch >= 2.13): `DDP(model, bucket_cap_mb_list=[400, 600])`")
+    assert _cap_list_line(faster, 0.0).startswith("- **To paste** (torch >= 2.13): `DDP(model, bucket_cap_mb_list=[400, 600])`")

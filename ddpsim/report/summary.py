@@ -144,14 +144,20 @@ def _pct(x: float | None) -> str:
 PRACTICAL_GAIN = 0.01
 
 
-def _cap_list_line(cl: dict[str, Any]) -> str:
+def _cap_list_line(cl: dict[str, Any], cap_gain: float | None) -> str:
     """The summary's bullet with the line to paste: the ``bucket_cap_mb_list`` when it is
-    predicted at least :data:`PRACTICAL_GAIN` faster than the best uniform cap, else that cap."""
+    predicted at least :data:`PRACTICAL_GAIN` faster than the best uniform cap, else that cap,
+    and DDP's default when the best cap (gain ``cap_gain`` over it) is a tie with it."""
     gains = (f"predicted p50 {fmt_s(cl['iteration_p50_s'])}: {_pct(cl['gain_over_default'])} over the default "
              f"(`{cl['default_point']}`), {_pct(cl['gain_over_best_cap'])} over the best uniform cap (`{cl['best_cap_point']}`)")
     if (cl["gain_over_best_cap"] or 0) < PRACTICAL_GAIN:
         # a list not clearly faster than one cap: the cap is the line to paste, the list stays in the plan file
         cap = cl["best_cap_mb"]
+        if cap is not None and (cap_gain or 0) < PRACTICAL_GAIN:
+            return (f"- **To paste**: `DDP(model)` (`{cl['default_point']}`) - the best cap (`{cl['best_cap_point']}`) "
+                    f"is predicted less than {100 * PRACTICAL_GAIN:g}% faster, and no bucket_cap_mb_list "
+                    f"{100 * PRACTICAL_GAIN:g}% or more faster than it (the best list, {_pct(cl['gain_over_best_cap'])}, "
+                    f"is in `recommended_plan.json`).")
         line = "DDP(model)" if cap is None else f"DDP(model, bucket_cap_mb={mb_text(cap)})"
         return (f"- **To paste**: `{line}` (`{cl['best_cap_point']}`) - no bucket_cap_mb_list is predicted "
                 f"{100 * PRACTICAL_GAIN:g}% or more faster than this uniform cap (the best list, "
@@ -303,7 +309,7 @@ def _best_line(s: dict[str, Any]) -> str:
                if (s['gain_over_default'] or 0) < PRACTICAL_GAIN else "."))
 
 
-def _recommendation_lines(rec: dict[str, Any]) -> list[str]:
+def _recommendation_lines(rec: dict[str, Any], cap_gain: float | None) -> list[str]:
     """The answer's bullets on the explicit plan beyond one cap and the line to paste."""
     if rec.get("better"):
         L = [f"- **Beyond one cap**: an explicit plan of {rec['num_buckets']} buckets cut along the gradient-ready order "
@@ -315,8 +321,28 @@ def _recommendation_lines(rec: dict[str, Any]) -> list[str]:
              f"`recommended_plan.json` holds the best cap's own buckets instead."]
     cl = rec.get("cap_list")
     if cl:
-        L.append(_cap_list_line(cl))
+        L.append(_cap_list_line(cl, cap_gain))
     return L
+
+
+def _trust_line(s: dict[str, Any]) -> str | None:
+    """What the answer rests on when no measured method error comes with it: the trace's
+    provenance and the communication model's, and what would check them (None for a summary
+    without them)."""
+    if not s.get("trace") or not s.get("comm_model"):
+        return None
+    tr, model = s["trace"], s["comm_model"].get("model", "")
+    if model == "calibrated":
+        comm = "collectives from this host's calibration"
+    elif s["backend"] == "nccl":
+        comm = "NCCL's cost model (tuning.cc's, checked against published nccl-tests bus bandwidths)"
+    else:
+        comm = (f"{s['backend']}'s analytical model, not calibrated on this host (`ddpsim validate` calibrates it and "
+                "measures real DDP runs; a small VM's loopback can cost several times the model's figure)")
+    source = ("a trace re-timed for the GPU from a CPU capture (a roofline model per ATen op)" if tr.get("synthetic")
+              else f"a trace measured on {tr.get('device_name') or tr.get('device')}")
+    return (f"- How sure: the spread above is the model's own; the answer rests on {source} and on {comm}, "
+            "with no measured error of the whole prediction attached (a validation's `--method-error` file attaches one).")
 
 
 def _answer_section(s: dict[str, Any]) -> list[str]:
@@ -328,14 +354,15 @@ def _answer_section(s: dict[str, Any]) -> list[str]:
     if u:
         L.append(render_uncertainty(u))
     me = s.get("method_error")
-    if me:
-        L.append(render_method_error(me))
+    trust = render_method_error(me) if me else _trust_line(s)
+    if trust:
+        L.append(trust)
     L.append(f"- Exposed communication tail (p95 over steady iterations): {fmt_s(b['exposed_comm_p95_s'])} at the best point, "
              f"{fmt_s(d['exposed_comm_p95_s'])} at the default (mean {fmt_s(b['exposed_comm_s'])} / {fmt_s(d['exposed_comm_s'])}).")
     L.append(f"- Step-time p95: {fmt_s(b['iteration_p95_s'])} at the best point, {fmt_s(d['iteration_p95_s'])} at the default.")
     rec = s.get("recommendation")
     if rec:
-        L += _recommendation_lines(rec)
+        L += _recommendation_lines(rec, s["gain_over_default"])
     L.append("")
     return L
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -165,14 +166,17 @@ def paired_gap_ci_pct(slow: Sequence[float], fast: Sequence[float]) -> tuple[flo
     """The 95 % interval of how much slower (in %) the point of ``slow`` runs than that of
     ``fast``, from their runs paired by round: ``d_k = ln(slow_k / fast_k)`` over the rounds
     both reached, interval ``exp(mean(d) +- t975(n-1) * sd(d) / sqrt(n)) - 1`` (Student's t on
-    the log ratios). Pairing by round takes out what moved both points of a round alike (the
-    host's slow drift); what is left is the runs' own scatter. None with fewer than 2 rounds."""
+    the log ratios: ``scipy.stats.ttest_1samp(d).confidence_interval``). Pairing by round takes
+    out what moved both points of a round alike (the host's slow drift); what is left is the
+    runs' own scatter. None with fewer than 2 rounds."""
     d = _paired_log_ratios(slow, fast)
     n = len(d)
     if n < 2:
         return None
-    m, h = statistics.fmean(d), t975(n - 1) * statistics.stdev(d) / math.sqrt(n)
-    return 100.0 * math.expm1(m - h), 100.0 * math.expm1(m + h), n
+    with warnings.catch_warnings():  # identical ratios: scipy warns of precision, the interval is the point
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ci = stats.ttest_1samp(d, 0.0).confidence_interval(confidence_level=0.95)
+    return 100.0 * math.expm1(float(ci.low)), 100.0 * math.expm1(float(ci.high)), n
 
 
 #: the most rounds :func:`rounds_to_decide` looks for

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
 
 MIB = 1024 * 1024
 KIB = 1024
@@ -60,7 +60,7 @@ def dtype_size_bytes(dtype: str, field: str = "dtype") -> int:
     try:
         return DTYPE_SIZE_BYTES[dtype]
     except (KeyError, TypeError):
-        raise InputError(f"{field}: {dtype!r} is not a known dtype; expected one of {sorted(DTYPE_SIZE_BYTES)}") from None
+        raise InputError(f"{field}: {shorten(dtype)} is not a known dtype; expected one of {sorted(DTYPE_SIZE_BYTES)}") from None
 
 
 def parse_size_bytes(text: str | int, field: str = "size") -> int:
@@ -71,11 +71,11 @@ def parse_size_bytes(text: str | int, field: str = "size") -> int:
     else:
         m = _SIZE_RE.match(str(text))
         if not m:
-            raise InputError(f"{field}: {text!r} is not a size; expected a number with an optional unit B, KiB, MiB, GiB, KB, MB or GB")
+            raise InputError(f"{field}: {shorten(text)} is not a size; expected a number with an optional unit B, KiB, MiB, GiB, KB, MB or GB")
         value, unit = float(m.group(1)), m.group(2).lower()
     out = value * _SIZE_MULT[unit]
     if not math.isfinite(out) or out <= 0 or out != int(out):
-        raise InputError(f"{field}: {text!r} is not a positive whole number of bytes")
+        raise InputError(f"{field}: {shorten(text)} is not a positive whole number of bytes")
     return int(out)
 
 
@@ -110,7 +110,7 @@ def parse_cap_value(item: str, flag: str, expected: str, *, allow_not_given: boo
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{flag}: {item!r} is not accepted; expected {expected}")
+        raise InputError(f"{flag}: {shorten(item)} is not accepted; expected {expected}")
     return int(value) if value.is_integer() else value
 
 
@@ -132,7 +132,7 @@ def parse_cap_list(text: Any, flag: str, sep: str = ",", expected: str = CAP_LIS
     except InputError:
         values = ()
     if not values or len(values) != len(items):
-        raise InputError(f"{flag}: {text!r} is not accepted; expected {expected}")
+        raise InputError(f"{flag}: {shorten(text)} is not accepted; expected {expected}")
     return values
 
 
@@ -149,7 +149,7 @@ def parse_cap_point(item: str, flag: str, expected: str) -> float | tuple[float,
         try:
             return parse_cap_list(text[len(LIST_POINT_PREFIX):], flag, sep="+", expected=expected)
         except InputError:
-            raise InputError(f"{flag}: {item!r} is not accepted; expected {expected}") from None
+            raise InputError(f"{flag}: {shorten(item)} is not accepted; expected {expected}") from None
     return parse_cap_value(text, flag, expected)
 
 
@@ -162,18 +162,18 @@ def parse_bool_flag(text: str | None, flag: str) -> bool | None:
         return True
     if low in ("false", "0", "no"):
         return False
-    raise InputError(f"{flag}: {text!r} is not accepted; expected true or false")
+    raise InputError(f"{flag}: {shorten(text)} is not accepted; expected true or false")
 
 
 def parse_delay_flags(names: str | None, hook: str | None) -> dict[str, Any]:
     """``--delay-all-reduce-params a,b --param-to-hook-all-reduce c`` -> DDPOptions keyword arguments
     (``delay_all_reduce_named_params``, ``param_to_hook_all_reduce``); ``{}`` when neither is given."""
     if (names is None) != (hook is None):
-        raise InputError(f"--param-to-hook-all-reduce: {hook!r} with --delay-all-reduce-params {names!r} is not accepted; "
+        raise InputError(f"--param-to-hook-all-reduce: {shorten(hook)} with --delay-all-reduce-params {shorten(names)} is not accepted; "
                          "expected both or neither")
     if names is None:
         return {}
     parsed = tuple(n.strip() for n in names.split(",") if n.strip())
     if not parsed:
-        raise InputError(f"--delay-all-reduce-params: {names!r} is not accepted; expected parameter names, comma-separated")
+        raise InputError(f"--delay-all-reduce-params: {shorten(names)} is not accepted; expected parameter names, comma-separated")
     return {"delay_all_reduce_named_params": parsed, "param_to_hook_all_reduce": hook}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.io import ensure_dir, read_json, write_text_atomic
+from ddpsim.io import ensure_dir, is_file, read_json, write_text_atomic
 from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
 from ddpsim.validation.writer import write_reports
 
@@ -563,7 +563,7 @@ def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
     ``raw`` (the report's ``validation/`` folder) holds a file of the same name, that one: the
     report folder was moved (or cloned) with its own copy."""
     path = Path(data["trace"])
-    if not path.is_file() and (raw / path.name).is_file():
+    if not is_file(path) and is_file(raw / path.name):
         return raw / path.name
     return path
 

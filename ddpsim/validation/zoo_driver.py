@@ -45,7 +45,7 @@ from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.validation.intervals import ALTERNATIVES_TEXT
-from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.io import ensure_dir, is_file, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -372,7 +372,7 @@ class _Zoo:
         used = {r.get("calibration") for r in self.results.values() if r.get("calibration")}
         if len(used) == 1:
             return Path(used.pop())
-        return self.shared_cal if self.shared_cal.is_file() else None
+        return self.shared_cal if is_file(self.shared_cal) else None
 
     def write_summary(self) -> None:
         write_summary(self.zoo_dir, self.rows, level=self.level, results=self.results, calibration=self.summary_cal())
@@ -453,11 +453,11 @@ class _Zoo:
                  f"{self.repeats} rounds, batch {e.batch_size} per rank")
         t0 = time.perf_counter()
         try:
-            res = validate_fn(str(scn_path), calibration=self.shared_cal if self.shared_cal.is_file() else None,
+            res = validate_fn(str(scn_path), calibration=self.shared_cal if is_file(self.shared_cal) else None,
                               out_dir=self.zoo_dir, caps=self.caps, iterations=self.iterations, warmup=self.warmup,
                               repeats=self.repeats, bucket_timing=False, num_threads=1, timeout_s=self.timeout_s,
                               plots=False, intervals=False)  # analyse_model gives the intervals, on both clocks
-            if not self.shared_cal.is_file() and (mdir / "calibration.json").is_file():
+            if not is_file(self.shared_cal) and (mdir / "calibration.json").is_file():
                 write_text_atomic(self.shared_cal, (mdir / "calibration.json").read_text())
             analysis = self.analyse(scn_path, res["rows"], mdir, self.repeats, self.shared_cal, self.iterations)
             result = {"format": "ddpsim-zoo-model", "version": 1, "model": name, "status": "done",

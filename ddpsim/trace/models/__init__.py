@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import torch
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
 
 __all__ = ["BuiltModel", "list_models", "build_model", "ddp_params", "default_loss"]
 
@@ -97,7 +97,7 @@ def _torch_dtype(name: str, field: str) -> torch.dtype:
     try:
         return _DTYPES[name]
     except (KeyError, TypeError):
-        raise InputError(f"{field}: {name!r} is not accepted; expected one of {sorted(_DTYPES)}") from None
+        raise InputError(f"{field}: {shorten(name)} is not accepted; expected one of {sorted(_DTYPES)}") from None
 
 
 def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype, high: int = 2) -> torch.Tensor:
@@ -281,7 +281,7 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise InputError(f"seed: {seed!r} is not accepted; expected an integer")
     if not isinstance(name_or_factory, str) or not name_or_factory:
-        raise InputError(f"model: {name_or_factory!r} is not accepted; expected one of {list_models()} or 'package.module:factory'")
+        raise InputError(f"model: {shorten(name_or_factory)} is not accepted; expected one of {list_models()} or 'package.module:factory'")
     torch.manual_seed(seed)
     kwargs = dict(model_kwargs)
     if name_or_factory.startswith("zoo:"):
@@ -294,34 +294,34 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
         try:
             builder = _REGISTRY[name_or_factory]
         except KeyError:
-            raise InputError(f"model: {name_or_factory!r} is not a built-in model; expected one of {list_models()} or 'package.module:factory'") from None
+            raise InputError(f"model: {shorten(name_or_factory)} is not a built-in model; expected one of {list_models()} or 'package.module:factory'") from None
         spec = builder(seed, input_shape, input_dtype, kwargs)
     if not ddp_params(spec.module):
-        raise InputError(f"model: {name_or_factory!r} has no trainable parameters; expected at least one parameter with requires_grad=True")
+        raise InputError(f"model: {shorten(name_or_factory)} has no trainable parameters; expected at least one parameter with requires_grad=True")
     return spec
 
 
 def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict) -> BuiltModel:
     mod_name, _, attr = path.partition(":")
     if not mod_name or not attr:
-        raise InputError(f"model: {path!r} is not accepted; expected 'package.module:factory'")
+        raise InputError(f"model: {shorten(path)} is not accepted; expected 'package.module:factory'")
     try:
         mod = importlib.import_module(mod_name)
     except Exception as exc:  # NOTE: any import failure is the user's module's
-        raise InputError(f"model: {path!r} cannot be imported ({type(exc).__name__}: {exc}); expected an importable 'package.module:factory'") from None
+        raise InputError(f"model: {shorten(path)} cannot be imported ({type(exc).__name__}: {exc}); expected an importable 'package.module:factory'") from None
     factory = getattr(mod, attr, None)
     if factory is None or not callable(factory):
-        raise InputError(f"model: {path!r} has no callable {attr!r} in {mod_name}; expected 'package.module:factory'")
+        raise InputError(f"model: {shorten(path)} has no callable {attr!r} in {mod_name}; expected 'package.module:factory'")
     try:
         made = factory(**kwargs)
     except Exception as exc:
-        raise InputError(f"model: factory {path!r} raised {type(exc).__name__}: {exc}") from None
+        raise InputError(f"model: factory {shorten(path)} raised {type(exc).__name__}: {exc}") from None
     loss_fn = getattr(mod, "loss_fn", None)
     if loss_fn is not None and not callable(loss_fn):
         loss_fn = None
     if isinstance(made, torch.nn.Module):
         if input_shape is None:
-            raise InputError(f"input_shape: None is not accepted for factory {path!r} returning a module; expected one sample's shape, e.g. 3,224,224")
+            raise InputError(f"input_shape: None is not accepted for factory {shorten(path)} returning a module; expected one sample's shape, e.g. 3,224,224")
         shape = _shape(input_shape, (), "input_shape")
         dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
         return BuiltModel(name=path, module=made, make_batch=_float_batch(seed, shape, dtype), loss_fn=loss_fn,
@@ -330,12 +330,12 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
         module, example = made
         leaves = list(example) if isinstance(example, (tuple, list)) else [example]
         if not leaves or not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in leaves):
-            raise InputError(f"model: factory {path!r} returned an example input that is not a tensor or tuple of tensors with a batch dimension")
+            raise InputError(f"model: factory {shorten(path)} returned an example input that is not a tensor or tuple of tensors with a batch dimension")
         return BuiltModel(name=path, module=module, make_batch=_like_batch(seed, leaves, isinstance(example, (tuple, list))), loss_fn=loss_fn,
                          info={"input_shape": [list(t.shape[1:]) for t in leaves] if len(leaves) > 1 else list(leaves[0].shape[1:]),
                                "input_dtype": str(leaves[0].dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs),
                                "example_batch_size": int(leaves[0].shape[0])})
-    raise InputError(f"model: factory {path!r} returned {type(made).__name__}; expected an nn.Module or (nn.Module, example_input)")
+    raise InputError(f"model: factory {shorten(path)} returned {type(made).__name__}; expected an nn.Module or (nn.Module, example_input)")
 
 
 def _like_batch(seed: int, examples: list[torch.Tensor], as_tuple: bool) -> Callable[[int], Any]:

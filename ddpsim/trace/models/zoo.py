@@ -40,7 +40,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
 from ddpsim.trace.models.mlp import MLP
 
 #: the prefix of a zoo model's name (``zoo:resnet18``)
@@ -113,7 +113,7 @@ def zoo_entry(name: str) -> ZooEntry:
     try:
         return ZOO[short]
     except KeyError:
-        raise InputError(f"model: {name!r} is not a zoo model; expected one of {zoo_names()}") from None
+        raise InputError(f"model: {shorten(name)} is not a zoo model; expected one of {zoo_names()}") from None
 
 
 # ---- torchvision --------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
     info: dict[str, Any] = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size}
     if entry.source == "torchvision":
         if name.removeprefix(ZOO_PREFIX) == "vit_small" and shape[1:] != (64, 64):
-            raise InputError(f"input_shape: {list(shape)} is not accepted for {name!r}; expected [3, 64, 64] (its image_size)")
+            raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")
         dtype = helpers["dtype"](input_dtype or "float32", "input_dtype")
         module = _torchvision_module(name.removeprefix(ZOO_PREFIX), num_classes)
         info["input_dtype"] = str(dtype).removeprefix("torch.")

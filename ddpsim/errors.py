@@ -12,6 +12,10 @@
 from __future__ import annotations
 
 
+#: the longest error line
+MAX_LINE = 1000
+
+
 class DdpsimError(Exception):
     """Base class of every exception ddpsim raises on purpose."""
 
@@ -20,8 +24,12 @@ class InputError(DdpsimError, ValueError):
     """User input is wrong. The message is one line: field, value, what is accepted."""
 
     def __init__(self, message: str) -> None:
-        # NOTE: one line, always: the CLI prints it verbatim.
-        super().__init__(" ".join(str(message).split()))
+        # NOTE: one line, always: the CLI prints it verbatim; a line a huge value made long keeps
+        # its start (source, key path, value) and its end (what is accepted)
+        line = " ".join(str(message).split())
+        if len(line) > MAX_LINE:
+            line = f"{line[:600]} ... ({len(line)} characters) ... {line[-300:]}"
+        super().__init__(line)
 
 
 def require(condition: bool, field: str, value: object, accepted: str) -> None:

@@ -126,3 +126,13 @@ def test_write_text_atomic_uses_umask_mode(tmp_path):
 def test_interference_rejects_an_unknown_weighting():
     with pytest.raises(InputError, match=r"interference.weighting: 'bytes' is not accepted; expected one of uniform, bandwidth"):
         Interference(compute_slowdown=2.0, weighting="bytes")
+
+
+def test_an_error_line_made_long_by_a_huge_value_keeps_its_start_and_end():
+    from ddpsim.errors import MAX_LINE, InputError
+
+    text = "ddp.delay_all_reduce_named_params: '" + "x" * 50_000 + "' is not accepted; expected names"
+    line = str(InputError(text))
+    assert len(line) <= MAX_LINE and "\n" not in line
+    assert line.startswith("ddp.delay_all_reduce_named_params: 'xxx") and line.endswith("expected names")
+    assert f"... ({len(text)} characters) ..." in line

@@ -129,7 +129,7 @@ def check_cap_list(value: Any, key: str) -> tuple[float, ...] | None:
     ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(
         not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in value)
     if not ok:
-        raise InputError(f"{key}: {value!r} is not accepted; expected a non-empty list of numbers of MiB > 0 "
+        raise InputError(f"{key}: {shorten(value)} is not accepted; expected a non-empty list of numbers of MiB > 0 "
                          f"(e.g. [1, 4, 8]), or not given")
     return tuple(int(x) if float(x).is_integer() else float(x) for x in value)
 
@@ -157,7 +157,7 @@ class MixedPrecision:
         for name in ("param_dtype", "reduce_dtype", "buffer_dtype"):
             v = getattr(self, name)
             if v is not None and v not in MIXED_PRECISION_DTYPES:
-                raise InputError(f"mixed_precision.{name}: {v!r} is not accepted; expected one of "
+                raise InputError(f"mixed_precision.{name}: {shorten(v)} is not accepted; expected one of "
                                  f"{', '.join(MIXED_PRECISION_DTYPES)} or null")
 
     def label(self) -> str:
@@ -171,7 +171,7 @@ def parse_mixed_precision(text: str | None, flag: str = "--mixed-precision") -> 
     parts = [x.strip() for x in text.split(":")]
     expected = f"PARAM[:REDUCE[:BUFFER]] of {', '.join(MIXED_PRECISION_DTYPES)} or '-', e.g. bfloat16:float32"
     if not 1 <= len(parts) <= 3 or any(x not in MIXED_PRECISION_DTYPES + ("-",) for x in parts):
-        raise InputError(f"{flag}: {text!r} is not accepted; expected {expected}")
+        raise InputError(f"{flag}: {shorten(text)} is not accepted; expected {expected}")
     vals = [None if x == "-" else x for x in parts] + [None] * (3 - len(parts))
     return MixedPrecision(param_dtype=vals[0], reduce_dtype=vals[1], buffer_dtype=vals[2])
 
@@ -211,9 +211,9 @@ class DDPOptions:
         cap = self.bucket_cap_mb
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
                                 or not math.isfinite(cap) or cap <= 0):
-            raise InputError(f"bucket_cap_mb: {cap!r} is not accepted; expected a number of MiB > 0, or not given")
+            raise InputError(f"bucket_cap_mb: {shorten(cap)} is not accepted; expected a number of MiB > 0, or not given")
         if self.semantics not in ("modern", "legacy"):
-            raise InputError(f"semantics: {self.semantics!r} is not accepted; expected 'modern' or 'legacy'")
+            raise InputError(f"semantics: {shorten(self.semantics)} is not accepted; expected 'modern' or 'legacy'")
         object.__setattr__(self, "bucket_cap_mb_list", check_cap_list(self.bucket_cap_mb_list, "bucket_cap_mb_list"))
         if self.bucket_cap_mb_list and self.semantics == "legacy":
             raise InputError(f"bucket_cap_mb_list: {list(self.bucket_cap_mb_list)!r} is not accepted with semantics "
@@ -225,20 +225,20 @@ class DDPOptions:
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name}: {getattr(self, name)!r} is not accepted; expected true or false")
         if self.forward_sync_buffers is not None and not isinstance(self.forward_sync_buffers, bool):
-            raise InputError(f"forward_sync_buffers: {self.forward_sync_buffers!r} is not accepted; expected true, false or null")
+            raise InputError(f"forward_sync_buffers: {shorten(self.forward_sync_buffers)} is not accepted; expected true, false or null")
         if self.mixed_precision is not None and not isinstance(self.mixed_precision, MixedPrecision):
-            raise InputError(f"mixed_precision: {self.mixed_precision!r} is not accepted; expected a "
+            raise InputError(f"mixed_precision: {shorten(self.mixed_precision)} is not accepted; expected a "
                              "ddpsim.plan.planner.MixedPrecision or null")
         names = self.delay_all_reduce_named_params
         if names is not None:
             if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
-                raise InputError(f"delay_all_reduce_named_params: {names!r} is not accepted; expected a list of parameter names")
+                raise InputError(f"delay_all_reduce_named_params: {shorten(names)} is not accepted; expected a list of parameter names")
             object.__setattr__(self, "delay_all_reduce_named_params", tuple(names))
         hook = self.param_to_hook_all_reduce
         if hook is not None and (not isinstance(hook, str) or not hook):
-            raise InputError(f"param_to_hook_all_reduce: {hook!r} is not accepted; expected a parameter name")
+            raise InputError(f"param_to_hook_all_reduce: {shorten(hook)} is not accepted; expected a parameter name")
         if (names is None) != (hook is None):
-            raise InputError(f"param_to_hook_all_reduce: {hook!r} with delay_all_reduce_named_params {names!r} is not "
+            raise InputError(f"param_to_hook_all_reduce: {shorten(hook)} with delay_all_reduce_named_params {shorten(names)} is not "
                              "accepted; expected both set or neither (DDP raises ValueError otherwise)")
 
     @property
@@ -363,7 +363,7 @@ def reducer_param_indices(trace: Trace, options: DDPOptions) -> tuple[int, ...]:
     for field_name, values in (("delay_all_reduce_named_params", names), ("param_to_hook_all_reduce", (options.param_to_hook_all_reduce,))):
         for n in values:
             if n not in by_name:
-                raise InputError(f"{field_name}: {n!r} is not a parameter of trace {trace.model!r}; expected one of its "
+                raise InputError(f"{field_name}: {shorten(n)} is not a parameter of trace {shorten(trace.model)}; expected one of its "
                                  f"parameter names (e.g. {', '.join(repr(p.name) for p in trace.params[:3])})")
     delayed = {by_name[n] for n in names}
     return tuple(i for i in range(trace.num_params) if i not in delayed)
@@ -541,17 +541,17 @@ def explicit_plan(trace: Trace, buckets: Sequence[Sequence[int | str]], options:
         raise InputError("plan.buckets: [] is empty; expected a list of buckets, each a list of parameter indices or names")
     for k, b in enumerate(buckets):
         if isinstance(b, (str, bytes)) or not isinstance(b, Sequence) or not b:
-            raise InputError(f"plan.buckets[{k}]: {b!r} is not accepted; expected a non-empty list of parameter indices or names")
+            raise InputError(f"plan.buckets[{k}]: {shorten(b)} is not accepted; expected a non-empty list of parameter indices or names")
         g = []
         for x in b:
             if isinstance(x, str):
                 if x not in by_name:
-                    raise InputError(f"plan.buckets[{k}]: parameter name {x!r} is not in the trace; expected one of the trace's parameter names")
+                    raise InputError(f"plan.buckets[{k}]: parameter name {shorten(x)} is not in the trace; expected one of the trace's parameter names")
                 i = by_name[x]
             elif isinstance(x, int) and not isinstance(x, bool) and 0 <= x < trace.num_params:
                 i = x
             else:
-                raise InputError(f"plan.buckets[{k}]: {x!r} is not accepted; expected a parameter index in [0, {trace.num_params}) or a name")
+                raise InputError(f"plan.buckets[{k}]: {shorten(x)} is not accepted; expected a parameter index in [0, {trace.num_params}) or a name")
             if i in seen:
                 raise InputError(f"plan.buckets[{k}]: parameter {i} ({trace.params[i].name}) is already in bucket {seen[i]}; expected every parameter exactly once")
             seen[i] = k

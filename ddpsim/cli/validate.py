@@ -31,7 +31,9 @@ simulate the same points; and write reports/<name>/:
   validation.csv    one row per point (predicted_s, measured_s, p10/p90, error_pct,
                     predicted_low_s/high_s, in_interval, ...)
   validation.png    predicted vs measured per point, per-bucket completion
-  validation.json   all of it, plus per-bucket times predicted and measured
+  validation_timeline.png  one steady iteration, predicted above measured, and the per-bucket
+                    errors of the worst-predicted point
+  validation.json   all of it, plus per-bucket times predicted and measured and their errors
   validation/       every raw executor measurement; --reanalyze rebuilds the report from it
 
 Launch layout: --launch point (default) captures each round's trace in a launch of its own
@@ -84,7 +86,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="join every prediction interval with the method's error measured on other models: the "
                         "split-conformal 80 %% band of a zoo run's residuals (<out-dir>/zoo/method_error.json, the "
                         "validated model's own left out; ddpsim/pipeline/method_error.py)")
-    p.add_argument("--no-plots", action="store_true", help="skip validation.png")
+    p.add_argument("--no-plots", action="store_true", help="skip validation.png and validation_timeline.png")
     # 'ddpsim validate --zoo': the spelling of 'ddpsim zoo' in earlier docs
     p.add_argument("--zoo", action=DeprecatedAlias, nargs=0, const=True, default=False, deprecated="'ddpsim zoo'",
                    help=argparse.SUPPRESS)
@@ -181,7 +183,7 @@ def print_result(res: dict[str, Any], *, plots: bool) -> None:
     """The answer lines of a validation (stdout)."""
     s = res["summary"]
     print(f"validate: wrote {res['out']}/validation.md, validation.csv, validation.json"
-          f"{', validation.png' if plots else ''}")
+          f"{', validation.png, validation_timeline.png' if plots else ''}")
     if s:
         print(f"validate: median |error| {s['median_abs_error_pct']:.1f} % over {s['num_points']} points; "
               f"{s['num_in_band_or_within_10pct']}/{s['num_points']} in band or within 10 %; measured best "

@@ -1,20 +1,25 @@
-"""Reporting a validation: ``validation.csv`` / ``.json`` / ``.md`` / ``.png``.
+"""Reporting a validation: ``validation.csv`` / ``.json`` / ``.md`` / ``.png`` / ``_timeline.png``.
 
 Rows come from :meth:`ddpsim.validation.compare.PointOutcome.row`, the summary from
-:func:`ddpsim.validation.compare.summary_figures`; every file is written atomically.
+:func:`ddpsim.validation.compare.summary_figures`; every file is written atomically. The
+per-bucket errors are measured minus predicted, buckets matched by index, from the
+first steady iteration's simulated times and the hooked run's medians
+(:func:`ddpsim.validation.compare.predicted_bucket_times`, ``measured_bucket_times``);
+``validation_timeline.png`` draws them under the two timelines of the worst-predicted point.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from ddpsim.calibration.loader import clamped_fit_warning
 from ddpsim.validation.intervals import ALTERNATIVES_TEXT
 from ddpsim.io import write_text_atomic
-from ddpsim.validation.compare import (BEST_CAP_TOLERANCE_PCT, PointOutcome, bucket_figures, measured_bucket_times,
-                                       summary_figures)
+from ddpsim.validation.compare import (BEST_CAP_TOLERANCE_PCT, PointOutcome, bucket_figures, bucket_service_s,
+                                       measured_bucket_times, summary_figures)
 
 
 CSV_COLUMNS = ("point", "bucket_cap_mb", "predicted_s", "measured_s", "measured_p10_s", "measured_p90_s",
@@ -74,8 +79,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
                                          else calibration.ddp_iteration_overhead_s),
             "ddp_iteration_overhead_measured_s": cal.get("ddp_iteration_overhead_s"),
             "reanalyzed": reanalyzed, "summary": summ, "rows": rows,
-            "buckets": {k: {"predicted": o.predicted_buckets,
-                            "measured": measured_bucket_times(o.hooked) if o.hooked else []} for k, o in outcomes.items()}}
+            "buckets": {k: _bucket_record(o) for k, o in outcomes.items()}}
     if malloc is not None:
         data["malloc"] = malloc
     if launch is not None:
@@ -89,6 +93,40 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
         from ddpsim.report.plots import save_figure
 
         save_figure(validation_figure(data), out / "validation.png")
+        save_figure(timeline_figure(data), out / "validation_timeline.png")
+
+
+def _bucket_record(o: PointOutcome) -> dict[str, Any]:
+    """A point's per-bucket times, predicted and measured (the hooked run), and their errors."""
+    measured = measured_bucket_times(o.hooked) if o.hooked else []
+    return {"predicted": o.predicted_buckets, "measured": measured,
+            "errors": bucket_errors(o.predicted_buckets, measured)}
+
+
+def _pct(err: float, ref: float) -> float | None:
+    return None if ref <= 0.0 else 100.0 * err / ref
+
+
+def bucket_errors(predicted: list[dict[str, Any]], measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per bucket index present in both (records of :func:`~ddpsim.validation.compare.predicted_bucket_times`
+    and :func:`~ddpsim.validation.compare.measured_bucket_times`), measured minus predicted:
+    ``end_error_s``, the all-reduce's completion from the iteration start, and ``allreduce_error_s``,
+    the bucket's own all-reduce time (:func:`~ddpsim.validation.compare.bucket_service_s`: without
+    the waits for the last rank's launch and the previous bucket); each also in % of the predicted
+    figure (None where that is not positive). Empty when either side has no buckets."""
+    common = sorted({b["bucket"] for b in predicted} & {b["bucket"] for b in measured})
+    if not common:
+        return []
+    p_svc = dict(zip(sorted(b["bucket"] for b in predicted), bucket_service_s(predicted)))
+    m_svc = dict(zip(sorted(b["bucket"] for b in measured), bucket_service_s(measured)))
+    p_end = {b["bucket"]: b["end_s"] for b in predicted}
+    m_end = {b["bucket"]: b["end_s"] for b in measured}
+    out = []
+    for k in common:
+        end_err, svc_err = m_end[k] - p_end[k], m_svc[k] - p_svc[k]
+        out.append({"bucket": k, "end_error_s": end_err, "end_error_pct": _pct(end_err, p_end[k]),
+                    "allreduce_error_s": svc_err, "allreduce_error_pct": _pct(svc_err, p_svc[k])})
+    return out
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -242,7 +280,10 @@ def _table_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines += [_table_row(r, host=host, ivs=ivs) for r in rows]
     lines += ["", "Per-bucket launch, start and end times (from the iteration's start; predicted: the first steady "
               "iteration; measured: medians over the hooked run's iterations) are in "
-              "`validation.json` and `validation.png`; the measured ones come from a separate run with a timing comm "
+              "`validation.json` (with their errors, measured minus predicted) and `validation.png`; "
+              "`validation_timeline.png` draws one steady iteration, predicted above measured, and the per-bucket errors "
+              "of the worst-predicted point with measured bucket times (of all points when none has them); the "
+              "measured ones come from a separate run with a timing comm "
               "hook (a hook makes DDP skip the fused division, so that run's iteration time is not the one compared: "
               "column `measured_hooked_s` of `validation.csv`).", ""]
     return lines
@@ -269,12 +310,15 @@ def _bucket_lines(buckets: dict[str, Any]) -> list[str]:
 
 
 def validation_figure(data: dict[str, Any]) -> Any:
+    """Iteration time per point, measured (mean, p10-p90) against predicted; and each bucket's
+    all-reduce completion per point, measured (solid) against predicted (dashed)."""
     import matplotlib
+    from matplotlib.ticker import MaxNLocator
 
     from ddpsim.report.plots import new_figure
 
     rows = [r for r in data["rows"] if r["measured_s"] is not None]
-    fig = new_figure(figsize=(12, 4.5))
+    fig = new_figure(figsize=(12, 5), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     x = list(range(len(rows)))
     meas = [r["measured_s"] * 1e3 for r in rows]
@@ -285,20 +329,159 @@ def validation_figure(data: dict[str, Any]) -> Any:
     ax1.plot(x, [r["predicted_s"] * 1e3 for r in rows], "s--", color="#dd8452", label="predicted (mean)")
     ax1.set_xticks(x, [r["point"] for r in rows], rotation=20)
     ax1.set_ylabel("iteration time (ms)")
-    ax1.set_title(f"{data['scenario']}: iteration time per point")
-    ax1.legend()
+    ax1.set_title(f"{data['scenario']}: iteration time per point", fontsize=10)
+    ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
     ax1.set_ylim(bottom=0)
     colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    timed = any(b["measured"] for b in data["buckets"].values())
     for i, (k, b) in enumerate(data["buckets"].items()):
         c = colors[i % len(colors)]
         if b["predicted"]:
-            ax2.plot([d["bucket"] for d in b["predicted"]], [d["end_s"] * 1e3 for d in b["predicted"]], "--", color=c, marker="s", ms=3)
+            ax2.plot([d["bucket"] for d in b["predicted"]], [d["end_s"] * 1e3 for d in b["predicted"]], "--", color=c,
+                     marker="s", ms=3, label=None if b["measured"] else k)
         if b["measured"]:
-            ax2.plot([d["bucket"] for d in b["measured"]], [d["end_s"] * 1e3 for d in b["measured"]], "-", color=c, marker="o", ms=3, label=k)
+            ax2.plot([d["bucket"] for d in b["measured"]], [d["end_s"] * 1e3 for d in b["measured"]], "-", color=c,
+                     marker="o", ms=3, label=k)
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax2.set_xlabel("bucket (launch order)")
     ax2.set_ylabel("all-reduce end from iteration start (ms)")
-    ax2.set_title("bucket all-reduce end: measured (solid) vs predicted (dashed)", fontsize=10)
-    if any(b["measured"] for b in data["buckets"].values()):
-        ax2.legend(fontsize=7)
-    fig.tight_layout()
+    ax2.set_title("bucket all-reduce end: measured (solid) vs predicted (dashed)" if timed else
+                  "bucket all-reduce end, predicted (no per-bucket times measured: --no-bucket-timing)", fontsize=10)
+    if data["buckets"]:
+        ax2.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, borderaxespad=0)
     return fig
+
+
+#: the bars of the timelines: the wait from rank 0's launch to the last rank's, the all-reduce
+#: (two shades, alternating by bucket), the iteration
+_WAIT, _ALLREDUCE, _ITERATION = "#e8e8e8", ("#dd8452", "#f2b48a"), "#c6d4e8"
+#: the per-bucket error bars: completion, own all-reduce time
+_END_ERR, _SVC_ERR = "#4c72b0", "#c44e52"
+#: the most bucket-index ticks an error panel labels (every k-th index beyond)
+MAX_BUCKET_TICKS = 36
+
+
+def point_of_interest(data: dict[str, Any]) -> str | None:
+    """The point :func:`timeline_figure` draws: the worst-predicted (largest |error| of the mean
+    step) of the points with measured per-bucket times, or of all measured points when none has
+    them; None when no point was measured."""
+    rows = [r for r in data["rows"] if r["error_pct"] is not None]
+    timed = [r for r in rows if (data["buckets"].get(r["point"]) or {}).get("measured")]
+    pool = timed or rows
+    return max(pool, key=lambda r: abs(r["error_pct"]))["point"] if pool else None
+
+
+def timeline_figure(data: dict[str, Any]) -> Any:
+    """One steady iteration of :func:`point_of_interest`'s point, predicted above measured on
+    one time axis (ms from the iteration's start; buckets matched by index, each bucket's
+    launch, the wait for the last rank's launch and its all-reduce, labelled with its index),
+    and the per-bucket errors, measured minus predicted (:func:`bucket_errors`), in ms and in %.
+    Without measured per-bucket times the predicted timeline is drawn and the figure says so."""
+    from ddpsim.report.plots import new_figure
+
+    point = point_of_interest(data)
+    assert point is not None, "timeline_figure needs a measured point"
+    row = next(r for r in data["rows"] if r["point"] == point)
+    b = data["buckets"][point]
+    timed = bool(b["measured"])
+    fig = new_figure(figsize=(11, 8.4 if timed else 3.4), layout="constrained")
+    if timed:
+        axes = fig.subplots(4, 1, gridspec_kw={"height_ratios": [1, 1, 1.4, 1.4]})
+        axes[1].sharex(axes[0])
+        axes[3].sharex(axes[2])
+    else:
+        axes = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1, 0.45]})
+    end = max([d["end_s"] for d in b["predicted"] + b["measured"]] + [row["predicted_s"], row["measured_hooked_s"] or 0.0])
+    labels = [_timeline_panel(axes[0], b["predicted"], row["predicted_s"], "predicted", legend=True)]
+    if timed:
+        labels.append(_timeline_panel(axes[1], b["measured"], row["measured_hooked_s"], "measured (hooked run, medians)",
+                                      legend=False))
+        _error_panels(axes[2], axes[3], b["errors"])
+    else:
+        axes[1].set_axis_off()
+        axes[1].text(0.0, 0.5, "No per-bucket times were measured for this validation (it ran with --no-bucket-timing): "
+                     "no measured timeline and no per-bucket errors to draw.\nRun `ddpsim validate` without "
+                     "--no-bucket-timing to time each bucket with a comm hook.", transform=axes[1].transAxes,
+                     va="center", ha="left", fontsize=9)
+    axes[0].set_xlim(0.0, 1.02 * end * 1e3)
+    for ax in axes[: 2 if timed else 1]:
+        ax.set_xlabel("time from the iteration's start (ms)", fontsize=8)
+    counts = f"buckets: predicted {len(b['predicted'])}, measured {len(b['measured'])}"
+    fig.suptitle(f"{data['scenario']}, {point}: the worst-predicted point"
+                 + (" with per-bucket times" if timed else "")
+                 + f" (mean step: predicted {row['predicted_s'] * 1e3:.1f} ms, measured {row['measured_s'] * 1e3:.1f} ms, "
+                 f"error {row['error_pct']:+.1f} %)\none steady iteration, buckets matched by index ({counts})",
+                 fontsize=10)
+    _place_bucket_labels(fig, labels)
+    return fig
+
+
+def _timeline_panel(ax: Any, buckets: list[dict[str, Any]], iteration_s: float | None, name: str, *,
+                    legend: bool) -> list[tuple[Any, float, float]]:
+    """Two rows: the iteration (0 to ``iteration_s``) and the buckets' all-reduces, each after
+    the wait from rank 0's launch (|) to the last rank's (``start_s``); index labels are placed
+    by :func:`_place_bucket_labels`."""
+    if iteration_s is not None:
+        ax.broken_barh([(0.0, iteration_s * 1e3)], (1.8, 0.7), facecolors=_ITERATION, label="steady iteration")
+    waits = [(d["launch_s"] * 1e3, max(0.0, d["start_s"] - d["launch_s"]) * 1e3) for d in buckets]
+    ax.broken_barh(waits, (0.3, 0.7), facecolors=_WAIT, edgecolor="#999999", linewidth=0.3,
+                   label="launched, waiting to start\n(the other ranks' launch; predicted:\nalso the previous all-reduce)")
+    for shade in (0, 1):
+        bars = [(d["start_s"] * 1e3, max(0.0, d["end_s"] - d["start_s"]) * 1e3) for d in buckets if d["bucket"] % 2 == shade]
+        ax.broken_barh(bars, (0.3, 0.7), facecolors=_ALLREDUCE[shade], edgecolor="black", linewidth=0.3,
+                       label="all-reduce (shades alternate\nby bucket)" if shade == 0 else None)
+    ax.plot([d["launch_s"] * 1e3 for d in buckets], [0.1] * len(buckets), "|", color="black", ms=6, ls="none",
+            label="rank 0 launches the bucket")
+    labels = [(ax.text((d["start_s"] + d["end_s"]) / 2 * 1e3, 0.65, str(d["bucket"]), ha="center", va="center",
+                       fontsize=7, gid="bucket-label", clip_on=True), d["start_s"] * 1e3, d["end_s"] * 1e3)
+              for d in buckets]
+    ax.set_ylim(-0.1, 2.6)
+    it = "" if iteration_s is None else f"\n{iteration_s * 1e3:.1f} ms"
+    ax.set_yticks([0.5, 2.15], ["all-reduce", f"iteration{it}"], fontsize=8)
+    ax.set_title(name, fontsize=9, loc="left")
+    ax.grid(axis="x", alpha=0.3)
+    if legend:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, borderaxespad=0)
+    return labels
+
+
+def _place_bucket_labels(fig: Any, labels: list[list[tuple[Any, float, float]]]) -> None:
+    """Each bucket's index (``(text, start_ms, end_ms)`` per bucket, per panel) inside its
+    all-reduce bar where it fits, else above the bar on the first of two levels where it overlaps
+    no label placed before it in the panel, else hidden (the error panels carry every index)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for panel in labels:
+        placed: list[Any] = []
+        for t, start, end in sorted(panel, key=lambda p: p[1]):
+            px = t.axes.transData.transform([(start, 0.0), (end, 0.0)])
+            fits = t.get_window_extent(renderer).width * 1.2 < px[1][0] - px[0][0]
+            for y in ((0.65,) if fits else ()) + (1.23, 1.53):
+                t.set_y(y)
+                box = t.get_window_extent(renderer).expanded(1.2, 1.0)
+                if not any(box.overlaps(p) for p in placed):
+                    placed.append(box)
+                    break
+            else:
+                t.set_visible(False)
+
+
+def _error_panels(ax_ms: Any, ax_pct: Any, errors: list[dict[str, Any]]) -> None:
+    """Per bucket, measured minus predicted: the all-reduce's completion and its own time, in ms
+    (``ax_ms``) and in % of the predicted figure (``ax_pct``; a bucket without one is left out)."""
+    ks = [e["bucket"] for e in errors]
+    series = (("end_error", "completion (all-reduce end\nfrom the iteration start)", _END_ERR, -0.2),
+              ("allreduce_error", "own all-reduce time\n(no waits)", _SVC_ERR, 0.2))
+    for ax, unit, scale, suffix in ((ax_ms, "ms", 1e3, "_s"), (ax_pct, "%", 1.0, "_pct")):
+        for key, label, color, dx in series:
+            pts = [(k + dx, e[key + suffix] * scale) for k, e in zip(ks, errors) if e[key + suffix] is not None]
+            ax.bar([x for x, _ in pts], [v for _, v in pts], width=0.4, color=color, label=label, gid=key + suffix)
+        ax.axhline(0.0, color="black", linewidth=0.6)
+        ax.set_ylabel(f"measured - predicted\n({unit})", fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_xticks(range(min(ks), max(ks) + 1, max(1, math.ceil(len(ks) / MAX_BUCKET_TICKS))))
+        ax.tick_params(axis="x", labelsize=8)
+        ax.set_xlim(min(ks) - 0.6, max(ks) + 0.6)
+    ax_ms.set_title("per-bucket error", fontsize=9, loc="left")
+    ax_ms.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, borderaxespad=0)
+    ax_pct.set_xlabel("bucket (launch order)", fontsize=8)

@@ -105,7 +105,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     returns a :class:`Report` (the data and the files written).
 
     Writes ``points/*.json`` (resumable), ``sweep.csv``, ``buckets.csv``, per timeline point
-    ``trace_<point>_rank<r>.json.gz`` and ``timeline_<point>.png``, ``recommended_plan.json``,
+    ``trace_<point>_rank<r>.json.gz`` and ``timeline_<point>.png`` (and
+    ``timeline_default_vs_best.png`` when both are timeline points), ``recommended_plan.json``,
     ``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md``
     (:func:`ddpsim.report.scenario_report.run_scenario`).
     ``jobs``: sweep processes (default: the CPUs this process may use). ``plots``: write the PNGs.
@@ -136,8 +137,15 @@ def sweep_figure(table: Any, title: str = ""):
     return plots.sweep_figure(table, title)
 
 
-def timeline_figure(result: Any, title: str = ""):
-    """The overlap timeline of a SimResult (a matplotlib Figure)."""
+def timeline_figure(result: Any, title: str = "", *, iteration: int | None = None, ranks: Sequence[int] | None = None,
+                    warmup: bool = False):
+    """The overlap timeline of a SimResult (a matplotlib Figure): one iteration (default: the
+    median-step steady one), its slowest and fastest rank (or ``ranks``), exposed communication
+    shaded and measured; ``warmup``: the first iteration and the rebuild on a second panel
+    (:func:`ddpsim.report.plots.timeline_figure`).
+
+    Example: ``api.timeline_figure(api.simulate("traces/mlp.cpu.json"), warmup=True).savefig("t.png")``.
+    """
     from ddpsim.report import plots
 
-    return plots.timeline_figure(result, title)
+    return plots.timeline_figure(result, title, iteration=iteration, ranks=ranks, warmup=warmup)

@@ -104,6 +104,11 @@ class SimResult:
         """Iterations after the warm-up (first iteration, rebuild), all simulated ranks."""
         return [it for it in self.iterations if not it.warmup]
 
+    def exposed_comm_s(self, iteration: int) -> float:
+        """Exposed communication of ``iteration``: its worst simulated rank's (the values whose
+        p95 over steady iterations is a report's exposed-communication tail)."""
+        return max((it.exposed_comm_s for it in self.iterations if it.iteration == iteration), default=0.0)
+
     def step_times_s(self) -> list[float]:
         """Per steady iteration, what the job sees: from the end of the previous iteration on
         its slowest rank to the end of this one on its slowest rank (the first iteration

@@ -77,7 +77,7 @@ def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
 
     steady_iters = sorted({it.iteration for it in steady})
     # the tail of exposed communication: per steady iteration the worst rank, then p95
-    exposed = [max(it.exposed_comm_s for it in by_iter[k]) for k in steady_iters]
+    exposed = [result.exposed_comm_s(k) for k in steady_iters]
     steady_keys = {(it.rank, it.iteration) for it in steady}
     by_kind: dict[str, float] = {}
     for sp in result.spans:

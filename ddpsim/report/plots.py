@@ -7,9 +7,13 @@ with no timestamp or version in the metadata, so the same data gives the same by
 
 * :func:`sweep_figure` - p50/p95 step time vs ``bucket_cap_mb`` and the stacked breakdown
   (forward, backward compute, exposed communication, optimizer, other) per point.
-* :func:`timeline_figure` - the overlap timeline of one point: compute and communication
-  streams per simulated rank, bucket ready (v) and launch (|) marks.
-* :func:`bucket_sizes_figure` - bucket sizes in launch order for chosen points / plans.
+* :func:`timeline_figure` - the overlap timeline of one point's representative steady iteration
+  (and the warm-up on a second panel): compute and communication streams of its slowest and
+  fastest rank, each bucket's ready -> launch -> all-reduce, exposed communication shaded and
+  measured (the engine's ``IterationStats.exposed_comm_s``); :func:`timeline_comparison_figure`
+  puts several points' timelines on one time axis.
+* :func:`bucket_sizes_figure` - bucket sizes in launch order for chosen points / plans, with
+  each row's cap.
 """
 
 from __future__ import annotations
@@ -44,10 +48,18 @@ def _unit(max_s: float) -> tuple[float, str]:
 
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
-    """PNG, written atomically, with fixed metadata (reproducible bytes)."""
+    """PNG, written atomically, with fixed metadata (reproducible bytes), in a 256-colour palette
+    (Pillow's median cut, no dithering: flat-coloured plots keep their look at a third of the
+    bytes)."""
+    from PIL import Image
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    return write_bytes_atomic(path, buf.getvalue())
+    image = Image.open(buf).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+                                                     dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    image.save(out, format="png", optimize=True)
+    return write_bytes_atomic(path, out.getvalue())
 
 
 def sweep_figure(table: Any, title: str = "") -> Any:
@@ -87,67 +99,301 @@ def sweep_figure(table: Any, title: str = "") -> Any:
     return fig
 
 
-def timeline_figure(result: Any, title: str = "", iterations: Sequence[int] | None = None,
-                    ranks: Sequence[int] | None = None) -> Any:
-    """Compute and communication streams per rank (default: the representative ranks of
-    :func:`ddpsim.report.perfetto.representative_ranks`, the ones whose traces are written)."""
-    from ddpsim.report.perfetto import representative_ranks
+# ---- the overlap timeline --------------------------------------------------------------------
+# Laid out by hand in inches (no tight/constrained layout): the data axes' width is known before
+# drawing, so a bucket label is drawn only where its bar holds it, and the legend, the exposed
+# time annotations and the axis labels each get a strip of their own.
 
-    its = sorted({s.iteration for s in result.spans})
-    keep = set(iterations if iterations is not None else its)
-    ranks = list(representative_ranks(result) if ranks is None else ranks)
-    spans = [s for s in result.spans if s.rank in ranks and s.iteration in keep]
-    t_end = max((s.end_s for s in spans), default=1.0)
-    t_start = min((s.start_s for s in spans), default=0.0)
-    mult, unit = _unit(t_end - t_start)
-    fig = new_figure(figsize=(12, 1.0 + 1.1 * len(ranks)))
-    ax = fig.subplots()
-    yticks, ylabels = [], []
-    seen_kinds: dict[str, Any] = {}
-    for k, r in enumerate(ranks):
-        y_comp = k * 2.4 + 1.2
-        y_comm = k * 2.4
-        yticks += [y_comp, y_comm]
-        ylabels += [f"rank {r} compute", f"rank {r} comm"]
-        # NOTE: one broken_barh per (stream, kind): one call per span is very slow for big models
-        groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
-        for s in spans:
-            if s.rank == r:
-                groups.setdefault((s.stream, s.kind), []).append(((s.start_s - t_start) * mult, (s.end_s - s.start_s) * mult))
-        for (stream, kind), bars in sorted(groups.items()):
-            y = y_comm if stream == "comm" else y_comp
-            h = ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=_COLORS.get(kind, "#999999"),
-                               edgecolor="black" if stream == "comm" else "none", linewidth=0.3)
-            seen_kinds.setdefault(kind, h)
-        bs = [b for b in result.buckets if b.rank == r and b.iteration in keep]
-        ax.plot([(b.ready_s - t_start) * mult for b in bs], [y_comm + 0.6] * len(bs), "v", color="#2ca02c", ms=4, ls="none")
-        ax.plot([(b.launch_s - t_start) * mult for b in bs], [y_comm + 0.6] * len(bs), "|", color="black", ms=8, ls="none")
-    ax.plot([], [], "v", color="#2ca02c", label="bucket ready")
-    ax.plot([], [], "|", color="black", label="bucket launch")
-    for kind, h in seen_kinds.items():
-        h.set_label(kind)
-    ax.set_yticks(yticks)
-    ax.set_yticklabels(ylabels, fontsize=8)
-    ax.set_xlabel(f"time ({unit})")
-    ax.set_title(title or "overlap timeline")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(ranks) > 1 else -0.45), ncol=8, fontsize=7)
+_FIG_W, _LEFT, _RIGHT = 12.0, 1.35, 1.5    # figure width, y tick labels, exposed-time annotations
+_ROW_IN = 0.3                              # one timeline row
+_TITLE_IN, _XAXIS_IN, _SUPTITLE_IN = 0.3, 0.5, 0.4
+_CHAR_EM = 0.64                            # DejaVu Sans: widest digit 0.636 em
+_KIND_LABEL = {"copy_in": "copy in/out", "copy_out": "copy in/out", "backward": "backward compute",
+               "allreduce": "all-reduce (bucket #, MiB)", "wait": "compute waits for comm"}
+_EXPOSED_COLOR = "#dd8452"
+
+
+def representative_iteration(result: Any) -> int:
+    """The report's representative steady iteration: the one whose step time
+    (:meth:`~ddpsim.engine.result.SimResult.step_times_s`) is the median of the steady ones (the
+    lower middle one for an even count, the earlier iteration on a tie); the last iteration
+    simulated when none is steady."""
+    steady = sorted({it.iteration for it in result.steady_iterations()})
+    if not steady:
+        return max((it.iteration for it in result.iterations), default=max((s.iteration for s in result.spans), default=1))
+    order = sorted(zip(result.step_times_s(), steady))
+    return order[(len(order) - 1) // 2][1]
+
+
+def timeline_ranks(result: Any, iteration: int) -> list[int]:
+    """The slowest and the fastest rank of ``iteration`` (its own time; ranks with spans), slowest
+    first; one rank when one is simulated or the two take the same time and exposed time."""
+    with_spans = {s.rank for s in result.spans}
+    its = [it for it in result.iterations if it.iteration == iteration and it.rank in with_spans]
+    if not its:
+        return sorted(with_spans)[:1]
+    slow = max(its, key=lambda it: (it.iteration_s, -it.rank))
+    fast = min(its, key=lambda it: (it.iteration_s, it.rank))
+    alike = abs(slow.iteration_s - fast.iteration_s) <= 1e-12 and abs(slow.exposed_comm_s - fast.exposed_comm_s) <= 1e-12
+    return [slow.rank] if alike else [slow.rank, fast.rank]
+
+
+def _rows(result: Any, ranks: Sequence[int], spans: Sequence[Any]) -> list[tuple[int, str, float]]:
+    """``(rank, row, y)`` top down: per rank compute, other streams (a host/CPU timeline), buckets, comm."""
+    other = sorted({s.stream for s in spans} - {"compute", "comm"})
+    out, y = [], 0.0
+    for r in ranks:
+        for row in ("compute", *other, "buckets", "comm"):
+            out.append((r, row, y))
+            y -= 1.0
+        y -= 0.5
+    return out
+
+
+def _mib(v: float) -> str:
+    """A size in MiB to three significant digits, never in exponent form."""
+    return f"{v:.3g}" if v < 1000 else f"{v:.0f}"
+
+
+def _fits(text: str, width_in: float, fontsize: float) -> bool:
+    return len(text) * fontsize * _CHAR_EM / 72 + 0.04 <= width_in
+
+
+def _bucket_marks(ax: Any, bs: Sequence[Any], y: float, t0: float) -> None:
+    """Each bucket's ready -> launch (green) and launch -> all-reduce start (dotted) on its lane."""
+    from matplotlib.collections import LineCollection
+
+    ys = [y + (0.17 if b.bucket % 2 else -0.17) for b in bs]
+    ms = [((b.ready_s - t0) * 1e3, (b.launch_s - t0) * 1e3, (b.start_s - t0) * 1e3) for b in bs]
+    ax.add_collection(LineCollection([((r, v), (l, v)) for (r, l, _), v in zip(ms, ys)], colors="#2ca02c", linewidths=1.6))
+    ax.add_collection(LineCollection([((l, v), (s, v)) for (_, l, s), v in zip(ms, ys)], colors="#555555",
+                                     linewidths=0.8, linestyles=(0, (1, 1.5))))
+    ax.plot([m[0] for m in ms], ys, "v", color="#2ca02c", ms=3.5, ls="none")
+    ax.plot([m[1] for m in ms], ys, "|", color="black", ms=6, ls="none")
+
+
+def _bucket_labels(ax: Any, bs: Sequence[Any], starts: Sequence[float], y: float, t0: float, in_per_ms: float,
+                   end_ms: float) -> None:
+    """``#index MiB`` (else ``#index``) on each all-reduce bar: centred inside it where it fits,
+    else from its start into the free comm row up to the next span (``starts``: the row's span
+    starts, s); a label never reaches the next label or span."""
+    import bisect
+
+    right = -float("inf")
+    ordered = sorted(starts)
+    for b in sorted(bs, key=lambda b: b.start_s):
+        x0, x1 = (b.start_s - t0) * 1e3, (b.end_s - t0) * 1e3
+        nxt = bisect.bisect_right(ordered, b.start_s)
+        free = ((ordered[nxt] - t0) * 1e3 if nxt < len(ordered) else end_ms) - x0
+        for text in (f"#{b.bucket} {_mib(b.size_bytes / 2**20)} MiB", f"#{b.bucket}"):
+            if x0 < right:
+                break
+            if _fits(text, (x1 - x0) * in_per_ms, 6.5):
+                ax.text((x0 + x1) / 2, y, text, ha="center", va="center", fontsize=6.5, gid="bucket-label")
+                right = x1
+                break
+            if _fits(text, free * in_per_ms, 6.5):
+                ax.text(x0, y, " " + text, ha="left", va="center", fontsize=6.5, gid="bucket-label")
+                right = x0 + free
+                break
+
+
+def _panel(result: Any, iterations: Sequence[int], ranks: Sequence[int], title: str) -> dict[str, Any]:
+    """What one timeline panel draws: its spans, buckets, per-rank iteration figures, rows, and
+    its time origin ``t0`` (the earliest start of its first iteration on the ranks shown)."""
+    its, rs = set(iterations), set(ranks)
+    spans = [s for s in result.spans if s.iteration in its and s.rank in rs]
+    stats = {(it.rank, it.iteration): it for it in result.iterations if it.iteration in its and it.rank in rs}
+    starts = [st.start_s for (_, k), st in stats.items() if k == min(its)] or [s.start_s for s in spans] or [0.0]
+    t0 = min(starts)
+    t1 = max([s.end_s for s in spans] + [st.end_s for st in stats.values()] + [t0 + 1e-6])
+    return {"result": result, "spans": spans, "stats": stats, "t0": t0, "length_ms": (t1 - t0) * 1e3, "title": title,
+            "buckets": [b for b in result.buckets if b.iteration in its and b.rank in rs],
+            "rows": _rows(result, ranks, spans), "ranks": list(ranks), "iterations": sorted(its)}
+
+
+def _draw_panel(ax: Any, p: dict[str, Any], in_per_ms: float, end_ms: float, kinds: dict[str, str]) -> None:
+    """One panel: span bars per stream row, bucket marks and labels, exposed communication shaded
+    per rank and iteration and its length written right of the axes, on that rank's comm row."""
+    from matplotlib.patches import Rectangle
+    from matplotlib.transforms import blended_transform_factory
+
+    t0, ys = p["t0"], {(r, row): y for r, row, y in p["rows"]}
+    groups: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
+    for s in p["spans"]:  # one broken_barh per (rank, stream, kind): one call per span is slow for big models
+        groups.setdefault((s.rank, s.stream, s.kind), []).append(((s.start_s - t0) * 1e3, (s.end_s - s.start_s) * 1e3))
+    for (r, stream, kind), bars in sorted(groups.items()):
+        color = _COLORS.get(kind, "#999999")
+        ax.broken_barh(bars, (ys[(r, stream)] - 0.35, 0.7), facecolors=color,
+                       edgecolor="black" if stream == "comm" else "none", linewidth=0.3)
+        kinds.setdefault(_KIND_LABEL.get(kind, kind.replace("_", " ")), color)
+    margin = blended_transform_factory(ax.transAxes, ax.transData)
+    for r in p["ranks"]:
+        bs = [b for b in p["buckets"] if b.rank == r]
+        _bucket_marks(ax, bs, ys[(r, "buckets")], t0)
+        starts = [s.start_s for s in p["spans"] if s.rank == r and s.stream == "comm"]
+        _bucket_labels(ax, bs, starts, ys[(r, "comm")], t0, in_per_ms, end_ms)
+        lines = []
+        for k in p["iterations"]:
+            st = p["stats"].get((r, k))
+            if st is None:
+                continue
+            end = max((b.end_s for b in bs if b.iteration == k), default=st.end_s)
+            x0, x1 = (end - st.exposed_comm_s - t0) * 1e3, (end - t0) * 1e3
+            top, bottom = ys[(r, "compute")] + 0.45, ys[(r, "comm")] - 0.45
+            ax.add_patch(Rectangle((x0, bottom), x1 - x0, top - bottom, facecolor=_EXPOSED_COLOR, alpha=0.22,
+                                   edgecolor=_EXPOSED_COLOR, linewidth=0.8, zorder=0.5))
+            lines.append((f"it {k}: " if len(p["iterations"]) > 1 else "") + _ms(st.exposed_comm_s))
+        if lines:
+            ax.text(1.01, ys[(r, "comm")], "exposed comm\n" + "\n".join(lines), transform=margin, ha="left",
+                    va="center", fontsize=7.5, color="#a0522d", gid=f"exposed-rank{r}")
+    ax.set_yticks([y for _, _, y in p["rows"]])
+    ax.set_yticklabels([f"rank {r} {row}" for r, row, _ in p["rows"]], fontsize=7.5)
+    ax.set_ylim(p["rows"][-1][2] - 0.6, 0.6)
+    ax.set_title(p["title"], loc="left", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds as the summary writes them (:func:`ddpsim.pipeline.sweep.fmt_s`)."""
+    from ddpsim.pipeline.sweep import fmt_s
+
+    return fmt_s(seconds)
+
+
+def _timeline(panels: Sequence[dict[str, Any]], title: str, shared_x: bool) -> Any:
+    """Panels stacked top down, each as tall as its rows; x in ms from each panel's start (one
+    axis for all with ``shared_x``); the legend in a strip of its own under the last panel."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    legend_rows = 3
+    heights = [(p["rows"][-1][2] * -1 + 1.2) * _ROW_IN for p in panels]
+    fig_h = _SUPTITLE_IN + sum(h + _TITLE_IN + _XAXIS_IN for h in heights) + 0.15 + 0.2 * legend_rows
+    fig = new_figure(figsize=(_FIG_W, fig_h))
+    ax_w = _FIG_W - _LEFT - _RIGHT
+    longest = max(p["length_ms"] for p in panels)
+    kinds: dict[str, str] = {}
+    top, first = fig_h - _SUPTITLE_IN, None
+    for p, h in zip(panels, heights):
+        top -= _TITLE_IN + h
+        ax = fig.add_axes((_LEFT / _FIG_W, top / fig_h, ax_w / _FIG_W, h / fig_h))
+        span = longest if shared_x else p["length_ms"]
+        ax.set_xlim(-0.005 * span, 1.005 * span)
+        if shared_x and first is not None:
+            ax.sharex(first)
+        first = first or ax
+        _draw_panel(ax, p, ax_w / (1.01 * span), span, kinds)
+        ax.set_xlabel("time from the iteration's start (ms)" if len(p["iterations"]) == 1
+                      else f"time from iteration {p['iterations'][0]}'s start (ms)", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7.5)
+        top -= _XAXIS_IN
+    handles = [Patch(facecolor=c, label=k) for k, c in kinds.items()]
+    handles += [Line2D([], [], marker="v", color="#2ca02c", ls="-", lw=1.6, ms=4, label="bucket ready -> launched"),
+                Line2D([], [], marker="|", color="#555555", ls=":", lw=1, ms=6, label="launched -> all-reduce starts"),
+                Patch(facecolor=_EXPOSED_COLOR, alpha=0.3, edgecolor=_EXPOSED_COLOR, label="exposed communication")]
+    ncol = -(-len(handles) // legend_rows)
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.05 / fig_h), ncol=ncol, fontsize=7.5,
+               frameon=False, columnspacing=1.2, handlelength=1.8)
+    fig.suptitle(title or "overlap timeline", y=1 - 0.08 / fig_h, va="top", fontsize=10)
     return fig
 
 
-def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int]]], title: str = "") -> Any:
-    """Bucket sizes (MiB) in launch order, one row per ``(label, sizes_bytes)``."""
+def timeline_figure(result: Any, title: str = "", *, iteration: int | None = None, ranks: Sequence[int] | None = None,
+                    warmup: bool = False) -> Any:
+    """The overlap timeline of one iteration (default: :func:`representative_iteration`, the
+    median-step steady iteration), in ms from its start: per rank (default
+    :func:`timeline_ranks`: the slowest and the fastest) its compute and communication streams
+    (and any other stream the result has), each bucket's ready -> launch -> all-reduce with its
+    index and MiB where the label fits, and the exposed communication shaded and written
+    (``IterationStats.exposed_comm_s``; the panel title gives the worst rank's,
+    :func:`exposed_comm_s`). ``warmup``: a second panel with the warm-up iterations (the first
+    iteration and the bucket rebuild) on their own time axis."""
+    k = representative_iteration(result) if iteration is None else iteration
+    rs = timeline_ranks(result, k) if ranks is None else list(ranks)
+    panels = [_panel(result, [k], rs, _iteration_title(result, k))]
+    warm = sorted({it.iteration for it in result.iterations if it.warmup})
+    if warmup and warm:
+        panels.append(_panel(result, warm, rs, f"warm-up: iteration{'s' if len(warm) > 1 else ''} "
+                             f"{', '.join(map(str, warm))} (DDP's first iteration and the bucket rebuild)"))
+    return _timeline(panels, title, shared_x=False)
+
+
+def timeline_comparison_figure(points: Sequence[tuple[str, Any]], title: str = "") -> Any:
+    """Several points' timelines (``(label, SimResult)``, e.g. the default and the best cap) one
+    above the other on one time axis, each its :func:`representative_iteration` on its
+    :func:`timeline_ranks`, drawn as :func:`timeline_figure` draws one."""
+    panels = []
+    for label, result in points:
+        k = representative_iteration(result)
+        panels.append(_panel(result, [k], timeline_ranks(result, k), f"{label}: {_iteration_title(result, k)}"))
+    return _timeline(panels, title or "overlap timelines on one time axis", shared_x=True)
+
+
+def _iteration_title(result: Any, k: int) -> str:
+    steady = sorted({it.iteration for it in result.steady_iterations()})
+    if k not in steady:
+        head = f"iteration {k}"
+    else:
+        step = result.step_times_s()[steady.index(k)]
+        median = k == representative_iteration(result)
+        head = f"iteration {k}: step {_ms(step)}" + ((f"; the median of {len(steady)} steady steps" if len(steady) > 1
+                                                           else "; the only steady step") if median else "")
+    return f"{head}; exposed communication {_ms(result.exposed_comm_s(k))} on its worst rank"
+
+
+def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: str = "") -> Any:
+    """Bucket sizes (MiB) in launch order, one row per ``(label, sizes_bytes, cap_mb)``: ``cap_mb``
+    the row's ``bucket_cap_mb`` (a number), its ``bucket_cap_mb_list`` (per bucket, the last
+    reused) or None (no cap: an explicit plan), drawn as a line; sizes written on the bars they fit."""
+    from matplotlib.ticker import MaxNLocator
+
     n = max(1, len(plans))
-    fig = new_figure(figsize=(9, 1.2 + 1.5 * n))
+    fig = new_figure(figsize=(9, 0.9 + 1.9 * n))
     axes = fig.subplots(n, 1, squeeze=False)
-    for ax, (label, sizes) in zip(axes[:, 0], plans):
-        ax.bar(range(len(sizes)), [s / 2**20 for s in sizes], color="#4c72b0")
+    for ax, (label, sizes, cap) in zip(axes[:, 0], plans):
+        mib = [s / 2**20 for s in sizes]
+        ax.bar(range(len(mib)), mib, color="#4c72b0", width=0.8)
+        caps = _caps(cap, len(mib))
+        if caps:
+            ax.step([-0.5, *[i + 0.5 for i in range(len(caps))]], [caps[0], *caps], where="pre", color="#c44e52",
+                    lw=1.2, ls="--")
+        top = max(mib + caps + [1e-9])
+        ax.set_ylim(0, top * 1.22)
+        ax.set_xlim(-0.6, max(len(mib), 1) - 0.4)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _size_labels(ax, mib, 9 - 1.3)
         ax.set_ylabel("MiB", fontsize=8)
-        ax.set_title(f"{label}: {len(sizes)} buckets, {sum(sizes) / 2**20:.1f} MiB", fontsize=9)
+        cap_words = f"; {_cap_text(cap)} (dashed)" if caps else "; no cap"
+        ax.set_title(f"{label}: {len(sizes)} buckets, {sum(sizes) / 2**20:.1f} MiB{cap_words}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-    axes[-1, 0].set_xlabel("bucket (launch order)")
+    axes[-1, 0].set_xlabel("bucket index = launch order (bucket 0 is all-reduced first)", fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def _caps(cap: Any, n: int) -> list[float]:
+    """The cap of each of ``n`` buckets in MiB: one number for all, a list's entry per bucket
+    (its last reused), none for None."""
+    if cap is None or n == 0:
+        return []
+    if isinstance(cap, (int, float)):
+        return [float(cap)] * n
+    return [float(cap[min(i, len(cap) - 1)]) for i in range(n)]
+
+
+def _cap_text(cap: Any) -> str:
+    if isinstance(cap, (int, float)) or len(cap) == 1:
+        return f"cap {cap if isinstance(cap, (int, float)) else cap[0]:g} MiB"
+    return "caps " + ", ".join(f"{c:g}" for c in cap) + " MiB (bucket by bucket, the last reused)"
+
+
+def _size_labels(ax: Any, mib: Sequence[float], axes_w_in: float) -> None:
+    """Each bar's size above it where the bar is wide enough for the text."""
+    bar_in = 0.8 * axes_w_in / max(len(mib), 1)
+    for i, v in enumerate(mib):
+        text = _mib(v)
+        if _fits(text, bar_in, 7):
+            ax.text(i, v, text, ha="center", va="bottom", fontsize=7, gid="size-label")

@@ -102,9 +102,27 @@ def _write_timelines(sc: Scenario, records: list[Any], best: Any, rdir: Path, pl
         if plots:
             from ddpsim.report import plots as P
 
-            fig = P.timeline_figure(rec.result, title=f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})")
+            fig = P.timeline_figure(rec.result, title=f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})",
+                                    warmup=True)
             files.append(P.save_figure(fig, rdir / f"timeline_{perfetto.file_id(rec.point_id)}.png"))
+    if plots:
+        _write_comparison(sc, records, best, rdir, files)
     return overlaps, trace_files
+
+
+def _write_comparison(sc: Scenario, records: list[Any], best: Any, rdir: Path, files: list[Path]) -> None:
+    """``timeline_default_vs_best.png``: the default's and the best point's timelines on one time
+    axis, where both are timeline points and differ."""
+    from ddpsim.report import plots as P
+
+    base = sc.base_point()
+    points = sc.timeline_points(best.point)
+    if base == best.point or base not in points or best.point not in points:
+        return
+    pair = [next(r for r in records if r.point == p) for p in (base, best.point)]
+    fig = P.timeline_comparison_figure([(f"default ({pair[0].point_id})", pair[0].result), (f"best ({best.point_id})", best.result)],
+                                       title=f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})")
+    files.append(P.save_figure(fig, rdir / "timeline_default_vs_best.png"))
 
 
 def _write_plots(sc: Scenario, records: list[Any], best: Any, table: Any, rec_info: dict[str, Any], rdir: Path,
@@ -113,10 +131,24 @@ def _write_plots(sc: Scenario, records: list[Any], best: Any, table: Any, rec_in
     from ddpsim.report import plots as P
 
     files.append(P.save_figure(P.sweep_figure(table, title=f"{sc.name}: step time vs bucket_cap_mb"), rdir / "sweep.png"))
-    rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id, r.metrics.get("bucket_sizes_bytes") or [])
-            for r in records if r.point in sc.timeline_points(best.point)]
-    rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"])))
+    rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id, r.metrics.get("bucket_sizes_bytes") or [],
+             _cap_mb(sc, r.point)) for r in records if r.point in sc.timeline_points(best.point)]
+    rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"]), None))
     files.append(P.save_figure(P.bucket_sizes_figure(rows, title=f"{sc.name}: bucket sizes (steady state)"), rdir / "bucket_sizes.png"))
+
+
+def _cap_mb(sc: Scenario, point: Any) -> list[float]:
+    """The per-bucket limits (MiB, the last reused) DDP's rebuild applies at ``point``
+    (:func:`ddpsim.plan.planner.rebuilt_assignment`): its ``bucket_cap_mb_list``, else the first
+    bucket's limit and the cap; the cap alone when small buckets go last."""
+    from ddpsim.units import MIB
+
+    opts = sc.ddp_options(point)
+    if opts.list_bytes_caps:
+        return [b / MIB for b in opts.list_bytes_caps]
+    if opts.small_bucket_last or opts.first_bucket_bytes_cap == opts.bucket_bytes_cap:
+        return [opts.bucket_bytes_cap / MIB]
+    return [opts.first_bucket_bytes_cap / MIB, opts.bucket_bytes_cap / MIB]
 
 
 def _remove_stale(rdir: Path, files: list[Path]) -> None:

@@ -447,6 +447,9 @@ def _overlap_section(s: dict[str, Any]) -> list[str]:
         return L + ["- (no timelines requested)", ""]
     for point, per_rank in s["overlaps"].items():
         L.append(_overlap_line(s, point, per_rank))
+    pair = (s["default"]["point"], s["best"]["point"])
+    if pair[0] != pair[1] and all(p in s["overlaps"] for p in pair):
+        L.append(f"- `{pair[0]}` against `{pair[1]}` on one time axis: `timeline_default_vs_best.png`.")
     L += ["", "Open a trace at https://ui.perfetto.dev (one track per stream; bucket ready/launch are instant marks), "
           "or check the overlap with HTA: `TraceAnalysis(trace_dir=..., include_last_profiler_step=True).get_comm_comp_overlap()` "
           "on a folder holding one point's rank files (iterations are `ProfilerStep#<k>` spans, as torch.profiler writes them)."

@@ -31,13 +31,15 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from scipy import optimize
 
-from ddpsim.errors import InputError
+from ddpsim.calibration.schema import ProbeDoc
 from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
+from ddpsim.schema import validate
+from ddpsim.trace.records import trace_from_doc
 
 __all__ = ["PROBE", "MAX_SLOWDOWN", "ProbeFit", "fit_probe", "parse_probe"]
 
@@ -67,27 +69,11 @@ class ProbeFit:
                 "clamped": self.clamped}
 
 
-def parse_probe(raw: Any) -> tuple[Any, float, float]:
-    """``(trace, measured step seconds, bucket_cap_mb)`` of a calibration's ``interference_probe``."""
-    from ddpsim.trace.records import trace_from_dict
-
-    if not isinstance(raw, Mapping):
-        raise InputError(f"calibration.interference_probe: {type(raw).__name__} is not accepted; "
-                         "expected an object with trace, bucket_cap_mb and ddp_step_s, or null")
-    for key in ("trace", "bucket_cap_mb", "ddp_step_s"):
-        if key not in raw:
-            raise InputError(f"calibration.interference_probe.{key}: is missing; expected it (written by executor collectives)")
-    step = raw["ddp_step_s"]
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or not step > 0:
-        raise InputError(f"calibration.interference_probe.ddp_step_s: {step!r} is not accepted; expected a number of seconds > 0")
-    cap = raw["bucket_cap_mb"]
-    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0:
-        raise InputError(f"calibration.interference_probe.bucket_cap_mb: {cap!r} is not accepted; expected a number > 0")
-    try:
-        trace = trace_from_dict(raw["trace"])
-    except InputError as exc:
-        raise InputError(f"calibration.interference_probe.trace: {exc}") from None
-    return trace, float(step), float(cap)
+def parse_probe(probe: Any) -> tuple[Any, float, float]:
+    """``(trace, measured step seconds, bucket_cap_mb)`` of a calibration's ``interference_probe``
+    (a :class:`~ddpsim.calibration.schema.ProbeDoc`, or the mapping a calibration file holds)."""
+    doc = probe if isinstance(probe, ProbeDoc) else validate(ProbeDoc, probe, "calibration: interference_probe")
+    return trace_from_doc(doc.trace, "calibration: interference_probe.trace"), doc.ddp_step_s, doc.bucket_cap_mb
 
 
 def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interference) -> float:

@@ -227,7 +227,7 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
         cal = replace(cal, probe_forward_factor=factor)
     if interference is not None:
         # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim.calibration.interference_fit)
-        trace, step_s, cap_mb = parse_probe(probe)
+        trace, step_s, cap_mb = parse_probe(probe_doc)
         fit = fit_probe(trace, step_s, cal, cap_mb, interference)
         cal = replace(cal, interference=replace(interference, compute_slowdown=fit.compute_slowdown),
                       interference_microbenchmark=interference, interference_fit=fit.as_dict(), probe=probe)

@@ -259,7 +259,12 @@ def load_trace(path: str | Path) -> Trace:
 def trace_from_dict(data: Any, source: str = "trace") -> Trace:
     """Validate a decoded trace JSON object (:class:`ddpsim.trace.schema.TraceDoc`) and build a
     :class:`Trace`; InputError lines start with ``source``."""
-    doc = validate(TraceDoc, data, source)
+    return trace_from_doc(validate(TraceDoc, data, source), source)
+
+
+def trace_from_doc(doc: TraceDoc, source: str = "trace") -> Trace:
+    """The :class:`Trace` of a validated :class:`~ddpsim.trace.schema.TraceDoc` (its
+    cross-field checks raise InputError lines that start with ``source``)."""
     try:
         return Trace(
             model=doc.model, command=doc.command, environment=doc.environment, version=doc.version,

@@ -1,0 +1,59 @@
+"""The run's own buckets against ddpsim's plan: does the planner reproduce what DDP did?
+
+A profile records the buckets the run's DDP all-reduced (``record_param_comms``: ``In msg
+nelems`` and ``dtype`` per launch, in launch order; see :mod:`ddpsim.trace.profile`). From
+the second iteration on, DDP uses the buckets ``Reducer::rebuild_buckets`` built from the
+gradient-ready order (torch/csrc/distributed/c10d/reducer.cpp), which :func:`plan_ddp`
+reproduces for the imported trace. This module compares the two, bucket by bucket, and says
+where they differ; it never hides a mismatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ddpsim.plan.planner import DDPOptions, plan_ddp
+from ddpsim.trace.records import Trace
+from ddpsim.units import DTYPE_SIZE_BYTES
+
+
+@dataclass(frozen=True, kw_only=True)
+class BucketCheck:
+    """The recorded buckets beside the planned ones (elements, launch order).
+
+    Attributes:
+        options: the DDP options planned with.
+        recorded_numels: what the run's DDP all-reduced in its last measured iteration.
+        planned_numels: the steady (rebuilt) plan of :func:`plan_ddp`.
+        matches: equal, bucket for bucket.
+        message: one line: ``"5 buckets match ddpsim's plan at cap=default"`` or where they differ.
+    """
+
+    options: DDPOptions
+    recorded_numels: tuple[int, ...]
+    planned_numels: tuple[int, ...]
+    matches: bool
+    message: str
+
+
+def _numel(size_bytes: int, dtype: str) -> int:
+    return size_bytes // DTYPE_SIZE_BYTES[dtype]
+
+
+def check_recorded_buckets(trace: Trace, recorded_numels: Sequence[int], options: DDPOptions | None = None) -> BucketCheck:
+    """Compare the run's buckets (``recorded_numels``, launch order) with ddpsim's plan of ``trace``."""
+    options = options or DDPOptions()
+    plan = plan_ddp(trace, options)
+    planned = tuple(_numel(b.size_bytes, b.dtype) for b in plan.steady)
+    recorded = tuple(int(n) for n in recorded_numels)
+    label = options.label()
+    if planned == recorded:
+        return BucketCheck(options=options, recorded_numels=recorded, planned_numels=planned, matches=True,
+                           message=f"{len(recorded)} buckets match ddpsim's plan at {label}")
+    first = next((k for k, (a, b) in enumerate(zip(recorded, planned)) if a != b), min(len(recorded), len(planned)))
+    got = recorded[first] if first < len(recorded) else None
+    want = planned[first] if first < len(planned) else None
+    message = (f"buckets differ from ddpsim's plan at {label}: the run had {len(recorded)}, the plan {len(planned)}; "
+               f"first difference at bucket {first}: recorded {got} elements, planned {want}")
+    return BucketCheck(options=options, recorded_numels=recorded, planned_numels=planned, matches=False, message=message)

@@ -1,0 +1,250 @@
+"""What :func:`ddpsim.trace.profile.import_profile` takes from one rank's torch.profiler trace.
+
+Every figure is in seconds (``_s``), elements (``numel``) or bytes (``_bytes``); times are
+relative to the start of their iteration's ``ProfilerStep#N`` span on the CPU clock unless the
+field says otherwise (the profile's CPU and GPU events share one clock: Kineto maps CUPTI's GPU
+timestamps onto the host clock). How each figure is taken from the profile is in
+docs/MODEL.md, "How a profile becomes a trace".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ddpsim.trace.records import Trace
+
+#: how the profile's gradients were tied to named parameters
+MappingMethod = Literal["factory", "bucket-sizes", "shapes"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhaseTimes:
+    """One phase (forward, backward or optimizer) of one iteration, on both timelines.
+
+    Attributes:
+        cpu_start_s: when the phase began on the CPU (after the step's start).
+        cpu_s: its span on the CPU (the thread that ran it; backward: the autograd thread).
+        gpu_start_s: when the first kernel it launched began on the GPU (None: it launched none).
+        gpu_s: first kernel start to last kernel end of the kernels it launched (compute
+            streams; NCCL kernels excluded): the phase's span on the GPU timeline.
+        gpu_busy_s: the union of those kernels' intervals (time the GPU was busy with them).
+        num_kernels: kernels (and memcpy/memset) it launched.
+    """
+
+    cpu_start_s: float
+    cpu_s: float
+    gpu_start_s: float | None
+    gpu_s: float
+    gpu_busy_s: float
+    num_kernels: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedBucket:
+    """One gradient bucket as the run's DDP launched it (a ``record_param_comms`` all-reduce in the backward).
+
+    Attributes:
+        index: launch position in its iteration (DDP's reducer order: bucket 0 first).
+        numel: ``In msg nelems``.
+        dtype: the profile's dtype name mapped to ddpsim's (``Float`` -> ``float32``).
+        size_bytes: ``numel`` times the element size.
+        group_size: ``Group size`` (the world size of the process group).
+        launch_cpu_s: when the all-reduce was launched on the CPU (``record_param_comms`` start).
+        num_grads: AccumulateGrad ops of the backward between the previous launch and this one
+            (the gradients that made the bucket ready, in ready order).
+    """
+
+    index: int
+    numel: int
+    dtype: str
+    size_bytes: int
+    group_size: int
+    launch_cpu_s: float
+    num_grads: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveKernel:
+    """One NCCL kernel on the GPU timeline.
+
+    Attributes:
+        iteration: position of its iteration in :attr:`ProfileImport.iterations`.
+        collective: ``allreduce``, ``broadcast``, ... (the kernel's ``Collective name`` arg,
+            else from its name).
+        bucket_index: the gradient bucket it reduces (None: not a backward bucket, e.g. the
+            forward's buffer broadcast).
+        numel: elements (``In msg nelems``).
+        dtype: ddpsim's dtype name.
+        start_s: kernel start after the step's start.
+        duration_s: kernel duration: the transfer plus any wait for the other ranks.
+        algorithm: ``RING``, ``TREE``, ``NVLS``, ``COLLNET_DIRECT``, ... from the kernel name
+            (``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``);
+            None when the name does not say.
+        protocol: ``LL``, ``LL128`` or ``SIMPLE`` from the kernel name; None when it does not say.
+        channels: the launch grid's x dimension (NCCL launches one block per channel).
+        launch_cpu_s: when the CPU launched it (the cuda runtime call tied by correlation id).
+    """
+
+    iteration: int
+    collective: str
+    bucket_index: int | None
+    numel: int
+    dtype: str
+    start_s: float
+    duration_s: float
+    algorithm: str | None
+    protocol: str | None
+    channels: int | None
+    launch_cpu_s: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BucketCollective:
+    """One bucket's all-reduce across the iterations, transfer separated from waiting.
+
+    ``transfer_s`` is the shortest kernel duration over the iterations (the kernel cannot finish
+    before its data moved, and in at least one iteration the peers were nearly in step);
+    ``wait_s[k] = duration_s[k] - transfer_s`` is what iteration ``k`` spent waiting for the peers
+    on top of it. With one rank's profile this is an upper bound on the transfer, not a
+    measurement of it.
+    """
+
+    bucket_index: int
+    numel: int
+    dtype: str
+    algorithm: str | None
+    protocol: str | None
+    channels: int | None
+    start_s: tuple[float, ...]
+    duration_s: tuple[float, ...]
+    transfer_s: float
+    wait_s: tuple[float, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostCosts:
+    """What the host (CPU) paid in one iteration, from the profile's CPU ops.
+
+    Attributes:
+        step_s: the ``ProfilerStep#N`` span (the step's wall time on the CPU).
+        accumulate_grad_s: total of the backward's ``torch::autograd::AccumulateGrad`` ops.
+        num_accumulate_grad: their count (one per parameter that got a gradient).
+        reducer_hook_s: total of DDP's per-gradient hook work (``torch::distributed::reducer::mul_out``
+            and the copies it runs inside the autograd hook).
+        bucket_launch_s: total of the ``c10d::allreduce_`` ops (bucket launches) in the backward.
+        num_bucket_launches: their count.
+        copy_bucket_to_grad_s: total of ``torch.distributed.ddp.reducer::copy_bucket_to_grad`` (finalize).
+        kernel_launch_s: total of ``cudaLaunchKernel``-family runtime calls in the step.
+        num_kernel_launches: their count.
+        sync_wait_s: total of blocking runtime calls (``cudaEventSynchronize``,
+            ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``, ``cudaMemcpy``): the CPU
+            waiting for the GPU; near zero in a host-bound step.
+    """
+
+    step_s: float
+    accumulate_grad_s: float
+    num_accumulate_grad: int
+    reducer_hook_s: float
+    bucket_launch_s: float
+    num_bucket_launches: int
+    copy_bucket_to_grad_s: float
+    kernel_launch_s: float
+    num_kernel_launches: int
+    sync_wait_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileIteration:
+    """One ``ProfilerStep#N`` of the profile.
+
+    Attributes:
+        step: ``N``.
+        start_us: the step's start in the profile's own clock (microseconds, as in the file).
+        step_s: the step's CPU span.
+        gpu_step_s: first to last kernel end of everything the step launched (NCCL included).
+        forward, backward, optimizer: the phases on both timelines.
+        grad_ready_s: per AccumulateGrad of the backward, in ready order, when the GPU finished
+            the work launched before it, after the backward's GPU start (the trace's times).
+        buckets: the buckets DDP launched, in launch order.
+        host: the host's costs in this step.
+    """
+
+    step: int
+    start_us: float
+    step_s: float
+    gpu_step_s: float
+    forward: PhaseTimes
+    backward: PhaseTimes
+    optimizer: PhaseTimes
+    grad_ready_s: tuple[float, ...]
+    buckets: tuple[RecordedBucket, ...]
+    host: HostCosts
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileEnvironment:
+    """What the profile says about the run (None where it does not say)."""
+
+    gpu_name: str | None
+    num_sms: int | None
+    world_size: int | None
+    rank: int | None
+    backend: str | None
+    nccl_version: str | None
+    batch_size: int | None
+    batch_size_source: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParamMapping:
+    """How the profile's gradients were tied to parameters, and how sure that is.
+
+    Attributes:
+        method: ``factory`` (the model factory's parameters, DDP's order, checked against the
+            recorded bucket sizes), ``shapes`` (``record_shapes`` input dims of the gradient ops),
+            or ``bucket-sizes`` (only the recorded bucket sizes: each bucket's parameters get
+            sizes from its gradient-copy kernels' launch grids, scaled so that the bucket adds up).
+        confidence: ``exact`` (names and sizes known and every bucket's total matches),
+            ``bucket-totals`` (bucket totals exact, per-parameter sizes approximate), ``order-only``.
+        detail: one line saying what was matched.
+    """
+
+    method: MappingMethod
+    confidence: str
+    detail: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileImport:
+    """Everything taken from one rank's profile.
+
+    Attributes:
+        trace: the ddpsim trace (forward/backward/optimizer on the GPU timeline, gradient-ready
+            times, parameters in DDP's order); its ``environment`` and ``synthetic`` say it came
+            from a profile and how.
+        source: the profile's path as given.
+        environment: GPU, world size, rank, NCCL version, batch size.
+        iterations: the profile's steps, in order.
+        collectives: every NCCL kernel of the measured steps, in start order.
+        bucket_collectives: per bucket (launch order), its all-reduce over the iterations with
+            the transfer separated from the wait; empty when the run had no NCCL kernels.
+        mapping: how gradients were tied to parameters.
+        model: the ``--model`` factory used, or None.
+        notes: facts the import could not settle (one line each), e.g. buckets that changed
+            between iterations.
+    """
+
+    trace: Trace
+    source: str
+    environment: ProfileEnvironment
+    iterations: tuple[ProfileIteration, ...]
+    collectives: tuple[CollectiveKernel, ...]
+    bucket_collectives: tuple[BucketCollective, ...]
+    mapping: ParamMapping
+    model: str | None
+    notes: tuple[str, ...] = ()
+
+    def recorded_bucket_numels(self) -> tuple[int, ...]:
+        """The last iteration's bucket sizes in elements, in launch order (DDP's rebuilt plan)."""
+        return tuple(b.numel for b in self.iterations[-1].buckets)

@@ -16,12 +16,21 @@ parameter order, each parameter's shape, bytes and gradient-ready time (post-acc
 hooks), plus forward/backward/optimizer/zero_grad times. With --derive-depth-from, capture a
 reduced-depth transformer and extend it to full depth (marked 'synthetic' with every
 assumption). Writes a versioned trace JSON; 'ddpsim retime' re-times one for a GPU.
-Needs PyTorch (pip install "ddpsim[capture]")."""
+Needs PyTorch (pip install "ddpsim[capture]").
+
+With --from-profile, the trace comes from a real run instead: one rank's torch.profiler trace
+(the Chrome/Kineto JSON of export_chrome_trace or tensorboard_trace_handler, .json or
+.json.gz) becomes a ddpsim trace: ProfilerStep#N iterations, forward/backward/optimizer on the
+GPU timeline, gradient-ready times from the backward's AccumulateGrad ops (named by --model,
+else sized by the buckets the run's DDP recorded), and it prints what the run's DDP did: its
+buckets checked against ddpsim's plan, each bucket's NCCL all-reduce, the host's costs."""
 
 EPILOG = """\
 examples:
   ddpsim trace --model mlp --batch-size 32 --iterations 5 --warmup 2 --num-threads 1 --out mlp.cpu.json
   ddpsim trace --model gpt2-1.5b --derive-depth-from 4 --batch-size 2 --seq-len 128 --iterations 3 --warmup 1 --out gpt2.json
+  ddpsim trace --from-profile tests/data/resnet50_ddp_2xA100_rank0.json.gz --model resnet50 --out resnet50.a100.json
+  ddpsim trace --from-profile my_run/rank0.pt.trace.json.gz --out mine.json
 
 'ddpsim trace --list-models' lists the built-ins and the zoo (zoo:<name>); your own model is
 any 'package.module:factory' returning an nn.Module (--input-shape gives one sample's shape;
@@ -68,6 +77,9 @@ def add_parser(subparsers: Any) -> None:
                    deprecated="--iterations", help=argparse.SUPPRESS)
     p.add_argument("--warmup", type=int_in(0, MAX_ITERATIONS), default=2, metavar="N", help="warm-up iterations (default 2)")
     p.add_argument("--out", type=output_file, metavar="FILE", help="output trace JSON")
+    p.add_argument("--from-profile", type=nonempty, default=None, metavar="PROFILE",
+                   help="import one rank's torch.profiler trace (.json or .json.gz) instead of capturing; "
+                        "--model (optional) names its parameters")
     p.add_argument("--dtype", default=None, choices=DTYPES,
                    help="cast the parameters (default: keep the model's own dtypes; built-in models are float32)")
     p.add_argument("--autocast", default=None, type=lower, choices=(*AUTOCASTS, "none"),
@@ -127,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.cli.args import require_torch
     from ddpsim.cli.retime import trace_summary
 
+    if args.from_profile is not None:
+        from ddpsim.cli import profile_import
+
+        return profile_import.run(args)
     if args.gpu is not None or args.from_trace is not None:
         from ddpsim.cli import retime
 

@@ -1,24 +1,296 @@
-"""The import: one profile's events -> :class:`~ddpsim.trace.profile.result.ProfileImport`."""
+"""The import: one profile's events -> :class:`~ddpsim.trace.profile.result.ProfileImport`.
+
+The steps are cut by :mod:`~ddpsim.trace.profile.steps`, the gradients tied to parameters by
+:mod:`~ddpsim.trace.profile.mapping`, and the trace built from the GPU timeline: each phase's
+span on the GPU (forward, backward without DDP's own kernels, optimizer), the gradient-ready
+times after the backward's first kernel; the CPU spans go to the trace's
+``environment.cpu_phase_s`` and the :class:`ProfileImport`.
+"""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
+from typing import Any, Sequence
 
-from ddpsim.trace.profile.result import ProfileImport
+from ddpsim.errors import InputError
+from ddpsim.trace.profile import nccl_kernels, steps as st
+from ddpsim.trace.profile.dtypes import ddpsim_dtype
+from ddpsim.trace.profile.kineto import KinetoProfile, read_profile
+from ddpsim.trace.profile.mapping import GradInfo, map_params
+from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, HostCosts, PhaseTimes, ProfileEnvironment,
+                                         ProfileImport, ProfileIteration, RecordedBucket)
+from ddpsim.trace.records import IterationSample, Trace, trace_from_dict
+from ddpsim.units import DTYPE_SIZE_BYTES
+
+US = st.US
 
 
-def import_profile(path: str | Path, model: str | None = None, *, seed: int = 0) -> ProfileImport:
+def import_profile(path: str | Path, model: str | None = None, *, seed: int = 0, command: str | None = None) -> ProfileImport:
     """Import one rank's torch.profiler trace.
 
     Args:
         path: the profile (``.json`` or ``.json.gz``).
         model: a built-in model name or ``package.module:factory`` whose parameters (DDP's
             order) name the profile's gradients; None maps them by the recorded bucket sizes.
-        seed: passed to the factory (only its parameter shapes are used).
+        seed: passed to the factory (only its parameters' shapes and gradient order are used).
+        command: the command line recorded in the trace.
 
     Raises:
         InputError: one line naming what the profile lacks (no ProfilerStep, no GPU kernels,
             no backward, not JSON, truncated) or a factory whose parameters do not match the
             recorded bucket sizes.
     """
-    raise NotImplementedError("being written")
+    prof = read_profile(path)
+    built = _Steps(prof)
+    grads = _grad_info(built)
+    mapping_out = map_params(grads, model=model, seed=seed, source=f"profile {prof.path}")
+    env = _environment(prof, built)
+    iterations = tuple(built.iterations)
+    kernels = tuple(built.collectives)
+    trace = _trace(prof, iterations, built, mapping_out, env, model=model, command=command)
+    return ProfileImport(trace=trace, source=str(path), environment=env, iterations=iterations, collectives=kernels,
+                         bucket_collectives=_bucket_collectives(kernels, len(iterations)), mapping=mapping_out.mapping,
+                         model=model, notes=tuple(built.notes + list(mapping_out.notes)))
+
+
+class _Steps:
+    """Every step of a profile cut into phases, with its gradients, buckets, kernels and host costs."""
+
+    def __init__(self, prof: KinetoProfile) -> None:
+        self.prof = prof
+        windows = st.profiler_steps(prof)
+        timeline = st.Timeline(prof)
+        self.notes: list[str] = []
+        self.zero_grad_s: list[float] = []
+        self.iterations: list[ProfileIteration] = []
+        self.collectives: list[CollectiveKernel] = []
+        #: per iteration, per AccumulateGrad (ready order): (Input Dims of the op, hook-kernel work estimate)
+        self.grad_shapes: list[list[tuple[int, ...] | None]] = []
+        self.grad_work: list[list[float]] = []
+        self.devices = {g.device for g in prof.gpu if g.device is not None}
+        for number, window in windows:
+            self._add(timeline.step(number, window))
+        if not any(it.forward.num_kernels + it.backward.num_kernels for it in self.iterations):
+            raise InputError(f"profile {prof.path}: no GPU kernel was launched inside a ProfilerStep; expected GPU work "
+                             "in the profiled steps (activities=[CPU, CUDA])")
+
+    def _add(self, s: st.StepOps) -> None:
+        path = self.prof.path
+        w = st.phase_windows(s, path)
+        reducer = st.reducer_windows(s)
+        accumulate = [o for o in s.cpu if o.name == st.ACCUMULATE_GRAD and w.backward.holds(o.ts)]
+        t0 = s.window.start
+        fwd = _phase([lz for lz in s.launched if w.forward.start <= lz.launch_us < w.backward.start], w.forward, t0)
+        model_bwd = [lz for lz in s.launched if w.backward.holds(lz.launch_us) and not st.inside_any(lz.launch_us, lz.tid, reducer)]
+        bwd = _phase(model_bwd, w.backward, t0)
+        opt = _phase([lz for lz in s.launched if w.optimizer.holds(lz.launch_us)], w.optimizer, t0)
+        bwd_gpu0 = t0 + (bwd.gpu_start_s or 0.0) / US
+        ready_us = st.ready_times_us(s, accumulate)
+        ready = tuple(min(max(0.0, (r - bwd_gpu0) * US), bwd.gpu_s) for r in ready_us)
+        index = len(self.iterations)
+        buckets = _buckets(s, w, accumulate, path)
+        self.collectives += _kernels(s, index, buckets, w)
+        self.grad_shapes.append([_first_dims(o.args) for o in accumulate])
+        self.grad_work.append(_hook_work(s, accumulate))
+        gpu = [lz.op for lz in s.launched]
+        gpu_step = (max(g.end for g in gpu) - min(g.ts for g in gpu)) * US if gpu else 0.0
+        self.iterations.append(ProfileIteration(
+            step=s.step, start_us=t0, step_s=(s.window.end - t0) * US, gpu_step_s=gpu_step, forward=fwd, backward=bwd,
+            optimizer=opt, grad_ready_s=ready, buckets=tuple(b for b, _ in buckets), host=_host(s, w, len(accumulate))))
+        if not w.optimizer_annotated:
+            self.notes.append(f"ProfilerStep#{s.step}: no Optimizer.step annotation; the optimizer is taken as the time from "
+                              "the backward's end to the step's end")
+        self.zero_grad_s.append((w.zero_grad.end - w.zero_grad.start) * US if w.zero_grad else 0.0)
+
+
+def _phase(launched: Sequence[st.Launched], window: st.Window, t0: float) -> PhaseTimes:
+    ops = [lz.op for lz in launched if not lz.op.is_nccl]
+    cpu = PhaseTimes(cpu_start_s=(window.start - t0) * US, cpu_s=(window.end - window.start) * US, gpu_start_s=None,
+                     gpu_s=0.0, gpu_busy_s=0.0, num_kernels=0)
+    if not ops:
+        return cpu
+    first, last = min(g.ts for g in ops), max(g.end for g in ops)
+    return PhaseTimes(cpu_start_s=cpu.cpu_start_s, cpu_s=cpu.cpu_s, gpu_start_s=(first - t0) * US, gpu_s=(last - first) * US,
+                      gpu_busy_s=st.busy_us(ops) * US, num_kernels=len(ops))
+
+
+def _first_dims(args: dict[str, Any] | None) -> tuple[int, ...] | None:
+    dims = (args or {}).get("Input Dims")
+    if isinstance(dims, list) and dims and isinstance(dims[0], list) and all(isinstance(d, int) for d in dims[0]):
+        return tuple(dims[0])
+    return None
+
+
+def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:
+    """Per gradient, ``grid x block`` threads of the kernels DDP's hook launched for it (its
+    gradient copy into the bucket): proportional to the gradient's elements."""
+    hooks = [o for o in s.cpu if o.name == "torch::distributed::reducer::mul_out"]
+    out = []
+    for k, acc in enumerate(accumulate):
+        nxt = accumulate[k + 1].ts if k + 1 < len(accumulate) else float("inf")
+        hook = next((h for h in hooks if acc.ts <= h.ts < nxt and h.tid == acc.tid), None)
+        work = 0.0
+        if hook is not None:
+            for lz in s.launched:
+                if hook.ts <= lz.launch_us <= hook.ts + hook.dur and lz.tid == hook.tid and lz.op.grid and lz.op.block:
+                    work += _prod(lz.op.grid) * _prod(lz.op.block)
+        out.append(work)
+    return out
+
+
+def _prod(xs: Sequence[int]) -> int:
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path: str) -> list[tuple[RecordedBucket, int | None]]:
+    """The all-reduces DDP launched in the backward (``record_param_comms``), with their External id."""
+    comms = [o for o in s.cpu if o.name == st.COMMS_OP and w.backward.holds(o.ts) and o.args
+             and o.args.get("Collective name", "allreduce") == "allreduce" and "In msg nelems" in o.args]
+    out = []
+    prev = float("-inf")
+    for k, op in enumerate(comms):
+        args = op.args or {}
+        numel = args.get("In msg nelems")
+        if not isinstance(numel, int) or isinstance(numel, bool) or numel < 0:
+            raise InputError(f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'In msg nelems': {numel!r} is not "
+                             "accepted; expected an integer >= 0")
+        dtype = ddpsim_dtype(args.get("dtype"), f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'dtype'")
+        group = args.get("Group size")
+        n_grads = sum(1 for a in accumulate if prev < a.ts <= op.ts)
+        out.append((RecordedBucket(index=k, numel=numel, dtype=dtype, size_bytes=numel * DTYPE_SIZE_BYTES[dtype],
+                                   group_size=group if isinstance(group, int) else 0, launch_cpu_s=(op.ts - s.window.start) * US,
+                                   num_grads=n_grads), op.ext_id))
+        prev = op.ts
+    return out
+
+
+def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, int | None]],
+             w: st.PhaseWindows) -> list[CollectiveKernel]:
+    by_ext = {ext: b.index for b, ext in buckets if ext is not None}
+    t0 = s.window.start
+    nccl = [lz for lz in s.launched if lz.op.is_nccl]
+    backward_allreduce = [lz for lz in nccl if w.backward.holds(lz.launch_us)
+                          and ((lz.op.args or {}).get("Collective name") or nccl_kernels.collective(lz.op.name)) == "allreduce"]
+    by_order = {id(lz): k for k, lz in enumerate(backward_allreduce)} if not by_ext else {}
+    out = []
+    for lz in nccl:
+        g, args = lz.op, lz.op.args or {}
+        numel = args.get("In msg nelems")
+        dtype_name = args.get("dtype")
+        try:
+            dtype = ddpsim_dtype(dtype_name, "dtype") if dtype_name is not None else "float32"
+        except InputError:
+            dtype = "float32"
+        bucket = by_ext.get(g.ext_id) if by_ext else by_order.get(id(lz))
+        out.append(CollectiveKernel(
+            iteration=index, collective=str(args.get("Collective name") or nccl_kernels.collective(g.name) or "unknown"),
+            bucket_index=bucket, numel=numel if isinstance(numel, int) else 0, dtype=dtype, start_s=(g.ts - t0) * US,
+            duration_s=g.dur * US, algorithm=nccl_kernels.algorithm(g.name), protocol=nccl_kernels.protocol(g.name),
+            channels=nccl_kernels.channels(g.grid), launch_cpu_s=(lz.launch_us - t0) * US))
+    return sorted(out, key=lambda c: c.start_s)
+
+
+def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> HostCosts:
+    def total(name: str) -> tuple[float, int]:
+        xs = [o.dur for o in s.cpu if o.name == name and w.backward.holds(o.ts)]
+        return sum(xs) * US, len(xs)
+
+    acc_s, _ = total(st.ACCUMULATE_GRAD)
+    hook_s, _ = total("torch::distributed::reducer::mul_out")
+    launch_s, n_launch = total("c10d::allreduce_")
+    copy_s, _ = total(st.COPY_BUCKET_TO_GRAD)
+    runtime = s.runtime
+    kl = [r for r in runtime if r.name.startswith(("cudaLaunch", "cuLaunch"))]
+    sync = [r for r in runtime if r.name in ("cudaEventSynchronize", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy")]
+    return HostCosts(step_s=(s.window.end - s.window.start) * US, accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
+                     reducer_hook_s=hook_s, bucket_launch_s=launch_s, num_bucket_launches=n_launch, copy_bucket_to_grad_s=copy_s,
+                     kernel_launch_s=sum(r.dur for r in kl) * US, num_kernel_launches=len(kl),
+                     sync_wait_s=sum(r.dur for r in sync) * US)
+
+
+def _grad_info(built: _Steps) -> GradInfo:
+    its = built.iterations
+    counts = {len(it.grad_ready_s) for it in its}
+    if len(counts) > 1:
+        built.notes.append(f"the number of gradients differs between steps ({sorted(counts)}); the last step's order names them")
+    return GradInfo(num_grads=len(its[-1].grad_ready_s), buckets=its[-1].buckets, shapes=tuple(built.grad_shapes[-1]),
+                    work=tuple(built.grad_work[-1]))
+
+
+def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
+    device = min(built.devices) if built.devices else 0
+    props = next((d for d in prof.device_properties if d.get("id") == device), prof.device_properties[0] if prof.device_properties else {})
+    info = prof.distributed_info
+    name = props.get("name")
+    sms = props.get("numSms")
+    batch, source = _batch_size(built)
+    return ProfileEnvironment(gpu_name=name if isinstance(name, str) else None, num_sms=sms if isinstance(sms, int) else None,
+                              world_size=_int(info.get("world_size")), rank=_int(info.get("rank")),
+                              backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
+                              nccl_version=info.get("nccl_version") if isinstance(info.get("nccl_version"), str) else None,
+                              batch_size=batch, batch_size_source=source)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
+    """The first dimension of the first op input of the forward with ``record_shapes`` dims."""
+    it = built.iterations[-1]
+    start = it.start_us + it.forward.cpu_start_s / US
+    end = start + it.forward.cpu_s / US
+    for op in built.prof.cpu_ops:
+        if start <= op.ts <= end and op.name.startswith("aten::") and (dims := _first_dims(op.args)) and len(dims) >= 2:
+            return dims[0], f"record_shapes: first input of {op.name} in the forward"
+    return None, None
+
+
+def _bucket_collectives(kernels: Sequence[CollectiveKernel], n_iter: int) -> tuple[BucketCollective, ...]:
+    by_bucket: dict[int, list[CollectiveKernel]] = {}
+    for c in kernels:
+        if c.bucket_index is not None:
+            by_bucket.setdefault(c.bucket_index, []).append(c)
+    out = []
+    for b in sorted(by_bucket):
+        cs = sorted(by_bucket[b], key=lambda c: c.iteration)
+        transfer = min(c.duration_s for c in cs)
+        first = cs[-1]
+        out.append(BucketCollective(bucket_index=b, numel=first.numel, dtype=first.dtype, algorithm=first.algorithm,
+                                    protocol=first.protocol, channels=first.channels, start_s=tuple(c.start_s for c in cs),
+                                    duration_s=tuple(c.duration_s for c in cs), transfer_s=transfer,
+                                    wait_s=tuple(c.duration_s - transfer for c in cs)))
+    return tuple(out)
+
+
+def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], built: _Steps, mapped: Any,
+           env: ProfileEnvironment, *, model: str | None, command: str | None) -> Trace:
+    params = mapped.params
+    order = mapped.ready_order  # parameter index of each gradient, in ready order
+    samples = []
+    for k, it in enumerate(iterations):
+        ready: list[float | None] = [None] * len(params)
+        for pos, idx in enumerate(order):
+            if pos < len(it.grad_ready_s):
+                ready[idx] = it.grad_ready_s[pos]
+        samples.append(IterationSample(forward_s=it.forward.gpu_s, backward_s=it.backward.gpu_s, optimizer_s=it.optimizer.gpu_s,
+                                       zero_grad_s=built.zero_grad_s[k], grad_ready_s=tuple(ready)))
+    environment = {
+        "device": "cuda", "device_name": env.gpu_name, "source": "torch.profiler", "profile": Path(prof.path).name,
+        "profile_steps": [it.step for it in iterations], "world_size": env.world_size, "rank": env.rank,
+        "backend": env.backend, "nccl_version": env.nccl_version, "batch_size": env.batch_size,
+        "phase_timeline": "gpu: first kernel start to last kernel end per phase (backward without DDP's own kernels)",
+        "cpu_phase_s": [[round(it.forward.cpu_s, 9), round(it.backward.cpu_s, 9), round(it.optimizer.cpu_s, 9)] for it in iterations],
+        "step_s": [round(it.step_s, 9) for it in iterations],
+        "gpu_busy_phase_s": [[round(it.forward.gpu_busy_s, 9), round(it.backward.gpu_busy_s, 9), round(it.optimizer.gpu_busy_s, 9)]
+                             for it in iterations],
+        "param_mapping": {"method": mapped.mapping.method, "confidence": mapped.mapping.confidence, "detail": mapped.mapping.detail},
+    }
+    trace = Trace(model=model or f"profile:{Path(prof.path).name}", params=params, buffers=mapped.buffers,
+                  grad_ready_order=tuple(order), iterations=tuple(samples), environment=environment,
+                  hook_overhead_frac=None, synthetic=None, command=command)
+    return trace_from_dict(trace.to_dict(), source=f"profile {prof.path}: trace")

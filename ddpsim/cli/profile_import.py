@@ -1,0 +1,85 @@
+"""``ddpsim trace --from-profile``: a user's torch.profiler trace as a ddpsim trace, and what its DDP did."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+from dataclasses import replace
+from typing import Any
+
+from ddpsim.errors import InputError
+
+#: flags of 'ddpsim trace' that only a capture reads: refused beside --from-profile, not ignored
+CAPTURE_ONLY = ("batch_size", "dtype", "autocast", "optimizer", "num_threads", "input_shape", "input_dtype", "seq_len",
+                "n_layer", "derive_depth_from", "gpu", "from_trace")
+
+
+def _command(args: argparse.Namespace) -> str:
+    parts = ["ddpsim", "trace", "--from-profile", args.from_profile]
+    if args.model:
+        parts += ["--model", args.model]
+    if args.seed:
+        parts += ["--seed", str(args.seed)]
+    return shlex.join(parts + ["--out", args.out])
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.2f}"
+
+
+def summary(imp: Any, check: Any) -> str:
+    """The lines the import prints: environment, phases on both timelines, buckets, collectives, host."""
+    env, its = imp.environment, imp.iterations
+    steps = f"ProfilerStep#{its[0].step}" + (f"-#{its[-1].step}" if len(its) > 1 else "")
+    lines = [f"profile: {env.gpu_name}, world size {env.world_size}, rank {env.rank}, {env.backend} {env.nccl_version}; "
+             f"{steps} ({len(its)} steps); batch size {env.batch_size if env.batch_size else 'not recorded'}",
+             f"parameters: {imp.mapping.method} ({imp.mapping.confidence}): {imp.mapping.detail}"]
+
+    def med(f: Any) -> str:
+        return _ms(statistics.median(f(it) for it in its))
+
+    lines.append(f"median step: CPU {med(lambda i: i.step_s)} ms, GPU {med(lambda i: i.gpu_step_s)} ms first to last kernel")
+    for name in ("forward", "backward", "optimizer"):
+        lines.append(f"  {name:9s} GPU span {med(lambda i: getattr(i, name).gpu_s)} ms (busy {med(lambda i: getattr(i, name).gpu_busy_s)}),"
+                     f" CPU {med(lambda i: getattr(i, name).cpu_s)} ms")
+    host = its[-1].host
+    lines.append(f"host, last step: {host.num_accumulate_grad} AccumulateGrad {_ms(host.accumulate_grad_s)} ms, DDP hooks "
+                 f"{_ms(host.reducer_hook_s)} ms, {host.num_bucket_launches} bucket launches {_ms(host.bucket_launch_s)} ms, "
+                 f"copy_bucket_to_grad {_ms(host.copy_bucket_to_grad_s)} ms, {host.num_kernel_launches} kernel launches "
+                 f"{_ms(host.kernel_launch_s)} ms, waiting on the GPU {_ms(host.sync_wait_s)} ms")
+    if check is not None:
+        lines.append(f"buckets (elements, launch order): {', '.join(f'{n:,}' for n in check.recorded_numels)}: {check.message}")
+    for bc in imp.bucket_collectives:
+        lines.append(f"  bucket {bc.bucket_index}: all-reduce {bc.numel:,} x {bc.dtype}, {bc.algorithm}/{bc.protocol}, "
+                     f"{bc.channels} channels; kernel {', '.join(_ms(d) for d in bc.duration_s)} ms; "
+                     f"transfer (min over steps) {_ms(bc.transfer_s)} ms")
+    lines += [f"note: {n}" for n in imp.notes]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    given = [k for k in CAPTURE_ONLY if getattr(args, k, None) is not None]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise InputError(f"{flag}: {getattr(args, given[0])!r} is not accepted with --from-profile; expected only "
+                         "--model, --seed and --out (the profile holds the rest)")
+    if not args.out:
+        raise InputError("--out: missing; expected the path of the trace JSON to write")
+    from ddpsim.cli.retime import trace_summary
+    from ddpsim.plan.profile_check import check_recorded_buckets
+    from ddpsim.trace.profile import import_profile
+    from ddpsim.trace.records import save_trace
+
+    imp = import_profile(args.from_profile, model=args.model, seed=args.seed, command=_command(args))
+    numels = imp.recorded_bucket_numels()
+    check = check_recorded_buckets(imp.trace, numels) if numels else None
+    trace = imp.trace
+    if check is not None:
+        trace = replace(trace, environment={**trace.environment, "recorded_bucket_numels": list(numels),
+                                            "bucket_plan_check": check.message})
+    save_trace(trace, args.out)
+    print(summary(imp, check))
+    print(trace_summary(trace))
+    print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,225 @@
+"""Reading a torch.profiler (Kineto) Chrome-trace JSON in one streaming pass.
+
+The file ``export_chrome_trace`` / ``tensorboard_trace_handler`` writes is one JSON object:
+a header (``deviceProperties``, ``distributedInfo``, ...) and ``traceEvents``, a list of
+Chrome trace events (``ph: "X"`` complete events with ``ts``/``dur`` in microseconds, ``cat``
+naming the kind: ``cpu_op``, ``user_annotation``, ``cuda_runtime``, ``kernel``,
+``gpu_memcpy``, ...; the Kineto format is defined in pytorch/kineto,
+``libkineto/src/output_json.cpp``). The file is parsed with ijson (the yajl2 C backend when
+present): events are decoded one at a time and only the fields the import uses are kept, in
+compact records, so the decoded document is never held whole; a ``.json.gz`` is decompressed
+as it is read. The header is read in a second pass that stops where ``traceEvents`` starts
+(when the header comes after the events, as in some exports, the pass reads to the end).
+"""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+import ijson
+
+from ddpsim.errors import InputError, shorten
+
+#: the event categories kept, by what they are
+CPU_CATS = frozenset({"cpu_op", "user_annotation", "python_function"})
+RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+#: the ``args`` of a CPU op or kernel that the import reads
+KEPT_ARGS = ("In msg nelems", "dtype", "Group size", "Collective name", "Input Dims", "Input type")
+
+
+@dataclass(slots=True)
+class CpuOp:
+    """A CPU op or annotation (``ts``/``dur`` in microseconds, the profile's clock)."""
+
+    name: str
+    cat: str
+    ts: float
+    dur: float
+    tid: Any
+    ext_id: int | None
+    args: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class RuntimeCall:
+    """A CUDA runtime/driver call on the CPU (``correlation`` ties it to the GPU work it launched)."""
+
+    name: str
+    ts: float
+    dur: float
+    tid: Any
+    correlation: int | None
+
+
+@dataclass(slots=True)
+class GpuOp:
+    """A kernel, memcpy or memset on the GPU timeline."""
+
+    name: str
+    cat: str
+    ts: float
+    dur: float
+    stream: Any
+    device: int | None
+    correlation: int | None
+    ext_id: int | None
+    grid: tuple[int, ...] | None
+    block: tuple[int, ...] | None
+    args: dict[str, Any] | None
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+    @property
+    def is_nccl(self) -> bool:
+        return self.name.startswith("nccl")
+
+
+@dataclass
+class KinetoProfile:
+    """The kept parts of one profile."""
+
+    path: str
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+    distributed_info: dict[str, Any] = field(default_factory=dict)
+    cpu_ops: list[CpuOp] = field(default_factory=list)
+    runtime: list[RuntimeCall] = field(default_factory=list)
+    gpu: list[GpuOp] = field(default_factory=list)
+    #: the number of events read (every kind)
+    num_events: int = 0
+
+
+def _open(path: Path) -> IO[bytes]:
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if gz else open(path, "rb")
+
+
+def _source(path: str) -> str:
+    return f"profile {shorten(path)}"
+
+
+def _read_errors(path: str, exc: BaseException) -> InputError:
+    what = type(exc).__name__
+    if isinstance(exc, (gzip.BadGzipFile, zlib.error, EOFError)):
+        return InputError(f"{_source(path)}: not a readable gzip stream ({what}: {shorten(str(exc))}); "
+                          "expected a torch.profiler trace (.json or .json.gz), complete")
+    if isinstance(exc, ijson.IncompleteJSONError) and "incomplete" in str(exc).lower():
+        return InputError(f"{_source(path)}: the JSON ends early (truncated); expected a complete torch.profiler trace")
+    return InputError(f"{_source(path)}: not JSON ({what}: {shorten(str(exc))}); "
+                      "expected the Chrome/Kineto JSON torch.profiler writes")
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _dims(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, list) and all(_int(v) is not None for v in value):
+        return tuple(value)
+    return None
+
+
+def _kept_args(args: dict[str, Any]) -> dict[str, Any] | None:
+    kept = {k: args[k] for k in KEPT_ARGS if k in args}
+    return kept or None
+
+
+def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
+    """Append the compact record of one trace event, if it is of a kind the import uses."""
+    if not isinstance(event, dict) or event.get("ph") != "X":
+        return
+    cat, name = event.get("cat"), event.get("name")
+    ts, dur = _num(event.get("ts")), _num(event.get("dur"))
+    if not isinstance(cat, str) or not isinstance(name, str) or ts is None or dur is None:
+        return
+    name = intern.setdefault(name, sys.intern(name) if len(name) < 200 else name)
+    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    if cat in CPU_CATS:
+        prof.cpu_ops.append(CpuOp(name=name, cat=cat, ts=ts, dur=dur, tid=event.get("tid"),
+                                  ext_id=_int(args.get("External id")), args=_kept_args(args)))
+    elif cat in RUNTIME_CATS:
+        prof.runtime.append(RuntimeCall(name=name, ts=ts, dur=dur, tid=event.get("tid"), correlation=_int(args.get("correlation"))))
+    elif cat in GPU_CATS:
+        prof.gpu.append(GpuOp(name=name, cat=cat, ts=ts, dur=dur, stream=args.get("stream", event.get("tid")),
+                              device=_int(args.get("device")), correlation=_int(args.get("correlation")),
+                              ext_id=_int(args.get("External id")), grid=_dims(args.get("grid")),
+                              block=_dims(args.get("block")), args=_kept_args(args) if name.startswith("nccl") else None))
+
+
+def _events(f: IO[bytes]) -> Iterator[Any]:
+    # use_float: numbers as float, not Decimal (the C backend's fast path)
+    return ijson.items(f, "traceEvents.item", use_float=True)
+
+
+def _header(path: Path, prof: KinetoProfile) -> None:
+    """``deviceProperties`` and ``distributedInfo``: read up to where ``traceEvents`` starts."""
+    with _open(path) as f:
+        builders: dict[str, Any] = {}
+        for prefix, event, value in ijson.parse(f, use_float=True):
+            if prefix == "traceEvents" and event == "start_array":
+                if "deviceProperties" in builders and "distributedInfo" in builders:
+                    break
+            top = prefix.split(".", 1)[0]
+            if top in ("deviceProperties", "distributedInfo"):
+                builder = builders.setdefault(top, ijson.ObjectBuilder())
+                builder.event(event, value)
+    if "deviceProperties" in builders and isinstance(builders["deviceProperties"].value, list):
+        prof.device_properties = [d for d in builders["deviceProperties"].value if isinstance(d, dict)]
+    if "distributedInfo" in builders and isinstance(builders["distributedInfo"].value, dict):
+        prof.distributed_info = builders["distributedInfo"].value
+
+
+def read_profile(path: str | Path) -> KinetoProfile:
+    """The kept events and header of the profile at ``path``.
+
+    Raises:
+        InputError: the file is missing, not gzip when it says so, not JSON, truncated, or has
+            no ``traceEvents`` list.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{_source(str(path))}: no such file; expected a torch.profiler trace (.json or .json.gz)")
+    prof = KinetoProfile(path=str(path))
+    intern: dict[str, str] = {}
+    try:
+        with _open(p) as f:
+            for event in _events(f):
+                prof.num_events += 1
+                _keep(event, prof, intern)
+        if prof.num_events == 0:
+            _check_has_events(p, str(path))
+        _header(p, prof)
+    except InputError:
+        raise
+    except (ijson.JSONError, gzip.BadGzipFile, zlib.error, EOFError, UnicodeDecodeError, ValueError) as exc:
+        raise _read_errors(str(path), exc) from None
+    except OSError as exc:
+        raise InputError(f"{_source(str(path))}: cannot be read ({type(exc).__name__}: {shorten(str(exc))}); "
+                         "expected a readable torch.profiler trace") from None
+    return prof
+
+
+def _check_has_events(p: Path, path: str) -> None:
+    """An empty ``traceEvents`` is fine (the import says what is missing); no list at all is not a profile."""
+    with _open(p) as f:
+        for prefix, event, _ in ijson.parse(f):
+            if prefix == "traceEvents" and event == "start_array":
+                return
+    raise InputError(f"{_source(path)}: no traceEvents list; expected the Chrome/Kineto JSON torch.profiler writes")

@@ -1,0 +1,213 @@
+"""Which parameter each gradient of a profile is: by the model factory, by recorded shapes, or by bucket sizes.
+
+A profile's backward shows one ``torch::autograd::AccumulateGrad`` op per parameter, in the
+order the gradients became ready (the order DDP's hooks fire), but not the parameter's name.
+Three ways to name them, the surest first:
+
+* ``factory`` (``--model``): the factory's parameters in DDP's order
+  (``_build_params_for_reducer``, :func:`ddpsim.trace.models.ddp_params`); their ready order is
+  taken from one backward of the model on the CPU (autograd's engine orders a single-device
+  graph's ``AccumulateGrad`` nodes the same way on any device). Checked against the profile:
+  the gradient count, ``record_shapes`` dims where present, and each recorded bucket's element
+  count (a mismatch is an error: the factory is not the model the profile ran).
+* ``shapes``: ``record_shapes=True`` records each ``AccumulateGrad`` op's input dims (the
+  gradient's shape), so sizes are exact; names are ``param<index>``.
+* ``bucket-sizes``: only the buckets DDP recorded (``record_param_comms``: ``In msg nelems``,
+  ``dtype``), each holding the gradients made ready since the previous launch. A bucket's total
+  is exact; it is split among its gradients in proportion to the threads of the kernel DDP's
+  hook launched to copy each one into the bucket (an elementwise kernel: threads grow with the
+  elements), so per-parameter sizes are approximate.
+
+Without a factory, indices follow the reverse of the ready order (autograd reaches a model's
+last layers first, and DDP's order is the modules' definition order).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.trace.profile.result import ParamMapping, RecordedBucket
+from ddpsim.trace.records import BufferRecord, ParamRecord
+from ddpsim.units import DTYPE_SIZE_BYTES
+
+
+@dataclass(frozen=True)
+class GradInfo:
+    """What the profile says about the gradients of its last step (ready order)."""
+
+    num_grads: int
+    buckets: tuple[RecordedBucket, ...]
+    shapes: tuple[tuple[int, ...] | None, ...]
+    work: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class MappedParams:
+    """Parameters in DDP's order, and the parameter index of each gradient in ready order."""
+
+    params: tuple[ParamRecord, ...]
+    buffers: tuple[BufferRecord, ...]
+    ready_order: tuple[int, ...]
+    mapping: ParamMapping
+    notes: tuple[str, ...] = ()
+
+
+def map_params(grads: GradInfo, *, model: str | None, seed: int, source: str) -> MappedParams:
+    """Name the profile's gradients (see the module docstring); InputError on a mismatch."""
+    if model is not None:
+        return _by_factory(grads, model, seed)
+    if grads.shapes and all(s is not None for s in grads.shapes):
+        return _by_shapes(grads)
+    return _by_bucket_sizes(grads, source)
+
+
+def _bucket_slices(grads: GradInfo) -> list[tuple[RecordedBucket, range]]:
+    out, pos = [], 0
+    for b in grads.buckets:
+        out.append((b, range(pos, pos + b.num_grads)))
+        pos += b.num_grads
+    return out
+
+
+# ---- factory ---------------------------------------------------------------------------------
+
+def _cpu_ready_order(spec: Any, plist: Sequence[Any]) -> list[int] | None:
+    """The order the parameters' gradients become ready in one CPU backward of the model (batch 2)."""
+    import torch
+
+    from ddpsim.trace.models import default_loss
+
+    order: list[int] = []
+    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: order.append(i)) for i, (_, p, _) in enumerate(plist)]
+    try:
+        batch = spec.make_batch(2)
+        out = spec.module(*batch) if isinstance(batch, tuple) else spec.module(batch)
+        (spec.loss_fn or default_loss)(out).backward()
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    finally:
+        for h in handles:
+            h.remove()
+        torch.set_grad_enabled(True)
+    return order
+
+
+def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
+    import torch
+
+    from ddpsim.trace.models import build_model, ddp_params
+
+    spec = build_model(model, seed=seed)
+    plist = ddp_params(spec.module)
+    n = len(plist)
+    if n != grads.num_grads:
+        raise InputError(f"--model: {model!r} has {n} trainable parameters but the profile's backward accumulated "
+                         f"{grads.num_grads} gradients per step; expected the model the profile ran")
+    with torch.random.fork_rng():
+        order = _cpu_ready_order(spec, plist)
+    notes = []
+    if order is None or sorted(order) != list(range(n)):
+        order = list(range(n - 1, -1, -1))
+        notes.append(f"{model}: one CPU backward did not give every gradient; ready order taken as the reverse of DDP's order")
+    numel = [p.numel() for _, p, _ in plist]
+    _check_shapes(grads, [tuple(p.shape) for _, p, _ in plist], order, model)
+    _check_buckets(grads, numel, order, model)
+    params = tuple(ParamRecord(index=i, name=name, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
+                               size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=sparse)
+                   for i, (name, p, sparse) in enumerate(plist))
+    buffers = tuple(BufferRecord(name=b_name, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
+                    for b_name, b in spec.module.named_buffers())
+    checked = "every recorded bucket's element count" if grads.buckets else "the gradient count (no buckets recorded)"
+    mapping = ParamMapping(method="factory", confidence="exact" if grads.buckets else "count",
+                           detail=f"{model}: {n} parameters in DDP's order; ready order from a CPU backward; matched {checked}")
+    return MappedParams(params=params, buffers=buffers, ready_order=tuple(order), mapping=mapping, notes=tuple(notes))
+
+
+def _check_shapes(grads: GradInfo, shapes: Sequence[tuple[int, ...]], order: Sequence[int], model: str) -> None:
+    for pos, idx in enumerate(order):
+        got = grads.shapes[pos] if pos < len(grads.shapes) else None
+        if got is not None and tuple(got) != tuple(shapes[idx]):
+            raise InputError(f"--model: {model!r} parameter {idx} has shape {list(shapes[idx])} but the profile's gradient "
+                             f"{pos} (ready order) has {list(got)}; expected the model the profile ran")
+
+
+def _check_buckets(grads: GradInfo, numel: Sequence[int], order: Sequence[int], model: str) -> None:
+    for b, span in _bucket_slices(grads):
+        total = sum(numel[order[pos]] for pos in span if pos < len(order))
+        if total != b.numel:
+            raise InputError(f"--model: {model!r} does not match the profile's buckets: bucket {b.index} holds {b.numel:,} "
+                             f"elements in the profile, {total:,} in the model's {len(span)} parameters that were ready for it; "
+                             "expected the model the profile ran")
+
+
+# ---- without a factory ---------------------------------------------------------------------
+
+def _dtype_of_grads(grads: GradInfo) -> list[str]:
+    dtypes = ["float32"] * grads.num_grads
+    for b, span in _bucket_slices(grads):
+        for pos in span:
+            if pos < len(dtypes):
+                dtypes[pos] = b.dtype
+    return dtypes
+
+
+def _records(numels: Sequence[int], shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str]) -> tuple[tuple[ParamRecord, ...], tuple[int, ...]]:
+    """Parameters indexed in the reverse of the ready order; the index of each gradient."""
+    n = len(numels)
+    order = tuple(n - 1 - pos for pos in range(n))
+    recs = [None] * n
+    for pos, idx in enumerate(order):
+        recs[idx] = ParamRecord(index=idx, name=f"param{idx}", shape=tuple(shapes[pos]), dtype=dtypes[pos],
+                                size_bytes=numels[pos] * DTYPE_SIZE_BYTES[dtypes[pos]])
+    return tuple(recs), order  # type: ignore[arg-type]
+
+
+def _by_shapes(grads: GradInfo) -> MappedParams:
+    shapes = [tuple(s) for s in grads.shapes]  # type: ignore[arg-type]
+    numels = [math.prod(s) for s in shapes]
+    params, order = _records(numels, shapes, _dtype_of_grads(grads))
+    bad = [b.index for b, span in _bucket_slices(grads) if sum(numels[p] for p in span if p < len(numels)) != b.numel]
+    detail = (f"{len(shapes)} gradients sized by record_shapes; names unknown (param<index>, index = reverse ready order); "
+              + ("bucket totals match" if not bad else f"buckets {bad} do not add up to the recorded sizes"))
+    return MappedParams(params=params, buffers=(), ready_order=order,
+                        mapping=ParamMapping(method="shapes", confidence="shapes" if not bad else "order-only", detail=detail))
+
+
+def _split(total: int, weights: Sequence[float]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainder), each part >= 1 where possible."""
+    w = [max(x, 1.0) for x in weights]
+    s = sum(w)
+    raw = [total * x / s for x in w]
+    parts = [max(1, int(r)) if total >= len(w) else int(r) for r in raw]
+    diff = total - sum(parts)
+    ranked = sorted(range(len(w)), key=lambda k: (-(raw[k] - int(raw[k])), k))
+    k = 0
+    while diff != 0 and ranked:
+        j = ranked[k % len(ranked)]
+        if diff > 0:
+            parts[j] += 1
+            diff -= 1
+        elif parts[j] > 1:
+            parts[j] -= 1
+            diff += 1
+        k += 1
+    return parts
+
+
+def _by_bucket_sizes(grads: GradInfo, source: str) -> MappedParams:
+    covered = sum(b.num_grads for b in grads.buckets)
+    if not grads.buckets or covered != grads.num_grads:
+        raise InputError(f"{source}: its DDP recorded no bucket sizes for {grads.num_grads - covered} of its {grads.num_grads} "
+                         "gradients (no record_param_comms all-reduce after them) and no --model was given; expected "
+                         "--model FACTORY, or a profile of DDP recorded with record_shapes=True")
+    numels: list[int] = []
+    for b, span in _bucket_slices(grads):
+        numels += _split(b.numel, [grads.work[p] for p in span])
+    params, order = _records(numels, [(x,) for x in numels], _dtype_of_grads(grads))
+    detail = (f"{len(numels)} gradients in {len(grads.buckets)} recorded buckets; bucket totals exact, each gradient's size "
+              "from its bucket-copy kernel's launch grid (approximate); names unknown (param<index>)")
+    return MappedParams(params=params, buffers=(), ready_order=order,
+                        mapping=ParamMapping(method="bucket-sizes", confidence="bucket-totals", detail=detail))

@@ -1,0 +1,202 @@
+"""One ``ProfilerStep#N`` of a profile: its phases on the CPU and GPU timelines, gradients, buckets.
+
+How the figures are taken (docs/MODEL.md, "How a profile becomes a trace"):
+
+* An iteration is a ``ProfilerStep#N`` span (torch.profiler's ``prof.step()``). GPU work belongs
+  to the step and the phase whose CPU window holds the CUDA runtime call that launched it (tied by
+  Kineto's ``correlation`` id, the id of the ``ac2g`` flow events).
+* Backward, on the CPU: first ``autograd::engine::evaluate_function`` op to the end of the last
+  op DDP runs in it (the last gradient op, bucket launch or ``copy_bucket_to_grad``). Forward:
+  from ``DistributedDataParallel.forward`` (else the end of ``Optimizer.zero_grad``, else the
+  step's start) to the backward's start: the loss is part of it. Optimizer: the
+  ``Optimizer.step#...`` annotation, else from the backward's end to the step's end.
+* On the GPU, a phase runs from the start of the first kernel (or memcpy/memset) it launched to
+  the end of the last one, NCCL kernels excluded; the backward's end excludes DDP's own kernels
+  (those launched inside its reducer ops: the gradient copy into the bucket and
+  ``copy_bucket_to_grad``, which waits for the last all-reduce): the engine models those itself.
+* A gradient is ready when the GPU finished all the work launched before its ``AccumulateGrad``
+  op: the stream runs its kernels in launch order, so the gradient is then computed.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, RuntimeCall
+
+BACKWARD_OP = "autograd::engine::evaluate_function:"
+ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
+COMMS_OP = "record_param_comms"
+#: ops DDP's reducer runs in the backward: kernels launched inside them are DDP's, not the model's
+REDUCER_OPS = ("torch::distributed::reducer::mul_out", "torch.distributed.ddp.reducer::copy_bucket_to_grad",
+               COMMS_OP, "c10d::allreduce_", "nccl:all_reduce")
+COPY_BUCKET_TO_GRAD = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
+US = 1e-6
+
+
+@dataclass(frozen=True)
+class Window:
+    """A CPU window ``[start, end]`` in the profile's microseconds."""
+
+    start: float
+    end: float
+
+    def holds(self, t: float) -> bool:
+        return self.start <= t <= self.end
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A GPU op with the CPU time and thread of the runtime call that launched it."""
+
+    op: GpuOp
+    launch_us: float
+    tid: object
+
+
+@dataclass(frozen=True)
+class StepOps:
+    """The raw material of one step, in the profile's microseconds."""
+
+    step: int
+    window: Window
+    cpu: tuple[CpuOp, ...]
+    launched: tuple[Launched, ...]
+    runtime: tuple[RuntimeCall, ...]
+
+
+@dataclass(frozen=True)
+class PhaseWindows:
+    """The step's phases on the CPU."""
+
+    zero_grad: Window | None
+    forward: Window
+    backward: Window
+    optimizer: Window
+    optimizer_annotated: bool
+
+
+def step_number(name: str) -> int | None:
+    tail = name.removeprefix("ProfilerStep#")
+    return int(tail) if tail != name and tail.isdigit() else None
+
+
+def profiler_steps(prof: KinetoProfile) -> list[tuple[int, Window]]:
+    """The ``ProfilerStep#N`` spans, in time order.
+
+    Raises:
+        InputError: none in the profile.
+    """
+    steps = sorted(((n, Window(op.ts, op.ts + op.dur)) for op in prof.cpu_ops
+                    if op.name.startswith("ProfilerStep#") and (n := step_number(op.name)) is not None),
+                   key=lambda s: s[1].start)
+    if not steps:
+        raise InputError(f"profile {prof.path}: no ProfilerStep#N span; expected a profile recorded with "
+                         "torch.profiler.profile(schedule=...) and prof.step() once per iteration")
+    return steps
+
+
+def launched_gpu_ops(prof: KinetoProfile) -> list[Launched]:
+    """Every GPU op whose launching runtime call is in the profile, in launch order.
+
+    Raises:
+        InputError: the profile holds no GPU op (a CPU-only profile).
+    """
+    if not prof.gpu:
+        raise InputError(f"profile {prof.path}: no GPU kernels (a CPU-only profile); expected one recorded on a GPU with "
+                         "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+    calls = {r.correlation: r for r in prof.runtime if r.correlation is not None}
+    out = [Launched(op=g, launch_us=calls[g.correlation].ts, tid=calls[g.correlation].tid)
+           for g in prof.gpu if g.correlation in calls]
+    if not out:
+        raise InputError(f"profile {prof.path}: no GPU kernel is tied to a CUDA runtime call (no correlation ids); "
+                         "expected a Kineto trace with activities CPU and CUDA")
+    out.sort(key=lambda x: (x.launch_us, x.op.ts))
+    return out
+
+
+class Timeline:
+    """The profile's CPU ops, runtime calls and launched GPU ops, each sorted by CPU start."""
+
+    def __init__(self, prof: KinetoProfile) -> None:
+        self.cpu = sorted(prof.cpu_ops, key=lambda o: o.ts)
+        self.runtime = sorted(prof.runtime, key=lambda r: r.ts)
+        self.launched = launched_gpu_ops(prof)
+        self._starts = ([o.ts for o in self.cpu], [r.ts for r in self.runtime], [lz.launch_us for lz in self.launched])
+
+    def step(self, step: int, window: Window) -> StepOps:
+        """The ops that start (CPU) or were launched (GPU) inside ``window``."""
+        cut = [(bisect.bisect_left(xs, window.start), bisect.bisect_right(xs, window.end)) for xs in self._starts]
+        return StepOps(step=step, window=window, cpu=tuple(self.cpu[slice(*cut[0])]),
+                       runtime=tuple(self.runtime[slice(*cut[1])]), launched=tuple(self.launched[slice(*cut[2])]))
+
+
+def _first(ops: Sequence[CpuOp], prefix: str) -> CpuOp | None:
+    return next((o for o in ops if o.name.startswith(prefix)), None)
+
+
+def phase_windows(s: StepOps, path: str) -> PhaseWindows:
+    """Forward, backward and optimizer of one step on the CPU.
+
+    Raises:
+        InputError: the step has no backward (no autograd op, or no ``AccumulateGrad``).
+    """
+    bwd = [o for o in s.cpu if o.name.startswith(BACKWARD_OP)]
+    if not bwd or not any(o.name == ACCUMULATE_GRAD for o in s.cpu):
+        raise InputError(f"profile {path}: ProfilerStep#{s.step} has no backward (no {BACKWARD_OP} / {ACCUMULATE_GRAD} ops); "
+                         "expected a training step with loss.backward() inside each profiled step")
+    b_start = min(o.ts for o in bwd)
+    ddp_end = [o.ts + o.dur for o in s.cpu if o.ts >= b_start and o.name in (COPY_BUCKET_TO_GRAD, COMMS_OP)]
+    b_end = max([o.ts + o.dur for o in bwd] + ddp_end)
+    zero = _first(s.cpu, "Optimizer.zero_grad")
+    zero_w = Window(zero.ts, zero.ts + zero.dur) if zero is not None else None
+    fwd_op = next((o for o in s.cpu if o.name == "DistributedDataParallel.forward" and o.ts < b_start), None)
+    if fwd_op is not None:
+        f_start = fwd_op.ts
+    elif zero_w is not None and zero_w.end <= b_start:
+        f_start = zero_w.end
+    else:
+        f_start = s.window.start
+    opt = next((o for o in s.cpu if o.name.startswith("Optimizer.step") and o.ts >= b_start), None)
+    opt_w = Window(opt.ts, opt.ts + opt.dur) if opt is not None else Window(b_end, s.window.end)
+    return PhaseWindows(zero_grad=zero_w, forward=Window(f_start, b_start), backward=Window(b_start, b_end),
+                        optimizer=opt_w, optimizer_annotated=opt is not None)
+
+
+def reducer_windows(s: StepOps) -> list[tuple[float, float, object]]:
+    """The spans of DDP's reducer ops in the step: ``(start, end, tid)``."""
+    return [(o.ts, o.ts + o.dur, o.tid) for o in s.cpu if o.name in REDUCER_OPS]
+
+
+def inside_any(t: float, tid: object, spans: Sequence[tuple[float, float, object]]) -> bool:
+    return any(a <= t <= b and tid == th for a, b, th in spans)
+
+
+def busy_us(ops: Sequence[GpuOp]) -> float:
+    """The union of the ops' intervals (microseconds)."""
+    total, end = 0.0, float("-inf")
+    for g in sorted(ops, key=lambda g: g.ts):
+        if g.end <= end:
+            continue
+        total += g.end - max(g.ts, end)
+        end = g.end
+    return total
+
+
+def ready_times_us(s: StepOps, accumulate: Sequence[CpuOp]) -> list[float]:
+    """Per AccumulateGrad op, the end of the last non-NCCL GPU op launched before it (prefix max)."""
+    compute = [lz for lz in s.launched if not lz.op.is_nccl]
+    starts = [lz.launch_us for lz in compute]
+    prefix: list[float] = []
+    m = float("-inf")
+    for lz in compute:
+        m = max(m, lz.op.end)
+        prefix.append(m)
+    out = []
+    for op in accumulate:
+        k = bisect.bisect_left(starts, op.ts)
+        out.append(prefix[k - 1] if k else float("-inf"))
+    return out

@@ -86,7 +86,7 @@ def test_backward_order_is_reverse_layer_order():
 
 
 @pytest.mark.parametrize("kw,match", [
-    ({"gpu": "v100"}, r"--gpu: 'v100' is not a modelled GPU; expected one of \['a100', 'h100'\]"),
+    ({"gpu": "p100"}, r"--gpu: 'p100' is not a modelled GPU; expected one of \['a100', 'a100-40gb', 'h100', 'v100'\]"),
     ({"batch_size": 0}, r"batch_size: 0 is not accepted"),
     ({"autocast": "fp8"}, r"autocast: 'fp8' is not accepted"),
 ])
@@ -104,6 +104,13 @@ def test_assumption_errors():
 def test_gpu_table():
     assert GPUS["a100"].tensor_flops_per_s == 312e12 and GPUS["a100"].hbm_bytes_per_s == 2.039e12
     assert GPUS["h100"].tensor_flops_per_s == 989.4e12 and GPUS["h100"].hbm_bytes_per_s == 3.35e12
+    # NVIDIA Tesla V100 datasheet (SXM2): 125 TFLOPS tensor, 15.7 FP32, 900 GB/s, 32 GB; no TF32 on Volta
+    v = GPUS["v100"]
+    assert (v.tensor_flops_per_s, v.fp32_flops_per_s, v.tf32_flops_per_s, v.hbm_bytes_per_s, v.memory_bytes) == (
+        125e12, 15.7e12, 15.7e12, 900e9, 32 * 10**9)
+    # NVIDIA A100 datasheet, SXM 40GB: the 80 GB part's peaks, HBM2 at 1,555 GB/s
+    a = GPUS["a100-40gb"]
+    assert (a.tensor_flops_per_s, a.tf32_flops_per_s, a.hbm_bytes_per_s) == (312e12, 156e12, 1.555e12)
 
 
 def test_cli_retime(tmp_path, capsys):

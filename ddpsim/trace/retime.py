@@ -41,6 +41,11 @@ GPU figures (dense, no sparsity):
   (NVIDIA A100 Tensor Core GPU datasheet, table "Specifications").
 * H100-SXM5-80GB: 989.4 TFLOP/s bf16/fp16 (1,979 with sparsity), 494.7 TF32, 66.9 fp32,
   HBM3 3.35 TB/s (NVIDIA H100 Tensor Core GPU datasheet; H100 whitepaper table 3).
+* A100-SXM4-40GB (``a100-40gb``; the class of the A100-PG509-200 board): as the 80 GB part but
+  HBM2 1,555 GB/s, 40 GB (NVIDIA A100 Tensor Core GPU datasheet, SXM 40GB column).
+* V100-SXM2-32GB (``v100``): 125 TFLOP/s fp16 tensor core, 15.7 fp32, HBM2 900 GB/s, 32 GB, 80 SMs
+  (NVIDIA Tesla V100 GPU datasheet, SXM2). Volta has no TF32: its "TF32" entry is the fp32 peak,
+  which fp32 convolutions run at.
 """
 
 from __future__ import annotations
@@ -81,6 +86,13 @@ GPUS: dict[str, GpuSpec] = {
     "h100": GpuSpec(name="NVIDIA H100-SXM5-80GB (modelled)", tensor_flops_per_s=989.4e12, tf32_flops_per_s=494.7e12,
                     fp32_flops_per_s=66.9e12, hbm_bytes_per_s=3.35e12, memory_bytes=80 * 10**9,
                     source="NVIDIA H100 Tensor Core GPU datasheet (SXM): 1,979 TFLOPS BF16 with sparsity = 989.4 dense, 989 TF32 sparse = 494.7 dense, 67 FP32, 3.35 TB/s HBM3"),
+    "a100-40gb": GpuSpec(name="NVIDIA A100-SXM4-40GB (modelled)", tensor_flops_per_s=312e12, tf32_flops_per_s=156e12,
+                         fp32_flops_per_s=19.5e12, hbm_bytes_per_s=1.555e12, memory_bytes=40 * 10**9,
+                         source="NVIDIA A100 Tensor Core GPU datasheet: 312 TFLOPS BF16/FP16, 156 TF32, 19.5 FP32, 1,555 GB/s HBM2 (SXM 40GB)"),
+    "v100": GpuSpec(name="NVIDIA V100-SXM2-32GB (modelled)", tensor_flops_per_s=125e12, tf32_flops_per_s=15.7e12,
+                    fp32_flops_per_s=15.7e12, hbm_bytes_per_s=900e9, memory_bytes=32 * 10**9,
+                    source="NVIDIA Tesla V100 GPU datasheet (SXM2): 80 SMs, 125 TFLOPS FP16 tensor (deep learning), 15.7 FP32, "
+                           "900 GB/s HBM2, 32 GB; Volta has no TF32, so fp32 convolutions run at the FP32 peak"),
 }
 
 
@@ -123,7 +135,7 @@ def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_
 
 
 def get_gpu(name: str) -> GpuSpec:
-    """The :class:`GpuSpec` of ``"a100"`` or ``"h100"``; InputError otherwise."""
+    """The :class:`GpuSpec` of a name in :data:`GPUS` (``"a100"``, ``"h100"``, ...); InputError otherwise."""
     try:
         return GPUS[str(name).lower()]
     except KeyError:

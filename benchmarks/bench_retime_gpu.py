@@ -1,0 +1,83 @@
+"""Benchmark: the roofline retime (``ddpsim.trace.retime``) against real GPU profiles.
+
+One command, prints a table; no assertions:
+
+    python benchmarks/bench_retime_gpu.py [--trace traces/resnet50.cpu.json] [--batch-size 32]
+        [--profiles tests/data/resnet50_ddp_2xA100_rank0.json.gz:a100-40gb,tests/data/resnet50_ddp_1xV100_rank0.json.gz:v100]
+
+For each ``PROFILE:GPU`` pair: the bundled CPU trace of the same model (torchvision's ResNet-50
+layout, re-built on the meta device) re-timed for ``GPU`` at the profiles' batch size (32 per
+GPU; the retime rebuilds the model at the target batch, so no scaling of the CPU times is
+involved), in the profiles' precision (fp32 parameters, convolutions on TF32 tensor cores where
+the GPU has them: cuDNN's default ``allow_tf32=True``), with SGD + momentum; beside it the
+profile's measured forward, backward and optimizer (:func:`ddpsim.trace.profile.import_profile`):
+the GPU-busy time of each phase (the union of the kernels it launched; the roofline models
+kernel time, not the gaps of a host-bound step), its GPU span (first kernel start to last end)
+and its CPU span, mean over the profile's steps. The error is retimed / measured busy - 1.
+
+The profiles are real runs on NVIDIA A100-PG509-200 (an A100-SXM4-40GB class board; 2 ranks)
+and Tesla V100-SXM2-32GB (1 rank), published with HolisticTraceAnalysis (``tests/data/``,
+MIT licence; copies in ``tests/data/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PROFILES = (f"{ROOT}/tests/data/resnet50_ddp_2xA100_rank0.json.gz:a100-40gb,"
+                    f"{ROOT}/tests/data/resnet50_ddp_1xV100_rank0.json.gz:v100")
+PHASES = ("forward", "backward", "optimizer")
+
+
+def measured_phases_s(profile: str) -> dict[str, dict[str, float]]:
+    """Per phase, the mean over the profile's steps of its GPU-busy time, GPU span and CPU span."""
+    from ddpsim.trace.profile import import_profile
+
+    imp = import_profile(profile)
+    out = {}
+    for ph in PHASES:
+        times = [getattr(it, ph) for it in imp.iterations]
+        out[ph] = {"busy_s": statistics.fmean(t.gpu_busy_s for t in times),
+                   "span_s": statistics.fmean(t.gpu_s for t in times),
+                   "cpu_s": statistics.fmean(t.cpu_s for t in times)}
+    out["gpu_name"] = imp.environment.gpu_name
+    out["batch_size"] = imp.environment.batch_size
+    return out
+
+
+def retimed_phases_s(trace: str, gpu: str, batch_size: int) -> dict[str, float]:
+    from ddpsim.trace.retime import retime_trace_file
+
+    it = retime_trace_file(trace, gpu=gpu, batch_size=batch_size).iterations[0]
+    return {ph: getattr(it, f"{ph}_s") for ph in PHASES}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trace", default=str(ROOT / "traces/resnet50.cpu.json"), help="the CPU trace to re-time")
+    ap.add_argument("--batch-size", type=int, default=32, help="per-GPU batch of the retime (the profiles': 32)")
+    ap.add_argument("--profiles", default=DEFAULT_PROFILES, help="PROFILE:GPU pairs, comma-separated")
+    args = ap.parse_args()
+    print(f"retime of {args.trace} at batch {args.batch_size} (fp32, TF32 convolutions where the GPU has them, SGD)")
+    print(f"{'gpu (modelled) / profile':34s} {'phase':9s} {'retimed ms':>10s} {'busy ms':>8s} {'span ms':>8s} "
+          f"{'cpu ms':>8s} {'error':>7s}")
+    for pair in args.profiles.split(","):
+        profile, _, gpu = pair.rpartition(":")
+        meas = measured_phases_s(profile)
+        pred = retimed_phases_s(args.trace, gpu, args.batch_size)
+        label = f"{gpu} / {meas['gpu_name']}"
+        for ph in PHASES:
+            m = meas[ph]
+            err = pred[ph] / m["busy_s"] - 1.0 if m["busy_s"] > 0 else float("nan")
+            print(f"{label:34s} {ph:9s} {pred[ph] * 1e3:10.2f} {m['busy_s'] * 1e3:8.2f} {m['span_s'] * 1e3:8.2f} "
+                  f"{m['cpu_s'] * 1e3:8.2f} {err * 100:+6.1f}%")
+            label = ""
+        if meas["batch_size"] not in (None, args.batch_size):
+            print(f"  note: the profile's batch size is {meas['batch_size']}, the retime's {args.batch_size}")
+
+
+if __name__ == "__main__":
+    main()

@@ -27,8 +27,6 @@ Times in :class:`StepTimeline` are seconds from the step's ``ProfilerStep`` star
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -124,23 +122,21 @@ class StepTimeline:
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
-    """The ``traceEvents`` of a Kineto JSON (``.json`` or ``.json.gz``), complete events only.
+    """The events of a Kineto JSON (``.json`` or ``.json.gz``) this module reads, as Chrome
+    trace records, from the profile import's streaming reader
+    (:func:`ddpsim.trace.profile.kineto.read_profile`: only the kept fields of each event).
 
     Raises:
-        InputError: an unreadable file, not JSON, or no ``traceEvents`` list."""
-    p = Path(path)
-    opener = gzip.open if p.name.endswith(".gz") else open
-    try:
-        with opener(p, "rt", encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"profile: {shorten(str(p))} is not readable ({type(exc).__name__}); "
-                         "expected a torch.profiler trace (.json or .json.gz)") from None
-    events = doc.get("traceEvents") if isinstance(doc, dict) else None
-    if not isinstance(events, list):
-        raise InputError(f"profile: {shorten(str(p))} has no traceEvents list; expected a torch.profiler trace")
-    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))
-            and isinstance(e.get("dur"), (int, float))]
+        InputError: an unreadable file, not JSON, truncated, or no ``traceEvents`` list."""
+    from ddpsim.trace.profile.kineto import read_profile
+
+    prof = read_profile(path)
+    out: list[dict[str, Any]] = [{"cat": o.cat, "name": o.name, "ts": o.ts, "dur": o.dur, "tid": o.tid} for o in prof.cpu_ops]
+    out += [{"cat": "cuda_runtime", "name": r.name, "ts": r.ts, "dur": r.dur, "tid": r.tid, "args": {"correlation": r.correlation}}
+            for r in prof.runtime]
+    out += [{"cat": g.cat, "name": g.name, "ts": g.ts, "dur": g.dur,
+             "args": {"correlation": g.correlation, "In msg nelems": (g.args or {}).get("In msg nelems")}} for g in prof.gpu]
+    return out
 
 
 def step_timelines(events: list[dict[str, Any]], source: str = "profile") -> tuple[StepTimeline, ...]:

@@ -23,7 +23,7 @@ from typing import IO, Any, Iterator
 
 import ijson
 
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError, cut, shorten
 
 #: the event categories kept, by what they are
 CPU_CATS = frozenset({"cpu_op", "user_annotation", "python_function"})
@@ -103,7 +103,7 @@ def _open(path: Path) -> IO[bytes]:
 
 
 def _source(path: str) -> str:
-    return f"profile {shorten(path)}"
+    return f"profile {cut(path, 200)}"
 
 
 def _read_errors(path: str, exc: BaseException) -> InputError:
@@ -111,7 +111,7 @@ def _read_errors(path: str, exc: BaseException) -> InputError:
     if isinstance(exc, (gzip.BadGzipFile, zlib.error, EOFError)):
         return InputError(f"{_source(path)}: not a readable gzip stream ({what}: {shorten(str(exc))}); "
                           "expected a torch.profiler trace (.json or .json.gz), complete")
-    if isinstance(exc, ijson.IncompleteJSONError) and "incomplete" in str(exc).lower():
+    if isinstance(exc, ijson.IncompleteJSONError) and any(w in str(exc).lower() for w in ("incomplete", "premature eof")):
         return InputError(f"{_source(path)}: the JSON ends early (truncated); expected a complete torch.profiler trace")
     return InputError(f"{_source(path)}: not JSON ({what}: {shorten(str(exc))}); "
                       "expected the Chrome/Kineto JSON torch.profiler writes")

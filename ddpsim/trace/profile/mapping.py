@@ -6,8 +6,9 @@ Three ways to name them, the surest first:
 
 * ``factory`` (``--model``): the factory's parameters in DDP's order
   (``_build_params_for_reducer``, :func:`ddpsim.trace.models.ddp_params`); their ready order is
-  taken from one backward of the model on the CPU (autograd's engine orders a single-device
-  graph's ``AccumulateGrad`` nodes the same way on any device). Checked against the profile:
+  taken from one backward of the model on torch's ``meta`` device (shapes only; the CPU when a
+  model cannot run there): autograd's engine orders a single-device graph's ``AccumulateGrad``
+  nodes by the graph, not by the device. Checked against the profile:
   the gradient count, ``record_shapes`` dims where present, and each recorded bucket's element
   count (a mismatch is an error: the factory is not the model the profile ran).
 * ``shapes``: ``record_shapes=True`` records each ``AccumulateGrad`` op's input dims (the
@@ -74,44 +75,64 @@ def _bucket_slices(grads: GradInfo) -> list[tuple[RecordedBucket, range]]:
 
 # ---- factory ---------------------------------------------------------------------------------
 
-def _cpu_ready_order(spec: Any, plist: Sequence[Any]) -> list[int] | None:
-    """The order the parameters' gradients become ready in one CPU backward of the model (batch 2)."""
-    import torch
+def _on(batch: Any, device: str) -> Any:
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_on(b, device) for b in batch)
+    return batch.to(device) if hasattr(batch, "to") else batch
 
+
+def _ready_order(spec: Any, plist: Sequence[Any], device: str) -> list[int] | None:
+    """The order the parameters' gradients become ready in one backward of the model (batch 2)
+    on ``device`` (``meta``: shapes only, no arithmetic); None when the model cannot run there."""
     from ddpsim.trace.models import default_loss
 
     order: list[int] = []
     handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: order.append(i)) for i, (_, p, _) in enumerate(plist)]
     try:
-        batch = spec.make_batch(2)
+        batch = _on(spec.make_batch(2), device)
         out = spec.module(*batch) if isinstance(batch, tuple) else spec.module(batch)
         (spec.loss_fn or default_loss)(out).backward()
-    except (RuntimeError, TypeError, ValueError):
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return None
     finally:
         for h in handles:
             h.remove()
-        torch.set_grad_enabled(True)
-    return order
+    return order if sorted(order) == list(range(len(plist))) else None
 
 
-def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
+def _factory_order(model: str, seed: int) -> tuple[Any, list[Any], list[int] | None, str]:
+    """The factory's model, its DDP parameters, their ready order and where it was taken: a
+    backward on the ``meta`` device (autograd's order without the arithmetic), else on the CPU."""
     import torch
 
     from ddpsim.trace.models import build_model, ddp_params
 
-    spec = build_model(model, seed=seed)
-    plist = ddp_params(spec.module)
+    with torch.random.fork_rng():
+        for device in ("meta", "cpu"):
+            try:
+                with torch.device(device):
+                    spec = build_model(model, seed=seed)
+            except (RuntimeError, NotImplementedError):
+                continue
+            plist = ddp_params(spec.module)
+            order = _ready_order(spec, plist, device)
+            if order is not None:
+                return spec, plist, order, f"a {device} backward"
+        spec = build_model(model, seed=seed)
+    return spec, ddp_params(spec.module), None, ""
+
+
+def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
+    spec, plist, order, where = _factory_order(model, seed)
     n = len(plist)
     if n != grads.num_grads:
         raise InputError(f"--model: {model!r} has {n} trainable parameters but the profile's backward accumulated "
                          f"{grads.num_grads} gradients per step; expected the model the profile ran")
-    with torch.random.fork_rng():
-        order = _cpu_ready_order(spec, plist)
     notes = []
-    if order is None or sorted(order) != list(range(n)):
+    if order is None:
         order = list(range(n - 1, -1, -1))
-        notes.append(f"{model}: one CPU backward did not give every gradient; ready order taken as the reverse of DDP's order")
+        where = "the reverse of DDP's order (the model's backward could not be run)"
+        notes.append(f"{model}: its backward could not be run on meta or CPU; ready order taken as the reverse of DDP's order")
     numel = [p.numel() for _, p, _ in plist]
     _check_shapes(grads, [tuple(p.shape) for _, p, _ in plist], order, model)
     _check_buckets(grads, numel, order, model)
@@ -122,7 +143,7 @@ def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
                     for b_name, b in spec.module.named_buffers())
     checked = "every recorded bucket's element count" if grads.buckets else "the gradient count (no buckets recorded)"
     mapping = ParamMapping(method="factory", confidence="exact" if grads.buckets else "count",
-                           detail=f"{model}: {n} parameters in DDP's order; ready order from a CPU backward; matched {checked}")
+                           detail=f"{model}: {n} parameters in DDP's order; ready order from {where}; matched {checked}")
     return MappedParams(params=params, buffers=buffers, ready_order=tuple(order), mapping=mapping, notes=tuple(notes))
 
 

@@ -1,9 +1,9 @@
 """A real DDP run's torch.profiler profiles against ddpsim's prediction of the same run.
 
-The measured side (:mod:`ddpsim.validation.profile_timeline`): per ``ProfilerStep`` each event
-has a CPU time and, for what it launched, a GPU time; the step's critical path passes through
-the later of the two (a host-bound step is paced by its CPU, a GPU-bound one by its device), so
-every phase boundary is taken as ``max(CPU time, GPU time)``:
+The measured side (:mod:`ddpsim.validation.profile_timeline`): per ``ProfilerStep`` a phase
+begins when the CPU reaches it AND the device has finished the work launched before it (a
+host-bound step is paced by its CPU, a GPU-bound one by its device), so every phase boundary
+is taken as ``max(CPU time, end of the device work launched before it)``:
 
 * ``pre_forward``: DDP's forward start to the module's first kernel-launching op (DDP's
   ``_pre_forward`` and ``_sync_buffers``'s flatten, broadcast, unflatten and copies);
@@ -118,12 +118,14 @@ def _later(cpu: float, gpu: float | None) -> float:
 
 
 def boundaries(st: StepTimeline) -> Boundaries:
-    """The phase boundaries of ``st``: each the later of its CPU and GPU times (module docstring)."""
-    start = _later(st.forward_start_s, st.forward_gpu_start_s)
-    module = max(start, _later(st.module_start_s, st.module_gpu_start_s))
-    bwd = max(module, _later(st.backward_cpu_start_s, st.backward_gpu_start_s))
-    bwd_end = max(bwd, _later(st.backward_cpu_end_s, st.backward_gpu_end_s))
-    opt_end = max(bwd_end, _later(st.optimizer_cpu_end_s, st.optimizer_gpu_end_s))
+    """The phase boundaries of ``st``: each the later of the CPU reaching it and the device
+    finishing the (non-communication) work launched before it (module docstring)."""
+    g = st.gpu_done
+    start = _later(st.forward_start_s, g["forward"])
+    module = max(start, _later(st.module_start_s, g["module"]))
+    bwd = max(module, _later(st.backward_cpu_start_s, g["backward"]))
+    bwd_end = max(bwd, _later(st.backward_cpu_end_s, g["backward_end"]))
+    opt_end = max(bwd_end, _later(st.optimizer_cpu_end_s, g["optimizer_end"]))
     return Boundaries(start_s=start, module_s=module, backward_s=bwd, backward_end_s=bwd_end, optimizer_end_s=opt_end)
 
 
@@ -183,7 +185,8 @@ def effective_trace(trace: Trace, steps: Sequence[StepTimeline], source: str) ->
 
 def host_costs_from_steps(steps: Sequence[StepTimeline]) -> tuple[HostCosts, dict[str, Any]]:
     """DDP's host costs (:class:`~ddpsim.network.host_costs.HostCosts`) measured on the CPU
-    timeline, medians over the steps' events, and the figures behind them:
+    timeline -- the pre-forward the mean over the steps (as the simulation takes the steps' mean
+    phases), the others medians over the steps' events -- and the figures behind them:
 
     * ``pre_forward_s``: DDP's forward start to the module's first kernel-launching op
       (``_pre_forward`` and ``_sync_buffers``);
@@ -198,7 +201,7 @@ def host_costs_from_steps(steps: Sequence[StepTimeline]) -> tuple[HostCosts, dic
     launches = [x for st in steps for x in st.launches]
     pre = [boundaries(st).module_s - boundaries(st).start_s for st in steps]
     launch_calls = sum(st.kernel_launches for st in steps)
-    host = HostCosts(pre_forward_s=statistics.median(pre),
+    host = HostCosts(pre_forward_s=statistics.fmean(pre),
                      hook_s_per_param=statistics.median(hooks) if hooks else HostCosts().hook_s_per_param,
                      bucket_launch_s=statistics.median(x.op_s - x.enqueue_s for x in launches) if launches else HostCosts().bucket_launch_s,
                      enqueue_s=statistics.median(x.enqueue_s for x in launches) if launches else HostCosts().enqueue_s)
@@ -283,7 +286,7 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     host_s = host.pre_forward_s + host.enqueue_s if host is not None else 0.0
     bcast = statistics.fmean(max(0.0, _span_total(result, it, ("wait",), "broadcast") - host_s) for it in steady)
     out["slower_rank_s"] = step - own + bcast
-    out["pre_forward_s"] = own - sum(out[k] for k in TERMS if k not in ("pre_forward_s", "other_s"))
+    out["pre_forward_s"] = step - sum(out[k] for k in TERMS if k not in ("pre_forward_s", "other_s"))
     out["step_s"] = step + measured_other_s
     out["overlap_ratio_engine"] = s["overlap_ratio"]
     out["buckets"] = predicted_bucket_times(result)

@@ -93,26 +93,23 @@ class StepTimeline:
     """One ``ProfilerStep#N`` on the CPU and GPU timelines (seconds from the step's start).
 
     ``module_start_s``: the module's forward began on the CPU (DDP's pre-forward, buffer
-    broadcast included, is ``forward_start_s`` to it). ``backward_gpu_*``: the first and last
-    compute kernels the autograd thread launched (None without). ``intervals``: every device
-    interval launched in the step, ``(start_s, end_s, kind)``.
+    broadcast included, is ``forward_start_s`` to it). ``gpu_done`` maps each CPU time of
+    ``forward``, ``module``, ``backward``, ``backward_end`` and ``optimizer_end`` to when the
+    device finished the non-communication work launched before it (None: nothing launched).
+    ``intervals``: every device interval launched in the step, ``(start_s, end_s, kind)``.
     """
 
     step: int
     start_us: float          # the step's start on the profile's clock (microseconds, as in the file)
     step_s: float
     forward_start_s: float
-    forward_gpu_start_s: float | None
-    module_gpu_start_s: float | None
     module_start_s: float
     zero_grad_s: float
     backward_cpu_start_s: float
     backward_cpu_end_s: float
-    backward_gpu_start_s: float | None
-    backward_gpu_end_s: float | None
     optimizer_cpu_start_s: float
     optimizer_cpu_end_s: float
-    optimizer_gpu_end_s: float | None
+    gpu_done: dict[str, float | None]
     hooks: tuple[HookSpan, ...]
     launches: tuple[BucketLaunch, ...]
     allreduces: tuple[CommKernel, ...]
@@ -175,6 +172,17 @@ class _Index:
         self.cpu.sort(key=lambda e: (e["ts"], -e["dur"]))
         self.device.sort(key=lambda e: e["ts"])
         self.launch_calls = sorted((e for e in self.runtime.values() if e.get("name") in _LAUNCHES), key=lambda e: e["ts"])
+        work = sorted((self.runtime[c]["ts"], _end(k)) for k in self.device if kernel_kind(k["name"]) != "comm"
+                      and (c := (k.get("args") or {}).get("correlation")) in self.runtime)
+        self._launch_ts = [t for t, _ in work]
+        self._done: list[float] = []
+        for _, end in work:
+            self._done.append(max(end, self._done[-1]) if self._done else end)
+
+    def done_before(self, t: float) -> float | None:
+        """When the device finished every non-communication event launched before ``t`` (None: none was)."""
+        k = bisect_right(self._launch_ts, t)
+        return self._done[k - 1] if k else None
 
     def cpu_in(self, t0: float, t1: float) -> list[dict[str, Any]]:
         return [e for e in self.cpu if t0 <= e["ts"] < t1]
@@ -211,8 +219,6 @@ def _step(ix: _Index, span: dict[str, Any]) -> StepTimeline | None:
     zero = _first(main, "Optimizer.zero_grad#")
     fwd_start = ddp["ts"] if ddp is not None else t0
     bwd_start, bwd_end = bwd_ops[0]["ts"], max(_end(e) for e in bwd_ops)
-    bwd_k = [k for k in ix.launched_in(t0, t1, autograd_tid) if kernel_kind(k["name"]) != "comm"]
-    opt_k = ix.launched_in(opt["ts"], _end(opt)) if opt is not None else []
     s = lambda t: (t - t0) * 1e-6  # noqa: E731 - microseconds on the profile's clock -> seconds from the step start
     launches = _launches(bwd_ops)
     module = _module_start(ix, main, ddp) if ddp is not None else fwd_start
@@ -220,17 +226,15 @@ def _step(ix: _Index, span: dict[str, Any]) -> StepTimeline | None:
     calls = [c for c in ix.launch_calls if t0 <= c["ts"] < t1]
     return StepTimeline(
         step=int(_STEP.match(span["name"]).group(1)), start_us=t0, step_s=span["dur"] * 1e-6, forward_start_s=s(fwd_start),
-        forward_gpu_start_s=_first_start(ix.launched_in(fwd_start, t1, span.get("tid")), s),
-        module_start_s=s(module), module_gpu_start_s=_first_start(
-            [k for k in ix.launched_in(module, t1, span.get("tid")) if kernel_kind(k["name"]) == "comp"], s),
+        module_start_s=s(module),
         zero_grad_s=zero["dur"] * 1e-6 if zero is not None else 0.0,
         backward_cpu_start_s=s(bwd_start), backward_cpu_end_s=s(bwd_end),
-        backward_gpu_start_s=s(min(k["ts"] for k in bwd_k)) if bwd_k else None,
-        backward_gpu_end_s=s(max(_end(k) for k in bwd_k)) if bwd_k else None,
         optimizer_cpu_start_s=s(opt["ts"]) if opt is not None else s(bwd_end),
         optimizer_cpu_end_s=s(_end(opt)) if opt is not None else s(bwd_end),
-        optimizer_gpu_end_s=s(max(_end(k) for k in opt_k)) if opt_k else None,
-        hooks=_hooks(bwd_ops, bwd_k, ix, s), launches=tuple(BucketLaunch(start_s=s(a["ts"]), op_s=a["dur"] * 1e-6, enqueue_s=q)
+        gpu_done={k: _opt(ix.done_before(t), s) for k, t in (
+            ("forward", fwd_start), ("module", module), ("backward", bwd_start), ("backward_end", bwd_end),
+            ("optimizer_end", _end(opt) if opt is not None else bwd_end))},
+        hooks=_hooks(bwd_ops, ix, s), launches=tuple(BucketLaunch(start_s=s(a["ts"]), op_s=a["dur"] * 1e-6, enqueue_s=q)
                                                  for a, q in launches),
         allreduces=tuple(CommKernel(start_s=s(k["ts"]), duration_s=k["dur"] * 1e-6, numel=(k.get("args") or {}).get("In msg nelems"),
                                     name=k["name"]) for k in dev if kernel_kind(k["name"]) == "comm" and "AllReduce" in k["name"]),
@@ -256,19 +260,13 @@ def _module_start(ix: _Index, main: list[dict[str, Any]], ddp: dict[str, Any]) -
     return min(e["ts"] for e in holders) if holders else first_launch
 
 
-def _first_start(kernels: list[dict[str, Any]], s: Any) -> float | None:
-    return s(min(k["ts"] for k in kernels)) if kernels else None
+def _opt(t: float | None, s: Any) -> float | None:
+    return None if t is None else s(t)
 
 
-def _hooks(bwd_ops: list[dict[str, Any]], bwd_k: list[dict[str, Any]], ix: _Index, s: Any) -> tuple[HookSpan, ...]:
+def _hooks(bwd_ops: list[dict[str, Any]], ix: _Index, s: Any) -> tuple[HookSpan, ...]:
     """Per AccumulateGrad (ready order): its op end, its evaluate_function's span, and when the
-    device finished the backward kernels launched before the op ended."""
-    launched = sorted((ix.runtime[k["args"]["correlation"]]["ts"], _end(k)) for k in bwd_k)
-    done, m = [], float("-inf")
-    for _, end in launched:
-        m = max(m, end)
-        done.append(m)
-    launch_ts = [t for t, _ in launched]
+    device finished the work launched before the op ended."""
     evals = [e for e in bwd_ops if e.get("name") == _EVALUATE_ACCUMULATE]
     accs = [e for e in bwd_ops if e.get("name") == _ACCUMULATE]
     ar = [e["ts"] for e in bwd_ops if e.get("name") == "c10d::allreduce_"]
@@ -276,9 +274,8 @@ def _hooks(bwd_ops: list[dict[str, Any]], bwd_k: list[dict[str, Any]], ix: _Inde
     for a in accs:
         ev = next((e for e in evals if e["ts"] <= a["ts"] and _end(a) <= _end(e)), a)
         n = bisect_right(ar, _end(ev)) - bisect_right(ar, ev["ts"])
-        k = bisect_right(launch_ts, _end(a))
         out.append(HookSpan(op_end_s=s(_end(a)), start_s=s(ev["ts"]), end_s=s(_end(ev)), op_s=a["dur"] * 1e-6, launches=n,
-                            gpu_ready_s=s(done[k - 1]) if k else None))
+                            gpu_ready_s=_opt(ix.done_before(_end(a)), s)))
     return tuple(out)
 
 

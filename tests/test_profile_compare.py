@@ -1,0 +1,274 @@
+"""ddpsim compare: a profile's two timelines, HTA's overlap, host costs and the comparison.
+
+Oracles: hand-made Kineto traces whose every figure is worked out by hand below; HTA's overlap
+recomputed here independently the way HolisticTraceAnalysis does it (a cumulative status of
++1/-1 per communication and +2/-2 per computation interval, the time at status 3);
+HolisticTraceAnalysis's public ResNet-50 profile (2 x A100, tests/data) read with gzip + json
+in the test.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from ddpsim.errors import InputError
+from ddpsim.trace.records import load_trace
+from ddpsim.validation.profile_compare import (TERMS, attribution, boundaries, compare, effective_trace, findings,
+                                               host_costs_from_steps, hta_overlap_ratio, merge_intervals,
+                                               nccl_algorithm_protocol, preset_for, step_figures, transfer_line)
+from ddpsim.validation.profile_timeline import kernel_kind, read_events, step_timelines
+
+ROOT = Path(__file__).resolve().parents[1]
+A100 = ROOT / "tests/data/resnet50_ddp_2xA100_rank0.json.gz"
+#: the run's five bucket all-reduces (elements), as the issue lists them from the profile
+A100_BUCKETS = [2_049_000, 7_875_584, 6_563_840, 6_637_568, 2_431_040]
+
+
+# ---- HTA's overlap ---------------------------------------------------------------------------
+
+def hta_cumsum_overlap(intervals):
+    """HolisticTraceAnalysis's algorithm (communication_analysis.py), written out: merge each
+    class, +1/-1 at a communication interval's ends, +2/-2 at a computation's, sort by time,
+    add up the time the running status is 3, divide by the merged communication time."""
+    comm = merge_intervals([(a, b) for a, b, k in intervals if k == "comm"])
+    comp = merge_intervals([(a, b) for a, b, k in intervals if k == "comp"])
+    events = sorted([(a, 1) for a, _ in comm] + [(b, -1) for _, b in comm] + [(a, 2) for a, _ in comp] + [(b, -2) for _, b in comp])
+    running, total = 0, 0.0
+    for (t, d), nxt in zip(events, events[1:] + [(events[-1][0], 0)]):
+        running += d
+        if running == 3:
+            total += nxt[0] - t
+    return total / sum(b - a for a, b in comm)
+
+
+def test_hta_overlap_by_hand():
+    # computation [0,10] and [5,12] merge to [0,12], then [20,30]; communication [8,15], [25,40]: 22 us in all,
+    # 4 us under [0,12] and 5 under [20,30]; memory copies count as neither
+    ivs = [(0, 10, "comp"), (5, 12, "comp"), (20, 30, "comp"), (8, 15, "comm"), (25, 40, "comm"), (0, 100, "memory")]
+    assert hta_overlap_ratio(ivs) == pytest.approx(9 / 22)
+    assert hta_cumsum_overlap(ivs) == pytest.approx(9 / 22)
+    assert hta_overlap_ratio([(0, 1, "comp")]) is None
+
+
+def test_kernel_kinds_and_nccl_names_as_hta_and_nccl_name_them():
+    assert kernel_kind("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)") == "comm"
+    assert kernel_kind("Memcpy DtoD (Device -> Device)") == "memory"
+    assert kernel_kind("Memset (Device)") == "memory"
+    assert kernel_kind("void cudnn::bn_bw_1C11_kernel_new<float>") == "comp"
+    assert nccl_algorithm_protocol("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)") == ("ring", "ll")
+    assert nccl_algorithm_protocol("ncclDevKernel_AllReduce_Sum_f32_TREE_LL128(ncclDevKernelArgs)") == ("tree", "ll128")
+    assert nccl_algorithm_protocol("ncclDevKernel_Generic(x)") == (None, None)
+    assert preset_for("NVIDIA A100-PG509-200") == "dgx-a100" and preset_for("NVIDIA H100 80GB HBM3") == "dgx-h100"
+    assert preset_for("Tesla V100-SXM2-32GB") is None
+
+
+# ---- a hand-made profile ------------------------------------------------------------------------
+
+def _x(name, ts, dur, tid, cat="cpu_op", **args):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args}
+
+
+def _launch(ts, corr, tid, name="cudaLaunchKernel"):
+    return _x(name, ts, 5, tid, cat="cuda_runtime", correlation=corr)
+
+
+def _kernel(name, ts, dur, corr, **args):
+    return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 7,
+            "args": {"correlation": corr, "stream": 7, **args}}
+
+
+def hand_profile(host_bound: bool = True) -> dict:
+    """One step (ProfilerStep#7, 0..1000 us; main thread 1, autograd thread 2). Host-bound: every
+    kernel ends before the CPU's next boundary; GPU-bound: the backward's kernel runs to 900 us."""
+    bwd_kernel_dur = 200 if host_bound else 470
+    ev = [
+        _x("ProfilerStep#7", 0, 1000, 1, cat="user_annotation"),
+        _x("Optimizer.zero_grad#SGD.zero_grad", 5, 10, 1, cat="user_annotation"),
+        _x("DistributedDataParallel.forward", 20, 300, 1, cat="user_annotation"),
+        _x("c10d::broadcast_", 30, 20, 1),
+        _x("aten::conv2d", 100, 50, 1), _launch(120, 1, 1), _kernel("conv_fwd", 130, 100, 1),
+        # backward, autograd thread: two AccumulateGrads; the second's hook launches the only bucket
+        _x("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 400, 60, 2),
+        _x("torch::autograd::AccumulateGrad", 405, 10, 2),
+        _launch(420, 2, 2), _kernel("conv_bwd", 430, bwd_kernel_dur, 2),
+        _x("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 500, 200, 2),
+        _x("torch::autograd::AccumulateGrad", 505, 10, 2),
+        _x("c10d::allreduce_", 550, 100, 2), _x("record_param_comms", 560, 60, 2),
+        _launch(570, 3, 2, "cudaLaunchKernelExC"),
+        _kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", 640, 100, 3, **{"In msg nelems": 10}),
+        _x("Optimizer.step#SGD.step", 800, 100, 1, cat="user_annotation"),
+        _launch(810, 4, 1), _kernel("sgd", 820, 30, 4),
+    ]
+    return {"traceEvents": ev}
+
+
+def _steps(tmp_path, doc, name="p.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return step_timelines(read_events(path))
+
+
+def test_hand_profile_timelines(tmp_path):
+    (st,) = _steps(tmp_path, hand_profile())
+    assert st.step == 7 and st.step_s == pytest.approx(1000e-6)
+    assert st.forward_start_s == pytest.approx(20e-6) and st.module_start_s == pytest.approx(100e-6)
+    assert (st.backward_cpu_start_s, st.backward_cpu_end_s) == pytest.approx((400e-6, 700e-6))
+    assert st.zero_grad_s == pytest.approx(10e-6)
+    # hooks: op end, evaluate_function span, the device done with what was launched before (conv_fwd, then conv_bwd)
+    h1, h2 = st.hooks
+    assert (h1.op_end_s, h1.end_s - h1.start_s - h1.op_s, h1.launches, h1.gpu_ready_s) == pytest.approx((415e-6, 50e-6, 0, 230e-6))
+    assert (h2.op_end_s, h2.launches, h2.gpu_ready_s) == pytest.approx((515e-6, 1, 630e-6))
+    (launch,) = st.launches
+    assert (launch.start_s, launch.op_s, launch.enqueue_s) == pytest.approx((550e-6, 100e-6, 60e-6))
+    (ar,) = st.allreduces
+    assert (ar.start_s, ar.duration_s, ar.numel) == pytest.approx((640e-6, 100e-6, 10))
+    assert st.kernel_launches == 4 and st.kernel_launch_s == pytest.approx(20e-6)
+
+
+def test_hand_profile_figures_add_up_to_the_step(tmp_path):
+    (st,) = _steps(tmp_path, hand_profile())
+    f = step_figures(st)
+    # host-bound: every boundary is the CPU's; backward 400..700 (the conv_bwd kernel ends at 630)
+    assert f["pre_forward_s"] == pytest.approx(80e-6) and f["forward_s"] == pytest.approx(300e-6)
+    assert f["backward_s"] == pytest.approx(300e-6)
+    # the all-reduce (640..740 us) ends 40 us after the backward (700): the exposed tail; the optimizer
+    # (CPU 800..900, its kernel 820..850) is what remains of 700..900
+    assert f["exposed_comm_s"] == pytest.approx(40e-6)
+    assert f["optimizer_s"] == pytest.approx(160e-6)
+    assert f["other_s"] == pytest.approx(1000e-6 - 80e-6 - 300e-6 - 300e-6 - 40e-6 - 160e-6 - 10e-6)
+    assert sum(f[k] for k in TERMS) == pytest.approx(f["step_s"])
+    # HTA: no computation kernel runs during the all-reduce (conv_bwd ended at 630, sgd starts at 820)
+    assert f["overlap_ratio"] == pytest.approx(0.0)
+    (b,) = f["buckets"]
+    assert (b["launch_s"], b["start_s"], b["end_s"]) == pytest.approx((530e-6, 620e-6, 720e-6))
+
+
+def test_a_gpu_bound_step_is_paced_by_the_device(tmp_path):
+    (st,) = _steps(tmp_path, hand_profile(host_bound=False))
+    b = boundaries(st)
+    # conv_bwd (launched at 420) now runs 430..900: the backward ends when the device does, and the
+    # all-reduce (640..740) ends inside it: no exposed tail, and 100 % of it under computation
+    assert b.backward_end_s == pytest.approx(900e-6)
+    f = step_figures(st)
+    assert f["exposed_comm_s"] == 0.0 and f["overlap_ratio"] == pytest.approx(1.0)
+    # the second gradient is ready when the CPU has it AND the device finished conv_bwd
+    assert effective_ready_s_of(st) == pytest.approx([(415 - 400) * 1e-6, (900 - 400) * 1e-6])
+
+
+def effective_ready_s_of(st):
+    from ddpsim.validation.profile_compare import effective_ready_s
+
+    return effective_ready_s(st)
+
+
+def test_host_costs_from_the_hand_profile(tmp_path):
+    (st,) = _steps(tmp_path, hand_profile())
+    host, detail = host_costs_from_steps([st])
+    # pre-forward 20..100 us; the launching-free hook: 60 - 10 us; enqueue = record_param_comms; launch = the rest
+    assert host.as_dict() == pytest.approx({"pre_forward_s": 80e-6, "hook_s_per_param": 50e-6, "bucket_launch_s": 40e-6,
+                                            "enqueue_s": 60e-6})
+    assert detail["kernel_launches_per_step"] == 4 and detail["kernel_launch_s_per_call"] == pytest.approx(5e-6)
+
+
+def test_bad_profiles(tmp_path):
+    with pytest.raises(InputError, match="no ProfilerStep"):
+        _steps(tmp_path, {"traceEvents": [_x("aten::mm", 0, 1, 1)]})
+    doc = hand_profile()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if "AccumulateGrad" not in e["name"]]
+    with pytest.raises(InputError, match="no step has a backward"):
+        _steps(tmp_path, doc)
+
+
+def test_attribution_shares_add_up():
+    pred = {k: 1.0 for k in TERMS} | {"step_s": float(len(TERMS)) + 0.5, "backward_s": 1.5}
+    meas = {k: 1.0 for k in TERMS} | {"step_s": float(len(TERMS))}
+    rows = attribution(pred, meas)
+    assert [r["term"] for r in rows] == [k.removesuffix("_s") for k in TERMS]
+    assert sum(r["share_pct"] for r in rows) == pytest.approx(100.0)
+    line = transfer_line([{"size_bytes": 1e6, "measured_transfer_bound_s": 2e-3}, {"size_bytes": 3e6, "measured_transfer_bound_s": 4e-3}])
+    assert line["fixed_s"] == pytest.approx(1e-3) and line["bytes_per_s"] == pytest.approx(1e9)
+
+
+# ---- the public A100 profile ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def a100_steps():
+    return step_timelines(read_events(A100))
+
+
+@pytest.fixture(scope="module")
+def a100_raw():
+    with gzip.open(A100, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def test_a100_steps_from_the_raw_events(a100_steps, a100_raw):
+    spans = sorted((e for e in a100_raw if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")),
+                   key=lambda e: e["ts"])
+    assert [s.step for s in a100_steps] == [4, 5, 6]
+    assert [s.step_s for s in a100_steps] == pytest.approx([e["dur"] * 1e-6 for e in spans])
+    for st in a100_steps:
+        assert len(st.hooks) == 161 and sum(h.launches for h in st.hooks) == 5 and len(st.launches) == 5
+        assert [k.numel for k in st.allreduces] == A100_BUCKETS
+        # host-bound: the CPU reaches every boundary after the device finished what came before
+        b = boundaries(st)
+        assert (b.backward_s, b.backward_end_s) == pytest.approx((st.backward_cpu_start_s, st.backward_cpu_end_s))
+
+
+def test_a100_hta_overlap_against_the_raw_events(a100_steps, a100_raw):
+    """HTA's figure over every kernel, copy and set of the three steps, recomputed from the raw file."""
+    t0, t1 = a100_steps[0].start_us, a100_steps[-1].start_us + a100_steps[-1].step_s * 1e6
+    corr = {e["args"]["correlation"]: e["ts"] for e in a100_raw if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    ivs = [(e["ts"], e["ts"] + e["dur"], "comm" if e["name"].startswith("nccl") else
+            "memory" if ("Memcpy" in e["name"] or "Memset" in e["name"]) else "comp")
+           for e in a100_raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+           and t0 <= corr.get(e["args"].get("correlation"), -1) < t1]
+    from ddpsim.validation.profile_compare import measured_summary
+
+    assert measured_summary(a100_steps)["mean"]["overlap_ratio"] == pytest.approx(hta_cumsum_overlap(ivs), rel=1e-6)
+
+
+def test_a100_compare_end_to_end(a100_steps, tmp_path):
+    """The bundled ResNet-50 trace's parameters (DDP's order, torchvision's layout) stand in for
+    the import's (tests/test_profile_import.py checks those): the comparison's bookkeeping."""
+    trace = load_trace(ROOT / "traces/resnet50.cpu.json")
+    data = compare([str(A100)], [a100_steps], trace=trace, gpu_name="NVIDIA A100-PG509-200", world_size=2,
+                   recorded_numels=A100_BUCKETS, name="t")
+    assert data["plan"]["matches"] and data["topology"] == "dgx-a100"
+    meas, pred = data["measured"]["mean"], data["predicted"]
+    assert meas["step_s"] == pytest.approx(statistics.fmean(s.step_s for s in a100_steps))
+    assert sum(pred[k] for k in TERMS) == pytest.approx(pred["step_s"])
+    assert sum(t["error_s"] for t in data["terms"]) == pytest.approx(pred["step_s"] - meas["step_s"])
+    # host-bound as the run was: the prediction is within the phases' own spread of the CPU's step
+    assert abs(pred["step_s"] - meas["step_s"]) < 0.05 * meas["step_s"]
+    assert [b["numel_recorded"] for b in data["buckets"]] == A100_BUCKETS
+    for b in data["buckets"]:
+        assert b["measured_protocol"] == "ll" and b["measured_algorithm"] == "ring"
+        assert b["measured_transfer_bound_s"] <= b["measured_duration_s"]
+    text = "\n".join(findings(data))
+    assert "host-bound" in text and "upper bound" in text
+    from ddpsim.validation.profile_report import write_compare_report
+
+    paths = write_compare_report(data, tmp_path / "r", plots=False)
+    again = write_compare_report(data, tmp_path / "r2", plots=False)
+    assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in again]
+    assert math.isfinite(json.loads(paths[0].read_text())["predicted"]["step_s"])
+
+
+def test_effective_trace_counts_gradients(a100_steps):
+    trace = load_trace(ROOT / "traces/resnet50.cpu.json")
+    eff = effective_trace(trace, a100_steps, "p")
+    assert len(eff.iterations) == 3 and eff.synthetic["kind"] == "profile-critical-path"
+    for it, st in zip(eff.iterations, a100_steps):
+        f = step_figures(st)
+        assert (it.forward_s, it.optimizer_s) == pytest.approx((f["forward_s"], f["optimizer_s"]))
+        last = max(r for r in it.grad_ready_s if r is not None)
+        assert last <= it.backward_s and it.backward_s == pytest.approx(f["backward_s"])
+    with pytest.raises(InputError, match="AccumulateGrad ops; expected"):
+        effective_trace(trace, [a100_steps[0].__class__(**{**a100_steps[0].__dict__, "hooks": a100_steps[0].hooks[:-1]})], "p")

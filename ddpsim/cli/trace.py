@@ -29,13 +29,18 @@ EPILOG = """\
 examples:
   ddpsim trace --model mlp --batch-size 32 --iterations 5 --warmup 2 --num-threads 1 --out mlp.cpu.json
   ddpsim trace --model gpt2-1.5b --derive-depth-from 4 --batch-size 2 --seq-len 128 --iterations 3 --warmup 1 --out gpt2.json
-  ddpsim trace --from-profile tests/data/resnet50_ddp_2xA100_rank0.json.gz --model resnet50 --out resnet50.a100.json
-  ddpsim trace --from-profile my_run/rank0.pt.trace.json.gz --out mine.json
 
 'ddpsim trace --list-models' lists the built-ins and the zoo (zoo:<name>); your own model is
 any 'package.module:factory' returning an nn.Module (--input-shape gives one sample's shape;
 on a GPU, --device cuda times with CUDA events). A CPU trace meant to validate 2-rank gloo
-runs on a 2-core machine should use --num-threads 1."""
+runs on a 2-core machine should use --num-threads 1.
+
+importing a real run's torch.profiler trace (no PyTorch needed without --model):
+    ddpsim trace --from-profile tests/data/resnet50_ddp_2xA100_rank0.json.gz --model resnet50 --out resnet50.a100.json
+    ddpsim trace --from-profile my_run/rank0.pt.trace.json.gz --out mine.json
+Record it with torch.profiler.profile(activities=[CPU, CUDA], record_shapes=True,
+schedule=torch.profiler.schedule(wait=1, warmup=1, active=3)) and prof.step() once per step;
+README.md, "Bring your own profile"."""
 
 #: the most blocks --n-layer and --derive-depth-from take
 MAX_LAYERS = 10_000

@@ -99,13 +99,16 @@ def hand_profile(host_bound: bool = True) -> dict:
         _launch(420, 2, 2), _kernel("conv_bwd", 430, bwd_kernel_dur, 2),
         _x("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 500, 200, 2),
         _x("torch::autograd::AccumulateGrad", 505, 10, 2),
-        _x("c10d::allreduce_", 550, 100, 2), _x("record_param_comms", 560, 60, 2),
+        _x("c10d::allreduce_", 550, 100, 2),
+        _x("record_param_comms", 560, 60, 2, **{"In msg nelems": 10, "dtype": "Float", "Group size": 2,
+                                                "Collective name": "allreduce"}),
         _launch(570, 3, 2, "cudaLaunchKernelExC"),
         _kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", 640, 100, 3, **{"In msg nelems": 10}),
         _x("Optimizer.step#SGD.step", 800, 100, 1, cat="user_annotation"),
         _launch(810, 4, 1), _kernel("sgd", 820, 30, 4),
     ]
-    return {"traceEvents": ev}
+    return {"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "numSms": 108}],
+            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}, "traceEvents": ev}
 
 
 def _steps(tmp_path, doc, name="p.json"):
@@ -272,3 +275,48 @@ def test_effective_trace_counts_gradients(a100_steps):
         assert last <= it.backward_s and it.backward_s == pytest.approx(f["backward_s"])
     with pytest.raises(InputError, match="AccumulateGrad ops; expected"):
         effective_trace(trace, [a100_steps[0].__class__(**{**a100_steps[0].__dict__, "hooks": a100_steps[0].hooks[:-1]})], "p")
+
+
+# ---- the CLI ------------------------------------------------------------------------------------
+
+def test_help_leads_with_the_question_and_two_examples(capsys):
+    from ddpsim.cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "How far is ddpsim's prediction from a real multi-GPU DDP run" in out
+    assert sum(line.strip().startswith("ddpsim compare ") for line in out.splitlines()) == 2
+
+
+def test_cli_on_the_hand_profile(tmp_path, capsys):
+    from ddpsim.cli.main import main
+
+    prof = tmp_path / "rank0.json"
+    prof.write_text(json.dumps(hand_profile()))
+    assert main(["compare", str(prof), "--out-dir", str(tmp_path), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "rank0: step predicted" in out and "plan matches the run's" in out
+    data = json.loads((tmp_path / "compare-rank0/compare.json").read_text())
+    assert data["world_size"] == 2 and data["measured"]["mean"]["step_s"] == pytest.approx(1000e-6)
+    assert "## Where the prediction is off" in (tmp_path / "compare-rank0/summary.md").read_text()
+
+
+@pytest.mark.parametrize("edit,args,match", [
+    (lambda d: d["deviceProperties"][0].update(name="Tesla V100-SXM2-32GB"), [],
+     r"GPU 'Tesla V100-SXM2-32GB' has no topology preset; expected an A100 or H100 profile, or --scenario"),
+    (lambda d: None, ["SAME"], r"PROFILE: world sizes \[2\] and ranks \[0, 0\] are not accepted; expected profiles of one run"),
+])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, edit, args, match):
+    import re
+
+    from ddpsim.cli.main import main
+
+    doc = hand_profile()
+    edit(doc)
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps(doc))
+    assert main(["compare", str(prof), *[str(prof) if a == "SAME" else a for a in args], "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(match, err)

@@ -510,7 +510,8 @@ def findings(data: dict[str, Any]) -> list[str]:
     out = [f"Step: predicted {_ms(pred['step_s'])}, measured {_ms(meas['step_s'])} (mean of {data['num_steps']} steps), "
            f"error {100 * err / meas['step_s']:+.1f} %. The run is {bound}: {_ms(busy['gpu_busy_s'])} of device work "
            f"(kernels, copies, sets merged) per {_ms(busy['step_s'])} step. The prediction follows the step's critical "
-           "path (each phase boundary the later of its CPU and GPU times), so the compute is the profile's and the error is "
+           "path (a phase begins when the CPU reaches it and the device has finished the work before it), so the "
+           "compute is the profile's and the error is "
            "what the simulation adds: " + ("; ".join(f"{t['term']} {t['error_s'] * 1e3:+.2f} ms ({t['share_pct']:+.0f} % of the "
                                                       "error)" for t in terms[:4]) or "nothing") + "."]
     if "grad_copies" in {t["term"] for t in terms}:
@@ -548,7 +549,12 @@ def _comm_findings(data: dict[str, Any]) -> list[str]:
     if forced:
         text += f"; with that forced the model gives {_ms(min(forced))} to {_ms(max(forced))}"
     text += "."
-    ranks = bs[0].get("ranks") if isinstance(bs[0], dict) else None
+    waits = [b["predicted_start_s"] - b["predicted_launch_s"] for b in bs]
+    text += (f" The simulated all-reduces wait {_ms(min(waits))} to {_ms(max(waits))} after rank 0's launch for the other "
+             f"rank (its compute drawn from the steps' spread) and the previous bucket; the measured kernels ran "
+             f"{_ms(min(b['measured_wait_mean_s'] for b in bs))} to {_ms(max(b['measured_wait_mean_s'] for b in bs))} longer "
+             "on average than their fastest step.")
+    ranks = data["measured"]["buckets"][0].get("ranks") if data["measured"]["buckets"] else None
     if line is not None:
         bw = "no growth with size" if line["bytes_per_s"] is None else f"bytes / {line['bytes_per_s'] / 1e9:.1f} GB/s"
         text += (f" A line through the fastest kernels: {_ms(line['fixed_s'])} + {bw}. A transfer grows with the bytes; "

@@ -97,5 +97,9 @@ def markdown(data: dict[str, Any]) -> str:
                      f"| {_ms(b['model_s'])} ({b['model_algorithm']}/{b['model_protocol']}) | {_ms(b['model_recorded_protocol_s'])} "
                      f"| {_ms(b['measured_duration_s'])} | {_ms(b['measured_transfer_bound_s'])} | {_ms(b['measured_wait_mean_s'])} "
                      f"| {b['measured_algorithm']}/{b['measured_protocol']} |")
+    host = data["host_costs"]["measured"]
+    lines += ["", "## Host costs for a scenario", "", "DDP's host costs measured on this profile's CPU timeline, as a "
+              "scenario's `cost_model` takes them (they include the profiler's own cost per op):", "", "```yaml",
+              "cost_model:", "  host: true"] + [f"  {k}: {v:.6g}" for k, v in host.items()] + ["```"]
     lines += ["", "How each figure is taken and how the error is attributed: docs/MODEL.md, \"Comparing with a profile\".", ""]
     return "\n".join(lines)

@@ -320,3 +320,26 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, edit, args, match):
     assert main(["compare", str(prof), *[str(prof) if a == "SAME" else a for a in args], "--out-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and re.search(match, err)
+
+
+def test_every_ranks_profile_separates_the_wait(tmp_path):
+    """Rank 1 (same host clock) starts the all-reduce kernel 60 us after rank 0 (700 vs 640 us):
+    the all-reduce starts when the last rank arrives, and the transfer is rank 0's end (740) minus
+    that (40 us), where rank 0's kernel alone (100 us) held the wait."""
+    from ddpsim.trace.records import make_trace
+
+    rank1 = hand_profile()
+    rank1["distributedInfo"]["rank"] = 1
+    for e in rank1["traceEvents"]:
+        if e["name"].startswith("ncclKernel"):
+            e["ts"], e["dur"] = 700, 40
+    steps = [_steps(tmp_path, hand_profile(), "r0.json"), _steps(tmp_path, rank1, "r1.json")]
+    trace = make_trace(model="two", params=[("a", (4,), "float32"), ("b", (6,), "float32")], ready_s=[2e-4, 1e-4],
+                       forward_s=3e-4, backward_s=3e-4, optimizer_s=1e-4)
+    data = compare([str(tmp_path / "r0.json"), str(tmp_path / "r1.json")], steps, trace=trace, gpu_name="NVIDIA A100-SXM4-40GB", world_size=2, recorded_numels=[10])
+    (b,) = data["measured"]["buckets"]
+    assert b["ranks"] == 2
+    assert (b["start_s"], b["transfer_bound_s"]) == pytest.approx((680e-6, 40e-6))
+    (row,) = data["buckets"]
+    assert row["measured_transfer_bound_s"] == pytest.approx(40e-6) and row["measured_start_s"] == pytest.approx(680e-6)
+    assert "cannot be separated" not in "\n".join(findings(data))

@@ -19,9 +19,11 @@ import pytest
 
 from ddpsim.errors import InputError
 from ddpsim.trace.records import load_trace
-from ddpsim.validation.profile_compare import (TERMS, attribution, boundaries, compare, effective_trace, findings,
-                                               host_costs_from_steps, hta_overlap_ratio, merge_intervals,
-                                               nccl_algorithm_protocol, preset_for, step_figures, transfer_line)
+from ddpsim.validation.profile_compare import attribution, compare, preset_for
+from ddpsim.validation.profile_findings import findings, transfer_line
+from ddpsim.validation.profile_measure import (TERMS, boundaries, effective_ready_s, effective_trace, host_costs_from_steps,
+                                               hta_overlap_ratio, measured_summary, merge_intervals, nccl_algorithm_protocol,
+                                               step_figures)
 from ddpsim.validation.profile_timeline import kernel_kind, read_events, step_timelines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,13 +163,7 @@ def test_a_gpu_bound_step_is_paced_by_the_device(tmp_path):
     f = step_figures(st)
     assert f["exposed_comm_s"] == 0.0 and f["overlap_ratio"] == pytest.approx(1.0)
     # the second gradient is ready when the CPU has it AND the device finished conv_bwd
-    assert effective_ready_s_of(st) == pytest.approx([(415 - 400) * 1e-6, (900 - 400) * 1e-6])
-
-
-def effective_ready_s_of(st):
-    from ddpsim.validation.profile_compare import effective_ready_s
-
-    return effective_ready_s(st)
+    assert effective_ready_s(st) == pytest.approx([(415 - 400) * 1e-6, (900 - 400) * 1e-6])
 
 
 def test_host_costs_from_the_hand_profile(tmp_path):
@@ -232,8 +228,6 @@ def test_a100_hta_overlap_against_the_raw_events(a100_steps, a100_raw):
             "memory" if ("Memcpy" in e["name"] or "Memset" in e["name"]) else "comp")
            for e in a100_raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
            and t0 <= corr.get(e["args"].get("correlation"), -1) < t1]
-    from ddpsim.validation.profile_compare import measured_summary
-
     assert measured_summary(a100_steps)["mean"]["overlap_ratio"] == pytest.approx(hta_cumsum_overlap(ivs), rel=1e-6)
 
 

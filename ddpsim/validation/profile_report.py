@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpsim.io import write_text_atomic
-from ddpsim.validation.profile_compare import findings
+from ddpsim.validation.profile_findings import findings
 from ddpsim.validation.writer import bucket_errors
 
 POINT = "profiled run"
@@ -28,7 +28,6 @@ def write_compare_report(data: dict[str, Any], out: Path, *, plots: bool = True)
              write_text_atomic(out / "summary.md", markdown(data))]
     if plots and data["buckets"]:
         from ddpsim.report.plots import save_figure
-        from ddpsim.validation.writer import timeline_figure
 
         paths.append(save_figure(figure(data), out / "compare.png"))
     return paths

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError
 
 _STEP = re.compile(r"ProfilerStep#(\d+)$")
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")

@@ -1,0 +1,115 @@
+"""Where a predicted profiled run is off and which term is responsible: the report's findings,
+one paragraph each, from :func:`ddpsim.validation.profile_compare.compare`'s data."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 1e3:.2f} ms"
+
+
+def transfer_line(buckets: Sequence[dict[str, Any]]) -> dict[str, float] | None:
+    """A least-squares line ``seconds = fixed_s + bytes / bandwidth`` through the buckets'
+    fastest measured kernels (None with fewer than two sizes): a transfer grows with the bytes,
+    a wait for the peers does not."""
+    import numpy as np
+
+    pts = [(b["size_bytes"], b["measured_transfer_bound_s"]) for b in buckets]
+    if len({x for x, _ in pts}) < 2:
+        return None
+    slope, fixed = np.polyfit([x for x, _ in pts], [y for _, y in pts], 1)
+    return {"fixed_s": float(fixed), "bytes_per_s": float(1.0 / slope) if slope > 0 else None}
+
+
+def findings(data: dict[str, Any]) -> list[str]:
+    """Where the prediction is off and which term is responsible, one paragraph each."""
+    pred, meas = data["predicted"], data["measured"]["mean"]
+    busy = data["host_costs"]["gpu_busy"]
+    err = pred["step_s"] - meas["step_s"]
+    bound = "host-bound" if busy["gpu_busy_s"] < 0.8 * busy["step_s"] else "GPU-bound"
+    terms = sorted((t for t in data["terms"] if t["error_s"]), key=lambda t: -abs(t["error_s"]))
+    out = [f"Step: predicted {_ms(pred['step_s'])}, measured {_ms(meas['step_s'])} (mean of {data['num_steps']} steps), "
+           f"error {100 * err / meas['step_s']:+.1f} %. The run is {bound}: {_ms(busy['gpu_busy_s'])} of device work "
+           f"(kernels, copies, sets merged) per {_ms(busy['step_s'])} step. The prediction follows the step's critical "
+           "path (a phase begins when the CPU reaches it and the device has finished the work before it), so the "
+           "compute is the profile's and the error is "
+           "what the simulation adds: " + ("; ".join(f"{t['term']} {t['error_s'] * 1e3:+.2f} ms ({t['share_pct']:+.0f} % of the "
+                                                      "error)" for t in terms[:4]) or "nothing") + "."]
+    if "grad_copies" in {t["term"] for t in terms}:
+        out.append("grad_copies: the engine charges DDP's copy-in and copy-out as kernels of their own "
+                   f"({_ms(pred['grad_copies_s'])}), but a profile's backward already holds them (the reducer's mul_out "
+                   "and copy_bucket_to_grad run inside the measured backward): on a profile this term is counted twice.")
+    out.append(_plan_finding(data["plan"]))
+    out += _comm_findings(data)
+    out.append(_overlap_finding(pred, meas))
+    out.append(_host_finding(data["host_costs"]))
+    return out
+
+
+def _plan_finding(plan: dict[str, Any]) -> str:
+    if plan["matches"]:
+        return (f"Buckets: ddpsim's plan equals the run's own {len(plan['recorded_numels'])} buckets "
+                f"({', '.join(f'{n:,}' for n in plan['recorded_numels'])} elements, launch order).")
+    return (f"Buckets: ddpsim's plan ({', '.join(f'{n:,}' for n in plan['predicted_numels'])} elements) differs from the run's "
+            f"({', '.join(f'{n:,}' for n in plan['recorded_numels'])}): buckets are matched by index below.")
+
+
+def _comm_findings(data: dict[str, Any]) -> list[str]:
+    bs = data["buckets"]
+    if not bs:
+        return ["All-reduces: the run launched none (one rank, or no NCCL kernels in the profile)."]
+    model = f"{bs[0]['model_algorithm']}/{bs[0]['model_protocol']}"
+    ran = {f"{b['measured_algorithm']}/{b['measured_protocol']}" for b in bs}
+    forced = [b["model_recorded_protocol_s"] for b in bs if b["model_recorded_protocol_s"] is not None]
+    line = transfer_line(bs)
+    text = (f"All-reduce time: the NCCL model ({model}) predicts {_ms(min(b['model_s'] for b in bs))} to "
+            f"{_ms(max(b['model_s'] for b in bs))} per bucket; the profile's kernels took {_ms(min(b['measured_duration_s'] for b in bs))} "
+            f"to {_ms(max(b['measured_duration_s'] for b in bs))} (median over steps), the fastest "
+            f"{_ms(min(b['measured_transfer_bound_s'] for b in bs))} to {_ms(max(b['measured_transfer_bound_s'] for b in bs))}. "
+            f"They ran {', '.join(sorted(ran))}")
+    if forced:
+        text += f"; with that forced the model gives {_ms(min(forced))} to {_ms(max(forced))}"
+    text += "."
+    waits = [b["predicted_start_s"] - b["predicted_launch_s"] for b in bs]
+    text += (f" The simulated all-reduces wait {_ms(min(waits))} to {_ms(max(waits))} after rank 0's launch for the other "
+             f"rank (its compute drawn from the steps' spread) and the previous bucket; the measured kernels ran "
+             f"{_ms(min(b['measured_wait_mean_s'] for b in bs))} to {_ms(max(b['measured_wait_mean_s'] for b in bs))} longer "
+             "on average than their fastest step.")
+    ranks = data["measured"]["buckets"][0].get("ranks") if data["measured"]["buckets"] else None
+    if line is not None:
+        bw = "no growth with size" if line["bytes_per_s"] is None else f"bytes / {line['bytes_per_s'] / 1e9:.1f} GB/s"
+        text += (f" A line through the fastest kernels: {_ms(line['fixed_s'])} + {bw}. A transfer grows with the bytes; "
+                 "what does not is waiting: an NCCL kernel starts when its rank launches it and spins until the peers "
+                 "arrive, so its duration holds the wait for the slowest rank.")
+    if not ranks:
+        text += (" With one rank's profile the wait cannot be separated from the transfer (the fastest kernel is an "
+                 "upper bound on it): give every rank's profile to measure it. The gap between the model and the "
+                 "fastest kernel is therefore the per-bucket collective term's upper bound, not its measured error.")
+    return [text]
+
+
+def _overlap_finding(pred: dict[str, Any], meas: dict[str, Any]) -> str:
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{100 * v:.0f} %"
+
+    return (f"Overlap (HTA's get_comm_comp_overlap: communication time under computation kernels / communication time): "
+            f"measured {pct(meas['overlap_ratio'])}; the predicted all-reduces over the profile's computation kernels "
+            f"{pct(pred['overlap_ratio'])}; the engine's own figure {pct(pred['overlap_ratio_engine'])} counts its compute "
+            "stream busy for the whole phase, which a host-bound step's device is not (it idles between launches).")
+
+
+def _host_finding(h: dict[str, Any]) -> str:
+    m, d = h["measured"], h["defaults"]
+    delays = [x["hook_to_launch_s"] for x in h["launch_delays"] if x["hook_to_launch_s"] is not None]
+    per_bucket = "" if not delays else (
+        f" Per bucket, from its last gradient's AccumulateGrad to the launch: {_ms(min(delays))} to {_ms(max(delays))} "
+        f"(the model: hook + bucket launch = {_ms(m['hook_s_per_param'] + m['bucket_launch_s'])}, then the enqueue).")
+    return (f"Host costs measured on the CPU timeline (they replace ddpsim's defaults in this prediction): pre-forward "
+            f"{_ms(m['pre_forward_s'])} (default {_ms(d['pre_forward_s'])}; DDP's _pre_forward and _sync_buffers), hook "
+            f"{m['hook_s_per_param'] * 1e6:.0f} us per parameter (default {d['hook_s_per_param'] * 1e6:.0f}), bucket launch "
+            f"{m['bucket_launch_s'] * 1e6:.0f} us + enqueue {m['enqueue_s'] * 1e6:.0f} us (defaults "
+            f"{d['bucket_launch_s'] * 1e6:.0f} + {d['enqueue_s'] * 1e6:.0f}), kernel launches "
+            f"{(h['kernel_launch_s_per_call'] or 0) * 1e6:.1f} us x {h['kernel_launches_per_step']:.0f} per step." + per_bucket
+            + " Every op of a profiled run carries the profiler's own cost, so these are upper bounds for the same run unprofiled.")

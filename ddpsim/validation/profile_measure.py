@@ -1,0 +1,252 @@
+"""What a profiled DDP run measured, per step, on its critical path.
+
+The measured side (:mod:`ddpsim.validation.profile_timeline`): per ``ProfilerStep`` a phase
+begins when the CPU reaches it AND the device has finished the work launched before it (a
+host-bound step is paced by its CPU, a GPU-bound one by its device), so every phase boundary
+is taken as ``max(CPU time, end of the device work launched before it)``:
+
+* ``pre_forward``: DDP's forward start to the module's first kernel-launching op (DDP's
+  ``_pre_forward`` and ``_sync_buffers``'s flatten, broadcast, unflatten and copies);
+* ``forward``: from there to the backward's start (the loss included);
+* ``backward``: the autograd thread's first op (or its first kernel) to its last op (or kernel);
+* ``grad_copies``: 0 -- DDP's gradient copies into and out of the buckets run inside the
+  profiled backward (the simulation adds them as kernels of their own: that term is the engine's);
+* ``exposed_comm``: the last bucket all-reduce's end past the backward's end (0 when earlier);
+* ``optimizer``: ``Optimizer.step#`` and its kernels past the backward's end and the exposed tail;
+* ``zero_grad`` (``Optimizer.zero_grad#``) and ``other``: the rest of the ``ProfilerStep`` span;
+* ``slower_rank``: 0 -- the profiled rank's own step (the simulation's step is its slowest
+  rank's: the simulated job minus rank 0's own iteration, and rank 0's wait for the other
+  rank at the buffer broadcast, are that term);
+* per bucket (DDP launches bucket 0 first): the ``c10d::allreduce_`` launch on the CPU, the NCCL
+  kernel's start and end, from the step's effective start (DDP's forward);
+* overlap as HolisticTraceAnalysis computes it (``hta/analyzers/communication_analysis.py``
+  ``get_comm_comp_overlap``): the time merged communication kernels run while merged computation
+  kernels run, over the merged communication time (:func:`hta_overlap_ratio`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.network.host_costs import HostCosts
+from ddpsim.trace.records import IterationSample, Trace
+from ddpsim.validation.profile_timeline import StepTimeline
+
+#: the phases a step is split into, in step order (module docstring)
+TERMS = ("pre_forward_s", "forward_s", "backward_s", "grad_copies_s", "exposed_comm_s", "optimizer_s", "zero_grad_s",
+         "slower_rank_s", "other_s")
+#: NCCL kernel names: ``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``
+_NCCL_ALGO_PROTO = re.compile(r"_(RING|TREE|NVLS|NVLS_TREE|COLLNET_DIRECT|COLLNET_CHAIN|PAT)_(LL128|LL|SIMPLE)")
+
+
+def nccl_algorithm_protocol(kernel_name: str) -> tuple[str | None, str | None]:
+    """``(algorithm, protocol)`` of an NCCL kernel's name, lower case (None where it does not say)."""
+    m = _NCCL_ALGO_PROTO.search(kernel_name)
+    return (m.group(1).lower(), m.group(2).lower()) if m else (None, None)
+
+
+# ---- HTA's overlap ----------------------------------------------------------------------------
+
+def merge_intervals(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``intervals`` as sorted disjoint intervals (HTA's ``merge_kernel_intervals``)."""
+    out: list[list[float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def intersection_s(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> float:
+    """Total length of the intersection of two sorted lists of disjoint intervals."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0.0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def hta_overlap_ratio(intervals: Sequence[tuple[float, float, str]]) -> float | None:
+    """HolisticTraceAnalysis's computation-communication overlap of ``(start, end, kind)``
+    device intervals (``kind`` from :func:`~ddpsim.validation.profile_timeline.kernel_kind`):
+    communication and computation kernels each merged into disjoint intervals, the time both
+    run over the merged communication time (memory copies count as neither). None without
+    communication."""
+    comm = merge_intervals([(a, b) for a, b, k in intervals if k == "comm"])
+    comp = merge_intervals([(a, b) for a, b, k in intervals if k == "comp"])
+    total = sum(b - a for a, b in comm)
+    return intersection_s(comm, comp) / total if total > 0 else None
+
+
+# ---- the measured side ------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Boundaries:
+    """A step's phase boundaries on its critical path (seconds from the step's ProfilerStep start)."""
+
+    start_s: float
+    module_s: float
+    backward_s: float
+    backward_end_s: float
+    optimizer_end_s: float
+
+
+def _later(cpu: float, gpu: float | None) -> float:
+    return cpu if gpu is None else max(cpu, gpu)
+
+
+def boundaries(st: StepTimeline) -> Boundaries:
+    """The phase boundaries of ``st``: each the later of the CPU reaching it and the device
+    finishing the (non-communication) work launched before it (module docstring)."""
+    g = st.gpu_done
+    start = _later(st.forward_start_s, g["forward"])
+    module = max(start, _later(st.module_start_s, g["module"]))
+    bwd = max(module, _later(st.backward_cpu_start_s, g["backward"]))
+    bwd_end = max(bwd, _later(st.backward_cpu_end_s, g["backward_end"]))
+    opt_end = max(bwd_end, _later(st.optimizer_cpu_end_s, g["optimizer_end"]))
+    return Boundaries(start_s=start, module_s=module, backward_s=bwd, backward_end_s=bwd_end, optimizer_end_s=opt_end)
+
+
+def step_figures(st: StepTimeline) -> dict[str, Any]:
+    """The measured figures of one step (module docstring): the :data:`TERMS` (which add up to
+    ``step_s``), HTA's overlap and per bucket launch/start/end from the step's effective start."""
+    b = boundaries(st)
+    last_end = max((k.end_s for k in st.allreduces), default=-math.inf)
+    exposed = max(0.0, last_end - b.backward_end_s)
+    out: dict[str, Any] = {
+        "step": st.step, "step_s": st.step_s, "pre_forward_s": b.module_s - b.start_s, "forward_s": b.backward_s - b.module_s,
+        "backward_s": b.backward_end_s - b.backward_s, "grad_copies_s": 0.0, "exposed_comm_s": exposed,
+        "optimizer_s": max(0.0, b.optimizer_end_s - b.backward_end_s - exposed), "zero_grad_s": st.zero_grad_s,
+        "slower_rank_s": 0.0}
+    out["other_s"] = st.step_s - sum(out[k] for k in TERMS[:-1])
+    out["overlap_ratio"] = hta_overlap_ratio(st.intervals)
+    out["buckets"] = [{"bucket": i, "numel": k.numel, "launch_s": (st.launches[i].start_s if i < len(st.launches) else k.start_s) - b.start_s,
+                       "start_s": k.start_s - b.start_s, "end_s": k.end_s - b.start_s, "duration_s": k.duration_s,
+                       "algorithm": nccl_algorithm_protocol(k.name)[0], "protocol": nccl_algorithm_protocol(k.name)[1]}
+                      for i, k in enumerate(st.allreduces)]
+    return out
+
+
+def effective_ready_s(st: StepTimeline) -> list[float]:
+    """Per AccumulateGrad in ready order, when the gradient was ready on the step's critical
+    path (the later of the op's CPU end and the device finishing the backward launched before
+    it), after the backward's start (:func:`boundaries`)."""
+    b = boundaries(st)
+    return [max(0.0, _later(h.op_end_s, h.gpu_ready_s) - b.backward_s) for h in st.hooks]
+
+
+def effective_trace(trace: Trace, steps: Sequence[StepTimeline], source: str) -> Trace:
+    """``trace`` (the profile's import: parameters in DDP's order, ``grad_ready_order``) with one
+    iteration per step on the critical path: forward, backward, optimizer and zero_grad from
+    :func:`step_figures`, gradient-ready times from :func:`effective_ready_s`.
+
+    Raises:
+        InputError: a step whose AccumulateGrad count differs from the trace's ready order."""
+    order = trace.grad_ready_order
+    samples = []
+    for st in steps:
+        ready = effective_ready_s(st)
+        if len(ready) != len(order):
+            raise InputError(f"{source}: ProfilerStep#{st.step} has {len(ready)} AccumulateGrad ops; expected "
+                             f"{len(order)} (one per parameter with a gradient, as the imported trace has)")
+        per_param: list[float | None] = [None] * trace.num_params
+        for p, r in zip(order, ready):
+            per_param[p] = r
+        f = step_figures(st)
+        samples.append(IterationSample(forward_s=f["forward_s"], backward_s=max(f["backward_s"], max(ready)),
+                                       optimizer_s=f["optimizer_s"], zero_grad_s=f["zero_grad_s"], grad_ready_s=tuple(per_param)))
+    synthetic = {"kind": "profile-critical-path", "source": source,
+                 "method": "phases and gradient-ready times as max(CPU time, GPU time) on the profile's timelines "
+                           "(ddpsim.validation.profile_compare)"}
+    return replace(trace, iterations=tuple(samples), synthetic=synthetic, hook_overhead_frac=None)
+
+
+def host_costs_from_steps(steps: Sequence[StepTimeline]) -> tuple[HostCosts, dict[str, Any]]:
+    """DDP's host costs (:class:`~ddpsim.network.host_costs.HostCosts`) measured on the CPU
+    timeline -- the pre-forward the mean over the steps (as the simulation takes the steps' mean
+    phases), the others medians over the steps' events -- and the figures behind them:
+
+    * ``pre_forward_s``: DDP's forward start to the module's first kernel-launching op
+      (``_pre_forward`` and ``_sync_buffers``);
+    * ``hook_s_per_param``: an AccumulateGrad's ``evaluate_function`` minus the op itself, over
+      the hooks that launch no bucket (``Reducer::autograd_hook``, ``mark_variable_ready``, the
+      gradient's ``mul_out`` into the bucket);
+    * ``enqueue_s``: the ``record_param_comms`` inside a bucket's ``c10d::allreduce_``
+      (``ProcessGroupNCCL::collective``: stream sync, ``ncclAllReduce``, its kernel launch);
+    * ``bucket_launch_s``: the rest of ``c10d::allreduce_`` (the dispatcher and the op's own work).
+    """
+    hooks = [h.end_s - h.start_s - h.op_s for st in steps for h in st.hooks if h.launches == 0]
+    launches = [x for st in steps for x in st.launches]
+    pre = [boundaries(st).module_s - boundaries(st).start_s for st in steps]
+    launch_calls = sum(st.kernel_launches for st in steps)
+    host = HostCosts(pre_forward_s=statistics.fmean(pre),
+                     hook_s_per_param=statistics.median(hooks) if hooks else HostCosts().hook_s_per_param,
+                     bucket_launch_s=statistics.median(x.op_s - x.enqueue_s for x in launches) if launches else HostCosts().bucket_launch_s,
+                     enqueue_s=statistics.median(x.enqueue_s for x in launches) if launches else HostCosts().enqueue_s)
+    detail = {"num_hooks": len(hooks), "num_bucket_launches": len(launches),
+              "kernel_launch_s_per_call": sum(st.kernel_launch_s for st in steps) / launch_calls if launch_calls else None,
+              "kernel_launches_per_step": launch_calls / len(steps),
+              "accumulate_grad_op_s": statistics.median(h.op_s for st in steps for h in st.hooks)}
+    return host, detail
+
+
+def median_or_none(xs: Sequence[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def measured_summary(steps: Sequence[StepTimeline]) -> dict[str, Any]:
+    """Per step :func:`step_figures`, their means on :data:`TERMS`, and HTA's overlap over all
+    the steps' device intervals (as ``get_comm_comp_overlap`` takes a whole trace)."""
+    figs = [step_figures(st) for st in steps]
+    mean = {k: statistics.fmean(f[k] for f in figs) for k in ("step_s",) + TERMS}
+    mean["overlap_ratio"] = hta_overlap_ratio([(st.start_us * 1e-6 + a, st.start_us * 1e-6 + b, k)
+                                               for st in steps for a, b, k in st.intervals])
+    return {"steps": [{k: v for k, v in f.items() if k != "buckets"} for f in figs], "mean": mean,
+            "buckets": _measured_buckets(figs)}
+
+
+def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per bucket (launch order), medians over the steps; ``transfer_bound_s`` the shortest
+    kernel (an upper bound on the transfer: every kernel also holds its wait for the peers)."""
+    n = min(len(f["buckets"]) for f in figs)
+    out = []
+    for i in range(n):
+        bs = [f["buckets"][i] for f in figs]
+        durs = [b["duration_s"] for b in bs]
+        out.append({"bucket": i, "numel": bs[0]["numel"], "algorithm": bs[0]["algorithm"], "protocol": bs[0]["protocol"],
+                    "launch_s": median_or_none([b["launch_s"] for b in bs]), "start_s": median_or_none([b["start_s"] for b in bs]),
+                    "end_s": median_or_none([b["end_s"] for b in bs]), "duration_s": median_or_none(durs), "transfer_bound_s": min(durs),
+                    "wait_mean_s": statistics.fmean(d - min(durs) for d in durs)})
+    return out
+
+
+def launch_delays(steps: Sequence[StepTimeline]) -> list[dict[str, Any]]:
+    """Per bucket (launch order), the median over steps of the CPU time from its last
+    gradient's AccumulateGrad end to the ``c10d::allreduce_`` start (DDP's hook, then the
+    reducer's launch), and of the launch op itself: what a bucket costs the host."""
+    out = []
+    for st in steps:
+        launching = [h for h in st.hooks for _ in range(h.launches)]
+        for i, (h, x) in enumerate(zip(launching, st.launches)):
+            out.append((i, x.start_s - h.op_end_s, x.op_s))
+    n = max((i for i, _, _ in out), default=-1) + 1
+    return [{"bucket": i, "hook_to_launch_s": median_or_none([d for j, d, _ in out if j == i]),
+             "launch_op_s": median_or_none([o for j, _, o in out if j == i])} for i in range(n)]
+
+
+def busy_summary(steps: Sequence[StepTimeline]) -> dict[str, float]:
+    """Per step means: the CPU's step span, the GPU's busy time (merged kernels, copies, sets)."""
+    busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]
+    return {"step_s": statistics.fmean(st.step_s for st in steps), "gpu_busy_s": statistics.fmean(busy)}

@@ -94,10 +94,13 @@ def _overlap_finding(pred: dict[str, Any], meas: dict[str, Any]) -> str:
     def pct(v: float | None) -> str:
         return "n/a" if v is None else f"{100 * v:.0f} %"
 
+    if meas["overlap_ratio"] is None:
+        return "Overlap: the profile has no communication kernels in its steps."
     return (f"Overlap (HTA's get_comm_comp_overlap: communication time under computation kernels / communication time): "
             f"measured {pct(meas['overlap_ratio'])}; the predicted all-reduces over the profile's computation kernels "
             f"{pct(pred['overlap_ratio'])}; the engine's own figure {pct(pred['overlap_ratio_engine'])} counts its compute "
-            "stream busy for the whole phase, which a host-bound step's device is not (it idles between launches).")
+            "stream busy for the whole of each phase, which the device is not where the CPU paces the step (it idles "
+            "between launches).")
 
 
 def _host_finding(h: dict[str, Any]) -> str:

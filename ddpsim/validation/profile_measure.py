@@ -118,18 +118,33 @@ def boundaries(st: StepTimeline) -> Boundaries:
     return Boundaries(start_s=start, module_s=module, backward_s=bwd, backward_end_s=bwd_end, optimizer_end_s=opt_end)
 
 
-def step_figures(st: StepTimeline) -> dict[str, Any]:
+def step_period_s(st: StepTimeline, nxt: StepTimeline | None) -> float:
+    """The step's time on its critical path: its ``ProfilerStep`` span, or, where the device
+    paces the run, longer -- the time from its effective start to the next step's
+    (:func:`boundaries`); for the last step, to its optimizer's effective end plus the CPU's
+    time before its forward. A GPU-bound run's CPU runs ahead of its device, so its
+    ``ProfilerStep`` spans measure the CPU, not the step."""
+    b = boundaries(st)
+    if nxt is not None:
+        until = (nxt.start_us - st.start_us) * 1e-6 + boundaries(nxt).start_s
+    else:
+        until = b.optimizer_end_s + st.forward_start_s
+    return max(st.step_s, until - b.start_s)
+
+
+def step_figures(st: StepTimeline, nxt: StepTimeline | None = None) -> dict[str, Any]:
     """The measured figures of one step (module docstring): the :data:`TERMS` (which add up to
-    ``step_s``), HTA's overlap and per bucket launch/start/end from the step's effective start."""
+    ``step_s``, :func:`step_period_s` with the next step ``nxt``), HTA's overlap and per bucket
+    launch/start/end from the step's effective start."""
     b = boundaries(st)
     last_end = max((k.end_s for k in st.allreduces), default=-math.inf)
     exposed = max(0.0, last_end - b.backward_end_s)
     out: dict[str, Any] = {
-        "step": st.step, "step_s": st.step_s, "pre_forward_s": b.module_s - b.start_s, "forward_s": b.backward_s - b.module_s,
+        "step": st.step, "step_s": step_period_s(st, nxt), "pre_forward_s": b.module_s - b.start_s, "forward_s": b.backward_s - b.module_s,
         "backward_s": b.backward_end_s - b.backward_s, "grad_copies_s": 0.0, "exposed_comm_s": exposed,
         "optimizer_s": max(0.0, b.optimizer_end_s - b.backward_end_s - exposed), "zero_grad_s": st.zero_grad_s,
         "slower_rank_s": 0.0}
-    out["other_s"] = st.step_s - sum(out[k] for k in TERMS[:-1])
+    out["other_s"] = out["step_s"] - sum(out[k] for k in TERMS[:-1])
     out["overlap_ratio"] = hta_overlap_ratio(st.intervals)
     out["buckets"] = [{"bucket": i, "numel": k.numel, "launch_s": (st.launches[i].start_s if i < len(st.launches) else k.start_s) - b.start_s,
                        "start_s": k.start_s - b.start_s, "end_s": k.end_s - b.start_s, "duration_s": k.duration_s,
@@ -209,7 +224,7 @@ def median_or_none(xs: Sequence[float]) -> float | None:
 def measured_summary(steps: Sequence[StepTimeline]) -> dict[str, Any]:
     """Per step :func:`step_figures`, their means on :data:`TERMS`, and HTA's overlap over all
     the steps' device intervals (as ``get_comm_comp_overlap`` takes a whole trace)."""
-    figs = [step_figures(st) for st in steps]
+    figs = [step_figures(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
     mean = {k: statistics.fmean(f[k] for f in figs) for k in ("step_s",) + TERMS}
     mean["overlap_ratio"] = hta_overlap_ratio([(st.start_us * 1e-6 + a, st.start_us * 1e-6 + b, k)
                                                for st in steps for a, b, k in st.intervals])
@@ -247,6 +262,8 @@ def launch_delays(steps: Sequence[StepTimeline]) -> list[dict[str, Any]]:
 
 
 def busy_summary(steps: Sequence[StepTimeline]) -> dict[str, float]:
-    """Per step means: the CPU's step span, the GPU's busy time (merged kernels, copies, sets)."""
+    """Per step means: the step on its critical path (:func:`step_period_s`), the GPU's busy time
+    (merged kernels, copies, sets)."""
     busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]
-    return {"step_s": statistics.fmean(st.step_s for st in steps), "gpu_busy_s": statistics.fmean(busy)}
+    periods = [step_period_s(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
+    return {"step_s": statistics.fmean(periods), "gpu_busy_s": statistics.fmean(busy)}

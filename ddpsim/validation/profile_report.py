@@ -96,6 +96,12 @@ def markdown(data: dict[str, Any]) -> str:
                      f"| {_ms(b['model_s'])} ({b['model_algorithm']}/{b['model_protocol']}) | {_ms(b['model_recorded_protocol_s'])} "
                      f"| {_ms(b['measured_duration_s'])} | {_ms(b['measured_transfer_bound_s'])} | {_ms(b['measured_wait_mean_s'])} "
                      f"| {b['measured_algorithm']}/{b['measured_protocol']} |")
+    delays = data["host_costs"]["launch_delays"]
+    if delays:
+        lines += ["", "Per bucket on the CPU (medians over the steps): from its last gradient's AccumulateGrad to the "
+                  "`c10d::allreduce_` that launches it, and that op:", "", "| bucket | hook to launch | launch op |",
+                  "|---:|---:|---:|"]
+        lines += [f"| {d['bucket']} | {_ms(d['hook_to_launch_s'])} | {_ms(d['launch_op_s'])} |" for d in delays]
     host = data["host_costs"]["measured"]
     lines += ["", "## Host costs for a scenario", "", "DDP's host costs measured on this profile's CPU timeline, as a "
               "scenario's `cost_model` takes them (they include the profiler's own cost per op):", "", "```yaml",

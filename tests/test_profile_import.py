@@ -342,3 +342,24 @@ def test_capture_flags_are_refused_beside_from_profile(capsys, tmp_path):
     assert _import_fails(capsys, tmp_path, A100, "--batch-size", "32") == (
         "--batch-size: 32 is not accepted with --from-profile; expected only --model, --seed and --out (the profile holds the rest)")
 
+
+
+def test_importing_without_a_model_needs_no_pytorch(tmp_path):
+    """The streaming reader and the bucket-size mapping use no torch: a user's laptop without it
+    imports a GPU profile."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'torch' or name.startswith('torch.'):\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from ddpsim.cli.main import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    out = tmp_path / "v100.json"
+    r = subprocess.run([sys.executable, "-c", code, "trace", "--from-profile", str(V100), "--out", str(out)],
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert load_trace(out).num_params == RESNET50_PARAMS

@@ -71,6 +71,10 @@ class _Steps:
         self.devices = {g.device for g in prof.gpu if g.device is not None}
         for number, window in windows:
             self._add(timeline.step(number, window))
+        layouts = {tuple(b.numel for b in it.buckets) for it in self.iterations}
+        if len(layouts) > 1:
+            self.notes.append(f"the buckets differ between steps ({len(layouts)} layouts: DDP rebuilds them after its first "
+                              "iteration); the last step's are taken as the run's")
         if not any(it.forward.num_kernels + it.backward.num_kernels for it in self.iterations):
             raise InputError(f"profile {prof.path}: no GPU kernel was launched inside a ProfilerStep; expected GPU work "
                              "in the profiled steps (activities=[CPU, CUDA])")

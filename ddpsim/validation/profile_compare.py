@@ -68,12 +68,17 @@ def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size
 
 def simulate_profile(scenario: Any, trace: Trace) -> tuple[Any, Any]:
     """``(inputs, result)`` of the scenario's default point on ``trace``, through
-    :func:`ddpsim.pipeline.inputs.build_point_inputs` (the one path into a simulation)."""
+    :func:`ddpsim.pipeline.inputs.build_point_inputs` (the one path into a simulation), with
+    DDP's own device kernels free: a profile's phases already hold the gradients' copy-in, the
+    reducer's division and the copy-out (``mul_out``, ``copy_bucket_to_grad`` run inside the
+    measured backward), so the config's copy bandwidth is None (free copies, SimConfig's own
+    meaning) and its kernel floor 0 -- charging them again would count them twice."""
     from ddpsim.engine.simulate import simulate
     from ddpsim.pipeline.inputs import build_point_inputs
 
     point = scenario.point_at(scenario.ddp.bucket_cap_mb, scenario.ddp.bucket_cap_mb_list)
     inputs = build_point_inputs(scenario, point, trace=trace)
+    inputs = replace(inputs, config=replace(inputs.config, copy_bandwidth_bytes_per_s=None, copy_kernel_floor_s=0.0))
     return inputs, simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
 
 

@@ -38,9 +38,14 @@ def findings(data: dict[str, Any]) -> list[str]:
            "what the simulation adds: " + ("; ".join(f"{t['term']} {t['error_s'] * 1e3:+.2f} ms ({t['share_pct']:+.0f} % of the "
                                                       "error)" for t in terms[:4]) or "nothing") + "."]
     if "grad_copies" in {t["term"] for t in terms}:
-        out.append("grad_copies: the engine charges DDP's copy-in and copy-out as kernels of their own "
-                   f"({_ms(pred['grad_copies_s'])}), but a profile's backward already holds them (the reducer's mul_out "
-                   "and copy_bucket_to_grad run inside the measured backward): on a profile this term is counted twice.")
+        out.append(f"grad_copies: the simulation charged DDP's gradient copies {_ms(pred['grad_copies_s'])} although a "
+                   "profile's backward already holds them (the reducer's mul_out and copy_bucket_to_grad).")
+    if "slower_rank" in {t["term"] for t in terms}:
+        out.append(f"slower_rank: the simulated step waits {_ms(pred['slower_rank_s'])} on average for the slower rank: every "
+                   "rank's compute is drawn per step from the profile's step-to-step spread and the engine's CPU meets its "
+                   "device once per step, so each step pays the larger of the ranks' draws. A rank whose CPU runs ahead "
+                   "of its collectives (a host-bound run's) absorbs such fluctuations instead; one rank's profile cannot "
+                   "say how much of this term the real run paid.")
     out.append(_plan_finding(data["plan"]))
     out += _comm_findings(data)
     out.append(_overlap_finding(pred, meas))

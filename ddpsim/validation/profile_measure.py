@@ -10,7 +10,8 @@ is taken as ``max(CPU time, end of the device work launched before it)``:
 * ``forward``: from there to the backward's start (the loss included);
 * ``backward``: the autograd thread's first op (or its first kernel) to its last op (or kernel);
 * ``grad_copies``: 0 -- DDP's gradient copies into and out of the buckets run inside the
-  profiled backward (the simulation adds them as kernels of their own: that term is the engine's);
+  profiled backward (the simulation charges them nothing for that reason; a nonzero predicted
+  term would be counted twice);
 * ``exposed_comm``: the last bucket all-reduce's end past the backward's end (0 when earlier);
 * ``optimizer``: ``Optimizer.step#`` and its kernels past the backward's end and the exposed tail;
 * ``zero_grad`` (``Optimizer.zero_grad#``) and ``other``: the rest of the ``ProfilerStep`` span;

@@ -299,6 +299,7 @@ def test_cli_on_the_hand_profile(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("edit,args,match", [
+    (lambda d: None, ["--scenario", "WORLD4"], r"--scenario: world_size 4 is not accepted; expected the profile's world size 2"),
     (lambda d: d["deviceProperties"][0].update(name="Tesla V100-SXM2-32GB"), [],
      r"GPU 'Tesla V100-SXM2-32GB' has no topology preset; expected an A100 or H100 profile, or --scenario"),
     (lambda d: None, ["SAME"], r"PROFILE: world sizes \[2\] and ranks \[0, 0\] are not accepted; expected profiles of one run"),
@@ -312,7 +313,10 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, edit, args, match):
     edit(doc)
     prof = tmp_path / "p.json"
     prof.write_text(json.dumps(doc))
-    assert main(["compare", str(prof), *[str(prof) if a == "SAME" else a for a in args], "--out-dir", str(tmp_path)]) == 2
+    world4 = tmp_path / "world4.yaml"
+    world4.write_text(f"name: w4\ntrace: {ROOT / 'traces/mlp.cpu.json'}\ncluster: {{topology: dgx-a100}}\nworld_size: 4\n")
+    args = [str(prof) if a == "SAME" else str(world4) if a == "WORLD4" else a for a in args]
+    assert main(["compare", str(prof), *args, "--out-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and re.search(match, err)
 

@@ -363,3 +363,15 @@ def test_importing_without_a_model_needs_no_pytorch(tmp_path):
                        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=300)
     assert r.returncode == 0, r.stderr
     assert load_trace(out).num_params == RESNET50_PARAMS
+
+
+def test_a_header_written_after_the_events_is_read(tmp_path):
+    from ddpsim.trace.profile.kineto import read_profile
+
+    with gzip.open(A100, "rt") as f:
+        doc = json.load(f)
+    events = doc.pop("traceEvents")
+    path = tmp_path / "after.json"
+    path.write_text(json.dumps({"traceEvents": events, **doc}))
+    prof = read_profile(path)
+    assert prof.distributed_info["world_size"] == 2 and prof.device_properties[0]["name"] == "NVIDIA A100-PG509-200"

@@ -9,7 +9,7 @@ naming the kind: ``cpu_op``, ``user_annotation``, ``cuda_runtime``, ``kernel``,
 present): events are decoded one at a time and only the fields the import uses are kept, in
 compact records, so the decoded document is never held whole; a ``.json.gz`` is decompressed
 as it is read. The header is read in a second pass that stops where ``traceEvents`` starts
-(when the header comes after the events, as in some exports, the pass reads to the end).
+(a header key written after the events is found by one more scan of the C parser).
 """
 
 from __future__ import annotations
@@ -168,22 +168,29 @@ def _events(f: IO[bytes]) -> Iterator[Any]:
     return ijson.items(f, "traceEvents.item", use_float=True)
 
 
+HEADER_KEYS = ("deviceProperties", "distributedInfo")
+
+
 def _header(path: Path, prof: KinetoProfile) -> None:
-    """``deviceProperties`` and ``distributedInfo``: read up to where ``traceEvents`` starts."""
+    """``deviceProperties`` and ``distributedInfo``: read up to where ``traceEvents`` starts;
+    a key written after the events is then found by a scan of the C parser."""
+    builders: dict[str, Any] = {}
     with _open(path) as f:
-        builders: dict[str, Any] = {}
         for prefix, event, value in ijson.parse(f, use_float=True):
             if prefix == "traceEvents" and event == "start_array":
-                if "deviceProperties" in builders and "distributedInfo" in builders:
-                    break
+                break
             top = prefix.split(".", 1)[0]
-            if top in ("deviceProperties", "distributedInfo"):
-                builder = builders.setdefault(top, ijson.ObjectBuilder())
-                builder.event(event, value)
-    if "deviceProperties" in builders and isinstance(builders["deviceProperties"].value, list):
-        prof.device_properties = [d for d in builders["deviceProperties"].value if isinstance(d, dict)]
-    if "distributedInfo" in builders and isinstance(builders["distributedInfo"].value, dict):
-        prof.distributed_info = builders["distributedInfo"].value
+            if top in HEADER_KEYS:
+                builders.setdefault(top, ijson.ObjectBuilder()).event(event, value)
+    header = {k: b.value for k, b in builders.items()}
+    for key in HEADER_KEYS:
+        if key not in header:
+            with _open(path) as f:
+                header[key] = next(ijson.items(f, key, use_float=True), None)
+    if isinstance(header["deviceProperties"], list):
+        prof.device_properties = [d for d in header["deviceProperties"] if isinstance(d, dict)]
+    if isinstance(header["distributedInfo"], dict):
+        prof.distributed_info = header["distributedInfo"]
 
 
 def read_profile(path: str | Path) -> KinetoProfile:

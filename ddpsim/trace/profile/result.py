@@ -130,8 +130,8 @@ class HostCosts:
         step_s: the ``ProfilerStep#N`` span (the step's wall time on the CPU).
         accumulate_grad_s: total of the backward's ``torch::autograd::AccumulateGrad`` ops.
         num_accumulate_grad: their count (one per parameter that got a gradient).
-        reducer_hook_s: total of DDP's per-gradient hook work (``torch::distributed::reducer::mul_out``
-            and the copies it runs inside the autograd hook).
+        reducer_hook_s: total of DDP's per-gradient hook op ``torch::distributed::reducer::mul_out``
+            (the gradient's copy, divided by the world size, into its bucket).
         bucket_launch_s: total of the ``c10d::allreduce_`` ops (bucket launches) in the backward.
         num_bucket_launches: their count.
         copy_bucket_to_grad_s: total of ``torch.distributed.ddp.reducer::copy_bucket_to_grad`` (finalize).

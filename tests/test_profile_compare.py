@@ -358,3 +358,16 @@ def test_a_gpu_bound_runs_step_is_its_devices_period():
     busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]
     assert all(p >= b for p, b in zip(periods, busy))
     assert all(p < 1.02 * b for p, b in zip(periods[1:], busy[1:]))
+
+
+def test_the_runs_buckets_are_picked_by_their_recorded_sizes(tmp_path):
+    """Another all-reduce on the autograd thread (3 elements, launched at 470 us, e.g. a used map)
+    is passed by: the bucket is the recorded 10-element one, launched at 550 us."""
+    doc = hand_profile()
+    doc["traceEvents"] += [_x("c10d::allreduce_", 470, 20, 2), _x("record_param_comms", 472, 10, 2), _launch(474, 5, 2),
+                           _kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", 480, 5, 5, **{"In msg nelems": 3})]
+    (st,) = _steps(tmp_path, doc)
+    assert [k.numel for k in st.allreduces] == [3, 10]
+    (b,) = step_figures(st, numels=[10])["buckets"]
+    assert (b["numel"], b["launch_s"], b["start_s"]) == pytest.approx((10, 530e-6, 620e-6))
+    assert len(step_figures(st)["buckets"]) == 2

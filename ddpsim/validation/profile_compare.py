@@ -21,8 +21,9 @@ from typing import Any, Sequence
 from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.records import Trace
-from ddpsim.validation.profile_measure import (TERMS, busy_summary, median_or_none, boundaries, effective_trace,
-                                               host_costs_from_steps, hta_overlap_ratio, launch_delays, measured_summary)
+from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, busy_summary, effective_trace,
+                                               host_costs_from_steps, hta_overlap_ratio, launch_delays, measured_summary,
+                                               median_or_none)
 from ddpsim.validation.profile_timeline import StepTimeline
 
 
@@ -198,10 +199,10 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
     eff = effective_trace(trace, rank0, profiles[0])
     sc = profile_scenario(name=name, source=profiles[0], gpu_name=gpu_name, world_size=world_size, host=host, scenario=scenario)
     inputs, result = simulate_profile(sc, eff)
-    meas = measured_summary(rank0)
+    meas = measured_summary(rank0, recorded_numels)
     pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs)
     if len(steps) > 1:
-        _last_rank_starts(meas["buckets"], steps)
+        _last_rank_starts(meas["buckets"], steps, recorded_numels)
     forced = forced_estimates(sc, world_size, pred["buckets"], meas["buckets"])
     buckets = bucket_rows(pred["buckets"], meas["buckets"], inputs.comm, forced)
     pred["overlap_ratio"] = _overlap_over_measured_kernels(pred["buckets"], rank0)
@@ -217,7 +218,8 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
             "measured": meas, "predicted": pred, "terms": attribution(pred, meas["mean"]), "buckets": buckets}
 
 
-def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[StepTimeline]]) -> None:
+def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[StepTimeline]],
+                      numels: Sequence[int] | None) -> None:
     """With every rank's profile: per bucket, the median over steps of the last rank's kernel
     start (all ranks on one host clock), and the transfer as rank 0's end minus it."""
     by_step = [{st.step: st for st in rank} for rank in steps]
@@ -225,12 +227,16 @@ def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[St
     for b in buckets:
         starts, transfers = [], []
         for n in common:
-            sts = [d[n] for d in by_step]
-            if all(len(st.allreduces) > b["bucket"] for st in sts):
-                t0 = sts[0].start_us * 1e-6 + boundaries(sts[0]).start_s
-                last = max(st.start_us * 1e-6 + st.allreduces[b["bucket"]].start_s for st in sts)
+            ks = []
+            for st in (d[n] for d in by_step):
+                idx = bucket_kernels(st, numels)
+                if b["bucket"] < len(idx):
+                    ks.append((st, st.allreduces[idx[b["bucket"]]]))
+            if len(ks) == len(by_step):
+                t0 = ks[0][0].start_us * 1e-6 + boundaries(ks[0][0]).start_s
+                last = max(st.start_us * 1e-6 + k.start_s for st, k in ks)
                 starts.append(last - t0)
-                transfers.append(sts[0].start_us * 1e-6 + sts[0].allreduces[b["bucket"]].end_s - last)
+                transfers.append(ks[0][0].start_us * 1e-6 + ks[0][1].end_s - last)
         if starts:
             b["start_s"], b["transfer_bound_s"] = median_or_none(starts), min(transfers)
             b["ranks"] = len(steps)

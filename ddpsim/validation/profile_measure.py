@@ -133,10 +133,26 @@ def step_period_s(st: StepTimeline, nxt: StepTimeline | None) -> float:
     return max(st.step_s, until - b.start_s)
 
 
-def step_figures(st: StepTimeline, nxt: StepTimeline | None = None) -> dict[str, Any]:
+def bucket_kernels(st: StepTimeline, numels: Sequence[int] | None) -> list[int]:
+    """Indices into ``st.allreduces`` (and ``st.launches``) of DDP's buckets: the first
+    subsequence, in launch order, whose ``In msg nelems`` are ``numels`` (the run's recorded
+    buckets; a used-map all-reduce or a user's own all-reduce between them is passed by); every
+    all-reduce when ``numels`` is None or not found in order."""
+    if numels:
+        out, i = [], 0
+        for j, k in enumerate(st.allreduces):
+            if i < len(numels) and k.numel == numels[i]:
+                out.append(j)
+                i += 1
+        if i == len(numels):
+            return out
+    return list(range(len(st.allreduces)))
+
+
+def step_figures(st: StepTimeline, nxt: StepTimeline | None = None, numels: Sequence[int] | None = None) -> dict[str, Any]:
     """The measured figures of one step (module docstring): the :data:`TERMS` (which add up to
     ``step_s``, :func:`step_period_s` with the next step ``nxt``), HTA's overlap and per bucket
-    launch/start/end from the step's effective start."""
+    (:func:`bucket_kernels` of ``numels``) launch/start/end from the step's effective start."""
     b = boundaries(st)
     last_end = max((k.end_s for k in st.allreduces), default=-math.inf)
     exposed = max(0.0, last_end - b.backward_end_s)
@@ -147,10 +163,11 @@ def step_figures(st: StepTimeline, nxt: StepTimeline | None = None) -> dict[str,
         "slower_rank_s": 0.0}
     out["other_s"] = out["step_s"] - sum(out[k] for k in TERMS[:-1])
     out["overlap_ratio"] = hta_overlap_ratio(st.intervals)
-    out["buckets"] = [{"bucket": i, "numel": k.numel, "launch_s": (st.launches[i].start_s if i < len(st.launches) else k.start_s) - b.start_s,
+    picked = [(j, st.allreduces[j]) for j in bucket_kernels(st, numels)]
+    out["buckets"] = [{"bucket": i, "numel": k.numel, "launch_s": (st.launches[j].start_s if j < len(st.launches) else k.start_s) - b.start_s,
                        "start_s": k.start_s - b.start_s, "end_s": k.end_s - b.start_s, "duration_s": k.duration_s,
                        "algorithm": nccl_algorithm_protocol(k.name)[0], "protocol": nccl_algorithm_protocol(k.name)[1]}
-                      for i, k in enumerate(st.allreduces)]
+                      for i, (j, k) in enumerate(picked)]
     return out
 
 
@@ -222,10 +239,11 @@ def median_or_none(xs: Sequence[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def measured_summary(steps: Sequence[StepTimeline]) -> dict[str, Any]:
-    """Per step :func:`step_figures`, their means on :data:`TERMS`, and HTA's overlap over all
-    the steps' device intervals (as ``get_comm_comp_overlap`` takes a whole trace)."""
-    figs = [step_figures(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
+def measured_summary(steps: Sequence[StepTimeline], numels: Sequence[int] | None = None) -> dict[str, Any]:
+    """Per step :func:`step_figures` (buckets: the all-reduces of ``numels``), their means on
+    :data:`TERMS`, and HTA's overlap over all the steps' device intervals (as
+    ``get_comm_comp_overlap`` takes a whole trace)."""
+    figs = [step_figures(st, nxt, numels) for st, nxt in zip(steps, list(steps[1:]) + [None])]
     mean = {k: statistics.fmean(f[k] for f in figs) for k in ("step_s",) + TERMS}
     mean["overlap_ratio"] = hta_overlap_ratio([(st.start_us * 1e-6 + a, st.start_us * 1e-6 + b, k)
                                                for st in steps for a, b, k in st.intervals])

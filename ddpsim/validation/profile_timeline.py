@@ -19,7 +19,8 @@ it by ``args.correlation``. Per ``ProfilerStep#N`` this module takes:
 * every device interval, classified as HolisticTraceAnalysis classifies kernels
   (``hta/utils/utils.py`` ``get_kernel_type``: a name starting ``nccl`` (or holding ``gloo``) is
   communication, one holding ``Memcpy``/``Memset`` memory, anything else computation);
-* the NCCL all-reduce kernels (start, duration, ``In msg nelems``) in launch order;
+* the NCCL all-reduce kernels the autograd thread launched (DDP's buckets, and its used-map
+  all-reduce with ``find_unused_parameters``; start, duration, ``In msg nelems``) in launch order;
 * the ``cudaLaunchKernel`` family's calls (count and CPU time).
 
 Times in :class:`StepTimeline` are seconds from the step's ``ProfilerStep`` start.
@@ -213,6 +214,10 @@ def _step(ix: _Index, span: dict[str, Any]) -> StepTimeline | None:
         return None
     autograd_tid = acc[0].get("tid")
     bwd_ops = [e for e in ops if e.get("tid") == autograd_tid]
+    if autograd_tid == span.get("tid"):  # the backward ran on the calling thread: from its first autograd op
+        first = min(e["ts"] for e in bwd_ops if str(e.get("name", "")).startswith("autograd::engine::evaluate_function"))
+        until = next((e["ts"] for e in bwd_ops if str(e.get("name", "")).startswith("Optimizer.step#")), t1)
+        bwd_ops = [e for e in bwd_ops if first <= e["ts"] < until]
     main = [e for e in ops if e.get("tid") == span.get("tid")]
     ddp = _first(main, "DistributedDataParallel.forward")
     opt = _first(main, "Optimizer.step#")
@@ -223,6 +228,7 @@ def _step(ix: _Index, span: dict[str, Any]) -> StepTimeline | None:
     launches = _launches(bwd_ops)
     module = _module_start(ix, main, ddp) if ddp is not None else fwd_start
     dev = ix.launched_in(t0, t1)
+    bwd_comm = ix.launched_in(t0, t1, autograd_tid)  # DDP launches its buckets from the autograd hooks
     calls = [c for c in ix.launch_calls if t0 <= c["ts"] < t1]
     return StepTimeline(
         step=int(_STEP.match(span["name"]).group(1)), start_us=t0, step_s=span["dur"] * 1e-6, forward_start_s=s(fwd_start),
@@ -237,7 +243,7 @@ def _step(ix: _Index, span: dict[str, Any]) -> StepTimeline | None:
         hooks=_hooks(bwd_ops, ix, s), launches=tuple(BucketLaunch(start_s=s(a["ts"]), op_s=a["dur"] * 1e-6, enqueue_s=q)
                                                  for a, q in launches),
         allreduces=tuple(CommKernel(start_s=s(k["ts"]), duration_s=k["dur"] * 1e-6, numel=(k.get("args") or {}).get("In msg nelems"),
-                                    name=k["name"]) for k in dev if kernel_kind(k["name"]) == "comm" and "AllReduce" in k["name"]),
+                                    name=k["name"]) for k in bwd_comm if kernel_kind(k["name"]) == "comm" and "AllReduce" in k["name"]),
         intervals=tuple((s(k["ts"]), s(_end(k)), kernel_kind(k["name"])) for k in dev),
         kernel_launches=len(calls), kernel_launch_s=sum(c["dur"] for c in calls) * 1e-6)
 

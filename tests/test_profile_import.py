@@ -20,7 +20,7 @@ from ddpsim.cli.main import main
 from ddpsim.plan.profile_check import check_recorded_buckets
 from ddpsim.trace.profile import import_profile
 from ddpsim.trace.profile import nccl_kernels
-from ddpsim.trace.records import load_trace, save_trace
+from ddpsim.trace.records import load_trace
 
 DATA = Path(__file__).resolve().parent / "data"
 A100 = DATA / "resnet50_ddp_2xA100_rank0.json.gz"

@@ -9,7 +9,6 @@ times after the backward's first kernel; the CPU spans go to the trace's
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any, Sequence
 

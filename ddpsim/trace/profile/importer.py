@@ -9,6 +9,7 @@ times after the backward's first kernel; the CPU spans go to the trace's
 
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -81,11 +82,11 @@ class _Steps:
     def _add(self, s: st.StepOps) -> None:
         path = self.prof.path
         w = st.phase_windows(s, path)
-        reducer = st.reducer_windows(s)
+        reducer = st.reducer_spans(s)
         accumulate = [o for o in s.cpu if o.name == st.ACCUMULATE_GRAD and w.backward.holds(o.ts)]
         t0 = s.window.start
         fwd = _phase([lz for lz in s.launched if w.forward.start <= lz.launch_us < w.backward.start], w.forward, t0)
-        model_bwd = [lz for lz in s.launched if w.backward.holds(lz.launch_us) and not st.inside_any(lz.launch_us, lz.tid, reducer)]
+        model_bwd = [lz for lz in s.launched if w.backward.holds(lz.launch_us) and not reducer.holds(lz.launch_us, lz.tid)]
         bwd = _phase(model_bwd, w.backward, t0)
         opt = _phase([lz for lz in s.launched if w.optimizer.holds(lz.launch_us)], w.optimizer, t0)
         bwd_gpu0 = t0 + (bwd.gpu_start_s or 0.0) / US
@@ -129,17 +130,28 @@ def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:
     """Per gradient, ``grid x block`` threads of the kernels DDP's hook launched for it (its
     gradient copy into the bucket): proportional to the gradient's elements."""
     hooks = [o for o in s.cpu if o.name == "torch::distributed::reducer::mul_out"]
+    hook_starts = [h.ts for h in hooks]
     out = []
     for k, acc in enumerate(accumulate):
         nxt = accumulate[k + 1].ts if k + 1 < len(accumulate) else float("inf")
-        hook = next((h for h in hooks if acc.ts <= h.ts < nxt and h.tid == acc.tid), None)
+        hook = _first_on_thread(hooks, bisect.bisect_left(hook_starts, acc.ts), nxt, acc.tid)
         work = 0.0
         if hook is not None:
-            for lz in s.launched:
-                if hook.ts <= lz.launch_us <= hook.ts + hook.dur and lz.tid == hook.tid and lz.op.grid and lz.op.block:
+            for lz in st.launched_between(s, hook.ts, hook.ts + hook.dur):
+                if lz.tid == hook.tid and lz.op.grid and lz.op.block:
                     work += _prod(lz.op.grid) * _prod(lz.op.block)
         out.append(work)
     return out
+
+
+def _first_on_thread(ops: Sequence[Any], start: int, before: float, tid: object) -> Any:
+    """The first of ``ops[start:]`` (sorted by start) on thread ``tid`` that starts before ``before``."""
+    for op in ops[start:]:
+        if op.ts >= before:
+            return None
+        if op.tid == tid:
+            return op
+    return None
 
 
 def _prod(xs: Sequence[int]) -> int:

@@ -166,13 +166,37 @@ def phase_windows(s: StepOps, path: str) -> PhaseWindows:
                         optimizer=opt_w, optimizer_annotated=opt is not None)
 
 
-def reducer_windows(s: StepOps) -> list[tuple[float, float, object]]:
-    """The spans of DDP's reducer ops in the step: ``(start, end, tid)``."""
-    return [(o.ts, o.ts + o.dur, o.tid) for o in s.cpu if o.name in REDUCER_OPS]
+class SpanIndex:
+    """The union of some CPU spans, per thread, for fast "is this time inside one?" queries."""
+
+    def __init__(self, spans: Sequence[tuple[float, float, object]]) -> None:
+        by_tid: dict[object, list[tuple[float, float]]] = {}
+        for a, b, tid in sorted(spans, key=lambda x: (str(x[2]), x[0])):
+            merged = by_tid.setdefault(tid, [])
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        self._starts = {tid: [a for a, _ in m] for tid, m in by_tid.items()}
+        self._spans = by_tid
+
+    def holds(self, t: float, tid: object) -> bool:
+        starts = self._starts.get(tid)
+        if not starts:
+            return False
+        k = bisect.bisect_right(starts, t) - 1
+        return k >= 0 and t <= self._spans[tid][k][1]
 
 
-def inside_any(t: float, tid: object, spans: Sequence[tuple[float, float, object]]) -> bool:
-    return any(a <= t <= b and tid == th for a, b, th in spans)
+def reducer_spans(s: StepOps) -> SpanIndex:
+    """The spans of DDP's reducer ops in the step."""
+    return SpanIndex([(o.ts, o.ts + o.dur, o.tid) for o in s.cpu if o.name in REDUCER_OPS])
+
+
+def launched_between(s: StepOps, start: float, end: float) -> Sequence[Launched]:
+    """The GPU ops the step launched in ``[start, end]`` (``s.launched`` is in launch order)."""
+    starts = [lz.launch_us for lz in s.launched]
+    return s.launched[bisect.bisect_left(starts, start):bisect.bisect_right(starts, end)]
 
 
 def busy_us(ops: Sequence[GpuOp]) -> float:

@@ -111,9 +111,11 @@ def _overlap_finding(pred: dict[str, Any], meas: dict[str, Any]) -> str:
 def _host_finding(h: dict[str, Any]) -> str:
     m, d = h["measured"], h["defaults"]
     delays = [x["hook_to_launch_s"] for x in h["launch_delays"] if x["hook_to_launch_s"] is not None]
+    ops = [x["launch_op_s"] for x in h["launch_delays"] if x["launch_op_s"] is not None]
     per_bucket = "" if not delays else (
-        f" Per bucket, from its last gradient's AccumulateGrad to the launch: {_ms(min(delays))} to {_ms(max(delays))} "
-        f"(the model: hook + bucket launch = {_ms(m['hook_s_per_param'] + m['bucket_launch_s'])}, then the enqueue).")
+        f" Per bucket, from its last gradient's AccumulateGrad to its launch: {_ms(min(delays))} to {_ms(max(delays))} "
+        f"(the hook; the model's median {_ms(m['hook_s_per_param'])}), the launch op {_ms(min(ops))} to {_ms(max(ops))} "
+        f"(bucket launch + enqueue: {_ms(m['bucket_launch_s'] + m['enqueue_s'])}).")
     return (f"Host costs measured on the CPU timeline (they replace ddpsim's defaults in this prediction): pre-forward "
             f"{_ms(m['pre_forward_s'])} (default {_ms(d['pre_forward_s'])}; DDP's _pre_forward and _sync_buffers), hook "
             f"{m['hook_s_per_param'] * 1e6:.0f} us per parameter (default {d['hook_s_per_param'] * 1e6:.0f}), bucket launch "

@@ -375,3 +375,35 @@ def test_a_header_written_after_the_events_is_read(tmp_path):
     path.write_text(json.dumps({"traceEvents": events, **doc}))
     prof = read_profile(path)
     assert prof.distributed_info["world_size"] == 2 and prof.device_properties[0]["name"] == "NVIDIA A100-PG509-200"
+
+
+def test_corrupt_events_give_an_input_error_or_a_trace(tmp_path):
+    """Events with wrong types in their fields (strings for times, lists for names, unknown dtypes,
+    broken headers) are skipped or refused in one line: never a traceback."""
+    import copy
+    import random
+
+    from ddpsim.errors import InputError
+
+    with gzip.open(A100, "rt") as f:
+        doc = json.load(f)
+    bad_values = ["abc", None, -1, 1e308, [], {}, True, 2**70, "Foo"]
+    rng = random.Random(0)
+    for trial in range(3):
+        events = list(doc["traceEvents"])
+        for _ in range(1000):
+            k = rng.randrange(len(events))
+            e = copy.deepcopy(events[k])
+            key = rng.choice(["ts", "dur", "name", "cat", "tid", "args", "ph", "arg"])
+            if key == "arg" and isinstance(e.get("args"), dict) and e["args"]:
+                e["args"][rng.choice(sorted(e["args"]))] = rng.choice(bad_values)
+            else:
+                e[key] = rng.choice(bad_values)
+            events[k] = e
+        header = {"distributedInfo": rng.choice(bad_values), "deviceProperties": [1, "x"]} if trial else {}
+        path = tmp_path / f"corrupt{trial}.json"
+        path.write_text(json.dumps({**doc, **header, "traceEvents": events}))
+        try:
+            json.dumps(import_profile(path).trace.to_dict())
+        except InputError as exc:
+            assert "\n" not in str(exc)

@@ -28,7 +28,6 @@ is taken as ``max(CPU time, end of the device work launched before it)``:
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
@@ -41,14 +40,15 @@ from ddpsim.validation.profile_timeline import StepTimeline
 #: the phases a step is split into, in step order (module docstring)
 TERMS = ("pre_forward_s", "forward_s", "backward_s", "grad_copies_s", "exposed_comm_s", "optimizer_s", "zero_grad_s",
          "slower_rank_s", "other_s")
-#: NCCL kernel names: ``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``
-_NCCL_ALGO_PROTO = re.compile(r"_(RING|TREE|NVLS|NVLS_TREE|COLLNET_DIRECT|COLLNET_CHAIN|PAT)_(LL128|LL|SIMPLE)")
 
 
 def nccl_algorithm_protocol(kernel_name: str) -> tuple[str | None, str | None]:
-    """``(algorithm, protocol)`` of an NCCL kernel's name, lower case (None where it does not say)."""
-    m = _NCCL_ALGO_PROTO.search(kernel_name)
-    return (m.group(1).lower(), m.group(2).lower()) if m else (None, None)
+    """``(algorithm, protocol)`` of an NCCL kernel's name (:mod:`ddpsim.trace.profile.nccl_kernels`),
+    lower case as ddpsim's NCCL model names them (None where the name does not say)."""
+    from ddpsim.trace.profile import nccl_kernels
+
+    a, p = nccl_kernels.algorithm(kernel_name), nccl_kernels.protocol(kernel_name)
+    return (a.lower() if a else None, p.lower() if p else None)
 
 
 # ---- HTA's overlap ----------------------------------------------------------------------------

@@ -4,7 +4,8 @@ The steps are cut by :mod:`~ddpsim.trace.profile.steps`, the gradients tied to p
 :mod:`~ddpsim.trace.profile.mapping`, and the trace built from the GPU timeline: each phase's
 span on the GPU (forward, backward without DDP's own kernels, optimizer), the gradient-ready
 times after the backward's first kernel; the CPU spans go to the trace's
-``environment.cpu_phase_s`` and the :class:`ProfileImport`.
+``environment.cpu_span_phase_s`` (not ``cpu_phase_s``: a capture's process CPU time) and the
+:class:`ProfileImport`.
 """
 
 from __future__ import annotations
@@ -299,8 +300,8 @@ def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], built: _
         "profile_steps": [it.step for it in iterations], "world_size": env.world_size, "rank": env.rank,
         "backend": env.backend, "nccl_version": env.nccl_version, "batch_size": env.batch_size,
         "phase_timeline": "gpu: first kernel start to last kernel end per phase (backward without DDP's own kernels)",
-        "cpu_phase_s": [[round(it.forward.cpu_s, 9), round(it.backward.cpu_s, 9), round(it.optimizer.cpu_s, 9)] for it in iterations],
-        "step_s": [round(it.step_s, 9) for it in iterations],
+        "cpu_span_phase_s": [[round(it.forward.cpu_s, 9), round(it.backward.cpu_s, 9), round(it.optimizer.cpu_s, 9)] for it in iterations],
+        "profiler_step_s": [round(it.step_s, 9) for it in iterations],
         "gpu_busy_phase_s": [[round(it.forward.gpu_busy_s, 9), round(it.backward.gpu_busy_s, 9), round(it.optimizer.gpu_busy_s, 9)]
                              for it in iterations],
         "param_mapping": {"method": mapped.mapping.method, "confidence": mapped.mapping.confidence, "detail": mapped.mapping.detail},

@@ -224,6 +224,7 @@ def test_the_cli_writes_a_trace_and_says_what_the_run_did(tmp_path, capsys):
     assert main(["trace", "--from-profile", str(A100), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "5 buckets match ddpsim's plan at cap=default" in text
+    assert "host-bound: the CPU paces the GPU" in text
     assert "bucket 0: all-reduce 2,049,000 x float32, RING/LL, 8 channels" in text
     trace = load_trace(out)
     assert trace.environment["recorded_bucket_numels"] == list(A100_BUCKETS)

@@ -43,6 +43,10 @@ def summary(imp: Any, check: Any) -> str:
     for name in ("forward", "backward", "optimizer"):
         lines.append(f"  {name:9s} GPU span {med(lambda i: getattr(i, name).gpu_s)} ms (busy {med(lambda i: getattr(i, name).gpu_busy_s)}),"
                      f" CPU {med(lambda i: getattr(i, name).cpu_s)} ms")
+    busy = statistics.median(i.forward.gpu_busy_s + i.backward.gpu_busy_s + i.optimizer.gpu_busy_s for i in its)
+    step = statistics.median(i.step_s for i in its)
+    bound = "host-bound: the CPU paces the GPU" if busy < 0.8 * step else "GPU-bound"
+    lines.append(f"  {bound} (GPU busy {_ms(busy)} ms of compute per {_ms(step)} ms step)")
     host = its[-1].host
     lines.append(f"host, last step: {host.num_accumulate_grad} AccumulateGrad {_ms(host.accumulate_grad_s)} ms, DDP hooks "
                  f"{_ms(host.reducer_hook_s)} ms, {host.num_bucket_launches} bucket launches {_ms(host.bucket_launch_s)} ms, "

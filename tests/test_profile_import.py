@@ -151,6 +151,9 @@ def test_collectives_per_bucket_from_the_nccl_kernels(imports):
         assert sorted(bc.duration_s) == pytest.approx(want)
         assert bc.transfer_s == pytest.approx(want[0])
         assert min(bc.wait_s) == 0 and all(w >= 0 for w in bc.wait_s)
+        # nccl-tests' bus bandwidth of an all-reduce on 2 ranks: bytes / time x 2(2-1)/2
+        assert bc.bus_bytes_per_s(2) == pytest.approx(numel * 4 / want[0])
+        assert bc.bus_bytes_per_s(1) is None
     broadcasts = [c for c in imp.collectives if c.collective == "broadcast"]
     assert len(broadcasts) == 6 and all(c.bucket_index is None for c in broadcasts)
     # world size 1: DDP records its all-reduces, NCCL launches no kernel

@@ -55,9 +55,11 @@ def summary(imp: Any, check: Any) -> str:
     if check is not None:
         lines.append(f"buckets (elements, launch order): {', '.join(f'{n:,}' for n in check.recorded_numels)}: {check.message}")
     for bc in imp.bucket_collectives:
+        busbw = bc.bus_bytes_per_s(env.world_size or 1)
         lines.append(f"  bucket {bc.bucket_index}: all-reduce {bc.numel:,} x {bc.dtype}, {bc.algorithm}/{bc.protocol}, "
                      f"{bc.channels} channels; kernel {', '.join(_ms(d) for d in bc.duration_s)} ms; "
-                     f"transfer (min over steps) {_ms(bc.transfer_s)} ms")
+                     f"transfer (min over steps) {_ms(bc.transfer_s)} ms"
+                     + (f", bus bandwidth {busbw / 1e9:.1f} GB/s" if busbw else ""))
     lines += [f"note: {n}" for n in imp.notes]
     return "\n".join(lines)
 

@@ -121,6 +121,15 @@ class BucketCollective:
     transfer_s: float
     wait_s: tuple[float, ...]
 
+    def bus_bytes_per_s(self, world_size: int) -> float | None:
+        """The all-reduce's bus bandwidth over ``transfer_s``, as nccl-tests reports it
+        (``PERFORMANCE.md``: bytes / time x 2(n-1)/n); None for one rank or no time."""
+        from ddpsim.units import DTYPE_SIZE_BYTES
+
+        if world_size < 2 or self.transfer_s <= 0:
+            return None
+        return self.numel * DTYPE_SIZE_BYTES[self.dtype] / self.transfer_s * 2 * (world_size - 1) / world_size
+
 
 @dataclass(frozen=True, kw_only=True)
 class HostCosts:

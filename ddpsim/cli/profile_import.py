@@ -54,6 +54,9 @@ def summary(imp: Any, check: Any) -> str:
                  f"{_ms(host.kernel_launch_s)} ms, waiting on the GPU {_ms(host.sync_wait_s)} ms")
     if check is not None:
         lines.append(f"buckets (elements, launch order): {', '.join(f'{n:,}' for n in check.recorded_numels)}: {check.message}")
+        other = [f"#{i.step}" for i in its if tuple(b.numel for b in i.buckets) != check.planned_numels]
+        lines.append(f"  in every step ({len(its)})" if not other else
+                     f"  steps {', '.join(other)} launched other buckets than the plan's steady layout (before DDP's rebuild?)")
     for bc in imp.bucket_collectives:
         busbw = bc.bus_bytes_per_s(env.world_size or 1)
         lines.append(f"  bucket {bc.bucket_index}: all-reduce {bc.numel:,} x {bc.dtype}, {bc.algorithm}/{bc.protocol}, "

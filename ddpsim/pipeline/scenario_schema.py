@@ -54,6 +54,10 @@ MAX_LATENCY_US = 1e9
 MAX_GBPS = 1e9
 MAX_POWERSGD_RANK = 65536
 MAX_NAME_CHARS = 200
+#: ``ddp.process_groups``: round-robin communicators
+MAX_PROCESS_GROUPS = 64
+#: ``ddp.join``: batches of one rank in one epoch
+MAX_BATCHES = 10_000_000
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
@@ -269,6 +273,39 @@ ParamNames = Annotated[Optional[Annotated[list[str], Field(max_length=MAX_LIST)]
     lambda v: v is None or (isinstance(v, list) and len(v) <= MAX_LIST and all(isinstance(n, str) and n for n in v)))]
 
 
+class JoinSpec(Schema):
+    """``ddp.join``: an epoch under DDP's ``Join`` with uneven inputs (:mod:`ddpsim.engine.join`):
+    the batch count of every rank, or their mean and spread (drawn with ``simulation.seed``)."""
+
+    batches_per_rank: Annotated[Optional[Annotated[list[Int(1, MAX_BATCHES)], Field(min_length=1, max_length=MAX_LIST)]],
+                                _rule(f"a non-empty list of batch counts (integers >= 1 and <= {MAX_BATCHES}), one per rank, "
+                                      "or null", lambda v: v is None or (isinstance(v, list) and 0 < len(v) <= MAX_LIST))] = Field(
+        None, description="each rank's batches in the epoch (as many as the world size)")
+    mean_batches: Int(1, MAX_BATCHES, null=True) = Field(None, description="the ranks' mean batches per epoch (with spread)")
+    spread: Number(0.0, 1.0) = Field(0.0, description="coefficient of variation of the ranks' batch counts, 0 to 1 "
+                                                      "(with mean_batches)")
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "JoinSpec":
+        if (self.batches_per_rank is None) == (self.mean_batches is None):
+            _fail(("batches_per_rank",), self.batches_per_rank, "either batches_per_rank or mean_batches (one of them)")
+        return self
+
+    def batches(self, world_size: int, seed: int) -> tuple[int, ...]:
+        """The batch count of each of ``world_size`` ranks (one line naming the field when they do not fit)."""
+        if self.batches_per_rank is not None:
+            if len(self.batches_per_rank) != world_size:
+                raise InputError(f"ddp.join.batches_per_rank: {len(self.batches_per_rank)} counts are not accepted; "
+                                 f"expected {world_size}, one per rank")
+            return tuple(self.batches_per_rank)
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        sigma = float(np.sqrt(np.log1p(self.spread ** 2)))
+        draws = self.mean_batches * np.exp(sigma * rng.standard_normal(world_size) - sigma ** 2 / 2)
+        return tuple(max(1, int(round(float(x)))) for x in draws)
+
+
 class DdpSection(Schema):
     """``ddp``: DistributedDataParallel's constructor arguments, its comm hook and SyncBatchNorm."""
 
@@ -296,6 +333,11 @@ class DdpSection(Schema):
                                               description="the parameter whose gradient hook all-reduces them")
     comm_hook: Hook = Field("none", description=f"DDP.register_comm_hook: one of {', '.join(COMM_HOOKS)}")
     powersgd: _section(PowerSgd) = Field(default_factory=PowerSgd, description="PowerSGDState's arguments (comm_hook: powersgd)")
+    process_groups: Int(1, MAX_PROCESS_GROUPS) = Field(
+        1, description=f"communicators the buckets' collectives are dealt to in turn (_round_robin_process_groups), "
+                       f"1 to {MAX_PROCESS_GROUPS}")
+    join: Optional[_section(JoinSpec)] = Field(None, description="an epoch under model.join() with uneven inputs: "
+                                                                 "{batches_per_rank} or {mean_batches, spread}; null: even")
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> "DdpSection":
@@ -472,6 +514,8 @@ class SweepSection(Schema):
     gradient_as_bucket_view: Listed(Bool) = Field(None, description="values of gradient_as_bucket_view")
     comm_hook: Listed(Hook) = Field(None, description="comm hooks (ddp.comm_hook's values)")
     nodes: Listed(Int(1, MAX_NODES)) = Field(None, description="node counts (needs world_size: null)")
+    process_groups: Listed(Int(1, MAX_PROCESS_GROUPS)) = Field(None, description="round-robin communicator counts "
+                                                                              "(ddp.process_groups' values)")
 
     def resolve(self, ddp: DdpSection) -> SweepSpec:
         """The sweep's axes: caps (the default point first), cap lists, the other values deduplicated."""
@@ -495,7 +539,7 @@ class SweepSection(Schema):
         return SweepSpec(bucket_cap_mb=tuple(caps), bucket_cap_mb_list=tuple(dict.fromkeys(lists)),
                          find_unused_parameters=each("find_unused_parameters"),
                          gradient_as_bucket_view=each("gradient_as_bucket_view"), comm_hook=each("comm_hook"),
-                         nodes=each("nodes"))
+                         nodes=each("nodes"), process_groups=each("process_groups"))
 
 
 def _tuples(v: Any) -> Any:

@@ -24,6 +24,7 @@ import io
 from pathlib import Path
 from typing import Any, Sequence
 
+from ddpsim.report import ddp_modes
 from ddpsim.io import write_text_atomic
 from ddpsim.plan.planner import mb_text
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_record, fmt_s, uncertainty_summary
@@ -100,6 +101,11 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
         out["cost_terms"] = list(cost_terms)
     if method_error:
         out["method_error"] = method_error
+    join, groups = ddp_modes.join_figures(records), ddp_modes.process_group_figures(records)
+    if join:
+        out["join"] = join
+    if groups:
+        out["process_groups"] = groups
     band = uncertainty_summary(records)
     if band is not None:
         out["uncertainty"] = band
@@ -349,7 +355,7 @@ def _answer_section(s: dict[str, Any]) -> list[str]:
     """``## Answer``: the best point, its uncertainty and the method's error, the exposed
     communication tail, the step p95, and the recommendation beyond one cap."""
     b, d = s["best"], s["default"]
-    L = ["## Answer", "", _best_line(s)]
+    L = ["## Answer", "", *ddp_modes.answer_lines(s), _best_line(s)]
     u = s.get("uncertainty")
     if u:
         L.append(render_uncertainty(u))

@@ -51,6 +51,10 @@ def build_point_inputs(scenario: Any, point: SweepPoint, *, trace: Any = None, c
     world = scenario.world_size_for(graph)
     comm = comm_model(scenario, graph, world, calibration)
     plan = bucket_plan(scenario, point, trace)
+    if getattr(scenario, "compile", None) is not None:  # torch.compile: the compiled backward's ready times
+        from ddpsim.pipeline.compiled import compiled_inputs
+
+        trace, plan = compiled_inputs(scenario, point, trace, plan)
     config = sim_config(scenario, point, world_size=world, graph=graph, calibration=calibration, comm=comm)
     return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
                        backend=comm.backend)

@@ -117,6 +117,8 @@ class Scenario:
     timelines: tuple[Any, ...] = tuple(default_of(ScenarioFile, "timelines"))
     validation: ValidationSpec | None = None
     cost_model: CostModelSpec = field(default_factory=CostModelSpec)
+    #: ``compile``: torch.compile(DDP(model)) (a :class:`ddpsim.plan.compiled.CompileOptions`), or None: eager
+    compile: Any = None
     #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
     sync_batchnorm: bool = default_of(DdpSection, "sync_batchnorm")
     #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
@@ -304,6 +306,8 @@ class Scenario:
             "calibration": None if self.calibration_path is None else str(self.calibration_path),
             "cost_model": self.cost_model.as_dict(),
             **({"plan": str(self.plan_path)} if self.plan_path is not None else {}),
+            **({"compile": {"ddp_optimizer": self.compile.ddp_optimizer,
+                            "compiled_autograd": self.compile.compiled_autograd}} if self.compile is not None else {}),
             "points": [p.point_id for p in self.points()],
         }
 
@@ -443,6 +447,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
         powersgd_start_iter=ddp.powersgd.start_powerSGD_iter, simulation=doc.simulation,
         calibration_path=_file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null"),
         sweep=sweep, timelines=doc.timeline_keys(sweep), validation=doc.validation, cost_model=doc.cost_model.spec(),
+        compile=None if doc.compile is None else doc.compile.options(),
         sync_batchnorm=ddp.sync_batchnorm,
         process_groups=ddp.process_groups, join=ddp.join,
         plan_path=_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null"))

@@ -31,6 +31,7 @@ from ddpsim.network.contention import check_fraction
 from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
 from ddpsim.network.host_costs import HostCosts, check_seconds
 from ddpsim.network.interference import WEIGHTINGS, Interference
+from ddpsim.plan.compiled import CompileOptions
 from ddpsim.plan.planner import MIXED_PRECISION_DTYPES, DDPOptions, MixedPrecision, cap_point_id
 from ddpsim.pipeline.specs import SweepSpec
 from ddpsim.schema import Schema
@@ -459,6 +460,35 @@ class CostModelSection(Schema):
 assert tuple(CostModelSection.model_fields) == COST_MODEL_KEYS, "cost_model keys in cost_terms.KEYS order"
 
 
+class CompileSection(Schema):
+    """``compile``: the model runs as ``torch.compile(DDP(model))`` (:mod:`ddpsim.plan.compiled`)."""
+
+    ddp_optimizer: Bool = Field(True, description="torch._dynamo.config.optimize_ddp=True: DDPOptimizer splits the graph "
+                                                  "at bucket boundaries (the trace needs its compiled_graph: ddpsim trace "
+                                                  "--compiled-graph); false: one compiled backward, every gradient ready at "
+                                                  "its end; not given: true unless compiled_autograd")
+    compiled_autograd: Bool = Field(False, description="compiled autograd with optimize_ddp='python_reducer': inductor "
+                                                       "fuses per-parameter all-reduces into buckets (DDPOptimizer off)")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> "CompileSection":
+        if self.compiled_autograd and self.ddp_optimizer and "ddp_optimizer" in self.model_fields_set:
+            _fail(("ddp_optimizer",), True, "false with compiled_autograd: true (optimize_ddp='python_reducer' "
+                                            "replaces DDPOptimizer)")
+        return self
+
+    def options(self) -> CompileOptions:
+        """The runtime options; ``ddp_optimizer`` not given: on unless compiled autograd is."""
+        given = "ddp_optimizer" in self.model_fields_set
+        return CompileOptions(ddp_optimizer=self.ddp_optimizer if given else not self.compiled_autograd,
+                              compiled_autograd=self.compiled_autograd)
+
+    def check_caps(self, caps: Any) -> None:
+        """DDPOptimizer refuses a cap under its 1 MiB first bucket (``DDPOptimizer.__init__``)."""
+        for k, cap in enumerate(caps):
+            if self.options().ddp_optimizer and cap is not None and cap < 1:
+                _fail(("sweep", "bucket_cap_mb", k), cap, "a cap >= 1 MiB with compile.ddp_optimizer (torch's "
+                                                          "DDPOptimizer asserts its 1 MiB first bucket is not larger)")
 class CapRange(Schema):
     """``sweep.bucket_cap_mb: {min, max, points, scale}``: caps spaced over a range."""
 
@@ -630,6 +660,9 @@ class ScenarioFile(Schema):
     cost_model: _section(CostModelSection) = Field(default_factory=CostModelSection, description="GPU cost terms")
     plan: FilePath = Field(None, description="an explicit bucket plan JSON ('ddpsim plan --format json') used at "
                                              "every point instead of DDP's buckets, or null")
+    compile: Annotated[Optional[CompileSection], _mapping(CompileSection)] = Field(
+        None, description="torch.compile(DDP(model)): {ddp_optimizer, compiled_autograd} (Dynamo's graph split or "
+                          "compiled autograd's python reducer); null: eager DDP")
 
     @model_validator(mode="after")
     def _across_sections(self) -> "ScenarioFile":
@@ -655,6 +688,12 @@ class ScenarioFile(Schema):
         """``world_size``; None: every device of the cluster."""
         return None if self.world_size in (None, "all") else self.world_size
 
+    @model_validator(mode="after")
+    def _compile_caps(self) -> "ScenarioFile":
+        if self.compile is not None:
+            sweep = self.sweep.resolve(self.ddp)
+            self.compile.check_caps(sweep.bucket_cap_mb + tuple(max(x) for x in sweep.bucket_cap_mb_list))
+        return self
     def timeline_keys(self, sweep: SweepSpec) -> tuple[Any, ...]:
         """``timelines`` as :meth:`ddpsim.pipeline.scenario.Scenario.timeline_points` reads them: caps of
         the sweep, 'best' and point ids (a cap list of the sweep becomes its point id)."""

@@ -190,3 +190,14 @@ def test_real_round_robin_run_deals_buckets_to_two_groups(tmp_path):
     rec = json.loads(out.read_text())
     assert rec["options"]["process_groups"] == 2 and len(rec["real_buckets"]["sizes"]) > 1
     assert rec["ranks"][0]["buckets"], "the hook ran"
+
+
+def test_join_at_scale_keeps_the_active_ranks_when_rank_0_joins_first():
+    # 16 ranks without jitter are folded into rank 0 plus one representative; under Join the
+    # folded ranks are still active after rank 0 has joined, so every phase runs the full step
+    # (0.75 + 3 x 1 s of buckets + 0.125 = 3.875 s), never rank 0's empty one
+    tr = trace()
+    res = simulate(tr, explicit_plan(tr, [[2], [1], [0]]), Net(num_ranks=16),
+                   SimConfig(world_size=16, num_iterations=2, num_warmup_iterations=1, jitter="none",
+                             join_batches=(1,) + (3,) * 15))
+    assert [(p["active_ranks"], p["step_s"]) for p in res.meta["join"]["phases"]] == [(16, 3.875), (15, 3.875)]

@@ -187,6 +187,8 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
         eng.join = JoinProgram(schedule, eng)
         factors = factors * schedule.mask(config.world_size)
     explicit, need_rest = jitter_mod.choose_explicit_ranks(config.world_size, config.stragglers, sigma, config.rank_group_size)
+    if schedule is not None and len(explicit) < config.world_size:
+        need_rest = True  # under Join the folded ranks differ from rank 0: who is active
     ranks, rest_f = _make_ranks(eng, factors, explicit, need_rest)
     eng.num_participants = len(ranks)
     for r in ranks:

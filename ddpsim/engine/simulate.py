@@ -172,11 +172,7 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     """
     _validate(trace, plan, comm, config)
     asked = config
-    schedule = None
-    if config.join_batches is not None:  # Join: the epoch's phases as extra iterations (ddpsim.engine.join)
-        schedule = JoinSchedule.of(config.join_batches, config.num_iterations,
-                                   min(_warmup(config, plan), config.num_iterations - 1))
-        config = replace(config, num_iterations=schedule.num_iterations, num_warmup_iterations=schedule.warmup)
+    schedule, config = _join_schedule(config, plan)
     env = simpy.Environment()
     eng = Engine(env, trace, plan, comm, config)
     eng.keep_spans = bool(spans)
@@ -187,16 +183,13 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
         eng.join = JoinProgram(schedule, eng)
         factors = factors * schedule.mask(config.world_size)
     explicit, need_rest = jitter_mod.choose_explicit_ranks(config.world_size, config.stragglers, sigma, config.rank_group_size)
-    if schedule is not None and len(explicit) < config.world_size:
-        need_rest = True  # under Join the folded ranks differ from rank 0: who is active
+    # under Join the folded ranks differ from rank 0 (who is active): always simulate them
+    need_rest = need_rest or (schedule is not None and len(explicit) < config.world_size)
     ranks, rest_f = _make_ranks(eng, factors, explicit, need_rest)
     eng.num_participants = len(ranks)
     for r in ranks:
         env.process(r.run())
-    if config.process_groups > 1:
-        GroupStreams(eng, config.process_groups).start()
-    else:
-        env.process(eng.comm_stream() if eng.lanes == 1 else eng.comm_lanes())
+    _start_comm(eng, config.process_groups)
     env.run()
     assert all(r.finished for r in ranks), "simulation deadlocked: a rank waits for a collective that never completes"
 
@@ -205,8 +198,7 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     comm_rows, comm_by_iter, last_grad_end = _collective_rows(colls)
     buckets, iters = _rank_figures(eng, ranks, comm_by_iter, last_grad_end, warmup)
     if schedule is not None:  # a joined rank's iterations are left out of the steady breakdown
-        mask = schedule.mask(config.world_size)
-        iters = [replace(it, warmup=True) if mask[it.iteration - 1, it.rank] == 0 else it for it in iters]
+        iters = _joined_as_warmup(iters, schedule.mask(config.world_size))
     meta: dict[str, Any] = {
         "engine": "ddpsim.engine.simulate",
         "config": _config_summary(config),
@@ -230,6 +222,28 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
         meta["join"] = add_even_baseline(eng.join.figures(colls), even.summary()["iteration_mean_s"], config.world_size)
     return SimResult(world_size=config.world_size, ranks=tuple(explicit), spans=tuple(_merged_spans(ranks, comm_rows)),
                      buckets=tuple(buckets), iterations=tuple(iters), meta=meta)
+
+
+def _join_schedule(config: SimConfig, plan: BucketPlan) -> tuple[JoinSchedule | None, SimConfig]:
+    """Under Join, the epoch's phases and the config running them as extra iterations
+    (:mod:`ddpsim.engine.join`); else None and ``config``."""
+    if config.join_batches is None:
+        return None, config
+    schedule = JoinSchedule.of(config.join_batches, config.num_iterations,
+                               min(_warmup(config, plan), config.num_iterations - 1))
+    return schedule, replace(config, num_iterations=schedule.num_iterations, num_warmup_iterations=schedule.warmup)
+
+
+def _joined_as_warmup(iters: list[IterationStats], mask: np.ndarray) -> list[IterationStats]:
+    return [replace(it, warmup=True) if mask[it.iteration - 1, it.rank] == 0 else it for it in iters]
+
+
+def _start_comm(eng: Engine, process_groups: int) -> None:
+    """The process group's stream (or lanes), or round-robin communicators' streams."""
+    if process_groups > 1:
+        GroupStreams(eng, process_groups).start()
+    else:
+        eng.env.process(eng.comm_stream() if eng.lanes == 1 else eng.comm_lanes())
 
 
 def _warmup(config: SimConfig, plan: BucketPlan) -> int:

@@ -483,12 +483,14 @@ class CompileSection(Schema):
         return CompileOptions(ddp_optimizer=self.ddp_optimizer if given else not self.compiled_autograd,
                               compiled_autograd=self.compiled_autograd)
 
-    def check_caps(self, caps: Any) -> None:
+    def check_caps(self, caps: Any, loc: tuple[str, ...]) -> None:
         """DDPOptimizer refuses a cap under its 1 MiB first bucket (``DDPOptimizer.__init__``)."""
-        for k, cap in enumerate(caps):
+        for cap in caps:
             if self.options().ddp_optimizer and cap is not None and cap < 1:
-                _fail(("sweep", "bucket_cap_mb", k), cap, "a cap >= 1 MiB with compile.ddp_optimizer (torch's "
-                                                          "DDPOptimizer asserts its 1 MiB first bucket is not larger)")
+                _fail(loc, cap, "a cap >= 1 MiB with compile.ddp_optimizer (torch's DDPOptimizer asserts its 1 MiB "
+                                "first bucket is not larger)")
+
+
 class CapRange(Schema):
     """``sweep.bucket_cap_mb: {min, max, points, scale}``: caps spaced over a range."""
 
@@ -692,8 +694,13 @@ class ScenarioFile(Schema):
     def _compile_caps(self) -> "ScenarioFile":
         if self.compile is not None:
             sweep = self.sweep.resolve(self.ddp)
-            self.compile.check_caps(sweep.bucket_cap_mb + tuple(max(x) for x in sweep.bucket_cap_mb_list))
+            given = self.sweep.bucket_cap_mb is not None
+            self.compile.check_caps(sweep.bucket_cap_mb, ("sweep" if given else "ddp", "bucket_cap_mb"))
+            given = self.sweep.bucket_cap_mb_list is not None
+            self.compile.check_caps([max(x) for x in sweep.bucket_cap_mb_list],
+                                    ("sweep" if given else "ddp", "bucket_cap_mb_list"))
         return self
+
     def timeline_keys(self, sweep: SweepSpec) -> tuple[Any, ...]:
         """``timelines`` as :meth:`ddpsim.pipeline.scenario.Scenario.timeline_points` reads them: caps of
         the sweep, 'best' and point ids (a cap list of the sweep becomes its point id)."""

@@ -379,4 +379,9 @@ def run(args: argparse.Namespace) -> int:
             out.write(f"  {key[:-2] + '_ms':<22} {v * 1e3:.4g}\n")
         else:
             out.write(f"  {key:<22} {v:.4g}\n")
+    j = m.get("join")
+    if j:  # an epoch under Join (ddpsim.engine.join): iteration_mean is the epoch's mean step
+        out.write(f"\njoin: epoch {j['epoch_s'] * 1e3:.4g} ms over {j['epoch_iterations']} iterations (final sync "
+                  f"{j['exit_s'] * 1e3:.4g} ms) vs {j['even_epoch_s'] * 1e3:.4g} ms dealt evenly: uneven inputs cost "
+                  f"{j['epoch_cost_pct']:.1f} % per epoch\n")
     return 0

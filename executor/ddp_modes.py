@@ -1,6 +1,6 @@
 """Real DDP run the two ways ``ddpsim.engine.join`` and ``ddpsim.engine.process_groups`` model.
 
-``--process-groups N``: torch 2.13 no longer has ``_round_robin_process_groups`` /
+``--process-groups N``: torch 2.13 has no ``_round_robin_process_groups`` nor
 ``ProcessGroupRoundRobin`` (removed by pytorch/pytorch#132888), so the same dealing is a comm
 hook: N extra groups of the backend (``dist.new_group``, each with its own communicator or, on
 gloo, its own worker threads), and the hook sends its ``k``-th call's all-reduce to group

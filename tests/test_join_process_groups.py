@@ -201,3 +201,31 @@ def test_join_at_scale_keeps_the_active_ranks_when_rank_0_joins_first():
                    SimConfig(world_size=16, num_iterations=2, num_warmup_iterations=1, jitter="none",
                              join_batches=(1,) + (3,) * 15))
     assert [(p["active_ranks"], p["step_s"]) for p in res.meta["join"]["phases"]] == [(16, 3.875), (15, 3.875)]
+
+
+# ---- the answers -------------------------------------------------------------------------------
+
+def test_summary_leads_with_the_round_robin_and_join_answers():
+    from ddpsim.pipeline.sweep import run_sweep
+    from ddpsim.report.summary import render_summary, summarize
+
+    cluster = {"latency_us": 500, "bandwidth_gbps": 0.5}
+    sc = scenario_from_dict(dict(BASE, cluster=cluster, ddp={"bucket_cap_mb": 0.25}, timelines=[],
+                                 simulation={"iterations": 4, "jitter": "none"},
+                                 sweep={"bucket_cap_mb": [0.25], "process_groups": [1, 2]}))
+    recs = run_sweep(sc, jobs=1, progress=False)
+    step = {r.point_id: r.metrics["iteration_p50_s"] for r in recs}
+    # four 0.25 MiB buckets queue behind 0.5 ms latencies: a second communicator overlaps them
+    assert step["cap=0.25,pg=2"] < step["cap=0.25,pg=1"]
+    # the best point is the default cap's single bucket, where a second communicator has nothing to overlap
+    s = summarize(sc, recs)
+    assert s["process_groups"]["cap"] == "default" and s["process_groups"]["gain_over_one"] == 0.0
+    answer = render_summary(s).split("## Answer\n\n")[1].splitlines()[0]
+    assert answer.startswith("- **Round-robin process groups do not help here**: one communicator is fastest at cap=default")
+
+    sc = scenario_from_dict(dict(BASE, cluster=cluster, timelines=[], simulation={"iterations": 4, "jitter": "none"},
+                                 ddp={"join": {"batches_per_rank": [12, 9]}}))
+    s = summarize(sc, run_sweep(sc, jobs=1, progress=False))
+    j = s["join"]
+    assert j["batches_min"] == 9 and j["batches_max"] == 12 and j["even_epoch_iterations"] == 11
+    assert render_summary(s).split("## Answer\n\n")[1].startswith(f"- **Uneven inputs cost {j['epoch_cost_pct']:.1f} % per epoch**")

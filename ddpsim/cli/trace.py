@@ -15,19 +15,23 @@ Run a real model for warm-up + measured training steps on one device and record,
 parameter order, each parameter's shape, bytes and gradient-ready time (post-accumulate-grad
 hooks), plus forward/backward/optimizer/zero_grad times. With --derive-depth-from, capture a
 reduced-depth transformer and extend it to full depth (marked 'synthetic' with every
-assumption). Writes a versioned trace JSON; 'ddpsim retime' re-times one for a GPU.
+assumption). With --compiled-graph, also record the model's Dynamo graphs as torch.compile's
+DDPOptimizer walks them (what a scenario's compile: block needs to split them at any cap); with
+--graph-into, add them to an existing trace of the model. Writes a versioned trace JSON;
+'ddpsim retime' re-times one for a GPU.
 Needs PyTorch (pip install "ddpsim[capture]")."""
 
 EPILOG = """\
 examples:
   ddpsim trace --model mlp --batch-size 32 --iterations 5 --warmup 2 --num-threads 1 --out mlp.cpu.json
-  ddpsim trace --model gpt2-124m --compiled-graph --batch-size 1 --seq-len 1024 --graph-into traces/gpt2-124m.h100.json --out g.json
   ddpsim trace --model gpt2-1.5b --derive-depth-from 4 --batch-size 2 --seq-len 128 --iterations 3 --warmup 1 --out gpt2.json
 
 'ddpsim trace --list-models' lists the built-ins and the zoo (zoo:<name>); your own model is
 any 'package.module:factory' returning an nn.Module (--input-shape gives one sample's shape;
 on a GPU, --device cuda times with CUDA events). A CPU trace meant to validate 2-rank gloo
-runs on a 2-core machine should use --num-threads 1."""
+runs on a 2-core machine should use --num-threads 1. For a scenario's compile: block, add the
+Dynamo graphs to a trace of the same model: 'ddpsim trace --model bert-base --compiled-graph
+--batch-size 1 --seq-len 128 --graph-into traces/bert-base.a100.json --out bert.compiled.json'."""
 
 #: the most blocks --n-layer and --derive-depth-from take
 MAX_LAYERS = 10_000

@@ -25,7 +25,8 @@ joined ranks' own CPU work between their waits (``.item()``, the zero buckets) i
 never later than the active ranks' launches -- the approximation. The epoch is a sequence of
 *phases* (a set of active ranks and how many iterations it lasts, from the per-rank batch
 counts); the engine simulates the all-active phase over the scenario's iterations and each
-later phase over as many steady iterations (at most its length), then the exit. A phase's step
+later phase over as many steady iterations (at most its length, and 64 over all the later
+phases), then the exit. A phase's step
 is the mean gap between consecutive count all-reduces' last arrivals (the latest active rank
 entering forward), so the joined and the folded ranks are counted alike; the epoch's loop time
 is the sum of each phase's step times its length, and ``iteration_mean_s`` becomes the epoch's
@@ -48,6 +49,8 @@ from ddpsim.plan.planner import compute_bucket_assignment_by_size
 FLAG_BYTES = 4
 #: ``_find_common_rank``'s ``torch.tensor([rank])``: int64
 RANK_BYTES = 8
+#: simulated iterations shared by the phases after the first (each gets at least one)
+TAIL_SIM_ITERATIONS = 64
 #: the collectives' names (all ranks issue them alike)
 COUNT, COMMON_RANK, GRAD_SYNC, EXIT_COUNT = "join:count", "join:common_rank", "join:grad_sync", "join:exit_count"
 
@@ -75,9 +78,10 @@ class JoinSchedule:
     def of(cls, batches: Sequence[int], num_iterations: int, warmup: int) -> "JoinSchedule":
         """Phase 0 (every rank active) over ``num_iterations`` simulated iterations, of which
         ``warmup`` are left out of its step; each later phase over ``num_iterations - warmup``
-        iterations at most."""
+        iterations at most, and at most :data:`TAIL_SIM_ITERATIONS` over all of them (a large
+        world has as many phases as distinct batch counts)."""
         levels = sorted(set(batches))
-        steady = max(1, num_iterations - warmup)
+        steady = max(1, min(num_iterations - warmup, TAIL_SIM_ITERATIONS // max(1, len(levels) - 1)))
         phases: list[JoinPhase] = []
         prev, sim = 0, 0
         for j, level in enumerate(levels):

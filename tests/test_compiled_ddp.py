@@ -168,3 +168,19 @@ def test_compiled_autograd_alone_turns_ddp_optimizer_off():
     sc = scenario_from_dict(_scenario(compile={"compiled_autograd": True}), source="s")
     assert sc.compile == CompileOptions(ddp_optimizer=False, compiled_autograd=True)
     assert sc.build_point(sc.points()[0]).plan.source == "python_reducer"
+
+
+def test_the_summary_answers_compiled_best_cap_beside_eager():
+    from ddpsim.report.compiled import answer_lines, compiled_table
+
+    s = {"best": {"point": "cap=25"}, "compile": {
+        "mode": "ddp_optimizer", "eager_best": "cap=default", "eager_best_p50_s": 0.050,
+        "points": [{"point": "cap=default", "compiled_p50_s": 0.052, "eager_p50_s": 0.050, "subgraphs": 14},
+                   {"point": "cap=25", "compiled_p50_s": 0.051, "eager_p50_s": 0.051, "subgraphs": 14}]}}
+    line, = answer_lines(s)
+    assert line.startswith("- **Compiled, the best cap is `cap=25`** (torch.compile with Dynamo's DDPOptimizer "
+                           "splitting the graph at bucket boundaries, 14 compiled subgraph(s)): p50 step 51.000 ms, "
+                           "0.0% against eager DDP at that cap (51.000 ms); eager DDP's best on this trace and cluster "
+                           "is `cap=default` (50.000 ms; compiled there: 52.000 ms).")
+    assert "| `cap=default` | 14 | 52.000 ms | 50.000 ms | +4.0% |" in compiled_table(s)
+    assert answer_lines({"best": {"point": "cap=25"}}) == [] == compiled_table({})

@@ -18,6 +18,12 @@ MODE_TEXT = {"ddp_optimizer": "Dynamo's DDPOptimizer splitting the graph at buck
              "python_reducer": "compiled autograd's python reducer (inductor's fused all-reduces)"}
 
 
+def _change(compiled_s: float, eager_s: float) -> str:
+    """Compiled against eager, signed percent; a change under 0.05 % reads as none."""
+    change = (compiled_s - eager_s) / eager_s
+    return "0.0%" if abs(change) < 5e-4 else f"{100 * change:+.1f}%"
+
+
 def answer_lines(s: dict[str, Any]) -> list[str]:
     """The ``## Answer`` bullet of a compiled scenario (none for an eager one)."""
     c = s.get("compile")
@@ -27,13 +33,13 @@ def answer_lines(s: dict[str, Any]) -> list[str]:
     row = {r["point"]: r for r in c["points"]}
     here, eager_best = row[best], row[c["eager_best"]]
     cut = "" if here["subgraphs"] is None else f", {here['subgraphs']} compiled subgraph(s)"
-    change = (here["compiled_p50_s"] - here["eager_p50_s"]) / here["eager_p50_s"]
     same = ("the same cap" if c["eager_best"] == best else
             f"`{c['eager_best']}` ({fmt_s(eager_best['eager_p50_s'])}; compiled there: {fmt_s(eager_best['compiled_p50_s'])})")
+    change = _change(here["compiled_p50_s"], here["eager_p50_s"])
     return [f"- **Compiled, the best cap is `{best}`** (torch.compile with {MODE_TEXT[c['mode']]}{cut}): p50 step "
-            f"{fmt_s(here['compiled_p50_s'])}, {100 * change:+.1f}% against eager DDP at that cap "
-            f"({fmt_s(here['eager_p50_s'])}); eager DDP's best on this trace and cluster is {same}. Same per-op "
-            "times as the trace: what compiling changes here is only when the gradients become ready."]
+            f"{fmt_s(here['compiled_p50_s'])}, {change} against eager DDP at that cap ({fmt_s(here['eager_p50_s'])}); "
+            f"eager DDP's best on this trace and cluster is {same}. Same per-op times as the trace: what compiling "
+            "changes here is only when the gradients become ready."]
 
 
 def compiled_table(s: dict[str, Any]) -> list[str]:
@@ -44,7 +50,6 @@ def compiled_table(s: dict[str, Any]) -> list[str]:
     L = ["## Compiled against eager", "", "| point | subgraphs | compiled p50 | eager p50 | compiled vs eager |",
          "|---|---|---|---|---|"]
     for r in c["points"]:
-        change = (r["compiled_p50_s"] - r["eager_p50_s"]) / r["eager_p50_s"]
         L.append(f"| `{r['point']}` | {'-' if r['subgraphs'] is None else r['subgraphs']} | {fmt_s(r['compiled_p50_s'])} "
-                 f"| {fmt_s(r['eager_p50_s'])} | {100 * change:+.1f}% |")
+                 f"| {fmt_s(r['eager_p50_s'])} | {_change(r['compiled_p50_s'], r['eager_p50_s'])} |")
     return L + [""]

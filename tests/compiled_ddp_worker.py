@@ -7,7 +7,8 @@ recording backend), then compiles ``DDP(model)`` with ``backend="aot_eager"`` an
 mapped to DDP's indices through Dynamo's graph arguments) at the DDP's own cap; the same
 Dynamo graph is then split again by ``DDPOptimizer(cap).compile_fn`` at each other cap.
 Also fuses a list of gradient sizes with inductor's ``_bucket_size_fusion`` (the python
-reducer's bucketing). Prints one JSON object.
+reducer's bucketing). With ``--rebuild``: DDP's rebuilt buckets under compile at 5 MiB and the
+order its hooks fired in. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -70,6 +71,32 @@ def model_case(name, kwargs):
     return {"num_params": len(params), "graph": graph.to_dict(), "buckets": by_cap}
 
 
+def rebuild_case(name, kwargs, cap_mb=5, iterations=3):
+    """DDP's rebuilt buckets under ``torch.compile`` at ``cap_mb`` (``_get_ddp_logging_data``) and
+    the order its parameters' post-accumulate-grad hooks fired in (the order the rebuild reads)."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ddpsim.trace.models import build_model, ddp_params, default_loss
+
+    spec = build_model(name, **kwargs)
+    order: list[int] = []
+    for i, (_, p, _) in enumerate(ddp_params(spec.module)):
+        p.register_post_accumulate_grad_hook(lambda _p, i=i: order.append(i))
+    torch._dynamo.reset()
+    torch._dynamo.config.optimize_ddp = True
+    ddp = DDP(spec.module, bucket_cap_mb=cap_mb)
+    model = torch.compile(ddp, backend="aot_eager")
+    for _ in range(iterations):
+        order.clear()
+        batch = spec.make_batch(BATCH.get(name, 2))
+        out = model(*batch) if isinstance(batch, tuple) else model(batch)
+        (spec.loss_fn or default_loss)(out).backward()
+    data = ddp._get_ddp_logging_data()
+    torch._dynamo.reset()
+    return {"cap_mb": cap_mb, "hook_order": order, "rebuilt_bucket_sizes": data.get("rebuilt_bucket_sizes")}
+
+
 def python_reducer_case(sizes_bytes, caps_mb):
     """Groups of ``sizes_bytes`` (gradient order) by inductor's ``_bucket_size_fusion``."""
     import torch
@@ -95,7 +122,9 @@ def main() -> None:
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(MODELS)
     result = {"models": {n: model_case(n, MODELS[n]) for n in names}}
-    sizes = json.loads(sys.argv[2]) if len(sys.argv) > 2 else []
+    if "--rebuild" in sys.argv:
+        result["rebuild"] = {n: rebuild_case(n, MODELS[n]) for n in names}
+    sizes = json.loads(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "--rebuild" else []
     result["python_reducer"] = python_reducer_case(sizes, (0, 1, 2, 25)) if sizes else {}
     dist.destroy_process_group()
     print(json.dumps(result))

@@ -83,6 +83,12 @@ def add_ddp_option_arguments(p: argparse.ArgumentParser) -> None:
                         "a hook on --param-to-hook-all-reduce's gradient")
     p.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None,
                    help="param_to_hook_all_reduce (with --delay-all-reduce-params)")
+    p.add_argument("--process-groups", type=int, default=1, metavar="N",
+                   help="deal the buckets' all-reduces to N process groups in turn (a comm hook: torch 2.13 has no "
+                        "_round_robin_process_groups); 1: DDP's own group")
+    p.add_argument("--join-batches", default=None, metavar="B0,B1,...",
+                   help="uneven inputs: each rank's batch count, trained under Join([ddp, recorder]) after the warmup; "
+                        "the measured iterations are the longest rank's")
 
 
 def torch213_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -180,8 +186,10 @@ def plan_from_trace(trace: Any, label: str, cap: float | None, param_names: list
 class BucketTimer:
     """A comm hook recording each bucket's all-reduce launch and end (seconds from iteration start)."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Runtime, round_robin: Any = None) -> None:
         self.rt = rt
+        #: an executor.ddp_modes.RoundRobin whose groups the all-reduces are dealt to, or None
+        self.round_robin = round_robin
         self.iteration = 0
         self.t0: Any = None
         self.records: list[dict[str, Any]] = []
@@ -212,7 +220,8 @@ class BucketTimer:
         rec = {"iteration": self.iteration, "bucket": bucket.index(), "size_bytes": buf.numel() * buf.element_size(),
                "_t0": self.t0, "_launch": self._mark()}
         buf.div_(self.rt.world_size)
-        fut = dist.all_reduce(buf, async_op=True).get_future()
+        group = self.round_robin.next() if self.round_robin is not None else None
+        fut = dist.all_reduce(buf, group=group, async_op=True).get_future()
 
         def done(f: Any):
             rec["_end"] = self._mark()
@@ -316,6 +325,10 @@ def options_record(args: argparse.Namespace, cap: float | tuple[float, ...] | No
     if new.get("delay_all_reduce_named_params") is not None:
         out["delay_all_reduce_named_params"] = list(new["delay_all_reduce_named_params"])
         out["param_to_hook_all_reduce"] = new["param_to_hook_all_reduce"]
+    if getattr(args, "process_groups", 1) != 1:
+        out["process_groups"] = args.process_groups
+    if getattr(args, "join_batches", None):
+        out["join_batches"] = args.join_batches
     return out
 
 
@@ -343,17 +356,27 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from executor.ddp_modes import RoundRobin, check_process_groups, join_steps, parse_join_batches
+
     check_ddp_options(rt, args)
+    groups = check_process_groups(getattr(args, "process_groups", 1))
+    batches = parse_join_batches(getattr(args, "join_batches", None), rt.world_size)
     kwargs = ddp_kwargs(rt, args, cap, wl.module)
     model = DDP(wl.module, **kwargs)
     forced = in_force(model)
-    timer = BucketTimer(rt) if args.timing_hook else None
+    rr = RoundRobin(rt.backend, groups) if groups > 1 else None
+    timer = BucketTimer(rt, rr) if args.timing_hook else None
     if timer is not None:
         model.register_comm_hook(None, timer.as_hook())
+    elif rr is not None:
+        model.register_comm_hook(None, rr.hook(rt.world_size))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
 
-    samples = timed_steps(rt, model, opt, wl, warmup=args.warmup, iterations=args.iterations, label=label,
-                          before=timer.start_iteration if timer is not None else None)
+    samples = timed_steps(rt, model, opt, wl, warmup=args.warmup, iterations=0 if batches else args.iterations,
+                          label=label, before=timer.start_iteration if timer is not None else None)
+    join_epoch_s = None
+    if batches:
+        samples, join_epoch_s = join_steps(rt, model, opt, wl, batches, label=label)
     logging = {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
                for k, v in model._get_ddp_logging_data().items()}
     construction = construction_buckets(model)
@@ -362,7 +385,8 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
     del model, opt
     gc.collect()
     gathered: list[Any] = [None] * rt.world_size
-    dist.all_gather_object(gathered, {"rank": rt.rank, "iterations": samples, "buckets": buckets_rec})
+    dist.all_gather_object(gathered, {"rank": rt.rank, "iterations": samples, "buckets": buckets_rec,
+                                      **({"join_epoch_s": join_epoch_s} if batches else {})})
     rt.watchdog.beat()
     real = {"buckets": parse_index_groups(logging.get("rebuilt_per_bucket_param_indices", "")),
             "sizes": parse_ints(logging.get("rebuilt_bucket_sizes", "")),
@@ -382,7 +406,7 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
     rec = measurement(
         "ddp", rt, model=wl.name, model_info=wl.info, batch_size=args.batch_size, num_threads=torch.get_num_threads(),
         options=options_record(args, cap), ddp_in_force=forced,
-        timing_hook=bool(args.timing_hook), warmup=args.warmup, num_iterations=args.iterations,
+        timing_hook=bool(args.timing_hook), warmup=args.warmup, num_iterations=len(summary["step_times_s"]),
         summary=summary, ranks=gathered, ddp_logging=logging, real_buckets=real,
         predicted_buckets=predicted, plan_matches=matches)
     from ddpsim.plan.planner import cap_point_id

@@ -85,6 +85,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_torch213_ddp_flags(ddp)
     ddp.add_argument("--plan", metavar="FILE", default=None, type=nonempty,
                      help="explicit bucket plan JSON instead of DDP's (the scenario key 'plan')")
+    ddp.add_argument("--process-groups", metavar="N", type=int_in(1, 64), default=1,
+                     help="deal the collectives to N communicators in turn (_round_robin_process_groups); default 1")
+    ddp.add_argument("--join-batches", metavar="B0,B1,...", default=None, type=join_batches,
+                     help="an epoch under model.join() with these per-rank batch counts (uneven inputs); default: even")
     ddp.add_argument("--sync-batchnorm", action="store_true",
                      help="the model's BatchNorm layers are nn.SyncBatchNorm (their statistics' collectives)")
     sim = p.add_argument_group("simulation")
@@ -143,6 +147,15 @@ def torch213_ddp_options(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def join_batches(text: str) -> list[int]:
+    """``--join-batches 12,8`` -> ``[12, 8]`` (counts checked by the scenario: one per rank, >= 1)."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; expected comma-separated batch counts, "
+                                         "one integer >= 1 per rank") from None
+
+
 def parse_straggler(text: str) -> tuple[int, float]:
     """``"3:1.25"`` -> (3, 1.25); InputError otherwise (a rank < 0, a factor < 1)."""
     try:
@@ -194,7 +207,8 @@ FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": 
          "ddp.comm_hook": "--comm-hook", "calibration": "--calibration", "plan": "--plan",
          "simulation.iterations": "--iterations", "simulation.seed": "--seed", "simulation.no_sync_steps": "--no-sync-steps",
          "simulation.stragglers": "--straggler", "ddp.delay_all_reduce_named_params": "--delay-all-reduce-params",
-         "ddp.param_to_hook_all_reduce": "--param-to-hook-all-reduce"}
+         "ddp.param_to_hook_all_reduce": "--param-to-hook-all-reduce", "ddp.process_groups": "--process-groups",
+         "ddp.join.batches_per_rank": "--join-batches"}
 
 
 def build_scenario(args: argparse.Namespace):
@@ -207,7 +221,9 @@ def build_scenario(args: argparse.Namespace):
     ddp = {"bucket_cap_mb": cap, "bucket_cap_mb_list": None if cap_list is None else list(cap_list),
            "find_unused_parameters": args.find_unused_parameters, "static_graph": args.static_graph,
            "gradient_as_bucket_view": args.gradient_as_bucket_view, "sync_batchnorm": args.sync_batchnorm,
-           "comm_hook": args.comm_hook, **_ddp_keys(torch213_ddp_options(args))}
+           "comm_hook": args.comm_hook, **_ddp_keys(torch213_ddp_options(args)),
+           **({"process_groups": args.process_groups} if args.process_groups != 1 else {}),
+           **({"join": {"batches_per_rank": args.join_batches}} if args.join_batches else {})}
     data: dict[str, Any] = {
         "name": "simulate", "trace": args.trace, "cluster": _cluster(args), "world_size": args.world_size,
         "ddp": ddp, "simulation": _simulation(args), "sweep": {"bucket_cap_mb": [cap]},
@@ -363,4 +379,9 @@ def run(args: argparse.Namespace) -> int:
             out.write(f"  {key[:-2] + '_ms':<22} {v * 1e3:.4g}\n")
         else:
             out.write(f"  {key:<22} {v:.4g}\n")
+    j = m.get("join")
+    if j:  # an epoch under Join (ddpsim.engine.join): iteration_mean is the epoch's mean step
+        out.write(f"\njoin: epoch {j['epoch_s'] * 1e3:.4g} ms over {j['epoch_iterations']} iterations (final sync "
+                  f"{j['exit_s'] * 1e3:.4g} ms) vs {j['even_epoch_s'] * 1e3:.4g} ms dealt evenly: uneven inputs cost "
+                  f"{j['epoch_cost_pct']:.1f} % per epoch\n")
     return 0

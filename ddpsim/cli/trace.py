@@ -15,8 +15,10 @@ Run a real model for warm-up + measured training steps on one device and record,
 parameter order, each parameter's shape, bytes and gradient-ready time (post-accumulate-grad
 hooks), plus forward/backward/optimizer/zero_grad times. With --derive-depth-from, capture a
 reduced-depth transformer and extend it to full depth (marked 'synthetic' with every
-assumption). Writes a versioned trace JSON; 'ddpsim retime' re-times one for a GPU.
-Needs PyTorch (pip install "ddpsim[capture]").
+assumption). With --compiled-graph, also record the model's Dynamo graphs as torch.compile's
+DDPOptimizer walks them (what a scenario's compile: block needs to split them at any cap); with
+--graph-into, add them to an existing trace of the model. Writes a versioned trace JSON;
+'ddpsim retime' re-times one for a GPU. Needs PyTorch (pip install "ddpsim[capture]").
 
 With --from-profile, the trace comes from a real run instead: one rank's torch.profiler trace
 (the Chrome/Kineto JSON of export_chrome_trace or tensorboard_trace_handler, .json or
@@ -33,7 +35,9 @@ examples:
 'ddpsim trace --list-models' lists the built-ins and the zoo (zoo:<name>); your own model is
 any 'package.module:factory' returning an nn.Module (--input-shape gives one sample's shape;
 on a GPU, --device cuda times with CUDA events). A CPU trace meant to validate 2-rank gloo
-runs on a 2-core machine should use --num-threads 1.
+runs on a 2-core machine should use --num-threads 1. For a scenario's compile: block, add the
+Dynamo graphs to a trace of the same model: 'ddpsim trace --model bert-base --compiled-graph
+--batch-size 1 --seq-len 128 --graph-into traces/bert-base.a100.json --out bert.compiled.json'.
 
 importing a real run's torch.profiler trace (no PyTorch needed without --model):
     ddpsim trace --from-profile tests/data/resnet50_ddp_2xA100_rank0.json.gz --model resnet50 --out resnet50.a100.json
@@ -101,6 +105,12 @@ def add_parser(subparsers: Any) -> None:
                    help="number of blocks of bert-base / gpt2-* (default: the model's)")
     p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, metavar="S", help="seed of weights and inputs (default 0)")
     p.add_argument("--no-hook-overhead", action="store_true", help="skip the with/without-hooks backward timing")
+    p.add_argument("--compiled-graph", action="store_true",
+                   help="also record the model's Dynamo graphs as torch.compile's DDPOptimizer walks them (needed by a "
+                        "scenario's compile: {ddp_optimizer: true}); one forward under torch.compile")
+    p.add_argument("--graph-into", type=nonempty, default=None, metavar="TRACE",
+                   help="with --compiled-graph: time nothing; add the graphs to TRACE (a trace of the same model, e.g. a "
+                        "re-timed one) and write it to --out")
     p.add_argument("--derive-depth-from", type=int_in(3, MAX_LAYERS), default=None, metavar="K",
                    help="capture K blocks of a transformer and derive the full-depth trace from them")
     # 'ddpsim trace --retime-for GPU --from TRACE': the spelling of 'ddpsim retime' in earlier docs
@@ -114,6 +124,8 @@ def add_parser(subparsers: Any) -> None:
 #: the capture flags a trace records in its command line, in the order one would type them
 COMMAND_FLAGS = ("model", "device", "batch_size", "iterations", "warmup", "out", "dtype", "autocast", "optimizer",
                  "num_threads", "input_shape", "input_dtype", "seq_len", "n_layer", "seed", "derive_depth_from")
+#: the switches a trace records in its command line
+COMMAND_SWITCHES = ("no_hook_overhead", "compiled_graph")
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -126,8 +138,9 @@ def _command(args: argparse.Namespace) -> str:
         if isinstance(value, tuple):
             value = ",".join(map(str, value))
         parts += ["--" + key.replace("_", "-"), str(value)]
-    if args.no_hook_overhead:
-        parts.append("--no-hook-overhead")
+    for key in COMMAND_SWITCHES:
+        if getattr(args, key, False):
+            parts.append("--" + key.replace("_", "-"))
     return shlex.join(parts)
 
 
@@ -192,6 +205,8 @@ def run(args: argparse.Namespace) -> int:
         args.batch_size = (spec.info or {}).get("example_batch_size")
         if args.batch_size is None:
             raise InputError("--batch-size: missing; expected an integer >= 1 (or a factory returning (module, example_input))")
+    if args.compiled_graph or args.graph_into:
+        return _with_compiled_graph(args, spec)
     command = _command(args)
     trace = capture_trace(spec, device=args.device, batch_size=args.batch_size, num_iters=args.iterations, num_warmup=args.warmup,
                           dtype=args.dtype, autocast=None if args.autocast in (None, "none") else args.autocast,
@@ -199,6 +214,44 @@ def run(args: argparse.Namespace) -> int:
                           measure_hook_overhead=not args.no_hook_overhead, command=command, seed=args.seed)
     if target_blocks is not None:
         trace = derive_depth(trace, num_blocks=target_blocks, command=command)
+    save_trace(trace, args.out)
+    print(trace_summary(trace))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _with_compiled_graph(args: argparse.Namespace, spec: Any) -> int:
+    """``--compiled-graph``: the trace captured as usual, or ``--graph-into``'s, with the model's
+    Dynamo graphs (:func:`ddpsim.trace.compiled_graph.capture_compiled_graph`)."""
+    from dataclasses import replace
+
+    from ddpsim.cli.retime import trace_summary
+    from ddpsim.trace.capture import capture_trace
+    from ddpsim.trace.compiled_graph import capture_compiled_graph
+    from ddpsim.trace.models import ddp_params
+    from ddpsim.trace.records import load_trace, save_trace
+
+    if not args.compiled_graph:
+        raise InputError("--graph-into: given without --compiled-graph; expected both")
+    if args.derive_depth_from is not None:
+        raise InputError("--compiled-graph: not accepted with --derive-depth-from (the graphs of fewer blocks are not "
+                         "the model's); expected a full-depth model")
+    plist = ddp_params(spec.module)
+    graph = capture_compiled_graph(spec, [p for _, p, _ in plist], batch_size=args.batch_size)
+    if args.graph_into is not None:
+        base = load_trace(args.graph_into)
+        mine = [(n, tuple(p.shape)) for n, p, _ in plist]
+        if [(p.name, p.shape) for p in base.params] != mine:
+            raise InputError(f"--graph-into: {args.graph_into} holds other parameters than model {args.model!r} "
+                             f"({base.num_params} vs {len(mine)}); expected a trace of the same model and options")
+        trace = replace(base, compiled_graph=graph)
+    else:
+        trace = capture_trace(spec, device=args.device, batch_size=args.batch_size, num_iters=args.iterations,
+                              num_warmup=args.warmup, dtype=args.dtype,
+                              autocast=None if args.autocast in (None, "none") else args.autocast,
+                              optimizer=args.optimizer or "sgd", num_threads=args.num_threads,
+                              measure_hook_overhead=not args.no_hook_overhead, command=_command(args), seed=args.seed)
+        trace = replace(trace, compiled_graph=graph)
     save_trace(trace, args.out)
     print(trace_summary(trace))
     print(f"wrote {args.out}")

@@ -60,6 +60,10 @@ class SimConfig:
             (``convert_sync_batchnorm``): their forward all-gathers and backward all-reduces
             run on the process group's stream (the engine finds the layers by their
             ``running_mean``/``running_var`` buffers in the trace).
+        process_groups: communicators DDP's collectives are dealt to in turn
+            (``_round_robin_process_groups``; :mod:`ddpsim.engine.process_groups`); 1 = one.
+        join_batches: per-rank batch counts of an epoch run under ``Join`` (uneven inputs;
+            :mod:`ddpsim.engine.join`), one per rank; None = even inputs, no Join.
     """
 
     world_size: int = 2
@@ -79,6 +83,8 @@ class SimConfig:
     host_costs: HostCosts | None = None
     sync_batchnorm: bool = False
     compute_statistic: str = "median"
+    process_groups: int = 1
+    join_batches: tuple[int, ...] | None = None
 
     def for_validation(self) -> "SimConfig":
         """This config as a validation predicts with it: :data:`VALIDATION_STATISTIC`."""
@@ -119,8 +125,24 @@ class SimConfig:
         check_compute_statistic(self.compute_statistic)
         if not isinstance(self.sync_batchnorm, bool):
             raise InputError(f"sync_batchnorm: {self.sync_batchnorm!r} is not accepted; expected true or false")
+        _pos_int(self.process_groups, "process_groups", 1)
+        if self.join_batches is not None:
+            _check_join_batches(self.join_batches, self.world_size)
+            object.__setattr__(self, "join_batches", tuple(self.join_batches))
+            if self.no_sync_steps:
+                raise InputError(f"join_batches: {list(self.join_batches)!r} is not accepted with no_sync_steps "
+                                 f"{self.no_sync_steps}; expected no_sync_steps 0 (Join under no_sync is not modelled)")
 
 
 def _pos_int(v: object, name: str, minimum: int) -> None:
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise InputError(f"{name}: {v!r} is not accepted; expected an integer >= {minimum}")
+
+
+def _check_join_batches(batches: object, world_size: int) -> None:
+    """One batch count >= 1 per rank."""
+    ok = (isinstance(batches, (tuple, list)) and len(batches) == world_size
+          and all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in batches))
+    if not ok:
+        raise InputError(f"join_batches: {batches!r} is not accepted; expected {world_size} batch counts "
+                         "(one per rank), each an integer >= 1")

@@ -57,6 +57,8 @@ class Rank(RankTimeline):
             eng.add_busy(+1)
         for k in range(1, eng.config.num_iterations + 1):
             yield from self.iteration(k)
+        if eng.join is not None:
+            yield from eng.join.exit(self)
         if eng.interfere:
             eng.add_busy(-1)
         elif self.t > eng.env.now:
@@ -103,18 +105,24 @@ class Rank(RankTimeline):
         tensor, then the bucket sizes; in the rebuild iteration only), then the buffer broadcast
         (``_sync_buffers``) and, when the comm model declares a cost per buffer, its copies."""
         eng = self.eng
+        if eng.join is not None:
+            eng.join.notify(self)
         if eng.plan.rebuild_iteration is not None and k == eng.plan.rebuild_iteration:
             c = self.launch("rebuild", "rebuild:indices", None, (len(eng.reducer_params) + 1) * 4, broadcast=True)
             yield from self.wait(c, "rebuild:indices")
             c = self.launch("rebuild", "rebuild:bucket_sizes", None, len(layout.buckets) * 4, broadcast=True)
             yield from self.wait(c, "rebuild:bucket_sizes")
         if eng.buffer_buckets:
+            if eng.join is not None:
+                yield from eng.join.common_rank(self)
             c = None
             for j, nbytes in enumerate(eng.buffer_buckets):
                 c = self.launch("broadcast", f"buffers[{j}]", None, nbytes, broadcast=True)
             yield from self.wait(c, "broadcast")
             if eng.buffer_copies_s > 0:
                 yield from self.work("forward", "buffer copies", eng.buffer_copies_s * s)
+        if eng.join is not None:
+            eng.join.grad_sync(self)
 
     def forward(self, name: str, s: float, first: bool) -> Iterator[simpy.Event]:
         """One forward: mixed precision's parameter casts (``_root_copy_hook``), the module,

@@ -139,7 +139,7 @@ class SimResult:
         def mean(attr: str) -> float:
             return statistics.fmean(getattr(it, attr) for it in steady)
 
-        return {
+        out = {
             "iteration_p50_s": statistics.median(steps),
             "iteration_p95_s": quantile(steps, 0.95),
             "iteration_mean_s": statistics.fmean(steps),
@@ -150,6 +150,9 @@ class SimResult:
             "overlap_ratio": mean("overlap_ratio"),
             "optimizer_s": mean("optimizer_s"),
         }
+        if "join" in self.meta:  # under Join: the epoch's mean step (ddpsim.engine.join)
+            out["iteration_mean_s"] = self.meta["join"]["epoch_mean_step_s"]
+        return out
 
     # pandas is imported lazily: the engine itself does not need it
     def spans_df(self):  # -> pandas.DataFrame

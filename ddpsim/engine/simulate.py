@@ -13,7 +13,7 @@ dict order dependence: the same inputs and seed give an identical :class:`SimRes
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -22,6 +22,8 @@ import simpy
 from ddpsim.engine import jitter as jitter_mod
 from ddpsim.engine.config import SimConfig
 from ddpsim.engine.features import BROADCAST_BUCKET_BYTES, GRAPH_SEARCH_S_PER_PARAM
+from ddpsim.engine.join import JoinProgram, JoinSchedule, add_even_baseline
+from ddpsim.engine.process_groups import GroupStreams
 from ddpsim.engine.reducer import Rank
 from ddpsim.engine.rest import RestRanks
 from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, SimResult, Span
@@ -130,6 +132,12 @@ def _config_summary(config: SimConfig) -> dict[str, Any]:
         del d["host_costs"]
     if not config.copy_kernel_floor_s:
         del d["copy_kernel_floor_s"]
+    if config.process_groups == 1:
+        del d["process_groups"]
+    if config.join_batches is None:
+        del d["join_batches"]
+    else:
+        d["join_batches"] = list(config.join_batches)
     return d
 
 
@@ -163,27 +171,34 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
             find_unused_parameters/static_graph, mixed_precision with a comm hook.
     """
     _validate(trace, plan, comm, config)
+    asked = config
+    schedule, config = _join_schedule(config, plan)
     env = simpy.Environment()
     eng = Engine(env, trace, plan, comm, config)
     eng.keep_spans = bool(spans)
     rng = np.random.default_rng(config.seed)
     sigma = jitter_mod.jitter_sigma(trace, config.jitter)
     factors = jitter_mod.draw_factors(rng, sigma, config.num_iterations, config.world_size, config.stragglers)
+    if schedule is not None:  # a joined rank has no compute: it only shadows the collectives
+        eng.join = JoinProgram(schedule, eng)
+        factors = factors * schedule.mask(config.world_size)
     explicit, need_rest = jitter_mod.choose_explicit_ranks(config.world_size, config.stragglers, sigma, config.rank_group_size)
+    # under Join the folded ranks differ from rank 0 (who is active): always simulate them
+    need_rest = need_rest or (schedule is not None and len(explicit) < config.world_size)
     ranks, rest_f = _make_ranks(eng, factors, explicit, need_rest)
     eng.num_participants = len(ranks)
     for r in ranks:
         env.process(r.run())
-    env.process(eng.comm_stream() if eng.lanes == 1 else eng.comm_lanes())
+    _start_comm(eng, config.process_groups)
     env.run()
     assert all(r.finished for r in ranks), "simulation deadlocked: a rank waits for a collective that never completes"
 
-    warmup = config.num_warmup_iterations
-    if warmup is None:
-        warmup = plan.rebuild_iteration if plan.rebuild_iteration is not None else 1
+    warmup = _warmup(config, plan)
     colls = [c for c in eng.colls if c.kind is not None]
     comm_rows, comm_by_iter, last_grad_end = _collective_rows(colls)
     buckets, iters = _rank_figures(eng, ranks, comm_by_iter, last_grad_end, warmup)
+    if schedule is not None:  # a joined rank's iterations are left out of the steady breakdown
+        iters = _joined_as_warmup(iters, schedule.mask(config.world_size))
     meta: dict[str, Any] = {
         "engine": "ddpsim.engine.simulate",
         "config": _config_summary(config),
@@ -202,8 +217,40 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     }
     if eng.skip_unused:
         meta["skipped_buckets"] = _skipped_buckets(eng, config.num_iterations)
+    if schedule is not None:  # the same samples dealt evenly, without Join: the baseline of the cost
+        even = simulate(trace, plan, comm, replace(asked, join_batches=None), spans=False)
+        meta["join"] = add_even_baseline(eng.join.figures(colls), even.summary()["iteration_mean_s"], config.world_size)
     return SimResult(world_size=config.world_size, ranks=tuple(explicit), spans=tuple(_merged_spans(ranks, comm_rows)),
                      buckets=tuple(buckets), iterations=tuple(iters), meta=meta)
+
+
+def _join_schedule(config: SimConfig, plan: BucketPlan) -> tuple[JoinSchedule | None, SimConfig]:
+    """Under Join, the epoch's phases and the config running them as extra iterations
+    (:mod:`ddpsim.engine.join`); else None and ``config``."""
+    if config.join_batches is None:
+        return None, config
+    schedule = JoinSchedule.of(config.join_batches, config.num_iterations,
+                               min(_warmup(config, plan), config.num_iterations - 1))
+    return schedule, replace(config, num_iterations=schedule.num_iterations, num_warmup_iterations=schedule.warmup)
+
+
+def _joined_as_warmup(iters: list[IterationStats], mask: np.ndarray) -> list[IterationStats]:
+    return [replace(it, warmup=True) if mask[it.iteration - 1, it.rank] == 0 else it for it in iters]
+
+
+def _start_comm(eng: Engine, process_groups: int) -> None:
+    """The process group's stream (or lanes), or round-robin communicators' streams."""
+    if process_groups > 1:
+        GroupStreams(eng, process_groups).start()
+    else:
+        eng.env.process(eng.comm_stream() if eng.lanes == 1 else eng.comm_lanes())
+
+
+def _warmup(config: SimConfig, plan: BucketPlan) -> int:
+    """Iterations left out of the steady figures: the config's, else through the rebuild."""
+    if config.num_warmup_iterations is not None:
+        return config.num_warmup_iterations
+    return plan.rebuild_iteration if plan.rebuild_iteration is not None else 1
 
 
 def _make_ranks(eng: Engine, factors: np.ndarray, explicit: Sequence[int],

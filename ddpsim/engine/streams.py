@@ -62,6 +62,9 @@ class Engine:
     """What every rank shares: the DDP options in force, the trace's phase times, the comm
     model and its capabilities, the bucket layouts, the collectives and the interference state."""
 
+    #: Join's collectives in the rank program (ddpsim.engine.join.JoinProgram), or None
+    join = None
+
     def __init__(self, env: simpy.Environment, trace: Trace, plan: BucketPlan, comm: CommModel,
                  config: SimConfig) -> None:
         self.env = env

@@ -51,6 +51,10 @@ def build_point_inputs(scenario: Any, point: SweepPoint, *, trace: Any = None, c
     world = scenario.world_size_for(graph)
     comm = comm_model(scenario, graph, world, calibration)
     plan = bucket_plan(scenario, point, trace)
+    if getattr(scenario, "compile", None) is not None:  # torch.compile: the compiled backward's ready times
+        from ddpsim.pipeline.compiled import compiled_inputs
+
+        trace, plan = compiled_inputs(scenario, point, trace, plan)
     config = sim_config(scenario, point, world_size=world, graph=graph, calibration=calibration, comm=comm)
     return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
                        backend=comm.backend)
@@ -104,4 +108,6 @@ def sim_config(scenario: Any, point: SweepPoint, *, world_size: int, graph: Any 
                      jitter=sim.jitter, stragglers=sim.stragglers, sync_batchnorm=scenario.sync_batchnorm,
                      compute_statistic=sim.compute_statistic, interference=terms.interference,
                      copy_bandwidth_bytes_per_s=terms.copy_bandwidth_bytes_per_s,
-                     copy_kernel_floor_s=terms.copy_kernel_floor_s, host_costs=terms.host_costs)
+                     copy_kernel_floor_s=terms.copy_kernel_floor_s, host_costs=terms.host_costs,
+                     process_groups=point.process_groups,
+                     join_batches=None if scenario.join is None else scenario.join.batches(world_size, sim.seed))

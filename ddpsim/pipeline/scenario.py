@@ -117,10 +117,16 @@ class Scenario:
     timelines: tuple[Any, ...] = tuple(default_of(ScenarioFile, "timelines"))
     validation: ValidationSpec | None = None
     cost_model: CostModelSpec = field(default_factory=CostModelSpec)
+    #: ``compile``: torch.compile(DDP(model)) (a :class:`ddpsim.plan.compiled.CompileOptions`), or None: eager
+    compile: Any = None
     #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
     sync_batchnorm: bool = default_of(DdpSection, "sync_batchnorm")
     #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
     plan_path: Path | None = None
+    #: ``ddp.process_groups``: round-robin communicators
+    process_groups: int = 1
+    #: ``ddp.join``: an epoch under Join with uneven inputs (a JoinSpec), or None
+    join: Any = None
 
     def __post_init__(self) -> None:
         assert (self.trace_path is None) != (self.model is None), "exactly one of trace_path / model"
@@ -135,6 +141,7 @@ class Scenario:
             "gradient_as_bucket_view": s.gradient_as_bucket_view or (self.ddp.gradient_as_bucket_view,),
             "comm_hook": s.comm_hook or (self.comm_hook,),
             "nodes": s.nodes or (self.cluster.nodes,),
+            "process_groups": s.process_groups or (self.process_groups,),
         }
         varied = ("bucket_cap_mb",) + tuple(k for k in list(dims)[1:] if getattr(s, k) is not None and len(getattr(s, k)) > 1)
         out = []
@@ -149,7 +156,8 @@ class Scenario:
         for p in pts:
             if (p.is_default_cap and p.find_unused_parameters == self.ddp.find_unused_parameters
                     and p.gradient_as_bucket_view == self.ddp.gradient_as_bucket_view
-                    and p.comm_hook == self.comm_hook and p.nodes == self.cluster.nodes):
+                    and p.comm_hook == self.comm_hook and p.nodes == self.cluster.nodes
+                    and p.process_groups == self.process_groups):
                 return p
         return pts[0]
 
@@ -284,7 +292,9 @@ class Scenario:
                     "find_unused_parameters": self.ddp.find_unused_parameters,
                     "static_graph": self.ddp.static_graph, "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view,
                     "broadcast_buffers": self.ddp.broadcast_buffers, **_ddp_torch213_echo(self.ddp),
-                    **({"sync_batchnorm": True} if self.sync_batchnorm else {})},
+                    **({"sync_batchnorm": True} if self.sync_batchnorm else {}),
+                    **({"process_groups": self.process_groups} if self.process_groups != 1 else {}),
+                    **({"join": self.join.model_dump(exclude_none=True)} if self.join is not None else {})},
             "simulation": {"iterations": self.simulation.iterations, "warmup": self.simulation.warmup,
                            "seed": self.simulation.seed, "jitter": self.simulation.jitter,
                            "stragglers": {str(k): v for k, v in self.simulation.stragglers.items()},
@@ -296,6 +306,8 @@ class Scenario:
             "calibration": None if self.calibration_path is None else str(self.calibration_path),
             "cost_model": self.cost_model.as_dict(),
             **({"plan": str(self.plan_path)} if self.plan_path is not None else {}),
+            **({"compile": {"ddp_optimizer": self.compile.ddp_optimizer,
+                            "compiled_autograd": self.compile.compiled_autograd}} if self.compile is not None else {}),
             "points": [p.point_id for p in self.points()],
         }
 
@@ -435,7 +447,9 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
         powersgd_start_iter=ddp.powersgd.start_powerSGD_iter, simulation=doc.simulation,
         calibration_path=_file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null"),
         sweep=sweep, timelines=doc.timeline_keys(sweep), validation=doc.validation, cost_model=doc.cost_model.spec(),
+        compile=None if doc.compile is None else doc.compile.options(),
         sync_batchnorm=ddp.sync_batchnorm,
+        process_groups=ddp.process_groups, join=ddp.join,
         plan_path=_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null"))
 
 

@@ -31,6 +31,7 @@ from ddpsim.network.contention import check_fraction
 from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
 from ddpsim.network.host_costs import HostCosts, check_seconds
 from ddpsim.network.interference import WEIGHTINGS, Interference
+from ddpsim.plan.compiled import CompileOptions
 from ddpsim.plan.planner import MIXED_PRECISION_DTYPES, DDPOptions, MixedPrecision, cap_point_id
 from ddpsim.pipeline.specs import SweepSpec
 from ddpsim.schema import Schema
@@ -54,6 +55,10 @@ MAX_LATENCY_US = 1e9
 MAX_GBPS = 1e9
 MAX_POWERSGD_RANK = 65536
 MAX_NAME_CHARS = 200
+#: ``ddp.process_groups``: round-robin communicators
+MAX_PROCESS_GROUPS = 64
+#: ``ddp.join``: batches of one rank in one epoch
+MAX_BATCHES = 10_000_000
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
@@ -269,6 +274,39 @@ ParamNames = Annotated[Optional[Annotated[list[str], Field(max_length=MAX_LIST)]
     lambda v: v is None or (isinstance(v, list) and len(v) <= MAX_LIST and all(isinstance(n, str) and n for n in v)))]
 
 
+class JoinSpec(Schema):
+    """``ddp.join``: an epoch under DDP's ``Join`` with uneven inputs (:mod:`ddpsim.engine.join`):
+    the batch count of every rank, or their mean and spread (drawn with ``simulation.seed``)."""
+
+    batches_per_rank: Annotated[Optional[Annotated[list[Int(1, MAX_BATCHES)], Field(min_length=1, max_length=MAX_LIST)]],
+                                _rule(f"a non-empty list of batch counts (integers >= 1 and <= {MAX_BATCHES}), one per rank, "
+                                      "or null", lambda v: v is None or (isinstance(v, list) and 0 < len(v) <= MAX_LIST))] = Field(
+        None, description="each rank's batches in the epoch (as many as the world size)")
+    mean_batches: Int(1, MAX_BATCHES, null=True) = Field(None, description="the ranks' mean batches per epoch (with spread)")
+    spread: Number(0.0, 1.0) = Field(0.0, description="coefficient of variation of the ranks' batch counts, 0 to 1 "
+                                                      "(with mean_batches)")
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "JoinSpec":
+        if (self.batches_per_rank is None) == (self.mean_batches is None):
+            _fail(("batches_per_rank",), self.batches_per_rank, "either batches_per_rank or mean_batches (one of them)")
+        return self
+
+    def batches(self, world_size: int, seed: int) -> tuple[int, ...]:
+        """The batch count of each of ``world_size`` ranks (one line naming the field when they do not fit)."""
+        if self.batches_per_rank is not None:
+            if len(self.batches_per_rank) != world_size:
+                raise InputError(f"ddp.join.batches_per_rank: {len(self.batches_per_rank)} counts are not accepted; "
+                                 f"expected {world_size}, one per rank")
+            return tuple(self.batches_per_rank)
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        sigma = float(np.sqrt(np.log1p(self.spread ** 2)))
+        draws = self.mean_batches * np.exp(sigma * rng.standard_normal(world_size) - sigma ** 2 / 2)
+        return tuple(max(1, int(round(float(x)))) for x in draws)
+
+
 class DdpSection(Schema):
     """``ddp``: DistributedDataParallel's constructor arguments, its comm hook and SyncBatchNorm."""
 
@@ -296,6 +334,11 @@ class DdpSection(Schema):
                                               description="the parameter whose gradient hook all-reduces them")
     comm_hook: Hook = Field("none", description=f"DDP.register_comm_hook: one of {', '.join(COMM_HOOKS)}")
     powersgd: _section(PowerSgd) = Field(default_factory=PowerSgd, description="PowerSGDState's arguments (comm_hook: powersgd)")
+    process_groups: Int(1, MAX_PROCESS_GROUPS) = Field(
+        1, description=f"communicators the buckets' collectives are dealt to in turn (_round_robin_process_groups), "
+                       f"1 to {MAX_PROCESS_GROUPS}")
+    join: Optional[_section(JoinSpec)] = Field(None, description="an epoch under model.join() with uneven inputs: "
+                                                                 "{batches_per_rank} or {mean_batches, spread}; null: even")
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> "DdpSection":
@@ -417,6 +460,37 @@ class CostModelSection(Schema):
 assert tuple(CostModelSection.model_fields) == COST_MODEL_KEYS, "cost_model keys in cost_terms.KEYS order"
 
 
+class CompileSection(Schema):
+    """``compile``: the model runs as ``torch.compile(DDP(model))`` (:mod:`ddpsim.plan.compiled`)."""
+
+    ddp_optimizer: Bool = Field(True, description="torch._dynamo.config.optimize_ddp=True: DDPOptimizer splits the graph "
+                                                  "at bucket boundaries (the trace needs its compiled_graph: ddpsim trace "
+                                                  "--compiled-graph); false: one compiled backward, every gradient ready at "
+                                                  "its end; not given: true unless compiled_autograd")
+    compiled_autograd: Bool = Field(False, description="compiled autograd with optimize_ddp='python_reducer': inductor "
+                                                       "fuses per-parameter all-reduces into buckets (DDPOptimizer off)")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> "CompileSection":
+        if self.compiled_autograd and self.ddp_optimizer and "ddp_optimizer" in self.model_fields_set:
+            _fail(("ddp_optimizer",), True, "false with compiled_autograd: true (optimize_ddp='python_reducer' "
+                                            "replaces DDPOptimizer)")
+        return self
+
+    def options(self) -> CompileOptions:
+        """The runtime options; ``ddp_optimizer`` not given: on unless compiled autograd is."""
+        given = "ddp_optimizer" in self.model_fields_set
+        return CompileOptions(ddp_optimizer=self.ddp_optimizer if given else not self.compiled_autograd,
+                              compiled_autograd=self.compiled_autograd)
+
+    def check_caps(self, caps: Any, loc: tuple[str, ...]) -> None:
+        """DDPOptimizer refuses a cap under its 1 MiB first bucket (``DDPOptimizer.__init__``)."""
+        for cap in caps:
+            if self.options().ddp_optimizer and cap is not None and cap < 1:
+                _fail(loc, cap, "a cap >= 1 MiB with compile.ddp_optimizer (torch's DDPOptimizer asserts its 1 MiB "
+                                "first bucket is not larger)")
+
+
 class CapRange(Schema):
     """``sweep.bucket_cap_mb: {min, max, points, scale}``: caps spaced over a range."""
 
@@ -472,6 +546,8 @@ class SweepSection(Schema):
     gradient_as_bucket_view: Listed(Bool) = Field(None, description="values of gradient_as_bucket_view")
     comm_hook: Listed(Hook) = Field(None, description="comm hooks (ddp.comm_hook's values)")
     nodes: Listed(Int(1, MAX_NODES)) = Field(None, description="node counts (needs world_size: null)")
+    process_groups: Listed(Int(1, MAX_PROCESS_GROUPS)) = Field(None, description="round-robin communicator counts "
+                                                                              "(ddp.process_groups' values)")
 
     def resolve(self, ddp: DdpSection) -> SweepSpec:
         """The sweep's axes: caps (the default point first), cap lists, the other values deduplicated."""
@@ -495,7 +571,7 @@ class SweepSection(Schema):
         return SweepSpec(bucket_cap_mb=tuple(caps), bucket_cap_mb_list=tuple(dict.fromkeys(lists)),
                          find_unused_parameters=each("find_unused_parameters"),
                          gradient_as_bucket_view=each("gradient_as_bucket_view"), comm_hook=each("comm_hook"),
-                         nodes=each("nodes"))
+                         nodes=each("nodes"), process_groups=each("process_groups"))
 
 
 def _tuples(v: Any) -> Any:
@@ -586,6 +662,9 @@ class ScenarioFile(Schema):
     cost_model: _section(CostModelSection) = Field(default_factory=CostModelSection, description="GPU cost terms")
     plan: FilePath = Field(None, description="an explicit bucket plan JSON ('ddpsim plan --format json') used at "
                                              "every point instead of DDP's buckets, or null")
+    compile: Annotated[Optional[CompileSection], _mapping(CompileSection)] = Field(
+        None, description="torch.compile(DDP(model)): {ddp_optimizer, compiled_autograd} (Dynamo's graph split or "
+                          "compiled autograd's python reducer); null: eager DDP")
 
     @model_validator(mode="after")
     def _across_sections(self) -> "ScenarioFile":
@@ -610,6 +689,17 @@ class ScenarioFile(Schema):
     def ranks(self) -> int | None:
         """``world_size``; None: every device of the cluster."""
         return None if self.world_size in (None, "all") else self.world_size
+
+    @model_validator(mode="after")
+    def _compile_caps(self) -> "ScenarioFile":
+        if self.compile is not None:
+            sweep = self.sweep.resolve(self.ddp)
+            given = self.sweep.bucket_cap_mb is not None
+            self.compile.check_caps(sweep.bucket_cap_mb, ("sweep" if given else "ddp", "bucket_cap_mb"))
+            given = self.sweep.bucket_cap_mb_list is not None
+            self.compile.check_caps([max(x) for x in sweep.bucket_cap_mb_list],
+                                    ("sweep" if given else "ddp", "bucket_cap_mb_list"))
+        return self
 
     def timeline_keys(self, sweep: SweepSpec) -> tuple[Any, ...]:
         """``timelines`` as :meth:`ddpsim.pipeline.scenario.Scenario.timeline_points` reads them: caps of

@@ -29,6 +29,8 @@ class SweepPoint:
     varied: tuple[str, ...] = ("bucket_cap_mb",)
     #: a bucket_cap_mb_list point (bucket_cap_mb is then None); part of the cap dimension
     bucket_cap_mb_list: tuple[float, ...] | None = None
+    #: round-robin communicators (``ddp.process_groups``)
+    process_groups: int = 1
 
     def __post_init__(self) -> None:
         if self.bucket_cap_mb_list is not None:
@@ -54,6 +56,8 @@ class SweepPoint:
             parts.append(f"hook={self.comm_hook}")
         if "nodes" in self.varied:
             parts.append(f"nodes={self.nodes}")
+        if "process_groups" in self.varied:
+            parts.append(f"pg={self.process_groups}")
         return _POINT_ID_RE.sub("_", ",".join(parts))
 
     def as_dict(self) -> dict[str, Any]:
@@ -61,7 +65,8 @@ class SweepPoint:
                 **({"bucket_cap_mb_list": list(self.bucket_cap_mb_list)} if self.bucket_cap_mb_list else {}),
                 "find_unused_parameters": self.find_unused_parameters,
                 "gradient_as_bucket_view": self.gradient_as_bucket_view,
-                "comm_hook": self.comm_hook, "nodes": self.nodes}
+                "comm_hook": self.comm_hook, "nodes": self.nodes,
+                **({"process_groups": self.process_groups} if self.process_groups != 1 else {})}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,3 +80,4 @@ class SweepSpec:
     gradient_as_bucket_view: tuple[bool, ...] | None = None
     comm_hook: tuple[str, ...] | None = None
     nodes: tuple[int, ...] | None = None
+    process_groups: tuple[int, ...] | None = None

@@ -99,6 +99,8 @@ def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
         # mean time per steady iteration and rank on the compute stream, by span kind
         "compute_by_kind_s": {k: v / max(1, len(steady_keys)) for k, v in sorted(by_kind.items())},
     })
+    if "join" in result.meta:  # an epoch under Join: its phases and cost (ddpsim.engine.join)
+        out["join"] = result.meta["join"]
     if plan is not None:
         out["num_buckets_initial"] = len(plan.initial)
         out["num_buckets"] = len(plan.steady)

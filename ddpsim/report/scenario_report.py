@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.pipeline import eager_comparison as steps_compiled
 from ddpsim.pipeline import run as steps
 from ddpsim.pipeline.scenario import Scenario, load_scenario
 from ddpsim.pipeline.sweep import best_record, run_sweep, sweep_table
@@ -76,9 +77,11 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         _write_plots(sc, records, best, table, rec.info, rdir, files)
     me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
                                                                   trace, sim)
+    compiled = None if sc.compile is None else steps_compiled.eager_comparison(sc, records, trace, build, sim)
     summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec.info,
                             warnings=[warning] if warning else None,
-                            cost_terms=steps.cost_terms(sc, best.point, rec.inputs), method_error=me_answer)
+                            cost_terms=steps.cost_terms(sc, best.point, rec.inputs), method_error=me_answer,
+                            compiled=compiled)
     files.append(write_text_atomic(rdir / "summary.json", json.dumps(summ, indent=1, sort_keys=True, default=str) + "\n"))
     md = report.render_summary(summ)
     files.append(write_text_atomic(rdir / "summary.md", md + "\n"))

@@ -24,6 +24,8 @@ import io
 from pathlib import Path
 from typing import Any, Sequence
 
+from ddpsim.report import ddp_modes
+from ddpsim.report import compiled as compiled_report
 from ddpsim.io import write_text_atomic
 from ddpsim.plan.planner import mb_text
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_record, fmt_s, uncertainty_summary
@@ -67,7 +69,7 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
               trace_files: dict[str, list[str]] | None = None,
               recommendation: dict[str, Any] | None = None,
               warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None,
-              method_error: dict[str, Any] | None = None) -> dict[str, Any]:
+              method_error: dict[str, Any] | None = None, compiled: dict[str, Any] | None = None) -> dict[str, Any]:
     """All figures of the summary as plain data (JSON-able); ``warnings`` (one line each, e.g.
     the calibration's) become a ``warnings`` key only when there are any; ``cost_terms`` (one
     line each: the GPU cost terms in force and where their values come from) likewise;
@@ -100,6 +102,13 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
         out["cost_terms"] = list(cost_terms)
     if method_error:
         out["method_error"] = method_error
+    join, groups = ddp_modes.join_figures(records), ddp_modes.process_group_figures(records)
+    if join:
+        out["join"] = join
+    if groups:
+        out["process_groups"] = groups
+    if compiled:  # torch.compile: every point also run eagerly (ddpsim.pipeline.compiled.eager_comparison)
+        out["compile"] = compiled
     band = uncertainty_summary(records)
     if band is not None:
         out["uncertainty"] = band
@@ -261,6 +270,7 @@ def render_summary(s: dict[str, Any]) -> str:
     L += _setup_section(s)
     L += _answer_section(s)
     L += _breakdown_section(s)
+    L += compiled_report.compiled_table(s)
     L += _sweep_section(s)
     L += _first_iteration_section(s)
     L += _overlap_section(s)
@@ -349,7 +359,8 @@ def _answer_section(s: dict[str, Any]) -> list[str]:
     """``## Answer``: the best point, its uncertainty and the method's error, the exposed
     communication tail, the step p95, and the recommendation beyond one cap."""
     b, d = s["best"], s["default"]
-    L = ["## Answer", "", _best_line(s)]
+    L = ["## Answer", "", *ddp_modes.answer_lines(s), _best_line(s)]
+    L[2:2] = compiled_report.answer_lines(s)
     u = s.get("uncertainty")
     if u:
         L.append(render_uncertainty(u))

@@ -13,7 +13,8 @@ planner, the engine and the executor. It is a versioned JSON file::
      "iterations": [{"forward_s": .., "backward_s": .., "optimizer_s": .., "zero_grad_s": ..,
                      "grad_ready_s": [0.0123, ..., null]}, ...],
      "hook_overhead_frac": 0.004,
-     "synthetic": null}
+     "synthetic": null,
+     "compiled_graph": {"torch_version": "2.13.0", "graphs": [{"users": [-1, 0, ...], "uses": [[0, 147, 3072], ...]}]}}
 
 Modelling assumptions, stated once:
 
@@ -26,6 +27,8 @@ Modelling assumptions, stated once:
 * ``grad_ready_order`` is the order in which the hooks fired in the measured iterations: the
   order DDP records to rebuild its buckets. Parameters that never got a gradient are absent.
 * ``backward_s`` runs from the start of the backward call to its return (all hooks done).
+* ``compiled_graph`` (optional, ``ddpsim trace --compiled-graph``): the model's Dynamo graphs as
+  DDPOptimizer walks them (:mod:`ddpsim.trace.compiled_graph`), for compiled DDP.
 * ``synthetic`` is null for a measured trace, else a dict saying how the times were derived
   (retimed for another device, derived from a reduced-depth capture, hand-made).
 """
@@ -43,6 +46,7 @@ from ddpsim.errors import InputError, shorten
 from ddpsim.formats import quantile
 from ddpsim.io import read_json, write_text_atomic
 from ddpsim.schema import validate
+from ddpsim.trace.compiled_graph import CompiledGraph, compiled_graph_from_dict
 from ddpsim.trace.schema import (TRACE_FORMAT, TRACE_VERSION, IterationDoc, ParamDoc, TraceDoc,  # noqa: F401 (the format's names)
                                  default_of)
 from ddpsim.units import DTYPE_SIZE_BYTES, dtype_size_bytes
@@ -140,6 +144,8 @@ class Trace:
     synthetic: dict[str, Any] | None = default_of(TraceDoc, "synthetic")
     command: str | None = default_of(TraceDoc, "command")
     version: int = TRACE_VERSION
+    #: the model's Dynamo graphs as DDPOptimizer walks them, or None
+    compiled_graph: CompiledGraph | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
@@ -225,6 +231,7 @@ class Trace:
             ],
             "hook_overhead_frac": self.hook_overhead_frac,
             "synthetic": self.synthetic,
+            **({} if self.compiled_graph is None else {"compiled_graph": self.compiled_graph.to_dict()}),
         }
 
 
@@ -272,7 +279,9 @@ def trace_from_doc(doc: TraceDoc, source: str = "trace") -> Trace:
             buffers=tuple(BufferRecord(**b.model_dump()) for b in doc.buffers),
             grad_ready_order=tuple(doc.grad_ready_order),
             iterations=tuple(IterationSample(**it.model_dump()) for it in doc.iterations),
-            hook_overhead_frac=doc.hook_overhead_frac, synthetic=doc.synthetic)
+            hook_overhead_frac=doc.hook_overhead_frac, synthetic=doc.synthetic,
+            compiled_graph=None if doc.compiled_graph is None else compiled_graph_from_dict(
+                doc.compiled_graph.model_dump()).check(len(doc.params)))
     except InputError as exc:
         raise InputError(source + str(exc).removeprefix("trace")) from None
 

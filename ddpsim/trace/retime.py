@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -483,6 +483,10 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
                                 "median_step_s": sum(src.phase(n).median_s for n in ("forward", "backward", "optimizer", "zero_grad"))}
     if "seq_len" in kwargs:
         base_env["seq_len"] = kwargs["seq_len"]
-    return retime_spec(spec, gpu=g, batch_size=batch_size, autocast=ac, dtype=env.get("dtype", "float32"),
-                       optimizer=optimizer or env.get("optimizer", "sgd"), assumptions=assumptions, command=command,
-                       environment=base_env, extra_synthetic={"source_command": src.command, "source_synthetic": src.synthetic})
+    trace = retime_spec(spec, gpu=g, batch_size=batch_size, autocast=ac, dtype=env.get("dtype", "float32"),
+                        optimizer=optimizer or env.get("optimizer", "sgd"), assumptions=assumptions, command=command,
+                        environment=base_env, extra_synthetic={"source_command": src.command, "source_synthetic": src.synthetic})
+    # the Dynamo graph (compiled DDP) does not depend on the device; its bytes on the parameters' dtypes
+    if src.compiled_graph is not None and [p.size_bytes for p in trace.params] == [p.size_bytes for p in src.params]:
+        trace = replace(trace, compiled_graph=src.compiled_graph)
+    return trace

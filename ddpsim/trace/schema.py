@@ -90,6 +90,20 @@ class IterationDoc(Schema):
     grad_ready_s: list[Seconds | None]
 
 
+class GraphWalkDoc(Schema):
+    """One Dynamo graph as DDPOptimizer walks it (:class:`ddpsim.trace.compiled_graph.GraphWalk`)."""
+
+    users: list[Annotated[int, Field(ge=-1)] | None]
+    uses: list[Annotated[list[Annotated[int, Field(ge=0, le=MAX_BYTES)]], Field(min_length=3, max_length=3)]]
+
+
+class CompiledGraphDoc(Schema):
+    """``compiled_graph``: the model's Dynamo graphs (``ddpsim trace --compiled-graph``)."""
+
+    torch_version: str = ""
+    graphs: Annotated[list[GraphWalkDoc], Field(min_length=1)]
+
+
 class TraceDoc(Schema):
     """A trace file (``format`` ``ddpsim-trace``, ``version`` 1)."""
 
@@ -104,6 +118,7 @@ class TraceDoc(Schema):
     iterations: list[IterationDoc]
     hook_overhead_frac: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
     synthetic: dict[str, Any] | None = None
+    compiled_graph: CompiledGraphDoc | None = None
 
     @field_validator("params")
     @classmethod

@@ -171,7 +171,12 @@ def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: A
     from dataclasses import replace as _replace
 
     inputs = scenario.build_point(point, trace=trace, calibration=calibration)
-    return _replace(inputs, config=inputs.config.for_validation())
+    config = inputs.config.for_validation()
+    if config.process_groups > 1 and config.comm_hook == "none":
+        # the real run deals the buckets with a comm hook (executor.ddp_modes), which divides
+        # each bucket itself as DDP's allreduce_hook does
+        config = _replace(config, comm_hook="allreduce")
+    return _replace(inputs, config=config)
 
 
 def predict_mean(scenario: Any, point: Any, calibration: Any = None) -> Callable[[Trace], float]:

@@ -608,4 +608,9 @@ def _options(scenario: Any, point: Any) -> list[str]:
     if o.delay_all_reduce_named_params is not None:
         out += ["--delay-all-reduce-params", ",".join(o.delay_all_reduce_named_params),
                 "--param-to-hook-all-reduce", o.param_to_hook_all_reduce]
+    if point.process_groups != 1:  # a round-robin comm hook (torch 2.13 has no _round_robin_process_groups)
+        out += ["--process-groups", str(point.process_groups)]
+    if scenario.join is not None:
+        batches = scenario.join.batches(scenario.world_size or 2, scenario.simulation.seed)
+        out += ["--join-batches", ",".join(str(b) for b in batches)]
     return out

@@ -1,0 +1,133 @@
+"""Round-robin process groups: DDP's collectives dealt to N communicators, which run side by side.
+
+Source: ``torch.distributed._round_robin_process_groups`` (``distributed_c10d.py``) wrapped N
+process groups in ``ProcessGroupRoundRobin`` (``torch/csrc/distributed/c10d/ProcessGroupRoundRobin.cpp``):
+every collective called on it went to ``next()``, the groups in turn, so consecutive buckets'
+all-reduces ran on different communicators (NCCL: their own streams) and could overlap; Li et
+al., "PyTorch Distributed" (VLDB 2020), section 5.4, measured 3-5 groups best on many GPUs. Both
+were removed in pytorch/pytorch#132888 (torch 2.5): in torch 2.13 the same dealing is a comm
+hook that sends bucket ``i``'s all-reduce to group ``i mod N`` (what ``executor ddp
+--process-groups`` runs). Here the DDP group's ``k``-th collective goes to group ``k mod N``.
+
+Each group is an in-order stream (or, on gloo, its own ``comm_lanes`` worker threads,
+``ProcessGroupGloo``): its collective starts when every rank has launched it and the group is
+free. Collectives of different groups progress at once and share the network -- the model,
+and where it is approximate:
+
+* **Calibrated concurrency** (a comm model with ``comm_lanes > 1``, a measured gloo host): each
+  of the ``n`` collectives in flight on all groups runs at the model's ``concurrent_rate`` for
+  ``n``, as the lanes of one group do.
+* **Bandwidth share** (every analytical model, NCCL's included): a collective of ``S`` bytes
+  alone takes ``t(S)``, of which ``t(1 byte)`` is latency and the rest moves bytes at
+  ``d(S) = S / (t(S) - t(1))``; what the topology gives at most is the rate of one large
+  all-reduce, ``D = S* / (t(S*) - t(1))`` with ``S*`` = 1 GiB (NCCL's ring/tree at its peak
+  bus bandwidth, all channels). While the collectives in flight ask for more than ``D`` in
+  all, each moves its bytes at ``D / sum d`` of its own rate (fair share of the links) and its
+  latency runs at full pace, so its whole work progresses at ``1 / ((1 - w) + w / f)`` with
+  ``w = 1 - t(1)/t(S)`` and ``f = min(1, D / sum d)``. A small or medium all-reduce, whose
+  NCCL protocol and channel count leave the links part idle, therefore gains from company; two
+  large ones share the links and gain only their latencies. Approximate: the share is
+  re-evaluated only when a collective starts or ends (fluid, equal shares), NCCL's channels of
+  two communicators are taken not to slow each other's kernels beyond the link share, and the
+  SMs they hold add up: the compute slowdown applies the sum of the running collectives'
+  shares (``slow_weight``), which overstates it when their kernels would not all be resident.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+import simpy
+
+#: the all-reduce whose rate stands for the topology's capacity (1 GiB)
+CAPACITY_PROBE_BYTES = 1 << 30
+
+
+class GroupStreams:
+    """``n`` communicators' streams over the engine's collectives (``Engine.colls``)."""
+
+    def __init__(self, eng: Any, n: int) -> None:
+        self.eng = eng
+        self.n = n
+        #: collectives in flight on every group
+        self.running: list[Any] = []
+        self._demand: dict[int, float] = {}
+        self.calibrated = eng.lanes > 1
+        t1 = eng.duration_s(1, False)
+        tb = eng.duration_s(CAPACITY_PROBE_BYTES, False)
+        self.capacity = CAPACITY_PROBE_BYTES / (tb - t1) if tb > t1 else math.inf
+
+    def start(self) -> None:
+        for g in range(self.n):
+            self.eng.env.process(self.stream(g))
+
+    def demand(self, c: Any) -> float:
+        """Bytes per second ``c`` moves alone (inf when it is all latency)."""
+        d = self._demand.get(c.size_bytes)
+        if d is None:
+            eng = self.eng
+            t = eng.duration_s(c.size_bytes, False)
+            t1 = eng.duration_s(1, False)
+            d = self._demand[c.size_bytes] = c.size_bytes / (t - t1) if t > t1 else math.inf
+        return d
+
+    def pace(self, c: Any) -> float:
+        """``c``'s pace with the collectives now in flight, as a fraction of its pace alone."""
+        n = len(self.running)
+        if n <= 1:
+            return 1.0
+        if self.calibrated:
+            return self.eng.rate(c, n)
+        finite = [self.demand(r) for r in self.running]
+        if any(math.isinf(d) for d in finite):
+            return 1.0
+        f = min(1.0, self.capacity / sum(finite))
+        w = self.eng.bandwidth_share(c.size_bytes, False, self.eng.duration_s(c.size_bytes, False))
+        return 1.0 / ((1.0 - w) + w / f)
+
+    def stream(self, g: int) -> Iterator[simpy.Event]:
+        """Group ``g``: its collectives (``g, g + n, ...``) in order, ``lanes`` at a time."""
+        eng, env = self.eng, self.eng.env
+        mine: list[Any] = []
+        i = g
+        while True:
+            c = eng.coll(i)
+            yield c.all_arrived
+            while sum(1 for r in mine if not r.done.triggered) >= eng.lanes:
+                yield eng.changed
+            if c.arrival_max_s > env.now:
+                yield env.timeout(c.arrival_max_s - env.now)
+            c.start_s = env.now
+            mine = [r for r in mine if not r.done.triggered] + [c]
+            self.running.append(c)
+            self.changed()
+            env.process(self.progress(c))
+            i += self.n
+
+    def progress(self, c: Any) -> Iterator[simpy.Event]:
+        """``c.work_s`` seconds of work at its pace (and ``1/comm_slowdown`` while any rank computes)."""
+        eng, env = self.eng, self.eng.env
+        remaining = work = c.work_s
+        while remaining > work * 1e-12 and remaining > 0:
+            rate = self.pace(c)
+            if eng.interfere and eng.busy > 0:
+                rate /= eng.comm_slow
+            t0 = env.now
+            timer = env.timeout(remaining / rate)
+            res = yield timer | eng.changed
+            if timer in res:
+                break
+            remaining -= (env.now - t0) * rate
+        c.end_s = env.now
+        self.running.remove(c)
+        self.changed()
+        c.done.succeed()
+
+    def changed(self) -> None:
+        """The set in flight changed: compute's slowdown weight is their shares' sum."""
+        eng = self.eng
+        if eng.interfere:
+            eng.comm_weight = sum(r.slow_weight for r in self.running)
+            eng.comm_active = bool(self.running)
+        eng._notify()

@@ -1,0 +1,214 @@
+"""DDP under ``torch.compile``: Dynamo's graph split and when the gradients become ready.
+
+Three modes, by ``torch._dynamo.config.optimize_ddp`` (``torch/_dynamo/config.py``; read by
+``torch/_dynamo/utils.py``'s ``get_optimize_ddp_mode``):
+
+* ``ddp_optimizer`` (the default, ``optimize_ddp=True``): ``DDPOptimizer.compile_fn``
+  (``torch/_dynamo/backends/distributed.py``) splits each Dynamo graph into subgraphs at bucket
+  boundaries, walking the nodes in reverse and closing a bucket once its parameter bytes reach
+  ``bucket_bytes_cap`` (DDP's ``bucket_cap_mb``, the largest of a ``bucket_cap_mb_list``) --
+  the first one (the end of forward, the start of backward) at ``first_bucket_cap``, which
+  ``convert_frame.py`` never passes, so it is always ``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``
+  (1 MiB; a cap below it makes ``DDPOptimizer.__init__`` raise). A full bucket is extended past
+  a node until one of its nodes is used outside it; a trailing bucket without parameters (the
+  start of forward) is fused into the next. :func:`ddp_optimizer_buckets` redoes this walk on a
+  trace's :class:`~ddpsim.trace.compiled_graph.CompiledGraph`. Each subgraph's backward is one
+  compiled function: the autograd engine runs its parameters' AccumulateGrad nodes, so DDP's
+  hooks fire, only when it returns. :func:`compiled_ready_trace` models that as a transform of the
+  trace: each parameter becomes ready when the last parameter of its subgraph does in the eager
+  trace (a parameter used by several subgraphs, a tied weight, when the last of them to run
+  backward ends), the subgraphs ending in backward order. DDP's Reducer then buckets, hooks and
+  rebuilds as in eager mode (:func:`ddpsim.plan.planner.plan_ddp` on that trace).
+* ``no_optimization`` (``optimize_ddp=False``): one compiled backward per Dynamo graph; every
+  gradient is ready when it returns (with a single graph: at the end of backward).
+* ``python_reducer`` (compiled autograd): DDP registers a post-accumulate-grad hook per parameter
+  (``DistributedDataParallel._register_accum_grad_hook``) that divides the gradient and calls a
+  functional ``all_reduce``; compiled autograd traces them into the backward graph and inductor's
+  ``fuse_ddp_communication`` (``torch/_inductor/fx_passes/ddp_fusion.py``, ``_bucket_size_fusion``)
+  fuses consecutive ones into buckets: the first closes at >= 1 MiB, the rest at >=
+  ``bucket_cap_mb`` MiB (DDP passes ``_bucket_config.bucket_cap_mb``, whole MiB), in the order the
+  gradients are produced. :func:`python_reducer_plan` builds those buckets; there is no C++
+  Reducer, so no rebuild, and ``bucket_cap_mb_list`` is refused as torch refuses it.
+
+What is approximate: the subgraph's end is taken as the eager time of its last parameter gradient
+(the compiled kernels are assumed as fast as the traced eager ones unless the trace was captured
+compiled); within a subgraph DDP's hooks fire in the autograd engine's ready-queue order, which
+ddpsim replaces by the eager order (DDP's rebuilt buckets can then differ from real
+compiled DDP's: ``studies/compiled_split.py --rebuild`` measures it); with the python reducer, a fused all-reduce is taken to start when
+its last gradient is ready and the engine's Reducer costs (copy into a flat bucket, hooks) stand
+for inductor's concat and copy-back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from ddpsim.errors import InputError
+from ddpsim.plan.planner import BucketPlan, DDPOptions, _make_buckets, plan_ddp
+from ddpsim.trace.compiled_graph import GraphWalk
+from ddpsim.trace.records import IterationSample, Trace
+from ddpsim.units import DEFAULT_FIRST_BUCKET_BYTES, MIB
+
+#: ``torch._dynamo.config.optimize_ddp``'s modes ddpsim models
+MODES = ("ddp_optimizer", "no_optimization", "python_reducer")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileOptions:
+    """A scenario's ``compile`` block: ``torch.compile(DDP(model))`` and how Dynamo treats DDP."""
+
+    #: ``optimize_ddp=True``: DDPOptimizer splits the graph at bucket boundaries
+    ddp_optimizer: bool = True
+    #: compiled autograd with ``optimize_ddp="python_reducer"`` (DDPOptimizer off)
+    compiled_autograd: bool = False
+
+    def __post_init__(self) -> None:
+        if self.ddp_optimizer and self.compiled_autograd:
+            raise InputError("compile.ddp_optimizer: true is not accepted with compiled_autograd: true; expected false "
+                             "(optimize_ddp='python_reducer' replaces DDPOptimizer)")
+
+    @property
+    def mode(self) -> str:
+        """``torch._dynamo.config.optimize_ddp``'s mode (:data:`MODES`)."""
+        if self.compiled_autograd:
+            return "python_reducer"
+        return "ddp_optimizer" if self.ddp_optimizer else "no_optimization"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subgraph:
+    """One of DDPOptimizer's buckets: its parameters as it counts them, and their bytes."""
+
+    param_indices: tuple[int, ...]
+    size_bytes: int
+
+
+def ddp_optimizer_buckets(walk: GraphWalk, bucket_bytes_cap: int,
+                          first_bucket_cap: int = DEFAULT_FIRST_BUCKET_BYTES) -> list[Subgraph]:
+    """``DDPOptimizer.compile_fn``'s buckets for one graph, in forward order (its ``buckets``):
+    each with the parameter indices in the order it adds them (reverse graph order)."""
+    by_node: dict[int, list[tuple[int, int]]] = {}
+    for node, index, nbytes in walk.uses:
+        by_node.setdefault(node, []).append((index, nbytes))
+    built: list[dict] = [{"start": 0, "size": 0, "params": [], "external": False}]
+    for i, first_user in enumerate(walk.users):
+        cur = built[-1]
+        full = cur["size"] >= bucket_bytes_cap or (len(built) == 1 and cur["size"] >= first_bucket_cap)
+        if full and cur["external"]:
+            cur = {"start": i, "size": 0, "params": [], "external": False}
+            built.append(cur)
+        for index, nbytes in by_node.get(i, ()):
+            cur["size"] += nbytes
+            cur["params"].append(index)
+        if first_user is not None and first_user < cur["start"]:  # the output (-1) or a node of a later bucket
+            cur["external"] = True
+    if len(built) > 1 and built[-1]["size"] == 0:  # a preamble without parameters joins the next bucket
+        built[-2]["params"].extend(built.pop()["params"])
+    return [Subgraph(param_indices=tuple(b["params"]), size_bytes=b["size"]) for b in reversed(built)]
+
+
+def check_ddp_optimizer_cap(options: DDPOptions) -> None:
+    """Raise InputError where ``DDPOptimizer.__init__`` asserts: a cap below its 1 MiB first bucket."""
+    if options.bucket_bytes_cap < DEFAULT_FIRST_BUCKET_BYTES:
+        cap = max(options.bucket_cap_mb_list) if options.bucket_cap_mb_list else options.bucket_cap_mb
+        raise InputError(f"bucket_cap_mb: {cap:g} is not accepted with compile.ddp_optimizer: true; expected >= 1 MiB "
+                         "(DDPOptimizer's first bucket is 1 MiB and torch asserts the cap is not smaller)")
+
+
+def compiled_subgraphs(trace: Trace, options: DDPOptions, compile: CompileOptions) -> list[Subgraph]:
+    """The compiled backward's units in forward order: DDPOptimizer's buckets of every Dynamo
+    graph, or one per graph without DDPOptimizer (a trace without a compiled graph: one graph)."""
+    graph = trace.compiled_graph
+    if not compile.ddp_optimizer:
+        if graph is None:
+            used = tuple(i for i in range(trace.num_params) if trace.params[i].has_grad)
+            return [Subgraph(param_indices=used, size_bytes=sum(trace.params[i].size_bytes for i in used))]
+        return [Subgraph(param_indices=tuple(u[1] for u in g.uses), size_bytes=sum(u[2] for u in g.uses))
+                for g in graph.graphs]
+    if graph is None:
+        raise InputError(f"trace {trace.model!r}: compile.ddp_optimizer: true needs the trace's compiled_graph; expected "
+                         "a trace captured with 'ddpsim trace --compiled-graph' (or compile.ddp_optimizer: false)")
+    check_ddp_optimizer_cap(options)
+    return [s for g in graph.graphs for s in ddp_optimizer_buckets(g, options.bucket_bytes_cap)]
+
+
+def _finishing_subgraph(num_params: int, subgraphs: Sequence[Subgraph]) -> list[int | None]:
+    """Per parameter, the subgraph whose backward completes its gradient: the earliest in forward
+    that uses it (backward runs the subgraphs in reverse); None if none uses it."""
+    out: list[int | None] = [None] * num_params
+    for k in reversed(range(len(subgraphs))):
+        for i in subgraphs[k].param_indices:
+            out[i] = k
+    return out
+
+
+def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], count: int) -> IterationSample:
+    own: list[float | None] = [None] * count
+    for i, k in enumerate(finish):
+        t = it.grad_ready_s[i]
+        if k is not None and t is not None:
+            own[k] = t if own[k] is None else max(own[k], t)
+    end: list[float | None] = [None] * count
+    running: float | None = None
+    for k in reversed(range(count)):  # backward runs the last subgraph first
+        if own[k] is not None:
+            running = own[k] if running is None else max(running, own[k])
+        end[k] = running
+    ready = tuple(t if k is None or t is None else end[k] for t, k in zip(it.grad_ready_s, finish))
+    return replace(it, grad_ready_s=ready)
+
+
+def compiled_ready_trace(trace: Trace, subgraphs: Sequence[Subgraph]) -> Trace:
+    """``trace`` with every parameter ready when its subgraph's compiled backward returns; the
+    hooks' order is the new ready times', ties in the eager order."""
+    finish = _finishing_subgraph(trace.num_params, subgraphs)
+    iterations = tuple(_grouped_iteration(it, finish, len(subgraphs)) for it in trace.iterations)
+    grouped = replace(trace, iterations=iterations)
+    median = grouped.median_grad_ready_s()
+    position = {i: k for k, i in enumerate(trace.grad_ready_order)}
+    order = tuple(sorted(trace.grad_ready_order, key=lambda i: (median[i] if median[i] is not None else float("inf"),
+                                                                position[i])))
+    return replace(grouped, grad_ready_order=order)
+
+
+def python_reducer_plan(trace: Trace, options: DDPOptions) -> BucketPlan:
+    """Inductor's fused all-reduces under compiled autograd (``_bucket_size_fusion``): the
+    gradients in ready order, the first bucket closed at >= 1 MiB, the others at >= the whole
+    MiB of ``bucket_cap_mb``; the same in every iteration."""
+    if options.bucket_cap_mb_list:
+        raise InputError(f"ddp.bucket_cap_mb_list: {list(options.bucket_cap_mb_list)} is not accepted with "
+                         "compile.compiled_autograd: true; expected null (torch asserts the python reducer takes none)")
+    cap_bytes = (options.bucket_bytes_cap // MIB) * MIB
+    order = list(trace.grad_ready_order)
+    groups: list[list[int]] = []
+    current: list[int] = []
+    size, limit = 0, DEFAULT_FIRST_BUCKET_BYTES
+    for k, i in enumerate(order):
+        current.append(i)
+        size += trace.params[i].size_bytes
+        if size < limit and k != len(order) - 1:
+            continue
+        groups.append(current)
+        current, size, limit = [], 0, cap_bytes
+    dtypes = {trace.params[i].dtype for i in order}
+    if len(dtypes) > 1:
+        raise InputError(f"trace {trace.model!r}: parameters of dtypes {sorted(dtypes)} are not accepted with "
+                         "compile.compiled_autograd: true; expected one dtype (inductor's DDP fusion takes one)")
+    buckets = _make_buckets(trace, groups, None)
+    return BucketPlan(initial=buckets, steady=buckets, rebuild_iteration=None, source="python_reducer", options=options)
+
+
+def compiled_point(trace: Trace, options: DDPOptions, compile: CompileOptions,
+                   plan: BucketPlan | None = None) -> tuple[Trace, BucketPlan]:
+    """The (trace, plan) the engine simulates for DDP under ``compile``: the ready times of the
+    compiled backward and DDP's buckets over them (``plan``: an explicit plan to use instead),
+    or the python reducer's fused buckets over the eager ready times."""
+    if compile.compiled_autograd:
+        return trace, python_reducer_plan(trace, options)
+    grouped = compiled_ready_trace(trace, compiled_subgraphs(trace, options, compile))
+    return grouped, plan if plan is not None else plan_ddp(grouped, options)
+
+
+__all__ = ["MODES", "CompileOptions", "Subgraph", "ddp_optimizer_buckets", "check_ddp_optimizer_cap",
+           "compiled_subgraphs", "compiled_ready_trace", "python_reducer_plan", "compiled_point"]

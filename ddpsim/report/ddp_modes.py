@@ -1,0 +1,77 @@
+"""The answers for DDP run under ``Join`` (uneven inputs) and over round-robin process groups.
+
+A scenario with ``ddp.join`` asks what its uneven inputs cost per epoch
+(:mod:`ddpsim.engine.join`: the epoch under Join against the same samples dealt evenly); one
+sweeping ``process_groups`` asks how much N round-robin communicators gain over one
+(:mod:`ddpsim.engine.process_groups`). Each figure here is read from the sweep's records; the
+summary puts the line first in its answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Sequence
+
+from ddpsim.pipeline.sweep import PointRecord, best_record, fmt_s
+
+
+def join_figures(records: Sequence[PointRecord]) -> dict[str, Any] | None:
+    """The best point's epoch under Join (None when the scenario has no ``ddp.join``)."""
+    best = best_record(records)
+    j = best.metrics.get("join")
+    if not j:
+        return None
+    keys = ("epoch_cost_pct", "epoch_s", "even_epoch_s", "loop_s", "exit_s", "epoch_iterations",
+            "even_epoch_iterations", "per_iteration_cost_pct", "per_iteration_cost_s", "even_step_s", "epoch_mean_step_s")
+    return {"point": best.point_id, "world_size": best.world_size, **{k: j[k] for k in keys},
+            "tail_iterations": j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
+            "batches_min": min(j["batches_per_rank"]), "batches_max": max(j["batches_per_rank"])}
+
+
+def process_group_figures(records: Sequence[PointRecord]) -> dict[str, Any] | None:
+    """At the best point's other values, each process-group count's p50 step and its gain over
+    one (None when the sweep does not vary ``process_groups`` or has no 1)."""
+    best = best_record(records)
+    if "process_groups" not in best.point.varied:
+        return None
+    by_n = {r.point.process_groups: r for r in records if replace(r.point, process_groups=1) == replace(best.point, process_groups=1)}
+    if 1 not in by_n:
+        return None
+    one = by_n[1].metrics["iteration_p50_s"]
+    rows = [{"process_groups": n, "iteration_p50_s": r.metrics["iteration_p50_s"],
+             "gain_over_one": (one - r.metrics["iteration_p50_s"]) / one} for n, r in sorted(by_n.items())]
+    top = max(rows, key=lambda x: (x["gain_over_one"], -x["process_groups"]))
+    return {"cap": best.point.cap_label, "world_size": best.world_size, "best_process_groups": top["process_groups"],
+            "gain_over_one": top["gain_over_one"], "by_count": rows}
+
+
+def join_line(j: dict[str, Any]) -> str:
+    """The answer's first bullet for an epoch under Join."""
+    return (f"- **Uneven inputs cost {j['epoch_cost_pct']:.1f} % per epoch** (`{j['point']}`, {j['world_size']} ranks, "
+            f"{j['batches_min']}-{j['batches_max']} batches per rank): {fmt_s(j['epoch_s'])} under `model.join()` vs "
+            f"{fmt_s(j['even_epoch_s'])} for the same samples dealt evenly ({j['even_epoch_iterations']} steps of "
+            f"{fmt_s(j['even_step_s'])}). Of it: Join's per-iteration collectives {j['per_iteration_cost_pct']:+.2f} % per "
+            f"step ({fmt_s(j['per_iteration_cost_s'])}), {j['tail_iterations']} tail iterations after the first rank "
+            f"joins, and {fmt_s(j['exit_s'])} for the final model sync (`_sync_final_model`).")
+
+
+def process_groups_line(pg: dict[str, Any]) -> str:
+    """The answer's first bullet for a sweep over round-robin process groups."""
+    n, gain = pg["best_process_groups"], pg["gain_over_one"]
+    steps = ", ".join(f"{r['process_groups']}: {fmt_s(r['iteration_p50_s'])}" for r in pg["by_count"])
+    if n == 1:
+        return (f"- **Round-robin process groups do not help here**: one communicator is fastest at cap={pg['cap']} on "
+                f"{pg['world_size']} ranks (p50 step by groups: {steps}).")
+    return (f"- **{n} round-robin process groups are {100 * gain:.1f} % faster than 1** at cap={pg['cap']} on "
+            f"{pg['world_size']} ranks (p50 step by groups: {steps}). torch 2.13 has no `_round_robin_process_groups`: "
+            f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} `dist.new_group()` groups.")
+
+
+def answer_lines(s: dict[str, Any]) -> list[str]:
+    """The bullets a summary with these figures leads its answer with."""
+    out = []
+    if s.get("join"):
+        out.append(join_line(s["join"]))
+    if s.get("process_groups"):
+        out.append(process_groups_line(s["process_groups"]))
+    return out

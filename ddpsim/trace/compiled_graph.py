@@ -1,0 +1,160 @@
+"""What Dynamo's DDPOptimizer needs to know of a compiled model: its FX graphs, walked in reverse.
+
+``torch.compile`` on a DDP model hands each Dynamo graph to DDPOptimizer
+(``torch/_dynamo/backends/distributed.py``, ``DDPOptimizer.compile_fn``), which walks the graph's
+nodes in reverse (placeholders and the output skipped), adds to the current bucket the bytes
+(``untyped_storage().nbytes()``) of the trainable parameters each node uses -- a ``call_function``
+or ``call_method`` node's parameter arguments, a ``call_module`` node's module parameters (each
+module once), a ``get_attr`` parameter -- and starts a new bucket before a node once the current
+one is full, if the current one has a node whose result is used outside it. This module records
+exactly those facts per graph, so that :mod:`ddpsim.plan.compiled` can redo the split for any
+``bucket_cap_mb`` without torch:
+
+* ``users[i]``: for the i-th node of the reversed walk, the smallest walk index among the nodes
+  using its result; ``-1`` when the graph's output uses it; ``None`` when nothing does.
+* ``uses``: ``(node, param_index, nbytes)`` in the order DDPOptimizer adds them, ``param_index``
+  the parameter's position in DDP's list (the trace's ``params``); a parameter used by two nodes
+  (tied weights) appears twice, as DDPOptimizer counts it twice.
+
+The graphs are those Dynamo compiles for one forward of the bare module, in compile order
+(several after a graph break); DDPOptimizer sees the same graphs when the module runs inside
+DDP's forward (``tests/test_compiled_ddp.py`` checks the split against DDPOptimizer's own buckets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ddpsim.errors import InputError, shorten
+
+#: no node of a graph uses this node's result
+NO_USER = None
+#: the graph's output uses this node's result
+OUTPUT_USER = -1
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphWalk:
+    """One Dynamo graph as DDPOptimizer walks it (reverse node order)."""
+
+    users: tuple[int | None, ...]
+    uses: tuple[tuple[int, int, int], ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "users", tuple(self.users))
+        object.__setattr__(self, "uses", tuple(tuple(u) for u in self.uses))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompiledGraph:
+    """The Dynamo graphs of a model's forward, in compile order, and the torch that traced them."""
+
+    graphs: tuple[GraphWalk, ...]
+    torch_version: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "graphs", tuple(self.graphs))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"torch_version": self.torch_version,
+                "graphs": [{"users": list(g.users), "uses": [list(u) for u in g.uses]} for g in self.graphs]}
+
+    def check(self, num_params: int, source: str = "trace") -> "CompiledGraph":
+        """Raise InputError unless every node and parameter index is in range."""
+        for k, g in enumerate(self.graphs):
+            n = len(g.users)
+            for i, u in enumerate(g.users):
+                if u is not None and not OUTPUT_USER <= u < i:
+                    raise InputError(f"{source}: compiled_graph.graphs[{k}].users[{i}]: {shorten(u)} is not accepted; "
+                                     f"expected null, -1 (the output) or a node index in [0, {i})")
+            for j, (node, index, nbytes) in enumerate(g.uses):
+                if not 0 <= node < n or not 0 <= index < num_params or nbytes < 0:
+                    raise InputError(f"{source}: compiled_graph.graphs[{k}].uses[{j}]: {shorten([node, index, nbytes])} "
+                                     f"is not accepted; expected [node in [0, {n}), parameter in [0, {num_params}), "
+                                     "bytes >= 0]")
+        return self
+
+
+def compiled_graph_from_dict(data: dict[str, Any]) -> CompiledGraph:
+    """The :class:`CompiledGraph` of a validated ``compiled_graph`` mapping."""
+    return CompiledGraph(torch_version=data.get("torch_version", ""),
+                         graphs=tuple(GraphWalk(users=g["users"], uses=g["uses"]) for g in data["graphs"]))
+
+
+# ---- capture (needs torch) ------------------------------------------------------------------
+
+def _walk_graph(torch: Any, gm: Any, index_of: dict[int, int]) -> GraphWalk:
+    """``gm``'s nodes in reverse, each with its earliest user and the DDP parameters it adds,
+    by DDPOptimizer's rules (``add_param_args``, ``add_module_params_to_bucket``, ``get_attr``)."""
+    nodes = [n for n in reversed(gm.graph.nodes) if n.op not in ("output", "placeholder")]
+    position = {n: i for i, n in enumerate(nodes)}
+    users: list[int | None] = []
+    uses: list[tuple[int, int, int]] = []
+    seen_modules: set[int] = set()
+
+    def add(i: int, p: Any) -> None:
+        if isinstance(p, torch.nn.Parameter) and p.requires_grad and not getattr(p, "_ddp_ignored", False) \
+                and id(p) in index_of:
+            uses.append((i, index_of[id(p)], p.untyped_storage().nbytes()))
+
+    def add_args(i: int, node: Any) -> None:
+        for arg in node.args:
+            if isinstance(arg, torch.fx.Node) and arg.op == "placeholder" and "grapharg" in arg.meta:
+                add(i, arg.meta["grapharg"].example)
+
+    def add_module(i: int, target: str) -> None:
+        try:
+            mod = gm.get_submodule(target)
+        except AttributeError:
+            return
+        if id(mod) not in seen_modules:
+            seen_modules.add(id(mod))
+            for _, p in mod.named_parameters():
+                add(i, p)
+
+    for i, node in enumerate(nodes):
+        idx = [OUTPUT_USER if u.op == "output" else position[u] for u in node.users if u.op == "output" or u in position]
+        users.append(min(idx) if idx else NO_USER)
+        if node.op == "call_function":
+            add_args(i, node)
+        elif node.op == "call_module":
+            add_module(i, node.target)
+        elif node.op == "call_method":
+            if isinstance(getattr(node.args[0], "target", None), str):
+                add_module(i, node.args[0].target)
+            add_args(i, node)
+        elif node.op == "get_attr":
+            add(i, getattr(gm, node.target, None))
+    return GraphWalk(users=tuple(users), uses=tuple(uses))
+
+
+def capture_compiled_graph(spec: Any, params: Sequence[Any], *, batch_size: int) -> CompiledGraph:
+    """Compile ``spec.module`` with a recording Dynamo backend, run one forward of a
+    ``batch_size`` batch, and return its graphs as DDPOptimizer walks them.
+
+    ``params``: DDP's parameters in DDP's order (:func:`ddpsim.trace.models.ddp_params`'s tensors).
+    """
+    import torch
+
+    index_of = {id(p): i for i, p in enumerate(params)}
+    graphs: list[GraphWalk] = []
+
+    def record(gm: Any, example_inputs: Any) -> Any:
+        graphs.append(_walk_graph(torch, gm, index_of))
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(spec.module, backend=record)
+        batch = spec.make_batch(batch_size)
+        compiled(*batch) if isinstance(batch, tuple) else compiled(batch)
+    except Exception as exc:  # noqa: BLE001 -- a model Dynamo cannot trace: one line
+        raise InputError(f"model {spec.name!r}: torch.compile failed ({type(exc).__name__}: "
+                         f"{shorten(str(exc).splitlines()[0] if str(exc) else '')}); expected a model Dynamo can "
+                         "trace") from None
+    finally:
+        torch._dynamo.reset()
+    if not graphs:
+        raise InputError(f"model {spec.name!r}: Dynamo compiled no graph; expected a forward it can trace")
+    return CompiledGraph(graphs=tuple(graphs), torch_version=torch.__version__)

@@ -1,0 +1,134 @@
+"""Worker of ``tests/test_compiled_ddp.py``: DDPOptimizer's own buckets for the bundled models.
+
+Run as a script (one process, a 1-rank gloo group over a HashStore): for each model, records
+ddpsim's :class:`~ddpsim.trace.compiled_graph.CompiledGraph` (the bare module compiled with a
+recording backend), then compiles ``DDP(model)`` with ``backend="aot_eager"`` and
+``optimize_ddp=True``, runs one step, and reads back ``DDPOptimizer.buckets`` (parameters
+mapped to DDP's indices through Dynamo's graph arguments) at the DDP's own cap; the same
+Dynamo graph is then split again by ``DDPOptimizer(cap).compile_fn`` at each other cap.
+Also fuses a list of gradient sizes with inductor's ``_bucket_size_fusion`` (the python
+reducer's bucketing). With ``--rebuild``: DDP's rebuilt buckets under compile at 5 MiB and the
+order its hooks fired in. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from types import SimpleNamespace
+
+MODELS = {"mlp": {"width": 512, "depth": 6}, "gpt2-124m": {"n_layer": 2, "seq_len": 16},
+          "bert-base": {"n_layer": 2, "seq_len": 16}, "resnet50": {}}
+CAPS_MB = (None, 1, 2.5, 5, 25)
+BATCH = {"resnet50": 1}
+
+
+def _buckets(opt, ids):
+    return [{"params": [ids[id(t)] for t in b], "size": size} for size, b in opt]
+
+
+def model_case(name, kwargs):
+    import torch
+    from torch._dynamo.backends import distributed as dd
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ddpsim.trace.compiled_graph import capture_compiled_graph
+    from ddpsim.trace.models import build_model, ddp_params, default_loss
+
+    spec = build_model(name, **kwargs)
+    params = [p for _, p, _ in ddp_params(spec.module)]
+    ids = {id(p): i for i, p in enumerate(params)}
+    batch_size = BATCH.get(name, 2)
+    graph = capture_compiled_graph(spec, params, batch_size=batch_size)
+    seen = []
+    original = dd.DDPOptimizer.compile_fn
+
+    def spy(self, gm, example_inputs, **kw):
+        out = original(self, gm, example_inputs, **kw)
+        real = {n.target: n.meta["grapharg"].example for n in gm.graph.nodes if n.op == "placeholder"}
+        seen.append((gm, example_inputs, [(b.size, [real[p] for p in b.params]) for b in self.buckets], real))
+        return out
+
+    dd.DDPOptimizer.compile_fn = spy
+    try:
+        torch._dynamo.reset()
+        torch._dynamo.config.optimize_ddp = True
+        model = torch.compile(DDP(spec.module), backend="aot_eager")
+        batch = spec.make_batch(batch_size)
+        out = model(*batch) if isinstance(batch, tuple) else model(batch)
+        (spec.loss_fn or default_loss)(out).backward()
+    finally:
+        dd.DDPOptimizer.compile_fn = original
+    by_cap = {"null": [_buckets(s[2], ids) for s in seen]}
+    for cap in CAPS_MB[1:]:
+        per_graph = []
+        for gm, example_inputs, _, real in seen:
+            opt = dd.DDPOptimizer(bucket_bytes_cap=int(cap * 1024 * 1024), backend_compile_fn=lambda g, ex: g.forward)
+            opt.compile_fn(gm, example_inputs)
+            per_graph.append(_buckets([(b.size, [real[p] for p in b.params]) for b in opt.buckets], ids))
+        by_cap[str(cap)] = per_graph
+    torch._dynamo.reset()
+    return {"num_params": len(params), "graph": graph.to_dict(), "buckets": by_cap}
+
+
+def rebuild_case(name, kwargs, cap_mb=5, iterations=3):
+    """DDP's rebuilt buckets under ``torch.compile`` at ``cap_mb`` (``_get_ddp_logging_data``) and
+    the order its parameters' post-accumulate-grad hooks fired in (the order the rebuild reads)."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ddpsim.trace.models import build_model, ddp_params, default_loss
+
+    spec = build_model(name, **kwargs)
+    order: list[int] = []
+    for i, (_, p, _) in enumerate(ddp_params(spec.module)):
+        p.register_post_accumulate_grad_hook(lambda _p, i=i: order.append(i))
+    torch._dynamo.reset()
+    torch._dynamo.config.optimize_ddp = True
+    ddp = DDP(spec.module, bucket_cap_mb=cap_mb)
+    model = torch.compile(ddp, backend="aot_eager")
+    for _ in range(iterations):
+        order.clear()
+        batch = spec.make_batch(BATCH.get(name, 2))
+        out = model(*batch) if isinstance(batch, tuple) else model(batch)
+        (spec.loss_fn or default_loss)(out).backward()
+    data = ddp._get_ddp_logging_data()
+    torch._dynamo.reset()
+    return {"cap_mb": cap_mb, "hook_order": order, "rebuilt_bucket_sizes": data.get("rebuilt_bucket_sizes")}
+
+
+def python_reducer_case(sizes_bytes, caps_mb):
+    """Groups of ``sizes_bytes`` (gradient order) by inductor's ``_bucket_size_fusion``."""
+    import torch
+    from torch._inductor.fx_passes import ddp_fusion
+
+    def block(n):
+        meta = {"tensor_meta": SimpleNamespace(dtype=torch.float32)}
+        return SimpleNamespace(comm_node=SimpleNamespace(meta=meta), shape=torch.Size([n // 4]), n=n)
+
+    out = {}
+    for cap in caps_mb:
+        blocks = [block(n) for n in sizes_bytes]
+        groups = ddp_fusion._bucket_size_fusion(None, blocks, bucket_size_mb=cap)
+        out[str(cap)] = [[blocks.index(b) for b in g] for g in groups]
+    return out
+
+
+def main() -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(MODELS)
+    result = {"models": {n: model_case(n, MODELS[n]) for n in names}}
+    if "--rebuild" in sys.argv:
+        result["rebuild"] = {n: rebuild_case(n, MODELS[n]) for n in names}
+    sizes = json.loads(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "--rebuild" else []
+    result["python_reducer"] = python_reducer_case(sizes, (0, 1, 2, 25)) if sizes else {}
+    dist.destroy_process_group()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

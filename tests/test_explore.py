@@ -183,3 +183,23 @@ def test_cli_writes_table_front_and_plots(tmp_path, capsys):
     for f in ("table.csv", "table.parquet", "front.csv", "scaling.png", "front.png", "report.md"):
         assert (out / f).is_file(), f
     assert "2 points" in capsys.readouterr().out
+
+
+def test_the_progress_bar_shows_points_done_rate_and_time_left(monkeypatch):
+    import io
+    import sys
+
+    from ddpsim.pipeline.sweep import progress_bar
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    with progress_bar(4, "space: exploring", True) as bar:
+        bar.mininterval = 0
+        for _ in range(2):
+            bar.update(1)
+    text = err.getvalue()
+    assert "2/4" in text and "point/s" in text and "<" in text  # done/total [elapsed<left, rate]

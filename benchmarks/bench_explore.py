@@ -114,13 +114,19 @@ def main(argv=None) -> int:
     old, new = run_py(base, SWEEP, str(base)), run_py(ROOT, SWEEP, str(ROOT))
     print(f"\n[1] 32-point bucket_cap_mb sweep, GPT-2 1.5B x 1,024 ranks (target <= 1 s):\n"
           f"    baseline {old['cpu_s']:.2f} s CPU ({old['wall_s']:.2f} s wall); this checkout {new['cpu_s']:.2f} s CPU "
-          f"({new['wall_s']:.2f} s wall): {old['cpu_s'] / new['cpu_s']:.1f}x; same p50 at every point: {old['p50'] == new['p50']}")
+          f"({new['wall_s']:.2f} s wall): {old['cpu_s'] / new['cpu_s']:.1f}x; same p50 at every point: {old['p50'] == new['p50']}", flush=True)
 
     # 2. the design space, fast path
     axes, total = space(points)
     pts = sample(axes, n_sample)
     spec = {"trace": str(TRACE), "points": pts, "contention": False}
     old, new = run_py(base, POINTS, json.dumps(spec)), run_py(ROOT, POINTS, json.dumps(spec))
+    print(f"\n[2] design space of {total} points (3 systems x 7 node counts x {len(axes['bucket_cap_mb'])} caps x 2 hooks x "
+          f"2 gradient_as_bucket_view; NCCL, contention prior off):\n"
+          f"    per point, build_point_inputs + simulate on a {n_sample}-point sample: baseline "
+          f"{old['cpu_s'] / n_sample * 1e3:.0f} ms CPU (the space: ~{old['cpu_s'] / n_sample * total / args.jobs:.0f} s "
+          f"on {args.jobs} processes), this checkout {new['cpu_s'] / n_sample * 1e3:.0f} ms CPU; same p50: "
+          f"{old['p50'] == new['p50']}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "space.yaml"
         f.write_text(yaml.safe_dump({"name": "bench-space", "trace": str(TRACE), "cluster": {"topology": "dgx-h100"},
@@ -135,15 +141,9 @@ def main(argv=None) -> int:
         cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
         if out.returncode != 0:
             raise SystemExit(out.stderr[-2000:])
-    print(f"\n[2] design space of {total} points (3 systems x 7 node counts x {len(axes['bucket_cap_mb'])} caps x 2 hooks x "
-          f"2 gradient_as_bucket_view; NCCL, contention prior off):\n"
-          f"    ddpsim explore --jobs {args.jobs}, this checkout: {wall:.1f} s wall end to end, {cpu:.1f} s CPU in all its "
+    print(f"    ddpsim explore --jobs {args.jobs}, this checkout: {wall:.1f} s wall end to end, {cpu:.1f} s CPU in all its "
           f"processes ({cpu / total * 1e3:.1f} ms CPU per point; {total / wall:.0f} points/s; target 10,000 points "
-          f"<= 60 s)\n"
-          f"    per point, build_point_inputs + simulate on a {n_sample}-point sample: baseline "
-          f"{old['cpu_s'] / n_sample * 1e3:.0f} ms CPU (the space: ~{old['cpu_s'] / n_sample * total / args.jobs:.0f} s "
-          f"on {args.jobs} processes), this checkout {new['cpu_s'] / n_sample * 1e3:.0f} ms CPU; same p50: "
-          f"{old['p50'] == new['p50']}")
+          f"<= 60 s)", flush=True)
 
     # 3. the contention prior on
     spec["contention"] = True

@@ -30,12 +30,11 @@ from __future__ import annotations
 import concurrent.futures as cf
 import copy
 import hashlib
-import itertools
 import json
 import logging
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Sequence
 
@@ -180,12 +179,9 @@ def _check_value(space: ExploreSpace, name: str, key: str, i: int, value: Any) -
                             (("cap", (value, None) if key == "ddp.bucket_cap_mb" else (None, value)),))
         validate(ScenarioFile, doc, "point")
     except InputError as exc:
-        reason = str(exc).partition(": ")[2]
-        raise InputError(f"{space.source}: explore.axes.{name}[{i}]: {shorten(value)} is not accepted ({cut_reason(reason)})") from None
-
-
-def cut_reason(text: str) -> str:
-    return text if len(text) <= 300 else text[:297] + "..."
+        expected = str(exc).partition("; expected ")[2] or f"a value {key} accepts ({str(exc).partition(': ')[2]})"
+        raise InputError(f"{space.source}: explore.axes.{name}[{i}]: {shorten(value)} is not accepted; "
+                         f"expected {expected if len(expected) <= 300 else expected[:297] + '...'}") from None
 
 
 def space_points(space: ExploreSpace) -> list[ExplorePoint]:

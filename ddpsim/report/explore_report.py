@@ -125,7 +125,7 @@ def render_report(table: Any, front: Any, title: str, cost_col: str, cost_label:
              f"{', scaling.png, front.png' if plots else ''}.", ""]
     lines += [f"- {n}" for n in notes] + ([""] if notes else [])
     lines += ["## Best point per system", "", "| system | point | GPUs | step p50 | samples/s | scaling eff. | "
-              f"cost / 1k samples |", "|---|---|---:|---:|---:|---:|---:|"]
+              "cost / 1k samples |", "|---|---|---:|---:|---:|---:|---:|"]
     ok = table[table["throughput_samples_per_s"].notna()]
     for system in dict.fromkeys(ok["system"]):
         rows = ok[ok["system"] == system]

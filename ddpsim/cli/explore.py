@@ -36,7 +36,8 @@ examples:
 
 A lost worker or an interrupted run loses no finished point: run the same command again.
 Bad input (an unknown axis, an axis value the scenario refuses, a missing prices file) stops
-with one line naming the key and exit status 2."""
+with one line naming the key and exit status 2. The explore block's keys and how to start and
+point at a real Ray cluster: docs/EXPLORE.md."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -106,27 +106,52 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="explore's processes (default 2)")
     ap.add_argument("--sample", type=int, default=40, help="points of the per-point sample (default 40)")
     ap.add_argument("--quick", action="store_true", help="1,000 points and a 10-point sample")
+    ap.add_argument("--parts", default="1,2,3", help="which of the figures 1, 2, 3 to measure (default all)")
     args = ap.parse_args(argv)
     base = Path(args.baseline).resolve()
     points, n_sample = (1000, 10) if args.quick else (args.points, args.sample)
     print(f"this checkout: {ROOT}; baseline: {base}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
 
-    # 1. the 32-point sweep
+    parts = {int(x) for x in args.parts.split(",")}
+    if 1 in parts:
+        sweep_figures(base)
+    if 2 in parts or 3 in parts:
+        space_figures(base, points, n_sample, args.jobs, parts)
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    return 0
+
+
+def sweep_figures(base: Path) -> None:
+    """1. the 32-point sweep."""
     old, new = run_py(base, SWEEP, str(base)), run_py(ROOT, SWEEP, str(ROOT))
     print(f"\n[1] 32-point bucket_cap_mb sweep, GPT-2 1.5B x 1,024 ranks (target <= 1 s):\n"
           f"    baseline {old['cpu_s']:.2f} s CPU ({old['wall_s']:.2f} s wall); this checkout {new['cpu_s']:.2f} s CPU "
           f"({new['wall_s']:.2f} s wall): {old['cpu_s'] / new['cpu_s']:.1f}x; same p50 at every point: {old['p50'] == new['p50']}", flush=True)
 
-    # 2. the design space, fast path
+
+def space_figures(base: Path, points: int, n_sample: int, jobs: int, parts: set[int]) -> None:
+    """2. the design space, fast path; 3. the per-point cost with the contention prior."""
     axes, total = space(points)
     pts = sample(axes, n_sample)
     spec = {"trace": str(TRACE), "points": pts, "contention": False}
+    if 2 in parts:
+        explore_figures(base, axes, total, spec, n_sample, jobs)
+    if 3 in parts:
+        spec["contention"] = True
+        spec["points"] = pts_c = pts[: max(4, n_sample // 4)]
+        old, new = run_py(base, POINTS, json.dumps(spec)), run_py(ROOT, POINTS, json.dumps(spec))
+        print(f"\n[3] the same points with the contention prior on (interference path), {len(pts_c)} points: baseline "
+              f"{old['cpu_s'] / len(pts_c) * 1e3:.0f} ms CPU per point, this checkout {new['cpu_s'] / len(pts_c) * 1e3:.0f} "
+              f"ms; same p50: {old['p50'] == new['p50']}")
+
+
+def explore_figures(base: Path, axes: dict, total: int, spec: dict, n_sample: int, jobs: int) -> None:
     old, new = run_py(base, POINTS, json.dumps(spec)), run_py(ROOT, POINTS, json.dumps(spec))
     print(f"\n[2] design space of {total} points (3 systems x 7 node counts x {len(axes['bucket_cap_mb'])} caps x 2 hooks x "
           f"2 gradient_as_bucket_view; NCCL, contention prior off):\n"
           f"    per point, build_point_inputs + simulate on a {n_sample}-point sample: baseline "
-          f"{old['cpu_s'] / n_sample * 1e3:.0f} ms CPU (the space: ~{old['cpu_s'] / n_sample * total / args.jobs:.0f} s "
-          f"on {args.jobs} processes), this checkout {new['cpu_s'] / n_sample * 1e3:.0f} ms CPU; same p50: "
+          f"{old['cpu_s'] / n_sample * 1e3:.0f} ms CPU (the space: ~{old['cpu_s'] / n_sample * total / jobs:.0f} s "
+          f"on {jobs} processes), this checkout {new['cpu_s'] / n_sample * 1e3:.0f} ms CPU; same p50: "
           f"{old['p50'] == new['p50']}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "space.yaml"
@@ -134,7 +159,7 @@ def main(argv=None) -> int:
                                      "world_size": None, "simulation": {"iterations": 6, "seed": 0, "jitter": "trace"},
                                      "cost_model": {"contention": False}, "explore": {"axes": axes}}, sort_keys=False))
         w0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        out = subprocess.run([sys.executable, "-m", "ddpsim", "explore", str(f), "--out-dir", tmp, "--jobs", str(args.jobs),
+        out = subprocess.run([sys.executable, "-m", "ddpsim", "explore", str(f), "--out-dir", tmp, "--jobs", str(jobs),
                               "--quiet", "--no-plots"], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
                              capture_output=True, text=True)
         wall = time.perf_counter() - w0
@@ -142,20 +167,9 @@ def main(argv=None) -> int:
         cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
         if out.returncode != 0:
             raise SystemExit(out.stderr[-2000:])
-    print(f"    ddpsim explore --jobs {args.jobs}, this checkout: {wall:.1f} s wall end to end, {cpu:.1f} s CPU in all its "
+    print(f"    ddpsim explore --jobs {jobs}, this checkout: {wall:.1f} s wall end to end, {cpu:.1f} s CPU in all its "
           f"processes ({cpu / total * 1e3:.1f} ms CPU per point; {total / wall:.0f} points/s; target 10,000 points "
           f"<= 60 s)", flush=True)
-
-    # 3. the contention prior on
-    spec["contention"] = True
-    pts_c = pts[: max(4, n_sample // 4)]
-    spec["points"] = pts_c
-    old, new = run_py(base, POINTS, json.dumps(spec)), run_py(ROOT, POINTS, json.dumps(spec))
-    print(f"\n[3] the same points with the contention prior on (interference path), {len(pts_c)} points: baseline "
-          f"{old['cpu_s'] / len(pts_c) * 1e3:.0f} ms CPU per point, this checkout {new['cpu_s'] / len(pts_c) * 1e3:.0f} ms; "
-          f"same p50: {old['p50'] == new['p50']}")
-    print(f"\nload average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    return 0
 
 
 if __name__ == "__main__":

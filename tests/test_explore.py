@@ -203,3 +203,25 @@ def test_the_progress_bar_shows_points_done_rate_and_time_left(monkeypatch):
             bar.update(1)
     text = err.getvalue()
     assert "2/4" in text and "point/s" in text and "<" in text  # done/total [elapsed<left, rate]
+
+
+@pytest.mark.slow
+def test_batch_size_retimes_the_trace_per_system_and_keeps_it(tmp_path, monkeypatch):
+    """explore.retime: each (GPU, batch) trace is the roofline re-timing of 'ddpsim retime' (the
+    oracle: retime_trace_file called directly), written once under <out>/traces/ and read back."""
+    pytest.importorskip("torch")
+    from ddpsim.trace.retime import retime_trace_file
+
+    sp = ex.load_space(space_file(tmp_path, {"system": ["dgx-a100"], "nodes": [1], "batch_size": [4, 8]}, retime=True))
+    recs, info, job = ex.run_explore(sp, out_dir=tmp_path / "out", jobs=1, progress=False)
+    table = ex.explore_table(sp, recs, job, info)
+    assert list(table["batch_size_per_rank"]) == [4, 8]
+    direct = retime_trace_file(TRACE, gpu="a100", batch_size=8)
+    assert job.traces[job.points[1].trace].to_dict()["iterations"] == direct.to_dict()["iterations"]
+    kept = sorted((tmp_path / "out" / "traces").glob("*.json"))
+    assert len(kept) == 2
+    import ddpsim.trace.retime as retime
+
+    monkeypatch.setattr(retime, "retime_trace_file", lambda *a, **k: pytest.fail("re-timed again"))
+    again = ex.prepare(sp, ex.space_points(sp), out_dir=tmp_path / "out")[0]
+    assert again.traces[again.points[0].trace].to_dict() == job.traces[job.points[0].trace].to_dict()

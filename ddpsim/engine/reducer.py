@@ -292,8 +292,9 @@ class Rank(RankTimeline):
         # NOTE: the hot loop. Fast path: no generator per hook; an explicit rank records its
         # spans inline (what _record does), the folded ranks only add up work (advance).
         inline = fast and self.record
-        # a gradient's copy-in without host costs or batching needs no generator (autograd_hook)
-        plain_copy_in = fast and eng.host is None and not eng.batched
+        # a gradient's copy-in without batching needs no generator (autograd_hook; host costs first)
+        plain_copy_in = fast and not eng.batched
+        host_hook_s = eng.host.hook_s_per_param if eng.host is not None else None
         acc, spans, it, keep = self.acc, self.spans, self.iter, self.keep_spans
         comp = acc.compute
         for p in eng.order:
@@ -331,6 +332,9 @@ class Rank(RankTimeline):
                 marks = (p,)
             for q in marks:
                 if plain_copy_in and has_grad(q):  # the common case: what autograd_hook does
+                    if host_hook_s is not None:  # the hook's CPU time, then host_gate's fast path
+                        self.cpu += host_hook_s
+                        self.t = self.cpu if self.cpu > self.t else self.t
                     d = copy_in_s[q] * s
                     if not inline:
                         advance("copy_in", names[q], d, bucket_of[q], sizes[q])

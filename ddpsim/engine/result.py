@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Callable, Iterator
 
 from ddpsim.formats import quantile
 
@@ -41,6 +42,49 @@ class Span:
     @property
     def duration_s(self) -> float:
         return self.end_s - self.start_s
+
+
+class LazySpans(Sequence):
+    """A simulation's spans, built into :class:`Span` objects the first time they are read.
+
+    Tens of thousands of spans per simulation cost more to build than to simulate, and a
+    sweep's summary figures never read them; this sequence holds the raw rows and a function
+    that turns them into the same tuple of spans :func:`ddpsim.engine.simulate.simulate`
+    would have returned. It compares equal to that tuple and pickles as it."""
+
+    __slots__ = ("_build", "_args", "_items")
+
+    def __init__(self, build: Callable[..., Sequence[Span]], *args: Any) -> None:
+        self._build, self._args, self._items = build, args, None
+
+    def _spans(self) -> tuple[Span, ...]:
+        if self._items is None:
+            self._items = tuple(self._build(*self._args))
+            self._build = self._args = None
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._spans())
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._spans()[i]
+
+    def __iter__(self) -> Iterator[Span]:
+        return iter(self._spans())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazySpans):
+            other = other._spans()
+        return self._spans() == other if isinstance(other, tuple) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._spans())
+
+    def __repr__(self) -> str:
+        return repr(self._spans())
+
+    def __reduce__(self):
+        return (tuple, (self._spans(),))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,7 @@ dict order dependence: the same inputs and seed give an identical :class:`SimRes
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import asdict, replace
 from typing import Any, Sequence
 
@@ -26,7 +27,7 @@ from ddpsim.engine.join import JoinProgram, JoinSchedule, add_even_baseline
 from ddpsim.engine.process_groups import GroupStreams
 from ddpsim.engine.reducer import Rank
 from ddpsim.engine.rest import RestRanks
-from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, SimResult, Span
+from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, LazySpans, SimResult, Span
 from ddpsim.engine.streams import Engine
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CAPABILITIES, CommModel
@@ -159,6 +160,13 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
         spans: False leaves ``SimResult.spans`` empty (every other figure is the same):
             about a third faster, for sweeps that only need the summary.
 
+    Points that differ only in what the engine does not read (``bucket_cap_mb`` or
+    ``bucket_cap_mb_list`` when they give the same buckets) share one simulation: the last
+    :data:`MEMO_SIZE` results are kept, keyed on the trace and comm model objects, the plan's
+    buckets and options, the config and ``spans`` (:func:`_memo_key`); a hit returns the kept
+    result with this plan's ``meta["plan"]``. The spans are built when first read
+    (:class:`~ddpsim.engine.result.LazySpans`).
+
     Returns:
         A :class:`SimResult`: every span of the explicitly simulated ranks, per-bucket and
         per-iteration figures; an "iteration" is one no_sync cycle (``no_sync_steps``
@@ -170,6 +178,52 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
             durations or capabilities, unused parameters without
             find_unused_parameters/static_graph, mixed_precision with a comm hook.
     """
+    key = _memo_key(trace, plan, comm, config, spans)
+    kept = _MEMO.get(key) if key is not None else None
+    if kept is not None:  # the entry holds the trace (and comm) it was keyed on by identity
+        _MEMO.move_to_end(key)
+        return replace(kept[2], meta={**kept[2].meta, "plan": _plan_meta(plan)})
+    result = _simulate(trace, plan, comm, config, spans)
+    if key is not None:
+        _MEMO[key] = (trace, comm, result)
+        if len(_MEMO) > MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    return result
+
+
+#: simulations kept for points that share their engine inputs (:func:`simulate`)
+MEMO_SIZE = 16
+_MEMO: "OrderedDict[tuple, tuple[Trace, CommModel, SimResult]]" = OrderedDict()
+
+
+def _memo_key(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, spans: bool) -> tuple | None:
+    """What the engine reads of the inputs: the trace and comm model by identity (the kept entry
+    holds them, so an identity is never reused while kept; a hashable comm model, a frozen
+    dataclass, by value), the buckets without their size limits, the options without the caps
+    that made the buckets, the config by its repr (every field, floats exactly). None: not kept."""
+    try:
+        comm_key = ("value", type(comm), hash(comm), comm)
+    except TypeError:
+        comm_key = ("id", id(comm))
+    opts = replace(plan.options, bucket_cap_mb=None, bucket_cap_mb_list=None)
+
+    def layout(buckets: tuple) -> tuple:
+        return tuple((b.param_indices, b.size_bytes, b.dtype) for b in buckets)
+
+    try:
+        return (id(trace), comm_key, layout(plan.initial), layout(plan.steady), plan.rebuild_iteration, opts,
+                repr(config), bool(spans))
+    except TypeError:  # an option that does not hash
+        return None
+
+
+def _plan_meta(plan: BucketPlan) -> dict[str, Any]:
+    return {"label": plan.options.label(), "source": plan.source, "rebuild_iteration": plan.rebuild_iteration,
+            "num_buckets_initial": len(plan.initial), "num_buckets_steady": len(plan.steady)}
+
+
+def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, spans: bool) -> SimResult:
+    """One simulation (:func:`simulate` without its memo)."""
     _validate(trace, plan, comm, config)
     asked = config
     schedule, config = _join_schedule(config, plan)
@@ -202,8 +256,7 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     meta: dict[str, Any] = {
         "engine": "ddpsim.engine.simulate",
         "config": _config_summary(config),
-        "plan": {"label": plan.options.label(), "source": plan.source, "rebuild_iteration": plan.rebuild_iteration,
-                 "num_buckets_initial": len(plan.initial), "num_buckets_steady": len(plan.steady)},
+        "plan": _plan_meta(plan),
         "comm": comm.describe(),
         "trace": {"model": trace.model, "num_params": trace.num_params, "total_param_bytes": trace.total_param_bytes},
         "iteration_unit": ("one no_sync cycle: no_sync_steps accumulation micro-steps + 1 synchronised step"
@@ -220,7 +273,9 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     if schedule is not None:  # the same samples dealt evenly, without Join: the baseline of the cost
         even = simulate(trace, plan, comm, replace(asked, join_batches=None), spans=False)
         meta["join"] = add_even_baseline(eng.join.figures(colls), even.summary()["iteration_mean_s"], config.world_size)
-    return SimResult(world_size=config.world_size, ranks=tuple(explicit), spans=tuple(_merged_spans(ranks, comm_rows)),
+    kept = [(rk.rank, rk.spans) for rk in ranks if rk.keep_spans]
+    return SimResult(world_size=config.world_size, ranks=tuple(explicit),
+                     spans=LazySpans(_merged_spans, kept, comm_rows) if kept else (),
                      buckets=tuple(buckets), iterations=tuple(iters), meta=meta)
 
 
@@ -287,24 +342,23 @@ def _collective_rows(colls: list) -> tuple[list[tuple], dict[int, list[tuple[flo
     return comm_rows, comm_by_iter, last_grad_end
 
 
-def _merged_spans(ranks: list[Rank], comm_rows: list[tuple]) -> list[Span]:
-    """Spans of each rank in time order; at equal start compute first, then issue order."""
+def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> list[Span]:
+    """Spans of each rank (its number and span rows) in time order; at equal start compute
+    first, then issue order."""
     out_spans: list[Span] = []
     append = out_spans.append
     new, setattr_ = object.__new__, object.__setattr__
-    for rk in ranks:
-        if rk.keep_spans:
-            rows = rk.spans + comm_rows
-            rows.sort()  # two sorted runs: a linear merge; (start, stream, order) is unique
-            rank = rk.rank
-            for (start, flag, _, end, kind, name, it, bucket, size) in rows:
-                # NOTE: what Span(...) builds, without the frozen dataclass __init__'s nine
-                # object.__setattr__ calls (tens of thousands of spans; Span has no __post_init__)
-                sp = new(Span)
-                setattr_(sp, "__dict__", {"rank": rank, "stream": COMM_STREAM if flag else COMPUTE_STREAM, "kind": kind,
-                                          "name": name, "iteration": it, "start_s": start, "end_s": end,
-                                          "bucket": bucket, "size_bytes": size})
-                append(sp)
+    for rank, rank_rows in kept:
+        rows = rank_rows + comm_rows
+        rows.sort()  # two sorted runs: a linear merge; (start, stream, order) is unique
+        for (start, flag, _, end, kind, name, it, bucket, size) in rows:
+            # NOTE: what Span(...) builds, without the frozen dataclass __init__'s nine
+            # object.__setattr__ calls (tens of thousands of spans; Span has no __post_init__)
+            sp = new(Span)
+            setattr_(sp, "__dict__", {"rank": rank, "stream": COMM_STREAM if flag else COMPUTE_STREAM, "kind": kind,
+                                      "name": name, "iteration": it, "start_s": start, "end_s": end,
+                                      "bucket": bucket, "size_bytes": size})
+            append(sp)
     return out_spans
 
 

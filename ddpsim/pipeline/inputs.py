@@ -12,8 +12,9 @@ The scenario is read by its attributes (:class:`ddpsim.pipeline.scenario.Scenari
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 from ddpsim.engine.config import SimConfig
 from ddpsim.errors import InputError
@@ -47,10 +48,13 @@ def build_point_inputs(scenario: Any, point: SweepPoint, *, trace: Any = None, c
     if calibration is None:
         calibration = scenario.load_calibration()
     if graph is None and scenario.cluster.topology is not None:
-        graph = scenario.graph(point.nodes)
+        graph = _KEPT.get(("graph", *_cluster_key(scenario, point.nodes)), (), lambda: scenario.graph(point.nodes))
     world = scenario.world_size_for(graph)
-    comm = comm_model(scenario, graph, world, calibration)
-    plan = bucket_plan(scenario, point, trace)
+    comm = (comm_model(scenario, graph, world, calibration) if graph is None else
+            _KEPT.get(("comm", id(graph), world, id(calibration)), (graph, calibration),
+                      lambda: comm_model(scenario, graph, world, calibration)))
+    plan = _KEPT.get(("plan", id(trace), scenario.plan_path, scenario.where(), scenario.ddp_options(point)), (trace,),
+                     lambda: bucket_plan(scenario, point, trace))
     if getattr(scenario, "compile", None) is not None:  # torch.compile: the compiled backward's ready times
         from ddpsim.pipeline.compiled import compiled_inputs
 
@@ -111,3 +115,49 @@ def sim_config(scenario: Any, point: SweepPoint, *, world_size: int, graph: Any 
                      copy_kernel_floor_s=terms.copy_kernel_floor_s, host_costs=terms.host_costs,
                      process_groups=point.process_groups,
                      join_batches=None if scenario.join is None else scenario.join.batches(world_size, sim.seed))
+
+
+# ---- work shared by points (exact: each is a pure function of its key) ---------------------
+
+class _Kept:
+    """The last :data:`KEPT_SIZE` topology graphs, comm models and bucket plans, so that the
+    points of a sweep or a design space that share a network or a plan build it once (an NCCL
+    model of a large cluster takes seconds). A key names an object by identity only together
+    with ``pins``, which the entry holds, so that identity is never reused while kept."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: "OrderedDict[tuple, tuple[tuple, Any]]" = OrderedDict()
+
+    def get(self, key: tuple, pins: tuple, build: Callable[[], Any]) -> Any:
+        try:
+            hit = self.entries.get(key)
+        except TypeError:  # a key part that does not hash: build, keep nothing
+            return build()
+        if hit is not None:
+            self.entries.move_to_end(key)
+            return hit[1]
+        value = build()
+        self.entries[key] = (pins, value)
+        if len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+        return value
+
+
+KEPT_SIZE = 64
+_KEPT = _Kept(KEPT_SIZE)
+
+
+def _cluster_key(scenario: Any, nodes: int) -> tuple:
+    """A topology as its inputs: the preset or YAML path (with the file's size and modification
+    time), the nodes and the preset's options."""
+    import json
+    import os
+
+    topo = scenario.cluster.topology
+    try:
+        st = os.stat(topo)
+        stamp: tuple = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = ()
+    return (topo, stamp, nodes, json.dumps(scenario.cluster.options, sort_keys=True, default=repr))

@@ -48,6 +48,8 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
       nodes: [1]                             # needs world_size: null
     timelines: [null, 25, best]     # sweep points (by cap, 'best' or a point id) that get a timeline
     validation: {model: mlp, batch_size: 32, iterations: 20, warmup: 5}   # for 'ddpsim validate'
+    explore: {axes: {system: [dgx-a100, dgx-h100], nodes: [1, 8]}, sample: null, retime: false,
+              traces: {}, prices: null}   # the design space of 'ddpsim explore' (ddpsim.pipeline.explore)
 
 Every count and size is bounded (``cluster.nodes`` <= 4096, ``simulation.iterations`` <= 10000,
 a cap <= 1000000 MiB, a range's ``points`` <= 10000, a list <= 10000 entries, ...; each

@@ -603,6 +603,95 @@ class ValidationSpec(Schema):
     options: Options = Field(default_factory=dict, description="keyword arguments of the model's builder")
 
 
+# ---- explore: a design space over the scenario's keys ----------------------------------------
+
+#: the short names of the design-space axes -> the scenario key each one sets
+#: (``batch_size`` re-times the trace: :mod:`ddpsim.pipeline.explore`)
+EXPLORE_ALIASES = {"system": "cluster.topology", "nodes": "cluster.nodes", "world_size": "world_size",
+                   "bucket_cap_mb": "ddp.bucket_cap_mb", "bucket_cap_mb_list": "ddp.bucket_cap_mb_list",
+                   "comm_hook": "ddp.comm_hook", "batch_size": "batch_size"}
+#: keys an axis may not set (they are the design space itself, or paths of the run)
+EXPLORE_FIXED = ("name", "description", "trace", "model", "sweep", "timelines", "validation", "explore")
+#: points of a design space (crossed, or the population a sample is drawn from) and of a sample
+MAX_EXPLORE_POINTS = 10_000_000
+MAX_EXPLORE_SAMPLE = 1_000_000
+
+
+def _axis_key_ok(key: Any) -> bool:
+    """An alias of :data:`EXPLORE_ALIASES`, or a dotted scenario key of a settable field."""
+    if not isinstance(key, str) or not key:
+        return False
+    if key in EXPLORE_ALIASES:
+        return True
+    parts = key.split(".")
+    if parts[0] in EXPLORE_FIXED:
+        return False
+    model: Any = ScenarioFile
+    for i, part in enumerate(parts):
+        field = model.model_fields.get(part) if model is not None else None
+        if field is None:
+            return False
+        if part == "options" and i == len(parts) - 2:  # a preset's or a model builder's keyword
+            return True
+        held = [m for m in _models_in_annotation(field.annotation)]
+        model = held[0] if held else None
+        if i < len(parts) - 1 and model is None:
+            return False
+    return True
+
+
+def _models_in_annotation(tp: Any) -> list[Any]:
+    import typing
+
+    if isinstance(tp, type) and issubclass(tp, Schema):
+        return [tp]
+    return [m for arg in typing.get_args(tp) for m in _models_in_annotation(arg)]
+
+
+_AXES_TEXT = (f"a mapping of axis -> a non-empty list of values (at most {MAX_LIST}); an axis is one of "
+              f"{', '.join(EXPLORE_ALIASES)} or a dotted scenario key (e.g. ddp.gradient_as_bucket_view, "
+              "simulation.seed, cluster.options.nic_gbit)")
+
+
+def _axes_ok(v: Any) -> bool:
+    return (isinstance(v, dict) and 0 < len(v) and all(_axis_key_ok(k) for k in v)
+            and all(isinstance(x, list) and 0 < len(x) <= MAX_LIST for x in v.values()))
+
+
+class ExploreSample(Schema):
+    """``explore.sample``: a seeded random subset of the crossed design space."""
+
+    points: Int(1, MAX_EXPLORE_SAMPLE) = Field(description=f"how many points, 1 to {MAX_EXPLORE_SAMPLE} (at most the "
+                                                           "crossed space's)")
+    seed: Int(0, MAX_SEED) = Field(0, description="the seed of the draw")
+
+
+PriceFile = Annotated[Optional[str], _rule("a prices YAML path (a non-empty string) or null",
+                                           lambda v: v is None or (isinstance(v, str) and v != ""))]
+
+
+class ExploreSection(Schema):
+    """``explore``: the design space ``ddpsim explore`` simulates (``ddpsim.pipeline.explore``):
+    its axes (crossed in the order written, the first outermost, or sampled), where each system's
+    trace comes from, and the GPU-hour prices of the cost columns."""
+
+    axes: Annotated[dict[str, list[Any]], _rule(_AXES_TEXT, _axes_ok)] = Field(
+        description="axis -> values: system (cluster.topology), nodes, world_size, bucket_cap_mb (null: DDP's "
+                    "default), bucket_cap_mb_list, comm_hook, batch_size (re-times the trace; needs retime), or "
+                    "any dotted scenario key")
+    sample: Optional[ExploreSample] = Field(None, description="a seeded random subset of the points; null: all "
+                                                              "of them (crossed)")
+    retime: Bool = Field(False, description="re-time the trace for each system's GPU (and batch_size) with the "
+                                            "roofline model of 'ddpsim retime' (needs torch)")
+    traces: Annotated[dict[str, str], _rule("a mapping of system -> trace JSON path",
+                                            lambda v: isinstance(v, dict) and all(
+                                                isinstance(k, str) and isinstance(x, str) and x for k, x in v.items()))
+                      ] = Field(default_factory=dict, description="system -> its own trace JSON (else the "
+                                                                  "scenario's trace)")
+    prices: PriceFile = Field(None, description="a YAML of GPU-hour prices per system (cost columns); null: GPU-hours "
+                                                "only")
+
+
 # ---- the document --------------------------------------------------------------------------
 
 Name = Annotated[Optional[str], Field(pattern=NAME_PATTERN, max_length=MAX_NAME_CHARS), _rule(
@@ -665,6 +754,7 @@ class ScenarioFile(Schema):
     compile: Annotated[Optional[CompileSection], _mapping(CompileSection)] = Field(
         None, description="torch.compile(DDP(model)): {ddp_optimizer, compiled_autograd} (Dynamo's graph split or "
                           "compiled autograd's python reducer); null: eager DDP")
+    explore: Optional[ExploreSection] = Field(None, description="the design space of 'ddpsim explore', or null")
 
     @model_validator(mode="after")
     def _across_sections(self) -> "ScenarioFile":

@@ -1,0 +1,606 @@
+"""Design spaces: a scenario's ``explore`` block as points, each simulated once, resumably.
+
+A design space is the scenario with some of its keys varied (``explore.axes``: the short names
+of :data:`~ddpsim.pipeline.scenario_schema.EXPLORE_ALIASES` -- system, nodes, world_size,
+bucket_cap_mb, bucket_cap_mb_list, comm_hook, batch_size -- or any dotted scenario key). Its
+points are the product of the axes in the order written, the first outermost (the caps and cap
+lists form one dimension, caps first, as in a sweep), or a seeded sample of that product
+(``explore.sample``). Each point is the scenario with its values set, validated like a
+scenario file, built by :func:`ddpsim.pipeline.inputs.build_point_inputs` and simulated by the
+engine without spans; its figures are kept in ``<out>/points/<point_id>.json`` with a key (the
+point's scenario, trace, ddpsim's source), so a rerun, or a run that lost a worker, simulates
+only what is missing.
+
+Where each system's trace comes from: ``explore.traces[system]``, else the scenario's; with
+``explore.retime: true`` that trace is re-timed for the system's GPU (the topology's device
+model) and for each ``batch_size`` by :func:`ddpsim.trace.retime.retime_trace_file` (the
+roofline model on the meta device; needs torch), once per (GPU, batch), kept in
+``<out>/traces/``.
+
+The points run in this process, in worker processes, or on a Ray cluster
+(:mod:`ddpsim.pipeline.explore_ray`); every point is simulated from the same inputs and seed
+whatever runs it, so the table is the same bytes from 1 or N processes or from Ray. Points are
+sent in chunks of neighbours (they share a network and often a plan), and the work points share
+-- topology, comm model, bucket plan, a whole simulation when two caps give the same buckets --
+is built once per process (:mod:`ddpsim.pipeline.inputs`, :func:`ddpsim.engine.simulate.simulate`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import copy
+import hashlib
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Callable, Iterable, Sequence
+
+from pydantic import Field
+
+from ddpsim import __version__
+from ddpsim.errors import InputError, shorten
+from ddpsim.io import ensure_dir, is_file, read_yaml, write_text_atomic
+from ddpsim.pipeline.scenario import Scenario, _resolve_path, find_scenario, scenario_from_dict
+from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
+from ddpsim.pipeline.specs import SweepPoint
+from ddpsim.pipeline.sweep import code_fingerprint, progress_bar, trace_fingerprint
+from ddpsim.plan.planner import cap_point_id
+from ddpsim.schema import Schema, validate
+
+log = logging.getLogger(__name__)
+
+EXPLORE_POINT_FORMAT = "ddpsim-explore-point"
+EXPLORE_POINT_VERSION = 1
+#: the axes that form the cap dimension (one point each, caps first)
+CAP_AXES = ("bucket_cap_mb", "bucket_cap_mb_list")
+_ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
+#: the figures each point keeps (seconds; the engine's summary over steady iterations)
+FIGURES = ("step_p50_s", "step_p95_s", "forward_s", "backward_compute_s", "exposed_comm_s", "comm_s", "overlap_ratio",
+           "optimizer_s")
+
+
+# ---- the design space ----------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class ExploreSpace:
+    """A validated design space: the scenario mapping it varies and its ``explore`` block."""
+
+    name: str
+    source: str
+    path: Path | None
+    data: dict[str, Any]
+    section: ExploreSection
+
+    @property
+    def axes(self) -> list[tuple[str, str, list[Any]]]:
+        """(axis as written, scenario key it sets, values deduplicated), in the order written."""
+        out = []
+        for k, vals in self.section.axes.items():
+            uniq: list[Any] = []
+            for v in vals:
+                if v not in uniq:
+                    uniq.append(v)
+            out.append((k, EXPLORE_ALIASES.get(k, k), uniq))
+        return out
+
+    def dimensions(self) -> list[tuple[str, list[Any]]]:
+        """The product's dimensions: each axis, the cap axes merged into one ``cap`` dimension of
+        (bucket_cap_mb, bucket_cap_mb_list) pairs at the place of the first of them."""
+        dims: list[tuple[str, list[Any]]] = []
+        caps: list[tuple[Any, Any]] = []
+        for name, key, vals in self.axes:
+            if key in ("ddp.bucket_cap_mb", "ddp.bucket_cap_mb_list"):
+                if not caps:
+                    dims.append(("cap", caps))
+                caps.extend((v, None) if key == "ddp.bucket_cap_mb" else (None, tuple(v)) for v in vals)
+            else:
+                dims.append((name, vals))
+        return dims
+
+    def size(self) -> int:
+        return math.prod(len(v) for _, v in self.dimensions())
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExplorePoint:
+    """One point: its values per dimension (in the dimensions' order) and a stable id."""
+
+    index: int
+    values: tuple[tuple[str, Any], ...]
+
+    @property
+    def point_id(self) -> str:
+        parts = []
+        for name, v in self.values:
+            if name == "cap":
+                parts.append(cap_point_id(v[0], v[1]))
+            else:
+                label = "default" if v is None else (Path(v).stem if isinstance(v, str) and v.endswith((".yaml", ".yml"))
+                                                     else json.dumps(v) if not isinstance(v, str) else v)
+                parts.append(f"{name.rpartition('.')[2] if name not in EXPLORE_ALIASES else name}={label}")
+        return _ID_RE.sub("_", ",".join(parts))
+
+    def value(self, name: str, default: Any = None) -> Any:
+        return next((v for n, v in self.values if n == name), default)
+
+
+def load_space(spec: str | Path) -> ExploreSpace:
+    """A scenario with an ``explore`` block (a path or a bundled name), validated.
+
+    Raises:
+        InputError: a bad scenario key, a scenario without ``explore``, an axis value the
+            scenario does not accept (``explore.axes.<axis>[i]``), a space over
+            :data:`MAX_EXPLORE_POINTS` points or a sample larger than it.
+    """
+    path = find_scenario(spec)
+    source = str(path)
+    data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
+    return space_from_dict(data, source=source, path=path)
+
+
+def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:
+    """:func:`load_space` of an already decoded mapping."""
+    base = scenario_from_dict(data, source=source, path=path)  # every key checked, deprecated names too
+    section_data = data.get("explore")
+    if section_data is None:
+        raise InputError(f"{source}: explore: no design space given; expected an 'explore' block with 'axes' "
+                         "(scenarios/gpt2-1.5b-design-space.yaml shows one)")
+    section = validate(ExploreSection, section_data, f"{source}: explore")
+    space = ExploreSpace(name=base.name, source=source, path=path, data=dict(data), section=section)
+    n = space.size()
+    if n > MAX_EXPLORE_POINTS:
+        raise InputError(f"{source}: explore.axes: {n} points is not accepted; expected at most {MAX_EXPLORE_POINTS} "
+                         "(use explore.sample)")
+    if section.sample is not None and section.sample.points > n:
+        raise InputError(f"{source}: explore.sample.points: {section.sample.points} is not accepted; expected at most "
+                         f"{n}, the points of the crossed space")
+    if "batch_size" in section.axes and not section.retime:
+        raise InputError(f"{source}: explore.axes.batch_size: {shorten(section.axes['batch_size'])} is not accepted "
+                         "without explore.retime: true; expected retime: true (the trace is re-timed per batch size)")
+    for name, key, vals in space.axes:
+        for i, v in enumerate(vals):
+            _check_value(space, name, key, i, v)
+    return space
+
+
+def _check_value(space: ExploreSpace, name: str, key: str, i: int, value: Any) -> None:
+    """One axis value set alone into the scenario, validated: its error names the axis."""
+    if key == "batch_size":
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= (1 << 20)
+        if not ok:
+            raise InputError(f"{space.source}: explore.axes.batch_size[{i}]: {shorten(value)} is not accepted; "
+                             f"expected an integer >= 1 and <= {1 << 20}")
+        return
+    try:
+        doc = point_mapping(space, ((name, value),) if key not in ("ddp.bucket_cap_mb", "ddp.bucket_cap_mb_list") else
+                            (("cap", (value, None) if key == "ddp.bucket_cap_mb" else (None, value)),))
+        validate(ScenarioFile, doc, "point")
+    except InputError as exc:
+        expected = str(exc).partition("; expected ")[2] or f"a value {key} accepts ({str(exc).partition(': ')[2]})"
+        raise InputError(f"{space.source}: explore.axes.{name}[{i}]: {shorten(value)} is not accepted; "
+                         f"expected {expected if len(expected) <= 300 else expected[:297] + '...'}") from None
+
+
+def space_points(space: ExploreSpace) -> list[ExplorePoint]:
+    """The points: the crossed product (first dimension outermost) or its seeded sample, in
+    product order either way."""
+    dims = space.dimensions()
+    sizes = [len(v) for _, v in dims]
+    total = math.prod(sizes)
+    sample = space.section.sample
+    if sample is None:
+        indices: Iterable[int] = range(total)
+    else:
+        import numpy as np
+
+        rng = np.random.default_rng(sample.seed)
+        if sample.points * 2 >= total:
+            indices = sorted(int(x) for x in rng.permutation(total)[:sample.points])
+        else:
+            picked: set[int] = set()
+            while len(picked) < sample.points:
+                picked.update(int(x) for x in rng.integers(0, total, size=sample.points - len(picked)))
+            indices = sorted(picked)
+    out = []
+    for n, flat in enumerate(indices):
+        digits = []
+        for s in reversed(sizes):
+            flat, d = divmod(flat, s)
+            digits.append(d)
+        vals = tuple((name, v[d]) for (name, v), d in zip(dims, reversed(digits)))
+        out.append(ExplorePoint(index=n, values=vals))
+    return out
+
+
+def point_mapping(space: ExploreSpace, values: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """The scenario mapping of a point: the explore scenario with its values set (the caps
+    into ``ddp``), its own ``sweep``, ``timelines``, ``explore`` and ``validation`` left out."""
+    doc = copy.deepcopy({k: v for k, v in space.data.items() if k not in ("explore", "sweep", "timelines", "validation")})
+    if isinstance(doc.get("cluster"), str):
+        doc["cluster"] = {"topology": doc["cluster"]}
+    if isinstance(doc.get("ddp"), type(None)):
+        doc.pop("ddp", None)
+    for name, v in values:
+        if name == "cap":
+            ddp = doc.setdefault("ddp", {})
+            ddp["bucket_cap_mb"], ddp["bucket_cap_mb_list"] = v[0], None if v[1] is None else list(v[1])
+            continue
+        key = EXPLORE_ALIASES.get(name, name)
+        if key == "batch_size":
+            continue
+        holder = doc
+        parts = key.split(".")
+        for part in parts[:-1]:
+            if not isinstance(holder.get(part), dict):
+                holder[part] = {}
+            holder = holder[part]
+        holder[parts[-1]] = v
+    return doc
+
+
+# ---- preparing the job: scenarios, traces, keys ---------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class JobPoint:
+    point_id: str
+    key: str
+    group: int       # index into Job.scenarios
+    trace: str       # key into Job.traces
+    sweep_point: SweepPoint
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """What a worker needs to simulate any point: the scenario of each group of points, the
+    traces (loaded: a remote worker needs no file of the trace) and the points."""
+
+    scenarios: tuple[Scenario, ...]
+    traces: dict[str, Any]
+    points: tuple[JobPoint, ...]
+
+
+def prepare(space: ExploreSpace, points: Sequence[ExplorePoint], *, out_dir: Path | None = None) -> tuple[Job, dict[str, Any]]:
+    """The job of ``points`` and, per trace key, the trace's batch size and one-GPU step (for
+    the table). Traces are read (or re-timed) here, once each."""
+    groups: dict[str, int] = {}
+    scenarios: list[Scenario] = []
+    traces: dict[str, Any] = {}
+    trace_info: dict[str, Any] = {}
+    fps: dict[str, str] = {}
+    echoes: list[dict[str, Any]] = []
+    jps = []
+    for p in points:
+        others = tuple((n, v) for n, v in p.values if n != "cap")
+        gkey = json.dumps(others, sort_keys=False, default=str)
+        if gkey not in groups:
+            doc = point_mapping(space, others)
+            sc = scenario_from_dict(doc, source=f"{space.source}: explore point {p.point_id}", path=space.path)
+            groups[gkey] = len(scenarios)
+            scenarios.append(sc)
+            echo = sc.to_dict()
+            echo.pop("points", None)
+            echo.pop("description", None)
+            echo.pop("name", None)
+            echoes.append(echo)
+        g = groups[gkey]
+        sc = scenarios[g]
+        tkey = _trace_for(space, sc, p.value("batch_size"), traces, trace_info, out_dir)
+        if tkey not in fps:
+            fps[tkey] = trace_fingerprint(traces[tkey])
+        cap = p.value("cap", (sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
+        sp = SweepPoint(bucket_cap_mb=cap[0], bucket_cap_mb_list=cap[1], find_unused_parameters=sc.ddp.find_unused_parameters,
+                        gradient_as_bucket_view=sc.ddp.gradient_as_bucket_view, comm_hook=sc.comm_hook,
+                        nodes=sc.cluster.nodes)
+        blob = json.dumps({"scenario": echoes[g], "point": sp.as_dict(), "trace": fps[tkey], "version": __version__,
+                           "code": code_fingerprint()}, sort_keys=True, default=str)
+        jps.append(JobPoint(point_id=p.point_id, key=hashlib.sha256(blob.encode()).hexdigest()[:20], group=g,
+                            trace=tkey, sweep_point=sp))
+    return Job(scenarios=tuple(scenarios), traces=traces, points=tuple(jps)), trace_info
+
+
+def _trace_for(space: ExploreSpace, sc: Scenario, batch: int | None, traces: dict[str, Any], info: dict[str, Any],
+               out_dir: Path | None) -> str:
+    """The key of the trace of a point of scenario ``sc`` (loaded or re-timed into ``traces``)."""
+    system = sc.cluster.topology
+    own = space.section.traces.get(system) if system is not None else None
+    base = Path(space.path).resolve().parent if space.path is not None else None
+    src = _resolve_path(own, base) if own is not None else sc.trace_path
+    if own is not None and not is_file(src):
+        raise InputError(f"{space.source}: explore.traces.{system}: {shorten(own)} does not exist or is not a file; "
+                         "expected a trace JSON")
+    if not space.section.retime:
+        key = str(src) if src is not None else f"model:{sc.model.name}"
+        if key not in traces:
+            traces[key] = _load(src, sc)
+            info[key] = trace_figures(traces[key])
+        return key
+    if src is None:
+        raise InputError(f"{space.source}: explore.retime: true is not accepted with 'model'; expected a trace JSON "
+                         "in 'trace' (or explore.traces) to re-time")
+    gpu = system_gpu(sc, space.source)
+    key = f"{Path(src).name}@{gpu}" + (f",batch={batch}" if batch is not None else "")
+    if key not in traces:
+        traces[key] = _retimed(Path(src), gpu, batch, out_dir)
+        info[key] = trace_figures(traces[key])
+    return key
+
+
+def _load(src: Path | None, sc: Scenario) -> Any:
+    if src is None:
+        return sc.load_trace()
+    from ddpsim.trace.records import load_trace
+
+    return load_trace(src)
+
+
+def _retimed(src: Path, gpu: str, batch: int | None, out_dir: Path | None) -> Any:
+    """``src`` re-timed for ``gpu`` at ``batch`` (None: its own), read back from ``out_dir/traces``
+    when an earlier run wrote it from the same source bytes."""
+    from ddpsim.trace.records import load_trace, save_trace
+    from ddpsim.trace.retime import GPUS
+
+    source = load_trace(src)
+    env = source.environment if isinstance(source.environment, dict) else {}
+    if env.get("device_name") == GPUS[gpu].name and batch in (None, env.get("batch_size")):
+        return source  # already this GPU's roofline trace at this batch
+    digest = hashlib.sha256(src.read_bytes() + code_fingerprint().encode()).hexdigest()[:12]
+    cached = None
+    if out_dir is not None:
+        cached = Path(out_dir) / "traces" / f"{src.stem}.{gpu}.b{batch if batch is not None else 'same'}.{digest}.json"
+        if cached.is_file():
+            return load_trace(cached)
+    from ddpsim.trace.retime import retime_trace_file
+
+    log.info("explore: re-timing %s for %s%s (roofline model on the meta device)", src.name, gpu,
+             f" at batch {batch}" if batch is not None else "")
+    trace = retime_trace_file(src, gpu=gpu, batch_size=batch, command=f"ddpsim explore (retime {src.name} for {gpu})")
+    if cached is not None:
+        ensure_dir(cached.parent, "--out-dir")
+        save_trace(trace, cached)
+    return trace
+
+
+def system_gpu(sc: Scenario, source: str) -> str:
+    """The roofline GPU (:data:`ddpsim.trace.retime.GPUS`) of the cluster's devices, by their
+    device model (``H100-SXM5-80GB`` -> ``h100``)."""
+    from ddpsim.network.topology import DEVICE_MODEL, KIND
+    from ddpsim.trace.retime import GPUS
+
+    graph = sc.graph(1)
+    models = sorted({str(d.get(DEVICE_MODEL, "")) for _, d in graph.nodes(data=True) if d.get(KIND) == "gpu"})
+    for m in models:
+        for name in sorted(GPUS, key=len, reverse=True):
+            if name in m.lower():
+                return name
+    raise InputError(f"{source}: explore.retime: system {sc.cluster.topology!r} (devices {', '.join(models) or 'none'}) "
+                     f"is not accepted; expected a system whose GPU has roofline figures ({', '.join(sorted(GPUS))}), or "
+                     f"its own trace in explore.traces")
+
+
+def trace_figures(trace: Any) -> dict[str, Any]:
+    """A trace's samples per rank and step (its ``batch_size``) and one GPU's step without DDP:
+    the medians of forward, backward, optimizer and zero_grad."""
+    env = trace.environment if isinstance(trace.environment, dict) else {}
+    batch = env.get("batch_size")
+    batch = batch if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0 else None
+    one = 0.0
+    for name in ("forward", "backward", "optimizer", "zero_grad"):
+        try:
+            one += trace.phase(name).median_s
+        except (KeyError, InputError):
+            pass
+    return {"model": trace.model, "batch_size": batch, "one_gpu_step_s": one}
+
+
+# ---- simulating points ------------------------------------------------------------------------
+
+def evaluate(job: Job, indices: Sequence[int]) -> list[dict[str, Any]]:
+    """The stored record of each of ``job.points[indices]`` (in this process)."""
+    return [_evaluate_one(job, i) for i in indices]
+
+
+def _evaluate_one(job: Job, i: int) -> dict[str, Any]:
+    from ddpsim.engine.simulate import simulate
+    from ddpsim.pipeline.inputs import build_point_inputs
+
+    p = job.points[i]
+    sc = job.scenarios[p.group]
+    inputs = build_point_inputs(sc, p.sweep_point, trace=job.traces[p.trace])
+    if not inputs.plan.steady:
+        raise InputError(f"{sc.where()}explore point {p.point_id}: every parameter is delayed "
+                         "(ddp.delay_all_reduce_named_params); expected at least one parameter left to the reducer")
+    res = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config, spans=False)
+    s = res.summary()
+    figures = {"step_p50_s": s["iteration_p50_s"], "step_p95_s": s["iteration_p95_s"]}
+    figures.update({k: s[k] for k in FIGURES if k in s})
+    return {"format": EXPLORE_POINT_FORMAT, "version": EXPLORE_POINT_VERSION, "point": p.point_id, "key": p.key,
+            "world_size": inputs.config.world_size, "backend": inputs.backend, "num_buckets": len(inputs.plan.steady),
+            "figures": figures}
+
+
+_WORKER_JOB: list[Job] = []
+
+
+def _init_worker(job: Job) -> None:
+    _WORKER_JOB[:] = [job]
+
+
+def _worker_chunk(indices: Sequence[int]) -> list[dict[str, Any]]:
+    return evaluate(_WORKER_JOB[0], indices)
+
+
+def chunks(indices: Sequence[int], workers: int) -> list[list[int]]:
+    """``indices`` in contiguous chunks (neighbours share a network): about four per worker,
+    at most 64 points each."""
+    if not indices:
+        return []
+    size = max(1, min(64, math.ceil(len(indices) / (4 * max(1, workers)))))
+    return [list(indices[i:i + size]) for i in range(0, len(indices), size)]
+
+
+def _file_id(point_id: str) -> str:
+    return point_id.replace("=", "-").replace(",", "_")
+
+
+def run_explore(space: ExploreSpace, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None,
+                progress: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any], Job]:
+    """Simulate every point of ``space`` not already kept in ``out_dir/points/``.
+
+    Args:
+        out_dir: where finished points are kept (and read back by a rerun); None: nothing kept.
+        jobs: local worker processes (1: in this process); ignored with ``ray``.
+        ray: a :class:`ddpsim.pipeline.explore_ray.RayRunner` (the points go to its cluster).
+        progress: a tqdm bar on stderr (points done, points/s, time left), drawn on a terminal only.
+
+    Returns:
+        (the records in point order, the trace figures per trace key, the job).
+    """
+    points = space_points(space)
+    out = Path(out_dir) if out_dir is not None else None
+    job, trace_info = prepare(space, points, out_dir=out)
+    pdir = ensure_dir(out / "points", "--out-dir") if out is not None else None
+    records: dict[int, dict[str, Any]] = {}
+    todo: list[int] = []
+    for i, p in enumerate(job.points):
+        f = pdir / f"{_file_id(p.point_id)}.json" if pdir is not None else None
+        if f is not None and f.is_file():
+            try:
+                d = json.loads(f.read_text())
+                if d.get("format") == EXPLORE_POINT_FORMAT and d.get("key") == p.key:
+                    records[i] = d
+                    continue
+            except (ValueError, TypeError):
+                pass  # unreadable: simulated again, replaced atomically
+        todo.append(i)
+    by_id = {p.point_id: i for i, p in enumerate(job.points)}
+    if len(by_id) != len(job.points):
+        raise InputError(f"{space.source}: explore.axes: two points share an id; expected values that differ in "
+                         "their labels")
+    with progress_bar(len(todo), f"{space.name}: exploring", progress) as bar:
+
+        def finish(rows: list[dict[str, Any]]) -> None:
+            for d in rows:
+                i = by_id[d["point"]]
+                if pdir is not None:
+                    write_text_atomic(pdir / f"{_file_id(d['point'])}.json", json.dumps(d, separators=(",", ":")) + "\n")
+                records[i] = d
+            bar.update(len(rows))
+
+        if ray is not None:
+            ray.run(job, todo, finish)
+        else:
+            _run_local(job, todo, jobs, finish)
+    if todo:
+        log.info("%s: simulated %d point(s) (%d kept from an earlier run)", space.name, len(todo),
+                 len(job.points) - len(todo))
+    return [records[i] for i in range(len(job.points))], trace_info, job
+
+
+def _run_local(job: Job, todo: list[int], jobs: int, finish: Callable[[list[dict[str, Any]]], None]) -> None:
+    if jobs <= 1 or len(todo) <= 1:
+        for c in chunks(todo, 1):
+            finish(evaluate(job, c))
+        return
+    with cf.ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(job,)) as ex:
+        futs = [ex.submit(_worker_chunk, c) for c in chunks(todo, jobs)]
+        try:
+            for fut in cf.as_completed(futs):
+                finish(fut.result())
+        except BaseException:
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+# ---- the table -------------------------------------------------------------------------------
+
+def explore_table(space: ExploreSpace, records: Sequence[dict[str, Any]], job: Job, trace_info: dict[str, Any],
+                  prices: dict[str, float] | None = None):
+    """One row per point (pandas DataFrame, point order): its values, the figures, throughput
+    (samples/s = batch per rank x world size / p50 step), scaling efficiency (throughput /
+    (world size x one GPU's throughput without DDP)), GPU-hours and, with ``prices`` (GPU-hour
+    price per system), cost per 1,000 samples, and whether it is on the Pareto front of
+    throughput against cost (GPU-hours without prices)."""
+    import pandas as pd
+
+    pts = space_points(space)
+    rows = []
+    for p, jp, rec in zip(pts, job.points, records):
+        sc = job.scenarios[jp.group]
+        info = trace_info[jp.trace]
+        f = rec["figures"]
+        world = rec["world_size"]
+        batch = info["batch_size"]
+        step = f["step_p50_s"]
+        thr = batch * world / step if batch and step > 0 else None
+        one = batch / info["one_gpu_step_s"] if batch and info["one_gpu_step_s"] > 0 else None
+        gpu_h = world * step / 3600 / (batch * world) * 1000 if batch else None
+        system = sc.cluster.label
+        price = None if prices is None else prices.get(system)
+        row: dict[str, Any] = {"point": jp.point_id}
+        for name, v in p.values:
+            if name == "cap":
+                label = cap_point_id(v[0], v[1])
+                row["bucket_cap_mb"] = label.partition("=")[2] if v[1] is None else label
+            else:
+                row[name] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
+        row.update({"system": system, "nodes": sc.cluster.nodes, "world_size": world, "backend": rec["backend"],
+                    "trace": info["model"], "batch_size_per_rank": batch, "num_buckets": rec["num_buckets"],
+                    **{k: f.get(k) for k in FIGURES},
+                    "throughput_samples_per_s": thr,
+                    "scaling_efficiency": thr / (world * one) if thr is not None and one else None,
+                    "gpu_hours_per_1k_samples": gpu_h,
+                    "cost_per_1k_samples": gpu_h * price if gpu_h is not None and price is not None else None})
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    cost_col = "cost_per_1k_samples" if prices is not None else "gpu_hours_per_1k_samples"
+    df["on_front"] = pareto_front(df["throughput_samples_per_s"].tolist(), df[cost_col].tolist())
+    return df
+
+
+def pareto_front(throughput: Sequence[float | None], cost: Sequence[float | None]) -> list[bool]:
+    """Which points no other point beats: none has throughput >= and cost <=, one of them
+    strictly (points without both figures are never on it)."""
+    idx = [i for i in range(len(throughput)) if throughput[i] is not None and cost[i] is not None
+           and not (isinstance(throughput[i], float) and math.isnan(throughput[i]))
+           and not (isinstance(cost[i], float) and math.isnan(cost[i]))]
+    idx.sort(key=lambda i: (cost[i], -throughput[i], i))
+    front = [False] * len(throughput)
+    best_thr, best_cost = -math.inf, None
+    for i in idx:
+        if throughput[i] > best_thr:
+            front[i] = True
+            best_thr, best_cost = throughput[i], cost[i]
+        elif throughput[i] == best_thr and cost[i] == best_cost:
+            front[i] = True  # the same figures as a point on the front: neither beats the other
+    return front
+
+
+# ---- prices ------------------------------------------------------------------------------------
+
+class PricesFile(Schema):
+    """A prices YAML: what one GPU-hour costs on each system (``explore.prices``)."""
+
+    currency: Annotated[str, Field(min_length=1, max_length=16)] = Field("USD", description="the currency's name")
+    gpu_hour: Annotated[dict[str, Annotated[float, Field(gt=0, le=1e6)]], Field(min_length=1)] = Field(
+        description="system (cluster.topology as written) -> the price of one GPU-hour, > 0")
+    source: str = Field("", description="where the prices come from")
+
+
+def load_prices(space: ExploreSpace) -> PricesFile | None:
+    """``explore.prices`` read and validated (None without one)."""
+    text = space.section.prices
+    if text is None:
+        return None
+    base = Path(space.path).resolve().parent if space.path is not None else None
+    path = _resolve_path(text, base)
+    if not is_file(path):
+        raise InputError(f"{space.source}: explore.prices: {shorten(text)} does not exist or is not a file; expected a "
+                         "prices YAML ({currency, gpu_hour: {system: price}})")
+    data = read_yaml(path, "explore.prices", "a prices YAML ({currency, gpu_hour: {system: price}})")
+    if isinstance(data, dict) and isinstance(data.get("gpu_hour"), dict):
+        data = {**data, "gpu_hour": {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+                                     for k, v in data["gpu_hour"].items()}}
+    return validate(PricesFile, data, str(path))

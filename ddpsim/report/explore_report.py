@@ -1,0 +1,145 @@
+"""The report of a design space (``ddpsim explore``): the table, its Pareto front, two plots.
+
+Files, each written atomically: ``table.parquet`` and ``table.csv`` (one row per point,
+:func:`ddpsim.pipeline.explore.explore_table`), ``front.csv`` (the points on the Pareto front of
+throughput against cost per 1,000 samples -- GPU-hours per 1,000 samples without prices -- by
+cost), ``scaling.png`` (per system, the throughput of its best point at each GPU count against
+linear scaling of one GPU without DDP), ``front.png`` (every point's cost and throughput, the
+front drawn through), and ``report.md``. Parquet keeps the columns' types for pandas, polars or
+DuckDB; the CSV holds the same rows with 9 significant digits.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+from ddpsim.io import ensure_dir, write_bytes_atomic, write_text_atomic
+from ddpsim.report.plots import new_figure, save_figure
+from ddpsim.report.summary import to_csv_text
+
+#: the front's rows shown in report.md
+FRONT_ROWS = 20
+
+
+def table_parquet_bytes(table: Any) -> bytes:
+    """The table as Parquet (pyarrow), the same bytes for the same table."""
+    buf = io.BytesIO()
+    table.to_parquet(buf, engine="pyarrow", index=False)
+    return buf.getvalue()
+
+
+def write_explore_report(table: Any, out_dir: str | Path, *, title: str, cost_label: str,
+                         notes: list[str] | None = None, plots: bool = True) -> list[Path]:
+    """Write the files of the module docstring into ``out_dir`` (the PNGs only with ``plots``);
+    returns their paths."""
+    out = ensure_dir(out_dir, "--out-dir")
+    cost_col = "cost_per_1k_samples" if cost_label != "GPU-hours" else "gpu_hours_per_1k_samples"
+    front = table[table["on_front"]].sort_values([cost_col, "point"], kind="mergesort")
+    paths = [write_bytes_atomic(out / "table.parquet", table_parquet_bytes(table)),
+             write_text_atomic(out / "table.csv", to_csv_text(table)),
+             write_text_atomic(out / "front.csv", to_csv_text(front))]
+    if plots:
+        paths.append(save_figure(scaling_figure(table, title), out / "scaling.png"))
+        paths.append(save_figure(front_figure(table, cost_col, cost_label, title), out / "front.png"))
+    paths.append(write_text_atomic(out / "report.md", render_report(table, front, title, cost_col, cost_label,
+                                                                    notes or [], plots=plots)))
+    return paths
+
+
+def _best_per_scale(table: Any) -> dict[str, list[tuple[int, float, str]]]:
+    """Per system: (world size, best throughput, its point) in world-size order."""
+    out: dict[str, list[tuple[int, float, str]]] = {}
+    ok = table[table["throughput_samples_per_s"].notna()]
+    for system in dict.fromkeys(ok["system"]):
+        rows = ok[ok["system"] == system]
+        best = []
+        for w in sorted(set(rows["world_size"])):
+            at = rows[rows["world_size"] == w]
+            i = at["throughput_samples_per_s"].idxmax()
+            best.append((int(w), float(at.loc[i, "throughput_samples_per_s"]), str(at.loc[i, "point"])))
+        out[str(system)] = best
+    return out
+
+
+def scaling_figure(table: Any, title: str = "") -> Any:
+    fig = new_figure(figsize=(7.5, 5))
+    ax = fig.add_subplot(1, 1, 1)
+    for system, best in _best_per_scale(table).items():
+        xs = [w for w, _, _ in best]
+        ys = [t for _, t, _ in best]
+        line = ax.plot(xs, ys, marker="o", label=system)[0]
+        rows = table[(table["system"] == system) & table["scaling_efficiency"].notna()]
+        if len(rows):
+            r = rows.iloc[0]
+            one = r["throughput_samples_per_s"] / (r["world_size"] * r["scaling_efficiency"])
+            ax.plot(xs, [one * w for w in xs], linestyle=":", color=line.get_color(), linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("GPUs (world size)")
+    ax.set_ylabel("throughput, samples/s (best point at each size)")
+    ax.set_title(f"{title}: scaling per system (dotted: linear from one GPU without DDP)", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def front_figure(table: Any, cost_col: str, cost_label: str, title: str = "") -> Any:
+    fig = new_figure(figsize=(7.5, 5))
+    ax = fig.add_subplot(1, 1, 1)
+    ok = table[table["throughput_samples_per_s"].notna() & table[cost_col].notna()]
+    for system in dict.fromkeys(ok["system"]):
+        rows = ok[ok["system"] == system]
+        ax.scatter(rows[cost_col], rows["throughput_samples_per_s"], s=10, alpha=0.5, label=str(system))
+    front = ok[ok["on_front"]].sort_values(cost_col, kind="mergesort")
+    ax.plot(front[cost_col], front["throughput_samples_per_s"], color="black", marker="o", markersize=4,
+            linewidth=1.2, label="Pareto front")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"cost per 1,000 samples ({cost_label})")
+    ax.set_ylabel("throughput, samples/s")
+    ax.set_title(f"{title}: throughput against cost", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _num(x: Any, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.{digits}g}"
+
+
+def render_report(table: Any, front: Any, title: str, cost_col: str, cost_label: str, notes: list[str],
+                  plots: bool = True) -> str:
+    lines = [f"# {title}: design space", "",
+             f"{len(table)} points over {table['system'].nunique()} system(s), "
+             f"{table['world_size'].min()} to {table['world_size'].max()} GPUs. "
+             "Throughput = samples per rank x world size / p50 step; scaling efficiency = throughput / "
+             "(world size x one GPU's throughput without DDP); cost per 1,000 samples = GPUs x step / 3600 / "
+             f"samples x 1,000 x price ({cost_label}). Files: table.parquet, table.csv, front.csv"
+             f"{', scaling.png, front.png' if plots else ''}.", ""]
+    lines += [f"- {n}" for n in notes] + ([""] if notes else [])
+    lines += ["## Best point per system", "", "| system | point | GPUs | step p50 | samples/s | scaling eff. | "
+              "cost / 1k samples |", "|---|---|---:|---:|---:|---:|---:|"]
+    ok = table[table["throughput_samples_per_s"].notna()]
+    for system in dict.fromkeys(ok["system"]):
+        rows = ok[ok["system"] == system]
+        r = rows.loc[rows["throughput_samples_per_s"].idxmax()]
+        lines.append(f"| {system} | {r['point']} | {r['world_size']} | {r['step_p50_s'] * 1e3:.1f} ms | "
+                     f"{_num(r['throughput_samples_per_s'])} | {_num(r['scaling_efficiency'], 3)} | {_num(r[cost_col])} |")
+    lines += ["", f"## Pareto front (throughput against cost; {len(front)} point(s), cheapest first)", "",
+              "| point | GPUs | step p50 | exposed comm | samples/s | scaling eff. | cost / 1k samples |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for _, r in front.head(FRONT_ROWS).iterrows():
+        lines.append(f"| {r['point']} | {r['world_size']} | {r['step_p50_s'] * 1e3:.1f} ms | "
+                     f"{r['exposed_comm_s'] * 1e3:.2f} ms | {_num(r['throughput_samples_per_s'])} | "
+                     f"{_num(r['scaling_efficiency'], 3)} | {_num(r[cost_col])} |")
+    if len(front) > FRONT_ROWS:
+        lines.append(f"| ... {len(front) - FRONT_ROWS} more in front.csv | | | | | | |")
+    lines += ["", "![scaling](scaling.png)", "", "![front](front.png)", ""] if plots else [""]
+    return "\n".join(lines)

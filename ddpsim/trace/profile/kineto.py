@@ -24,6 +24,7 @@ from typing import IO, Any, Iterator
 import ijson
 
 from ddpsim.errors import InputError, cut, shorten
+from ddpsim.io import is_file
 
 #: the event categories kept, by what they are
 CPU_CATS = frozenset({"cpu_op", "user_annotation", "python_function"})
@@ -201,7 +202,7 @@ def read_profile(path: str | Path) -> KinetoProfile:
             no ``traceEvents`` list.
     """
     p = Path(path)
-    if not p.is_file():
+    if not is_file(p):  # False, not OSError, for a name the OS refuses (too long, NUL)
         raise InputError(f"{_source(str(path))}: no such file; expected a torch.profiler trace (.json or .json.gz)")
     prof = KinetoProfile(path=str(path))
     intern: dict[str, str] = {}

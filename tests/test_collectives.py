@@ -349,26 +349,30 @@ def test_tree_graph_searched_on_its_own_two_dgx_a100():
 
 def test_tree_search_balanced_then_simple_tree_on_hopper():
     from ddpsim.network.graph_search import _tree_search
+    from ddpsim.network.link_loads import ChannelLoads, LinkIndex, Totals
 
     # one channel: in over "in" (1 x bwInter), out half over "a" and half over "b" (balanced) or all
     # over "a" (plain TREE). "b" carries 10: the balanced tree fits at 20 (0.5 x 20 = 10), not 30.
     cap = {("n", "g0"): 48.0, ("g0", "n"): 48.0, ("g1", "n"): 10.0}
 
-    def loads(c, balanced):
+    def totals(balanced):
         inter = {("n", "g0"): 1.0}
         if balanced:
             inter.update({("g0", "n"): 0.5, ("g1", "n"): 0.5})
         else:
             inter[("g0", "n")] = 1.0
-        return {}, inter
+        return Totals([ChannelLoads()], [ChannelLoads(blocks=[inter])], LinkIndex(cap.__getitem__),
+                      lambda k, e: [e], 0)
 
     speeds = (48.0, 30.0, 20.0, 12.0)
     kw = dict(channels=1, max_bw=48.0, total_bw=48.0, search_total_bw=96.0)
-    amp, amp_simple = _tree_search(loads, cap, speeds, cc=80, **kw)
+    both = {b: totals(b) for b in (True, False)}
+    amp, amp_simple = _tree_search(both, speeds, cc=80, **kw)
     # no intra-node link here: pass 2 raises bwIntra 20 -> 30 -> 48 (each step taken while < 2 x 20)
     assert (amp.inter_gbps, amp.bw_gbps, amp_simple) == (20.0, 48.0, False)
+    assert amp.bottleneck == "g1 -> n"  # 0.5 x 20 on 10 GB/s: full
     # Hopper: at 48 the balanced tree does not fit, the plain TREE does ("Try a simpler tree")
-    hop, hop_simple = _tree_search(loads, cap, speeds, cc=90, **kw)
+    hop, hop_simple = _tree_search(both, speeds, cc=90, **kw)
     assert (hop.inter_gbps, hop.bw_gbps, hop_simple) == (48.0, 48.0, True)
 
 

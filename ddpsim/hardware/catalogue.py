@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError, cut, shorten
 from ddpsim.hardware.schema import CatalogueFile, Gpu, Reference, System
 from ddpsim.io import read_yaml
 from ddpsim.schema import validate
@@ -97,7 +97,13 @@ def _merged(base: Catalogue | None, doc: CatalogueFile, source: str, user_file: 
 
 
 def _read(path: Path, source: str) -> CatalogueFile:
+    """The validated file; an entry's error names the entry (``gpus.my-gpu: memory_gbps: ...``)."""
     data = read_yaml(path, "catalogue", EXPECTED)
+    if isinstance(data, dict):
+        for kind, model in (("references", Reference), ("gpus", Gpu), ("systems", System)):
+            entries = data.get(kind)
+            for name, entry in entries.items() if isinstance(entries, dict) else ():
+                validate(model, entry, f"{source}: {kind}.{cut(str(name), 64)}")
     return validate(CatalogueFile, data, source)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from ddpsim.schema import Schema, format_version
 
@@ -78,10 +78,11 @@ class Gpu(Schema):
     summary: Text = Field(description="one line: the headline figures and the document they come from")
     sources: dict[str, Id]
 
-    @model_validator(mode="after")
-    def _every_figure_sourced(self) -> "Gpu":
-        _check_sources(self.sources, [f for f in GPU_FIGURES if f != "nvlink" or self.nvlink is not None])
-        return self
+    @field_validator("sources")
+    @classmethod
+    def _every_figure_sourced(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        _check_sources(v, [f for f in GPU_FIGURES if f != "nvlink" or info.data.get("nvlink") is not None])
+        return v
 
 
 class Pcie(Schema):
@@ -131,7 +132,7 @@ class System(Schema):
     interconnect: Literal["nvswitch", "nvlink-mesh", "pcie"]
     nvls: bool = Field(False, description="nvswitch only: the switch reduces in the fabric (NVLink SHARP)")
     nvlink_edges: list[Annotated[list[GpuIndex], Field(min_length=3, max_length=3)]] | None = Field(
-        None, description="nvlink-mesh only: [gpu a, gpu b, NVLinks between them]")
+        None, validate_default=True, description="nvlink-mesh only: [gpu a, gpu b, NVLinks between them]")
     gpus_per_tray: Count | None = Field(None, description="GPUs per compute tray when a node (an NVLink domain) "
                                                           "spans several trays, each with its own CPUs")
     pcie: Pcie
@@ -141,29 +142,51 @@ class System(Schema):
     by_pcie_gen: dict[PcieGen, PcieVariant] = Field(default_factory=dict)
     sources: dict[str, Id]
 
-    @model_validator(mode="after")
-    def _consistent(self) -> "System":
-        _check_sources(self.sources, list(SYSTEM_FIGURES))
-        if (self.interconnect == "nvlink-mesh") != (self.nvlink_edges is not None):
-            raise ValueError("nvlink_edges with interconnect nvlink-mesh, and only with it")
-        if self.nvls and self.interconnect != "nvswitch":
-            raise ValueError("nvls: true only with interconnect nvswitch")
-        for a, b, links in self.nvlink_edges or ():
-            if a == b or max(a, b) >= self.gpus_per_node or links < 1:
-                raise ValueError(f"nvlink_edges of >= 1 link between two different GPUs in [0, {self.gpus_per_node}), "
-                                 f"not {a}-{b} x {links}")
-        if self.gpus_per_tray is not None and self.gpus_per_node % self.gpus_per_tray:
-            raise ValueError(f"gpus_per_tray dividing gpus_per_node ({self.gpus_per_node})")
-        if self.by_pcie_gen and self.interconnect != "pcie":
-            raise ValueError("by_pcie_gen only with interconnect pcie")
-        return self
+    @field_validator("nvls")
+    @classmethod
+    def _nvls_on_a_switch(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("interconnect") != "nvswitch":
+            raise ValueError("false (NVLS needs interconnect nvswitch)")
+        return v
+
+    @field_validator("nvlink_edges")
+    @classmethod
+    def _edges(cls, v: list[list[int]] | None, info: ValidationInfo) -> list[list[int]] | None:
+        mesh, gpn = info.data.get("interconnect") == "nvlink-mesh", info.data.get("gpus_per_node", 0)
+        if mesh != (v is not None):
+            raise ValueError("a list of [gpu a, gpu b, links] with interconnect nvlink-mesh, and only with it")
+        for a, b, links in v or ():
+            if a == b or max(a, b) >= gpn or links < 1:
+                raise ValueError(f"edges of >= 1 link between two different GPUs in [0, {gpn}), not {a}-{b} x {links}")
+        return v
+
+    @field_validator("gpus_per_tray")
+    @classmethod
+    def _trays(cls, v: int | None, info: ValidationInfo) -> int | None:
+        gpn = info.data.get("gpus_per_node")
+        if v is not None and gpn is not None and gpn % v:
+            raise ValueError(f"a divisor of gpus_per_node ({gpn})")
+        return v
+
+    @field_validator("by_pcie_gen")
+    @classmethod
+    def _variants(cls, v: dict[int, PcieVariant], info: ValidationInfo) -> dict[int, PcieVariant]:
+        if v and info.data.get("interconnect") != "pcie":
+            raise ValueError("{} (variants by PCIe generation need interconnect pcie)")
+        return v
+
+    @field_validator("sources")
+    @classmethod
+    def _every_figure_sourced(cls, v: dict[str, str]) -> dict[str, str]:
+        _check_sources(v, list(SYSTEM_FIGURES))
+        return v
 
 
 def _check_sources(sources: dict[str, str], figures: list[str]) -> None:
     missing = [f for f in figures if f not in sources]
     extra = [k for k in sources if k not in figures]
     if missing or extra:
-        raise ValueError(f"sources naming a reference for each of {', '.join(figures)}"
+        raise ValueError(f"a reference id for each of {', '.join(figures)}"
                          + (f" (missing {', '.join(missing)})" if missing else "")
                          + (f" (no figure {', '.join(extra)})" if extra else ""))
 

@@ -209,6 +209,8 @@ class ClusterSpec(Schema):
                                                 "path (relative to the cwd, the scenario's folder or its parent)")
     nodes: Int(1, MAX_NODES) = Field(1, description=f"nodes of the topology, 1 to {MAX_NODES}")
     options: Options = Field(default_factory=dict, description="keyword arguments of the topology preset")
+    catalogue: OptText = Field(None, description="a hardware catalogue YAML adding GPUs and systems (presets) to the "
+                                                 "bundled one (relative to the cwd, the scenario's folder or its parent)")
     latency_us: Number(0, MAX_LATENCY_US, unit=" of microseconds", null=True) = Field(
         None, description=f"without topology: every collective's latency, 0 to {MAX_LATENCY_US:g} us")
     bandwidth_gbps: Number(0, MAX_GBPS, above=True, unit=" of GB/s", null=True) = Field(

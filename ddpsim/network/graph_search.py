@@ -34,6 +34,7 @@ from ddpsim.network import nccl
 from ddpsim.network.comm_model import GBPS
 from ddpsim.network.host_classes import Hosts
 from ddpsim.network.link_loads import ChannelLoads, LinkIndex, Totals, prefix_utilisation
+from ddpsim.network.mesh_search import MeshTree, find_channels, mesh_path, nvlink_mesh, tightest
 from ddpsim.network.routing import Placement, Router, place_ranks  # noqa: F401  (re-exported)
 from ddpsim.network.topology import BANDWIDTH, COMPUTE_CAPABILITY, KIND, LINK_TYPE, NVLS
 
@@ -58,23 +59,21 @@ class ChannelSearch:
         return self.bw_gbps if self.bw_inter_gbps is None else self.bw_inter_gbps
 
 
-def _search(util: list[float], worst: list[str], speeds: tuple[float, ...], *, max_bw: float, total_bw: float,
-            max_channels: int, min_channels: int, cc: int, allow_dup: bool) -> ChannelSearch:
-    """ncclTopoCompute, reduced to link loads (``util[c]``: the largest load per capacity with c
-    channels, ``worst[c]`` that link): try speeds highest first (skipping those above the widest
-    single path ``max_bw`` or with ``speed * min_channels > total_bw``), keep the most channels
-    every link carries, stop at ``nChannels * bw >= total_bw`` or when the next speed is <= 0.49
-    of the best found; then ncclTopoDupChannels."""
+def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float], str], speeds: tuple[float, ...], *,
+            max_bw: float, total_bw: float, min_channels: int, cc: int, allow_dup: bool, max_channels: int) -> ChannelSearch:
+    """ncclTopoCompute, reduced to how many channels fit at a speed (``channels_at(s)``: the
+    most, at least ``min_channels``, else 0; ``worst_at(c, s)``: the link that bounds c
+    channels): try speeds highest first (skipping those above the widest single path
+    ``max_bw`` or with ``speed * min_channels > total_bw``), keep the most channels, stop at
+    ``nChannels * bw >= total_bw`` or when the next speed is <= 0.49 of the best found; then
+    ncclTopoDupChannels."""
     idx = 0
     while idx < len(speeds) - 1 and (speeds[idx] > max_bw + 1e-9 or speeds[idx] * min_channels > total_bw + 1e-9):
         idx += 1
     best_c, best_s = 0, 0.0
     while True:
         s = speeds[idx]
-        c = 0
-        for k in range(min_channels, max_channels + 1):
-            if util[k] * s <= 1.0 + 1e-9:
-                c = k
+        c = channels_at(s)
         if c * s > best_c * best_s + 1e-9:
             best_c, best_s = c, s
         if best_c and best_c * best_s >= total_bw - 1e-9:
@@ -83,13 +82,24 @@ def _search(util: list[float], worst: list[str], speeds: tuple[float, ...], *, m
             idx += 1
             continue
         break
-    bneck = worst[best_c] if best_c else ""
+    bneck = worst_at(best_c, best_s) if best_c else ""
     if allow_dup and best_c and best_s >= 25.0 and not (cc > 80 and best_s < 50.0 and best_c > 4):
         dup = min(2 * best_c, max_channels)
         best_s /= math.ceil(dup / best_c)
         best_c = dup
     return ChannelSearch(num_channels=best_c, bw_gbps=best_s, max_bw_gbps=max_bw, total_bw_gbps=total_bw,
                          bottleneck=bneck)
+
+
+def _by_loads(util: list[float], min_channels: int, max_channels: int) -> Callable[[float], int]:
+    """Channels that fit at a speed when ``util[k]`` is the largest load per capacity of k channels."""
+    def channels_at(s: float) -> int:
+        c = 0
+        for k in range(min_channels, max_channels + 1):
+            if util[k] * s <= 1.0 + 1e-9:
+                c = k
+        return c
+    return channels_at
 
 
 def link_capacities_gbps(graph: nx.Graph) -> dict[tuple, float]:
@@ -198,7 +208,10 @@ def _ring_own(hosts: Hosts) -> Emitter:
                     router.add_load(loads, a, b)
             return
         j = c % len(hosts.nics[i])
-        order = _ring_order(devs, *hosts.entry(i)[j])
+        entry, exit_ = hosts.entry(i)[j]
+        mesh = hosts.mesh(i)
+        order = (mesh_path(devs, mesh, entry, exit_ if exit_ != entry else None) if mesh else None) \
+            or _ring_order(devs, entry, exit_)
         for a, b in zip(order, order[1:]):
             router.add_load(loads, a, b)
         router.add_load(loads, order[-1], hosts.nics[i][j])
@@ -234,6 +247,11 @@ def _tree_chains(hosts: Hosts, i: int, num_channels: int) -> list[list]:
             per.append(list(devs))
             continue
         first, second = hosts.entry(i)[c % len(hosts.nics[i])]
+        mesh = hosts.mesh(i)
+        chain = mesh_path(devs, mesh, first, second=second) if mesh else None
+        if chain:  # GPUs linked directly: a chain along NVLink
+            per.append(chain)
+            continue
         head = [first] + ([second] if second != first else [])
         rest = [d for d in devs if d not in head]
         if rest:
@@ -342,7 +360,20 @@ def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw:
     inbound = _inbound(hosts) if hosts.multi else None
     channels = _by_nic(hosts, kw["max_channels"], lambda c: _channel(hosts, c, own, fabric, inbound))
     util, worst = prefix_utilisation(channels, hosts.links, [cl.rep for cl in hosts.classes])
-    return _search(util, worst, speeds, **kw)
+    return _search(_by_loads(util, kw["min_channels"], kw["max_channels"]), lambda c, s: worst[c], speeds, **kw)
+
+
+def _mesh_ring(devs: tuple, mesh: dict[tuple, float], speeds: tuple[float, ...], **kw: Any) -> ChannelSearch | None:
+    """The ring over a direct NVLink mesh on one host (:mod:`ddpsim.network.mesh_search`); None
+    when no NVLink cycle goes through every GPU."""
+    def channels_at(s: float) -> int:
+        c = len(find_channels(devs, mesh, s, kw["max_channels"], cycle=True)[0])
+        return c if c >= kw["min_channels"] else 0
+
+    def worst_at(c: int, s: float) -> str:
+        return tightest(mesh, find_channels(devs, mesh, s, c, cycle=True)[1])
+    ring = _search(channels_at, worst_at, speeds, **kw)
+    return ring if ring.num_channels else None
 
 
 def _tree_totals(hosts: Hosts, num_channels: int, balanced: bool) -> Totals:
@@ -436,16 +467,26 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> GraphInfo:
     max_bw = _max_bw_gbps(hosts, all_devs)
     total_bw = _total_bw(graph, searched_devs)
     speeds = nccl.speed_array(cc, hosts.multi)
-    if len(all_devs) == 1:
-        ring = ChannelSearch(num_channels=1, bw_gbps=max_bw, max_bw_gbps=max_bw, total_bw_gbps=total_bw, bottleneck="")
-    else:
-        ring = _pattern_search(hosts, _ring_own(hosts), speeds, max_bw=max_bw, total_bw=total_bw,
-                               max_channels=nccl.MAXCHANNELS // 2, min_channels=1, cc=cc, allow_dup=True)
+    ring_kw = dict(max_bw=max_bw, total_bw=total_bw, max_channels=nccl.MAXCHANNELS // 2, min_channels=1, cc=cc,
+                   allow_dup=True)
+    mesh = nvlink_mesh(graph, all_devs) if not hosts.multi and len(all_devs) > 1 else None
+    ring = _mesh_ring(all_devs, mesh, speeds, **ring_kw) if mesh else None
+    if ring is None:
+        mesh = None
+        if len(all_devs) == 1:
+            ring = ChannelSearch(num_channels=1, bw_gbps=max_bw, max_bw_gbps=max_bw, total_bw_gbps=total_bw,
+                                 bottleneck="")
+        else:
+            ring = _pattern_search(hosts, _ring_own(hosts), speeds, **ring_kw)
     tree, simple_tree = None, False
     if len(all_devs) > 1 and ring.num_channels:
         ndevs = placement.ppn
         search_total = total_bw * ndevs / (ndevs - 1) if ndevs > 1 else total_bw
-        totals = {b: _tree_totals(hosts, ring.num_channels, b) for b in (True, False)}
+        if mesh:
+            one = MeshTree(all_devs, mesh, ring.num_channels)
+            totals: dict[bool, Any] = {True: one, False: one}
+        else:
+            totals = {b: _tree_totals(hosts, ring.num_channels, b) for b in (True, False)}
         tree, simple_tree = _tree_search(totals, speeds, channels=ring.num_channels, max_bw=max_bw,
                                          total_bw=total_bw, search_total_bw=search_total, cc=cc)
     nvlink_intra, ll128 = _ll128_enabled(hosts, placement, cc)

@@ -23,7 +23,8 @@ from typing import Any
 import networkx as nx
 
 from ddpsim.errors import InputError
-from ddpsim.network.routing import Placement, Router, nearest_first
+from ddpsim.network.mesh_search import nvlink_mesh
+from ddpsim.network.routing import Placement, Router, nearest_first, nvlink_domains
 from ddpsim.network.topology import HOST, KIND, RAIL
 
 
@@ -49,7 +50,11 @@ class Hosts:
         self.multi = self.count > 1
         by_host = self.router.host_nodes()
         self.host_ids = [graph.nodes[h[0]][HOST] for h in placement.hosts]
-        self.nodes = [by_host[h] for h in self.host_ids]
+        # an NVLink domain (MNNVL) is one NCCL node: the elements of all its hosts
+        domains = nvlink_domains(graph)
+        self.nodes = [by_host[h] if h not in domains else
+                      [n for m in sorted(by_host) if m >= 0 and domains.get(m) == domains[h] for n in by_host[m]]
+                      for h in self.host_ids]
         self.nics: list[list] = [self._nics(ns) for ns in self.nodes] if self.multi else [[] for _ in self.nodes]
         if self.multi and any(not n for n in self.nics):
             raise InputError(f"topology {graph.graph.get('name')!r}: a host has no NIC; expected kind nic nodes on every "
@@ -59,6 +64,7 @@ class Hosts:
         self._columns: dict[int, list[tuple]] = {}  # class -> per position, that element in every member
         self.links: Any = None  # the searches' link index (ddpsim.network.link_loads.LinkIndex)
         self._routes: dict[tuple, tuple[dict[tuple, float], list[tuple[int, int]]]] = {}
+        self._mesh: dict[int, dict[tuple, float] | None] = {}
         #: no route between hosts touches host 0's own links (no link between two of its NICs)
         self.fabric_apart = self.multi and self._shareable(0)
         self.classes, self.walked = self._classes() if share and self.multi else ([], list(range(self.count)))
@@ -97,6 +103,12 @@ class Hosts:
         if i not in self._local:
             self._local[i] = {n: (k,) for k, n in enumerate(self.nodes[i])}
         return self._local[i]
+
+    def mesh(self, i: int) -> dict[tuple, float] | None:
+        """Host i's direct GPU-to-GPU NVLinks (:func:`ddpsim.network.mesh_search.nvlink_mesh`)."""
+        if i not in self._mesh:
+            self._mesh[i] = nvlink_mesh(self.graph, self.devs[i]) if len(self.devs[i]) > 1 else None
+        return self._mesh[i]
 
     def add_route(self, loads: dict[tuple, float], i: int, c: int) -> None:
         """Channel c from host i's NIC ``c mod num_nics`` to the next host's NIC."""

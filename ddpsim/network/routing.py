@@ -12,6 +12,7 @@ them): the same paths, since a host is entered only through its NICs, for much l
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +50,34 @@ def place_ranks(graph: nx.Graph, num_ranks: int) -> Placement:
         raise InputError(f"num_ranks: {num_ranks!r} is not accepted; expected an integer in [1, {limit}] "
                          f"(topology {graph.graph.get('name')!r} holds {limit} devices)")
     devs = devs[:num_ranks]
+    domain = nvlink_domains(graph)
     hosts: dict[int, list] = {}
     for d in devs:
-        hosts.setdefault(graph.nodes[d][HOST], []).append(d)
+        h = attr[d][HOST]
+        hosts.setdefault(domain.get(h, h), []).append(d)
     return Placement(hosts=tuple(tuple(v) for _, v in sorted(hosts.items())))
+
+
+def nvlink_domains(graph: nx.Graph) -> dict[int, int]:
+    """Hosts whose GPUs share an NVSwitch outside any host (a GB200 NVL72 rack's NVLink
+    switches) -> the first of them: one NVLink domain, which NCCL's multi-node NVLink (MNNVL)
+    fuses into one node (``src/graph/topo.cc``: the clique's topologies are fused, and
+    ``nNodes`` counts cliques). Hosts outside any such domain are left out."""
+    if graph in _DOMAINS:
+        return _DOMAINS[graph]
+    attr, adj = graph._node, graph._adj
+    out: dict[int, int] = {}
+    for n, d in attr.items():
+        if d.get(KIND) == "nvswitch" and d.get(HOST, 0) < 0:
+            hosts = sorted({attr[m][HOST] for m in adj[n] if attr[m].get(HOST, -1) >= 0})
+            for h in hosts:
+                out[h] = min(out.get(h, hosts[0]), hosts[0])
+    _DOMAINS[graph] = out
+    return out
+
+
+#: per topology graph (treated as immutable once built, like the comm-model cache)
+_DOMAINS: "weakref.WeakKeyDictionary[nx.Graph, dict[int, int]]" = weakref.WeakKeyDictionary()
 
 
 class Router:
@@ -97,8 +122,24 @@ class Router:
             self._sub[key] = self._weighted(self.host_nodes()[host])
         return self._sub[key]
 
+    def domain_graph(self, domain: int) -> nx.Graph:
+        """An NVLink domain's subgraph (its hosts and the NVSwitches they share), with routing weights."""
+        key = ("domain", domain)
+        if key not in self._sub:
+            domains, by_host = nvlink_domains(self.g), self.host_nodes()
+            members = [h for h in sorted(by_host) if domains.get(h) == domain]
+            nodes = [n for h in members for n in by_host[h]]
+            shared = {m for n in nodes for m in self.g._adj[n]
+                      if self.g._node[m][HOST] < 0 and self.g._node[m][KIND] == "nvswitch"}
+            self._sub[key] = self._weighted(nodes + sorted(shared, key=str))
+        return self._sub[key]
+
     def _graph_for(self, src: Any, dst: Any) -> nx.Graph:
         a, b = self.g.nodes[src], self.g.nodes[dst]
+        domains = nvlink_domains(self.g)
+        if a[HOST] >= 0 and b[HOST] >= 0 and a[HOST] in domains and domains[a[HOST]] == domains.get(b[HOST]) \
+                and a[KIND] != "nic" and b[KIND] != "nic":
+            return self.domain_graph(domains[a[HOST]])
         if a[HOST] == b[HOST] and a[HOST] >= 0:
             return self.host_graph(a[HOST])
         if a[KIND] == "nic" and b[KIND] == "nic":
@@ -188,7 +229,7 @@ def nearest_first(router: Router, host: int, nics: list, devs: tuple) -> list[tu
     nearest). One device on the host: it is both."""
     out, taken = [], set()
     for nic in nics:
-        dist = router.distances(host, nic)
+        dist = router.distances(router.g._node[nic][HOST], nic)
         by_dist = sorted(devs, key=lambda d: (dist.get(d, math.inf), devs.index(d)))
         entry = next((d for d in by_dist if d not in taken), by_dist[0])
         taken.add(entry)

@@ -4,6 +4,7 @@ published measurements (nccl-tests issues) and gloo's closed form (gloo/allreduc
 from __future__ import annotations
 
 import json
+import textwrap
 
 import pytest
 
@@ -384,3 +385,195 @@ def test_simple_tree_factor_0_85():
     plain = dataclasses.replace(m.system, tree=dataclasses.replace(m.system.tree, simple_tree=True))
     for proto in ("ll", "ll128", "simple"):
         assert nccl.bandwidth_gbps(plain, "tree", proto) == pytest.approx(0.85 * nccl.bandwidth_gbps(m.system, "tree", proto))
+
+
+# ---- systems of issue 39: direct NVLink meshes, H200, B200, GB200 NVL72 (NCCL v2.30.7) --------------
+#
+# Published all_reduce_perf figures used below: DGX H200 8 GPUs (nccl-tests#272) and one GB200 NVL72
+# rack, 72 GPUs (coreweave/nccl-tests#43). Searched for and NOT found (issues of NVIDIA/nccl and
+# NVIDIA/nccl-tests, vendor and cloud pages): an 8-GPU DGX-1 V100 busbw at large sizes, a single-node
+# 8 x B200 busbw, and any 8 x L40S PCIe busbw; those systems are checked against NCCL's own model,
+# worked by hand. Two DGX B200 nodes (coreweave/nccl-tests#92: 690.07 GB/s at 8 GiB) are a known
+# miss, marked xfail below.
+
+# The DGX-1 hybrid cube-mesh (NVIDIA "DGX-1 with Tesla V100 System Architecture" white paper,
+# WP-08437-002: six NVLink2 links per V100; nvidia-smi topo -m on a DGX-1V shows NV2 for the
+# pairs with two links): 2-link pairs and 1-link pairs, SM70_NVLINK_BW 20.0 GB/s per link (topo.h).
+DGX1_DOUBLE = ((0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7))
+DGX1_SINGLE = ((0, 1), (0, 2), (1, 3), (2, 6), (3, 7), (4, 5), (4, 6), (5, 7))
+
+
+def dgx1_yaml(tmp_path):
+    from ddpsim.network.topology import load_topology_yaml
+
+    lines = ["name: dgx1-yaml", "backend: nccl", "nodes:"]
+    lines += [f"  - {{id: gpu{i}, kind: gpu, host: 0, local_rank: {i}, compute_capability: 70, sm_count: 80}}"
+              for i in range(8)]
+    lines.append("links:")
+    for pairs, n in ((DGX1_DOUBLE, 2), (DGX1_SINGLE, 1)):
+        lines += [f"  - {{a: gpu{a}, b: gpu{b}, bandwidth_gbps: {20.0 * n}, latency_us: 0.6, link_type: nvlink, "
+                  f"num_links: {n}}}" for a, b in pairs]
+    p = tmp_path / "dgx1.yaml"
+    p.write_text("\n".join(lines) + "\n")
+    return load_topology_yaml(p)
+
+
+def test_dgx1_mesh_as_custom_yaml_gets_six_rings_of_20(tmp_path):
+    # search.cc over the mesh: the 2-link pairs form one cycle through all 8 GPUs, so at 40 GB/s two
+    # rings fit (one per direction): 80. At 20 GB/s every GPU's 6 links carry 6 rings (6 x 20 = 120 =
+    # totalBw, the GPU's NVLink total): the search stops there; 20 < 25: no ncclTopoDupChannels.
+    m = build_comm_model(dgx1_yaml(tmp_path), 8)
+    d = m.describe()
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (6, 20.0)
+    assert d["nvlink_intra"] and d["ll128_enabled"]
+    e = m.estimate_allreduce(8 * GiB)
+    assert (e.algorithm, e.protocol) == ("ring", "simple")
+    # Ring/Simple: algbw = 120 x 8/14; busbw -> 120 at large sizes (was 1 ring x 20 GB/s, 20 GB/s)
+    assert e.busbw_gbps == pytest.approx(120.0, rel=0.01)
+    # the tree: 6 chains (the ring's count) at the highest speed with 6 x speed <= 120 x 8/7: 20
+    assert (m.system.tree.num_channels, m.system.tree.bw_intra_gbps) == (6, 20.0)
+
+
+def test_mesh_channels_use_links_within_capacity(tmp_path):
+    from ddpsim.network.mesh_search import find_channels, nvlink_mesh
+
+    g = dgx1_yaml(tmp_path)
+    devs = [f"gpu{i}" for i in range(8)]
+    cap = nvlink_mesh(g, devs)
+    rings, left = find_channels(devs, cap, 20.0, 32, cycle=True)
+    assert len(rings) == 6 and all(sorted(r) == sorted(devs) for r in rings)
+    assert all(v >= -1e-9 for v in left.values())  # no link carries more than its NVLinks
+    assert all(v == pytest.approx(0.0) for v in left.values())  # 6 rings use every link fully
+    assert len(find_channels(devs, cap, 40.0, 32, cycle=True)[0]) == 2  # the 2-link cycle, both ways
+
+
+def test_nvlink_bridged_pair_dup_channels(tmp_path):
+    # two PCIe cards joined by a 2-link NVLink bridge: one cycle a -> b -> a at 40 = totalBw, then
+    # ncclTopoDupChannels (40 >= 25, Volta): 2 channels x 20.
+    from ddpsim.network.topology import load_topology_yaml
+
+    p = tmp_path / "pair.yaml"
+    p.write_text(textwrap.dedent("""\
+        name: pair
+        backend: nccl
+        nodes:
+          - {id: a, kind: gpu, host: 0, local_rank: 0, compute_capability: 70}
+          - {id: b, kind: gpu, host: 0, local_rank: 1, compute_capability: 70}
+          - {id: sw, kind: pcie_switch, host: 0}
+        links:
+          - {a: a, b: b, bandwidth_gbps: 40, latency_us: 0.6, link_type: nvlink, num_links: 2}
+          - {a: a, b: sw, bandwidth_gbps: 12, latency_us: 1.0, link_type: pcie}
+          - {a: b, b: sw, bandwidth_gbps: 12, latency_us: 1.0, link_type: pcie}
+    """))
+    d = build_comm_model(load_topology_yaml(p), 2).describe()
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (2, 20.0)
+
+
+def test_dgx_v100_preset_one_node_and_two_nodes():
+    one = model("dgx-v100").describe()
+    assert (one["ring_channels"], one["ring_bw_per_channel_gbps"], one["compute_capability"]) == (6, 20.0, 70)
+    # two nodes, 4 x EDR 100 Gb/s = 12.5 GB/s per NIC: speed 12 (speedArrayInter), one ring per NIC,
+    # each along NVLink from the NIC's GPU to its neighbour on the same PCIe switch
+    two = model("dgx-v100", num_nodes=2)
+    d = two.describe()
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (4, 12.0)
+    # Volta's ring plateau factor 1.9 (tuning.cc, minCompCap < 80)
+    s = two.system
+    lat = nccl.latency_us(s, "ring", "simple")
+    assert nccl.time_us(s, "ring", "simple", GiB) == pytest.approx(lat * 1.9 + GiB / (1000 * nccl.bandwidth_gbps(s, "ring", "simple")))
+
+
+def test_dgx_h200_nvls_busbw_475_within_10_percent():
+    # nccl-tests#272: all_reduce_perf on 8 x H200 (NVLink4 through NVSwitch), peak busbw 475 GB/s
+    e = model("dgx-h200").estimate_allreduce(4 * GiB)
+    assert e.algorithm == "nvls"
+    assert within(e.busbw_gbps, 475.0, 0.10)
+
+
+def test_dgx_b200_search_on_sm100_tables():
+    # SM100: 18 NVLink5 x 40.1 GB/s (SM100_NVLINK_BW) = 721.8 totalBw. Ring: sm100SpeedArrayIntra 90
+    # x 8 = 720 (< 721.8; 45 x 16 = 720 does not beat it; 40 < 0.49 x 90 stops), dup -> 16 x 45.
+    # NVLS: one channel per GPU (8 x 90 = 720), bwInter already the top speed.
+    # No published single-node 8 x B200 busbw was found (see the note above): NCCL's model only.
+    d = model("dgx-b200").describe()
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (16, 45.0)
+    assert (d["nvls_channels"], d["nvls_bw_per_channel_gbps"], d["nvls_bw_inter_gbps"]) == (8, 90.0, 90.0)
+    s = model("dgx-b200").system
+    # NVLS busBw: 8 x min(90 x 0.74 (nvlsEfficiency, Blackwell) x 7/8 x 2 = 116.55, bwInter 90) = 720
+    assert nccl.bandwidth_gbps(s, "nvls", "simple") * 14 / 8 == pytest.approx(720.0)
+
+
+@pytest.mark.xfail(strict=True, reason="NVLSTree on 2 B200 nodes: NCCL's search keeps bwIntra at the NIC speed (48), "
+                                        "the model gives 496 GB/s where 690 is measured")
+def test_two_dgx_b200_nodes_busbw_690_within_10_percent():
+    # coreweave/nccl-tests#92: B200 8-GPU x 2 nodes, 690.07 GB/s busbw at 8 GiB all-reduce
+    assert within(model("dgx-b200", num_nodes=2).estimate_allreduce(8 * GiB).busbw_gbps, 690.07, 0.10)
+
+
+def test_gb200_nvl72_rack_is_one_nccl_node_with_32_nvls_channels():
+    # MNNVL: the rack's 18 trays (4 GPUs each) share the NVLink switch; NCCL fuses the clique into one
+    # node (topo.cc) -> nNodes 1, 72 local ranks. NVLS: maxChannels = min(NCCL_MAX_NVLS_ARITY 32, 72)
+    # = minChannels on one node; speed with 32 x speed <= 721.8: 20 (sm100SpeedArrayIntra); pass 2
+    # raises bwInter 24, 30, 40 (< 2 x 20).
+    m = model("gb200-nvl72")
+    d = m.describe()
+    assert (d["num_ranks"], d["num_nodes"]) == (72, 1)
+    assert (d["nvls_channels"], d["nvls_bw_per_channel_gbps"], d["nvls_bw_inter_gbps"]) == (32, 20.0, 40.0)
+    # busBw = 32 x min(20 x 0.74 x 31/32 x 2 = 28.675, 40) = 917.6
+    assert nccl.bandwidth_gbps(m.system, "nvls", "simple") * 142 / 72 == pytest.approx(917.6)
+
+
+def test_gb200_nvl72_busbw_835_within_10_percent():
+    # coreweave/nccl-tests#43: all_reduce_perf on a full NVL72 rack (72 GPUs), 8 GiB: busbw 834.57
+    # GB/s out-of-place (846.82 in place). The model (917.6) is 9.8 % above: inside 10 %, barely.
+    e = model("gb200-nvl72").estimate_allreduce(8 * GiB)
+    assert e.algorithm == "nvls"
+    assert within(e.busbw_gbps, 834.57, 0.10)
+
+
+def test_grace_net_overhead_and_nvlstree_correction_on_x86_only():
+    # tuning.cc getNetOverhead: 1 us on anything but AMD x86; ncclTopoGetAlgoTime: NVLSTree on SM100
+    # takes treeCorrectionFactor only with x86 CPUs
+    import dataclasses
+
+    g = nccl.NcclGraph(num_channels=16, bw_intra_gbps=45.0, bw_inter_gbps=45.0, nvlink_intra=True)
+    base = nccl.NcclSystem(num_ranks=16, num_nodes=2, compute_capability=100, cpu_vendor="intel", ring=g, tree=g,
+                           nvls=g, ll128_enabled=True)
+    arm = dataclasses.replace(base, cpu_vendor="arm")
+    assert nccl.latency_us(arm, "ring", "ll") == nccl.latency_us(base, "ring", "ll")
+    size = 16 * MiB  # log2(16 MiB >> 6) = 18: Simple factor 0.7
+    lat = nccl.latency_us(base, "nvls_tree", "simple")
+    bw = nccl.bandwidth_gbps(base, "nvls_tree", "simple")
+    assert nccl.time_us(base, "nvls_tree", "simple", size) == pytest.approx(lat + size / (1000 * bw * 0.7))
+    assert nccl.time_us(arm, "nvls_tree", "simple", size) == pytest.approx(lat + size / (1000 * bw))
+
+
+def test_pcie_l40s_ada_uses_ampere_row_and_no_ll128():
+    # Ada (cc 89) takes the Ampere row (compCapIndex: >= 80); PCIe only: no LL128, PCI latencies.
+    # No published 8 x L40S busbw was found (see the note above).
+    m = model("pcie-l40s")
+    d = m.describe()
+    assert d["compute_capability"] == 89 and not d["ll128_enabled"] and not d["nvlink_intra"]
+    assert nccl.arch_index(89) == nccl.arch_index(80)
+    assert nccl.latency_us(m.system, "ring", "ll") == pytest.approx(6.6 + 14 * 1.0)
+
+
+# ---- the search shared by identical hosts is the search walking every host ----------------------
+
+@pytest.mark.parametrize("preset, nodes, ranks, opts", [
+    ("dgx-a100", 9, None, {"fabric": "fat-tree", "oversubscription": 2.0, "leaf_radix": 16}),
+    ("dgx-h100", 5, 37, {}),
+    ("pcie", 3, None, {"gpus_per_switch": 2}),
+    ("dgx-v100", 3, None, {}),
+])
+def test_shared_search_equals_walking_every_host(preset, nodes, ranks, opts):
+    from ddpsim.network.graph_search import _search_graphs
+    from ddpsim.network.host_classes import Hosts
+    from ddpsim.network.routing import place_ranks
+    from ddpsim.network.graph_search import search_graphs
+
+    g = build_preset(preset, num_nodes=nodes, **opts)
+    p = place_ranks(g, ranks or sum(1 for _, d in g.nodes(data=True) if d["kind"] == "gpu"))
+    shared = Hosts(g, p)
+    assert len(shared.walked) < nodes  # hosts 1.. were shared by class
+    assert search_graphs(g, p) == _search_graphs(Hosts(g, p, share=False), p)

@@ -17,6 +17,7 @@ its host (a custom fabric re-entering a host), the search walks every host
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +62,8 @@ class Hosts:
                              "host for a multi-node communicator")
         self._entry: dict[int, list[tuple[Any, Any]]] = {}
         self._local: dict[int, dict[Any, tuple[int]]] = {}
-        self._columns: dict[int, list[tuple]] = {}  # class -> per position, that element in every member
+        self._columns: dict[int, list[tuple]] = {}
+        self._shapes: dict[int, HostShape] = {}  # class -> per position, that element in every member
         self.links: Any = None  # the searches' link index (ddpsim.network.link_loads.LinkIndex)
         self._routes: dict[tuple, tuple[dict[tuple, float], list[tuple[int, int]]]] = {}
         self._mesh: dict[int, dict[tuple, float] | None] = {}
@@ -97,6 +99,11 @@ class Hosts:
         """False for a host with a link between two of its NICs (a route between hosts may take it)."""
         attr, adj, pos = self.graph._node, self.graph._adj, self.position(i)
         return not any(attr[m][KIND] == "nic" and m in pos for x in self.nics[i] for m in adj[x])
+
+    def shape(self, r: int) -> "HostShape":
+        if r not in self._shapes:
+            self._shapes[r] = host_shape(self.graph, self, r)
+        return self._shapes[r]
 
     def position(self, i: int) -> dict[Any, tuple[int]]:
         """Host i's elements -> (their position in ``nodes[i]``,)."""
@@ -154,27 +161,57 @@ def same_host(graph: nx.Graph, hosts: Hosts, r: int, i: int) -> bool:
     attributes but the host index, the same links in the same order with the same attributes,
     to the same positions on the host or to the same outside element (NIC uplinks left out:
     the fabric is walked), and the ranks' devices and the NICs at the same positions."""
-    pr, pi = hosts.position(r), hosts.position(i)
-    if [pr[d] for d in hosts.devs[r]] != [pi[d] for d in hosts.devs[i]]:
+    shape = hosts.shape(r)
+    pi = hosts.position(i)
+    nodes = hosts.nodes[i]
+    if len(nodes) != len(shape.elements):
         return False
-    if [pr[x] for x in hosts.nics[r]] != [pi[x] for x in hosts.nics[i]]:
+    if shape.devs != [pi[d] for d in hosts.devs[i]] or shape.nics != [pi[x] for x in hosts.nics[i]]:
         return False
     node_attr, adj = graph._node, graph._adj
-    host_only = {(HOST, hosts.host_ids[r]), (HOST, hosts.host_ids[i])}
-    for a, b in zip(hosts.nodes[r], hosts.nodes[i]):
-        attr_a, attr_b = node_attr[a], node_attr[b]
+    for b, (get, values, size, is_nic, links, nbrs) in zip(nodes, shape.elements):
+        attr_b = node_attr[b]
+        if len(attr_b) != size or HOST not in attr_b:
+            return False
         try:
-            if attr_a.items() ^ attr_b.items() != host_only:
+            if get(attr_b) != values:
                 return False
-        except TypeError:  # an unhashable attribute value: compare the slow way
-            if {k: v for k, v in attr_a.items() if k != HOST} != {k: v for k, v in attr_b.items() if k != HOST}:
+        except KeyError:
+            return False
+        adj_b = adj[b]
+        if is_nic:
+            if [(pi[y], d) for y, d in adj_b.items() if y in pi] != links:
                 return False
-        adj_a, adj_b = adj[a], adj[b]
-        if attr_a[KIND] == "nic":
-            if [(pr[x], d) for x, d in adj_a.items() if x in pr] != [(pi[y], d) for y, d in adj_b.items() if y in pi]:
-                return False
-        # a neighbour on the host by its position, one outside by its name
-        elif (list(adj_a.values()) != list(adj_b.values())
-              or list(map(pr.get, adj_a, adj_a)) != list(map(pi.get, adj_b, adj_b))):
+        elif list(adj_b.values()) != links or list(map(pi.get, adj_b, adj_b)) != nbrs:
             return False
     return True
+
+
+@dataclass(frozen=True)
+class HostShape:
+    """What :func:`same_host` compares, taken once from a class's representative: per element a
+    getter of its attributes but the host index, their values and count, and its links (a NIC:
+    (position, attributes) of its links on the host; else the links' attributes in order and
+    the neighbours, by position on the host or by name)."""
+
+    elements: list[tuple]
+    devs: list[tuple[int]]
+    nics: list[tuple[int]]
+
+
+def host_shape(graph: nx.Graph, hosts: Hosts, r: int) -> HostShape:
+    pr = hosts.position(r)
+    node_attr, adj = graph._node, graph._adj
+    elements = []
+    for a in hosts.nodes[r]:
+        attr = node_attr[a]
+        keys = [k for k in attr if k != HOST]
+        get = operator.itemgetter(*keys) if keys else (lambda d: ())
+        is_nic = attr[KIND] == "nic"
+        if is_nic:
+            links: list = [(pr[x], d) for x, d in adj[a].items() if x in pr]
+            nbrs: list = []
+        else:
+            links, nbrs = list(adj[a].values()), list(map(pr.get, adj[a], adj[a]))
+        elements.append((get, get(attr), len(attr), is_nic, links, nbrs))
+    return HostShape(elements=elements, devs=[pr[d] for d in hosts.devs[r]], nics=[pr[x] for x in hosts.nics[r]])

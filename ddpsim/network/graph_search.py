@@ -33,7 +33,7 @@ import networkx as nx
 from ddpsim.network import nccl
 from ddpsim.network.comm_model import GBPS
 from ddpsim.network.host_classes import Hosts
-from ddpsim.network.link_loads import ChannelLoads, LinkIndex, Totals, prefix_utilisation
+from ddpsim.network.link_loads import ChannelLoads, Totals, prefix_utilisation
 from ddpsim.network.mesh_search import MeshTree, find_channels, mesh_path, nvlink_mesh, tightest
 from ddpsim.network.routing import Placement, Router, place_ranks  # noqa: F401  (re-exported)
 from ddpsim.network.topology import BANDWIDTH, COMPUTE_CAPABILITY, KIND, LINK_TYPE, NVLS
@@ -107,11 +107,6 @@ def link_capacities_gbps(graph: nx.Graph) -> dict[tuple, float]:
     for u, v, d in graph.edges(data=True):
         cap[(u, v)] = cap[(v, u)] = d[BANDWIDTH] / GBPS
     return cap
-
-
-def _capacity(graph: nx.Graph) -> Callable[[tuple], float]:
-    adj = graph._adj
-    return lambda e: adj[e[0]][e[1]][BANDWIDTH] / GBPS
 
 
 def _total_bw(graph: nx.Graph, devs: list) -> float:
@@ -460,7 +455,6 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
 
 def _search_graphs(hosts: Hosts, placement: Placement) -> GraphInfo:
     graph = hosts.graph
-    hosts.links = LinkIndex(_capacity(graph))
     searched_devs = [d for i in hosts.searched() for d in hosts.devs[i]]
     all_devs = [d for h in placement.hosts for d in h]
     cc = min(graph.nodes[d][COMPUTE_CAPABILITY] for d in searched_devs)

@@ -24,9 +24,11 @@ from typing import Any
 import networkx as nx
 
 from ddpsim.errors import InputError
+from ddpsim.network.comm_model import GBPS
+from ddpsim.network.link_loads import LinkIndex
 from ddpsim.network.mesh_search import nvlink_mesh
 from ddpsim.network.routing import Placement, Router, nearest_first, nvlink_domains
-from ddpsim.network.topology import HOST, KIND, RAIL
+from ddpsim.network.topology import BANDWIDTH, HOST, KIND, RAIL
 
 
 @dataclass(frozen=True)
@@ -64,13 +66,14 @@ class Hosts:
         self._local: dict[int, dict[Any, tuple[int]]] = {}
         self._columns: dict[int, list[tuple]] = {}
         self._shapes: dict[int, HostShape] = {}  # class -> per position, that element in every member
-        self.links: Any = None  # the searches' link index (ddpsim.network.link_loads.LinkIndex)
+        adj = graph._adj
+        #: the searches' link index, capacities in GB/s
+        self.links = LinkIndex(lambda e: adj[e[0]][e[1]][BANDWIDTH] / GBPS)
         self._routes: dict[tuple, tuple[dict[tuple, float], list[tuple[int, int]]]] = {}
         self._mesh: dict[int, dict[tuple, float] | None] = {}
         #: no route between hosts touches host 0's own links (no link between two of its NICs)
         self.fabric_apart = self.multi and self._shareable(0)
         self.classes, self.walked = self._classes() if share and self.multi else ([], list(range(self.count)))
-        self._class_of = {m: k for k, c in enumerate(self.classes) for m in c.members}
 
     def _nics(self, nodes: list) -> list:
         attr = self.graph._node

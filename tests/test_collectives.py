@@ -574,6 +574,7 @@ def test_pcie_l40s_ada_uses_ampere_row_and_no_ll128():
     ("dgx-h100", 5, 37, {}),
     ("pcie", 3, None, {"gpus_per_switch": 2}),
     ("dgx-v100", 3, None, {}),
+    ("gb200-nvl72", 3, None, {"gpus_per_node": 8}),
 ])
 def test_shared_search_equals_walking_every_host(preset, nodes, ranks, opts):
     from ddpsim.network.graph_search import _search_graphs

@@ -53,11 +53,9 @@ class Hosts:
         self.multi = self.count > 1
         by_host = self.router.host_nodes()
         self.host_ids = [graph.nodes[h[0]][HOST] for h in placement.hosts]
-        # an NVLink domain (MNNVL) is one NCCL node: the elements of all its hosts
+        # an NVLink domain (MNNVL) is one NCCL node: the elements of all its hosts and its switches
         domains = nvlink_domains(graph)
-        self.nodes = [by_host[h] if h not in domains else
-                      [n for m in sorted(by_host) if m >= 0 and domains.get(m) == domains[h] for n in by_host[m]]
-                      for h in self.host_ids]
+        self.nodes = [by_host[h] if h not in domains else self.router.domain_nodes(domains[h]) for h in self.host_ids]
         self.nics: list[list] = [self._nics(ns) for ns in self.nodes] if self.multi else [[] for _ in self.nodes]
         if self.multi and any(not n for n in self.nics):
             raise InputError(f"topology {graph.graph.get('name')!r}: a host has no NIC; expected kind nic nodes on every "

@@ -126,13 +126,16 @@ class Router:
         """An NVLink domain's subgraph (its hosts and the NVSwitches they share), with routing weights."""
         key = ("domain", domain)
         if key not in self._sub:
-            domains, by_host = nvlink_domains(self.g), self.host_nodes()
-            members = [h for h in sorted(by_host) if domains.get(h) == domain]
-            nodes = [n for h in members for n in by_host[h]]
-            shared = {m for n in nodes for m in self.g._adj[n]
-                      if self.g._node[m][HOST] < 0 and self.g._node[m][KIND] == "nvswitch"}
-            self._sub[key] = self._weighted(nodes + sorted(shared, key=str))
+            self._sub[key] = self._weighted(self.domain_nodes(domain))
         return self._sub[key]
+
+    def domain_nodes(self, domain: int) -> list:
+        """An NVLink domain's elements: its hosts' (in host order), then the NVSwitches they share."""
+        domains, by_host = nvlink_domains(self.g), self.host_nodes()
+        nodes = [n for h in sorted(by_host) if h >= 0 and domains.get(h) == domain for n in by_host[h]]
+        shared = {m for n in nodes for m in self.g._adj[n]
+                  if self.g._node[m][HOST] < 0 and self.g._node[m][KIND] == "nvswitch"}
+        return nodes + sorted(shared, key=str)
 
     def _graph_for(self, src: Any, dst: Any) -> nx.Graph:
         a, b = self.g.nodes[src], self.g.nodes[dst]

@@ -45,8 +45,8 @@ def _hops(order: list, cycle: bool) -> list[Link]:
     return list(zip(order, order[1:] + order[:1])) if cycle else list(zip(order, order[1:]))
 
 
-#: at most this many candidate channels, and this many steps of the packing search (NCCL's
-#: search has timeouts too: NCCL_SEARCH_TIMEOUT)
+#: at most this many candidate channels, and this many steps of each search for them and of
+#: their packing (NCCL's search has timeouts too: NCCL_SEARCH_TIMEOUT)
 MAX_CANDIDATES = 4000
 MAX_STEPS = 200_000
 
@@ -61,9 +61,11 @@ def _candidates(devs: tuple | list, cap: dict[Link, float], speed: float, *, cyc
         return (a, b) in cap and cap[(a, b)] >= speed - 1e-9
     nbrs = {a: [b for b in devs if carries(a, b)] for a in devs}
     out: list[list] = []
+    steps = [0]
 
     def walk(order: list, seen: set) -> None:
-        if len(out) >= MAX_CANDIDATES:
+        steps[0] += 1
+        if len(out) >= MAX_CANDIDATES or steps[0] > MAX_STEPS:
             return
         x = order[-1]
         if len(order) == n:

@@ -1,4 +1,4 @@
-"""NCCL's channel search (``src/graph/search.cc``, ``ncclTopoCompute``) on a topology graph.
+"""NCCL's channel search (NCCL v2.30.7 ``src/graph/search.cc``, ``ncclTopoCompute``) on a topology graph.
 
 Each ring channel goes through the ranks' devices (and, across hosts, through NIC
 ``c mod num_nics`` of every host on its rail: in at the device nearest the NIC, out from the

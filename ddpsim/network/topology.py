@@ -19,6 +19,17 @@ Modelling assumptions (stated once):
 * The CPU/gloo preset puts ranks on hosts: ranks of one host talk through the kernel's TCP
   loopback, hosts through one Ethernet NIC each and one Ethernet switch.
 
+The presets other than ``cpu-gloo`` are the systems of the hardware catalogue
+(:mod:`ddpsim.hardware.catalogue`, ``catalogue.yaml``: every figure with its datasheet or user
+guide); the graph carries NCCL's usable figure for each link. Besides those below: ``dgx-v100``
+(DGX-1: 8x V100-SXM2 in the NVLink hybrid cube-mesh, GPU-to-GPU edges of 1 or 2 links x 20.0 GB/s
+(SM70_NVLINK_BW), no NVSwitch; 4 PCIe Gen3 switches of 2 GPUs + 1 EDR 100 Gb/s NIC),
+``dgx-h200`` (as dgx-h100, H200-SXM-141GB), ``dgx-b200`` (18 NVLink5 x 40.1 GB/s
+(SM100_NVLINK_BW) = 721.8 GB/s into NVLink-SHARP switches), ``gb200-nvl72`` (a node is a rack:
+18 hosts, its compute trays of 4 GPUs with their own host bridge, PCIe and 4 NICs of 400 Gb/s,
+sharing one ``nvswitch`` element outside any host: the NVLink domain NCCL's multi-node NVLink
+spans), ``pcie-l40s`` (8x L40S on PCIe Gen4 x16, 2 per Gen5 switch with one 400 GbE NIC).
+
 Preset numbers and their sources (NCCL v2.30.7 ``src/graph/topo.h``/``topo.cc``, NVIDIA datasheets and DGX user guides):
 
 =============  =====================================================================================

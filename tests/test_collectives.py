@@ -587,3 +587,26 @@ def test_shared_search_equals_walking_every_host(preset, nodes, ranks, opts):
     shared = Hosts(g, p)
     assert len(shared.walked) < nodes  # hosts 1.. were shared by class
     assert search_graphs(g, p) == _search_graphs(Hosts(g, p, share=False), p)
+
+
+def test_routes_between_leaves_are_networkx_shortest_paths():
+    # the fabric's equal-cost routes (scipy distances + the shortest-path DAG, or the 1-2 link
+    # shortcut) are networkx.all_shortest_paths on the switch graph, in the same order
+    import networkx as nx
+
+    from ddpsim.network.routing import Router
+
+    g = build_preset("dgx-a100", num_nodes=12, fabric="fat-tree", leaf_radix=16, num_spines=3, oversubscription=2.0)
+    r = Router(g)
+    sw = r._weighted([n for n, d in g.nodes(data=True) if d["host"] < 0])
+    for a, b in (("n0/nic0", "n11/nic0"), ("n2/nic3", "n7/nic5"), ("n4/nic1", "n5/nic1")):
+        la, lb = r._uplink(a), r._uplink(b)
+        want = [[a, *m, b] for m in ([[la]] if la == lb else nx.all_shortest_paths(sw, la, lb, weight=r._W))]
+        assert r.paths(a, b) == want
+        assert r._switches is None or r._switches.paths(la, lb) == list(nx.all_shortest_paths(sw, la, lb, weight=r._W))
+    # the same routes from the distances and the shortest-path DAG (the shortcut switched off)
+    sws = r._switches
+    short = {k: v for k, v in sws._paths.items()}
+    sws._paths.clear()
+    sws.lightest = 0.0
+    assert short and all(sws.paths(*k) == v for k, v in short.items())

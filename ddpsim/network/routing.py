@@ -287,6 +287,7 @@ class _SwitchRoutes:
         self.indices = np.array(indices, dtype=np.int64)
         self.vals = np.array(vals, dtype=float)
         self.csr = csr_matrix((self.vals, self.indices, self.indptr), shape=(n, n))
+        self.lightest = float(self.vals.min()) if len(self.vals) else math.inf
         self._dist: dict[int, np.ndarray] = {}
         self._paths: dict[tuple, list[list]] = {}
         self._links: dict[tuple, list[list[tuple]]] = {}
@@ -307,10 +308,35 @@ class _SwitchRoutes:
             self._links[key] = [list(zip(p, p[1:])) for p in self.paths(a, b)]
         return self._links[key]
 
+    def _short(self, ia: int, ib: int) -> list[list] | None:
+        """The shortest paths when they have one or two links: every path of k links weighs at
+        least k x the lightest link, so when the best of one or two links is below three times
+        it, those are all (in the order of ``ia``'s links, as the walk below takes them). None
+        otherwise (or when ``ia`` and ``ib`` share no neighbour)."""
+        lo, hi = self.indptr[ia], self.indptr[ia + 1]
+        to_b = dict(zip(self.indices[self.indptr[ib]:self.indptr[ib + 1]].tolist(),
+                        self.vals[self.indptr[ib]:self.indptr[ib + 1]].tolist()))
+        cands = []  # (weight, path) in ia's link order
+        for y, w in zip(self.indices[lo:hi].tolist(), self.vals[lo:hi].tolist()):
+            if y == ib:
+                cands.append((w, [ia, ib]))
+            elif y in to_b:
+                cands.append((w + to_b[y], [ia, y, ib]))
+        if not cands:
+            return None
+        best = min(c[0] for c in cands)
+        if not best < 3 * self.lightest:
+            return None
+        return [[self.nodes[i] for i in p] for w, p in cands if w == best]
+
     def paths(self, a: Any, b: Any) -> list[list]:
         key = (a, b)
         if key not in self._paths:
             ia, ib = self.index[a], self.index[b]
+            short = self._short(ia, ib)
+            if short is not None:
+                self._paths[key] = short
+                return short
             da, db = self._from(ia), self._from(ib)
             total = da[ib]
             if not math.isfinite(total):

@@ -343,7 +343,7 @@ def _by_nic(hosts: Hosts, num_channels: int, make: Callable[[int], ChannelLoads]
     cache: dict[tuple, ChannelLoads] = {}
     out = []
     for c in range(num_channels):
-        key = tuple(c % len(n) for n in hosts.nics) if hosts.multi else ()
+        key = hosts.nic_assignment(c)
         if key not in cache:
             cache[key] = make(c)
         out.append(cache[key])

@@ -17,6 +17,7 @@ its host (a custom fabric re-entering a host), the search walks every host
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,7 @@ class Hosts:
         if self.multi and any(not n for n in self.nics):
             raise InputError(f"topology {graph.graph.get('name')!r}: a host has no NIC; expected kind nic nodes on every "
                              "host for a multi-node communicator")
+        self._nic_lcm = math.lcm(*{len(n) for n in self.nics}) if self.multi else 1
         self._entry: dict[int, list[tuple[Any, Any]]] = {}
         self._local: dict[int, dict[Any, tuple[int]]] = {}
         self._columns: dict[int, list[tuple]] = {}
@@ -123,10 +125,15 @@ class Hosts:
         nxt = (i + 1) % self.count
         self.router.add_load(loads, self.nics[i][c % len(self.nics[i])], self.nics[nxt][c % len(self.nics[nxt])])
 
+    def nic_assignment(self, c: int) -> int:
+        """Channel c's NICs, as a number: channels c and c' use the same NIC on every host
+        (``c mod num_nics``) exactly when they agree modulo the lcm of the hosts' NIC counts."""
+        return c % self._nic_lcm if self.multi else 0
+
     def routes(self, c: int) -> tuple[dict[tuple, float], list[tuple[int, int]]]:
         """Channel c's routes from every host to the next, in host order (one per NIC
         assignment), and where each host's route starts in them."""
-        key = tuple(c % len(n) for n in self.nics)
+        key = self.nic_assignment(c)
         if key not in self._routes:
             d: dict[tuple, float] = {}
             bounds = []

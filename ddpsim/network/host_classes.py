@@ -137,9 +137,14 @@ class Hosts:
         if key not in self._routes:
             d: dict[tuple, float] = {}
             bounds = []
-            for i in range(self.count):
+            get, route_links, nics, count = d.get, self.router.route_links, self.nics, self.count
+            for i in range(count):  # add_route for every host, inlined
                 bounds.append((len(d), i))
-                self.add_route(d, i, c)
+                src, dst = nics[i], nics[(i + 1) % count]
+                links, n = route_links(src[c % len(src)], dst[c % len(dst)])
+                share = 1.0 / n
+                for e in links:
+                    d[e] = get(e, 0.0) + share
             self._routes[key] = (d, bounds)
         return self._routes[key]
 

@@ -195,14 +195,19 @@ class Router:
     def add_load(self, loads: dict[tuple, float], src: Any, dst: Any, amount: float = 1.0) -> None:
         """Add ``amount`` from ``src`` to ``dst`` to ``loads`` (per directed link), split evenly
         over the equal-cost paths, path by path."""
-        key = (src, dst)
-        if key not in self._links:
-            self._links[key] = self._nic_links(src, dst) or self._path_links(src, dst)
-        links, n = self._links[key]
+        links, n = self.route_links(src, dst)
         share = amount / n
         get = loads.get
         for e in links:
             loads[e] = get(e, 0.0) + share
+
+    def route_links(self, src: Any, dst: Any) -> tuple[list[tuple], int]:
+        """The links of the equal-cost paths from ``src`` to ``dst``, path by path, and their number."""
+        key = (src, dst)
+        got = self._links.get(key)
+        if got is None:
+            got = self._links[key] = self._nic_links(src, dst) or self._path_links(src, dst)
+        return got
 
     def _path_links(self, src: Any, dst: Any) -> tuple[list[tuple], int]:
         ps = self.paths(src, dst)

@@ -55,6 +55,7 @@ def print_catalogue(catalogue: Any, fmt: str) -> None:
     print("systems (topology presets; cpu-gloo: CPU ranks over TCP, see 'ddpsim topology --help')")
     for name, system in catalogue.systems.items():
         print(_system_line(name, system))
+        print(f"    {system.description}")
         print(_sources(system.sources))
     print("references")
     for ref_id, ref in catalogue.references.items():

@@ -6,7 +6,7 @@ topology presets build (NVSwitch boxes, the DGX-1's NVLink hybrid cube-mesh, PCI
 GB200 NVL72 rack), every figure citing a datasheet, user guide or source file under
 ``references``. A user's own file in the same format (:class:`~ddpsim.hardware.schema.CatalogueFile`)
 adds GPUs, systems and references to it: ``--catalogue FILE`` on ``ddpsim topology``,
-``collectives`` and ``retime``, ``cluster.catalogue`` in a scenario. A user's entry may not
+``collectives``, ``retime``, ``simulate`` and ``sweep``, ``cluster.catalogue`` in a scenario. A user's entry may not
 reuse a bundled name (a changed figure is a new GPU or system, under its own name), so a
 name means one thing in every report. The retime model (:mod:`ddpsim.trace.retime`), the
 topology presets (:mod:`ddpsim.network.topology`) and through their graphs the contention and

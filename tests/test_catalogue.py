@@ -190,3 +190,16 @@ def test_bad_catalogue_files_give_one_line_and_exit_2(tmp_path, capsys, old, new
 def test_a_missing_catalogue_file_is_one_line(tmp_path, capsys):
     assert main(["collectives", "--topology", "dgx-a100", "--catalogue", str(tmp_path / "none.yaml")]) == 2
     assert "does not exist or is not a file" in capsys.readouterr().err
+
+
+def test_list_shows_every_system_and_gpu_with_its_sources(capsys):
+    assert main(["topology", "--list"]) == 0
+    out = capsys.readouterr().out
+    cat = bundled()
+    for name in (*cat.gpus, *cat.systems):
+        assert f"\n  {name} " in out
+    for ref in cat.references.values():
+        assert f"{ref.title} <{ref.url}>" in out
+    assert main(["topology", "--list", "--format", "json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["systems"]) == {"dgx-a100", "dgx-h100", "pcie", "dgx-v100", "dgx-h200",
+                                                                    "dgx-b200", "gb200-nvl72", "pcie-l40s"}

@@ -82,6 +82,40 @@ links:
 """,
 }
 
+#: a user's hardware catalogue (a GPU and a node layout of their own), the seed of the catalogue target
+CATALOGUE_SEEDS = {
+    "my-catalogue.yaml": """\
+version: 1
+references:
+  my-sheet: {title: My GPU datasheet, url: "https://example.com/my-gpu.pdf"}
+gpus:
+  my-gpu:
+    model: MY-GPU-96GB
+    architecture: Hopper
+    compute_capability: 90
+    sm_count: 100
+    memory_gb: 96
+    memory_gbps: 4000
+    dense_tflops: {fp16: 800, bf16: 800, tf32: 400, fp32: 60}
+    nvlink: {generation: 4, links: 12, link_gbps: 25}
+    pcie_gen: 5
+    summary: "My GPU datasheet: 800 TFLOPS BF16 dense, 4 TB/s"
+    sources: {sm_count: my-sheet, dense_tflops: my-sheet, memory: my-sheet, nvlink: my-sheet, pcie_gen: my-sheet}
+systems:
+  my-box:
+    description: 4 x my-gpu in an NVLink mesh
+    gpu: my-gpu
+    gpus_per_node: 4
+    interconnect: nvlink-mesh
+    nvlink_edges: [[0, 1, 4], [0, 2, 4], [0, 3, 4], [1, 2, 4], [1, 3, 4], [2, 3, 4]]
+    pcie: {gen: 5, gpus_per_switch: 2, nics_per_switch: 1}
+    nic: {gbit: 200, fabric: ethernet, model: ConnectX-7}
+    cpu: {vendor: amd, model: AMD EPYC}
+    switch_radix: 32
+    sources: {layout: my-sheet, pcie: my-sheet, nic: my-sheet, cpu: my-sheet, switch_radix: my-sheet}
+""",
+}
+
 #: bundled files per target; the subset ``quick`` picks the cheap ones (a calibration with a probe
 #: costs a fit of ~0.5 s per load), ``cli`` the scenarios whose run takes a second
 SEED_FILES = {
@@ -97,7 +131,7 @@ CLI_SEEDS = {"scenario": ("cpu-gloo-mlp.yaml", "default.yaml"), "trace": ("mlp.c
 QUICK_SEEDS = {"scenario": ("cpu-gloo-mlp.yaml", "default.yaml", "gpt2-1.5b-h100-8n.yaml", "resnet50-a100-2n.yaml"),
                "trace": ("mlp.cpu.json", "gpt2-124m.h100.json"), "calibration": ("calibration-probe-clamped.json",)}
 FORMAT = {"scenario": "yaml", "topology": "yaml", "trace": "json", "plan": "json", "calibration": "json",
-          "method_error": "json"}
+          "method_error": "json", "catalogue": "yaml"}
 #: the scenario keys that name a file, resolved to absolute paths in the seeds
 SCENARIO_FILE_KEYS = ("trace", "calibration", "plan")
 
@@ -125,6 +159,8 @@ def seeds(target: str, subset: str = "all") -> tuple[tuple[str, Any], ...]:
     """``(name, parsed document)`` of the seed files of ``target``: all, quick or cli."""
     if target == "topology":
         return tuple((n, yaml.safe_load(t)) for n, t in TOPOLOGY_SEEDS.items())
+    if target == "catalogue":
+        return tuple((n, yaml.safe_load(t)) for n, t in CATALOGUE_SEEDS.items())
     if target == "plan" and subset == "all":
         from ddpsim.plan.planner import plan_ddp
         extra = (("ddp-plan(mlp)", plan_ddp(plan_trace()).to_dict()),)
@@ -535,6 +571,7 @@ def _text(exc: BaseException) -> str:
 def loaders() -> dict[str, Callable[[str], Any]]:
     """The loader of each file target, called with the input's path."""
     from ddpsim.calibration.loader import load_calibration
+    from ddpsim.hardware.catalogue import load_catalogue
     from ddpsim.network.topology import resolve_topology
     from ddpsim.pipeline.method_error import load_method_error
     from ddpsim.pipeline.scenario import load_scenario
@@ -542,7 +579,8 @@ def loaders() -> dict[str, Callable[[str], Any]]:
     from ddpsim.trace.records import load_trace
 
     return {"scenario": load_scenario, "trace": load_trace, "plan": lambda p: load_plan(p, plan_trace()),
-            "calibration": load_calibration, "topology": resolve_topology, "method_error": load_method_error}
+            "calibration": load_calibration, "topology": resolve_topology, "method_error": load_method_error,
+            "catalogue": load_catalogue}
 
 
 @contextlib.contextmanager
@@ -759,7 +797,7 @@ def _cli_verdict(outcome: Outcome, code: Any, stderr: str) -> Outcome:
 
 # --- one entry point per target -------------------------------------------------------------------
 
-TARGETS = ("scenario", "scenario_schema", "trace", "plan", "calibration", "topology", "method_error", "cli")
+TARGETS = ("scenario", "scenario_schema", "trace", "plan", "calibration", "topology", "method_error", "catalogue", "cli")
 
 
 def inputs(target: str, quick: bool = False) -> st.SearchStrategy:

@@ -23,7 +23,7 @@ TIMEOUT_S = {"cli": 5.0}
 DEFAULT_TIMEOUT_S = 3.0
 #: examples per target: the loaders are cheap, a calibration costs a fit, the CLI a simulation
 EXAMPLES = {"scenario": 80, "scenario_schema": 200, "trace": 100, "plan": 80, "calibration": 50, "topology": 80,
-            "method_error": 100, "cli": 400}
+            "method_error": 100, "cli": 400, "catalogue": 80}
 
 
 def fuzz_settings(target: str):
@@ -85,6 +85,12 @@ def test_topology_loader(case):
 @given(fz.inputs("method_error", quick=True))
 def test_method_error_loader(case):
     check("method_error", case)
+
+
+@fuzz_settings("catalogue")
+@given(fz.inputs("catalogue", quick=True))
+def test_catalogue_loader(case):
+    check("catalogue", case)
 
 
 @fuzz_settings("cli")

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: below (a package name covers its submodules)
 LAYERS: dict[str, tuple[str, ...]] = {
     "foundation": ("ddpsim", "ddpsim.errors", "ddpsim.units", "ddpsim.io", "ddpsim.formats", "ddpsim.schema"),
+    "hardware": ("ddpsim.hardware",),
     "trace": ("ddpsim.trace",),
     "plan": ("ddpsim.plan",),
     "network": ("ddpsim.network",),
@@ -29,7 +30,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
 }
 LAYER_NAMES = list(LAYERS)
 #: the ddpsim layers the executor may import (it runs on nodes with torch only)
-EXECUTOR_MAY_IMPORT = ("foundation", "trace", "plan")
+EXECUTOR_MAY_IMPORT = ("foundation", "hardware", "trace", "plan")
 #: ... and this one module above them: the calibration curve its collectives step fits
 EXECUTOR_MAY_IMPORT_MODULES = ("ddpsim.network.curve_fit",)
 

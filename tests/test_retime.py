@@ -86,7 +86,9 @@ def test_backward_order_is_reverse_layer_order():
 
 
 @pytest.mark.parametrize("kw,match", [
-    ({"gpu": "p100"}, r"--gpu: 'p100' is not a modelled GPU; expected one of \['a100', 'a100-40gb', 'h100', 'v100'\]"),
+    ({"gpu": "tpu"}, r"--gpu: 'tpu' is not accepted; expected one of a100, a100-40gb, a100-pcie, b200, gb200, h100, "),
+    ({"gpu": "v100", "autocast": "bf16"}, r"^autocast: 'bf16' is not accepted on the NVIDIA V100-SXM2-32GB \(modelled\); "
+                                          r"expected fp16 or none \(it has no bf16 tensor cores"),
     ({"batch_size": 0}, r"batch_size: 0 is not accepted"),
     ({"autocast": "fp8"}, r"autocast: 'fp8' is not accepted"),
 ])
@@ -104,13 +106,25 @@ def test_assumption_errors():
 def test_gpu_table():
     assert GPUS["a100"].tensor_flops_per_s == 312e12 and GPUS["a100"].hbm_bytes_per_s == 2.039e12
     assert GPUS["h100"].tensor_flops_per_s == 989.4e12 and GPUS["h100"].hbm_bytes_per_s == 3.35e12
-    # NVIDIA Tesla V100 datasheet (SXM2): 125 TFLOPS tensor, 15.7 FP32, 900 GB/s, 32 GB; no TF32 on Volta
-    v = GPUS["v100"]
-    assert (v.tensor_flops_per_s, v.fp32_flops_per_s, v.tf32_flops_per_s, v.hbm_bytes_per_s, v.memory_bytes) == (
-        125e12, 15.7e12, 15.7e12, 900e9, 32 * 10**9)
-    # NVIDIA A100 datasheet, SXM 40GB: the 80 GB part's peaks, HBM2 at 1,555 GB/s
-    a = GPUS["a100-40gb"]
-    assert (a.tensor_flops_per_s, a.tf32_flops_per_s, a.hbm_bytes_per_s) == (312e12, 156e12, 1.555e12)
+    # the catalogue's new GPUs, dense = the datasheets' sparse figures / 2 (hardware/catalogue.yaml cites each)
+    assert GPUS["b200"].bf16_flops_per_s == 4500e12 / 2 and GPUS["b200"].hbm_bytes_per_s == 8e12
+    assert GPUS["h200"].fp8_flops_per_s == 1978.9e12 and GPUS["h200"].hbm_bytes_per_s == 4.8e12
+    assert GPUS["l40s"].bf16_flops_per_s == 362.05e12 and GPUS["l40s"].tf32_flops_per_s == 183e12
+    assert GPUS["a100-40gb"].hbm_bytes_per_s == 1.555e12 and GPUS["a100-40gb"].memory_bytes == 40 * 10**9
+    # V100: fp16 tensor cores only; no TF32, so a float32 convolution runs at the fp32 peak
+    v100 = GPUS["v100"]
+    assert (v100.tensor_flops_per_s, v100.bf16_flops_per_s, v100.fp8_flops_per_s) == (125e12, None, None)
+    assert v100.tf32_flops_per_s == v100.fp32_flops_per_s == 15.7e12
+
+
+@pytest.mark.parametrize("gpu,peak", [("b200", 2250e12), ("h200", 989.4e12), ("l40s", 362.05e12), ("v100", 125e12)])
+def test_low_precision_gemm_runs_at_the_catalogue_peak(gpu, peak):
+    # a compute-bound 4096^3 GEMM at 60 % of the tensor-core peak of each GPU (fp16 on the V100)
+    b = n = 4096
+    autocast = "fp16" if gpu == "v100" else "bf16"
+    _, log = retime_spec(_linear_spec(n, n), gpu=gpu, batch_size=b, autocast=autocast, return_log=True)
+    gemm = [c for c in log if c.phase == "backward" and c.op == "mm"]
+    assert gemm[0].time_s == pytest.approx(2 * b * n * n / (peak * 0.6), rel=1e-12)
 
 
 def test_cli_retime(tmp_path, capsys):

@@ -21,7 +21,8 @@ def edge_bw_gbps(g: nx.Graph, u: str, v: str) -> float:
 
 
 def test_presets_tuple_and_backends():
-    assert PRESETS == ("dgx-a100", "dgx-h100", "pcie", "cpu-gloo")
+    assert PRESETS == ("dgx-a100", "dgx-h100", "pcie", "dgx-v100", "dgx-h200", "dgx-b200", "gb200-nvl72", "pcie-l40s",
+                       "cpu-gloo")
     for name in PRESETS:
         g = build_preset(name)
         assert g.graph["name"] == name
@@ -29,7 +30,8 @@ def test_presets_tuple_and_backends():
         assert nx.is_connected(g)
         for n in rank_nodes(g):
             d = g.nodes[n]
-            assert d[KIND] in ("gpu", "cpu") and d[HOST] == 0
+            # a GB200 NVL72 rack is one node of 18 hosts (its compute trays)
+            assert d[KIND] in ("gpu", "cpu") and d[HOST] == (0 if name != "gb200-nvl72" else int(n[1:].split("/")[0]))
             assert d[MEMORY_BANDWIDTH] > 0 and d[DEVICE_MODEL]
 
 
@@ -91,7 +93,7 @@ def test_cpu_gloo_defaults_and_options():
 
 
 @pytest.mark.parametrize("name,opts,match", [
-    ("dgx-b200", {}, r"topology: 'dgx-b200' is not a preset; expected one of dgx-a100, dgx-h100, pcie, cpu-gloo"),
+    ("dgx-x", {}, r"topology: 'dgx-x' is not a preset; expected one of dgx-a100, dgx-h100, pcie, dgx-v100, .*, cpu-gloo"),
     ("dgx-a100", {"nvlinks_per_gpu": 0}, r"^topology dgx-a100: nvlinks_per_gpu: 0 is not accepted; expected a value >= 1$"),
     ("dgx-a100", {"fabric": "torus"}, r"^topology dgx-a100: fabric: 'torus' is not accepted; expected 'rail' or 'fat-tree'$"),
     ("dgx-a100", {"oversubscription": 0.5}, r"oversubscription: 0.5 .*>= 1"),
@@ -188,7 +190,7 @@ def test_cli_topology_table_json_and_draw(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["topology", "dgx-b200"], r"topology: 'dgx-b200' is not a preset; expected one of dgx-a100, dgx-h100, pcie, cpu-gloo"),
+    (["topology", "dgx-x"], r"topology: 'dgx-x' is not a preset; expected one of dgx-a100, dgx-h100, pcie, dgx-v100, .*cpu-gloo"),
     (["topology", "dgx-a100", "--nodes", "-1"], r"--nodes: '?-1'? is not accepted"),
     (["topology", "dgx-a100", "--set", "nvlinks_per_gpu"], r"--set: 'nvlinks_per_gpu' is not accepted; expected KEY=VALUE"),
     (["topology", "dgx-a100", "--set", "bogus=1"], r"topology dgx-a100: bogus: unknown key; expected one of "),

@@ -42,6 +42,7 @@ MAX_SIZE_BYTES = 1024**4
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from ddpsim.cli.args import MAX_NODES, MAX_WORLD_SIZE, add_verb, from_parser, int_in, lower, nonempty
+    from ddpsim.cli.topology import add_catalogue_flag
     from ddpsim.network.collective_cost import ALGORITHM_CHOICES, PROTOCOL_CHOICES
 
     p = add_verb(subparsers, "collectives", help="predicted collective times per size (nccl-tests style)",
@@ -62,6 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--collective", default="allreduce", choices=COLLS,
                    help="collective to cost; default: allreduce")
     p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
+    add_catalogue_flag(p)
     p.set_defaults(func=run)
     return p
 
@@ -105,10 +107,12 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.calibration.loader import load_calibration
     from ddpsim.network.collective_cost import build_comm_model
     from ddpsim.cli.topology import parse_options
+    from ddpsim.hardware.catalogue import load_catalogue
     from ddpsim.network.topology import max_ranks, resolve_topology
 
     algo, proto, sizes, nodes = args.algorithm, args.protocol, args.sizes, args.nodes
-    graph = resolve_topology(args.topology, num_nodes=nodes, **parse_options(args.options))
+    graph = resolve_topology(args.topology, num_nodes=nodes, catalogue=load_catalogue(args.catalogue),
+                             **parse_options(args.options))
     if args.collective == "broadcast" and algo is not None:
         check_forced(args, graph.graph.get("backend"), [])
     ranks = max_ranks(graph) if args.ranks is None else args.ranks

@@ -10,12 +10,15 @@ from typing import Any
 from ddpsim.errors import InputError
 
 DESCRIPTION = """\
-How long would this captured model's training step take on an A100 or an H100?
+How long would this captured model's training step take on a GPU I do not have?
 
 Rebuild the trace's model on PyTorch's meta device at the target batch size and re-time every
 operator with a roofline model (peak FLOP/s and HBM bandwidth scaled by achievable fractions,
 a floor per kernel); the parameters, their order and sizes stay the trace's. Writes a trace
 JSON marked 'synthetic' with every assumption, for 'ddpsim run', 'sweep' and 'simulate'.
+GPUs: those of the hardware catalogue ('ddpsim topology --list': v100, a100, a100-40gb, h100,
+h200, b200, gb200, l40s, ...), or your own with --catalogue FILE. bf16 needs bf16 tensor
+cores (not on the V100: use fp16 there).
 Needs PyTorch (pip install "ddpsim[capture]")."""
 
 #: bounds of a trace's batch size and sequence length flags ('ddpsim trace' and 'ddpsim retime')
@@ -45,13 +48,14 @@ def add_retime_flags(p: argparse.ArgumentParser, *, hidden: bool = False) -> Non
 
 def add_parser(subparsers: Any) -> None:
     from ddpsim.cli.args import add_verb, int_in, lower, nonempty, output_file
+    from ddpsim.cli.topology import add_catalogue_flag
     from ddpsim.trace.capture import AUTOCASTS, OPTIMIZERS
-    from ddpsim.trace.retime import GPUS
 
     p = add_verb(subparsers, "retime", help="re-time a trace for a GPU (roofline model)", description=DESCRIPTION,
                  epilog=EPILOG)
     p.add_argument("from_trace", metavar="TRACE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
-    p.add_argument("--gpu", required=True, type=lower, choices=tuple(sorted(GPUS)), help="the GPU to re-time for")
+    p.add_argument("--gpu", required=True, type=lower, metavar="GPU",
+                   help="the GPU to re-time for: a GPU of the hardware catalogue ('ddpsim topology --list')")
     p.add_argument("--out", required=True, type=output_file, metavar="FILE", help="output trace JSON")
     p.add_argument("--batch-size", type=int_in(1, MAX_BATCH), default=None, metavar="N",
                    help="per-GPU batch size (default: the trace's)")
@@ -61,19 +65,20 @@ def add_parser(subparsers: Any) -> None:
                    help="forward under autocast (default: the trace's; none turns it off)")
     p.add_argument("--optimizer", default=None, type=lower, choices=OPTIMIZERS, help="default: the trace's")
     add_retime_flags(p)
+    add_catalogue_flag(p)
     p.set_defaults(func=run)
 
 
 #: the flags a re-timed trace records in its command line, in the order one would type them
 COMMAND_FLAGS = ("gpu", "batch_size", "seq_len", "autocast", "optimizer", "compute_efficiency", "memory_efficiency",
-                 "min_kernel_us", "out")
+                 "min_kernel_us", "catalogue", "out")
 
 
 def _command(args: argparse.Namespace) -> str:
     """The ``ddpsim retime`` command line of ``args`` (stored in the trace)."""
     parts = ["ddpsim", "retime", str(args.from_trace)]
     for key in COMMAND_FLAGS:
-        value = getattr(args, key)
+        value = getattr(args, key, None)
         if value is not None:
             parts += ["--" + key.replace("_", "-"), str(value)]
     return shlex.join(parts)
@@ -88,15 +93,19 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--out: missing; expected the path of the trace JSON to write")
     if not args.from_trace:
         raise InputError("--from: missing; expected the trace to re-time")
+    from ddpsim.hardware.catalogue import load_catalogue
     from ddpsim.trace.records import save_trace
-    from ddpsim.trace.retime import RooflineAssumptions, retime_trace_file
+    from ddpsim.trace.retime import RooflineAssumptions, get_gpu, retime_trace_file
+
+    catalogue = load_catalogue(getattr(args, "catalogue", None))
+    get_gpu(args.gpu, catalogue)  # an unknown GPU is refused before the trace is read
 
     given = {k: v for k, v in (("compute_efficiency", args.compute_efficiency), ("memory_efficiency", args.memory_efficiency),
                                ("min_kernel_s", None if args.min_kernel_us is None else args.min_kernel_us * 1e-6))
              if v is not None}
     trace = retime_trace_file(args.from_trace, gpu=args.gpu, batch_size=args.batch_size, seq_len=args.seq_len,
                               autocast=args.autocast, optimizer=args.optimizer,
-                              assumptions=RooflineAssumptions(**given), command=_command(args))
+                              assumptions=RooflineAssumptions(**given), command=_command(args), catalogue=catalogue)
     save_trace(trace, args.out)
     print(trace_summary(trace))
     print(f"wrote {args.out}")

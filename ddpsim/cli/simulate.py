@@ -68,6 +68,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     net.add_argument("--topology", metavar="PRESET|FILE", default=None, type=nonempty,
                      help="topology preset (dgx-a100, dgx-h100, pcie, cpu-gloo) or YAML file")
     net.add_argument("--nodes", metavar="N", type=int_in(1, MAX_NODES), default=1, help="nodes of a preset topology; default 1")
+    net.add_argument("--catalogue", metavar="FILE", default=None, type=nonempty,
+                     help="hardware catalogue YAML adding GPUs and systems (presets) to the bundled one")
     net.add_argument("--latency-us", metavar="X", type=float_in(0), default=None, help="alpha-beta model: latency per collective (us)")
     net.add_argument("--bandwidth-gbps", metavar="Y", type=float_in(0, above=True), default=None,
                      help="alpha-beta model: bandwidth (GB/s = 1e9 B/s) of a collective")
@@ -202,7 +204,7 @@ def parse_jitter(text: str) -> str | float:
 
 
 #: scenario keys -> the flags that set them (errors of the scenario name the flag)
-FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": "--nodes",
+FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": "--nodes", "cluster.catalogue": "--catalogue",
          "cluster.latency_us": "--latency-us", "cluster.bandwidth_gbps": "--bandwidth-gbps", "world_size": "--world-size",
          "ddp.comm_hook": "--comm-hook", "calibration": "--calibration", "plan": "--plan",
          "simulation.iterations": "--iterations", "simulation.seed": "--seed", "simulation.no_sync_steps": "--no-sync-steps",
@@ -254,7 +256,8 @@ def _cluster(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError(f"--topology: {args.topology!r} with --latency-us {args.latency_us!r} / --bandwidth-gbps {args.bandwidth_gbps!r} "
                          "is not accepted; expected either --topology, or both --latency-us and --bandwidth-gbps")
     if not ab:
-        return {"topology": args.topology, "nodes": args.nodes}
+        return {"topology": args.topology, "nodes": args.nodes,
+                **({"catalogue": args.catalogue} if args.catalogue is not None else {})}
     if args.latency_us is None or args.bandwidth_gbps is None:
         raise InputError("--latency-us/--bandwidth-gbps: only one given; expected both")
     if args.calibration:

@@ -47,6 +47,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--topology", metavar="SPEC", default="cpu-gloo", type=nonempty,
                    help="preset (dgx-a100, dgx-h100, pcie, cpu-gloo) or topology YAML; default: cpu-gloo")
     p.add_argument("--nodes", metavar="N", default=1, type=int_in(1, MAX_NODES), help="number of nodes (presets); default: 1")
+    p.add_argument("--catalogue", metavar="FILE", default=None, type=nonempty,
+                   help="hardware catalogue YAML adding GPUs and systems (presets) to the bundled one")
     p.add_argument("--world-size", metavar="N", default=None, type=int_in(1, MAX_WORLD_SIZE), help="ranks; default: every device of the cluster")
     p.add_argument("--bucket-cap-mb", metavar="LIST", default="default,1,5,25,100", type=from_parser(parse_caps),
                    help="comma list of MiB ('default' = not given) or MIN:MAX:POINTS; default: default,1,5,25,100")
@@ -91,14 +93,15 @@ def parse_caps(text: str) -> list[float | None] | dict[str, Any]:
 
 
 #: scenario keys -> the flags that set them (errors of the scenario name the flag)
-FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "world_size": "--world-size", "ddp.comm_hook": "--comm-hook",
+FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.catalogue": "--catalogue", "world_size": "--world-size", "ddp.comm_hook": "--comm-hook",
          "calibration": "--calibration", "sweep.bucket_cap_mb_list": "--bucket-cap-mb-list",
          "sweep.bucket_cap_mb": "--bucket-cap-mb"}
 
 def scenario_data(args: argparse.Namespace) -> dict[str, Any]:
     """The scenario mapping (the scenario file's keys) of the parsed flags."""
     data: dict[str, Any] = {
-        "name": "sweep", "trace": args.trace, "cluster": {"topology": args.topology, "nodes": args.nodes},
+        "name": "sweep", "trace": args.trace, "cluster": {"topology": args.topology, "nodes": args.nodes,
+                                                            **({"catalogue": args.catalogue} if args.catalogue else {})},
         "world_size": args.world_size, "ddp": {"comm_hook": args.comm_hook},
         "simulation": {"iterations": args.iterations, "seed": args.seed},
         "sweep": {"bucket_cap_mb": args.bucket_cap_mb}, "timelines": []}

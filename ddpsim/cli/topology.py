@@ -11,8 +11,10 @@ from ddpsim.errors import InputError, shorten
 DESCRIPTION = """\
 What devices, links and NCCL channels does this cluster topology have?
 
-Summarise a cluster topology: a preset (dgx-a100, dgx-h100, pcie, cpu-gloo) or a custom
-YAML file. Prints the devices, the elements (NVSwitches, PCIe switches, NICs, leaf and spine
+Summarise a cluster topology: a preset (a system of the hardware catalogue: dgx-a100, dgx-h100,
+pcie, dgx-v100, dgx-h200, dgx-b200, gb200-nvl72, pcie-l40s; or cpu-gloo) or a custom YAML file.
+--list prints every GPU and system of the catalogue with its figures and their sources;
+--catalogue FILE adds your own GPUs and systems (same format as ddpsim/hardware/catalogue.yaml). Prints the devices, the elements (NVSwitches, PCIe switches, NICs, leaf and spine
 switches), the links by type with their bandwidth per direction (GB/s = 1e9 B/s, as NCCL
 models them), the narrowest link of each type, and the channels NCCL's graph search finds
 for all the devices (nChannels x GB/s per channel, and the link that bounds them).
@@ -20,7 +22,11 @@ for all the devices (nChannels x GB/s per channel, and the link that bounds them
 Preset options are given with --set KEY=VALUE (repeatable):
   dgx-a100 / dgx-h100: gpus_per_node, nvlinks_per_gpu, nic_gbit, pcie_gen,
                        fabric (rail | fat-tree), oversubscription, leaf_radix, num_spines
+                       (the same for the NVSwitch systems dgx-h200, dgx-b200, gb200-nvl72;
+                       on gb200-nvl72 a node is a rack, gpus_per_node its NVLink domain)
+  dgx-v100:            gpus_per_node (the first GPUs of the mesh), nic_gbit, pcie_gen, fabric options
   pcie:                gpus_per_node, gpus_per_switch, pcie_gen (4 | 5), nic_gbit, fabric options
+                       (pcie-l40s: the same, Gen4 only)
   cpu-gloo:            ranks_per_host, loopback_gbps, loopback_latency_us, ethernet_gbit,
                        ethernet_latency_us, memory_gbps, reduce_gbps"""
 
@@ -67,12 +73,23 @@ def drawing_path(text: str) -> str:
     return text
 
 
+def add_catalogue_flag(p: argparse.ArgumentParser) -> None:
+    """``--catalogue FILE``: a hardware catalogue YAML adding GPUs and systems to the bundled one."""
+    from ddpsim.cli.args import nonempty
+
+    p.add_argument("--catalogue", metavar="FILE", default=None, type=nonempty,
+                   help="a hardware catalogue YAML adding your GPUs and systems (format: ddpsim/hardware/catalogue.yaml)")
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from ddpsim.cli.args import MAX_NODES, add_verb, from_parser, int_in, nonempty
 
     p = add_verb(subparsers, "topology", help="summarise and draw a cluster topology", description=DESCRIPTION,
                  epilog=EPILOG)
-    p.add_argument("topology", metavar="PRESET|FILE", type=nonempty, help="a preset name or a topology YAML file")
+    p.add_argument("topology", metavar="PRESET|FILE", type=nonempty, nargs="?", default=None,
+                   help="a preset name or a topology YAML file")
+    p.add_argument("--list", action="store_true", help="list the catalogue's GPUs and systems with their figures and sources")
+    add_catalogue_flag(p)
     p.add_argument("--nodes", default=1, type=int_in(1, MAX_NODES), metavar="N", help="number of hosts (presets only); default: 1")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options",
                    help="a preset option (repeatable); see above")
@@ -135,11 +152,22 @@ def draw_topology(graph: Any, path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ddpsim.hardware.catalogue import load_catalogue
     from ddpsim.network.collective_cost import place_ranks, search_graphs
     from ddpsim.network.topology import max_ranks, resolve_topology, summarize
 
+    catalogue = load_catalogue(args.catalogue)
+    if args.list:
+        if args.topology is not None:
+            raise InputError(f"--list: given with {shorten(args.topology)}; expected --list alone or a topology")
+        from ddpsim.cli.catalogue_list import print_catalogue
+
+        print_catalogue(catalogue, args.format)
+        return 0
+    if args.topology is None:
+        raise InputError("topology: missing; expected a preset name or a topology YAML file (or --list)")
     nodes = args.nodes
-    graph = resolve_topology(args.topology, num_nodes=nodes, **parse_options(args.options))
+    graph = resolve_topology(args.topology, num_nodes=nodes, catalogue=catalogue, **parse_options(args.options))
     summary = summarize(graph)
     if graph.graph["backend"] == "nccl":
         info = search_graphs(graph, place_ranks(graph, max_ranks(graph)))

@@ -158,8 +158,8 @@ class NcclCommModel(CommModel):
         }
 
 
-def _nccl_model(graph: nx.Graph, num_ranks: int, algorithm: str | None, protocol: str | None) -> NcclCommModel:
-    placement = place_ranks(graph, num_ranks)
+def _nccl_model(graph: nx.Graph, placement: Placement, num_ranks: int, algorithm: str | None,
+                protocol: str | None) -> NcclCommModel:
     info = search_graphs(graph, placement)
     system = _system(graph, placement, info, num_ranks)
     intra = inter = None
@@ -224,8 +224,7 @@ class GlooCommModel(CommModel):
                 "segment_bytes_max": gloo.K_MAX_SEGMENT_BYTES}
 
 
-def _gloo_model(graph: nx.Graph, num_ranks: int) -> GlooCommModel:
-    placement = place_ranks(graph, num_ranks)
+def _gloo_model(graph: nx.Graph, placement: Placement, num_ranks: int) -> GlooCommModel:
     devs = [d for h in placement.hosts for d in h]
     router = Router(graph)
     if len(devs) == 1:
@@ -275,12 +274,13 @@ def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algor
                          "expected none (gloo always runs its ring)")
     # NOTE: models are immutable and topologies are treated as immutable once built, so the
     # (graph search) work is done once per graph object and arguments, e.g. across a sweep.
-    place_ranks(graph, num_ranks)  # validates num_ranks before it is used as a cache key
     per_graph = _MODEL_CACHE.setdefault(graph, {})
     key = (num_ranks, algorithm, protocol)
-    model: Any = per_graph.get(key)
+    model: Any = per_graph.get(key) if type(num_ranks) is int else None
     if model is None:
-        model = _gloo_model(graph, num_ranks) if backend == "gloo" else _nccl_model(graph, num_ranks, algorithm, protocol)
+        placement = place_ranks(graph, num_ranks)  # validates num_ranks
+        model = (_gloo_model(graph, placement, num_ranks) if backend == "gloo"
+                 else _nccl_model(graph, placement, num_ranks, algorithm, protocol))
         per_graph[key] = model
     if calibration is not None:
         model = calibration.comm_model(model)  # measured curves over this model (ddpsim.calibration.loader, a layer above)

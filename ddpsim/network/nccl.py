@@ -58,8 +58,10 @@ PER_CH_MAX_TREE_LL128_BWS = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6
 PER_CH_MAX_TREE_BWS = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
 PER_CH_MAX_NVLS_TREE_BWS = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 57.7, 45.5), (0.0, 96.0, 80.0))
 NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
-#: getNetOverhead (µs): Intel x86 1.0, AMD x86 2.0
-NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}
+#: getNetOverhead (µs): Intel x86 1.0, AMD x86 2.0, any other CPU (Arm: Grace) 1.0
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0}
+#: CPU vendors on x86 (NCCL_TOPO_CPU_ARCH_X86): NVLSTree's size correction on Blackwell applies there
+X86_VENDORS = ("intel", "amd")
 #: treeCorrectionFactor [proto][log2(nBytes>>6)], 64 B ... 256 MiB
 TREE_CORRECTION = (
     (1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1, 1),
@@ -72,8 +74,9 @@ SPEED_ARRAY_INTRA = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.
 SPEED_ARRAY_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12)
 SM90_SPEED_ARRAY_INTRA = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
 SM90_SPEED_ARRAY_INTER = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)
-SM100_SPEED_ARRAY_INTRA = (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
-SM100_SPEED_ARRAY_INTER = (96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)
+SM100_SPEED_ARRAY_INTRA = (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
+SM100_SPEED_ARRAY_INTER = (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
+                           2.4, 1.2, 0.24, 0.12)
 NCCL_MAX_NVLS_ARITY = 32
 
 
@@ -222,10 +225,12 @@ def time_us(sys: NcclSystem, algo: str, proto: str, size_bytes: int, coll: str =
         return math.inf
     lat = latency_us(sys, algo, proto, coll)
     p = PROTOCOLS.index(proto)
-    if algo == "tree" and coll == "allreduce":
-        log_size = _log2i(size_bytes >> 6) if size_bytes >> 6 > 0 else -1
-        if 0 <= log_size < 23:
-            bw *= TREE_CORRECTION[p][log_size]
+    log_size = _log2i(size_bytes >> 6) if size_bytes >> 6 > 0 else -1
+    if algo == "tree" and coll == "allreduce" and 0 <= log_size < 23:
+        bw *= TREE_CORRECTION[p][log_size]
+    if (algo == "nvls_tree" and coll == "allreduce" and 0 <= log_size < 24 and sys.compute_capability >= 100
+            and sys.cpu_vendor in X86_VENDORS):
+        bw *= TREE_CORRECTION[p][log_size]
     if (algo == "ring" and proto == "simple" and coll == "allreduce" and sys.num_nodes > 1):
         runtime_channels = min(MAXCHANNELS, 2 * sys.ring.num_channels)
         if size_bytes / (runtime_channels * sys.num_ranks) >= 64:

@@ -19,6 +19,17 @@ Modelling assumptions (stated once):
 * The CPU/gloo preset puts ranks on hosts: ranks of one host talk through the kernel's TCP
   loopback, hosts through one Ethernet NIC each and one Ethernet switch.
 
+The presets other than ``cpu-gloo`` are the systems of the hardware catalogue
+(:mod:`ddpsim.hardware.catalogue`, ``catalogue.yaml``: every figure with its datasheet or user
+guide); the graph carries NCCL's usable figure for each link. Besides those below: ``dgx-v100``
+(DGX-1: 8x V100-SXM2 in the NVLink hybrid cube-mesh, GPU-to-GPU edges of 1 or 2 links x 20.0 GB/s
+(SM70_NVLINK_BW), no NVSwitch; 4 PCIe Gen3 switches of 2 GPUs + 1 EDR 100 Gb/s NIC),
+``dgx-h200`` (as dgx-h100, H200-SXM-141GB), ``dgx-b200`` (18 NVLink5 x 40.1 GB/s
+(SM100_NVLINK_BW) = 721.8 GB/s into NVLink-SHARP switches), ``gb200-nvl72`` (a node is a rack:
+18 hosts, its compute trays of 4 GPUs with their own host bridge, PCIe and 4 NICs of 400 Gb/s,
+sharing one ``nvswitch`` element outside any host: the NVLink domain NCCL's multi-node NVLink
+spans), ``pcie-l40s`` (8x L40S on PCIe Gen4 x16, 2 per Gen5 switch with one 400 GbE NIC).
+
 Preset numbers and their sources (NCCL v2.30.7 ``src/graph/topo.h``/``topo.cc``, NVIDIA datasheets and DGX user guides):
 
 =============  =====================================================================================
@@ -80,9 +91,12 @@ from typing import Any
 import networkx as nx
 
 from ddpsim.errors import InputError, shorten
+from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
+from ddpsim.hardware.schema import Gpu, System
 from ddpsim.io import exists, read_yaml
 from ddpsim.network.topology_schema import (LINK_TYPES, NODE_KINDS, CpuGlooOptions, DgxOptions,  # noqa: F401 (the kinds)
-                                            FabricOptions, NodeDoc, PcieOptions, TopologyDoc, check_num_nodes)
+                                            FabricOptions, MeshOptions, NodeDoc, PcieOptions, TopologyDoc,
+                                            check_num_nodes)
 from ddpsim.schema import Schema, validate
 
 # --- attribute names (the only place they are spelled) -------------------------------
@@ -104,36 +118,38 @@ NUM_LINKS = "num_links"
 DEVICE_KINDS = ("gpu", "cpu")
 BACKENDS = ("nccl", "gloo")
 
-PRESETS: tuple[str, ...] = ("dgx-a100", "dgx-h100", "pcie", "cpu-gloo")
 FABRICS = ("rail", "fat-tree")
 
 GBPS = 1e9  # GB/s as NCCL prints them
 
 
-# --- published numbers used by the presets (NCCL topo.h/topo.cc/tuning.cc, NVIDIA documents) ---
-#: NCCL topo.h per-NVLink bandwidth (GB/s, usable per direction): SM80_NVLINK_BW 20.0,
-#: SM90_NVLINK_BW 20.6 (v2.21+; v2.30.7 is the pinned version).
-NVLINK_BW_GBPS = {80: 20.0, 90: 20.6}
+# --- NCCL's figures for the links the presets build (topo.h/topo.cc/tuning.cc, NVIDIA documents) ---
+#: NCCL topo.h per-NVLink bandwidth (GB/s, usable per direction) by compute capability, as
+#: ``ncclTopoNVLinkBw`` picks it (v2.30.7): SM60 18.0, SM70 20.0, SM80 20.0, SM86 12.0,
+#: SM90 20.6, SM100 40.1.
+NVLINK_BW_GBPS = {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6, 100: 40.1}
 #: NCCL topo.cc PCIe x16 usable estimate per generation (GB/s): width*speed/80 with
-#: kvDictPciGen: Gen3 12, Gen4 24, Gen5 48.
-PCIE_X16_GBPS = {3: 12.0, 4: 24.0, 5: 48.0}
-#: NIC bandwidth NCCL models = mbps/8000 GB/s: HDR 200 Gb/s -> 25.0, NDR 400 Gb/s -> 50.0.
+#: kvDictPciGen: Gen3 12, Gen4 24, Gen5 48, Gen6 96.
+PCIE_X16_GBPS = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}
+#: NIC bandwidth NCCL models = mbps/8000 GB/s: EDR 100 Gb/s -> 12.5, HDR 200 -> 25.0, NDR 400 -> 50.0.
 IB_LATENCY_S = 0.6e-6  # ConnectX-6 / HDR switch "sub-600ns latency" (NVIDIA ConnectX-6 / Quantum HDR datasheets)
 NVLINK_LATENCY_S = 0.6e-6  # NCCL hwLat NVLINK Ring LL (tuning.cc v2.30.7), per hop
 PCIE_LATENCY_S = 1.0e-6  # NCCL hwLat PCI Ring LL (tuning.cc v2.30.7), per hop
 
-_DGX = {
-    # DGX A100: 8x A100-SXM4-80GB (2039 GB/s HBM2e), 12 NVLink3 links per GPU into 6
-    # NVSwitches, 8x ConnectX-6 HDR 200 Gb/s compute NICs, 4 PCIe Gen4 switches each with
-    # 2 GPUs + 2 NICs, 2x AMD EPYC 7742 (NVIDIA DGX A100 user guide).
-    "dgx-a100": dict(device_model="A100-SXM4-80GB", memory_bw=2.039e12, cc=80, sms=108, nvlinks=12,
-                     nvls=False, nic_gbit=200.0, pcie_gen=4, cpu_vendor="amd", leaf_radix=40),
-    # DGX H100: 8x H100-SXM5-80GB (3.35 TB/s HBM3), 18 NVLink4 links per GPU into 4
-    # NVLink-SHARP-capable NVSwitches, 8x ConnectX-7 NDR 400 Gb/s, PCIe Gen5,
-    # 2x Intel Xeon 8480C (NVIDIA DGX H100 user guide). QM9700: 64 ports.
-    "dgx-h100": dict(device_model="H100-SXM5-80GB", memory_bw=3.35e12, cc=90, sms=132, nvlinks=18,
-                     nvls=True, nic_gbit=400.0, pcie_gen=5, cpu_vendor="intel", leaf_radix=64),
-}
+
+def nvlink_bw_gbps(compute_capability: int) -> float:
+    """NCCL's usable bandwidth of one NVLink of a GPU (``ncclTopoNVLinkBw``, topo.h v2.30.7)."""
+    cc = compute_capability
+    key = 100 if cc >= 100 else 90 if cc >= 90 else 86 if cc == 86 else 80 if cc >= 80 else 70 if cc >= 70 else 60
+    return NVLINK_BW_GBPS[key]
+
+
+def presets(catalogue: Catalogue | None = None) -> tuple[str, ...]:
+    """The preset names: the catalogue's systems, then ``cpu-gloo``."""
+    return (*(bundled() if catalogue is None else catalogue).systems, "cpu-gloo")
+
+
+PRESETS: tuple[str, ...] = presets()
 
 
 def _options(model: type[Schema], preset: str, options: dict[str, Any]) -> Any:
@@ -197,61 +213,131 @@ def _fabric_options(o: FabricOptions, leaf_radix_default: int) -> dict[str, Any]
                 leaf_radix=leaf_radix_default if o.leaf_radix is None else o.leaf_radix)
 
 
-def _dgx(name: str, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
-    spec = _DGX[name]
-    o = _options(DgxOptions, name, options)
-    gpn = o.gpus_per_node
-    nvlinks = spec["nvlinks"] if o.nvlinks_per_gpu is None else o.nvlinks_per_gpu
-    nic_gbit = float(spec["nic_gbit"] if o.nic_gbit is None else o.nic_gbit)
-    pcie_gen = spec["pcie_gen"] if o.pcie_gen is None else o.pcie_gen
-    fab = _fabric_options(o, spec["leaf_radix"])
-    cc = spec["cc"]
-    nvlink_bw = nvlinks * NVLINK_BW_GBPS[cc] * GBPS
-    pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
-    nic_bw = nic_gbit / 8.0 * GBPS  # NCCL: net bw = mbps / 8000 GB/s
-    g = _new_graph(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=spec["cpu_vendor"],
-                 description=f"{num_nodes}x {name}: {gpn}x {spec['device_model']}, {nvlinks} NVLinks/GPU "
-                             f"({nvlink_bw / GBPS:.1f} GB/s), {gpn} NICs x {nic_gbit:g} Gb/s")
+def _gpu_attrs(gpu: Gpu, h: int, i: int) -> dict[str, Any]:
+    """A GPU node's attributes from its catalogue entry."""
+    return {KIND: "gpu", HOST: h, LOCAL_RANK: i, DEVICE_MODEL: gpu.model, MEMORY_BANDWIDTH: scaled(gpu.memory_gbps, 9),
+            COMPUTE_CAPABILITY: gpu.compute_capability, SM_COUNT: gpu.sm_count}
+
+
+def _nvlink_layout(name: str, system: System, gpu: Gpu, options: dict[str, Any]) -> tuple[Any, int, int]:
+    """The validated options, GPUs per node and NVLinks per GPU of an NVSwitch or NVLink mesh system."""
+    if system.interconnect == "nvswitch":
+        o = _options(DgxOptions, name, options)
+        nvlinks = gpu.nvlink.links if o.nvlinks_per_gpu is None else o.nvlinks_per_gpu
+        return o, system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node, nvlinks
+    o = _options(MeshOptions, name, options)
+    gpn = system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node
+    if gpn > system.gpus_per_node:
+        raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected at most "
+                         f"{system.gpus_per_node} (the GPUs of its NVLink mesh)")
+    return o, gpn, gpu.nvlink.links
+
+
+def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
+    """An NVSwitch box (one ``nvswitch`` node per host) or a direct NVLink mesh (GPU-to-GPU edges
+    of 1 or more links); GPUs and NICs under PCIe switches. A system of compute trays (GB200
+    NVL72) is ``num_nodes`` racks: each tray a host of its own (its CPUs, PCIe, NICs), the
+    rack's trays sharing one ``nvswitch`` node outside any host (``host`` -1: the NVLink domain
+    spans hosts, NCCL's multi-node NVLink)."""
+    o, gpn, nvlinks = _nvlink_layout(name, system, gpu, options)
+    nic_gbit = float(system.nic.gbit if o.nic_gbit is None else o.nic_gbit)
+    pcie_gen = system.pcie.gen if o.pcie_gen is None else o.pcie_gen
+    cc = gpu.compute_capability
+    link_bw = nvlink_bw_gbps(cc) * GBPS
+    nvlink_bw = nvlinks * nvlink_bw_gbps(cc) * GBPS
+    per_host = gpn if system.gpus_per_tray is None else system.gpus_per_tray
+    if gpn % per_host:
+        raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected a multiple of "
+                         f"{per_host} (the GPUs of a compute tray)")
+    hosts_per_node = gpn // per_host
+    mesh = system.interconnect == "nvlink-mesh"
+    fabric = (f"NVLink mesh, {nvlinks} NVLinks/GPU x {link_bw / GBPS:g} GB/s" if mesh
+              else f"{nvlinks} NVLinks/GPU ({nvlink_bw / GBPS:.1f} GB/s)")
+    trays = "" if system.gpus_per_tray is None else f" ({hosts_per_node} trays of {per_host})"
+    g = _new_graph(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
+                   description=f"{num_nodes}x {name}: {gpn}x {gpu.model}{trays}, {fabric}, "
+                               f"{_num_nics(system, per_host) * hosts_per_node} NICs x {nic_gbit:g} Gb/s")
+    if system.gpus_per_tray is not None:
+        g.graph["gpus_per_tray"] = per_host
     nics: list[list[str]] = []
-    for h in range(num_nodes):
-        nvs = f"n{h}/nvswitch"
-        g.add_node(nvs, **{KIND: "nvswitch", HOST: h, NVLS: spec["nvls"]})
-        cpu = f"n{h}/cpu"
-        g.add_node(cpu, **{KIND: "host_bridge", HOST: h})
-        host_nics = []
-        for i in range(gpn):
-            gpu = f"n{h}/gpu{i}"
-            g.add_node(gpu, **{KIND: "gpu", HOST: h, LOCAL_RANK: i, DEVICE_MODEL: spec["device_model"],
-                               MEMORY_BANDWIDTH: spec["memory_bw"], COMPUTE_CAPABILITY: cc, SM_COUNT: spec["sms"]})
-            _add_link(g, gpu, nvs, nvlink_bw, NVLINK_LATENCY_S, "nvlink", **{NUM_LINKS: nvlinks})
-            sw = f"n{h}/pcie{i // 2}"  # 2 GPUs + 2 NICs per PCIe switch
-            if sw not in g:
-                g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
-                _add_link(g, sw, cpu, pcie_bw, PCIE_LATENCY_S, "pcie")
-            _add_link(g, gpu, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
-            if num_nodes > 1:
-                nic = f"n{h}/nic{i}"
-                g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: i})
-                _add_link(g, nic, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
-                host_nics.append(nic)
-        nics.append(host_nics)
-    if num_nodes > 1:
-        _add_fabric(g, nics, nic_bw, **fab)
+    for node in range(num_nodes):
+        for t in range(hosts_per_node):
+            h = node * hosts_per_node + t
+            nvs = f"n{h}/nvswitch" if system.gpus_per_tray is None else f"rack{node}/nvswitch"
+            if not mesh and nvs not in g:
+                g.add_node(nvs, **{KIND: "nvswitch", HOST: h if system.gpus_per_tray is None else -1, NVLS: system.nvls})
+            nics.append(_add_host(g, system, gpu, h, per_host, None if mesh else (nvs, nvlink_bw, nvlinks),
+                                  multi_host=num_nodes * hosts_per_node > 1, pcie_gen=pcie_gen))
+            for a, b, links in system.nvlink_edges or ():
+                if max(a, b) < per_host:
+                    _add_link(g, f"n{h}/gpu{a}", f"n{h}/gpu{b}", links * link_bw, NVLINK_LATENCY_S, "nvlink",
+                              **{NUM_LINKS: links})
+    if len(nics) > 1:
+        _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **_fabric_options(o, system.switch_radix))
     return g
 
 
-def _pcie(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
-    """PCIe-only GPU servers: ``gpus_per_switch`` GPUs and one NIC under each PCIe switch,
-    switches under one host bridge. Gen4 default: A100-PCIe-80GB (1935 GB/s HBM2e, cc 8.0),
-    Gen5: H100-PCIe-80GB (2.0 TB/s HBM2e, cc 9.0). No NVLink, hence no LL128 in NCCL."""
-    o = _options(PcieOptions, "pcie", options)
-    gpn, per_sw, pcie_gen = o.gpus_per_node, o.gpus_per_switch, o.pcie_gen
-    nic_gbit = float((200.0 if pcie_gen == 4 else 400.0) if o.nic_gbit is None else o.nic_gbit)
-    fab = _fabric_options(o, 40 if pcie_gen == 4 else 64)
-    model, mem_bw, cc, sms = ("A100-PCIe-80GB", 1.935e12, 80, 108) if pcie_gen == 4 else ("H100-PCIe-80GB", 2.0e12, 90, 114)
+def _num_nics(system: System, gpus: int) -> int:
+    """The NICs of a host of ``gpus`` GPUs: NIC j of a PCIe switch comes with the switch's GPU nearest to it."""
+    per_sw, nics_per_sw = system.pcie.gpus_per_switch, system.pcie.nics_per_switch
+    return sum(1 for i in range(gpus) for j in range(nics_per_sw) if j * per_sw // nics_per_sw == i % per_sw)
+
+
+def _add_host(g: nx.Graph, system: System, gpu: Gpu, h: int, gpus: int, nvswitch: tuple[str, float, int] | None, *,
+              multi_host: bool, pcie_gen: int) -> list[str]:
+    """Host ``h`` of an NVLink system: its host bridge, GPUs (linked to ``nvswitch``: its name, the
+    GPU's NVLink bandwidth and link count), PCIe switches and (``multi_host``) NICs; returns the NICs."""
+    per_sw, nics_per_sw = system.pcie.gpus_per_switch, system.pcie.nics_per_switch
     pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
-    g = _new_graph(name="pcie", backend="nccl", num_nodes=num_nodes, cpu_vendor="intel",
-                 description=f"{num_nodes}x PCIe Gen{pcie_gen} server: {gpn}x {model}, {per_sw} GPUs per switch")
+    up_bw = PCIE_X16_GBPS[system.pcie.switch_gen or pcie_gen] * GBPS
+    cpu = f"n{h}/cpu"
+    g.add_node(cpu, **{KIND: "host_bridge", HOST: h})
+    host_nics: list[str] = []
+    for i in range(gpus):
+        gpu_node = f"n{h}/gpu{i}"
+        g.add_node(gpu_node, **_gpu_attrs(gpu, h, i))
+        if nvswitch is not None:
+            nvs, bw, links = nvswitch
+            _add_link(g, gpu_node, nvs, bw, NVLINK_LATENCY_S, "nvlink", **{NUM_LINKS: links})
+        sw = f"n{h}/pcie{i // per_sw}"
+        if sw not in g:
+            g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
+            _add_link(g, sw, cpu, up_bw, PCIE_LATENCY_S, "pcie")
+        _add_link(g, gpu_node, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
+        if not multi_host:
+            continue
+        for j in range(nics_per_sw):
+            if j * per_sw // nics_per_sw == i % per_sw:
+                nic = f"n{h}/nic{(i // per_sw) * nics_per_sw + j}"
+                g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: len(host_nics)})
+                _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
+                host_nics.append(nic)
+    return host_nics
+
+
+def _pcie_system(name: str, system: System, catalogue: Catalogue, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
+    """PCIe-only GPU servers: ``gpus_per_switch`` GPUs and the switch's NICs under each PCIe switch,
+    switches under one host bridge. No NVLink, hence no LL128 in NCCL."""
+    o = _options(PcieOptions, name, options)
+    gpn = system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node
+    per_sw = system.pcie.gpus_per_switch if o.gpus_per_switch is None else o.gpus_per_switch
+    pcie_gen = system.pcie.gen if o.pcie_gen is None else o.pcie_gen
+    if pcie_gen == system.pcie.gen:
+        gpu, nic_default, radix = catalogue.gpu(system.gpu), system.nic.gbit, system.switch_radix
+    elif pcie_gen in system.by_pcie_gen:
+        v = system.by_pcie_gen[pcie_gen]
+        gpu, nic_default, radix = catalogue.gpu(v.gpu), v.nic_gbit, v.switch_radix
+    else:
+        gens = ", ".join(str(x) for x in (system.pcie.gen, *system.by_pcie_gen))
+        raise InputError(f"topology {name}: pcie_gen: {pcie_gen} is not accepted; expected {gens} (the generations "
+                         "of its catalogue entry)")
+    nic_gbit = float(nic_default if o.nic_gbit is None else o.nic_gbit)
+    fab = _fabric_options(o, radix)
+    pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
+    up_bw = PCIE_X16_GBPS[system.pcie.switch_gen or pcie_gen] * GBPS
+    nics_per_sw = system.pcie.nics_per_switch
+    g = _new_graph(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
+                   description=f"{num_nodes}x PCIe Gen{pcie_gen} server: {gpn}x {gpu.model}, {per_sw} GPUs per switch")
     nics: list[list[str]] = []
     for h in range(num_nodes):
         cpu = f"n{h}/cpu"
@@ -262,16 +348,16 @@ def _pcie(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
             sw = f"n{h}/pcie{sw_i}"
             if sw not in g:
                 g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
-                _add_link(g, sw, cpu, pcie_bw, PCIE_LATENCY_S, "pcie")
+                _add_link(g, sw, cpu, up_bw, PCIE_LATENCY_S, "pcie")
                 if num_nodes > 1:
-                    nic = f"n{h}/nic{sw_i}"
-                    g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: sw_i})
-                    _add_link(g, nic, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
-                    host_nics.append(nic)
-            gpu = f"n{h}/gpu{i}"
-            g.add_node(gpu, **{KIND: "gpu", HOST: h, LOCAL_RANK: i, DEVICE_MODEL: model,
-                               MEMORY_BANDWIDTH: mem_bw, COMPUTE_CAPABILITY: cc, SM_COUNT: sms})
-            _add_link(g, gpu, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
+                    for j in range(nics_per_sw):
+                        nic = f"n{h}/nic{sw_i * nics_per_sw + j}"
+                        g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: sw_i * nics_per_sw + j})
+                        _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
+                        host_nics.append(nic)
+            gpu_node = f"n{h}/gpu{i}"
+            g.add_node(gpu_node, **_gpu_attrs(gpu, h, i))
+            _add_link(g, gpu_node, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
         nics.append(host_nics)
     if num_nodes > 1:
         _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **fab)
@@ -310,34 +396,41 @@ def _cpu_gloo(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
     return g
 
 
-def build_preset(name: str, *, num_nodes: int = 1, **options: Any) -> nx.Graph:
-    """Build a preset topology.
+def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:
+    """Build a preset topology: a system of the hardware catalogue, or ``cpu-gloo``.
 
     Args:
-        name: one of :data:`PRESETS`.
-        num_nodes: number of hosts (>= 1).
-        **options: preset options. ``dgx-a100``/``dgx-h100``: gpus_per_node, nvlinks_per_gpu,
-            nic_gbit, pcie_gen, fabric ("rail" | "fat-tree"), oversubscription, leaf_radix,
-            num_spines. ``pcie``: gpus_per_node, gpus_per_switch, pcie_gen (4 | 5), nic_gbit
-            and the fabric options. ``cpu-gloo``: ranks_per_host, loopback_gbps,
-            loopback_latency_us, ethernet_gbit, ethernet_latency_us, memory_gbps, reduce_gbps.
+        name: one of :func:`presets` (the bundled ones: :data:`PRESETS`).
+        num_nodes: number of hosts (>= 1); a GB200 NVL72 host is a rack (one NVLink domain).
+        catalogue: the hardware catalogue (None: the bundled one).
+        **options: preset options. NVSwitch systems (``dgx-a100``, ``dgx-h100``, ``dgx-h200``,
+            ``dgx-b200``, ``gb200-nvl72``): gpus_per_node, nvlinks_per_gpu, nic_gbit, pcie_gen,
+            fabric ("rail" | "fat-tree"), oversubscription, leaf_radix, num_spines. NVLink mesh
+            (``dgx-v100``): gpus_per_node (the first GPUs of the mesh), nic_gbit, pcie_gen and the
+            fabric options. PCIe (``pcie``, ``pcie-l40s``): gpus_per_node, gpus_per_switch,
+            pcie_gen (``pcie``: 4 | 5), nic_gbit and the fabric options. ``cpu-gloo``:
+            ranks_per_host, loopback_gbps, loopback_latency_us, ethernet_gbit,
+            ethernet_latency_us, memory_gbps, reduce_gbps.
 
     Raises:
         InputError: unknown preset or option, or a bad option value.
     """
-    if name not in PRESETS:
-        raise InputError(f"topology: {shorten(name)} is not a preset; expected one of {', '.join(PRESETS)} or a YAML file path")
+    cat = bundled() if catalogue is None else catalogue
+    if name != "cpu-gloo" and name not in cat.systems:
+        raise InputError(f"topology: {shorten(name)} is not a preset; expected one of {', '.join(presets(cat))} "
+                         "or a YAML file path")
     try:
         check_num_nodes(num_nodes)
     except ValueError as exc:
         raise InputError(f"topology {name}: num_nodes: {shorten(num_nodes)} is not accepted; {exc}") from None
     options = dict(options)
-    if name in _DGX:
-        g = _dgx(name, num_nodes, options)
-    elif name == "pcie":
-        g = _pcie(num_nodes, options)
-    else:
+    if name == "cpu-gloo":
         g = _cpu_gloo(num_nodes, options)
+    elif cat.system(name).interconnect == "pcie":
+        g = _pcie_system(name, cat.system(name), cat, num_nodes, options)
+    else:
+        system = cat.system(name)
+        g = _nvlink_system(name, system, cat.gpu(system.gpu), num_nodes, options)
     validate_topology(g, source=name)
     return g
 
@@ -458,19 +551,18 @@ def validate_topology(g: nx.Graph, *, source: str = "topology") -> None:
                          "expected kind cpu (or backend nccl for GPUs)")
 
 
-def resolve_topology(spec: str, *, num_nodes: int = 1, **options: Any) -> nx.Graph:
-    """A preset name (see :data:`PRESETS`) or a path to a YAML file (``num_nodes`` and
-    options apply to presets only)."""
-    if spec in PRESETS:
-        return build_preset(spec, num_nodes=num_nodes, **options)
+def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:
+    """A preset name (see :func:`presets`; ``catalogue``: the hardware catalogue, None: the
+    bundled one) or a path to a YAML file (``num_nodes`` and options apply to presets only)."""
+    if spec in presets(catalogue):
+        return build_preset(spec, num_nodes=num_nodes, catalogue=catalogue, **options)
     if str(spec).endswith((".yaml", ".yml")) or exists(str(spec)):
         if num_nodes != 1 or options:
             raise InputError(f"topology: {shorten(spec)} is a YAML file; expected no --nodes or preset options with it "
                              "(describe every host in the file)")
         return load_topology_yaml(spec)
-    raise InputError(f"topology: {shorten(spec)} is not a preset; expected one of {', '.join(PRESETS)} or a YAML file path")
-
-
+    raise InputError(f"topology: {shorten(spec)} is not a preset; expected one of {', '.join(presets(catalogue))} "
+                     "or a YAML file path")
 
 
 # --- queries ---------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 Each key's type, bound and default is written here once. Counts are bounded integers (at most
 :data:`MAX_NODES` hosts, :data:`MAX_DEVICES_PER_NODE` devices per host), bandwidths and
 latencies finite positive numbers, booleans strict (``nvls: "false"`` is refused, not read as
-true). A preset option left at None takes the preset's value (the DGX presets' numbers are in
-:data:`ddpsim.network.topology._DGX`); the cpu-gloo defaults are :class:`CpuGlooOptions`'.
+true). A preset option left at None takes the preset's value (the systems' figures are in the
+hardware catalogue, :mod:`ddpsim.hardware.catalogue`); the cpu-gloo defaults are :class:`CpuGlooOptions`'.
 A YAML node's keys depend on its kind: a key of another kind is refused, naming the kinds that
 take it. Checks of the graph as a whole (connected, unique ranks, backend against device kinds)
 are :func:`ddpsim.network.topology.validate_topology`'s.
@@ -53,9 +53,10 @@ class FabricOptions(Schema):
 
 
 class DgxOptions(FabricOptions):
-    """Options of the ``dgx-a100`` and ``dgx-h100`` presets (None: the preset's own)."""
+    """Options of the NVSwitch presets (``dgx-a100``, ``dgx-h100``, ``dgx-h200``, ``dgx-b200``,
+    ``gb200-nvl72``; None: the catalogue's figure)."""
 
-    gpus_per_node: PerNode = 8
+    gpus_per_node: PerNode | None = None
     nvlinks_per_gpu: Annotated[int, Field(ge=1, le=64)] | None = None
     nic_gbit: Gbps | None = None
     pcie_gen: int | None = None
@@ -68,18 +69,35 @@ class DgxOptions(FabricOptions):
         return v
 
 
-class PcieOptions(FabricOptions):
-    """Options of the ``pcie`` preset (``nic_gbit`` None: HDR 200 on Gen4, NDR 400 on Gen5)."""
+class MeshOptions(FabricOptions):
+    """Options of the direct NVLink mesh presets (``dgx-v100``; None: the catalogue's figure):
+    the first ``gpus_per_node`` GPUs of the mesh and the NVLinks between them."""
 
-    gpus_per_node: PerNode = 8
-    gpus_per_switch: PerNode = 4
-    pcie_gen: int = 4
+    gpus_per_node: PerNode | None = None
+    nic_gbit: Gbps | None = None
+    pcie_gen: int | None = None
+
+    @field_validator("pcie_gen")
+    @classmethod
+    def _gen(cls, v: int | None) -> int | None:
+        if v is not None and v not in (3, 4, 5):
+            raise ValueError("one of 3, 4, 5")
+        return v
+
+
+class PcieOptions(FabricOptions):
+    """Options of the PCIe presets (``pcie``, ``pcie-l40s``; None: the catalogue's figure; ``pcie``
+    with ``pcie_gen: 5`` holds H100-PCIe GPUs and NDR 400 Gb/s NICs)."""
+
+    gpus_per_node: PerNode | None = None
+    gpus_per_switch: PerNode | None = None
+    pcie_gen: int | None = None
     nic_gbit: Gbps | None = None
 
     @field_validator("pcie_gen")
     @classmethod
-    def _gen(cls, v: int) -> int:
-        if v not in (4, 5):
+    def _gen(cls, v: int | None) -> int | None:
+        if v is not None and v not in (4, 5):
             raise ValueError("4 or 5")
         return v
 

@@ -235,10 +235,12 @@ class Scenario:
         """The cluster's topology graph at ``nodes`` nodes (None: a latency + bandwidth model)."""
         if self.cluster.topology is None:
             return None
+        from ddpsim.hardware.catalogue import load_catalogue
         from ddpsim.network.topology import resolve_topology
 
         n = self.cluster.nodes if nodes is None else nodes
-        return resolve_topology(self.cluster.topology, num_nodes=n, **self.cluster.options)
+        return resolve_topology(self.cluster.topology, num_nodes=n, catalogue=load_catalogue(self.cluster.catalogue),
+                                **self.cluster.options)
 
     def world_size_for(self, graph) -> int:
         """``world_size``, checked against the devices of ``graph`` (None: no devices to count)."""
@@ -334,7 +336,8 @@ def _ddp_torch213_echo(o: DDPOptions) -> dict[str, Any]:
 def _cluster_echo(c: ClusterSpec) -> dict[str, Any]:
     if c.topology is None:
         return {"latency_us": c.latency_us, "bandwidth_gbps": c.bandwidth_gbps, "nodes": c.nodes}
-    return {"topology": c.topology, "nodes": c.nodes, "options": dict(c.options)}
+    return {"topology": c.topology, "nodes": c.nodes, "options": dict(c.options),
+            **({"catalogue": c.catalogue} if c.catalogue is not None else {})}
 
 
 #: deprecated spellings -> the current ones, applied in this order (the loader reads both)
@@ -408,15 +411,19 @@ def _file(text: str | None, base: Path | None, where: str, expected: str) -> Pat
 
 
 def _cluster(doc: ScenarioFile, base: Path | None, source: str) -> ClusterSpec:
-    """``cluster`` with a topology YAML path resolved like the other paths."""
-    topo = doc.cluster.topology
+    """``cluster`` with a topology YAML path and a catalogue path resolved like the other paths."""
+    cluster = doc.cluster
+    if cluster.catalogue is not None:
+        cat = _file(cluster.catalogue, base, f"{source}: cluster.catalogue", "a hardware catalogue YAML or null")
+        cluster = cluster.model_copy(update={"catalogue": str(cat)})
+    topo = cluster.topology
     if topo is None or not topo.endswith((".yaml", ".yml")):
-        return doc.cluster
+        return cluster
     tp = _resolve_path(topo, base)
     if not is_file(tp):
         raise InputError(f"{source}: cluster.topology: {shorten(topo)} does not exist; expected a preset name or a "
                          "topology YAML path")
-    return doc.cluster.model_copy(update={"topology": str(tp)})
+    return cluster.model_copy(update={"topology": str(tp)})
 
 
 def _name(doc: ScenarioFile, path: Path | None, source: str) -> str:

@@ -35,17 +35,13 @@ Modelling assumptions, stated once:
   beyond that floor: a GPU-bound step (large batch) is assumed.
 * Communication, host-to-device copies and the data loader are not part of a trace.
 
-GPU figures (dense, no sparsity):
-
-* A100-SXM4-80GB: 312 TFLOP/s bf16/fp16, 156 TF32, 19.5 fp32, HBM2e 2,039 GB/s
-  (NVIDIA A100 Tensor Core GPU datasheet, table "Specifications").
-* H100-SXM5-80GB: 989.4 TFLOP/s bf16/fp16 (1,979 with sparsity), 494.7 TF32, 66.9 fp32,
-  HBM3 3.35 TB/s (NVIDIA H100 Tensor Core GPU datasheet; H100 whitepaper table 3).
-* A100-SXM4-40GB (``a100-40gb``; the class of the A100-PG509-200 board): as the 80 GB part but
-  HBM2 1,555 GB/s, 40 GB (NVIDIA A100 Tensor Core GPU datasheet, SXM 40GB column).
-* V100-SXM2-32GB (``v100``): 125 TFLOP/s fp16 tensor core, 15.7 fp32, HBM2 900 GB/s, 32 GB, 80 SMs
-  (NVIDIA Tesla V100 GPU datasheet, SXM2). Volta has no TF32: its "TF32" entry is the fp32 peak,
-  which fp32 convolutions run at.
+GPU figures (dense, no sparsity) come from the hardware catalogue (:mod:`ddpsim.hardware.catalogue`,
+every figure with its datasheet): the fp16 and bf16 tensor-core peaks (a GPU without bf16
+tensor cores, the V100, refuses bf16), TF32 (a GPU without it runs float32 convolutions at its
+fp32 peak), fp32 and memory bandwidth; e.g. A100-SXM4-80GB 312 TFLOP/s bf16/fp16, 156 TF32,
+19.5 fp32, HBM2e 2,039 GB/s (NVIDIA A100 datasheet); H100-SXM5-80GB 989.4 bf16/fp16, 494.7
+TF32, 66.9 fp32, HBM3 3.35 TB/s (NVIDIA H100 datasheet, whitepaper table 3). fp8 peaks are
+recorded in the catalogue; the emulated autocast runs bf16 or fp16 only.
 """
 
 from __future__ import annotations
@@ -54,46 +50,85 @@ import copy
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from ddpsim.errors import InputError
+from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
+from ddpsim.hardware.schema import Gpu
 from ddpsim.trace.records import BufferRecord, IterationSample, ParamRecord, Trace, load_trace
 
 
 @dataclass(frozen=True, kw_only=True)
 class GpuSpec:
-    """Peak figures of one GPU (dense), in FLOP/s and bytes/s."""
+    """Peak figures of one GPU (dense), in FLOP/s and bytes/s. ``tensor_flops_per_s`` is the fp16
+    tensor-core peak; ``bf16_flops_per_s`` and ``fp8_flops_per_s`` are None on a GPU without
+    tensor cores for them (V100: fp16 only)."""
 
     name: str
-    tensor_flops_per_s: float  # bf16 / fp16 dense tensor core
+    tensor_flops_per_s: float  # fp16 dense tensor core (bf16 too where bf16_flops_per_s says so)
     tf32_flops_per_s: float
     fp32_flops_per_s: float
     hbm_bytes_per_s: float
     memory_bytes: int
     source: str
+    bf16_flops_per_s: float | None = None
+    fp8_flops_per_s: float | None = None
 
     def __post_init__(self) -> None:
-        for k in ("tensor_flops_per_s", "tf32_flops_per_s", "fp32_flops_per_s", "hbm_bytes_per_s"):
+        for k in ("tensor_flops_per_s", "tf32_flops_per_s", "fp32_flops_per_s", "hbm_bytes_per_s",
+                  "bf16_flops_per_s", "fp8_flops_per_s"):
             v = getattr(self, k)
+            if v is None and k in ("bf16_flops_per_s", "fp8_flops_per_s"):
+                continue
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise InputError(f"gpu.{k}: {v!r} is not accepted; expected a number > 0")
 
+    def low_precision_flops_per_s(self, autocast: str, key: str = "autocast") -> float:
+        """The tensor-core peak of ``"bf16"`` or ``"fp16"``; InputError on a GPU without it."""
+        peak = self.bf16_flops_per_s if autocast == "bf16" else self.tensor_flops_per_s
+        if peak is None:
+            raise InputError(f"{key}: {autocast!r} is not accepted on the {self.name}; expected fp16 or none "
+                             f"(it has no {autocast} tensor cores: {self.source})")
+        return peak
 
-GPUS: dict[str, GpuSpec] = {
-    "a100": GpuSpec(name="NVIDIA A100-SXM4-80GB (modelled)", tensor_flops_per_s=312e12, tf32_flops_per_s=156e12,
-                    fp32_flops_per_s=19.5e12, hbm_bytes_per_s=2.039e12, memory_bytes=80 * 10**9,
-                    source="NVIDIA A100 Tensor Core GPU datasheet: 312 TFLOPS BF16/FP16, 156 TF32, 19.5 FP32, 2,039 GB/s HBM2e (SXM 80GB)"),
-    "h100": GpuSpec(name="NVIDIA H100-SXM5-80GB (modelled)", tensor_flops_per_s=989.4e12, tf32_flops_per_s=494.7e12,
-                    fp32_flops_per_s=66.9e12, hbm_bytes_per_s=3.35e12, memory_bytes=80 * 10**9,
-                    source="NVIDIA H100 Tensor Core GPU datasheet (SXM): 1,979 TFLOPS BF16 with sparsity = 989.4 dense, 989 TF32 sparse = 494.7 dense, 67 FP32, 3.35 TB/s HBM3"),
-    "a100-40gb": GpuSpec(name="NVIDIA A100-SXM4-40GB (modelled)", tensor_flops_per_s=312e12, tf32_flops_per_s=156e12,
-                         fp32_flops_per_s=19.5e12, hbm_bytes_per_s=1.555e12, memory_bytes=40 * 10**9,
-                         source="NVIDIA A100 Tensor Core GPU datasheet: 312 TFLOPS BF16/FP16, 156 TF32, 19.5 FP32, 1,555 GB/s HBM2 (SXM 40GB)"),
-    "v100": GpuSpec(name="NVIDIA V100-SXM2-32GB (modelled)", tensor_flops_per_s=125e12, tf32_flops_per_s=15.7e12,
-                    fp32_flops_per_s=15.7e12, hbm_bytes_per_s=900e9, memory_bytes=32 * 10**9,
-                    source="NVIDIA Tesla V100 GPU datasheet (SXM2): 80 SMs, 125 TFLOPS FP16 tensor (deep learning), 15.7 FP32, "
-                           "900 GB/s HBM2, 32 GB; Volta has no TF32, so fp32 convolutions run at the FP32 peak"),
-}
+
+#: the peaks a retimed trace records (``synthetic.gpu_peaks``)
+RECORDED_PEAKS = ("tensor_flops_per_s", "tf32_flops_per_s", "fp32_flops_per_s", "hbm_bytes_per_s")
+
+
+def gpu_spec(gpu: Gpu) -> GpuSpec:
+    """The roofline figures of a catalogue GPU. A GPU without TF32 tensor cores (V100) runs a
+    float32 convolution at its fp32 peak (cuDNN's ``allow_tf32`` has nothing to switch)."""
+    f = gpu.dense_tflops
+    return GpuSpec(name=f"NVIDIA {gpu.model} (modelled)", tensor_flops_per_s=scaled(f.fp16, 12),
+                   tf32_flops_per_s=scaled(f.fp32 if f.tf32 is None else f.tf32, 12),
+                   fp32_flops_per_s=scaled(f.fp32, 12), hbm_bytes_per_s=scaled(gpu.memory_gbps, 9),
+                   memory_bytes=round(scaled(gpu.memory_gb, 9)), source=gpu.summary,
+                   bf16_flops_per_s=None if f.bf16 is None else scaled(f.bf16, 12),
+                   fp8_flops_per_s=None if f.fp8 is None else scaled(f.fp8, 12))
+
+
+def gpus(catalogue: Catalogue | None = None) -> dict[str, GpuSpec]:
+    """Every GPU of the hardware catalogue (None: the bundled one) by name, as :class:`GpuSpec`."""
+    cat = bundled() if catalogue is None else catalogue
+    return {name: gpu_spec(g) for name, g in cat.gpus.items()}
+
+
+class _BundledGpus(Mapping):
+    """:data:`GPUS`: the bundled catalogue's GPUs, read when first asked for."""
+
+    def __getitem__(self, name: str) -> GpuSpec:
+        return gpus()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(bundled().gpus)
+
+    def __len__(self) -> int:
+        return len(bundled().gpus)
+
+
+#: the bundled catalogue's GPUs by name (``a100``, ``h100``, ``v100``, ``a100-40gb``, ``h200``, ``b200``, ...)
+GPUS: Mapping[str, GpuSpec] = _BundledGpus()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,12 +169,14 @@ def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_
                assumptions.min_kernel_s)
 
 
-def get_gpu(name: str) -> GpuSpec:
-    """The :class:`GpuSpec` of a name in :data:`GPUS` (``"a100"``, ``"h100"``, ...); InputError otherwise."""
-    try:
-        return GPUS[str(name).lower()]
-    except KeyError:
-        raise InputError(f"--gpu: {name!r} is not a modelled GPU; expected one of {sorted(GPUS)}") from None
+def get_gpu(name: str, catalogue: Catalogue | None = None) -> GpuSpec:
+    """The :class:`GpuSpec` of a GPU of the hardware catalogue (None: the bundled one); InputError otherwise."""
+    cat = bundled() if catalogue is None else catalogue
+    key = str(name).lower()
+    if key not in cat.gpus:
+        raise InputError(f"--gpu: {name!r} is not accepted; expected one of {', '.join(sorted(cat.gpus))} "
+                         "(the GPUs of the hardware catalogue)")
+    return gpu_spec(cat.gpus[key])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,7 +229,9 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
             self.log: list[OpCost] = []
 
         def peak(self, name: str, dtype: Any) -> float:
-            if dtype in (torch.bfloat16, torch.float16):
+            if dtype == torch.bfloat16:
+                return gpu.low_precision_flops_per_s("bf16")
+            if dtype == torch.float16:
                 return gpu.tensor_flops_per_s
             if name in _CONV_OPS and dtype == torch.float32:
                 return gpu.tf32_flops_per_s
@@ -297,7 +336,7 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     Args:
         spec: a :class:`~ddpsim.trace.models.BuiltModel` whose module is on the ``meta`` device (or
             any device: it is moved to meta).
-        gpu: ``"a100"``, ``"h100"`` or a :class:`GpuSpec`.
+        gpu: a GPU of the bundled hardware catalogue (``"a100"``, ``"h100"``, ...) or a :class:`GpuSpec`.
         batch_size: per-GPU batch size.
         autocast: None, ``"bf16"`` or ``"fp16"`` (emulated CUDA autocast).
         dtype: parameter dtype (float32, bfloat16, float16).
@@ -325,6 +364,9 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     _choice(autocast, "autocast", (None, *AUTOCASTS))
     _choice(optimizer, "optimizer", OPTIMIZERS)
     _choice(dtype, "dtype", DTYPES)
+    for key, low in (("autocast", autocast), ("dtype", {"bfloat16": "bf16"}.get(dtype))):
+        if low is not None:
+            g.low_precision_flops_per_s(low, key)  # refuses bf16 on a GPU without bf16 tensor cores
     ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(autocast or "")
     tdtype = getattr(torch, dtype)
     module = spec.module.to(device="meta", dtype=tdtype)
@@ -349,7 +391,8 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     for k in ("cuda_version", "nccl_version", "hook_overhead_raw_frac", "grad_ready_order_consistent", "num_warmup", "num_iters", "note"):
         env.pop(k, None)
     env["torch_version"] = torch.__version__
-    peak = g.tensor_flops_per_s if (ac_dtype is not None or dtype != "float32") else g.fp32_flops_per_s
+    low = autocast or {"bfloat16": "bf16", "float16": "fp16"}.get(dtype)
+    peak = g.fp32_flops_per_s if low is None else g.low_precision_flops_per_s(low)
     synthetic = _retimed_synthetic(g, a, sample, log, peak=peak, extra_synthetic=extra_synthetic)
     buffers = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
                     for n, b in module.named_buffers())
@@ -414,7 +457,7 @@ def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSamp
     step_s = sample.forward_s + sample.backward_s + sample.optimizer_s + sample.zero_grad_s
     return {
         "kind": "retimed",
-        "gpu": g.name, "gpu_peaks": {k: v for k, v in asdict(g).items() if k.endswith("_per_s")}, "gpu_source": g.source,
+        "gpu": g.name, "gpu_peaks": {k: getattr(g, k) for k in RECORDED_PEAKS}, "gpu_source": g.source,
         "assumptions": asdict(a),
         "method": _RETIME_METHOD,
         "forward_flops": fwd_flops, "backward_flops": bwd_flops, "num_kernels": len(log),
@@ -427,19 +470,21 @@ def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSamp
 
 def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = None, seq_len: int | None = None,
                       autocast: str | None = None, optimizer: str | None = None,
-                      assumptions: RooflineAssumptions | None = None, command: str | None = None) -> Trace:
+                      assumptions: RooflineAssumptions | None = None, command: str | None = None,
+                      catalogue: Catalogue | None = None) -> Trace:
     """Re-time the trace at ``path`` for ``gpu``: rebuild its model (same name, depth, input
     shape) on the meta device at the target batch size and run :func:`retime_spec`.
 
     Args:
         path: a trace written by ``ddpsim trace`` (CPU capture or derived).
-        gpu: ``"a100"`` or ``"h100"``.
+        gpu: a GPU of the hardware catalogue (``"a100"``, ``"h100"``, ``"b200"``, ...).
         batch_size: target per-GPU batch (default: the source trace's).
         seq_len: target sequence length of a token model (default: the source's).
         autocast: ``"bf16"``, ``"fp16"``, ``"none"`` or None (None: the source's).
         optimizer: ``"sgd"``, ``"adamw"`` or None (the source's).
         assumptions: achievable fractions.
         command: command line to store.
+        catalogue: the hardware catalogue ``gpu`` is looked up in (None: the bundled one).
 
     Returns:
         The synthetic trace.
@@ -452,7 +497,7 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
 
     from ddpsim.trace.models import build_model, ddp_params
 
-    g = get_gpu(gpu)
+    g = get_gpu(gpu, catalogue)
     src = load_trace(path)
     env = src.environment
     kwargs: dict[str, Any] = {}

@@ -1,0 +1,126 @@
+"""The hardware catalogue: GPUs and node layouts as data, each figure with its source.
+
+The catalogue shipped in the package (``catalogue.yaml`` beside this module) describes the GPUs
+ddpsim models (SM count, dense FLOP/s per precision, memory, NVLink, PCIe) and the systems its
+topology presets build (NVSwitch boxes, the DGX-1's NVLink hybrid cube-mesh, PCIe servers, the
+GB200 NVL72 rack), every figure citing a datasheet, user guide or source file under
+``references``. A user's own file in the same format (:class:`~ddpsim.hardware.schema.CatalogueFile`)
+adds GPUs, systems and references to it: ``--catalogue FILE`` on ``ddpsim topology``,
+``collectives``, ``retime``, ``simulate`` and ``sweep``, ``cluster.catalogue`` in a scenario. A user's entry may not
+reuse a bundled name (a changed figure is a new GPU or system, under its own name), so a
+name means one thing in every report. The retime model (:mod:`ddpsim.trace.retime`), the
+topology presets (:mod:`ddpsim.network.topology`) and through their graphs the contention and
+NCCL models read it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+from ddpsim.errors import InputError, cut, shorten
+from ddpsim.hardware.schema import CatalogueFile, Gpu, Reference, System
+from ddpsim.io import read_yaml
+from ddpsim.schema import validate
+
+#: the catalogue shipped in the package
+BUNDLED_PATH = Path(__file__).with_name("catalogue.yaml")
+#: what a catalogue file is, for error messages
+EXPECTED = "a hardware catalogue YAML (version: 1, references, gpus, systems; see ddpsim/hardware/catalogue.yaml)"
+
+
+def scaled(value: float, exponent: int) -> float:
+    """``value`` x 10**exponent rounded once, as the literal ``<value>e<exponent>`` is
+    (``scaled(989.4, 12) == 989.4e12``; ``989.4 * 1e12`` differs in the last bit)."""
+    return float(f"{value!r}e{exponent}")
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """References, GPUs and systems by name (the bundled ones first, then a user's)."""
+
+    references: Mapping[str, Reference]
+    gpus: Mapping[str, Gpu]
+    systems: Mapping[str, System]
+    #: the user's file that extended the bundled catalogue, or None
+    user_file: str | None = field(default=None)
+
+    def gpu(self, name: str, field_name: str = "gpu") -> Gpu:
+        """The GPU called ``name``; InputError naming ``field_name`` and the GPUs there are."""
+        try:
+            return self.gpus[name]
+        except (KeyError, TypeError):
+            raise InputError(f"{field_name}: {shorten(name)} is not a GPU of the hardware catalogue; expected one of "
+                             f"{', '.join(self.gpus)}") from None
+
+    def system(self, name: str) -> System:
+        return self.systems[name]
+
+    def source(self, reference_id: str) -> str:
+        """``title <url>`` of a reference."""
+        ref = self.references[reference_id]
+        return f"{ref.title} <{ref.url}>"
+
+
+def _check_references(doc: CatalogueFile, references: Mapping[str, Reference], gpus: Mapping[str, Gpu],
+                      source: str) -> None:
+    """Every ``sources`` entry names a reference, every system's GPU is a GPU of the catalogue."""
+    for kind, entries in (("gpus", doc.gpus), ("systems", doc.systems)):
+        for name, entry in entries.items():
+            for figure, ref in entry.sources.items():
+                if ref not in references:
+                    raise InputError(f"{source}: {kind}.{name}.sources.{figure}: {ref!r} is not a reference; expected "
+                                     f"one of the keys under references ({', '.join(references) or 'none'})")
+    for name, system in doc.systems.items():
+        named = [("gpu", system.gpu)] + [(f"by_pcie_gen.{g}.gpu", v.gpu) for g, v in system.by_pcie_gen.items()]
+        for key, gpu in named:
+            if gpu not in gpus:
+                raise InputError(f"{source}: systems.{name}.{key}: {gpu!r} is not a GPU; expected one of "
+                                 f"{', '.join(gpus)}")
+
+
+def _merged(base: Catalogue | None, doc: CatalogueFile, source: str, user_file: str | None) -> Catalogue:
+    refs, gpus, systems = ({}, {}, {}) if base is None else (dict(base.references), dict(base.gpus), dict(base.systems))
+    for kind, ours, theirs in (("references", refs, doc.references), ("gpus", gpus, doc.gpus),
+                               ("systems", systems, doc.systems)):
+        for name, entry in theirs.items():
+            if name in ours:
+                raise InputError(f"{source}: {kind}.{name}: already in the bundled catalogue; expected a new name "
+                                 "(a changed figure is a new entry under its own name)")
+            ours[name] = entry
+    _check_references(doc, refs, gpus, source)
+    return Catalogue(references=MappingProxyType(refs), gpus=MappingProxyType(gpus),
+                     systems=MappingProxyType(systems), user_file=user_file)
+
+
+def _read(path: Path, source: str) -> CatalogueFile:
+    """The validated file; an entry's error names the entry (``gpus.my-gpu: memory_gbps: ...``)."""
+    data = read_yaml(path, "catalogue", EXPECTED)
+    if isinstance(data, dict):
+        for kind, model in (("references", Reference), ("gpus", Gpu), ("systems", System)):
+            entries = data.get(kind)
+            for name, entry in entries.items() if isinstance(entries, dict) else ():
+                validate(model, entry, f"{source}: {kind}.{cut(str(name), 64)}")
+    return validate(CatalogueFile, data, source)
+
+
+@functools.cache
+def bundled() -> Catalogue:
+    """The catalogue shipped in the package (read once)."""
+    return _merged(None, _read(BUNDLED_PATH, "catalogue (bundled)"), "catalogue (bundled)", None)
+
+
+def load_catalogue(path: str | Path | None = None) -> Catalogue:
+    """The bundled catalogue, extended by the user's file at ``path`` (None: the bundled one).
+
+    Raises:
+        InputError: unreadable file, a key of the wrong type or out of bounds, a figure without
+            its reference, a reference or GPU that does not exist, a name the bundled catalogue has.
+    """
+    if path is None:
+        return bundled()
+    source = f"catalogue {shorten(str(path))}"
+    return _merged(bundled(), _read(Path(path), source), source, str(path))

@@ -1,0 +1,200 @@
+"""The declared format of a hardware catalogue file (:mod:`ddpsim.hardware.catalogue`).
+
+A catalogue holds ``references`` (the datasheets, user guides and source files the figures come
+from: a title and a URL each), ``gpus`` (per GPU: SM count, dense tensor-core / TF32 / FP32
+FLOP/s, memory capacity and bandwidth, NVLink generation, link count and per-link bandwidth,
+PCIe generation) and ``systems`` (per system: its GPU, how its GPUs connect -- an NVSwitch, a
+direct NVLink mesh with its edges, or PCIe only -- its PCIe switches, NICs and their speed, its
+CPUs and the radix of the leaf switches of its fabric). Every figure names its reference under
+``sources`` (one key per figure group); a reference a key names must exist. Units are in the
+key names: ``tflops`` = 1e12 FLOP/s dense (no sparsity), ``gbps`` = GB/s (1e9 B/s) per
+direction, ``gb`` = 1e9 bytes, ``gbit`` = Gb/s line rate.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from ddpsim.schema import Schema, format_version
+
+#: the widest link, fastest memory or highest FLOP/s figure accepted, in the key's unit
+MAX_FIGURE = 1e6
+#: the most GPUs of one node (an NVLink domain of a rack counts as one node)
+MAX_GPUS_PER_NODE = 1024
+
+Figure = Annotated[float, Field(gt=0, le=MAX_FIGURE, allow_inf_nan=False)]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Id = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+Text = Annotated[str, Field(min_length=1, max_length=1000)]
+PcieGen = Annotated[int, Field(ge=3, le=6)]
+GpuIndex = Annotated[int, Field(ge=0, lt=MAX_GPUS_PER_NODE)]
+Count = Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)]
+
+
+class Reference(Schema):
+    """A document a figure comes from."""
+
+    title: Text
+    url: Annotated[str, Field(min_length=8, max_length=1000, pattern=r"^https?://")]
+
+
+class DenseFlops(Schema):
+    """Peak dense (no sparsity) throughput per precision, TFLOP/s. ``bf16``, ``fp8`` and ``tf32``
+    are absent on GPUs without tensor cores for them (V100: fp16 only)."""
+
+    fp16: Figure
+    bf16: Figure | None = None
+    fp8: Figure | None = None
+    tf32: Figure | None = None
+    fp32: Figure
+
+
+class Nvlink(Schema):
+    """A GPU's NVLinks: generation, how many, GB/s per link per direction (datasheet)."""
+
+    generation: Annotated[int, Field(ge=1, le=10)]
+    links: Annotated[int, Field(ge=1, le=64)]
+    link_gbps: Figure
+
+
+#: the figure groups of a GPU that each name a reference in ``sources``
+GPU_FIGURES = ("sm_count", "dense_tflops", "memory", "nvlink", "pcie_gen")
+
+
+class Gpu(Schema):
+    """One GPU model."""
+
+    model: Name = Field(description="the model name devices carry, e.g. H100-SXM5-80GB")
+    architecture: Name
+    compute_capability: Annotated[int, Field(ge=10, le=1000)] = Field(description="major * 10 + minor, e.g. 90")
+    sm_count: Count
+    memory_gb: Figure
+    memory_gbps: Figure
+    dense_tflops: DenseFlops
+    nvlink: Nvlink | None = None
+    pcie_gen: PcieGen
+    summary: Text = Field(description="one line: the headline figures and the document they come from")
+    sources: dict[str, Id]
+
+    @field_validator("sources")
+    @classmethod
+    def _every_figure_sourced(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        _check_sources(v, [f for f in GPU_FIGURES if f != "nvlink" or info.data.get("nvlink") is not None])
+        return v
+
+
+class Pcie(Schema):
+    """A node's PCIe tree: each switch holds ``gpus_per_switch`` GPUs and ``nics_per_switch`` NICs;
+    switches hang from the host bridge. ``switch_gen``: the generation of the switches' uplinks and
+    NIC links where it is newer than the GPUs' (default: ``gen``)."""
+
+    gen: PcieGen
+    gpus_per_switch: Count
+    nics_per_switch: Annotated[int, Field(ge=0, le=64)]
+    switch_gen: PcieGen | None = None
+
+
+class Nic(Schema):
+    """The compute (east-west) NICs: line rate, fabric, model."""
+
+    gbit: Figure
+    fabric: Literal["infiniband", "ethernet"]
+    model: Name
+
+
+class Cpu(Schema):
+    """The host CPUs (NCCL's tuning depends on the vendor)."""
+
+    vendor: Literal["intel", "amd", "arm"]
+    model: Name
+
+
+class PcieVariant(Schema):
+    """What a PCIe system holds at another PCIe generation (the ``pcie_gen`` option)."""
+
+    gpu: Id
+    nic_gbit: Figure
+    switch_radix: Annotated[int, Field(ge=2, le=4096)]
+
+
+#: the figure groups of a system that each name a reference in ``sources``
+SYSTEM_FIGURES = ("layout", "pcie", "nic", "cpu", "switch_radix")
+
+
+class System(Schema):
+    """One node layout (a preset of ``ddpsim topology``)."""
+
+    description: Text
+    gpu: Id
+    gpus_per_node: Count
+    interconnect: Literal["nvswitch", "nvlink-mesh", "pcie"]
+    nvls: bool = Field(False, description="nvswitch only: the switch reduces in the fabric (NVLink SHARP)")
+    nvlink_edges: list[Annotated[list[GpuIndex], Field(min_length=3, max_length=3)]] | None = Field(
+        None, validate_default=True, description="nvlink-mesh only: [gpu a, gpu b, NVLinks between them]")
+    gpus_per_tray: Count | None = Field(None, description="GPUs per compute tray when a node (an NVLink domain) "
+                                                          "spans several trays, each with its own CPUs")
+    pcie: Pcie
+    nic: Nic
+    cpu: Cpu
+    switch_radix: Annotated[int, Field(ge=2, le=4096)] = Field(description="ports of a leaf switch of the fabric")
+    by_pcie_gen: dict[PcieGen, PcieVariant] = Field(default_factory=dict)
+    sources: dict[str, Id]
+
+    @field_validator("nvls")
+    @classmethod
+    def _nvls_on_a_switch(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("interconnect") != "nvswitch":
+            raise ValueError("false (NVLS needs interconnect nvswitch)")
+        return v
+
+    @field_validator("nvlink_edges")
+    @classmethod
+    def _edges(cls, v: list[list[int]] | None, info: ValidationInfo) -> list[list[int]] | None:
+        mesh, gpn = info.data.get("interconnect") == "nvlink-mesh", info.data.get("gpus_per_node", 0)
+        if mesh != (v is not None):
+            raise ValueError("a list of [gpu a, gpu b, links] with interconnect nvlink-mesh, and only with it")
+        for a, b, links in v or ():
+            if a == b or max(a, b) >= gpn or links < 1:
+                raise ValueError(f"edges of >= 1 link between two different GPUs in [0, {gpn}), not {a}-{b} x {links}")
+        return v
+
+    @field_validator("gpus_per_tray")
+    @classmethod
+    def _trays(cls, v: int | None, info: ValidationInfo) -> int | None:
+        gpn = info.data.get("gpus_per_node")
+        if v is not None and gpn is not None and gpn % v:
+            raise ValueError(f"a divisor of gpus_per_node ({gpn})")
+        return v
+
+    @field_validator("by_pcie_gen")
+    @classmethod
+    def _variants(cls, v: dict[int, PcieVariant], info: ValidationInfo) -> dict[int, PcieVariant]:
+        if v and info.data.get("interconnect") != "pcie":
+            raise ValueError("{} (variants by PCIe generation need interconnect pcie)")
+        return v
+
+    @field_validator("sources")
+    @classmethod
+    def _every_figure_sourced(cls, v: dict[str, str]) -> dict[str, str]:
+        _check_sources(v, list(SYSTEM_FIGURES))
+        return v
+
+
+def _check_sources(sources: dict[str, str], figures: list[str]) -> None:
+    missing = [f for f in figures if f not in sources]
+    extra = [k for k in sources if k not in figures]
+    if missing or extra:
+        raise ValueError(f"a reference id for each of {', '.join(figures)}"
+                         + (f" (missing {', '.join(missing)})" if missing else "")
+                         + (f" (no figure {', '.join(extra)})" if extra else ""))
+
+
+class CatalogueFile(Schema):
+    """A catalogue file: the bundled one, or a user's that adds GPUs and systems to it."""
+
+    version: format_version(1)
+    references: dict[Id, Reference] = Field(default_factory=dict)
+    gpus: dict[Id, Gpu] = Field(default_factory=dict)
+    systems: dict[Id, System] = Field(default_factory=dict)

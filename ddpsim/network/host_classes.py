@@ -1,0 +1,230 @@
+"""The hosts of a communicator, and the classes of identical hosts that share their search.
+
+NCCL searches one graph for the whole communicator; on a cluster of N identical nodes every
+node's part of a channel is the same, up to the names of its elements. ddpsim's search
+(:mod:`ddpsim.network.graph_search`) exploits it: hosts whose elements, attributes, links, ranks
+and NICs match position by position (:func:`same_host`) form a class, and the loads a channel
+puts on a class member's own links are computed once, on the class's representative. Only
+the fabric between hosts (NIC to NIC routes) is walked host by host. That keeps the search
+linear in the number of hosts with a small constant, and exact: every member's links carry
+the same sums, added in the same order, as when each host is walked on its own.
+
+Host 0 is never shared (its inbound hop closes the ring, after every other host's), nor is a
+host with a link between two of its NICs; those are walked one by one. When a route leaves
+its host (a custom fabric re-entering a host), the search walks every host
+(:func:`ddpsim.network.graph_search.search_graphs`).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from ddpsim.errors import InputError
+from ddpsim.network.comm_model import GBPS
+from ddpsim.network.link_loads import LinkIndex
+from ddpsim.network.mesh_search import nvlink_mesh
+from ddpsim.network.routing import Placement, Router, nearest_first, nvlink_domains
+from ddpsim.network.topology import BANDWIDTH, HOST, KIND, RAIL
+
+
+@dataclass(frozen=True)
+class HostClass:
+    """Hosts (positions in the placement, ascending) whose searches are the representative's."""
+
+    rep: int
+    members: tuple[int, ...]
+
+
+class Hosts:
+    """The ranks' hosts, as the channel searches lay channels over them: ``devs[i]`` host i's
+    devices in rank order, ``nodes[i]`` all its elements (graph order); across hosts
+    (``multi``) ``nics[i]`` its NICs in rail order and :meth:`entry` the (entry, exit) devices
+    of each NIC's channels. ``classes`` group identical hosts; ``walked`` lists the others."""
+
+    def __init__(self, graph: nx.Graph, placement: Placement, *, share: bool = True) -> None:
+        self.graph = graph
+        self.router = Router(graph)
+        self.devs = placement.hosts
+        self.count = len(placement.hosts)
+        self.multi = self.count > 1
+        by_host = self.router.host_nodes()
+        self.host_ids = [graph.nodes[h[0]][HOST] for h in placement.hosts]
+        # an NVLink domain (MNNVL) is one NCCL node: the elements of all its hosts and its switches
+        domains = nvlink_domains(graph)
+        self.nodes = [by_host[h] if h not in domains else self.router.domain_nodes(domains[h]) for h in self.host_ids]
+        self.nics: list[list] = [self._nics(ns) for ns in self.nodes] if self.multi else [[] for _ in self.nodes]
+        if self.multi and any(not n for n in self.nics):
+            raise InputError(f"topology {graph.graph.get('name')!r}: a host has no NIC; expected kind nic nodes on every "
+                             "host for a multi-node communicator")
+        self._nic_lcm = math.lcm(*{len(n) for n in self.nics}) if self.multi else 1
+        self._entry: dict[int, list[tuple[Any, Any]]] = {}
+        self._local: dict[int, dict[Any, tuple[int]]] = {}
+        self._columns: dict[int, list[tuple]] = {}
+        self._shapes: dict[int, HostShape] = {}  # class -> per position, that element in every member
+        adj = graph._adj
+        #: the searches' link index, capacities in GB/s
+        self.links = LinkIndex(lambda e: adj[e[0]][e[1]][BANDWIDTH] / GBPS)
+        self._routes: dict[tuple, tuple[dict[tuple, float], list[tuple[int, int]]]] = {}
+        self._mesh: dict[int, dict[tuple, float] | None] = {}
+        #: no route between hosts touches host 0's own links (no link between two of its NICs)
+        self.fabric_apart = self.multi and self._shareable(0)
+        self.classes, self.walked = self._classes() if share and self.multi else ([], list(range(self.count)))
+
+    def _nics(self, nodes: list) -> list:
+        attr = self.graph._node
+        return sorted([n for n in nodes if attr[n][KIND] == "nic"], key=lambda n: (attr[n].get(RAIL, 0), str(n)))
+
+    def _classes(self) -> tuple[list[HostClass], list[int]]:
+        """Hosts 1.. grouped with the first earlier host they match (:func:`same_host`)."""
+        members: list[list[int]] = []
+        buckets: dict[tuple, list[int]] = {}
+        walked = [0]
+        for i in range(1, self.count):
+            if not self._shareable(i):
+                walked.append(i)
+                continue
+            key = (len(self.nodes[i]), len(self.devs[i]), len(self.nics[i]))
+            for k in buckets.get(key, ()):
+                if same_host(self.graph, self, members[k][0], i):
+                    members[k].append(i)
+                    break
+            else:
+                buckets.setdefault(key, []).append(len(members))
+                members.append([i])
+        return [HostClass(rep=m[0], members=tuple(m)) for m in members], sorted(walked)
+
+    def _shareable(self, i: int) -> bool:
+        """False for a host with a link between two of its NICs (a route between hosts may take it)."""
+        attr, adj, pos = self.graph._node, self.graph._adj, self.position(i)
+        return not any(attr[m][KIND] == "nic" and m in pos for x in self.nics[i] for m in adj[x])
+
+    def shape(self, r: int) -> "HostShape":
+        if r not in self._shapes:
+            self._shapes[r] = host_shape(self.graph, self, r)
+        return self._shapes[r]
+
+    def position(self, i: int) -> dict[Any, tuple[int]]:
+        """Host i's elements -> (their position in ``nodes[i]``,)."""
+        if i not in self._local:
+            self._local[i] = {n: (k,) for k, n in enumerate(self.nodes[i])}
+        return self._local[i]
+
+    def mesh(self, i: int) -> dict[tuple, float] | None:
+        """Host i's direct GPU-to-GPU NVLinks (:func:`ddpsim.network.mesh_search.nvlink_mesh`)."""
+        if i not in self._mesh:
+            self._mesh[i] = nvlink_mesh(self.graph, self.devs[i]) if len(self.devs[i]) > 1 else None
+        return self._mesh[i]
+
+    def add_route(self, loads: dict[tuple, float], i: int, c: int) -> None:
+        """Channel c from host i's NIC ``c mod num_nics`` to the next host's NIC."""
+        nxt = (i + 1) % self.count
+        self.router.add_load(loads, self.nics[i][c % len(self.nics[i])], self.nics[nxt][c % len(self.nics[nxt])])
+
+    def nic_assignment(self, c: int) -> int:
+        """Channel c's NICs, as a number: channels c and c' use the same NIC on every host
+        (``c mod num_nics``) exactly when they agree modulo the lcm of the hosts' NIC counts."""
+        return c % self._nic_lcm if self.multi else 0
+
+    def routes(self, c: int) -> tuple[dict[tuple, float], list[tuple[int, int]]]:
+        """Channel c's routes from every host to the next, in host order (one per NIC
+        assignment), and where each host's route starts in them."""
+        key = self.nic_assignment(c)
+        if key not in self._routes:
+            d: dict[tuple, float] = {}
+            bounds = []
+            get, route_links, nics, count = d.get, self.router.route_links, self.nics, self.count
+            for i in range(count):  # add_route for every host, inlined
+                bounds.append((len(d), i))
+                src, dst = nics[i], nics[(i + 1) % count]
+                links, n = route_links(src[c % len(src)], dst[c % len(dst)])
+                share = 1.0 / n
+                for e in links:
+                    d[e] = get(e, 0.0) + share
+            self._routes[key] = (d, bounds)
+        return self._routes[key]
+
+    def searched(self) -> list[int]:
+        """The hosts whose own searches run: the walked ones and each class's representative."""
+        return sorted(self.walked + [c.rep for c in self.classes])
+
+    def entry(self, i: int) -> list[tuple[Any, Any]]:
+        if i not in self._entry:
+            self._entry[i] = nearest_first(self.router, self.host_ids[i], self.nics[i], self.devs[i])
+        return self._entry[i]
+
+    def member_names(self, k: int, node: Any) -> list:
+        """Class k's representative's element ``node`` in every member (an element outside the
+        representative, e.g. a switch its GPUs share, keeps its name)."""
+        cl = self.classes[k]
+        p = self.position(cl.rep).get(node)
+        if p is None:
+            return [node] * len(cl.members)
+        if k not in self._columns:
+            self._columns[k] = list(zip(*(self.nodes[m] for m in cl.members)))
+        return list(self._columns[k][p[0]])
+
+
+def same_host(graph: nx.Graph, hosts: Hosts, r: int, i: int) -> bool:
+    """Whether host i is host r up to names: element by element (in graph order) the same
+    attributes but the host index, the same links in the same order with the same attributes,
+    to the same positions on the host or to the same outside element (NIC uplinks left out:
+    the fabric is walked), and the ranks' devices and the NICs at the same positions."""
+    shape = hosts.shape(r)
+    pi = hosts.position(i)
+    nodes = hosts.nodes[i]
+    if len(nodes) != len(shape.elements):
+        return False
+    if shape.devs != [pi[d] for d in hosts.devs[i]] or shape.nics != [pi[x] for x in hosts.nics[i]]:
+        return False
+    node_attr, adj = graph._node, graph._adj
+    for b, (get, values, size, is_nic, links, nbrs) in zip(nodes, shape.elements):
+        attr_b = node_attr[b]
+        if len(attr_b) != size or HOST not in attr_b:
+            return False
+        try:
+            if get(attr_b) != values:
+                return False
+        except KeyError:
+            return False
+        adj_b = adj[b]
+        if is_nic:
+            if [(pi[y], d) for y, d in adj_b.items() if y in pi] != links:
+                return False
+        elif list(adj_b.values()) != links or list(map(pi.get, adj_b, adj_b)) != nbrs:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class HostShape:
+    """What :func:`same_host` compares, taken once from a class's representative: per element a
+    getter of its attributes but the host index, their values and count, and its links (a NIC:
+    (position, attributes) of its links on the host; else the links' attributes in order and
+    the neighbours, by position on the host or by name)."""
+
+    elements: list[tuple]
+    devs: list[tuple[int]]
+    nics: list[tuple[int]]
+
+
+def host_shape(graph: nx.Graph, hosts: Hosts, r: int) -> HostShape:
+    pr = hosts.position(r)
+    node_attr, adj = graph._node, graph._adj
+    elements = []
+    for a in hosts.nodes[r]:
+        attr = node_attr[a]
+        keys = [k for k in attr if k != HOST]
+        get = operator.itemgetter(*keys) if keys else (lambda d: ())
+        is_nic = attr[KIND] == "nic"
+        if is_nic:
+            links: list = [(pr[x], d) for x, d in adj[a].items() if x in pr]
+            nbrs: list = []
+        else:
+            links, nbrs = list(adj[a].values()), list(map(pr.get, adj[a], adj[a]))
+        elements.append((get, get(attr), len(attr), is_nic, links, nbrs))
+    return HostShape(elements=elements, devs=[pr[d] for d in hosts.devs[r]], nics=[pr[x] for x in hosts.nics[r]])

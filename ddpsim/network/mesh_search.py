@@ -1,0 +1,160 @@
+"""NCCL's channel search over GPUs linked directly by NVLink, without an NVSwitch (a DGX-1's
+hybrid cube-mesh, NVLink-bridged pairs of PCIe cards).
+
+NCCL (v2.30.7, ``src/graph/search.cc`` ``ncclTopoSearchRec``) builds a ring channel as a cycle
+through every GPU along GPU-to-GPU paths of the required type (NVLink first, ``PATH_NVL``),
+and takes the channel's speed off the bandwidth left on every link it uses (``followPath``):
+a link of two NVLinks (2 x 20.0 GB/s on Volta, ``SM70_NVLINK_BW``) carries two channels at
+20 GB/s in each direction, one of one NVLink a single one. Channels are added one at a time
+until none fits; a tree channel is a chain (a path through every GPU) found the same way.
+Here each channel is found by a depth-first search that goes to the neighbour with the most
+bandwidth left first (then in rank order), as NCCL's search prefers the widest links.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from ddpsim.network.comm_model import GBPS
+from ddpsim.network.topology import BANDWIDTH, KIND, LINK_TYPE
+
+Link = tuple[Any, Any]
+
+
+def nvlink_mesh(graph: nx.Graph, devs: tuple | list) -> dict[Link, float] | None:
+    """Capacity (GB/s, each direction) of every NVLink between two of ``devs``; None when no
+    two of them are linked directly or one of them reaches an NVSwitch (NVLink through a
+    switch is searched as link loads, :mod:`ddpsim.network.graph_search`)."""
+    keep = set(devs)
+    node_attr, adj = graph._node, graph._adj
+    cap: dict[Link, float] = {}
+    for a in devs:
+        for b, d in adj[a].items():
+            if d[LINK_TYPE] != "nvlink":
+                continue
+            if node_attr[b][KIND] == "nvswitch":
+                return None
+            if b in keep:
+                cap[(a, b)] = d[BANDWIDTH] / GBPS
+    return cap or None
+
+
+def _hops(order: list, cycle: bool) -> list[Link]:
+    return list(zip(order, order[1:] + order[:1])) if cycle else list(zip(order, order[1:]))
+
+
+#: at most this many candidate channels, and this many steps of each search for them and of
+#: their packing (NCCL's search has timeouts too: NCCL_SEARCH_TIMEOUT)
+MAX_CANDIDATES = 4000
+MAX_STEPS = 200_000
+
+
+def _candidates(devs: tuple | list, cap: dict[Link, float], speed: float, *, cycle: bool, start: Any, end: Any,
+                second: Any) -> list[list]:
+    """Every cycle (or path) through all ``devs`` from ``start`` along links that carry ``speed``,
+    widest first (the sum of the capacities of its links), then in rank order."""
+    rank = {d: i for i, d in enumerate(devs)}
+    n = len(devs)
+    def carries(a: Any, b: Any) -> bool:
+        return (a, b) in cap and cap[(a, b)] >= speed - 1e-9
+    nbrs = {a: [b for b in devs if carries(a, b)] for a in devs}
+    out: list[list] = []
+    steps = [0]
+
+    def walk(order: list, seen: set) -> None:
+        steps[0] += 1
+        if len(out) >= MAX_CANDIDATES or steps[0] > MAX_STEPS:
+            return
+        x = order[-1]
+        if len(order) == n:
+            if (not cycle or carries(x, start)) and (end is None or x == end):
+                out.append(list(order))
+            return
+        for y in nbrs[x]:
+            if y not in seen and (end is None or y != end or len(order) == n - 1):
+                seen.add(y)
+                order.append(y)
+                walk(order, seen)
+                order.pop()
+                seen.discard(y)
+    walk([start], {start})
+    out.sort(key=lambda o: (o[1] != second if second is not None and n > 1 else False,
+                            -sum(cap[e] for e in _hops(o, cycle)), [rank[d] for d in o]))
+    return out
+
+
+def find_channels(devs: tuple | list, cap: dict[Link, float], speed: float, count: int, *, cycle: bool,
+                  start: Any = None, end: Any = None, second: Any = None) -> tuple[list[list], dict[Link, float]]:
+    """The most channels (up to ``count``) at ``speed`` GB/s each that the links carry together,
+    each taking its speed off the links it uses; returns them (device orders) and the bandwidth
+    left. A depth-first packing of the candidate cycles or paths, widest first, stopped at
+    ``count``, at the bound every GPU's outgoing links set, or after :data:`MAX_STEPS`."""
+    first = devs[0] if start is None else start
+    cands = _candidates(devs, cap, speed, cycle=cycle, start=first, end=end, second=second)
+    hops = [_hops(o, cycle) for o in cands]
+    out_units = {a: sum(int((v + 1e-9) // speed) for (x, _), v in cap.items() if x == a) for a in devs}
+    bound = min(count, min(out_units.values()) if len(devs) > 1 else count)
+    left = dict(cap)
+    best: list[int] = []
+    chosen: list[int] = []
+    steps = [0]
+
+    def pack(i: int) -> bool:
+        steps[0] += 1
+        if len(chosen) > len(best):
+            best[:] = chosen
+            if len(best) >= bound:
+                return True
+        if steps[0] > MAX_STEPS:
+            return True
+        for k in range(i, len(cands)):
+            if all(left[e] >= speed - 1e-9 for e in hops[k]):
+                for e in hops[k]:
+                    left[e] -= speed
+                chosen.append(k)
+                done = pack(k)
+                chosen.pop()
+                for e in hops[k]:
+                    left[e] += speed
+                if done:
+                    return True
+        return False
+    pack(0)
+    found = [cands[k] for k in best]
+    left = dict(cap)
+    for k in best:
+        for e in hops[k]:
+            left[e] -= speed
+    return found, left
+
+
+def mesh_path(devs: tuple | list, cap: dict[Link, float], start: Any, end: Any = None, second: Any = None) -> list | None:
+    """A path through every device along NVLink (from ``start``, through ``second`` next when it
+    can, ending at ``end`` when given), the widest first; None when there is none."""
+    cands = _candidates(devs, cap, 1e-9, cycle=False, start=start, end=end, second=second)
+    return cands[0] if cands else None
+
+
+def tightest(cap: dict[Link, float], left: dict[Link, float]) -> str:
+    """The link with the least bandwidth left (per capacity), "u -> v" ("" with no link)."""
+    if not cap:
+        return ""
+    e = min(cap, key=lambda e: (left[e] / cap[e], str(e)))
+    return f"{e[0]} -> {e[1]}"
+
+
+class MeshTree:
+    """The tree search's view of a mesh on one host: ``channels`` chains at a speed fit when
+    that many paths through every GPU are found (no NIC: one speed)."""
+
+    def __init__(self, devs: tuple | list, cap: dict[Link, float], channels: int) -> None:
+        self.devs, self.cap, self.channels = devs, cap, channels
+
+    def fits(self, s_intra: float, s_inter: float) -> bool:
+        return len(find_channels(self.devs, self.cap, s_intra, self.channels, cycle=False)[0]) == self.channels
+
+    def worst(self, s_intra: float, s_inter: float) -> str:
+        found, left = find_channels(self.devs, self.cap, s_intra, self.channels, cycle=False)
+        return tightest(self.cap, left)

@@ -1,0 +1,364 @@
+"""Rank placement and routing over a topology graph.
+
+Ranks take the first devices in rank order (torchrun's: by host, then local rank). A route
+between two elements is the set of equal-cost shortest paths (weights
+:func:`ddpsim.network.topology.edge_weight`, picoseconds per byte, so wide links are preferred
+and ties are exact), over which a transfer splits evenly (ECMP), as
+:func:`networkx.all_shortest_paths` enumerates them. Paths inside one host are searched on
+that host's subgraph, paths between two NICs on the fabric's (NICs and the switches above
+them): the same paths, since a host is entered only through its NICs, for much less work.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
+
+from ddpsim.errors import InputError
+from ddpsim.network.topology import BANDWIDTH, DEVICE_KINDS, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK, edge_weight
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Which devices the ranks use: ``hosts[i]`` lists host i's devices in rank order."""
+
+    hosts: tuple[tuple[Any, ...], ...]
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def ppn(self) -> int:
+        return max(len(h) for h in self.hosts)
+
+
+def place_ranks(graph: nx.Graph, num_ranks: int) -> Placement:
+    """First ``num_ranks`` devices in rank order, grouped by host."""
+    attr = graph._node
+    devs = sorted((n for n, d in attr.items() if d.get(KIND) in DEVICE_KINDS),
+                  key=lambda n: (attr[n][HOST], attr[n][LOCAL_RANK]))  # topology.rank_nodes, without views
+    limit = len(devs)
+    if isinstance(num_ranks, bool) or not isinstance(num_ranks, int) or not 1 <= num_ranks <= limit:
+        raise InputError(f"num_ranks: {num_ranks!r} is not accepted; expected an integer in [1, {limit}] "
+                         f"(topology {graph.graph.get('name')!r} holds {limit} devices)")
+    devs = devs[:num_ranks]
+    domain = nvlink_domains(graph)
+    hosts: dict[int, list] = {}
+    for d in devs:
+        h = attr[d][HOST]
+        hosts.setdefault(domain.get(h, h), []).append(d)
+    return Placement(hosts=tuple(tuple(v) for _, v in sorted(hosts.items())))
+
+
+def nvlink_domains(graph: nx.Graph) -> dict[int, int]:
+    """Hosts whose GPUs share an NVSwitch outside any host (a GB200 NVL72 rack's NVLink
+    switches) -> the first of them: one NVLink domain, which NCCL's multi-node NVLink (MNNVL)
+    fuses into one node (``src/graph/topo.cc``: the clique's topologies are fused, and
+    ``nNodes`` counts cliques). Hosts outside any such domain are left out."""
+    if graph in _DOMAINS:
+        return _DOMAINS[graph]
+    attr, adj = graph._node, graph._adj
+    out: dict[int, int] = {}
+    for n, d in attr.items():
+        if d.get(KIND) == "nvswitch" and d.get(HOST, 0) < 0:
+            hosts = sorted({attr[m][HOST] for m in adj[n] if attr[m].get(HOST, -1) >= 0})
+            for h in hosts:
+                out[h] = min(out.get(h, hosts[0]), hosts[0])
+    _DOMAINS[graph] = out
+    return out
+
+
+#: per topology graph (treated as immutable once built, like the comm-model cache)
+_DOMAINS: "weakref.WeakKeyDictionary[nx.Graph, dict[int, int]]" = weakref.WeakKeyDictionary()
+
+
+class Router:
+    """Equal-cost shortest paths (module docstring), cached per pair of elements."""
+
+    _W = "_route_weight"
+
+    def __init__(self, graph: nx.Graph) -> None:
+        self.g = graph
+        self._cache: dict[tuple, list[list]] = {}
+        self._sub: dict[Any, nx.Graph] = {}
+        self._by_host: dict[int, list] | None = None
+        self._switches: _SwitchRoutes | None = None
+        self._links: dict[tuple, tuple[list[tuple], int]] = {}
+        self._up: dict[Any, Any] = {}
+        #: True once a path was searched on the whole graph (it may cross a host)
+        self.left_subgraph = False
+
+    def host_nodes(self) -> dict[int, list]:
+        """Every host's elements in graph order (the fabric's switches under host -1)."""
+        if self._by_host is None:
+            by_host: dict[int, list] = {}
+            for n, d in self.g.nodes(data=True):
+                by_host.setdefault(d[HOST], []).append(n)
+            self._by_host = by_host
+        return self._by_host
+
+    def _weighted(self, nodes: list) -> nx.Graph:
+        """The subgraph on ``nodes`` with routing weights, its links in the graph's order (so that
+        equal-cost paths come out in the same order in every process)."""
+        keep = set(nodes)
+        adj = self.g._adj
+        sub = nx.Graph()
+        sub.add_nodes_from(nodes)
+        sub.add_edges_from((u, v, {self._W: edge_weight(u, v, d)}) for u in nodes for v, d in adj[u].items() if v in keep)
+        return sub
+
+    def host_graph(self, host: int) -> nx.Graph:
+        """Host ``host``'s subgraph, with the routing weights."""
+        key = ("host", host)
+        if key not in self._sub:
+            self._sub[key] = self._weighted(self.host_nodes()[host])
+        return self._sub[key]
+
+    def domain_graph(self, domain: int) -> nx.Graph:
+        """An NVLink domain's subgraph (its hosts and the NVSwitches they share), with routing weights."""
+        key = ("domain", domain)
+        if key not in self._sub:
+            self._sub[key] = self._weighted(self.domain_nodes(domain))
+        return self._sub[key]
+
+    def domain_nodes(self, domain: int) -> list:
+        """An NVLink domain's elements: its hosts' (in host order), then the NVSwitches they share."""
+        domains, by_host = nvlink_domains(self.g), self.host_nodes()
+        nodes = [n for h in sorted(by_host) if h >= 0 and domains.get(h) == domain for n in by_host[h]]
+        shared = {m for n in nodes for m in self.g._adj[n]
+                  if self.g._node[m][HOST] < 0 and self.g._node[m][KIND] == "nvswitch"}
+        return nodes + sorted(shared, key=str)
+
+    def _graph_for(self, src: Any, dst: Any) -> nx.Graph:
+        a, b = self.g.nodes[src], self.g.nodes[dst]
+        domains = nvlink_domains(self.g)
+        if a[HOST] >= 0 and b[HOST] >= 0 and a[HOST] in domains and domains[a[HOST]] == domains.get(b[HOST]) \
+                and a[KIND] != "nic" and b[KIND] != "nic":
+            return self.domain_graph(domains[a[HOST]])
+        if a[HOST] == b[HOST] and a[HOST] >= 0:
+            return self.host_graph(a[HOST])
+        if a[KIND] == "nic" and b[KIND] == "nic":
+            if "fabric" not in self._sub:
+                self._sub["fabric"] = self._weighted([n for n, d in self.g.nodes(data=True)
+                                                      if d[HOST] < 0 or d[KIND] == "nic"])
+            return self._sub["fabric"]
+        return self._graph_for_all()
+
+    def _uplink(self, nic: Any) -> Any:
+        """The one fabric switch a NIC hangs from, or None."""
+        if nic not in self._up:
+            attr = self.g._node
+            ups = [n for n in self.g._adj[nic] if attr[n][HOST] < 0]
+            self._up[nic] = ups[0] if len(ups) == 1 else None
+        return self._up[nic]
+
+    def paths(self, src: Any, dst: Any) -> list[list]:
+        key = (src, dst)
+        if key in self._cache:
+            return self._cache[key]
+        a, b = self.g._node[src], self.g._node[dst]
+        if a[KIND] == "nic" and b[KIND] == "nic" and a[HOST] != b[HOST]:
+            la, lb = self._uplink(src), self._uplink(dst)
+            if la is not None and lb is not None:  # NIC - leaf ... leaf - NIC: route between the switches
+                if la == lb:
+                    mid = [[la]]
+                else:
+                    if self._switches is None:
+                        self._switches = _SwitchRoutes(self._weighted([n for n, d in self.g.nodes(data=True) if d[HOST] < 0]),
+                                                       self._W)
+                    mid = self._switches.paths(la, lb)
+                self._cache[key] = [[src, *m, dst] for m in mid]
+                return self._cache[key]
+        sub = self._graph_for(src, dst)
+        if sub is self._sub.get("all"):
+            self.left_subgraph = True
+        try:
+            self._cache[key] = list(nx.all_shortest_paths(sub, src, dst, weight=self._W))
+        except nx.NetworkXNoPath:  # e.g. a custom fabric that re-enters a host
+            self.left_subgraph = True
+            self._cache[key] = list(nx.all_shortest_paths(self._graph_for_all(), src, dst, weight=self._W))
+        return self._cache[key]
+
+    def _graph_for_all(self) -> nx.Graph:
+        if "all" not in self._sub:
+            self._sub["all"] = self._weighted(list(self.g.nodes))
+        return self._sub["all"]
+
+    def add_load(self, loads: dict[tuple, float], src: Any, dst: Any, amount: float = 1.0) -> None:
+        """Add ``amount`` from ``src`` to ``dst`` to ``loads`` (per directed link), split evenly
+        over the equal-cost paths, path by path."""
+        links, n = self.route_links(src, dst)
+        share = amount / n
+        get = loads.get
+        for e in links:
+            loads[e] = get(e, 0.0) + share
+
+    def route_links(self, src: Any, dst: Any) -> tuple[list[tuple], int]:
+        """The links of the equal-cost paths from ``src`` to ``dst``, path by path, and their number."""
+        key = (src, dst)
+        got = self._links.get(key)
+        if got is None:
+            got = self._links[key] = self._nic_links(src, dst) or self._path_links(src, dst)
+        return got
+
+    def _path_links(self, src: Any, dst: Any) -> tuple[list[tuple], int]:
+        ps = self.paths(src, dst)
+        return [(u, v) for p in ps for u, v in zip(p, p[1:])], len(ps)
+
+    def _nic_links(self, src: Any, dst: Any) -> tuple[list[tuple], int] | None:
+        """The links of every route between NICs of two hosts, path by path, as :meth:`paths`
+        gives them (NIC, its leaf, the switches' routes, the other leaf, NIC), without building
+        the paths: None for any other pair."""
+        a, b = self.g._node[src], self.g._node[dst]
+        if not (a[KIND] == "nic" and b[KIND] == "nic" and a[HOST] != b[HOST]):
+            return None
+        la, lb = self._uplink(src), self._uplink(dst)
+        if la is None or lb is None:
+            return None
+        if la == lb:
+            return [(src, la), (la, dst)], 1
+        if self._switches is None:
+            self._switches = _SwitchRoutes(self._weighted([n for n, d in self.g.nodes(data=True) if d[HOST] < 0]), self._W)
+        mid = self._switches.links(la, lb)
+        out: list[tuple] = []
+        for m in mid:
+            out.append((src, la))
+            out.extend(m)
+            out.append((lb, dst))
+        return out, len(mid)
+
+    def bottleneck(self, src: Any, dst: Any) -> float:
+        """Widest of the shortest paths' narrowest link, bytes/s."""
+        return max(min(self.g.edges[u, v][BANDWIDTH] for u, v in zip(p, p[1:])) for p in self.paths(src, dst))
+
+    def latency(self, src: Any, dst: Any) -> float:
+        p = self.paths(src, dst)[0]
+        return sum(self.g.edges[u, v][LATENCY] for u, v in zip(p, p[1:]))
+
+    def only_link_type(self, src: Any, dst: Any, link_type: str) -> bool:
+        return all(self.g.edges[u, v][LINK_TYPE] == link_type for p in self.paths(src, dst) for u, v in zip(p, p[1:]))
+
+    def avoids_kind(self, src: Any, dst: Any, kind: str) -> bool:
+        return all(self.g.nodes[n][KIND] != kind for p in self.paths(src, dst) for n in p)
+
+    def distances(self, host: int, src: Any) -> dict[Any, float]:
+        """Routing distance from ``src`` to every element of its host (Dijkstra on the host's subgraph)."""
+        return nx.single_source_dijkstra_path_length(self.host_graph(host), src, weight=self._W)
+
+
+def nearest_first(router: Router, host: int, nics: list, devs: tuple) -> list[tuple[Any, Any]]:
+    """(entry, exit) devices of each NIC's channels on one host, as NCCL's search lays a ring
+    out: data from the NIC lands on the device nearest to it (GPUDirect RDMA), and leaves
+    from the next-nearest, so that a ring uses the NIC's PCIe switch once in and once out.
+    NICs in rail order each take the nearest device not taken yet as entry (all taken: the
+    nearest). One device on the host: it is both."""
+    out, taken = [], set()
+    for nic in nics:
+        dist = router.distances(router.g._node[nic][HOST], nic)
+        by_dist = sorted(devs, key=lambda d: (dist.get(d, math.inf), devs.index(d)))
+        entry = next((d for d in by_dist if d not in taken), by_dist[0])
+        taken.add(entry)
+        exit_ = next((d for d in by_dist if d != entry), entry)
+        out.append((entry, exit_))
+    return out
+
+
+class _SwitchRoutes:
+    """Equal-cost shortest paths between the fabric's switches: distances from both ends (scipy's
+    Dijkstra over the switch graph, cached per switch), then every path along links with
+    ``d(a, x) + w(x, y) == d(a, y)`` and ``d(a, y) + d(y, b) == d(a, b)`` (integer weights:
+    exact), depth first in the graph's link order: the paths :func:`networkx.all_shortest_paths`
+    finds, without a search of the whole fabric per pair of leaves."""
+
+    def __init__(self, graph: nx.Graph, weight: str) -> None:
+        self.nodes = list(graph.nodes)
+        self.index = {n: i for i, n in enumerate(self.nodes)}
+        indptr, indices, vals = [0], [], []
+        for n in self.nodes:
+            for m, d in graph._adj[n].items():
+                indices.append(self.index[m])
+                vals.append(float(d[weight]))
+            indptr.append(len(indices))
+        n = len(self.nodes)
+        self.indptr = np.array(indptr, dtype=np.int64)
+        self.indices = np.array(indices, dtype=np.int64)
+        self.vals = np.array(vals, dtype=float)
+        self.csr = csr_matrix((self.vals, self.indices, self.indptr), shape=(n, n))
+        self.lightest = float(self.vals.min()) if len(self.vals) else math.inf
+        self._dist: dict[int, np.ndarray] = {}
+        self._paths: dict[tuple, list[list]] = {}
+        self._links: dict[tuple, list[list[tuple]]] = {}
+
+    def _from(self, src: int) -> np.ndarray:
+        """Distances from switch ``src``, computed with the next switches not computed yet (one
+        call of scipy's Dijkstra for up to 128 sources)."""
+        if src not in self._dist:
+            batch = [src] + [i for i in range(src + 1, len(self.nodes)) if i not in self._dist][:127]
+            for i, row in zip(batch, dijkstra(self.csr, directed=True, indices=batch)):
+                self._dist[i] = row
+        return self._dist[src]
+
+    def links(self, a: Any, b: Any) -> list[list[tuple]]:
+        """Each path's links, between switches ``a`` and ``b`` (cached)."""
+        key = (a, b)
+        if key not in self._links:
+            self._links[key] = [list(zip(p, p[1:])) for p in self.paths(a, b)]
+        return self._links[key]
+
+    def _short(self, ia: int, ib: int) -> list[list] | None:
+        """The shortest paths when they have one or two links: every path of k links weighs at
+        least k x the lightest link, so when the best of one or two links is below three times
+        it, those are all (in the order of ``ia``'s links, as the walk below takes them). None
+        otherwise (or when ``ia`` and ``ib`` share no neighbour)."""
+        lo, hi = self.indptr[ia], self.indptr[ia + 1]
+        to_b = dict(zip(self.indices[self.indptr[ib]:self.indptr[ib + 1]].tolist(),
+                        self.vals[self.indptr[ib]:self.indptr[ib + 1]].tolist()))
+        cands = []  # (weight, path) in ia's link order
+        for y, w in zip(self.indices[lo:hi].tolist(), self.vals[lo:hi].tolist()):
+            if y == ib:
+                cands.append((w, [ia, ib]))
+            elif y in to_b:
+                cands.append((w + to_b[y], [ia, y, ib]))
+        if not cands:
+            return None
+        best = min(c[0] for c in cands)
+        if not best < 3 * self.lightest:
+            return None
+        return [[self.nodes[i] for i in p] for w, p in cands if w == best]
+
+    def paths(self, a: Any, b: Any) -> list[list]:
+        key = (a, b)
+        if key not in self._paths:
+            ia, ib = self.index[a], self.index[b]
+            short = self._short(ia, ib)
+            if short is not None:
+                self._paths[key] = short
+                return short
+            da, db = self._from(ia), self._from(ib)
+            total = da[ib]
+            if not math.isfinite(total):
+                raise nx.NetworkXNoPath(f"no path between {a} and {b}")
+            out: list[list] = []
+
+            def walk(path: list[int]) -> None:
+                x = path[-1]
+                if x == ib:
+                    out.append([self.nodes[i] for i in path])
+                    return
+                lo, hi = self.indptr[x], self.indptr[x + 1]
+                ys, ws = self.indices[lo:hi], self.vals[lo:hi]
+                for y in ys[(da[ys] == da[x] + ws) & (da[ys] + db[ys] == total)]:
+                    path.append(int(y))
+                    walk(path)
+                    path.pop()
+            walk([ia])
+            self._paths[key] = out
+        return self._paths[key]

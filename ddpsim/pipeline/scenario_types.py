@@ -1,0 +1,163 @@
+"""The value types of the scenario schema (:mod:`ddpsim.pipeline.scenario_schema`): each checks
+its value with the accepted values in words (the text of the one-line error), then hands it to
+pydantic's strict type; and the bounds on every count and size a scenario may name."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Callable, Literal, Optional, Union
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, WithJsonSchema
+from pydantic_core import PydanticCustomError
+from ddpsim.engine.config import COMM_HOOKS
+from ddpsim.schema import Schema
+from ddpsim.errors import InputError
+
+# ---- bounds (far above any real use; each one is named in its key's error line) ----------
+MAX_BATCH_SIZE = 1 << 20
+MAX_THREADS = 4096
+MAX_SEED = 2**63 - 1
+#: ``bucket_cap_mb`` and every entry of a ``bucket_cap_mb_list``, MiB
+MAX_CAP_MB = 1_000_000
+#: points of a ``{min, max, points}`` cap range
+MAX_POINTS = 10_000
+#: entries of any list (sweep values, cap lists, timelines, parameter names)
+MAX_LIST = 10_000
+MAX_SLOWDOWN = 1000.0
+MAX_JITTER = 100.0
+MAX_LATENCY_US = 1e9
+MAX_GBPS = 1e9
+MAX_POWERSGD_RANK = 65536
+MAX_NAME_CHARS = 200
+#: ``ddp.process_groups``: round-robin communicators
+MAX_PROCESS_GROUPS = 64
+#: ``ddp.join``: batches of one rank in one epoch
+MAX_BATCHES = 10_000_000
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+# ---- value types: a check with the accepted values in words, then pydantic's strict type ----
+
+def _fail(loc: tuple[Any, ...], value: Any, expected: str) -> None:
+    """Raise the validation error of ``value`` at ``loc`` (inside the model being validated)."""
+    error = PydanticCustomError("value_error", "expected {expected}", {"expected": expected})
+    raise ValidationError.from_exception_data("scenario", [{"type": error, "loc": loc, "input": value}])
+
+
+def _rule(expected: str, ok: Callable[[Any], bool]) -> BeforeValidator:
+    def check(v: Any) -> Any:
+        if not ok(v):
+            raise ValueError(f"expected {expected}")
+        return v
+    return BeforeValidator(check)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    """A finite int or float (an int too large for a float is not)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def Int(lo: int, hi: int, *, null: bool = False) -> Any:
+    """An integer in [lo, hi] (or null)."""
+    base = Annotated[int, Field(ge=lo, le=hi)]
+    text = f"an integer >= {lo} and <= {hi}" + (" or null" if null else "")
+    return Annotated[Optional[base] if null else base,
+                     _rule(text, lambda v: (null and v is None) or (_is_int(v) and lo <= v <= hi))]
+
+
+def Number(lo: float, hi: float, *, above: bool = False, unit: str = "", null: bool = False) -> Any:
+    """A finite number in [lo, hi] (``above``: > lo), or null; read as a float."""
+    base = Annotated[float, Field(gt=lo, le=hi) if above else Field(ge=lo, le=hi)]
+    text = f"a number{unit} {'>' if above else '>='} {lo:g} and <= {hi:g}" + (" or null" if null else "")
+    return Annotated[Optional[base] if null else base, _rule(
+        text, lambda v: (null and v is None) or (_is_num(v) and (v > lo if above else v >= lo) and v <= hi))]
+
+
+def _whole(v: Any) -> Any:
+    """A number of MiB as written, an int when whole (``25.0`` -> 25: point ids say ``cap=25``)."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+_CAP_TEXT = f"a number > 0 (MiB, at most {MAX_CAP_MB})"
+_CAP_SCHEMA = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_CAP_MB}
+
+
+def _is_cap(v: Any) -> bool:
+    return _is_num(v) and 0 < v <= MAX_CAP_MB
+
+
+#: ``bucket_cap_mb``: MiB, kept an int when whole
+Cap = Annotated[Union[int, float], _rule(_CAP_TEXT, _is_cap), AfterValidator(_whole), WithJsonSchema(_CAP_SCHEMA)]
+#: ``bucket_cap_mb`` or null (DDP's default)
+OptCap = Annotated[Optional[Union[int, float]], _rule(f"a number > 0 or null (MiB, at most {MAX_CAP_MB}; null: DDP's default)",
+                                                 lambda v: v is None or _is_cap(v)),
+                   AfterValidator(_whole), WithJsonSchema({"anyOf": [_CAP_SCHEMA, {"type": "null"}]})]
+_CAP_LIST_TEXT = f"a non-empty list of numbers of MiB > 0 and <= {MAX_CAP_MB} (at most {MAX_LIST}; e.g. [1, 4, 8])"
+#: ``bucket_cap_mb_list``: per-bucket limits, MiB
+
+
+def _is_cap_list(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and 0 < len(v) <= MAX_LIST and all(_is_cap(x) for x in v)
+
+
+CapList = Annotated[list[Cap], Field(min_length=1, max_length=MAX_LIST), _rule(_CAP_LIST_TEXT, _is_cap_list)]
+
+Bool = Annotated[bool, _rule("true or false", lambda v: isinstance(v, bool))]
+OptBool = Annotated[Optional[bool], _rule("true or false or null", lambda v: v is None or isinstance(v, bool))]
+Text = Annotated[str, _rule("a non-empty string", lambda v: isinstance(v, str) and v != "")]
+OptText = Annotated[Optional[str], _rule("a non-empty string or null",
+                                         lambda v: v is None or (isinstance(v, str) and v != ""))]
+Hook = Annotated[Literal[COMM_HOOKS], _rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)]
+Options = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
+
+
+def _project_check(check: Callable[[Any, str], None]) -> BeforeValidator:
+    """A check of :mod:`ddpsim.network` (which raises InputError) as a field rule with its words."""
+    def run(v: Any) -> Any:
+        try:
+            check(v, "value")
+        except InputError as exc:
+            raise ValueError("expected " + str(exc).partition("; expected ")[2]) from None
+        return v
+    return BeforeValidator(run)
+
+
+def Listed(item: Any, what: str = "values") -> Any:
+    """A non-empty list of at most :data:`MAX_LIST` ``item``."""
+    return Annotated[list[item], Field(min_length=1, max_length=MAX_LIST), _rule(
+        f"a non-empty list of at most {MAX_LIST} {what}", lambda v: isinstance(v, list) and 0 < len(v) <= MAX_LIST)]
+
+
+def _mapping(model: type[Schema]) -> BeforeValidator:
+    """A section: a mapping of ``model``'s keys; null gives every default."""
+    keys = ", ".join(f.alias or k for k, f in model.model_fields.items())
+    return _rule(f"a mapping of {keys}", lambda v: v is None or isinstance(v, dict))
+
+
+def _section(model: type[Schema]) -> Any:
+    """A section field of ``model`` (null: every default)."""
+    return Annotated[model, _mapping(model), BeforeValidator(lambda v: {} if v is None else v)]
+
+
+def _with_shorthand(alternative: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    """A field's JSON Schema that also takes the shorthand ``alternative`` (the loader reads it so)."""
+    def extra(schema: dict[str, Any]) -> None:
+        ref = schema.pop("$ref", None)
+        if ref is not None:
+            schema["anyOf"] = [{"$ref": ref}, alternative]
+        else:
+            schema["anyOf"] = [*schema.pop("anyOf", []), alternative]
+    return extra
+
+
+def default_of(model: type[Schema], key: str) -> Any:
+    """The default of ``model``'s field ``key``."""
+    return model.model_fields[key].get_default(call_default_factory=True)

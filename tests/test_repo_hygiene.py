@@ -1,6 +1,6 @@
 """The repository speaks of the tool only, never of how or when it was developed: no tracked
 file (path or text) uses the word that names a development sitting (:data:`WORD`), and
-README.md stays a user's page (under 13 KB)."""
+README.md stays a user's page (under 12 KB)."""
 
 from __future__ import annotations
 
@@ -41,9 +41,8 @@ def test_no_tracked_file_speaks_of_development_sittings():
     assert not hits, f"mentions of {WORD!r}:\n" + "\n".join(hits[:30])
 
 
-def test_readme_stays_under_13_kb():
-    # 13 KB: the "Bring your own profile" section (torch.profiler settings, the import and compare commands)
-    assert (REPO_ROOT / "README.md").stat().st_size < 13 * 1024
+def test_readme_stays_under_12_kb():
+    assert (REPO_ROOT / "README.md").stat().st_size < 12 * 1024
 
 
 # Phrases that tell the history of the project or of the machine it was developed on, where a

@@ -13,7 +13,7 @@ the other on the same machine:
 2. a design space of about ``--points`` points: GPT-2 1.5B (the bundled H100 trace) on
    dgx-a100, dgx-h100 and pcie x 1-64 nodes x log-spaced caps x comm hook none/fp16 x
    gradient_as_bucket_view, NCCL without the contention prior (``cost_model.contention: false``):
-   ``ddpsim explore --jobs N`` end to end in this checkout (target: 10,000 points <= 60 s),
+   ``ddpsim explore --jobs N`` end to end in both checkouts (target: 10,000 points <= 60 s),
    and the per-point path every verb took (``build_point_inputs`` + ``simulate``) on a seeded
    sample of it in both checkouts (the baseline has no ``explore``), extrapolated to the space;
 3. the same sample with the contention prior on (the engine's interference path, the default
@@ -153,6 +153,15 @@ def explore_figures(base: Path, axes: dict, total: int, spec: dict, n_sample: in
           f"{old['cpu_s'] / n_sample * 1e3:.0f} ms CPU (the space: ~{old['cpu_s'] / n_sample * total / jobs:.0f} s "
           f"on {jobs} processes), this checkout {new['cpu_s'] / n_sample * 1e3:.0f} ms CPU; same p50: "
           f"{old['p50'] == new['p50']}", flush=True)
+    for name, root in (("baseline", base), ("this checkout", ROOT)):
+        wall, cpu = explore_run(root, axes, jobs)
+        print(f"    ddpsim explore --jobs {jobs}, {name}: {wall:.1f} s wall end to end, {cpu:.1f} s CPU in all its "
+              f"processes ({cpu / total * 1e3:.1f} ms CPU per point; {total / wall:.0f} points/s; target 10,000 points "
+              f"<= 60 s)", flush=True)
+
+
+def explore_run(root: Path, axes: dict, jobs: int) -> tuple[float, float]:
+    """``ddpsim explore`` of the space with ``root``'s ddpsim: (wall s, CPU s of its processes)."""
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "space.yaml"
         f.write_text(yaml.safe_dump({"name": "bench-space", "trace": str(TRACE), "cluster": {"topology": "dgx-h100"},
@@ -160,16 +169,13 @@ def explore_figures(base: Path, axes: dict, total: int, spec: dict, n_sample: in
                                      "cost_model": {"contention": False}, "explore": {"axes": axes}}, sort_keys=False))
         w0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run([sys.executable, "-m", "ddpsim", "explore", str(f), "--out-dir", tmp, "--jobs", str(jobs),
-                              "--quiet", "--no-plots"], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+                              "--quiet", "--no-plots"], env={**os.environ, "PYTHONPATH": str(root)}, cwd=root,
                              capture_output=True, text=True)
         wall = time.perf_counter() - w0
         c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
         if out.returncode != 0:
             raise SystemExit(out.stderr[-2000:])
-    print(f"    ddpsim explore --jobs {jobs}, this checkout: {wall:.1f} s wall end to end, {cpu:.1f} s CPU in all its "
-          f"processes ({cpu / total * 1e3:.1f} ms CPU per point; {total / wall:.0f} points/s; target 10,000 points "
-          f"<= 60 s)", flush=True)
+    return wall, (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
 
 
 if __name__ == "__main__":

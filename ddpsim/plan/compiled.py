@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ddpsim.errors import InputError
+from ddpsim.plan.autograd_order import graph_hook_order
 from ddpsim.plan.planner import BucketPlan, DDPOptions, _make_buckets, plan_ddp
 from ddpsim.trace.compiled_graph import GraphWalk
 from ddpsim.trace.records import IterationSample, Trace
@@ -82,6 +83,9 @@ class Subgraph:
 
     param_indices: tuple[int, ...]
     size_bytes: int
+    #: the Dynamo graph (compile order) and its walk indices ``[start, stop)`` the subgraph holds
+    graph: int = 0
+    nodes: tuple[int, int] = (0, 0)
 
 
 def ddp_optimizer_buckets(walk: GraphWalk, bucket_bytes_cap: int,
@@ -105,7 +109,9 @@ def ddp_optimizer_buckets(walk: GraphWalk, bucket_bytes_cap: int,
             cur["external"] = True
     if len(built) > 1 and built[-1]["size"] == 0:  # a preamble without parameters joins the next bucket
         built[-2]["params"].extend(built.pop()["params"])
-    return [Subgraph(param_indices=tuple(b["params"]), size_bytes=b["size"]) for b in reversed(built)]
+    stops = [b["start"] for b in built[1:]] + [len(walk.users)]
+    return [Subgraph(param_indices=tuple(b["params"]), size_bytes=b["size"], nodes=(b["start"], stop))
+            for b, stop in reversed(list(zip(built, stops)))]
 
 
 def check_ddp_optimizer_cap(options: DDPOptions) -> None:
@@ -124,13 +130,13 @@ def compiled_subgraphs(trace: Trace, options: DDPOptions, compile: CompileOption
         if graph is None:
             used = tuple(i for i in range(trace.num_params) if trace.params[i].has_grad)
             return [Subgraph(param_indices=used, size_bytes=sum(trace.params[i].size_bytes for i in used))]
-        return [Subgraph(param_indices=tuple(u[1] for u in g.uses), size_bytes=sum(u[2] for u in g.uses))
-                for g in graph.graphs]
+        return [Subgraph(param_indices=tuple(u[1] for u in g.uses), size_bytes=sum(u[2] for u in g.uses), graph=k,
+                         nodes=(0, len(g.users))) for k, g in enumerate(graph.graphs)]
     if graph is None:
         raise InputError(f"trace {trace.model!r}: compile.ddp_optimizer: true needs the trace's compiled_graph; expected "
                          "a trace captured with 'ddpsim trace --compiled-graph' (or compile.ddp_optimizer: false)")
     check_ddp_optimizer_cap(options)
-    return [s for g in graph.graphs for s in ddp_optimizer_buckets(g, options.bucket_bytes_cap)]
+    return [replace(s, graph=k) for k, g in enumerate(graph.graphs) for s in ddp_optimizer_buckets(g, options.bucket_bytes_cap)]
 
 
 def _finishing_subgraph(num_params: int, subgraphs: Sequence[Subgraph]) -> list[int | None]:
@@ -159,16 +165,32 @@ def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], count:
     return replace(it, grad_ready_s=ready)
 
 
+def engine_hook_order(trace: Trace, subgraphs: Sequence[Subgraph]) -> list[int]:
+    """The parameters in the order the autograd engine runs their AccumulateGrad nodes
+    (:func:`ddpsim.plan.autograd_order.graph_hook_order`, graphs in reverse compile order); empty
+    without the compiled graph's recorded inputs."""
+    graph = trace.compiled_graph
+    if graph is None or any(g.inputs is None for g in graph.graphs):
+        return []
+    order: list[int] = []
+    for k in reversed(range(len(graph.graphs))):
+        ranges = [s.nodes for s in subgraphs if s.graph == k]
+        order.extend(i for i in graph_hook_order(graph.graphs[k], ranges) if i not in order)
+    return order
+
+
 def compiled_ready_trace(trace: Trace, subgraphs: Sequence[Subgraph]) -> Trace:
     """``trace`` with every parameter ready when its subgraph's compiled backward returns; the
-    hooks' order is the new ready times', ties in the eager order."""
+    hooks' order is the new ready times', ties in the autograd engine's order
+    (:func:`engine_hook_order`), then the eager order."""
     finish = _finishing_subgraph(trace.num_params, subgraphs)
     iterations = tuple(_grouped_iteration(it, finish, len(subgraphs)) for it in trace.iterations)
     grouped = replace(trace, iterations=iterations)
     median = grouped.median_grad_ready_s()
+    engine = {i: k for k, i in enumerate(engine_hook_order(trace, subgraphs))}
     position = {i: k for k, i in enumerate(trace.grad_ready_order)}
     order = tuple(sorted(trace.grad_ready_order, key=lambda i: (median[i] if median[i] is not None else float("inf"),
-                                                                position[i])))
+                                                                engine.get(i, len(engine)), position[i])))
     return replace(grouped, grad_ready_order=order)
 
 
@@ -211,4 +233,4 @@ def compiled_point(trace: Trace, options: DDPOptions, compile: CompileOptions,
 
 
 __all__ = ["MODES", "CompileOptions", "Subgraph", "ddp_optimizer_buckets", "check_ddp_optimizer_cap",
-           "compiled_subgraphs", "compiled_ready_trace", "python_reducer_plan", "compiled_point"]
+           "compiled_subgraphs", "engine_hook_order", "compiled_ready_trace", "python_reducer_plan", "compiled_point"]

@@ -1,0 +1,90 @@
+"""The order DDP's hooks fire in under compiled DDP: the autograd engine's ready queue.
+
+Each of DDPOptimizer's subgraphs is one autograd function (aot_autograd's ``CompiledFunction``,
+``torch/_functorch/_aot_autograd/runtime_wrappers.py``) whose next edges follow its inputs, the
+subgraph's placeholders: the outside inputs of its nodes in the order ``split_module``
+(``torch/fx/passes/split_module.py``, ``record_cross_partition_use``) first meets them. When its
+backward returns, the engine (``torch/csrc/autograd/engine.cpp``, ``Engine::evaluate_function``)
+walks those edges in order, counts down each next node's dependencies and pushes the nodes that
+reach zero into the CPU ready queue, a ``std::priority_queue`` ordered by ``CompareNodeTaskTime``:
+the higher ``sequence_nr`` first. Every AccumulateGrad node has ``sequence_nr`` ``UINT64_MAX``
+(``torch/csrc/autograd/functions/accumulate_grad.cpp``), so they tie above every other node and
+leave the binary heap in the order its sift rules give (libstdc++'s ``push_heap`` /
+``__adjust_heap``: a hole descends to the right child on a tie, a value rises only past a strictly
+lower parent -- the rules of Python's ``heapq``, used here); a subgraph's backward ranks by its
+forward position (Dynamo's graphs create them in forward order). DDP's post-accumulate hooks, and
+so its rebuilt buckets, follow the AccumulateGrad nodes' run order. Modelled per Dynamo graph, the
+loss's backward seeding the subgraphs that produce the graph's outputs (in walk order), the
+graphs taken in reverse compile order; parameters the recorded inputs do not reach keep the eager
+order after them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Sequence
+
+from ddpsim.trace.compiled_graph import OUTPUT_USER, GraphWalk
+
+#: an AccumulateGrad node's sequence number: above every other node's
+_ACCUMULATE_GRAD = float("inf")
+
+
+class _Task:
+    """A ready-queue entry, ordered as ``CompareNodeTaskTime`` orders them (max-heap by rank)."""
+
+    __slots__ = ("rank", "target")
+
+    def __init__(self, rank: float, target: tuple[str, int]) -> None:
+        self.rank, self.target = rank, target
+
+    def __lt__(self, other: "_Task") -> bool:
+        return self.rank > other.rank
+
+
+def subgraph_edges(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[list[tuple[str, int]]]:
+    """Per subgraph (forward order, each a ``[start, stop)`` range of walk indices), its backward's
+    next edges: ``("param", k)`` or ``("sub", j)``, one per placeholder needing a gradient."""
+    part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
+    edges: list[list[tuple[str, int]]] = []
+    for k, (start, stop) in enumerate(ranges):
+        seen: dict[tuple[str, int], tuple[str, int]] = {}
+        for i in reversed(range(start, stop)):  # forward order
+            for kind, v in walk.inputs[i]:
+                if kind == "param":
+                    seen.setdefault((kind, v), ("param", v))
+                elif part_of.get(v, k) != k:
+                    seen.setdefault((kind, v), ("sub", part_of[v]))
+        edges.append(list(seen.values()))
+    return edges
+
+
+def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[int]:
+    """The parameters of one Dynamo graph in the order the engine runs their AccumulateGrad nodes."""
+    edges = subgraph_edges(walk, ranges)
+    part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
+    seeds = [("sub", part_of[i]) for i, u in enumerate(walk.users) if u == OUTPUT_USER and i in part_of]
+    pending: dict[tuple[str, int], int] = {}
+    for target in seeds + [e for row in edges for e in row]:
+        pending[target] = pending.get(target, 0) + 1
+    queue: list[_Task] = []
+    order: list[int] = []
+
+    def arrive(target: tuple[str, int]) -> None:
+        pending[target] -= 1
+        if pending[target] == 0:
+            heapq.heappush(queue, _Task(_ACCUMULATE_GRAD if target[0] == "param" else target[1], target))
+
+    for target in seeds:
+        arrive(target)
+    while queue:
+        kind, v = heapq.heappop(queue).target
+        if kind == "param":
+            order.append(v)
+            continue
+        for target in edges[v]:
+            arrive(target)
+    return order
+
+
+__all__ = ["subgraph_edges", "graph_hook_order"]

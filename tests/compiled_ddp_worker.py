@@ -68,7 +68,8 @@ def model_case(name, kwargs):
             per_graph.append(_buckets([(b.size, [real[p] for p in b.params]) for b in opt.buckets], ids))
         by_cap[str(cap)] = per_graph
     torch._dynamo.reset()
-    return {"num_params": len(params), "graph": graph.to_dict(), "buckets": by_cap}
+    return {"num_params": len(params), "graph": graph.to_dict(), "buckets": by_cap,
+            "params": [[n, list(p.shape), str(p.dtype).removeprefix("torch.")] for n, p, _ in ddp_params(spec.module)]}
 
 
 def rebuild_case(name, kwargs, cap_mb=5, iterations=3):

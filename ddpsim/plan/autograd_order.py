@@ -13,7 +13,11 @@ leave the binary heap in the order its sift rules give (libstdc++'s ``push_heap`
 ``__adjust_heap``: a hole descends to the right child on a tie, a value rises only past a strictly
 lower parent -- the rules of Python's ``heapq``, used here); a subgraph's backward ranks by its
 forward position (Dynamo's graphs create them in forward order). DDP's post-accumulate hooks, and
-so its rebuilt buckets, follow the AccumulateGrad nodes' run order. Modelled per Dynamo graph, the
+so its rebuilt buckets, follow the AccumulateGrad nodes' run order. A subgraph output that is a
+view of its input or of another of its outputs reaches the next subgraph through a view that
+aot_autograd regenerates outside the compiled function (``collect_metadata_analysis.py``:
+``alias_of_input``, ``alias_of_intermediate*``): an autograd node of its own, created after the
+subgraph's, whose one edge leads to the subgraph that made the view's base. Modelled per Dynamo graph, the
 loss's backward seeding the subgraphs that produce the graph's outputs (in walk order), the
 graphs taken in reverse compile order; parameters the recorded inputs do not reach keep the eager
 order after them.
@@ -42,9 +46,23 @@ class _Task:
         return self.rank > other.rank
 
 
+def _regenerated_base(walk: GraphWalk, v: int, part_of: dict[int, int], ranges: Sequence[tuple[int, int]]) -> int | None:
+    """The subgraph whose output a regenerated view of node ``v`` is taken from; None when
+    aot_autograd returns ``v`` from its subgraph directly."""
+    b = walk.alias_of[v] if walk.alias_of is not None else None
+    if b is None or b not in part_of:
+        return None
+    p = part_of[v]
+    if part_of[b] != p:  # the view aliases the subgraph's input
+        return part_of[b]
+    user = walk.users[b]
+    return p if user is not None and user < ranges[p][0] else None  # its base is an output too
+
+
 def subgraph_edges(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[list[tuple[str, int]]]:
     """Per subgraph (forward order, each a ``[start, stop)`` range of walk indices), its backward's
-    next edges: ``("param", k)`` or ``("sub", j)``, one per placeholder needing a gradient."""
+    next edges: ``("param", k)``, ``("sub", j)`` or ``("view", node)`` (a regenerated view), one
+    per placeholder needing a gradient."""
     part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
     edges: list[list[tuple[str, int]]] = []
     for k, (start, stop) in enumerate(ranges):
@@ -54,18 +72,26 @@ def subgraph_edges(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[l
                 if kind == "param":
                     seen.setdefault((kind, v), ("param", v))
                 elif part_of.get(v, k) != k:
-                    seen.setdefault((kind, v), ("sub", part_of[v]))
+                    regenerated = _regenerated_base(walk, v, part_of, ranges)
+                    seen.setdefault((kind, v), ("sub", part_of[v]) if regenerated is None else ("view", v))
         edges.append(list(seen.values()))
     return edges
+
+
+def _view_edges(walk: GraphWalk, edges: Sequence[Sequence[tuple[str, int]]],
+                ranges: Sequence[tuple[int, int]]) -> dict[int, tuple[str, int]]:
+    part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
+    return {v: ("sub", _regenerated_base(walk, v, part_of, ranges)) for row in edges for kind, v in row if kind == "view"}
 
 
 def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[int]:
     """The parameters of one Dynamo graph in the order the engine runs their AccumulateGrad nodes."""
     edges = subgraph_edges(walk, ranges)
+    views = _view_edges(walk, edges, ranges)
     part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
     seeds = [("sub", part_of[i]) for i, u in enumerate(walk.users) if u == OUTPUT_USER and i in part_of]
     pending: dict[tuple[str, int], int] = {}
-    for target in seeds + [e for row in edges for e in row]:
+    for target in seeds + [e for row in edges for e in row] + list(views.values()):
         pending[target] = pending.get(target, 0) + 1
     queue: list[_Task] = []
     order: list[int] = []
@@ -73,7 +99,7 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
     def arrive(target: tuple[str, int]) -> None:
         pending[target] -= 1
         if pending[target] == 0:
-            heapq.heappush(queue, _Task(_ACCUMULATE_GRAD if target[0] == "param" else target[1], target))
+            heapq.heappush(queue, _Task(_rank(target, part_of), target))
 
     for target in seeds:
         arrive(target)
@@ -82,9 +108,18 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
         if kind == "param":
             order.append(v)
             continue
-        for target in edges[v]:
+        for target in (edges[v] if kind == "sub" else [views[v]]):
             arrive(target)
     return order
+
+
+def _rank(target: tuple[str, int], part_of: dict[int, int]) -> float:
+    """A task's place in the ready queue: AccumulateGrad first, then by creation in forward (a
+    regenerated view just after the subgraph that returned its node)."""
+    kind, v = target
+    if kind == "param":
+        return _ACCUMULATE_GRAD
+    return v if kind == "sub" else part_of[v] + 0.5
 
 
 __all__ = ["subgraph_edges", "graph_hook_order"]

@@ -32,9 +32,10 @@ Three modes, by ``torch._dynamo.config.optimize_ddp`` (``torch/_dynamo/config.py
 
 What is approximate: the subgraph's end is taken as the eager time of its last parameter gradient
 (the compiled kernels are assumed as fast as the traced eager ones unless the trace was captured
-compiled); within a subgraph DDP's hooks fire in the autograd engine's ready-queue order, which
-ddpsim replaces by the eager order (DDP's rebuilt buckets can then differ from real
-compiled DDP's: ``studies/compiled_split.py --rebuild`` measures it); with the python reducer, a fused all-reduce is taken to start when
+compiled); within a subgraph DDP's hooks fire in the autograd engine's ready-queue order
+(:mod:`ddpsim.plan.autograd_order`, from the trace's recorded graph inputs; a trace without them
+keeps the eager order there, and DDP's rebuilt buckets can then differ from real compiled DDP's);
+with the python reducer, a fused all-reduce is taken to start when
 its last gradient is ready and the engine's Reducer costs (copy into a flat bucket, hooks) stand
 for inductor's concat and copy-back.
 """

@@ -21,6 +21,10 @@ exactly those facts per graph, so that :mod:`ddpsim.plan.compiled` can redo the 
   subgraph's placeholders are its nodes' outside inputs in that order (first use, forward order),
   and so are its compiled backward's next edges, the order the autograd engine queues their
   AccumulateGrad nodes in (:mod:`ddpsim.plan.autograd_order`).
+* ``alias_of[i]`` (optional, with ``inputs``): for a node whose result is a view, the walk index
+  of the node (not a view) whose storage it shares; ``None`` otherwise. aot_autograd returns such
+  a result from a compiled subgraph through a view regenerated outside it (its own autograd node)
+  when it aliases the subgraph's input or another of its outputs.
 
 The graphs are those Dynamo compiles for one forward of the bare module, in compile order
 (several after a graph break); DDPOptimizer sees the same graphs when the module runs inside
@@ -47,17 +51,22 @@ class GraphWalk:
     users: tuple[int | None, ...]
     uses: tuple[tuple[int, int, int], ...]
     inputs: tuple[tuple[tuple[str, int], ...], ...] | None = None
+    alias_of: tuple[int | None, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.alias_of is not None:
+            object.__setattr__(self, "alias_of", tuple(self.alias_of))
         object.__setattr__(self, "users", tuple(self.users))
         object.__setattr__(self, "uses", tuple(tuple(u) for u in self.uses))
         if self.inputs is not None:
-            object.__setattr__(self, "inputs", tuple(tuple((str(k), int(v)) for k, v in row) for row in self.inputs))
+            object.__setattr__(self, "inputs", tuple(tuple((k, v) for k, v in row) for row in self.inputs))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"users": list(self.users), "uses": [list(u) for u in self.uses]}
         if self.inputs is not None:
             out["inputs"] = [[[k, v] for k, v in row] for row in self.inputs]
+        if self.alias_of is not None:
+            out["alias_of"] = list(self.alias_of)
         return out
 
 
@@ -93,6 +102,11 @@ class CompiledGraph:
 
 
 def _check_inputs(g: GraphWalk, k: int, num_params: int, source: str) -> None:
+    if g.alias_of is not None:
+        for i, b in enumerate(g.alias_of):
+            if b is not None and not (0 <= b < len(g.users) and b != i):
+                raise InputError(f"{source}: compiled_graph.graphs[{k}].alias_of[{i}]: {shorten(b)} is not accepted; "
+                                 f"expected null or another node's index in [0, {len(g.users)})")
     if g.inputs is None:
         return
     if len(g.inputs) != len(g.users):
@@ -100,7 +114,8 @@ def _check_inputs(g: GraphWalk, k: int, num_params: int, source: str) -> None:
                          f"expected one per node ({len(g.users)})")
     for i, row in enumerate(g.inputs):
         for kind, v in row:
-            if not ((kind == "param" and 0 <= v < num_params) or (kind == "node" and 0 <= v < len(g.users) and v != i)):
+            if not isinstance(v, int) or not ((kind == "param" and 0 <= v < num_params)
+                                              or (kind == "node" and 0 <= v < len(g.users) and v != i)):
                 raise InputError(f"{source}: compiled_graph.graphs[{k}].inputs[{i}]: {shorten([kind, v])} is not "
                                  f"accepted; expected ['param', index in [0, {num_params})] or ['node', another node's "
                                  f"index in [0, {len(g.users)})]")
@@ -109,7 +124,8 @@ def _check_inputs(g: GraphWalk, k: int, num_params: int, source: str) -> None:
 def compiled_graph_from_dict(data: dict[str, Any]) -> CompiledGraph:
     """The :class:`CompiledGraph` of a validated ``compiled_graph`` mapping."""
     return CompiledGraph(torch_version=data.get("torch_version", ""),
-                         graphs=tuple(GraphWalk(users=g["users"], uses=g["uses"], inputs=g.get("inputs"))
+                         graphs=tuple(GraphWalk(users=g["users"], uses=g["uses"], inputs=g.get("inputs"),
+                                               alias_of=g.get("alias_of"))
                                      for g in data["graphs"]))
 
 
@@ -158,7 +174,26 @@ def _walk_graph(torch: Any, gm: Any, index_of: dict[int, int]) -> GraphWalk:
             add_args(i, node)
         elif node.op == "get_attr":
             add(i, getattr(gm, node.target, None))
-    return GraphWalk(users=tuple(users), uses=tuple(uses), inputs=tuple(inputs))
+    return GraphWalk(users=tuple(users), uses=tuple(uses), inputs=tuple(inputs), alias_of=_alias_of(torch, nodes))
+
+
+def _alias_of(torch: Any, nodes: Sequence[Any]) -> tuple[int | None, ...]:
+    """Per node (walk order), the nearest earlier node in forward, not a view, whose storage its
+    view result shares (Dynamo's fake ``example_value`` tensors keep storage identity)."""
+    out: list[int | None] = []
+    for i, node in enumerate(nodes):
+        value = node.meta.get("example_value")
+        base = None
+        if isinstance(value, torch.Tensor) and value._is_view():
+            storage = value.untyped_storage()._cdata
+            for j in range(i + 1, len(nodes)):
+                other = nodes[j].meta.get("example_value")
+                if isinstance(other, torch.Tensor) and not other._is_view() and \
+                        other.untyped_storage()._cdata == storage:
+                    base = j
+                    break
+        out.append(base)
+    return tuple(out)
 
 
 def _needs_grad(value: Any) -> bool:

@@ -20,7 +20,7 @@ import pytest
 
 from ddpsim.errors import InputError
 from ddpsim.pipeline.scenario import scenario_from_dict
-from ddpsim.plan.autograd_order import graph_hook_order
+from ddpsim.plan.autograd_order import graph_hook_order, run_order
 from ddpsim.plan.compiled import (CompileOptions, compiled_point, compiled_ready_trace, compiled_subgraphs,
                                   ddp_optimizer_buckets, engine_hook_order, python_reducer_plan)
 from ddpsim.plan.planner import DDPOptions, plan_ddp
@@ -32,9 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 KIB = 1024
 #: gradient sizes (ready order) fused by inductor in the worker and by ddpsim here
 FUSE_SIZES = [4_000_000, 300_000, 800_000, 2_000_000, 500_000, 3_000_000, 64]
-#: caps (MiB) at which the worker reads back real compiled DDP's rebuilt buckets (BERT at 2.5 MiB
-#: returns a regenerated view between two subgraphs)
-REBUILD_CAPS = "2.5,5"
+#: caps (MiB) at which the worker reads back real compiled DDP's rebuilt buckets (BERT: at 1 MiB the
+#: split graph calls its q, k, v subgraphs out of forward order; at 2.5 MiB a subgraph returns a
+#: view that aot_autograd regenerates outside it)
+REBUILD_CAPS = "1,2.5"
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +148,18 @@ def test_engine_order_by_hand_ties_leave_the_heap_in_sift_order():
     assert graph_hook_order(view, [(1, 3), (0, 1)]) == [37, 38, 42, 43, 41, 40, 0]
 
 
+def test_split_graph_calls_independent_subgraphs_in_split_modules_order():
+    # forward: a (p0); b and c each use a; d uses b and c (walk: d, c, b, a). split_module's stack
+    # takes a, then pushes its dependents b, c and pops c first: the calls run a, c, b, d
+    walk = GraphWalk(users=(-1, 0, 0, 1), uses=(), inputs=((("node", 2), ("node", 1)), (("node", 3), ("param", 2)),
+                                                           (("node", 3), ("param", 1)), (("param", 0),)))
+    ranges = [(3, 4), (2, 3), (1, 2), (0, 1)]
+    assert run_order(walk, ranges) == [0, 2, 1, 3]
+    # d's backward queues b's and c's; b was called later (a higher sequence_nr), so its backward,
+    # and p1's hook, runs first (in forward order c's would)
+    assert graph_hook_order(walk, ranges) == [1, 2, 0]
+
+
 def test_without_ddp_optimizer_every_gradient_is_ready_at_the_end():
     trace, walk = _chain_trace()
     trace = trace_from_dict({**trace.to_dict(), "compiled_graph": CompiledGraph(graphs=(walk,)).to_dict()})
@@ -178,7 +191,7 @@ def test_a_graphs_inputs_and_views_kept_and_a_bad_one_refused(tmp_path):
     bad = json.loads(json.dumps(doc))
     bad["compiled_graph"]["graphs"][0]["inputs"][1] = [["param", 7]]
     with pytest.raises(InputError, match=r"^trace: compiled_graph.graphs\[0\].inputs\[1\]: \['param', 7\] is not "
-                                         r"accepted; expected \['param', index in \[0, 4\)\] or \['node', another "):
+                                         r"accepted; expected \['param', index in \[0, 4\)\] or \['node' or 'data', another "):
         trace_from_dict(bad)
 
 

@@ -11,8 +11,8 @@ the higher ``sequence_nr`` first. Every AccumulateGrad node has ``sequence_nr`` 
 (``torch/csrc/autograd/functions/accumulate_grad.cpp``), so they tie above every other node and
 leave the binary heap in the order its sift rules give (libstdc++'s ``push_heap`` /
 ``__adjust_heap``: a hole descends to the right child on a tie, a value rises only past a strictly
-lower parent -- the rules of Python's ``heapq``, used here); a subgraph's backward ranks by its
-forward position (Dynamo's graphs create them in forward order). DDP's post-accumulate hooks, and
+lower parent -- the rules of Python's ``heapq``, used here); a subgraph's backward ranks by when
+the split graph calls it (:func:`run_order`). DDP's post-accumulate hooks, and
 so its rebuilt buckets, follow the AccumulateGrad nodes' run order. A subgraph output that is a
 view of its input or of another of its outputs reaches the next subgraph through a view that
 aot_autograd regenerates outside the compiled function (``collect_metadata_analysis.py``:
@@ -71,11 +71,37 @@ def subgraph_edges(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[l
             for kind, v in walk.inputs[i]:
                 if kind == "param":
                     seen.setdefault((kind, v), ("param", v))
-                elif part_of.get(v, k) != k:
+                elif kind == "node" and part_of.get(v, k) != k:
                     regenerated = _regenerated_base(walk, v, part_of, ranges)
                     seen.setdefault((kind, v), ("sub", part_of[v]) if regenerated is None else ("view", v))
         edges.append(list(seen.values()))
     return edges
+
+
+def run_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[int]:
+    """The subgraphs (forward indices) in the order the split graph calls them:
+    ``split_module``'s topological sort (a stack of the partitions whose inputs are all made,
+    each one's dependents in the order of their first use), which puts independent subgraphs
+    (q, k and v projections) out of forward order."""
+    part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
+    needs: list[set[int]] = [set() for _ in ranges]
+    dependents: list[dict[int, None]] = [{} for _ in ranges]
+    for k, (start, stop) in enumerate(ranges):
+        for i in reversed(range(start, stop)):
+            for kind, v in walk.inputs[i]:
+                if kind != "param" and part_of.get(v, k) != k:
+                    needs[k].add(part_of[v])
+                    dependents[part_of[v]].setdefault(k)
+    roots = [k for k in range(len(ranges)) if not needs[k]]
+    order: list[int] = []
+    while roots:
+        done = roots.pop()
+        order.append(done)
+        for k in dependents[done]:
+            needs[k].discard(done)
+            if not needs[k]:
+                roots.append(k)
+    return order
 
 
 def _view_edges(walk: GraphWalk, edges: Sequence[Sequence[tuple[str, int]]],
@@ -90,6 +116,7 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
     views = _view_edges(walk, edges, ranges)
     part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
     seeds = [("sub", part_of[i]) for i, u in enumerate(walk.users) if u == OUTPUT_USER and i in part_of]
+    called = {k: n for n, k in enumerate(run_order(walk, ranges))}
     pending: dict[tuple[str, int], int] = {}
     for target in seeds + [e for row in edges for e in row] + list(views.values()):
         pending[target] = pending.get(target, 0) + 1
@@ -99,7 +126,7 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
     def arrive(target: tuple[str, int]) -> None:
         pending[target] -= 1
         if pending[target] == 0:
-            heapq.heappush(queue, _Task(_rank(target, part_of), target))
+            heapq.heappush(queue, _Task(_rank(target, part_of, called), target))
 
     for target in seeds:
         arrive(target)
@@ -113,13 +140,13 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
     return order
 
 
-def _rank(target: tuple[str, int], part_of: dict[int, int]) -> float:
-    """A task's place in the ready queue: AccumulateGrad first, then by creation in forward (a
-    regenerated view just after the subgraph that returned its node)."""
+def _rank(target: tuple[str, int], part_of: dict[int, int], called: dict[int, int]) -> float:
+    """A task's place in the ready queue: AccumulateGrad first, then by creation in forward (the
+    split graph's call order; a regenerated view just after the subgraph that returned its node)."""
     kind, v = target
     if kind == "param":
         return _ACCUMULATE_GRAD
-    return v if kind == "sub" else part_of[v] + 0.5
+    return called[v] if kind == "sub" else called[part_of[v]] + 0.5
 
 
-__all__ = ["subgraph_edges", "graph_hook_order"]
+__all__ = ["subgraph_edges", "run_order", "graph_hook_order"]

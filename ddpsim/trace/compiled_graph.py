@@ -17,7 +17,8 @@ exactly those facts per graph, so that :mod:`ddpsim.plan.compiled` can redo the 
   (tied weights) appears twice, as DDPOptimizer counts it twice.
 * ``inputs[i]`` (optional): the i-th node's inputs that need a gradient, in the order
   ``torch/fx/passes/split_module.py`` meets them (``map_arg`` over the node's args, then its kwargs):
-  ``["param", k]`` for DDP's parameter k, ``["node", j]`` for the result of walk node j. A split
+  ``["param", k]`` for DDP's parameter k, ``["node", j]`` for the result of walk node j
+  (``["data", j]``: one that needs none, which still orders the subgraphs). A split
   subgraph's placeholders are its nodes' outside inputs in that order (first use, forward order),
   and so are its compiled backward's next edges, the order the autograd engine queues their
   AccumulateGrad nodes in (:mod:`ddpsim.plan.autograd_order`).
@@ -115,10 +116,10 @@ def _check_inputs(g: GraphWalk, k: int, num_params: int, source: str) -> None:
     for i, row in enumerate(g.inputs):
         for kind, v in row:
             if not isinstance(v, int) or not ((kind == "param" and 0 <= v < num_params)
-                                              or (kind == "node" and 0 <= v < len(g.users) and v != i)):
+                                              or (kind in ("node", "data") and 0 <= v < len(g.users) and v != i)):
                 raise InputError(f"{source}: compiled_graph.graphs[{k}].inputs[{i}]: {shorten([kind, v])} is not "
-                                 f"accepted; expected ['param', index in [0, {num_params})] or ['node', another node's "
-                                 f"index in [0, {len(g.users)})]")
+                                 f"accepted; expected ['param', index in [0, {num_params})] or ['node' or 'data', another "
+                                 f"node's index in [0, {len(g.users)})]")
 
 
 def compiled_graph_from_dict(data: dict[str, Any]) -> CompiledGraph:
@@ -214,8 +215,8 @@ def _grad_inputs(torch: Any, node: Any, position: dict, index_of: dict[int, int]
             p = arg.meta["grapharg"].example if "grapharg" in arg.meta else None
             if isinstance(p, torch.nn.Parameter) and id(p) in index_of:
                 found.append(("param", index_of[id(p)]))
-        elif arg in position and _needs_grad(arg.meta.get("example_value")):
-            found.append(("node", position[arg]))
+        elif arg in position:
+            found.append(("node" if _needs_grad(arg.meta.get("example_value")) else "data", position[arg]))
         return arg
 
     torch.fx.graph.map_arg(node.args, visit)

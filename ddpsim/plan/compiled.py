@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.plan.autograd_order import graph_hook_order
+from ddpsim.plan.autograd_order import graph_hook_order, run_order
 from ddpsim.plan.planner import BucketPlan, DDPOptions, _make_buckets, plan_ddp
 from ddpsim.trace.compiled_graph import GraphWalk
 from ddpsim.trace.records import IterationSample, Trace
@@ -140,17 +140,34 @@ def compiled_subgraphs(trace: Trace, options: DDPOptions, compile: CompileOption
     return [replace(s, graph=k) for k, g in enumerate(graph.graphs) for s in ddp_optimizer_buckets(g, options.bucket_bytes_cap)]
 
 
-def _finishing_subgraph(num_params: int, subgraphs: Sequence[Subgraph]) -> list[int | None]:
-    """Per parameter, the subgraph whose backward completes its gradient: the earliest in forward
+def _call_order(trace: Trace, subgraphs: Sequence[Subgraph]) -> list[int]:
+    """The subgraphs (indices into ``subgraphs``) in the order they run forward: graph by graph,
+    each graph's in ``split_module``'s call order where the trace records the graph's inputs
+    (:func:`ddpsim.plan.autograd_order.run_order`), else in forward order."""
+    graph = trace.compiled_graph
+    out: list[int] = []
+    for g in sorted({s.graph for s in subgraphs}):
+        mine = [k for k, s in enumerate(subgraphs) if s.graph == g]
+        walk = graph.graphs[g] if graph is not None and g < len(graph.graphs) else None
+        if walk is None or walk.inputs is None:
+            out.extend(mine)
+        else:
+            out.extend(mine[k] for k in run_order(walk, [subgraphs[k].nodes for k in mine]))
+    return out
+
+
+def _finishing_subgraph(num_params: int, subgraphs: Sequence[Subgraph], called: Sequence[int]) -> list[int | None]:
+    """Per parameter, the subgraph whose backward completes its gradient: the earliest called
     that uses it (backward runs the subgraphs in reverse); None if none uses it."""
     out: list[int | None] = [None] * num_params
-    for k in reversed(range(len(subgraphs))):
+    for k in reversed(called):
         for i in subgraphs[k].param_indices:
             out[i] = k
     return out
 
 
-def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], count: int) -> IterationSample:
+def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], called: Sequence[int]) -> IterationSample:
+    count = len(called)
     own: list[float | None] = [None] * count
     for i, k in enumerate(finish):
         t = it.grad_ready_s[i]
@@ -158,7 +175,7 @@ def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], count:
             own[k] = t if own[k] is None else max(own[k], t)
     end: list[float | None] = [None] * count
     running: float | None = None
-    for k in reversed(range(count)):  # backward runs the last subgraph first
+    for k in reversed(called):  # backward runs the last subgraph called first
         if own[k] is not None:
             running = own[k] if running is None else max(running, own[k])
         end[k] = running
@@ -184,8 +201,9 @@ def compiled_ready_trace(trace: Trace, subgraphs: Sequence[Subgraph]) -> Trace:
     """``trace`` with every parameter ready when its subgraph's compiled backward returns; the
     hooks' order is the new ready times', ties in the autograd engine's order
     (:func:`engine_hook_order`), then the eager order."""
-    finish = _finishing_subgraph(trace.num_params, subgraphs)
-    iterations = tuple(_grouped_iteration(it, finish, len(subgraphs)) for it in trace.iterations)
+    called = _call_order(trace, subgraphs)
+    finish = _finishing_subgraph(trace.num_params, subgraphs, called)
+    iterations = tuple(_grouped_iteration(it, finish, called) for it in trace.iterations)
     grouped = replace(trace, iterations=iterations)
     median = grouped.median_grad_ready_s()
     engine = {i: k for k, i in enumerate(engine_hook_order(trace, subgraphs))}

@@ -7,8 +7,8 @@ recording backend), then compiles ``DDP(model)`` with ``backend="aot_eager"`` an
 mapped to DDP's indices through Dynamo's graph arguments) at the DDP's own cap; the same
 Dynamo graph is then split again by ``DDPOptimizer(cap).compile_fn`` at each other cap.
 Also fuses a list of gradient sizes with inductor's ``_bucket_size_fusion`` (the python
-reducer's bucketing). With ``--rebuild``: DDP's rebuilt buckets under compile at 5 MiB and the
-order its hooks fired in. Prints one JSON object.
+reducer's bucketing). With ``--rebuild [CAPS]``: DDP's rebuilt buckets under compile at each cap
+(MiB, comma-separated; 5 by default) and the order its hooks fired in. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def model_case(name, kwargs):
             per_graph.append(_buckets([(b.size, [real[p] for p in b.params]) for b in opt.buckets], ids))
         by_cap[str(cap)] = per_graph
     torch._dynamo.reset()
-    return {"num_params": len(params), "graph": graph.to_dict(), "buckets": by_cap}
+    return {"num_params": len(params), "graph": graph.to_dict(), "buckets": by_cap,
+            "params": [[n, list(p.shape), str(p.dtype).removeprefix("torch.")] for n, p, _ in ddp_params(spec.module)]}
 
 
 def rebuild_case(name, kwargs, cap_mb=5, iterations=3):
@@ -94,7 +95,8 @@ def rebuild_case(name, kwargs, cap_mb=5, iterations=3):
         (spec.loss_fn or default_loss)(out).backward()
     data = ddp._get_ddp_logging_data()
     torch._dynamo.reset()
-    return {"cap_mb": cap_mb, "hook_order": order, "rebuilt_bucket_sizes": data.get("rebuilt_bucket_sizes")}
+    return {"cap_mb": cap_mb, "hook_order": order, "rebuilt_bucket_sizes": data.get("rebuilt_bucket_sizes"),
+            "rebuilt_per_bucket_param_indices": data.get("rebuilt_per_bucket_param_indices")}
 
 
 def python_reducer_case(sizes_bytes, caps_mb):
@@ -123,8 +125,10 @@ def main() -> None:
     names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(MODELS)
     result = {"models": {n: model_case(n, MODELS[n]) for n in names}}
     if "--rebuild" in sys.argv:
-        result["rebuild"] = {n: rebuild_case(n, MODELS[n]) for n in names}
-    sizes = json.loads(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "--rebuild" else []
+        caps = [float(c) for c in sys.argv[sys.argv.index("--rebuild") + 1].split(",")] \
+            if len(sys.argv) > sys.argv.index("--rebuild") + 1 else [5]
+        result["rebuild"] = {n: {str(c): rebuild_case(n, MODELS[n], cap_mb=c) for c in caps} for n in names}
+    sizes = json.loads(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].startswith("[") else []
     result["python_reducer"] = python_reducer_case(sizes, (0, 1, 2, 25)) if sizes else {}
     dist.destroy_process_group()
     print(json.dumps(result))

@@ -20,9 +20,10 @@ import pytest
 
 from ddpsim.errors import InputError
 from ddpsim.pipeline.scenario import scenario_from_dict
+from ddpsim.plan.autograd_order import graph_hook_order, run_order
 from ddpsim.plan.compiled import (CompileOptions, compiled_point, compiled_ready_trace, compiled_subgraphs,
-                                  ddp_optimizer_buckets, python_reducer_plan)
-from ddpsim.plan.planner import DDPOptions
+                                  ddp_optimizer_buckets, engine_hook_order, python_reducer_plan)
+from ddpsim.plan.planner import DDPOptions, plan_ddp
 from ddpsim.trace.compiled_graph import CompiledGraph, GraphWalk, compiled_graph_from_dict
 from ddpsim.trace.records import load_trace, make_trace, save_trace, trace_from_dict
 from ddpsim.units import MIB, mb_to_bytes
@@ -31,6 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 KIB = 1024
 #: gradient sizes (ready order) fused by inductor in the worker and by ddpsim here
 FUSE_SIZES = [4_000_000, 300_000, 800_000, 2_000_000, 500_000, 3_000_000, 64]
+#: caps (MiB) at which the worker reads back real compiled DDP's rebuilt buckets (BERT: at 1 MiB the
+#: split graph calls its q, k, v subgraphs out of forward order; at 2.5 MiB a subgraph returns a
+#: view that aot_autograd regenerates outside it)
+REBUILD_CAPS = "1,2.5"
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +43,8 @@ def torch_side():
     pytest.importorskip("torch")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "compiled_ddp_worker.py"), "mlp,gpt2-124m,bert-base",
-                          json.dumps(FUSE_SIZES)], capture_output=True, text=True, env=env, timeout=600)
+                          json.dumps(FUSE_SIZES), "--rebuild", REBUILD_CAPS], capture_output=True, text=True, env=env,
+                         timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -60,6 +66,24 @@ def test_gpt2s_tied_embedding_counted_twice_as_ddp_optimizer_does(torch_side):
     real = torch_side["models"]["gpt2-124m"]["buckets"]["5"][0]
     wte = 0  # transformer.wte.weight, tied to lm_head
     assert [k for k, b in enumerate(real) if wte in b["params"]] == [0, len(real) - 1]
+
+
+@pytest.mark.parametrize("model", ["mlp", "gpt2-124m", "bert-base"])
+def test_hooks_and_rebuilt_buckets_equal_real_compiled_ddps(torch_side, model):
+    """The engine's hook order, and DDP's rebuild over it, equal real compiled DDP's
+    (``rebuilt_per_bucket_param_indices``), parameter for parameter."""
+    case = torch_side["models"][model]
+    graph = compiled_graph_from_dict(case["graph"]).check(case["num_params"])
+    n = case["num_params"]
+    trace = make_trace(model=model, params=[tuple(p) for p in case["params"]], ready_s=[float(n - i) for i in range(n)],
+                       forward_s=1.0, backward_s=float(n), optimizer_s=0.0, num_iterations=3, compiled_graph=graph)
+    for cap, real in torch_side["rebuild"][model].items():
+        options = DDPOptions(bucket_cap_mb=float(cap))
+        subgraphs = compiled_subgraphs(trace, options, CompileOptions())
+        assert engine_hook_order(trace, subgraphs) == real["hook_order"], f"{model} at {cap} MiB"
+        rebuilt = [[int(x) for x in b.split()] for b in real["rebuilt_per_bucket_param_indices"].split(",")]
+        plan = plan_ddp(compiled_ready_trace(trace, subgraphs), options)
+        assert [list(b.param_indices) for b in plan.steady] == rebuilt, f"{model} at {cap} MiB"
 
 
 def test_python_reducer_buckets_equal_inductors_fusion(torch_side):
@@ -108,6 +132,34 @@ def test_ready_when_the_subgraphs_backward_returns():
     assert grouped.grad_ready_order == (3, 2, 1, 0)  # ties kept in the eager order
 
 
+def test_engine_order_by_hand_ties_leave_the_heap_in_sift_order():
+    # forward: node a uses p0..p9, node b uses a and p10..p13 (walk: b, a); one subgraph each.
+    # b's backward pushes [a's backward (lower), AG10, AG11, AG12, AG13]: the max-heap of tied
+    # AccumulateGrads pops 10, then (hole to the right child on a tie) 11, 13, 12; then a's pushes
+    # AG0..AG9 into an empty heap. Real compiled DDP on the 6-layer mlp fires its hooks so.
+    walk = GraphWalk(users=(-1, 0), uses=(), inputs=((("node", 1),) + tuple(("param", i) for i in range(10, 14)),
+                                                     tuple(("param", i) for i in range(10))))
+    assert graph_hook_order(walk, [(1, 2), (0, 1)]) == [10, 11, 13, 12, 0, 2, 6, 9, 8, 5, 7, 4, 1, 3]
+    # a view of a (node 2) returned beside a: regenerated outside a's subgraph, its node queued at
+    # once and a's backward only after it (BERT's pooler slice at 2.5 MiB does this)
+    view = GraphWalk(users=(-1, 0, 0), uses=(), alias_of=(None, 2, None),  # walk: b, the view, a
+                     inputs=((("node", 1), ("param", 37), ("param", 38), ("node", 2))
+                             + tuple(("param", i) for i in range(40, 44)), (("node", 2),), (("param", 0),)))
+    assert graph_hook_order(view, [(1, 3), (0, 1)]) == [37, 38, 42, 43, 41, 40, 0]
+
+
+def test_split_graph_calls_independent_subgraphs_in_split_modules_order():
+    # forward: a (p0); b and c each use a; d uses b and c (walk: d, c, b, a). split_module's stack
+    # takes a, then pushes its dependents b, c and pops c first: the calls run a, c, b, d
+    walk = GraphWalk(users=(-1, 0, 0, 1), uses=(), inputs=((("node", 2), ("node", 1)), (("node", 3), ("param", 2)),
+                                                           (("node", 3), ("param", 1)), (("param", 0),)))
+    ranges = [(3, 4), (2, 3), (1, 2), (0, 1)]
+    assert run_order(walk, ranges) == [0, 2, 1, 3]
+    # d's backward queues b's and c's; b was called later (a higher sequence_nr), so its backward,
+    # and p1's hook, runs first (in forward order c's would)
+    assert graph_hook_order(walk, ranges) == [1, 2, 0]
+
+
 def test_without_ddp_optimizer_every_gradient_is_ready_at_the_end():
     trace, walk = _chain_trace()
     trace = trace_from_dict({**trace.to_dict(), "compiled_graph": CompiledGraph(graphs=(walk,)).to_dict()})
@@ -126,6 +178,20 @@ def test_trace_keeps_its_compiled_graph_and_refuses_a_bad_one(tmp_path):
     bad["compiled_graph"]["graphs"][0]["uses"][0] = [0, 9, 10]
     with pytest.raises(InputError, match=r"^trace: compiled_graph.graphs\[0\].uses\[0\]: \[0, 9, 10\] is not accepted; "
                                          r"expected \[node in \[0, 5\), parameter in \[0, 4\), bytes >= 0\]$"):
+        trace_from_dict(bad)
+
+
+def test_a_graphs_inputs_and_views_kept_and_a_bad_one_refused(tmp_path):
+    trace, walk = _chain_trace()
+    walk = GraphWalk(users=walk.users, uses=walk.uses, alias_of=(None, None, None, None, 3),
+                     inputs=((("node", 1), ("param", 3)), (("node", 2), ("param", 2)), (("node", 3), ("param", 1)),
+                             (("node", 4), ("param", 0)), ()))
+    doc = {**trace.to_dict(), "compiled_graph": CompiledGraph(graphs=(walk,)).to_dict()}
+    assert load_trace(save_trace(trace_from_dict(doc), tmp_path / "t.json")).compiled_graph.graphs == (walk,)
+    bad = json.loads(json.dumps(doc))
+    bad["compiled_graph"]["graphs"][0]["inputs"][1] = [["param", 7]]
+    with pytest.raises(InputError, match=r"^trace: compiled_graph.graphs\[0\].inputs\[1\]: \['param', 7\] is not "
+                                         r"accepted; expected \['param', index in \[0, 4\)\] or \['node' or 'data', another "):
         trace_from_dict(bad)
 
 

@@ -32,9 +32,10 @@ Three modes, by ``torch._dynamo.config.optimize_ddp`` (``torch/_dynamo/config.py
 
 What is approximate: the subgraph's end is taken as the eager time of its last parameter gradient
 (the compiled kernels are assumed as fast as the traced eager ones unless the trace was captured
-compiled); within a subgraph DDP's hooks fire in the autograd engine's ready-queue order, which
-ddpsim replaces by the eager order (DDP's rebuilt buckets can then differ from real
-compiled DDP's: ``studies/compiled_split.py --rebuild`` measures it); with the python reducer, a fused all-reduce is taken to start when
+compiled); within a subgraph DDP's hooks fire in the autograd engine's ready-queue order
+(:mod:`ddpsim.plan.autograd_order`, from the trace's recorded graph inputs; a trace without them
+keeps the eager order there, and DDP's rebuilt buckets can then differ from real compiled DDP's);
+with the python reducer, a fused all-reduce is taken to start when
 its last gradient is ready and the engine's Reducer costs (copy into a flat bucket, hooks) stand
 for inductor's concat and copy-back.
 """
@@ -45,6 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ddpsim.errors import InputError
+from ddpsim.plan.autograd_order import graph_hook_order, run_order
 from ddpsim.plan.planner import BucketPlan, DDPOptions, _make_buckets, plan_ddp
 from ddpsim.trace.compiled_graph import GraphWalk
 from ddpsim.trace.records import IterationSample, Trace
@@ -82,6 +84,9 @@ class Subgraph:
 
     param_indices: tuple[int, ...]
     size_bytes: int
+    #: the Dynamo graph (compile order) and its walk indices ``[start, stop)`` the subgraph holds
+    graph: int = 0
+    nodes: tuple[int, int] = (0, 0)
 
 
 def ddp_optimizer_buckets(walk: GraphWalk, bucket_bytes_cap: int,
@@ -105,7 +110,9 @@ def ddp_optimizer_buckets(walk: GraphWalk, bucket_bytes_cap: int,
             cur["external"] = True
     if len(built) > 1 and built[-1]["size"] == 0:  # a preamble without parameters joins the next bucket
         built[-2]["params"].extend(built.pop()["params"])
-    return [Subgraph(param_indices=tuple(b["params"]), size_bytes=b["size"]) for b in reversed(built)]
+    stops = [b["start"] for b in built[1:]] + [len(walk.users)]
+    return [Subgraph(param_indices=tuple(b["params"]), size_bytes=b["size"], nodes=(b["start"], stop))
+            for b, stop in reversed(list(zip(built, stops)))]
 
 
 def check_ddp_optimizer_cap(options: DDPOptions) -> None:
@@ -124,26 +131,43 @@ def compiled_subgraphs(trace: Trace, options: DDPOptions, compile: CompileOption
         if graph is None:
             used = tuple(i for i in range(trace.num_params) if trace.params[i].has_grad)
             return [Subgraph(param_indices=used, size_bytes=sum(trace.params[i].size_bytes for i in used))]
-        return [Subgraph(param_indices=tuple(u[1] for u in g.uses), size_bytes=sum(u[2] for u in g.uses))
-                for g in graph.graphs]
+        return [Subgraph(param_indices=tuple(u[1] for u in g.uses), size_bytes=sum(u[2] for u in g.uses), graph=k,
+                         nodes=(0, len(g.users))) for k, g in enumerate(graph.graphs)]
     if graph is None:
         raise InputError(f"trace {trace.model!r}: compile.ddp_optimizer: true needs the trace's compiled_graph; expected "
                          "a trace captured with 'ddpsim trace --compiled-graph' (or compile.ddp_optimizer: false)")
     check_ddp_optimizer_cap(options)
-    return [s for g in graph.graphs for s in ddp_optimizer_buckets(g, options.bucket_bytes_cap)]
+    return [replace(s, graph=k) for k, g in enumerate(graph.graphs) for s in ddp_optimizer_buckets(g, options.bucket_bytes_cap)]
 
 
-def _finishing_subgraph(num_params: int, subgraphs: Sequence[Subgraph]) -> list[int | None]:
-    """Per parameter, the subgraph whose backward completes its gradient: the earliest in forward
+def _call_order(trace: Trace, subgraphs: Sequence[Subgraph]) -> list[int]:
+    """The subgraphs (indices into ``subgraphs``) in the order they run forward: graph by graph,
+    each graph's in ``split_module``'s call order where the trace records the graph's inputs
+    (:func:`ddpsim.plan.autograd_order.run_order`), else in forward order."""
+    graph = trace.compiled_graph
+    out: list[int] = []
+    for g in sorted({s.graph for s in subgraphs}):
+        mine = [k for k, s in enumerate(subgraphs) if s.graph == g]
+        walk = graph.graphs[g] if graph is not None and g < len(graph.graphs) else None
+        if walk is None or walk.inputs is None:
+            out.extend(mine)
+        else:
+            out.extend(mine[k] for k in run_order(walk, [subgraphs[k].nodes for k in mine]))
+    return out
+
+
+def _finishing_subgraph(num_params: int, subgraphs: Sequence[Subgraph], called: Sequence[int]) -> list[int | None]:
+    """Per parameter, the subgraph whose backward completes its gradient: the earliest called
     that uses it (backward runs the subgraphs in reverse); None if none uses it."""
     out: list[int | None] = [None] * num_params
-    for k in reversed(range(len(subgraphs))):
+    for k in reversed(called):
         for i in subgraphs[k].param_indices:
             out[i] = k
     return out
 
 
-def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], count: int) -> IterationSample:
+def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], called: Sequence[int]) -> IterationSample:
+    count = len(called)
     own: list[float | None] = [None] * count
     for i, k in enumerate(finish):
         t = it.grad_ready_s[i]
@@ -151,7 +175,7 @@ def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], count:
             own[k] = t if own[k] is None else max(own[k], t)
     end: list[float | None] = [None] * count
     running: float | None = None
-    for k in reversed(range(count)):  # backward runs the last subgraph first
+    for k in reversed(called):  # backward runs the last subgraph called first
         if own[k] is not None:
             running = own[k] if running is None else max(running, own[k])
         end[k] = running
@@ -159,16 +183,33 @@ def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], count:
     return replace(it, grad_ready_s=ready)
 
 
+def engine_hook_order(trace: Trace, subgraphs: Sequence[Subgraph]) -> list[int]:
+    """The parameters in the order the autograd engine runs their AccumulateGrad nodes
+    (:func:`ddpsim.plan.autograd_order.graph_hook_order`, graphs in reverse compile order); empty
+    without the compiled graph's recorded inputs."""
+    graph = trace.compiled_graph
+    if graph is None or any(g.inputs is None for g in graph.graphs):
+        return []
+    order: list[int] = []
+    for k in reversed(range(len(graph.graphs))):
+        ranges = [s.nodes for s in subgraphs if s.graph == k]
+        order.extend(i for i in graph_hook_order(graph.graphs[k], ranges) if i not in order)
+    return order
+
+
 def compiled_ready_trace(trace: Trace, subgraphs: Sequence[Subgraph]) -> Trace:
     """``trace`` with every parameter ready when its subgraph's compiled backward returns; the
-    hooks' order is the new ready times', ties in the eager order."""
-    finish = _finishing_subgraph(trace.num_params, subgraphs)
-    iterations = tuple(_grouped_iteration(it, finish, len(subgraphs)) for it in trace.iterations)
+    hooks' order is the new ready times', ties in the autograd engine's order
+    (:func:`engine_hook_order`), then the eager order."""
+    called = _call_order(trace, subgraphs)
+    finish = _finishing_subgraph(trace.num_params, subgraphs, called)
+    iterations = tuple(_grouped_iteration(it, finish, called) for it in trace.iterations)
     grouped = replace(trace, iterations=iterations)
     median = grouped.median_grad_ready_s()
+    engine = {i: k for k, i in enumerate(engine_hook_order(trace, subgraphs))}
     position = {i: k for k, i in enumerate(trace.grad_ready_order)}
     order = tuple(sorted(trace.grad_ready_order, key=lambda i: (median[i] if median[i] is not None else float("inf"),
-                                                                position[i])))
+                                                                engine.get(i, len(engine)), position[i])))
     return replace(grouped, grad_ready_order=order)
 
 
@@ -211,4 +252,4 @@ def compiled_point(trace: Trace, options: DDPOptions, compile: CompileOptions,
 
 
 __all__ = ["MODES", "CompileOptions", "Subgraph", "ddp_optimizer_buckets", "check_ddp_optimizer_cap",
-           "compiled_subgraphs", "compiled_ready_trace", "python_reducer_plan", "compiled_point"]
+           "compiled_subgraphs", "engine_hook_order", "compiled_ready_trace", "python_reducer_plan", "compiled_point"]

@@ -15,6 +15,17 @@ exactly those facts per graph, so that :mod:`ddpsim.plan.compiled` can redo the 
 * ``uses``: ``(node, param_index, nbytes)`` in the order DDPOptimizer adds them, ``param_index``
   the parameter's position in DDP's list (the trace's ``params``); a parameter used by two nodes
   (tied weights) appears twice, as DDPOptimizer counts it twice.
+* ``inputs[i]`` (optional): the i-th node's inputs that need a gradient, in the order
+  ``torch/fx/passes/split_module.py`` meets them (``map_arg`` over the node's args, then its kwargs):
+  ``["param", k]`` for DDP's parameter k, ``["node", j]`` for the result of walk node j
+  (``["data", j]``: one that needs none, which still orders the subgraphs). A split
+  subgraph's placeholders are its nodes' outside inputs in that order (first use, forward order),
+  and so are its compiled backward's next edges, the order the autograd engine queues their
+  AccumulateGrad nodes in (:mod:`ddpsim.plan.autograd_order`).
+* ``alias_of[i]`` (optional, with ``inputs``): for a node whose result is a view, the walk index
+  of the node (not a view) whose storage it shares; ``None`` otherwise. aot_autograd returns such
+  a result from a compiled subgraph through a view regenerated outside it (its own autograd node)
+  when it aliases the subgraph's input or another of its outputs.
 
 The graphs are those Dynamo compiles for one forward of the bare module, in compile order
 (several after a graph break); DDPOptimizer sees the same graphs when the module runs inside
@@ -40,10 +51,24 @@ class GraphWalk:
 
     users: tuple[int | None, ...]
     uses: tuple[tuple[int, int, int], ...]
+    inputs: tuple[tuple[tuple[str, int], ...], ...] | None = None
+    alias_of: tuple[int | None, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.alias_of is not None:
+            object.__setattr__(self, "alias_of", tuple(self.alias_of))
         object.__setattr__(self, "users", tuple(self.users))
         object.__setattr__(self, "uses", tuple(tuple(u) for u in self.uses))
+        if self.inputs is not None:
+            object.__setattr__(self, "inputs", tuple(tuple((k, v) for k, v in row) for row in self.inputs))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"users": list(self.users), "uses": [list(u) for u in self.uses]}
+        if self.inputs is not None:
+            out["inputs"] = [[[k, v] for k, v in row] for row in self.inputs]
+        if self.alias_of is not None:
+            out["alias_of"] = list(self.alias_of)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,7 +83,7 @@ class CompiledGraph:
 
     def to_dict(self) -> dict[str, Any]:
         return {"torch_version": self.torch_version,
-                "graphs": [{"users": list(g.users), "uses": [list(u) for u in g.uses]} for g in self.graphs]}
+                "graphs": [g.to_dict() for g in self.graphs]}
 
     def check(self, num_params: int, source: str = "trace") -> "CompiledGraph":
         """Raise InputError unless every node and parameter index is in range."""
@@ -73,13 +98,36 @@ class CompiledGraph:
                     raise InputError(f"{source}: compiled_graph.graphs[{k}].uses[{j}]: {shorten([node, index, nbytes])} "
                                      f"is not accepted; expected [node in [0, {n}), parameter in [0, {num_params}), "
                                      "bytes >= 0]")
+            _check_inputs(g, k, num_params, source)
         return self
+
+
+def _check_inputs(g: GraphWalk, k: int, num_params: int, source: str) -> None:
+    if g.alias_of is not None:
+        for i, b in enumerate(g.alias_of):
+            if b is not None and not (0 <= b < len(g.users) and b != i):
+                raise InputError(f"{source}: compiled_graph.graphs[{k}].alias_of[{i}]: {shorten(b)} is not accepted; "
+                                 f"expected null or another node's index in [0, {len(g.users)})")
+    if g.inputs is None:
+        return
+    if len(g.inputs) != len(g.users):
+        raise InputError(f"{source}: compiled_graph.graphs[{k}].inputs: {len(g.inputs)} rows are not accepted; "
+                         f"expected one per node ({len(g.users)})")
+    for i, row in enumerate(g.inputs):
+        for kind, v in row:
+            if not isinstance(v, int) or not ((kind == "param" and 0 <= v < num_params)
+                                              or (kind in ("node", "data") and 0 <= v < len(g.users) and v != i)):
+                raise InputError(f"{source}: compiled_graph.graphs[{k}].inputs[{i}]: {shorten([kind, v])} is not "
+                                 f"accepted; expected ['param', index in [0, {num_params})] or ['node' or 'data', another "
+                                 f"node's index in [0, {len(g.users)})]")
 
 
 def compiled_graph_from_dict(data: dict[str, Any]) -> CompiledGraph:
     """The :class:`CompiledGraph` of a validated ``compiled_graph`` mapping."""
     return CompiledGraph(torch_version=data.get("torch_version", ""),
-                         graphs=tuple(GraphWalk(users=g["users"], uses=g["uses"]) for g in data["graphs"]))
+                         graphs=tuple(GraphWalk(users=g["users"], uses=g["uses"], inputs=g.get("inputs"),
+                                               alias_of=g.get("alias_of"))
+                                     for g in data["graphs"]))
 
 
 # ---- capture (needs torch) ------------------------------------------------------------------
@@ -113,6 +161,7 @@ def _walk_graph(torch: Any, gm: Any, index_of: dict[int, int]) -> GraphWalk:
             for _, p in mod.named_parameters():
                 add(i, p)
 
+    inputs = [_grad_inputs(torch, node, position, index_of) for node in nodes]
     for i, node in enumerate(nodes):
         idx = [OUTPUT_USER if u.op == "output" else position[u] for u in node.users if u.op == "output" or u in position]
         users.append(min(idx) if idx else NO_USER)
@@ -126,7 +175,53 @@ def _walk_graph(torch: Any, gm: Any, index_of: dict[int, int]) -> GraphWalk:
             add_args(i, node)
         elif node.op == "get_attr":
             add(i, getattr(gm, node.target, None))
-    return GraphWalk(users=tuple(users), uses=tuple(uses))
+    return GraphWalk(users=tuple(users), uses=tuple(uses), inputs=tuple(inputs), alias_of=_alias_of(torch, nodes))
+
+
+def _alias_of(torch: Any, nodes: Sequence[Any]) -> tuple[int | None, ...]:
+    """Per node (walk order), the nearest earlier node in forward, not a view, whose storage its
+    view result shares (Dynamo's fake ``example_value`` tensors keep storage identity)."""
+    out: list[int | None] = []
+    for i, node in enumerate(nodes):
+        value = node.meta.get("example_value")
+        base = None
+        if isinstance(value, torch.Tensor) and value._is_view():
+            storage = value.untyped_storage()._cdata
+            for j in range(i + 1, len(nodes)):
+                other = nodes[j].meta.get("example_value")
+                if isinstance(other, torch.Tensor) and not other._is_view() and \
+                        other.untyped_storage()._cdata == storage:
+                    base = j
+                    break
+        out.append(base)
+    return tuple(out)
+
+
+def _needs_grad(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return any(_needs_grad(v) for v in value)
+    return bool(getattr(value, "requires_grad", False))
+
+
+def _grad_inputs(torch: Any, node: Any, position: dict, index_of: dict[int, int]) -> tuple[tuple[str, int], ...]:
+    """``node``'s inputs that need a gradient, in ``split_module``'s order (args, then kwargs;
+    none for the global-state nodes it does not record: autocast's and grad mode's switches)."""
+    if node.target in (torch.amp._enter_autocast, torch.amp._exit_autocast, torch._C._set_grad_enabled):
+        return ()
+    found: list[tuple[str, int]] = []
+
+    def visit(arg: Any) -> Any:
+        if arg.op == "placeholder":
+            p = arg.meta["grapharg"].example if "grapharg" in arg.meta else None
+            if isinstance(p, torch.nn.Parameter) and id(p) in index_of:
+                found.append(("param", index_of[id(p)]))
+        elif arg in position:
+            found.append(("node" if _needs_grad(arg.meta.get("example_value")) else "data", position[arg]))
+        return arg
+
+    torch.fx.graph.map_arg(node.args, visit)
+    torch.fx.graph.map_arg(node.kwargs, visit)
+    return tuple(found)
 
 
 def capture_compiled_graph(spec: Any, params: Sequence[Any], *, batch_size: int) -> CompiledGraph:

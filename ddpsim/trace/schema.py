@@ -95,6 +95,10 @@ class GraphWalkDoc(Schema):
 
     users: list[Annotated[int, Field(ge=-1)] | None]
     uses: list[Annotated[list[Annotated[int, Field(ge=0, le=MAX_BYTES)]], Field(min_length=3, max_length=3)]]
+    #: per node, its inputs that need a gradient in split_module's order: ["param", k] or ["node", j]
+    inputs: list[list[Annotated[list[str | int], Field(min_length=2, max_length=2)]]] | None = None
+    #: per node, the node whose storage its view result shares (null: none, or not a view)
+    alias_of: list[Annotated[int, Field(ge=0)] | None] | None = None
 
 
 class CompiledGraphDoc(Schema):

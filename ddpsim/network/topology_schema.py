@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from ddpsim.schema import Schema
 from ddpsim.units import MAX_NODES
@@ -52,6 +52,16 @@ class FabricOptions(Schema):
     num_spines: Annotated[int, Field(ge=1, le=MAX_NODES)] = 4
 
 
+def _pcie_gen(v: int) -> int:
+    if v not in (3, 4, 5):
+        raise ValueError("one of 3, 4, 5")
+    return v
+
+
+#: a PCIe generation a preset can build
+PcieGen = Annotated[int, AfterValidator(_pcie_gen)]
+
+
 class DgxOptions(FabricOptions):
     """Options of the NVSwitch presets (``dgx-a100``, ``dgx-h100``, ``dgx-h200``, ``dgx-b200``,
     ``gb200-nvl72``; None: the catalogue's figure)."""
@@ -59,14 +69,7 @@ class DgxOptions(FabricOptions):
     gpus_per_node: PerNode | None = None
     nvlinks_per_gpu: Annotated[int, Field(ge=1, le=64)] | None = None
     nic_gbit: Gbps | None = None
-    pcie_gen: int | None = None
-
-    @field_validator("pcie_gen")
-    @classmethod
-    def _gen(cls, v: int | None) -> int | None:
-        if v is not None and v not in (3, 4, 5):
-            raise ValueError("one of 3, 4, 5")
-        return v
+    pcie_gen: PcieGen | None = None
 
 
 class MeshOptions(FabricOptions):
@@ -75,14 +78,7 @@ class MeshOptions(FabricOptions):
 
     gpus_per_node: PerNode | None = None
     nic_gbit: Gbps | None = None
-    pcie_gen: int | None = None
-
-    @field_validator("pcie_gen")
-    @classmethod
-    def _gen(cls, v: int | None) -> int | None:
-        if v is not None and v not in (3, 4, 5):
-            raise ValueError("one of 3, 4, 5")
-        return v
+    pcie_gen: PcieGen | None = None
 
 
 class PcieOptions(FabricOptions):

@@ -194,7 +194,8 @@ def load_chrome_trace(path: str | Path) -> dict[str, Any]:
     return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)
 
 
-def _merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+def merge_intervals(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``intervals`` as sorted disjoint intervals (HTA's ``merge_kernel_intervals``)."""
     out: list[list[float]] = []
     for a, b in sorted(intervals):
         if out and a <= out[-1][1]:
@@ -216,7 +217,7 @@ def comm_comp_overlap(trace: dict[str, Any]) -> float:
             comm.append(iv)
         elif kind == "COMPUTATION":
             comp.append(iv)
-    mc, mp = _merge(comm), _merge(comp)
+    mc, mp = merge_intervals(comm), merge_intervals(comp)
     total = sum(b - a for a, b in mc)
     if total <= 0:
         return 0.0

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.records import IterationSample, Trace
+from ddpsim.report.perfetto import merge_intervals
 from ddpsim.validation.profile_timeline import StepTimeline
 
 #: the phases a step is split into, in step order (module docstring)
@@ -52,16 +53,6 @@ def nccl_algorithm_protocol(kernel_name: str) -> tuple[str | None, str | None]:
 
 
 # ---- HTA's overlap ----------------------------------------------------------------------------
-
-def merge_intervals(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of ``intervals`` as sorted disjoint intervals (HTA's ``merge_kernel_intervals``)."""
-    out: list[list[float]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
 
 
 def intersection_s(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> float:

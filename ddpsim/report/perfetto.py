@@ -48,10 +48,11 @@ import gzip
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from ddpsim.io import write_bytes_atomic
 from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, SimResult
+from ddpsim.trace.profile.kineto import merge_intervals
 
 CPU_TID = 1
 COMPUTE_TID = 7
@@ -192,17 +193,6 @@ def load_chrome_trace(path: str | Path) -> dict[str, Any]:
     """A trace file written by :func:`write_traces` (``.json.gz``) or a plain ``.json`` one, as a dict."""
     data = Path(path).read_bytes()
     return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)
-
-
-def merge_intervals(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of ``intervals`` as sorted disjoint intervals (HTA's ``merge_kernel_intervals``)."""
-    out: list[list[float]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
 
 
 def comm_comp_overlap(trace: dict[str, Any]) -> float:

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.records import IterationSample, Trace
-from ddpsim.report.perfetto import merge_intervals
+from ddpsim.trace.profile.kineto import merge_intervals
 from ddpsim.validation.profile_timeline import StepTimeline
 
 #: the phases a step is split into, in step order (module docstring)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, RuntimeCall
+from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, RuntimeCall, merge_intervals
 
 BACKWARD_OP = "autograd::engine::evaluate_function:"
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
@@ -170,13 +170,10 @@ class SpanIndex:
     """The union of some CPU spans, per thread, for fast "is this time inside one?" queries."""
 
     def __init__(self, spans: Sequence[tuple[float, float, object]]) -> None:
-        by_tid: dict[object, list[tuple[float, float]]] = {}
-        for a, b, tid in sorted(spans, key=lambda x: (str(x[2]), x[0])):
-            merged = by_tid.setdefault(tid, [])
-            if merged and a <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-            else:
-                merged.append((a, b))
+        per_tid: dict[object, list[tuple[float, float]]] = {}
+        for a, b, tid in spans:
+            per_tid.setdefault(tid, []).append((a, b))
+        by_tid = {tid: merge_intervals(v) for tid, v in per_tid.items()}
         self._starts = {tid: [a for a, _ in m] for tid, m in by_tid.items()}
         self._spans = by_tid
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-STEPS = ("collectives", "ddp", "replay", "trace", "round")
+STEPS = ("collectives", "ddp", "replay", "trace", "round", "profile")
 
 EPILOG = """examples:
   torchrun --nproc-per-node 2 -m executor collectives --out cal.json --num-threads 1
@@ -19,11 +19,13 @@ EPILOG = """examples:
       --compute synthetic --out r.json
   torchrun --nproc-per-node 2 -m executor round --model mlp --batch-size 32 --caps none,1,25 \\
       --iterations 20 --warmup 5 --round 1 --out-dir raw/
+  torchrun --nproc-per-node 1 -m executor profile --model resnet50 --batch-size 64 --autocast bf16 \
+      --out-dir prof/
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from executor import capture_step, collectives_step, ddp_step, replay, round_step
+    from executor import capture_step, collectives_step, ddp_step, profile_step, replay, round_step
     from executor.runtime import MALLOC_MODES
 
     parser = argparse.ArgumentParser(prog="python -m executor", description=__doc__.splitlines()[0],
@@ -34,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
                              ("replay", replay, "any bucket plan with the executor's own reducer -> measurement JSON"),
                              ("trace", capture_step, "a trace captured on every rank at once (the run's conditions)"),
                              ("round", round_step, "a trace slice and real DDP at each cap, all in one launch "
-                                                   "(one validation round)")):
+                                                   "(one validation round)"),
+                             ("profile", profile_step, "a model under real DDP, torch.profiler trace per rank -> rank<R>.json.gz")):
         p = sub.add_parser(name, help=help_, description=(mod.__doc__ or "").strip(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--backend", default="auto", help="auto (nccl with CUDA, else gloo), nccl or gloo")

@@ -1,9 +1,17 @@
 """Benchmark: the roofline retime (``ddpsim.trace.retime``) against real GPU profiles.
 
-One command, prints a table; no assertions:
+One command, prints two tables; no assertions:
 
     python benchmarks/bench_retime_gpu.py [--trace traces/resnet50.cpu.json] [--batch-size 32]
         [--profiles tests/data/resnet50_ddp_2xA100_rank0.json.gz:a100-40gb,tests/data/resnet50_ddp_1xV100_rank0.json.gz:v100]
+        [--measured 'traces/*.measured.*.json']
+
+The second table: every trace measured on a GPU (``traces/<model>[.<variant>].measured.<gpu>.json``,
+``ddpsim trace --device cuda``, wall time per phase with the device synchronised at each
+boundary, median over its iterations) beside the bundled CPU trace of the same model re-timed
+for that GPU at the measured run's batch, sequence length and autocast. The error is retimed /
+measured - 1: it holds the roofline's error on the kernels and the host time the roofline does
+not model (a phase whose kernels finish faster than the CPU can launch them is host-bound).
 
 For each ``PROFILE:GPU`` pair: the bundled CPU trace of the same model (torchvision's ResNet-50
 layout, re-built on the meta device) re-timed for ``GPU`` at the profiles' batch size (32 per
@@ -55,11 +63,42 @@ def retimed_phases_s(trace: str, gpu: str, batch_size: int) -> dict[str, float]:
     return {ph: getattr(it, f"{ph}_s") for ph in PHASES}
 
 
+def measured_rows(pattern: str) -> list[tuple[str, str, dict[str, float], dict[str, float]]]:
+    """Per measured GPU trace: (its file, the GPU, retimed phases, measured phase medians), seconds."""
+    from ddpsim.trace.records import load_trace
+    from ddpsim.trace.retime import retime_trace_file
+
+    rows = []
+    for path in sorted(ROOT.glob(pattern)):
+        gpu = path.name.rsplit(".", 2)[1]
+        meas = load_trace(path)
+        env = meas.environment
+        src = ROOT / "traces" / f"{meas.model}.cpu.json"
+        kw = {"seq_len": env["seq_len"]} if env.get("seq_len") else {}
+        ret = retime_trace_file(src, gpu=gpu, batch_size=env["batch_size"], autocast=env.get("autocast") or "none", **kw)
+        rows.append((path.name, gpu, {ph: ret.phase(ph).median_s for ph in PHASES},
+                     {ph: meas.phase(ph).median_s for ph in PHASES}))
+    return rows
+
+
+def print_measured(pattern: str) -> None:
+    rows = measured_rows(pattern)
+    if not rows:
+        return
+    print(f"\nretime of traces/<model>.cpu.json against traces measured on GPUs ({pattern}): retimed / measured ms, error")
+    print(f"{'measured trace':38s} " + " ".join(f"{ph:>24s}" for ph in PHASES))
+    for name, _gpu, ret, meas in rows:
+        cells = [f"{ret[ph] * 1e3:7.2f}/{meas[ph] * 1e3:7.2f} {100 * (ret[ph] / meas[ph] - 1):+5.0f}%" for ph in PHASES]
+        print(f"{name:38s} " + " ".join(f"{c:>24s}" for c in cells))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", default=str(ROOT / "traces/resnet50.cpu.json"), help="the CPU trace to re-time")
     ap.add_argument("--batch-size", type=int, default=32, help="per-GPU batch of the retime (the profiles': 32)")
     ap.add_argument("--profiles", default=DEFAULT_PROFILES, help="PROFILE:GPU pairs, comma-separated")
+    ap.add_argument("--measured", default="traces/*.measured.*.json",
+                    help="glob (from the repository root) of traces measured on GPUs; '' skips the second table")
     args = ap.parse_args()
     print(f"retime of {args.trace} at batch {args.batch_size} (fp32, TF32 convolutions where the GPU has them, SGD)")
     print(f"{'gpu (modelled) / profile':34s} {'phase':9s} {'retimed ms':>10s} {'busy ms':>8s} {'span ms':>8s} "
@@ -77,6 +116,8 @@ def main() -> None:
             label = ""
         if meas["batch_size"] not in (None, args.batch_size):
             print(f"  note: the profile's batch size is {meas['batch_size']}, the retime's {args.batch_size}")
+    if args.measured:
+        print_measured(args.measured)
 
 
 if __name__ == "__main__":

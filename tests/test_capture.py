@@ -208,7 +208,10 @@ def test_shipped_traces_load():
         stem, device, _ = f.name.rsplit(".", 2)  # <model>[.<variant>].<device>.json
         assert stem == tr.model or stem.startswith(tr.model + ".")
         model = tr.model
-        if device != "cpu":  # re-timed for a GPU of the hardware catalogue
+        if stem.endswith(".measured"):  # captured on that GPU by 'ddpsim trace --device cuda'
+            assert tr.synthetic is None and tr.environment["device"] == "cuda"
+            assert device.upper() in tr.environment["device_name"].replace(" ", "")
+        elif device != "cpu":  # re-timed for a GPU of the hardware catalogue
             assert tr.synthetic["kind"] == "retimed" and device.upper() in tr.synthetic["gpu"].replace("-", "")
         elif model == "gpt2-1.5b":
             assert tr.synthetic["kind"] == "derived-depth" and tr.synthetic["to_blocks"] == 48

@@ -411,3 +411,36 @@ def test_corrupt_events_give_an_input_error_or_a_trace(tmp_path):
             json.dumps(import_profile(path).trace.to_dict())
         except InputError as exc:
             assert "\n" not in str(exc)
+
+
+H100 = DATA / "gpt2-124m_ddp_1xH100_rank0.json.gz"
+#: the 13 buckets the H100 run's DDP recorded each step (record_param_comms), launch order
+H100_BUCKETS = (2_360_832, *(7_087_872,) * 11, 44_112_384)
+
+
+def test_align_order_follows_the_recorded_shapes_hand_worked():
+    from ddpsim.trace.profile.mapping import align_order
+
+    shapes = [(4,), (4, 8), (4,), (2, 4)]  # parameters 0..3 in DDP's order
+    meta = [3, 2, 1, 0]                     # a backward's ready order: shapes (2,4) (4,) (4,8) (4,)
+    # the run accumulated the (4, 8) weight before the (4,) bias of the same op
+    assert align_order(meta, shapes, [(2, 4), (4, 8), (4,), (4,)]) == [3, 1, 2, 0]
+    assert align_order(meta, shapes, [(2, 4), (4,), (4, 8), (4,)]) == meta          # agreeing: unchanged
+    assert align_order(meta, shapes, [(2, 4), (4,), (9,), (4,)]) == meta             # unmatched: the check reports it
+    assert align_order(meta, shapes, [(2, 4), None, (4, 8), (4,)]) == meta           # shapes missing: unchanged
+
+
+def test_an_h100_profile_whose_ready_order_differs_from_the_meta_backward():
+    """On the GPU, autograd accumulated many Linear weights before their biases, unlike a meta
+    backward: the recorded shapes set the order, and every bucket the run recorded then holds
+    exactly its parameters; ddpsim's plan at the default cap equals the run's 13 buckets."""
+    imp = import_profile(H100, model="gpt2-124m")
+    trace = imp.trace
+    assert imp.mapping.method == "factory" and imp.mapping.confidence == "exact"
+    assert any("recorded shapes set their order" in n for n in imp.notes)
+    for it in imp.iterations:
+        assert tuple(b.numel for b in it.buckets) == H100_BUCKETS
+    check = check_recorded_buckets(trace, imp.recorded_bucket_numels())
+    assert check.matches and check.planned_numels == H100_BUCKETS, check.message
+    names = [trace.params[i].name for i in trace.grad_ready_order]
+    assert set(names) == {p.name for p in trace.params} and len(names) == 148

@@ -134,7 +134,14 @@ def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
         where = "the reverse of DDP's order (the model's backward could not be run)"
         notes.append(f"{model}: its backward could not be run on meta or CPU; ready order taken as the reverse of DDP's order")
     numel = [p.numel() for _, p, _ in plist]
-    _check_shapes(grads, [tuple(p.shape) for _, p, _ in plist], order, model)
+    shapes = [tuple(p.shape) for _, p, _ in plist]
+    aligned = align_order(order, shapes, grads.shapes)
+    if aligned != order:
+        moved = sum(a != b for a, b in zip(aligned, order))
+        notes.append(f"{model}: {moved} gradients became ready in another order than {where} gives; "
+                     "the profile's recorded shapes set their order")
+        order, where = aligned, f"{where}, reordered by the profile's recorded shapes"
+    _check_shapes(grads, shapes, order, model)
     _check_buckets(grads, numel, order, model)
     params = tuple(ParamRecord(index=i, name=name, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
                                size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=sparse)
@@ -145,6 +152,29 @@ def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
     mapping = ParamMapping(method="factory", confidence="exact" if grads.buckets else "count",
                            detail=f"{model}: {n} parameters in DDP's order; ready order from {where}; matched {checked}")
     return MappedParams(params=params, buffers=buffers, ready_order=tuple(order), mapping=mapping, notes=tuple(notes))
+
+
+def align_order(order: Sequence[int], shapes: Sequence[tuple[int, ...]],
+                recorded: Sequence[tuple[int, ...] | None]) -> list[int]:
+    """``order`` (parameter indices in a backward's ready order) made to agree with the shapes a
+    profile recorded, gradient by gradient: each recorded shape takes the first parameter of that
+    shape not yet taken, first in ``order``. The autograd engine may run the ``AccumulateGrad``
+    nodes one node's inputs feed (a Linear's weight and bias) in either order, and not in the
+    same order on the meta device, on the CPU and on a GPU; only the recorded shapes say which
+    ran first. Unchanged where the shapes agree, are missing or cannot be matched (the shape
+    check then reports the mismatch); parameters of one shape keep ``order``'s order."""
+    if len(recorded) != len(order) or any(r is None for r in recorded):
+        return list(order)
+    pending: dict[tuple[int, ...], list[int]] = {}
+    for idx in reversed(order):
+        pending.setdefault(tuple(shapes[idx]), []).append(idx)
+    out = []
+    for shape in recorded:
+        queue = pending.get(tuple(shape))  # type: ignore[arg-type]
+        if not queue:
+            return list(order)
+        out.append(queue.pop())
+    return out
 
 
 def _check_shapes(grads: GradInfo, shapes: Sequence[tuple[int, ...]], order: Sequence[int], model: str) -> None:

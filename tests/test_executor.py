@@ -665,3 +665,29 @@ def test_bad_torch_2_13_option_values_are_one_line_input_errors(kw, want):
     with pytest.raises(InputError) as exc:
         ddp_kwargs(SimpleNamespace(is_cuda=False), _args(**kw), None, nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)))
     assert want in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_profile_writes_one_torch_profiler_trace_per_rank(tmp_path):
+    """Two gloo ranks under real DDP: each writes rank<R>.json.gz with its ProfilerStep spans
+    (wait 1 + warm-up 1 + 2 active: steps #2 and #3 recorded) and DDP's bucket all-reduces (four
+    buckets of the mlp at a 0.1 MB cap, per step)."""
+    import gzip
+
+    out = tmp_path / "prof"
+    r = launch_local(["profile", "--model", "mlp", "--batch-size", "8", "--warmup", "2", "--active", "2",
+                      "--bucket-cap-mb", "0.1", "--timeout-s", "60", "--out-dir", str(out)],
+                     nproc=2, num_threads=1, timeout_s=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["rank0.json.gz", "rank1.json.gz"]
+    for rank in (0, 1):
+        events = json.loads(gzip.decompress((out / f"rank{rank}.json.gz").read_bytes()))["traceEvents"]
+        steps = sorted(e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
+        assert steps == ["ProfilerStep#2", "ProfilerStep#3"]
+        assert sum(e.get("name") == "c10d::allreduce_" for e in events) == 2 * len(CAP_01_SIZES)
+
+
+def test_profile_refuses_too_few_warmup_steps_in_one_line(tmp_path):
+    r = launch_local(["profile", "--model", "mlp", "--warmup", "1", "--timeout-s", "60", "--out-dir", str(tmp_path / "p")],
+                     nproc=1, num_threads=1, timeout_s=120)
+    assert r.returncode != 0 and not (tmp_path / "p").exists()
+    assert "--warmup: 1 is not accepted; expected an integer >= 2" in r.stderr

@@ -27,7 +27,6 @@ is built once per process (:mod:`ddpsim.pipeline.inputs`, :func:`ddpsim.engine.s
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import copy
 import hashlib
 import json
@@ -46,7 +45,7 @@ from ddpsim.io import ensure_dir, is_file, read_yaml, write_text_atomic
 from ddpsim.pipeline.scenario import Scenario, _resolve_path, find_scenario, scenario_from_dict
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.specs import SweepPoint
-from ddpsim.pipeline.sweep import code_fingerprint, progress_bar, trace_fingerprint
+from ddpsim.pipeline.sweep import code_fingerprint, progress_bar, run_in_pool, trace_fingerprint
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.schema import Schema, validate
 
@@ -504,14 +503,7 @@ def _run_local(job: Job, todo: list[int], jobs: int, finish: Callable[[list[dict
         for c in chunks(todo, 1):
             finish(evaluate(job, c))
         return
-    with cf.ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(job,)) as ex:
-        futs = [ex.submit(_worker_chunk, c) for c in chunks(todo, jobs)]
-        try:
-            for fut in cf.as_completed(futs):
-                finish(fut.result())
-        except BaseException:
-            ex.shutdown(wait=False, cancel_futures=True)
-            raise
+    run_in_pool(_worker_chunk, chunks(todo, jobs), jobs, finish, _init_worker, (job,))
 
 
 # ---- the table -------------------------------------------------------------------------------

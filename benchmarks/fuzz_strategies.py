@@ -83,38 +83,7 @@ links:
 }
 
 #: a user's hardware catalogue (a GPU and a node layout of their own), the seed of the catalogue target
-CATALOGUE_SEEDS = {
-    "my-catalogue.yaml": """\
-version: 1
-references:
-  my-sheet: {title: My GPU datasheet, url: "https://example.com/my-gpu.pdf"}
-gpus:
-  my-gpu:
-    model: MY-GPU-96GB
-    architecture: Hopper
-    compute_capability: 90
-    sm_count: 100
-    memory_gb: 96
-    memory_gbps: 4000
-    dense_tflops: {fp16: 800, bf16: 800, tf32: 400, fp32: 60}
-    nvlink: {generation: 4, links: 12, link_gbps: 25}
-    pcie_gen: 5
-    summary: "My GPU datasheet: 800 TFLOPS BF16 dense, 4 TB/s"
-    sources: {sm_count: my-sheet, dense_tflops: my-sheet, memory: my-sheet, nvlink: my-sheet, pcie_gen: my-sheet}
-systems:
-  my-box:
-    description: 4 x my-gpu in an NVLink mesh
-    gpu: my-gpu
-    gpus_per_node: 4
-    interconnect: nvlink-mesh
-    nvlink_edges: [[0, 1, 4], [0, 2, 4], [0, 3, 4], [1, 2, 4], [1, 3, 4], [2, 3, 4]]
-    pcie: {gen: 5, gpus_per_switch: 2, nics_per_switch: 1}
-    nic: {gbit: 200, fabric: ethernet, model: ConnectX-7}
-    cpu: {vendor: amd, model: AMD EPYC}
-    switch_radix: 32
-    sources: {layout: my-sheet, pcie: my-sheet, nic: my-sheet, cpu: my-sheet, switch_radix: my-sheet}
-""",
-}
+CATALOGUE_SEEDS = {"my-catalogue.yaml": (REPO / "tests" / "data" / "my-catalogue.yaml").read_text()}
 
 #: bundled files per target; the subset ``quick`` picks the cheap ones (a calibration with a probe
 #: costs a fit of ~0.5 s per load), ``cli`` the scenarios whose run takes a second

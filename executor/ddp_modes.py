@@ -19,7 +19,6 @@ an even run (``ddpsim.formats.step_times``).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ddpsim.errors import InputError
@@ -115,12 +114,9 @@ def join_steps(rt: Any, model: Any, opt: Any, wl: Any, batches: list[int], *, la
     the start to the end of the final model sync."""
     from torch.distributed.algorithms import Join
 
-    from executor.workload import forward
+    from executor.workload import sync_clock, timed_step
 
-    def clock() -> float:
-        rt.sync()
-        return time.perf_counter()
-
+    clock = sync_clock(rt)
     rec = join_recorder(model, clock)
     mine = batches[rt.rank]
     samples: list[dict[str, float]] = []
@@ -128,17 +124,9 @@ def join_steps(rt: Any, model: Any, opt: Any, wl: Any, batches: list[int], *, la
     start = clock()
     with Join([model, rec]):
         for it in range(1, mine + 1):
-            t0 = clock()
-            opt.zero_grad(set_to_none=True)
-            loss = wl.loss_fn(forward(model, wl.batch))
-            t1 = clock()
-            loss.backward()
-            t2 = clock()
-            opt.step()
-            t3 = clock()
+            phases = timed_step(clock, model, opt, wl)
             rt.watchdog.beat(f"{label} join iteration {it}")
-            samples.append({"iteration": it, "forward_s": t1 - t0, "backward_s": t2 - t1, "optimizer_s": t3 - t2,
-                            "iteration_s": t3 - t0})
+            samples.append({"iteration": it, **phases})
         last = clock()
     for k, t in enumerate(rec.marks, start=mine + 1):
         samples.append({"iteration": k, "forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0, "iteration_s": t - last})

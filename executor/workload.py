@@ -85,39 +85,51 @@ def forward(module: Any, batch: Any) -> Any:
     return module(*batch) if isinstance(batch, (tuple, list)) else module(batch)
 
 
-def timed_steps(rt: Any, model: Any, opt: Any, wl: Workload, *, warmup: int, iterations: int,
-                label: str = "ddp", before: Any = None) -> list[dict[str, float]]:
-    """Train ``warmup + iterations`` steps (zero_grad, forward, loss, backward, SGD step) after a
-    barrier; per measured step ``{"iteration", "forward_s", "backward_s", "optimizer_s",
-    "iteration_s"}`` on this rank (device-synchronised clock). ``before(i)`` runs before step ``i``
-    (1-based), e.g. a bucket timer's ``start_iteration``. Each sample also holds the step's
-    :func:`executor.runtime.host_counters` deltas (read just outside the timed interval): this
-    process's CPU time and involuntary switches, the host's busy, stolen and total CPU time."""
+def sync_clock(rt: Any) -> Any:
+    """A clock that first waits for the device (``rt.sync``), so an interval covers its kernels."""
     import time
 
     def clock() -> float:
         rt.sync()
         return time.perf_counter()
 
+    return clock
+
+
+def timed_step(clock: Any, model: Any, opt: Any, wl: Workload) -> dict[str, float]:
+    """One training step (zero_grad, forward, loss, backward, SGD step) timed with ``clock``:
+    ``{"forward_s", "backward_s", "optimizer_s", "iteration_s"}``."""
+    t0 = clock()
+    opt.zero_grad(set_to_none=True)
+    loss = wl.loss_fn(forward(model, wl.batch))
+    t1 = clock()
+    loss.backward()
+    t2 = clock()
+    opt.step()
+    t3 = clock()
+    return {"forward_s": t1 - t0, "backward_s": t2 - t1, "optimizer_s": t3 - t2, "iteration_s": t3 - t0}
+
+
+def timed_steps(rt: Any, model: Any, opt: Any, wl: Workload, *, warmup: int, iterations: int,
+                label: str = "ddp", before: Any = None) -> list[dict[str, float]]:
+    """Train ``warmup + iterations`` steps (:func:`timed_step`) after a barrier; per measured step
+    ``{"iteration", "forward_s", "backward_s", "optimizer_s", "iteration_s"}`` on this rank
+    (device-synchronised clock). ``before(i)`` runs before step ``i`` (1-based), e.g. a bucket
+    timer's ``start_iteration``. Each sample also holds the step's
+    :func:`executor.runtime.host_counters` deltas (read just outside the timed interval): this
+    process's CPU time and involuntary switches, the host's busy, stolen and total CPU time."""
     from executor.runtime import counter_deltas, host_counters
 
+    clock = sync_clock(rt)
     samples: list[dict[str, float]] = []
     rt.barrier()
     for it in range(1, warmup + iterations + 1):
         if before is not None:
             before(it)
         h0 = host_counters()
-        t0 = clock()
-        opt.zero_grad(set_to_none=True)
-        loss = wl.loss_fn(forward(model, wl.batch))
-        t1 = clock()
-        loss.backward()
-        t2 = clock()
-        opt.step()
-        t3 = clock()
+        phases = timed_step(clock, model, opt, wl)
         h1 = host_counters()
         rt.watchdog.beat(f"{label} iteration {it}")
         if it > warmup:
-            samples.append({"iteration": it, "forward_s": t1 - t0, "backward_s": t2 - t1, "optimizer_s": t3 - t2,
-                            "iteration_s": t3 - t0, **counter_deltas(h0, h1)})
+            samples.append({"iteration": it, **phases, **counter_deltas(h0, h1)})
     return samples

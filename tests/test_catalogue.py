@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import networkx as nx
 import pytest
@@ -93,36 +94,8 @@ def test_pcie_l40s_has_no_nvlink():
         build_preset("pcie-l40s", pcie_gen=5)
 
 
-MY_CATALOGUE = """\
-version: 1
-references:
-  my-sheet: {title: "My GPU datasheet", url: "https://example.com/my-gpu.pdf"}
-gpus:
-  my-gpu:
-    model: MY-GPU-96GB
-    architecture: Hopper
-    compute_capability: 90
-    sm_count: 100
-    memory_gb: 96
-    memory_gbps: 4000
-    dense_tflops: {fp16: 800, bf16: 800, tf32: 400, fp32: 60}
-    nvlink: {generation: 4, links: 12, link_gbps: 25}
-    pcie_gen: 5
-    summary: "My GPU datasheet: 800 TFLOPS BF16 dense, 4 TB/s"
-    sources: {sm_count: my-sheet, dense_tflops: my-sheet, memory: my-sheet, nvlink: my-sheet, pcie_gen: my-sheet}
-systems:
-  my-box:
-    description: "4 x my-gpu, every pair joined by 4 NVLinks, 2 NICs of 200 Gb/s"
-    gpu: my-gpu
-    gpus_per_node: 4
-    interconnect: nvlink-mesh
-    nvlink_edges: [[0, 1, 4], [0, 2, 4], [0, 3, 4], [1, 2, 4], [1, 3, 4], [2, 3, 4]]
-    pcie: {gen: 5, gpus_per_switch: 2, nics_per_switch: 1}
-    nic: {gbit: 200, fabric: ethernet, model: "ConnectX-7 200GbE"}
-    cpu: {vendor: amd, model: "1x AMD EPYC"}
-    switch_radix: 32
-    sources: {layout: my-sheet, pcie: my-sheet, nic: my-sheet, cpu: my-sheet, switch_radix: my-sheet}
-"""
+#: a user's catalogue file: a GPU and a node layout of their own (also the fuzz seed of the catalogue loader)
+MY_CATALOGUE = (Path(__file__).resolve().parent / "data" / "my-catalogue.yaml").read_text()
 
 
 def test_a_users_catalogue_adds_a_gpu_and_a_node_layout(tmp_path, capsys):

@@ -18,6 +18,7 @@ import yaml
 from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.pipeline import explore as ex
+from ddpsim.pipeline.explore_table import explore_table, pareto_front
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.pipeline.sweep import run_sweep
 from ddpsim.report.explore_report import write_explore_report
@@ -87,7 +88,7 @@ def test_each_point_is_what_a_sweep_of_its_scenario_predicts(small):
     """Oracle: the sweep path (run_sweep on the point's system and nodes, spans on) gives the same
     p50 step and exposed communication, to the last bit."""
     tmp, sp, recs, info, job = small
-    table = ex.explore_table(sp, recs, job, info)
+    table = explore_table(sp, recs, job, info)
     for system in ("dgx-a100", "dgx-h100"):
         sc = scenario_from_dict({"trace": str(TRACE), "cluster": {"topology": system, "nodes": 2}, "world_size": None,
                                  "simulation": {"iterations": 3, "seed": 0}, "sweep": {"bucket_cap_mb": [None, 25]}})
@@ -100,7 +101,7 @@ def test_each_point_is_what_a_sweep_of_its_scenario_predicts(small):
 
 def test_throughput_efficiency_and_cost_by_hand(small):
     tmp, sp, recs, info, job = small
-    table = ex.explore_table(sp, recs, job, info, prices={"dgx-h100": 3.0})
+    table = explore_table(sp, recs, job, info, prices={"dgx-h100": 3.0})
     trace = json.loads(TRACE.read_text())
     batch = trace["environment"]["batch_size"]
     # one GPU without DDP: the medians over the trace's iterations of forward + backward + optimizer + zero_grad
@@ -125,7 +126,7 @@ def test_pareto_front_matches_brute_force():
     rng = random.Random(3)
     thr = [rng.choice([1.0, 2.0, 3.0, 4.0]) for _ in range(60)] + [None, 5.0]
     cost = [rng.choice([1.0, 2.0, 3.0]) for _ in range(60)] + [1.0, None]
-    got = ex.pareto_front(thr, cost)
+    got = pareto_front(thr, cost)
     for i in range(len(thr)):
         if thr[i] is None or cost[i] is None:
             assert not got[i]
@@ -136,7 +137,7 @@ def test_pareto_front_matches_brute_force():
 
 
 def _report_bytes(tmp: Path, sp, recs, info, job, name: str) -> dict[str, bytes]:
-    table = ex.explore_table(sp, recs, job, info, prices={"dgx-a100": 2.0, "dgx-h100": 3.5})
+    table = explore_table(sp, recs, job, info, prices={"dgx-a100": 2.0, "dgx-h100": 3.5})
     out = tmp / name
     write_explore_report(table, out, title=sp.name, cost_label="USD", plots=False)
     return {f: (out / f).read_bytes() for f in ("table.csv", "table.parquet", "front.csv", "report.md")}
@@ -214,7 +215,7 @@ def test_batch_size_retimes_the_trace_per_system_and_keeps_it(tmp_path, monkeypa
 
     sp = ex.load_space(space_file(tmp_path, {"system": ["dgx-a100"], "nodes": [1], "batch_size": [4, 8]}, retime=True))
     recs, info, job = ex.run_explore(sp, out_dir=tmp_path / "out", jobs=1, progress=False)
-    table = ex.explore_table(sp, recs, job, info)
+    table = explore_table(sp, recs, job, info)
     assert list(table["batch_size_per_rank"]) == [4, 8]
     direct = retime_trace_file(TRACE, gpu="a100", batch_size=8)
     assert job.traces[job.points[1].trace].to_dict()["iterations"] == direct.to_dict()["iterations"]

@@ -107,19 +107,16 @@ class GroupStreams:
 
     def progress(self, c: Any) -> Iterator[simpy.Event]:
         """``c.work_s`` seconds of work at its pace (and ``1/comm_slowdown`` while any rank computes)."""
-        eng, env = self.eng, self.eng.env
-        remaining = work = c.work_s
-        while remaining > work * 1e-12 and remaining > 0:
-            rate = self.pace(c)
+        eng = self.eng
+
+        def rate() -> float:
+            r = self.pace(c)
             if eng.interfere and eng.busy > 0:
-                rate /= eng.comm_slow
-            t0 = env.now
-            timer = env.timeout(remaining / rate)
-            res = yield timer | eng.changed
-            if timer in res:
-                break
-            remaining -= (env.now - t0) * rate
-        c.end_s = env.now
+                r /= eng.comm_slow
+            return r
+
+        yield from eng.advance(c.work_s, rate)
+        c.end_s = eng.env.now
         self.running.remove(c)
         self.changed()
         c.done.succeed()

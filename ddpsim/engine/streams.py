@@ -18,7 +18,7 @@ the ranks take a fast path and meet SimPy only at waits (docs/MODEL.md, "The eng
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from typing import Callable, Iterator
 
 import simpy
 
@@ -378,6 +378,21 @@ class Engine:
         """Do ``work_s`` seconds of full-rate work at the current, state-dependent rate (plus
         ``idle_extra_s`` once no rank computes, if that happens before the work is done).
         ``coll``: the collective of a multi-lane stream, paced also by the others in progress."""
+        if comm:
+            def rate() -> float:
+                r = 1.0 / self.comm_slow if self.busy > 0 else 1.0
+                if coll is not None:
+                    r *= self.rate(coll, len(self.running))
+                return r
+        else:
+            def rate() -> float:
+                return 1.0 / (1.0 + (self.compute_slow - 1.0) * self.comm_weight) if self.comm_active else 1.0
+        yield from self.advance(work_s, rate, idle_extra_s)
+
+    def advance(self, work_s: float, rate: Callable[[], float], idle_extra_s: float = 0.0) -> Iterator[simpy.Event]:
+        """Do ``work_s`` seconds of full-rate work at ``rate()`` (work per second), asked again
+        whenever the engine's state changes (``self.changed``); ``idle_extra_s`` is added once
+        every rank waits, if that happens before the work is done."""
         env = self.env
         remaining = work_s
         while remaining > 0:
@@ -385,19 +400,12 @@ class Engine:
                 remaining += idle_extra_s
                 work_s += idle_extra_s
                 idle_extra_s = 0.0
-            if comm:
-                rate = 1.0 / self.comm_slow if self.busy > 0 else 1.0
-                if coll is not None:
-                    rate *= self.rate(coll, len(self.running))
-            else:
-                rate = 1.0 / (1.0 + (self.compute_slow - 1.0) * self.comm_weight) if self.comm_active else 1.0
+            r = rate()
             t0 = env.now
-            timer = env.timeout(remaining / rate)
+            timer = env.timeout(remaining / r)
             res = yield timer | self.changed
             if timer in res:
                 return
-            remaining -= (env.now - t0) * rate
+            remaining -= (env.now - t0) * r
             if remaining <= work_s * 1e-12:
                 return
-
-

@@ -27,7 +27,6 @@ is built once per process (:mod:`ddpsim.pipeline.inputs`, :func:`ddpsim.engine.s
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import copy
 import hashlib
 import json
@@ -36,9 +35,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Sequence
-
-from pydantic import Field
+from typing import Any, Callable, Iterable, Sequence
 
 from ddpsim import __version__
 from ddpsim.errors import InputError, shorten
@@ -46,9 +43,9 @@ from ddpsim.io import ensure_dir, is_file, read_yaml, write_text_atomic
 from ddpsim.pipeline.scenario import Scenario, _resolve_path, find_scenario, scenario_from_dict
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.specs import SweepPoint
-from ddpsim.pipeline.sweep import code_fingerprint, progress_bar, trace_fingerprint
+from ddpsim.pipeline.sweep import code_fingerprint, progress_bar, run_in_pool, trace_fingerprint
 from ddpsim.plan.planner import cap_point_id
-from ddpsim.schema import Schema, validate
+from ddpsim.schema import validate
 
 log = logging.getLogger(__name__)
 
@@ -504,103 +501,4 @@ def _run_local(job: Job, todo: list[int], jobs: int, finish: Callable[[list[dict
         for c in chunks(todo, 1):
             finish(evaluate(job, c))
         return
-    with cf.ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(job,)) as ex:
-        futs = [ex.submit(_worker_chunk, c) for c in chunks(todo, jobs)]
-        try:
-            for fut in cf.as_completed(futs):
-                finish(fut.result())
-        except BaseException:
-            ex.shutdown(wait=False, cancel_futures=True)
-            raise
-
-
-# ---- the table -------------------------------------------------------------------------------
-
-def explore_table(space: ExploreSpace, records: Sequence[dict[str, Any]], job: Job, trace_info: dict[str, Any],
-                  prices: dict[str, float] | None = None):
-    """One row per point (pandas DataFrame, point order): its values, the figures, throughput
-    (samples/s = batch per rank x world size / p50 step), scaling efficiency (throughput /
-    (world size x one GPU's throughput without DDP)), GPU-hours and, with ``prices`` (GPU-hour
-    price per system), cost per 1,000 samples, and whether it is on the Pareto front of
-    throughput against cost (GPU-hours without prices)."""
-    import pandas as pd
-
-    pts = space_points(space)
-    rows = []
-    for p, jp, rec in zip(pts, job.points, records):
-        sc = job.scenarios[jp.group]
-        info = trace_info[jp.trace]
-        f = rec["figures"]
-        world = rec["world_size"]
-        batch = info["batch_size"]
-        step = f["step_p50_s"]
-        thr = batch * world / step if batch and step > 0 else None
-        one = batch / info["one_gpu_step_s"] if batch and info["one_gpu_step_s"] > 0 else None
-        gpu_h = world * step / 3600 / (batch * world) * 1000 if batch else None
-        system = sc.cluster.label
-        price = None if prices is None else prices.get(system)
-        row: dict[str, Any] = {"point": jp.point_id}
-        for name, v in p.values:
-            if name == "cap":
-                label = cap_point_id(v[0], v[1])
-                row["bucket_cap_mb"] = label.partition("=")[2] if v[1] is None else label
-            else:
-                row[name] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
-        row.update({"system": system, "nodes": sc.cluster.nodes, "world_size": world, "backend": rec["backend"],
-                    "trace": info["model"], "batch_size_per_rank": batch, "num_buckets": rec["num_buckets"],
-                    **{k: f.get(k) for k in FIGURES},
-                    "throughput_samples_per_s": thr,
-                    "scaling_efficiency": thr / (world * one) if thr is not None and one else None,
-                    "gpu_hours_per_1k_samples": gpu_h,
-                    "cost_per_1k_samples": gpu_h * price if gpu_h is not None and price is not None else None})
-        rows.append(row)
-    df = pd.DataFrame(rows)
-    cost_col = "cost_per_1k_samples" if prices is not None else "gpu_hours_per_1k_samples"
-    df["on_front"] = pareto_front(df["throughput_samples_per_s"].tolist(), df[cost_col].tolist())
-    return df
-
-
-def pareto_front(throughput: Sequence[float | None], cost: Sequence[float | None]) -> list[bool]:
-    """Which points no other point beats: none has throughput >= and cost <=, one of them
-    strictly (points without both figures are never on it)."""
-    idx = [i for i in range(len(throughput)) if throughput[i] is not None and cost[i] is not None
-           and not (isinstance(throughput[i], float) and math.isnan(throughput[i]))
-           and not (isinstance(cost[i], float) and math.isnan(cost[i]))]
-    idx.sort(key=lambda i: (cost[i], -throughput[i], i))
-    front = [False] * len(throughput)
-    best_thr, best_cost = -math.inf, None
-    for i in idx:
-        if throughput[i] > best_thr:
-            front[i] = True
-            best_thr, best_cost = throughput[i], cost[i]
-        elif throughput[i] == best_thr and cost[i] == best_cost:
-            front[i] = True  # the same figures as a point on the front: neither beats the other
-    return front
-
-
-# ---- prices ------------------------------------------------------------------------------------
-
-class PricesFile(Schema):
-    """A prices YAML: what one GPU-hour costs on each system (``explore.prices``)."""
-
-    currency: Annotated[str, Field(min_length=1, max_length=16)] = Field("USD", description="the currency's name")
-    gpu_hour: Annotated[dict[str, Annotated[float, Field(gt=0, le=1e6)]], Field(min_length=1)] = Field(
-        description="system (cluster.topology as written) -> the price of one GPU-hour, > 0")
-    source: str = Field("", description="where the prices come from")
-
-
-def load_prices(space: ExploreSpace) -> PricesFile | None:
-    """``explore.prices`` read and validated (None without one)."""
-    text = space.section.prices
-    if text is None:
-        return None
-    base = Path(space.path).resolve().parent if space.path is not None else None
-    path = _resolve_path(text, base)
-    if not is_file(path):
-        raise InputError(f"{space.source}: explore.prices: {shorten(text)} does not exist or is not a file; expected a "
-                         "prices YAML ({currency, gpu_hour: {system: price}})")
-    data = read_yaml(path, "explore.prices", "a prices YAML ({currency, gpu_hour: {system: price}})")
-    if isinstance(data, dict) and isinstance(data.get("gpu_hour"), dict):
-        data = {**data, "gpu_hour": {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
-                                     for k, v in data["gpu_hour"].items()}}
-    return validate(PricesFile, data, str(path))
+    run_in_pool(_worker_chunk, chunks(todo, jobs), jobs, finish, _init_worker, (job,))

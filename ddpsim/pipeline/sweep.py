@@ -305,8 +305,15 @@ def _simulate_todo(scenario: Scenario, todo: list[SweepPoint], trace: Any, keys:
         for p in todo:
             finish(simulate_point(scenario, p, trace, keys[p], simulate, build))
         return
-    with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as ex:
-        futs = [ex.submit(_worker, (scenario, p, trace, keys[p], simulate, build)) for p in todo]
+    run_in_pool(_worker, [(scenario, p, trace, keys[p], simulate, build) for p in todo], min(jobs, len(todo)), finish)
+
+
+def run_in_pool(fn: Callable[[Any], Any], tasks: Sequence[Any], workers: int, finish: Callable[[Any], None],
+                initializer: Callable | None = None, initargs: tuple = ()) -> None:
+    """``fn(task)`` for every task in ``workers`` processes, ``finish`` called here with each
+    result as it completes; an error or an interrupt cancels the tasks not yet started."""
+    with cf.ProcessPoolExecutor(max_workers=workers, initializer=initializer, initargs=initargs) as ex:
+        futs = [ex.submit(fn, t) for t in tasks]
         try:
             for fut in cf.as_completed(futs):
                 finish(fut.result())

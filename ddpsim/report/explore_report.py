@@ -1,8 +1,8 @@
 """The report of a design space (``ddpsim explore``): the table, its Pareto front, two plots.
 
 Files, each written atomically: ``table.parquet`` and ``table.csv`` (one row per point,
-:func:`ddpsim.pipeline.explore.explore_table`), ``front.csv`` (the points on the Pareto front of
-throughput against cost per 1,000 samples -- GPU-hours per 1,000 samples without prices -- by
+:func:`ddpsim.pipeline.explore_table.explore_table`), ``front.csv`` (the points on the Pareto
+front of throughput against cost per 1,000 samples -- GPU-hours per 1,000 samples without prices -- by
 cost), ``scaling.png`` (per system, the throughput of its best point at each GPU count against
 linear scaling of one GPU without DDP), ``front.png`` (every point's cost and throughput, the
 front drawn through), and ``report.md``. Parquet keeps the columns' types for pandas, polars or

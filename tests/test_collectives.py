@@ -389,14 +389,31 @@ def test_simple_tree_factor_0_85():
 
 # ---- systems of issue 39: direct NVLink meshes, H200, B200, GB200 NVL72 (NCCL v2.30.7) --------------
 #
-# Published all_reduce_perf figures used below: DGX H200 8 GPUs (nccl-tests#272), one GB200 NVL72
-# rack, 72 GPUs (coreweave/nccl-tests#43) and two DGX H100 nodes (coreweave/nccl-tests#92). Searched
-# for and NOT found (issues of NVIDIA/nccl and NVIDIA/nccl-tests, vendor and cloud pages): an 8-GPU
-# DGX-1 V100 busbw at large sizes, a single-node 8 x B200 busbw with its log (NVIDIA/nccl#1807 quotes
-# "830+" without one), and any 8 x L40S PCIe busbw; those systems are checked against NCCL's own model,
-# worked by hand. Known misses, marked xfail (strict) below: two DGX B200 nodes
-# (coreweave/nccl-tests#92: 690.07 GB/s at 8 GiB) and two NVL72 racks (coreweave/nccl-tests README:
-# 810.41 GB/s at 16 GiB) -- NVLSTree across nodes on Blackwell.
+# Published all_reduce_perf figures used below (busbw, GB/s; the model is NCCL v2.30.7's estimate):
+#   8 x V100-SXM2, hybrid cube-mesh: 129.14 at 128 MiB (konnase/konnase.github.io
+#     source/_posts/deep_learning/NCCL.md, nvidia-smi topo -m in the post) -> model 116.7, -9.7 %;
+#     135.50 at 1 GiB (oracle-japan/ocitutorials tutorials/_hpc/spinup-ml-instance-cntnd.md, OCI
+#     BM.GPU3.8) -> model 119.6, -11.8 %: strict xfail below (NCCL's 20 GB/s per NVLink2 link).
+#   8 x H200: 475 (nccl-tests#272); 479.98 at 8 GiB (Azure/AI-benchmarking-guide
+#     Azure_Results/ND_H200_v5_results.md, NCCL 2.20.5, NVLS) -> model 475.6, -0.9 %.
+#   8 x B200 (GKE a4-highgpu-8g, yangwhale/gpu-tpu-pedia gpu/deepep/README.md): 703-739 at
+#     512 MiB-4 GiB -> model 706-718, within 3 %; 840-845 at 8-16 GiB: strict xfail below.
+#   GB200: one NVL72 rack, 72 GPUs (coreweave/nccl-tests#43); one compute tray, 4 GPUs, Ring
+#     (Azure/AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md, NCCL 2.25.1): 673.06 at
+#     4 GiB, 679.61 at 8 GiB -> model 717.7 / 718.8, +6.6 / +5.8 %.
+#   Two DGX H100 nodes (coreweave/nccl-tests#92).
+# Searched for and NOT found (issues of NVIDIA/nccl and NVIDIA/nccl-tests, coreweave/nccl-tests,
+# Azure and GCP results and health checks, OCI tutorials, vendor pages, blogs): any 8 x L40S (or
+# 4 x L40S, or L40S pair) single-node busbw -- the only L40S all_reduce_perf logs found are two
+# nodes of one GPU each over the network; the L40S box is checked against NCCL's model worked by
+# hand. Small-message latency: the only V100 log with 8 B (konnase, 2019, one process driving 8
+# GPUs, NCCL version not printed) reads 48 us, from a 2019 NCCL, not the one ported: not asserted. Found without
+# a message size, so not asserted either: "busbw 130 with 8 gpu in the NVLink" (V100, nvidia/nccl#258)
+# and 811 GB/s on 8 GB200 GPUs of two trays over MNNVL (lixueduan.com/posts/ai/13-gb200-mnnvl-nccl-test;
+# the model gives 719 at 8 GiB for the rack's first 8 GPUs).
+# Known misses, marked xfail (strict) below: two DGX B200 nodes (coreweave/nccl-tests#92: 690.07
+# GB/s at 8 GiB; the GKE A4 run above: 675.54 at 8 GiB, 684.46 at 16 GiB) and two NVL72 racks
+# (coreweave/nccl-tests README: 810.41 GB/s at 16 GiB) -- NVLSTree across nodes on Blackwell.
 
 # The DGX-1 hybrid cube-mesh (NVIDIA "DGX-1 with Tesla V100 System Architecture" white paper,
 # WP-08437-002: six NVLink2 links per V100; nvidia-smi topo -m on a DGX-1V shows NV2 for the
@@ -485,6 +502,28 @@ def test_dgx_v100_preset_one_node_and_two_nodes():
     assert nccl.time_us(s, "ring", "simple", GiB) == pytest.approx(lat * 1.9 + GiB / (1000 * nccl.bandwidth_gbps(s, "ring", "simple")))
 
 
+def test_dgx_v100_busbw_129_at_128mib_within_10_percent():
+    # konnase/konnase.github.io source/_posts/deep_learning/NCCL.md (2019): all_reduce_perf -g 8 on
+    # 8 x Tesla V100-SXM2-16GB, its nvidia-smi topo -m the hybrid cube-mesh (NV1/NV2, 6 links per GPU,
+    # numbered differently from a DGX-1: the same graph); 128 MiB out-of-place busbw 129.14 GB/s.
+    # Ring/Simple over 6 rings x 20 GB/s: 116.7, 9.7 % under (see the xfail below).
+    e = model("dgx-v100").estimate_allreduce(128 * MiB)
+    assert (e.algorithm, e.protocol) == ("ring", "simple")
+    assert within(e.busbw_gbps, 129.14, 0.10)
+
+
+@pytest.mark.xfail(strict=True, reason="NCCL's model gives 6 rings x SM70_NVLINK_BW 20 GB/s = 120 GB/s busbw; the "
+                                        "hardware moves 135.5 / 6 = 22.6 GB/s per NVLink2 link (25 GB/s line rate): "
+                                        "NCCL's per-link figure under-rates Volta's NVLink, 11.8 % at 1 GiB")
+def test_dgx_v100_busbw_135_at_1gib_within_10_percent():
+    # oracle-japan/ocitutorials tutorials/_hpc/spinup-ml-instance-cntnd.md: OCI BM.GPU3.8 (8 x Tesla
+    # V100-SXM2-16GB on NVLink, the 8-GPU SXM2 board's hybrid cube-mesh), NGC TensorFlow 24.06
+    # container, all_reduce_perf -b 1G -e 1G -g 8: busbw 135.50 GB/s out-of-place (135.41 in place).
+    # Single node, so the NICs play no part; the preset's mesh, 6 links per GPU, is the measured
+    # board's. The model's 119.6 is NCCL's own estimate (the search and tuning.cc as ported).
+    assert within(model("dgx-v100").estimate_allreduce(GiB).busbw_gbps, 135.50, 0.10)
+
+
 def test_dgx_h200_nvls_busbw_475_within_10_percent():
     # nccl-tests#272: all_reduce_perf on 8 x H200 (NVLink4 through NVSwitch), peak busbw 475 GB/s
     e = model("dgx-h200").estimate_allreduce(4 * GiB)
@@ -492,11 +531,22 @@ def test_dgx_h200_nvls_busbw_475_within_10_percent():
     assert within(e.busbw_gbps, 475.0, 0.10)
 
 
+def test_dgx_h200_azure_nd_h200_v5_busbw_480_within_10_percent():
+    # Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md: 8 x H200 (ND H200 v5), NCCL
+    # 2.20.5, NCCL_ALGO=NVLS (Benchmarks/NVIDIA/NCCLBandwidth.py there), in-place busbw 479.98 GB/s at
+    # 8 GiB, 477.41 at 4 GiB. NVLS: 8 x min(40 x 0.85 x 7/8 x 2, 60) = 476 GB/s.
+    m = model("dgx-h200")
+    for size, measured in ((4 * GiB, 477.41), (8 * GiB, 479.98)):
+        e = m.estimate_allreduce(size)
+        assert e.algorithm == "nvls"
+        assert within(e.busbw_gbps, measured, 0.10)
+
+
 def test_dgx_b200_search_on_sm100_tables():
     # SM100: 18 NVLink5 x 40.1 GB/s (SM100_NVLINK_BW) = 721.8 totalBw. Ring: sm100SpeedArrayIntra 90
     # x 8 = 720 (< 721.8; 45 x 16 = 720 does not beat it; 40 < 0.49 x 90 stops), dup -> 16 x 45.
     # NVLS: one channel per GPU (8 x 90 = 720), bwInter already the top speed.
-    # No published single-node 8 x B200 busbw was found (see the note above): NCCL's model only.
+    # The published single-node figures are checked in the tests below.
     d = model("dgx-b200").describe()
     assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (16, 45.0)
     assert (d["nvls_channels"], d["nvls_bw_per_channel_gbps"], d["nvls_bw_inter_gbps"]) == (8, 90.0, 90.0)
@@ -504,6 +554,31 @@ def test_dgx_b200_search_on_sm100_tables():
     # NVLS busBw: 8 x min(90 x 0.74 (nvlsEfficiency, Blackwell) x 7/8 x 2 = 116.55, bwInter 90) = 720
     # (nvidia/nccl#1807 reports 830+ GB/s on 8 x B200 with NCCL 2.27, without a log: not asserted)
     assert nccl.bandwidth_gbps(s, "nvls", "simple") * 14 / 8 == pytest.approx(720.0)
+
+
+# yangwhale/gpu-tpu-pedia gpu/deepep/README.md ("单节点 NCCL 性能测试", GKE a4-highgpu-8g: HGX B200,
+# 8 GPUs on NVLink 5 switches; all_reduce_perf -b 8M -e 16G -f 2 -g 8, run by
+# gpu/deepep/nccl-test-internode-job.yaml there with Google's gIB NCCL build and its tuner config
+# NCCL_TUNER_CONFIG_PATH=tuner_config_a4.txtpb): busbw (GB/s) per size.
+B200_GKE_ONE_NODE = {512 * MiB: 703.44, GiB: 729.25, 2 * GiB: 736.53, 4 * GiB: 738.97}
+
+
+@pytest.mark.parametrize("size", sorted(B200_GKE_ONE_NODE))
+def test_dgx_b200_one_node_busbw_within_10_percent(size):
+    # NVLS, 8 x min(90 x 0.74 x 7/8 x 2, 90) = 720 GB/s at the limit: 706-718 here, within 3 %
+    e = model("dgx-b200").estimate_allreduce(size)
+    assert e.algorithm == "nvls"
+    assert within(e.busbw_gbps, B200_GKE_ONE_NODE[size], 0.10)
+
+
+@pytest.mark.xfail(strict=True, reason="from 8 GiB the run jumps to 840-845 GB/s (739 at 4 GiB); NCCL's estimate "
+                                        "stays at 8 NVLS channels x bwInter 90 = 720 (tuning.cc): 14-15 % under. "
+                                        "nvidia/nccl#1807 reports 830+ on 8 x B200 with stock NCCL 2.27.1 too (no "
+                                        "log); NCCL's cost model does not describe the step")
+@pytest.mark.parametrize("size, measured", [(8 * GiB, 839.82), (16 * GiB, 845.44)])
+def test_dgx_b200_one_node_busbw_at_8_and_16_gib_within_10_percent(size, measured):
+    # the same GKE a4-highgpu-8g run as B200_GKE_ONE_NODE
+    assert within(model("dgx-b200").estimate_allreduce(size).busbw_gbps, measured, 0.10)
 
 
 def test_two_dgx_h100_nodes_nvlstree_busbw_441_within_10_percent():
@@ -542,6 +617,17 @@ def test_two_dgx_b200_nodes_busbw_690_within_10_percent():
     assert within(model("dgx-b200", num_nodes=2).estimate_allreduce(8 * GiB).busbw_gbps, 690.07, 0.10)
 
 
+@pytest.mark.xfail(strict=True, reason="the same miss as coreweave/nccl-tests#92 above: NCCL's NVLSTree estimate is "
+                                        "497 GB/s on 2 B200 nodes, the run measures 676-684; two independent runs "
+                                        "(IB, RoCE) agree on ~690, so the measurement stands and NCCL's model is low")
+@pytest.mark.parametrize("size, measured", [(8 * GiB, 675.54), (16 * GiB, 684.46)])
+def test_two_dgx_b200_nodes_gke_busbw_within_10_percent(size, measured):
+    # yangwhale/gpu-tpu-pedia gpu/deepep/README.md ("跨节点 NCCL 性能测试"): 2 x GKE a4-highgpu-8g (8 x B200,
+    # 8 x 400 Gb/s RoCE ConnectX-7 per node, as the preset's 8 x 400 Gb/s NICs), all_reduce_perf -g 1
+    # on 16 ranks, Google's gIB NCCL build with tuner_config_a4.txtpb: 675.54 GB/s at 8 GiB, 684.46 at 16 GiB.
+    assert within(model("dgx-b200", num_nodes=2).estimate_allreduce(size).busbw_gbps, measured, 0.10)
+
+
 def test_gb200_nvl72_rack_is_one_nccl_node_with_32_nvls_channels():
     # MNNVL: the rack's 18 trays (4 GPUs each) share the NVLink switch; NCCL fuses the clique into one
     # node (topo.cc) -> nNodes 1, 72 local ranks. NVLS: maxChannels = min(NCCL_MAX_NVLS_ARITY 32, 72)
@@ -561,6 +647,17 @@ def test_gb200_nvl72_busbw_835_within_10_percent():
     e = model("gb200-nvl72").estimate_allreduce(8 * GiB)
     assert e.algorithm == "nvls"
     assert within(e.busbw_gbps, 834.57, 0.10)
+
+
+@pytest.mark.parametrize("size, measured", [(4 * GiB, 673.06), (8 * GiB, 679.61)])
+def test_gb200_one_compute_tray_ring_busbw_within_10_percent(size, measured):
+    # Azure/AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md: one ND GB200 v6 VM = the 4
+    # GPUs of a compute tray, NCCL 2.25.1, NCCL_ALGO=Ring on 4 GPUs (Benchmarks/NVIDIA/NCCLBandwidth.py
+    # there), in-place busbw 673.06 GB/s at 4 GiB, 679.61 at 8 GiB. The model: the rack's first 4
+    # GPUs (one tray), ring forced: 16 rings x 45 = 720 at the limit, 717.7 / 718.8 here (+6.6 / +5.8 %).
+    e = model("gb200-nvl72", ranks=4, algorithm="ring").estimate_allreduce(size)
+    assert (e.algorithm, e.protocol) == ("ring", "simple")
+    assert within(e.busbw_gbps, measured, 0.10)
 
 
 @pytest.mark.xfail(strict=True, reason="NVLSTree across 2 NVL72 racks: the model gives 1,001 GB/s (16 NVLS channels x "
@@ -594,7 +691,7 @@ def test_grace_net_overhead_and_nvlstree_correction_on_x86_only():
 
 def test_pcie_l40s_ada_uses_ampere_row_and_no_ll128():
     # Ada (cc 89) takes the Ampere row (compCapIndex: >= 80); PCIe only: no LL128, PCI latencies.
-    # No published 8 x L40S busbw was found (see the note above).
+    # No published single-node L40S busbw was found (see the note above).
     m = model("pcie-l40s")
     d = m.describe()
     assert d["compute_capability"] == 89 and not d["ll128_enabled"] and not d["nvlink_intra"]

@@ -14,7 +14,9 @@ share of a CPU the ranks held in the point's runs (:func:`ddpsim.validation.stab
 the other load from the runs' ``/proc/stat`` counters, pooled over the point's runs since one
 millisecond-step run spans too few 10 ms ticks); and both errors. Then each point's step over the
 first point's, paired by round (run k of every point ran in round k), against the predicted
-ratio: the order of the points with the host's drift paired out.
+ratio: the order of the points with the host's drift paired out; and the same with each run's
+step first scaled by the CPU share its own other load left the ranks (``cpu_share``; one run's
+share scatters by several % over its few hundred 10 ms ticks, far less than the load moves).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def main(argv: list[str]) -> int:
     num_cpus = int(traces[0].environment.get("num_cpus") or os.cpu_count() or 1)
     print(f"{rep['scenario']}: {len(traces)} rounds; calibration {args.calibration or rep['calibration']}")
     print(f"{'point':>16s} {'measured':>9s} {'other %':>7s} {'wall pred':>9s} {'error':>7s} {'at load':>8s} {'error':>7s}")
-    runs_by_point, pred = {}, {}
+    runs_by_point, pred, wall_of = {}, {}, {}
     for row in rep["rows"]:
         pid = row["point"]
         runs = []
@@ -90,17 +92,28 @@ def main(argv: list[str]) -> int:
         load = at_load_s(cpu, max(0.0, other), num_cpus=num_cpus, num_busy_threads=scenario.world_size or 2)
         m = row["measured_s"]
         pred[pid] = load
+        wall_of[pid] = wall
         print(f"{pid:>16s} {m * 1e3:8.2f}  {other:7.1f} {wall * 1e3:8.2f}  {100 * (wall / m - 1):+6.1f}% "
               f"{load * 1e3:7.2f}  {100 * (load / m - 1):+6.1f}%")
+    from ddpsim.validation.stability import cpu_share
+
+    def steps(pid: str, scaled: bool) -> list[float]:
+        out = []
+        for r in runs_by_point[pid]:
+            share = cpu_share(min(99.0, max(0.0, other_pct([r]))), num_cpus=num_cpus,
+                              num_busy_threads=scenario.world_size or 2) if scaled else 1.0
+            out.append(statistics.fmean(r["summary"]["step_times_s"]) * share)
+        return out
+
     first = rep["rows"][0]["point"]
-    base = [statistics.fmean(r["summary"]["step_times_s"]) for r in runs_by_point[first]]
-    for row in rep["rows"][1:]:
-        pid = row["point"]
-        mine = [statistics.fmean(r["summary"]["step_times_s"]) for r in runs_by_point[pid]]
-        ratios = [a / b for a, b in zip(mine, base)]
-        gm = math.exp(statistics.fmean(math.log(x) for x in ratios))
-        print(f"{pid} / {first}: measured {gm:.3f} (geometric mean of {len(ratios)} rounds: "
-              f"{' '.join(f'{x:.2f}' for x in ratios)}), predicted at load {pred[pid] / pred[first]:.3f}")
+    for scaled in (False, True):
+        base = steps(first, scaled)
+        for row in rep["rows"][1:]:
+            pid = row["point"]
+            ratios = [a / b for a, b in zip(steps(pid, scaled), base)]
+            gm = math.exp(statistics.fmean(math.log(x) for x in ratios))
+            print(f"{pid} / {first}{' (each run at its CPU share)' if scaled else ''}: measured {gm:.3f} (geometric mean "
+                  f"of {len(ratios)} rounds: {' '.join(f'{x:.2f}' for x in ratios)}), predicted {wall_of[pid] / wall_of[first]:.3f}")
     return 0
 
 

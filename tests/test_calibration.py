@@ -345,3 +345,26 @@ def test_bad_allreduce_queued(queued, threads, match):
         doc["comm_threads"] = threads
     with pytest.raises(InputError, match=match):
         calibration_from_dict(doc)
+
+
+def test_comm_hook_call_s_reaches_only_points_with_a_python_hook():
+    from ddpsim.calibration.loader import calibration_to_dict
+    from ddpsim.pipeline.inputs import hook_call_s
+    from ddpsim.pipeline.scenario import scenario_from_dict
+    from ddpsim.validation.intervals import validation_inputs
+
+    cal = calibration_from_dict({**synthetic(), "comm_hook_call_s": 7e-5})
+    assert cal.comm_hook_call_s == 7e-5 and calibration_to_dict(cal)["comm_hook_call_s"] == 7e-5
+    assert calibration_from_dict(synthetic()).comm_hook_call_s is None
+    assert (hook_call_s(cal, "none"), hook_call_s(cal, "allreduce"), hook_call_s(None, "fp16")) == (0.0, 7e-5, 0.0)
+    with pytest.raises(InputError, match=r"comm_hook_call_s"):
+        calibration_from_dict({**synthetic(), "comm_hook_call_s": -1.0})
+    # validate predicts round-robin groups with the dealing hook, whose call the calibration costs
+    sc = scenario_from_dict({"name": "t", "model": "mlp", "world_size": 2, "cluster": {"topology": "cpu-gloo"},
+                             "ddp": {"bucket_cap_mb": 0.25}, "sweep": {"bucket_cap_mb": [0.25], "process_groups": [1, 2]}})
+    from ddpsim.trace.records import load_trace
+
+    tr = load_trace("traces/mlp.cpu.json")
+    one, two = (validation_inputs(sc, p, trace=tr, calibration=cal).config for p in sc.points()[-2:])
+    assert (one.comm_hook, one.comm_hook_call_s) == ("none", 0.0)
+    assert (two.comm_hook, two.comm_hook_call_s) == ("allreduce", 7e-5)

@@ -347,3 +347,34 @@ def test_options_take_the_same_path_with_interference_and_folded_ranks(name, opt
     assert folded.meta["rest_representative"]
     for r in folded.ranks:
         assert _close(log(folded, rank=r), log(full, rank=r))
+
+
+# ---- a Python comm hook's call cost (a calibration's comm_hook_call_s) ----------------------
+
+def test_python_hook_call_charged_per_bucket_before_its_division():
+    # one 3 MiB bucket: each gradient's copy-in takes 0.125 s (2 MiB at 16 MiB/s), so a's ends at
+    # 1.625; then the hook's call (0.125 s) and its div_ (2 * 3 MiB = 0.375 s) on the compute
+    # stream, then the launch: the all-reduce (3 MiB at 4 MiB/s) 2.125 .. 2.875
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2, 1, 0]])
+    res = simulate(tr, plan, net(), cfg(copy_bandwidth_bytes_per_s=CBW, comm_hook="allreduce", comm_hook_call_s=0.125))
+    rows = [x for x in log(res) if x[1] in ("compress", "allreduce")]
+    assert rows == [("compute", "compress", "comm hook call bucket 0", 1.625, 1.75),
+                    ("compute", "compress", "div bucket 0", 1.75, 2.125),
+                    ("comm", "allreduce", "bucket 0", 2.125, 2.875)]
+
+
+def test_python_hook_call_not_charged_without_a_hook():
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2, 1, 0]])
+    plain = simulate(tr, plan, net(), cfg(copy_bandwidth_bytes_per_s=CBW))
+    charged = simulate(tr, plan, net(), cfg(copy_bandwidth_bytes_per_s=CBW, comm_hook_call_s=0.125))
+    assert log(plain) == log(charged)
+
+
+@pytest.mark.parametrize("bad", [-1e-6, float("nan"), True, "1"])
+def test_comm_hook_call_s_refused_in_one_line(bad):
+    from ddpsim.engine.config import SimConfig
+
+    with pytest.raises(InputError, match=r"^comm_hook_call_s: .* is not accepted; expected a finite number of seconds >= 0$"):
+        SimConfig(comm_hook_call_s=bad)

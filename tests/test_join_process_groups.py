@@ -87,6 +87,39 @@ def test_two_groups_overlap_the_latency():
     assert comm(run(Net(latency_s=0.5)))[-1][2] == 5.25
 
 
+@dataclass(frozen=True)
+class IdleNet(Net):
+    """:class:`Net` with an idle-launch extra of ``extra_s`` per all-reduce (a CPU host's wake-up)."""
+
+    extra_s: float = 0.5
+
+    @property
+    def idle_launch_extra_s(self):
+        return lambda size_bytes: self.extra_s
+
+
+def test_one_bucket_pays_the_idle_extra_on_any_number_of_groups():
+    # one 3 MiB bucket, ready at 1.25 (0.5 forward + 0.75): 3 s of work on an idle stream; backward
+    # ends at 1.625, then every rank waits, so the extra 0.5 s is added: 1.25 + 3 + 0.5 = 4.75, the
+    # same on one stream and on two groups (the second never gets a collective)
+    tr = trace()
+    plan = explicit_plan(tr, [[2, 1, 0]])
+    for n in (1, 2, 3):
+        res = simulate(tr, plan, IdleNet(), SimConfig(world_size=2, jitter="none", num_iterations=1,
+                                                      num_warmup_iterations=0, process_groups=n))
+        assert comm(res) == [("bucket 0", 1.25, 4.75)], n
+
+
+def test_idle_extra_only_for_a_group_that_was_idle():
+    # two groups, one bucket each per group: bucket 0 (group 0) 0.75..1.0 alone, bucket 1 (group 1,
+    # idle) from 1.0, both at half pace; bucket 2 waits for group 0. Every rank waits from 1.625:
+    # bucket 0 (launched on its idle group) and bucket 1 each get 0.5 s more work; bucket 2 arrived
+    # while group 0 was busy: none. Work conserved: 3 s of bytes + 2 x 0.5 s extra from 0.75 = 4.75
+    got = comm(run(IdleNet(), process_groups=2))
+    assert got[-1][0] == "bucket 2" and got[-1][2] == pytest.approx(4.75, abs=1e-12)
+    assert comm(run(Net(), process_groups=2))[-1][2] == 3.75
+
+
 def test_process_groups_refused_in_one_line():
     with pytest.raises(InputError, match=r"^process_groups: 0 is not accepted; expected an integer >= 1$"):
         SimConfig(process_groups=0)

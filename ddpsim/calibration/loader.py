@@ -51,6 +51,12 @@ backward's queued buckets progress side by side; :attr:`CalibratedCommModel.comm
 :meth:`CalibratedCommModel.concurrent_rate` offer the engine that many lanes and their pace
 (see :mod:`ddpsim.engine.simulate`, "lanes"). Without them, one lane.
 
+``comm_hook_call_s`` (optional; ``python studies/comm_hook_cost.py --write FILE`` measures it):
+what a Python comm hook (``register_comm_hook``: ``default_hooks.allreduce_hook``, the round-robin
+hook of ``executor ddp --process-groups``) costs the backward per bucket on this host beyond its
+kernels -- the call into Python, the async all-reduce's future and its ``.then`` callback. The
+engine charges it to every bucket a Python comm hook launches (``SimConfig.comm_hook_call_s``).
+
 Fit (:func:`fit_calibration`): every curve is :func:`ddpsim.network.curve_fit.fit_curve`'s, a **piecewise
 alpha-beta between measured sizes** (:mod:`ddpsim.network.curve_fit`).
 
@@ -127,6 +133,9 @@ class Calibration:
     #: DDP's forward buffer broadcast per buffer beyond the broadcast itself (flatten, copy
     #: back: ``executor collectives``' ``broadcast_per_tensor_s``), or None where not measured
     broadcast_per_tensor_s: float | None = None
+    #: a Python comm hook's host time per bucket beyond its kernels on this machine (the
+    #: hook call, its future and ``.then`` callback: ``studies/comm_hook_cost.py --write``), or None
+    comm_hook_call_s: float | None = None
     #: the host's CPUs busy with other work during the probe's DDP steps (%, from
     #: ``/proc/stat``), or None where not measured
     probe_host_other_pct: float | None = None
@@ -211,7 +220,8 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
                       broadcast_per_tensor_s=doc.broadcast_per_tensor_s, device=doc.device, environment=doc.environment,
                       allreduce_after_compute=_points(doc.allreduce_after_compute),
                       allreduce_queued=_points(doc.allreduce_queued), comm_threads=doc.comm_threads,
-                      host_costs=None if doc.host_costs is None else doc.host_costs.build())
+                      host_costs=None if doc.host_costs is None else doc.host_costs.build(),
+                      comm_hook_call_s=doc.comm_hook_call_s)
     recomputed = consistent_ddp_overhead(cal, doc.ddp_overhead)
     if recomputed is not None:
         cal = replace(cal, ddp_iteration_overhead_s=recomputed,
@@ -296,6 +306,8 @@ def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
     if cal.allreduce_queued:
         out["allreduce_queued"] = pts(cal.allreduce_queued)
         out["comm_threads"] = cal.comm_threads
+    if cal.comm_hook_call_s is not None:
+        out["comm_hook_call_s"] = cal.comm_hook_call_s
     return out
 
 

@@ -142,4 +142,6 @@ class CalibrationDoc(Schema):
     allreduce_after_compute: list[PointDoc] | None = None
     allreduce_queued: list[PointDoc] | None = None
     comm_threads: Annotated[int, Field(ge=1, le=1024)] | None = None
+    #: a Python comm hook's host time per bucket beyond its kernels (``studies/comm_hook_cost.py``)
+    comm_hook_call_s: Seconds | None = None
 

@@ -52,6 +52,9 @@ class SimConfig:
             GPU: one kernel per parameter for copy-in, zero-fill and copy-out); 0 = none.
         host_costs: CPU costs per step, hook, bucket and collective on a CPU timeline per
             rank (:mod:`ddpsim.network.host_costs`); None = the CPU is never the bottleneck.
+        comm_hook_call_s: seconds a Python comm hook costs the backward per bucket beyond its
+            kernels (the call, the future, the ``.then`` callback; a calibration's
+            ``comm_hook_call_s``); 0 = not charged. Only with ``comm_hook`` other than none.
         compute_statistic: how the trace's iterations give each compute phase and each
             gradient-ready time: ``"median"`` (robust to an outlying iteration; default) or
             ``"mean"`` (what a mean step adds up: ``ddpsim validate`` predicts its measured mean
@@ -81,6 +84,7 @@ class SimConfig:
     rank_group_size: int | None = None
     copy_kernel_floor_s: float = 0.0
     host_costs: HostCosts | None = None
+    comm_hook_call_s: float = 0.0
     sync_batchnorm: bool = False
     compute_statistic: str = "median"
     process_groups: int = 1
@@ -120,6 +124,9 @@ class SimConfig:
         fl = self.copy_kernel_floor_s
         if isinstance(fl, bool) or not isinstance(fl, (int, float)) or not math.isfinite(fl) or fl < 0:
             raise InputError(f"copy_kernel_floor_s: {fl!r} is not accepted; expected a finite number of seconds >= 0")
+        c = self.comm_hook_call_s
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not (math.isfinite(c) and c >= 0):
+            raise InputError(f"comm_hook_call_s: {c!r} is not accepted; expected a finite number of seconds >= 0")
         if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
             raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.network.host_costs.HostCosts or None")
         check_compute_statistic(self.compute_statistic)

@@ -31,6 +31,13 @@ and where it is approximate:
   two communicators are taken not to slow each other's kernels beyond the link share, and the
   SMs they hold add up: the compute slowdown applies the sum of the running collectives'
   shares (``slow_weight``), which overstates it when their kernels would not all be resident.
+
+A comm model's idle-launch extra (``idle_launch_extra_s``: on a CPU host an all-reduce that wakes
+a process group's sleeping worker threads costs more than one in a loop, measured by the
+calibration's ``allreduce_after_compute`` curve) applies per group as it does to the one stream:
+to an all-reduce launched onto its group while nothing of that group runs, once every rank
+waits (DDP's end-of-backward buckets). With N groups the last buckets are each the first on
+their own group, so each may pay it where one stream would have queued them back to back.
 """
 
 from __future__ import annotations
@@ -90,6 +97,8 @@ class GroupStreams:
         """Group ``g``: its collectives (``g, g + n, ...``) in order, ``lanes`` at a time."""
         eng, env = self.eng, self.eng.env
         mine: list[Any] = []
+        #: when this group's last collective ended
+        free_s = 0.0
         i = g
         while True:
             c = eng.coll(i)
@@ -99,14 +108,19 @@ class GroupStreams:
             if c.arrival_max_s > env.now:
                 yield env.timeout(c.arrival_max_s - env.now)
             c.start_s = env.now
-            mine = [r for r in mine if not r.done.triggered] + [c]
+            free_s = max([free_s] + [r.end_s for r in mine if r.done.triggered])
+            mine = [r for r in mine if not r.done.triggered]
+            idle = not mine and c.arrival_max_s > free_s
+            extra = eng.idle_extra_s(c.size_bytes) if idle and eng.idle_extra is not None and c.kind == "allreduce" else 0.0
+            mine.append(c)
             self.running.append(c)
             self.changed()
-            env.process(self.progress(c))
+            env.process(self.progress(c, extra))
             i += self.n
 
-    def progress(self, c: Any) -> Iterator[simpy.Event]:
-        """``c.work_s`` seconds of work at its pace (and ``1/comm_slowdown`` while any rank computes)."""
+    def progress(self, c: Any, idle_extra_s: float = 0.0) -> Iterator[simpy.Event]:
+        """``c.work_s`` seconds of work at its pace (and ``1/comm_slowdown`` while any rank computes),
+        plus ``idle_extra_s`` once every rank waits, if that happens before the work is done."""
         eng = self.eng
 
         def rate() -> float:
@@ -115,7 +129,7 @@ class GroupStreams:
                 r /= eng.comm_slow
             return r
 
-        yield from eng.advance(c.work_s, rate)
+        yield from eng.advance(c.work_s, rate, idle_extra_s)
         c.end_s = eng.env.now
         self.running.remove(c)
         self.changed()

@@ -194,6 +194,8 @@ class Rank(RankTimeline):
             # _reducer_allreduce_and_upcast_hook: cast to reduce_dtype if it differs, no division before
             yield from self.work("compress", f"mixed precision cast {name}", layout.mp_cast_s[b] * s, b, size)
             return [self.launch("allreduce", name, b, layout.reduce_bytes[b])]
+        if eng.config.comm_hook_call_s > 0:  # the Python hook's call, future and callback (calibrated)
+            yield from self.work("compress", f"comm hook call {name}", eng.config.comm_hook_call_s * s, b, size)
         if hook == "allreduce":
             yield from self.work("compress", f"div {name}", allreduce_hook_div_s(size, eng.copy_bw) * s, b, size)
             return [self.launch("allreduce", name, b, size)]

@@ -133,6 +133,8 @@ def _config_summary(config: SimConfig) -> dict[str, Any]:
         del d["host_costs"]
     if not config.copy_kernel_floor_s:
         del d["copy_kernel_floor_s"]
+    if not config.comm_hook_call_s:
+        del d["comm_hook_call_s"]
     if config.process_groups == 1:
         del d["process_groups"]
     if config.join_batches is None:

@@ -94,6 +94,14 @@ def bucket_plan(scenario: Any, point: SweepPoint, trace: Any):
         raise
 
 
+def hook_call_s(calibration: Any, comm_hook: str) -> float:
+    """The calibration's ``comm_hook_call_s`` where a Python comm hook runs (``comm_hook`` not
+    none), else 0 (nothing charged, nothing in the config)."""
+    if comm_hook == "none" or calibration is None:
+        return 0.0
+    return float(getattr(calibration, "comm_hook_call_s", None) or 0.0)
+
+
 def sim_config(scenario: Any, point: SweepPoint, *, world_size: int, graph: Any = None, calibration: Any = None,
                comm: Any = None) -> SimConfig:
     """The SimConfig of ``point``: the scenario's ``simulation`` block, the point's comm hook,
@@ -114,6 +122,7 @@ def sim_config(scenario: Any, point: SweepPoint, *, world_size: int, graph: Any 
                      copy_bandwidth_bytes_per_s=terms.copy_bandwidth_bytes_per_s,
                      copy_kernel_floor_s=terms.copy_kernel_floor_s, host_costs=terms.host_costs,
                      process_groups=point.process_groups,
+                     comm_hook_call_s=hook_call_s(calibration, point.comm_hook),
                      join_batches=None if scenario.join is None else scenario.join.batches(world_size, sim.seed))
 
 

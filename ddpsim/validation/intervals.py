@@ -170,12 +170,14 @@ def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: A
     :data:`ddpsim.engine.config.VALIDATION_STATISTIC` (:meth:`ddpsim.engine.config.SimConfig.for_validation`)."""
     from dataclasses import replace as _replace
 
+    from ddpsim.pipeline.inputs import hook_call_s
+
     inputs = scenario.build_point(point, trace=trace, calibration=calibration)
     config = inputs.config.for_validation()
     if config.process_groups > 1 and config.comm_hook == "none":
         # the real run deals the buckets with a comm hook (executor.ddp_modes), which divides
         # each bucket itself as DDP's allreduce_hook does
-        config = _replace(config, comm_hook="allreduce")
+        config = _replace(config, comm_hook="allreduce", comm_hook_call_s=hook_call_s(calibration, "allreduce"))
     return _replace(inputs, config=config)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +13,8 @@ from ddpsim.errors import InputError
 from ddpsim.trace.models import BuiltModel, build_model
 from ddpsim.trace.retime import GPUS, RooflineAssumptions, op_time_s, retime_spec
 from ddpsim.trace.records import load_trace
+
+ROOT = Path(__file__).resolve().parents[1]
 
 A = RooflineAssumptions()  # compute 0.6, memory 0.75, floor 4 us
 
@@ -142,3 +145,54 @@ def test_cli_retime(tmp_path, capsys):
     assert "--gpu: 'tpu' is not accepted" in capsys.readouterr().err
     assert main(["retime", str(tmp_path / "nope.json"), "--gpu", "a100", "--out", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def _real_cpu_autocast_order(spec, batch_size: int = 2) -> list[int]:
+    """The order the hooks fire in one backward under torch's real (CPU) bf16 autocast."""
+    import torch
+
+    from ddpsim.trace.models import ddp_params, default_loss
+
+    params = [p for _, p, _ in ddp_params(spec.module)]
+    fired: list[int] = []
+    for i, p in enumerate(params):
+        p.register_post_accumulate_grad_hook(lambda _p, i=i: fired.append(i))
+    batch = spec.make_batch(batch_size)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = spec.module(*batch) if isinstance(batch, tuple) else spec.module(batch)
+        loss = (spec.loss_fn or default_loss)(out)
+    loss.backward()
+    return fired
+
+
+@pytest.mark.parametrize("model, kwargs", [("mlp", {}), ("gpt2-124m", {"n_layer": 1, "seq_len": 8}),
+                                           ("bert-base", {"n_layer": 1, "seq_len": 8})])
+def test_autocast_ready_order_on_meta_equals_real_autocast(model, kwargs):
+    """Real autocast makes a Linear's weight ready before its bias (the reverse of float32):
+    the meta-device replay finds the same order as a real CPU autocast backward."""
+    import torch
+
+    from ddpsim.trace.autocast_order import autocast_ready_order
+    from ddpsim.trace.models import build_model, ddp_params, default_loss
+
+    real = _real_cpu_autocast_order(build_model(model, **kwargs))
+    with torch.device("meta"):
+        spec = build_model(model, **kwargs)
+    batch = spec.make_batch(2)
+    batch = tuple(t.to("meta") for t in batch) if isinstance(batch, tuple) else batch.to("meta")
+    params = [p for _, p, _ in ddp_params(spec.module)]
+    assert autocast_ready_order(spec.module, batch, spec.loss_fn or default_loss, params, torch.bfloat16) == real
+
+
+@pytest.mark.parametrize("model, kwargs", [("gpt2-124m", {"seq_len": 64}), ("bert-base", {"seq_len": 32})])
+def test_retimed_bf16_ready_order_equals_a_real_h100_bf16_run(model, kwargs):
+    """traces/<model>.measured.h100.json was captured under CUDA bf16 autocast on an H100: the
+    retime's gradient-ready order is the one that GPU ran (the plan's rebuilt buckets follow it)."""
+    from ddpsim.trace.records import load_trace
+    from ddpsim.trace.retime import retime_trace_file
+
+    real = load_trace(ROOT / "traces" / f"{model}.measured.h100.json")
+    ret = retime_trace_file(ROOT / "traces" / f"{model}.cpu.json", gpu="h100", batch_size=2, autocast="bf16", **kwargs)
+    assert tuple(ret.grad_ready_order) == tuple(real.grad_ready_order)
+    ready = ret.iterations[0].grad_ready_s
+    assert all(ready[a] <= ready[b] for a, b in zip(ret.grad_ready_order, ret.grad_ready_order[1:]))

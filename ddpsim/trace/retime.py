@@ -381,6 +381,8 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     mode = _make_mode(g, a, ac_dtype)
     (sample, order), log = _modelled_steps(mode, _make_sdpa_mode(mode, ac_dtype), module, batch,
                                            spec.loss_fn or default_loss, params, opt)
+    if ac_dtype is not None:
+        sample, order = _autocast_order(sample, order, module, spec, params, ac_dtype, to_meta)
     records = tuple(ParamRecord(index=i, name=n, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
                                 size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=s, has_grad=sample.grad_ready_s[i] is not None)
                     for i, (n, p, s) in enumerate(plist))
@@ -399,6 +401,21 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     trace = Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(order), iterations=(sample,),
                   environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
     return (trace, log) if return_log else trace
+
+
+def _autocast_order(sample: IterationSample, order: list[int], module: Any, spec: Any, params: Sequence[Any],
+                    ac_dtype: Any, to_meta: Any) -> tuple[IterationSample, list[int]]:
+    """The sample with its ready-time slots given in the order CUDA autocast makes the gradients
+    ready (:mod:`ddpsim.trace.autocast_order`); unchanged when that order cannot be found."""
+    from ddpsim.trace.autocast_order import autocast_ready_order, reslot
+    from ddpsim.trace.models import default_loss
+
+    small = spec.make_batch(2)
+    small = tuple(to_meta(t) for t in small) if isinstance(small, (tuple, list)) else to_meta(small)
+    ac_order = autocast_ready_order(module, small, spec.loss_fn or default_loss, params, ac_dtype)
+    if ac_order is None or sorted(ac_order) != sorted(order):
+        return sample, order
+    return replace(sample, grad_ready_s=reslot(sample.grad_ready_s, order, ac_order)), ac_order
 
 
 def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any, params: Sequence[Any],

@@ -1,0 +1,96 @@
+"""The order gradients become ready in under CUDA autocast, found on the meta device.
+
+Autocast casts a lower-precision op's floating-point arguments above autograd, so each cast is
+an autograd node (``ToCopyBackward0``) between the op and a parameter's ``AccumulateGrad``; the
+engine runs ready nodes by descending sequence number, so the order the casts were made in sets
+the order the parameters' gradients become ready. Autocast's C++ wrappers
+(``aten/src/ATen/autocast_mode.h``, ``cached_cast`` per argument) cast the arguments as the
+compiler evaluates a call's arguments: right to left with GCC, the compiler of PyTorch's Linux
+builds, so a Linear's bias is cast before its weight, and the weight's gradient (one node nearer)
+becomes ready first: the reverse of a float32 backward. A leaf parameter is cast once per
+autocast region (its cast is cached). The retime's dispatch-level emulation of autocast sits
+below autograd and leaves the graph as in float32; this module replays one backward on ``meta``
+with the casts made above autograd, in that order, to read the order the hooks fire in. Checked
+against real CPU autocast (``tests/test_retime.py``) and against traces captured under CUDA
+autocast on an H100 (ResNet-50, BERT-base, GPT-2 124M and 1.5B: equal).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+#: ``torch.nn.functional`` / ``torch`` functions CUDA autocast runs in lower precision (the
+#: ``lower_precision_fp`` list of ``autocast_mode.cpp`` that reaches Python as these names)
+_LOWER_NAMES = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+                "prelu", "scaled_dot_product_attention", "matmul", "mm", "mv", "bmm", "addmm", "addmv", "addr",
+                "baddbmm", "addbmm", "einsum", "chain_matmul")
+
+
+def _lower_funcs() -> set[Any]:
+    import torch
+    import torch.nn.functional as F
+
+    funcs = {getattr(mod, n) for mod in (F, torch) for n in _LOWER_NAMES if hasattr(mod, n)}
+    return funcs | {torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.mm, torch.Tensor.bmm}
+
+
+def _cast_mode(dtype: Any) -> Any:
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    lower = _lower_funcs()
+
+    class AutocastAboveAutograd(TorchFunctionMode):
+        """Casts the floating-point arguments of autocast's lower-precision functions, last first."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.cached: dict[int, Any] = {}
+
+        def cast(self, x: Any) -> Any:
+            if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != dtype):
+                return x
+            if x.is_leaf and x.requires_grad:
+                if id(x) not in self.cached:
+                    self.cached[id(x)] = x.to(dtype)
+                return self.cached[id(x)]
+            return x.to(dtype)
+
+        def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if func in lower:
+                cast_kw = {k: self.cast(v) for k, v in reversed(list(kwargs.items()))}
+                kwargs = {k: cast_kw[k] for k in kwargs}
+                args = tuple(reversed([self.cast(a) for a in reversed(args)]))
+            return func(*args, **kwargs)
+
+    return AutocastAboveAutograd()
+
+
+def autocast_ready_order(module: Any, batch: Any, loss_fn: Any, params: Sequence[Any], dtype: Any) -> list[int] | None:
+    """Indices of ``params`` in the order their post-accumulate-grad hooks fire in one backward
+    of ``module`` (on ``meta``) under autocast to ``dtype``; None if the model cannot run so."""
+    fired: list[int] = []
+    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: fired.append(i)) for i, p in enumerate(params)]
+    try:
+        with _cast_mode(dtype):
+            out = module(*batch) if isinstance(batch, tuple) else module(batch)
+            loss = loss_fn(out)
+        loss.backward()
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return None
+    finally:
+        for h in handles:
+            h.remove()
+        for p in params:
+            p.grad = None
+    return fired
+
+
+def reslot(ready_s: Sequence[float | None], fired: Sequence[int], order: Sequence[int]) -> tuple[float | None, ...]:
+    """Ready times with the same time slots (the ``k``-th hook to fire keeps the ``k``-th time)
+    given to the parameters in ``order`` instead of ``fired``; ``order`` must hold ``fired``'s indices."""
+    out = list(ready_s)
+    for slot, idx in zip(fired, order):
+        out[idx] = ready_s[slot]
+    return tuple(out)

@@ -73,3 +73,26 @@ def test_lazy_spans_are_the_tuple_and_pickle_as_it():
     back = pickle.loads(pickle.dumps(res))
     assert type(back.spans) is tuple and back == res
     assert fresh(plan, spans=False).spans == ()
+
+
+def test_lazy_buckets_are_the_bucket_timings_the_bucket_log_gives():
+    # the oracle: BucketTiming's own constructor over the rank's bucket log and the collectives
+    from ddpsim.engine.result import BucketTiming, LazyBuckets
+
+    plan = plan_ddp(TRACE, DDPOptions(bucket_cap_mb=5))
+    res = fresh(plan, spans=False)
+    assert isinstance(res.buckets, LazyBuckets)
+    built = tuple(res.buckets)
+    ranks = sorted({b.rank for b in built})
+    assert ranks == list(res.ranks) and len(built) == len(ranks) * (len(plan.initial) + 2 * len(plan.steady))
+    spans = fresh(plan).spans
+    comm = {(s.rank, s.iteration, s.bucket): s for s in spans if s.stream == "comm" and s.kind == "allreduce"}
+    for b in built:
+        c = comm[(b.rank, b.iteration, b.bucket)]
+        layout = plan.initial if b.iteration == 1 else plan.steady
+        again = BucketTiming(rank=b.rank, iteration=b.iteration, bucket=b.bucket, size_bytes=layout[b.bucket].size_bytes,
+                             num_params=len(layout[b.bucket].param_indices), ready_s=b.ready_s, launch_s=b.launch_s,
+                             start_s=c.start_s, end_s=c.end_s)
+        assert b == again and asdict(b) == asdict(again)
+    back = pickle.loads(pickle.dumps(res))
+    assert type(back.buckets) is tuple and back.buckets == built

@@ -27,7 +27,8 @@ from ddpsim.engine.join import JoinProgram, JoinSchedule, add_even_baseline
 from ddpsim.engine.process_groups import GroupStreams
 from ddpsim.engine.reducer import Rank
 from ddpsim.engine.rest import RestRanks
-from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, LazySpans, SimResult, Span
+from ddpsim.engine.result import (COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, LazyBuckets, LazySpans,
+                                  SimResult, Span)
 from ddpsim.engine.streams import Engine
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CAPABILITIES, CommModel
@@ -276,7 +277,7 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     kept = [(rk.rank, rk.spans) for rk in ranks if rk.keep_spans]
     return SimResult(world_size=config.world_size, ranks=tuple(explicit),
                      spans=LazySpans(_merged_spans, kept, comm_rows) if kept else (),
-                     buckets=tuple(buckets), iterations=tuple(iters), meta=meta)
+                     buckets=buckets, iterations=tuple(iters), meta=meta)
 
 
 def _join_schedule(config: SimConfig, plan: BucketPlan) -> tuple[JoinSchedule | None, SimConfig]:
@@ -362,19 +363,39 @@ def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -
     return out_spans
 
 
+def _bucket_rows(eng: Engine, ranks: list[Rank]) -> tuple:
+    """What :func:`_bucket_timings` needs of every recording rank's bucket log: the layouts' sizes
+    and counts per iteration, the collectives' start and end times (not the engine: it holds
+    the whole simulation)."""
+    logs = [(rk.rank, rk.bucket_log) for rk in ranks if rk.record]
+    shapes = {it: (layout.sizes, layout.counts) for it, layout in eng.layouts.items()}
+    return logs, shapes, [c.start_s for c in eng.colls], [c.end_s for c in eng.colls]
+
+
+def _bucket_timings(logs: list, shapes: dict, starts: list[float], ends: list[float]) -> list[BucketTiming]:
+    """Per-bucket timings of every recording rank (:class:`~ddpsim.engine.result.LazyBuckets`)."""
+    new, setattr_ = object.__new__, object.__setattr__
+    out: list[BucketTiming] = []
+    for rank, log in logs:
+        for (it, b, ready_s, launch_s, first_i, last_i) in log:
+            sizes, counts = shapes[it]
+            # NOTE: what BucketTiming(...) builds, without the frozen dataclass __init__ (no __post_init__)
+            bt = new(BucketTiming)
+            setattr_(bt, "__dict__", {"rank": rank, "iteration": it, "bucket": b, "size_bytes": sizes[b],
+                                      "num_params": counts[b], "ready_s": ready_s, "launch_s": launch_s,
+                                      "start_s": starts[first_i], "end_s": ends[last_i]})
+            out.append(bt)
+    return out
+
+
 def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[tuple[float, float]]],
-                  last_grad_end: dict[int, float], warmup: int) -> tuple[list[BucketTiming], list[IterationStats]]:
-    """Per-bucket timings and per-iteration figures of every recording rank."""
-    buckets: list[BucketTiming] = []
+                  last_grad_end: dict[int, float], warmup: int) -> tuple[LazyBuckets, list[IterationStats]]:
+    """Per-bucket timings (built when read) and per-iteration figures of every recording rank."""
+    buckets = LazyBuckets(_bucket_timings, *_bucket_rows(eng, ranks))
     iters: list[IterationStats] = []
     for rk in ranks:
         if not rk.record:
             continue
-        for (it, b, ready_s, launch_s, first_i, last_i) in rk.bucket_log:
-            layout = eng.layouts[it]
-            buckets.append(BucketTiming(rank=rk.rank, iteration=it, bucket=b, size_bytes=layout.sizes[b],
-                                        num_params=layout.counts[b], ready_s=ready_s, launch_s=launch_s,
-                                        start_s=eng.colls[first_i].start_s, end_s=eng.colls[last_i].end_s))
         for k, acc in enumerate(rk.accs, start=1):
             comm_iv = sorted(comm_by_iter.get(k, []))
             comm_s = sum(e - s for s, e in comm_iv)

@@ -33,6 +33,7 @@ from ddpsim.engine.streams import Engine
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CAPABILITIES, CommModel
 from ddpsim.network.kernel_costs import POWERSGD_MIN_COMPRESSION_RATE, copy_kernel_s, kernel_s, param_elem_bytes, powersgd_split
+from ddpsim.network.topology import gc_paused
 from ddpsim.plan.planner import BucketPlan, reducer_param_indices
 from ddpsim.trace.records import Trace
 
@@ -184,7 +185,8 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     if kept is not None:  # the entry holds the trace (and comm) it was keyed on by identity
         _MEMO.move_to_end(key)
         return replace(kept[2], meta={**kept[2].meta, "plan": _plan_meta(plan)})
-    result = _simulate(trace, plan, comm, config, spans)
+    with gc_paused():  # a simulation's events and generators all live until it ends
+        result = _simulate(trace, plan, comm, config, spans)
     if key is not None:
         _MEMO[key] = (trace, comm, result)
         if len(_MEMO) > MEMO_SIZE:

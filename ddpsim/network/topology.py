@@ -711,13 +711,14 @@ def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | No
 
 def rank_nodes(graph: nx.Graph) -> list:
     """Device nodes in rank order: by host, then local rank (torchrun's order)."""
-    devs = [n for n, d in graph.nodes(data=True) if d.get(KIND) in DEVICE_KINDS]
-    return sorted(devs, key=lambda n: (graph.nodes[n][HOST], graph.nodes[n][LOCAL_RANK]))
+    attr = graph._node
+    devs = [n for n, d in attr.items() if d.get(KIND) in DEVICE_KINDS]
+    return sorted(devs, key=lambda n: (attr[n][HOST], attr[n][LOCAL_RANK]))
 
 
 def max_ranks(graph: nx.Graph) -> int:
     """Number of ranks the topology holds (one per device)."""
-    return len(rank_nodes(graph))
+    return sum(1 for d in graph._node.values() if d.get(KIND) in DEVICE_KINDS)
 
 
 def edge_weight(u: Any, v: Any, d: dict[str, Any]) -> int:

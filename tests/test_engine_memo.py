@@ -96,3 +96,16 @@ def test_lazy_buckets_are_the_bucket_timings_the_bucket_log_gives():
         assert b == again and asdict(b) == asdict(again)
     back = pickle.loads(pickle.dumps(res))
     assert type(back.buckets) is tuple and back.buckets == built
+
+
+def test_trace_statistics_are_the_traces_own_computed_once_per_trace():
+    from ddpsim.engine import trace_stats
+
+    for name in ("forward", "backward", "optimizer", "zero_grad"):
+        assert trace_stats.phase(TRACE, name) == TRACE.phase(name)
+        assert trace_stats.phase(TRACE, name) is trace_stats.phase(TRACE, name)
+    for st in ("median", "mean"):
+        assert trace_stats.grad_ready_stat_s(TRACE, st) == TRACE.grad_ready_stat_s(st)
+    slower = replace(TRACE, iterations=tuple(replace(it, backward_s=2 * it.backward_s) for it in TRACE.iterations))
+    assert trace_stats.phase(slower, "backward") == slower.phase("backward") != TRACE.phase("backward")
+    assert trace_stats.phase(TRACE, "backward") == TRACE.phase("backward")

@@ -26,6 +26,7 @@ from ddpsim.engine.capabilities import engine_capabilities
 from ddpsim.engine.config import SimConfig
 from ddpsim.engine.features import (GRAPH_SEARCH_S_PER_PARAM, BucketLayout, DelayedAllReduce, SyncBatchNorm,
                                     buffer_broadcast_buckets)
+from ddpsim.engine.trace_stats import grad_ready_stat_s, phase
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CommModel
 from ddpsim.network.interference import Interference
@@ -154,11 +155,11 @@ class Engine:
         """The trace's phase times and gradient-ready offsets (medians, or means:
         ``SimConfig.compute_statistic``)."""
         st = config.compute_statistic
-        self.forward_s = trace.phase("forward").stat(st) * self.caps.ddp_forward_factor
-        self.backward_s = trace.phase("backward").stat(st)
-        self.optimizer_s = trace.phase("optimizer").stat(st)
-        self.zero_grad_s = trace.phase("zero_grad").stat(st)
-        med = trace.grad_ready_stat_s(st)
+        self.forward_s = phase(trace, "forward").stat(st) * self.caps.ddp_forward_factor
+        self.backward_s = phase(trace, "backward").stat(st)
+        self.optimizer_s = phase(trace, "optimizer").stat(st)
+        self.zero_grad_s = phase(trace, "zero_grad").stat(st)
+        med = grad_ready_stat_s(trace, st)
         for i, t in enumerate(med):
             if t is not None and not (math.isfinite(t) and t >= 0):
                 raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")

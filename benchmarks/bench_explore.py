@@ -1,6 +1,7 @@
 """How fast are sweeps and design spaces, against another checkout? One command, prints figures:
 
     python benchmarks/bench_explore.py --baseline /path/to/other/checkout [--points 10000] [--jobs 2] [--quick]
+        [--parts 1,2,3,4] [--nodes 4096]
 
 Every figure is measured in this one run, the baseline's in a subprocess with
 ``PYTHONPATH=<baseline>`` and this checkout's with ``PYTHONPATH=<this checkout>``, one after
@@ -17,7 +18,9 @@ the other on the same machine:
    and the per-point path every verb took (``build_point_inputs`` + ``simulate``) on a seeded
    sample of it in both checkouts (the baseline has no ``explore``), extrapolated to the space;
 3. the same sample with the contention prior on (the engine's interference path, the default
-   for NCCL presets): CPU seconds per point in both checkouts.
+   for NCCL presets): CPU seconds per point in both checkouts;
+4. the dgx-h100 preset graph and its NCCL model at ``--nodes`` (4,096) nodes, each checkout in a
+   fresh process (``bench_topology_build.py``'s probe; target: <= 2 s).
 """
 
 from __future__ import annotations
@@ -106,7 +109,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="explore's processes (default 2)")
     ap.add_argument("--sample", type=int, default=40, help="points of the per-point sample (default 40)")
     ap.add_argument("--quick", action="store_true", help="1,000 points and a 10-point sample")
-    ap.add_argument("--parts", default="1,2,3", help="which of the figures 1, 2, 3 to measure (default all)")
+    ap.add_argument("--parts", default="1,2,3,4", help="which of the figures 1, 2, 3, 4 to measure (default all)")
+    ap.add_argument("--nodes", type=int, default=4096, help="figure 4's dgx-h100 node count (default 4096)")
     args = ap.parse_args(argv)
     base = Path(args.baseline).resolve()
     points, n_sample = (1000, 10) if args.quick else (args.points, args.sample)
@@ -117,6 +121,8 @@ def main(argv=None) -> int:
         sweep_figures(base)
     if 2 in parts or 3 in parts:
         space_figures(base, points, n_sample, args.jobs, parts)
+    if 4 in parts:
+        build_figures(base, args.nodes)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 
@@ -158,6 +164,19 @@ def explore_figures(base: Path, axes: dict, total: int, spec: dict, n_sample: in
         print(f"    ddpsim explore --jobs {jobs}, {name}: {wall:.1f} s wall end to end, {cpu:.1f} s CPU in all its "
               f"processes ({cpu / total * 1e3:.1f} ms CPU per point; {total / wall:.0f} points/s; target 10,000 points "
               f"<= 60 s)", flush=True)
+
+
+def build_figures(base: Path, nodes: int) -> None:
+    """4. the dgx-h100 graph and NCCL model at ``nodes`` nodes (bench_topology_build.py's probe)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_topology_build import probe, total
+
+    old, new = probe(base, "dgx-h100", nodes), probe(ROOT, "dgx-h100", nodes)
+    print(f"\n[4] dgx-h100 x {nodes} nodes ({new['ranks']} GPUs), preset graph + NCCL model, CPU s in a fresh process "
+          f"(what ddpsim collectives --topology dgx-h100 --nodes {nodes} builds; target <= 2 s):\n"
+          f"    baseline {old['graph_cpu_s']:.2f} + {old['model_cpu_s']:.2f} = {total(old, 'cpu_'):.2f} s; this checkout "
+          f"{new['graph_cpu_s']:.2f} + {new['model_cpu_s']:.2f} = {total(new, 'cpu_'):.2f} s: "
+          f"{total(old, 'cpu_') / total(new, 'cpu_'):.1f}x; same model: {old['same'] == new['same']}", flush=True)
 
 
 def explore_run(root: Path, axes: dict, jobs: int) -> tuple[float, float]:

@@ -7,9 +7,9 @@ For each node count, in a fresh process: the preset graph (``build_preset``) and
 model on every GPU (``build_comm_model``: placement, ring/tree/NVLS channel searches, tuning
 model), wall and CPU seconds. With ``--previous`` (a git revision, e.g. ``HEAD~1``, or a
 checkout directory) the same script runs against that code too, one process after the other
-per node count, and the ratio previous / current of the model build (wall and CPU seconds) is
-printed, with whether both describe the same model (``describe()`` and the all-reduce time
-of 1 MiB and 1 GiB). The previous code grows as the square of the nodes: ``--previous-max-nodes`` caps it.
+per node count, and the ratio previous / current of graph plus model (what ``ddpsim collectives
+--topology P --nodes N`` builds; wall and CPU seconds) is printed, with whether both describe
+the same model (``describe()`` and the all-reduce time of 1 MiB and 1 GiB). The previous code grows as the square of the nodes: ``--previous-max-nodes`` caps it.
 The target: 4,096 nodes (32,768 GPUs) of dgx-h100 in <= 2 s on a quiet 2-core machine.
 """
 
@@ -70,18 +70,23 @@ def main() -> None:
         prev = previous_tree(args.previous, Path(tmp)) if args.previous else None
         print(f"# {args.preset}: wall (CPU) seconds per build, each in a fresh process"
               + (f"; previous code: {args.previous}" if prev else ""))
-        print(f"{'nodes':>6} {'GPUs':>7} {'graph s':>14} {'model s':>14}"
-              + (f" {'previous model s':>18} {'ratio wall (CPU)':>17} {'same':>5}" if prev else ""))
+        print(f"{'nodes':>6} {'GPUs':>7} {'graph s':>14} {'model s':>14} {'total s':>14}"
+              + (f" {'previous total s':>18} {'ratio wall (CPU)':>17} {'same':>5}" if prev else ""))
         for n in counts:
             cur = probe(ROOT, args.preset, n)
             line = (f"{n:>6} {cur['ranks']:>7} {cur['graph_s']:>7.2f} ({cur['graph_cpu_s']:4.2f})"
-                    f" {cur['model_s']:>7.2f} ({cur['model_cpu_s']:4.2f})")
+                    f" {cur['model_s']:>7.2f} ({cur['model_cpu_s']:4.2f}) {total(cur, ''):>7.2f} ({total(cur, 'cpu_'):4.2f})")
             if prev is not None and n <= args.previous_max_nodes:
                 old = probe(prev, args.preset, n)
-                line += (f" {old['model_s']:>9.2f} ({old['model_cpu_s']:6.2f}) {old['model_s'] / cur['model_s']:>7.1f}x"
-                         f" ({old['model_cpu_s'] / cur['model_cpu_s']:5.1f}x) {'yes' if old['same'] == cur['same'] else 'NO':>5}")
+                line += (f" {total(old, ''):>9.2f} ({total(old, 'cpu_'):6.2f})"
+                         f" {total(old, '') / total(cur, ''):>7.1f}x ({total(old, 'cpu_') / total(cur, 'cpu_'):5.1f}x)"
+                         f" {'yes' if old['same'] == cur['same'] else 'NO':>5}")
             print(line, flush=True)
 
+
+def total(probed: dict, kind: str) -> float:
+    """Graph plus model seconds (``kind`` '' for wall, 'cpu_' for CPU)."""
+    return probed[f"graph_{kind}s"] + probed[f"model_{kind}s"]
 
 if __name__ == "__main__":
     main()

@@ -73,3 +73,54 @@ def test_lazy_spans_are_the_tuple_and_pickle_as_it():
     back = pickle.loads(pickle.dumps(res))
     assert type(back.spans) is tuple and back == res
     assert fresh(plan, spans=False).spans == ()
+
+
+def test_lazy_buckets_are_the_bucket_timings_the_bucket_log_gives():
+    # the oracle: BucketTiming's own constructor over the rank's bucket log and the collectives
+    from ddpsim.engine.result import BucketTiming, LazyBuckets
+
+    plan = plan_ddp(TRACE, DDPOptions(bucket_cap_mb=5))
+    res = fresh(plan, spans=False)
+    assert isinstance(res.buckets, LazyBuckets)
+    built = tuple(res.buckets)
+    ranks = sorted({b.rank for b in built})
+    assert ranks == list(res.ranks) and len(built) == len(ranks) * (len(plan.initial) + 2 * len(plan.steady))
+    spans = fresh(plan).spans
+    comm = {(s.rank, s.iteration, s.bucket): s for s in spans if s.stream == "comm" and s.kind == "allreduce"}
+    for b in built:
+        c = comm[(b.rank, b.iteration, b.bucket)]
+        layout = plan.initial if b.iteration == 1 else plan.steady
+        again = BucketTiming(rank=b.rank, iteration=b.iteration, bucket=b.bucket, size_bytes=layout[b.bucket].size_bytes,
+                             num_params=len(layout[b.bucket].param_indices), ready_s=b.ready_s, launch_s=b.launch_s,
+                             start_s=c.start_s, end_s=c.end_s)
+        assert b == again and asdict(b) == asdict(again)
+    back = pickle.loads(pickle.dumps(res))
+    assert type(back.buckets) is tuple and back.buckets == built
+
+
+def test_trace_statistics_are_the_traces_own_computed_once_per_trace():
+    from ddpsim.engine import trace_stats
+
+    for name in ("forward", "backward", "optimizer", "zero_grad"):
+        assert trace_stats.phase(TRACE, name) == TRACE.phase(name)
+        assert trace_stats.phase(TRACE, name) is trace_stats.phase(TRACE, name)
+    for st in ("median", "mean"):
+        assert trace_stats.grad_ready_stat_s(TRACE, st) == TRACE.grad_ready_stat_s(st)
+    slower = replace(TRACE, iterations=tuple(replace(it, backward_s=2 * it.backward_s) for it in TRACE.iterations))
+    assert trace_stats.phase(slower, "backward") == slower.phase("backward") != TRACE.phase("backward")
+    assert trace_stats.phase(TRACE, "backward") == TRACE.phase("backward")
+
+
+def test_derived_kernels_and_layouts_are_per_setting_and_match_a_fresh_engine():
+    from ddpsim.engine import trace_stats
+
+    plans = [plan_ddp(TRACE, DDPOptions(bucket_cap_mb=c)) for c in (5, 25)]
+    configs = [CONFIG, replace(CONFIG, copy_bandwidth_bytes_per_s=1.0e12), replace(CONFIG, comm_hook="fp16")]
+    kept = [figures(engine.simulate(TRACE, p, comm(), c)) for p in plans for c in configs]  # sharing on
+    fresh_runs = []
+    for p in plans:
+        for c in configs:
+            trace_stats._DERIVED.clear()
+            fresh_runs.append(figures(fresh(p, c)))
+    assert kept == fresh_runs
+    assert len({repr(k) for k in kept}) == len(kept)  # every setting its own result

@@ -245,3 +245,49 @@ def test_yaml_two_hosts_nic_bounds_the_ring(tmp_path):
     assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (1, 12.0)
     assert "leaf" in d["ring_bottleneck_link"]
     assert d["ll128_enabled"] is False  # no NVLink between the GPUs
+
+
+class _OneByOne:
+    """The reference construction: networkx's own ``add_node``/``add_edge``, one call at a time,
+    every host built on its own (what the presets' builder must reproduce)."""
+
+    def __init__(self, **attrs):
+        self.g = nx.Graph()
+        self.g.graph.update(attrs)
+        self.graph = self.g.graph
+
+    def __contains__(self, n):
+        return n in self.g
+
+    def add_node(self, n, **attrs):
+        self.g.add_node(n, **attrs)
+
+    def add_edge(self, u, v, **attrs):
+        self.g.add_edge(u, v, **attrs)
+
+    def host(self, h, add):
+        return add()
+
+    def to_graph(self):
+        return self.g
+
+
+def _layout(g: nx.Graph) -> list:
+    """Everything about a graph that order-sensitive code reads: elements in order with their
+    attributes, each one's links in order with theirs."""
+    return [(n, d, [(m, e) for m, e in g.adj[n].items()]) for n, d in g.nodes(data=True)] + [g.graph]
+
+
+@pytest.mark.parametrize("name,nodes,opts", [("dgx-h100", 33, {}), ("dgx-a100", 3, {"fabric": "fat-tree"}),
+                                             ("dgx-v100", 2, {}), ("gb200-nvl72", 2, {}), ("pcie", 3, {"pcie_gen": 5}),
+                                             ("cpu-gloo", 3, {}), ("dgx-b200", 1, {})])
+def test_preset_builder_matches_networkx_one_call_at_a_time(monkeypatch, name, nodes, opts):
+    import ddpsim.network.topology as topology
+
+    fast = build_preset(name, num_nodes=nodes, **opts)
+    monkeypatch.setattr(topology, "_Builder", _OneByOne)
+    ref = build_preset(name, num_nodes=nodes, **opts)
+    assert _layout(fast) == _layout(ref)
+    dicts = [fast.adj[u][v] for u, v in fast.edges]
+    assert len({id(d) for d in dicts}) == len(dicts)  # one attribute dict per link ...
+    assert all(fast.adj[u][v] is fast.adj[v][u] for u, v in fast.edges)  # ... shared by both ends, as networkx does

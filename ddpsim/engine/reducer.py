@@ -302,8 +302,7 @@ class Rank(RankTimeline):
         for p in eng.order:
             r = ready[p]
             # medians taken per parameter need not follow the ready order: never step back
-            d = (r - prev) * s if r > prev else 0.0
-            prev = max(prev, r)
+            d, prev = ((r - prev) * s, r) if r > prev else (0.0, prev)
             if inline:
                 if d > 0:
                     t0 = self.t

@@ -44,47 +44,61 @@ class Span:
         return self.end_s - self.start_s
 
 
-class LazySpans(Sequence):
-    """A simulation's spans, built into :class:`Span` objects the first time they are read.
-
-    Tens of thousands of spans per simulation cost more to build than to simulate, and a
-    sweep's summary figures never read them; this sequence holds the raw rows and a function
-    that turns them into the same tuple of spans :func:`ddpsim.engine.simulate.simulate`
-    would have returned. It compares equal to that tuple and pickles as it."""
+class LazyTuple(Sequence):
+    """A tuple of a simulation's records built the first time it is read: ``build(*args)``
+    turns the raw rows kept into the tuple :func:`ddpsim.engine.simulate.simulate` would have
+    returned. It compares equal to that tuple and pickles as it."""
 
     __slots__ = ("_build", "_args", "_items")
 
-    def __init__(self, build: Callable[..., Sequence[Span]], *args: Any) -> None:
+    def __init__(self, build: Callable[..., Sequence[Any]], *args: Any) -> None:
         self._build, self._args, self._items = build, args, None
 
-    def _spans(self) -> tuple[Span, ...]:
+    def _tuple(self) -> tuple:
         if self._items is None:
             self._items = tuple(self._build(*self._args))
             self._build = self._args = None
         return self._items
 
     def __len__(self) -> int:
-        return len(self._spans())
+        return len(self._tuple())
 
     def __getitem__(self, i):  # type: ignore[override]
-        return self._spans()[i]
+        return self._tuple()[i]
 
-    def __iter__(self) -> Iterator[Span]:
-        return iter(self._spans())
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._tuple())
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, LazySpans):
-            other = other._spans()
-        return self._spans() == other if isinstance(other, tuple) else NotImplemented
+        if isinstance(other, LazyTuple):
+            other = other._tuple()
+        return self._tuple() == other if isinstance(other, tuple) else NotImplemented
 
     def __hash__(self) -> int:
-        return hash(self._spans())
+        return hash(self._tuple())
 
     def __repr__(self) -> str:
-        return repr(self._spans())
+        return repr(self._tuple())
 
     def __reduce__(self):
-        return (tuple, (self._spans(),))
+        return (tuple, (self._tuple(),))
+
+
+class LazySpans(LazyTuple):
+    """A simulation's spans, built into :class:`Span` objects the first time they are read.
+
+    Tens of thousands of spans per simulation cost more to build than to simulate, and a
+    sweep's summary figures never read them."""
+
+    __slots__ = ()
+
+
+class LazyBuckets(LazyTuple):
+    """A simulation's per-bucket timings (:class:`BucketTiming`), built the first time they are
+    read: at small caps thousands of buckets per iteration, which a sweep's or a design space's
+    summary figures never read."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, kw_only=True)

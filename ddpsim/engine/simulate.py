@@ -27,11 +27,14 @@ from ddpsim.engine.join import JoinProgram, JoinSchedule, add_even_baseline
 from ddpsim.engine.process_groups import GroupStreams
 from ddpsim.engine.reducer import Rank
 from ddpsim.engine.rest import RestRanks
-from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, LazySpans, SimResult, Span
+from ddpsim.engine.result import (COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, LazyBuckets, LazySpans,
+                                  SimResult, Span)
+from ddpsim.engine import trace_stats
 from ddpsim.engine.streams import Engine
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CAPABILITIES, CommModel
 from ddpsim.network.kernel_costs import POWERSGD_MIN_COMPRESSION_RATE, copy_kernel_s, kernel_s, param_elem_bytes, powersgd_split
+from ddpsim.network.topology import gc_paused
 from ddpsim.plan.planner import BucketPlan, reducer_param_indices
 from ddpsim.trace.records import Trace
 
@@ -80,7 +83,7 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
             if b.index != k:
                 raise InputError(f"{label}[{k}].index: {b.index} is out of order; expected {k}")
     for name in ("forward", "backward", "optimizer", "zero_grad"):
-        v = trace.phase(name).median_s
+        v = trace_stats.phase(trace, name).median_s
         if not (math.isfinite(v) and v >= 0):
             raise InputError(f"trace.iterations[].{name}_s: median {v!r} is not accepted; expected a finite number of seconds >= 0")
     if opts.mixed_precision is not None and config.comm_hook != "none":
@@ -185,7 +188,8 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     if kept is not None:  # the entry holds the trace (and comm) it was keyed on by identity
         _MEMO.move_to_end(key)
         return replace(kept[2], meta={**kept[2].meta, "plan": _plan_meta(plan)})
-    result = _simulate(trace, plan, comm, config, spans)
+    with gc_paused():  # a simulation's events and generators all live until it ends
+        result = _simulate(trace, plan, comm, config, spans)
     if key is not None:
         _MEMO[key] = (trace, comm, result)
         if len(_MEMO) > MEMO_SIZE:
@@ -278,7 +282,7 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     kept = [(rk.rank, rk.spans) for rk in ranks if rk.keep_spans]
     return SimResult(world_size=config.world_size, ranks=tuple(explicit),
                      spans=LazySpans(_merged_spans, kept, comm_rows) if kept else (),
-                     buckets=tuple(buckets), iterations=tuple(iters), meta=meta)
+                     buckets=buckets, iterations=tuple(iters), meta=meta)
 
 
 def _join_schedule(config: SimConfig, plan: BucketPlan) -> tuple[JoinSchedule | None, SimConfig]:
@@ -364,19 +368,39 @@ def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -
     return out_spans
 
 
+def _bucket_rows(eng: Engine, ranks: list[Rank]) -> tuple:
+    """What :func:`_bucket_timings` needs of every recording rank's bucket log: the layouts' sizes
+    and counts per iteration, the collectives' start and end times (not the engine: it holds
+    the whole simulation)."""
+    logs = [(rk.rank, rk.bucket_log) for rk in ranks if rk.record]
+    shapes = {it: (layout.sizes, layout.counts) for it, layout in eng.layouts.items()}
+    return logs, shapes, [c.start_s for c in eng.colls], [c.end_s for c in eng.colls]
+
+
+def _bucket_timings(logs: list, shapes: dict, starts: list[float], ends: list[float]) -> list[BucketTiming]:
+    """Per-bucket timings of every recording rank (:class:`~ddpsim.engine.result.LazyBuckets`)."""
+    new, setattr_ = object.__new__, object.__setattr__
+    out: list[BucketTiming] = []
+    for rank, log in logs:
+        for (it, b, ready_s, launch_s, first_i, last_i) in log:
+            sizes, counts = shapes[it]
+            # NOTE: what BucketTiming(...) builds, without the frozen dataclass __init__ (no __post_init__)
+            bt = new(BucketTiming)
+            setattr_(bt, "__dict__", {"rank": rank, "iteration": it, "bucket": b, "size_bytes": sizes[b],
+                                      "num_params": counts[b], "ready_s": ready_s, "launch_s": launch_s,
+                                      "start_s": starts[first_i], "end_s": ends[last_i]})
+            out.append(bt)
+    return out
+
+
 def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[tuple[float, float]]],
-                  last_grad_end: dict[int, float], warmup: int) -> tuple[list[BucketTiming], list[IterationStats]]:
-    """Per-bucket timings and per-iteration figures of every recording rank."""
-    buckets: list[BucketTiming] = []
+                  last_grad_end: dict[int, float], warmup: int) -> tuple[LazyBuckets, list[IterationStats]]:
+    """Per-bucket timings (built when read) and per-iteration figures of every recording rank."""
+    buckets = LazyBuckets(_bucket_timings, *_bucket_rows(eng, ranks))
     iters: list[IterationStats] = []
     for rk in ranks:
         if not rk.record:
             continue
-        for (it, b, ready_s, launch_s, first_i, last_i) in rk.bucket_log:
-            layout = eng.layouts[it]
-            buckets.append(BucketTiming(rank=rk.rank, iteration=it, bucket=b, size_bytes=layout.sizes[b],
-                                        num_params=layout.counts[b], ready_s=ready_s, launch_s=launch_s,
-                                        start_s=eng.colls[first_i].start_s, end_s=eng.colls[last_i].end_s))
         for k, acc in enumerate(rk.accs, start=1):
             comm_iv = sorted(comm_by_iter.get(k, []))
             comm_s = sum(e - s for s, e in comm_iv)

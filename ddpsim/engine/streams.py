@@ -18,7 +18,7 @@ the ranks take a fast path and meet SimPy only at waits (docs/MODEL.md, "The eng
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import simpy
 
@@ -26,6 +26,7 @@ from ddpsim.engine.capabilities import engine_capabilities
 from ddpsim.engine.config import SimConfig
 from ddpsim.engine.features import (GRAPH_SEARCH_S_PER_PARAM, BucketLayout, DelayedAllReduce, SyncBatchNorm,
                                     buffer_broadcast_buckets)
+from ddpsim.engine.trace_stats import derived, grad_ready_stat_s, phase
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CommModel
 from ddpsim.network.interference import Interference
@@ -93,7 +94,8 @@ class Engine:
         for k in range(1, config.num_iterations + 1):
             bs = plan.layout_for_iteration(k)
             if bs not in self._layout_cache:
-                self._layout_cache[bs] = BucketLayout(trace, bs, self)
+                self._layout_cache[bs] = derived(trace, ("layout", bs, *self._layout_inputs(config)),
+                                                 lambda: BucketLayout(trace, bs, self))
             self.layouts[k] = self._layout_cache[bs]
         # collectives and interference state
         self.colls: list[Coll] = []
@@ -154,11 +156,11 @@ class Engine:
         """The trace's phase times and gradient-ready offsets (medians, or means:
         ``SimConfig.compute_statistic``)."""
         st = config.compute_statistic
-        self.forward_s = trace.phase("forward").stat(st) * self.caps.ddp_forward_factor
-        self.backward_s = trace.phase("backward").stat(st)
-        self.optimizer_s = trace.phase("optimizer").stat(st)
-        self.zero_grad_s = trace.phase("zero_grad").stat(st)
-        med = trace.grad_ready_stat_s(st)
+        self.forward_s = phase(trace, "forward").stat(st) * self.caps.ddp_forward_factor
+        self.backward_s = phase(trace, "backward").stat(st)
+        self.optimizer_s = phase(trace, "optimizer").stat(st)
+        self.zero_grad_s = phase(trace, "zero_grad").stat(st)
+        med = grad_ready_stat_s(trace, st)
         for i, t in enumerate(med):
             if t is not None and not (math.isfinite(t) and t >= 0):
                 raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")
@@ -180,13 +182,15 @@ class Engine:
         self.unused = [p.index for p in trace.params if not p.has_grad and p.index in in_reducer]
         self.has_grad = [p.has_grad for p in trace.params].__getitem__
         self.param_sizes = [p.size_bytes for p in trace.params]
-        grad_bytes = [p.numel * param_elem_bytes(p.dtype, self.mixed_precision)[1] for p in trace.params]
-        floor = config.copy_kernel_floor_s
-        self.copy_in_s = [grad_copy_in_s(g, self.copy_bw, floor) for g in grad_bytes]
-        self.zero_s = [grad_zero_fill_s(g, self.copy_bw, floor) for g in grad_bytes]
-        #: _root_copy_hook before every forward: each parameter cast into its param_dtype copy
-        self.mp_cast_s = 0.0 if self.mixed_precision is None else mp_param_cast_s(
-            sum(p.size_bytes for p in trace.params), sum(grad_bytes), self.copy_bw)
+        self.copy_in_s, self.zero_s, self.mp_cast_s = derived(
+            trace, ("kernels", self.mixed_precision, self.copy_bw, config.copy_kernel_floor_s),
+            lambda: _param_kernels(trace, self.mixed_precision, self.copy_bw, config.copy_kernel_floor_s))
+
+    def _layout_inputs(self, config: SimConfig) -> tuple:
+        """What a :class:`BucketLayout` reads of the engine besides the trace and the buckets."""
+        powersgd = config.comm_hook == "powersgd"
+        return (self.mixed_precision, self.copy_bw, config.copy_kernel_floor_s, self.peak_flops, powersgd,
+                config.powersgd_rank if powersgd else None)
 
     def skips_bucket(self, b: int, layout: BucketLayout, static_first: bool) -> bool:
         """skip_all_reduce_unused_params (``Reducer::should_skip_all_reduce_bucket``): every
@@ -409,3 +413,15 @@ class Engine:
             remaining -= (env.now - t0) * r
             if remaining <= work_s * 1e-12:
                 return
+
+
+def _param_kernels(trace: Trace, mixed_precision: Any, copy_bw: float | None,
+                   floor_s: float) -> tuple[list[float], list[float], float]:
+    """Per parameter, its gradient's copy-in and zero-fill seconds; mixed precision's cast of every
+    parameter before forward (``_root_copy_hook``; 0 without it)."""
+    grad_bytes = [p.numel * param_elem_bytes(p.dtype, mixed_precision)[1] for p in trace.params]
+    copy_in_s = [grad_copy_in_s(g, copy_bw, floor_s) for g in grad_bytes]
+    zero_s = [grad_zero_fill_s(g, copy_bw, floor_s) for g in grad_bytes]
+    mp_cast_s = 0.0 if mixed_precision is None else mp_param_cast_s(
+        sum(p.size_bytes for p in trace.params), sum(grad_bytes), copy_bw)
+    return copy_in_s, zero_s, mp_cast_s

@@ -21,12 +21,10 @@ the same per host at 4 nodes as at 4,096, with the same result as walking every 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import networkx as nx
 
@@ -36,7 +34,7 @@ from ddpsim.network.host_classes import Hosts
 from ddpsim.network.link_loads import ChannelLoads, Totals, prefix_utilisation
 from ddpsim.network.mesh_search import MeshTree, find_channels, mesh_path, nvlink_mesh, tightest
 from ddpsim.network.routing import Placement, Router, place_ranks  # noqa: F401  (re-exported)
-from ddpsim.network.topology import BANDWIDTH, COMPUTE_CAPABILITY, KIND, LINK_TYPE, NVLS
+from ddpsim.network.topology import BANDWIDTH, COMPUTE_CAPABILITY, KIND, LINK_TYPE, NVLS, gc_paused
 
 Loads = dict[tuple, float]
 #: an emitter adds one part of a channel's loads for host i, channel c
@@ -431,22 +429,9 @@ class _Unshareable(Exception):
     """A route left its host: walk every host instead of sharing by class."""
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off: the search allocates many small objects that live
-    until it ends, and each full collection would walk the whole topology graph again."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
     """Run the ring, tree (and NVLS) channel searches for the ranks of ``placement``."""
-    with _gc_paused():
+    with gc_paused():
         try:
             return _search_graphs(Hosts(graph, placement), placement)
         except _Unshareable:

@@ -100,7 +100,7 @@ class Router:
         """Every host's elements in graph order (the fabric's switches under host -1)."""
         if self._by_host is None:
             by_host: dict[int, list] = {}
-            for n, d in self.g.nodes(data=True):
+            for n, d in self.g._node.items():
                 by_host.setdefault(d[HOST], []).append(n)
             self._by_host = by_host
         return self._by_host
@@ -147,7 +147,7 @@ class Router:
             return self.host_graph(a[HOST])
         if a[KIND] == "nic" and b[KIND] == "nic":
             if "fabric" not in self._sub:
-                self._sub["fabric"] = self._weighted([n for n, d in self.g.nodes(data=True)
+                self._sub["fabric"] = self._weighted([n for n, d in self.g._node.items()
                                                       if d[HOST] < 0 or d[KIND] == "nic"])
             return self._sub["fabric"]
         return self._graph_for_all()
@@ -172,7 +172,7 @@ class Router:
                     mid = [[la]]
                 else:
                     if self._switches is None:
-                        self._switches = _SwitchRoutes(self._weighted([n for n, d in self.g.nodes(data=True) if d[HOST] < 0]),
+                        self._switches = _SwitchRoutes(self._weighted([n for n, d in self.g._node.items() if d[HOST] < 0]),
                                                        self._W)
                     mid = self._switches.paths(la, lb)
                 self._cache[key] = [[src, *m, dst] for m in mid]
@@ -226,7 +226,7 @@ class Router:
         if la == lb:
             return [(src, la), (la, dst)], 1
         if self._switches is None:
-            self._switches = _SwitchRoutes(self._weighted([n for n, d in self.g.nodes(data=True) if d[HOST] < 0]), self._W)
+            self._switches = _SwitchRoutes(self._weighted([n for n, d in self.g._node.items() if d[HOST] < 0]), self._W)
         mid = self._switches.links(la, lb)
         out: list[tuple] = []
         for m in mid:

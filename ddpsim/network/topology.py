@@ -84,9 +84,12 @@ Graph attributes: ``name``, ``backend`` ("nccl" or "gloo"), ``num_nodes``, ``cpu
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import itertools
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import networkx as nx
 
@@ -157,6 +160,19 @@ def _options(model: type[Schema], preset: str, options: dict[str, Any]) -> Any:
     return validate(model, {k: v for k, v in options.items() if v is not None}, f"topology {preset}")
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off: building a large topology, or searching it, allocates
+    many small objects that all live on, and each full collection would walk them all again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _is_pos(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
@@ -168,12 +184,112 @@ def _new_graph(**attrs: Any) -> nx.Graph:
     return g
 
 
-def _add_link(g: nx.Graph, u: str, v: str, bw_bytes_per_s: float, latency_s: float, link_type: str,
+class _Builder:
+    """A preset's elements and links recorded in the order they are added, then handed to a
+    :class:`networkx.Graph` at once (:meth:`to_graph`): the graph ``add_node``/``add_edge`` one by
+    one would give (same elements, links and attributes, in the same order), without networkx's
+    per-call work, which dominates the build of a large cluster."""
+
+    def __init__(self, **attrs: Any) -> None:
+        self.graph = dict(attrs)
+        self._nodes: dict[Any, dict[str, Any]] = {}
+        self._edges: list[tuple[Any, Any, dict[str, Any]]] = []
+        self._template: _HostTemplate | None = None
+
+    def __contains__(self, n: Any) -> bool:
+        return n in self._nodes
+
+    def add_node(self, n: Any, **attrs: Any) -> None:
+        d = self._nodes.get(n)
+        if d is None:
+            self._nodes[n] = attrs
+        else:
+            d.update(attrs)
+
+    def add_edge(self, u: Any, v: Any, **attrs: Any) -> None:
+        nodes = self._nodes
+        if u not in nodes:
+            nodes[u] = {}
+        if v not in nodes:
+            nodes[v] = {}
+        self._edges.append((u, v, attrs))
+
+    def host(self, h: int, add: Callable[[], list[str]]) -> list[str]:
+        """Host ``h``'s elements and links: ``add()`` (which returns the host's NICs) run for host 0
+        and kept as a template; a later host is host 0 renamed (``n0/`` -> ``n{h}/``, ``host`` 0 ->
+        h) when host 0 is self-contained (every element it added named ``n0/...`` with host 0, its
+        links between them), else ``add()`` again. Identical hosts share their construction."""
+        template = self._template
+        if h > 0 and template is not None:
+            return template.stamp(self, h)
+        n0, e0 = len(self._nodes), len(self._edges)
+        nics = add()
+        if h == 0:
+            self._template = _HostTemplate.of(self, n0, e0, nics)
+        return nics
+
+    def to_graph(self) -> nx.Graph:
+        g = _new_graph(**self.graph)
+        # NOTE: networkx's documented data structure (Graph: node -> attributes, node -> neighbour ->
+        # the link's one attribute dict, shared by both ends), filled directly on a fresh graph.
+        node, adj = g._node, g._adj
+        for n, attrs in self._nodes.items():
+            node[n] = attrs
+            adj[n] = {}
+        for u, v, attrs in self._edges:
+            d = adj[u].get(v)
+            if d is None:
+                adj[u][v] = adj[v][u] = attrs
+            else:
+                d.update(attrs)
+        return g
+
+
+class _HostTemplate:
+    """Host 0's elements and links as name suffixes after ``n0/`` (see :meth:`_Builder.host`)."""
+
+    PREFIX = "n0/"
+
+    def __init__(self, nodes: list[tuple[str, dict[str, Any]]], edges: list[tuple[str, str, dict[str, Any]]],
+                 nics: list[str]) -> None:
+        self.nodes, self.edges, self.nics = nodes, edges, nics
+
+    @classmethod
+    def of(cls, b: _Builder, n0: int, e0: int, nics: list[str]) -> _HostTemplate | None:
+        """Host 0's block, added after the builder's first ``n0`` elements and ``e0`` links; None when
+        it is not self-contained."""
+        cut = len(cls.PREFIX)
+        nodes = list(itertools.islice(b._nodes.items(), n0, None))
+        names = {n for n, _ in nodes}
+        if not all(isinstance(n, str) and n.startswith(cls.PREFIX) and a.get(HOST) == 0 for n, a in nodes):
+            return None
+        edges = b._edges[e0:]
+        if not all(u in names and v in names for u, v, _ in edges) or not set(nics) <= names:
+            return None
+        return cls([(n[cut:], a) for n, a in nodes], [(u[cut:], v[cut:], a) for u, v, a in edges],
+                   [n[cut:] for n in nics])
+
+    def stamp(self, b: _Builder, h: int) -> list[str]:
+        """Host ``h``: the template renamed, as ``add_node``/``add_edge`` would add it; its NICs."""
+        pre = f"n{h}/"
+        nodes, edges = b._nodes, b._edges
+        for suffix, attrs in self.nodes:
+            name = pre + suffix
+            d = nodes.get(name)
+            if d is None:
+                nodes[name] = {**attrs, HOST: h}
+            else:
+                d.update(attrs, **{HOST: h})
+        edges.extend((pre + u, pre + v, dict(attrs)) for u, v, attrs in self.edges)
+        return [pre + n for n in self.nics]
+
+
+def _add_link(g: nx.Graph | _Builder, u: str, v: str, bw_bytes_per_s: float, latency_s: float, link_type: str,
               **extra: Any) -> None:
     g.add_edge(u, v, **{BANDWIDTH: float(bw_bytes_per_s), LATENCY: float(latency_s), LINK_TYPE: link_type}, **extra)
 
 
-def _add_fabric(g: nx.Graph, nics: list[list[str]], nic_bw: float, *, fabric: str, oversubscription: float,
+def _add_fabric(g: _Builder, nics: list[list[str]], nic_bw: float, *, fabric: str, oversubscription: float,
                 leaf_radix: int, num_spines: int) -> None:
     """Connect ``nics[host][rail]`` through a rail-optimised or fat-tree leaf/spine fabric."""
     num_hosts = len(nics)
@@ -254,8 +370,8 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
     fabric = (f"NVLink mesh, {nvlinks} NVLinks/GPU x {link_bw / GBPS:g} GB/s" if mesh
               else f"{nvlinks} NVLinks/GPU ({nvlink_bw / GBPS:.1f} GB/s)")
     trays = "" if system.gpus_per_tray is None else f" ({hosts_per_node} trays of {per_host})"
-    g = _new_graph(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
-                   description=f"{num_nodes}x {name}: {gpn}x {gpu.model}{trays}, {fabric}, "
+    g = _Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
+                 description=f"{num_nodes}x {name}: {gpn}x {gpu.model}{trays}, {fabric}, "
                                f"{_num_nics(system, per_host) * hosts_per_node} NICs x {nic_gbit:g} Gb/s")
     if system.gpus_per_tray is not None:
         g.graph["gpus_per_tray"] = per_host
@@ -264,17 +380,22 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
         for t in range(hosts_per_node):
             h = node * hosts_per_node + t
             nvs = f"n{h}/nvswitch" if system.gpus_per_tray is None else f"rack{node}/nvswitch"
-            if not mesh and nvs not in g:
-                g.add_node(nvs, **{KIND: "nvswitch", HOST: h if system.gpus_per_tray is None else -1, NVLS: system.nvls})
-            nics.append(_add_host(g, system, gpu, h, per_host, None if mesh else (nvs, nvlink_bw, nvlinks),
-                                  multi_host=num_nodes * hosts_per_node > 1, pcie_gen=pcie_gen))
-            for a, b, links in system.nvlink_edges or ():
-                if max(a, b) < per_host:
-                    _add_link(g, f"n{h}/gpu{a}", f"n{h}/gpu{b}", links * link_bw, NVLINK_LATENCY_S, "nvlink",
-                              **{NUM_LINKS: links})
+
+            def add(h: int = h, nvs: str = nvs) -> list[str]:
+                if not mesh and nvs not in g:
+                    g.add_node(nvs, **{KIND: "nvswitch", HOST: h if system.gpus_per_tray is None else -1,
+                                       NVLS: system.nvls})
+                host_nics = _add_host(g, system, gpu, h, per_host, None if mesh else (nvs, nvlink_bw, nvlinks),
+                                      multi_host=num_nodes * hosts_per_node > 1, pcie_gen=pcie_gen)
+                for a, b, links in system.nvlink_edges or ():
+                    if max(a, b) < per_host:
+                        _add_link(g, f"n{h}/gpu{a}", f"n{h}/gpu{b}", links * link_bw, NVLINK_LATENCY_S, "nvlink",
+                                  **{NUM_LINKS: links})
+                return host_nics
+            nics.append(g.host(h, add))
     if len(nics) > 1:
         _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **_fabric_options(o, system.switch_radix))
-    return g
+    return g.to_graph()
 
 
 def _num_nics(system: System, gpus: int) -> int:
@@ -283,7 +404,7 @@ def _num_nics(system: System, gpus: int) -> int:
     return sum(1 for i in range(gpus) for j in range(nics_per_sw) if j * per_sw // nics_per_sw == i % per_sw)
 
 
-def _add_host(g: nx.Graph, system: System, gpu: Gpu, h: int, gpus: int, nvswitch: tuple[str, float, int] | None, *,
+def _add_host(g: _Builder, system: System, gpu: Gpu, h: int, gpus: int, nvswitch: tuple[str, float, int] | None, *,
               multi_host: bool, pcie_gen: int) -> list[str]:
     """Host ``h`` of an NVLink system: its host bridge, GPUs (linked to ``nvswitch``: its name, the
     GPU's NVLink bandwidth and link count), PCIe switches and (``multi_host``) NICs; returns the NICs."""
@@ -336,32 +457,34 @@ def _pcie_system(name: str, system: System, catalogue: Catalogue, num_nodes: int
     pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
     up_bw = PCIE_X16_GBPS[system.pcie.switch_gen or pcie_gen] * GBPS
     nics_per_sw = system.pcie.nics_per_switch
-    g = _new_graph(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
-                   description=f"{num_nodes}x PCIe Gen{pcie_gen} server: {gpn}x {gpu.model}, {per_sw} GPUs per switch")
+    g = _Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
+                 description=f"{num_nodes}x PCIe Gen{pcie_gen} server: {gpn}x {gpu.model}, {per_sw} GPUs per switch")
     nics: list[list[str]] = []
     for h in range(num_nodes):
-        cpu = f"n{h}/cpu"
-        g.add_node(cpu, **{KIND: "host_bridge", HOST: h})
-        host_nics = []
-        for i in range(gpn):
-            sw_i = i // per_sw
-            sw = f"n{h}/pcie{sw_i}"
-            if sw not in g:
-                g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
-                _add_link(g, sw, cpu, up_bw, PCIE_LATENCY_S, "pcie")
-                if num_nodes > 1:
-                    for j in range(nics_per_sw):
-                        nic = f"n{h}/nic{sw_i * nics_per_sw + j}"
-                        g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: sw_i * nics_per_sw + j})
-                        _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
-                        host_nics.append(nic)
-            gpu_node = f"n{h}/gpu{i}"
-            g.add_node(gpu_node, **_gpu_attrs(gpu, h, i))
-            _add_link(g, gpu_node, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
-        nics.append(host_nics)
+        def add(h: int = h) -> list[str]:
+            cpu = f"n{h}/cpu"
+            g.add_node(cpu, **{KIND: "host_bridge", HOST: h})
+            host_nics = []
+            for i in range(gpn):
+                sw_i = i // per_sw
+                sw = f"n{h}/pcie{sw_i}"
+                if sw not in g:
+                    g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
+                    _add_link(g, sw, cpu, up_bw, PCIE_LATENCY_S, "pcie")
+                    if num_nodes > 1:
+                        for j in range(nics_per_sw):
+                            nic = f"n{h}/nic{sw_i * nics_per_sw + j}"
+                            g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: sw_i * nics_per_sw + j})
+                            _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
+                            host_nics.append(nic)
+                gpu_node = f"n{h}/gpu{i}"
+                g.add_node(gpu_node, **_gpu_attrs(gpu, h, i))
+                _add_link(g, gpu_node, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
+            return host_nics
+        nics.append(g.host(h, add))
     if num_nodes > 1:
         _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **fab)
-    return g
+    return g.to_graph()
 
 
 #: TCP's payload share of a 1500 B MTU Ethernet frame (1448/1538): 94 % of line rate usable
@@ -372,7 +495,7 @@ def _cpu_gloo(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
     o = _options(CpuGlooOptions, "cpu-gloo", options)
     rph = o.ranks_per_host
     vals = {k: float(v) for k, v in o.model_dump().items() if k != "ranks_per_host"}
-    g = _new_graph(name="cpu-gloo", backend="gloo", num_nodes=num_nodes, cpu_vendor="intel",
+    g = _Builder(name="cpu-gloo", backend="gloo", num_nodes=num_nodes, cpu_vendor="intel",
                  description=f"{num_nodes} CPU host(s) x {rph} gloo rank(s): TCP loopback "
                              f"{vals['loopback_gbps']:g} GB/s, {vals['ethernet_gbit']:g} GbE between hosts")
     for h in range(num_nodes):
@@ -393,7 +516,7 @@ def _cpu_gloo(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
                 g.add_node("eth-switch", **{KIND: "eth_switch", HOST: -1})
             _add_link(g, nic, "eth-switch", vals["ethernet_gbit"] / 8.0 * GBPS * TCP_EFFICIENCY,
                       vals["ethernet_latency_us"] * 0.5e-6, "ethernet")
-    return g
+    return g.to_graph()
 
 
 def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:
@@ -424,14 +547,15 @@ def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None =
     except ValueError as exc:
         raise InputError(f"topology {name}: num_nodes: {shorten(num_nodes)} is not accepted; {exc}") from None
     options = dict(options)
-    if name == "cpu-gloo":
-        g = _cpu_gloo(num_nodes, options)
-    elif cat.system(name).interconnect == "pcie":
-        g = _pcie_system(name, cat.system(name), cat, num_nodes, options)
-    else:
-        system = cat.system(name)
-        g = _nvlink_system(name, system, cat.gpu(system.gpu), num_nodes, options)
-    validate_topology(g, source=name)
+    with gc_paused():
+        if name == "cpu-gloo":
+            g = _cpu_gloo(num_nodes, options)
+        elif cat.system(name).interconnect == "pcie":
+            g = _pcie_system(name, cat.system(name), cat, num_nodes, options)
+        else:
+            system = cat.system(name)
+            g = _nvlink_system(name, system, cat.gpu(system.gpu), num_nodes, options)
+        validate_topology(g, source=name)
     return g
 
 
@@ -516,7 +640,7 @@ def validate_topology(g: nx.Graph, *, source: str = "topology") -> None:
     """Check a topology: connected, at least one device, every device with a host and a
     unique (host, local_rank), positive bandwidths, non-negative latencies, one backend
     matching the device kinds. Raises InputError naming the first problem."""
-    devs = [n for n, d in g.nodes(data=True) if d.get(KIND) in DEVICE_KINDS]
+    devs = [n for n, d in g._node.items() if d.get(KIND) in DEVICE_KINDS]
     if not devs:
         raise InputError(f"{source}: has no device; expected at least one node of kind gpu or cpu")
     if not nx.is_connected(g):
@@ -526,20 +650,15 @@ def validate_topology(g: nx.Graph, *, source: str = "topology") -> None:
     seen: dict[tuple[int, int], str] = {}
     kinds = set()
     for n in devs:
-        d = g.nodes[n]
+        d = g._node[n]
         key = (d.get(HOST), d.get(LOCAL_RANK))
         if key in seen:
             raise InputError(f"{source}: devices {seen[key]!r} and {n!r} share host {key[0]} local_rank {key[1]}; "
                              "expected a unique local_rank per host")
         seen[key] = n
         kinds.add(d[KIND])
-    for u, v, d in g.edges(data=True):
-        bw = d.get(BANDWIDTH)
-        if not _is_pos(bw):
-            raise InputError(f"{source}: link {u}-{v} bandwidth {bw!r} is not accepted; expected > 0")
-        lat = d.get(LATENCY)
-        if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
-            raise InputError(f"{source}: link {u}-{v} latency {lat!r} is not accepted; expected >= 0")
+    if not _links_valid(g):
+        _raise_bad_link(g, source)
     backend = g.graph.get("backend")
     if backend not in BACKENDS:
         raise InputError(f"{source}: backend {backend!r} is not accepted; expected one of {', '.join(BACKENDS)}")
@@ -549,6 +668,29 @@ def validate_topology(g: nx.Graph, *, source: str = "topology") -> None:
     if backend == "gloo" and kinds != {"cpu"}:
         raise InputError(f"{source}: backend 'gloo' models CPU ranks only, found kinds {sorted(kinds)}; "
                          "expected kind cpu (or backend nccl for GPUs)")
+
+
+def _links_valid(g: nx.Graph) -> bool:
+    """Whether every link has a positive bandwidth and a non-negative latency, checked once per
+    distinct (type, value) pair: a large cluster's links take a few values."""
+    try:
+        pairs = {(type(bw), bw, type(lat), lat) for nbrs in g._adj.values() for d in nbrs.values()
+                 for bw, lat in ((d.get(BANDWIDTH), d.get(LATENCY)),)}
+    except TypeError:  # an unhashable value: not a number
+        return False
+    return all(_is_pos(bw) and isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0
+               for _, bw, _, lat in pairs)
+
+
+def _raise_bad_link(g: nx.Graph, source: str) -> None:
+    """The InputError naming the first bad link in the graph's link order."""
+    for u, v, d in g.edges(data=True):
+        bw = d.get(BANDWIDTH)
+        if not _is_pos(bw):
+            raise InputError(f"{source}: link {u}-{v} bandwidth {bw!r} is not accepted; expected > 0")
+        lat = d.get(LATENCY)
+        if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
+            raise InputError(f"{source}: link {u}-{v} latency {lat!r} is not accepted; expected >= 0")
 
 
 def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:
@@ -569,13 +711,14 @@ def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | No
 
 def rank_nodes(graph: nx.Graph) -> list:
     """Device nodes in rank order: by host, then local rank (torchrun's order)."""
-    devs = [n for n, d in graph.nodes(data=True) if d.get(KIND) in DEVICE_KINDS]
-    return sorted(devs, key=lambda n: (graph.nodes[n][HOST], graph.nodes[n][LOCAL_RANK]))
+    attr = graph._node
+    devs = [n for n, d in attr.items() if d.get(KIND) in DEVICE_KINDS]
+    return sorted(devs, key=lambda n: (attr[n][HOST], attr[n][LOCAL_RANK]))
 
 
 def max_ranks(graph: nx.Graph) -> int:
     """Number of ranks the topology holds (one per device)."""
-    return len(rank_nodes(graph))
+    return sum(1 for d in graph._node.values() if d.get(KIND) in DEVICE_KINDS)
 
 
 def edge_weight(u: Any, v: Any, d: dict[str, Any]) -> int:

@@ -26,6 +26,9 @@ Modelling assumptions, stated once:
   (charged as a cast kernel in forward; backward reuses the saved low-precision copies, as
   CUDA autocast does) and produce low-precision outputs; layer norm, softmax and the loss run
   in float32. Parameters and gradients stay float32 (DDP reduces float32 gradients).
+* Gradient-ready order under autocast: the order a real autocast backward makes the gradients
+  ready in (:mod:`ddpsim.trace.autocast_order`: casts above autograd, right to left), with the
+  modelled ready times given in that order; float32's order otherwise.
 * Optimizer: a real ``optimizer.step()`` with ``foreach=True`` (CUDA's default) on meta
   tensors, charged the same way (bandwidth-bound), measured on the second step (momentum /
   Adam state exists). ``zero_grad(set_to_none=True)`` launches no kernel: 0 s.

@@ -18,6 +18,8 @@ Steps (one module each):
 * :mod:`executor.capture_step` -- a trace captured on every rank at once (the run's conditions).
 * :mod:`executor.round_step` -- one validation round in one launch: before each bucket_cap_mb a
   slice of the trace, then that cap under a fresh real DDP over the same module.
+* :mod:`executor.profile_step` -- a model under real DDP recorded by torch.profiler, one trace per
+  rank (what ``ddpsim trace --from-profile`` and ``ddpsim compare`` read).
 
 Lifecycle (:mod:`executor.runtime`): torchrun's environment is validated first, the process
 group is created with an explicit timeout, a watchdog ends a rank that makes no progress

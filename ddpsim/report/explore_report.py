@@ -77,14 +77,8 @@ def scaling_figure(table: Any, title: str = "") -> Any:
             one = r["throughput_samples_per_s"] / (r["world_size"] * r["scaling_efficiency"])
             ax.plot(xs, [one * w for w in xs], linestyle=":", color=line.get_color(), linewidth=1)
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("GPUs (world size)")
-    ax.set_ylabel("throughput, samples/s (best point at each size)")
-    ax.set_title(f"{title}: scaling per system (dotted: linear from one GPU without DDP)", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, "GPUs (world size)", "throughput, samples/s (best point at each size)",
+                   f"{title}: scaling per system (dotted: linear from one GPU without DDP)")
 
 
 def front_figure(table: Any, cost_col: str, cost_label: str, title: str = "") -> Any:
@@ -98,10 +92,16 @@ def front_figure(table: Any, cost_col: str, cost_label: str, title: str = "") ->
     ax.plot(front[cost_col], front["throughput_samples_per_s"], color="black", marker="o", markersize=4,
             linewidth=1.2, label="Pareto front")
     ax.set_xscale("log")
+    return _finish(fig, ax, f"cost per 1,000 samples ({cost_label})", "throughput, samples/s",
+                   f"{title}: throughput against cost")
+
+
+def _finish(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str) -> Any:
+    """Both explore plots' log y axis, labels, small title, grid and legend; the figure laid out."""
     ax.set_yscale("log")
-    ax.set_xlabel(f"cost per 1,000 samples ({cost_label})")
-    ax.set_ylabel("throughput, samples/s")
-    ax.set_title(f"{title}: throughput against cost", fontsize=9)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

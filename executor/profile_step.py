@@ -19,6 +19,7 @@ import os
 import shutil
 from pathlib import Path
 
+from executor.ddp_step import parse_cap
 from executor.runtime import Runtime
 from executor.workload import add_model_arguments, at_least, build_workload, forward
 
@@ -27,7 +28,7 @@ AUTOCASTS = {"bf16": "bfloat16", "fp16": "float16", "none": None}
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
-    p.add_argument("--bucket-cap-mb", type=float, default=None, help="DDP's bucket_cap_mb (default: DDP's own, 25)")
+    p.add_argument("--bucket-cap-mb", default=None, help="DDP's bucket_cap_mb in MiB (default: DDP's own, 25)")
     p.add_argument("--autocast", default="none", choices=tuple(AUTOCASTS), help="forward under torch.autocast (default none)")
     p.add_argument("--active", type=int, default=3, help="profiled steps (default 3)")
     p.add_argument("--out-dir", required=True, help="folder for rank<R>.json.gz")
@@ -37,14 +38,6 @@ def check(args: argparse.Namespace) -> None:
     at_least(args.batch_size, "--batch-size", 1)
     at_least(args.warmup, "--warmup", 2)
     at_least(args.active, "--active", 1)
-    if args.bucket_cap_mb is not None and not args.bucket_cap_mb > 0:
-        raise_bad("--bucket-cap-mb", args.bucket_cap_mb, "a number > 0")
-
-
-def raise_bad(flag: str, value: object, accepted: str) -> None:
-    from ddpsim.errors import InputError
-
-    raise InputError(f"{flag}: {value!r} is not accepted; expected {accepted}")
 
 
 def gzip_into(src: Path, dst: Path) -> None:
@@ -62,10 +55,11 @@ def run(rt: Runtime, args: argparse.Namespace) -> int:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     check(args)
+    cap = parse_cap(args.bucket_cap_mb)
     wl = build_workload(args, rt.device)
     kwargs = {"device_ids": [rt.device.index]} if rt.is_cuda else {}
-    if args.bucket_cap_mb is not None:
-        kwargs["bucket_cap_mb"] = args.bucket_cap_mb
+    if cap is not None:
+        kwargs["bucket_cap_mb"] = cap
     model = DDP(wl.module, **kwargs)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     dtype = AUTOCASTS[args.autocast]

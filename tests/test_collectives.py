@@ -732,7 +732,7 @@ def test_routes_between_leaves_are_networkx_shortest_paths():
     r = Router(g)
     sw = r._weighted([n for n, d in g.nodes(data=True) if d["host"] < 0])
     for a, b in (("n0/nic0", "n11/nic0"), ("n2/nic3", "n7/nic5"), ("n4/nic1", "n5/nic1")):
-        la, lb = r._uplink(a), r._uplink(b)
+        la, lb = r.uplink(a), r.uplink(b)
         want = [[a, *m, b] for m in ([[la]] if la == lb else nx.all_shortest_paths(sw, la, lb, weight=r._W))]
         assert r.paths(a, b) == want
         assert r._switches is None or r._switches.paths(la, lb) == list(nx.all_shortest_paths(sw, la, lb, weight=r._W))
@@ -758,3 +758,17 @@ def test_bottleneck_link_is_the_same_in_every_process():
     out = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2, 3)}
     assert len(out) == 1 and "spine" in out.pop()
+
+
+def test_worst_link_of_a_class_is_the_first_member_link_by_name():
+    """Totals.worst names a class's most loaded link in the member whose name sorts first, making
+    only the names that can: here against every member's name made, with names whose repr
+    quotes differ or is a prefix of another's."""
+    from ddpsim.network.link_loads import ChannelLoads, LinkIndex, Totals
+
+    for names in ({"a": ["a", "a'", "a'b", "ab", 'a"', "a1", 7], "x": ["x", "y", "z", "w", "v", "u", "t"]},
+                  {"a": [12, 10, 3, 1], "x": ["x", "y", "z", "w"]}):  # repr 1 a prefix of 12's and 10's
+        loads = {("a", "x"): 1.0, ("x", "a"): 1.0}
+        t = Totals([ChannelLoads(by_class=[loads])], [], LinkIndex(lambda e: 10.0), lambda k, n: names[n], 1)
+        every = min((str(e), e) for u, v in loads for e in zip(names[u], names[v]))[1]
+        assert t.worst(1.0, 1.0) == f"{every[0]} -> {every[1]}"

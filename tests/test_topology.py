@@ -13,7 +13,7 @@ from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.network.topology import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK,
                              MEMORY_BANDWIDTH, NVLS, PRESETS, build_preset, load_topology_yaml, max_ranks, rank_nodes,
-                             resolve_topology)
+                             resolve_topology, validate_topology)
 
 
 def edge_bw_gbps(g: nx.Graph, u: str, v: str) -> float:
@@ -265,6 +265,10 @@ class _OneByOne:
     def add_edge(self, u, v, **attrs):
         self.g.add_edge(u, v, **attrs)
 
+    def add_edges(self, edges):
+        for u, v, attrs in edges:
+            self.g.add_edge(u, v, **attrs)
+
     def host(self, h, add):
         return add()
 
@@ -285,9 +289,88 @@ def test_preset_builder_matches_networkx_one_call_at_a_time(monkeypatch, name, n
     import ddpsim.network.topology as topology
 
     fast = build_preset(name, num_nodes=nodes, **opts)
-    monkeypatch.setattr(topology, "_Builder", _OneByOne)
+    monkeypatch.setattr(topology, "Builder", _OneByOne)
     ref = build_preset(name, num_nodes=nodes, **opts)
     assert _layout(fast) == _layout(ref)
     dicts = [fast.adj[u][v] for u, v in fast.edges]
     assert len({id(d) for d in dicts}) == len(dicts)  # one attribute dict per link ...
     assert all(fast.adj[u][v] is fast.adj[v][u] for u, v in fast.edges)  # ... shared by both ends, as networkx does
+
+
+@pytest.mark.parametrize("name,nodes,ranks,opts", [("dgx-h100", 9, 69, {}), ("dgx-a100", 5, 40, {"fabric": "fat-tree"}),
+                                                   ("pcie", 4, 14, {"gpus_per_switch": 2}), ("dgx-v100", 3, 24, {})])
+def test_copies_of_host_0_give_the_model_every_host_compared_gives(monkeypatch, name, nodes, ranks, opts):
+    """The builder's copies of host 0 let the check and the channel searches skip comparing hosts;
+    the graph built one call at a time has none, so every host is compared element by element."""
+    import ddpsim.network.topology as topology
+    from ddpsim.network.collective_cost import build_comm_model
+    from ddpsim.network.graph_build import host_copies
+    from ddpsim.network.host_classes import Hosts
+    from ddpsim.network.routing import place_ranks
+
+    fast = build_preset(name, num_nodes=nodes, **opts)
+    assert host_copies(fast).hosts == frozenset(range(1, nodes))
+    monkeypatch.setattr(topology, "Builder", _OneByOne)
+    ref = build_preset(name, num_nodes=nodes, **opts)
+    assert host_copies(ref) is None
+    p_fast, p_ref = place_ranks(fast, ranks), place_ranks(ref, ranks)
+    a, b = Hosts(fast, p_fast), Hosts(ref, p_ref)
+    assert a.copies and not b.copies
+    assert (a.classes, a.walked, a.nics) == (b.classes, b.walked, b.nics)
+    for n in (ranks, 8):
+        m_fast, m_ref = build_comm_model(fast, n), build_comm_model(ref, n)
+        assert m_fast.describe() == m_ref.describe()
+        assert [m_fast.allreduce_s(s) for s in (1 << 10, 1 << 20, 1 << 30)] == \
+               [m_ref.allreduce_s(s) for s in (1 << 10, 1 << 20, 1 << 30)]
+
+
+def _stamped(hosts=3):
+    """A builder with ``hosts`` hosts of a GPU, a PCIe switch and a NIC, host 0's stamped on the others."""
+    from ddpsim.network.graph_build import Builder
+
+    b = Builder(name="t", backend="nccl")
+
+    def add(h=0):
+        b.add_node(f"n{h}/gpu0", kind="gpu", host=h, local_rank=0)
+        b.add_node(f"n{h}/sw", kind="pcie_switch", host=h)
+        b.add_node(f"n{h}/nic0", kind="nic", host=h, rail=0)
+        b.add_edge(f"n{h}/gpu0", f"n{h}/sw", bandwidth_bytes_per_s=1e9, latency_s=0.0, link_type="pcie")
+        b.add_edge(f"n{h}/nic0", f"n{h}/sw", bandwidth_bytes_per_s=1e9, latency_s=0.0, link_type="pcie")
+        return [f"n{h}/nic0"]
+    nics = [b.host(h, add) for h in range(hosts)]
+    b.add_node("leaf", kind="leaf", host=-1)
+    return b, nics
+
+
+def _link(b, u, v):
+    b.add_edge(u, v, bandwidth_bytes_per_s=1e9, latency_s=0.0, link_type="net")
+
+
+def test_builder_keeps_a_copy_only_while_nothing_but_its_nics_reach_outside():
+    from ddpsim.network.graph_build import host_copies
+
+    b, nics = _stamped(5)
+    for (nic,) in nics:
+        _link(b, nic, "leaf")
+    _link(b, "n1/gpu0", "leaf")                  # a copy's GPU linked outside: host 1 no copy
+    b.add_node("n2/sw", kind="pcie_switch", host=2, extra=1)  # a copy's element changed: host 2 no copy
+    _link(b, "n3/nic0", "n4/nic0")               # NIC to NIC between copies: neither
+    assert host_copies(b.to_graph()) is None
+    b, nics = _stamped(4)
+    for (nic,) in nics:
+        _link(b, nic, "leaf")
+    b.add_node("n3/gpu1", kind="gpu", host=3, local_rank=1)  # an element added to a copy
+    assert host_copies(b.to_graph()).hosts == frozenset({1, 2})
+
+
+def test_check_of_copies_names_what_the_check_of_every_element_names(monkeypatch):
+    import ddpsim.network.topology_check as check
+
+    b, nics = _stamped(4)
+    for (nic,) in nics[:3]:                      # host 3 never reaches the fabric
+        _link(b, nic, "leaf")
+    g = b.to_graph()
+    with pytest.raises(InputError, match=r"t: is disconnected \(2 parts; e.g. \['n3/gpu0', 'n3/nic0', 'n3/sw'\]"):
+        validate_topology(g, source="t")
+    monkeypatch.setattr(check, "_check", lambda g, source: pytest.fail("the check of every element ran"))
+    validate_topology(build_preset("dgx-h100", num_nodes=64), source="dgx-h100")  # decided on the copies

@@ -33,7 +33,7 @@ from ddpsim.network import gloo, nccl
 from ddpsim.network.comm_model import GBPS, CollectiveEstimate, CommModel, make_estimate  # noqa: F401  (re-exported)
 from ddpsim.network.graph_search import (ChannelSearch, GraphInfo, Placement, Router,  # noqa: F401  (re-exported)
                                          link_capacities_gbps, place_ranks, search_graphs)
-from ddpsim.network.topology import REDUCE_BANDWIDTH
+from ddpsim.network.topology import REDUCE_BANDWIDTH, gc_paused
 
 ALGORITHM_CHOICES = nccl.FORCEABLE_ALGORITHMS
 PROTOCOL_CHOICES = nccl.PROTOCOLS
@@ -278,9 +278,10 @@ def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algor
     key = (num_ranks, algorithm, protocol)
     model: Any = per_graph.get(key) if type(num_ranks) is int else None
     if model is None:
-        placement = place_ranks(graph, num_ranks)  # validates num_ranks
-        model = (_gloo_model(graph, placement, num_ranks) if backend == "gloo"
-                 else _nccl_model(graph, placement, num_ranks, algorithm, protocol))
+        with gc_paused():  # a large cluster's placement and searches make many small objects that live on
+            placement = place_ranks(graph, num_ranks)  # validates num_ranks
+            model = (_gloo_model(graph, placement, num_ranks) if backend == "gloo"
+                     else _nccl_model(graph, placement, num_ranks, algorithm, protocol))
         per_graph[key] = model
     if calibration is not None:
         model = calibration.comm_model(model)  # measured curves over this model (ddpsim.calibration.loader, a layer above)

@@ -7,7 +7,9 @@ and NICs match position by position (:func:`same_host`) form a class, and the lo
 puts on a class member's own links are computed once, on the class's representative. Only
 the fabric between hosts (NIC to NIC routes) is walked host by host. That keeps the search
 linear in the number of hosts with a small constant, and exact: every member's links carry
-the same sums, added in the same order, as when each host is walked on its own.
+the same sums, added in the same order, as when each host is walked on its own. Hosts a preset
+built as copies of host 0 (:func:`ddpsim.network.graph_build.host_copies`) match one another
+without that comparison when their ranks sit on the same local ranks.
 
 Host 0 is never shared (its inbound hop closes the ring, after every other host's), nor is a
 host with a link between two of its NICs; those are walked one by one. When a route leaves
@@ -26,10 +28,11 @@ import networkx as nx
 
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import GBPS
+from ddpsim.network.graph_build import host_copies
 from ddpsim.network.link_loads import LinkIndex
 from ddpsim.network.mesh_search import nvlink_mesh
 from ddpsim.network.routing import Placement, Router, nearest_first, nvlink_domains
-from ddpsim.network.topology import BANDWIDTH, HOST, KIND, RAIL
+from ddpsim.network.topology import BANDWIDTH, HOST, KIND, LOCAL_RANK, RAIL
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,11 @@ class Hosts:
         # an NVLink domain (MNNVL) is one NCCL node: the elements of all its hosts and its switches
         domains = nvlink_domains(graph)
         self.nodes = [by_host[h] if h not in domains else self.router.domain_nodes(domains[h]) for h in self.host_ids]
-        self.nics: list[list] = [self._nics(ns) for ns in self.nodes] if self.multi else [[] for _ in self.nodes]
+        copies = host_copies(graph)
+        #: hosts (positions) built as renamed copies of host 0, outside any NVLink domain
+        self.copies = frozenset(i for i, h in enumerate(self.host_ids)
+                                if copies is not None and h in copies.hosts and h not in domains)
+        self.nics: list[list] = self._all_nics() if self.multi else [[] for _ in self.nodes]
         if self.multi and any(not n for n in self.nics):
             raise InputError(f"topology {graph.graph.get('name')!r}: a host has no NIC; expected kind nic nodes on every "
                              "host for a multi-node communicator")
@@ -68,9 +75,11 @@ class Hosts:
         self._shapes: dict[int, HostShape] = {}  # class -> per position, that element in every member
         adj = graph._adj
         #: the searches' link index, capacities in GB/s
-        self.links = LinkIndex(lambda e: adj[e[0]][e[1]][BANDWIDTH] / GBPS)
+        self.links = LinkIndex(lambda e: adj[e[0]][e[1]][BANDWIDTH] / GBPS,
+                               lambda es: [adj[u][v][BANDWIDTH] / GBPS for u, v in es])
         self._routes: dict[tuple, tuple[dict[tuple, float], list[tuple[int, int]]]] = {}
         self._mesh: dict[int, dict[tuple, float] | None] = {}
+        self._uplinks: list[list] | None = None
         #: no route between hosts touches host 0's own links (no link between two of its NICs)
         self.fabric_apart = self.multi and self._shareable(0)
         self.classes, self.walked = self._classes() if share and self.multi else ([], list(range(self.count)))
@@ -79,24 +88,51 @@ class Hosts:
         attr = self.graph._node
         return sorted([n for n in nodes if attr[n][KIND] == "nic"], key=lambda n: (attr[n].get(RAIL, 0), str(n)))
 
+    def _all_nics(self) -> list[list]:
+        """Every host's NICs; a copy's at the positions of the first copy's."""
+        out, at = [], None
+        for i, ns in enumerate(self.nodes):
+            if i in self.copies and at is not None:
+                out.append([ns[p] for p in at])
+                continue
+            out.append(self._nics(ns))
+            if i in self.copies:
+                pos = {n: k for k, n in enumerate(ns)}
+                at = [pos[n] for n in out[-1]]
+        return out
+
     def _classes(self) -> tuple[list[HostClass], list[int]]:
         """Hosts 1.. grouped with the first earlier host they match (:func:`same_host`)."""
         members: list[list[int]] = []
         buckets: dict[tuple, list[int]] = {}
         walked = [0]
+        copy_shareable = None  # every copy is shareable when one is
         for i in range(1, self.count):
-            if not self._shareable(i):
+            if i in self.copies and copy_shareable is not None:
+                shareable = copy_shareable
+            else:
+                shareable = self._shareable(i)
+                if i in self.copies:
+                    copy_shareable = shareable
+            if not shareable:
                 walked.append(i)
                 continue
             key = (len(self.nodes[i]), len(self.devs[i]), len(self.nics[i]))
             for k in buckets.get(key, ()):
-                if same_host(self.graph, self, members[k][0], i):
+                if self._same(members[k][0], i):
                     members[k].append(i)
                     break
             else:
                 buckets.setdefault(key, []).append(len(members))
                 members.append([i])
         return [HostClass(rep=m[0], members=tuple(m)) for m in members], sorted(walked)
+
+    def _same(self, r: int, i: int) -> bool:
+        """:func:`same_host`; for two copies of host 0, whether their ranks have the same local ranks."""
+        if r in self.copies and i in self.copies:
+            attr = self.graph._node
+            return [attr[d][LOCAL_RANK] for d in self.devs[r]] == [attr[d][LOCAL_RANK] for d in self.devs[i]]
+        return same_host(self.graph, self, r, i)
 
     def _shareable(self, i: int) -> bool:
         """False for a host with a link between two of its NICs (a route between hosts may take it)."""
@@ -135,18 +171,34 @@ class Hosts:
         assignment), and where each host's route starts in them."""
         key = self.nic_assignment(c)
         if key not in self._routes:
-            d: dict[tuple, float] = {}
-            bounds = []
-            get, route_links, nics, count = d.get, self.router.route_links, self.nics, self.count
-            for i in range(count):  # add_route for every host, inlined
-                bounds.append((len(d), i))
-                src, dst = nics[i], nics[(i + 1) % count]
-                links, n = route_links(src[c % len(src)], dst[c % len(dst)])
-                share = 1.0 / n
-                for e in links:
-                    d[e] = get(e, 0.0) + share
-            self._routes[key] = (d, bounds)
+            self._routes[key] = self._walk_routes(c)
         return self._routes[key]
+
+    def _walk_routes(self, c: int) -> tuple[dict[tuple, float], list[tuple[int, int]]]:
+        """:meth:`add_route` for every host in order, summed per link, and where each host's
+        route starts."""
+        nics, count = self.nics, self.count
+        if self._uplinks is None:
+            self._uplinks = [[self.router.uplink(x) for x in ns] for ns in nics]
+        src = [ns[c % len(ns)] for ns in nics]
+        up = [us[c % len(us)] for us in self._uplinks]
+        d: dict[tuple, float] = {}
+        bounds = []
+        get, route_links = d.get, self.router.route_links
+        for i in range(count):
+            bounds.append((len(d), i))
+            j = i + 1 if i + 1 < count else 0
+            u = up[i]
+            if u is not None and u == up[j]:  # NIC, the leaf both hang from, NIC: route_links' one path
+                e, f = (src[i], u), (u, src[j])
+                d[e] = get(e, 0.0) + 1.0
+                d[f] = get(f, 0.0) + 1.0
+                continue
+            links, n = route_links(src[i], src[j])
+            share = 1.0 / n
+            for e in links:
+                d[e] = get(e, 0.0) + share
+        return d, bounds
 
     def searched(self) -> list[int]:
         """The hosts whose own searches run: the walked ones and each class's representative."""

@@ -52,10 +52,12 @@ class ChannelLoads:
 
 class LinkIndex:
     """Walked links numbered once for all of a communicator's searches, with their capacities
-    (GB/s); a channel's walked loads as (link numbers, loads) arrays in walk order."""
+    (GB/s: ``cap`` of one link, ``caps`` of a list); a channel's walked loads as (link numbers,
+    loads) arrays in walk order."""
 
-    def __init__(self, cap: Callable[[Link], float]) -> None:
+    def __init__(self, cap: Callable[[Link], float], caps: Callable[[list[Link]], list[float]] | None = None) -> None:
         self.cap_of = cap
+        self._caps_of = caps if caps is not None else (lambda es: list(map(cap, es)))
         self.pos: dict[Link, int] = {}
         self.links: list[Link] = []
         self._caps: list[float] = []
@@ -64,15 +66,13 @@ class LinkIndex:
     def _block(self, d: dict[Link, float]) -> tuple[np.ndarray, np.ndarray]:
         got = self._arrays.get(id(d))
         if got is None or got[0] is not d:
-            pos, links, caps = self.pos, self.links, self._caps
-            ids = np.empty(len(d), dtype=np.int64)
-            for r, e in enumerate(d):
-                p = pos.get(e)
-                if p is None:
-                    p = pos[e] = len(links)
-                    links.append(e)
-                    caps.append(self.cap_of(e))
-                ids[r] = p
+            pos, n0 = self.pos, len(self.links)
+            fresh = pos.keys().isdisjoint(d)  # e.g. the fabric routes of one NIC assignment
+            new = list(d) if fresh else [e for e in d if e not in pos]  # numbered in the order the block reaches them
+            pos.update(zip(new, range(n0, n0 + len(new))))
+            self.links.extend(new)
+            self._caps.extend(self._caps_of(new))
+            ids = np.arange(n0, n0 + len(d)) if fresh else np.fromiter(map(pos.__getitem__, d), np.int64, len(d))
             got = (d, ids, np.fromiter(d.values(), float, len(d)))
             self._arrays[id(d)] = got  # keeps d alive: its id stays its own
         return got[1], got[2]
@@ -162,6 +162,7 @@ class Totals:
         for ch in intra + inter:
             self.present[index.arrays(ch)[0]] = True
         self.member_names = member_names
+        self._firsts: dict[tuple[int, Any], list[int]] = {}  # (class, element) -> members that may name first
         self.cls: list[tuple[dict[Link, float], dict[Link, float]]] = []
         for k in range(num_classes):
             li: dict[Link, float] = {}
@@ -187,12 +188,12 @@ class Totals:
     def worst(self, s_intra: float, s_inter: float) -> str:
         """The most loaded link (per capacity) at these speeds, "u -> v"; among equals the
         first by name; "" with no link."""
-        cands: list[tuple[float, str, Link]] = []
+        cands: list[tuple[float, Callable[[], tuple[str, Link]]]] = []  # (load, its first link by name)
         if self.present.any():
             ratio = np.where(self.present, (self.li * s_intra + self.le * s_inter) / self.cap, -np.inf)
             m = ratio.max()
             ties = [self.index.links[i] for i in np.flatnonzero(ratio == m)]
-            cands.append((m, *min(((str(e), e) for e in ties))))
+            cands.append((m, lambda ties=ties: min(((str(e), e) for e in ties))))
         cap = self.index.cap_of
         for k, (li, le) in enumerate(self.cls):
             es = set(li) | set(le)
@@ -200,12 +201,23 @@ class Totals:
                 continue
             vals = {e: self._sum(li, le, e, s_intra, s_inter) / cap(e) for e in es}
             m = max(vals.values())
-            best = min(min(zip(map(str, zip(us, vs)), zip(us, vs)))
-                       for e, v in vals.items() if v == m
-                       for us, vs in [(self.member_names(k, e[0]), self.member_names(k, e[1]))])
-            cands.append((m, *best))
+            cands.append((m, lambda k=k, ties=[e for e, v in vals.items() if v == m]: self._first_member_link(k, ties)))
         if not cands:
             return ""
         m = max(c[0] for c in cands)
-        e = min((c[1], c[2]) for c in cands if c[0] == m)[1]
+        e = min(name() for x, name in cands if x == m)[1]
         return f"{e[0]} -> {e[1]}"
+
+    def _first_member_link(self, k: int, links: list[Link]) -> tuple[str, Link]:
+        """Of class k's representative's ``links`` in every member, the first by name. A link's
+        name ``str((u, v))`` starts with ``"(" + repr(u)``, so the first is among the members whose
+        ``repr(u)`` starts with the least of them: only those names are made."""
+        best = []
+        for u, v in links:
+            us, vs = self.member_names(k, u), self.member_names(k, v)
+            if (k, u) not in self._firsts:
+                reprs = list(map(repr, us))
+                least = min(reprs)
+                self._firsts[k, u] = [m for m, r in enumerate(reprs) if r.startswith(least)]
+            best.extend((str(e), e) for m in self._firsts[k, u] for e in [(us[m], vs[m])])
+        return min(best)

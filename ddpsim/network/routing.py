@@ -12,6 +12,7 @@ them): the same paths, since a host is entered only through its NICs, for much l
 from __future__ import annotations
 
 import math
+import operator
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -42,20 +43,21 @@ class Placement:
 
 def place_ranks(graph: nx.Graph, num_ranks: int) -> Placement:
     """First ``num_ranks`` devices in rank order, grouped by host."""
-    attr = graph._node
-    devs = sorted((n for n, d in attr.items() if d.get(KIND) in DEVICE_KINDS),
-                  key=lambda n: (attr[n][HOST], attr[n][LOCAL_RANK]))  # topology.rank_nodes, without views
+    # topology.rank_nodes, without views: (host, local rank, element), sorted by the first two
+    devs = sorted([(d[HOST], d[LOCAL_RANK], n) for n, d in graph._node.items() if d.get(KIND) in DEVICE_KINDS],
+                  key=_host_and_rank)
     limit = len(devs)
     if isinstance(num_ranks, bool) or not isinstance(num_ranks, int) or not 1 <= num_ranks <= limit:
         raise InputError(f"num_ranks: {num_ranks!r} is not accepted; expected an integer in [1, {limit}] "
                          f"(topology {graph.graph.get('name')!r} holds {limit} devices)")
-    devs = devs[:num_ranks]
     domain = nvlink_domains(graph)
     hosts: dict[int, list] = {}
-    for d in devs:
-        h = attr[d][HOST]
+    for h, _, d in devs[:num_ranks]:
         hosts.setdefault(domain.get(h, h), []).append(d)
     return Placement(hosts=tuple(tuple(v) for _, v in sorted(hosts.items())))
+
+
+_host_and_rank = operator.itemgetter(0, 1)
 
 
 def nvlink_domains(graph: nx.Graph) -> dict[int, int]:
@@ -152,7 +154,7 @@ class Router:
             return self._sub["fabric"]
         return self._graph_for_all()
 
-    def _uplink(self, nic: Any) -> Any:
+    def uplink(self, nic: Any) -> Any:
         """The one fabric switch a NIC hangs from, or None."""
         if nic not in self._up:
             attr = self.g._node
@@ -166,7 +168,7 @@ class Router:
             return self._cache[key]
         a, b = self.g._node[src], self.g._node[dst]
         if a[KIND] == "nic" and b[KIND] == "nic" and a[HOST] != b[HOST]:
-            la, lb = self._uplink(src), self._uplink(dst)
+            la, lb = self.uplink(src), self.uplink(dst)
             if la is not None and lb is not None:  # NIC - leaf ... leaf - NIC: route between the switches
                 if la == lb:
                     mid = [[la]]
@@ -220,7 +222,7 @@ class Router:
         a, b = self.g._node[src], self.g._node[dst]
         if not (a[KIND] == "nic" and b[KIND] == "nic" and a[HOST] != b[HOST]):
             return None
-        la, lb = self._uplink(src), self._uplink(dst)
+        la, lb = self.uplink(src), self.uplink(dst)
         if la is None or lb is None:
             return None
         if la == lb:

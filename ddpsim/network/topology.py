@@ -56,7 +56,7 @@ fabric         ``rail`` (default) or ``fat-tree``, two levels, leaf radix per sw
                downlink / uplink bandwidth.
 =============  =====================================================================================
 
-Node attributes (names are the constants below):
+Node attributes (their names: the constants of :mod:`ddpsim.network.graph_attrs`, imported here):
 
 ``kind``                       one of :data:`NODE_KINDS`
 ``host``                       index of the host (node) the element belongs to; switches of the fabric: -1
@@ -84,12 +84,9 @@ Graph attributes: ``name``, ``backend`` ("nccl" or "gloo"), ``num_nodes``, ``cpu
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import itertools
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import networkx as nx
 
@@ -97,29 +94,15 @@ from ddpsim.errors import InputError, shorten
 from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu, System
 from ddpsim.io import exists, read_yaml
+from ddpsim.network.graph_attrs import (BACKENDS, BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KINDS,  # noqa: F401 (re-exported)
+                                        DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK, MEMORY_BANDWIDTH,
+                                        NUM_LINKS, NVLS, RAIL, REDUCE_BANDWIDTH, SM_COUNT)
+from ddpsim.network.graph_build import Builder, gc_paused, new_graph  # noqa: F401 (gc_paused re-exported)
+from ddpsim.network.topology_check import validate_topology
 from ddpsim.network.topology_schema import (LINK_TYPES, NODE_KINDS, CpuGlooOptions, DgxOptions,  # noqa: F401 (the kinds)
                                             FabricOptions, MeshOptions, NodeDoc, PcieOptions, TopologyDoc,
                                             check_num_nodes)
 from ddpsim.schema import Schema, validate
-
-# --- attribute names (the only place they are spelled) -------------------------------
-KIND = "kind"
-HOST = "host"
-LOCAL_RANK = "local_rank"
-DEVICE_MODEL = "device_model"
-MEMORY_BANDWIDTH = "memory_bandwidth_bytes_per_s"
-COMPUTE_CAPABILITY = "compute_capability"
-SM_COUNT = "sm_count"
-REDUCE_BANDWIDTH = "reduce_bandwidth_bytes_per_s"
-NVLS = "nvls"
-RAIL = "rail"
-BANDWIDTH = "bandwidth_bytes_per_s"
-LATENCY = "latency_s"
-LINK_TYPE = "link_type"
-NUM_LINKS = "num_links"
-
-DEVICE_KINDS = ("gpu", "cpu")
-BACKENDS = ("nccl", "gloo")
 
 FABRICS = ("rail", "fat-tree")
 
@@ -160,136 +143,16 @@ def _options(model: type[Schema], preset: str, options: dict[str, Any]) -> Any:
     return validate(model, {k: v for k, v in options.items() if v is not None}, f"topology {preset}")
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off: building a large topology, or searching it, allocates
-    many small objects that all live on, and each full collection would walk them all again."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-def _is_pos(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
-
-def _new_graph(**attrs: Any) -> nx.Graph:
-    # NOTE: nx.Graph(backend=...) is networkx's dispatch keyword; set graph attributes after.
-    g = nx.Graph()
-    g.graph.update(attrs)
-    return g
-
-
-class _Builder:
-    """A preset's elements and links recorded in the order they are added, then handed to a
-    :class:`networkx.Graph` at once (:meth:`to_graph`): the graph ``add_node``/``add_edge`` one by
-    one would give (same elements, links and attributes, in the same order), without networkx's
-    per-call work, which dominates the build of a large cluster."""
-
-    def __init__(self, **attrs: Any) -> None:
-        self.graph = dict(attrs)
-        self._nodes: dict[Any, dict[str, Any]] = {}
-        self._edges: list[tuple[Any, Any, dict[str, Any]]] = []
-        self._template: _HostTemplate | None = None
-
-    def __contains__(self, n: Any) -> bool:
-        return n in self._nodes
-
-    def add_node(self, n: Any, **attrs: Any) -> None:
-        d = self._nodes.get(n)
-        if d is None:
-            self._nodes[n] = attrs
-        else:
-            d.update(attrs)
-
-    def add_edge(self, u: Any, v: Any, **attrs: Any) -> None:
-        nodes = self._nodes
-        if u not in nodes:
-            nodes[u] = {}
-        if v not in nodes:
-            nodes[v] = {}
-        self._edges.append((u, v, attrs))
-
-    def host(self, h: int, add: Callable[[], list[str]]) -> list[str]:
-        """Host ``h``'s elements and links: ``add()`` (which returns the host's NICs) run for host 0
-        and kept as a template; a later host is host 0 renamed (``n0/`` -> ``n{h}/``, ``host`` 0 ->
-        h) when host 0 is self-contained (every element it added named ``n0/...`` with host 0, its
-        links between them), else ``add()`` again. Identical hosts share their construction."""
-        template = self._template
-        if h > 0 and template is not None:
-            return template.stamp(self, h)
-        n0, e0 = len(self._nodes), len(self._edges)
-        nics = add()
-        if h == 0:
-            self._template = _HostTemplate.of(self, n0, e0, nics)
-        return nics
-
-    def to_graph(self) -> nx.Graph:
-        g = _new_graph(**self.graph)
-        # NOTE: networkx's documented data structure (Graph: node -> attributes, node -> neighbour ->
-        # the link's one attribute dict, shared by both ends), filled directly on a fresh graph.
-        node, adj = g._node, g._adj
-        for n, attrs in self._nodes.items():
-            node[n] = attrs
-            adj[n] = {}
-        for u, v, attrs in self._edges:
-            d = adj[u].get(v)
-            if d is None:
-                adj[u][v] = adj[v][u] = attrs
-            else:
-                d.update(attrs)
-        return g
-
-
-class _HostTemplate:
-    """Host 0's elements and links as name suffixes after ``n0/`` (see :meth:`_Builder.host`)."""
-
-    PREFIX = "n0/"
-
-    def __init__(self, nodes: list[tuple[str, dict[str, Any]]], edges: list[tuple[str, str, dict[str, Any]]],
-                 nics: list[str]) -> None:
-        self.nodes, self.edges, self.nics = nodes, edges, nics
-
-    @classmethod
-    def of(cls, b: _Builder, n0: int, e0: int, nics: list[str]) -> _HostTemplate | None:
-        """Host 0's block, added after the builder's first ``n0`` elements and ``e0`` links; None when
-        it is not self-contained."""
-        cut = len(cls.PREFIX)
-        nodes = list(itertools.islice(b._nodes.items(), n0, None))
-        names = {n for n, _ in nodes}
-        if not all(isinstance(n, str) and n.startswith(cls.PREFIX) and a.get(HOST) == 0 for n, a in nodes):
-            return None
-        edges = b._edges[e0:]
-        if not all(u in names and v in names for u, v, _ in edges) or not set(nics) <= names:
-            return None
-        return cls([(n[cut:], a) for n, a in nodes], [(u[cut:], v[cut:], a) for u, v, a in edges],
-                   [n[cut:] for n in nics])
-
-    def stamp(self, b: _Builder, h: int) -> list[str]:
-        """Host ``h``: the template renamed, as ``add_node``/``add_edge`` would add it; its NICs."""
-        pre = f"n{h}/"
-        nodes, edges = b._nodes, b._edges
-        for suffix, attrs in self.nodes:
-            name = pre + suffix
-            d = nodes.get(name)
-            if d is None:
-                nodes[name] = {**attrs, HOST: h}
-            else:
-                d.update(attrs, **{HOST: h})
-        edges.extend((pre + u, pre + v, dict(attrs)) for u, v, attrs in self.edges)
-        return [pre + n for n in self.nics]
-
-
-def _add_link(g: nx.Graph | _Builder, u: str, v: str, bw_bytes_per_s: float, latency_s: float, link_type: str,
+def _add_link(g: nx.Graph | Builder, u: str, v: str, bw_bytes_per_s: float, latency_s: float, link_type: str,
               **extra: Any) -> None:
-    g.add_edge(u, v, **{BANDWIDTH: float(bw_bytes_per_s), LATENCY: float(latency_s), LINK_TYPE: link_type}, **extra)
+    g.add_edge(u, v, **_link_attrs(bw_bytes_per_s, latency_s, link_type), **extra)
 
 
-def _add_fabric(g: _Builder, nics: list[list[str]], nic_bw: float, *, fabric: str, oversubscription: float,
+def _link_attrs(bw_bytes_per_s: float, latency_s: float, link_type: str) -> dict[str, Any]:
+    return {BANDWIDTH: float(bw_bytes_per_s), LATENCY: float(latency_s), LINK_TYPE: link_type}
+
+
+def _add_fabric(g: Builder, nics: list[list[str]], nic_bw: float, *, fabric: str, oversubscription: float,
                 leaf_radix: int, num_spines: int) -> None:
     """Connect ``nics[host][rail]`` through a rail-optimised or fat-tree leaf/spine fabric."""
     num_hosts = len(nics)
@@ -303,8 +166,7 @@ def _add_fabric(g: _Builder, nics: list[list[str]], nic_bw: float, *, fabric: st
                 leaf = f"leaf-r{r}-{grp}"
                 g.add_node(leaf, **{KIND: "leaf", HOST: -1})
                 members = range(grp * hosts_per_leaf, min(num_hosts, (grp + 1) * hosts_per_leaf))
-                for h in members:
-                    _add_link(g, nics[h][r], leaf, nic_bw, IB_LATENCY_S, "net")
+                g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net")) for h in members)
                 leaves.append((leaf, nic_bw * len(members)))
     else:
         hosts_per_leaf = max(1, down_ports // num_rails)
@@ -312,9 +174,8 @@ def _add_fabric(g: _Builder, nics: list[list[str]], nic_bw: float, *, fabric: st
             leaf = f"leaf-{grp}"
             g.add_node(leaf, **{KIND: "leaf", HOST: -1})
             members = range(grp * hosts_per_leaf, min(num_hosts, (grp + 1) * hosts_per_leaf))
-            for h in members:
-                for r in range(num_rails):
-                    _add_link(g, nics[h][r], leaf, nic_bw, IB_LATENCY_S, "net")
+            g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net")) for h in members
+                        for r in range(num_rails))
             leaves.append((leaf, nic_bw * num_rails * len(members)))
     if len(leaves) > 1:
         for s in range(num_spines):
@@ -370,7 +231,7 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
     fabric = (f"NVLink mesh, {nvlinks} NVLinks/GPU x {link_bw / GBPS:g} GB/s" if mesh
               else f"{nvlinks} NVLinks/GPU ({nvlink_bw / GBPS:.1f} GB/s)")
     trays = "" if system.gpus_per_tray is None else f" ({hosts_per_node} trays of {per_host})"
-    g = _Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
+    g = Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
                  description=f"{num_nodes}x {name}: {gpn}x {gpu.model}{trays}, {fabric}, "
                                f"{_num_nics(system, per_host) * hosts_per_node} NICs x {nic_gbit:g} Gb/s")
     if system.gpus_per_tray is not None:
@@ -404,7 +265,7 @@ def _num_nics(system: System, gpus: int) -> int:
     return sum(1 for i in range(gpus) for j in range(nics_per_sw) if j * per_sw // nics_per_sw == i % per_sw)
 
 
-def _add_host(g: _Builder, system: System, gpu: Gpu, h: int, gpus: int, nvswitch: tuple[str, float, int] | None, *,
+def _add_host(g: Builder, system: System, gpu: Gpu, h: int, gpus: int, nvswitch: tuple[str, float, int] | None, *,
               multi_host: bool, pcie_gen: int) -> list[str]:
     """Host ``h`` of an NVLink system: its host bridge, GPUs (linked to ``nvswitch``: its name, the
     GPU's NVLink bandwidth and link count), PCIe switches and (``multi_host``) NICs; returns the NICs."""
@@ -457,7 +318,7 @@ def _pcie_system(name: str, system: System, catalogue: Catalogue, num_nodes: int
     pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
     up_bw = PCIE_X16_GBPS[system.pcie.switch_gen or pcie_gen] * GBPS
     nics_per_sw = system.pcie.nics_per_switch
-    g = _Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
+    g = Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
                  description=f"{num_nodes}x PCIe Gen{pcie_gen} server: {gpn}x {gpu.model}, {per_sw} GPUs per switch")
     nics: list[list[str]] = []
     for h in range(num_nodes):
@@ -495,7 +356,7 @@ def _cpu_gloo(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
     o = _options(CpuGlooOptions, "cpu-gloo", options)
     rph = o.ranks_per_host
     vals = {k: float(v) for k, v in o.model_dump().items() if k != "ranks_per_host"}
-    g = _Builder(name="cpu-gloo", backend="gloo", num_nodes=num_nodes, cpu_vendor="intel",
+    g = Builder(name="cpu-gloo", backend="gloo", num_nodes=num_nodes, cpu_vendor="intel",
                  description=f"{num_nodes} CPU host(s) x {rph} gloo rank(s): TCP loopback "
                              f"{vals['loopback_gbps']:g} GB/s, {vals['ethernet_gbit']:g} GbE between hosts")
     for h in range(num_nodes):
@@ -588,7 +449,7 @@ def load_topology_yaml(path: str | Path) -> nx.Graph:
     source = f"topology {shorten(str(p))}"
     data = read_yaml(p, "topology", f"a preset ({', '.join(PRESETS)}) or a topology YAML file")
     doc = validate(TopologyDoc, data, source)
-    g = _new_graph(name=p.stem if doc.name is None else doc.name, backend=doc.backend, cpu_vendor=doc.cpu_vendor,
+    g = new_graph(name=p.stem if doc.name is None else doc.name, backend=doc.backend, cpu_vendor=doc.cpu_vendor,
                    description=f"custom topology {p.name}" if doc.description is None else doc.description)
     for i, n in enumerate(doc.nodes):
         if n.id in g:
@@ -634,63 +495,6 @@ def _yaml_node_attrs(n: NodeDoc) -> dict[str, Any]:
         if key in d:
             attrs[key] = d[key]
     return attrs
-
-
-def validate_topology(g: nx.Graph, *, source: str = "topology") -> None:
-    """Check a topology: connected, at least one device, every device with a host and a
-    unique (host, local_rank), positive bandwidths, non-negative latencies, one backend
-    matching the device kinds. Raises InputError naming the first problem."""
-    devs = [n for n, d in g._node.items() if d.get(KIND) in DEVICE_KINDS]
-    if not devs:
-        raise InputError(f"{source}: has no device; expected at least one node of kind gpu or cpu")
-    if not nx.is_connected(g):
-        parts = sorted((sorted(map(str, c)) for c in nx.connected_components(g)), key=len)
-        raise InputError(f"{source}: is disconnected ({len(parts)} parts; e.g. {parts[0][:3]} is cut off); "
-                         "expected every node reachable through links")
-    seen: dict[tuple[int, int], str] = {}
-    kinds = set()
-    for n in devs:
-        d = g._node[n]
-        key = (d.get(HOST), d.get(LOCAL_RANK))
-        if key in seen:
-            raise InputError(f"{source}: devices {seen[key]!r} and {n!r} share host {key[0]} local_rank {key[1]}; "
-                             "expected a unique local_rank per host")
-        seen[key] = n
-        kinds.add(d[KIND])
-    if not _links_valid(g):
-        _raise_bad_link(g, source)
-    backend = g.graph.get("backend")
-    if backend not in BACKENDS:
-        raise InputError(f"{source}: backend {backend!r} is not accepted; expected one of {', '.join(BACKENDS)}")
-    if backend == "nccl" and kinds != {"gpu"}:
-        raise InputError(f"{source}: backend 'nccl' needs GPU devices only, found kinds {sorted(kinds)}; "
-                         "expected kind gpu (or backend gloo for CPU ranks)")
-    if backend == "gloo" and kinds != {"cpu"}:
-        raise InputError(f"{source}: backend 'gloo' models CPU ranks only, found kinds {sorted(kinds)}; "
-                         "expected kind cpu (or backend nccl for GPUs)")
-
-
-def _links_valid(g: nx.Graph) -> bool:
-    """Whether every link has a positive bandwidth and a non-negative latency, checked once per
-    distinct (type, value) pair: a large cluster's links take a few values."""
-    try:
-        pairs = {(type(bw), bw, type(lat), lat) for nbrs in g._adj.values() for d in nbrs.values()
-                 for bw, lat in ((d.get(BANDWIDTH), d.get(LATENCY)),)}
-    except TypeError:  # an unhashable value: not a number
-        return False
-    return all(_is_pos(bw) and isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0
-               for _, bw, _, lat in pairs)
-
-
-def _raise_bad_link(g: nx.Graph, source: str) -> None:
-    """The InputError naming the first bad link in the graph's link order."""
-    for u, v, d in g.edges(data=True):
-        bw = d.get(BANDWIDTH)
-        if not _is_pos(bw):
-            raise InputError(f"{source}: link {u}-{v} bandwidth {bw!r} is not accepted; expected > 0")
-        lat = d.get(LATENCY)
-        if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
-            raise InputError(f"{source}: link {u}-{v} latency {lat!r} is not accepted; expected >= 0")
 
 
 def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 
 from ddpsim.formats import MIN_HOST_CPU_S, host_shares, quantile
 
@@ -145,7 +144,14 @@ def t975(df: int) -> float:
     """The 97.5 % quantile of Student's t with ``df`` degrees of freedom (``scipy.stats.t``)."""
     if df < 1:
         raise ValueError(f"df: {df!r}; expected an integer >= 1")
-    return float(stats.t.ppf(0.975, df))
+    return float(_stats().t.ppf(0.975, df))
+
+
+def _stats() -> Any:
+    """``scipy.stats``, imported on first use: it takes most of a second, every CLI verb imports this module."""
+    from scipy import stats
+
+    return stats
 
 
 def run_means(row: dict[str, Any]) -> list[float]:
@@ -175,7 +181,7 @@ def paired_gap_ci_pct(slow: Sequence[float], fast: Sequence[float]) -> tuple[flo
         return None
     with warnings.catch_warnings():  # identical ratios: scipy warns of precision, the interval is the point
         warnings.simplefilter("ignore", RuntimeWarning)
-        ci = stats.ttest_1samp(d, 0.0).confidence_interval(confidence_level=0.95)
+        ci = _stats().ttest_1samp(d, 0.0).confidence_interval(confidence_level=0.95)
     return 100.0 * math.expm1(float(ci.low)), 100.0 * math.expm1(float(ci.high)), n
 
 
@@ -199,7 +205,7 @@ def rounds_to_decide(slow: Sequence[float], fast: Sequence[float],
     if sd <= 1e-12:
         return 2
     n = np.arange(2, MAX_ROUNDS_TO_DECIDE + 1)
-    decided = stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n) < margin  # the half-width only shrinks with n
+    decided = _stats().t.ppf(0.975, n - 1) * sd / np.sqrt(n) < margin  # the half-width only shrinks with n
     return int(n[decided.argmax()]) if decided.any() else None
 
 

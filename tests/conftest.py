@@ -7,6 +7,16 @@ import pytest
 from ddpsim.trace.records import Trace, make_trace
 
 
+MIB = 1024 * 1024
+
+
+def toy_trace() -> Trace:
+    """Three 1 MiB fp32 parameters a, b, c, ready at 0.75, 0.5 and 0.25 s: numbers a hand-worked
+    engine test can follow (forward 0.5 s, backward 1.125 s, optimizer 0.125 s)."""
+    return make_trace(model="toy", params=[(n, (MIB // 4,), "float32") for n in "abc"], ready_s=[0.75, 0.5, 0.25],
+                      forward_s=0.5, backward_s=1.125, optimizer_s=0.125)
+
+
 def tiny_trace_obj() -> Trace:
     """Four fp32 Linear-like parameters; gradients ready in reverse order (as autograd does).
 

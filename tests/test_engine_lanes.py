@@ -20,14 +20,7 @@ from ddpsim.errors import InputError
 from ddpsim.plan.planner import explicit_plan
 from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
-from ddpsim.trace.records import make_trace
-
-MIB = 1024 * 1024
-
-
-def trace():
-    return make_trace(model="toy", params=[(n, (MIB // 4,), "float32") for n in "abc"], ready_s=[0.75, 0.5, 0.25],
-                      forward_s=0.5, backward_s=1.125, optimizer_s=0.125)
+from conftest import MIB, toy_trace
 
 
 @dataclass(frozen=True)
@@ -62,7 +55,7 @@ def comm(res, rank=0):
 
 
 def run(net, **kw):
-    tr = trace()
+    tr = toy_trace()
     return simulate(tr, explicit_plan(tr, [[2], [1], [0]]), net, SimConfig(world_size=2, num_iterations=1, jitter="none", **kw))
 
 

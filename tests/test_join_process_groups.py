@@ -20,14 +20,7 @@ from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CommModel
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.plan.planner import explicit_plan
-from ddpsim.trace.records import make_trace
-
-MIB = 1024 * 1024
-
-
-def trace():
-    return make_trace(model="toy", params=[(n, (MIB // 4,), "float32") for n in "abc"], ready_s=[0.75, 0.5, 0.25],
-                      forward_s=0.5, backward_s=1.125, optimizer_s=0.125)
+from conftest import MIB, toy_trace
 
 
 @dataclass(frozen=True)
@@ -49,7 +42,7 @@ class Net(CommModel):
 
 
 def run(net, **kw):
-    tr = trace()
+    tr = toy_trace()
     kw.setdefault("num_iterations", 1)
     kw.setdefault("num_warmup_iterations", 0)
     return simulate(tr, explicit_plan(tr, [[2], [1], [0]]), net, SimConfig(world_size=2, jitter="none", **kw))
@@ -102,7 +95,7 @@ def test_one_bucket_pays_the_idle_extra_on_any_number_of_groups():
     # one 3 MiB bucket, ready at 1.25 (0.5 forward + 0.75): 3 s of work on an idle stream; backward
     # ends at 1.625, then every rank waits, so the extra 0.5 s is added: 1.25 + 3 + 0.5 = 4.75, the
     # same on one stream and on two groups (the second never gets a collective)
-    tr = trace()
+    tr = toy_trace()
     plan = explicit_plan(tr, [[2, 1, 0]])
     for n in (1, 2, 3):
         res = simulate(tr, plan, IdleNet(), SimConfig(world_size=2, jitter="none", num_iterations=1,
@@ -229,7 +222,7 @@ def test_join_at_scale_keeps_the_active_ranks_when_rank_0_joins_first():
     # 16 ranks without jitter are folded into rank 0 plus one representative; under Join the
     # folded ranks are still active after rank 0 has joined, so every phase runs the full step
     # (0.75 + 3 x 1 s of buckets + 0.125 = 3.875 s), never rank 0's empty one
-    tr = trace()
+    tr = toy_trace()
     res = simulate(tr, explicit_plan(tr, [[2], [1], [0]]), Net(num_ranks=16),
                    SimConfig(world_size=16, num_iterations=2, num_warmup_iterations=1, jitter="none",
                              join_batches=(1,) + (3,) * 15))

@@ -402,11 +402,9 @@ def test_simple_tree_factor_0_85():
 #     (Azure/AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md, NCCL 2.25.1): 673.06 at
 #     4 GiB, 679.61 at 8 GiB -> model 717.7 / 718.8, +6.6 / +5.8 %.
 #   Two DGX H100 nodes (coreweave/nccl-tests#92).
-# Searched for and NOT found (issues of NVIDIA/nccl and NVIDIA/nccl-tests, coreweave/nccl-tests,
-# Azure and GCP results and health checks, OCI tutorials, vendor pages, blogs): any 8 x L40S (or
-# 4 x L40S, or L40S pair) single-node busbw -- the only L40S all_reduce_perf logs found are two
-# nodes of one GPU each over the network; the L40S box is checked against NCCL's model worked by
-# hand. Small-message latency: the only V100 log with 8 B (konnase, 2019, one process driving 8
+# One 8 x L40S single-node log found (MayElbaz18/nccl-l40s-iommu-fix, images/success.png), on a box
+# whose P2P goes through its CPUs, not the preset's PCIe switches: a strict xfail below; the preset
+# is otherwise checked against NCCL's model worked by hand. Small-message latency: the only V100 log with 8 B (konnase, 2019, one process driving 8
 # GPUs, NCCL version not printed) reads 48 us, from a 2019 NCCL, not the one ported: not asserted. Found without
 # a message size, so not asserted either: "busbw 130 with 8 gpu in the NVLink" (V100, nvidia/nccl#258)
 # and 811 GB/s on 8 GB200 GPUs of two trays over MNNVL (lixueduan.com/posts/ai/13-gb200-mnnvl-nccl-test;
@@ -691,12 +689,24 @@ def test_grace_net_overhead_and_nvlstree_correction_on_x86_only():
 
 def test_pcie_l40s_ada_uses_ampere_row_and_no_ll128():
     # Ada (cc 89) takes the Ampere row (compCapIndex: >= 80); PCIe only: no LL128, PCI latencies.
-    # No published single-node L40S busbw was found (see the note above).
     m = model("pcie-l40s")
     d = m.describe()
     assert d["compute_capability"] == 89 and not d["ll128_enabled"] and not d["nvlink_intra"]
     assert nccl.arch_index(89) == nccl.arch_index(80)
     assert nccl.latency_us(m.system, "ring", "ll") == pytest.approx(6.6 + 14 * 1.0)
+
+
+@pytest.mark.xfail(strict=True, reason="another box: that run allows P2P across the CPUs (NCCL_P2P_LEVEL=5, SYS) "
+                                        "on an AMD host and reaches 11.2-11.5 GB/s; the preset puts 2 GPUs under "
+                                        "each PCIe switch and gets 2 rings x 12 GB/s (Gen4 x16), 23.6-24.0; the log "
+                                        "hides the bus IDs, so that box's layout cannot be written as a topology")
+@pytest.mark.parametrize("size, measured", [(128 * MiB, 11.22), (1 * GiB, 11.47), (4 * GiB, 11.34)])
+def test_pcie_l40s_ring_busbw_within_10_percent(size, measured):
+    # MayElbaz18/nccl-l40s-iommu-fix, images/success.png: all_reduce_perf (nccl-tests 2.17.6, NCCL
+    # 2.23.4) on 8 L40S, one process per GPU, NCCL_ALGO=Ring, IOMMU passthrough: out-of-place busbw
+    # 11.22 GB/s at 128 MiB, 11.47 at 1 GiB, 11.34 at 4 GiB.
+    e = model("pcie-l40s", algorithm="ring").estimate_allreduce(size)
+    assert within(e.busbw_gbps, measured, 0.10)
 
 
 # ---- the search shared by identical hosts is the search walking every host ----------------------

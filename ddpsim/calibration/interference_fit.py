@@ -33,7 +33,6 @@ import functools
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-
 from ddpsim.calibration.schema import ProbeDoc
 from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
@@ -101,7 +100,7 @@ def bisect_increasing(f: Callable[[float], float], target: float, lo: float, hi:
         return lo, True
     if f(hi) <= target:
         return hi, True
-    from scipy import optimize  # NOTE: on first use: scipy.optimize takes a fifth of a second to import
+    from scipy import optimize  # NOTE: on first use: slow to import, and every CLI verb imports this module
 
     return optimize.bisect(lambda x: f(x) - target, lo, hi, xtol=xtol), False
 

@@ -28,7 +28,6 @@ from typing import Sequence
 import numpy as np
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class CalibrationPoint:
     """One measured size: median time and spread."""
@@ -54,7 +53,7 @@ def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float]) -> tuple[floa
         return (min(times), math.inf)
     s, t = np.asarray(sizes, dtype=float), np.asarray(times, dtype=float)
     # minimise sum ((alpha + slope * s_i - t_i) / t_i)^2: the rows [1, s_i] / t_i against 1
-    from scipy.optimize import lsq_linear  # NOTE: on first use (a fifth of a second to import)
+    from scipy.optimize import lsq_linear  # NOTE: on first use: slow to import, and every CLI verb imports this module
 
     fit = lsq_linear(np.column_stack([1.0 / t, s / t]), np.ones_like(t), bounds=([0.0, -np.inf], [np.inf, np.inf]),
                      method="bvls")
@@ -93,7 +92,7 @@ def isotonic(values: Sequence[float], weights: Sequence[float]) -> list[float]:
     """The non-decreasing sequence closest (weighted least squares) to ``values``
     (pool-adjacent-violators, ``scipy.optimize.isotonic_regression``). A larger message never
     takes less time; a noisy median that says so is pooled with its neighbour."""
-    from scipy.optimize import isotonic_regression  # NOTE: on first use (a fifth of a second to import)
+    from scipy.optimize import isotonic_regression  # NOTE: on first use, as lsq_linear above
 
     return isotonic_regression(values, weights=weights).x.tolist()
 

@@ -1,4 +1,4 @@
-"""How the presets build their graphs: elements and links recorded, then handed to networkx at once.
+"""How the presets build their graphs: elements and links written straight into networkx's structure.
 
 A cluster of N identical hosts is host 0 built once and renamed N - 1 times (``n0/`` ->
 ``n{h}/``). The builder remembers which hosts are such copies, and keeps a host one only while

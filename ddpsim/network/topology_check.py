@@ -36,6 +36,10 @@ def _is_pos(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
+def _is_latency(v: Any) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+
+
 def _check(g: nx.Graph, source: str) -> None:
     devs = [n for n, d in g._node.items() if d.get(KIND) in DEVICE_KINDS]
     if not devs:
@@ -107,8 +111,7 @@ def _links_valid(adjs: Iterable[dict[Any, dict[str, Any]]]) -> bool:
                  for bw, lat in ((d.get(BANDWIDTH), d.get(LATENCY)),)}
     except TypeError:  # an unhashable value: not a number
         return False
-    return all(_is_pos(bw) and isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0
-               for _, bw, _, lat in pairs)
+    return all(_is_pos(bw) and _is_latency(lat) for _, bw, _, lat in pairs)
 
 
 def _raise_bad_link(g: nx.Graph, source: str) -> None:
@@ -118,5 +121,5 @@ def _raise_bad_link(g: nx.Graph, source: str) -> None:
         if not _is_pos(bw):
             raise InputError(f"{source}: link {u}-{v} bandwidth {bw!r} is not accepted; expected > 0")
         lat = d.get(LATENCY)
-        if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
+        if not _is_latency(lat):
             raise InputError(f"{source}: link {u}-{v} latency {lat!r} is not accepted; expected >= 0")

@@ -148,7 +148,7 @@ def t975(df: int) -> float:
 
 
 def _stats() -> Any:
-    """``scipy.stats``, imported on first use: it takes most of a second, every CLI verb imports this module."""
+    """``scipy.stats``, imported on first use: it is slow to import, and every CLI verb imports this module."""
     from scipy import stats
 
     return stats

@@ -21,7 +21,6 @@ the same per host at 4 nodes as at 4,096, with the same result as walking every 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -211,21 +210,29 @@ def _ring_own(hosts: Hosts) -> Emitter:
     return add
 
 
-def _nvls_own(hosts: Hosts) -> Emitter:
-    """NVLS channel c on host i: every GPU pushes to and pulls from its NVSwitches; across
-    hosts, the channel's exit device out to the NIC."""
+def _nvls_emitters(hosts: Hosts) -> tuple[Emitter, Emitter]:
+    """NVLS channel c's (intra, inter) loads on host i's own links (search.cc,
+    ``ncclTopoSearchTryNvls``): every GPU pushes to and pulls from its NVSwitches at bwIntra,
+    the channel's head twice; across hosts the head is the local GPU of NIC ``c mod num_nics``
+    and exchanges the channel with that NIC at bwInter (in from it, "back to net" at step 0).
+    On one host the head of channel c is its c-th GPU."""
     graph = hosts.graph
 
-    def add(loads: Loads, i: int, c: int) -> None:
+    def head(i: int, c: int) -> Any:
+        return hosts.entry(i)[c % len(hosts.nics[i])][0] if hosts.multi else hosts.devs[i][c]
+
+    def intra(loads: Loads, i: int, c: int) -> None:
+        h = head(i, c)
         for d in hosts.devs[i]:
+            share = 2.0 if d == h else 1.0
             for s in graph.neighbors(d):
                 if graph.nodes[s][KIND] == "nvswitch":
-                    loads[(d, s)] = loads.get((d, s), 0.0) + 1.0
-                    loads[(s, d)] = loads.get((s, d), 0.0) + 1.0
-        if hosts.multi:
-            j = c % len(hosts.nics[i])
-            hosts.router.add_load(loads, hosts.entry(i)[j][1], hosts.nics[i][j])
-    return add
+                    loads[(d, s)] = loads.get((d, s), 0.0) + share
+                    loads[(s, d)] = loads.get((s, d), 0.0) + share
+
+    def inter(loads: Loads, i: int, c: int) -> None:
+        hosts.router.add_load(loads, head(i, c), hosts.nics[i][c % len(hosts.nics[i])])
+    return intra, inter
 
 
 def _tree_chains(hosts: Hosts, i: int, num_channels: int) -> list[list]:
@@ -402,27 +409,82 @@ def _ll128_enabled(hosts: Hosts, placement: Placement, cc: int) -> tuple[bool, b
     return nvlink_intra, intra_ok and inter_ok
 
 
+def _nvls_totals(hosts: Hosts, max_channels: int) -> Callable[[int], Totals]:
+    """The loads of the first k NVLS channels (:class:`Totals`, made on first use)."""
+    intra, inter = _nvls_emitters(hosts)
+    if hosts.multi:
+        fabric, inbound = _fabric(hosts), _inbound(hosts)
+        li = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, intra, None, None))
+        le = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, inter, fabric, inbound))
+    else:
+        li, le = [_channel(hosts, c, intra, None, None) for c in range(max_channels)], []
+    made: dict[int, Totals] = {}
+
+    def first(k: int) -> Totals:
+        if k not in made:
+            made[k] = Totals(li[:k], le[:k], hosts.links, hosts.member_names, len(hosts.classes))
+        return made[k]
+    return first
+
+
+def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, max_bw: float, total_bw: float,
+                 search_total_bw: float, min_channels: int, max_channels: int) -> tuple[int, float, float]:
+    """ncclTopoCompute for NCCL_TOPO_PATTERN_NVLS: (channels, bwIntra, bwInter), (0, 0, 0) if none.
+    Pass 1 tries speeds highest first (bwIntra = bwInter), skipping those above ``max_bw`` or
+    with ``speed * min_channels > search_total_bw``; a graph replaces the best one when it has
+    more channels (``ncclTopoCompareGraphs``: NVLS channels are GPUs pulling from NVLS, the more
+    the better), and the pass stops at ``max_channels``, at ``channels * bwInter >= total_bw``
+    or when the next speed is <= 0.49 of the best. Pass 2 raises bwInter one speed at a time,
+    the channels fixed, while the channels fit and it is below 2 x bwIntra."""
+    def most(s_intra: float, s_inter: float) -> int:
+        for k in range(max_channels, min_channels - 1, -1):
+            if first(k).fits(s_intra, s_inter):
+                return k
+        return 0
+    idx = 0
+    while idx < len(speeds) - 1 and (speeds[idx] > max_bw + 1e-9 or speeds[idx] * min_channels > search_total_bw + 1e-9):
+        idx += 1
+    best_c, best_s = 0, 0.0
+    while True:
+        c = most(speeds[idx], speeds[idx])
+        if c > best_c:
+            best_c, best_s = c, speeds[idx]
+        if best_c == max_channels or (best_c and best_c * best_s >= total_bw - 1e-9):
+            break
+        if idx < len(speeds) - 1 and (best_c == 0 or speeds[idx + 1] / best_s > 0.49):
+            idx += 1
+            continue
+        break
+    if not best_c:
+        return 0, 0.0, 0.0
+    idx = next((i for i, s in enumerate(speeds) if s <= best_s + 1e-9), len(speeds) - 1)
+    inter = speeds[idx]
+    while idx > 0 and inter < 2 * best_s and first(best_c).fits(best_s, speeds[idx - 1]):
+        idx -= 1
+        inter = speeds[idx]
+    return best_c, best_s, inter
+
+
 def _nvls_search(hosts: Hosts, placement: Placement, speeds: tuple[float, ...], *, cc: int, max_bw: float,
                  total_bw: float) -> ChannelSearch | None:
     """NCCL_TOPO_PATTERN_NVLS: None without an NVLS-capable NVSwitch, compute capability >= 90
-    and several GPUs per host; on one host, search.cc pass 2 then raises bwInter one speed at a
-    time while it is below 2 x bwIntra (nothing limits it without a NIC)."""
+    and several GPUs per host. At most ``NCCL_MAX_NVLS_ARITY`` channels, one per GPU, each with
+    its own NIC across hosts; on one host every GPU heads one (``minChannels = maxChannels``)."""
     graph = hosts.graph
     devs = [d for i in hosts.searched() for d in hosts.devs[i]]
     switches = {n for d in devs for n in graph.neighbors(d) if graph.nodes[n][KIND] == "nvswitch"}
     if not (cc >= 90 and switches and all(graph.nodes[s].get(NVLS, False) for s in switches) and placement.ppn > 1):
         return None
     max_ch = min(nccl.NCCL_MAX_NVLS_ARITY, placement.ppn)
-    nvls = _pattern_search(hosts, _nvls_own(hosts), speeds, max_bw=max_bw, total_bw=total_bw, max_channels=max_ch,
-                           min_channels=1 if hosts.multi else max_ch, cc=cc, allow_dup=False)
-    if not hosts.multi and nvls.num_channels:
-        i = speeds.index(nvls.bw_gbps) if nvls.bw_gbps in speeds else 0
-        inter = nvls.bw_gbps
-        while i > 0 and inter < 2 * nvls.bw_gbps:
-            i -= 1
-            inter = speeds[i]
-        nvls = dataclasses.replace(nvls, bw_inter_gbps=inter)
-    return nvls
+    if hosts.multi:
+        max_ch = min(max_ch, *(len(hosts.nics[i]) for i in hosts.searched()))
+    first = _nvls_totals(hosts, max_ch)
+    c, s_intra, s_inter = _nvls_speeds(first, speeds, max_bw=max_bw, total_bw=total_bw,
+                                       search_total_bw=total_bw * placement.ppn / (placement.ppn - 1),
+                                       min_channels=1 if hosts.multi else max_ch, max_channels=max_ch)
+    bneck = first(c).worst(s_intra, s_inter) if c else ""
+    return ChannelSearch(num_channels=c, bw_gbps=s_intra, max_bw_gbps=max_bw, total_bw_gbps=total_bw, bottleneck=bneck,
+                         bw_inter_gbps=s_inter if s_inter != s_intra else None)
 
 
 class _Unshareable(Exception):

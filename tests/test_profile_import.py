@@ -444,3 +444,12 @@ def test_an_h100_profile_whose_ready_order_differs_from_the_meta_backward():
     assert check.matches and check.planned_numels == H100_BUCKETS, check.message
     names = [trace.params[i].name for i in trace.grad_ready_order]
     assert set(names) == {p.name for p in trace.params} and len(names) == 148
+
+
+def test_batch_size_skips_inputs_shaped_like_a_parameter():
+    """GPT-2's first forward op is the token embedding, aten::embedding(weight [50257, 768],
+    tokens [16, 1024]): the batch is the tokens' first dimension (the run's --batch-size 16,
+    tests/data/README.profiles.md), not the vocabulary."""
+    env = import_profile(H100).environment
+    assert env.batch_size == 16
+    assert env.batch_size_source == "record_shapes: input 1 of aten::embedding in the forward"

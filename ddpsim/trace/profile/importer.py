@@ -256,14 +256,33 @@ def _int(v: Any) -> int | None:
 
 
 def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
-    """The first dimension of the first op input of the forward with ``record_shapes`` dims."""
+    """The first dimension of the forward's first op input (``record_shapes`` dims, 2 or more)
+    that is not shaped like a parameter (the gradients' recorded shapes): an embedding's first
+    input is its weight, the tokens come second. Without such an input, the first input's."""
     it = built.iterations[-1]
     start = it.start_us + it.forward.cpu_start_s / US
     end = start + it.forward.cpu_s / US
+    params = {tuple(d) for d in (built.grad_shapes[-1] if built.grad_shapes else []) if d}
+    fallback: tuple[int, str] | None = None
     for op in built.prof.cpu_ops:
-        if start <= op.ts <= end and op.name.startswith("aten::") and (dims := _first_dims(op.args)) and len(dims) >= 2:
-            return dims[0], f"record_shapes: first input of {op.name} in the forward"
-    return None, None
+        if not (start <= op.ts <= end and op.name.startswith("aten::")):
+            continue
+        for k, dims in enumerate(_input_dims(op.args)):
+            if len(dims) < 2:
+                continue
+            if dims not in params:
+                return dims[0], f"record_shapes: input {k} of {op.name} in the forward"
+            if fallback is None and k == 0:
+                fallback = (dims[0], f"record_shapes: first input of {op.name} in the forward")
+    return fallback if fallback is not None else (None, None)
+
+
+def _input_dims(args: dict[str, Any] | None) -> list[tuple[int, ...]]:
+    """Every input's dims (``record_shapes``), ``()`` for a non-tensor input."""
+    dims = (args or {}).get("Input Dims")
+    if not isinstance(dims, list):
+        return []
+    return [tuple(d) if isinstance(d, list) and all(isinstance(x, int) for x in d) else () for d in dims]
 
 
 def _bucket_collectives(kernels: Sequence[CollectiveKernel], n_iter: int) -> tuple[BucketCollective, ...]:

@@ -75,7 +75,10 @@ Edge attributes:
 
 ``bandwidth_bytes_per_s``      usable bandwidth per direction (> 0)
 ``latency_s``                  one-way latency of the link (>= 0, seconds)
-``link_type``                  one of :data:`LINK_TYPES`
+``link_type``                  one of :data:`LINK_TYPES`; ``sys`` joins two CPU sockets' host
+                               bridges (NCCL's inter-CPU figures, ``src/graph/topo.h``: Intel
+                               Broadwell 6, Skylake 10, Sapphire Rapids 22, Emerald Rapids 40,
+                               AMD 16, Arm 6 GB/s)
 ``num_links``                  NVLink edges: number of NVLinks bundled in the edge
 
 Graph attributes: ``name``, ``backend`` ("nccl" or "gloo"), ``num_nodes``, ``cpu_vendor``

@@ -27,7 +27,8 @@ MAX_GBPS = 1e6
 MAX_LATENCY_US = 1e6
 
 NODE_KINDS = ("gpu", "cpu", "nvswitch", "pcie_switch", "host_bridge", "nic", "leaf", "spine", "loopback", "eth_switch")
-LINK_TYPES = ("nvlink", "pcie", "net", "loopback", "ethernet")
+#: ``sys``: the link between two CPU sockets of a host (QPI/UPI, Infinity Fabric; NCCL's LINK_SYS)
+LINK_TYPES = ("nvlink", "pcie", "net", "loopback", "ethernet", "sys")
 
 Nodes = Annotated[int, Field(ge=1, le=MAX_NODES)]
 PerNode = Annotated[int, Field(ge=1, le=MAX_DEVICES_PER_NODE)]

@@ -75,10 +75,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ddpsim.calibration import nccl_tests
 from ddpsim.calibration.interference_fit import fit_probe, parse_probe
 from ddpsim.calibration.schema import FORMAT, VERSION, CalibrationDoc, DdpOverheadDoc, PointDoc, ProbeDoc
 from ddpsim.errors import InputError, require, shorten
-from ddpsim.io import read_json, write_text_atomic
+from ddpsim.io import MAX_JSON_BYTES, read_bytes, read_json, write_text_atomic
 from ddpsim.network.comm_model import CollectiveEstimate, make_estimate
 from ddpsim.network.curve_fit import CalibratedCurve, CalibrationPoint, fit_curve, idle_extra_between
 from ddpsim.network.host_costs import HostCosts
@@ -341,8 +342,16 @@ def clamped_fit_warning(fit: Mapping[str, Any] | None) -> str | None:
 
 
 def load_calibration(path: str | Path) -> Calibration:
-    """Read and validate a calibration JSON file."""
-    data = read_json(path, "calibration", "a ddpsim-calibration JSON file (executor collectives)")
+    """Read and validate a calibration JSON file, or an nccl-tests ``all_reduce_perf`` log
+    (:mod:`ddpsim.calibration.nccl_tests`)."""
+    expected = "a ddpsim-calibration JSON file (executor collectives) or an nccl-tests all_reduce_perf log"
+    try:
+        data = read_json(path, "calibration", expected)
+    except InputError:
+        text = read_bytes(path, "calibration", expected, MAX_JSON_BYTES).decode("utf-8", errors="replace")
+        if not nccl_tests.looks_like(text):
+            raise
+        data = nccl_tests.calibration_doc(text, f"calibration {shorten(str(path))}")
     # NOTE: a file with a probe costs a fit (~40 simulations of the probe) per load, and a sweep
     # loads its scenario's calibration once per point; the result is immutable, so keep it per
     # document (the same content always gives the same Calibration)

@@ -23,7 +23,8 @@ the topology graph; NCCL's choice is the fastest (algorithm, protocol) unless fo
 --algorithm / --protocol (like NCCL_ALGO / NCCL_PROTO; 'hierarchical' = intra-node
 reduce-scatter + inter-node all-reduce + intra-node all-gather, never NCCL's default).
 The cpu-gloo topology uses gloo's ring (1 MiB segments). --calibration replaces the model
-with measured curves (piecewise alpha-beta between the measured sizes)."""
+with measured curves (piecewise alpha-beta between the measured sizes): the executor's
+calibration JSON, or your cluster's own nccl-tests all_reduce_perf output saved as text."""
 
 EPILOG = """\
 examples:
@@ -55,7 +56,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--ranks", default=None, type=int_in(1, MAX_WORLD_SIZE), metavar="R", help="ranks in the group; default: every device")
     p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="LIST", type=from_parser(parse_sizes),
                    help=f"comma-separated sizes (B, KiB, MiB, GiB, KB, MB, GB); default: {DEFAULT_SIZES}")
-    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty, help="calibration JSON measured by the executor")
+    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty, help="calibration JSON measured by the executor, or an nccl-tests all_reduce_perf log")
     p.add_argument("--algorithm", default=None, type=lower, choices=ALGORITHM_CHOICES,
                    help="force an algorithm (NCCL only); default: NCCL's choice")
     p.add_argument("--protocol", default=None, type=lower, choices=PROTOCOL_CHOICES,

@@ -74,7 +74,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     net.add_argument("--bandwidth-gbps", metavar="Y", type=float_in(0, above=True), default=None,
                      help="alpha-beta model: bandwidth (GB/s = 1e9 B/s) of a collective")
     net.add_argument("--calibration", metavar="FILE", default=None, type=nonempty,
-                     help="calibration JSON (measured collectives, interference, copy bandwidth) for --topology")
+                     help="calibration JSON (measured collectives, interference, copy bandwidth) or an nccl-tests "
+                          "all_reduce_perf log, for --topology")
     p.add_argument("--world-size", metavar="N", type=int_in(1, MAX_WORLD_SIZE), required=True, help="ranks in the process group")
     ddp = p.add_argument_group("DDP options")
     ddp.add_argument("--bucket-cap-mb", metavar="X", default=None, type=from_parser(parse_bucket_cap_mb), help="bucket_cap_mb in MiB; default: not given")

@@ -58,7 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--iterations", metavar="N", default=6, type=int_in(1, MAX_ITERATIONS),
                    help="simulated iterations; default: 6")
     p.add_argument("--seed", metavar="N", default=0, type=int_in(0, MAX_SEED), help="seed of the jitter; default: 0")
-    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty, help="calibration JSON from the executor")
+    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty, help="calibration JSON from the executor, or an nccl-tests all_reduce_perf log")
     p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS), help="parallel processes; default: the CPUs this process may use (its affinity)")
     p.add_argument("--out-dir", metavar="DIR", default=None, type=nonempty,
                    help="keep finished points in DIR/points/ (resumable)")

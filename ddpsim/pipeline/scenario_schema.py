@@ -596,7 +596,7 @@ class ScenarioFile(Schema):
     world_size: WorldSize = Field(2, description="ranks; null or 'all': every device of the cluster's topology")
     ddp: _section(DdpSection) = Field(default_factory=DdpSection, description="DDP's options, PyTorch's names")
     simulation: _section(SimulationSpec) = Field(default_factory=SimulationSpec, description="the engine's knobs")
-    calibration: FilePath = Field(None, description="a calibration JSON written by the executor, or null")
+    calibration: FilePath = Field(None, description="a calibration JSON written by the executor, an nccl-tests all_reduce_perf log, or null")
     sweep: Annotated[SweepSection, _mapping(SweepSection),
                      BeforeValidator(lambda v: dict(NO_SWEEP) if v is None else v)] = Field(
         default_factory=lambda: SweepSection(**NO_SWEEP), description="the values the sweep's points take")

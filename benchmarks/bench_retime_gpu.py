@@ -9,7 +9,8 @@ One command, prints two tables; no assertions:
 The second table: every trace measured on a GPU (``traces/<model>[.<variant>].measured.<gpu>.json``,
 ``ddpsim trace --device cuda``, wall time per phase with the device synchronised at each
 boundary, median over its iterations) beside the bundled CPU trace of the same model re-timed
-for that GPU at the measured run's batch, sequence length and autocast. The error is retimed /
+for that GPU at the measured run's batch, sequence length and autocast (a model without a bundled
+CPU trace is captured on this CPU first: :func:`cpu_trace`). The error is retimed /
 measured - 1: it holds the roofline's error on the kernels and the host time the roofline does
 not model (a phase whose kernels finish faster than the CPU can launch them is host-bound).
 
@@ -32,6 +33,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,22 +67,54 @@ def retimed_phases_s(trace: str, gpu: str, batch_size: int) -> dict[str, float]:
     return {ph: getattr(it, f"{ph}_s") for ph in PHASES}
 
 
-def measured_rows(pattern: str) -> list[tuple[str, str, dict[str, float], dict[str, float]]]:
-    """Per measured GPU trace: (its file, the GPU, retimed phases, measured phase medians), seconds."""
+def cpu_trace(model: str, env: dict, tmp: Path) -> Path:
+    """The bundled CPU trace of ``model`` (``traces/<model>.cpu.json``), else one captured here at
+    batch 1 in fp32 with the measured run's per-sample input. The retime rebuilds the model at the
+    target batch and sequence, so neither the CPU batch nor a built-in token model's CPU sequence
+    enters its figures: GPT-2 and BERT (fixed position tables) are captured at 64 tokens, the
+    zoo's token models (position table sized by the sequence) at the measured one."""
+    src = ROOT / "traces" / f"{model}.cpu.json"
+    if src.exists():
+        return src
+    out = tmp / f"{model.replace(':', '_')}.cpu.json"
+    cmd = [sys.executable, "-m", "ddpsim", "trace", "--model", model, "--batch-size", "1", "--iterations", "1",
+           "--warmup", "1", "--num-threads", "1", "--out", str(out)]
+    if env.get("seq_len"):
+        seq = env["seq_len"] if model.startswith("zoo:") else min(env["seq_len"], 64)
+        cmd += ["--seq-len", str(seq)]
+    elif env.get("input_shape"):
+        cmd += ["--input-shape", ",".join(str(d) for d in env["input_shape"][1:])]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"exit {done.returncode}")
+    return out
+
+
+def measured_row(path: Path, tmp: Path) -> tuple[str, str, dict[str, float] | str, dict[str, float], int | None]:
+    """One trace measured on a GPU: (its file, the GPU, the CPU trace of its model re-timed for
+    that GPU at the measured batch, sequence and autocast, or why there is none, the measured
+    phase medians, the number of kernels the retime counts in a step), seconds."""
     from ddpsim.trace.records import load_trace
     from ddpsim.trace.retime import retime_trace_file
 
-    rows = []
-    for path in sorted(ROOT.glob(pattern)):
-        gpu = path.name.rsplit(".", 2)[1]
-        meas = load_trace(path)
-        env = meas.environment
-        src = ROOT / "traces" / f"{meas.model}.cpu.json"
+    gpu = path.name.rsplit(".", 2)[1]
+    meas = load_trace(path)
+    env = meas.environment
+    measured = {ph: meas.phase(ph).median_s for ph in PHASES}
+    try:
+        src = cpu_trace(meas.model, env, tmp)
         kw = {"seq_len": env["seq_len"]} if env.get("seq_len") else {}
         ret = retime_trace_file(src, gpu=gpu, batch_size=env["batch_size"], autocast=env.get("autocast") or "none", **kw)
-        rows.append((path.name, gpu, {ph: ret.phase(ph).median_s for ph in PHASES},
-                     {ph: meas.phase(ph).median_s for ph in PHASES}))
-    return rows
+    except Exception as exc:  # noqa: BLE001 -- a model this machine cannot build (torchvision absent): say so, go on
+        return path.name, gpu, f"not re-timed: {exc}", measured, None
+    return path.name, gpu, {ph: ret.phase(ph).median_s for ph in PHASES}, measured, ret.synthetic.get("num_kernels")
+
+
+def measured_rows(pattern: str) -> list[tuple[str, str, dict[str, float] | str, dict[str, float], int | None]]:
+    """:func:`measured_row` of every trace matching ``pattern`` (a glob from the repository root)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return [measured_row(path, Path(tmp)) for path in sorted(ROOT.glob(pattern))]
 
 
 def print_measured(pattern: str) -> None:
@@ -86,10 +122,13 @@ def print_measured(pattern: str) -> None:
     if not rows:
         return
     print(f"\nretime of traces/<model>.cpu.json against traces measured on GPUs ({pattern}): retimed / measured ms, error")
-    print(f"{'measured trace':38s} " + " ".join(f"{ph:>24s}" for ph in PHASES))
-    for name, _gpu, ret, meas in rows:
+    print(f"{'measured trace':44s} " + " ".join(f"{ph:>24s}" for ph in PHASES))
+    for name, _gpu, ret, meas, _kernels in rows:
+        if isinstance(ret, str):
+            print(f"{name:44s} {ret}")
+            continue
         cells = [f"{ret[ph] * 1e3:7.2f}/{meas[ph] * 1e3:7.2f} {100 * (ret[ph] / meas[ph] - 1):+5.0f}%" for ph in PHASES]
-        print(f"{name:38s} " + " ".join(f"{c:>24s}" for c in cells))
+        print(f"{name:44s} " + " ".join(f"{c:>24s}" for c in cells))
 
 
 def main() -> None:

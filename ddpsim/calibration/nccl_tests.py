@@ -51,7 +51,7 @@ def calibration_doc(text: str, source: str) -> dict[str, Any]:
         elif row := _row(line):
             redops.add(row[1])
             times.setdefault(row[0], []).append(row[2])
-    if redops & {"none"}:
+    if "none" in redops:
         raise InputError(f"{source}: redop: 'none' is not accepted; expected an all_reduce_perf log "
                          "(its rows name a reduction: sum, prod, max, min or avg)")
     if len(ranks) < 2:

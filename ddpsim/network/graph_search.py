@@ -56,6 +56,15 @@ class ChannelSearch:
         return self.bw_gbps if self.bw_inter_gbps is None else self.bw_inter_gbps
 
 
+def _start_index(speeds: tuple[float, ...], max_bw: float, channels: int, total_bw: float) -> int:
+    """ncclTopoCompute's first speed: the highest neither above the widest single path ``max_bw``
+    nor with ``speed * channels`` above ``total_bw`` (else the slowest)."""
+    idx = 0
+    while idx < len(speeds) - 1 and (speeds[idx] > max_bw + 1e-9 or speeds[idx] * channels > total_bw + 1e-9):
+        idx += 1
+    return idx
+
+
 def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float], str], speeds: tuple[float, ...], *,
             max_bw: float, total_bw: float, min_channels: int, cc: int, allow_dup: bool, max_channels: int) -> ChannelSearch:
     """ncclTopoCompute, reduced to how many channels fit at a speed (``channels_at(s)``: the
@@ -64,9 +73,7 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
     ``max_bw`` or with ``speed * min_channels > total_bw``), keep the most channels, stop at
     ``nChannels * bw >= total_bw`` or when the next speed is <= 0.49 of the best found; then
     ncclTopoDupChannels."""
-    idx = 0
-    while idx < len(speeds) - 1 and (speeds[idx] > max_bw + 1e-9 or speeds[idx] * min_channels > total_bw + 1e-9):
-        idx += 1
+    idx = _start_index(speeds, max_bw, min_channels, total_bw)
     best_c, best_s = 0, 0.0
     while True:
         s = speeds[idx]
@@ -128,9 +135,7 @@ def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, chann
     time while it fits and stays below 2 x ``bwInter`` ("increase bwIntra for trees").
     ``totals[balanced]``: the channels' (intra, inter) loads per directed link.
     Returns the search and whether the pattern fell back to TREE."""
-    idx = 0
-    while idx < len(speeds) - 1 and (speeds[idx] > max_bw + 1e-9 or speeds[idx] * channels > search_total_bw + 1e-9):
-        idx += 1
+    idx = _start_index(speeds, max_bw, channels, search_total_bw)
     balanced, found = True, False
     while True:
         s = speeds[idx]
@@ -441,9 +446,7 @@ def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, m
             if first(k).fits(s_intra, s_inter):
                 return k
         return 0
-    idx = 0
-    while idx < len(speeds) - 1 and (speeds[idx] > max_bw + 1e-9 or speeds[idx] * min_channels > search_total_bw + 1e-9):
-        idx += 1
+    idx = _start_index(speeds, max_bw, min_channels, search_total_bw)
     best_c, best_s = 0, 0.0
     while True:
         c = most(speeds[idx], speeds[idx])

@@ -121,10 +121,7 @@ def _phase(launched: Sequence[st.Launched], window: st.Window, t0: float) -> Pha
 
 
 def _first_dims(args: dict[str, Any] | None) -> tuple[int, ...] | None:
-    dims = (args or {}).get("Input Dims")
-    if isinstance(dims, list) and dims and isinstance(dims[0], list) and all(isinstance(d, int) for d in dims[0]):
-        return tuple(dims[0])
-    return None
+    return (_input_dims(args) or [None])[0]
 
 
 def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:
@@ -268,7 +265,7 @@ def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
         if not (start <= op.ts <= end and op.name.startswith("aten::")):
             continue
         for k, dims in enumerate(_input_dims(op.args)):
-            if len(dims) < 2:
+            if dims is None or len(dims) < 2:
                 continue
             if dims not in params:
                 return dims[0], f"record_shapes: input {k} of {op.name} in the forward"
@@ -277,12 +274,13 @@ def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
     return fallback if fallback is not None else (None, None)
 
 
-def _input_dims(args: dict[str, Any] | None) -> list[tuple[int, ...]]:
-    """Every input's dims (``record_shapes``), ``()`` for a non-tensor input."""
+def _input_dims(args: dict[str, Any] | None) -> list[tuple[int, ...] | None]:
+    """Every input's dims (``record_shapes``): ``()`` for a scalar or non-tensor input, None
+    where they are not a list of integers."""
     dims = (args or {}).get("Input Dims")
     if not isinstance(dims, list):
         return []
-    return [tuple(d) if isinstance(d, list) and all(isinstance(x, int) for x in d) else () for d in dims]
+    return [tuple(d) if isinstance(d, list) and all(isinstance(x, int) for x in d) else None for d in dims]
 
 
 def _bucket_collectives(kernels: Sequence[CollectiveKernel], n_iter: int) -> tuple[BucketCollective, ...]:

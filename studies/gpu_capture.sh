@@ -13,18 +13,7 @@
 set -u
 out=${1:?usage: gpu_capture.sh OUT_DIR [GPU_TAG]}
 tag=${2:-h100}
-cap=$(mktemp -d)
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$cap/gpu.txt"
-python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$cap/gpu.txt"
-
-step() {  # step SECONDS NAME CMD...: run CMD with a time limit, log its tail and its status
-  local limit=$1 name=$2; shift 2
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$cap/$name.log" 2>&1
-  local rc=$?
-  echo "== $name: rc $rc in $((SECONDS - t0)) s"; tail -n 3 "$cap/$name.log"
-}
+. "$(dirname "$0")/gpu_common.sh"
 
 trace() {  # trace SECONDS MODEL ARGS...
   local limit=$1 model=$2; shift 2
@@ -48,9 +37,4 @@ profile 120 bert-base --batch-size 32 --model-arg seq_len=128 --autocast bf16
 
 trace 200 gpt2-1.5b --batch-size 8 --seq-len 1024 --autocast bf16 --iterations 5 --warmup 2
 
-mkdir -p "$out"
-tar -C "$cap" -czf "$out/capture.tgz" .
-if [ "$(stat -c %s "$out/capture.tgz")" -gt 15000000 ]; then
-  split -b 15000000 -d "$out/capture.tgz" "$out/capture.tgz.part" && rm "$out/capture.tgz"
-fi
-ls -la "$out"
+pack

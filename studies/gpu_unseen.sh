@@ -13,18 +13,7 @@
 set -u
 out=${1:?usage: gpu_unseen.sh OUT_DIR [GPU_TAG]}
 tag=${2:-h100}
-cap=$(mktemp -d)
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$cap/gpu.txt"
-python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), 'nccl', torch.cuda.nccl.version())" | tee -a "$cap/gpu.txt"
-
-step() {  # step SECONDS NAME CMD...: run CMD with a time limit, log its tail and its status
-  local limit=$1 name=$2; shift 2
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$cap/$name.log" 2>&1
-  local rc=$?
-  echo "== $name: rc $rc in $((SECONDS - t0)) s"; tail -n 2 "$cap/$name.log"
-}
+. "$(dirname "$0")/gpu_common.sh"
 
 trace() {  # trace SECONDS FILE_STEM MODEL ARGS...
   local limit=$1 stem=$2 model=$3; shift 3
@@ -46,6 +35,4 @@ step 60 import-gpt2-350m python3 -m ddpsim trace --from-profile "$cap/gpt2-350m-
   --out "$cap/gpt2-350m.b4-s512.profiled.$tag.json"
 cat "$cap/import-gpt2-350m.log" | head -n 40
 
-mkdir -p "$out"
-tar -C "$cap" -czf "$out/capture.tgz" .
-ls -la "$out"
+pack

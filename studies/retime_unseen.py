@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_retime_gpu import PHASES, measured_row  # noqa: E402 -- the benchmark's scoring, one definition
+from bench_retime_gpu import PHASES, measured_row, phase_cells  # noqa: E402 -- the benchmark's scoring, one definition
 
 UNSEEN = ("gpt2-350m.b4-s512", "mlp", "transformer_encoder.b64", "transformer_seq2seq.b64", "tied_lm.b64",
           "branchy_mlp", "vit_small.b64", "resnet18.b64")
@@ -49,7 +49,7 @@ def main() -> None:
             if isinstance(ret, str):
                 print(f"{name:44s} {ret}")
                 continue
-            cells = [f"{ret[ph] * 1e3:7.2f}/{meas[ph] * 1e3:7.2f} {100 * (ret[ph] / meas[ph] - 1):+5.0f}%" for ph in PHASES]
+            cells = phase_cells(ret, meas)
             per = [f"{sum(t.values()) / kernels * 1e6:.1f}" if kernels else "-" for t in (ret, meas)]
             print(f"{name:44s} " + " ".join(f"{c:>24s}" for c in cells) + f" {kernels or 0:8d} {'/'.join(per):>27s}")
 

@@ -8,20 +8,20 @@ One command, prints two tables; no assertions:
 
 The second table: every trace measured on a GPU (``traces/<model>[.<variant>].measured.<gpu>.json``,
 ``ddpsim trace --device cuda``, wall time per phase with the device synchronised at each
-boundary, median over its iterations) beside the bundled CPU trace of the same model re-timed
+boundary, median over its iterations, the backward without the capture's hooks) beside the bundled CPU trace of the same model re-timed
 for that GPU at the measured run's batch, sequence length and autocast (a model without a bundled
-CPU trace is captured on this CPU first: :func:`cpu_trace`). The error is retimed /
-measured - 1: it holds the roofline's error on the kernels and the host time the roofline does
-not model (a phase whose kernels finish faster than the CPU can launch them is host-bound).
+CPU trace is captured on this CPU first: :func:`cpu_trace`), with the retime's default host time
+per op. The error is retimed / measured - 1: the roofline's error on the kernels, and the
+default host figures' error on a phase the host paces.
 
 For each ``PROFILE:GPU`` pair: the bundled CPU trace of the same model (torchvision's ResNet-50
 layout, re-built on the meta device) re-timed for ``GPU`` at the profiles' batch size (32 per
 GPU; the retime rebuilds the model at the target batch, so no scaling of the CPU times is
 involved), in the profiles' precision (fp32 parameters, convolutions on TF32 tensor cores where
-the GPU has them: cuDNN's default ``allow_tf32=True``), with SGD + momentum; beside it the
-profile's measured forward, backward and optimizer (:func:`ddpsim.trace.profile.import_profile`):
-the GPU-busy time of each phase (the union of the kernels it launched; the roofline models
-kernel time, not the gaps of a host-bound step), its GPU span (first kernel start to last end)
+the GPU has them: cuDNN's default ``allow_tf32=True``), with SGD + momentum and no host time (the
+kernels alone); beside it the profile's measured forward, backward and optimizer
+(:func:`ddpsim.trace.profile.import_profile`): the GPU-busy time of each phase (the union of the
+kernels it launched, without the gaps of a host-bound step), its GPU span (first kernel start to last end)
 and its CPU span, mean over the profile's steps. The error is retimed / measured busy - 1.
 
 The profiles are real runs on NVIDIA A100-PG509-200 (an A100-SXM4-40GB class board; 2 ranks)
@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PROFILES = (f"{ROOT}/tests/data/resnet50_ddp_2xA100_rank0.json.gz:a100-40gb,"
@@ -61,9 +62,11 @@ def measured_phases_s(profile: str) -> dict[str, dict[str, float]]:
 
 
 def retimed_phases_s(trace: str, gpu: str, batch_size: int) -> dict[str, float]:
-    from ddpsim.trace.retime import retime_trace_file
+    """The re-timed phases with no host time: the kernels alone, to set beside GPU-busy time."""
+    from ddpsim.trace.retime import HOST_FIELDS, RooflineAssumptions, retime_trace_file
 
-    it = retime_trace_file(trace, gpu=gpu, batch_size=batch_size).iterations[0]
+    kernels_only = RooflineAssumptions(**dict.fromkeys(HOST_FIELDS.values(), 0.0), host_s_per_tensor=0.0)
+    it = retime_trace_file(trace, gpu=gpu, batch_size=batch_size, assumptions=kernels_only).iterations[0]
     return {ph: getattr(it, f"{ph}_s") for ph in PHASES}
 
 
@@ -91,6 +94,14 @@ def cpu_trace(model: str, env: dict, tmp: Path) -> Path:
     return out
 
 
+def measured_phases_s(meas: Any) -> dict[str, float]:
+    """A GPU capture's phase medians, its backward without the capture's per-gradient hooks
+    (``1 + hook_overhead_frac``): a DDP step runs DDP's hooks, not the capture's."""
+    out = {ph: meas.phase(ph).median_s for ph in PHASES}
+    out["backward"] /= 1 + (meas.hook_overhead_frac or 0.0)
+    return out
+
+
 def measured_row(path: Path, tmp: Path) -> tuple[str, str, dict[str, float] | str, dict[str, float], int | None]:
     """One trace measured on a GPU: (its file, the GPU, the CPU trace of its model re-timed for
     that GPU at the measured batch, sequence and autocast, or why there is none, the measured
@@ -101,7 +112,7 @@ def measured_row(path: Path, tmp: Path) -> tuple[str, str, dict[str, float] | st
     gpu = path.name.rsplit(".", 2)[1]
     meas = load_trace(path)
     env = meas.environment
-    measured = {ph: meas.phase(ph).median_s for ph in PHASES}
+    measured = measured_phases_s(meas)
     try:
         src = cpu_trace(meas.model, env, tmp)
         kw = {"seq_len": env["seq_len"]} if env.get("seq_len") else {}

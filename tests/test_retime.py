@@ -11,12 +11,15 @@ import torch
 from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.trace.models import BuiltModel, build_model
-from ddpsim.trace.retime import GPUS, RooflineAssumptions, op_time_s, retime_spec
+from ddpsim.trace.retime import GPUS, RooflineAssumptions, issue, launch_queue_s, op_time_s, retime_spec
 from ddpsim.trace.records import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 
-A = RooflineAssumptions()  # compute 0.6, memory 0.75, floor 4 us
+A = RooflineAssumptions()  # compute 0.6, memory 0.75, floor 4 us; host 39/39/46 us per op + 2.3 us per tensor
+#: the roofline alone: a host that never makes the GPU wait
+ROOF = RooflineAssumptions(host_forward_s_per_op=0, host_backward_s_per_op=0, host_optimizer_s_per_op=0,
+                           host_s_per_tensor=0)
 
 
 def _linear_spec(n_in, n_out, bias=False):
@@ -36,7 +39,7 @@ def test_op_time_closed_form():
 
 def test_linear_fp32_backward_is_the_weight_gradient_gemm_a100():
     b, n_in, n_out = 512, 1024, 4096
-    tr, log = retime_spec(_linear_spec(n_in, n_out), gpu="a100", batch_size=b, return_log=True)
+    tr, log = retime_spec(_linear_spec(n_in, n_out), gpu="a100", batch_size=b, assumptions=ROOF, return_log=True)
     flops = 2 * b * n_in * n_out                                  # dW = dY^T X
     bytes_moved = (b * n_out + b * n_in + n_out * n_in) * 4       # read dY, X; write dW (fp32)
     gemm_s = max(flops / (19.5e12 * 0.6), bytes_moved / (2.039e12 * 0.75))  # fp32 GEMM: fp32 peak (no TF32 for matmul)
@@ -53,8 +56,35 @@ def test_linear_fp32_backward_is_the_weight_gradient_gemm_a100():
     pb = n_in * n_out * 4
     assert it.optimizer_s == pytest.approx((2 * pb + 3 * pb + 3 * pb) / (2.039e12 * 0.75), rel=1e-12)
     assert tr.synthetic["kind"] == "retimed" and "A100" in tr.synthetic["gpu"]
-    assert tr.synthetic["assumptions"] == {"compute_efficiency": 0.6, "memory_efficiency": 0.75, "min_kernel_s": 4e-6}
+    assert tr.synthetic["assumptions"] == {"compute_efficiency": 0.6, "memory_efficiency": 0.75, "min_kernel_s": 4e-6,
+                                           "host_forward_s_per_op": 0, "host_backward_s_per_op": 0,
+                                           "host_optimizer_s_per_op": 0, "host_s_per_tensor": 0}
     assert tr.environment["device"] == "cuda" and tr.environment["batch_size"] == b
+
+
+def test_launch_queue_closed_form():
+    # host-bound: three 1 us kernels, 10 us to issue each -> the last starts at 30 us
+    assert launch_queue_s([(1e-6, 10e-6)] * 3) == pytest.approx(31e-6, rel=1e-12)
+    # GPU-bound: three 100 us kernels -> the first waits for its issue, the rest for the GPU
+    assert launch_queue_s([(100e-6, 10e-6)] * 3) == pytest.approx(310e-6, rel=1e-12)
+    # one op: the GPU is free at 5 but the host issues at 7 -> runs 7..9
+    assert issue(5.0, 4.0, 2.0, 3.0) == (9.0, 7.0)
+
+
+def test_linear_backward_waits_for_the_host_to_issue_each_op():
+    # the same step with the default host times (A): backward issues ones_like (1 tensor
+    # argument) then the dW GEMM (2): 39 + 2.3 us, then 39 + 2 x 2.3 us; the 4 us seed ends
+    # before the GEMM is issued, so the GEMM starts at 84.9 us
+    b, n_in, n_out = 512, 1024, 4096
+    tr, log = retime_spec(_linear_spec(n_in, n_out), gpu="a100", batch_size=b, return_log=True)
+    gemm_s = 2 * b * n_in * n_out / (19.5e12 * 0.6)
+    assert [(c.op, c.tensors) for c in log if c.phase == "backward"] == [("ones_like", 1), ("mm", 2)]
+    it = tr.iterations[0]
+    assert it.backward_s == pytest.approx(84.9e-6 + gemm_s, rel=1e-12)
+    assert it.grad_ready_s == (pytest.approx(84.9e-6 + gemm_s, rel=1e-12),)
+    assert tr.synthetic["phase_host_s"]["backward"] == pytest.approx(84.9e-6, rel=1e-12)
+    assert tr.synthetic["phase_kernel_s"]["backward"] == pytest.approx(4e-6 + gemm_s, rel=1e-12)
+    assert tr.synthetic["assumptions"]["host_backward_s_per_op"] == 39e-6
 
 
 def test_linear_bf16_autocast_h100_uses_tensor_cores():
@@ -140,9 +170,18 @@ def test_cli_retime(tmp_path, capsys):
     assert tr.environment["retimed_from"]["device"] == "cpu"
     assert [p.name for p in tr.params] == [p.name for p in load_trace(src).params]
     assert tr.command.startswith("ddpsim retime") and "--gpu h100" in tr.command
-    capsys.readouterr()
+    # the mlp's kernels at batch 256 take a few us each on an H100: the host paces every phase
+    assert capsys.readouterr().out.count("(host-paced)") == 3
     assert main(["retime", str(src), "--gpu", "tpu", "--out", str(out)]) == 2
     assert "--gpu: 'tpu' is not accepted" in capsys.readouterr().err
+    assert main(["retime", str(src), "--gpu", "h100", "--host-us-per-op", "1,2", "--out", str(out)]) == 2
+    assert "--host-us-per-op: '1,2' is not accepted; expected one number" in capsys.readouterr().err
+    assert main(["retime", str(src), "--gpu", "h100", "--host-us-per-op", "0", "--host-us-per-tensor", "0",
+                 "--out", str(out)]) == 0
+    assert "host issuing ops / GPU kernels: forward 0.000 / " in capsys.readouterr().out
+    tr = load_trace(out)
+    assert "--host-us-per-op 0,0,0 --host-us-per-tensor 0.0" in tr.command
+    assert tr.synthetic["phase_host_s"] == {"forward": 0, "backward": 0, "optimizer": 0}
     assert main(["retime", str(tmp_path / "nope.json"), "--gpu", "a100", "--out", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err
 

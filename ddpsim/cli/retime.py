@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 from typing import Any
 
@@ -14,7 +15,9 @@ How long would this captured model's training step take on a GPU I do not have?
 
 Rebuild the trace's model on PyTorch's meta device at the target batch size and re-time every
 operator with a roofline model (peak FLOP/s and HBM bandwidth scaled by achievable fractions,
-a floor per kernel); the parameters, their order and sizes stay the trace's. Writes a trace
+a floor per kernel), each kernel starting once the host has issued it (a time per op, fitted on
+one H100 host: a phase of short kernels waits on the host); the parameters, their order and
+sizes stay the trace's. Writes a trace
 JSON marked 'synthetic' with every assumption, for 'ddpsim run', 'sweep' and 'simulate'.
 GPUs: those of the hardware catalogue ('ddpsim topology --list': v100, a100, a100-40gb, h100,
 h200, b200, gb200, l40s, ...), or your own with --catalogue FILE. bf16 needs bf16 tensor
@@ -44,6 +47,36 @@ def add_retime_flags(p: argparse.ArgumentParser, *, hidden: bool = False) -> Non
                    help=helptext("achievable fraction of HBM bandwidth, in (0, 1] (default 0.75)"))
     p.add_argument("--min-kernel-us", type=float_in(0, maximum=1e6), default=None, metavar="US",
                    help=helptext("per-kernel floor in microseconds (default 4)"))
+    p.add_argument("--host-us-per-op", type=host_us, default=None, metavar="US[,US,US]",
+                   help=helptext("the host's time to issue an op, in microseconds: one figure, or forward,backward,"
+                                 "optimizer (default 39,39,46; 0 for a host that never makes the GPU wait)"))
+    p.add_argument("--host-us-per-tensor", type=float_in(0, maximum=1e6), default=None, metavar="US",
+                   help=helptext("the host's time per tensor argument of an op, in microseconds (default 2.3)"))
+
+
+def host_us(text: str) -> tuple[float, float, float]:
+    """``--host-us-per-op``: one figure for every phase, or forward,backward,optimizer."""
+    parts = text.split(",")
+    try:
+        values = [float(v) for v in parts]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 3) or not all(math.isfinite(v) and 0 <= v <= 1e6 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; expected one number of microseconds in [0, 1e6] "
+                                         "or three, forward,backward,optimizer")
+    return (values[0],) * 3 if len(values) == 1 else tuple(values)
+
+
+def assumptions_of(args: argparse.Namespace) -> Any:
+    """The :class:`~ddpsim.trace.retime.RooflineAssumptions` of the flags given (defaults elsewhere)."""
+    from ddpsim.trace.retime import HOST_FIELDS, RooflineAssumptions
+
+    us = lambda v: None if v is None else v * 1e-6  # noqa: E731
+    given = {"compute_efficiency": args.compute_efficiency, "memory_efficiency": args.memory_efficiency,
+             "min_kernel_s": us(args.min_kernel_us), "host_s_per_tensor": us(args.host_us_per_tensor)}
+    if args.host_us_per_op is not None:
+        given.update({field: v * 1e-6 for field, v in zip(HOST_FIELDS.values(), args.host_us_per_op)})
+    return RooflineAssumptions(**{k: v for k, v in given.items() if v is not None})
 
 
 def add_parser(subparsers: Any) -> None:
@@ -71,7 +104,7 @@ def add_parser(subparsers: Any) -> None:
 
 #: the flags a re-timed trace records in its command line, in the order one would type them
 COMMAND_FLAGS = ("gpu", "batch_size", "seq_len", "autocast", "optimizer", "compute_efficiency", "memory_efficiency",
-                 "min_kernel_us", "catalogue", "out")
+                 "min_kernel_us", "host_us_per_op", "host_us_per_tensor", "catalogue", "out")
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -79,6 +112,8 @@ def _command(args: argparse.Namespace) -> str:
     parts = ["ddpsim", "retime", str(args.from_trace)]
     for key in COMMAND_FLAGS:
         value = getattr(args, key, None)
+        if isinstance(value, tuple):
+            value = ",".join(f"{v:g}" for v in value)
         if value is not None:
             parts += ["--" + key.replace("_", "-"), str(value)]
     return shlex.join(parts)
@@ -95,17 +130,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--from: missing; expected the trace to re-time")
     from ddpsim.hardware.catalogue import load_catalogue
     from ddpsim.trace.records import save_trace
-    from ddpsim.trace.retime import RooflineAssumptions, get_gpu, retime_trace_file
+    from ddpsim.trace.retime import get_gpu, retime_trace_file
 
     catalogue = load_catalogue(getattr(args, "catalogue", None))
     get_gpu(args.gpu, catalogue)  # an unknown GPU is refused before the trace is read
 
-    given = {k: v for k, v in (("compute_efficiency", args.compute_efficiency), ("memory_efficiency", args.memory_efficiency),
-                               ("min_kernel_s", None if args.min_kernel_us is None else args.min_kernel_us * 1e-6))
-             if v is not None}
     trace = retime_trace_file(args.from_trace, gpu=args.gpu, batch_size=args.batch_size, seq_len=args.seq_len,
                               autocast=args.autocast, optimizer=args.optimizer,
-                              assumptions=RooflineAssumptions(**given), command=_command(args), catalogue=catalogue)
+                              assumptions=assumptions_of(args), command=_command(args), catalogue=catalogue)
     save_trace(trace, args.out)
     print(trace_summary(trace))
     print(f"wrote {args.out}")
@@ -124,4 +156,9 @@ def trace_summary(trace: Any) -> str:
     lines.append(f"hook overhead on backward: {hook}")
     if trace.synthetic:
         lines.append(f"synthetic: {trace.synthetic.get('kind')}")
+        host, kernels = trace.synthetic.get("phase_host_s"), trace.synthetic.get("phase_kernel_s")
+        if host and kernels:
+            cells = [f"{ph} {host[ph] * 1e3:.3f} / {kernels[ph] * 1e3:.3f} ms" + (" (host-paced)" if host[ph] > kernels[ph] else "")
+                     for ph in host]
+            lines.append("host issuing ops / GPU kernels: " + ", ".join(cells))
     return "\n".join(lines)

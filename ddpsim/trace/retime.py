@@ -34,8 +34,16 @@ Modelling assumptions, stated once:
   Adam state exists). ``zero_grad(set_to_none=True)`` launches no kernel: 0 s.
 * Default achievable fractions: ``compute_efficiency=0.6`` of the dense peak (large bf16
   GEMMs reach 60-75 % of peak on A100/H100), ``memory_efficiency=0.75`` of HBM bandwidth,
-  ``min_kernel_s=4e-6`` per kernel (launch + tail). CPU launch overhead is not modelled
-  beyond that floor: a GPU-bound step (large batch) is assumed.
+  ``min_kernel_s=4e-6`` per kernel (launch + tail).
+* The host paces a step whose kernels are short: every charged op goes through a launch queue
+  (:func:`issue`): the host spends a fixed time issuing it (Python, the dispatcher, autograd,
+  the launch) and the GPU runs it once it is issued and the previous kernel has ended; each
+  phase starts with host and GPU together. Defaults, per op: forward 39 us, backward 39 us,
+  optimizer 46 us, plus 2.3 us per tensor argument (a ``foreach`` op walks lists of hundreds).
+  They are fitted (``studies/fit_host_overhead.py``) on six host-bound models captured on one
+  H100 host with torch 2.11, where the kernels take almost none of the time; a faster host CPU
+  or another torch version moves them (set them with :class:`RooflineAssumptions`), and a
+  GPU-bound step hides them.
 * Communication, host-to-device copies and the data loader are not part of a trace.
 
 GPU figures (dense, no sparsity) come from the hardware catalogue (:mod:`ddpsim.hardware.catalogue`,
@@ -136,19 +144,56 @@ GPUS: Mapping[str, GpuSpec] = _BundledGpus()
 
 @dataclass(frozen=True, kw_only=True)
 class RooflineAssumptions:
-    """Achievable fractions of the peaks, and the per-kernel floor."""
+    """Achievable fractions of the peaks, the per-kernel floor, and the host's time to issue an
+    op (per phase, plus per tensor argument; all 0: the GPU never waits on the host)."""
 
     compute_efficiency: float = 0.6
     memory_efficiency: float = 0.75
     min_kernel_s: float = 4e-6
+    host_forward_s_per_op: float = 39e-6
+    host_backward_s_per_op: float = 39e-6
+    host_optimizer_s_per_op: float = 46e-6
+    host_s_per_tensor: float = 2.3e-6
 
     def __post_init__(self) -> None:
         for k in ("compute_efficiency", "memory_efficiency"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(f"{k}: {v!r} is not accepted; expected a number in (0, 1]")
-        if isinstance(self.min_kernel_s, bool) or not isinstance(self.min_kernel_s, (int, float)) or not self.min_kernel_s >= 0:
-            raise InputError(f"min_kernel_s: {self.min_kernel_s!r} is not accepted; expected a number of seconds >= 0")
+        for k in ("min_kernel_s", *HOST_FIELDS.values(), "host_s_per_tensor"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v >= 0):
+                raise InputError(f"{k}: {v!r} is not accepted; expected a number of seconds >= 0")
+
+    def host_s(self, phase: str, tensors: int) -> float:
+        """The host's time to issue one charged op of ``phase`` taking ``tensors`` tensor
+        arguments: the phase's time per op plus the time per tensor (a ``foreach`` op walks
+        lists of hundreds); 0 in a phase without a figure."""
+        if phase not in HOST_FIELDS:
+            return 0.0
+        return getattr(self, HOST_FIELDS[phase]) + tensors * self.host_s_per_tensor
+
+
+#: per phase, the :class:`RooflineAssumptions` field holding the host's time per charged op
+HOST_FIELDS = {"forward": "host_forward_s_per_op", "backward": "host_backward_s_per_op",
+               "optimizer": "host_optimizer_s_per_op"}
+
+
+def issue(gpu_free_s: float, host_s: float, kernel_s: float, issue_s: float) -> tuple[float, float]:
+    """One op through the launch queue: the host spends ``issue_s`` issuing it, the GPU runs it
+    once both the host has issued it and the previous kernel has ended. Returns the new
+    ``(gpu_free_s, host_s)``."""
+    host_s += issue_s
+    return max(gpu_free_s, host_s) + kernel_s, host_s
+
+
+def launch_queue_s(ops: Sequence[tuple[float, float]]) -> float:
+    """When the last of ``ops`` (kernel seconds, host seconds to issue it) ends, host and GPU
+    starting together at 0 (:func:`issue`)."""
+    gpu_free, host = 0.0, 0.0
+    for kernel_s, issue_s in ops:
+        gpu_free, host = issue(gpu_free, host, kernel_s, issue_s)
+    return gpu_free
 
 
 def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_bytes_per_s: float,
@@ -184,13 +229,14 @@ def get_gpu(name: str, catalogue: Catalogue | None = None) -> GpuSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class OpCost:
-    """One charged kernel: phase, op name, FLOPs, bytes, modelled seconds."""
+    """One charged kernel: phase, op name, FLOPs, bytes, modelled seconds, tensor arguments."""
 
     phase: str
     op: str
     flops: float
     bytes_moved: float
     time_s: float
+    tensors: int = 1
 
 
 # ---- the roofline dispatch mode ---------------------------------------------------------------
@@ -227,9 +273,15 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
 
         def __init__(self) -> None:
             super().__init__()
-            self.clock_s = 0.0
+            self.clock_s = 0.0  # when the GPU's last issued kernel ends
+            self.host_s = 0.0   # when the host has issued its last op
             self.phase = "forward"
             self.log: list[OpCost] = []
+
+        def begin(self, phase: str) -> None:
+            """Start ``phase`` with host and GPU synchronised (as a capture times each phase)."""
+            self.clock_s = self.host_s = max(self.clock_s, self.host_s)
+            self.phase = phase
 
         def peak(self, name: str, dtype: Any) -> float:
             if dtype == torch.bfloat16:
@@ -240,11 +292,12 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
                 return gpu.tf32_flops_per_s
             return gpu.fp32_flops_per_s
 
-        def charge(self, name: str, flops: float, bytes_moved: float, dtype: Any) -> float:
+        def charge(self, name: str, flops: float, bytes_moved: float, dtype: Any, tensors: int = 1) -> float:
             t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=self.peak(name, dtype),
                           hbm_bytes_per_s=gpu.hbm_bytes_per_s, assumptions=assumptions)
-            self.clock_s += t
-            self.log.append(OpCost(phase=self.phase, op=name, flops=flops, bytes_moved=bytes_moved, time_s=t))
+            self.clock_s, self.host_s = issue(self.clock_s, self.host_s, t, assumptions.host_s(self.phase, tensors))
+            self.log.append(OpCost(phase=self.phase, op=name, flops=flops, bytes_moved=bytes_moved, time_s=t,
+                                   tensors=tensors))
             return t
 
         def _cast(self, args: Any, kwargs: Any, to: Any, charge: bool) -> tuple[Any, Any]:
@@ -280,7 +333,7 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
             if f is not None:
                 flops = float(f(*args, **kwargs, out_val=out))
             dtypes = [t.dtype for t in ins if t.is_floating_point()]
-            self.charge(name, flops, bytes_moved, dtypes[0] if dtypes else torch.float32)
+            self.charge(name, flops, bytes_moved, dtypes[0] if dtypes else torch.float32, len(ins))
             return out
 
     return RooflineMode()
@@ -300,7 +353,7 @@ def _make_sdpa_mode(roofline: Any, autocast_dtype: Any) -> Any:
             out = torch.empty(q.shape[:-1] + v.shape[-1:], dtype=dtype, device=q.device)
             flops = flop_counter.sdpa_flop_count(q.shape, k.shape, v.shape) * (0.5 if causal else 1.0)
             es = out.element_size()
-            roofline.charge("flash_attention_forward", flops, (q.numel() + k.numel() + v.numel() + out.numel()) * es, dtype)
+            roofline.charge("flash_attention_forward", flops, (q.numel() + k.numel() + v.numel() + out.numel()) * es, dtype, 3)
             ctx.shapes = (q.shape, k.shape, v.shape, out.shape, causal, dtype, es)
             ctx.dtypes = (q.dtype, k.dtype, v.dtype)
             return out
@@ -310,7 +363,7 @@ def _make_sdpa_mode(roofline: Any, autocast_dtype: Any) -> Any:
             qs, ks, vs, os_, causal, dtype, es = ctx.shapes
             flops = flop_counter.sdpa_backward_flop_count(os_, qs, ks, vs) * (0.5 if causal else 1.0)
             n = math.prod(qs) + math.prod(ks) + math.prod(vs)
-            roofline.charge("flash_attention_backward", flops, (2 * n + 2 * math.prod(os_)) * es, dtype)
+            roofline.charge("flash_attention_backward", flops, (2 * n + 2 * math.prod(os_)) * es, dtype, 4)
             return (torch.empty(qs, dtype=ctx.dtypes[0], device=grad_out.device),
                     torch.empty(ks, dtype=ctx.dtypes[1], device=grad_out.device),
                     torch.empty(vs, dtype=ctx.dtypes[2], device=grad_out.device), None)
@@ -434,19 +487,19 @@ def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any,
         with sdpa, mode:
             for step in range(2):
                 fired.clear()
-                mode.phase = "forward"
+                mode.begin("forward")
                 t0 = mode.clock_s
                 out = module(*batch) if isinstance(batch, tuple) else module(batch)
                 loss = loss_fn(out)
                 t1 = mode.clock_s
-                mode.phase = "backward"
+                mode.begin("backward")
                 backward_start[0] = t1
                 loss.backward()
                 t2 = mode.clock_s
-                mode.phase = "optimizer"
+                mode.begin("optimizer")
                 opt.step()
                 t3 = mode.clock_s
-                mode.phase = "zero_grad"
+                mode.begin("zero_grad")
                 opt.zero_grad(set_to_none=True)
                 t4 = mode.clock_s
                 ready: list[float | None] = [None] * len(params)
@@ -464,8 +517,9 @@ def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any,
 
 _RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
                   "bytes/(hbm*memory_efficiency), min_kernel_s); views free; attention as a fused flash kernel "
-                  "(causal halves FLOPs); autocast emulated (matmul-class ops in low precision, norms/softmax/loss "
-                  "in fp32, weight casts charged in forward); grad-ready time = modelled clock when the "
+                  "(causal halves FLOPs); ops issued through a launch queue (host time per op by phase + per tensor "
+                  "argument; the GPU starts a kernel once issued and free); autocast emulated (matmul-class ops "
+                  "in low precision, norms/softmax/loss in fp32, weight casts charged in forward); grad-ready time = modelled clock when the "
                   "post-accumulate-grad hook fires; optimizer = foreach step on meta (second step); zero_grad 0")
 
 
@@ -481,6 +535,8 @@ def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSamp
         "assumptions": asdict(a),
         "method": _RETIME_METHOD,
         "forward_flops": fwd_flops, "backward_flops": bwd_flops, "num_kernels": len(log),
+        "phase_kernel_s": {ph: sum(c.time_s for c in log if c.phase == ph) for ph in HOST_FIELDS},
+        "phase_host_s": {ph: sum(a.host_s(ph, c.tensors) for c in log if c.phase == ph) for ph in HOST_FIELDS},
         "modelled_step_s": step_s,
         "mfu": (fwd_flops + bwd_flops) / step_s / peak if step_s > 0 else None,
         "mfu_peak_flops_per_s": peak,
@@ -491,7 +547,7 @@ def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSamp
 def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = None, seq_len: int | None = None,
                       autocast: str | None = None, optimizer: str | None = None,
                       assumptions: RooflineAssumptions | None = None, command: str | None = None,
-                      catalogue: Catalogue | None = None) -> Trace:
+                      catalogue: Catalogue | None = None, return_log: bool = False) -> Any:
     """Re-time the trace at ``path`` for ``gpu``: rebuild its model (same name, depth, input
     shape) on the meta device at the target batch size and run :func:`retime_spec`.
 
@@ -505,9 +561,10 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
         assumptions: achievable fractions.
         command: command line to store.
         catalogue: the hardware catalogue ``gpu`` is looked up in (None: the bundled one).
+        return_log: also return the list of :class:`OpCost` of the modelled step.
 
     Returns:
-        The synthetic trace.
+        The synthetic trace, or ``(trace, log)`` with ``return_log``.
 
     Raises:
         InputError: unreadable trace, unknown GPU, a model that cannot be rebuilt, or a rebuilt
@@ -550,8 +607,10 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
         base_env["seq_len"] = kwargs["seq_len"]
     trace = retime_spec(spec, gpu=g, batch_size=batch_size, autocast=ac, dtype=env.get("dtype", "float32"),
                         optimizer=optimizer or env.get("optimizer", "sgd"), assumptions=assumptions, command=command,
-                        environment=base_env, extra_synthetic={"source_command": src.command, "source_synthetic": src.synthetic})
+                        environment=base_env, extra_synthetic={"source_command": src.command, "source_synthetic": src.synthetic},
+                        return_log=True)
+    trace, log = trace
     # the Dynamo graph (compiled DDP) does not depend on the device; its bytes on the parameters' dtypes
     if src.compiled_graph is not None and [p.size_bytes for p in trace.params] == [p.size_bytes for p in src.params]:
         trace = replace(trace, compiled_graph=src.compiled_graph)
-    return trace
+    return (trace, log) if return_log else trace

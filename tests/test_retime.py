@@ -16,7 +16,7 @@ from ddpsim.trace.records import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 
-A = RooflineAssumptions()  # compute 0.6, memory 0.75, floor 4 us; host 39/39/46 us per op + 2.3 us per tensor
+A = RooflineAssumptions()  # compute 0.6, memory 0.75, floor 4 us; host 38.5/39/46 us per op + 2.3 us per tensor
 #: the roofline alone: a host that never makes the GPU wait
 ROOF = RooflineAssumptions(host_forward_s_per_op=0, host_backward_s_per_op=0, host_optimizer_s_per_op=0,
                            host_s_per_tensor=0)
@@ -58,8 +58,48 @@ def test_linear_fp32_backward_is_the_weight_gradient_gemm_a100():
     assert tr.synthetic["kind"] == "retimed" and "A100" in tr.synthetic["gpu"]
     assert tr.synthetic["assumptions"] == {"compute_efficiency": 0.6, "memory_efficiency": 0.75, "min_kernel_s": 4e-6,
                                            "host_forward_s_per_op": 0, "host_backward_s_per_op": 0,
-                                           "host_optimizer_s_per_op": 0, "host_s_per_tensor": 0}
+                                           "host_optimizer_s_per_op": 0, "host_s_per_tensor": 0,
+                                           "unaligned_gemm_efficiency": 0.126}
     assert tr.environment["device"] == "cuda" and tr.environment["batch_size"] == b
+
+
+def test_unaligned_lm_head_gemms_run_at_the_align1_efficiency_h100():
+    # GPT-2's LM head: 50,257 outputs, an odd leading dimension (2 bytes x 50,257 is not a multiple
+    # of 16), so cuBLAS runs its forward, dX and dW GEMMs on align1 kernels (an H100 profile shows
+    # cutlass_75_..._align1 for all three): flops / (989.4 TFLOP/s x 0.126); 50,304 is aligned
+    b, n_in = 1024, 768
+    for n_out, eff in ((50257, 0.126), (50304, 0.6)):
+        _, log = retime_spec(_linear_spec(n_in, n_out), gpu="h100", batch_size=b, autocast="bf16", assumptions=ROOF,
+                             return_log=True)
+        gemms = [c for c in log if c.op == "mm"]
+        assert [c.phase for c in gemms] == ["forward", "backward"]  # the input needs no gradient: no dX
+        for c in gemms:
+            assert c.aligned is (eff == 0.6)
+            assert c.time_s == pytest.approx(2 * b * n_in * n_out / (989.4e12 * eff), rel=1e-12)
+
+
+def test_retime_names_unaligned_gemms_that_cost_the_step_time():
+    from ddpsim.cli.retime import _unaligned_line
+
+    line = _unaligned_line({"unaligned_gemms": 3, "unaligned_gemm_s": 0.0304, "modelled_step_s": 0.0785})
+    assert line == ["unaligned GEMMs: 3 kernels, 30.400 ms of the 78.500 ms step (a leading dimension not a multiple "
+                    "of 16 bytes: cuBLAS's align1 kernels; padding it, e.g. a vocabulary to a multiple of 64, removes them)"]
+    assert _unaligned_line({"unaligned_gemms": 3, "unaligned_gemm_s": 0.0007, "modelled_step_s": 0.0785}) == []  # < 1 %
+    assert _unaligned_line({"unaligned_gemms": 0, "unaligned_gemm_s": 0.0, "modelled_step_s": 0.0785}) == []
+
+
+def test_gemm_alignment_rule():
+    from ddpsim.trace.retime import gemm_aligned
+
+    with torch.device("meta"):
+        w = torch.empty(50257, 768, dtype=torch.bfloat16)
+        x = torch.empty(16, 768, dtype=torch.bfloat16)
+        assert gemm_aligned([x, w.t()])  # W^T's leading dimension is 768 elements
+        assert not gemm_aligned([x, w.t(), torch.empty(16, 50257, dtype=torch.bfloat16)])  # the logits' is 50,257
+        assert not gemm_aligned([torch.empty(16, 50257, dtype=torch.bfloat16)[:, :8]])  # a slice keeps its row stride
+        assert gemm_aligned([torch.empty(8, 12, dtype=torch.float32)])  # 48 bytes
+        assert not gemm_aligned([torch.empty(8, 6, dtype=torch.float32)])  # 24 bytes
+        assert gemm_aligned([torch.empty(50257)])  # a vector has no leading dimension
 
 
 def test_launch_queue_closed_form():

@@ -49,7 +49,7 @@ def add_retime_flags(p: argparse.ArgumentParser, *, hidden: bool = False) -> Non
                    help=helptext("per-kernel floor in microseconds (default 4)"))
     p.add_argument("--host-us-per-op", type=host_us, default=None, metavar="US[,US,US]",
                    help=helptext("the host's time to issue an op, in microseconds: one figure, or forward,backward,"
-                                 "optimizer (default 39,39,46; 0 for a host that never makes the GPU wait)"))
+                                 "optimizer (default 38.5,39,46; 0 for a host that never makes the GPU wait)"))
     p.add_argument("--host-us-per-tensor", type=float_in(0, maximum=1e6), default=None, metavar="US",
                    help=helptext("the host's time per tensor argument of an op, in microseconds (default 2.3)"))
 
@@ -161,4 +161,15 @@ def trace_summary(trace: Any) -> str:
             cells = [f"{ph} {host[ph] * 1e3:.3f} / {kernels[ph] * 1e3:.3f} ms" + (" (host-paced)" if host[ph] > kernels[ph] else "")
                      for ph in host]
             lines.append("host issuing ops / GPU kernels: " + ", ".join(cells))
+        lines += _unaligned_line(trace.synthetic)
     return "\n".join(lines)
+
+
+def _unaligned_line(synthetic: dict[str, Any]) -> list[str]:
+    """A line on the unaligned GEMMs where they take 1 % of the modelled step or more."""
+    n, t, step = synthetic.get("unaligned_gemms"), synthetic.get("unaligned_gemm_s"), synthetic.get("modelled_step_s")
+    if not n or not step or t < 0.01 * step:
+        return []
+    return [f"unaligned GEMMs: {n} kernels, {t * 1e3:.3f} ms of the {step * 1e3:.3f} ms step (a leading dimension not a "
+            "multiple of 16 bytes: cuBLAS's align1 kernels; padding it, e.g. a vocabulary to a multiple of 64, "
+            "removes them)"]

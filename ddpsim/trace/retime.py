@@ -35,10 +35,15 @@ Modelling assumptions, stated once:
 * Default achievable fractions: ``compute_efficiency=0.6`` of the dense peak (large bf16
   GEMMs reach 60-75 % of peak on A100/H100), ``memory_efficiency=0.75`` of HBM bandwidth,
   ``min_kernel_s=4e-6`` per kernel (launch + tail).
+* A bf16/fp16 GEMM with a matrix whose leading dimension is not a multiple of 16 bytes (GPT-2's
+  50,257-word LM head; cuBLAS documentation, "Tensor Core Usage") runs on cuBLAS's align1
+  kernels at ``unaligned_gemm_efficiency=0.126`` of the tensor peak: the three align1 kernels of
+  GPT-2 124M's LM head in an H100 torch.profiler trace (``tests/data/``) ran at 95-152 TFLOP/s,
+  124 together, of the H100's 989.4.
 * The host paces a step whose kernels are short: every charged op goes through a launch queue
   (:func:`issue`): the host spends a fixed time issuing it (Python, the dispatcher, autograd,
   the launch) and the GPU runs it once it is issued and the previous kernel has ended; each
-  phase starts with host and GPU together. Defaults, per op: forward 39 us, backward 39 us,
+  phase starts with host and GPU together. Defaults, per op: forward 38.5 us, backward 39 us,
   optimizer 46 us, plus 2.3 us per tensor argument (a ``foreach`` op walks lists of hundreds).
   They are fitted (``studies/fit_host_overhead.py``) on six host-bound models captured on one
   H100 host with torch 2.11, where the kernels take almost none of the time; a faster host CPU
@@ -150,13 +155,14 @@ class RooflineAssumptions:
     compute_efficiency: float = 0.6
     memory_efficiency: float = 0.75
     min_kernel_s: float = 4e-6
-    host_forward_s_per_op: float = 39e-6
+    host_forward_s_per_op: float = 38.5e-6
     host_backward_s_per_op: float = 39e-6
     host_optimizer_s_per_op: float = 46e-6
     host_s_per_tensor: float = 2.3e-6
+    unaligned_gemm_efficiency: float = 0.126
 
     def __post_init__(self) -> None:
-        for k in ("compute_efficiency", "memory_efficiency"):
+        for k in ("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(f"{k}: {v!r} is not accepted; expected a number in (0, 1]")
@@ -179,6 +185,22 @@ HOST_FIELDS = {"forward": "host_forward_s_per_op", "backward": "host_backward_s_
                "optimizer": "host_optimizer_s_per_op"}
 
 
+def gemm_aligned(matrices: Sequence[Any]) -> bool:
+    """Whether cuBLAS can run a GEMM on these matrices (its inputs and output) with its 16-byte
+    aligned Tensor Core kernels: every matrix's leading dimension (the stride of the dimension
+    that is not contiguous) a multiple of 16 bytes (cuBLAS documentation, "Tensor Core Usage").
+    A GPT-2 vocabulary of 50,257 makes the LM head's three GEMMs unaligned, which is why
+    nanoGPT pads it to 50,304."""
+    for t in matrices:
+        if t.dim() < 2 or 1 in t.shape[-2:]:
+            continue
+        rows, cols = t.stride()[-2:]
+        ld = rows if cols == 1 else cols if rows == 1 else None
+        if ld is not None and (ld * t.element_size()) % 16:
+            return False
+    return True
+
+
 def issue(gpu_free_s: float, host_s: float, kernel_s: float, issue_s: float) -> tuple[float, float]:
     """One op through the launch queue: the host spends ``issue_s`` issuing it, the GPU runs it
     once both the host has issued it and the previous kernel has ended. Returns the new
@@ -197,7 +219,7 @@ def launch_queue_s(ops: Sequence[tuple[float, float]]) -> float:
 
 
 def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_bytes_per_s: float,
-              assumptions: RooflineAssumptions) -> float:
+              assumptions: RooflineAssumptions, aligned: bool = True) -> float:
     """Roofline time of one kernel.
 
     Args:
@@ -206,13 +228,17 @@ def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_
         peak_flops_per_s: the peak that applies to the operand dtype.
         hbm_bytes_per_s: HBM bandwidth.
         assumptions: achievable fractions and floor.
+        aligned: False for a tensor-core GEMM with a matrix whose leading dimension is not a
+            multiple of 16 bytes (:func:`gemm_aligned`): ``unaligned_gemm_efficiency`` then
+            replaces ``compute_efficiency``.
 
     Returns:
         ``max(flops / (peak * ce), bytes / (bw * me), min_kernel_s)`` seconds (0 for an empty kernel).
     """
     if flops <= 0 and bytes_moved <= 0:
         return 0.0
-    return max(flops / (peak_flops_per_s * assumptions.compute_efficiency),
+    ce = assumptions.compute_efficiency if aligned else assumptions.unaligned_gemm_efficiency
+    return max(flops / (peak_flops_per_s * ce),
                bytes_moved / (hbm_bytes_per_s * assumptions.memory_efficiency),
                assumptions.min_kernel_s)
 
@@ -229,7 +255,8 @@ def get_gpu(name: str, catalogue: Catalogue | None = None) -> GpuSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class OpCost:
-    """One charged kernel: phase, op name, FLOPs, bytes, modelled seconds, tensor arguments."""
+    """One charged kernel: phase, op name, FLOPs, bytes, modelled seconds, tensor arguments,
+    and whether a tensor-core GEMM's matrices are aligned (:func:`gemm_aligned`)."""
 
     phase: str
     op: str
@@ -237,6 +264,7 @@ class OpCost:
     bytes_moved: float
     time_s: float
     tensors: int = 1
+    aligned: bool = True
 
 
 # ---- the roofline dispatch mode ---------------------------------------------------------------
@@ -246,6 +274,8 @@ _FREE_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_str
              "scalar_tensor", "arange"}
 _MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "convolution", "convolution_backward", "_convolution",
                "cudnn_convolution", "addmv", "mv"}
+#: the cuBLAS GEMMs whose Tensor Core kernels need aligned matrices (:func:`gemm_aligned`)
+_GEMM_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul"}
 _CONV_OPS = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
 _FP32_OPS = {"native_layer_norm", "_softmax", "_log_softmax", "nll_loss_forward", "nll_loss2d_forward", "mse_loss",
              "native_group_norm", "norm", "linalg_vector_norm"}
@@ -292,12 +322,13 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
                 return gpu.tf32_flops_per_s
             return gpu.fp32_flops_per_s
 
-        def charge(self, name: str, flops: float, bytes_moved: float, dtype: Any, tensors: int = 1) -> float:
+        def charge(self, name: str, flops: float, bytes_moved: float, dtype: Any, tensors: int = 1,
+                   aligned: bool = True) -> float:
             t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=self.peak(name, dtype),
-                          hbm_bytes_per_s=gpu.hbm_bytes_per_s, assumptions=assumptions)
+                          hbm_bytes_per_s=gpu.hbm_bytes_per_s, assumptions=assumptions, aligned=aligned)
             self.clock_s, self.host_s = issue(self.clock_s, self.host_s, t, assumptions.host_s(self.phase, tensors))
             self.log.append(OpCost(phase=self.phase, op=name, flops=flops, bytes_moved=bytes_moved, time_s=t,
-                                   tensors=tensors))
+                                   tensors=tensors, aligned=aligned))
             return t
 
         def _cast(self, args: Any, kwargs: Any, to: Any, charge: bool) -> tuple[Any, Any]:
@@ -333,7 +364,9 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
             if f is not None:
                 flops = float(f(*args, **kwargs, out_val=out))
             dtypes = [t.dtype for t in ins if t.is_floating_point()]
-            self.charge(name, flops, bytes_moved, dtypes[0] if dtypes else torch.float32, len(ins))
+            dtype = dtypes[0] if dtypes else torch.float32
+            aligned = name not in _GEMM_OPS or dtype not in (torch.bfloat16, torch.float16) or gemm_aligned(ins + outs)
+            self.charge(name, flops, bytes_moved, dtype, len(ins), aligned)
             return out
 
     return RooflineMode()
@@ -517,10 +550,12 @@ def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any,
 
 _RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
                   "bytes/(hbm*memory_efficiency), min_kernel_s); views free; attention as a fused flash kernel "
-                  "(causal halves FLOPs); ops issued through a launch queue (host time per op by phase + per tensor "
-                  "argument; the GPU starts a kernel once issued and free); autocast emulated (matmul-class ops "
-                  "in low precision, norms/softmax/loss in fp32, weight casts charged in forward); grad-ready time = modelled clock when the "
-                  "post-accumulate-grad hook fires; optimizer = foreach step on meta (second step); zero_grad 0")
+                  "(causal halves FLOPs); a bf16/fp16 GEMM with a leading dimension not a multiple of 16 bytes at "
+                  "unaligned_gemm_efficiency; ops issued through a launch queue (host time per op by phase + per "
+                  "tensor argument; the GPU starts a kernel once issued and free); autocast emulated (matmul-class "
+                  "ops in low precision, norms/softmax/loss in fp32, weight casts charged in forward); grad-ready "
+                  "time = modelled clock when the post-accumulate-grad hook fires; optimizer = foreach step on meta "
+                  "(second step); zero_grad 0")
 
 
 def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSample, log: Sequence[OpCost], *,
@@ -537,6 +572,8 @@ def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSamp
         "forward_flops": fwd_flops, "backward_flops": bwd_flops, "num_kernels": len(log),
         "phase_kernel_s": {ph: sum(c.time_s for c in log if c.phase == ph) for ph in HOST_FIELDS},
         "phase_host_s": {ph: sum(a.host_s(ph, c.tensors) for c in log if c.phase == ph) for ph in HOST_FIELDS},
+        "unaligned_gemms": sum(1 for c in log if not c.aligned),
+        "unaligned_gemm_s": sum(c.time_s for c in log if not c.aligned),
         "modelled_step_s": step_s,
         "mfu": (fwd_flops + bwd_flops) / step_s / peak if step_s > 0 else None,
         "mfu_peak_flops_per_s": peak,

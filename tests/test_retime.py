@@ -217,10 +217,11 @@ def test_cli_retime(tmp_path, capsys):
     assert main(["retime", str(src), "--gpu", "h100", "--host-us-per-op", "1,2", "--out", str(out)]) == 2
     assert "--host-us-per-op: '1,2' is not accepted; expected one number" in capsys.readouterr().err
     assert main(["retime", str(src), "--gpu", "h100", "--host-us-per-op", "0", "--host-us-per-tensor", "0",
-                 "--out", str(out)]) == 0
+                 "--unaligned-gemm-efficiency", "0.6", "--out", str(out)]) == 0
     assert "host issuing ops / GPU kernels: forward 0.000 / " in capsys.readouterr().out
     tr = load_trace(out)
-    assert "--host-us-per-op 0,0,0 --host-us-per-tensor 0.0" in tr.command
+    assert "--unaligned-gemm-efficiency 0.6 --host-us-per-op 0,0,0 --host-us-per-tensor 0.0" in tr.command
+    assert tr.synthetic["assumptions"]["unaligned_gemm_efficiency"] == 0.6
     assert tr.synthetic["phase_host_s"] == {"forward": 0, "backward": 0, "optimizer": 0}
     assert main(["retime", str(tmp_path / "nope.json"), "--gpu", "a100", "--out", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err

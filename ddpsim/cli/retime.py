@@ -47,6 +47,9 @@ def add_retime_flags(p: argparse.ArgumentParser, *, hidden: bool = False) -> Non
                    help=helptext("achievable fraction of HBM bandwidth, in (0, 1] (default 0.75)"))
     p.add_argument("--min-kernel-us", type=float_in(0, maximum=1e6), default=None, metavar="US",
                    help=helptext("per-kernel floor in microseconds (default 4)"))
+    p.add_argument("--unaligned-gemm-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
+                   help=helptext("fraction of the tensor peak a bf16/fp16 GEMM reaches when a matrix's leading "
+                                 "dimension is not a multiple of 16 bytes, in (0, 1] (default 0.126)"))
     p.add_argument("--host-us-per-op", type=host_us, default=None, metavar="US[,US,US]",
                    help=helptext("the host's time to issue an op, in microseconds: one figure, or forward,backward,"
                                  "optimizer (default 38.5,39,46; 0 for a host that never makes the GPU wait)"))
@@ -73,6 +76,7 @@ def assumptions_of(args: argparse.Namespace) -> Any:
 
     us = lambda v: None if v is None else v * 1e-6  # noqa: E731
     given = {"compute_efficiency": args.compute_efficiency, "memory_efficiency": args.memory_efficiency,
+             "unaligned_gemm_efficiency": args.unaligned_gemm_efficiency,
              "min_kernel_s": us(args.min_kernel_us), "host_s_per_tensor": us(args.host_us_per_tensor)}
     if args.host_us_per_op is not None:
         given.update({field: v * 1e-6 for field, v in zip(HOST_FIELDS.values(), args.host_us_per_op)})
@@ -104,7 +108,7 @@ def add_parser(subparsers: Any) -> None:
 
 #: the flags a re-timed trace records in its command line, in the order one would type them
 COMMAND_FLAGS = ("gpu", "batch_size", "seq_len", "autocast", "optimizer", "compute_efficiency", "memory_efficiency",
-                 "min_kernel_us", "host_us_per_op", "host_us_per_tensor", "catalogue", "out")
+                 "min_kernel_us", "unaligned_gemm_efficiency", "host_us_per_op", "host_us_per_tensor", "catalogue", "out")
 
 
 def _command(args: argparse.Namespace) -> str:

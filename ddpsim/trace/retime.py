@@ -46,7 +46,7 @@ Modelling assumptions, stated once:
   phase starts with host and GPU together. Defaults, per op: forward 38.5 us, backward 39 us,
   optimizer 46 us, plus 2.3 us per tensor argument (a ``foreach`` op walks lists of hundreds).
   They are fitted (``studies/fit_host_overhead.py``) on six host-bound models captured on one
-  H100 host with torch 2.11, where the kernels take almost none of the time; a faster host CPU
+  H100 host with torch 2.11, where the kernels take a small share of the time; a faster host CPU
   or another torch version moves them (set them with :class:`RooflineAssumptions`), and a
   GPU-bound step hides them.
 * Communication, host-to-device copies and the data loader are not part of a trace.

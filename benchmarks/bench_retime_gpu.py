@@ -94,7 +94,7 @@ def cpu_trace(model: str, env: dict, tmp: Path) -> Path:
     return out
 
 
-def measured_phases_s(meas: Any) -> dict[str, float]:
+def capture_phases_s(meas: Any) -> dict[str, float]:
     """A GPU capture's phase medians, its backward without the capture's per-gradient hooks
     (``1 + hook_overhead_frac``): a DDP step runs DDP's hooks, not the capture's."""
     out = {ph: meas.phase(ph).median_s for ph in PHASES}
@@ -112,7 +112,7 @@ def measured_row(path: Path, tmp: Path) -> tuple[str, str, dict[str, float] | st
     gpu = path.name.rsplit(".", 2)[1]
     meas = load_trace(path)
     env = meas.environment
-    measured = measured_phases_s(meas)
+    measured = capture_phases_s(meas)
     try:
         src = cpu_trace(meas.model, env, tmp)
         kw = {"seq_len": env["seq_len"]} if env.get("seq_len") else {}

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_retime_gpu import PHASES, cpu_trace, measured_phases_s  # noqa: E402 -- the benchmark's, one definition
+from bench_retime_gpu import PHASES, capture_phases_s, cpu_trace  # noqa: E402 -- the benchmark's, one definition
 
 SEEN = ("gpt2-1.5b", "gpt2-124m", "bert-base", "resnet50", "resnet50.fp32-b32")
 UNSEEN = ("gpt2-350m.b4-s512", "mlp", "transformer_encoder.b64", "transformer_seq2seq.b64", "tied_lm.b64", "branchy_mlp")
@@ -57,7 +57,7 @@ def kernels_and_measured(path: Path, tmp: Path) -> tuple[dict[str, list[tuple[fl
     gpu = path.name.rsplit(".", 2)[1]
     meas = load_trace(path)
     env = meas.environment
-    measured = measured_phases_s(meas)
+    measured = capture_phases_s(meas)
     try:
         src = cpu_trace(meas.model, env, tmp)
         kw = {"seq_len": env["seq_len"]} if env.get("seq_len") else {}

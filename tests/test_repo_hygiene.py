@@ -1,6 +1,7 @@
 """The repository speaks of the tool only, never of how or when it was developed: no tracked
 file (path or text) uses the word that names a development sitting (:data:`WORD`), and
-README.md stays a user's page (under 12 KB)."""
+README.md stays a user's page (under 12 KB). Sizes of the checkout, and one definition per
+top-level name in every module."""
 
 from __future__ import annotations
 
@@ -98,3 +99,18 @@ def test_tracked_checkout_stays_under_16_mib():
     reports (under 10 MiB, above); the shipped traces (about 3 MiB, among them the traces measured
     on GPUs that the retime is scored against)."""
     assert _disk_bytes(_files()) < 16 * MIB, f"tracked files: {_disk_bytes(_files()) / MIB:.1f} MiB"
+
+
+def test_no_module_defines_a_top_level_name_twice():
+    """A second top-level ``def``/``class`` of one name silently replaces the first (a benchmark's
+    table once crashed so): every Python file of the package, benchmarks, studies and executor
+    defines each top-level function and class once."""
+    import ast
+
+    twice = []
+    for folder in ("ddpsim", "benchmarks", "studies", "executor"):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            names = [n.name for n in ast.parse(path.read_text(encoding="utf-8")).body
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            twice += [f"{path.relative_to(REPO_ROOT)}: {n}" for n in sorted(set(names)) if names.count(n) > 1]
+    assert twice == []

@@ -63,10 +63,10 @@ def measured_phases_s(profile: str) -> dict[str, dict[str, float]]:
 
 def retimed_phases_s(trace: str, gpu: str, batch_size: int) -> dict[str, float]:
     """The re-timed phases with no host time: the kernels alone, to set beside GPU-busy time."""
-    from ddpsim.trace.retime import HOST_FIELDS, RooflineAssumptions, retime_trace_file
+    from ddpsim.trace.retime import RooflineAssumptions, retime_trace_file
 
-    kernels_only = RooflineAssumptions(**dict.fromkeys(HOST_FIELDS.values(), 0.0), host_s_per_tensor=0.0)
-    it = retime_trace_file(trace, gpu=gpu, batch_size=batch_size, assumptions=kernels_only).iterations[0]
+    it = retime_trace_file(trace, gpu=gpu, batch_size=batch_size,
+                           assumptions=RooflineAssumptions().without_host()).iterations[0]
     return {ph: getattr(it, f"{ph}_s") for ph in PHASES}
 
 
@@ -79,14 +79,17 @@ def cpu_trace(model: str, env: dict, tmp: Path) -> Path:
     src = ROOT / "traces" / f"{model}.cpu.json"
     if src.exists():
         return src
-    out = tmp / f"{model.replace(':', '_')}.cpu.json"
-    cmd = [sys.executable, "-m", "ddpsim", "trace", "--model", model, "--batch-size", "1", "--iterations", "1",
-           "--warmup", "1", "--num-threads", "1", "--out", str(out)]
+    shape = []
     if env.get("seq_len"):
         seq = env["seq_len"] if model.startswith("zoo:") else min(env["seq_len"], 64)
-        cmd += ["--seq-len", str(seq)]
+        shape = ["--seq-len", str(seq)]
     elif env.get("input_shape"):
-        cmd += ["--input-shape", ",".join(str(d) for d in env["input_shape"][1:])]
+        shape = ["--input-shape", ",".join(str(d) for d in env["input_shape"][1:])]
+    out = tmp / f"{model.replace(':', '_')}{''.join('.' + v for v in shape[1:])}.cpu.json"
+    if out.exists():  # captured for an earlier trace of the same model and input
+        return out
+    cmd = [sys.executable, "-m", "ddpsim", "trace", "--model", model, "--batch-size", "1", "--iterations", "1",
+           "--warmup", "1", "--num-threads", "1", "--out", str(out), *shape]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines()
@@ -102,24 +105,35 @@ def capture_phases_s(meas: Any) -> dict[str, float]:
     return out
 
 
-def measured_row(path: Path, tmp: Path) -> tuple[str, str, dict[str, float] | str, dict[str, float], int | None]:
-    """One trace measured on a GPU: (its file, the GPU, the CPU trace of its model re-timed for
-    that GPU at the measured batch, sequence and autocast, or why there is none, the measured
-    phase medians, the number of kernels the retime counts in a step), seconds."""
+def retime_capture(path: Path, tmp: Path, assumptions: Any = None) -> tuple[str, dict[str, float], Any]:
+    """A trace measured on a GPU and its model's CPU trace re-timed for that GPU at the measured
+    batch, sequence and autocast: (the GPU, the measured phases (:func:`capture_phases_s`),
+    ``(trace, op log)`` of the retime or why there is none)."""
     from ddpsim.trace.records import load_trace
     from ddpsim.trace.retime import retime_trace_file
 
     gpu = path.name.rsplit(".", 2)[1]
     meas = load_trace(path)
     env = meas.environment
-    measured = capture_phases_s(meas)
     try:
         src = cpu_trace(meas.model, env, tmp)
         kw = {"seq_len": env["seq_len"]} if env.get("seq_len") else {}
-        ret = retime_trace_file(src, gpu=gpu, batch_size=env["batch_size"], autocast=env.get("autocast") or "none", **kw)
+        ret = retime_trace_file(src, gpu=gpu, batch_size=env["batch_size"], autocast=env.get("autocast") or "none",
+                                assumptions=assumptions, return_log=True, **kw)
     except Exception as exc:  # noqa: BLE001 -- a model this machine cannot build (torchvision absent): say so, go on
-        return path.name, gpu, f"not re-timed: {exc}", measured, None
-    return path.name, gpu, {ph: ret.phase(ph).median_s for ph in PHASES}, measured, ret.synthetic.get("num_kernels")
+        ret = f"not re-timed: {exc}"
+    return gpu, capture_phases_s(meas), ret
+
+
+def measured_row(path: Path, tmp: Path) -> tuple[str, str, dict[str, float] | str, dict[str, float], int | None]:
+    """One trace measured on a GPU: (its file, the GPU, the re-timed phases (:func:`retime_capture`)
+    or why there are none, the measured phases, the number of kernels the retime counts in a
+    step), seconds."""
+    gpu, measured, ret = retime_capture(path, tmp)
+    if isinstance(ret, str):
+        return path.name, gpu, ret, measured, None
+    trace, _log = ret
+    return path.name, gpu, {ph: trace.phase(ph).median_s for ph in PHASES}, measured, trace.synthetic.get("num_kernels")
 
 
 def measured_rows(pattern: str) -> list[tuple[str, str, dict[str, float] | str, dict[str, float], int | None]]:

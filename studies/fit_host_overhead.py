@@ -1,6 +1,6 @@
 """Study: the host's time per op that paces a re-timed GPU step, fitted on some captures, checked on others.
 
-One command, prints the fit and two tables, asserts nothing:
+One command, prints the fit and two tables, each with its |error| per GPU; asserts nothing:
 
     python studies/fit_host_overhead.py [--fit 'traces/a.measured.h100.json,...'] [--check '...']
 
@@ -24,21 +24,25 @@ where the kernels take a few per cent of the step, so what is fitted is the host
 the roofline's error on kernels. Check: the same figures on ``--check``'s traces, which the fit
 never saw: the five models scored before (GPT-2 124M and 1.5B, BERT-base, ResNet-50 twice) on
 the same H100 host, and on an H200 host, another machine. Printed per trace and phase:
-modelled / measured - 1 with no host time, then with the fitted one.
+modelled / measured - 1 for the plain roofline (every GEMM at ``compute_efficiency``, no host
+time), with unaligned GEMMs at ``unaligned_gemm_efficiency`` and no host time, then with the
+fitted host time as well.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_retime_gpu import PHASES, capture_phases_s, cpu_trace  # noqa: E402 -- the benchmark's, one definition
+from bench_retime_gpu import PHASES, retime_capture  # noqa: E402 -- the benchmark's, one definition
 
 SEEN = ("gpt2-1.5b", "gpt2-124m", "bert-base", "resnet50", "resnet50.fp32-b32")
 UNSEEN = ("gpt2-350m.b4-s512", "mlp", "transformer_encoder.b64", "transformer_seq2seq.b64", "tied_lm.b64", "branchy_mlp")
@@ -47,27 +51,22 @@ CHECK = ",".join([f"traces/{s}.measured.h100.json" for s in SEEN] + [f"traces/{s
 GRID_US = [k / 4 for k in range(0, 601)]
 
 
-def kernels_and_measured(path: Path, tmp: Path) -> tuple[dict[str, list[tuple[float, int]]], dict[str, float]] | str:
-    """Per phase, the re-timed ops (kernel seconds with no host time, tensor arguments) and the
-    measured median (backward without the capture's hooks); or why the model could not be
+def kernels_and_measured(path: Path, tmp: Path) -> tuple[dict[str, list[tuple[float, int]]], dict[str, float],
+                                                         dict[str, float]] | str:
+    """Per phase, the re-timed ops (kernel seconds with no host time, tensor arguments), the
+    measured median (backward without the capture's hooks) and the plain roofline's seconds
+    (every GEMM at ``compute_efficiency``, no host time); or why the model could not be
     re-timed here."""
-    from ddpsim.trace.records import load_trace
-    from ddpsim.trace.retime import RooflineAssumptions, retime_trace_file
+    from ddpsim.trace.retime import RooflineAssumptions
 
-    gpu = path.name.rsplit(".", 2)[1]
-    meas = load_trace(path)
-    env = meas.environment
-    measured = capture_phases_s(meas)
-    try:
-        src = cpu_trace(meas.model, env, tmp)
-        kw = {"seq_len": env["seq_len"]} if env.get("seq_len") else {}
-        none = RooflineAssumptions(host_forward_s_per_op=0.0, host_backward_s_per_op=0.0, host_optimizer_s_per_op=0.0,
-                                   host_s_per_tensor=0.0)
-        _, log = retime_trace_file(src, gpu=gpu, batch_size=env["batch_size"], autocast=env.get("autocast") or "none",
-                                   assumptions=none, return_log=True, **kw)
-    except Exception as exc:  # noqa: BLE001 -- a model this machine cannot build: say so, go on
-        return f"not re-timed: {exc}"
-    return {ph: [(c.time_s, c.tensors) for c in log if c.phase == ph] for ph in PHASES}, measured
+    a = RooflineAssumptions().without_host()
+    _gpu, measured, ret = retime_capture(path, tmp, a)
+    if isinstance(ret, str):
+        return ret
+    _gpu, _measured, (plain, _log) = retime_capture(path, tmp, replace(a, unaligned_gemm_efficiency=a.compute_efficiency))
+    _trace, log = ret
+    return ({ph: [(c.time_s, c.tensors) for c in log if c.phase == ph] for ph in PHASES}, measured,
+            {ph: plain.phase(ph).median_s for ph in PHASES})
 
 
 def modelled_s(ops: list[tuple[float, int]], per_op_s: float, per_tensor_s: float) -> float:
@@ -79,7 +78,7 @@ def modelled_s(ops: list[tuple[float, int]], per_op_s: float, per_tensor_s: floa
 
 def loss(rows: dict, phase: str, per_op_us: float, per_tensor_us: float) -> float:
     return sum(math.log(modelled_s(k[phase], per_op_us * 1e-6, per_tensor_us * 1e-6) / m[phase]) ** 2
-               for k, m in rows.values())
+               for k, m, _plain in rows.values())
 
 
 def fit(rows: dict) -> tuple[dict[str, float], float]:
@@ -95,16 +94,24 @@ def fit(rows: dict) -> tuple[dict[str, float], float]:
 
 
 def print_table(title: str, rows: dict, per_op: dict[str, float], per_tensor: float) -> None:
-    print(f"\n{title}: modelled / measured - 1, no host time -> fitted host time (measured ms)")
-    print(f"{'measured trace':44s} " + " ".join(f"{ph:>26s}" for ph in PHASES))
+    print(f"\n{title}: modelled / measured - 1, plain roofline -> no host time -> fitted host time (measured ms)")
+    print(f"{'measured trace':44s} " + " ".join(f"{ph:>32s}" for ph in PHASES))
     for name, row in rows.items():
         if isinstance(row, str):
             print(f"{name:44s} {row}")
             continue
-        k, m = row
-        cells = [f"{100 * (modelled_s(k[ph], 0, 0) / m[ph] - 1):+4.0f} -> "
+        k, m, plain = row
+        cells = [f"{100 * (plain[ph] / m[ph] - 1):+4.0f} -> {100 * (modelled_s(k[ph], 0, 0) / m[ph] - 1):+4.0f} -> "
                  f"{100 * (modelled_s(k[ph], per_op[ph], per_tensor) / m[ph] - 1):+4.0f}% ({m[ph] * 1e3:6.2f})" for ph in PHASES]
-        print(f"{name:44s} " + " ".join(f"{c:>26s}" for c in cells))
+        print(f"{name:44s} " + " ".join(f"{c:>32s}" for c in cells))
+    for gpu in sorted({n.rsplit(".", 2)[1] for n, r in rows.items() if not isinstance(r, str)}):
+        errs = [(abs(plain[ph] / m[ph] - 1), abs(modelled_s(k[ph], per_op[ph], per_tensor) / m[ph] - 1))
+                for n, r in rows.items() if not isinstance(r, str) and n.rsplit(".", 2)[1] == gpu
+                for k, m, plain in [r] for ph in PHASES]
+        before, after = ([100 * e[i] for e in errs] for i in (0, 1))
+        print(f"  {gpu}: |error| over {len(errs)} phase figures, plain roofline -> fitted: median "
+              f"{statistics.median(before):.0f} -> {statistics.median(after):.0f} %, mean "
+              f"{statistics.fmean(before):.0f} -> {statistics.fmean(after):.0f} %")
 
 
 def main() -> None:

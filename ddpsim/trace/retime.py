@@ -171,6 +171,10 @@ class RooflineAssumptions:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v >= 0):
                 raise InputError(f"{k}: {v!r} is not accepted; expected a number of seconds >= 0")
 
+    def without_host(self) -> RooflineAssumptions:
+        """The same fractions with no host time: the GPU never waits on the host (the kernels alone)."""
+        return replace(self, **dict.fromkeys(HOST_FIELDS.values(), 0.0), host_s_per_tensor=0.0)
+
     def host_s(self, phase: str, tensors: int) -> float:
         """The host's time to issue one charged op of ``phase`` taking ``tensors`` tensor
         arguments: the phase's time per op plus the time per tensor (a ``foreach`` op walks
@@ -642,11 +646,11 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
                                 "median_step_s": sum(src.phase(n).median_s for n in ("forward", "backward", "optimizer", "zero_grad"))}
     if "seq_len" in kwargs:
         base_env["seq_len"] = kwargs["seq_len"]
-    trace = retime_spec(spec, gpu=g, batch_size=batch_size, autocast=ac, dtype=env.get("dtype", "float32"),
-                        optimizer=optimizer or env.get("optimizer", "sgd"), assumptions=assumptions, command=command,
-                        environment=base_env, extra_synthetic={"source_command": src.command, "source_synthetic": src.synthetic},
-                        return_log=True)
-    trace, log = trace
+    trace, log = retime_spec(spec, gpu=g, batch_size=batch_size, autocast=ac, dtype=env.get("dtype", "float32"),
+                             optimizer=optimizer or env.get("optimizer", "sgd"), assumptions=assumptions,
+                             command=command, environment=base_env,
+                             extra_synthetic={"source_command": src.command, "source_synthetic": src.synthetic},
+                             return_log=True)
     # the Dynamo graph (compiled DDP) does not depend on the device; its bytes on the parameters' dtypes
     if src.compiled_graph is not None and [p.size_bytes for p in trace.params] == [p.size_bytes for p in src.params]:
         trace = replace(trace, compiled_graph=src.compiled_graph)

@@ -78,6 +78,27 @@ def test_unaligned_lm_head_gemms_run_at_the_align1_efficiency_h100():
             assert c.time_s == pytest.approx(2 * b * n_in * n_out / (989.4e12 * eff), rel=1e-12)
 
 
+def test_unaligned_gemm_efficiency_is_the_h100_profiles_align1_kernels():
+    # the oracle: a real H100 torch.profiler trace of GPT-2 124M under DDP (tests/data/): its
+    # align1 kernels are the LM head's three GEMMs; FLOPs from the launching aten::mm's recorded
+    # dims (2 x M x K x N), time from the kernels' own durations
+    import gzip
+    import json
+
+    events = json.load(gzip.open(ROOT / "tests/data/gpt2-124m_ddp_1xH100_rank0.json.gz"))["traceEvents"]
+    ops = {e["args"].get("External id"): e for e in events if e.get("cat") == "cpu_op"}
+    flops = dur_s = 0.0
+    kernels = [e for e in events if e.get("cat") == "kernel" and "align1" in e["name"]]
+    for k in kernels:
+        op = ops[k["args"]["External id"]]
+        (m, kk), (_, n) = op["args"]["Input Dims"][:2]
+        assert op["name"] == "aten::mm" and 50257 in (m, kk, n)
+        flops += 2.0 * m * kk * n
+        dur_s += k["dur"] * 1e-6
+    assert len(kernels) == 3
+    assert round(flops / dur_s / GPUS["h100"].tensor_flops_per_s, 3) == RooflineAssumptions().unaligned_gemm_efficiency
+
+
 def test_retime_names_unaligned_gemms_that_cost_the_step_time():
     from ddpsim.cli.retime import _unaligned_line
 

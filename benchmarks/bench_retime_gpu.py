@@ -1,6 +1,6 @@
 """Benchmark: the roofline retime (``ddpsim.trace.retime``) against real GPU profiles.
 
-One command, prints two tables; no assertions:
+One command, prints three tables; no assertions:
 
     python benchmarks/bench_retime_gpu.py [--trace traces/resnet50.cpu.json] [--batch-size 32]
         [--profiles tests/data/resnet50_ddp_2xA100_rank0.json.gz:a100-40gb,tests/data/resnet50_ddp_1xV100_rank0.json.gz:v100]
@@ -24,6 +24,11 @@ kernels alone); beside it the profile's measured forward, backward and optimizer
 kernels it launched, without the gaps of a host-bound step), its GPU span (first kernel start to last end)
 and its CPU span, mean over the profile's steps. The error is retimed / measured busy - 1.
 
+The third table: published ResNet-50 training throughputs (each source in :data:`PUBLISHED`)
+beside the bundled CPU trace re-timed at the run's GPU, batch, precision and memory format, with
+the default host time; none of the retime's constants comes from these runs. The published
+figures include the run's data loader, which the retime does not model.
+
 The profiles are real runs on NVIDIA A100-PG509-200 (an A100-SXM4-40GB class board; 2 ranks)
 and Tesla V100-SXM2-32GB (1 rank), published with HolisticTraceAnalysis (``tests/data/``,
 MIT licence; copies in ``tests/data/``).
@@ -43,6 +48,18 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PROFILES = (f"{ROOT}/tests/data/resnet50_ddp_2xA100_rank0.json.gz:a100-40gb,"
                     f"{ROOT}/tests/data/resnet50_ddp_1xV100_rank0.json.gz:v100")
 PHASES = ("forward", "backward", "optimizer")
+_DLE = ("NVIDIA DeepLearningExamples PyTorch/Classification/ConvNets/resnet50v1.5/README.md, pytorch-21.03 "
+        "NGC, 1 GPU; batch and memory format from configs.yml")
+_SKB = "sandeepkumar-skb/pytorch_experiments torchvision_exp/README.md, torchvision ResNet-50, one V100-SXM2"
+#: (GPU, per-GPU batch, autocast, channels-last, published images per second, source)
+PUBLISHED = (
+    ("a100", 256, "fp16", True, 2470.0, f"A100 80GB, AMP, NHWC: {_DLE}"),
+    ("a100", 256, "none", False, 938.0, f"A100 80GB, TF32, NCHW: {_DLE}"),
+    ("v100", 256, "fp16", True, 1200.0, f"V100 16GB, AMP, NHWC: {_DLE}"),
+    ("v100", 112, "none", False, 367.0, f"V100 16GB, FP32, NCHW: {_DLE}"),
+    ("v100", 128, "fp16", False, 128 / 0.152, f"AMP, NCHW, 152 ms per step: {_SKB}"),
+    ("v100", 128, "fp16", True, 128 / 0.111, f"AMP, channels-last, 111 ms per step: {_SKB}"),
+)
 
 
 def measured_phases_s(profile: str) -> dict[str, dict[str, float]]:
@@ -160,6 +177,18 @@ def print_measured(pattern: str) -> None:
         print(f"{name:44s} " + " ".join(f"{c:>24s}" for c in phase_cells(ret, meas)))
 
 
+def print_published(trace: str) -> None:
+    """The third table: :data:`PUBLISHED` against ``trace`` re-timed at each run's settings."""
+    from ddpsim.trace.retime import retime_trace_file
+
+    print(f"\nretime of {trace} against published ResNet-50 training throughputs (img/s, error)")
+    for gpu, batch, autocast, nhwc, measured, source in PUBLISHED:
+        it = retime_trace_file(trace, gpu=gpu, batch_size=batch, autocast=autocast, channels_last=nhwc).iterations[0]
+        step = it.forward_s + it.backward_s + it.optimizer_s + it.zero_grad_s
+        setting = f"{gpu} b{batch} {autocast if autocast != 'none' else 'fp32'} {'NHWC' if nhwc else 'NCHW'}"
+        print(f"{setting:24s} {batch / step:7.0f} / {measured:7.0f} {100 * (batch / step / measured - 1):+6.1f}%  {source}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", default=str(ROOT / "traces/resnet50.cpu.json"), help="the CPU trace to re-time")
@@ -186,6 +215,7 @@ def main() -> None:
             print(f"  note: the profile's batch size is {meas['batch_size']}, the retime's {args.batch_size}")
     if args.measured:
         print_measured(args.measured)
+    print_published(args.trace)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ GRID_US = [k / 4 for k in range(0, 601)]
 
 def kernels_and_measured(path: Path, tmp: Path) -> tuple[dict[str, list[tuple[float, int]]], dict[str, float],
                                                          dict[str, float]] | str:
-    """Per phase, the re-timed ops (kernel seconds with no host time, tensor arguments), the
+    """Per phase, the re-timed ops (kernel seconds with no host time, tensor arguments, issued by the host), the
     measured median (backward without the capture's hooks) and the plain roofline's seconds
     (every GEMM at ``compute_efficiency``, no host time); or why the model could not be
     re-timed here."""
@@ -65,15 +65,15 @@ def kernels_and_measured(path: Path, tmp: Path) -> tuple[dict[str, list[tuple[fl
         return ret
     _gpu, _measured, (plain, _log) = retime_capture(path, tmp, replace(a, unaligned_gemm_efficiency=a.compute_efficiency))
     _trace, log = ret
-    return ({ph: [(c.time_s, c.tensors) for c in log if c.phase == ph] for ph in PHASES}, measured,
+    return ({ph: [(c.time_s, c.tensors, c.host) for c in log if c.phase == ph] for ph in PHASES}, measured,
             {ph: plain.phase(ph).median_s for ph in PHASES})
 
 
-def modelled_s(ops: list[tuple[float, int]], per_op_s: float, per_tensor_s: float) -> float:
-    """The phase through the launch queue with these host times."""
+def modelled_s(ops: list[tuple[float, int, bool]], per_op_s: float, per_tensor_s: float) -> float:
+    """The phase through the launch queue with these host times (none for a further kernel of an op)."""
     from ddpsim.trace.retime import launch_queue_s
 
-    return launch_queue_s([(t, per_op_s + n * per_tensor_s) for t, n in ops])
+    return launch_queue_s([(t, per_op_s + n * per_tensor_s if issued else 0.0) for t, n, issued in ops])
 
 
 def loss(rows: dict, phase: str, per_op_us: float, per_tensor_us: float) -> float:

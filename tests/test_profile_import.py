@@ -453,3 +453,16 @@ def test_batch_size_skips_inputs_shaped_like_a_parameter():
     env = import_profile(H100).environment
     assert env.batch_size == 16
     assert env.batch_size_source == "record_shapes: input 1 of aten::embedding in the forward"
+
+
+@pytest.mark.parametrize("name", ["resnet50_ddp_1xH100_rank0.json.gz", "resnet50_ddp_1xH200_rank0.json.gz"])
+def test_resnet50_bf16_profiles_buckets_equal_ddpsims_plan(name):
+    """ResNet-50 under bf16 autocast on an H100 and an H200 (torch 2.11): the fc layer's 1,000-element
+    bias moves from the first bucket to the second against the float32 A100 run (autocast makes
+    the weight's gradient ready first), and ddpsim's plan at the default cap equals the five."""
+    bf16_buckets = (2_048_000, 7_876_584, *A100_BUCKETS[2:])
+    imp = import_profile(DATA / name, model="resnet50")
+    assert imp.mapping.confidence == "exact"
+    assert tuple(b.numel for b in imp.iterations[-1].buckets) == bf16_buckets
+    check = check_recorded_buckets(imp.trace, imp.recorded_bucket_numels())
+    assert check.matches and check.planned_numels == bf16_buckets, check.message

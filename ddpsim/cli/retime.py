@@ -42,7 +42,10 @@ def add_retime_flags(p: argparse.ArgumentParser, *, hidden: bool = False) -> Non
         return argparse.SUPPRESS if hidden else text
 
     p.add_argument("--compute-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=helptext("achievable fraction of peak FLOP/s, in (0, 1] (default 0.6)"))
+                   help=helptext("achievable fraction of the tensor-core peak FLOP/s, in (0, 1] (default 0.6)"))
+    p.add_argument("--cuda-core-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
+                   help=helptext("achievable fraction of the fp32 peak for float32 work on CUDA cores, in (0, 1] "
+                                 "(default 0.82)"))
     p.add_argument("--memory-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
                    help=helptext("achievable fraction of HBM bandwidth, in (0, 1] (default 0.75)"))
     p.add_argument("--min-kernel-us", type=float_in(0, maximum=1e6), default=None, metavar="US",
@@ -75,7 +78,8 @@ def assumptions_of(args: argparse.Namespace) -> Any:
     from ddpsim.trace.retime import HOST_FIELDS, RooflineAssumptions
 
     us = lambda v: None if v is None else v * 1e-6  # noqa: E731
-    given = {"compute_efficiency": args.compute_efficiency, "memory_efficiency": args.memory_efficiency,
+    given = {"compute_efficiency": args.compute_efficiency, "cuda_core_efficiency": args.cuda_core_efficiency,
+             "memory_efficiency": args.memory_efficiency,
              "unaligned_gemm_efficiency": args.unaligned_gemm_efficiency,
              "min_kernel_s": us(args.min_kernel_us), "host_s_per_tensor": us(args.host_us_per_tensor)}
     if args.host_us_per_op is not None:
@@ -101,14 +105,17 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--autocast", default=None, type=lower, choices=(*AUTOCASTS, "none"),
                    help="forward under autocast (default: the trace's; none turns it off)")
     p.add_argument("--optimizer", default=None, type=lower, choices=OPTIMIZERS, help="default: the trace's")
+    p.add_argument("--channels-last", action="store_true",
+                   help="model and 4-D inputs in channels-last memory format (no cuDNN NCHW/NHWC conversions)")
     add_retime_flags(p)
     add_catalogue_flag(p)
     p.set_defaults(func=run)
 
 
 #: the flags a re-timed trace records in its command line, in the order one would type them
-COMMAND_FLAGS = ("gpu", "batch_size", "seq_len", "autocast", "optimizer", "compute_efficiency", "memory_efficiency",
-                 "min_kernel_us", "unaligned_gemm_efficiency", "host_us_per_op", "host_us_per_tensor", "catalogue", "out")
+COMMAND_FLAGS = ("gpu", "batch_size", "seq_len", "autocast", "optimizer", "channels_last", "compute_efficiency",
+                 "cuda_core_efficiency", "memory_efficiency", "min_kernel_us", "unaligned_gemm_efficiency",
+                 "host_us_per_op", "host_us_per_tensor", "catalogue", "out")
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -118,7 +125,9 @@ def _command(args: argparse.Namespace) -> str:
         value = getattr(args, key, None)
         if isinstance(value, tuple):
             value = ",".join(f"{v:g}" for v in value)
-        if value is not None:
+        if isinstance(value, bool):
+            parts += ["--" + key.replace("_", "-")] if value else []
+        elif value is not None:
             parts += ["--" + key.replace("_", "-"), str(value)]
     return shlex.join(parts)
 
@@ -140,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     get_gpu(args.gpu, catalogue)  # an unknown GPU is refused before the trace is read
 
     trace = retime_trace_file(args.from_trace, gpu=args.gpu, batch_size=args.batch_size, seq_len=args.seq_len,
-                              autocast=args.autocast, optimizer=args.optimizer,
+                              autocast=args.autocast, optimizer=args.optimizer, channels_last=getattr(args, "channels_last", False),
                               assumptions=assumptions_of(args), command=_command(args), catalogue=catalogue)
     save_trace(trace, args.out)
     print(trace_summary(trace))
@@ -165,7 +174,7 @@ def trace_summary(trace: Any) -> str:
             cells = [f"{ph} {host[ph] * 1e3:.3f} / {kernels[ph] * 1e3:.3f} ms" + (" (host-paced)" if host[ph] > kernels[ph] else "")
                      for ph in host]
             lines.append("host issuing ops / GPU kernels: " + ", ".join(cells))
-        lines += _unaligned_line(trace.synthetic)
+        lines += _unaligned_line(trace.synthetic) + _cnn_lines(trace.synthetic)
     return "\n".join(lines)
 
 
@@ -177,3 +186,20 @@ def _unaligned_line(synthetic: dict[str, Any]) -> list[str]:
     return [f"unaligned GEMMs: {n} kernels, {t * 1e3:.3f} ms of the {step * 1e3:.3f} ms step (a leading dimension not a "
             "multiple of 16 bytes: cuBLAS's align1 kernels; padding it, e.g. a vocabulary to a multiple of 64, "
             "removes them)"]
+
+
+def _cnn_lines(synthetic: dict[str, Any]) -> list[str]:
+    """Lines on cuDNN's layout conversions and PyTorch's per-channel batch norms where each takes
+    1 % of the modelled step or more (:mod:`ddpsim.trace.cnn_kernels`)."""
+    step = synthetic.get("modelled_step_s")
+    lines = []
+    n, t = synthetic.get("layout_conversions"), synthetic.get("layout_conversion_s")
+    if n and step and t >= 0.01 * step:
+        lines.append(f"NCHW layout conversions: around {n} convolutions, {t * 1e3:.3f} ms of the {step * 1e3:.3f} ms "
+                     "step (cuDNN's tensor-core convolutions work in NHWC; a channels-last model and input remove them)")
+    n, t = synthetic.get("per_channel_batch_norms"), synthetic.get("per_channel_batch_norm_s")
+    if n and step and t >= 0.01 * step:
+        lines.append(f"batch norm on PyTorch's NCHW kernels: {n} kernels bounded by one block per channel, "
+                     f"{t * 1e3:.3f} ms of the {step * 1e3:.3f} ms step (bf16: cuDNN's are not used; channels-last "
+                     "kernels spread the reduction over the GPU)")
+    return lines

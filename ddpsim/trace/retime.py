@@ -32,14 +32,22 @@ Modelling assumptions, stated once:
 * Optimizer: a real ``optimizer.step()`` with ``foreach=True`` (CUDA's default) on meta
   tensors, charged the same way (bandwidth-bound), measured on the second step (momentum /
   Adam state exists). ``zero_grad(set_to_none=True)`` launches no kernel: 0 s.
-* Default achievable fractions: ``compute_efficiency=0.6`` of the dense peak (large bf16
-  GEMMs reach 60-75 % of peak on A100/H100), ``memory_efficiency=0.75`` of HBM bandwidth,
-  ``min_kernel_s=4e-6`` per kernel (launch + tail).
+* Default achievable fractions: ``compute_efficiency=0.6`` of the dense tensor-core peak (large
+  bf16 GEMMs reach 60-75 % of peak on A100/H100), ``cuda_core_efficiency=0.82`` of the fp32 peak
+  for float32 work on CUDA cores (the convolution and GEMM kernels of the V100 ResNet-50 fp32
+  profile in ``tests/data/``, cuDNN's Winograd kernels among them, ran 777.6 GFLOP in 60.1 ms a
+  step), ``memory_efficiency=0.75`` of HBM bandwidth, ``min_kernel_s=4e-6`` per kernel (launch + tail).
 * A bf16/fp16 GEMM with a matrix whose leading dimension is not a multiple of 16 bytes (GPT-2's
   50,257-word LM head; cuBLAS documentation, "Tensor Core Usage") runs on cuBLAS's align1
   kernels at ``unaligned_gemm_efficiency=0.126`` of the tensor peak: the three align1 kernels of
   GPT-2 124M's LM head in an H100 torch.profiler trace (``tests/data/``) ran at 95-152 TFLOP/s,
   124 together, of the H100's 989.4.
+* Batch norm and convolutions follow the kernels cuDNN and PyTorch run for them
+  (:mod:`ddpsim.trace.cnn_kernels`): batch norm in training makes two passes; under bf16 it runs
+  PyTorch's own NCHW kernels, whose one block per channel bounds them at
+  ``bn_stats_block_bytes_per_s`` / ``bn_backward_block_bytes_per_s`` per channel (2.07 / 4.34 GB/s,
+  from the 53 batch norms of a ResNet-50 H100 profile in ``tests/data/``); a tensor-core
+  convolution on NCHW tensors that is not 1x1 stride 1 pays cuDNN's NCHW <-> NHWC conversions.
 * The host paces a step whose kernels are short: every charged op goes through a launch queue
   (:func:`issue`): the host spends a fixed time issuing it (Python, the dispatcher, autograd,
   the launch) and the GPU runs it once it is issued and the previous kernel has ended; each
@@ -71,6 +79,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from ddpsim.errors import InputError
 from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu
+from ddpsim.trace.cnn_kernels import PER_CHANNEL, batch_norm_kernels, conv_layout_bytes
 from ddpsim.trace.records import BufferRecord, IterationSample, ParamRecord, Trace, load_trace
 
 
@@ -149,8 +158,9 @@ GPUS: Mapping[str, GpuSpec] = _BundledGpus()
 
 @dataclass(frozen=True, kw_only=True)
 class RooflineAssumptions:
-    """Achievable fractions of the peaks, the per-kernel floor, and the host's time to issue an
-    op (per phase, plus per tensor argument; all 0: the GPU never waits on the host)."""
+    """Achievable fractions of the peaks, the per-kernel floor, the host's time to issue an op
+    (per phase, plus per tensor argument; all 0: the GPU never waits on the host), and the rate
+    per channel of PyTorch's NCHW batch-norm reductions (:mod:`ddpsim.trace.cnn_kernels`)."""
 
     compute_efficiency: float = 0.6
     memory_efficiency: float = 0.75
@@ -160,12 +170,19 @@ class RooflineAssumptions:
     host_optimizer_s_per_op: float = 46e-6
     host_s_per_tensor: float = 2.3e-6
     unaligned_gemm_efficiency: float = 0.126
+    cuda_core_efficiency: float = 0.82
+    bn_stats_block_bytes_per_s: float = 2.07e9
+    bn_backward_block_bytes_per_s: float = 4.34e9
 
     def __post_init__(self) -> None:
-        for k in ("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency"):
+        for k in ("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency", "cuda_core_efficiency"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(f"{k}: {v!r} is not accepted; expected a number in (0, 1]")
+        for k in ("bn_stats_block_bytes_per_s", "bn_backward_block_bytes_per_s"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+                raise InputError(f"{k}: {v!r} is not accepted; expected a number of bytes per second > 0")
         for k in ("min_kernel_s", *HOST_FIELDS.values(), "host_s_per_tensor"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v >= 0):
@@ -223,7 +240,8 @@ def launch_queue_s(ops: Sequence[tuple[float, float]]) -> float:
 
 
 def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_bytes_per_s: float,
-              assumptions: RooflineAssumptions, aligned: bool = True) -> float:
+              assumptions: RooflineAssumptions, aligned: bool = True, cuda_cores: bool = False,
+              bytes_per_s_cap: float | None = None) -> float:
     """Roofline time of one kernel.
 
     Args:
@@ -235,16 +253,22 @@ def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_
         aligned: False for a tensor-core GEMM with a matrix whose leading dimension is not a
             multiple of 16 bytes (:func:`gemm_aligned`): ``unaligned_gemm_efficiency`` then
             replaces ``compute_efficiency``.
+        cuda_cores: True for float32 work on CUDA cores (no tensor cores): ``cuda_core_efficiency``
+            replaces ``compute_efficiency``.
+        bytes_per_s_cap: a bound on the kernel's bandwidth below HBM's (a kernel with too few
+            blocks to load the memory system, :mod:`ddpsim.trace.cnn_kernels`); None: none.
 
     Returns:
-        ``max(flops / (peak * ce), bytes / (bw * me), min_kernel_s)`` seconds (0 for an empty kernel).
+        ``max(flops / (peak * ce), bytes / min(bw * me, cap), min_kernel_s)`` seconds (0 for an empty kernel).
     """
     if flops <= 0 and bytes_moved <= 0:
         return 0.0
-    ce = assumptions.compute_efficiency if aligned else assumptions.unaligned_gemm_efficiency
-    return max(flops / (peak_flops_per_s * ce),
-               bytes_moved / (hbm_bytes_per_s * assumptions.memory_efficiency),
-               assumptions.min_kernel_s)
+    ce = (assumptions.cuda_core_efficiency if cuda_cores else
+          assumptions.compute_efficiency if aligned else assumptions.unaligned_gemm_efficiency)
+    bw = hbm_bytes_per_s * assumptions.memory_efficiency
+    if bytes_per_s_cap is not None:
+        bw = min(bw, bytes_per_s_cap)
+    return max(flops / (peak_flops_per_s * ce), bytes_moved / bw, assumptions.min_kernel_s)
 
 
 def get_gpu(name: str, catalogue: Catalogue | None = None) -> GpuSpec:
@@ -260,7 +284,8 @@ def get_gpu(name: str, catalogue: Catalogue | None = None) -> GpuSpec:
 @dataclass(frozen=True, kw_only=True)
 class OpCost:
     """One charged kernel: phase, op name, FLOPs, bytes, modelled seconds, tensor arguments,
-    and whether a tensor-core GEMM's matrices are aligned (:func:`gemm_aligned`)."""
+    whether a tensor-core GEMM's matrices are aligned (:func:`gemm_aligned`), and whether the
+    host issued it as an op of its own (False: a further kernel of the op before it)."""
 
     phase: str
     op: str
@@ -269,6 +294,7 @@ class OpCost:
     time_s: float
     tensors: int = 1
     aligned: bool = True
+    host: bool = True
 
 
 # ---- the roofline dispatch mode ---------------------------------------------------------------
@@ -281,6 +307,8 @@ _MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "convolution
 #: the cuBLAS GEMMs whose Tensor Core kernels need aligned matrices (:func:`gemm_aligned`)
 _GEMM_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul"}
 _CONV_OPS = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
+#: the op label of cuDNN's NCHW <-> NHWC conversions around a convolution (:func:`conv_layout_bytes`)
+LAYOUT_CONVERSION = "nchw_nhwc_conversion(cudnn)"
 _FP32_OPS = {"native_layer_norm", "_softmax", "_log_softmax", "nll_loss_forward", "nll_loss2d_forward", "mse_loss",
              "native_group_norm", "norm", "linalg_vector_norm"}
 
@@ -296,7 +324,50 @@ def _nbytes(t: Any) -> int:
     return t.numel() * t.element_size()
 
 
-def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: Any) -> Any:
+def _peak(gpu: GpuSpec, name: str, dtype: Any) -> float:
+    """The peak FLOP/s an op runs at: the tensor cores' for bf16/fp16, TF32 for a float32
+    convolution (the fp32 peak where the GPU has no TF32), fp32 otherwise."""
+    import torch
+
+    if dtype == torch.bfloat16:
+        return gpu.low_precision_flops_per_s("bf16")
+    if dtype == torch.float16:
+        return gpu.tensor_flops_per_s
+    if name in _CONV_OPS and dtype == torch.float32:
+        return gpu.tf32_flops_per_s
+    return gpu.fp32_flops_per_s
+
+
+def _tensor_cores(gpu: GpuSpec, name: str, dtype: Any) -> bool:
+    """Whether an op's FLOPs run on tensor cores: bf16/fp16, or a float32 convolution where the
+    GPU has TF32 (cuDNN's ``allow_tf32``); float32 matmuls do not (PyTorch's ``allow_tf32=False``
+    for matmul)."""
+    import torch
+
+    return dtype in (torch.bfloat16, torch.float16) or (
+        name in _CONV_OPS and dtype == torch.float32 and gpu.tf32_flops_per_s > gpu.fp32_flops_per_s)
+
+
+def _bytes_moved(func: Any, name: str, args: Any, ins: list[Any], outs: list[Any]) -> int:
+    """HBM bytes of one op: every tensor input read and output written; an in-place op reads and
+    writes its first argument; ``embedding`` reads only the rows it gathers."""
+    if name == "embedding":
+        return sum(_nbytes(t) for t in ins[1:]) + 2 * sum(_nbytes(t) for t in outs)
+    if func._schema.is_mutable:
+        return sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in _tensors(args[0] if args else ()))
+    return sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs)
+
+
+def _channels_last(tree: Any) -> Any:
+    """``tree`` with its 4-D tensors in ``torch.channels_last`` memory format."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.contiguous(memory_format=torch.channels_last)
+                    if isinstance(t, torch.Tensor) and t.dim() == 4 else t, tree)
+
+
+def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: Any, channels_last: bool = False) -> Any:
     import torch
     from torch.utils import flop_counter
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -317,22 +388,16 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
             self.clock_s = self.host_s = max(self.clock_s, self.host_s)
             self.phase = phase
 
-        def peak(self, name: str, dtype: Any) -> float:
-            if dtype == torch.bfloat16:
-                return gpu.low_precision_flops_per_s("bf16")
-            if dtype == torch.float16:
-                return gpu.tensor_flops_per_s
-            if name in _CONV_OPS and dtype == torch.float32:
-                return gpu.tf32_flops_per_s
-            return gpu.fp32_flops_per_s
-
         def charge(self, name: str, flops: float, bytes_moved: float, dtype: Any, tensors: int = 1,
-                   aligned: bool = True) -> float:
-            t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=self.peak(name, dtype),
-                          hbm_bytes_per_s=gpu.hbm_bytes_per_s, assumptions=assumptions, aligned=aligned)
-            self.clock_s, self.host_s = issue(self.clock_s, self.host_s, t, assumptions.host_s(self.phase, tensors))
+                   aligned: bool = True, cap: float | None = None, host: bool = True) -> float:
+            """Charge one kernel; ``host=False`` for a further kernel of the same op (no host time)."""
+            t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=_peak(gpu, name, dtype),
+                          hbm_bytes_per_s=gpu.hbm_bytes_per_s, assumptions=assumptions, aligned=aligned,
+                          cuda_cores=not _tensor_cores(gpu, name, dtype), bytes_per_s_cap=cap)
+            host_s = assumptions.host_s(self.phase, tensors) if host else 0.0
+            self.clock_s, self.host_s = issue(self.clock_s, self.host_s, t, host_s)
             self.log.append(OpCost(phase=self.phase, op=name, flops=flops, bytes_moved=bytes_moved, time_s=t,
-                                   tensors=tensors, aligned=aligned))
+                                   tensors=tensors, aligned=aligned, host=host))
             return t
 
         def _cast(self, args: Any, kwargs: Any, to: Any, charge: bool) -> tuple[Any, Any]:
@@ -353,25 +418,31 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
                 elif name in _FP32_OPS:
                     args, kwargs = self._cast(args, kwargs, torch.float32, charge=True)
             out = func(*args, **kwargs)
+            if channels_last and name in _CONV_OPS:  # cuDNN keeps channels-last; the meta kernels do not
+                out = _channels_last(out)
             if func.is_view or name in _FREE_OPS:
                 return out
-            ins = _tensors((args, kwargs))
-            outs = _tensors(out)
-            if name == "embedding":
-                bytes_moved = sum(_nbytes(t) for t in ins[1:]) + 2 * sum(_nbytes(t) for t in outs)
-            elif func._schema.is_mutable:
-                bytes_moved = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in _tensors(args[0] if args else ()))
-            else:
-                bytes_moved = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs)
-            flops = 0.0
+            ins, outs = _tensors((args, kwargs)), _tensors(out)
             f = flop_counter.flop_registry.get(func._overloadpacket)
-            if f is not None:
-                flops = float(f(*args, **kwargs, out_val=out))
+            flops = 0.0 if f is None else float(f(*args, **kwargs, out_val=out))
             dtypes = [t.dtype for t in ins if t.is_floating_point()]
-            dtype = dtypes[0] if dtypes else torch.float32
-            aligned = name not in _GEMM_OPS or dtype not in (torch.bfloat16, torch.float16) or gemm_aligned(ins + outs)
-            self.charge(name, flops, bytes_moved, dtype, len(ins), aligned)
+            self.charge_op(name, args, out, flops, _bytes_moved(func, name, args, ins, outs),
+                           dtypes[0] if dtypes else torch.float32, ins, outs)
             return out
+
+        def charge_op(self, name: str, args: Any, out: Any, flops: float, bytes_moved: float, dtype: Any,
+                      ins: list[Any], outs: list[Any]) -> None:
+            """Charge one op's kernels: the roofline's one, or batch norm's as it runs, and cuDNN's
+            layout conversions around a convolution (:mod:`ddpsim.trace.cnn_kernels`)."""
+            aligned = name not in _GEMM_OPS or dtype not in (torch.bfloat16, torch.float16) or gemm_aligned(ins + outs)
+            kernels = batch_norm_kernels(name, args, bytes_moved, assumptions)
+            if kernels is None:
+                self.charge(name, flops, bytes_moved, dtype, len(ins), aligned)
+            for i, k in enumerate(kernels or ()):
+                self.charge(k.label, 0.0, k.bytes_moved, dtype, len(ins), cap=k.bytes_per_s_cap, host=i == 0)
+            converted = conv_layout_bytes(name, args, out, _tensor_cores(gpu, name, dtype))
+            if converted:
+                self.charge(LAYOUT_CONVERSION, 0.0, converted, dtype, host=False)
 
     return RooflineMode()
 
@@ -423,7 +494,7 @@ def _make_sdpa_mode(roofline: Any, autocast_dtype: Any) -> Any:
 def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str | None = None, dtype: str = "float32",
                 optimizer: str = "sgd", assumptions: RooflineAssumptions | None = None, command: str | None = None,
                 environment: dict[str, Any] | None = None, extra_synthetic: dict[str, Any] | None = None,
-                return_log: bool = False) -> Any:
+                channels_last: bool = False, return_log: bool = False) -> Any:
     """Model one training step of ``spec`` on ``gpu`` and return a synthetic :class:`Trace`.
 
     Args:
@@ -438,6 +509,8 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
         command: command line to store.
         environment: base environment (e.g. the source trace's) to update.
         extra_synthetic: more keys for the ``synthetic`` record.
+        channels_last: run the model and its 4-D inputs in ``torch.channels_last`` memory format
+            (no cuDNN layout conversions; PyTorch's channels-last batch norm).
         return_log: also return the list of :class:`OpCost` (tests, analysis).
 
     Returns:
@@ -467,11 +540,13 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     batch = spec.make_batch(batch_size)
     to_meta = lambda t: t.to(device="meta", dtype=tdtype) if t.is_floating_point() else t.to("meta")  # noqa: E731
     batch = tuple(to_meta(t) for t in batch) if isinstance(batch, (tuple, list)) else to_meta(batch)
+    if channels_last:
+        module, batch = module.to(memory_format=torch.channels_last), _channels_last(batch)
     plist = ddp_params(module)
     params = [p for _, p, _ in plist]
     opt = (torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True) if optimizer == "sgd"
            else torch.optim.AdamW(params, lr=1e-4, foreach=True))
-    mode = _make_mode(g, a, ac_dtype)
+    mode = _make_mode(g, a, ac_dtype, channels_last)
     (sample, order), log = _modelled_steps(mode, _make_sdpa_mode(mode, ac_dtype), module, batch,
                                            spec.loss_fn or default_loss, params, opt)
     if ac_dtype is not None:
@@ -483,6 +558,8 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
                 "optimizer": optimizer, "num_threads": None,
                 "input_shape": [list(t.shape) for t in batch] if isinstance(batch, tuple) else list(batch.shape)})
+    if channels_last:
+        env["memory_format"] = "channels_last"
     for k in ("cuda_version", "nccl_version", "hook_overhead_raw_frac", "grad_ready_order_consistent", "num_warmup", "num_iters", "note"):
         env.pop(k, None)
     env["torch_version"] = torch.__version__
@@ -554,8 +631,10 @@ def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any,
 
 _RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
                   "bytes/(hbm*memory_efficiency), min_kernel_s); views free; attention as a fused flash kernel "
-                  "(causal halves FLOPs); a bf16/fp16 GEMM with a leading dimension not a multiple of 16 bytes at "
-                  "unaligned_gemm_efficiency; ops issued through a launch queue (host time per op by phase + per "
+                  "(causal halves FLOPs); float32 on CUDA cores at cuda_core_efficiency; a bf16/fp16 GEMM with a leading "
+                  "dimension not a multiple of 16 bytes at unaligned_gemm_efficiency; training batch norm in two passes, PyTorch's NCHW bf16 batch norm bounded "
+                  "per channel, cuDNN's NCHW/NHWC conversions around tensor-core convolutions that are not 1x1 "
+                  "stride 1 (ddpsim.trace.cnn_kernels); ops issued through a launch queue (host time per op by phase + per "
                   "tensor argument; the GPU starts a kernel once issued and free); autocast emulated (matmul-class "
                   "ops in low precision, norms/softmax/loss in fp32, weight casts charged in forward); grad-ready "
                   "time = modelled clock when the post-accumulate-grad hook fires; optimizer = foreach step on meta "
@@ -575,9 +654,13 @@ def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSamp
         "method": _RETIME_METHOD,
         "forward_flops": fwd_flops, "backward_flops": bwd_flops, "num_kernels": len(log),
         "phase_kernel_s": {ph: sum(c.time_s for c in log if c.phase == ph) for ph in HOST_FIELDS},
-        "phase_host_s": {ph: sum(a.host_s(ph, c.tensors) for c in log if c.phase == ph) for ph in HOST_FIELDS},
+        "phase_host_s": {ph: sum(a.host_s(ph, c.tensors) for c in log if c.phase == ph and c.host) for ph in HOST_FIELDS},
         "unaligned_gemms": sum(1 for c in log if not c.aligned),
         "unaligned_gemm_s": sum(c.time_s for c in log if not c.aligned),
+        "layout_conversions": sum(1 for c in log if c.op == LAYOUT_CONVERSION),
+        "layout_conversion_s": sum(c.time_s for c in log if c.op == LAYOUT_CONVERSION),
+        "per_channel_batch_norms": sum(1 for c in log if PER_CHANNEL in c.op),
+        "per_channel_batch_norm_s": sum(c.time_s for c in log if PER_CHANNEL in c.op),
         "modelled_step_s": step_s,
         "mfu": (fwd_flops + bwd_flops) / step_s / peak if step_s > 0 else None,
         "mfu_peak_flops_per_s": peak,
@@ -588,7 +671,7 @@ def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSamp
 def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = None, seq_len: int | None = None,
                       autocast: str | None = None, optimizer: str | None = None,
                       assumptions: RooflineAssumptions | None = None, command: str | None = None,
-                      catalogue: Catalogue | None = None, return_log: bool = False) -> Any:
+                      catalogue: Catalogue | None = None, channels_last: bool = False, return_log: bool = False) -> Any:
     """Re-time the trace at ``path`` for ``gpu``: rebuild its model (same name, depth, input
     shape) on the meta device at the target batch size and run :func:`retime_spec`.
 
@@ -602,6 +685,7 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
         assumptions: achievable fractions.
         command: command line to store.
         catalogue: the hardware catalogue ``gpu`` is looked up in (None: the bundled one).
+        channels_last: model the step in channels-last memory format (:func:`retime_spec`).
         return_log: also return the list of :class:`OpCost` of the modelled step.
 
     Returns:
@@ -650,7 +734,7 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
                              optimizer=optimizer or env.get("optimizer", "sgd"), assumptions=assumptions,
                              command=command, environment=base_env,
                              extra_synthetic={"source_command": src.command, "source_synthetic": src.synthetic},
-                             return_log=True)
+                             channels_last=channels_last, return_log=True)
     # the Dynamo graph (compiled DDP) does not depend on the device; its bytes on the parameters' dtypes
     if src.compiled_graph is not None and [p.size_bytes for p in trace.params] == [p.size_bytes for p in src.params]:
         trace = replace(trace, compiled_graph=src.compiled_graph)

@@ -1,0 +1,114 @@
+"""What batch norm and cuDNN convolutions cost beyond one roofline kernel per ATen op.
+
+Three rules, each from the library's source or documentation, for the retime's meta-device step
+(:mod:`ddpsim.trace.retime`):
+
+* **Batch norm in training makes two passes**: its statistics must be known before it normalises,
+  so the forward reads its input twice, and the backward reads the input and the output gradient
+  twice (a reduction, then the element-wise gradient). This holds for cuDNN's kernels and for
+  PyTorch's own (``aten/src/ATen/native/cuda/Normalization.cuh``: ``batch_norm_collect_statistics``
+  then ``batch_norm_transform_input``; ``batch_norm_backward_reduce`` then ``_elemt``).
+* **Under bf16, PyTorch runs its own batch norm**: ``_batch_norm_impl_index``
+  (``aten/src/ATen/native/Normalization.cpp``) calls cuDNN only when neither the input nor the
+  weight is bf16 (and an fp16 input has an fp32 weight). On an NCHW tensor its statistics and
+  backward kernels launch one block per channel, so the channel count, not HBM, bounds them: each
+  block streams at a fixed rate (``bn_stats_block_bytes_per_s``, ``bn_backward_block_bytes_per_s``).
+  Both rates are read from the 53 batch norms of a real ResNet-50 step (bf16, batch 64) on an H100;
+  the same kernels on an H200, whose HBM is 43 % faster, take within 5 % of the same time.
+* **A tensor-core convolution on NCHW tensors pays layout conversions**: cuDNN's tensor-core
+  kernels work in NHWC, so on NCHW tensors it converts the operands first and the result back
+  (NVIDIA Deep Learning Performance Guide, "Tensor Layouts In Memory: NCHW vs NHWC"; the
+  ``nchwToNhwcKernel`` / ``nhwcToNchwKernel`` of every A100 and H100 profile of ResNet-50). A 1x1
+  stride-1 convolution is a plain GEMM on NCHW and runs as one; every other one converts, as cuDNN 9
+  does in H100 and H200 profiles of ResNet-50 (torch 2.11): in forward the input and filter in and
+  the output back; for the data gradient the output gradient and filter in and the input gradient
+  back; for the filter gradient the input and output gradient in and the filter gradient back; each
+  read once and written once, a 1x1 filter (the same in either layout) not at all. A channels-last
+  model has none. Float32 convolutions count as tensor-core ones where the GPU has
+  TF32 (cuDNN's ``allow_tf32`` default).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+#: ATen batch-norm ops whose ``training`` flag sits at argument 5 (forward) or 7 (backward)
+BN_FORWARD_OPS = {"native_batch_norm": 5, "_native_batch_norm_legit": 5}
+BN_BACKWARD_OPS = {"native_batch_norm_backward": 7}
+#: marks the label of a batch-norm kernel bounded by its one block per channel
+PER_CHANNEL = "one block per channel"
+#: the ATen convolution ops of a training step on the meta device
+_CONVOLUTIONS = ("convolution", "convolution_backward")
+
+
+class Kernel(NamedTuple):
+    """One modelled kernel: its label, bytes moved in HBM, and a cap on its bandwidth (None: HBM's)."""
+
+    label: str
+    bytes_moved: float
+    bytes_per_s_cap: float | None = None
+
+
+def _nbytes(t: Any) -> int:
+    return t.numel() * t.element_size()
+
+
+def _channels_last(t: Any) -> bool:
+    import torch
+
+    return t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+
+
+def pytorch_native_batch_norm(x: Any, weight: Any) -> bool:
+    """Whether PyTorch runs its own batch-norm kernels rather than cuDNN's (``_batch_norm_impl_index``):
+    no weight, an input of fewer than 3 dimensions, a bf16 input or weight, or an fp16 input
+    without an fp32 weight."""
+    import torch
+
+    if weight is None or x.dim() < 3 or torch.bfloat16 in (x.dtype, weight.dtype):
+        return True
+    return x.dtype == torch.float16 and weight.dtype != torch.float32
+
+
+def batch_norm_kernels(name: str, args: tuple, roofline_bytes: float, assumptions: Any) -> list[Kernel] | None:
+    """The kernels of a training-mode batch norm (two passes; one block per channel in PyTorch's
+    NCHW kernels), or None for an op these rules leave to the roofline (eval mode, another op)."""
+    pos = BN_FORWARD_OPS.get(name, BN_BACKWARD_OPS.get(name))
+    if pos is None or len(args) <= pos or not args[pos]:
+        return None
+    backward = name in BN_BACKWARD_OPS
+    x = args[1] if backward else args[0]
+    weight = args[2] if backward else args[1]
+    second_pass = _nbytes(x) + (_nbytes(args[0]) if backward else 0)
+    if not pytorch_native_batch_norm(x, weight) or _channels_last(x) or x.dim() < 2:
+        return [Kernel(name, roofline_bytes + second_pass)]
+    channels = x.shape[1]
+    if backward:
+        return [Kernel(f"{name}({PER_CHANNEL})", roofline_bytes + second_pass,
+                       channels * assumptions.bn_backward_block_bytes_per_s)]
+    return [Kernel(f"{name}(statistics, {PER_CHANNEL})", _nbytes(x), channels * assumptions.bn_stats_block_bytes_per_s),
+            Kernel(f"{name}(normalise)", roofline_bytes)]
+
+
+def conv_layout_bytes(name: str, args: tuple, out: Any, tensor_core: bool) -> int:
+    """Bytes cuDNN's NCHW <-> NHWC conversions move around one tensor-core convolution op on NCHW
+    tensors (each converted tensor read and written once); 0 where none are made."""
+    if not tensor_core or name not in _CONVOLUTIONS:
+        return 0
+    backward = name == "convolution_backward"
+    x, w, stride = (args[1], args[2], args[4]) if backward else (args[0], args[1], args[3])
+    if x.dim() != 4 or _channels_last(x):
+        return 0
+    pointwise = tuple(w.shape[-2:]) == (1, 1)
+    if pointwise and all(s == 1 for s in stride):
+        return 0  # a GEMM on NCHW
+    weight = 0 if pointwise else _nbytes(w)  # a 1x1 filter is the same in either layout
+    if not backward:
+        return 2 * (_nbytes(x) + weight + _nbytes(out))
+    grad_out, mask = args[0], args[10]
+    moved = 0
+    if mask[0]:  # data gradient: dy and the filter in, dx back
+        moved += 2 * (_nbytes(grad_out) + weight + _nbytes(x))
+    if mask[1]:  # filter gradient: x and dy in, dw back
+        moved += 2 * (_nbytes(x) + _nbytes(grad_out) + weight)
+    return moved

@@ -168,12 +168,12 @@ def test_retime_names_conversions_and_per_channel_batch_norms():
     assert _cnn_lines({**syn, "layout_conversion_s": 0.0001, "per_channel_batch_norms": 0}) == []
 
 
-def _v100_profile_conv_and_gemm_s_per_step() -> float:
-    """GPU time per step of the V100 ResNet-50 fp32 profile's convolution and GEMM kernels: every
-    kernel but the element-wise, batch-norm, pooling, reduction, optimizer and layout ones."""
-    events = json.load(gzip.open(ROOT / "tests/data/resnet50_ddp_1xV100_rank0.json.gz"))["traceEvents"]
+def _conv_and_gemm_s_per_step(profile: str) -> float:
+    """GPU time per step of a ResNet-50 fp32 profile's convolution and GEMM kernels: every kernel
+    but the element-wise, batch-norm, pooling, reduction, optimizer, layout, copy and NCCL ones."""
+    events = json.load(gzip.open(ROOT / "tests/data" / profile))["traceEvents"]
     other = ("elementwise", "bn_", "batch_norm", "pool", "reduce_kernel", "multi_tensor", "nchwtonhwc", "nhwctonchw",
-             "nccl")
+             "nccl", "catarray", "computeoffsets")
     kernels = [k for k in events if k.get("cat") == "kernel"]
     steps = sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
     return sum(k["dur"] for k in kernels if not any(o in k["name"].lower() for o in other)) * 1e-6 / steps
@@ -189,8 +189,21 @@ def test_cuda_core_efficiency_is_the_v100_profiles_convolutions():
                                return_log=True)
     flops = sum(c.flops for c in log if c.phase in ("forward", "backward"))
     assert flops == pytest.approx(777.57e9, rel=1e-4)
-    efficiency = flops / _v100_profile_conv_and_gemm_s_per_step() / GPUS["v100"].fp32_flops_per_s
+    efficiency = flops / _conv_and_gemm_s_per_step("resnet50_ddp_1xV100_rank0.json.gz") / GPUS["v100"].fp32_flops_per_s
     assert round(efficiency, 2) == A.cuda_core_efficiency
+
+
+def test_tf32_efficiency_is_the_a100_profiles_convolutions():
+    # the oracle: the A100 ResNet-50 profile (fp32, batch 32, cuDNN's allow_tf32: convolutions on
+    # TF32 tensor cores; an A100-SXM4-40GB-class board, 156 TFLOP/s TF32): the step's convolution
+    # FLOPs over the convolution and GEMM kernels' time (the fc GEMM's 0.4 GFLOP run on CUDA cores)
+    from ddpsim.trace.retime import GPUS, retime_trace_file
+
+    _, log = retime_trace_file(ROOT / "traces/resnet50.cpu.json", gpu="a100-40gb", batch_size=32, assumptions=ROOF,
+                               return_log=True)
+    flops = sum(c.flops for c in log if c.phase in ("forward", "backward") and c.op.startswith("convolution"))
+    efficiency = flops / _conv_and_gemm_s_per_step("resnet50_ddp_2xA100_rank0.json.gz") / GPUS["a100-40gb"].tf32_flops_per_s
+    assert round(efficiency, 2) == A.tf32_efficiency
 
 
 def _conv_bn_spec():
@@ -210,17 +223,19 @@ def test_channels_last_removes_conversions_and_per_channel_batch_norm():
     assert [c.op for c in log if "batch_norm" in c.op] == ["native_batch_norm", "native_batch_norm_backward"]
 
 
-def test_cli_retime_channels_last_and_cuda_core_efficiency(tmp_path, capsys):
+def test_cli_retime_channels_last_and_efficiencies(tmp_path, capsys):
     from ddpsim.cli.main import main
 
     out = tmp_path / "r.json"
     assert main(["retime", str(ROOT / "traces/resnet50.cpu.json"), "--gpu", "v100", "--batch-size", "2",
-                 "--channels-last", "--cuda-core-efficiency", "0.5", "--out", str(out)]) == 0
+                 "--channels-last", "--cuda-core-efficiency", "0.5", "--tf32-efficiency", "0.4", "--out", str(out)]) == 0
     from ddpsim.trace.records import load_trace
 
     tr = load_trace(out)
-    assert tr.command.endswith("--gpu v100 --batch-size 2 --channels-last --cuda-core-efficiency 0.5 --out " + str(out))
-    assert tr.synthetic["assumptions"]["cuda_core_efficiency"] == 0.5 and tr.environment["memory_format"] == "channels_last"
+    assert tr.command.endswith("--gpu v100 --batch-size 2 --channels-last --cuda-core-efficiency 0.5 "
+                               "--tf32-efficiency 0.4 --out " + str(out))
+    assert tr.synthetic["assumptions"]["cuda_core_efficiency"] == 0.5 and tr.synthetic["assumptions"]["tf32_efficiency"] == 0.4
+    assert tr.environment["memory_format"] == "channels_last"
     assert main(["retime", str(ROOT / "traces/resnet50.cpu.json"), "--gpu", "v100", "--cuda-core-efficiency", "0",
                  "--out", str(out)]) == 2
     assert "--cuda-core-efficiency" in capsys.readouterr().err

@@ -45,7 +45,10 @@ def add_retime_flags(p: argparse.ArgumentParser, *, hidden: bool = False) -> Non
                    help=helptext("achievable fraction of the tensor-core peak FLOP/s, in (0, 1] (default 0.6)"))
     p.add_argument("--cuda-core-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
                    help=helptext("achievable fraction of the fp32 peak for float32 work on CUDA cores, in (0, 1] "
-                                 "(default 0.82)"))
+                                 "(default 0.83)"))
+    p.add_argument("--tf32-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
+                   help=helptext("achievable fraction of the TF32 peak for float32 convolutions on tensor cores, "
+                                 "in (0, 1] (default 0.36)"))
     p.add_argument("--memory-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
                    help=helptext("achievable fraction of HBM bandwidth, in (0, 1] (default 0.75)"))
     p.add_argument("--min-kernel-us", type=float_in(0, maximum=1e6), default=None, metavar="US",
@@ -79,6 +82,7 @@ def assumptions_of(args: argparse.Namespace) -> Any:
 
     us = lambda v: None if v is None else v * 1e-6  # noqa: E731
     given = {"compute_efficiency": args.compute_efficiency, "cuda_core_efficiency": args.cuda_core_efficiency,
+             "tf32_efficiency": args.tf32_efficiency,
              "memory_efficiency": args.memory_efficiency,
              "unaligned_gemm_efficiency": args.unaligned_gemm_efficiency,
              "min_kernel_s": us(args.min_kernel_us), "host_s_per_tensor": us(args.host_us_per_tensor)}
@@ -114,7 +118,7 @@ def add_parser(subparsers: Any) -> None:
 
 #: the flags a re-timed trace records in its command line, in the order one would type them
 COMMAND_FLAGS = ("gpu", "batch_size", "seq_len", "autocast", "optimizer", "channels_last", "compute_efficiency",
-                 "cuda_core_efficiency", "memory_efficiency", "min_kernel_us", "unaligned_gemm_efficiency",
+                 "cuda_core_efficiency", "tf32_efficiency", "memory_efficiency", "min_kernel_us", "unaligned_gemm_efficiency",
                  "host_us_per_op", "host_us_per_tensor", "catalogue", "out")
 
 

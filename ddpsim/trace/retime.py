@@ -33,10 +33,12 @@ Modelling assumptions, stated once:
   tensors, charged the same way (bandwidth-bound), measured on the second step (momentum /
   Adam state exists). ``zero_grad(set_to_none=True)`` launches no kernel: 0 s.
 * Default achievable fractions: ``compute_efficiency=0.6`` of the dense tensor-core peak (large
-  bf16 GEMMs reach 60-75 % of peak on A100/H100), ``cuda_core_efficiency=0.82`` of the fp32 peak
+  bf16 GEMMs reach 60-75 % of peak on A100/H100), ``cuda_core_efficiency=0.83`` of the fp32 peak
   for float32 work on CUDA cores (the convolution and GEMM kernels of the V100 ResNet-50 fp32
-  profile in ``tests/data/``, cuDNN's Winograd kernels among them, ran 777.6 GFLOP in 60.1 ms a
-  step), ``memory_efficiency=0.75`` of HBM bandwidth, ``min_kernel_s=4e-6`` per kernel (launch + tail).
+  profile in ``tests/data/``, cuDNN's Winograd kernels among them, ran 777.6 GFLOP in 60.0 ms a
+  step), ``tf32_efficiency=0.36`` of the TF32 peak for float32 convolutions on tensor cores (the
+  A100 ResNet-50 profile's convolution kernels: 777.2 GFLOP in 13.7 ms a step on an
+  A100-SXM4-40GB-class GPU), ``memory_efficiency=0.75`` of HBM bandwidth, ``min_kernel_s=4e-6`` per kernel (launch + tail).
 * A bf16/fp16 GEMM with a matrix whose leading dimension is not a multiple of 16 bytes (GPT-2's
   50,257-word LM head; cuBLAS documentation, "Tensor Core Usage") runs on cuBLAS's align1
   kernels at ``unaligned_gemm_efficiency=0.126`` of the tensor peak: the three align1 kernels of
@@ -170,12 +172,14 @@ class RooflineAssumptions:
     host_optimizer_s_per_op: float = 46e-6
     host_s_per_tensor: float = 2.3e-6
     unaligned_gemm_efficiency: float = 0.126
-    cuda_core_efficiency: float = 0.82
+    cuda_core_efficiency: float = 0.83
+    tf32_efficiency: float = 0.36
     bn_stats_block_bytes_per_s: float = 2.07e9
     bn_backward_block_bytes_per_s: float = 4.34e9
 
     def __post_init__(self) -> None:
-        for k in ("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency", "cuda_core_efficiency"):
+        for k in ("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency", "cuda_core_efficiency",
+                  "tf32_efficiency"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(f"{k}: {v!r} is not accepted; expected a number in (0, 1]")
@@ -240,7 +244,7 @@ def launch_queue_s(ops: Sequence[tuple[float, float]]) -> float:
 
 
 def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_bytes_per_s: float,
-              assumptions: RooflineAssumptions, aligned: bool = True, cuda_cores: bool = False,
+              assumptions: RooflineAssumptions, aligned: bool = True, unit: str = "tensor",
               bytes_per_s_cap: float | None = None) -> float:
     """Roofline time of one kernel.
 
@@ -253,8 +257,9 @@ def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_
         aligned: False for a tensor-core GEMM with a matrix whose leading dimension is not a
             multiple of 16 bytes (:func:`gemm_aligned`): ``unaligned_gemm_efficiency`` then
             replaces ``compute_efficiency``.
-        cuda_cores: True for float32 work on CUDA cores (no tensor cores): ``cuda_core_efficiency``
-            replaces ``compute_efficiency``.
+        unit: where the FLOPs run (:func:`_unit`): ``"tensor"`` (bf16/fp16 tensor cores,
+            ``compute_efficiency``), ``"tf32"`` (float32 convolutions on tensor cores,
+            ``tf32_efficiency``) or ``"cuda_cores"`` (float32 without tensor cores, ``cuda_core_efficiency``).
         bytes_per_s_cap: a bound on the kernel's bandwidth below HBM's (a kernel with too few
             blocks to load the memory system, :mod:`ddpsim.trace.cnn_kernels`); None: none.
 
@@ -263,8 +268,8 @@ def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_
     """
     if flops <= 0 and bytes_moved <= 0:
         return 0.0
-    ce = (assumptions.cuda_core_efficiency if cuda_cores else
-          assumptions.compute_efficiency if aligned else assumptions.unaligned_gemm_efficiency)
+    ce = {"cuda_cores": assumptions.cuda_core_efficiency, "tf32": assumptions.tf32_efficiency}.get(
+        unit, assumptions.compute_efficiency if aligned else assumptions.unaligned_gemm_efficiency)
     bw = hbm_bytes_per_s * assumptions.memory_efficiency
     if bytes_per_s_cap is not None:
         bw = min(bw, bytes_per_s_cap)
@@ -338,14 +343,17 @@ def _peak(gpu: GpuSpec, name: str, dtype: Any) -> float:
     return gpu.fp32_flops_per_s
 
 
-def _tensor_cores(gpu: GpuSpec, name: str, dtype: Any) -> bool:
-    """Whether an op's FLOPs run on tensor cores: bf16/fp16, or a float32 convolution where the
-    GPU has TF32 (cuDNN's ``allow_tf32``); float32 matmuls do not (PyTorch's ``allow_tf32=False``
-    for matmul)."""
+def _unit(gpu: GpuSpec, name: str, dtype: Any) -> str:
+    """Where an op's FLOPs run: ``"tensor"`` for bf16/fp16, ``"tf32"`` for a float32 convolution
+    where the GPU has TF32 (cuDNN's ``allow_tf32``), ``"cuda_cores"`` otherwise (float32 matmuls:
+    PyTorch's ``allow_tf32=False`` for matmul)."""
     import torch
 
-    return dtype in (torch.bfloat16, torch.float16) or (
-        name in _CONV_OPS and dtype == torch.float32 and gpu.tf32_flops_per_s > gpu.fp32_flops_per_s)
+    if dtype in (torch.bfloat16, torch.float16):
+        return "tensor"
+    if name in _CONV_OPS and dtype == torch.float32 and gpu.tf32_flops_per_s > gpu.fp32_flops_per_s:
+        return "tf32"
+    return "cuda_cores"
 
 
 def _bytes_moved(func: Any, name: str, args: Any, ins: list[Any], outs: list[Any]) -> int:
@@ -393,7 +401,7 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
             """Charge one kernel; ``host=False`` for a further kernel of the same op (no host time)."""
             t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=_peak(gpu, name, dtype),
                           hbm_bytes_per_s=gpu.hbm_bytes_per_s, assumptions=assumptions, aligned=aligned,
-                          cuda_cores=not _tensor_cores(gpu, name, dtype), bytes_per_s_cap=cap)
+                          unit=_unit(gpu, name, dtype), bytes_per_s_cap=cap)
             host_s = assumptions.host_s(self.phase, tensors) if host else 0.0
             self.clock_s, self.host_s = issue(self.clock_s, self.host_s, t, host_s)
             self.log.append(OpCost(phase=self.phase, op=name, flops=flops, bytes_moved=bytes_moved, time_s=t,
@@ -440,7 +448,7 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
                 self.charge(name, flops, bytes_moved, dtype, len(ins), aligned)
             for i, k in enumerate(kernels or ()):
                 self.charge(k.label, 0.0, k.bytes_moved, dtype, len(ins), cap=k.bytes_per_s_cap, host=i == 0)
-            converted = conv_layout_bytes(name, args, out, _tensor_cores(gpu, name, dtype))
+            converted = conv_layout_bytes(name, args, out, _unit(gpu, name, dtype) != "cuda_cores")
             if converted:
                 self.charge(LAYOUT_CONVERSION, 0.0, converted, dtype, host=False)
 
@@ -631,7 +639,8 @@ def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any,
 
 _RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
                   "bytes/(hbm*memory_efficiency), min_kernel_s); views free; attention as a fused flash kernel "
-                  "(causal halves FLOPs); float32 on CUDA cores at cuda_core_efficiency; a bf16/fp16 GEMM with a leading "
+                  "(causal halves FLOPs); float32 on CUDA cores at cuda_core_efficiency, TF32 convolutions at "
+                  "tf32_efficiency; a bf16/fp16 GEMM with a leading "
                   "dimension not a multiple of 16 bytes at unaligned_gemm_efficiency; training batch norm in two passes, PyTorch's NCHW bf16 batch norm bounded "
                   "per channel, cuDNN's NCHW/NHWC conversions around tensor-core convolutions that are not 1x1 "
                   "stride 1 (ddpsim.trace.cnn_kernels); ops issued through a launch queue (host time per op by phase + per "

@@ -183,8 +183,8 @@ def print_published(trace: str) -> None:
 
     print(f"\nretime of {trace} against published ResNet-50 training throughputs (img/s, error)")
     for gpu, batch, autocast, nhwc, measured, source in PUBLISHED:
-        it = retime_trace_file(trace, gpu=gpu, batch_size=batch, autocast=autocast, channels_last=nhwc).iterations[0]
-        step = it.forward_s + it.backward_s + it.optimizer_s + it.zero_grad_s
+        step = retime_trace_file(trace, gpu=gpu, batch_size=batch, autocast=autocast,
+                                 channels_last=nhwc).synthetic["modelled_step_s"]
         setting = f"{gpu} b{batch} {autocast if autocast != 'none' else 'fp32'} {'NHWC' if nhwc else 'NCHW'}"
         print(f"{setting:24s} {batch / step:7.0f} / {measured:7.0f} {100 * (batch / step / measured - 1):+6.1f}%  {source}")
 

@@ -24,10 +24,6 @@ def meta(*shape, dtype=torch.float32, channels_last=False):
     return t.to(memory_format=torch.channels_last) if channels_last else t
 
 
-def nbytes(t):
-    return t.numel() * t.element_size()
-
-
 def bn_forward_args(x, weight_dtype=torch.float32, training=True):
     c = x.shape[1]
     w = meta(c, dtype=weight_dtype)
@@ -37,15 +33,15 @@ def bn_forward_args(x, weight_dtype=torch.float32, training=True):
 def test_training_batch_norm_on_cudnn_reads_its_input_twice():
     x = meta(32, 64, 56, 56)  # float32: cuDNN's kernels, one per op
     assert batch_norm_kernels("native_batch_norm", bn_forward_args(x), 1000.0, A) == [
-        Kernel("native_batch_norm", 1000.0 + nbytes(x))]
+        Kernel("native_batch_norm", 1000.0 + x.nbytes)]
     dy = meta(32, 64, 56, 56)
     bwd = (dy, x, meta(64), meta(64), meta(64), meta(64), meta(64), True, 1e-5, [True, True, True])
     assert batch_norm_kernels("native_batch_norm_backward", bwd, 2000.0, A) == [
-        Kernel("native_batch_norm_backward", 2000.0 + nbytes(x) + nbytes(dy))]
+        Kernel("native_batch_norm_backward", 2000.0 + x.nbytes + dy.nbytes)]
     # fp16 with an fp32 weight is cuDNN's too; eval mode and other ops stay one roofline kernel
     x16 = meta(32, 64, 56, 56, dtype=torch.float16)
     assert batch_norm_kernels("native_batch_norm", bn_forward_args(x16), 10.0, A) == [
-        Kernel("native_batch_norm", 10.0 + nbytes(x16))]
+        Kernel("native_batch_norm", 10.0 + x16.nbytes)]
     assert batch_norm_kernels("native_batch_norm", bn_forward_args(x, training=False), 10.0, A) is None
     assert batch_norm_kernels("native_layer_norm", (x,), 10.0, A) is None
 
@@ -53,16 +49,16 @@ def test_training_batch_norm_on_cudnn_reads_its_input_twice():
 def test_bf16_batch_norm_runs_pytorchs_kernels_bounded_per_channel():
     x = meta(64, 128, 28, 28, dtype=torch.bfloat16)
     stats, normalise = batch_norm_kernels("native_batch_norm", bn_forward_args(x), 500.0, A)
-    assert stats == Kernel(f"native_batch_norm(statistics, {PER_CHANNEL})", nbytes(x), 128 * 2.07e9)
+    assert stats == Kernel(f"native_batch_norm(statistics, {PER_CHANNEL})", x.nbytes, 128 * 2.07e9)
     assert normalise == Kernel("native_batch_norm(normalise)", 500.0, None)
     dy = meta(64, 128, 28, 28, dtype=torch.bfloat16)
     bwd = (dy, x, meta(128), meta(128), meta(128), meta(128), meta(128), True, 1e-5, [True, True, True])
     assert batch_norm_kernels("native_batch_norm_backward", bwd, 700.0, A) == [
-        Kernel(f"native_batch_norm_backward({PER_CHANNEL})", 700.0 + nbytes(x) + nbytes(dy), 128 * 4.34e9)]
+        Kernel(f"native_batch_norm_backward({PER_CHANNEL})", 700.0 + x.nbytes + dy.nbytes, 128 * 4.34e9)]
     # channels-last: PyTorch's channels-last kernels, two passes at HBM's rate
     xcl = meta(64, 128, 28, 28, dtype=torch.bfloat16, channels_last=True)
     assert batch_norm_kernels("native_batch_norm", bn_forward_args(xcl), 500.0, A) == [
-        Kernel("native_batch_norm", 500.0 + nbytes(xcl))]
+        Kernel("native_batch_norm", 500.0 + xcl.nbytes)]
 
 
 def test_retimed_bf16_batch_norm_time_is_its_channels_rate():
@@ -84,18 +80,18 @@ def test_conv_layout_conversions_closed_form():
     y3, y1s2 = meta(32, 64, 56, 56), meta(32, 256, 28, 28)
     # forward 3x3: input and filter in, output back
     assert conv_layout_bytes("convolution", (x, w3, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1), y3, True) == \
-        2 * (nbytes(x) + nbytes(w3) + nbytes(y3))
+        2 * (x.nbytes + w3.nbytes + y3.nbytes)
     # 1x1 stride 1: a GEMM on NCHW; 1x1 stride 2: converted, but not its 1x1 filter
     assert conv_layout_bytes("convolution", (x, w1, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1), meta(32, 256, 56, 56), True) == 0
     assert conv_layout_bytes("convolution", (x, w1, None, [2, 2], [0, 0], [1, 1], False, [0, 0], 1), y1s2, True) == \
-        2 * (nbytes(x) + nbytes(y1s2))
+        2 * (x.nbytes + y1s2.nbytes)
     # backward 3x3: data gradient (dy, filter in; dx back) + filter gradient (x, dy in; dw back)
     dy = meta(32, 64, 56, 56)
     args = (dy, x, w3, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
     assert conv_layout_bytes("convolution_backward", args, None, True) == \
-        2 * (nbytes(dy) + nbytes(w3) + nbytes(x)) + 2 * (nbytes(x) + nbytes(dy) + nbytes(w3))
+        2 * (dy.nbytes + w3.nbytes + x.nbytes) + 2 * (x.nbytes + dy.nbytes + w3.nbytes)
     no_dx = args[:10] + ([False, True, False],)
-    assert conv_layout_bytes("convolution_backward", no_dx, None, True) == 2 * (nbytes(x) + nbytes(dy) + nbytes(w3))
+    assert conv_layout_bytes("convolution_backward", no_dx, None, True) == 2 * (x.nbytes + dy.nbytes + w3.nbytes)
     # none without tensor cores, or on channels-last tensors
     assert conv_layout_bytes("convolution", (x, w3, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1), y3, False) == 0
     xcl = meta(32, 64, 56, 56, channels_last=True)

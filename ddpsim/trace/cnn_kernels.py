@@ -49,11 +49,7 @@ class Kernel(NamedTuple):
     bytes_per_s_cap: float | None = None
 
 
-def _nbytes(t: Any) -> int:
-    return t.numel() * t.element_size()
-
-
-def _channels_last(t: Any) -> bool:
+def _is_channels_last(t: Any) -> bool:
     import torch
 
     return t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
@@ -79,14 +75,14 @@ def batch_norm_kernels(name: str, args: tuple, roofline_bytes: float, assumption
     backward = name in BN_BACKWARD_OPS
     x = args[1] if backward else args[0]
     weight = args[2] if backward else args[1]
-    second_pass = _nbytes(x) + (_nbytes(args[0]) if backward else 0)
-    if not pytorch_native_batch_norm(x, weight) or _channels_last(x) or x.dim() < 2:
+    second_pass = x.nbytes + (args[0].nbytes if backward else 0)
+    if not pytorch_native_batch_norm(x, weight) or _is_channels_last(x) or x.dim() < 2:
         return [Kernel(name, roofline_bytes + second_pass)]
     channels = x.shape[1]
     if backward:
         return [Kernel(f"{name}({PER_CHANNEL})", roofline_bytes + second_pass,
                        channels * assumptions.bn_backward_block_bytes_per_s)]
-    return [Kernel(f"{name}(statistics, {PER_CHANNEL})", _nbytes(x), channels * assumptions.bn_stats_block_bytes_per_s),
+    return [Kernel(f"{name}(statistics, {PER_CHANNEL})", x.nbytes, channels * assumptions.bn_stats_block_bytes_per_s),
             Kernel(f"{name}(normalise)", roofline_bytes)]
 
 
@@ -97,18 +93,18 @@ def conv_layout_bytes(name: str, args: tuple, out: Any, tensor_core: bool) -> in
         return 0
     backward = name == "convolution_backward"
     x, w, stride = (args[1], args[2], args[4]) if backward else (args[0], args[1], args[3])
-    if x.dim() != 4 or _channels_last(x):
+    if x.dim() != 4 or _is_channels_last(x):
         return 0
     pointwise = tuple(w.shape[-2:]) == (1, 1)
     if pointwise and all(s == 1 for s in stride):
         return 0  # a GEMM on NCHW
-    weight = 0 if pointwise else _nbytes(w)  # a 1x1 filter is the same in either layout
+    weight = 0 if pointwise else w.nbytes  # a 1x1 filter is the same in either layout
     if not backward:
-        return 2 * (_nbytes(x) + weight + _nbytes(out))
+        return 2 * (x.nbytes + weight + out.nbytes)
     grad_out, mask = args[0], args[10]
     moved = 0
     if mask[0]:  # data gradient: dy and the filter in, dx back
-        moved += 2 * (_nbytes(grad_out) + weight + _nbytes(x))
+        moved += 2 * (grad_out.nbytes + weight + x.nbytes)
     if mask[1]:  # filter gradient: x and dy in, dw back
-        moved += 2 * (_nbytes(x) + _nbytes(grad_out) + weight)
+        moved += 2 * (x.nbytes + grad_out.nbytes + weight)
     return moved

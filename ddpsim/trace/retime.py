@@ -325,22 +325,14 @@ def _tensors(tree: Any) -> list[Any]:
     return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
 
 
-def _nbytes(t: Any) -> int:
-    return t.numel() * t.element_size()
-
-
-def _peak(gpu: GpuSpec, name: str, dtype: Any) -> float:
-    """The peak FLOP/s an op runs at: the tensor cores' for bf16/fp16, TF32 for a float32
-    convolution (the fp32 peak where the GPU has no TF32), fp32 otherwise."""
+def _peak(gpu: GpuSpec, unit: str, dtype: Any) -> float:
+    """The peak FLOP/s of the ``unit`` an op runs on (:func:`_unit`): the tensor cores' bf16 or
+    fp16 peak, TF32, or fp32."""
     import torch
 
-    if dtype == torch.bfloat16:
-        return gpu.low_precision_flops_per_s("bf16")
-    if dtype == torch.float16:
-        return gpu.tensor_flops_per_s
-    if name in _CONV_OPS and dtype == torch.float32:
-        return gpu.tf32_flops_per_s
-    return gpu.fp32_flops_per_s
+    if unit == "tensor":
+        return gpu.low_precision_flops_per_s("bf16") if dtype == torch.bfloat16 else gpu.tensor_flops_per_s
+    return gpu.tf32_flops_per_s if unit == "tf32" else gpu.fp32_flops_per_s
 
 
 def _unit(gpu: GpuSpec, name: str, dtype: Any) -> str:
@@ -360,13 +352,13 @@ def _bytes_moved(func: Any, name: str, args: Any, ins: list[Any], outs: list[Any
     """HBM bytes of one op: every tensor input read and output written; an in-place op reads and
     writes its first argument; ``embedding`` reads only the rows it gathers."""
     if name == "embedding":
-        return sum(_nbytes(t) for t in ins[1:]) + 2 * sum(_nbytes(t) for t in outs)
+        return sum(t.nbytes for t in ins[1:]) + 2 * sum(t.nbytes for t in outs)
     if func._schema.is_mutable:
-        return sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in _tensors(args[0] if args else ()))
-    return sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs)
+        return sum(t.nbytes for t in ins) + sum(t.nbytes for t in _tensors(args[0] if args else ()))
+    return sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs)
 
 
-def _channels_last(tree: Any) -> Any:
+def _to_channels_last(tree: Any) -> Any:
     """``tree`` with its 4-D tensors in ``torch.channels_last`` memory format."""
     import torch
     from torch.utils._pytree import tree_map
@@ -399,9 +391,10 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
         def charge(self, name: str, flops: float, bytes_moved: float, dtype: Any, tensors: int = 1,
                    aligned: bool = True, cap: float | None = None, host: bool = True) -> float:
             """Charge one kernel; ``host=False`` for a further kernel of the same op (no host time)."""
-            t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=_peak(gpu, name, dtype),
+            unit = _unit(gpu, name, dtype)
+            t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=_peak(gpu, unit, dtype),
                           hbm_bytes_per_s=gpu.hbm_bytes_per_s, assumptions=assumptions, aligned=aligned,
-                          unit=_unit(gpu, name, dtype), bytes_per_s_cap=cap)
+                          unit=unit, bytes_per_s_cap=cap)
             host_s = assumptions.host_s(self.phase, tensors) if host else 0.0
             self.clock_s, self.host_s = issue(self.clock_s, self.host_s, t, host_s)
             self.log.append(OpCost(phase=self.phase, op=name, flops=flops, bytes_moved=bytes_moved, time_s=t,
@@ -412,7 +405,7 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
             def cast(x: Any) -> Any:
                 if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != to:
                     if charge:
-                        self.charge("_to_copy(autocast)", 0.0, _nbytes(x) + x.numel() * torch.empty((), dtype=to).element_size(), to)
+                        self.charge("_to_copy(autocast)", 0.0, x.nbytes + x.numel() * torch.empty((), dtype=to).element_size(), to)
                     return x.to(to)
                 return x
             return tree_map(cast, args), tree_map(cast, kwargs)
@@ -427,7 +420,7 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
                     args, kwargs = self._cast(args, kwargs, torch.float32, charge=True)
             out = func(*args, **kwargs)
             if channels_last and name in _CONV_OPS:  # cuDNN keeps channels-last; the meta kernels do not
-                out = _channels_last(out)
+                out = _to_channels_last(out)
             if func.is_view or name in _FREE_OPS:
                 return out
             ins, outs = _tensors((args, kwargs)), _tensors(out)
@@ -549,7 +542,7 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     to_meta = lambda t: t.to(device="meta", dtype=tdtype) if t.is_floating_point() else t.to("meta")  # noqa: E731
     batch = tuple(to_meta(t) for t in batch) if isinstance(batch, (tuple, list)) else to_meta(batch)
     if channels_last:
-        module, batch = module.to(memory_format=torch.channels_last), _channels_last(batch)
+        module, batch = module.to(memory_format=torch.channels_last), _to_channels_last(batch)
     plist = ddp_params(module)
     params = [p for _, p, _ in plist]
     opt = (torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True) if optimizer == "sgd"
@@ -640,11 +633,11 @@ def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any,
 _RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
                   "bytes/(hbm*memory_efficiency), min_kernel_s); views free; attention as a fused flash kernel "
                   "(causal halves FLOPs); float32 on CUDA cores at cuda_core_efficiency, TF32 convolutions at "
-                  "tf32_efficiency; a bf16/fp16 GEMM with a leading "
-                  "dimension not a multiple of 16 bytes at unaligned_gemm_efficiency; training batch norm in two passes, PyTorch's NCHW bf16 batch norm bounded "
-                  "per channel, cuDNN's NCHW/NHWC conversions around tensor-core convolutions that are not 1x1 "
-                  "stride 1 (ddpsim.trace.cnn_kernels); ops issued through a launch queue (host time per op by phase + per "
-                  "tensor argument; the GPU starts a kernel once issued and free); autocast emulated (matmul-class "
+                  "tf32_efficiency; a bf16/fp16 GEMM with a leading dimension not a multiple of 16 bytes at "
+                  "unaligned_gemm_efficiency; training batch norm in two passes, PyTorch's NCHW bf16 batch norm "
+                  "bounded per channel, cuDNN's NCHW/NHWC conversions around tensor-core convolutions that are not "
+                  "1x1 stride 1 (ddpsim.trace.cnn_kernels); ops issued through a launch queue (host time per op by "
+                  "phase + per tensor argument; the GPU starts a kernel once issued and free); autocast emulated (matmul-class "
                   "ops in low precision, norms/softmax/loss in fp32, weight casts charged in forward); grad-ready "
                   "time = modelled clock when the post-accumulate-grad hook fires; optimizer = foreach step on meta "
                   "(second step); zero_grad 0")

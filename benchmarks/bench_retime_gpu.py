@@ -1,6 +1,6 @@
 """Benchmark: the roofline retime (``ddpsim.trace.retime``) against real GPU profiles.
 
-One command, prints three tables; no assertions:
+One command, prints four tables; no assertions:
 
     python benchmarks/bench_retime_gpu.py [--trace traces/resnet50.cpu.json] [--batch-size 32]
         [--profiles tests/data/resnet50_ddp_2xA100_rank0.json.gz:a100-40gb,tests/data/resnet50_ddp_1xV100_rank0.json.gz:v100]
@@ -28,6 +28,11 @@ The third table: published ResNet-50 training throughputs (each source in :data:
 beside the bundled CPU trace re-timed at the run's GPU, batch, precision and memory format, with
 the default host time; none of the retime's constants comes from these runs. The published
 figures include the run's data loader, which the retime does not model.
+
+The fourth table: per kernel class (batch norm, cuDNN's layout conversions, convolutions and
+GEMMs, element-wise, pooling, optimizer), milliseconds per step in each ResNet-50 profile of
+``tests/data/`` (:data:`KERNEL_PROFILES`) beside the retime's kernels (no host time) at the
+profile's GPU, batch and precision: where the roofline's time goes against where the GPU's went.
 
 The profiles are real runs on NVIDIA A100-PG509-200 (an A100-SXM4-40GB class board; 2 ranks)
 and Tesla V100-SXM2-32GB (1 rank), published with HolisticTraceAnalysis (``tests/data/``,
@@ -177,6 +182,74 @@ def print_measured(pattern: str) -> None:
         print(f"{name:44s} " + " ".join(f"{c:>24s}" for c in phase_cells(ret, meas)))
 
 
+#: (profile in tests/data/, GPU, per-GPU batch, autocast) of the ResNet-50 profiles (README.profiles.md)
+KERNEL_PROFILES = (("resnet50_ddp_2xA100_rank0.json.gz", "a100-40gb", 32, "none"),
+                   ("resnet50_ddp_1xV100_rank0.json.gz", "v100", 32, "none"),
+                   ("resnet50_ddp_1xH100_rank0.json.gz", "h100", 64, "bf16"),
+                   ("resnet50_ddp_1xH200_rank0.json.gz", "h200", 64, "bf16"))
+KERNEL_CLASSES = ("batch norm", "layout conversion", "convolution/GEMM", "element-wise", "pooling", "optimizer")
+
+
+def kernel_class(kernel: str) -> str | None:
+    """The class of a profiled CUDA kernel, by its name; None for NCCL and DDP's copies."""
+    n = kernel.lower()
+    for words, cls in ((("nchwtonhwc", "nhwctonchw"), "layout conversion"), (("bn_", "batch_norm"), "batch norm"),
+                       (("multi_tensor",), "optimizer"), (("pool",), "pooling"),
+                       (("elementwise", "reduce_kernel"), "element-wise"),
+                       (("nccl", "catarray", "computeoffsets"), None)):
+        if any(w in n for w in words):
+            return cls
+    return "convolution/GEMM"
+
+
+def op_class(op: str) -> str:
+    """The class of a kernel the retime charged, by its op label (:data:`KERNEL_CLASSES`)."""
+    from ddpsim.trace.retime import LAYOUT_CONVERSION
+
+    if op == LAYOUT_CONVERSION:
+        return "layout conversion"
+    if "batch_norm" in op:
+        return "batch norm"
+    if op.startswith(("convolution", "mm", "addmm")):
+        return "convolution/GEMM"
+    if "pool" in op:
+        return "pooling"
+    return "optimizer" if op.startswith("_foreach") else "element-wise"
+
+
+def profile_classes_s(path: Path) -> dict[str, float]:
+    """Seconds per profiled step of each kernel class in a Kineto trace."""
+    import gzip
+    import json
+
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    steps = sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+    out = dict.fromkeys(KERNEL_CLASSES, 0.0)
+    for e in events:
+        cls = kernel_class(e["name"]) if e.get("cat") == "kernel" else None
+        if cls is not None:
+            out[cls] += e["dur"] * 1e-6 / steps
+    return out
+
+
+def print_kernel_classes(trace: str) -> None:
+    """The fourth table: :data:`KERNEL_PROFILES`' kernel classes against ``trace`` re-timed."""
+    from ddpsim.trace.retime import RooflineAssumptions, retime_trace_file
+
+    print(f"\nkernel classes of the ResNet-50 profiles against {trace} re-timed (no host time): "
+          "profile / retimed ms per step")
+    print(f"{'profile':36s} " + " ".join(f"{c:>19s}" for c in KERNEL_CLASSES))
+    for name, gpu, batch, autocast in KERNEL_PROFILES:
+        measured = profile_classes_s(ROOT / "tests/data" / name)
+        _, log = retime_trace_file(trace, gpu=gpu, batch_size=batch, autocast=autocast,
+                                   assumptions=RooflineAssumptions().without_host(), return_log=True)
+        retimed = dict.fromkeys(KERNEL_CLASSES, 0.0)
+        for c in log:
+            retimed[op_class(c.op)] += c.time_s
+        print(f"{name:36s} " + " ".join(f"{measured[c] * 1e3:8.2f} / {retimed[c] * 1e3:8.2f}" for c in KERNEL_CLASSES))
+
+
 def print_published(trace: str) -> None:
     """The third table: :data:`PUBLISHED` against ``trace`` re-timed at each run's settings."""
     from ddpsim.trace.retime import retime_trace_file
@@ -216,6 +289,7 @@ def main() -> None:
     if args.measured:
         print_measured(args.measured)
     print_published(args.trace)
+    print_kernel_classes(args.trace)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,7 @@ from ddpsim.trace.records import load_trace
 from ddpsim.validation.profile_compare import attribution, compare, preset_for
 from ddpsim.validation.profile_findings import findings, transfer_line
 from ddpsim.validation.profile_measure import (TERMS, boundaries, effective_ready_s, effective_trace, host_costs_from_steps,
-                                               hta_overlap_ratio, measured_summary, merge_intervals, nccl_algorithm_protocol,
-                                               step_figures)
+                                               hta_overlap_ratio, measured_summary, merge_intervals, step_figures)
 from ddpsim.validation.profile_timeline import kernel_kind, read_events, step_timelines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,9 +62,6 @@ def test_kernel_kinds_and_nccl_names_as_hta_and_nccl_name_them():
     assert kernel_kind("Memcpy DtoD (Device -> Device)") == "memory"
     assert kernel_kind("Memset (Device)") == "memory"
     assert kernel_kind("void cudnn::bn_bw_1C11_kernel_new<float>") == "comp"
-    assert nccl_algorithm_protocol("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)") == ("ring", "ll")
-    assert nccl_algorithm_protocol("ncclDevKernel_AllReduce_Sum_f32_TREE_LL128(ncclDevKernelArgs)") == ("tree", "ll128")
-    assert nccl_algorithm_protocol("ncclDevKernel_Generic(x)") == (None, None)
     assert preset_for("NVIDIA A100-PG509-200") == "dgx-a100" and preset_for("NVIDIA H100 80GB HBM3") == "dgx-h100"
     assert preset_for("Tesla V100-SXM2-32GB") is None
 
@@ -247,7 +243,10 @@ def test_a100_compare_end_to_end(a100_steps, tmp_path):
     assert abs(pred["step_s"] - meas["step_s"]) < 0.05 * meas["step_s"]
     assert [b["numel_recorded"] for b in data["buckets"]] == A100_BUCKETS
     for b in data["buckets"]:
-        assert b["measured_protocol"] == "ll" and b["measured_algorithm"] == "ring"
+        # named RING_LL, launched with 544 threads: ring with Simple, as the model picks
+        assert (b["measured_algorithm"], b["measured_protocol"]) == ("ring", "simple")
+        assert (b["model_algorithm"], b["model_protocol"]) == ("ring", "simple")
+        assert b["model_as_run_s"] == pytest.approx(b["model_s"])
         assert b["measured_transfer_bound_s"] <= b["measured_duration_s"]
     text = "\n".join(findings(data))
     assert "host-bound" in text and "upper bound" in text

@@ -143,10 +143,11 @@ def test_collectives_per_bucket_from_the_nccl_kernels(imports):
     kernels = [e for e in _events(A100) if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_AllReduce")]
     assert len(kernels) == 15  # 5 buckets x 3 steps
     assert {e["args"]["grid"][0] for e in kernels} == {8}
-    assert all("_RING_LL_" in e["name"] for e in kernels)
+    assert all("_RING_LL_" in e["name"] and e["args"]["block"][0] == 544 for e in kernels)
     assert len(imp.bucket_collectives) == 5
     for bc, numel in zip(imp.bucket_collectives, A100_BUCKETS):
-        assert (bc.numel, bc.algorithm, bc.protocol, bc.channels) == (numel, "RING", "LL", 8)
+        # the name's LL is the kernel's, not the protocol's: 544 threads is ring Simple (512 + a sync warp)
+        assert (bc.numel, bc.algorithm, bc.protocol, bc.channels) == (numel, "ring", "simple", 8)
         want = sorted(e["dur"] * 1e-6 for e in kernels if e["args"]["In msg nelems"] == numel)
         assert sorted(bc.duration_s) == pytest.approx(want)
         assert bc.transfer_s == pytest.approx(want[0])
@@ -222,13 +223,30 @@ def test_record_shapes_dims_size_the_parameters_exactly(tmp_path, imports):
     assert [list(s) for s in got] == shapes
 
 
+def test_collectives_other_than_the_buckets_are_noted(tmp_path):
+    """A run that also launches other NCCL collectives (model-parallel all_to_all, sharded
+    all_gather) is still imported as DDP, with a note that ddpsim does not model them: the fixture
+    with its buffer broadcasts renamed to all-gathers."""
+    with gzip.open(A100, "rt") as f:
+        doc = json.load(f)
+    for e in doc["traceEvents"]:
+        if e.get("name", "").startswith("ncclKernel_Broadcast_"):
+            e["name"] = e["name"].replace("Broadcast", "AllGather")
+            (e.get("args") or {}).pop("Collective name", None)
+    path = tmp_path / "allgather.json"
+    path.write_text(json.dumps(doc))
+    notes = [n for n in import_profile(path).notes if n.startswith("besides DDP's bucket all-reduces")]
+    assert len(notes) == 1 and " allgather NCCL kernels" in notes[0]
+    assert not [n for n in import_profile(A100).notes if n.startswith("besides")]
+
+
 def test_the_cli_writes_a_trace_and_says_what_the_run_did(tmp_path, capsys):
     out = tmp_path / "a100.json"
     assert main(["trace", "--from-profile", str(A100), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "5 buckets match ddpsim's plan at cap=default" in text
     assert "host-bound: the CPU paces the GPU" in text
-    assert "bucket 0: all-reduce 2,049,000 x float32, RING/LL, 8 channels" in text
+    assert "bucket 0: all-reduce 2,049,000 x float32, ring/simple, 8 channels" in text
     trace = load_trace(out)
     assert trace.environment["recorded_bucket_numels"] == list(A100_BUCKETS)
     assert trace.environment["param_mapping"]["method"] == "bucket-sizes"
@@ -240,13 +258,50 @@ def test_the_cli_writes_a_trace_and_says_what_the_run_did(tmp_path, capsys):
 
 
 def test_nccl_kernel_names_of_both_naming_schemes():
-    assert (nccl_kernels.algorithm("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"),
-            nccl_kernels.protocol("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)")) == ("RING", "LL")
-    assert (nccl_kernels.algorithm("ncclDevKernel_AllReduce_Sum_f32_TREE_LL128(ncclDevKernelArgsStorage<4096ul>)"),
-            nccl_kernels.protocol("ncclDevKernel_AllReduce_Sum_f32_TREE_LL128(ncclDevKernelArgsStorage<4096ul>)")) == ("TREE", "LL128")
-    assert nccl_kernels.algorithm("ncclDevKernel_AllReduce_Sum_bf16_NVLS_SIMPLE") == "NVLS"
-    assert nccl_kernels.collective("ncclDevKernel_ReduceScatter_Sum_f32_RING_SIMPLE") == "reduce_scatter"
-    assert nccl_kernels.algorithm("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)") is None
+    old = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+    new = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    # up to 2.18 the name gives the algorithm; every protocol runs in the LL kernel
+    assert nccl_kernels.candidates(old, None, "2.17.1") == (("ring", "ll"), ("ring", "ll128"), ("ring", "simple"))
+    assert nccl_kernels.candidates("ncclKernel_AllReduce_NVLS_LL_Sum_float", None, "2.18.3") == (("nvls", "simple"),)
+    # from 2.19 every algorithm but tree runs in the RING_LL kernel (generate.py's best_kernel)
+    assert {a for a, _ in nccl_kernels.candidates(new, None, "2.28.9")} == {"ring", "nvls", "nvls_tree"}
+    assert nccl_kernels.ran("ncclDevKernel_AllReduce_Sum_bf16_TREE_LL(x)", None, "2.28.9") == ("tree", None)
+    assert nccl_kernels.collective("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL") == "reduce_scatter"
+    assert nccl_kernels.ran("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", None, None) == (None, None)
+    assert nccl_kernels.candidates("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", (640, 1, 1), None) == ()
+
+
+@pytest.mark.parametrize("block, version, ran", [
+    ((544, 1, 1), "2.17.1", ("ring", "simple")),   # 512 + a sync warp
+    ((288, 1, 1), "2.28.9", ("ring", "simple")),   # 256 (a PCIe-class ring, or halved) + a sync warp
+    ((160, 1, 1), None, ("ring", "simple")),       # 128 + a sync warp
+    ((512, 1, 1), "2.28.9", ("ring", "ll")),
+    ((256, 1, 1), None, ("ring", "ll")),
+    ((640, 1, 1), "2.17.1", ("ring", "ll128")),
+    ((320, 1, 1), "2.30.7", ("ring", "ll128")),
+    ((96, 1, 1), "2.17.1", ("ring", None)),        # LL 64 or Simple 64 + 32, both floored at 3 warps
+    ((1024, 1, 1), "2.28.9", ("ring", None)),      # no default thread count: NCCL_NTHREADS was set
+])
+def test_block_size_says_the_protocol_of_an_old_ring_kernel(block, version, ran):
+    assert nccl_kernels.ran("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", block, version) == ran
+
+
+def test_block_size_and_version_for_kernels_named_after_2_19():
+    ring = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    tree = "ncclDevKernel_AllReduce_Sum_bf16_TREE_LL(ncclDevKernelArgsStorage<4096ul>)"
+    assert nccl_kernels.ran(ring, (544, 1, 1), "2.28.9") == ("ring", "simple")
+    # 640 threads: ring LL128, or NVLS / NVLS-Tree (Simple, NCCL_MAX_NTHREADS): left open
+    assert nccl_kernels.candidates(ring, (640, 1, 1), "2.28.9") == (("ring", "ll128"), ("nvls", "simple"),
+                                                                     ("nvls_tree", "simple"))
+    assert nccl_kernels.ran(ring, (640, 1, 1), "2.28.9") == (None, None)
+    # tree Simple adds four warps before 2.23; from 2.23 every tree launch takes 640 threads
+    assert nccl_kernels.ran(tree, (384, 1, 1), "2.21.5") == ("tree", "simple")
+    assert nccl_kernels.ran(tree, (640, 1, 1), "2.23.4") == ("tree", None)
+    assert nccl_kernels.ran(tree, (384, 1, 1), "2.23.4") == ("tree", None)  # not a default: rules nothing out
+    # 2.22 raised the floor to 4 warps: 96 is no longer launched
+    assert nccl_kernels.block_sizes("ring", "ll", (2, 21)) == {512, 256, 128, 96}
+    assert nccl_kernels.block_sizes("ring", "ll", (2, 22)) == {512, 256, 128}
+    assert nccl_kernels.block_sizes("ring", "simple", (2, 28)) == {544, 288, 160, 128}
 
 
 # ---- bad input: one line, exit 2 -----------------------------------------------------------------

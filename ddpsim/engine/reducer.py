@@ -228,7 +228,6 @@ class Rank(RankTimeline):
         the bucket's whole PowerSGD round: the overlap of the other hooks is lost."""
         eng = self.eng
         ps = layout.powersgd[b]
-        size = layout.sizes[b]
         qs_s = layout.powersgd_qs_s[b] * s
         dec_s = layout.powersgd_decompress_s[b] * s
         p = self.launch("allreduce", f"bucket {b} powersgd:P", b, int(ps["p_bytes"]), then_s=qs_s)
@@ -253,7 +252,6 @@ class Rank(RankTimeline):
         its all-reduce is done, ``div_`` by the world size and the gradients' upcast, one bucket
         after another; it overlaps backward. ``wait_for_stream_cb`` (queued at the first hook,
         so before the reducer's finalize) makes the compute stream wait for all of it."""
-        eng = self.eng
         free_s = -math.inf
         for b in live:
             c = colls[b][-1]

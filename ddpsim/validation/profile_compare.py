@@ -137,7 +137,7 @@ def bucket_rows(predicted: list[dict[str, Any]], measured: list[dict[str, Any]],
                      "predicted_launch_s": p["launch_s"], "predicted_start_s": p["start_s"],
                      "predicted_duration_s": p["end_s"] - p["start_s"], "model_algorithm": est.algorithm,
                      "model_protocol": est.protocol, "model_s": est.time_s,
-                     "model_recorded_protocol_s": None if f is None else f.time_s,
+                     "model_as_run_s": None if f is None else f.time_s,
                      "measured_launch_s": m["launch_s"], "measured_start_s": m["start_s"], "measured_duration_s": m["duration_s"],
                      "measured_transfer_bound_s": m["transfer_bound_s"], "measured_wait_mean_s": m["wait_mean_s"],
                      "measured_algorithm": m["algorithm"], "measured_protocol": m["protocol"]})
@@ -146,8 +146,9 @@ def bucket_rows(predicted: list[dict[str, Any]], measured: list[dict[str, Any]],
 
 def forced_estimates(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
                      measured: list[dict[str, Any]]) -> dict[int, Any]:
-    """Per bucket, the NCCL model's all-reduce time with the algorithm and protocol the profile's
-    kernel ran (``NCCL_ALGO``/``NCCL_PROTO`` forced), where the kernel name says them."""
+    """Per bucket, the NCCL model's all-reduce time with the algorithm (and the protocol, where
+    known) the profile's kernel ran forced, as ``NCCL_ALGO``/``NCCL_PROTO`` would; none where the
+    kernel's name and block size leave the algorithm open."""
     from ddpsim.network.collective_cost import build_comm_model
 
     if scenario.cluster.topology is None:
@@ -156,7 +157,7 @@ def forced_estimates(scenario: Any, world_size: int, predicted: list[dict[str, A
     sizes = {p["bucket"]: p["size_bytes"] for p in predicted}
     out: dict[int, Any] = {}
     for m in measured:
-        if m["bucket"] in sizes and m["algorithm"] in ("ring", "tree") and m["protocol"]:
+        if m["bucket"] in sizes and m["algorithm"] is not None:
             try:
                 model = build_comm_model(graph, world_size, algorithm=m["algorithm"], protocol=m["protocol"])
             except InputError:

@@ -43,15 +43,6 @@ TERMS = ("pre_forward_s", "forward_s", "backward_s", "grad_copies_s", "exposed_c
          "slower_rank_s", "other_s")
 
 
-def nccl_algorithm_protocol(kernel_name: str) -> tuple[str | None, str | None]:
-    """``(algorithm, protocol)`` of an NCCL kernel's name (:mod:`ddpsim.trace.profile.nccl_kernels`),
-    lower case as ddpsim's NCCL model names them (None where the name does not say)."""
-    from ddpsim.trace.profile import nccl_kernels
-
-    a, p = nccl_kernels.algorithm(kernel_name), nccl_kernels.protocol(kernel_name)
-    return (a.lower() if a else None, p.lower() if p else None)
-
-
 # ---- HTA's overlap ----------------------------------------------------------------------------
 
 
@@ -157,7 +148,7 @@ def step_figures(st: StepTimeline, nxt: StepTimeline | None = None, numels: Sequ
     picked = [(j, st.allreduces[j]) for j in bucket_kernels(st, numels)]
     out["buckets"] = [{"bucket": i, "numel": k.numel, "launch_s": (st.launches[j].start_s if j < len(st.launches) else k.start_s) - b.start_s,
                        "start_s": k.start_s - b.start_s, "end_s": k.end_s - b.start_s, "duration_s": k.duration_s,
-                       "algorithm": nccl_algorithm_protocol(k.name)[0], "protocol": nccl_algorithm_protocol(k.name)[1]}
+                       "algorithm": k.algorithm, "protocol": k.protocol}
                       for i, (j, k) in enumerate(picked)]
     return out
 

@@ -93,9 +93,9 @@ def markdown(data: dict[str, Any]) -> str:
     for b in data["buckets"]:
         lines.append(f"| {b['bucket']} | {b['size_bytes'] / 2**20:.1f} | {_ms(b['predicted_launch_s'])} / {_ms(b['measured_launch_s'])} "
                      f"| {_ms(b['predicted_start_s'])} / {_ms(b['measured_start_s'])} | {_ms(b['predicted_duration_s'])} "
-                     f"| {_ms(b['model_s'])} ({b['model_algorithm']}/{b['model_protocol']}) | {_ms(b['model_recorded_protocol_s'])} "
+                     f"| {_ms(b['model_s'])} ({b['model_algorithm']}/{b['model_protocol']}) | {_ms(b['model_as_run_s'])} "
                      f"| {_ms(b['measured_duration_s'])} | {_ms(b['measured_transfer_bound_s'])} | {_ms(b['measured_wait_mean_s'])} "
-                     f"| {b['measured_algorithm']}/{b['measured_protocol']} |")
+                     f"| {b['measured_algorithm'] or '?'}/{b['measured_protocol'] or '?'} |")
     delays = data["host_costs"]["launch_delays"]
     if delays:
         lines += ["", "Per bucket on the CPU (medians over the steps): from its last gradient's AccumulateGrad to the "

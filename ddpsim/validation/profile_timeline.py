@@ -77,12 +77,16 @@ class BucketLaunch:
 
 @dataclass(frozen=True, kw_only=True)
 class CommKernel:
-    """One NCCL all-reduce kernel of the step (seconds from the step start)."""
+    """One NCCL all-reduce kernel of the step (seconds from the step start), with the algorithm
+    and protocol it ran where its name and block size say them
+    (:func:`ddpsim.trace.profile.nccl_kernels.ran`)."""
 
     start_s: float
     duration_s: float
     numel: int | None
     name: str
+    algorithm: str | None = None
+    protocol: str | None = None
 
     @property
     def end_s(self) -> float:
@@ -128,12 +132,19 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
         InputError: an unreadable file, not JSON, truncated, or no ``traceEvents`` list."""
     from ddpsim.trace.profile.kineto import read_profile
 
+    from ddpsim.trace.profile import nccl_kernels
+
     prof = read_profile(path)
+    version = prof.distributed_info.get("nccl_version")
+    version = version if isinstance(version, str) else None
     out: list[dict[str, Any]] = [{"cat": o.cat, "name": o.name, "ts": o.ts, "dur": o.dur, "tid": o.tid} for o in prof.cpu_ops]
     out += [{"cat": "cuda_runtime", "name": r.name, "ts": r.ts, "dur": r.dur, "tid": r.tid, "args": {"correlation": r.correlation}}
             for r in prof.runtime]
-    out += [{"cat": g.cat, "name": g.name, "ts": g.ts, "dur": g.dur,
-             "args": {"correlation": g.correlation, "In msg nelems": (g.args or {}).get("In msg nelems")}} for g in prof.gpu]
+    for g in prof.gpu:
+        args = {"correlation": g.correlation, "In msg nelems": (g.args or {}).get("In msg nelems")}
+        if g.is_nccl:
+            args["algorithm"], args["protocol"] = nccl_kernels.ran(g.name, g.block, version)
+        out.append({"cat": g.cat, "name": g.name, "ts": g.ts, "dur": g.dur, "args": args})
     return out
 
 
@@ -242,10 +253,15 @@ def _step(ix: _Index, span: dict[str, Any]) -> StepTimeline | None:
             ("optimizer_end", _end(opt) if opt is not None else bwd_end))},
         hooks=_hooks(bwd_ops, ix, s), launches=tuple(BucketLaunch(start_s=s(a["ts"]), op_s=a["dur"] * 1e-6, enqueue_s=q)
                                                  for a, q in launches),
-        allreduces=tuple(CommKernel(start_s=s(k["ts"]), duration_s=k["dur"] * 1e-6, numel=(k.get("args") or {}).get("In msg nelems"),
-                                    name=k["name"]) for k in bwd_comm if kernel_kind(k["name"]) == "comm" and "AllReduce" in k["name"]),
+        allreduces=tuple(_comm_kernel(k, s) for k in bwd_comm if kernel_kind(k["name"]) == "comm" and "AllReduce" in k["name"]),
         intervals=tuple((s(k["ts"]), s(_end(k)), kernel_kind(k["name"])) for k in dev),
         kernel_launches=len(calls), kernel_launch_s=sum(c["dur"] for c in calls) * 1e-6)
+
+
+def _comm_kernel(k: dict[str, Any], s: Any) -> CommKernel:
+    args = k.get("args") or {}
+    return CommKernel(start_s=s(k["ts"]), duration_s=k["dur"] * 1e-6, numel=args.get("In msg nelems"), name=k["name"],
+                      algorithm=args.get("algorithm"), protocol=args.get("protocol"))
 
 
 def _module_start(ix: _Index, main: list[dict[str, Any]], ddp: dict[str, Any]) -> float:

@@ -11,6 +11,7 @@ times after the backward's first kernel; the CPU spans go to the trace's
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -72,6 +73,7 @@ class _Steps:
         self.devices = {g.device for g in prof.gpu if g.device is not None}
         for number, window in windows:
             self._add(timeline.step(number, window))
+        self._note_other_collectives()
         layouts = {tuple(b.numel for b in it.buckets) for it in self.iterations}
         if len(layouts) > 1:
             self.notes.append(f"the buckets differ between steps ({len(layouts)} layouts: DDP rebuilds them after its first "
@@ -79,6 +81,17 @@ class _Steps:
         if not any(it.forward.num_kernels + it.backward.num_kernels for it in self.iterations):
             raise InputError(f"profile {prof.path}: no GPU kernel was launched inside a ProfilerStep; expected GPU work "
                              "in the profiled steps (activities=[CPU, CUDA])")
+
+    def _note_other_collectives(self) -> None:
+        """A note on NCCL kernels that are neither a gradient bucket's all-reduce nor a broadcast
+        (model-parallel all_to_all, sharded reduce_scatter / all_gather, a logged loss's all-reduce):
+        their time stays inside the phases as measured, and ddpsim does not model them."""
+        other = Counter(c.collective for c in self.collectives if c.bucket_index is None and c.collective != "broadcast")
+        if other:
+            per = ", ".join(f"{n} {name}" for name, n in sorted(other.items()))
+            self.notes.append(f"besides DDP's bucket all-reduces the profiled steps ran {per} NCCL kernels; they stay inside "
+                              "the measured phases as they ran, and ddpsim does not model them when a simulation changes the "
+                              "cluster or the scale")
 
     def _add(self, s: st.StepOps) -> None:
         path = self.prof.path
@@ -95,7 +108,7 @@ class _Steps:
         ready = tuple(min(max(0.0, (r - bwd_gpu0) * US), bwd.gpu_s) for r in ready_us)
         index = len(self.iterations)
         buckets = _buckets(s, w, accumulate, path)
-        self.collectives += _kernels(s, index, buckets, w)
+        self.collectives += _kernels(s, index, buckets, w, _nccl_version(self.prof))
         self.grad_shapes.append([_first_dims(o.args) for o in accumulate])
         self.grad_work.append(_hook_work(s, accumulate))
         gpu = [lz.op for lz in s.launched]
@@ -181,8 +194,13 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
     return out
 
 
+def _nccl_version(prof: KinetoProfile) -> str | None:
+    v = prof.distributed_info.get("nccl_version")
+    return v if isinstance(v, str) else None
+
+
 def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, int | None]],
-             w: st.PhaseWindows) -> list[CollectiveKernel]:
+             w: st.PhaseWindows, nccl_version: str | None) -> list[CollectiveKernel]:
     by_ext = {ext: b.index for b, ext in buckets if ext is not None}
     t0 = s.window.start
     nccl = [lz for lz in s.launched if lz.op.is_nccl]
@@ -199,10 +217,11 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
         except InputError:
             dtype = "float32"
         bucket = by_ext.get(g.ext_id) if by_ext else by_order.get(id(lz))
+        algorithm, protocol = nccl_kernels.ran(g.name, g.block, nccl_version)
         out.append(CollectiveKernel(
             iteration=index, collective=str(args.get("Collective name") or nccl_kernels.collective(g.name) or "unknown"),
-            bucket_index=bucket, numel=numel if isinstance(numel, int) else 0, dtype=dtype, start_s=(g.ts - t0) * US,
-            duration_s=g.dur * US, algorithm=nccl_kernels.algorithm(g.name), protocol=nccl_kernels.protocol(g.name),
+            bucket_index=bucket, numel=numel if isinstance(numel, int) else None, dtype=dtype, start_s=(g.ts - t0) * US,
+            duration_s=g.dur * US, algorithm=algorithm, protocol=protocol,
             channels=nccl_kernels.channels(g.grid), launch_cpu_s=(lz.launch_us - t0) * US))
     return sorted(out, key=lambda c: c.start_s)
 
@@ -244,7 +263,7 @@ def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
     return ProfileEnvironment(gpu_name=name if isinstance(name, str) else None, num_sms=sms if isinstance(sms, int) else None,
                               world_size=_int(info.get("world_size")), rank=_int(info.get("rank")),
                               backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
-                              nccl_version=info.get("nccl_version") if isinstance(info.get("nccl_version"), str) else None,
+                              nccl_version=_nccl_version(prof),
                               batch_size=batch, batch_size_source=source)
 
 

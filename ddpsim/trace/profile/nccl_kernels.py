@@ -1,41 +1,47 @@
-"""What an NCCL kernel's name and launch say: collective, algorithm, protocol, channels.
+"""What an NCCL kernel launch says of the collective that ran: collective, algorithm, protocol, channels.
 
-NCCL names its device functions after the collective, reduction, type, algorithm and protocol
-(NVIDIA/nccl ``src/device/generate.py``; before 2.19 ``src/collectives/device/``): e.g.
-``ncclKernel_AllReduce_RING_LL_Sum_float`` (<= 2.18) or ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``
-(>= 2.19). A kernel launched through the generic entry (``ncclDevKernel_Generic``) names no
-algorithm or protocol: they are then None. NCCL launches one CUDA block per channel
-(``enqueue.cc``: ``grid = {nChannels, 1, 1}``), so the grid's x dimension is the channel count.
+NCCL compiles one kernel per collective and type, in its LL variant only, and runs every
+protocol inside it. Up to 2.18, ``NCCL_FUNC5`` in ``src/enqueue.cc`` points LL, LL128 and Simple
+at ``ncclKernel_<Coll>_<ALGO>_LL_Sum_<type>``: the name gives the algorithm. From 2.19,
+``best_kernel`` in ``src/device/generate.py`` points Tree at ``ncclDevKernel_<Coll>_Sum_<ty>_TREE_LL``
+and every other algorithm at the ``RING_LL`` kernel: the name gives only tree or not. No name
+gives the protocol. The launch's block size does, as ``enqueue.cc`` sets it per (algorithm,
+protocol) with NCCL's default thread counts (``NCCL_NTHREADS`` unset):
+
+- ring Simple: 512 threads (256 where the ring is no faster than PCIe), halved while the
+  message is small, plus one sync warp;
+- LL: 512, halved likewise; LL128: 640 or 320;
+- tree Simple: 512 halved, plus four warps; from 2.23 every tree launch takes 640;
+- NVLS and NVLS-Tree (Simple only): 640.
+
+Every block has at least 3 warps, from 2.22 at least 4. CollNet (SHARP) is left out: ddpsim
+does not model it. :func:`candidates` keeps the (algorithm, protocol) pairs that both the name
+and the block allow. NCCL launches one block per channel, so the grid's x dimension is the
+channel count.
 """
 
 from __future__ import annotations
 
 import re
 
-ALGORITHMS = ("COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS_TREE", "NVLS", "RING", "TREE", "PAT")
-PROTOCOLS = ("LL128", "LL", "SIMPLE")
-_ALGO = re.compile(r"_(" + "|".join(ALGORITHMS) + r")(?=_|\(|$)")
-_PROTO = re.compile(r"_(" + "|".join(PROTOCOLS) + r")(?=_|\(|$)")
+ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree")
+PROTOCOLS = ("ll", "ll128", "simple")
+_OLD = re.compile(r"^ncclKernel_[A-Za-z]+_(RING|TREE|NVLS_TREE|NVLS|COLLNET_DIRECT|COLLNET_CHAIN)_LL_")
+_NEW = re.compile(r"^ncclDevKernel_[A-Za-z]+(?:_[A-Za-z0-9]+)*?_(RING|TREE)_LL$")
 _COLL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 #: NCCL's collective names (kernel name part) -> c10d's ``Collective name``
 _COLLECTIVES = {"AllReduce": "allreduce", "Broadcast": "broadcast", "AllGather": "allgather",
                 "ReduceScatter": "reduce_scatter", "Reduce": "reduce", "SendRecv": "sendrecv"}
+_WARP = 32
 
 
 def _base(name: str) -> str:
     return name.split("(", 1)[0]
 
 
-def algorithm(name: str) -> str | None:
-    """``RING``, ``TREE``, ... from an NCCL kernel name; None when the name does not say."""
-    m = _ALGO.search(_base(name))
-    return m.group(1) if m else None
-
-
-def protocol(name: str) -> str | None:
-    """``LL``, ``LL128`` or ``SIMPLE`` from an NCCL kernel name; None when the name does not say."""
-    m = _PROTO.search(_base(name))
-    return m.group(1) if m else None
+def _version(text: str | None) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def collective(name: str) -> str | None:
@@ -47,3 +53,64 @@ def collective(name: str) -> str | None:
 def channels(grid: tuple[int, ...] | None) -> int | None:
     """The channel count of an NCCL launch: its grid's x dimension."""
     return grid[0] if grid else None
+
+
+def _named_algorithms(name: str) -> tuple[str, ...]:
+    """The algorithms a kernel of this name can run (module docstring); () for none ddpsim models."""
+    base = _base(name)
+    if m := _OLD.match(base):
+        algo = m.group(1).lower()
+        return (algo,) if algo in ALGORITHMS else ()
+    if m := _NEW.match(base):
+        return ("tree",) if m.group(1) == "TREE" else ("ring", "nvls", "nvls_tree")
+    return ALGORITHMS if base == "ncclDevKernel_Generic" else ()
+
+
+def _halvings(threads: int) -> list[int]:
+    """``threads`` and what NCCL's loop halves it to for smaller messages (while a multiple of 128)."""
+    out = [threads]
+    while out[-1] % 128 == 0:
+        out.append(out[-1] // 2)
+    return out
+
+
+def block_sizes(algorithm: str, protocol: str, version: tuple[int, int]) -> frozenset[int]:
+    """The block sizes NCCL ``version`` launches an (algorithm, protocol) with (module docstring)."""
+    if algorithm in ("nvls", "nvls_tree"):
+        sizes = [640] if protocol == "simple" else []
+    elif algorithm == "tree" and version >= (2, 23):
+        sizes = [640]
+    elif protocol == "ll128":
+        sizes = _halvings(640)
+    elif protocol == "ll":
+        sizes = _halvings(512)
+    elif algorithm == "ring":
+        sizes = [t + _WARP for t in _halvings(512) + _halvings(256)]
+    else:  # tree Simple before 2.23
+        sizes = [t + 4 * _WARP for t in _halvings(512)]
+    floor = 4 * _WARP if version >= (2, 22) else 3 * _WARP
+    return frozenset(max(t, floor) for t in sizes)
+
+
+def candidates(name: str, block: tuple[int, ...] | None, nccl_version: str | None) -> tuple[tuple[str, str], ...]:
+    """The (algorithm, protocol) pairs an NCCL launch of kernel ``name`` with ``block`` threads
+    can have run under ``nccl_version`` (the profile's; None: any release its naming allows).
+    A block no default thread count gives (``NCCL_NTHREADS`` set), or none, rules nothing out."""
+    algos = _named_algorithms(name)
+    v = _version(nccl_version)
+    if v is None:
+        old = _OLD.match(_base(name)) is not None
+        versions = [(2, 18)] if old else [(2, 19), (2, 22), (2, 23)]
+    else:
+        versions = [v]
+    named = [(a, p) for a in algos for p in PROTOCOLS if a in ("ring", "tree") or p == "simple"]
+    fits = [(a, p) for a, p in named if block and any(block[0] in block_sizes(a, p, ver) for ver in versions)]
+    return tuple(fits or named)
+
+
+def ran(name: str, block: tuple[int, ...] | None, nccl_version: str | None) -> tuple[str | None, str | None]:
+    """The algorithm and the protocol an NCCL launch ran, each None where :func:`candidates`
+    leaves more than one (or none)."""
+    pairs = candidates(name, block, nccl_version)
+    algos, protos = {a for a, _ in pairs}, {p for _, p in pairs}
+    return (algos.pop() if len(algos) == 1 else None, protos.pop() if len(protos) == 1 else None)

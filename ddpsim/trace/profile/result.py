@@ -74,14 +74,14 @@ class CollectiveKernel:
             else from its name).
         bucket_index: the gradient bucket it reduces (None: not a backward bucket, e.g. the
             forward's buffer broadcast).
-        numel: elements (``In msg nelems``).
+        numel: elements (``In msg nelems``); None where the profile does not record them.
         dtype: ddpsim's dtype name.
         start_s: kernel start after the step's start.
         duration_s: kernel duration: the transfer plus any wait for the other ranks.
-        algorithm: ``RING``, ``TREE``, ``NVLS``, ``COLLNET_DIRECT``, ... from the kernel name
-            (``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``);
-            None when the name does not say.
-        protocol: ``LL``, ``LL128`` or ``SIMPLE`` from the kernel name; None when it does not say.
+        algorithm: ``ring``, ``tree``, ``nvls`` or ``nvls_tree``, as the kernel's name and block size
+            and the run's NCCL version say (:func:`ddpsim.trace.profile.nccl_kernels.ran`); None when
+            they leave several.
+        protocol: ``ll``, ``ll128`` or ``simple``, likewise (never the one in the kernel's name).
         channels: the launch grid's x dimension (NCCL launches one block per channel).
         launch_cpu_s: when the CPU launched it (the cuda runtime call tied by correlation id).
     """
@@ -89,7 +89,7 @@ class CollectiveKernel:
     iteration: int
     collective: str
     bucket_index: int | None
-    numel: int
+    numel: int | None
     dtype: str
     start_s: float
     duration_s: float
@@ -111,7 +111,7 @@ class BucketCollective:
     """
 
     bucket_index: int
-    numel: int
+    numel: int | None
     dtype: str
     algorithm: str | None
     protocol: str | None
@@ -123,10 +123,10 @@ class BucketCollective:
 
     def bus_bytes_per_s(self, world_size: int) -> float | None:
         """The all-reduce's bus bandwidth over ``transfer_s``, as nccl-tests reports it
-        (``PERFORMANCE.md``: bytes / time x 2(n-1)/n); None for one rank or no time."""
+        (``PERFORMANCE.md``: bytes / time x 2(n-1)/n); None for one rank, no time or no size."""
         from ddpsim.units import DTYPE_SIZE_BYTES
 
-        if world_size < 2 or self.transfer_s <= 0:
+        if world_size < 2 or self.transfer_s <= 0 or self.numel is None:
             return None
         return self.numel * DTYPE_SIZE_BYTES[self.dtype] / self.transfer_s * 2 * (world_size - 1) / world_size
 

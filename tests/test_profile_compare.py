@@ -62,8 +62,18 @@ def test_kernel_kinds_and_nccl_names_as_hta_and_nccl_name_them():
     assert kernel_kind("Memcpy DtoD (Device -> Device)") == "memory"
     assert kernel_kind("Memset (Device)") == "memory"
     assert kernel_kind("void cudnn::bn_bw_1C11_kernel_new<float>") == "comp"
-    assert preset_for("NVIDIA A100-PG509-200") == "dgx-a100" and preset_for("NVIDIA H100 80GB HBM3") == "dgx-h100"
-    assert preset_for("Tesla V100-SXM2-32GB") is None
+
+
+@pytest.mark.parametrize("gpu, preset", [
+    ("NVIDIA A100-PG509-200", ("dgx-a100", 8)), ("NVIDIA A100-SXM4-40GB", ("dgx-a100", 8)),
+    ("NVIDIA A100 80GB PCIe", ("pcie", 8)), ("NVIDIA H100 80GB HBM3", ("dgx-h100", 8)),
+    ("Tesla V100-SXM2-32GB", ("dgx-v100", 8)), ("NVIDIA H200", ("dgx-h200", 8)), ("NVIDIA B200", ("dgx-b200", 8)),
+    ("NVIDIA GB200", ("gb200-nvl72", 72)), ("NVIDIA L40S", ("pcie-l40s", 8)),
+    ("NVIDIA H100 PCIe", None), ("NVIDIA GeForce RTX 4090", None), (None, None),
+])
+def test_a_profiles_gpu_names_its_catalogue_system(gpu, preset):
+    # the GPU family (the catalogue model's first part) and PCIe or not, as torch names the device
+    assert preset_for(gpu) == preset
 
 
 # ---- a hand-made profile ------------------------------------------------------------------------
@@ -299,8 +309,9 @@ def test_cli_on_the_hand_profile(tmp_path, capsys):
 
 @pytest.mark.parametrize("edit,args,match", [
     (lambda d: None, ["--scenario", "WORLD4"], r"--scenario: world_size 4 is not accepted; expected the profile's world size 2"),
-    (lambda d: d["deviceProperties"][0].update(name="Tesla V100-SXM2-32GB"), [],
-     r"GPU 'Tesla V100-SXM2-32GB' has no topology preset; expected an A100 or H100 profile, or --scenario"),
+    (lambda d: d["deviceProperties"][0].update(name="NVIDIA GeForce RTX 4090"), [],
+     r"GPU 'NVIDIA GeForce RTX 4090' has no system in the hardware catalogue; expected a GPU of 'ddpsim topology --list', "
+     r"or --scenario"),
     (lambda d: None, ["SAME"], r"PROFILE: world sizes \[2\] and ranks \[0, 0\] are not accepted; expected profiles of one run"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, edit, args, match):

@@ -16,7 +16,8 @@ Import the profile of one rank (or of every rank) of a real DDP run (the Chrome/
 that torch.profiler's export_chrome_trace or tensorboard_trace_handler writes, .json or
 .json.gz; the same import as 'ddpsim trace --from-profile'), simulate the same configuration
 -- the run's world size, the model's parameters and gradient-ready times from the profile,
-the topology of its GPU (A100: dgx-a100, H100: dgx-h100; others need --scenario), DDP's
+the catalogue system of its GPU on as many nodes as the ranks fill (V100: dgx-v100, A100:
+dgx-a100, H100: dgx-h100, H200, B200, GB200, L40S likewise; others need --scenario), DDP's
 default options or --scenario's, and DDP's host costs measured on the profile's CPU timeline
 -- through the same path as every ddpsim simulation, and write a report folder:
 

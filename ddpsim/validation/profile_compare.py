@@ -3,8 +3,8 @@
 The measured side is :mod:`ddpsim.validation.profile_measure`. The predicted side is ddpsim's one path into a simulation
 (:func:`ddpsim.pipeline.inputs.build_point_inputs`) on a trace made from the same profile
 (:func:`~ddpsim.validation.profile_measure.effective_trace`: the phases and the gradient-ready times on the critical path, so
-a host-bound run is simulated host-bound), the run's world size, a topology picked from the GPU
-(``A100`` -> ``dgx-a100``, ``H100`` -> ``dgx-h100``, else ``--scenario``'s cluster), DDP's default
+a host-bound run is simulated host-bound), the run's world size, the hardware catalogue's system of
+the profile's GPU on as many nodes as the ranks fill (:func:`preset_for`; else ``--scenario``'s cluster), DDP's default
 options (or the scenario's), and DDP's host costs measured from the same CPU timeline
 (:func:`~ddpsim.validation.profile_measure.host_costs_from_steps`). The simulated step plus the measured ``other`` time is the
 predicted step. Compute is an input; what is predicted is DDP's buckets, when each all-reduce
@@ -14,6 +14,7 @@ step's error to each term (:func:`attribution`).
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import replace
 from typing import Any, Sequence
@@ -29,15 +30,26 @@ from ddpsim.validation.profile_timeline import StepTimeline
 
 # ---- the predicted side -----------------------------------------------------------------------
 
-#: a profile's GPU name -> the topology preset of its box (the run's ranks are GPUs of one node)
-GPU_PRESETS = (("H100", "dgx-h100"), ("A100", "dgx-a100"))
 #: iterations simulated: DDP's first (construction-time buckets), the rebuild, then steady ones
 SIM_ITERATIONS = 6
 
 
-def preset_for(gpu_name: str | None) -> str | None:
-    """The topology preset of a profile's GPU (:data:`GPU_PRESETS`), or None."""
-    return next((preset for key, preset in GPU_PRESETS if gpu_name and key in gpu_name.upper()), None)
+def preset_for(gpu_name: str | None) -> tuple[str, int] | None:
+    """The hardware catalogue's first system whose GPU the profile's GPU name names, with its
+    GPUs per node: the same family (the model's first part, ``V100`` of ``V100-SXM2-32GB``) and
+    the same form (PCIe or not). ``Tesla V100-SXM2-32GB`` -> ``dgx-v100``, ``NVIDIA A100-PG509-200``
+    -> ``dgx-a100``, ``NVIDIA H100 80GB HBM3`` -> ``dgx-h100``; None where no system matches."""
+    from ddpsim.hardware.catalogue import bundled
+
+    if not gpu_name:
+        return None
+    words = set(re.split(r"[\s_-]+", gpu_name.upper()))
+    cat = bundled()
+    for name, system in cat.systems.items():
+        model = cat.gpus[system.gpu].model.upper()
+        if model.split("-")[0] in words and ("PCIE" in model) == ("PCIE" in words):
+            return name, system.gpus_per_node
+    return None
 
 
 def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size: int, host: HostCosts,
@@ -52,11 +64,13 @@ def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size
     from ddpsim.pipeline.scenario import scenario_from_dict
 
     if scenario is None:
-        preset = preset_for(gpu_name)
-        if preset is None:
-            raise InputError(f"profile: GPU {gpu_name!r} has no topology preset; expected an A100 or H100 profile, "
-                             "or --scenario naming the cluster the run used")
-        scenario = scenario_from_dict({"name": name, "trace": source, "cluster": {"topology": preset, "nodes": 1},
+        found = preset_for(gpu_name)
+        if found is None:
+            raise InputError(f"profile: GPU {gpu_name!r} has no system in the hardware catalogue; expected a GPU of "
+                             "'ddpsim topology --list', or --scenario naming the cluster the run used")
+        preset, per_node = found
+        nodes = -(-world_size // per_node)
+        scenario = scenario_from_dict({"name": name, "trace": source, "cluster": {"topology": preset, "nodes": nodes},
                                        "world_size": world_size, "sweep": {"bucket_cap_mb": [None]}, "timelines": []},
                                       source="ddpsim compare")
     elif scenario.world_size not in (None, world_size):

@@ -54,6 +54,10 @@ def findings(data: dict[str, Any]) -> list[str]:
 
 
 def _plan_finding(plan: dict[str, Any]) -> str:
+    if not plan["recorded_numels"]:
+        return (f"Buckets: the profile does not record the run's bucket sizes (its record_param_comms ops carry no "
+                f"'In msg nelems'); ddpsim's plan ({', '.join(f'{n:,}' for n in plan['predicted_numels'])} elements) is "
+                "matched with the run's all-reduces by index below.")
     if plan["matches"]:
         return (f"Buckets: ddpsim's plan equals the run's own {len(plan['recorded_numels'])} buckets "
                 f"({', '.join(f'{n:,}' for n in plan['recorded_numels'])} elements, launch order).")
@@ -64,7 +68,8 @@ def _plan_finding(plan: dict[str, Any]) -> str:
 def _comm_findings(data: dict[str, Any]) -> list[str]:
     bs = data["buckets"]
     if not bs:
-        return ["All-reduces: the run launched none (one rank, or no NCCL kernels in the profile)."]
+        return ["All-reduces: no NCCL all-reduce kernel was launched from the backward (one rank, no NCCL kernels in "
+                "the profile, or all-reduces outside DDP's autograd hooks)."]
     model = f"{bs[0]['model_algorithm']}/{bs[0]['model_protocol']}"
     ran = {f"{b['measured_algorithm'] or '?'}/{b['measured_protocol'] or '?'}" for b in bs}
     forced = [b["model_as_run_s"] for b in bs if b["model_as_run_s"] is not None]

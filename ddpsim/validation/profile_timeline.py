@@ -251,7 +251,7 @@ def _step(ix: _Index, span: dict[str, Any]) -> StepTimeline | None:
         gpu_done={k: _opt(ix.done_before(t), s) for k, t in (
             ("forward", fwd_start), ("module", module), ("backward", bwd_start), ("backward_end", bwd_end),
             ("optimizer_end", _end(opt) if opt is not None else bwd_end))},
-        hooks=_hooks(bwd_ops, ix, s), launches=tuple(BucketLaunch(start_s=s(a["ts"]), op_s=a["dur"] * 1e-6, enqueue_s=q)
+        hooks=_hooks(_with_other_threads_grads(bwd_ops, ops, autograd_tid), ix, s), launches=tuple(BucketLaunch(start_s=s(a["ts"]), op_s=a["dur"] * 1e-6, enqueue_s=q)
                                                  for a, q in launches),
         allreduces=tuple(_comm_kernel(k, s) for k in bwd_comm if kernel_kind(k["name"]) == "comm" and "AllReduce" in k["name"]),
         intervals=tuple((s(k["ts"]), s(_end(k)), kernel_kind(k["name"])) for k in dev),
@@ -284,6 +284,16 @@ def _module_start(ix: _Index, main: list[dict[str, Any]], ddp: dict[str, Any]) -
 
 def _opt(t: float | None, s: Any) -> float | None:
     return None if t is None else s(t)
+
+
+def _with_other_threads_grads(bwd_ops: list[dict[str, Any]], ops: list[dict[str, Any]], tid: Any) -> list[dict[str, Any]]:
+    """``bwd_ops`` with the AccumulateGrad ops other threads ran inside the backward (the
+    autograd engine runs a CPU-side node on the thread that called backward), in time order, as
+    the import counts them."""
+    t0, t1 = bwd_ops[0]["ts"], max(_end(e) for e in bwd_ops)
+    other = [e for e in ops if e.get("tid") != tid and e.get("name") in (_ACCUMULATE, _EVALUATE_ACCUMULATE)
+             and t0 <= e["ts"] <= t1]
+    return sorted(bwd_ops + other, key=lambda e: e["ts"]) if other else bwd_ops
 
 
 def _hooks(bwd_ops: list[dict[str, Any]], ix: _Index, s: Any) -> tuple[HookSpan, ...]:

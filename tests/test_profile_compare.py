@@ -226,6 +226,29 @@ def test_a100_steps_from_the_raw_events(a100_steps, a100_raw):
         assert (b.backward_s, b.backward_end_s) == pytest.approx((st.backward_cpu_start_s, st.backward_cpu_end_s))
 
 
+def test_gradients_accumulated_on_the_calling_thread_count(tmp_path, a100_raw):
+    """The autograd engine runs a CPU-side AccumulateGrad on the thread that called backward: the
+    fixture with one gradient per step moved to the ProfilerStep's thread keeps 161 hooks a step,
+    as the import counts them, in time order."""
+    import copy
+
+    events = copy.deepcopy(a100_raw)
+    spans = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    names = ("torch::autograd::AccumulateGrad", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad")
+    for span in spans:
+        inside = sorted((e for e in events if e.get("name") in names and span["ts"] <= e["ts"] <= span["ts"] + span["dur"]),
+                        key=lambda e: e["ts"])
+        for e in inside[10:12]:  # the 6th gradient's evaluate_function and its AccumulateGrad
+            e["tid"] = span["tid"]
+    path = tmp_path / "moved.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    steps = step_timelines(read_events(path))
+    plain = step_timelines(read_events(A100))
+    for st, ref in zip(steps, plain, strict=True):
+        assert len(st.hooks) == 161
+        assert [h.op_end_s for h in st.hooks] == pytest.approx([h.op_end_s for h in ref.hooks])
+
+
 def test_a100_hta_overlap_against_the_raw_events(a100_steps, a100_raw):
     """HTA's figure over every kernel, copy and set of the three steps, recomputed from the raw file."""
     t0, t1 = a100_steps[0].start_us, a100_steps[-1].start_us + a100_steps[-1].step_s * 1e6

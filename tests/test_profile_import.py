@@ -286,6 +286,16 @@ def test_block_size_says_the_protocol_of_an_old_ring_kernel(block, version, ran)
     assert nccl_kernels.ran("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", block, version) == ran
 
 
+def test_the_block_size_is_read_on_nvidia_warps_only():
+    # RCCL (ROCm, 64-thread wavefronts) sizes its blocks otherwise: such a profile is read by name only
+    nvidia, rocm = [{"id": 0, "warpSize": 32}], [{"id": 0, "name": "AMD Radeon Graphics", "warpSize": 64}]
+    assert nccl_kernels.block_of((544, 1, 1), nvidia) == (544, 1, 1)
+    assert nccl_kernels.block_of((544, 1, 1), []) == (544, 1, 1)
+    assert nccl_kernels.block_of((320, 1, 1), rocm) is None
+    old = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+    assert nccl_kernels.ran(old, nccl_kernels.block_of((320, 1, 1), rocm), "2.18.3") == ("ring", None)
+
+
 def test_block_size_and_version_for_kernels_named_after_2_19():
     ring = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
     tree = "ncclDevKernel_AllReduce_Sum_bf16_TREE_LL(ncclDevKernelArgsStorage<4096ul>)"

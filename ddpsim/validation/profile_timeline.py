@@ -143,7 +143,8 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
     for g in prof.gpu:
         args = {"correlation": g.correlation, "In msg nelems": (g.args or {}).get("In msg nelems")}
         if g.is_nccl:
-            args["algorithm"], args["protocol"] = nccl_kernels.ran(g.name, g.block, version)
+            args["algorithm"], args["protocol"] = nccl_kernels.ran(
+                g.name, nccl_kernels.block_of(g.block, prof.device_properties), version)
         out.append({"cat": g.cat, "name": g.name, "ts": g.ts, "dur": g.dur, "args": args})
     return out
 

@@ -108,7 +108,7 @@ class _Steps:
         ready = tuple(min(max(0.0, (r - bwd_gpu0) * US), bwd.gpu_s) for r in ready_us)
         index = len(self.iterations)
         buckets = _buckets(s, w, accumulate, path)
-        self.collectives += _kernels(s, index, buckets, w, _nccl_version(self.prof))
+        self.collectives += _kernels(s, index, buckets, w, _nccl_version(self.prof), self.prof.device_properties)
         self.grad_shapes.append([_first_dims(o.args) for o in accumulate])
         self.grad_work.append(_hook_work(s, accumulate))
         gpu = [lz.op for lz in s.launched]
@@ -200,7 +200,7 @@ def _nccl_version(prof: KinetoProfile) -> str | None:
 
 
 def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, int | None]],
-             w: st.PhaseWindows, nccl_version: str | None) -> list[CollectiveKernel]:
+             w: st.PhaseWindows, nccl_version: str | None, device_properties: list[dict]) -> list[CollectiveKernel]:
     by_ext = {ext: b.index for b, ext in buckets if ext is not None}
     t0 = s.window.start
     nccl = [lz for lz in s.launched if lz.op.is_nccl]
@@ -217,7 +217,7 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
         except InputError:
             dtype = "float32"
         bucket = by_ext.get(g.ext_id) if by_ext else by_order.get(id(lz))
-        algorithm, protocol = nccl_kernels.ran(g.name, g.block, nccl_version)
+        algorithm, protocol = nccl_kernels.ran(g.name, nccl_kernels.block_of(g.block, device_properties), nccl_version)
         out.append(CollectiveKernel(
             iteration=index, collective=str(args.get("Collective name") or nccl_kernels.collective(g.name) or "unknown"),
             bucket_index=bucket, numel=numel if isinstance(numel, int) else None, dtype=dtype, start_s=(g.ts - t0) * US,

@@ -15,7 +15,9 @@ protocol) with NCCL's default thread counts (``NCCL_NTHREADS`` unset):
 - NVLS and NVLS-Tree (Simple only): 640.
 
 Every block has at least 3 warps, from 2.22 at least 4. CollNet (SHARP) is left out: ddpsim
-does not model it. :func:`candidates` keeps the (algorithm, protocol) pairs that both the name
+does not model it. The block sizes are NCCL's on NVIDIA's 32-thread warps; ROCm's RCCL sizes
+its 64-thread wavefronts otherwise, so a profile whose GPUs report another warp size is read
+by name only (:func:`block_of`). :func:`candidates` keeps the (algorithm, protocol) pairs that both the name
 and the block allow. NCCL launches one block per channel, so the grid's x dimension is the
 channel count.
 """
@@ -53,6 +55,13 @@ def collective(name: str) -> str | None:
 def channels(grid: tuple[int, ...] | None) -> int | None:
     """The channel count of an NCCL launch: its grid's x dimension."""
     return grid[0] if grid else None
+
+
+def block_of(block: tuple[int, ...] | None, device_properties: list[dict]) -> tuple[int, ...] | None:
+    """``block`` where every GPU of the profile (its ``deviceProperties``) has 32-thread warps,
+    else None: the thread counts of :func:`block_sizes` are NVIDIA NCCL's."""
+    warps = {d.get("warpSize", 32) for d in device_properties}
+    return block if warps <= {32} else None
 
 
 def _named_algorithms(name: str) -> tuple[str, ...]:

@@ -74,6 +74,17 @@ def test_wrong_version(tmp_path, good, version, expected):
     assert load_error(tmp_path, good) == f"version: {version!r} is not accepted; expected {expected}"
 
 
+def test_a_profile_given_as_a_trace_names_the_import(tmp_path):
+    # a torch.profiler (Kineto) file where a ddpsim trace is expected: one line naming the command that converts it
+    f = tmp_path / "rank0.json"
+    f.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "ProfilerStep#1"}]}))
+    with pytest.raises(InputError) as exc:
+        load_trace(f)
+    assert str(exc.value) == (f"trace: {shorten(str(f))} is a Chrome/Kineto trace (traceEvents), not a ddpsim trace; "
+                              "expected a trace JSON written by 'ddpsim trace' (a torch.profiler trace becomes one with "
+                              f"'ddpsim trace --from-profile {shorten(str(f))} --out trace.json')")
+
+
 def test_missing_format(tmp_path, good):
     del good["format"]
     assert "format: missing; expected this key" in load_error(tmp_path, good)

@@ -260,6 +260,10 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
 def load_trace(path: str | Path) -> Trace:
     """Load and validate a trace file. Raises InputError naming the file and the key."""
     data = read_json(path, "trace", "a trace JSON written by 'ddpsim trace'")
+    if isinstance(data, dict) and "traceEvents" in data and "format" not in data:
+        raise InputError(f"trace: {shorten(str(path))} is a Chrome/Kineto trace (traceEvents), not a ddpsim trace; expected "
+                         f"a trace JSON written by 'ddpsim trace' (a torch.profiler trace becomes one with 'ddpsim trace "
+                         f"--from-profile {shorten(str(path))} --out trace.json')")
     return trace_from_dict(data, source=f"trace {shorten(str(path))}")
 
 

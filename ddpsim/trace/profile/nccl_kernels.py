@@ -15,11 +15,11 @@ protocol) with NCCL's default thread counts (``NCCL_NTHREADS`` unset):
 - NVLS and NVLS-Tree (Simple only): 640.
 
 Every block has at least 3 warps, from 2.22 at least 4. CollNet (SHARP) is left out: ddpsim
-does not model it. The block sizes are NCCL's on NVIDIA's 32-thread warps; ROCm's RCCL sizes
-its 64-thread wavefronts otherwise, so a profile whose GPUs report another warp size is read
-by name only (:func:`block_of`). :func:`candidates` keeps the (algorithm, protocol) pairs that both the name
-and the block allow. NCCL launches one block per channel, so the grid's x dimension is the
-channel count.
+does not model it. These are NCCL's sizes on NVIDIA's 32-thread warps; ROCm's RCCL sizes its
+64-thread wavefronts otherwise, so a profile whose GPUs report another warp size is read by
+name only (:func:`block_of`). :func:`candidates` keeps the (algorithm, protocol) pairs that
+both the name and the block allow. NCCL launches one block per channel, so the grid's x
+dimension is the channel count.
 """
 
 from __future__ import annotations

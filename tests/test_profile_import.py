@@ -265,9 +265,9 @@ def test_nccl_kernel_names_of_both_naming_schemes():
     assert nccl_kernels.candidates("ncclKernel_AllReduce_NVLS_LL_Sum_float", None, "2.18.3") == (("nvls", "simple"),)
     # from 2.19 every algorithm but tree runs in the RING_LL kernel (generate.py's best_kernel)
     assert {a for a, _ in nccl_kernels.candidates(new, None, "2.28.9")} == {"ring", "nvls", "nvls_tree"}
-    assert nccl_kernels.ran("ncclDevKernel_AllReduce_Sum_bf16_TREE_LL(x)", None, "2.28.9") == ("tree", None)
+    assert nccl_kernels.ran("ncclDevKernel_AllReduce_Sum_bf16_TREE_LL(x)", None, "2.28.9") == ("tree", None, "tree/?")
     assert nccl_kernels.collective("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL") == "reduce_scatter"
-    assert nccl_kernels.ran("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", None, None) == (None, None)
+    assert nccl_kernels.ran("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", None, None) == (None, None, "?")
     assert nccl_kernels.candidates("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", (640, 1, 1), None) == ()
 
 
@@ -283,7 +283,7 @@ def test_nccl_kernel_names_of_both_naming_schemes():
     ((1024, 1, 1), "2.28.9", ("ring", None)),      # no default thread count: NCCL_NTHREADS was set
 ])
 def test_block_size_says_the_protocol_of_an_old_ring_kernel(block, version, ran):
-    assert nccl_kernels.ran("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", block, version) == ran
+    assert nccl_kernels.ran("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", block, version)[:2] == ran
 
 
 def test_the_block_size_is_read_on_nvidia_warps_only():
@@ -293,21 +293,21 @@ def test_the_block_size_is_read_on_nvidia_warps_only():
     assert nccl_kernels.block_of((544, 1, 1), []) == (544, 1, 1)
     assert nccl_kernels.block_of((320, 1, 1), rocm) is None
     old = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
-    assert nccl_kernels.ran(old, nccl_kernels.block_of((320, 1, 1), rocm), "2.18.3") == ("ring", None)
+    assert nccl_kernels.ran(old, nccl_kernels.block_of((320, 1, 1), rocm), "2.18.3") == ("ring", None, "ring/?")
 
 
 def test_block_size_and_version_for_kernels_named_after_2_19():
     ring = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
     tree = "ncclDevKernel_AllReduce_Sum_bf16_TREE_LL(ncclDevKernelArgsStorage<4096ul>)"
-    assert nccl_kernels.ran(ring, (544, 1, 1), "2.28.9") == ("ring", "simple")
+    assert nccl_kernels.ran(ring, (544, 1, 1), "2.28.9") == ("ring", "simple", "ring/simple")
     # 640 threads: ring LL128, or NVLS / NVLS-Tree (Simple, NCCL_MAX_NTHREADS): left open
     assert nccl_kernels.candidates(ring, (640, 1, 1), "2.28.9") == (("ring", "ll128"), ("nvls", "simple"),
                                                                      ("nvls_tree", "simple"))
-    assert nccl_kernels.ran(ring, (640, 1, 1), "2.28.9") == (None, None)
+    assert nccl_kernels.ran(ring, (640, 1, 1), "2.28.9") == (None, None, "ring/ll128 or nvls/simple or nvls_tree/simple")
     # tree Simple adds four warps before 2.23; from 2.23 every tree launch takes 640 threads
-    assert nccl_kernels.ran(tree, (384, 1, 1), "2.21.5") == ("tree", "simple")
-    assert nccl_kernels.ran(tree, (640, 1, 1), "2.23.4") == ("tree", None)
-    assert nccl_kernels.ran(tree, (384, 1, 1), "2.23.4") == ("tree", None)  # not a default: rules nothing out
+    assert nccl_kernels.ran(tree, (384, 1, 1), "2.21.5")[:2] == ("tree", "simple")
+    assert nccl_kernels.ran(tree, (640, 1, 1), "2.23.4")[:2] == ("tree", None)
+    assert nccl_kernels.ran(tree, (384, 1, 1), "2.23.4")[:2] == ("tree", None)  # not a default: rules nothing out
     # 2.22 raised the floor to 4 warps: 96 is no longer launched
     assert nccl_kernels.block_sizes("ring", "ll", (2, 21)) == {512, 256, 128, 96}
     assert nccl_kernels.block_sizes("ring", "ll", (2, 22)) == {512, 256, 128}

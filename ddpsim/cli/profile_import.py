@@ -60,7 +60,7 @@ def summary(imp: Any, check: Any) -> str:
     for bc in imp.bucket_collectives:
         busbw = bc.bus_bytes_per_s(env.world_size or 1)
         size = f"{bc.numel:,} x {bc.dtype}" if bc.numel is not None else "(size not recorded)"
-        lines.append(f"  bucket {bc.bucket_index}: all-reduce {size}, {bc.algorithm or '?'}/{bc.protocol or '?'}, "
+        lines.append(f"  bucket {bc.bucket_index}: all-reduce {size}, {bc.ran}, "
                      f"{bc.channels} channels; kernel {', '.join(_ms(d) for d in bc.duration_s)} ms; "
                      f"transfer (min over steps) {_ms(bc.transfer_s)} ms"
                      + (f", bus bandwidth {busbw / 1e9:.1f} GB/s" if busbw else ""))

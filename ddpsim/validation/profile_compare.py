@@ -154,7 +154,8 @@ def bucket_rows(predicted: list[dict[str, Any]], measured: list[dict[str, Any]],
                      "model_as_run_s": None if f is None else f.time_s,
                      "measured_launch_s": m["launch_s"], "measured_start_s": m["start_s"], "measured_duration_s": m["duration_s"],
                      "measured_transfer_bound_s": m["transfer_bound_s"], "measured_wait_mean_s": m["wait_mean_s"],
-                     "measured_algorithm": m["algorithm"], "measured_protocol": m["protocol"]})
+                     "measured_algorithm": m["algorithm"], "measured_protocol": m["protocol"],
+                     "measured_ran": m["ran"]})
     return rows
 
 

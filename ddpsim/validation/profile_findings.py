@@ -71,14 +71,14 @@ def _comm_findings(data: dict[str, Any]) -> list[str]:
         return ["All-reduces: no NCCL all-reduce kernel was launched from the backward (one rank, no NCCL kernels in "
                 "the profile, or all-reduces outside DDP's autograd hooks)."]
     model = f"{bs[0]['model_algorithm']}/{bs[0]['model_protocol']}"
-    ran = {f"{b['measured_algorithm'] or '?'}/{b['measured_protocol'] or '?'}" for b in bs}
+    ran = {b["measured_ran"] for b in bs}
     forced = [b["model_as_run_s"] for b in bs if b["model_as_run_s"] is not None]
     line = transfer_line(bs)
     text = (f"All-reduce time: the NCCL model ({model}) predicts {_ms(min(b['model_s'] for b in bs))} to "
             f"{_ms(max(b['model_s'] for b in bs))} per bucket; the profile's kernels took {_ms(min(b['measured_duration_s'] for b in bs))} "
             f"to {_ms(max(b['measured_duration_s'] for b in bs))} (median over steps), the fastest "
             f"{_ms(min(b['measured_transfer_bound_s'] for b in bs))} to {_ms(max(b['measured_transfer_bound_s'] for b in bs))}. "
-            f"They ran {', '.join(sorted(ran))} (from the kernels' names and block sizes"
+            f"They ran {'; '.join(sorted(ran))} (from the kernels' names and block sizes"
             + ("; '?': not told apart)" if any("?" in r for r in ran) else ")"))
     if forced:
         text += f"; with that forced the model gives {_ms(min(forced))} to {_ms(max(forced))}"

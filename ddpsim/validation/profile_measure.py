@@ -148,7 +148,7 @@ def step_figures(st: StepTimeline, nxt: StepTimeline | None = None, numels: Sequ
     picked = [(j, st.allreduces[j]) for j in bucket_kernels(st, numels)]
     out["buckets"] = [{"bucket": i, "numel": k.numel, "launch_s": (st.launches[j].start_s if j < len(st.launches) else k.start_s) - b.start_s,
                        "start_s": k.start_s - b.start_s, "end_s": k.end_s - b.start_s, "duration_s": k.duration_s,
-                       "algorithm": k.algorithm, "protocol": k.protocol}
+                       "algorithm": k.algorithm, "protocol": k.protocol, "ran": k.ran}
                       for i, (j, k) in enumerate(picked)]
     return out
 
@@ -242,6 +242,7 @@ def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         bs = [f["buckets"][i] for f in figs]
         durs = [b["duration_s"] for b in bs]
         out.append({"bucket": i, "numel": bs[0]["numel"], "algorithm": bs[0]["algorithm"], "protocol": bs[0]["protocol"],
+                    "ran": bs[0]["ran"],
                     "launch_s": median_or_none([b["launch_s"] for b in bs]), "start_s": median_or_none([b["start_s"] for b in bs]),
                     "end_s": median_or_none([b["end_s"] for b in bs]), "duration_s": median_or_none(durs), "transfer_bound_s": min(durs),
                     "wait_mean_s": statistics.fmean(d - min(durs) for d in durs)})

@@ -95,7 +95,7 @@ def markdown(data: dict[str, Any]) -> str:
                      f"| {_ms(b['predicted_start_s'])} / {_ms(b['measured_start_s'])} | {_ms(b['predicted_duration_s'])} "
                      f"| {_ms(b['model_s'])} ({b['model_algorithm']}/{b['model_protocol']}) | {_ms(b['model_as_run_s'])} "
                      f"| {_ms(b['measured_duration_s'])} | {_ms(b['measured_transfer_bound_s'])} | {_ms(b['measured_wait_mean_s'])} "
-                     f"| {b['measured_algorithm'] or '?'}/{b['measured_protocol'] or '?'} |")
+                     f"| {b['measured_ran']} |")
     delays = data["host_costs"]["launch_delays"]
     if delays:
         lines += ["", "Per bucket on the CPU (medians over the steps): from its last gradient's AccumulateGrad to the "

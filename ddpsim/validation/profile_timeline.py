@@ -87,6 +87,7 @@ class CommKernel:
     name: str
     algorithm: str | None = None
     protocol: str | None = None
+    ran: str = "?"
 
     @property
     def end_s(self) -> float:
@@ -143,7 +144,7 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
     for g in prof.gpu:
         args = {"correlation": g.correlation, "In msg nelems": (g.args or {}).get("In msg nelems")}
         if g.is_nccl:
-            args["algorithm"], args["protocol"] = nccl_kernels.ran(
+            args["algorithm"], args["protocol"], args["ran"] = nccl_kernels.ran(
                 g.name, nccl_kernels.block_of(g.block, prof.device_properties), version)
         out.append({"cat": g.cat, "name": g.name, "ts": g.ts, "dur": g.dur, "args": args})
     return out
@@ -262,7 +263,7 @@ def _step(ix: _Index, span: dict[str, Any]) -> StepTimeline | None:
 def _comm_kernel(k: dict[str, Any], s: Any) -> CommKernel:
     args = k.get("args") or {}
     return CommKernel(start_s=s(k["ts"]), duration_s=k["dur"] * 1e-6, numel=args.get("In msg nelems"), name=k["name"],
-                      algorithm=args.get("algorithm"), protocol=args.get("protocol"))
+                      algorithm=args.get("algorithm"), protocol=args.get("protocol"), ran=args.get("ran", "?"))
 
 
 def _module_start(ix: _Index, main: list[dict[str, Any]], ddp: dict[str, Any]) -> float:

@@ -217,11 +217,11 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
         except InputError:
             dtype = "float32"
         bucket = by_ext.get(g.ext_id) if by_ext else by_order.get(id(lz))
-        algorithm, protocol = nccl_kernels.ran(g.name, nccl_kernels.block_of(g.block, device_properties), nccl_version)
+        algorithm, protocol, ran = nccl_kernels.ran(g.name, nccl_kernels.block_of(g.block, device_properties), nccl_version)
         out.append(CollectiveKernel(
             iteration=index, collective=str(args.get("Collective name") or nccl_kernels.collective(g.name) or "unknown"),
             bucket_index=bucket, numel=numel if isinstance(numel, int) else None, dtype=dtype, start_s=(g.ts - t0) * US,
-            duration_s=g.dur * US, algorithm=algorithm, protocol=protocol,
+            duration_s=g.dur * US, algorithm=algorithm, protocol=protocol, ran=ran,
             channels=nccl_kernels.channels(g.grid), launch_cpu_s=(lz.launch_us - t0) * US))
     return sorted(out, key=lambda c: c.start_s)
 
@@ -313,7 +313,7 @@ def _bucket_collectives(kernels: Sequence[CollectiveKernel], n_iter: int) -> tup
         transfer = min(c.duration_s for c in cs)
         first = cs[-1]
         out.append(BucketCollective(bucket_index=b, numel=first.numel, dtype=first.dtype, algorithm=first.algorithm,
-                                    protocol=first.protocol, channels=first.channels, start_s=tuple(c.start_s for c in cs),
+                                    protocol=first.protocol, ran=first.ran, channels=first.channels, start_s=tuple(c.start_s for c in cs),
                                     duration_s=tuple(c.duration_s for c in cs), transfer_s=transfer,
                                     wait_s=tuple(c.duration_s - transfer for c in cs)))
     return tuple(out)

@@ -117,9 +117,15 @@ def candidates(name: str, block: tuple[int, ...] | None, nccl_version: str | Non
     return tuple(fits or named)
 
 
-def ran(name: str, block: tuple[int, ...] | None, nccl_version: str | None) -> tuple[str | None, str | None]:
+def ran(name: str, block: tuple[int, ...] | None, nccl_version: str | None) -> tuple[str | None, str | None, str]:
     """The algorithm and the protocol an NCCL launch ran, each None where :func:`candidates`
-    leaves more than one (or none)."""
+    leaves more than one (or none), and the candidates as text: ``ring/simple``, ``tree/?``
+    (one algorithm, its protocol open), ``ring/ll128 or nvls/simple`` (up to three pairs), ``?``."""
     pairs = candidates(name, block, nccl_version)
     algos, protos = {a for a, _ in pairs}, {p for _, p in pairs}
-    return (algos.pop() if len(algos) == 1 else None, protos.pop() if len(protos) == 1 else None)
+    algorithm, protocol = (algos.pop() if len(algos) == 1 else None, protos.pop() if len(protos) == 1 else None)
+    if algorithm is not None:
+        text = f"{algorithm}/{protocol or '?'}"
+    else:
+        text = " or ".join(f"{a}/{p}" for a, p in pairs) if 0 < len(pairs) <= 3 else "?"
+    return algorithm, protocol, text

@@ -82,6 +82,7 @@ class CollectiveKernel:
             and the run's NCCL version say (:func:`ddpsim.trace.profile.nccl_kernels.ran`); None when
             they leave several.
         protocol: ``ll``, ``ll128`` or ``simple``, likewise (never the one in the kernel's name).
+        ran: what the launch can have run, as text (``ring/simple``, ``ring/ll128 or nvls/simple``).
         channels: the launch grid's x dimension (NCCL launches one block per channel).
         launch_cpu_s: when the CPU launched it (the cuda runtime call tied by correlation id).
     """
@@ -95,6 +96,7 @@ class CollectiveKernel:
     duration_s: float
     algorithm: str | None
     protocol: str | None
+    ran: str
     channels: int | None
     launch_cpu_s: float | None
 
@@ -115,6 +117,7 @@ class BucketCollective:
     dtype: str
     algorithm: str | None
     protocol: str | None
+    ran: str
     channels: int | None
     start_s: tuple[float, ...]
     duration_s: tuple[float, ...]

@@ -131,13 +131,11 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
 
     Raises:
         InputError: an unreadable file, not JSON, truncated, or no ``traceEvents`` list."""
+    from ddpsim.trace.profile import nccl_kernels
     from ddpsim.trace.profile.kineto import read_profile
 
-    from ddpsim.trace.profile import nccl_kernels
-
     prof = read_profile(path)
-    version = prof.distributed_info.get("nccl_version")
-    version = version if isinstance(version, str) else None
+    version = nccl_kernels.profile_version(prof.distributed_info)
     out: list[dict[str, Any]] = [{"cat": o.cat, "name": o.name, "ts": o.ts, "dur": o.dur, "tid": o.tid} for o in prof.cpu_ops]
     out += [{"cat": "cuda_runtime", "name": r.name, "ts": r.ts, "dur": r.dur, "tid": r.tid, "args": {"correlation": r.correlation}}
             for r in prof.runtime]

@@ -108,7 +108,8 @@ class _Steps:
         ready = tuple(min(max(0.0, (r - bwd_gpu0) * US), bwd.gpu_s) for r in ready_us)
         index = len(self.iterations)
         buckets = _buckets(s, w, accumulate, path)
-        self.collectives += _kernels(s, index, buckets, w, _nccl_version(self.prof), self.prof.device_properties)
+        self.collectives += _kernels(s, index, buckets, w, nccl_kernels.profile_version(self.prof.distributed_info),
+                                     self.prof.device_properties)
         self.grad_shapes.append([_first_dims(o.args) for o in accumulate])
         self.grad_work.append(_hook_work(s, accumulate))
         gpu = [lz.op for lz in s.launched]
@@ -194,11 +195,6 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
     return out
 
 
-def _nccl_version(prof: KinetoProfile) -> str | None:
-    v = prof.distributed_info.get("nccl_version")
-    return v if isinstance(v, str) else None
-
-
 def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, int | None]],
              w: st.PhaseWindows, nccl_version: str | None, device_properties: list[dict]) -> list[CollectiveKernel]:
     by_ext = {ext: b.index for b, ext in buckets if ext is not None}
@@ -263,7 +259,7 @@ def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
     return ProfileEnvironment(gpu_name=name if isinstance(name, str) else None, num_sms=sms if isinstance(sms, int) else None,
                               world_size=_int(info.get("world_size")), rank=_int(info.get("rank")),
                               backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
-                              nccl_version=_nccl_version(prof),
+                              nccl_version=nccl_kernels.profile_version(info),
                               batch_size=batch, batch_size_source=source)
 
 

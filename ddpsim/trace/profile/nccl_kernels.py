@@ -64,6 +64,12 @@ def block_of(block: tuple[int, ...] | None, device_properties: list[dict]) -> tu
     return block if warps <= {32} else None
 
 
+def profile_version(distributed_info: dict) -> str | None:
+    """The NCCL version a profile's ``distributedInfo`` records (``"2.17.1"``), or None."""
+    v = distributed_info.get("nccl_version")
+    return v if isinstance(v, str) else None
+
+
 def _named_algorithms(name: str) -> tuple[str, ...]:
     """The algorithms a kernel of this name can run (module docstring); () for none ddpsim models."""
     base = _base(name)

@@ -124,17 +124,18 @@ class StepTimeline:
     kernel_launch_s: float
 
 
-def read_events(path: str | Path) -> list[dict[str, Any]]:
+def read_events(path: str | Path | Any) -> list[dict[str, Any]]:
     """The events of a Kineto JSON (``.json`` or ``.json.gz``) this module reads, as Chrome
     trace records, from the profile import's streaming reader
-    (:func:`ddpsim.trace.profile.kineto.read_profile`: only the kept fields of each event).
+    (:func:`ddpsim.trace.profile.kineto.read_profile`: only the kept fields of each event), or
+    from a :class:`~ddpsim.trace.profile.kineto.KinetoProfile` that reader already returned.
 
     Raises:
         InputError: an unreadable file, not JSON, truncated, or no ``traceEvents`` list."""
     from ddpsim.trace.profile import nccl_kernels
-    from ddpsim.trace.profile.kineto import read_profile
+    from ddpsim.trace.profile.kineto import KinetoProfile, read_profile
 
-    prof = read_profile(path)
+    prof = path if isinstance(path, KinetoProfile) else read_profile(path)
     version = nccl_kernels.profile_version(prof.distributed_info)
     out: list[dict[str, Any]] = [{"cat": o.cat, "name": o.name, "ts": o.ts, "dur": o.dur, "tid": o.tid} for o in prof.cpu_ops]
     out += [{"cat": "cuda_runtime", "name": r.name, "ts": r.ts, "dur": r.dur, "tid": r.tid, "args": {"correlation": r.correlation}}

@@ -28,11 +28,12 @@ from ddpsim.units import DTYPE_SIZE_BYTES
 US = st.US
 
 
-def import_profile(path: str | Path, model: str | None = None, *, seed: int = 0, command: str | None = None) -> ProfileImport:
+def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *, seed: int = 0,
+                   command: str | None = None) -> ProfileImport:
     """Import one rank's torch.profiler trace.
 
     Args:
-        path: the profile (``.json`` or ``.json.gz``).
+        path: the profile (``.json`` or ``.json.gz``), or its events already read (:func:`read_profile`).
         model: a built-in model name or ``package.module:factory`` whose parameters (DDP's
             order) name the profile's gradients; None maps them by the recorded bucket sizes.
         seed: passed to the factory (only its parameters' shapes and gradient order are used).
@@ -43,7 +44,7 @@ def import_profile(path: str | Path, model: str | None = None, *, seed: int = 0,
             no backward, not JSON, truncated) or a factory whose parameters do not match the
             recorded bucket sizes.
     """
-    prof = read_profile(path)
+    prof = path if isinstance(path, KinetoProfile) else read_profile(path)
     built = _Steps(prof)
     grads = _grad_info(built)
     mapping_out = map_params(grads, model=model, seed=seed, source=f"profile {prof.path}")
@@ -51,7 +52,7 @@ def import_profile(path: str | Path, model: str | None = None, *, seed: int = 0,
     iterations = tuple(built.iterations)
     kernels = tuple(built.collectives)
     trace = _trace(prof, iterations, built, mapping_out, env, model=model, command=command)
-    return ProfileImport(trace=trace, source=str(path), environment=env, iterations=iterations, collectives=kernels,
+    return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations, collectives=kernels,
                          bucket_collectives=_bucket_collectives(kernels, len(iterations)), mapping=mapping_out.mapping,
                          model=model, notes=tuple(built.notes + list(mapping_out.notes)))
 

@@ -187,23 +187,8 @@ KERNEL_PROFILES = (("resnet50_ddp_2xA100_rank0.json.gz", "a100-40gb", 32, "none"
                    ("resnet50_ddp_1xV100_rank0.json.gz", "v100", 32, "none"),
                    ("resnet50_ddp_1xH100_rank0.json.gz", "h100", 64, "bf16"),
                    ("resnet50_ddp_1xH200_rank0.json.gz", "h200", 64, "bf16"))
-KERNEL_CLASSES = ("batch norm", "layout conversion", "convolution/GEMM", "element-wise", "pooling", "optimizer")
-
-
-def kernel_class(kernel: str) -> str | None:
-    """The class of a profiled CUDA kernel, by its name; None for NCCL and DDP's copies."""
-    n = kernel.lower()
-    for words, cls in ((("nchwtonhwc", "nhwctonchw"), "layout conversion"), (("bn_", "batch_norm"), "batch norm"),
-                       (("multi_tensor",), "optimizer"), (("pool",), "pooling"),
-                       (("elementwise", "reduce_kernel"), "element-wise"),
-                       (("nccl", "catarray", "computeoffsets"), None)):
-        if any(w in n for w in words):
-            return cls
-    return "convolution/GEMM"
-
-
 def op_class(op: str) -> str:
-    """The class of a kernel the retime charged, by its op label (:data:`KERNEL_CLASSES`)."""
+    """The class of a kernel the retime charged, by its op label (``cnn_kernels.KERNEL_CLASSES``)."""
     from ddpsim.trace.retime import LAYOUT_CONVERSION
 
     if op == LAYOUT_CONVERSION:
@@ -217,24 +202,9 @@ def op_class(op: str) -> str:
     return "optimizer" if op.startswith("_foreach") else "element-wise"
 
 
-def profile_classes_s(path: Path) -> dict[str, float]:
-    """Seconds per profiled step of each kernel class in a Kineto trace."""
-    import gzip
-    import json
-
-    with gzip.open(path) as f:
-        events = json.load(f)["traceEvents"]
-    steps = sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
-    out = dict.fromkeys(KERNEL_CLASSES, 0.0)
-    for e in events:
-        cls = kernel_class(e["name"]) if e.get("cat") == "kernel" else None
-        if cls is not None:
-            out[cls] += e["dur"] * 1e-6 / steps
-    return out
-
-
 def print_kernel_classes(trace: str) -> None:
     """The fourth table: :data:`KERNEL_PROFILES`' kernel classes against ``trace`` re-timed."""
+    from ddpsim.trace.cnn_kernels import KERNEL_CLASSES, profile_classes_s
     from ddpsim.trace.retime import RooflineAssumptions, retime_trace_file
 
     print(f"\nkernel classes of the ResNet-50 profiles against {trace} re-timed (no host time): "

@@ -167,12 +167,9 @@ def test_retime_names_conversions_and_per_channel_batch_norms():
 def _conv_and_gemm_s_per_step(profile: str) -> float:
     """GPU time per step of a ResNet-50 fp32 profile's convolution and GEMM kernels: every kernel
     but the element-wise, batch-norm, pooling, reduction, optimizer, layout, copy and NCCL ones."""
-    events = json.load(gzip.open(ROOT / "tests/data" / profile))["traceEvents"]
-    other = ("elementwise", "bn_", "batch_norm", "pool", "reduce_kernel", "multi_tensor", "nchwtonhwc", "nhwctonchw",
-             "nccl", "catarray", "computeoffsets")
-    kernels = [k for k in events if k.get("cat") == "kernel"]
-    steps = sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
-    return sum(k["dur"] for k in kernels if not any(o in k["name"].lower() for o in other)) * 1e-6 / steps
+    from ddpsim.trace.cnn_kernels import profile_classes_s
+
+    return profile_classes_s(ROOT / "tests/data" / profile)["convolution/GEMM"]
 
 
 def test_cuda_core_efficiency_is_the_v100_profiles_convolutions():

@@ -26,10 +26,14 @@ Three rules, each from the library's source or documentation, for the retime's m
   read once and written once, a 1x1 filter (the same in either layout) not at all. A channels-last
   model has none. Float32 convolutions count as tensor-core ones where the GPU has
   TF32 (cuDNN's ``allow_tf32`` default).
+
+:func:`kernel_class` sorts a profile's CUDA kernels into the same kinds by name, so that a
+profile's batch-norm, conversion and convolution time can be set beside the retime's.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, NamedTuple
 
 #: ATen batch-norm ops whose ``training`` flag sits at argument 5 (forward) or 7 (backward)
@@ -39,6 +43,8 @@ BN_BACKWARD_OPS = {"native_batch_norm_backward": 7}
 PER_CHANNEL = "one block per channel"
 #: the ATen convolution ops of a training step on the meta device
 _CONVOLUTIONS = ("convolution", "convolution_backward")
+#: the classes :func:`kernel_class` sorts a profile's kernels into
+KERNEL_CLASSES = ("batch norm", "layout conversion", "convolution/GEMM", "element-wise", "pooling", "optimizer")
 
 
 class Kernel(NamedTuple):
@@ -108,3 +114,35 @@ def conv_layout_bytes(name: str, args: tuple, out: Any, tensor_core: bool) -> in
     if mask[1]:  # filter gradient: x and dy in, dw back
         moved += 2 * (x.nbytes + grad_out.nbytes + weight)
     return moved
+
+
+def kernel_class(kernel: str) -> str | None:
+    """The class of a profiled CUDA kernel (:data:`KERNEL_CLASSES`), by its name: cuDNN's
+    ``nchwToNhwc`` / ``nhwcToNchw``, batch norm (cuDNN's ``bn_``, PyTorch's ``batch_norm``), the
+    optimizer's ``multi_tensor`` kernels, pooling, element-wise and reductions; every other kernel
+    is a convolution or GEMM. None for NCCL and DDP's bucket copies."""
+    n = kernel.lower()
+    for words, cls in ((("nchwtonhwc", "nhwctonchw"), "layout conversion"), (("bn_", "batch_norm"), "batch norm"),
+                       (("multi_tensor",), "optimizer"), (("pool",), "pooling"),
+                       (("elementwise", "reduce_kernel"), "element-wise"),
+                       (("nccl", "catarray", "computeoffsets"), None)):
+        if any(w in n for w in words):
+            return cls
+    return "convolution/GEMM"
+
+
+def profile_classes_s(path: str | Path) -> dict[str, float]:
+    """Seconds per profiled step (``ProfilerStep#N`` spans) of each :func:`kernel_class` in a
+    Kineto trace (``.json.gz``)."""
+    import gzip
+    import json
+
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    steps = sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+    out = dict.fromkeys(KERNEL_CLASSES, 0.0)
+    for e in events:
+        cls = kernel_class(e["name"]) if e.get("cat") == "kernel" else None
+        if cls is not None:
+            out[cls] += e["dur"] * 1e-6 / steps
+    return out

@@ -23,7 +23,7 @@ from ddpsim.validation.profile_compare import attribution, compare, preset_for
 from ddpsim.validation.profile_findings import findings, transfer_line
 from ddpsim.validation.profile_measure import (TERMS, boundaries, effective_ready_s, effective_trace, host_costs_from_steps,
                                                hta_overlap_ratio, measured_summary, merge_intervals, step_figures)
-from ddpsim.validation.profile_timeline import kernel_kind, read_events, step_timelines
+from ddpsim.validation.profile_timeline import kernel_kind, step_timelines
 
 ROOT = Path(__file__).resolve().parents[1]
 A100 = ROOT / "tests/data/resnet50_ddp_2xA100_rank0.json.gz"
@@ -122,7 +122,7 @@ def hand_profile(host_bound: bool = True) -> dict:
 def _steps(tmp_path, doc, name="p.json"):
     path = tmp_path / name
     path.write_text(json.dumps(doc))
-    return step_timelines(read_events(path))
+    return step_timelines(path)
 
 
 def test_hand_profile_timelines(tmp_path):
@@ -181,6 +181,21 @@ def test_host_costs_from_the_hand_profile(tmp_path):
     assert detail["kernel_launches_per_step"] == 4 and detail["kernel_launch_s_per_call"] == pytest.approx(5e-6)
 
 
+def test_the_import_and_the_timeline_cut_one_backward(tmp_path):
+    # collectives on the main thread (a logged loss's all-reduce after the backward, another inside
+    # the optimizer) are not DDP's: the backward ends at DDP's last op on the hook thread (700 us)
+    # in both the import and the compare's timeline, which share one definition of the phases
+    from ddpsim.trace.profile import import_profile
+
+    doc = hand_profile()
+    doc["traceEvents"] += [_x("record_param_comms", 740, 30, 1), _x("record_param_comms", 860, 30, 1)]
+    (st,) = _steps(tmp_path, doc)
+    assert (st.backward_cpu_start_s, st.backward_cpu_end_s) == pytest.approx((400e-6, 700e-6))
+    (it,) = import_profile(tmp_path / "p.json").iterations
+    assert (it.backward.cpu_start_s, it.backward.cpu_s) == pytest.approx((400e-6, 300e-6))
+    assert (it.optimizer.cpu_start_s, st.optimizer_cpu_start_s) == pytest.approx((800e-6, 800e-6))
+
+
 def test_bad_profiles(tmp_path):
     with pytest.raises(InputError, match="no ProfilerStep"):
         _steps(tmp_path, {"traceEvents": [_x("aten::mm", 0, 1, 1)]})
@@ -204,7 +219,7 @@ def test_attribution_shares_add_up():
 
 @pytest.fixture(scope="module")
 def a100_steps():
-    return step_timelines(read_events(A100))
+    return step_timelines(A100)
 
 
 @pytest.fixture(scope="module")
@@ -242,8 +257,8 @@ def test_gradients_accumulated_on_the_calling_thread_count(tmp_path, a100_raw):
             e["tid"] = span["tid"]
     path = tmp_path / "moved.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    steps = step_timelines(read_events(path))
-    plain = step_timelines(read_events(A100))
+    steps = step_timelines(path)
+    plain = step_timelines(A100)
     for st, ref in zip(steps, plain, strict=True):
         assert len(st.hooks) == 161
         assert [h.op_end_s for h in st.hooks] == pytest.approx([h.op_end_s for h in ref.hooks])
@@ -385,7 +400,7 @@ def test_a_gpu_bound_runs_step_is_its_devices_period():
     waiting for its first launches."""
     from ddpsim.validation.profile_measure import step_period_s
 
-    steps = step_timelines(read_events(ROOT / "tests/data/resnet50_ddp_1xV100_rank0.json.gz"))
+    steps = step_timelines(ROOT / "tests/data/resnet50_ddp_1xV100_rank0.json.gz")
     assert [round(st.step_s * 1e3) for st in steps] == [35, 72, 96, 96, 96]
     periods = [step_period_s(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
     busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]

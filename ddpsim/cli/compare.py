@@ -78,12 +78,12 @@ def _imports(profiles: list[str], model: str | None) -> list[tuple[Any, Any]]:
     InputError for profiles of different runs."""
     from ddpsim.trace.profile import import_profile
     from ddpsim.trace.profile.kineto import read_profile
-    from ddpsim.validation.profile_timeline import read_events, step_timelines
+    from ddpsim.validation.profile_timeline import step_timelines
 
     out = []
     for p in profiles:
         prof = read_profile(p)
-        out.append((import_profile(prof, model=model), step_timelines(read_events(prof), source=p)))
+        out.append((import_profile(prof, model=model), step_timelines(prof, source=p)))
     out.sort(key=lambda pair: (pair[0].environment.rank is None, pair[0].environment.rank or 0))
     worlds = {i.environment.world_size for i, _ in out}
     ranks = [i.environment.rank for i, _ in out]

@@ -8,7 +8,8 @@ is taken as ``max(CPU time, end of the device work launched before it)``:
 * ``pre_forward``: DDP's forward start to the module's first kernel-launching op (DDP's
   ``_pre_forward`` and ``_sync_buffers``'s flatten, broadcast, unflatten and copies);
 * ``forward``: from there to the backward's start (the loss included);
-* ``backward``: the autograd thread's first op (or its first kernel) to its last op (or kernel);
+* ``backward``: the profile import's backward window (its first ``evaluate_function`` op, or its
+  first kernel, to DDP's last op in it, or its last kernel);
 * ``grad_copies``: 0 -- DDP's gradient copies into and out of the buckets run inside the
   profiled backward (the simulation charges them nothing for that reason; a nonzero predicted
   term would be counted twice);

@@ -6,7 +6,9 @@ How the figures are taken (docs/MODEL.md, "How a profile becomes a trace"):
   to the step and the phase whose CPU window holds the CUDA runtime call that launched it (tied by
   Kineto's ``correlation`` id, the id of the ``ac2g`` flow events).
 * Backward, on the CPU: first ``autograd::engine::evaluate_function`` op to the end of the last
-  op DDP runs in it (the last gradient op, bucket launch or ``copy_bucket_to_grad``). Forward:
+  op DDP runs in it (the last gradient op, bucket launch or ``copy_bucket_to_grad``, on a thread
+  that ran ``AccumulateGrad`` ops and before the optimizer: another collective, such as a logged
+  loss's all-reduce on the main thread, is not DDP's). Forward:
   from ``DistributedDataParallel.forward`` (else the end of ``Optimizer.zero_grad``, else the
   step's start) to the backward's start: the loss is part of it. Optimizer: the
   ``Optimizer.step#...`` annotation, else from the backward's end to the step's end.
@@ -149,7 +151,12 @@ def phase_windows(s: StepOps, path: str) -> PhaseWindows:
         raise InputError(f"profile {path}: ProfilerStep#{s.step} has no backward (no {BACKWARD_OP} / {ACCUMULATE_GRAD} ops); "
                          "expected a training step with loss.backward() inside each profiled step")
     b_start = min(o.ts for o in bwd)
-    ddp_end = [o.ts + o.dur for o in s.cpu if o.ts >= b_start and o.name in (COPY_BUCKET_TO_GRAD, COMMS_OP)]
+    opt = next((o for o in s.cpu if o.name.startswith("Optimizer.step") and o.ts >= b_start), None)
+    # DDP's own ops end the backward: on a thread that ran its hooks, before the optimizer
+    hook_tids = {o.tid for o in s.cpu if o.name == ACCUMULATE_GRAD}
+    until = opt.ts if opt is not None else s.window.end
+    ddp_end = [o.ts + o.dur for o in s.cpu if b_start <= o.ts < until and o.tid in hook_tids
+               and o.name in (COPY_BUCKET_TO_GRAD, COMMS_OP)]
     b_end = max([o.ts + o.dur for o in bwd] + ddp_end)
     zero = _first(s.cpu, "Optimizer.zero_grad")
     zero_w = Window(zero.ts, zero.ts + zero.dur) if zero is not None else None
@@ -160,7 +167,6 @@ def phase_windows(s: StepOps, path: str) -> PhaseWindows:
         f_start = zero_w.end
     else:
         f_start = s.window.start
-    opt = next((o for o in s.cpu if o.name.startswith("Optimizer.step") and o.ts >= b_start), None)
     opt_w = Window(opt.ts, opt.ts + opt.dur) if opt is not None else Window(b_end, s.window.end)
     return PhaseWindows(zero_grad=zero_w, forward=Window(f_start, b_start), backward=Window(b_start, b_end),
                         optimizer=opt_w, optimizer_annotated=opt is not None)

@@ -196,6 +196,20 @@ def test_the_import_and_the_timeline_cut_one_backward(tmp_path):
     assert (it.optimizer.cpu_start_s, st.optimizer_cpu_start_s) == pytest.approx((800e-6, 800e-6))
 
 
+def test_the_import_and_the_timeline_count_the_same_launches(tmp_path):
+    # cuBLAS launches through the driver (cuLaunchKernelEx) and a CUDA graph replay launch device
+    # work as cudaLaunchKernel does; cudaLaunchHostFunc does not
+    from ddpsim.trace.profile import import_profile
+
+    doc = hand_profile()
+    doc["traceEvents"] += [_launch(140, 5, 1, "cuLaunchKernelEx"), _kernel("gemm", 150, 10, 5),
+                           _launch(160, 6, 1, "cudaGraphLaunch"), _launch(170, 7, 1, "cudaLaunchHostFunc")]
+    (st,) = _steps(tmp_path, doc)
+    (it,) = import_profile(tmp_path / "p.json").iterations
+    assert st.kernel_launches == it.host.num_kernel_launches == 6
+    assert st.kernel_launch_s == pytest.approx(it.host.kernel_launch_s) == pytest.approx(30e-6)
+
+
 def test_bad_profiles(tmp_path):
     with pytest.raises(InputError, match="no ProfilerStep"):
         _steps(tmp_path, {"traceEvents": [_x("aten::mm", 0, 1, 1)]})

@@ -20,7 +20,7 @@ it by ``args.correlation``. Per ``ProfilerStep#N`` this module takes:
   communication, one holding ``Memcpy``/``Memset`` memory, anything else computation);
 * the NCCL all-reduce kernels launched in the backward (DDP's buckets, and its used-map
   all-reduce with ``find_unused_parameters``; start, duration, ``In msg nelems``) in launch order;
-* the ``cudaLaunchKernel`` family's calls (count and CPU time).
+* the calls that launch device work (:data:`~ddpsim.trace.profile.steps.KERNEL_LAUNCHES`; count and CPU time).
 
 Times in :class:`StepTimeline` are seconds from the step's ``ProfilerStep`` start.
 """
@@ -35,10 +35,9 @@ from typing import Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.trace.profile import nccl_kernels
 from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, read_profile
-from ddpsim.trace.profile.steps import (ACCUMULATE_GRAD, COMMS_OP, Launched, StepOps, Timeline,
+from ddpsim.trace.profile.steps import (ACCUMULATE_GRAD, COMMS_OP, KERNEL_LAUNCHES, Launched, StepOps, Timeline,
                                         phase_windows, profiler_steps)
 
-_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaLaunchCooperativeKernel")
 _EVALUATE_ACCUMULATE = "autograd::engine::evaluate_function: " + ACCUMULATE_GRAD
 
 
@@ -182,7 +181,7 @@ def _step(ix: _Index, s: StepOps, source: str) -> StepTimeline | None:
     opt_end = w.optimizer.end if w.optimizer_annotated else w.backward.end
     s_of: Callable[[float], float] = lambda t: (t - t0) * 1e-6  # noqa: E731 - microseconds -> seconds from the step start
     module = _module_start(ix, s, ops, ddp) if ddp is not None else w.forward.start
-    calls = [r for r in s.runtime if r.name in _LAUNCHES]
+    calls = [r for r in s.runtime if r.name in KERNEL_LAUNCHES]
     return StepTimeline(
         step=s.step, start_us=t0, step_s=span.dur * 1e-6, forward_start_s=s_of(w.forward.start),
         module_start_s=s_of(module), zero_grad_s=zero.dur * 1e-6 if zero is not None else 0.0,

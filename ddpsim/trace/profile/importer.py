@@ -233,7 +233,7 @@ def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> HostCosts:
     launch_s, n_launch = total("c10d::allreduce_")
     copy_s, _ = total(st.COPY_BUCKET_TO_GRAD)
     runtime = s.runtime
-    kl = [r for r in runtime if r.name.startswith(("cudaLaunch", "cuLaunch"))]
+    kl = [r for r in runtime if r.name in st.KERNEL_LAUNCHES]
     sync = [r for r in runtime if r.name in ("cudaEventSynchronize", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy")]
     return HostCosts(step_s=(s.window.end - s.window.start) * US, accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
                      reducer_hook_s=hook_s, bucket_launch_s=launch_s, num_bucket_launches=n_launch, copy_bucket_to_grad_s=copy_s,

@@ -147,7 +147,7 @@ class HostCosts:
         bucket_launch_s: total of the ``c10d::allreduce_`` ops (bucket launches) in the backward.
         num_bucket_launches: their count.
         copy_bucket_to_grad_s: total of ``torch.distributed.ddp.reducer::copy_bucket_to_grad`` (finalize).
-        kernel_launch_s: total of ``cudaLaunchKernel``-family runtime calls in the step.
+        kernel_launch_s: total of the calls that launch device work in the step (``steps.KERNEL_LAUNCHES``).
         num_kernel_launches: their count.
         sync_wait_s: total of blocking runtime calls (``cudaEventSynchronize``,
             ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``, ``cudaMemcpy``): the CPU

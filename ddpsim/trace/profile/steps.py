@@ -36,6 +36,12 @@ COMMS_OP = "record_param_comms"
 REDUCER_OPS = ("torch::distributed::reducer::mul_out", "torch.distributed.ddp.reducer::copy_bucket_to_grad",
                COMMS_OP, "c10d::allreduce_", "nccl:all_reduce")
 COPY_BUCKET_TO_GRAD = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
+#: the runtime and driver calls that launch device work: kernels (CUDA runtime and driver API,
+#: cooperative), a CUDA graph, and their HIP counterparts in a ROCm profile
+KERNEL_LAUNCHES = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel", "cuLaunchKernelEx",
+    "cuLaunchCooperativeKernel", "cudaGraphLaunch", "hipLaunchKernel", "hipExtModuleLaunchKernel",
+    "hipModuleLaunchKernel", "hipGraphLaunch"})
 US = 1e-6
 
 

@@ -3,7 +3,8 @@
     python benchmarks/fuzz_inputs.py [--examples N] [--seed S] [--timeout-s T] [--targets a,b] [--shrink]
 
 Feeds N inputs in all (default 10,000, split evenly) from benchmarks/fuzz_strategies.py to the
-six loaders (scenario, trace, plan, calibration, topology, method-error), the scenario schema
+loaders (scenario, trace, plan, calibration, topology, method-error, catalogue, and a
+torch.profiler trace read as ``trace --from-profile`` and ``compare`` read it), the scenario schema
 (``scenario_from_dict``) and the CLI (``main(argv)`` in-process, in a temporary folder). The
 inputs are drawn by hypothesis itself (``@given`` with ``max_examples`` per target, the generate
 phase only, seeded by ``--seed``): the test never fails, it records every outcome, so nothing

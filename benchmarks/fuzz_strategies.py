@@ -94,13 +94,15 @@ SEED_FILES = {
     "calibration": ("tests/data/calibration-probe-clamped.json", "reports/cpu-gloo-calibration.json",
                     "tests/data/calibration-probe-fit.json", "reports/zoo/lanes/zoo/calibration.json"),
     "method_error": ("reports/zoo/lanes/zoo/method_error.json",),
+    "profile": ("tests/data/resnet50_ddp_2xA100_rank0.json.gz", "tests/data/gpt2-124m_ddp_1xH100_rank0.json.gz"),
 }
 CLI_SEEDS = {"scenario": ("cpu-gloo-mlp.yaml", "default.yaml"), "trace": ("mlp.cpu.json", "gpt2-124m.h100.json"),
              "calibration": ("calibration-probe-clamped.json",)}
 QUICK_SEEDS = {"scenario": ("cpu-gloo-mlp.yaml", "default.yaml", "gpt2-1.5b-h100-8n.yaml", "resnet50-a100-2n.yaml"),
-               "trace": ("mlp.cpu.json", "gpt2-124m.h100.json"), "calibration": ("calibration-probe-clamped.json",)}
+               "trace": ("mlp.cpu.json", "gpt2-124m.h100.json"), "calibration": ("calibration-probe-clamped.json",),
+               "profile": ("gpt2-124m_ddp_1xH100_rank0.json.gz",)}
 FORMAT = {"scenario": "yaml", "topology": "yaml", "trace": "json", "plan": "json", "calibration": "json",
-          "method_error": "json", "catalogue": "yaml"}
+          "method_error": "json", "catalogue": "yaml", "profile": "json"}
 #: the scenario keys that name a file, resolved to absolute paths in the seeds
 SCENARIO_FILE_KEYS = ("trace", "calibration", "plan")
 
@@ -142,7 +144,8 @@ def seeds(target: str, subset: str = "all") -> tuple[tuple[str, Any], ...]:
     out = []
     for p in files:
         if FORMAT[target] == "json":
-            out.append((str(p.relative_to(REPO)), json.loads(p.read_text())))
+            text = gzip.decompress(p.read_bytes()).decode() if p.suffix == ".gz" else p.read_text()
+            out.append((str(p.relative_to(REPO)), json.loads(text)))
         else:
             out.append((str(p.relative_to(REPO)), _absolute_scenario(yaml.safe_load(p.read_text()), p.parent)))
     assert out, f"no seed files for {target}"
@@ -549,7 +552,17 @@ def loaders() -> dict[str, Callable[[str], Any]]:
 
     return {"scenario": load_scenario, "trace": load_trace, "plan": lambda p: load_plan(p, plan_trace()),
             "calibration": load_calibration, "topology": resolve_topology, "method_error": load_method_error,
-            "catalogue": load_catalogue}
+            "catalogue": load_catalogue, "profile": _read_profile_both_ways}
+
+
+def _read_profile_both_ways(path: str) -> Any:
+    """A torch.profiler trace read as ``ddpsim trace --from-profile`` and ``ddpsim compare`` read it."""
+    from ddpsim.trace.profile import import_profile
+    from ddpsim.trace.profile.kineto import read_profile
+    from ddpsim.validation.profile_timeline import step_timelines
+
+    prof = read_profile(path)
+    return import_profile(prof), step_timelines(prof)
 
 
 @contextlib.contextmanager
@@ -766,7 +779,8 @@ def _cli_verdict(outcome: Outcome, code: Any, stderr: str) -> Outcome:
 
 # --- one entry point per target -------------------------------------------------------------------
 
-TARGETS = ("scenario", "scenario_schema", "trace", "plan", "calibration", "topology", "method_error", "catalogue", "cli")
+TARGETS = ("scenario", "scenario_schema", "trace", "plan", "calibration", "topology", "method_error", "catalogue", "profile",
+           "cli")
 
 
 def inputs(target: str, quick: bool = False) -> st.SearchStrategy:

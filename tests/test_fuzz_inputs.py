@@ -19,11 +19,12 @@ import fuzz_strategies as fz  # noqa: E402 (found through the path above)
 
 #: CPU seconds one input may take before it counts as a hang (the CLI's inputs run a small
 #: simulation); fz.WALL_FACTOR times as much wall time
-TIMEOUT_S = {"cli": 5.0}
+TIMEOUT_S = {"cli": 5.0, "profile": 10.0}
 DEFAULT_TIMEOUT_S = 3.0
-#: examples per target: the loaders are cheap, a calibration costs a fit, the CLI a simulation
+#: examples per target: the loaders are cheap, a calibration costs a fit, a profile an import (about
+#: a second), the CLI a simulation
 EXAMPLES = {"scenario": 80, "scenario_schema": 200, "trace": 100, "plan": 80, "calibration": 50, "topology": 80,
-            "method_error": 100, "cli": 400, "catalogue": 80}
+            "method_error": 100, "cli": 400, "catalogue": 80, "profile": 8}
 
 
 def fuzz_settings(target: str):
@@ -91,6 +92,12 @@ def test_method_error_loader(case):
 @given(fz.inputs("catalogue", quick=True))
 def test_catalogue_loader(case):
     check("catalogue", case)
+
+
+@fuzz_settings("profile")
+@given(fz.inputs("profile", quick=True))
+def test_profile_reader(case):
+    check("profile", case)
 
 
 @fuzz_settings("cli")

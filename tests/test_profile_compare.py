@@ -210,6 +210,21 @@ def test_the_import_and_the_timeline_count_the_same_launches(tmp_path):
     assert st.kernel_launch_s == pytest.approx(it.host.kernel_launch_s) == pytest.approx(30e-6)
 
 
+@pytest.mark.parametrize("verb", ["trace", "compare"])
+def test_a_thread_id_that_is_a_list_is_refused_in_one_line(tmp_path, capsys, verb):
+    from ddpsim.cli.main import main
+
+    doc = hand_profile()
+    next(e for e in doc["traceEvents"] if e["name"] == "torch::autograd::AccumulateGrad")["tid"] = [2]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    argv = ["trace", "--from-profile", str(path), "--out", str(tmp_path / "t.json")] if verb == "trace" else \
+        ["compare", str(path), "--out-dir", str(tmp_path / "c")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "tid [2] is not accepted; expected an integer or a string" in err
+
+
 def test_bad_profiles(tmp_path):
     with pytest.raises(InputError, match="no ProfilerStep"):
         _steps(tmp_path, {"traceEvents": [_x("aten::mm", 0, 1, 1)]})

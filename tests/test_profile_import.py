@@ -447,12 +447,14 @@ def test_a_header_written_after_the_events_is_read(tmp_path):
 
 
 def test_corrupt_events_give_an_input_error_or_a_trace(tmp_path):
-    """Events with wrong types in their fields (strings for times, lists for names, unknown dtypes,
-    broken headers) are skipped or refused in one line: never a traceback."""
+    """Events with wrong types in their fields (strings for times, lists for names or thread ids,
+    unknown dtypes, broken headers) are skipped or refused in one line by the import and the
+    compare's timeline: never a traceback."""
     import copy
     import random
 
     from ddpsim.errors import InputError
+    from ddpsim.validation.profile_timeline import step_timelines
 
     with gzip.open(A100, "rt") as f:
         doc = json.load(f)
@@ -474,6 +476,7 @@ def test_corrupt_events_give_an_input_error_or_a_trace(tmp_path):
         path.write_text(json.dumps({**doc, **header, "traceEvents": events}))
         try:
             json.dumps(import_profile(path).trace.to_dict())
+            step_timelines(path)  # the compare's reading of the same steps
         except InputError as exc:
             assert "\n" not in str(exc)
 

@@ -142,6 +142,17 @@ def _kept_args(args: dict[str, Any]) -> dict[str, Any] | None:
     return kept or None
 
 
+def _thread(value: Any, field: str, prof: KinetoProfile, name: str) -> Any:
+    """A thread or stream id as the trace gives it (an integer or a string; absent: None).
+
+    Raises:
+        InputError: any other value (a list, an object): it could not group events."""
+    if value is None or isinstance(value, (int, float, str)):
+        return value
+    raise InputError(f"{_source(prof.path)}: event {cut(name, 80)!r}: {field} {shorten(value)} is not accepted; "
+                     "expected an integer or a string (the Chrome trace format's thread id)")
+
+
 def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
     """Append the compact record of one trace event, if it is of a kind the import uses."""
     if not isinstance(event, dict) or event.get("ph") != "X":
@@ -153,12 +164,14 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
     name = intern.setdefault(name, sys.intern(name) if len(name) < 200 else name)
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
     if cat in CPU_CATS:
-        prof.cpu_ops.append(CpuOp(name=name, cat=cat, ts=ts, dur=dur, tid=event.get("tid"),
+        prof.cpu_ops.append(CpuOp(name=name, cat=cat, ts=ts, dur=dur, tid=_thread(event.get("tid"), "tid", prof, name),
                                   ext_id=_int(args.get("External id")), args=_kept_args(args)))
     elif cat in RUNTIME_CATS:
-        prof.runtime.append(RuntimeCall(name=name, ts=ts, dur=dur, tid=event.get("tid"), correlation=_int(args.get("correlation"))))
+        prof.runtime.append(RuntimeCall(name=name, ts=ts, dur=dur, tid=_thread(event.get("tid"), "tid", prof, name),
+                                        correlation=_int(args.get("correlation"))))
     elif cat in GPU_CATS:
-        prof.gpu.append(GpuOp(name=name, cat=cat, ts=ts, dur=dur, stream=args.get("stream", event.get("tid")),
+        stream = _thread(args.get("stream", event.get("tid")), "stream", prof, name)
+        prof.gpu.append(GpuOp(name=name, cat=cat, ts=ts, dur=dur, stream=stream,
                               device=_int(args.get("device")), correlation=_int(args.get("correlation")),
                               ext_id=_int(args.get("External id")), grid=_dims(args.get("grid")),
                               block=_dims(args.get("block")), args=_kept_args(args) if name.startswith("nccl") else None))

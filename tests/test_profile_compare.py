@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -225,6 +226,23 @@ def test_a_thread_id_that_is_a_list_is_refused_in_one_line(tmp_path, capsys, ver
     assert len(err.splitlines()) == 1 and "tid [2] is not accepted; expected an integer or a string" in err
 
 
+@pytest.mark.parametrize("info, message", [
+    ({"world_size": 2.5, "rank": 0}, "distributedInfo.world_size 2.5 is not accepted; expected a positive integer"),
+    ({"world_size": 0, "rank": 0}, "distributedInfo.world_size 0 is not accepted"),
+    ({"world_size": 2, "rank": 5}, "distributedInfo.rank 5 is not accepted; expected an integer from 0 to"),
+    ({"world_size": 2, "rank": "0"}, "distributedInfo.rank '0' is not accepted"),
+])
+def test_a_world_size_or_rank_out_of_range_is_refused(tmp_path, info, message):
+    # a world size the profile states wrongly is refused, not replaced by the number of files given
+    from ddpsim.trace.profile import import_profile
+
+    doc = hand_profile() | {"distributedInfo": {"backend": "nccl", **info}}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=re.escape(message)):
+        import_profile(path)
+
+
 def test_bad_profiles(tmp_path):
     with pytest.raises(InputError, match="no ProfilerStep"):
         _steps(tmp_path, {"traceEvents": [_x("aten::mm", 0, 1, 1)]})
@@ -242,6 +260,17 @@ def test_attribution_shares_add_up():
     assert sum(r["share_pct"] for r in rows) == pytest.approx(100.0)
     line = transfer_line([{"size_bytes": 1e6, "measured_transfer_bound_s": 2e-3}, {"size_bytes": 3e6, "measured_transfer_bound_s": 4e-3}])
     assert line["fixed_s"] == pytest.approx(1e-3) and line["bytes_per_s"] == pytest.approx(1e9)
+
+
+def test_terms_whose_errors_cancel_have_no_share():
+    # a step predicted exactly while two terms are off by +-0.5 ms: no share of a zero error
+    from ddpsim.validation.profile_findings import _term_error
+
+    pred = {k: 1.0 for k in TERMS} | {"step_s": float(len(TERMS)), "backward_s": 1.0005, "forward_s": 0.9995}
+    meas = {k: 1.0 for k in TERMS} | {"step_s": float(len(TERMS))}
+    rows = attribution(pred, meas)
+    assert {r["term"]: r["share_pct"] for r in rows}["backward"] is None
+    assert _term_error(rows[TERMS.index("backward_s")]) == "backward +0.50 ms (the terms' errors cancel)"
 
 
 # ---- the public A100 profile ----------------------------------------------------------------------

@@ -23,6 +23,12 @@ def transfer_line(buckets: Sequence[dict[str, Any]]) -> dict[str, float] | None:
     return {"fixed_s": float(fixed), "bytes_per_s": float(1.0 / slope) if slope > 0 else None}
 
 
+def _term_error(t: dict[str, Any]) -> str:
+    """One term's error and its share of the step's (none where the terms' errors cancel to 0)."""
+    share = "the terms' errors cancel" if t["share_pct"] is None else f"{t['share_pct']:+.0f} % of the error"
+    return f"{t['term']} {t['error_s'] * 1e3:+.2f} ms ({share})"
+
+
 def findings(data: dict[str, Any]) -> list[str]:
     """Where the prediction is off and which term is responsible, one paragraph each."""
     pred, meas = data["predicted"], data["measured"]["mean"]
@@ -35,8 +41,7 @@ def findings(data: dict[str, Any]) -> list[str]:
            f"(kernels, copies, sets merged) per {_ms(busy['step_s'])} step. The prediction follows the step's critical "
            "path (a phase begins when the CPU reaches it and the device has finished the work before it), so the "
            "compute is the profile's and the error is "
-           "what the simulation adds: " + ("; ".join(f"{t['term']} {t['error_s'] * 1e3:+.2f} ms ({t['share_pct']:+.0f} % of the "
-                                                      "error)" for t in terms[:4]) or "nothing") + "."]
+           "what the simulation adds: " + ("; ".join(_term_error(t) for t in terms[:4]) or "nothing") + "."]
     if "grad_copies" in {t["term"] for t in terms}:
         out.append(f"grad_copies: the simulation charged DDP's gradient copies {_ms(pred['grad_copies_s'])} although a "
                    "profile's backward already holds them (the reducer's mul_out and copy_bucket_to_grad).")

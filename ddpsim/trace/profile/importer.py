@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.dtypes import ddpsim_dtype
 from ddpsim.trace.profile.kineto import KinetoProfile, read_profile
@@ -258,7 +258,7 @@ def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
     sms = props.get("numSms")
     batch, source = _batch_size(built)
     return ProfileEnvironment(gpu_name=name if isinstance(name, str) else None, num_sms=sms if isinstance(sms, int) else None,
-                              world_size=_int(info.get("world_size")), rank=_int(info.get("rank")),
+                              world_size=_ranks(info, prof.path), rank=_int(info.get("rank")),
                               backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
                               nccl_version=nccl_kernels.profile_version(info),
                               batch_size=batch, batch_size_source=source)
@@ -266,6 +266,23 @@ def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
 
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _ranks(info: dict[str, Any], path: str) -> int | None:
+    """``distributedInfo``'s world size (None where the profile does not say).
+
+    Raises:
+        InputError: a world size that is not a positive integer, or a rank outside it."""
+    world, rank = info.get("world_size"), info.get("rank")
+    if world is None:
+        return None
+    if _int(world) is None or world < 1:
+        raise InputError(f"profile {path}: distributedInfo.world_size {shorten(world)} is not accepted; "
+                         "expected a positive integer (the number of ranks)")
+    if rank is not None and (_int(rank) is None or not 0 <= rank < world):
+        raise InputError(f"profile {path}: distributedInfo.rank {shorten(rank)} is not accepted; "
+                         f"expected an integer from 0 to world_size - 1 = {world - 1}")
+    return world
 
 
 def _batch_size(built: _Steps) -> tuple[int | None, str | None]:

@@ -160,10 +160,6 @@ class _Index:
         return self._done[k - 1] if k else None
 
 
-def _first(ops: Sequence[CpuOp], prefix: str) -> CpuOp | None:
-    return next((o for o in ops if o.name.startswith(prefix)), None)
-
-
 def _end(o: CpuOp | GpuOp) -> float:
     return o.ts + o.dur
 
@@ -175,7 +171,7 @@ def _step(ix: _Index, s: StepOps, source: str) -> StepTimeline | None:
     t0 = s.window.start
     ops = sorted(s.cpu, key=lambda o: (o.ts, -o.dur))
     bwd_ops = [o for o in ops if w.backward.holds(o.ts)]
-    span = next(o for o in ops if o.name == f"ProfilerStep#{s.step}")
+    span = next(o for o in ops if o.name == f"ProfilerStep#{s.step}")  # the window's own op: it starts inside it
     zero = next((o for o in ops if o.name.startswith("Optimizer.zero_grad")), None)  # w.zero_grad's op: its own duration
     ddp = next((o for o in ops if o.tid == span.tid and o.name == "DistributedDataParallel.forward"), None)
     opt_end = w.optimizer.end if w.optimizer_annotated else w.backward.end

@@ -292,6 +292,7 @@ def test_the_block_size_is_read_on_nvidia_warps_only():
     assert nccl_kernels.block_of((544, 1, 1), nvidia) == (544, 1, 1)
     assert nccl_kernels.block_of((544, 1, 1), []) == (544, 1, 1)
     assert nccl_kernels.block_of((320, 1, 1), rocm) is None
+    assert nccl_kernels.block_of((544, 1, 1), [{"warpSize": [32]}]) is None  # a malformed header: not NVIDIA's 32
     old = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
     assert nccl_kernels.ran(old, nccl_kernels.block_of((320, 1, 1), rocm), "2.18.3") == ("ring", None, "ring/?")
 

@@ -141,13 +141,12 @@ def step_timelines(profile: KinetoProfile | str | Path, source: str | None = Non
 
 
 class _Index:
-    """The profile's timeline (:class:`~ddpsim.trace.profile.steps.Timeline`), the NCCL version
-    its kernels ran, and when the device finished the non-communication work launched up to a time."""
+    """The profile, its timeline (:class:`~ddpsim.trace.profile.steps.Timeline`), and when the
+    device finished the non-communication work launched up to a time."""
 
     def __init__(self, prof: KinetoProfile) -> None:
+        self.prof = prof
         self.timeline = Timeline(prof)
-        self.version = nccl_kernels.profile_version(prof.distributed_info)
-        self.device_properties = prof.device_properties
         work = [(lz.launch_us, lz.op.end) for lz in self.timeline.launched if kernel_kind(lz.op.name) != "comm"]
         self._launch_ts = [t for t, _ in work]
         self._done: list[float] = []
@@ -200,8 +199,8 @@ def _by_start(launched: Sequence[Launched]) -> list[Launched]:
 
 
 def _comm_kernel(ix: _Index, g: GpuOp, s_of: Callable[[float], float]) -> CommKernel:
-    algorithm, protocol, ran = nccl_kernels.ran(g.name, nccl_kernels.block_of(g.block, ix.device_properties), ix.version)
-    return CommKernel(start_s=s_of(g.ts), duration_s=g.dur * 1e-6, numel=(g.args or {}).get("In msg nelems"), name=g.name,
+    numel, algorithm, protocol, ran = nccl_kernels.launch(g, ix.prof)
+    return CommKernel(start_s=s_of(g.ts), duration_s=g.dur * 1e-6, numel=numel, name=g.name,
                       algorithm=algorithm, protocol=protocol, ran=ran)
 
 

@@ -109,8 +109,7 @@ class _Steps:
         ready = tuple(min(max(0.0, (r - bwd_gpu0) * US), bwd.gpu_s) for r in ready_us)
         index = len(self.iterations)
         buckets = _buckets(s, w, accumulate, path)
-        self.collectives += _kernels(s, index, buckets, w, nccl_kernels.profile_version(self.prof.distributed_info),
-                                     self.prof.device_properties)
+        self.collectives += _kernels(s, index, buckets, w, self.prof)
         self.grad_shapes.append([_first_dims(o.args) for o in accumulate])
         self.grad_work.append(_hook_work(s, accumulate))
         gpu = [lz.op for lz in s.launched]
@@ -197,7 +196,7 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
 
 
 def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, int | None]],
-             w: st.PhaseWindows, nccl_version: str | None, device_properties: list[dict]) -> list[CollectiveKernel]:
+             w: st.PhaseWindows, prof: KinetoProfile) -> list[CollectiveKernel]:
     by_ext = {ext: b.index for b, ext in buckets if ext is not None}
     t0 = s.window.start
     nccl = [lz for lz in s.launched if lz.op.is_nccl]
@@ -207,17 +206,16 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
     out = []
     for lz in nccl:
         g, args = lz.op, lz.op.args or {}
-        numel = args.get("In msg nelems")
         dtype_name = args.get("dtype")
         try:
             dtype = ddpsim_dtype(dtype_name, "dtype") if dtype_name is not None else "float32"
         except InputError:
             dtype = "float32"
         bucket = by_ext.get(g.ext_id) if by_ext else by_order.get(id(lz))
-        algorithm, protocol, ran = nccl_kernels.ran(g.name, nccl_kernels.block_of(g.block, device_properties), nccl_version)
+        numel, algorithm, protocol, ran = nccl_kernels.launch(g, prof)
         out.append(CollectiveKernel(
             iteration=index, collective=str(args.get("Collective name") or nccl_kernels.collective(g.name) or "unknown"),
-            bucket_index=bucket, numel=numel if isinstance(numel, int) else None, dtype=dtype, start_s=(g.ts - t0) * US,
+            bucket_index=bucket, numel=numel, dtype=dtype, start_s=(g.ts - t0) * US,
             duration_s=g.dur * US, algorithm=algorithm, protocol=protocol, ran=ran,
             channels=nccl_kernels.channels(g.grid), launch_cpu_s=(lz.launch_us - t0) * US))
     return sorted(out, key=lambda c: c.start_s)

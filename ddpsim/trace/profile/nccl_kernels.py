@@ -25,6 +25,10 @@ dimension is the channel count.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ddpsim.trace.profile.kineto import GpuOp, KinetoProfile
 
 ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree")
 PROTOCOLS = ("ll", "ll128", "simple")
@@ -60,8 +64,7 @@ def channels(grid: tuple[int, ...] | None) -> int | None:
 def block_of(block: tuple[int, ...] | None, device_properties: list[dict]) -> tuple[int, ...] | None:
     """``block`` where every GPU of the profile (its ``deviceProperties``) has 32-thread warps,
     else None: the thread counts of :func:`block_sizes` are NVIDIA NCCL's."""
-    warps = {d.get("warpSize", 32) for d in device_properties}
-    return block if warps <= {32} else None
+    return block if all(d.get("warpSize", 32) == 32 for d in device_properties) else None
 
 
 def profile_version(distributed_info: dict) -> str | None:
@@ -135,3 +138,13 @@ def ran(name: str, block: tuple[int, ...] | None, nccl_version: str | None) -> t
     else:
         text = " or ".join(f"{a}/{p}" for a, p in pairs) if 0 < len(pairs) <= 3 else "?"
     return algorithm, protocol, text
+
+
+def launch(op: GpuOp, prof: KinetoProfile) -> tuple[int | None, str | None, str | None, str]:
+    """One NCCL launch of a profile: its elements (``In msg nelems``; None where not an integer)
+    and what it ran (:func:`ran` of its name and block, under the profile's NCCL version and
+    warp size)."""
+    numel = (op.args or {}).get("In msg nelems")
+    algorithm, protocol, text = ran(op.name, block_of(op.block, prof.device_properties),
+                                    profile_version(prof.distributed_info))
+    return (numel if isinstance(numel, int) and not isinstance(numel, bool) else None), algorithm, protocol, text

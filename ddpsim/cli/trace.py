@@ -34,8 +34,8 @@ examples:
 
 'ddpsim trace --list-models' lists the built-ins and the zoo (zoo:<name>); your own model is
 any 'package.module:factory' returning an nn.Module (--input-shape gives one sample's shape;
-on a GPU, --device cuda times with CUDA events). A CPU trace meant to validate 2-rank gloo
-runs on a 2-core machine should use --num-threads 1. For a scenario's compile: block, add the
+on a GPU, --device cuda times with CUDA events). A CPU trace meant to validate gloo ranks
+that share a host's cores should use as many threads as each rank gets (--num-threads). For a scenario's compile: block, add the
 Dynamo graphs to a trace of the same model: 'ddpsim trace --model bert-base --compiled-graph
 --batch-size 1 --seq-len 128 --graph-into traces/bert-base.a100.json --out bert.compiled.json'.
 

@@ -429,9 +429,8 @@ def _cap_flags(point: Any) -> list[str]:
 def round_order(points: Sequence[Any], rep: int) -> list[Any]:
     """The order of round ``rep`` (1-based): the points rotated by ``rep - 1``, so that over as
     many rounds as points each point runs once in each position. The first run after a round's
-    trace capture can sit a few % off its round's median on a CPU host (4-6 % in some rounds of
-    the bundled cpu-gloo validations, 2 gloo ranks on a 2-core host: slower for bert-base, faster
-    for the other three); with a fixed order, whether that belongs to the position or to the
+    trace capture can sit a few % off its round's median on a CPU host (slower for some models,
+    faster for others); with a fixed order, whether that belongs to the position or to the
     point cannot be told."""
     k = (rep - 1) % len(points) if points else 0
     return list(points[k:]) + list(points[:k])

@@ -280,17 +280,17 @@ def test_validate_runs_list_points(tmp_path, tiny_trace_file):
     sweep lacks (the base point with it), the flags executor ddp / round get, and lists read
     back from validation.json rows (reanalyze)."""
     from ddpsim.cli.validate import parse_caps
-    from ddpsim.validation.measure import _cap_arg, _cap_flags, _point_cap, _select_points
+    from ddpsim.validation.measure import _cap_arg, _cap_flags, _point_cap, select_points
 
     s = load_scenario(write_scenario(tmp_path, tiny_trace_file, sweep={"bucket_cap_mb": [1], "bucket_cap_mb_list": [[0.003, 0.009]]}))
     caps = parse_caps("none,list=0.003+0.009,list=2")
     assert caps == [None, (0.003, 0.009), (2,)]
-    pts = _select_points(s, caps)
+    pts = select_points(s, caps)
     assert [p.point_id for p in pts] == ["cap=default", "list=0.003+0.009", "list=2"]
     assert [_cap_flags(p) for p in pts] == [["--bucket-cap-mb", "none"], ["--bucket-cap-mb-list", "0.003,0.009"],
                                             ["--bucket-cap-mb-list", "2"]]
     assert [_cap_arg(_point_cap(p)) for p in pts] == ["none", "list=0.003+0.009", "list=2"]
-    assert [p.point_id for p in _select_points(s, [None, [0.003, 0.009]])] == ["cap=default", "list=0.003+0.009"]
+    assert [p.point_id for p in select_points(s, [None, [0.003, 0.009]])] == ["cap=default", "list=0.003+0.009"]
 
 
 @pytest.mark.parametrize("item", ["list=", "list=1++2", "list=0", "list=nan"])

@@ -164,6 +164,13 @@ def nonempty(text: str) -> str:
 # ---- parser helpers ---------------------------------------------------------------------------
 
 
+def add_set(p: argparse.ArgumentParser) -> None:
+    """``--set KEY=VALUE`` (repeatable): any scenario key, checked by the scenario's schema."""
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+                   help="override a scenario key before it is checked, e.g. --set ddp.bucket_cap_mb=50 --set "
+                        "cluster.nodes=4 --set 'sweep.bucket_cap_mb=[null, 10, 50]' (dotted key, YAML value; repeatable)")
+
+
 def add_verb(subparsers: Any, name: str, *, help: str | None, description: str, epilog: str,
              aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
     """A subcommand parser: ``description`` leads with the question the verb answers, ``epilog``

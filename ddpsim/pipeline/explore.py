@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import ensure_dir, is_file, read_yaml, write_text_atomic
-from ddpsim.pipeline.scenario import Scenario, _resolve_path, find_scenario, scenario_from_dict
+from ddpsim.pipeline.scenario import Scenario, _resolve_path, apply_overrides, find_scenario, scenario_from_dict
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.specs import SweepPoint
 from ddpsim.pipeline.fingerprint import code_fingerprint, digest, engine_runs_key
@@ -125,8 +125,9 @@ class ExplorePoint:
         return next((v for n, v in self.values if n == name), default)
 
 
-def load_space(spec: str | Path) -> ExploreSpace:
-    """A scenario with an ``explore`` block (a path or a bundled name), validated.
+def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
+    """A scenario with an ``explore`` block (a path or a bundled name), validated, with
+    ``overrides`` (``KEY=VALUE``, :func:`ddpsim.pipeline.scenario.apply_overrides`) applied.
 
     Raises:
         InputError: a bad scenario key, a scenario without ``explore``, an axis value the
@@ -136,7 +137,7 @@ def load_space(spec: str | Path) -> ExploreSpace:
     path = find_scenario(spec)
     source = str(path)
     data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
-    return space_from_dict(data, source=source, path=path)
+    return space_from_dict(apply_overrides(data, overrides), source=source, path=path)
 
 
 def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:

@@ -580,6 +580,10 @@ def _cluster_in(v: Any) -> Any:
     return {"topology": v} if isinstance(v, str) else v
 
 
+#: sections a file may give as one string: the mapping each shorthand stands for
+SHORTHANDS = {"model": _model_in, "cluster": _cluster_in}
+
+
 class ScenarioFile(Schema):
     """A scenario YAML: what to simulate and what to sweep (``ddpsim.pipeline.scenario``)."""
 

@@ -205,6 +205,45 @@ def require_torch(verb: str) -> None:
 # ---- scenarios from flags ---------------------------------------------------------------------
 
 
+def add_scenario_flags(p: argparse.ArgumentParser, *, topology_default: str | None, world_size_help: str) -> None:
+    """The flags of a scenario made on the command line (``simulate``, ``sweep``): the trace,
+    the cluster, the world size and a calibration; every other scenario key through ``--set``."""
+    p.add_argument("--trace", metavar="FILE", required=True, type=nonempty, help="trace JSON written by 'ddpsim trace'")
+    p.add_argument("--topology", metavar="PRESET|FILE", default=topology_default, type=nonempty,
+                   help="topology preset ('ddpsim topology --list') or YAML file"
+                        + (f"; default: {topology_default}" if topology_default else
+                           "; without it, a latency + bandwidth model: --set cluster.latency_us=X --set cluster.bandwidth_gbps=Y"))
+    p.add_argument("--nodes", metavar="N", default=1, type=int_in(1, MAX_NODES), help="nodes of the topology; default: 1")
+    p.add_argument("--world-size", metavar="N", default=None, type=int_in(1, MAX_WORLD_SIZE), help=world_size_help)
+    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty,
+                   help="calibration JSON from the executor, or an nccl-tests all_reduce_perf log")
+    add_set(p)
+
+
+#: the scenario keys :func:`add_scenario_flags` sets -> their flags (errors name the flag)
+SCENARIO_FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": "--nodes",
+                  "world_size": "--world-size", "calibration": "--calibration"}
+
+
+def scenario_from_cli(args: argparse.Namespace, command: str, **keys: Any):
+    """The scenario of :func:`add_scenario_flags`' flags, with ``keys`` (scenario keys the command
+    sets itself) and then ``--set`` applied; checked like a scenario file."""
+    from ddpsim.pipeline.scenario import apply_overrides
+
+    data: dict[str, Any] = {"name": command.split()[-1], "trace": args.trace, "timelines": [],
+                            "cluster": {"topology": args.topology, "nodes": args.nodes},
+                            "world_size": args.world_size, **keys}
+    if args.calibration is not None:
+        data["calibration"] = args.calibration
+    return scenario_from_flags(apply_overrides(data, args.overrides), command, scenario_flags(args))
+
+
+def scenario_flags(args: argparse.Namespace) -> dict[str, str]:
+    """Scenario key -> what set it on this command line (a flag, or ``--set KEY``)."""
+    keys = (item.partition("=")[0].strip() for item in args.overrides)
+    return {**SCENARIO_FLAGS, **{k: f"--set {k}" for k in keys}}
+
+
 def scenario_from_flags(data: dict[str, Any], command: str, flags: dict[str, str]):
     """A :class:`~ddpsim.pipeline.scenario.Scenario` from the mapping ``data`` a command built
     from its flags; an error names the flag (``flags``: scenario key -> flag) instead of the key."""

@@ -16,7 +16,8 @@ import re
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError, cut, shorten
-from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE  # noqa: F401 (the verbs import them from here)
+from ddpsim.units import (MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_NODES, MAX_SEED, MAX_THREADS,  # noqa: F401 (the verbs
+                          MAX_WORLD_SIZE)  # import them from here: one table of bounds, in units)
 from ddpsim.units import (CAP_LIST_EXPECTED, LIST_POINT_PREFIX, NOT_GIVEN, parse_cap_list,  # noqa: F401  (re-exported;
                           parse_cap_point, parse_cap_value)  # they live low, for the executor)
 
@@ -25,8 +26,6 @@ log = logging.getLogger(__name__)
 #: bounds of the count flags (a value outside is refused with the bound in the message)
 MAX_REPEATS = 1000
 MAX_JOBS = 1024
-MAX_SEED = 2**32 - 1
-MAX_THREADS = 1024
 MAX_SWEEP_POINTS = 1000
 
 _CHOICE = re.compile(r"^argument (?P<flag>[^:]+): invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)$", re.S)
@@ -66,7 +65,7 @@ def one_line_error(message: str) -> str:
 
 
 def _flag(names: str) -> str:
-    """``--iterations/--iters`` (argparse's names of one option) -> ``--iterations``."""
+    """``--world-size/-n`` (argparse's names of one option) -> ``--world-size``."""
     return names.split("/")[0]
 
 
@@ -178,19 +177,6 @@ def add_verb(subparsers: Any, name: str, *, help: str | None, description: str, 
     kw: dict[str, Any] = {} if help is None else {"help": help}
     return subparsers.add_parser(name, description=description, epilog=epilog, aliases=list(aliases),
                                  formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
-
-
-class DeprecatedAlias(argparse.Action):
-    """A hidden flag spelling kept for old command lines: stores like its new flag and logs one
-    deprecation line naming it (``deprecated=`` the new spelling)."""
-
-    def __init__(self, option_strings: list[str], dest: str, deprecated: str = "", **kw: Any) -> None:
-        self.new = deprecated
-        super().__init__(option_strings, dest, **kw)
-
-    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
-        log.warning("ddpsim: %s is deprecated; use %s", option_string, self.new)
-        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
 def require_torch(verb: str) -> None:

@@ -1,0 +1,206 @@
+"""How close is ddpsim's all-reduce time to measured runs? One command, prints figures, asserts nothing:
+
+    python benchmarks/bench_collective_score.py [--curves DIR] [--sizes]
+
+Scores :func:`ddpsim.network.collective_cost.build_comm_model` against the public all-reduce
+curves copied into ``benchmarks/data/nccl-curves/`` (their sources: ``README.md`` and
+``curves_meta.csv`` there). Every ``normal`` curve is scored with NCCL's own choice of algorithm,
+every ``forced_algo`` curve with the algorithm its run forced; ``suspect`` and ``pathological``
+curves are never scored (and never set a constant). A curve is described by a preset, a node
+count and ``--set`` options (:data:`CASES`); a curve no preset can describe is listed with the
+reason. Out-of-place times are used where the curve has them, in-place otherwise.
+
+Printed per curve: the preset, nodes, options and forced algorithm, then in three size bands
+(< 1 MiB, 1-128 MiB, >= 256 MiB) the median |error| and the median signed error of the time,
+error = model time / measured time - 1 (positive: the model is slower than the run). The summary:
+the median over curves of the 1-128 MiB median |error|, and how many curves are within 15 % there
+(over the ``normal`` curves, the goal, and over ``normal`` + ``forced_algo``). ``--sizes`` adds
+the per-size table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MiB = 1 << 20
+BANDS = (("<1MiB", 0, MiB), ("1-128MiB", MiB, 128 * MiB + 1), (">=256MiB", 256 * MiB, 1 << 50))
+DATA = ROOT / "benchmarks" / "data" / "nccl-curves"
+WITHIN = 0.15
+
+
+@dataclass(frozen=True)
+class Case:
+    """How a curve is described: preset, nodes, ranks, ``--set`` options, forced algorithm, why."""
+
+    preset: str | None
+    nodes: int = 1
+    ranks: int = 0
+    options: dict = field(default_factory=dict)
+    algorithm: str | None = None
+    note: str = ""
+
+
+def skip(reason: str) -> Case:
+    return Case(preset=None, note=reason)
+
+
+#: curve id -> its description (suspect / pathological curves are skipped by category)
+CASES: dict[str, Case] = {
+    "a100_8g_stas00": Case("dgx-a100", 1, 8),
+    "b200_8g_stas00_torch": Case("dgx-b200", 1, 8, note="torch all_reduce; AWS tuner plugin"),
+    "b200_4x8_efa_stas00_torch": Case("dgx-b200", 4, 32, note="EFA 8 x 400 Gb/s as the preset's 8 x 400 Gb/s IB"),
+    "h100_2x8_gcp_a3mega_tcpxo": Case("dgx-h100", 2, 16, {"nic_gbit": 200},
+                                      note="GPUDirect-TCPXO 8 x 200 Gb/s as 8 x 200 Gb/s NICs"),
+    "a100_1x8_abci_anode": Case("dgx-a100", 1, 8, note="A100-SXM4-40GB; NVLink as the 80GB's"),
+    "a100_2x8_abci_anode": Case("dgx-a100", 2, 16, {"nic_gbit": 100},
+                                note="4 x HDR 200 Gb/s per node as 8 x 100 Gb/s (the same 800 Gb/s)"),
+    "a100_4x8_abci_anode": Case("dgx-a100", 4, 32, {"nic_gbit": 100},
+                                note="4 x HDR 200 Gb/s per node as 8 x 100 Gb/s (the same 800 Gb/s)"),
+    "v100_1x4_abci_vnode": Case("dgx-v100", 1, 4, {"gpus_per_node": 4}, note="a quad of the DGX-1 mesh"),
+    "v100_2x4_abci_vnode": Case("dgx-v100", 2, 8, {"gpus_per_node": 4}, note="2 x EDR per node"),
+    "v100_8x4_abci_vnode": Case("dgx-v100", 8, 32, {"gpus_per_node": 4}, note="2 x EDR per node"),
+    "v100_32x4_abci_vnode": Case("dgx-v100", 32, 128, {"gpus_per_node": 4}, note="2 x EDR per node"),
+    "a100_2x8_aws_p4d_efa": Case("dgx-a100", 2, 16, {"nic_gbit": 50},
+                                 note="EFA 4 x 100 Gb/s as 8 x 50 Gb/s (the same 400 Gb/s)"),
+    "h100_1x8_xxrjun": Case("dgx-h100", 1, 8),
+    "a100pcie_2g_p2p_thomaslie": Case("pcie", 1, 2, {"gpus_per_node": 2}, note="two A100-PCIe on one switch"),
+    "b200_2x8_gcp_a4_roce": Case("dgx-b200", 2, 16, note="RoCE 8 x 400 Gb/s as IB"),
+    "h100_8g_azure_ndv5_nvls": Case("dgx-h100", 1, 8, algorithm="nvls"),
+    "h200_8g_azure_ndv5_nvls": Case("dgx-h200", 1, 8, algorithm="nvls"),
+    "a100_8g_azure_ndv4": Case("dgx-a100", 1, 8, note="NCCL_ALGO=NVLS has no effect on A100: NCCL's choice"),
+    "gb200_4g_azure_ndv6_ring": Case("gb200-nvl72", 1, 4, {"gpus_per_node": 4}, algorithm="ring",
+                                     note="one tray of 4 GPUs"),
+    "a100_2x8_dgx_hdr_deepops_ring": Case("dgx-a100", 2, 16, algorithm="ring"),
+    "v100_2x8_aws_p3dn_efa_ring": Case("dgx-v100", 2, 16, {"nic_gbit": 25}, algorithm="ring",
+                                       note="EFA 1 x 100 Gb/s as 4 x 25 Gb/s"),
+    "mi300x_8g_rccl_aac8": skip("AMD MI300X with RCCL: no preset"),
+    "mi355x_2x8_rccl_pollara": skip("AMD MI355X with RCCL: no preset"),
+    "gh200_2x4_cscs_slingshot": skip("GH200 (4 GPUs in an NVLink mesh, Grace CPU): no catalogue GPU or preset"),
+    "gh200_1x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
+    "gh200_16x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
+    "gh200_128x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
+    "a100pcie_4g_azure_nc96v4": skip("NVLink-bridged pairs of PCIe GPUs: no preset"),
+    "a100pcie_2g_nvbridge_azure_nc48v4": skip("NVLink bridge between PCIe GPUs: no preset"),
+    "rtxpro6000_8g_pcie5_wrx90": skip("RTX PRO 6000 Blackwell (sm_120): no catalogue GPU"),
+    "h100_1x4_snellius": skip("4 H100 in a direct NVLink mesh without NVSwitch: no preset (dgx-h100 has NVLS)"),
+    "h100_2x4_snellius_ib": skip("4 H100 in a direct NVLink mesh without NVSwitch: no preset (dgx-h100 has NVLS)"),
+    "rtx2080ti_2g_pcie3_nop2p_autodl": skip("GeForce RTX 2080 Ti without P2P (through host memory): no preset"),
+}
+
+
+def load(data: Path) -> tuple[list[dict], dict[str, list[tuple[int, float]]]]:
+    """The curves' metadata rows and, per curve, (size_bytes, time_us) out-of-place (else in-place)."""
+    with open(data / "curves_meta.csv", newline="") as f:
+        meta = list(csv.DictReader(f))
+    rows: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    with open(data / "curves.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            rows.setdefault((r["curve_id"], r["placement"]), []).append((int(r["size_bytes"]), float(r["time_us"])))
+    points = {m["curve_id"]: sorted(rows.get((m["curve_id"], "out")) or rows[(m["curve_id"], "in")]) for m in meta}
+    return meta, points
+
+
+def model_for(case: Case):
+    from ddpsim.network.collective_cost import build_comm_model
+    from ddpsim.network.topology import build_preset
+
+    g = build_preset(case.preset, num_nodes=case.nodes, **case.options)
+    return build_comm_model(g, case.ranks, algorithm=case.algorithm)
+
+
+def residuals(case: Case, points: list[tuple[int, float]]) -> list[tuple[int, float, float, str]]:
+    """Per size: (size, measured µs, model µs, algo/proto)."""
+    m = model_for(case)
+    out = []
+    for size, t in points:
+        e = m.estimate_allreduce(size)
+        out.append((size, t, e.time_s * 1e6, f"{e.algorithm}/{e.protocol}"))
+    return out
+
+
+def band_stats(res: list[tuple[int, float, float, str]]) -> dict[str, tuple[float, float, int] | None]:
+    """Per band: (median |error|, median signed error, sizes) or None when the curve has no size there."""
+    out = {}
+    for name, lo, hi in BANDS:
+        errs = [tm / t - 1 for s, t, tm, _ in res if lo <= s < hi]
+        out[name] = (statistics.median(abs(e) for e in errs), statistics.median(errs), len(errs)) if errs else None
+    return out
+
+
+def scored(meta: list[dict]) -> list[tuple[dict, Case]]:
+    out = []
+    for m in meta:
+        case = CASES.get(m["curve_id"])
+        if m["category"] in ("normal", "forced_algo") and case is not None and case.preset is not None:
+            out.append((m, case))
+    return out
+
+
+def fmt(b: tuple[float, float, int] | None) -> str:
+    return f"{'-':>15s}" if b is None else f"{100 * b[0]:6.1f} {100 * b[1]:+7.1f}%"
+
+
+def summary(label: str, stats: list[tuple[str, dict]]) -> None:
+    mids = [(cid, b["1-128MiB"]) for cid, b in stats if b["1-128MiB"] is not None]
+    if not mids:
+        return
+    med = statistics.median(b[0] for _, b in mids)
+    within = sum(1 for _, b in mids if b[0] <= WITHIN)
+    lows = [b["<1MiB"][0] for _, b in stats if b["<1MiB"] is not None]
+    highs = [b[">=256MiB"][0] for _, b in stats if b[">=256MiB"] is not None]
+    print(f"{label}: {len(mids)} curves with 1-128 MiB sizes; median of the 1-128 MiB median |error| "
+          f"{100 * med:.1f} %; within 15 %: {within}/{len(mids)}; <1 MiB median {100 * statistics.median(lows):.1f} %; "
+          f">=256 MiB median {100 * statistics.median(highs):.1f} %")
+
+
+def print_sizes(cid: str, res: list[tuple[int, float, float, str]]) -> None:
+    print(f"  {cid}: size, measured us, model us, error, model's algo/proto")
+    for s, t, tm, ap in res:
+        print(f"    {s:>12d} {t:11.2f} {tm:11.2f} {100 * (tm / t - 1):+7.1f}% {ap}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--curves", type=Path, default=DATA, help="folder with curves.csv and curves_meta.csv")
+    ap.add_argument("--sizes", action="store_true", help="print every size of every scored curve")
+    args = ap.parse_args(argv)
+    meta, points = load(args.curves)
+    print(f"{'curve':34s} {'category':11s} {'model (preset nodes ranks options algo)':58s} "
+          f"{'<1MiB |e| sgn':>15s} {'1-128MiB':>15s} {'>=256MiB':>15s}")
+    stats: dict[str, list] = {"normal": [], "forced_algo": []}
+    all_res = {}
+    for m, case in scored(meta):
+        res = residuals(case, points[m["curve_id"]])
+        all_res[m["curve_id"]] = res
+        b = band_stats(res)
+        stats[m["category"]].append((m["curve_id"], b))
+        opts = " ".join(f"{k}={v}" for k, v in case.options.items())
+        desc = f"{case.preset} {case.nodes} {case.ranks} {opts} {case.algorithm or 'choice'}"
+        print(f"{m['curve_id']:34s} {m['category']:11s} {desc:58s} {fmt(b['<1MiB'])} {fmt(b['1-128MiB'])} "
+              f"{fmt(b['>=256MiB'])}")
+        if case.note:
+            print(f"{'':47s}({case.note})")
+        if args.sizes:
+            print_sizes(m["curve_id"], res)
+    print("\nnot scored:")
+    for m in meta:
+        case = CASES.get(m["curve_id"])
+        if m["category"] not in ("normal", "forced_algo"):
+            print(f"  {m['curve_id']:34s} {m['category']}: never scored")
+        elif case is None or case.preset is None:
+            print(f"  {m['curve_id']:34s} {m['category']}: {case.note if case else 'no description'}")
+    print()
+    summary("normal", stats["normal"])
+    summary("normal + forced_algo", stats["normal"] + stats["forced_algo"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,6 @@
 """How close is ddpsim's all-reduce time to measured runs? One command, prints figures, asserts nothing:
 
-    python benchmarks/bench_collective_score.py [--curves DIR] [--sizes]
+    python benchmarks/bench_collective_score.py [--curves DIR] [--sizes] [--loso] [--quantiles]
 
 Scores :func:`ddpsim.network.collective_cost.build_comm_model` against the public all-reduce
 curves copied into ``benchmarks/data/nccl-curves/`` (their sources: ``README.md`` and
@@ -14,18 +14,26 @@ Printed per curve: the preset, nodes, options and forced algorithm, then in thre
 (< 1 MiB, 1-128 MiB, >= 256 MiB) the median |error| and the median signed error of the time,
 error = model time / measured time - 1 (positive: the model is slower than the run). The summary:
 the median over curves of the 1-128 MiB median |error|, and how many curves are within 15 % there
-(over the ``normal`` curves, the goal, and over ``normal`` + ``forced_algo``). ``--sizes`` adds
-the per-size table.
+(over the ``normal`` curves, the goal, and over ``normal`` + ``forced_algo``). Curves run over a
+network transport no preset models (EFA, GPUDirect-TCPXO: the presets' NICs are InfiniBand /
+RoCE verbs) are scored and printed but summarised apart. ``--sizes`` adds the per-size table;
+``--loso`` fits the step overheads of :mod:`ddpsim.network.nccl_exec` (grid search on the
+``normal`` curves of modelled transports, 64 KiB-128 MiB) and prints each system's error with
+the overheads fitted without it; ``--quantiles`` the quantiles of measured / model time at
+64 KiB-64 MiB that the uncertainty band's collective term uses.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import itertools
+import math
 import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -34,6 +42,11 @@ MiB = 1 << 20
 BANDS = (("<1MiB", 0, MiB), ("1-128MiB", MiB, 128 * MiB + 1), (">=256MiB", 256 * MiB, 1 << 50))
 DATA = ROOT / "benchmarks" / "data" / "nccl-curves"
 WITHIN = 0.15
+#: the sizes the step overheads are fitted on, and the grid searched (µs)
+FIT_LO, FIT_HI = 64 * 1024, 128 * MiB
+GRID = {"ll_round_trip": (0.5, 1.0, 1.5, 2.0), "ll128": (2.0, 4.0, 6.0, 8.0, 12.0, 16.0), "simple": (2.0, 4.0, 6.0, 8.0, 12.0)}
+#: the sizes of the uncertainty band's collective term (ddpsim.pipeline.resampling)
+BAND_LO, BAND_HI = 64 * 1024, 64 * MiB
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,7 @@ class Case:
     ranks: int = 0
     options: dict = field(default_factory=dict)
     algorithm: str | None = None
+    transport: str = ""  # a network transport the presets do not model (they model InfiniBand / RoCE verbs)
     note: str = ""
 
 
@@ -56,9 +70,8 @@ def skip(reason: str) -> Case:
 CASES: dict[str, Case] = {
     "a100_8g_stas00": Case("dgx-a100", 1, 8),
     "b200_8g_stas00_torch": Case("dgx-b200", 1, 8, note="torch all_reduce; AWS tuner plugin"),
-    "b200_4x8_efa_stas00_torch": Case("dgx-b200", 4, 32, note="EFA 8 x 400 Gb/s as the preset's 8 x 400 Gb/s IB"),
-    "h100_2x8_gcp_a3mega_tcpxo": Case("dgx-h100", 2, 16, {"nic_gbit": 200},
-                                      note="GPUDirect-TCPXO 8 x 200 Gb/s as 8 x 200 Gb/s NICs"),
+    "b200_4x8_efa_stas00_torch": Case("dgx-b200", 4, 32, transport="EFA (libfabric SRD, aws-ofi-nccl)"),
+    "h100_2x8_gcp_a3mega_tcpxo": Case("dgx-h100", 2, 16, {"nic_gbit": 200}, transport="GPUDirect-TCPXO (TCP)"),
     "a100_1x8_abci_anode": Case("dgx-a100", 1, 8, note="A100-SXM4-40GB; NVLink as the 80GB's"),
     "a100_2x8_abci_anode": Case("dgx-a100", 2, 16, {"nic_gbit": 100},
                                 note="4 x HDR 200 Gb/s per node as 8 x 100 Gb/s (the same 800 Gb/s)"),
@@ -68,7 +81,7 @@ CASES: dict[str, Case] = {
     "v100_2x4_abci_vnode": Case("dgx-v100", 2, 8, {"gpus_per_node": 4}, note="2 x EDR per node"),
     "v100_8x4_abci_vnode": Case("dgx-v100", 8, 32, {"gpus_per_node": 4}, note="2 x EDR per node"),
     "v100_32x4_abci_vnode": Case("dgx-v100", 32, 128, {"gpus_per_node": 4}, note="2 x EDR per node"),
-    "a100_2x8_aws_p4d_efa": Case("dgx-a100", 2, 16, {"nic_gbit": 50},
+    "a100_2x8_aws_p4d_efa": Case("dgx-a100", 2, 16, {"nic_gbit": 50}, transport="EFA (libfabric SRD, aws-ofi-nccl)",
                                  note="EFA 4 x 100 Gb/s as 8 x 50 Gb/s (the same 400 Gb/s)"),
     "h100_1x8_xxrjun": Case("dgx-h100", 1, 8),
     "a100pcie_2g_p2p_thomaslie": Case("pcie", 1, 2, {"gpus_per_node": 2}, note="two A100-PCIe on one switch"),
@@ -80,7 +93,7 @@ CASES: dict[str, Case] = {
                                      note="one tray of 4 GPUs"),
     "a100_2x8_dgx_hdr_deepops_ring": Case("dgx-a100", 2, 16, algorithm="ring"),
     "v100_2x8_aws_p3dn_efa_ring": Case("dgx-v100", 2, 16, {"nic_gbit": 25}, algorithm="ring",
-                                       note="EFA 1 x 100 Gb/s as 4 x 25 Gb/s"),
+                                       transport="EFA (libfabric SRD, aws-ofi-nccl)", note="EFA 1 x 100 Gb/s as 4 x 25 Gb/s"),
     "mi300x_8g_rccl_aac8": skip("AMD MI300X with RCCL: no preset"),
     "mi355x_2x8_rccl_pollara": skip("AMD MI355X with RCCL: no preset"),
     "gh200_2x4_cscs_slingshot": skip("GH200 (4 GPUs in an NVLink mesh, Grace CPU): no catalogue GPU or preset"),
@@ -136,12 +149,116 @@ def band_stats(res: list[tuple[int, float, float, str]]) -> dict[str, tuple[floa
 
 
 def scored(meta: list[dict]) -> list[tuple[dict, Case]]:
+    """The (metadata, description) of every ``normal`` / ``forced_algo`` curve a preset describes."""
     out = []
     for m in meta:
         case = CASES.get(m["curve_id"])
         if m["category"] in ("normal", "forced_algo") and case is not None and case.preset is not None:
             out.append((m, case))
     return out
+
+
+def group(m: dict, case: Case) -> str:
+    """Which summary a scored curve counts in: its category, or the transport no preset models."""
+    return "other transport" if case.transport else m["category"]
+
+
+def system_key(m: dict) -> str:
+    """One system for leave-one-system-out: the same source and GPU (e.g. ABCI's A-nodes at 1-4 nodes)."""
+    return f"{m['source_repo']}|{m['gpu_model']}"
+
+
+def fit_points(meta: list[dict], points: dict, exclude: str | None = None) -> list[tuple[Any, list, float]]:
+    """(model, points, weight) of the curves the step overheads are fitted on: ``normal``, a transport
+    the presets model, never ``suspect`` / ``pathological``; without the system ``exclude``. Each
+    system weighs the same, whatever its number of curves."""
+    out = []
+    chosen = [(m, case) for m, case in scored(meta)
+              if m["category"] == "normal" and not case.transport and system_key(m) != exclude]
+    per_system: dict[str, int] = {}
+    for m, _ in chosen:
+        per_system[system_key(m)] = per_system.get(system_key(m), 0) + 1
+    for m, case in chosen:
+        pts = [(s, t) for s, t in points[m["curve_id"]] if FIT_LO <= s <= FIT_HI]
+        if pts:
+            out.append((model_for(case), pts, 1.0 / per_system[system_key(m)]))
+    return out
+
+
+def constants() -> dict[str, float]:
+    """The fitted constants in use: LL's round trip and the LL128 / Simple step overheads (µs)."""
+    from ddpsim.network import nccl_exec
+
+    return {"ll_round_trip": nccl_exec.LL_ROUND_TRIP_US, "ll128": nccl_exec.STEP_OVERHEAD_US["ll128"],
+            "simple": nccl_exec.STEP_OVERHEAD_US["simple"]}
+
+
+def set_constants(c: dict[str, float]) -> None:
+    from ddpsim.network import nccl_exec
+
+    nccl_exec.LL_ROUND_TRIP_US = c["ll_round_trip"]
+    nccl_exec.STEP_OVERHEAD_US.update(ll128=c["ll128"], simple=c["simple"])
+
+
+def fit_overheads(curves: list[tuple[Any, list, float]]) -> dict[str, float]:
+    """The constants (:func:`constants`) minimising the mean over systems of the median |log(model / run)|
+    of their curves (a deterministic grid search over :data:`GRID`)."""
+    saved = constants()
+    best: tuple[float, dict[str, float]] | None = None
+    try:
+        for o in itertools.product(*GRID.values()):
+            c = dict(zip(GRID, o))
+            set_constants(c)
+            cost = sum(w * statistics.median(abs(math.log(m.estimate_allreduce(s).time_s * 1e6 / t)) for s, t in pts)
+                       for m, pts, w in curves)
+            if best is None or cost < best[0] - 1e-12:
+                best = (cost, c)
+    finally:
+        set_constants(saved)
+    assert best is not None
+    return best[1]
+
+
+def loso(meta: list[dict], points: dict) -> None:
+    """Per system: the overheads fitted without it, and its 1-128 MiB median |error| with them."""
+    saved = constants()
+    print(f"\nfitted on every system: {fit_overheads(fit_points(meta, points))}; in use: {saved}")
+    print("leave one system out: system, overheads fitted without it (µs), its curves' 1-128 MiB median |error| "
+          "with those / with the constants in use")
+    systems = sorted({system_key(m) for m, c in scored(meta) if m["category"] == "normal" and not c.transport})
+    held_out = []
+    for key in systems:
+        o = fit_overheads(fit_points(meta, points, exclude=key))
+        for m, case in scored(meta):
+            if system_key(m) != key or m["category"] != "normal" or case.transport:
+                continue
+            try:
+                set_constants(o)
+                b_out = band_stats(residuals(case, points[m["curve_id"]]))["1-128MiB"]
+            finally:
+                set_constants(saved)
+            b_in = band_stats(residuals(case, points[m["curve_id"]]))["1-128MiB"]
+            if b_out is None:
+                continue
+            held_out.append(b_out[0])
+            print(f"  {m['curve_id']:30s} {o}  {100 * b_out[0]:5.1f} % / {100 * b_in[0]:5.1f} %")
+    if held_out:
+        print(f"leave-one-system-out: median of the 1-128 MiB median |error| {100 * statistics.median(held_out):.1f} %,"
+              f" within 15 %: {sum(e <= WITHIN for e in held_out)}/{len(held_out)}")
+
+
+def residual_quantiles(meta: list[dict], points: dict) -> None:
+    """Quantiles of measured / model time at 64 KiB-64 MiB over the scored curves of the modelled transports:
+    the uncertainty band's collective factors (:mod:`ddpsim.network.collective_residuals`)."""
+    ratios = []
+    for m, case in scored(meta):
+        if case.transport:
+            continue
+        ratios += [t / tm for s, t, tm, _ in residuals(case, points[m["curve_id"]]) if BAND_LO <= s <= BAND_HI]
+    ratios.sort()
+    qs = statistics.quantiles(ratios, n=20, method="inclusive")
+    print(f"\nmeasured / model time at 64 KiB-64 MiB, {len(ratios)} sizes: 5 % {qs[0]:.3f}, 10 % {qs[1]:.3f}, "
+          f"median {statistics.median(ratios):.3f}, 90 % {qs[17]:.3f}, 95 % {qs[18]:.3f}")
 
 
 def fmt(b: tuple[float, float, int] | None) -> str:
@@ -171,23 +288,24 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--curves", type=Path, default=DATA, help="folder with curves.csv and curves_meta.csv")
     ap.add_argument("--sizes", action="store_true", help="print every size of every scored curve")
+    ap.add_argument("--loso", action="store_true", help="leave-one-system-out errors of the fitted step overheads")
+    ap.add_argument("--quantiles", action="store_true", help="quantiles of measured / model time, 64 KiB-64 MiB")
     args = ap.parse_args(argv)
     meta, points = load(args.curves)
     print(f"{'curve':34s} {'category':11s} {'model (preset nodes ranks options algo)':58s} "
           f"{'<1MiB |e| sgn':>15s} {'1-128MiB':>15s} {'>=256MiB':>15s}")
-    stats: dict[str, list] = {"normal": [], "forced_algo": []}
-    all_res = {}
+    stats: dict[str, list] = {"normal": [], "forced_algo": [], "other transport": []}
     for m, case in scored(meta):
         res = residuals(case, points[m["curve_id"]])
-        all_res[m["curve_id"]] = res
         b = band_stats(res)
-        stats[m["category"]].append((m["curve_id"], b))
+        stats[group(m, case)].append((m["curve_id"], b))
         opts = " ".join(f"{k}={v}" for k, v in case.options.items())
         desc = f"{case.preset} {case.nodes} {case.ranks} {opts} {case.algorithm or 'choice'}"
         print(f"{m['curve_id']:34s} {m['category']:11s} {desc:58s} {fmt(b['<1MiB'])} {fmt(b['1-128MiB'])} "
               f"{fmt(b['>=256MiB'])}")
-        if case.note:
-            print(f"{'':47s}({case.note})")
+        for note in (case.note, f"transport no preset models: {case.transport}; not in the goal" * bool(case.transport)):
+            if note:
+                print(f"{'':47s}({note})")
         if args.sizes:
             print_sizes(m["curve_id"], res)
     print("\nnot scored:")
@@ -198,8 +316,13 @@ def main(argv: list[str] | None = None) -> None:
         elif case is None or case.preset is None:
             print(f"  {m['curve_id']:34s} {m['category']}: {case.note if case else 'no description'}")
     print()
-    summary("normal", stats["normal"])
+    summary("normal (the goal)", stats["normal"])
     summary("normal + forced_algo", stats["normal"] + stats["forced_algo"])
+    summary("other transports (EFA, TCPXO)", stats["other transport"])
+    if args.loso:
+        loso(meta, points)
+    if args.quantiles:
+        residual_quantiles(meta, points)
 
 
 if __name__ == "__main__":

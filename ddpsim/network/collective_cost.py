@@ -29,7 +29,7 @@ from typing import Any
 import networkx as nx
 
 from ddpsim.errors import InputError
-from ddpsim.network import gloo, nccl
+from ddpsim.network import gloo, nccl, nccl_exec
 from ddpsim.network.comm_model import GBPS, CollectiveEstimate, CommModel, make_estimate  # noqa: F401  (re-exported)
 from ddpsim.network.graph_search import (ChannelSearch, GraphInfo, Placement, Router,  # noqa: F401  (re-exported)
                                          link_capacities_gbps, place_ranks, search_graphs)
@@ -107,7 +107,7 @@ class NcclCommModel(CommModel):
             raise InputError(f"algorithm: {self.algorithm!r} is not available on {self.topology_name} with {n} ranks; "
                              f"expected one of {', '.join(sorted({aa for aa, _ in nccl.candidates(self.system)}))}"
                              " or hierarchical")
-        return make_estimate(size_bytes, t * 1e-6, n, a, p)
+        return make_estimate(size_bytes, nccl_exec.time_us(self.system, a, p, size_bytes) * 1e-6, n, a, p)
 
     def _hierarchical(self, size: int) -> CollectiveEstimate:
         n = self.num_ranks

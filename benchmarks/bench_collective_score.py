@@ -247,15 +247,20 @@ def loso(meta: list[dict], points: dict) -> None:
               f" within 15 %: {sum(e <= WITHIN for e in held_out)}/{len(held_out)}")
 
 
-def residual_quantiles(meta: list[dict], points: dict) -> None:
-    """Quantiles of measured / model time at 64 KiB-64 MiB over the scored curves of the modelled transports:
-    the uncertainty band's collective factors (:mod:`ddpsim.network.collective_residuals`)."""
+def mid_size_ratios(meta: list[dict], points: dict) -> list[float]:
+    """Measured / model time at 64 KiB-64 MiB over the scored curves of the modelled transports, sorted."""
     ratios = []
     for m, case in scored(meta):
         if case.transport:
             continue
         ratios += [t / tm for s, t, tm, _ in residuals(case, points[m["curve_id"]]) if BAND_LO <= s <= BAND_HI]
-    ratios.sort()
+    return sorted(ratios)
+
+
+def residual_quantiles(meta: list[dict], points: dict) -> None:
+    """Quantiles of :func:`mid_size_ratios`: the uncertainty band's collective factors
+    (:mod:`ddpsim.network.collective_residuals`)."""
+    ratios = mid_size_ratios(meta, points)
     qs = statistics.quantiles(ratios, n=20, method="inclusive")
     print(f"\nmeasured / model time at 64 KiB-64 MiB, {len(ratios)} sizes: 5 % {qs[0]:.3f}, 10 % {qs[1]:.3f}, "
           f"median {statistics.median(ratios):.3f}, 90 % {qs[17]:.3f}, 95 % {qs[18]:.3f}")

@@ -7,8 +7,11 @@ ranks to a :class:`~ddpsim.network.comm_model.CommModel`:
   reproduced over the graph by :mod:`ddpsim.network.graph_search`) gives each pattern's
   ``nChannels x bw``; NCCL's tuning model (:mod:`ddpsim.network.nccl`, v2.30.7,
   ``src/graph/tuning.cc``) picks algorithm and protocol over it (the plain TREE pattern with
-  tuning.cc's 0.85). NVLS needs an NVLS-capable NVSwitch and compute capability >= 90; across
-  hosts it is NVLSTree.
+  tuning.cc's 0.85), and the all-reduce's time is that choice's execution
+  (:mod:`ddpsim.network.nccl_exec`: run-time channels, chunks and pipeline steps, per-hop
+  latency, per-channel bandwidth, launch), not NCCL's ranking estimate. NVLS needs an
+  NVLS-capable NVSwitch and compute capability >= 90; across hosts it is NVLSTree. Broadcasts
+  and the ``hierarchical`` stages keep NCCL's estimate.
 * ``backend == "gloo"``: :class:`GlooCommModel`, gloo's ring (:mod:`ddpsim.network.gloo`) with the
   ring hop's latency (sum of link latencies on the path) and bandwidth (bottleneck of all
   ring hops sharing the links), and the CPU's reduction bandwidth.

@@ -64,6 +64,8 @@ def test_runtime_channels_drop_then_threads_halve():
     assert nccl_exec.runtime_channels(s, "ring", "ll", 12 * 32 * KiB) == (12, 1.0)
     # 8 KiB: one channel, then 512 -> 256 -> 128 threads (8 KiB >= 128 x 64 stops the halving)
     assert nccl_exec.runtime_channels(s, "ring", "ll", 8 * KiB) == (1, 0.25)
+    # a tree drops channels the same way but keeps every thread ("Tree now uses all threads always")
+    assert nccl_exec.runtime_channels(s, "tree", "ll", 8) == (1, 1.0)
 
 
 def test_nvls_chunk_shrinks_for_small_sizes():

@@ -120,6 +120,8 @@ def runtime_channels(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: in
     thr = THREAD_THRESHOLD[proto] * (sys.num_ranks if (algo == "ring" and proto == "ll") else 1)
     while size_bytes < nc * nt * thr and nc >= 2:
         nc -= 1
+    if algo == "tree":
+        return nc, 1.0  # "Tree now uses all threads always"
     while size_bytes < nc * nt * thr and nt % 128 == 0:
         nt //= 2
     return nc, nt / nt0

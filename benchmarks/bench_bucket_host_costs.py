@@ -2,21 +2,12 @@
 
     python benchmarks/bench_bucket_host_costs.py [PROFILE.json.gz ...]
 
-Reads torch.profiler (Kineto) traces of DDP (default: the committed ones, ``tests/data/*_ddp_*.json.gz``,
-sources in ``tests/data/README.profiles.md``) with :func:`ddpsim.trace.profile.kineto.read_profile`
-and prints, per profile, bucket by bucket (each ``c10d::allreduce_`` of a step) the host time of the
-bucket's collective and its parts: ``record_param_comms`` (ProcessGroupNCCL's collective body,
-``ProcessGroupNCCL.cpp``: ``syncStream``, the work's events, ``ncclAllReduce``), the
-``nccl:all_reduce`` annotation (NCCL's host path, ``enqueue.cc``), the CUDA runtime calls inside
-(stream waits, events, the kernel launch); and per parameter the reducer's copy into the bucket
-(``torch::distributed::reducer::mul_out``, ``Reducer::mark_variable_ready_dense``) and the copy back
-at finalize (``copy_bucket_to_grad``, ``Reducer::finalize_bucket_dense``), with their GPU copies.
-Beside them, what the engine charges (:mod:`ddpsim.network.host_costs` defaults): ``bucket_launch_s``
-+ ``enqueue_s`` per bucket, ``hook_s_per_param`` per parameter, nothing on the CPU for the copy back.
-
-Profiled CPU ops run slower than unprofiled ones (the profiler records every op and CUDA call),
-so the profile's figures bound the costs from above; the world-size-1 profiles have no all-reduce
-kernel to launch.
+Per torch.profiler trace of DDP (default: ``tests/data/*_ddp_*.json.gz``, read with
+:func:`~ddpsim.trace.profile.kineto.read_profile`), bucket by bucket: the host time of each
+``c10d::allreduce_`` and its parts (``record_param_comms``: ProcessGroupNCCL's collective body;
+``nccl:all_reduce``: NCCL's host path; CUDA calls; launches); per parameter the reducer's copy in
+(``mul_out``) and copy back (``copy_bucket_to_grad``); beside the engine's host-cost defaults
+(:mod:`ddpsim.network.host_costs`). Profiled CPU ops run slower: an upper bound.
 """
 
 from __future__ import annotations
@@ -37,13 +28,11 @@ COPY_BACK = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
 
 
 def inside(outer, events) -> list:
-    """The events of ``outer``'s thread that start and end within it."""
     end = outer.ts + outer.dur
     return [e for e in events if e.tid == outer.tid and outer.ts <= e.ts and e.ts + e.dur <= end and e is not outer]
 
 
 def buckets(prof) -> list[dict[str, float]]:
-    """Per ``c10d::allreduce_``: its host µs and its parts'."""
     out = []
     for op in (o for o in prof.cpu_ops if o.name == ALLREDUCE):
         cpu_in = inside(op, prof.cpu_ops)
@@ -60,12 +49,8 @@ def per_param(prof, name: str) -> list[float]:
     return [o.dur for o in prof.cpu_ops if o.name == name]
 
 
-def gpu_copies(prof) -> dict[str, float]:
-    """Medians of the GPU copies DDP makes per parameter: device-to-device memcpy and copy kernels."""
-    dtod = [g.dur for g in prof.gpu if g.name.startswith("Memcpy DtoD")]
-    kern = [g.dur for g in prof.gpu if "copy_kernel" in g.name]
-    return {"memcpy_dtod_us": statistics.median(dtod) if dtod else float("nan"), "num_dtod": len(dtod),
-            "copy_kernel_us": statistics.median(kern) if kern else float("nan"), "num_copy_kernels": len(kern)}
+def median(xs: list) -> float:
+    return statistics.median(xs) if xs else float("nan")
 
 
 def report(path: Path) -> None:
@@ -74,7 +59,7 @@ def report(path: Path) -> None:
 
     prof = read_profile(path)
     bs = buckets(prof)
-    print(f"\n{path.name}: {len(bs)} bucket collectives")
+    print(f"\n{path.name}: {len(bs)} buckets")
     print(f"  {'bucket':>6s} {'allreduce_':>11s} {'param_comms':>12s} {'nccl host':>10s} {'CUDA calls':>11s} "
           f"{'launches':>9s}  (µs)")
     for i, b in enumerate(bs):
@@ -83,22 +68,22 @@ def report(path: Path) -> None:
     if bs:
         med = statistics.median(b["allreduce_us"] for b in bs)
         model = (host_costs.BUCKET_LAUNCH_S + host_costs.ENQUEUE_S) * 1e6
-        print(f"  per bucket: median {med:.1f} µs on the CPU; the engine charges {model:.0f} µs "
-              f"(bucket_launch_s + enqueue_s): {med / model:.1f}x")
+        print(f"  per bucket: median {med:.1f} µs; the engine charges {model:.0f} (bucket_launch_s + enqueue_s)")
     for label, name, model_us in (("copy into the bucket (hook)", HOOK_COPY, host_costs.HOOK_S_PER_PARAM * 1e6),
                                   ("copy back at finalize", COPY_BACK, 0.0)):
         xs = per_param(prof, name)
         if xs:
-            print(f"  per parameter, {label}: {len(xs)} ops, median {statistics.median(xs):.1f} µs, "
-                  f"{sum(xs) / 1e3:.2f} ms over the profile's steps; the engine charges {model_us:g} µs on the CPU")
-    g = gpu_copies(prof)
-    print(f"  GPU: {g['num_dtod']} device-to-device memcpy (median {g['memcpy_dtod_us']:.1f} µs), "
-          f"{g['num_copy_kernels']} copy kernels (median {g['copy_kernel_us']:.1f} µs)")
+            print(f"  per parameter, {label}: {len(xs)} ops, median {median(xs):.1f} µs, {sum(xs) / 1e3:.2f} ms "
+                  f"in all; the engine charges {model_us:g} µs on the CPU")
+    dtod = [g.dur for g in prof.gpu if g.name.startswith("Memcpy DtoD")]
+    kern = [g.dur for g in prof.gpu if "copy_kernel" in g.name]
+    print(f"  GPU: {len(dtod)} DtoD memcpy (median {median(dtod):.1f} µs), {len(kern)} copy kernels "
+          f"(median {median(kern):.1f} µs)")
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("profiles", nargs="*", type=Path, help="Kineto traces (default: tests/data/*_ddp_*.json.gz)")
+    ap.add_argument("profiles", nargs="*", type=Path, help="Kineto traces (default: the committed ones)")
     args = ap.parse_args(argv)
     for p in args.profiles or sorted((ROOT / "tests" / "data").glob("*_ddp_*.json.gz")):
         report(p)

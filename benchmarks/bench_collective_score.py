@@ -3,30 +3,26 @@
     python benchmarks/bench_collective_score.py [--curves DIR] [--sizes] [--loso] [--quantiles]
 
 Scores :func:`ddpsim.network.collective_cost.build_comm_model` against the public all-reduce
-curves copied into ``benchmarks/data/nccl-curves/`` (their sources: ``README.md`` and
-``curves_meta.csv`` there). Every ``normal`` curve is scored with NCCL's own choice of algorithm,
-every ``forced_algo`` curve with the algorithm its run forced; ``suspect`` and ``pathological``
-curves are never scored (and never set a constant). A curve is described by a preset, a node
-count and ``--set`` options (:data:`CASES`); a curve no preset can describe is listed with the
-reason. Out-of-place times are used where the curve has them, in-place otherwise.
+curves in ``benchmarks/data/nccl-curves/`` (sources: ``curves_meta.csv.gz``): every ``normal``
+curve with NCCL's own choice, every ``forced_algo`` one with its forced algorithm; ``suspect``
+and ``pathological`` curves never (nor set a constant). :data:`CASES` describes a curve by
+preset, nodes, ranks and ``--set`` options, or says why no preset can.
 
-Printed per curve: the preset, nodes, options and forced algorithm, then in three size bands
-(< 1 MiB, 1-128 MiB, >= 256 MiB) the median |error| and the median signed error of the time,
-error = model time / measured time - 1 (positive: the model is slower than the run). The summary:
-the median over curves of the 1-128 MiB median |error|, and how many curves are within 15 % there
-(over the ``normal`` curves, the goal, and over ``normal`` + ``forced_algo``). Curves run over a
-network transport no preset models (EFA, GPUDirect-TCPXO: the presets' NICs are InfiniBand /
-RoCE verbs) are scored and printed but summarised apart. ``--sizes`` adds the per-size table;
-``--loso`` fits the step overheads of :mod:`ddpsim.network.nccl_exec` (grid search on the
-``normal`` curves of modelled transports, 64 KiB-128 MiB) and prints each system's error with
-the overheads fitted without it; ``--quantiles`` the quantiles of measured / model time at
-64 KiB-64 MiB that the uncertainty band's collective term uses.
+Printed per curve, in three size bands (< 1 MiB, 1-128 MiB, >= 256 MiB): the median |error|
+and the median signed error, error = model time / measured time - 1 (positive: the model is
+slower). The summary: the median over curves of the 1-128 MiB median |error| and how many are
+within 15 %, over the ``normal`` curves (the goal) and with ``forced_algo``; curves over a
+transport no preset models (EFA, GPUDirect-TCPXO; the presets' NICs are InfiniBand / RoCE) apart.
+``--sizes``: every size; ``--loso``: each system's error with the fitted constants of
+:mod:`ddpsim.network.nccl_exec` refitted without it; ``--quantiles``: the quantiles of measured
+/ model time at 64 KiB-64 MiB (the uncertainty band's collective term).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import itertools
 import math
 import statistics
@@ -44,7 +40,8 @@ DATA = ROOT / "benchmarks" / "data" / "nccl-curves"
 WITHIN = 0.15
 #: the sizes the step overheads are fitted on, and the grid searched (µs)
 FIT_LO, FIT_HI = 64 * 1024, 128 * MiB
-GRID = {"ll_round_trip": (0.5, 1.0, 1.5, 2.0), "ll128": (2.0, 4.0, 6.0, 8.0, 12.0, 16.0), "simple": (2.0, 4.0, 6.0, 8.0, 12.0)}
+GRID = {"ll_round_trip": (0.5, 1.0, 1.5, 2.0), "ll128": (2.0, 4.0, 6.0, 8.0, 12.0, 16.0),
+        "simple": (2.0, 4.0, 6.0, 8.0, 12.0)}
 #: the sizes of the uncertainty band's collective term (ddpsim.pipeline.resampling)
 BAND_LO, BAND_HI = 64 * 1024, 64 * MiB
 
@@ -62,6 +59,9 @@ class Case:
     note: str = ""
 
 
+EFA = "EFA (libfabric SRD, aws-ofi-nccl)"
+
+
 def skip(reason: str) -> Case:
     return Case(preset=None, note=reason)
 
@@ -70,7 +70,7 @@ def skip(reason: str) -> Case:
 CASES: dict[str, Case] = {
     "a100_8g_stas00": Case("dgx-a100", 1, 8),
     "b200_8g_stas00_torch": Case("dgx-b200", 1, 8, note="torch all_reduce; AWS tuner plugin"),
-    "b200_4x8_efa_stas00_torch": Case("dgx-b200", 4, 32, transport="EFA (libfabric SRD, aws-ofi-nccl)"),
+    "b200_4x8_efa_stas00_torch": Case("dgx-b200", 4, 32, transport=EFA),
     "h100_2x8_gcp_a3mega_tcpxo": Case("dgx-h100", 2, 16, {"nic_gbit": 200}, transport="GPUDirect-TCPXO (TCP)"),
     "a100_1x8_abci_anode": Case("dgx-a100", 1, 8, note="A100-SXM4-40GB; NVLink as the 80GB's"),
     "a100_2x8_abci_anode": Case("dgx-a100", 2, 16, {"nic_gbit": 100},
@@ -81,8 +81,8 @@ CASES: dict[str, Case] = {
     "v100_2x4_abci_vnode": Case("dgx-v100", 2, 8, {"gpus_per_node": 4}, note="2 x EDR per node"),
     "v100_8x4_abci_vnode": Case("dgx-v100", 8, 32, {"gpus_per_node": 4}, note="2 x EDR per node"),
     "v100_32x4_abci_vnode": Case("dgx-v100", 32, 128, {"gpus_per_node": 4}, note="2 x EDR per node"),
-    "a100_2x8_aws_p4d_efa": Case("dgx-a100", 2, 16, {"nic_gbit": 50}, transport="EFA (libfabric SRD, aws-ofi-nccl)",
-                                 note="EFA 4 x 100 Gb/s as 8 x 50 Gb/s (the same 400 Gb/s)"),
+    "a100_2x8_aws_p4d_efa": Case("dgx-a100", 2, 16, {"nic_gbit": 50}, transport=EFA,
+                                 note="EFA 4 x 100 Gb/s as 8 x 50 Gb/s"),
     "h100_1x8_xxrjun": Case("dgx-h100", 1, 8),
     "a100pcie_2g_p2p_thomaslie": Case("pcie", 1, 2, {"gpus_per_node": 2}, note="two A100-PCIe on one switch"),
     "b200_2x8_gcp_a4_roce": Case("dgx-b200", 2, 16, note="RoCE 8 x 400 Gb/s as IB"),
@@ -93,10 +93,10 @@ CASES: dict[str, Case] = {
                                      note="one tray of 4 GPUs"),
     "a100_2x8_dgx_hdr_deepops_ring": Case("dgx-a100", 2, 16, algorithm="ring"),
     "v100_2x8_aws_p3dn_efa_ring": Case("dgx-v100", 2, 16, {"nic_gbit": 25}, algorithm="ring",
-                                       transport="EFA (libfabric SRD, aws-ofi-nccl)", note="EFA 1 x 100 Gb/s as 4 x 25 Gb/s"),
+                                       transport=EFA, note="EFA 1 x 100 Gb/s as 4 x 25 Gb/s"),
     "mi300x_8g_rccl_aac8": skip("AMD MI300X with RCCL: no preset"),
     "mi355x_2x8_rccl_pollara": skip("AMD MI355X with RCCL: no preset"),
-    "gh200_2x4_cscs_slingshot": skip("GH200 (4 GPUs in an NVLink mesh, Grace CPU): no catalogue GPU or preset"),
+    "gh200_2x4_cscs_slingshot": skip("GH200: no catalogue GPU or preset"),
     "gh200_1x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
     "gh200_16x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
     "gh200_128x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
@@ -110,15 +110,14 @@ CASES: dict[str, Case] = {
 
 
 def load(data: Path) -> tuple[list[dict], dict[str, list[tuple[int, float]]]]:
-    """The curves' metadata rows and, per curve, (size_bytes, time_us) out-of-place (else in-place)."""
-    with open(data / "curves_meta.csv", newline="") as f:
+    """The curves' metadata rows and, per curve, its (size_bytes, time_us), sorted by size."""
+    with gzip.open(data / "curves_meta.csv.gz", "rt", newline="") as f:
         meta = list(csv.DictReader(f))
-    rows: dict[tuple[str, str], list[tuple[int, float]]] = {}
-    with open(data / "curves.csv", newline="") as f:
+    points: dict[str, list[tuple[int, float]]] = {m["curve_id"]: [] for m in meta}
+    with gzip.open(data / "curves.csv.gz", "rt", newline="") as f:
         for r in csv.DictReader(f):
-            rows.setdefault((r["curve_id"], r["placement"]), []).append((int(r["size_bytes"]), float(r["time_us"])))
-    points = {m["curve_id"]: sorted(rows.get((m["curve_id"], "out")) or rows[(m["curve_id"], "in")]) for m in meta}
-    return meta, points
+            points[r["curve_id"]].append((int(r["size_bytes"]), float(r["time_us"])))
+    return meta, {k: sorted(v) for k, v in points.items()}
 
 
 def model_for(case: Case):
@@ -140,7 +139,7 @@ def residuals(case: Case, points: list[tuple[int, float]]) -> list[tuple[int, fl
 
 
 def band_stats(res: list[tuple[int, float, float, str]]) -> dict[str, tuple[float, float, int] | None]:
-    """Per band: (median |error|, median signed error, sizes) or None when the curve has no size there."""
+    """Per band: (median |error|, median signed error, sizes), or None."""
     out = {}
     for name, lo, hi in BANDS:
         errs = [tm / t - 1 for s, t, tm, _ in res if lo <= s < hi]
@@ -159,19 +158,18 @@ def scored(meta: list[dict]) -> list[tuple[dict, Case]]:
 
 
 def group(m: dict, case: Case) -> str:
-    """Which summary a scored curve counts in: its category, or the transport no preset models."""
+    """The summary a scored curve counts in."""
     return "other transport" if case.transport else m["category"]
 
 
 def system_key(m: dict) -> str:
-    """One system for leave-one-system-out: the same source and GPU (e.g. ABCI's A-nodes at 1-4 nodes)."""
+    """A system for leave-one-system-out: one source and GPU."""
     return f"{m['source_repo']}|{m['gpu_model']}"
 
 
 def fit_points(meta: list[dict], points: dict, exclude: str | None = None) -> list[tuple[Any, list, float]]:
-    """(model, points, weight) of the curves the step overheads are fitted on: ``normal``, a transport
-    the presets model, never ``suspect`` / ``pathological``; without the system ``exclude``. Each
-    system weighs the same, whatever its number of curves."""
+    """(model, points, weight) of the ``normal`` curves of modelled transports, without the system
+    ``exclude``; each system weighs 1."""
     out = []
     chosen = [(m, case) for m, case in scored(meta)
               if m["category"] == "normal" and not case.transport and system_key(m) != exclude]
@@ -201,8 +199,7 @@ def set_constants(c: dict[str, float]) -> None:
 
 
 def fit_overheads(curves: list[tuple[Any, list, float]]) -> dict[str, float]:
-    """The constants (:func:`constants`) minimising the mean over systems of the median |log(model / run)|
-    of their curves (a deterministic grid search over :data:`GRID`)."""
+    """The constants minimising the mean over systems of the median |log(model / run)| (grid search)."""
     saved = constants()
     best: tuple[float, dict[str, float]] | None = None
     try:
@@ -220,17 +217,17 @@ def fit_overheads(curves: list[tuple[Any, list, float]]) -> dict[str, float]:
 
 
 def loso(meta: list[dict], points: dict) -> None:
-    """Per system: the overheads fitted without it, and its 1-128 MiB median |error| with them."""
+    """Per system: the constants fitted without it, and its curves' error with them."""
     saved = constants()
     print(f"\nfitted on every system: {fit_overheads(fit_points(meta, points))}; in use: {saved}")
-    print("leave one system out: system, overheads fitted without it (µs), its curves' 1-128 MiB median |error| "
-          "with those / with the constants in use")
-    systems = sorted({system_key(m) for m, c in scored(meta) if m["category"] == "normal" and not c.transport})
+    print("leave one system out: curve, constants fitted without its system, 1-128 MiB median |error| "
+          "with those / in use")
+    fitted = [(m, c) for m, c in scored(meta) if m["category"] == "normal" and not c.transport]
     held_out = []
-    for key in systems:
+    for key in sorted({system_key(m) for m, _ in fitted}):
         o = fit_overheads(fit_points(meta, points, exclude=key))
-        for m, case in scored(meta):
-            if system_key(m) != key or m["category"] != "normal" or case.transport:
+        for m, case in fitted:
+            if system_key(m) != key:
                 continue
             try:
                 set_constants(o)
@@ -248,7 +245,7 @@ def loso(meta: list[dict], points: dict) -> None:
 
 
 def mid_size_ratios(meta: list[dict], points: dict) -> list[float]:
-    """Measured / model time at 64 KiB-64 MiB over the scored curves of the modelled transports, sorted."""
+    """Measured / model time at 64 KiB-64 MiB, scored curves of modelled transports, sorted."""
     ratios = []
     for m, case in scored(meta):
         if case.transport:
@@ -258,8 +255,7 @@ def mid_size_ratios(meta: list[dict], points: dict) -> list[float]:
 
 
 def residual_quantiles(meta: list[dict], points: dict) -> None:
-    """Quantiles of :func:`mid_size_ratios`: the uncertainty band's collective factors
-    (:mod:`ddpsim.network.collective_residuals`)."""
+    """Quantiles of :func:`mid_size_ratios` (:mod:`ddpsim.network.collective_residuals`)."""
     ratios = mid_size_ratios(meta, points)
     qs = statistics.quantiles(ratios, n=20, method="inclusive")
     print(f"\nmeasured / model time at 64 KiB-64 MiB, {len(ratios)} sizes: 5 % {qs[0]:.3f}, 10 % {qs[1]:.3f}, "
@@ -291,7 +287,7 @@ def print_sizes(cid: str, res: list[tuple[int, float, float, str]]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--curves", type=Path, default=DATA, help="folder with curves.csv and curves_meta.csv")
+    ap.add_argument("--curves", type=Path, default=DATA, help="folder with curves.csv.gz and curves_meta.csv.gz")
     ap.add_argument("--sizes", action="store_true", help="print every size of every scored curve")
     ap.add_argument("--loso", action="store_true", help="leave-one-system-out errors of the fitted step overheads")
     ap.add_argument("--quantiles", action="store_true", help="quantiles of measured / model time, 64 KiB-64 MiB")
@@ -308,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
         desc = f"{case.preset} {case.nodes} {case.ranks} {opts} {case.algorithm or 'choice'}"
         print(f"{m['curve_id']:34s} {m['category']:11s} {desc:58s} {fmt(b['<1MiB'])} {fmt(b['1-128MiB'])} "
               f"{fmt(b['>=256MiB'])}")
-        for note in (case.note, f"transport no preset models: {case.transport}; not in the goal" * bool(case.transport)):
+        for note in (case.note, f"no preset models {case.transport}: apart" * bool(case.transport)):
             if note:
                 print(f"{'':47s}({note})")
         if args.sizes:

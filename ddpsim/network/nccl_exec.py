@@ -1,59 +1,43 @@
 """The time of an NCCL all-reduce from how NCCL executes it, for the configuration NCCL chose.
 
-:mod:`ddpsim.network.nccl` keeps NCCL's choice of algorithm and protocol (``tuning.cc``'s
-ranking, ``enqueue.cc topoGetAlgoInfo``). NCCL's own estimate (``ncclTopoGetAlgoTime``) is a
-ranking key; this module times the chosen configuration from its execution instead:
+:mod:`ddpsim.network.nccl` keeps NCCL's choice of algorithm and protocol (``tuning.cc``,
+``enqueue.cc topoGetAlgoInfo``); its estimate (``ncclTopoGetAlgoTime``) is a ranking key. This
+module times the chosen configuration from its execution:
 
-* **Channels and threads at run time** (``enqueue.cc topoGetAlgoInfo``): ring and tree drop
-  channels, then halve threads, while ``nBytes < nc * nt * threadThreshold``
-  (``tuning.cc``: thresholds LL 8 x nRanks for ring, 8 for tree; LL128 8; Simple 64; threads
-  LL 512, LL128 640, Simple 512, or 256 where the ring's bandwidth is at most PCIe's). NVLS and
-  NVLSTree keep ``nvlsChannels``. The bandwidth scales with the channels and threads in use.
-* **Chunks, slices and steps** (``enqueue.cc calcCollChunking``; buffer sizes ``device.h``):
-  a step carries one slot of the protocol's buffer (``NCCL_STEPS`` = 8 slots): LL 32 KiB of data
-  (``NCCL_LL_LINES_PER_THREAD`` x 512 threads x 16-byte lines, half of each line a flag),
-  LL128 576,000 bytes (120 x 640 x 8 bytes, 15 of 16 words data), Simple 512 KiB, a ring Simple
-  chunk ``ALLREDUCE_CHUNKSTEPS`` = 4 steps cut into 2 slices (``collectives.h``); NVLS 128 KiB
-  (``NCCL_NVLS_CHUNKSIZE``) cut down for small sizes; NVLSTree 256 KiB and less.
-* **Pipeline steps** (``device/all_reduce.h``): a ring loop takes 2(n-1) steps per chunk per
-  channel (``runRing``: send, n-2 recvReduceSend, recvReduceCopySend, n-2 recvCopySend), a loop
-  carrying ``nRanks`` chunks; each slice is one wait on the peer's flag and one post
-  (``prims_simple.h`` waitPeer/postPeer, ``prims_ll.h`` / ``prims_ll128.h`` per-line flags
-  polled once per step). A tree (``runTreeUpDown``) pipelines its chunks up then down the
-  levels: the first chunk crosses every level, the rest follow one step apart. NVLS
-  (``runNvls``) reduces through the switch (multimem ld_reduce) and broadcasts back (multimem
-  st): two synchronised steps per chunk; NVLSTree adds the tree's levels between nodes.
-* **Per-step cost**: the hop latency of the link the step crosses (``tuning.cc``'s
-  ``hwLat`` per link type and protocol: NVLink, PCIe, network, with the net proxy's
-  ``getNetOverhead`` and the graph's inter-node latency as ``tuning.cc`` adds them), plus, for
-  LL128 and Simple, a fixed cost of the step's synchronisation in the kernel
-  (:data:`STEP_OVERHEAD_US`: wait for the peer's flag, post its own; ``prims_ll128.h``,
-  ``prims_simple.h`` waitPeer / postPeer) that the other slices in flight hide as the slices
-  grow (``NCCL_STEPS`` slots, a Simple ring slice taking 2). NVLS's synchronisation is in
-  ``tuning.cc``'s NVLS latency already. LL has no step handshake: each thread stores 8 data
-  bytes with their flag per 16-byte line and the receiver polls the flag (``prims_ll.h``), so a
-  channel moves ``threads x 8`` bytes per round trip (:data:`LL_ROUND_TRIP_US`); the first
-  round of a step is its hop latency.
-* **Bandwidth**: NCCL's per-channel bandwidth of the pattern under the protocol's efficiency
-  (``tuning.cc``: LL 1/2, LL128 0.92 and its per-channel caps, Simple the graph's), scaled by
-  the channels and threads in use, without the ranking-only ``treeCorrectionFactor``.
-* **Pipeline fill**: a tree's first chunk crosses the network levels before the rest follow
-  (``runTreeUpDown``); NVLS's first chunk of every head crosses the switch twice (reduce,
-  broadcast) before the pipeline is full (``runNvls``; NVLSTree adds the tree's levels).
-* **Launch**: ``tuning.cc``'s ``baseLat`` per algorithm and protocol (kernel launch and the
-  first work fetch).
+* **Channels and threads at run time** (``enqueue.cc topoGetAlgoInfo``): a ring or tree drops
+  channels, then (ring) halves threads, while ``nBytes < nc * nt * threadThreshold`` (LL 8 x
+  nRanks on a ring, 8 on a tree; LL128 8; Simple 64; threads LL 512, LL128 640, Simple 512 or
+  256 on a ring at most as fast as PCIe); NVLS keeps ``nvlsChannels``. Bandwidth scales with them.
+* **Chunks and slices** (``calcCollChunking``, ``device.h``, ``collectives.h``): a step is one of
+  ``NCCL_STEPS`` = 8 buffer slots: LL 32 KiB of data (8 lines x 512 threads x 8 bytes), LL128
+  576,000 bytes (120 x 640 x 8, 15 of 16 words data), Simple 512 KiB, a ring Simple chunk 4 steps
+  in 2 slices; NVLS 128 KiB cut down for small sizes; NVLSTree 256 KiB and less.
+* **Pipeline steps** (``device/all_reduce.h``): a ring loop of nRanks chunks per channel takes
+  2(n-1) steps (``runRing``); a tree (``runTreeUpDown``) pipelines chunks up then down its
+  levels, its first chunk crossing the network levels before the rest follow (the fill); NVLS
+  (``runNvls``) reduces through the switch and broadcasts back, its first chunk of every head
+  crossing twice (the fill); NVLSTree adds the tree's levels between nodes.
+* **Per-step cost**: the hop latency of the link crossed (``tuning.cc`` ``hwLat`` per link type
+  and protocol, with the net proxy's ``getNetOverhead`` and the graph's inter-node latency as
+  ``tuning.cc`` adds them); for LL128 and Simple a synchronisation cost per step
+  (:data:`STEP_OVERHEAD_US`: waitPeer / postPeer, ``prims_ll128.h``, ``prims_simple.h``) that
+  the other slices in flight hide as slices grow (8 slots, 2 per Simple ring slice); NVLS's is in
+  ``tuning.cc``'s NVLS latency. LL has no handshake: threads store 8 data bytes per 16-byte line
+  with its flag and the receiver polls (``prims_ll.h``), ``threads x 8`` bytes per round trip
+  (:data:`LL_ROUND_TRIP_US`), a step's first round being its hop latency.
+* **Bandwidth**: NCCL's per-channel figure under the protocol's efficiency (``tuning.cc``: LL
+  1/2, LL128 0.92 and its caps), without the ranking-only ``treeCorrectionFactor``.
+* **Launch**: ``tuning.cc``'s ``baseLat`` per algorithm and protocol.
 
 Time = launch + hops x hop latency + first-pass syncs x exposed overhead + bytes / bandwidth
-+ LL's extra round trips + fill, so a message smaller than one loop still pays every step of
-the loop: the ramp from the latency floor to the bandwidth comes out of the steps.
++ LL's extra round trips + fill: a message smaller than one loop still pays every step of the
+loop, so the ramp from the latency floor to the bandwidth comes out of the steps.
 
-Fitted on measured curves (``benchmarks/bench_collective_score.py --loso``, which prints each
-system's error with the constants fitted without it): :data:`LL_ROUND_TRIP_US` and
-:data:`STEP_OVERHEAD_US` for LL128 and Simple, one value each for every GPU generation and
-transport, on the ``normal`` curves of InfiniBand / RoCE / NVLink / PCIe systems (never a
-``suspect`` or ``pathological`` one), each system weighing the same. The grid's best Simple
-overhead (6 µs) puts the published V100 check of ``tests/test_collectives.py`` 0.07 % past its
-10 %: 4 µs, the next grid value, is used.
+Fitted, one value for every GPU generation and transport (``bench_collective_score.py --loso``
+prints each system's error with them fitted without it): :data:`LL_ROUND_TRIP_US`,
+:data:`STEP_OVERHEAD_US` of LL128 and Simple, on the ``normal`` InfiniBand / RoCE / NVLink /
+PCIe curves, never a ``suspect`` or ``pathological`` one. The best Simple value (6 µs) puts the
+published V100 check of ``tests/test_collectives.py`` 0.07 % past 10 %: 4 µs is used.
 Units as :mod:`ddpsim.network.nccl`: µs, GB/s = 1000 bytes/µs.
 """
 
@@ -64,7 +48,7 @@ from dataclasses import dataclass
 
 from ddpsim.network import nccl
 
-# ---- NCCL's execution constants (v2.30.7) -----------------------------------------------------
+# ---- NCCL's execution constants (v2.30.7) ----
 NCCL_STEPS = 8  # device.h
 #: data bytes one step carries (device.h buffer sizes / NCCL_STEPS; enqueue.cc calcCollChunking)
 STEP_DATA_BYTES = {"ll": 8 * 512 * 8, "ll128": 120 * 640 * 8 // 16 * 15, "simple": (1 << 22) // NCCL_STEPS}
@@ -77,28 +61,26 @@ MAX_THREADS = {"ll": 512, "ll128": 640, "simple": 512}
 THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
 PCI_BW_GBPS = 24.0  # topo.h PCI_BW: a ring at most this fast runs Simple with 256 threads
 
-#: the kernel's fixed cost of one synchronised step (wait for the peer's flag, post its own), µs;
-#: fitted (module docstring); LL has none (its cost is :data:`LL_ROUND_TRIP_US`)
+#: µs per synchronised step, fitted (module docstring); LL has none
 STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 12.0, "simple": 4.0}
-#: LL's round trip, µs: each thread stores 8 data bytes (with their flag) per 16-byte line and the
-#: receiver polls the flag, so one channel moves threads x 8 bytes per round trip (prims_ll.h); fitted
+#: µs per LL round trip of threads x 8 data bytes, fitted (module docstring)
 LL_ROUND_TRIP_US = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
 class Execution:
-    """How NCCL runs one all-reduce: channels, the bytes of a step, and the steps' count."""
+    """How NCCL runs one all-reduce."""
 
     algorithm: str
     protocol: str
     num_channels: int
     thread_fraction: float
     chunk_bytes: int
-    syncs: int  # synchronised steps of the pipeline's first pass (one loop, or the tree's levels)
-    slices: int  # slices one channel moves in all (every loop)
+    syncs: int  # synchronised steps of the first pass (one loop, or the tree's levels)
+    slices: int  # slices one channel moves in all
     hops_intra: int  # hops on the critical path inside a node
     hops_inter: int  # hops across the network
-    fill_bytes: int  # bytes a pipeline carries before it is full (tree: the first chunk's levels)
+    fill_bytes: int  # bytes carried before the pipeline is full
 
 
 def _graph(sys: nccl.NcclSystem, algo: str) -> nccl.NcclGraph:
@@ -181,9 +163,7 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
 
 
 def hop_latency_us(sys: nccl.NcclSystem, algo: str, proto: str) -> tuple[float, float]:
-    """(intra-node, inter-node) latency of one hop, as ``tuning.cc`` has it: ``hwLat`` per link type
-    and protocol; across nodes a ring's NVLink hop is at least the net proxy's ``getNetOverhead``
-    (x3 for Simple), a network hop adds the graph's latency (twice for Simple: the flush)."""
+    """(intra-node, inter-node) latency of one hop as ``tuning.cc`` has it (module docstring)."""
     p = nccl.PROTOCOLS.index(proto)
     g = _graph(sys, algo)
     kind = "nvlink" if g.nvlink_intra else "pci"
@@ -213,17 +193,16 @@ def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> flo
     per_channel_bw = bw / ex.num_channels
     transfer = size_bytes / (1000.0 * bw)
     t_slice = transfer / ex.slices
-    # a sync hides behind the other slices in flight: NCCL_STEPS slots of the buffer, a slice taking
-    # ALLREDUCE_SLICESTEPS of them on a Simple ring, one elsewhere (prims_simple.h / prims_ll128.h)
+    # a sync hides behind the other slices in flight (NCCL_STEPS slots, ALLREDUCE_SLICESTEPS per Simple ring slice)
     in_flight = NCCL_STEPS // (ALLREDUCE_SLICESTEPS if (algo == "ring" and proto == "simple") else 1)
     exposed = o * o / (o + (in_flight - 1) * t_slice) if o > 0 else 0.0
+    fill = ex.fill_bytes / (1000.0 * per_channel_bw)
     return (launch + ex.hops_intra * lat_intra + ex.hops_inter * lat_inter + ex.syncs * exposed
-            + transfer + ll_rounds_us(sys, algo, proto, size_bytes, ex) + ex.fill_bytes / (1000.0 * per_channel_bw))
+            + transfer + ll_rounds_us(sys, algo, proto, size_bytes, ex) + fill)
 
 
 def ll_rounds_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int, ex: Execution) -> float:
-    """LL's round trips beyond one per step: a channel's threads store 8 data bytes each per round and
-    wait for the flags (``prims_ll.h``); the first round of a step is its hop latency."""
+    """LL's round trips beyond the first of each step (``prims_ll.h``; module docstring)."""
     if proto != "ll":
         return 0.0
     per_round = MAX_THREADS["ll"] * ex.thread_fraction * 8

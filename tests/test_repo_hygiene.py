@@ -108,11 +108,12 @@ def test_tracked_reports_stay_under_10_mib():
     assert _disk_bytes(reports) < 10 * MIB, f"reports/: {_disk_bytes(reports) / MIB:.1f} MiB"
 
 
-def test_tracked_checkout_stays_under_16_mib():
+def test_tracked_checkout_stays_under_20_mib():
     """The package; its tests and their data (about 3 MiB, published GPU profiles most of it); the
     reports (under 10 MiB, above); the shipped traces (about 3 MiB, among them the traces measured
-    on GPUs that the retime is scored against)."""
-    assert _disk_bytes(_files()) < 16 * MIB, f"tracked files: {_disk_bytes(_files()) / MIB:.1f} MiB"
+    on GPUs that the retime is scored against); the public all-reduce curves the collective model
+    is scored against (benchmarks/data, gzipped)."""
+    assert _disk_bytes(_files()) < 20 * MIB, f"tracked files: {_disk_bytes(_files()) / MIB:.1f} MiB"
 
 
 def test_no_module_defines_a_top_level_name_twice():

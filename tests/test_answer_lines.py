@@ -32,7 +32,7 @@ def _summary(backend: str, model: str, synthetic: bool) -> dict:
 
 def test_trust_line_names_what_the_answer_rests_on():
     gpu = _trust_line(_summary("nccl", "nccl", True))
-    assert "re-timed for the GPU from a CPU capture" in gpu and "NCCL's cost model" in gpu
+    assert "re-timed for the GPU from a CPU capture" in gpu and "NCCL's algorithm choice (tuning.cc) timed from its execution" in gpu
     cpu = _trust_line(_summary("gloo", "gloo-ring", False))
     assert "measured on AMD EPYC" in cpu and "not calibrated on this host" in cpu
     cal = _trust_line(_summary("gloo", "calibrated", False))

@@ -345,7 +345,8 @@ def _trust_line(s: dict[str, Any]) -> str | None:
     if model == "calibrated":
         comm = "collectives from this host's calibration"
     elif s["backend"] == "nccl":
-        comm = "NCCL's cost model (tuning.cc's, checked against published nccl-tests bus bandwidths)"
+        comm = ("NCCL's algorithm choice (tuning.cc) timed from its execution, scored against published "
+                "all-reduce curves (`benchmarks/bench_collective_score.py`)")
     else:
         comm = (f"{s['backend']}'s analytical model, not calibrated on this host (`ddpsim validate` calibrates it and "
                 "measures real DDP runs; a small VM's loopback can cost several times the model's figure)")

@@ -35,6 +35,10 @@ corrected by that times the events nested in it. The estimate is a lower bound o
 cost per event (the callbacks before the start and after the end of the cheap op's own span are not
 seen), so the corrected terms remain upper bounds of the unprofiled costs.
 
+**Waits on the device.** A CUDA call that takes longer than its name's median over the profile is
+the CPU blocked on a full launch queue (the device is behind: GPU-bound steps), not host work; the
+excess is removed from the span that holds it.
+
 **A host-bound profile** (a loaded or throttled CPU) runs every op slower; a profile whose
 ``aten::as_strided`` median exceeds :data:`HOST_BOUND_FACTOR` times the median over the profiles is
 reported but takes no part in the defaults (:func:`derive_defaults`).

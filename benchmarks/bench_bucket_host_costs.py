@@ -7,7 +7,10 @@ Per torch.profiler trace of DDP (default: ``tests/data/*_ddp_*.json.gz``, read w
 ``c10d::allreduce_`` and its parts (``record_param_comms``: ProcessGroupNCCL's collective body;
 ``nccl:all_reduce``: NCCL's host path; CUDA calls; launches); per parameter the reducer's copy in
 (``mul_out``) and copy back (``copy_bucket_to_grad``); beside the engine's host-cost defaults
-(:mod:`ddpsim.network.host_costs`). Profiled CPU ops run slower: an upper bound.
+(:mod:`ddpsim.network.host_costs`). Profiled CPU ops run slower: an upper bound. Then, per profile, the
+terms :mod:`ddpsim.network.host_cost_profiles` measures (the profiler's cost per nested event and the
+waits on a full launch queue removed), each bucket's host time against the model's, and the
+defaults derived from them.
 """
 
 from __future__ import annotations
@@ -81,12 +84,35 @@ def report(path: Path) -> None:
           f"(median {median(kern):.1f} µs)")
 
 
+def derived(paths: list[Path]) -> None:
+    from ddpsim.network import host_cost_profiles as hp
+    from ddpsim.network.host_costs import HostCosts
+
+    ms = hp.measure_all(paths)
+    bound = hp.host_bound([m.probe_op_s for m in ms])
+    d = hp.derive_defaults(ms, HostCosts().pre_forward_s)
+    print(f"\nterms per profile (µs; model = n x hook + launch + enqueue, with the defaults "
+          f"{d.hook_s_per_param * 1e6:.1f} / {d.bucket_launch_s * 1e6:.1f} / {d.enqueue_s * 1e6:.1f} derived here, "
+          f"{HostCosts().hook_s_per_param * 1e6:g} / {HostCosts().bucket_launch_s * 1e6:g} / "
+          f"{HostCosts().enqueue_s * 1e6:g} in host_costs)")
+    for m, b in zip(ms, bound):
+        ratios = [x.host_s / hp.model_bucket_s(HostCosts(), x.num_params) for x in m.buckets]
+        print(f"  {Path(m.source).name}{' (host-bound: left out, profiler cost kept)' if b else ''}: "
+              f"probe {m.probe_op_s * 1e6:.2f}, hook {m.hook_s_per_param * 1e6:.1f}, launch "
+              f"{m.bucket_launch_s * 1e6:.1f}, enqueue {m.enqueue_s * 1e6:.1f}, copy back "
+              f"{m.copy_back_s_per_param * 1e6:.1f}")
+        print("    measured / model per bucket (params): "
+              + " ".join(f"{r:.2f}({x.num_params})" for r, x in zip(ratios, m.buckets)))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("profiles", nargs="*", type=Path, help="Kineto traces (default: the committed ones)")
     args = ap.parse_args(argv)
-    for p in args.profiles or sorted((ROOT / "tests" / "data").glob("*_ddp_*.json.gz")):
+    paths = args.profiles or sorted((ROOT / "tests" / "data").glob("*_ddp_*.json.gz"))
+    for p in paths:
         report(p)
+    derived(paths)
 
 
 if __name__ == "__main__":

@@ -14,24 +14,35 @@ model (PyTorch ``torch/csrc/distributed/c10d/``, NCCL ``src/enqueue.cc``):
     (``ddp_iteration_overhead_s`` in ``reports/cpu-gloo-*``); a server CPU is at the low end
     of what they measure. The engine assumes the CPU meets the device once per step (a
     ``loss.item()``, the optimizer), so this is on the critical path of every step.
-``hook_s_per_param`` (8 us)
+``hook_s_per_param`` (15 us)
     ``Reducer::autograd_hook`` -> ``mark_variable_ready`` -> ``mark_variable_ready_dense``
     (``reducer.cpp``): bookkeeping and one kernel launch (the gradient copied into the
-    bucket view with the division fused, ``at::mul_out`` / ``copy_``): a dispatcher round
-    (~3-5 us) and a ``cudaLaunchKernel`` (~3-5 us).
-``bucket_launch_s`` (5 us)
+    bucket view with the division fused, ``torch::distributed::reducer::mul_out``).
+``bucket_launch_s`` (50 us)
     ``Reducer::mark_bucket_ready`` -> ``all_reduce_bucket`` -> ``run_comm_hook``: a
-    ``GradBucket``, the default ``_AllReduceBySumCommHook`` and its future.
-``enqueue_s`` (10 us)
-    ``ProcessGroupNCCL::collective`` (``ProcessGroupNCCL.cpp``): ``syncStream``
-    (``cudaEventRecord`` + ``cudaStreamWaitEvent``), the ``WorkNCCL`` with its CUDA events,
-    ``ncclAllReduce`` (NCCL's host path ``ncclEnqueueCheck`` -> ``ncclGroupEndInternal`` ->
-    ``cudaLaunchKernelExC``: about 3 us, the gap NVIDIA/nccl#1984 measured between small
-    all-reduces with and without CUDA graphs), the end event and the watchdog's queue.
-    Charged to every collective the engine issues (buckets, the used map, broadcasts).
+    ``GradBucket``, the default ``_AllReduceBySumCommHook`` and its future, the dispatch of
+    ``c10d::allreduce_``.
+``enqueue_s`` (55 us)
+    ``ProcessGroupNCCL::collective`` (``ProcessGroupNCCL.cpp``, the profiles'
+    ``record_param_comms``): ``syncStream`` (``cudaEventRecord`` + ``cudaStreamWaitEvent``), the
+    ``WorkNCCL`` with its CUDA events, ``ncclAllReduce`` (NCCL's host path ``ncclEnqueueCheck`` ->
+    ``ncclGroupEndInternal`` -> ``cudaLaunchKernelExC``, the profiles' ``nccl:all_reduce``), the end
+    event and the watchdog's queue. Charged to every collective the engine issues (buckets, the
+    used map, broadcasts).
+
+The last three are measured, not estimated: :mod:`ddpsim.network.host_cost_profiles` takes them
+bucket by bucket from the committed torch.profiler traces of DDP (``tests/data/*_ddp_*_rank0``:
+ResNet-50 on V100, H100, H200, GPT-2 124M on H100), each the median over the profiles of the
+profile's median, with the profiler's own cost per nested event removed (a lower bound of it, so
+these remain upper bounds) and a host-bound profile (the A100 one: every op several times
+slower) left out; ``tests/test_bucket_host_costs.py`` checks every bucket of every profile against
+them. One constant for every GPU: the code path is the host's. ``pre_forward_s`` stays an
+estimate (the profiles' pre-forward holds the buffer broadcast, which the engine times apart).
+Not charged by the engine: finalize's copy back (``copy_bucket_to_grad``, 7-11 us per parameter
+on the same profiles).
 
 All four are uncertain by about a factor of two either way (CPU model, clock, Python
-version); the uncertainty pass of the sweep varies them. A calibration measured on the
+version, profiler); the uncertainty pass of the sweep varies them. A calibration measured on the
 machine replaces them (its ``ddp_iteration_overhead_s`` already holds the per-step part).
 """
 
@@ -45,9 +56,9 @@ from ddpsim.errors import InputError
 
 #: the defaults of the module docstring, seconds
 PRE_FORWARD_S = 100e-6
-HOOK_S_PER_PARAM = 8e-6
-BUCKET_LAUNCH_S = 5e-6
-ENQUEUE_S = 10e-6
+HOOK_S_PER_PARAM = 15e-6
+BUCKET_LAUNCH_S = 50e-6
+ENQUEUE_S = 55e-6
 
 def check_seconds(v: Any, key: str) -> None:
     """``v`` must be a finite number of seconds >= 0; else one line naming ``key``."""
@@ -82,4 +93,4 @@ class HostCosts:
         return (f"host costs on the CPU timeline: {self.pre_forward_s * 1e6:g} us per step before forward, "
                 f"{self.hook_s_per_param * 1e6:g} us per parameter's autograd hook, {self.bucket_launch_s * 1e6:g} us "
                 f"per bucket launch, {self.enqueue_s * 1e6:g} us per ProcessGroupNCCL collective (reducer.cpp, "
-                f"ProcessGroupNCCL.cpp; defaults, not measured here)")
+                f"ProcessGroupNCCL.cpp; defaults from profiles of other machines, not measured here)")

@@ -81,7 +81,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec.info,
                             warnings=[warning] if warning else None,
                             cost_terms=steps.cost_terms(sc, best.point, rec.inputs), method_error=me_answer,
-                            compiled=compiled)
+                            compiled=compiled, host_costs=rec.inputs.config.host_costs)
     files.append(write_text_atomic(rdir / "summary.json", json.dumps(summ, indent=1, sort_keys=True, default=str) + "\n"))
     md = report.render_summary(summ)
     files.append(write_text_atomic(rdir / "summary.md", md + "\n"))

@@ -1,0 +1,215 @@
+"""DDP's per-bucket host costs measured on torch.profiler traces, and the defaults derived from them.
+
+What a bucket costs the CPU beyond its all-reduce kernel, as the Reducer pays it
+(``torch/csrc/distributed/c10d/reducer.cpp``, ``ProcessGroupNCCL.cpp``), read from one rank's
+Kineto trace (:func:`ddpsim.trace.profile.kineto.read_profile`, steps from
+:func:`ddpsim.trace.profile.steps.profiler_steps`). In the backward, each gradient's
+``autograd::engine::evaluate_function: torch::autograd::AccumulateGrad`` span holds the
+``AccumulateGrad`` op and, after it, DDP's hook on the same thread:
+
+* **hook** (``hook_s_per_param``): the span minus the ``AccumulateGrad`` op, for a gradient that
+  launches no bucket: ``Reducer::autograd_hook`` -> ``mark_variable_ready_dense``, the gradient's
+  copy into its bucket view with the division fused (``torch::distributed::reducer::mul_out``, one
+  kernel launch) and the Reducer's bookkeeping;
+* **enqueue** (``enqueue_s``): the ``record_param_comms`` inside a bucket's ``c10d::allreduce_``:
+  ``ProcessGroupNCCL::collective`` (``syncStream``, the ``WorkNCCL`` and its events,
+  ``ncclAllReduce``'s host path ``nccl:all_reduce`` and its ``cudaLaunchKernelExC``);
+* **bucket launch** (``bucket_launch_s``): what the gradient that makes a bucket ready pays beyond
+  a plain hook and the enqueue: ``mark_bucket_ready`` -> ``all_reduce_bucket`` -> ``run_comm_hook``
+  (the ``GradBucket``, the default hook's future) and the dispatch of ``c10d::allreduce_``.
+
+A bucket of ``n`` gradients thus costs the host ``n * hook + bucket launch + enqueue``
+(:func:`model_bucket_s`), the engine's charge (:mod:`ddpsim.engine.reducer` ``autograd_hook``,
+``launch_plain_bucket``; :mod:`ddpsim.engine.timeline` for the enqueue).
+
+**Not charged by the engine**: the copy back at finalize
+(``torch.distributed.ddp.reducer::copy_bucket_to_grad``, one per parameter, in
+``Reducer::finalize_backward`` on the CPU after the last bucket's wait), measured here as
+:attr:`ProfileHostCosts.copy_back_s_per_param`.
+
+**The profiler's own cost.** Every profiled op and CUDA call runs ``RecordFunction``'s callbacks and
+Kineto's recording, and that time falls inside the span of the op that holds it. Per profile the
+cost of one nested event is estimated as the median span of ``aten::as_strided`` (a view: no kernel,
+no allocation; its span is its body plus part of the callbacks), and each measured term is
+corrected by that times the events nested in it. The estimate is a lower bound of the profiler's
+cost per event (the callbacks before the start and after the end of the cheap op's own span are not
+seen), so the corrected terms remain upper bounds of the unprofiled costs.
+
+**Waits on the device.** A CUDA call that takes longer than its name's median over the profile is
+the CPU blocked on a full launch queue (the device is behind: GPU-bound steps), not host work; the
+excess is removed from the span that holds it.
+
+**A host-bound profile** (a loaded or throttled CPU) runs every op slower; a profile whose
+``aten::as_strided`` median exceeds :data:`HOST_BOUND_FACTOR` times the median over the profiles is
+reported but takes no part in the defaults (:func:`derive_defaults`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from ddpsim.network.host_costs import HostCosts
+from ddpsim.trace.profile.kineto import CpuOp, KinetoProfile, read_profile
+from ddpsim.trace.profile.steps import ACCUMULATE_GRAD, BACKWARD_OP, COMMS_OP, COPY_BUCKET_TO_GRAD, profiler_steps
+
+ALLREDUCE_OP = "c10d::allreduce_"
+EVALUATE_ACCUMULATE = f"{BACKWARD_OP} {ACCUMULATE_GRAD}"
+#: the cheapest profiled op: its median span estimates the profiler's cost per nested event
+PROBE_OP = "aten::as_strided"
+#: a profile whose probe op runs this many times slower than the profiles' median is host-bound
+HOST_BOUND_FACTOR = 4.0
+#: the defaults' stated uncertainty: a bucket's measured host time is within this factor of the model
+BAND = 2.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class BucketHost:
+    """One bucket of one profiled step: its gradients and what the host paid for them (seconds,
+    profiler overhead removed)."""
+
+    step: int
+    index: int
+    num_params: int
+    hooks_s: tuple[float, ...]   # per gradient of the bucket, ready order: span minus AccumulateGrad
+    enqueue_s: float             # record_param_comms inside the bucket's c10d::allreduce_
+
+    @property
+    def host_s(self) -> float:
+        """Everything the bucket cost the host: its gradients' hooks, the launch inside the last."""
+        return sum(self.hooks_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileHostCosts:
+    """One profile's host costs: per bucket, and the per-term medians (seconds)."""
+
+    source: str
+    probe_op_s: float            # median span of PROBE_OP: the profiler's cost per nested event
+    buckets: tuple[BucketHost, ...]
+    hook_s_per_param: float      # median hook of the gradients that launch no bucket
+    bucket_launch_s: float       # median of (closing hook - enqueue - hook_s_per_param)
+    enqueue_s: float             # median enqueue
+    copy_back_s_per_param: float  # median copy_bucket_to_grad (not charged by the engine)
+
+    def as_host_costs(self, pre_forward_s: float) -> HostCosts:
+        return HostCosts(pre_forward_s=pre_forward_s, hook_s_per_param=self.hook_s_per_param,
+                         bucket_launch_s=self.bucket_launch_s, enqueue_s=self.enqueue_s)
+
+
+class _Nested:
+    """The profiled events (CPU ops and CUDA calls) inside a span on its thread: their count, and
+    the CUDA calls' time beyond their name's median over the profile (the CPU blocked on a full
+    launch queue: the device is behind, which is not host work)."""
+
+    def __init__(self, prof: KinetoProfile) -> None:
+        by_tid: dict[object, list[float]] = {}
+        for e in list(prof.cpu_ops) + list(prof.runtime):
+            by_tid.setdefault(e.tid, []).append(e.ts)
+        self.starts = {t: sorted(v) for t, v in by_tid.items()}
+        durs: dict[str, list[float]] = {}
+        for r in prof.runtime:
+            durs.setdefault(r.name, []).append(r.dur)
+        typical = {k: statistics.median(v) for k, v in durs.items()}
+        calls: dict[object, list[tuple[float, float]]] = {}
+        for r in prof.runtime:
+            calls.setdefault(r.tid, []).append((r.ts, max(0.0, r.dur - typical[r.name])))
+        self.calls = {t: sorted(v) for t, v in calls.items()}
+        self.call_ts = {t: [c[0] for c in v] for t, v in self.calls.items()}
+
+    def count(self, op: CpuOp) -> int:
+        ts = self.starts.get(op.tid, [])
+        return bisect_right(ts, op.ts + op.dur) - bisect_left(ts, op.ts) - 1  # the op itself excluded
+
+    def blocked_us(self, op: CpuOp) -> float:
+        ts = self.call_ts.get(op.tid, [])
+        lo, hi = bisect_left(ts, op.ts), bisect_right(ts, op.ts + op.dur)
+        return sum(c[1] for c in self.calls[op.tid][lo:hi]) if hi > lo else 0.0
+
+
+def _median_s(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else 0.0
+
+
+def _within(inner: CpuOp, outer: CpuOp) -> bool:
+    return inner.tid == outer.tid and outer.ts <= inner.ts and inner.ts + inner.dur <= outer.ts + outer.dur
+
+
+def _step_buckets(ops: Sequence[CpuOp], step: int, nested: _Nested, o_us: float) -> list[BucketHost]:
+    """The buckets of one step: gradients' hooks in ready order, cut after each one that launches."""
+    cost = lambda op: op.dur - nested.count(op) * o_us - nested.blocked_us(op)  # noqa: E731 - microseconds
+    accs = [o for o in ops if o.name == ACCUMULATE_GRAD]
+    launches = [o for o in ops if o.name == ALLREDUCE_OP]
+    comms = [o for o in ops if o.name == COMMS_OP]
+    out: list[BucketHost] = []
+    hooks: list[float] = []
+    for ev in (o for o in ops if o.name == EVALUATE_ACCUMULATE):
+        acc = next((a for a in accs if _within(a, ev)), None)
+        if acc is None:
+            continue
+        hooks.append((cost(ev) - cost(acc)) * 1e-6)
+        ar = next((a for a in launches if _within(a, ev)), None)
+        if ar is not None:
+            enq = [cost(c) for c in comms if _within(c, ar)]
+            out.append(BucketHost(step=step, index=len(out), num_params=len(hooks), hooks_s=tuple(hooks),
+                                  enqueue_s=(max(enq) if enq else cost(ar)) * 1e-6))
+            hooks = []
+    return out
+
+
+def probe_op_us(prof: KinetoProfile) -> float:
+    """The median span of :data:`PROBE_OP` in ``prof`` (microseconds; 0 when it has none)."""
+    probe = [o.dur for o in prof.cpu_ops if o.name == PROBE_OP]
+    return statistics.median(probe) if probe else 0.0
+
+
+def measure(profile: KinetoProfile | str | Path, *, correct: bool = True) -> ProfileHostCosts:
+    """Per bucket and per term, the host costs in ``profile``'s steps (see the module docstring);
+    ``correct=False`` keeps the profiler's cost per nested event in (a host-bound profile: there the
+    probe op's span is the host's slowness, not the profiler's)."""
+    prof = profile if isinstance(profile, KinetoProfile) else read_profile(profile)
+    o_us = probe_op_us(prof) if correct else 0.0
+    nested = _Nested(prof)
+    ops = sorted(prof.cpu_ops, key=lambda o: o.ts)
+    buckets: list[BucketHost] = []
+    for n, w in profiler_steps(prof):
+        buckets += _step_buckets([o for o in ops if w.start <= o.ts < w.end], n, nested, o_us)
+    plain = [h for b in buckets for h in b.hooks_s[:-1]]
+    hook = _median_s(plain)
+    copy_back = [cost for o in prof.cpu_ops if o.name == COPY_BUCKET_TO_GRAD
+                 for cost in [(o.dur - nested.count(o) * o_us - nested.blocked_us(o)) * 1e-6]]
+    return ProfileHostCosts(source=str(prof.path), probe_op_s=probe_op_us(prof) * 1e-6, buckets=tuple(buckets),
+                            hook_s_per_param=hook,
+                            bucket_launch_s=max(0.0, _median_s([b.hooks_s[-1] - b.enqueue_s - hook for b in buckets])),
+                            enqueue_s=_median_s([b.enqueue_s for b in buckets]),
+                            copy_back_s_per_param=_median_s(copy_back))
+
+
+def host_bound(probe_s: Sequence[float]) -> list[bool]:
+    """Per profile's probe op median, whether its host is an outlier (:data:`HOST_BOUND_FACTOR`)."""
+    ref = statistics.median(probe_s)
+    return [p > HOST_BOUND_FACTOR * ref for p in probe_s]
+
+
+def derive_defaults(measured: Sequence[ProfileHostCosts], pre_forward_s: float) -> HostCosts:
+    """The per-bucket defaults: each term's median over the profiles that are not host-bound
+    (one constant for every GPU: the host's code path does not depend on the device)."""
+    kept = [m for m, bound in zip(measured, host_bound([m.probe_op_s for m in measured])) if not bound]
+    med = lambda f: statistics.median(getattr(m, f) for m in kept)  # noqa: E731
+    return HostCosts(pre_forward_s=pre_forward_s, hook_s_per_param=med("hook_s_per_param"),
+                     bucket_launch_s=med("bucket_launch_s"), enqueue_s=med("enqueue_s"))
+
+
+def model_bucket_s(host: HostCosts, num_params: int) -> float:
+    """The engine's host charge for a bucket of ``num_params`` gradients."""
+    return num_params * host.hook_s_per_param + host.bucket_launch_s + host.enqueue_s
+
+
+def measure_all(paths: Iterable[str | Path]) -> list[ProfileHostCosts]:
+    """:func:`measure` of each profile, the profiler's cost removed except from host-bound ones."""
+    profs = [read_profile(p) for p in paths]
+    bound = host_bound([probe_op_us(p) for p in profs])
+    return [measure(p, correct=not b) for p, b in zip(profs, bound)]

@@ -59,9 +59,8 @@ def step_times(per_rank: list[list[dict[str, float]]]) -> list[float]:
     The per-iteration MAX over ranks does not: a delay on one rank after an iteration's last
     all-reduce (its optimizer step, say) lengthens that rank's iteration k and, as the other
     rank waits for it in the next all-reduce, the other rank's iteration k + 1 -- the max
-    counts it twice. On a host of 2 vCPUs, where millisecond steps stall on 1-4 ms wake-ups,
-    that puts the mlp's median 0.5-1.1 ms (10-25 %) above its wall time per step; on the
-    seconds-long steps of the big models it moves nothing.
+    counts it twice. Where millisecond steps stall on millisecond wake-ups, that puts a small
+    model's median well above its wall time per step; on seconds-long steps it moves nothing.
     """
     n = min(len(r) for r in per_rank)
     return [statistics.fmean(r[i]["iteration_s"] for r in per_rank) for i in range(n)]

@@ -53,6 +53,12 @@ MAX_NODES = 4096
 MAX_WORLD_SIZE = 1 << 20
 #: the most iterations simulated, captured or run (DDP's steady state starts at iteration 3)
 MAX_ITERATIONS = 10_000
+#: the largest seed anywhere (a scenario's jitter, a capture's weights and inputs): a signed 64-bit integer
+MAX_SEED = 2**63 - 1
+#: the most torch CPU threads a capture or a validated rank may ask for
+MAX_THREADS = 4096
+#: the most samples per rank (a batch size) and the longest dimension of an input shape
+MAX_BATCH_SIZE = 1 << 20
 
 
 def dtype_size_bytes(dtype: str, field: str = "dtype") -> int:

@@ -7,17 +7,16 @@
   back-to-back operations (``m`` chosen so that the run lasts about ``--loop-ms``, at most 50)
   divided by ``m``, the slowest rank's. A single operation timed after a barrier also times
   the ranks' skew leaving the barrier (on a busy host a peer's thread is woken milliseconds
-  late: 2 gloo ranks on a 2-core CPU host give bimodal 0.4 ms / 3 ms samples for 4 KiB); a loop
+  late, and small samples turn bimodal); a loop
   amortises it, as nccl-tests do. ``--loop-ms 0``: one operation per sample. Per size:
   ``time_s`` = the MEAN of the samples (the expected cost; small all-reduces on a loaded CPU host
   are bimodal and their median jumps between modes from size to size), ``median_s``, p10, p90.
   CUDA events on GPUs.
   ``--gap-ms G`` (G > 0) samples instead ONE operation launched after G ms of compute on every
   rank, without a barrier, timed from the last rank's launch to the last rank's end: the way
-  DDP issues the all-reduce it waits for at the end of backward. With 2 gloo ranks on a 2-core
-  CPU host an all-reduce of 1 to 4 MiB costs 0.6-1.5 ms more that way than in the loop (1 MiB:
-  3.0 vs 1.8-2.2 ms), which is what the mlp's 1 MiB bucket pays under DDP (3.0 ms); at 32 KiB
-  both agree. It is not the default: as the engine's curve it also charges the all-reduces
+  DDP issues the all-reduce it waits for at the end of backward. On a CPU host whose idle
+  cores sleep, a mid-size all-reduce costs more that way than in the loop, as a DDP bucket
+  does; small ones cost the same. It is not the default: as the engine's curve it also charges the all-reduces
   that overlap backward, whose cost the interference model already holds (with it, bert-base
   at cap 1 is predicted 10 % slow). Across hosts the clocks are not compared: the last
   launcher's own launch-to-end.
@@ -30,8 +29,8 @@
   waited for -- as DDP's reducer queues the buckets of a backward -- per op = the batch / N,
   the slowest rank's, ``--queued-repeats`` samples interleaved across sizes. ProcessGroupGloo
   works its queue with ``comm_threads`` worker threads (``_Options._threads``, 2 by default,
-  recorded beside the curve), so that many all-reduces progress at once; with 2 ranks on a
-  2-core CPU host a queued one costs 0.2-0.9 of a blocking one. ddpsim
+  recorded beside the curve), so that many all-reduces progress at once and a queued one
+  costs a fraction of a blocking one. ddpsim
   runs a calibrated gloo group's collectives on that many lanes, paced by the two curves
   (:meth:`ddpsim.calibration.loader.CalibratedCommModel.concurrent_rate`).
 * Interference: a compute unit (matmul + elementwise, the mix of a backward pass) timed
@@ -55,8 +54,8 @@
   are kept too (``ddp_phase_samples_s``): forward under DDP overlaps no all-reduce, so its
   excess over the trace's forward is a slowdown that is not the overlap's, and the fit leaves
   it out (``ddpsim.calibration.loader.probe_forward_factor``). The fit moves with the moment of the
-  host it is measured at (with 2 ranks on a host of 2 vCPUs, the fit to one round alone differs
-  by up to 1.0 from the next round's), so the probe runs four rounds; ddpsim also keeps each round's own fit as
+  host it is measured at (the fit to one round alone differs from the next round's), so the
+  probe runs four rounds; ddpsim also keeps each round's own fit as
   the interval's alternatives (``ddpsim.calibration.loader.Calibration.probe_round_fits``). The host's
   other load during the DDP steps is recorded (``host_other_pct``); above 10 % ddpsim calls the
   calibration untrustworthy.
@@ -141,7 +140,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-rounds", type=int, default=4,
                    help="rounds of the interference probe (the built-in mlp, width 2048, depth 6, batch 128, traced and "
                         "run under real DDP at bucket_cap_mb=25; ddpsim fits its compute slowdown to it); 0 = no probe "
-                        "(default 4: the fit moves from one moment of the host to the next; a few seconds a round on a 2-core CPU host)")
+                        "(default 4: the fit moves from one moment of the host to the next)")
     p.add_argument("--buffer-tensors", type=int, default=96,
                    help="small tensors of the buffer-broadcast test (default 96; 0 = skip it)")
     p.add_argument("--ddp-overhead-rounds", type=int, default=30,

@@ -93,8 +93,8 @@ def add_ddp_option_arguments(p: argparse.ArgumentParser) -> None:
 
 def torch213_options(args: argparse.Namespace) -> dict[str, Any]:
     """The torch 2.13 options of ``args`` (:func:`add_ddp_option_arguments`) as
-    :class:`ddpsim.plan.planner.DDPOptions` keyword arguments, checked as ``ddpsim simulate`` checks
-    its flags of the same names; an option ``args`` lacks is at its default.
+    :class:`ddpsim.plan.planner.DDPOptions` keyword arguments, each checked by the parser ddpsim
+    uses for the same option; an option ``args`` lacks is at its default.
 
     Raises:
         InputError: a bad value (one line naming the flag).

@@ -181,18 +181,16 @@ def steady_malloc() -> str:
     By default glibc adapts its mmap threshold as chunks are freed and trims the top of its heap
     when more than twice that threshold lies free there; either way memory goes back to the
     kernel, and the next iteration faults its pages in afresh. How often that happens depends
-    on the process's whole allocation history. With glibc's defaults, on a 2-core CPU host a
-    ResNet-50 DDP process (2 gloo ranks, batch 2, cap 25) faults some 10,000 pages (about 40 MiB)
-    into every forward, a trace captured in the same process pair none, and the DDP forward runs
-    the longer. Fixing the mmap
+    on the process's whole allocation history. With glibc's defaults a ResNet-50 DDP process
+    can fault tens of MiB of pages into every forward where a trace captured in the same process
+    pair faults none, and the DDP forward runs the longer. Fixing the mmap
     threshold (at glibc's largest, 32 MiB) ends its adaptation; ``M_TRIM_THRESHOLD = -1`` ends
     trimming; ``M_MMAP_MAX = 0`` maps no chunk on its own at all, so that blocks above 32 MiB come
     from the heap too and are kept there. Without it every block above
     32 MiB -- gpt2-124m's 147 MiB embedding gradient and its ~50 MB logits, bert-base's 89 MiB
     word-embedding gradient -- is mapped and faulted in afresh every step, and how many such
-    blocks a step allocates differs between a bare trace capture and a DDP step (gpt2-124m on a
-    2-core CPU host, minor faults per step: a capture after a DDP point about 65,000, one before
-    it 113,000-140,000, a DDP step 157,000-160,000).
+    blocks a step allocates differs between a bare trace capture and a DDP step (for gpt2-124m
+    the minor faults per step differ severalfold between them).
     """
     import ctypes
     import ctypes.util
@@ -336,8 +334,8 @@ def stats(xs: Sequence[float]) -> dict[str, float]:
     """``{"time_s": mean, "median_s", "p10_s", "p90_s", "num_samples"}``.
 
     ``time_s`` is the MEAN: the expected cost, what a run of many operations pays (nccl-tests
-    report the mean too). On a host of 2 vCPUs small collectives are bimodal (a fast and a ~4x
-    slower regime), and the median of a bimodal sample jumps between the modes from one size
+    report the mean too). On a small busy host small collectives are bimodal (a fast and a
+    several times slower regime), and the median of a bimodal sample jumps between the modes from one size
     to the next; the mean converges.
     """
     return {"time_s": statistics.fmean(xs), "median_s": statistics.median(xs), "p10_s": quantile(xs, 0.1),

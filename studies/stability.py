@@ -38,15 +38,15 @@ def predictions(folder: Path, cal) -> dict[str, tuple[float, float]]:
     from ddpsim.pipeline.scenario import load_scenario
     from ddpsim.trace.records import load_trace
     from ddpsim.validation.compare import PointOutcome
-    from ddpsim.validation.measure import _predict, _select_points, report_trace_path
+    from ddpsim.validation.measure import predict_points, select_points, report_trace_path
 
     old = json.loads((folder / "validation.json").read_text())
     scenario = load_scenario(str(folder.parent / "scenarios" / f"{folder.name}.yaml"))
     trace = load_trace(report_trace_path(old, folder / "validation"))
-    points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
+    points = select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
     outs = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=None) for p in points}
     with contextlib.redirect_stdout(io.StringIO()):
-        _predict(scenario, points, outs, trace, cal, lambda s: None)
+        predict_points(scenario, points, outs, trace, cal)
     measured = {r["point"]: float(r["measured_s"]) for r in csv.DictReader(open(folder / "validation.csv"))}
     return {pid: (o.predicted_s, measured[pid]) for pid, o in outs.items()}
 

@@ -57,7 +57,7 @@ def load_runs(folders: list[str]) -> list[tuple[str, object, list, object, dict[
     """``(name, scenario, points, pooled trace, {point: measured mean s})`` per folder."""
     from ddpsim.pipeline.scenario import load_scenario
     from ddpsim.trace.records import load_trace
-    from ddpsim.validation.measure import _select_points, report_trace_path
+    from ddpsim.validation.measure import select_points, report_trace_path
 
     out = []
     for f in folders:
@@ -68,7 +68,7 @@ def load_runs(folders: list[str]) -> list[tuple[str, object, list, object, dict[
         old = json.loads((folder / "validation.json").read_text())
         scenario = load_scenario(scenario_of(folder))
         trace = load_trace(report_trace_path(old, folder / "validation"))
-        points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
+        points = select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
         measured = {r["point"]: float(r["measured_s"]) for r in csv.DictReader(open(folder / "validation.csv"))}
         out.append((str(folder), scenario, points, trace, measured))
     return out
@@ -77,13 +77,13 @@ def load_runs(folders: list[str]) -> list[tuple[str, object, list, object, dict[
 def errors(runs, cal) -> dict[str, dict[str, float]]:
     """Per model, per point: 100 * (predicted - measured) / measured."""
     from ddpsim.validation.compare import PointOutcome
-    from ddpsim.validation.measure import _predict
+    from ddpsim.validation.measure import predict_points
 
     res = {}
     for name, scenario, points, trace, measured in runs:
         outs = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=None) for p in points}
         with contextlib.redirect_stdout(io.StringIO()):
-            _predict(scenario, points, outs, trace, cal, lambda s: None)
+            predict_points(scenario, points, outs, trace, cal)
         res[name] = {pid: (o.predicted_s, measured[pid]) for pid, o in outs.items()}
     return res
 

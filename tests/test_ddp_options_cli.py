@@ -1,5 +1,5 @@
-"""torch 2.13's DDP options from a scenario's ``ddp`` block and from ``ddpsim simulate``'s
-flags: parsed into DDPOptions, bad values one line naming the key/flag (exit 2 on the CLI).
+"""torch 2.13's DDP options from a scenario's ``ddp`` block and from ``ddpsim simulate --set``:
+parsed into DDPOptions, bad values one line naming the key/flag (exit 2 on the CLI).
 
 Numbers: the toy trace of tests/test_engine.py, 4 MiB/s network (1 MiB all-reduce = 0.25 s).
 """
@@ -73,33 +73,37 @@ def trace_file(tmp_path):
     return str(save_trace(toy_trace(), tmp_path / "toy.json"))
 
 
-def test_simulate_flags(trace_file, capsys):
-    base = ["--trace", trace_file, *NET, "--world-size", "2", "--jitter", "none", "--iterations", "1", "--format", "json"]
-    rc, out, err = sim(capsys, *base, "--mixed-precision", "float16", "--delay-all-reduce-params", "a",
-                       "--param-to-hook-all-reduce", "b", "--batched-grad-copy")
+def test_simulate_ddp_keys(trace_file, capsys):
+    base = ["--trace", trace_file, *NET, "--world-size", "2", "--set", "simulation.jitter=none",
+            "--set", "simulation.iterations=1", "--format", "json"]
+    rc, out, err = sim(capsys, *base, "--set", "ddp.mixed_precision={param_dtype: float16}",
+                       "--set", "ddp.delay_all_reduce_named_params=[a]", "--set", "ddp.param_to_hook_all_reduce=b",
+                       "--set", "ddp.batched_grad_copy=true")
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["meta"]["plan"]["label"] == "cap=default,batched_grad_copy,mp=float16/-/-,delay_all_reduce=1"
     # iteration 1: one bucket [b, c] and a's delayed all-reduce
     assert doc["meta"]["plan"]["num_buckets_initial"] == 1 and doc["meta"]["num_collectives"] == 2
-    rc, out, err = sim(capsys, *base, "--skip-all-reduce-unused-params", "--no-forward-sync-buffers",
-                       "--broadcast-buffers")
+    rc, out, err = sim(capsys, *base, "--set", "ddp.skip_all_reduce_unused_params=true",
+                       "--set", "ddp.forward_sync_buffers=false", "--set", "ddp.broadcast_buffers=true")
     assert rc == 0 and json.loads(out)["meta"]["skipped_buckets"] == {}
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--mixed-precision", "fp16"], "--mixed-precision: 'fp16' is not accepted; expected PARAM[:REDUCE[:BUFFER]]"),
-    (["--mixed-precision", "float16:float32:float16:x"], "--mixed-precision: 'float16:float32:float16:x' is not accepted"),
-    (["--forward-sync-buffers", "maybe"], "arguments: 'maybe' is not accepted"),  # a switch: --[no-]forward-sync-buffers
-    (["--delay-all-reduce-params", "a"], "--param-to-hook-all-reduce: None with --delay-all-reduce-params 'a'"),
-    (["--delay-all-reduce-params", "zz", "--param-to-hook-all-reduce", "a"],
-     "--delay-all-reduce-params: 'zz' is not a parameter of trace 'toy'"),
-    (["--mixed-precision", "float16", "--comm-hook", "fp16"], "comm_hook: 'fp16' is not accepted with mixed_precision"),
+    (["ddp.mixed_precision=fp16"], "--set ddp.mixed_precision: 'fp16' is not accepted"),
+    (["ddp.mixed_precision={param_dtype: x}"], "--set ddp.mixed_precision.param_dtype: 'x' is not accepted"),
+    (["ddp.forward_sync_buffers=maybe"], "--set ddp.forward_sync_buffers: 'maybe' is not accepted"),
+    (["ddp.delay_all_reduce_named_params=[a]"], "ddp.param_to_hook_all_reduce: None is not accepted"),
+    (["ddp.delay_all_reduce_named_params=[zz]", "ddp.param_to_hook_all_reduce=a"],
+     "--set ddp.delay_all_reduce_named_params: 'zz' is not a parameter of trace 'toy'"),
+    (["ddp.mixed_precision={param_dtype: float16}", "ddp.comm_hook=fp16"],
+     "comm_hook: 'fp16' is not accepted with mixed_precision"),
 ])
-def test_simulate_bad_flags_exit_2(trace_file, capsys, args, message):
-    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *args)
+def test_simulate_bad_ddp_keys_exit_2(trace_file, capsys, args, message):
+    sets = [x for a in args for x in ("--set", a)]
+    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *sets)
     assert rc == 2 and out == ""
-    assert err.startswith("ddpsim: error: ") and message in err and err.count("\n") == 1
+    assert err.startswith("ddpsim: error: ") and message in err and err.count("\n") == 1, err
 
 
 def test_plan_command_with_delayed_params(capsys):

@@ -2,7 +2,7 @@
 
 Trace: the toy of tests/test_engine.py (three 1 MiB fp32 parameters; forward 0.5 s,
 backward 1.0 s, optimizer 0.125 s); network 4 MiB/s = 0.004194304 GB/s, no latency.
-With --bucket-cap-mb 1 every steady iteration is 0.5 + 1.0 + 0.125 = 1.625 s: the three
+With ddp.bucket_cap_mb 1 every steady iteration is 0.5 + 1.0 + 0.125 = 1.625 s: the three
 1 MiB all-reduces (0.25 s each) hide behind backward (see test_rebuild_in_iteration_2).
 """
 
@@ -17,7 +17,9 @@ from ddpsim.trace.records import save_trace
 
 from test_engine import toy_trace
 
-NET = ["--latency-us", "0", "--bandwidth-gbps", "0.004194304"]
+NET = ["--set", "cluster.latency_us=0", "--set", "cluster.bandwidth_gbps=0.004194304"]
+#: cap 1 MiB, no jitter, 3 iterations
+KNOBS = ["--set", "ddp.bucket_cap_mb=1", "--set", "simulation.jitter=none", "--set", "simulation.iterations=3"]
 
 
 @pytest.fixture()
@@ -32,8 +34,7 @@ def sim(capsys, *args):
 
 
 def test_table(trace_file, capsys):
-    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--bucket-cap-mb", "1",
-                       "--jitter", "none", "--iterations", "3")
+    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *KNOBS)
     assert rc == 0 and err == ""
     assert "per iteration (slowest simulated rank):" in out
     assert "buckets of iteration 3, rank 0" in out
@@ -41,13 +42,13 @@ def test_table(trace_file, capsys):
 
 
 def test_json_and_csv(trace_file, capsys):
-    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--bucket-cap-mb", "1",
-                     "--jitter", "none", "--iterations", "3", "--format", "json")
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *KNOBS, "--format", "json")
     doc = json.loads(out)
     assert rc == 0 and doc["summary"]["iteration_p50_s"] == 1.625
     assert [b["bucket"] for b in doc["buckets"] if b["rank"] == 0 and b["iteration"] == 3] == [0, 1, 2]
     assert doc["meta"]["plan"]["num_buckets_steady"] == 3
-    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--jitter", "none", "--format", "csv")
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--set", "simulation.jitter=none",
+                     "--format", "csv")
     lines = out.splitlines()
     assert rc == 0 and lines[0] == "# iterations" and lines[1].startswith("rank,iteration,start_s,end_s")
     assert "# buckets" in lines
@@ -55,52 +56,55 @@ def test_json_and_csv(trace_file, capsys):
 
 @pytest.mark.parametrize("args,message", [
     (["--world-size", "0"], "--world-size: 0 is not accepted"),
-    (["--world-size", "2", "--comm-hook", "zip"], "--comm-hook: 'zip' is not accepted"),
-    (["--world-size", "2", "--straggler", "1-2"], "--straggler: '1-2' is not accepted; expected RANK:FACTOR"),
-    (["--world-size", "2", "--straggler", "5:2"], "--straggler: 5 is not accepted; expected a rank in [0, 2)"),
-    (["--world-size", "2", "--straggler", "1:0.5"], "--straggler: '1:0.5' is not accepted; expected RANK:FACTOR with a rank >= 0"),
-    (["--world-size", "2", "--jitter", "-1"], "--jitter: '-1' is not accepted"),
-    (["--world-size", "2", "--bucket-cap-mb", "0"], "--bucket-cap-mb: '0' is not accepted"),
-    (["--world-size", "2", "--iterations", "0"], "--iterations: 0 is not accepted; expected an integer in [1, 10000]"),
-    (["--world-size", "2", "--interference", "0.5:1"], "--interference: '0.5:1' is not accepted"),
-    (["--world-size", "2", "--interference", "2"], "--interference: '2' is not accepted"),
-    (["--world-size", "2", "--interference", "2:2:bytes"], "--interference: '2:2:bytes' is not accepted; expected COMPUTE:COMM slowdowns >= 1, optionally :WEIGHTING"),
-    (["--world-size", "2", "--copy-bandwidth-gbps", "-1"], "--copy-bandwidth-gbps: '-1' is not accepted; expected a finite number > 0"),
+    (["--set", "ddp.comm_hook=zip"], "--set ddp.comm_hook: 'zip' is not accepted"),
+    (["--set", "simulation.stragglers={1: x}"], "--set simulation.stragglers[1]: 'x' is not accepted"),
+    (["--set", "simulation.stragglers={5: 2}"], "--set simulation.stragglers: 5 is not accepted; expected a rank in [0, 2)"),
+    (["--set", "simulation.stragglers={1: 0.5}"], "--set simulation.stragglers[1]: 0.5 is not accepted"),
+    (["--set", "simulation.jitter=-1"], "--set simulation.jitter: -1 is not accepted"),
+    (["--set", "ddp.bucket_cap_mb=0"], "--set ddp.bucket_cap_mb: 0 is not accepted"),
+    (["--set", "simulation.iterations=0"], "--set simulation.iterations: 0 is not accepted"),
+    (["--set", "simulation.interference={compute_slowdown: 0.5}"],
+     "--set simulation.interference.compute_slowdown: 0.5 is not accepted"),
+    (["--set", "simulation.interference=2"], "--set simulation.interference: 2 is not accepted"),
+    (["--set", "simulation.interference={weighting: bytes}"],
+     "--set simulation.interference.weighting: 'bytes' is not accepted"),
+    (["--set", "simulation.copy_bandwidth_gbps=-1"], "--set simulation.copy_bandwidth_gbps: -1 is not accepted"),
 ])
 def test_bad_input_exits_2_with_one_line(trace_file, capsys, args, message):
-    rc, out, err = sim(capsys, "--trace", trace_file, *NET, *args)
+    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *args)
     assert rc == 2 and out == ""
-    assert err.startswith("ddpsim: error: ") and message in err and err.count("\n") == 1
+    assert err.startswith("ddpsim: error: ") and message in err and err.count("\n") == 1, err
 
 
 def test_network_must_be_given_once(trace_file, capsys):
     rc, _, err = sim(capsys, "--trace", trace_file, "--world-size", "2")
-    assert rc == 2 and "expected either --topology, or both --latency-us and --bandwidth-gbps" in err
-    rc, _, err = sim(capsys, "--trace", trace_file, "--world-size", "2", "--latency-us", "5")
-    assert rc == 2 and "only one given" in err
+    assert rc == 2 and "--topology: None is not accepted; expected a preset name" in err
+    rc, _, err = sim(capsys, "--trace", trace_file, "--world-size", "2", "--set", "cluster.latency_us=5")
+    assert rc == 2 and "bandwidth_gbps" in err and err.count("\n") == 1
     rc, _, err = sim(capsys, "--trace", trace_file, "--world-size", "2", "--topology", "cpu-gloo", *NET)
-    assert rc == 2 and "expected either --topology" in err
+    assert rc == 2 and err.count("\n") == 1 and "latency_us" in err
 
 
 def test_topology_path(trace_file, capsys):
-    rc, out, err = sim(capsys, "--trace", trace_file, "--topology", "cpu-gloo", "--world-size", "2", "--jitter", "none")
+    rc, out, err = sim(capsys, "--trace", trace_file, "--topology", "cpu-gloo", "--world-size", "2",
+                       "--set", "simulation.jitter=none")
     assert rc == 0, err
     assert "summary (steady state):" in out
     rc, _, err = sim(capsys, "--trace", trace_file, "--topology", "cpu-gloo", "--world-size", "100000")
     assert rc == 2 and "--world-size: 100000 is not accepted; expected at most" in err
 
 
-def test_interference_and_copy_bandwidth_flags(trace_file, capsys):
+def test_interference_and_copy_bandwidth_keys(trace_file, capsys):
     # same toy as test_interference_stretches_overlapped_work but DDP's own plan, cap 1 MiB:
     # only check that the knobs reach the engine
-    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--bucket-cap-mb", "1",
-                     "--jitter", "none", "--iterations", "3", "--format", "json",
-                     "--interference", "2:2", "--copy-bandwidth-gbps", "0.016777216")
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *KNOBS, "--format", "json",
+                     "--set", "simulation.interference={compute_slowdown: 2, comm_slowdown: 2, weighting: uniform}",
+                     "--set", "simulation.copy_bandwidth_gbps=0.016777216")
     doc = json.loads(out)
     assert rc == 0
     assert doc["meta"]["config"]["interference"] == {"compute_slowdown": 2.0, "comm_slowdown": 2.0, "weighting": "uniform"}
     assert doc["meta"]["config"]["copy_bandwidth_bytes_per_s"] == 16 * 2**20
     assert doc["summary"]["iteration_p50_s"] > 1.625   # slower than without interference and copies
-    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--bucket-cap-mb", "1",
-                     "--jitter", "none", "--iterations", "3", "--format", "json", "--interference", "2:2:bandwidth")
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *KNOBS, "--format", "json",
+                     "--set", "simulation.interference={compute_slowdown: 2, comm_slowdown: 2, weighting: bandwidth}")
     assert rc == 0 and json.loads(out)["meta"]["config"]["interference"]["weighting"] == "bandwidth"

@@ -244,7 +244,7 @@ def test_folded_ranks_match_explicit_ones(kw):
                                         and math.isclose(x[4], y[4], abs_tol=1e-12) for x, y in zip(a, b))
 
 
-def test_simulate_cli_sync_batchnorm_flag(tmp_path, capsys):
+def test_simulate_cli_sync_batchnorm_key(tmp_path, capsys):
     # the SyncBatchNorm toy trace through 'ddpsim simulate' (DDP's plan: the buckets go after
     # backward); on a trace without BatchNorm: one line, exit 2
     import json
@@ -253,9 +253,9 @@ def test_simulate_cli_sync_batchnorm_flag(tmp_path, capsys):
     from ddpsim.trace.records import save_trace
 
     path = str(save_trace(bn_trace(), tmp_path / "bn.json"))
-    args = ["simulate", "--trace", path, "--latency-us", "0", "--bandwidth-gbps", "1", "--world-size", "2",
-            "--jitter", "none", "--iterations", "2", "--format", "json"]
-    assert main(args + ["--sync-batchnorm"]) == 0
+    args = ["simulate", "--trace", path, "--set", "cluster.latency_us=0", "--set", "cluster.bandwidth_gbps=1",
+            "--world-size", "2", "--set", "simulation.jitter=none", "--set", "simulation.iterations=2", "--format", "json"]
+    assert main(args + ["--set", "ddp.sync_batchnorm=true"]) == 0
     out = capsys.readouterr().out
     assert main(args) == 0
     plain = capsys.readouterr().out
@@ -263,7 +263,7 @@ def test_simulate_cli_sync_batchnorm_flag(tmp_path, capsys):
     got = json.loads(out)["summary"]["iteration_p50_s"] - json.loads(plain)["summary"]["iteration_p50_s"]
     assert got == pytest.approx((2052 + 2048) / 1e9, rel=1e-6)
     bad = str(save_trace(psgd_trace(), tmp_path / "p.json"))
-    assert main(["simulate", "--trace", bad] + args[3:] + ["--sync-batchnorm"]) == 2
+    assert main(["simulate", "--trace", bad] + args[3:] + ["--set", "ddp.sync_batchnorm=true"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "sync_batchnorm: True is not accepted for trace 'psgd'" in err
 

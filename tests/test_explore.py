@@ -152,8 +152,10 @@ def test_the_same_bytes_from_one_and_two_processes_and_a_rerun_resumes(small, mo
     victim = sorted((tmp / "out2" / "points").glob("*.json"))[3]
     victim.unlink()
     calls = []
-    real = ex._evaluate_one
-    monkeypatch.setattr(ex, "_evaluate_one", lambda job, i: calls.append(i) or real(job, i))
+    import ddpsim.engine.simulate as engine
+
+    real = engine.simulate
+    monkeypatch.setattr(engine, "simulate", lambda *a, **k: calls.append(a) or real(*a, **k))
     recs3, info3, job3 = ex.run_explore(sp, out_dir=tmp / "out2", jobs=1, progress=False)
     assert len(calls) == 1 and victim.is_file()
     assert _report_bytes(tmp, sp, recs3, info3, job3, "r3") == one

@@ -45,13 +45,13 @@ def _cli_json(capsys, *args: str) -> dict:
 def test_simulate_sweep_api_and_run_agree(tmp_path, capsys, monkeypatch, name, trace, net, iterations, caps):
     monkeypatch.chdir(ROOT)
     run = _run_points(tmp_path, name, capsys)
-    sim_flags = ["--iterations", str(iterations), "--seed", "0", "--jitter", "trace"]
-    swept = _cli_json(capsys, "sweep", "--trace", trace, *net, "--iterations", str(iterations), "--seed", "0",
+    sim_flags = ["--set", f"simulation.iterations={iterations}", "--set", "simulation.seed=0", "--set", "simulation.jitter=trace"]
+    swept = _cli_json(capsys, "sweep", "--trace", trace, *net, *sim_flags[:4],
                       "--bucket-cap-mb", ",".join("default" if c is None else str(c) for c in caps), "--jobs", "1")
     swept = {p["point"]: p["iteration_p50_s"] for p in swept["points"]}
     for cap in caps:
         pid = "cap=default" if cap is None else f"cap={cap}"
-        cap_flag = [] if cap is None else ["--bucket-cap-mb", str(cap)]
+        cap_flag = [] if cap is None else ["--set", f"ddp.bucket_cap_mb={cap}"]
         doc = _cli_json(capsys, "simulate", "--trace", trace, *net, *cap_flag, *sim_flags)
         assert doc["summary"]["iteration_p50_s"] == run[pid], pid
         assert swept[pid] == run[pid], pid
@@ -66,12 +66,12 @@ def test_simulate_applies_the_gpu_cost_terms(capsys, monkeypatch):
     """The terms ``ddpsim run`` applies on an analytical NCCL model reach ``ddpsim simulate``'s config."""
     monkeypatch.chdir(ROOT)
     doc = _cli_json(capsys, "simulate", "--trace", "traces/resnet50.a100.json", "--topology", "dgx-a100", "--nodes", "2",
-                    "--world-size", "16", "--bucket-cap-mb", "25", "--iterations", "2")
+                    "--world-size", "16", "--set", "ddp.bucket_cap_mb=25", "--set", "simulation.iterations=2")
     cfg = doc["meta"]["config"]
     assert cfg["interference"]["weighting"] == "table"        # the contention prior
     assert cfg["host_costs"] not in (None, {})                # DDP's host costs
     assert cfg["copy_kernel_floor_s"] > 0                     # gradient copies as kernels
     cpu = _cli_json(capsys, "simulate", "--trace", "traces/mlp.cpu.json", "--topology", "cpu-gloo", "--world-size", "2",
-                    "--iterations", "2")["meta"]["config"]
+                    "--set", "simulation.iterations=2")["meta"]["config"]
     # gloo: none of them (the engine's meta leaves out the terms that are off)
     assert cpu["interference"]["weighting"] == "uniform" and not cpu.get("copy_kernel_floor_s") and not cpu.get("host_costs")

@@ -187,14 +187,20 @@ BAD = ["", "0", "-1", "nan", "inf", "1,,2"]
 
 
 @pytest.mark.parametrize("value", BAD)
-@pytest.mark.parametrize("command", ["plan", "simulate", "sweep"])
-def test_bad_flag_values_exit_2(capsys, tiny_trace_file, command, value):
-    argv = {"plan": ["plan", str(tiny_trace_file)],
-            "simulate": ["simulate", "--trace", str(tiny_trace_file), "--topology", "cpu-gloo", "--world-size", "2"],
-            "sweep": ["sweep", "--trace", str(tiny_trace_file)]}[command]
-    err = fail_cli(capsys, *argv, f"--bucket-cap-mb-list={value}")
+def test_bad_flag_values_exit_2(capsys, tiny_trace_file, value):
+    err = fail_cli(capsys, "plan", str(tiny_trace_file), f"--bucket-cap-mb-list={value}")
     assert err == (f"ddpsim: error: --bucket-cap-mb-list: {value!r} is not accepted; "
                    "expected a comma list of numbers of MiB > 0, e.g. 1,4,8\n")
+
+
+@pytest.mark.parametrize("value", ["[]", "[0]", "[-1]", "[.nan]", "[.inf]", "[1, null]"])
+@pytest.mark.parametrize("command", ["simulate", "sweep"])
+def test_bad_cap_list_keys_exit_2(capsys, tiny_trace_file, command, value):
+    key = {"simulate": "ddp.bucket_cap_mb_list", "sweep": "sweep.bucket_cap_mb_list"}[command]
+    value = value if command == "simulate" else f"[{value}]"
+    err = fail_cli(capsys, command, "--trace", str(tiny_trace_file), "--topology", "cpu-gloo", "--world-size", "2",
+                   "--set", f"{key}={value}")
+    assert err.startswith(f"ddpsim: error: --set {key}")
 
 
 def test_plan_cli_list_and_cap_says_the_list_wins(capsys, tiny_trace_file):
@@ -250,8 +256,9 @@ def test_bad_yaml_lists_name_the_key(tmp_path, tiny_trace_file, where, value):
 
 
 def test_sweep_cli_list_points(capsys, tiny_trace_file):
-    rc = main(["sweep", "--trace", str(tiny_trace_file), "--bucket-cap-mb", "default", "--bucket-cap-mb-list", "0.003,0.009",
-               "--bucket-cap-mb-list", "2", "--iterations", "3", "--jobs", "1", "--format", "csv"])
+    rc = main(["sweep", "--trace", str(tiny_trace_file), "--bucket-cap-mb", "default", "--set",
+               "sweep.bucket_cap_mb_list=[[0.003, 0.009], [2]]", "--set", "simulation.iterations=3", "--jobs", "1",
+               "--format", "csv"])
     out = capsys.readouterr()[0]
     assert rc == 0
     rows = out.splitlines()
@@ -280,17 +287,17 @@ def test_validate_runs_list_points(tmp_path, tiny_trace_file):
     sweep lacks (the base point with it), the flags executor ddp / round get, and lists read
     back from validation.json rows (reanalyze)."""
     from ddpsim.cli.validate import parse_caps
-    from ddpsim.validation.measure import _cap_arg, _cap_flags, _point_cap, _select_points
+    from ddpsim.validation.measure import _cap_arg, _cap_flags, _point_cap, select_points
 
     s = load_scenario(write_scenario(tmp_path, tiny_trace_file, sweep={"bucket_cap_mb": [1], "bucket_cap_mb_list": [[0.003, 0.009]]}))
     caps = parse_caps("none,list=0.003+0.009,list=2")
     assert caps == [None, (0.003, 0.009), (2,)]
-    pts = _select_points(s, caps)
+    pts = select_points(s, caps)
     assert [p.point_id for p in pts] == ["cap=default", "list=0.003+0.009", "list=2"]
     assert [_cap_flags(p) for p in pts] == [["--bucket-cap-mb", "none"], ["--bucket-cap-mb-list", "0.003,0.009"],
                                             ["--bucket-cap-mb-list", "2"]]
     assert [_cap_arg(_point_cap(p)) for p in pts] == ["none", "list=0.003+0.009", "list=2"]
-    assert [p.point_id for p in _select_points(s, [None, [0.003, 0.009]])] == ["cap=default", "list=0.003+0.009"]
+    assert [p.point_id for p in select_points(s, [None, [0.003, 0.009]])] == ["cap=default", "list=0.003+0.009"]
 
 
 @pytest.mark.parametrize("item", ["list=", "list=1++2", "list=0", "list=nan"])

@@ -87,6 +87,20 @@ def test_no_file_tells_the_history_of_the_project():
     assert not hits, "history phrases (say what the code does and its sources instead):\n" + "\n".join(hits)
 
 
+#: figures measured on one particular machine: they belong in studies/ and docs/, never in the
+#: package's code, docstrings or --help
+MACHINE_PHRASES = re.compile(r"2-vCPU|2-core|host of 2 vCPUs", re.IGNORECASE)
+
+
+def test_no_machine_figure_in_the_package_or_the_executor():
+    hits = [f"{rel}:{n}: {line.strip()[:100]}"
+            for rel in _files("--others", "--exclude-standard") if rel.startswith(("ddpsim/", "executor/"))
+            and rel.endswith(".py")
+            for n, line in enumerate((REPO_ROOT / rel).read_text(errors="replace").splitlines(), 1)
+            if MACHINE_PHRASES.search(line)]
+    assert not hits, "figures of one machine (move them to studies/ or docs/):\n" + "\n".join(hits)
+
+
 def test_tracked_reports_stay_under_10_mib():
     """Generated reports: one per bundled scenario and the validations README.md quotes, raw runs
     packed (studies/raw_runs.py)."""

@@ -28,6 +28,13 @@ def test_minimal_scenario_adds_default_point(tmp_path, tiny_trace_file):
     assert s.ddp_options(s.points()[2]).bucket_cap_mb == 25
 
 
+@pytest.mark.parametrize("ddp, ids", [({}, ["cap=default"]), ({"bucket_cap_mb": 50}, ["cap=default", "cap=50"]),
+                                      ({"bucket_cap_mb_list": [1, 4]}, ["cap=default", "list=1+4"])])
+def test_without_a_sweep_the_scenario_s_own_cap_is_simulated(tmp_path, tiny_trace_file, ddp, ids):
+    s = load_scenario(_write(tmp_path, tiny_trace_file, sweep=None, ddp=ddp))
+    assert [p.point_id for p in s.points()] == ids
+
+
 def test_cap_range_log(tmp_path, tiny_trace_file):
     s = load_scenario(_write(tmp_path, tiny_trace_file, sweep={"bucket_cap_mb": {"min": 1, "max": 100, "points": 3}}))
     # log spacing 1, 10, 100, plus the default point first

@@ -160,13 +160,7 @@ def test_zoo_bad_input(tmp_path):
     assert summary_row("zoo:x", {"status": "skipped"})["points"] is None
 
 
-def test_validate_cli_zoo_flags(capsys):
-    assert main(["validate", "--zoo-models", "tied_lm"]) == 2
-    assert "--zoo-models: 'tied_lm' is not accepted without --zoo" in capsys.readouterr().err
-    assert main(["validate", "default", "--zoo"]) == 2
-    err = capsys.readouterr().err
-    assert "SCENARIO: 'default' is not accepted with --zoo" in err
-    assert err.splitlines()[0] == "ddpsim: --zoo is deprecated; use 'ddpsim zoo'"  # the hidden alias says so once
+def test_zoo_cli_flags(capsys):
     assert main(["zoo", "--repeats", "0"]) == 2
     assert capsys.readouterr().err == ("ddpsim: error: --repeats: 0 is not accepted; expected an integer in [1, 1000]\n")
 
@@ -181,9 +175,6 @@ def test_zoo_verb_runs_the_driver(tmp_path, monkeypatch, capsys):
     assert asked[0]["models"] == ["tied_lm", "resnet18"] and asked[0]["caps"] == [5, 25] and asked[0]["repeats"] == 2
     assert asked[0]["iterations"] == 20 and asked[0]["warmup"] == 5 and not asked[0]["reanalyze"]
     assert capsys.readouterr().out == f"zoo: wrote {tmp_path / 'zoo'}/summary.md, summary.csv, summary.json\n"
-    # the hidden spelling 'validate --zoo' runs the same
-    assert main(["validate", "--zoo", "--zoo-models", "tied_lm", "--out-dir", str(tmp_path), "--quiet"]) == 0
-    assert asked[1]["models"] == ["tied_lm"] and asked[1]["caps"] is None
 
 
 def test_zoo_with_one_round_has_no_stability_figure(tmp_path, caplog):

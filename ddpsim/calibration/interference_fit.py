@@ -4,8 +4,9 @@ The executor's interference microbenchmark (a matmul unit timed while one all-re
 flight) sees less of the cost that DDP's overlapped all-reduces put on backward than real
 DDP pays on a CPU host whose ranks share cores with gloo's threads: the collective's work
 runs next to the rank that launched last (the scheduler wakes the backend's threads beside
-their waker), that rank falls further behind, and the step waits for it. With 2 gloo ranks
-on a host of 2 vCPUs the microbenchmark gives 1.4 to 1.6 where the real runs need about 3.
+their waker), that rank falls further behind, and the step waits for it. Where ranks share
+few cores the microbenchmark's slowdown can be half of what real DDP steps need
+(docs/VALIDATION.md, "The interference model").
 
 So ``executor collectives`` also runs a PROBE, a model that is none of the validated ones
 (the built-in ``mlp``, width 2048, depth 6, batch 128: 96 MiB of gradients in three 25 MiB

@@ -40,7 +40,7 @@ own microbenchmark slowdowns stay in ``Calibration.interference_microbenchmark``
 timed one at a time, each launched after some ms of compute on every rank with no barrier --
 as DDP launches the bucket it then waits for at the end of backward. On a host whose idle
 CPUs sleep, such an all-reduce costs more than one in the back-to-back loop of
-``collectives.allreduce`` (2 gloo ranks on a 2-vCPU VM: 3.0 against 1.8-2.2 ms at 1 MiB).
+``collectives.allreduce`` (the executor's calibrations measure both, docs/VALIDATION.md).
 :meth:`CalibratedCommModel.idle_launch_extra_s` offers the difference to the engine (see
 :mod:`ddpsim.engine.simulate`, "idle launches").
 
@@ -90,10 +90,10 @@ from ddpsim.schema import validate
 #: collective in flight slows compute by the whole ``compute_slowdown``, whatever its size. On a
 #: CPU host even a small gloo all-reduce is CPU work (the ring's wake-ups, copies and sums on
 #: the cores backward runs on), and a step with many small buckets can measure slower than
-#: one with a few large ones. Over 26 validations (86 points; 2 gloo ranks on a host of 2 vCPUs),
-#: each predicted with each of 10 calibrations of that host, this weighting gives the lower median
-#: |error| under 9 of them ("bandwidth", a collective weighted by its share of moved bytes, under
-#: the one made on a busy host): docs/VALIDATION.md, "The interference model".
+#: one with a few large ones. Over the bundled gloo validations, each predicted with each of
+#: several calibrations, this weighting gives the lower median |error| under most of them
+#: ("bandwidth", a collective weighted by its share of moved bytes, is the alternative):
+#: docs/VALIDATION.md, "The interference model".
 CALIBRATION_WEIGHTING = "uniform"
 
 
@@ -272,10 +272,9 @@ def probe_forward_factor(probe: ProbeDoc, overhead_s: float, source: str = "cali
 
     Forward overlaps no all-reduce, so this part of the probe's gap is not the overlap's: the
     probe fit predicts the probe with its forward stretched by it, and leaves only the rest
-    of the gap to ``compute_slowdown``. It is NOT applied to other models: with 2 gloo ranks on
-    a host of 2 vCPUs the probe's forward runs 16.5 % over its trace where bert-base's runs 3.4 %,
-    gpt2-124m's 11 % and resnet50's 5 %, and applying it to all four makes three of them worse
-    (docs/VALIDATION.md)."""
+    of the gap to ``compute_slowdown``. It is NOT applied to other models: the probe's forward
+    runs further over its trace than the validated models' forwards do, and applying it to them
+    makes most of their predictions worse (docs/VALIDATION.md)."""
     if probe.ddp_phase_samples_s is None:  # a calibration without the probe's DDP phases
         return None
     fwd = probe.ddp_phase_samples_s.get("forward_s")
@@ -319,9 +318,8 @@ PROBE_MAX_OTHER_PCT = 10.0
 def busy_probe_warning(other_pct: float | None) -> str | None:
     """One line when the probe's DDP steps ran while other work held more than
     :data:`PROBE_MAX_OTHER_PCT` of the host's CPUs: the probe then runs slower than on the
-    quiet host and the compute slowdown fitted to it is inflated (2 gloo ranks on a host of 2 vCPUs:
-    a calibration made under 36-46 % other load fits 2.53 where quiet ones fit 1.4-1.9, and
-    over-predicts CNNs by 17-35 %). None otherwise."""
+    quiet host and the compute slowdown fitted to it is inflated, so CNNs are over-predicted
+    (docs/VALIDATION.md). None otherwise."""
     if other_pct is None or other_pct <= PROBE_MAX_OTHER_PCT:
         return None
     return (f"the calibration's DDP probe ran while other work held {other_pct:.0f} % of the host's CPUs (more than "
@@ -471,8 +469,7 @@ class CalibratedCommModel:
         every ``q(s)`` (the queued curve) where one alone takes ``b(s)`` (the loop curve); so each
         of ``n`` in progress runs at ``b / (n q)``, at least ``1/n`` (never slower than sharing one
         lane). It may exceed 1: a blocking op's ``b`` holds the wake-up of the threads that hand
-        it over, which a queue worked back to back does not pay (1 MiB, 2 gloo ranks on a 2-vCPU
-        host: 0.56 ms per op queued against 1.7 ms blocking). The size is clamped to the queued curve's largest
+        it over, which a queue worked back to back does not pay. The size is clamped to the queued curve's largest
         (beyond it the ratio stays that of the largest); every kind of collective paced as an
         all-reduce of its bytes. Measured at the calibration's rank count, used as is for any other."""
         queued = self.fit.allreduce_queued

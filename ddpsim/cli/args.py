@@ -16,7 +16,8 @@ import re
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError, cut, shorten
-from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE  # noqa: F401 (the verbs import them from here)
+from ddpsim.units import (MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_NODES, MAX_SEED, MAX_THREADS,  # noqa: F401 (the verbs
+                          MAX_WORLD_SIZE)  # import them from here: one table of bounds, in units)
 from ddpsim.units import (CAP_LIST_EXPECTED, LIST_POINT_PREFIX, NOT_GIVEN, parse_cap_list,  # noqa: F401  (re-exported;
                           parse_cap_point, parse_cap_value)  # they live low, for the executor)
 
@@ -25,8 +26,6 @@ log = logging.getLogger(__name__)
 #: bounds of the count flags (a value outside is refused with the bound in the message)
 MAX_REPEATS = 1000
 MAX_JOBS = 1024
-MAX_SEED = 2**32 - 1
-MAX_THREADS = 1024
 MAX_SWEEP_POINTS = 1000
 
 _CHOICE = re.compile(r"^argument (?P<flag>[^:]+): invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)$", re.S)
@@ -66,7 +65,7 @@ def one_line_error(message: str) -> str:
 
 
 def _flag(names: str) -> str:
-    """``--iterations/--iters`` (argparse's names of one option) -> ``--iterations``."""
+    """``--world-size/-n`` (argparse's names of one option) -> ``--world-size``."""
     return names.split("/")[0]
 
 
@@ -164,6 +163,13 @@ def nonempty(text: str) -> str:
 # ---- parser helpers ---------------------------------------------------------------------------
 
 
+def add_set(p: argparse.ArgumentParser) -> None:
+    """``--set KEY=VALUE`` (repeatable): any scenario key, checked by the scenario's schema."""
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+                   help="override a scenario key before it is checked, e.g. --set ddp.bucket_cap_mb=50 --set "
+                        "cluster.nodes=4 --set 'sweep.bucket_cap_mb=[null, 10, 50]' (dotted key, YAML value; repeatable)")
+
+
 def add_verb(subparsers: Any, name: str, *, help: str | None, description: str, epilog: str,
              aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
     """A subcommand parser: ``description`` leads with the question the verb answers, ``epilog``
@@ -171,19 +177,6 @@ def add_verb(subparsers: Any, name: str, *, help: str | None, description: str, 
     kw: dict[str, Any] = {} if help is None else {"help": help}
     return subparsers.add_parser(name, description=description, epilog=epilog, aliases=list(aliases),
                                  formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
-
-
-class DeprecatedAlias(argparse.Action):
-    """A hidden flag spelling kept for old command lines: stores like its new flag and logs one
-    deprecation line naming it (``deprecated=`` the new spelling)."""
-
-    def __init__(self, option_strings: list[str], dest: str, deprecated: str = "", **kw: Any) -> None:
-        self.new = deprecated
-        super().__init__(option_strings, dest, **kw)
-
-    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
-        log.warning("ddpsim: %s is deprecated; use %s", option_string, self.new)
-        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
 def require_torch(verb: str) -> None:
@@ -196,6 +189,45 @@ def require_torch(verb: str) -> None:
 
 
 # ---- scenarios from flags ---------------------------------------------------------------------
+
+
+def add_scenario_flags(p: argparse.ArgumentParser, *, topology_default: str | None, world_size_help: str) -> None:
+    """The flags of a scenario made on the command line (``simulate``, ``sweep``): the trace,
+    the cluster, the world size and a calibration; every other scenario key through ``--set``."""
+    p.add_argument("--trace", metavar="FILE", required=True, type=nonempty, help="trace JSON written by 'ddpsim trace'")
+    p.add_argument("--topology", metavar="PRESET|FILE", default=topology_default, type=nonempty,
+                   help="topology preset ('ddpsim topology --list') or YAML file"
+                        + (f"; default: {topology_default}" if topology_default else
+                           "; without it, a latency + bandwidth model: --set cluster.latency_us=X --set cluster.bandwidth_gbps=Y"))
+    p.add_argument("--nodes", metavar="N", default=1, type=int_in(1, MAX_NODES), help="nodes of the topology; default: 1")
+    p.add_argument("--world-size", metavar="N", default=None, type=int_in(1, MAX_WORLD_SIZE), help=world_size_help)
+    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty,
+                   help="calibration JSON from the executor, or an nccl-tests all_reduce_perf log")
+    add_set(p)
+
+
+#: the scenario keys :func:`add_scenario_flags` sets -> their flags (errors name the flag)
+SCENARIO_FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": "--nodes",
+                  "world_size": "--world-size", "calibration": "--calibration"}
+
+
+def scenario_from_cli(args: argparse.Namespace, command: str, **keys: Any):
+    """The scenario of :func:`add_scenario_flags`' flags, with ``keys`` (scenario keys the command
+    sets itself) and then ``--set`` applied; checked like a scenario file."""
+    from ddpsim.pipeline.scenario import apply_overrides
+
+    data: dict[str, Any] = {"name": command.split()[-1], "trace": args.trace, "timelines": [],
+                            "cluster": {"topology": args.topology, "nodes": args.nodes},
+                            "world_size": args.world_size, **keys}
+    if args.calibration is not None:
+        data["calibration"] = args.calibration
+    return scenario_from_flags(apply_overrides(data, args.overrides), command, scenario_flags(args))
+
+
+def scenario_flags(args: argparse.Namespace) -> dict[str, str]:
+    """Scenario key -> what set it on this command line (a flag, or ``--set KEY``)."""
+    keys = (item.partition("=")[0].strip() for item in args.overrides)
+    return {**SCENARIO_FLAGS, **{k: f"--set {k}" for k in keys}}
 
 
 def scenario_from_flags(data: dict[str, Any], command: str, flags: dict[str, str]):

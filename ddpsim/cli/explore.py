@@ -41,7 +41,7 @@ point at a real Ray cluster: docs/EXPLORE.md."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import MAX_JOBS, add_verb, int_in, nonempty
+    from ddpsim.cli.args import MAX_JOBS, add_set, add_verb, int_in, nonempty
 
     p = add_verb(subparsers, "explore", help="simulate a design space of systems, scales and plans",
                  description=DESCRIPTION, epilog=EPILOG)
@@ -55,6 +55,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ray.add_argument("--ray", action="store_true", help="spread the points over a local Ray (one worker per CPU)")
     ray.add_argument("--cluster", metavar="ADDRESS", default=None, type=nonempty,
                      help="spread the points over the Ray cluster at ADDRESS (ray://HOST:10001, or auto)")
+    add_set(p)
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the answer")
     p.set_defaults(func=run)
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.pipeline.sweep import default_jobs
     from ddpsim.report.explore_report import write_explore_report
 
-    space = load_space(args.scenario)
+    space = load_space(args.scenario, args.overrides)
     prices = load_prices(space)
     runner = None
     if args.ray or args.cluster is not None:

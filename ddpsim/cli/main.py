@@ -80,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ddpsim: interrupted; files already written are kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout went away ('| head'): stop quietly, as a Unix filter does
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     finally:  # the logger as it was: main() called in-process (a notebook, a test) leaves no handler behind
         logger.removeHandler(handler)
         logger.setLevel(level)

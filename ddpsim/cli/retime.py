@@ -24,8 +24,8 @@ h200, b200, gb200, l40s, ...), or your own with --catalogue FILE. bf16 needs bf1
 cores (not on the V100: use fp16 there).
 Needs PyTorch (pip install "ddpsim[capture]")."""
 
-#: bounds of a trace's batch size and sequence length flags ('ddpsim trace' and 'ddpsim retime')
-MAX_BATCH = 1 << 20
+#: bound of a trace's sequence length flag ('ddpsim trace' and 'ddpsim retime'); the batch's is
+#: MAX_BATCH_SIZE of the one table of bounds (ddpsim.units)
 MAX_SEQ_LEN = 1 << 20
 
 EPILOG = """\
@@ -34,33 +34,30 @@ examples:
   ddpsim retime traces/gpt2-124m.cpu.json --gpu h100 --batch-size 16 --seq-len 1024 --autocast bf16 --out gpt2-124m.h100.json"""
 
 
-def add_retime_flags(p: argparse.ArgumentParser, *, hidden: bool = False) -> None:
-    """The roofline's assumption flags (``hidden``: on 'ddpsim trace', for its --retime-for spelling)."""
+def add_retime_flags(p: argparse.ArgumentParser) -> None:
+    """The roofline's assumption flags."""
     from ddpsim.cli.args import float_in
 
-    def helptext(text: str) -> str:
-        return argparse.SUPPRESS if hidden else text
-
     p.add_argument("--compute-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=helptext("achievable fraction of the tensor-core peak FLOP/s, in (0, 1] (default 0.6)"))
+                   help=("achievable fraction of the tensor-core peak FLOP/s, in (0, 1] (default 0.6)"))
     p.add_argument("--cuda-core-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=helptext("achievable fraction of the fp32 peak for float32 work on CUDA cores, in (0, 1] "
+                   help=("achievable fraction of the fp32 peak for float32 work on CUDA cores, in (0, 1] "
                                  "(default 0.83)"))
     p.add_argument("--tf32-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=helptext("achievable fraction of the TF32 peak for float32 convolutions on tensor cores, "
+                   help=("achievable fraction of the TF32 peak for float32 convolutions on tensor cores, "
                                  "in (0, 1] (default 0.36)"))
     p.add_argument("--memory-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=helptext("achievable fraction of HBM bandwidth, in (0, 1] (default 0.75)"))
+                   help=("achievable fraction of HBM bandwidth, in (0, 1] (default 0.75)"))
     p.add_argument("--min-kernel-us", type=float_in(0, maximum=1e6), default=None, metavar="US",
-                   help=helptext("per-kernel floor in microseconds (default 4)"))
+                   help="per-kernel floor in microseconds (default 4)")
     p.add_argument("--unaligned-gemm-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=helptext("fraction of the tensor peak a bf16/fp16 GEMM reaches when a matrix's leading "
+                   help=("fraction of the tensor peak a bf16/fp16 GEMM reaches when a matrix's leading "
                                  "dimension is not a multiple of 16 bytes, in (0, 1] (default 0.126)"))
     p.add_argument("--host-us-per-op", type=host_us, default=None, metavar="US[,US,US]",
-                   help=helptext("the host's time to issue an op, in microseconds: one figure, or forward,backward,"
-                                 "optimizer (default 38.5,39,46; 0 for a host that never makes the GPU wait)"))
+                   help="the host's time to issue an op, in microseconds: one figure, or forward,backward,"
+                                 "optimizer (default 38.5,39,46; 0 for a host that never makes the GPU wait)")
     p.add_argument("--host-us-per-tensor", type=float_in(0, maximum=1e6), default=None, metavar="US",
-                   help=helptext("the host's time per tensor argument of an op, in microseconds (default 2.3)"))
+                   help="the host's time per tensor argument of an op, in microseconds (default 2.3)")
 
 
 def host_us(text: str) -> tuple[float, float, float]:
@@ -92,7 +89,7 @@ def assumptions_of(args: argparse.Namespace) -> Any:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ddpsim.cli.args import add_verb, int_in, lower, nonempty, output_file
+    from ddpsim.cli.args import MAX_BATCH_SIZE, add_verb, int_in, lower, nonempty, output_file
     from ddpsim.cli.topology import add_catalogue_flag
     from ddpsim.trace.capture import AUTOCASTS, OPTIMIZERS
 
@@ -102,7 +99,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--gpu", required=True, type=lower, metavar="GPU",
                    help="the GPU to re-time for: a GPU of the hardware catalogue ('ddpsim topology --list')")
     p.add_argument("--out", required=True, type=output_file, metavar="FILE", help="output trace JSON")
-    p.add_argument("--batch-size", type=int_in(1, MAX_BATCH), default=None, metavar="N",
+    p.add_argument("--batch-size", type=int_in(1, MAX_BATCH_SIZE), default=None, metavar="N",
                    help="per-GPU batch size (default: the trace's)")
     p.add_argument("--seq-len", type=int_in(1, MAX_SEQ_LEN), default=None, metavar="N",
                    help="sequence length of a token model (default: the trace's)")

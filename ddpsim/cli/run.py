@@ -31,7 +31,10 @@ With no SCENARIO, runs scenarios/default.yaml."""
 EPILOG = """\
 examples:
   ddpsim run                                   # scenarios/default.yaml -> reports/default/
-  ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots --jobs 2
+  ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots --jobs 2 --set cluster.nodes=4
+
+--set KEY=VALUE sets any scenario key for this run (dotted key, YAML value), checked like the
+file: --set ddp.bucket_cap_mb=50, --set 'sweep.bucket_cap_mb=[null, 10, 50]', --set name=mine.
 
 --method-error FILE joins the answer with a zoo's residuals ('ddpsim zoo' writes
 <out-dir>/zoo/method_error.json) for a CPU gloo scenario with 'calibration: FILE' of that host.
@@ -41,7 +44,7 @@ with one line naming the key or path and exit status 2; files already written ar
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import MAX_JOBS, add_verb, int_in, nonempty
+    from ddpsim.cli.args import MAX_JOBS, add_set, add_verb, int_in, nonempty
 
     p = add_verb(subparsers, "run", help="run a scenario and write its report", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, type=nonempty,
@@ -49,6 +52,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty, help="parent folder of the report; default: reports")
     p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS),
                    help="parallel processes for the sweep; default: the CPUs this process may use (its affinity)")
+    add_set(p)
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the summary's answer")
     p.add_argument("--method-error", metavar="FILE", default=None,
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.api import run_scenario
     from ddpsim.pipeline.scenario import load_scenario
 
-    sc = load_scenario(args.scenario)
+    sc = load_scenario(args.scenario, args.overrides)
     warning = sc.calibration_warning()
     if warning:
         log.warning("ddpsim run: WARNING: %s", warning)

@@ -25,40 +25,26 @@ For a full report (plots, Perfetto traces, recommended plan) write a scenario an
 
 EPILOG = """\
 examples:
-  ddpsim sweep --trace traces/mlp.cpu.json --bucket-cap-mb default,1 --bucket-cap-mb-list 0.2,0.5 --bucket-cap-mb-list 1,4
+  ddpsim sweep --trace traces/mlp.cpu.json --bucket-cap-mb default,1 --set 'sweep.bucket_cap_mb_list=[[0.2, 0.5], [1, 4]]'
   ddpsim sweep --trace traces/resnet50.a100.json --topology dgx-a100 --nodes 2 \\
-      --bucket-cap-mb 1:200:12 --format json
+      --bucket-cap-mb 1:200:12 --set ddp.comm_hook=bf16 --format json
 
 --bucket-cap-mb takes a comma list of MiB values ('default' = not given) or a log range
-MIN:MAX:POINTS (at most 1000 points); the default point is always included (gains are measured against it).
-Each --bucket-cap-mb-list X,Y,... (repeatable) adds a bucket_cap_mb_list point after the caps
-(torch >= 2.13: per-bucket limits in MiB, the last reused), named list=X+Y+...."""
+MIN:MAX:POINTS (at most 1000 points); the default point is always included (gains are measured
+against it). Every other scenario key is set with --set KEY=VALUE, as in a scenario file:
+sweep.bucket_cap_mb_list adds bucket_cap_mb_list points after the caps (torch >= 2.13: per-bucket
+limits in MiB, the last reused), named list=X+Y+...; simulation.iterations, ddp.comm_hook..."""
 
 FORMATS = ("table", "csv", "json")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import (MAX_ITERATIONS, MAX_JOBS, MAX_NODES, MAX_SEED, MAX_WORLD_SIZE, add_verb,
-                                 bucket_cap_mb_list, from_parser, int_in, nonempty)
-    from ddpsim.engine.config import COMM_HOOKS
+    from ddpsim.cli.args import MAX_JOBS, add_scenario_flags, add_verb, from_parser, int_in, nonempty
 
     p = add_verb(subparsers, "sweep", help="sweep bucket_cap_mb for a trace", description=DESCRIPTION, epilog=EPILOG)
-    p.add_argument("--trace", metavar="FILE", required=True, type=nonempty, help="trace JSON written by 'ddpsim trace'")
-    p.add_argument("--topology", metavar="SPEC", default="cpu-gloo", type=nonempty,
-                   help="preset (dgx-a100, dgx-h100, pcie, cpu-gloo) or topology YAML; default: cpu-gloo")
-    p.add_argument("--nodes", metavar="N", default=1, type=int_in(1, MAX_NODES), help="number of nodes (presets); default: 1")
-    p.add_argument("--catalogue", metavar="FILE", default=None, type=nonempty,
-                   help="hardware catalogue YAML adding GPUs and systems (presets) to the bundled one")
-    p.add_argument("--world-size", metavar="N", default=None, type=int_in(1, MAX_WORLD_SIZE), help="ranks; default: every device of the cluster")
+    add_scenario_flags(p, topology_default="cpu-gloo", world_size_help="ranks; default: every device of the cluster")
     p.add_argument("--bucket-cap-mb", metavar="LIST", default="default,1,5,25,100", type=from_parser(parse_caps),
                    help="comma list of MiB ('default' = not given) or MIN:MAX:POINTS; default: default,1,5,25,100")
-    p.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", action="append", default=None, type=bucket_cap_mb_list,
-                   help="a bucket_cap_mb_list point in MiB, e.g. 1,4,25 (repeatable)")
-    p.add_argument("--comm-hook", choices=COMM_HOOKS, default="none", help="DDP comm hook; default: none")
-    p.add_argument("--iterations", metavar="N", default=6, type=int_in(1, MAX_ITERATIONS),
-                   help="simulated iterations; default: 6")
-    p.add_argument("--seed", metavar="N", default=0, type=int_in(0, MAX_SEED), help="seed of the jitter; default: 0")
-    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty, help="calibration JSON from the executor, or an nccl-tests all_reduce_perf log")
     p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS), help="parallel processes; default: the CPUs this process may use (its affinity)")
     p.add_argument("--out-dir", metavar="DIR", default=None, type=nonempty,
                    help="keep finished points in DIR/points/ (resumable)")
@@ -92,24 +78,12 @@ def parse_caps(text: str) -> list[float | None] | dict[str, Any]:
     return [parse_cap_value(x.strip(), "--bucket-cap-mb", expected) for x in items]
 
 
-#: scenario keys -> the flags that set them (errors of the scenario name the flag)
-FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.catalogue": "--catalogue", "world_size": "--world-size", "ddp.comm_hook": "--comm-hook",
-         "calibration": "--calibration", "sweep.bucket_cap_mb_list": "--bucket-cap-mb-list",
-         "sweep.bucket_cap_mb": "--bucket-cap-mb"}
+def build_scenario(args: argparse.Namespace):
+    """The scenario of the parsed flags (:func:`ddpsim.cli.args.scenario_from_cli`): the swept caps
+    of --bucket-cap-mb, every other key from --set."""
+    from ddpsim.cli.args import scenario_from_cli
 
-def scenario_data(args: argparse.Namespace) -> dict[str, Any]:
-    """The scenario mapping (the scenario file's keys) of the parsed flags."""
-    data: dict[str, Any] = {
-        "name": "sweep", "trace": args.trace, "cluster": {"topology": args.topology, "nodes": args.nodes,
-                                                            **({"catalogue": args.catalogue} if args.catalogue else {})},
-        "world_size": args.world_size, "ddp": {"comm_hook": args.comm_hook},
-        "simulation": {"iterations": args.iterations, "seed": args.seed},
-        "sweep": {"bucket_cap_mb": args.bucket_cap_mb}, "timelines": []}
-    if args.calibration is not None:
-        data["calibration"] = args.calibration
-    if args.bucket_cap_mb_list:
-        data["sweep"]["bucket_cap_mb_list"] = [list(caps) for caps in args.bucket_cap_mb_list]
-    return data
+    return scenario_from_cli(args, "ddpsim sweep", sweep={"bucket_cap_mb": args.bucket_cap_mb})
 
 
 COLUMNS = ("point", "num_buckets", "iteration_p50_s", "iteration_p95_s", "forward_s", "backward_compute_s",
@@ -117,11 +91,10 @@ COLUMNS = ("point", "num_buckets", "iteration_p50_s", "iteration_p95_s", "forwar
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.cli.args import scenario_from_flags
     from ddpsim.report.summary import to_csv_text
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table
 
-    sc = scenario_from_flags(scenario_data(args), "ddpsim sweep", FLAGS)
+    sc = build_scenario(args)
     warning = sc.calibration_warning()
     if warning:
         log.warning("ddpsim sweep: WARNING: %s", warning)

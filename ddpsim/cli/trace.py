@@ -34,8 +34,8 @@ examples:
 
 'ddpsim trace --list-models' lists the built-ins and the zoo (zoo:<name>); your own model is
 any 'package.module:factory' returning an nn.Module (--input-shape gives one sample's shape;
-on a GPU, --device cuda times with CUDA events). A CPU trace meant to validate 2-rank gloo
-runs on a 2-core machine should use --num-threads 1. For a scenario's compile: block, add the
+on a GPU, --device cuda times with CUDA events). A CPU trace meant to validate gloo ranks
+that share a host's cores should use as many threads as each rank gets (--num-threads). For a scenario's compile: block, add the
 Dynamo graphs to a trace of the same model: 'ddpsim trace --model bert-base --compiled-graph
 --batch-size 1 --seq-len 128 --graph-into traces/bert-base.a100.json --out bert.compiled.json'.
 
@@ -56,20 +56,21 @@ def parse_shape(text: str) -> tuple[int, ...]:
         shape = tuple(int(x) for x in str(text).split(","))
     except ValueError:
         shape = ()
-    from ddpsim.cli.retime import MAX_BATCH
+    from ddpsim.units import MAX_BATCH_SIZE
 
-    if not 1 <= len(shape) <= 8 or not all(1 <= d <= MAX_BATCH for d in shape):
+    if not 1 <= len(shape) <= 8 or not all(1 <= d <= MAX_BATCH_SIZE for d in shape):
         from ddpsim.errors import shorten
 
         raise InputError(f"--input-shape: {shorten(text)} is not accepted; expected 1 to 8 comma-separated "
-                         f"integers in [1, {MAX_BATCH}] like 3,224,224")
+                         f"integers in [1, {MAX_BATCH_SIZE}] like 3,224,224")
     return shape
 
 
 def add_parser(subparsers: Any) -> None:
-    from ddpsim.cli.args import (MAX_ITERATIONS, MAX_SEED, MAX_THREADS, DeprecatedAlias, add_verb, from_parser,
+    from ddpsim.cli.args import (MAX_ITERATIONS, MAX_SEED, MAX_THREADS, add_verb, from_parser,
                                  int_in, lower, nonempty, output_file)
-    from ddpsim.cli.retime import MAX_BATCH, MAX_SEQ_LEN, add_retime_flags
+    from ddpsim.cli.retime import MAX_SEQ_LEN
+    from ddpsim.units import MAX_BATCH_SIZE
     from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS
 
     p = add_verb(subparsers, "trace", help="capture a model's training-step trace", description=DESCRIPTION,
@@ -77,13 +78,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--list-models", action="store_true", help="print the built-in and zoo model names and exit")
     p.add_argument("--model", type=nonempty, help="built-in name, zoo:<name> (see --list-models) or package.module:factory")
     p.add_argument("--device", default="cpu", type=lower, choices=("cpu", "cuda"), help="default cpu")
-    p.add_argument("--batch-size", type=int_in(1, MAX_BATCH),
+    p.add_argument("--batch-size", type=int_in(1, MAX_BATCH_SIZE),
                    help="per-device batch size (required to capture; default for a factory returning "
                         "(module, example_input): the example's batch dimension)")
     p.add_argument("--iterations", type=int_in(1, MAX_ITERATIONS), default=5, metavar="N",
                    help="measured iterations (default 5)")
-    p.add_argument("--iters", dest="iterations", type=int_in(1, MAX_ITERATIONS), action=DeprecatedAlias,
-                   deprecated="--iterations", help=argparse.SUPPRESS)
     p.add_argument("--warmup", type=int_in(0, MAX_ITERATIONS), default=2, metavar="N", help="warm-up iterations (default 2)")
     p.add_argument("--out", type=output_file, metavar="FILE", help="output trace JSON")
     p.add_argument("--from-profile", type=nonempty, default=None, metavar="PROFILE",
@@ -113,11 +112,6 @@ def add_parser(subparsers: Any) -> None:
                         "re-timed one) and write it to --out")
     p.add_argument("--derive-depth-from", type=int_in(3, MAX_LAYERS), default=None, metavar="K",
                    help="capture K blocks of a transformer and derive the full-depth trace from them")
-    # 'ddpsim trace --retime-for GPU --from TRACE': the spelling of 'ddpsim retime' in earlier docs
-    p.add_argument("--retime-for", dest="gpu", default=None, type=lower, action=DeprecatedAlias,
-                   deprecated="'ddpsim retime TRACE --gpu GPU'", help=argparse.SUPPRESS)
-    p.add_argument("--from", dest="from_trace", default=None, type=nonempty, help=argparse.SUPPRESS)
-    add_retime_flags(p, hidden=True)
     p.set_defaults(func=run)
 
 
@@ -161,12 +155,6 @@ def run(args: argparse.Namespace) -> int:
         from ddpsim.cli import profile_import
 
         return profile_import.run(args)
-    if args.gpu is not None or args.from_trace is not None:
-        from ddpsim.cli import retime
-
-        if args.gpu is None:
-            raise InputError("--from: given without --retime-for; expected 'ddpsim retime TRACE --gpu GPU'")
-        return retime.run(args)
     require_torch("trace")
     from ddpsim.trace.models import list_models
 

@@ -60,7 +60,7 @@ one line and exit status 2; files already written are kept."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import MAX_THREADS, DeprecatedAlias, add_verb, int_in, nonempty
+    from ddpsim.cli.args import MAX_THREADS, add_verb, int_in, nonempty
     from ddpsim.validation.measure import LAUNCH_MODES
 
     p = add_verb(subparsers, "validate", help="compare predictions with real DDP runs on this machine",
@@ -87,10 +87,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "split-conformal 80 %% band of a zoo run's residuals (<out-dir>/zoo/method_error.json, the "
                         "validated model's own left out; ddpsim/pipeline/method_error.py)")
     p.add_argument("--no-plots", action="store_true", help="skip validation.png and validation_timeline.png")
-    # 'ddpsim validate --zoo': the spelling of 'ddpsim zoo' in earlier docs
-    p.add_argument("--zoo", action=DeprecatedAlias, nargs=0, const=True, default=False, deprecated="'ddpsim zoo'",
-                   help=argparse.SUPPRESS)
-    p.add_argument("--zoo-models", metavar="LIST", default=None, type=nonempty, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p
 
@@ -135,20 +131,6 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.cli.args import require_torch
     from ddpsim.errors import InputError
 
-    if args.zoo:
-        if args.method_error is not None:
-            raise InputError(f"--method-error: {shorten(args.method_error)} is not accepted with --zoo; expected none "
-                             "(the zoo scores each model with the other models' residuals and writes its own "
-                             "method_error.json)")
-        if args.scenario is not None:
-            raise InputError(f"SCENARIO: {shorten(args.scenario)} is not accepted with --zoo; expected none "
-                             "(the zoo writes its own)")
-        if args.scenario_trace or args.launch != "point":
-            raise InputError("--zoo: not accepted with --scenario-trace or --launch round; expected 'ddpsim zoo'")
-        return run_zoo_args(args)
-    if args.zoo_models is not None:
-        raise InputError(f"--zoo-models: {shorten(args.zoo_models)} is not accepted without --zoo; expected "
-                         "'ddpsim zoo --models LIST'")
     require_torch("validate")
     from ddpsim.validation.measure import reanalyze, validate
 
@@ -166,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_zoo_args(args: argparse.Namespace) -> int:
-    """'ddpsim zoo' (and its 'validate --zoo' spelling): run or reanalyse the zoo; prints the files written."""
+    """'ddpsim zoo': run or reanalyse the zoo; prints the files written."""
     from ddpsim.cli.args import require_torch
     from ddpsim.validation.zoo_driver import run_zoo
 

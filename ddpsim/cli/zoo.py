@@ -16,9 +16,8 @@ land apart; each model's interval joined with the method's error measured on the
 models (the split-conformal band of their residuals measured / predicted - 1) is scored
 beside it, and every residual is written to <out-dir>/zoo/method_error.json, which
 'ddpsim run' and 'ddpsim validate' take as --method-error FILE on the same host.
-The eleven models take 22-25 minutes on a quiet 2-core host at 3 caps x 3 rounds, 30-45
-under other load or on a slow VM (studies/zoo/README.md); --models and fewer --caps /
---repeats give a quick subset. With --reanalyze nothing runs: the models done are analysed
+The eleven models at 3 caps x 3 rounds take tens of minutes on a small CPU host
+(studies/zoo/README.md); --models and fewer --caps / --repeats give a quick subset. With --reanalyze nothing runs: the models done are analysed
 again. Needs PyTorch (pip install "ddpsim[capture]")."""
 
 EPILOG = """\

@@ -10,9 +10,9 @@ model (PyTorch ``torch/csrc/distributed/c10d/``, NCCL ``src/enqueue.cc``):
     ``DistributedDataParallel.forward``'s Python before the module runs (``_pre_forward``:
     ``record_function``, ``_rebuild_buckets``, ``prepare_for_forward``, the buffer-sync check)
     and after it (``_post_forward``: ``prepare_for_backward``'s walk of the outputs). The
-    executor's calibrations on 2-vCPU gloo hosts measure DDP's whole per-iteration fixed cost
-    at 0.10-0.44 ms (``ddp_iteration_overhead_s`` in ``reports/cpu-gloo-*``); a server CPU is
-    at the low end. The engine assumes the CPU meets the device once per step (a
+    executor's calibrations of gloo hosts measure DDP's whole per-iteration fixed cost
+    (``ddp_iteration_overhead_s`` in ``reports/cpu-gloo-*``); a server CPU is at the low end
+    of what they measure. The engine assumes the CPU meets the device once per step (a
     ``loss.item()``, the optimizer), so this is on the critical path of every step.
 ``hook_s_per_param`` (8 us)
     ``Reducer::autograd_hook`` -> ``mark_variable_ready`` -> ``mark_variable_ready_dense``

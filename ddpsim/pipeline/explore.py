@@ -7,9 +7,10 @@ points are the product of the axes in the order written, the first outermost (th
 lists form one dimension, caps first, as in a sweep), or a seeded sample of that product
 (``explore.sample``). Each point is the scenario with its values set, validated like a
 scenario file, built by :func:`ddpsim.pipeline.inputs.build_point_inputs` and simulated by the
-engine without spans; its figures are kept in ``<out>/points/<point_id>.json`` with a key (the
-point's scenario, trace, ddpsim's source), so a rerun, or a run that lost a worker, simulates
-only what is missing.
+engine without spans; its figures are kept in ``<out>/points/<point_id>.json`` with a key (everything
+the engine receives for the point and ddpsim's source, :mod:`ddpsim.pipeline.fingerprint`,
+checked where the point's inputs are built), so a rerun, or a run that lost a worker,
+simulates only what is missing or changed.
 
 Where each system's trace comes from: ``explore.traces[system]``, else the scenario's; with
 ``explore.retime: true`` that trace is re-timed for the system's GPU (the topology's device
@@ -33,17 +34,17 @@ import json
 import logging
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from ddpsim import __version__
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import ensure_dir, is_file, read_yaml, write_text_atomic
-from ddpsim.pipeline.scenario import Scenario, _resolve_path, find_scenario, scenario_from_dict
+from ddpsim.pipeline.scenario import Scenario, _resolve_path, apply_overrides, find_scenario, scenario_from_dict
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.specs import SweepPoint
-from ddpsim.pipeline.sweep import code_fingerprint, progress_bar, run_in_pool, trace_fingerprint
+from ddpsim.pipeline.fingerprint import code_fingerprint, digest, engine_runs_key
+from ddpsim.pipeline.sweep import progress_bar, run_in_pool
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.schema import validate
 
@@ -124,8 +125,9 @@ class ExplorePoint:
         return next((v for n, v in self.values if n == name), default)
 
 
-def load_space(spec: str | Path) -> ExploreSpace:
-    """A scenario with an ``explore`` block (a path or a bundled name), validated.
+def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
+    """A scenario with an ``explore`` block (a path or a bundled name), validated, with
+    ``overrides`` (``KEY=VALUE``, :func:`ddpsim.pipeline.scenario.apply_overrides`) applied.
 
     Raises:
         InputError: a bad scenario key, a scenario without ``explore``, an axis value the
@@ -135,7 +137,7 @@ def load_space(spec: str | Path) -> ExploreSpace:
     path = find_scenario(spec)
     source = str(path)
     data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
-    return space_from_dict(data, source=source, path=path)
+    return space_from_dict(apply_overrides(data, overrides), source=source, path=path)
 
 
 def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:
@@ -243,7 +245,9 @@ def point_mapping(space: ExploreSpace, values: Sequence[tuple[str, Any]]) -> dic
 @dataclass(frozen=True, kw_only=True)
 class JobPoint:
     point_id: str
-    key: str
+    #: the key of this point's file from an earlier run (None: none kept): the worker reuses
+    #: the file when the key of the inputs it builds is the same (:func:`evaluate`)
+    kept_key: str | None = None
     group: int       # index into Job.scenarios
     trace: str       # key into Job.traces
     sweep_point: SweepPoint
@@ -256,6 +260,8 @@ class Job:
 
     scenarios: tuple[Scenario, ...]
     traces: dict[str, Any]
+    #: per trace key, the hash of the trace's content (:func:`ddpsim.pipeline.fingerprint.digest`)
+    trace_hashes: dict[str, str]
     points: tuple[JobPoint, ...]
 
 
@@ -267,7 +273,6 @@ def prepare(space: ExploreSpace, points: Sequence[ExplorePoint], *, out_dir: Pat
     traces: dict[str, Any] = {}
     trace_info: dict[str, Any] = {}
     fps: dict[str, str] = {}
-    echoes: list[dict[str, Any]] = []
     jps = []
     for p in points:
         others = tuple((n, v) for n, v in p.values if n != "cap")
@@ -277,25 +282,17 @@ def prepare(space: ExploreSpace, points: Sequence[ExplorePoint], *, out_dir: Pat
             sc = scenario_from_dict(doc, source=f"{space.source}: explore point {p.point_id}", path=space.path)
             groups[gkey] = len(scenarios)
             scenarios.append(sc)
-            echo = sc.to_dict()
-            echo.pop("points", None)
-            echo.pop("description", None)
-            echo.pop("name", None)
-            echoes.append(echo)
         g = groups[gkey]
         sc = scenarios[g]
         tkey = _trace_for(space, sc, p.value("batch_size"), traces, trace_info, out_dir)
         if tkey not in fps:
-            fps[tkey] = trace_fingerprint(traces[tkey])
+            fps[tkey] = digest(traces[tkey])
         cap = p.value("cap", (sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
         sp = SweepPoint(bucket_cap_mb=cap[0], bucket_cap_mb_list=cap[1], find_unused_parameters=sc.ddp.find_unused_parameters,
                         gradient_as_bucket_view=sc.ddp.gradient_as_bucket_view, comm_hook=sc.comm_hook,
                         nodes=sc.cluster.nodes)
-        blob = json.dumps({"scenario": echoes[g], "point": sp.as_dict(), "trace": fps[tkey], "version": __version__,
-                           "code": code_fingerprint()}, sort_keys=True, default=str)
-        jps.append(JobPoint(point_id=p.point_id, key=hashlib.sha256(blob.encode()).hexdigest()[:20], group=g,
-                            trace=tkey, sweep_point=sp))
-    return Job(scenarios=tuple(scenarios), traces=traces, points=tuple(jps)), trace_info
+        jps.append(JobPoint(point_id=p.point_id, group=g, trace=tkey, sweep_point=sp))
+    return Job(scenarios=tuple(scenarios), traces=traces, trace_hashes=fps, points=tuple(jps)), trace_info
 
 
 def _trace_for(space: ExploreSpace, sc: Scenario, batch: int | None, traces: dict[str, Any], info: dict[str, Any],
@@ -343,10 +340,10 @@ def _retimed(src: Path, gpu: str, batch: int | None, out_dir: Path | None) -> An
     env = source.environment if isinstance(source.environment, dict) else {}
     if env.get("device_name") == GPUS[gpu].name and batch in (None, env.get("batch_size")):
         return source  # already this GPU's roofline trace at this batch
-    digest = hashlib.sha256(src.read_bytes() + code_fingerprint().encode()).hexdigest()[:12]
+    stamp = hashlib.sha256(src.read_bytes() + code_fingerprint().encode()).hexdigest()[:12]
     cached = None
     if out_dir is not None:
-        cached = Path(out_dir) / "traces" / f"{src.stem}.{gpu}.b{batch if batch is not None else 'same'}.{digest}.json"
+        cached = Path(out_dir) / "traces" / f"{src.stem}.{gpu}.b{batch if batch is not None else 'same'}.{stamp}.json"
         if cached.is_file():
             return load_trace(cached)
     from ddpsim.trace.retime import retime_trace_file
@@ -395,17 +392,23 @@ def trace_figures(trace: Any) -> dict[str, Any]:
 # ---- simulating points ------------------------------------------------------------------------
 
 def evaluate(job: Job, indices: Sequence[int]) -> list[dict[str, Any]]:
-    """The stored record of each of ``job.points[indices]`` (in this process)."""
-    return [_evaluate_one(job, i) for i in indices]
+    """The stored record of each of ``job.points[indices]`` (in this process); for a point whose
+    ``kept_key`` is the key of the inputs built here, ``{"point": id, "kept": True}`` instead."""
+    hashed = {id(t): (t, job.trace_hashes[k]) for k, t in job.traces.items() if k in job.trace_hashes}
+    return [_evaluate_one(job, i, hashed) for i in indices]
 
 
-def _evaluate_one(job: Job, i: int) -> dict[str, Any]:
+def _evaluate_one(job: Job, i: int, hashed: dict) -> dict[str, Any]:
     from ddpsim.engine.simulate import simulate
     from ddpsim.pipeline.inputs import build_point_inputs
 
     p = job.points[i]
     sc = job.scenarios[p.group]
     inputs = build_point_inputs(sc, p.sweep_point, trace=job.traces[p.trace])
+    key = engine_runs_key(p.sweep_point.as_dict(), [(inputs.trace, inputs.plan, inputs.comm, inputs.config)],
+                          traces=hashed)
+    if key == p.kept_key:
+        return {"point": p.point_id, "kept": True}
     if not inputs.plan.steady:
         raise InputError(f"{sc.where()}explore point {p.point_id}: every parameter is delayed "
                          "(ddp.delay_all_reduce_named_params); expected at least one parameter left to the reducer")
@@ -413,7 +416,7 @@ def _evaluate_one(job: Job, i: int) -> dict[str, Any]:
     s = res.summary()
     figures = {"step_p50_s": s["iteration_p50_s"], "step_p95_s": s["iteration_p95_s"]}
     figures.update({k: s[k] for k in FIGURES if k in s})
-    return {"format": EXPLORE_POINT_FORMAT, "version": EXPLORE_POINT_VERSION, "point": p.point_id, "key": p.key,
+    return {"format": EXPLORE_POINT_FORMAT, "version": EXPLORE_POINT_VERSION, "point": p.point_id, "key": key,
             "world_size": inputs.config.world_size, "backend": inputs.backend, "num_buckets": len(inputs.plan.steady),
             "figures": figures}
 
@@ -460,18 +463,11 @@ def run_explore(space: ExploreSpace, *, out_dir: str | Path | None = None, jobs:
     job, trace_info = prepare(space, points, out_dir=out)
     pdir = ensure_dir(out / "points", "--out-dir") if out is not None else None
     records: dict[int, dict[str, Any]] = {}
-    todo: list[int] = []
-    for i, p in enumerate(job.points):
-        f = pdir / f"{_file_id(p.point_id)}.json" if pdir is not None else None
-        if f is not None and f.is_file():
-            try:
-                d = json.loads(f.read_text())
-                if d.get("format") == EXPLORE_POINT_FORMAT and d.get("key") == p.key:
-                    records[i] = d
-                    continue
-            except (ValueError, TypeError):
-                pass  # unreadable: simulated again, replaced atomically
-        todo.append(i)
+    stored = _stored_points(job, pdir)
+    job = replace(job, points=tuple(replace(p, kept_key=stored[i].get("key")) if i in stored else p
+                                    for i, p in enumerate(job.points)))
+    todo = list(range(len(job.points)))
+    kept = 0
     by_id = {p.point_id: i for i, p in enumerate(job.points)}
     if len(by_id) != len(job.points):
         raise InputError(f"{space.source}: explore.axes: two points share an id; expected values that differ in "
@@ -479,8 +475,13 @@ def run_explore(space: ExploreSpace, *, out_dir: str | Path | None = None, jobs:
     with progress_bar(len(todo), f"{space.name}: exploring", progress) as bar:
 
         def finish(rows: list[dict[str, Any]]) -> None:
+            nonlocal kept
             for d in rows:
                 i = by_id[d["point"]]
+                if d.get("kept"):
+                    records[i] = stored[i]
+                    kept += 1
+                    continue
                 if pdir is not None:
                     write_text_atomic(pdir / f"{_file_id(d['point'])}.json", json.dumps(d, separators=(",", ":")) + "\n")
                 records[i] = d
@@ -490,10 +491,26 @@ def run_explore(space: ExploreSpace, *, out_dir: str | Path | None = None, jobs:
             ray.run(job, todo, finish)
         else:
             _run_local(job, todo, jobs, finish)
-    if todo:
-        log.info("%s: simulated %d point(s) (%d kept from an earlier run)", space.name, len(todo),
-                 len(job.points) - len(todo))
+    if len(todo) > kept:
+        log.info("%s: simulated %d point(s) (%d kept from an earlier run)", space.name, len(todo) - kept, kept)
     return [records[i] for i in range(len(job.points))], trace_info, job
+
+
+def _stored_points(job: Job, pdir: Path | None) -> dict[int, dict[str, Any]]:
+    """The readable point files of an earlier run in ``pdir``, by point index (their keys are
+    checked against the inputs where each point is built)."""
+    stored: dict[int, dict[str, Any]] = {}
+    for i, p in enumerate(job.points):
+        f = pdir / f"{_file_id(p.point_id)}.json" if pdir is not None else None
+        if f is None or not f.is_file():
+            continue
+        try:
+            d = json.loads(f.read_text())
+        except ValueError:
+            continue  # unreadable: simulated again, replaced atomically
+        if isinstance(d, dict) and d.get("format") == EXPLORE_POINT_FORMAT and isinstance(d.get("key"), str):
+            stored[i] = d
+    return stored
 
 
 def _run_local(job: Job, todo: list[int], jobs: int, finish: Callable[[list[dict[str, Any]]], None]) -> None:

@@ -158,15 +158,21 @@ _KEPT = _Kept(KEPT_SIZE)
 
 
 def _cluster_key(scenario: Any, nodes: int) -> tuple:
-    """A topology as its inputs: the preset or YAML path (with the file's size and modification
-    time), the nodes and the preset's options."""
+    """A topology as its inputs: the preset or YAML path and the user's catalogue (each with the
+    file's size and modification time), the nodes and the preset's options."""
     import json
+
+    topo, catalogue = scenario.cluster.topology, scenario.cluster.catalogue
+    return (topo, _stamp(topo), catalogue, _stamp(catalogue), nodes,
+            json.dumps(scenario.cluster.options, sort_keys=True, default=repr))
+
+
+def _stamp(path: Any) -> tuple:
+    """A file's size and modification time (empty: not a file, e.g. a preset's name)."""
     import os
 
-    topo = scenario.cluster.topology
     try:
-        st = os.stat(topo)
-        stamp: tuple = (st.st_size, st.st_mtime_ns)
-    except OSError:
-        stamp = ()
-    return (topo, stamp, nodes, json.dumps(scenario.cluster.options, sort_keys=True, default=repr))
+        st = os.stat(path)
+    except (OSError, TypeError):
+        return ()
+    return (st.st_size, st.st_mtime_ns)

@@ -3,7 +3,7 @@
 A prediction interval from :mod:`ddpsim.validation.intervals` holds the trace's noise (captures and
 iterations resampled through the engine) and the calibration's uncertain compute slowdown. It
 does not hold what the engine gets wrong about a model -- a cost it does not charge, a
-mechanism it simplifies -- and in the zoo study (2 gloo ranks on a 2-core CPU host, ``studies/zoo/README.md``)
+mechanism it simplifies -- and in the zoo study (gloo ranks on one CPU host, ``studies/zoo/README.md``)
 that, not the noise, is what leaves measured means outside their intervals. This module measures that error where it can
 be measured: on validated models, as the *residual* of each validated point,
 

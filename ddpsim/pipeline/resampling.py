@@ -119,19 +119,26 @@ def sample_inputs(scenario: Any, point: Any, inputs: Any, graph: Any, sample: Sa
     return comm, cfg
 
 
-def simulate_samples(scenario: Any, point: Any, inputs: Any, simulate: Callable, spans_kw: bool) -> dict[str, Any]:
-    """Every sample's p50 step time for one point: ``{"labels": [...], "inputs": [...], "p50_s": [...]}``."""
+def sample_runs(scenario: Any, point: Any, inputs: Any) -> list[tuple[Sample, Any, Any]]:
+    """``(sample, comm, config)`` of every re-simulation of one point, in sample order."""
     samples = samples_for(scenario, inputs)
     if not samples:
-        return {}
+        return []
     graph = scenario.graph(point.nodes)
+    return [(smp, *sample_inputs(scenario, point, inputs, graph, smp)) for smp in samples]
+
+
+def simulate_samples(scenario: Any, point: Any, inputs: Any, simulate: Callable, spans_kw: bool) -> dict[str, Any]:
+    """Every sample's p50 step time for one point: ``{"labels": [...], "inputs": [...], "p50_s": [...]}``."""
+    runs = sample_runs(scenario, point, inputs)
+    if not runs:
+        return {}
     p50 = []
-    for smp in samples:
-        comm, cfg = sample_inputs(scenario, point, inputs, graph, smp)
+    for _, comm, cfg in runs:
         res = simulate(inputs.trace, inputs.plan, comm, cfg, spans=False) if spans_kw else \
             simulate(inputs.trace, inputs.plan, comm, cfg)
         p50.append(res.summary()["iteration_p50_s"])
-    return {"labels": [s.label for s in samples], "inputs": [s.input for s in samples], "p50_s": p50}
+    return {"labels": [s.label for s, _, _ in runs], "inputs": [s.input for s, _, _ in runs], "p50_s": p50}
 
 
 def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequence[dict[str, Any]],

@@ -72,13 +72,16 @@ used for file names (``reports/<name>/points/<point_id>.json``).
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+import yaml
 
 from ddpsim.engine.config import SimConfig
 from ddpsim.errors import InputError, shorten
@@ -87,7 +90,7 @@ from ddpsim.network import cost_terms
 from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs, sim_config
 from ddpsim.pipeline.scenario_schema import (NAME_PATTERN, ClusterSpec, DdpSection, ModelSpec,  # noqa: F401 (re-exported)
-                                             ScenarioFile, SimulationSpec, ValidationSpec, default_of)
+                                             SHORTHANDS, ScenarioFile, SimulationSpec, ValidationSpec, default_of)
 from ddpsim.pipeline.specs import SweepPoint, SweepSpec
 from ddpsim.plan.planner import DDPOptions
 from ddpsim.schema import validate
@@ -480,8 +483,9 @@ def find_scenario(spec: str | Path | None) -> Path:
     raise InputError(f"scenario: {shorten(spec)} does not exist; expected a scenario YAML path or a bundled name ({', '.join(bundled) or 'none found'})")
 
 
-def load_scenario(spec: str | Path | None = None) -> Scenario:
-    """Load and validate a scenario YAML (a path or a bundled name; None = the default).
+def load_scenario(spec: str | Path | None = None, overrides: Sequence[str] = ()) -> Scenario:
+    """Load and validate a scenario YAML (a path or a bundled name; None = the default), with
+    ``overrides`` (``KEY=VALUE``, :func:`apply_overrides`) applied before validation.
 
     Raises:
         InputError: one line naming the file, the key path, the bad value and what is accepted.
@@ -489,4 +493,50 @@ def load_scenario(spec: str | Path | None = None) -> Scenario:
     path = find_scenario(spec)
     source = str(spec) if spec is not None and is_file(str(spec)) else str(path)
     data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
-    return scenario_from_dict(data, source=source, path=path)
+    return scenario_from_dict(apply_overrides(data, overrides), source=source, path=path)
+
+
+SET_EXAMPLE = "KEY=VALUE with a dotted scenario key and a YAML value, e.g. ddp.bucket_cap_mb=50"
+
+
+def apply_overrides(data: Any, overrides: Sequence[str]) -> Any:
+    """``data`` (a decoded scenario file) with each ``KEY=VALUE`` of ``overrides`` set: ``KEY`` a
+    dotted scenario key (``simulation.interference.comm_slowdown``), ``VALUE`` read as YAML
+    (``null``, ``50``, ``[1, 25]``, ``{a: 1}``); the schema then checks the result like a file.
+
+    Raises:
+        InputError: an override without ``=`` or with an empty key part, a value that is not
+            YAML, or a key below a value that is not a mapping.
+    """
+    if not overrides:
+        return data
+    out = copy.deepcopy(data) if isinstance(data, dict) else data
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(parts):
+            raise InputError(f"--set: {item!r} is not accepted; expected {SET_EXAMPLE}")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise InputError(f"--set {key}: {text!r} is not a YAML value; expected e.g. 50, null, true, "
+                             "[1, 25] or {a: 1}") from None
+        if isinstance(out, dict):
+            _set_dotted(out, parts, value)
+    return out
+
+
+def _set_dotted(data: dict, parts: list[str], value: Any) -> None:
+    holder = data
+    for i, part in enumerate(parts[:-1]):
+        cur = holder.get(part)
+        if i == 0 and part in SHORTHANDS and isinstance(cur, str):
+            cur = SHORTHANDS[part](cur)
+        if cur is None:
+            cur = {}
+        if not isinstance(cur, dict):
+            raise InputError(f"--set {'.'.join(parts)}: {'.'.join(parts[:i + 1])} is {cur!r}, not a mapping; "
+                             f"expected a key of a section (set {'.'.join(parts[:i + 1])} itself instead)")
+        holder[part] = cur
+        holder = cur
+    holder[parts[-1]] = value

@@ -567,8 +567,9 @@ FilePath = Annotated[Optional[str], _rule("a file path (a non-empty string) or n
                                           lambda v: v is None or (isinstance(v, str) and v != ""))]
 
 
-#: a scenario without ``sweep`` (or ``sweep: null``): the default point only
-NO_SWEEP = {"bucket_cap_mb": [None]}
+#: a scenario without ``sweep`` (or ``sweep: null``): its own DDP options only (the default-cap
+#: point, and the point at ``ddp.bucket_cap_mb`` / ``ddp.bucket_cap_mb_list`` where given)
+NO_SWEEP: dict = {}
 
 
 def _model_in(v: Any) -> Any:
@@ -577,6 +578,10 @@ def _model_in(v: Any) -> Any:
 
 def _cluster_in(v: Any) -> Any:
     return {"topology": v} if isinstance(v, str) else v
+
+
+#: sections a file may give as one string: the mapping each shorthand stands for
+SHORTHANDS = {"model": _model_in, "cluster": _cluster_in}
 
 
 class ScenarioFile(Schema):

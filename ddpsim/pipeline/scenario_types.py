@@ -13,9 +13,7 @@ from ddpsim.schema import Schema
 from ddpsim.errors import InputError
 
 # ---- bounds (far above any real use; each one is named in its key's error line) ----------
-MAX_BATCH_SIZE = 1 << 20
-MAX_THREADS = 4096
-MAX_SEED = 2**63 - 1
+from ddpsim.units import MAX_BATCH_SIZE, MAX_SEED, MAX_THREADS  # noqa: E402,F401 (one table of bounds, in units)
 #: ``bucket_cap_mb`` and every entry of a ``bucket_cap_mb_list``, MiB
 MAX_CAP_MB = 1_000_000
 #: points of a ``{min, max, points}`` cap range

@@ -2,9 +2,10 @@
 
 Each point is simulated independently from the same inputs and seed, so results do not
 depend on the number of jobs or the order points finish in. A finished point is written at
-once, atomically, to ``<out>/points/<point_id>.json`` together with a key (a hash of the
-scenario's inputs, the point, the trace bytes and the ddpsim version); a rerun whose key
-matches reuses the file instead of simulating again, so an interrupted sweep loses nothing.
+once, atomically, to ``<out>/points/<point_id>.json`` together with a key (a hash of
+everything the engine receives for the point and of ddpsim's source,
+:mod:`ddpsim.pipeline.fingerprint`); a rerun whose key matches reuses the file instead of
+simulating again, so an interrupted sweep loses nothing.
 
 Per point, :func:`point_metrics` derives the figures the report uses from the
 :class:`~ddpsim.engine.result.SimResult`: step-time p50/p95, the breakdown (forward, backward
@@ -16,7 +17,6 @@ iteration versus steady state, and the number of buckets.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import hashlib
 import json
 import logging
 import os
@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ddpsim import __version__
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, write_text_atomic
 from ddpsim.plan.planner import cap_list_label
 from ddpsim.engine.result import BucketTiming, IterationStats, SimResult, Span
+from ddpsim.pipeline.fingerprint import engine_runs_key
 from ddpsim.pipeline.scenario import Scenario, SweepPoint
 from ddpsim.formats import quantile
 
@@ -178,31 +178,16 @@ def _file_id(point_id: str) -> str:
     return point_id.replace("=", "-").replace(",", "_")
 
 
-def trace_fingerprint(trace: Any) -> str:
-    return hashlib.sha256(json.dumps(trace.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+def point_key(scenario: Scenario, point: SweepPoint, inputs: Any, traces: dict | None = None) -> str:
+    """The resume key of ``point``: everything the engine receives for it, its uncertainty
+    re-simulations included (:func:`ddpsim.pipeline.fingerprint.engine_runs_key`). ``traces``
+    keeps each trace's hash for the points that share it."""
+    from ddpsim.pipeline.resampling import sample_runs
 
-
-_CODE_FP: list[str] = []
-
-
-def code_fingerprint() -> str:
-    """A hash of ddpsim's own source: a stored point is reused only by the same code."""
-    if not _CODE_FP:
-        h = hashlib.sha256()
-        root = Path(__file__).resolve().parents[1]  # the ddpsim package
-        for f in sorted(root.rglob("*.py")):
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
-        _CODE_FP.append(h.hexdigest()[:16])
-    return _CODE_FP[0]
-
-
-def point_key(scenario: Scenario, point: SweepPoint, trace_fp: str) -> str:
-    d = scenario.to_dict()
-    d.pop("points", None)
-    d.pop("description", None)
-    blob = json.dumps({"scenario": d, "point": point.as_dict(), "trace": trace_fp, "version": __version__,
-                       "code": code_fingerprint()}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    runs = [(inputs.trace, inputs.plan, inputs.comm, inputs.config)]
+    samples = sample_runs(scenario, point, inputs) if isinstance(scenario, Scenario) else []
+    runs += [(inputs.trace, inputs.plan, comm, cfg) for _, comm, cfg in samples]
+    return engine_runs_key(point.as_dict(), runs, [s.label for s, _, _ in samples], traces)
 
 
 def progress_bar(total: int, label: str, enabled: bool) -> Any:
@@ -258,8 +243,9 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
     if not pts:
         raise InputError(f"sweep: {scenario.name!r} has no points; expected at least one bucket_cap_mb")
     trace = trace if trace is not None else scenario.load_trace()
-    fp = trace_fingerprint(trace)
-    keys = {p: point_key(scenario, p, fp) for p in pts}
+    built = {p: build(scenario, p, trace) if build is not None else scenario.build_point(p, trace=trace) for p in pts}
+    hashed: dict = {}
+    keys = {p: point_key(scenario, p, built[p], hashed) for p in pts}
     pdir = None
     if out_dir is not None:
         pdir = ensure_dir(Path(out_dir) / "points", "--out-dir")
@@ -278,8 +264,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
         todo.append(p)
     # Fail fast, in this process, on input errors shared by every point (topology, world size).
     if todo:
-        check_sweepable(scenario, build(scenario, todo[0], trace) if build is not None
-                        else scenario.build_point(todo[0], trace=trace))
+        check_sweepable(scenario, built[todo[0]])
     t0 = time.monotonic()
     with progress_bar(len(todo), f"{scenario.name}: simulating", progress) as bar:
 

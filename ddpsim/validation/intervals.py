@@ -25,9 +25,8 @@ assumption.
 The capture is not the only uncertain input: a CPU calibration holds TWO estimates of how much
 compute slows while a collective runs -- the microbenchmark's and the one fitted to real DDP on
 the calibration's probe (:mod:`ddpsim.calibration.interference_fit`) -- and the fit itself moves from one
-moment of the host to the next (fitted to each probe round alone it moves by up to 1.0 from round
-to round on a quiet 2-core CPU host, and from one calibration to the next by more: the zoo study,
-``studies/zoo/README.md``).
+moment of the host to the next (fitted to each probe round alone it moves from round to round,
+and from one calibration to the next by more: the zoo study, ``studies/zoo/README.md``).
 ``alternatives`` (:func:`calibration_alternatives`) are predictions under such other estimates
 (the microbenchmark's, and the lowest and highest of the probe's rounds fitted one by one): the
 interval then runs from the lowest centre plus the bootstrap's low quantile to the highest centre

@@ -181,7 +181,7 @@ def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None
     model_args = tuple(f"{k}={json.dumps(v)}" for k, v in ((vs.options if vs else {}) or {}).items())
     if caps is None and vs is not None and vs.bucket_cap_mb is not None:
         caps = vs.bucket_cap_mb
-    points = _select_points(scenario, caps)
+    points = select_points(scenario, caps)
     if scenario.ddp.mixed_precision is not None:
         raise InputError(f"{scenario.path}: ddp.mixed_precision: {scenario.ddp.mixed_precision.label()!r} is not accepted by "
                          "local validation (gloo on CPU): torch's mixed-precision forward records device events, which the "
@@ -254,7 +254,7 @@ class _Validation:
             self.cal = _load_calibration(self.cal_path)
 
     def predict(self) -> None:
-        _predict(self.setup.scenario, self.setup.points, self.outcomes, self.trace, self.cal)
+        predict_points(self.setup.scenario, self.setup.points, self.outcomes, self.trace, self.cal)
 
     def flush(self) -> None:
         """Rewrite the report from the outcomes so far."""
@@ -429,15 +429,14 @@ def _cap_flags(point: Any) -> list[str]:
 def round_order(points: Sequence[Any], rep: int) -> list[Any]:
     """The order of round ``rep`` (1-based): the points rotated by ``rep - 1``, so that over as
     many rounds as points each point runs once in each position. The first run after a round's
-    trace capture can sit a few % off its round's median on a CPU host (4-6 % in some rounds of
-    the bundled cpu-gloo validations, 2 gloo ranks on a 2-core host: slower for bert-base, faster
-    for the other three); with a fixed order, whether that belongs to the position or to the
+    trace capture can sit a few % off its round's median on a CPU host (slower for some models,
+    faster for others); with a fixed order, whether that belongs to the position or to the
     point cannot be told."""
     k = (rep - 1) % len(points) if points else 0
     return list(points[k:]) + list(points[:k])
 
 
-def _select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | list | None] | None) -> list[Any]:
+def select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | list | None] | None) -> list[Any]:
     """The scenario's points at ``caps`` (all of them when None; a cap the sweep lacks is the
     base point at that cap; a tuple or list is a bucket_cap_mb_list)."""
     points = scenario.points()
@@ -454,7 +453,9 @@ def _select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | lis
     return points
 
 
-def _predict(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any) -> None:
+def predict_points(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any) -> None:
+    """Simulate each of ``points`` as a validation predicts it (``trace``, calibration ``cal``)
+    and write the prediction into its outcome in ``outcomes``."""
     from ddpsim.engine.simulate import simulate
     from ddpsim.validation.intervals import validation_inputs
 
@@ -498,11 +499,11 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     cal = _load_calibration(cal_path)
     trace_path = report_trace_path(old, raw)
     trace = load_trace(trace_path)
-    points = _select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
+    points = select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
     outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p)) for p in points}
     for p in points:
         _read_runs(outcomes[p.point_id], raw, old_path)
-    _predict(scenario, points, outcomes, trace, cal)
+    predict_points(scenario, points, outcomes, trace, cal)
     rounds = round_traces(raw, old["repeats"])
     if rounds and intervals:
         point_intervals(scenario, points, outcomes, rounds, cal, iterations=old["iterations"],

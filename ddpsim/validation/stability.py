@@ -1,10 +1,9 @@
 """Predictions that do not move with a shared host's load: the trace on the CPU clock.
 
 On a host shared with other work, a rank waits for a CPU: its wall-clock phases grow by that
-wait, and the wait is the load of the moment, not a property of the model. Two captures of
-ResNet-18 (2 gloo ranks, one thread each, on a 2-core host running other jobs) had the same
-CPU time per phase within 3 % while their wall-clock backward differed 2.3 times (ranks holding
-28-60 % of a CPU): the wall-clock predictions of the same model differed by 35-47 %.
+wait, and the wait is the load of the moment, not a property of the model: two captures of
+one model on a host running other jobs can agree on CPU time per phase within a few % while
+their wall-clock backward differs severalfold (``studies/stability.py``).
 
 Modelling assumptions, stated once:
 

@@ -18,7 +18,7 @@ Modelling assumptions, stated once:
 * Every model is randomly initialised (``weights=None``; nothing is downloaded) from the
   seed :func:`ddpsim.trace.models.build_model` set.
 * Each entry has a CPU batch size and input shape (:data:`ZOO`) chosen so that a training step
-  of one rank takes roughly 50-500 ms on one core of a 2-core host while a second rank runs
+  of one rank takes tens to hundreds of milliseconds on one CPU core while a second rank runs
   beside it; ``input_shape`` and ``model_kwargs`` may override them.
 * Losses: classifiers (the MLP too) a cross-entropy against class 0 (``_cls_loss``), the LM and the
   encoder-decoder a per-token cross-entropy against token 0 (``_lm_loss``): the same cost

@@ -1,0 +1,122 @@
+"""What a stored point was simulated from, as one hash: the resume key.
+
+A finished point is reused only when everything the engine received for it is the same: the
+trace's content, the plan's buckets and options, the comm model with every field (a
+calibration's measured curves, not its path), the whole :class:`~ddpsim.engine.config.SimConfig`,
+the same for each of the point's uncertainty re-simulations, and ddpsim's own source. The key
+is computed from the built inputs (:func:`ddpsim.pipeline.inputs.build_point_inputs`), never
+from an echo of the scenario file, so a knob that reaches the engine cannot be left out of it.
+
+:func:`canonical` turns those objects into plain JSON values: dataclasses field by field (with
+their type's name), pydantic models by their dump, mappings sorted, floats exactly
+(``float.hex``), numpy arrays by their bytes, networkx graphs by their nodes and edges. An
+object it cannot read raises ``TypeError`` rather than being skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import math
+from pathlib import PurePath
+from typing import Any, Iterable
+
+#: one hash of the source is read once per process
+_CODE_FP: list[str] = []
+
+
+def code_fingerprint() -> str:
+    """A hash of ddpsim's own source: a stored point is reused only by the same code."""
+    if not _CODE_FP:
+        from pathlib import Path
+
+        h = hashlib.sha256()
+        root = Path(__file__).resolve().parents[1]  # the ddpsim package
+        for f in sorted(root.rglob("*.py")):
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+        _CODE_FP.append(h.hexdigest()[:16])
+    return _CODE_FP[0]
+
+
+def canonical(obj: Any) -> Any:
+    """``obj`` as JSON values that two equal inputs share and two different ones do not.
+
+    Raises:
+        TypeError: an object of a kind this function does not know how to read.
+    """
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):
+        return {"float": obj.hex()} if math.isfinite(obj) else {"float": repr(obj)}
+    if isinstance(obj, enum.Enum):
+        return {"enum": f"{type(obj).__qualname__}.{obj.name}"}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {"type": type(obj).__qualname__,
+                "fields": {f.name: canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
+    if isinstance(obj, dict) or _is_mapping(obj):
+        items = [(json.dumps(canonical(k), sort_keys=True), canonical(v)) for k, v in obj.items()]
+        return {"map": sorted(items, key=lambda kv: kv[0])}
+    if isinstance(obj, (list, tuple)):
+        return [canonical(x) for x in obj]
+    if isinstance(obj, (set, frozenset)):
+        return {"set": sorted((canonical(x) for x in obj), key=lambda x: json.dumps(x, sort_keys=True))}
+    if isinstance(obj, PurePath):
+        return {"path": obj.as_posix()}
+    return _library_value(obj)
+
+
+def _is_mapping(obj: Any) -> bool:
+    from collections.abc import Mapping
+
+    return isinstance(obj, Mapping)
+
+
+def _library_value(obj: Any) -> Any:
+    """numpy, pydantic and networkx values; anything else is refused."""
+    mod = type(obj).__module__.split(".")[0]
+    if mod == "numpy":
+        import numpy as np
+
+        if isinstance(obj, np.ndarray):
+            return {"ndarray": [str(obj.dtype), list(obj.shape), hashlib.sha256(np.ascontiguousarray(obj).tobytes()).hexdigest()]}
+        if isinstance(obj, np.generic):
+            return canonical(obj.item())
+    if mod == "pydantic" or hasattr(type(obj), "model_dump"):
+        return {"type": type(obj).__qualname__, "model": canonical(obj.model_dump())}
+    if mod == "networkx":
+        return {"graph": canonical(dict(obj.graph)),
+                "nodes": sorted(([canonical(n), canonical(d)] for n, d in obj.nodes(data=True)), key=_json),
+                "edges": sorted(([canonical(u), canonical(v), canonical(d)] for u, v, d in obj.edges(data=True)), key=_json)}
+    raise TypeError(f"resume key: cannot read a {type(obj).__module__}.{type(obj).__qualname__}")
+
+
+def _json(x: Any) -> str:
+    return json.dumps(x, sort_keys=True)
+
+
+def digest(obj: Any) -> str:
+    """The sha256 of :func:`canonical` ``(obj)``, in hex."""
+    return hashlib.sha256(_json(canonical(obj)).encode()).hexdigest()
+
+
+def engine_runs_key(point: Any, runs: Iterable[tuple[Any, Any, Any, Any]], labels: Iterable[str] = (),
+                    traces: dict[int, tuple[Any, str]] | None = None) -> str:
+    """The resume key of one point: ``point`` (its values, as the record stores them), every
+    ``(trace, plan, comm, config)`` the engine is given for it (the point's own run first, then
+    its re-simulations, named by ``labels``) and the code's fingerprint.
+
+    ``traces`` (``id(trace) -> (trace, hash)``, the trace held so its id is not reused) keeps
+    each trace's hash across the points of one run that share the trace object."""
+    from ddpsim import __version__
+
+    traces = {} if traces is None else traces
+    parts = []
+    for trace, plan, comm, config in runs:
+        if id(trace) not in traces:
+            traces[id(trace)] = (trace, digest(trace))
+        parts.append([traces[id(trace)][1], digest(plan), digest(comm), digest(config)])
+    blob = _json({"point": canonical(point), "runs": parts, "labels": list(labels), "version": __version__,
+                  "code": code_fingerprint()})
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]

@@ -14,6 +14,7 @@ class Stub:
 
     run_compute = Engine.run_compute
     _run_works = Engine._run_works
+    timer_or_change = Engine.timer_or_change
     _notify = Engine._notify
     add_busy = Engine.add_busy
 

@@ -414,6 +414,20 @@ class Engine:
             i = k
         return ends
 
+    def timer_or_change(self, timer: simpy.Event) -> simpy.Event:
+        """An event that fires with ``timer`` or with the next change (``self.changed``),
+        whichever comes first, its value the one that came: ``timer | self.changed`` without
+        a Condition's bookkeeping (the engine's most frequent wait)."""
+        ev = self.env.event()
+
+        def fire(cause: simpy.Event) -> None:
+            if not ev.triggered:
+                ev.succeed(cause)
+
+        timer.callbacks.append(fire)
+        self.changed.callbacks.append(fire)
+        return ev
+
     def _run_works(self, works: list[float], ends: list[float]) -> Iterator[simpy.Event]:
         """Works one after another from now, their ends appended to ``ends``. Closed form
         between changes of what is in flight: at the rate in force, work ``k`` ends at
@@ -430,11 +444,14 @@ class Engine:
             rest = works[j + 1:] if r == 1.0 else [w / r for w in works[j + 1:]]
             seq = list(accumulate(rest, initial=t0 + remaining / r))
             timer = env.timeout(seq[-1] - t0)
-            res = yield timer | self.changed
-            while timer not in res and seq[-1] > env.now and self.compute_rate() == r:
-                res = yield timer | self.changed  # a change that leaves the rate: the same ends
+            fired = yield self.timer_or_change(timer)
+            while fired is not timer and seq[-1] > env.now and self.compute_rate() == r:
+                if timer.processed:  # it came at the change's instant
+                    fired = timer
+                    break
+                fired = yield self.timer_or_change(timer)  # a change that leaves the rate: the same ends
             now = env.now
-            if timer in res or seq[-1] <= now:
+            if fired is timer or seq[-1] <= now:
                 seq[-1] = now
                 ends += seq
                 return

@@ -6,13 +6,18 @@ larger than the format's limit, not valid JSON / YAML, nested deeper than
 :data:`MAX_DEPTH`, an integer literal too long for Python's ``int``; YAML documents with
 anchors / aliases (alias bombs) or duplicate keys (PyYAML keeps the last silently) are refused.
 Writing: every file ddpsim writes is written atomically, so a run that fails halfway never
-leaves a truncated file and never destroys what was already there.
+leaves a truncated file and never destroys what was already there. A report's floats are
+written with :data:`FLOAT_DIGITS` significant digits (:func:`json_text`, and the CSVs'
+``float_format``): more than the model can mean (a step of 0.1 s to 1 ps), and few enough that
+the last bits of floating point, which differ between numpy and libm builds, never reach the
+bytes: a fresh installation writes the same files.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -27,6 +32,8 @@ MAX_DEPTH = 64
 MAX_YAML_BYTES = 256 << 10
 #: largest JSON file read, after gunzip (a trace of a 10,000-tensor model is a few MB)
 MAX_JSON_BYTES = 1 << 30
+#: significant digits of every float a report writes (JSON and CSV)
+FLOAT_DIGITS = 9
 
 
 def is_file(path: str | Path) -> bool:
@@ -212,3 +219,20 @@ def _umask() -> int:
 
 def write_text_atomic(path: str | Path, text: str, field: str = "output file") -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"), field)
+
+
+def rounded(obj: Any) -> Any:
+    """``obj`` with every finite float rounded to :data:`FLOAT_DIGITS` significant digits
+    (mappings and sequences followed; tuples become lists, as JSON writes them)."""
+    if isinstance(obj, float):
+        return float(f"{obj:.{FLOAT_DIGITS}g}") if math.isfinite(obj) else obj
+    if isinstance(obj, dict):
+        return {k: rounded(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [rounded(v) for v in obj]
+    return obj
+
+
+def json_text(obj: Any, **dumps_kw: Any) -> str:
+    """A report's JSON document: ``json.dumps`` of :func:`rounded` ``obj``, one final newline."""
+    return json.dumps(rounded(obj), **dumps_kw) + "\n"

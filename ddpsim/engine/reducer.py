@@ -95,7 +95,7 @@ class Rank(RankTimeline):
         colls = yield from self.backward(k, layout, s, hook)
         # 4. finalize
         yield from self.finalize(layout, s, hook, colls)
-        yield from self.work("optimizer", "optimizer", eng.optimizer_s * s)
+        self.advance("optimizer", "optimizer", eng.optimizer_s * s)  # run with zero_grad's (flush)
         yield from self.work("zero_grad", "zero_grad", eng.zero_grad_s * s)
         self.acc.end_s = self.t
         self.accs.append(self.acc)
@@ -282,18 +282,20 @@ class Rank(RankTimeline):
         eng = self.eng
         mark_unused = bool(eng.unused) and not bw.static_first
         prev = 0.0
-        names, ready, bucket_of, pending = eng.names, eng.ready, bw.layout.bucket_of, bw.pending
+        names, ready, bucket_of, grads_left = eng.names, eng.ready, bw.layout.bucket_of, bw.pending
         first = True
         fast, advance = self.fast, self.advance
         copy_in_s, has_grad, sizes = eng.copy_in_s, eng.has_grad, eng.param_sizes
         is_reducer, static_first = eng.is_reducer, bw.static_first
         delay_hook = eng.delayed.hook_param if eng.delayed is not None else -1
         bn_at = eng.syncbn.at_param if eng.syncbn is not None else {}
-        # NOTE: the hot loop. Fast path: no generator per hook; an explicit rank records its
-        # spans inline (what _record does), the folded ranks only add up work (advance).
+        # NOTE: the hot loop: no generator per hook. At rate 1 an explicit rank records its
+        # spans inline (what _record does), the folded ranks only add up work (advance); with
+        # interference advance defers the work, run in one go (flush) at the next interaction.
         inline = fast and self.record
+        pending = self.pending
         # a gradient's copy-in without batching needs no generator (autograd_hook; host costs first)
-        plain_copy_in = fast and not eng.batched
+        plain_copy_in = not eng.batched
         host_hook_s = eng.host.hook_s_per_param if eng.host is not None else None
         acc, spans, it, keep = self.acc, self.spans, self.iter, self.keep_spans
         comp = acc.compute
@@ -313,10 +315,10 @@ class Rank(RankTimeline):
                         comp.append((t0, t1))
                     acc.backward_s += t1 - t0
                     self.t = t1
-            elif fast:
-                advance("backward", names[p], d)
             else:
-                yield from self.work("backward", names[p], d)
+                advance("backward", names[p], d)
+            if pending and (p in bn_at or p == delay_hook):
+                yield from self.flush()
             if p in bn_at:  # inside the SyncBatchNorm's backward, before its gradients are ready
                 for j in bn_at[p]:
                     yield from self.syncbn_backward(j)
@@ -331,9 +333,12 @@ class Rank(RankTimeline):
                 marks = (p,)
             for q in marks:
                 if plain_copy_in and has_grad(q):  # the common case: what autograd_hook does
-                    if host_hook_s is not None:  # the hook's CPU time, then host_gate's fast path
+                    if host_hook_s is not None:  # the hook's CPU time, then host_gate without SimPy
                         self.cpu += host_hook_s
-                        self.t = self.cpu if self.cpu > self.t else self.t
+                        if fast:
+                            self.t = self.cpu if self.cpu > self.t else self.t
+                        else:
+                            self.gate()
                     d = copy_in_s[q] * s
                     if not inline:
                         advance("copy_in", names[q], d, bucket_of[q], sizes[q])
@@ -348,10 +353,14 @@ class Rank(RankTimeline):
                             comp.append((t0, t1))
                         self.t = t1
                 else:
+                    if pending:
+                        yield from self.flush()
                     yield from self.autograd_hook(q, s, bw.layout)
                 b = bucket_of[q]
-                pending[b] -= 1
-                if pending[b] == 0:
+                grads_left[b] -= 1
+                if grads_left[b] == 0:
+                    if pending:
+                        yield from self.flush()
                     yield from self.bucket_ready(b, s, bw)
 
     def autograd_hook(self, q: int, s: float, layout: BucketLayout) -> Iterator[simpy.Event]:
@@ -453,8 +462,8 @@ class Rank(RankTimeline):
             if used_pending and layout.has_unused[b]:
                 yield from self.wait(used_map, "used_map")
                 used_pending = False
-            if not eng.gabv:
-                yield from self.work("copy_out", f"bucket {b}", layout.copy_out_s[b] * s, b, layout.sizes[b])
+            if not eng.gabv:  # run with the next wait's or the optimizer's work (flush)
+                self.advance("copy_out", f"bucket {b}", layout.copy_out_s[b] * s, b, layout.sizes[b])
             self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
         if used_pending:
             yield from self.wait(used_map, "used_map")

@@ -11,13 +11,18 @@ up to that many side by side, each at the model's ``concurrent_rate``. An all-re
 rank launched onto an idle stream pays the model's ``idle_launch_extra_s`` once every rank
 waits. Interference is rate-based (:class:`ddpsim.network.interference.Interference`): while a
 collective runs compute progresses at ``1/compute_slowdown`` (weighted by the collective's
-share), while any rank computes a collective progresses at ``1/comm_slowdown``; without it
-the ranks take a fast path and meet SimPy only at waits (docs/MODEL.md, "The engine").
+share), while any rank computes a collective progresses at ``1/comm_slowdown``. A rank's
+compute-stream work is computed in closed form between changes of that state
+(:meth:`Engine.run_compute`): SimPy meets it only where what is in flight changes, at its
+launches and waits, never per piece of work; without interference the rate is 1 and a rank
+meets SimPy only at waits (docs/MODEL.md, "The engine").
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
+from itertools import accumulate
 from typing import Any, Callable, Iterator
 
 import simpy
@@ -377,6 +382,91 @@ class Engine:
         if (self.busy > 0) != before:
             self._notify()
 
+    def compute_rate(self) -> float:
+        """Compute-stream work per second now: ``1 / (1 + (compute_slowdown - 1) * weight)``
+        while a collective runs (``weight``: its share), 1 otherwise."""
+        return 1.0 / (1.0 + (self.compute_slow - 1.0) * self.comm_weight) if self.comm_active else 1.0
+
+    def run_compute(self, works: list[float], gates: list[bool]) -> Iterator[simpy.Event]:
+        """Run one rank's compute-stream items from now, one after another; returns when each
+        ended. An item is ``works[k]`` seconds of full-rate work or, where ``gates[k]``, a
+        host-cost gate: the device idles (not busy) until the absolute time ``works[k]`` when
+        its CPU enqueues the next work later than the device reaches it."""
+        env = self.env
+        ends: list[float] = []
+        n = len(works)
+        i = 0
+        while i < n:
+            if gates[i]:
+                if works[i] > env.now:  # idle until the CPU has enqueued the next work
+                    self.add_busy(-1)
+                    yield env.timeout(works[i] - env.now)
+                    self.add_busy(+1)
+                    ends.append(works[i])
+                else:
+                    ends.append(ends[-1] if ends else env.now)
+                i += 1
+                continue
+            k = i + 1
+            while k < n and not gates[k]:
+                k += 1
+            yield from self._run_works(works[i:k], ends)
+            i = k
+        return ends
+
+    def timer_or_change(self, timer: simpy.Event) -> simpy.Event:
+        """An event that fires with ``timer`` or with the next change (``self.changed``),
+        whichever comes first, its value the one that came: ``timer | self.changed`` without
+        a Condition's bookkeeping (the engine's most frequent wait)."""
+        ev = self.env.event()
+
+        def fire(cause: simpy.Event) -> None:
+            if not ev.triggered:
+                ev.succeed(cause)
+
+        timer.callbacks.append(fire)
+        self.changed.callbacks.append(fire)
+        return ev
+
+    def _run_works(self, works: list[float], ends: list[float]) -> Iterator[simpy.Event]:
+        """Works one after another from now, their ends appended to ``ends``. Closed form
+        between changes of what is in flight: at the rate in force, work ``k`` ends at
+        ``end_{k-1} + works[k] / rate``; SimPy is met once per change (``self.changed``) that
+        moves the rate and once at the end, never per work: the same arithmetic as one
+        :meth:`advance` per work, the same ends to rounding."""
+        env = self.env
+        m = len(works)
+        j = 0
+        remaining = works[0]
+        while True:
+            r = self.compute_rate()
+            t0 = env.now
+            rest = works[j + 1:] if r == 1.0 else [w / r for w in works[j + 1:]]
+            seq = list(accumulate(rest, initial=t0 + remaining / r))
+            timer = env.timeout(seq[-1] - t0)
+            fired = yield self.timer_or_change(timer)
+            while fired is not timer and seq[-1] > env.now and self.compute_rate() == r:
+                if timer.processed:  # it came at the change's instant
+                    fired = timer
+                    break
+                fired = yield self.timer_or_change(timer)  # a change that leaves the rate: the same ends
+            now = env.now
+            if fired is timer or seq[-1] <= now:
+                seq[-1] = now
+                ends += seq
+                return
+            done = bisect_right(seq, now)  # the works the change found done, then the one it cut
+            ends += seq[:done]
+            start = seq[done - 1] if done else t0
+            remaining = (remaining if done == 0 else works[j + done]) - (now - start) * r
+            j += done
+            if remaining <= works[j] * 1e-12:  # done at the change (advance's threshold)
+                ends.append(now)
+                j += 1
+                if j == m:
+                    return
+                remaining = works[j]
+
     def progress(self, work_s: float, comm: bool, idle_extra_s: float = 0.0,
                  coll: Coll | None = None) -> Iterator[simpy.Event]:
         """Do ``work_s`` seconds of full-rate work at the current, state-dependent rate (plus
@@ -389,8 +479,7 @@ class Engine:
                     r *= self.rate(coll, len(self.running))
                 return r
         else:
-            def rate() -> float:
-                return 1.0 / (1.0 + (self.compute_slow - 1.0) * self.comm_weight) if self.comm_active else 1.0
+            rate = self.compute_rate
         yield from self.advance(work_s, rate, idle_extra_s)
 
     def advance(self, work_s: float, rate: Callable[[], float], idle_extra_s: float = 0.0) -> Iterator[simpy.Event]:

@@ -1,8 +1,10 @@
 """A rank's clocks and the primitives of its program: compute-stream work, collective launches,
 waits, and the CPU clock of host costs.
 
-A rank's compute stream is a clock ``t``: work advances it (``yield env.timeout`` on the slow
-path, arithmetic on the fast path, where SimPy is met only at waits), a wait on a collective
+A rank's compute stream is a clock ``t``: work advances it in closed form, at rate 1 without
+interference (SimPy is met only at waits), else at the rate in force, run in one go up to the
+rank's next interaction (a launch, a wait) and met by SimPy only where what is in flight
+changes (:meth:`Engine.run_compute`), never per piece of work; a wait on a collective
 moves it to the collective's end (span ``wait``), and every piece of work is recorded as a span
 and in the iteration's figures. With host costs (:mod:`ddpsim.network.host_costs`) a CPU clock
 runs beside it: the device cannot run what the CPU has not enqueued, as on a GPU whose host
@@ -55,6 +57,9 @@ class RankTimeline:
         self.keep_spans = record and eng.keep_spans
         self.finished = False
         self.fast = not eng.interfere
+        #: works not yet run (interference: rates change with what is in flight; :meth:`flush`)
+        self.pending: list[tuple] = []
+        self.pending_s = 0.0
         #: the CPU's clock (host costs only): when it has enqueued everything issued so far
         self.cpu = 0.0
         self.issue_s = 0.0
@@ -63,19 +68,44 @@ class RankTimeline:
     def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
              size: int | None = None) -> Iterator[simpy.Event]:
         """``dur`` seconds of full-rate compute-stream work (a generator: ``yield from``)."""
-        if dur <= 0:
-            return
-        if self.fast:
-            self.advance(kind, name, dur, bucket, size)
-            return
-        start = self.eng.env.now
-        yield from self.eng.progress(dur, comm=False)
-        self._record(kind, name, start, self.eng.env.now, bucket, size)
+        self.advance(kind, name, dur, bucket, size)
+        if self.pending:
+            yield from self.flush()
 
     def advance(self, kind: str, name: str, dur: float, bucket: int | None = None, size: int | None = None) -> None:
-        """Fast path only (no interference): the same as :meth:`work`, without SimPy."""
+        """``dur`` seconds of full-rate compute-stream work, without SimPy. At rate 1 (no
+        interference) it is done at once; else it joins the works :meth:`flush` runs at the
+        rank's next interaction (a launch, a wait, a hook that runs on the CPU)."""
         if dur > 0:
-            self._record(kind, name, self.t, self.t + dur, bucket, size)
+            if self.fast:
+                self._record(kind, name, self.t, self.t + dur, bucket, size)
+                return
+            pending = self.pending
+            self.pending_s += dur
+            if not self.record and pending and pending[-1][0] is not None:
+                # the folded ranks' representative records nothing: one work for the run of works
+                pending[-1] = (kind, name, pending[-1][2] + dur, None, None)
+            else:
+                pending.append((kind, name, dur, bucket, size))
+
+    def flush(self) -> Iterator[simpy.Event]:
+        """Run the deferred works at the rates in force (:meth:`Engine.run_compute`: SimPy
+        only where what is in flight changes) and record them."""
+        items = self.pending[:]
+        self.pending.clear()
+        self.pending_s = 0.0
+        start = self.eng.env.now
+        ends = yield from self.eng.run_compute([it[2] for it in items], [it[0] is None for it in items])
+        if not self.record:  # the folded ranks' representative keeps only its clock
+            self.t = ends[-1]
+            return
+        record = self._record
+        for (kind, name, _, bucket, size), end in zip(items, ends):
+            if kind is None:  # a host gate: no span
+                self.t = end
+            else:
+                record(kind, name, start, end, bucket, size)
+            start = end
 
     def _record(self, kind: str, name: str, start: float, end: float, bucket: int | None, size: int | None) -> None:
         self.t = end
@@ -98,6 +128,7 @@ class RankTimeline:
 
     def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
                then_s: float = 0.0) -> Coll:
+        assert not self.pending, "a launch must follow the rank's work: flush() first"
         t = self.t if self.eng.host is None else self.host_issue(self.eng.host.enqueue_s)
         c = self.eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s)
         self.seq += 1
@@ -117,17 +148,24 @@ class RankTimeline:
 
     def host_gate(self) -> Iterator[simpy.Event]:
         """The device cannot run what the CPU has not enqueued: idle until the CPU's clock."""
-        if self.cpu > self.t:
-            if self.fast:
+        self.gate()
+        if self.pending:
+            yield from self.flush()
+
+    def gate(self) -> None:
+        """:meth:`host_gate` without SimPy: at rate 1 at once, else a gate item that
+        :meth:`flush` runs with the works around it."""
+        if self.fast:
+            if self.cpu > self.t:
                 self.t = self.cpu
-            else:
-                env = self.eng.env
-                self.eng.add_busy(-1)
-                yield env.timeout(self.cpu - env.now)
-                self.eng.add_busy(+1)
-                self.t = self.cpu
+        elif self.cpu > (self.eng.env.now + self.pending_s if self.pending else self.t):
+            # rates are at most 1: the device reaches this point no earlier than now plus the
+            # works before it; a CPU clock not past that cannot make it idle
+            self.pending.append((None, "host gate", self.cpu, None, None))
 
     def wait(self, c: Coll, name: str) -> Iterator[simpy.Event]:
+        if self.pending:
+            yield from self.flush()
         eng = self.eng
         env = eng.env
         if eng.interfere:
@@ -151,6 +189,8 @@ class RankTimeline:
 
     def wait_until(self, t_abs: float, name: str) -> Iterator[simpy.Event]:
         """The compute stream waits for another stream's work that ends at ``t_abs``."""
+        if self.pending:
+            yield from self.flush()
         eng = self.eng
         env = eng.env
         if eng.interfere:

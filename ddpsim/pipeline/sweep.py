@@ -23,14 +23,15 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, write_text_atomic
 from ddpsim.plan.planner import cap_list_label
-from ddpsim.engine.result import BucketTiming, IterationStats, SimResult, Span
+from ddpsim.engine.result import BucketTiming, IterationStats, LazyBuckets, LazySpans, SimResult, Span
 from ddpsim.pipeline.fingerprint import engine_runs_key
 from ddpsim.pipeline.scenario import Scenario, SweepPoint
 from ddpsim.formats import quantile
@@ -38,21 +39,55 @@ from ddpsim.formats import quantile
 log = logging.getLogger(__name__)
 
 POINT_FORMAT = "ddpsim-point"
-POINT_VERSION = 1
+POINT_VERSION = 2
 
 
 # ---- SimResult <-> JSON (here, beside the point files that hold it) ------------------------
 
 def result_to_dict(result: SimResult) -> dict[str, Any]:
+    """The result in columns: per record type its field names once and one row of values per
+    record (no dict per span)."""
     return {"world_size": result.world_size, "ranks": list(result.ranks),
-            "spans": [asdict(s) for s in result.spans], "buckets": [asdict(b) for b in result.buckets],
-            "iterations": [asdict(i) for i in result.iterations], "meta": _jsonable(result.meta)}
+            "spans": _columns(Span, result.spans), "buckets": _columns(BucketTiming, result.buckets),
+            "iterations": _columns(IterationStats, result.iterations), "meta": _jsonable(result.meta)}
 
 
 def result_from_dict(d: dict[str, Any]) -> SimResult:
+    """:func:`result_to_dict`'s inverse (also of version 1's list of dicts); spans and bucket
+    timings are built into objects when first read (:class:`~ddpsim.engine.result.LazyTuple`)."""
     return SimResult(world_size=d["world_size"], ranks=tuple(d["ranks"]),
-                     spans=tuple(Span(**s) for s in d["spans"]), buckets=tuple(BucketTiming(**b) for b in d["buckets"]),
-                     iterations=tuple(IterationStats(**i) for i in d["iterations"]), meta=d.get("meta", {}))
+                     spans=LazySpans(_records, Span, _checked(Span, d["spans"])),
+                     buckets=LazyBuckets(_records, BucketTiming, _checked(BucketTiming, d["buckets"])),
+                     iterations=tuple(_records(IterationStats, d["iterations"])), meta=d.get("meta", {}))
+
+
+def _columns(cls: type, items: Sequence[Any]) -> dict[str, Any]:
+    names = [f.name for f in fields(cls)]
+    get = attrgetter(*names)
+    return {"columns": names, "rows": [get(x) for x in items]}
+
+
+def _checked(cls: type, d: Any) -> Any:
+    """``d`` if it is a :func:`_columns` table of ``cls`` (or a list); else KeyError: a stale file."""
+    if isinstance(d, dict) and (not isinstance(d.get("columns"), list) or set(d["columns"]) != {f.name for f in fields(cls)}
+                                or not isinstance(d.get("rows"), list)):
+        raise KeyError(f"{cls.__name__} columns")
+    return d
+
+
+def _records(cls: type, d: Any) -> list[Any]:
+    """The records of one :func:`_columns` table (or of a list of dicts)."""
+    if not isinstance(d, dict):
+        return [cls(**x) for x in d]
+    cols = _checked(cls, d)["columns"]
+    new, setattr_ = object.__new__, object.__setattr__
+    out = []
+    for row in d["rows"]:
+        # NOTE: what cls(**row) builds, without the frozen dataclass __init__ (no __post_init__)
+        x = new(cls)
+        setattr_(x, "__dict__", dict(zip(cols, row)))
+        out.append(x)
+    return out
 
 
 def _jsonable(x: Any) -> Any:
@@ -270,8 +305,9 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
 
         def finish(d: dict[str, Any]) -> None:
             rec = PointRecord.from_dict(d) if isinstance(d, dict) else d
-            if pdir is not None:
-                write_text_atomic(pdir / f"{_file_id(rec.point_id)}.json", json.dumps(rec.to_dict(), separators=(",", ":")) + "\n")
+            if pdir is not None:  # a worker's dict is the record's to_dict() already
+                doc = d if isinstance(d, dict) else rec.to_dict()
+                write_text_atomic(pdir / f"{_file_id(rec.point_id)}.json", json.dumps(doc, separators=(",", ":")) + "\n")
             records[rec.point] = rec
             bar.set_postfix_str(rec.point_id, refresh=False)
             bar.update(1)

@@ -10,13 +10,12 @@ replaced atomically by a complete new one.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.io import ensure_dir, json_text, write_text_atomic
 from ddpsim.pipeline import eager_comparison as steps_compiled
 from ddpsim.pipeline import run as steps
 from ddpsim.pipeline.scenario import Scenario, load_scenario
@@ -71,7 +70,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     if sim is None:
         from ddpsim.engine.simulate import simulate as sim
     rec = steps.recommend(sc, records, trace, build, sim)
-    files.append(write_text_atomic(rdir / "recommended_plan.json", json.dumps(rec.plan_doc, indent=1) + "\n"))
+    files.append(write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1)))
     log.info("wrote %s", rdir / "recommended_plan.json")
     if plots:
         _write_plots(sc, records, best, table, rec.info, rdir, files)
@@ -82,7 +81,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                             warnings=[warning] if warning else None,
                             cost_terms=steps.cost_terms(sc, best.point, rec.inputs), method_error=me_answer,
                             compiled=compiled, host_costs=rec.inputs.config.host_costs)
-    files.append(write_text_atomic(rdir / "summary.json", json.dumps(summ, indent=1, sort_keys=True, default=str) + "\n"))
+    files.append(write_text_atomic(rdir / "summary.json", json_text(summ, indent=1, sort_keys=True, default=str)))
     md = report.render_summary(summ)
     files.append(write_text_atomic(rdir / "summary.md", md + "\n"))
     _remove_stale(rdir, files)

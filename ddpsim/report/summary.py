@@ -26,12 +26,12 @@ from typing import Any, Sequence
 
 from ddpsim.report import bucket_costs, ddp_modes
 from ddpsim.report import compiled as compiled_report
-from ddpsim.io import write_text_atomic
+from ddpsim.io import FLOAT_DIGITS, write_text_atomic
 from ddpsim.plan.planner import mb_text
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_record, fmt_s, uncertainty_summary
 from ddpsim.units import format_size
 
-CSV_FLOAT = "%.9g"
+CSV_FLOAT = f"%.{FLOAT_DIGITS}g"
 
 
 def buckets_table(records: Sequence[PointRecord]):

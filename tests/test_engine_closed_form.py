@@ -1,0 +1,96 @@
+"""The engine's closed-form progress (Engine.run_compute): a rank's works between two changes of
+what is in flight are computed, not scheduled one by one; SimPy meets them only at changes
+that move the rate, at gates that make the device idle, and at the end."""
+
+from __future__ import annotations
+
+import simpy
+
+from ddpsim.engine.streams import Engine
+
+
+class Stub:
+    """What run_compute reads of the engine: the clock, the change event, the compute rate."""
+
+    run_compute = Engine.run_compute
+    _run_works = Engine._run_works
+    timer_or_change = Engine.timer_or_change
+    _notify = Engine._notify
+    add_busy = Engine.add_busy
+
+    def __init__(self) -> None:
+        self.env = simpy.Environment()
+        self.changed = self.env.event()
+        self.rate = 1.0
+        self.busy = 1
+        self.wakeups = 0
+
+    def compute_rate(self) -> float:
+        return self.rate
+
+
+def run(stub: Stub, works: list[float], gates: list[bool], changes: list[tuple[float, float]]) -> list[float]:
+    out: list[float] = []
+
+    def rank():
+        out.extend((yield from stub.run_compute(works, gates)))
+
+    def changer():
+        for t, r in changes:
+            yield stub.env.timeout(t - stub.env.now)
+            stub.rate = r
+            stub._notify()
+
+    stub.env.process(rank())
+    stub.env.process(changer())
+    stub.env.run()
+    return out
+
+
+def test_works_at_rate_one_end_back_to_back():
+    assert run(Stub(), [0.25, 0.5, 0.125], [False] * 3, []) == [0.25, 0.75, 0.875]
+
+
+def test_a_change_of_rate_stretches_the_work_it_cuts_and_those_after():
+    # 0.25 at rate 1 ends at 0.25; the second (0.25) has 0.125 done at 0.375 when the rate halves:
+    # its other 0.125 takes 0.25 -> 0.625; the third (0.5) at half rate -> 1.625
+    assert run(Stub(), [0.25, 0.25, 0.5], [False] * 3, [(0.375, 0.5)]) == [0.25, 0.625, 1.625]
+
+
+def test_a_change_that_keeps_the_rate_moves_nothing():
+    assert run(Stub(), [0.25, 0.25, 0.5], [False] * 3, [(0.375, 1.0), (0.5, 1.0)]) == [0.25, 0.5, 1.0]
+
+
+def test_a_gate_idles_the_device_until_the_cpu_and_one_that_is_passed_costs_nothing():
+    # gate at 0.5 after 0.25 of work: idle 0.25 -> 0.5, then 0.25 of work; a gate at 0.5 is passed
+    stub = Stub()
+    busy_seen = []
+    orig = stub.add_busy
+
+    def add_busy(delta: int) -> None:
+        busy_seen.append((stub.env.now, delta))
+        orig(delta)
+
+    stub.add_busy = add_busy
+    assert run(stub, [0.25, 0.5, 0.25, 0.5, 0.125], [False, True, False, True, False], []) == [0.25, 0.5, 0.75, 0.75, 0.875]
+    assert busy_seen == [(0.25, -1), (0.5, +1)]   # idle (not busy) only while it waited for the CPU
+
+
+def test_simpy_meets_the_works_only_at_changes_and_at_the_end():
+    def steps(n: int) -> int:
+        stub = Stub()
+        env = stub.env
+        seen = []
+        orig_step = env.step
+
+        def step():
+            seen.append(env.now)
+            orig_step()
+
+        env.step = step
+        ends = run(stub, [1.0 / n] * (2 * n), [False] * (2 * n), [(1.0, 0.5)])
+        assert abs(ends[-1] - 3.0) < 1e-12   # half the work at rate 1, half at rate 1/2
+        return len(seen)
+
+    # as many SimPy steps for 16 works as for 1,600: none per work
+    assert steps(8) == steps(800)

@@ -63,6 +63,18 @@ def test_kernel_kinds_and_nccl_names_as_hta_and_nccl_name_them():
     assert kernel_kind("Memcpy DtoD (Device -> Device)") == "memory"
     assert kernel_kind("Memset (Device)") == "memory"
     assert kernel_kind("void cudnn::bn_bw_1C11_kernel_new<float>") == "comp"
+    # HTA v0.6.0's patterns: RCCL's generic kernel is communication; a name holding Sync is neither
+    assert kernel_kind("ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)") == "comm"
+    assert kernel_kind("void cub::DeviceSyncKernel()") == "other" and kernel_kind("dma_copy") == "memory"
+
+
+def test_the_chrome_traces_ddpsim_writes_use_the_same_classifier():
+    from ddpsim.report.perfetto import hta_kernel_type
+
+    for name, kind in (("ncclDevKernel_AllReduce_Sum (bucket 3)", "COMMUNICATION"), ("backward", "COMPUTATION"),
+                       ("Memcpy DtoD", "MEMORY"), ("void cub::DeviceSyncKernel()", "OTHER")):
+        assert hta_kernel_type(name) == kind
+        assert kernel_kind(name) == {"COMMUNICATION": "comm", "COMPUTATION": "comp", "MEMORY": "memory", "OTHER": "other"}[kind]
 
 
 @pytest.mark.parametrize("gpu, preset", [

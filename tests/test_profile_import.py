@@ -226,13 +226,15 @@ def test_record_shapes_dims_size_the_parameters_exactly(tmp_path, imports):
 def test_collectives_other_than_the_buckets_are_noted(tmp_path):
     """A run that also launches other NCCL collectives (model-parallel all_to_all, sharded
     all_gather) is still imported as DDP, with a note that ddpsim does not model them: the fixture
-    with its buffer broadcasts renamed to all-gathers."""
+    with its buffer broadcasts renamed to all-gathers (kernels and their record_param_comms)."""
     with gzip.open(A100, "rt") as f:
         doc = json.load(f)
     for e in doc["traceEvents"]:
         if e.get("name", "").startswith("ncclKernel_Broadcast_"):
             e["name"] = e["name"].replace("Broadcast", "AllGather")
             (e.get("args") or {}).pop("Collective name", None)
+        if e.get("name") == "record_param_comms" and e["args"].get("Collective name") == "broadcast":
+            e["args"]["Collective name"] = "allgather"
     path = tmp_path / "allgather.json"
     path.write_text(json.dumps(doc))
     notes = [n for n in import_profile(path).notes if n.startswith("besides DDP's bucket all-reduces")]

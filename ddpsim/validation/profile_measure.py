@@ -63,7 +63,7 @@ def intersection_s(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, fl
 
 def hta_overlap_ratio(intervals: Sequence[tuple[float, float, str]]) -> float | None:
     """HolisticTraceAnalysis's computation-communication overlap of ``(start, end, kind)``
-    device intervals (``kind`` from :func:`~ddpsim.validation.profile_timeline.kernel_kind`):
+    device intervals (``kind`` from :func:`~ddpsim.trace.profile.kernel_kinds.kernel_kind`):
     communication and computation kernels each merged into disjoint intervals, the time both
     run over the merged communication time (memory copies count as neither). None without
     communication."""

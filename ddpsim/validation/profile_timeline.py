@@ -16,9 +16,9 @@ it by ``args.correlation``. Per ``ProfilerStep#N`` this module takes:
 * DDP's bucket launches: ``c10d::allreduce_`` in the backward, with the
   ``record_param_comms`` it holds (``ProcessGroupNCCL::collective``: stream sync, ``ncclAllReduce``);
 * every device interval, classified as HolisticTraceAnalysis classifies kernels
-  (``hta/utils/utils.py`` ``get_kernel_type``: a name starting ``nccl`` (or holding ``gloo``) is
-  communication, one holding ``Memcpy``/``Memset`` memory, anything else computation);
-* the NCCL all-reduce kernels launched in the backward (DDP's buckets, and its used-map
+  (:func:`~ddpsim.trace.profile.kernel_kinds.kernel_kind`, the one classifier);
+* the NCCL (or RCCL) all-reduce kernels launched in the backward -- the collective as the
+  launch's ``record_param_comms`` names it (:func:`~ddpsim.trace.profile.nccl_kernels.collective_of`) (DDP's buckets, and its used-map
   all-reduce with ``find_unused_parameters``; start, duration, ``In msg nelems``) in launch order;
 * the calls that launch device work (:data:`~ddpsim.trace.profile.steps.KERNEL_LAUNCHES`; count and CPU time).
 
@@ -34,22 +34,12 @@ from typing import Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.trace.profile import nccl_kernels
+from ddpsim.trace.profile.kernel_kinds import kernel_kind
 from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, read_profile
 from ddpsim.trace.profile.steps import (ACCUMULATE_GRAD, COMMS_OP, KERNEL_LAUNCHES, Launched, StepOps, Timeline,
                                         phase_windows, profiler_steps)
 
 _EVALUATE_ACCUMULATE = "autograd::engine::evaluate_function: " + ACCUMULATE_GRAD
-
-
-def kernel_kind(name: str) -> str:
-    """``comm``, ``memory`` or ``comp``: HolisticTraceAnalysis's kernel types
-    (``get_kernel_type``: ``is_comm_kernel`` -- a name starting with ``nccl`` or holding ``gloo`` --,
-    ``is_memory_kernel`` -- ``Memcpy`` or ``Memset`` in the name --, else computation)."""
-    if name.startswith("nccl") or "gloo" in name.lower():
-        return "comm"
-    if "Memcpy" in name or "Memset" in name:
-        return "memory"
-    return "comp"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,7 +179,7 @@ def _step(ix: _Index, s: StepOps, source: str) -> StepTimeline | None:
         hooks=_hooks(bwd_ops, ix, s_of),
         launches=tuple(BucketLaunch(start_s=s_of(a.ts), op_s=a.dur * 1e-6, enqueue_s=q) for a, q in _launches(bwd_ops)),
         allreduces=tuple(_comm_kernel(ix, lz.op, s_of) for lz in _by_start(s.launched) if w.backward.holds(lz.launch_us)
-                         and kernel_kind(lz.op.name) == "comm" and "AllReduce" in lz.op.name),
+                         and kernel_kind(lz.op.name) == "comm" and nccl_kernels.collective_of(lz.op) == "allreduce"),
         intervals=tuple((s_of(lz.op.ts), s_of(lz.op.end), kernel_kind(lz.op.name)) for lz in _by_start(s.launched)),
         kernel_launches=len(calls), kernel_launch_s=sum(c.dur for c in calls) * 1e-6)
 

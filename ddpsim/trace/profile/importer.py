@@ -201,7 +201,7 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
     t0 = s.window.start
     nccl = [lz for lz in s.launched if lz.op.is_nccl]
     backward_allreduce = [lz for lz in nccl if w.backward.holds(lz.launch_us)
-                          and ((lz.op.args or {}).get("Collective name") or nccl_kernels.collective(lz.op.name)) == "allreduce"]
+                          and nccl_kernels.collective_of(lz.op) == "allreduce"]
     by_order = {id(lz): k for k, lz in enumerate(backward_allreduce)} if not by_ext else {}
     out = []
     for lz in nccl:
@@ -214,7 +214,7 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
         bucket = by_ext.get(g.ext_id) if by_ext else by_order.get(id(lz))
         numel, algorithm, protocol, ran = nccl_kernels.launch(g, prof)
         out.append(CollectiveKernel(
-            iteration=index, collective=str(args.get("Collective name") or nccl_kernels.collective(g.name) or "unknown"),
+            iteration=index, collective=nccl_kernels.collective_of(g) or "unknown",
             bucket_index=bucket, numel=numel, dtype=dtype, start_s=(g.ts - t0) * US,
             duration_s=g.dur * US, algorithm=algorithm, protocol=protocol, ran=ran,
             channels=nccl_kernels.channels(g.grid), launch_cpu_s=(lz.launch_us - t0) * US))
@@ -232,7 +232,7 @@ def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> HostCosts:
     copy_s, _ = total(st.COPY_BUCKET_TO_GRAD)
     runtime = s.runtime
     kl = [r for r in runtime if r.name in st.KERNEL_LAUNCHES]
-    sync = [r for r in runtime if r.name in ("cudaEventSynchronize", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy")]
+    sync = [r for r in runtime if r.name in st.SYNC_CALLS]
     return HostCosts(step_s=(s.window.end - s.window.start) * US, accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
                      reducer_hook_s=hook_s, bucket_launch_s=launch_s, num_bucket_launches=n_launch, copy_bucket_to_grad_s=copy_s,
                      kernel_launch_s=sum(r.dur for r in kl) * US, num_kernel_launches=len(kl),

@@ -33,6 +33,7 @@ import ijson
 
 from ddpsim.errors import InputError, cut, shorten
 from ddpsim.io import is_file
+from ddpsim.trace.profile.kernel_kinds import COMM, kernel_kind
 
 #: the event categories kept, by what they are
 CPU_CATS = frozenset({"cpu_op", "user_annotation", "python_function"})
@@ -88,7 +89,8 @@ class GpuOp:
 
     @property
     def is_nccl(self) -> bool:
-        return self.name.startswith("nccl")
+        """A communication kernel (NCCL's or RCCL's: :func:`~ddpsim.trace.profile.kernel_kinds.kernel_kind`)."""
+        return kernel_kind(self.name) == COMM
 
 
 @dataclass
@@ -210,7 +212,7 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
         prof.gpu.append(GpuOp(name=name, cat=cat, ts=ts, dur=dur, stream=stream,
                               device=_int(args.get("device")), correlation=_int(args.get("correlation")),
                               ext_id=_int(args.get("External id")), grid=_dims(args.get("grid")),
-                              block=_dims(args.get("block")), args=_kept_args(args) if name.startswith("nccl") else None))
+                              block=_dims(args.get("block")), args=_kept_args(args) if kernel_kind(name) == COMM else None))
 
 
 def _events(f: IO[bytes]) -> Iterator[Any]:
@@ -279,6 +281,9 @@ def _read(p: Path, path: str, *, wide: bool) -> KinetoProfile:
     if prof.num_events == 0:
         _check_has_events(p, path, wide)
     _header(p, prof, wide)
+    from ddpsim.trace.profile.nccl_kernels import attach_comms
+
+    attach_comms(prof)
     return prof
 
 

@@ -71,3 +71,47 @@ def test_a_current_profile_with_a_large_comms_id_imports_with_the_same_phases(tm
     new, old = import_profile(path), import_profile(A100)
     assert new.iterations == old.iterations and new.collectives == old.collectives
     assert new.trace.iterations == old.trace.iterations
+
+
+#: torch 1.8's Kineto categories (libkineto output_json.cpp of 2021) for today's
+OLD_CATS = {"cpu_op": "Operator", "user_annotation": "Operator", "cuda_runtime": "Runtime", "kernel": "Kernel",
+            "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}
+
+
+def test_a_2021_format_profile_with_steps_16_to_18_imports_as_todays(tmp_path):
+    """The A100 profile written in 2021's format (CPU ops and annotations ``Operator``, runtime
+    calls ``Runtime``, ``Kernel``/``Memcpy``/``Memset``, device events' ``external id`` in lower
+    case) with its steps renumbered #16-#18 imports with the same phases, step for step."""
+    with gzip.open(A100, "rt") as f:
+        doc = json.load(f)
+    for e in doc["traceEvents"]:
+        old = OLD_CATS.get(e.get("cat"))
+        if old is None:
+            continue
+        if old in ("Runtime", "Kernel", "Memcpy", "Memset") and "External id" in e.get("args", {}):
+            e["args"]["external id"] = e["args"].pop("External id")
+        e["cat"] = old
+        if e["name"].startswith("ProfilerStep#"):
+            e["name"] = f"ProfilerStep#{int(e['name'][13:]) + 12}"
+    path = tmp_path / "old.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    new, old = import_profile(path), import_profile(A100)
+    assert [it.step for it in new.iterations] == [16, 17, 18]
+    for a, b in zip(new.iterations, old.iterations, strict=True):
+        assert (a.forward, a.backward, a.optimizer, a.buckets, a.grad_ready_s) == \
+               (b.forward, b.backward, b.optimizer, b.buckets, b.grad_ready_s)
+
+
+def test_a_factory_returning_a_bare_module_needs_no_input_shape(tmp_path, capsys):
+    """``--model package.module:factory`` with ``--from-profile`` (as ``torchvision.models:resnet18``)
+    names the parameters without ``--input-shape``, which ``--from-profile`` refuses beside it:
+    only the factory's parameters are read."""
+    from ddpsim.cli.main import main
+    from ddpsim.trace.records import load_trace
+
+    out = tmp_path / "t.json"
+    rc = main(["trace", "--from-profile", str(A100), "--model", "profile_factories:resnet50_module", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    trace = load_trace(out)
+    assert trace.num_params == 161 and trace.environment["param_mapping"]["method"] == "factory"

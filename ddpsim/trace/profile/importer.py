@@ -244,8 +244,9 @@ def _grad_info(built: _Steps) -> GradInfo:
     counts = {len(it.grad_ready_s) for it in its}
     if len(counts) > 1:
         built.notes.append(f"the number of gradients differs between steps ({sorted(counts)}); the last step's order names them")
+    dims, _ = _batch_input(built)
     return GradInfo(num_grads=len(its[-1].grad_ready_s), buckets=its[-1].buckets, shapes=tuple(built.grad_shapes[-1]),
-                    work=tuple(built.grad_work[-1]))
+                    work=tuple(built.grad_work[-1]), input_shape=dims[1:] if dims is not None else None)
 
 
 def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
@@ -284,6 +285,11 @@ def _ranks(info: dict[str, Any], path: str) -> int | None:
 
 
 def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
+    dims, source = _batch_input(built)
+    return (dims[0], source) if dims is not None else (None, None)
+
+
+def _batch_input(built: _Steps) -> tuple[tuple[int, ...] | None, str | None]:
     """The first dimension of the forward's first op input (``record_shapes`` dims, 2 or more)
     that is not shaped like a parameter (the gradients' recorded shapes): an embedding's first
     input is its weight, the tokens come second. Without such an input, the first input's."""
@@ -291,7 +297,7 @@ def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
     start = it.start_us + it.forward.cpu_start_s / US
     end = start + it.forward.cpu_s / US
     params = {tuple(d) for d in (built.grad_shapes[-1] if built.grad_shapes else []) if d}
-    fallback: tuple[int, str] | None = None
+    fallback: tuple[tuple[int, ...], str] | None = None
     for op in built.prof.cpu_ops:
         if not (start <= op.ts <= end and op.name.startswith("aten::")):
             continue
@@ -299,9 +305,9 @@ def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
             if dims is None or len(dims) < 2:
                 continue
             if dims not in params:
-                return dims[0], f"record_shapes: input {k} of {op.name} in the forward"
+                return dims, f"record_shapes: input {k} of {op.name} in the forward"
             if fallback is None and k == 0:
-                fallback = (dims[0], f"record_shapes: first input of {op.name} in the forward")
+                fallback = (dims, f"record_shapes: first input of {op.name} in the forward")
     return fallback if fallback is not None else (None, None)
 
 

@@ -35,10 +35,11 @@ from ddpsim.errors import InputError, cut, shorten
 from ddpsim.io import is_file
 from ddpsim.trace.profile.kernel_kinds import COMM, kernel_kind
 
-#: the event categories kept, by what they are
-CPU_CATS = frozenset({"cpu_op", "user_annotation", "python_function"})
-RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver"})
-GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+#: the event categories kept, by what they are, as torch >= 1.9 names them and as torch 1.8's
+#: Kineto did (``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``, ``Memset``; compared lower-case)
+CPU_CATS = frozenset({"cpu_op", "user_annotation", "python_function", "operator"})
+RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})
+GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 #: the ``args`` of a CPU op or kernel that the import reads
 KEPT_ARGS = ("In msg nelems", "dtype", "Group size", "Collective name", "Input Dims", "Input type")
 
@@ -201,9 +202,11 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
         return
     name = intern.setdefault(name, sys.intern(name) if len(name) < 200 else name)
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    cat = cat.lower()
+    ext_id = _int(args.get("External id", args.get("external id")))
     if cat in CPU_CATS:
         prof.cpu_ops.append(CpuOp(name=name, cat=cat, ts=ts, dur=dur, tid=_thread(event.get("tid"), "tid", prof, name),
-                                  ext_id=_int(args.get("External id")), args=_kept_args(args)))
+                                  ext_id=ext_id, args=_kept_args(args)))
     elif cat in RUNTIME_CATS:
         prof.runtime.append(RuntimeCall(name=name, ts=ts, dur=dur, tid=_thread(event.get("tid"), "tid", prof, name),
                                         correlation=_int(args.get("correlation"))))
@@ -211,7 +214,7 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
         stream = _thread(args.get("stream", event.get("tid")), "stream", prof, name)
         prof.gpu.append(GpuOp(name=name, cat=cat, ts=ts, dur=dur, stream=stream,
                               device=_int(args.get("device")), correlation=_int(args.get("correlation")),
-                              ext_id=_int(args.get("External id")), grid=_dims(args.get("grid")),
+                              ext_id=ext_id, grid=_dims(args.get("grid")),
                               block=_dims(args.get("block")), args=_kept_args(args) if kernel_kind(name) == COMM else None))
 
 

@@ -185,6 +185,65 @@ def test_a_gpu_bound_step_is_paced_by_the_device(tmp_path):
     assert effective_ready_s(st) == pytest.approx([(415 - 400) * 1e-6, (900 - 400) * 1e-6])
 
 
+def test_exposed_communication_hidden_in_ddps_copy_back_is_found(tmp_path):
+    """DDP's finalize (copy_bucket_to_grad, CPU 700..720) launches a copy-back kernel that waits
+    for the all-reduce (640..740) and runs 745..755. The device finishes DDP's backward at 755,
+    after the all-reduce: the model's backward still ends at 700 (its last autograd op; conv_bwd
+    ended at 630), the CPU's copy-back takes 700..720, the all-reduce is exposed 720..740, the
+    copy kernel (and its wait for its stream) 740..755, the optimizer 755..900."""
+    doc = hand_profile()
+    doc["traceEvents"] += [_x("torch.distributed.ddp.reducer::copy_bucket_to_grad", 700, 20, 2), _launch(710, 5, 2),
+                           _kernel("void at::native::copy_kernel", 745, 10, 5)]
+    (st,) = _steps(tmp_path, doc)
+    f = step_figures(st)
+    assert st.backward_cpu_end_s == pytest.approx(720e-6) and st.model_backward_cpu_end_s == pytest.approx(700e-6)
+    assert f["backward_s"] == pytest.approx(300e-6)
+    assert f["exposed_comm_s"] == pytest.approx(20e-6)
+    assert f["grad_copies_s"] == pytest.approx(20e-6 + 15e-6)
+    assert f["optimizer_s"] == pytest.approx(145e-6)
+    assert sum(f[k] for k in TERMS) == pytest.approx(f["step_s"])
+
+
+def test_what_paced_the_step_is_read_on_its_critical_path(tmp_path):
+    """The hand profile is host-bound (every boundary the CPU's). With an all-reduce running to
+    2000 us and the optimizer's kernel waiting for it (2005..2035), the step lasts 2035 us on its
+    critical path, of which 1300 us (700..2000) are exposed communication: communication-bound."""
+    (st,) = _steps(tmp_path, hand_profile(), "host.json")
+    f = step_figures(st)
+    assert f["bound"] == "host-bound" and f["paced"]["comm_s"] == pytest.approx(40e-6)
+    doc = hand_profile()
+    for e in doc["traceEvents"]:
+        if e["name"].startswith("ncclKernel"):
+            e["dur"] = 2000 - 640
+        if e["name"] == "sgd":
+            e["ts"] = 2005
+    (st,) = _steps(tmp_path, doc, "comm.json")
+    f = step_figures(st)
+    assert f["exposed_comm_s"] == pytest.approx(1300e-6) and f["optimizer_s"] == pytest.approx(35e-6)
+    assert f["step_s"] == pytest.approx(2035e-6)
+    assert f["paced"] == pytest.approx({"host_s": (80 + 300 + 300 + 10) * 1e-6 + f["other_s"], "device_s": 35e-6,
+                                        "comm_s": 1300e-6})
+    assert f["bound"] == "communication-bound"
+
+
+def test_device_work_inherited_from_before_the_profile_is_left_out(tmp_path):
+    """conv_fwd, launched at 120 us, starts at 330 instead of 130: nothing profiled ran on the
+    device before it, and every other op starts 10 us after its launch (the device's latency), so
+    the device was busy until 320 with work launched before the profile began. The step starts
+    there on its critical path (not at DDP's forward, 20 us), 300 us of inherited work."""
+    doc = hand_profile()
+    for e in doc["traceEvents"]:
+        if e["name"] == "conv_fwd":
+            e["ts"], e["dur"] = 330, 60
+    (st,) = _steps(tmp_path, doc)
+    assert st.inherited_s == pytest.approx(300e-6)
+    assert boundaries(st).start_s == pytest.approx(320e-6)
+    f = step_figures(st)
+    assert f["pre_forward_s"] == 0.0 and f["forward_s"] == pytest.approx(80e-6)
+    (plain,) = _steps(tmp_path, hand_profile(), "plain.json")
+    assert plain.inherited_s == 0.0 and boundaries(plain).start_s == pytest.approx(20e-6)
+
+
 def test_host_costs_from_the_hand_profile(tmp_path):
     (st,) = _steps(tmp_path, hand_profile())
     host, detail = host_costs_from_steps([st])
@@ -384,7 +443,8 @@ def test_effective_trace_counts_gradients(a100_steps):
         f = step_figures(st)
         assert (it.forward_s, it.optimizer_s) == pytest.approx((f["forward_s"], f["optimizer_s"]))
         last = max(r for r in it.grad_ready_s if r is not None)
-        assert last <= it.backward_s and it.backward_s == pytest.approx(f["backward_s"])
+        # the host's part of DDP's copy-back stays in the simulated backward (the last all-reduce hides under it)
+        assert last <= it.backward_s and it.backward_s == pytest.approx(f["backward_s"] + f["copy_back_host_s"])
     with pytest.raises(InputError, match="AccumulateGrad ops; expected"):
         effective_trace(trace, [a100_steps[0].__class__(**{**a100_steps[0].__dict__, "hooks": a100_steps[0].hooks[:-1]})], "p")
 

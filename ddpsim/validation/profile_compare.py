@@ -97,10 +97,14 @@ def simulate_profile(scenario: Any, trace: Trace) -> tuple[Any, Any]:
     return inputs, simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
 
 
-def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | None) -> dict[str, Any]:
+def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | None,
+                      copy_back: tuple[float, float] = (0.0, 0.0)) -> dict[str, Any]:
     """The simulation's steady-state figures on :data:`TERMS` (rank 0, mean over the steady
     iterations): its forward, backward, gradient-copy (copy-in and copy-out), optimizer and
-    zero_grad spans, the engine's exposed tail, ``other_s`` the measured one (an input),
+    zero_grad spans, the engine's exposed tail, ``other_s`` the measured one (an input), the
+    measured copy-back (``copy_back``: on the host, simulated inside the backward as it ran, and
+    on the device past the last all-reduce, added: the simulation charges no copies,
+    :func:`simulate_profile`) moved into ``grad_copies_s``,
     ``slower_rank_s`` the simulated step (its slowest rank's) minus rank 0's own iteration plus
     rank 0's wait for the buffer broadcast past ``host``'s pre-forward and enqueue (the other
     rank's arrival), and
@@ -121,7 +125,10 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     bcast = statistics.fmean(max(0.0, _span_total(result, it, ("wait",), "broadcast") - host_s) for it in steady)
     out["slower_rank_s"] = step - own + bcast
     out["pre_forward_s"] = step - sum(out[k] for k in TERMS if k not in ("pre_forward_s", "other_s"))
-    out["step_s"] = step + measured_other_s
+    copy_host, copy_device = copy_back
+    out["backward_s"] -= copy_host
+    out["grad_copies_s"] += copy_host + copy_device
+    out["step_s"] = step + measured_other_s + copy_device
     out["overlap_ratio_engine"] = s["overlap_ratio"]
     out["buckets"] = predicted_bucket_times(result)
     return out
@@ -216,7 +223,8 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
     sc = profile_scenario(name=name, source=profiles[0], gpu_name=gpu_name, world_size=world_size, host=host, scenario=scenario)
     inputs, result = simulate_profile(sc, eff)
     meas = measured_summary(rank0, recorded_numels)
-    pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs)
+    pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs,
+                             (meas["mean"]["copy_back_host_s"], meas["mean"]["copy_back_device_s"]))
     if len(steps) > 1:
         _last_rank_starts(meas["buckets"], steps, recorded_numels)
     forced = forced_estimates(sc, world_size, pred["buckets"], meas["buckets"])

@@ -34,23 +34,32 @@ def findings(data: dict[str, Any]) -> list[str]:
     pred, meas = data["predicted"], data["measured"]["mean"]
     busy = data["host_costs"]["gpu_busy"]
     err = pred["step_s"] - meas["step_s"]
-    bound = "host-bound" if busy["gpu_busy_s"] < 0.8 * busy["step_s"] else "GPU-bound"
+    bound = meas.get("bound", "host-bound")
+    shares = meas.get("paced", {})
     terms = sorted((t for t in data["terms"] if t["error_s"]), key=lambda t: -abs(t["error_s"]))
     out = [f"Step: predicted {_ms(pred['step_s'])}, measured {_ms(meas['step_s'])} (mean of {data['num_steps']} steps), "
-           f"error {100 * err / meas['step_s']:+.1f} %. The run is {bound}: {_ms(busy['gpu_busy_s'])} of device work "
-           f"(kernels, copies, sets merged) per {_ms(busy['step_s'])} step. The prediction follows the step's critical "
+           f"error {100 * err / meas['step_s']:+.1f} %. The run is {bound} on its critical path (host "
+           f"{_ms(shares.get('host_s', 0.0))}, device {_ms(shares.get('device_s', 0.0))}, exposed communication "
+           f"{_ms(shares.get('comm_s', 0.0))} per step; {_ms(busy['gpu_busy_s'])} of device work, kernels, copies and "
+           f"sets merged, per {_ms(busy['step_s'])} step). The prediction follows the step's critical "
            "path (a phase begins when the CPU reaches it and the device has finished the work before it), so the "
            "compute is the profile's and the error is "
            "what the simulation adds: " + ("; ".join(_term_error(t) for t in terms[:4]) or "nothing") + "."]
     if "grad_copies" in {t["term"] for t in terms}:
-        out.append(f"grad_copies: the simulation charged DDP's gradient copies {_ms(pred['grad_copies_s'])} although a "
-                   "profile's backward already holds them (the reducer's mul_out and copy_bucket_to_grad).")
+        out.append(f"grad_copies: the simulation charged DDP's gradient copies {_ms(pred['grad_copies_s'])} where the "
+                   f"profile measured {_ms(meas['grad_copies_s'])} (the copy-in runs inside the measured backward; the "
+                   "copy-back is the measured one, carried into the prediction).")
     if "slower_rank" in {t["term"] for t in terms}:
         out.append(f"slower_rank: the simulated step waits {_ms(pred['slower_rank_s'])} on average for the slower rank: every "
                    "rank's compute is drawn per step from the profile's step-to-step spread and the engine's CPU meets its "
                    "device once per step, so each step pays the larger of the ranks' draws. A rank whose CPU runs ahead "
                    "of its collectives (a host-bound run's) absorbs such fluctuations instead; one rank's profile cannot "
                    "say how much of this term the real run paid.")
+    inherited = [(f["step"], f["inherited_s"]) for f in data["measured"]["steps"] if f.get("inherited_s", 0.0) > 0]
+    if inherited:
+        out.append("Inherited device work: " + ", ".join(f"ProfilerStep#{n} began {_ms(t)} before the device finished work "
+                                                         "launched before the profile" for n, t in inherited)
+                   + "; that work is left out (the step starts when the device freed), so it does not lengthen the step.")
     out.append(_plan_finding(data["plan"]))
     out += _comm_findings(data)
     out.append(_overlap_finding(pred, meas))

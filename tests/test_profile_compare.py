@@ -522,6 +522,22 @@ def test_every_ranks_profile_separates_the_wait(tmp_path):
     assert "cannot be separated" not in "\n".join(findings(data))
 
 
+def test_compare_without_recorded_bucket_sizes_does_not_claim_a_plan_check(tmp_path, capsys):
+    from ddpsim.cli.main import main
+
+    doc = hand_profile()
+    dims = iter([[[4]], [[6]]])  # record_shapes: the gradients' sizes, no bucket size recorded
+    for e in doc["traceEvents"]:
+        e["args"].pop("In msg nelems", None)
+        if e["name"] == "torch::autograd::AccumulateGrad":
+            e["args"]["Input Dims"] = next(dims)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "plan not checked (the profile records no bucket sizes)" in out and "matches" not in out
+
+
 def test_a_gpu_bound_runs_step_is_its_devices_period():
     """The public V100 profile (one rank, GPU-bound): steps #101 and #102 span 35 and 72 ms on the
     CPU, which runs ahead of the device while its launch queue fills; #103-#105 span 95.6-95.7 ms.

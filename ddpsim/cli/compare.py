@@ -109,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out_dir) / f"compare-{name}"
     write_compare_report(data, out, plots=not args.no_plots)
     p, m = data["predicted"]["step_s"], data["measured"]["mean"]["step_s"]
+    plan = data["plan"]
+    said = ("plan not checked (the profile records no bucket sizes)" if not plan["recorded_numels"]
+            else f"plan {'matches' if plan['matches'] else 'differs from'} the run's")
     print(f"{name}: step predicted {p * 1e3:.2f} ms, measured {m * 1e3:.2f} ms ({100 * (p - m) / m:+.1f} %), "
-          f"{len(data['buckets'])} buckets; plan {'matches' if data['plan']['matches'] else 'differs from'} the run's")
+          f"{len(data['buckets'])} buckets; {said}")
     print(f"report: {out / 'summary.md'}")
     return 0

@@ -233,8 +233,9 @@ def _by_shapes(grads: GradInfo) -> MappedParams:
     numels = [math.prod(s) for s in shapes]
     params, order = _records(numels, shapes, _dtype_of_grads(grads))
     bad = [b.index for b, span in _bucket_slices(grads) if sum(numels[p] for p in span if p < len(numels)) != b.numel]
-    detail = (f"{len(shapes)} gradients sized by record_shapes; names unknown (param<index>, index = reverse ready order); "
-              + ("bucket totals match" if not bad else f"buckets {bad} do not add up to the recorded sizes"))
+    checked = ("no bucket sizes recorded: totals not checked" if not grads.buckets
+               else "bucket totals match" if not bad else f"buckets {bad} do not add up to the recorded sizes")
+    detail = f"{len(shapes)} gradients sized by record_shapes; names unknown (param<index>, index = reverse ready order); {checked}"
     return MappedParams(params=params, buffers=(), ready_order=order,
                         mapping=ParamMapping(method="shapes", confidence="shapes" if not bad else "order-only", detail=detail))
 

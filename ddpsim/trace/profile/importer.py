@@ -20,7 +20,7 @@ from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.dtypes import ddpsim_dtype
 from ddpsim.trace.profile.kineto import KinetoProfile, read_profile
 from ddpsim.trace.profile.mapping import GradInfo, map_params
-from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, HostCosts, PhaseTimes, ProfileEnvironment,
+from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, StepHostTimes, PhaseTimes, ProfileEnvironment,
                                          ProfileImport, ProfileIteration, RecordedBucket)
 from ddpsim.trace.records import IterationSample, Trace, trace_from_dict
 from ddpsim.units import DTYPE_SIZE_BYTES
@@ -221,7 +221,7 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
     return sorted(out, key=lambda c: c.start_s)
 
 
-def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> HostCosts:
+def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> StepHostTimes:
     def total(name: str) -> tuple[float, int]:
         xs = [o.dur for o in s.cpu if o.name == name and w.backward.holds(o.ts)]
         return sum(xs) * US, len(xs)
@@ -233,7 +233,7 @@ def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> HostCosts:
     runtime = s.runtime
     kl = [r for r in runtime if r.name in st.KERNEL_LAUNCHES]
     sync = [r for r in runtime if r.name in st.SYNC_CALLS]
-    return HostCosts(step_s=(s.window.end - s.window.start) * US, accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
+    return StepHostTimes(step_s=(s.window.end - s.window.start) * US, accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
                      reducer_hook_s=hook_s, bucket_launch_s=launch_s, num_bucket_launches=n_launch, copy_bucket_to_grad_s=copy_s,
                      kernel_launch_s=sum(r.dur for r in kl) * US, num_kernel_launches=len(kl),
                      sync_wait_s=sum(r.dur for r in sync) * US)

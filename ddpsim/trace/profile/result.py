@@ -135,8 +135,10 @@ class BucketCollective:
 
 
 @dataclass(frozen=True, kw_only=True)
-class HostCosts:
-    """What the host (CPU) paid in one iteration, from the profile's CPU ops.
+class StepHostTimes:
+    """What the host (CPU) paid in one iteration, from the profile's CPU ops (the measured times;
+    the host cost *model* a simulation charges is :class:`ddpsim.network.host_costs.HostCosts`,
+    which ``ddpsim compare`` fits from the same CPU timeline).
 
     Attributes:
         step_s: the ``ProfilerStep#N`` span (the step's wall time on the CPU).
@@ -191,7 +193,7 @@ class ProfileIteration:
     optimizer: PhaseTimes
     grad_ready_s: tuple[float, ...]
     buckets: tuple[RecordedBucket, ...]
-    host: HostCosts
+    host: StepHostTimes
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -538,6 +538,40 @@ def test_compare_without_recorded_bucket_sizes_does_not_claim_a_plan_check(tmp_p
     assert "plan not checked (the profile records no bucket sizes)" in out and "matches" not in out
 
 
+def test_eight_ranks_with_a_late_one_separate_wait_and_transfer(tmp_path, capsys):
+    """Eight ranks on one host clock; rank 5 launches the all-reduce 60 us after the others (its
+    kernel starts at 700, theirs at 640) and every kernel ends at 740: the transfer it was built
+    with is 40 us, each other rank waited 60 us, for rank 5. The profiles are given out of rank
+    order: each is placed by its distributedInfo rank."""
+    from ddpsim.cli.main import main
+
+    late, arrive, transfer = 5, 640, 40
+    paths = []
+    for r in (3, 0, 7, 5, 1, 6, 2, 4):
+        doc = hand_profile()
+        doc["distributedInfo"].update(rank=r, world_size=8)
+        start = arrive + (60 if r == late else 0)
+        for e in doc["traceEvents"]:
+            if e["name"].startswith("ncclKernel"):
+                e["ts"], e["dur"] = start, arrive + 60 + transfer - start
+        paths.append(tmp_path / f"rank{r}.json")
+        paths[-1].write_text(json.dumps(doc))
+    assert main(["compare", *map(str, paths), "--out-dir", str(tmp_path), "--name", "late", "--no-plots"]) == 0
+    data = json.loads((tmp_path / "compare-late/compare.json").read_text())
+    (b,) = data["measured"]["buckets"]
+    assert b["ranks"] == 8 and b["last_rank"] == late
+    assert b["transfer_s"] == pytest.approx(transfer * 1e-6) and b["transfer_bound_s"] == pytest.approx(transfer * 1e-6)
+    assert b["wait_by_rank_s"] == pytest.approx({str(r): (0.0 if r == late else 60e-6) for r in range(8)})
+    by_rank = {r["rank"]: r for r in data["ranks"]}
+    assert sorted(by_rank) == list(range(8)) and by_rank[late]["waited_for"] is None
+    assert all(by_rank[r]["waited_for"] == late and by_rank[r]["wait_mean_s"] == pytest.approx(60e-6)
+               for r in range(8) if r != late)
+    (row,) = data["buckets"]
+    assert row["measured_transfer_s"] == pytest.approx(40e-6) and row["measured_last_rank"] == late
+    text = (tmp_path / "compare-late/summary.md").read_text()
+    assert "The last to arrive: rank 5." in text and "rank 0 0.06 ms (for rank 5)" in text
+
+
 def test_a_gpu_bound_runs_step_is_its_devices_period():
     """The public V100 profile (one rank, GPU-bound): steps #101 and #102 span 35 and 72 ms on the
     CPU, which runs ahead of the device while its launch queue fills; #103-#105 span 95.6-95.7 ms.

@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario) if args.scenario else None
     name = args.name or default_name(args.profiles[0])
     data = compare([i.source for i in imps], steps, trace=imps[0].trace, gpu_name=env.gpu_name, world_size=world,
-                   recorded_numels=imps[0].recorded_bucket_numels(), scenario=scenario, name=name)
+                   recorded_numels=imps[0].recorded_bucket_numels(), scenario=scenario, name=name,
+                   ranks=[i.environment.rank if i.environment.rank is not None else k for k, i in enumerate(imps)])
     out = Path(args.out_dir) / f"compare-{name}"
     write_compare_report(data, out, plots=not args.no_plots)
     p, m = data["predicted"]["step_s"], data["measured"]["mean"]["step_s"]

@@ -162,7 +162,8 @@ def bucket_rows(predicted: list[dict[str, Any]], measured: list[dict[str, Any]],
                      "measured_launch_s": m["launch_s"], "measured_start_s": m["start_s"], "measured_duration_s": m["duration_s"],
                      "measured_transfer_bound_s": m["transfer_bound_s"], "measured_wait_mean_s": m["wait_mean_s"],
                      "measured_algorithm": m["algorithm"], "measured_protocol": m["protocol"],
-                     "measured_ran": m["ran"]})
+                     "measured_ran": m["ran"], "measured_transfer_s": m.get("transfer_s"),
+                     "measured_last_rank": m.get("last_rank")})
     return rows
 
 
@@ -203,7 +204,8 @@ def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dic
 
 
 def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *, trace: Trace, gpu_name: str | None,
-            world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare") -> dict[str, Any]:
+            world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare",
+            ranks: Sequence[int] | None = None) -> dict[str, Any]:
     """Predicted against measured for one profiled run (module docstring).
 
     Args:
@@ -214,6 +216,7 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
         recorded_numels: the buckets the run's DDP launched (elements, launch order).
         scenario: a :class:`~ddpsim.pipeline.scenario.Scenario` for the cluster and DDP options.
         name: the report's name.
+        ranks: each profile's rank (default: 0, 1, ... in ``profiles``' order).
 
     Returns:
         The report's data (:func:`ddpsim.validation.profile_report.write_compare_report` writes it)."""
@@ -225,8 +228,7 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
     meas = measured_summary(rank0, recorded_numels)
     pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs,
                              (meas["mean"]["copy_back_host_s"], meas["mean"]["copy_back_device_s"]))
-    if len(steps) > 1:
-        _last_rank_starts(meas["buckets"], steps, recorded_numels)
+    rank_waits = _last_rank_starts(meas["buckets"], steps, recorded_numels, ranks) if len(steps) > 1 else []
     forced = forced_estimates(sc, world_size, pred["buckets"], meas["buckets"])
     buckets = bucket_rows(pred["buckets"], meas["buckets"], inputs.comm, forced)
     pred["overlap_ratio"] = _overlap_over_measured_kernels(pred["buckets"], rank0)
@@ -239,31 +241,54 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
                      "matches": list(recorded_numels) == plan_numels},
             "host_costs": {"measured": host.as_dict(), "defaults": HostCosts().as_dict(), **host_detail,
                            "launch_delays": launch_delays(rank0), "gpu_busy": busy_summary(rank0)},
-            "measured": meas, "predicted": pred, "terms": attribution(pred, meas["mean"]), "buckets": buckets}
+            "measured": meas, "predicted": pred, "terms": attribution(pred, meas["mean"]), "buckets": buckets,
+            "ranks": rank_waits}
 
 
 def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[StepTimeline]],
-                      numels: Sequence[int] | None) -> None:
-    """With every rank's profile: per bucket, the median over steps of the last rank's kernel
-    start (all ranks on one host clock), and the transfer as rank 0's end minus it."""
+                      numels: Sequence[int] | None, ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """With every rank's profile (all on one host clock): per bucket and step, each rank's kernel
+    start (its arrival) and end; the collective's transfer runs from the last arrival to the last
+    completion (as PyTorch's profile-guided estimator measures collectives), each rank's wait
+    from its own arrival to the last one. Per bucket (medians over the steps): ``start_s`` the
+    last arrival (from rank 0's effective start), ``transfer_s`` and ``transfer_bound_s`` (its
+    median and shortest), ``last_rank`` (the rank that arrived last most often) and
+    ``wait_by_rank_s``. Returns per rank its mean wait per bucket and whom it waited for."""
+    ranks = list(ranks) if ranks is not None else list(range(len(steps)))
     by_step = [{st.step: st for st in rank} for rank in steps]
     common = sorted(set.intersection(*(set(d) for d in by_step)))
+    waits: dict[int, list[float]] = {r: [] for r in ranks}
+    waited_for: dict[int, list[int]] = {r: [] for r in ranks}
     for b in buckets:
-        starts, transfers = [], []
+        starts, transfers, lasts, per_rank = [], [], [], {r: [] for r in ranks}
         for n in common:
             ks = []
             for st in (d[n] for d in by_step):
                 idx = bucket_kernels(st, numels)
                 if b["bucket"] < len(idx):
-                    ks.append((st, st.allreduces[idx[b["bucket"]]]))
-            if len(ks) == len(by_step):
-                t0 = ks[0][0].start_us * 1e-6 + boundaries(ks[0][0]).start_s
-                last = max(st.start_us * 1e-6 + k.start_s for st, k in ks)
-                starts.append(last - t0)
-                transfers.append(ks[0][0].start_us * 1e-6 + ks[0][1].end_s - last)
+                    k = st.allreduces[idx[b["bucket"]]]
+                    ks.append((st.start_us * 1e-6 + k.start_s, st.start_us * 1e-6 + k.end_s))
+            if len(ks) != len(by_step):
+                continue
+            t0 = by_step[0][n].start_us * 1e-6 + boundaries(by_step[0][n]).start_s
+            arrive = max(a for a, _ in ks)
+            last = ranks[max(range(len(ks)), key=lambda j: (ks[j][0], -j))]
+            starts.append(arrive - t0)
+            transfers.append(max(e for _, e in ks) - arrive)
+            lasts.append(last)
+            for r, (a, _) in zip(ranks, ks):
+                per_rank[r].append(arrive - a)
+                if arrive - a > 0:
+                    waited_for[r].append(last)
         if starts:
-            b["start_s"], b["transfer_bound_s"] = median_or_none(starts), min(transfers)
+            b["start_s"], b["transfer_s"], b["transfer_bound_s"] = median_or_none(starts), median_or_none(transfers), min(transfers)
+            b["last_rank"] = statistics.mode(lasts)
+            b["wait_by_rank_s"] = {str(r): median_or_none(w) for r, w in per_rank.items()}
             b["ranks"] = len(steps)
+            for r, w in per_rank.items():
+                waits[r].append(median_or_none(w))
+    return [{"rank": r, "wait_mean_s": statistics.fmean(waits[r]) if waits[r] else None,
+             "waited_for": statistics.mode(waited_for[r]) if waited_for[r] else None} for r in ranks]
 
 
 def _overlap_over_measured_kernels(predicted: list[dict[str, Any]], steps: Sequence[StepTimeline]) -> float | None:

@@ -108,11 +108,34 @@ def _comm_findings(data: dict[str, Any]) -> list[str]:
         text += (f" A line through the fastest kernels: {_ms(line['fixed_s'])} + {bw}. A transfer grows with the bytes; "
                  "what does not is waiting: an NCCL kernel starts when its rank launches it and spins until the peers "
                  "arrive, so its duration holds the wait for the slowest rank.")
+    if ranks:
+        text += " " + _rank_text(data)
     if not ranks:
         text += (" With one rank's profile the wait cannot be separated from the transfer (the fastest kernel is an "
                  "upper bound on it): give every rank's profile to measure it. The gap between the model and the "
                  "fastest kernel is therefore the per-bucket collective term's upper bound, not its measured error.")
     return [text]
+
+
+def _rank_text(data: dict[str, Any]) -> str:
+    """Every rank's profile: the transfers (last arrival to last completion) against the model,
+    and per rank whom it waited for."""
+    bs = [b for b in data["buckets"] if b.get("measured_transfer_s") is not None]
+    out = []
+    if bs:
+        model_err = [b["model_s"] - b["measured_transfer_s"] for b in bs]
+        out.append(f"With every rank's profile each all-reduce's transfer (the last rank's arrival to the last completion) "
+                   f"is {_ms(min(b['measured_transfer_s'] for b in bs))} to {_ms(max(b['measured_transfer_s'] for b in bs))} "
+                   f"(median over steps); the NCCL model is off by {_ms(min(model_err))} to {_ms(max(model_err))} on "
+                   "the transfers alone.")
+        lasts = sorted({b["measured_last_rank"] for b in bs if b.get("measured_last_rank") is not None})
+        out.append(f"The last to arrive: rank {', '.join(map(str, lasts))}.")
+    waiting = [r for r in data.get("ranks", []) if r["wait_mean_s"]]
+    if waiting:
+        out.append("Per rank, its mean wait per bucket and for whom: " + "; ".join(
+            f"rank {r['rank']} {_ms(r['wait_mean_s'])}" + (f" (for rank {r['waited_for']})" if r["waited_for"] is not None else "")
+            for r in waiting) + ".")
+    return " ".join(out)
 
 
 def _overlap_finding(pred: dict[str, Any], meas: dict[str, Any]) -> str:

@@ -10,7 +10,6 @@ import gzip
 import json
 from pathlib import Path
 
-import pytest
 
 from ddpsim.trace.profile import import_profile
 from ddpsim.trace.profile.kineto import read_profile, widen_integers

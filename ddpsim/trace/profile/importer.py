@@ -72,8 +72,15 @@ class _Steps:
         self.grad_shapes: list[list[tuple[int, ...] | None]] = []
         self.grad_work: list[list[float]] = []
         self.devices = {g.device for g in prof.gpu if g.device is not None}
-        for number, window in windows:
-            self._add(timeline.step(number, window))
+        cut = [timeline.step(number, window) for number, window in windows]
+        partial = [ops for ops in cut if not any(o.name == st.ACCUMULATE_GRAD for o in ops.cpu)]
+        if len(partial) < len(cut):  # a step cut short by the profile's end (or before its backward) is left out
+            cut = [ops for ops in cut if ops not in partial]
+            if partial:
+                self.notes.append(f"{', '.join(f'ProfilerStep#{ops.step}' for ops in partial)}: no backward "
+                                  f"(no {st.ACCUMULATE_GRAD} op; the profile ends or starts inside it): left out")
+        for ops in cut:
+            self._add(ops)
         self._note_other_collectives()
         layouts = {tuple(b.numel for b in it.buckets) for it in self.iterations}
         if len(layouts) > 1:

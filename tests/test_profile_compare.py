@@ -572,6 +572,29 @@ def test_eight_ranks_with_a_late_one_separate_wait_and_transfer(tmp_path, capsys
     assert "The last to arrive: rank 5." in text and "rank 0 0.06 ms (for rank 5)" in text
 
 
+def test_two_ddp_modules_are_not_checked_against_one_plan(tmp_path, capsys):
+    """A model with two DDP modules (two DistributedDataParallel.forward calls a step, e.g. a
+    recommender's dense parts): ddpsim plans one module, so neither the import nor compare says
+    its plan matches or differs from the run's buckets; both say it was not checked."""
+    from ddpsim.cli.main import main
+    from ddpsim.trace.profile import import_profile
+
+    doc = hand_profile()
+    doc["traceEvents"].append(_x("DistributedDataParallel.forward", 330, 50, 1, cat="user_annotation"))
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(doc))
+    imp = import_profile(path)
+    assert imp.ddp_modules == 2 and any(n.startswith("2 DDP modules") for n in imp.notes)
+    assert main(["trace", "--from-profile", str(path), "--out", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "match" not in out and "differ" not in out
+    assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "plan not checked (2 DDP modules; ddpsim plans one)" in out
+    data = json.loads((tmp_path / "compare-two/compare.json").read_text())
+    assert data["plan"]["matches"] is None and "not checked" in (tmp_path / "compare-two/summary.md").read_text()
+
+
 def test_a_gpu_bound_runs_step_is_its_devices_period():
     """The public V100 profile (one rank, GPU-bound): steps #101 and #102 span 35 and 72 ms on the
     CPU, which runs ahead of the device while its launch queue fills; #103-#105 span 95.6-95.7 ms.

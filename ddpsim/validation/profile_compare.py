@@ -205,7 +205,7 @@ def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dic
 
 def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *, trace: Trace, gpu_name: str | None,
             world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare",
-            ranks: Sequence[int] | None = None) -> dict[str, Any]:
+            ranks: Sequence[int] | None = None, ddp_modules: int = 1) -> dict[str, Any]:
     """Predicted against measured for one profiled run (module docstring).
 
     Args:
@@ -217,6 +217,8 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
         scenario: a :class:`~ddpsim.pipeline.scenario.Scenario` for the cluster and DDP options.
         name: the report's name.
         ranks: each profile's rank (default: 0, 1, ... in ``profiles``' order).
+        ddp_modules: the run's DDP modules (the import's count): with more than one, ddpsim's one
+            plan is not checked against the run's buckets (``plan.matches`` None).
 
     Returns:
         The report's data (:func:`ddpsim.validation.profile_report.write_compare_report` writes it)."""
@@ -238,7 +240,8 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
             "comm": inputs.comm.describe() if hasattr(inputs.comm, "describe") else {"backend": inputs.backend},
             "bucket_cap_mb": sc.ddp.bucket_cap_mb, "num_steps": len(rank0), "steps": [st.step for st in rank0],
             "plan": {"predicted_numels": plan_numels, "recorded_numels": list(recorded_numels),
-                     "matches": list(recorded_numels) == plan_numels},
+                     "matches": list(recorded_numels) == plan_numels if ddp_modules == 1 else None,
+                     "ddp_modules": ddp_modules},
             "host_costs": {"measured": host.as_dict(), "defaults": HostCosts().as_dict(), **host_detail,
                            "launch_delays": launch_delays(rank0), "gpu_busy": busy_summary(rank0)},
             "measured": meas, "predicted": pred, "terms": attribution(pred, meas["mean"]), "buckets": buckets,

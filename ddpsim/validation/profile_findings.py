@@ -72,6 +72,9 @@ def _plan_finding(plan: dict[str, Any]) -> str:
         return (f"Buckets: the profile does not record the run's bucket sizes (its record_param_comms ops carry no "
                 f"'In msg nelems'); ddpsim's plan ({', '.join(f'{n:,}' for n in plan['predicted_numels'])} elements) is "
                 "matched with the run's all-reduces by index below.")
+    if plan["matches"] is None:
+        return (f"Buckets: the run has {plan.get('ddp_modules', 2)} DDP modules, each with its own buckets; ddpsim plans one "
+                "module, so its plan is not checked against the run's buckets, and buckets are matched by index below.")
     if plan["matches"]:
         return (f"Buckets: ddpsim's plan equals the run's own {len(plan['recorded_numels'])} buckets "
                 f"({', '.join(f'{n:,}' for n in plan['recorded_numels'])} elements, launch order).")

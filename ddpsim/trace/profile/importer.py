@@ -54,7 +54,7 @@ def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *
     trace = _trace(prof, iterations, built, mapping_out, env, model=model, command=command)
     return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations, collectives=kernels,
                          bucket_collectives=_bucket_collectives(kernels, len(iterations)), mapping=mapping_out.mapping,
-                         model=model, notes=tuple(built.notes + list(mapping_out.notes)))
+                         model=model, notes=tuple(built.notes + list(mapping_out.notes)), ddp_modules=built.ddp_modules)
 
 
 class _Steps:
@@ -81,6 +81,11 @@ class _Steps:
                                   f"(no {st.ACCUMULATE_GRAD} op; the profile ends or starts inside it): left out")
         for ops in cut:
             self._add(ops)
+        self.ddp_modules = max(1, sum(1 for o in cut[-1].cpu if o.name == "DistributedDataParallel.forward")) if cut else 1
+        if self.ddp_modules > 1:
+            self.notes.append(f"{self.ddp_modules} DDP modules (DistributedDataParallel.forward calls per step), each with its "
+                              "own buckets: their all-reduces are imported together, and ddpsim's one plan is not checked "
+                              "against them")
         self._note_other_collectives()
         layouts = {tuple(b.numel for b in it.buckets) for it in self.iterations}
         if len(layouts) > 1:

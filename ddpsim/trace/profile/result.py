@@ -247,6 +247,9 @@ class ProfileImport:
         model: the ``--model`` factory used, or None.
         notes: facts the import could not settle (one line each), e.g. buckets that changed
             between iterations.
+        ddp_modules: the ``DistributedDataParallel.forward`` calls of the last step: more than one
+            DDP module (each its own reducer and buckets); ddpsim plans one, so a bucket check
+            against its plan is not made.
     """
 
     trace: Trace
@@ -258,6 +261,7 @@ class ProfileImport:
     mapping: ParamMapping
     model: str | None
     notes: tuple[str, ...] = ()
+    ddp_modules: int = 1
 
     def recorded_bucket_numels(self) -> tuple[int, ...]:
         """The last iteration's bucket sizes in elements, in launch order (DDP's rebuilt plan)."""

@@ -84,6 +84,47 @@ def test_gb200_nvl72_rack_is_one_nvlink_domain_of_18_trays():
         build_preset("gb200-nvl72", gpus_per_node=30)
 
 
+def test_amd_instinct_figures_follow_from_their_clocks_and_compute_units():
+    """AMD prints peak figures at the boost clock: CUs x FLOP per CU per clock x GHz. CDNA 3
+    (MI300X, MI325X: 2.1 GHz) does 2,048 FP16, 1,024 TF32, 4,096 FP8 and 256 FP32 FLOP per CU
+    per clock, CDNA 4 (MI355X: 2.4 GHz) 4,096 FP16 and 8,192 FP8; the MI250X (1.7 GHz) 1,024
+    FP16 and 128 FP32 per CU, its GCD half the package's 220 CUs."""
+    g = bundled().gpus
+    for name in ("mi300x", "mi325x"):
+        d = g[name].dense_tflops
+        assert (d.fp16, d.tf32, d.fp8, d.fp32) == pytest.approx(
+            tuple(304 * f * 2.1e9 / 1e12 for f in (2048, 1024, 4096, 256)), abs=0.1)
+    d = g["mi355x"].dense_tflops
+    assert (d.fp16, d.fp8, d.fp32) == pytest.approx(tuple(256 * f * 2.4e9 / 1e12 for f in (4096, 8192, 256)), abs=0.1)
+    assert d.tf32 is None
+    d = g["mi250x"].dense_tflops
+    assert g["mi250x"].sm_count == 220 // 2 and (d.fp16, d.fp32) == pytest.approx((220 * 1024 * 1.7e9 / 2e12,
+                                                                                   220 * 128 * 1.7e9 / 2e12), abs=0.05)
+    # the datasheets' Infinity Fabric figure is bidirectional: 7 links x 128 GB/s = 896 GB/s (MI300X)
+    assert g["mi300x"].nvlink.links * g["mi300x"].nvlink.link_gbps * 2 == 896
+
+
+@pytest.mark.parametrize("system", ["mi300x-platform", "mi325x-platform", "mi355x-platform"])
+def test_amd_platforms_are_fully_connected_meshes_of_8(system):
+    g = build_preset(system, num_nodes=2)
+    gpus_ = [n for n in rank_nodes(g) if n.startswith("n0/")]
+    mesh = nx.Graph((u, v, d) for u, v, d in g.edges(data=True) if d[LINK_TYPE] == "nvlink")
+    assert len(gpus_) == 8 and not [n for n, d in g.nodes(data=True) if d[KIND] == "nvswitch"]
+    for gpu in gpus_:  # one link to each of the seven others
+        assert sorted(mesh[gpu]) == sorted(o for o in gpus_ if o != gpu)
+        assert all(mesh.edges[gpu, o][NUM_LINKS] == 1 for o in mesh[gpu])
+    assert len([n for n in g if n.startswith("n0/nic")]) == 8 and _gbps(g, "n0/nic0", "leaf-r0-0") == 50.0
+
+
+def test_a_profiles_amd_gpu_name_finds_its_platform():
+    from ddpsim.validation.profile_compare import preset_for
+
+    assert preset_for("AMD Instinct MI300X") == ("mi300x-platform", 8)
+    assert preset_for("AMD Instinct MI325X") == ("mi325x-platform", 8)
+    assert preset_for("AMD Instinct MI355X") == ("mi355x-platform", 8)
+    assert preset_for("AMD Instinct MI250X") is None  # a GPU without a node layout: --scenario
+
+
 def test_pcie_l40s_has_no_nvlink():
     g = build_preset("pcie-l40s", num_nodes=2)
     assert {d[LINK_TYPE] for _, _, d in g.edges(data=True)} == {"pcie", "net"}
@@ -175,4 +216,5 @@ def test_list_shows_every_system_and_gpu_with_its_sources(capsys):
         assert f"{ref.title} <{ref.url}>" in out
     assert main(["topology", "--list", "--format", "json"]) == 0
     assert set(json.loads(capsys.readouterr().out)["systems"]) == {"dgx-a100", "dgx-h100", "pcie", "dgx-v100", "dgx-h200",
-                                                                    "dgx-b200", "gb200-nvl72", "pcie-l40s"}
+                                                                    "dgx-b200", "gb200-nvl72", "pcie-l40s", "mi300x-platform",
+                                                                    "mi325x-platform", "mi355x-platform"}

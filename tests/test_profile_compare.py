@@ -63,6 +63,18 @@ def test_kernel_kinds_and_nccl_names_as_hta_and_nccl_name_them():
     assert kernel_kind("Memcpy DtoD (Device -> Device)") == "memory"
     assert kernel_kind("Memset (Device)") == "memory"
     assert kernel_kind("void cudnn::bn_bw_1C11_kernel_new<float>") == "comp"
+    # HTA v0.6.0's patterns: RCCL's generic kernel is communication; a name holding Sync is neither
+    assert kernel_kind("ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)") == "comm"
+    assert kernel_kind("void cub::DeviceSyncKernel()") == "other" and kernel_kind("dma_copy") == "memory"
+
+
+def test_the_chrome_traces_ddpsim_writes_use_the_same_classifier():
+    from ddpsim.report.perfetto import hta_kernel_type
+
+    for name, kind in (("ncclDevKernel_AllReduce_Sum (bucket 3)", "COMMUNICATION"), ("backward", "COMPUTATION"),
+                       ("Memcpy DtoD", "MEMORY"), ("void cub::DeviceSyncKernel()", "OTHER")):
+        assert hta_kernel_type(name) == kind
+        assert kernel_kind(name) == {"COMMUNICATION": "comm", "COMPUTATION": "comp", "MEMORY": "memory", "OTHER": "other"}[kind]
 
 
 @pytest.mark.parametrize("gpu, preset", [
@@ -171,6 +183,65 @@ def test_a_gpu_bound_step_is_paced_by_the_device(tmp_path):
     assert f["exposed_comm_s"] == 0.0 and f["overlap_ratio"] == pytest.approx(1.0)
     # the second gradient is ready when the CPU has it AND the device finished conv_bwd
     assert effective_ready_s(st) == pytest.approx([(415 - 400) * 1e-6, (900 - 400) * 1e-6])
+
+
+def test_exposed_communication_hidden_in_ddps_copy_back_is_found(tmp_path):
+    """DDP's finalize (copy_bucket_to_grad, CPU 700..720) launches a copy-back kernel that waits
+    for the all-reduce (640..740) and runs 745..755. The device finishes DDP's backward at 755,
+    after the all-reduce: the model's backward still ends at 700 (its last autograd op; conv_bwd
+    ended at 630), the CPU's copy-back takes 700..720, the all-reduce is exposed 720..740, the
+    copy kernel (and its wait for its stream) 740..755, the optimizer 755..900."""
+    doc = hand_profile()
+    doc["traceEvents"] += [_x("torch.distributed.ddp.reducer::copy_bucket_to_grad", 700, 20, 2), _launch(710, 5, 2),
+                           _kernel("void at::native::copy_kernel", 745, 10, 5)]
+    (st,) = _steps(tmp_path, doc)
+    f = step_figures(st)
+    assert st.backward_cpu_end_s == pytest.approx(720e-6) and st.model_backward_cpu_end_s == pytest.approx(700e-6)
+    assert f["backward_s"] == pytest.approx(300e-6)
+    assert f["exposed_comm_s"] == pytest.approx(20e-6)
+    assert f["grad_copies_s"] == pytest.approx(20e-6 + 15e-6)
+    assert f["optimizer_s"] == pytest.approx(145e-6)
+    assert sum(f[k] for k in TERMS) == pytest.approx(f["step_s"])
+
+
+def test_what_paced_the_step_is_read_on_its_critical_path(tmp_path):
+    """The hand profile is host-bound (every boundary the CPU's). With an all-reduce running to
+    2000 us and the optimizer's kernel waiting for it (2005..2035), the step lasts 2035 us on its
+    critical path, of which 1300 us (700..2000) are exposed communication: communication-bound."""
+    (st,) = _steps(tmp_path, hand_profile(), "host.json")
+    f = step_figures(st)
+    assert f["bound"] == "host-bound" and f["paced"]["comm_s"] == pytest.approx(40e-6)
+    doc = hand_profile()
+    for e in doc["traceEvents"]:
+        if e["name"].startswith("ncclKernel"):
+            e["dur"] = 2000 - 640
+        if e["name"] == "sgd":
+            e["ts"] = 2005
+    (st,) = _steps(tmp_path, doc, "comm.json")
+    f = step_figures(st)
+    assert f["exposed_comm_s"] == pytest.approx(1300e-6) and f["optimizer_s"] == pytest.approx(35e-6)
+    assert f["step_s"] == pytest.approx(2035e-6)
+    assert f["paced"] == pytest.approx({"host_s": (80 + 300 + 300 + 10) * 1e-6 + f["other_s"], "device_s": 35e-6,
+                                        "comm_s": 1300e-6})
+    assert f["bound"] == "communication-bound"
+
+
+def test_device_work_inherited_from_before_the_profile_is_left_out(tmp_path):
+    """conv_fwd, launched at 120 us, starts at 330 instead of 130: nothing profiled ran on the
+    device before it, and every other op starts 10 us after its launch (the device's latency), so
+    the device was busy until 320 with work launched before the profile began. The step starts
+    there on its critical path (not at DDP's forward, 20 us), 300 us of inherited work."""
+    doc = hand_profile()
+    for e in doc["traceEvents"]:
+        if e["name"] == "conv_fwd":
+            e["ts"], e["dur"] = 330, 60
+    (st,) = _steps(tmp_path, doc)
+    assert st.inherited_s == pytest.approx(300e-6)
+    assert boundaries(st).start_s == pytest.approx(320e-6)
+    f = step_figures(st)
+    assert f["pre_forward_s"] == 0.0 and f["forward_s"] == pytest.approx(80e-6)
+    (plain,) = _steps(tmp_path, hand_profile(), "plain.json")
+    assert plain.inherited_s == 0.0 and boundaries(plain).start_s == pytest.approx(20e-6)
 
 
 def test_host_costs_from_the_hand_profile(tmp_path):
@@ -372,7 +443,8 @@ def test_effective_trace_counts_gradients(a100_steps):
         f = step_figures(st)
         assert (it.forward_s, it.optimizer_s) == pytest.approx((f["forward_s"], f["optimizer_s"]))
         last = max(r for r in it.grad_ready_s if r is not None)
-        assert last <= it.backward_s and it.backward_s == pytest.approx(f["backward_s"])
+        # the host's part of DDP's copy-back stays in the simulated backward (the last all-reduce hides under it)
+        assert last <= it.backward_s and it.backward_s == pytest.approx(f["backward_s"] + f["copy_back_host_s"])
     with pytest.raises(InputError, match="AccumulateGrad ops; expected"):
         effective_trace(trace, [a100_steps[0].__class__(**{**a100_steps[0].__dict__, "hooks": a100_steps[0].hooks[:-1]})], "p")
 
@@ -448,6 +520,79 @@ def test_every_ranks_profile_separates_the_wait(tmp_path):
     (row,) = data["buckets"]
     assert row["measured_transfer_bound_s"] == pytest.approx(40e-6) and row["measured_start_s"] == pytest.approx(680e-6)
     assert "cannot be separated" not in "\n".join(findings(data))
+
+
+def test_compare_without_recorded_bucket_sizes_does_not_claim_a_plan_check(tmp_path, capsys):
+    from ddpsim.cli.main import main
+
+    doc = hand_profile()
+    dims = iter([[[4]], [[6]]])  # record_shapes: the gradients' sizes, no bucket size recorded
+    for e in doc["traceEvents"]:
+        e["args"].pop("In msg nelems", None)
+        if e["name"] == "torch::autograd::AccumulateGrad":
+            e["args"]["Input Dims"] = next(dims)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "plan not checked (the profile records no bucket sizes)" in out and "matches" not in out
+
+
+def test_eight_ranks_with_a_late_one_separate_wait_and_transfer(tmp_path, capsys):
+    """Eight ranks on one host clock; rank 5 launches the all-reduce 60 us after the others (its
+    kernel starts at 700, theirs at 640) and every kernel ends at 740: the transfer it was built
+    with is 40 us, each other rank waited 60 us, for rank 5. The profiles are given out of rank
+    order: each is placed by its distributedInfo rank."""
+    from ddpsim.cli.main import main
+
+    late, arrive, transfer = 5, 640, 40
+    paths = []
+    for r in (3, 0, 7, 5, 1, 6, 2, 4):
+        doc = hand_profile()
+        doc["distributedInfo"].update(rank=r, world_size=8)
+        start = arrive + (60 if r == late else 0)
+        for e in doc["traceEvents"]:
+            if e["name"].startswith("ncclKernel"):
+                e["ts"], e["dur"] = start, arrive + 60 + transfer - start
+        paths.append(tmp_path / f"rank{r}.json")
+        paths[-1].write_text(json.dumps(doc))
+    assert main(["compare", *map(str, paths), "--out-dir", str(tmp_path), "--name", "late", "--no-plots"]) == 0
+    data = json.loads((tmp_path / "compare-late/compare.json").read_text())
+    (b,) = data["measured"]["buckets"]
+    assert b["ranks"] == 8 and b["last_rank"] == late
+    assert b["transfer_s"] == pytest.approx(transfer * 1e-6) and b["transfer_bound_s"] == pytest.approx(transfer * 1e-6)
+    assert b["wait_by_rank_s"] == pytest.approx({str(r): (0.0 if r == late else 60e-6) for r in range(8)})
+    by_rank = {r["rank"]: r for r in data["ranks"]}
+    assert sorted(by_rank) == list(range(8)) and by_rank[late]["waited_for"] is None
+    assert all(by_rank[r]["waited_for"] == late and by_rank[r]["wait_mean_s"] == pytest.approx(60e-6)
+               for r in range(8) if r != late)
+    (row,) = data["buckets"]
+    assert row["measured_transfer_s"] == pytest.approx(40e-6) and row["measured_last_rank"] == late
+    text = (tmp_path / "compare-late/summary.md").read_text()
+    assert "The last to arrive: rank 5." in text and "rank 0 0.06 ms (for rank 5)" in text
+
+
+def test_two_ddp_modules_are_not_checked_against_one_plan(tmp_path, capsys):
+    """A model with two DDP modules (two DistributedDataParallel.forward calls a step, e.g. a
+    recommender's dense parts): ddpsim plans one module, so neither the import nor compare says
+    its plan matches or differs from the run's buckets; both say it was not checked."""
+    from ddpsim.cli.main import main
+    from ddpsim.trace.profile import import_profile
+
+    doc = hand_profile()
+    doc["traceEvents"].append(_x("DistributedDataParallel.forward", 330, 50, 1, cat="user_annotation"))
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(doc))
+    imp = import_profile(path)
+    assert imp.ddp_modules == 2 and any(n.startswith("2 DDP modules") for n in imp.notes)
+    assert main(["trace", "--from-profile", str(path), "--out", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "match" not in out and "differ" not in out
+    assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "plan not checked (2 DDP modules; ddpsim plans one)" in out
+    data = json.loads((tmp_path / "compare-two/compare.json").read_text())
+    assert data["plan"]["matches"] is None and "not checked" in (tmp_path / "compare-two/summary.md").read_text()
 
 
 def test_a_gpu_bound_runs_step_is_its_devices_period():

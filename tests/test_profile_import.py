@@ -223,16 +223,40 @@ def test_record_shapes_dims_size_the_parameters_exactly(tmp_path, imports):
     assert [list(s) for s in got] == shapes
 
 
+def test_a_check_that_did_not_run_does_not_say_it_passed(tmp_path, imports):
+    """Gradients sized by record_shapes, with no bucket size recorded (record_param_comms without
+    'In msg nelems'): nothing was checked against bucket totals, and the mapping says so."""
+    exact = imports[(A100.name, "resnet50")].trace
+    shapes = [list(exact.params[i].shape) for i in exact.grad_ready_order]
+    with gzip.open(A100, "rt") as f:
+        doc = json.load(f)
+    steps = sorted((e for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    acc = sorted((e for e in doc["traceEvents"] if e.get("name") == "torch::autograd::AccumulateGrad"), key=lambda e: e["ts"])
+    for s in steps:
+        for e, shape in zip([e for e in acc if s["ts"] <= e["ts"] <= s["ts"] + s["dur"]], shapes, strict=True):
+            e["args"]["Input Dims"] = [shape]
+    for e in doc["traceEvents"]:
+        if e.get("name") == "record_param_comms" or e.get("cat") == "kernel":
+            e.get("args", {}).pop("In msg nelems", None)
+    path = tmp_path / "nobuckets.json"
+    path.write_text(json.dumps(doc))
+    imp = import_profile(path)
+    assert imp.mapping.method == "shapes" and not imp.recorded_bucket_numels()
+    assert "match" not in imp.mapping.detail and "not checked" in imp.mapping.detail
+
+
 def test_collectives_other_than_the_buckets_are_noted(tmp_path):
     """A run that also launches other NCCL collectives (model-parallel all_to_all, sharded
     all_gather) is still imported as DDP, with a note that ddpsim does not model them: the fixture
-    with its buffer broadcasts renamed to all-gathers."""
+    with its buffer broadcasts renamed to all-gathers (kernels and their record_param_comms)."""
     with gzip.open(A100, "rt") as f:
         doc = json.load(f)
     for e in doc["traceEvents"]:
         if e.get("name", "").startswith("ncclKernel_Broadcast_"):
             e["name"] = e["name"].replace("Broadcast", "AllGather")
             (e.get("args") or {}).pop("Collective name", None)
+        if e.get("name") == "record_param_comms" and e["args"].get("Collective name") == "broadcast":
+            e["args"]["Collective name"] = "allgather"
     path = tmp_path / "allgather.json"
     path.write_text(json.dumps(doc))
     notes = [n for n in import_profile(path).notes if n.startswith("besides DDP's bucket all-reduces")]

@@ -105,11 +105,17 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario) if args.scenario else None
     name = args.name or default_name(args.profiles[0])
     data = compare([i.source for i in imps], steps, trace=imps[0].trace, gpu_name=env.gpu_name, world_size=world,
-                   recorded_numels=imps[0].recorded_bucket_numels(), scenario=scenario, name=name)
+                   recorded_numels=imps[0].recorded_bucket_numels(), scenario=scenario, name=name,
+                   ranks=[i.environment.rank if i.environment.rank is not None else k for k, i in enumerate(imps)],
+                   ddp_modules=imps[0].ddp_modules)
     out = Path(args.out_dir) / f"compare-{name}"
     write_compare_report(data, out, plots=not args.no_plots)
     p, m = data["predicted"]["step_s"], data["measured"]["mean"]["step_s"]
+    plan = data["plan"]
+    said = ("plan not checked (the profile records no bucket sizes)" if not plan["recorded_numels"]
+            else f"plan not checked ({plan['ddp_modules']} DDP modules; ddpsim plans one)" if plan["matches"] is None
+            else f"plan {'matches' if plan['matches'] else 'differs from'} the run's")
     print(f"{name}: step predicted {p * 1e3:.2f} ms, measured {m * 1e3:.2f} ms ({100 * (p - m) / m:+.1f} %), "
-          f"{len(data['buckets'])} buckets; plan {'matches' if data['plan']['matches'] else 'differs from'} the run's")
+          f"{len(data['buckets'])} buckets; {said}")
     print(f"report: {out / 'summary.md'}")
     return 0

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     imp = import_profile(args.from_profile, model=args.model, seed=args.seed, command=_command(args))
     numels = imp.recorded_bucket_numels()
-    check = check_recorded_buckets(imp.trace, numels) if numels else None
+    check = check_recorded_buckets(imp.trace, numels) if numels and imp.ddp_modules == 1 else None
     trace = imp.trace
     if check is not None:
         trace = replace(trace, environment={**trace.environment, "recorded_bucket_numels": list(numels),

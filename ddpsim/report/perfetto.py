@@ -17,7 +17,7 @@ open the ``.gz`` directly; :func:`load_chrome_trace` reads one back. Layout of o
 * Compute and communication spans are GPU-kernel-like events: ``cat: "kernel"`` with an
   integer ``args.stream`` (what HTA uses to tell GPU kernels from CPU ops).
   Communication spans are named ``ncclDevKernel_<Op> (bucket k)``: HTA classifies
-  communication kernels by the regex ``^nccl.*Kernel`` only, so gloo runs use the same name
+  communication kernels by their names only (``^nccl``, :mod:`ddpsim.trace.profile.kernel_kinds`), so gloo runs use the same name
   with ``args.backend: "gloo"``.
 * The end-of-backward wait for communication is shown on the compute track as
   ``cat: "wait"`` without a stream: it is idle time, not a kernel, so HTA ignores it.
@@ -46,12 +46,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.io import write_bytes_atomic
 from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, SimResult
+from ddpsim.trace.profile.kernel_kinds import HTA_NAMES, kernel_kind
 from ddpsim.trace.profile.kineto import merge_intervals
 
 CPU_TID = 1
@@ -63,21 +63,10 @@ _COMM_OP = {"allreduce": "AllReduce_Sum", "broadcast": "Broadcast", "used_map_al
             "syncbn_allgather": "AllGather", "syncbn_allreduce": "AllReduce_Sum",
             "rebuild": "Broadcast"}
 _NOT_KERNELS = ("wait",)
-# HTA's kernel classification (hta/utils/utils.py): communication, memory, computation, other
-_HTA_COMM_RE = re.compile(r"^nccl.*Kernel")
-_HTA_MEMORY_RE = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
-_HTA_NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
-
-
 def hta_kernel_type(name: str) -> str:
-    """``COMMUNICATION``, ``MEMORY``, ``COMPUTATION`` or ``OTHER``, as HTA's ``get_kernel_type``."""
-    if _HTA_COMM_RE.match(name):
-        return "COMMUNICATION"
-    if _HTA_MEMORY_RE.match(name):
-        return "MEMORY"
-    if not _HTA_NOT_COMPUTE_RE.match(name):
-        return "COMPUTATION"
-    return "OTHER"
+    """``COMMUNICATION``, ``MEMORY``, ``COMPUTATION`` or ``OTHER``, as HTA's ``get_kernel_type``
+    (the one classifier, :func:`ddpsim.trace.profile.kernel_kinds.kernel_kind`)."""
+    return HTA_NAMES[kernel_kind(name)]
 
 
 def _us(t_s: float) -> int:

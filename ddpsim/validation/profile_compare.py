@@ -97,10 +97,14 @@ def simulate_profile(scenario: Any, trace: Trace) -> tuple[Any, Any]:
     return inputs, simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
 
 
-def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | None) -> dict[str, Any]:
+def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | None,
+                      copy_back: tuple[float, float] = (0.0, 0.0)) -> dict[str, Any]:
     """The simulation's steady-state figures on :data:`TERMS` (rank 0, mean over the steady
     iterations): its forward, backward, gradient-copy (copy-in and copy-out), optimizer and
-    zero_grad spans, the engine's exposed tail, ``other_s`` the measured one (an input),
+    zero_grad spans, the engine's exposed tail, ``other_s`` the measured one (an input), the
+    measured copy-back (``copy_back``: on the host, simulated inside the backward as it ran, and
+    on the device past the last all-reduce, added: the simulation charges no copies,
+    :func:`simulate_profile`) moved into ``grad_copies_s``,
     ``slower_rank_s`` the simulated step (its slowest rank's) minus rank 0's own iteration plus
     rank 0's wait for the buffer broadcast past ``host``'s pre-forward and enqueue (the other
     rank's arrival), and
@@ -121,7 +125,10 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     bcast = statistics.fmean(max(0.0, _span_total(result, it, ("wait",), "broadcast") - host_s) for it in steady)
     out["slower_rank_s"] = step - own + bcast
     out["pre_forward_s"] = step - sum(out[k] for k in TERMS if k not in ("pre_forward_s", "other_s"))
-    out["step_s"] = step + measured_other_s
+    copy_host, copy_device = copy_back
+    out["backward_s"] -= copy_host
+    out["grad_copies_s"] += copy_host + copy_device
+    out["step_s"] = step + measured_other_s + copy_device
     out["overlap_ratio_engine"] = s["overlap_ratio"]
     out["buckets"] = predicted_bucket_times(result)
     return out
@@ -155,7 +162,8 @@ def bucket_rows(predicted: list[dict[str, Any]], measured: list[dict[str, Any]],
                      "measured_launch_s": m["launch_s"], "measured_start_s": m["start_s"], "measured_duration_s": m["duration_s"],
                      "measured_transfer_bound_s": m["transfer_bound_s"], "measured_wait_mean_s": m["wait_mean_s"],
                      "measured_algorithm": m["algorithm"], "measured_protocol": m["protocol"],
-                     "measured_ran": m["ran"]})
+                     "measured_ran": m["ran"], "measured_transfer_s": m.get("transfer_s"),
+                     "measured_last_rank": m.get("last_rank")})
     return rows
 
 
@@ -196,7 +204,8 @@ def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dic
 
 
 def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *, trace: Trace, gpu_name: str | None,
-            world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare") -> dict[str, Any]:
+            world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare",
+            ranks: Sequence[int] | None = None, ddp_modules: int = 1) -> dict[str, Any]:
     """Predicted against measured for one profiled run (module docstring).
 
     Args:
@@ -207,6 +216,9 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
         recorded_numels: the buckets the run's DDP launched (elements, launch order).
         scenario: a :class:`~ddpsim.pipeline.scenario.Scenario` for the cluster and DDP options.
         name: the report's name.
+        ranks: each profile's rank (default: 0, 1, ... in ``profiles``' order).
+        ddp_modules: the run's DDP modules (the import's count): with more than one, ddpsim's one
+            plan is not checked against the run's buckets (``plan.matches`` None).
 
     Returns:
         The report's data (:func:`ddpsim.validation.profile_report.write_compare_report` writes it)."""
@@ -216,9 +228,9 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
     sc = profile_scenario(name=name, source=profiles[0], gpu_name=gpu_name, world_size=world_size, host=host, scenario=scenario)
     inputs, result = simulate_profile(sc, eff)
     meas = measured_summary(rank0, recorded_numels)
-    pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs)
-    if len(steps) > 1:
-        _last_rank_starts(meas["buckets"], steps, recorded_numels)
+    pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs,
+                             (meas["mean"]["copy_back_host_s"], meas["mean"]["copy_back_device_s"]))
+    rank_waits = _last_rank_starts(meas["buckets"], steps, recorded_numels, ranks) if len(steps) > 1 else []
     forced = forced_estimates(sc, world_size, pred["buckets"], meas["buckets"])
     buckets = bucket_rows(pred["buckets"], meas["buckets"], inputs.comm, forced)
     pred["overlap_ratio"] = _overlap_over_measured_kernels(pred["buckets"], rank0)
@@ -228,34 +240,58 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
             "comm": inputs.comm.describe() if hasattr(inputs.comm, "describe") else {"backend": inputs.backend},
             "bucket_cap_mb": sc.ddp.bucket_cap_mb, "num_steps": len(rank0), "steps": [st.step for st in rank0],
             "plan": {"predicted_numels": plan_numels, "recorded_numels": list(recorded_numels),
-                     "matches": list(recorded_numels) == plan_numels},
+                     "matches": list(recorded_numels) == plan_numels if ddp_modules == 1 else None,
+                     "ddp_modules": ddp_modules},
             "host_costs": {"measured": host.as_dict(), "defaults": HostCosts().as_dict(), **host_detail,
                            "launch_delays": launch_delays(rank0), "gpu_busy": busy_summary(rank0)},
-            "measured": meas, "predicted": pred, "terms": attribution(pred, meas["mean"]), "buckets": buckets}
+            "measured": meas, "predicted": pred, "terms": attribution(pred, meas["mean"]), "buckets": buckets,
+            "ranks": rank_waits}
 
 
 def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[StepTimeline]],
-                      numels: Sequence[int] | None) -> None:
-    """With every rank's profile: per bucket, the median over steps of the last rank's kernel
-    start (all ranks on one host clock), and the transfer as rank 0's end minus it."""
+                      numels: Sequence[int] | None, ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """With every rank's profile (all on one host clock): per bucket and step, each rank's kernel
+    start (its arrival) and end; the collective's transfer runs from the last arrival to the last
+    completion (as PyTorch's profile-guided estimator measures collectives), each rank's wait
+    from its own arrival to the last one. Per bucket (medians over the steps): ``start_s`` the
+    last arrival (from rank 0's effective start), ``transfer_s`` and ``transfer_bound_s`` (its
+    median and shortest), ``last_rank`` (the rank that arrived last most often) and
+    ``wait_by_rank_s``. Returns per rank its mean wait per bucket and whom it waited for."""
+    ranks = list(ranks) if ranks is not None else list(range(len(steps)))
     by_step = [{st.step: st for st in rank} for rank in steps]
     common = sorted(set.intersection(*(set(d) for d in by_step)))
+    waits: dict[int, list[float]] = {r: [] for r in ranks}
+    waited_for: dict[int, list[int]] = {r: [] for r in ranks}
     for b in buckets:
-        starts, transfers = [], []
+        starts, transfers, lasts, per_rank = [], [], [], {r: [] for r in ranks}
         for n in common:
             ks = []
             for st in (d[n] for d in by_step):
                 idx = bucket_kernels(st, numels)
                 if b["bucket"] < len(idx):
-                    ks.append((st, st.allreduces[idx[b["bucket"]]]))
-            if len(ks) == len(by_step):
-                t0 = ks[0][0].start_us * 1e-6 + boundaries(ks[0][0]).start_s
-                last = max(st.start_us * 1e-6 + k.start_s for st, k in ks)
-                starts.append(last - t0)
-                transfers.append(ks[0][0].start_us * 1e-6 + ks[0][1].end_s - last)
+                    k = st.allreduces[idx[b["bucket"]]]
+                    ks.append((st.start_us * 1e-6 + k.start_s, st.start_us * 1e-6 + k.end_s))
+            if len(ks) != len(by_step):
+                continue
+            t0 = by_step[0][n].start_us * 1e-6 + boundaries(by_step[0][n]).start_s
+            arrive = max(a for a, _ in ks)
+            last = ranks[max(range(len(ks)), key=lambda j: (ks[j][0], -j))]
+            starts.append(arrive - t0)
+            transfers.append(max(e for _, e in ks) - arrive)
+            lasts.append(last)
+            for r, (a, _) in zip(ranks, ks):
+                per_rank[r].append(arrive - a)
+                if arrive - a > 0:
+                    waited_for[r].append(last)
         if starts:
-            b["start_s"], b["transfer_bound_s"] = median_or_none(starts), min(transfers)
+            b["start_s"], b["transfer_s"], b["transfer_bound_s"] = median_or_none(starts), median_or_none(transfers), min(transfers)
+            b["last_rank"] = statistics.mode(lasts)
+            b["wait_by_rank_s"] = {str(r): median_or_none(w) for r, w in per_rank.items()}
             b["ranks"] = len(steps)
+            for r, w in per_rank.items():
+                waits[r].append(median_or_none(w))
+    return [{"rank": r, "wait_mean_s": statistics.fmean(waits[r]) if waits[r] else None,
+             "waited_for": statistics.mode(waited_for[r]) if waited_for[r] else None} for r in ranks]
 
 
 def _overlap_over_measured_kernels(predicted: list[dict[str, Any]], steps: Sequence[StepTimeline]) -> float | None:

@@ -34,23 +34,32 @@ def findings(data: dict[str, Any]) -> list[str]:
     pred, meas = data["predicted"], data["measured"]["mean"]
     busy = data["host_costs"]["gpu_busy"]
     err = pred["step_s"] - meas["step_s"]
-    bound = "host-bound" if busy["gpu_busy_s"] < 0.8 * busy["step_s"] else "GPU-bound"
+    bound = meas.get("bound", "host-bound")
+    shares = meas.get("paced", {})
     terms = sorted((t for t in data["terms"] if t["error_s"]), key=lambda t: -abs(t["error_s"]))
     out = [f"Step: predicted {_ms(pred['step_s'])}, measured {_ms(meas['step_s'])} (mean of {data['num_steps']} steps), "
-           f"error {100 * err / meas['step_s']:+.1f} %. The run is {bound}: {_ms(busy['gpu_busy_s'])} of device work "
-           f"(kernels, copies, sets merged) per {_ms(busy['step_s'])} step. The prediction follows the step's critical "
+           f"error {100 * err / meas['step_s']:+.1f} %. The run is {bound} on its critical path (host "
+           f"{_ms(shares.get('host_s', 0.0))}, device {_ms(shares.get('device_s', 0.0))}, exposed communication "
+           f"{_ms(shares.get('comm_s', 0.0))} per step; {_ms(busy['gpu_busy_s'])} of device work, kernels, copies and "
+           f"sets merged, per {_ms(busy['step_s'])} step). The prediction follows the step's critical "
            "path (a phase begins when the CPU reaches it and the device has finished the work before it), so the "
            "compute is the profile's and the error is "
            "what the simulation adds: " + ("; ".join(_term_error(t) for t in terms[:4]) or "nothing") + "."]
     if "grad_copies" in {t["term"] for t in terms}:
-        out.append(f"grad_copies: the simulation charged DDP's gradient copies {_ms(pred['grad_copies_s'])} although a "
-                   "profile's backward already holds them (the reducer's mul_out and copy_bucket_to_grad).")
+        out.append(f"grad_copies: the simulation charged DDP's gradient copies {_ms(pred['grad_copies_s'])} where the "
+                   f"profile measured {_ms(meas['grad_copies_s'])} (the copy-in runs inside the measured backward; the "
+                   "copy-back is the measured one, carried into the prediction).")
     if "slower_rank" in {t["term"] for t in terms}:
         out.append(f"slower_rank: the simulated step waits {_ms(pred['slower_rank_s'])} on average for the slower rank: every "
                    "rank's compute is drawn per step from the profile's step-to-step spread and the engine's CPU meets its "
                    "device once per step, so each step pays the larger of the ranks' draws. A rank whose CPU runs ahead "
                    "of its collectives (a host-bound run's) absorbs such fluctuations instead; one rank's profile cannot "
                    "say how much of this term the real run paid.")
+    inherited = [(f["step"], f["inherited_s"]) for f in data["measured"]["steps"] if f.get("inherited_s", 0.0) > 0]
+    if inherited:
+        out.append("Inherited device work: " + ", ".join(f"ProfilerStep#{n} began {_ms(t)} before the device finished work "
+                                                         "launched before the profile" for n, t in inherited)
+                   + "; that work is left out (the step starts when the device freed), so it does not lengthen the step.")
     out.append(_plan_finding(data["plan"]))
     out += _comm_findings(data)
     out.append(_overlap_finding(pred, meas))
@@ -63,6 +72,9 @@ def _plan_finding(plan: dict[str, Any]) -> str:
         return (f"Buckets: the profile does not record the run's bucket sizes (its record_param_comms ops carry no "
                 f"'In msg nelems'); ddpsim's plan ({', '.join(f'{n:,}' for n in plan['predicted_numels'])} elements) is "
                 "matched with the run's all-reduces by index below.")
+    if plan["matches"] is None:
+        return (f"Buckets: the run has {plan.get('ddp_modules', 2)} DDP modules, each with its own buckets; ddpsim plans one "
+                "module, so its plan is not checked against the run's buckets, and buckets are matched by index below.")
     if plan["matches"]:
         return (f"Buckets: ddpsim's plan equals the run's own {len(plan['recorded_numels'])} buckets "
                 f"({', '.join(f'{n:,}' for n in plan['recorded_numels'])} elements, launch order).")
@@ -99,11 +111,34 @@ def _comm_findings(data: dict[str, Any]) -> list[str]:
         text += (f" A line through the fastest kernels: {_ms(line['fixed_s'])} + {bw}. A transfer grows with the bytes; "
                  "what does not is waiting: an NCCL kernel starts when its rank launches it and spins until the peers "
                  "arrive, so its duration holds the wait for the slowest rank.")
+    if ranks:
+        text += " " + _rank_text(data)
     if not ranks:
         text += (" With one rank's profile the wait cannot be separated from the transfer (the fastest kernel is an "
                  "upper bound on it): give every rank's profile to measure it. The gap between the model and the "
                  "fastest kernel is therefore the per-bucket collective term's upper bound, not its measured error.")
     return [text]
+
+
+def _rank_text(data: dict[str, Any]) -> str:
+    """Every rank's profile: the transfers (last arrival to last completion) against the model,
+    and per rank whom it waited for."""
+    bs = [b for b in data["buckets"] if b.get("measured_transfer_s") is not None]
+    out = []
+    if bs:
+        model_err = [b["model_s"] - b["measured_transfer_s"] for b in bs]
+        out.append(f"With every rank's profile each all-reduce's transfer (the last rank's arrival to the last completion) "
+                   f"is {_ms(min(b['measured_transfer_s'] for b in bs))} to {_ms(max(b['measured_transfer_s'] for b in bs))} "
+                   f"(median over steps); the NCCL model is off by {_ms(min(model_err))} to {_ms(max(model_err))} on "
+                   "the transfers alone.")
+        lasts = sorted({b["measured_last_rank"] for b in bs if b.get("measured_last_rank") is not None})
+        out.append(f"The last to arrive: rank {', '.join(map(str, lasts))}.")
+    waiting = [r for r in data.get("ranks", []) if r["wait_mean_s"]]
+    if waiting:
+        out.append("Per rank, its mean wait per bucket and for whom: " + "; ".join(
+            f"rank {r['rank']} {_ms(r['wait_mean_s'])}" + (f" (for rank {r['waited_for']})" if r["waited_for"] is not None else "")
+            for r in waiting) + ".")
+    return " ".join(out)
 
 
 def _overlap_finding(pred: dict[str, Any], meas: dict[str, Any]) -> str:

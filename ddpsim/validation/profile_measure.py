@@ -8,13 +8,16 @@ is taken as ``max(CPU time, end of the device work launched before it)``:
 * ``pre_forward``: DDP's forward start to the module's first kernel-launching op (DDP's
   ``_pre_forward`` and ``_sync_buffers``'s flatten, broadcast, unflatten and copies);
 * ``forward``: from there to the backward's start (the loss included);
-* ``backward``: the profile import's backward window (its first ``evaluate_function`` op, or its
-  first kernel, to DDP's last op in it, or its last kernel);
-* ``grad_copies``: 0 -- DDP's gradient copies into and out of the buckets run inside the
-  profiled backward (the simulation charges them nothing for that reason; a nonzero predicted
-  term would be counted twice);
-* ``exposed_comm``: the last bucket all-reduce's end past the backward's end (0 when earlier);
-* ``optimizer``: ``Optimizer.step#`` and its kernels past the backward's end and the exposed tail;
+* ``backward``: the model's backward: from the import's backward start to the later of its last
+  ``evaluate_function`` op's end and the device finishing the work launched before it (the
+  copy-in of gradients into buckets included: it runs inside it);
+* ``grad_copies``: DDP's copy-back after the model's backward -- the CPU's finalize
+  (``copy_bucket_to_grad``) to DDP's last op, and the copy kernels past the last all-reduce
+  (the simulation charges no copies: the measured term is carried into the prediction);
+* ``exposed_comm``: the last bucket all-reduce's end past both the model's backward and the
+  CPU's end of DDP's work (0 when earlier), wherever the device waits for it: in DDP's copy-back
+  kernels or in the optimizer's;
+* ``optimizer``: ``Optimizer.step#`` and its kernels past DDP's effective end;
 * ``zero_grad`` (``Optimizer.zero_grad#``) and ``other``: the rest of the ``ProfilerStep`` span;
 * ``slower_rank``: 0 -- the profiled rank's own step (the simulation's step is its slowest
   rank's: the simulated job minus rank 0's own iteration, and rank 0's wait for the other
@@ -63,7 +66,7 @@ def intersection_s(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, fl
 
 def hta_overlap_ratio(intervals: Sequence[tuple[float, float, str]]) -> float | None:
     """HolisticTraceAnalysis's computation-communication overlap of ``(start, end, kind)``
-    device intervals (``kind`` from :func:`~ddpsim.validation.profile_timeline.kernel_kind`):
+    device intervals (``kind`` from :func:`~ddpsim.trace.profile.kernel_kinds.kernel_kind`):
     communication and computation kernels each merged into disjoint intervals, the time both
     run over the merged communication time (memory copies count as neither). None without
     communication."""
@@ -82,6 +85,7 @@ class Boundaries:
     start_s: float
     module_s: float
     backward_s: float
+    model_backward_end_s: float
     backward_end_s: float
     optimizer_end_s: float
 
@@ -97,9 +101,51 @@ def boundaries(st: StepTimeline) -> Boundaries:
     start = _later(st.forward_start_s, g["forward"])
     module = max(start, _later(st.module_start_s, g["module"]))
     bwd = max(module, _later(st.backward_cpu_start_s, g["backward"]))
-    bwd_end = max(bwd, _later(st.backward_cpu_end_s, g["backward_end"]))
+    model_end = max(bwd, _later(st.model_backward_cpu_end_s, g["model_backward_end"]))
+    bwd_end = max(model_end, _later(st.backward_cpu_end_s, g["backward_end"]))
     opt_end = max(bwd_end, _later(st.optimizer_cpu_end_s, g["optimizer_end"]))
-    return Boundaries(start_s=start, module_s=module, backward_s=bwd, backward_end_s=bwd_end, optimizer_end_s=opt_end)
+    return Boundaries(start_s=start, module_s=module, backward_s=bwd, model_backward_end_s=model_end, backward_end_s=bwd_end,
+                      optimizer_end_s=opt_end)
+
+
+def _tail(st: StepTimeline, b: Boundaries) -> tuple[float, float, float, float]:
+    """DDP's gradient copy-back, the exposed communication and where the optimizer's share
+    starts (module docstring): after the model's backward (``t1``) the CPU runs DDP's finalize
+    to ``h``; the last all-reduce's end past ``h`` is exposed (``t2``), whether the device waits
+    for it in the copy-back kernels or in the optimizer's; the copy-back's device work ends at
+    DDP's effective end (``t3``). Returns the copy-back on the host (``h - t1``) and on the device
+    past the all-reduce (``t3 - t2``), the exposed communication and ``t3``."""
+    last_end = max((k.end_s for k in st.allreduces), default=-math.inf)
+    t1 = b.model_backward_end_s
+    h = max(t1, st.backward_cpu_end_s)
+    t2 = max(h, last_end)
+    t3 = max(t2, b.backward_end_s)
+    return h - t1, t3 - t2, t2 - h, t3
+
+
+def paced(st: StepTimeline, f: dict[str, Any]) -> dict[str, float]:
+    """The step's critical path by what paced it (docs/MODEL.md, "Comparing with a profile"):
+    ``host_s`` the phases whose end the CPU reached last (DDP's host copy-back, zero_grad and
+    the time outside the phases included), ``device_s`` those whose end the device reached
+    last (the copy-back kernels included), ``comm_s`` the exposed communication."""
+    g = st.gpu_done
+    cpu_last = {"pre_forward_s": st.module_start_s >= (g["module"] or -math.inf),
+                "forward_s": st.backward_cpu_start_s >= (g["backward"] or -math.inf),
+                "backward_s": st.model_backward_cpu_end_s >= (g["model_backward_end"] or -math.inf),
+                "optimizer_s": st.optimizer_cpu_end_s >= (g["optimizer_end"] or -math.inf)}
+    host = sum(f[k] for k, c in cpu_last.items() if c) + f["copy_back_host_s"] + f["zero_grad_s"] + max(0.0, f["other_s"])
+    device = sum(f[k] for k, c in cpu_last.items() if not c) + f["copy_back_device_s"]
+    return {"host_s": host, "device_s": device, "comm_s": f["exposed_comm_s"]}
+
+
+#: the labels of what paced a step, by the largest share of its critical path (:func:`paced`)
+BOUND = {"host_s": "host-bound", "device_s": "device-bound", "comm_s": "communication-bound"}
+
+
+def bound_of(shares: dict[str, float]) -> str:
+    """``host-bound``, ``device-bound`` or ``communication-bound``: the largest of :func:`paced`'s
+    shares (ties to the first in that order)."""
+    return BOUND[max(BOUND, key=lambda k: shares[k])]
 
 
 def step_period_s(st: StepTimeline, nxt: StepTimeline | None) -> float:
@@ -137,14 +183,17 @@ def step_figures(st: StepTimeline, nxt: StepTimeline | None = None, numels: Sequ
     ``step_s``, :func:`step_period_s` with the next step ``nxt``), HTA's overlap and per bucket
     (:func:`bucket_kernels` of ``numels``) launch/start/end from the step's effective start."""
     b = boundaries(st)
-    last_end = max((k.end_s for k in st.allreduces), default=-math.inf)
-    exposed = max(0.0, last_end - b.backward_end_s)
+    copy_host, copy_device, exposed, t3 = _tail(st, b)
     out: dict[str, Any] = {
         "step": st.step, "step_s": step_period_s(st, nxt), "pre_forward_s": b.module_s - b.start_s, "forward_s": b.backward_s - b.module_s,
-        "backward_s": b.backward_end_s - b.backward_s, "grad_copies_s": 0.0, "exposed_comm_s": exposed,
-        "optimizer_s": max(0.0, b.optimizer_end_s - b.backward_end_s - exposed), "zero_grad_s": st.zero_grad_s,
+        "backward_s": b.model_backward_end_s - b.backward_s, "grad_copies_s": copy_host + copy_device, "exposed_comm_s": exposed,
+        "optimizer_s": max(0.0, b.optimizer_end_s - t3), "zero_grad_s": st.zero_grad_s,
         "slower_rank_s": 0.0}
     out["other_s"] = out["step_s"] - sum(out[k] for k in TERMS[:-1])
+    out["copy_back_host_s"], out["copy_back_device_s"] = copy_host, copy_device
+    out["inherited_s"] = st.inherited_s
+    out["paced"] = paced(st, out)
+    out["bound"] = bound_of(out["paced"])
     out["overlap_ratio"] = hta_overlap_ratio(st.intervals)
     picked = [(j, st.allreduces[j]) for j in bucket_kernels(st, numels)]
     out["buckets"] = [{"bucket": i, "numel": k.numel, "launch_s": (st.launches[j].start_s if j < len(st.launches) else k.start_s) - b.start_s,
@@ -180,7 +229,8 @@ def effective_trace(trace: Trace, steps: Sequence[StepTimeline], source: str) ->
         for p, r in zip(order, ready):
             per_param[p] = r
         f = step_figures(st)
-        samples.append(IterationSample(forward_s=f["forward_s"], backward_s=max(f["backward_s"], max(ready)),
+        # the host's copy-back stays in the simulated backward: the last all-reduce hides under it as it ran
+        samples.append(IterationSample(forward_s=f["forward_s"], backward_s=max(f["backward_s"] + f["copy_back_host_s"], max(ready)),
                                        optimizer_s=f["optimizer_s"], zero_grad_s=f["zero_grad_s"], grad_ready_s=tuple(per_param)))
     synthetic = {"kind": "profile-critical-path", "source": source,
                  "method": "phases and gradient-ready times as max(CPU time, GPU time) on the profile's timelines "
@@ -227,9 +277,11 @@ def measured_summary(steps: Sequence[StepTimeline], numels: Sequence[int] | None
     :data:`TERMS`, and HTA's overlap over all the steps' device intervals (as
     ``get_comm_comp_overlap`` takes a whole trace)."""
     figs = [step_figures(st, nxt, numels) for st, nxt in zip(steps, list(steps[1:]) + [None])]
-    mean = {k: statistics.fmean(f[k] for f in figs) for k in ("step_s",) + TERMS}
+    mean = {k: statistics.fmean(f[k] for f in figs) for k in ("step_s", "copy_back_host_s", "copy_back_device_s") + TERMS}
     mean["overlap_ratio"] = hta_overlap_ratio([(st.start_us * 1e-6 + a, st.start_us * 1e-6 + b, k)
                                                for st in steps for a, b, k in st.intervals])
+    shares = {k: statistics.fmean(f["paced"][k] for f in figs) for k in BOUND}
+    mean["paced"], mean["bound"] = shares, bound_of(shares)
     return {"steps": [{k: v for k, v in f.items() if k != "buckets"} for f in figs], "mean": mean,
             "buckets": _measured_buckets(figs)}
 

@@ -16,9 +16,9 @@ it by ``args.correlation``. Per ``ProfilerStep#N`` this module takes:
 * DDP's bucket launches: ``c10d::allreduce_`` in the backward, with the
   ``record_param_comms`` it holds (``ProcessGroupNCCL::collective``: stream sync, ``ncclAllReduce``);
 * every device interval, classified as HolisticTraceAnalysis classifies kernels
-  (``hta/utils/utils.py`` ``get_kernel_type``: a name starting ``nccl`` (or holding ``gloo``) is
-  communication, one holding ``Memcpy``/``Memset`` memory, anything else computation);
-* the NCCL all-reduce kernels launched in the backward (DDP's buckets, and its used-map
+  (:func:`~ddpsim.trace.profile.kernel_kinds.kernel_kind`, the one classifier);
+* the NCCL (or RCCL) all-reduce kernels launched in the backward -- the collective as the
+  launch's ``record_param_comms`` names it (:func:`~ddpsim.trace.profile.nccl_kernels.collective_of`) (DDP's buckets, and its used-map
   all-reduce with ``find_unused_parameters``; start, duration, ``In msg nelems``) in launch order;
 * the calls that launch device work (:data:`~ddpsim.trace.profile.steps.KERNEL_LAUNCHES`; count and CPU time).
 
@@ -27,29 +27,20 @@ Times in :class:`StepTimeline` are seconds from the step's ``ProfilerStep`` star
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import math
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.trace.profile import nccl_kernels
+from ddpsim.trace.profile.kernel_kinds import kernel_kind
 from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, read_profile
-from ddpsim.trace.profile.steps import (ACCUMULATE_GRAD, COMMS_OP, KERNEL_LAUNCHES, Launched, StepOps, Timeline,
+from ddpsim.trace.profile.steps import (ACCUMULATE_GRAD, BACKWARD_OP, COMMS_OP, KERNEL_LAUNCHES, Launched, StepOps, Timeline,
                                         phase_windows, profiler_steps)
 
 _EVALUATE_ACCUMULATE = "autograd::engine::evaluate_function: " + ACCUMULATE_GRAD
-
-
-def kernel_kind(name: str) -> str:
-    """``comm``, ``memory`` or ``comp``: HolisticTraceAnalysis's kernel types
-    (``get_kernel_type``: ``is_comm_kernel`` -- a name starting with ``nccl`` or holding ``gloo`` --,
-    ``is_memory_kernel`` -- ``Memcpy`` or ``Memset`` in the name --, else computation)."""
-    if name.startswith("nccl") or "gloo" in name.lower():
-        return "comm"
-    if "Memcpy" in name or "Memset" in name:
-        return "memory"
-    return "comp"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,7 +89,7 @@ class StepTimeline:
 
     ``module_start_s``: the module's forward began on the CPU (DDP's pre-forward, buffer
     broadcast included, is ``forward_start_s`` to it). ``gpu_done`` maps each CPU time of
-    ``forward``, ``module``, ``backward``, ``backward_end`` and ``optimizer_end`` to when the
+    ``forward``, ``module``, ``backward``, ``model_backward_end``, ``backward_end`` and ``optimizer_end`` to when the
     device finished the non-communication work launched before it (None: nothing launched).
     ``intervals``: every device interval launched in the step, ``(start_s, end_s, kind)``.
     """
@@ -111,6 +102,7 @@ class StepTimeline:
     zero_grad_s: float
     backward_cpu_start_s: float
     backward_cpu_end_s: float
+    model_backward_cpu_end_s: float  # the model's last autograd op ended (DDP's finalize, its copy-back, follow)
     optimizer_cpu_start_s: float
     optimizer_cpu_end_s: float
     gpu_done: dict[str, float | None]
@@ -120,6 +112,8 @@ class StepTimeline:
     intervals: tuple[tuple[float, float, str], ...]
     kernel_launches: int
     kernel_launch_s: float
+    #: device work the step inherited from before the profile (its first op waited for it), seconds
+    inherited_s: float = 0.0
 
 
 def step_timelines(profile: KinetoProfile | str | Path, source: str | None = None) -> tuple[StepTimeline, ...]:
@@ -152,6 +146,24 @@ class _Index:
         self._done: list[float] = []
         for _, end in work:
             self._done.append(max(end, self._done[-1]) if self._done else end)
+        #: the longest launch-to-start time of an op that found the device idle (all the profiled work
+        #: launched before it done), the profile's first op aside: the device's launch latency, at worst
+        launched = [lz for lz in self.timeline.launched if kernel_kind(lz.op.name) != "comm"]
+        self.latency_us = max((lz.op.ts - lz.launch_us for k, lz in enumerate(launched[1:], 1)
+                               if self._done[k - 1] < lz.launch_us), default=0.0)
+
+    def inherited_until(self, s: StepOps) -> float | None:
+        """Where the step's first device op (launch order) started later than its launch, the
+        device's launch latency (:attr:`latency_us`) and the profiled work before it allow, the
+        device was running work the profile does not hold (launched before profiling began): the
+        time it freed (its start minus the latency); None where the profile explains the start."""
+        first = next((lz for lz in s.launched if kernel_kind(lz.op.name) != "comm"), None)
+        if first is None:
+            return None
+        k = bisect_left(self._launch_ts, first.launch_us)
+        prior = self._done[k - 1] if k else float("-inf")
+        free = first.op.ts - self.latency_us
+        return free if free > max(first.launch_us, prior) else None
 
     def done_before(self, t: float) -> float | None:
         """When the device finished every non-communication event launched before ``t`` (None: none was)."""
@@ -177,19 +189,26 @@ def _step(ix: _Index, s: StepOps, source: str) -> StepTimeline | None:
     s_of: Callable[[float], float] = lambda t: (t - t0) * 1e-6  # noqa: E731 - microseconds -> seconds from the step start
     module = _module_start(ix, s, ops, ddp) if ddp is not None else w.forward.start
     calls = [r for r in s.runtime if r.name in KERNEL_LAUNCHES]
+    model_end = max(_end(o) for o in bwd_ops if o.name.startswith(BACKWARD_OP))
+    inherited = ix.inherited_until(s)
+    done_fwd = ix.done_before(w.forward.start)
+    if inherited is not None:
+        done_fwd = max(done_fwd or inherited, inherited)
     return StepTimeline(
         step=s.step, start_us=t0, step_s=span.dur * 1e-6, forward_start_s=s_of(w.forward.start),
         module_start_s=s_of(module), zero_grad_s=zero.dur * 1e-6 if zero is not None else 0.0,
         backward_cpu_start_s=s_of(w.backward.start), backward_cpu_end_s=s_of(w.backward.end),
-        optimizer_cpu_start_s=s_of(w.optimizer.start if w.optimizer_annotated else w.backward.end),
+        model_backward_cpu_end_s=s_of(model_end), optimizer_cpu_start_s=s_of(w.optimizer.start if w.optimizer_annotated else w.backward.end),
         optimizer_cpu_end_s=s_of(opt_end),
-        gpu_done={k: _opt(ix.done_before(t), s_of) for k, t in (
-            ("forward", w.forward.start), ("module", module), ("backward", w.backward.start),
-            ("backward_end", w.backward.end), ("optimizer_end", opt_end))},
+        inherited_s=(inherited - max(w.forward.start, ix.done_before(w.forward.start) or -math.inf)) * 1e-6
+        if inherited is not None else 0.0,
+        gpu_done={"forward": _opt(done_fwd, s_of), **{k: _opt(ix.done_before(t), s_of) for k, t in (
+            ("module", module), ("backward", w.backward.start),
+            ("model_backward_end", model_end), ("backward_end", w.backward.end), ("optimizer_end", opt_end))}},
         hooks=_hooks(bwd_ops, ix, s_of),
         launches=tuple(BucketLaunch(start_s=s_of(a.ts), op_s=a.dur * 1e-6, enqueue_s=q) for a, q in _launches(bwd_ops)),
         allreduces=tuple(_comm_kernel(ix, lz.op, s_of) for lz in _by_start(s.launched) if w.backward.holds(lz.launch_us)
-                         and kernel_kind(lz.op.name) == "comm" and "AllReduce" in lz.op.name),
+                         and kernel_kind(lz.op.name) == "comm" and nccl_kernels.collective_of(lz.op) == "allreduce"),
         intervals=tuple((s_of(lz.op.ts), s_of(lz.op.end), kernel_kind(lz.op.name)) for lz in _by_start(s.launched)),
         kernel_launches=len(calls), kernel_launch_s=sum(c.dur for c in calls) * 1e-6)
 

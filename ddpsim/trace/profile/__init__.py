@@ -11,8 +11,8 @@ docs/MODEL.md, "How a profile becomes a trace", says how each figure is taken.
 """
 
 from ddpsim.trace.profile.importer import import_profile
-from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, HostCosts, ParamMapping, PhaseTimes,
+from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, StepHostTimes, ParamMapping, PhaseTimes,
                                          ProfileEnvironment, ProfileImport, ProfileIteration, RecordedBucket)
 
 __all__ = ["import_profile", "ProfileImport", "ProfileIteration", "ProfileEnvironment", "PhaseTimes",
-           "RecordedBucket", "CollectiveKernel", "BucketCollective", "HostCosts", "ParamMapping"]
+           "RecordedBucket", "CollectiveKernel", "BucketCollective", "StepHostTimes", "ParamMapping"]

@@ -20,7 +20,7 @@ from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.dtypes import ddpsim_dtype
 from ddpsim.trace.profile.kineto import KinetoProfile, read_profile
 from ddpsim.trace.profile.mapping import GradInfo, map_params
-from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, HostCosts, PhaseTimes, ProfileEnvironment,
+from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, StepHostTimes, PhaseTimes, ProfileEnvironment,
                                          ProfileImport, ProfileIteration, RecordedBucket)
 from ddpsim.trace.records import IterationSample, Trace, trace_from_dict
 from ddpsim.units import DTYPE_SIZE_BYTES
@@ -54,7 +54,7 @@ def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *
     trace = _trace(prof, iterations, built, mapping_out, env, model=model, command=command)
     return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations, collectives=kernels,
                          bucket_collectives=_bucket_collectives(kernels, len(iterations)), mapping=mapping_out.mapping,
-                         model=model, notes=tuple(built.notes + list(mapping_out.notes)))
+                         model=model, notes=tuple(built.notes + list(mapping_out.notes)), ddp_modules=built.ddp_modules)
 
 
 class _Steps:
@@ -72,8 +72,20 @@ class _Steps:
         self.grad_shapes: list[list[tuple[int, ...] | None]] = []
         self.grad_work: list[list[float]] = []
         self.devices = {g.device for g in prof.gpu if g.device is not None}
-        for number, window in windows:
-            self._add(timeline.step(number, window))
+        cut = [timeline.step(number, window) for number, window in windows]
+        partial = [ops for ops in cut if not any(o.name == st.ACCUMULATE_GRAD for o in ops.cpu)]
+        if len(partial) < len(cut):  # a step cut short by the profile's end (or before its backward) is left out
+            cut = [ops for ops in cut if ops not in partial]
+            if partial:
+                self.notes.append(f"{', '.join(f'ProfilerStep#{ops.step}' for ops in partial)}: no backward "
+                                  f"(no {st.ACCUMULATE_GRAD} op; the profile ends or starts inside it): left out")
+        for ops in cut:
+            self._add(ops)
+        self.ddp_modules = max(1, sum(1 for o in cut[-1].cpu if o.name == "DistributedDataParallel.forward")) if cut else 1
+        if self.ddp_modules > 1:
+            self.notes.append(f"{self.ddp_modules} DDP modules (DistributedDataParallel.forward calls per step), each with its "
+                              "own buckets: their all-reduces are imported together, and ddpsim's one plan is not checked "
+                              "against them")
         self._note_other_collectives()
         layouts = {tuple(b.numel for b in it.buckets) for it in self.iterations}
         if len(layouts) > 1:
@@ -201,7 +213,7 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
     t0 = s.window.start
     nccl = [lz for lz in s.launched if lz.op.is_nccl]
     backward_allreduce = [lz for lz in nccl if w.backward.holds(lz.launch_us)
-                          and ((lz.op.args or {}).get("Collective name") or nccl_kernels.collective(lz.op.name)) == "allreduce"]
+                          and nccl_kernels.collective_of(lz.op) == "allreduce"]
     by_order = {id(lz): k for k, lz in enumerate(backward_allreduce)} if not by_ext else {}
     out = []
     for lz in nccl:
@@ -214,14 +226,14 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
         bucket = by_ext.get(g.ext_id) if by_ext else by_order.get(id(lz))
         numel, algorithm, protocol, ran = nccl_kernels.launch(g, prof)
         out.append(CollectiveKernel(
-            iteration=index, collective=str(args.get("Collective name") or nccl_kernels.collective(g.name) or "unknown"),
+            iteration=index, collective=nccl_kernels.collective_of(g) or "unknown",
             bucket_index=bucket, numel=numel, dtype=dtype, start_s=(g.ts - t0) * US,
             duration_s=g.dur * US, algorithm=algorithm, protocol=protocol, ran=ran,
             channels=nccl_kernels.channels(g.grid), launch_cpu_s=(lz.launch_us - t0) * US))
     return sorted(out, key=lambda c: c.start_s)
 
 
-def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> HostCosts:
+def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> StepHostTimes:
     def total(name: str) -> tuple[float, int]:
         xs = [o.dur for o in s.cpu if o.name == name and w.backward.holds(o.ts)]
         return sum(xs) * US, len(xs)
@@ -232,8 +244,8 @@ def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> HostCosts:
     copy_s, _ = total(st.COPY_BUCKET_TO_GRAD)
     runtime = s.runtime
     kl = [r for r in runtime if r.name in st.KERNEL_LAUNCHES]
-    sync = [r for r in runtime if r.name in ("cudaEventSynchronize", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy")]
-    return HostCosts(step_s=(s.window.end - s.window.start) * US, accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
+    sync = [r for r in runtime if r.name in st.SYNC_CALLS]
+    return StepHostTimes(step_s=(s.window.end - s.window.start) * US, accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
                      reducer_hook_s=hook_s, bucket_launch_s=launch_s, num_bucket_launches=n_launch, copy_bucket_to_grad_s=copy_s,
                      kernel_launch_s=sum(r.dur for r in kl) * US, num_kernel_launches=len(kl),
                      sync_wait_s=sum(r.dur for r in sync) * US)
@@ -244,8 +256,9 @@ def _grad_info(built: _Steps) -> GradInfo:
     counts = {len(it.grad_ready_s) for it in its}
     if len(counts) > 1:
         built.notes.append(f"the number of gradients differs between steps ({sorted(counts)}); the last step's order names them")
+    dims, _ = _batch_input(built)
     return GradInfo(num_grads=len(its[-1].grad_ready_s), buckets=its[-1].buckets, shapes=tuple(built.grad_shapes[-1]),
-                    work=tuple(built.grad_work[-1]))
+                    work=tuple(built.grad_work[-1]), input_shape=dims[1:] if dims is not None else None)
 
 
 def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
@@ -284,6 +297,11 @@ def _ranks(info: dict[str, Any], path: str) -> int | None:
 
 
 def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
+    dims, source = _batch_input(built)
+    return (dims[0], source) if dims is not None else (None, None)
+
+
+def _batch_input(built: _Steps) -> tuple[tuple[int, ...] | None, str | None]:
     """The first dimension of the forward's first op input (``record_shapes`` dims, 2 or more)
     that is not shaped like a parameter (the gradients' recorded shapes): an embedding's first
     input is its weight, the tokens come second. Without such an input, the first input's."""
@@ -291,7 +309,7 @@ def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
     start = it.start_us + it.forward.cpu_start_s / US
     end = start + it.forward.cpu_s / US
     params = {tuple(d) for d in (built.grad_shapes[-1] if built.grad_shapes else []) if d}
-    fallback: tuple[int, str] | None = None
+    fallback: tuple[tuple[int, ...], str] | None = None
     for op in built.prof.cpu_ops:
         if not (start <= op.ts <= end and op.name.startswith("aten::")):
             continue
@@ -299,9 +317,9 @@ def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
             if dims is None or len(dims) < 2:
                 continue
             if dims not in params:
-                return dims[0], f"record_shapes: input {k} of {op.name} in the forward"
+                return dims, f"record_shapes: input {k} of {op.name} in the forward"
             if fallback is None and k == 0:
-                fallback = (dims[0], f"record_shapes: first input of {op.name} in the forward")
+                fallback = (dims, f"record_shapes: first input of {op.name} in the forward")
     return fallback if fallback is not None else (None, None)
 
 

@@ -10,11 +10,19 @@ present): events are decoded one at a time and only the fields the import uses a
 compact records, so the decoded document is never held whole; a ``.json.gz`` is decompressed
 as it is read. The header is read in a second pass that stops where ``traceEvents`` starts
 (a header key written after the events is found by one more scan of the C parser).
+
+Kineto writes some ids as unsigned 64-bit integers (``record_param_comms``' ``"Comms Id"``, a
+hash); yajl, ijson's C parser, refuses a number outside the signed 64-bit range ("integer
+overflow"). Such a file is read again, whole, through :func:`widen_integers`, which writes every
+integer literal outside that range as a float literal (``.0`` appended): the import reads no
+such id, and every other number and string is left as it was.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
+import re
 import sys
 import zlib
 from dataclasses import dataclass, field
@@ -25,11 +33,13 @@ import ijson
 
 from ddpsim.errors import InputError, cut, shorten
 from ddpsim.io import is_file
+from ddpsim.trace.profile.kernel_kinds import COMM, kernel_kind
 
-#: the event categories kept, by what they are
-CPU_CATS = frozenset({"cpu_op", "user_annotation", "python_function"})
-RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver"})
-GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+#: the event categories kept, by what they are, as torch >= 1.9 names them and as torch 1.8's
+#: Kineto did (``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``, ``Memset``; compared lower-case)
+CPU_CATS = frozenset({"cpu_op", "user_annotation", "python_function", "operator"})
+RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})
+GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 #: the ``args`` of a CPU op or kernel that the import reads
 KEPT_ARGS = ("In msg nelems", "dtype", "Group size", "Collective name", "Input Dims", "Input type")
 
@@ -80,7 +90,8 @@ class GpuOp:
 
     @property
     def is_nccl(self) -> bool:
-        return self.name.startswith("nccl")
+        """A communication kernel (NCCL's or RCCL's: :func:`~ddpsim.trace.profile.kernel_kinds.kernel_kind`)."""
+        return kernel_kind(self.name) == COMM
 
 
 @dataclass
@@ -97,10 +108,38 @@ class KinetoProfile:
     num_events: int = 0
 
 
-def _open(path: Path) -> IO[bytes]:
+#: a JSON string (skipped whole) or an integer literal of 19 digits or more outside one
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<![\w.+-])-?\d{19,}(?![\d.eE])')
+INT64 = 2 ** 63
+
+
+def _widen(m: re.Match[bytes]) -> bytes:
+    tok = m.group(0)
+    if tok[:1] == b'"' or -INT64 <= int(tok) < INT64:
+        return tok
+    return tok + b".0"
+
+
+def widen_integers(data: bytes) -> bytes:
+    """JSON text ``data`` with each integer literal outside the signed 64-bit range made a float
+    literal (``18446744073709551615`` -> ``18446744073709551615.0``), for yajl; strings and every
+    other number unchanged."""
+    return _TOKEN.sub(_widen, data)
+
+
+def _open(path: Path, wide: bool = False) -> IO[bytes]:
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gz else open(path, "rb")
+    raw = gzip.open(path, "rb") if gz else open(path, "rb")
+    if not wide:
+        return raw
+    with raw:
+        return io.BytesIO(widen_integers(raw.read()))
+
+
+def _overflow(exc: BaseException) -> bool:
+    """yajl refused an integer outside the signed 64-bit range."""
+    return isinstance(exc, ijson.JSONError) and "integer overflow" in str(exc)
 
 
 def _source(path: str) -> str:
@@ -163,9 +202,11 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
         return
     name = intern.setdefault(name, sys.intern(name) if len(name) < 200 else name)
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    cat = cat.lower()
+    ext_id = _int(args.get("External id", args.get("external id")))
     if cat in CPU_CATS:
         prof.cpu_ops.append(CpuOp(name=name, cat=cat, ts=ts, dur=dur, tid=_thread(event.get("tid"), "tid", prof, name),
-                                  ext_id=_int(args.get("External id")), args=_kept_args(args)))
+                                  ext_id=ext_id, args=_kept_args(args)))
     elif cat in RUNTIME_CATS:
         prof.runtime.append(RuntimeCall(name=name, ts=ts, dur=dur, tid=_thread(event.get("tid"), "tid", prof, name),
                                         correlation=_int(args.get("correlation"))))
@@ -173,8 +214,8 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
         stream = _thread(args.get("stream", event.get("tid")), "stream", prof, name)
         prof.gpu.append(GpuOp(name=name, cat=cat, ts=ts, dur=dur, stream=stream,
                               device=_int(args.get("device")), correlation=_int(args.get("correlation")),
-                              ext_id=_int(args.get("External id")), grid=_dims(args.get("grid")),
-                              block=_dims(args.get("block")), args=_kept_args(args) if name.startswith("nccl") else None))
+                              ext_id=ext_id, grid=_dims(args.get("grid")),
+                              block=_dims(args.get("block")), args=_kept_args(args) if kernel_kind(name) == COMM else None))
 
 
 def _events(f: IO[bytes]) -> Iterator[Any]:
@@ -185,11 +226,11 @@ def _events(f: IO[bytes]) -> Iterator[Any]:
 HEADER_KEYS = ("deviceProperties", "distributedInfo")
 
 
-def _header(path: Path, prof: KinetoProfile) -> None:
+def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
     """``deviceProperties`` and ``distributedInfo``: read up to where ``traceEvents`` starts;
     a key written after the events is then found by a scan of the C parser."""
     builders: dict[str, Any] = {}
-    with _open(path) as f:
+    with _open(path, wide) as f:
         for prefix, event, value in ijson.parse(f, use_float=True):
             if prefix == "traceEvents" and event == "start_array":
                 break
@@ -199,7 +240,7 @@ def _header(path: Path, prof: KinetoProfile) -> None:
     header = {k: b.value for k, b in builders.items()}
     for key in HEADER_KEYS:
         if key not in header:
-            with _open(path) as f:
+            with _open(path, wide) as f:
                 header[key] = next(ijson.items(f, key, use_float=True), None)
     if isinstance(header["deviceProperties"], list):
         prof.device_properties = [d for d in header["deviceProperties"] if isinstance(d, dict)]
@@ -217,16 +258,13 @@ def read_profile(path: str | Path) -> KinetoProfile:
     p = Path(path)
     if not is_file(p):  # False, not OSError, for a name the OS refuses (too long, NUL)
         raise InputError(f"{_source(str(path))}: no such file; expected a torch.profiler trace (.json or .json.gz)")
-    prof = KinetoProfile(path=str(path))
-    intern: dict[str, str] = {}
     try:
-        with _open(p) as f:
-            for event in _events(f):
-                prof.num_events += 1
-                _keep(event, prof, intern)
-        if prof.num_events == 0:
-            _check_has_events(p, str(path))
-        _header(p, prof)
+        try:
+            return _read(p, str(path), wide=False)
+        except ijson.JSONError as exc:
+            if not _overflow(exc):
+                raise
+        return _read(p, str(path), wide=True)
     except InputError:
         raise
     except (ijson.JSONError, gzip.BadGzipFile, zlib.error, EOFError, UnicodeDecodeError, ValueError) as exc:
@@ -234,12 +272,27 @@ def read_profile(path: str | Path) -> KinetoProfile:
     except OSError as exc:
         raise InputError(f"{_source(str(path))}: cannot be read ({type(exc).__name__}: {shorten(str(exc))}); "
                          "expected a readable torch.profiler trace") from None
+
+
+def _read(p: Path, path: str, *, wide: bool) -> KinetoProfile:
+    prof = KinetoProfile(path=path)
+    intern: dict[str, str] = {}
+    with _open(p, wide) as f:
+        for event in _events(f):
+            prof.num_events += 1
+            _keep(event, prof, intern)
+    if prof.num_events == 0:
+        _check_has_events(p, path, wide)
+    _header(p, prof, wide)
+    from ddpsim.trace.profile.nccl_kernels import attach_comms
+
+    attach_comms(prof)
     return prof
 
 
-def _check_has_events(p: Path, path: str) -> None:
+def _check_has_events(p: Path, path: str, wide: bool = False) -> None:
     """An empty ``traceEvents`` is fine (the import says what is missing); no list at all is not a profile."""
-    with _open(p) as f:
+    with _open(p, wide) as f:
         for prefix, event, _ in ijson.parse(f):
             if prefix == "traceEvents" and event == "start_array":
                 return

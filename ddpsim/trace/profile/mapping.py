@@ -43,6 +43,8 @@ class GradInfo:
     buckets: tuple[RecordedBucket, ...]
     shapes: tuple[tuple[int, ...] | None, ...]
     work: tuple[float, ...]
+    #: one sample's shape (the forward's batch input without its batch dimension, ``record_shapes``)
+    input_shape: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,30 +102,40 @@ def _ready_order(spec: Any, plist: Sequence[Any], device: str) -> list[int] | No
     return order if sorted(order) == list(range(len(plist))) else None
 
 
-def _factory_order(model: str, seed: int) -> tuple[Any, list[Any], list[int] | None, str]:
+#: the sample shape a factory returning a bare module is built with when the profile records none:
+#: only its parameters are read (its backward on it may fail; then the ready order is DDP's reversed)
+PLACEHOLDER_SHAPE = (1,)
+
+
+def _factory_order(model: str, seed: int, input_shape: tuple[int, ...] | None = None
+                   ) -> tuple[Any, list[Any], list[int] | None, str]:
     """The factory's model, its DDP parameters, their ready order and where it was taken: a
-    backward on the ``meta`` device (autograd's order without the arithmetic), else on the CPU."""
+    backward on the ``meta`` device (autograd's order without the arithmetic), else on the CPU.
+    A ``package.module:factory`` returning a bare module is given one sample's shape: the
+    profile's (``input_shape``), else :data:`PLACEHOLDER_SHAPE` -- an import needs no
+    ``--input-shape``."""
     import torch
 
     from ddpsim.trace.models import build_model, ddp_params
 
+    shape = (input_shape or PLACEHOLDER_SHAPE) if ":" in model else None
     with torch.random.fork_rng():
         for device in ("meta", "cpu"):
             try:
                 with torch.device(device):
-                    spec = build_model(model, seed=seed)
+                    spec = build_model(model, seed=seed, input_shape=shape)
             except (RuntimeError, NotImplementedError):
                 continue
             plist = ddp_params(spec.module)
             order = _ready_order(spec, plist, device)
             if order is not None:
                 return spec, plist, order, f"a {device} backward"
-        spec = build_model(model, seed=seed)
+        spec = build_model(model, seed=seed, input_shape=shape)
     return spec, ddp_params(spec.module), None, ""
 
 
 def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
-    spec, plist, order, where = _factory_order(model, seed)
+    spec, plist, order, where = _factory_order(model, seed, grads.input_shape)
     n = len(plist)
     if n != grads.num_grads:
         raise InputError(f"--model: {model!r} has {n} trainable parameters but the profile's backward accumulated "
@@ -221,8 +233,9 @@ def _by_shapes(grads: GradInfo) -> MappedParams:
     numels = [math.prod(s) for s in shapes]
     params, order = _records(numels, shapes, _dtype_of_grads(grads))
     bad = [b.index for b, span in _bucket_slices(grads) if sum(numels[p] for p in span if p < len(numels)) != b.numel]
-    detail = (f"{len(shapes)} gradients sized by record_shapes; names unknown (param<index>, index = reverse ready order); "
-              + ("bucket totals match" if not bad else f"buckets {bad} do not add up to the recorded sizes"))
+    checked = ("no bucket sizes recorded: totals not checked" if not grads.buckets
+               else "bucket totals match" if not bad else f"buckets {bad} do not add up to the recorded sizes")
+    detail = f"{len(shapes)} gradients sized by record_shapes; names unknown (param<index>, index = reverse ready order); {checked}"
     return MappedParams(params=params, buffers=(), ready_order=order,
                         mapping=ParamMapping(method="shapes", confidence="shapes" if not bad else "order-only", detail=detail))
 

@@ -17,7 +17,12 @@ protocol) with NCCL's default thread counts (``NCCL_NTHREADS`` unset):
 Every block has at least 3 warps, from 2.22 at least 4. CollNet (SHARP) is left out: ddpsim
 does not model it. These are NCCL's sizes on NVIDIA's 32-thread warps; ROCm's RCCL sizes its
 64-thread wavefronts otherwise, so a profile whose GPUs report another warp size is read by
-name only (:func:`block_of`). :func:`candidates` keeps the (algorithm, protocol) pairs that
+name only (:func:`block_of`). ROCm's RCCL names its kernels after no collective at all
+(``ncclDevKernel_Generic``, ``ncclDevKernel_Generic_4``: one kernel runs every collective, algorithm
+and protocol): the collective of a launch is the one its ``record_param_comms`` op names
+(:func:`collective_of`; the kernel event carries that op's ``Collective name`` where Kineto copies
+it, else the reader ties the two by the launch's External id, :func:`attach_comms`).
+:func:`candidates` keeps the (algorithm, protocol) pairs that
 both the name and the block allow. NCCL launches one block per channel, so the grid's x
 dimension is the channel count.
 """
@@ -35,6 +40,10 @@ PROTOCOLS = ("ll", "ll128", "simple")
 _OLD = re.compile(r"^ncclKernel_[A-Za-z]+_(RING|TREE|NVLS_TREE|NVLS|COLLNET_DIRECT|COLLNET_CHAIN)_LL_")
 _NEW = re.compile(r"^ncclDevKernel_[A-Za-z]+(?:_[A-Za-z0-9]+)*?_(RING|TREE)_LL$")
 _COLL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
+#: the generic kernel (NCCL from 2.19, every RCCL launch): ``ncclDevKernel_Generic``, ``..._Generic_4``
+_GENERIC = re.compile(r"^ncclDevKernel_Generic(?:_\d+)?$")
+#: the ``record_param_comms`` args a kernel takes from its launch when it lacks them
+COMM_ARGS = ("Collective name", "In msg nelems", "dtype", "Group size")
 #: NCCL's collective names (kernel name part) -> c10d's ``Collective name``
 _COLLECTIVES = {"AllReduce": "allreduce", "Broadcast": "broadcast", "AllGather": "allgather",
                 "ReduceScatter": "reduce_scatter", "Reduce": "reduce", "SendRecv": "sendrecv"}
@@ -54,6 +63,36 @@ def collective(name: str) -> str | None:
     """``allreduce``, ``broadcast``, ... from an NCCL kernel name; None for the generic kernel."""
     m = _COLL.match(_base(name))
     return _COLLECTIVES.get(m.group(1)) if m else None
+
+
+def collective_of(op: GpuOp) -> str | None:
+    """The collective a communication kernel ran: its launch's ``Collective name`` (c10d's:
+    ``allreduce``, ``broadcast``, ...), else the one its NCCL name says (None for the generic kernel)."""
+    name = (op.args or {}).get("Collective name")
+    return name if isinstance(name, str) and name else collective(op.name)
+
+
+def attach_comms(prof: KinetoProfile) -> None:
+    """Give each communication kernel without a ``Collective name`` the :data:`COMM_ARGS` of the
+    ``record_param_comms`` op that launched it: the op of the kernel's External id, else the
+    innermost such op that holds the kernel's launch call on its thread (ROCm profiles)."""
+    from ddpsim.trace.profile.kineto import CpuOp
+
+    comms = [o for o in prof.cpu_ops if o.name == "record_param_comms" and o.args]
+    if not comms:
+        return
+    by_ext = {o.ext_id: o for o in comms if o.ext_id is not None}
+    calls = {r.correlation: r for r in prof.runtime if r.correlation is not None}
+    for g in prof.gpu:
+        if not g.is_nccl or (g.args or {}).get("Collective name"):
+            continue
+        op: CpuOp | None = by_ext.get(g.ext_id) if g.ext_id is not None else None
+        call = calls.get(g.correlation)
+        if op is None and call is not None:
+            holders = [o for o in comms if o.tid == call.tid and o.ts <= call.ts <= o.ts + o.dur]
+            op = min(holders, key=lambda o: o.dur, default=None)
+        if op is not None:
+            g.args = {**{k: op.args[k] for k in COMM_ARGS if k in op.args}, **(g.args or {})}
 
 
 def channels(grid: tuple[int, ...] | None) -> int | None:
@@ -81,7 +120,7 @@ def _named_algorithms(name: str) -> tuple[str, ...]:
         return (algo,) if algo in ALGORITHMS else ()
     if m := _NEW.match(base):
         return ("tree",) if m.group(1) == "TREE" else ("ring", "nvls", "nvls_tree")
-    return ALGORITHMS if base == "ncclDevKernel_Generic" else ()
+    return ALGORITHMS if _GENERIC.match(base) else ()
 
 
 def _halvings(threads: int) -> list[int]:

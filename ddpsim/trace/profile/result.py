@@ -135,8 +135,10 @@ class BucketCollective:
 
 
 @dataclass(frozen=True, kw_only=True)
-class HostCosts:
-    """What the host (CPU) paid in one iteration, from the profile's CPU ops.
+class StepHostTimes:
+    """What the host (CPU) paid in one iteration, from the profile's CPU ops (the measured times;
+    the host cost *model* a simulation charges is :class:`ddpsim.network.host_costs.HostCosts`,
+    which ``ddpsim compare`` fits from the same CPU timeline).
 
     Attributes:
         step_s: the ``ProfilerStep#N`` span (the step's wall time on the CPU).
@@ -191,7 +193,7 @@ class ProfileIteration:
     optimizer: PhaseTimes
     grad_ready_s: tuple[float, ...]
     buckets: tuple[RecordedBucket, ...]
-    host: HostCosts
+    host: StepHostTimes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,6 +247,9 @@ class ProfileImport:
         model: the ``--model`` factory used, or None.
         notes: facts the import could not settle (one line each), e.g. buckets that changed
             between iterations.
+        ddp_modules: the ``DistributedDataParallel.forward`` calls of the last step: more than one
+            DDP module (each its own reducer and buckets); ddpsim plans one, so a bucket check
+            against its plan is not made.
     """
 
     trace: Trace
@@ -256,6 +261,7 @@ class ProfileImport:
     mapping: ParamMapping
     model: str | None
     notes: tuple[str, ...] = ()
+    ddp_modules: int = 1
 
     def recorded_bucket_numels(self) -> tuple[int, ...]:
         """The last iteration's bucket sizes in elements, in launch order (DDP's rebuilt plan)."""

@@ -40,8 +40,11 @@ COPY_BUCKET_TO_GRAD = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
 #: cooperative), a CUDA graph, and their HIP counterparts in a ROCm profile
 KERNEL_LAUNCHES = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel", "cuLaunchKernelEx",
-    "cuLaunchCooperativeKernel", "cudaGraphLaunch", "hipLaunchKernel", "hipExtModuleLaunchKernel",
+    "cuLaunchCooperativeKernel", "cudaGraphLaunch", "hipLaunchKernel", "hipExtLaunchKernel", "hipExtModuleLaunchKernel",
     "hipModuleLaunchKernel", "hipGraphLaunch"})
+#: the calls that wait for the device (CUDA, and HIP in a ROCm profile)
+SYNC_CALLS = frozenset({"cudaEventSynchronize", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy",
+                        "hipEventSynchronize", "hipStreamSynchronize", "hipDeviceSynchronize", "hipMemcpy"})
 US = 1e-6
 
 

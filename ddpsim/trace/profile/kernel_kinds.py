@@ -1,0 +1,40 @@
+"""The kind of a device event -- communication, memory, computation or other -- as
+HolisticTraceAnalysis classifies kernels (v0.6.0, ``hta/common/types.py``'s grouping patterns,
+tried in ``hta/utils/utils.py`` ``get_kernel_type``'s order):
+
+* communication: a name starting ``nccl`` (NCCL's ``ncclKernel_*`` / ``ncclDevKernel_*`` and
+  RCCL's ``ncclDevKernel_Generic_N``), ``hip`` or ``hccl``, or holding ``ncclKernel``;
+* memory: a name starting ``Memcpy``, ``Memset`` (or ``hipMemcpy``/``hipMemset``) or ``dma``;
+* computation: none of the above, and no ``Memcpy``/``Memset``/``dma``/``Sync`` in the name
+  (nor a launch call, a stream wait or an accelerator runtime's own entries);
+* other: the rest.
+
+One classifier serves the profile's import, ``ddpsim compare``'s overlap and the Chrome traces
+ddpsim writes (:mod:`ddpsim.report.perfetto`), so predicted and measured overlap count the same
+kernels. RCCL's MSCCL kernels (``mscclKernel_*``) are computation to HTA and here alike.
+"""
+
+from __future__ import annotations
+
+import re
+
+COMM, MEMORY, COMP, OTHER = "comm", "memory", "comp", "other"
+#: HTA's names of the kinds (``KernelType``)
+HTA_NAMES = {COMM: "COMMUNICATION", MEMORY: "MEMORY", COMP: "COMPUTATION", OTHER: "OTHER"}
+
+_COMM = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
+_MEMORY = re.compile(r"(^(hip)?Memcpy)|(^(hip)?Memset)|(^dma)")
+_NOT_COMPUTE = re.compile(
+    r"(^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel)|(^runFunction)|(^hip)"
+    r"|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|(^collective_subgraph_execution)")
+
+
+def kernel_kind(name: str) -> str:
+    """``comm``, ``memory``, ``comp`` or ``other`` for a device event's name (module docstring)."""
+    if _COMM.match(name):
+        return COMM
+    if _MEMORY.match(name):
+        return MEMORY
+    if not _NOT_COMPUTE.match(name):
+        return COMP
+    return OTHER

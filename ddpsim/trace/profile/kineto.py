@@ -284,10 +284,33 @@ def _read(p: Path, path: str, *, wide: bool) -> KinetoProfile:
     if prof.num_events == 0:
         _check_has_events(p, path, wide)
     _header(p, prof, wide)
-    from ddpsim.trace.profile.nccl_kernels import attach_comms
-
     attach_comms(prof)
     return prof
+
+
+#: the ``record_param_comms`` args a kernel takes from its launch when it lacks them
+COMM_ARGS = ("Collective name", "In msg nelems", "dtype", "Group size")
+
+
+def attach_comms(prof: KinetoProfile) -> None:
+    """Give each communication kernel without a ``Collective name`` the :data:`COMM_ARGS` of the
+    ``record_param_comms`` op that launched it: the op of the kernel's External id, else the
+    innermost such op that holds the kernel's launch call on its thread (ROCm profiles)."""
+    comms = [o for o in prof.cpu_ops if o.name == "record_param_comms" and o.args]
+    if not comms:
+        return
+    by_ext = {o.ext_id: o for o in comms if o.ext_id is not None}
+    calls = {r.correlation: r for r in prof.runtime if r.correlation is not None}
+    for g in prof.gpu:
+        if not g.is_nccl or (g.args or {}).get("Collective name"):
+            continue
+        op: CpuOp | None = by_ext.get(g.ext_id) if g.ext_id is not None else None
+        call = calls.get(g.correlation)
+        if op is None and call is not None:
+            holders = [o for o in comms if o.tid == call.tid and o.ts <= call.ts <= o.ts + o.dur]
+            op = min(holders, key=lambda o: o.dur, default=None)
+        if op is not None:
+            g.args = {**{k: op.args[k] for k in COMM_ARGS if k in op.args}, **(g.args or {})}
 
 
 def _check_has_events(p: Path, path: str, wide: bool = False) -> None:

@@ -21,7 +21,7 @@ name only (:func:`block_of`). ROCm's RCCL names its kernels after no collective 
 (``ncclDevKernel_Generic``, ``ncclDevKernel_Generic_4``: one kernel runs every collective, algorithm
 and protocol): the collective of a launch is the one its ``record_param_comms`` op names
 (:func:`collective_of`; the kernel event carries that op's ``Collective name`` where Kineto copies
-it, else the reader ties the two by the launch's External id, :func:`attach_comms`).
+it, else the reader ties the two by the launch's External id, :func:`ddpsim.trace.profile.kineto.attach_comms`).
 :func:`candidates` keeps the (algorithm, protocol) pairs that
 both the name and the block allow. NCCL launches one block per channel, so the grid's x
 dimension is the channel count.
@@ -42,8 +42,6 @@ _NEW = re.compile(r"^ncclDevKernel_[A-Za-z]+(?:_[A-Za-z0-9]+)*?_(RING|TREE)_LL$"
 _COLL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 #: the generic kernel (NCCL from 2.19, every RCCL launch): ``ncclDevKernel_Generic``, ``..._Generic_4``
 _GENERIC = re.compile(r"^ncclDevKernel_Generic(?:_\d+)?$")
-#: the ``record_param_comms`` args a kernel takes from its launch when it lacks them
-COMM_ARGS = ("Collective name", "In msg nelems", "dtype", "Group size")
 #: NCCL's collective names (kernel name part) -> c10d's ``Collective name``
 _COLLECTIVES = {"AllReduce": "allreduce", "Broadcast": "broadcast", "AllGather": "allgather",
                 "ReduceScatter": "reduce_scatter", "Reduce": "reduce", "SendRecv": "sendrecv"}
@@ -70,29 +68,6 @@ def collective_of(op: GpuOp) -> str | None:
     ``allreduce``, ``broadcast``, ...), else the one its NCCL name says (None for the generic kernel)."""
     name = (op.args or {}).get("Collective name")
     return name if isinstance(name, str) and name else collective(op.name)
-
-
-def attach_comms(prof: KinetoProfile) -> None:
-    """Give each communication kernel without a ``Collective name`` the :data:`COMM_ARGS` of the
-    ``record_param_comms`` op that launched it: the op of the kernel's External id, else the
-    innermost such op that holds the kernel's launch call on its thread (ROCm profiles)."""
-    from ddpsim.trace.profile.kineto import CpuOp
-
-    comms = [o for o in prof.cpu_ops if o.name == "record_param_comms" and o.args]
-    if not comms:
-        return
-    by_ext = {o.ext_id: o for o in comms if o.ext_id is not None}
-    calls = {r.correlation: r for r in prof.runtime if r.correlation is not None}
-    for g in prof.gpu:
-        if not g.is_nccl or (g.args or {}).get("Collective name"):
-            continue
-        op: CpuOp | None = by_ext.get(g.ext_id) if g.ext_id is not None else None
-        call = calls.get(g.correlation)
-        if op is None and call is not None:
-            holders = [o for o in comms if o.tid == call.tid and o.ts <= call.ts <= o.ts + o.dur]
-            op = min(holders, key=lambda o: o.dur, default=None)
-        if op is not None:
-            g.args = {**{k: op.args[k] for k in COMM_ARGS if k in op.args}, **(g.args or {})}
 
 
 def channels(grid: tuple[int, ...] | None) -> int | None:

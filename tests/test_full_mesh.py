@@ -54,13 +54,16 @@ def test_packing_budget_counts_candidates_tried():
 
 
 def test_mi300x_platform_comm_model_in_bounded_steps():
-    # Hand count (search.cc, SM90 speeds 60, 50, 40, 30, 24, 20, ...): one link of b GB/s per
-    # pair, totalBw = 7 b; the first speed s <= b carries 6 rings (floor(b / s) = 1), the next
-    # speeds no more bandwidth, and the search stops below 0.49 of s.
+    # Hand count (search.cc, SM90 intra speeds 60, 50, 40, 30, 24, ...): one xGMI link of 64 GB/s
+    # per pair, totalBw = 7 x 64 = 448. At 60 each link carries one ring: 6 rings, 360 < 448; 50
+    # and 40 carry 6 too (less); 30 carries two per link: 12 x 30 = 360, no more; 24 / 60 <= 0.49
+    # stops. 6 x 60, then ncclTopoDupChannels (60 >= 25, not < 50): 12 channels x 30 = 360.
     mesh_search.reset_steps()
     g = build_preset("mi300x-platform")
     m = build_comm_model(g, 8)
     assert mesh_search.steps_taken() < 5_000
     d = m.describe()
-    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (6, 20.0)  # b = 20.6: s = 20, < 25: no dup
-    assert d["ring_bus_bw_gbps"] == pytest.approx(120.0)
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"]) == (12, 30.0)
+    assert d["ring_bus_bw_gbps"] == pytest.approx(360.0)
+    # the tree: 12 chains (the ring's count); at 30 each link carries two: 12 chains of 30
+    assert (d["tree_channels"], d["tree_bw_intra_gbps"]) == (12, 30.0)

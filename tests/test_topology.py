@@ -396,3 +396,15 @@ def test_nvlink_keeps_nccls_figure_not_the_datasheets():
     # dgx-v100: NVLink2's datasheet 25 GB/s per link, NCCL's SM70_NVLINK_BW 20.0 per link
     g = build_preset("dgx-v100")
     assert {d[BANDWIDTH] / 1e9 / d["num_links"] for _, _, d in g.edges(data=True) if d[LINK_TYPE] == "nvlink"} == {20.0}
+
+
+def test_unknown_link_fabric_is_refused_in_one_line(tmp_path, capsys):
+    from pathlib import Path
+
+    src = (Path(__file__).parent / "data" / "my-catalogue.yaml").read_text()
+    assert "link_gbps: 25}" in src
+    path = tmp_path / "cat.yaml"
+    path.write_text(src.replace("link_gbps: 25}", "link_gbps: 25, fabric: xgmi}"))
+    assert main(["topology", "--list", "--catalogue", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "nvlink.fabric: 'xgmi' is not accepted; expected 'nvlink' or 'infinity-fabric'" in err

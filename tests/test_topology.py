@@ -374,3 +374,37 @@ def test_check_of_copies_names_what_the_check_of_every_element_names(monkeypatch
         validate_topology(g, source="t")
     monkeypatch.setattr(check, "_check", lambda g, source: pytest.fail("the check of every element ran"))
     validate_topology(build_preset("dgx-h100", num_nodes=64), source="dgx-h100")  # decided on the copies
+
+
+@pytest.mark.parametrize("preset,gpu", [("mi300x-platform", "mi300x"), ("mi325x-platform", "mi325x"),
+                                        ("mi355x-platform", "mi355x")])
+def test_infinity_fabric_link_takes_the_catalogues_figure(preset, gpu):
+    # an xGMI link is the catalogue's link_gbps (half the datasheet's bidirectional figure:
+    # 128 -> 64, 153.6 -> 76.8 GB/s), not NCCL's per-NVLink figure for cc 94/95 (SM90: 20.6)
+    from ddpsim.hardware.catalogue import bundled
+
+    nvl = bundled().gpus[gpu].nvlink
+    assert nvl.fabric == "infinity-fabric"
+    g = build_preset(preset)
+    xgmi = [d for _, _, d in g.edges(data=True) if d[LINK_TYPE] == "nvlink"]
+    assert len(xgmi) == 28  # one link per pair of the 8 GPUs
+    assert {d[BANDWIDTH] / 1e9 for d in xgmi} == {nvl.link_gbps}
+    assert "Infinity Fabric mesh" in g.graph["description"]
+
+
+def test_nvlink_keeps_nccls_figure_not_the_datasheets():
+    # dgx-v100: NVLink2's datasheet 25 GB/s per link, NCCL's SM70_NVLINK_BW 20.0 per link
+    g = build_preset("dgx-v100")
+    assert {d[BANDWIDTH] / 1e9 / d["num_links"] for _, _, d in g.edges(data=True) if d[LINK_TYPE] == "nvlink"} == {20.0}
+
+
+def test_unknown_link_fabric_is_refused_in_one_line(tmp_path, capsys):
+    from pathlib import Path
+
+    src = (Path(__file__).parent / "data" / "my-catalogue.yaml").read_text()
+    assert "link_gbps: 25}" in src
+    path = tmp_path / "cat.yaml"
+    path.write_text(src.replace("link_gbps: 25}", "link_gbps: 25, fabric: xgmi}"))
+    assert main(["topology", "--list", "--catalogue", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "nvlink.fabric: 'xgmi' is not accepted; expected 'nvlink' or 'infinity-fabric'" in err

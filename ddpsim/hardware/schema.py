@@ -52,11 +52,15 @@ class DenseFlops(Schema):
 
 
 class Nvlink(Schema):
-    """A GPU's NVLinks: generation, how many, GB/s per link per direction (datasheet)."""
+    """A GPU's NVLinks: generation, how many, GB/s per link per direction (datasheet).
+    ``fabric``: ``nvlink`` (the topology takes NCCL's usable per-link figure for the compute
+    capability, ``link_gbps`` is the datasheet's) or ``infinity-fabric`` (AMD's xGMI links,
+    held here too: the topology takes ``link_gbps`` itself)."""
 
     generation: Annotated[int, Field(ge=1, le=10)]
     links: Annotated[int, Field(ge=1, le=64)]
     link_gbps: Figure
+    fabric: Literal["nvlink", "infinity-fabric"] = "nvlink"
 
 
 #: the figure groups of a GPU that each name a reference in ``sources``

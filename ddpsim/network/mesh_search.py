@@ -9,6 +9,17 @@ a link of two NVLinks (2 x 20.0 GB/s on Volta, ``SM70_NVLINK_BW``) carries two c
 until none fits; a tree channel is a chain (a path through every GPU) found the same way.
 Here each channel is found by a depth-first search that goes to the neighbour with the most
 bandwidth left first (then in rank order), as NCCL's search prefers the widest links.
+
+The search is bounded as NCCL's is (``NCCL_SEARCH_TIMEOUT``, search.cc): every candidate cycle
+tried counts one step, at most :data:`MAX_STEPS` per packing, and a packing that the greedy
+first pass (the depth-first search's first leaf) already completes stops there. A fully
+connected mesh of equal links (8 GPUs with one link to each of the 7 others: AMD's MI300X
+platform) is not enumerated (its 5,040 cycles would be packed against each other): its rings
+are symmetric, each an undirected Hamiltonian cycle taken both ways, found greedily in rank
+order on the links no earlier one uses. A complete graph of n GPUs holds floor((n - 1) / 2)
+such cycles (each takes two of a GPU's n - 1 links), so 2 x floor((n - 1) / 2) rings per link
+unit: 6 on 8 GPUs, every link but a perfect matching used. Rings that share no link are packed
+greedily, which is then optimal.
 """
 
 from __future__ import annotations
@@ -46,9 +57,66 @@ def _hops(order: list, cycle: bool) -> list[Link]:
 
 
 #: at most this many candidate channels, and this many steps of each search for them and of
-#: their packing (NCCL's search has timeouts too: NCCL_SEARCH_TIMEOUT)
+#: their packing (a step: one cycle or path extended, one candidate tried against the links
+#: left; NCCL's search has timeouts too: NCCL_SEARCH_TIMEOUT)
 MAX_CANDIDATES = 4000
 MAX_STEPS = 200_000
+
+#: steps taken by every search of this module since :func:`reset_steps` (a measure of the
+#: search's work that does not depend on the machine)
+_STEPS = [0]
+
+
+def steps_taken() -> int:
+    """Steps (cycles extended, candidates tried) of every search since :func:`reset_steps`."""
+    return _STEPS[0]
+
+
+def reset_steps() -> None:
+    _STEPS[0] = 0
+
+
+def full_mesh(devs: tuple | list, cap: dict[Link, float]) -> bool:
+    """Whether every GPU of ``devs`` (3 or more) is linked to every other, all links equal."""
+    if len(devs) < 3 or len(cap) != len(devs) * (len(devs) - 1):
+        return False
+    return len({round(v, 9) for v in cap.values()}) == 1
+
+
+def symmetric_rings(devs: tuple | list, start: Any) -> list[list]:
+    """A full mesh's rings: undirected Hamiltonian cycles through ``devs``, from ``start``, each
+    on links no earlier one uses (a depth-first search in rank order on the links left, at most
+    :data:`MAX_STEPS` steps in all), each followed by its reverse."""
+    n = len(devs)
+    free = {a: [b for b in devs if b != a] for a in devs}
+    out: list[list] = []
+    budget = [MAX_STEPS]
+
+    def walk(order: list, seen: set) -> bool:
+        budget[0] -= 1
+        _STEPS[0] += 1
+        if budget[0] < 0:
+            return False
+        x = order[-1]
+        if len(order) == n:
+            return start in free[x]
+        for y in free[x]:
+            if y not in seen:
+                seen.add(y)
+                order.append(y)
+                if walk(order, seen):
+                    return True
+                order.pop()
+                seen.discard(y)
+        return False
+    while True:
+        order = [start]
+        if not walk(order, {start}):
+            return out
+        for a, b in _hops(order, True):
+            free[a].remove(b)
+            free[b].remove(a)
+        out += [order, [start, *reversed(order[1:])]]
 
 
 def _candidates(devs: tuple | list, cap: dict[Link, float], speed: float, *, cycle: bool, start: Any, end: Any,
@@ -65,6 +133,7 @@ def _candidates(devs: tuple | list, cap: dict[Link, float], speed: float, *, cyc
 
     def walk(order: list, seen: set) -> None:
         steps[0] += 1
+        _STEPS[0] += 1
         if len(out) >= MAX_CANDIDATES or steps[0] > MAX_STEPS:
             return
         x = order[-1]
@@ -90,10 +159,18 @@ def find_channels(devs: tuple | list, cap: dict[Link, float], speed: float, coun
     """The most channels (up to ``count``) at ``speed`` GB/s each that the links carry together,
     each taking its speed off the links it uses; returns them (device orders) and the bandwidth
     left. A depth-first packing of the candidate cycles or paths, widest first, stopped at
-    ``count``, at the bound every GPU's outgoing links set, or after :data:`MAX_STEPS`."""
+    ``count``, at the bound every GPU's outgoing links set, or after :data:`MAX_STEPS`
+    candidates tried; candidates that share no link are packed greedily (each as often as its
+    links carry it). On a full mesh the candidates are :func:`symmetric_rings` (a chain: a ring
+    less its closing link)."""
     first = devs[0] if start is None else start
-    cands = _candidates(devs, cap, speed, cycle=cycle, start=first, end=end, second=second)
+    if end is None and second is None and full_mesh(devs, cap):
+        cands = [o for o in symmetric_rings(devs, first) if all(cap[e] >= speed - 1e-9 for e in _hops(o, True))]
+    else:
+        cands = _candidates(devs, cap, speed, cycle=cycle, start=first, end=end, second=second)
     hops = [_hops(o, cycle) for o in cands]
+    if len({e for h in hops for e in h}) == sum(len(h) for h in hops):
+        return _greedy(cands, hops, cap, speed, count)
     out_units = {a: sum(int((v + 1e-9) // speed) for (x, _), v in cap.items() if x == a) for a in devs}
     bound = min(count, min(out_units.values()) if len(devs) > 1 else count)
     left = dict(cap)
@@ -102,14 +179,15 @@ def find_channels(devs: tuple | list, cap: dict[Link, float], speed: float, coun
     steps = [0]
 
     def pack(i: int) -> bool:
-        steps[0] += 1
         if len(chosen) > len(best):
             best[:] = chosen
             if len(best) >= bound:
                 return True
-        if steps[0] > MAX_STEPS:
-            return True
         for k in range(i, len(cands)):
+            steps[0] += 1
+            _STEPS[0] += 1
+            if steps[0] > MAX_STEPS:
+                return True
             if all(left[e] >= speed - 1e-9 for e in hops[k]):
                 for e in hops[k]:
                     left[e] -= speed
@@ -127,6 +205,21 @@ def find_channels(devs: tuple | list, cap: dict[Link, float], speed: float, coun
     for k in best:
         for e in hops[k]:
             left[e] -= speed
+    return found, left
+
+
+def _greedy(cands: list[list], hops: list[list[Link]], cap: dict[Link, float], speed: float,
+            count: int) -> tuple[list[list], dict[Link, float]]:
+    """Candidates that share no link, each taken as often as its links carry ``speed`` (in
+    order, at most ``count`` channels in all), and the bandwidth left."""
+    left = dict(cap)
+    found: list[list] = []
+    for order, h in zip(cands, hops):
+        _STEPS[0] += 1
+        while len(found) < count and all(left[e] >= speed - 1e-9 for e in h):
+            for e in h:
+                left[e] -= speed
+            found.append(order)
     return found, left
 
 

@@ -133,6 +133,34 @@ def nvlink_bw_gbps(compute_capability: int) -> float:
     return NVLINK_BW_GBPS[key]
 
 
+def gpu_link_bw_gbps(gpu: Gpu) -> float:
+    """The usable bandwidth of one of a GPU's GPU-to-GPU links, per direction (GB/s).
+
+    NVLink: NCCL's figure for the compute capability (:func:`nvlink_bw_gbps`), not the
+    datasheet's. An AMD Infinity Fabric (xGMI) link (catalogue ``fabric: infinity-fabric``): the
+    catalogue's ``link_gbps``, half the datasheet's bidirectional figure (MI300X/MI325X 128 GB/s
+    -> 64, MI355X 153.6 -> 76.8, MI250X 100 -> 50), the source it names under ``nvlink``.
+    NCCL's SM90 figure (20.6 GB/s) says nothing of these links: gfx942's compute capability 94
+    would pick it.
+
+    RCCL (ROCm/rccl, a fork of NCCL) differs from the NCCL model here in ways this model does
+    not follow: its topology detection types an xGMI link as NVLink (``LINK_NVL``, so the
+    search, LL128 and the NVLink latencies apply as here) but gives it its own per-link
+    bandwidth table by GPU architecture (``src/graph/topo.h``: ``VEGA_XGMI_WIDTH`` 24,
+    ``MI200_XGMI_WIDTH`` 36, ``GFX94X_XGMI_WIDTH`` 48, ``GFX95X_XGMI_WIDTH`` 48 GB/s), not the
+    datasheet's; on gfx942/gfx950 nodes it uses its own ring and tree layouts for known node
+    models (``rome_models.cc``) and sets many more channels than NCCL's search finds (its
+    channel and thread counts per architecture, ``NCCL_MIN_NCHANNELS`` defaults), and it has
+    its own tuning tables and kernels (``ncclDevKernel_Generic``). The model here is NCCL's
+    search and tuning over the datasheet's links: an estimate of what the links carry, not of
+    RCCL's own choices.
+    """
+    nvl = gpu.nvlink
+    if nvl is not None and nvl.fabric == "infinity-fabric":
+        return float(nvl.link_gbps)
+    return nvlink_bw_gbps(gpu.compute_capability)
+
+
 def presets(catalogue: Catalogue | None = None) -> tuple[str, ...]:
     """The preset names: the catalogue's systems, then ``cpu-gloo``."""
     return (*(bundled() if catalogue is None else catalogue).systems, "cpu-gloo")
@@ -223,15 +251,17 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
     nic_gbit = float(system.nic.gbit if o.nic_gbit is None else o.nic_gbit)
     pcie_gen = system.pcie.gen if o.pcie_gen is None else o.pcie_gen
     cc = gpu.compute_capability
-    link_bw = nvlink_bw_gbps(cc) * GBPS
-    nvlink_bw = nvlinks * nvlink_bw_gbps(cc) * GBPS
+    link_bw = gpu_link_bw_gbps(gpu) * GBPS
+    nvlink_bw = nvlinks * link_bw
     per_host = gpn if system.gpus_per_tray is None else system.gpus_per_tray
     if gpn % per_host:
         raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected a multiple of "
                          f"{per_host} (the GPUs of a compute tray)")
     hosts_per_node = gpn // per_host
     mesh = system.interconnect == "nvlink-mesh"
-    fabric = (f"NVLink mesh, {nvlinks} NVLinks/GPU x {link_bw / GBPS:g} GB/s" if mesh
+    xgmi = gpu.nvlink is not None and gpu.nvlink.fabric == "infinity-fabric"
+    links = "Infinity Fabric mesh, {} Infinity Fabric links" if xgmi else "NVLink mesh, {} NVLinks"
+    fabric = (f"{links.format(nvlinks)}/GPU x {link_bw / GBPS:g} GB/s" if mesh
               else f"{nvlinks} NVLinks/GPU ({nvlink_bw / GBPS:.1f} GB/s)")
     trays = "" if system.gpus_per_tray is None else f" ({hosts_per_node} trays of {per_host})"
     g = Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,

@@ -94,7 +94,7 @@ CASES: dict[str, Case] = {
     "a100_2x8_dgx_hdr_deepops_ring": Case("dgx-a100", 2, 16, algorithm="ring"),
     "v100_2x8_aws_p3dn_efa_ring": Case("dgx-v100", 2, 16, {"nic_gbit": 25}, algorithm="ring",
                                        transport=EFA, note="EFA 1 x 100 Gb/s as 4 x 25 Gb/s"),
-    "mi300x_8g_rccl_aac8": skip("AMD MI300X with RCCL: no preset"),
+    "mi300x_8g_rccl_aac8": Case("mi300x-platform", 1, 8, transport="RCCL (AMD; NCCL's model stands in)"),
     "mi355x_2x8_rccl_pollara": skip("AMD MI355X with RCCL: no preset"),
     "gh200_2x4_cscs_slingshot": skip("GH200: no catalogue GPU or preset"),
     "gh200_1x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     summary("normal (the goal)", stats["normal"])
     summary("normal + forced_algo", stats["normal"] + stats["forced_algo"])
-    summary("other transports (EFA, TCPXO)", stats["other transport"])
+    summary("other transports (EFA, TCPXO, RCCL)", stats["other transport"])
     if args.loso:
         loso(meta, points)
     if args.quantiles:

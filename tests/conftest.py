@@ -1,13 +1,22 @@
-"""Shared test fixtures (kept small on purpose; other test files may use them)."""
+"""Shared test fixtures (kept small on purpose; other test files may use them), and the
+hypothesis profiles: ``dev`` (the default: a small derandomized sample, the same inputs on every
+run) and ``thorough`` (``pytest --hypothesis-profile=thorough``: five times the inputs, still
+derandomized). ``python benchmarks/fuzz_inputs.py`` runs the same strategies by the ten thousand."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
 
 from ddpsim.trace.records import Trace, make_trace
 
 
 MIB = 1024 * 1024
+
+# NOTE: no example database: a run's inputs never depend on what an earlier run found
+settings.register_profile("dev", max_examples=20, derandomize=True, database=None, deadline=None)
+settings.register_profile("thorough", max_examples=100, derandomize=True, database=None, deadline=None)
+settings.load_profile("dev")
 
 
 def toy_trace() -> Trace:

@@ -176,25 +176,39 @@ def test_collectives_gap_mode_times_one_op_after_compute(tmp_path):
         assert p["num_samples"] == 3 and 0 < p["p10_s"] <= p["time_s"] <= p["p90_s"]  # the mean of 3 lies between
 
 
-@pytest.mark.parametrize("bad", ["-1", "1001", "nan"])
-def test_collectives_refuses_a_bad_gap(tmp_path, bad):
-    r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--gap-ms", bad],
+def _gap_refusals() -> list[tuple[list[str], str]]:
+    ms = "is not accepted; expected a number of milliseconds in [0, 1000] (0 on GPUs)"
+    return ([(["--gap-ms", bad], f"--gap-ms: {float(bad)!r} {ms}") for bad in ("-1", "1001", "nan")]
+            + [(["--after-compute-ms", bad], f"--after-compute-ms: {float(bad)!r} {ms}") for bad in ("-1", "1001", "nan")]
+            + [(["--buffer-tensors", "1"], "--buffer-tensors: 1 is not accepted; expected 0 (skip) or an integer >= 2"),
+               (["--queued-ops", "1"], "--queued-ops: 1 is not accepted; expected 0 (skip) or an integer >= 2 (gloo only)")])
+
+
+COLLECTIVES_REFUSALS = _gap_refusals()
+
+
+def test_collectives_refuses_a_bad_gap_under_torchrun(tmp_path):
+    """The refusal path end to end (2 gloo ranks): non-zero exit, the one line, no file; every
+    other bad value takes the same path and is checked in-process below."""
+    argv, want = COLLECTIVES_REFUSALS[0]
+    r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), *argv],
                      nproc=2, num_threads=1, timeout_s=120)
     assert r.returncode != 0 and not (tmp_path / "c.json").exists()
-    assert f"--gap-ms: {float(bad)!r} is not accepted; expected a number of milliseconds in [0, 1000] (0 on GPUs)" in r.stderr
-    r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--after-compute-ms", bad],
-                     nproc=2, num_threads=1, timeout_s=120)
-    assert r.returncode != 0 and not (tmp_path / "c.json").exists()
-    assert f"--after-compute-ms: {float(bad)!r} is not accepted; expected a number of milliseconds in [0, 1000] (0 on GPUs)" in r.stderr
-    if bad == "-1":
-        r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--buffer-tensors", "1"],
-                         nproc=2, num_threads=1, timeout_s=120)
-        assert r.returncode != 0 and not (tmp_path / "c.json").exists()
-        assert "--buffer-tensors: 1 is not accepted; expected 0 (skip) or an integer >= 2" in r.stderr
-        r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--queued-ops", "1"],
-                         nproc=2, num_threads=1, timeout_s=120)
-        assert r.returncode != 0 and not (tmp_path / "c.json").exists()
-        assert "--queued-ops: 1 is not accepted; expected 0 (skip) or an integer >= 2 (gloo only)" in r.stderr
+    assert want in r.stderr
+
+
+@pytest.mark.parametrize("argv, want", COLLECTIVES_REFUSALS, ids=[" ".join(a) for a, _ in COLLECTIVES_REFUSALS])
+def test_collectives_refuses_bad_values_before_measuring(argv, want):
+    """``executor collectives``' checks, on its own parser's arguments and a CPU gloo rank."""
+    from types import SimpleNamespace
+
+    from executor.__main__ import build_parser
+    from executor.collectives_step import _plan
+
+    args = build_parser().parse_args(["collectives", "--out", "c.json", *argv])
+    with pytest.raises(InputError) as exc:
+        _plan(SimpleNamespace(is_cuda=False, backend="gloo"), args)
+    assert want in str(exc.value) and "\n" not in str(exc.value)
 
 
 def test_ddp_rebuilt_buckets_equal_the_predicted_plan(tmp_path):
@@ -405,17 +419,24 @@ def test_round_measures_every_cap_after_its_trace_slice_in_one_launch(tmp_path):
     assert all(list(it.grad_ready_s) == sorted(it.grad_ready_s, reverse=True) for it in t.iterations)
 
 
-@pytest.mark.parametrize("args, want", [(["--caps", "1,1"], "names a point twice"),
-                                        (["--caps", "1,-2"], "--caps: '-2' is not accepted"),
-                                        (["--caps", "1", "--trace-iters", "0"],
-                                         "--trace-iters: 0 is not accepted; expected an integer >= 1")])
-def test_round_refuses_bad_input_with_one_line(tmp_path, args, want):
-    r = launch_local(["round", "--model", "mlp", *args, "--timeout-s", "60", "--out-dir", str(tmp_path)],
-                     nproc=2, num_threads=1, timeout_s=120)
+def test_round_refuses_bad_input_with_one_line(tmp_path):
+    """The refusal path end to end (2 gloo ranks): non-zero exit, the one line on every rank
+    that printed it, no file; bad --caps are checked in-process below."""
+    r = launch_local(["round", "--model", "mlp", "--caps", "1", "--trace-iters", "0", "--timeout-s", "60",
+                      "--out-dir", str(tmp_path)], nproc=2, num_threads=1, timeout_s=120)
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if "executor: error" in ln]
-    assert len(lines) >= 1 and all(want in ln for ln in lines)
+    assert len(lines) >= 1 and all("--trace-iters: 0 is not accepted; expected an integer >= 1" in ln for ln in lines)
     assert not list(tmp_path.glob("*.json"))
+
+
+@pytest.mark.parametrize("caps, want", [("1,1", "names a point twice"), ("1,-2", "--caps: '-2' is not accepted")])
+def test_round_refuses_bad_caps_in_one_line(caps, want):
+    from executor.round_step import parse_caps
+
+    with pytest.raises(InputError) as exc:
+        parse_caps(caps)
+    assert want in str(exc.value) and "\n" not in str(exc.value)
 
 
 ROUND_FREES_REDUCER = """

@@ -5,6 +5,8 @@ derandomized). ``python benchmarks/fuzz_inputs.py`` runs the same strategies by 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import settings
 
@@ -38,6 +40,15 @@ def tiny_trace_obj() -> Trace:
                 ("fc2.weight", (16, 64), "float32"), ("fc2.bias", (16,), "float32")],
         ready_s=[0.004, 0.003, 0.002, 0.001],
         forward_s=0.01, backward_s=0.02, optimizer_s=0.005, num_iterations=2)
+
+
+@pytest.fixture
+def tmp_path(tmp_path_factory) -> Path:
+    """A fresh folder per test, named ``t<N>`` under pytest's base folder (pytest's own is named
+    after the test). Error messages cut a value past 80 characters (ddpsim.errors.VALUE_CHARS)
+    and many tests check that the message names the file they wrote: a short folder keeps their
+    paths whole under any base, a pytest-xdist worker's (``.../popen-gw0/``) included."""
+    return tmp_path_factory.mktemp("t")
 
 
 @pytest.fixture

@@ -2,18 +2,19 @@
 
     python benchmarks/fuzz_inputs.py [--examples N] [--seed S] [--timeout-s T] [--targets a,b] [--shrink]
 
-Feeds N inputs in all (default 10,000, split evenly) from benchmarks/fuzz_strategies.py to the
-loaders (scenario, trace, plan, calibration, topology, method-error, catalogue, and a
-torch.profiler trace read as ``trace --from-profile`` and ``compare`` read it), the scenario schema
-(``scenario_from_dict``) and the CLI (``main(argv)`` in-process, in a temporary folder). The
-inputs are drawn by hypothesis itself (``@given`` with ``max_examples`` per target, the generate
-phase only, seeded by ``--seed``): the test never fails, it records every outcome, so nothing
-is shrunk and every input counts. Per target it prints the inputs tried, the InputErrors, every
-other outcome by kind and type (an escaped exception, a hang past ``--timeout-s``, an InputError
-of several lines or over 1,000 characters, a CLI exit status other than 0 and 2) with the first
-input that produced it, the longest InputError message, and the wall time. ``--shrink`` then
-asks hypothesis (``find``) for a minimal input of each escaped exception type (not of hangs,
-whose every shrink step costs a timeout). Exit status 1 when anything broke the contract.
+Feeds N inputs in all (default 10,000, split evenly) from tests/fuzz_strategies.py (the strategies
+the test suite samples a few of) to the loaders (scenario, trace, plan, calibration, topology,
+method-error, catalogue, and a torch.profiler trace read as ``trace --from-profile`` and
+``compare`` read it), the scenario schema (``scenario_from_dict``) and the CLI (``main(argv)``
+in-process, in a temporary folder). The inputs are drawn by hypothesis itself (``@given`` with
+``max_examples`` per target, the generate phase only, seeded by ``--seed``): the test never fails,
+it records every outcome, so nothing is shrunk and every input counts. Per target it prints the
+inputs tried, the InputErrors, every other outcome by kind and type (an escaped exception, a hang
+past ``--timeout-s``, an InputError of several lines or over 1,000 characters, a CLI exit status
+other than 0 and 2) with the first input that produced it, the longest InputError message, and the
+wall time. ``--shrink`` then asks hypothesis (``find``) for a minimal input of each escaped
+exception type (not of hangs, whose every shrink step costs a timeout). Exit status 1 when anything
+broke the contract.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the strategies live beside the tests that run a small sample of them
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import fuzz_strategies as fz  # noqa: E402 (found through the path above)
 
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,

@@ -1,13 +1,24 @@
-"""Shared test fixtures (kept small on purpose; other test files may use them)."""
+"""Shared test fixtures (kept small on purpose; other test files may use them), and the
+hypothesis profiles: ``dev`` (the default: a small derandomized sample, the same inputs on every
+run) and ``thorough`` (``pytest --hypothesis-profile=thorough``: five times the inputs, still
+derandomized). ``python benchmarks/fuzz_inputs.py`` runs the same strategies by the ten thousand."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from hypothesis import settings
 
 from ddpsim.trace.records import Trace, make_trace
 
 
 MIB = 1024 * 1024
+
+# NOTE: no example database: a run's inputs never depend on what an earlier run found
+settings.register_profile("dev", max_examples=20, derandomize=True, database=None, deadline=None)
+settings.register_profile("thorough", max_examples=100, derandomize=True, database=None, deadline=None)
+settings.load_profile("dev")
 
 
 def toy_trace() -> Trace:
@@ -29,6 +40,15 @@ def tiny_trace_obj() -> Trace:
                 ("fc2.weight", (16, 64), "float32"), ("fc2.bias", (16,), "float32")],
         ready_s=[0.004, 0.003, 0.002, 0.001],
         forward_s=0.01, backward_s=0.02, optimizer_s=0.005, num_iterations=2)
+
+
+@pytest.fixture
+def tmp_path(tmp_path_factory) -> Path:
+    """A fresh folder per test, named ``t<N>`` under pytest's base folder (pytest's own is named
+    after the test). Error messages cut a value past 80 characters (ddpsim.errors.VALUE_CHARS)
+    and many tests check that the message names the file they wrote: a short folder keeps their
+    paths whole under any base, a pytest-xdist worker's (``.../popen-gw0/``) included."""
+    return tmp_path_factory.mktemp("t")
 
 
 @pytest.fixture

@@ -1,19 +1,12 @@
-"""``studies/validation_summary.py``: the accuracy summary it prints from validation reports,
-checked on a report folder written here with figures worked out by hand."""
+"""``ddpsim.validation.summary`` (``python studies/validation_summary.py``): the accuracy summary
+it prints from validation reports, checked on a report folder written here with figures worked
+out by hand."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
-from ddpsim.validation.launch import REPO_ROOT
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("validation_summary", REPO_ROOT / "studies" / "validation_summary.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from ddpsim.validation.summary import print_summary, targets_met
 
 
 def _summary(median, band, gap, **kw):
@@ -23,13 +16,11 @@ def _summary(median, band, gap, **kw):
 
 
 def test_targets_are_the_three_criteria_at_their_bounds():
-    b = _bench()
-    assert b.targets_met(_summary(5.0, 5, 2.0)) == (True, True, True)       # each bound is inclusive
-    assert b.targets_met(_summary(5.01, 4, 2.01)) == (False, False, False)
+    assert targets_met(_summary(5.0, 5, 2.0)) == (True, True, True)       # each bound is inclusive
+    assert targets_met(_summary(5.01, 4, 2.01)) == (False, False, False)
 
 
 def test_summary_prints_one_line_per_report_and_counts_those_meeting_all_targets(tmp_path, capsys):
-    b = _bench()
     reports = {"a": _summary(1.3, 5, 0.0),
                "b": _summary(4.9, 5, 2.5, best_cap_verdict="unresolved", best_pair_gap_ci95_pct=[-1.16, 4.25],
                              best_pair_rounds_to_decide=49)}
@@ -37,7 +28,7 @@ def test_summary_prints_one_line_per_report_and_counts_those_meeting_all_targets
         (tmp_path / name).mkdir()
         (tmp_path / name / "validation.json").write_text(json.dumps(
             {"scenario": name, "world_size": 2, "num_threads": 1, "calibration": "cal.json", "summary": s}))
-    assert b.main(tmp_path) == 0
+    assert print_summary(tmp_path) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1].split() == ["a", "5", "1.3", "%", "2.3", "%", "5/5", "0.0", "%", "met", "true", "2.0", "%"]
     assert out[2].split() == ["b", "5", "4.9", "%", "5.9", "%", "5/5", "2.5", "%", "(-1.2..+4.2", "%)",
@@ -46,5 +37,5 @@ def test_summary_prints_one_line_per_report_and_counts_those_meeting_all_targets
 
 
 def test_no_report_is_one_line_exit_2(tmp_path, capsys):
-    assert _bench().main(tmp_path) == 2
+    assert print_summary(tmp_path) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1

@@ -176,25 +176,39 @@ def test_collectives_gap_mode_times_one_op_after_compute(tmp_path):
         assert p["num_samples"] == 3 and 0 < p["p10_s"] <= p["time_s"] <= p["p90_s"]  # the mean of 3 lies between
 
 
-@pytest.mark.parametrize("bad", ["-1", "1001", "nan"])
-def test_collectives_refuses_a_bad_gap(tmp_path, bad):
-    r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--gap-ms", bad],
+def _gap_refusals() -> list[tuple[list[str], str]]:
+    ms = "is not accepted; expected a number of milliseconds in [0, 1000] (0 on GPUs)"
+    return ([(["--gap-ms", bad], f"--gap-ms: {float(bad)!r} {ms}") for bad in ("-1", "1001", "nan")]
+            + [(["--after-compute-ms", bad], f"--after-compute-ms: {float(bad)!r} {ms}") for bad in ("-1", "1001", "nan")]
+            + [(["--buffer-tensors", "1"], "--buffer-tensors: 1 is not accepted; expected 0 (skip) or an integer >= 2"),
+               (["--queued-ops", "1"], "--queued-ops: 1 is not accepted; expected 0 (skip) or an integer >= 2 (gloo only)")])
+
+
+COLLECTIVES_REFUSALS = _gap_refusals()
+
+
+def test_collectives_refuses_a_bad_gap_under_torchrun(tmp_path):
+    """The refusal path end to end (2 gloo ranks): non-zero exit, the one line, no file; every
+    other bad value takes the same path and is checked in-process below."""
+    argv, want = COLLECTIVES_REFUSALS[0]
+    r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), *argv],
                      nproc=2, num_threads=1, timeout_s=120)
     assert r.returncode != 0 and not (tmp_path / "c.json").exists()
-    assert f"--gap-ms: {float(bad)!r} is not accepted; expected a number of milliseconds in [0, 1000] (0 on GPUs)" in r.stderr
-    r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--after-compute-ms", bad],
-                     nproc=2, num_threads=1, timeout_s=120)
-    assert r.returncode != 0 and not (tmp_path / "c.json").exists()
-    assert f"--after-compute-ms: {float(bad)!r} is not accepted; expected a number of milliseconds in [0, 1000] (0 on GPUs)" in r.stderr
-    if bad == "-1":
-        r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--buffer-tensors", "1"],
-                         nproc=2, num_threads=1, timeout_s=120)
-        assert r.returncode != 0 and not (tmp_path / "c.json").exists()
-        assert "--buffer-tensors: 1 is not accepted; expected 0 (skip) or an integer >= 2" in r.stderr
-        r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), "--queued-ops", "1"],
-                         nproc=2, num_threads=1, timeout_s=120)
-        assert r.returncode != 0 and not (tmp_path / "c.json").exists()
-        assert "--queued-ops: 1 is not accepted; expected 0 (skip) or an integer >= 2 (gloo only)" in r.stderr
+    assert want in r.stderr
+
+
+@pytest.mark.parametrize("argv, want", COLLECTIVES_REFUSALS, ids=[" ".join(a) for a, _ in COLLECTIVES_REFUSALS])
+def test_collectives_refuses_bad_values_before_measuring(argv, want):
+    """``executor collectives``' checks, on its own parser's arguments and a CPU gloo rank."""
+    from types import SimpleNamespace
+
+    from executor.__main__ import build_parser
+    from executor.collectives_step import _plan
+
+    args = build_parser().parse_args(["collectives", "--out", "c.json", *argv])
+    with pytest.raises(InputError) as exc:
+        _plan(SimpleNamespace(is_cuda=False, backend="gloo"), args)
+    assert want in str(exc.value) and "\n" not in str(exc.value)
 
 
 def test_ddp_rebuilt_buckets_equal_the_predicted_plan(tmp_path):
@@ -372,50 +386,70 @@ def test_measured_step_time_is_the_mean_over_ranks():
     assert s["iteration_s"] == 1.25 and s["step_times_s"] == [1.25, 1.25] and s["backward_s"] == 0.75
 
 
+# bucket_cap_mb_list [0.2, 0.5, 0.3] MiB = [209715, 524288, 314572] B on the MLP (ready 9..0):
+# [9 8 7 6] = 273448 >= 209715; [5 4 3 2] = 526336 >= 524288; [1 0] = 263168 < 314572, left over.
+LIST_BUCKETS = [[9, 8, 7, 6], [5, 4, 3, 2], [1, 0]]
+LIST_SIZES = [273448, 526336, 263168]
+
+
 def test_round_measures_every_cap_after_its_trace_slice_in_one_launch(tmp_path):
+    """One round of three points (a cap, a bucket_cap_mb_list, the cap unset), each after its
+    slice of the trace, in one launch."""
     from ddpsim.trace.records import load_trace
 
     out = tmp_path / "raw"
-    r = _run(["round", "--model", "mlp", "--batch-size", "32", "--caps", "0.1,none", "--iterations", "2",
+    lst = "list=0.2+0.5+0.3"
+    r = _run(["round", "--model", "mlp", "--batch-size", "32", "--caps", f"0.1,{lst},none", "--iterations", "2",
               "--warmup", "2", "--trace-iters", "2", "--round", "3", "--timeout-s", "60", "--out-dir", str(out)])
-    assert sorted(p.name for p in out.iterdir()) == ["cap=0.1.run3.json", "cap=default.run3.json", "trace.round3.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["cap=0.1.run3.json", "cap=default.run3.json", f"{lst}.run3.json",
+                                                     "trace.round3.json"]
     a = json.loads((out / "cap=0.1.run3.json").read_text())
     b = json.loads((out / "cap=default.run3.json").read_text())
-    assert (a["format"], a["kind"], b["kind"]) == ("ddpsim-measurement", "ddp", "ddp")
+    c = json.loads((out / f"{lst}.run3.json").read_text())
+    assert (a["format"], a["kind"], b["kind"], c["kind"]) == ("ddpsim-measurement", "ddp", "ddp", "ddp")
     # each point's own fresh DDP wrapper rebuilt its own buckets: the hand-worked four at cap 0.1,
-    # then, over the same module, one bucket of everything with the cap unset
+    # the list's three, then, over the same module, one bucket of everything with the cap unset
     assert a["real_buckets"]["buckets"] == CAP_01_BUCKETS and a["real_buckets"]["sizes"] == CAP_01_SIZES
+    assert c["real_buckets"]["buckets"] == LIST_BUCKETS and c["real_buckets"]["sizes"] == LIST_SIZES
     assert b["real_buckets"]["sizes"] == [1062952]
-    assert a["plan_matches"] is True and b["plan_matches"] is True
+    assert a["plan_matches"] is True and b["plan_matches"] is True and c["plan_matches"] is True
     assert "round 3 cap=0.1: plan_matches: true" in r.stdout and "round 3 cap=default: plan_matches: true" in r.stdout
+    assert f"round 3 {lst}: plan_matches: true" in r.stdout
     assert (a["options"]["bucket_cap_mb"], b["options"]["bucket_cap_mb"]) == (0.1, None)
-    assert a["launch"] == {"kind": "round", "round": 3, "order": ["cap=0.1", "cap=default"], "position": 1,
+    assert a["launch"] == {"kind": "round", "round": 3, "order": ["cap=0.1", lst, "cap=default"], "position": 1,
                            "trace": "trace.round3.json"}
-    assert b["launch"]["position"] == 2
+    assert (c["launch"]["position"], b["launch"]["position"]) == (2, 3)
     assert [it["iteration"] for it in a["ranks"][0]["iterations"]] == [3, 4]
     assert len(b["summary"]["step_times_s"]) == 2
-    # the trace: two slices of two recorded steps, the first one with the hook-overhead pairs
+    # the trace: three slices of two recorded steps, the first one with the hook-overhead pairs
     t = load_trace(out / "trace.round3.json")
-    assert len(t.iterations) == 4
-    assert t.environment["slices"] == 2 and t.environment["interleaved_with"] == ["cap=0.1", "cap=default"]
+    assert len(t.iterations) == 6
+    assert t.environment["slices"] == 3 and t.environment["interleaved_with"] == ["cap=0.1", lst, "cap=default"]
     assert t.environment["concurrent_ranks"] == 2 and t.environment["lockstep"] is True
     assert t.hook_overhead_frac is not None
-    # every gradient became ready in every recorded step of both slices, in DDP's reverse order
+    # every gradient became ready in every recorded step of every slice, in DDP's reverse order
     assert all(all(x is not None for x in it.grad_ready_s) for it in t.iterations)
     assert all(list(it.grad_ready_s) == sorted(it.grad_ready_s, reverse=True) for it in t.iterations)
 
 
-@pytest.mark.parametrize("args, want", [(["--caps", "1,1"], "names a point twice"),
-                                        (["--caps", "1,-2"], "--caps: '-2' is not accepted"),
-                                        (["--caps", "1", "--trace-iters", "0"],
-                                         "--trace-iters: 0 is not accepted; expected an integer >= 1")])
-def test_round_refuses_bad_input_with_one_line(tmp_path, args, want):
-    r = launch_local(["round", "--model", "mlp", *args, "--timeout-s", "60", "--out-dir", str(tmp_path)],
-                     nproc=2, num_threads=1, timeout_s=120)
+def test_round_refuses_bad_input_with_one_line(tmp_path):
+    """The refusal path end to end (2 gloo ranks): non-zero exit, the one line on every rank
+    that printed it, no file; bad --caps are checked in-process below."""
+    r = launch_local(["round", "--model", "mlp", "--caps", "1", "--trace-iters", "0", "--timeout-s", "60",
+                      "--out-dir", str(tmp_path)], nproc=2, num_threads=1, timeout_s=120)
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if "executor: error" in ln]
-    assert len(lines) >= 1 and all(want in ln for ln in lines)
+    assert len(lines) >= 1 and all("--trace-iters: 0 is not accepted; expected an integer >= 1" in ln for ln in lines)
     assert not list(tmp_path.glob("*.json"))
+
+
+@pytest.mark.parametrize("caps, want", [("1,1", "names a point twice"), ("1,-2", "--caps: '-2' is not accepted")])
+def test_round_refuses_bad_caps_in_one_line(caps, want):
+    from executor.round_step import parse_caps
+
+    with pytest.raises(InputError) as exc:
+        parse_caps(caps)
+    assert want in str(exc.value) and "\n" not in str(exc.value)
 
 
 ROUND_FREES_REDUCER = """
@@ -456,12 +490,6 @@ def test_measure_point_frees_its_reducer_so_the_next_wrapper_is_alone(tmp_path):
     assert result == [f"RESULT [True, True] [{CAP_01_SIZES}, [1062952]]"]
 
 
-# bucket_cap_mb_list [0.2, 0.5, 0.3] MiB = [209715, 524288, 314572] B on the MLP (ready 9..0):
-# [9 8 7 6] = 273448 >= 209715; [5 4 3 2] = 526336 >= 524288; [1 0] = 263168 < 314572, left over.
-LIST_BUCKETS = [[9, 8, 7, 6], [5, 4, 3, 2], [1, 0]]
-LIST_SIZES = [273448, 526336, 263168]
-
-
 def test_ddp_bucket_cap_mb_list_rebuilds_the_planned_buckets(tmp_path):
     out = tmp_path / "m.json"
     r = _run(["ddp", "--model", "mlp", "--batch-size", "8", "--bucket-cap-mb", "5", "--bucket-cap-mb-list", "0.2,0.5,0.3",
@@ -473,16 +501,6 @@ def test_ddp_bucket_cap_mb_list_rebuilds_the_planned_buckets(tmp_path):
     assert m["plan_matches"] is True
     assert "--bucket-cap-mb 5 is ignored" in r.stdout + r.stderr
     assert "list=0.2+0.5+0.3" in r.stdout
-
-
-def test_round_runs_a_list_point(tmp_path):
-    out = tmp_path / "raw"
-    r = _run(["round", "--model", "mlp", "--batch-size", "8", "--caps", "list=0.2+0.5+0.3,none", "--iterations", "1",
-              "--warmup", "2", "--trace-iters", "1", "--trace-warmup", "0", "--timeout-s", "60", "--out-dir", str(out)])
-    a = json.loads((out / "list=0.2+0.5+0.3.run1.json").read_text())
-    assert a["real_buckets"]["buckets"] == LIST_BUCKETS and a["plan_matches"] is True
-    assert "round 1 list=0.2+0.5+0.3: plan_matches: true" in r.stdout
-    assert a["launch"]["order"] == ["list=0.2+0.5+0.3", "cap=default"]
 
 
 UNUSED_FACTORY = '''

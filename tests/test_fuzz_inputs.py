@@ -1,36 +1,40 @@
 """Hostile input never breaks the error contract (ddpsim/errors.py): every loader, the scenario
-schema and the CLI, fed mutated real files and hostile argv (benchmarks/fuzz_strategies.py),
+schema and the CLI, fed mutated real files and hostile argv (tests/fuzz_strategies.py),
 raise only InputError with one line of at most 1,000 characters, answer within a time limit,
-and the CLI exits 0 or 2 without a traceback. Derandomized and sized to run in about a minute
-on 2 cores; ``python benchmarks/fuzz_inputs.py`` runs the same inputs by the ten thousand.
+and the CLI exits 0 or 2 without a traceback. Derandomized; the hypothesis profile (conftest.py)
+sizes the sample: ``dev`` (the default) a fifth of :data:`EXAMPLES`, ``thorough`` all of them;
+``python benchmarks/fuzz_inputs.py`` runs the same strategies by the ten thousand.
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import fuzz_strategies as fz  # noqa: E402 (found through the path above)
+import fuzz_strategies as fz
 
 #: CPU seconds one input may take before it counts as a hang (the CLI's inputs run a small
 #: simulation); fz.WALL_FACTOR times as much wall time
 TIMEOUT_S = {"cli": 5.0, "profile": 10.0}
 DEFAULT_TIMEOUT_S = 3.0
-#: examples per target: the loaders are cheap, a calibration costs a fit, a profile an import (about
-#: a second), the CLI a simulation
+#: examples per target under the ``thorough`` profile (its max_examples, 100, is the scale): the
+#: loaders are cheap, a calibration costs a fit, a profile an import (about a second), the CLI a
+#: simulation
 EXAMPLES = {"scenario": 80, "scenario_schema": 200, "trace": 100, "plan": 80, "calibration": 50, "topology": 80,
             "method_error": 100, "cli": 400, "catalogue": 80, "profile": 8}
+
+
+def examples(target: str) -> int:
+    """The target's examples scaled by the loaded profile's max_examples (dev 20, thorough 100)."""
+    return max(2, EXAMPLES[target] * settings.default.max_examples // 100)
 
 
 def fuzz_settings(target: str):
     # NOTE: no shrink phase: a hang costs a timeout per shrink step; the recipe says how the
     # input was made, and 'python benchmarks/fuzz_inputs.py --shrink' minimizes escapes
-    return settings(max_examples=EXAMPLES[target], deadline=None, derandomize=True, database=None,
+    return settings(max_examples=examples(target), deadline=None, derandomize=True, database=None,
                     phases=[Phase.explicit, Phase.generate],
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.large_base_example, HealthCheck.filter_too_much])

@@ -14,13 +14,26 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not (ROOT / "traces" / "mlp.cpu.json").is_file(), reason="bundled trace missing")
 
 
+#: the default scenario's points the second run simulates again (its timelines' points); it
+#: reuses the other finished points of the first run
+RESIMULATED = ("cap-default.json", "cap-100.json")
+
+
 def test_default_run_is_deterministic(tmp_path, capsys, monkeypatch):
+    """The default scenario with points simulated in 2 worker processes, then again in this
+    process with the other points resumed from the first run's files: the same bytes."""
     monkeypatch.chdir(ROOT)
-    assert main(["run", "--out-dir", str(tmp_path / "a"), "--jobs", "1", "--quiet"]) == 0
+    assert main(["run", "--out-dir", str(tmp_path / "a"), "--jobs", "2", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "Best bucket_cap_mb" in out and "summary.md" in out
-    assert main(["run", "default", "--out-dir", str(tmp_path / "b"), "--jobs", "2", "--quiet"]) == 0
     a, b = tmp_path / "a" / "default", tmp_path / "b" / "default"
+    kept = sorted(p.name for p in (a / "points").glob("*.json") if p.name not in RESIMULATED)
+    assert len(kept) == 6
+    (b / "points").mkdir(parents=True)
+    for n in kept:
+        (b / "points" / n).write_bytes((a / "points" / n).read_bytes())
+    assert main(["run", "default", "--out-dir", str(tmp_path / "b"), "--jobs", "1", "--quiet"]) == 0
+    assert sorted(p.name for p in (b / "points").glob("*.json")) == sorted([*kept, *RESIMULATED])
     names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
     for must in ("summary.md", "summary.json", "sweep.csv", "buckets.csv", "sweep.png", "bucket_sizes.png",
                  "recommended_plan.json", "trace_cap-default_rank0.json.gz", "timeline_cap-default.png"):

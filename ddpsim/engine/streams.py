@@ -446,8 +446,11 @@ class Engine:
         while True:
             r = self.compute_rate()
             t0 = env.now
-            rest = works[j + 1:] if r == 1.0 else [w / r for w in works[j + 1:]]
-            seq = list(accumulate(rest, initial=t0 + remaining / r))
+            if j + 1 == m:  # the last work: no run to accumulate
+                seq = [t0 + remaining / r]
+            else:
+                rest = works[j + 1:] if r == 1.0 else [w / r for w in works[j + 1:]]
+                seq = list(accumulate(rest, initial=t0 + remaining / r))
             timer = env.timeout(seq[-1] - t0)
             fired = yield self.timer_or_change(timer)  # None: the timer came
             while fired is not None and seq[-1] > env.now and self.compute_rate() == r:

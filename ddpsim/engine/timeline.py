@@ -97,8 +97,9 @@ class RankTimeline:
         eng = self.eng
         start = eng.env.now
         works = [it[2] for it in items]
-        if any(it[0] is None for it in items):
-            ends = yield from eng.run_compute(works, [it[0] is None for it in items])
+        kinds = [it[0] for it in items]
+        if None in kinds:
+            ends = yield from eng.run_compute(works, [k is None for k in kinds])
         else:  # no host gate: one run of works (what run_compute does for it)
             ends = []
             yield from eng._run_works(works, ends)

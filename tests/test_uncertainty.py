@@ -79,3 +79,30 @@ def test_robust_caps_contiguous_in_the_sweep_read_as_a_range():
          "points": [{"point": p} for p in pts], "most_sensitive": None}
     assert render_uncertainty(u) == ("- Under the model's uncertainty (1 re-simulations per point: seed): any of "
                                      "caps 5\u201325 MiB (3 points swept) is within 1 % of the best in every one.")
+
+
+def test_the_pool_runs_each_sample_as_a_task_and_stores_the_serial_bytes(monkeypatch):
+    # jobs=2: one task per point and one per sample of it; each point's record carries its
+    # samples in sample order, as one process computes them (same p50 values, same dict)
+    import json
+
+    from ddpsim.pipeline import sweep
+
+    sc = scenario_from_dict({"name": "g", "trace": "traces/resnet50.a100.json", "cluster": {"topology": "dgx-a100"},
+                             "world_size": 8, "sweep": {"bucket_cap_mb": [None, 5]},
+                             "simulation": {"iterations": 4}}, source="g")
+    serial = sweep.run_sweep(sc, jobs=1, progress=False)
+    seen = []
+    real = sweep.run_in_pool
+
+    def spy(fn, tasks, workers, finish, *a):
+        seen.extend(t[-1] for t in tasks)  # the sample index, None for the point itself
+        return real(fn, tasks, workers, finish, *a)
+
+    monkeypatch.setattr(sweep, "run_in_pool", spy)
+    pooled = sweep.run_sweep(sc, jobs=2, progress=False)
+    n = len(samples_for(sc, sc.build_point(sc.points()[0])))
+    assert n == 8 and seen == [None, *range(n)] * 2
+    for a, b in zip(serial, pooled):
+        assert a.metrics["uncertainty"]["labels"] == [s.label for s in samples_for(sc, sc.build_point(a.point))]
+        assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())

@@ -415,18 +415,23 @@ class Engine:
         return ends
 
     def timer_or_change(self, timer: simpy.Event) -> simpy.Event:
-        """An event that fires with ``timer`` or with the next change (``self.changed``),
-        whichever comes first, its value the one that came: ``timer | self.changed`` without
-        a Condition's bookkeeping (the engine's most frequent wait)."""
-        ev = self.env.event()
+        """Wait for ``timer`` or the next change (``self.changed``), whichever comes first:
+        ``timer | self.changed`` without a Condition's bookkeeping (the engine's most frequent
+        wait). The caller yields ``timer`` itself and receives None when it fires; a change
+        first moves the caller's resumption onto an event that fires at once with the change
+        as its value. One SimPy event per wait, not two."""
+        env = self.env
 
         def fire(cause: simpy.Event) -> None:
-            if not ev.triggered:
+            cbs = timer.callbacks
+            if cbs:  # the timer not yet processed and someone waits on it: wake them now
+                timer.callbacks = []
+                ev = env.event()
+                ev.callbacks = cbs
                 ev.succeed(cause)
 
-        timer.callbacks.append(fire)
         self.changed.callbacks.append(fire)
-        return ev
+        return timer
 
     def _run_works(self, works: list[float], ends: list[float]) -> Iterator[simpy.Event]:
         """Works one after another from now, their ends appended to ``ends``. Closed form
@@ -441,17 +446,20 @@ class Engine:
         while True:
             r = self.compute_rate()
             t0 = env.now
-            rest = works[j + 1:] if r == 1.0 else [w / r for w in works[j + 1:]]
-            seq = list(accumulate(rest, initial=t0 + remaining / r))
+            if j + 1 == m:  # the last work: no run to accumulate
+                seq = [t0 + remaining / r]
+            else:
+                rest = works[j + 1:] if r == 1.0 else [w / r for w in works[j + 1:]]
+                seq = list(accumulate(rest, initial=t0 + remaining / r))
             timer = env.timeout(seq[-1] - t0)
-            fired = yield self.timer_or_change(timer)
-            while fired is not timer and seq[-1] > env.now and self.compute_rate() == r:
+            fired = yield self.timer_or_change(timer)  # None: the timer came
+            while fired is not None and seq[-1] > env.now and self.compute_rate() == r:
                 if timer.processed:  # it came at the change's instant
-                    fired = timer
+                    fired = None
                     break
                 fired = yield self.timer_or_change(timer)  # a change that leaves the rate: the same ends
             now = env.now
-            if fired is timer or seq[-1] <= now:
+            if fired is None or seq[-1] <= now:
                 seq[-1] = now
                 ends += seq
                 return

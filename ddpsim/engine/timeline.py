@@ -94,8 +94,15 @@ class RankTimeline:
         items = self.pending[:]
         self.pending.clear()
         self.pending_s = 0.0
-        start = self.eng.env.now
-        ends = yield from self.eng.run_compute([it[2] for it in items], [it[0] is None for it in items])
+        eng = self.eng
+        start = eng.env.now
+        works = [it[2] for it in items]
+        kinds = [it[0] for it in items]
+        if None in kinds:
+            ends = yield from eng.run_compute(works, [k is None for k in kinds])
+        else:  # no host gate: one run of works (what run_compute does for it)
+            ends = []
+            yield from eng._run_works(works, ends)
         if not self.record:  # the folded ranks' representative keeps only its clock
             self.t = ends[-1]
             return

@@ -135,12 +135,25 @@ def simulate_samples(scenario: Any, point: Any, inputs: Any, simulate: Callable,
     runs = sample_runs(scenario, point, inputs)
     if not runs:
         return {}
-    p50 = []
-    for _, comm, cfg in runs:
-        res = simulate(inputs.trace, inputs.plan, comm, cfg, spans=False) if spans_kw else \
-            simulate(inputs.trace, inputs.plan, comm, cfg)
-        p50.append(res.summary()["iteration_p50_s"])
-    return {"labels": [s.label for s, _, _ in runs], "inputs": [s.input for s, _, _ in runs], "p50_s": p50}
+    return samples_record([s for s, _, _ in runs], [sample_p50(inputs, comm, cfg, simulate, spans_kw) for _, comm, cfg in runs])
+
+
+def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Callable, spans_kw: bool) -> float:
+    """Sample ``k``'s p50 step time alone (a task of the sweep's worker pool)."""
+    _, comm, cfg = sample_runs(scenario, point, inputs)[k]
+    return sample_p50(inputs, comm, cfg, simulate, spans_kw)
+
+
+def sample_p50(inputs: Any, comm: Any, cfg: Any, simulate: Callable, spans_kw: bool) -> float:
+    """The p50 step time of ``inputs`` under a sample's ``comm`` and ``cfg`` (no spans built)."""
+    res = simulate(inputs.trace, inputs.plan, comm, cfg, spans=False) if spans_kw else \
+        simulate(inputs.trace, inputs.plan, comm, cfg)
+    return res.summary()["iteration_p50_s"]
+
+
+def samples_record(samples: Sequence[Sample], p50: Sequence[float]) -> dict[str, Any]:
+    """What a point stores of its samples (:func:`simulate_samples`), in sample order."""
+    return {"labels": [s.label for s in samples], "inputs": [s.input for s in samples], "p50_s": list(p50)}
 
 
 def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequence[dict[str, Any]],

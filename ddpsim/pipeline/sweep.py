@@ -177,8 +177,10 @@ class PointRecord:
 
 
 def simulate_point(scenario: Scenario, point: SweepPoint, trace: Any, key: str = "",
-                   simulate: Callable | None = None, build: Callable | None = None) -> PointRecord:
-    """Simulate one point (in this process).
+                   simulate: Callable | None = None, build: Callable | None = None,
+                   samples: bool = True) -> PointRecord:
+    """Simulate one point (in this process), its uncertainty samples too unless ``samples`` is
+    False (the worker pool runs them as tasks of their own: :func:`_simulate_todo`).
 
     ``simulate(trace, plan, comm, config) -> SimResult`` defaults to :func:`ddpsim.engine.simulate.simulate`;
     ``build(scenario, point, trace) -> PointInputs`` to :meth:`Scenario.build_point`, i.e.
@@ -192,19 +194,30 @@ def simulate_point(scenario: Scenario, point: SweepPoint, trace: Any, key: str =
     result = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
     describe = getattr(inputs.comm, "describe", None)
     metrics = point_metrics(result, inputs.plan)
-    if isinstance(scenario, Scenario):
+    if samples and isinstance(scenario, Scenario):
         from ddpsim.pipeline.resampling import simulate_samples
 
-        samples = simulate_samples(scenario, point, inputs, simulate, spans_kw=engine)
-        if samples:
-            metrics["uncertainty"] = samples
+        band = simulate_samples(scenario, point, inputs, simulate, spans_kw=engine)
+        if band:
+            metrics["uncertainty"] = band
     return PointRecord(point=point, key=key, world_size=inputs.config.world_size, backend=inputs.backend,
                        metrics=metrics, comm=describe() if describe else {}, result=result)
 
 
-def _worker(args: tuple) -> dict[str, Any]:
-    scenario, point, trace, key, simulate, build = args
-    return simulate_point(scenario, point, trace, key, simulate, build).to_dict()
+def _worker(args: tuple) -> tuple[SweepPoint, int | None, Any]:
+    """One task of the pool: ``(point, None, its record's dict without samples)`` or, for
+    sample ``k`` of the point, ``(point, k, the sample's p50 step)``."""
+    scenario, point, trace, key, simulate, build, k = args
+    if k is None:
+        return point, None, simulate_point(scenario, point, trace, key, simulate, build, samples=False).to_dict()
+    from ddpsim.pipeline.resampling import simulate_sample
+
+    inputs = build(scenario, point, trace) if build is not None else scenario.build_point(point, trace=trace)
+    if simulate is None:
+        from ddpsim.engine.simulate import simulate as engine_simulate
+
+        return point, k, simulate_sample(scenario, point, inputs, k, engine_simulate, spans_kw=True)
+    return point, k, simulate_sample(scenario, point, inputs, k, simulate, spans_kw=False)
 
 
 # ---- the sweep ------------------------------------------------------------------------------
@@ -312,7 +325,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
             bar.set_postfix_str(rec.point_id, refresh=False)
             bar.update(1)
 
-        _simulate_todo(scenario, todo, trace, keys, jobs, simulate, build, finish)
+        _simulate_todo(scenario, todo, trace, keys, jobs, simulate, build, finish, built)
     if todo:
         log.info("%s: simulated %d point(s) in %.1f s (%d reused)", scenario.name, len(todo), time.monotonic() - t0,
                  len(pts) - len(todo))
@@ -320,13 +333,38 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
 
 
 def _simulate_todo(scenario: Scenario, todo: list[SweepPoint], trace: Any, keys: dict[SweepPoint, str], jobs: int,
-                   simulate: Callable | None, build: Callable | None, finish: Callable[[Any], None]) -> None:
-    """Simulate the points ``todo`` (in this process, or ``jobs`` worker processes), ``finish`` each."""
+                   simulate: Callable | None, build: Callable | None, finish: Callable[[Any], None],
+                   built: dict[SweepPoint, Any]) -> None:
+    """Simulate the points ``todo`` (in this process, or ``jobs`` worker processes), ``finish`` each.
+
+    In the pool every uncertainty sample is a task of its own beside its point's: a point's
+    samples no longer run one after another in one worker. A point is finished when its
+    record and all its samples are in, its samples stored in sample order (the same bytes as
+    one process)."""
     if jobs == 1 or len(todo) <= 1:
         for p in todo:
             finish(simulate_point(scenario, p, trace, keys[p], simulate, build))
         return
-    run_in_pool(_worker, [(scenario, p, trace, keys[p], simulate, build) for p in todo], min(jobs, len(todo)), finish)
+    from ddpsim.pipeline.resampling import samples_for, samples_record
+
+    samples = {p: samples_for(scenario, built[p]) if isinstance(scenario, Scenario) else [] for p in todo}
+    tasks = [(scenario, p, trace, keys[p], simulate, build, k) for p in todo for k in (None, *range(len(samples[p])))]
+    docs: dict[SweepPoint, dict[str, Any]] = {}
+    p50: dict[SweepPoint, list] = {p: [None] * len(samples[p]) for p in todo}
+
+    def take(got: tuple) -> None:
+        p, k, value = got
+        if k is None:
+            docs[p] = value
+        else:
+            p50[p][k] = value
+        if p in docs and all(v is not None for v in p50[p]):
+            doc = docs.pop(p)
+            if samples[p]:
+                doc["metrics"]["uncertainty"] = _jsonable(samples_record(samples[p], p50[p]))
+            finish(doc)
+
+    run_in_pool(_worker, tasks, min(jobs, len(tasks)), take)
 
 
 def run_in_pool(fn: Callable[[Any], Any], tasks: Sequence[Any], workers: int, finish: Callable[[Any], None],

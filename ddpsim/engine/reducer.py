@@ -297,26 +297,15 @@ class Rank(RankTimeline):
         # a gradient's copy-in without batching needs no generator (autograd_hook; host costs first)
         plain_copy_in = not eng.batched
         host_hook_s = eng.host.hook_s_per_param if eng.host is not None else None
-        acc, spans, it, keep = self.acc, self.spans, self.iter, self.keep_spans
-        comp = acc.compute
+        acc = self.acc
         for p in eng.order:
             r = ready[p]
             # medians taken per parameter need not follow the ready order: never step back
             d, prev = ((r - prev) * s, r) if r > prev else (0.0, prev)
-            if inline:
-                if d > 0:
-                    t0 = self.t
-                    t1 = t0 + d
-                    if keep:
-                        spans.append((t0, 0, len(spans), t1, "backward", names[p], it, None, None))
-                    if comp and comp[-1][1] == t0:
-                        comp[-1] = (comp[-1][0], t1)
-                    else:
-                        comp.append((t0, t1))
-                    acc.backward_s += t1 - t0
-                    self.t = t1
-            else:
+            if not inline:
                 advance("backward", names[p], d)
+            elif d > 0:
+                acc.backward_s += self.record_inline("backward", names[p], d, None, None)
             if pending and (p in bn_at or p == delay_hook):
                 yield from self.flush()
             if p in bn_at:  # inside the SyncBatchNorm's backward, before its gradients are ready
@@ -343,15 +332,7 @@ class Rank(RankTimeline):
                     if not inline:
                         advance("copy_in", names[q], d, bucket_of[q], sizes[q])
                     elif d > 0:
-                        t0 = self.t
-                        t1 = t0 + d
-                        if keep:
-                            spans.append((t0, 0, len(spans), t1, "copy_in", names[q], it, bucket_of[q], sizes[q]))
-                        if comp and comp[-1][1] == t0:
-                            comp[-1] = (comp[-1][0], t1)
-                        else:
-                            comp.append((t0, t1))
-                        self.t = t1
+                        self.record_inline("copy_in", names[q], d, bucket_of[q], sizes[q])
                 else:
                     if pending:
                         yield from self.flush()
@@ -362,6 +343,21 @@ class Rank(RankTimeline):
                     if pending:
                         yield from self.flush()
                     yield from self.bucket_ready(b, s, bw)
+
+    def record_inline(self, kind: str, name: str, d: float, bucket: int | None, size: int | None) -> float:
+        """``d`` seconds of ``kind`` work on an explicit rank at rate 1, recorded at once (what
+        ``_record`` does, without a generator: the hooks' hot loop); returns ``d``."""
+        t0 = self.t
+        t1 = t0 + d
+        if self.keep_spans:
+            self.spans.append((t0, 0, len(self.spans), t1, kind, name, self.iter, bucket, size))
+        comp = self.acc.compute
+        if comp and comp[-1][1] == t0:
+            comp[-1] = (comp[-1][0], t1)
+        else:
+            comp.append((t0, t1))
+        self.t = t1
+        return t1 - t0
 
     def autograd_hook(self, q: int, s: float, layout: BucketLayout) -> Iterator[simpy.Event]:
         """``Reducer::autograd_hook`` -> ``mark_variable_ready_dense`` for parameter ``q``: on the

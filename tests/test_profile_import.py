@@ -202,9 +202,9 @@ def test_grad_ready_times_rise_within_the_backward(imports):
             assert ready == sorted(ready) and 0 <= ready[0] and ready[-1] <= it.backward_s
 
 
-def test_record_shapes_dims_size_the_parameters_exactly(tmp_path, imports):
-    """A profile recorded with record_shapes=True gives each AccumulateGrad op its gradient's dims
-    (``Input Dims: [[out, in]]``, as torch writes them): the fixture with those dims added."""
+def _a100_with_input_dims(imports) -> tuple[dict, list]:
+    """The A100 fixture as record_shapes=True writes it: each AccumulateGrad op with its
+    gradient's dims (``Input Dims: [[out, in]]``); and those shapes in gradient-ready order."""
     exact = imports[(A100.name, "resnet50")].trace
     shapes = [list(exact.params[i].shape) for i in exact.grad_ready_order]
     with gzip.open(A100, "rt") as f:
@@ -215,6 +215,13 @@ def test_record_shapes_dims_size_the_parameters_exactly(tmp_path, imports):
         inside = [e for e in acc if s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
         for e, shape in zip(inside, shapes, strict=True):
             e["args"]["Input Dims"] = [shape]
+    return doc, shapes
+
+
+def test_record_shapes_dims_size_the_parameters_exactly(tmp_path, imports):
+    """A profile recorded with record_shapes=True gives each AccumulateGrad op its gradient's dims
+    (``Input Dims: [[out, in]]``, as torch writes them): the fixture with those dims added."""
+    doc, shapes = _a100_with_input_dims(imports)
     path = tmp_path / "shapes.json"
     path.write_text(json.dumps(doc))
     imp = import_profile(path)
@@ -226,15 +233,7 @@ def test_record_shapes_dims_size_the_parameters_exactly(tmp_path, imports):
 def test_a_check_that_did_not_run_does_not_say_it_passed(tmp_path, imports):
     """Gradients sized by record_shapes, with no bucket size recorded (record_param_comms without
     'In msg nelems'): nothing was checked against bucket totals, and the mapping says so."""
-    exact = imports[(A100.name, "resnet50")].trace
-    shapes = [list(exact.params[i].shape) for i in exact.grad_ready_order]
-    with gzip.open(A100, "rt") as f:
-        doc = json.load(f)
-    steps = sorted((e for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
-    acc = sorted((e for e in doc["traceEvents"] if e.get("name") == "torch::autograd::AccumulateGrad"), key=lambda e: e["ts"])
-    for s in steps:
-        for e, shape in zip([e for e in acc if s["ts"] <= e["ts"] <= s["ts"] + s["dur"]], shapes, strict=True):
-            e["args"]["Input Dims"] = [shape]
+    doc, _ = _a100_with_input_dims(imports)
     for e in doc["traceEvents"]:
         if e.get("name") == "record_param_comms" or e.get("cat") == "kernel":
             e.get("args", {}).pop("In msg nelems", None)

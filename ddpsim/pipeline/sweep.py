@@ -337,8 +337,8 @@ def _simulate_todo(scenario: Scenario, todo: list[SweepPoint], trace: Any, keys:
                    built: dict[SweepPoint, Any]) -> None:
     """Simulate the points ``todo`` (in this process, or ``jobs`` worker processes), ``finish`` each.
 
-    In the pool every uncertainty sample is a task of its own beside its point's: a point's
-    samples no longer run one after another in one worker. A point is finished when its
+    In the pool every uncertainty sample is a task of its own beside its point's, so a point's
+    samples run on several workers at once. A point is finished when its
     record and all its samples are in, its samples stored in sample order (the same bytes as
     one process)."""
     if jobs == 1 or len(todo) <= 1:

@@ -73,7 +73,7 @@ def report(path: Path) -> None:
         model = (host_costs.BUCKET_LAUNCH_S + host_costs.ENQUEUE_S) * 1e6
         print(f"  per bucket: median {med:.1f} µs; the engine charges {model:.0f} (bucket_launch_s + enqueue_s)")
     for label, name, model_us in (("copy into the bucket (hook)", HOOK_COPY, host_costs.HOOK_S_PER_PARAM * 1e6),
-                                  ("copy back at finalize", COPY_BACK, 0.0)):
+                                  ("copy back at finalize", COPY_BACK, host_costs.COPY_BACK_S_PER_PARAM * 1e6)):
         xs = per_param(prof, name)
         if xs:
             print(f"  per parameter, {label}: {len(xs)} ops, median {median(xs):.1f} µs, {sum(xs) / 1e3:.2f} ms "

@@ -93,7 +93,7 @@ def _checked(m: hp.ProfileHostCosts) -> list[hp.BucketHost]:
 def test_committed_defaults_are_the_derivation(measured):
     """host_costs' constants are derive_defaults over the committed profiles, rounded to 5 %."""
     d = hp.derive_defaults(list(measured.values()), host_costs.PRE_FORWARD_S)
-    for k in ("hook_s_per_param", "bucket_launch_s", "enqueue_s"):
+    for k in ("hook_s_per_param", "bucket_launch_s", "enqueue_s", "copy_back_s_per_param"):
         assert getattr(host_costs.HostCosts(), k) == pytest.approx(getattr(d, k), rel=0.05), k
 
 

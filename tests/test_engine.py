@@ -623,6 +623,23 @@ def test_host_costs_put_a_cpu_clock_in_front_of_the_device(interference):
         assert g[3] == pytest.approx(w[3], abs=1e-9) and g[4] == pytest.approx(w[4], abs=1e-9), (g, w)
 
 
+@pytest.mark.parametrize("gabv, optimizer_start", [(False, 3.0), (True, 2.0)])
+def test_copy_back_at_finalize_is_cpu_work_per_gradient(gabv, optimizer_start):
+    # CPU costs only at finalize: 1 s per gradient's copy back (copy_bucket_to_grad). The CPU has
+    # enqueued the whole step by t = 0 (every other cost 0); finalize copies bucket 0 (c: CPU 0 ->
+    # 1) and bucket 1 (b, a: 1 -> 3). The device, done with bucket 1's all-reduce at 2.0, idles
+    # until the CPU has enqueued the last copy: the optimizer runs 3.0 -> 3.125. With
+    # gradient_as_bucket_view the gradients are the bucket's views: no copy back, optimizer at 2.0.
+    from ddpsim.network.host_costs import HostCosts
+
+    tr = toy_trace()
+    plan = explicit_plan(tr, [[2], [1, 0]], options=DDPOptions(gradient_as_bucket_view=gabv))
+    host = HostCosts(pre_forward_s=0.0, hook_s_per_param=0.0, bucket_launch_s=0.0, enqueue_s=0.0, copy_back_s_per_param=1.0)
+    got = log(simulate(tr, plan, net(latency_s=0.25), cfg(host_costs=host)))
+    assert got[-1][:3] == ("compute", "optimizer", "optimizer")
+    assert got[-1][3] == pytest.approx(optimizer_start, abs=1e-9) and got[-1][4] == pytest.approx(optimizer_start + 0.125, abs=1e-9)
+
+
 def test_copy_kernel_floor_per_parameter():
     # copy bandwidth 8 MiB/s: a's copy-in moves 2 MiB -> 0.25 s; a floor of 0.375 s lifts every
     # copy kernel to 0.375 s. Copy-out (one kernel per parameter) of bucket [b, a]: 2 x 0.375 s.

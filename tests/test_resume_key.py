@@ -125,6 +125,7 @@ def _table(tmp: Path) -> list[tuple[str, dict, typing.Any]]:
         ("cost_model.hook_s_per_param", GPU_BASE, 1e-5),
         ("cost_model.bucket_launch_s", GPU_BASE, 1e-4),
         ("cost_model.enqueue_s", GPU_BASE, 1e-4),
+        ("cost_model.copy_back_s_per_param", GPU_BASE, 1e-4),
         ("cost_model.uncertainty", GPU_BASE, False),
         ("plan", GPU_BASE, str(plan)),
         ("compile.ddp_optimizer", compiled, False),

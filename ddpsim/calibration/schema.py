@@ -75,6 +75,7 @@ class HostCostsDoc(Schema):
     hook_s_per_param: Seconds | None = None
     bucket_launch_s: Seconds | None = None
     enqueue_s: Seconds | None = None
+    copy_back_s_per_param: Seconds | None = None
 
     def build(self) -> HostCosts:
         return HostCosts(**{k: v for k, v in self.model_dump().items() if v is not None})

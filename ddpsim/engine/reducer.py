@@ -459,6 +459,10 @@ class Rank(RankTimeline):
                 yield from self.wait(used_map, "used_map")
                 used_pending = False
             if not eng.gabv:  # run with the next wait's or the optimizer's work (flush)
+                if eng.host is not None and eng.host.copy_back_s_per_param:
+                    # copy_bucket_to_grad: one copy_ launched per gradient on the CPU first
+                    self.cpu += eng.host.copy_back_s_per_param * layout.counts[b]
+                    self.gate()
                 self.advance("copy_out", f"bucket {b}", layout.copy_out_s[b] * s, b, layout.sizes[b])
             self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
         if used_pending:

@@ -93,11 +93,12 @@ class ProfileHostCosts:
     hook_s_per_param: float      # median hook of the gradients that launch no bucket
     bucket_launch_s: float       # median of (closing hook - enqueue - hook_s_per_param)
     enqueue_s: float             # median enqueue
-    copy_back_s_per_param: float  # median copy_bucket_to_grad (not charged by the engine)
+    copy_back_s_per_param: float  # median copy_bucket_to_grad
 
     def as_host_costs(self, pre_forward_s: float) -> HostCosts:
         return HostCosts(pre_forward_s=pre_forward_s, hook_s_per_param=self.hook_s_per_param,
-                         bucket_launch_s=self.bucket_launch_s, enqueue_s=self.enqueue_s)
+                         bucket_launch_s=self.bucket_launch_s, enqueue_s=self.enqueue_s,
+                         copy_back_s_per_param=self.copy_back_s_per_param)
 
 
 class _Nested:
@@ -200,7 +201,8 @@ def derive_defaults(measured: Sequence[ProfileHostCosts], pre_forward_s: float) 
     kept = [m for m, bound in zip(measured, host_bound([m.probe_op_s for m in measured])) if not bound]
     med = lambda f: statistics.median(getattr(m, f) for m in kept)  # noqa: E731
     return HostCosts(pre_forward_s=pre_forward_s, hook_s_per_param=med("hook_s_per_param"),
-                     bucket_launch_s=med("bucket_launch_s"), enqueue_s=med("enqueue_s"))
+                     bucket_launch_s=med("bucket_launch_s"), enqueue_s=med("enqueue_s"),
+                    copy_back_s_per_param=med("copy_back_s_per_param"))
 
 
 def model_bucket_s(host: HostCosts, num_params: int) -> float:

@@ -29,8 +29,14 @@ model (PyTorch ``torch/csrc/distributed/c10d/``, NCCL ``src/enqueue.cc``):
     ``ncclGroupEndInternal`` -> ``cudaLaunchKernelExC``, the profiles' ``nccl:all_reduce``), the end
     event and the watchdog's queue. Charged to every collective the engine issues (buckets, the
     used map, broadcasts).
+``copy_back_s_per_param`` (9 us)
+    ``Reducer::finalize_backward`` -> ``finalize_bucket_dense`` -> ``copy_bucket_to_grad``
+    (``reducer.cpp``, the profiles' ``copy_bucket_to_grad``): one ``copy_`` launch per parameter,
+    from the bucket into its ``.grad``, after the bucket's wait; none with
+    ``gradient_as_bucket_view`` (the gradients are views). The device cannot run a gradient's
+    copy-out before the CPU has enqueued it.
 
-The last three are measured, not estimated: :mod:`ddpsim.network.host_cost_profiles` takes them
+The last four are measured, not estimated: :mod:`ddpsim.network.host_cost_profiles` takes them
 bucket by bucket from the committed torch.profiler traces of DDP (``tests/data/*_ddp_*_rank0``:
 ResNet-50 on V100, H100, H200, GPT-2 124M on H100), each the median over the profiles of the
 profile's median, with the profiler's own cost per nested event removed (a lower bound of it, so
@@ -38,10 +44,8 @@ these remain upper bounds) and a host-bound profile (the A100 one: every op seve
 slower) left out; ``tests/test_bucket_host_costs.py`` checks every bucket of every profile against
 them. One constant for every GPU: the code path is the host's. ``pre_forward_s`` stays an
 estimate (the profiles' pre-forward holds the buffer broadcast, which the engine times apart).
-Not charged by the engine: finalize's copy back (``copy_bucket_to_grad``, 7-11 us per parameter
-on the same profiles).
 
-All four are uncertain by about a factor of two either way (CPU model, clock, Python
+All five are uncertain by about a factor of two either way (CPU model, clock, Python
 version, profiler); the uncertainty pass of the sweep varies them. A calibration measured on the
 machine replaces them (its ``ddp_iteration_overhead_s`` already holds the per-step part).
 """
@@ -59,6 +63,7 @@ PRE_FORWARD_S = 100e-6
 HOOK_S_PER_PARAM = 15e-6
 BUCKET_LAUNCH_S = 50e-6
 ENQUEUE_S = 55e-6
+COPY_BACK_S_PER_PARAM = 9e-6
 
 def check_seconds(v: Any, key: str) -> None:
     """``v`` must be a finite number of seconds >= 0; else one line naming ``key``."""
@@ -66,7 +71,7 @@ def check_seconds(v: Any, key: str) -> None:
         raise InputError(f"{key}: {v!r} is not accepted; expected a finite number of seconds >= 0")
 
 
-FIELDS = ("pre_forward_s", "hook_s_per_param", "bucket_launch_s", "enqueue_s")
+FIELDS = ("pre_forward_s", "hook_s_per_param", "bucket_launch_s", "enqueue_s", "copy_back_s_per_param")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +82,7 @@ class HostCosts:
     hook_s_per_param: float = HOOK_S_PER_PARAM
     bucket_launch_s: float = BUCKET_LAUNCH_S
     enqueue_s: float = ENQUEUE_S
+    copy_back_s_per_param: float = COPY_BACK_S_PER_PARAM
 
     def __post_init__(self) -> None:
         for k in FIELDS:
@@ -92,5 +98,6 @@ class HostCosts:
     def explain(self) -> str:
         return (f"host costs on the CPU timeline: {self.pre_forward_s * 1e6:g} us per step before forward, "
                 f"{self.hook_s_per_param * 1e6:g} us per parameter's autograd hook, {self.bucket_launch_s * 1e6:g} us "
-                f"per bucket launch, {self.enqueue_s * 1e6:g} us per ProcessGroupNCCL collective (reducer.cpp, "
+                f"per bucket launch, {self.enqueue_s * 1e6:g} us per ProcessGroupNCCL collective, "
+                f"{self.copy_back_s_per_param * 1e6:g} us per gradient's copy back at finalize (reducer.cpp, "
                 f"ProcessGroupNCCL.cpp; defaults from profiles of other machines, not measured here)")

@@ -306,6 +306,8 @@ class CostModelSection(Schema):
     hook_s_per_param: Seconds = Field(HostCosts.hook_s_per_param, description="host seconds per autograd hook")
     bucket_launch_s: Seconds = Field(HostCosts.bucket_launch_s, description="host seconds per bucket launch")
     enqueue_s: Seconds = Field(HostCosts.enqueue_s, description="host seconds per collective enqueued")
+    copy_back_s_per_param: Seconds = Field(HostCosts.copy_back_s_per_param,
+                                           description="host seconds per gradient's copy back at finalize")
     uncertainty: Bool = Field(CostModelSpec.uncertainty, description="re-simulate every point under the uncertain inputs")
 
     def spec(self) -> CostModelSpec:

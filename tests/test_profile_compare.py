@@ -247,9 +247,12 @@ def test_device_work_inherited_from_before_the_profile_is_left_out(tmp_path):
 def test_host_costs_from_the_hand_profile(tmp_path):
     (st,) = _steps(tmp_path, hand_profile())
     host, detail = host_costs_from_steps([st])
-    # pre-forward 20..100 us; the launching-free hook: 60 - 10 us; enqueue = record_param_comms; launch = the rest
+    # pre-forward 20..100 us; the launching-free hook: 60 - 10 us; enqueue = record_param_comms; launch = the rest;
+    # the copy back is not read from the timeline: the default
+    from ddpsim.network.host_costs import COPY_BACK_S_PER_PARAM
+
     assert host.as_dict() == pytest.approx({"pre_forward_s": 80e-6, "hook_s_per_param": 50e-6, "bucket_launch_s": 40e-6,
-                                            "enqueue_s": 60e-6})
+                                            "enqueue_s": 60e-6, "copy_back_s_per_param": COPY_BACK_S_PER_PARAM})
     assert detail["kernel_launches_per_step"] == 4 and detail["kernel_launch_s_per_call"] == pytest.approx(5e-6)
 
 

@@ -236,3 +236,9 @@ def rounded(obj: Any) -> Any:
 def json_text(obj: Any, **dumps_kw: Any) -> str:
     """A report's JSON document: ``json.dumps`` of :func:`rounded` ``obj``, one final newline."""
     return json.dumps(rounded(obj), **dumps_kw) + "\n"
+
+
+def file_id(point_id: str) -> str:
+    """A point id as used in file names (point files, timelines, traces): ``cap=25,hook=fp16`` ->
+    ``cap-25_hook-fp16``."""
+    return point_id.replace("=", "-").replace(",", "_")

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ddpsim.errors import InputError, shorten
-from ddpsim.io import ensure_dir, is_file, read_yaml, write_text_atomic
+from ddpsim.io import ensure_dir, file_id, is_file, read_yaml, write_text_atomic
 from ddpsim.pipeline.scenario import Scenario, _resolve_path, apply_overrides, find_scenario, scenario_from_dict
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.specs import SweepPoint
@@ -441,10 +441,6 @@ def chunks(indices: Sequence[int], workers: int) -> list[list[int]]:
     return [list(indices[i:i + size]) for i in range(0, len(indices), size)]
 
 
-def _file_id(point_id: str) -> str:
-    return point_id.replace("=", "-").replace(",", "_")
-
-
 def run_explore(space: ExploreSpace, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None,
                 progress: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any], Job]:
     """Simulate every point of ``space`` not already kept in ``out_dir/points/``.
@@ -483,7 +479,7 @@ def run_explore(space: ExploreSpace, *, out_dir: str | Path | None = None, jobs:
                     kept += 1
                     continue
                 if pdir is not None:
-                    write_text_atomic(pdir / f"{_file_id(d['point'])}.json", json.dumps(d, separators=(",", ":")) + "\n")
+                    write_text_atomic(pdir / f"{file_id(d['point'])}.json", json.dumps(d, separators=(",", ":")) + "\n")
                 records[i] = d
             bar.update(len(rows))
 
@@ -501,7 +497,7 @@ def _stored_points(job: Job, pdir: Path | None) -> dict[int, dict[str, Any]]:
     checked against the inputs where each point is built)."""
     stored: dict[int, dict[str, Any]] = {}
     for i, p in enumerate(job.points):
-        f = pdir / f"{_file_id(p.point_id)}.json" if pdir is not None else None
+        f = pdir / f"{file_id(p.point_id)}.json" if pdir is not None else None
         if f is None or not f.is_file():
             continue
         try:

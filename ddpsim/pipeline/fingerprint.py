@@ -20,7 +20,8 @@ import enum
 import hashlib
 import json
 import math
-from pathlib import PurePath
+from collections.abc import Mapping
+from pathlib import Path, PurePath
 from typing import Any, Iterable
 
 #: one hash of the source is read once per process
@@ -30,8 +31,6 @@ _CODE_FP: list[str] = []
 def code_fingerprint() -> str:
     """A hash of ddpsim's own source: a stored point is reused only by the same code."""
     if not _CODE_FP:
-        from pathlib import Path
-
         h = hashlib.sha256()
         root = Path(__file__).resolve().parents[1]  # the ddpsim package
         for f in sorted(root.rglob("*.py")):
@@ -55,7 +54,7 @@ def canonical(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {"type": type(obj).__qualname__,
                 "fields": {f.name: canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
-    if isinstance(obj, dict) or _is_mapping(obj):
+    if isinstance(obj, Mapping):
         items = [(json.dumps(canonical(k), sort_keys=True), canonical(v)) for k, v in obj.items()]
         return {"map": sorted(items, key=lambda kv: kv[0])}
     if isinstance(obj, (list, tuple)):
@@ -65,12 +64,6 @@ def canonical(obj: Any) -> Any:
     if isinstance(obj, PurePath):
         return {"path": obj.as_posix()}
     return _library_value(obj)
-
-
-def _is_mapping(obj: Any) -> bool:
-    from collections.abc import Mapping
-
-    return isinstance(obj, Mapping)
 
 
 def _library_value(obj: Any) -> Any:

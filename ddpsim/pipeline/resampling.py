@@ -139,8 +139,10 @@ def simulate_samples(scenario: Any, point: Any, inputs: Any, simulate: Callable,
 
 
 def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Callable, spans_kw: bool) -> float:
-    """Sample ``k``'s p50 step time alone (a task of the sweep's worker pool)."""
-    _, comm, cfg = sample_runs(scenario, point, inputs)[k]
+    """Sample ``k``'s p50 step time alone (a task of the sweep's worker pool): only that sample's
+    inputs are built."""
+    sample = samples_for(scenario, inputs)[k]
+    comm, cfg = sample_inputs(scenario, point, inputs, scenario.graph(point.nodes), sample)
     return sample_p50(inputs, comm, cfg, simulate, spans_kw)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.io import ensure_dir, file_id, write_text_atomic
 from ddpsim.plan.planner import cap_list_label
 from ddpsim.engine.result import BucketTiming, IterationStats, LazyBuckets, LazySpans, SimResult, Span
 from ddpsim.pipeline.fingerprint import engine_runs_key
@@ -222,10 +222,6 @@ def _worker(args: tuple) -> tuple[SweepPoint, int | None, Any]:
 
 # ---- the sweep ------------------------------------------------------------------------------
 
-def _file_id(point_id: str) -> str:
-    return point_id.replace("=", "-").replace(",", "_")
-
-
 def point_key(scenario: Scenario, point: SweepPoint, inputs: Any, traces: dict | None = None) -> str:
     """The resume key of ``point``: everything the engine receives for it, its uncertainty
     re-simulations included (:func:`ddpsim.pipeline.fingerprint.engine_runs_key`). ``traces``
@@ -300,7 +296,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
     records: dict[SweepPoint, PointRecord] = {}
     todo = []
     for p in pts:
-        f = pdir / f"{_file_id(p.point_id)}.json" if pdir is not None else None
+        f = pdir / f"{file_id(p.point_id)}.json" if pdir is not None else None
         if f is not None and f.is_file():
             try:
                 d = json.loads(f.read_text())
@@ -320,7 +316,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
             rec = PointRecord.from_dict(d) if isinstance(d, dict) else d
             if pdir is not None:  # a worker's dict is the record's to_dict() already
                 doc = d if isinstance(d, dict) else rec.to_dict()
-                write_text_atomic(pdir / f"{_file_id(rec.point_id)}.json", json.dumps(doc, separators=(",", ":")) + "\n")
+                write_text_atomic(pdir / f"{file_id(rec.point_id)}.json", json.dumps(doc, separators=(",", ":")) + "\n")
             records[rec.point] = rec
             bar.set_postfix_str(rec.point_id, refresh=False)
             bar.update(1)

@@ -49,7 +49,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from ddpsim.io import write_bytes_atomic
+from ddpsim.io import file_id, write_bytes_atomic
 from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, SimResult
 from ddpsim.trace.profile.kernel_kinds import HTA_NAMES, kernel_kind
 from ddpsim.trace.profile.kineto import merge_intervals
@@ -144,11 +144,6 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
         out["ddpsim"] = {"point": point, "note": "simulated by ddpsim; communication kernels are named "
                                                  "ncclDevKernel_* so that HTA classifies them"}
     return out
-
-
-def file_id(point_id: str) -> str:
-    """A point id as used in file names: ``cap=25,hook=fp16`` -> ``cap-25_hook-fp16``."""
-    return point_id.replace("=", "-").replace(",", "_")
 
 
 def representative_ranks(result: SimResult, max_ranks: int = 4) -> list[int]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ddpsim.io import ensure_dir, json_text, write_text_atomic
+from ddpsim.io import ensure_dir, file_id, json_text, write_text_atomic
 from ddpsim.pipeline import eager_comparison as steps_compiled
 from ddpsim.pipeline import run as steps
 from ddpsim.pipeline.scenario import Scenario, load_scenario
@@ -106,7 +106,7 @@ def _write_timelines(sc: Scenario, records: list[Any], best: Any, rdir: Path, pl
 
             fig = P.timeline_figure(rec.result, title=f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})",
                                     warmup=True)
-            files.append(P.save_figure(fig, rdir / f"timeline_{perfetto.file_id(rec.point_id)}.png"))
+            files.append(P.save_figure(fig, rdir / f"timeline_{file_id(rec.point_id)}.png"))
     if plots:
         _write_comparison(sc, records, best, rdir, files)
     return overlaps, trace_files

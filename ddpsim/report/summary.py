@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from ddpsim.report import bucket_costs, ddp_modes
 from ddpsim.report import compiled as compiled_report
-from ddpsim.io import FLOAT_DIGITS, write_text_atomic
+from ddpsim.io import FLOAT_DIGITS, file_id, write_text_atomic
 from ddpsim.plan.planner import mb_text
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_record, fmt_s, uncertainty_summary
 from ddpsim.units import format_size
@@ -145,10 +145,6 @@ _KEYS = ("iteration_p50_s", "iteration_p95_s", "iteration_mean_s", "forward_s", 
 
 def _pick(m: dict[str, Any]) -> dict[str, Any]:
     return {k: m.get(k) for k in _KEYS}
-
-
-def _file_id(point_id: str) -> str:
-    return point_id.replace("=", "-").replace(",", "_")
 
 
 def _pct(x: float | None) -> str:
@@ -456,7 +452,7 @@ def _overlap_line(s: dict[str, Any], point: str, per_rank: dict[Any, float]) -> 
     return (f"- `{point}`: communication overlapped by compute, as HTA's `get_comm_comp_overlap` computes it over "
             f"the whole trace (iteration 1 included): {ranks}; steady iterations only (engine): "
             f"{'-' if steady is None else f'{100 * steady:.1f}%'}. Files: {', '.join(f if f == '...' else '`' + f + '`' for f in shown)}; "
-            f"timeline `timeline_{_file_id(point)}.png`.")
+            f"timeline `timeline_{file_id(point)}.png`.")
 
 
 def _overlap_section(s: dict[str, Any]) -> list[str]:

@@ -10,7 +10,7 @@ where they differ; it never hides a mismatch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ddpsim.plan.planner import DDPOptions, plan_ddp
@@ -41,12 +41,24 @@ def _numel(size_bytes: int, dtype: str) -> int:
     return size_bytes // DTYPE_SIZE_BYTES[dtype]
 
 
-def check_recorded_buckets(trace: Trace, recorded_numels: Sequence[int], options: DDPOptions | None = None) -> BucketCheck:
-    """Compare the run's buckets (``recorded_numels``, launch order) with ddpsim's plan of ``trace``."""
-    options = options or DDPOptions()
+def run_cap_bound_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | None:
+    """The largest ``bucket_cap_mb`` the recorded buckets allow, in MiB, or None when they cannot say.
+
+    DDP closes a bucket once its bytes reach the limit (``_compute_bucket_assignment_by_size``), so
+    every bucket but the last holds at least the run's cap; with the cap set to the smallest of
+    them, no bucket closes earlier than in the run and each still closes where it did. Read only
+    when every gradient has one dtype (the limit is in bytes) and at least two buckets were recorded.
+    """
+    dtypes = {p.dtype for p in trace.params}
+    if len(dtypes) != 1 or len(recorded_numels) < 2:
+        return None
+    size = DTYPE_SIZE_BYTES[dtypes.pop()]
+    return min(recorded_numels[:-1]) * size / 2**20
+
+
+def _compare(trace: Trace, recorded: tuple[int, ...], options: DDPOptions) -> BucketCheck:
     plan = plan_ddp(trace, options)
     planned = tuple(_numel(b.size_bytes, b.dtype) for b in plan.steady)
-    recorded = tuple(int(n) for n in recorded_numels)
     label = options.label()
     if planned == recorded:
         return BucketCheck(options=options, recorded_numels=recorded, planned_numels=planned, matches=True,
@@ -57,3 +69,21 @@ def check_recorded_buckets(trace: Trace, recorded_numels: Sequence[int], options
     message = (f"buckets differ from ddpsim's plan at {label}: the run had {len(recorded)}, the plan {len(planned)}; "
                f"first difference at bucket {first}: recorded {got} elements, planned {want}")
     return BucketCheck(options=options, recorded_numels=recorded, planned_numels=planned, matches=False, message=message)
+
+
+def check_recorded_buckets(trace: Trace, recorded_numels: Sequence[int], options: DDPOptions | None = None) -> BucketCheck:
+    """Compare the run's buckets (``recorded_numels``, launch order) with ddpsim's plan of ``trace``.
+
+    Without ``options`` the run's cap is not known: DDP's default is tried first, then the largest
+    cap the recorded buckets allow (:func:`run_cap_bound_mb`), and the message names which matched.
+    """
+    recorded = tuple(int(n) for n in recorded_numels)
+    check = _compare(trace, recorded, options or DDPOptions())
+    bound = None if options is not None or check.matches else run_cap_bound_mb(trace, recorded)
+    if bound is None:
+        return check
+    inferred = _compare(trace, recorded, DDPOptions(bucket_cap_mb=bound))
+    if not inferred.matches:
+        return check
+    note = f" (the run's bucket_cap_mb, read off its buckets: at most {bound:.4g} MiB, its smallest closed bucket)"
+    return replace(inferred, message=inferred.message + note)

@@ -97,11 +97,29 @@ def test_committed_defaults_are_the_derivation(measured):
         assert getattr(host_costs.HostCosts(), k) == pytest.approx(getattr(d, k), rel=0.05), k
 
 
+@pytest.fixture(scope="module")
+def speed(measured) -> dict[str, float]:
+    """Per profile, its host's speed against the defaults' host, read off the per-gradient hook
+    (the profile's median plain hook over the default's): one factor per host."""
+    return {k: m.hook_s_per_param / host_costs.HostCosts().hook_s_per_param for k, m in measured.items()}
+
+
+#: a profile may catch its host in a hiccup (one bucket several times its neighbours): at most one
+#: bucket in twenty may fall outside the band
+HICCUPS = 1 / 20
+
+
+def _outside(ratios: list[float]) -> list[float]:
+    return [r for r in ratios if not 1 / hp.BAND <= r <= hp.BAND]
+
+
 @pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name.split("_rank")[0])
-def test_profile_buckets_within_band(path, measured, bound):
+def test_profile_buckets_within_band(path, measured, bound, speed):
     """Each bucket's measured host time is within the defaults' band (x BAND either way) of the
-    model, except on a host-bound profile, where every bucket is above it (a slower host, the same
-    code path) and the profile's own terms put each bucket back within the band."""
+    model with every default term scaled by one factor, the host's speed read off its per-gradient
+    hook: the per-bucket terms (launch, enqueue) move with the per-gradient one from host to host.
+    On a host-bound profile every bucket is above the unscaled model (a slower host, the same code
+    path). The profile's own terms put each bucket within the band."""
     m = measured[path.name]
     checked = _checked(m)
     assert checked
@@ -110,11 +128,18 @@ def test_profile_buckets_within_band(path, measured, bound):
     if bound[path.name]:
         assert min(ratios) > hp.BAND
     else:
-        assert all(1 / hp.BAND <= r <= hp.BAND for r in ratios), ratios
+        scaled = [r / speed[path.name] for r in ratios]
+        assert len(_outside(scaled)) <= len(scaled) * HICCUPS, scaled
     own = m.as_host_costs(0.0)
-    assert all(1 / hp.BAND <= b.host_s / hp.model_bucket_s(own, b.num_params) <= hp.BAND for b in checked)
+    own_ratios = [b.host_s / hp.model_bucket_s(own, b.num_params) for b in checked]
+    assert len(_outside(own_ratios)) <= len(own_ratios) * HICCUPS, own_ratios
     # the first bucket of the first step pays more than the model, never less
     assert m.buckets[0].host_s >= hp.model_bucket_s(own, m.buckets[0].num_params)
+
+
+def test_host_speed_scales_with_the_probe_op():
+    assert hp.host_speed([1.0, 2.0, 4.0]) == [0.5, 1.0, 2.0]
+    assert hp.host_bound([1.0, 1.0, 4.5]) == [False, False, True]
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name.split("_rank")[0])
@@ -138,7 +163,7 @@ def test_profile_bucket_cost_grows_with_its_gradients(path, measured):
 @pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name.split("_rank")[0])
 def test_profile_copy_back_is_per_parameter_host_work(path, measured):
     """finalize's copy back (copy_bucket_to_grad, one per parameter) costs the host about as much as
-    the hook's copy in: a cost the engine does not charge (see the module docstring)."""
+    the hook's copy in: the engine charges it at finalize (see the module docstring)."""
     m = measured[path.name]
     assert m.copy_back_s_per_param > 0
     assert m.copy_back_s_per_param <= m.hook_s_per_param * hp.BAND

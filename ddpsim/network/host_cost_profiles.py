@@ -22,10 +22,10 @@ A bucket of ``n`` gradients thus costs the host ``n * hook + bucket launch + enq
 (:func:`model_bucket_s`), the engine's charge (:mod:`ddpsim.engine.reducer` ``autograd_hook``,
 ``launch_plain_bucket``; :mod:`ddpsim.engine.timeline` for the enqueue).
 
-**Not charged by the engine**: the copy back at finalize
+**copy back** (``copy_back_s_per_param``): finalize's copy of each bucket into its gradients
 (``torch.distributed.ddp.reducer::copy_bucket_to_grad``, one per parameter, in
-``Reducer::finalize_backward`` on the CPU after the last bucket's wait), measured here as
-:attr:`ProfileHostCosts.copy_back_s_per_param`.
+``Reducer::finalize_backward`` on the CPU after the last bucket's wait), charged by the engine at
+finalize (:mod:`ddpsim.engine.reducer`).
 
 **The profiler's own cost.** Every profiled op and CUDA call runs ``RecordFunction``'s callbacks and
 Kineto's recording, and that time falls inside the span of the op that holds it. Per profile the
@@ -39,9 +39,10 @@ seen), so the corrected terms remain upper bounds of the unprofiled costs.
 the CPU blocked on a full launch queue (the device is behind: GPU-bound steps), not host work; the
 excess is removed from the span that holds it.
 
-**A host-bound profile** (a loaded or throttled CPU) runs every op slower; a profile whose
-``aten::as_strided`` median exceeds :data:`HOST_BOUND_FACTOR` times the median over the profiles is
-reported but takes no part in the defaults (:func:`derive_defaults`).
+**A slower host** runs every op slower by about the same factor, its speed
+(:func:`host_speed`): the probe op's median span over the median of the profiles'. A profile whose
+speed exceeds :data:`HOST_BOUND_FACTOR` (a loaded or throttled CPU: host-bound) is reported but
+takes no part in the defaults (:func:`derive_defaults`).
 """
 
 from __future__ import annotations
@@ -189,10 +190,16 @@ def measure(profile: KinetoProfile | str | Path, *, correct: bool = True) -> Pro
                             copy_back_s_per_param=_median_s(copy_back))
 
 
+def host_speed(probe_s: Sequence[float]) -> list[float]:
+    """Per profile, how much slower its host runs than the profiles' median host: its probe op's
+    median span over the median of them (1 for the median host, 2 for one twice as slow)."""
+    ref = statistics.median(probe_s)
+    return [p / ref for p in probe_s]
+
+
 def host_bound(probe_s: Sequence[float]) -> list[bool]:
     """Per profile's probe op median, whether its host is an outlier (:data:`HOST_BOUND_FACTOR`)."""
-    ref = statistics.median(probe_s)
-    return [p > HOST_BOUND_FACTOR * ref for p in probe_s]
+    return [s > HOST_BOUND_FACTOR for s in host_speed(probe_s)]
 
 
 def derive_defaults(measured: Sequence[ProfileHostCosts], pre_forward_s: float) -> HostCosts:

@@ -15,7 +15,11 @@ within 15 %, over the ``normal`` curves (the goal) and with ``forced_algo``; cur
 transport no preset models (EFA, GPUDirect-TCPXO; the presets' NICs are InfiniBand / RoCE) apart.
 ``--sizes``: every size; ``--loso``: each system's error with the fitted constants of
 :mod:`ddpsim.network.nccl_exec` refitted without it; ``--quantiles``: the quantiles of measured
-/ model time at 64 KiB-64 MiB (the uncertainty band's collective term).
+/ model time at 64 KiB-64 MiB (the uncertainty band's collective term); ``--diagnose``: per
+curve, the 1-128 MiB signed error split by the (algorithm, protocol) the model runs, and the
+error at the curve's largest size, where the time is the bandwidth's (a miss there is the
+bandwidth, not the ramp); ``--markdown``: the per-curve table and the summary as docs/MODEL.md
+holds them.
 """
 
 from __future__ import annotations
@@ -262,6 +266,35 @@ def residual_quantiles(meta: list[dict], points: dict) -> None:
           f"median {statistics.median(ratios):.3f}, 90 % {qs[17]:.3f}, 95 % {qs[18]:.3f}")
 
 
+def diagnose(m: dict, res: list[tuple[int, float, float, str]]) -> None:
+    """The 1-128 MiB signed error per (algorithm, protocol), and the error at the largest size."""
+    by: dict[str, list[float]] = {}
+    for s, t, tm, ap in res:
+        if BANDS[1][1] <= s < BANDS[1][2]:
+            by.setdefault(ap, []).append(tm / t - 1)
+    parts = [f"{ap} {100 * statistics.median(e):+.0f}% ({len(e)})" for ap, e in sorted(by.items())]
+    s, t, tm, ap = res[-1]
+    print(f"    1-128 MiB by algo/proto: {', '.join(parts) or '-'}; largest size {s / MiB:g} MiB "
+          f"{100 * (tm / t - 1):+.1f}% {ap}")
+
+
+def md_band(b: tuple[float, float, int] | None) -> str:
+    return "–" if b is None else f"{100 * b[0]:.1f} ({100 * b[1]:+.1f})"
+
+
+def markdown(rows: list[tuple[dict, Case, dict]]) -> None:
+    """The per-curve table of docs/MODEL.md (curves of other transports last)."""
+    print("| curve | category | model: preset, nodes, ranks, options, algorithm | < 1 MiB | 1–128 MiB | ≥ 256 MiB |")
+    print("|---|---|---|---:|---:|---:|")
+    order = {"normal": 0, "forced_algo": 1}
+    for m, case, b in sorted(rows, key=lambda r: (bool(r[1].transport), order[r[0]["category"]], r[0]["curve_id"])):
+        cat = m["category"] + (" (other transport: apart)" if case.transport else "")
+        opts = "".join(f", `{k}={v}`" for k, v in case.options.items())
+        model = f"{case.preset}, {case.nodes}, {case.ranks}{opts}, {case.algorithm or 'choice'}"
+        print(f"| `{m['curve_id']}` | {cat} | {model} | {md_band(b['<1MiB'])} | {md_band(b['1-128MiB'])} "
+              f"| {md_band(b['>=256MiB'])} |")
+
+
 def fmt(b: tuple[float, float, int] | None) -> str:
     return f"{'-':>15s}" if b is None else f"{100 * b[0]:6.1f} {100 * b[1]:+7.1f}%"
 
@@ -291,15 +324,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", action="store_true", help="print every size of every scored curve")
     ap.add_argument("--loso", action="store_true", help="leave-one-system-out errors of the fitted step overheads")
     ap.add_argument("--quantiles", action="store_true", help="quantiles of measured / model time, 64 KiB-64 MiB")
+    ap.add_argument("--diagnose", action="store_true",
+                    help="per curve: 1-128 MiB signed error by algo/proto, and the error at the largest size")
+    ap.add_argument("--markdown", action="store_true", help="print the per-curve table as docs/MODEL.md holds it")
     args = ap.parse_args(argv)
     meta, points = load(args.curves)
     print(f"{'curve':34s} {'category':11s} {'model (preset nodes ranks options algo)':58s} "
           f"{'<1MiB |e| sgn':>15s} {'1-128MiB':>15s} {'>=256MiB':>15s}")
     stats: dict[str, list] = {"normal": [], "forced_algo": [], "other transport": []}
+    rows = []
     for m, case in scored(meta):
         res = residuals(case, points[m["curve_id"]])
         b = band_stats(res)
         stats[group(m, case)].append((m["curve_id"], b))
+        rows.append((m, case, b))
         opts = " ".join(f"{k}={v}" for k, v in case.options.items())
         desc = f"{case.preset} {case.nodes} {case.ranks} {opts} {case.algorithm or 'choice'}"
         print(f"{m['curve_id']:34s} {m['category']:11s} {desc:58s} {fmt(b['<1MiB'])} {fmt(b['1-128MiB'])} "
@@ -307,6 +345,8 @@ def main(argv: list[str] | None = None) -> None:
         for note in (case.note, f"no preset models {case.transport}: apart" * bool(case.transport)):
             if note:
                 print(f"{'':47s}({note})")
+        if args.diagnose:
+            diagnose(m, res)
         if args.sizes:
             print_sizes(m["curve_id"], res)
     print("\nnot scored:")
@@ -320,6 +360,9 @@ def main(argv: list[str] | None = None) -> None:
     summary("normal (the goal)", stats["normal"])
     summary("normal + forced_algo", stats["normal"] + stats["forced_algo"])
     summary("other transports (EFA, TCPXO, RCCL)", stats["other transport"])
+    if args.markdown:
+        print()
+        markdown(rows)
     if args.loso:
         loso(meta, points)
     if args.quantiles:

@@ -63,3 +63,24 @@ def test_resampling_uses_the_residual_band():
     assert resampling.MID_FACTORS == collective_residuals.MID_SIZE_RATIOS
     lo, hi = resampling.MID_FACTORS
     assert lo < 1 < hi
+
+
+def test_markdown_table_lists_other_transports_last(bench, capsys):
+    b = {"<1MiB": None, "1-128MiB": (0.2, -0.2, 3), ">=256MiB": (0.05, 0.01, 2)}
+    rows = [({"curve_id": "z_ib", "category": "forced_algo"}, bench.Case("dgx-a100", 2, 16, algorithm="ring"), b),
+            ({"curve_id": "a_efa", "category": "normal"}, bench.Case("dgx-a100", 2, 16, transport=bench.EFA), b),
+            ({"curve_id": "m_nvl", "category": "normal"}, bench.Case("dgx-h100", 1, 8, {"nic_gbit": 400}), b)]
+    bench.markdown(rows)
+    lines = capsys.readouterr().out.splitlines()[2:]
+    assert [ln.split("`")[1] for ln in lines] == ["m_nvl", "z_ib", "a_efa"]
+    assert lines[0] == "| `m_nvl` | normal | dgx-h100, 1, 8, `nic_gbit=400`, choice | – | 20.0 (-20.0) | 5.0 (+1.0) |"
+    assert "other transport: apart" in lines[2]
+
+
+def test_diagnose_splits_the_mid_band_by_protocol(bench, capsys):
+    MiB = 1 << 20
+    res = [(MiB, 10.0, 9.0, "ring/ll"), (2 * MiB, 10.0, 11.0, "ring/ll128"), (4 * MiB, 10.0, 13.0, "ring/ll128"),
+           (1 << 30, 100.0, 95.0, "ring/simple")]
+    bench.diagnose({}, res)
+    out = capsys.readouterr().out
+    assert "ring/ll -10% (1), ring/ll128 +20% (2)" in out and "largest size 1024 MiB -5.0% ring/simple" in out

@@ -18,15 +18,17 @@ def system(num_ranks: int, num_nodes: int, *, channels: int = 1, bw: float = 20.
 
 
 def test_two_rank_ring_of_one_chunk_by_hand():
-    # 2 ranks, 1 channel of 20 GB/s (<= PCI_BW: Simple runs 256 threads), 64 KiB with Simple:
-    # 64 KiB >= 1 x 256 x 64 keeps the channel; one loop (a loop holds 2 x 2 MiB); the chunk is
-    # 64 KiB / 2 ranks = 32 KiB; 2(n-1) = 2 steps of 2 slices each = 4 synchronised slices; 2 NVLink hops
+    # 2 ranks, 1 search channel of 20 GB/s (<= PCI_BW: Simple runs 256 threads), duplicated into 2
+    # (connect.cc), 64 KiB with Simple: 64 KiB >= 2 x 256 x 64 keeps both; 32 KiB per channel is one
+    # loop (a loop holds 2 x 2 MiB); the chunk is 32 KiB / 2 ranks = 16 KiB; 2(n-1) = 2 steps of
+    # 2 slices each = 4 synchronised slices; 2 NVLink hops
     s = system(2, 1)
     ex = nccl_exec.plan(s, "ring", "simple", 64 * KiB)
-    assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes) == (1, 1.0, 32 * KiB)
+    assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes) == (2, 1.0, 16 * KiB)
     assert (ex.syncs, ex.slices, ex.hops_intra, ex.hops_inter, ex.fill_bytes) == (4, 4, 2, 0, 0)
     # time: baseLat 8.4 + 2 hops x hwLat(NVLink, ring, Simple) 3.4 + 4 syncs x the overhead not hidden
     # behind the 3 other slices in flight (8 slots / 2 per slice) + 64 KiB at 20 GB/s x n/(2(n-1)) = 20
+    # (the two channels share the one search channel's 20 GB/s)
     transfer = 64 * KiB / (1000 * 20.0)
     o = nccl_exec.STEP_OVERHEAD_US["simple"]
     exposed = o * o / (o + 3 * transfer / 4)
@@ -34,34 +36,48 @@ def test_two_rank_ring_of_one_chunk_by_hand():
 
 
 def test_two_rank_ring_loops_once_per_two_chunks_of_each_rank():
-    # a loop carries nRanks chunks of 2 MiB per channel: 8 MiB on 2 ranks and 1 channel is 2 loops,
-    # each of 2 steps x 2 slices; only the first loop's syncs are exposed
-    ex = nccl_exec.plan(system(2, 1), "ring", "simple", 8 * MiB)
-    assert (ex.chunk_bytes, ex.syncs, ex.slices) == (2 * MiB, 4, 8)
+    # a loop carries nRanks chunks of 2 MiB per channel: 16 MiB on 2 ranks and 2 channels (1 search
+    # channel, duplicated) is 8 MiB per channel, 2 loops, each of 2 steps x 2 slices; only the first
+    # loop's syncs are exposed
+    ex = nccl_exec.plan(system(2, 1), "ring", "simple", 16 * MiB)
+    assert (ex.num_channels, ex.chunk_bytes, ex.syncs, ex.slices) == (2, 2 * MiB, 4, 8)
+
+
+def test_communicator_duplicates_the_search_channels():
+    # connect.cc ncclTopoPostset: 2 x the search's channels, at most MAXCHANNELS = 64; on Hopper across
+    # nodes with a ring over 45 GB/s per channel and fewer than 16 channels, doubled once more
+    assert nccl_exec.comm_channels(system(8, 1, channels=12)) == 24
+    assert nccl_exec.comm_channels(system(8, 1, channels=40)) == 64
+    assert nccl_exec.comm_channels(system(16, 2, channels=4, bw=60.0, cc=90)) == 16
+    assert nccl_exec.comm_channels(system(16, 2, channels=4, bw=40.0, cc=90)) == 8
+    assert nccl_exec.comm_channels(system(16, 2, channels=4, bw=60.0, cc=80)) == 8
 
 
 def test_tree_of_three_levels_by_hand():
     # 8 nodes of one GPU: log2(8) = 3 network levels, up and down = 6 hops and 6 synchronised steps;
-    # LL's chunk is one step of 32 KiB (8 lines x 512 threads x 8 data bytes); 1 MiB on 1 channel is
-    # 32 chunks: the first crosses the 5 further levels before the pipeline is full
+    # LL's chunk is one step of 32 KiB (8 lines x 512 threads x 8 data bytes); 1 MiB on 2 channels (1
+    # search channel, duplicated) is 16 chunks per channel: the first crosses the 5 further levels
+    # before the pipeline is full
     s = system(8, 8)
     ex = nccl_exec.plan(s, "tree", "ll", 1 * MiB)
-    assert (ex.hops_intra, ex.hops_inter, ex.syncs, ex.slices) == (0, 6, 6, 32)
+    assert (ex.num_channels, ex.hops_intra, ex.hops_inter, ex.syncs, ex.slices) == (2, 0, 6, 6, 16)
     assert (ex.chunk_bytes, ex.fill_bytes) == (32 * KiB, 5 * 32 * KiB)
     # one rank per node: the network hop is the tree's (tuning.cc hwLat[NET][TREE][LL] = 5.0)
     assert nccl_exec.hop_latency_us(s, "tree", "ll") == (0.6, 5.0)
-    bw = nccl.bandwidth_gbps(s, "tree", "ll")
-    wire = 2 * MiB  # up and down, one channel
-    rounds = wire / (512 * 8) - (6 + 32 - 1)  # LL round trips beyond one per step
-    expect = 6.8 + 6 * 5.0 + MiB / (1000 * bw) + rounds * nccl_exec.LL_ROUND_TRIP_US + 5 * 32 * KiB / (1000 * bw)
+    bw = nccl.bandwidth_gbps(s, "tree", "ll")  # the two channels share it: bw / 2 each
+    wire = MiB  # half a MiB up and down, per channel
+    rounds = wire / (512 * 8) - (6 + 16 - 1)  # LL round trips beyond one per step
+    expect = 6.8 + 6 * 5.0 + MiB / (1000 * bw) + rounds * nccl_exec.LL_ROUND_TRIP_US + 5 * 32 * KiB / (1000 * bw / 2)
     assert nccl_exec.time_us(s, "tree", "ll", MiB) == pytest.approx(expect)
 
 
 def test_runtime_channels_drop_then_threads_halve():
-    # enqueue.cc topoGetAlgoInfo, ring LL on 8 ranks: threshold 8 x nRanks = 64 bytes per thread, 512 threads
+    # enqueue.cc topoGetAlgoInfo, ring LL on 8 ranks: threshold 8 x nRanks = 64 bytes per thread, 512 threads,
+    # from the communicator's 24 channels (12 search channels, duplicated)
     s = system(8, 1, channels=12)
     assert nccl_exec.runtime_channels(s, "ring", "ll", 100 * KiB) == (3, 1.0)  # 100 KiB >= 3 x 32 KiB
     assert nccl_exec.runtime_channels(s, "ring", "ll", 12 * 32 * KiB) == (12, 1.0)
+    assert nccl_exec.runtime_channels(s, "ring", "ll", 24 * 32 * KiB) == (24, 1.0)
     # 8 KiB: one channel, then 512 -> 256 -> 128 threads (8 KiB >= 128 x 64 stops the halving)
     assert nccl_exec.runtime_channels(s, "ring", "ll", 8 * KiB) == (1, 0.25)
     # a tree drops channels the same way but keeps every thread ("Tree now uses all threads always")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ddpsim.network import collective_residuals
 from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.pipeline.resampling import MidSizeScaled, samples_for, summarize
@@ -50,7 +51,7 @@ def test_samples_follow_the_terms_in_force():
                               "world_size": 8, "sweep": {"bucket_cap_mb": [None]}}, source="g")
     labels = [s.label for s in samples_for(gpu, gpu.build_point(gpu.points()[0]))]
     assert labels == ["memory_bound_fraction=0.3", "memory_bound_fraction=0.7", "host costs x0.5", "host costs x2",
-                      "NCCL 64 KiB-64 MiB x0.712", "NCCL 64 KiB-64 MiB x2.043", "seed 1", "seed 2"]
+                      *(f"NCCL 64 KiB-64 MiB x{f:g}" for f in collective_residuals.MID_SIZE_RATIOS), "seed 1", "seed 2"]
     cpu = scenario_from_dict({"name": "c", "trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"},
                               "simulation": {"jitter": "none"}}, source="c")
     assert samples_for(cpu, cpu.build_point(cpu.points()[0])) == []

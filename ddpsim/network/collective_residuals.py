@@ -20,4 +20,4 @@ MID_LO_BYTES = 64 * 1024
 MID_HI_BYTES = 64 * 2 ** 20
 #: the quantile levels and measured / model time at them (164 sizes of 17 curves)
 QUANTILE_LEVELS = (0.10, 0.90)
-MID_SIZE_RATIOS = (0.712, 2.043)
+MID_SIZE_RATIOS = (0.781, 2.104)

@@ -4,10 +4,13 @@
 ``enqueue.cc topoGetAlgoInfo``); its estimate (``ncclTopoGetAlgoTime``) is a ranking key. This
 module times the chosen configuration from its execution:
 
-* **Channels and threads at run time** (``enqueue.cc topoGetAlgoInfo``): a ring or tree drops
-  channels, then (ring) halves threads, while ``nBytes < nc * nt * threadThreshold`` (LL 8 x
-  nRanks on a ring, 8 on a tree; LL128 8; Simple 64; threads LL 512, LL128 640, Simple 512 or
-  256 on a ring at most as fast as PCIe); NVLS keeps ``nvlsChannels``. Bandwidth scales with them.
+* **Channels and threads at run time**: a communicator runs twice the search's ring / tree
+  channels (``connect.cc ncclTopoPostset``, :func:`comm_channels`); ``enqueue.cc topoGetAlgoInfo``
+  drops channels from those, then (ring) halves threads, while ``nBytes < nc * nt *
+  threadThreshold`` (LL 8 x nRanks on a ring, 8 on a tree; LL128 8; Simple 64; threads LL 512,
+  LL128 640, Simple 512 or 256 on a ring at most as fast as PCIe); NVLS keeps ``nvlsChannels``. A
+  channel runs at most at the search's per-channel bandwidth; all together at NCCL's bandwidth.
+  Each channel's share of the message sets its chunks, loops and LL round trips.
 * **Chunks and slices** (``calcCollChunking``, ``device.h``, ``collectives.h``): a step is one of
   ``NCCL_STEPS`` = 8 buffer slots: LL 32 KiB of data (8 lines x 512 threads x 8 bytes), LL128
   576,000 bytes (120 x 640 x 8, 15 of 16 words data), Simple 512 KiB, a ring Simple chunk 4 steps
@@ -37,8 +40,8 @@ loop, so the ramp from the latency floor to the bandwidth comes out of the steps
 Fitted, one value for every GPU generation and transport (``bench_collective_score.py --loso``
 prints each system's error with them fitted without it): :data:`LL_ROUND_TRIP_US`,
 :data:`STEP_OVERHEAD_US` of LL128 and Simple, on the ``normal`` InfiniBand / RoCE / NVLink /
-PCIe curves, never a ``suspect`` or ``pathological`` one. The best Simple value (12; 6 already) puts
-the published V100 check of ``tests/test_collectives.py`` past 10 %: 4 µs is used.
+PCIe curves, never a ``suspect`` or ``pathological`` one. The best Simple value (12; 8 already)
+puts the published V100 check of ``tests/test_collectives.py`` past 10 %: 4 µs is used.
 Units as :mod:`ddpsim.network.nccl`: µs, GB/s = 1000 bytes/µs
 """
 
@@ -90,12 +93,27 @@ def _graph(sys: nccl.NcclSystem, algo: str) -> nccl.NcclGraph:
     return g
 
 
+def comm_channels(sys: nccl.NcclSystem) -> int:
+    """The ring / tree channels a communicator runs (``comm->nChannels``): the search's, doubled.
+
+    ``init.cc`` takes the fewer of the ring's and the tree's search channels; ``connect.cc
+    ncclTopoPostset`` duplicates them ("Duplication should be complete now": 2 x, at most
+    MAXCHANNELS), and doubles them once more on Hopper and later across nodes when the ring's
+    per-channel NVLink bandwidth is over 45 GB/s and fewer than 16 channels run. ``tuning.cc``
+    rates the search's channels; the duplicates share that bandwidth.
+    """
+    nc = min(nccl.MAXCHANNELS, 2 * min(sys.ring.num_channels, sys.tree.num_channels))
+    if sys.compute_capability >= 90 and sys.num_nodes > 1 and sys.ring.bw_intra_gbps > 45.0 and nc < 16:
+        nc = min(nccl.MAXCHANNELS, 2 * nc)
+    return max(1, nc)
+
+
 def runtime_channels(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> tuple[int, float]:
     """(channels, fraction of the maximum threads) NCCL launches (``enqueue.cc topoGetAlgoInfo``)."""
     g = _graph(sys, algo)
-    nc = g.num_channels
     if algo in ("nvls", "nvls_tree"):
-        return nc, 1.0
+        return g.num_channels, 1.0
+    nc = comm_channels(sys)
     nt = MAX_THREADS[proto]
     if proto == "simple" and algo == "ring" and g.bw_intra_gbps * g.num_channels <= PCI_BW_GBPS:
         nt = 256
@@ -177,9 +195,10 @@ def hop_latency_us(sys: nccl.NcclSystem, algo: str, proto: str) -> tuple[float, 
 
 
 def bandwidth_gbps(sys: nccl.NcclSystem, algo: str, proto: str, ex: Execution) -> float:
-    """Algorithm bandwidth of the channels in use (NCCL's per-channel figure, ``tuning.cc``)."""
+    """Algorithm bandwidth of the channels in use: each runs at most at NCCL's per-channel figure
+    (``tuning.cc``, the search's channels), all of them together at NCCL's bandwidth."""
     full = nccl.bandwidth_gbps(sys, algo, proto)
-    return full * ex.num_channels / _graph(sys, algo).num_channels * ex.thread_fraction
+    return full * min(1.0, ex.num_channels / _graph(sys, algo).num_channels) * ex.thread_fraction
 
 
 def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> float:

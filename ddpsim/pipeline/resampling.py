@@ -8,7 +8,7 @@ Which inputs are uncertain depends on the terms in force at the point:
     the one value of that derivation not taken from a source.
 ``host costs`` x0.5 and x2
     every host cost of :mod:`ddpsim.network.host_costs` (CPU model, clock, Python version).
-``NCCL mid-size`` x0.712 and x2.043
+``NCCL mid-size`` x ``MID_SIZE_RATIOS``
     all-reduces of 64 KiB to 64 MiB at the 10 % and 90 % quantiles of measured / model time over
     the public all-reduce curves (:mod:`ddpsim.network.collective_residuals`): the range where
     the model is least certain (protocol switches LL -> LL128 -> Simple, channels still being

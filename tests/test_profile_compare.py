@@ -14,6 +14,7 @@ import json
 import math
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,8 @@ from ddpsim.validation.profile_compare import attribution, compare, preset_for
 from ddpsim.validation.profile_findings import findings, transfer_line
 from ddpsim.validation.profile_measure import (TERMS, boundaries, effective_ready_s, effective_trace, host_costs_from_steps,
                                                hta_overlap_ratio, measured_summary, merge_intervals, step_figures)
-from ddpsim.validation.profile_timeline import kernel_kind, step_timelines
+from ddpsim.trace.profile import import_profile
+from ddpsim.trace.profile.kernel_kinds import kernel_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 A100 = ROOT / "tests/data/resnet50_ddp_2xA100_rank0.json.gz"
@@ -135,24 +137,24 @@ def hand_profile(host_bound: bool = True) -> dict:
 def _steps(tmp_path, doc, name="p.json"):
     path = tmp_path / name
     path.write_text(json.dumps(doc))
-    return step_timelines(path)
+    return import_profile(path).iterations
 
 
 def test_hand_profile_timelines(tmp_path):
     (st,) = _steps(tmp_path, hand_profile())
     assert st.step == 7 and st.step_s == pytest.approx(1000e-6)
-    assert st.forward_start_s == pytest.approx(20e-6) and st.module_start_s == pytest.approx(100e-6)
-    assert (st.backward_cpu_start_s, st.backward_cpu_end_s) == pytest.approx((400e-6, 700e-6))
+    assert st.forward.cpu_start_s == pytest.approx(20e-6) and st.module_start_s == pytest.approx(100e-6)
+    assert (st.backward.cpu_start_s, st.backward.cpu_end_s) == pytest.approx((400e-6, 700e-6))
     assert st.zero_grad_s == pytest.approx(10e-6)
     # hooks: op end, evaluate_function span, the device done with what was launched before (conv_fwd, then conv_bwd)
     h1, h2 = st.hooks
     assert (h1.op_end_s, h1.end_s - h1.start_s - h1.op_s, h1.launches, h1.gpu_ready_s) == pytest.approx((415e-6, 50e-6, 0, 230e-6))
     assert (h2.op_end_s, h2.launches, h2.gpu_ready_s) == pytest.approx((515e-6, 1, 630e-6))
-    (launch,) = st.launches
-    assert (launch.start_s, launch.op_s, launch.enqueue_s) == pytest.approx((550e-6, 100e-6, 60e-6))
+    (launch,) = st.buckets
+    assert (launch.op_start_s, launch.op_s, launch.enqueue_s) == pytest.approx((550e-6, 100e-6, 60e-6))
     (ar,) = st.allreduces
     assert (ar.start_s, ar.duration_s, ar.numel) == pytest.approx((640e-6, 100e-6, 10))
-    assert st.kernel_launches == 4 and st.kernel_launch_s == pytest.approx(20e-6)
+    assert st.host.num_kernel_launches == 4 and st.host.kernel_launch_s == pytest.approx(20e-6)
 
 
 def test_hand_profile_figures_add_up_to_the_step(tmp_path):
@@ -196,7 +198,7 @@ def test_exposed_communication_hidden_in_ddps_copy_back_is_found(tmp_path):
                            _kernel("void at::native::copy_kernel", 745, 10, 5)]
     (st,) = _steps(tmp_path, doc)
     f = step_figures(st)
-    assert st.backward_cpu_end_s == pytest.approx(720e-6) and st.model_backward_cpu_end_s == pytest.approx(700e-6)
+    assert st.backward.cpu_end_s == pytest.approx(720e-6) and st.model_backward_cpu_end_s == pytest.approx(700e-6)
     assert f["backward_s"] == pytest.approx(300e-6)
     assert f["exposed_comm_s"] == pytest.approx(20e-6)
     assert f["grad_copies_s"] == pytest.approx(20e-6 + 15e-6)
@@ -256,33 +258,24 @@ def test_host_costs_from_the_hand_profile(tmp_path):
     assert detail["kernel_launches_per_step"] == 4 and detail["kernel_launch_s_per_call"] == pytest.approx(5e-6)
 
 
-def test_the_import_and_the_timeline_cut_one_backward(tmp_path):
+def test_collectives_outside_ddps_thread_do_not_end_the_backward(tmp_path):
     # collectives on the main thread (a logged loss's all-reduce after the backward, another inside
     # the optimizer) are not DDP's: the backward ends at DDP's last op on the hook thread (700 us)
-    # in both the import and the compare's timeline, which share one definition of the phases
-    from ddpsim.trace.profile import import_profile
-
     doc = hand_profile()
     doc["traceEvents"] += [_x("record_param_comms", 740, 30, 1), _x("record_param_comms", 860, 30, 1)]
     (st,) = _steps(tmp_path, doc)
-    assert (st.backward_cpu_start_s, st.backward_cpu_end_s) == pytest.approx((400e-6, 700e-6))
-    (it,) = import_profile(tmp_path / "p.json").iterations
-    assert (it.backward.cpu_start_s, it.backward.cpu_s) == pytest.approx((400e-6, 300e-6))
-    assert (it.optimizer.cpu_start_s, st.optimizer_cpu_start_s) == pytest.approx((800e-6, 800e-6))
+    assert (st.backward.cpu_start_s, st.backward.cpu_end_s, st.backward.cpu_s) == pytest.approx((400e-6, 700e-6, 300e-6))
+    assert (st.optimizer.cpu_start_s, st.optimizer_cpu_end_s) == pytest.approx((800e-6, 900e-6))
 
 
-def test_the_import_and_the_timeline_count_the_same_launches(tmp_path):
+def test_every_call_that_launches_device_work_is_counted(tmp_path):
     # cuBLAS launches through the driver (cuLaunchKernelEx) and a CUDA graph replay launch device
     # work as cudaLaunchKernel does; cudaLaunchHostFunc does not
-    from ddpsim.trace.profile import import_profile
-
     doc = hand_profile()
     doc["traceEvents"] += [_launch(140, 5, 1, "cuLaunchKernelEx"), _kernel("gemm", 150, 10, 5),
                            _launch(160, 6, 1, "cudaGraphLaunch"), _launch(170, 7, 1, "cudaLaunchHostFunc")]
     (st,) = _steps(tmp_path, doc)
-    (it,) = import_profile(tmp_path / "p.json").iterations
-    assert st.kernel_launches == it.host.num_kernel_launches == 6
-    assert st.kernel_launch_s == pytest.approx(it.host.kernel_launch_s) == pytest.approx(30e-6)
+    assert st.host.num_kernel_launches == 6 and st.host.kernel_launch_s == pytest.approx(30e-6)
 
 
 @pytest.mark.parametrize("verb", ["trace", "compare"])
@@ -351,7 +344,7 @@ def test_terms_whose_errors_cancel_have_no_share():
 
 @pytest.fixture(scope="module")
 def a100_steps():
-    return step_timelines(A100)
+    return import_profile(A100).iterations
 
 
 @pytest.fixture(scope="module")
@@ -366,11 +359,11 @@ def test_a100_steps_from_the_raw_events(a100_steps, a100_raw):
     assert [s.step for s in a100_steps] == [4, 5, 6]
     assert [s.step_s for s in a100_steps] == pytest.approx([e["dur"] * 1e-6 for e in spans])
     for st in a100_steps:
-        assert len(st.hooks) == 161 and sum(h.launches for h in st.hooks) == 5 and len(st.launches) == 5
+        assert len(st.hooks) == 161 and sum(h.launches for h in st.hooks) == 5 and len(st.buckets) == 5
         assert [k.numel for k in st.allreduces] == A100_BUCKETS
         # host-bound: the CPU reaches every boundary after the device finished what came before
         b = boundaries(st)
-        assert (b.backward_s, b.backward_end_s) == pytest.approx((st.backward_cpu_start_s, st.backward_cpu_end_s))
+        assert (b.backward_s, b.backward_end_s) == pytest.approx((st.backward.cpu_start_s, st.backward.cpu_end_s))
 
 
 def test_gradients_accumulated_on_the_calling_thread_count(tmp_path, a100_raw):
@@ -389,8 +382,8 @@ def test_gradients_accumulated_on_the_calling_thread_count(tmp_path, a100_raw):
             e["tid"] = span["tid"]
     path = tmp_path / "moved.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    steps = step_timelines(path)
-    plain = step_timelines(A100)
+    steps = import_profile(path).iterations
+    plain = import_profile(A100).iterations
     for st, ref in zip(steps, plain, strict=True):
         assert len(st.hooks) == 161
         assert [h.op_end_s for h in st.hooks] == pytest.approx([h.op_end_s for h in ref.hooks])
@@ -449,7 +442,7 @@ def test_effective_trace_counts_gradients(a100_steps):
         # the host's part of DDP's copy-back stays in the simulated backward (the last all-reduce hides under it)
         assert last <= it.backward_s and it.backward_s == pytest.approx(f["backward_s"] + f["copy_back_host_s"])
     with pytest.raises(InputError, match="AccumulateGrad ops; expected"):
-        effective_trace(trace, [a100_steps[0].__class__(**{**a100_steps[0].__dict__, "hooks": a100_steps[0].hooks[:-1]})], "p")
+        effective_trace(trace, [replace(a100_steps[0], hooks=a100_steps[0].hooks[:-1])], "p")
 
 
 # ---- the CLI ------------------------------------------------------------------------------------
@@ -606,7 +599,7 @@ def test_a_gpu_bound_runs_step_is_its_devices_period():
     waiting for its first launches."""
     from ddpsim.validation.profile_measure import step_period_s
 
-    steps = step_timelines(ROOT / "tests/data/resnet50_ddp_1xV100_rank0.json.gz")
+    steps = import_profile(ROOT / "tests/data/resnet50_ddp_1xV100_rank0.json.gz").iterations
     assert [round(st.step_s * 1e3) for st in steps] == [35, 72, 96, 96, 96]
     periods = [step_period_s(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
     busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]

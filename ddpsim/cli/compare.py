@@ -73,20 +73,15 @@ def default_name(profile: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", stem) or "profile"
 
 
-def _imports(profiles: list[str], model: str | None) -> list[tuple[Any, Any]]:
-    """Every profile imported, with its step timelines (each file read once), rank 0's first;
-    InputError for profiles of different runs."""
+def _imports(profiles: list[str], model: str | None) -> list[Any]:
+    """Every profile imported (each file read once; its steps are what compare measures), rank
+    0's first; InputError for profiles of different runs."""
     from ddpsim.trace.profile import import_profile
-    from ddpsim.trace.profile.kineto import read_profile
-    from ddpsim.validation.profile_timeline import step_timelines
 
-    out = []
-    for p in profiles:
-        prof = read_profile(p)
-        out.append((import_profile(prof, model=model), step_timelines(prof, source=p)))
-    out.sort(key=lambda pair: (pair[0].environment.rank is None, pair[0].environment.rank or 0))
-    worlds = {i.environment.world_size for i, _ in out}
-    ranks = [i.environment.rank for i, _ in out]
+    out = [import_profile(p, model=model) for p in profiles]
+    out.sort(key=lambda i: (i.environment.rank is None, i.environment.rank or 0))
+    worlds = {i.environment.world_size for i in out}
+    ranks = [i.environment.rank for i in out]
     if len(worlds) > 1 or len(set(ranks)) != len(ranks):
         raise InputError(f"PROFILE: world sizes {sorted(worlds, key=str)} and ranks {ranks} are not accepted; "
                          "expected profiles of one run, one per rank")
@@ -98,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.validation.profile_compare import compare
     from ddpsim.validation.profile_report import write_compare_report
 
-    pairs = _imports(list(args.profiles), args.model)
-    imps, steps = [i for i, _ in pairs], [s for _, s in pairs]
+    imps = _imports(list(args.profiles), args.model)
+    steps = [i.iterations for i in imps]
     env = imps[0].environment
     world = env.world_size or len(imps)
     scenario = load_scenario(args.scenario) if args.scenario else None

@@ -25,7 +25,6 @@ from ddpsim.trace.records import Trace
 from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, busy_summary, effective_trace,
                                                host_costs_from_steps, hta_overlap_ratio, launch_delays, measured_summary,
                                                median_or_none)
-from ddpsim.validation.profile_timeline import StepTimeline
 
 
 # ---- the predicted side -----------------------------------------------------------------------
@@ -203,14 +202,14 @@ def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dic
     return rows
 
 
-def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *, trace: Trace, gpu_name: str | None,
+def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]], *, trace: Trace, gpu_name: str | None,
             world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare",
             ranks: Sequence[int] | None = None, ddp_modules: int = 1) -> dict[str, Any]:
     """Predicted against measured for one profiled run (module docstring).
 
     Args:
         profiles: the profiles' paths (rank 0's first).
-        steps: per profile, its :func:`~ddpsim.validation.profile_timeline.step_timelines`.
+        steps: per profile, its import's steps (:attr:`~ddpsim.trace.profile.result.ProfileImport.iterations`).
         trace: the import of rank 0's profile (parameters in DDP's order, the ready order).
         gpu_name, world_size: what the profile says of the run.
         recorded_numels: the buckets the run's DDP launched (elements, launch order).
@@ -248,7 +247,7 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
             "ranks": rank_waits}
 
 
-def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[StepTimeline]],
+def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[ProfileIteration]],
                       numels: Sequence[int] | None, ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """With every rank's profile (all on one host clock): per bucket and step, each rank's kernel
     start (its arrival) and end; the collective's transfer runs from the last arrival to the last
@@ -294,7 +293,7 @@ def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[St
              "waited_for": statistics.mode(waited_for[r]) if waited_for[r] else None} for r in ranks]
 
 
-def _overlap_over_measured_kernels(predicted: list[dict[str, Any]], steps: Sequence[StepTimeline]) -> float | None:
+def _overlap_over_measured_kernels(predicted: list[dict[str, Any]], steps: Sequence[ProfileIteration]) -> float | None:
     """HTA's overlap of the predicted all-reduces (one steady iteration, from its start) over
     the measured computation kernels of each step (from its effective start), averaged."""
     vals = []

@@ -315,7 +315,7 @@ def test_bad_profiles(tmp_path):
         _steps(tmp_path, {"traceEvents": [_x("aten::mm", 0, 1, 1)]})
     doc = hand_profile()
     doc["traceEvents"] = [e for e in doc["traceEvents"] if "AccumulateGrad" not in e["name"]]
-    with pytest.raises(InputError, match="no step has a backward"):
+    with pytest.raises(InputError, match="ProfilerStep#7 has no backward"):
         _steps(tmp_path, doc)
 
 
@@ -589,6 +589,26 @@ def test_two_ddp_modules_are_not_checked_against_one_plan(tmp_path, capsys):
     assert "plan not checked (2 DDP modules; ddpsim plans one)" in out
     data = json.loads((tmp_path / "compare-two/compare.json").read_text())
     assert data["plan"]["matches"] is None and "not checked" in (tmp_path / "compare-two/summary.md").read_text()
+
+
+def test_a_gradient_without_ddps_hook_is_no_parameter(tmp_path):
+    """A scalar outside the DDP module (or one DDP skips) accumulates its gradient with no DDP hook
+    after it: the hand profile with DDP's mul_out after each of its two gradients and a third
+    AccumulateGrad (470 us) with none imports two parameters, two hooks, the bucket's two gradients."""
+    from ddpsim.trace.profile import import_profile
+
+    doc = hand_profile()
+    hook = "torch::distributed::reducer::mul_out"
+    doc["traceEvents"] += [_x(hook, 418, 5, 2), _x(hook, 520, 5, 2),
+                           _x("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 470, 20, 2),
+                           _x("torch::autograd::AccumulateGrad", 472, 5, 2)]
+    path = tmp_path / "scalar.json"
+    path.write_text(json.dumps(doc))
+    imp = import_profile(path)
+    (st,) = imp.iterations
+    assert imp.trace.num_params == 2 and len(st.grad_ready_s) == 2
+    assert [h.op_end_s for h in st.hooks] == pytest.approx([415e-6, 515e-6])
+    assert [b.num_grads for b in st.buckets] == [2]
 
 
 def test_a_gpu_bound_runs_step_is_its_devices_period():

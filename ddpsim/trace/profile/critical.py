@@ -73,10 +73,11 @@ def _end(o: CpuOp) -> float:
     return o.ts + o.dur
 
 
-def critical_fields(done: DeviceDone, s: StepOps, w: PhaseWindows) -> dict[str, Any]:
+def critical_fields(done: DeviceDone, s: StepOps, w: PhaseWindows, grads: Sequence[CpuOp]) -> dict[str, Any]:
     """The step's fields of :class:`~ddpsim.trace.profile.result.ProfileIteration` that place its
     boundaries on both timelines (module docstring): ``module_start_s``,
-    ``model_backward_cpu_end_s``, ``gpu_done``, ``hooks``, ``intervals``, ``inherited_s``."""
+    ``model_backward_cpu_end_s``, ``gpu_done``, ``hooks`` (of ``grads``, DDP's gradients:
+    :func:`~ddpsim.trace.profile.steps.ddp_gradients`), ``intervals``, ``inherited_s``."""
     t0 = s.window.start
     s_of: Callable[[float], float] = lambda t: (t - t0) * 1e-6  # noqa: E731 - microseconds -> seconds from the step start
     ops = sorted(s.cpu, key=lambda o: (o.ts, -o.dur))
@@ -96,7 +97,7 @@ def critical_fields(done: DeviceDone, s: StepOps, w: PhaseWindows) -> dict[str, 
         ("module", module), ("backward", w.backward.start), ("model_backward_end", model_end),
         ("backward_end", w.backward.end), ("optimizer_end", opt_end))}}
     return {"module_start_s": s_of(module), "model_backward_cpu_end_s": s_of(model_end), "gpu_done": gpu_done,
-            "hooks": _hooks(bwd_ops, done, s_of), "inherited_s": inherited_s,
+            "hooks": _hooks(bwd_ops, grads, done, s_of), "inherited_s": inherited_s,
             "intervals": tuple((s_of(lz.op.ts), s_of(lz.op.end), kernel_kind(lz.op.name))
                                for lz in sorted(s.launched, key=lambda lz: lz.op.ts))}
 
@@ -123,14 +124,14 @@ def _opt(t: float | None, s_of: Callable[[float], float]) -> float | None:
     return None if t is None else s_of(t)
 
 
-def _hooks(bwd_ops: Sequence[CpuOp], done: DeviceDone, s_of: Callable[[float], float]) -> tuple[HookSpan, ...]:
-    """Per AccumulateGrad of the backward (ready order, on whichever thread ran it, as the
-    gradients are counted): its op end, its evaluate_function's span, and when the device
+def _hooks(bwd_ops: Sequence[CpuOp], grads: Sequence[CpuOp], done: DeviceDone,
+           s_of: Callable[[float], float]) -> tuple[HookSpan, ...]:
+    """Per DDP gradient's AccumulateGrad (ready order, on whichever thread ran it): its op end, its evaluate_function's span, and when the device
     finished the work launched before the op ended."""
     evals = [o for o in bwd_ops if o.name == _EVALUATE_ACCUMULATE]
     ar = [o.ts for o in bwd_ops if o.name == "c10d::allreduce_"]
     out = []
-    for a in (o for o in bwd_ops if o.name == ACCUMULATE_GRAD):
+    for a in grads:
         ev = next((e for e in evals if e.ts <= a.ts and _end(a) <= _end(e)), a)
         n = bisect_right(ar, _end(ev)) - bisect_right(ar, ev.ts)
         out.append(HookSpan(op_end_s=s_of(_end(a)), start_s=s_of(ev.ts), end_s=s_of(_end(ev)), op_s=a.dur * 1e-6,

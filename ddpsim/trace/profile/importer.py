@@ -111,7 +111,7 @@ class _Steps:
         path = self.prof.path
         w = st.phase_windows(s, path)
         reducer = st.reducer_spans(s)
-        accumulate = [o for o in s.cpu if o.name == st.ACCUMULATE_GRAD and w.backward.holds(o.ts)]
+        accumulate = st.ddp_gradients(s, w)
         t0 = s.window.start
         fwd = _phase([lz for lz in s.launched if w.forward.start <= lz.launch_us < w.backward.start], w.forward, t0)
         model_bwd = [lz for lz in s.launched if w.backward.holds(lz.launch_us) and not reducer.holds(lz.launch_us, lz.tid)]
@@ -132,7 +132,7 @@ class _Steps:
             step=s.step, start_us=t0, step_s=span.dur * US, gpu_step_s=gpu_step, forward=fwd, backward=bwd,
             optimizer=opt, grad_ready_s=ready, buckets=tuple(b for b, _ in buckets), host=_host(s, w, len(accumulate)),
             collectives=_kernels(s, index, buckets, w, self.prof), zero_grad_s=zero.dur * US if zero is not None else 0.0,
-            optimizer_annotated=w.optimizer_annotated, **critical_fields(self.done, s, w)))
+            optimizer_annotated=w.optimizer_annotated, **critical_fields(self.done, s, w, accumulate)))
         if not w.optimizer_annotated:
             self.notes.append(f"ProfilerStep#{s.step}: no Optimizer.step annotation; the optimizer is taken as the time from "
                               "the backward's end to the step's end")

@@ -586,7 +586,7 @@ def test_two_ddp_modules_are_not_checked_against_one_plan(tmp_path, capsys):
     assert "match" not in out and "differ" not in out
     assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
     out = capsys.readouterr().out
-    assert "plan not checked (2 DDP modules; ddpsim plans one)" in out
+    assert "plan not checked (2 DDP modules, no split of the run's buckets among them found)" in out
     data = json.loads((tmp_path / "compare-two/compare.json").read_text())
     assert data["plan"]["matches"] is None and "not checked" in (tmp_path / "compare-two/summary.md").read_text()
 
@@ -609,6 +609,33 @@ def test_a_gradient_without_ddps_hook_is_no_parameter(tmp_path):
     assert imp.trace.num_params == 2 and len(st.grad_ready_s) == 2
     assert [h.op_end_s for h in st.hooks] == pytest.approx([415e-6, 515e-6])
     assert [b.num_grads for b in st.buckets] == [2]
+
+
+@pytest.mark.parametrize("groups", [None, ("0", "1")])
+def test_two_ddp_modules_are_each_planned_on_their_own_parameters(tmp_path, capsys, groups):
+    """Two DDP modules, each launching one bucket of its own gradients (200,100 and 300,050
+    elements): planned together the gradients make one 500,150-element bucket; each module
+    planned on its own gives the run's buckets -- found by cutting the launches (no process
+    group recorded) or by the buckets' process groups -- and the simulation runs both."""
+    from synthetic_profiles import TWO_MODULE_BUCKETS, two_ddp_modules_doc
+
+    from ddpsim.cli.main import main
+
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(two_ddp_modules_doc(groups)))
+    assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
+    assert "plan matches the run's (2 DDP modules, each planned on its own parameters)" in capsys.readouterr().out
+    data = json.loads((tmp_path / "compare-two/compare.json").read_text())
+    plan = data["plan"]
+    assert plan["matches"] is True and plan["predicted_numels"] == list(TWO_MODULE_BUCKETS)
+    assert [m["predicted_numels"] for m in plan["modules"]] == [[200_100], [300_050]]
+    assert [m["process_group"] for m in plan["modules"]] == list(groups or (None, None))
+    assert plan["split"] == ("process group" if groups else "launch order")
+    assert [b["numel_recorded"] for b in data["buckets"]] == list(TWO_MODULE_BUCKETS)
+    # the same gradients as one module: one plan, which differs from the run's two buckets
+    path.write_text(json.dumps(two_ddp_modules_doc(groups, modules=1)))
+    assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
+    assert json.loads((tmp_path / "compare-two/compare.json").read_text())["plan"]["predicted_numels"] == [500_150]
 
 
 def test_a_gpu_bound_runs_step_is_its_devices_period():

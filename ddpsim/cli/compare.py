@@ -102,13 +102,16 @@ def run(args: argparse.Namespace) -> int:
     data = compare([i.source for i in imps], steps, trace=imps[0].trace, gpu_name=env.gpu_name, world_size=world,
                    recorded_numels=imps[0].recorded_bucket_numels(), scenario=scenario, name=name,
                    ranks=[i.environment.rank if i.environment.rank is not None else k for k, i in enumerate(imps)],
-                   ddp_modules=imps[0].ddp_modules)
+                   ddp_modules=imps[0].ddp_modules, recorded_buckets=imps[0].iterations[-1].buckets)
     out = Path(args.out_dir) / f"compare-{name}"
     write_compare_report(data, out, plots=not args.no_plots)
     p, m = data["predicted"]["step_s"], data["measured"]["mean"]["step_s"]
     plan = data["plan"]
     said = ("plan not checked (the profile records no bucket sizes)" if not plan["recorded_numels"]
-            else f"plan not checked ({plan['ddp_modules']} DDP modules; ddpsim plans one)" if plan["matches"] is None
+            else f"plan not checked ({plan['ddp_modules']} DDP modules, no split of the run's buckets among them found)"
+            if plan["matches"] is None
+            else f"plan matches the run's ({plan['ddp_modules']} DDP modules, each planned on its own parameters)"
+            if plan.get("modules")
             else f"plan {'matches' if plan['matches'] else 'differs from'} the run's")
     print(f"{name}: step predicted {p * 1e3:.2f} ms, measured {m * 1e3:.2f} ms ({100 * (p - m) / m:+.1f} %), "
           f"{len(data['buckets'])} buckets; {said}")

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.records import Trace
+from ddpsim.validation.profile_modules import ModuleSplit, split_modules
 from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, busy_summary, effective_trace,
                                                host_costs_from_steps, hta_overlap_ratio, launch_delays, measured_summary,
                                                median_or_none)
@@ -80,20 +81,28 @@ def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size
     return replace(scenario, world_size=world_size, simulation=sim, cost_model=replace(scenario.cost_model, host=True, host_costs=host))
 
 
-def simulate_profile(scenario: Any, trace: Trace) -> tuple[Any, Any]:
+def simulate_profile(scenario: Any, trace: Trace, modules: int = 1,
+                     recorded: Sequence[Any] = ()) -> tuple[Any, Any, Any]:
     """``(inputs, result)`` of the scenario's default point on ``trace``, through
     :func:`ddpsim.pipeline.inputs.build_point_inputs` (the one path into a simulation), with
     DDP's own device kernels free: a profile's phases already hold the gradients' copy-in, the
     reducer's division and the copy-out (``mul_out``, ``copy_bucket_to_grad`` run inside the
     measured backward), so the config's copy bandwidth is None (free copies, SimConfig's own
-    meaning) and its kernel floor 0 -- charging them again would count them twice."""
+    meaning) and its kernel floor 0 -- charging them again would count them twice. With several
+    DDP modules (``modules``; ``recorded``: the run's buckets), each is planned on its own
+    parameters where a split reproduces the run's buckets
+    (:func:`~ddpsim.validation.profile_modules.split_modules`; the third item, else None) and the
+    simulation runs every module's buckets."""
     from ddpsim.engine.simulate import simulate
     from ddpsim.pipeline.inputs import build_point_inputs
 
     point = scenario.point_at(scenario.ddp.bucket_cap_mb, scenario.ddp.bucket_cap_mb_list)
     inputs = build_point_inputs(scenario, point, trace=trace)
     inputs = replace(inputs, config=replace(inputs.config, copy_bandwidth_bytes_per_s=None, copy_kernel_floor_s=0.0))
-    return inputs, simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
+    split = split_modules(inputs.trace, recorded, modules, inputs.plan.options) if modules > 1 else None
+    if split is not None:
+        inputs = replace(inputs, plan=split.plan(inputs.trace, inputs.plan.options))
+    return inputs, simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config), split
 
 
 def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | None,
@@ -204,7 +213,8 @@ def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dic
 
 def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]], *, trace: Trace, gpu_name: str | None,
             world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare",
-            ranks: Sequence[int] | None = None, ddp_modules: int = 1) -> dict[str, Any]:
+            ranks: Sequence[int] | None = None, ddp_modules: int = 1,
+            recorded_buckets: Sequence[Any] = ()) -> dict[str, Any]:
     """Predicted against measured for one profiled run (module docstring).
 
     Args:
@@ -216,8 +226,11 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
         scenario: a :class:`~ddpsim.pipeline.scenario.Scenario` for the cluster and DDP options.
         name: the report's name.
         ranks: each profile's rank (default: 0, 1, ... in ``profiles``' order).
-        ddp_modules: the run's DDP modules (the import's count): with more than one, ddpsim's one
-            plan is not checked against the run's buckets (``plan.matches`` None).
+        ddp_modules: the run's DDP modules (the import's count): with more than one, each module
+            is planned on its own parameters where its buckets are found among ``recorded_buckets``
+            (the import's last step's, :mod:`~ddpsim.validation.profile_modules`); where they are
+            not, the plan is not checked (``plan.matches`` None).
+        recorded_buckets: the run's buckets (:class:`~ddpsim.trace.profile.result.RecordedBucket`).
 
     Returns:
         The report's data (:func:`ddpsim.validation.profile_report.write_compare_report` writes it)."""
@@ -225,7 +238,7 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
     host, host_detail = host_costs_from_steps(rank0)
     eff = effective_trace(trace, rank0, profiles[0])
     sc = profile_scenario(name=name, source=profiles[0], gpu_name=gpu_name, world_size=world_size, host=host, scenario=scenario)
-    inputs, result = simulate_profile(sc, eff)
+    inputs, result, split = simulate_profile(sc, eff, ddp_modules, recorded_buckets)
     meas = measured_summary(rank0, recorded_numels)
     pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs,
                              (meas["mean"]["copy_back_host_s"], meas["mean"]["copy_back_device_s"]))
@@ -238,13 +251,29 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
             "gpu": gpu_name, "world_size": world_size, "topology": sc.cluster.label, "nodes": sc.cluster.nodes,
             "comm": inputs.comm.describe() if hasattr(inputs.comm, "describe") else {"backend": inputs.backend},
             "bucket_cap_mb": sc.ddp.bucket_cap_mb, "num_steps": len(rank0), "steps": [st.step for st in rank0],
-            "plan": {"predicted_numels": plan_numels, "recorded_numels": list(recorded_numels),
-                     "matches": list(recorded_numels) == plan_numels if ddp_modules == 1 else None,
-                     "ddp_modules": ddp_modules},
+            "plan": _plan_check(plan_numels, recorded_numels, ddp_modules, split, inputs.trace),
             "host_costs": {"measured": host.as_dict(), "defaults": HostCosts().as_dict(), **host_detail,
                            "launch_delays": launch_delays(rank0), "gpu_busy": busy_summary(rank0)},
             "measured": meas, "predicted": pred, "terms": attribution(pred, meas["mean"]), "buckets": buckets,
             "ranks": rank_waits}
+
+
+def _plan_check(plan_numels: list[int], recorded: Sequence[int], ddp_modules: int, split: ModuleSplit | None,
+                trace: Trace) -> dict[str, Any]:
+    """The plan against the run's buckets: equal element counts in launch order; with several DDP
+    modules, checked only where each module's own plan gave its buckets (then it matches)."""
+    out: dict[str, Any] = {"predicted_numels": plan_numels, "recorded_numels": list(recorded), "ddp_modules": ddp_modules}
+    if ddp_modules == 1:
+        out["matches"] = list(recorded) == plan_numels
+    elif split is None:
+        out["matches"] = None
+    else:
+        out["matches"] = True
+        out["modules"] = [{"process_group": g, "buckets": list(b),
+                           "predicted_numels": [sum(trace.params[i].numel for i in bucket) for bucket in planned]}
+                          for b, planned, g in zip(split.buckets, split.planned, split.process_groups)]
+        out["split"] = split.method
+    return out
 
 
 def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[ProfileIteration]],

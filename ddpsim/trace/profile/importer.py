@@ -85,8 +85,8 @@ class _Steps:
         self.ddp_modules = max(1, sum(1 for o in cut[-1].cpu if o.name == "DistributedDataParallel.forward")) if cut else 1
         if self.ddp_modules > 1:
             self.notes.append(f"{self.ddp_modules} DDP modules (DistributedDataParallel.forward calls per step), each with its "
-                              "own buckets: their all-reduces are imported together, and ddpsim's one plan is not checked "
-                              "against them")
+                              "own buckets: their all-reduces are imported together; the trace's one plan is not checked "
+                              "against them (ddpsim compare plans each module on its own parameters)")
         self._note_other_collectives()
         layouts = {tuple(b.numel for b in it.buckets) for it in self.iterations}
         if len(layouts) > 1:
@@ -208,9 +208,15 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
         out.append((RecordedBucket(index=k, numel=numel, dtype=dtype, size_bytes=numel * DTYPE_SIZE_BYTES[dtype],
                                    group_size=group if isinstance(group, int) else 0, launch_cpu_s=(op.ts - s.window.start) * US,
                                    num_grads=n_grads, op_start_s=(holder.ts - s.window.start) * US, op_s=holder.dur * US,
-                                   enqueue_s=op.dur * US), op.ext_id))
+                                   enqueue_s=op.dur * US, process_group=_group_name(args)), op.ext_id))
         prev = op.ts
     return out
+
+
+def _group_name(args: dict[str, Any]) -> str | None:
+    """``record_param_comms``' process group name (an integer in some torch versions), or None."""
+    name = args.get("Process Group Name")
+    return str(name) if isinstance(name, (str, int)) and not isinstance(name, bool) else None
 
 
 def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, int | None]],

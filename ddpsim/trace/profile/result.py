@@ -65,6 +65,8 @@ class RecordedBucket:
         op_s: that op's time on the CPU (the dispatcher, ProcessGroupNCCL's collective path).
         enqueue_s: the ``record_param_comms``'s own time (``ProcessGroupNCCL::collective``: stream
             sync, ``ncclAllReduce``, its kernel launch).
+        process_group: its ``Process Group Name`` (torch 2.3 on; None where not recorded): a
+            model's DDP modules may each launch on their own group.
     """
 
     index: int
@@ -77,6 +79,7 @@ class RecordedBucket:
     op_start_s: float
     op_s: float
     enqueue_s: float
+    process_group: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,126 @@
+"""A profiled run's DDP modules, each planned on its own parameters and matched to its own buckets.
+
+A model may wrap several parts in ``DistributedDataParallel`` (a recommender's dense parts):
+each wrapper has its own ``Reducer`` (``torch/csrc/distributed/c10d/reducer.cpp``) that buckets
+only its own parameters -- ``Reducer::rebuild_buckets`` runs
+``compute_bucket_assignment_by_size`` over the gradients of that module, in the order they
+became ready, with the limits ``[first_bucket_bytes, bucket_bytes_cap]`` -- and launches its
+buckets on its own process group. The profile shows how many modules ran (one
+``DistributedDataParallel.forward`` each) and, per launch, the bucket's ``In msg nelems`` and,
+from torch 2.3 on, its ``Process Group Name``; it does not say which gradient belongs to which
+module. So the modules are found by planning:
+
+* each recorded bucket holds the gradients made ready since the previous launch (ready order;
+  :attr:`~ddpsim.trace.profile.result.RecordedBucket.num_grads`), named by the import's mapping
+  (``trace.grad_ready_order``);
+* where the launches record more than one process group, a module's buckets are those of one
+  group; otherwise the launches are cut into as many consecutive runs as the profile has DDP
+  modules (a module's gradients become ready together when the modules run one after the
+  other), every cut tried;
+* each module's parameters are planned as its reducer plans them, and the split is accepted
+  when every module's plan gives that module's recorded buckets.
+
+When no split reproduces the run's buckets, the plan is not checked (``matches`` None) and the
+simulation keeps one plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ddpsim.plan.planner import Bucket, BucketPlan, compute_bucket_assignment_by_size
+from ddpsim.trace.profile.result import RecordedBucket
+from ddpsim.trace.records import Trace
+
+#: the most module splits tried (cuts of the launch sequence); more is reported as not checked
+MAX_SPLITS = 20_000
+
+
+@dataclass(frozen=True)
+class ModuleSplit:
+    """The run's DDP modules: per module its recorded buckets (launch indices), its planned
+    buckets (trace parameter indices, in launch order), and how the split was found."""
+
+    buckets: tuple[tuple[int, ...], ...]
+    planned: tuple[tuple[tuple[int, ...], ...], ...]
+    process_groups: tuple[str | None, ...]
+    method: str
+
+    def plan(self, trace: Trace, options: Any) -> BucketPlan:
+        """One plan holding every module's buckets, in launch order (what the simulation runs)."""
+        groups = sorted((g for m in self.planned for g in m), key=lambda g: _first_launch(self, g))
+        out = tuple(Bucket(index=k, param_indices=g, size_bytes=sum(trace.params[i].size_bytes for i in g),
+                           dtype=trace.params[g[0]].dtype) for k, g in enumerate(groups))
+        return BucketPlan(initial=out, steady=out, rebuild_iteration=None, source="ddp-modules", options=options)
+
+
+def _first_launch(split: ModuleSplit, group: tuple[int, ...]) -> int:
+    for m, planned in enumerate(split.planned):
+        if group in planned:
+            return split.buckets[m][planned.index(group)]
+    return 0
+
+
+def bucket_params(trace: Trace, buckets: Sequence[RecordedBucket]) -> list[tuple[int, ...]] | None:
+    """Per recorded bucket, the trace parameters of the gradients made ready since the previous
+    launch (ready order); None where the buckets hold more gradients than the trace has."""
+    order, out, pos = trace.grad_ready_order, [], 0
+    for b in buckets:
+        if pos + b.num_grads > len(order):
+            return None
+        out.append(tuple(order[pos:pos + b.num_grads]))
+        pos += b.num_grads
+    return out
+
+
+def plan_module(trace: Trace, ready: Sequence[int], options: Any) -> list[tuple[int, ...]]:
+    """One module's buckets as ``Reducer::rebuild_buckets`` builds them from its gradients in
+    ready order (``ready``): parameter indices per bucket, in launch order."""
+    order = list(ready)
+    if not order:
+        return []
+    limits = options.list_bytes_caps or [options.first_bucket_bytes_cap, options.bucket_bytes_cap]
+    if options.small_bucket_last:
+        order = order[::-1]
+    groups, _ = compute_bucket_assignment_by_size([trace.params[i].size_bytes for i in order],
+                                                   [trace.params[i].dtype for i in order], limits,
+                                                   [p.expect_sparse_gradient for p in trace.params], order)
+    if options.small_bucket_last:
+        groups = groups[::-1]
+    return [tuple(g) for g in groups]
+
+
+def _candidates(buckets: Sequence[RecordedBucket], modules: int) -> tuple[str, list[list[list[int]]]]:
+    groups = list(dict.fromkeys(b.process_group for b in buckets))
+    if len(groups) > 1:
+        return "process group", [[[k for k, b in enumerate(buckets) if b.process_group == g] for g in groups]]
+    n = len(buckets)
+    if modules < 2 or n < modules:
+        return "launch order", []
+    cuts = itertools.islice(itertools.combinations(range(1, n), modules - 1), MAX_SPLITS)
+    return "launch order", [[list(range(a, b)) for a, b in zip((0, *c), (*c, n))] for c in cuts]
+
+
+def split_modules(trace: Trace, buckets: Sequence[RecordedBucket], modules: int, options: Any) -> ModuleSplit | None:
+    """The run's DDP modules (module docstring), or None where no split of the recorded buckets
+    (``buckets``: the last step's, launch order) into ``modules`` modules has every module's plan
+    give its buckets."""
+    params = bucket_params(trace, buckets)
+    if params is None:
+        return None
+    numel = [p.numel for p in trace.params]
+    method, candidates = _candidates(buckets, modules)
+    for cand in candidates:
+        planned = []
+        for launches in cand:
+            ready = [i for k in launches for i in params[k]]
+            plan = plan_module(trace, ready, options)
+            if [sum(numel[i] for i in g) for g in plan] != [buckets[k].numel for k in launches]:
+                break
+            planned.append(tuple(plan))
+        else:
+            return ModuleSplit(buckets=tuple(tuple(c) for c in cand), planned=tuple(planned),
+                               process_groups=tuple(buckets[c[0]].process_group for c in cand), method=method)
+    return None

@@ -6,6 +6,8 @@
   kernel for every collective, so the name says none), the kernels' copies of
   ``record_param_comms``' args removed (the collective is left to the launch's op), HIP's launch
   calls, and an AMD Instinct MI300X (64-lane wavefronts) in ``deviceProperties``.
+* :func:`hand_profile`: one step of a rank built by hand (two gradients, one bucket), and
+  :func:`late_rank_docs`: every rank's, one of them launching the all-reduce late.
 * :func:`two_ddp_modules_doc`: one step of a model with two DDP modules (a recommender's dense
   parts), built by hand: module B's gradients (100 and 200,000 elements) become ready first,
   then module A's (50 and 300,000); each module's reducer launches one bucket (200,100 and
@@ -59,15 +61,71 @@ def rccl_doc(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _x(name: str, ts: float, dur: float, tid: int, cat: str = "cpu_op", **args: Any) -> dict[str, Any]:
+def event(name: str, ts: float, dur: float, tid: int, cat: str = "cpu_op", **args: Any) -> dict[str, Any]:
+    """A complete ("X") event of the host (pid 1)."""
     return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args}
 
 
-def _launched(ts: float, corr: int, tid: int, kernel: str, start: float, dur: float, **args: Any) -> list[dict[str, Any]]:
-    """A launch call and the kernel it launched (tied by ``correlation``)."""
-    return [_x("cudaLaunchKernel", ts, 5, tid, cat="cuda_runtime", correlation=corr),
-            {"ph": "X", "cat": "kernel", "name": kernel, "ts": start, "dur": dur, "pid": 0, "tid": 7,
-             "args": {"correlation": corr, "stream": 7, **args}}]
+def launch(ts: float, corr: int, tid: int, name: str = "cudaLaunchKernel") -> dict[str, Any]:
+    """A runtime call launching the device op of correlation id ``corr``."""
+    return event(name, ts, 5, tid, cat="cuda_runtime", correlation=corr)
+
+
+def kernel(name: str, ts: float, dur: float, corr: int, **args: Any) -> dict[str, Any]:
+    """A kernel on stream 7, tied to its launch by ``corr``."""
+    return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 7,
+            "args": {"correlation": corr, "stream": 7, **args}}
+
+
+def _launched(ts: float, corr: int, tid: int, name: str, start: float, dur: float, **args: Any) -> list[dict[str, Any]]:
+    return [launch(ts, corr, tid), kernel(name, start, dur, corr, **args)]
+
+
+
+
+def hand_profile(host_bound: bool = True) -> dict[str, Any]:
+    """One step (ProfilerStep#7, 0..1000 us; main thread 1, autograd thread 2). Host-bound: every
+    kernel ends before the CPU's next boundary; GPU-bound: the backward's kernel runs to 900 us."""
+    bwd_kernel_dur = 200 if host_bound else 470
+    ev = [
+        event("ProfilerStep#7", 0, 1000, 1, cat="user_annotation"),
+        event("Optimizer.zero_grad#SGD.zero_grad", 5, 10, 1, cat="user_annotation"),
+        event("DistributedDataParallel.forward", 20, 300, 1, cat="user_annotation"),
+        event("c10d::broadcast_", 30, 20, 1),
+        event("aten::conv2d", 100, 50, 1), launch(120, 1, 1), kernel("conv_fwd", 130, 100, 1),
+        # backward, autograd thread: two AccumulateGrads; the second's hook launches the only bucket
+        event("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 400, 60, 2),
+        event("torch::autograd::AccumulateGrad", 405, 10, 2),
+        launch(420, 2, 2), kernel("conv_bwd", 430, bwd_kernel_dur, 2),
+        event("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 500, 200, 2),
+        event("torch::autograd::AccumulateGrad", 505, 10, 2),
+        event("c10d::allreduce_", 550, 100, 2),
+        event("record_param_comms", 560, 60, 2, **{"In msg nelems": 10, "dtype": "Float", "Group size": 2,
+                                                "Collective name": "allreduce"}),
+        launch(570, 3, 2, "cudaLaunchKernelExC"),
+        kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", 640, 100, 3, **{"In msg nelems": 10}),
+        event("Optimizer.step#SGD.step", 800, 100, 1, cat="user_annotation"),
+        launch(810, 4, 1), kernel("sgd", 820, 30, 4),
+    ]
+    return {"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "numSms": 108}],
+            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}, "traceEvents": ev}
+
+
+def late_rank_docs(late: int = 5, arrive: float = 640, transfer: float = 40, ranks: int = 8) -> list[tuple[int, dict[str, Any]]]:
+    """Every rank's :func:`hand_profile` on one host clock, out of rank order: rank ``late``
+    launches the all-reduce 60 us after the others (its kernel starts at ``arrive + 60``, theirs at
+    ``arrive``) and every kernel ends at ``arrive + 60 + transfer``: the transfer is ``transfer``
+    us, every other rank waits 60 us for rank ``late``."""
+    out = []
+    for r in sorted(range(ranks), key=lambda r: (r * 5 + 3) % ranks):
+        doc = hand_profile()
+        doc["distributedInfo"].update(rank=r, world_size=ranks)
+        start = arrive + (60 if r == late else 0)
+        for e in doc["traceEvents"]:
+            if e["name"].startswith("ncclKernel"):
+                e["ts"], e["dur"] = start, arrive + 60 + transfer - start
+        out.append((r, doc))
+    return out
 
 
 #: two DDP modules' gradients in ready order (their dims) and buckets (launch order)
@@ -79,29 +137,29 @@ def two_ddp_modules_doc(process_groups: tuple[str, str] | None = None, modules: 
     """One step (ProfilerStep#3, 0..2000 us) of two DDP modules (module docstring); each bucket's
     ``record_param_comms`` names its process group where ``process_groups`` gives them; with
     ``modules=1`` the step shows one ``DistributedDataParallel.forward`` (the model as one module)."""
-    ev = [_x("ProfilerStep#3", 0, 2000, 1, cat="user_annotation"),
-          _x("DistributedDataParallel.forward", 20, 180, 1, cat="user_annotation"),
-          _x("aten::linear", 50, 40, 1), *_launched(60, 1, 1, "gemm_a", 70, 80)]
+    ev = [event("ProfilerStep#3", 0, 2000, 1, cat="user_annotation"),
+          event("DistributedDataParallel.forward", 20, 180, 1, cat="user_annotation"),
+          event("aten::linear", 50, 40, 1), *_launched(60, 1, 1, "gemm_a", 70, 80)]
     if modules == 2:
-        ev.append(_x("DistributedDataParallel.forward", 220, 180, 1, cat="user_annotation"))
-    ev += [_x("aten::linear", 250, 40, 1), *_launched(260, 2, 1, "gemm_b", 270, 80),
-           _x("autograd::engine::evaluate_function: AddmmBackward0", 450, 40, 2), *_launched(460, 5, 2, "gemm_bwd", 470, 20)]
+        ev.append(event("DistributedDataParallel.forward", 220, 180, 1, cat="user_annotation"))
+    ev += [event("aten::linear", 250, 40, 1), *_launched(260, 2, 1, "gemm_b", 270, 80),
+           event("autograd::engine::evaluate_function: AddmmBackward0", 450, 40, 2), *_launched(460, 5, 2, "gemm_bwd", 470, 20)]
     corr = 10
     for k, dims in enumerate(TWO_MODULE_GRADS):
         t = 500 + 120 * k
-        ev += [_x("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", t, 100, 2),
-               _x("torch::autograd::AccumulateGrad", t + 2, 5, 2, **{"Input Dims": [list(dims)]}),
-               _x("torch::distributed::reducer::mul_out", t + 10, 5, 2)]
+        ev += [event("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", t, 100, 2),
+               event("torch::autograd::AccumulateGrad", t + 2, 5, 2, **{"Input Dims": [list(dims)]}),
+               event("torch::distributed::reducer::mul_out", t + 10, 5, 2)]
         if k % 2:  # the module's last gradient: its reducer launches its one bucket
             numel = TWO_MODULE_BUCKETS[k // 2]
             comms = {"In msg nelems": numel, "dtype": "Float", "Group size": 2, "Collective name": "allreduce"}
             if process_groups is not None:
                 comms["Process Group Name"] = process_groups[k // 2]
-            ev += [_x("c10d::allreduce_", t + 20, 40, 2), _x("record_param_comms", t + 25, 30, 2, **comms),
+            ev += [event("c10d::allreduce_", t + 20, 40, 2), event("record_param_comms", t + 25, 30, 2, **comms),
                    *_launched(t + 30, corr, 2, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", t + 40, 60,
                               **{"In msg nelems": numel})]
             corr += 1
-    ev += [_x("Optimizer.step#SGD.step", 1100, 100, 1, cat="user_annotation"), *_launched(1110, 6, 1, "sgd", 1120, 30)]
+    ev += [event("Optimizer.step#SGD.step", 1100, 100, 1, cat="user_annotation"), *_launched(1110, 6, 1, "sgd", 1120, 30)]
     return {"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "numSms": 108}],
             "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}, "traceEvents": ev}
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from synthetic_profiles import event as _x, hand_profile, kernel as _kernel, late_rank_docs, launch as _launch
+
 from ddpsim.errors import InputError
 from ddpsim.trace.records import load_trace
 from ddpsim.validation.profile_compare import attribution, compare, preset_for
@@ -92,47 +94,6 @@ def test_a_profiles_gpu_names_its_catalogue_system(gpu, preset):
 
 
 # ---- a hand-made profile ------------------------------------------------------------------------
-
-def _x(name, ts, dur, tid, cat="cpu_op", **args):
-    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args}
-
-
-def _launch(ts, corr, tid, name="cudaLaunchKernel"):
-    return _x(name, ts, 5, tid, cat="cuda_runtime", correlation=corr)
-
-
-def _kernel(name, ts, dur, corr, **args):
-    return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 7,
-            "args": {"correlation": corr, "stream": 7, **args}}
-
-
-def hand_profile(host_bound: bool = True) -> dict:
-    """One step (ProfilerStep#7, 0..1000 us; main thread 1, autograd thread 2). Host-bound: every
-    kernel ends before the CPU's next boundary; GPU-bound: the backward's kernel runs to 900 us."""
-    bwd_kernel_dur = 200 if host_bound else 470
-    ev = [
-        _x("ProfilerStep#7", 0, 1000, 1, cat="user_annotation"),
-        _x("Optimizer.zero_grad#SGD.zero_grad", 5, 10, 1, cat="user_annotation"),
-        _x("DistributedDataParallel.forward", 20, 300, 1, cat="user_annotation"),
-        _x("c10d::broadcast_", 30, 20, 1),
-        _x("aten::conv2d", 100, 50, 1), _launch(120, 1, 1), _kernel("conv_fwd", 130, 100, 1),
-        # backward, autograd thread: two AccumulateGrads; the second's hook launches the only bucket
-        _x("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 400, 60, 2),
-        _x("torch::autograd::AccumulateGrad", 405, 10, 2),
-        _launch(420, 2, 2), _kernel("conv_bwd", 430, bwd_kernel_dur, 2),
-        _x("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 500, 200, 2),
-        _x("torch::autograd::AccumulateGrad", 505, 10, 2),
-        _x("c10d::allreduce_", 550, 100, 2),
-        _x("record_param_comms", 560, 60, 2, **{"In msg nelems": 10, "dtype": "Float", "Group size": 2,
-                                                "Collective name": "allreduce"}),
-        _launch(570, 3, 2, "cudaLaunchKernelExC"),
-        _kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", 640, 100, 3, **{"In msg nelems": 10}),
-        _x("Optimizer.step#SGD.step", 800, 100, 1, cat="user_annotation"),
-        _launch(810, 4, 1), _kernel("sgd", 820, 30, 4),
-    ]
-    return {"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "numSms": 108}],
-            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}, "traceEvents": ev}
-
 
 def _steps(tmp_path, doc, name="p.json"):
     path = tmp_path / name
@@ -543,13 +504,7 @@ def test_eight_ranks_with_a_late_one_separate_wait_and_transfer(tmp_path, capsys
 
     late, arrive, transfer = 5, 640, 40
     paths = []
-    for r in (3, 0, 7, 5, 1, 6, 2, 4):
-        doc = hand_profile()
-        doc["distributedInfo"].update(rank=r, world_size=8)
-        start = arrive + (60 if r == late else 0)
-        for e in doc["traceEvents"]:
-            if e["name"].startswith("ncclKernel"):
-                e["ts"], e["dur"] = start, arrive + 60 + transfer - start
+    for r, doc in late_rank_docs(late, arrive, transfer):
         paths.append(tmp_path / f"rank{r}.json")
         paths[-1].write_text(json.dumps(doc))
     assert main(["compare", *map(str, paths), "--out-dir", str(tmp_path), "--name", "late", "--no-plots"]) == 0

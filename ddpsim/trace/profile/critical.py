@@ -120,6 +120,13 @@ def module_start(s: StepOps, ops: Sequence[CpuOp], ddp: CpuOp) -> float:
     return min(o.ts for o in holders) if holders else first_launch
 
 
+def _holder(ops: Sequence[CpuOp], starts: Sequence[float], a: CpuOp) -> CpuOp | None:
+    """The last of ``ops`` (start order, ``starts`` their starts) to start at or before ``a``,
+    where it holds ``a`` (an AccumulateGrad's evaluate_function: they do not nest)."""
+    k = bisect_right(starts, a.ts) - 1
+    return ops[k] if k >= 0 and _end(a) <= _end(ops[k]) else None
+
+
 def _opt(t: float | None, s_of: Callable[[float], float]) -> float | None:
     return None if t is None else s_of(t)
 
@@ -128,11 +135,16 @@ def _hooks(bwd_ops: Sequence[CpuOp], grads: Sequence[CpuOp], done: DeviceDone,
            s_of: Callable[[float], float]) -> tuple[HookSpan, ...]:
     """Per DDP gradient's AccumulateGrad (ready order, on whichever thread ran it): its op end, its evaluate_function's span, and when the device
     finished the work launched before the op ended."""
-    evals = [o for o in bwd_ops if o.name == _EVALUATE_ACCUMULATE]
+    evals = [o for o in bwd_ops if o.name == _EVALUATE_ACCUMULATE]  # start order
+    starts = [e.ts for e in evals]
+    by_tid: dict[object, list[CpuOp]] = {}
+    for e in evals:
+        by_tid.setdefault(e.tid, []).append(e)
+    tid_starts = {tid: [e.ts for e in es] for tid, es in by_tid.items()}
     ar = [o.ts for o in bwd_ops if o.name == "c10d::allreduce_"]
     out = []
     for a in grads:
-        ev = next((e for e in evals if e.ts <= a.ts and _end(a) <= _end(e)), a)
+        ev = _holder(by_tid.get(a.tid, []), tid_starts.get(a.tid, []), a) or _holder(evals, starts, a) or a
         n = bisect_right(ar, _end(ev)) - bisect_right(ar, ev.ts)
         out.append(HookSpan(op_end_s=s_of(_end(a)), start_s=s_of(ev.ts), end_s=s_of(_end(ev)), op_s=a.dur * 1e-6,
                             launches=n, gpu_ready_s=_opt(done.before(_end(a)), s_of)))

@@ -193,6 +193,7 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
     comms = [o for o in s.cpu if o.name == st.COMMS_OP and w.backward.holds(o.ts) and o.args
              and o.args.get("Collective name", "allreduce") == "allreduce" and "In msg nelems" in o.args]
     holders = [o for o in s.cpu if o.name == "c10d::allreduce_" and w.backward.holds(o.ts)]
+    acc_ts = sorted(a.ts for a in accumulate)
     out = []
     prev = float("-inf")
     for k, op in enumerate(comms):
@@ -203,7 +204,7 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
                              "accepted; expected an integer >= 0")
         dtype = ddpsim_dtype(args.get("dtype"), f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'dtype'")
         group = args.get("Group size")
-        n_grads = sum(1 for a in accumulate if prev < a.ts <= op.ts)
+        n_grads = bisect.bisect_right(acc_ts, op.ts) - bisect.bisect_right(acc_ts, prev)
         holder = next((a for a in holders if a.tid == op.tid and a.ts <= op.ts and op.ts + op.dur <= a.ts + a.dur), op)
         out.append((RecordedBucket(index=k, numel=numel, dtype=dtype, size_bytes=numel * DTYPE_SIZE_BYTES[dtype],
                                    group_size=group if isinstance(group, int) else 0, launch_cpu_s=(op.ts - s.window.start) * US,

@@ -14,6 +14,7 @@ docs/MODEL.md, "How a profile becomes a trace".
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -270,7 +271,7 @@ class ProfileIteration:
         the backward's end without one (the rest of the step is then outside the phases)."""
         return self.optimizer.cpu_end_s if self.optimizer_annotated else self.backward.cpu_end_s
 
-    @property
+    @functools.cached_property
     def allreduces(self) -> tuple[CollectiveKernel, ...]:
         """The all-reduce kernels launched in the backward (DDP's buckets, and its used-map
         all-reduce with ``find_unused_parameters``), in start order."""

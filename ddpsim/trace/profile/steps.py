@@ -23,6 +23,7 @@ How the figures are taken (docs/MODEL.md, "How a profile becomes a trace"):
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -77,6 +78,11 @@ class StepOps:
     cpu: tuple[CpuOp, ...]
     launched: tuple[Launched, ...]
     runtime: tuple[RuntimeCall, ...]
+
+    @functools.cached_property
+    def launch_starts(self) -> list[float]:
+        """The launch times of :attr:`launched` (launch order), for bisecting."""
+        return [lz.launch_us for lz in self.launched]
 
 
 @dataclass(frozen=True)
@@ -231,7 +237,7 @@ def reducer_spans(s: StepOps) -> SpanIndex:
 
 def launched_between(s: StepOps, start: float, end: float) -> Sequence[Launched]:
     """The GPU ops the step launched in ``[start, end]`` (``s.launched`` is in launch order)."""
-    starts = [lz.launch_us for lz in s.launched]
+    starts = s.launch_starts
     return s.launched[bisect.bisect_left(starts, start):bisect.bisect_right(starts, end)]
 
 

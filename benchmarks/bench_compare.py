@@ -2,9 +2,9 @@
 
 One command, prints figures; no assertions:
 
-    python benchmarks/bench_compare.py [--scales 1,4] [--worlds 2,4,8,16] [--repeats 1]
+    python benchmarks/bench_compare.py [--scales 1,4] [--worlds 2,4,8,16] [--grads 500,2000] [--repeats 1]
 
-Three tables, CPU seconds (``time.process_time``, the least of ``--repeats``; wall seconds on
+Four tables, CPU seconds (``time.process_time``, the least of ``--repeats``; wall seconds on
 a shared machine vary more) of the import alone (``import_profile``: read, steps, gradients,
 buckets) and of the whole ``ddpsim compare`` (import, the critical-path measurement, the
 simulation, the report without its plot):
@@ -16,7 +16,9 @@ simulation, the report without its plot):
    user catalogue (``tests/data/my-catalogue.yaml``'s system with 8 GPUs in an NVLink mesh): the
    cost per simulated rank;
 3. the 8-rank synthetic profiles (``tests/synthetic_profiles.py`` ``late_rank_docs``: every rank's
-   profile, one of them late) on that 8-GPU node: every rank's profile read and measured.
+   profile, one of them late) on that 8-GPU node: every rank's profile read and measured;
+4. one step of a model with ``--grads`` gradients (``many_gradients_doc``, a bucket every 10), as
+   rank 0's profile and as all 8 ranks' on that node: the cost per gradient.
 """
 
 from __future__ import annotations
@@ -128,10 +130,26 @@ def every_rank(tmp: Path, repeats: int) -> None:
     print(f"rank 0's profile only: {one:.2f} s; all 8 profiles: {all8:.2f} s ({(all8 - one) / 7:.3f} s per added profile)")
 
 
+def many_gradients(tmp: Path, grads: list[int], repeats: int) -> None:
+    from synthetic_profiles import many_gradients_doc
+
+    print("\nmany_gradients_doc (a bucket every 10 gradients) on one 8-GPU user-catalogue node")
+    print("grads     MB  rank0_compare_s  8_ranks_compare_s  ms/grad (8 ranks)")
+    for g in grads:
+        paths = []
+        for r in range(8):
+            paths.append(tmp / f"g{g}r{r}.json")
+            paths[-1].write_text(json.dumps(many_gradients_doc(g, rank=r)))
+        one = cpu_s(lambda: run_compare(paths[:1], tmp / "out", user_node(tmp, 8)), repeats)
+        all8 = cpu_s(lambda: run_compare(paths, tmp / "out", user_node(tmp, 8)), repeats)
+        print(f"{g:5d}  {json_mb(paths[0]):5.1f}  {one:15.2f}  {all8:17.2f}  {1e3 * all8 / g:17.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scales", default="1,4", help="repeats of the 2 x A100 profile's steps (default 1,4)")
     ap.add_argument("--worlds", default="2,4,8,16", help="simulated ranks (default 2,4,8,16)")
+    ap.add_argument("--grads", default="500,2000", help="gradients of the many-gradient profiles (default 500,2000)")
     ap.add_argument("--repeats", type=int, default=1, help="runs per figure; the least CPU time is printed")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,6 +158,7 @@ def main() -> None:
         per_mb(Path(tmp), [int(s) for s in args.scales.split(",")], args.repeats)
         per_rank(Path(tmp), [int(s) for s in args.worlds.split(",")], args.repeats)
         every_rank(Path(tmp), args.repeats)
+        many_gradients(Path(tmp), [int(g) for g in args.grads.split(",")], args.repeats)
     print("(CPU seconds in this process, imports of ddpsim and torch already paid; MB of JSON text)")
 
 

@@ -8,6 +8,9 @@
   calls, and an AMD Instinct MI300X (64-lane wavefronts) in ``deviceProperties``.
 * :func:`hand_profile`: one step of a rank built by hand (two gradients, one bucket), and
   :func:`late_rank_docs`: every rank's, one of them launching the all-reduce late.
+* :func:`many_gradients_doc`: one step of a model with any number of 1,000-element gradients,
+  a bucket every ``per_bucket`` of them (for the cost of ``ddpsim compare``,
+  ``benchmarks/bench_compare.py``).
 * :func:`two_ddp_modules_doc`: one step of a model with two DDP modules (a recommender's dense
   parts), built by hand: module B's gradients (100 and 200,000 elements) become ready first,
   then module A's (50 and 300,000); each module's reducer launches one bucket (200,100 and
@@ -162,6 +165,33 @@ def two_ddp_modules_doc(process_groups: tuple[str, str] | None = None, modules: 
     ev += [event("Optimizer.step#SGD.step", 1100, 100, 1, cat="user_annotation"), *_launched(1110, 6, 1, "sgd", 1120, 30)]
     return {"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "numSms": 108}],
             "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}, "traceEvents": ev}
+
+
+def many_gradients_doc(grads: int, per_bucket: int = 10, rank: int = 0, world: int = 8) -> dict[str, Any]:
+    """One step (module docstring): per gradient a backward op with its kernel, then its
+    AccumulateGrad, DDP's hook and its copy kernel; every ``per_bucket`` gradients a bucket's
+    launch and NCCL kernel."""
+    ev = [event("ProfilerStep#3", 0, 200 * grads + 5000, 1, cat="user_annotation"),
+          event("DistributedDataParallel.forward", 20, 1000, 1, cat="user_annotation"),
+          event("aten::linear", 50, 40, 1), *_launched(60, 1, 1, "gemm", 70, 80)]
+    corr, t = 10, 2000
+    for k in range(grads):
+        ev += [event("autograd::engine::evaluate_function: AddmmBackward0", t, 50, 2), *_launched(t + 5, corr, 2, "gemm_bwd", t + 10, 30),
+               event("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", t + 60, 100, 2),
+               event("torch::autograd::AccumulateGrad", t + 62, 5, 2, **{"Input Dims": [[1000]]}),
+               event("torch::distributed::reducer::mul_out", t + 70, 5, 2), *_launched(t + 71, corr + 1, 2, "copy", t + 72, 2)]
+        corr += 2
+        if k % per_bucket == per_bucket - 1:
+            numel = 1000 * per_bucket
+            comms = {"In msg nelems": numel, "dtype": "Float", "Group size": world, "Collective name": "allreduce"}
+            ev += [event("c10d::allreduce_", t + 80, 40, 2), event("record_param_comms", t + 85, 30, 2, **comms),
+                   *_launched(t + 90, corr, 2, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", t + 100, 60,
+                              **{"In msg nelems": numel})]
+            corr += 1
+        t += 180
+    ev += [event("Optimizer.step#SGD.step", t + 100, 100, 1, cat="user_annotation"), *_launched(t + 110, corr, 1, "sgd", t + 120, 30)]
+    return {"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "numSms": 108}],
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world}, "traceEvents": ev}
 
 
 def rccl_from_nccl(out: Path, src: Path = NCCL_A100) -> Path:

@@ -21,11 +21,12 @@ from typing import Any, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
+from ddpsim.trace.profile.result import ProfileIteration
 from ddpsim.trace.records import Trace
-from ddpsim.validation.profile_modules import ModuleSplit, split_modules
 from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, busy_summary, effective_trace,
                                                host_costs_from_steps, hta_overlap_ratio, launch_delays, measured_summary,
                                                median_or_none)
+from ddpsim.validation.profile_modules import ModuleSplit, split_modules
 
 
 # ---- the predicted side -----------------------------------------------------------------------

@@ -587,6 +587,8 @@ def test_two_ddp_modules_are_each_planned_on_their_own_parameters(tmp_path, caps
     assert [m["process_group"] for m in plan["modules"]] == list(groups or (None, None))
     assert plan["split"] == ("process group" if groups else "launch order")
     assert [b["numel_recorded"] for b in data["buckets"]] == list(TWO_MODULE_BUCKETS)
+    assert main(["trace", "--from-profile", str(path), "--out", str(tmp_path / "t.json")]) == 0
+    assert "2 buckets match the 2 DDP modules' own plans at cap=default" in capsys.readouterr().out
     # the same gradients as one module: one plan, which differs from the run's two buckets
     path.write_text(json.dumps(two_ddp_modules_doc(groups, modules=1)))
     assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0

@@ -85,8 +85,8 @@ class _Steps:
         self.ddp_modules = max(1, sum(1 for o in cut[-1].cpu if o.name == "DistributedDataParallel.forward")) if cut else 1
         if self.ddp_modules > 1:
             self.notes.append(f"{self.ddp_modules} DDP modules (DistributedDataParallel.forward calls per step), each with its "
-                              "own buckets: their all-reduces are imported together; the trace's one plan is not checked "
-                              "against them (ddpsim compare plans each module on its own parameters)")
+                              "own buckets: their all-reduces are imported together, and a plan is checked against them only "
+                              "where each module planned on its own gives its buckets")
         self._note_other_collectives()
         layouts = {tuple(b.numel for b in it.buckets) for it in self.iterations}
         if len(layouts) > 1:

@@ -174,7 +174,7 @@ def test_environment_and_host_costs(imports):
     for it in a100:
         h = it.host
         assert h.num_accumulate_grad == RESNET50_PARAMS and h.num_bucket_launches == 5
-        assert 0 < h.accumulate_grad_s < h.step_s and h.num_kernel_launches > 500
+        assert 0 < h.accumulate_grad_s < it.step_s and h.num_kernel_launches > 500
 
 
 def test_without_model_sizes_come_from_the_buckets(imports):

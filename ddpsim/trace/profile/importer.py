@@ -283,7 +283,7 @@ def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> StepHostTimes:
     runtime = s.runtime
     kl = [r for r in runtime if r.name in st.KERNEL_LAUNCHES]
     sync = [r for r in runtime if r.name in st.SYNC_CALLS]
-    return StepHostTimes(step_s=(s.window.end - s.window.start) * US, accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
+    return StepHostTimes(accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
                      reducer_hook_s=hook_s, bucket_launch_s=launch_s, num_bucket_launches=n_launch, copy_bucket_to_grad_s=copy_s,
                      kernel_launch_s=sum(r.dur for r in kl) * US, num_kernel_launches=len(kl),
                      sync_wait_s=sum(r.dur for r in sync) * US)

@@ -169,7 +169,6 @@ class StepHostTimes:
     which ``ddpsim compare`` fits from the same CPU timeline).
 
     Attributes:
-        step_s: the ``ProfilerStep#N`` span (the step's wall time on the CPU).
         accumulate_grad_s: total of the backward's ``torch::autograd::AccumulateGrad`` ops.
         num_accumulate_grad: their count (one per parameter that got a gradient).
         reducer_hook_s: total of DDP's per-gradient hook op ``torch::distributed::reducer::mul_out``
@@ -184,7 +183,6 @@ class StepHostTimes:
             waiting for the GPU; near zero in a host-bound step.
     """
 
-    step_s: float
     accumulate_grad_s: float
     num_accumulate_grad: int
     reducer_hook_s: float

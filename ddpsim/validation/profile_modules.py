@@ -16,7 +16,8 @@ module. So the modules are found by planning:
 * where the launches record more than one process group, a module's buckets are those of one
   group; otherwise the launches are cut into as many consecutive runs as the profile has DDP
   modules (a module's gradients become ready together when the modules run one after the
-  other), every cut tried;
+  other), every cut tried (depth first, a run whose plan differs from its buckets cut no
+  further: at most one plan per start, end and module count);
 * each module's parameters are planned as its reducer plans them, and the split is accepted
   when every module's plan gives that module's recorded buckets.
 
@@ -26,17 +27,12 @@ simulation keeps one plan.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ddpsim.plan.planner import Bucket, BucketPlan, compute_bucket_assignment_by_size
 from ddpsim.trace.profile.result import RecordedBucket
 from ddpsim.trace.records import Trace
-
-#: the most module splits tried (cuts of the launch sequence); more is reported as not checked
-MAX_SPLITS = 20_000
-
 
 @dataclass(frozen=True)
 class ModuleSplit:
@@ -92,35 +88,45 @@ def plan_module(trace: Trace, ready: Sequence[int], options: Any) -> list[tuple[
     return [tuple(g) for g in groups]
 
 
-def _candidates(buckets: Sequence[RecordedBucket], modules: int) -> tuple[str, list[list[list[int]]]]:
-    groups = list(dict.fromkeys(b.process_group for b in buckets))
-    if len(groups) > 1:
-        return "process group", [[[k for k, b in enumerate(buckets) if b.process_group == g] for g in groups]]
-    n = len(buckets)
-    if modules < 2 or n < modules:
-        return "launch order", []
-    cuts = itertools.islice(itertools.combinations(range(1, n), modules - 1), MAX_SPLITS)
-    return "launch order", [[list(range(a, b)) for a, b in zip((0, *c), (*c, n))] for c in cuts]
-
-
 def split_modules(trace: Trace, buckets: Sequence[RecordedBucket], modules: int, options: Any) -> ModuleSplit | None:
     """The run's DDP modules (module docstring), or None where no split of the recorded buckets
     (``buckets``: the last step's, launch order) into ``modules`` modules has every module's plan
     give its buckets."""
     params = bucket_params(trace, buckets)
-    if params is None:
+    if params is None or modules < 2:
         return None
     numel = [p.numel for p in trace.params]
-    method, candidates = _candidates(buckets, modules)
-    for cand in candidates:
-        planned = []
-        for launches in cand:
-            ready = [i for k in launches for i in params[k]]
-            plan = plan_module(trace, ready, options)
-            if [sum(numel[i] for i in g) for g in plan] != [buckets[k].numel for k in launches]:
-                break
-            planned.append(tuple(plan))
-        else:
-            return ModuleSplit(buckets=tuple(tuple(c) for c in cand), planned=tuple(planned),
-                               process_groups=tuple(buckets[c[0]].process_group for c in cand), method=method)
+
+    def planned(launches: Sequence[int]) -> tuple[tuple[int, ...], ...] | None:
+        plan = plan_module(trace, [i for k in launches for i in params[k]], options)
+        return tuple(plan) if [sum(numel[i] for i in g) for g in plan] == [buckets[k].numel for k in launches] else None
+
+    groups = list(dict.fromkeys(b.process_group for b in buckets))
+    if len(groups) > 1:
+        cand = [[k for k, b in enumerate(buckets) if b.process_group == g] for g in groups]
+        plans = [planned(c) for c in cand]
+        return None if any(p is None for p in plans) else _split(buckets, cand, plans, "process group")
+    found = _cuts(planned, 0, len(buckets), modules, set())
+    return None if found is None else _split(buckets, [c for c, _ in found], [p for _, p in found], "launch order")
+
+
+def _cuts(planned: Any, start: int, n: int, modules: int, dead: set[tuple[int, int]]) -> list[tuple[list[int], Any]] | None:
+    """The first cut of launches ``start..n-1`` into ``modules`` consecutive runs, each its own
+    plan (``planned``), earliest ends first; ``dead`` the (start, modules) already known to fail."""
+    if (start, modules) in dead:
+        return None
+    ends = [n] if modules == 1 else range(start + 1, n - modules + 2)
+    for end in ends:
+        plan = planned(range(start, end))
+        if plan is None:
+            continue
+        rest = [] if modules == 1 else _cuts(planned, end, n, modules - 1, dead)
+        if rest is not None:
+            return [(list(range(start, end)), plan), *rest]
+    dead.add((start, modules))
     return None
+
+
+def _split(buckets: Sequence[RecordedBucket], cand: Sequence[Sequence[int]], plans: Sequence[Any], method: str) -> ModuleSplit:
+    return ModuleSplit(buckets=tuple(tuple(c) for c in cand), planned=tuple(plans),
+                       process_groups=tuple(buckets[c[0]].process_group for c in cand), method=method)

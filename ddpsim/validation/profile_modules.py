@@ -34,6 +34,7 @@ from ddpsim.plan.planner import Bucket, BucketPlan, compute_bucket_assignment_by
 from ddpsim.trace.profile.result import RecordedBucket
 from ddpsim.trace.records import Trace
 
+
 @dataclass(frozen=True)
 class ModuleSplit:
     """The run's DDP modules: per module its recorded buckets (launch indices), its planned
@@ -46,17 +47,10 @@ class ModuleSplit:
 
     def plan(self, trace: Trace, options: Any) -> BucketPlan:
         """One plan holding every module's buckets, in launch order (what the simulation runs)."""
-        groups = sorted((g for m in self.planned for g in m), key=lambda g: _first_launch(self, g))
+        launched = sorted((k, g) for ks, gs in zip(self.buckets, self.planned) for k, g in zip(ks, gs))
         out = tuple(Bucket(index=k, param_indices=g, size_bytes=sum(trace.params[i].size_bytes for i in g),
-                           dtype=trace.params[g[0]].dtype) for k, g in enumerate(groups))
+                           dtype=trace.params[g[0]].dtype) for k, (_, g) in enumerate(launched))
         return BucketPlan(initial=out, steady=out, rebuild_iteration=None, source="ddp-modules", options=options)
-
-
-def _first_launch(split: ModuleSplit, group: tuple[int, ...]) -> int:
-    for m, planned in enumerate(split.planned):
-        if group in planned:
-            return split.buckets[m][planned.index(group)]
-    return 0
 
 
 def bucket_params(trace: Trace, buckets: Sequence[RecordedBucket]) -> list[tuple[int, ...]] | None:

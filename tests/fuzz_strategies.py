@@ -552,17 +552,15 @@ def loaders() -> dict[str, Callable[[str], Any]]:
 
     return {"scenario": load_scenario, "trace": load_trace, "plan": lambda p: load_plan(p, plan_trace()),
             "calibration": load_calibration, "topology": resolve_topology, "method_error": load_method_error,
-            "catalogue": load_catalogue, "profile": _read_profile_both_ways}
+            "catalogue": load_catalogue, "profile": _read_profile}
 
 
-def _read_profile_both_ways(path: str) -> Any:
-    """A torch.profiler trace read as ``ddpsim trace --from-profile`` and ``ddpsim compare`` read it."""
+def _read_profile(path: str) -> Any:
+    """A torch.profiler trace read as ``ddpsim trace --from-profile`` and ``ddpsim compare`` read it
+    (one import: compare measures its steps)."""
     from ddpsim.trace.profile import import_profile
-    from ddpsim.trace.profile.kineto import read_profile
-    from ddpsim.validation.profile_timeline import step_timelines
 
-    prof = read_profile(path)
-    return import_profile(prof), step_timelines(prof)
+    return import_profile(path)
 
 
 @contextlib.contextmanager

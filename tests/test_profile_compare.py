@@ -14,9 +14,12 @@ import json
 import math
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+from synthetic_profiles import event as _x, hand_profile, kernel as _kernel, late_rank_docs, launch as _launch
 
 from ddpsim.errors import InputError
 from ddpsim.trace.records import load_trace
@@ -24,7 +27,8 @@ from ddpsim.validation.profile_compare import attribution, compare, preset_for
 from ddpsim.validation.profile_findings import findings, transfer_line
 from ddpsim.validation.profile_measure import (TERMS, boundaries, effective_ready_s, effective_trace, host_costs_from_steps,
                                                hta_overlap_ratio, measured_summary, merge_intervals, step_figures)
-from ddpsim.validation.profile_timeline import kernel_kind, step_timelines
+from ddpsim.trace.profile import import_profile
+from ddpsim.trace.profile.kernel_kinds import kernel_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 A100 = ROOT / "tests/data/resnet50_ddp_2xA100_rank0.json.gz"
@@ -91,68 +95,27 @@ def test_a_profiles_gpu_names_its_catalogue_system(gpu, preset):
 
 # ---- a hand-made profile ------------------------------------------------------------------------
 
-def _x(name, ts, dur, tid, cat="cpu_op", **args):
-    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args}
-
-
-def _launch(ts, corr, tid, name="cudaLaunchKernel"):
-    return _x(name, ts, 5, tid, cat="cuda_runtime", correlation=corr)
-
-
-def _kernel(name, ts, dur, corr, **args):
-    return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 7,
-            "args": {"correlation": corr, "stream": 7, **args}}
-
-
-def hand_profile(host_bound: bool = True) -> dict:
-    """One step (ProfilerStep#7, 0..1000 us; main thread 1, autograd thread 2). Host-bound: every
-    kernel ends before the CPU's next boundary; GPU-bound: the backward's kernel runs to 900 us."""
-    bwd_kernel_dur = 200 if host_bound else 470
-    ev = [
-        _x("ProfilerStep#7", 0, 1000, 1, cat="user_annotation"),
-        _x("Optimizer.zero_grad#SGD.zero_grad", 5, 10, 1, cat="user_annotation"),
-        _x("DistributedDataParallel.forward", 20, 300, 1, cat="user_annotation"),
-        _x("c10d::broadcast_", 30, 20, 1),
-        _x("aten::conv2d", 100, 50, 1), _launch(120, 1, 1), _kernel("conv_fwd", 130, 100, 1),
-        # backward, autograd thread: two AccumulateGrads; the second's hook launches the only bucket
-        _x("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 400, 60, 2),
-        _x("torch::autograd::AccumulateGrad", 405, 10, 2),
-        _launch(420, 2, 2), _kernel("conv_bwd", 430, bwd_kernel_dur, 2),
-        _x("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 500, 200, 2),
-        _x("torch::autograd::AccumulateGrad", 505, 10, 2),
-        _x("c10d::allreduce_", 550, 100, 2),
-        _x("record_param_comms", 560, 60, 2, **{"In msg nelems": 10, "dtype": "Float", "Group size": 2,
-                                                "Collective name": "allreduce"}),
-        _launch(570, 3, 2, "cudaLaunchKernelExC"),
-        _kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", 640, 100, 3, **{"In msg nelems": 10}),
-        _x("Optimizer.step#SGD.step", 800, 100, 1, cat="user_annotation"),
-        _launch(810, 4, 1), _kernel("sgd", 820, 30, 4),
-    ]
-    return {"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "numSms": 108}],
-            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}, "traceEvents": ev}
-
-
 def _steps(tmp_path, doc, name="p.json"):
     path = tmp_path / name
     path.write_text(json.dumps(doc))
-    return step_timelines(path)
+    return import_profile(path).iterations
 
 
 def test_hand_profile_timelines(tmp_path):
     (st,) = _steps(tmp_path, hand_profile())
     assert st.step == 7 and st.step_s == pytest.approx(1000e-6)
-    assert st.forward_start_s == pytest.approx(20e-6) and st.module_start_s == pytest.approx(100e-6)
-    assert (st.backward_cpu_start_s, st.backward_cpu_end_s) == pytest.approx((400e-6, 700e-6))
+    assert st.forward.cpu_start_s == pytest.approx(20e-6) and st.module_start_s == pytest.approx(100e-6)
+    assert (st.backward.cpu_start_s, st.backward.cpu_end_s) == pytest.approx((400e-6, 700e-6))
     assert st.zero_grad_s == pytest.approx(10e-6)
     # hooks: op end, evaluate_function span, the device done with what was launched before (conv_fwd, then conv_bwd)
     h1, h2 = st.hooks
     assert (h1.op_end_s, h1.end_s - h1.start_s - h1.op_s, h1.launches, h1.gpu_ready_s) == pytest.approx((415e-6, 50e-6, 0, 230e-6))
     assert (h2.op_end_s, h2.launches, h2.gpu_ready_s) == pytest.approx((515e-6, 1, 630e-6))
-    (launch,) = st.launches
-    assert (launch.start_s, launch.op_s, launch.enqueue_s) == pytest.approx((550e-6, 100e-6, 60e-6))
+    (launch,) = st.buckets
+    assert (launch.op_start_s, launch.op_s, launch.enqueue_s) == pytest.approx((550e-6, 100e-6, 60e-6))
     (ar,) = st.allreduces
     assert (ar.start_s, ar.duration_s, ar.numel) == pytest.approx((640e-6, 100e-6, 10))
-    assert st.kernel_launches == 4 and st.kernel_launch_s == pytest.approx(20e-6)
+    assert st.host.num_kernel_launches == 4 and st.host.kernel_launch_s == pytest.approx(20e-6)
 
 
 def test_hand_profile_figures_add_up_to_the_step(tmp_path):
@@ -196,7 +159,7 @@ def test_exposed_communication_hidden_in_ddps_copy_back_is_found(tmp_path):
                            _kernel("void at::native::copy_kernel", 745, 10, 5)]
     (st,) = _steps(tmp_path, doc)
     f = step_figures(st)
-    assert st.backward_cpu_end_s == pytest.approx(720e-6) and st.model_backward_cpu_end_s == pytest.approx(700e-6)
+    assert st.backward.cpu_end_s == pytest.approx(720e-6) and st.model_backward_cpu_end_s == pytest.approx(700e-6)
     assert f["backward_s"] == pytest.approx(300e-6)
     assert f["exposed_comm_s"] == pytest.approx(20e-6)
     assert f["grad_copies_s"] == pytest.approx(20e-6 + 15e-6)
@@ -256,33 +219,24 @@ def test_host_costs_from_the_hand_profile(tmp_path):
     assert detail["kernel_launches_per_step"] == 4 and detail["kernel_launch_s_per_call"] == pytest.approx(5e-6)
 
 
-def test_the_import_and_the_timeline_cut_one_backward(tmp_path):
+def test_collectives_outside_ddps_thread_do_not_end_the_backward(tmp_path):
     # collectives on the main thread (a logged loss's all-reduce after the backward, another inside
     # the optimizer) are not DDP's: the backward ends at DDP's last op on the hook thread (700 us)
-    # in both the import and the compare's timeline, which share one definition of the phases
-    from ddpsim.trace.profile import import_profile
-
     doc = hand_profile()
     doc["traceEvents"] += [_x("record_param_comms", 740, 30, 1), _x("record_param_comms", 860, 30, 1)]
     (st,) = _steps(tmp_path, doc)
-    assert (st.backward_cpu_start_s, st.backward_cpu_end_s) == pytest.approx((400e-6, 700e-6))
-    (it,) = import_profile(tmp_path / "p.json").iterations
-    assert (it.backward.cpu_start_s, it.backward.cpu_s) == pytest.approx((400e-6, 300e-6))
-    assert (it.optimizer.cpu_start_s, st.optimizer_cpu_start_s) == pytest.approx((800e-6, 800e-6))
+    assert (st.backward.cpu_start_s, st.backward.cpu_end_s, st.backward.cpu_s) == pytest.approx((400e-6, 700e-6, 300e-6))
+    assert (st.optimizer.cpu_start_s, st.optimizer_cpu_end_s) == pytest.approx((800e-6, 900e-6))
 
 
-def test_the_import_and_the_timeline_count_the_same_launches(tmp_path):
+def test_every_call_that_launches_device_work_is_counted(tmp_path):
     # cuBLAS launches through the driver (cuLaunchKernelEx) and a CUDA graph replay launch device
     # work as cudaLaunchKernel does; cudaLaunchHostFunc does not
-    from ddpsim.trace.profile import import_profile
-
     doc = hand_profile()
     doc["traceEvents"] += [_launch(140, 5, 1, "cuLaunchKernelEx"), _kernel("gemm", 150, 10, 5),
                            _launch(160, 6, 1, "cudaGraphLaunch"), _launch(170, 7, 1, "cudaLaunchHostFunc")]
     (st,) = _steps(tmp_path, doc)
-    (it,) = import_profile(tmp_path / "p.json").iterations
-    assert st.kernel_launches == it.host.num_kernel_launches == 6
-    assert st.kernel_launch_s == pytest.approx(it.host.kernel_launch_s) == pytest.approx(30e-6)
+    assert st.host.num_kernel_launches == 6 and st.host.kernel_launch_s == pytest.approx(30e-6)
 
 
 @pytest.mark.parametrize("verb", ["trace", "compare"])
@@ -322,7 +276,7 @@ def test_bad_profiles(tmp_path):
         _steps(tmp_path, {"traceEvents": [_x("aten::mm", 0, 1, 1)]})
     doc = hand_profile()
     doc["traceEvents"] = [e for e in doc["traceEvents"] if "AccumulateGrad" not in e["name"]]
-    with pytest.raises(InputError, match="no step has a backward"):
+    with pytest.raises(InputError, match="ProfilerStep#7 has no backward"):
         _steps(tmp_path, doc)
 
 
@@ -351,7 +305,7 @@ def test_terms_whose_errors_cancel_have_no_share():
 
 @pytest.fixture(scope="module")
 def a100_steps():
-    return step_timelines(A100)
+    return import_profile(A100).iterations
 
 
 @pytest.fixture(scope="module")
@@ -366,11 +320,11 @@ def test_a100_steps_from_the_raw_events(a100_steps, a100_raw):
     assert [s.step for s in a100_steps] == [4, 5, 6]
     assert [s.step_s for s in a100_steps] == pytest.approx([e["dur"] * 1e-6 for e in spans])
     for st in a100_steps:
-        assert len(st.hooks) == 161 and sum(h.launches for h in st.hooks) == 5 and len(st.launches) == 5
+        assert len(st.hooks) == 161 and sum(h.launches for h in st.hooks) == 5 and len(st.buckets) == 5
         assert [k.numel for k in st.allreduces] == A100_BUCKETS
         # host-bound: the CPU reaches every boundary after the device finished what came before
         b = boundaries(st)
-        assert (b.backward_s, b.backward_end_s) == pytest.approx((st.backward_cpu_start_s, st.backward_cpu_end_s))
+        assert (b.backward_s, b.backward_end_s) == pytest.approx((st.backward.cpu_start_s, st.backward.cpu_end_s))
 
 
 def test_gradients_accumulated_on_the_calling_thread_count(tmp_path, a100_raw):
@@ -389,8 +343,8 @@ def test_gradients_accumulated_on_the_calling_thread_count(tmp_path, a100_raw):
             e["tid"] = span["tid"]
     path = tmp_path / "moved.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    steps = step_timelines(path)
-    plain = step_timelines(A100)
+    steps = import_profile(path).iterations
+    plain = import_profile(A100).iterations
     for st, ref in zip(steps, plain, strict=True):
         assert len(st.hooks) == 161
         assert [h.op_end_s for h in st.hooks] == pytest.approx([h.op_end_s for h in ref.hooks])
@@ -449,7 +403,7 @@ def test_effective_trace_counts_gradients(a100_steps):
         # the host's part of DDP's copy-back stays in the simulated backward (the last all-reduce hides under it)
         assert last <= it.backward_s and it.backward_s == pytest.approx(f["backward_s"] + f["copy_back_host_s"])
     with pytest.raises(InputError, match="AccumulateGrad ops; expected"):
-        effective_trace(trace, [a100_steps[0].__class__(**{**a100_steps[0].__dict__, "hooks": a100_steps[0].hooks[:-1]})], "p")
+        effective_trace(trace, [replace(a100_steps[0], hooks=a100_steps[0].hooks[:-1])], "p")
 
 
 # ---- the CLI ------------------------------------------------------------------------------------
@@ -550,13 +504,7 @@ def test_eight_ranks_with_a_late_one_separate_wait_and_transfer(tmp_path, capsys
 
     late, arrive, transfer = 5, 640, 40
     paths = []
-    for r in (3, 0, 7, 5, 1, 6, 2, 4):
-        doc = hand_profile()
-        doc["distributedInfo"].update(rank=r, world_size=8)
-        start = arrive + (60 if r == late else 0)
-        for e in doc["traceEvents"]:
-            if e["name"].startswith("ncclKernel"):
-                e["ts"], e["dur"] = start, arrive + 60 + transfer - start
+    for r, doc in late_rank_docs(late, arrive, transfer):
         paths.append(tmp_path / f"rank{r}.json")
         paths[-1].write_text(json.dumps(doc))
     assert main(["compare", *map(str, paths), "--out-dir", str(tmp_path), "--name", "late", "--no-plots"]) == 0
@@ -593,9 +541,58 @@ def test_two_ddp_modules_are_not_checked_against_one_plan(tmp_path, capsys):
     assert "match" not in out and "differ" not in out
     assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
     out = capsys.readouterr().out
-    assert "plan not checked (2 DDP modules; ddpsim plans one)" in out
+    assert "plan not checked (2 DDP modules, no split of the run's buckets among them found)" in out
     data = json.loads((tmp_path / "compare-two/compare.json").read_text())
     assert data["plan"]["matches"] is None and "not checked" in (tmp_path / "compare-two/summary.md").read_text()
+
+
+def test_a_gradient_without_ddps_hook_is_no_parameter(tmp_path):
+    """A scalar outside the DDP module (or one DDP skips) accumulates its gradient with no DDP hook
+    after it: the hand profile with DDP's mul_out after each of its two gradients and a third
+    AccumulateGrad (470 us) with none imports two parameters, two hooks, the bucket's two gradients."""
+    from ddpsim.trace.profile import import_profile
+
+    doc = hand_profile()
+    hook = "torch::distributed::reducer::mul_out"
+    doc["traceEvents"] += [_x(hook, 418, 5, 2), _x(hook, 520, 5, 2),
+                           _x("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 470, 20, 2),
+                           _x("torch::autograd::AccumulateGrad", 472, 5, 2)]
+    path = tmp_path / "scalar.json"
+    path.write_text(json.dumps(doc))
+    imp = import_profile(path)
+    (st,) = imp.iterations
+    assert imp.trace.num_params == 2 and len(st.grad_ready_s) == 2
+    assert [h.op_end_s for h in st.hooks] == pytest.approx([415e-6, 515e-6])
+    assert [b.num_grads for b in st.buckets] == [2]
+
+
+@pytest.mark.parametrize("groups", [None, ("0", "1")])
+def test_two_ddp_modules_are_each_planned_on_their_own_parameters(tmp_path, capsys, groups):
+    """Two DDP modules, each launching one bucket of its own gradients (200,100 and 300,050
+    elements): planned together the gradients make one 500,150-element bucket; each module
+    planned on its own gives the run's buckets -- found by cutting the launches (no process
+    group recorded) or by the buckets' process groups -- and the simulation runs both."""
+    from synthetic_profiles import TWO_MODULE_BUCKETS, two_ddp_modules_doc
+
+    from ddpsim.cli.main import main
+
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(two_ddp_modules_doc(groups)))
+    assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
+    assert "plan matches the run's (2 DDP modules, each planned on its own parameters)" in capsys.readouterr().out
+    data = json.loads((tmp_path / "compare-two/compare.json").read_text())
+    plan = data["plan"]
+    assert plan["matches"] is True and plan["predicted_numels"] == list(TWO_MODULE_BUCKETS)
+    assert [m["predicted_numels"] for m in plan["modules"]] == [[200_100], [300_050]]
+    assert [m["process_group"] for m in plan["modules"]] == list(groups or (None, None))
+    assert plan["split"] == ("process group" if groups else "launch order")
+    assert [b["numel_recorded"] for b in data["buckets"]] == list(TWO_MODULE_BUCKETS)
+    assert main(["trace", "--from-profile", str(path), "--out", str(tmp_path / "t.json")]) == 0
+    assert "2 buckets match the 2 DDP modules' own plans at cap=default" in capsys.readouterr().out
+    # the same gradients as one module: one plan, which differs from the run's two buckets
+    path.write_text(json.dumps(two_ddp_modules_doc(groups, modules=1)))
+    assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
+    assert json.loads((tmp_path / "compare-two/compare.json").read_text())["plan"]["predicted_numels"] == [500_150]
 
 
 def test_a_gpu_bound_runs_step_is_its_devices_period():
@@ -606,7 +603,7 @@ def test_a_gpu_bound_runs_step_is_its_devices_period():
     waiting for its first launches."""
     from ddpsim.validation.profile_measure import step_period_s
 
-    steps = step_timelines(ROOT / "tests/data/resnet50_ddp_1xV100_rank0.json.gz")
+    steps = import_profile(ROOT / "tests/data/resnet50_ddp_1xV100_rank0.json.gz").iterations
     assert [round(st.step_s * 1e3) for st in steps] == [35, 72, 96, 96, 96]
     periods = [step_period_s(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
     busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]

@@ -174,7 +174,7 @@ def test_environment_and_host_costs(imports):
     for it in a100:
         h = it.host
         assert h.num_accumulate_grad == RESNET50_PARAMS and h.num_bucket_launches == 5
-        assert 0 < h.accumulate_grad_s < h.step_s and h.num_kernel_launches > 500
+        assert 0 < h.accumulate_grad_s < it.step_s and h.num_kernel_launches > 500
 
 
 def test_without_model_sizes_come_from_the_buckets(imports):
@@ -478,8 +478,6 @@ def test_corrupt_events_give_an_input_error_or_a_trace(tmp_path):
     import random
 
     from ddpsim.errors import InputError
-    from ddpsim.validation.profile_timeline import step_timelines
-
     with gzip.open(A100, "rt") as f:
         doc = json.load(f)
     bad_values = ["abc", None, -1, 1e308, [], {}, True, 2**70, "Foo"]
@@ -500,7 +498,6 @@ def test_corrupt_events_give_an_input_error_or_a_trace(tmp_path):
         path.write_text(json.dumps({**doc, **header, "traceEvents": events}))
         try:
             json.dumps(import_profile(path).trace.to_dict())
-            step_timelines(path)  # the compare's reading of the same steps
         except InputError as exc:
             assert "\n" not in str(exc)
 

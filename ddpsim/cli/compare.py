@@ -73,20 +73,15 @@ def default_name(profile: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", stem) or "profile"
 
 
-def _imports(profiles: list[str], model: str | None) -> list[tuple[Any, Any]]:
-    """Every profile imported, with its step timelines (each file read once), rank 0's first;
-    InputError for profiles of different runs."""
+def _imports(profiles: list[str], model: str | None) -> list[Any]:
+    """Every profile imported (each file read once; its steps are what compare measures), rank
+    0's first; InputError for profiles of different runs."""
     from ddpsim.trace.profile import import_profile
-    from ddpsim.trace.profile.kineto import read_profile
-    from ddpsim.validation.profile_timeline import step_timelines
 
-    out = []
-    for p in profiles:
-        prof = read_profile(p)
-        out.append((import_profile(prof, model=model), step_timelines(prof, source=p)))
-    out.sort(key=lambda pair: (pair[0].environment.rank is None, pair[0].environment.rank or 0))
-    worlds = {i.environment.world_size for i, _ in out}
-    ranks = [i.environment.rank for i, _ in out]
+    out = [import_profile(p, model=model) for p in profiles]
+    out.sort(key=lambda i: (i.environment.rank is None, i.environment.rank or 0))
+    worlds = {i.environment.world_size for i in out}
+    ranks = [i.environment.rank for i in out]
     if len(worlds) > 1 or len(set(ranks)) != len(ranks):
         raise InputError(f"PROFILE: world sizes {sorted(worlds, key=str)} and ranks {ranks} are not accepted; "
                          "expected profiles of one run, one per rank")
@@ -98,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.validation.profile_compare import compare
     from ddpsim.validation.profile_report import write_compare_report
 
-    pairs = _imports(list(args.profiles), args.model)
-    imps, steps = [i for i, _ in pairs], [s for _, s in pairs]
+    imps = _imports(list(args.profiles), args.model)
+    steps = [i.iterations for i in imps]
     env = imps[0].environment
     world = env.world_size or len(imps)
     scenario = load_scenario(args.scenario) if args.scenario else None
@@ -107,13 +102,16 @@ def run(args: argparse.Namespace) -> int:
     data = compare([i.source for i in imps], steps, trace=imps[0].trace, gpu_name=env.gpu_name, world_size=world,
                    recorded_numels=imps[0].recorded_bucket_numels(), scenario=scenario, name=name,
                    ranks=[i.environment.rank if i.environment.rank is not None else k for k, i in enumerate(imps)],
-                   ddp_modules=imps[0].ddp_modules)
+                   ddp_modules=imps[0].ddp_modules, recorded_buckets=imps[0].iterations[-1].buckets)
     out = Path(args.out_dir) / f"compare-{name}"
     write_compare_report(data, out, plots=not args.no_plots)
     p, m = data["predicted"]["step_s"], data["measured"]["mean"]["step_s"]
     plan = data["plan"]
     said = ("plan not checked (the profile records no bucket sizes)" if not plan["recorded_numels"]
-            else f"plan not checked ({plan['ddp_modules']} DDP modules; ddpsim plans one)" if plan["matches"] is None
+            else f"plan not checked ({plan['ddp_modules']} DDP modules, no split of the run's buckets among them found)"
+            if plan["matches"] is None
+            else f"plan matches the run's ({plan['ddp_modules']} DDP modules, each planned on its own parameters)"
+            if plan.get("modules")
             else f"plan {'matches' if plan['matches'] else 'differs from'} the run's")
     print(f"{name}: step predicted {p * 1e3:.2f} ms, measured {m * 1e3:.2f} ms ({100 * (p - m) / m:+.1f} %), "
           f"{len(data['buckets'])} buckets; {said}")

@@ -68,6 +68,24 @@ def summary(imp: Any, check: Any) -> str:
     return "\n".join(lines)
 
 
+def _modules_check(imp: Any) -> Any:
+    """With several DDP modules, the check that each module's own plan (default options) gives
+    its recorded buckets (:func:`ddpsim.validation.profile_modules.split_modules`); None where no
+    split of the buckets does (the import's note says the plan is not checked)."""
+    from ddpsim.plan.planner import DDPOptions
+    from ddpsim.plan.profile_check import BucketCheck
+    from ddpsim.validation.profile_modules import split_modules
+
+    options = DDPOptions()
+    split = split_modules(imp.trace, imp.iterations[-1].buckets, imp.ddp_modules, options)
+    if split is None:
+        return None
+    numels = tuple(imp.recorded_bucket_numels())
+    return BucketCheck(options=options, recorded_numels=numels, planned_numels=numels, matches=True,
+                       message=f"{len(numels)} buckets match the {imp.ddp_modules} DDP modules' own plans at {options.label()} "
+                               f"(the modules found by {split.method})")
+
+
 def run(args: argparse.Namespace) -> int:
     given = [k for k in CAPTURE_ONLY if getattr(args, k, None) is not None]
     if given:
@@ -83,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
 
     imp = import_profile(args.from_profile, model=args.model, seed=args.seed, command=_command(args))
     numels = imp.recorded_bucket_numels()
-    check = check_recorded_buckets(imp.trace, numels) if numels and imp.ddp_modules == 1 else None
+    check = (check_recorded_buckets(imp.trace, numels) if imp.ddp_modules == 1 else _modules_check(imp)) if numels else None
     trace = imp.trace
     if check is not None:
         trace = replace(trace, environment={**trace.environment, "recorded_bucket_numels": list(numels),

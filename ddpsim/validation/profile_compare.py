@@ -21,11 +21,12 @@ from typing import Any, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
+from ddpsim.trace.profile.result import ProfileIteration
 from ddpsim.trace.records import Trace
 from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, busy_summary, effective_trace,
                                                host_costs_from_steps, hta_overlap_ratio, launch_delays, measured_summary,
                                                median_or_none)
-from ddpsim.validation.profile_timeline import StepTimeline
+from ddpsim.validation.profile_modules import ModuleSplit, split_modules
 
 
 # ---- the predicted side -----------------------------------------------------------------------
@@ -81,20 +82,28 @@ def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size
     return replace(scenario, world_size=world_size, simulation=sim, cost_model=replace(scenario.cost_model, host=True, host_costs=host))
 
 
-def simulate_profile(scenario: Any, trace: Trace) -> tuple[Any, Any]:
+def simulate_profile(scenario: Any, trace: Trace, modules: int = 1,
+                     recorded: Sequence[Any] = ()) -> tuple[Any, Any, Any]:
     """``(inputs, result)`` of the scenario's default point on ``trace``, through
     :func:`ddpsim.pipeline.inputs.build_point_inputs` (the one path into a simulation), with
     DDP's own device kernels free: a profile's phases already hold the gradients' copy-in, the
     reducer's division and the copy-out (``mul_out``, ``copy_bucket_to_grad`` run inside the
     measured backward), so the config's copy bandwidth is None (free copies, SimConfig's own
-    meaning) and its kernel floor 0 -- charging them again would count them twice."""
+    meaning) and its kernel floor 0 -- charging them again would count them twice. With several
+    DDP modules (``modules``; ``recorded``: the run's buckets), each is planned on its own
+    parameters where a split reproduces the run's buckets
+    (:func:`~ddpsim.validation.profile_modules.split_modules`; the third item, else None) and the
+    simulation runs every module's buckets."""
     from ddpsim.engine.simulate import simulate
     from ddpsim.pipeline.inputs import build_point_inputs
 
     point = scenario.point_at(scenario.ddp.bucket_cap_mb, scenario.ddp.bucket_cap_mb_list)
     inputs = build_point_inputs(scenario, point, trace=trace)
     inputs = replace(inputs, config=replace(inputs.config, copy_bandwidth_bytes_per_s=None, copy_kernel_floor_s=0.0))
-    return inputs, simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
+    split = split_modules(inputs.trace, recorded, modules, inputs.plan.options) if modules > 1 else None
+    if split is not None:
+        inputs = replace(inputs, plan=split.plan(inputs.trace, inputs.plan.options))
+    return inputs, simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config), split
 
 
 def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | None,
@@ -116,13 +125,14 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     steady = [it for it in result.steady_iterations() if it.rank == 0]
     kinds = {"forward_s": ("forward",), "backward_s": ("backward",), "grad_copies_s": ("copy_in", "copy_out"),
              "optimizer_s": ("optimizer",), "zero_grad_s": ("zero_grad",)}
-    out = {k: statistics.fmean(_span_total(result, it, ks) for it in steady) for k, ks in kinds.items()}
+    spans = _compute_spans(result, steady)
+    out = {k: statistics.fmean(_span_total(spans[it.iteration], ks) for it in steady) for k, ks in kinds.items()}
     out["exposed_comm_s"] = statistics.fmean(it.exposed_comm_s for it in steady)
     out["other_s"] = measured_other_s
     step = s["iteration_mean_s"]
     own = statistics.fmean(it.iteration_s for it in steady)
     host_s = host.pre_forward_s + host.enqueue_s if host is not None else 0.0
-    bcast = statistics.fmean(max(0.0, _span_total(result, it, ("wait",), "broadcast") - host_s) for it in steady)
+    bcast = statistics.fmean(max(0.0, _span_total(spans[it.iteration], ("wait",), "broadcast") - host_s) for it in steady)
     out["slower_rank_s"] = step - own + bcast
     out["pre_forward_s"] = step - sum(out[k] for k in TERMS if k not in ("pre_forward_s", "other_s"))
     copy_host, copy_device = copy_back
@@ -134,9 +144,17 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     return out
 
 
-def _span_total(result: Any, it: Any, kinds: tuple[str, ...], name: str | None = None) -> float:
-    return sum(sp.duration_s for sp in result.spans if sp.rank == it.rank and sp.iteration == it.iteration
-               and sp.kind in kinds and sp.stream == "compute" and (name is None or sp.name == name))
+def _compute_spans(result: Any, steady: Sequence[Any]) -> dict[int, list[Any]]:
+    """Per iteration of ``steady`` (rank 0's), its spans on rank 0's compute stream (one pass over the spans)."""
+    out: dict[int, list[Any]] = {it.iteration: [] for it in steady}
+    for sp in result.spans:
+        if sp.rank == 0 and sp.stream == "compute" and sp.iteration in out:
+            out[sp.iteration].append(sp)
+    return out
+
+
+def _span_total(spans: Sequence[Any], kinds: tuple[str, ...], name: str | None = None) -> float:
+    return sum(sp.duration_s for sp in spans if sp.kind in kinds and (name is None or sp.name == name))
 
 
 # ---- predicted against measured -----------------------------------------------------------------
@@ -203,22 +221,26 @@ def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dic
     return rows
 
 
-def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *, trace: Trace, gpu_name: str | None,
+def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]], *, trace: Trace, gpu_name: str | None,
             world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare",
-            ranks: Sequence[int] | None = None, ddp_modules: int = 1) -> dict[str, Any]:
+            ranks: Sequence[int] | None = None, ddp_modules: int = 1,
+            recorded_buckets: Sequence[Any] = ()) -> dict[str, Any]:
     """Predicted against measured for one profiled run (module docstring).
 
     Args:
         profiles: the profiles' paths (rank 0's first).
-        steps: per profile, its :func:`~ddpsim.validation.profile_timeline.step_timelines`.
+        steps: per profile, its import's steps (:attr:`~ddpsim.trace.profile.result.ProfileImport.iterations`).
         trace: the import of rank 0's profile (parameters in DDP's order, the ready order).
         gpu_name, world_size: what the profile says of the run.
         recorded_numels: the buckets the run's DDP launched (elements, launch order).
         scenario: a :class:`~ddpsim.pipeline.scenario.Scenario` for the cluster and DDP options.
         name: the report's name.
         ranks: each profile's rank (default: 0, 1, ... in ``profiles``' order).
-        ddp_modules: the run's DDP modules (the import's count): with more than one, ddpsim's one
-            plan is not checked against the run's buckets (``plan.matches`` None).
+        ddp_modules: the run's DDP modules (the import's count): with more than one, each module
+            is planned on its own parameters where its buckets are found among ``recorded_buckets``
+            (the import's last step's, :mod:`~ddpsim.validation.profile_modules`); where they are
+            not, the plan is not checked (``plan.matches`` None).
+        recorded_buckets: the run's buckets (:class:`~ddpsim.trace.profile.result.RecordedBucket`).
 
     Returns:
         The report's data (:func:`ddpsim.validation.profile_report.write_compare_report` writes it)."""
@@ -226,7 +248,7 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
     host, host_detail = host_costs_from_steps(rank0)
     eff = effective_trace(trace, rank0, profiles[0])
     sc = profile_scenario(name=name, source=profiles[0], gpu_name=gpu_name, world_size=world_size, host=host, scenario=scenario)
-    inputs, result = simulate_profile(sc, eff)
+    inputs, result, split = simulate_profile(sc, eff, ddp_modules, recorded_buckets)
     meas = measured_summary(rank0, recorded_numels)
     pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs,
                              (meas["mean"]["copy_back_host_s"], meas["mean"]["copy_back_device_s"]))
@@ -239,16 +261,32 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[StepTimeline]], *,
             "gpu": gpu_name, "world_size": world_size, "topology": sc.cluster.label, "nodes": sc.cluster.nodes,
             "comm": inputs.comm.describe() if hasattr(inputs.comm, "describe") else {"backend": inputs.backend},
             "bucket_cap_mb": sc.ddp.bucket_cap_mb, "num_steps": len(rank0), "steps": [st.step for st in rank0],
-            "plan": {"predicted_numels": plan_numels, "recorded_numels": list(recorded_numels),
-                     "matches": list(recorded_numels) == plan_numels if ddp_modules == 1 else None,
-                     "ddp_modules": ddp_modules},
+            "plan": _plan_check(plan_numels, recorded_numels, ddp_modules, split, inputs.trace),
             "host_costs": {"measured": host.as_dict(), "defaults": HostCosts().as_dict(), **host_detail,
                            "launch_delays": launch_delays(rank0), "gpu_busy": busy_summary(rank0)},
             "measured": meas, "predicted": pred, "terms": attribution(pred, meas["mean"]), "buckets": buckets,
             "ranks": rank_waits}
 
 
-def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[StepTimeline]],
+def _plan_check(plan_numels: list[int], recorded: Sequence[int], ddp_modules: int, split: ModuleSplit | None,
+                trace: Trace) -> dict[str, Any]:
+    """The plan against the run's buckets: equal element counts in launch order; with several DDP
+    modules, checked only where each module's own plan gave its buckets (then it matches)."""
+    out: dict[str, Any] = {"predicted_numels": plan_numels, "recorded_numels": list(recorded), "ddp_modules": ddp_modules}
+    if ddp_modules == 1:
+        out["matches"] = list(recorded) == plan_numels
+    elif split is None:
+        out["matches"] = None
+    else:
+        out["matches"] = True
+        out["modules"] = [{"process_group": g, "buckets": list(b),
+                           "predicted_numels": [sum(trace.params[i].numel for i in bucket) for bucket in planned]}
+                          for b, planned, g in zip(split.buckets, split.planned, split.process_groups)]
+        out["split"] = split.method
+    return out
+
+
+def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[ProfileIteration]],
                       numels: Sequence[int] | None, ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """With every rank's profile (all on one host clock): per bucket and step, each rank's kernel
     start (its arrival) and end; the collective's transfer runs from the last arrival to the last
@@ -294,7 +332,7 @@ def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[St
              "waited_for": statistics.mode(waited_for[r]) if waited_for[r] else None} for r in ranks]
 
 
-def _overlap_over_measured_kernels(predicted: list[dict[str, Any]], steps: Sequence[StepTimeline]) -> float | None:
+def _overlap_over_measured_kernels(predicted: list[dict[str, Any]], steps: Sequence[ProfileIteration]) -> float | None:
     """HTA's overlap of the predicted all-reduces (one steady iteration, from its start) over
     the measured computation kernels of each step (from its effective start), averaged."""
     vals = []

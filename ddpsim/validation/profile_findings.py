@@ -73,8 +73,15 @@ def _plan_finding(plan: dict[str, Any]) -> str:
                 f"'In msg nelems'); ddpsim's plan ({', '.join(f'{n:,}' for n in plan['predicted_numels'])} elements) is "
                 "matched with the run's all-reduces by index below.")
     if plan["matches"] is None:
-        return (f"Buckets: the run has {plan.get('ddp_modules', 2)} DDP modules, each with its own buckets; ddpsim plans one "
-                "module, so its plan is not checked against the run's buckets, and buckets are matched by index below.")
+        return (f"Buckets: the run has {plan.get('ddp_modules', 2)} DDP modules, each with its own buckets; no split of the "
+                "run's buckets among them is what each module's own plan gives, so the plan is not checked against the "
+                "run's buckets, and buckets are matched by index below.")
+    if plan.get("modules"):
+        per = "; ".join(f"module {k} ({', '.join(f'{n:,}' for n in m['predicted_numels'])} elements"
+                        f"{', process group ' + m['process_group'] if m['process_group'] is not None else ''})"
+                        for k, m in enumerate(plan["modules"]))
+        return (f"Buckets: the run's {len(plan['modules'])} DDP modules, each planned on its own parameters (found by "
+                f"{plan['split']}), give the run's own {len(plan['recorded_numels'])} buckets: {per}.")
     if plan["matches"]:
         return (f"Buckets: ddpsim's plan equals the run's own {len(plan['recorded_numels'])} buckets "
                 f"({', '.join(f'{n:,}' for n in plan['recorded_numels'])} elements, launch order).")

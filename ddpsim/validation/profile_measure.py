@@ -1,6 +1,7 @@
 """What a profiled DDP run measured, per step, on its critical path.
 
-The measured side (:mod:`ddpsim.validation.profile_timeline`): per ``ProfilerStep`` a phase
+The measured side, from the profile's import (:class:`~ddpsim.trace.profile.result.ProfileIteration`,
+the one step type): per ``ProfilerStep`` a phase
 begins when the CPU reaches it AND the device has finished the work launched before it (a
 host-bound step is paced by its CPU, a GPU-bound one by its device), so every phase boundary
 is taken as ``max(CPU time, end of the device work launched before it)``:
@@ -40,7 +41,7 @@ from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.records import IterationSample, Trace
 from ddpsim.trace.profile.kineto import merge_intervals
-from ddpsim.validation.profile_timeline import StepTimeline
+from ddpsim.trace.profile.result import ProfileIteration
 
 #: the phases a step is split into, in step order (module docstring)
 TERMS = ("pre_forward_s", "forward_s", "backward_s", "grad_copies_s", "exposed_comm_s", "optimizer_s", "zero_grad_s",
@@ -94,21 +95,21 @@ def _later(cpu: float, gpu: float | None) -> float:
     return cpu if gpu is None else max(cpu, gpu)
 
 
-def boundaries(st: StepTimeline) -> Boundaries:
+def boundaries(st: ProfileIteration) -> Boundaries:
     """The phase boundaries of ``st``: each the later of the CPU reaching it and the device
     finishing the (non-communication) work launched before it (module docstring)."""
     g = st.gpu_done
-    start = _later(st.forward_start_s, g["forward"])
+    start = _later(st.forward.cpu_start_s, g["forward"])
     module = max(start, _later(st.module_start_s, g["module"]))
-    bwd = max(module, _later(st.backward_cpu_start_s, g["backward"]))
+    bwd = max(module, _later(st.backward.cpu_start_s, g["backward"]))
     model_end = max(bwd, _later(st.model_backward_cpu_end_s, g["model_backward_end"]))
-    bwd_end = max(model_end, _later(st.backward_cpu_end_s, g["backward_end"]))
+    bwd_end = max(model_end, _later(st.backward.cpu_end_s, g["backward_end"]))
     opt_end = max(bwd_end, _later(st.optimizer_cpu_end_s, g["optimizer_end"]))
     return Boundaries(start_s=start, module_s=module, backward_s=bwd, model_backward_end_s=model_end, backward_end_s=bwd_end,
                       optimizer_end_s=opt_end)
 
 
-def _tail(st: StepTimeline, b: Boundaries) -> tuple[float, float, float, float]:
+def _tail(st: ProfileIteration, b: Boundaries) -> tuple[float, float, float, float]:
     """DDP's gradient copy-back, the exposed communication and where the optimizer's share
     starts (module docstring): after the model's backward (``t1``) the CPU runs DDP's finalize
     to ``h``; the last all-reduce's end past ``h`` is exposed (``t2``), whether the device waits
@@ -117,20 +118,20 @@ def _tail(st: StepTimeline, b: Boundaries) -> tuple[float, float, float, float]:
     past the all-reduce (``t3 - t2``), the exposed communication and ``t3``."""
     last_end = max((k.end_s for k in st.allreduces), default=-math.inf)
     t1 = b.model_backward_end_s
-    h = max(t1, st.backward_cpu_end_s)
+    h = max(t1, st.backward.cpu_end_s)
     t2 = max(h, last_end)
     t3 = max(t2, b.backward_end_s)
     return h - t1, t3 - t2, t2 - h, t3
 
 
-def paced(st: StepTimeline, f: dict[str, Any]) -> dict[str, float]:
+def paced(st: ProfileIteration, f: dict[str, Any]) -> dict[str, float]:
     """The step's critical path by what paced it (docs/MODEL.md, "Comparing with a profile"):
     ``host_s`` the phases whose end the CPU reached last (DDP's host copy-back, zero_grad and
     the time outside the phases included), ``device_s`` those whose end the device reached
     last (the copy-back kernels included), ``comm_s`` the exposed communication."""
     g = st.gpu_done
     cpu_last = {"pre_forward_s": st.module_start_s >= (g["module"] or -math.inf),
-                "forward_s": st.backward_cpu_start_s >= (g["backward"] or -math.inf),
+                "forward_s": st.backward.cpu_start_s >= (g["backward"] or -math.inf),
                 "backward_s": st.model_backward_cpu_end_s >= (g["model_backward_end"] or -math.inf),
                 "optimizer_s": st.optimizer_cpu_end_s >= (g["optimizer_end"] or -math.inf)}
     host = sum(f[k] for k, c in cpu_last.items() if c) + f["copy_back_host_s"] + f["zero_grad_s"] + max(0.0, f["other_s"])
@@ -148,7 +149,7 @@ def bound_of(shares: dict[str, float]) -> str:
     return BOUND[max(BOUND, key=lambda k: shares[k])]
 
 
-def step_period_s(st: StepTimeline, nxt: StepTimeline | None) -> float:
+def step_period_s(st: ProfileIteration, nxt: ProfileIteration | None) -> float:
     """The step's time on its critical path: its ``ProfilerStep`` span, or, where the device
     paces the run, longer -- the time from its effective start to the next step's
     (:func:`boundaries`); for the last step, to its optimizer's effective end plus the CPU's
@@ -158,12 +159,12 @@ def step_period_s(st: StepTimeline, nxt: StepTimeline | None) -> float:
     if nxt is not None:
         until = (nxt.start_us - st.start_us) * 1e-6 + boundaries(nxt).start_s
     else:
-        until = b.optimizer_end_s + st.forward_start_s
+        until = b.optimizer_end_s + st.forward.cpu_start_s
     return max(st.step_s, until - b.start_s)
 
 
-def bucket_kernels(st: StepTimeline, numels: Sequence[int] | None) -> list[int]:
-    """Indices into ``st.allreduces`` (and ``st.launches``) of DDP's buckets: the first
+def bucket_kernels(st: ProfileIteration, numels: Sequence[int] | None) -> list[int]:
+    """Indices into ``st.allreduces`` of DDP's buckets: the first
     subsequence, in launch order, whose ``In msg nelems`` are ``numels`` (the run's recorded
     buckets; a used-map all-reduce or a user's own all-reduce between them is passed by); every
     all-reduce when ``numels`` is None or not found in order."""
@@ -178,7 +179,7 @@ def bucket_kernels(st: StepTimeline, numels: Sequence[int] | None) -> list[int]:
     return list(range(len(st.allreduces)))
 
 
-def step_figures(st: StepTimeline, nxt: StepTimeline | None = None, numels: Sequence[int] | None = None) -> dict[str, Any]:
+def step_figures(st: ProfileIteration, nxt: ProfileIteration | None = None, numels: Sequence[int] | None = None) -> dict[str, Any]:
     """The measured figures of one step (module docstring): the :data:`TERMS` (which add up to
     ``step_s``, :func:`step_period_s` with the next step ``nxt``), HTA's overlap and per bucket
     (:func:`bucket_kernels` of ``numels``) launch/start/end from the step's effective start."""
@@ -196,14 +197,23 @@ def step_figures(st: StepTimeline, nxt: StepTimeline | None = None, numels: Sequ
     out["bound"] = bound_of(out["paced"])
     out["overlap_ratio"] = hta_overlap_ratio(st.intervals)
     picked = [(j, st.allreduces[j]) for j in bucket_kernels(st, numels)]
-    out["buckets"] = [{"bucket": i, "numel": k.numel, "launch_s": (st.launches[j].start_s if j < len(st.launches) else k.start_s) - b.start_s,
+    out["buckets"] = [{"bucket": i, "numel": k.numel, "launch_s": _launch_s(st, k) - b.start_s,
                        "start_s": k.start_s - b.start_s, "end_s": k.end_s - b.start_s, "duration_s": k.duration_s,
                        "algorithm": k.algorithm, "protocol": k.protocol, "ran": k.ran}
                       for i, (j, k) in enumerate(picked)]
     return out
 
 
-def effective_ready_s(st: StepTimeline) -> list[float]:
+def _launch_s(st: ProfileIteration, k: Any) -> float:
+    """When the CPU launched ``k``: its bucket's ``c10d::allreduce_`` (the bucket the import tied
+    to the kernel); for an all-reduce that is no recorded bucket, its runtime launch call (the
+    kernel's start where the profile does not tie it to one)."""
+    if k.bucket_index is not None and k.bucket_index < len(st.buckets):
+        return st.buckets[k.bucket_index].op_start_s
+    return k.launch_cpu_s if k.launch_cpu_s is not None else k.start_s
+
+
+def effective_ready_s(st: ProfileIteration) -> list[float]:
     """Per AccumulateGrad in ready order, when the gradient was ready on the step's critical
     path (the later of the op's CPU end and the device finishing the backward launched before
     it), after the backward's start (:func:`boundaries`)."""
@@ -211,7 +221,7 @@ def effective_ready_s(st: StepTimeline) -> list[float]:
     return [max(0.0, _later(h.op_end_s, h.gpu_ready_s) - b.backward_s) for h in st.hooks]
 
 
-def effective_trace(trace: Trace, steps: Sequence[StepTimeline], source: str) -> Trace:
+def effective_trace(trace: Trace, steps: Sequence[ProfileIteration], source: str) -> Trace:
     """``trace`` (the profile's import: parameters in DDP's order, ``grad_ready_order``) with one
     iteration per step on the critical path: forward, backward, optimizer and zero_grad from
     :func:`step_figures`, gradient-ready times from :func:`effective_ready_s`.
@@ -238,7 +248,7 @@ def effective_trace(trace: Trace, steps: Sequence[StepTimeline], source: str) ->
     return replace(trace, iterations=tuple(samples), synthetic=synthetic, hook_overhead_frac=None)
 
 
-def host_costs_from_steps(steps: Sequence[StepTimeline]) -> tuple[HostCosts, dict[str, Any]]:
+def host_costs_from_steps(steps: Sequence[ProfileIteration]) -> tuple[HostCosts, dict[str, Any]]:
     """DDP's host costs (:class:`~ddpsim.network.host_costs.HostCosts`) measured on the CPU
     timeline -- the pre-forward the mean over the steps (as the simulation takes the steps' mean
     phases), the others medians over the steps' events -- and the figures behind them:
@@ -253,15 +263,15 @@ def host_costs_from_steps(steps: Sequence[StepTimeline]) -> tuple[HostCosts, dic
     * ``bucket_launch_s``: the rest of ``c10d::allreduce_`` (the dispatcher and the op's own work).
     """
     hooks = [h.end_s - h.start_s - h.op_s for st in steps for h in st.hooks if h.launches == 0]
-    launches = [x for st in steps for x in st.launches]
+    launches = [x for st in steps for x in st.buckets]
     pre = [boundaries(st).module_s - boundaries(st).start_s for st in steps]
-    launch_calls = sum(st.kernel_launches for st in steps)
+    launch_calls = sum(st.host.num_kernel_launches for st in steps)
     host = HostCosts(pre_forward_s=statistics.fmean(pre),
                      hook_s_per_param=statistics.median(hooks) if hooks else HostCosts().hook_s_per_param,
                      bucket_launch_s=statistics.median(x.op_s - x.enqueue_s for x in launches) if launches else HostCosts().bucket_launch_s,
                      enqueue_s=statistics.median(x.enqueue_s for x in launches) if launches else HostCosts().enqueue_s)
     detail = {"num_hooks": len(hooks), "num_bucket_launches": len(launches),
-              "kernel_launch_s_per_call": sum(st.kernel_launch_s for st in steps) / launch_calls if launch_calls else None,
+              "kernel_launch_s_per_call": sum(st.host.kernel_launch_s for st in steps) / launch_calls if launch_calls else None,
               "kernel_launches_per_step": launch_calls / len(steps),
               "accumulate_grad_op_s": statistics.median(h.op_s for st in steps for h in st.hooks)}
     return host, detail
@@ -272,7 +282,7 @@ def median_or_none(xs: Sequence[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def measured_summary(steps: Sequence[StepTimeline], numels: Sequence[int] | None = None) -> dict[str, Any]:
+def measured_summary(steps: Sequence[ProfileIteration], numels: Sequence[int] | None = None) -> dict[str, Any]:
     """Per step :func:`step_figures` (buckets: the all-reduces of ``numels``), their means on
     :data:`TERMS`, and HTA's overlap over all the steps' device intervals (as
     ``get_comm_comp_overlap`` takes a whole trace)."""
@@ -302,21 +312,21 @@ def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def launch_delays(steps: Sequence[StepTimeline]) -> list[dict[str, Any]]:
+def launch_delays(steps: Sequence[ProfileIteration]) -> list[dict[str, Any]]:
     """Per bucket (launch order), the median over steps of the CPU time from its last
     gradient's AccumulateGrad end to the ``c10d::allreduce_`` start (DDP's hook, then the
     reducer's launch), and of the launch op itself: what a bucket costs the host."""
     out = []
     for st in steps:
         launching = [h for h in st.hooks for _ in range(h.launches)]
-        for i, (h, x) in enumerate(zip(launching, st.launches)):
-            out.append((i, x.start_s - h.op_end_s, x.op_s))
+        for i, (h, x) in enumerate(zip(launching, st.buckets)):
+            out.append((i, x.op_start_s - h.op_end_s, x.op_s))
     n = max((i for i, _, _ in out), default=-1) + 1
     return [{"bucket": i, "hook_to_launch_s": median_or_none([d for j, d, _ in out if j == i]),
              "launch_op_s": median_or_none([o for j, _, o in out if j == i])} for i in range(n)]
 
 
-def busy_summary(steps: Sequence[StepTimeline]) -> dict[str, float]:
+def busy_summary(steps: Sequence[ProfileIteration]) -> dict[str, float]:
     """Per step means: the step on its critical path (:func:`step_period_s`), the GPU's busy time
     (merged kernels, copies, sets)."""
     busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.trace.profile import nccl_kernels, steps as st
+from ddpsim.trace.profile.critical import DeviceDone, critical_fields
 from ddpsim.trace.profile.dtypes import ddpsim_dtype
 from ddpsim.trace.profile.kineto import KinetoProfile, read_profile
 from ddpsim.trace.profile.mapping import GradInfo, map_params
@@ -50,9 +52,9 @@ def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *
     mapping_out = map_params(grads, model=model, seed=seed, source=f"profile {prof.path}")
     env = _environment(prof, built)
     iterations = tuple(built.iterations)
-    kernels = tuple(built.collectives)
-    trace = _trace(prof, iterations, built, mapping_out, env, model=model, command=command)
-    return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations, collectives=kernels,
+    kernels = [c for it in iterations for c in it.collectives]
+    trace = _trace(prof, iterations, mapping_out, env, model=model, command=command)
+    return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations,
                          bucket_collectives=_bucket_collectives(kernels, len(iterations)), mapping=mapping_out.mapping,
                          model=model, notes=tuple(built.notes + list(mapping_out.notes)), ddp_modules=built.ddp_modules)
 
@@ -64,10 +66,9 @@ class _Steps:
         self.prof = prof
         windows = st.profiler_steps(prof)
         timeline = st.Timeline(prof)
+        self.done = DeviceDone(timeline.launched)
         self.notes: list[str] = []
-        self.zero_grad_s: list[float] = []
         self.iterations: list[ProfileIteration] = []
-        self.collectives: list[CollectiveKernel] = []
         #: per iteration, per AccumulateGrad (ready order): (Input Dims of the op, hook-kernel work estimate)
         self.grad_shapes: list[list[tuple[int, ...] | None]] = []
         self.grad_work: list[list[float]] = []
@@ -84,8 +85,8 @@ class _Steps:
         self.ddp_modules = max(1, sum(1 for o in cut[-1].cpu if o.name == "DistributedDataParallel.forward")) if cut else 1
         if self.ddp_modules > 1:
             self.notes.append(f"{self.ddp_modules} DDP modules (DistributedDataParallel.forward calls per step), each with its "
-                              "own buckets: their all-reduces are imported together, and ddpsim's one plan is not checked "
-                              "against them")
+                              "own buckets: their all-reduces are imported together, and a plan is checked against them only "
+                              "where each module planned on its own gives its buckets")
         self._note_other_collectives()
         layouts = {tuple(b.numel for b in it.buckets) for it in self.iterations}
         if len(layouts) > 1:
@@ -99,7 +100,7 @@ class _Steps:
         """A note on NCCL kernels that are neither a gradient bucket's all-reduce nor a broadcast
         (model-parallel all_to_all, sharded reduce_scatter / all_gather, a logged loss's all-reduce):
         their time stays inside the phases as measured, and ddpsim does not model them."""
-        other = Counter(c.collective for c in self.collectives if c.bucket_index is None and c.collective != "broadcast")
+        other = Counter(c.collective for it in self.iterations for c in it.collectives if c.bucket_index is None and c.collective != "broadcast")
         if other:
             per = ", ".join(f"{n} {name}" for name, n in sorted(other.items()))
             self.notes.append(f"besides DDP's bucket all-reduces the profiled steps ran {per} NCCL kernels; they stay inside "
@@ -110,7 +111,7 @@ class _Steps:
         path = self.prof.path
         w = st.phase_windows(s, path)
         reducer = st.reducer_spans(s)
-        accumulate = [o for o in s.cpu if o.name == st.ACCUMULATE_GRAD and w.backward.holds(o.ts)]
+        accumulate = st.ddp_gradients(s, w)
         t0 = s.window.start
         fwd = _phase([lz for lz in s.launched if w.forward.start <= lz.launch_us < w.backward.start], w.forward, t0)
         model_bwd = [lz for lz in s.launched if w.backward.holds(lz.launch_us) and not reducer.holds(lz.launch_us, lz.tid)]
@@ -121,29 +122,31 @@ class _Steps:
         ready = tuple(min(max(0.0, (r - bwd_gpu0) * US), bwd.gpu_s) for r in ready_us)
         index = len(self.iterations)
         buckets = _buckets(s, w, accumulate, path)
-        self.collectives += _kernels(s, index, buckets, w, self.prof)
         self.grad_shapes.append([_first_dims(o.args) for o in accumulate])
         self.grad_work.append(_hook_work(s, accumulate))
         gpu = [lz.op for lz in s.launched]
         gpu_step = (max(g.end for g in gpu) - min(g.ts for g in gpu)) * US if gpu else 0.0
+        span = min((o for o in s.cpu if o.name == f"ProfilerStep#{s.step}"), key=lambda o: (o.ts, -o.dur))  # the window's own
+        zero = min((o for o in s.cpu if o.name.startswith("Optimizer.zero_grad")), key=lambda o: (o.ts, -o.dur), default=None)
         self.iterations.append(ProfileIteration(
-            step=s.step, start_us=t0, step_s=(s.window.end - t0) * US, gpu_step_s=gpu_step, forward=fwd, backward=bwd,
-            optimizer=opt, grad_ready_s=ready, buckets=tuple(b for b, _ in buckets), host=_host(s, w, len(accumulate))))
+            step=s.step, start_us=t0, step_s=span.dur * US, gpu_step_s=gpu_step, forward=fwd, backward=bwd,
+            optimizer=opt, grad_ready_s=ready, buckets=tuple(b for b, _ in buckets), host=_host(s, w, len(accumulate)),
+            collectives=_kernels(s, index, buckets, w, self.prof), zero_grad_s=zero.dur * US if zero is not None else 0.0,
+            optimizer_annotated=w.optimizer_annotated, **critical_fields(self.done, s, w, accumulate)))
         if not w.optimizer_annotated:
             self.notes.append(f"ProfilerStep#{s.step}: no Optimizer.step annotation; the optimizer is taken as the time from "
                               "the backward's end to the step's end")
-        self.zero_grad_s.append((w.zero_grad.end - w.zero_grad.start) * US if w.zero_grad else 0.0)
 
 
 def _phase(launched: Sequence[st.Launched], window: st.Window, t0: float) -> PhaseTimes:
     ops = [lz.op for lz in launched if not lz.op.is_nccl]
-    cpu = PhaseTimes(cpu_start_s=(window.start - t0) * US, cpu_s=(window.end - window.start) * US, gpu_start_s=None,
-                     gpu_s=0.0, gpu_busy_s=0.0, num_kernels=0)
+    cpu = PhaseTimes(cpu_start_s=(window.start - t0) * US, cpu_s=(window.end - window.start) * US,
+                     cpu_end_s=(window.end - t0) * US, gpu_start_s=None, gpu_s=0.0, gpu_busy_s=0.0, num_kernels=0)
     if not ops:
         return cpu
     first, last = min(g.ts for g in ops), max(g.end for g in ops)
-    return PhaseTimes(cpu_start_s=cpu.cpu_start_s, cpu_s=cpu.cpu_s, gpu_start_s=(first - t0) * US, gpu_s=(last - first) * US,
-                      gpu_busy_s=st.busy_us(ops) * US, num_kernels=len(ops))
+    return replace(cpu, gpu_start_s=(first - t0) * US, gpu_s=(last - first) * US, gpu_busy_s=st.busy_us(ops) * US,
+                   num_kernels=len(ops))
 
 
 def _first_dims(args: dict[str, Any] | None) -> tuple[int, ...] | None:
@@ -189,6 +192,8 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
     """The all-reduces DDP launched in the backward (``record_param_comms``), with their External id."""
     comms = [o for o in s.cpu if o.name == st.COMMS_OP and w.backward.holds(o.ts) and o.args
              and o.args.get("Collective name", "allreduce") == "allreduce" and "In msg nelems" in o.args]
+    holders = [o for o in s.cpu if o.name == "c10d::allreduce_" and w.backward.holds(o.ts)]
+    acc_ts = sorted(a.ts for a in accumulate)
     out = []
     prev = float("-inf")
     for k, op in enumerate(comms):
@@ -199,22 +204,30 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
                              "accepted; expected an integer >= 0")
         dtype = ddpsim_dtype(args.get("dtype"), f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'dtype'")
         group = args.get("Group size")
-        n_grads = sum(1 for a in accumulate if prev < a.ts <= op.ts)
+        n_grads = bisect.bisect_right(acc_ts, op.ts) - bisect.bisect_right(acc_ts, prev)
+        holder = next((a for a in holders if a.tid == op.tid and a.ts <= op.ts and op.ts + op.dur <= a.ts + a.dur), op)
         out.append((RecordedBucket(index=k, numel=numel, dtype=dtype, size_bytes=numel * DTYPE_SIZE_BYTES[dtype],
                                    group_size=group if isinstance(group, int) else 0, launch_cpu_s=(op.ts - s.window.start) * US,
-                                   num_grads=n_grads), op.ext_id))
+                                   num_grads=n_grads, op_start_s=(holder.ts - s.window.start) * US, op_s=holder.dur * US,
+                                   enqueue_s=op.dur * US, process_group=_group_name(args)), op.ext_id))
         prev = op.ts
     return out
 
 
+def _group_name(args: dict[str, Any]) -> str | None:
+    """``record_param_comms``' process group name (an integer in some torch versions), or None."""
+    name = args.get("Process Group Name")
+    return str(name) if isinstance(name, (str, int)) and not isinstance(name, bool) else None
+
+
 def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, int | None]],
-             w: st.PhaseWindows, prof: KinetoProfile) -> list[CollectiveKernel]:
+             w: st.PhaseWindows, prof: KinetoProfile) -> tuple[CollectiveKernel, ...]:
     by_ext = {ext: b.index for b, ext in buckets if ext is not None}
     t0 = s.window.start
     nccl = [lz for lz in s.launched if lz.op.is_nccl]
     backward_allreduce = [lz for lz in nccl if w.backward.holds(lz.launch_us)
                           and nccl_kernels.collective_of(lz.op) == "allreduce"]
-    by_order = {id(lz): k for k, lz in enumerate(backward_allreduce)} if not by_ext else {}
+    by_order = {} if by_ext else _by_order(backward_allreduce, [b for b, _ in buckets], prof)
     out = []
     for lz in nccl:
         g, args = lz.op, lz.op.args or {}
@@ -229,8 +242,33 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
             iteration=index, collective=nccl_kernels.collective_of(g) or "unknown",
             bucket_index=bucket, numel=numel, dtype=dtype, start_s=(g.ts - t0) * US,
             duration_s=g.dur * US, algorithm=algorithm, protocol=protocol, ran=ran,
-            channels=nccl_kernels.channels(g.grid), launch_cpu_s=(lz.launch_us - t0) * US))
-    return sorted(out, key=lambda c: c.start_s)
+            channels=nccl_kernels.channels(g.grid), launch_cpu_s=(lz.launch_us - t0) * US, name=g.name,
+            phase=_phase_of(w, lz.launch_us)))
+    return tuple(sorted(out, key=lambda c: c.start_s))
+
+
+def _by_order(kernels: Sequence[st.Launched], buckets: Sequence[RecordedBucket], prof: KinetoProfile) -> dict[int, int]:
+    """Without External ids: the backward's all-reduce kernels (launch order) tied to the buckets
+    in order, a kernel whose ``In msg nelems`` differs from the next bucket's passed by (another
+    all-reduce: a used map, a user's own); every kernel in order where no bucket was recorded."""
+    if not buckets:
+        return {id(lz): k for k, lz in enumerate(kernels)}
+    out: dict[int, int] = {}
+    for lz in kernels:
+        k = len(out)
+        numel = nccl_kernels.launch(lz.op, prof)[0]
+        if k < len(buckets) and numel in (None, buckets[k].numel):
+            out[id(lz)] = k
+    return out
+
+
+def _phase_of(w: st.PhaseWindows, t: float) -> str | None:
+    """The phase whose CPU window holds ``t`` (the backward's first: the windows share their ends)."""
+    if w.backward.holds(t):
+        return "backward"
+    if w.forward.start <= t < w.backward.start:
+        return "forward"
+    return "optimizer" if w.optimizer.holds(t) else None
 
 
 def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> StepHostTimes:
@@ -245,7 +283,7 @@ def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> StepHostTimes:
     runtime = s.runtime
     kl = [r for r in runtime if r.name in st.KERNEL_LAUNCHES]
     sync = [r for r in runtime if r.name in st.SYNC_CALLS]
-    return StepHostTimes(step_s=(s.window.end - s.window.start) * US, accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
+    return StepHostTimes(accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
                      reducer_hook_s=hook_s, bucket_launch_s=launch_s, num_bucket_launches=n_launch, copy_bucket_to_grad_s=copy_s,
                      kernel_launch_s=sum(r.dur for r in kl) * US, num_kernel_launches=len(kl),
                      sync_wait_s=sum(r.dur for r in sync) * US)
@@ -349,18 +387,18 @@ def _bucket_collectives(kernels: Sequence[CollectiveKernel], n_iter: int) -> tup
     return tuple(out)
 
 
-def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], built: _Steps, mapped: Any,
+def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], mapped: Any,
            env: ProfileEnvironment, *, model: str | None, command: str | None) -> Trace:
     params = mapped.params
     order = mapped.ready_order  # parameter index of each gradient, in ready order
     samples = []
-    for k, it in enumerate(iterations):
+    for it in iterations:
         ready: list[float | None] = [None] * len(params)
         for pos, idx in enumerate(order):
             if pos < len(it.grad_ready_s):
                 ready[idx] = it.grad_ready_s[pos]
         samples.append(IterationSample(forward_s=it.forward.gpu_s, backward_s=it.backward.gpu_s, optimizer_s=it.optimizer.gpu_s,
-                                       zero_grad_s=built.zero_grad_s[k], grad_ready_s=tuple(ready)))
+                                       zero_grad_s=it.zero_grad_s, grad_ready_s=tuple(ready)))
     environment = {
         "device": "cuda", "device_name": env.gpu_name, "source": "torch.profiler", "profile": Path(prof.path).name,
         "profile_steps": [it.step for it in iterations], "world_size": env.world_size, "rank": env.rank,

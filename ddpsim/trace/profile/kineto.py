@@ -41,7 +41,7 @@ CPU_CATS = frozenset({"cpu_op", "user_annotation", "python_function", "operator"
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 #: the ``args`` of a CPU op or kernel that the import reads
-KEPT_ARGS = ("In msg nelems", "dtype", "Group size", "Collective name", "Input Dims", "Input type")
+KEPT_ARGS = ("In msg nelems", "dtype", "Group size", "Collective name", "Input Dims", "Input type", "Process Group Name")
 
 
 @dataclass(slots=True)

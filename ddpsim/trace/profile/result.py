@@ -1,4 +1,9 @@
-"""What :func:`ddpsim.trace.profile.import_profile` takes from one rank's torch.profiler trace.
+"""What :func:`ddpsim.trace.profile.import_profile` takes from one rank's torch.profiler trace:
+the one reading of a profile that the import (a ddpsim trace) and ``ddpsim compare`` (the
+measured critical path, :mod:`ddpsim.validation.profile_measure`) both consume. Per rank, one
+:class:`ProfileIteration` per ``ProfilerStep#N`` holds its phases, gradients
+(:class:`HookSpan`), DDP's bucket launches (:class:`RecordedBucket`) and collective kernels
+(:class:`CollectiveKernel`).
 
 Every figure is in seconds (``_s``), elements (``numel``) or bytes (``_bytes``); times are
 relative to the start of their iteration's ``ProfilerStep#N`` span on the CPU clock unless the
@@ -9,6 +14,7 @@ docs/MODEL.md, "How a profile becomes a trace".
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,6 +31,7 @@ class PhaseTimes:
     Attributes:
         cpu_start_s: when the phase began on the CPU (after the step's start).
         cpu_s: its span on the CPU (the thread that ran it; backward: the autograd thread).
+        cpu_end_s: when it ended on the CPU (after the step's start).
         gpu_start_s: when the first kernel it launched began on the GPU (None: it launched none).
         gpu_s: first kernel start to last kernel end of the kernels it launched (compute
             streams; NCCL kernels excluded): the phase's span on the GPU timeline.
@@ -34,6 +41,7 @@ class PhaseTimes:
 
     cpu_start_s: float
     cpu_s: float
+    cpu_end_s: float
     gpu_start_s: float | None
     gpu_s: float
     gpu_busy_s: float
@@ -53,6 +61,13 @@ class RecordedBucket:
         launch_cpu_s: when the all-reduce was launched on the CPU (``record_param_comms`` start).
         num_grads: AccumulateGrad ops of the backward between the previous launch and this one
             (the gradients that made the bucket ready, in ready order).
+        op_start_s: when the ``c10d::allreduce_`` op holding the ``record_param_comms`` began on
+            the CPU (the reducer's launch; the ``record_param_comms`` itself where no such op holds it).
+        op_s: that op's time on the CPU (the dispatcher, ProcessGroupNCCL's collective path).
+        enqueue_s: the ``record_param_comms``'s own time (``ProcessGroupNCCL::collective``: stream
+            sync, ``ncclAllReduce``, its kernel launch).
+        process_group: its ``Process Group Name`` (torch 2.3 on; None where not recorded): a
+            model's DDP modules may each launch on their own group.
     """
 
     index: int
@@ -62,11 +77,15 @@ class RecordedBucket:
     group_size: int
     launch_cpu_s: float
     num_grads: int
+    op_start_s: float
+    op_s: float
+    enqueue_s: float
+    process_group: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class CollectiveKernel:
-    """One NCCL kernel on the GPU timeline.
+    """One NCCL (or RCCL) kernel on the GPU timeline.
 
     Attributes:
         iteration: position of its iteration in :attr:`ProfileImport.iterations`.
@@ -85,6 +104,9 @@ class CollectiveKernel:
         ran: what the launch can have run, as text (``ring/simple``, ``ring/ll128 or nvls/simple``).
         channels: the launch grid's x dimension (NCCL launches one block per channel).
         launch_cpu_s: when the CPU launched it (the cuda runtime call tied by correlation id).
+        name: the kernel's name.
+        phase: the phase whose CPU window holds its launch (``forward``, ``backward``,
+            ``optimizer``; None: outside them).
     """
 
     iteration: int
@@ -99,6 +121,12 @@ class CollectiveKernel:
     ran: str
     channels: int | None
     launch_cpu_s: float | None
+    name: str
+    phase: str | None
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,7 +169,6 @@ class StepHostTimes:
     which ``ddpsim compare`` fits from the same CPU timeline).
 
     Attributes:
-        step_s: the ``ProfilerStep#N`` span (the step's wall time on the CPU).
         accumulate_grad_s: total of the backward's ``torch::autograd::AccumulateGrad`` ops.
         num_accumulate_grad: their count (one per parameter that got a gradient).
         reducer_hook_s: total of DDP's per-gradient hook op ``torch::distributed::reducer::mul_out``
@@ -156,7 +183,6 @@ class StepHostTimes:
             waiting for the GPU; near zero in a host-bound step.
     """
 
-    step_s: float
     accumulate_grad_s: float
     num_accumulate_grad: int
     reducer_hook_s: float
@@ -166,6 +192,26 @@ class StepHostTimes:
     kernel_launch_s: float
     num_kernel_launches: int
     sync_wait_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookSpan:
+    """One ``AccumulateGrad`` of the backward and DDP's hook after it (seconds from the step start).
+
+    Attributes:
+        op_end_s: the AccumulateGrad op ended: the gradient exists, DDP's hook runs next.
+        start_s, end_s: its ``evaluate_function``'s span (hook and any bucket launch included).
+        op_s: the AccumulateGrad op's own time.
+        launches: bucket all-reduces (``c10d::allreduce_``) launched inside it.
+        gpu_ready_s: the device finished what was launched before the op ended (None: nothing was).
+    """
+
+    op_end_s: float
+    start_s: float
+    end_s: float
+    op_s: float
+    launches: int
+    gpu_ready_s: float | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,6 +228,19 @@ class ProfileIteration:
             the work launched before it, after the backward's GPU start (the trace's times).
         buckets: the buckets DDP launched, in launch order.
         host: the host's costs in this step.
+        collectives: the step's NCCL kernels, in start order.
+        zero_grad_s: the ``Optimizer.zero_grad`` op's time (0 without one).
+        optimizer_annotated: the step has an ``Optimizer.step`` annotation (else its optimizer
+            is taken as the backward's end to the step's end).
+        module_start_s, model_backward_cpu_end_s, gpu_done, hooks, intervals, inherited_s: the
+            step's boundaries on both timelines (:func:`ddpsim.trace.profile.critical.critical_fields`):
+            the module's forward start on the CPU (after DDP's pre-forward), the model's last
+            autograd op's end (DDP's finalize follows), per boundary (``forward``, ``module``,
+            ``backward``, ``model_backward_end``, ``backward_end``, ``optimizer_end``: the
+            optimizer's CPU end, the backward's without an annotation) when the device finished
+            the non-communication work launched before it, per AccumulateGrad its hook, every
+            device interval ``(start_s, end_s, kind)``, and the device work inherited from
+            before the profile (seconds).
     """
 
     step: int
@@ -194,6 +253,27 @@ class ProfileIteration:
     grad_ready_s: tuple[float, ...]
     buckets: tuple[RecordedBucket, ...]
     host: StepHostTimes
+    collectives: tuple[CollectiveKernel, ...]
+    zero_grad_s: float
+    optimizer_annotated: bool
+    module_start_s: float
+    model_backward_cpu_end_s: float
+    gpu_done: dict[str, float | None]
+    hooks: tuple[HookSpan, ...]
+    intervals: tuple[tuple[float, float, str], ...]
+    inherited_s: float = 0.0
+
+    @property
+    def optimizer_cpu_end_s(self) -> float:
+        """The optimizer's end on the CPU as the critical path takes it: the annotation's end,
+        the backward's end without one (the rest of the step is then outside the phases)."""
+        return self.optimizer.cpu_end_s if self.optimizer_annotated else self.backward.cpu_end_s
+
+    @functools.cached_property
+    def allreduces(self) -> tuple[CollectiveKernel, ...]:
+        """The all-reduce kernels launched in the backward (DDP's buckets, and its used-map
+        all-reduce with ``find_unused_parameters``), in start order."""
+        return tuple(c for c in self.collectives if c.phase == "backward" and c.collective == "allreduce")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,7 +320,6 @@ class ProfileImport:
         source: the profile's path as given.
         environment: GPU, world size, rank, NCCL version, batch size.
         iterations: the profile's steps, in order.
-        collectives: every NCCL kernel of the measured steps, in start order.
         bucket_collectives: per bucket (launch order), its all-reduce over the iterations with
             the transfer separated from the wait; empty when the run had no NCCL kernels.
         mapping: how gradients were tied to parameters.
@@ -256,12 +335,16 @@ class ProfileImport:
     source: str
     environment: ProfileEnvironment
     iterations: tuple[ProfileIteration, ...]
-    collectives: tuple[CollectiveKernel, ...]
     bucket_collectives: tuple[BucketCollective, ...]
     mapping: ParamMapping
     model: str | None
     notes: tuple[str, ...] = ()
     ddp_modules: int = 1
+
+    @property
+    def collectives(self) -> tuple[CollectiveKernel, ...]:
+        """Every NCCL kernel of the measured steps, step by step, in start order."""
+        return tuple(c for it in self.iterations for c in it.collectives)
 
     def recorded_bucket_numels(self) -> tuple[int, ...]:
         """The last iteration's bucket sizes in elements, in launch order (DDP's rebuilt plan)."""

@@ -23,6 +23,7 @@ How the figures are taken (docs/MODEL.md, "How a profile becomes a trace"):
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -77,6 +78,11 @@ class StepOps:
     cpu: tuple[CpuOp, ...]
     launched: tuple[Launched, ...]
     runtime: tuple[RuntimeCall, ...]
+
+    @functools.cached_property
+    def launch_starts(self) -> list[float]:
+        """The launch times of :attr:`launched` (launch order), for bisecting."""
+        return [lz.launch_us for lz in self.launched]
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,30 @@ class SpanIndex:
         return k >= 0 and t <= self._spans[tid][k][1]
 
 
+#: DDP's per-gradient hook op (``Reducer::mark_variable_ready_dense``, reducer.cpp: the gradient's
+#: copy, divided by the world size, into its bucket)
+HOOK_OP = "torch::distributed::reducer::mul_out"
+
+
+def ddp_gradients(s: StepOps, w: PhaseWindows) -> list[CpuOp]:
+    """The backward's ``AccumulateGrad`` ops that DDP's hook followed (time order): a parameter
+    outside every DDP module, or one not requiring a gradient DDP skips, accumulates without a
+    hook op (``mul_out`` starting before the next ``AccumulateGrad`` does) and is no DDP
+    parameter. Every ``AccumulateGrad`` where the step shows no hook op at all (gradients as
+    bucket views: DDP divides them in place, unrecorded)."""
+    acc = sorted((o for o in s.cpu if o.name == ACCUMULATE_GRAD and w.backward.holds(o.ts)), key=lambda o: o.ts)
+    hooks = sorted(o.ts for o in s.cpu if o.name == HOOK_OP and w.backward.holds(o.ts))
+    if not hooks:
+        return acc
+    out = []
+    for k, a in enumerate(acc):
+        nxt = acc[k + 1].ts if k + 1 < len(acc) else float("inf")
+        j = bisect.bisect_left(hooks, a.ts)
+        if j < len(hooks) and hooks[j] < nxt:
+            out.append(a)
+    return out
+
+
 def reducer_spans(s: StepOps) -> SpanIndex:
     """The spans of DDP's reducer ops in the step."""
     return SpanIndex([(o.ts, o.ts + o.dur, o.tid) for o in s.cpu if o.name in REDUCER_OPS])
@@ -207,7 +237,7 @@ def reducer_spans(s: StepOps) -> SpanIndex:
 
 def launched_between(s: StepOps, start: float, end: float) -> Sequence[Launched]:
     """The GPU ops the step launched in ``[start, end]`` (``s.launched`` is in launch order)."""
-    starts = [lz.launch_us for lz in s.launched]
+    starts = s.launch_starts
     return s.launched[bisect.bisect_left(starts, start):bisect.bisect_right(starts, end)]
 
 

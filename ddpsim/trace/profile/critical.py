@@ -1,0 +1,151 @@
+"""When each boundary of a step was reached on the CPU and on the device: the part of a
+:class:`~ddpsim.trace.profile.result.ProfileIteration` that ``ddpsim compare`` scores a step's
+critical path on (docs/MODEL.md, "Comparing with a profile").
+
+A Kineto trace holds the host's CPU ops, the CUDA (or HIP) runtime calls and the device's
+kernels, copies and sets on one clock, a kernel tied to the runtime call that launched it by
+``args.correlation``. Per ``ProfilerStep#N`` this module takes:
+
+* the module's first kernel-launching op after DDP's pre-forward work (its buffer broadcast:
+  ``_sync_buffers``);
+* per boundary (forward, module, backward, the model's backward end, DDP's end, the optimizer's
+  end) when the device finished the non-communication work launched before the CPU reached it
+  (a device stream runs its work in launch order);
+* per ``AccumulateGrad``, in ready order, when the op ended on the CPU (DDP's hook runs next,
+  ``Reducer::autograd_hook`` in ``torch/csrc/distributed/c10d/reducer.cpp``) and the span of its
+  ``evaluate_function`` (the op, DDP's hook and, for a bucket's last gradient, the bucket's launch);
+* every device interval, classified as HolisticTraceAnalysis classifies kernels
+  (:func:`~ddpsim.trace.profile.kernel_kinds.kernel_kind`, the one classifier);
+* device work the step inherited from before the profile (its first op waited for it).
+
+Times are seconds from the step's ``ProfilerStep`` start.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from typing import Any, Callable, Sequence
+
+from ddpsim.trace.profile.kernel_kinds import COMM, COMP, kernel_kind
+from ddpsim.trace.profile.kineto import CpuOp
+from ddpsim.trace.profile.result import HookSpan
+from ddpsim.trace.profile.steps import ACCUMULATE_GRAD, BACKWARD_OP, Launched, PhaseWindows, StepOps
+
+_EVALUATE_ACCUMULATE = "autograd::engine::evaluate_function: " + ACCUMULATE_GRAD
+
+
+class DeviceDone:
+    """When the device finished the non-communication work launched up to a time, over the
+    whole profile (its launched ops in launch order)."""
+
+    def __init__(self, launched: Sequence[Launched]) -> None:
+        work = [lz for lz in launched if kernel_kind(lz.op.name) != COMM]
+        self._launch_ts = [lz.launch_us for lz in work]
+        self._done: list[float] = []
+        for lz in work:
+            self._done.append(max(lz.op.end, self._done[-1]) if self._done else lz.op.end)
+        #: the longest launch-to-start time of an op that found the device idle (all the profiled work
+        #: launched before it done), the profile's first op aside: the device's launch latency, at worst
+        self.latency_us = max((lz.op.ts - lz.launch_us for k, lz in enumerate(work[1:], 1)
+                               if self._done[k - 1] < lz.launch_us), default=0.0)
+
+    def before(self, t: float) -> float | None:
+        """When the device finished every non-communication event launched before ``t`` (None: none was)."""
+        k = bisect_right(self._launch_ts, t)
+        return self._done[k - 1] if k else None
+
+    def inherited_until(self, s: StepOps) -> float | None:
+        """Where the step's first device op (launch order) started later than its launch, the
+        device's launch latency (:attr:`latency_us`) and the profiled work before it allow, the
+        device was running work the profile does not hold (launched before profiling began): the
+        time it freed (its start minus the latency); None where the profile explains the start."""
+        first = next((lz for lz in s.launched if kernel_kind(lz.op.name) != COMM), None)
+        if first is None:
+            return None
+        k = bisect_left(self._launch_ts, first.launch_us)
+        prior = self._done[k - 1] if k else float("-inf")
+        free = first.op.ts - self.latency_us
+        return free if free > max(first.launch_us, prior) else None
+
+
+def _end(o: CpuOp) -> float:
+    return o.ts + o.dur
+
+
+def critical_fields(done: DeviceDone, s: StepOps, w: PhaseWindows, grads: Sequence[CpuOp]) -> dict[str, Any]:
+    """The step's fields of :class:`~ddpsim.trace.profile.result.ProfileIteration` that place its
+    boundaries on both timelines (module docstring): ``module_start_s``,
+    ``model_backward_cpu_end_s``, ``gpu_done``, ``hooks`` (of ``grads``, DDP's gradients:
+    :func:`~ddpsim.trace.profile.steps.ddp_gradients`), ``intervals``, ``inherited_s``."""
+    t0 = s.window.start
+    s_of: Callable[[float], float] = lambda t: (t - t0) * 1e-6  # noqa: E731 - microseconds -> seconds from the step start
+    ops = sorted(s.cpu, key=lambda o: (o.ts, -o.dur))
+    bwd_ops = [o for o in ops if w.backward.holds(o.ts)]
+    span = next(o for o in ops if o.name == f"ProfilerStep#{s.step}")
+    ddp = next((o for o in ops if o.tid == span.tid and o.name == "DistributedDataParallel.forward"), None)
+    module = module_start(s, ops, ddp) if ddp is not None else w.forward.start
+    model_end = max(_end(o) for o in bwd_ops if o.name.startswith(BACKWARD_OP))
+    opt_end = w.optimizer.end if w.optimizer_annotated else w.backward.end
+    inherited = done.inherited_until(s)
+    done_fwd = done.before(w.forward.start)
+    inherited_s = 0.0
+    if inherited is not None:
+        inherited_s = (inherited - max(w.forward.start, done_fwd if done_fwd is not None else -math.inf)) * 1e-6
+        done_fwd = max(done_fwd or inherited, inherited)
+    gpu_done = {"forward": _opt(done_fwd, s_of), **{k: _opt(done.before(t), s_of) for k, t in (
+        ("module", module), ("backward", w.backward.start), ("model_backward_end", model_end),
+        ("backward_end", w.backward.end), ("optimizer_end", opt_end))}}
+    return {"module_start_s": s_of(module), "model_backward_cpu_end_s": s_of(model_end), "gpu_done": gpu_done,
+            "hooks": _hooks(bwd_ops, grads, done, s_of), "inherited_s": inherited_s,
+            "intervals": tuple((s_of(lz.op.ts), s_of(lz.op.end), kernel_kind(lz.op.name))
+                               for lz in sorted(s.launched, key=lambda lz: lz.op.ts))}
+
+
+def module_start(s: StepOps, ops: Sequence[CpuOp], ddp: CpuOp) -> float:
+    """Where the module's forward begins inside DDP's forward: the first direct child op after
+    the last buffer broadcast (``c10d::broadcast_``; the start of DDP's forward when none) that
+    launches a compute kernel (copies and the broadcast's flatten do not count)."""
+    d0, d1 = ddp.ts, _end(ddp)
+    inside = [o for o in ops if o.tid == ddp.tid and d0 < o.ts < d1 and o is not ddp]
+    bcasts = [o for o in inside if o.name == "c10d::broadcast_"]
+    after = _end(bcasts[-1]) if bcasts else d0
+    comp = [lz.launch_us for lz in s.launched
+            if after <= lz.launch_us < d1 and lz.tid == ddp.tid and kernel_kind(lz.op.name) == COMP]
+    if not comp:
+        return after
+    first_launch = min(comp)
+    # the outermost op holding the first launch
+    holders = [o for o in inside if after <= o.ts <= first_launch and _end(o) >= first_launch]
+    return min(o.ts for o in holders) if holders else first_launch
+
+
+def _holder(ops: Sequence[CpuOp], starts: Sequence[float], a: CpuOp) -> CpuOp | None:
+    """The last of ``ops`` (start order, ``starts`` their starts) to start at or before ``a``,
+    where it holds ``a`` (an AccumulateGrad's evaluate_function: they do not nest)."""
+    k = bisect_right(starts, a.ts) - 1
+    return ops[k] if k >= 0 and _end(a) <= _end(ops[k]) else None
+
+
+def _opt(t: float | None, s_of: Callable[[float], float]) -> float | None:
+    return None if t is None else s_of(t)
+
+
+def _hooks(bwd_ops: Sequence[CpuOp], grads: Sequence[CpuOp], done: DeviceDone,
+           s_of: Callable[[float], float]) -> tuple[HookSpan, ...]:
+    """Per DDP gradient's AccumulateGrad (ready order, on whichever thread ran it): its op end, its evaluate_function's span, and when the device
+    finished the work launched before the op ended."""
+    evals = [o for o in bwd_ops if o.name == _EVALUATE_ACCUMULATE]  # start order
+    starts = [e.ts for e in evals]
+    by_tid: dict[object, list[CpuOp]] = {}
+    for e in evals:
+        by_tid.setdefault(e.tid, []).append(e)
+    tid_starts = {tid: [e.ts for e in es] for tid, es in by_tid.items()}
+    ar = [o.ts for o in bwd_ops if o.name == "c10d::allreduce_"]
+    out = []
+    for a in grads:
+        ev = _holder(by_tid.get(a.tid, []), tid_starts.get(a.tid, []), a) or _holder(evals, starts, a) or a
+        n = bisect_right(ar, _end(ev)) - bisect_right(ar, ev.ts)
+        out.append(HookSpan(op_end_s=s_of(_end(a)), start_s=s_of(ev.ts), end_s=s_of(_end(ev)), op_s=a.dur * 1e-6,
+                            launches=n, gpu_ready_s=_opt(done.before(_end(a)), s_of)))
+    return tuple(out)

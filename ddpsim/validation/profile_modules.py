@@ -1,0 +1,126 @@
+"""A profiled run's DDP modules, each planned on its own parameters and matched to its own buckets.
+
+A model may wrap several parts in ``DistributedDataParallel`` (a recommender's dense parts):
+each wrapper has its own ``Reducer`` (``torch/csrc/distributed/c10d/reducer.cpp``) that buckets
+only its own parameters -- ``Reducer::rebuild_buckets`` runs
+``compute_bucket_assignment_by_size`` over the gradients of that module, in the order they
+became ready, with the limits ``[first_bucket_bytes, bucket_bytes_cap]`` -- and launches its
+buckets on its own process group. The profile shows how many modules ran (one
+``DistributedDataParallel.forward`` each) and, per launch, the bucket's ``In msg nelems`` and,
+from torch 2.3 on, its ``Process Group Name``; it does not say which gradient belongs to which
+module. So the modules are found by planning:
+
+* each recorded bucket holds the gradients made ready since the previous launch (ready order;
+  :attr:`~ddpsim.trace.profile.result.RecordedBucket.num_grads`), named by the import's mapping
+  (``trace.grad_ready_order``);
+* where the launches record more than one process group, a module's buckets are those of one
+  group; otherwise the launches are cut into as many consecutive runs as the profile has DDP
+  modules (a module's gradients become ready together when the modules run one after the
+  other), every cut tried (depth first, a run whose plan differs from its buckets cut no
+  further: at most one plan per start, end and module count);
+* each module's parameters are planned as its reducer plans them, and the split is accepted
+  when every module's plan gives that module's recorded buckets.
+
+When no split reproduces the run's buckets, the plan is not checked (``matches`` None) and the
+simulation keeps one plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ddpsim.plan.planner import Bucket, BucketPlan, compute_bucket_assignment_by_size
+from ddpsim.trace.profile.result import RecordedBucket
+from ddpsim.trace.records import Trace
+
+
+@dataclass(frozen=True)
+class ModuleSplit:
+    """The run's DDP modules: per module its recorded buckets (launch indices), its planned
+    buckets (trace parameter indices, in launch order), and how the split was found."""
+
+    buckets: tuple[tuple[int, ...], ...]
+    planned: tuple[tuple[tuple[int, ...], ...], ...]
+    process_groups: tuple[str | None, ...]
+    method: str
+
+    def plan(self, trace: Trace, options: Any) -> BucketPlan:
+        """One plan holding every module's buckets, in launch order (what the simulation runs)."""
+        launched = sorted((k, g) for ks, gs in zip(self.buckets, self.planned) for k, g in zip(ks, gs))
+        out = tuple(Bucket(index=k, param_indices=g, size_bytes=sum(trace.params[i].size_bytes for i in g),
+                           dtype=trace.params[g[0]].dtype) for k, (_, g) in enumerate(launched))
+        return BucketPlan(initial=out, steady=out, rebuild_iteration=None, source="ddp-modules", options=options)
+
+
+def bucket_params(trace: Trace, buckets: Sequence[RecordedBucket]) -> list[tuple[int, ...]] | None:
+    """Per recorded bucket, the trace parameters of the gradients made ready since the previous
+    launch (ready order); None where the buckets hold more gradients than the trace has."""
+    order, out, pos = trace.grad_ready_order, [], 0
+    for b in buckets:
+        if pos + b.num_grads > len(order):
+            return None
+        out.append(tuple(order[pos:pos + b.num_grads]))
+        pos += b.num_grads
+    return out
+
+
+def plan_module(trace: Trace, ready: Sequence[int], options: Any) -> list[tuple[int, ...]]:
+    """One module's buckets as ``Reducer::rebuild_buckets`` builds them from its gradients in
+    ready order (``ready``): parameter indices per bucket, in launch order."""
+    order = list(ready)
+    if not order:
+        return []
+    limits = options.list_bytes_caps or [options.first_bucket_bytes_cap, options.bucket_bytes_cap]
+    if options.small_bucket_last:
+        order = order[::-1]
+    groups, _ = compute_bucket_assignment_by_size([trace.params[i].size_bytes for i in order],
+                                                   [trace.params[i].dtype for i in order], limits,
+                                                   [p.expect_sparse_gradient for p in trace.params], order)
+    if options.small_bucket_last:
+        groups = groups[::-1]
+    return [tuple(g) for g in groups]
+
+
+def split_modules(trace: Trace, buckets: Sequence[RecordedBucket], modules: int, options: Any) -> ModuleSplit | None:
+    """The run's DDP modules (module docstring), or None where no split of the recorded buckets
+    (``buckets``: the last step's, launch order) into ``modules`` modules has every module's plan
+    give its buckets."""
+    params = bucket_params(trace, buckets)
+    if params is None or modules < 2:
+        return None
+    numel = [p.numel for p in trace.params]
+
+    def planned(launches: Sequence[int]) -> tuple[tuple[int, ...], ...] | None:
+        plan = plan_module(trace, [i for k in launches for i in params[k]], options)
+        return tuple(plan) if [sum(numel[i] for i in g) for g in plan] == [buckets[k].numel for k in launches] else None
+
+    groups = list(dict.fromkeys(b.process_group for b in buckets))
+    if len(groups) > 1:
+        cand = [[k for k, b in enumerate(buckets) if b.process_group == g] for g in groups]
+        plans = [planned(c) for c in cand]
+        return None if any(p is None for p in plans) else _split(buckets, cand, plans, "process group")
+    found = _cuts(planned, 0, len(buckets), modules, set())
+    return None if found is None else _split(buckets, [c for c, _ in found], [p for _, p in found], "launch order")
+
+
+def _cuts(planned: Any, start: int, n: int, modules: int, dead: set[tuple[int, int]]) -> list[tuple[list[int], Any]] | None:
+    """The first cut of launches ``start..n-1`` into ``modules`` consecutive runs, each its own
+    plan (``planned``), earliest ends first; ``dead`` the (start, modules) already known to fail."""
+    if (start, modules) in dead:
+        return None
+    ends = [n] if modules == 1 else range(start + 1, n - modules + 2)
+    for end in ends:
+        plan = planned(range(start, end))
+        if plan is None:
+            continue
+        rest = [] if modules == 1 else _cuts(planned, end, n, modules - 1, dead)
+        if rest is not None:
+            return [(list(range(start, end)), plan), *rest]
+    dead.add((start, modules))
+    return None
+
+
+def _split(buckets: Sequence[RecordedBucket], cand: Sequence[Sequence[int]], plans: Sequence[Any], method: str) -> ModuleSplit:
+    return ModuleSplit(buckets=tuple(tuple(c) for c in cand), planned=tuple(plans),
+                       process_groups=tuple(buckets[c[0]].process_group for c in cand), method=method)

@@ -69,3 +69,19 @@ def test_a_profile_at_a_1_mib_cap_matches_the_plan_its_buckets_allow(model, buck
     check = check_recorded_buckets(imp.trace, numels)
     assert len(numels) == buckets and check.matches, check.message
     assert 1 <= run_cap_bound_mb(imp.trace, numels) < 2.5
+
+
+def test_compare_simulates_a_profile_at_the_cap_its_buckets_allow(tmp_path):
+    """``ddpsim compare`` without --scenario: a run at a 1 MiB cap is simulated at the cap its
+    buckets allow, so the plan matches the run's 50 buckets (at DDP's default it had 13)."""
+    import json
+
+    from ddpsim.cli.main import main
+
+    prof = DATA / "gpt2-124m_ddp_1xH200_cap1_rank0.json.gz"
+    assert main(["compare", str(prof), "--model", "gpt2-124m", "--out-dir", str(tmp_path), "--name", "c",
+                 "--no-plots"]) == 0
+    data = json.loads((tmp_path / "compare-c" / "compare.json").read_text())
+    assert data["cap_from_buckets"] and 1 <= data["bucket_cap_mb"] < 2.5
+    assert data["plan"]["predicted_numels"] == data["plan"]["recorded_numels"]
+    assert len(data["plan"]["recorded_numels"]) == 50

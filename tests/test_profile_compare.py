@@ -589,10 +589,15 @@ def test_two_ddp_modules_are_each_planned_on_their_own_parameters(tmp_path, caps
     assert [b["numel_recorded"] for b in data["buckets"]] == list(TWO_MODULE_BUCKETS)
     assert main(["trace", "--from-profile", str(path), "--out", str(tmp_path / "t.json")]) == 0
     assert "2 buckets match the 2 DDP modules' own plans at cap=default" in capsys.readouterr().out
-    # the same gradients as one module: one plan, which differs from the run's two buckets
+    # the same gradients as one module: DDP's default plans one 500,150-element bucket; the run's two
+    # buckets need a cap under DDP's 1 MiB first bucket, which compare reads off them and says so
     path.write_text(json.dumps(two_ddp_modules_doc(groups, modules=1)))
     assert main(["compare", str(path), "--out-dir", str(tmp_path), "--no-plots"]) == 0
-    assert json.loads((tmp_path / "compare-two/compare.json").read_text())["plan"]["predicted_numels"] == [500_150]
+    one = json.loads((tmp_path / "compare-two/compare.json").read_text())
+    assert one["cap_from_buckets"] and one["bucket_cap_mb"] == pytest.approx(200_100 * 4 / 2**20)
+    assert one["plan"]["predicted_numels"] == list(TWO_MODULE_BUCKETS)
+    assert main(["trace", "--from-profile", str(path), "--out", str(tmp_path / "t1.json")]) == 0
+    assert "buckets match ddpsim's plan at cap=0.763" in capsys.readouterr().out
 
 
 def test_a_gpu_bound_runs_step_is_its_devices_period():

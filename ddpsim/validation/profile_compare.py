@@ -54,9 +54,10 @@ def preset_for(gpu_name: str | None) -> tuple[str, int] | None:
 
 
 def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size: int, host: HostCosts,
-                     scenario: Any = None) -> Any:
+                     scenario: Any = None, bucket_cap_mb: float | None = None) -> Any:
     """The one-point scenario of the profiled run: ``scenario``'s cluster, DDP options and cost
-    model if given, else the topology of :func:`preset_for` with DDP's defaults; always the
+    model if given, else the topology of :func:`preset_for` with DDP's defaults (``bucket_cap_mb``
+    where the run's cap is known from its buckets); always the
     profile's world size, the measured host costs and the mean of the trace's iterations.
 
     Raises:
@@ -72,7 +73,8 @@ def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size
         preset, per_node = found
         nodes = -(-world_size // per_node)
         scenario = scenario_from_dict({"name": name, "trace": source, "cluster": {"topology": preset, "nodes": nodes},
-                                       "world_size": world_size, "sweep": {"bucket_cap_mb": [None]}, "timelines": []},
+                                       "world_size": world_size, "ddp": {"bucket_cap_mb": bucket_cap_mb},
+                                       "sweep": {"bucket_cap_mb": [bucket_cap_mb]}, "timelines": []},
                                       source="ddpsim compare")
     elif scenario.world_size not in (None, world_size):
         raise InputError(f"--scenario: world_size {scenario.world_size} is not accepted; expected the profile's "
@@ -80,6 +82,17 @@ def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size
     sim = scenario.simulation.model_copy(update={"iterations": max(SIM_ITERATIONS, scenario.simulation.iterations),
                                                  "compute_statistic": "mean"})
     return replace(scenario, world_size=world_size, simulation=sim, cost_model=replace(scenario.cost_model, host=True, host_costs=host))
+
+
+def run_cap_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | None:
+    """The run's ``bucket_cap_mb`` where DDP's default does not give its buckets and the cap they
+    allow does (:func:`~ddpsim.plan.profile_check.check_recorded_buckets`); None otherwise."""
+    from ddpsim.plan.profile_check import check_recorded_buckets
+
+    if not recorded_numels:
+        return None
+    check = check_recorded_buckets(trace, recorded_numels)
+    return check.options.bucket_cap_mb if check.matches else None
 
 
 def simulate_profile(scenario: Any, trace: Trace, modules: int = 1,
@@ -247,7 +260,9 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
     rank0 = steps[0]
     host, host_detail = host_costs_from_steps(rank0)
     eff = effective_trace(trace, rank0, profiles[0])
-    sc = profile_scenario(name=name, source=profiles[0], gpu_name=gpu_name, world_size=world_size, host=host, scenario=scenario)
+    cap = run_cap_mb(trace, recorded_numels) if scenario is None and ddp_modules == 1 else None
+    sc = profile_scenario(name=name, source=profiles[0], gpu_name=gpu_name, world_size=world_size, host=host,
+                          scenario=scenario, bucket_cap_mb=cap)
     inputs, result, split = simulate_profile(sc, eff, ddp_modules, recorded_buckets)
     meas = measured_summary(rank0, recorded_numels)
     pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs,
@@ -260,7 +275,7 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
     return {"format": "ddpsim-profile-compare", "version": 1, "name": name, "profiles": list(profiles),
             "gpu": gpu_name, "world_size": world_size, "topology": sc.cluster.label, "nodes": sc.cluster.nodes,
             "comm": inputs.comm.describe() if hasattr(inputs.comm, "describe") else {"backend": inputs.backend},
-            "bucket_cap_mb": sc.ddp.bucket_cap_mb, "num_steps": len(rank0), "steps": [st.step for st in rank0],
+            "bucket_cap_mb": sc.ddp.bucket_cap_mb, "cap_from_buckets": cap is not None, "num_steps": len(rank0), "steps": [st.step for st in rank0],
             "plan": _plan_check(plan_numels, recorded_numels, ddp_modules, split, inputs.trace),
             "host_costs": {"measured": host.as_dict(), "defaults": HostCosts().as_dict(), **host_detail,
                            "launch_delays": launch_delays(rank0), "gpu_busy": busy_summary(rank0)},

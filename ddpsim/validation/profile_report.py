@@ -21,6 +21,11 @@ from ddpsim.validation.writer import bucket_errors
 POINT = "profiled run"
 
 
+def _cap_source(data: dict[str, Any]) -> str:
+    """Where a cap the user did not give comes from: the largest the run's buckets allow."""
+    return " (read off the run's buckets: the largest cap they allow)" if data.get("cap_from_buckets") else ""
+
+
 def write_compare_report(data: dict[str, Any], out: Path, *, plots: bool = True) -> list[Path]:
     """Write the report of ``data`` into ``out``; the paths written."""
     out.mkdir(parents=True, exist_ok=True)
@@ -76,7 +81,7 @@ def markdown(data: dict[str, Any]) -> str:
              f"Profiles: {', '.join(f'`{Path(p).name}`' for p in data['profiles'])} (steps {', '.join(map(str, data['steps']))}). "
              f"GPU {data['gpu']}, world size {data['world_size']}; simulated on `{data['topology']}` x {data['nodes']} "
              f"({data['comm'].get('model', data['comm'].get('backend'))} model), bucket_cap_mb "
-             f"{data['bucket_cap_mb'] if data['bucket_cap_mb'] is not None else 'default (25)'}, host costs measured "
+             f"{data['bucket_cap_mb'] if data['bucket_cap_mb'] is not None else 'default (25)'}{_cap_source(data)}, host costs measured "
              "from the profile's CPU timeline. Every time in ms; a step's terms add up to its step on both sides.", "",
              "## Where the prediction is off", ""]
     lines += [f"- {f}" for f in findings(data)]

@@ -20,6 +20,7 @@ from ddpsim.pipeline import eager_comparison as steps_compiled
 from ddpsim.pipeline import run as steps
 from ddpsim.pipeline.scenario import Scenario, load_scenario
 from ddpsim.pipeline.sweep import best_record, run_sweep, sweep_table
+from ddpsim.pipeline.term_effects import term_effects
 from ddpsim.report import perfetto
 from ddpsim.report import summary as report
 
@@ -77,10 +78,12 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
                                                                   trace, sim)
     compiled = None if sc.compile is None else steps_compiled.eager_comparison(sc, records, trace, build, sim)
+    terms = steps.cost_terms(sc, best.point, rec.inputs)
+    effects = term_effects(sc, records, trace, build=build_fn, simulate=simulate_fn) if terms else None
     summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec.info,
                             warnings=[warning] if warning else None,
-                            cost_terms=steps.cost_terms(sc, best.point, rec.inputs), method_error=me_answer,
-                            compiled=compiled, host_costs=rec.inputs.config.host_costs)
+                            cost_terms=terms, method_error=me_answer,
+                            compiled=compiled, host_costs=rec.inputs.config.host_costs, term_effects=effects)
     files.append(write_text_atomic(rdir / "summary.json", json_text(summ, indent=1, sort_keys=True, default=str)))
     md = report.render_summary(summ)
     files.append(write_text_atomic(rdir / "summary.md", md + "\n"))

@@ -24,7 +24,7 @@ import io
 from pathlib import Path
 from typing import Any, Sequence
 
-from ddpsim.report import bucket_costs, ddp_modes
+from ddpsim.report import bucket_costs, ddp_modes, term_effects
 from ddpsim.report import compiled as compiled_report
 from ddpsim.io import FLOAT_DIGITS, file_id, write_text_atomic
 from ddpsim.plan.planner import mb_text
@@ -70,13 +70,14 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
               recommendation: dict[str, Any] | None = None,
               warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None,
               method_error: dict[str, Any] | None = None, compiled: dict[str, Any] | None = None,
-              host_costs: Any = None) -> dict[str, Any]:
+              host_costs: Any = None, term_effects: dict[str, Any] | None = None) -> dict[str, Any]:
     """All figures of the summary as plain data (JSON-able); ``warnings`` (one line each, e.g.
     the calibration's) become a ``warnings`` key only when there are any; ``cost_terms`` (one
     line each: the GPU cost terms in force and where their values come from) likewise;
     ``method_error`` (:func:`ddpsim.pipeline.method_error.answer`) likewise; ``host_costs`` (the
     :class:`~ddpsim.network.host_costs.HostCosts` in force, None: none) adds ``bucket_costs``
-    (:func:`ddpsim.report.bucket_costs.figures`)."""
+    (:func:`ddpsim.report.bucket_costs.figures`); ``term_effects``
+    (:func:`ddpsim.pipeline.term_effects.term_effects`) is kept as it is."""
     best = best_record(records)
     base = default_record(records, best.point) or records[0]
     bm, dm = best.metrics, base.metrics
@@ -115,6 +116,8 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
     costs = bucket_costs.figures(out["points"], host_costs, trace.num_params if trace is not None else None)
     if costs is not None:
         out["bucket_costs"] = costs
+    if term_effects:
+        out["term_effects"] = term_effects
     band = uncertainty_summary(records)
     if band is not None:
         out["uncertainty"] = band
@@ -275,6 +278,7 @@ def render_summary(s: dict[str, Any]) -> str:
     L += compiled_report.compiled_table(s)
     L += _sweep_section(s)
     L += bucket_costs.table(s)
+    L += term_effects.section(s)
     L += _first_iteration_section(s)
     L += _overlap_section(s)
     return "\n".join(L)

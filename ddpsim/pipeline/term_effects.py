@@ -1,0 +1,66 @@
+"""Which GPU cost terms move a scenario's best cap: the sweep simulated again with terms off.
+
+On GPU presets the engine adds three terms to NCCL's own model (:mod:`ddpsim.network.cost_terms`):
+compute slowed while NCCL runs (``contention``), gradient copies as kernels (``copy_kernels``) and
+the Reducer's host costs (``host``). Every point of the sweep is simulated once more with all the
+terms in force switched off (its p50 step only, no uncertainty samples); where that moves the best
+point, once more with each term off alone. A term moved the best cap when the best point without
+it is another one; how far it moved is what the full model's best point loses there against the
+best (``lost``: the relative p50 difference in the world without the term).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+from ddpsim.pipeline.sweep import TIE_RELATIVE, PointRecord, best_record, simulate_point
+
+#: the terms, in the order the summary names them (CostModelSpec's switches)
+TERMS = ("contention", "copy_kernels", "host")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WithoutTerms:
+    """The sweep's best point with ``off`` switched off: its p50 step and what the full model's
+    best point loses against it there."""
+
+    off: tuple[str, ...]
+    best: str
+    best_p50_s: float
+    lost: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"off": list(self.off), "best": self.best, "best_p50_s": self.best_p50_s, "lost": self.lost}
+
+
+def terms_on(scenario: Any) -> tuple[str, ...]:
+    """The cost terms the scenario has switched on."""
+    return tuple(t for t in TERMS if getattr(scenario.cost_model, t))
+
+
+def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...], full_best: str, trace: Any,
+             build: Callable | None, simulate: Callable | None) -> WithoutTerms:
+    sc = replace(scenario, cost_model=replace(scenario.cost_model, **{t: False for t in off}))
+    again = [simulate_point(sc, r.point, trace, simulate=simulate, build=build, samples=False) for r in records]
+    p50 = {r.point_id: r.metrics["iteration_p50_s"] for r in again}
+    best = best_record(again).point_id
+    if p50[full_best] <= p50[best] * (1 + TIE_RELATIVE):  # a tie keeps the full model's answer
+        best = full_best
+    return WithoutTerms(off=off, best=best, best_p50_s=p50[best], lost=max(0.0, p50[full_best] / p50[best] - 1))
+
+
+def term_effects(scenario: Any, records: Sequence[PointRecord], trace: Any, *, build: Callable | None = None,
+                 simulate: Callable | None = None) -> dict[str, Any] | None:
+    """The best point with the terms off, all of them, then (where that moves it) each alone
+    (module docstring); None when no term is on or the sweep has one point."""
+    on = terms_on(scenario)
+    if not on or len(records) < 2:
+        return None
+    full = best_record(records).point_id
+    runs = [_without(scenario, records, on, full, trace, build, simulate)]
+    if runs[0].best != full and len(on) > 1:
+        runs += [_without(scenario, records, (t,), full, trace, build, simulate) for t in on]
+    return {"best": full, "terms": list(on), "without": [r.as_dict() for r in runs],
+            "moved_by": [r.off[0] for r in runs[1:] if r.best != full] if len(runs) > 1
+            else ([on[0]] if runs[0].best != full else [])}

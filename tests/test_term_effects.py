@@ -1,0 +1,84 @@
+"""Which GPU cost terms move the best cap: the sweep simulated again with terms off."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ddpsim.pipeline.scenario import scenario_from_dict
+from ddpsim.pipeline.sweep import best_record, run_sweep
+from ddpsim.pipeline.term_effects import TERMS, term_effects, terms_on
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _scenario(topology: str = "dgx-h100", nodes: int = 2):
+    return scenario_from_dict({"name": "t", "trace": str(ROOT / "traces/gpt2-124m.measured.h100.json"),
+                               "cluster": {"topology": topology, "nodes": nodes},
+                               "simulation": {"iterations": 4, "jitter": "none"},
+                               "cost_model": {"uncertainty": False},
+                               "sweep": {"bucket_cap_mb": [None, 1, 100]}, "timelines": []}, source="test")
+
+
+@pytest.fixture(scope="module", params=["dgx-h100", "dgx-v100"])
+def swept(request):
+    """GPT-2 124M on two nodes: on H100s the terms move the best cap, on V100s they do not."""
+    sc = _scenario(request.param)
+    trace = sc.load_trace()
+    return sc, trace, run_sweep(sc, trace=trace, progress=False, jobs=1)
+
+
+def test_all_terms_off_is_the_sweep_of_the_scenario_without_them(swept):
+    sc, trace, records = swept
+    eff = term_effects(sc, records, trace)
+    assert eff["best"] == best_record(records).point_id and eff["terms"] == list(TERMS)
+    first = eff["without"][0]
+    assert first["off"] == list(TERMS)
+    off = replace(sc, cost_model=replace(sc.cost_model, contention=False, copy_kernels=False, host=False))
+    again = run_sweep(off, trace=trace, progress=False, jobs=1)
+    best = best_record(again)
+    p50 = {r.point_id: r.metrics["iteration_p50_s"] for r in again}
+    assert first["best_p50_s"] == pytest.approx(p50[best.point_id], rel=1e-6)
+    assert first["best"] in (best.point_id, eff["best"])  # the full model's best where it ties
+    # what the full model's best loses in that world: never negative, zero where it is the best
+    assert first["lost"] >= 0 and (first["lost"] == 0) == (first["best"] == eff["best"])
+
+
+def test_each_term_alone_only_where_all_off_moves_the_best(swept):
+    sc, trace, records = swept
+    eff = term_effects(sc, records, trace)
+    moved = eff["without"][0]["best"] != eff["best"]
+    assert len(eff["without"]) == (1 + len(TERMS) if moved else 1)
+    for w in eff["without"][1:]:
+        assert len(w["off"]) == 1 and w["lost"] >= 0
+    assert eff["moved_by"] == [w["off"][0] for w in eff["without"][1:] if w["best"] != eff["best"]]
+
+
+def test_no_term_on_gives_nothing(swept):
+    sc, trace, records = swept
+    off = replace(sc, cost_model=replace(sc.cost_model, contention=False, copy_kernels=False, host=False))
+    assert terms_on(off) == ()
+    assert term_effects(off, records, trace) is None
+    assert term_effects(sc, records[:1], trace) is None
+
+
+def test_the_summary_names_the_terms_that_moved_it():
+    from ddpsim.report.term_effects import section
+
+    def w(off, best, lost):
+        return {"off": off, "best": best, "best_p50_s": 0.08, "lost": lost}
+
+    moved = {"best": "cap=100", "terms": list(TERMS), "moved_by": ["contention"],
+             "without": [w(list(TERMS), "cap=1", 0.001), w(["contention"], "cap=1", 0.001),
+                         w(["copy_kernels"], "cap=100", 0.0), w(["host"], "cap=100", 0.0)]}
+    text = "\n".join(section({"term_effects": moved}))
+    assert "without compute slowed while NCCL runs: `cap=1`, 0.10 % faster than `cap=100`" in text
+    assert "without host costs: the same point" in text
+    assert "The term that moves the best cap: compute slowed while NCCL runs." in text
+    together = dict(moved, moved_by=[], without=moved["without"][:1] + [w(["host"], "cap=100", 0.0)])
+    assert "No term alone moves the best cap; together they do." in "\n".join(section({"term_effects": together}))
+    still = dict(moved, moved_by=[], without=[w(list(TERMS), "cap=100", 0.0)])
+    assert "None of the terms moves the best cap." in "\n".join(section({"term_effects": still}))
+    assert section({}) == []

@@ -68,7 +68,7 @@ class InterferenceDoc(Schema):
         return v
 
 
-class HostCostsDoc(Schema):
+class CalibratedHostCosts(Schema):
     """Host costs measured on the machine; an absent one is :class:`ddpsim.network.host_costs.HostCosts`' default."""
 
     pre_forward_s: Seconds | None = None
@@ -139,7 +139,7 @@ class CalibrationDoc(Schema):
     broadcast_per_tensor_s: Seconds | None = None
     buffer_broadcast: dict[str, Any] | None = None
     interference_probe: ProbeDoc | None = None
-    host_costs: HostCostsDoc | None = None
+    host_costs: CalibratedHostCosts | None = None
     allreduce_after_compute: list[PointDoc] | None = None
     allreduce_queued: list[PointDoc] | None = None
     comm_threads: Annotated[int, Field(ge=1, le=1024)] | None = None

@@ -179,12 +179,11 @@ def test_calibration_host_costs_block_replaces_the_defaults():
         calibration_from_dict({**doc, "host_costs": 3})
 
 
-def test_the_memoised_prior_follows_memory_bound_fraction():
+def test_the_prior_follows_memory_bound_fraction():
     # the samples ask for phi 0.3 and 0.7 after the prior's 0.5: each gets its own derivation,
     # equal to one computed afresh (comm_slowdown = 1 + phi * (max(1, m + h_max) - 1) moves with phi)
     g, m = a100_1n()
     asked = {phi: prior_for(g, m, memory_bound_fraction=phi) for phi in (0.5, 0.3, 0.7, 0.3)}
-    contention_prior.cache_clear()
     for phi, p in asked.items():
         fresh = prior_for(g, m, memory_bound_fraction=phi)
         assert p == fresh and p.resources.memory_bound_fraction == phi

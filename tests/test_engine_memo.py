@@ -96,31 +96,3 @@ def test_lazy_buckets_are_the_bucket_timings_the_bucket_log_gives():
         assert b == again and asdict(b) == asdict(again)
     back = pickle.loads(pickle.dumps(res))
     assert type(back.buckets) is tuple and back.buckets == built
-
-
-def test_trace_statistics_are_the_traces_own_computed_once_per_trace():
-    from ddpsim.engine import trace_stats
-
-    for name in ("forward", "backward", "optimizer", "zero_grad"):
-        assert trace_stats.phase(TRACE, name) == TRACE.phase(name)
-        assert trace_stats.phase(TRACE, name) is trace_stats.phase(TRACE, name)
-    for st in ("median", "mean"):
-        assert trace_stats.grad_ready_stat_s(TRACE, st) == TRACE.grad_ready_stat_s(st)
-    slower = replace(TRACE, iterations=tuple(replace(it, backward_s=2 * it.backward_s) for it in TRACE.iterations))
-    assert trace_stats.phase(slower, "backward") == slower.phase("backward") != TRACE.phase("backward")
-    assert trace_stats.phase(TRACE, "backward") == TRACE.phase("backward")
-
-
-def test_derived_kernels_and_layouts_are_per_setting_and_match_a_fresh_engine():
-    from ddpsim.engine import trace_stats
-
-    plans = [plan_ddp(TRACE, DDPOptions(bucket_cap_mb=c)) for c in (5, 25)]
-    configs = [CONFIG, replace(CONFIG, copy_bandwidth_bytes_per_s=1.0e12), replace(CONFIG, comm_hook="fp16")]
-    kept = [figures(engine.simulate(TRACE, p, comm(), c)) for p in plans for c in configs]  # sharing on
-    fresh_runs = []
-    for p in plans:
-        for c in configs:
-            trace_stats._DERIVED.clear()
-            fresh_runs.append(figures(fresh(p, c)))
-    assert kept == fresh_runs
-    assert len({repr(k) for k in kept}) == len(kept)  # every setting its own result

@@ -27,7 +27,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ddpsim.engine.trace_stats import phase
 from ddpsim.trace.records import Trace
 
 #: z-score of the 90th percentile of a standard normal
@@ -44,7 +43,7 @@ def jitter_sigma(trace: Trace, jitter: str | float) -> float:
     if jitter == "none":
         return 0.0
     if jitter == "trace":
-        st = phase(trace, "backward")
+        st = trace.phase("backward")
         if st.p10_s <= 0 or st.p90_s <= st.p10_s:
             return 0.0
         return math.log(st.p90_s / st.p10_s) / (2 * Z90)

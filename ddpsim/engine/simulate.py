@@ -29,7 +29,6 @@ from ddpsim.engine.reducer import Rank
 from ddpsim.engine.rest import RestRanks
 from ddpsim.engine.result import (COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, LazyBuckets, LazySpans,
                                   SimResult, Span)
-from ddpsim.engine import trace_stats
 from ddpsim.engine.streams import Engine
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CAPABILITIES, CommModel
@@ -83,7 +82,7 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
             if b.index != k:
                 raise InputError(f"{label}[{k}].index: {b.index} is out of order; expected {k}")
     for name in ("forward", "backward", "optimizer", "zero_grad"):
-        v = trace_stats.phase(trace, name).median_s
+        v = trace.phase(name).median_s
         if not (math.isfinite(v) and v >= 0):
             raise InputError(f"trace.iterations[].{name}_s: median {v!r} is not accepted; expected a finite number of seconds >= 0")
     if opts.mixed_precision is not None and config.comm_hook != "none":

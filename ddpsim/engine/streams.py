@@ -31,7 +31,6 @@ from ddpsim.engine.capabilities import engine_capabilities
 from ddpsim.engine.config import SimConfig
 from ddpsim.engine.features import (GRAPH_SEARCH_S_PER_PARAM, BucketLayout, DelayedAllReduce, SyncBatchNorm,
                                     buffer_broadcast_buckets)
-from ddpsim.engine.trace_stats import derived, grad_ready_stat_s, phase
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CommModel
 from ddpsim.network.interference import Interference
@@ -99,8 +98,7 @@ class Engine:
         for k in range(1, config.num_iterations + 1):
             bs = plan.layout_for_iteration(k)
             if bs not in self._layout_cache:
-                self._layout_cache[bs] = derived(trace, ("layout", bs, *self._layout_inputs(config)),
-                                                 lambda: BucketLayout(trace, bs, self))
+                self._layout_cache[bs] = BucketLayout(trace, bs, self)
             self.layouts[k] = self._layout_cache[bs]
         # collectives and interference state
         self.colls: list[Coll] = []
@@ -161,11 +159,11 @@ class Engine:
         """The trace's phase times and gradient-ready offsets (medians, or means:
         ``SimConfig.compute_statistic``)."""
         st = config.compute_statistic
-        self.forward_s = phase(trace, "forward").stat(st) * self.caps.ddp_forward_factor
-        self.backward_s = phase(trace, "backward").stat(st)
-        self.optimizer_s = phase(trace, "optimizer").stat(st)
-        self.zero_grad_s = phase(trace, "zero_grad").stat(st)
-        med = grad_ready_stat_s(trace, st)
+        self.forward_s = trace.phase("forward").stat(st) * self.caps.ddp_forward_factor
+        self.backward_s = trace.phase("backward").stat(st)
+        self.optimizer_s = trace.phase("optimizer").stat(st)
+        self.zero_grad_s = trace.phase("zero_grad").stat(st)
+        med = trace.grad_ready_stat_s(st)
         for i, t in enumerate(med):
             if t is not None and not (math.isfinite(t) and t >= 0):
                 raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")
@@ -187,15 +185,8 @@ class Engine:
         self.unused = [p.index for p in trace.params if not p.has_grad and p.index in in_reducer]
         self.has_grad = [p.has_grad for p in trace.params].__getitem__
         self.param_sizes = [p.size_bytes for p in trace.params]
-        self.copy_in_s, self.zero_s, self.mp_cast_s = derived(
-            trace, ("kernels", self.mixed_precision, self.copy_bw, config.copy_kernel_floor_s),
-            lambda: _param_kernels(trace, self.mixed_precision, self.copy_bw, config.copy_kernel_floor_s))
-
-    def _layout_inputs(self, config: SimConfig) -> tuple:
-        """What a :class:`BucketLayout` reads of the engine besides the trace and the buckets."""
-        powersgd = config.comm_hook == "powersgd"
-        return (self.mixed_precision, self.copy_bw, config.copy_kernel_floor_s, self.peak_flops, powersgd,
-                config.powersgd_rank if powersgd else None)
+        self.copy_in_s, self.zero_s, self.mp_cast_s = _param_kernels(trace, self.mixed_precision, self.copy_bw,
+                                                                     config.copy_kernel_floor_s)
 
     def skips_bucket(self, b: int, layout: BucketLayout, static_first: bool) -> bool:
         """skip_all_reduce_unused_params (``Reducer::should_skip_all_reduce_bucket``): every

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from ddpsim.network import nccl
@@ -204,14 +203,9 @@ class ContentionPrior:
                 "largest": row(self.largest), "reference": row(self.reference), "explanation": self.explain()}
 
 
-@lru_cache(maxsize=64)
 def contention_prior(system: nccl.NcclSystem, res: GpuResources, *, algorithm: str | None = None,
                      protocol: str | None = None) -> ContentionPrior | None:
-    """The prior interference of one NCCL communicator on GPUs ``res`` (None: one rank).
-
-    Memoised on its (frozen, hashable) arguments: a sweep's points share their communicator,
-    and each point's uncertainty samples ask again for every ``memory_bound_fraction``; the
-    result is immutable."""
+    """The prior interference of one NCCL communicator on GPUs ``res`` (None: one rank)."""
     if system.num_ranks < 2:
         return None
     if algorithm == "hierarchical":

@@ -74,7 +74,6 @@ def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
 def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: Callable) -> list[tuple]:
     """``(p50, index, variant, candidate, result)`` of every candidate plan, simulated."""
     from ddpsim.pipeline import recommend as rec
-    from ddpsim.pipeline.sweep import point_metrics
 
     # An explicit plan applies from iteration 1 (no rebuild); measure it over the same steady
     # iterations as the best cap so that both medians see the same jitter draws.
@@ -93,8 +92,18 @@ def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: 
             plan = without_delayed(cand.plan, trace, opts)
             cand = replace(cand, plan=plan, buckets_bytes=tuple(b.size_bytes for b in plan.steady))
         res = sim(inputs.trace, cand.plan, inputs.comm, config)
-        tried.append((point_metrics(res, cand.plan)["iteration_p50_s"], len(tried), label, cand, res))
+        tried.append((res.summary()["iteration_p50_s"], len(tried), label, cand, res))
     return tried
+
+
+def _p50(sim: Callable, inputs: Any) -> float:
+    """The p50 step time of ``inputs`` simulated by ``sim``; without spans where ``sim`` is the
+    engine's (only the step times are read)."""
+    from ddpsim.engine.simulate import simulate
+
+    args = (inputs.trace, inputs.plan, inputs.comm, inputs.config)
+    res = sim(*args, spans=False) if sim is simulate else sim(*args)
+    return res.summary()["iteration_p50_s"]
 
 
 def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable,
@@ -105,7 +114,7 @@ def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, 
     list that reproduces the recommended plan (``plans[0]``) is taken when there is one, else
     the fastest; it is compared with the default and the best uniform cap."""
     from ddpsim.pipeline import recommend as rec
-    from ddpsim.pipeline.sweep import best_record, default_record, point_metrics
+    from ddpsim.pipeline.sweep import best_record, default_record
 
     uniform = [r for r in records if not r.point.bucket_cap_mb_list]
     best_cap = best_record(uniform)
@@ -114,7 +123,7 @@ def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, 
     for k, cand in enumerate(rec.cap_list_candidates(trace, plans, opts)):
         point = replace(best.point, bucket_cap_mb=None, bucket_cap_mb_list=cand.caps)
         inputs = build(sc, point, trace)
-        p50 = point_metrics(sim(inputs.trace, inputs.plan, inputs.comm, inputs.config), inputs.plan)["iteration_p50_s"]
+        p50 = _p50(sim, inputs)
         same = [b.param_indices for b in inputs.plan.steady] == [b.param_indices for b in recommended.steady]
         tried.append((p50, k, cand, same))
     first = tried[0][2]

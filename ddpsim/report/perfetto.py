@@ -168,8 +168,9 @@ def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backe
     for r in (representative_ranks(result) if ranks is None else ranks):
         d = chrome_trace(result, r, backend=backend, point=point_id)
         text = json.dumps(d) + "\n"  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
+        # zlib's default level: a fifth of level 9's time for about 15 % more bytes
         paths.append(write_bytes_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json.gz",
-                                        gzip.compress(text.encode(), compresslevel=9, mtime=0)))
+                                        gzip.compress(text.encode(), compresslevel=6, mtime=0)))
     return paths
 
 

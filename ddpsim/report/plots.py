@@ -49,16 +49,16 @@ def _unit(max_s: float) -> tuple[float, str]:
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     """PNG, written atomically, with fixed metadata (reproducible bytes), in a 256-colour palette
-    (Pillow's median cut, no dithering: flat-coloured plots keep their look at a third of the
-    bytes)."""
+    (Pillow's fast octree, no dithering: flat-coloured plots keep their look at a third of the
+    bytes; a fifth of median cut's time, and zlib's default level rather than its slow search)."""
     from PIL import Image
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    image = Image.open(buf).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+    image = Image.open(buf).convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
                                                      dither=Image.Dither.NONE)
     out = io.BytesIO()
-    image.save(out, format="png", optimize=True)
+    image.save(out, format="png")
     return write_bytes_atomic(path, out.getvalue())
 
 

@@ -96,7 +96,7 @@ def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: 
     return tried
 
 
-def _p50(sim: Callable, inputs: Any) -> float:
+def p50_step(sim: Callable, inputs: Any) -> float:
     """The p50 step time of ``inputs`` simulated by ``sim``; without spans where ``sim`` is the
     engine's (only the step times are read)."""
     from ddpsim.engine.simulate import simulate
@@ -123,7 +123,7 @@ def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, 
     for k, cand in enumerate(rec.cap_list_candidates(trace, plans, opts)):
         point = replace(best.point, bucket_cap_mb=None, bucket_cap_mb_list=cand.caps)
         inputs = build(sc, point, trace)
-        p50 = _p50(sim, inputs)
+        p50 = p50_step(sim, inputs)
         same = [b.param_indices for b in inputs.plan.steady] == [b.param_indices for b in recommended.steady]
         tried.append((p50, k, cand, same))
     first = tried[0][2]

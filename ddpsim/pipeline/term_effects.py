@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from ddpsim.pipeline.sweep import TIE_RELATIVE, PointRecord, best_record, simulate_point
+from ddpsim.pipeline.sweep import TIE_RELATIVE, PointRecord, best_record
 
 #: the terms, in the order the summary names them (CostModelSpec's switches)
 TERMS = ("contention", "copy_kernels", "host")
@@ -41,10 +41,14 @@ def terms_on(scenario: Any) -> tuple[str, ...]:
 
 def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...], full_best: str, trace: Any,
              build: Callable | None, simulate: Callable | None) -> WithoutTerms:
+    from ddpsim.engine.simulate import simulate as engine
+    from ddpsim.pipeline.run import p50_step
+
     sc = replace(scenario, cost_model=replace(scenario.cost_model, **{t: False for t in off}))
-    again = [simulate_point(sc, r.point, trace, simulate=simulate, build=build, samples=False) for r in records]
-    p50 = {r.point_id: r.metrics["iteration_p50_s"] for r in again}
-    best = best_record(again).point_id
+    make = build if build is not None else (lambda s, p, t: s.build_point(p, trace=t))
+    p50 = {r.point_id: p50_step(simulate or engine, make(sc, r.point, trace)) for r in records}
+    low = min(p50.values())
+    best = next(k for k, v in p50.items() if v <= low * (1 + TIE_RELATIVE))  # best_record's rule
     if p50[full_best] <= p50[best] * (1 + TIE_RELATIVE):  # a tie keeps the full model's answer
         best = full_best
     return WithoutTerms(off=off, best=best, best_p50_s=p50[best], lost=max(0.0, p50[full_best] / p50[best] - 1))

@@ -14,7 +14,7 @@ STEPS = ("collectives", "ddp", "replay", "trace", "round", "profile")
 EPILOG = """examples:
   torchrun --nproc-per-node 2 -m executor collectives --out cal.json --num-threads 1
   torchrun --nproc-per-node 2 -m executor ddp --model mlp --batch-size 8 --bucket-cap-mb 5 \\
-      --trace traces/mlp.json --out m.json
+      --options '{"gradient_as_bucket_view": true}' --trace traces/mlp.json --out m.json
   torchrun --nproc-per-node 2 -m executor replay --plan plan.json --trace traces/mlp.json \\
       --compute synthetic --out r.json
   torchrun --nproc-per-node 2 -m executor round --model mlp --batch-size 32 --caps none,1,25 \\

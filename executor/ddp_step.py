@@ -23,12 +23,13 @@ rebuilt ones (``_get_ddp_logging_data()``: ``rebuilt_per_bucket_param_indices``,
 from torch's own ``_compute_bucket_assignment_by_size`` over DDP's parameters and limits,
 reversed as DDP does).
 
-torch 2.13's options (``--batched-grad-copy``, ``--skip-all-reduce-unused-params``,
-``--forward-sync-buffers``, ``--delay-all-reduce-params`` with ``--param-to-hook-all-reduce``,
-``--mixed-precision``) reach the DDP constructor by torch's keyword names, only when not at their
-default; the record's ``ddp_in_force`` reads them back from the constructed DDP object (torch's
-logging data has no fields for them). ``--mixed-precision`` is refused on CPU devices: torch's
-mixed-precision forward records device events the CPU backend lacks.
+DDP's options other than the cap arrive as one document, ``--options`` (ddpsim's ``DDPOptions``
+as JSON, the form ``ddpsim validate`` writes). torch 2.13's options (``batched_grad_copy``,
+``skip_all_reduce_unused_params``, ``forward_sync_buffers``, ``delay_all_reduce_named_params``
+with ``param_to_hook_all_reduce``, ``mixed_precision``) reach the DDP constructor by torch's
+keyword names, only when not at their default; the record's ``ddp_in_force`` reads them back
+from the constructed DDP object (torch's logging data has no fields for them). ``mixed_precision``
+is refused on CPU devices: torch's mixed-precision forward records device events the CPU backend lacks.
 
 A point's cap is a ``bucket_cap_mb`` (None: not given) or, as a tuple, a
 ``bucket_cap_mb_list`` (``--bucket-cap-mb-list``; torch ignores ``bucket_cap_mb`` then).
@@ -39,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,25 +66,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_ddp_option_arguments(p: argparse.ArgumentParser) -> None:
-    """DDP's options other than the cap (:func:`ddp_kwargs` reads them), shared with ``executor round``."""
-    p.add_argument("--find-unused-parameters", action="store_true")
-    p.add_argument("--static-graph", action="store_true")
-    p.add_argument("--gradient-as-bucket-view", action="store_true")
-    p.add_argument("--no-broadcast-buffers", action="store_true", help="broadcast_buffers=False")
-    p.add_argument("--batched-grad-copy", action="store_true", help="batched_grad_copy=True (torch >= 2.13)")
-    p.add_argument("--skip-all-reduce-unused-params", action="store_true",
-                   help="skip_all_reduce_unused_params=True (torch >= 2.13; with --find-unused-parameters or --static-graph)")
-    p.add_argument("--forward-sync-buffers", metavar="{true,false}", default=None,
-                   help="forward_sync_buffers (torch >= 2.13; the buffer broadcast before each forward); "
-                        "default: not given (broadcast_buffers decides)")
-    p.add_argument("--mixed-precision", metavar="PARAM[:REDUCE[:BUFFER]]", default=None,
-                   help="mixed_precision: DDP's _MixedPrecision dtypes, e.g. bfloat16:float32 (CUDA devices only: "
-                        "torch's mixed-precision forward records device events, which the CPU backend lacks)")
-    p.add_argument("--delay-all-reduce-params", metavar="NAME[,NAME...]", default=None,
-                   help="delay_all_reduce_named_params: these parameters leave the buckets and are all-reduced from "
-                        "a hook on --param-to-hook-all-reduce's gradient")
-    p.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None,
-                   help="param_to_hook_all_reduce (with --delay-all-reduce-params)")
+    """DDP's options other than the cap as one document (:func:`ddp_options` reads it), shared
+    with ``executor round``, and the two run modes that are not DDP constructor options."""
+    p.add_argument("--options", default=None, metavar="JSON|FILE",
+                   help="DDP's options other than the cap: one JSON object of ddpsim's DDPOptions fields by torch's "
+                        "names, inline or a file, e.g. '{\"find_unused_parameters\": true, \"mixed_precision\": "
+                        "{\"param_dtype\": \"bfloat16\"}}'; default: DDP's defaults")
     p.add_argument("--process-groups", type=int, default=1, metavar="N",
                    help="deal the buckets' all-reduces to N process groups in turn (a comm hook: torch 2.13 has no "
                         "_round_robin_process_groups); 1: DDP's own group")
@@ -91,25 +80,43 @@ def add_ddp_option_arguments(p: argparse.ArgumentParser) -> None:
                         "the measured iterations are the longest rank's")
 
 
-def torch213_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The torch 2.13 options of ``args`` (:func:`add_ddp_option_arguments`) as
-    :class:`ddpsim.plan.planner.DDPOptions` keyword arguments, each checked by the parser ddpsim
-    uses for the same option; an option ``args`` lacks is at its default.
+def ddp_options(args: argparse.Namespace) -> Any:
+    """``args.options`` (:func:`add_ddp_option_arguments`) as :class:`ddpsim.plan.planner.DDPOptions`,
+    checked by its constructor; absent: DDP's defaults. The cap is ``--bucket-cap-mb`` /
+    ``--bucket-cap-mb-list`` (a round measures several), never the document's.
 
     Raises:
-        InputError: a bad value (one line naming the flag).
+        InputError: text that is neither a JSON object nor a readable file of one, an unknown
+            field, a cap field, or a bad value (one line naming the field).
     """
-    from ddpsim.plan.planner import parse_mixed_precision
-    from ddpsim.units import parse_bool_flag, parse_delay_flags
+    from ddpsim.plan.planner import DDPOptions, options_from_dict
 
-    out: dict[str, Any] = {"batched_grad_copy": bool(getattr(args, "batched_grad_copy", False)),
-                           "skip_all_reduce_unused_params": bool(getattr(args, "skip_all_reduce_unused_params", False)),
-                           "forward_sync_buffers": parse_bool_flag(getattr(args, "forward_sync_buffers", None),
-                                                                   "--forward-sync-buffers"),
-                           "mixed_precision": parse_mixed_precision(getattr(args, "mixed_precision", None))}
-    out.update(parse_delay_flags(getattr(args, "delay_all_reduce_params", None),
-                                 getattr(args, "param_to_hook_all_reduce", None)))
-    return out
+    text = getattr(args, "options", None)
+    if text is None:
+        return DDPOptions()
+    if not text.lstrip().startswith("{"):
+        try:
+            text = Path(text).read_text()
+        except OSError as e:
+            raise InputError(f"--options: {text!r} is not accepted ({e.strerror}); expected a JSON object or its file") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"--options: not JSON ({e.msg} at line {e.lineno} column {e.colno}); expected a JSON object") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"--options: {type(doc).__name__} is not accepted; expected a JSON object of DDPOptions fields")
+    for key in ("bucket_cap_mb", "bucket_cap_mb_list"):
+        if doc.get(key) is not None:
+            raise InputError(f"--options: {key} is not accepted in the document; expected it as --{key.replace('_', '-')}")
+    return options_from_dict(doc, "--options")
+
+
+def torch213_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The torch 2.13 options of ``args``' :func:`ddp_options` as
+    :class:`ddpsim.plan.planner.DDPOptions` keyword arguments; one at its default stays so."""
+    o = ddp_options(args)
+    return {k: getattr(o, k) for k in ("batched_grad_copy", "skip_all_reduce_unused_params", "forward_sync_buffers",
+                                       "mixed_precision", "delay_all_reduce_named_params", "param_to_hook_all_reduce")}
 
 
 def check_ddp_options(rt: Runtime, args: argparse.Namespace) -> dict[str, Any]:
@@ -121,7 +128,7 @@ def check_ddp_options(rt: Runtime, args: argparse.Namespace) -> dict[str, Any]:
     """
     out = torch213_options(args)
     if out["mixed_precision"] is not None and not rt.is_cuda:
-        raise InputError(f"--mixed-precision: {args.mixed_precision!r} is not accepted on a {rt.device.type} device "
+        raise InputError(f"--options: mixed_precision {out['mixed_precision'].label()} is not accepted on a {rt.device.type} device "
                          f"({rt.backend}): torch's mixed-precision forward records device events, which the CPU backend "
                          "lacks (\"cpu backend doesn't support events\"); expected it only with CUDA devices")
     return out
@@ -166,7 +173,7 @@ def plan_from_trace(trace: Any, label: str, cap: float | None, param_names: list
                     args: argparse.Namespace) -> dict[str, Any]:
     """DDP's steady buckets as ddpsim plans them from ``trace`` (``label`` names it) at ``cap``
     with ``args``' DDP options; the trace must describe the model whose DDP order is ``param_names``."""
-    from ddpsim.plan.planner import DDPOptions, plan_ddp
+    from ddpsim.plan.planner import plan_ddp
 
     names = [p.name for p in trace.params]
     if names != param_names:
@@ -174,10 +181,8 @@ def plan_from_trace(trace: Any, label: str, cap: float | None, param_names: list
         raise InputError(f"--trace: {label!r} does not describe this model (parameter {diff}: "
                          f"{names[diff] if diff < len(names) else None!r} vs {param_names[diff] if diff < len(param_names) else None!r}); "
                          f"expected a trace of --model {args.model}")
-    opts = DDPOptions(bucket_cap_mb=None if isinstance(cap, tuple) else cap,
-                      bucket_cap_mb_list=cap if isinstance(cap, tuple) else None, find_unused_parameters=args.find_unused_parameters,
-                      static_graph=args.static_graph, gradient_as_bucket_view=args.gradient_as_bucket_view,
-                      broadcast_buffers=not args.no_broadcast_buffers, **torch213_options(args))
+    opts = replace(ddp_options(args), bucket_cap_mb=None if isinstance(cap, tuple) else cap,
+                   bucket_cap_mb_list=cap if isinstance(cap, tuple) else None)
     plan = plan_ddp(trace, opts)
     return {"buckets": [list(b.param_indices) for b in plan.steady], "sizes": [b.size_bytes for b in plan.steady],
             "source": f"plan_ddp({label}, {opts.label()})"}
@@ -268,9 +273,10 @@ def ddp_kwargs(rt: Runtime, args: argparse.Namespace, cap: float | None, module:
     """
     import torch
 
-    kwargs: dict[str, Any] = dict(find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
-                                  gradient_as_bucket_view=args.gradient_as_bucket_view)
-    if args.no_broadcast_buffers:
+    o = ddp_options(args)
+    kwargs: dict[str, Any] = dict(find_unused_parameters=o.find_unused_parameters, static_graph=o.static_graph,
+                                  gradient_as_bucket_view=o.gradient_as_bucket_view)
+    if not o.broadcast_buffers:
         kwargs["broadcast_buffers"] = False
     if isinstance(cap, tuple):
         kwargs["bucket_cap_mb_list"] = list(cap)
@@ -291,8 +297,8 @@ def ddp_kwargs(rt: Runtime, args: argparse.Namespace, cap: float | None, module:
                (("param_dtype", mp.param_dtype), ("reduce_dtype", mp.reduce_dtype), ("buffer_dtype", mp.buffer_dtype))})
     if new.get("delay_all_reduce_named_params") is not None:
         named = dict(module.named_parameters())
-        flags = {"--delay-all-reduce-params": new["delay_all_reduce_named_params"],
-                 "--param-to-hook-all-reduce": (new["param_to_hook_all_reduce"],)}
+        flags = {"--options: delay_all_reduce_named_params": new["delay_all_reduce_named_params"],
+                 "--options: param_to_hook_all_reduce": (new["param_to_hook_all_reduce"],)}
         for flag, names in flags.items():
             bad = [n for n in names if n not in named]
             if bad:
@@ -308,11 +314,12 @@ def ddp_kwargs(rt: Runtime, args: argparse.Namespace, cap: float | None, module:
 def options_record(args: argparse.Namespace, cap: float | tuple[float, ...] | None) -> dict[str, Any]:
     """A measurement's ``options``: the DDP options it ran with, by torch's names, as JSON
     (torch 2.13's only when not at their default; delayed parameters by name)."""
+    o = ddp_options(args)
     new = torch213_options(args)
     out: dict[str, Any] = {"bucket_cap_mb": None if isinstance(cap, tuple) else cap,
-                           "broadcast_buffers": not args.no_broadcast_buffers,
-                           "find_unused_parameters": args.find_unused_parameters, "static_graph": args.static_graph,
-                           "gradient_as_bucket_view": args.gradient_as_bucket_view}
+                           "broadcast_buffers": o.broadcast_buffers,
+                           "find_unused_parameters": o.find_unused_parameters, "static_graph": o.static_graph,
+                           "gradient_as_bucket_view": o.gradient_as_bucket_view}
     if isinstance(cap, tuple):
         out["bucket_cap_mb_list"] = list(cap)
     for key in ("batched_grad_copy", "skip_all_reduce_unused_params"):

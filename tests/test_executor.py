@@ -540,7 +540,7 @@ def test_plan_matches_the_construction_layout_when_ddp_never_rebuilds(tmp_path, 
     assert [p.has_grad for p in trace.params] == [True, True, False, False, True, True]
     save_trace(trace, tmp_path / "t.json")
     out = tmp_path / "m.json"
-    r = _run(["ddp", "--model", "h1unused:build", "--batch-size", "4", "--find-unused-parameters", "--iterations", "1",
+    r = _run(["ddp", "--model", "h1unused:build", "--batch-size", "4", "--options", '{"find_unused_parameters": true}', "--iterations", "1",
               "--warmup", "2", "--trace", str(tmp_path / "t.json"), "--timeout-s", "60", "--out", str(out)])
     m = json.loads(out.read_text())
     assert m["ddp_logging"].get("rebuilt_bucket_sizes") in ("", None)
@@ -552,7 +552,7 @@ def test_plan_matches_the_construction_layout_when_ddp_never_rebuilds(tmp_path, 
 
 def test_ddp_batched_grad_copy_is_in_force_and_the_buckets_are_the_planned_ones(tmp_path):
     out = tmp_path / "m.json"
-    r = _run(["ddp", "--model", "mlp", "--batch-size", "8", "--bucket-cap-mb", "0.1", "--batched-grad-copy",
+    r = _run(["ddp", "--model", "mlp", "--batch-size", "8", "--bucket-cap-mb", "0.1", "--options", '{"batched_grad_copy": true}',
               "--iterations", "1", "--warmup", "2", "--trace", str(MLP_TRACE), "--timeout-s", "60", "--out", str(out)])
     m = json.loads(out.read_text())
     # torch's logging data has no field for it: the DDP object's own attribute says it ran
@@ -604,8 +604,8 @@ def test_ddp_skip_all_reduce_unused_params_leaves_the_unused_bucket_out(tmp_path
                           measure_hook_overhead=False)
     save_trace(trace, tmp_path / "t.json")
     out = tmp_path / "m.json"
-    _run(["ddp", "--model", "h8unusedlast:build", "--batch-size", "4", "--find-unused-parameters", "--bucket-cap-mb", "0.06",
-          *(["--skip-all-reduce-unused-params"] if skip else []), "--timing-hook", "--iterations", "2", "--warmup", "2",
+    _run(["ddp", "--model", "h8unusedlast:build", "--batch-size", "4", "--bucket-cap-mb", "0.06", "--options",
+          json.dumps({"find_unused_parameters": True, "skip_all_reduce_unused_params": skip}), "--timing-hook", "--iterations", "2", "--warmup", "2",
           "--trace", str(tmp_path / "t.json"), "--timeout-s", "60", "--out", str(out)])
     m = json.loads(out.read_text())
     assert m["real_buckets"]["layout"] == "construction"
@@ -617,7 +617,7 @@ def test_ddp_skip_all_reduce_unused_params_leaves_the_unused_bucket_out(tmp_path
 
 
 def test_ddp_mixed_precision_on_gloo_is_refused_in_one_line(tmp_path):
-    r = launch_local(["ddp", "--model", "mlp", "--batch-size", "8", "--mixed-precision", "bfloat16", "--iterations", "1",
+    r = launch_local(["ddp", "--model", "mlp", "--batch-size", "8", "--options", '{"mixed_precision": {"param_dtype": "bfloat16"}}', "--iterations", "1",
                       "--warmup", "2", "--timeout-s", "60", "--out", str(tmp_path / "m.json")], nproc=2, num_threads=1,
                      timeout_s=120)
     assert r.returncode != 0
@@ -625,19 +625,17 @@ def test_ddp_mixed_precision_on_gloo_is_refused_in_one_line(tmp_path):
     # every rank that got to print it printed the same one line (torchrun stops the other rank
     # once the first exits, sometimes before it prints)
     assert 1 <= len(lines) <= 2 and len(set(lines)) == 1
-    assert ("--mixed-precision: 'bfloat16' is not accepted on a cpu device (gloo): torch's mixed-precision forward records "
+    assert ("--options: mixed_precision bfloat16/-/- is not accepted on a cpu device (gloo): torch's mixed-precision forward records "
             "device events, which the CPU backend lacks") in lines[0]
     # refused before DDP is built (torchrun's own ChildFailedError banner follows the ranks' lines)
     assert "cpu backend doesn't support events\n" not in r.stderr and not (tmp_path / "m.json").exists()
 
 
 def _args(**kw):
+    """The executor's arguments with ``kw`` as its ``--options`` document."""
     import argparse
 
-    base = dict(find_unused_parameters=False, static_graph=False, gradient_as_bucket_view=False, no_broadcast_buffers=False,
-                batched_grad_copy=False, skip_all_reduce_unused_params=False, forward_sync_buffers=None, mixed_precision=None,
-                delay_all_reduce_params=None, param_to_hook_all_reduce=None)
-    return argparse.Namespace(**{**base, **kw})
+    return argparse.Namespace(options=json.dumps(kw))
 
 
 def test_ddp_kwargs_use_torch_2_13_names_only_when_not_default():
@@ -653,8 +651,9 @@ def test_ddp_kwargs_use_torch_2_13_names_only_when_not_default():
     module = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
     assert ddp_kwargs(rt, _args(), None, module) == dict(find_unused_parameters=False, static_graph=False,
                                                          gradient_as_bucket_view=False)
-    kw = ddp_kwargs(rt, _args(batched_grad_copy=True, skip_all_reduce_unused_params=True, forward_sync_buffers="false",
-                              delay_all_reduce_params="1.weight,1.bias", param_to_hook_all_reduce="0.weight"), 0.5, module)
+    kw = ddp_kwargs(rt, _args(batched_grad_copy=True, skip_all_reduce_unused_params=True, forward_sync_buffers=False,
+                              delay_all_reduce_named_params=["1.weight", "1.bias"], param_to_hook_all_reduce="0.weight"),
+                    0.5, module)
     # every keyword is one of torch's DDP constructor parameters
     assert set(kw) <= set(inspect.signature(DDP.__init__).parameters)
     assert (kw["batched_grad_copy"], kw["skip_all_reduce_unused_params"], kw["forward_sync_buffers"]) == (True, True, False)
@@ -664,14 +663,16 @@ def test_ddp_kwargs_use_torch_2_13_names_only_when_not_default():
 
 
 @pytest.mark.parametrize("kw, want", [
-    ({"forward_sync_buffers": "maybe"}, "--forward-sync-buffers: 'maybe' is not accepted; expected true or false"),
-    ({"mixed_precision": "float8"}, "--mixed-precision: 'float8' is not accepted; expected PARAM[:REDUCE[:BUFFER]]"),
-    ({"delay_all_reduce_params": "1.weight"}, "--param-to-hook-all-reduce: None with --delay-all-reduce-params '1.weight' "
-                                              "is not accepted; expected both or neither"),
-    ({"delay_all_reduce_params": "2.weight", "param_to_hook_all_reduce": "0.weight"},
-     "--delay-all-reduce-params: '2.weight' is not a parameter of this model; expected one of its parameter names"),
-    ({"delay_all_reduce_params": "1.weight", "param_to_hook_all_reduce": "9.bias"},
-     "--param-to-hook-all-reduce: '9.bias' is not a parameter of this model"),
+    ({"forward_sync_buffers": "maybe"}, "forward_sync_buffers"),
+    ({"static_graph": "yes"}, "--options: static_graph 'yes' is not accepted; expected true or false"),
+    ({"mixed_precision": {"param_dtype": "float8"}}, "mixed_precision.param_dtype: 'float8' is not accepted"),
+    ({"bucket_cap_mb": 25}, "--options: bucket_cap_mb is not accepted in the document; expected it as --bucket-cap-mb"),
+    ({"find_unused": True}, "--options: field 'find_unused' is not accepted; expected DDPOptions fields"),
+    ({"delay_all_reduce_named_params": ["1.weight"]}, "param_to_hook_all_reduce"),
+    ({"delay_all_reduce_named_params": ["2.weight"], "param_to_hook_all_reduce": "0.weight"},
+     "--options: delay_all_reduce_named_params: '2.weight' is not a parameter of this model; expected one of its parameter names"),
+    ({"delay_all_reduce_named_params": ["1.weight"], "param_to_hook_all_reduce": "9.bias"},
+     "--options: param_to_hook_all_reduce: '9.bias' is not a parameter of this model"),
 ])
 def test_bad_torch_2_13_option_values_are_one_line_input_errors(kw, want):
     from types import SimpleNamespace
@@ -709,3 +710,18 @@ def test_profile_refuses_too_few_warmup_steps_in_one_line(tmp_path):
                      nproc=1, num_threads=1, timeout_s=120)
     assert r.returncode != 0 and not (tmp_path / "p").exists()
     assert "--warmup: 1 is not accepted; expected an integer >= 2" in r.stderr
+
+
+def test_options_document_is_read_inline_or_from_its_file(tmp_path):
+    import argparse
+
+    from executor.ddp_step import ddp_options
+
+    doc = {"static_graph": True, "mixed_precision": {"param_dtype": "bfloat16", "reduce_dtype": None, "buffer_dtype": None}}
+    f = tmp_path / "o.json"
+    f.write_text(json.dumps(doc))
+    inline, from_file = (ddp_options(argparse.Namespace(options=t)) for t in (json.dumps(doc), str(f)))
+    assert inline == from_file and inline.static_graph and inline.mixed_precision.param_dtype == "bfloat16"
+    assert ddp_options(argparse.Namespace(options=None)) == ddp_options(argparse.Namespace(options="{}"))
+    with pytest.raises(InputError, match=r"^--options: .*expected a JSON object or its file$"):
+        ddp_options(argparse.Namespace(options=str(tmp_path / "missing.json")))

@@ -548,32 +548,56 @@ def _mlp_scenario(ddp: dict, sweep: dict | None = None):
                                **({"sweep": sweep} if sweep else {})})
 
 
-@pytest.mark.parametrize("ddp, want", [
-    # a default ddp block: no flag, the executor commands as they were
-    ({}, []),
-    ({"broadcast_buffers": False}, ["--no-broadcast-buffers"]),
-    # forward_sync_buffers decides the forward broadcast when given (torch 2.13 then ignores broadcast_buffers)
-    ({"broadcast_buffers": False, "forward_sync_buffers": True}, ["--forward-sync-buffers", "true"]),
-    ({"forward_sync_buffers": False}, ["--forward-sync-buffers", "false"]),
+def _decoded(flags):
+    """The executor's reading of ``--options``: the DDPOptions the document declares."""
+    import argparse
+
+    from executor.ddp_step import ddp_options
+
+    assert flags[0] == "--options"
+    return ddp_options(argparse.Namespace(options=flags[1]))
+
+
+@pytest.mark.parametrize("ddp, field_values", [
+    ({}, {}),
+    ({"broadcast_buffers": False}, {"broadcast_buffers": False}),
+    # forward_sync_buffers travels beside broadcast_buffers (torch 2.13 then ignores broadcast_buffers)
+    ({"broadcast_buffers": False, "forward_sync_buffers": True}, {"broadcast_buffers": False, "forward_sync_buffers": True}),
+    ({"forward_sync_buffers": False}, {"forward_sync_buffers": False}),
     ({"static_graph": True, "batched_grad_copy": True, "skip_all_reduce_unused_params": True},
-     ["--static-graph", "--batched-grad-copy", "--skip-all-reduce-unused-params"]),
-    ({"batched_grad_copy": False, "skip_all_reduce_unused_params": False}, []),
+     {"static_graph": True, "batched_grad_copy": True, "skip_all_reduce_unused_params": True}),
     ({"delay_all_reduce_named_params": ["layers.2.weight", "layers.2.bias"], "param_to_hook_all_reduce": "layers.0.weight"},
-     ["--delay-all-reduce-params", "layers.2.weight,layers.2.bias", "--param-to-hook-all-reduce", "layers.0.weight"]),
-    ({"mixed_precision": {"param_dtype": "bfloat16", "buffer_dtype": "float16"}}, ["--mixed-precision", "bfloat16:-:float16"]),
+     {"delay_all_reduce_named_params": ("layers.2.weight", "layers.2.bias"), "param_to_hook_all_reduce": "layers.0.weight"}),
 ])
-def test_options_pass_every_ddp_option_the_scenario_sets(ddp, want):
+def test_options_document_carries_every_ddp_option_the_scenario_sets(ddp, field_values):
+    from dataclasses import replace
+
+    from ddpsim.plan.planner import DDPOptions
     from ddpsim.validation.measure import _options
 
     s = _mlp_scenario(ddp)
-    assert _options(s, s.points()[0]) == want
+    p = s.points()[0]
+    got = _decoded(_options(s, p))
+    assert got == replace(s.ddp_options(p), bucket_cap_mb=None, bucket_cap_mb_list=None)
+    default = DDPOptions()
+    changed = {k: getattr(got, k) for k in DDPOptions.__dataclass_fields__ if getattr(got, k) != getattr(default, k)}
+    assert changed == field_values
+
+
+def test_options_document_carries_mixed_precision_dtypes():
+    from ddpsim.validation.measure import _options
+
+    s = _mlp_scenario({"mixed_precision": {"param_dtype": "bfloat16", "buffer_dtype": "float16"}})
+    mp = _decoded(_options(s, s.points()[0])).mixed_precision
+    assert (mp.param_dtype, mp.reduce_dtype, mp.buffer_dtype) == ("bfloat16", None, "float16")
 
 
 def test_options_take_the_points_own_find_unused_and_bucket_view():
     from ddpsim.validation.measure import _options
 
     s = _mlp_scenario({"batched_grad_copy": True}, {"find_unused_parameters": [False, True]})
-    assert [_options(s, p) for p in s.points()] == [["--batched-grad-copy"], ["--find-unused-parameters", "--batched-grad-copy"]]
+    got = [_decoded(_options(s, p)) for p in s.points()]
+    assert [(o.find_unused_parameters, o.batched_grad_copy) for o in got] == [(False, True), (True, True)]
 
 
 def test_validate_refuses_mixed_precision_on_cpu_in_one_line(tmp_path, capsys):

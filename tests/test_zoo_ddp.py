@@ -20,7 +20,7 @@ def test_branchy_mlp_under_find_unused_keeps_the_planned_buckets(tmp_path):
     tpath = save_trace(trace, tmp_path / "t.json")
     out = tmp_path / "m.json"
     r = launch_local(["ddp", "--model", "zoo:branchy_mlp", "--model-arg", "input_shape=[16]", "--batch-size", "2",
-                      "--bucket-cap-mb", "5", "--find-unused-parameters", "--iterations", "2", "--warmup", "2",
+                      "--bucket-cap-mb", "5", "--options", '{"find_unused_parameters": true}', "--iterations", "2", "--warmup", "2",
                       "--trace", str(tpath), "--timeout-s", "120", "--out", str(out)], nproc=2, num_threads=1, timeout_s=240)
     assert r.returncode == 0, r.stdout + r.stderr
     m = json.loads(out.read_text())

@@ -164,6 +164,35 @@ class MixedPrecision:
         return "/".join(d or "-" for d in (self.param_dtype, self.reduce_dtype, self.buffer_dtype))
 
 
+def options_from_dict(doc: dict[str, Any], where: str) -> "DDPOptions":
+    """``DDPOptions`` of a JSON object of its fields (``dataclasses.asdict`` of one: lists for
+    tuples, ``mixed_precision`` as an object of dtypes); ``where`` names the document in errors.
+
+    Raises:
+        InputError: an unknown field, or a value the constructor refuses.
+    """
+    known = DDPOptions.__dataclass_fields__
+    unknown = sorted(set(doc) - set(known))
+    if unknown:
+        raise InputError(f"{where}: field {unknown[0]!r} is not accepted; expected DDPOptions fields ({', '.join(known)})")
+    for key, f in known.items():
+        if isinstance(f.default, bool) and key in doc and not isinstance(doc[key], bool):
+            raise InputError(f"{where}: {key} {shorten(doc[key])} is not accepted; expected true or false")
+    kw = dict(doc)
+    for key in ("bucket_cap_mb_list", "delay_all_reduce_named_params"):
+        if isinstance(kw.get(key), list):
+            kw[key] = tuple(kw[key])
+    mp = kw.get("mixed_precision")
+    if isinstance(mp, dict):
+        bad = sorted(set(mp) - set(MixedPrecision.__dataclass_fields__))
+        if bad:
+            raise InputError(f"{where}: mixed_precision.{bad[0]} is not accepted; expected param_dtype, reduce_dtype, buffer_dtype")
+        kw["mixed_precision"] = MixedPrecision(**mp)
+    elif mp is not None:
+        raise InputError(f"{where}: mixed_precision {shorten(mp)} is not accepted; expected an object of dtypes or null")
+    return DDPOptions(**kw)
+
+
 def parse_mixed_precision(text: str | None, flag: str = "--mixed-precision") -> MixedPrecision | None:
     """``"bfloat16:float32"`` -> MixedPrecision(param_dtype="bfloat16", reduce_dtype="float32"); None stays None."""
     if text is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -585,30 +585,15 @@ def _announce(cal: Any) -> Any:
 
 
 def _options(scenario: Any, point: Any) -> list[str]:
-    """``executor ddp`` / ``executor round`` flags of every DDP option the point's
-    :class:`ddpsim.plan.planner.DDPOptions` sets other than its cap, each only when not at its default
-    (a default scenario's command is the same as without them). The forward buffer broadcast
-    as ``DDPOptions.syncs_buffers_in_forward`` decides it: ``forward_sync_buffers`` when the
-    scenario gives it (torch then ignores ``broadcast_buffers``), else ``broadcast_buffers``."""
+    """``executor ddp`` / ``executor round`` flags of the point: its
+    :class:`ddpsim.plan.planner.DDPOptions` whole as one ``--options`` JSON document, less the cap
+    (``--bucket-cap-mb``, a round measures several), and the two run modes that are not DDP
+    constructor options (round-robin process groups, uneven inputs)."""
     if point.comm_hook != "none":
         raise InputError(f"sweep.comm_hook: {point.comm_hook!r} is not accepted by validate; expected none")
-    o = scenario.ddp_options(point)
-    out = []
-    for flag, on in (("--find-unused-parameters", o.find_unused_parameters), ("--static-graph", o.static_graph),
-                     ("--gradient-as-bucket-view", o.gradient_as_bucket_view), ("--batched-grad-copy", o.batched_grad_copy),
-                     ("--skip-all-reduce-unused-params", o.skip_all_reduce_unused_params)):
-        if on:
-            out.append(flag)
-    if o.forward_sync_buffers is not None:
-        out += ["--forward-sync-buffers", str(o.forward_sync_buffers).lower()]
-    elif not o.broadcast_buffers:
-        out.append("--no-broadcast-buffers")
-    if o.mixed_precision is not None:
-        mp = o.mixed_precision
-        out += ["--mixed-precision", ":".join(d or "-" for d in (mp.param_dtype, mp.reduce_dtype, mp.buffer_dtype))]
-    if o.delay_all_reduce_named_params is not None:
-        out += ["--delay-all-reduce-params", ",".join(o.delay_all_reduce_named_params),
-                "--param-to-hook-all-reduce", o.param_to_hook_all_reduce]
+    doc = {k: v for k, v in asdict(scenario.ddp_options(point)).items()
+           if k not in ("bucket_cap_mb", "bucket_cap_mb_list")}
+    out = ["--options", json.dumps(doc, sort_keys=True, separators=(",", ":"))]
     if point.process_groups != 1:  # a round-robin comm hook (torch 2.13 has no _round_robin_process_groups)
         out += ["--process-groups", str(point.process_groups)]
     if scenario.join is not None:

@@ -65,8 +65,8 @@ def fails(capsys, argv):
     (["retime", MLP, "--gpu", "tpu", "--out", "x.json"], "--gpu: 'tpu' is not accepted; expected one of a100, a100-40gb, "
      "a100-pcie, b200, gb200, h100, h100-pcie, h200, l40s, mi250x, mi300x, mi325x, mi355x, v100 (the GPUs of the "
      "hardware catalogue)"),
-    (["retime", MLP, "--gpu", "h100", "--out", "x.json", "--compute-efficiency", "1.5"],
-     "--compute-efficiency: '1.5' is not accepted; expected a finite number > 0 and <= 1"),
+    (["retime", MLP, "--gpu", "h100", "--out", "x.json", "--set", "compute_efficiency=1.5"],
+     "--set compute_efficiency: 1.5 is not accepted; expected a number in (0, 1]"),
     (["validate", "--launch", "batch"], "--launch: 'batch' is not accepted; expected one of round, point"),
     (["validate", "--timeout-s", "-1"], "--timeout-s: '-1' is not accepted; expected a finite number > 0 and <= 604800"),
     (["plan", MLP, "--semantics", "old"], "--semantics: 'old' is not accepted; expected one of modern, legacy"),

@@ -221,14 +221,14 @@ def test_cli_retime_channels_last_and_efficiencies(tmp_path, capsys):
 
     out = tmp_path / "r.json"
     assert main(["retime", str(ROOT / "traces/resnet50.cpu.json"), "--gpu", "v100", "--batch-size", "2",
-                 "--channels-last", "--cuda-core-efficiency", "0.5", "--tf32-efficiency", "0.4", "--out", str(out)]) == 0
+                 "--channels-last", "--set", "cuda_core_efficiency=0.5", "--set", "tf32_efficiency=0.4", "--out", str(out)]) == 0
     from ddpsim.trace.records import load_trace
 
     tr = load_trace(out)
-    assert tr.command.endswith("--gpu v100 --batch-size 2 --channels-last --cuda-core-efficiency 0.5 "
-                               "--tf32-efficiency 0.4 --out " + str(out))
+    assert tr.command.endswith("--gpu v100 --batch-size 2 --channels-last --set cuda_core_efficiency=0.5 "
+                               "--set tf32_efficiency=0.4 --out " + str(out))
     assert tr.synthetic["assumptions"]["cuda_core_efficiency"] == 0.5 and tr.synthetic["assumptions"]["tf32_efficiency"] == 0.4
     assert tr.environment["memory_format"] == "channels_last"
-    assert main(["retime", str(ROOT / "traces/resnet50.cpu.json"), "--gpu", "v100", "--cuda-core-efficiency", "0",
+    assert main(["retime", str(ROOT / "traces/resnet50.cpu.json"), "--gpu", "v100", "--set", "cuda_core_efficiency=0",
                  "--out", str(out)]) == 2
-    assert "--cuda-core-efficiency" in capsys.readouterr().err
+    assert "--set cuda_core_efficiency: 0.0 is not accepted" in capsys.readouterr().err

@@ -240,13 +240,17 @@ def test_cli_retime(tmp_path, capsys):
     assert capsys.readouterr().out.count("(host-paced)") == 3
     assert main(["retime", str(src), "--gpu", "tpu", "--out", str(out)]) == 2
     assert "--gpu: 'tpu' is not accepted" in capsys.readouterr().err
-    assert main(["retime", str(src), "--gpu", "h100", "--host-us-per-op", "1,2", "--out", str(out)]) == 2
-    assert "--host-us-per-op: '1,2' is not accepted; expected one number" in capsys.readouterr().err
-    assert main(["retime", str(src), "--gpu", "h100", "--host-us-per-op", "0", "--host-us-per-tensor", "0",
-                 "--unaligned-gemm-efficiency", "0.6", "--out", str(out)]) == 0
+    assert main(["retime", str(src), "--gpu", "h100", "--set", "host_per_op=1", "--out", str(out)]) == 2
+    assert "--set: 'host_per_op=1' is not accepted; expected FIELD=VALUE with FIELD one of" in capsys.readouterr().err
+    assert main(["retime", str(src), "--gpu", "h100", "--set", "host_s_per_tensor=x", "--out", str(out)]) == 2
+    assert "--set host_s_per_tensor: 'x' is not accepted; expected a number" in capsys.readouterr().err
+    zero = [x for f in ("host_forward_s_per_op", "host_backward_s_per_op", "host_optimizer_s_per_op", "host_s_per_tensor")
+            for x in ("--set", f"{f}=0")]
+    assert main(["retime", str(src), "--gpu", "h100", *zero, "--set", "unaligned_gemm_efficiency=0.6",
+                 "--out", str(out)]) == 0
     assert "host issuing ops / GPU kernels: forward 0.000 / " in capsys.readouterr().out
     tr = load_trace(out)
-    assert "--unaligned-gemm-efficiency 0.6 --host-us-per-op 0,0,0 --host-us-per-tensor 0.0" in tr.command
+    assert "--set host_s_per_tensor=0 --set unaligned_gemm_efficiency=0.6" in tr.command
     assert tr.synthetic["assumptions"]["unaligned_gemm_efficiency"] == 0.6
     assert tr.synthetic["phase_host_s"] == {"forward": 0, "backward": 0, "optimizer": 0}
     assert main(["retime", str(tmp_path / "nope.json"), "--gpu", "a100", "--out", str(out)]) == 2

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 from typing import Any
 
@@ -35,57 +34,36 @@ examples:
 
 
 def add_retime_flags(p: argparse.ArgumentParser) -> None:
-    """The roofline's assumption flags."""
-    from ddpsim.cli.args import float_in
-
-    p.add_argument("--compute-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=("achievable fraction of the tensor-core peak FLOP/s, in (0, 1] (default 0.6)"))
-    p.add_argument("--cuda-core-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=("achievable fraction of the fp32 peak for float32 work on CUDA cores, in (0, 1] "
-                                 "(default 0.83)"))
-    p.add_argument("--tf32-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=("achievable fraction of the TF32 peak for float32 convolutions on tensor cores, "
-                                 "in (0, 1] (default 0.36)"))
-    p.add_argument("--memory-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=("achievable fraction of HBM bandwidth, in (0, 1] (default 0.75)"))
-    p.add_argument("--min-kernel-us", type=float_in(0, maximum=1e6), default=None, metavar="US",
-                   help="per-kernel floor in microseconds (default 4)")
-    p.add_argument("--unaligned-gemm-efficiency", type=float_in(0, above=True, maximum=1), default=None, metavar="F",
-                   help=("fraction of the tensor peak a bf16/fp16 GEMM reaches when a matrix's leading "
-                                 "dimension is not a multiple of 16 bytes, in (0, 1] (default 0.126)"))
-    p.add_argument("--host-us-per-op", type=host_us, default=None, metavar="US[,US,US]",
-                   help="the host's time to issue an op, in microseconds: one figure, or forward,backward,"
-                                 "optimizer (default 38.5,39,46; 0 for a host that never makes the GPU wait)")
-    p.add_argument("--host-us-per-tensor", type=float_in(0, maximum=1e6), default=None, metavar="US",
-                   help="the host's time per tensor argument of an op, in microseconds (default 2.3)")
-
-
-def host_us(text: str) -> tuple[float, float, float]:
-    """``--host-us-per-op``: one figure for every phase, or forward,backward,optimizer."""
-    parts = text.split(",")
-    try:
-        values = [float(v) for v in parts]
-    except ValueError:
-        values = []
-    if len(values) not in (1, 3) or not all(math.isfinite(v) and 0 <= v <= 1e6 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; expected one number of microseconds in [0, 1e6] "
-                                         "or three, forward,backward,optimizer")
-    return (values[0],) * 3 if len(values) == 1 else tuple(values)
+    """The roofline's assumptions: ``--set FIELD=VALUE``, any field of
+    :class:`~ddpsim.trace.retime.RooflineAssumptions`, in SI units."""
+    p.add_argument("--set", dest="assume", action="append", default=[], metavar="FIELD=VALUE",
+                   help="a roofline assumption, repeatable: compute_efficiency (tensor-core peak, default 0.6), "
+                        "cuda_core_efficiency (fp32 on CUDA cores, 0.83), tf32_efficiency (0.36), memory_efficiency "
+                        "(HBM, 0.75), unaligned_gemm_efficiency (0.126), min_kernel_s (4e-6), "
+                        "host_forward_s_per_op / host_backward_s_per_op / host_optimizer_s_per_op (38.5e-6, 39e-6, "
+                        "46e-6; 0 for a host that never makes the GPU wait), host_s_per_tensor (2.3e-6)")
 
 
 def assumptions_of(args: argparse.Namespace) -> Any:
-    """The :class:`~ddpsim.trace.retime.RooflineAssumptions` of the flags given (defaults elsewhere)."""
-    from ddpsim.trace.retime import HOST_FIELDS, RooflineAssumptions
+    """The :class:`~ddpsim.trace.retime.RooflineAssumptions` of the ``--set`` items (defaults elsewhere)."""
+    from dataclasses import fields
 
-    us = lambda v: None if v is None else v * 1e-6  # noqa: E731
-    given = {"compute_efficiency": args.compute_efficiency, "cuda_core_efficiency": args.cuda_core_efficiency,
-             "tf32_efficiency": args.tf32_efficiency,
-             "memory_efficiency": args.memory_efficiency,
-             "unaligned_gemm_efficiency": args.unaligned_gemm_efficiency,
-             "min_kernel_s": us(args.min_kernel_us), "host_s_per_tensor": us(args.host_us_per_tensor)}
-    if args.host_us_per_op is not None:
-        given.update({field: v * 1e-6 for field, v in zip(HOST_FIELDS.values(), args.host_us_per_op)})
-    return RooflineAssumptions(**{k: v for k, v in given.items() if v is not None})
+    from ddpsim.trace.retime import RooflineAssumptions
+
+    names = [f.name for f in fields(RooflineAssumptions)]
+    given: dict[str, float] = {}
+    for item in args.assume:
+        key, sep, text = item.partition("=")
+        if not sep or key not in names:
+            raise InputError(f"--set: {item!r} is not accepted; expected FIELD=VALUE with FIELD one of {', '.join(names)}")
+        try:
+            given[key] = float(text)
+        except ValueError:
+            raise InputError(f"--set {key}: {text!r} is not accepted; expected a number") from None
+    try:
+        return RooflineAssumptions(**given)
+    except InputError as e:
+        raise InputError(f"--set {e}") from None
 
 
 def add_parser(subparsers: Any) -> None:
@@ -114,9 +92,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 #: the flags a re-timed trace records in its command line, in the order one would type them
-COMMAND_FLAGS = ("gpu", "batch_size", "seq_len", "autocast", "optimizer", "channels_last", "compute_efficiency",
-                 "cuda_core_efficiency", "tf32_efficiency", "memory_efficiency", "min_kernel_us", "unaligned_gemm_efficiency",
-                 "host_us_per_op", "host_us_per_tensor", "catalogue", "out")
+COMMAND_FLAGS = ("gpu", "batch_size", "seq_len", "autocast", "optimizer", "channels_last", "assume", "catalogue", "out")
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -124,9 +100,9 @@ def _command(args: argparse.Namespace) -> str:
     parts = ["ddpsim", "retime", str(args.from_trace)]
     for key in COMMAND_FLAGS:
         value = getattr(args, key, None)
-        if isinstance(value, tuple):
-            value = ",".join(f"{v:g}" for v in value)
-        if isinstance(value, bool):
+        if key == "assume":
+            parts += [x for item in value or () for x in ("--set", item)]
+        elif isinstance(value, bool):
             parts += ["--" + key.replace("_", "-")] if value else []
         elif value is not None:
             parts += ["--" + key.replace("_", "-"), str(value)]

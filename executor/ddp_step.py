@@ -89,22 +89,12 @@ def ddp_options(args: argparse.Namespace) -> Any:
         InputError: text that is neither a JSON object nor a readable file of one, an unknown
             field, a cap field, or a bad value (one line naming the field).
     """
-    from ddpsim.plan.planner import DDPOptions, options_from_dict
+    from ddpsim.plan.planner import DDPOptions, options_document, options_from_dict
 
     text = getattr(args, "options", None)
     if text is None:
         return DDPOptions()
-    if not text.lstrip().startswith("{"):
-        try:
-            text = Path(text).read_text()
-        except OSError as e:
-            raise InputError(f"--options: {text!r} is not accepted ({e.strerror}); expected a JSON object or its file") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"--options: not JSON ({e.msg} at line {e.lineno} column {e.colno}); expected a JSON object") from None
-    if not isinstance(doc, dict):
-        raise InputError(f"--options: {type(doc).__name__} is not accepted; expected a JSON object of DDPOptions fields")
+    doc = options_document(text, "--options")
     for key in ("bucket_cap_mb", "bucket_cap_mb_list"):
         if doc.get(key) is not None:
             raise InputError(f"--options: {key} is not accepted in the document; expected it as --{key.replace('_', '-')}")

@@ -69,7 +69,7 @@ def fails(capsys, argv):
      "--set compute_efficiency: 1.5 is not accepted; expected a number in (0, 1]"),
     (["validate", "--launch", "batch"], "--launch: 'batch' is not accepted; expected one of round, point"),
     (["validate", "--timeout-s", "-1"], "--timeout-s: '-1' is not accepted; expected a finite number > 0 and <= 604800"),
-    (["plan", MLP, "--semantics", "old"], "--semantics: 'old' is not accepted; expected one of modern, legacy"),
+    (["plan", MLP, "--options", '{"semantics": "old"}'], "--options semantics: 'old' is not accepted; expected 'modern' or 'legacy'"),
     (["plan", MLP, "--bucket-cap-mb"], "--bucket-cap-mb: no value given; expected one value"),
     (["simulate", "--world-size", "2"], "--trace: missing; expected a value (required)"),
     (["frobnicate"], "COMMAND: 'frobnicate' is not accepted; expected one of " + ", ".join(COMMANDS)),
@@ -88,8 +88,8 @@ def test_defects_refused_with_one_line(capsys, tmp_path):
     # an empty item of a cap list: refused, not dropped
     assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1,,5"]) == \
         "--bucket-cap-mb: '1,,5' is not accepted; expected numbers of MiB > 0 or 'default', comma-separated, no empty item"
-    assert fails(capsys, ["plan", MLP, "--bucket-cap-mb-list", "1,,5"]) == \
-        "--bucket-cap-mb-list: '1,,5' is not accepted; expected a comma list of numbers of MiB > 0, e.g. 1,4,8"
+    assert fails(capsys, ["plan", MLP, "--options", '{"bucket_cap_mb_list": [1, null, 5]}']).startswith(
+        "--options bucket_cap_mb_list: ")
     # a log range of a billion points: refused with its bound, before any list is built
     assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:1e9"]) == \
         ("--bucket-cap-mb: '1:200:1e9' is not accepted; expected MIN:MAX:POINTS with 0 < MIN <= MAX finite and "

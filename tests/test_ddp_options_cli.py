@@ -110,11 +110,12 @@ def test_plan_command_with_delayed_params(capsys):
     import tempfile
 
     path = save_trace(toy_trace(), Path(tempfile.mkdtemp()) / "toy.json")
-    assert main(["plan", str(path), "--delay-all-reduce-params", "a", "--param-to-hook-all-reduce", "b",
+    assert main(["plan", str(path), "--options", '{"delay_all_reduce_named_params": ["a"], "param_to_hook_all_reduce": "b"}',
                  "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [b["param_indices"] for b in doc["buckets"]] == [[2], [1]]   # a is not the reducer's
-    assert main(["plan", str(path), "--delay-all-reduce-params", "a,b,c", "--param-to-hook-all-reduce", "a"]) == 0
+    assert main(["plan", str(path), "--options",
+                 '{"delay_all_reduce_named_params": ["a", "b", "c"], "param_to_hook_all_reduce": "a"}']) == 0
     assert "no buckets: every parameter is in delay_all_reduce_named_params" in capsys.readouterr().out
 
 

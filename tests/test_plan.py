@@ -77,7 +77,8 @@ def test_table_small_cap_splits_in_ready_order(capsys, tiny_trace_file):
 def test_table_find_unused_is_never_rebuilt(capsys, tiny_trace_file):
     # limits [4194] in parameter order: [0] 8192 closes; [1, 2] 4352 closes; [3] left over;
     # sorted by lowest index then reversed: [3], [1, 2], [0]
-    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "0.004", "--find-unused-parameters")
+    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "0.004",
+                         "--options", '{"find_unused_parameters": true}')
     assert rc == 0
     lines = out.splitlines()
     assert lines[3] == "buckets (from iteration 1), in launch order:"
@@ -91,7 +92,7 @@ def test_table_find_unused_is_never_rebuilt(capsys, tiny_trace_file):
 
 
 def test_static_graph_rebuilds_from_iteration_3(capsys, tiny_trace_file):
-    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--static-graph", "--bucket-cap-mb", "0.004")
+    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"static_graph": true}', "--bucket-cap-mb", "0.004")
     assert rc == 0
     assert "steady-state buckets (from iteration 3), in launch order:" in out
     assert "first iteration layout (iteration 1..2): 1 bucket: 12608 B (12.31 KiB)\n" in out
@@ -129,7 +130,7 @@ def test_json_is_exactly_plan_to_dict(capsys, tiny_trace_file, tiny_trace):
 
 def test_integral_cap_is_an_int_in_json(capsys, tiny_trace_file):
     rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "25", "--format", "json",
-                         "--gradient-as-bucket-view", "--semantics", "legacy")
+                         "--options", '{"gradient_as_bucket_view": true, "semantics": "legacy"}')
     assert rc == 0
     o = json.loads(out)["options"]
     assert o["bucket_cap_mb"] == 25 and isinstance(o["bucket_cap_mb"], int)
@@ -214,8 +215,12 @@ def test_trace_invalid_field(capsys, tmp_path, tiny_trace):
 def test_bad_format_and_semantics(capsys, tiny_trace_file):
     assert "--format: 'xml' is not accepted; expected one of table, csv, json" in \
         fail_cli(capsys, "plan", str(tiny_trace_file), "--format", "xml")
-    assert "--semantics: 'old' is not accepted; expected one of modern, legacy" in \
-        fail_cli(capsys, "plan", str(tiny_trace_file), "--semantics", "old")
+    assert "--options semantics: 'old' is not accepted; expected 'modern' or 'legacy'" in \
+        fail_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"semantics": "old"}')
+    assert "--options: field 'semantic' is not accepted" in \
+        fail_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"semantic": "legacy"}')
+    assert "--options: bucket_cap_mb is not accepted with --bucket-cap-mb" in \
+        fail_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "5", "--options", '{"bucket_cap_mb": 5}')
 
 
 def test_unused_parameter_needs_find_unused(capsys, tmp_path):
@@ -224,9 +229,9 @@ def test_unused_parameter_needs_find_unused(capsys, tmp_path):
     f = save_trace(t, tmp_path / "u.json")
     err = fail_cli(capsys, "plan", str(f))
     assert "find_unused_parameters: False is not accepted" in err and "b.weight" in err
-    rc, out, _ = run_cli(capsys, "plan", str(f), "--find-unused-parameters")
+    rc, out, _ = run_cli(capsys, "plan", str(f), "--options", '{"find_unused_parameters": true}')
     assert rc == 0 and "rebuild: never" in out
-    rc, out, _ = run_cli(capsys, "plan", str(f), "--static-graph")
+    rc, out, _ = run_cli(capsys, "plan", str(f), "--options", '{"static_graph": true}')
     assert rc == 0 and "rebuild: at the start of iteration 3" in out
 
 

@@ -10,7 +10,8 @@ import logging
 import sys
 from typing import Any
 
-from ddpsim.units import parse_delay_flags
+from ddpsim.errors import InputError
+
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ simulate' and the executor read; --out FILE writes it atomically as well."""
 EPILOG = """\
 examples:
   ddpsim plan traces/resnet50.cpu.json --bucket-cap-mb 25
-  ddpsim plan traces/gpt2-124m.cpu.json --bucket-cap-mb-list 1,4,25 --static-graph --out static.plan.json
+  ddpsim plan traces/gpt2-124m.cpu.json --options '{"bucket_cap_mb_list": [1, 4, 25], "static_graph": true}' --out static.plan.json
 
 A hand-written plan is {"buckets": [[11, 10], [9, 8, 7], ...]} (parameter indices or names,
 in launch order, every trainable parameter exactly once, one dtype per bucket)."""
@@ -47,19 +48,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("trace", metavar="TRACE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
     p.add_argument("--bucket-cap-mb", metavar="X", default=None, type=from_parser(parse_bucket_cap_mb),
                    help="DDP's bucket_cap_mb in MiB (> 0); default: not given (25 MiB, first rebuilt bucket 1 MiB)")
-    p.add_argument("--bucket-cap-mb-list", metavar="X,Y,...", default=None, type=bucket_cap_mb_list,
-                   help="DDP's bucket_cap_mb_list (torch >= 2.13): per-bucket limits in MiB, the last reused; they "
-                        "shape the construction layout and the rebuild alike; bucket_cap_mb is ignored with it")
-    p.add_argument("--find-unused-parameters", action="store_true", help="DDP's find_unused_parameters=True")
-    p.add_argument("--static-graph", action="store_true", help="DDP's static_graph=True")
-    p.add_argument("--gradient-as-bucket-view", action="store_true", help="DDP's gradient_as_bucket_view=True")
-    p.add_argument("--semantics", default="modern", choices=("modern", "legacy"),
-                   help="modern (torch >= 2.x: an explicit cap also caps the first rebuilt bucket) or legacy "
-                        "(first rebuilt bucket always 1 MiB); default: modern")
-    p.add_argument("--delay-all-reduce-params", metavar="NAME[,NAME...]", default=None,
-                   help="DDP's delay_all_reduce_named_params: parameters left out of the buckets")
-    p.add_argument("--param-to-hook-all-reduce", metavar="NAME", default=None,
-                   help="DDP's param_to_hook_all_reduce (with --delay-all-reduce-params)")
+    p.add_argument("--options", metavar="JSON|FILE", default=None,
+                   help="DDP's other options as one JSON object of DDPOptions fields, inline or in a file (the "
+                        "document the executor reads): bucket_cap_mb_list (torch >= 2.13: per-bucket limits in MiB, "
+                        "the last reused; bucket_cap_mb is ignored with it), find_unused_parameters, static_graph, "
+                        "gradient_as_bucket_view, semantics ('modern': an explicit cap also caps the first rebuilt "
+                        "bucket; 'legacy': always 1 MiB), delay_all_reduce_named_params with "
+                        "param_to_hook_all_reduce, ...")
     p.add_argument("--plan", metavar="FILE", default=None, type=nonempty,
                    help="validate and show this explicit plan JSON instead of DDP's")
     p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
@@ -80,7 +75,7 @@ def parse_bucket_cap_mb(text: str | None) -> float | None:
 def warn_cap_ignored(bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[float, ...] | None, command: str) -> None:
     """Say (a warning) that ``--bucket-cap-mb`` is ignored when ``--bucket-cap-mb-list`` is given too (as in torch)."""
     if bucket_cap_mb_list is not None and bucket_cap_mb is not None:
-        log.warning("%s: --bucket-cap-mb %g is ignored: --bucket-cap-mb-list is given "
+        log.warning("%s: bucket_cap_mb %g is ignored: bucket_cap_mb_list is given "
                     "(torch ignores bucket_cap_mb when bucket_cap_mb_list is given)", command, bucket_cap_mb)
 
 
@@ -88,14 +83,19 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from ddpsim.io import write_text_atomic
-    from ddpsim.plan.planner import DDPOptions, load_plan, plan_ddp
+    from ddpsim.plan.planner import load_plan, options_document, options_from_dict, plan_ddp
     from ddpsim.trace.records import load_trace
 
-    warn_cap_ignored(args.bucket_cap_mb, args.bucket_cap_mb_list, "ddpsim plan")
-    options = DDPOptions(bucket_cap_mb=args.bucket_cap_mb, bucket_cap_mb_list=args.bucket_cap_mb_list,
-                         find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
-                         gradient_as_bucket_view=args.gradient_as_bucket_view, semantics=args.semantics,
-                         **parse_delay_flags(args.delay_all_reduce_params, args.param_to_hook_all_reduce))
+    doc = {} if args.options is None else options_document(args.options, "--options")
+    if args.bucket_cap_mb is not None:
+        if doc.get("bucket_cap_mb") is not None:
+            raise InputError("--options: bucket_cap_mb is not accepted with --bucket-cap-mb; expected one of the two")
+        doc["bucket_cap_mb"] = args.bucket_cap_mb
+    warn_cap_ignored(doc.get("bucket_cap_mb"), doc.get("bucket_cap_mb_list"), "ddpsim plan")
+    try:
+        options = options_from_dict(doc, "--options")
+    except InputError as e:
+        raise InputError(str(e) if str(e).startswith("--options") else f"--options {e}") from None
     trace = load_trace(args.trace)
     if args.plan is not None:
         plan = replace(load_plan(args.plan, trace), options=options)

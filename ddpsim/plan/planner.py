@@ -164,6 +164,30 @@ class MixedPrecision:
         return "/".join(d or "-" for d in (self.param_dtype, self.reduce_dtype, self.buffer_dtype))
 
 
+def options_document(text: str, where: str) -> dict[str, Any]:
+    """The JSON object ``text`` holds, inline (``{...}``) or in the file it names; ``where`` (the
+    flag) names it in errors. Read by ``ddpsim plan --options`` and the executor's ``--options``.
+
+    Raises:
+        InputError: text that is neither a JSON object nor a readable file of one.
+    """
+    import json
+    from pathlib import Path
+
+    if not text.lstrip().startswith("{"):
+        try:
+            text = Path(text).read_text()
+        except OSError as e:
+            raise InputError(f"{where}: {text!r} is not accepted ({e.strerror}); expected a JSON object or its file") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{where}: not JSON ({e.msg} at line {e.lineno} column {e.colno}); expected a JSON object") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{where}: {type(doc).__name__} is not accepted; expected a JSON object of DDPOptions fields")
+    return doc
+
+
 def options_from_dict(doc: dict[str, Any], where: str) -> "DDPOptions":
     """``DDPOptions`` of a JSON object of its fields (``dataclasses.asdict`` of one: lists for
     tuples, ``mixed_precision`` as an object of dtypes); ``where`` names the document in errors.

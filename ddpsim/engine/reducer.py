@@ -293,11 +293,7 @@ class Rank(RankTimeline):
         # spans inline (what _record does), the folded ranks only add up work (advance); with
         # interference advance defers the work, run in one go (flush) at the next interaction.
         inline = fast and self.record
-        # an explicit rank under interference appends its works to ``pending`` here (what
-        # advance and gate do for it), run per bucket by flush
-        defer = not fast and self.record
         pending = self.pending
-        env = eng.env
         # a gradient's copy-in without batching needs no generator (autograd_hook; host costs first)
         plain_copy_in = not eng.batched
         host_hook_s = eng.host.hook_s_per_param if eng.host is not None else None
@@ -306,11 +302,7 @@ class Rank(RankTimeline):
             r = ready[p]
             # medians taken per parameter need not follow the ready order: never step back
             d, prev = ((r - prev) * s, r) if r > prev else (0.0, prev)
-            if defer:
-                if d > 0:
-                    pending.append(("backward", names[p], d, None, None))
-                    self.pending_s += d
-            elif not inline:
+            if not inline:
                 advance("backward", names[p], d)
             elif d > 0:
                 acc.backward_s += self.record_inline("backward", names[p], d, None, None)
@@ -331,17 +323,13 @@ class Rank(RankTimeline):
             for q in marks:
                 if plain_copy_in and has_grad(q):  # the common case: what autograd_hook does
                     if host_hook_s is not None:  # the hook's CPU time, then host_gate without SimPy
-                        cpu = self.cpu = self.cpu + host_hook_s
+                        self.cpu += host_hook_s
                         if fast:
-                            self.t = cpu if cpu > self.t else self.t
-                        elif cpu > (env.now + self.pending_s if pending else self.t):  # gate()
-                            pending.append((None, "host gate", cpu, None, None))
+                            self.t = self.cpu if self.cpu > self.t else self.t
+                        else:
+                            self.gate()
                     d = copy_in_s[q] * s
-                    if defer:
-                        if d > 0:
-                            pending.append(("copy_in", names[q], d, bucket_of[q], sizes[q]))
-                            self.pending_s += d
-                    elif not inline:
+                    if not inline:
                         advance("copy_in", names[q], d, bucket_of[q], sizes[q])
                     elif d > 0:
                         self.record_inline("copy_in", names[q], d, bucket_of[q], sizes[q])

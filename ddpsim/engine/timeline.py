@@ -91,48 +91,28 @@ class RankTimeline:
     def flush(self) -> Iterator[simpy.Event]:
         """Run the deferred works at the rates in force (:meth:`Engine.run_compute`: SimPy
         only where what is in flight changes) and record them."""
-        items = self.pending[:]  # the hooks' loop holds the list itself
+        items = self.pending[:]
         self.pending.clear()
         self.pending_s = 0.0
         eng = self.eng
         start = eng.env.now
         works = [it[2] for it in items]
-        gates = [it[0] is None for it in items]
-        if True in gates:
-            ends = yield from eng.run_compute(works, gates)
+        kinds = [it[0] for it in items]
+        if None in kinds:
+            ends = yield from eng.run_compute(works, [k is None for k in kinds])
         else:  # no host gate: one run of works (what run_compute does for it)
             ends = []
             yield from eng._run_works(works, ends)
         if not self.record:  # the folded ranks' representative keeps only its clock
             self.t = ends[-1]
             return
-        self._record_run(items, ends, start)
-
-    def _record_run(self, items: list[tuple], ends: list[float], start: float) -> None:
-        """Record a flushed run of works: what :meth:`_record` does per work, in one loop (the
-        same sums in the same order, back-to-back works merged into one busy block)."""
-        acc = self.acc
-        comp = acc.compute
-        spans = self.spans if self.keep_spans else None
-        it_k = self.iter
+        record = self._record
         for (kind, name, _, bucket, size), end in zip(items, ends):
-            if kind is None:  # a host gate: no span, the device idles up to its end
-                start = end
-                continue
-            if spans is not None:
-                spans.append((start, 0, len(spans), end, kind, name, it_k, bucket, size))
-            if comp and comp[-1][1] == start:
-                comp[-1] = (comp[-1][0], end)
+            if kind is None:  # a host gate: no span
+                self.t = end
             else:
-                comp.append((start, end))
-            if kind == "backward":
-                acc.backward_s += end - start
-            elif kind == "forward":
-                acc.forward_s += end - start
-            elif kind == "optimizer":
-                acc.optimizer_s += end - start
+                record(kind, name, start, end, bucket, size)
             start = end
-        self.t = ends[-1]
 
     def _record(self, kind: str, name: str, start: float, end: float, bucket: int | None, size: int | None) -> None:
         self.t = end

@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from ddpsim.engine.simulate import simulate
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.pipeline.sweep import best_record, run_sweep
 from ddpsim.pipeline.term_effects import TERMS, term_effects, terms_on
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _build(scenario, point, trace):
+    return scenario.build_point(point, trace=trace)
 
 
 def _scenario(topology: str = "dgx-h100", nodes: int = 2):
@@ -32,7 +37,7 @@ def swept(request):
 
 def test_all_terms_off_is_the_sweep_of_the_scenario_without_them(swept):
     sc, trace, records = swept
-    eff = term_effects(sc, records, trace)
+    eff = term_effects(sc, records, trace, build=_build, simulate=simulate)
     assert eff["best"] == best_record(records).point_id and eff["terms"] == list(TERMS)
     first = eff["without"][0]
     assert first["off"] == list(TERMS)
@@ -48,7 +53,7 @@ def test_all_terms_off_is_the_sweep_of_the_scenario_without_them(swept):
 
 def test_each_term_alone_only_where_all_off_moves_the_best(swept):
     sc, trace, records = swept
-    eff = term_effects(sc, records, trace)
+    eff = term_effects(sc, records, trace, build=_build, simulate=simulate)
     moved = eff["without"][0]["best"] != eff["best"]
     assert len(eff["without"]) == (1 + len(TERMS) if moved else 1)
     for w in eff["without"][1:]:
@@ -60,8 +65,8 @@ def test_no_term_on_gives_nothing(swept):
     sc, trace, records = swept
     off = replace(sc, cost_model=replace(sc.cost_model, contention=False, copy_kernels=False, host=False))
     assert terms_on(off) == ()
-    assert term_effects(off, records, trace) is None
-    assert term_effects(sc, records[:1], trace) is None
+    assert term_effects(off, records, trace, build=_build, simulate=simulate) is None
+    assert term_effects(sc, records[:1], trace, build=_build, simulate=simulate) is None
 
 
 def test_the_summary_names_the_terms_that_moved_it():

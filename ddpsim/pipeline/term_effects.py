@@ -40,13 +40,11 @@ def terms_on(scenario: Any) -> tuple[str, ...]:
 
 
 def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...], full_best: str, trace: Any,
-             build: Callable | None, simulate: Callable | None) -> WithoutTerms:
-    from ddpsim.engine.simulate import simulate as engine
+             build: Callable, simulate: Callable) -> WithoutTerms:
     from ddpsim.pipeline.run import p50_step
 
     sc = replace(scenario, cost_model=replace(scenario.cost_model, **{t: False for t in off}))
-    make = build if build is not None else (lambda s, p, t: s.build_point(p, trace=t))
-    p50 = {r.point_id: p50_step(simulate or engine, make(sc, r.point, trace)) for r in records}
+    p50 = {r.point_id: p50_step(simulate, build(sc, r.point, trace)) for r in records}
     low = min(p50.values())
     best = next(k for k, v in p50.items() if v <= low * (1 + TIE_RELATIVE))  # best_record's rule
     if p50[full_best] <= p50[best] * (1 + TIE_RELATIVE):  # a tie keeps the full model's answer
@@ -54,10 +52,11 @@ def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...]
     return WithoutTerms(off=off, best=best, best_p50_s=p50[best], lost=max(0.0, p50[full_best] / p50[best] - 1))
 
 
-def term_effects(scenario: Any, records: Sequence[PointRecord], trace: Any, *, build: Callable | None = None,
-                 simulate: Callable | None = None) -> dict[str, Any] | None:
+def term_effects(scenario: Any, records: Sequence[PointRecord], trace: Any, *, build: Callable,
+                 simulate: Callable) -> dict[str, Any] | None:
     """The best point with the terms off, all of them, then (where that moves it) each alone
-    (module docstring); None when no term is on or the sweep has one point."""
+    (module docstring); None when no term is on or the sweep has one point. ``build(scenario,
+    point, trace)`` and ``simulate(trace, plan, comm, config)`` are the run's own."""
     on = terms_on(scenario)
     if not on or len(records) < 2:
         return None

@@ -79,7 +79,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                                                                   trace, sim)
     compiled = None if sc.compile is None else steps_compiled.eager_comparison(sc, records, trace, build, sim)
     terms = steps.cost_terms(sc, best.point, rec.inputs)
-    effects = term_effects(sc, records, trace, build=build_fn, simulate=simulate_fn) if terms else None
+    effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
     summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec.info,
                             warnings=[warning] if warning else None,
                             cost_terms=terms, method_error=me_answer,

@@ -467,15 +467,22 @@ def rebuilt_assignment(trace: Trace, options: DDPOptions, ready_order: Sequence[
             f"{'...' if len(unused) > 3 else ''} get no gradient, which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
     if not order:
         return ()
+    return _make_buckets(trace, *assign_in_ready_order(trace, order, options))
+
+
+def assign_in_ready_order(trace: Trace, order: Sequence[int], options: DDPOptions) -> tuple[list[list[int]], list[int]]:
+    """``(groups, limits)``: ``compute_bucket_assignment_by_size`` over the parameters ``order``
+    (gradient-ready order, non-empty) as ``Reducer::rebuild_buckets`` calls it, with the limits
+    ``[first_bucket_bytes, bucket_bytes_cap]`` (or the cap list) and, for small_bucket_last, the
+    order and the result reversed."""
     limits = options.list_bytes_caps or [options.first_bucket_bytes_cap, options.bucket_bytes_cap]
-    if options.small_bucket_last:
-        order = order[::-1]
+    order = list(order)[::-1] if options.small_bucket_last else list(order)
     groups, lims = compute_bucket_assignment_by_size(
         [trace.params[i].size_bytes for i in order], [trace.params[i].dtype for i in order], limits,
         [p.expect_sparse_gradient for p in trace.params], order)
     if options.small_bucket_last:
         groups, lims = groups[::-1], lims[::-1]
-    return _make_buckets(trace, groups, lims)
+    return groups, lims
 
 
 def plan_ddp(trace: Trace, options: DDPOptions | None = None) -> BucketPlan:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ddpsim.plan.planner import Bucket, BucketPlan, compute_bucket_assignment_by_size
+from ddpsim.plan.planner import Bucket, BucketPlan, assign_in_ready_order
 from ddpsim.trace.profile.result import RecordedBucket
 from ddpsim.trace.records import Trace
 
@@ -68,18 +68,7 @@ def bucket_params(trace: Trace, buckets: Sequence[RecordedBucket]) -> list[tuple
 def plan_module(trace: Trace, ready: Sequence[int], options: Any) -> list[tuple[int, ...]]:
     """One module's buckets as ``Reducer::rebuild_buckets`` builds them from its gradients in
     ready order (``ready``): parameter indices per bucket, in launch order."""
-    order = list(ready)
-    if not order:
-        return []
-    limits = options.list_bytes_caps or [options.first_bucket_bytes_cap, options.bucket_bytes_cap]
-    if options.small_bucket_last:
-        order = order[::-1]
-    groups, _ = compute_bucket_assignment_by_size([trace.params[i].size_bytes for i in order],
-                                                   [trace.params[i].dtype for i in order], limits,
-                                                   [p.expect_sparse_gradient for p in trace.params], order)
-    if options.small_bucket_last:
-        groups = groups[::-1]
-    return [tuple(g) for g in groups]
+    return [tuple(g) for g in assign_in_ready_order(trace, ready, options)[0]] if ready else []
 
 
 def split_modules(trace: Trace, buckets: Sequence[RecordedBucket], modules: int, options: Any) -> ModuleSplit | None:

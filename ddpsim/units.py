@@ -157,29 +157,3 @@ def parse_cap_point(item: str, flag: str, expected: str) -> float | tuple[float,
         except InputError:
             raise InputError(f"{flag}: {shorten(item)} is not accepted; expected {expected}") from None
     return parse_cap_value(text, flag, expected)
-
-
-def parse_bool_flag(text: str | None, flag: str) -> bool | None:
-    """A ``{true,false}`` flag's value (also 1/0, yes/no); None stays None (not given)."""
-    if text is None:
-        return None
-    low = text.strip().lower()
-    if low in ("true", "1", "yes"):
-        return True
-    if low in ("false", "0", "no"):
-        return False
-    raise InputError(f"{flag}: {shorten(text)} is not accepted; expected true or false")
-
-
-def parse_delay_flags(names: str | None, hook: str | None) -> dict[str, Any]:
-    """``--delay-all-reduce-params a,b --param-to-hook-all-reduce c`` -> DDPOptions keyword arguments
-    (``delay_all_reduce_named_params``, ``param_to_hook_all_reduce``); ``{}`` when neither is given."""
-    if (names is None) != (hook is None):
-        raise InputError(f"--param-to-hook-all-reduce: {shorten(hook)} with --delay-all-reduce-params {shorten(names)} is not accepted; "
-                         "expected both or neither")
-    if names is None:
-        return {}
-    parsed = tuple(n.strip() for n in names.split(",") if n.strip())
-    if not parsed:
-        raise InputError(f"--delay-all-reduce-params: {shorten(names)} is not accepted; expected parameter names, comma-separated")
-    return {"delay_all_reduce_named_params": parsed, "param_to_hook_all_reduce": hook}

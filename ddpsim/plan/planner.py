@@ -217,18 +217,6 @@ def options_from_dict(doc: dict[str, Any], where: str) -> "DDPOptions":
     return DDPOptions(**kw)
 
 
-def parse_mixed_precision(text: str | None, flag: str = "--mixed-precision") -> MixedPrecision | None:
-    """``"bfloat16:float32"`` -> MixedPrecision(param_dtype="bfloat16", reduce_dtype="float32"); None stays None."""
-    if text is None:
-        return None
-    parts = [x.strip() for x in text.split(":")]
-    expected = f"PARAM[:REDUCE[:BUFFER]] of {', '.join(MIXED_PRECISION_DTYPES)} or '-', e.g. bfloat16:float32"
-    if not 1 <= len(parts) <= 3 or any(x not in MIXED_PRECISION_DTYPES + ("-",) for x in parts):
-        raise InputError(f"{flag}: {shorten(text)} is not accepted; expected {expected}")
-    vals = [None if x == "-" else x for x in parts] + [None] * (3 - len(parts))
-    return MixedPrecision(param_dtype=vals[0], reduce_dtype=vals[1], buffer_dtype=vals[2])
-
-
 @dataclass(frozen=True, kw_only=True)
 class DDPOptions:
     """The DDP constructor options that shape buckets, with PyTorch's names.

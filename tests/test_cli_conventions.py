@@ -67,6 +67,15 @@ def fails(capsys, argv):
      "hardware catalogue)"),
     (["retime", MLP, "--gpu", "h100", "--out", "x.json", "--set", "compute_efficiency=1.5"],
      "--set compute_efficiency: 1.5 is not accepted; expected a number in (0, 1]"),
+    (["trace", "--model", "mlp", "--set", "seq_len=x", "--out", "x.json"],
+     "--set seq_len: 'x' is not accepted; expected an integer in [1, 1048576]"),
+    (["trace", "--model", "mlp", "--set", "autocast=fp8", "--out", "x.json"],
+     "--set autocast: 'fp8' is not accepted; expected one of bf16, fp16, none"),
+    (["trace", "--model", "mlp", "--set", "seq-len=8", "--out", "x.json"],
+     "--set: 'seq-len=8' is not accepted; expected KEY=VALUE with KEY one of dtype, autocast, optimizer, seq_len, "
+     "n_layer, input_shape, input_dtype"),
+    (["retime", MLP, "--gpu", "h100", "--out", "x.json", "--set", "channels_last=yes"],
+     "--set channels_last: 'yes' is not accepted; expected true or false"),
     (["validate", "--launch", "batch"], "--launch: 'batch' is not accepted; expected one of round, point"),
     (["validate", "--timeout-s", "-1"], "--timeout-s: '-1' is not accepted; expected a finite number > 0 and <= 604800"),
     (["plan", MLP, "--options", '{"semantics": "old"}'], "--options semantics: 'old' is not accepted; expected 'modern' or 'legacy'"),
@@ -139,6 +148,27 @@ def test_every_verb_leads_with_its_question_and_shows_two_examples(verb):
     assert isinstance(sub.formatter_class, type) and issubclass(sub.formatter_class, argparse.RawDescriptionHelpFormatter)
     examples = [ln for ln in sub.epilog.splitlines() if ln.startswith(f"  ddpsim {verb} ")]
     assert len(examples) == 2, sub.epilog
+
+
+def test_trace_set_keys_reach_the_capture_and_its_recorded_command():
+    from ddpsim.cli import trace
+
+    args = build_parser().parse_args(["trace", "--model", "gpt2-124m", "--batch-size", "2", "--set", "seq_len=64",
+                                      "--set", "input_shape=3,8", "--set", "autocast=BF16", "--set", "seq_len=32",
+                                      "--out", "t.json"])
+    trace.apply_model_set(args)
+    assert (args.seq_len, args.input_shape, args.autocast, args.n_layer, args.dtype) == (32, (3, 8), "bf16", None, None)
+    assert trace._model_kwargs(args) == {"seq_len": 32}
+    assert trace._command(args).endswith("--seed 0 --set autocast=bf16 --set seq_len=32 --set input_shape=3,8")
+
+
+def test_retime_set_splits_the_workload_from_the_roofline():
+    from ddpsim.cli import retime
+
+    args = build_parser().parse_args(["retime", MLP, "--gpu", "h100", "--out", "x.json", "--set", "seq_len=128",
+                                      "--set", "channels_last=true", "--set", "min_kernel_s=5e-6"])
+    workload, assumptions = retime.parse_set(args)
+    assert workload == {"seq_len": 128, "channels_last": True} and assumptions.min_kernel_s == 5e-6
 
 
 def test_flags_build_the_scenario_keys_of_the_scenario_file(monkeypatch):

@@ -110,6 +110,14 @@ def float_in(minimum: float, *, above: bool = False, maximum: float = math.inf) 
     return parse
 
 
+def number(text: str) -> float:
+    """A ``type=`` for a number (bounds are the caller's to check)."""
+    try:
+        return float(str(text).strip())
+    except ValueError:
+        raise _refuse(text, "a number") from None
+
+
 def from_parser(fn: Callable[[str], Any]) -> Callable[[str], Any]:
     """A ``type=`` from a parser raising ``InputError("<flag>: <value> is not accepted; ...")``:
     the message without its flag (argparse puts the flag in front)."""
@@ -158,6 +166,49 @@ def nonempty(text: str) -> str:
     if not str(text).strip():
         raise _refuse(text, "a non-empty value")
     return text
+
+
+def choice(values: Sequence[str]) -> Callable[[str], str]:
+    """A ``type=`` for one of ``values`` (case-insensitive)."""
+
+    def parse(text: str) -> str:
+        value = lower(text)
+        if value not in values:
+            raise _refuse(text, f"one of {', '.join(values)}")
+        return value
+
+    parse.__name__ = "choice"
+    return parse
+
+
+def boolean(text: str) -> bool:
+    """A ``type=`` for ``true`` or ``false`` (case-insensitive)."""
+    value = lower(text)
+    if value not in ("true", "false"):
+        raise _refuse(text, "true or false")
+    return value == "true"
+
+
+def key_values(items: Sequence[str], table: dict[str, Callable[[str], Any]], flag: str = "--set") -> dict[str, Any]:
+    """The ``KEY=VALUE`` items of a repeatable ``flag``, each value parsed by ``table[KEY]`` (a
+    ``type=`` function); a key given twice keeps its last value.
+
+    Raises:
+        InputError: an item without ``=`` or with a key not in ``table`` (the line lists the keys),
+            or a value its key refuses (``<flag> <key>: <value> is not accepted; expected ...``).
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = str(item).partition("=")
+        key = key.strip()
+        if not sep or key not in table:
+            raise InputError(f"{flag}: {shorten(item)} is not accepted; expected KEY=VALUE with KEY one of "
+                             f"{', '.join(table)}")
+        try:
+            out[key] = table[key](text.strip())
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(f"{flag} {key}: {exc}") from None
+    return out
 
 
 # ---- parser helpers ---------------------------------------------------------------------------

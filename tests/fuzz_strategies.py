@@ -634,9 +634,9 @@ SWEEP_CAPS = ("default,1", "1:200:3", "default", "", "1:200:0", "200:1:3", f"1:2
 FLOAT_DESTS = ("latency_us", "bandwidth_gbps", "copy_bandwidth_gbps", "compute_efficiency", "memory_efficiency",
                "min_kernel_us", "timeout_s")
 #: verbs that run real DDP (minutes): only with --reanalyze, which runs nothing
-RUNS_REAL = ("validate", "zoo")
+RUNS_REAL = ("validate",)
 #: flags given on every input of a verb (fast and contained), when the verb has them
-ALWAYS = {"run": ("--no-plots", "--quiet"), "validate": ("--reanalyze", "--no-plots"), "zoo": ("--reanalyze", "--no-plots"),
+ALWAYS = {"run": ("--no-plots", "--quiet"), "validate": ("--reanalyze", "--no-plots"),
           "trace": ("--no-hook-overhead",)}
 #: flags with a value given on every input of a verb: --jobs keeps worker processes out of the
 #: test process; 'run' without a scenario runs the default one (seconds of CPU); 'simulate'

@@ -1,5 +1,5 @@
 """The CLI's conventions (ddpsim/cli/): typed flags with bounds, argparse's own errors in the one-line
-format with exit 2, modes as verbs with hidden deprecated spellings, scenario dicts from flags in the
+format with exit 2, no deprecated spelling, hidden flag or alias, scenario dicts from flags in the
 scenario's key names, logging instead of prints, tqdm's bar off a terminal, figures outside pyplot,
 and the verbs that run without PyTorch."""
 
@@ -77,6 +77,12 @@ def fails(capsys, argv):
     (["retime", MLP, "--gpu", "h100", "--out", "x.json", "--set", "channels_last=yes"],
      "--set channels_last: 'yes' is not accepted; expected true or false"),
     (["validate", "--launch", "batch"], "--launch: 'batch' is not accepted; expected one of round, point"),
+    (["validate", "zoo", "--launch", "round"], "--launch: 'round' is not accepted with SCENARIO 'zoo'; expected it only "
+     "with a scenario (the zoo runs each model its own way and writes its own method_error.json)"),
+    (["validate", "zoo:tied_lm", "--no-plots"], "--no-plots: True is not accepted with SCENARIO 'zoo:tied_lm'; expected "
+     "it only with a scenario (the zoo runs each model its own way and writes its own method_error.json)"),
+    (["validate", "zoo:,"], "SCENARIO: 'zoo:,' is not accepted; expected zoo or zoo:NAME,NAME,... (names from 'ddpsim "
+     "trace --list-models')"),
     (["validate", "--timeout-s", "-1"], "--timeout-s: '-1' is not accepted; expected a finite number > 0 and <= 604800"),
     (["plan", MLP, "--options", '{"semantics": "old"}'], "--options semantics: 'old' is not accepted; expected 'modern' or 'legacy'"),
     (["plan", MLP, "--bucket-cap-mb"], "--bucket-cap-mb: no value given; expected one value"),
@@ -138,10 +144,7 @@ def test_no_deprecated_spelling_is_kept(capsys, argv, flag):
     assert fails(capsys, argv).startswith(f"arguments: '{flag}")
 
 
-VERBS = ("run", "sweep", "simulate", "plan", "collectives", "topology", "trace", "retime", "validate", "zoo")
-
-
-@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("verb", COMMANDS)
 def test_every_verb_leads_with_its_question_and_shows_two_examples(verb):
     sub = build_parser()._subparsers._group_actions[0].choices[verb]
     assert sub.description.splitlines()[0].endswith("?")
@@ -259,7 +262,7 @@ def _notorch(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 def test_torch_verbs_say_they_need_pytorch_in_one_line(tmp_path):
     for argv in (["trace", "--model", "mlp", "--batch-size", "2", "--out", str(tmp_path / "t.json")],
                  ["retime", MLP, "--gpu", "h100", "--out", str(tmp_path / "r.json")],
-                 ["validate", "default"], ["zoo", "--models", "tied_lm"]):
+                 ["validate", "default"], ["validate", "zoo:tied_lm"]):
         r = _notorch(*argv)
         assert r.returncode == 2 and r.stdout == "", r.stderr
         assert r.stderr.startswith(f"ddpsim: error: {argv[0]} needs PyTorch: pip install \"ddpsim[capture]\" "

@@ -105,11 +105,16 @@ def test_defects_refused_with_one_line(capsys, tmp_path):
         "--bucket-cap-mb: '1,,5' is not accepted; expected numbers of MiB > 0 or 'default', comma-separated, no empty item"
     assert fails(capsys, ["plan", MLP, "--options", '{"bucket_cap_mb_list": [1, null, 5]}']).startswith(
         "--options bucket_cap_mb_list: ")
-    # a log range of a billion points: refused with its bound, before any list is built
+    # a log range of a billion points: refused with the scenario's bound, before any list is built
     assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:1e9"]) == \
         ("--bucket-cap-mb: '1:200:1e9' is not accepted; expected MIN:MAX:POINTS with 0 < MIN <= MAX finite and "
-         "1 <= POINTS <= 1000 (e.g. 1:200:12)")
-    assert "1 <= POINTS <= 1000" in fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:1001"])
+         "1 <= POINTS <= 10000 (e.g. 1:200:12)")
+    assert "1 <= POINTS <= 10000" in fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:10001"])
+    # a cap the scenario refuses: named by the flag; the flag and --set of its key together: refused
+    assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1,2000000"]).startswith(
+        "--bucket-cap-mb[1]: 2000000 is not accepted; expected a number > 0")
+    assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1", "--set", "sweep.bucket_cap_mb=[5]"]) == \
+        "--set sweep.bucket_cap_mb: not accepted with --bucket-cap-mb (both set sweep.bucket_cap_mb); expected one of the two"
     assert "0 < MIN <= MAX" in fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "200:1:5"])
 
 

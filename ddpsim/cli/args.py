@@ -26,7 +26,6 @@ log = logging.getLogger(__name__)
 #: bounds of the count flags (a value outside is refused with the bound in the message)
 MAX_REPEATS = 1000
 MAX_JOBS = 1024
-MAX_SWEEP_POINTS = 1000
 
 _CHOICE = re.compile(r"^argument (?P<flag>[^:]+): invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)$", re.S)
 _ARGUMENT = re.compile(r"^argument (?P<flag>[^:]+): (?P<rest>.*)$", re.S)
@@ -257,9 +256,10 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, topology_default: str | No
     add_set(p)
 
 
-#: the scenario keys :func:`add_scenario_flags` sets -> their flags (errors name the flag)
+#: the scenario keys the flags of :func:`add_scenario_flags` (and sweep's --bucket-cap-mb) set -> their flags (errors
+#: name the flag)
 SCENARIO_FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": "--nodes",
-                  "world_size": "--world-size", "calibration": "--calibration"}
+                  "world_size": "--world-size", "calibration": "--calibration", "sweep.bucket_cap_mb": "--bucket-cap-mb"}
 
 
 def scenario_from_cli(args: argparse.Namespace, command: str, **keys: Any):

@@ -149,6 +149,16 @@ def test_no_deprecated_spelling_is_kept(capsys, argv, flag):
     assert fails(capsys, argv).startswith(f"arguments: '{flag}")
 
 
+def test_no_hidden_flag_alias_or_second_spelling():
+    sub = build_parser()._subparsers._group_actions[0]
+    assert tuple(sub.choices) == COMMANDS  # no alias of a verb
+    assert [a.dest for a in sub._choices_actions] == list(COMMANDS)  # every verb listed
+    for verb, parser in sub.choices.items():
+        for action in parser._actions:
+            assert action.help != argparse.SUPPRESS, (verb, action.option_strings)
+            assert len([o for o in action.option_strings if o.startswith("--")]) <= 1, (verb, action.option_strings)
+
+
 @pytest.mark.parametrize("verb", COMMANDS)
 def test_every_verb_leads_with_its_question_and_shows_two_examples(verb):
     sub = build_parser()._subparsers._group_actions[0].choices[verb]

@@ -220,13 +220,11 @@ def add_set(p: argparse.ArgumentParser) -> None:
                         "cluster.nodes=4 --set 'sweep.bucket_cap_mb=[null, 10, 50]' (dotted key, YAML value; repeatable)")
 
 
-def add_verb(subparsers: Any, name: str, *, help: str | None, description: str, epilog: str,
-             aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
+def add_verb(subparsers: Any, name: str, *, help: str, description: str, epilog: str) -> argparse.ArgumentParser:
     """A subcommand parser: ``description`` leads with the question the verb answers, ``epilog``
-    holds its runnable examples (kept as written). ``help=None`` hides it from the listing."""
-    kw: dict[str, Any] = {} if help is None else {"help": help}
-    return subparsers.add_parser(name, description=description, epilog=epilog, aliases=list(aliases),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+    holds its runnable examples (kept as written). Every verb is listed under its one name."""
+    return subparsers.add_parser(name, help=help, description=description, epilog=epilog,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def require_torch(verb: str) -> None:

@@ -18,8 +18,7 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError, cut, shorten
 from ddpsim.units import (MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_NODES, MAX_SEED, MAX_THREADS,  # noqa: F401 (the verbs
                           MAX_WORLD_SIZE)  # import them from here: one table of bounds, in units)
-from ddpsim.units import (CAP_LIST_EXPECTED, LIST_POINT_PREFIX, NOT_GIVEN, parse_cap_list,  # noqa: F401  (re-exported;
-                          parse_cap_point, parse_cap_value)  # they live low, for the executor)
+from ddpsim.units import parse_cap_point, parse_cap_value  # noqa: F401  (the verbs import them from here)
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +133,6 @@ def from_parser(fn: Callable[[str], Any]) -> Callable[[str], Any]:
 def lower(text: str) -> str:
     """A ``type=`` for case-insensitive ``choices=``."""
     return str(text).strip().lower()
-
-
-def bucket_cap_mb_list(text: str) -> tuple[float, ...]:
-    """``--bucket-cap-mb-list X,Y,...``: MiB limits, each a finite number > 0, no empty item."""
-    return from_parser(lambda t: parse_cap_list(t, "--bucket-cap-mb-list"))(text)
 
 
 def output_file(text: str) -> str:

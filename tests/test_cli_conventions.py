@@ -159,6 +159,34 @@ def test_no_hidden_flag_alias_or_second_spelling():
             assert len([o for o in action.option_strings if o.startswith("--")]) <= 1, (verb, action.option_strings)
 
 
+#: every verb's long flags: the command line is frozen (a new knob is a scenario key set with
+#: --set, or a --set key of trace/retime); adding a flag means editing this on purpose
+FLAGS = {
+    "run": "--out-dir --jobs --set --no-plots --quiet --method-error",
+    "sweep": "--trace --topology --nodes --world-size --calibration --set --bucket-cap-mb --jobs --out-dir --format --quiet",
+    "simulate": "--trace --topology --nodes --world-size --calibration --set --format",
+    "plan": "--bucket-cap-mb --options --plan --format --out",
+    "collectives": "--topology --nodes --set --ranks --sizes --calibration --algorithm --protocol --collective --format "
+                   "--catalogue",
+    "topology": "--list --catalogue --nodes --set --draw --format",
+    "trace": "--list-models --model --device --batch-size --iterations --warmup --out --from-profile --num-threads --set "
+             "--seed --no-hook-overhead --compiled-graph --graph-into --derive-depth-from",
+    "retime": "--gpu --out --batch-size --set --catalogue",
+    "validate": "--calibration --caps --repeats --iterations --warmup --out-dir --timeout-s --quiet --reanalyze "
+                "--num-threads --no-bucket-timing --scenario-trace --launch --method-error --no-plots",
+    "compare": "--model --scenario --name --out-dir --no-plots",
+    "explore": "--out-dir --jobs --ray --cluster --set --no-plots --quiet",
+}
+
+
+def test_the_flag_set_is_frozen():
+    sub = build_parser()._subparsers._group_actions[0]
+    flags = {verb: [o for a in p._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+             for verb, p in sub.choices.items()}
+    assert {verb: " ".join(f) for verb, f in flags.items()} == FLAGS
+    assert sum(len(f) for f in flags.values()) <= 100
+
+
 @pytest.mark.parametrize("verb", COMMANDS)
 def test_every_verb_leads_with_its_question_and_shows_two_examples(verb):
     sub = build_parser()._subparsers._group_actions[0].choices[verb]

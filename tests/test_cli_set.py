@@ -3,7 +3,8 @@
 every section model it nests), so a key added to the schema is covered without a new flag.
 
 The oracle: the mapping the scenario's schema is handed holds the value ``--set`` gave, at the
-dotted key's place, and nothing else moved. A value the schema refuses is named by its key."""
+dotted key's place, and nothing else moved; a key a flag on the same line sets (sweep's and
+simulate's --trace) is refused, one owner per key. A value the schema refuses is named by its key."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 
 import ddpsim.pipeline.explore as explore_module
 import ddpsim.pipeline.scenario as scenario_module
+from ddpsim.cli.args import SCENARIO_FLAGS
 from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.pipeline.scenario_schema import ScenarioFile
@@ -24,8 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MLP = str(ROOT / "traces" / "mlp.cpu.json")
 
 #: verb -> the argv before the --set items (explore's scenario has an explore block)
-VERBS = {"run": ["run", "cpu-gloo-mlp"], "sweep": ["sweep", "--trace", MLP],
-         "simulate": ["simulate", "--trace", MLP, "--topology", "cpu-gloo"],
+VERBS = {"run": ["run", "cpu-gloo-mlp"], "sweep": ["sweep", "--trace", MLP], "simulate": ["simulate", "--trace", MLP, "--world-size", "2"],
          "explore": ["explore", "gpt2-1.5b-design-space"]}
 
 
@@ -114,9 +115,13 @@ def test_every_scenario_key_is_reachable_by_set(verb, handed, capsys):
     assert main(argv) == 2 and capsys.readouterr().err == "ddpsim: error: handed over\n"
     base = handed.pop()
     missed = []
+    owned = {k: f for k, f in SCENARIO_FLAGS.items() if f in argv}  # keys a flag on the line sets: its own
     for key in scenario_keys():
         value = f"set-{key}"
         assert main([*argv, "--set", f"{key}={value}"]) == 2
+        if key in owned:
+            assert capsys.readouterr().err.startswith(f"ddpsim: error: --set {key}: not accepted with {owned[key]} ")
+            continue
         assert capsys.readouterr().err == "ddpsim: error: handed over\n"
         data = handed.pop()
         if _get(data, key) != value:
@@ -129,7 +134,37 @@ def test_every_scenario_key_is_reachable_by_set(verb, handed, capsys):
 
 @pytest.mark.parametrize("verb", VERBS)
 def test_a_value_the_schema_refuses_names_its_key(verb, capsys):
-    argv = [*VERBS[verb], "--set", "simulation.interference.comm_slowdown=fast"]
+    argv = [*VERBS[verb], *(["--topology", "cpu-gloo"] if verb == "simulate" else []),
+            "--set", "simulation.interference.comm_slowdown=fast"]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "simulation.interference.comm_slowdown: 'fast' is not accepted; expected" in err
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["sweep", "--trace", MLP, "--nodes", "2", "--set", "cluster.nodes=4"],
+     "--set cluster.nodes: not accepted with --nodes (both set cluster.nodes); expected one of the two"),
+    (["simulate", "--trace", MLP, "--topology", "cpu-gloo", "--set", "cluster={topology: dgx-a100}"],
+     "--set cluster: not accepted with --topology (both set cluster.topology); expected one of the two"),
+    (["simulate", "--trace", MLP, "--world-size", "2", "--set", "world_size=4"],
+     "--set world_size: not accepted with --world-size (both set world_size); expected one of the two"),
+    (["sweep", "--trace", MLP, "--bucket-cap-mb", "1", "--set", "sweep={bucket_cap_mb: [5]}"],
+     "--set sweep: not accepted with --bucket-cap-mb (both set sweep.bucket_cap_mb); expected one of the two"),
+])
+def test_a_key_has_one_owner_on_a_command_line(argv, line, capsys):
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"ddpsim: error: {line}\n"
+
+
+def test_a_flag_not_given_leaves_its_key_to_set(handed, capsys):
+    """The flags' defaults (topology, nodes; simulate's 2 ranks without a topology) apply only
+    where --set does not give the key: a topology set with --set counts its devices."""
+    for argv, cluster, world_size in (
+            (["sweep", "--trace", MLP], {"topology": "cpu-gloo", "nodes": 1}, None),
+            (["sweep", "--trace", MLP, "--set", "cluster.nodes=3"], {"topology": "cpu-gloo", "nodes": 3}, None),
+            (["simulate", "--trace", MLP], {"topology": None, "nodes": 1}, 2),
+            (["simulate", "--trace", MLP, "--set", "cluster.topology=dgx-a100"], {"topology": "dgx-a100", "nodes": 1}, None),
+            (["simulate", "--trace", MLP, "--topology", "dgx-a100", "--nodes", "2"], {"topology": "dgx-a100", "nodes": 2}, None)):
+        assert main(argv) == 2 and capsys.readouterr().err == "ddpsim: error: handed over\n"
+        data = handed.pop()
+        assert (data["cluster"], data["world_size"]) == (cluster, world_size), argv

@@ -87,16 +87,9 @@ DEFAULT_CAPS = (None, 1, 5, 25, 100)
 
 def build_scenario(args: argparse.Namespace):
     """The scenario of the parsed flags (:func:`ddpsim.cli.args.scenario_from_cli`): the swept caps
-    of --bucket-cap-mb (else :data:`DEFAULT_CAPS`), every other key from --set; InputError when
-    --set names the sweep's caps beside --bucket-cap-mb."""
+    of --bucket-cap-mb (else :data:`DEFAULT_CAPS`), every other key from --set."""
     from ddpsim.cli.args import scenario_from_cli
 
-    if args.bucket_cap_mb is not None:
-        for item in args.overrides:
-            key = item.partition("=")[0].strip()
-            if key in ("sweep", "sweep.bucket_cap_mb"):
-                raise InputError(f"--set {key}: not accepted with --bucket-cap-mb (both set sweep.bucket_cap_mb); "
-                                 "expected one of the two")
     caps = list(DEFAULT_CAPS) if args.bucket_cap_mb is None else args.bucket_cap_mb
     return scenario_from_cli(args, "ddpsim sweep", sweep={"bucket_cap_mb": caps})
 

@@ -39,7 +39,7 @@ SET_HELP = ("repeatable; the workload: seq_len (a token model's; default: the tr
             "cuda_core_efficiency (fp32 on CUDA cores, 0.83), tf32_efficiency (0.36), memory_efficiency (HBM, 0.75), "
             "unaligned_gemm_efficiency (0.126), min_kernel_s (4e-6), host_forward_s_per_op / host_backward_s_per_op / "
             "host_optimizer_s_per_op (38.5e-6, 39e-6, 46e-6; 0 for a host that never makes the GPU wait), "
-            "host_s_per_tensor (2.3e-6)")
+            "host_s_per_tensor (2.3e-6), and every other field of ddpsim.trace.retime.RooflineAssumptions")
 
 
 def retime_keys() -> dict[str, Any]:

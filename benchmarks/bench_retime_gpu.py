@@ -104,10 +104,10 @@ def cpu_trace(model: str, env: dict, tmp: Path) -> Path:
     shape = []
     if env.get("seq_len"):
         seq = env["seq_len"] if model.startswith("zoo:") else min(env["seq_len"], 64)
-        shape = ["--seq-len", str(seq)]
+        shape = ["--set", f"seq_len={seq}"]
     elif env.get("input_shape"):
-        shape = ["--input-shape", ",".join(str(d) for d in env["input_shape"][1:])]
-    out = tmp / f"{model.replace(':', '_')}{''.join('.' + v for v in shape[1:])}.cpu.json"
+        shape = ["--set", "input_shape=" + ",".join(str(d) for d in env["input_shape"][1:])]
+    out = tmp / f"{model.replace(':', '_')}{''.join('.' + v.split('=')[1] for v in shape[1:])}.cpu.json"
     if out.exists():  # captured for an earlier trace of the same model and input
         return out
     cmd = [sys.executable, "-m", "ddpsim", "trace", "--model", model, "--batch-size", "1", "--iterations", "1",

@@ -20,10 +20,10 @@ trace() {  # trace SECONDS MODEL ARGS...
   step "$limit" "trace-$model" python3 -m ddpsim trace --device cuda --model "$model" --iterations 10 --warmup 3 \
     --out "$cap/$model.measured.$tag.json" "$@"
 }
-trace 120 gpt2-124m --batch-size 16 --seq-len 1024 --autocast bf16
-trace 120 resnet50 --batch-size 64 --input-shape 3,224,224 --autocast bf16
-trace 120 bert-base --batch-size 32 --seq-len 128 --autocast bf16
-step 60 trace-resnet50-fp32 python3 -m ddpsim trace --device cuda --model resnet50 --batch-size 32 --input-shape 3,224,224 \
+trace 120 gpt2-124m --batch-size 16 --set seq_len=1024 --set autocast=bf16
+trace 120 resnet50 --batch-size 64 --set input_shape=3,224,224 --set autocast=bf16
+trace 120 bert-base --batch-size 32 --set seq_len=128 --set autocast=bf16
+step 60 trace-resnet50-fp32 python3 -m ddpsim trace --device cuda --model resnet50 --batch-size 32 --set input_shape=3,224,224 \
   --iterations 10 --warmup 3 --out "$cap/resnet50.fp32-b32.measured.$tag.json"
 
 profile() {  # profile SECONDS MODEL ARGS...
@@ -35,6 +35,6 @@ profile 120 resnet50 --batch-size 64 --autocast bf16
 profile 120 gpt2-124m --batch-size 16 --model-arg seq_len=1024 --autocast bf16
 profile 120 bert-base --batch-size 32 --model-arg seq_len=128 --autocast bf16
 
-trace 200 gpt2-1.5b --batch-size 8 --seq-len 1024 --autocast bf16 --iterations 5 --warmup 2
+trace 200 gpt2-1.5b --batch-size 8 --set seq_len=1024 --set autocast=bf16 --iterations 5 --warmup 2
 
 pack

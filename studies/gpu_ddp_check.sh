@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED=1
 check() {  # check MODEL BATCH SEQ
   local model=$1 batch=$2 seq=$3 t0=$SECONDS
   local extra=() margs=()
-  if [ "$seq" != - ]; then extra=(--seq-len "$seq"); margs=(--model-arg "seq_len=$seq"); else extra=(--input-shape 3,224,224); fi
+  if [ "$seq" != - ]; then extra=(--set "seq_len=$seq"); margs=(--model-arg "seq_len=$seq"); else extra=(--set input_shape=3,224,224); fi
   timeout 150 python3 -m ddpsim trace --device cuda --model "$model" --batch-size "$batch" "${extra[@]}" \
     --iterations 10 --warmup 3 --out "$out/$model.fp32.measured.$tag.json" >"$out/trace-$model.log" 2>&1
   echo "== trace $model: rc $? in $((SECONDS - t0)) s"; tail -n 2 "$out/trace-$model.log"

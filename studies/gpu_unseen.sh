@@ -20,14 +20,14 @@ trace() {  # trace SECONDS FILE_STEM MODEL ARGS...
   step "$limit" "trace-$stem" python3 -m ddpsim trace --device cuda --model "$model" --iterations 10 --warmup 3 \
     --out "$cap/$stem.measured.$tag.json" "$@"
 }
-trace 90 gpt2-350m.b4-s512 gpt2-350m --batch-size 4 --seq-len 512 --autocast bf16
+trace 90 gpt2-350m.b4-s512 gpt2-350m --batch-size 4 --set seq_len=512 --set autocast=bf16
 trace 60 mlp mlp --batch-size 32
-trace 60 transformer_encoder.b64 zoo:transformer_encoder --batch-size 64 --autocast bf16
-trace 60 transformer_seq2seq.b64 zoo:transformer_seq2seq --batch-size 64 --autocast bf16
-trace 60 tied_lm.b64 zoo:tied_lm --batch-size 64 --autocast bf16
-trace 60 branchy_mlp zoo:branchy_mlp --batch-size 256 --autocast bf16
-trace 60 vit_small.b64 zoo:vit_small --batch-size 64 --autocast bf16
-trace 60 resnet18.b64 zoo:resnet18 --batch-size 64 --input-shape 3,224,224 --autocast bf16
+trace 60 transformer_encoder.b64 zoo:transformer_encoder --batch-size 64 --set autocast=bf16
+trace 60 transformer_seq2seq.b64 zoo:transformer_seq2seq --batch-size 64 --set autocast=bf16
+trace 60 tied_lm.b64 zoo:tied_lm --batch-size 64 --set autocast=bf16
+trace 60 branchy_mlp zoo:branchy_mlp --batch-size 256 --set autocast=bf16
+trace 60 vit_small.b64 zoo:vit_small --batch-size 64 --set autocast=bf16
+trace 60 resnet18.b64 zoo:resnet18 --batch-size 64 --set input_shape=3,224,224 --set autocast=bf16
 
 step 120 profile-gpt2-350m torchrun --nproc-per-node 1 -m executor profile --model gpt2-350m --batch-size 4 \
   --model-arg seq_len=512 --autocast bf16 --warmup 5 --active 3 --out-dir "$cap/gpt2-350m-1x$tag"

@@ -11,7 +11,7 @@ For every whole-zoo run (``<run>/zoo-*/zoo.json``):
 
 * **leave one model out, same run**: each model's wall-clock intervals joined with the
   split-conformal band of the OTHER models' residuals (measured / predicted - 1) of the same run
-  -- what ``ddpsim zoo`` scores; beside it the noise interval alone and the band alone;
+  -- what ``ddpsim validate zoo`` scores; beside it the noise interval alone and the band alone;
 * **across runs**: the band of run A's residuals (the model itself left out) joined with run B's
   intervals -- residuals measured at another moment, with another calibration, as a user who
   reuses a zoo run's ``method_error.json`` would have them;

@@ -5,7 +5,7 @@ One command, prints figures; no assertions::
     python studies/stability.py                   # the whole-zoo runs under reports/zoo, raw runs unpacked
     python studies/stability.py --zoo-runs reports/zoo/quiet reports/zoo/lanes --calibration cal.json
 
-``ddpsim zoo``'s stability column compares the predictions from each round's capture
+``ddpsim validate zoo``'s stability column compares the predictions from each round's capture
 alone (20 iterations: a capture that lands in a slow spell of the host moves it). What a user
 compares is two validations: each predicts from its rounds' captures pooled. Every whole-zoo
 run (``<run>/zoo/zoo-<model>/validation/trace.concurrent.json``, captured on its own day and

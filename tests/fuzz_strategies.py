@@ -628,15 +628,19 @@ POOLS: dict[str, tuple[str, ...]] = {
     "zoo_models": ("tied_lm", "", ",", "nope", "x" * LONG), "models": ("tied_lm", "", ",", "nope", "x" * LONG),
     "input_shape": ("256", "3,224,224", "", "0", "-1", f"1,{2 ** 70}", "x", "1e3", ","),
     "input_dtype": ("float32", "x", "", "int8", "float64"), "launch": ("point", "round", "x", ""),
+    "model_set": ("seq_len=8", "n_layer=0", "input_shape=3,224,224", "input_shape=,", "autocast=bf16", "dtype=float64",
+                  "input_dtype=int8", "seq_len=", "x", "", "=1"),
+    "assume": ("compute_efficiency=0.5", "channels_last=true", "channels_last=2", "min_kernel_s=nan", "seq_len=64",
+               "autocast=fp8", "x=1", "", "="),
 }
 SWEEP_CAPS = ("default,1", "1:200:3", "default", "", "1:200:0", "200:1:3", f"1:200:{2 ** 70}", "nan:1:3", "0:1:3",
               "1:1e308:3", "1:200:3.5", ":::", "default,default", "-1", "1e308", "x")
 FLOAT_DESTS = ("latency_us", "bandwidth_gbps", "copy_bandwidth_gbps", "compute_efficiency", "memory_efficiency",
                "min_kernel_us", "timeout_s")
 #: verbs that run real DDP (minutes): only with --reanalyze, which runs nothing
-RUNS_REAL = ("validate", "zoo")
+RUNS_REAL = ("validate",)
 #: flags given on every input of a verb (fast and contained), when the verb has them
-ALWAYS = {"run": ("--no-plots", "--quiet"), "validate": ("--reanalyze", "--no-plots"), "zoo": ("--reanalyze", "--no-plots"),
+ALWAYS = {"run": ("--no-plots", "--quiet"), "validate": ("--reanalyze", "--no-plots"),
           "trace": ("--no-hook-overhead",)}
 #: flags with a value given on every input of a verb: --jobs keeps worker processes out of the
 #: test process; 'run' without a scenario runs the default one (seconds of CPU); 'simulate'

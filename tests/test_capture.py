@@ -169,8 +169,9 @@ def test_cli_errors_exit_2(tmp_path, capsys, argv, match):
 
 def test_cli_bad_shape_is_usage_error():
     r = subprocess.run([sys.executable, "-m", "ddpsim", "trace", "--model", "mlp", "--batch-size", "2",
-                        "--input-shape", "3,x", "--out", "x.json"], capture_output=True, text=True)
+                        "--set", "input_shape=3,x", "--out", "x.json"], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.startswith("ddpsim: error: --set input_shape: '3,x' is not accepted; expected 1 to 8 ")
 
 
 def test_derive_depth_gpt2():

@@ -99,7 +99,7 @@ def test_batch_size_defaults_to_the_examples(tmp_path, factories, capsys):
 
 
 def test_dtype_flag_still_casts(tmp_path, factories, capsys):
-    rc, t = trace_cli(tmp_path, "--model", "h1fac:mixed", "--dtype", "float32", "--batch-size", "2")
+    rc, t = trace_cli(tmp_path, "--model", "h1fac:mixed", "--set", "dtype=float32", "--batch-size", "2")
     assert rc == 0
     assert [p["dtype"] for p in t["params"]] == ["float32"] * 4 and t["environment"]["dtype"] == "float32"
     assert t["environment"]["batch_size"] == 2

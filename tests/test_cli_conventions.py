@@ -1,5 +1,5 @@
 """The CLI's conventions (ddpsim/cli/): typed flags with bounds, argparse's own errors in the one-line
-format with exit 2, modes as verbs with hidden deprecated spellings, scenario dicts from flags in the
+format with exit 2, no deprecated spelling, hidden flag or alias, scenario dicts from flags in the
 scenario's key names, logging instead of prints, tqdm's bar off a terminal, figures outside pyplot,
 and the verbs that run without PyTorch."""
 
@@ -67,7 +67,22 @@ def fails(capsys, argv):
      "hardware catalogue)"),
     (["retime", MLP, "--gpu", "h100", "--out", "x.json", "--set", "compute_efficiency=1.5"],
      "--set compute_efficiency: 1.5 is not accepted; expected a number in (0, 1]"),
+    (["trace", "--model", "mlp", "--set", "seq_len=x", "--out", "x.json"],
+     "--set seq_len: 'x' is not accepted; expected an integer in [1, 1048576]"),
+    (["trace", "--model", "mlp", "--set", "autocast=fp8", "--out", "x.json"],
+     "--set autocast: 'fp8' is not accepted; expected one of bf16, fp16, none"),
+    (["trace", "--model", "mlp", "--set", "seq-len=8", "--out", "x.json"],
+     "--set: 'seq-len=8' is not accepted; expected KEY=VALUE with KEY one of dtype, autocast, optimizer, seq_len, "
+     "n_layer, input_shape, input_dtype"),
+    (["retime", MLP, "--gpu", "h100", "--out", "x.json", "--set", "channels_last=yes"],
+     "--set channels_last: 'yes' is not accepted; expected true or false"),
     (["validate", "--launch", "batch"], "--launch: 'batch' is not accepted; expected one of round, point"),
+    (["validate", "zoo", "--launch", "round"], "--launch: 'round' is not accepted with SCENARIO 'zoo'; expected it only "
+     "with a scenario (the zoo runs each model its own way and writes its own method_error.json)"),
+    (["validate", "zoo:tied_lm", "--no-plots"], "--no-plots: True is not accepted with SCENARIO 'zoo:tied_lm'; expected "
+     "it only with a scenario (the zoo runs each model its own way and writes its own method_error.json)"),
+    (["validate", "zoo:,"], "SCENARIO: 'zoo:,' is not accepted; expected zoo or zoo:NAME,NAME,... (names from 'ddpsim "
+     "trace --list-models')"),
     (["validate", "--timeout-s", "-1"], "--timeout-s: '-1' is not accepted; expected a finite number > 0 and <= 604800"),
     (["plan", MLP, "--options", '{"semantics": "old"}'], "--options semantics: 'old' is not accepted; expected 'modern' or 'legacy'"),
     (["plan", MLP, "--bucket-cap-mb"], "--bucket-cap-mb: no value given; expected one value"),
@@ -90,11 +105,16 @@ def test_defects_refused_with_one_line(capsys, tmp_path):
         "--bucket-cap-mb: '1,,5' is not accepted; expected numbers of MiB > 0 or 'default', comma-separated, no empty item"
     assert fails(capsys, ["plan", MLP, "--options", '{"bucket_cap_mb_list": [1, null, 5]}']).startswith(
         "--options bucket_cap_mb_list: ")
-    # a log range of a billion points: refused with its bound, before any list is built
+    # a log range of a billion points: refused with the scenario's bound, before any list is built
     assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:1e9"]) == \
         ("--bucket-cap-mb: '1:200:1e9' is not accepted; expected MIN:MAX:POINTS with 0 < MIN <= MAX finite and "
-         "1 <= POINTS <= 1000 (e.g. 1:200:12)")
-    assert "1 <= POINTS <= 1000" in fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:1001"])
+         "1 <= POINTS <= 10000 (e.g. 1:200:12)")
+    assert "1 <= POINTS <= 10000" in fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:10001"])
+    # a cap the scenario refuses: named by the flag; the flag and --set of its key together: refused
+    assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1,2000000"]).startswith(
+        "--bucket-cap-mb[1]: 2000000 is not accepted; expected a number > 0")
+    assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1", "--set", "sweep.bucket_cap_mb=[5]"]) == \
+        "--set sweep.bucket_cap_mb: not accepted with --bucket-cap-mb (both set sweep.bucket_cap_mb); expected one of the two"
     assert "0 < MIN <= MAX" in fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "200:1:5"])
 
 
@@ -129,16 +149,72 @@ def test_no_deprecated_spelling_is_kept(capsys, argv, flag):
     assert fails(capsys, argv).startswith(f"arguments: '{flag}")
 
 
-VERBS = ("run", "sweep", "simulate", "plan", "collectives", "topology", "trace", "retime", "validate", "zoo")
+def test_no_hidden_flag_alias_or_second_spelling():
+    sub = build_parser()._subparsers._group_actions[0]
+    assert tuple(sub.choices) == COMMANDS  # no alias of a verb
+    assert [a.dest for a in sub._choices_actions] == list(COMMANDS)  # every verb listed
+    for verb, parser in sub.choices.items():
+        for action in parser._actions:
+            assert action.help != argparse.SUPPRESS, (verb, action.option_strings)
+            assert len([o for o in action.option_strings if o.startswith("--")]) <= 1, (verb, action.option_strings)
 
 
-@pytest.mark.parametrize("verb", VERBS)
+#: every verb's long flags: the command line is frozen (a new knob is a scenario key set with
+#: --set, or a --set key of trace/retime); adding a flag means editing this on purpose
+FLAGS = {
+    "run": "--out-dir --jobs --set --no-plots --quiet --method-error",
+    "sweep": "--trace --topology --nodes --world-size --calibration --set --bucket-cap-mb --jobs --out-dir --format --quiet",
+    "simulate": "--trace --topology --nodes --world-size --calibration --set --format",
+    "plan": "--bucket-cap-mb --options --plan --format --out",
+    "collectives": "--topology --nodes --set --ranks --sizes --calibration --algorithm --protocol --collective --format "
+                   "--catalogue",
+    "topology": "--list --catalogue --nodes --set --draw --format",
+    "trace": "--list-models --model --device --batch-size --iterations --warmup --out --from-profile --num-threads --set "
+             "--seed --no-hook-overhead --compiled-graph --graph-into --derive-depth-from",
+    "retime": "--gpu --out --batch-size --set --catalogue",
+    "validate": "--calibration --caps --repeats --iterations --warmup --out-dir --timeout-s --quiet --reanalyze "
+                "--num-threads --no-bucket-timing --scenario-trace --launch --method-error --no-plots",
+    "compare": "--model --scenario --name --out-dir --no-plots",
+    "explore": "--out-dir --jobs --ray --cluster --set --no-plots --quiet",
+}
+
+
+def test_the_flag_set_is_frozen():
+    sub = build_parser()._subparsers._group_actions[0]
+    flags = {verb: [o for a in p._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+             for verb, p in sub.choices.items()}
+    assert {verb: " ".join(f) for verb, f in flags.items()} == FLAGS
+    assert sum(len(f) for f in flags.values()) <= 100
+
+
+@pytest.mark.parametrize("verb", COMMANDS)
 def test_every_verb_leads_with_its_question_and_shows_two_examples(verb):
     sub = build_parser()._subparsers._group_actions[0].choices[verb]
     assert sub.description.splitlines()[0].endswith("?")
     assert isinstance(sub.formatter_class, type) and issubclass(sub.formatter_class, argparse.RawDescriptionHelpFormatter)
     examples = [ln for ln in sub.epilog.splitlines() if ln.startswith(f"  ddpsim {verb} ")]
     assert len(examples) == 2, sub.epilog
+
+
+def test_trace_set_keys_reach_the_capture_and_its_recorded_command():
+    from ddpsim.cli import trace
+
+    args = build_parser().parse_args(["trace", "--model", "gpt2-124m", "--batch-size", "2", "--set", "seq_len=64",
+                                      "--set", "input_shape=3,8", "--set", "autocast=BF16", "--set", "seq_len=32",
+                                      "--out", "t.json"])
+    trace.apply_model_set(args)
+    assert (args.seq_len, args.input_shape, args.autocast, args.n_layer, args.dtype) == (32, (3, 8), "bf16", None, None)
+    assert trace._model_kwargs(args) == {"seq_len": 32}
+    assert trace._command(args).endswith("--seed 0 --set autocast=bf16 --set seq_len=32 --set input_shape=3,8")
+
+
+def test_retime_set_splits_the_workload_from_the_roofline():
+    from ddpsim.cli import retime
+
+    args = build_parser().parse_args(["retime", MLP, "--gpu", "h100", "--out", "x.json", "--set", "seq_len=128",
+                                      "--set", "channels_last=true", "--set", "min_kernel_s=5e-6"])
+    workload, assumptions = retime.parse_set(args)
+    assert workload == {"seq_len": 128, "channels_last": True} and assumptions.min_kernel_s == 5e-6
 
 
 def test_flags_build_the_scenario_keys_of_the_scenario_file(monkeypatch):
@@ -229,7 +305,7 @@ def _notorch(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 def test_torch_verbs_say_they_need_pytorch_in_one_line(tmp_path):
     for argv in (["trace", "--model", "mlp", "--batch-size", "2", "--out", str(tmp_path / "t.json")],
                  ["retime", MLP, "--gpu", "h100", "--out", str(tmp_path / "r.json")],
-                 ["validate", "default"], ["zoo", "--models", "tied_lm"]):
+                 ["validate", "default"], ["validate", "zoo:tied_lm"]):
         r = _notorch(*argv)
         assert r.returncode == 2 and r.stdout == "", r.stderr
         assert r.stderr.startswith(f"ddpsim: error: {argv[0]} needs PyTorch: pip install \"ddpsim[capture]\" "

@@ -221,11 +221,11 @@ def test_cli_retime_channels_last_and_efficiencies(tmp_path, capsys):
 
     out = tmp_path / "r.json"
     assert main(["retime", str(ROOT / "traces/resnet50.cpu.json"), "--gpu", "v100", "--batch-size", "2",
-                 "--channels-last", "--set", "cuda_core_efficiency=0.5", "--set", "tf32_efficiency=0.4", "--out", str(out)]) == 0
+                 "--set", "channels_last=true", "--set", "cuda_core_efficiency=0.5", "--set", "tf32_efficiency=0.4", "--out", str(out)]) == 0
     from ddpsim.trace.records import load_trace
 
     tr = load_trace(out)
-    assert tr.command.endswith("--gpu v100 --batch-size 2 --channels-last --set cuda_core_efficiency=0.5 "
+    assert tr.command.endswith("--gpu v100 --batch-size 2 --set channels_last=true --set cuda_core_efficiency=0.5 "
                                "--set tf32_efficiency=0.4 --out " + str(out))
     assert tr.synthetic["assumptions"]["cuda_core_efficiency"] == 0.5 and tr.synthetic["assumptions"]["tf32_efficiency"] == 0.4
     assert tr.environment["memory_format"] == "channels_last"

@@ -132,8 +132,8 @@ def test_zoo_scores_each_model_with_the_other_models_band(tmp_path):
 
 
 def test_cli_method_error_refusals(tmp_path, capsys):
-    assert main(["zoo", "--method-error", str(tmp_path / "x.json")]) == 2  # the zoo writes its own
-    assert "--method-error" in capsys.readouterr().err
+    assert main(["validate", "zoo", "--method-error", str(tmp_path / "x.json")]) == 2  # the zoo writes its own
+    assert capsys.readouterr().err.startswith("ddpsim: error: --method-error: ")
     assert main(["validate", "cpu-gloo-mlp", "--reanalyze", "--out-dir", str(tmp_path),
                  "--method-error", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -104,7 +104,7 @@ def test_a_2021_format_profile_with_steps_16_to_18_imports_as_todays(tmp_path):
 
 def test_a_factory_returning_a_bare_module_needs_no_input_shape(tmp_path, capsys):
     """``--model package.module:factory`` with ``--from-profile`` (as ``torchvision.models:resnet18``)
-    names the parameters without ``--input-shape``, which ``--from-profile`` refuses beside it:
+    names the parameters without ``--set input_shape``, which ``--from-profile`` refuses beside it:
     only the factory's parameters are read."""
     from ddpsim.cli.main import main
     from ddpsim.trace.records import load_trace

@@ -434,6 +434,8 @@ def test_a_factory_whose_parameters_do_not_match(capsys, tmp_path, monkeypatch):
 def test_capture_flags_are_refused_beside_from_profile(capsys, tmp_path):
     assert _import_fails(capsys, tmp_path, A100, "--batch-size", "32") == (
         "--batch-size: 32 is not accepted with --from-profile; expected only --model, --seed and --out (the profile holds the rest)")
+    assert _import_fails(capsys, tmp_path, A100, "--set", "seq_len=64").startswith(
+        "--set seq_len: 64 is not accepted with --from-profile; expected only --model")
 
 
 

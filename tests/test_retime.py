@@ -230,7 +230,7 @@ def test_cli_retime(tmp_path, capsys):
     src = tmp_path / "mlp.json"
     assert main(["trace", "--model", "mlp", "--batch-size", "4", "--iterations", "1", "--warmup", "0", "--no-hook-overhead", "--out", str(src)]) == 0
     out = tmp_path / "mlp.h100.json"
-    assert main(["retime", str(src), "--gpu", "h100", "--batch-size", "256", "--autocast", "bf16", "--out", str(out)]) == 0
+    assert main(["retime", str(src), "--gpu", "h100", "--batch-size", "256", "--set", "autocast=bf16", "--out", str(out)]) == 0
     tr = load_trace(out)
     assert tr.synthetic["kind"] == "retimed" and tr.environment["batch_size"] == 256 and tr.environment["autocast"] == "bf16"
     assert tr.environment["retimed_from"]["device"] == "cpu"
@@ -241,7 +241,7 @@ def test_cli_retime(tmp_path, capsys):
     assert main(["retime", str(src), "--gpu", "tpu", "--out", str(out)]) == 2
     assert "--gpu: 'tpu' is not accepted" in capsys.readouterr().err
     assert main(["retime", str(src), "--gpu", "h100", "--set", "host_per_op=1", "--out", str(out)]) == 2
-    assert "--set: 'host_per_op=1' is not accepted; expected FIELD=VALUE with FIELD one of" in capsys.readouterr().err
+    assert "--set: 'host_per_op=1' is not accepted; expected KEY=VALUE with KEY one of" in capsys.readouterr().err
     assert main(["retime", str(src), "--gpu", "h100", "--set", "host_s_per_tensor=x", "--out", str(out)]) == 2
     assert "--set host_s_per_tensor: 'x' is not accepted; expected a number" in capsys.readouterr().err
     zero = [x for f in ("host_forward_s_per_op", "host_backward_s_per_op", "host_optimizer_s_per_op", "host_s_per_tensor")

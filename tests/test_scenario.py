@@ -122,7 +122,7 @@ def test_latency_bandwidth_cluster_and_copy_bandwidth(tmp_path, tiny_trace_file)
 
 
 def test_explicit_plan_key(tmp_path, tiny_trace_file):
-    """``plan: FILE`` replaces DDP's buckets at every point (``ddpsim simulate --plan``)."""
+    """``plan: FILE`` replaces DDP's buckets at every point (``ddpsim simulate --set plan=FILE``)."""
     import json
 
     from ddpsim.plan.planner import explicit_plan

@@ -161,7 +161,7 @@ def test_zoo_bad_input(tmp_path):
 
 
 def test_zoo_cli_flags(capsys):
-    assert main(["zoo", "--repeats", "0"]) == 2
+    assert main(["validate", "zoo", "--repeats", "0"]) == 2
     assert capsys.readouterr().err == ("ddpsim: error: --repeats: 0 is not accepted; expected an integer in [1, 1000]\n")
 
 
@@ -170,7 +170,7 @@ def test_zoo_verb_runs_the_driver(tmp_path, monkeypatch, capsys):
 
     asked = []
     monkeypatch.setattr(zd, "run_zoo", lambda **kw: asked.append(kw) or {"rows": [], "out": tmp_path / "zoo"})
-    assert main(["zoo", "--models", "tied_lm, resnet18", "--caps", "5,25", "--repeats", "2", "--out-dir", str(tmp_path),
+    assert main(["validate", "zoo:tied_lm, resnet18", "--caps", "5,25", "--repeats", "2", "--out-dir", str(tmp_path),
                  "--quiet"]) == 0
     assert asked[0]["models"] == ["tied_lm", "resnet18"] and asked[0]["caps"] == [5, 25] and asked[0]["repeats"] == 2
     assert asked[0]["iterations"] == 20 and asked[0]["warmup"] == 5 and not asked[0]["reanalyze"]

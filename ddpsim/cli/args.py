@@ -18,15 +18,13 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError, cut, shorten
 from ddpsim.units import (MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_NODES, MAX_SEED, MAX_THREADS,  # noqa: F401 (the verbs
                           MAX_WORLD_SIZE)  # import them from here: one table of bounds, in units)
-from ddpsim.units import (CAP_LIST_EXPECTED, LIST_POINT_PREFIX, NOT_GIVEN, parse_cap_list,  # noqa: F401  (re-exported;
-                          parse_cap_point, parse_cap_value)  # they live low, for the executor)
+from ddpsim.units import parse_cap_point, parse_cap_value  # noqa: F401  (the verbs import them from here)
 
 log = logging.getLogger(__name__)
 
 #: bounds of the count flags (a value outside is refused with the bound in the message)
 MAX_REPEATS = 1000
 MAX_JOBS = 1024
-MAX_SWEEP_POINTS = 1000
 
 _CHOICE = re.compile(r"^argument (?P<flag>[^:]+): invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)$", re.S)
 _ARGUMENT = re.compile(r"^argument (?P<flag>[^:]+): (?P<rest>.*)$", re.S)
@@ -110,6 +108,14 @@ def float_in(minimum: float, *, above: bool = False, maximum: float = math.inf) 
     return parse
 
 
+def number(text: str) -> float:
+    """A ``type=`` for a number (bounds are the caller's to check)."""
+    try:
+        return float(str(text).strip())
+    except ValueError:
+        raise _refuse(text, "a number") from None
+
+
 def from_parser(fn: Callable[[str], Any]) -> Callable[[str], Any]:
     """A ``type=`` from a parser raising ``InputError("<flag>: <value> is not accepted; ...")``:
     the message without its flag (argparse puts the flag in front)."""
@@ -127,11 +133,6 @@ def from_parser(fn: Callable[[str], Any]) -> Callable[[str], Any]:
 def lower(text: str) -> str:
     """A ``type=`` for case-insensitive ``choices=``."""
     return str(text).strip().lower()
-
-
-def bucket_cap_mb_list(text: str) -> tuple[float, ...]:
-    """``--bucket-cap-mb-list X,Y,...``: MiB limits, each a finite number > 0, no empty item."""
-    return from_parser(lambda t: parse_cap_list(t, "--bucket-cap-mb-list"))(text)
 
 
 def output_file(text: str) -> str:
@@ -160,6 +161,49 @@ def nonempty(text: str) -> str:
     return text
 
 
+def choice(values: Sequence[str]) -> Callable[[str], str]:
+    """A ``type=`` for one of ``values`` (case-insensitive)."""
+
+    def parse(text: str) -> str:
+        value = lower(text)
+        if value not in values:
+            raise _refuse(text, f"one of {', '.join(values)}")
+        return value
+
+    parse.__name__ = "choice"
+    return parse
+
+
+def boolean(text: str) -> bool:
+    """A ``type=`` for ``true`` or ``false`` (case-insensitive)."""
+    value = lower(text)
+    if value not in ("true", "false"):
+        raise _refuse(text, "true or false")
+    return value == "true"
+
+
+def key_values(items: Sequence[str], table: dict[str, Callable[[str], Any]], flag: str = "--set") -> dict[str, Any]:
+    """The ``KEY=VALUE`` items of a repeatable ``flag``, each value parsed by ``table[KEY]`` (a
+    ``type=`` function); a key given twice keeps its last value.
+
+    Raises:
+        InputError: an item without ``=`` or with a key not in ``table`` (the line lists the keys),
+            or a value its key refuses (``<flag> <key>: <value> is not accepted; expected ...``).
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = str(item).partition("=")
+        key = key.strip()
+        if not sep or key not in table:
+            raise InputError(f"{flag}: {shorten(item)} is not accepted; expected KEY=VALUE with KEY one of "
+                             f"{', '.join(table)}")
+        try:
+            out[key] = table[key](text.strip())
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(f"{flag} {key}: {exc}") from None
+    return out
+
+
 # ---- parser helpers ---------------------------------------------------------------------------
 
 
@@ -170,13 +214,11 @@ def add_set(p: argparse.ArgumentParser) -> None:
                         "cluster.nodes=4 --set 'sweep.bucket_cap_mb=[null, 10, 50]' (dotted key, YAML value; repeatable)")
 
 
-def add_verb(subparsers: Any, name: str, *, help: str | None, description: str, epilog: str,
-             aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
+def add_verb(subparsers: Any, name: str, *, help: str, description: str, epilog: str) -> argparse.ArgumentParser:
     """A subcommand parser: ``description`` leads with the question the verb answers, ``epilog``
-    holds its runnable examples (kept as written). ``help=None`` hides it from the listing."""
-    kw: dict[str, Any] = {} if help is None else {"help": help}
-    return subparsers.add_parser(name, description=description, epilog=epilog, aliases=list(aliases),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+    holds its runnable examples (kept as written). Every verb is listed under its one name."""
+    return subparsers.add_parser(name, help=help, description=description, epilog=epilog,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def require_torch(verb: str) -> None:
@@ -195,33 +237,55 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, topology_default: str | No
     """The flags of a scenario made on the command line (``simulate``, ``sweep``): the trace,
     the cluster, the world size and a calibration; every other scenario key through ``--set``."""
     p.add_argument("--trace", metavar="FILE", required=True, type=nonempty, help="trace JSON written by 'ddpsim trace'")
-    p.add_argument("--topology", metavar="PRESET|FILE", default=topology_default, type=nonempty,
+    p.add_argument("--topology", metavar="PRESET|FILE", default=None, type=nonempty,
                    help="topology preset ('ddpsim topology --list') or YAML file"
                         + (f"; default: {topology_default}" if topology_default else
                            "; without it, a latency + bandwidth model: --set cluster.latency_us=X --set cluster.bandwidth_gbps=Y"))
-    p.add_argument("--nodes", metavar="N", default=1, type=int_in(1, MAX_NODES), help="nodes of the topology; default: 1")
+    p.add_argument("--nodes", metavar="N", default=None, type=int_in(1, MAX_NODES), help="nodes of the topology; default: 1")
     p.add_argument("--world-size", metavar="N", default=None, type=int_in(1, MAX_WORLD_SIZE), help=world_size_help)
     p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty,
                    help="calibration JSON from the executor, or an nccl-tests all_reduce_perf log")
     add_set(p)
+    p.set_defaults(topology_default=topology_default)  # a flag's default is applied after it is known not given
 
 
-#: the scenario keys :func:`add_scenario_flags` sets -> their flags (errors name the flag)
+#: the scenario keys the flags of :func:`add_scenario_flags` (and sweep's --bucket-cap-mb) set -> their flags (errors
+#: name the flag)
 SCENARIO_FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": "--nodes",
-                  "world_size": "--world-size", "calibration": "--calibration"}
+                  "world_size": "--world-size", "calibration": "--calibration", "sweep.bucket_cap_mb": "--bucket-cap-mb"}
 
 
 def scenario_from_cli(args: argparse.Namespace, command: str, **keys: Any):
     """The scenario of :func:`add_scenario_flags`' flags, with ``keys`` (scenario keys the command
-    sets itself) and then ``--set`` applied; checked like a scenario file."""
+    sets itself) and then ``--set`` applied; checked like a scenario file.
+
+    Raises:
+        InputError: ``--set`` names a key (or the section holding it) that a flag given on the
+            same line sets too (one owner per key), or the scenario refuses a value (the line
+            names the flag or ``--set KEY`` that gave it).
+    """
     from ddpsim.pipeline.scenario import apply_overrides
 
+    refuse_set_twice(args)
+    topology = args.topology if args.topology is not None else getattr(args, "topology_default", None)
     data: dict[str, Any] = {"name": command.split()[-1], "trace": args.trace, "timelines": [],
-                            "cluster": {"topology": args.topology, "nodes": args.nodes},
+                            "cluster": {"topology": topology, "nodes": 1 if args.nodes is None else args.nodes},
                             "world_size": args.world_size, **keys}
     if args.calibration is not None:
         data["calibration"] = args.calibration
     return scenario_from_flags(apply_overrides(data, args.overrides), command, scenario_flags(args))
+
+
+def refuse_set_twice(args: argparse.Namespace) -> None:
+    """InputError when a ``--set`` item names a scenario key, or a section holding one, that a
+    flag of :data:`SCENARIO_FLAGS` given on the command line sets too."""
+    for item in args.overrides:
+        key = item.partition("=")[0].strip()
+        for scenario_key, flag in SCENARIO_FLAGS.items():
+            given = getattr(args, flag[2:].replace("-", "_"), None) is not None
+            if given and (scenario_key == key or scenario_key.startswith(key + ".")):
+                raise InputError(f"--set {key}: not accepted with {flag} (both set {scenario_key}); "
+                                 "expected one of the two")
 
 
 def scenario_flags(args: argparse.Namespace) -> dict[str, str]:

@@ -9,8 +9,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 DESCRIPTION = """\
-Which system, how many nodes and which DDP plan give this model the most samples per second,
-at what scaling efficiency and cost per sample?
+Which system, scale and DDP plan train this model fastest, and at what cost per sample?
 
 Simulate every point of a scenario's design space (its 'explore' block: axes over system,
 nodes, world_size, bucket_cap_mb, bucket_cap_mb_list, comm_hook, batch_size or any scenario

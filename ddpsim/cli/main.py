@@ -17,7 +17,7 @@ from ddpsim import __version__
 from ddpsim.cli.args import ArgParser
 from ddpsim.errors import InputError
 
-COMMANDS = ("run", "sweep", "simulate", "plan", "collectives", "topology", "trace", "retime", "validate", "zoo", "compare",
+COMMANDS = ("run", "sweep", "simulate", "plan", "collectives", "topology", "trace", "retime", "validate", "compare",
             "explore")
 
 

@@ -42,7 +42,7 @@ FORMATS = ("table", "csv", "json")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, bucket_cap_mb_list, from_parser, nonempty, output_file
+    from ddpsim.cli.args import add_verb, from_parser, nonempty, output_file
 
     p = add_verb(subparsers, "plan", help="show DDP's bucket plan for a trace", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("trace", metavar="TRACE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
@@ -73,7 +73,7 @@ def parse_bucket_cap_mb(text: str | None) -> float | None:
 
 
 def warn_cap_ignored(bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[float, ...] | None, command: str) -> None:
-    """Say (a warning) that ``--bucket-cap-mb`` is ignored when ``--bucket-cap-mb-list`` is given too (as in torch)."""
+    """Say (a warning) that bucket_cap_mb is ignored when bucket_cap_mb_list is given too (as in torch)."""
     if bucket_cap_mb_list is not None and bucket_cap_mb is not None:
         log.warning("%s: bucket_cap_mb %g is ignored: bucket_cap_mb_list is given "
                     "(torch ignores bucket_cap_mb when bucket_cap_mb_list is given)", command, bucket_cap_mb)

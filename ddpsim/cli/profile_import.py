@@ -10,9 +10,9 @@ from typing import Any
 
 from ddpsim.errors import InputError
 
-#: flags of 'ddpsim trace' that only a capture reads: refused beside --from-profile, not ignored
-CAPTURE_ONLY = ("batch_size", "dtype", "autocast", "optimizer", "num_threads", "input_shape", "input_dtype", "seq_len",
-                "n_layer", "derive_depth_from", "gpu", "from_trace")
+#: flags of 'ddpsim trace' that only a capture reads (and every key of its --set): refused beside
+#: --from-profile, not ignored
+CAPTURE_ONLY = ("batch_size", "num_threads", "derive_depth_from")
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -87,10 +87,13 @@ def _modules_check(imp: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    given = [k for k in CAPTURE_ONLY if getattr(args, k, None) is not None]
+    from ddpsim.cli.workload import model_keys
+
+    given = [("--" + k.replace("_", "-"), k) for k in CAPTURE_ONLY] + [(f"--set {k}", k) for k in model_keys()]
+    given = [(flag, k) for flag, k in given if getattr(args, k, None) is not None]
     if given:
-        flag = "--" + given[0].replace("_", "-")
-        raise InputError(f"{flag}: {getattr(args, given[0])!r} is not accepted with --from-profile; expected only "
+        flag, key = given[0]
+        raise InputError(f"{flag}: {getattr(args, key)!r} is not accepted with --from-profile; expected only "
                          "--model, --seed and --out (the profile holds the rest)")
     if not args.out:
         raise InputError("--out: missing; expected the path of the trace JSON to write")

@@ -23,45 +23,50 @@ h200, b200, gb200, l40s, ...), or your own with --catalogue FILE. bf16 needs bf1
 cores (not on the V100: use fp16 there).
 Needs PyTorch (pip install "ddpsim[capture]")."""
 
-#: bound of a trace's sequence length flag ('ddpsim trace' and 'ddpsim retime'); the batch's is
-#: MAX_BATCH_SIZE of the one table of bounds (ddpsim.units)
-MAX_SEQ_LEN = 1 << 20
-
 EPILOG = """\
 examples:
-  ddpsim retime traces/resnet50.cpu.json --gpu a100 --batch-size 64 --autocast bf16 --out resnet50.a100.json
-  ddpsim retime traces/gpt2-124m.cpu.json --gpu h100 --batch-size 16 --seq-len 1024 --autocast bf16 --out gpt2-124m.h100.json"""
+  ddpsim retime traces/resnet50.cpu.json --gpu a100 --batch-size 64 --set autocast=bf16 --out resnet50.a100.json
+  ddpsim retime traces/gpt2-124m.cpu.json --gpu h100 --batch-size 16 --set seq_len=1024 --set autocast=bf16 --out gpt2-124m.h100.json"""
 
 
-def add_retime_flags(p: argparse.ArgumentParser) -> None:
-    """The roofline's assumptions: ``--set FIELD=VALUE``, any field of
-    :class:`~ddpsim.trace.retime.RooflineAssumptions`, in SI units."""
-    p.add_argument("--set", dest="assume", action="append", default=[], metavar="FIELD=VALUE",
-                   help="a roofline assumption, repeatable: compute_efficiency (tensor-core peak, default 0.6), "
-                        "cuda_core_efficiency (fp32 on CUDA cores, 0.83), tf32_efficiency (0.36), memory_efficiency "
-                        "(HBM, 0.75), unaligned_gemm_efficiency (0.126), min_kernel_s (4e-6), "
-                        "host_forward_s_per_op / host_backward_s_per_op / host_optimizer_s_per_op (38.5e-6, 39e-6, "
-                        "46e-6; 0 for a host that never makes the GPU wait), host_s_per_tensor (2.3e-6)")
+#: the keys of ``--set`` that change the workload (the rest are roofline assumptions)
+WORKLOAD_KEYS = ("seq_len", "autocast", "optimizer", "channels_last")
+
+SET_HELP = ("repeatable; the workload: seq_len (a token model's; default: the trace's), autocast (bf16, fp16, or none "
+            "to turn it off; default: the trace's), optimizer (sgd or adamw; default: the trace's), channels_last "
+            "(true: model and 4-D inputs in channels-last memory format, no cuDNN NCHW/NHWC conversions; default "
+            "false); the roofline's assumptions, in SI units: compute_efficiency (tensor-core peak, default 0.6), "
+            "cuda_core_efficiency (fp32 on CUDA cores, 0.83), tf32_efficiency (0.36), memory_efficiency (HBM, 0.75), "
+            "unaligned_gemm_efficiency (0.126), min_kernel_s (4e-6), host_forward_s_per_op / host_backward_s_per_op / "
+            "host_optimizer_s_per_op (38.5e-6, 39e-6, 46e-6; 0 for a host that never makes the GPU wait), "
+            "host_s_per_tensor (2.3e-6), and every other field of ddpsim.trace.retime.RooflineAssumptions")
 
 
-def assumptions_of(args: argparse.Namespace) -> Any:
-    """The :class:`~ddpsim.trace.retime.RooflineAssumptions` of the ``--set`` items (defaults elsewhere)."""
+def retime_keys() -> dict[str, Any]:
+    """Every key of ``ddpsim retime --set`` with its ``type=`` function: :data:`WORKLOAD_KEYS`
+    (those of ``ddpsim trace --set`` a re-timing can change, and channels_last), then every field
+    of :class:`~ddpsim.trace.retime.RooflineAssumptions` (checked by it)."""
     from dataclasses import fields
 
+    from ddpsim.cli.args import boolean, number
+    from ddpsim.cli.workload import model_keys
     from ddpsim.trace.retime import RooflineAssumptions
 
-    names = [f.name for f in fields(RooflineAssumptions)]
-    given: dict[str, float] = {}
-    for item in args.assume:
-        key, sep, text = item.partition("=")
-        if not sep or key not in names:
-            raise InputError(f"--set: {item!r} is not accepted; expected FIELD=VALUE with FIELD one of {', '.join(names)}")
-        try:
-            given[key] = float(text)
-        except ValueError:
-            raise InputError(f"--set {key}: {text!r} is not accepted; expected a number") from None
+    model = model_keys()
+    return {**{k: model[k] for k in WORKLOAD_KEYS[:3]}, "channels_last": boolean,
+            **{f.name: number for f in fields(RooflineAssumptions)}}
+
+
+def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """``--set``'s items as (the workload's keyword arguments, the
+    :class:`~ddpsim.trace.retime.RooflineAssumptions`; defaults elsewhere)."""
+    from ddpsim.cli.args import key_values
+    from ddpsim.trace.retime import RooflineAssumptions
+
+    given = key_values(args.assume, retime_keys())
+    workload = {k: given.pop(k) for k in WORKLOAD_KEYS if k in given}
     try:
-        return RooflineAssumptions(**given)
+        return workload, RooflineAssumptions(**given)
     except InputError as e:
         raise InputError(f"--set {e}") from None
 
@@ -69,7 +74,6 @@ def assumptions_of(args: argparse.Namespace) -> Any:
 def add_parser(subparsers: Any) -> None:
     from ddpsim.cli.args import MAX_BATCH_SIZE, add_verb, int_in, lower, nonempty, output_file
     from ddpsim.cli.topology import add_catalogue_flag
-    from ddpsim.trace.capture import AUTOCASTS, OPTIMIZERS
 
     p = add_verb(subparsers, "retime", help="re-time a trace for a GPU (roofline model)", description=DESCRIPTION,
                  epilog=EPILOG)
@@ -79,20 +83,13 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--out", required=True, type=output_file, metavar="FILE", help="output trace JSON")
     p.add_argument("--batch-size", type=int_in(1, MAX_BATCH_SIZE), default=None, metavar="N",
                    help="per-GPU batch size (default: the trace's)")
-    p.add_argument("--seq-len", type=int_in(1, MAX_SEQ_LEN), default=None, metavar="N",
-                   help="sequence length of a token model (default: the trace's)")
-    p.add_argument("--autocast", default=None, type=lower, choices=(*AUTOCASTS, "none"),
-                   help="forward under autocast (default: the trace's; none turns it off)")
-    p.add_argument("--optimizer", default=None, type=lower, choices=OPTIMIZERS, help="default: the trace's")
-    p.add_argument("--channels-last", action="store_true",
-                   help="model and 4-D inputs in channels-last memory format (no cuDNN NCHW/NHWC conversions)")
-    add_retime_flags(p)
+    p.add_argument("--set", dest="assume", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     add_catalogue_flag(p)
     p.set_defaults(func=run)
 
 
 #: the flags a re-timed trace records in its command line, in the order one would type them
-COMMAND_FLAGS = ("gpu", "batch_size", "seq_len", "autocast", "optimizer", "channels_last", "assume", "catalogue", "out")
+COMMAND_FLAGS = ("gpu", "batch_size", "assume", "catalogue", "out")
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -125,9 +122,9 @@ def run(args: argparse.Namespace) -> int:
     catalogue = load_catalogue(getattr(args, "catalogue", None))
     get_gpu(args.gpu, catalogue)  # an unknown GPU is refused before the trace is read
 
-    trace = retime_trace_file(args.from_trace, gpu=args.gpu, batch_size=args.batch_size, seq_len=args.seq_len,
-                              autocast=args.autocast, optimizer=args.optimizer, channels_last=getattr(args, "channels_last", False),
-                              assumptions=assumptions_of(args), command=_command(args), catalogue=catalogue)
+    workload, assumptions = parse_set(args)
+    trace = retime_trace_file(args.from_trace, gpu=args.gpu, batch_size=args.batch_size, assumptions=assumptions,
+                              command=_command(args), catalogue=catalogue, **workload)
     save_trace(trace, args.out)
     print(trace_summary(trace))
     print(f"wrote {args.out}")

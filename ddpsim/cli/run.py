@@ -36,7 +36,7 @@ examples:
 --set KEY=VALUE sets any scenario key for this run (dotted key, YAML value), checked like the
 file: --set ddp.bucket_cap_mb=50, --set 'sweep.bucket_cap_mb=[null, 10, 50]', --set name=mine.
 
---method-error FILE joins the answer with a zoo's residuals ('ddpsim zoo' writes
+--method-error FILE joins the answer with a zoo's residuals ('ddpsim validate zoo' writes
 <out-dir>/zoo/method_error.json) for a CPU gloo scenario with 'calibration: FILE' of that host.
 
 Bad input (an unknown key, a wrong type, a missing trace, an unwritable --out-dir) stops
@@ -57,7 +57,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the summary's answer")
     p.add_argument("--method-error", metavar="FILE", default=None,
                    help="state the method's error measured on other models in the answer: a zoo run's residuals "
-                        "(<out-dir>/zoo/method_error.json of 'ddpsim zoo' on the same host and backend; the "
+                        "(<out-dir>/zoo/method_error.json of 'ddpsim validate zoo' on the same host and backend; the "
                         "scenario needs its calibration): the band around the best point's step and the caps too close "
                         "to the best to tell apart")
     p.set_defaults(func=run)

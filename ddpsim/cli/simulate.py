@@ -62,9 +62,10 @@ def build_scenario(args: argparse.Namespace):
     """The one-point scenario of the parsed arguments (:func:`ddpsim.cli.args.scenario_from_cli`)."""
     from ddpsim.cli.args import scenario_from_cli
 
-    if args.world_size is None and args.topology is None:  # a latency + bandwidth model has no devices to count
-        args = argparse.Namespace(**{**vars(args), "world_size": 2})
-    return scenario_from_cli(args, "ddpsim simulate")
+    keys = (item.partition("=")[0].strip() for item in args.overrides)
+    if args.topology is None and not any(k in ("cluster", "cluster.topology") for k in keys):
+        return scenario_from_cli(args, "ddpsim simulate", world_size=2 if args.world_size is None else args.world_size)
+    return scenario_from_cli(args, "ddpsim simulate")  # a latency + bandwidth model has no devices to count: 2 ranks
 
 
 def build_inputs(args: argparse.Namespace):

@@ -30,7 +30,7 @@ examples:
       --bucket-cap-mb 1:200:12 --set ddp.comm_hook=bf16 --format json
 
 --bucket-cap-mb takes a comma list of MiB values ('default' = not given) or a log range
-MIN:MAX:POINTS (at most 1000 points); the default point is always included (gains are measured
+MIN:MAX:POINTS (at most 10000 points); the default point is always included (gains are measured
 against it). Every other scenario key is set with --set KEY=VALUE, as in a scenario file:
 sweep.bucket_cap_mb_list adds bucket_cap_mb_list points after the caps (torch >= 2.13: per-bucket
 limits in MiB, the last reused), named list=X+Y+...; simulation.iterations, ddp.comm_hook..."""
@@ -43,8 +43,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     p = add_verb(subparsers, "sweep", help="sweep bucket_cap_mb for a trace", description=DESCRIPTION, epilog=EPILOG)
     add_scenario_flags(p, topology_default="cpu-gloo", world_size_help="ranks; default: every device of the cluster")
-    p.add_argument("--bucket-cap-mb", metavar="LIST", default="default,1,5,25,100", type=from_parser(parse_caps),
-                   help="comma list of MiB ('default' = not given) or MIN:MAX:POINTS; default: default,1,5,25,100")
+    p.add_argument("--bucket-cap-mb", metavar="LIST", default=None, type=from_parser(parse_caps),
+                   help="comma list of MiB ('default' = not given) or MIN:MAX:POINTS, the scenario key "
+                        "sweep.bucket_cap_mb; default: default,1,5,25,100")
     p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS), help="parallel processes; default: the CPUs this process may use (its affinity)")
     p.add_argument("--out-dir", metavar="DIR", default=None, type=nonempty,
                    help="keep finished points in DIR/points/ (resumable)")
@@ -56,17 +57,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def parse_caps(text: str) -> list[float | None] | dict[str, Any]:
     """``default,1,5`` -> [None, 1, 5]; ``1:200:12`` -> a log range spec (MIN <= MAX, both finite
-    and > 0, 1 to :data:`~ddpsim.cli.args.MAX_SWEEP_POINTS` points); InputError otherwise, an
-    empty item (``1,,5``) included."""
-    from ddpsim.cli.args import MAX_SWEEP_POINTS, int_in, parse_cap_value
+    and > 0, 1 to the scenario's :data:`~ddpsim.pipeline.scenario_types.MAX_POINTS` points);
+    InputError otherwise, an empty item (``1,,5``) included. The scenario's schema checks the
+    rest (the largest cap) as it checks a file's sweep.bucket_cap_mb."""
+    from ddpsim.cli.args import int_in, parse_cap_value
+    from ddpsim.pipeline.scenario_types import MAX_POINTS
 
     text = str(text).strip()
     if ":" in text:
-        expected = f"MIN:MAX:POINTS with 0 < MIN <= MAX finite and 1 <= POINTS <= {MAX_SWEEP_POINTS} (e.g. 1:200:12)"
+        expected = f"MIN:MAX:POINTS with 0 < MIN <= MAX finite and 1 <= POINTS <= {MAX_POINTS} (e.g. 1:200:12)"
         parts = text.split(":")
         try:
             lo, hi = (parse_cap_value(x, "--bucket-cap-mb", expected, allow_not_given=False) for x in parts[:2])
-            n = int_in(1, MAX_SWEEP_POINTS)(parts[2])
+            n = int_in(1, MAX_POINTS)(parts[2])
             assert len(parts) == 3 and lo <= hi
         except (InputError, argparse.ArgumentTypeError, ValueError, IndexError, AssertionError):
             raise InputError(f"--bucket-cap-mb: {shorten(text)} is not accepted; expected {expected}") from None
@@ -78,12 +81,17 @@ def parse_caps(text: str) -> list[float | None] | dict[str, Any]:
     return [parse_cap_value(x.strip(), "--bucket-cap-mb", expected) for x in items]
 
 
+#: the caps 'ddpsim sweep' runs without --bucket-cap-mb (None: not given, DDP's default)
+DEFAULT_CAPS = (None, 1, 5, 25, 100)
+
+
 def build_scenario(args: argparse.Namespace):
     """The scenario of the parsed flags (:func:`ddpsim.cli.args.scenario_from_cli`): the swept caps
-    of --bucket-cap-mb, every other key from --set."""
+    of --bucket-cap-mb (else :data:`DEFAULT_CAPS`), every other key from --set."""
     from ddpsim.cli.args import scenario_from_cli
 
-    return scenario_from_cli(args, "ddpsim sweep", sweep={"bucket_cap_mb": args.bucket_cap_mb})
+    caps = list(DEFAULT_CAPS) if args.bucket_cap_mb is None else args.bucket_cap_mb
+    return scenario_from_cli(args, "ddpsim sweep", sweep={"bucket_cap_mb": caps})
 
 
 COLUMNS = ("point", "num_buckets", "iteration_p50_s", "iteration_p95_s", "forward_s", "backward_compute_s",

@@ -6,6 +6,7 @@ import argparse
 import shlex
 from typing import Any
 
+from ddpsim.cli.workload import model_keys
 from ddpsim.errors import InputError
 
 DESCRIPTION = """\
@@ -30,14 +31,14 @@ buckets checked against ddpsim's plan, each bucket's NCCL all-reduce, the host's
 EPILOG = """\
 examples:
   ddpsim trace --model mlp --batch-size 32 --iterations 5 --warmup 2 --num-threads 1 --out mlp.cpu.json
-  ddpsim trace --model gpt2-1.5b --derive-depth-from 4 --batch-size 2 --seq-len 128 --iterations 3 --warmup 1 --out gpt2.json
+  ddpsim trace --model gpt2-1.5b --derive-depth-from 4 --batch-size 2 --set seq_len=128 --iterations 3 --warmup 1 --out gpt2.json
 
 'ddpsim trace --list-models' lists the built-ins and the zoo (zoo:<name>); your own model is
-any 'package.module:factory' returning an nn.Module (--input-shape gives one sample's shape;
+any 'package.module:factory' returning an nn.Module (--set input_shape=3,224,224 gives one sample's shape;
 on a GPU, --device cuda times with CUDA events). A CPU trace meant to validate gloo ranks
 that share a host's cores should use as many threads as each rank gets (--num-threads). For a scenario's compile: block, add the
 Dynamo graphs to a trace of the same model: 'ddpsim trace --model bert-base --compiled-graph
---batch-size 1 --seq-len 128 --graph-into traces/bert-base.a100.json --out bert.compiled.json'.
+--batch-size 1 --set seq_len=128 --graph-into traces/bert-base.a100.json --out bert.compiled.json'.
 
 importing a real run's torch.profiler trace (no PyTorch needed without --model):
     ddpsim trace --from-profile tests/data/resnet50_ddp_2xA100_rank0.json.gz --model resnet50 --out resnet50.a100.json
@@ -46,32 +47,17 @@ Record it with torch.profiler.profile(activities=[CPU, CUDA], record_shapes=True
 schedule=torch.profiler.schedule(wait=1, warmup=1, active=3)) and prof.step() once per step;
 README.md, "Bring your own profile"."""
 
-#: the most blocks --n-layer and --derive-depth-from take
-MAX_LAYERS = 10_000
-
-
-def parse_shape(text: str) -> tuple[int, ...]:
-    """``3,224,224`` -> (3, 224, 224); InputError unless 1 to 8 integers in [1, 2**20]."""
-    try:
-        shape = tuple(int(x) for x in str(text).split(","))
-    except ValueError:
-        shape = ()
-    from ddpsim.units import MAX_BATCH_SIZE
-
-    if not 1 <= len(shape) <= 8 or not all(1 <= d <= MAX_BATCH_SIZE for d in shape):
-        from ddpsim.errors import shorten
-
-        raise InputError(f"--input-shape: {shorten(text)} is not accepted; expected 1 to 8 comma-separated "
-                         f"integers in [1, {MAX_BATCH_SIZE}] like 3,224,224")
-    return shape
+SET_HELP = ("how the model is built and run, repeatable: dtype (float32, bfloat16, float16: cast the parameters; "
+            "default: the model's own dtypes, float32 for the built-ins), autocast (bf16, fp16 or none: the forward "
+            "under torch.autocast; default none), optimizer (sgd: momentum 0.9, the default; or adamw), seq_len "
+            "(token models; default 128), n_layer (blocks of bert-base / gpt2-*; default: the model's), input_shape "
+            "(one sample's shape, e.g. 3,224,224), input_dtype (float-input models and factories; default float32)")
 
 
 def add_parser(subparsers: Any) -> None:
-    from ddpsim.cli.args import (MAX_ITERATIONS, MAX_SEED, MAX_THREADS, add_verb, from_parser,
-                                 int_in, lower, nonempty, output_file)
-    from ddpsim.cli.retime import MAX_SEQ_LEN
+    from ddpsim.cli.args import MAX_ITERATIONS, MAX_SEED, MAX_THREADS, add_verb, int_in, lower, nonempty, output_file
+    from ddpsim.cli.workload import MAX_LAYERS
     from ddpsim.units import MAX_BATCH_SIZE
-    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS
 
     p = add_verb(subparsers, "trace", help="capture a model's training-step trace", description=DESCRIPTION,
                  epilog=EPILOG)
@@ -88,20 +74,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--from-profile", type=nonempty, default=None, metavar="PROFILE",
                    help="import one rank's torch.profiler trace (.json or .json.gz) instead of capturing; "
                         "--model (optional) names its parameters")
-    p.add_argument("--dtype", default=None, choices=DTYPES,
-                   help="cast the parameters (default: keep the model's own dtypes; built-in models are float32)")
-    p.add_argument("--autocast", default=None, type=lower, choices=(*AUTOCASTS, "none"),
-                   help="forward under torch.autocast (default none)")
-    p.add_argument("--optimizer", default=None, type=lower, choices=OPTIMIZERS, help="sgd (momentum 0.9; the default) or adamw")
     p.add_argument("--num-threads", type=int_in(1, MAX_THREADS), default=None, metavar="N", help="torch.set_num_threads (CPU)")
-    p.add_argument("--input-shape", type=from_parser(parse_shape), default=None, metavar="SHAPE",
-                   help="one sample's shape, e.g. 3,224,224")
-    p.add_argument("--input-dtype", type=nonempty, default=None,
-                   help="input dtype for float-input models and factories (default float32)")
-    p.add_argument("--seq-len", type=int_in(1, MAX_SEQ_LEN), default=None, metavar="N",
-                   help="sequence length of token models (default 128)")
-    p.add_argument("--n-layer", type=int_in(1, MAX_LAYERS), default=None, metavar="N",
-                   help="number of blocks of bert-base / gpt2-* (default: the model's)")
+    p.add_argument("--set", dest="model_set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, metavar="S", help="seed of weights and inputs (default 0)")
     p.add_argument("--no-hook-overhead", action="store_true", help="skip the with/without-hooks backward timing")
     p.add_argument("--compiled-graph", action="store_true",
@@ -115,9 +89,8 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-#: the capture flags a trace records in its command line, in the order one would type them
-COMMAND_FLAGS = ("model", "device", "batch_size", "iterations", "warmup", "out", "dtype", "autocast", "optimizer",
-                 "num_threads", "input_shape", "input_dtype", "seq_len", "n_layer", "seed", "derive_depth_from")
+#: the capture flags a trace records in its command line, in the order one would type them (then --set's keys)
+COMMAND_FLAGS = ("model", "device", "batch_size", "iterations", "warmup", "out", "num_threads", "seed", "derive_depth_from")
 #: the switches a trace records in its command line
 COMMAND_SWITCHES = ("no_hook_overhead", "compiled_graph")
 
@@ -132,6 +105,10 @@ def _command(args: argparse.Namespace) -> str:
         if isinstance(value, tuple):
             value = ",".join(map(str, value))
         parts += ["--" + key.replace("_", "-"), str(value)]
+    for key in model_keys():
+        value = getattr(args, key, None)
+        if value is not None:
+            parts += ["--set", f"{key}={','.join(map(str, value)) if isinstance(value, tuple) else value}"]
     for key in COMMAND_SWITCHES:
         if getattr(args, key, False):
             parts.append("--" + key.replace("_", "-"))
@@ -147,10 +124,19 @@ def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kw
 
 
+def apply_model_set(args: argparse.Namespace) -> None:
+    """``args`` with every key of :func:`model_keys` set as an attribute: ``--set``'s value, else None."""
+    from ddpsim.cli.args import key_values
+
+    table = model_keys()
+    vars(args).update({key: None for key in table}, **key_values(args.model_set, table))
+
+
 def run(args: argparse.Namespace) -> int:
     from ddpsim.cli.args import require_torch
     from ddpsim.cli.retime import trace_summary
 
+    apply_model_set(args)
     if args.from_profile is not None:
         from ddpsim.cli import profile_import
 

@@ -44,6 +44,19 @@ the executor holds glibc's allocator steady in every step (--malloc steady) so t
 capture and runs reuse their pages alike. How the figures are made and read:
 docs/VALIDATION.md.
 
+With SCENARIO zoo (or zoo:NAME,NAME,... for some of its models), validate the model zoo
+instead ('ddpsim trace --list-models', zoo:<name>; the torchvision ones need the 'zoo' extra):
+each model as above, one after another, calibrated once, a model already done skipped, with
+--caps 1,5,25, --iterations 20 and --warmup 5 unless given; it writes <out-dir>/zoo/summary.md:
+per model the median |error| (wall clock, CPU clock, CPU clock at the runs' load), how often the
+measured mean lies in its prediction interval, and how far predictions from single captures
+land apart; each model's interval joined with the method's error measured on the other models
+(the split-conformal band of their residuals measured / predicted - 1) is scored beside it, and
+every residual is written to <out-dir>/zoo/method_error.json, which 'ddpsim run' and 'ddpsim
+validate' take as --method-error FILE on the same host. The eleven models at 3 caps x 3 rounds
+take tens of minutes on a small CPU host (studies/zoo/README.md); fewer models, --caps and
+--repeats give a quick subset. With --reanalyze nothing runs: the models done are analysed again.
+
 Files are rewritten atomically after every run, so an interrupted validation keeps what it
 measured. Local validation is CPU/gloo; on GPU nodes run the executor under torchrun
 yourself ('torchrun --nproc-per-node 8 -m executor ddp ...')."""
@@ -51,70 +64,86 @@ yourself ('torchrun --nproc-per-node 8 -m executor ddp ...')."""
 EPILOG = """\
 examples:
   ddpsim validate cpu-gloo-mlp --caps none,1,25 --repeats 4    # calibrate, capture, run, compare
-  ddpsim validate cpu-gloo-mlp --reanalyze                # rebuild the shipped report from its raw runs
+  ddpsim validate zoo:resnet18,tied_lm --caps 5,25 --repeats 2   # two models of the zoo
 
-'ddpsim zoo' validates the model zoo the same way, one model after another.
+'ddpsim validate cpu-gloo-mlp --reanalyze' rebuilds the shipped report from its raw runs;
+'ddpsim validate zoo --reanalyze --calibration reports/zoo/calibration.json' analyses every
+zoo model done again.
 
 Bad input (a missing scenario, a bad --caps value, a failing executor run) stops with
 one line and exit status 2; files already written are kept."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import MAX_THREADS, add_verb, int_in, nonempty
+    from ddpsim.cli.args import (MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS, add_verb, float_in, from_parser, int_in,
+                                 nonempty)
     from ddpsim.validation.measure import LAUNCH_MODES
 
     p = add_verb(subparsers, "validate", help="compare predictions with real DDP runs on this machine",
                  description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, type=nonempty,
-                   help=f"scenario YAML or bundled name; default: {LOCAL_SCENARIO!r} (2 gloo ranks on this host)")
-    add_run_flags(p, caps_default="validation.bucket_cap_mb or the sweep's", iterations_default="scenario",
-                  warmup_default="scenario")
-    p.add_argument("--num-threads", metavar="N", type=int_in(1, MAX_THREADS), default=None,
-                   help="torch threads per rank (default: the trace's)")
-    p.add_argument("--no-bucket-timing", action="store_true", help="skip the hooked runs that time each bucket")
-    p.add_argument("--scenario-trace", action="store_true",
-                   help="predict from the scenario's trace as is (default: capture a fresh trace on all ranks at once, "
-                        "the run's conditions, with 'executor trace')")
+                   help=f"scenario YAML or bundled name, or {ZOO} / {ZOO}:NAME,NAME,... (the model zoo); default: "
+                        f"{LOCAL_SCENARIO!r} (2 gloo ranks on this host)")
+    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty,
+                   help="reuse a calibration JSON instead of calibrating")
+    p.add_argument("--caps", metavar="LIST", default=None, type=from_parser(parse_caps),
+                   help="comma list of bucket_cap_mb to run ('none' = not given; list=X+Y+... a bucket_cap_mb_list, "
+                        "e.g. none,5,list=0.2+0.5+0.3); default: validation.bucket_cap_mb or the sweep's (the zoo: 1,5,25)")
+    p.add_argument("--repeats", metavar="N", type=int_in(1, MAX_REPEATS), default=3, help="runs per point (default 3)")
+    p.add_argument("--iterations", metavar="N", type=int_in(1, MAX_ITERATIONS), default=None,
+                   help="measured iterations per run (default: the scenario's; the zoo: 20)")
+    p.add_argument("--warmup", metavar="N", type=int_in(0, MAX_ITERATIONS), default=None,
+                   help="warm-up iterations per run (default: the scenario's; the zoo: 5)")
+    p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
+                   help="parent folder of the report (default: reports)")
+    p.add_argument("--timeout-s", metavar="S", type=float_in(0, above=True, maximum=7 * 86400), default=900.0,
+                   help="limit per executor run in seconds (default 900)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines, only the result lines")
     p.add_argument("--reanalyze", action="store_true",
                    help="run nothing: rebuild the report from the raw runs an earlier validate left under "
                         "reports/<name>/validation/ (step times recomputed from the per-rank records, points simulated "
-                        "again with the current engine and the calibration validation.json names, or --calibration)")
-    p.add_argument("--launch", choices=LAUNCH_MODES, default="point",
-                   help="point (default): a launch per point and run, the round's trace in its own; "
-                        "round: each round's trace slices and points in one executor launch")
-    p.add_argument("--method-error", metavar="FILE", default=None, type=nonempty,
-                   help="join every prediction interval with the method's error measured on other models: the "
-                        "split-conformal 80 %% band of a zoo run's residuals (<out-dir>/zoo/method_error.json, the "
-                        "validated model's own left out; ddpsim/pipeline/method_error.py)")
-    p.add_argument("--no-plots", action="store_true", help="skip validation.png and validation_timeline.png")
+                        "again with the current engine and the calibration validation.json names, or --calibration); "
+                        "the zoo: analyse the models done again")
+    scenario_only = p.add_argument_group("a scenario's only (not the zoo's)")
+    scenario_only.add_argument("--num-threads", metavar="N", type=int_in(1, MAX_THREADS), default=None,
+                               help="torch threads per rank (default: the trace's)")
+    scenario_only.add_argument("--no-bucket-timing", action="store_true", help="skip the hooked runs that time each bucket")
+    scenario_only.add_argument("--scenario-trace", action="store_true",
+                               help="predict from the scenario's trace as is (default: capture a fresh trace on all ranks "
+                                    "at once, the run's conditions, with 'executor trace')")
+    scenario_only.add_argument("--launch", choices=LAUNCH_MODES, default=None,
+                               help="point (default): a launch per point and run, the round's trace in its own; "
+                                    "round: each round's trace slices and points in one executor launch")
+    scenario_only.add_argument("--method-error", metavar="FILE", default=None, type=nonempty,
+                               help="join every prediction interval with the method's error measured on other models: "
+                                    "the split-conformal 80 %% band of a zoo run's residuals "
+                                    "(<out-dir>/zoo/method_error.json, the validated model's own left out; "
+                                    "ddpsim/pipeline/method_error.py)")
+    scenario_only.add_argument("--no-plots", action="store_true", help="skip validation.png and validation_timeline.png")
     p.set_defaults(func=run)
     return p
 
 
 #: the scenario 'ddpsim validate' runs without one: the bundled CPU case every host can run
 LOCAL_SCENARIO = "cpu-gloo-mlp"
+#: the SCENARIO that validates the model zoo (``zoo``: every model; ``zoo:NAME,NAME``: those)
+ZOO = "zoo"
+#: the flags of a scenario's validation only, with the value each has when not given
+SCENARIO_ONLY = {"num_threads": None, "no_bucket_timing": False, "scenario_trace": False, "launch": None,
+                 "method_error": None, "no_plots": False}
 
 
-def add_run_flags(p: argparse.ArgumentParser, *, caps_default: str, iterations_default: str,
-                  warmup_default: str) -> None:
-    """The flags 'ddpsim validate' and 'ddpsim zoo' share: what to run, how often, where to write."""
-    from ddpsim.cli.args import MAX_ITERATIONS, MAX_REPEATS, float_in, from_parser, int_in, nonempty
+def zoo_models(scenario: str | None) -> list[str] | None:
+    """The zoo models SCENARIO names (``[]``: every one), or None when it names a scenario."""
+    from ddpsim.errors import InputError
 
-    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty,
-                   help="reuse a calibration JSON instead of calibrating")
-    p.add_argument("--caps", metavar="LIST", default=None, type=from_parser(parse_caps),
-                   help="comma list of bucket_cap_mb to run ('none' = not given; list=X+Y+... a bucket_cap_mb_list, "
-                        f"e.g. none,5,list=0.2+0.5+0.3); default: {caps_default}")
-    p.add_argument("--repeats", metavar="N", type=int_in(1, MAX_REPEATS), default=3, help="runs per point (default 3)")
-    p.add_argument("--iterations", metavar="N", type=int_in(1, MAX_ITERATIONS), default=None,
-                   help=f"measured iterations per run (default: {iterations_default})")
-    p.add_argument("--warmup", metavar="N", type=int_in(0, MAX_ITERATIONS), default=None,
-                   help=f"warm-up iterations per run (default: {warmup_default})")
-    p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
-                   help="parent folder of the report (default: reports)")
-    p.add_argument("--timeout-s", metavar="S", type=float_in(0, above=True, maximum=7 * 86400), default=900.0,
-                   help="limit per executor run in seconds (default 900)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines, only the result lines")
+    if scenario is None or (scenario != ZOO and not scenario.startswith(ZOO + ":")):
+        return None
+    models = [m.strip() for m in scenario[len(ZOO) + 1:].split(",") if m.strip()]
+    if scenario != ZOO and not models:
+        raise InputError(f"SCENARIO: {shorten(scenario)} is not accepted; expected {ZOO} or {ZOO}:NAME,NAME,... "
+                         "(names from 'ddpsim trace --list-models')")
+    return models
 
 
 def parse_caps(text: str | None) -> list[float | tuple[float, ...] | None] | None:
@@ -129,8 +158,10 @@ def parse_caps(text: str | None) -> list[float | tuple[float, ...] | None] | Non
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.cli.args import require_torch
-    from ddpsim.errors import InputError
 
+    models = zoo_models(args.scenario)
+    if models is not None:
+        return validate_zoo(args, models)
     require_torch("validate")
     from ddpsim.validation.measure import reanalyze, validate
 
@@ -141,22 +172,30 @@ def run(args: argparse.Namespace) -> int:
         res = validate(args.scenario or LOCAL_SCENARIO, calibration=args.calibration, out_dir=args.out_dir, caps=args.caps,
                        iterations=args.iterations, warmup=args.warmup, repeats=args.repeats,
                        bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads, timeout_s=args.timeout_s,
-                       plots=not args.no_plots, capture=not args.scenario_trace, launch_mode=args.launch,
+                       plots=not args.no_plots, capture=not args.scenario_trace, launch_mode=args.launch or "point",
                        method_error=args.method_error)
     print_result(res, plots=not args.no_plots)
     return 0
 
 
-def run_zoo_args(args: argparse.Namespace) -> int:
-    """'ddpsim zoo': run or reanalyse the zoo; prints the files written."""
+def validate_zoo(args: argparse.Namespace, models: list[str]) -> int:
+    """``ddpsim validate zoo[:NAME,...]``: run or reanalyse the zoo's ``models`` (``[]``: all);
+    prints the files written. A flag of a scenario's validation only is refused."""
     from ddpsim.cli.args import require_torch
-    from ddpsim.validation.zoo_driver import run_zoo
+    from ddpsim.errors import InputError
 
-    require_torch("zoo")
-    models = None if args.zoo_models is None else [m.strip() for m in args.zoo_models.split(",") if m.strip()]
-    res = run_zoo(models=models, out_dir=args.out_dir, caps=args.caps, repeats=args.repeats,
-                  iterations=args.iterations or 20, warmup=5 if args.warmup is None else args.warmup,
-                  calibration=args.calibration, timeout_s=args.timeout_s, reanalyze=args.reanalyze)
+    for key, unset in SCENARIO_ONLY.items():
+        value = getattr(args, key)
+        if value != unset:
+            raise InputError(f"--{key.replace('_', '-')}: {value!r} is not accepted with SCENARIO {shorten(args.scenario)}; "
+                             "expected it only with a scenario (the zoo runs each model its own way and writes its own "
+                             "method_error.json)")
+    require_torch("validate")
+    from ddpsim.validation.zoo_driver import run_zoo as run_models
+
+    res = run_models(models=models or None, out_dir=args.out_dir, caps=args.caps, repeats=args.repeats,
+                     iterations=args.iterations or 20, warmup=5 if args.warmup is None else args.warmup,
+                     calibration=args.calibration, timeout_s=args.timeout_s, reanalyze=args.reanalyze)
     print(f"zoo: wrote {res['out']}/summary.md, summary.csv, summary.json")
     return 0
 

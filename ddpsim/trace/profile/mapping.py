@@ -113,7 +113,7 @@ def _factory_order(model: str, seed: int, input_shape: tuple[int, ...] | None = 
     backward on the ``meta`` device (autograd's order without the arithmetic), else on the CPU.
     A ``package.module:factory`` returning a bare module is given one sample's shape: the
     profile's (``input_shape``), else :data:`PLACEHOLDER_SHAPE` -- an import needs no
-    ``--input-shape``."""
+    ``--set input_shape``."""
     import torch
 
     from ddpsim.trace.models import build_model, ddp_params

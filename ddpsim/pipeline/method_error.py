@@ -29,7 +29,7 @@ CPU prediction moves with the calibration's fitted compute slowdown (``studies/z
 file measured with another calibration is used but said to be so (:meth:`MethodError.mismatch`).
 No residuals exist for GPU clusters here; there a prediction carries its noise interval only.
 
-The file (``<out>/zoo/method_error.json``, written by ``ddpsim zoo``)::
+The file (``<out>/zoo/method_error.json``, written by ``ddpsim validate zoo``)::
 
     {"format": "ddpsim-method-error", "version": 1, "calibration": "...", "calibration_sha256": "...",
      "backend": "gloo", "device": "cpu",
@@ -220,7 +220,7 @@ def load_method_error(path: str | Path) -> MethodError:
     Raises:
         InputError: the file is missing or not JSON, or its content is rejected (one line).
     """
-    doc = read_json(path, "--method-error", "the method_error.json of a 'ddpsim zoo' run")
+    doc = read_json(path, "--method-error", "the method_error.json of a 'ddpsim validate zoo' run")
     return method_error_from_dict(doc, source=f"--method-error {shorten(str(path))}")
 
 

@@ -59,6 +59,16 @@ MAX_SEED = 2**63 - 1
 MAX_THREADS = 4096
 #: the most samples per rank (a batch size) and the longest dimension of an input shape
 MAX_BATCH_SIZE = 1 << 20
+#: the longest sequence a traced model takes (trace's --set seq_len)
+MAX_SEQ_LEN = 1 << 20
+#: the most blocks a traced model has (--set n_layer, --derive-depth-from)
+MAX_LAYERS = 10_000
+#: the most runs per validated point (validate --repeats)
+MAX_REPEATS = 1000
+#: the most worker processes of a sweep or explore (--jobs)
+MAX_JOBS = 1024
+#: the largest message a collective is timed at (collectives --sizes)
+MAX_SIZE_BYTES = 1024**4
 
 
 def dtype_size_bytes(dtype: str, field: str = "dtype") -> int:

@@ -20,11 +20,10 @@ from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import WEIGHTINGS
 from ddpsim.schema import Schema, format_version
 from ddpsim.trace.schema import MAX_BYTES, MAX_SECONDS, TraceDoc
+from ddpsim.units import MAX_WORLD_SIZE
 
 FORMAT = "ddpsim-calibration"
 VERSION = 1
-#: the most ranks a calibration may have been measured with
-MAX_WORLD_SIZE = 1 << 20
 
 Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]

@@ -16,15 +16,12 @@ import re
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError, cut, shorten
-from ddpsim.units import (MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_NODES, MAX_SEED, MAX_THREADS,  # noqa: F401 (the verbs
-                          MAX_WORLD_SIZE)  # import them from here: one table of bounds, in units)
+from ddpsim.units import (MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_JOBS, MAX_LAYERS, MAX_NODES,  # noqa: F401 (the verbs
+                          MAX_REPEATS, MAX_SEED, MAX_SEQ_LEN, MAX_SIZE_BYTES, MAX_THREADS,  # import them from
+                          MAX_WORLD_SIZE)  # here: one table of bounds, in units)
 from ddpsim.units import parse_cap_point, parse_cap_value  # noqa: F401  (the verbs import them from here)
 
 log = logging.getLogger(__name__)
-
-#: bounds of the count flags (a value outside is refused with the bound in the message)
-MAX_REPEATS = 1000
-MAX_JOBS = 1024
 
 _CHOICE = re.compile(r"^argument (?P<flag>[^:]+): invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)$", re.S)
 _ARGUMENT = re.compile(r"^argument (?P<flag>[^:]+): (?P<rest>.*)$", re.S)

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from ddpsim.errors import InputError, shorten
+from ddpsim.units import MAX_SIZE_BYTES
 
 DESCRIPTION = """\
 How long does one all-reduce (or broadcast) of each message size take on this topology?
@@ -37,8 +38,6 @@ is refused with it. A forced --protocol the chosen algorithm cannot run is refus
 FORMATS = ("table", "json", "csv")
 DEFAULT_SIZES = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB"
 COLLS = ("allreduce", "broadcast")
-#: the largest message --sizes accepts
-MAX_SIZE_BYTES = 1024**4
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -7,12 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ddpsim.errors import InputError
+from ddpsim.units import MAX_BATCH_SIZE, MAX_LAYERS, MAX_SEQ_LEN
 
-#: bound of a trace's sequence length (--set seq_len); the batch's is MAX_BATCH_SIZE of the one
-#: table of bounds (ddpsim.units)
-MAX_SEQ_LEN = 1 << 20
-#: the most blocks --set n_layer and --derive-depth-from take
-MAX_LAYERS = 10_000
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -21,7 +17,6 @@ def parse_shape(text: str) -> tuple[int, ...]:
         shape = tuple(int(x) for x in str(text).split(","))
     except ValueError:
         shape = ()
-    from ddpsim.units import MAX_BATCH_SIZE
 
     if not 1 <= len(shape) <= 8 or not all(1 <= d <= MAX_BATCH_SIZE for d in shape):
         from ddpsim.errors import shorten

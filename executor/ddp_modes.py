@@ -1,6 +1,7 @@
-"""Real DDP run the two ways ``ddpsim.engine.join`` and ``ddpsim.engine.process_groups`` model.
+"""Real DDP run the two ways ``ddpsim.engine.join`` and the engine's round-robin groups
+(``GroupStreams``) model.
 
-``--process-groups N``: torch 2.13 has no ``_round_robin_process_groups`` nor
+``--process-groups N``: torch 2.13 has neither the round-robin wrapper of ``distributed_c10d.py`` nor
 ``ProcessGroupRoundRobin`` (removed by pytorch/pytorch#132888), so the same dealing is a comm
 hook: N extra groups of the backend (``dist.new_group``, each with its own communicator or, on
 gloo, its own worker threads), and the hook sends its ``k``-th call's all-reduce to group
@@ -38,7 +39,8 @@ def parse_join_batches(text: str | None, world_size: int) -> list[int] | None:
     return counts
 
 
-def check_process_groups(n: Any) -> int:
+def check_groups(n: Any) -> int:
+    """``--process-groups``: an integer >= 1."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InputError(f"--process-groups: {n!r} is not accepted; expected an integer >= 1")
     return n

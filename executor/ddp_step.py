@@ -353,10 +353,10 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from executor.ddp_modes import RoundRobin, check_process_groups, join_steps, parse_join_batches
+    from executor.ddp_modes import RoundRobin, check_groups, join_steps, parse_join_batches
 
     check_ddp_options(rt, args)
-    groups = check_process_groups(getattr(args, "process_groups", 1))
+    groups = check_groups(getattr(args, "process_groups", 1))
     batches = parse_join_batches(getattr(args, "join_batches", None), rt.world_size)
     kwargs = ddp_kwargs(rt, args, cap, wl.module)
     model = DDP(wl.module, **kwargs)

@@ -45,6 +45,12 @@ def process_group_figures(records: Sequence[PointRecord]) -> dict[str, Any] | No
             "gain_over_one": top["gain_over_one"], "by_count": rows}
 
 
+def figures(records: Sequence[PointRecord]) -> dict[str, Any]:
+    """The summary's ``join`` and ``process_groups`` entries, each where it applies."""
+    found = {"join": join_figures(records), "process_groups": process_group_figures(records)}
+    return {k: v for k, v in found.items() if v}
+
+
 def join_line(j: dict[str, Any]) -> str:
     """The answer's first bullet for an epoch under Join."""
     return (f"- **Uneven inputs cost {j['epoch_cost_pct']:.1f} % per epoch** (`{j['point']}`, {j['world_size']} ranks, "

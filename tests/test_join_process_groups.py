@@ -185,6 +185,11 @@ def test_sweep_over_process_groups_names_its_points():
     sc = scenario_from_dict(dict(BASE, sweep={"bucket_cap_mb": [1], "process_groups": [1, 3]}))
     assert [p.point_id for p in sc.points()] == ["cap=default,pg=1", "cap=default,pg=3", "cap=1,pg=1", "cap=1,pg=3"]
     assert sc.build_point(sc.points()[1]).config.process_groups == 3
+    # a finished point's file reads back as the same point (resume finds it), one group or three
+    from ddpsim.pipeline.specs import SweepPoint
+
+    assert [SweepPoint.from_dict(p.as_dict(), p.varied) for p in sc.points()] == sc.points()
+    assert "process_groups" not in sc.points()[0].as_dict() and sc.points()[1].as_dict()["process_groups"] == 3
 
 
 # ---- real gloo runs (seconds) ------------------------------------------------------------------

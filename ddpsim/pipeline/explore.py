@@ -288,10 +288,7 @@ def prepare(space: ExploreSpace, points: Sequence[ExplorePoint], *, out_dir: Pat
         if tkey not in fps:
             fps[tkey] = digest(traces[tkey])
         cap = p.value("cap", (sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
-        sp = SweepPoint(bucket_cap_mb=cap[0], bucket_cap_mb_list=cap[1], find_unused_parameters=sc.ddp.find_unused_parameters,
-                        gradient_as_bucket_view=sc.ddp.gradient_as_bucket_view, comm_hook=sc.comm_hook,
-                        nodes=sc.cluster.nodes)
-        jps.append(JobPoint(point_id=p.point_id, group=g, trace=tkey, sweep_point=sp))
+        jps.append(JobPoint(point_id=p.point_id, group=g, trace=tkey, sweep_point=sc.point_at(*cap)))
     return Job(scenarios=tuple(scenarios), traces=traces, trace_hashes=fps, points=tuple(jps)), trace_info
 
 

@@ -91,7 +91,7 @@ from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs, sim_config
 from ddpsim.pipeline.scenario_schema import (NAME_PATTERN, ClusterSpec, DdpSection, ModelSpec,  # noqa: F401 (re-exported)
                                              SHORTHANDS, ScenarioFile, SimulationSpec, ValidationSpec, default_of)
-from ddpsim.pipeline.specs import SweepPoint, SweepSpec
+from ddpsim.pipeline.specs import SweepPoint, SweepSpec, engine_settings, setting
 from ddpsim.plan.planner import DDPOptions
 from ddpsim.schema import validate
 
@@ -128,8 +128,8 @@ class Scenario:
     sync_batchnorm: bool = default_of(DdpSection, "sync_batchnorm")
     #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
     plan_path: Path | None = None
-    #: ``ddp.process_groups``: round-robin communicators
-    process_groups: int = 1
+    #: the ``ddp`` keys that are generic sweep axes, as engine settings (:func:`ddpsim.pipeline.specs.engine_settings`)
+    settings: tuple[tuple[str, Any], ...] = ()
     #: ``ddp.join``: an epoch under Join with uneven inputs (a JoinSpec), or None
     join: Any = None
 
@@ -139,20 +139,23 @@ class Scenario:
     # -- sweep points ------------------------------------------------------------------------
     def points(self) -> list[SweepPoint]:
         """The sweep's points in a fixed order (caps outermost), deterministic."""
-        s = self.sweep
+        s, generic = self.sweep, dict(self.sweep.settings)
         dims = {
             "bucket_cap_mb": [(c, None) for c in s.bucket_cap_mb] + [(None, lst) for lst in s.bucket_cap_mb_list],
             "find_unused_parameters": s.find_unused_parameters or (self.ddp.find_unused_parameters,),
             "gradient_as_bucket_view": s.gradient_as_bucket_view or (self.ddp.gradient_as_bucket_view,),
             "comm_hook": s.comm_hook or (self.comm_hook,),
             "nodes": s.nodes or (self.cluster.nodes,),
-            "process_groups": s.process_groups or (self.process_groups,),
+            **{k: v or (setting(self.settings, k),) for k, v in generic.items()},
         }
-        varied = ("bucket_cap_mb",) + tuple(k for k in list(dims)[1:] if getattr(s, k) is not None and len(getattr(s, k)) > 1)
+        swept = {k: generic[k] if k in generic else getattr(s, k) for k in list(dims)[1:]}
+        varied = ("bucket_cap_mb",) + tuple(k for k, v in swept.items() if v is not None and len(v) > 1)
         out = []
         for (cap, cap_list), *rest in itertools.product(*dims.values()):
-            out.append(SweepPoint(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list, **dict(zip(list(dims)[1:], rest)),
-                                  varied=varied))
+            values = dict(zip(list(dims)[1:], rest))
+            out.append(SweepPoint(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
+                                  **{k: v for k, v in values.items() if k not in generic},
+                                  settings=tuple((k, v) for k, v in values.items() if k in generic), varied=varied))
         return out
 
     def base_point(self) -> SweepPoint:
@@ -162,7 +165,7 @@ class Scenario:
             if (p.is_default_cap and p.find_unused_parameters == self.ddp.find_unused_parameters
                     and p.gradient_as_bucket_view == self.ddp.gradient_as_bucket_view
                     and p.comm_hook == self.comm_hook and p.nodes == self.cluster.nodes
-                    and p.process_groups == self.process_groups):
+                    and p.settings == self.settings):
                 return p
         return pts[0]
 
@@ -300,7 +303,7 @@ class Scenario:
                     "static_graph": self.ddp.static_graph, "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view,
                     "broadcast_buffers": self.ddp.broadcast_buffers, **_ddp_torch213_echo(self.ddp),
                     **({"sync_batchnorm": True} if self.sync_batchnorm else {}),
-                    **({"process_groups": self.process_groups} if self.process_groups != 1 else {}),
+                    **dict(self.settings),
                     **({"join": self.join.model_dump(exclude_none=True)} if self.join is not None else {})},
             "simulation": {"iterations": self.simulation.iterations, "warmup": self.simulation.warmup,
                            "seed": self.simulation.seed, "jitter": self.simulation.jitter,
@@ -461,7 +464,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
         sweep=sweep, timelines=doc.timeline_keys(sweep), validation=doc.validation, cost_model=doc.cost_model.spec(),
         compile=None if doc.compile is None else doc.compile.options(),
         sync_batchnorm=ddp.sync_batchnorm,
-        process_groups=ddp.process_groups, join=ddp.join,
+        settings=engine_settings((k, getattr(ddp, k)) for k, _ in sweep.settings), join=ddp.join,
         plan_path=_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null"))
 
 

@@ -409,7 +409,9 @@ class SweepSection(Schema):
                                                                               "(ddp.process_groups' values)")
 
     def resolve(self, ddp: DdpSection) -> SweepSpec:
-        """The sweep's axes: caps (the default point first), cap lists, the other values deduplicated."""
+        """The sweep's axes: caps (the default point first), cap lists, the other values deduplicated;
+        an axis that is no field of :class:`SweepSpec` is an engine setting of the same name
+        (:func:`ddpsim.pipeline.specs.engine_settings`)."""
         if self.bucket_cap_mb is None:
             caps = [ddp.bucket_cap_mb]
         elif isinstance(self.bucket_cap_mb, CapRange):
@@ -427,10 +429,11 @@ class SweepSection(Schema):
             v = getattr(self, key)
             return None if v is None else tuple(dict.fromkeys(v))
 
+        axes = {k: each(k) for k in type(self).model_fields if k not in ("bucket_cap_mb", "bucket_cap_mb_list")}
+        named = SweepSpec.__dataclass_fields__
         return SweepSpec(bucket_cap_mb=tuple(caps), bucket_cap_mb_list=tuple(dict.fromkeys(lists)),
-                         find_unused_parameters=each("find_unused_parameters"),
-                         gradient_as_bucket_view=each("gradient_as_bucket_view"), comm_hook=each("comm_hook"),
-                         nodes=each("nodes"), process_groups=each("process_groups"))
+                         **{k: v for k, v in axes.items() if k in named},
+                         settings=tuple((k, v) for k, v in axes.items() if k not in named))
 
 
 def _tuples(v: Any) -> Any:

@@ -3,14 +3,21 @@ section by :meth:`ddpsim.pipeline.scenario_schema.SweepSection.resolve`) and its
 
 Frozen keyword-only dataclasses; a :class:`SweepPoint` names itself with a stable
 ``point_id`` (``cap=25``, ``cap=default,hook=fp16``) used for file names.
+
+The axes beyond DDP's constructor options and the cluster's nodes are generic: a ``ddp`` key
+that is also a sweep axis and a field of :class:`~ddpsim.engine.config.SimConfig` of the same
+name (round-robin communicators) is carried as a ``(key, value)`` pair of ``settings``, named
+in a point id by its initials (``pg=2``), and reaches the engine's config by its name; a value
+at the config's default is left out, so a point reads the same whether it names it or not.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Any
 
+from ddpsim.engine.config import SimConfig
 from ddpsim.plan.planner import cap_point_id
 
 _POINT_ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
@@ -29,12 +36,19 @@ class SweepPoint:
     varied: tuple[str, ...] = ("bucket_cap_mb",)
     #: a bucket_cap_mb_list point (bucket_cap_mb is then None); part of the cap dimension
     bucket_cap_mb_list: tuple[float, ...] | None = None
-    #: round-robin communicators (``ddp.process_groups``)
-    process_groups: int = 1
+    #: the generic axes' values, engine settings (:func:`engine_settings`)
+    settings: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.bucket_cap_mb_list is not None:
             object.__setattr__(self, "bucket_cap_mb_list", tuple(self.bucket_cap_mb_list))
+        object.__setattr__(self, "settings", engine_settings(self.settings))
+
+    def value(self, key: str) -> Any:
+        """The point's value of axis ``key`` (a setting it leaves out: the engine's default)."""
+        if key in self.__dataclass_fields__:
+            return getattr(self, key)
+        return setting(self.settings, key)
 
     @property
     def is_default_cap(self) -> bool:
@@ -56,8 +70,7 @@ class SweepPoint:
             parts.append(f"hook={self.comm_hook}")
         if "nodes" in self.varied:
             parts.append(f"nodes={self.nodes}")
-        if "process_groups" in self.varied:
-            parts.append(f"pg={self.process_groups}")
+        parts += [f"{_initials(k)}={self.value(k)}" for k in self.varied if k not in self.__dataclass_fields__]
         return _POINT_ID_RE.sub("_", ",".join(parts))
 
     def as_dict(self) -> dict[str, Any]:
@@ -65,8 +78,13 @@ class SweepPoint:
                 **({"bucket_cap_mb_list": list(self.bucket_cap_mb_list)} if self.bucket_cap_mb_list else {}),
                 "find_unused_parameters": self.find_unused_parameters,
                 "gradient_as_bucket_view": self.gradient_as_bucket_view,
-                "comm_hook": self.comm_hook, "nodes": self.nodes,
-                **({"process_groups": self.process_groups} if self.process_groups != 1 else {})}
+                "comm_hook": self.comm_hook, "nodes": self.nodes, **dict(self.settings)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], varied: tuple[str, ...]) -> "SweepPoint":
+        """The point :meth:`as_dict` wrote (its other keys: settings)."""
+        named = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**named, varied=varied, settings=tuple((k, v) for k, v in d.items() if k not in named and k != "point"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,4 +98,24 @@ class SweepSpec:
     gradient_as_bucket_view: tuple[bool, ...] | None = None
     comm_hook: tuple[str, ...] | None = None
     nodes: tuple[int, ...] | None = None
-    process_groups: tuple[int, ...] | None = None
+    #: the generic axes (:func:`engine_settings`): (key, its values or None: the scenario's own)
+    settings: tuple[tuple[str, tuple[Any, ...] | None], ...] = ()
+
+
+#: the engine config's fields and defaults: what a generic axis may name
+_SETTING_DEFAULTS = {k: f.default for k, f in SimConfig.__dataclass_fields__.items() if f.default is not MISSING}
+
+
+def engine_settings(pairs: Any) -> tuple[tuple[str, Any], ...]:
+    """``(key, value)`` pairs of engine settings, those at the engine's default left out."""
+    return tuple((k, v) for k, v in pairs if v != _SETTING_DEFAULTS[k])
+
+
+def setting(pairs: tuple[tuple[str, Any], ...], key: str) -> Any:
+    """The value of engine setting ``key`` in ``pairs`` (:func:`engine_settings`), else its default."""
+    return dict(pairs).get(key, _SETTING_DEFAULTS[key])
+
+
+def _initials(key: str) -> str:
+    """A generic axis's name in a point id: its words' initials (``a_b_c`` -> ``abc``)."""
+    return "".join(w[0] for w in key.split("_"))

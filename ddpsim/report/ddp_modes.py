@@ -34,7 +34,10 @@ def process_group_figures(records: Sequence[PointRecord]) -> dict[str, Any] | No
     best = best_record(records)
     if "process_groups" not in best.point.varied:
         return None
-    by_n = {r.point.process_groups: r for r in records if replace(r.point, process_groups=1) == replace(best.point, process_groups=1)}
+    def others(p):
+        return replace(p, settings=tuple(x for x in p.settings if x[0] != "process_groups"))
+
+    by_n = {r.point.value("process_groups"): r for r in records if others(r.point) == others(best.point)}
     if 1 not in by_n:
         return None
     one = by_n[1].metrics["iteration_p50_s"]

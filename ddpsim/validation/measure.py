@@ -585,18 +585,16 @@ def _announce(cal: Any) -> Any:
 
 
 def _options(scenario: Any, point: Any) -> list[str]:
-    """``executor ddp`` / ``executor round`` flags of the point: its
-    :class:`ddpsim.plan.planner.DDPOptions` whole as one ``--options`` JSON document, less the cap
-    (``--bucket-cap-mb``, a round measures several), and the two run modes that are not DDP
-    constructor options (round-robin process groups, uneven inputs)."""
+    """``executor ddp`` / ``executor round``'s ``--options`` document of the point: its
+    :class:`ddpsim.plan.planner.DDPOptions` whole less the cap (``--bucket-cap-mb``, a round
+    measures several), with the run modes that are not DDP constructor options
+    (``executor.ddp_step.RUN_MODES``): the point's engine settings by their names, and the
+    batches of uneven inputs."""
     if point.comm_hook != "none":
         raise InputError(f"sweep.comm_hook: {point.comm_hook!r} is not accepted by validate; expected none")
     doc = {k: v for k, v in asdict(scenario.ddp_options(point)).items()
            if k not in ("bucket_cap_mb", "bucket_cap_mb_list")}
-    out = ["--options", json.dumps(doc, sort_keys=True, separators=(",", ":"))]
-    if point.process_groups != 1:  # a round-robin comm hook (torch 2.13 has no _round_robin_process_groups)
-        out += ["--process-groups", str(point.process_groups)]
+    doc.update(point.settings)
     if scenario.join is not None:
-        batches = scenario.join.batches(scenario.world_size or 2, scenario.simulation.seed)
-        out += ["--join-batches", ",".join(str(b) for b in batches)]
-    return out
+        doc["join_batches"] = scenario.join.batches(scenario.world_size or 2, scenario.simulation.seed)
+    return ["--options", json.dumps(doc, sort_keys=True, separators=(",", ":"))]

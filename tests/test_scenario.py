@@ -117,8 +117,8 @@ def test_latency_bandwidth_cluster_and_copy_bandwidth(tmp_path, tiny_trace_file)
     inputs = s.build_point(s.base_point())
     assert (inputs.comm.latency_s, inputs.comm.bandwidth_bytes_per_s, inputs.comm.num_ranks) == (pytest.approx(1e-4), 1e5, 2)
     assert inputs.config.copy_bandwidth_bytes_per_s == 2e9 and inputs.config.world_size == 2
-    assert s.to_dict()["cluster"] == {"latency_us": 100.0, "bandwidth_gbps": 0.0001, "nodes": 1}
-    assert s.to_dict()["simulation"]["copy_bandwidth_gbps"] == 2.0
+    assert (s.cluster.latency_us, s.cluster.bandwidth_gbps, s.cluster.nodes) == (100.0, 0.0001, 1)
+    assert s.simulation.copy_bandwidth_gbps == 2.0
 
 
 def test_explicit_plan_key(tmp_path, tiny_trace_file):
@@ -134,4 +134,4 @@ def test_explicit_plan_key(tmp_path, tiny_trace_file):
     s = load_scenario(_write(tmp_path, tiny_trace_file, plan=str(pf)))
     for p in s.points():
         assert [b.param_indices for b in s.build_point(p).plan.steady] == [(0,), (1, 2, 3)]
-    assert s.to_dict()["plan"] == str(pf)
+    assert s.plan_path == pf

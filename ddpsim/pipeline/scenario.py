@@ -288,63 +288,6 @@ class Scenario:
         """``<path>: `` for error messages (empty for a scenario built from a mapping without a file)."""
         return f"{self.path}: " if self.path is not None else ""
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able echo of the scenario (written into the report)."""
-        return {
-            "name": self.name, "description": self.description,
-            "trace": None if self.trace_path is None else str(self.trace_path),
-            "model": None if self.model is None else {"name": self.model.name, "batch_size": self.model.batch_size,
-                                                      "device": self.model.device},
-            "cluster": _cluster_echo(self.cluster),
-            "world_size": self.world_size, "comm_hook": self.comm_hook,
-            "ddp": {"bucket_cap_mb": self.ddp.bucket_cap_mb,
-                    **({"bucket_cap_mb_list": list(self.ddp.bucket_cap_mb_list)} if self.ddp.bucket_cap_mb_list else {}),
-                    "find_unused_parameters": self.ddp.find_unused_parameters,
-                    "static_graph": self.ddp.static_graph, "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view,
-                    "broadcast_buffers": self.ddp.broadcast_buffers, **_ddp_torch213_echo(self.ddp),
-                    **({"sync_batchnorm": True} if self.sync_batchnorm else {}),
-                    **dict(self.settings),
-                    **({"join": self.join.model_dump(exclude_none=True)} if self.join is not None else {})},
-            "simulation": {"iterations": self.simulation.iterations, "warmup": self.simulation.warmup,
-                           "seed": self.simulation.seed, "jitter": self.simulation.jitter,
-                           "stragglers": {str(k): v for k, v in self.simulation.stragglers.items()},
-                           "no_sync_steps": self.simulation.no_sync_steps,
-                           **({"compute_statistic": self.simulation.compute_statistic}
-                              if self.simulation.compute_statistic != "median" else {}),
-                           **({"copy_bandwidth_gbps": self.simulation.copy_bandwidth_gbps}
-                              if self.simulation.copy_bandwidth_gbps is not None else {})},
-            "calibration": None if self.calibration_path is None else str(self.calibration_path),
-            "cost_model": self.cost_model.as_dict(),
-            **({"plan": str(self.plan_path)} if self.plan_path is not None else {}),
-            **({"compile": {"ddp_optimizer": self.compile.ddp_optimizer,
-                            "compiled_autograd": self.compile.compiled_autograd}} if self.compile is not None else {}),
-            "points": [p.point_id for p in self.points()],
-        }
-
-
-def _ddp_torch213_echo(o: DDPOptions) -> dict[str, Any]:
-    """The torch 2.13 options that differ from their defaults (a scenario leaving them at their defaults echoes none)."""
-    out: dict[str, Any] = {}
-    for key in ("batched_grad_copy", "skip_all_reduce_unused_params"):
-        if getattr(o, key):
-            out[key] = True
-    if o.forward_sync_buffers is not None:
-        out["forward_sync_buffers"] = o.forward_sync_buffers
-    if o.mixed_precision is not None:
-        mp = o.mixed_precision
-        out["mixed_precision"] = {"param_dtype": mp.param_dtype, "reduce_dtype": mp.reduce_dtype, "buffer_dtype": mp.buffer_dtype}
-    if o.delay_all_reduce_named_params is not None:
-        out["delay_all_reduce_named_params"] = list(o.delay_all_reduce_named_params)
-        out["param_to_hook_all_reduce"] = o.param_to_hook_all_reduce
-    return out
-
-
-def _cluster_echo(c: ClusterSpec) -> dict[str, Any]:
-    if c.topology is None:
-        return {"latency_us": c.latency_us, "bandwidth_gbps": c.bandwidth_gbps, "nodes": c.nodes}
-    return {"topology": c.topology, "nodes": c.nodes, "options": dict(c.options),
-            **({"catalogue": c.catalogue} if c.catalogue is not None else {})}
-
 
 #: deprecated spellings -> the current ones, applied in this order (the loader reads both)
 RENAMED = (("model.iters", "model.iterations"),

@@ -275,9 +275,10 @@ def test_report_setup_names_the_terms():
     from ddpsim.pipeline.scenario import scenario_from_dict
 
     trace = str(Path(__file__).resolve().parents[1] / "traces" / "resnet50.h100.json")
-    sc = scenario_from_dict({"name": "bn", "trace": trace, "cluster": "dgx-h100", "world_size": 8, "comm_hook": "powersgd",
-                             "ddp": {"sync_batchnorm": True}})
+    sc = scenario_from_dict({"name": "bn", "trace": trace, "cluster": "dgx-h100", "world_size": 8,
+                             "ddp": {"sync_batchnorm": True, "comm_hook": "powersgd"}})
     lines = cost_terms(sc, sc.base_point(), sc.build_point(sc.base_point()))
     assert any(x.startswith("PowerSGD on NCCL:") for x in lines) and any(x.startswith("SyncBatchNorm:") for x in lines)
-    gloo = scenario_from_dict({"name": "c", "trace": trace.replace("resnet50.h100", "mlp.cpu"), "cluster": "cpu-gloo", "comm_hook": "powersgd"})
+    gloo = scenario_from_dict({"name": "c", "trace": trace.replace("resnet50.h100", "mlp.cpu"), "cluster": "cpu-gloo",
+                               "ddp": {"comm_hook": "powersgd"}})
     assert not any(x.startswith("PowerSGD") for x in cost_terms(gloo, gloo.base_point(), gloo.build_point(gloo.base_point())))

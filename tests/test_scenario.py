@@ -62,7 +62,7 @@ def test_timelines_by_cap_and_best(tmp_path, tiny_trace_file):
     ({"sweep": {"bucket_cap_mb": [1, -2]}}, r"sweep\.bucket_cap_mb\[1\]: -2 is not accepted"),
     ({"simulation": {"iterations": 3, "warmup": 3}}, r"simulation\.warmup: 3 is not accepted; expected fewer than"),
     ({"simulation": {"jitter": "lots"}}, r"simulation\.jitter: 'lots'"),
-    ({"comm_hook": "zip"}, r"comm_hook: 'zip' is not accepted; expected one of none, allreduce"),
+    ({"ddp": {"comm_hook": "zip"}}, r"ddp\.comm_hook: 'zip' is not accepted; expected one of none, allreduce"),
     ({"trace": "nope/missing.json"}, r"trace: 'nope/missing\.json' does not exist"),
     ({"timelines": [7]}, r"timelines\[0\]: 7 is not accepted; expected a bucket_cap_mb of the sweep"),
     ({"sweep": {"nodes": [1, 2]}}, r"world_size: 2 is not accepted; expected null"),

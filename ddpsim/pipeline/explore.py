@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 
 EXPLORE_POINT_FORMAT = "ddpsim-explore-point"
 EXPLORE_POINT_VERSION = 1
-#: the axes that form the cap dimension (one point each, caps first)
-CAP_AXES = ("bucket_cap_mb", "bucket_cap_mb_list")
 _ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
 #: the figures each point keeps (seconds; the engine's summary over steady iterations)
 FIGURES = ("step_p50_s", "step_p95_s", "forward_s", "backward_compute_s", "exposed_comm_s", "comm_s", "overlap_ratio",
@@ -142,7 +140,7 @@ def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
 
 def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:
     """:func:`load_space` of an already decoded mapping."""
-    base = scenario_from_dict(data, source=source, path=path)  # every key checked, deprecated names too
+    base = scenario_from_dict(data, source=source, path=path)  # every key checked
     section_data = data.get("explore")
     if section_data is None:
         raise InputError(f"{source}: explore: no design space given; expected an 'explore' block with 'axes' "

@@ -54,8 +54,6 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
 Every count and size is bounded (``cluster.nodes`` <= 4096, ``simulation.iterations`` <= 10000,
 a cap <= 1000000 MiB, a range's ``points`` <= 10000, a list <= 10000 entries, ...; each
 key's description in ``scenarios/schema.json`` and its error line say its bound).
-The loader also reads the deprecated spellings of :data:`RENAMED` (top-level ``comm_hook``
-and ``powersgd: {rank, start_iter}``, ``model.iters``) and logs one warning line naming them.
 
 ``null`` in ``bucket_cap_mb`` means "not given" (DDP's default: 25 MiB and a 1 MiB first
 bucket at the rebuild); the report's "gain over the default" is measured against it, so a
@@ -74,7 +72,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import logging
 import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -94,9 +91,6 @@ from ddpsim.pipeline.scenario_schema import (NAME_PATTERN, ClusterSpec, DdpSecti
 from ddpsim.pipeline.specs import SweepPoint, SweepSpec, engine_settings, setting
 from ddpsim.plan.planner import DDPOptions
 from ddpsim.schema import validate
-
-log = logging.getLogger("ddpsim")
-
 
 # ---- the scenario ------------------------------------------------------------------------
 
@@ -289,55 +283,6 @@ class Scenario:
         return f"{self.path}: " if self.path is not None else ""
 
 
-#: deprecated spellings -> the current ones, applied in this order (the loader reads both)
-RENAMED = (("model.iters", "model.iterations"),
-           ("powersgd.rank", "powersgd.matrix_approximation_rank"),
-           ("powersgd.start_iter", "powersgd.start_powerSGD_iter"),
-           ("powersgd", "ddp.powersgd"),
-           ("comm_hook", "ddp.comm_hook"))
-_ABSENT = object()
-
-
-def _holder(data: dict, keys: list[str], create: bool) -> dict | None:
-    """The mapping holding the last of ``keys`` (missing or null mappings created with ``create``)."""
-    for k in keys[:-1]:
-        if data.get(k) is None and create:
-            data[k] = {}
-        data = data.get(k)
-        if not isinstance(data, dict):
-            return None
-    return data
-
-
-def current_spelling(data: dict, source: str) -> dict:
-    """``data`` with the deprecated keys of :data:`RENAMED` moved to their current names (the
-    caller's mappings are left as they are); one warning line lists them. Both spellings of one
-    key: InputError."""
-    data = dict(data)
-    for k in ("model", "powersgd", "ddp"):
-        if isinstance(data.get(k), dict):
-            data[k] = dict(data[k])
-    if isinstance(data.get("ddp"), dict) and isinstance(data["ddp"].get("powersgd"), dict):
-        data["ddp"]["powersgd"] = dict(data["ddp"]["powersgd"])
-    moved = []
-    for old, new in RENAMED:
-        src, key = _holder(data, old.split("."), create=False), old.split(".")[-1]
-        if src is None or key not in src:
-            continue
-        dst, new_key = _holder(data, new.split("."), create=True), new.split(".")[-1]
-        if dst is None:
-            continue
-        if new_key in dst:
-            raise InputError(f"{source}: {old}: {shorten(src[key])} is not accepted with {new}; expected only {new}")
-        dst[new_key] = src.pop(key)
-        if not (old == "powersgd" and moved and moved[-1][0].startswith("powersgd.")):
-            moved.append((old, new))
-    if moved:
-        names = ", ".join(f"{o} -> {'ddp.' + n if n.startswith('powersgd.') else n}" for o, n in moved)
-        log.warning("%s: deprecated scenario keys: %s; write the new names (scenarios/schema.json)", source, names)
-    return data
-
-
 def _resolve_path(text: str, base: Path | None) -> Path:
     """A path of the scenario: absolute, else relative to the cwd, the scenario's folder or its parent."""
     p = Path(text)
@@ -387,13 +332,13 @@ def _name(doc: ScenarioFile, path: Path | None, source: str) -> str:
 
 
 def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> Scenario:
-    """Validate a decoded scenario mapping against :class:`~ddpsim.pipeline.scenario_schema.ScenarioFile`
-    (deprecated spellings first moved by :func:`current_spelling`); ``source`` prefixes every
-    error message, ``path`` is the file it came from (relative paths are resolved from it)."""
+    """Validate a decoded scenario mapping against :class:`~ddpsim.pipeline.scenario_schema.ScenarioFile`;
+    ``source`` prefixes every error message, ``path`` is the file it came from (relative paths
+    are resolved from it)."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: top level is {type(data).__name__}; expected a mapping of scenario keys "
                          f"({', '.join(ScenarioFile.model_fields)})")
-    doc = validate(ScenarioFile, current_spelling(data, source), source)
+    doc = validate(ScenarioFile, data, source)
     base = path.resolve().parent if path is not None else None
     sweep = doc.sweep.resolve(doc.ddp)
     ddp = doc.ddp

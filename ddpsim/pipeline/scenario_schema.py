@@ -13,8 +13,7 @@ names exist is checked by :func:`ddpsim.pipeline.scenario.scenario_from_dict`.
 
 ``scenarios/schema.json`` is this model's JSON Schema, regenerated with
 ``python -m ddpsim.pipeline.scenario_schema > scenarios/schema.json`` (:func:`json_schema`;
-the text goes to stdout). It describes the current spellings; the loader also reads the
-deprecated ones listed in :data:`ddpsim.pipeline.scenario.RENAMED`.
+the text goes to stdout).
 """
 
 import json

@@ -20,7 +20,6 @@ import concurrent.futures as cf
 import json
 import logging
 import os
-import statistics
 import sys
 import time
 from dataclasses import dataclass, fields
@@ -440,7 +439,3 @@ def fmt_s(x: float | None) -> str:
 
 def step_times(records: Sequence[PointRecord]) -> dict[str, list[float]]:
     return {r.point_id: r.result.step_times_s() for r in records}
-
-
-def mean_or_none(xs: Sequence[float]) -> float | None:
-    return statistics.fmean(xs) if xs else None

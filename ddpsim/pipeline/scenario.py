@@ -85,7 +85,7 @@ from ddpsim.errors import InputError, shorten
 from ddpsim.io import exists, is_file, read_yaml
 from ddpsim.network import cost_terms
 from ddpsim.network.cost_terms import CostModelSpec
-from ddpsim.pipeline.inputs import PointInputs, build_point_inputs, sim_config
+from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
 from ddpsim.pipeline.scenario_schema import (NAME_PATTERN, ClusterSpec, DdpSection, ModelSpec,  # noqa: F401 (re-exported)
                                              SHORTHANDS, ScenarioFile, SimulationSpec, ValidationSpec, default_of)
 from ddpsim.pipeline.specs import SweepPoint, SweepSpec, engine_settings, setting
@@ -261,17 +261,9 @@ class Scenario:
         (:func:`ddpsim.pipeline.inputs.build_point_inputs`)."""
         return build_point_inputs(self, point, trace=trace, calibration=calibration, graph=graph)
 
-    def sim_config(self, point: SweepPoint, *, world_size: int, graph=None, calibration=None, comm=None) -> SimConfig:
-        """The SimConfig of one sweep point (:func:`ddpsim.pipeline.inputs.sim_config`)."""
-        return sim_config(self, point, world_size=world_size, graph=graph, calibration=calibration, comm=comm)
-
     def contention_prior(self, graph, comm):
         """The GPU contention prior of ``comm`` under ``cost_model`` (:func:`ddpsim.network.cost_terms.contention_prior`)."""
         return cost_terms.contention_prior(self.cost_model, graph, comm)
-
-    def host_costs(self, comm):
-        """DDP's host costs under ``cost_model`` (:func:`ddpsim.network.cost_terms.spec_host_costs`)."""
-        return cost_terms.spec_host_costs(self.cost_model, comm)
 
     @staticmethod
     def _gpu_terms(comm) -> bool:

@@ -190,3 +190,14 @@ def test_strings_for_model_and_cluster_and_a_cap_range():
     assert s.model.name == "mlp" and s.cluster.topology == "cpu-gloo" and s.sweep.bucket_cap_mb == (None, 1, 10, 100)
     with pytest.raises(InputError, match=r"^s: sweep\.bucket_cap_mb\.max: 1 is not accepted; expected a number >= min \(5\)$"):
         scenario_from_dict(_base(sweep={"bucket_cap_mb": {"min": 5, "max": 1, "points": 2}}), source="s")
+
+
+def test_every_generic_sweep_axis_is_a_ddp_key_and_an_engine_setting():
+    # a sweep axis that is no SweepSpec field is carried generically (SweepPoint.settings) from
+    # the ddp section to the SimConfig field of its name: both must exist
+    from ddpsim.engine.config import SimConfig
+    from ddpsim.pipeline.specs import SweepSpec
+
+    generic = [k for k in ss.SweepSection.model_fields if k not in SweepSpec.__dataclass_fields__]
+    assert generic == ["process_groups"]
+    assert all(k in ss.DdpSection.model_fields and k in SimConfig.__dataclass_fields__ for k in generic)

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, is_file, read_json, write_text_atomic
+from ddpsim.plan.planner import cap_point_id
 from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
 from ddpsim.validation.writer import write_reports
 
@@ -200,7 +201,7 @@ def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[
         log.info("validate: --scenario-trace: the scenario's trace is not captured in the runs' launches; "
              "one launch per point (--launch point)")
         return "point"
-    if launch_mode == "round" and not all(p.point_id == _cap_point_id(_point_cap(p)) for p in points):
+    if launch_mode == "round" and not all(p.point_id == cap_point_id(p.bucket_cap_mb, p.bucket_cap_mb_list) for p in points):
         log.info("validate: the points differ by more than their cap; one launch per point (--launch point)")
         return "point"
     return launch_mode
@@ -393,14 +394,6 @@ LAUNCH_MODES = ("round", "point")
 #: recorded trace steps captured before each point of a one-launch round; over 5 points and 3
 #: rounds that is 30 steps, more than the 8-20 of a round's own capture in ``point`` mode
 ROUND_TRACE_ITERS = 2
-
-
-def _cap_point_id(cap: float | tuple[float, ...] | None) -> str:
-    """The id of a point that differs from the others by its cap only, as ``executor round`` names
-    its runs (a tuple is a ``bucket_cap_mb_list``: ``list=1+4+8``)."""
-    from ddpsim.plan.planner import cap_point_id
-
-    return cap_point_id(None, cap) if isinstance(cap, tuple) else cap_point_id(cap)
 
 
 def _cap_arg(cap: float | tuple[float, ...] | None) -> str:

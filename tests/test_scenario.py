@@ -45,6 +45,12 @@ def test_product_and_point_ids(tmp_path, tiny_trace_file):
     s = load_scenario(_write(tmp_path, tiny_trace_file, sweep={"bucket_cap_mb": [5], "comm_hook": ["none", "fp16"]}))
     assert [p.point_id for p in s.points()] == ["cap=default,hook=none", "cap=default,hook=fp16",
                                                  "cap=5,hook=none", "cap=5,hook=fp16"]
+    # every axis's name in the id, in the sweep's order (caps, find_unused, gabv, hook, nodes, pg)
+    s = load_scenario(_write(tmp_path, tiny_trace_file, world_size=None, sweep={
+        "process_groups": [2, 1], "nodes": [1, 2], "gradient_as_bucket_view": [True, False],
+        "find_unused_parameters": [False, True]}))
+    assert s.points()[1].point_id == "cap=default,find_unused=false,gabv=true,nodes=1,pg=1"
+    assert len({p.point_id for p in s.points()}) == len(s.points()) == 16
 
 
 def test_timelines_by_cap_and_best(tmp_path, tiny_trace_file):

@@ -21,6 +21,8 @@ from ddpsim.engine.config import SimConfig
 from ddpsim.plan.planner import cap_point_id
 
 _POINT_ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
+#: an axis's name in a point id (a generic axis: its initials, :func:`_initials`)
+_LABELS = {"find_unused_parameters": "find_unused", "gradient_as_bucket_view": "gabv", "comm_hook": "hook", "nodes": "nodes"}
 
 
 @dataclass(frozen=True, kw_only=True, order=False)
@@ -32,7 +34,7 @@ class SweepPoint:
     gradient_as_bucket_view: bool = False
     comm_hook: str = "none"
     nodes: int = 1
-    #: which of the fields above the sweep varies (they appear in the point id)
+    #: the axes the sweep varies, the cap first (they appear in the point id, in this order)
     varied: tuple[str, ...] = ("bucket_cap_mb",)
     #: a bucket_cap_mb_list point (bucket_cap_mb is then None); part of the cap dimension
     bucket_cap_mb_list: tuple[float, ...] | None = None
@@ -62,15 +64,9 @@ class SweepPoint:
     @property
     def point_id(self) -> str:
         parts = [cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list)]
-        if "find_unused_parameters" in self.varied:
-            parts.append(f"find_unused={str(self.find_unused_parameters).lower()}")
-        if "gradient_as_bucket_view" in self.varied:
-            parts.append(f"gabv={str(self.gradient_as_bucket_view).lower()}")
-        if "comm_hook" in self.varied:
-            parts.append(f"hook={self.comm_hook}")
-        if "nodes" in self.varied:
-            parts.append(f"nodes={self.nodes}")
-        parts += [f"{_initials(k)}={self.value(k)}" for k in self.varied if k not in self.__dataclass_fields__]
+        for k in self.varied[1:]:
+            v = self.value(k)
+            parts.append(f"{_LABELS.get(k) or _initials(k)}={str(v).lower() if isinstance(v, bool) else v}")
         return _POINT_ID_RE.sub("_", ",".join(parts))
 
     def as_dict(self) -> dict[str, Any]:

@@ -131,22 +131,22 @@ class Scenario:
         assert (self.trace_path is None) != (self.model is None), "exactly one of trace_path / model"
 
     # -- sweep points ------------------------------------------------------------------------
+    def own_values(self) -> dict[str, Any]:
+        """The scenario's own value of each sweep axis but the cap, in the sweep's order."""
+        return {"find_unused_parameters": self.ddp.find_unused_parameters,
+                "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view, "comm_hook": self.comm_hook,
+                "nodes": self.cluster.nodes, **{k: setting(self.settings, k) for k, _ in self.sweep.settings}}
+
     def points(self) -> list[SweepPoint]:
         """The sweep's points in a fixed order (caps outermost), deterministic."""
         s, generic = self.sweep, dict(self.sweep.settings)
-        dims = {
-            "bucket_cap_mb": [(c, None) for c in s.bucket_cap_mb] + [(None, lst) for lst in s.bucket_cap_mb_list],
-            "find_unused_parameters": s.find_unused_parameters or (self.ddp.find_unused_parameters,),
-            "gradient_as_bucket_view": s.gradient_as_bucket_view or (self.ddp.gradient_as_bucket_view,),
-            "comm_hook": s.comm_hook or (self.comm_hook,),
-            "nodes": s.nodes or (self.cluster.nodes,),
-            **{k: v or (setting(self.settings, k),) for k, v in generic.items()},
-        }
-        swept = {k: generic[k] if k in generic else getattr(s, k) for k in list(dims)[1:]}
+        swept = {k: generic[k] if k in generic else getattr(s, k) for k in self.own_values()}
+        dims = {k: swept[k] or (v,) for k, v in self.own_values().items()}
         varied = ("bucket_cap_mb",) + tuple(k for k, v in swept.items() if v is not None and len(v) > 1)
+        caps = [(c, None) for c in s.bucket_cap_mb] + [(None, lst) for lst in s.bucket_cap_mb_list]
         out = []
-        for (cap, cap_list), *rest in itertools.product(*dims.values()):
-            values = dict(zip(list(dims)[1:], rest))
+        for (cap, cap_list), *rest in itertools.product(caps, *dims.values()):
+            values = dict(zip(dims, rest))
             out.append(SweepPoint(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
                                   **{k: v for k, v in values.items() if k not in generic},
                                   settings=tuple((k, v) for k, v in values.items() if k in generic), varied=varied))
@@ -154,14 +154,8 @@ class Scenario:
 
     def base_point(self) -> SweepPoint:
         """The point holding the scenario's own DDP options at the default cap."""
-        pts = self.points()
-        for p in pts:
-            if (p.is_default_cap and p.find_unused_parameters == self.ddp.find_unused_parameters
-                    and p.gradient_as_bucket_view == self.ddp.gradient_as_bucket_view
-                    and p.comm_hook == self.comm_hook and p.nodes == self.cluster.nodes
-                    and p.settings == self.settings):
-                return p
-        return pts[0]
+        pts, own = self.points(), self.own_values()
+        return next((p for p in pts if p.is_default_cap and all(p.value(k) == v for k, v in own.items())), pts[0])
 
     def point_at(self, bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[float, ...] | None = None) -> SweepPoint:
         """The point with the scenario's own DDP options at this cap (or cap list)."""

@@ -193,11 +193,11 @@ def test_strings_for_model_and_cluster_and_a_cap_range():
 
 
 def test_every_generic_sweep_axis_is_a_ddp_key_and_an_engine_setting():
-    # a sweep axis that is no SweepSpec field is carried generically (SweepPoint.settings) from
+    # a sweep axis that is no SweepPoint field is carried generically (SweepPoint.settings) from
     # the ddp section to the SimConfig field of its name: both must exist
     from ddpsim.engine.config import SimConfig
-    from ddpsim.pipeline.specs import SweepSpec
+    from ddpsim.pipeline.specs import is_setting
 
-    generic = [k for k in ss.SweepSection.model_fields if k not in SweepSpec.__dataclass_fields__]
+    generic = [k for k in ss.SweepSection.model_fields if is_setting(k)]
     assert generic == ["process_groups"]
     assert all(k in ss.DdpSection.model_fields and k in SimConfig.__dataclass_fields__ for k in generic)

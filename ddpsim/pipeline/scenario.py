@@ -88,7 +88,7 @@ from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
 from ddpsim.pipeline.scenario_schema import (NAME_PATTERN, ClusterSpec, DdpSection, ModelSpec,  # noqa: F401 (re-exported)
                                              SHORTHANDS, ScenarioFile, SimulationSpec, ValidationSpec, default_of)
-from ddpsim.pipeline.specs import SweepPoint, SweepSpec, engine_settings, setting
+from ddpsim.pipeline.specs import SweepPoint, SweepSpec, engine_settings, is_setting, setting
 from ddpsim.plan.planner import DDPOptions
 from ddpsim.schema import validate
 
@@ -135,21 +135,20 @@ class Scenario:
         """The scenario's own value of each sweep axis but the cap, in the sweep's order."""
         return {"find_unused_parameters": self.ddp.find_unused_parameters,
                 "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view, "comm_hook": self.comm_hook,
-                "nodes": self.cluster.nodes, **{k: setting(self.settings, k) for k, _ in self.sweep.settings}}
+                "nodes": self.cluster.nodes, **{k: setting(self.settings, k) for k, _ in self.sweep.axes if is_setting(k)}}
 
     def points(self) -> list[SweepPoint]:
         """The sweep's points in a fixed order (caps outermost), deterministic."""
-        s, generic = self.sweep, dict(self.sweep.settings)
-        swept = {k: generic[k] if k in generic else getattr(s, k) for k in self.own_values()}
-        dims = {k: swept[k] or (v,) for k, v in self.own_values().items()}
-        varied = ("bucket_cap_mb",) + tuple(k for k, v in swept.items() if v is not None and len(v) > 1)
+        s, swept = self.sweep, dict(self.sweep.axes)
+        dims = {k: swept.get(k) or (v,) for k, v in self.own_values().items()}
+        varied = ("bucket_cap_mb",) + tuple(k for k in dims if len(swept.get(k) or ()) > 1)
         caps = [(c, None) for c in s.bucket_cap_mb] + [(None, lst) for lst in s.bucket_cap_mb_list]
         out = []
         for (cap, cap_list), *rest in itertools.product(caps, *dims.values()):
             values = dict(zip(dims, rest))
             out.append(SweepPoint(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
-                                  **{k: v for k, v in values.items() if k not in generic},
-                                  settings=tuple((k, v) for k, v in values.items() if k in generic), varied=varied))
+                                  **{k: v for k, v in values.items() if not is_setting(k)},
+                                  settings=tuple((k, v) for k, v in values.items() if is_setting(k)), varied=varied))
         return out
 
     def base_point(self) -> SweepPoint:
@@ -338,7 +337,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
         sweep=sweep, timelines=doc.timeline_keys(sweep), validation=doc.validation, cost_model=doc.cost_model.spec(),
         compile=None if doc.compile is None else doc.compile.options(),
         sync_batchnorm=ddp.sync_batchnorm,
-        settings=engine_settings((k, getattr(ddp, k)) for k, _ in sweep.settings), join=ddp.join,
+        settings=engine_settings((k, getattr(ddp, k)) for k, _ in sweep.axes if is_setting(k)), join=ddp.join,
         plan_path=_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null"))
 
 

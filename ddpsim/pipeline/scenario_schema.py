@@ -408,9 +408,7 @@ class SweepSection(Schema):
                                                                               "(ddp.process_groups' values)")
 
     def resolve(self, ddp: DdpSection) -> SweepSpec:
-        """The sweep's axes: caps (the default point first), cap lists, the other values deduplicated;
-        an axis that is no field of :class:`SweepSpec` is an engine setting of the same name
-        (:func:`ddpsim.pipeline.specs.engine_settings`)."""
+        """The sweep's axes: caps (the default point first), cap lists, the other values deduplicated."""
         if self.bucket_cap_mb is None:
             caps = [ddp.bucket_cap_mb]
         elif isinstance(self.bucket_cap_mb, CapRange):
@@ -428,11 +426,9 @@ class SweepSection(Schema):
             v = getattr(self, key)
             return None if v is None else tuple(dict.fromkeys(v))
 
-        axes = {k: each(k) for k in type(self).model_fields if k not in ("bucket_cap_mb", "bucket_cap_mb_list")}
-        named = SweepSpec.__dataclass_fields__
         return SweepSpec(bucket_cap_mb=tuple(caps), bucket_cap_mb_list=tuple(dict.fromkeys(lists)),
-                         **{k: v for k, v in axes.items() if k in named},
-                         settings=tuple((k, v) for k, v in axes.items() if k not in named))
+                         axes=tuple((k, each(k)) for k in type(self).model_fields if k not in ("bucket_cap_mb",
+                                                                                               "bucket_cap_mb_list")))
 
 
 def _tuples(v: Any) -> Any:
@@ -636,7 +632,8 @@ class ScenarioFile(Schema):
             if ws is not None and r >= ws:
                 _fail(("simulation", "stragglers"), r, f"a rank in [0, {ws})")
         sweep = self.sweep.resolve(self.ddp)
-        if sweep.nodes is not None and ws is not None and len(sweep.nodes) > 1:
+        nodes = dict(sweep.axes)["nodes"]
+        if nodes is not None and ws is not None and len(nodes) > 1:
             _fail(("world_size",), ws, "null (every device of the cluster) when sweep.nodes lists several node counts")
         self.timeline_keys(sweep)
         return self

@@ -86,16 +86,18 @@ class SweepPoint:
 @dataclass(frozen=True, kw_only=True)
 class SweepSpec:
     """The values the sweep's points take: caps (None: DDP's default, always first), cap lists,
-    and the other knobs (None: the scenario's own value)."""
+    and the other axes in the schema's order, each ``(key, its values or None: the scenario's
+    own value)``; an axis that is no :class:`SweepPoint` field is an engine setting
+    (:func:`is_setting`)."""
 
     bucket_cap_mb: tuple[float | None, ...] = (None,)
     bucket_cap_mb_list: tuple[tuple[float, ...], ...] = ()
-    find_unused_parameters: tuple[bool, ...] | None = None
-    gradient_as_bucket_view: tuple[bool, ...] | None = None
-    comm_hook: tuple[str, ...] | None = None
-    nodes: tuple[int, ...] | None = None
-    #: the generic axes (:func:`engine_settings`): (key, its values or None: the scenario's own)
-    settings: tuple[tuple[str, tuple[Any, ...] | None], ...] = ()
+    axes: tuple[tuple[str, tuple[Any, ...] | None], ...] = ()
+
+
+def is_setting(key: str) -> bool:
+    """A sweep axis carried generically, as an engine setting: no field of :class:`SweepPoint`."""
+    return key not in SweepPoint.__dataclass_fields__
 
 
 #: the engine config's fields and defaults: what a generic axis may name

@@ -1,14 +1,15 @@
-"""Real DDP run the two ways ``ddpsim.engine.join`` and ``ddpsim.engine.process_groups`` model.
+"""Real DDP run the two ways ``ddpsim.engine.join`` and the engine's round-robin groups
+(``GroupStreams``) model.
 
-``--process-groups N``: torch 2.13 has no ``_round_robin_process_groups`` nor
-``ProcessGroupRoundRobin`` (removed by pytorch/pytorch#132888), so the same dealing is a comm
+N round-robin groups (a run mode of ``--options``): torch 2.13 has neither the round-robin
+wrapper of ``distributed_c10d.py`` nor ``ProcessGroupRoundRobin`` (removed by pytorch/pytorch#132888), so the same dealing is a comm
 hook: N extra groups of the backend (``dist.new_group``, each with its own communicator or, on
 gloo, its own worker threads), and the hook sends its ``k``-th call's all-reduce to group
 ``k mod N`` after dividing the bucket by the world size (what DDP's default ``allreduce_hook``
 does, ``torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py``).
 
-``--join-batches B0,B1,...``: every rank trains its own number of batches inside
-``Join([ddp, recorder])`` (``torch/distributed/algorithms/join.py``), ``ddp.join()``'s context
+Uneven inputs (a run mode of ``--options``, one batch count per rank): every rank trains its
+own number of batches inside ``Join([ddp, recorder])`` (``torch/distributed/algorithms/join.py``), ``ddp.join()``'s context
 with a second joinable: its ``main_hook`` runs after DDP's shadow in each of a joined rank's
 iterations of ``Join.__exit__``, and records when each ends; its ``post_hook`` runs after
 ``_sync_final_model``. So a joined rank's iteration ``i`` lasts from the end of its shadow of
@@ -21,27 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpsim.errors import InputError
-
-
-def parse_join_batches(text: str | None, world_size: int) -> list[int] | None:
-    """``--join-batches '12,8'`` -> ``[12, 8]``: one count >= 1 per rank."""
-    if text is None or not str(text).strip():
-        return None
-    try:
-        counts = [int(x) for x in str(text).split(",")]
-    except ValueError:
-        counts = []
-    if len(counts) != world_size or any(c < 1 for c in counts):
-        raise InputError(f"--join-batches: {text!r} is not accepted; expected {world_size} comma-separated batch "
-                         "counts (one per rank), each an integer >= 1")
-    return counts
-
-
-def check_process_groups(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InputError(f"--process-groups: {n!r} is not accepted; expected an integer >= 1")
-    return n
 
 
 class RoundRobin:

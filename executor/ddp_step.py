@@ -65,36 +65,70 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="measurement JSON to write (rank 0, atomically)")
 
 
+#: the run modes an options document holds beside DDPOptions' fields (no DDP constructor options):
+#: buckets dealt to N process groups in turn (a comm hook), and each rank's batch count under Join
+RUN_MODES = ("process_groups", "join_batches")
+
+
 def add_ddp_option_arguments(p: argparse.ArgumentParser) -> None:
-    """DDP's options other than the cap as one document (:func:`ddp_options` reads it), shared
-    with ``executor round``, and the two run modes that are not DDP constructor options."""
+    """DDP's options other than the cap and the run modes as one document (:func:`ddp_options`
+    and :func:`run_modes` read it), shared with ``executor round``."""
     p.add_argument("--options", default=None, metavar="JSON|FILE",
                    help="DDP's options other than the cap: one JSON object of ddpsim's DDPOptions fields by torch's "
                         "names, inline or a file, e.g. '{\"find_unused_parameters\": true, \"mixed_precision\": "
-                        "{\"param_dtype\": \"bfloat16\"}}'; default: DDP's defaults")
-    p.add_argument("--process-groups", type=int, default=1, metavar="N",
-                   help="deal the buckets' all-reduces to N process groups in turn (a comm hook: torch 2.13 has no "
-                        "_round_robin_process_groups); 1: DDP's own group")
-    p.add_argument("--join-batches", default=None, metavar="B0,B1,...",
-                   help="uneven inputs: each rank's batch count, trained under Join([ddp, recorder]) after the warmup; "
-                        "the measured iterations are the longest rank's")
+                        "{\"param_dtype\": \"bfloat16\"}}', and the run modes: \"process_groups\": N deals the "
+                        "buckets' all-reduces to N process groups in turn (a comm hook), \"join_batches\": [B0, B1, "
+                        "...] trains each rank's batch count under Join([ddp, recorder]) after the warmup (the measured "
+                        "iterations are the longest rank's); default: DDP's defaults, one group, even inputs")
+
+
+def _document(args: argparse.Namespace) -> dict[str, Any]:
+    """``--options``' JSON object (empty without one)."""
+    from ddpsim.plan.planner import options_document
+
+    text = getattr(args, "options", None)
+    return {} if text is None else options_document(text, "--options")
+
+
+def run_modes(args: argparse.Namespace) -> dict[str, Any]:
+    """The run modes (:data:`RUN_MODES`) ``--options`` gives, by name."""
+    doc = _document(args)
+    return {k: doc[k] for k in RUN_MODES if k in doc}
+
+
+def _is_count(n: Any) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1
+
+
+def check_join_batches(counts: Any, world_size: int) -> list[int] | None:
+    """The options document's ``join_batches``: None, or one count >= 1 per rank."""
+    if counts is None:
+        return None
+    if not isinstance(counts, list) or len(counts) != world_size or not all(_is_count(c) for c in counts):
+        raise InputError(f"--options: join_batches {counts!r} is not accepted; expected a list of {world_size} batch "
+                         "counts (one per rank), each an integer >= 1")
+    return counts
+
+
+def check_groups(n: Any) -> int:
+    """The options document's ``process_groups``: an integer >= 1."""
+    if not _is_count(n):
+        raise InputError(f"--options: process_groups {n!r} is not accepted; expected an integer >= 1")
+    return n
 
 
 def ddp_options(args: argparse.Namespace) -> Any:
     """``args.options`` (:func:`add_ddp_option_arguments`) as :class:`ddpsim.plan.planner.DDPOptions`,
-    checked by its constructor; absent: DDP's defaults. The cap is ``--bucket-cap-mb`` /
+    checked by its constructor (the run modes aside); absent: DDP's defaults. The cap is ``--bucket-cap-mb`` /
     ``--bucket-cap-mb-list`` (a round measures several), never the document's.
 
     Raises:
         InputError: text that is neither a JSON object nor a readable file of one, an unknown
             field, a cap field, or a bad value (one line naming the field).
     """
-    from ddpsim.plan.planner import DDPOptions, options_document, options_from_dict
+    from ddpsim.plan.planner import options_from_dict
 
-    text = getattr(args, "options", None)
-    if text is None:
-        return DDPOptions()
-    doc = options_document(text, "--options")
+    doc = {k: v for k, v in _document(args).items() if k not in RUN_MODES}
     for key in ("bucket_cap_mb", "bucket_cap_mb_list"):
         if doc.get(key) is not None:
             raise InputError(f"--options: {key} is not accepted in the document; expected it as --{key.replace('_', '-')}")
@@ -322,11 +356,7 @@ def options_record(args: argparse.Namespace, cap: float | tuple[float, ...] | No
     if new.get("delay_all_reduce_named_params") is not None:
         out["delay_all_reduce_named_params"] = list(new["delay_all_reduce_named_params"])
         out["param_to_hook_all_reduce"] = new["param_to_hook_all_reduce"]
-    if getattr(args, "process_groups", 1) != 1:
-        out["process_groups"] = args.process_groups
-    if getattr(args, "join_batches", None):
-        out["join_batches"] = args.join_batches
-    return out
+    return {**out, **run_modes(args)}
 
 
 def in_force(model: Any) -> dict[str, Any]:
@@ -353,11 +383,12 @@ def measure_point(rt: Runtime, args: argparse.Namespace, wl: Any, cap: float | N
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from executor.ddp_modes import RoundRobin, check_process_groups, join_steps, parse_join_batches
+    from executor.ddp_modes import RoundRobin, join_steps
 
     check_ddp_options(rt, args)
-    groups = check_process_groups(getattr(args, "process_groups", 1))
-    batches = parse_join_batches(getattr(args, "join_batches", None), rt.world_size)
+    modes = run_modes(args)
+    groups = check_groups(modes.get("process_groups", 1))
+    batches = check_join_batches(modes.get("join_batches"), rt.world_size)
     kwargs = ddp_kwargs(rt, args, cap, wl.module)
     model = DDP(wl.module, **kwargs)
     forced = in_force(model)

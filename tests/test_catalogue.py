@@ -170,7 +170,7 @@ def test_a_scenario_names_its_catalogue(tmp_path):
         world_size: null
         """))
     sc = load_scenario(tmp_path / "s.yaml")
-    assert max_ranks(sc.graph()) == 8 and sc.to_dict()["cluster"]["catalogue"] == str(tmp_path / "mine.yaml")
+    assert max_ranks(sc.graph()) == 8 and sc.cluster.catalogue == str(tmp_path / "mine.yaml")
 
 
 def _edit(text: str, old: str, new: str) -> str:

@@ -78,8 +78,8 @@ def test_the_scenario_key_reaches_the_engine_and_validation_predicts_with_the_me
     sc = load_scenario(str(f))
     p = sc.points()[0]
     assert sc.build_point(p).config.compute_statistic == "mean"
-    assert sc.to_dict()["simulation"]["compute_statistic"] == "mean"
+    assert sc.simulation.compute_statistic == "mean"
     plain = load_scenario("default")
-    assert plain.build_point(p).config.compute_statistic == "median" and "compute_statistic" not in plain.to_dict()["simulation"]
+    assert plain.build_point(p).config.compute_statistic == "median" == plain.simulation.compute_statistic
     assert VALIDATION_STATISTIC == "mean"
     assert validation_inputs(plain, p, trace=plain.load_trace()).config.compute_statistic == "mean"

@@ -212,13 +212,13 @@ def test_scenario_key_sync_batchnorm(tmp_path):
     sc = scenario_from_dict({**base, "ddp": {"sync_batchnorm": True}})
     point = sc.base_point()
     pi = sc.build_point(point)
-    assert pi.config.sync_batchnorm is True and sc.to_dict()["ddp"]["sync_batchnorm"] is True
+    assert pi.config.sync_batchnorm is True and sc.sync_batchnorm is True
     res = simulate(pi.trace, pi.plan, pi.comm, pi.config)
     kinds = [s.kind for s in res.spans if s.rank == 0 and s.stream == "comm" and s.iteration == 2]
     assert kinds.count("syncbn_allgather") == 53 and kinds.count("syncbn_allreduce") == 53
     plain = scenario_from_dict(base)
-    assert "sync_batchnorm" not in plain.to_dict()["ddp"]
     pp = plain.build_point(plain.base_point())
+    assert plain.sync_batchnorm is False and pp.config.sync_batchnorm is False
     ref = simulate(pp.trace, pp.plan, pp.comm, pp.config)
     assert [i.iteration_s for i in res.iterations if i.rank == 0][-1] > [i.iteration_s for i in ref.iterations if i.rank == 0][-1]
     with pytest.raises(InputError, match=r"^s: ddp.sync_batchnorm: 'yes' is not accepted; expected true or false$"):
@@ -275,9 +275,10 @@ def test_report_setup_names_the_terms():
     from ddpsim.pipeline.scenario import scenario_from_dict
 
     trace = str(Path(__file__).resolve().parents[1] / "traces" / "resnet50.h100.json")
-    sc = scenario_from_dict({"name": "bn", "trace": trace, "cluster": "dgx-h100", "world_size": 8, "comm_hook": "powersgd",
-                             "ddp": {"sync_batchnorm": True}})
+    sc = scenario_from_dict({"name": "bn", "trace": trace, "cluster": "dgx-h100", "world_size": 8,
+                             "ddp": {"sync_batchnorm": True, "comm_hook": "powersgd"}})
     lines = cost_terms(sc, sc.base_point(), sc.build_point(sc.base_point()))
     assert any(x.startswith("PowerSGD on NCCL:") for x in lines) and any(x.startswith("SyncBatchNorm:") for x in lines)
-    gloo = scenario_from_dict({"name": "c", "trace": trace.replace("resnet50.h100", "mlp.cpu"), "cluster": "cpu-gloo", "comm_hook": "powersgd"})
+    gloo = scenario_from_dict({"name": "c", "trace": trace.replace("resnet50.h100", "mlp.cpu"), "cluster": "cpu-gloo",
+                               "ddp": {"comm_hook": "powersgd"}})
     assert not any(x.startswith("PowerSGD") for x in cost_terms(gloo, gloo.base_point(), gloo.build_point(gloo.base_point())))

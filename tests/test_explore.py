@@ -228,3 +228,14 @@ def test_batch_size_retimes_the_trace_per_system_and_keeps_it(tmp_path, monkeypa
     monkeypatch.setattr(retime, "retime_trace_file", lambda *a, **k: pytest.fail("re-timed again"))
     again = ex.prepare(sp, ex.space_points(sp), out_dir=tmp_path / "out")[0]
     assert again.traces[again.points[0].trace].to_dict() == job.traces[job.points[0].trace].to_dict()
+
+
+def test_an_engine_setting_axis_reaches_each_points_engine_config(tmp_path):
+    # ddp.process_groups is a generic axis: each point's SweepPoint carries it, and its inputs
+    # give the engine that many round-robin communicators (the point named 1 keeps the default)
+    sp = ex.load_space(space_file(tmp_path, {"ddp.process_groups": [1, 3], "bucket_cap_mb": [None, 25]}))
+    job, _ = ex.prepare(sp, ex.space_points(sp))
+    got = {jp.point_id: job.scenarios[jp.group].build_point(jp.sweep_point, trace=job.traces[jp.trace]).config.process_groups
+           for jp in job.points}
+    assert got == {"process_groups=1,cap=default": 1, "process_groups=1,cap=25": 1,
+                   "process_groups=3,cap=default": 3, "process_groups=3,cap=25": 3}

@@ -185,6 +185,30 @@ def test_sweep_over_process_groups_names_its_points():
     sc = scenario_from_dict(dict(BASE, sweep={"bucket_cap_mb": [1], "process_groups": [1, 3]}))
     assert [p.point_id for p in sc.points()] == ["cap=default,pg=1", "cap=default,pg=3", "cap=1,pg=1", "cap=1,pg=3"]
     assert sc.build_point(sc.points()[1]).config.process_groups == 3
+    # a finished point's file reads back as the same point (resume finds it), one group or three
+    from ddpsim.pipeline.specs import SweepPoint
+
+    assert [SweepPoint.from_dict(p.as_dict(), p.varied) for p in sc.points()] == sc.points()
+    assert "process_groups" not in sc.points()[0].as_dict() and sc.points()[1].as_dict()["process_groups"] == 3
+
+
+def test_validate_hands_the_run_modes_to_the_executor_in_its_options_document():
+    import argparse
+
+    from ddpsim.validation.measure import _options
+    from executor.ddp_step import check_groups, check_join_batches, ddp_options, run_modes
+
+    sc = scenario_from_dict(dict(BASE, ddp={"join": {"batches_per_rank": [3, 2]}}, sweep={"process_groups": [1, 3]}))
+    argv = [_options(sc, p) for p in sc.points()]
+    assert all(a[0] == "--options" and len(a) == 2 for a in argv)
+    args = [argparse.Namespace(options=a[1]) for a in argv]
+    # the point's engine setting (left out at its default) and Join's batches, by their names
+    assert [run_modes(a) for a in args] == [{"join_batches": [3, 2]}, {"process_groups": 3, "join_batches": [3, 2]}]
+    assert [ddp_options(a) for a in args] == [sc.ddp_options(p) for p in sc.points()]
+    with pytest.raises(InputError, match=r"^--options: process_groups 0 is not accepted; expected an integer >= 1$"):
+        check_groups(0)
+    with pytest.raises(InputError, match=r"^--options: join_batches \[3\] is not accepted; expected a list of 2 batch"):
+        check_join_batches([3], 2)
 
 
 # ---- real gloo runs (seconds) ------------------------------------------------------------------
@@ -194,11 +218,11 @@ def test_real_join_run_has_one_step_per_iteration_of_the_longest_rank(tmp_path):
     from ddpsim.validation.launch import launch_local
 
     out = tmp_path / "join.json"
-    r = launch_local(["ddp", "--model", "mlp", "--warmup", "2", "--join-batches", "4,2", "--out", str(out)], nproc=2,
+    r = launch_local(["ddp", "--model", "mlp", "--warmup", "2", "--options", '{"join_batches": [4, 2]}', "--out", str(out)], nproc=2,
                      timeout_s=240)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())
-    assert len(rec["summary"]["step_times_s"]) == 4 and rec["options"]["join_batches"] == "4,2"
+    assert len(rec["summary"]["step_times_s"]) == 4 and rec["options"]["join_batches"] == [4, 2]
     # rank 1 trained 2 batches, then shadowed 2 iterations with no compute of its own
     r1 = next(x for x in rec["ranks"] if x["rank"] == 1)["iterations"]
     assert [s["forward_s"] > 0 for s in r1] == [True, True, False, False]
@@ -211,7 +235,7 @@ def test_real_round_robin_run_deals_buckets_to_two_groups(tmp_path):
 
     out = tmp_path / "pg.json"
     r = launch_local(["ddp", "--model", "mlp", "--warmup", "2", "--iterations", "3", "--bucket-cap-mb", "0.25",
-                      "--process-groups", "2", "--timing-hook", "--out", str(out)], nproc=2, timeout_s=240)
+                      "--options", '{"process_groups": 2}', "--timing-hook", "--out", str(out)], nproc=2, timeout_s=240)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert rec["options"]["process_groups"] == 2 and len(rec["real_buckets"]["sizes"]) > 1

@@ -45,6 +45,12 @@ def test_product_and_point_ids(tmp_path, tiny_trace_file):
     s = load_scenario(_write(tmp_path, tiny_trace_file, sweep={"bucket_cap_mb": [5], "comm_hook": ["none", "fp16"]}))
     assert [p.point_id for p in s.points()] == ["cap=default,hook=none", "cap=default,hook=fp16",
                                                  "cap=5,hook=none", "cap=5,hook=fp16"]
+    # every axis's name in the id, in the sweep's order (caps, find_unused, gabv, hook, nodes, pg)
+    s = load_scenario(_write(tmp_path, tiny_trace_file, world_size=None, sweep={
+        "process_groups": [2, 1], "nodes": [1, 2], "gradient_as_bucket_view": [True, False],
+        "find_unused_parameters": [False, True]}))
+    assert s.points()[1].point_id == "cap=default,find_unused=false,gabv=true,nodes=1,pg=1"
+    assert len({p.point_id for p in s.points()}) == len(s.points()) == 16
 
 
 def test_timelines_by_cap_and_best(tmp_path, tiny_trace_file):
@@ -62,7 +68,7 @@ def test_timelines_by_cap_and_best(tmp_path, tiny_trace_file):
     ({"sweep": {"bucket_cap_mb": [1, -2]}}, r"sweep\.bucket_cap_mb\[1\]: -2 is not accepted"),
     ({"simulation": {"iterations": 3, "warmup": 3}}, r"simulation\.warmup: 3 is not accepted; expected fewer than"),
     ({"simulation": {"jitter": "lots"}}, r"simulation\.jitter: 'lots'"),
-    ({"comm_hook": "zip"}, r"comm_hook: 'zip' is not accepted; expected one of none, allreduce"),
+    ({"ddp": {"comm_hook": "zip"}}, r"ddp\.comm_hook: 'zip' is not accepted; expected one of none, allreduce"),
     ({"trace": "nope/missing.json"}, r"trace: 'nope/missing\.json' does not exist"),
     ({"timelines": [7]}, r"timelines\[0\]: 7 is not accepted; expected a bucket_cap_mb of the sweep"),
     ({"sweep": {"nodes": [1, 2]}}, r"world_size: 2 is not accepted; expected null"),
@@ -117,8 +123,8 @@ def test_latency_bandwidth_cluster_and_copy_bandwidth(tmp_path, tiny_trace_file)
     inputs = s.build_point(s.base_point())
     assert (inputs.comm.latency_s, inputs.comm.bandwidth_bytes_per_s, inputs.comm.num_ranks) == (pytest.approx(1e-4), 1e5, 2)
     assert inputs.config.copy_bandwidth_bytes_per_s == 2e9 and inputs.config.world_size == 2
-    assert s.to_dict()["cluster"] == {"latency_us": 100.0, "bandwidth_gbps": 0.0001, "nodes": 1}
-    assert s.to_dict()["simulation"]["copy_bandwidth_gbps"] == 2.0
+    assert (s.cluster.latency_us, s.cluster.bandwidth_gbps, s.cluster.nodes) == (100.0, 0.0001, 1)
+    assert s.simulation.copy_bandwidth_gbps == 2.0
 
 
 def test_explicit_plan_key(tmp_path, tiny_trace_file):
@@ -134,4 +140,4 @@ def test_explicit_plan_key(tmp_path, tiny_trace_file):
     s = load_scenario(_write(tmp_path, tiny_trace_file, plan=str(pf)))
     for p in s.points():
         assert [b.param_indices for b in s.build_point(p).plan.steady] == [(0,), (1, 2, 3)]
-    assert s.to_dict()["plan"] == str(pf)
+    assert s.plan_path == pf

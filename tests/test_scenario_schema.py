@@ -1,11 +1,10 @@
 """The scenario file's declared schema: scenarios/schema.json is current and accepts every
 bundled scenario, unknown keys / out-of-bound counts / loose types are refused by both the
-JSON Schema and the loader (one line each), deprecated spellings load with one warning."""
+JSON Schema and the loader (one line each), old spellings among them."""
 
 from __future__ import annotations
 
 import json
-import logging
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -69,30 +68,18 @@ def test_unknown_key_refused_by_both_with_the_one_line(validator, tmp_path):
         "delay_all_reduce_named_params, param_to_hook_all_reduce, comm_hook, powersgd, process_groups, join")
 
 
-def test_old_spellings_load_to_the_same_scenario_with_one_warning(caplog):
-    new = {"name": "t", "model": {"name": "mlp", "iterations": 7}, "cluster": "cpu-gloo",
-           "ddp": {"comm_hook": "powersgd", "powersgd": {"matrix_approximation_rank": 2, "start_powerSGD_iter": 3}}}
-    old = {"name": "t", "model": {"name": "mlp", "iters": 7}, "cluster": "cpu-gloo", "comm_hook": "powersgd",
-           "powersgd": {"rank": 2, "start_iter": 3}}
-    with caplog.at_level(logging.WARNING, logger="ddpsim"):
-        a = scenario_from_dict(new, source="new.yaml")
-        assert caplog.records == []
-        b = scenario_from_dict(old, source="old.yaml")
-    assert a == b
-    assert (b.comm_hook, b.powersgd_rank, b.powersgd_start_iter, b.model.iterations) == ("powersgd", 2, 3, 7)
-    assert len(caplog.records) == 1
-    line = caplog.records[0].getMessage()
-    assert line.startswith("old.yaml: ") and "\n" not in line
-    for pair in ("model.iters -> model.iterations", "comm_hook -> ddp.comm_hook",
-                 "powersgd.rank -> ddp.powersgd.matrix_approximation_rank",
-                 "powersgd.start_iter -> ddp.powersgd.start_powerSGD_iter"):
-        assert pair in line
-    assert old["comm_hook"] == "powersgd" and "ddp" not in old  # the caller's mapping is left as it was
-
-
-def test_old_and_new_spelling_of_one_key_refused():
-    with pytest.raises(InputError, match=r"^s: comm_hook: 'fp16' is not accepted with ddp\.comm_hook; expected only ddp\.comm_hook$"):
-        scenario_from_dict(_base(comm_hook="fp16", ddp={"comm_hook": "bf16"}), source="s")
+@pytest.mark.parametrize("old, line", [
+    ({"model": {"name": "mlp", "iters": 7}}, "old.yaml: model.iters: unknown key; expected one of name, batch_size, device, "
+                                             "iterations, warmup, num_threads, options"),
+    ({"model": "mlp", "comm_hook": "powersgd"}, "old.yaml: comm_hook: unknown key; expected one of name, description, "),
+    ({"model": "mlp", "ddp": {"powersgd": {"rank": 2}}}, "old.yaml: ddp.powersgd.rank: unknown key; expected one of "
+                                                         "matrix_approximation_rank, start_powerSGD_iter"),
+])
+def test_no_old_spelling_is_kept(old, line):
+    # version 0.1 keeps no deprecated key: the old names are unknown keys, refused in one line
+    with pytest.raises(InputError) as exc:
+        scenario_from_dict({"name": "t", "cluster": "cpu-gloo", **old}, source="old.yaml")
+    assert str(exc.value).startswith(line) and "\n" not in str(exc.value)
 
 
 #: (key path, the largest value accepted); bound + 1 is refused with the bound in the line
@@ -203,3 +190,14 @@ def test_strings_for_model_and_cluster_and_a_cap_range():
     assert s.model.name == "mlp" and s.cluster.topology == "cpu-gloo" and s.sweep.bucket_cap_mb == (None, 1, 10, 100)
     with pytest.raises(InputError, match=r"^s: sweep\.bucket_cap_mb\.max: 1 is not accepted; expected a number >= min \(5\)$"):
         scenario_from_dict(_base(sweep={"bucket_cap_mb": {"min": 5, "max": 1, "points": 2}}), source="s")
+
+
+def test_every_generic_sweep_axis_is_a_ddp_key_and_an_engine_setting():
+    # a sweep axis that is no SweepPoint field is carried generically (SweepPoint.settings) from
+    # the ddp section to the SimConfig field of its name: both must exist
+    from ddpsim.engine.config import SimConfig
+    from ddpsim.pipeline.specs import is_setting
+
+    generic = [k for k in ss.SweepSection.model_fields if is_setting(k)]
+    assert generic == ["process_groups"]
+    assert all(k in ss.DdpSection.model_fields and k in SimConfig.__dataclass_fields__ for k in generic)

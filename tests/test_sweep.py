@@ -21,7 +21,8 @@ from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.errors import InputError
 from ddpsim.plan.planner import plan_ddp
 from ddpsim.pipeline.recommend import analytic_simulate
-from ddpsim.pipeline.scenario import PointInputs, load_scenario
+from ddpsim.pipeline.inputs import PointInputs, sim_config
+from ddpsim.pipeline.scenario import load_scenario
 from ddpsim.pipeline.sweep import best_record, default_record, run_sweep, sweep_table
 
 COMM = AlphaBetaModel(latency_s=1e-4, bandwidth_bytes_per_s=1e5, num_ranks=2, backend="gloo")
@@ -31,7 +32,7 @@ CALLS: list[str] = []
 def fake_build(sc, point, trace):
     """Plan for real, comm from COMM, config from the scenario (no topology needed)."""
     return PointInputs(point=point, trace=trace, plan=plan_ddp(trace, sc.ddp_options(point)), comm=COMM,
-                       config=sc.sim_config(point, world_size=2), backend="gloo")
+                       config=sim_config(sc, point, world_size=2), backend="gloo")
 
 
 def counting_simulate(trace, plan, comm, config):

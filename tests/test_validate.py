@@ -607,3 +607,17 @@ def test_validate_refuses_mixed_precision_on_cpu_in_one_line(tmp_path, capsys):
     err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln.startswith("ddpsim: error: ")]
     assert len(err) == 1 and "ddp.mixed_precision: 'bfloat16/-/-' is not accepted by local validation (gloo on CPU)" in err[0]
     assert not list((tmp_path / "out").rglob("*.json"))
+
+
+def test_one_launch_per_round_only_where_the_points_differ_by_their_cap_alone():
+    # executor round names its runs by their cap (cap=0.25, list=1+4): a sweep over anything
+    # else has point ids a round cannot name, so validate falls back to one launch per point
+    from ddpsim.pipeline.scenario import scenario_from_dict
+    from ddpsim.validation.measure import _effective_launch_mode
+
+    base = {"trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"}, "world_size": 2}
+    caps = scenario_from_dict({**base, "sweep": {"bucket_cap_mb": [0.25], "bucket_cap_mb_list": [[1, 4]]}})
+    groups = scenario_from_dict({**base, "sweep": {"bucket_cap_mb": [0.25], "process_groups": [1, 2]}})
+    assert _effective_launch_mode("round", capture=True, points=caps.points()) == "round"
+    assert _effective_launch_mode("round", capture=True, points=groups.points()) == "point"
+    assert _effective_launch_mode("round", capture=False, points=caps.points()) == "point"

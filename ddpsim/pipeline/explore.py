@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 
 EXPLORE_POINT_FORMAT = "ddpsim-explore-point"
 EXPLORE_POINT_VERSION = 1
-#: the axes that form the cap dimension (one point each, caps first)
-CAP_AXES = ("bucket_cap_mb", "bucket_cap_mb_list")
 _ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
 #: the figures each point keeps (seconds; the engine's summary over steady iterations)
 FIGURES = ("step_p50_s", "step_p95_s", "forward_s", "backward_compute_s", "exposed_comm_s", "comm_s", "overlap_ratio",
@@ -142,7 +140,7 @@ def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
 
 def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:
     """:func:`load_space` of an already decoded mapping."""
-    base = scenario_from_dict(data, source=source, path=path)  # every key checked, deprecated names too
+    base = scenario_from_dict(data, source=source, path=path)  # every key checked
     section_data = data.get("explore")
     if section_data is None:
         raise InputError(f"{source}: explore: no design space given; expected an 'explore' block with 'axes' "
@@ -288,10 +286,7 @@ def prepare(space: ExploreSpace, points: Sequence[ExplorePoint], *, out_dir: Pat
         if tkey not in fps:
             fps[tkey] = digest(traces[tkey])
         cap = p.value("cap", (sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
-        sp = SweepPoint(bucket_cap_mb=cap[0], bucket_cap_mb_list=cap[1], find_unused_parameters=sc.ddp.find_unused_parameters,
-                        gradient_as_bucket_view=sc.ddp.gradient_as_bucket_view, comm_hook=sc.comm_hook,
-                        nodes=sc.cluster.nodes)
-        jps.append(JobPoint(point_id=p.point_id, group=g, trace=tkey, sweep_point=sp))
+        jps.append(JobPoint(point_id=p.point_id, group=g, trace=tkey, sweep_point=sc.point_at(*cap)))
     return Job(scenarios=tuple(scenarios), traces=traces, trace_hashes=fps, points=tuple(jps)), trace_info
 
 

@@ -121,7 +121,7 @@ def sim_config(scenario: Any, point: SweepPoint, *, world_size: int, graph: Any 
                      compute_statistic=sim.compute_statistic, interference=terms.interference,
                      copy_bandwidth_bytes_per_s=terms.copy_bandwidth_bytes_per_s,
                      copy_kernel_floor_s=terms.copy_kernel_floor_s, host_costs=terms.host_costs,
-                     process_groups=point.process_groups,
+                     **dict(point.settings),
                      comm_hook_call_s=hook_call_s(calibration, point.comm_hook),
                      join_batches=None if scenario.join is None else scenario.join.batches(world_size, sim.seed))
 

@@ -54,8 +54,6 @@ Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional):
 Every count and size is bounded (``cluster.nodes`` <= 4096, ``simulation.iterations`` <= 10000,
 a cap <= 1000000 MiB, a range's ``points`` <= 10000, a list <= 10000 entries, ...; each
 key's description in ``scenarios/schema.json`` and its error line say its bound).
-The loader also reads the deprecated spellings of :data:`RENAMED` (top-level ``comm_hook``
-and ``powersgd: {rank, start_iter}``, ``model.iters``) and logs one warning line naming them.
 
 ``null`` in ``bucket_cap_mb`` means "not given" (DDP's default: 25 MiB and a 1 MiB first
 bucket at the rebuild); the report's "gain over the default" is measured against it, so a
@@ -74,7 +72,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import logging
 import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -88,15 +85,12 @@ from ddpsim.errors import InputError, shorten
 from ddpsim.io import exists, is_file, read_yaml
 from ddpsim.network import cost_terms
 from ddpsim.network.cost_terms import CostModelSpec
-from ddpsim.pipeline.inputs import PointInputs, build_point_inputs, sim_config
+from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
 from ddpsim.pipeline.scenario_schema import (NAME_PATTERN, ClusterSpec, DdpSection, ModelSpec,  # noqa: F401 (re-exported)
                                              SHORTHANDS, ScenarioFile, SimulationSpec, ValidationSpec, default_of)
-from ddpsim.pipeline.specs import SweepPoint, SweepSpec
+from ddpsim.pipeline.specs import SweepPoint, SweepSpec, engine_settings, is_setting, setting
 from ddpsim.plan.planner import DDPOptions
 from ddpsim.schema import validate
-
-log = logging.getLogger("ddpsim")
-
 
 # ---- the scenario ------------------------------------------------------------------------
 
@@ -128,8 +122,8 @@ class Scenario:
     sync_batchnorm: bool = default_of(DdpSection, "sync_batchnorm")
     #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
     plan_path: Path | None = None
-    #: ``ddp.process_groups``: round-robin communicators
-    process_groups: int = 1
+    #: the ``ddp`` keys that are generic sweep axes, as engine settings (:func:`ddpsim.pipeline.specs.engine_settings`)
+    settings: tuple[tuple[str, Any], ...] = ()
     #: ``ddp.join``: an epoch under Join with uneven inputs (a JoinSpec), or None
     join: Any = None
 
@@ -137,34 +131,30 @@ class Scenario:
         assert (self.trace_path is None) != (self.model is None), "exactly one of trace_path / model"
 
     # -- sweep points ------------------------------------------------------------------------
+    def own_values(self) -> dict[str, Any]:
+        """The scenario's own value of each sweep axis but the cap, in the sweep's order."""
+        return {"find_unused_parameters": self.ddp.find_unused_parameters,
+                "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view, "comm_hook": self.comm_hook,
+                "nodes": self.cluster.nodes, **{k: setting(self.settings, k) for k, _ in self.sweep.axes if is_setting(k)}}
+
     def points(self) -> list[SweepPoint]:
         """The sweep's points in a fixed order (caps outermost), deterministic."""
-        s = self.sweep
-        dims = {
-            "bucket_cap_mb": [(c, None) for c in s.bucket_cap_mb] + [(None, lst) for lst in s.bucket_cap_mb_list],
-            "find_unused_parameters": s.find_unused_parameters or (self.ddp.find_unused_parameters,),
-            "gradient_as_bucket_view": s.gradient_as_bucket_view or (self.ddp.gradient_as_bucket_view,),
-            "comm_hook": s.comm_hook or (self.comm_hook,),
-            "nodes": s.nodes or (self.cluster.nodes,),
-            "process_groups": s.process_groups or (self.process_groups,),
-        }
-        varied = ("bucket_cap_mb",) + tuple(k for k in list(dims)[1:] if getattr(s, k) is not None and len(getattr(s, k)) > 1)
+        s, swept = self.sweep, dict(self.sweep.axes)
+        dims = {k: swept.get(k) or (v,) for k, v in self.own_values().items()}
+        varied = ("bucket_cap_mb",) + tuple(k for k in dims if len(swept.get(k) or ()) > 1)
+        caps = [(c, None) for c in s.bucket_cap_mb] + [(None, lst) for lst in s.bucket_cap_mb_list]
         out = []
-        for (cap, cap_list), *rest in itertools.product(*dims.values()):
-            out.append(SweepPoint(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list, **dict(zip(list(dims)[1:], rest)),
-                                  varied=varied))
+        for (cap, cap_list), *rest in itertools.product(caps, *dims.values()):
+            values = dict(zip(dims, rest))
+            out.append(SweepPoint(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
+                                  **{k: v for k, v in values.items() if not is_setting(k)},
+                                  settings=tuple((k, v) for k, v in values.items() if is_setting(k)), varied=varied))
         return out
 
     def base_point(self) -> SweepPoint:
         """The point holding the scenario's own DDP options at the default cap."""
-        pts = self.points()
-        for p in pts:
-            if (p.is_default_cap and p.find_unused_parameters == self.ddp.find_unused_parameters
-                    and p.gradient_as_bucket_view == self.ddp.gradient_as_bucket_view
-                    and p.comm_hook == self.comm_hook and p.nodes == self.cluster.nodes
-                    and p.process_groups == self.process_groups):
-                return p
-        return pts[0]
+        pts, own = self.points(), self.own_values()
+        return next((p for p in pts if p.is_default_cap and all(p.value(k) == v for k, v in own.items())), pts[0])
 
     def point_at(self, bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[float, ...] | None = None) -> SweepPoint:
         """The point with the scenario's own DDP options at this cap (or cap list)."""
@@ -264,17 +254,9 @@ class Scenario:
         (:func:`ddpsim.pipeline.inputs.build_point_inputs`)."""
         return build_point_inputs(self, point, trace=trace, calibration=calibration, graph=graph)
 
-    def sim_config(self, point: SweepPoint, *, world_size: int, graph=None, calibration=None, comm=None) -> SimConfig:
-        """The SimConfig of one sweep point (:func:`ddpsim.pipeline.inputs.sim_config`)."""
-        return sim_config(self, point, world_size=world_size, graph=graph, calibration=calibration, comm=comm)
-
     def contention_prior(self, graph, comm):
         """The GPU contention prior of ``comm`` under ``cost_model`` (:func:`ddpsim.network.cost_terms.contention_prior`)."""
         return cost_terms.contention_prior(self.cost_model, graph, comm)
-
-    def host_costs(self, comm):
-        """DDP's host costs under ``cost_model`` (:func:`ddpsim.network.cost_terms.spec_host_costs`)."""
-        return cost_terms.spec_host_costs(self.cost_model, comm)
 
     @staticmethod
     def _gpu_terms(comm) -> bool:
@@ -284,112 +266,6 @@ class Scenario:
     def where(self) -> str:
         """``<path>: `` for error messages (empty for a scenario built from a mapping without a file)."""
         return f"{self.path}: " if self.path is not None else ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able echo of the scenario (written into the report)."""
-        return {
-            "name": self.name, "description": self.description,
-            "trace": None if self.trace_path is None else str(self.trace_path),
-            "model": None if self.model is None else {"name": self.model.name, "batch_size": self.model.batch_size,
-                                                      "device": self.model.device},
-            "cluster": _cluster_echo(self.cluster),
-            "world_size": self.world_size, "comm_hook": self.comm_hook,
-            "ddp": {"bucket_cap_mb": self.ddp.bucket_cap_mb,
-                    **({"bucket_cap_mb_list": list(self.ddp.bucket_cap_mb_list)} if self.ddp.bucket_cap_mb_list else {}),
-                    "find_unused_parameters": self.ddp.find_unused_parameters,
-                    "static_graph": self.ddp.static_graph, "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view,
-                    "broadcast_buffers": self.ddp.broadcast_buffers, **_ddp_torch213_echo(self.ddp),
-                    **({"sync_batchnorm": True} if self.sync_batchnorm else {}),
-                    **({"process_groups": self.process_groups} if self.process_groups != 1 else {}),
-                    **({"join": self.join.model_dump(exclude_none=True)} if self.join is not None else {})},
-            "simulation": {"iterations": self.simulation.iterations, "warmup": self.simulation.warmup,
-                           "seed": self.simulation.seed, "jitter": self.simulation.jitter,
-                           "stragglers": {str(k): v for k, v in self.simulation.stragglers.items()},
-                           "no_sync_steps": self.simulation.no_sync_steps,
-                           **({"compute_statistic": self.simulation.compute_statistic}
-                              if self.simulation.compute_statistic != "median" else {}),
-                           **({"copy_bandwidth_gbps": self.simulation.copy_bandwidth_gbps}
-                              if self.simulation.copy_bandwidth_gbps is not None else {})},
-            "calibration": None if self.calibration_path is None else str(self.calibration_path),
-            "cost_model": self.cost_model.as_dict(),
-            **({"plan": str(self.plan_path)} if self.plan_path is not None else {}),
-            **({"compile": {"ddp_optimizer": self.compile.ddp_optimizer,
-                            "compiled_autograd": self.compile.compiled_autograd}} if self.compile is not None else {}),
-            "points": [p.point_id for p in self.points()],
-        }
-
-
-def _ddp_torch213_echo(o: DDPOptions) -> dict[str, Any]:
-    """The torch 2.13 options that differ from their defaults (a scenario leaving them at their defaults echoes none)."""
-    out: dict[str, Any] = {}
-    for key in ("batched_grad_copy", "skip_all_reduce_unused_params"):
-        if getattr(o, key):
-            out[key] = True
-    if o.forward_sync_buffers is not None:
-        out["forward_sync_buffers"] = o.forward_sync_buffers
-    if o.mixed_precision is not None:
-        mp = o.mixed_precision
-        out["mixed_precision"] = {"param_dtype": mp.param_dtype, "reduce_dtype": mp.reduce_dtype, "buffer_dtype": mp.buffer_dtype}
-    if o.delay_all_reduce_named_params is not None:
-        out["delay_all_reduce_named_params"] = list(o.delay_all_reduce_named_params)
-        out["param_to_hook_all_reduce"] = o.param_to_hook_all_reduce
-    return out
-
-
-def _cluster_echo(c: ClusterSpec) -> dict[str, Any]:
-    if c.topology is None:
-        return {"latency_us": c.latency_us, "bandwidth_gbps": c.bandwidth_gbps, "nodes": c.nodes}
-    return {"topology": c.topology, "nodes": c.nodes, "options": dict(c.options),
-            **({"catalogue": c.catalogue} if c.catalogue is not None else {})}
-
-
-#: deprecated spellings -> the current ones, applied in this order (the loader reads both)
-RENAMED = (("model.iters", "model.iterations"),
-           ("powersgd.rank", "powersgd.matrix_approximation_rank"),
-           ("powersgd.start_iter", "powersgd.start_powerSGD_iter"),
-           ("powersgd", "ddp.powersgd"),
-           ("comm_hook", "ddp.comm_hook"))
-_ABSENT = object()
-
-
-def _holder(data: dict, keys: list[str], create: bool) -> dict | None:
-    """The mapping holding the last of ``keys`` (missing or null mappings created with ``create``)."""
-    for k in keys[:-1]:
-        if data.get(k) is None and create:
-            data[k] = {}
-        data = data.get(k)
-        if not isinstance(data, dict):
-            return None
-    return data
-
-
-def current_spelling(data: dict, source: str) -> dict:
-    """``data`` with the deprecated keys of :data:`RENAMED` moved to their current names (the
-    caller's mappings are left as they are); one warning line lists them. Both spellings of one
-    key: InputError."""
-    data = dict(data)
-    for k in ("model", "powersgd", "ddp"):
-        if isinstance(data.get(k), dict):
-            data[k] = dict(data[k])
-    if isinstance(data.get("ddp"), dict) and isinstance(data["ddp"].get("powersgd"), dict):
-        data["ddp"]["powersgd"] = dict(data["ddp"]["powersgd"])
-    moved = []
-    for old, new in RENAMED:
-        src, key = _holder(data, old.split("."), create=False), old.split(".")[-1]
-        if src is None or key not in src:
-            continue
-        dst, new_key = _holder(data, new.split("."), create=True), new.split(".")[-1]
-        if dst is None:
-            continue
-        if new_key in dst:
-            raise InputError(f"{source}: {old}: {shorten(src[key])} is not accepted with {new}; expected only {new}")
-        dst[new_key] = src.pop(key)
-        if not (old == "powersgd" and moved and moved[-1][0].startswith("powersgd.")):
-            moved.append((old, new))
-    if moved:
-        names = ", ".join(f"{o} -> {'ddp.' + n if n.startswith('powersgd.') else n}" for o, n in moved)
-        log.warning("%s: deprecated scenario keys: %s; write the new names (scenarios/schema.json)", source, names)
-    return data
 
 
 def _resolve_path(text: str, base: Path | None) -> Path:
@@ -441,13 +317,13 @@ def _name(doc: ScenarioFile, path: Path | None, source: str) -> str:
 
 
 def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> Scenario:
-    """Validate a decoded scenario mapping against :class:`~ddpsim.pipeline.scenario_schema.ScenarioFile`
-    (deprecated spellings first moved by :func:`current_spelling`); ``source`` prefixes every
-    error message, ``path`` is the file it came from (relative paths are resolved from it)."""
+    """Validate a decoded scenario mapping against :class:`~ddpsim.pipeline.scenario_schema.ScenarioFile`;
+    ``source`` prefixes every error message, ``path`` is the file it came from (relative paths
+    are resolved from it)."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: top level is {type(data).__name__}; expected a mapping of scenario keys "
                          f"({', '.join(ScenarioFile.model_fields)})")
-    doc = validate(ScenarioFile, current_spelling(data, source), source)
+    doc = validate(ScenarioFile, data, source)
     base = path.resolve().parent if path is not None else None
     sweep = doc.sweep.resolve(doc.ddp)
     ddp = doc.ddp
@@ -461,7 +337,7 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
         sweep=sweep, timelines=doc.timeline_keys(sweep), validation=doc.validation, cost_model=doc.cost_model.spec(),
         compile=None if doc.compile is None else doc.compile.options(),
         sync_batchnorm=ddp.sync_batchnorm,
-        process_groups=ddp.process_groups, join=ddp.join,
+        settings=engine_settings((k, getattr(ddp, k)) for k, _ in sweep.axes if is_setting(k)), join=ddp.join,
         plan_path=_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null"))
 
 

@@ -13,8 +13,7 @@ names exist is checked by :func:`ddpsim.pipeline.scenario.scenario_from_dict`.
 
 ``scenarios/schema.json`` is this model's JSON Schema, regenerated with
 ``python -m ddpsim.pipeline.scenario_schema > scenarios/schema.json`` (:func:`json_schema`;
-the text goes to stdout). It describes the current spellings; the loader also reads the
-deprecated ones listed in :data:`ddpsim.pipeline.scenario.RENAMED`.
+the text goes to stdout).
 """
 
 import json
@@ -428,9 +427,8 @@ class SweepSection(Schema):
             return None if v is None else tuple(dict.fromkeys(v))
 
         return SweepSpec(bucket_cap_mb=tuple(caps), bucket_cap_mb_list=tuple(dict.fromkeys(lists)),
-                         find_unused_parameters=each("find_unused_parameters"),
-                         gradient_as_bucket_view=each("gradient_as_bucket_view"), comm_hook=each("comm_hook"),
-                         nodes=each("nodes"), process_groups=each("process_groups"))
+                         axes=tuple((k, each(k)) for k in type(self).model_fields if k not in ("bucket_cap_mb",
+                                                                                               "bucket_cap_mb_list")))
 
 
 def _tuples(v: Any) -> Any:
@@ -634,7 +632,8 @@ class ScenarioFile(Schema):
             if ws is not None and r >= ws:
                 _fail(("simulation", "stragglers"), r, f"a rank in [0, {ws})")
         sweep = self.sweep.resolve(self.ddp)
-        if sweep.nodes is not None and ws is not None and len(sweep.nodes) > 1:
+        nodes = dict(sweep.axes)["nodes"]
+        if nodes is not None and ws is not None and len(nodes) > 1:
             _fail(("world_size",), ws, "null (every device of the cluster) when sweep.nodes lists several node counts")
         self.timeline_keys(sweep)
         return self

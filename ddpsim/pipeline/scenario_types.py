@@ -26,7 +26,7 @@ MAX_LATENCY_US = 1e9
 MAX_GBPS = 1e9
 MAX_POWERSGD_RANK = 65536
 MAX_NAME_CHARS = 200
-#: ``ddp.process_groups``: round-robin communicators
+#: round-robin communicators (the ``ddp`` section's and the sweep's count)
 MAX_PROCESS_GROUPS = 64
 #: ``ddp.join``: batches of one rank in one epoch
 MAX_BATCHES = 10_000_000

@@ -3,17 +3,26 @@ section by :meth:`ddpsim.pipeline.scenario_schema.SweepSection.resolve`) and its
 
 Frozen keyword-only dataclasses; a :class:`SweepPoint` names itself with a stable
 ``point_id`` (``cap=25``, ``cap=default,hook=fp16``) used for file names.
+
+The axes beyond DDP's constructor options and the cluster's nodes are generic: a ``ddp`` key
+that is also a sweep axis and a field of :class:`~ddpsim.engine.config.SimConfig` of the same
+name (round-robin communicators) is carried as a ``(key, value)`` pair of ``settings``, named
+in a point id by its initials (``pg=2``), and reaches the engine's config by its name; a value
+at the config's default is left out, so a point reads the same whether it names it or not.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Any
 
+from ddpsim.engine.config import SimConfig
 from ddpsim.plan.planner import cap_point_id
 
 _POINT_ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
+#: an axis's name in a point id (a generic axis: its initials, :func:`_initials`)
+_LABELS = {"find_unused_parameters": "find_unused", "gradient_as_bucket_view": "gabv", "comm_hook": "hook", "nodes": "nodes"}
 
 
 @dataclass(frozen=True, kw_only=True, order=False)
@@ -25,16 +34,23 @@ class SweepPoint:
     gradient_as_bucket_view: bool = False
     comm_hook: str = "none"
     nodes: int = 1
-    #: which of the fields above the sweep varies (they appear in the point id)
+    #: the axes the sweep varies, the cap first (they appear in the point id, in this order)
     varied: tuple[str, ...] = ("bucket_cap_mb",)
     #: a bucket_cap_mb_list point (bucket_cap_mb is then None); part of the cap dimension
     bucket_cap_mb_list: tuple[float, ...] | None = None
-    #: round-robin communicators (``ddp.process_groups``)
-    process_groups: int = 1
+    #: the generic axes' values, engine settings (:func:`engine_settings`)
+    settings: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.bucket_cap_mb_list is not None:
             object.__setattr__(self, "bucket_cap_mb_list", tuple(self.bucket_cap_mb_list))
+        object.__setattr__(self, "settings", engine_settings(self.settings))
+
+    def value(self, key: str) -> Any:
+        """The point's value of axis ``key`` (a setting it leaves out: the engine's default)."""
+        if key in self.__dataclass_fields__:
+            return getattr(self, key)
+        return setting(self.settings, key)
 
     @property
     def is_default_cap(self) -> bool:
@@ -48,16 +64,9 @@ class SweepPoint:
     @property
     def point_id(self) -> str:
         parts = [cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list)]
-        if "find_unused_parameters" in self.varied:
-            parts.append(f"find_unused={str(self.find_unused_parameters).lower()}")
-        if "gradient_as_bucket_view" in self.varied:
-            parts.append(f"gabv={str(self.gradient_as_bucket_view).lower()}")
-        if "comm_hook" in self.varied:
-            parts.append(f"hook={self.comm_hook}")
-        if "nodes" in self.varied:
-            parts.append(f"nodes={self.nodes}")
-        if "process_groups" in self.varied:
-            parts.append(f"pg={self.process_groups}")
+        for k in self.varied[1:]:
+            v = self.value(k)
+            parts.append(f"{_LABELS.get(k) or _initials(k)}={str(v).lower() if isinstance(v, bool) else v}")
         return _POINT_ID_RE.sub("_", ",".join(parts))
 
     def as_dict(self) -> dict[str, Any]:
@@ -65,19 +74,46 @@ class SweepPoint:
                 **({"bucket_cap_mb_list": list(self.bucket_cap_mb_list)} if self.bucket_cap_mb_list else {}),
                 "find_unused_parameters": self.find_unused_parameters,
                 "gradient_as_bucket_view": self.gradient_as_bucket_view,
-                "comm_hook": self.comm_hook, "nodes": self.nodes,
-                **({"process_groups": self.process_groups} if self.process_groups != 1 else {})}
+                "comm_hook": self.comm_hook, "nodes": self.nodes, **dict(self.settings)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], varied: tuple[str, ...]) -> "SweepPoint":
+        """The point :meth:`as_dict` wrote (its other keys: settings)."""
+        named = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**named, varied=varied, settings=tuple((k, v) for k, v in d.items() if k not in named and k != "point"))
 
 
 @dataclass(frozen=True, kw_only=True)
 class SweepSpec:
     """The values the sweep's points take: caps (None: DDP's default, always first), cap lists,
-    and the other knobs (None: the scenario's own value)."""
+    and the other axes in the schema's order, each ``(key, its values or None: the scenario's
+    own value)``; an axis that is no :class:`SweepPoint` field is an engine setting
+    (:func:`is_setting`)."""
 
     bucket_cap_mb: tuple[float | None, ...] = (None,)
     bucket_cap_mb_list: tuple[tuple[float, ...], ...] = ()
-    find_unused_parameters: tuple[bool, ...] | None = None
-    gradient_as_bucket_view: tuple[bool, ...] | None = None
-    comm_hook: tuple[str, ...] | None = None
-    nodes: tuple[int, ...] | None = None
-    process_groups: tuple[int, ...] | None = None
+    axes: tuple[tuple[str, tuple[Any, ...] | None], ...] = ()
+
+
+def is_setting(key: str) -> bool:
+    """A sweep axis carried generically, as an engine setting: no field of :class:`SweepPoint`."""
+    return key not in SweepPoint.__dataclass_fields__
+
+
+#: the engine config's fields and defaults: what a generic axis may name
+_SETTING_DEFAULTS = {k: f.default for k, f in SimConfig.__dataclass_fields__.items() if f.default is not MISSING}
+
+
+def engine_settings(pairs: Any) -> tuple[tuple[str, Any], ...]:
+    """``(key, value)`` pairs of engine settings, those at the engine's default left out."""
+    return tuple((k, v) for k, v in pairs if v != _SETTING_DEFAULTS[k])
+
+
+def setting(pairs: tuple[tuple[str, Any], ...], key: str) -> Any:
+    """The value of engine setting ``key`` in ``pairs`` (:func:`engine_settings`), else its default."""
+    return dict(pairs).get(key, _SETTING_DEFAULTS[key])
+
+
+def _initials(key: str) -> str:
+    """A generic axis's name in a point id: its words' initials (``a_b_c`` -> ``abc``)."""
+    return "".join(w[0] for w in key.split("_"))

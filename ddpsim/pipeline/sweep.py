@@ -20,7 +20,6 @@ import concurrent.futures as cf
 import json
 import logging
 import os
-import statistics
 import sys
 import time
 from dataclasses import dataclass, fields
@@ -169,9 +168,7 @@ class PointRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PointRecord":
-        p = dict(d["point"])
-        p.pop("point", None)
-        return cls(point=SweepPoint(**p, varied=tuple(d.get("varied", ("bucket_cap_mb",)))), key=d["key"],
+        return cls(point=SweepPoint.from_dict(d["point"], tuple(d.get("varied", ("bucket_cap_mb",)))), key=d["key"],
                    world_size=d["world_size"], backend=d["backend"], metrics=d["metrics"], comm=d.get("comm", {}),
                    result=result_from_dict(d["result"]))
 
@@ -388,7 +385,7 @@ def sweep_table(records: Sequence[PointRecord]):
             "point": r.point_id, "bucket_cap_mb": r.point.bucket_cap_mb,
             **({"bucket_cap_mb_list": None if not r.point.bucket_cap_mb_list else cap_list_label(r.point.bucket_cap_mb_list)}
                if any(x.point.bucket_cap_mb_list for x in records) else {}),
-            **{k: getattr(r.point, k) for k in r.point.varied if k != "bucket_cap_mb"},
+            **{k: r.point.value(k) for k in r.point.varied if k != "bucket_cap_mb"},
             "world_size": r.world_size, "num_buckets": m.get("num_buckets"),
             "iteration_p50_s": m["iteration_p50_s"], "iteration_p95_s": m["iteration_p95_s"],
             "forward_s": m["forward_s"], "backward_compute_s": m["backward_compute_s"],
@@ -428,7 +425,7 @@ def best_record(records: Sequence[PointRecord]) -> PointRecord:
 def default_record(records: Sequence[PointRecord], point: SweepPoint) -> PointRecord | None:
     """The default-cap record with ``point``'s other values."""
     for r in records:
-        if r.point.is_default_cap and all(getattr(r.point, k) == getattr(point, k) for k in r.point.varied if k != "bucket_cap_mb"):
+        if r.point.is_default_cap and all(r.point.value(k) == point.value(k) for k in r.point.varied if k != "bucket_cap_mb"):
             return r
     return None
 
@@ -442,7 +439,3 @@ def fmt_s(x: float | None) -> str:
 
 def step_times(records: Sequence[PointRecord]) -> dict[str, list[float]]:
     return {r.point_id: r.result.step_times_s() for r in records}
-
-
-def mean_or_none(xs: Sequence[float]) -> float | None:
-    return statistics.fmean(xs) if xs else None

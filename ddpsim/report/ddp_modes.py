@@ -34,7 +34,7 @@ def process_group_figures(records: Sequence[PointRecord]) -> dict[str, Any] | No
     best = best_record(records)
     if "process_groups" not in best.point.varied:
         return None
-    by_n = {r.point.process_groups: r for r in records if replace(r.point, process_groups=1) == replace(best.point, process_groups=1)}
+    by_n = {r.point.value("process_groups"): r for r in records if _but_groups(r.point) == _but_groups(best.point)}
     if 1 not in by_n:
         return None
     one = by_n[1].metrics["iteration_p50_s"]
@@ -43,6 +43,17 @@ def process_group_figures(records: Sequence[PointRecord]) -> dict[str, Any] | No
     top = max(rows, key=lambda x: (x["gain_over_one"], -x["process_groups"]))
     return {"cap": best.point.cap_label, "world_size": best.world_size, "best_process_groups": top["process_groups"],
             "gain_over_one": top["gain_over_one"], "by_count": rows}
+
+
+def figures(records: Sequence[PointRecord]) -> dict[str, Any]:
+    """The summary's ``join`` and ``process_groups`` entries, each where it applies."""
+    found = {"join": join_figures(records), "process_groups": process_group_figures(records)}
+    return {k: v for k, v in found.items() if v}
+
+
+def _but_groups(p: Any) -> Any:
+    """The sweep point ``p`` with its group count left out (its other values)."""
+    return replace(p, settings=tuple(x for x in p.settings if x[0] != "process_groups"))
 
 
 def join_line(j: dict[str, Any]) -> str:

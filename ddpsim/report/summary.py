@@ -106,11 +106,7 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
         out["cost_terms"] = list(cost_terms)
     if method_error:
         out["method_error"] = method_error
-    join, groups = ddp_modes.join_figures(records), ddp_modes.process_group_figures(records)
-    if join:
-        out["join"] = join
-    if groups:
-        out["process_groups"] = groups
+    out.update(ddp_modes.figures(records))
     if compiled:  # torch.compile: every point also run eagerly (ddpsim.pipeline.compiled.eager_comparison)
         out["compile"] = compiled
     costs = bucket_costs.figures(out["points"], host_costs, trace.num_params if trace is not None else None)

@@ -173,9 +173,10 @@ def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: A
 
     inputs = scenario.build_point(point, trace=trace, calibration=calibration)
     config = inputs.config.for_validation()
-    if config.process_groups > 1 and config.comm_hook == "none":
-        # the real run deals the buckets with a comm hook (executor.ddp_modes), which divides
-        # each bucket itself as DDP's allreduce_hook does
+    if point.settings and config.comm_hook == "none":
+        # the real run of an engine setting (round-robin groups, the one there is) deals the
+        # buckets with a comm hook (executor.ddp_modes), which divides each bucket itself as
+        # DDP's allreduce_hook does
         config = _replace(config, comm_hook="allreduce", comm_hook_call_s=hook_call_s(calibration, "allreduce"))
     return _replace(inputs, config=config)
 

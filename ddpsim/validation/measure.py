@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, is_file, read_json, write_text_atomic
+from ddpsim.plan.planner import cap_point_id
 from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
 from ddpsim.validation.writer import write_reports
 
@@ -200,7 +201,7 @@ def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[
         log.info("validate: --scenario-trace: the scenario's trace is not captured in the runs' launches; "
              "one launch per point (--launch point)")
         return "point"
-    if launch_mode == "round" and not all(p.point_id == _cap_point_id(_point_cap(p)) for p in points):
+    if launch_mode == "round" and not all(p.point_id == cap_point_id(p.bucket_cap_mb, p.bucket_cap_mb_list) for p in points):
         log.info("validate: the points differ by more than their cap; one launch per point (--launch point)")
         return "point"
     return launch_mode
@@ -395,14 +396,6 @@ LAUNCH_MODES = ("round", "point")
 ROUND_TRACE_ITERS = 2
 
 
-def _cap_point_id(cap: float | tuple[float, ...] | None) -> str:
-    """The id of a point that differs from the others by its cap only, as ``executor round`` names
-    its runs (a tuple is a ``bucket_cap_mb_list``: ``list=1+4+8``)."""
-    from ddpsim.plan.planner import cap_point_id
-
-    return cap_point_id(None, cap) if isinstance(cap, tuple) else cap_point_id(cap)
-
-
 def _cap_arg(cap: float | tuple[float, ...] | None) -> str:
     """A point's cap as ``executor round --caps`` reads it: ``none``, ``5``, ``list=1+4+8``."""
     from ddpsim.plan.planner import cap_point_id
@@ -585,18 +578,16 @@ def _announce(cal: Any) -> Any:
 
 
 def _options(scenario: Any, point: Any) -> list[str]:
-    """``executor ddp`` / ``executor round`` flags of the point: its
-    :class:`ddpsim.plan.planner.DDPOptions` whole as one ``--options`` JSON document, less the cap
-    (``--bucket-cap-mb``, a round measures several), and the two run modes that are not DDP
-    constructor options (round-robin process groups, uneven inputs)."""
+    """``executor ddp`` / ``executor round``'s ``--options`` document of the point: its
+    :class:`ddpsim.plan.planner.DDPOptions` whole less the cap (``--bucket-cap-mb``, a round
+    measures several), with the run modes that are not DDP constructor options
+    (``executor.ddp_step.RUN_MODES``): the point's engine settings by their names, and the
+    batches of uneven inputs."""
     if point.comm_hook != "none":
         raise InputError(f"sweep.comm_hook: {point.comm_hook!r} is not accepted by validate; expected none")
     doc = {k: v for k, v in asdict(scenario.ddp_options(point)).items()
            if k not in ("bucket_cap_mb", "bucket_cap_mb_list")}
-    out = ["--options", json.dumps(doc, sort_keys=True, separators=(",", ":"))]
-    if point.process_groups != 1:  # a round-robin comm hook (torch 2.13 has no _round_robin_process_groups)
-        out += ["--process-groups", str(point.process_groups)]
+    doc.update(point.settings)
     if scenario.join is not None:
-        batches = scenario.join.batches(scenario.world_size or 2, scenario.simulation.seed)
-        out += ["--join-batches", ",".join(str(b) for b in batches)]
-    return out
+        doc["join_batches"] = scenario.join.batches(scenario.world_size or 2, scenario.simulation.seed)
+    return ["--options", json.dumps(doc, sort_keys=True, separators=(",", ":"))]

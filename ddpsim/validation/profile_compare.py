@@ -296,7 +296,7 @@ def _plan_check(plan_numels: list[int], recorded: Sequence[int], ddp_modules: in
         out["matches"] = True
         out["modules"] = [{"process_group": g, "buckets": list(b),
                            "predicted_numels": [sum(trace.params[i].numel for i in bucket) for bucket in planned]}
-                          for b, planned, g in zip(split.buckets, split.planned, split.process_groups)]
+                          for b, planned, g in zip(split.buckets, split.planned, split.groups)]
         out["split"] = split.method
     return out
 

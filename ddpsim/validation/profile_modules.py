@@ -42,7 +42,8 @@ class ModuleSplit:
 
     buckets: tuple[tuple[int, ...], ...]
     planned: tuple[tuple[tuple[int, ...], ...], ...]
-    process_groups: tuple[str | None, ...]
+    #: per module, the process group name its recorded buckets carry (None: unnamed)
+    groups: tuple[str | None, ...]
     method: str
 
     def plan(self, trace: Trace, options: Any) -> BucketPlan:
@@ -112,4 +113,4 @@ def _cuts(planned: Any, start: int, n: int, modules: int, dead: set[tuple[int, i
 
 def _split(buckets: Sequence[RecordedBucket], cand: Sequence[Sequence[int]], plans: Sequence[Any], method: str) -> ModuleSplit:
     return ModuleSplit(buckets=tuple(tuple(c) for c in cand), planned=tuple(plans),
-                       process_groups=tuple(buckets[c[0]].process_group for c in cand), method=method)
+                       groups=tuple(buckets[c[0]].process_group for c in cand), method=method)

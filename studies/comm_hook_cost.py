@@ -17,7 +17,7 @@ in a rotated order; the figure is the median over rounds of ``(mode - plain) / B
 * ``python``: ``default_hooks.allreduce_hook`` (``_allreduce_fut``: ``div_``, an async
   ``all_reduce``, ``get_future().then(...)``): the division plus the Python hook call and the
   ``.then`` callback, which gloo's worker thread runs under the GIL when the work completes;
-* ``rr1`` .. ``rr3``: the round-robin hook ``executor ddp --process-groups N`` runs
+* ``rr1`` .. ``rr3``: the round-robin hook ``executor ddp --options '{"process_groups": N}'`` runs
   (:class:`executor.ddp_modes.RoundRobin`, the same calls as ``python`` over N ``new_group``\\ s).
 
 ``python - builtin`` is the Python hook's own cost per bucket (both divide the bucket): the call

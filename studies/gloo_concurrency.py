@@ -19,7 +19,7 @@ batch of each kind is kept, per op), 2 gloo ranks of one thread each.
 
 ``--groups N`` (N > 1) adds, per size, the same queued batch dealt in turn over ``k`` extra
 process groups (``dist.new_group``, each with its own worker threads, as round-robin DDP deals
-its buckets: ``executor ddp --process-groups``) for k = 1..N: whether more groups' threads on
+its buckets: ``process_groups`` in ``executor ddp --options``) for k = 1..N: whether more groups' threads on
 the same cores move more all-reduces per second than one group's, which the engine assumes
 they do not (:mod:`ddpsim.engine.process_groups`: the calibrated concurrency is shared by every
 collective in flight on all groups).

@@ -53,7 +53,7 @@ backward's queued buckets progress side by side; :attr:`CalibratedCommModel.comm
 
 ``comm_hook_call_s`` (optional; ``python studies/comm_hook_cost.py --write FILE`` measures it):
 what a Python comm hook (``register_comm_hook``: ``default_hooks.allreduce_hook``, the round-robin
-hook of ``executor ddp --process-groups``) costs the backward per bucket on this host beyond its
+hook of ``executor ddp``, one communicator per group) costs the backward per bucket on this host beyond its
 kernels -- the call into Python, the async all-reduce's future and its ``.then`` callback. The
 engine charges it to every bucket a Python comm hook launches (``SimConfig.comm_hook_call_s``).
 

@@ -18,7 +18,9 @@ Which inputs are uncertain depends on the terms in force at the point:
 
 A calibrated model has measured curves and interference: only the seeds vary. Each point's
 samples are simulated with the point (``spans=False``) and stored in its ``points/`` file,
-so the per-point cache keeps working. :func:`summarize` derives, from the samples of all
+so the per-point cache keeps working. The point's runs with GPU cost terms switched off
+(:mod:`ddpsim.pipeline.term_effects`) are re-simulations of the same kind (input
+:data:`TERMS_INPUT`): they run and are stored with the samples, and are no sample of the band. :func:`summarize` derives, from the samples of all
 points: a band per point (its lowest and highest p50 step over the samples, the prior
 included), the *regret* of each point in each sample (how much slower than that sample's
 best), the **robust set** (points within :data:`ROBUST_TOLERANCE` of the best in every
@@ -44,6 +46,8 @@ MID_FACTORS = collective_residuals.MID_SIZE_RATIOS
 PHI_VALUES = (0.3, 0.7)
 HOST_FACTORS = (0.5, 2.0)
 SEED_OFFSETS = (1, 2)
+#: the input of a point's runs with cost terms off (not an uncertain input: left out of the band)
+TERMS_INPUT = "cost terms off"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +60,8 @@ class Sample:
     host_factor: float | None = None
     mid_factor: float | None = None
     seed_offset: int = 0
+    #: the cost terms switched off (a run of :mod:`ddpsim.pipeline.term_effects`, no sample of the band)
+    terms_off: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +90,33 @@ class MidSizeScaled(WrappedCommModel):
 
 
 def samples_for(scenario: Any, inputs: Any) -> list[Sample]:
-    """The samples of one point (module docstring): none when ``cost_model.uncertainty`` is off."""
+    """Every re-simulation of one point, in the order it is stored: the band's samples, then
+    the runs with cost terms off (:func:`term_samples`)."""
+    return band_samples(scenario, inputs) + term_samples(scenario, inputs)
+
+
+def term_samples(scenario: Any, inputs: Any) -> list[Sample]:
+    """The point's runs with cost terms off that :func:`ddpsim.pipeline.term_effects.term_effects`
+    reads (:func:`~ddpsim.pipeline.term_effects.off_sets`); none where switching every term off
+    leaves the point's config as it is (no term in force there)."""
+    from ddpsim.pipeline.term_effects import off_label, off_sets
+
+    sets = off_sets(scenario)
+    if not sets or terms_off_config(scenario, inputs, scenario.graph(inputs.point.nodes), sets[0]) == inputs.config:
+        return []
+    return [Sample(input=TERMS_INPUT, label=off_label(off), terms_off=off) for off in sets]
+
+
+def terms_off_config(scenario: Any, inputs: Any, graph: Any, off: tuple[str, ...]) -> Any:
+    """The point's SimConfig with the cost terms ``off`` switched off: what the scenario without
+    them builds for the point (:meth:`Scenario.sim_config`), over the point's graph and comm model."""
+    variant = dataclasses.replace(scenario, cost_model=dataclasses.replace(scenario.cost_model, **{t: False for t in off}))
+    return variant.sim_config(inputs.point, world_size=inputs.config.world_size, graph=graph,
+                              calibration=scenario.load_calibration(), comm=inputs.comm)
+
+
+def band_samples(scenario: Any, inputs: Any) -> list[Sample]:
+    """The samples of the band (module docstring): none when ``cost_model.uncertainty`` is off."""
     cm = scenario.cost_model
     if not cm.uncertainty:
         return []
@@ -107,6 +139,8 @@ def sample_inputs(scenario: Any, point: Any, inputs: Any, graph: Any, sample: Sa
     """(comm, config) of ``inputs`` under ``sample``."""
     cm = scenario.cost_model
     comm, cfg = inputs.comm, inputs.config
+    if sample.terms_off:
+        return comm, terms_off_config(scenario, inputs, graph, sample.terms_off)
     if sample.memory_bound_fraction is not None:
         variant = dataclasses.replace(scenario, cost_model=dataclasses.replace(cm, memory_bound_fraction=sample.memory_bound_fraction))
         prior = variant.contention_prior(graph, comm)
@@ -163,14 +197,16 @@ def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequen
     """Bands, regrets, the robust set and the most sensitive input over a sweep's points.
 
     ``samples[i]`` is point i's :func:`simulate_samples` dict; points whose samples differ in
-    labels (another comm hook, another node count) are compared on the labels all share.
+    labels (another comm hook, another node count) are compared on the labels all share; the
+    runs with cost terms off (:data:`TERMS_INPUT`) are no samples of the band.
     None when no point has samples."""
     if not samples or not all(s for s in samples):
         return None
-    common = [lab for lab in samples[0]["labels"] if all(lab in s["labels"] for s in samples)]
+    inputs_of = dict(zip(samples[0]["labels"], samples[0]["inputs"]))
+    common = [lab for lab in samples[0]["labels"]
+              if inputs_of[lab] != TERMS_INPUT and all(lab in s["labels"] for s in samples)]
     if not common:
         return None
-    inputs_of = dict(zip(samples[0]["labels"], samples[0]["inputs"]))
     cols = ["prior"] + common
     table = [[p] + [s["p50_s"][s["labels"].index(lab)] for lab in common] for p, s in zip(prior_p50, samples)]
     best_in = [min(row[j] for row in table) for j in range(len(cols))]

@@ -88,6 +88,29 @@ def test_the_runs_with_terms_off_are_no_samples_of_the_band():
     assert summarize(["a", "b"], [1.0, 1.1], [only_off, only_off]) is None
 
 
+@pytest.mark.parametrize("topology", ["dgx-h100", "dgx-v100"])
+def test_a_stored_run_is_the_point_of_the_scenario_without_the_terms(topology):
+    # the config of each run with terms off is what the scenario without them builds for the point
+    from ddpsim.pipeline.resampling import term_samples, terms_off_config
+
+    sc = _scenario(topology)
+    for point in sc.points():
+        inputs = sc.build_point(point)
+        runs = term_samples(sc, inputs)
+        assert [s.terms_off for s in runs] == off_sets(sc)
+        for off in off_sets(sc):
+            without = replace(sc, cost_model=replace(sc.cost_model, **{t: False for t in off}))
+            assert terms_off_config(sc, inputs, sc.graph(point.nodes), off) == without.build_point(point).config
+
+
+def test_no_runs_where_no_term_is_in_force():
+    from ddpsim.pipeline.resampling import term_samples
+
+    sc = scenario_from_dict({"name": "c", "trace": str(ROOT / "traces/mlp.cpu.json"), "cluster": {"topology": "cpu-gloo"},
+                             "simulation": {"jitter": "none"}, "sweep": {"bucket_cap_mb": [None, 1]}}, source="c")
+    assert off_sets(sc) and term_samples(sc, sc.build_point(sc.points()[0])) == []
+
+
 def test_off_sets_all_then_each_alone():
     sc = _scenario()
     assert off_sets(sc) == [TERMS, *((t,) for t in TERMS)]

@@ -109,10 +109,15 @@ def term_samples(scenario: Any, inputs: Any) -> list[Sample]:
 
 def terms_off_config(scenario: Any, inputs: Any, graph: Any, off: tuple[str, ...]) -> Any:
     """The point's SimConfig with the cost terms ``off`` switched off: what the scenario without
-    them builds for the point (:meth:`Scenario.sim_config`), over the point's graph and comm model."""
-    variant = dataclasses.replace(scenario, cost_model=dataclasses.replace(scenario.cost_model, **{t: False for t in off}))
-    return variant.sim_config(inputs.point, world_size=inputs.config.world_size, graph=graph,
-                              calibration=scenario.load_calibration(), comm=inputs.comm)
+    them builds for the point (:meth:`Scenario.sim_config`), over the point's graph and comm model.
+    Where contention stays on, its interference is the point's own (the prior reads none of the
+    other switches), taken as it is rather than derived again."""
+    keep = "contention" not in off
+    variant = dataclasses.replace(scenario, cost_model=dataclasses.replace(
+        scenario.cost_model, **{t: False for t in off}, **({"contention": False} if keep else {})))
+    cfg = variant.sim_config(inputs.point, world_size=inputs.config.world_size, graph=graph,
+                             calibration=scenario.load_calibration(), comm=inputs.comm)
+    return dataclasses.replace(cfg, interference=inputs.config.interference) if keep else cfg
 
 
 def band_samples(scenario: Any, inputs: Any) -> list[Sample]:

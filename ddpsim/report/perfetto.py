@@ -164,14 +164,21 @@ def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backe
     """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank (default:
     :func:`representative_ranks`); gzip's header carries no time or name, so the bytes are
     reproducible."""
-    paths = []
+    return [path for _, path, _ in written_traces(result, out_dir, point_id, backend=backend, ranks=ranks)]
+
+
+def written_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl",
+                   ranks: Sequence[int] | None = None) -> list[tuple[int, Path, dict[str, Any]]]:
+    """:func:`write_traces`, each rank's ``(rank, path, trace dict)``: the dict built once serves
+    what else the report reads of it (:func:`comm_comp_overlap`)."""
+    out = []
     for r in (representative_ranks(result) if ranks is None else ranks):
         d = chrome_trace(result, r, backend=backend, point=point_id)
         text = json.dumps(d) + "\n"  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
         # zlib's default level: a fifth of level 9's time for about 15 % more bytes
-        paths.append(write_bytes_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json.gz",
-                                        gzip.compress(text.encode(), compresslevel=6, mtime=0)))
-    return paths
+        out.append((r, write_bytes_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json.gz",
+                                          gzip.compress(text.encode(), compresslevel=6, mtime=0)), d))
+    return out
 
 
 def load_chrome_trace(path: str | Path) -> dict[str, Any]:

@@ -99,11 +99,10 @@ def _write_timelines(sc: Scenario, records: list[Any], best: Any, rdir: Path, pl
     trace_files: dict[str, list[str]] = {}
     for point in sc.timeline_points(best.point):
         rec = next(r for r in records if r.point == point)
-        paths = perfetto.write_traces(rec.result, rdir, rec.point_id, backend=rec.backend)
-        files += paths
-        trace_files[rec.point_id] = [p.name for p in paths]
-        overlaps[rec.point_id] = {r: perfetto.comm_comp_overlap(perfetto.chrome_trace(rec.result, r, backend=rec.backend))
-                                  for r in perfetto.representative_ranks(rec.result)}
+        written = perfetto.written_traces(rec.result, rdir, rec.point_id, backend=rec.backend)
+        files += [path for _, path, _ in written]
+        trace_files[rec.point_id] = [path.name for _, path, _ in written]
+        overlaps[rec.point_id] = {r: perfetto.comm_comp_overlap(d) for r, _, d in written}
         if plots:
             from ddpsim.report import plots as P
 

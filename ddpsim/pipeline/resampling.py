@@ -17,7 +17,7 @@ Which inputs are uncertain depends on the terms in force at the point:
     the seeded per-rank jitter draws, when jitter is on (every backend).
 
 A calibrated model has measured curves and interference: only the seeds vary. Each point's
-samples are simulated with the point (``spans=False``) and stored in its ``points/`` file,
+samples are simulated with the point (step times only) and stored in its ``points/`` file,
 so the per-point cache keeps working. The point's runs with GPU cost terms switched off
 (:mod:`ddpsim.pipeline.term_effects`) are re-simulations of the same kind (input
 :data:`TERMS_INPUT`): they run and are stored with the samples, and are no sample of the band. :func:`summarize` derives, from the samples of all
@@ -186,8 +186,9 @@ def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Ca
 
 
 def sample_p50(inputs: Any, comm: Any, cfg: Any, simulate: Callable, spans_kw: bool) -> float:
-    """The p50 step time of ``inputs`` under a sample's ``comm`` and ``cfg`` (no spans built)."""
-    res = simulate(inputs.trace, inputs.plan, comm, cfg, spans=False) if spans_kw else \
+    """The p50 step time of ``inputs`` under a sample's ``comm`` and ``cfg``; with the engine
+    (``spans_kw``) its step times only (``steps_only``: nothing else is recorded)."""
+    res = simulate(inputs.trace, inputs.plan, comm, cfg, steps_only=True) if spans_kw else \
         simulate(inputs.trace, inputs.plan, comm, cfg)
     return res.summary()["iteration_p50_s"]
 

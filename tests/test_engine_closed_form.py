@@ -16,7 +16,7 @@ class Stub:
     _run_works = Engine._run_works
     _notify = Engine._notify
     add_busy = Engine.add_busy
-    _init_work_clock, work_at, time_at = Engine._init_work_clock, Engine.work_at, Engine.time_at
+    _init_work_clock, work_at, times_at = Engine._init_work_clock, Engine.work_at, Engine.times_at
     _rate_from_now, _arm, _woken = Engine._rate_from_now, Engine._arm, Engine._woken
 
     def __init__(self) -> None:

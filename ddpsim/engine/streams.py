@@ -24,7 +24,6 @@ work nor per change; without interference the rate is 1 and a rank meets SimPy o
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from heapq import heappop, heappush
 from itertools import accumulate
 from typing import Any, Callable, Iterator
@@ -432,12 +431,6 @@ class Engine:
         """W(t) for ``t`` at or after the clock's last breakpoint."""
         return self._clock_w[-1] + (t - self._clock_t[-1]) * self._clock_r[-1]
 
-    def time_at(self, w: float, first: int) -> float:
-        """When W reaches ``w``, searched from breakpoint ``first`` on."""
-        ws = self._clock_w
-        k = max(first, bisect_right(ws, w, lo=first) - 1)
-        return self._clock_t[k] + (w - ws[k]) / self._clock_r[k]
-
     def _rate_from_now(self) -> None:
         """A change: where it moves the compute rate, a breakpoint of the clock and the timer of
         the earliest target moved to match."""
@@ -488,9 +481,28 @@ class Engine:
             self._arm()
         yield done
         now = env.now
-        time_at = self.time_at
-        ends += [min(time_at(w, first), now) for w in goals[:-1]]
+        ends += self.times_at(goals[:-1], first, now)
         ends.append(now)
+
+    def times_at(self, goals: list[float], first: int, now: float) -> list[float]:
+        """When W reaches each of ``goals`` (in increasing order; none after ``now``), searched
+        from breakpoint ``first``: one walk over the clock's pieces."""
+        ws, ts, rs = self._clock_w, self._clock_t, self._clock_r
+        k, last = first, len(ws) - 1
+        out = []
+        if k == last:  # no change of the rate during the run: one piece
+            t0, w0, r0 = ts[k], ws[k], rs[k]
+            out = [t0 + (w - w0) / r0 for w in goals]
+        else:
+            for w in goals:
+                while k < last and ws[k + 1] <= w:
+                    k += 1
+                out.append(ts[k] + (w - ws[k]) / rs[k])
+        i = len(out) - 1
+        while i >= 0 and out[i] > now:  # rounding at the run's end
+            out[i] = now
+            i -= 1
+        return out
 
     def progress(self, work_s: float, comm: bool, idle_extra_s: float = 0.0,
                  coll: Coll | None = None) -> Iterator[simpy.Event]:

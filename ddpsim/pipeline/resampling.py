@@ -48,6 +48,8 @@ HOST_FACTORS = (0.5, 2.0)
 SEED_OFFSETS = (1, 2)
 #: the input of a point's runs with cost terms off (not an uncertain input: left out of the band)
 TERMS_INPUT = "cost terms off"
+#: the GPU cost terms, in the order the summary names them (CostModelSpec's switches)
+TERMS = ("contention", "copy_kernels", "host")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,12 +97,30 @@ def samples_for(scenario: Any, inputs: Any) -> list[Sample]:
     return band_samples(scenario, inputs) + term_samples(scenario, inputs)
 
 
+def terms_on(scenario: Any) -> tuple[str, ...]:
+    """The cost terms the scenario has switched on."""
+    return tuple(t for t in TERMS if getattr(scenario.cost_model, t))
+
+
+def off_sets(scenario: Any) -> list[tuple[str, ...]]:
+    """The sets of terms :func:`ddpsim.pipeline.term_effects.term_effects` may switch off, in its
+    order: all the terms on, then each alone where more than one is on; none without a term on
+    or with one point."""
+    on = terms_on(scenario)
+    if not on or len(scenario.points()) < 2:
+        return []
+    return [on] + ([(t,) for t in on] if len(on) > 1 else [])
+
+
+def off_label(off: Sequence[str]) -> str:
+    """The label of a point's stored run with the terms ``off`` switched off."""
+    return "cost terms off: " + "+".join(off)
+
+
 def term_samples(scenario: Any, inputs: Any) -> list[Sample]:
     """The point's runs with cost terms off that :func:`ddpsim.pipeline.term_effects.term_effects`
     reads (:func:`~ddpsim.pipeline.term_effects.off_sets`); none where switching every term off
     leaves the point's config as it is (no term in force there)."""
-    from ddpsim.pipeline.term_effects import off_label, off_sets
-
     sets = off_sets(scenario)
     if not sets or terms_off_config(scenario, inputs, scenario.graph(inputs.point.nodes), sets[0]) == inputs.config:
         return []

@@ -103,6 +103,17 @@ def test_a_stored_run_is_the_point_of_the_scenario_without_the_terms(topology):
             assert terms_off_config(sc, inputs, sc.graph(point.nodes), off) == without.build_point(point).config
 
 
+def test_no_runs_for_a_config_the_scenario_does_not_build():
+    # a build of a test's (another copy bandwidth): the runs off are left to term_effects' own build
+    from ddpsim.pipeline.resampling import term_samples
+
+    sc = _scenario()
+    inputs = sc.build_point(sc.points()[0])
+    assert term_samples(sc, inputs)
+    other = replace(inputs, config=replace(inputs.config, copy_bandwidth_bytes_per_s=1e9))
+    assert term_samples(sc, other) == []
+
+
 def test_no_runs_where_no_term_is_in_force():
     from ddpsim.pipeline.resampling import term_samples
 

@@ -119,10 +119,15 @@ def off_label(off: Sequence[str]) -> str:
 
 def term_samples(scenario: Any, inputs: Any) -> list[Sample]:
     """The point's runs with cost terms off that :func:`ddpsim.pipeline.term_effects.term_effects`
-    reads (:func:`~ddpsim.pipeline.term_effects.off_sets`); none where switching every term off
-    leaves the point's config as it is (no term in force there)."""
+    reads (:func:`off_sets`); none where switching every term off leaves the point's config as it
+    is (no term in force there), nor where the point's config is not the scenario's own for it
+    (a build of a test's: term_effects simulates those runs with that build)."""
     sets = off_sets(scenario)
-    if not sets or terms_off_config(scenario, inputs, scenario.graph(inputs.point.nodes), sets[0]) == inputs.config:
+    if not sets:
+        return []
+    graph = scenario.graph(inputs.point.nodes)
+    if (terms_off_config(scenario, inputs, graph, ()) != inputs.config
+            or terms_off_config(scenario, inputs, graph, sets[0]) == inputs.config):
         return []
     return [Sample(input=TERMS_INPUT, label=off_label(off), terms_off=off) for off in sets]
 

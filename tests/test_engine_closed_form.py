@@ -14,9 +14,10 @@ class Stub:
 
     run_compute = Engine.run_compute
     _run_works = Engine._run_works
-    timer_or_change = Engine.timer_or_change
     _notify = Engine._notify
     add_busy = Engine.add_busy
+    _init_work_clock, work_at, times_at = Engine._init_work_clock, Engine.work_at, Engine.times_at
+    _rate_from_now, _arm, _woken = Engine._rate_from_now, Engine._arm, Engine._woken
 
     def __init__(self) -> None:
         self.env = simpy.Environment()
@@ -24,6 +25,7 @@ class Stub:
         self.rate = 1.0
         self.busy = 1
         self.wakeups = 0
+        self._init_work_clock()
 
     def compute_rate(self) -> float:
         return self.rate
@@ -94,3 +96,39 @@ def test_simpy_meets_the_works_only_at_changes_and_at_the_end():
 
     # as many SimPy steps for 16 works as for 1,600: none per work
     assert steps(8) == steps(800)
+
+
+def test_ranks_share_one_clock_and_a_change_wakes_none_of_them():
+    # two ranks compute through the same changes: rank a 0.5 then 0.5, rank b 100; the rate
+    # halves at 0.25 and is back to 1 at 0.75. W (full-rate work done) is 0.25 at 0.25, 0.5 at
+    # 0.75, then +1 per second: a's works end where W is 0.5 (0.75) and 1.0 (1.25), b's where
+    # it is 100 (100.25)
+    stub = Stub()
+    env = stub.env
+    out: dict[str, list[float]] = {}
+    steps = []
+    orig_step = env.step
+
+    def step():
+        steps.append(env.now)
+        orig_step()
+
+    env.step = step
+
+    def rank(name: str, works: list[float]):
+        out[name] = yield from stub.run_compute(works, [False] * len(works))
+
+    def changer(changes: list[tuple[float, float]]):
+        for t, r in changes:
+            yield env.timeout(t - env.now)
+            stub.rate = r
+            stub._notify()
+
+    env.process(rank("a", [0.5, 0.5]))
+    env.process(rank("b", [100.0]))
+    env.process(changer([(0.25, 0.5), (0.75, 1.0)] + [(2.0 + k, 1.0) for k in range(50)]))
+    env.run()
+    assert out == {"a": [0.75, 1.25], "b": [100.25]}
+    # a change that keeps the rate costs its own two steps (the changer's timer, the change),
+    # none of the computing rank's
+    assert len([t for t in steps if 2.0 <= t < 51.0]) == 2 * 49

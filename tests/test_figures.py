@@ -108,3 +108,20 @@ def test_bucket_sizes_figure():
     for a, b in itertools.combinations(boxes, 2):
         assert _clear(a, b)
     assert "launch order" in third.get_xlabel()
+
+
+@pytest.mark.parametrize("dpi", [110, 73])
+def test_saved_pixels_are_those_of_matplotlibs_png(result, tmp_path, dpi):
+    # save_figure reads the raw pixels; the oracle is the PNG matplotlib writes, decoded
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    fig = plots.timeline_figure(result, title="t", warmup=True)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    want = Image.open(buf).convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
+                                                    dither=Image.Dither.NONE)
+    got = Image.open(plots.save_figure(fig, tmp_path / "t.png", dpi=dpi))
+    assert got.size == want.size and np.array_equal(np.asarray(got.convert("RGB")), np.asarray(want.convert("RGB")))

@@ -190,9 +190,17 @@ def test_key_changes_with_every_engine_input(tmp_path):
 
 
 @pytest.mark.parametrize("dotted, value", [("name", "other"), ("description", "other words"),
-                                           ("timelines", [None]), ("sweep", {"bucket_cap_mb": [None, 1]})])
+                                           ("timelines", [None])])
 def test_key_stays_when_nothing_the_engine_reads_changes(dotted, value):
     assert _key(GPU_BASE, base_point=True) == _key(_set(GPU_BASE, dotted, value), base_point=True)
+
+
+def test_key_stays_across_sweeps_of_several_points():
+    two = _set(GPU_BASE, "sweep", {"bucket_cap_mb": [None, 1]})
+    assert _key(two, base_point=True) == _key(_set(GPU_BASE, "sweep", {"bucket_cap_mb": [None, 1, 25]}), base_point=True)
+    # a point alone has no best cap for the cost terms to move: it has no runs with them off
+    # (ddpsim.pipeline.term_effects), which a sweep of several points adds to each point
+    assert _key(GPU_BASE, base_point=True) != _key(two, base_point=True)
 
 
 def test_trace_content_changes_the_key(tmp_path):

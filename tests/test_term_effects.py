@@ -10,7 +10,7 @@ import pytest
 from ddpsim.engine.simulate import simulate
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.pipeline.sweep import best_record, run_sweep
-from ddpsim.pipeline.term_effects import TERMS, term_effects, terms_on
+from ddpsim.pipeline.term_effects import TERMS, off_label, off_sets, term_effects, terms_on
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,6 +59,75 @@ def test_each_term_alone_only_where_all_off_moves_the_best(swept):
     for w in eff["without"][1:]:
         assert len(w["off"]) == 1 and w["lost"] >= 0
     assert eff["moved_by"] == [w["off"][0] for w in eff["without"][1:] if w["best"] != eff["best"]]
+
+
+def test_the_sweep_stores_the_runs_and_a_rerun_simulates_nothing(swept):
+    # every point carries its runs with the terms off (the sweep's re-simulations); read back
+    # they give the very figures the runs simulated here give
+    sc, trace, records = swept
+    assert all(off_label(off) in r.metrics["uncertainty"]["labels"] for r in records for off in off_sets(sc))
+
+    def never(*a, **k):
+        raise AssertionError("a stored run simulated again")
+
+    stored = term_effects(sc, records, trace, build=_build, simulate=never)
+    bare = [replace(r, metrics={k: v for k, v in r.metrics.items() if k != "uncertainty"}) for r in records]
+    assert stored == term_effects(sc, bare, trace, build=_build, simulate=simulate)
+
+
+def test_the_runs_with_terms_off_are_no_samples_of_the_band():
+    from ddpsim.pipeline.resampling import TERMS_INPUT, summarize
+
+    def samples(p50, off_p50):
+        return {"labels": ["seed 1", off_label(TERMS)], "inputs": ["jitter seed", TERMS_INPUT], "p50_s": [p50, off_p50]}
+
+    band = summarize(["a", "b"], [1.0, 1.1], [samples(1.0, 0.5), samples(1.2, 0.1)])
+    assert band["samples"] == ["seed 1"] and band["inputs"] == ["jitter seed"]
+    assert [p["p50_hi_s"] for p in band["points"]] == [1.0, 1.2]  # the runs off leave the bands alone
+    only_off = {"labels": [off_label(TERMS)], "inputs": [TERMS_INPUT], "p50_s": [0.5]}
+    assert summarize(["a", "b"], [1.0, 1.1], [only_off, only_off]) is None
+
+
+@pytest.mark.parametrize("topology", ["dgx-h100", "dgx-v100"])
+def test_a_stored_run_is_the_point_of_the_scenario_without_the_terms(topology):
+    # the config of each run with terms off is what the scenario without them builds for the point
+    from ddpsim.pipeline.resampling import term_samples, terms_off_config
+
+    sc = _scenario(topology)
+    for point in sc.points():
+        inputs = sc.build_point(point)
+        runs = term_samples(sc, inputs)
+        assert [s.terms_off for s in runs] == off_sets(sc)
+        for off in off_sets(sc):
+            without = replace(sc, cost_model=replace(sc.cost_model, **{t: False for t in off}))
+            assert terms_off_config(sc, inputs, sc.graph(point.nodes), off) == without.build_point(point).config
+
+
+def test_no_runs_for_a_config_the_scenario_does_not_build():
+    # a build of a test's (another copy bandwidth): the runs off are left to term_effects' own build
+    from ddpsim.pipeline.resampling import term_samples
+
+    sc = _scenario()
+    inputs = sc.build_point(sc.points()[0])
+    assert term_samples(sc, inputs)
+    other = replace(inputs, config=replace(inputs.config, copy_bandwidth_bytes_per_s=1e9))
+    assert term_samples(sc, other) == []
+
+
+def test_no_runs_where_no_term_is_in_force():
+    from ddpsim.pipeline.resampling import term_samples
+
+    sc = scenario_from_dict({"name": "c", "trace": str(ROOT / "traces/mlp.cpu.json"), "cluster": {"topology": "cpu-gloo"},
+                             "simulation": {"jitter": "none"}, "sweep": {"bucket_cap_mb": [None, 1]}}, source="c")
+    assert off_sets(sc) and term_samples(sc, sc.build_point(sc.points()[0])) == []
+
+
+def test_off_sets_all_then_each_alone():
+    sc = _scenario()
+    assert off_sets(sc) == [TERMS, *((t,) for t in TERMS)]
+    one = replace(sc, cost_model=replace(sc.cost_model, copy_kernels=False, host=False))
+    assert off_sets(one) == [("contention",)]
+    assert off_sets(replace(sc, sweep=replace(sc.sweep, bucket_cap_mb=(None,)))) == []
 
 
 def test_no_term_on_gives_nothing(swept):

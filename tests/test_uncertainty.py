@@ -7,7 +7,7 @@ import pytest
 from ddpsim.network import collective_residuals
 from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.pipeline.scenario import scenario_from_dict
-from ddpsim.pipeline.resampling import MidSizeScaled, samples_for, summarize
+from ddpsim.pipeline.resampling import MidSizeScaled, band_samples, samples_for, summarize, term_samples
 
 
 def _samples(labels, inputs, p50):
@@ -49,7 +49,7 @@ def test_mid_size_scaled_model():
 def test_samples_follow_the_terms_in_force():
     gpu = scenario_from_dict({"name": "g", "trace": "traces/resnet50.a100.json", "cluster": {"topology": "dgx-a100"},
                               "world_size": 8, "sweep": {"bucket_cap_mb": [None]}}, source="g")
-    labels = [s.label for s in samples_for(gpu, gpu.build_point(gpu.points()[0]))]
+    labels = [s.label for s in band_samples(gpu, gpu.build_point(gpu.points()[0]))]
     assert labels == ["memory_bound_fraction=0.3", "memory_bound_fraction=0.7", "host costs x0.5", "host costs x2",
                       *(f"NCCL 64 KiB-64 MiB x{f:g}" for f in collective_residuals.MID_SIZE_RATIOS), "seed 1", "seed 2"]
     cpu = scenario_from_dict({"name": "c", "trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"},
@@ -102,8 +102,11 @@ def test_the_pool_runs_each_sample_as_a_task_and_stores_the_serial_bytes(monkeyp
 
     monkeypatch.setattr(sweep, "run_in_pool", spy)
     pooled = sweep.run_sweep(sc, jobs=2, progress=False)
-    n = len(samples_for(sc, sc.build_point(sc.points()[0])))
-    assert n == 8 and seen == [None, *range(n)] * 2
+    inputs = sc.build_point(sc.points()[0])
+    n = len(samples_for(sc, inputs))
+    # the band's 8 samples, then the runs with the 3 cost terms off: together, then each alone
+    assert len(band_samples(sc, inputs)) == 8 and len(term_samples(sc, inputs)) == 4
+    assert n == 12 and seen == [None, *range(n)] * 2
     for a, b in zip(serial, pooled):
         assert a.metrics["uncertainty"]["labels"] == [s.label for s in samples_for(sc, sc.build_point(a.point))]
         assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())

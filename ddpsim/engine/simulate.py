@@ -148,7 +148,8 @@ def _config_summary(config: SimConfig) -> dict[str, Any]:
 
 # ---- public API ----------------------------------------------------------------------------
 
-def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, *, spans: bool = True) -> SimResult:
+def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, *, spans: bool = True,
+             steps_only: bool = False) -> SimResult:
     """Simulate ``config.num_iterations`` iterations of DDP training of ``trace`` under ``plan``.
 
     Args:
@@ -163,6 +164,11 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
             interference, copy bandwidth.
         spans: False leaves ``SimResult.spans`` empty (every other figure is the same):
             about a third faster, for sweeps that only need the summary.
+        steps_only: only the step times are read (an uncertainty sample, a run with cost terms
+            off): no spans, no bucket timings, and of each iteration only its start and end
+            (its other figures 0; ``meta["steps_only"]``); the ranks record nothing on the way,
+            and with interference each rank's works between two interactions run as one (the
+            same step times to rounding).
 
     Points that differ only in what the engine does not read (``bucket_cap_mb`` or
     ``bucket_cap_mb_list`` when they give the same buckets) share one simulation: the last
@@ -182,13 +188,14 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
             durations or capabilities, unused parameters without
             find_unused_parameters/static_graph, mixed_precision with a comm hook.
     """
-    key = _memo_key(trace, plan, comm, config, spans)
+    spans = spans and not steps_only
+    key = _memo_key(trace, plan, comm, config, spans, steps_only)
     kept = _MEMO.get(key) if key is not None else None
     if kept is not None:  # the entry holds the trace (and comm) it was keyed on by identity
         _MEMO.move_to_end(key)
         return replace(kept[2], meta={**kept[2].meta, "plan": _plan_meta(plan)})
     with gc_paused():  # a simulation's events and generators all live until it ends
-        result = _simulate(trace, plan, comm, config, spans)
+        result = _simulate(trace, plan, comm, config, spans, steps_only)
     if key is not None:
         _MEMO[key] = (trace, comm, result)
         if len(_MEMO) > MEMO_SIZE:
@@ -201,7 +208,8 @@ MEMO_SIZE = 16
 _MEMO: "OrderedDict[tuple, tuple[Trace, CommModel, SimResult]]" = OrderedDict()
 
 
-def _memo_key(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, spans: bool) -> tuple | None:
+def _memo_key(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, spans: bool,
+              steps_only: bool = False) -> tuple | None:
     """What the engine reads of the inputs: the trace and comm model by identity (the kept entry
     holds them, so an identity is never reused while kept; a hashable comm model, a frozen
     dataclass, by value), the buckets without their size limits, the options without the caps
@@ -217,7 +225,7 @@ def _memo_key(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
 
     try:
         return (id(trace), comm_key, layout(plan.initial), layout(plan.steady), plan.rebuild_iteration, opts,
-                repr(config), bool(spans))
+                repr(config), bool(spans), bool(steps_only))
     except TypeError:  # an option that does not hash
         return None
 
@@ -227,7 +235,8 @@ def _plan_meta(plan: BucketPlan) -> dict[str, Any]:
             "num_buckets_initial": len(plan.initial), "num_buckets_steady": len(plan.steady)}
 
 
-def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, spans: bool) -> SimResult:
+def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, spans: bool,
+              steps_only: bool = False) -> SimResult:
     """One simulation (:func:`simulate` without its memo)."""
     _validate(trace, plan, comm, config)
     asked = config
@@ -244,7 +253,7 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     explicit, need_rest = jitter_mod.choose_explicit_ranks(config.world_size, config.stragglers, sigma, config.rank_group_size)
     # under Join the folded ranks differ from rank 0 (who is active): always simulate them
     need_rest = need_rest or (schedule is not None and len(explicit) < config.world_size)
-    ranks, rest_f = _make_ranks(eng, factors, explicit, need_rest)
+    ranks, rest_f = _make_ranks(eng, factors, explicit, need_rest, record=not steps_only)
     eng.num_participants = len(ranks)
     for r in ranks:
         env.process(r.run())
@@ -255,7 +264,10 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     warmup = _warmup(config, plan)
     colls = [c for c in eng.colls if c.kind is not None]
     comm_rows, comm_by_iter, last_grad_end = _collective_rows(colls)
-    buckets, iters = _rank_figures(eng, ranks, comm_by_iter, last_grad_end, warmup)
+    if steps_only:
+        buckets, iters = LazyBuckets(_bucket_timings, [], {}, [], []), _step_figures(ranks[:len(explicit)], warmup)
+    else:
+        buckets, iters = _rank_figures(eng, ranks, comm_by_iter, last_grad_end, warmup)
     if schedule is not None:  # a joined rank's iterations are left out of the steady breakdown
         iters = _joined_as_warmup(iters, schedule.mask(config.world_size))
     meta: dict[str, Any] = {
@@ -273,6 +285,8 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
         "rest_factor_by_iteration": [float(x) for x in rest_f] if rest_f is not None else None,
         "num_collectives": len(colls),
     }
+    if steps_only:
+        meta["steps_only"] = True
     if eng.skip_unused:
         meta["skipped_buckets"] = _skipped_buckets(eng, config.num_iterations)
     if schedule is not None:  # the same samples dealt evenly, without Join: the baseline of the cost
@@ -314,10 +328,11 @@ def _warmup(config: SimConfig, plan: BucketPlan) -> int:
 
 
 def _make_ranks(eng: Engine, factors: np.ndarray, explicit: Sequence[int],
-                need_rest: bool) -> tuple[list[Rank], np.ndarray | None]:
-    """One process per explicit rank, and one for the folded ranks when there are any."""
+                need_rest: bool, record: bool = True) -> tuple[list[Rank], np.ndarray | None]:
+    """One process per explicit rank (first, in order; ``record`` False: they record nothing but
+    their iterations' start and end), and one for the folded ranks when there are any."""
     config = eng.config
-    ranks = [Rank(eng, r, factors[:, r], record=True) for r in explicit]
+    ranks = [Rank(eng, r, factors[:, r], record=record) for r in explicit]
     rest_f = None
     if need_rest:
         rest_f = jitter_mod.rest_factors(factors, explicit)
@@ -390,6 +405,14 @@ def _bucket_timings(logs: list, shapes: dict, starts: list[float], ends: list[fl
                                       "start_s": starts[first_i], "end_s": ends[last_i]})
             out.append(bt)
     return out
+
+
+def _step_figures(explicit: list[Rank], warmup: int) -> list[IterationStats]:
+    """Each explicit rank's iterations with their start and end only (``steps_only``)."""
+    return [IterationStats(rank=rk.rank, iteration=k, start_s=acc.start_s, end_s=acc.end_s, forward_s=0.0,
+                           backward_compute_s=0.0, exposed_comm_s=0.0, comm_s=0.0, overlap_ratio=0.0,
+                           optimizer_s=0.0, synced=True, warmup=k <= warmup)
+            for rk in explicit for k, acc in enumerate(rk.accs, start=1)]
 
 
 def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[tuple[float, float]]],

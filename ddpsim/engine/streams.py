@@ -11,17 +11,20 @@ up to that many side by side, each at the model's ``concurrent_rate``. An all-re
 rank launched onto an idle stream pays the model's ``idle_launch_extra_s`` once every rank
 waits. Interference is rate-based (:class:`ddpsim.network.interference.Interference`): while a
 collective runs compute progresses at ``1/compute_slowdown`` (weighted by the collective's
-share), while any rank computes a collective progresses at ``1/comm_slowdown``. A rank's
-compute-stream work is computed in closed form between changes of that state
-(:meth:`Engine.run_compute`): SimPy meets it only where what is in flight changes, at its
-launches and waits, never per piece of work; without interference the rate is 1 and a rank
-meets SimPy only at waits (docs/MODEL.md, "The engine").
+share), while any rank computes a collective progresses at ``1/comm_slowdown``. The compute
+rate is the same for every rank, so one work clock ``W(t)`` (full-rate seconds of compute done
+since 0, piecewise linear, a piece per change of the rate) gives every rank's work in closed
+form (:meth:`Engine.run_compute`): a run of works ends where W reaches its target, one timer
+for the earliest target of all ranks, moved where the rate changes; SimPy meets a rank's works
+once per run (up to its next launch or wait on a collective not yet done), never per piece of
+work nor per change; without interference the rate is 1 and a rank meets SimPy only at waits
+(docs/MODEL.md, "The engine").
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from heapq import heappop, heappush
 from itertools import accumulate
 from typing import Any, Callable, Iterator
 
@@ -107,6 +110,7 @@ class Engine:
         self.busy = 0
         self.comm_active = False
         self.changed = env.event()
+        self._init_work_clock()
 
     def _init_options(self, plan: BucketPlan) -> None:
         """The reducer DDP builds under the plan's options."""
@@ -358,6 +362,8 @@ class Engine:
 
     # -- interference (slow path) ----------------------------------------------------------
     def _notify(self) -> None:
+        """What is in flight changed: the compute rate from now on, then whoever waits for a change."""
+        self._rate_from_now()
         old, self.changed = self.changed, self.env.event()
         old.succeed()
 
@@ -405,66 +411,98 @@ class Engine:
             i = k
         return ends
 
-    def timer_or_change(self, timer: simpy.Event) -> simpy.Event:
-        """Wait for ``timer`` or the next change (``self.changed``), whichever comes first:
-        ``timer | self.changed`` without a Condition's bookkeeping (the engine's most frequent
-        wait). The caller yields ``timer`` itself and receives None when it fires; a change
-        first moves the caller's resumption onto an event that fires at once with the change
-        as its value. One SimPy event per wait, not two."""
+    # -- the work clock: compute-stream work done at the rate in force, shared by every rank --
+    def _init_work_clock(self) -> None:
+        """The work clock: ``W(t)``, full-rate seconds of compute-stream work a rank that computes
+        from 0 to ``t`` has done, piecewise linear with a breakpoint at each change of the compute
+        rate (``_clock_t``, ``_clock_w``, ``_clock_r``: where each piece starts, W there, its
+        rate). Every rank computes at the same rate, so a run of works ends where W reaches its
+        target; the ranks' targets wait in one heap behind one timer (:meth:`_run_works`)."""
+        self._clock_t = [0.0]
+        self._clock_w = [0.0]
+        self._clock_r = [self.compute_rate()]
+        #: (target W, order, event) of every rank's run of works in progress
+        self._targets: list[tuple[float, int, simpy.Event]] = []
+        self._target_seq = 0
+        #: the timer of the earliest target (a later timer makes it stale)
+        self._wake: simpy.Event | None = None
+
+    def work_at(self, t: float) -> float:
+        """W(t) for ``t`` at or after the clock's last breakpoint."""
+        return self._clock_w[-1] + (t - self._clock_t[-1]) * self._clock_r[-1]
+
+    def _rate_from_now(self) -> None:
+        """A change: where it moves the compute rate, a breakpoint of the clock and the timer of
+        the earliest target moved to match."""
+        r = self.compute_rate()
+        if r != self._clock_r[-1]:
+            now = self.env.now
+            w = self.work_at(now)
+            if self._clock_t[-1] == now:  # a second change at this instant: it replaces the first
+                self._clock_r[-1] = r
+            else:
+                self._clock_t.append(now)
+                self._clock_w.append(w)
+                self._clock_r.append(r)
+            if self._targets:
+                self._arm()
+
+    def _arm(self) -> None:
+        """The timer of the earliest target at the rate in force (any earlier one goes stale)."""
         env = self.env
+        target = self._targets[0][0]
+        delay = max(0.0, (target - self.work_at(env.now)) / self._clock_r[-1])
+        timer = self._wake = env.timeout(delay, target)
+        timer.callbacks.append(self._woken)
 
-        def fire(cause: simpy.Event) -> None:
-            cbs = timer.callbacks
-            if cbs:  # the timer not yet processed and someone waits on it: wake them now
-                timer.callbacks = []
-                ev = env.event()
-                ev.callbacks = cbs
-                ev.succeed(cause)
-
-        self.changed.callbacks.append(fire)
-        return timer
+    def _woken(self, timer: simpy.Event) -> None:
+        """The earliest target reached: its run of works (and any that ends with it) is done."""
+        if timer is not self._wake:
+            return  # stale: the rate changed after it was set
+        self._wake = None
+        targets, reached = self._targets, timer.value
+        while targets and targets[0][0] <= reached:
+            heappop(targets)[2].succeed()
+        if targets:
+            self._arm()
 
     def _run_works(self, works: list[float], ends: list[float]) -> Iterator[simpy.Event]:
-        """Works one after another from now, their ends appended to ``ends``. Closed form
-        between changes of what is in flight: at the rate in force, work ``k`` ends at
-        ``end_{k-1} + works[k] / rate``; SimPy is met once per change (``self.changed``) that
-        moves the rate and once at the end, never per work: the same arithmetic as one
-        :meth:`advance` per work, the same ends to rounding."""
+        """Works one after another from now, their ends appended to ``ends``. Closed form on the
+        work clock: work ``k`` ends where W reaches ``W(now) + works[0] + ... + works[k]``; SimPy
+        meets the run once, at its end (one timer for the earliest end of every rank's run, moved
+        only where the rate changes), never per work nor per change."""
         env = self.env
-        m = len(works)
-        j = 0
-        remaining = works[0]
-        while True:
-            r = self.compute_rate()
-            t0 = env.now
-            if j + 1 == m:  # the last work: no run to accumulate
-                seq = [t0 + remaining / r]
-            else:
-                rest = works[j + 1:] if r == 1.0 else [w / r for w in works[j + 1:]]
-                seq = list(accumulate(rest, initial=t0 + remaining / r))
-            timer = env.timeout(seq[-1] - t0)
-            fired = yield self.timer_or_change(timer)  # None: the timer came
-            while fired is not None and seq[-1] > env.now and self.compute_rate() == r:
-                if timer.processed:  # it came at the change's instant
-                    fired = None
-                    break
-                fired = yield self.timer_or_change(timer)  # a change that leaves the rate: the same ends
-            now = env.now
-            if fired is None or seq[-1] <= now:
-                seq[-1] = now
-                ends += seq
-                return
-            done = bisect_right(seq, now)  # the works the change found done, then the one it cut
-            ends += seq[:done]
-            start = seq[done - 1] if done else t0
-            remaining = (remaining if done == 0 else works[j + done]) - (now - start) * r
-            j += done
-            if remaining <= works[j] * 1e-12:  # done at the change (advance's threshold)
-                ends.append(now)
-                j += 1
-                if j == m:
-                    return
-                remaining = works[j]
+        first = len(self._clock_w) - 1
+        goals = list(accumulate(works, initial=self.work_at(env.now)))[1:]
+        done = env.event()
+        self._target_seq += 1
+        heappush(self._targets, (goals[-1], self._target_seq, done))
+        if self._targets[0][2] is done:
+            self._arm()
+        yield done
+        now = env.now
+        ends += self.times_at(goals[:-1], first, now)
+        ends.append(now)
+
+    def times_at(self, goals: list[float], first: int, now: float) -> list[float]:
+        """When W reaches each of ``goals`` (in increasing order; none after ``now``), searched
+        from breakpoint ``first``: one walk over the clock's pieces."""
+        ws, ts, rs = self._clock_w, self._clock_t, self._clock_r
+        k, last = first, len(ws) - 1
+        out = []
+        if k == last:  # no change of the rate during the run: one piece
+            t0, w0, r0 = ts[k], ws[k], rs[k]
+            out = [t0 + (w - w0) / r0 for w in goals]
+        else:
+            for w in goals:
+                while k < last and ws[k + 1] <= w:
+                    k += 1
+                out.append(ts[k] + (w - ws[k]) / rs[k])
+        i = len(out) - 1
+        while i >= 0 and out[i] > now:  # rounding at the run's end
+            out[i] = now
+            i -= 1
+        return out
 
     def progress(self, work_s: float, comm: bool, idle_extra_s: float = 0.0,
                  coll: Coll | None = None) -> Iterator[simpy.Event]:

@@ -3,8 +3,8 @@ waits, and the CPU clock of host costs.
 
 A rank's compute stream is a clock ``t``: work advances it in closed form, at rate 1 without
 interference (SimPy is met only at waits), else at the rate in force, run in one go up to the
-rank's next interaction (a launch, a wait) and met by SimPy only where what is in flight
-changes (:meth:`Engine.run_compute`), never per piece of work; a wait on a collective
+rank's next interaction (a launch, a wait on a collective not yet done) on the engine's work
+clock (:meth:`Engine.run_compute`), never per piece of work; a wait on a collective
 moves it to the collective's end (span ``wait``), and every piece of work is recorded as a span
 and in the iteration's figures. With host costs (:mod:`ddpsim.network.host_costs`) a CPU clock
 runs beside it: the device cannot run what the CPU has not enqueued, as on a GPU whose host
@@ -171,9 +171,13 @@ class RankTimeline:
             self.pending.append((None, "host gate", self.cpu, None, None))
 
     def wait(self, c: Coll, name: str) -> Iterator[simpy.Event]:
-        if self.pending:
-            yield from self.flush()
         eng = self.eng
+        if self.pending:
+            if c.done.processed:
+                # it ended by now, before the rank gets past the works it has not yet run: no
+                # wait, and the works run on with those that follow (one flush for all)
+                return
+            yield from self.flush()
         env = eng.env
         if eng.interfere:
             if not c.done.processed:

@@ -17,8 +17,10 @@ Which inputs are uncertain depends on the terms in force at the point:
     the seeded per-rank jitter draws, when jitter is on (every backend).
 
 A calibrated model has measured curves and interference: only the seeds vary. Each point's
-samples are simulated with the point (``spans=False``) and stored in its ``points/`` file,
-so the per-point cache keeps working. :func:`summarize` derives, from the samples of all
+samples are simulated with the point (step times only) and stored in its ``points/`` file,
+so the per-point cache keeps working. The point's runs with GPU cost terms switched off
+(:mod:`ddpsim.pipeline.term_effects`) are re-simulations of the same kind (input
+:data:`TERMS_INPUT`): they run and are stored with the samples, and are no sample of the band. :func:`summarize` derives, from the samples of all
 points: a band per point (its lowest and highest p50 step over the samples, the prior
 included), the *regret* of each point in each sample (how much slower than that sample's
 best), the **robust set** (points within :data:`ROBUST_TOLERANCE` of the best in every
@@ -44,6 +46,10 @@ MID_FACTORS = collective_residuals.MID_SIZE_RATIOS
 PHI_VALUES = (0.3, 0.7)
 HOST_FACTORS = (0.5, 2.0)
 SEED_OFFSETS = (1, 2)
+#: the input of a point's runs with cost terms off (not an uncertain input: left out of the band)
+TERMS_INPUT = "cost terms off"
+#: the GPU cost terms, in the order the summary names them (CostModelSpec's switches)
+TERMS = ("contention", "copy_kernels", "host")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +62,8 @@ class Sample:
     host_factor: float | None = None
     mid_factor: float | None = None
     seed_offset: int = 0
+    #: the cost terms switched off (a run of :mod:`ddpsim.pipeline.term_effects`, no sample of the band)
+    terms_off: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +92,61 @@ class MidSizeScaled(WrappedCommModel):
 
 
 def samples_for(scenario: Any, inputs: Any) -> list[Sample]:
-    """The samples of one point (module docstring): none when ``cost_model.uncertainty`` is off."""
+    """Every re-simulation of one point, in the order it is stored: the band's samples, then
+    the runs with cost terms off (:func:`term_samples`)."""
+    return band_samples(scenario, inputs) + term_samples(scenario, inputs)
+
+
+def terms_on(scenario: Any) -> tuple[str, ...]:
+    """The cost terms the scenario has switched on."""
+    return tuple(t for t in TERMS if getattr(scenario.cost_model, t))
+
+
+def off_sets(scenario: Any) -> list[tuple[str, ...]]:
+    """The sets of terms :func:`ddpsim.pipeline.term_effects.term_effects` may switch off, in its
+    order: all the terms on, then each alone where more than one is on; none without a term on
+    or with one point."""
+    on = terms_on(scenario)
+    if not on or len(scenario.points()) < 2:
+        return []
+    return [on] + ([(t,) for t in on] if len(on) > 1 else [])
+
+
+def off_label(off: Sequence[str]) -> str:
+    """The label of a point's stored run with the terms ``off`` switched off."""
+    return "cost terms off: " + "+".join(off)
+
+
+def term_samples(scenario: Any, inputs: Any) -> list[Sample]:
+    """The point's runs with cost terms off that :func:`ddpsim.pipeline.term_effects.term_effects`
+    reads (:func:`off_sets`); none where switching every term off leaves the point's config as it
+    is (no term in force there), nor where the point's config is not the scenario's own for it
+    (a build of a test's: term_effects simulates those runs with that build)."""
+    sets = off_sets(scenario)
+    if not sets:
+        return []
+    graph = scenario.graph(inputs.point.nodes)
+    if (terms_off_config(scenario, inputs, graph, ()) != inputs.config
+            or terms_off_config(scenario, inputs, graph, sets[0]) == inputs.config):
+        return []
+    return [Sample(input=TERMS_INPUT, label=off_label(off), terms_off=off) for off in sets]
+
+
+def terms_off_config(scenario: Any, inputs: Any, graph: Any, off: tuple[str, ...]) -> Any:
+    """The point's SimConfig with the cost terms ``off`` switched off: what the scenario without
+    them builds for the point (:meth:`Scenario.sim_config`), over the point's graph and comm model.
+    Where contention stays on, its interference is the point's own (the prior reads none of the
+    other switches), taken as it is rather than derived again."""
+    keep = "contention" not in off
+    variant = dataclasses.replace(scenario, cost_model=dataclasses.replace(
+        scenario.cost_model, **{t: False for t in off}, **({"contention": False} if keep else {})))
+    cfg = variant.sim_config(inputs.point, world_size=inputs.config.world_size, graph=graph,
+                             calibration=scenario.load_calibration(), comm=inputs.comm)
+    return dataclasses.replace(cfg, interference=inputs.config.interference) if keep else cfg
+
+
+def band_samples(scenario: Any, inputs: Any) -> list[Sample]:
+    """The samples of the band (module docstring): none when ``cost_model.uncertainty`` is off."""
     cm = scenario.cost_model
     if not cm.uncertainty:
         return []
@@ -107,6 +169,8 @@ def sample_inputs(scenario: Any, point: Any, inputs: Any, graph: Any, sample: Sa
     """(comm, config) of ``inputs`` under ``sample``."""
     cm = scenario.cost_model
     comm, cfg = inputs.comm, inputs.config
+    if sample.terms_off:
+        return comm, terms_off_config(scenario, inputs, graph, sample.terms_off)
     if sample.memory_bound_fraction is not None:
         variant = dataclasses.replace(scenario, cost_model=dataclasses.replace(cm, memory_bound_fraction=sample.memory_bound_fraction))
         prior = variant.contention_prior(graph, comm)
@@ -147,8 +211,9 @@ def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Ca
 
 
 def sample_p50(inputs: Any, comm: Any, cfg: Any, simulate: Callable, spans_kw: bool) -> float:
-    """The p50 step time of ``inputs`` under a sample's ``comm`` and ``cfg`` (no spans built)."""
-    res = simulate(inputs.trace, inputs.plan, comm, cfg, spans=False) if spans_kw else \
+    """The p50 step time of ``inputs`` under a sample's ``comm`` and ``cfg``; with the engine
+    (``spans_kw``) its step times only (``steps_only``: nothing else is recorded)."""
+    res = simulate(inputs.trace, inputs.plan, comm, cfg, steps_only=True) if spans_kw else \
         simulate(inputs.trace, inputs.plan, comm, cfg)
     return res.summary()["iteration_p50_s"]
 
@@ -163,14 +228,16 @@ def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequen
     """Bands, regrets, the robust set and the most sensitive input over a sweep's points.
 
     ``samples[i]`` is point i's :func:`simulate_samples` dict; points whose samples differ in
-    labels (another comm hook, another node count) are compared on the labels all share.
+    labels (another comm hook, another node count) are compared on the labels all share; the
+    runs with cost terms off (:data:`TERMS_INPUT`) are no samples of the band.
     None when no point has samples."""
     if not samples or not all(s for s in samples):
         return None
-    common = [lab for lab in samples[0]["labels"] if all(lab in s["labels"] for s in samples)]
+    inputs_of = dict(zip(samples[0]["labels"], samples[0]["inputs"]))
+    common = [lab for lab in samples[0]["labels"]
+              if inputs_of[lab] != TERMS_INPUT and all(lab in s["labels"] for s in samples)]
     if not common:
         return None
-    inputs_of = dict(zip(samples[0]["labels"], samples[0]["inputs"]))
     cols = ["prior"] + common
     table = [[p] + [s["p50_s"][s["labels"].index(lab)] for lab in common] for p, s in zip(prior_p50, samples)]
     best_in = [min(row[j] for row in table) for j in range(len(cols))]

@@ -25,7 +25,7 @@ from ddpsim.plan.planner import BucketPlan, DDPOptions
 @dataclass(frozen=True, kw_only=True)
 class Recommendation:
     """What :func:`recommend` found: the report's figures (``info``), the plan file's document
-    (``plan_doc``), the engine's result of the recommended plan, the best point's inputs."""
+    (``plan_doc``), the engine's result of the recommended plan (without spans), the best point's inputs."""
 
     info: dict[str, Any]
     plan_doc: dict[str, Any]
@@ -91,19 +91,22 @@ def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: 
 
             plan = without_delayed(cand.plan, trace, opts)
             cand = replace(cand, plan=plan, buckets_bytes=tuple(b.size_bytes for b in plan.steady))
-        res = sim(inputs.trace, cand.plan, inputs.comm, config)
+        res = _no_spans(sim, inputs.trace, cand.plan, inputs.comm, config)
         tried.append((res.summary()["iteration_p50_s"], len(tried), label, cand, res))
     return tried
 
 
-def p50_step(sim: Callable, inputs: Any) -> float:
-    """The p50 step time of ``inputs`` simulated by ``sim``; without spans where ``sim`` is the
-    engine's (only the step times are read)."""
+def _no_spans(sim: Callable, *args: Any) -> Any:
+    """``sim(*args)``, without spans where ``sim`` is the engine's (the figures read here are
+    the summary's, the same without them)."""
     from ddpsim.engine.simulate import simulate
 
-    args = (inputs.trace, inputs.plan, inputs.comm, inputs.config)
-    res = sim(*args, spans=False) if sim is simulate else sim(*args)
-    return res.summary()["iteration_p50_s"]
+    return sim(*args, spans=False) if sim is simulate else sim(*args)
+
+
+def p50_step(sim: Callable, inputs: Any) -> float:
+    """The p50 step time of ``inputs`` simulated by ``sim`` (without spans: :func:`_no_spans`)."""
+    return _no_spans(sim, inputs.trace, inputs.plan, inputs.comm, inputs.config).summary()["iteration_p50_s"]
 
 
 def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable,

@@ -7,6 +7,13 @@ terms in force switched off (its p50 step only, no uncertainty samples); where t
 point, once more with each term off alone. A term moved the best cap when the best point without
 it is another one; how far it moved is what the full model's best point loses there against the
 best (``lost``: the relative p50 difference in the world without the term).
+
+Every point's runs with the terms off (:func:`~ddpsim.pipeline.resampling.off_sets`: all of
+them, and each alone where more than one is on, though the runs each alone are read only where
+all of them off moves the best point) are re-simulations of the point that the sweep runs in its
+worker pool and stores in the point's file beside the uncertainty samples, step times only
+(:func:`ddpsim.pipeline.resampling.term_samples`), so a rerun reuses them; a record without them
+(a point where no term is in force) is simulated here the same way.
 """
 
 from __future__ import annotations
@@ -14,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
+from ddpsim.pipeline.resampling import TERMS, off_label, off_sets, sample_p50, terms_on
 from ddpsim.pipeline.sweep import TIE_RELATIVE, PointRecord, best_record
 
-#: the terms, in the order the summary names them (CostModelSpec's switches)
-TERMS = ("contention", "copy_kernels", "host")
+__all__ = ["TERMS", "WithoutTerms", "off_label", "off_sets", "term_effects", "terms_on"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,17 +41,25 @@ class WithoutTerms:
         return {"off": list(self.off), "best": self.best, "best_p50_s": self.best_p50_s, "lost": self.lost}
 
 
-def terms_on(scenario: Any) -> tuple[str, ...]:
-    """The cost terms the scenario has switched on."""
-    return tuple(t for t in TERMS if getattr(scenario.cost_model, t))
+def _stored_p50(record: PointRecord, off: tuple[str, ...]) -> float | None:
+    """The p50 step of ``record``'s stored run with ``off`` switched off, None without one."""
+    runs = record.metrics.get("uncertainty") or {}
+    label = off_label(off)
+    return runs["p50_s"][runs["labels"].index(label)] if label in runs.get("labels", ()) else None
 
 
 def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...], full_best: str, trace: Any,
              build: Callable, simulate: Callable) -> WithoutTerms:
-    from ddpsim.pipeline.run import p50_step
+    from ddpsim.engine.simulate import simulate as engine
 
     sc = replace(scenario, cost_model=replace(scenario.cost_model, **{t: False for t in off}))
-    p50 = {r.point_id: p50_step(simulate, build(sc, r.point, trace)) for r in records}
+    p50 = {}
+    for r in records:
+        kept = _stored_p50(r, off)
+        if kept is None:  # simulated as the stored runs are (ddpsim.pipeline.resampling.sample_p50)
+            inputs = build(sc, r.point, trace)
+            kept = sample_p50(inputs, inputs.comm, inputs.config, simulate, spans_kw=simulate is engine)
+        p50[r.point_id] = kept
     low = min(p50.values())
     best = next(k for k, v in p50.items() if v <= low * (1 + TIE_RELATIVE))  # best_record's rule
     if p50[full_best] <= p50[best] * (1 + TIE_RELATIVE):  # a tie keeps the full model's answer

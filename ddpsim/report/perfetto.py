@@ -108,6 +108,7 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
                    key=lambda s: (s.start_s, _STREAM_TID.get(s.stream, 99), s.end_s, s.name))
     launches: list[dict[str, Any]] = []
     for s in spans:
+        ts = _us(s.start_s)
         tid = _STREAM_TID.get(s.stream, COMPUTE_TID)
         args: dict[str, Any] = {"iteration": s.iteration, "kind": s.kind}
         if s.kind in _NOT_KERNELS:
@@ -122,14 +123,15 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
         if s.size_bytes is not None:
             args["size_bytes"] = s.size_bytes
         b = bt.get((s.iteration, s.bucket)) if s.kind == "allreduce" else None
+        launch_us = ts
         if b is not None:
-            args.update({"ready_us": _us(b.ready_s), "launch_us": _us(b.launch_s), "num_params": b.num_params})
+            launch_us = _us(b.launch_s)
+            args.update({"ready_us": _us(b.ready_s), "launch_us": launch_us, "num_params": b.num_params})
         if cat == "kernel":
             launches.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": rank, "tid": CPU_TID,
-                             "ts": _us(b.launch_s if b is not None else s.start_s), "dur": 0,
-                             "args": {"correlation": args["correlation"]}})
+                             "ts": launch_us, "dur": 0, "args": {"correlation": args["correlation"]}})
         ev.append({"ph": "X", "cat": cat, "name": _event_name(s), "pid": rank, "tid": tid,
-                   "ts": _us(s.start_s), "dur": _us(s.end_s) - _us(s.start_s), "args": args})
+                   "ts": ts, "dur": _us(s.end_s) - ts, "args": args})
     ev += sorted(launches, key=lambda e: (e["ts"], e["args"]["correlation"]))
     for b in sorted(bt.values(), key=lambda b: (b.iteration, b.bucket)):
         if keep is not None and b.iteration not in keep:
@@ -164,14 +166,21 @@ def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backe
     """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank (default:
     :func:`representative_ranks`); gzip's header carries no time or name, so the bytes are
     reproducible."""
-    paths = []
+    return [path for _, path, _ in written_traces(result, out_dir, point_id, backend=backend, ranks=ranks)]
+
+
+def written_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl",
+                   ranks: Sequence[int] | None = None) -> list[tuple[int, Path, dict[str, Any]]]:
+    """:func:`write_traces`, each rank's ``(rank, path, trace dict)``: the dict built once serves
+    what else the report reads of it (:func:`comm_comp_overlap`)."""
+    out = []
     for r in (representative_ranks(result) if ranks is None else ranks):
         d = chrome_trace(result, r, backend=backend, point=point_id)
         text = json.dumps(d) + "\n"  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
         # zlib's default level: a fifth of level 9's time for about 15 % more bytes
-        paths.append(write_bytes_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json.gz",
-                                        gzip.compress(text.encode(), compresslevel=6, mtime=0)))
-    return paths
+        out.append((r, write_bytes_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json.gz",
+                                          gzip.compress(text.encode(), compresslevel=6, mtime=0)), d))
+    return out
 
 
 def load_chrome_trace(path: str | Path) -> dict[str, Any]:
@@ -183,11 +192,15 @@ def load_chrome_trace(path: str | Path) -> dict[str, Any]:
 def comm_comp_overlap(trace: dict[str, Any]) -> float:
     """HTA's ``get_comm_comp_overlap`` ratio for one rank's trace dict (0 if no communication)."""
     comm, comp = [], []
+    kinds: dict[str, str] = {}  # a trace repeats its kernels' names every iteration: classify each once
     for e in trace["traceEvents"]:
         if e.get("ph") != "X" or not isinstance(e.get("args", {}).get("stream"), int):
             continue
         iv = (e["ts"], e["ts"] + e["dur"])
-        kind = hta_kernel_type(e["name"])
+        name = e["name"]
+        kind = kinds.get(name)
+        if kind is None:
+            kind = kinds[name] = hta_kernel_type(name)
         if kind == "COMMUNICATION":
             comm.append(iv)
         elif kind == "COMPUTATION":

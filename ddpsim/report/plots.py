@@ -54,9 +54,17 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     from PIL import Image
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    image = Image.open(buf).convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE,
-                                                     dither=Image.Dither.NONE)
+    # the raw RGBA pixels (what the PNG would hold, neither encoded nor decoded again here)
+    fig.savefig(buf, format="rgba", dpi=dpi)
+    w, h = (int(x) for x in fig.get_size_inches() * dpi)  # RendererAgg's size at this dpi
+    raw = buf.getvalue()
+    if len(raw) == 4 * w * h:
+        rgba = Image.frombuffer("RGBA", (w, h), raw, "raw", "RGBA", 0, 1)
+    else:  # a size this arithmetic does not give: read the PNG matplotlib writes
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+        rgba = Image.open(buf)
+    image = rgba.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
     out = io.BytesIO()
     image.save(out, format="png")
     return write_bytes_atomic(path, out.getvalue())

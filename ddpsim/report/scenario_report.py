@@ -63,13 +63,14 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     files.append(report.write_csv(btable, rdir / "buckets.csv"))
     log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
     best = best_record(records)
-    overlaps, trace_files = _write_timelines(sc, records, best, rdir, plots, files)
-    log.info("wrote timelines for %s", ", ".join(trace_files) or "no point")
-
     build = build_fn if build_fn is not None else (lambda s, p, t: s.build_point(p, trace=t))
     sim = simulate_fn
     if sim is None:
         from ddpsim.engine.simulate import simulate as sim
+    records, best = _with_timeline_spans(sc, records, best, trace, build, sim)
+    overlaps, trace_files = _write_timelines(sc, records, best, rdir, plots, files)
+    log.info("wrote timelines for %s", ", ".join(trace_files) or "no point")
+
     rec = steps.recommend(sc, records, trace, build, sim)
     files.append(write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1)))
     log.info("wrote %s", rdir / "recommended_plan.json")
@@ -92,6 +93,22 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                   files=tuple(files), summary_md=md, extra={"recommended_result": rec.result})
 
 
+def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any, build: Callable,
+                         sim: Callable) -> tuple[list[Any], Any]:
+    """The records, each timeline point's with its spans: a point whose file holds none (only the
+    timeline points need them) is simulated again, from the same inputs, with them."""
+    from dataclasses import replace
+
+    points = sc.timeline_points(best.point)
+    out = []
+    for r in records:
+        if r.point in points and not r.result.spans:
+            inputs = build(sc, r.point, trace)
+            r = replace(r, result=sim(inputs.trace, inputs.plan, inputs.comm, inputs.config))
+        out.append(r)
+    return out, next(r for r in out if r.point == best.point)
+
+
 def _write_timelines(sc: Scenario, records: list[Any], best: Any, rdir: Path, plots: bool,
                      files: list[Path]) -> tuple[dict[str, dict[int, float]], dict[str, list[str]]]:
     """The traces (and timeline plots) of the timeline points; their overlaps and file names."""
@@ -99,11 +116,10 @@ def _write_timelines(sc: Scenario, records: list[Any], best: Any, rdir: Path, pl
     trace_files: dict[str, list[str]] = {}
     for point in sc.timeline_points(best.point):
         rec = next(r for r in records if r.point == point)
-        paths = perfetto.write_traces(rec.result, rdir, rec.point_id, backend=rec.backend)
-        files += paths
-        trace_files[rec.point_id] = [p.name for p in paths]
-        overlaps[rec.point_id] = {r: perfetto.comm_comp_overlap(perfetto.chrome_trace(rec.result, r, backend=rec.backend))
-                                  for r in perfetto.representative_ranks(rec.result)}
+        written = perfetto.written_traces(rec.result, rdir, rec.point_id, backend=rec.backend)
+        files += [path for _, path, _ in written]
+        trace_files[rec.point_id] = [path.name for _, path, _ in written]
+        overlaps[rec.point_id] = {r: perfetto.comm_comp_overlap(d) for r, _, d in written}
         if plots:
             from ddpsim.report import plots as P
 

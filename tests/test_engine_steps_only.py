@@ -1,0 +1,63 @@
+"""``simulate(..., steps_only=True)``: only the step times, what an uncertainty sample or a run
+with cost terms off reads. The oracle is the full simulation of the same inputs: the same
+iterations' start and end (to the bit without interference, where the arithmetic is the same;
+to rounding with it, where a rank's works between two interactions run as one), nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import ddpsim.engine.simulate as engine
+from ddpsim.engine.config import SimConfig
+from ddpsim.network.comm_model import AlphaBetaModel
+from ddpsim.network.host_costs import HostCosts
+from ddpsim.network.interference import Interference
+from ddpsim.plan.planner import DDPOptions, plan_ddp
+from ddpsim.trace.records import load_trace
+
+TRACE = load_trace(Path(__file__).resolve().parents[1] / "traces" / "gpt2-124m.h100.json")
+PLAN = plan_ddp(TRACE, DDPOptions(bucket_cap_mb=5))
+# 64 ranks with jitter: 8 explicit ranks and the folded ones' representative
+CONFIG = SimConfig(world_size=64, num_iterations=4, jitter=0.05, seed=0, copy_bandwidth_bytes_per_s=3.35e12)
+
+
+def comm():
+    return AlphaBetaModel(latency_s=50e-6, bandwidth_bytes_per_s=25e9, num_ranks=64)
+
+
+def both(config):
+    engine._MEMO.clear()
+    full = engine.simulate(TRACE, PLAN, comm(), config, spans=False)
+    steps = engine.simulate(TRACE, PLAN, comm(), config, steps_only=True)
+    return full, steps
+
+
+def test_without_interference_the_step_times_are_the_full_simulations_to_the_bit():
+    full, steps = both(CONFIG)
+    assert [(i.rank, i.iteration, i.start_s, i.end_s, i.warmup) for i in steps.iterations] == \
+        [(i.rank, i.iteration, i.start_s, i.end_s, i.warmup) for i in full.iterations]
+    assert steps.step_times_s() == full.step_times_s()
+    assert steps.summary()["iteration_p50_s"] == full.summary()["iteration_p50_s"]
+    # nothing else recorded
+    assert steps.meta["steps_only"] and "steps_only" not in full.meta
+    assert len(steps.spans) == 0 and len(steps.buckets) == 0 and len(full.buckets) > 0
+    assert all(i.forward_s == i.backward_compute_s == i.comm_s == 0 for i in steps.iterations)
+
+
+@pytest.mark.parametrize("host", [None, HostCosts()])
+def test_with_interference_the_step_times_are_the_full_simulations_to_rounding(host):
+    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2), host_costs=host)
+    full, steps = both(cfg)
+    assert [(i.rank, i.iteration) for i in steps.iterations] == [(i.rank, i.iteration) for i in full.iterations]
+    for a, b in zip(steps.step_times_s(), full.step_times_s()):
+        assert a == pytest.approx(b, rel=1e-12)
+
+
+def test_kept_apart_from_the_full_simulation_in_the_memo():
+    engine._MEMO.clear()
+    steps = engine.simulate(TRACE, PLAN, comm(), CONFIG, steps_only=True)
+    full = engine.simulate(TRACE, PLAN, comm(), CONFIG, spans=False)
+    assert len(engine._MEMO) == 2 and len(full.buckets) > 0 and len(steps.buckets) == 0

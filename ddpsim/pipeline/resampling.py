@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 
 from ddpsim.network import collective_residuals
 from ddpsim.network.comm_model import WrappedCommModel
+from ddpsim.pipeline.inputs import sim_config
 
 #: a point within this relative distance of a sample's best counts as "as good" in that sample
 ROBUST_TOLERANCE = 0.01
@@ -134,14 +135,14 @@ def term_samples(scenario: Any, inputs: Any) -> list[Sample]:
 
 def terms_off_config(scenario: Any, inputs: Any, graph: Any, off: tuple[str, ...]) -> Any:
     """The point's SimConfig with the cost terms ``off`` switched off: what the scenario without
-    them builds for the point (:meth:`Scenario.sim_config`), over the point's graph and comm model.
+    them builds for the point (:func:`ddpsim.pipeline.inputs.sim_config`), over the point's graph and comm model.
     Where contention stays on, its interference is the point's own (the prior reads none of the
     other switches), taken as it is rather than derived again."""
     keep = "contention" not in off
     variant = dataclasses.replace(scenario, cost_model=dataclasses.replace(
         scenario.cost_model, **{t: False for t in off}, **({"contention": False} if keep else {})))
-    cfg = variant.sim_config(inputs.point, world_size=inputs.config.world_size, graph=graph,
-                             calibration=scenario.load_calibration(), comm=inputs.comm)
+    cfg = sim_config(variant, inputs.point, world_size=inputs.config.world_size, graph=graph,
+                     calibration=scenario.load_calibration(), comm=inputs.comm)
     return dataclasses.replace(cfg, interference=inputs.config.interference) if keep else cfg
 
 

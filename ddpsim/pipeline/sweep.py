@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -164,7 +164,10 @@ class PointRecord:
     def to_dict(self) -> dict[str, Any]:
         return {"format": POINT_FORMAT, "version": POINT_VERSION, "key": self.key, "point": self.point.as_dict(),
                 "varied": list(self.point.varied), "world_size": self.world_size, "backend": self.backend,
-                "metrics": _jsonable(self.metrics), "comm": _jsonable(self.comm), "result": result_to_dict(self.result)}
+                "metrics": _jsonable(self.metrics), "comm": _jsonable(self.comm),
+                # no spans: only the timeline points need them, simulated again with them
+                # (ddpsim.report.scenario_report._with_timeline_spans)
+                "result": result_to_dict(replace(self.result, spans=()))}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PointRecord":

@@ -147,7 +147,8 @@ def _pick(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:+.1f}%"
+    # a gain of 1e-16 or so is two equal step times to rounding: no sign to print
+    return "-" if x is None else f"{0.0 if abs(x) < 1e-12 else 100 * x:+.1f}%"
 
 
 #: a predicted gain below this is a tie in practice (what a simulation can promise)

@@ -94,7 +94,7 @@ def test_each_point_is_what_a_sweep_of_its_scenario_predicts(small):
                                  "simulation": {"iterations": 3, "seed": 0}, "sweep": {"bucket_cap_mb": [None, 25]}})
         for r in run_sweep(sc, jobs=1, progress=False):
             row = table[table["point"] == f"system={system},nodes=2,{r.point_id}"].iloc[0]
-            assert row["step_p50_s"] == r.metrics["iteration_p50_s"]
+            assert row["iteration_p50_s"] == r.metrics["iteration_p50_s"]
             assert row["exposed_comm_s"] == r.metrics["exposed_comm_s"]
             assert row["world_size"] == r.world_size == 16
 
@@ -108,9 +108,9 @@ def test_throughput_efficiency_and_cost_by_hand(small):
     one_step = sum(statistics.median(it[f"{k}_s"] for it in trace["iterations"])
                    for k in ("forward", "backward", "optimizer", "zero_grad"))
     for _, r in table.iterrows():
-        thr = batch * r["world_size"] / r["step_p50_s"]
+        thr = batch * r["world_size"] / r["iteration_p50_s"]
         assert r["throughput_samples_per_s"] == pytest.approx(thr, rel=1e-12)
-        gpu_h = r["world_size"] * r["step_p50_s"] / 3600 / (batch * r["world_size"]) * 1000
+        gpu_h = r["world_size"] * r["iteration_p50_s"] / 3600 / (batch * r["world_size"]) * 1000
         assert r["gpu_hours_per_1k_samples"] == pytest.approx(gpu_h, rel=1e-12)
         if r["system"] == "dgx-h100":
             assert r["cost_per_1k_samples"] == pytest.approx(3.0 * gpu_h, rel=1e-12)

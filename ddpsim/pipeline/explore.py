@@ -51,10 +51,10 @@ from ddpsim.schema import validate
 log = logging.getLogger(__name__)
 
 EXPLORE_POINT_FORMAT = "ddpsim-explore-point"
-EXPLORE_POINT_VERSION = 1
+EXPLORE_POINT_VERSION = 2
 _ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
 #: the figures each point keeps (seconds; the engine's summary over steady iterations)
-FIGURES = ("step_p50_s", "step_p95_s", "forward_s", "backward_compute_s", "exposed_comm_s", "comm_s", "overlap_ratio",
+FIGURES = ("iteration_p50_s", "iteration_p95_s", "forward_s", "backward_compute_s", "exposed_comm_s", "comm_s", "overlap_ratio",
            "optimizer_s")
 
 
@@ -409,8 +409,7 @@ def _evaluate_one(job: Job, i: int, hashed: dict) -> dict[str, Any]:
                          "(ddp.delay_all_reduce_named_params); expected at least one parameter left to the reducer")
     res = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config, spans=False)
     s = res.summary()
-    figures = {"step_p50_s": s["iteration_p50_s"], "step_p95_s": s["iteration_p95_s"]}
-    figures.update({k: s[k] for k in FIGURES if k in s})
+    figures = {k: s[k] for k in FIGURES if k in s}
     return {"format": EXPLORE_POINT_FORMAT, "version": EXPLORE_POINT_VERSION, "point": p.point_id, "key": key,
             "world_size": inputs.config.world_size, "backend": inputs.backend, "num_buckets": len(inputs.plan.steady),
             "figures": figures}

@@ -46,7 +46,7 @@ def explore_table(space: ExploreSpace, records: Sequence[dict[str, Any]], job: J
         f = rec["figures"]
         world = rec["world_size"]
         batch = info["batch_size"]
-        step = f["step_p50_s"]
+        step = f["iteration_p50_s"]
         thr = batch * world / step if batch and step > 0 else None
         one = batch / info["one_gpu_step_s"] if batch and info["one_gpu_step_s"] > 0 else None
         gpu_h = world * step / 3600 / (batch * world) * 1000 if batch else None

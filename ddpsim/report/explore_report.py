@@ -130,13 +130,13 @@ def render_report(table: Any, front: Any, title: str, cost_col: str, cost_label:
     for system in dict.fromkeys(ok["system"]):
         rows = ok[ok["system"] == system]
         r = rows.loc[rows["throughput_samples_per_s"].idxmax()]
-        lines.append(f"| {system} | {r['point']} | {r['world_size']} | {r['step_p50_s'] * 1e3:.1f} ms | "
+        lines.append(f"| {system} | {r['point']} | {r['world_size']} | {r['iteration_p50_s'] * 1e3:.1f} ms | "
                      f"{_num(r['throughput_samples_per_s'])} | {_num(r['scaling_efficiency'], 3)} | {_num(r[cost_col])} |")
     lines += ["", f"## Pareto front (throughput against cost; {len(front)} point(s), cheapest first)", "",
               "| point | GPUs | step p50 | exposed comm | samples/s | scaling eff. | cost / 1k samples |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for _, r in front.head(FRONT_ROWS).iterrows():
-        lines.append(f"| {r['point']} | {r['world_size']} | {r['step_p50_s'] * 1e3:.1f} ms | "
+        lines.append(f"| {r['point']} | {r['world_size']} | {r['iteration_p50_s'] * 1e3:.1f} ms | "
                      f"{r['exposed_comm_s'] * 1e3:.2f} ms | {_num(r['throughput_samples_per_s'])} | "
                      f"{_num(r['scaling_efficiency'], 3)} | {_num(r[cost_col])} |")
     if len(front) > FRONT_ROWS:

@@ -61,3 +61,24 @@ def test_kept_apart_from_the_full_simulation_in_the_memo():
     steps = engine.simulate(TRACE, PLAN, comm(), CONFIG, steps_only=True)
     full = engine.simulate(TRACE, PLAN, comm(), CONFIG, spans=False)
     assert len(engine._MEMO) == 2 and len(full.buckets) > 0 and len(steps.buckets) == 0
+
+
+@pytest.mark.parametrize("hook_s, closed, one_by_one", [(HostCosts().hook_s_per_param, True, False),
+                                                        (2e-3, False, True), (0.0, True, False)])
+def test_segments_between_bucket_ready_events_in_one_go_only_without_a_host_gate_inside(
+        monkeypatch, hook_s, closed, one_by_one):
+    """The hooks between two bucket-ready events run as one work where no host gate can fall
+    inside (some do with the default host costs); a CPU slower than
+    the backward (2 ms per hook) gates them, and they run one by one. Either way the step
+    times are the full simulation's."""
+    from ddpsim.engine import segments
+    taken = []
+    real = segments.Segment.closed_form
+    monkeypatch.setattr(segments.Segment, "closed_form",
+                        lambda seg, rank, s: taken.append(real(seg, rank, s)) or taken[-1])
+    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2),
+                  host_costs=replace(HostCosts(), hook_s_per_param=hook_s))
+    full, steps = both(cfg)
+    assert (closed and True in taken) or (one_by_one and False in taken)
+    for a, b in zip(steps.step_times_s(), full.step_times_s()):
+        assert a == pytest.approx(b, rel=1e-12)

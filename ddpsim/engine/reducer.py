@@ -21,6 +21,7 @@ from typing import Iterator
 import simpy
 
 from ddpsim.engine.features import BucketLayout
+from ddpsim.engine.segments import Segment, build_segments
 from ddpsim.engine.streams import Coll
 from ddpsim.engine.timeline import IterAcc, RankTimeline
 from ddpsim.network.kernel_costs import allreduce_hook_div_s, fp16_compress_s, fp16_decompress_s
@@ -278,10 +279,44 @@ class Rank(RankTimeline):
     def hooks_in_ready_order(self, bw: "BackwardState", s: float) -> Iterator[simpy.Event]:
         """Per parameter in gradient-ready order: the backward compute up to its ready time,
         a SyncBatchNorm's or the delayed all-reduce's hook there, then the reducer's hook
-        (with find_unused_parameters the first hook also marks every unused parameter)."""
+        (with find_unused_parameters the first hook also marks every unused parameter).
+
+        A rank that records nothing takes the hooks between two bucket-ready events in one
+        go where that is exact (:class:`ddpsim.engine.segments.Segment`): their works merge
+        into one anyway, and no host gate falls inside."""
+        segs = self.segments(bw)
+        if segs is None:
+            yield from self.hooks_one_by_one(bw, s, 0, len(self.eng.order), 0.0)
+            return
+        for seg in segs:
+            if seg.closed_form(self, s):
+                seg.take(self, s, bw.pending)
+                if seg.ready_b is not None:
+                    if self.pending:
+                        yield from self.flush()
+                    yield from self.bucket_ready(seg.ready_b, s, bw)
+            else:
+                yield from self.hooks_one_by_one(bw, s, seg.start, seg.stop, seg.prev0)
+
+    def segments(self, bw: "BackwardState") -> "list[Segment] | None":
+        """The backward's segments between bucket-ready events (cached per layout), or None
+        where a hook may do more than a plain copy-in, works are recorded, or they run at
+        rate 1 (there one by one is already cheap, and the same arithmetic as a full run)."""
+        eng = self.eng
+        if (self.record or self.fast or eng.batched or eng.syncbn is not None or eng.delayed is not None
+                or bw.static_first or eng.unused):
+            return None
+        key = id(bw.layout)
+        if key not in self.segments_of:
+            self.segments_of[key] = (bw.layout, build_segments(eng, bw.layout, min(self.factors)))
+        return self.segments_of[key][1]
+
+    def hooks_one_by_one(self, bw: "BackwardState", s: float, start: int, stop: int,
+                         prev: float) -> Iterator[simpy.Event]:
+        """The hooks of ``eng.order[start:stop]``, one after another (``prev``: the latest
+        ready time before them)."""
         eng = self.eng
         mark_unused = bool(eng.unused) and not bw.static_first
-        prev = 0.0
         names, ready, bucket_of, grads_left = eng.names, eng.ready, bw.layout.bucket_of, bw.pending
         first = True
         fast, advance = self.fast, self.advance
@@ -298,7 +333,7 @@ class Rank(RankTimeline):
         plain_copy_in = not eng.batched
         host_hook_s = eng.host.hook_s_per_param if eng.host is not None else None
         acc = self.acc
-        for p in eng.order:
+        for p in eng.order[start:stop]:
             r = ready[p]
             # medians taken per parameter need not follow the ready order: never step back
             d, prev = ((r - prev) * s, r) if r > prev else (0.0, prev)

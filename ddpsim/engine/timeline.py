@@ -63,6 +63,8 @@ class RankTimeline:
         #: the CPU's clock (host costs only): when it has enqueued everything issued so far
         self.cpu = 0.0
         self.issue_s = 0.0
+        #: id(layout) -> (layout, its backward's segments) (:mod:`ddpsim.engine.segments`)
+        self.segments_of: dict[int, tuple] = {}
 
     # -- primitives -------------------------------------------------------------------------
     def work(self, kind: str, name: str, dur: float, bucket: int | None = None,

@@ -1,0 +1,105 @@
+"""The hooks of one synchronised backward between two bucket-ready events, in closed form.
+
+Between two ``Reducer::mark_bucket_ready`` events (``torch/csrc/distributed/c10d/reducer.cpp``)
+each gradient-ready parameter adds its backward compute and, for a reducer parameter, its hook:
+the hook's CPU time (host costs), the device's gate on the CPU's clock, then the gradient's
+copy-in. On a rank that records nothing (:attr:`RankTimeline.record` false), under
+interference, these works merge into one anyway (:meth:`RankTimeline.advance`), so a segment is one work of
+``s * (sum of backward gaps + sum of copy-ins)`` and ``n * hook_s`` of CPU time, provided no
+host gate falls inside it (the only thing between the events that the engine observes).
+
+Hook ``i`` (1-based) of a segment appends a gate where ``cpu0 + i h > now + P0 + s U_i``
+(:meth:`RankTimeline.gate`, with ``P0`` the works pending at the segment's start and ``U_i``
+the full-rate work before that hook's gate at s=1): none falls inside when
+``cpu0 - now - P0 <= min_i (s U_i - i h)``. The right side grows with ``s`` (``U_i >= 0``), so
+its value at the least factor the rank runs at, ``m``, bounds it for every iteration; the
+closed form is taken where ``cpu0 - now - P0 <= m - MARGIN_S`` (clear of rounding), else the
+hooks run one by one (:meth:`Rank.hooks_one_by_one`), which is what they compute anyway.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: clearance of the no-gate test over rounding of the sums (seconds)
+MARGIN_S = 1e-9
+
+
+@dataclass
+class Segment:
+    """``eng.order[start:stop]``: the hooks up to (and with) the one that makes a bucket ready."""
+
+    start: int
+    stop: int
+    #: the latest ready time before the segment (backward gaps never step back)
+    prev0: float
+    #: full-rate backward gaps plus copy-ins of the segment at s=1
+    work_s: float
+    #: reducer hooks in the segment
+    hooks: int
+    #: (bucket, gradients of it marked in the segment)
+    marks: list[tuple[int, int]]
+    #: the bucket whose last gradient ends the segment (None: the backward's tail)
+    ready_b: int | None
+    #: every reducer parameter of the segment has a gradient (a plain copy-in)
+    plain: bool
+    #: work before the first hook's gate is positive (the rank has pending work there)
+    lead: bool
+    #: min_i (s_lo U_i - i h): the no-gate bound at the rank's least factor (inf: no hooks)
+    gate_floor_s: float
+
+    def closed_form(self, rank: Any, s: float) -> bool:
+        """Whether the segment can be taken in one go on ``rank`` at factor ``s``."""
+        if not self.plain:
+            return False
+        if rank.eng.host is None or self.hooks == 0:
+            return True
+        if not (rank.pending or self.lead):
+            return False
+        slack = rank.cpu - rank.eng.env.now - rank.pending_s
+        return slack <= self.gate_floor_s - MARGIN_S
+
+    def take(self, rank: Any, s: float, grads_left: list[int]) -> None:
+        """The segment's works and hooks at once; its buckets' gradients marked."""
+        rank.advance("backward", "backward segment", self.work_s * s)
+        if rank.eng.host is not None:
+            rank.cpu += self.hooks * rank.eng.host.hook_s_per_param
+        for b, n in self.marks:
+            grads_left[b] -= n
+
+
+def build_segments(eng: Any, layout: Any, s_lo: float) -> list[Segment]:
+    """The backward's segments for ``layout`` (bounds at the least factor ``s_lo``)."""
+    order, ready, bucket_of = eng.order, eng.ready, layout.bucket_of
+    left = list(layout.counts)
+    h = eng.host.hook_s_per_param if eng.host is not None else 0.0
+    segs: list[Segment] = []
+    prev, start = 0.0, 0
+    while start < len(order):
+        prev0, back, copy, hooks, floor, marks = prev, 0.0, 0.0, 0, float("inf"), {}
+        plain, lead, ready_b, stop = True, False, None, start
+        for p in order[start:]:
+            stop += 1
+            r = ready[p]
+            if r > prev:
+                back += r - prev
+                prev = r
+            if not eng.is_reducer[p]:
+                continue
+            if hooks == 0:
+                lead = back > 0
+            hooks += 1
+            floor = min(floor, s_lo * (back + copy) - hooks * h)
+            plain = plain and eng.has_grad(p)
+            copy += eng.copy_in_s[p]
+            b = bucket_of[p]
+            marks[b] = marks.get(b, 0) + 1
+            left[b] -= 1
+            if left[b] == 0:
+                ready_b = b
+                break
+        segs.append(Segment(start, stop, prev0, back + copy, hooks, sorted(marks.items()), ready_b,
+                            plain, lead, floor))
+        start = stop
+    return segs

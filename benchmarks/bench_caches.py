@@ -6,8 +6,7 @@ Runs ``ddpsim run`` of the default scenario and ``ddpsim explore`` of the GPT-2 
 space of ``bench_default_path.py`` (about ``--explore-points`` points), both in one process
 (``--jobs 1``, so every cache hit is counted), each in a fresh process with every cache and with
 one cache switched off: the point inputs' cache (``pipeline.inputs._KEPT``: graphs, comm models,
-plans), the comm models per graph object (``network.collective_cost._MODEL_CACHE``) and the
-engine's memo of its last results (``engine.simulate.MEMO_SIZE``). Prints CPU seconds and what
+plans) and the engine's memo of its last results (``engine.simulate.MEMO_SIZE``). Prints CPU seconds and what
 the cache buys (CPU without it / with it): a cache that buys under 1.2x on both is a candidate
 for removal. The least of ``--repeats`` runs.
 """
@@ -27,18 +26,12 @@ from pathlib import Path
 import yaml
 variant, job, points = sys.argv[1], sys.argv[2], int(sys.argv[3])
 import ddpsim.engine.simulate as es
-import ddpsim.network.collective_cost as cc
 import ddpsim.pipeline.inputs as inputs
 if variant == "point inputs":
     class PassThrough:
         def get(self, key, pins, build):
             return build()
     inputs._KEPT = PassThrough()
-elif variant == "comm models per graph":
-    class Never(dict):
-        def setdefault(self, key, default=None):
-            return {}
-    cc._MODEL_CACHE = Never()
 elif variant == "engine memo":
     es.MEMO_SIZE = 0
 sys.path.insert(0, str(Path.cwd() / "benchmarks"))
@@ -60,7 +53,7 @@ with tempfile.TemporaryDirectory() as tmp:
     print(time.process_time() - c0)
 """
 
-VARIANTS = ("every cache", "point inputs", "comm models per graph", "engine memo")
+VARIANTS = ("every cache", "point inputs", "engine memo")
 
 
 def cpu_s(variant: str, job: str, points: int) -> float:

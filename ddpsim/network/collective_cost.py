@@ -25,7 +25,6 @@ few bytes per parameter: ``allreduce_s(small)``, latency-bound.
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,9 +246,6 @@ def _gloo_model(graph: nx.Graph, placement: Placement, num_ranks: int) -> GlooCo
 
 # ---- entry point -----------------------------------------------------------------------
 
-_MODEL_CACHE: "weakref.WeakKeyDictionary[nx.Graph, dict[tuple, Any]]" = weakref.WeakKeyDictionary()
-
-
 def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algorithm: str | None = None,
                      protocol: str | None = None):
     """The :class:`~ddpsim.network.comm_model.CommModel` of ``num_ranks`` ranks on ``graph``.
@@ -275,17 +271,11 @@ def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algor
     if backend == "gloo" and (algorithm not in (None, "ring") or protocol is not None):
         raise InputError(f"algorithm/protocol: {algorithm or protocol!r} is not accepted with backend gloo; "
                          "expected none (gloo always runs its ring)")
-    # NOTE: models are immutable and topologies are treated as immutable once built, so the
-    # (graph search) work is done once per graph object and arguments, e.g. across a sweep.
-    per_graph = _MODEL_CACHE.setdefault(graph, {})
-    key = (num_ranks, algorithm, protocol)
-    model: Any = per_graph.get(key) if type(num_ranks) is int else None
-    if model is None:
-        with gc_paused():  # a large cluster's placement and searches make many small objects that live on
-            placement = place_ranks(graph, num_ranks)  # validates num_ranks
-            model = (_gloo_model(graph, placement, num_ranks) if backend == "gloo"
-                     else _nccl_model(graph, placement, num_ranks, algorithm, protocol))
-        per_graph[key] = model
+    # a sweep or explore builds each point's model once (pipeline.inputs keeps it per graph)
+    with gc_paused():  # a large cluster's placement and searches make many small objects that live on
+        placement = place_ranks(graph, num_ranks)  # validates num_ranks
+        model: Any = (_gloo_model(graph, placement, num_ranks) if backend == "gloo"
+                      else _nccl_model(graph, placement, num_ranks, algorithm, protocol))
     if calibration is not None:
         model = calibration.comm_model(model)  # measured curves over this model (ddpsim.calibration.loader, a layer above)
     return model

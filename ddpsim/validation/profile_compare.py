@@ -210,12 +210,16 @@ def forced_estimates(scenario: Any, world_size: int, predicted: list[dict[str, A
     graph = scenario.graph(scenario.cluster.nodes)
     sizes = {p["bucket"]: p["size_bytes"] for p in predicted}
     out: dict[int, Any] = {}
+    models: dict[tuple, Any] = {}  # one model per (algorithm, protocol) the kernels name
     for m in measured:
         if m["bucket"] in sizes and m["algorithm"] is not None:
+            key = (m["algorithm"], m["protocol"])
             try:
-                model = build_comm_model(graph, world_size, algorithm=m["algorithm"], protocol=m["protocol"])
+                if key not in models:
+                    models[key] = build_comm_model(graph, world_size, algorithm=key[0], protocol=key[1])
             except InputError:
                 continue
+            model = models[key]
             if model.backend == "nccl":
                 out[m["bucket"]] = model.estimate_allreduce(sizes[m["bucket"]])
     return out

@@ -1,4 +1,4 @@
-"""``ddpsim zoo``: validate every model of the zoo (:mod:`ddpsim.trace.models.zoo`), unattended.
+"""``ddpsim validate zoo``: validate every model of the zoo (:mod:`ddpsim.trace.models.zoo`), unattended.
 
 For each zoo model (``zoo:<name>``), :func:`run_zoo`:
 
@@ -66,7 +66,7 @@ def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: in
 
     e = zoo_entry(name)
     cap_list = ", ".join("null" if c is None else f"{c:g}" for c in caps)
-    return (f"# zoo:{e.name} on one CPU host: 2 gloo ranks, one thread each ('ddpsim zoo').\n"
+    return (f"# zoo:{e.name} on one CPU host: 2 gloo ranks, one thread each ('ddpsim validate zoo').\n"
             f"name: zoo-{e.name}\n"
             f"description: >\n  zoo:{e.name} ({e.shape}), batch {e.batch_size} per rank, never used to tune ddpsim.\n"
             f"model: {{name: 'zoo:{e.name}', batch_size: {e.batch_size}, device: cpu, iterations: 2, warmup: 1, num_threads: 1}}\n"
@@ -160,7 +160,7 @@ def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
         return f"{v:.1f}{unit}" if isinstance(v, float) else str(v)
 
     lines = ["# ddpsim model zoo: validation summary", "",
-             "One row per zoo model (`ddpsim zoo`): 2 gloo ranks on this CPU host, one thread each. "
+             "One row per zoo model (`ddpsim validate zoo`): 2 gloo ranks on this CPU host, one thread each. "
              "`error` = median over the points of |predicted - measured| / measured, predicted from the rounds' "
              "captures pooled on the wall clock (as `ddpsim validate`) and on the CPU clock (each phase scaled to the "
              "ranks' CPU time in it: the host's other load taken out). `coverage`: points whose measured mean lies "

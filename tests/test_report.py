@@ -122,7 +122,7 @@ def test_paste_line_is_the_uniform_cap_when_no_list_is_faster():
 def test_a_gain_at_rounding_level_prints_without_a_sign_but_a_real_one_keeps_it():
     """Two step times equal to rounding give a gain of about 1e-16, either sign: "+0.0%"; a real
     gain of -0.01 % still prints its sign."""
-    from ddpsim.report.summary import _pct
+    from ddpsim.pipeline.sweep import fmt_pct
 
-    assert _pct(-1.7e-16) == _pct(1.7e-16) == _pct(0.0) == "+0.0%"
-    assert _pct(-0.0001) == "-0.0%" and _pct(0.0123) == "+1.2%" and _pct(None) == "-"
+    assert fmt_pct(-1.7e-16) == fmt_pct(1.7e-16) == fmt_pct(0.0) == "+0.0%"
+    assert fmt_pct(-0.0001) == "-0.0%" and fmt_pct(0.0123) == "+1.2%" and fmt_pct(None) == "-"

@@ -433,6 +433,12 @@ def default_record(records: Sequence[PointRecord], point: SweepPoint) -> PointRe
     return None
 
 
+def fmt_pct(x: float | None) -> str:
+    """A relative change as a signed percent ("-" for None); a change under 1e-12 is two equal
+    step times to rounding, printed without a sign (+0.0%)."""
+    return "-" if x is None else f"{0.0 if abs(x) < 1e-12 else 100 * x:+.1f}%"
+
+
 def fmt_s(x: float | None) -> str:
     """Seconds to a short human string in ms or s."""
     if x is None:

@@ -40,7 +40,7 @@ def figures(points: Sequence[dict[str, Any]], host: HostCosts | None, num_params
 
 def table(s: dict[str, Any]) -> list[str]:
     """``## What the buckets cost, term by term``: one row per point (empty without the figures)."""
-    from ddpsim.pipeline.sweep import fmt_s
+    from ddpsim.pipeline.sweep import fmt_pct, fmt_s
 
     f = s.get("bucket_costs")
     if not f:
@@ -52,9 +52,8 @@ def table(s: dict[str, Any]) -> list[str]:
          "| point | buckets | host: bucket launches | device: copy kernels | device: all-reduces | exposed comm | p50 step | vs default |",
          "|---|---|---|---|---|---|---|---|"]
     for r in f["rows"]:
-        gain = r["gain_over_default"]
         L.append(f"| `{r['point']}` | {r['num_buckets']} | {fmt_s(r['host_buckets_s'])} | {fmt_s(r['copy_kernels_s'])} | "
                  f"{fmt_s(r['comm_s'])} | {fmt_s(r['exposed_comm_s'])} | {fmt_s(r['iteration_p50_s'])} | "
-                 f"{'-' if gain is None else f'{100 * gain:+.1f}%'} |")
+                 f"{fmt_pct(r['gain_over_default'])} |")
     L.append("")
     return L

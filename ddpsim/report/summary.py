@@ -28,7 +28,7 @@ from ddpsim.report import bucket_costs, ddp_modes, term_effects
 from ddpsim.report import compiled as compiled_report
 from ddpsim.io import FLOAT_DIGITS, file_id, write_text_atomic
 from ddpsim.plan.planner import mb_text
-from ddpsim.pipeline.sweep import PointRecord, best_record, default_record, fmt_s, uncertainty_summary
+from ddpsim.pipeline.sweep import PointRecord, best_record, default_record, fmt_pct, fmt_s, uncertainty_summary
 from ddpsim.units import format_size
 
 CSV_FLOAT = f"%.{FLOAT_DIGITS}g"
@@ -146,11 +146,6 @@ def _pick(m: dict[str, Any]) -> dict[str, Any]:
     return {k: m.get(k) for k in _KEYS}
 
 
-def _pct(x: float | None) -> str:
-    # a gain of 1e-16 or so is two equal step times to rounding: no sign to print
-    return "-" if x is None else f"{0.0 if abs(x) < 1e-12 else 100 * x:+.1f}%"
-
-
 #: a predicted gain below this is a tie in practice (what a simulation can promise)
 PRACTICAL_GAIN = 0.01
 
@@ -159,20 +154,20 @@ def _cap_list_line(cl: dict[str, Any], cap_gain: float | None) -> str:
     """The summary's bullet with the line to paste: the ``bucket_cap_mb_list`` when it is
     predicted at least :data:`PRACTICAL_GAIN` faster than the best uniform cap, else that cap,
     and DDP's default when the best cap (gain ``cap_gain`` over it) is a tie with it."""
-    gains = (f"predicted p50 {fmt_s(cl['iteration_p50_s'])}: {_pct(cl['gain_over_default'])} over the default "
-             f"(`{cl['default_point']}`), {_pct(cl['gain_over_best_cap'])} over the best uniform cap (`{cl['best_cap_point']}`)")
+    gains = (f"predicted p50 {fmt_s(cl['iteration_p50_s'])}: {fmt_pct(cl['gain_over_default'])} over the default "
+             f"(`{cl['default_point']}`), {fmt_pct(cl['gain_over_best_cap'])} over the best uniform cap (`{cl['best_cap_point']}`)")
     if (cl["gain_over_best_cap"] or 0) < PRACTICAL_GAIN:
         # a list not clearly faster than one cap: the cap is the line to paste, the list stays in the plan file
         cap = cl["best_cap_mb"]
         if cap is not None and (cap_gain or 0) < PRACTICAL_GAIN:
             return (f"- **To paste**: `DDP(model)` (`{cl['default_point']}`) - the best cap (`{cl['best_cap_point']}`) "
                     f"is predicted less than {100 * PRACTICAL_GAIN:g}% faster, and no bucket_cap_mb_list "
-                    f"{100 * PRACTICAL_GAIN:g}% or more faster than it (the best list, {_pct(cl['gain_over_best_cap'])}, "
+                    f"{100 * PRACTICAL_GAIN:g}% or more faster than it (the best list, {fmt_pct(cl['gain_over_best_cap'])}, "
                     f"is in `recommended_plan.json`).")
         line = "DDP(model)" if cap is None else f"DDP(model, bucket_cap_mb={mb_text(cap)})"
         return (f"- **To paste**: `{line}` (`{cl['best_cap_point']}`) - no bucket_cap_mb_list is predicted "
                 f"{100 * PRACTICAL_GAIN:g}% or more faster than this uniform cap (the best list, "
-                f"{_pct(cl['gain_over_best_cap'])}, is in `recommended_plan.json`).")
+                f"{fmt_pct(cl['gain_over_best_cap'])}, is in `recommended_plan.json`).")
     if cl["reproduces_recommended_plan"]:
         head = ("- **To paste** (torch >= 2.13): `" + cl["paste"] + "` - real DDP rebuilds exactly the buckets of "
                 "`recommended_plan.json` from it; " + gains)
@@ -331,7 +326,7 @@ def _recommendation_lines(rec: dict[str, Any], cap_gain: float | None) -> list[s
              f"faster than the best cap** (engine-verified; analytical search: {rec['method']})."]
     else:
         L = [f"- Beyond one cap: the best explicit plan found ({rec['num_buckets']} buckets, p50 {fmt_s(rec['iteration_p50_s'])}) "
-             f"is not faster than the best cap ({_pct(rec['gain_over_best_cap'])} by the engine); "
+             f"is not faster than the best cap ({fmt_pct(rec['gain_over_best_cap'])} by the engine); "
              f"`recommended_plan.json` holds the best cap's own buckets instead."]
     cl = rec.get("cap_list")
     if cl:
@@ -412,7 +407,7 @@ def _sweep_section(s: dict[str, Any]) -> list[str]:
     for p in s["points"]:
         mark = " **best**" if p["point"] == b["point"] else ""
         L.append(f"| `{p['point']}`{mark} | {p['num_buckets']} | {fmt_s(p['iteration_p50_s'])} | {fmt_s(p['iteration_p95_s'])} | "
-                 f"{fmt_s(p['exposed_comm_s'])} | {fmt_s(p['exposed_comm_p95_s'])} | {100 * p['overlap_ratio']:.1f}% | {_pct(p['gain_over_default'])} |")
+                 f"{fmt_s(p['exposed_comm_s'])} | {fmt_s(p['exposed_comm_p95_s'])} | {100 * p['overlap_ratio']:.1f}% | {fmt_pct(p['gain_over_default'])} |")
     L += ["", "Full figures: `sweep.csv`; every bucket of every iteration: `buckets.csv`; plot: `sweep.png`.", ""]
     return L
 
@@ -428,11 +423,11 @@ def _first_iteration_section(s: dict[str, Any]) -> list[str]:
         fi, ri, ss = m.get("first_iteration_s"), m.get("rebuild_iteration_s"), m["iteration_p50_s"]
         line = (f"- {name} (`{m and (b['point'] if name == 'best' else d['point'])}`): iteration 1 uses DDP's construction-time layout, "
                 f"{len(fb)} bucket(s) ({', '.join(format_size(x) for x in fb[:3])}{'...' if len(fb) > 3 else ''}), launched when the "
-                f"whole backward is done: {fmt_s(fi)} ({_pct(None if fi is None or not ss else fi / ss - 1)} vs steady p50 {fmt_s(ss)}; "
+                f"whole backward is done: {fmt_s(fi)} ({fmt_pct(None if fi is None or not ss else fi / ss - 1)} vs steady p50 {fmt_s(ss)}; "
                 f"exposed comm {fmt_s(m.get('first_iteration_exposed_comm_s'))}).")
         if m.get("rebuild_iteration"):
             line += (f" Buckets are rebuilt in gradient-ready order into {m.get('num_buckets')} bucket(s), used from iteration "
-                     f"{m['rebuild_iteration']}: {fmt_s(ri)} ({_pct(None if ri is None or not ss else ri / ss - 1)} vs steady).")
+                     f"{m['rebuild_iteration']}: {fmt_s(ri)} ({fmt_pct(None if ri is None or not ss else ri / ss - 1)} vs steady).")
         else:
             line += " No rebuild (find_unused_parameters without static_graph): the first layout stays."
         L.append(line)

@@ -78,18 +78,23 @@ def test_a_gate_idles_the_device_until_the_cpu_and_one_that_is_passed_costs_noth
     assert busy_seen == [(0.25, -1), (0.5, +1)]   # idle (not busy) only while it waited for the CPU
 
 
+def record_steps(env: simpy.Environment) -> list[float]:
+    """The times SimPy steps at from now on (one entry per event processed)."""
+    seen: list[float] = []
+    orig_step = env.step
+
+    def step():
+        seen.append(env.now)
+        orig_step()
+
+    env.step = step
+    return seen
+
+
 def test_simpy_meets_the_works_only_at_changes_and_at_the_end():
     def steps(n: int) -> int:
         stub = Stub()
-        env = stub.env
-        seen = []
-        orig_step = env.step
-
-        def step():
-            seen.append(env.now)
-            orig_step()
-
-        env.step = step
+        seen = record_steps(stub.env)
         ends = run(stub, [1.0 / n] * (2 * n), [False] * (2 * n), [(1.0, 0.5)])
         assert abs(ends[-1] - 3.0) < 1e-12   # half the work at rate 1, half at rate 1/2
         return len(seen)
@@ -106,14 +111,7 @@ def test_ranks_share_one_clock_and_a_change_wakes_none_of_them():
     stub = Stub()
     env = stub.env
     out: dict[str, list[float]] = {}
-    steps = []
-    orig_step = env.step
-
-    def step():
-        steps.append(env.now)
-        orig_step()
-
-    env.step = step
+    steps = record_steps(env)
 
     def rank(name: str, works: list[float]):
         out[name] = yield from stub.run_compute(works, [False] * len(works))

@@ -10,7 +10,8 @@ import pytest
 from ddpsim.engine.simulate import simulate
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.pipeline.sweep import best_record, run_sweep
-from ddpsim.pipeline.term_effects import TERMS, off_label, off_sets, term_effects, terms_on
+from ddpsim.pipeline.resampling import TERMS, off_label, off_sets, terms_on
+from ddpsim.pipeline.term_effects import term_effects
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,10 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from ddpsim.pipeline.resampling import TERMS, off_label, off_sets, sample_p50, terms_on
+from ddpsim.pipeline.resampling import off_label, sample_p50, terms_on
 from ddpsim.pipeline.sweep import TIE_RELATIVE, PointRecord, best_record
-
-__all__ = ["TERMS", "WithoutTerms", "off_label", "off_sets", "term_effects", "terms_on"]
 
 
 @dataclass(frozen=True, kw_only=True)

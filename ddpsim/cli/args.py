@@ -16,10 +16,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError, cut, shorten
-from ddpsim.units import (MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_JOBS, MAX_LAYERS, MAX_NODES,  # noqa: F401 (the verbs
-                          MAX_REPEATS, MAX_SEED, MAX_SEQ_LEN, MAX_SIZE_BYTES, MAX_THREADS,  # import them from
-                          MAX_WORLD_SIZE)  # here: one table of bounds, in units)
-from ddpsim.units import parse_cap_point, parse_cap_value  # noqa: F401  (the verbs import them from here)
+from ddpsim.units import MAX_NODES, MAX_WORLD_SIZE
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,8 @@ COLLS = ("allreduce", "broadcast")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import MAX_NODES, MAX_WORLD_SIZE, add_verb, from_parser, int_in, lower, nonempty
+    from ddpsim.cli.args import add_verb, from_parser, int_in, lower, nonempty
+    from ddpsim.units import MAX_NODES, MAX_WORLD_SIZE
     from ddpsim.cli.topology import add_catalogue_flag
     from ddpsim.network.collective_cost import ALGORITHM_CHOICES, PROTOCOL_CHOICES
 

@@ -40,7 +40,8 @@ point at a real Ray cluster: docs/EXPLORE.md."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import MAX_JOBS, add_set, add_verb, int_in, nonempty
+    from ddpsim.cli.args import add_set, add_verb, int_in, nonempty
+    from ddpsim.units import MAX_JOBS
 
     p = add_verb(subparsers, "explore", help="simulate a design space of systems, scales and plans",
                  description=DESCRIPTION, epilog=EPILOG)

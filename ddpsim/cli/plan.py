@@ -65,7 +65,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def parse_bucket_cap_mb(text: str | None) -> float | None:
     """``--bucket-cap-mb`` text -> MiB (None when not given); InputError unless a finite number > 0."""
-    from ddpsim.cli.args import parse_cap_value
+    from ddpsim.units import parse_cap_value
 
     if text is None:
         return None

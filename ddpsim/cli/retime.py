@@ -72,7 +72,8 @@ def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ddpsim.cli.args import MAX_BATCH_SIZE, add_verb, int_in, lower, nonempty, output_file
+    from ddpsim.cli.args import add_verb, int_in, lower, nonempty, output_file
+    from ddpsim.units import MAX_BATCH_SIZE
     from ddpsim.cli.topology import add_catalogue_flag
 
     p = add_verb(subparsers, "retime", help="re-time a trace for a GPU (roofline model)", description=DESCRIPTION,

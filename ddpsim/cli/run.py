@@ -44,7 +44,8 @@ with one line naming the key or path and exit status 2; files already written ar
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import MAX_JOBS, add_set, add_verb, int_in, nonempty
+    from ddpsim.cli.args import add_set, add_verb, int_in, nonempty
+    from ddpsim.units import MAX_JOBS
 
     p = add_verb(subparsers, "run", help="run a scenario and write its report", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, type=nonempty,

@@ -39,7 +39,8 @@ FORMATS = ("table", "csv", "json")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import MAX_JOBS, add_scenario_flags, add_verb, from_parser, int_in, nonempty
+    from ddpsim.cli.args import add_scenario_flags, add_verb, from_parser, int_in, nonempty
+    from ddpsim.units import MAX_JOBS
 
     p = add_verb(subparsers, "sweep", help="sweep bucket_cap_mb for a trace", description=DESCRIPTION, epilog=EPILOG)
     add_scenario_flags(p, topology_default="cpu-gloo", world_size_help="ranks; default: every device of the cluster")
@@ -60,7 +61,8 @@ def parse_caps(text: str) -> list[float | None] | dict[str, Any]:
     and > 0, 1 to the scenario's :data:`~ddpsim.pipeline.scenario_types.MAX_POINTS` points);
     InputError otherwise, an empty item (``1,,5``) included. The scenario's schema checks the
     rest (the largest cap) as it checks a file's sweep.bucket_cap_mb."""
-    from ddpsim.cli.args import int_in, parse_cap_value
+    from ddpsim.cli.args import int_in
+    from ddpsim.units import parse_cap_value
     from ddpsim.pipeline.scenario_types import MAX_POINTS
 
     text = str(text).strip()

@@ -82,7 +82,8 @@ def add_catalogue_flag(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import MAX_NODES, add_verb, from_parser, int_in, nonempty
+    from ddpsim.cli.args import add_verb, from_parser, int_in, nonempty
+    from ddpsim.units import MAX_NODES
 
     p = add_verb(subparsers, "topology", help="summarise and draw a cluster topology", description=DESCRIPTION,
                  epilog=EPILOG)

@@ -55,9 +55,8 @@ SET_HELP = ("how the model is built and run, repeatable: dtype (float32, bfloat1
 
 
 def add_parser(subparsers: Any) -> None:
-    from ddpsim.cli.args import MAX_ITERATIONS, MAX_SEED, MAX_THREADS, add_verb, int_in, lower, nonempty, output_file
-    from ddpsim.units import MAX_LAYERS
-    from ddpsim.units import MAX_BATCH_SIZE
+    from ddpsim.cli.args import add_verb, int_in, lower, nonempty, output_file
+    from ddpsim.units import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_LAYERS, MAX_SEED, MAX_THREADS
 
     p = add_verb(subparsers, "trace", help="capture a model's training-step trace", description=DESCRIPTION,
                  epilog=EPILOG)

@@ -75,8 +75,8 @@ one line and exit status 2; files already written are kept."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import (MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS, add_verb, float_in, from_parser, int_in,
-                                 nonempty)
+    from ddpsim.cli.args import add_verb, float_in, from_parser, int_in, nonempty
+    from ddpsim.units import MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS
     from ddpsim.validation.measure import LAUNCH_MODES
 
     p = add_verb(subparsers, "validate", help="compare predictions with real DDP runs on this machine",
@@ -148,7 +148,7 @@ def zoo_models(scenario: str | None) -> list[str] | None:
 
 def parse_caps(text: str | None) -> list[float | tuple[float, ...] | None] | None:
     """``none,5,list=1+4`` -> [None, 5, (1, 4)]; None stays None; InputError for a bad or empty item."""
-    from ddpsim.cli.args import parse_cap_point
+    from ddpsim.units import parse_cap_point
     from ddpsim.units import CAPS_EXPECTED
 
     if text is None:

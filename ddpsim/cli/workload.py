@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
 from ddpsim.units import MAX_BATCH_SIZE, MAX_LAYERS, MAX_SEQ_LEN
-
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -17,10 +16,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
         shape = tuple(int(x) for x in str(text).split(","))
     except ValueError:
         shape = ()
-
     if not 1 <= len(shape) <= 8 or not all(1 <= d <= MAX_BATCH_SIZE for d in shape):
-        from ddpsim.errors import shorten
-
         raise InputError(f"--set input_shape: {shorten(text)} is not accepted; expected 1 to 8 comma-separated "
                          f"integers in [1, {MAX_BATCH_SIZE}] like 3,224,224")
     return shape

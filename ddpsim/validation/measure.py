@@ -398,8 +398,6 @@ ROUND_TRACE_ITERS = 2
 
 def _cap_arg(cap: float | tuple[float, ...] | None) -> str:
     """A point's cap as ``executor round --caps`` reads it: ``none``, ``5``, ``list=1+4+8``."""
-    from ddpsim.plan.planner import cap_point_id
-
     if isinstance(cap, tuple):  # its point id, which executor round --caps reads back
         return cap_point_id(None, cap)
     return "none" if cap is None else f"{cap:g}"

@@ -1,62 +1,52 @@
-"""The collective scoring benchmark describes every public curve or says why it cannot, and the
-uncertainty band's collective term is the residuals' spread, recomputed from the curves."""
+"""The collective score (:mod:`ddpsim.network.curve_score`, printed by
+``benchmarks/bench_collective_score.py``) describes every public curve or says why it cannot, and
+the uncertainty band's collective term is the residuals' spread, recomputed from the curves."""
 
 from __future__ import annotations
 
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
 
 from ddpsim.network import collective_residuals
+from ddpsim.network import curve_score
 from ddpsim.pipeline import resampling
 
-ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "nccl-curves"
 
 
-@pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_collective_score
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return bench_collective_score
-
-
-def test_every_scorable_curve_has_a_description_or_a_reason(bench):
-    meta, points = bench.load(bench.DATA)
+def test_every_scorable_curve_has_a_description_or_a_reason():
+    meta, points = curve_score.load(DATA)
     assert len(meta) == 43 and all(points[m["curve_id"]] for m in meta)
     for m in meta:
         if m["category"] in ("normal", "forced_algo"):
-            case = bench.CASES[m["curve_id"]]
+            case = curve_score.CASES[m["curve_id"]]
             assert case.preset is not None or case.note, m["curve_id"]
 
 
-def test_suspect_and_pathological_curves_never_fit(bench):
-    meta, points = bench.load(bench.DATA)
-    fitted = {id(model) for model, _, _ in bench.fit_points(meta, points)}
-    scored = {m["curve_id"]: m["category"] for m, _ in bench.scored(meta)}
+def test_suspect_and_pathological_curves_never_fit():
+    meta, points = curve_score.load(DATA)
+    fitted = {id(model) for model, _, _ in curve_score.fit_points(meta, points)}
+    scored = {m["curve_id"]: m["category"] for m, _ in curve_score.scored(meta)}
     assert set(scored.values()) <= {"normal", "forced_algo"}
-    assert len(fitted) == sum(1 for m, c in bench.scored(meta) if m["category"] == "normal" and not c.transport)
+    assert len(fitted) == sum(1 for m, c in curve_score.scored(meta) if m["category"] == "normal" and not c.transport)
 
 
-def test_band_stats_by_hand(bench):
+def test_band_stats_by_hand():
     # model 10 % fast at 1 KiB, 20 % slow at 2 MiB and 4 MiB, exact at 1 GiB
     res = [(1024, 10.0, 9.0, ""), (2 << 20, 100.0, 120.0, ""), (4 << 20, 200.0, 240.0, ""), (1 << 30, 5.0, 5.0, "")]
-    b = bench.band_stats(res)
+    b = curve_score.band_stats(res)
     assert b["<1MiB"] == pytest.approx((0.1, -0.1, 1))
     assert b["1-128MiB"] == pytest.approx((0.2, 0.2, 2))
     assert b[">=256MiB"] == pytest.approx((0.0, 0.0, 1))
 
 
-def test_band_factors_are_the_quantiles_of_measured_over_model(bench):
-    meta, points = bench.load(bench.DATA)
-    ratios = bench.mid_size_ratios(meta, points)
+def test_band_factors_are_the_quantiles_of_measured_over_model():
+    meta, points = curve_score.load(DATA)
+    ratios = curve_score.mid_size_ratios(meta, points)
     deciles = statistics.quantiles(ratios, n=10, method="inclusive")
     assert collective_residuals.MID_SIZE_RATIOS == pytest.approx((deciles[0], deciles[-1]), abs=5e-4)
-    assert (bench.BAND_LO, bench.BAND_HI) == (collective_residuals.MID_LO_BYTES, collective_residuals.MID_HI_BYTES)
 
 
 def test_resampling_uses_the_residual_band():
@@ -65,22 +55,20 @@ def test_resampling_uses_the_residual_band():
     assert lo < 1 < hi
 
 
-def test_markdown_table_lists_other_transports_last(bench, capsys):
+def test_markdown_table_lists_other_transports_last():
     b = {"<1MiB": None, "1-128MiB": (0.2, -0.2, 3), ">=256MiB": (0.05, 0.01, 2)}
-    rows = [({"curve_id": "z_ib", "category": "forced_algo"}, bench.Case("dgx-a100", 2, 16, algorithm="ring"), b),
-            ({"curve_id": "a_efa", "category": "normal"}, bench.Case("dgx-a100", 2, 16, transport=bench.EFA), b),
-            ({"curve_id": "m_nvl", "category": "normal"}, bench.Case("dgx-h100", 1, 8, {"nic_gbit": 400}), b)]
-    bench.markdown(rows)
-    lines = capsys.readouterr().out.splitlines()[2:]
+    rows = [({"curve_id": "z_ib", "category": "forced_algo"}, curve_score.Case("dgx-a100", 2, 16, algorithm="ring"), b),
+            ({"curve_id": "a_efa", "category": "normal"}, curve_score.Case("dgx-a100", 2, 16, transport=curve_score.EFA), b),
+            ({"curve_id": "m_nvl", "category": "normal"}, curve_score.Case("dgx-h100", 1, 8, {"nic_gbit": 400}), b)]
+    lines = curve_score.markdown_lines(rows)[2:]
     assert [ln.split("`")[1] for ln in lines] == ["m_nvl", "z_ib", "a_efa"]
     assert lines[0] == "| `m_nvl` | normal | dgx-h100, 1, 8, `nic_gbit=400`, choice | – | 20.0 (-20.0) | 5.0 (+1.0) |"
     assert "other transport: apart" in lines[2]
 
 
-def test_diagnose_splits_the_mid_band_by_protocol(bench, capsys):
+def test_diagnose_splits_the_mid_band_by_protocol():
     MiB = 1 << 20
     res = [(MiB, 10.0, 9.0, "ring/ll"), (2 * MiB, 10.0, 11.0, "ring/ll128"), (4 * MiB, 10.0, 13.0, "ring/ll128"),
            (1 << 30, 100.0, 95.0, "ring/simple")]
-    bench.diagnose({}, res)
-    out = capsys.readouterr().out
+    out = curve_score.diagnose_line(res)
     assert "ring/ll -10% (1), ring/ll128 +20% (2)" in out and "largest size 1024 MiB -5.0% ring/simple" in out

@@ -1,0 +1,248 @@
+"""ddpsim's all-reduce time held against measured curves: each curve described by a preset, and
+the error of the model per size band.
+
+A public all-reduce curve (nccl-tests ``all_reduce_perf`` or ``torch.distributed.all_reduce``:
+time per message size on a named system, with its NCCL version and environment) is described by
+a preset, a node and rank count, ``--set`` options and a forced algorithm (:data:`CASES`), or
+named with the reason no preset can describe it. :func:`residuals` times every size of it with
+:func:`ddpsim.network.collective_cost.build_comm_model` (NCCL's choice of algorithm and protocol,
+:mod:`ddpsim.network.nccl_exec`'s time); :func:`band_stats` gives the median |error| and the
+median signed error (model / measured - 1) below 1 MiB, at 1-128 MiB (DDP's bucket sizes) and at
+256 MiB and above. Only ``normal`` curves (NCCL's own choice on a working system) and
+``forced_algo`` ones (scored with that algorithm forced) are scored; ``suspect`` and
+``pathological`` ones never, nor do they set a constant (:func:`fit_points`). Curves over a
+transport no preset models (EFA, GPUDirect-TCPXO, RCCL) are kept apart. The printing command is
+``benchmarks/bench_collective_score.py``; the curves and their sources are in
+``benchmarks/data/nccl-curves/``.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import itertools
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddpsim.network import nccl_exec
+from ddpsim.network.collective_cost import build_comm_model
+from ddpsim.network.comm_model import CommModel
+from ddpsim.network.collective_residuals import MID_HI_BYTES, MID_LO_BYTES
+from ddpsim.network.topology import build_preset
+
+MiB = 1 << 20
+BANDS = (("<1MiB", 0, MiB), ("1-128MiB", MiB, 128 * MiB + 1), (">=256MiB", 256 * MiB, 1 << 50))
+WITHIN = 0.15
+#: the sizes the step overheads are fitted on, and the grid searched (µs)
+FIT_LO, FIT_HI = 64 * 1024, 128 * MiB
+GRID = {"ll_round_trip": (0.5, 1.0, 1.5, 2.0), "ll128": (2.0, 4.0, 6.0, 8.0, 12.0, 16.0),
+        "simple": (2.0, 4.0, 6.0, 8.0, 12.0)}
+
+
+@dataclass(frozen=True)
+class Case:
+    """How a curve is described: preset, nodes, ranks, ``--set`` options, forced algorithm, why."""
+
+    preset: str | None
+    nodes: int = 1
+    ranks: int = 0
+    options: dict = field(default_factory=dict)
+    algorithm: str | None = None
+    transport: str = ""  # a network transport the presets do not model (they model InfiniBand / RoCE verbs)
+    note: str = ""
+
+
+EFA = "EFA (libfabric SRD, aws-ofi-nccl)"
+
+
+def skip(reason: str) -> Case:
+    """A curve no preset describes, and why."""
+    return Case(preset=None, note=reason)
+
+
+#: curve id -> its description (suspect / pathological curves are skipped by category)
+CASES: dict[str, Case] = {
+    "a100_8g_stas00": Case("dgx-a100", 1, 8),
+    "b200_8g_stas00_torch": Case("dgx-b200", 1, 8, note="torch all_reduce; AWS tuner plugin"),
+    "b200_4x8_efa_stas00_torch": Case("dgx-b200", 4, 32, transport=EFA),
+    "h100_2x8_gcp_a3mega_tcpxo": Case("dgx-h100", 2, 16, {"nic_gbit": 200}, transport="GPUDirect-TCPXO (TCP)"),
+    "a100_1x8_abci_anode": Case("dgx-a100", 1, 8, note="A100-SXM4-40GB; NVLink as the 80GB's"),
+    "a100_2x8_abci_anode": Case("dgx-a100", 2, 16, {"nic_gbit": 100},
+                                note="4 x HDR 200 Gb/s per node as 8 x 100 Gb/s (the same 800 Gb/s)"),
+    "a100_4x8_abci_anode": Case("dgx-a100", 4, 32, {"nic_gbit": 100},
+                                note="4 x HDR 200 Gb/s per node as 8 x 100 Gb/s (the same 800 Gb/s)"),
+    "v100_1x4_abci_vnode": Case("dgx-v100", 1, 4, {"gpus_per_node": 4}, note="a quad of the DGX-1 mesh"),
+    "v100_2x4_abci_vnode": Case("dgx-v100", 2, 8, {"gpus_per_node": 4}, note="2 x EDR per node"),
+    "v100_8x4_abci_vnode": Case("dgx-v100", 8, 32, {"gpus_per_node": 4}, note="2 x EDR per node"),
+    "v100_32x4_abci_vnode": Case("dgx-v100", 32, 128, {"gpus_per_node": 4}, note="2 x EDR per node"),
+    "a100_2x8_aws_p4d_efa": Case("dgx-a100", 2, 16, {"nic_gbit": 50}, transport=EFA,
+                                 note="EFA 4 x 100 Gb/s as 8 x 50 Gb/s"),
+    "h100_1x8_xxrjun": Case("dgx-h100", 1, 8),
+    "a100pcie_2g_p2p_thomaslie": Case("pcie", 1, 2, {"gpus_per_node": 2}, note="two A100-PCIe on one switch"),
+    "b200_2x8_gcp_a4_roce": Case("dgx-b200", 2, 16, note="RoCE 8 x 400 Gb/s as IB"),
+    "h100_8g_azure_ndv5_nvls": Case("dgx-h100", 1, 8, algorithm="nvls"),
+    "h200_8g_azure_ndv5_nvls": Case("dgx-h200", 1, 8, algorithm="nvls"),
+    "a100_8g_azure_ndv4": Case("dgx-a100", 1, 8, note="NCCL_ALGO=NVLS has no effect on A100: NCCL's choice"),
+    "gb200_4g_azure_ndv6_ring": Case("gb200-nvl72", 1, 4, {"gpus_per_node": 4}, algorithm="ring",
+                                     note="one tray of 4 GPUs"),
+    "a100_2x8_dgx_hdr_deepops_ring": Case("dgx-a100", 2, 16, algorithm="ring"),
+    "v100_2x8_aws_p3dn_efa_ring": Case("dgx-v100", 2, 16, {"nic_gbit": 25}, algorithm="ring",
+                                       transport=EFA, note="EFA 1 x 100 Gb/s as 4 x 25 Gb/s"),
+    "mi300x_8g_rccl_aac8": Case("mi300x-platform", 1, 8, transport="RCCL (AMD; NCCL's model stands in)"),
+    "mi355x_2x8_rccl_pollara": skip("AMD MI355X with RCCL: no preset"),
+    "gh200_2x4_cscs_slingshot": skip("GH200: no catalogue GPU or preset"),
+    "gh200_1x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
+    "gh200_16x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
+    "gh200_128x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
+    "a100pcie_4g_azure_nc96v4": skip("NVLink-bridged pairs of PCIe GPUs: no preset"),
+    "a100pcie_2g_nvbridge_azure_nc48v4": skip("NVLink bridge between PCIe GPUs: no preset"),
+    "rtxpro6000_8g_pcie5_wrx90": skip("RTX PRO 6000 Blackwell (sm_120): no catalogue GPU"),
+    "h100_1x4_snellius": skip("4 H100 in a direct NVLink mesh without NVSwitch: no preset (dgx-h100 has NVLS)"),
+    "h100_2x4_snellius_ib": skip("4 H100 in a direct NVLink mesh without NVSwitch: no preset (dgx-h100 has NVLS)"),
+    "rtx2080ti_2g_pcie3_nop2p_autodl": skip("GeForce RTX 2080 Ti without P2P (through host memory): no preset"),
+}
+
+
+def load(data: Path) -> tuple[list[dict], dict[str, list[tuple[int, float]]]]:
+    """The curves' metadata rows and, per curve, its (size_bytes, time_us), sorted by size."""
+    with gzip.open(data / "curves_meta.csv.gz", "rt", newline="") as f:
+        meta = list(csv.DictReader(f))
+    points: dict[str, list[tuple[int, float]]] = {m["curve_id"]: [] for m in meta}
+    with gzip.open(data / "curves.csv.gz", "rt", newline="") as f:
+        for r in csv.DictReader(f):
+            points[r["curve_id"]].append((int(r["size_bytes"]), float(r["time_us"])))
+    return meta, {k: sorted(v) for k, v in points.items()}
+
+
+def model_for(case: Case) -> CommModel:
+    """The comm model of the system a curve is described as."""
+    g = build_preset(case.preset, num_nodes=case.nodes, **case.options)
+    return build_comm_model(g, case.ranks, algorithm=case.algorithm)
+
+
+def residuals(case: Case, points: list[tuple[int, float]]) -> list[tuple[int, float, float, str]]:
+    """Per size: (size, measured µs, model µs, algo/proto)."""
+    m = model_for(case)
+    out = []
+    for size, t in points:
+        e = m.estimate_allreduce(size)
+        out.append((size, t, e.time_s * 1e6, f"{e.algorithm}/{e.protocol}"))
+    return out
+
+
+def band_stats(res: list[tuple[int, float, float, str]]) -> dict[str, tuple[float, float, int] | None]:
+    """Per band: (median |error|, median signed error, sizes), or None."""
+    out = {}
+    for name, lo, hi in BANDS:
+        errs = [tm / t - 1 for s, t, tm, _ in res if lo <= s < hi]
+        out[name] = (statistics.median(abs(e) for e in errs), statistics.median(errs), len(errs)) if errs else None
+    return out
+
+
+def scored(meta: list[dict]) -> list[tuple[dict, Case]]:
+    """The (metadata, description) of every ``normal`` / ``forced_algo`` curve a preset describes."""
+    out = []
+    for m in meta:
+        case = CASES.get(m["curve_id"])
+        if m["category"] in ("normal", "forced_algo") and case is not None and case.preset is not None:
+            out.append((m, case))
+    return out
+
+
+def group(m: dict, case: Case) -> str:
+    """The summary a scored curve counts in."""
+    return "other transport" if case.transport else m["category"]
+
+
+def system_key(m: dict) -> str:
+    """A system for leave-one-system-out: one source and GPU."""
+    return f"{m['source_repo']}|{m['gpu_model']}"
+
+
+def fit_points(meta: list[dict], points: dict, exclude: str | None = None) -> list[tuple[Any, list, float]]:
+    """(model, points, weight) of the ``normal`` curves of modelled transports, without the system
+    ``exclude``; each system weighs 1."""
+    out = []
+    chosen = [(m, case) for m, case in scored(meta)
+              if m["category"] == "normal" and not case.transport and system_key(m) != exclude]
+    per_system: dict[str, int] = {}
+    for m, _ in chosen:
+        per_system[system_key(m)] = per_system.get(system_key(m), 0) + 1
+    for m, case in chosen:
+        pts = [(s, t) for s, t in points[m["curve_id"]] if FIT_LO <= s <= FIT_HI]
+        if pts:
+            out.append((model_for(case), pts, 1.0 / per_system[system_key(m)]))
+    return out
+
+
+def constants() -> dict[str, float]:
+    """The fitted constants in use: LL's round trip and the LL128 / Simple step overheads (µs)."""
+    return {"ll_round_trip": nccl_exec.LL_ROUND_TRIP_US, "ll128": nccl_exec.STEP_OVERHEAD_US["ll128"],
+            "simple": nccl_exec.STEP_OVERHEAD_US["simple"]}
+
+
+def set_constants(c: dict[str, float]) -> None:
+    """Put ``c`` (as :func:`constants` gives them) in :mod:`ddpsim.network.nccl_exec`."""
+    nccl_exec.LL_ROUND_TRIP_US = c["ll_round_trip"]
+    nccl_exec.STEP_OVERHEAD_US.update(ll128=c["ll128"], simple=c["simple"])
+
+
+def fit_overheads(curves: list[tuple[Any, list, float]]) -> dict[str, float]:
+    """The constants minimising the mean over systems of the median |log(model / run)| (grid search)."""
+    saved = constants()
+    best: tuple[float, dict[str, float]] | None = None
+    try:
+        for o in itertools.product(*GRID.values()):
+            c = dict(zip(GRID, o))
+            set_constants(c)
+            cost = sum(w * statistics.median(abs(math.log(m.estimate_allreduce(s).time_s * 1e6 / t)) for s, t in pts)
+                       for m, pts, w in curves)
+            if best is None or cost < best[0] - 1e-12:
+                best = (cost, c)
+    finally:
+        set_constants(saved)
+    assert best is not None
+    return best[1]
+
+
+def mid_size_ratios(meta: list[dict], points: dict) -> list[float]:
+    """Measured / model time at the uncertainty band's sizes (64 KiB-64 MiB), scored curves of modelled transports, sorted."""
+    ratios = []
+    for m, case in scored(meta):
+        if case.transport:
+            continue
+        ratios += [t / tm for s, t, tm, _ in residuals(case, points[m["curve_id"]]) if MID_LO_BYTES <= s <= MID_HI_BYTES]
+    return sorted(ratios)
+
+
+def diagnose_line(res: list[tuple[int, float, float, str]]) -> str:
+    """The 1-128 MiB signed error per (algorithm, protocol), and the error at the largest size."""
+    by: dict[str, list[float]] = {}
+    for s, t, tm, ap in res:
+        if BANDS[1][1] <= s < BANDS[1][2]:
+            by.setdefault(ap, []).append(tm / t - 1)
+    parts = [f"{ap} {100 * statistics.median(e):+.0f}% ({len(e)})" for ap, e in sorted(by.items())]
+    s, t, tm, ap = res[-1]
+    return (f"1-128 MiB by algo/proto: {', '.join(parts) or '-'}; largest size {s / MiB:g} MiB "
+            f"{100 * (tm / t - 1):+.1f}% {ap}")
+
+
+def _md_band(b: tuple[float, float, int] | None) -> str:
+    return "–" if b is None else f"{100 * b[0]:.1f} ({100 * b[1]:+.1f})"
+
+
+def markdown_lines(rows: list[tuple[dict, Case, dict]]) -> list[str]:
+    """The per-curve table of docs/MODEL.md (curves of other transports last)."""
+    out = ["| curve | category | model: preset, nodes, ranks, options, algorithm | < 1 MiB | 1–128 MiB | ≥ 256 MiB |",
+           "|---|---|---|---:|---:|---:|"]
+    order = {"normal": 0, "forced_algo": 1}
+    for m, case, b in sorted(rows, key=lambda r: (bool(r[1].transport), order[r[0]["category"]], r[0]["curve_id"])):
+        cat = m["category"] + (" (other transport: apart)" if case.transport else "")
+        opts = "".join(f", `{k}={v}`" for k, v in case.options.items())
+        model = f"{case.preset}, {case.nodes}, {case.ranks}{opts}, {case.algorithm or 'choice'}"
+        out.append(f"| `{m['curve_id']}` | {cat} | {model} | {_md_band(b['<1MiB'])} | {_md_band(b['1-128MiB'])} "
+                   f"| {_md_band(b['>=256MiB'])} |")
+    return out

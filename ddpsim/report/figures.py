@@ -40,7 +40,7 @@ class PointFigures:
     bucket_sizes_bytes: tuple[int, ...] | None
     first_bucket_sizes_bytes: tuple[int, ...] | None
     num_steady_iterations: int
-    compute_by_kind_s: dict[str, float]
+    compute_by_kind_s: dict[str, float] | None
     gain_over_default: float | None = None
 
 
@@ -59,9 +59,9 @@ class TraceFigures:
     model: str
     num_params: int
     param_bytes: int
-    device: str | None
-    device_name: str | None
-    batch_size: int | None
+    device: Any                  # device, device_name, batch_size: as the trace's environment gives them
+    device_name: Any
+    batch_size: Any
     synthetic: bool
     forward_s: float
     backward_s: float

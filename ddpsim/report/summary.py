@@ -22,7 +22,8 @@ iteration and the bucket rebuild, unless said otherwise):
 from __future__ import annotations
 
 import io
-from dataclasses import asdict
+from dataclasses import asdict, fields
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -30,6 +31,7 @@ from ddpsim.report import bucket_costs, ddp_modes, term_effects
 from ddpsim.report import compiled as compiled_report
 from ddpsim.report.figures import (POINT_KEYS, CapList, MethodError, PointFigures, Recommendation, Summary,
                                    TraceFigures, Uncertainty, md_table)
+from ddpsim.engine.result import BucketTiming
 from ddpsim.io import FLOAT_DIGITS, file_id, write_text_atomic
 from ddpsim.plan.planner import mb_text
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_record, fmt_pct, fmt_s, uncertainty_summary
@@ -39,17 +41,13 @@ CSV_FLOAT = f"%.{FLOAT_DIGITS}g"
 
 
 def buckets_table(records: Sequence[PointRecord]):
-    """Every bucket of every point: point, rank, iteration, bucket, size, ready, launch, start, end (s)."""
+    """Every bucket of every point: the point, then :class:`~ddpsim.engine.result.BucketTiming`'s
+    fields (rank, iteration, bucket, size, parameters, ready, launch, start, end (s))."""
     import pandas as pd
 
-    rows = []
-    for r in records:
-        for b in r.result.buckets:
-            rows.append({"point": r.point_id, "rank": b.rank, "iteration": b.iteration, "bucket": b.bucket,
-                         "size_bytes": b.size_bytes, "num_params": b.num_params, "ready_s": b.ready_s,
-                         "launch_s": b.launch_s, "start_s": b.start_s, "end_s": b.end_s})
-    cols = ["point", "rank", "iteration", "bucket", "size_bytes", "num_params", "ready_s", "launch_s", "start_s", "end_s"]
-    return pd.DataFrame(rows, columns=cols)
+    cols = [f.name for f in fields(BucketTiming)]
+    get = attrgetter(*cols)
+    return pd.DataFrame([(r.point_id, *get(b)) for r in records for b in r.result.buckets], columns=["point", *cols])
 
 
 def to_csv_text(df) -> str:
@@ -75,7 +73,8 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
               warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None,
               method_error: dict[str, Any] | None = None, compiled: dict[str, Any] | None = None,
               host_costs: Any = None, term_effects: dict[str, Any] | None = None) -> dict[str, Any]:
-    """All figures of the summary as plain data (JSON-able); ``warnings`` (one line each, e.g.
+    """All figures of the summary as ``summary.json``'s document (JSON-able; the keys and types
+    :class:`~ddpsim.report.figures.Summary` declares); ``warnings`` (one line each, e.g.
     the calibration's) become a ``warnings`` key only when there are any; ``cost_terms`` (one
     line each: the GPU cost terms in force and where their values come from) likewise;
     ``method_error`` (:func:`ddpsim.pipeline.method_error.answer`) likewise; ``host_costs`` (the
@@ -336,7 +335,8 @@ def _breakdown_section(s: Summary) -> list[str]:
                        "other": fmt_s(m.other_s), "mean": fmt_s(m.iteration_mean_s), "p50": fmt_s(m.iteration_p50_s),
                        "p95": fmt_s(m.iteration_p95_s), "comm (total)": fmt_s(m.comm_s),
                        "overlap": f"{100 * m.overlap_ratio:.1f}%"} for name, m in rows], right=10)
-    kinds = {k: v for k, v in b.compute_by_kind_s.items() if k not in ("forward", "backward", "optimizer", "wait") and v > 0}
+    kinds = {k: v for k, v in (b.compute_by_kind_s or {}).items()
+             if k not in ("forward", "backward", "optimizer", "wait") and v > 0}
     on_compute = (", ".join(f"{k.replace('_', ' ')} {fmt_s(v)}" for k, v in kinds.items())
                   + " on the compute stream at the best point, and " if kinds else "")
     return ["## Iteration-time breakdown (mean steady iteration; p50/p95 of the job's step time)", "", *table, "",

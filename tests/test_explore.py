@@ -239,3 +239,24 @@ def test_an_engine_setting_axis_reaches_each_points_engine_config(tmp_path):
            for jp in job.points}
     assert got == {"process_groups=1,cap=default": 1, "process_groups=1,cap=25": 1,
                    "process_groups=3,cap=default": 3, "process_groups=3,cap=25": 3}
+
+
+def test_report_tables_best_per_system_and_a_front_cut_at_its_rows(monkeypatch):
+    """report.md's tables from a hand-made table: each system's highest throughput, the front
+    cheapest first, cut after FRONT_ROWS with a row naming how many more front.csv holds."""
+    import pandas as pd
+
+    from ddpsim.report import explore_report
+
+    t = pd.DataFrame({"system": ["a", "a", "b"], "point": ["a1", "a2", "b1"], "world_size": [8, 16, 8],
+                      "iteration_p50_s": [0.1, 0.2, 0.3], "exposed_comm_s": [0.001, 0.002, 0.003],
+                      "throughput_samples_per_s": [80.0, 81.0, 20.0], "scaling_efficiency": [1.0, 0.5, 0.9],
+                      "gpu_hours_per_1k_samples": [0.003, 0.006, 0.01], "on_front": [True, True, False]})
+    monkeypatch.setattr(explore_report, "FRONT_ROWS", 1)
+    md = explore_report.render_report(t, t[t["on_front"]], "s", "gpu_hours_per_1k_samples", "GPU-hours", [], plots=False)
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in md.splitlines() if ln.startswith("| ")]
+    # best per system: a2 (81 samples/s, 16 GPUs, 200 ms), b1; then the front's a1 and the cut
+    assert rows[1] == ["a", "a2", "16", "200.0 ms", "81", "0.5", "0.006"]
+    assert rows[2][:2] == ["b", "b1"]
+    assert rows[4] == ["a1", "8", "100.0 ms", "1.00 ms", "80", "1", "0.003"]
+    assert rows[5] == ["... 1 more in front.csv"] + [""] * 6

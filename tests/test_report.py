@@ -30,6 +30,28 @@ def test_summary_figures(records):
         assert section in md
     assert "**Best bucket_cap_mb: 0.004 MiB**" in md and "0.6% faster" in md
     assert "Exposed communication tail (p95 over steady iterations): 109.280 ms" in md
+    best_row = next(ln for ln in md.split("## Sweep")[1].splitlines() if "**best**" in ln)
+    cells = [c.strip() for c in best_row.strip("|").split("|")]
+    assert cells[0] == "`cap=0.004` **best**" and cells[2] == "144.280 ms"  # point, buckets, p50 step
+
+
+def test_summary_renders_from_typed_figures(records):
+    """summary.md is rendered from the typed Summary read from summary.json's document: the same
+    text from either, and a figure of the wrong type is refused rather than printed."""
+    import json
+
+    import pydantic
+
+    from ddpsim.report.figures import Summary
+
+    sc, recs = records
+    s = summarize(sc, recs)
+    typed = Summary.of(json.loads(json.dumps(s)))
+    assert typed.best.point == "cap=0.004" and typed.points[0].point == "cap=default"
+    assert typed.best.exposed_comm_p95_s == pytest.approx(0.10928) and typed.trace is None
+    assert render_summary(typed) == render_summary(s)
+    with pytest.raises(pydantic.ValidationError, match="iteration_p50_s"):
+        Summary.of(dict(s, best=dict(s["best"], iteration_p50_s="fast")))
 
 
 def test_csvs(records):
@@ -102,20 +124,23 @@ def test_run_scenario_writes_everything(tmp_path, tiny_trace_file):
 def test_paste_line_is_the_uniform_cap_when_no_list_is_faster():
     """A list predicted less than 1 % faster than the best uniform cap: the cap is what to paste (DDP's
     default spells as plain ``DDP(model)``), the list stays in recommended_plan.json."""
+    from dataclasses import replace
+
+    from ddpsim.report.figures import CapList, typed
     from ddpsim.report.summary import _cap_list_line
 
-    cl = {"bucket_cap_mb_list": [400, 600], "paste": "DDP(model, bucket_cap_mb_list=[400, 600])",
+    cl = typed(CapList, {"bucket_cap_mb_list": [400, 600], "paste": "DDP(model, bucket_cap_mb_list=[400, 600])",
           "reproduces_recommended_plan": True, "reason": "", "iteration_p50_s": 0.240,
           "gain_over_default": 0.005, "gain_over_best_cap": -0.0001, "best_cap_point": "cap=400",
-          "best_cap_mb": 400.0, "default_point": "cap=default"}
+          "best_cap_mb": 400.0, "default_point": "cap=default"})
     assert _cap_list_line(cl, 0.02) == ("- **To paste**: `DDP(model, bucket_cap_mb=400)` (`cap=400`) - no bucket_cap_mb_list "
                                   "is predicted 1% or more faster than this uniform cap (the best list, -0.0%, is in "
                                   "`recommended_plan.json`).")
     # +0.5 %: a tie in practice, the cap stays the line to paste
-    assert _cap_list_line(dict(cl, gain_over_best_cap=0.005), 0.02).startswith("- **To paste**: `DDP(model, bucket_cap_mb=400)`")
-    assert _cap_list_line(dict(cl, best_cap_mb=None, best_cap_point="cap=default"), 0.0).startswith(
+    assert _cap_list_line(replace(cl, gain_over_best_cap=0.005), 0.02).startswith("- **To paste**: `DDP(model, bucket_cap_mb=400)`")
+    assert _cap_list_line(replace(cl, best_cap_mb=None, best_cap_point="cap=default"), 0.0).startswith(
         "- **To paste**: `DDP(model)` (`cap=default`)")
-    faster = dict(cl, gain_over_best_cap=0.02)
+    faster = replace(cl, gain_over_best_cap=0.02)
     assert _cap_list_line(faster, 0.0).startswith("- **To paste** (torch >= 2.13): `DDP(model, bucket_cap_mb_list=[400, 600])`")
 
 

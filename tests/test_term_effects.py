@@ -140,7 +140,11 @@ def test_no_term_on_gives_nothing(swept):
 
 
 def test_the_summary_names_the_terms_that_moved_it():
-    from ddpsim.report.term_effects import section
+    from ddpsim.report.figures import TermEffects, typed
+    from ddpsim.report.term_effects import section as render
+
+    def section(f: dict) -> list[str]:
+        return render(typed(TermEffects, f["term_effects"]) if f else None)
 
     def w(off, best, lost):
         return {"off": off, "best": best, "best_p50_s": 0.08, "lost": lost}

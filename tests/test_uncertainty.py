@@ -61,6 +61,7 @@ def test_samples_follow_the_terms_in_force():
 
 
 def test_robust_caps_contiguous_in_the_sweep_read_as_a_range():
+    from ddpsim.report.figures import Uncertainty, typed
     from ddpsim.report.summary import render_uncertainty, robust_phrase
 
     pts = ["cap=default", "cap=1", "cap=5", "cap=10", "cap=25", "cap=50", "cap=100"]
@@ -77,8 +78,9 @@ def test_robust_caps_contiguous_in_the_sweep_read_as_a_range():
     rob = ["cap=1,hook=fp16", "cap=5,hook=fp16", "cap=25,hook=fp16", "cap=5,hook=none"]
     assert robust_phrase(hp, rob) == "caps 1\u201325 MiB (3 points swept, hook=fp16), `cap=5,hook=none`"
     u = {"tolerance": 0.01, "samples": ["seed 1"], "inputs": ["seed"], "robust": ["cap=5", "cap=10", "cap=25"],
-         "points": [{"point": p} for p in pts], "most_sensitive": None}
-    assert render_uncertainty(u) == ("- Under the model's uncertainty (1 re-simulations per point: seed): any of "
+         "points": [{"point": p} for p in pts], "most_sensitive": None, "prior_best": "cap=25", "safest": "cap=25",
+         "safest_regret_max": 0.0, "sensitivity": {}}
+    assert render_uncertainty(typed(Uncertainty, u)) == ("- Under the model's uncertainty (1 re-simulations per point: seed): any of "
                                      "caps 5\u201325 MiB (3 points swept) is within 1 % of the best in every one.")
 
 

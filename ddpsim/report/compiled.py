@@ -8,9 +8,8 @@ DDPOptimizer cuts there, and what eager DDP's best is on the same trace and clus
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddpsim.pipeline.sweep import fmt_s
+from ddpsim.report.figures import Compiled, md_table
 
 #: optimize_ddp's modes in words
 MODE_TEXT = {"ddp_optimizer": "Dynamo's DDPOptimizer splitting the graph at bucket boundaries",
@@ -24,32 +23,26 @@ def _change(compiled_s: float, eager_s: float) -> str:
     return "0.0%" if abs(change) < 5e-4 else f"{100 * change:+.1f}%"
 
 
-def answer_lines(s: dict[str, Any]) -> list[str]:
-    """The ``## Answer`` bullet of a compiled scenario (none for an eager one)."""
-    c = s.get("compile")
-    if not c:
+def answer_lines(c: Compiled | None, best: str) -> list[str]:
+    """The ``## Answer`` bullet of a compiled scenario whose best point is ``best`` (none for an eager one)."""
+    if c is None:
         return []
-    best = s["best"]["point"]
-    row = {r["point"]: r for r in c["points"]}
-    here, eager_best = row[best], row[c["eager_best"]]
-    cut = "" if here["subgraphs"] is None else f", {here['subgraphs']} compiled subgraph(s)"
-    same = ("the same cap" if c["eager_best"] == best else
-            f"`{c['eager_best']}` ({fmt_s(eager_best['eager_p50_s'])}; compiled there: {fmt_s(eager_best['compiled_p50_s'])})")
-    change = _change(here["compiled_p50_s"], here["eager_p50_s"])
-    return [f"- **Compiled, the best cap is `{best}`** (torch.compile with {MODE_TEXT[c['mode']]}{cut}): p50 step "
-            f"{fmt_s(here['compiled_p50_s'])}, {change} against eager DDP at that cap ({fmt_s(here['eager_p50_s'])}); "
-            f"eager DDP's best on this trace and cluster is {same}. Same per-op times as the trace: what compiling "
-            "changes here is only when the gradients become ready."]
+    row = {r.point: r for r in c.points}
+    here, eager_best = row[best], row[c.eager_best]
+    cut = "" if here.subgraphs is None else f", {here.subgraphs} compiled subgraph(s)"
+    same = ("the same cap" if c.eager_best == best else
+            f"`{c.eager_best}` ({fmt_s(eager_best.eager_p50_s)}; compiled there: {fmt_s(eager_best.compiled_p50_s)})")
+    return [f"- **Compiled, the best cap is `{best}`** (torch.compile with {MODE_TEXT[c.mode]}{cut}): p50 step "
+            f"{fmt_s(here.compiled_p50_s)}, {_change(here.compiled_p50_s, here.eager_p50_s)} against eager DDP at that "
+            f"cap ({fmt_s(here.eager_p50_s)}); eager DDP's best on this trace and cluster is {same}. Same per-op times "
+            "as the trace: what compiling changes here is only when the gradients become ready."]
 
 
-def compiled_table(s: dict[str, Any]) -> list[str]:
+def compiled_table(c: Compiled | None) -> list[str]:
     """``## Compiled against eager``: every point's p50 both ways (none for an eager scenario)."""
-    c = s.get("compile")
-    if not c:
+    if c is None:
         return []
-    L = ["## Compiled against eager", "", "| point | subgraphs | compiled p50 | eager p50 | compiled vs eager |",
-         "|---|---|---|---|---|"]
-    for r in c["points"]:
-        L.append(f"| `{r['point']}` | {'-' if r['subgraphs'] is None else r['subgraphs']} | {fmt_s(r['compiled_p50_s'])} "
-                 f"| {fmt_s(r['eager_p50_s'])} | {_change(r['compiled_p50_s'], r['eager_p50_s'])} |")
-    return L + [""]
+    return ["## Compiled against eager", "", *md_table([
+        {"point": f"`{r.point}`", "subgraphs": "-" if r.subgraphs is None else str(r.subgraphs),
+         "compiled p50": fmt_s(r.compiled_p50_s), "eager p50": fmt_s(r.eager_p50_s),
+         "compiled vs eager": _change(r.compiled_p50_s, r.eager_p50_s)} for r in c.points], right=4), ""]

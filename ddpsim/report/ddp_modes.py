@@ -9,26 +9,29 @@ summary puts the line first in its answer.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, fields, replace
 from typing import Any, Sequence
 
 from ddpsim.pipeline.sweep import PointRecord, best_record, fmt_s
+from ddpsim.report.figures import GroupCount, JoinFigures, ProcessGroupFigures, Summary
+
+#: the figures of JoinFigures that Join's own (:mod:`ddpsim.engine.join`) give as they are
+_JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
+                   if f.name not in ("point", "world_size", "tail_iterations", "batches_min", "batches_max"))
 
 
-def join_figures(records: Sequence[PointRecord]) -> dict[str, Any] | None:
+def join_figures(records: Sequence[PointRecord]) -> JoinFigures | None:
     """The best point's epoch under Join (None when the scenario has no ``ddp.join``)."""
     best = best_record(records)
     j = best.metrics.get("join")
     if not j:
         return None
-    keys = ("epoch_cost_pct", "epoch_s", "even_epoch_s", "loop_s", "exit_s", "epoch_iterations",
-            "even_epoch_iterations", "per_iteration_cost_pct", "per_iteration_cost_s", "even_step_s", "epoch_mean_step_s")
-    return {"point": best.point_id, "world_size": best.world_size, **{k: j[k] for k in keys},
-            "tail_iterations": j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
-            "batches_min": min(j["batches_per_rank"]), "batches_max": max(j["batches_per_rank"])}
+    return JoinFigures(point=best.point_id, world_size=best.world_size, **{k: j[k] for k in _JOIN_KEYS},
+                       tail_iterations=j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
+                       batches_min=min(j["batches_per_rank"]), batches_max=max(j["batches_per_rank"]))
 
 
-def process_group_figures(records: Sequence[PointRecord]) -> dict[str, Any] | None:
+def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures | None:
     """At the best point's other values, each process-group count's p50 step and its gain over
     one (None when the sweep does not vary ``process_groups`` or has no 1)."""
     best = best_record(records)
@@ -38,17 +41,17 @@ def process_group_figures(records: Sequence[PointRecord]) -> dict[str, Any] | No
     if 1 not in by_n:
         return None
     one = by_n[1].metrics["iteration_p50_s"]
-    rows = [{"process_groups": n, "iteration_p50_s": r.metrics["iteration_p50_s"],
-             "gain_over_one": (one - r.metrics["iteration_p50_s"]) / one} for n, r in sorted(by_n.items())]
-    top = max(rows, key=lambda x: (x["gain_over_one"], -x["process_groups"]))
-    return {"cap": best.point.cap_label, "world_size": best.world_size, "best_process_groups": top["process_groups"],
-            "gain_over_one": top["gain_over_one"], "by_count": rows}
+    rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
+                       gain_over_one=(one - r.metrics["iteration_p50_s"]) / one) for n, r in sorted(by_n.items())]
+    top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
+    return ProcessGroupFigures(cap=best.point.cap_label, world_size=best.world_size, best_process_groups=top.process_groups,
+                               gain_over_one=top.gain_over_one, by_count=tuple(rows))
 
 
 def figures(records: Sequence[PointRecord]) -> dict[str, Any]:
     """The summary's ``join`` and ``process_groups`` entries, each where it applies."""
     found = {"join": join_figures(records), "process_groups": process_group_figures(records)}
-    return {k: v for k, v in found.items() if v}
+    return {k: asdict(v) for k, v in found.items() if v}
 
 
 def _but_groups(p: Any) -> Any:
@@ -56,33 +59,28 @@ def _but_groups(p: Any) -> Any:
     return replace(p, settings=tuple(x for x in p.settings if x[0] != "process_groups"))
 
 
-def join_line(j: dict[str, Any]) -> str:
+def join_line(j: JoinFigures) -> str:
     """The answer's first bullet for an epoch under Join."""
-    return (f"- **Uneven inputs cost {j['epoch_cost_pct']:.1f} % per epoch** (`{j['point']}`, {j['world_size']} ranks, "
-            f"{j['batches_min']}-{j['batches_max']} batches per rank): {fmt_s(j['epoch_s'])} under `model.join()` vs "
-            f"{fmt_s(j['even_epoch_s'])} for the same samples dealt evenly ({j['even_epoch_iterations']} steps of "
-            f"{fmt_s(j['even_step_s'])}). Of it: Join's per-iteration collectives {j['per_iteration_cost_pct']:+.2f} % per "
-            f"step ({fmt_s(j['per_iteration_cost_s'])}), {j['tail_iterations']} tail iterations after the first rank "
-            f"joins, and {fmt_s(j['exit_s'])} for the final model sync (`_sync_final_model`).")
+    return (f"- **Uneven inputs cost {j.epoch_cost_pct:.1f} % per epoch** (`{j.point}`, {j.world_size} ranks, "
+            f"{j.batches_min}-{j.batches_max} batches per rank): {fmt_s(j.epoch_s)} under `model.join()` vs "
+            f"{fmt_s(j.even_epoch_s)} for the same samples dealt evenly ({j.even_epoch_iterations} steps of "
+            f"{fmt_s(j.even_step_s)}). Of it: Join's per-iteration collectives {j.per_iteration_cost_pct:+.2f} % per "
+            f"step ({fmt_s(j.per_iteration_cost_s)}), {j.tail_iterations} tail iterations after the first rank "
+            f"joins, and {fmt_s(j.exit_s)} for the final model sync (`_sync_final_model`).")
 
 
-def process_groups_line(pg: dict[str, Any]) -> str:
+def process_groups_line(pg: ProcessGroupFigures) -> str:
     """The answer's first bullet for a sweep over round-robin process groups."""
-    n, gain = pg["best_process_groups"], pg["gain_over_one"]
-    steps = ", ".join(f"{r['process_groups']}: {fmt_s(r['iteration_p50_s'])}" for r in pg["by_count"])
+    n = pg.best_process_groups
+    steps = ", ".join(f"{r.process_groups}: {fmt_s(r.iteration_p50_s)}" for r in pg.by_count)
     if n == 1:
-        return (f"- **Round-robin process groups do not help here**: one communicator is fastest at cap={pg['cap']} on "
-                f"{pg['world_size']} ranks (p50 step by groups: {steps}).")
-    return (f"- **{n} round-robin process groups are {100 * gain:.1f} % faster than 1** at cap={pg['cap']} on "
-            f"{pg['world_size']} ranks (p50 step by groups: {steps}). torch 2.13 has no `_round_robin_process_groups`: "
+        return (f"- **Round-robin process groups do not help here**: one communicator is fastest at cap={pg.cap} on "
+                f"{pg.world_size} ranks (p50 step by groups: {steps}).")
+    return (f"- **{n} round-robin process groups are {100 * pg.gain_over_one:.1f} % faster than 1** at cap={pg.cap} on "
+            f"{pg.world_size} ranks (p50 step by groups: {steps}). torch 2.13 has no `_round_robin_process_groups`: "
             f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} `dist.new_group()` groups.")
 
 
-def answer_lines(s: dict[str, Any]) -> list[str]:
+def answer_lines(s: Summary) -> list[str]:
     """The bullets a summary with these figures leads its answer with."""
-    out = []
-    if s.get("join"):
-        out.append(join_line(s["join"]))
-    if s.get("process_groups"):
-        out.append(process_groups_line(s["process_groups"]))
-    return out
+    return ([join_line(s.join)] if s.join else []) + ([process_groups_line(s.process_groups)] if s.process_groups else [])

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpsim.io import ensure_dir, write_bytes_atomic, write_text_atomic
+from ddpsim.report.figures import md_table
 from ddpsim.report.plots import new_figure, save_figure
 from ddpsim.report.summary import to_csv_text
 
@@ -124,22 +125,22 @@ def render_report(table: Any, front: Any, title: str, cost_col: str, cost_label:
              f"samples x 1,000 x price ({cost_label}). Files: table.parquet, table.csv, front.csv"
              f"{', scaling.png, front.png' if plots else ''}.", ""]
     lines += [f"- {n}" for n in notes] + ([""] if notes else [])
-    lines += ["## Best point per system", "", "| system | point | GPUs | step p50 | samples/s | scaling eff. | "
-              "cost / 1k samples |", "|---|---|---:|---:|---:|---:|---:|"]
     ok = table[table["throughput_samples_per_s"].notna()]
-    for system in dict.fromkeys(ok["system"]):
-        rows = ok[ok["system"] == system]
-        r = rows.loc[rows["throughput_samples_per_s"].idxmax()]
-        lines.append(f"| {system} | {r['point']} | {r['world_size']} | {r['iteration_p50_s'] * 1e3:.1f} ms | "
-                     f"{_num(r['throughput_samples_per_s'])} | {_num(r['scaling_efficiency'], 3)} | {_num(r[cost_col])} |")
-    lines += ["", f"## Pareto front (throughput against cost; {len(front)} point(s), cheapest first)", "",
-              "| point | GPUs | step p50 | exposed comm | samples/s | scaling eff. | cost / 1k samples |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
-    for _, r in front.head(FRONT_ROWS).iterrows():
-        lines.append(f"| {r['point']} | {r['world_size']} | {r['iteration_p50_s'] * 1e3:.1f} ms | "
-                     f"{r['exposed_comm_s'] * 1e3:.2f} ms | {_num(r['throughput_samples_per_s'])} | "
-                     f"{_num(r['scaling_efficiency'], 3)} | {_num(r[cost_col])} |")
+    best = [ok[ok["system"] == system].loc[lambda rows: rows["throughput_samples_per_s"].idxmax()]
+            for system in dict.fromkeys(ok["system"])]
+    lines += ["## Best point per system", "", *md_table([{"system": str(r["system"]), **_row(r, cost_col)} for r in best], 5),
+              "", f"## Pareto front (throughput against cost; {len(front)} point(s), cheapest first)", ""]
+    rows = [_row(r, cost_col, exposed=True) for _, r in front.head(FRONT_ROWS).iterrows()]
     if len(front) > FRONT_ROWS:
-        lines.append(f"| ... {len(front) - FRONT_ROWS} more in front.csv | | | | | | |")
+        rows.append(dict.fromkeys(rows[0], "") | {"point": f"... {len(front) - FRONT_ROWS} more in front.csv"})
+    lines += md_table(rows, 6)
     lines += ["", "![scaling](scaling.png)", "", "![front](front.png)", ""] if plots else [""]
     return "\n".join(lines)
+
+
+def _row(r: Any, cost_col: str, exposed: bool = False) -> dict[str, str]:
+    """One point's cells in the report's tables (the exposed communication in the front's)."""
+    return {"point": str(r["point"]), "GPUs": str(r["world_size"]), "step p50": f"{r['iteration_p50_s'] * 1e3:.1f} ms",
+            **({"exposed comm": f"{r['exposed_comm_s'] * 1e3:.2f} ms"} if exposed else {}),
+            "samples/s": _num(r["throughput_samples_per_s"]), "scaling eff.": _num(r["scaling_efficiency"], 3),
+            "cost / 1k samples": _num(r[cost_col])}

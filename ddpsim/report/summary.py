@@ -1,7 +1,8 @@
 """The report of a scenario: tables (data) and their rendering as CSV and markdown.
 
-Analysis returns data (:func:`summarize` -> a dict, :func:`buckets_table` -> a DataFrame);
-:func:`render_summary` turns the dict into ``summary.md``. Files are written atomically by
+Analysis returns data (:func:`summarize` -> ``summary.json``'s document, :func:`buckets_table` ->
+a DataFrame); :func:`render_summary` renders ``summary.md`` from that document read as a typed
+:class:`~ddpsim.report.figures.Summary`. Files are written atomically by
 the ``write_*`` helpers, each as soon as it is ready. Plotting lives in :mod:`ddpsim.report.plots`.
 
 Definitions used in the summary (all over steady iterations, i.e. after DDP's first
@@ -21,11 +22,16 @@ iteration and the bucket rebuild, unless said otherwise):
 from __future__ import annotations
 
 import io
+from dataclasses import asdict, fields
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.report import bucket_costs, ddp_modes, term_effects
 from ddpsim.report import compiled as compiled_report
+from ddpsim.report.figures import (POINT_KEYS, CapList, MethodError, PointFigures, Recommendation, Summary,
+                                   TraceFigures, Uncertainty, md_table)
+from ddpsim.engine.result import BucketTiming
 from ddpsim.io import FLOAT_DIGITS, file_id, write_text_atomic
 from ddpsim.plan.planner import mb_text
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_record, fmt_pct, fmt_s, uncertainty_summary
@@ -35,17 +41,13 @@ CSV_FLOAT = f"%.{FLOAT_DIGITS}g"
 
 
 def buckets_table(records: Sequence[PointRecord]):
-    """Every bucket of every point: point, rank, iteration, bucket, size, ready, launch, start, end (s)."""
+    """Every bucket of every point: the point, then :class:`~ddpsim.engine.result.BucketTiming`'s
+    fields (rank, iteration, bucket, size, parameters, ready, launch, start, end (s))."""
     import pandas as pd
 
-    rows = []
-    for r in records:
-        for b in r.result.buckets:
-            rows.append({"point": r.point_id, "rank": b.rank, "iteration": b.iteration, "bucket": b.bucket,
-                         "size_bytes": b.size_bytes, "num_params": b.num_params, "ready_s": b.ready_s,
-                         "launch_s": b.launch_s, "start_s": b.start_s, "end_s": b.end_s})
-    cols = ["point", "rank", "iteration", "bucket", "size_bytes", "num_params", "ready_s", "launch_s", "start_s", "end_s"]
-    return pd.DataFrame(rows, columns=cols)
+    cols = [f.name for f in fields(BucketTiming)]
+    get = attrgetter(*cols)
+    return pd.DataFrame([(r.point_id, *get(b)) for r in records for b in r.result.buckets], columns=["point", *cols])
 
 
 def to_csv_text(df) -> str:
@@ -71,7 +73,8 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
               warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None,
               method_error: dict[str, Any] | None = None, compiled: dict[str, Any] | None = None,
               host_costs: Any = None, term_effects: dict[str, Any] | None = None) -> dict[str, Any]:
-    """All figures of the summary as plain data (JSON-able); ``warnings`` (one line each, e.g.
+    """All figures of the summary as ``summary.json``'s document (JSON-able; the keys and types
+    :class:`~ddpsim.report.figures.Summary` declares); ``warnings`` (one line each, e.g.
     the calibration's) become a ``warnings`` key only when there are any; ``cost_terms`` (one
     line each: the GPU cost terms in force and where their values come from) likewise;
     ``method_error`` (:func:`ddpsim.pipeline.method_error.answer`) likewise; ``host_costs`` (the
@@ -100,23 +103,11 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
                     "gain_over_default": _gain((default_record(records, r.point) or base).metrics["iteration_p50_s"],
                                                r.metrics["iteration_p50_s"])} for r in records],
     }
-    if warnings:
-        out["warnings"] = list(warnings)
-    if cost_terms:
-        out["cost_terms"] = list(cost_terms)
-    if method_error:
-        out["method_error"] = method_error
-    out.update(ddp_modes.figures(records))
-    if compiled:  # torch.compile: every point also run eagerly (ddpsim.pipeline.compiled.eager_comparison)
-        out["compile"] = compiled
     costs = bucket_costs.figures(out["points"], host_costs, trace.num_params if trace is not None else None)
-    if costs is not None:
-        out["bucket_costs"] = costs
-    if term_effects:
-        out["term_effects"] = term_effects
-    band = uncertainty_summary(records)
-    if band is not None:
-        out["uncertainty"] = band
+    optional = {"warnings": list(warnings or ()), "cost_terms": list(cost_terms or ()), "method_error": method_error,
+                **ddp_modes.figures(records), "compile": compiled, "bucket_costs": costs and asdict(costs),
+                "term_effects": term_effects, "uncertainty": uncertainty_summary(records)}
+    out.update({k: v for k, v in optional.items() if v})  # each only where the scenario has it
     if trace is not None:
         out["trace"] = {"model": trace.model, "num_params": trace.num_params, "param_bytes": trace.total_param_bytes,
                         "device": trace.environment.get("device"), "device_name": trace.environment.get("device_name"),
@@ -135,46 +126,33 @@ def _rel(p: Path) -> str:
         return str(p)
 
 
-_KEYS = ("iteration_p50_s", "iteration_p95_s", "iteration_mean_s", "forward_s", "backward_compute_s", "exposed_comm_s",
-         "exposed_comm_p95_s", "comm_s", "overlap_ratio", "optimizer_s", "other_s", "first_iteration_s",
-         "first_iteration_exposed_comm_s", "rebuild_iteration", "rebuild_iteration_s", "num_buckets",
-         "num_buckets_initial", "bucket_sizes_bytes", "first_bucket_sizes_bytes", "num_steady_iterations",
-         "compute_by_kind_s")
-
-
 def _pick(m: dict[str, Any]) -> dict[str, Any]:
-    return {k: m.get(k) for k in _KEYS}
+    return {k: m.get(k) for k in POINT_KEYS}
 
 
 #: a predicted gain below this is a tie in practice (what a simulation can promise)
 PRACTICAL_GAIN = 0.01
 
 
-def _cap_list_line(cl: dict[str, Any], cap_gain: float | None) -> str:
+def _cap_list_line(cl: CapList, cap_gain: float | None) -> str:
     """The summary's bullet with the line to paste: the ``bucket_cap_mb_list`` when it is
     predicted at least :data:`PRACTICAL_GAIN` faster than the best uniform cap, else that cap,
     and DDP's default when the best cap (gain ``cap_gain`` over it) is a tie with it."""
-    gains = (f"predicted p50 {fmt_s(cl['iteration_p50_s'])}: {fmt_pct(cl['gain_over_default'])} over the default "
-             f"(`{cl['default_point']}`), {fmt_pct(cl['gain_over_best_cap'])} over the best uniform cap (`{cl['best_cap_point']}`)")
-    if (cl["gain_over_best_cap"] or 0) < PRACTICAL_GAIN:
+    margin, best_list = f"{100 * PRACTICAL_GAIN:g}%", fmt_pct(cl.gain_over_best_cap)
+    if (cl.gain_over_best_cap or 0) < PRACTICAL_GAIN:
         # a list not clearly faster than one cap: the cap is the line to paste, the list stays in the plan file
-        cap = cl["best_cap_mb"]
-        if cap is not None and (cap_gain or 0) < PRACTICAL_GAIN:
-            return (f"- **To paste**: `DDP(model)` (`{cl['default_point']}`) - the best cap (`{cl['best_cap_point']}`) "
-                    f"is predicted less than {100 * PRACTICAL_GAIN:g}% faster, and no bucket_cap_mb_list "
-                    f"{100 * PRACTICAL_GAIN:g}% or more faster than it (the best list, {fmt_pct(cl['gain_over_best_cap'])}, "
-                    f"is in `recommended_plan.json`).")
-        line = "DDP(model)" if cap is None else f"DDP(model, bucket_cap_mb={mb_text(cap)})"
-        return (f"- **To paste**: `{line}` (`{cl['best_cap_point']}`) - no bucket_cap_mb_list is predicted "
-                f"{100 * PRACTICAL_GAIN:g}% or more faster than this uniform cap (the best list, "
-                f"{fmt_pct(cl['gain_over_best_cap'])}, is in `recommended_plan.json`).")
-    if cl["reproduces_recommended_plan"]:
-        head = ("- **To paste** (torch >= 2.13): `" + cl["paste"] + "` - real DDP rebuilds exactly the buckets of "
-                "`recommended_plan.json` from it; " + gains)
-    else:
-        head = ("- **To paste** (torch >= 2.13): `" + cl["paste"] + "` - no bucket_cap_mb_list builds the buckets of "
-                "`recommended_plan.json` (" + cl["reason"] + "); this is the fastest list found, " + gains)
-    return head + "."
+        if cl.best_cap_mb is not None and (cap_gain or 0) < PRACTICAL_GAIN:
+            return (f"- **To paste**: `DDP(model)` (`{cl.default_point}`) - the best cap (`{cl.best_cap_point}`) is predicted "
+                    f"less than {margin} faster, and no bucket_cap_mb_list {margin} or more faster than it (the best list, "
+                    f"{best_list}, is in `recommended_plan.json`).")
+        line = "DDP(model)" if cl.best_cap_mb is None else f"DDP(model, bucket_cap_mb={mb_text(cl.best_cap_mb)})"
+        return (f"- **To paste**: `{line}` (`{cl.best_cap_point}`) - no bucket_cap_mb_list is predicted {margin} or more "
+                f"faster than this uniform cap (the best list, {best_list}, is in `recommended_plan.json`).")
+    how = ("real DDP rebuilds exactly the buckets of `recommended_plan.json` from it;" if cl.reproduces_recommended_plan else
+           f"no bucket_cap_mb_list builds the buckets of `recommended_plan.json` ({cl.reason}); this is the fastest list found,")
+    return (f"- **To paste** (torch >= 2.13): `{cl.paste}` - {how} predicted p50 {fmt_s(cl.iteration_p50_s)}: "
+            f"{fmt_pct(cl.gain_over_default)} over the default (`{cl.default_point}`), {best_list} over the best uniform "
+            f"cap (`{cl.best_cap_point}`).")
 
 
 #: robust caps this many or more in a row (in the sweep's cap order) are named as a range
@@ -212,257 +190,220 @@ def robust_phrase(points: Sequence[str], robust: Sequence[str]) -> str:
     return ", ".join(out)
 
 
-def render_uncertainty(u: dict[str, Any]) -> str:
+def render_uncertainty(u: Uncertainty) -> str:
     """The answer's line on the recommendation's uncertainty (:mod:`ddpsim.pipeline.resampling`)."""
-    tol = 100 * u["tolerance"]
-    robust = u["robust"]
-    head = f"- Under the model's uncertainty ({len(u['samples'])} re-simulations per point: {', '.join(u['inputs'])}): "
-    if robust and len(robust) == len(u["points"]):
-        head += f"every point swept is within {tol:g} % of the best in every one"
-    elif len(robust) > 1:
-        head += (f"any of {robust_phrase([p['point'] for p in u['points']], robust)} is within {tol:g} % of the best "
-                 "in every one")
-    elif robust:
-        head += f"only `{robust[0]}` is within {tol:g} % of the best in every one"
+    within = f"within {100 * u.tolerance:g} % of the best in every one"
+    head = f"- Under the model's uncertainty ({len(u.samples)} re-simulations per point: {', '.join(u.inputs)}): "
+    if u.robust and len(u.robust) == len(u.points):
+        head += f"every point swept is {within}"
+    elif len(u.robust) > 1:
+        head += f"any of {robust_phrase([p['point'] for p in u.points], u.robust)} is {within}"
+    elif u.robust:
+        head += f"only `{u.robust[0]}` is {within}"
     else:
-        head += (f"no point is within {tol:g} % of the best in every one; the safest is `{u['safest']}` (at most "
-                 f"{100 * u['safest_regret_max']:.1f} % from the best in any of them)")
-    most = u.get("most_sensitive")
-    if most:
-        sens = u["sensitivity"][most]
-        if sens["prior_best_regret"] >= 5e-4:
-            head += (f"; the ranking is most sensitive to {most}: there keeping `{u['prior_best']}` costs up to "
-                     f"{100 * sens['prior_best_regret']:.1f} %")
+        head += (f"no point is {within}; the safest is `{u.safest}` (at most {100 * u.safest_regret_max:.1f} % from "
+                 "the best in any of them)")
+    if u.most_sensitive:
+        most, sens = u.most_sensitive, u.sensitivity[u.most_sensitive]
+        if sens.prior_best_regret >= 5e-4:
+            head += (f"; the ranking is most sensitive to {most}: there keeping `{u.prior_best}` costs up to "
+                     f"{100 * sens.prior_best_regret:.1f} %")
         else:
-            head += (f"; `{u['prior_best']}` stays within 0.05 % of the best in every one; {most} moves the points' "
-                     f"distances to the best most (up to {100 * sens['regret_shift']:.1f} points)")
+            head += (f"; `{u.prior_best}` stays within 0.05 % of the best in every one; {most} moves the points' "
+                     f"distances to the best most (up to {100 * sens.regret_shift:.1f} points)")
     return head + "."
 
 
-def render_method_error(me: dict[str, Any]) -> str:
+def render_method_error(me: MethodError) -> str:
     """The answer's line on the method's error measured on other models (:mod:`ddpsim.pipeline.method_error`)."""
-    lvl = f"{100 * me['level']:.0f} %"
-    head = (f"- Measured error of the method (`{me['source']}`: {me['points']} points of {me['models']} other models"
-            + (f"; {me['note']}" if me.get("note") else "") + "): ")
-    if me.get("band") is None:
+    lvl = f"{100 * me.level:.0f} %"
+    head = (f"- Measured error of the method (`{me.source}`: {me.points} points of {me.models} other models"
+            + (f"; {me.note}" if me.note else "") + "): ")
+    if me.band is None:
         return head + f"too few residuals for a {lvl} band."
-    lo, hi = me["band"]
+    (lo, hi), (low_s, high_s) = me.band, me.best_range_s
     head += (f"{lvl} of their measured mean steps lay within {100 * lo:+.1f}..{100 * hi:+.1f} % of the prediction, here "
-             f"{fmt_s(me['best_range_s'][0])} to {fmt_s(me['best_range_s'][1])} for the best point's mean step "
-             f"{fmt_s(me['best_mean_s'])} (predicted from the trace's mean phases, as the residuals were)")
-    t = me.get("trend_band")
-    if t:
-        head += (f"; the step ratio of two caps of one model was off by {100 * t[0]:+.1f}..{100 * t[1]:+.1f} % ({lvl}), so "
-                 + (f"{', '.join('`' + p + '`' for p in me['tied'])} {'is' if len(me['tied']) == 1 else 'are'} a tie with "
-                    f"`{me['best']}` by that measure" if me["tied"] else f"no other point is that close to `{me['best']}`"))
+             f"{fmt_s(low_s)} to {fmt_s(high_s)} for the best point's mean step {fmt_s(me.best_mean_s)} (predicted from "
+             "the trace's mean phases, as the residuals were)")
+    if me.trend_band:
+        tied = ", ".join(f"`{p}`" for p in me.tied)
+        head += (f"; the step ratio of two caps of one model was off by {100 * me.trend_band[0]:+.1f}.."
+                 f"{100 * me.trend_band[1]:+.1f} % ({lvl}), so "
+                 + (f"{tied} {'is' if len(me.tied) == 1 else 'are'} a tie with `{me.best}` by that measure" if me.tied
+                    else f"no other point is that close to `{me.best}`"))
     return head + "."
 
 
-def render_summary(s: dict[str, Any]) -> str:
-    """``summary.md`` from :func:`summarize`'s dict: setup, answer, breakdown, sweep, first
-    iteration and rebuild, Perfetto overlap, in that order."""
-    L: list[str] = [f"# ddpsim report: {s['scenario']}", ""]
-    if s.get("description"):
-        L += [s["description"], ""]
-    L += _setup_section(s)
-    L += _answer_section(s)
-    L += _breakdown_section(s)
-    L += compiled_report.compiled_table(s)
-    L += _sweep_section(s)
-    L += bucket_costs.table(s)
-    L += term_effects.section(s)
-    L += _first_iteration_section(s)
-    L += _overlap_section(s)
-    return "\n".join(L)
+def render_summary(s: dict[str, Any] | Summary) -> str:
+    """``summary.md`` from :func:`summarize`'s document (or its :class:`Summary`): setup, answer,
+    breakdown, sweep, first iteration and rebuild, Perfetto overlap, in that order."""
+    s = Summary.of(s) if isinstance(s, dict) else s
+    L: list[str] = [f"# ddpsim report: {s.scenario}", ""] + ([s.description, ""] if s.description else [])
+    L += _setup_section(s) + _answer_section(s) + _breakdown_section(s) + compiled_report.compiled_table(s.compile)
+    L += _sweep_section(s) + bucket_costs.table(s.bucket_costs) + term_effects.section(s.term_effects)
+    return "\n".join(L + _first_iteration_section(s) + _overlap_section(s))
 
 
-def _setup_section(s: dict[str, Any]) -> list[str]:
+def _setup_section(s: Summary) -> list[str]:
     """``## Setup``: cluster, trace, comm model, cost terms, steady iterations; then the warnings."""
-    b = s["best"]
-    t = s.get("trace") or {}
-    setup = [f"- cluster: `{s['cluster']['topology']}` x {s['cluster']['nodes']} node(s), world size {s['world_size']}, backend `{s['backend']}`"]
-    if t:
-        setup.append(f"- trace: `{t.get('path', t['model'])}` ({t['model']}, {t['num_params']} parameters, {format_size(t['param_bytes'])} of gradients; "
-                     f"forward {fmt_s(t['forward_s'])}, backward {fmt_s(t['backward_s'])}, optimizer {fmt_s(t['optimizer_s'])} per step"
-                     f"{', device ' + str(t['device_name'] or t['device']) if (t.get('device_name') or t.get('device')) else ''}"
-                     f"{', retimed/synthetic' if t.get('synthetic') else ''})")
-    cm = s.get("comm_model") or {}
-    if cm:
-        items = [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in cm.items()
-                 if not isinstance(v, (dict, list)) and k not in ("topology", "num_ranks")]
+    setup = [f"- cluster: `{s.cluster.topology}` x {s.cluster.nodes} node(s), world size {s.world_size}, backend `{s.backend}`"]
+    if t := s.trace:
+        device = t.device_name or t.device
+        setup.append(f"- trace: `{t.path or t.model}` ({t.model}, {t.num_params} parameters, {format_size(t.param_bytes)} of "
+                     f"gradients; forward {fmt_s(t.forward_s)}, backward {fmt_s(t.backward_s)}, optimizer "
+                     f"{fmt_s(t.optimizer_s)} per step{f', device {device}' if device else ''}"
+                     f"{', retimed/synthetic' if t.synthetic else ''})")
+    items = [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in s.comm_model.items()
+             if not isinstance(v, (dict, list)) and k not in ("topology", "num_ranks")]
+    if s.comm_model:
         setup.append("- comm model: " + ", ".join(items[:8]) + (", ... (summary.json has all)" if len(items) > 8 else ""))
-    for term in s.get("cost_terms") or ():
-        setup.append(f"- cost term: {term}")
-    setup.append(f"- steady iterations per point: {b.get('num_steady_iterations')} (after DDP's first iteration and the rebuild); "
-                 f"step time = slowest rank's end to slowest rank's end")
-    L = ["## Setup", "", *setup, ""]
-    for w in s.get("warnings") or ():
-        L += [f"**WARNING: {w}.**", ""]
-    return L
+    setup += [f"- cost term: {term}" for term in s.cost_terms]
+    setup.append(f"- steady iterations per point: {s.best.num_steady_iterations} (after DDP's first iteration and the "
+                 "rebuild); step time = slowest rank's end to slowest rank's end")
+    return ["## Setup", "", *setup, ""] + [line for w in s.warnings for line in (f"**WARNING: {w}.**", "")]
 
 
-def _best_line(s: dict[str, Any]) -> str:
+def _best_line(s: Summary) -> str:
     """The answer's first bullet: the best point against the default."""
-    b, d = s["best"], s["default"]
-    cap = "default (not given)" if b["bucket_cap_mb"] is None else f"{b['bucket_cap_mb']:g} MiB"
-    what = "bucket_cap_mb"
-    if b.get("bucket_cap_mb_list"):
-        what, cap = "setting", f"bucket_cap_mb_list=[{', '.join(mb_text(x) for x in b['bucket_cap_mb_list'])}]"
-    if b["point"] == d["point"]:
+    b, d, gain = s.best, s.default, s.gain_over_default or 0
+    what, cap = "bucket_cap_mb", "default (not given)" if b.bucket_cap_mb is None else f"{b.bucket_cap_mb:g} MiB"
+    if b.bucket_cap_mb_list:
+        what, cap = "setting", f"bucket_cap_mb_list=[{', '.join(mb_text(x) for x in b.bucket_cap_mb_list)}]"
+    if b.point == d.point:
         return (f"- **Best bucket_cap_mb: {cap}** - DDP's default is already the fastest point swept: "
-                f"p50 step {fmt_s(b['iteration_p50_s'])}.")
-    return (f"- **Best {what}: {cap}** (`{b['point']}`): p50 step {fmt_s(b['iteration_p50_s'])} vs "
-            f"{fmt_s(d['iteration_p50_s'])} at the default (`{d['point']}`): "
-            f"**{100 * (s['gain_over_default'] or 0):.1f}% faster**, {fmt_s(s['saved_per_step_s'])} saved per step"
+                f"p50 step {fmt_s(b.iteration_p50_s)}.")
+    return (f"- **Best {what}: {cap}** (`{b.point}`): p50 step {fmt_s(b.iteration_p50_s)} vs {fmt_s(d.iteration_p50_s)} "
+            f"at the default (`{d.point}`): **{100 * gain:.1f}% faster**, {fmt_s(s.saved_per_step_s)} saved per step"
             + (" - under 1%, within what a simulation can promise: a tie in practice, keep the default."
-               if (s['gain_over_default'] or 0) < PRACTICAL_GAIN else "."))
+               if gain < PRACTICAL_GAIN else "."))
 
 
-def _recommendation_lines(rec: dict[str, Any], cap_gain: float | None) -> list[str]:
+def _recommendation_lines(rec: Recommendation, cap_gain: float | None) -> list[str]:
     """The answer's bullets on the explicit plan beyond one cap and the line to paste."""
-    if rec.get("better"):
-        L = [f"- **Beyond one cap**: an explicit plan of {rec['num_buckets']} buckets cut along the gradient-ready order "
-             f"(`recommended_plan.json`) gives p50 {fmt_s(rec['iteration_p50_s'])}, **{100 * rec['gain_over_best_cap']:.1f}% "
-             f"faster than the best cap** (engine-verified; analytical search: {rec['method']})."]
+    if rec.better:
+        L = [f"- **Beyond one cap**: an explicit plan of {rec.num_buckets} buckets cut along the gradient-ready order "
+             f"(`recommended_plan.json`) gives p50 {fmt_s(rec.iteration_p50_s)}, **{100 * rec.gain_over_best_cap:.1f}% "
+             f"faster than the best cap** (engine-verified; analytical search: {rec.method})."]
     else:
-        L = [f"- Beyond one cap: the best explicit plan found ({rec['num_buckets']} buckets, p50 {fmt_s(rec['iteration_p50_s'])}) "
-             f"is not faster than the best cap ({fmt_pct(rec['gain_over_best_cap'])} by the engine); "
+        L = [f"- Beyond one cap: the best explicit plan found ({rec.num_buckets} buckets, p50 {fmt_s(rec.iteration_p50_s)}) "
+             f"is not faster than the best cap ({fmt_pct(rec.gain_over_best_cap)} by the engine); "
              f"`recommended_plan.json` holds the best cap's own buckets instead."]
-    cl = rec.get("cap_list")
-    if cl:
-        L.append(_cap_list_line(cl, cap_gain))
-    return L
+    return L + ([_cap_list_line(rec.cap_list, cap_gain)] if rec.cap_list else [])
 
 
-def _trust_line(s: dict[str, Any]) -> str | None:
+def _trust_line(backend: str, comm_model: dict[str, Any], tr: TraceFigures | None) -> str | None:
     """What the answer rests on when no measured method error comes with it: the trace's
     provenance and the communication model's, and what would check them (None for a summary
     without them)."""
-    if not s.get("trace") or not s.get("comm_model"):
+    if tr is None or not comm_model:
         return None
-    tr, model = s["trace"], s["comm_model"].get("model", "")
-    if model == "calibrated":
+    if comm_model.get("model", "") == "calibrated":
         comm = "collectives from this host's calibration"
-    elif s["backend"] == "nccl":
+    elif backend == "nccl":
         comm = ("NCCL's algorithm choice (tuning.cc) timed from its execution, scored against published "
                 "all-reduce curves (`benchmarks/bench_collective_score.py`)")
     else:
-        comm = (f"{s['backend']}'s analytical model, not calibrated on this host (`ddpsim validate` calibrates it and "
+        comm = (f"{backend}'s analytical model, not calibrated on this host (`ddpsim validate` calibrates it and "
                 "measures real DDP runs; a small VM's loopback can cost several times the model's figure)")
-    source = ("a trace re-timed for the GPU from a CPU capture (a roofline model per ATen op)" if tr.get("synthetic")
-              else f"a trace measured on {tr.get('device_name') or tr.get('device')}")
+    source = ("a trace re-timed for the GPU from a CPU capture (a roofline model per ATen op)" if tr.synthetic
+              else f"a trace measured on {tr.device_name or tr.device}")
     return (f"- How sure: the spread above is the model's own; the answer rests on {source} and on {comm}, "
             "with no measured error of the whole prediction attached (a validation's `--method-error` file attaches one).")
 
 
-def _answer_section(s: dict[str, Any]) -> list[str]:
+def _answer_section(s: Summary) -> list[str]:
     """``## Answer``: the best point, its uncertainty and the method's error, the exposed
     communication tail, the step p95, and the recommendation beyond one cap."""
-    b, d = s["best"], s["default"]
-    L = ["## Answer", "", *ddp_modes.answer_lines(s), _best_line(s)]
-    L[2:2] = compiled_report.answer_lines(s)
-    u = s.get("uncertainty")
-    if u:
-        L.append(render_uncertainty(u))
-    me = s.get("method_error")
-    trust = render_method_error(me) if me else _trust_line(s)
-    if trust:
-        L.append(trust)
-    L.append(f"- Exposed communication tail (p95 over steady iterations): {fmt_s(b['exposed_comm_p95_s'])} at the best point, "
-             f"{fmt_s(d['exposed_comm_p95_s'])} at the default (mean {fmt_s(b['exposed_comm_s'])} / {fmt_s(d['exposed_comm_s'])}).")
-    L.append(f"- Step-time p95: {fmt_s(b['iteration_p95_s'])} at the best point, {fmt_s(d['iteration_p95_s'])} at the default.")
-    rec = s.get("recommendation")
-    if rec:
-        L += _recommendation_lines(rec, s["gain_over_default"])
-    L.append("")
-    return L
+    b, d = s.best, s.default
+    L = ["## Answer", "", *compiled_report.answer_lines(s.compile, b.point), *ddp_modes.answer_lines(s), _best_line(s)]
+    if s.uncertainty:
+        L.append(render_uncertainty(s.uncertainty))
+    trust = render_method_error(s.method_error) if s.method_error else _trust_line(s.backend, s.comm_model, s.trace)
+    L += [trust] if trust else []
+    L.append(f"- Exposed communication tail (p95 over steady iterations): {fmt_s(b.exposed_comm_p95_s)} at the best point, "
+             f"{fmt_s(d.exposed_comm_p95_s)} at the default (mean {fmt_s(b.exposed_comm_s)} / {fmt_s(d.exposed_comm_s)}).")
+    L.append(f"- Step-time p95: {fmt_s(b.iteration_p95_s)} at the best point, {fmt_s(d.iteration_p95_s)} at the default.")
+    return L + (_recommendation_lines(s.recommendation, s.gain_over_default) if s.recommendation else []) + [""]
 
 
-def _breakdown_section(s: dict[str, Any]) -> list[str]:
+def _breakdown_section(s: Summary) -> list[str]:
     """``## Iteration-time breakdown``: the best and the default point's mean steady iteration."""
-    b, d = s["best"], s["default"]
-    L = ["## Iteration-time breakdown (mean steady iteration; p50/p95 of the job's step time)", "",
-         "| | forward | backward compute | exposed comm | optimizer | other | mean | p50 | p95 | comm (total) | overlap |",
-         "|---|---|---|---|---|---|---|---|---|---|---|"]
-    rows = [("best `" + b["point"] + "`", b), ("default `" + d["point"] + "`", d)] if b["point"] != d["point"] else [("default = best `" + b["point"] + "`", b)]
-    for name, m in rows:
-        L.append(f"| {name} | {fmt_s(m['forward_s'])} | {fmt_s(m['backward_compute_s'])} | {fmt_s(m['exposed_comm_s'])} | "
-                 f"{fmt_s(m['optimizer_s'])} | {fmt_s(m['other_s'])} | {fmt_s(m['iteration_mean_s'])} | {fmt_s(m['iteration_p50_s'])} | "
-                 f"{fmt_s(m['iteration_p95_s'])} | {fmt_s(m['comm_s'])} | {100 * m['overlap_ratio']:.1f}% |")
-    L.append("")
-    kinds = {k: v for k, v in (b.get("compute_by_kind_s") or {}).items()
+    b, d = s.best, s.default
+    rows = [(f"best `{b.point}`", b), (f"default `{d.point}`", d)] if b.point != d.point else [(f"default = best `{b.point}`", b)]
+    table = md_table([{"": name, "forward": fmt_s(m.forward_s), "backward compute": fmt_s(m.backward_compute_s),
+                       "exposed comm": fmt_s(m.exposed_comm_s), "optimizer": fmt_s(m.optimizer_s),
+                       "other": fmt_s(m.other_s), "mean": fmt_s(m.iteration_mean_s), "p50": fmt_s(m.iteration_p50_s),
+                       "p95": fmt_s(m.iteration_p95_s), "comm (total)": fmt_s(m.comm_s),
+                       "overlap": f"{100 * m.overlap_ratio:.1f}%"} for name, m in rows], right=10)
+    kinds = {k: v for k, v in (b.compute_by_kind_s or {}).items()
              if k not in ("forward", "backward", "optimizer", "wait") and v > 0}
-    L.append("'exposed comm' runs from the end of backward compute to the end of the last collective (worst rank for the "
-             "p95 tail); 'other' is the rest of the step: " + (", ".join(f"{k.replace('_', ' ')} {fmt_s(v)}" for k, v in kinds.items())
-             + " on the compute stream at the best point, and " if kinds else "") + "waiting for the slowest rank / the next collective.")
-    L.append("")
-    return L
+    on_compute = (", ".join(f"{k.replace('_', ' ')} {fmt_s(v)}" for k, v in kinds.items())
+                  + " on the compute stream at the best point, and " if kinds else "")
+    return ["## Iteration-time breakdown (mean steady iteration; p50/p95 of the job's step time)", "", *table, "",
+            "'exposed comm' runs from the end of backward compute to the end of the last collective (worst rank for the "
+            f"p95 tail); 'other' is the rest of the step: {on_compute}waiting for the slowest rank / the next collective.", ""]
 
 
-def _sweep_section(s: dict[str, Any]) -> list[str]:
+def _sweep_section(s: Summary) -> list[str]:
     """``## Sweep``: one row per point."""
-    b = s["best"]
-    L = ["## Sweep", "", "| point | buckets | p50 step | p95 step | exposed comm (mean) | exposed comm p95 | overlap | vs default |",
-         "|---|---|---|---|---|---|---|---|"]
-    for p in s["points"]:
-        mark = " **best**" if p["point"] == b["point"] else ""
-        L.append(f"| `{p['point']}`{mark} | {p['num_buckets']} | {fmt_s(p['iteration_p50_s'])} | {fmt_s(p['iteration_p95_s'])} | "
-                 f"{fmt_s(p['exposed_comm_s'])} | {fmt_s(p['exposed_comm_p95_s'])} | {100 * p['overlap_ratio']:.1f}% | {fmt_pct(p['gain_over_default'])} |")
-    L += ["", "Full figures: `sweep.csv`; every bucket of every iteration: `buckets.csv`; plot: `sweep.png`.", ""]
-    return L
+    table = md_table([{"point": f"`{p.point}`" + (" **best**" if p.point == s.best.point else ""),
+                       "buckets": str(p.num_buckets), "p50 step": fmt_s(p.iteration_p50_s),
+                       "p95 step": fmt_s(p.iteration_p95_s), "exposed comm (mean)": fmt_s(p.exposed_comm_s),
+                       "exposed comm p95": fmt_s(p.exposed_comm_p95_s), "overlap": f"{100 * p.overlap_ratio:.1f}%",
+                       "vs default": fmt_pct(p.gain_over_default)} for p in s.points], right=7)
+    return ["## Sweep", "", *table, "", "Full figures: `sweep.csv`; every bucket of every iteration: `buckets.csv`; "
+            "plot: `sweep.png`.", ""]
 
 
-def _first_iteration_section(s: dict[str, Any]) -> list[str]:
+def _vs_steady(x: float | None, steady: float) -> str:
+    return fmt_pct(None if x is None or not steady else x / steady - 1)
+
+
+def _first_iteration_line(name: str, m: PointFigures) -> str:
+    """One point's bullet on its first iteration and its rebuild."""
+    fb, ss = m.first_bucket_sizes_bytes or (), m.iteration_p50_s
+    line = (f"- {name} (`{m.point}`): iteration 1 uses DDP's construction-time layout, {len(fb)} bucket(s) "
+            f"({', '.join(format_size(x) for x in fb[:3])}{'...' if len(fb) > 3 else ''}), launched when the whole "
+            f"backward is done: {fmt_s(m.first_iteration_s)} ({_vs_steady(m.first_iteration_s, ss)} vs steady p50 "
+            f"{fmt_s(ss)}; exposed comm {fmt_s(m.first_iteration_exposed_comm_s)}).")
+    if not m.rebuild_iteration:
+        return line + " No rebuild (find_unused_parameters without static_graph): the first layout stays."
+    return line + (f" Buckets are rebuilt in gradient-ready order into {m.num_buckets} bucket(s), used from iteration "
+                   f"{m.rebuild_iteration}: {fmt_s(m.rebuild_iteration_s)} ({_vs_steady(m.rebuild_iteration_s, ss)} vs steady).")
+
+
+def _first_iteration_section(s: Summary) -> list[str]:
     """``## First iteration and the bucket rebuild``: DDP's construction-time layout in
     iteration 1 and the rebuild in gradient-ready order (torch/csrc/distributed/c10d/reducer.cpp,
     Reducer::rebuild_buckets), for the default and the best point."""
-    b, d = s["best"], s["default"]
-    L = ["## First iteration and the bucket rebuild", ""]
-    for name, m in (("default", d), ("best", b)) if b["point"] != d["point"] else (("default", d),):
-        fb = m.get("first_bucket_sizes_bytes") or []
-        fi, ri, ss = m.get("first_iteration_s"), m.get("rebuild_iteration_s"), m["iteration_p50_s"]
-        line = (f"- {name} (`{m and (b['point'] if name == 'best' else d['point'])}`): iteration 1 uses DDP's construction-time layout, "
-                f"{len(fb)} bucket(s) ({', '.join(format_size(x) for x in fb[:3])}{'...' if len(fb) > 3 else ''}), launched when the "
-                f"whole backward is done: {fmt_s(fi)} ({fmt_pct(None if fi is None or not ss else fi / ss - 1)} vs steady p50 {fmt_s(ss)}; "
-                f"exposed comm {fmt_s(m.get('first_iteration_exposed_comm_s'))}).")
-        if m.get("rebuild_iteration"):
-            line += (f" Buckets are rebuilt in gradient-ready order into {m.get('num_buckets')} bucket(s), used from iteration "
-                     f"{m['rebuild_iteration']}: {fmt_s(ri)} ({fmt_pct(None if ri is None or not ss else ri / ss - 1)} vs steady).")
-        else:
-            line += " No rebuild (find_unused_parameters without static_graph): the first layout stays."
-        L.append(line)
-    L.append("")
-    return L
+    pair = [("default", s.default)] + ([("best", s.best)] if s.best.point != s.default.point else [])
+    return ["## First iteration and the bucket rebuild", "", *(_first_iteration_line(n, m) for n, m in pair), ""]
 
 
-def _overlap_line(s: dict[str, Any], point: str, per_rank: dict[Any, float]) -> str:
+def _overlap_line(s: Summary, point: str, per_rank: dict[int, float]) -> str:
     """One point's bullet of the Perfetto section: the HTA overlap per rank written, beside the engine's."""
-    files = s["trace_files"].get(point, [])
-    vals = [v for _, v in sorted(per_rank.items(), key=lambda kv: int(kv[0]))]
-    if len(set(f"{100 * v:.2f}" for v in vals)) == 1:
-        ranks = f"{100 * vals[0]:.2f}%" + (f" on each of the {len(vals)} ranks written" if len(vals) > 1 else "")
+    files = s.trace_files.get(point, ())
+    ranks = sorted(per_rank.items())
+    if len({f"{100 * v:.2f}" for _, v in ranks}) == 1:
+        words = f"{100 * ranks[0][1]:.2f}%" + (f" on each of the {len(ranks)} ranks written" if len(ranks) > 1 else "")
     else:
-        ranks = ", ".join(f"rank {r}: {100 * v:.2f}%" for r, v in sorted(per_rank.items(), key=lambda kv: int(kv[0])))
-    steady = next((p["overlap_ratio"] for p in s["points"] if p["point"] == point), None)
-    shown = files if len(files) <= 4 else files[:2] + ["...", files[-1]]
+        words = ", ".join(f"rank {r}: {100 * v:.2f}%" for r, v in ranks)
+    steady = next((p.overlap_ratio for p in s.points if p.point == point), None)
+    shown = files if len(files) <= 4 else [*files[:2], "...", files[-1]]
     return (f"- `{point}`: communication overlapped by compute, as HTA's `get_comm_comp_overlap` computes it over "
-            f"the whole trace (iteration 1 included): {ranks}; steady iterations only (engine): "
-            f"{'-' if steady is None else f'{100 * steady:.1f}%'}. Files: {', '.join(f if f == '...' else '`' + f + '`' for f in shown)}; "
+            f"the whole trace (iteration 1 included): {words}; steady iterations only (engine): "
+            f"{'-' if steady is None else f'{100 * steady:.1f}%'}. Files: {', '.join(f if f == '...' else f'`{f}`' for f in shown)}; "
             f"timeline `timeline_{file_id(point)}.png`.")
 
 
-def _overlap_section(s: dict[str, Any]) -> list[str]:
+def _overlap_section(s: Summary) -> list[str]:
     """``## Overlap shown by the Perfetto traces``: one bullet per point written, and how to open them."""
-    L = ["## Overlap shown by the Perfetto traces", ""]
-    if not s["overlaps"]:
-        return L + ["- (no timelines requested)", ""]
-    for point, per_rank in s["overlaps"].items():
-        L.append(_overlap_line(s, point, per_rank))
-    pair = (s["default"]["point"], s["best"]["point"])
-    if pair[0] != pair[1] and all(p in s["overlaps"] for p in pair):
+    if not s.overlaps:
+        return ["## Overlap shown by the Perfetto traces", "", "- (no timelines requested)", ""]
+    L = ["## Overlap shown by the Perfetto traces", "", *(_overlap_line(s, p, r) for p, r in s.overlaps.items())]
+    pair = (s.default.point, s.best.point)
+    if pair[0] != pair[1] and all(p in s.overlaps for p in pair):
         L.append(f"- `{pair[0]}` against `{pair[1]}` on one time axis: `timeline_default_vs_best.png`.")
-    L += ["", "Open a trace at https://ui.perfetto.dev (one track per stream; bucket ready/launch are instant marks), "
-          "or check the overlap with HTA: `TraceAnalysis(trace_dir=..., include_last_profiler_step=True).get_comm_comp_overlap()` "
-          "on a folder holding one point's rank files (iterations are `ProfilerStep#<k>` spans, as torch.profiler writes them)."
-          , ""]
-    return L
+    return L + ["", "Open a trace at https://ui.perfetto.dev (one track per stream; bucket ready/launch are instant marks), "
+                "or check the overlap with HTA: `TraceAnalysis(trace_dir=..., include_last_profiler_step=True).get_comm_comp_overlap()` "
+                "on a folder holding one point's rank files (iterations are `ProfilerStep#<k>` spans, as torch.profiler writes them).", ""]

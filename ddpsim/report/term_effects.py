@@ -3,37 +3,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+from ddpsim.pipeline.sweep import fmt_s
+from ddpsim.report.figures import TermEffects
 
 NAMES = {"contention": "compute slowed while NCCL runs", "copy_kernels": "gradient copies as kernels",
          "host": "host costs"}
 
 
-def _names(terms: list[str]) -> str:
+def _names(terms: tuple[str, ...]) -> str:
     return ", ".join(NAMES[t] for t in terms)
 
 
-def section(s: dict[str, Any]) -> list[str]:
+def section(f: TermEffects | None) -> list[str]:
     """The section (empty without the figures)."""
-    from ddpsim.pipeline.sweep import fmt_s
-
-    f = s.get("term_effects")
-    if not f:
+    if f is None:
         return []
     L = ["## Which cost terms move the best cap", "",
          f"The sweep simulated again (p50 step, no uncertainty samples) without the GPU cost terms "
-         f"({_names(f['terms'])}): where the best point lands, and what the full model's best, `{f['best']}`, "
+         f"({_names(f.terms)}): where the best point lands, and what the full model's best, `{f.best}`, "
          "loses there against it.", ""]
-    for w in f["without"]:
-        where = "the same point" if w["best"] == f["best"] else f"`{w['best']}`, {100 * w['lost']:.2f} % faster than `{f['best']}`"
-        L.append(f"- without {_names(w['off'])}: {where} (p50 {fmt_s(w['best_p50_s'])})")
-    moved = f["moved_by"]
-    if moved:
-        verdict = f"The term that moves the best cap: {_names(moved)}." if len(moved) == 1 else \
-            f"Each of these moves the best cap on its own: {_names(moved)}."
-    elif f["without"][0]["best"] != f["best"]:
+    for w in f.without:
+        where = "the same point" if w.best == f.best else f"`{w.best}`, {100 * w.lost:.2f} % faster than `{f.best}`"
+        L.append(f"- without {_names(w.off)}: {where} (p50 {fmt_s(w.best_p50_s)})")
+    if len(f.moved_by) == 1:
+        verdict = f"The term that moves the best cap: {_names(f.moved_by)}."
+    elif f.moved_by:
+        verdict = f"Each of these moves the best cap on its own: {_names(f.moved_by)}."
+    elif f.without[0].best != f.best:
         verdict = "No term alone moves the best cap; together they do."
     else:
         verdict = "None of the terms moves the best cap."
-    L += ["", verdict + " A move smaller than the uncertainty above is a tie, not a change of answer.", ""]
-    return L
+    return L + ["", verdict + " A move smaller than the uncertainty above is a tie, not a change of answer.", ""]

@@ -1,0 +1,280 @@
+"""The figures a scenario's summary holds, typed: what ``summary.md`` is rendered from.
+
+:func:`ddpsim.report.summary.summarize` builds ``summary.json``'s document once from the sweep's
+point records; :meth:`Summary.of` reads such a document (fresh, or loaded from a file) into these
+frozen dataclasses, checking each figure's type (pydantic), and the renderers read only them.
+The figures are defined in :mod:`ddpsim.report.summary`'s docstring; where each section's figures
+come from is said on the :class:`Summary` field holding them. :func:`md_table` writes a Markdown
+table (``DataFrame.to_markdown``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import Any
+
+frozen = dataclass(frozen=True, kw_only=True)
+
+
+@frozen
+class PointFigures:
+    point: str
+    iteration_p50_s: float
+    iteration_p95_s: float
+    iteration_mean_s: float
+    forward_s: float
+    backward_compute_s: float
+    exposed_comm_s: float
+    exposed_comm_p95_s: float
+    comm_s: float
+    overlap_ratio: float
+    optimizer_s: float
+    other_s: float
+    first_iteration_s: float | None
+    first_iteration_exposed_comm_s: float | None
+    rebuild_iteration: int | None
+    rebuild_iteration_s: float | None
+    num_buckets: int | None
+    num_buckets_initial: int | None
+    bucket_sizes_bytes: tuple[int, ...] | None
+    first_bucket_sizes_bytes: tuple[int, ...] | None
+    num_steady_iterations: int
+    compute_by_kind_s: dict[str, float] | None
+    gain_over_default: float | None = None
+
+
+#: the figures summary.json keeps of each point (in ``best``, ``default`` and ``points``)
+POINT_KEYS = tuple(f.name for f in fields(PointFigures) if f.name not in ("point", "gain_over_default"))
+
+
+@frozen
+class BestFigures(PointFigures):
+    bucket_cap_mb: float | None
+    bucket_cap_mb_list: tuple[float, ...] | None = None
+
+
+@frozen
+class TraceFigures:
+    model: str
+    num_params: int
+    param_bytes: int
+    device: Any                  # device, device_name, batch_size: as the trace's environment gives them
+    device_name: Any
+    batch_size: Any
+    synthetic: bool
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    path: str | None = None
+
+
+@frozen
+class CapList:
+    paste: str
+    reproduces_recommended_plan: bool
+    reason: str
+    iteration_p50_s: float
+    gain_over_default: float | None
+    gain_over_best_cap: float | None
+    best_cap_point: str
+    best_cap_mb: float | None
+    default_point: str
+
+
+@frozen
+class Recommendation:
+    better: bool
+    num_buckets: int
+    iteration_p50_s: float
+    gain_over_best_cap: float
+    method: str
+    cap_list: CapList | None = None
+
+
+@frozen
+class Sensitivity:
+    prior_best_regret: float
+    regret_shift: float
+
+
+@frozen
+class Uncertainty:
+    tolerance: float
+    samples: tuple[str, ...]
+    inputs: tuple[str, ...]
+    points: tuple[dict[str, Any], ...]
+    robust: tuple[str, ...]
+    prior_best: str
+    safest: str
+    safest_regret_max: float
+    sensitivity: dict[str, Sensitivity]
+    most_sensitive: str | None
+
+
+@frozen
+class MethodError:
+    source: str
+    level: float
+    models: int
+    points: int
+    band: tuple[float, float] | None
+    trend_band: tuple[float, float] | None
+    best: str
+    best_mean_s: float
+    best_range_s: tuple[float, float] | None
+    tied: tuple[str, ...]
+    note: str | None = None
+
+
+@frozen
+class CompiledPoint:
+    point: str
+    subgraphs: int | None
+    compiled_p50_s: float
+    eager_p50_s: float
+
+
+@frozen
+class Compiled:
+    mode: str
+    eager_best: str
+    points: tuple[CompiledPoint, ...]
+
+
+@frozen
+class BucketCostRow:
+    point: str
+    num_buckets: int
+    host_buckets_s: float
+    copy_kernels_s: float
+    comm_s: float
+    exposed_comm_s: float
+    iteration_p50_s: float
+    gain_over_default: float | None
+
+
+@frozen
+class BucketCosts:
+    host_per_bucket_s: float
+    host_hooks_s: float
+    num_params: int
+    rows: tuple[BucketCostRow, ...]
+
+
+@frozen
+class TermsOff:
+    off: tuple[str, ...]
+    best: str
+    best_p50_s: float
+    lost: float
+
+
+@frozen
+class TermEffects:
+    best: str
+    terms: tuple[str, ...]
+    moved_by: tuple[str, ...]
+    without: tuple[TermsOff, ...]
+
+
+@frozen
+class JoinFigures:
+    point: str
+    world_size: int
+    epoch_cost_pct: float
+    epoch_s: float
+    even_epoch_s: float
+    loop_s: float
+    exit_s: float
+    epoch_iterations: int
+    even_epoch_iterations: int
+    per_iteration_cost_pct: float
+    per_iteration_cost_s: float
+    even_step_s: float
+    epoch_mean_step_s: float
+    tail_iterations: int
+    batches_min: int
+    batches_max: int
+
+
+@frozen
+class GroupCount:
+    process_groups: int
+    iteration_p50_s: float
+    gain_over_one: float
+
+
+@frozen
+class ProcessGroupFigures:
+    cap: str
+    world_size: int
+    best_process_groups: int
+    gain_over_one: float
+    by_count: tuple[GroupCount, ...]
+
+
+@frozen
+class Cluster:
+    topology: str
+    nodes: int
+
+
+@frozen
+class Summary:
+    """A scenario's summary (``summary.json``): the best point against the default, every point,
+    and the optional sections' figures (None where the scenario has none), each from where its
+    comment says."""
+
+    scenario: str
+    description: str | None
+    world_size: int
+    backend: str
+    cluster: Cluster
+    comm_model: dict[str, Any]                  # the comm model's own description, as it words it
+    num_points: int
+    best: BestFigures
+    default: PointFigures
+    gain_over_default: float | None
+    saved_per_step_s: float
+    overlaps: dict[str, dict[int, float]]       # per timeline point and rank written: HTA's overlap
+    trace_files: dict[str, tuple[str, ...]]
+    recommendation: Recommendation | None       # pipeline.run.recommend's info
+    points: tuple[PointFigures, ...]            # point_metrics, with gain_over_default
+    warnings: tuple[str, ...] = ()
+    cost_terms: tuple[str, ...] = ()
+    method_error: MethodError | None = None     # pipeline.method_error.answer
+    join: JoinFigures | None = None             # report.ddp_modes.join_figures
+    process_groups: ProcessGroupFigures | None = None  # report.ddp_modes.process_group_figures
+    compile: Compiled | None = None             # pipeline.eager_comparison.eager_comparison
+    bucket_costs: BucketCosts | None = None     # report.bucket_costs.figures
+    term_effects: TermEffects | None = None     # pipeline.term_effects.term_effects
+    uncertainty: Uncertainty | None = None      # pipeline.resampling.summarize
+    trace: TraceFigures | None = None           # the trace's phases (per-step medians)
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> Summary:
+        """The summary of ``doc`` (``summary.json``'s document); a figure of the wrong type raises."""
+        return typed(cls, doc)
+
+
+@cache
+def _adapter(cls: type) -> Any:
+    import pydantic
+
+    return pydantic.TypeAdapter(cls)
+
+
+def typed(cls: type, doc: dict[str, Any]) -> Any:
+    """``doc`` (a section of ``summary.json``) as the dataclass ``cls``, its figures' types checked."""
+    return _adapter(cls).validate_python(doc)
+
+
+def md_table(rows: list[dict[str, Any]], right: int = 0) -> list[str]:
+    """A Markdown table, one row per dict (its keys the header), the cells as written (no number
+    parsing), the last ``right`` columns aligned right."""
+    import pandas as pd
+
+    cols = len(rows[0]) if rows else 0
+    align = ["left"] * (cols - right) + ["right"] * right
+    return pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True, colalign=align).splitlines()

@@ -166,7 +166,7 @@ class PointRecord:
                 "varied": list(self.point.varied), "world_size": self.world_size, "backend": self.backend,
                 "metrics": _jsonable(self.metrics), "comm": _jsonable(self.comm),
                 # no spans: only the timeline points need them, simulated again with them
-                # (ddpsim.report.scenario_report._with_timeline_spans)
+                # (ddpsim.pipeline.scenario_run._with_timeline_spans)
                 "result": result_to_dict(replace(self.result, spans=()))}
 
     @classmethod

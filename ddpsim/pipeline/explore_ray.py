@@ -69,7 +69,7 @@ class RayRunner:
         the units it returns as tasks of their own."""
         if not units:
             return
-        from ddpsim.pipeline.sweep import chunks, worker_chunk
+        from ddpsim.pipeline.sweep import chunks, drive, worker_chunk
 
         ray = _ray()
         started = self._init(ray)
@@ -77,13 +77,13 @@ class RayRunner:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
             task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(worker_chunk)
             job_ref = ray.put(job)
-            pending = [task.remote(c, job_ref) for c in chunks(list(units), workers)]
-            log.info("%d point(s) in %d task(s) on Ray (%d CPU(s))", len(units), len(pending), workers)
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
-                    for row in _result(ray, ref):
-                        pending += [task.remote([u], job_ref) for u in finish(row)]
+            log.info("%d point(s) on Ray (%d CPU(s))", len(units), workers)
+
+            def wait(pending: list) -> tuple[list, list]:
+                done, rest = ray.wait(pending, num_returns=1)
+                return [row for ref in done for row in _result(ray, ref)], rest
+
+            drive(chunks(list(units), workers), lambda c: task.remote(c, job_ref), wait, finish)
         finally:
             if started:
                 ray.shutdown()

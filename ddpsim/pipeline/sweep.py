@@ -358,10 +358,7 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
         if ray is not None:
             ray.run(job, units, finish)
         elif jobs <= 1 or len(units) <= 1:
-            queue = chunks(units, 1)
-            while queue:
-                for row in evaluate(job, queue.pop(0)):
-                    queue += [[u] for u in finish(row)]
+            drive(chunks(units, 1), lambda c: c, lambda p: (evaluate(job, p[0]), p[1:]), finish)
         else:
             run_in_pool(job, chunks(units, jobs), jobs, finish)
     if len(kept) < len(job.points):
@@ -411,19 +408,29 @@ def worker_chunk(units: Sequence[tuple[int, int | None]], job: Job | None = None
     return [(i, k, (v[0].to_dict(), v[1]) if k is None and v is not None else v) for i, k, v in rows]
 
 
+def drive(tasks: Sequence[Any], submit: Callable[[Any], Any], wait: Callable[[list], tuple[list, list]],
+          finish: Callable[[tuple], Sequence[tuple[int, int]]]) -> None:
+    """The loop of every runner: ``submit`` each task (a chunk of units); ``wait`` for some to end
+    (their rows, the tasks still pending); ``finish`` each row and submit the units it returns
+    as tasks of their own."""
+    pending = [submit(t) for t in tasks]
+    while pending:
+        rows, pending = wait(pending)
+        for row in rows:
+            pending += [submit([u]) for u in finish(row)]
+
+
 def run_in_pool(job: Job, tasks: Sequence[Any], workers: int,
                 finish: Callable[[tuple], Sequence[tuple[int, int]]]) -> None:
-    """:func:`worker_chunk` of every task (a chunk of units) in ``workers`` processes, ``finish``
-    called here with each row as it completes; the units it returns are sent as tasks of their
-    own. An error or an interrupt cancels the tasks not yet started."""
+    """:func:`drive` over ``workers`` processes running :func:`worker_chunk`; an error or an
+    interrupt cancels the tasks not yet started."""
+    def wait(pending: list) -> tuple[list, list]:
+        done, rest = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+        return [row for fut in done for row in fut.result()], list(rest)
+
     with cf.ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job,)) as ex:
-        pending = {ex.submit(worker_chunk, t) for t in tasks}
         try:
-            while pending:
-                done, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
-                for fut in done:
-                    for row in fut.result():
-                        pending |= {ex.submit(worker_chunk, [u]) for u in finish(row)}
+            drive(tasks, lambda t: ex.submit(worker_chunk, t), wait, finish)
         except BaseException:
             ex.shutdown(wait=False, cancel_futures=True)
             raise

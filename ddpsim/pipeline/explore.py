@@ -95,7 +95,6 @@ class ExploreSpace:
 class ExplorePoint:
     """One point: its values per dimension (in the dimensions' order) and a stable id."""
 
-    index: int
     values: tuple[tuple[str, Any], ...]
 
     @property
@@ -193,13 +192,13 @@ def space_points(space: ExploreSpace) -> list[ExplorePoint]:
                 picked.update(int(x) for x in rng.integers(0, total, size=sample.points - len(picked)))
             indices = sorted(picked)
     out = []
-    for n, flat in enumerate(indices):
+    for flat in indices:
         digits = []
         for s in reversed(sizes):
             flat, d = divmod(flat, s)
             digits.append(d)
         vals = tuple((name, v[d]) for (name, v), d in zip(dims, reversed(digits)))
-        out.append(ExplorePoint(index=n, values=vals))
+        out.append(ExplorePoint(values=vals))
     return out
 
 

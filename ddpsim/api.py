@@ -14,8 +14,9 @@ Examples::
 
 Everything here is a thin layer: a scenario (:mod:`ddpsim.pipeline.scenario`) gives each point's
 engine inputs through one builder (:func:`ddpsim.pipeline.inputs.build_point_inputs`), the same
-that ``ddpsim run``, ``sweep`` and ``simulate`` use; the sweep is :mod:`ddpsim.pipeline.sweep`, the
-report folder :mod:`ddpsim.report.scenario_report`, the figures :mod:`ddpsim.report.plots`.
+that ``ddpsim run``, ``sweep`` and ``simulate`` use; the points are :mod:`ddpsim.pipeline.sweep`, a
+run :mod:`ddpsim.pipeline.scenario_run`, its report folder :mod:`ddpsim.report.scenario_report`,
+the figures :mod:`ddpsim.report.plots`.
 """
 
 from __future__ import annotations
@@ -101,14 +102,15 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                  jobs: int | None = None, plots: bool = True, progress: bool = True,
                  simulate_fn: Callable | None = None, build_fn: Callable | None = None,
                  method_error: str | Path | None = None) -> Report:
-    """Run a scenario end to end and write ``<out_dir>/<name>/`` (each file as it is finished);
+    """Run a scenario end to end and write ``<out_dir>/<name>/`` (each point's file as it is finished);
     returns a :class:`Report` (the data and the files written).
 
     Writes ``points/*.json`` (resumable), ``sweep.csv``, ``buckets.csv``, per timeline point
     ``trace_<point>_rank<r>.json.gz`` and ``timeline_<point>.png`` (and
     ``timeline_default_vs_best.png`` when both are timeline points), ``recommended_plan.json``,
     ``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md``
-    (:func:`ddpsim.report.scenario_report.run_scenario`).
+    (:func:`ddpsim.pipeline.scenario_run.run_scenario` computes the run,
+    :func:`ddpsim.report.scenario_report.write_report` writes the files).
     ``jobs``: sweep processes (default: the CPUs this process may use). ``plots``: write the PNGs.
     ``simulate_fn(trace, plan, comm, config)`` and ``build_fn(scenario, point, trace)`` replace
     the engine and :meth:`Scenario.build_point` (tests). One line per step goes to the
@@ -124,10 +126,11 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         having a calibration. Files written by an
         earlier run are only ever replaced atomically by complete new ones.
     """
-    from ddpsim.report.scenario_report import run_scenario as run
+    from ddpsim.pipeline.scenario_run import run_scenario as run
+    from ddpsim.report.scenario_report import write_report
 
-    return run(scenario, out_dir=out_dir, jobs=jobs, plots=plots, progress=progress, simulate_fn=simulate_fn,
-               build_fn=build_fn, method_error=method_error)
+    return write_report(run(scenario, out_dir=out_dir, jobs=jobs, progress=progress, simulate_fn=simulate_fn,
+                            build_fn=build_fn, method_error=method_error), plots=plots)
 
 
 def sweep_figure(table: Any, title: str = ""):

@@ -235,7 +235,7 @@ def test_an_engine_setting_axis_reaches_each_points_engine_config(tmp_path):
     # give the engine that many round-robin communicators (the point named 1 keeps the default)
     sp = ex.load_space(space_file(tmp_path, {"ddp.process_groups": [1, 3], "bucket_cap_mb": [None, 25]}))
     job, _ = ex.prepare(sp, ex.space_points(sp))
-    got = {jp.point_id: job.scenarios[jp.group].build_point(jp.sweep_point, trace=job.traces[jp.trace]).config.process_groups
+    got = {jp.point_id: job.scenarios[jp.group].build_point(jp.point, trace=job.traces[jp.trace]).config.process_groups
            for jp in job.points}
     assert got == {"process_groups=1,cap=default": 1, "process_groups=1,cap=25": 1,
                    "process_groups=3,cap=default": 3, "process_groups=3,cap=25": 3}

@@ -8,7 +8,7 @@ from dataclasses import asdict, replace
 from ddpsim.engine.simulate import simulate
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.pipeline.sweep import best_record, run_sweep
-from ddpsim.report.scenario_report import _with_timeline_spans
+from ddpsim.pipeline.scenario_run import _with_timeline_spans
 
 
 def test_a_timeline_point_without_spans_gets_the_spans_of_its_own_simulation():

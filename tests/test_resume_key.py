@@ -276,7 +276,7 @@ def test_explore_rerun_into_the_same_folder_gives_the_new_figures(tmp_path):
 
     def figures(doc: dict, out: Path) -> list:
         recs, _, _ = run_explore(space_from_dict(doc, source="test"), out_dir=out, jobs=1, progress=False)
-        return [r["figures"]["iteration_p50_s"] for r in recs]
+        return [r.metrics["iteration_p50_s"] for r in recs]
 
     base = {**CPU_BASE, "explore": {"axes": {"bucket_cap_mb": [None, 0.01]}}}
     changed = _set(base, "simulation.interference", {"compute_slowdown": 3.0, "comm_slowdown": 3.0})

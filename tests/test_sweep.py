@@ -96,6 +96,35 @@ def test_point_files_and_resume(tmp_path, tiny_trace_file):
     assert len(CALLS) == 3
 
 
+def test_a_file_of_another_version_or_of_figures_only_is_simulated_again(tmp_path, tiny_trace_file):
+    """A point file is reused only when it is of this format version and of a job of the same
+    kind: an older version's, or a design space's figures-only record of the same point id in
+    the same folder, is simulated again and replaced, never misread."""
+    from ddpsim.pipeline.sweep import POINT_VERSION, Job, PointTask, run_points
+
+    sc = make_scenario(tmp_path, tiny_trace_file)
+    out = tmp_path / "rep"
+    run_sweep(sc, out_dir=out, jobs=1, progress=False, simulate=counting_simulate, build=fake_build)
+    old = out / "points" / "cap-25.json"
+    doc = json.loads(old.read_text())
+    old.write_text(json.dumps({**doc, "version": POINT_VERSION - 1}))
+    CALLS.clear()
+    run_sweep(sc, out_dir=out, jobs=1, progress=False, simulate=counting_simulate, build=fake_build)
+    assert CALLS == ["cap=25"] and json.loads(old.read_text())["version"] == POINT_VERSION
+    # figures only (an explore job's kind) into the same folder: same ids, other keys
+    job = Job(scenarios=(sc,), traces={"": sc.load_trace()}, trace_hashes={},
+              points=tuple(PointTask(point_id=p.point_id, point=p) for p in sc.points()), detail=False,
+              simulate=counting_simulate, build=fake_build)
+    lean = run_points(job, out_dir=out, progress=False)
+    assert len(CALLS) == 4 and all(r.result is None for r in lean)
+    CALLS.clear()
+    full = run_sweep(sc, out_dir=out, jobs=1, progress=False, simulate=counting_simulate, build=fake_build)
+    assert len(CALLS) == 3 and all(r.result is not None for r in full)
+    assert [r.metrics["iteration_p50_s"] for r in full] == [r.metrics["iteration_p50_s"] for r in lean]
+    assert {r.key for r in full}.isdisjoint(r.key for r in lean)
+    assert [r.point for r in full] == [r.point for r in lean]
+
+
 def test_same_bytes_whatever_the_jobs(tmp_path, tiny_trace_file):
     sc = make_scenario(tmp_path, tiny_trace_file, caps=(0.004, 0.01, 1, 25))
     a, b = tmp_path / "a", tmp_path / "b"

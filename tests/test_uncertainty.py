@@ -85,8 +85,9 @@ def test_robust_caps_contiguous_in_the_sweep_read_as_a_range():
 
 
 def test_the_pool_runs_each_sample_as_a_task_and_stores_the_serial_bytes(monkeypatch):
-    # jobs=2: one task per point and one per sample of it; each point's record carries its
-    # samples in sample order, as one process computes them (same p50 values, same dict)
+    # jobs=2: one unit per point and, once its record is in, one task per sample of it; each
+    # point's record carries its samples in sample order, as one process computes them (same
+    # p50 values, same dict)
     import json
 
     from ddpsim.pipeline import sweep
@@ -98,9 +99,14 @@ def test_the_pool_runs_each_sample_as_a_task_and_stores_the_serial_bytes(monkeyp
     seen = []
     real = sweep.run_in_pool
 
-    def spy(fn, tasks, workers, finish, *a):
-        seen.extend(t[-1] for t in tasks)  # the sample index, None for the point itself
-        return real(fn, tasks, workers, finish, *a)
+    def spy(job, tasks, workers, finish):
+        seen.extend(u for t in tasks for u in t)  # (point, None): the point itself
+
+        def follow(row):
+            more = finish(row)
+            seen.extend(more)  # (point, k): its sample k
+            return more
+        return real(job, tasks, workers, follow)
 
     monkeypatch.setattr(sweep, "run_in_pool", spy)
     pooled = sweep.run_sweep(sc, jobs=2, progress=False)
@@ -108,7 +114,8 @@ def test_the_pool_runs_each_sample_as_a_task_and_stores_the_serial_bytes(monkeyp
     n = len(samples_for(sc, inputs))
     # the band's 8 samples, then the runs with the 3 cost terms off: together, then each alone
     assert len(band_samples(sc, inputs)) == 8 and len(term_samples(sc, inputs)) == 4
-    assert n == 12 and seen == [None, *range(n)] * 2
+    assert n == 12 and sorted(seen, key=lambda u: (u[0], -1 if u[1] is None else u[1])) == \
+        [(i, k) for i in (0, 1) for k in (None, *range(n))]
     for a, b in zip(serial, pooled):
         assert a.metrics["uncertainty"]["labels"] == [s.label for s in samples_for(sc, sc.build_point(a.point))]
         assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())

@@ -96,10 +96,6 @@ def build_scenario(args: argparse.Namespace):
     return scenario_from_cli(args, "ddpsim sweep", sweep={"bucket_cap_mb": caps})
 
 
-COLUMNS = ("point", "num_buckets", "iteration_p50_s", "iteration_p95_s", "forward_s", "backward_compute_s",
-           "exposed_comm_s", "exposed_comm_p95_s", "optimizer_s", "overlap_ratio")
-
-
 def run(args: argparse.Namespace) -> int:
     from ddpsim.report.summary import to_csv_text
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table

@@ -6,11 +6,9 @@ bucket_cap_mb, bucket_cap_mb_list, comm_hook, batch_size -- or any dotted scenar
 points are the product of the axes in the order written, the first outermost (the caps and cap
 lists form one dimension, caps first, as in a sweep), or a seeded sample of that product
 (``explore.sample``). Each point is the scenario with its values set, validated like a
-scenario file, built by :func:`ddpsim.pipeline.inputs.build_point_inputs` and simulated by the
-engine without spans; its figures are kept in ``<out>/points/<point_id>.json`` with a key (everything
-the engine receives for the point and ddpsim's source, :mod:`ddpsim.pipeline.fingerprint`,
-checked where the point's inputs are built), so a rerun, or a run that lost a worker,
-simulates only what is missing or changed.
+scenario file, and one point of a :class:`~ddpsim.pipeline.sweep.Job` of figures only: the
+points runner of a sweep (:func:`ddpsim.pipeline.sweep.run_points`) builds, keys, simulates
+without spans, keeps in ``<out>/points/<point_id>.json`` and resumes them.
 
 Where each system's trace comes from: ``explore.traces[system]``, else the scenario's; with
 ``explore.retime: true`` that trace is re-timed for the system's GPU (the topology's device
@@ -19,11 +17,10 @@ roofline model on the meta device; needs torch), once per (GPU, batch), kept in
 ``<out>/traces/``.
 
 The points run in this process, in worker processes, or on a Ray cluster
-(:mod:`ddpsim.pipeline.explore_ray`); every point is simulated from the same inputs and seed
-whatever runs it, so the table is the same bytes from 1 or N processes or from Ray. Points are
-sent in chunks of neighbours (they share a network and often a plan), and the work points share
--- topology, comm model, bucket plan, a whole simulation when two caps give the same buckets --
-is built once per process (:mod:`ddpsim.pipeline.inputs`, :func:`ddpsim.engine.simulate.simulate`).
+(:mod:`ddpsim.pipeline.explore_ray`), in chunks of neighbours (they share a network and often a
+plan); the work points share -- topology, comm model, bucket plan, a whole simulation when two
+caps give the same buckets -- is built once per process (:mod:`ddpsim.pipeline.inputs`,
+:func:`ddpsim.engine.simulate.simulate`).
 """
 
 from __future__ import annotations
@@ -34,28 +31,22 @@ import json
 import logging
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from ddpsim.errors import InputError, shorten
-from ddpsim.io import ensure_dir, file_id, is_file, read_yaml, write_text_atomic
+from ddpsim.io import ensure_dir, is_file, read_yaml
 from ddpsim.pipeline.scenario import Scenario, _resolve_path, apply_overrides, find_scenario, scenario_from_dict
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
-from ddpsim.pipeline.specs import SweepPoint
-from ddpsim.pipeline.fingerprint import code_fingerprint, digest, engine_runs_key
-from ddpsim.pipeline.sweep import progress_bar, run_in_pool
+from ddpsim.pipeline.fingerprint import code_fingerprint, digest
+from ddpsim.pipeline.sweep import Job, PointRecord, PointTask, run_points
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.schema import validate
 
 log = logging.getLogger(__name__)
 
-EXPLORE_POINT_FORMAT = "ddpsim-explore-point"
-EXPLORE_POINT_VERSION = 2
 _ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
-#: the figures each point keeps (seconds; the engine's summary over steady iterations)
-FIGURES = ("iteration_p50_s", "iteration_p95_s", "forward_s", "backward_compute_s", "exposed_comm_s", "comm_s", "overlap_ratio",
-           "optimizer_s")
 
 
 # ---- the design space ----------------------------------------------------------------------
@@ -104,7 +95,6 @@ class ExploreSpace:
 class ExplorePoint:
     """One point: its values per dimension (in the dimensions' order) and a stable id."""
 
-    index: int
     values: tuple[tuple[str, Any], ...]
 
     @property
@@ -202,13 +192,13 @@ def space_points(space: ExploreSpace) -> list[ExplorePoint]:
                 picked.update(int(x) for x in rng.integers(0, total, size=sample.points - len(picked)))
             indices = sorted(picked)
     out = []
-    for n, flat in enumerate(indices):
+    for flat in indices:
         digits = []
         for s in reversed(sizes):
             flat, d = divmod(flat, s)
             digits.append(d)
         vals = tuple((name, v[d]) for (name, v), d in zip(dims, reversed(digits)))
-        out.append(ExplorePoint(index=n, values=vals))
+        out.append(ExplorePoint(values=vals))
     return out
 
 
@@ -240,32 +230,10 @@ def point_mapping(space: ExploreSpace, values: Sequence[tuple[str, Any]]) -> dic
 
 # ---- preparing the job: scenarios, traces, keys ---------------------------------------------
 
-@dataclass(frozen=True, kw_only=True)
-class JobPoint:
-    point_id: str
-    #: the key of this point's file from an earlier run (None: none kept): the worker reuses
-    #: the file when the key of the inputs it builds is the same (:func:`evaluate`)
-    kept_key: str | None = None
-    group: int       # index into Job.scenarios
-    trace: str       # key into Job.traces
-    sweep_point: SweepPoint
-
-
-@dataclass(frozen=True, kw_only=True)
-class Job:
-    """What a worker needs to simulate any point: the scenario of each group of points, the
-    traces (loaded: a remote worker needs no file of the trace) and the points."""
-
-    scenarios: tuple[Scenario, ...]
-    traces: dict[str, Any]
-    #: per trace key, the hash of the trace's content (:func:`ddpsim.pipeline.fingerprint.digest`)
-    trace_hashes: dict[str, str]
-    points: tuple[JobPoint, ...]
-
-
 def prepare(space: ExploreSpace, points: Sequence[ExplorePoint], *, out_dir: Path | None = None) -> tuple[Job, dict[str, Any]]:
-    """The job of ``points`` and, per trace key, the trace's batch size and one-GPU step (for
-    the table). Traces are read (or re-timed) here, once each."""
+    """The job of ``points`` (:class:`~ddpsim.pipeline.sweep.Job`, figures only) and, per trace
+    key, the trace's batch size and one-GPU step (for the table). Traces are read (or re-timed)
+    here, once each."""
     groups: dict[str, int] = {}
     scenarios: list[Scenario] = []
     traces: dict[str, Any] = {}
@@ -286,8 +254,8 @@ def prepare(space: ExploreSpace, points: Sequence[ExplorePoint], *, out_dir: Pat
         if tkey not in fps:
             fps[tkey] = digest(traces[tkey])
         cap = p.value("cap", (sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
-        jps.append(JobPoint(point_id=p.point_id, group=g, trace=tkey, sweep_point=sc.point_at(*cap)))
-    return Job(scenarios=tuple(scenarios), traces=traces, trace_hashes=fps, points=tuple(jps)), trace_info
+        jps.append(PointTask(point_id=p.point_id, group=g, trace=tkey, point=sc.point_at(*cap)))
+    return Job(scenarios=tuple(scenarios), traces=traces, trace_hashes=fps, points=tuple(jps), detail=False), trace_info
 
 
 def _trace_for(space: ExploreSpace, sc: Scenario, batch: int | None, traces: dict[str, Any], info: dict[str, Any],
@@ -386,64 +354,10 @@ def trace_figures(trace: Any) -> dict[str, Any]:
 
 # ---- simulating points ------------------------------------------------------------------------
 
-def evaluate(job: Job, indices: Sequence[int]) -> list[dict[str, Any]]:
-    """The stored record of each of ``job.points[indices]`` (in this process); for a point whose
-    ``kept_key`` is the key of the inputs built here, ``{"point": id, "kept": True}`` instead."""
-    hashed = {id(t): (t, job.trace_hashes[k]) for k, t in job.traces.items() if k in job.trace_hashes}
-    return [_evaluate_one(job, i, hashed) for i in indices]
-
-
-def _evaluate_one(job: Job, i: int, hashed: dict) -> dict[str, Any]:
-    from ddpsim.engine.simulate import simulate
-    from ddpsim.pipeline.inputs import build_point_inputs
-
-    p = job.points[i]
-    sc = job.scenarios[p.group]
-    inputs = build_point_inputs(sc, p.sweep_point, trace=job.traces[p.trace])
-    key = engine_runs_key(p.sweep_point.as_dict(), [(inputs.trace, inputs.plan, inputs.comm, inputs.config)],
-                          traces=hashed)
-    if key == p.kept_key:
-        return {"point": p.point_id, "kept": True}
-    if not inputs.plan.steady:
-        raise InputError(f"{sc.where()}explore point {p.point_id}: every parameter is delayed "
-                         "(ddp.delay_all_reduce_named_params); expected at least one parameter left to the reducer")
-    res = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config, spans=False)
-    s = res.summary()
-    figures = {k: s[k] for k in FIGURES if k in s}
-    return {"format": EXPLORE_POINT_FORMAT, "version": EXPLORE_POINT_VERSION, "point": p.point_id, "key": key,
-            "world_size": inputs.config.world_size, "backend": inputs.backend, "num_buckets": len(inputs.plan.steady),
-            "figures": figures}
-
-
-_WORKER_JOB: list[Job] = []
-
-
-def _init_worker(job: Job) -> None:
-    _WORKER_JOB[:] = [job]
-
-
-def _worker_chunk(indices: Sequence[int]) -> list[dict[str, Any]]:
-    return evaluate(_WORKER_JOB[0], indices)
-
-
-def chunks(indices: Sequence[int], workers: int) -> list[list[int]]:
-    """``indices`` in contiguous chunks (neighbours share a network): about four per worker,
-    at most 64 points each."""
-    if not indices:
-        return []
-    size = max(1, min(64, math.ceil(len(indices) / (4 * max(1, workers)))))
-    return [list(indices[i:i + size]) for i in range(0, len(indices), size)]
-
-
 def run_explore(space: ExploreSpace, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None,
-                progress: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any], Job]:
-    """Simulate every point of ``space`` not already kept in ``out_dir/points/``.
-
-    Args:
-        out_dir: where finished points are kept (and read back by a rerun); None: nothing kept.
-        jobs: local worker processes (1: in this process); ignored with ``ray``.
-        ray: a :class:`ddpsim.pipeline.explore_ray.RayRunner` (the points go to its cluster).
-        progress: a tqdm bar on stderr (points done, points/s, time left), drawn on a terminal only.
+                progress: bool = True) -> tuple[list[PointRecord], dict[str, Any], Job]:
+    """Simulate every point of ``space`` not already kept in ``out_dir/points/``
+    (:func:`ddpsim.pipeline.sweep.run_points` documents the arguments).
 
     Returns:
         (the records in point order, the trace figures per trace key, the job).
@@ -451,61 +365,8 @@ def run_explore(space: ExploreSpace, *, out_dir: str | Path | None = None, jobs:
     points = space_points(space)
     out = Path(out_dir) if out_dir is not None else None
     job, trace_info = prepare(space, points, out_dir=out)
-    pdir = ensure_dir(out / "points", "--out-dir") if out is not None else None
-    records: dict[int, dict[str, Any]] = {}
-    stored = _stored_points(job, pdir)
-    job = replace(job, points=tuple(replace(p, kept_key=stored[i].get("key")) if i in stored else p
-                                    for i, p in enumerate(job.points)))
-    todo = list(range(len(job.points)))
-    kept = 0
-    by_id = {p.point_id: i for i, p in enumerate(job.points)}
-    if len(by_id) != len(job.points):
+    if len({p.point_id for p in job.points}) != len(job.points):
         raise InputError(f"{space.source}: explore.axes: two points share an id; expected values that differ in "
                          "their labels")
-    with progress_bar(len(todo), f"{space.name}: exploring", progress) as bar:
-
-        def finish(rows: list[dict[str, Any]]) -> None:
-            nonlocal kept
-            for d in rows:
-                i = by_id[d["point"]]
-                if d.get("kept"):
-                    records[i] = stored[i]
-                    kept += 1
-                    continue
-                if pdir is not None:
-                    write_text_atomic(pdir / f"{file_id(d['point'])}.json", json.dumps(d, separators=(",", ":")) + "\n")
-                records[i] = d
-            bar.update(len(rows))
-
-        if ray is not None:
-            ray.run(job, todo, finish)
-        else:
-            _run_local(job, todo, jobs, finish)
-    if len(todo) > kept:
-        log.info("%s: simulated %d point(s) (%d kept from an earlier run)", space.name, len(todo) - kept, kept)
-    return [records[i] for i in range(len(job.points))], trace_info, job
-
-
-def _stored_points(job: Job, pdir: Path | None) -> dict[int, dict[str, Any]]:
-    """The readable point files of an earlier run in ``pdir``, by point index (their keys are
-    checked against the inputs where each point is built)."""
-    stored: dict[int, dict[str, Any]] = {}
-    for i, p in enumerate(job.points):
-        f = pdir / f"{file_id(p.point_id)}.json" if pdir is not None else None
-        if f is None or not f.is_file():
-            continue
-        try:
-            d = json.loads(f.read_text())
-        except ValueError:
-            continue  # unreadable: simulated again, replaced atomically
-        if isinstance(d, dict) and d.get("format") == EXPLORE_POINT_FORMAT and isinstance(d.get("key"), str):
-            stored[i] = d
-    return stored
-
-
-def _run_local(job: Job, todo: list[int], jobs: int, finish: Callable[[list[dict[str, Any]]], None]) -> None:
-    if jobs <= 1 or len(todo) <= 1:
-        for c in chunks(todo, 1):
-            finish(evaluate(job, c))
-        return
-    run_in_pool(_worker_chunk, chunks(todo, jobs), jobs, finish, _init_worker, (job,))
+    records = run_points(job, out_dir=out, jobs=jobs, ray=ray, progress=progress, label=f"{space.name}: exploring")
+    return records, trace_info, job

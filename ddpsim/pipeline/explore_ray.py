@@ -1,10 +1,10 @@
-"""A design space's points on a Ray cluster (``ddpsim explore --ray`` / ``--cluster ray://HOST:PORT``).
+"""A job's points on a Ray cluster (``ddpsim explore --ray`` / ``--cluster ray://HOST:PORT``).
 
 Ray (``pip install ddpsim[ray]``) schedules the tasks; ddpsim only cuts the points into chunks
-of neighbours (:func:`ddpsim.pipeline.explore.chunks`) and hands each to a Ray task that runs
-:func:`ddpsim.pipeline.explore.evaluate`, the same function local processes run, on the job
+of neighbours (:func:`ddpsim.pipeline.sweep.chunks`) and hands each to a Ray task that runs
+:func:`ddpsim.pipeline.sweep.worker_chunk`, the same function local processes run, on the job
 put once in Ray's object store. Results come back as each task ends (``ray.wait``) and
-:func:`ddpsim.pipeline.explore.run_explore` writes every point's file at once, so a lost
+:func:`ddpsim.pipeline.sweep.run_points` writes every point's file at once, so a lost
 worker loses nothing kept: Ray re-runs a task whose worker died (``max_retries``), and a rerun
 of the command simulates only the points not yet written.
 
@@ -36,12 +36,6 @@ def _ray() -> Any:
     return ray
 
 
-def _chunk(job: Any, indices: Sequence[int]) -> list[dict[str, Any]]:
-    from ddpsim.pipeline.explore import evaluate
-
-    return evaluate(job, indices)
-
-
 class RayRunner:
     """Runs a job's points on Ray: a local one (``address`` None) or the cluster at ``address``.
 
@@ -70,31 +64,33 @@ class RayRunner:
                              "a running Ray cluster's address (ray://HOST:10001 or auto)") from None
         return True
 
-    def run(self, job: Any, todo: Sequence[int], finish: Callable[[list[dict[str, Any]]], None]) -> None:
-        """Simulate ``job.points[todo]`` on Ray; ``finish`` each chunk's records as it arrives."""
-        if not todo:
+    def run(self, job: Any, units: Sequence[Any], finish: Callable[[tuple], Sequence[Any]]) -> None:
+        """Simulate the ``units`` of ``job`` on Ray; ``finish`` each row as its task ends, and send
+        the units it returns as tasks of their own."""
+        if not units:
             return
-        from ddpsim.pipeline.explore import chunks
+        from ddpsim.pipeline.sweep import chunks, drive, worker_chunk
 
         ray = _ray()
         started = self._init(ray)
         try:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-            task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(_chunk)
+            task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(worker_chunk)
             job_ref = ray.put(job)
-            pending = [task.remote(job_ref, c) for c in chunks(list(todo), workers)]
-            log.info("explore: %d point(s) in %d task(s) on Ray (%d CPU(s))", len(todo), len(pending), workers)
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
-                    finish(_result(ray, ref))
+            log.info("%d point(s) on Ray (%d CPU(s))", len(units), workers)
+
+            def wait(pending: list) -> tuple[list, list]:
+                done, rest = ray.wait(pending, num_returns=1)
+                return [row for ref in done for row in _result(ray, ref)], rest
+
+            drive(chunks(list(units), workers), lambda c: task.remote(c, job_ref), wait, finish)
         finally:
             if started:
                 ray.shutdown()
 
 
-def _result(ray: Any, ref: Any) -> list[dict[str, Any]]:
-    """A task's records; an input error raised in a task is raised here as it was."""
+def _result(ray: Any, ref: Any) -> list[tuple]:
+    """A task's rows; an input error raised in a task is raised here as it was."""
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as exc:

@@ -21,15 +21,20 @@ from pydantic import Field
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import is_file, read_yaml
-from ddpsim.pipeline.explore import FIGURES, ExploreSpace, Job, space_points
+from ddpsim.pipeline.explore import ExploreSpace, space_points
 from ddpsim.pipeline.scenario import _resolve_path
+from ddpsim.pipeline.sweep import Job, PointRecord
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.schema import Schema, validate
+
+#: the figures of each point in the table (seconds; the engine's summary over steady iterations)
+FIGURES = ("iteration_p50_s", "iteration_p95_s", "forward_s", "backward_compute_s", "exposed_comm_s", "comm_s", "overlap_ratio",
+           "optimizer_s")
 
 
 # ---- the table -------------------------------------------------------------------------------
 
-def explore_table(space: ExploreSpace, records: Sequence[dict[str, Any]], job: Job, trace_info: dict[str, Any],
+def explore_table(space: ExploreSpace, records: Sequence[PointRecord], job: Job, trace_info: dict[str, Any],
                   prices: dict[str, float] | None = None):
     """One row per point (pandas DataFrame, point order): its values, the figures, throughput
     (samples/s = batch per rank x world size / p50 step), scaling efficiency (throughput /
@@ -43,8 +48,8 @@ def explore_table(space: ExploreSpace, records: Sequence[dict[str, Any]], job: J
     for p, jp, rec in zip(pts, job.points, records):
         sc = job.scenarios[jp.group]
         info = trace_info[jp.trace]
-        f = rec["figures"]
-        world = rec["world_size"]
+        f = rec.metrics
+        world = rec.world_size
         batch = info["batch_size"]
         step = f["iteration_p50_s"]
         thr = batch * world / step if batch and step > 0 else None
@@ -59,8 +64,8 @@ def explore_table(space: ExploreSpace, records: Sequence[dict[str, Any]], job: J
                 row["bucket_cap_mb"] = label.partition("=")[2] if v[1] is None else label
             else:
                 row[name] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
-        row.update({"system": system, "nodes": sc.cluster.nodes, "world_size": world, "backend": rec["backend"],
-                    "trace": info["model"], "batch_size_per_rank": batch, "num_buckets": rec["num_buckets"],
+        row.update({"system": system, "nodes": sc.cluster.nodes, "world_size": world, "backend": rec.backend,
+                    "trace": info["model"], "batch_size_per_rank": batch, "num_buckets": f["num_buckets"],
                     **{k: f.get(k) for k in FIGURES},
                     "throughput_samples_per_s": thr,
                     "scaling_efficiency": thr / (world * one) if thr is not None and one else None,

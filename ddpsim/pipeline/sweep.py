@@ -1,17 +1,23 @@
-"""Sweeps: simulate every point of a scenario, in parallel processes, resumably.
+"""The points runner: simulate every point of a job, in this process, worker processes or on
+Ray, resumably; a sweep is its one-scenario case, a design space (:mod:`ddpsim.pipeline.explore`)
+its many-scenario one.
 
-Each point is simulated independently from the same inputs and seed, so results do not
-depend on the number of jobs or the order points finish in. A finished point is written at
-once, atomically, to ``<out>/points/<point_id>.json`` together with a key (a hash of
-everything the engine receives for the point and of ddpsim's source,
-:mod:`ddpsim.pipeline.fingerprint`); a rerun whose key matches reuses the file instead of
-simulating again, so an interrupted sweep loses nothing.
+A :class:`Job` holds the scenario of each group of points, their loaded traces and the points
+(:class:`PointTask`); each point is built (:func:`ddpsim.pipeline.inputs.build_point_inputs`)
+and simulated independently from the same inputs and seed, so results do not depend on the
+number of jobs, on Ray, or on the order points finish in. A finished point is written at once,
+atomically, to ``<out>/points/<point_id>.json`` (a :class:`PointRecord`) together with a key (a
+hash of everything the engine receives for the point and of ddpsim's source,
+:mod:`ddpsim.pipeline.fingerprint`); where the point is built, a file whose key matches is
+reused instead of simulating again, so an interrupted run loses nothing.
 
-Per point, :func:`point_metrics` derives the figures the report uses from the
+Per point, :func:`point_metrics` derives the figures from the
 :class:`~ddpsim.engine.result.SimResult`: step-time p50/p95, the breakdown (forward, backward
 compute, exposed communication, optimizer, other), the exposed-communication tail (p95 over
 steady iterations of the slowest rank), overlap, the first iteration and the rebuild
-iteration versus steady state, and the number of buckets.
+iteration versus steady state, and the number of buckets. A sweep's job keeps the result and
+the point's uncertainty samples (:mod:`ddpsim.pipeline.resampling`); a design space's keeps the
+figures only.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -31,14 +38,14 @@ from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, file_id, write_text_atomic
 from ddpsim.plan.planner import cap_list_label
 from ddpsim.engine.result import BucketTiming, IterationStats, LazyBuckets, LazySpans, SimResult, Span
-from ddpsim.pipeline.fingerprint import engine_runs_key
+from ddpsim.pipeline.fingerprint import digest, engine_runs_key
 from ddpsim.pipeline.scenario import Scenario, SweepPoint
 from ddpsim.formats import quantile
 
 log = logging.getLogger(__name__)
 
 POINT_FORMAT = "ddpsim-point"
-POINT_VERSION = 2
+POINT_VERSION = 3
 
 
 # ---- SimResult <-> JSON (here, beside the point files that hold it) ------------------------
@@ -52,8 +59,8 @@ def result_to_dict(result: SimResult) -> dict[str, Any]:
 
 
 def result_from_dict(d: dict[str, Any]) -> SimResult:
-    """:func:`result_to_dict`'s inverse (also of version 1's list of dicts); spans and bucket
-    timings are built into objects when first read (:class:`~ddpsim.engine.result.LazyTuple`)."""
+    """:func:`result_to_dict`'s inverse; spans and bucket timings are built into objects when
+    first read (:class:`~ddpsim.engine.result.LazyTuple`)."""
     return SimResult(world_size=d["world_size"], ranks=tuple(d["ranks"]),
                      spans=LazySpans(_records, Span, _checked(Span, d["spans"])),
                      buckets=LazyBuckets(_records, BucketTiming, _checked(BucketTiming, d["buckets"])),
@@ -67,17 +74,15 @@ def _columns(cls: type, items: Sequence[Any]) -> dict[str, Any]:
 
 
 def _checked(cls: type, d: Any) -> Any:
-    """``d`` if it is a :func:`_columns` table of ``cls`` (or a list); else KeyError: a stale file."""
-    if isinstance(d, dict) and (not isinstance(d.get("columns"), list) or set(d["columns"]) != {f.name for f in fields(cls)}
-                                or not isinstance(d.get("rows"), list)):
+    """``d`` if it is a :func:`_columns` table of ``cls``; else KeyError: a stale file."""
+    if not isinstance(d, dict) or not isinstance(d.get("columns"), list) or \
+            set(d["columns"]) != {f.name for f in fields(cls)} or not isinstance(d.get("rows"), list):
         raise KeyError(f"{cls.__name__} columns")
     return d
 
 
 def _records(cls: type, d: Any) -> list[Any]:
-    """The records of one :func:`_columns` table (or of a list of dicts)."""
-    if not isinstance(d, dict):
-        return [cls(**x) for x in d]
+    """The records of one :func:`_columns` table."""
     cols = _checked(cls, d)["columns"]
     new, setattr_ = object.__new__, object.__setattr__
     out = []
@@ -147,91 +152,119 @@ def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True)
 class PointRecord:
-    """One finished sweep point: its values, figures, and the full simulation result."""
+    """One finished point: its values, figures and, where the job keeps it, the simulation result."""
 
     point: SweepPoint
+    #: the point's name in its files and tables (a sweep's: ``point.point_id``)
+    point_id: str
     key: str
     world_size: int
     backend: str
     metrics: dict[str, Any]
     comm: dict[str, Any]
-    result: SimResult
-
-    @property
-    def point_id(self) -> str:
-        return self.point.point_id
+    #: the engine's result (None: a job that keeps figures only, :attr:`Job.detail`)
+    result: SimResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": POINT_FORMAT, "version": POINT_VERSION, "key": self.key, "point": self.point.as_dict(),
-                "varied": list(self.point.varied), "world_size": self.world_size, "backend": self.backend,
-                "metrics": _jsonable(self.metrics), "comm": _jsonable(self.comm),
+        return {"format": POINT_FORMAT, "version": POINT_VERSION, "id": self.point_id, "key": self.key,
+                "point": self.point.as_dict(), "varied": list(self.point.varied), "world_size": self.world_size,
+                "backend": self.backend, "metrics": _jsonable(self.metrics), "comm": _jsonable(self.comm),
                 # no spans: only the timeline points need them, simulated again with them
-                # (ddpsim.report.scenario_report._with_timeline_spans)
-                "result": result_to_dict(replace(self.result, spans=()))}
+                # (ddpsim.pipeline.scenario_run._with_timeline_spans)
+                "result": None if self.result is None else result_to_dict(replace(self.result, spans=()))}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PointRecord":
-        return cls(point=SweepPoint.from_dict(d["point"], tuple(d.get("varied", ("bucket_cap_mb",)))), key=d["key"],
-                   world_size=d["world_size"], backend=d["backend"], metrics=d["metrics"], comm=d.get("comm", {}),
-                   result=result_from_dict(d["result"]))
+        return cls(point=SweepPoint.from_dict(d["point"], tuple(d["varied"])), point_id=d["id"], key=d["key"],
+                   world_size=d["world_size"], backend=d["backend"], metrics=d["metrics"], comm=d["comm"],
+                   result=None if d["result"] is None else result_from_dict(d["result"]))
 
 
-def simulate_point(scenario: Scenario, point: SweepPoint, trace: Any, key: str = "",
-                   simulate: Callable | None = None, build: Callable | None = None,
-                   samples: bool = True) -> PointRecord:
-    """Simulate one point (in this process), its uncertainty samples too unless ``samples`` is
-    False (the worker pool runs them as tasks of their own: :func:`_simulate_todo`).
+# ---- the points runner ----------------------------------------------------------------------
 
-    ``simulate(trace, plan, comm, config) -> SimResult`` defaults to :func:`ddpsim.engine.simulate.simulate`;
-    ``build(scenario, point, trace) -> PointInputs`` to :meth:`Scenario.build_point`, i.e.
-    :func:`ddpsim.pipeline.inputs.build_point_inputs` (both
-    replaceable for tests; they must be picklable, i.e. module-level functions).
-    """
-    engine = simulate is None
-    if simulate is None:
-        from ddpsim.engine.simulate import simulate
-    inputs = build(scenario, point, trace) if build is not None else scenario.build_point(point, trace=trace)
-    result = simulate(inputs.trace, inputs.plan, inputs.comm, inputs.config)
-    describe = getattr(inputs.comm, "describe", None)
-    metrics = point_metrics(result, inputs.plan)
-    if samples and isinstance(scenario, Scenario):
-        from ddpsim.pipeline.resampling import simulate_samples
+@dataclass(frozen=True, kw_only=True)
+class PointTask:
+    """One point of a :class:`Job`: its id, its values, the scenario and trace it is built from."""
 
-        band = simulate_samples(scenario, point, inputs, simulate, spans_kw=engine)
-        if band:
-            metrics["uncertainty"] = band
-    return PointRecord(point=point, key=key, world_size=inputs.config.world_size, backend=inputs.backend,
-                       metrics=metrics, comm=describe() if describe else {}, result=result)
+    point_id: str
+    point: SweepPoint
+    group: int = 0       # index into Job.scenarios
+    trace: str = ""      # key into Job.traces
+    #: the key of this point's file from an earlier run (None: none kept): the worker reuses
+    #: the file when the key of the inputs it builds is the same (:func:`evaluate`)
+    kept_key: str | None = None
 
 
-def _worker(args: tuple) -> tuple[SweepPoint, int | None, Any]:
-    """One task of the pool: ``(point, None, its record's dict without samples)`` or, for
-    sample ``k`` of the point, ``(point, k, the sample's p50 step)``."""
-    scenario, point, trace, key, simulate, build, k = args
-    if k is None:
-        return point, None, simulate_point(scenario, point, trace, key, simulate, build, samples=False).to_dict()
-    from ddpsim.pipeline.resampling import simulate_sample
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """What a worker needs to simulate any point: the scenario of each group of points, the
+    traces (loaded: a remote worker needs no file of the trace), the points, and how to run them."""
 
-    inputs = build(scenario, point, trace) if build is not None else scenario.build_point(point, trace=trace)
-    if simulate is None:
-        from ddpsim.engine.simulate import simulate as engine_simulate
+    scenarios: tuple[Any, ...]
+    traces: dict[str, Any]
+    #: per trace key, the hash of the trace's content (:func:`ddpsim.pipeline.fingerprint.digest`)
+    trace_hashes: dict[str, str]
+    points: tuple[PointTask, ...]
+    #: True: the result is kept (simulated with spans, stored without) and the uncertainty
+    #: samples are simulated; False: figures only, simulated without spans
+    detail: bool = True
+    #: ``simulate(trace, plan, comm, config) -> SimResult`` (default: the engine) and
+    #: ``build(scenario, point, trace) -> PointInputs`` (default: :meth:`Scenario.build_point`);
+    #: replaceable for tests, picklable (module-level functions)
+    simulate: Callable | None = None
+    build: Callable | None = None
 
-        return point, k, simulate_sample(scenario, point, inputs, k, engine_simulate, spans_kw=True)
-    return point, k, simulate_sample(scenario, point, inputs, k, simulate, spans_kw=False)
+
+def evaluate(job: Job, units: Sequence[tuple[int, int | None]]) -> list[tuple[int, int | None, Any]]:
+    """Each unit ``(i, None)``: point ``i``'s ``(record, samples)``, or None when its ``kept_key`` is
+    the key of the inputs built here; ``(i, k)``: sample ``k``'s p50 step of point ``i``."""
+    hashed = {id(t): (t, job.trace_hashes[k]) for k, t in job.traces.items() if k in job.trace_hashes}
+    return [(i, k, _evaluate_one(job, i, k, hashed)) for i, k in units]
 
 
-# ---- the sweep ------------------------------------------------------------------------------
+def _evaluate_one(job: Job, i: int, k: int | None, hashed: dict) -> Any:
+    t = job.points[i]
+    sc = job.scenarios[t.group]
+    trace = job.traces[t.trace]
+    inputs = job.build(sc, t.point, trace) if job.build is not None else sc.build_point(t.point, trace=trace)
+    engine = job.simulate is None
+    sim = job.simulate
+    if engine:
+        from ddpsim.engine.simulate import simulate as sim
+    if k is not None:
+        from ddpsim.pipeline.resampling import simulate_sample
 
-def point_key(scenario: Scenario, point: SweepPoint, inputs: Any, traces: dict | None = None) -> str:
-    """The resume key of ``point``: everything the engine receives for it, its uncertainty
-    re-simulations included (:func:`ddpsim.pipeline.fingerprint.engine_runs_key`). ``traces``
-    keeps each trace's hash for the points that share it."""
+        return simulate_sample(sc, t.point, inputs, k, sim, spans_kw=engine)
+    key = point_key(sc, t.point, inputs, hashed, detail=job.detail)
+    if key == t.kept_key:
+        return None
+    check_sweepable(sc, inputs, t.point_id)
+    result = sim(inputs.trace, inputs.plan, inputs.comm, inputs.config, spans=job.detail) if engine else \
+        sim(inputs.trace, inputs.plan, inputs.comm, inputs.config)
+    describe = getattr(inputs.comm, "describe", None) if job.detail else None
+    rec = PointRecord(point=t.point, point_id=t.point_id, key=key, world_size=inputs.config.world_size,
+                      backend=inputs.backend, metrics=point_metrics(result, inputs.plan),
+                      comm=describe() if describe else {}, result=result if job.detail else None)
+    return rec, _samples(sc, inputs) if job.detail else []
+
+
+def _samples(scenario: Any, inputs: Any) -> list[Any]:
+    from ddpsim.pipeline.resampling import samples_for
+
+    return samples_for(scenario, inputs) if isinstance(scenario, Scenario) else []
+
+
+def point_key(scenario: Any, point: SweepPoint, inputs: Any, traces: dict | None = None, *, detail: bool = True) -> str:
+    """The resume key of ``point``: everything the engine receives for it, whether it records
+    spans and, with ``detail``, its uncertainty re-simulations
+    (:func:`ddpsim.pipeline.fingerprint.engine_runs_key`). ``traces`` keeps each trace's hash
+    for the points that share it."""
     from ddpsim.pipeline.resampling import sample_runs
 
     runs = [(inputs.trace, inputs.plan, inputs.comm, inputs.config)]
-    samples = sample_runs(scenario, point, inputs) if isinstance(scenario, Scenario) else []
+    samples = sample_runs(scenario, point, inputs) if detail and isinstance(scenario, Scenario) else []
     runs += [(inputs.trace, inputs.plan, comm, cfg) for _, comm, cfg in samples]
-    return engine_runs_key(point.as_dict(), runs, [s.label for s, _, _ in samples], traces)
+    return engine_runs_key({**point.as_dict(), "spans": detail}, runs, [s.label for s, _, _ in samples], traces)
 
 
 def progress_bar(total: int, label: str, enabled: bool) -> Any:
@@ -243,13 +276,14 @@ def progress_bar(total: int, label: str, enabled: bool) -> Any:
     return tqdm(total=total, desc=label, unit="point", file=sys.stderr, disable=not on, leave=False)
 
 
-def check_sweepable(scenario: Scenario, inputs: Any) -> None:
+def check_sweepable(scenario: Any, inputs: Any, point_id: str) -> None:
     """Refuse a point whose plan has no buckets (every parameter in
-    ``delay_all_reduce_named_params``): DDP builds no reducer, so the sweep has nothing to vary."""
+    ``delay_all_reduce_named_params``): DDP builds no reducer, so there is nothing to vary."""
     if not inputs.plan.steady:
         raise InputError(f"{scenario.where()}ddp.delay_all_reduce_named_params: every parameter of trace "
-                         f"{inputs.trace.model!r} is delayed, so DDP builds no reducer and a sweep has no buckets to "
-                         "vary; expected at least one parameter left to the reducer ('ddpsim simulate' models the case)")
+                         f"{inputs.trace.model!r} is delayed (point {point_id}), so DDP builds no reducer and there are "
+                         "no buckets to vary; expected at least one parameter left to the reducer ('ddpsim simulate' "
+                         "models the case)")
 
 
 def default_jobs() -> int:
@@ -262,10 +296,152 @@ def default_jobs() -> int:
     return max(1, cpus)
 
 
+def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None, progress: bool = True,
+               label: str = "simulating") -> list[PointRecord]:
+    """Simulate every point of ``job`` not already kept in ``out_dir/points/``; the records in point order.
+
+    Args:
+        out_dir: where finished points are kept, each as it finishes (and read back by a
+            rerun, when its key is the key of the inputs built for it); None: nothing kept.
+        jobs: local worker processes (1: in this process); ignored with ``ray``.
+        ray: a :class:`ddpsim.pipeline.explore_ray.RayRunner` (the points go to its cluster).
+        progress: a tqdm bar on stderr (points done, points/s, time left), drawn on a terminal only.
+
+    Every uncertainty sample of a point is a unit of work of its own, sent once the point's
+    record is in, so a point's samples run on several workers at once; a point is finished
+    when its record and all its samples are in, stored in sample order (the same bytes
+    whichever runs them).
+    """
+    pdir = ensure_dir(Path(out_dir) / "points", "--out-dir") if out_dir is not None else None
+    stored = _stored_points(job, pdir)
+    job = replace(job, points=tuple(replace(t, kept_key=stored[i].key) if i in stored else t
+                                    for i, t in enumerate(job.points)))
+    records: dict[int, PointRecord] = {}
+    waiting: dict[int, tuple[Any, list[Any], list[Any]]] = {}
+    kept: list[int] = []
+    t0 = time.monotonic()
+    with progress_bar(len(job.points), label, progress) as bar:
+
+        def done(i: int, rec: Any) -> None:
+            doc = rec if isinstance(rec, dict) else rec.to_dict()  # a worker's dict is the record's to_dict()
+            if pdir is not None:
+                write_text_atomic(pdir / f"{file_id(doc['id'])}.json", json.dumps(doc, separators=(",", ":")) + "\n")
+            records[i] = PointRecord.from_dict(doc) if isinstance(rec, dict) else rec
+            bar.set_postfix_str(doc["id"], refresh=False)
+            bar.update(1)
+
+        def finish(row: tuple[int, int | None, Any]) -> list[tuple[int, int]]:
+            i, k, value = row
+            if k is None and value is None:
+                records[i] = stored[i]
+                kept.append(i)
+                bar.update(1)
+                return []
+            if k is None:
+                waiting[i] = (value[0], value[1], [None] * len(value[1]))
+            else:
+                waiting[i][2][k] = value
+            rec, samples, p50 = waiting[i]
+            if k is None and samples:
+                return [(i, n) for n in range(len(samples))]
+            if all(v is not None for v in p50):
+                del waiting[i]
+                if samples:
+                    from ddpsim.pipeline.resampling import samples_record
+
+                    metrics = rec["metrics"] if isinstance(rec, dict) else rec.metrics
+                    metrics["uncertainty"] = _jsonable(samples_record(samples, p50))
+                done(i, rec)
+            return []
+
+        units = [(i, None) for i in range(len(job.points))]
+        if ray is not None:
+            ray.run(job, units, finish)
+        elif jobs <= 1 or len(units) <= 1:
+            drive(chunks(units, 1), lambda c: c, lambda p: (evaluate(job, p[0]), p[1:]), finish)
+        else:
+            run_in_pool(job, chunks(units, jobs), jobs, finish)
+    if len(kept) < len(job.points):
+        log.info("%s: simulated %d point(s) in %.1f s (%d kept from an earlier run)", label, len(job.points) - len(kept),
+                 time.monotonic() - t0, len(kept))
+    return [records[i] for i in range(len(job.points))]
+
+
+def _stored_points(job: Job, pdir: Path | None) -> dict[int, PointRecord]:
+    """The readable point files of an earlier run in ``pdir``, by point index (their keys are
+    checked against the inputs where each point is built); an unreadable or stale one is
+    simulated again, its file replaced atomically."""
+    stored: dict[int, PointRecord] = {}
+    for i, t in enumerate(job.points):
+        f = pdir / f"{file_id(t.point_id)}.json" if pdir is not None else None
+        if f is None or not f.is_file():
+            continue
+        try:
+            d = json.loads(f.read_text())
+            if d.get("format") == POINT_FORMAT and d.get("version") == POINT_VERSION and d.get("id") == t.point_id \
+                    and isinstance(d.get("key"), str) and (d["result"] is not None) == job.detail:
+                stored[i] = PointRecord.from_dict(d)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass
+    return stored
+
+
+def chunks(units: Sequence[Any], workers: int) -> list[list[Any]]:
+    """``units`` in contiguous chunks (neighbours share a network): about four per worker,
+    at most 64 units each."""
+    if not units:
+        return []
+    size = max(1, min(64, math.ceil(len(units) / (4 * max(1, workers)))))
+    return [list(units[i:i + size]) for i in range(0, len(units), size)]
+
+
+_WORKER_JOB: list[Job] = []
+
+
+def _init_worker(job: Job) -> None:
+    _WORKER_JOB[:] = [job]
+
+
+def worker_chunk(units: Sequence[tuple[int, int | None]], job: Job | None = None) -> list[tuple]:
+    """:func:`evaluate` in a worker process (of this process's job, or ``job``), each record as its dict."""
+    rows = evaluate(job if job is not None else _WORKER_JOB[0], units)
+    return [(i, k, (v[0].to_dict(), v[1]) if k is None and v is not None else v) for i, k, v in rows]
+
+
+def drive(tasks: Sequence[Any], submit: Callable[[Any], Any], wait: Callable[[list], tuple[list, list]],
+          finish: Callable[[tuple], Sequence[tuple[int, int]]]) -> None:
+    """The loop of every runner: ``submit`` each task (a chunk of units); ``wait`` for some to end
+    (their rows, the tasks still pending); ``finish`` each row and submit the units it returns
+    as tasks of their own."""
+    pending = [submit(t) for t in tasks]
+    while pending:
+        rows, pending = wait(pending)
+        for row in rows:
+            pending += [submit([u]) for u in finish(row)]
+
+
+def run_in_pool(job: Job, tasks: Sequence[Any], workers: int,
+                finish: Callable[[tuple], Sequence[tuple[int, int]]]) -> None:
+    """:func:`drive` over ``workers`` processes running :func:`worker_chunk`; an error or an
+    interrupt cancels the tasks not yet started."""
+    def wait(pending: list) -> tuple[list, list]:
+        done, rest = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+        return [row for fut in done for row in fut.result()], list(rest)
+
+    with cf.ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job,)) as ex:
+        try:
+            drive(tasks, lambda t: ex.submit(worker_chunk, t), wait, finish)
+        except BaseException:
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+# ---- the sweep ------------------------------------------------------------------------------
+
 def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: int | None = None, trace: Any = None,
               progress: bool = True, points: Sequence[SweepPoint] | None = None,
               simulate: Callable | None = None, build: Callable | None = None) -> list[PointRecord]:
-    """Simulate every point of ``scenario`` and return the records in sweep order.
+    """Simulate every point of ``scenario`` (:func:`run_points`) and return the records in sweep order.
 
     Args:
         out_dir: the report folder; finished points go to ``out_dir/points/`` as they finish
@@ -275,7 +451,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
         trace: the scenario's trace if already loaded.
         points: a subset of the scenario's points (default: all).
         progress: a tqdm bar of the points on stderr, drawn on a terminal only.
-        simulate, build: see :func:`simulate_point`.
+        simulate, build: see :class:`Job`.
 
     Raises:
         InputError: bad jobs, an unwritable folder, or any input error of a point.
@@ -287,94 +463,14 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
     if not pts:
         raise InputError(f"sweep: {scenario.name!r} has no points; expected at least one bucket_cap_mb")
     trace = trace if trace is not None else scenario.load_trace()
-    built = {p: build(scenario, p, trace) if build is not None else scenario.build_point(p, trace=trace) for p in pts}
-    hashed: dict = {}
-    keys = {p: point_key(scenario, p, built[p], hashed) for p in pts}
-    pdir = None
-    if out_dir is not None:
-        pdir = ensure_dir(Path(out_dir) / "points", "--out-dir")
-    records: dict[SweepPoint, PointRecord] = {}
-    todo = []
-    for p in pts:
-        f = pdir / f"{file_id(p.point_id)}.json" if pdir is not None else None
-        if f is not None and f.is_file():
-            try:
-                d = json.loads(f.read_text())
-                if d.get("format") == POINT_FORMAT and d.get("key") == keys[p]:
-                    records[p] = PointRecord.from_dict(d)
-                    continue
-            except (ValueError, KeyError, TypeError):
-                pass  # unreadable or stale: simulate again (the file is replaced atomically)
-        todo.append(p)
     # Fail fast, in this process, on input errors shared by every point (topology, world size).
-    if todo:
-        check_sweepable(scenario, built[todo[0]])
-    t0 = time.monotonic()
-    with progress_bar(len(todo), f"{scenario.name}: simulating", progress) as bar:
-
-        def finish(d: dict[str, Any]) -> None:
-            rec = PointRecord.from_dict(d) if isinstance(d, dict) else d
-            if pdir is not None:  # a worker's dict is the record's to_dict() already
-                doc = d if isinstance(d, dict) else rec.to_dict()
-                write_text_atomic(pdir / f"{file_id(rec.point_id)}.json", json.dumps(doc, separators=(",", ":")) + "\n")
-            records[rec.point] = rec
-            bar.set_postfix_str(rec.point_id, refresh=False)
-            bar.update(1)
-
-        _simulate_todo(scenario, todo, trace, keys, jobs, simulate, build, finish, built)
-    if todo:
-        log.info("%s: simulated %d point(s) in %.1f s (%d reused)", scenario.name, len(todo), time.monotonic() - t0,
-                 len(pts) - len(todo))
-    return [records[p] for p in pts]
-
-
-def _simulate_todo(scenario: Scenario, todo: list[SweepPoint], trace: Any, keys: dict[SweepPoint, str], jobs: int,
-                   simulate: Callable | None, build: Callable | None, finish: Callable[[Any], None],
-                   built: dict[SweepPoint, Any]) -> None:
-    """Simulate the points ``todo`` (in this process, or ``jobs`` worker processes), ``finish`` each.
-
-    In the pool every uncertainty sample is a task of its own beside its point's, so a point's
-    samples run on several workers at once. A point is finished when its
-    record and all its samples are in, its samples stored in sample order (the same bytes as
-    one process)."""
-    if jobs == 1 or len(todo) <= 1:
-        for p in todo:
-            finish(simulate_point(scenario, p, trace, keys[p], simulate, build))
-        return
-    from ddpsim.pipeline.resampling import samples_for, samples_record
-
-    samples = {p: samples_for(scenario, built[p]) if isinstance(scenario, Scenario) else [] for p in todo}
-    tasks = [(scenario, p, trace, keys[p], simulate, build, k) for p in todo for k in (None, *range(len(samples[p])))]
-    docs: dict[SweepPoint, dict[str, Any]] = {}
-    p50: dict[SweepPoint, list] = {p: [None] * len(samples[p]) for p in todo}
-
-    def take(got: tuple) -> None:
-        p, k, value = got
-        if k is None:
-            docs[p] = value
-        else:
-            p50[p][k] = value
-        if p in docs and all(v is not None for v in p50[p]):
-            doc = docs.pop(p)
-            if samples[p]:
-                doc["metrics"]["uncertainty"] = _jsonable(samples_record(samples[p], p50[p]))
-            finish(doc)
-
-    run_in_pool(_worker, tasks, min(jobs, len(tasks)), take)
-
-
-def run_in_pool(fn: Callable[[Any], Any], tasks: Sequence[Any], workers: int, finish: Callable[[Any], None],
-                initializer: Callable | None = None, initargs: tuple = ()) -> None:
-    """``fn(task)`` for every task in ``workers`` processes, ``finish`` called here with each
-    result as it completes; an error or an interrupt cancels the tasks not yet started."""
-    with cf.ProcessPoolExecutor(max_workers=workers, initializer=initializer, initargs=initargs) as ex:
-        futs = [ex.submit(fn, t) for t in tasks]
-        try:
-            for fut in cf.as_completed(futs):
-                finish(fut.result())
-        except BaseException:
-            ex.shutdown(wait=False, cancel_futures=True)
-            raise
+    first = build(scenario, pts[0], trace) if build is not None else scenario.build_point(pts[0], trace=trace)
+    check_sweepable(scenario, first, pts[0].point_id)
+    job = Job(scenarios=(scenario,), traces={"": trace}, trace_hashes={"": digest(trace)},
+              points=tuple(PointTask(point_id=p.point_id, point=p) for p in pts), simulate=simulate, build=build)
+    tasks = len(pts) * (1 + len(_samples(scenario, first)))  # no more workers than tasks
+    return run_points(job, out_dir=out_dir, jobs=min(jobs, tasks), progress=progress,
+                      label=f"{scenario.name}: simulating")
 
 
 def sweep_table(records: Sequence[PointRecord]):
@@ -444,7 +540,3 @@ def fmt_s(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x * 1e3:.3f} ms" if abs(x) < 1 else f"{x:.3f} s"
-
-
-def step_times(records: Sequence[PointRecord]) -> dict[str, list[float]]:
-    return {r.point_id: r.result.step_times_s() for r in records}

@@ -1,11 +1,9 @@
-"""A scenario run end to end: its sweep, timelines, recommended plan and summary, written to
-``<out_dir>/<name>/`` file by file (``ddpsim run``; :func:`ddpsim.api.run_scenario`).
-
-The sweep (:func:`ddpsim.pipeline.sweep.run_sweep`) gives ``points/*.json``, ``sweep.csv`` and
-``buckets.csv``; the timeline points get Chrome/Kineto traces (:mod:`ddpsim.report.perfetto`)
-and timeline plots; :func:`ddpsim.pipeline.run.recommend` gives ``recommended_plan.json``;
-:func:`ddpsim.report.summary.summarize` gives ``summary.json`` and ``summary.md``. Every file is
-replaced atomically by a complete new one.
+"""A scenario run's report folder, rendered from a :class:`~ddpsim.pipeline.scenario_run.ScenarioRun`:
+``sweep.csv``, ``buckets.csv``, the timeline points' Chrome/Kineto traces
+(:mod:`ddpsim.report.perfetto`) and timeline plots, ``recommended_plan.json``, ``sweep.png``,
+``bucket_sizes.png``, and :func:`ddpsim.report.summary.summarize`'s ``summary.json`` and
+``summary.md``, written to ``<out_dir>/<name>/`` (the run wrote ``points/`` and, for a bundled
+model, ``trace.json``). Every file is replaced atomically by a complete new one.
 """
 
 from __future__ import annotations
@@ -13,14 +11,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ddpsim.io import ensure_dir, file_id, json_text, write_text_atomic
-from ddpsim.pipeline import eager_comparison as steps_compiled
-from ddpsim.pipeline import run as steps
-from ddpsim.pipeline.scenario import Scenario, load_scenario
-from ddpsim.pipeline.sweep import best_record, run_sweep, sweep_table
-from ddpsim.pipeline.term_effects import term_effects
+from ddpsim.io import file_id, json_text, write_text_atomic
+from ddpsim.pipeline.scenario import Scenario
+from ddpsim.pipeline.scenario_run import ScenarioRun
+from ddpsim.pipeline.sweep import sweep_table
 from ddpsim.report import perfetto
 from ddpsim.report import summary as report
 
@@ -29,7 +25,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, kw_only=True)
 class Report:
-    """What :func:`run_scenario` produced: the data, and the files written (paths)."""
+    """What :func:`write_report` produced: the data, and the files written (paths)."""
 
     scenario: Scenario
     out_dir: Path
@@ -42,71 +38,30 @@ class Report:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
-                 jobs: int | None = None, plots: bool = True, progress: bool = True,
-                 simulate_fn: Callable | None = None, build_fn: Callable | None = None,
-                 method_error: str | Path | None = None) -> Report:
-    """Run a scenario and write its report folder (:func:`ddpsim.api.run_scenario` documents it)."""
-    sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    rdir = ensure_dir(ensure_dir(out_dir, "--out-dir") / sc.name, "--out-dir")
-    files: list[Path] = []
-    trace = sc.load_trace()
-    me, me_note = steps.method_error_for(sc, trace, method_error)
-    if sc.model is not None:
-        from ddpsim.trace.records import save_trace
-
-        files.append(save_trace(trace, rdir / "trace.json"))
-    warning = sc.calibration_warning()
-    records = run_sweep(sc, out_dir=rdir, jobs=jobs, trace=trace, progress=progress, simulate=simulate_fn, build=build_fn)
+def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
+    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too."""
+    sc, rdir, records, best, rec = run.scenario, run.out_dir, list(run.records), run.best, run.recommendation
+    files = list(run.files)
     table, btable = sweep_table(records), report.buckets_table(records)
     files.append(report.write_csv(table, rdir / "sweep.csv"))
     files.append(report.write_csv(btable, rdir / "buckets.csv"))
     log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
-    best = best_record(records)
-    build = build_fn if build_fn is not None else (lambda s, p, t: s.build_point(p, trace=t))
-    sim = simulate_fn
-    if sim is None:
-        from ddpsim.engine.simulate import simulate as sim
-    records, best = _with_timeline_spans(sc, records, best, trace, build, sim)
     overlaps, trace_files = _write_timelines(sc, records, best, rdir, plots, files)
     log.info("wrote timelines for %s", ", ".join(trace_files) or "no point")
-
-    rec = steps.recommend(sc, records, trace, build, sim)
     files.append(write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1)))
     log.info("wrote %s", rdir / "recommended_plan.json")
     if plots:
         _write_plots(sc, records, best, table, rec.info, rdir, files)
-    me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
-                                                                  trace, sim)
-    compiled = None if sc.compile is None else steps_compiled.eager_comparison(sc, records, trace, build, sim)
-    terms = steps.cost_terms(sc, best.point, rec.inputs)
-    effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
-    summ = report.summarize(sc, records, trace=trace, overlaps=overlaps, trace_files=trace_files, recommendation=rec.info,
-                            warnings=[warning] if warning else None,
-                            cost_terms=terms, method_error=me_answer,
-                            compiled=compiled, host_costs=rec.inputs.config.host_costs, term_effects=effects)
+    summ = report.summarize(sc, records, trace=run.trace, overlaps=overlaps, trace_files=trace_files,
+                            recommendation=rec.info, warnings=[run.warning] if run.warning else None,
+                            cost_terms=run.cost_terms, method_error=run.method_error, compiled=run.compiled,
+                            host_costs=rec.inputs.config.host_costs, term_effects=run.term_effects)
     files.append(write_text_atomic(rdir / "summary.json", json_text(summ, indent=1, sort_keys=True, default=str)))
     md = report.render_summary(summ)
     files.append(write_text_atomic(rdir / "summary.md", md + "\n"))
     _remove_stale(rdir, files)
     return Report(scenario=sc, out_dir=rdir, summary=summ, sweep=table, buckets=btable, records=tuple(records),
                   files=tuple(files), summary_md=md, extra={"recommended_result": rec.result})
-
-
-def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any, build: Callable,
-                         sim: Callable) -> tuple[list[Any], Any]:
-    """The records, each timeline point's with its spans: a point whose file holds none (only the
-    timeline points need them) is simulated again, from the same inputs, with them."""
-    from dataclasses import replace
-
-    points = sc.timeline_points(best.point)
-    out = []
-    for r in records:
-        if r.point in points and not r.result.spans:
-            inputs = build(sc, r.point, trace)
-            r = replace(r, result=sim(inputs.trace, inputs.plan, inputs.comm, inputs.config))
-        out.append(r)
-    return out, next(r for r in out if r.point == best.point)
 
 
 def _write_timelines(sc: Scenario, records: list[Any], best: Any, rdir: Path, plots: bool,

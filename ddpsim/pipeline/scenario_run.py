@@ -1,0 +1,88 @@
+"""A scenario run, computed end to end: its points, the timeline points' spans, the recommended
+plan, the method's measured error, the eager comparison under ``torch.compile``, the cost
+terms and their effects (``ddpsim run``; :func:`ddpsim.api.run_scenario`).
+
+The points come from :func:`ddpsim.pipeline.sweep.run_sweep` (``<out>/points/*.json``,
+resumable); the timeline points are simulated again with their spans where their files hold
+none; :func:`ddpsim.pipeline.run.recommend` gives the recommended plan. Everything a report
+needs is in the :class:`ScenarioRun` returned; :mod:`ddpsim.report.scenario_report` renders it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from ddpsim.io import ensure_dir
+from ddpsim.pipeline import eager_comparison
+from ddpsim.pipeline import run as steps
+from ddpsim.pipeline.scenario import Scenario, load_scenario
+from ddpsim.pipeline.sweep import PointRecord, best_record, run_sweep
+from ddpsim.pipeline.term_effects import term_effects
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScenarioRun:
+    """What a report of the run is rendered from (:func:`run_scenario`)."""
+
+    scenario: Scenario
+    #: the report folder, ``<out_dir>/<name>/``
+    out_dir: Path
+    trace: Any
+    #: every point in sweep order, the timeline points' with spans
+    records: tuple[PointRecord, ...]
+    best: PointRecord
+    recommendation: steps.Recommendation
+    method_error: Any
+    compiled: Any
+    cost_terms: list[str]
+    term_effects: Any
+    warning: str | None
+    #: files written here (the bundled model's trace)
+    files: tuple[Path, ...] = ()
+
+
+def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
+                 jobs: int | None = None, progress: bool = True, simulate_fn: Callable | None = None,
+                 build_fn: Callable | None = None, method_error: str | Path | None = None) -> ScenarioRun:
+    """Simulate a scenario's points into ``<out_dir>/<name>/points/`` and compute the rest of its
+    answer (:func:`ddpsim.api.run_scenario` documents the arguments)."""
+    sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    rdir = ensure_dir(ensure_dir(out_dir, "--out-dir") / sc.name, "--out-dir")
+    files: list[Path] = []
+    trace = sc.load_trace()
+    me, me_note = steps.method_error_for(sc, trace, method_error)
+    if sc.model is not None:
+        from ddpsim.trace.records import save_trace
+
+        files.append(save_trace(trace, rdir / "trace.json"))
+    records = run_sweep(sc, out_dir=rdir, jobs=jobs, trace=trace, progress=progress, simulate=simulate_fn, build=build_fn)
+    build = build_fn if build_fn is not None else (lambda s, p, t: s.build_point(p, trace=t))
+    sim = simulate_fn
+    if sim is None:
+        from ddpsim.engine.simulate import simulate as sim
+    records, best = _with_timeline_spans(sc, records, best_record(records), trace, build, sim)
+    rec = steps.recommend(sc, records, trace, build, sim)
+    me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
+                                                                  trace, sim)
+    compiled = None if sc.compile is None else eager_comparison.eager_comparison(sc, records, trace, build, sim)
+    terms = steps.cost_terms(sc, best.point, rec.inputs)
+    effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
+    return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=tuple(records), best=best, recommendation=rec,
+                       method_error=me_answer, compiled=compiled, cost_terms=terms, term_effects=effects,
+                       warning=sc.calibration_warning(), files=tuple(files))
+
+
+def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any, build: Callable,
+                         sim: Callable) -> tuple[list[Any], Any]:
+    """The records, each timeline point's with its spans: a point whose file holds none (only the
+    timeline points need them) is simulated again, from the same inputs, with them."""
+    points = sc.timeline_points(best.point)
+    out = []
+    for r in records:
+        if r.point in points and not r.result.spans:
+            inputs = build(sc, r.point, trace)
+            r = replace(r, result=sim(inputs.trace, inputs.plan, inputs.comm, inputs.config))
+        out.append(r)
+    return out, next(r for r in out if r.point == best.point)

@@ -21,7 +21,10 @@ COMMANDS = ("run", "sweep", "simulate", "plan", "collectives", "topology", "trac
             "explore")
 
 
-def build_parser() -> ArgParser:
+def build_parser(commands: tuple[str, ...] = COMMANDS) -> ArgParser:
+    """The parser of ``ddpsim``, with the verbs ``commands`` (each verb's module is imported by its
+    ``add_parser``: :func:`main` builds only the verb it is given, so ``ddpsim run`` does not
+    import what ``ddpsim collectives`` needs)."""
     import importlib
 
     parser = ArgParser(
@@ -33,7 +36,7 @@ def build_parser() -> ArgParser:
     )
     parser.add_argument("--version", action="version", version=f"ddpsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
+    for name in commands:
         importlib.import_module(f"ddpsim.cli.{name}").add_parser(sub)
     return parser
 
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     level = logger.level
     handler = configure_logging(quiet=False)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(_verb(sys.argv[1:] if argv is None else argv)).parse_args(argv)
         configure_logging(quiet=getattr(args, "quiet", False))
         return int(args.func(args) or 0)
     except InputError as exc:
@@ -88,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:  # the logger as it was: main() called in-process (a notebook, a test) leaves no handler behind
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+def _verb(argv: list[str]) -> tuple[str, ...]:
+    """The verbs the parser needs for ``argv``: the one it starts with, else all (``--help``,
+    ``--version``, a misspelt verb: the full parser answers those)."""
+    return (argv[0],) if argv and argv[0] in COMMANDS else COMMANDS
 
 
 if __name__ == "__main__":

@@ -100,16 +100,22 @@ def engine_runs_key(point: Any, runs: Iterable[tuple[Any, Any, Any, Any]], label
     ``(trace, plan, comm, config)`` the engine is given for it (the point's own run first, then
     its re-simulations, named by ``labels``) and the code's fingerprint.
 
-    ``traces`` (``id(trace) -> (trace, hash)``, the trace held so its id is not reused) keeps
-    each trace's hash across the points of one run that share the trace object."""
+    ``traces`` (``id(obj) -> (obj, hash)``, the object held so its id is not reused) keeps the
+    hash of each trace, plan, comm model and config across the runs and points of one sweep
+    that share the object: a point's re-simulations share its trace and plan, most of them its
+    comm model, the memory-bound ones its config."""
     from ddpsim import __version__
 
     traces = {} if traces is None else traces
-    parts = []
-    for trace, plan, comm, config in runs:
-        if id(trace) not in traces:
-            traces[id(trace)] = (trace, digest(trace))
-        parts.append([traces[id(trace)][1], digest(plan), digest(comm), digest(config)])
+    parts = [[_digest_of(x, traces) for x in run] for run in runs]
     blob = _json({"point": canonical(point), "runs": parts, "labels": list(labels), "version": __version__,
                   "code": code_fingerprint()})
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _digest_of(obj: Any, seen: dict[int, tuple[Any, str]]) -> str:
+    """:func:`digest` of ``obj``, computed once per object held in ``seen``."""
+    got = seen.get(id(obj))
+    if got is None:
+        got = seen[id(obj)] = (obj, digest(obj))
+    return got[1]

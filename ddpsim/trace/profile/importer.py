@@ -1,11 +1,8 @@
 """The import: one profile's events -> :class:`~ddpsim.trace.profile.result.ProfileImport`.
 
-The steps are cut by :mod:`~ddpsim.trace.profile.steps`, the gradients tied to parameters by
-:mod:`~ddpsim.trace.profile.mapping`, and the trace built from the GPU timeline: each phase's
-span on the GPU (forward, backward without DDP's own kernels, optimizer), the gradient-ready
-times after the backward's first kernel; the CPU spans go to the trace's
-``environment.cpu_span_phase_s`` (not ``cpu_phase_s``: a capture's process CPU time) and the
-:class:`ProfileImport`.
+Steps are cut by :mod:`~ddpsim.trace.profile.steps`, gradients named by
+:mod:`~ddpsim.trace.profile.mapping`, and the trace built from the GPU timeline; the CPU spans go
+to ``environment.cpu_span_phase_s`` (not ``cpu_phase_s``: a capture's process CPU time).
 """
 
 from __future__ import annotations

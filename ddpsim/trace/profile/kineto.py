@@ -1,21 +1,12 @@
 """Reading a torch.profiler (Kineto) Chrome-trace JSON in one streaming pass.
 
-The file ``export_chrome_trace`` / ``tensorboard_trace_handler`` writes is one JSON object:
-a header (``deviceProperties``, ``distributedInfo``, ...) and ``traceEvents``, a list of
-Chrome trace events (``ph: "X"`` complete events with ``ts``/``dur`` in microseconds, ``cat``
-naming the kind: ``cpu_op``, ``user_annotation``, ``cuda_runtime``, ``kernel``,
-``gpu_memcpy``, ...; the Kineto format is defined in pytorch/kineto,
-``libkineto/src/output_json.cpp``). The file is parsed with ijson (the yajl2 C backend when
-present): events are decoded one at a time and only the fields the import uses are kept, in
-compact records, so the decoded document is never held whole; a ``.json.gz`` is decompressed
-as it is read. The header is read in a second pass that stops where ``traceEvents`` starts
-(a header key written after the events is found by one more scan of the C parser).
-
-Kineto writes some ids as unsigned 64-bit integers (``record_param_comms``' ``"Comms Id"``, a
-hash); yajl, ijson's C parser, refuses a number outside the signed 64-bit range ("integer
-overflow"). Such a file is read again, whole, through :func:`widen_integers`, which writes every
-integer literal outside that range as a float literal (``.0`` appended): the import reads no
-such id, and every other number and string is left as it was.
+The file (the Kineto format of pytorch/kineto ``libkineto/src/output_json.cpp``: a header and
+``traceEvents`` of Chrome ``ph: "X"`` events, ``ts``/``dur`` in microseconds) is parsed with ijson
+(yajl2's C backend when present), one event at a time, keeping compact records of the fields the
+import uses; a ``.json.gz`` is decompressed as it is read and the header is read in a second pass.
+yajl refuses integers outside the signed 64-bit range (Kineto's unsigned ``"Comms Id"`` hashes):
+such a file is read again, whole, through :func:`widen_integers`, which writes them as float
+literals, every other token unchanged.
 """
 
 from __future__ import annotations

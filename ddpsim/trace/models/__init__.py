@@ -11,7 +11,6 @@ models (:mod:`ddpsim.trace.models.zoo`) are outside the set ddpsim is tuned on.
 from __future__ import annotations
 
 import importlib
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -329,10 +328,3 @@ def _like_batch(seed: int, examples: list[torch.Tensor], as_tuple: bool) -> Call
 
 def _jsonable(d: dict) -> dict:
     return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)) for k, v in d.items()}
-
-
-def count_params(module: torch.nn.Module) -> int:
-    """Number of elements DDP reduces (shared parameters once)."""
-    return sum(math.prod(p.shape) for _, p, _ in ddp_params(module))
-
-

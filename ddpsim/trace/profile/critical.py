@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from typing import Any, Callable, Sequence
 
 from ddpsim.trace.profile.kernel_kinds import COMM, COMP, kernel_kind
@@ -32,9 +33,7 @@ class DeviceDone:
     def __init__(self, launched: Sequence[Launched]) -> None:
         work = [lz for lz in launched if kernel_kind(lz.op.name) != COMM]
         self._launch_ts = [lz.launch_us for lz in work]
-        self._done: list[float] = []
-        for lz in work:
-            self._done.append(max(lz.op.end, self._done[-1]) if self._done else lz.op.end)
+        self._done = list(accumulate((lz.op.end for lz in work), max))  # running max of the ends
         #: the longest launch-to-start time of an op that found the device idle (all the profiled work
         #: launched before it done), the profile's first op aside: the device's launch latency, at worst
         self.latency_us = max((lz.op.ts - lz.launch_us for k, lz in enumerate(work[1:], 1)

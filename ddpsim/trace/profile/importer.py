@@ -8,6 +8,7 @@ to ``environment.cpu_span_phase_s`` (not ``cpu_phase_s``: a capture's process CP
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +18,7 @@ from ddpsim.errors import InputError, shorten
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.critical import DeviceDone, critical_fields
 from ddpsim.trace.profile.dtypes import ddpsim_dtype
-from ddpsim.trace.profile.kineto import KinetoProfile, read_profile
+from ddpsim.trace.profile.kineto import KinetoProfile, int_or_none, read_profile
 from ddpsim.trace.profile.mapping import GradInfo, map_params
 from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, StepHostTimes, PhaseTimes, ProfileEnvironment,
                                          ProfileImport, ProfileIteration, RecordedBucket)
@@ -163,7 +164,7 @@ def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:
         if hook is not None:
             for lz in st.launched_between(s, hook.ts, hook.ts + hook.dur):
                 if lz.tid == hook.tid and lz.op.grid and lz.op.block:
-                    work += _prod(lz.op.grid) * _prod(lz.op.block)
+                    work += math.prod(lz.op.grid) * math.prod(lz.op.block)
         out.append(work)
     return out
 
@@ -176,13 +177,6 @@ def _first_on_thread(ops: Sequence[Any], start: int, before: float, tid: object)
         if op.tid == tid:
             return op
     return None
-
-
-def _prod(xs: Sequence[int]) -> int:
-    p = 1
-    for x in xs:
-        p *= x
-    return p
 
 
 def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path: str) -> list[tuple[RecordedBucket, int | None]]:
@@ -304,14 +298,10 @@ def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
     sms = props.get("numSms")
     batch, source = _batch_size(built)
     return ProfileEnvironment(gpu_name=name if isinstance(name, str) else None, num_sms=sms if isinstance(sms, int) else None,
-                              world_size=_ranks(info, prof.path), rank=_int(info.get("rank")),
+                              world_size=_ranks(info, prof.path), rank=int_or_none(info.get("rank")),
                               backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
                               nccl_version=nccl_kernels.profile_version(info),
                               batch_size=batch, batch_size_source=source)
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _ranks(info: dict[str, Any], path: str) -> int | None:
@@ -322,10 +312,10 @@ def _ranks(info: dict[str, Any], path: str) -> int | None:
     world, rank = info.get("world_size"), info.get("rank")
     if world is None:
         return None
-    if _int(world) is None or world < 1:
+    if int_or_none(world) is None or world < 1:
         raise InputError(f"profile {path}: distributedInfo.world_size {shorten(world)} is not accepted; "
                          "expected a positive integer (the number of ranks)")
-    if rank is not None and (_int(rank) is None or not 0 <= rank < world):
+    if rank is not None and (int_or_none(rank) is None or not 0 <= rank < world):
         raise InputError(f"profile {path}: distributedInfo.rank {shorten(rank)} is not accepted; "
                          f"expected an integer from 0 to world_size - 1 = {world - 1}")
     return world

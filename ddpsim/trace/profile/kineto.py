@@ -148,7 +148,8 @@ def _read_errors(path: str, exc: BaseException) -> InputError:
                       "expected the Chrome/Kineto JSON torch.profiler writes")
 
 
-def _int(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
+    """``value`` if it is an integer (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -162,7 +163,7 @@ def _num(value: Any) -> float | None:
 
 
 def _dims(value: Any) -> tuple[int, ...] | None:
-    if isinstance(value, list) and all(_int(v) is not None for v in value):
+    if isinstance(value, list) and all(int_or_none(v) is not None for v in value):
         return tuple(value)
     return None
 
@@ -194,17 +195,17 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
     name = intern.setdefault(name, sys.intern(name) if len(name) < 200 else name)
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
     cat = cat.lower()
-    ext_id = _int(args.get("External id", args.get("external id")))
+    ext_id = int_or_none(args.get("External id", args.get("external id")))
     if cat in CPU_CATS:
         prof.cpu_ops.append(CpuOp(name=name, cat=cat, ts=ts, dur=dur, tid=_thread(event.get("tid"), "tid", prof, name),
                                   ext_id=ext_id, args=_kept_args(args)))
     elif cat in RUNTIME_CATS:
         prof.runtime.append(RuntimeCall(name=name, ts=ts, dur=dur, tid=_thread(event.get("tid"), "tid", prof, name),
-                                        correlation=_int(args.get("correlation"))))
+                                        correlation=int_or_none(args.get("correlation"))))
     elif cat in GPU_CATS:
         stream = _thread(args.get("stream", event.get("tid")), "stream", prof, name)
         prof.gpu.append(GpuOp(name=name, cat=cat, ts=ts, dur=dur, stream=stream,
-                              device=_int(args.get("device")), correlation=_int(args.get("correlation")),
+                              device=int_or_none(args.get("device")), correlation=int_or_none(args.get("correlation")),
                               ext_id=ext_id, grid=_dims(args.get("grid")),
                               block=_dims(args.get("block")), args=_kept_args(args) if kernel_kind(name) == COMM else None))
 

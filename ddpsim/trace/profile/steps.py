@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -232,24 +233,14 @@ def launched_between(s: StepOps, start: float, end: float) -> Sequence[Launched]
 
 def busy_us(ops: Sequence[GpuOp]) -> float:
     """The union of the ops' intervals (microseconds)."""
-    total, end = 0.0, float("-inf")
-    for g in sorted(ops, key=lambda g: g.ts):
-        if g.end <= end:
-            continue
-        total += g.end - max(g.ts, end)
-        end = g.end
-    return total
+    return sum(b - a for a, b in merge_intervals((g.ts, g.end) for g in ops))
 
 
 def ready_times_us(s: StepOps, accumulate: Sequence[CpuOp]) -> list[float]:
     """Per AccumulateGrad op, the end of the last non-NCCL GPU op launched before it (prefix max)."""
     compute = [lz for lz in s.launched if not lz.op.is_nccl]
     starts = [lz.launch_us for lz in compute]
-    prefix: list[float] = []
-    m = float("-inf")
-    for lz in compute:
-        m = max(m, lz.op.end)
-        prefix.append(m)
+    prefix = list(itertools.accumulate((lz.op.end for lz in compute), max))
     out = []
     for op in accumulate:
         k = bisect.bisect_left(starts, op.ts)

@@ -448,12 +448,8 @@ class CalibratedCommModel:
         if self.fit.allreduce_queued is not None:
             extra["allreduce_queued_points"] = len(self.fit.allreduce_queued.sizes)
             extra["comm_lanes"] = self.comm_lanes
-        if self.calibration.ddp_iteration_overhead_measured_s is not None:
-            extra["ddp_iteration_overhead_measured_s"] = self.calibration.ddp_iteration_overhead_measured_s
-        if self.calibration.broadcast_per_tensor_s is not None:
-            extra["broadcast_per_tensor_s"] = self.calibration.broadcast_per_tensor_s
-        if self.calibration.probe_forward_factor is not None:
-            extra["probe_forward_factor"] = self.calibration.probe_forward_factor
+        measured = ("ddp_iteration_overhead_measured_s", "broadcast_per_tensor_s", "probe_forward_factor")
+        extra.update({k: getattr(self.calibration, k) for k in measured if getattr(self.calibration, k) is not None})
         if self.ddp_forward_factor != 1.0:
             extra["ddp_forward_factor"] = self.ddp_forward_factor
         return {"model": "calibrated", "fit": "piecewise alpha-beta between measured sizes",

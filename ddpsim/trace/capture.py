@@ -34,13 +34,15 @@ OPTIMIZERS = ("sgd", "adamw")
 DEVICES = ("cpu", "cuda")
 
 
-def _check_count(value: Any, field: str, minimum: int) -> int:
+def check_count(value: Any, field: str, minimum: int) -> int:
+    """``value`` if it is an integer (not a bool) >= ``minimum``; InputError naming ``field`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError(f"{field}: {value!r} is not accepted; expected an integer >= {minimum}")
     return value
 
 
-def _choice(value: Any, field: str, accepted: Sequence[Any]) -> Any:
+def check_choice(value: Any, field: str, accepted: Sequence[Any]) -> Any:
+    """``value`` if it is one of ``accepted``; InputError naming ``field`` otherwise."""
     if value not in accepted:
         raise InputError(f"{field}: {value!r} is not accepted; expected one of {list(accepted)}")
     return value
@@ -137,15 +139,15 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
 def _check_capture_args(torch: Any, *, device: str, batch_size: int, num_iters: int, num_warmup: int,
                         dtype: str | None, autocast: str | None, optimizer: str, num_threads: int | None) -> None:
     """Refuse bad counts and choices (InputError naming the field); apply ``num_threads``."""
-    _check_count(batch_size, "batch_size", 1)
-    _check_count(num_iters, "num_iters", 1)
-    _check_count(num_warmup, "num_warmup", 0)
-    _choice(device, "device", DEVICES)
-    _choice(dtype, "dtype", (None, *DTYPES))
-    _choice(autocast, "autocast", (None, *AUTOCASTS))
-    _choice(optimizer, "optimizer", OPTIMIZERS)
+    check_count(batch_size, "batch_size", 1)
+    check_count(num_iters, "num_iters", 1)
+    check_count(num_warmup, "num_warmup", 0)
+    check_choice(device, "device", DEVICES)
+    check_choice(dtype, "dtype", (None, *DTYPES))
+    check_choice(autocast, "autocast", (None, *AUTOCASTS))
+    check_choice(optimizer, "optimizer", OPTIMIZERS)
     if num_threads is not None:
-        _check_count(num_threads, "num_threads", 1)
+        check_count(num_threads, "num_threads", 1)
         torch.set_num_threads(num_threads)
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
@@ -435,7 +437,7 @@ def _find_blocks(trace: Trace, block_prefix: str | None, num_blocks: int) -> _Bl
     K = len(ks)
     if K < 3 or ks != list(range(K)):
         raise InputError(f"derive_depth: the capture has {K} blocks under {block_prefix!r}; expected at least 3 (0..K-1) to derive depth")
-    _check_count(num_blocks, "num_blocks", K)
+    check_count(num_blocks, "num_blocks", K)
     block_idx = [i for i, b in enumerate(blk) if b]
     lo, hi = min(block_idx), max(block_idx)
     if any(not blk[i] for i in range(lo, hi + 1)):

@@ -446,15 +446,15 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     """
     import torch
 
-    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, _check_count, _choice
+    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, check_choice, check_count
     from ddpsim.trace.models import ddp_params, default_loss
 
     g = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
     a = assumptions or RooflineAssumptions()
-    _check_count(batch_size, "batch_size", 1)
-    _choice(autocast, "autocast", (None, *AUTOCASTS))
-    _choice(optimizer, "optimizer", OPTIMIZERS)
-    _choice(dtype, "dtype", DTYPES)
+    check_count(batch_size, "batch_size", 1)
+    check_choice(autocast, "autocast", (None, *AUTOCASTS))
+    check_choice(optimizer, "optimizer", OPTIMIZERS)
+    check_choice(dtype, "dtype", DTYPES)
     for key, low in (("autocast", autocast), ("dtype", {"bfloat16": "bf16"}.get(dtype))):
         if low is not None:
             g.low_precision_flops_per_s(low, key)  # refuses bf16 on a GPU without bf16 tensor cores

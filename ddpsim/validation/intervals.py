@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.formats import quantile
+from ddpsim.trace.capture import check_count
 from ddpsim.trace.records import Trace, pool_traces
 
 
@@ -104,8 +105,7 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
     k = len(captures) if num_captures is None else num_captures
     n = min(len(c.iterations) for c in captures) if num_iterations is None else num_iterations
     for value, name in ((num_resamples, "num_resamples"), (k, "num_captures"), (n, "num_iterations")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{name}: {value!r} is not accepted; expected an integer >= 1")
+        check_count(value, name, 1)
     rng = random.Random(seed)
     center = predict(pool_traces(captures))
     preds = []

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, is_file, read_json, write_text_atomic
 from ddpsim.plan.planner import cap_point_id
+from ddpsim.trace.capture import check_count
 from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
 from ddpsim.validation.writer import write_reports
 
@@ -94,8 +95,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     """
     from ddpsim.pipeline.scenario import load_scenario
 
-    if repeats < 1:
-        raise InputError(f"--repeats: {repeats!r} is not accepted; expected an integer >= 1")
+    check_count(repeats, "--repeats", 1)
     if launch_mode not in LAUNCH_MODES:
         raise InputError(f"--launch: {launch_mode!r} is not accepted; expected one of {', '.join(LAUNCH_MODES)}")
     scenario = load_scenario(scenario_spec)

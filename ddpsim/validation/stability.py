@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from ddpsim.errors import InputError
+from ddpsim.trace.capture import check_count
 from ddpsim.trace.records import IterationSample, Trace
 
 
@@ -81,9 +82,8 @@ def cpu_share(other_pct: float, *, num_cpus: int, num_busy_threads: int) -> floa
     """
     if not 0.0 <= other_pct < 100.0:
         raise InputError(f"other_pct: {other_pct!r} is not accepted; expected a percentage in [0, 100)")
-    for v, name in ((num_cpus, "num_cpus"), (num_busy_threads, "num_busy_threads")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InputError(f"{name}: {v!r} is not accepted; expected an integer >= 1")
+    check_count(num_cpus, "num_cpus", 1)
+    check_count(num_busy_threads, "num_busy_threads", 1)
     return min(1.0, num_cpus * (1.0 - other_pct / 100.0) / num_busy_threads)
 
 

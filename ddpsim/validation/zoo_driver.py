@@ -275,6 +275,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
     nothing and analyses every model done again. InputError: an unknown model or a bad count; a
     model's failing validation is reported in its row, not raised.
     """
+    from ddpsim.trace.capture import check_count
     from ddpsim.trace.models.zoo import ZOO_PREFIX, zoo_entry, zoo_names
 
     if validate_fn is None:
@@ -282,8 +283,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
     names = list(models) if models else zoo_names()
     entries = [zoo_entry(n if n.startswith(ZOO_PREFIX) else ZOO_PREFIX + n) for n in names]
     for value, flag in ((repeats, "--repeats"), (iterations, "--iterations"), (num_resamples, "num_resamples")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{flag}: {value!r} is not accepted; expected an integer >= 1")
+        check_count(value, flag, 1)
     zoo_dir = ensure_dir(Path(out_dir) / "zoo", "--out-dir")
     zoo = _Zoo(zoo_dir=zoo_dir, scn_dir=ensure_dir(zoo_dir / "scenarios", "--out-dir"), calibration=calibration,
                caps=list(ZOO_CAPS if caps is None else caps), repeats=repeats, iterations=iterations, warmup=warmup,

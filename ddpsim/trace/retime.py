@@ -87,17 +87,11 @@ def gpu_spec(gpu: Gpu) -> GpuSpec:
                    fp8_flops_per_s=None if f.fp8 is None else scaled(f.fp8, 12))
 
 
-def gpus(catalogue: Catalogue | None = None) -> dict[str, GpuSpec]:
-    """Every GPU of the hardware catalogue (None: the bundled one) by name, as :class:`GpuSpec`."""
-    cat = bundled() if catalogue is None else catalogue
-    return {name: gpu_spec(g) for name, g in cat.gpus.items()}
-
-
 class _BundledGpus(Mapping):
     """:data:`GPUS`: the bundled catalogue's GPUs, read when first asked for."""
 
     def __getitem__(self, name: str) -> GpuSpec:
-        return gpus()[name]
+        return gpu_spec(bundled().gpus[name])
 
     def __iter__(self) -> Iterator[str]:
         return iter(bundled().gpus)

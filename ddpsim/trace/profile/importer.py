@@ -53,7 +53,7 @@ def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *
     kernels = [c for it in iterations for c in it.collectives]
     trace = _trace(prof, iterations, mapping_out, env, model=model, command=command)
     return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations,
-                         bucket_collectives=_bucket_collectives(kernels, len(iterations)), mapping=mapping_out.mapping,
+                         bucket_collectives=_bucket_collectives(kernels), mapping=mapping_out.mapping,
                          model=model, notes=tuple(built.notes + list(mapping_out.notes)), ddp_modules=built.ddp_modules)
 
 
@@ -357,7 +357,7 @@ def _input_dims(args: dict[str, Any] | None) -> list[tuple[int, ...] | None]:
     return [tuple(d) if isinstance(d, list) and all(isinstance(x, int) for x in d) else None for d in dims]
 
 
-def _bucket_collectives(kernels: Sequence[CollectiveKernel], n_iter: int) -> tuple[BucketCollective, ...]:
+def _bucket_collectives(kernels: Sequence[CollectiveKernel]) -> tuple[BucketCollective, ...]:
     by_bucket: dict[int, list[CollectiveKernel]] = {}
     for c in kernels:
         if c.bucket_index is not None:

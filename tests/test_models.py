@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from ddpsim.errors import InputError
-from ddpsim.trace.models import build_model, count_params, ddp_params, list_models
+from ddpsim.trace.models import build_model, ddp_params, list_models
+
+
+def count_params(module):
+    """Elements DDP reduces: its parameters, shared ones once (ddp_params)."""
+    return sum(p.numel() for _, p, _ in ddp_params(module))
 
 
 def _meta(name, **kw):

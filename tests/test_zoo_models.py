@@ -6,8 +6,13 @@ import torch
 
 from ddpsim.cli.main import main
 from ddpsim.errors import InputError
-from ddpsim.trace.models import build_model, count_params, ddp_params
+from ddpsim.trace.models import build_model, ddp_params
 from ddpsim.trace.models.zoo import ZOO, torchvision_available, zoo_names
+
+
+def count_params(module):
+    """Elements DDP reduces: its parameters, shared ones once (ddp_params)."""
+    return sum(p.numel() for _, p, _ in ddp_params(module))
 
 
 def _needs_torchvision():

@@ -1,31 +1,14 @@
 """Fit the engine's compute slowdown to a real DDP run of a probe model (one per machine).
 
-The executor's interference microbenchmark (a matmul unit timed while one all-reduce is in
-flight) sees less of the cost that DDP's overlapped all-reduces put on backward than real
-DDP pays on a CPU host whose ranks share cores with gloo's threads: the collective's work
-runs next to the rank that launched last (the scheduler wakes the backend's threads beside
-their waker), that rank falls further behind, and the step waits for it. Where ranks share
-few cores the microbenchmark's slowdown can be half of what real DDP steps need
-(docs/VALIDATION.md, "The interference model").
-
-So ``executor collectives`` also runs a PROBE, a model that is none of the validated ones
-(the built-in ``mlp``, width 2048, depth 6, batch 128: 96 MiB of gradients in three 25 MiB
-buckets, a backward of about 0.2 s on one core), twice: captured as a trace on all ranks at
-once, and trained under real DDP at ``bucket_cap_mb=25``. It stores both in the calibration
-(``interference_probe``). This module solves for the engine's ``compute_slowdown``, by
-bisection, so that ddpsim's prediction of the probe's step (from that trace, this
-calibration's curve, copy bandwidth and DDP overhead, the microbenchmark's
-``comm_slowdown``) equals the measured one. The fitted value replaces the microbenchmark's;
-the microbenchmark's stays in ``Calibration.interference_microbenchmark``. One calibration
-per machine, not a factor per model.
-
-The prediction is nondecreasing in ``compute_slowdown`` (compute only gets slower), so
-bisection (``scipy.optimize.bisect``) finds the crossing; outside [1, MAX_SLOWDOWN] the
-nearest end is kept and ``clamped`` says so.
-
-Layering: the calibration's loader (:func:`ddpsim.calibration.loader.calibration_from_dict`) calls
-:func:`fit_probe`, so this module takes the calibration as given and never imports
-:mod:`ddpsim.calibration.loader`: it builds the calibrated model with ``cal.comm_model(base)``.
+The executor's interference microbenchmark sees less of the cost DDP's overlapped all-reduces put
+on backward than real DDP pays on a CPU host whose ranks share cores with gloo's threads
+(docs/VALIDATION.md, "The interference model"). So ``executor collectives`` also captures a probe
+(the built-in ``mlp``, none of the validated models) and trains it under real DDP at
+``bucket_cap_mb=25``; this module bisects (``scipy.optimize.bisect``; the prediction is
+nondecreasing in the slowdown) for the ``compute_slowdown`` at which ddpsim predicts the probe's
+measured step, clamped to [1, MAX_SLOWDOWN] (``clamped`` says so). The fitted value replaces the
+microbenchmark's (kept in ``Calibration.interference_microbenchmark``). The loader calls
+:func:`fit_probe`, so this module never imports :mod:`ddpsim.calibration.loader`.
 """
 
 from __future__ import annotations

@@ -1,68 +1,16 @@
 """Measured collective costs: the calibration file, its fit, and the model built on it.
 
-File (written by ``python -m executor collectives``)::
-
-    {"format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": 2, "device": "cpu",
-     "environment": {...},
-     "collectives": {"allreduce": [{"size_bytes": 4096, "time_s": 1.2e-4, "p10_s": ..., "p90_s": ...,
-                                    "num_samples": 20}, ...],
-                     "broadcast": [...]},
-     "interference": {"compute_slowdown": 1.35, "comm_slowdown": 1.2, "details": {}},   # optional / null
-     "copy_bandwidth_bytes_per_s": 5.1e9,                                                # optional / null
-     "ddp_iteration_overhead_s": 2e-3, "ddp_overhead": {...},                            # optional / null
-     "interference_probe": {"bucket_cap_mb": 25, "ddp_step_s": 0.37, "trace": {...}, ...},  # optional / null
-     "host_costs": {"enqueue_s": 1.2e-5, "hook_s_per_param": 6e-6},                       # optional / null
-     "allreduce_after_compute": [{"size_bytes": 4096, "time_s": 2.1e-3, ...}, ...]}        # optional / null
-
-``ddp_iteration_overhead_s`` (optional; absent = 0): DDP's fixed cost per
-iteration on the measured machine beyond the trace's compute and the all-reduce curve -- a tiny model
-timed with and without DDP by the executor, less the loop curve's all-reduce of its gradients.
-The engine adds it once per synchronised step (through :class:`CalibratedCommModel`).
-When the file also has ``allreduce_after_compute`` and the executor's ``ddp_overhead``
-details, the loader recomputes it (:func:`consistent_ddp_overhead`) so that the engine
-reproduces the tiny model's measured DDP step: that step's one all-reduce is launched onto an
-idle stream and waited for, so the engine charges it the idle-launch extra on top of the loop
-curve (``max(loop, after-compute)`` in all), and the executor's residue, taken against the loop
-curve alone, would count that extra twice. The file's own figure stays in
-``Calibration.ddp_iteration_overhead_measured_s``.
-
-``host_costs`` (optional): DDP's CPU costs measured on the machine (any of
-``pre_forward_s``, ``hook_s_per_param``, ``bucket_launch_s``, ``enqueue_s``; the others at
-:mod:`ddpsim.network.host_costs`'s defaults); with them the engine keeps a CPU clock per rank, without
-them a calibrated prediction has none (its ``ddp_iteration_overhead_s`` holds the per-step part).
-
-``interference_probe`` (optional): a probe model's trace and its real DDP step time. When present
-(with ``interference``), the loaded ``interference.compute_slowdown`` is the value fitted so
-that the engine predicts the probe's measured step (:mod:`ddpsim.calibration.interference_fit`); the file's
-own microbenchmark slowdowns stay in ``Calibration.interference_microbenchmark``.
-
-``allreduce_after_compute`` (optional; ``executor collectives --after-compute-ms``): all-reduces
-timed one at a time, each launched after some ms of compute on every rank with no barrier --
-as DDP launches the bucket it then waits for at the end of backward. On a host whose idle
-CPUs sleep, such an all-reduce costs more than one in the back-to-back loop of
-``collectives.allreduce`` (the executor's calibrations measure both, docs/VALIDATION.md).
-:meth:`CalibratedCommModel.idle_launch_extra_s` offers the difference to the engine (see
-:mod:`ddpsim.engine.simulate`, "idle launches").
-
-``allreduce_queued`` and ``comm_threads`` (optional, together; ``executor collectives
---queued-ops``, gloo): all-reduces issued several at once and then waited for, per op, and the
-process group's worker threads. ProcessGroupGloo works its queue with that many threads, so a
-backward's queued buckets progress side by side; :attr:`CalibratedCommModel.comm_lanes` and
-:meth:`CalibratedCommModel.concurrent_rate` offer the engine that many lanes and their pace
-(see :mod:`ddpsim.engine.simulate`, "lanes"). Without them, one lane.
-
-``comm_hook_call_s`` (optional; ``python studies/comm_hook_cost.py --write FILE`` measures it):
-what a Python comm hook (``register_comm_hook``: ``default_hooks.allreduce_hook``, the round-robin
-hook of ``executor ddp``, one communicator per group) costs the backward per bucket on this host beyond its
-kernels -- the call into Python, the async all-reduce's future and its ``.then`` callback. The
-engine charges it to every bucket a Python comm hook launches (``SimConfig.comm_hook_call_s``).
-
-Fit (:func:`fit_calibration`): every curve is :func:`ddpsim.network.curve_fit.fit_curve`'s, a **piecewise
-alpha-beta between measured sizes** (:mod:`ddpsim.network.curve_fit`).
-
-A calibration measured at ``world_size`` ranks is applied to another rank count ``n`` the
-ring way: each segment's latency scales with the ring's hop count ``(n-1)/(w-1)`` and its
-per-byte cost with ``((n-1)/n) / ((w-1)/w)``; ``describe()`` records the rescaling.
+The file (``python -m executor collectives``; every key in :mod:`ddpsim.calibration.schema`,
+each figure's meaning in docs/MODEL.md and docs/VALIDATION.md) holds the all-reduce and
+broadcast curves, and optionally the interference slowdowns, copy bandwidth, DDP's fixed cost
+per iteration (recomputed by :func:`consistent_ddp_overhead` so that the engine reproduces the
+executor's tiny-model DDP step), DDP's host costs, the interference probe (its compute slowdown
+fitted by :mod:`ddpsim.calibration.interference_fit`), the after-compute curve
+(:meth:`CalibratedCommModel.idle_launch_extra_s`), the queued curve and gloo's worker threads
+(:meth:`CalibratedCommModel.concurrent_rate`) and a Python comm hook's cost per bucket. Every
+curve is a piecewise alpha-beta between measured sizes (:mod:`ddpsim.network.curve_fit`). A
+calibration measured at ``w`` ranks applies to ``n`` the ring way: each segment's latency scales
+with ``(n-1)/(w-1)``, its per-byte cost with ``((n-1)/n) / ((w-1)/w)``.
 """
 
 from __future__ import annotations
@@ -71,7 +19,7 @@ import hashlib
 import json
 import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -186,8 +134,8 @@ class Calibration:
 
 
 def _points(raw: list[PointDoc] | None) -> tuple[CalibrationPoint, ...]:
-    return tuple(CalibrationPoint(size_bytes=p.size_bytes, time_s=p.time_s, p10_s=p.p10_s, p90_s=p.p90_s,
-                                  num_samples=p.num_samples) for p in raw or ())
+    names = {f.name for f in fields(CalibrationPoint)}
+    return tuple(CalibrationPoint(**p.model_dump(include=names)) for p in raw or ())
 
 
 def _check_curves(doc: CalibrationDoc, source: str) -> None:
@@ -246,15 +194,12 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
 
 
 def consistent_ddp_overhead(cal: Calibration, details: DdpOverheadDoc | None) -> float | None:
-    """The DDP overhead at which the engine reproduces the executor's tiny-model DDP step, or
-    None (nothing to recompute: no measured overhead, no after-compute curve, or details
-    without the step figures).
-    See the module docstring.
-
-    ``max(0, ddp_step_s - bare_step_s - copy_s - (loop(n) + extra(n)))`` at the tiny model's
-    ``gradient_bytes`` n: what the engine charges one all-reduce launched onto an idle stream
-    and waited for (loop curve + :meth:`CalibratedCommModel.idle_launch_extra_s`, whose
-    ``extra`` is :func:`idle_extra_between`)."""
+    """The DDP overhead at which the engine reproduces the executor's tiny-model DDP step:
+    ``max(0, ddp_step_s - bare_step_s - copy_s - (loop(n) + extra(n)))`` at its ``gradient_bytes``
+    n. That step's one all-reduce is launched onto an idle stream, so the engine charges it the
+    idle-launch extra (:func:`idle_extra_between`) on top of the loop curve, which the executor's
+    residue, taken against the loop curve alone, would count twice. None when there is nothing
+    to recompute (no overhead, no after-compute curve, no step figures)."""
     figures = None if details is None else details.step_figures()
     if cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or figures is None:
         return None
@@ -288,8 +233,7 @@ def probe_forward_factor(probe: ProbeDoc, overhead_s: float, source: str = "cali
 
 def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
     def pts(ps: Sequence[CalibrationPoint]) -> list[dict[str, Any]]:
-        return [{"size_bytes": p.size_bytes, "time_s": p.time_s, "p10_s": p.p10_s, "p90_s": p.p90_s,
-                 "num_samples": p.num_samples} for p in ps]
+        return [asdict(p) for p in ps]
 
     out = {"format": FORMAT, "version": VERSION, "backend": cal.backend, "world_size": cal.world_size,
            "device": cal.device, "environment": dict(cal.environment),
@@ -504,12 +448,8 @@ class CalibratedCommModel:
         if self.fit.allreduce_queued is not None:
             extra["allreduce_queued_points"] = len(self.fit.allreduce_queued.sizes)
             extra["comm_lanes"] = self.comm_lanes
-        if self.calibration.ddp_iteration_overhead_measured_s is not None:
-            extra["ddp_iteration_overhead_measured_s"] = self.calibration.ddp_iteration_overhead_measured_s
-        if self.calibration.broadcast_per_tensor_s is not None:
-            extra["broadcast_per_tensor_s"] = self.calibration.broadcast_per_tensor_s
-        if self.calibration.probe_forward_factor is not None:
-            extra["probe_forward_factor"] = self.calibration.probe_forward_factor
+        measured = ("ddp_iteration_overhead_measured_s", "broadcast_per_tensor_s", "probe_forward_factor")
+        extra.update({k: getattr(self.calibration, k) for k in measured if getattr(self.calibration, k) is not None})
         if self.ddp_forward_factor != 1.0:
             extra["ddp_forward_factor"] = self.ddp_forward_factor
         return {"model": "calibrated", "fit": "piecewise alpha-beta between measured sizes",

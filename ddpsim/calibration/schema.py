@@ -1,13 +1,9 @@
 """The calibration file's declared format: the pydantic schema :func:`ddpsim.calibration.loader.calibration_from_dict` validates.
 
-The layout is :mod:`ddpsim.calibration.loader`'s (its docstring shows a file), every key as
-``executor collectives`` writes it (``executor/collectives_step.py``, ``executor/probe.py``):
-its type, bound and default, once. Times are finite seconds in ``[0, MAX_SECONDS]``, sizes
-integers of bytes in ``(0, MAX_BYTES]``. The executor's records of how a figure was measured
-(``environment``, ``interference.details``, ``buffer_broadcast``, the probe's ``model_args``)
-are free objects; the figures the loader computes with are declared. Checks across keys (at
-least two sizes per curve, distinct sizes, ``comm_threads`` beside ``allreduce_queued``) are
-the loader's.
+Every key as ``executor collectives`` writes it (``executor/collectives_step.py``,
+``executor/probe.py``): its type, bound and default, once. Times are finite seconds in
+``[0, MAX_SECONDS]``, sizes integers of bytes in ``(0, MAX_BYTES]``; the executor's records of how
+a figure was measured are free objects. Checks across keys are the loader's.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """The order gradients become ready in under CUDA autocast, found on the meta device.
 
-Autocast casts a lower-precision op's floating-point arguments above autograd, so each cast is
-an autograd node (``ToCopyBackward0``) between the op and a parameter's ``AccumulateGrad``; the
-engine runs ready nodes by descending sequence number, so the order the casts were made in sets
-the order the parameters' gradients become ready. Autocast's C++ wrappers
-(``aten/src/ATen/autocast_mode.h``, ``cached_cast`` per argument) cast the arguments as the
-compiler evaluates a call's arguments: right to left with GCC, the compiler of PyTorch's Linux
-builds, so a Linear's bias is cast before its weight, and the weight's gradient (one node nearer)
-becomes ready first: the reverse of a float32 backward. A leaf parameter is cast once per
-autocast region (its cast is cached). The retime's dispatch-level emulation of autocast sits
-below autograd and leaves the graph as in float32; this module replays one backward on ``meta``
-with the casts made above autograd, in that order, to read the order the hooks fire in. Checked
-against real CPU autocast (``tests/test_retime.py``) and against traces captured under CUDA
-autocast on an H100 (ResNet-50, BERT-base, GPT-2 124M and 1.5B: equal).
+Autocast casts a lower-precision op's arguments above autograd (``cached_cast`` per argument in
+``aten/src/ATen/autocast_mode.h``), right to left as GCC evaluates arguments, so each cast is a
+``ToCopyBackward0`` node and a Linear's weight gradient becomes ready before its bias's: the
+reverse of float32. The retime's dispatch-level emulation sits below autograd, so this module
+replays one backward on ``meta`` with the casts made above autograd, in that order, and reads the
+hooks' order. Checked against CPU autocast (``tests/test_retime.py``) and traces captured under
+CUDA autocast on an H100 (docs/MODEL.md, "The order gradients become ready in").
 """
 
 from __future__ import annotations

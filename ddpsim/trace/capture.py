@@ -1,31 +1,16 @@
 """Capture a trace: time a real model's training step on one device.
 
-Modelling assumptions, stated once:
-
-* One training step is ``forward (+ loss)``, ``backward``, ``optimizer.step()``,
-  ``optimizer.zero_grad(set_to_none=True)``, each timed separately; on CUDA the device is
-  synchronised at each phase boundary (never inside a hook).
-* A parameter's gradient is *ready* when its post-accumulate-grad hook fires
-  (``Tensor.register_post_accumulate_grad_hook``), which is when DDP's reducer would mark it
-  ready. CPU: ``time.perf_counter_ns()`` inside the hook. CUDA: a ``torch.cuda.Event``
-  recorded in the hook on the current stream, resolved after backward.
-* Parameters are those DDP's reducer gets, in DDP's order (:func:`ddpsim.trace.models.ddp_params`).
-* Hook overhead: backward timed with the hooks and without them, interleaved (alternating
-  which goes first), an even number of pairs (4 at least, up to 100 so that tiny models are
-  timed for about a second); ``hook_overhead_frac = max(0, median_k(with_k / without_k - 1))``
-  over the adjacent pairs (:func:`hook_overhead_estimate`): the two passes of a pair share the
-  host's load of the moment, so their ratio cancels it, and the median ignores the pairs a
-  burst of load split. On CPU the passes are timed in this process's CPU time, so that a wait
-  for a CPU (other work on a shared host) is not taken for the hooks' cost; on CUDA in wall time. The raw (signed) figure, each pair's ratio and the number of pairs are
-  kept in ``environment``.
-* CPU: each measured iteration's forward, backward and optimizer also in this process's CPU
-  time (``time.process_time``, ``environment.cpu_phase_s``): on a shared host the wall-clock
-  phases hold the time the ranks waited for a CPU, the CPU times do not
-  (:func:`ddpsim.validation.stability.cpu_clock_trace`).
-* Warm-up iterations run the full step (optimizer included) and are not recorded.
-* ``derive_depth`` (for models too large to capture whole, e.g. GPT-2 1.5B on a shared CPU):
-  transformer blocks are identical, so a reduced-depth capture is extended block by block; see
-  :func:`derive_depth`.
+One step is forward (+ loss), backward, ``optimizer.step()`` and ``zero_grad(set_to_none=True)``,
+each timed apart (CUDA synchronised at each boundary, never inside a hook), after unrecorded
+warm-up steps. A gradient is ready when its post-accumulate-grad hook fires, as DDP's reducer
+marks it (CPU: ``perf_counter_ns`` in the hook; CUDA: an event recorded in it), over the
+parameters DDP's reducer gets, in its order (:func:`ddpsim.trace.models.ddp_params`). The hooks'
+own cost is measured by timing backward with and without them in adjacent pairs, alternating
+which goes first: ``hook_overhead_frac = max(0, median(with / without - 1))``
+(:func:`hook_overhead_estimate`; a pair shares the host's load of the moment; on CPU in process
+CPU time). On CPU each phase is also kept in process CPU time (``environment.cpu_phase_s``,
+:func:`ddpsim.validation.stability.cpu_clock_trace`). :func:`derive_depth` extends a
+reduced-depth capture of identical blocks.
 """
 
 from __future__ import annotations
@@ -37,11 +22,11 @@ import platform
 import re
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.trace.records import BufferRecord, IterationSample, ParamRecord, Trace
+from ddpsim.trace.records import IterationSample, ParamRecord, Trace, buffer_records, param_records
 
 DTYPES = ("float32", "bfloat16", "float16")
 AUTOCASTS = ("bf16", "fp16")
@@ -49,13 +34,15 @@ OPTIMIZERS = ("sgd", "adamw")
 DEVICES = ("cpu", "cuda")
 
 
-def _check_count(value: Any, field: str, minimum: int) -> int:
+def check_count(value: Any, field: str, minimum: int) -> int:
+    """``value`` if it is an integer (not a bool) >= ``minimum``; InputError naming ``field`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError(f"{field}: {value!r} is not accepted; expected an integer >= {minimum}")
     return value
 
 
-def _choice(value: Any, field: str, accepted: Sequence[Any]) -> Any:
+def check_choice(value: Any, field: str, accepted: Sequence[Any]) -> Any:
+    """``value`` if it is one of ``accepted``; InputError naming ``field`` otherwise."""
     if value not in accepted:
         raise InputError(f"{field}: {value!r} is not accepted; expected one of {list(accepted)}")
     return value
@@ -113,34 +100,16 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
                   num_threads: int | None = None, measure_hook_overhead: bool = True,
                   command: str | None = None, seed: int = 0,
                   step_barrier: Callable[[], None] | None = None) -> Trace:
-    """Run ``num_warmup + num_iters`` training steps of ``spec`` and record a :class:`Trace`.
-
-    Args:
-        spec: a :class:`ddpsim.trace.models.BuiltModel`.
-        device: ``"cpu"`` or ``"cuda"`` (the current CUDA device).
-        batch_size: per-device batch size.
-        num_iters: measured iterations (>= 1).
-        num_warmup: unrecorded warm-up iterations (>= 0).
-        dtype: cast the parameters (and float inputs) to float32, bfloat16 or float16; None
-            keeps the model's own dtypes (a model keeping some layers in bfloat16 stays so).
-        autocast: None, ``"bf16"`` or ``"fp16"``: forward under ``torch.autocast``.
-        optimizer: ``"sgd"`` (lr 1e-3, momentum 0.9) or ``"adamw"`` (lr 1e-4, foreach).
-        num_threads: ``torch.set_num_threads`` (CPU intra-op threads); None keeps torch's.
-        measure_hook_overhead: time backward with and without hooks, interleaved, alternating which goes first (adds 8 to 200 forward+backward passes; see the module docstring).
-        command: the command line to store in the trace.
-        seed: ``torch.manual_seed`` before the run.
-        step_barrier: called before every training step and again before its optimizer step
-            (untimed). ``executor trace`` passes a barrier across its ranks, so that the ranks
-            start forward together and the optimizer together, as under DDP (whose ranks leave
-            backward together, at the last all-reduce): their forward passes and optimizer steps
-            then compete for the host's cores, caches and memory bandwidth as in the real run.
-
-    Returns:
-        The trace (``synthetic`` is None).
-
-    Raises:
-        InputError: bad counts or choices, CUDA requested without CUDA; the model's forward,
-            loss or backward raising (one line naming the model, the phase and the exception).
+    """Run ``num_warmup + num_iters`` training steps of ``spec`` (a
+    :class:`ddpsim.trace.models.BuiltModel`) on ``device`` (``"cpu"`` or the current ``"cuda"``) and
+    record a :class:`Trace` (``synthetic`` None). ``dtype`` casts the parameters and float inputs
+    (None keeps the model's own); ``autocast`` runs forward under ``torch.autocast``; ``optimizer``
+    ``"sgd"`` (lr 1e-3, momentum 0.9) or ``"adamw"`` (lr 1e-4, foreach); ``num_threads`` sets
+    torch's intra-op threads; ``measure_hook_overhead`` adds 8 to 200 timed backward passes (module
+    docstring). ``step_barrier`` is called, untimed, before every step and before its optimizer:
+    ``executor trace`` passes a barrier across its ranks so that their forwards and optimizers
+    compete for the host as under DDP. InputError: bad counts or choices, CUDA unavailable, or the
+    model raising (one line naming the model, the phase and the exception).
     """
     import torch
 
@@ -156,10 +125,9 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
 
     first = orders[0]
     consistent = all(o == first for o in orders)
-    records = _param_records(runner.plist, first)
+    records = param_records(runner.plist, set(first).__contains__)
     samples = _null_late_params(samples, set(first))
-    buffers = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
-                    for n, b in runner.module.named_buffers())
+    buffers = buffer_records(runner.module)
     env = _environment(torch, runner, spec, device=device, batch_size=batch_size, dtype=dtype, autocast=autocast,
                        optimizer=optimizer, num_warmup=num_warmup, num_iters=num_iters, seed=seed,
                        consistent=consistent, overhead=overhead, load_before=load_before)
@@ -171,15 +139,15 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
 def _check_capture_args(torch: Any, *, device: str, batch_size: int, num_iters: int, num_warmup: int,
                         dtype: str | None, autocast: str | None, optimizer: str, num_threads: int | None) -> None:
     """Refuse bad counts and choices (InputError naming the field); apply ``num_threads``."""
-    _check_count(batch_size, "batch_size", 1)
-    _check_count(num_iters, "num_iters", 1)
-    _check_count(num_warmup, "num_warmup", 0)
-    _choice(device, "device", DEVICES)
-    _choice(dtype, "dtype", (None, *DTYPES))
-    _choice(autocast, "autocast", (None, *AUTOCASTS))
-    _choice(optimizer, "optimizer", OPTIMIZERS)
+    check_count(batch_size, "batch_size", 1)
+    check_count(num_iters, "num_iters", 1)
+    check_count(num_warmup, "num_warmup", 0)
+    check_choice(device, "device", DEVICES)
+    check_choice(dtype, "dtype", (None, *DTYPES))
+    check_choice(autocast, "autocast", (None, *AUTOCASTS))
+    check_choice(optimizer, "optimizer", OPTIMIZERS)
     if num_threads is not None:
-        _check_count(num_threads, "num_threads", 1)
+        check_count(num_threads, "num_threads", 1)
         torch.set_num_threads(num_threads)
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
@@ -367,22 +335,11 @@ def _measure_hook_overhead(runner: _StepRunner, samples: Sequence[IterationSampl
                          pair_fracs=[a / b - 1.0 for a, b in zip(with_s, without_s)])
 
 
-def _param_records(plist: Sequence[tuple[str, Any, bool]], first: Sequence[int]) -> tuple[ParamRecord, ...]:
-    """One record per DDP parameter; ``has_grad`` when its hook fired in the first measured step."""
-    return tuple(
-        ParamRecord(index=i, name=name, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
-                    size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=sparse,
-                    has_grad=i in set(first))
-        for i, (name, p, sparse) in enumerate(plist))
-
-
 def _null_late_params(samples: Sequence[IterationSample], first_set: set[int]) -> list[IterationSample]:
     """The samples with the ready times of parameters not ready in the first measured step nulled."""
     # NOTE: a parameter ready in a later iteration but not the first would break the trace's
     # has_grad/order contract; null it so the trace stays self-consistent.
-    return [IterationSample(forward_s=s.forward_s, backward_s=s.backward_s, optimizer_s=s.optimizer_s,
-                            zero_grad_s=s.zero_grad_s,
-                            grad_ready_s=tuple(t if i in first_set else None for i, t in enumerate(s.grad_ready_s)))
+    return [replace(s, grad_ready_s=tuple(t if i in first_set else None for i, t in enumerate(s.grad_ready_s)))
             for s in samples]
 
 
@@ -480,7 +437,7 @@ def _find_blocks(trace: Trace, block_prefix: str | None, num_blocks: int) -> _Bl
     K = len(ks)
     if K < 3 or ks != list(range(K)):
         raise InputError(f"derive_depth: the capture has {K} blocks under {block_prefix!r}; expected at least 3 (0..K-1) to derive depth")
-    _check_count(num_blocks, "num_blocks", K)
+    check_count(num_blocks, "num_blocks", K)
     block_idx = [i for i, b in enumerate(blk) if b]
     lo, hi = min(block_idx), max(block_idx)
     if any(not blk[i] for i in range(lo, hi + 1)):
@@ -541,35 +498,16 @@ _DERIVE_METHOD = ("blocks are identical: block parameters copied from block 0 an
 
 
 def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = None, command: str | None = None) -> Trace:
-    """Extend a trace captured with ``K`` identical blocks to ``num_blocks`` blocks.
+    """Extend a trace captured with ``K >= 3`` identical blocks ``<prefix>0 .. <prefix>K-1`` (one
+    ModuleList, ``block_prefix`` found from the names when None) to ``num_blocks`` = N blocks.
 
-    Assumptions (all recorded in ``synthetic``):
-
-    * The blocks are the children ``<prefix>0 .. <prefix>K-1`` of one ModuleList (found from
-      the parameter names, e.g. ``transformer.h.``); they are identical, so every block's
-      parameters are those of block 0, renamed, and the DDP order is: parameters before the
-      blocks, the blocks in order, parameters after them.
-    * In each measured iteration, one block's backward takes ``d``: the median over adjacent
-      captured blocks of the difference of their mean hook times. Target block at backward
-      position ``p`` (0 = the last block, reached first) copies the hook offsets of captured
-      position ``m(p)`` (0 for p = 0, K-1 for the first block, a middle block otherwise) and
-      is shifted by ``(p - m(p)) * d``; parameters reached after all blocks (embeddings) are
-      shifted by ``(N - K) * d``.
-    * ``backward_s`` grows by ``(N - K) * d``; ``forward_s`` grows in the same proportion as
-      the blocks' share of backward (forward/backward ratio of a block equals the model's);
-      ``optimizer_s`` and ``zero_grad_s`` scale with the parameter bytes (bandwidth-bound).
-
-    Args:
-        trace: a measured trace with K >= 3 blocks.
-        num_blocks: target number of blocks N >= K.
-        block_prefix: the ModuleList prefix with a trailing dot; found automatically if None.
-        command: the command line to store.
-
-    Returns:
-        A synthetic trace with ``N`` blocks.
-
-    Raises:
-        InputError: no repeated blocks found, fewer than 3 captured blocks, N < K.
+    Every block's parameters are block 0's, renamed, in DDP's order. Per iteration one block's
+    backward takes ``d``, the median difference of adjacent captured blocks' mean hook times; the
+    block at backward position ``p`` copies the hook offsets of captured position ``m(p)`` (first,
+    a middle one round-robin, last) shifted by ``(p - m(p)) * d``, and parameters ready after all
+    blocks by ``(N - K) * d``. ``backward_s`` grows by ``(N - K) * d``, ``forward_s`` in the same
+    proportion, ``optimizer_s`` and ``zero_grad_s`` with the parameter bytes; all of it is recorded
+    in ``synthetic``. InputError: no repeated blocks, fewer than 3, or N < K.
     """
     blocks = _find_blocks(trace, block_prefix, num_blocks)
     K = blocks.num_blocks

@@ -1,34 +1,16 @@
 """What batch norm and cuDNN convolutions cost beyond one roofline kernel per ATen op.
 
-Three rules, each from the library's source or documentation, for the retime's meta-device step
-(:mod:`ddpsim.trace.retime`):
-
-* **Batch norm in training makes two passes**: its statistics must be known before it normalises,
-  so the forward reads its input twice, and the backward reads the input and the output gradient
-  twice (a reduction, then the element-wise gradient). This holds for cuDNN's kernels and for
-  PyTorch's own (``aten/src/ATen/native/cuda/Normalization.cuh``: ``batch_norm_collect_statistics``
-  then ``batch_norm_transform_input``; ``batch_norm_backward_reduce`` then ``_elemt``).
-* **Under bf16, PyTorch runs its own batch norm**: ``_batch_norm_impl_index``
-  (``aten/src/ATen/native/Normalization.cpp``) calls cuDNN only when neither the input nor the
-  weight is bf16 (and an fp16 input has an fp32 weight). On an NCHW tensor its statistics and
-  backward kernels launch one block per channel, so the channel count, not HBM, bounds them: each
-  block streams at a fixed rate (``bn_stats_block_bytes_per_s``, ``bn_backward_block_bytes_per_s``).
-  Both rates are read from the 53 batch norms of a real ResNet-50 step (bf16, batch 64) on an H100;
-  the same kernels on an H200, whose HBM is 43 % faster, run at per-channel rates within 6 % of the H100's.
-* **A tensor-core convolution on NCHW tensors pays layout conversions**: cuDNN's tensor-core
-  kernels work in NHWC, so on NCHW tensors it converts the operands first and the result back
-  (NVIDIA Deep Learning Performance Guide, "Tensor Layouts In Memory: NCHW vs NHWC"; the
-  ``nchwToNhwcKernel`` / ``nhwcToNchwKernel`` of every A100 and H100 profile of ResNet-50). A 1x1
-  stride-1 convolution is a plain GEMM on NCHW and runs as one; every other one converts, as cuDNN 9
-  does in H100 and H200 profiles of ResNet-50 (torch 2.11): in forward the input and filter in and
-  the output back; for the data gradient the output gradient and filter in and the input gradient
-  back; for the filter gradient the input and output gradient in and the filter gradient back; each
-  read once and written once, a 1x1 filter (the same in either layout) not at all. A channels-last
-  model has none. Float32 convolutions count as tensor-core ones where the GPU has
-  TF32 (cuDNN's ``allow_tf32`` default).
-
-:func:`kernel_class` sorts a profile's CUDA kernels into the same kinds by name, so that a
-profile's batch-norm, conversion and convolution time can be set beside the retime's.
+Three rules for the retime's meta-device step (:mod:`ddpsim.trace.retime`). Batch norm in
+training makes two passes, forward and backward (``aten/src/ATen/native/cuda/Normalization.cuh``:
+``batch_norm_collect_statistics`` then ``batch_norm_transform_input``; ``batch_norm_backward_reduce``
+then ``_elemt``). Under bf16 PyTorch runs its own batch norm (``_batch_norm_impl_index`` in
+``aten/src/ATen/native/Normalization.cpp`` calls cuDNN only for non-bf16), whose NCHW kernels
+launch one block per channel, each streaming at a fixed rate read from the 53 batch norms of a
+ResNet-50 H100 profile (an H200's, with 43 % faster HBM, within 6 %). A tensor-core convolution
+on NCHW tensors that is not 1x1 stride 1 pays cuDNN's NHWC conversions of its operands and result
+(NVIDIA Deep Learning Performance Guide, "Tensor Layouts In Memory: NCHW vs NHWC"; the
+``nchwToNhwcKernel`` / ``nhwcToNchwKernel`` of the A100, H100 and H200 ResNet-50 profiles), float32
+ones too where the GPU has TF32. :func:`kernel_class` sorts a profile's kernels into the same kinds.
 """
 
 from __future__ import annotations

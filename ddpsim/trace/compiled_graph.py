@@ -1,35 +1,17 @@
 """What Dynamo's DDPOptimizer needs to know of a compiled model: its FX graphs, walked in reverse.
 
-``torch.compile`` on a DDP model hands each Dynamo graph to DDPOptimizer
-(``torch/_dynamo/backends/distributed.py``, ``DDPOptimizer.compile_fn``), which walks the graph's
-nodes in reverse (placeholders and the output skipped), adds to the current bucket the bytes
-(``untyped_storage().nbytes()``) of the trainable parameters each node uses -- a ``call_function``
-or ``call_method`` node's parameter arguments, a ``call_module`` node's module parameters (each
-module once), a ``get_attr`` parameter -- and starts a new bucket before a node once the current
-one is full, if the current one has a node whose result is used outside it. This module records
-exactly those facts per graph, so that :mod:`ddpsim.plan.compiled` can redo the split for any
-``bucket_cap_mb`` without torch:
-
-* ``users[i]``: for the i-th node of the reversed walk, the smallest walk index among the nodes
-  using its result; ``-1`` when the graph's output uses it; ``None`` when nothing does.
-* ``uses``: ``(node, param_index, nbytes)`` in the order DDPOptimizer adds them, ``param_index``
-  the parameter's position in DDP's list (the trace's ``params``); a parameter used by two nodes
-  (tied weights) appears twice, as DDPOptimizer counts it twice.
-* ``inputs[i]`` (optional): the i-th node's inputs that need a gradient, in the order
-  ``torch/fx/passes/split_module.py`` meets them (``map_arg`` over the node's args, then its kwargs):
-  ``["param", k]`` for DDP's parameter k, ``["node", j]`` for the result of walk node j
-  (``["data", j]``: one that needs none, which still orders the subgraphs). A split
-  subgraph's placeholders are its nodes' outside inputs in that order (first use, forward order),
-  and so are its compiled backward's next edges, the order the autograd engine queues their
-  AccumulateGrad nodes in (:mod:`ddpsim.plan.autograd_order`).
-* ``alias_of[i]`` (optional, with ``inputs``): for a node whose result is a view, the walk index
-  of the node (not a view) whose storage it shares; ``None`` otherwise. aot_autograd returns such
-  a result from a compiled subgraph through a view regenerated outside it (its own autograd node)
-  when it aliases the subgraph's input or another of its outputs.
-
-The graphs are those Dynamo compiles for one forward of the bare module, in compile order
-(several after a graph break); DDPOptimizer sees the same graphs when the module runs inside
-DDP's forward (``tests/test_compiled_ddp.py`` checks the split against DDPOptimizer's own buckets).
+``DDPOptimizer.compile_fn`` (``torch/_dynamo/backends/distributed.py``) walks each Dynamo graph's
+nodes in reverse, adds to the current bucket the storage bytes of the trainable parameters each
+node uses (a tied weight twice), and starts a new bucket before a node once the current one is
+full, if the current one has a node whose result is used outside it. Per graph this module
+records exactly those facts, so that :mod:`ddpsim.plan.compiled` redoes the split for any cap
+without torch: ``users[i]`` (the smallest walk index using node i's result; -1 the output, None
+nothing), ``uses`` (``(node, param_index, nbytes)`` in DDPOptimizer's order), ``inputs[i]`` (a
+node's inputs needing a gradient in ``torch/fx/passes/split_module.py``'s order: a split
+subgraph's placeholders and its compiled backward's next edges, :mod:`ddpsim.plan.autograd_order`)
+and ``alias_of[i]`` (the node whose storage a view shares: aot_autograd regenerates such a result
+outside its subgraph). The graphs are those of one forward of the bare module, in compile order;
+``tests/test_compiled_ddp.py`` checks the split against DDPOptimizer's own buckets.
 """
 
 from __future__ import annotations

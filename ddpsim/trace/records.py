@@ -1,36 +1,16 @@
 """The trace: what one real training step of a model looks like on one device.
 
-A trace is produced by :mod:`ddpsim.trace.capture` (``ddpsim trace``) and consumed by the
-planner, the engine and the executor. It is a versioned JSON file::
-
-    {"format": "ddpsim-trace", "version": 1,
-     "model": "gpt2-124m", "command": "ddpsim trace --model gpt2-124m ...",
-     "environment": {"device": "cpu", "device_name": ..., "torch_version": ..., "batch_size": 2, ...},
-     "params":  [{"index": 0, "name": "wte.weight", "shape": [50257, 768], "dtype": "float32",
-                  "size_bytes": 154389504, "expect_sparse_gradient": false, "has_grad": true}, ...],
-     "buffers": [{"name": "bn1.running_mean", "dtype": "float32", "size_bytes": 256}, ...],
-     "grad_ready_order": [147, 146, ...],
-     "iterations": [{"forward_s": .., "backward_s": .., "optimizer_s": .., "zero_grad_s": ..,
-                     "grad_ready_s": [0.0123, ..., null]}, ...],
-     "hook_overhead_frac": 0.004,
-     "synthetic": null,
-     "compiled_graph": {"torch_version": "2.13.0", "graphs": [{"users": [-1, 0, ...], "uses": [[0, 147, 3072], ...]}]}}
-
-Modelling assumptions, stated once:
-
-* ``params`` are exactly the parameters DDP's reducer gets, in DDP's own order
-  (``_build_params_for_reducer``: ``named_modules()``, ``named_parameters(recurse=False)``,
-  ``requires_grad``, shared parameters once). ``index`` is the position in that list.
-* ``grad_ready_s[i]`` is the time, in seconds after the start of the backward call, at which
-  parameter ``i``'s post-accumulate-grad hook fired (on CUDA: a recorded event); ``null``
-  when parameter ``i`` got no gradient in that iteration.
-* ``grad_ready_order`` is the order in which the hooks fired in the measured iterations: the
-  order DDP records to rebuild its buckets. Parameters that never got a gradient are absent.
-* ``backward_s`` runs from the start of the backward call to its return (all hooks done).
-* ``compiled_graph`` (optional, ``ddpsim trace --compiled-graph``): the model's Dynamo graphs as
-  DDPOptimizer walks them (:mod:`ddpsim.trace.compiled_graph`), for compiled DDP.
-* ``synthetic`` is null for a measured trace, else a dict saying how the times were derived
-  (retimed for another device, derived from a reduced-depth capture, hand-made).
+Written by :mod:`ddpsim.trace.capture` (``ddpsim trace``) as a versioned JSON file (every key
+declared in :mod:`ddpsim.trace.schema`) and read by the planner, the engine and the executor.
+``params`` are exactly the parameters DDP's reducer gets, in its order
+(``_build_params_for_reducer``: ``named_modules()``, ``named_parameters(recurse=False)``,
+``requires_grad``, shared parameters once), ``index`` the position in that list.
+``grad_ready_s[i]`` is when parameter ``i``'s post-accumulate-grad hook fired, in seconds after
+the backward call's start (null: no gradient that iteration); ``grad_ready_order`` the order the
+hooks fired in, the order DDP rebuilds its buckets by; ``backward_s`` the backward call to its
+return. ``compiled_graph`` (optional) holds the Dynamo graphs DDPOptimizer walks
+(:mod:`ddpsim.trace.compiled_graph`); ``synthetic`` is null for a measured trace, else how the
+times were derived.
 """
 
 from __future__ import annotations
@@ -79,6 +59,21 @@ class BufferRecord:
     name: str
     dtype: str
     size_bytes: int
+
+
+def param_records(plist: Sequence[tuple[str, Any, bool]], has_grad: Any = None) -> tuple[ParamRecord, ...]:
+    """One record per DDP parameter of ``plist`` (``(name, tensor, expect_sparse_gradient)``, as
+    :func:`ddpsim.trace.models.ddp_params` lists them); ``has_grad(index)`` when given."""
+    return tuple(ParamRecord(index=i, name=name, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
+                             size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=sparse,
+                             **({} if has_grad is None else {"has_grad": has_grad(i)}))
+                 for i, (name, p, sparse) in enumerate(plist))
+
+
+def buffer_records(module: Any) -> tuple[BufferRecord, ...]:
+    """One record per buffer of ``module`` (``named_buffers()``)."""
+    return tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
+                 for n, b in module.named_buffers())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,73 +1,20 @@
 """Re-time a trace for a GPU you do not have: a roofline model run on the meta device.
 
-How it works: the model is built on PyTorch's ``meta`` device (shapes only, no memory, so
-a 1.5B-parameter model at batch 8 x 1024 costs nothing) and one real training step runs
-under a ``TorchDispatchMode`` that charges every ATen operator a modelled GPU time and
-advances a modelled clock. Post-accumulate-grad hooks read that clock, so gradient-ready
-times come out in autograd's real backward order, for every leaf module and every
-functional op between them (attention, residual adds, the loss).
-
-Modelling assumptions, stated once:
-
-* Per operator: ``time = max(flops / (peak_flops * compute_efficiency),
-  bytes / (hbm_bytes_per_s * memory_efficiency), min_kernel_s)``; view and metadata ops
-  cost 0. FLOPs come from ``torch.utils.flop_counter``'s formulas (matmul, conv, attention);
-  other ops count no FLOPs (they are bandwidth-bound). ``bytes`` = all tensor inputs read +
-  outputs written (an in-place op reads and writes its first argument; ``embedding`` reads
-  only the gathered rows).
-* Peak by operand dtype: bf16/fp16 matmul/conv/attention -> dense tensor-core peak; fp32
-  conv -> TF32 tensor-core peak (cuDNN's default ``allow_tf32=True``); fp32 matmul -> fp32
-  peak (PyTorch's default ``torch.backends.cuda.matmul.allow_tf32=False``).
-* Attention (``F.scaled_dot_product_attention``) is costed as a fused flash-attention kernel:
-  FLOPs from flop_counter's ``sdpa_flop_count`` / ``sdpa_backward_flop_count`` (halved when
-  causal: masked tiles are skipped), bytes = q, k, v, out (+ grads in backward); the T x T
-  matrix is never materialised.
-* ``autocast`` is emulated: matmul-class ops cast float32 operands to the autocast dtype
-  (charged as a cast kernel in forward; backward reuses the saved low-precision copies, as
-  CUDA autocast does) and produce low-precision outputs; layer norm, softmax and the loss run
-  in float32. Parameters and gradients stay float32 (DDP reduces float32 gradients).
-* Gradient-ready order under autocast: the order a real autocast backward makes the gradients
-  ready in (:mod:`ddpsim.trace.autocast_order`: casts above autograd, right to left), with the
-  modelled ready times given in that order; float32's order otherwise.
-* Optimizer: a real ``optimizer.step()`` with ``foreach=True`` (CUDA's default) on meta
-  tensors, charged the same way (bandwidth-bound), measured on the second step (momentum /
-  Adam state exists). ``zero_grad(set_to_none=True)`` launches no kernel: 0 s.
-* Default achievable fractions: ``compute_efficiency=0.6`` of the dense tensor-core peak (large
-  bf16 GEMMs reach 60-75 % of peak on A100/H100), ``cuda_core_efficiency=0.83`` of the fp32 peak
-  for float32 work on CUDA cores (the convolution and GEMM kernels of the V100 ResNet-50 fp32
-  profile in ``tests/data/``, cuDNN's Winograd kernels among them, ran 777.6 GFLOP in 60.0 ms a
-  step), ``tf32_efficiency=0.36`` of the TF32 peak for float32 convolutions on tensor cores (the
-  A100 ResNet-50 profile's convolution kernels: 777.2 GFLOP in 13.7 ms a step on an
-  A100-SXM4-40GB-class GPU), ``memory_efficiency=0.75`` of HBM bandwidth, ``min_kernel_s=4e-6`` per kernel (launch + tail).
-* A bf16/fp16 GEMM with a matrix whose leading dimension is not a multiple of 16 bytes (GPT-2's
-  50,257-word LM head; cuBLAS documentation, "Tensor Core Usage") runs on cuBLAS's align1
-  kernels at ``unaligned_gemm_efficiency=0.126`` of the tensor peak: the three align1 kernels of
-  GPT-2 124M's LM head in an H100 torch.profiler trace (``tests/data/``) ran at 95-152 TFLOP/s,
-  124 together, of the H100's 989.4.
-* Batch norm and convolutions follow the kernels cuDNN and PyTorch run for them
-  (:mod:`ddpsim.trace.cnn_kernels`): batch norm in training makes two passes; under bf16 it runs
-  PyTorch's own NCHW kernels, whose one block per channel bounds them at
-  ``bn_stats_block_bytes_per_s`` / ``bn_backward_block_bytes_per_s`` per channel (2.07 / 4.34 GB/s,
-  from the 53 batch norms of a ResNet-50 H100 profile in ``tests/data/``); a tensor-core
-  convolution on NCHW tensors that is not 1x1 stride 1 pays cuDNN's NCHW <-> NHWC conversions.
-* The host paces a step whose kernels are short: every charged op goes through a launch queue
-  (:func:`issue`): the host spends a fixed time issuing it (Python, the dispatcher, autograd,
-  the launch) and the GPU runs it once it is issued and the previous kernel has ended; each
-  phase starts with host and GPU together. Defaults, per op: forward 38.5 us, backward 39 us,
-  optimizer 46 us, plus 2.3 us per tensor argument (a ``foreach`` op walks lists of hundreds).
-  They are fitted (``studies/fit_host_overhead.py``) on six host-bound models captured on one
-  H100 host with torch 2.11, where the kernels take a small share of the time; a faster host CPU
-  or another torch version moves them (set them with :class:`RooflineAssumptions`), and a
-  GPU-bound step hides them.
-* Communication, host-to-device copies and the data loader are not part of a trace.
-
-GPU figures (dense, no sparsity) come from the hardware catalogue (:mod:`ddpsim.hardware.catalogue`,
-every figure with its datasheet): the fp16 and bf16 tensor-core peaks (a GPU without bf16
-tensor cores, the V100, refuses bf16), TF32 (a GPU without it runs float32 convolutions at its
-fp32 peak), fp32 and memory bandwidth; e.g. A100-SXM4-80GB 312 TFLOP/s bf16/fp16, 156 TF32,
-19.5 fp32, HBM2e 2,039 GB/s (NVIDIA A100 datasheet); H100-SXM5-80GB 989.4 bf16/fp16, 494.7
-TF32, 66.9 fp32, HBM3 3.35 TB/s (NVIDIA H100 datasheet, whitepaper table 3). fp8 peaks are
-recorded in the catalogue; the emulated autocast runs bf16 or fp16 only.
+The model is built on PyTorch's ``meta`` device and one real training step runs under a
+``TorchDispatchMode`` that charges every ATen operator ``max(flops / (peak * efficiency),
+bytes / (hbm_bytes_per_s * memory_efficiency), min_kernel_s)`` (FLOPs from
+``torch.utils.flop_counter``; views free) and advances a modelled clock that the
+post-accumulate-grad hooks read, so gradient-ready times come in autograd's own order. Attention
+is one fused flash kernel (causal halves its FLOPs); autocast is emulated (matmul-class ops in
+low precision, norms, softmax and the loss in float32, the ready order of
+:mod:`ddpsim.trace.autocast_order`); batch norm and cuDNN's layout conversions follow
+:mod:`ddpsim.trace.cnn_kernels`; a bf16/fp16 GEMM with a leading dimension not a multiple of 16
+bytes runs cuBLAS's align1 kernels (cuBLAS documentation, "Tensor Core Usage"); the optimizer is a
+real ``foreach`` step on meta tensors, measured on the second step; every op passes a launch
+queue (:func:`issue`) whose host time per op is fitted by ``studies/fit_host_overhead.py``. The
+default efficiencies and their sources are :class:`RooflineAssumptions`'; the GPUs' peaks are the
+hardware catalogue's (:mod:`ddpsim.hardware.catalogue`, each with its datasheet). Communication,
+host-to-device copies and the data loader are not part of a trace.
 """
 
 from __future__ import annotations
@@ -82,7 +29,16 @@ from ddpsim.errors import InputError
 from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu
 from ddpsim.trace.cnn_kernels import PER_CHANNEL, batch_norm_kernels, conv_layout_bytes
-from ddpsim.trace.records import BufferRecord, IterationSample, ParamRecord, Trace, load_trace
+from ddpsim.trace.records import IterationSample, Trace, buffer_records, load_trace, param_records
+
+
+def _check_numbers(obj: Any, keys: Sequence[str], ok: Any, expected: str, *, prefix: str = "",
+                   reject_bool: bool = False) -> None:
+    """InputError naming the first of ``keys`` whose value on ``obj`` is no number meeting ``ok``."""
+    for k in keys:
+        v = getattr(obj, k)
+        if (reject_bool and isinstance(v, bool)) or not isinstance(v, (int, float)) or not ok(v):
+            raise InputError(f"{prefix}{k}: {v!r} is not accepted; expected {expected}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,13 +58,9 @@ class GpuSpec:
     fp8_flops_per_s: float | None = None
 
     def __post_init__(self) -> None:
-        for k in ("tensor_flops_per_s", "tf32_flops_per_s", "fp32_flops_per_s", "hbm_bytes_per_s",
-                  "bf16_flops_per_s", "fp8_flops_per_s"):
-            v = getattr(self, k)
-            if v is None and k in ("bf16_flops_per_s", "fp8_flops_per_s"):
-                continue
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise InputError(f"gpu.{k}: {v!r} is not accepted; expected a number > 0")
+        _check_numbers(self, RECORDED_PEAKS, lambda v: math.isfinite(v) and v > 0, "a number > 0", prefix="gpu.")
+        _check_numbers(self, [k for k in ("bf16_flops_per_s", "fp8_flops_per_s") if getattr(self, k) is not None],
+                       lambda v: math.isfinite(v) and v > 0, "a number > 0", prefix="gpu.")
 
     def low_precision_flops_per_s(self, autocast: str, key: str = "autocast") -> float:
         """The tensor-core peak of ``"bf16"`` or ``"fp16"``; InputError on a GPU without it."""
@@ -135,17 +87,11 @@ def gpu_spec(gpu: Gpu) -> GpuSpec:
                    fp8_flops_per_s=None if f.fp8 is None else scaled(f.fp8, 12))
 
 
-def gpus(catalogue: Catalogue | None = None) -> dict[str, GpuSpec]:
-    """Every GPU of the hardware catalogue (None: the bundled one) by name, as :class:`GpuSpec`."""
-    cat = bundled() if catalogue is None else catalogue
-    return {name: gpu_spec(g) for name, g in cat.gpus.items()}
-
-
 class _BundledGpus(Mapping):
     """:data:`GPUS`: the bundled catalogue's GPUs, read when first asked for."""
 
     def __getitem__(self, name: str) -> GpuSpec:
-        return gpus()[name]
+        return gpu_spec(bundled().gpus[name])
 
     def __iter__(self) -> Iterator[str]:
         return iter(bundled().gpus)
@@ -160,9 +106,17 @@ GPUS: Mapping[str, GpuSpec] = _BundledGpus()
 
 @dataclass(frozen=True, kw_only=True)
 class RooflineAssumptions:
-    """Achievable fractions of the peaks, the per-kernel floor, the host's time to issue an op
-    (per phase, plus per tensor argument; all 0: the GPU never waits on the host), and the rate
-    per channel of PyTorch's NCHW batch-norm reductions (:mod:`ddpsim.trace.cnn_kernels`)."""
+    """Achievable fractions of the peaks, the per-kernel floor, the host's time to issue an op (per
+    phase, plus per tensor argument; all 0: the GPU never waits on the host), and the per-channel rate
+    of PyTorch's NCHW batch-norm kernels (:mod:`ddpsim.trace.cnn_kernels`). Sources of the defaults:
+    ``compute_efficiency`` large bf16 GEMMs on A100/H100 (60-75 % of peak); ``cuda_core_efficiency``
+    the V100 ResNet-50 fp32 profile's convolutions and GEMMs (777.6 GFLOP in 60.0 ms a step);
+    ``tf32_efficiency`` the A100 profile's convolutions (777.2 GFLOP in 13.7 ms);
+    ``unaligned_gemm_efficiency`` the three align1 GEMMs of GPT-2 124M's LM head in an H100 profile
+    (124 TFLOP/s of 989.4); the batch-norm rates the 53 batch norms of a ResNet-50 H100 profile (all
+    in ``tests/data/``); the host times fitted by ``studies/fit_host_overhead.py`` on six host-bound
+    models on one H100 host with torch 2.11 (another CPU or torch version moves them).
+    """
 
     compute_efficiency: float = 0.6
     memory_efficiency: float = 0.75
@@ -178,19 +132,12 @@ class RooflineAssumptions:
     bn_backward_block_bytes_per_s: float = 4.34e9
 
     def __post_init__(self) -> None:
-        for k in ("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency", "cuda_core_efficiency",
-                  "tf32_efficiency"):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
-                raise InputError(f"{k}: {v!r} is not accepted; expected a number in (0, 1]")
-        for k in ("bn_stats_block_bytes_per_s", "bn_backward_block_bytes_per_s"):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
-                raise InputError(f"{k}: {v!r} is not accepted; expected a number of bytes per second > 0")
-        for k in ("min_kernel_s", *HOST_FIELDS.values(), "host_s_per_tensor"):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v >= 0):
-                raise InputError(f"{k}: {v!r} is not accepted; expected a number of seconds >= 0")
+        _check_numbers(self, ("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency", "cuda_core_efficiency",
+                              "tf32_efficiency"), lambda v: 0 < v <= 1, "a number in (0, 1]", reject_bool=True)
+        _check_numbers(self, ("bn_stats_block_bytes_per_s", "bn_backward_block_bytes_per_s"),
+                       lambda v: math.isfinite(v) and v > 0, "a number of bytes per second > 0", reject_bool=True)
+        _check_numbers(self, ("min_kernel_s", *HOST_FIELDS.values(), "host_s_per_tensor"),
+                       lambda v: math.isfinite(v) and v >= 0, "a number of seconds >= 0", reject_bool=True)
 
     def without_host(self) -> RooflineAssumptions:
         """The same fractions with no host time: the GPU never waits on the host (the kernels alone)."""
@@ -246,25 +193,12 @@ def launch_queue_s(ops: Sequence[tuple[float, float]]) -> float:
 def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_bytes_per_s: float,
               assumptions: RooflineAssumptions, aligned: bool = True, unit: str = "tensor",
               bytes_per_s_cap: float | None = None) -> float:
-    """Roofline time of one kernel.
-
-    Args:
-        flops: floating-point operations of the kernel.
-        bytes_moved: bytes read + written in HBM.
-        peak_flops_per_s: the peak that applies to the operand dtype.
-        hbm_bytes_per_s: HBM bandwidth.
-        assumptions: achievable fractions and floor.
-        aligned: False for a tensor-core GEMM with a matrix whose leading dimension is not a
-            multiple of 16 bytes (:func:`gemm_aligned`): ``unaligned_gemm_efficiency`` then
-            replaces ``compute_efficiency``.
-        unit: where the FLOPs run (:func:`_unit`): ``"tensor"`` (bf16/fp16 tensor cores,
-            ``compute_efficiency``), ``"tf32"`` (float32 convolutions on tensor cores,
-            ``tf32_efficiency``) or ``"cuda_cores"`` (float32 without tensor cores, ``cuda_core_efficiency``).
-        bytes_per_s_cap: a bound on the kernel's bandwidth below HBM's (a kernel with too few
-            blocks to load the memory system, :mod:`ddpsim.trace.cnn_kernels`); None: none.
-
-    Returns:
-        ``max(flops / (peak * ce), bytes / min(bw * me, cap), min_kernel_s)`` seconds (0 for an empty kernel).
+    """Roofline time of one kernel: ``max(flops / (peak_flops_per_s * e), bytes_moved /
+    min(hbm_bytes_per_s * memory_efficiency, bytes_per_s_cap), min_kernel_s)``, 0 for an empty
+    kernel. ``e`` by ``unit`` (:func:`_unit`): ``"tensor"`` ``compute_efficiency`` (or
+    ``unaligned_gemm_efficiency`` when not ``aligned``, :func:`gemm_aligned`), ``"tf32"``
+    ``tf32_efficiency``, ``"cuda_cores"`` ``cuda_core_efficiency``; ``bytes_per_s_cap`` bounds a
+    kernel with too few blocks to load the memory system (:mod:`ddpsim.trace.cnn_kernels`).
     """
     if flops <= 0 and bytes_moved <= 0:
         return 0.0
@@ -496,41 +430,25 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
                 optimizer: str = "sgd", assumptions: RooflineAssumptions | None = None, command: str | None = None,
                 environment: dict[str, Any] | None = None, extra_synthetic: dict[str, Any] | None = None,
                 channels_last: bool = False, return_log: bool = False) -> Any:
-    """Model one training step of ``spec`` on ``gpu`` and return a synthetic :class:`Trace`.
-
-    Args:
-        spec: a :class:`~ddpsim.trace.models.BuiltModel` whose module is on the ``meta`` device (or
-            any device: it is moved to meta).
-        gpu: a GPU of the bundled hardware catalogue (``"a100"``, ``"h100"``, ...) or a :class:`GpuSpec`.
-        batch_size: per-GPU batch size.
-        autocast: None, ``"bf16"`` or ``"fp16"`` (emulated CUDA autocast).
-        dtype: parameter dtype (float32, bfloat16, float16).
-        optimizer: ``"sgd"`` (momentum) or ``"adamw"``.
-        assumptions: achievable fractions (default :class:`RooflineAssumptions`).
-        command: command line to store.
-        environment: base environment (e.g. the source trace's) to update.
-        extra_synthetic: more keys for the ``synthetic`` record.
-        channels_last: run the model and its 4-D inputs in ``torch.channels_last`` memory format
-            (no cuDNN layout conversions; PyTorch's channels-last batch norm).
-        return_log: also return the list of :class:`OpCost` (tests, analysis).
-
-    Returns:
-        The trace, or ``(trace, log)`` with ``return_log``.
-
-    Raises:
-        InputError: unknown GPU, bad batch size / autocast / optimizer / dtype.
+    """Model one training step of ``spec`` (a :class:`~ddpsim.trace.models.BuiltModel`, moved to
+    ``meta``) on ``gpu`` (a catalogue name or a :class:`GpuSpec`) at per-GPU ``batch_size`` and
+    return a synthetic :class:`Trace`, or ``(trace, log)`` of :class:`OpCost` with ``return_log``.
+    ``autocast`` None, ``"bf16"`` or ``"fp16"``; ``optimizer`` ``"sgd"`` (momentum) or ``"adamw"``;
+    ``environment`` the source trace's, updated; ``channels_last`` runs the model and its 4-D inputs
+    in ``torch.channels_last`` (no cuDNN layout conversions). InputError: unknown GPU, bad batch size,
+    autocast, optimizer or dtype.
     """
     import torch
 
-    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, _check_count, _choice
+    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, check_choice, check_count
     from ddpsim.trace.models import ddp_params, default_loss
 
     g = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
     a = assumptions or RooflineAssumptions()
-    _check_count(batch_size, "batch_size", 1)
-    _choice(autocast, "autocast", (None, *AUTOCASTS))
-    _choice(optimizer, "optimizer", OPTIMIZERS)
-    _choice(dtype, "dtype", DTYPES)
+    check_count(batch_size, "batch_size", 1)
+    check_choice(autocast, "autocast", (None, *AUTOCASTS))
+    check_choice(optimizer, "optimizer", OPTIMIZERS)
+    check_choice(dtype, "dtype", DTYPES)
     for key, low in (("autocast", autocast), ("dtype", {"bfloat16": "bf16"}.get(dtype))):
         if low is not None:
             g.low_precision_flops_per_s(low, key)  # refuses bf16 on a GPU without bf16 tensor cores
@@ -552,9 +470,7 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
                                            spec.loss_fn or default_loss, params, opt)
     if ac_dtype is not None:
         sample, order = _autocast_order(sample, order, module, spec, params, ac_dtype, to_meta)
-    records = tuple(ParamRecord(index=i, name=n, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
-                                size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=s, has_grad=sample.grad_ready_s[i] is not None)
-                    for i, (n, p, s) in enumerate(plist))
+    records = param_records(plist, lambda i: sample.grad_ready_s[i] is not None)
     env = copy.deepcopy(environment or {})
     env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
                 "optimizer": optimizer, "num_threads": None,
@@ -567,9 +483,7 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     low = autocast or {"bfloat16": "bf16", "float16": "fp16"}.get(dtype)
     peak = g.fp32_flops_per_s if low is None else g.low_precision_flops_per_s(low)
     synthetic = _retimed_synthetic(g, a, sample, log, peak=peak, extra_synthetic=extra_synthetic)
-    buffers = tuple(BufferRecord(name=n, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
-                    for n, b in module.named_buffers())
-    trace = Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(order), iterations=(sample,),
+    trace = Trace(model=spec.name, params=records, buffers=buffer_records(module), grad_ready_order=tuple(order), iterations=(sample,),
                   environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
     return (trace, log) if return_log else trace
 
@@ -674,28 +588,12 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
                       autocast: str | None = None, optimizer: str | None = None,
                       assumptions: RooflineAssumptions | None = None, command: str | None = None,
                       catalogue: Catalogue | None = None, channels_last: bool = False, return_log: bool = False) -> Any:
-    """Re-time the trace at ``path`` for ``gpu``: rebuild its model (same name, depth, input
-    shape) on the meta device at the target batch size and run :func:`retime_spec`.
-
-    Args:
-        path: a trace written by ``ddpsim trace`` (CPU capture or derived).
-        gpu: a GPU of the hardware catalogue (``"a100"``, ``"h100"``, ``"b200"``, ...).
-        batch_size: target per-GPU batch (default: the source trace's).
-        seq_len: target sequence length of a token model (default: the source's).
-        autocast: ``"bf16"``, ``"fp16"``, ``"none"`` or None (None: the source's).
-        optimizer: ``"sgd"``, ``"adamw"`` or None (the source's).
-        assumptions: achievable fractions.
-        command: command line to store.
-        catalogue: the hardware catalogue ``gpu`` is looked up in (None: the bundled one).
-        channels_last: model the step in channels-last memory format (:func:`retime_spec`).
-        return_log: also return the list of :class:`OpCost` of the modelled step.
-
-    Returns:
-        The synthetic trace, or ``(trace, log)`` with ``return_log``.
-
-    Raises:
-        InputError: unreadable trace, unknown GPU, a model that cannot be rebuilt, or a rebuilt
-            model whose parameters differ from the trace's.
+    """Re-time the trace at ``path`` for ``gpu``: rebuild its model (same name, depth, input shape) on
+    the meta device at ``batch_size`` / ``seq_len`` (default: the source's) and run
+    :func:`retime_spec`; ``autocast`` ``"none"`` drops the source's, None keeps it; ``optimizer`` None
+    keeps the source's. Returns the trace, or ``(trace, log)`` with ``return_log``. InputError: an
+    unreadable trace, an unknown GPU, a model that cannot be rebuilt or whose parameters differ from
+    the trace's.
     """
     import torch
 

@@ -1,7 +1,7 @@
 """The trace file's declared format: the pydantic schema :func:`ddpsim.trace.records.trace_from_dict` validates.
 
-The layout is :mod:`ddpsim.trace.records`' (its docstring shows a file); this module declares
-each key's type, bound and default once. Every time is a finite number of seconds in
+Each key of the file :mod:`ddpsim.trace.records` reads and writes, with its type, bound and
+default, once. Every time is a finite number of seconds in
 ``[0, MAX_SECONDS]`` and every size an integer of bytes in ``[0, MAX_BYTES]``, so that no value
 a hostile or corrupt file holds reaches the engine as an overflow. Checks that span several
 keys (parameter order, one ready time per parameter, ``grad_ready_order``) belong to

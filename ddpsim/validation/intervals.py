@@ -1,56 +1,26 @@
 """Prediction intervals: the trace's own variation carried through the engine.
 
-A prediction comes from captured iterations; had the capture run at another moment, or had
-other iterations been kept, the prediction would differ. :func:`prediction_interval` measures
-by how much, with a seeded two-level bootstrap of the captures:
-
-1. draw ``num_captures`` of the captures with replacement (capture-to-capture variation: a
-   shared host's load drifts between captures as it drifts between runs);
-2. from each drawn capture, draw ``num_iterations`` of its iterations with replacement
-   (iteration-to-iteration variation);
-3. pool the draws into one trace (:func:`ddpsim.trace.records.pool_traces`) and predict from it
-   (``predict``: a trace -> the predicted mean step, e.g. :func:`predict_mean`).
-
-Each resample draws twice, independently: a *measurement-like* trace (``num_captures``
-captures: as many as the measurement pools runs, ``num_iterations``: as many as a run
-measures) and a *prediction-like* one (all the captures' count, each with its own iteration
-count, as the prediction pools them). Their predictions ``m*`` and ``p*`` give
-``center + (m* - p*)``, with ``center`` the prediction from all the captures pooled: the
-measured mean differs from the prediction by the noise of both, and the interval holds both.
-The interval is the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
-``num_resamples`` values (:func:`ddpsim.formats.quantile`), under the assumption that runs
-vary as captures do; its *coverage* (:func:`coverage`) over many points checks that
-assumption.
-
-The capture is not the only uncertain input: a CPU calibration holds TWO estimates of how much
-compute slows while a collective runs -- the microbenchmark's and the one fitted to real DDP on
-the calibration's probe (:mod:`ddpsim.calibration.interference_fit`) -- and the fit itself moves from one
-moment of the host to the next (fitted to each probe round alone it moves from round to round,
-and from one calibration to the next by more: the zoo study, ``studies/zoo/README.md``).
-``alternatives`` (:func:`calibration_alternatives`) are predictions under such other estimates
-(the microbenchmark's, and the lowest and highest of the probe's rounds fitted one by one): the
-interval then runs from the lowest centre plus the bootstrap's low quantile to the highest centre
-plus its high one -- the noise band around each estimate, joined. It is wider where the
-estimates disagree about THIS model's step (much overlapped communication) and collapses to the
-bootstrap's where they agree (little overlap).
-
-With one capture, the capture-to-capture part is unknown and the interval holds
-only the iterations' spread; with two, the bootstrap sees at most three distinct draws and
-under-states it.
-
-None of this holds what the engine gets wrong about a model; that error is measured on other
-validated models and joined to an interval by :func:`ddpsim.pipeline.method_error.widen`
-(``method_band``).
+:func:`prediction_interval` resamples the captures with a seeded two-level bootstrap (captures
+with replacement, then each drawn capture's iterations with replacement), pools each draw
+(:func:`ddpsim.trace.records.pool_traces`) and predicts from it, twice per resample: a
+measurement-like draw (as many captures as runs are pooled, as many iterations as a run measures)
+``m*`` and a prediction-like one ``p*``; the interval is the ``(1 ± level) / 2`` quantiles of
+``center + (m* - p*)``, assuming runs vary as captures do (:func:`coverage` checks it).
+``alternatives`` (:func:`calibration_alternatives`: the microbenchmark's compute slowdown and the
+lowest and highest fitted to the probe's rounds one by one) join their own bands to it. With one
+or two captures the capture-to-capture part is unknown or under-stated. What the engine gets wrong
+about a model is measured on other models and joined by :func:`ddpsim.pipeline.method_error.widen`.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.formats import quantile
+from ddpsim.trace.capture import check_count
 from ddpsim.trace.records import Trace, pool_traces
 
 
@@ -101,15 +71,13 @@ class PredictionInterval:
 
 
 def resample_trace(captures: Sequence[Trace], rng: random.Random, *, num_captures: int, num_iterations: int) -> Trace:
-    """One bootstrap draw (module docstring, steps 1-3): ``num_captures`` captures drawn with
+    """One bootstrap draw (module docstring): ``num_captures`` captures drawn with
     replacement, ``num_iterations`` iterations of each drawn with replacement, pooled."""
     drawn = []
     for _ in range(num_captures):
         cap = captures[rng.randrange(len(captures))]
         its = tuple(cap.iterations[rng.randrange(len(cap.iterations))] for _ in range(num_iterations))
-        drawn.append(Trace(model=cap.model, params=cap.params, buffers=cap.buffers, grad_ready_order=cap.grad_ready_order,
-                           iterations=its, environment=cap.environment, hook_overhead_frac=cap.hook_overhead_frac,
-                           synthetic=cap.synthetic, command=cap.command))
+        drawn.append(replace(cap, iterations=its, compiled_graph=None))
     return pool_traces(drawn)
 
 
@@ -137,8 +105,7 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
     k = len(captures) if num_captures is None else num_captures
     n = min(len(c.iterations) for c in captures) if num_iterations is None else num_iterations
     for value, name in ((num_resamples, "num_resamples"), (k, "num_captures"), (n, "num_iterations")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{name}: {value!r} is not accepted; expected an integer >= 1")
+        check_count(value, name, 1)
     rng = random.Random(seed)
     center = predict(pool_traces(captures))
     preds = []

@@ -54,8 +54,7 @@ def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int |
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if num_threads is not None:
         env["OMP_NUM_THREADS"] = str(num_threads)
-    env.setdefault("TORCHELASTIC_ERROR_FILE", "")
-    env.pop("TORCHELASTIC_ERROR_FILE")
+    env.pop("TORCHELASTIC_ERROR_FILE", None)
     for attempt in range(3):
         r = _launch_once(args, nproc=nproc, env=env, timeout_s=timeout_s)
         # NOTE: the free port can be taken by another process between free_port() and torchrun's

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, is_file, read_json, write_text_atomic
 from ddpsim.plan.planner import cap_point_id
+from ddpsim.trace.capture import check_count
 from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
 from ddpsim.validation.writer import write_reports
 
@@ -84,25 +85,17 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
              timeout_s: float = 900.0, plots: bool = True, capture: bool = True, launch_mode: str = "point",
              intervals: bool = True, method_error: str | Path | None = None) -> dict[str, Any]:
     """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
-
-    ``launch_mode``: ``"point"`` (default) captures each round's trace in a launch of its own
-    and runs every point in a launch of its own; ``"round"`` runs each round in ONE executor
-    launch (``executor round``: before each point a slice of the trace, then the point under
-    real DDP, in the same process pair; see :mod:`executor.round_step`). A round needs points
-    that differ by their cap only and a captured trace; otherwise ``"point"`` is used and said.
-    Why point is the default: docs/VALIDATION.md, "Launch layouts".
-    ``intervals``: give every point its prediction interval from the rounds' captures
-    (:func:`point_intervals`) once the runs are done (a captured trace only).
-    ``method_error``: a residual file (:mod:`ddpsim.pipeline.method_error`, a zoo's ``method_error.json``)
-    whose band, the validated model's own residuals left out, joins every interval.
-
-    Raises:
-        InputError: bad scenario, calibration or option (one line); an executor run that fails.
+    ``launch_mode`` ``"point"`` (default) captures each round's trace and runs every point in
+    launches of their own; ``"round"`` runs each round in ONE ``executor round`` launch (points that
+    differ by their cap only, a captured trace; else ``"point"``, said); why: docs/VALIDATION.md,
+    "Launch layouts". ``intervals`` gives every point its prediction interval from the rounds'
+    captures (:func:`point_intervals`), joined with ``method_error``'s band (a residual file,
+    :mod:`ddpsim.pipeline.method_error`, the validated model's own residuals left out). InputError:
+    a bad scenario, calibration or option, or a failing executor run.
     """
     from ddpsim.pipeline.scenario import load_scenario
 
-    if repeats < 1:
-        raise InputError(f"--repeats: {repeats!r} is not accepted; expected an integer >= 1")
+    check_count(repeats, "--repeats", 1)
     if launch_mode not in LAUNCH_MODES:
         raise InputError(f"--launch: {launch_mode!r} is not accepted; expected one of {', '.join(LAUNCH_MODES)}")
     scenario = load_scenario(scenario_spec)
@@ -351,14 +344,13 @@ def _load_method_error(path: str | Path | None) -> Any:
 def point_intervals(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], captures: Sequence[Any],
                     cal: Any, *, iterations: int, seed: int = 0, method_error: Any = None,
                     model: str | None = None, cal_path: str | Path | None = None) -> None:
-    """Give every point its :data:`~ddpsim.validation.writer.INTERVAL_LEVEL` prediction
-    interval (:func:`ddpsim.validation.intervals.prediction_interval`): the rounds' ``captures`` and their
-    iterations resampled through the engine, as many captures drawn as the point pools runs and
-    as many iterations as a run measures, joined with the band around the prediction under the
-    calibration's other estimate of its compute slowdown (:func:`ddpsim.validation.intervals.calibration_alternatives`).
-    With ``method_error`` (:class:`ddpsim.pipeline.method_error.MethodError`), each interval is joined with
-    the conformal band of its residuals, ``model``'s own left out (:func:`ddpsim.pipeline.method_error.widen`);
-    residuals measured with another calibration than ``cal_path`` are used and said so."""
+    """Give every point its :data:`~ddpsim.validation.writer.INTERVAL_LEVEL` prediction interval
+    (:func:`ddpsim.validation.intervals.prediction_interval` over the rounds' ``captures``, as many
+    drawn as the point pools runs, joined with the calibration's alternatives), widened by
+    ``method_error``'s conformal band with ``model``'s own residuals left out
+    (:func:`ddpsim.pipeline.method_error.widen`); residuals measured with another calibration than
+    ``cal_path`` are used and said so.
+    """
     from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
     from ddpsim.pipeline.method_error import file_sha256, widen
     from ddpsim.validation.writer import INTERVAL_LEVEL
@@ -464,17 +456,12 @@ def predict_points(scenario: Any, points: Sequence[Any], outcomes: dict[str, Poi
 
 def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
               plots: bool = True, intervals: bool = True, method_error: str | Path | None = None) -> dict[str, Any]:
-    """Rebuild a validation report from the raw measurements a :func:`validate` run left under
-    ``<out_dir>/<scenario>/validation/`` -- nothing is run: every run's step times are
-    recomputed from its per-rank records with ``ddpsim.formats.summarize``, and the points
-    are simulated again from the pooled trace (``trace.concurrent.json``, or the one
-    ``validation.json`` names; when that path is gone, the file of the same name under
-    ``validation/``, so a moved report folder still rebuilds) with the calibration
-    ``validation.json`` names (or ``calibration``). For a changed engine, statistic or
-    calibration, without measuring again.
-
-    Raises:
-        InputError: no earlier validation there, or a raw file missing or unreadable (one line).
+    """Rebuild a validation report from the raw runs under ``<out_dir>/<scenario>/validation/``,
+    running nothing: each run's step times recomputed from its per-rank records
+    (``ddpsim.formats.summarize``) and every point simulated again from the pooled trace
+    (:func:`report_trace_path`) with the calibration ``validation.json`` names (or ``calibration``):
+    for a changed engine, statistic or calibration. InputError: no earlier validation there, or a
+    raw file missing or unreadable.
     """
     from ddpsim.pipeline.scenario import load_scenario
     from ddpsim.trace.records import load_trace

@@ -1,15 +1,13 @@
 """A real DDP run's torch.profiler profiles against ddpsim's prediction of the same run.
 
-The measured side is :mod:`ddpsim.validation.profile_measure`. The predicted side is ddpsim's one path into a simulation
-(:func:`ddpsim.pipeline.inputs.build_point_inputs`) on a trace made from the same profile
-(:func:`~ddpsim.validation.profile_measure.effective_trace`: the phases and the gradient-ready times on the critical path, so
-a host-bound run is simulated host-bound), the run's world size, the hardware catalogue's system of
-the profile's GPU on as many nodes as the ranks fill (:func:`preset_for`; else ``--scenario``'s cluster), DDP's default
-options (or the scenario's), and DDP's host costs measured from the same CPU timeline
-(:func:`~ddpsim.validation.profile_measure.host_costs_from_steps`). The simulated step plus the measured ``other`` time is the
-predicted step. Compute is an input; what is predicted is DDP's buckets, when each all-reduce
-starts and how long it takes, the exposed tail and the overlap -- and the report attributes the
-step's error to each term (:func:`attribution`).
+The measured side is :mod:`ddpsim.validation.profile_measure`. The predicted side goes through
+ddpsim's one path into a simulation (:func:`ddpsim.pipeline.inputs.build_point_inputs`) on the
+profile's critical-path trace (:func:`~ddpsim.validation.profile_measure.effective_trace`: a
+host-bound run is simulated host-bound), the run's world size, the catalogue system of its GPU
+(:func:`preset_for`; else ``--scenario``'s cluster), DDP's default options and the host costs
+measured on the same CPU timeline. Compute is an input; what is predicted is DDP's buckets, each
+all-reduce's start and time, the exposed tail and the overlap, and the step's error is attributed
+to each term (:func:`attribution`).
 """
 
 from __future__ import annotations
@@ -97,16 +95,13 @@ def run_cap_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | None:
 
 def simulate_profile(scenario: Any, trace: Trace, modules: int = 1,
                      recorded: Sequence[Any] = ()) -> tuple[Any, Any, Any]:
-    """``(inputs, result)`` of the scenario's default point on ``trace``, through
-    :func:`ddpsim.pipeline.inputs.build_point_inputs` (the one path into a simulation), with
-    DDP's own device kernels free: a profile's phases already hold the gradients' copy-in, the
-    reducer's division and the copy-out (``mul_out``, ``copy_bucket_to_grad`` run inside the
-    measured backward), so the config's copy bandwidth is None (free copies, SimConfig's own
-    meaning) and its kernel floor 0 -- charging them again would count them twice. With several
-    DDP modules (``modules``; ``recorded``: the run's buckets), each is planned on its own
-    parameters where a split reproduces the run's buckets
-    (:func:`~ddpsim.validation.profile_modules.split_modules`; the third item, else None) and the
-    simulation runs every module's buckets."""
+    """``(inputs, result, split)`` of the scenario's default point on ``trace`` through
+    :func:`ddpsim.pipeline.inputs.build_point_inputs`, DDP's own copy kernels free (no copy
+    bandwidth, no kernel floor: a profile's phases already hold ``mul_out`` and
+    ``copy_bucket_to_grad``; charging them again would count them twice). With several DDP
+    ``modules``, each is planned on its own parameters where a split reproduces the ``recorded``
+    buckets (:func:`~ddpsim.validation.profile_modules.split_modules`: ``split``, else None).
+    """
     from ddpsim.engine.simulate import simulate
     from ddpsim.pipeline.inputs import build_point_inputs
 
@@ -121,17 +116,13 @@ def simulate_profile(scenario: Any, trace: Trace, modules: int = 1,
 
 def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | None,
                       copy_back: tuple[float, float] = (0.0, 0.0)) -> dict[str, Any]:
-    """The simulation's steady-state figures on :data:`TERMS` (rank 0, mean over the steady
-    iterations): its forward, backward, gradient-copy (copy-in and copy-out), optimizer and
-    zero_grad spans, the engine's exposed tail, ``other_s`` the measured one (an input), the
-    measured copy-back (``copy_back``: on the host, simulated inside the backward as it ran, and
-    on the device past the last all-reduce, added: the simulation charges no copies,
-    :func:`simulate_profile`) moved into ``grad_copies_s``,
-    ``slower_rank_s`` the simulated step (its slowest rank's) minus rank 0's own iteration plus
-    rank 0's wait for the buffer broadcast past ``host``'s pre-forward and enqueue (the other
-    rank's arrival), and
-    ``pre_forward_s`` the rest of rank 0's iteration (DDP's host pre-forward, the buffer
-    broadcast, any other wait)."""
+    """The simulation's steady-state figures on :data:`TERMS` (rank 0, mean over steady iterations):
+    its phase spans and exposed tail, ``other_s`` the measured one, the measured ``copy_back`` (host
+    part simulated inside the backward, device part added: the simulation charges no copies,
+    :func:`simulate_profile`) moved into ``grad_copies_s``, ``slower_rank_s`` the simulated step minus
+    rank 0's own iteration plus its wait for the buffer broadcast past ``host``'s pre-forward and
+    enqueue, and ``pre_forward_s`` the rest of rank 0's iteration.
+    """
     from ddpsim.validation.compare import predicted_bucket_times
 
     s = result.summary()
@@ -242,25 +233,15 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
             world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare",
             ranks: Sequence[int] | None = None, ddp_modules: int = 1,
             recorded_buckets: Sequence[Any] = ()) -> dict[str, Any]:
-    """Predicted against measured for one profiled run (module docstring).
-
-    Args:
-        profiles: the profiles' paths (rank 0's first).
-        steps: per profile, its import's steps (:attr:`~ddpsim.trace.profile.result.ProfileImport.iterations`).
-        trace: the import of rank 0's profile (parameters in DDP's order, the ready order).
-        gpu_name, world_size: what the profile says of the run.
-        recorded_numels: the buckets the run's DDP launched (elements, launch order).
-        scenario: a :class:`~ddpsim.pipeline.scenario.Scenario` for the cluster and DDP options.
-        name: the report's name.
-        ranks: each profile's rank (default: 0, 1, ... in ``profiles``' order).
-        ddp_modules: the run's DDP modules (the import's count): with more than one, each module
-            is planned on its own parameters where its buckets are found among ``recorded_buckets``
-            (the import's last step's, :mod:`~ddpsim.validation.profile_modules`); where they are
-            not, the plan is not checked (``plan.matches`` None).
-        recorded_buckets: the run's buckets (:class:`~ddpsim.trace.profile.result.RecordedBucket`).
-
-    Returns:
-        The report's data (:func:`ddpsim.validation.profile_report.write_compare_report` writes it)."""
+    """Predicted against measured for one profiled run (module docstring): ``profiles`` the paths
+    (rank 0's first), ``steps`` per profile its import's steps, ``trace`` rank 0's import,
+    ``recorded_numels`` the buckets the run launched (elements, launch order), ``scenario`` the
+    cluster and DDP options (else the catalogue's system of ``gpu_name``), ``ranks`` each profile's
+    rank (default 0, 1, ...). With ``ddp_modules`` > 1 each module is planned on its own parameters
+    where its buckets are found among ``recorded_buckets``
+    (:mod:`~ddpsim.validation.profile_modules`), else the plan is not checked. Returns the report's
+    data (:func:`ddpsim.validation.profile_report.write_compare_report` writes it).
+    """
     rank0 = steps[0]
     host, host_detail = host_costs_from_steps(rank0)
     eff = effective_trace(trace, rank0, profiles[0])

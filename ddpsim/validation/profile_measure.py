@@ -1,33 +1,15 @@
 """What a profiled DDP run measured, per step, on its critical path.
 
-The measured side, from the profile's import (:class:`~ddpsim.trace.profile.result.ProfileIteration`,
-the one step type): per ``ProfilerStep`` a phase
-begins when the CPU reaches it AND the device has finished the work launched before it (a
-host-bound step is paced by its CPU, a GPU-bound one by its device), so every phase boundary
-is taken as ``max(CPU time, end of the device work launched before it)``:
-
-* ``pre_forward``: DDP's forward start to the module's first kernel-launching op (DDP's
-  ``_pre_forward`` and ``_sync_buffers``'s flatten, broadcast, unflatten and copies);
-* ``forward``: from there to the backward's start (the loss included);
-* ``backward``: the model's backward: from the import's backward start to the later of its last
-  ``evaluate_function`` op's end and the device finishing the work launched before it (the
-  copy-in of gradients into buckets included: it runs inside it);
-* ``grad_copies``: DDP's copy-back after the model's backward -- the CPU's finalize
-  (``copy_bucket_to_grad``) to DDP's last op, and the copy kernels past the last all-reduce
-  (the simulation charges no copies: the measured term is carried into the prediction);
-* ``exposed_comm``: the last bucket all-reduce's end past both the model's backward and the
-  CPU's end of DDP's work (0 when earlier), wherever the device waits for it: in DDP's copy-back
-  kernels or in the optimizer's;
-* ``optimizer``: ``Optimizer.step#`` and its kernels past DDP's effective end;
-* ``zero_grad`` (``Optimizer.zero_grad#``) and ``other``: the rest of the ``ProfilerStep`` span;
-* ``slower_rank``: 0 -- the profiled rank's own step (the simulation's step is its slowest
-  rank's: the simulated job minus rank 0's own iteration, and rank 0's wait for the other
-  rank at the buffer broadcast, are that term);
-* per bucket (DDP launches bucket 0 first): the ``c10d::allreduce_`` launch on the CPU, the NCCL
-  kernel's start and end, from the step's effective start (DDP's forward);
-* overlap as HolisticTraceAnalysis computes it (``hta/analyzers/communication_analysis.py``
-  ``get_comm_comp_overlap``): the time merged communication kernels run while merged computation
-  kernels run, over the merged communication time (:func:`hta_overlap_ratio`).
+Per ``ProfilerStep`` of the import (:class:`~ddpsim.trace.profile.result.ProfileIteration`) a phase
+begins when the CPU reaches it and the device has finished the work launched before it, so every
+boundary is ``max(CPU time, end of the device work launched before it)``. The step splits into
+:data:`TERMS`: DDP's pre-forward (``_pre_forward``, ``_sync_buffers``), forward (the loss
+included), the model's backward, DDP's gradient copy-back (``copy_bucket_to_grad``), the exposed
+communication past both, the optimizer, zero_grad, ``other``, and ``slower_rank`` (0 for the
+profiled rank's own step). Per bucket the ``c10d::allreduce_`` launch and the NCCL kernel's start
+and end; the overlap as HolisticTraceAnalysis computes it (``get_comm_comp_overlap`` in
+``hta/analyzers/communication_analysis.py``, :func:`hta_overlap_ratio`). docs/MODEL.md,
+"Comparing with a profile".
 """
 
 from __future__ import annotations
@@ -249,18 +231,13 @@ def effective_trace(trace: Trace, steps: Sequence[ProfileIteration], source: str
 
 
 def host_costs_from_steps(steps: Sequence[ProfileIteration]) -> tuple[HostCosts, dict[str, Any]]:
-    """DDP's host costs (:class:`~ddpsim.network.host_costs.HostCosts`) measured on the CPU
-    timeline -- the pre-forward the mean over the steps (as the simulation takes the steps' mean
-    phases), the others medians over the steps' events -- and the figures behind them:
-
-    * ``pre_forward_s``: DDP's forward start to the module's first kernel-launching op
-      (``_pre_forward`` and ``_sync_buffers``);
-    * ``hook_s_per_param``: an AccumulateGrad's ``evaluate_function`` minus the op itself, over
-      the hooks that launch no bucket (``Reducer::autograd_hook``, ``mark_variable_ready``, the
-      gradient's ``mul_out`` into the bucket);
-    * ``enqueue_s``: the ``record_param_comms`` inside a bucket's ``c10d::allreduce_``
-      (``ProcessGroupNCCL::collective``: stream sync, ``ncclAllReduce``, its kernel launch);
-    * ``bucket_launch_s``: the rest of ``c10d::allreduce_`` (the dispatcher and the op's own work).
+    """DDP's host costs (:class:`~ddpsim.network.host_costs.HostCosts`) measured on the CPU timeline,
+    and the figures behind them: ``pre_forward_s`` the steps' mean from DDP's forward to the
+    module's first kernel-launching op; medians over the events of ``hook_s_per_param`` (an
+    AccumulateGrad's ``evaluate_function`` minus the op, over hooks that launch no bucket:
+    ``Reducer::autograd_hook``, ``mark_variable_ready``, ``mul_out``), ``enqueue_s`` (the
+    ``record_param_comms`` in a bucket's ``c10d::allreduce_``: ``ProcessGroupNCCL::collective``) and
+    ``bucket_launch_s`` (the rest of ``c10d::allreduce_``).
     """
     hooks = [h.end_s - h.start_s - h.op_s for st in steps for h in st.hooks if h.launches == 0]
     launches = [x for st in steps for x in st.buckets]

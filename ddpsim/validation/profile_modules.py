@@ -1,28 +1,13 @@
 """A profiled run's DDP modules, each planned on its own parameters and matched to its own buckets.
 
-A model may wrap several parts in ``DistributedDataParallel`` (a recommender's dense parts):
-each wrapper has its own ``Reducer`` (``torch/csrc/distributed/c10d/reducer.cpp``) that buckets
-only its own parameters -- ``Reducer::rebuild_buckets`` runs
-``compute_bucket_assignment_by_size`` over the gradients of that module, in the order they
-became ready, with the limits ``[first_bucket_bytes, bucket_bytes_cap]`` -- and launches its
-buckets on its own process group. The profile shows how many modules ran (one
-``DistributedDataParallel.forward`` each) and, per launch, the bucket's ``In msg nelems`` and,
-from torch 2.3 on, its ``Process Group Name``; it does not say which gradient belongs to which
-module. So the modules are found by planning:
-
-* each recorded bucket holds the gradients made ready since the previous launch (ready order;
-  :attr:`~ddpsim.trace.profile.result.RecordedBucket.num_grads`), named by the import's mapping
-  (``trace.grad_ready_order``);
-* where the launches record more than one process group, a module's buckets are those of one
-  group; otherwise the launches are cut into as many consecutive runs as the profile has DDP
-  modules (a module's gradients become ready together when the modules run one after the
-  other), every cut tried (depth first, a run whose plan differs from its buckets cut no
-  further: at most one plan per start, end and module count);
-* each module's parameters are planned as its reducer plans them, and the split is accepted
-  when every module's plan gives that module's recorded buckets.
-
-When no split reproduces the run's buckets, the plan is not checked (``matches`` None) and the
-simulation keeps one plan.
+Each ``DistributedDataParallel`` wrapper has its own ``Reducer``
+(``torch/csrc/distributed/c10d/reducer.cpp``: ``rebuild_buckets`` runs
+``compute_bucket_assignment_by_size`` over its own gradients in ready order), but a profile does
+not say which gradient is whose. So the recorded buckets (each holding the gradients ready since
+the previous launch) are cut into modules: by their ``Process Group Name`` where they record
+several, else into consecutive runs, every cut tried depth first; a split is accepted when every
+module's own plan gives its recorded buckets. Where none does, the plan is not checked
+(``matches`` None) and the simulation keeps one plan.
 """
 
 from __future__ import annotations

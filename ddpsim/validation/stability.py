@@ -1,24 +1,12 @@
 """Predictions that do not move with a shared host's load: the trace on the CPU clock.
 
-On a host shared with other work, a rank waits for a CPU: its wall-clock phases grow by that
-wait, and the wait is the load of the moment, not a property of the model: two captures of
-one model on a host running other jobs can agree on CPU time per phase within a few % while
-their wall-clock backward differs severalfold (``studies/stability.py``).
-
-Modelling assumptions, stated once:
-
-* A rank of one thread computes only while it holds a CPU, so this process's CPU time per
-  phase (``environment.cpu_phase_s``, recorded by :func:`ddpsim.trace.capture.capture_trace`) is
-  what the phase costs with a core to itself. The process's other threads (gloo's) are idle
-  in a capture: it has no communication inside the timed phases.
-* The wait is spread evenly over backward: each gradient-ready time is scaled by the same
-  factor as ``backward_s``. ``zero_grad_s`` (not timed on the CPU clock) is kept.
-* A phase never becomes slower: the factor is ``min(1, cpu / wall)`` (the CPU clock's tick
-  can put a short phase's CPU time above its wall time).
-* Traces of ranks with several threads are refused: their CPU time sums the threads.
-* To compare with steps measured under load, a CPU-clock prediction is stretched by the
-  share of a CPU the ranks held during those steps (:func:`cpu_share`, from the host's other
-  load, measured by the runs' ``/proc/stat`` counters, not from their step times).
+On a shared host a rank's wall-clock phases hold its waits for a CPU, the load of the moment
+(``studies/stability.py``). A rank of one thread computes only while it holds a CPU, so a
+capture's process CPU time per phase (``environment.cpu_phase_s``) is what the phase costs with a
+core to itself: each phase is scaled by ``min(1, cpu / wall)``, its gradient-ready times by
+backward's factor, ``zero_grad_s`` kept; traces of ranks with several threads are refused. To
+compare with steps measured under load, the prediction is stretched by the share of a CPU the
+ranks held (:func:`cpu_share`, from the runs' ``/proc/stat`` counters).
 """
 
 from __future__ import annotations
@@ -28,6 +16,7 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from ddpsim.errors import InputError
+from ddpsim.trace.capture import check_count
 from ddpsim.trace.records import IterationSample, Trace
 
 
@@ -93,9 +82,8 @@ def cpu_share(other_pct: float, *, num_cpus: int, num_busy_threads: int) -> floa
     """
     if not 0.0 <= other_pct < 100.0:
         raise InputError(f"other_pct: {other_pct!r} is not accepted; expected a percentage in [0, 100)")
-    for v, name in ((num_cpus, "num_cpus"), (num_busy_threads, "num_busy_threads")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InputError(f"{name}: {v!r} is not accepted; expected an integer >= 1")
+    check_count(num_cpus, "num_cpus", 1)
+    check_count(num_busy_threads, "num_busy_threads", 1)
     return min(1.0, num_cpus * (1.0 - other_pct / 100.0) / num_busy_threads)
 
 

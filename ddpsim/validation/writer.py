@@ -1,11 +1,9 @@
 """Reporting a validation: ``validation.csv`` / ``.json`` / ``.md`` / ``.png`` / ``_timeline.png``.
 
-Rows come from :meth:`ddpsim.validation.compare.PointOutcome.row`, the summary from
-:func:`ddpsim.validation.compare.summary_figures`; every file is written atomically. The
-per-bucket errors are measured minus predicted, buckets matched by index, from the
-first steady iteration's simulated times and the hooked run's medians
-(:func:`ddpsim.validation.compare.predicted_bucket_times`, ``measured_bucket_times``);
-``validation_timeline.png`` draws them under the two timelines of the worst-predicted point.
+Rows are :meth:`ddpsim.validation.compare.PointOutcome.row`, the summary
+:func:`ddpsim.validation.compare.summary_figures`; every file is written atomically. Per-bucket
+errors are measured minus predicted, buckets matched by index; ``validation_timeline.png`` draws
+them under the two timelines of the worst-predicted point.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ddpsim.calibration.loader import clamped_fit_warning
 from ddpsim.validation.intervals import ALTERNATIVES_TEXT
@@ -58,6 +56,11 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
+    """A header line of ``columns`` and one line per row (None empty, floats to 6 digits)."""
+    return ",".join(columns) + "\n" + "".join(",".join(_fmt(r[c]) for c in columns) + "\n" for r in rows)
+
+
 def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes: dict[str, PointOutcome], *,
                   cal_path: Path, trace_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
                   repeats: int, plots: bool, calibration: Any = None, reanalyzed: bool = False,
@@ -65,8 +68,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
     """Write ``validation.{csv,json,md}`` (and the plot). ``malloc``: the allocator mode the
     executor recorded in the prediction trace (``environment.malloc``); a trace without it (one
     not captured by the executor's ``--malloc``) leaves it out of the reports."""
-    csv = ",".join(CSV_COLUMNS) + "\n" + "".join(",".join(_fmt(r[c]) for c in CSV_COLUMNS) + "\n" for r in rows)
-    write_text_atomic(out / "validation.csv", csv)
+    write_text_atomic(out / "validation.csv", csv_text(CSV_COLUMNS, rows))
     summ = summary_figures(rows)
     cal = json.loads(Path(cal_path).read_text())
     data = {"format": "ddpsim-validation", "version": 1, "scenario": scenario.name, "model": model,

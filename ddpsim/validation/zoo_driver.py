@@ -1,36 +1,15 @@
 """``ddpsim validate zoo``: validate every model of the zoo (:mod:`ddpsim.trace.models.zoo`), unattended.
 
-For each zoo model (``zoo:<name>``), :func:`run_zoo`:
-
-1. writes a scenario for it (``<out>/zoo/scenarios/zoo-<name>.yaml``: 2 gloo ranks of this
-   host, one thread each, the model's zoo batch size) and runs
-   :func:`ddpsim.validation.measure.validate` on it at ``caps`` (``--repeats`` rounds, a fresh lockstep
-   trace captured in every round, the report under ``<out>/zoo/zoo-<name>/``). The host is
-   calibrated once, with the first model; the others reuse ``<out>/zoo/calibration.json``;
-2. predicts every point again from each round's capture alone, on the wall clock (as
-   captured) and on the CPU clock (:func:`ddpsim.validation.stability.cpu_clock_trace`): the spread of
-   those predictions over the captures is the prediction's *stability* (one capture to the
-   next, as two validations would see it); the rounds' CPU-clock captures pooled give the
-   CPU-clock prediction and its error;
-3. gives each point a prediction interval on both clocks (:func:`ddpsim.validation.intervals.prediction_interval`:
-   as many captures drawn as the measurement pools runs, as many iterations as a run
-   measures; joined with the band around the prediction under the calibration's other
-   estimate of its compute slowdown, :func:`ddpsim.validation.intervals.calibration_alternatives`) and says
-   whether the measured mean lies inside (coverage); the CPU-clock
-   prediction is also stretched to the load the runs met (``at load``:
-   :func:`ddpsim.validation.stability.cpu_share` from the runs' host counters; no interval: the CPU
-   clock's leaves the load out, and the runs' load is not a capture's);
-4. writes ``<out>/zoo/zoo-<name>/zoo.json`` and rewrites the summary of every model done so
-   far, one row per model (``<out>/zoo/summary.md``, ``.csv``, ``.json``).
-
-A model whose ``zoo.json`` exists is skipped (an interrupted zoo resumes where it stopped); a
-model whose validation fails is reported in the summary and the zoo goes on. With
-``--reanalyze`` nothing is run: the models done are analysed again (steps 2-4), every point
-first predicted again over the same runs with the current engine and the calibration the
-validation recorded, or ``--calibration`` (:func:`ddpsim.validation.measure.reanalyze`); where
-the recorded calibration file is gone and none is given, the recorded predictions are kept and
-said so. A progress line per model (the ``ddpsim`` logger, INFO) says how long it took and
-about how long the rest will take.
+For each ``zoo:<name>``, :func:`run_zoo` writes a scenario (2 gloo ranks of one thread, the zoo's
+batch size) and validates it (:func:`ddpsim.validation.measure.validate`, calibrated once, with
+the first model); predicts every point again from each round's capture alone, on the wall clock
+and on the CPU clock (:func:`ddpsim.validation.stability.cpu_clock_trace`), whose spread is the
+prediction's stability; gives each point its prediction intervals
+(:func:`ddpsim.validation.intervals.prediction_interval`) and the CPU-clock prediction stretched to
+the runs' load (:func:`ddpsim.validation.stability.cpu_share`); and rewrites ``zoo.json`` and the
+summary of every model done (``<out>/zoo/summary.md``, ``.csv``, ``.json``). A model already done
+is skipped, a failed one reported; ``--reanalyze`` runs nothing and predicts the recorded runs again
+(:func:`ddpsim.validation.measure.reanalyze`).
 """
 
 from __future__ import annotations
@@ -46,6 +25,7 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.validation.intervals import ALTERNATIVES_TEXT
 from ddpsim.io import ensure_dir, is_file, write_text_atomic
+from ddpsim.validation.writer import csv_text
 
 log = logging.getLogger(__name__)
 
@@ -103,17 +83,18 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
                                "predicted_s": r["predicted_s"], "error_pct": r["error_pct"],
                                "run_spread_pct": r.get("run_spread_pct"), "per_capture_predicted_s": wall,
                                "stability_pct": spread_pct(wall)}
-        iv = prediction_interval(captures, predict, level=level, num_resamples=num_resamples,
-                                 num_captures=max(1, r["num_runs"] or len(captures)), num_iterations=iterations, seed=seed,
-                                 alternatives=alts)
+
+        def interval(caps: Sequence[Any]) -> Any:
+            return prediction_interval(caps, predict, level=level, num_resamples=num_resamples, seed=seed, alternatives=alts,
+                                       num_captures=max(1, r["num_runs"] or len(caps)), num_iterations=iterations)
+
+        iv = interval(captures)
         rec["interval"] = iv.to_dict()
         rec["covered"] = None if r["measured_s"] is None else iv.covers(r["measured_s"])
         if cpu_ok:
             cpu = [predict(c) for c in cpu_caps]
             pooled = predict(pool_traces(cpu_caps))
-            ivc = prediction_interval(cpu_caps, predict, level=level, num_resamples=num_resamples,
-                                      num_captures=max(1, r["num_runs"] or len(cpu_caps)), num_iterations=iterations, seed=seed,
-                                      alternatives=alts)
+            ivc = interval(cpu_caps)
             rec.update({"predicted_cpu_s": pooled, "per_capture_predicted_cpu_s": cpu, "stability_cpu_pct": spread_pct(cpu),
                         "error_cpu_pct": None if r["measured_s"] is None else 100.0 * (pooled - r["measured_s"]) / r["measured_s"],
                         "interval_cpu": ivc.to_dict(),
@@ -266,12 +247,6 @@ def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[s
     return detail
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return ""
-    return f"{v:.6g}" if isinstance(v, float) else str(v)
-
-
 def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float,
                   results: dict[str, dict[str, Any]] | None = None, calibration: str | Path | None = None) -> None:
     """``summary.csv``, ``summary.md`` and ``summary.json`` under ``zoo_dir``, atomically; with
@@ -283,8 +258,7 @@ def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float
         me = method_error_of(results, calibration=calibration)
         detail = apply_method_error(rows, results, me, level=level)
         write_text_atomic(zoo_dir / "method_error.json", json.dumps(me.to_dict(), indent=1) + "\n")
-    write_text_atomic(zoo_dir / "summary.csv", ",".join(SUMMARY_COLUMNS) + "\n"
-                      + "".join(",".join(_fmt(r[c]) for c in SUMMARY_COLUMNS) + "\n" for r in rows))
+    write_text_atomic(zoo_dir / "summary.csv", csv_text(SUMMARY_COLUMNS, rows))
     write_text_atomic(zoo_dir / "summary.md", summary_markdown(rows, level=level))
     write_text_atomic(zoo_dir / "summary.json", json.dumps({"format": "ddpsim-zoo-summary", "version": 1, "level": level,
                                                             "rows": list(rows), "method_error": detail}, indent=1) + "\n")
@@ -297,14 +271,11 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
             reanalyze: bool = False) -> dict[str, Any]:
     """Validate the zoo's ``models`` (default: all, :func:`ddpsim.trace.models.zoo.zoo_names`) under
     ``<out_dir>/zoo/``; returns ``{"rows": [...], "out": Path}`` (module docstring).
-    ``validate_fn`` replaces :func:`ddpsim.validation.measure.validate` (tests). ``reanalyze``: run
-    nothing; every model done already is analysed again (steps 2-4) from its validation's
-    rows, round traces and calibration, with the current engine and intervals.
-
-    Raises:
-        InputError: an unknown model, a bad count (one line). A model's failing validation is
-            reported in its row, not raised.
+    ``validate_fn`` replaces :func:`ddpsim.validation.measure.validate` (tests); ``reanalyze`` runs
+    nothing and analyses every model done again. InputError: an unknown model or a bad count; a
+    model's failing validation is reported in its row, not raised.
     """
+    from ddpsim.trace.capture import check_count
     from ddpsim.trace.models.zoo import ZOO_PREFIX, zoo_entry, zoo_names
 
     if validate_fn is None:
@@ -312,8 +283,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
     names = list(models) if models else zoo_names()
     entries = [zoo_entry(n if n.startswith(ZOO_PREFIX) else ZOO_PREFIX + n) for n in names]
     for value, flag in ((repeats, "--repeats"), (iterations, "--iterations"), (num_resamples, "num_resamples")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{flag}: {value!r} is not accepted; expected an integer >= 1")
+        check_count(value, flag, 1)
     zoo_dir = ensure_dir(Path(out_dir) / "zoo", "--out-dir")
     zoo = _Zoo(zoo_dir=zoo_dir, scn_dir=ensure_dir(zoo_dir / "scenarios", "--out-dir"), calibration=calibration,
                caps=list(ZOO_CAPS if caps is None else caps), repeats=repeats, iterations=iterations, warmup=warmup,

@@ -1,27 +1,16 @@
-"""Built-in models and the ``package.module:factory`` loader (imports torch and stdlib only).
+"""Built-in models and the ``package.module:factory`` loader (imports torch and stdlib only: the
+executor imports this package on GPU nodes where only torch is installed).
 
-The executor imports this package on GPU nodes where only torch is installed, so nothing
-here may import another third-party package.
-
-Modelling assumptions, stated once:
-
-* ``zoo:<name>`` models (:mod:`ddpsim.trace.models.zoo`: torchvision's, via the optional extra
-  ``zoo``, and torch's ``nn.Transformer`` family) are outside the set ddpsim is tuned on; they
-  are listed by ``ddpsim trace --list-models`` beside the built-ins.
-* Built-in models are randomly initialised from ``seed`` (``torch.manual_seed`` inside
-  :func:`build_model`); nothing is downloaded. Their *shapes* are the published ones
-  (torchvision's ResNet-50, BERT-base, GPT-2); their timings are what matter to ddpsim.
-* ``make_batch(batch_size)`` returns CPU tensors drawn from a ``torch.Generator`` seeded
-  from the spec's seed: the same batch size and seed give the same bytes. The caller moves
-  them to its device.
-* ``loss_fn`` maps the model output to a scalar. The token models use a cross-entropy
-  against target 0 (same cost as a real LM / MLM loss); ``None`` means "output summed".
+Built-in models have the published shapes (torchvision's ResNet-50, BERT-base, GPT-2), randomly
+initialised from ``seed`` (nothing is downloaded); ``make_batch(batch_size)`` returns CPU tensors
+from a seeded ``torch.Generator`` (same size and seed, same bytes); ``loss_fn`` maps the output to
+a scalar (token models: a cross-entropy against target 0; None: the output summed). ``zoo:<name>``
+models (:mod:`ddpsim.trace.models.zoo`) are outside the set ddpsim is tuned on.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -254,29 +243,17 @@ _ZOO_HELPERS: dict[str, Callable[..., Any]] = {
 
 def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, ...] | None = None,
                 input_dtype: str | None = None, **model_kwargs: Any) -> BuiltModel:
-    """Build a built-in model or call a ``package.module:factory``.
+    """Build a built-in model (:func:`list_models`), a zoo model ``"zoo:<name>"``
+    (:mod:`ddpsim.trace.models.zoo`) or call a ``"pkg.mod:factory"`` with ``model_kwargs``.
 
-    Args:
-        name_or_factory: a name from :func:`list_models`, a zoo model ``"zoo:<name>"``
-            (:mod:`ddpsim.trace.models.zoo`), or ``"pkg.mod:factory"``. A factory
-            is called with ``model_kwargs`` and returns an ``nn.Module`` (then ``input_shape``
-            is required and ``input_dtype`` defaults to float32) or ``(module, example_input)``
-            (the batch is made like the example: same trailing shape and dtype, first dim =
-            batch size; ``info["example_batch_size"]`` is the example's first dim, ``ddpsim
-            trace``'s default batch size). If the factory's module defines ``loss_fn``, it is used.
-        seed: seeds ``torch.manual_seed`` before construction and the batch generator.
-        input_shape: one sample's shape, without the batch dimension (built-ins: resnet50
-            ``(3, H, W)``, mlp ``(features,)``, token models ``(seq_len,)``).
-        input_dtype: dtype name of a float input (mlp, resnet50, factories).
-        **model_kwargs: built-in options (mlp: width, depth, num_classes; resnet50:
-            num_classes; bert-base and gpt2-*: seq_len, n_layer) or the factory's arguments.
-
-    Returns:
-        A :class:`BuiltModel`.
-
-    Raises:
-        InputError: unknown model name, factory import failure, factory exception, bad
-            option, or a model without trainable parameters.
+    A factory returns an ``nn.Module`` (then ``input_shape`` is required, ``input_dtype`` defaults to
+    float32) or ``(module, example_input)`` (batches made like the example, first dim the batch;
+    ``info["example_batch_size"]`` its first dim); its module's ``loss_fn`` is used if defined.
+    ``seed`` seeds ``torch.manual_seed`` and the batch generator; ``input_shape`` is one sample's
+    shape (resnet50 ``(3, H, W)``, mlp ``(features,)``, token models ``(seq_len,)``); built-in options:
+    mlp width, depth, num_classes; resnet50 num_classes; bert-base and gpt2-* seq_len, n_layer.
+    InputError: unknown name, a factory that fails to import or raises, a bad option, or a model
+    without trainable parameters.
     """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise InputError(f"seed: {seed!r} is not accepted; expected an integer")
@@ -351,10 +328,3 @@ def _like_batch(seed: int, examples: list[torch.Tensor], as_tuple: bool) -> Call
 
 def _jsonable(d: dict) -> dict:
     return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)) for k, v in d.items()}
-
-
-def count_params(module: torch.nn.Module) -> int:
-    """Number of elements DDP reduces (shared parameters once)."""
-    return sum(math.prod(p.shape) for _, p, _ in ddp_params(module))
-
-

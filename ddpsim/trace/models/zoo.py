@@ -1,33 +1,15 @@
 """The model zoo: models none of ddpsim's constants or fits are chosen on, to check its accuracy.
 
-``zoo:<name>`` models come from two places:
-
-* torchvision's model builders (``torchvision.models.<builder>(weights=None)``, the optional
-  extra ``pip install "ddpsim[zoo]"``): CNNs with BatchNorm (resnet18, resnet50), depthwise
-  convolutions and squeeze-excitation (mobilenet_v3_small, efficientnet_b0), many small
-  parameters (convnext_tiny's LayerScale and LayerNorm, regnet_y_400mf), attention (a small
-  ``torchvision.models.VisionTransformer``);
-* torch's own ``nn.Transformer`` family, which needs nothing but torch: an
-  ``nn.TransformerEncoder`` classifier, an ``nn.Transformer`` encoder-decoder and a language
-  model built from ``nn.TransformerEncoder`` whose output projection IS its token embedding
-  (weight tying: DDP reduces the shared tensor once); and an MLP with an auxiliary head its
-  forward never uses (validated under ``find_unused_parameters=True``).
-
-Modelling assumptions, stated once:
-
-* Every model is randomly initialised (``weights=None``; nothing is downloaded) from the
-  seed :func:`ddpsim.trace.models.build_model` set.
-* Each entry has a CPU batch size and input shape (:data:`ZOO`) chosen so that a training step
-  of one rank takes tens to hundreds of milliseconds on one CPU core while a second rank runs
-  beside it; ``input_shape`` and ``model_kwargs`` may override them.
-* Losses: classifiers (the MLP too) a cross-entropy against class 0 (``_cls_loss``), the LM and the
-  encoder-decoder a per-token cross-entropy against token 0 (``_lm_loss``): the same cost
-  as a real loss.
-* torchvision built for another torch variant (its C++ operators fail to load, e.g. the CUDA
-  wheel beside a CPU-only torch) raises ``operator torchvision::nms does not exist`` on
-  import. The models use none of those operators; :func:`torchvision_models` then defines the
-  two operator schemas torchvision's import registers fakes for (``nms``, ``qnms``) and imports
-  it again.
+``zoo:<name>`` models are torchvision's builders (``torchvision.models.<builder>(weights=None)``,
+the optional extra ``ddpsim[zoo]``: batch-norm CNNs, depthwise and squeeze-excitation
+convolutions, many small parameters, a small ViT) and torch's own ``nn.Transformer`` family (an
+encoder classifier, an encoder-decoder, a language model whose output projection is its tied
+token embedding) plus an MLP with an auxiliary head its forward never uses (validated under
+``find_unused_parameters=True``). Each is randomly initialised, with a CPU batch size and input
+shape (:data:`ZOO`) for a step of tens to hundreds of milliseconds per rank; losses are a
+cross-entropy against class or token 0. A torchvision built for another torch variant fails to
+load its C++ operators; :func:`torchvision_models` then registers the two schemas its import
+needs fakes for (``nms``, ``qnms``) and imports it again.
 """
 
 from __future__ import annotations

@@ -2,29 +2,20 @@
 :class:`~ddpsim.trace.profile.result.ProfileIteration` that ``ddpsim compare`` scores a step's
 critical path on (docs/MODEL.md, "Comparing with a profile").
 
-A Kineto trace holds the host's CPU ops, the CUDA (or HIP) runtime calls and the device's
-kernels, copies and sets on one clock, a kernel tied to the runtime call that launched it by
-``args.correlation``. Per ``ProfilerStep#N`` this module takes:
-
-* the module's first kernel-launching op after DDP's pre-forward work (its buffer broadcast:
-  ``_sync_buffers``);
-* per boundary (forward, module, backward, the model's backward end, DDP's end, the optimizer's
-  end) when the device finished the non-communication work launched before the CPU reached it
-  (a device stream runs its work in launch order);
-* per ``AccumulateGrad``, in ready order, when the op ended on the CPU (DDP's hook runs next,
-  ``Reducer::autograd_hook`` in ``torch/csrc/distributed/c10d/reducer.cpp``) and the span of its
-  ``evaluate_function`` (the op, DDP's hook and, for a bucket's last gradient, the bucket's launch);
-* every device interval, classified as HolisticTraceAnalysis classifies kernels
-  (:func:`~ddpsim.trace.profile.kernel_kinds.kernel_kind`, the one classifier);
-* device work the step inherited from before the profile (its first op waited for it).
-
-Times are seconds from the step's ``ProfilerStep`` start.
+Per ``ProfilerStep#N`` (kernels tied to their launch calls by ``args.correlation``; a device
+stream runs its work in launch order): the module's first kernel-launching op after DDP's
+``_sync_buffers``; per boundary, when the device finished the non-communication work launched
+before the CPU reached it; per ``AccumulateGrad`` (``Reducer::autograd_hook`` in
+``torch/csrc/distributed/c10d/reducer.cpp`` runs next) its CPU end and its ``evaluate_function``
+span; every device interval classified as HTA does (:mod:`~ddpsim.trace.profile.kernel_kinds`);
+and the device work inherited from before the profile. Times are seconds from the step's start.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from typing import Any, Callable, Sequence
 
 from ddpsim.trace.profile.kernel_kinds import COMM, COMP, kernel_kind
@@ -42,9 +33,7 @@ class DeviceDone:
     def __init__(self, launched: Sequence[Launched]) -> None:
         work = [lz for lz in launched if kernel_kind(lz.op.name) != COMM]
         self._launch_ts = [lz.launch_us for lz in work]
-        self._done: list[float] = []
-        for lz in work:
-            self._done.append(max(lz.op.end, self._done[-1]) if self._done else lz.op.end)
+        self._done = list(accumulate((lz.op.end for lz in work), max))  # running max of the ends
         #: the longest launch-to-start time of an op that found the device idle (all the profiled work
         #: launched before it done), the profile's first op aside: the device's launch latency, at worst
         self.latency_us = max((lz.op.ts - lz.launch_us for k, lz in enumerate(work[1:], 1)

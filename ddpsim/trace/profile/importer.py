@@ -1,16 +1,14 @@
 """The import: one profile's events -> :class:`~ddpsim.trace.profile.result.ProfileImport`.
 
-The steps are cut by :mod:`~ddpsim.trace.profile.steps`, the gradients tied to parameters by
-:mod:`~ddpsim.trace.profile.mapping`, and the trace built from the GPU timeline: each phase's
-span on the GPU (forward, backward without DDP's own kernels, optimizer), the gradient-ready
-times after the backward's first kernel; the CPU spans go to the trace's
-``environment.cpu_span_phase_s`` (not ``cpu_phase_s``: a capture's process CPU time) and the
-:class:`ProfileImport`.
+Steps are cut by :mod:`~ddpsim.trace.profile.steps`, gradients named by
+:mod:`~ddpsim.trace.profile.mapping`, and the trace built from the GPU timeline; the CPU spans go
+to ``environment.cpu_span_phase_s`` (not ``cpu_phase_s``: a capture's process CPU time).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +18,7 @@ from ddpsim.errors import InputError, shorten
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.critical import DeviceDone, critical_fields
 from ddpsim.trace.profile.dtypes import ddpsim_dtype
-from ddpsim.trace.profile.kineto import KinetoProfile, read_profile
+from ddpsim.trace.profile.kineto import KinetoProfile, int_or_none, read_profile
 from ddpsim.trace.profile.mapping import GradInfo, map_params
 from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, StepHostTimes, PhaseTimes, ProfileEnvironment,
                                          ProfileImport, ProfileIteration, RecordedBucket)
@@ -55,7 +53,7 @@ def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *
     kernels = [c for it in iterations for c in it.collectives]
     trace = _trace(prof, iterations, mapping_out, env, model=model, command=command)
     return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations,
-                         bucket_collectives=_bucket_collectives(kernels, len(iterations)), mapping=mapping_out.mapping,
+                         bucket_collectives=_bucket_collectives(kernels), mapping=mapping_out.mapping,
                          model=model, notes=tuple(built.notes + list(mapping_out.notes)), ddp_modules=built.ddp_modules)
 
 
@@ -166,7 +164,7 @@ def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:
         if hook is not None:
             for lz in st.launched_between(s, hook.ts, hook.ts + hook.dur):
                 if lz.tid == hook.tid and lz.op.grid and lz.op.block:
-                    work += _prod(lz.op.grid) * _prod(lz.op.block)
+                    work += math.prod(lz.op.grid) * math.prod(lz.op.block)
         out.append(work)
     return out
 
@@ -179,13 +177,6 @@ def _first_on_thread(ops: Sequence[Any], start: int, before: float, tid: object)
         if op.tid == tid:
             return op
     return None
-
-
-def _prod(xs: Sequence[int]) -> int:
-    p = 1
-    for x in xs:
-        p *= x
-    return p
 
 
 def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path: str) -> list[tuple[RecordedBucket, int | None]]:
@@ -307,14 +298,10 @@ def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
     sms = props.get("numSms")
     batch, source = _batch_size(built)
     return ProfileEnvironment(gpu_name=name if isinstance(name, str) else None, num_sms=sms if isinstance(sms, int) else None,
-                              world_size=_ranks(info, prof.path), rank=_int(info.get("rank")),
+                              world_size=_ranks(info, prof.path), rank=int_or_none(info.get("rank")),
                               backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
                               nccl_version=nccl_kernels.profile_version(info),
                               batch_size=batch, batch_size_source=source)
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _ranks(info: dict[str, Any], path: str) -> int | None:
@@ -325,10 +312,10 @@ def _ranks(info: dict[str, Any], path: str) -> int | None:
     world, rank = info.get("world_size"), info.get("rank")
     if world is None:
         return None
-    if _int(world) is None or world < 1:
+    if int_or_none(world) is None or world < 1:
         raise InputError(f"profile {path}: distributedInfo.world_size {shorten(world)} is not accepted; "
                          "expected a positive integer (the number of ranks)")
-    if rank is not None and (_int(rank) is None or not 0 <= rank < world):
+    if rank is not None and (int_or_none(rank) is None or not 0 <= rank < world):
         raise InputError(f"profile {path}: distributedInfo.rank {shorten(rank)} is not accepted; "
                          f"expected an integer from 0 to world_size - 1 = {world - 1}")
     return world
@@ -370,7 +357,7 @@ def _input_dims(args: dict[str, Any] | None) -> list[tuple[int, ...] | None]:
     return [tuple(d) if isinstance(d, list) and all(isinstance(x, int) for x in d) else None for d in dims]
 
 
-def _bucket_collectives(kernels: Sequence[CollectiveKernel], n_iter: int) -> tuple[BucketCollective, ...]:
+def _bucket_collectives(kernels: Sequence[CollectiveKernel]) -> tuple[BucketCollective, ...]:
     by_bucket: dict[int, list[CollectiveKernel]] = {}
     for c in kernels:
         if c.bucket_index is not None:

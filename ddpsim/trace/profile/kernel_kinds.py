@@ -1,17 +1,8 @@
 """The kind of a device event -- communication, memory, computation or other -- as
 HolisticTraceAnalysis classifies kernels (v0.6.0, ``hta/common/types.py``'s grouping patterns,
-tried in ``hta/utils/utils.py`` ``get_kernel_type``'s order):
-
-* communication: a name starting ``nccl`` (NCCL's ``ncclKernel_*`` / ``ncclDevKernel_*`` and
-  RCCL's ``ncclDevKernel_Generic_N``), ``hip`` or ``hccl``, or holding ``ncclKernel``;
-* memory: a name starting ``Memcpy``, ``Memset`` (or ``hipMemcpy``/``hipMemset``) or ``dma``;
-* computation: none of the above, and no ``Memcpy``/``Memset``/``dma``/``Sync`` in the name
-  (nor a launch call, a stream wait or an accelerator runtime's own entries);
-* other: the rest.
-
-One classifier serves the profile's import, ``ddpsim compare``'s overlap and the Chrome traces
-ddpsim writes (:mod:`ddpsim.report.perfetto`), so predicted and measured overlap count the same
-kernels. RCCL's MSCCL kernels (``mscclKernel_*``) are computation to HTA and here alike.
+tried in ``hta/utils/utils.py`` ``get_kernel_type``'s order). One classifier serves the profile's
+import, ``ddpsim compare``'s overlap and the Chrome traces ddpsim writes
+(:mod:`ddpsim.report.perfetto`), so predicted and measured overlap count the same kernels.
 """
 
 from __future__ import annotations
@@ -30,7 +21,7 @@ _NOT_COMPUTE = re.compile(
 
 
 def kernel_kind(name: str) -> str:
-    """``comm``, ``memory``, ``comp`` or ``other`` for a device event's name (module docstring)."""
+    """``comm``, ``memory``, ``comp`` or ``other`` for a device event's name: HTA's patterns above, tried in its order."""
     if _COMM.match(name):
         return COMM
     if _MEMORY.match(name):

@@ -1,21 +1,12 @@
 """Reading a torch.profiler (Kineto) Chrome-trace JSON in one streaming pass.
 
-The file ``export_chrome_trace`` / ``tensorboard_trace_handler`` writes is one JSON object:
-a header (``deviceProperties``, ``distributedInfo``, ...) and ``traceEvents``, a list of
-Chrome trace events (``ph: "X"`` complete events with ``ts``/``dur`` in microseconds, ``cat``
-naming the kind: ``cpu_op``, ``user_annotation``, ``cuda_runtime``, ``kernel``,
-``gpu_memcpy``, ...; the Kineto format is defined in pytorch/kineto,
-``libkineto/src/output_json.cpp``). The file is parsed with ijson (the yajl2 C backend when
-present): events are decoded one at a time and only the fields the import uses are kept, in
-compact records, so the decoded document is never held whole; a ``.json.gz`` is decompressed
-as it is read. The header is read in a second pass that stops where ``traceEvents`` starts
-(a header key written after the events is found by one more scan of the C parser).
-
-Kineto writes some ids as unsigned 64-bit integers (``record_param_comms``' ``"Comms Id"``, a
-hash); yajl, ijson's C parser, refuses a number outside the signed 64-bit range ("integer
-overflow"). Such a file is read again, whole, through :func:`widen_integers`, which writes every
-integer literal outside that range as a float literal (``.0`` appended): the import reads no
-such id, and every other number and string is left as it was.
+The file (the Kineto format of pytorch/kineto ``libkineto/src/output_json.cpp``: a header and
+``traceEvents`` of Chrome ``ph: "X"`` events, ``ts``/``dur`` in microseconds) is parsed with ijson
+(yajl2's C backend when present), one event at a time, keeping compact records of the fields the
+import uses; a ``.json.gz`` is decompressed as it is read and the header is read in a second pass.
+yajl refuses integers outside the signed 64-bit range (Kineto's unsigned ``"Comms Id"`` hashes):
+such a file is read again, whole, through :func:`widen_integers`, which writes them as float
+literals, every other token unchanged.
 """
 
 from __future__ import annotations
@@ -157,7 +148,8 @@ def _read_errors(path: str, exc: BaseException) -> InputError:
                       "expected the Chrome/Kineto JSON torch.profiler writes")
 
 
-def _int(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
+    """``value`` if it is an integer (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -171,7 +163,7 @@ def _num(value: Any) -> float | None:
 
 
 def _dims(value: Any) -> tuple[int, ...] | None:
-    if isinstance(value, list) and all(_int(v) is not None for v in value):
+    if isinstance(value, list) and all(int_or_none(v) is not None for v in value):
         return tuple(value)
     return None
 
@@ -203,17 +195,17 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
     name = intern.setdefault(name, sys.intern(name) if len(name) < 200 else name)
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
     cat = cat.lower()
-    ext_id = _int(args.get("External id", args.get("external id")))
+    ext_id = int_or_none(args.get("External id", args.get("external id")))
     if cat in CPU_CATS:
         prof.cpu_ops.append(CpuOp(name=name, cat=cat, ts=ts, dur=dur, tid=_thread(event.get("tid"), "tid", prof, name),
                                   ext_id=ext_id, args=_kept_args(args)))
     elif cat in RUNTIME_CATS:
         prof.runtime.append(RuntimeCall(name=name, ts=ts, dur=dur, tid=_thread(event.get("tid"), "tid", prof, name),
-                                        correlation=_int(args.get("correlation"))))
+                                        correlation=int_or_none(args.get("correlation"))))
     elif cat in GPU_CATS:
         stream = _thread(args.get("stream", event.get("tid")), "stream", prof, name)
         prof.gpu.append(GpuOp(name=name, cat=cat, ts=ts, dur=dur, stream=stream,
-                              device=_int(args.get("device")), correlation=_int(args.get("correlation")),
+                              device=int_or_none(args.get("device")), correlation=int_or_none(args.get("correlation")),
                               ext_id=ext_id, grid=_dims(args.get("grid")),
                               block=_dims(args.get("block")), args=_kept_args(args) if kernel_kind(name) == COMM else None))
 

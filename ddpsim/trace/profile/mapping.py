@@ -1,26 +1,15 @@
 """Which parameter each gradient of a profile is: by the model factory, by recorded shapes, or by bucket sizes.
 
-A profile's backward shows one ``torch::autograd::AccumulateGrad`` op per parameter, in the
-order the gradients became ready (the order DDP's hooks fire), but not the parameter's name.
-Three ways to name them, the surest first:
-
-* ``factory`` (``--model``): the factory's parameters in DDP's order
-  (``_build_params_for_reducer``, :func:`ddpsim.trace.models.ddp_params`); their ready order is
-  taken from one backward of the model on torch's ``meta`` device (shapes only; the CPU when a
-  model cannot run there): autograd's engine orders a single-device graph's ``AccumulateGrad``
-  nodes by the graph, not by the device. Checked against the profile:
-  the gradient count, ``record_shapes`` dims where present, and each recorded bucket's element
-  count (a mismatch is an error: the factory is not the model the profile ran).
-* ``shapes``: ``record_shapes=True`` records each ``AccumulateGrad`` op's input dims (the
-  gradient's shape), so sizes are exact; names are ``param<index>``.
-* ``bucket-sizes``: only the buckets DDP recorded (``record_param_comms``: ``In msg nelems``,
-  ``dtype``), each holding the gradients made ready since the previous launch. A bucket's total
-  is exact; it is split among its gradients in proportion to the threads of the kernel DDP's
-  hook launched to copy each one into the bucket (an elementwise kernel: threads grow with the
-  elements), so per-parameter sizes are approximate.
-
-Without a factory, indices follow the reverse of the ready order (autograd reaches a model's
-last layers first, and DDP's order is the modules' definition order).
+A profile's backward shows one ``AccumulateGrad`` op per parameter, in ready order, but no name.
+Surest first: ``factory`` (``--model``) lists the factory's parameters in DDP's order
+(``_build_params_for_reducer``, :func:`ddpsim.trace.models.ddp_params`), orders them by one
+backward on the ``meta`` device (autograd orders a single-device graph's ``AccumulateGrad`` nodes
+by the graph, not the device) and checks the gradient count, recorded dims and each bucket's
+element count against the profile; ``shapes`` reads ``record_shapes`` dims (exact sizes, names
+``param<index>``); ``bucket-sizes`` splits each recorded bucket (``In msg nelems``) among its
+gradients in proportion to the threads of DDP's copy kernels (approximate sizes). Without a
+factory, indices follow the reverse of the ready order. docs/MODEL.md, "How a profile becomes a
+trace".
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ from typing import Any, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.trace.profile.result import ParamMapping, RecordedBucket
-from ddpsim.trace.records import BufferRecord, ParamRecord
+from ddpsim.trace.records import BufferRecord, ParamRecord, buffer_records, param_records
 from ddpsim.units import DTYPE_SIZE_BYTES
 
 
@@ -155,11 +144,7 @@ def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
         order, where = aligned, f"{where}, reordered by the profile's recorded shapes"
     _check_shapes(grads, shapes, order, model)
     _check_buckets(grads, numel, order, model)
-    params = tuple(ParamRecord(index=i, name=name, shape=tuple(p.shape), dtype=str(p.dtype).removeprefix("torch."),
-                               size_bytes=p.numel() * p.element_size(), expect_sparse_gradient=sparse)
-                   for i, (name, p, sparse) in enumerate(plist))
-    buffers = tuple(BufferRecord(name=b_name, dtype=str(b.dtype).removeprefix("torch."), size_bytes=b.numel() * b.element_size())
-                    for b_name, b in spec.module.named_buffers())
+    params, buffers = param_records(plist), buffer_records(spec.module)
     checked = "every recorded bucket's element count" if grads.buckets else "the gradient count (no buckets recorded)"
     mapping = ParamMapping(method="factory", confidence="exact" if grads.buckets else "count",
                            detail=f"{model}: {n} parameters in DDP's order; ready order from {where}; matched {checked}")

@@ -1,30 +1,16 @@
 """What an NCCL kernel launch says of the collective that ran: collective, algorithm, protocol, channels.
 
-NCCL compiles one kernel per collective and type, in its LL variant only, and runs every
-protocol inside it. Up to 2.18, ``NCCL_FUNC5`` in ``src/enqueue.cc`` points LL, LL128 and Simple
-at ``ncclKernel_<Coll>_<ALGO>_LL_Sum_<type>``: the name gives the algorithm. From 2.19,
-``best_kernel`` in ``src/device/generate.py`` points Tree at ``ncclDevKernel_<Coll>_Sum_<ty>_TREE_LL``
-and every other algorithm at the ``RING_LL`` kernel: the name gives only tree or not. No name
-gives the protocol. The launch's block size does, as ``enqueue.cc`` sets it per (algorithm,
-protocol) with NCCL's default thread counts (``NCCL_NTHREADS`` unset):
-
-- ring Simple: 512 threads (256 where the ring is no faster than PCIe), halved while the
-  message is small, plus one sync warp;
-- LL: 512, halved likewise; LL128: 640 or 320;
-- tree Simple: 512 halved, plus four warps; from 2.23 every tree launch takes 640;
-- NVLS and NVLS-Tree (Simple only): 640.
-
-Every block has at least 3 warps, from 2.22 at least 4. CollNet (SHARP) is left out: ddpsim
-does not model it. These are NCCL's sizes on NVIDIA's 32-thread warps; ROCm's RCCL sizes its
-64-thread wavefronts otherwise, so a profile whose GPUs report another warp size is read by
-name only (:func:`block_of`). ROCm's RCCL names its kernels after no collective at all
-(``ncclDevKernel_Generic``, ``ncclDevKernel_Generic_4``: one kernel runs every collective, algorithm
-and protocol): the collective of a launch is the one its ``record_param_comms`` op names
-(:func:`collective_of`; the kernel event carries that op's ``Collective name`` where Kineto copies
-it, else the reader ties the two by the launch's External id, :func:`ddpsim.trace.profile.kineto.attach_comms`).
-:func:`candidates` keeps the (algorithm, protocol) pairs that
-both the name and the block allow. NCCL launches one block per channel, so the grid's x
-dimension is the channel count.
+The kernel's name gives the algorithm up to NCCL 2.18 (``NCCL_FUNC5`` in ``src/enqueue.cc``:
+``ncclKernel_<Coll>_<ALGO>_LL_Sum_<type>``) and only tree or not from 2.19 (``best_kernel`` in
+``src/device/generate.py``); no name gives the protocol, but the block size does, as
+``enqueue.cc`` sets it per (algorithm, protocol) with NCCL's default thread counts (ring Simple
+512 or 256, halved for small messages, plus a sync warp; LL 512 halved; LL128 640 or 320; tree
+Simple 512 halved plus four warps, 640 from 2.23; NVLS 640; at least 3 warps, 4 from 2.22).
+:func:`candidates` keeps the pairs both allow; the grid's x dimension is the channel count (one
+block per channel). CollNet is left out; a profile whose warps are not 32 threads (RCCL) is read
+by name only (:func:`block_of`), and RCCL's ``ncclDevKernel_Generic`` kernels take their
+collective from the ``record_param_comms`` op (:func:`collective_of`,
+:func:`ddpsim.trace.profile.kineto.attach_comms`).
 """
 
 from __future__ import annotations

@@ -1,29 +1,19 @@
 """One ``ProfilerStep#N`` of a profile: its phases on the CPU and GPU timelines, gradients, buckets.
 
-How the figures are taken (docs/MODEL.md, "How a profile becomes a trace"):
-
-* An iteration is a ``ProfilerStep#N`` span (torch.profiler's ``prof.step()``). GPU work belongs
-  to the step and the phase whose CPU window holds the CUDA runtime call that launched it (tied by
-  Kineto's ``correlation`` id, the id of the ``ac2g`` flow events).
-* Backward, on the CPU: first ``autograd::engine::evaluate_function`` op to the end of the last
-  op DDP runs in it (the last gradient op, bucket launch or ``copy_bucket_to_grad``, on a thread
-  that ran ``AccumulateGrad`` ops and before the optimizer: another collective, such as a logged
-  loss's all-reduce on the main thread, is not DDP's). Forward:
-  from ``DistributedDataParallel.forward`` (else the end of ``Optimizer.zero_grad``, else the
-  step's start) to the backward's start: the loss is part of it. Optimizer: the
-  ``Optimizer.step#...`` annotation, else from the backward's end to the step's end.
-* On the GPU, a phase runs from the start of the first kernel (or memcpy/memset) it launched to
-  the end of the last one, NCCL kernels excluded; the backward's end excludes DDP's own kernels
-  (those launched inside its reducer ops: the gradient copy into the bucket and
-  ``copy_bucket_to_grad``, which waits for the last all-reduce): the engine models those itself.
-* A gradient is ready when the GPU finished all the work launched before its ``AccumulateGrad``
-  op: the stream runs its kernels in launch order, so the gradient is then computed.
+GPU work belongs to the phase whose CPU window holds the runtime call that launched it (Kineto's
+``correlation`` id). Backward on the CPU runs from the first ``evaluate_function`` to the last op
+DDP runs in it on an ``AccumulateGrad`` thread; forward from ``DistributedDataParallel.forward``
+to the backward (the loss included); the optimizer is its ``Optimizer.step#`` annotation. On the
+GPU a phase spans its first to last kernel, NCCL's and DDP's own excluded; a gradient is ready
+when the GPU has finished the work launched before its ``AccumulateGrad``. Each rule and its
+reason: docs/MODEL.md, "How a profile becomes a trace".
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -243,24 +233,14 @@ def launched_between(s: StepOps, start: float, end: float) -> Sequence[Launched]
 
 def busy_us(ops: Sequence[GpuOp]) -> float:
     """The union of the ops' intervals (microseconds)."""
-    total, end = 0.0, float("-inf")
-    for g in sorted(ops, key=lambda g: g.ts):
-        if g.end <= end:
-            continue
-        total += g.end - max(g.ts, end)
-        end = g.end
-    return total
+    return sum(b - a for a, b in merge_intervals((g.ts, g.end) for g in ops))
 
 
 def ready_times_us(s: StepOps, accumulate: Sequence[CpuOp]) -> list[float]:
     """Per AccumulateGrad op, the end of the last non-NCCL GPU op launched before it (prefix max)."""
     compute = [lz for lz in s.launched if not lz.op.is_nccl]
     starts = [lz.launch_us for lz in compute]
-    prefix: list[float] = []
-    m = float("-inf")
-    for lz in compute:
-        m = max(m, lz.op.end)
-        prefix.append(m)
+    prefix = list(itertools.accumulate((lz.op.end for lz in compute), max))
     out = []
     for op in accumulate:
         k = bisect.bisect_left(starts, op.ts)

@@ -21,7 +21,6 @@ the figures :mod:`ddpsim.report.plots`.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -67,20 +66,23 @@ def simulate(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_siz
     Example: ``api.simulate("traces/mlp.cpu.json", topology="cpu-gloo", world_size=2).summary()``.
     """
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
-    sc = _scenario_for_trace(tr, topology, world_size, nodes, bucket_cap_mb, iterations, seed, comm_hook)
+    sc = _scenario_for_trace(topology, world_size, nodes, [bucket_cap_mb], iterations, seed, comm_hook)
     inputs = sc.build_point(sc.point_at(bucket_cap_mb), trace=tr)
     if simulate_fn is None:
         from ddpsim.engine.simulate import simulate as simulate_fn
     return simulate_fn(inputs.trace, plan or inputs.plan, inputs.comm, inputs.config)
 
 
-def _scenario_for_trace(tr: Trace, topology, world_size, nodes, cap, iterations, seed, hook) -> Scenario:
-    from ddpsim.pipeline.scenario import ClusterSpec, SimulationSpec, SweepSpec
+def _scenario_for_trace(topology, world_size, nodes, caps, iterations, seed, hook) -> Scenario:
+    """The scenario of an in-memory trace, checked as a scenario file (every cross-section check)."""
+    from ddpsim.pipeline.scenario_schema import ScenarioFile
+    from ddpsim.schema import validate
 
-    caps = (None,) if cap is None else (None, cap)
-    return Scenario(name="adhoc", trace_path=Path("<in-memory>"), cluster=ClusterSpec(topology=topology, nodes=nodes),
-                    world_size=world_size, comm_hook=hook, simulation=SimulationSpec(iterations=iterations, seed=seed),
-                    sweep=SweepSpec(bucket_cap_mb=caps), timelines=())
+    doc = validate(ScenarioFile, {"name": "adhoc", "trace": "<in-memory>", "cluster": {"topology": topology, "nodes": nodes},
+                                  "world_size": world_size, "ddp": {"comm_hook": hook},
+                                  "simulation": {"iterations": iterations, "seed": seed},
+                                  "sweep": {"bucket_cap_mb": list(dict.fromkeys([None, *caps]))}, "timelines": []}, "api")
+    return Scenario(doc)
 
 
 def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
@@ -93,8 +95,7 @@ def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: 
     from ddpsim.pipeline.sweep import run_sweep, sweep_table
 
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
-    sc = _scenario_for_trace(tr, topology, world_size, nodes, None, iterations, seed, comm_hook)
-    sc = replace(sc, sweep=replace(sc.sweep, bucket_cap_mb=tuple(dict.fromkeys([None, *bucket_cap_mb]))))
+    sc = _scenario_for_trace(topology, world_size, nodes, bucket_cap_mb, iterations, seed, comm_hook)
     return sweep_table(run_sweep(sc, trace=tr, jobs=jobs, progress=progress, simulate=simulate_fn))
 
 

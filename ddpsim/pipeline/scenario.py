@@ -73,62 +73,99 @@ from __future__ import annotations
 import copy
 import itertools
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 
-from ddpsim.engine.config import SimConfig
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import exists, is_file, read_yaml
 from ddpsim.network import cost_terms
 from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
-from ddpsim.pipeline.scenario_schema import (NAME_PATTERN, ClusterSpec, DdpSection, ModelSpec,  # noqa: F401 (re-exported)
-                                             SHORTHANDS, ScenarioFile, SimulationSpec, ValidationSpec, default_of)
+from ddpsim.pipeline.scenario_schema import NAME_PATTERN, SHORTHANDS, ClusterSpec, ScenarioFile
 from ddpsim.pipeline.specs import SweepPoint, SweepSpec, engine_settings, is_setting, setting
 from ddpsim.plan.planner import DDPOptions
-from ddpsim.schema import validate
+from ddpsim.schema import Schema, validate
 
 # ---- the scenario ------------------------------------------------------------------------
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Scenario:
-    """A validated scenario. Build one with :func:`load_scenario` or :func:`scenario_from_dict`."""
+    """A validated scenario: a read-only view of its file model ``doc`` (its paths resolved and
+    its name given by :func:`scenario_from_dict`) that reads each section as the engine's
+    builders take it. Build one with :func:`load_scenario` or :func:`scenario_from_dict`; change
+    one with :meth:`updated`."""
 
-    name: str
-    description: str = default_of(ScenarioFile, "description")
+    doc: ScenarioFile
+    #: the file it was read from (relative paths were resolved from it), or None
     path: Path | None = None
-    trace_path: Path | None = None
-    model: ModelSpec | None = None
-    cluster: ClusterSpec
-    world_size: int | None = default_of(ScenarioFile, "world_size")
-    ddp: DDPOptions = field(default_factory=DDPOptions)
-    #: ``ddp.comm_hook`` and ``ddp.powersgd``'s two arguments
-    comm_hook: str = default_of(DdpSection, "comm_hook")
-    powersgd_rank: int = SimConfig.powersgd_rank
-    powersgd_start_iter: int = SimConfig.powersgd_start_iter
-    simulation: SimulationSpec = field(default_factory=SimulationSpec)
-    calibration_path: Path | None = None
-    sweep: SweepSpec = field(default_factory=SweepSpec)
-    timelines: tuple[Any, ...] = tuple(default_of(ScenarioFile, "timelines"))
-    validation: ValidationSpec | None = None
-    cost_model: CostModelSpec = field(default_factory=CostModelSpec)
-    #: ``compile``: torch.compile(DDP(model)) (a :class:`ddpsim.plan.compiled.CompileOptions`), or None: eager
-    compile: Any = None
-    #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
-    sync_batchnorm: bool = default_of(DdpSection, "sync_batchnorm")
-    #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
-    plan_path: Path | None = None
-    #: the ``ddp`` keys that are generic sweep axes, as engine settings (:func:`ddpsim.pipeline.specs.engine_settings`)
-    settings: tuple[tuple[str, Any], ...] = ()
-    #: ``ddp.join``: an epoch under Join with uneven inputs (a JoinSpec), or None
-    join: Any = None
 
     def __post_init__(self) -> None:
-        assert (self.trace_path is None) != (self.model is None), "exactly one of trace_path / model"
+        assert (self.doc.trace is None) != (self.doc.model is None), "exactly one of trace / model"
+
+    def updated(self, **changes: Any) -> "Scenario":
+        """This scenario with top-level keys set; a mapping given for a section sets those keys of
+        it (values of the file model's types, not checked again), e.g.
+        ``sc.updated(cost_model={"contention": False}, compile=None)``."""
+        update = {}
+        for key, value in changes.items():
+            section = getattr(self.doc, key)
+            if isinstance(value, dict) and isinstance(section, Schema):
+                assert set(value) <= set(type(section).model_fields), f"{key}: {sorted(value)}"
+                value = section.model_copy(update=value)
+            update[key] = value
+        assert set(update) <= set(ScenarioFile.model_fields), sorted(update)
+        return Scenario(self.doc.model_copy(update=update), self.path)
+
+    # -- the sections, as the builders read them ---------------------------------------------
+    name = property(lambda self: self.doc.name)
+    description = property(lambda self: self.doc.description)
+    model = property(lambda self: self.doc.model)
+    cluster = property(lambda self: self.doc.cluster)
+    #: ``world_size``; None: every device of the cluster
+    world_size = property(lambda self: self.doc.ranks)
+    simulation = property(lambda self: self.doc.simulation)
+    validation = property(lambda self: self.doc.validation)
+    trace_path = property(lambda self: _path(self.doc.trace))
+    calibration_path = property(lambda self: _path(self.doc.calibration))
+    #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
+    plan_path = property(lambda self: _path(self.doc.plan))
+    comm_hook = property(lambda self: self.doc.ddp.comm_hook)
+    powersgd_rank = property(lambda self: self.doc.ddp.powersgd.matrix_approximation_rank)
+    powersgd_start_iter = property(lambda self: self.doc.ddp.powersgd.start_powerSGD_iter)
+    #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
+    sync_batchnorm = property(lambda self: self.doc.ddp.sync_batchnorm)
+    #: ``ddp.join``: an epoch under Join with uneven inputs (a JoinSpec), or None
+    join = property(lambda self: self.doc.ddp.join)
+
+    @cached_property
+    def ddp(self) -> DDPOptions:
+        return self.doc.ddp.options()
+
+    @cached_property
+    def sweep(self) -> SweepSpec:
+        return self.doc.sweep.resolve(self.doc.ddp)
+
+    @cached_property
+    def timelines(self) -> tuple[Any, ...]:
+        return self.doc.timeline_keys(self.sweep)
+
+    @cached_property
+    def cost_model(self) -> CostModelSpec:
+        return self.doc.cost_model.spec()
+
+    @cached_property
+    def compile(self) -> Any:
+        """torch.compile(DDP(model)) (a :class:`ddpsim.plan.compiled.CompileOptions`), or None: eager."""
+        return None if self.doc.compile is None else self.doc.compile.options()
+
+    @cached_property
+    def settings(self) -> tuple[tuple[str, Any], ...]:
+        """The ``ddp`` keys that are generic sweep axes, as engine settings (:func:`ddpsim.pipeline.specs.engine_settings`)."""
+        return engine_settings((k, getattr(self.doc.ddp, k)) for k, _ in self.sweep.axes if is_setting(k))
 
     # -- sweep points ------------------------------------------------------------------------
     def own_values(self) -> dict[str, Any]:
@@ -319,26 +356,23 @@ def _name(doc: ScenarioFile, path: Path | None, source: str) -> str:
 def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> Scenario:
     """Validate a decoded scenario mapping against :class:`~ddpsim.pipeline.scenario_schema.ScenarioFile`;
     ``source`` prefixes every error message, ``path`` is the file it came from (relative paths
-    are resolved from it)."""
+    are resolved from it; each file it names must exist)."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: top level is {type(data).__name__}; expected a mapping of scenario keys "
                          f"({', '.join(ScenarioFile.model_fields)})")
     doc = validate(ScenarioFile, data, source)
     base = path.resolve().parent if path is not None else None
-    sweep = doc.sweep.resolve(doc.ddp)
-    ddp = doc.ddp
-    return Scenario(
-        name=_name(doc, path, source), description=doc.description, path=path,
-        trace_path=_file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)"),
-        model=doc.model, cluster=_cluster(doc, base, source), world_size=doc.ranks, ddp=ddp.options(),
-        comm_hook=ddp.comm_hook, powersgd_rank=ddp.powersgd.matrix_approximation_rank,
-        powersgd_start_iter=ddp.powersgd.start_powerSGD_iter, simulation=doc.simulation,
-        calibration_path=_file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null"),
-        sweep=sweep, timelines=doc.timeline_keys(sweep), validation=doc.validation, cost_model=doc.cost_model.spec(),
-        compile=None if doc.compile is None else doc.compile.options(),
-        sync_batchnorm=ddp.sync_batchnorm,
-        settings=engine_settings((k, getattr(ddp, k)) for k, _ in sweep.axes if is_setting(k)), join=ddp.join,
-        plan_path=_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null"))
+    name, trace = _name(doc, path, source), _file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)")
+    cluster = _cluster(doc, base, source)
+    calibration = _file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null")
+    plan = _file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null")
+    files = {"trace": trace, "calibration": calibration, "plan": plan}
+    return Scenario(doc.model_copy(update={"name": name, "cluster": cluster,
+                                           **{k: None if v is None else str(v) for k, v in files.items()}}), path)
+
+
+def _path(text: str | None) -> Path | None:
+    return None if text is None else Path(text)
 
 
 DEFAULT_SCENARIO = "default"

@@ -2,58 +2,16 @@
 
 ``ddpsim run SCENARIO`` loads it with :func:`load_scenario`: the file is read with
 :func:`ddpsim.io.read_yaml` and validated against its declared schema,
-:class:`ddpsim.pipeline.scenario_schema.ScenarioFile` (``scenarios/schema.json`` is its JSON
-Schema); an unknown key or a wrong value raises :class:`~ddpsim.errors.InputError` naming the
-file and the key path, e.g. ``scenarios/x.yaml: ddp.bucket_cap_mb: 'abc' is not accepted;
-expected a number > 0 or null (MiB, at most 1000000; null: DDP's default)``. It returns a frozen :class:`Scenario`;
-:meth:`Scenario.build_point` gives a point's engine inputs
+:class:`ddpsim.pipeline.scenario_schema.ScenarioFile`, the one declaration of every key, its
+default and its bound (``scenarios/schema.json`` is its JSON Schema, with each key's
+description; ``scenarios/default.yaml`` is a worked example). An unknown key or a wrong value
+raises :class:`~ddpsim.errors.InputError` naming the file and the key path, e.g.
+``scenarios/x.yaml: ddp.bucket_cap_mb: 'abc' is not accepted; expected a number > 0 or null
+(MiB, at most 1000000; null: DDP's default)``. It returns a :class:`Scenario`, a read-only
+view of the validated file; :meth:`Scenario.build_point` gives a point's engine inputs
 (:func:`ddpsim.pipeline.inputs.build_point_inputs`). ``ddpsim validate`` reads the same files
 (the ``validation`` block); ``ddpsim sweep`` and ``ddpsim simulate`` build a scenario from
-their flags.
-
-Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional)::
-
-    name: cpu-gloo-mlp              # -> reports/<name>/ ; default: the file's stem
-    description: free text
-    trace: traces/mlp.cpu.json      # a trace JSON; relative to the cwd, else to the scenario's
-                                    #   folder, else to its parent (the repo root)
-    # OR, instead of trace:
-    model: {name: mlp, batch_size: 32, device: cpu, iterations: 5, warmup: 2, num_threads: 1, options: {}}
-    cluster: {topology: cpu-gloo, nodes: 1, options: {}}   # preset name or topology YAML path
-    # OR a latency + bandwidth model of every collective (world_size then required):
-    # cluster: {latency_us: 20, bandwidth_gbps: 25}
-    world_size: 2                   # ranks; null (or 'all') = every device of the cluster
-    ddp: {bucket_cap_mb: null, bucket_cap_mb_list: null, find_unused_parameters: false, static_graph: false,
-          gradient_as_bucket_view: false, broadcast_buffers: true,
-          # torch 2.13 (all optional): batched_grad_copy: false, skip_all_reduce_unused_params: false,
-          # forward_sync_buffers: null (null: broadcast_buffers decides),
-          # mixed_precision: {param_dtype: bfloat16, reduce_dtype: float32, buffer_dtype: null},
-          # delay_all_reduce_named_params: [wte.weight], param_to_hook_all_reduce: h.0.ln_1.weight
-          # sync_batchnorm: false   (true: the BatchNorm layers are nn.SyncBatchNorm)
-          comm_hook: none,          # DDP.register_comm_hook: none | allreduce | fp16 | bf16 | powersgd
-          powersgd: {matrix_approximation_rank: 1, start_powerSGD_iter: 0}}   # PowerSGDState's arguments
-    simulation: {iterations: 6, warmup: null, seed: 0, jitter: trace, stragglers: {3: 1.2},
-                 no_sync_steps: 0, interference: null,   # interference: {compute_slowdown, comm_slowdown, weighting}
-                 compute_statistic: median, copy_bandwidth_gbps: null}  # copy bandwidth: overrides the
-                                    #   calibration's and the topology's memory bandwidth
-    calibration: null               # a calibration JSON written by the executor
-    cost_model: {contention: true}  # GPU cost terms (ddpsim.network.cost_terms): on for analytical NCCL
-    plan: null                      # an explicit bucket plan JSON used at every point instead of DDP's
-    sweep:
-      bucket_cap_mb: [null, 1, 5, 25, 100]   # or {min: 1, max: 200, points: 32, scale: log|linear}
-      bucket_cap_mb_list: [[1, 4], [2, 8, 25]]  # optional: bucket_cap_mb_list points, after the caps
-      find_unused_parameters: [false]        # optional lists; the sweep is their product
-      gradient_as_bucket_view: [false]
-      comm_hook: [none]
-      nodes: [1]                             # needs world_size: null
-    timelines: [null, 25, best]     # sweep points (by cap, 'best' or a point id) that get a timeline
-    validation: {model: mlp, batch_size: 32, iterations: 20, warmup: 5}   # for 'ddpsim validate'
-    explore: {axes: {system: [dgx-a100, dgx-h100], nodes: [1, 8]}, sample: null, retime: false,
-              traces: {}, prices: null}   # the design space of 'ddpsim explore' (ddpsim.pipeline.explore)
-
-Every count and size is bounded (``cluster.nodes`` <= 4096, ``simulation.iterations`` <= 10000,
-a cap <= 1000000 MiB, a range's ``points`` <= 10000, a list <= 10000 entries, ...; each
-key's description in ``scenarios/schema.json`` and its error line say its bound).
+their flags, :mod:`ddpsim.api` from its arguments, all through the same schema.
 
 ``null`` in ``bucket_cap_mb`` means "not given" (DDP's default: 25 MiB and a 1 MiB first
 bucket at the rebuild); the report's "gain over the default" is measured against it, so a

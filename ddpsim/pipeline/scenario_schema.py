@@ -42,7 +42,7 @@ from ddpsim.pipeline.scenario_types import (  # noqa: F401 (some re-exported)
     MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptBool, OptCap,
     OptText, Options, Text, _CAP_LIST_TEXT, _CAP_SCHEMA, _CAP_TEXT,
     _fail, _is_cap, _is_cap_list, _is_int, _is_num, _mapping,
-    _project_check, _rule, _section, _whole, _with_shorthand, default_of)
+    _project_check, _rule, _section, _whole, _with_shorthand)
 
 # ---- the sections --------------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ def test_simulate_sweep_api_and_run_agree(tmp_path, capsys, monkeypatch, name, t
 
 @pytest.mark.parametrize("call,key", [
     (lambda: api.simulate("traces/mlp.cpu.json", comm_hook="bogus"), "ddp.comm_hook"),
-    (lambda: api.simulate("traces/mlp.cpu.json", bucket_cap_mb=2e6), "sweep.bucket_cap_mb[1]"),   # over MAX_CAP_MB
+    (lambda: api.simulate("traces/mlp.cpu.json", bucket_cap_mb=2e6), "sweep.bucket_cap_mb[0]"),   # over MAX_CAP_MB
     (lambda: api.sweep("traces/mlp.cpu.json", bucket_cap_mb=[None, 0]), "sweep.bucket_cap_mb[1]"),
 ])
 def test_api_checks_its_scenario_as_a_file(monkeypatch, call, key):

@@ -131,11 +131,10 @@ def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
 def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:
     """:func:`load_space` of an already decoded mapping."""
     base = scenario_from_dict(data, source=source, path=path)  # every key checked
-    section_data = data.get("explore")
-    if section_data is None:
+    section = base.doc.explore
+    if section is None:
         raise InputError(f"{source}: explore: no design space given; expected an 'explore' block with 'axes' "
                          "(scenarios/gpt2-1.5b-design-space.yaml shows one)")
-    section = validate(ExploreSection, section_data, f"{source}: explore")
     space = ExploreSpace(name=base.name, source=source, path=path, data=dict(data), section=section)
     n = space.size()
     if n > MAX_EXPLORE_POINTS:

@@ -44,7 +44,7 @@ from ddpsim.network import cost_terms
 from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
 from ddpsim.pipeline.scenario_schema import NAME_PATTERN, SHORTHANDS, ClusterSpec, ScenarioFile
-from ddpsim.pipeline.specs import SweepPoint, SweepSpec, engine_settings, is_setting, setting
+from ddpsim.pipeline.specs import SweepPoint, engine_settings, is_setting, setting
 from ddpsim.plan.planner import DDPOptions
 from ddpsim.schema import Schema, validate
 
@@ -104,12 +104,8 @@ class Scenario:
         return self.doc.ddp.options()
 
     @cached_property
-    def sweep(self) -> SweepSpec:
-        return self.doc.sweep.resolve(self.doc.ddp)
-
-    @cached_property
     def timelines(self) -> tuple[Any, ...]:
-        return self.doc.timeline_keys(self.sweep)
+        return self.doc.timeline_keys()
 
     @cached_property
     def cost_model(self) -> CostModelSpec:
@@ -123,21 +119,22 @@ class Scenario:
     @cached_property
     def settings(self) -> tuple[tuple[str, Any], ...]:
         """The ``ddp`` keys that are generic sweep axes, as engine settings (:func:`ddpsim.pipeline.specs.engine_settings`)."""
-        return engine_settings((k, getattr(self.doc.ddp, k)) for k, _ in self.sweep.axes if is_setting(k))
+        return engine_settings((k, getattr(self.doc.ddp, k)) for k, _ in self.doc.sweep.axes() if is_setting(k))
 
     # -- sweep points ------------------------------------------------------------------------
     def own_values(self) -> dict[str, Any]:
         """The scenario's own value of each sweep axis but the cap, in the sweep's order."""
         return {"find_unused_parameters": self.ddp.find_unused_parameters,
                 "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view, "comm_hook": self.comm_hook,
-                "nodes": self.cluster.nodes, **{k: setting(self.settings, k) for k, _ in self.sweep.axes if is_setting(k)}}
+                "nodes": self.cluster.nodes, **{k: setting(self.settings, k) for k, _ in self.doc.sweep.axes() if is_setting(k)}}
 
     def points(self) -> list[SweepPoint]:
         """The sweep's points in a fixed order (caps outermost), deterministic."""
-        s, swept = self.sweep, dict(self.sweep.axes)
+        sweep, ddp = self.doc.sweep, self.doc.ddp
+        swept = dict(sweep.axes())
         dims = {k: swept.get(k) or (v,) for k, v in self.own_values().items()}
         varied = ("bucket_cap_mb",) + tuple(k for k in dims if len(swept.get(k) or ()) > 1)
-        caps = [(c, None) for c in s.bucket_cap_mb] + [(None, lst) for lst in s.bucket_cap_mb_list]
+        caps = [(c, None) for c in sweep.caps(ddp)] + [(None, lst) for lst in sweep.cap_lists(ddp)]
         out = []
         for (cap, cap_list), *rest in itertools.product(caps, *dims.values()):
             values = dict(zip(dims, rest))

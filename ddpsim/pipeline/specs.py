@@ -1,7 +1,8 @@
-"""A scenario's sweep: its axes (:class:`SweepSpec`, resolved from the file's ``sweep``
-section by :meth:`ddpsim.pipeline.scenario_schema.SweepSection.resolve`) and its points.
+"""A scenario's sweep points (the product of the file's ``sweep`` section,
+:class:`ddpsim.pipeline.scenario_schema.SweepSection`, made by
+:meth:`ddpsim.pipeline.scenario.Scenario.points`).
 
-Frozen keyword-only dataclasses; a :class:`SweepPoint` names itself with a stable
+A :class:`SweepPoint` (a frozen keyword-only dataclass) names itself with a stable
 ``point_id`` (``cap=25``, ``cap=default,hook=fp16``) used for file names.
 
 The axes beyond DDP's constructor options and the cluster's nodes are generic: a ``ddp`` key
@@ -81,18 +82,6 @@ class SweepPoint:
         """The point :meth:`as_dict` wrote (its other keys: settings)."""
         named = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         return cls(**named, varied=varied, settings=tuple((k, v) for k, v in d.items() if k not in named and k != "point"))
-
-
-@dataclass(frozen=True, kw_only=True)
-class SweepSpec:
-    """The values the sweep's points take: caps (None: DDP's default, always first), cap lists,
-    and the other axes in the schema's order, each ``(key, its values or None: the scenario's
-    own value)``; an axis that is no :class:`SweepPoint` field is an engine setting
-    (:func:`is_setting`)."""
-
-    bucket_cap_mb: tuple[float | None, ...] = (None,)
-    bucket_cap_mb_list: tuple[tuple[float, ...], ...] = ()
-    axes: tuple[tuple[str, tuple[Any, ...] | None], ...] = ()
 
 
 def is_setting(key: str) -> bool:

@@ -37,7 +37,8 @@ from typing import Any, Iterable, Sequence
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import ensure_dir, is_file, read_yaml
-from ddpsim.pipeline.scenario import Scenario, _resolve_path, apply_overrides, find_scenario, scenario_from_dict
+from ddpsim.pipeline.scenario import (Scenario, _resolve_path, apply_overrides, find_scenario, scenario_from_dict,
+                                      set_dotted)
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.fingerprint import code_fingerprint, digest
 from ddpsim.pipeline.sweep import Job, PointRecord, PointTask, run_points
@@ -205,25 +206,12 @@ def point_mapping(space: ExploreSpace, values: Sequence[tuple[str, Any]]) -> dic
     """The scenario mapping of a point: the explore scenario with its values set (the caps
     into ``ddp``), its own ``sweep``, ``timelines``, ``explore`` and ``validation`` left out."""
     doc = copy.deepcopy({k: v for k, v in space.data.items() if k not in ("explore", "sweep", "timelines", "validation")})
-    if isinstance(doc.get("cluster"), str):
-        doc["cluster"] = {"topology": doc["cluster"]}
-    if isinstance(doc.get("ddp"), type(None)):
-        doc.pop("ddp", None)
     for name, v in values:
         if name == "cap":
-            ddp = doc.setdefault("ddp", {})
-            ddp["bucket_cap_mb"], ddp["bucket_cap_mb_list"] = v[0], None if v[1] is None else list(v[1])
-            continue
-        key = EXPLORE_ALIASES.get(name, name)
-        if key == "batch_size":
-            continue
-        holder = doc
-        parts = key.split(".")
-        for part in parts[:-1]:
-            if not isinstance(holder.get(part), dict):
-                holder[part] = {}
-            holder = holder[part]
-        holder[parts[-1]] = v
+            set_dotted(doc, ["ddp", "bucket_cap_mb"], v[0])
+            set_dotted(doc, ["ddp", "bucket_cap_mb_list"], None if v[1] is None else list(v[1]))
+        elif name != "batch_size":
+            set_dotted(doc, EXPLORE_ALIASES.get(name, name).split("."), v)
     return doc
 
 

@@ -387,11 +387,13 @@ def apply_overrides(data: Any, overrides: Sequence[str]) -> Any:
             raise InputError(f"--set {key}: {text!r} is not a YAML value; expected e.g. 50, null, true, "
                              "[1, 25] or {a: 1}") from None
         if isinstance(out, dict):
-            _set_dotted(out, parts, value)
+            set_dotted(out, parts, value)
     return out
 
 
-def _set_dotted(data: dict, parts: list[str], value: Any) -> None:
+def set_dotted(data: dict, parts: list[str], value: Any) -> None:
+    """``data`` with the key at path ``parts`` set to ``value``, the sections on the way made
+    (null: an empty one; a shorthand string: its mapping)."""
     holder = data
     for i, part in enumerate(parts[:-1]):
         cur = holder.get(part)

@@ -41,6 +41,7 @@ from ddpsim.pipeline.scenario import (Scenario, _resolve_path, apply_overrides, 
                                       set_dotted)
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.fingerprint import code_fingerprint, digest
+from ddpsim.pipeline.specs import crossed
 from ddpsim.pipeline.sweep import Job, PointRecord, PointTask, run_points
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.schema import validate
@@ -175,12 +176,10 @@ def space_points(space: ExploreSpace) -> list[ExplorePoint]:
     """The points: the crossed product (first dimension outermost) or its seeded sample, in
     product order either way."""
     dims = space.dimensions()
-    sizes = [len(v) for _, v in dims]
-    total = math.prod(sizes)
+    total = space.size()
     sample = space.section.sample
-    if sample is None:
-        indices: Iterable[int] = range(total)
-    else:
+    indices: Iterable[int] | None = None
+    if sample is not None:
         import numpy as np
 
         rng = np.random.default_rng(sample.seed)
@@ -191,15 +190,7 @@ def space_points(space: ExploreSpace) -> list[ExplorePoint]:
             while len(picked) < sample.points:
                 picked.update(int(x) for x in rng.integers(0, total, size=sample.points - len(picked)))
             indices = sorted(picked)
-    out = []
-    for flat in indices:
-        digits = []
-        for s in reversed(sizes):
-            flat, d = divmod(flat, s)
-            digits.append(d)
-        vals = tuple((name, v[d]) for (name, v), d in zip(dims, reversed(digits)))
-        out.append(ExplorePoint(values=vals))
-    return out
+    return [ExplorePoint(values=vals) for vals in crossed(dims, indices)]
 
 
 def point_mapping(space: ExploreSpace, values: Sequence[tuple[str, Any]]) -> dict[str, Any]:

@@ -29,7 +29,6 @@ used for file names (``reports/<name>/points/<point_id>.json``).
 from __future__ import annotations
 
 import copy
-import itertools
 import re
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -44,7 +43,7 @@ from ddpsim.network import cost_terms
 from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
 from ddpsim.pipeline.scenario_schema import NAME_PATTERN, SHORTHANDS, ClusterSpec, ScenarioFile
-from ddpsim.pipeline.specs import SweepPoint, engine_settings, is_setting, setting
+from ddpsim.pipeline.specs import SweepPoint, crossed, engine_settings, is_setting, setting
 from ddpsim.plan.planner import DDPOptions
 from ddpsim.schema import Schema, validate
 
@@ -129,15 +128,16 @@ class Scenario:
                 "nodes": self.cluster.nodes, **{k: setting(self.settings, k) for k, _ in self.doc.sweep.axes() if is_setting(k)}}
 
     def points(self) -> list[SweepPoint]:
-        """The sweep's points in a fixed order (caps outermost), deterministic."""
+        """The sweep's points: its axes (the caps and cap lists first, then each other axis, the
+        scenario's own value where not swept) crossed as a design space's (:func:`~ddpsim.pipeline.specs.crossed`)."""
         sweep, ddp = self.doc.sweep, self.doc.ddp
         swept = dict(sweep.axes())
         dims = {k: swept.get(k) or (v,) for k, v in self.own_values().items()}
         varied = ("bucket_cap_mb",) + tuple(k for k in dims if len(swept.get(k) or ()) > 1)
         caps = [(c, None) for c in sweep.caps(ddp)] + [(None, lst) for lst in sweep.cap_lists(ddp)]
         out = []
-        for (cap, cap_list), *rest in itertools.product(caps, *dims.values()):
-            values = dict(zip(dims, rest))
+        for (_, (cap, cap_list)), *rest in crossed([("cap", caps), *dims.items()]):
+            values = dict(rest)
             out.append(SweepPoint(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
                                   **{k: v for k, v in values.items() if not is_setting(k)},
                                   settings=tuple((k, v) for k, v in values.items() if is_setting(k)), varied=varied))

@@ -14,9 +14,10 @@ at the config's default is left out, so a point reads the same whether it names 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import MISSING, dataclass
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from ddpsim.engine.config import SimConfig
 from ddpsim.plan.planner import cap_point_id
@@ -106,3 +107,19 @@ def setting(pairs: tuple[tuple[str, Any], ...], key: str) -> Any:
 def _initials(key: str) -> str:
     """A generic axis's name in a point id: its words' initials (``a_b_c`` -> ``abc``)."""
     return "".join(w[0] for w in key.split("_"))
+
+
+def crossed(dims: Sequence[tuple[str, Sequence[Any]]], indices: Iterable[int] | None = None) -> list[tuple[tuple[str, Any], ...]]:
+    """The product of the axes ``dims`` (name, values), the first outermost, each point as its
+    (name, value) pairs: every point, or those at the flat positions ``indices`` (a sample).
+    A sweep's points (:meth:`ddpsim.pipeline.scenario.Scenario.points`) and a design space's
+    (:func:`ddpsim.pipeline.explore.space_points`) are both made here."""
+    sizes = [len(v) for _, v in dims]
+    out = []
+    for flat in range(math.prod(sizes)) if indices is None else indices:
+        digits = []
+        for size in reversed(sizes):
+            flat, d = divmod(flat, size)
+            digits.append(d)
+        out.append(tuple((name, v[d]) for (name, v), d in zip(dims, reversed(digits))))
+    return out

@@ -21,7 +21,6 @@ the figures :mod:`ddpsim.report.plots`.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -44,16 +43,24 @@ def plan(trace: Trace, *, bucket_cap_mb: float | None = None, **ddp_options: Any
                           "dtype": b.dtype, "first_param": trace.params[b.param_indices[0]].name} for b in p.steady])
 
 
-def adhoc_scenario(*, trace: str | Path, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
+def adhoc_scenario(*, trace: Trace | str | Path, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
                    bucket_cap_mb: Sequence[float | None] = (None,), iterations: int = 6, seed: int = 0,
                    comm_hook: str = "none", name: str = "adhoc", **extra: Any) -> Scenario:
-    """A :class:`Scenario` from keyword arguments (what ``ddpsim sweep`` builds from its flags)."""
-    d: dict[str, Any] = {"name": name, "trace": str(trace), "cluster": {"topology": topology, "nodes": nodes},
+    """A :class:`Scenario` from keyword arguments, checked as a scenario file (every key's bound and
+    every check between sections); ``trace``: a trace JSON path, or a :class:`Trace` in memory (the
+    scenario then names no file: give the trace to what runs it)."""
+    d: dict[str, Any] = {"name": name, "trace": "<in-memory>" if isinstance(trace, Trace) else str(trace),
+                         "cluster": {"topology": topology, "nodes": nodes},
                          "world_size": world_size, "ddp": {"comm_hook": comm_hook, **extra.pop("ddp", {})},
                          "simulation": {"iterations": iterations, "seed": seed},
                          "sweep": {"bucket_cap_mb": list(bucket_cap_mb)}, "timelines": []}
     d.update(extra)
-    return scenario_from_dict(d, source="sweep")
+    if isinstance(trace, Trace):
+        from ddpsim.pipeline.scenario_schema import ScenarioFile
+        from ddpsim.schema import validate
+
+        return Scenario(validate(ScenarioFile, d, "api"))
+    return scenario_from_dict(d, source="api")
 
 
 def simulate(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
@@ -67,20 +74,12 @@ def simulate(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_siz
     Example: ``api.simulate("traces/mlp.cpu.json", topology="cpu-gloo", world_size=2).summary()``.
     """
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
-    sc = _scenario_for_trace(tr, topology, world_size, nodes, bucket_cap_mb, iterations, seed, comm_hook)
+    sc = adhoc_scenario(trace=tr, topology=topology, world_size=world_size, nodes=nodes, bucket_cap_mb=[bucket_cap_mb],
+                        iterations=iterations, seed=seed, comm_hook=comm_hook)
     inputs = sc.build_point(sc.point_at(bucket_cap_mb), trace=tr)
     if simulate_fn is None:
         from ddpsim.engine.simulate import simulate as simulate_fn
     return simulate_fn(inputs.trace, plan or inputs.plan, inputs.comm, inputs.config)
-
-
-def _scenario_for_trace(tr: Trace, topology, world_size, nodes, cap, iterations, seed, hook) -> Scenario:
-    from ddpsim.pipeline.scenario import ClusterSpec, SimulationSpec, SweepSpec
-
-    caps = (None,) if cap is None else (None, cap)
-    return Scenario(name="adhoc", trace_path=Path("<in-memory>"), cluster=ClusterSpec(topology=topology, nodes=nodes),
-                    world_size=world_size, comm_hook=hook, simulation=SimulationSpec(iterations=iterations, seed=seed),
-                    sweep=SweepSpec(bucket_cap_mb=caps), timelines=())
 
 
 def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
@@ -93,8 +92,8 @@ def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: 
     from ddpsim.pipeline.sweep import run_sweep, sweep_table
 
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
-    sc = _scenario_for_trace(tr, topology, world_size, nodes, None, iterations, seed, comm_hook)
-    sc = replace(sc, sweep=replace(sc.sweep, bucket_cap_mb=tuple(dict.fromkeys([None, *bucket_cap_mb]))))
+    sc = adhoc_scenario(trace=tr, topology=topology, world_size=world_size, nodes=nodes, iterations=iterations, seed=seed,
+                        comm_hook=comm_hook, bucket_cap_mb=list(dict.fromkeys([None, *bucket_cap_mb])))
     return sweep_table(run_sweep(sc, trace=tr, jobs=jobs, progress=progress, simulate=simulate_fn))
 
 

@@ -13,7 +13,6 @@ ddpsim.pipeline.resampling) under the full prior, then one line per term switche
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from pathlib import Path
 
@@ -61,9 +60,9 @@ def main() -> None:
         print(f"{name}:")
         print(line("all terms (prior)", sc, args.jobs), flush=True)
         for term in TERMS:
-            off = dataclasses.replace(sc, cost_model=dataclasses.replace(sc.cost_model, **{term: False}))
+            off = sc.updated(cost_model={term: False})
             print(line(f"without {term}", off, args.jobs), flush=True)
-        none = dataclasses.replace(sc, cost_model=dataclasses.replace(sc.cost_model, **{t: False for t in TERMS}))
+        none = sc.updated(cost_model={t: False for t in TERMS})
         print(line("without all three", none, args.jobs), flush=True)
 
 

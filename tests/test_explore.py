@@ -260,3 +260,15 @@ def test_report_tables_best_per_system_and_a_front_cut_at_its_rows(monkeypatch):
     assert rows[2][:2] == ["b", "b1"]
     assert rows[4] == ["a1", "8", "100.0 ms", "1.00 ms", "80", "1", "0.003"]
     assert rows[5] == ["... 1 more in front.csv"] + [""] * 6
+
+
+def test_sweeps_and_design_spaces_cross_their_axes_alike():
+    """specs.crossed: the first axis outermost (itertools.product's order); indices pick flat positions."""
+    import itertools
+
+    from ddpsim.pipeline.specs import crossed
+
+    dims = [("a", [1, 2]), ("b", ["x", "y", "z"])]
+    assert [tuple(v for _, v in p) for p in crossed(dims)] == list(itertools.product([1, 2], ["x", "y", "z"]))
+    assert crossed(dims, [1, 4]) == [(("a", 1), ("b", "y")), (("a", 2), ("b", "y"))]   # 4 = 1 * 3 + 1
+    assert crossed([("a", [1]), ("b", [])]) == []

@@ -16,6 +16,7 @@ import pytest
 
 from ddpsim import api
 from ddpsim.cli.main import main
+from ddpsim.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not (ROOT / "traces" / "resnet50.a100.json").is_file(), reason="bundled traces missing")
@@ -60,6 +61,19 @@ def test_simulate_sweep_api_and_run_agree(tmp_path, capsys, monkeypatch, name, t
         res = api.simulate(trace, topology=net[1], nodes=nodes, world_size=world, bucket_cap_mb=cap,
                            iterations=iterations, seed=0)
         assert res.summary()["iteration_p50_s"] == run[pid], pid
+
+
+@pytest.mark.parametrize("call,key", [
+    (lambda: api.simulate("traces/mlp.cpu.json", comm_hook="bogus"), "ddp.comm_hook"),
+    (lambda: api.simulate("traces/mlp.cpu.json", bucket_cap_mb=2e6), "sweep.bucket_cap_mb[0]"),   # over MAX_CAP_MB
+    (lambda: api.sweep("traces/mlp.cpu.json", bucket_cap_mb=[None, 0]), "sweep.bucket_cap_mb[1]"),
+])
+def test_api_checks_its_scenario_as_a_file(monkeypatch, call, key):
+    """api.simulate / api.sweep build a scenario file: its checks and bounds apply, the error names the key."""
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(InputError) as err:
+        call()
+    assert str(err.value).startswith(f"api: {key}: ")
 
 
 def test_simulate_applies_the_gpu_cost_terms(capsys, monkeypatch):

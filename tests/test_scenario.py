@@ -141,3 +141,22 @@ def test_explicit_plan_key(tmp_path, tiny_trace_file):
     for p in s.points():
         assert [b.param_indices for b in s.build_point(p).plan.steady] == [(0,), (1, 2, 3)]
     assert s.plan_path == pf
+
+
+def test_scenario_is_a_view_of_its_file_model(tmp_path, tiny_trace_file):
+    """Scenario declares no key of its own: it holds the validated file, reads it, and updated() makes a new one."""
+    import dataclasses
+
+    from ddpsim.pipeline.scenario import Scenario
+
+    assert [f.name for f in dataclasses.fields(Scenario)] == ["doc", "path"]
+    s = load_scenario(_write(tmp_path, tiny_trace_file, ddp={"powersgd": {"matrix_approximation_rank": 3},
+                                                            "comm_hook": "powersgd"}))
+    assert s.doc.trace == str(tiny_trace_file) and s.trace_path == tiny_trace_file   # resolved, kept in the file model
+    assert (s.powersgd_rank, s.comm_hook, s.ddp.bucket_cap_mb) == (3, "powersgd", None)
+    off = s.updated(cost_model={"contention": False}, simulation=s.simulation.model_copy(update={"seed": 7}))
+    assert off.cost_model.contention is False and s.cost_model.contention is True   # s is unchanged
+    assert off.simulation.seed == 7 and off.doc.ddp == s.doc.ddp and off.path == s.path
+    assert [p.point_id for p in off.points()] == [p.point_id for p in s.points()]
+    with pytest.raises(AssertionError):
+        s.updated(cost_model={"no_such_term": False})

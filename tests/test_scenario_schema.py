@@ -187,7 +187,7 @@ def test_defaults_are_the_runtime_classes_defaults():
 def test_strings_for_model_and_cluster_and_a_cap_range():
     s = scenario_from_dict({"model": "mlp", "cluster": "cpu-gloo", "sweep": {"bucket_cap_mb": {"min": 1, "max": 100,
                                                                                                "points": 3}}})
-    assert s.model.name == "mlp" and s.cluster.topology == "cpu-gloo" and s.sweep.bucket_cap_mb == (None, 1, 10, 100)
+    assert s.model.name == "mlp" and s.cluster.topology == "cpu-gloo" and s.doc.sweep.caps(s.doc.ddp) == (None, 1, 10, 100)
     with pytest.raises(InputError, match=r"^s: sweep\.bucket_cap_mb\.max: 1 is not accepted; expected a number >= min \(5\)$"):
         scenario_from_dict(_base(sweep={"bucket_cap_mb": {"min": 5, "max": 1, "points": 2}}), source="s")
 

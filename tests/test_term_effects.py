@@ -42,7 +42,7 @@ def test_all_terms_off_is_the_sweep_of_the_scenario_without_them(swept):
     assert eff["best"] == best_record(records).point_id and eff["terms"] == list(TERMS)
     first = eff["without"][0]
     assert first["off"] == list(TERMS)
-    off = replace(sc, cost_model=replace(sc.cost_model, contention=False, copy_kernels=False, host=False))
+    off = sc.updated(cost_model={"contention": False, "copy_kernels": False, "host": False})
     again = run_sweep(off, trace=trace, progress=False, jobs=1)
     best = best_record(again)
     p50 = {r.point_id: r.metrics["iteration_p50_s"] for r in again}
@@ -100,7 +100,7 @@ def test_a_stored_run_is_the_point_of_the_scenario_without_the_terms(topology):
         runs = term_samples(sc, inputs)
         assert [s.terms_off for s in runs] == off_sets(sc)
         for off in off_sets(sc):
-            without = replace(sc, cost_model=replace(sc.cost_model, **{t: False for t in off}))
+            without = sc.updated(cost_model={t: False for t in off})
             assert terms_off_config(sc, inputs, sc.graph(point.nodes), off) == without.build_point(point).config
 
 
@@ -126,14 +126,14 @@ def test_no_runs_where_no_term_is_in_force():
 def test_off_sets_all_then_each_alone():
     sc = _scenario()
     assert off_sets(sc) == [TERMS, *((t,) for t in TERMS)]
-    one = replace(sc, cost_model=replace(sc.cost_model, copy_kernels=False, host=False))
+    one = sc.updated(cost_model={"copy_kernels": False, "host": False})
     assert off_sets(one) == [("contention",)]
-    assert off_sets(replace(sc, sweep=replace(sc.sweep, bucket_cap_mb=(None,)))) == []
+    assert off_sets(sc.updated(sweep={"bucket_cap_mb": [None]})) == []
 
 
 def test_no_term_on_gives_nothing(swept):
     sc, trace, records = swept
-    off = replace(sc, cost_model=replace(sc.cost_model, contention=False, copy_kernels=False, host=False))
+    off = sc.updated(cost_model={"contention": False, "copy_kernels": False, "host": False})
     assert terms_on(off) == ()
     assert term_effects(off, records, trace, build=_build, simulate=simulate) is None
     assert term_effects(sc, records[:1], trace, build=_build, simulate=simulate) is None

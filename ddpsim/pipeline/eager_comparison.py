@@ -8,7 +8,6 @@ cap is best compiled and what compiling changes against eager DDP.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from ddpsim.pipeline.sweep import point_metrics
@@ -25,7 +24,7 @@ def subgraph_count(scenario: Any, point: Any, trace: Any) -> int | None:
 def eager_comparison(scenario: Any, records: Sequence[Any], trace: Any, build: Callable, sim: Callable) -> dict[str, Any]:
     """Every point of ``records`` simulated without ``compile``: p50 per point and the eager best,
     beside the compiled mode and its subgraph count per point (the report's ``compile`` figures)."""
-    eager = replace(scenario, compile=None)
+    eager = scenario.updated(compile=None)
     rows = []
     for r in records:
         inputs = build(eager, r.point, trace)

@@ -37,9 +37,11 @@ from typing import Any, Iterable, Sequence
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import ensure_dir, is_file, read_yaml
-from ddpsim.pipeline.scenario import Scenario, _resolve_path, apply_overrides, find_scenario, scenario_from_dict
+from ddpsim.pipeline.scenario import (Scenario, _resolve_path, apply_overrides, find_scenario, scenario_from_dict,
+                                      set_dotted)
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.fingerprint import code_fingerprint, digest
+from ddpsim.pipeline.specs import crossed
 from ddpsim.pipeline.sweep import Job, PointRecord, PointTask, run_points
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.schema import validate
@@ -131,11 +133,10 @@ def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
 def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:
     """:func:`load_space` of an already decoded mapping."""
     base = scenario_from_dict(data, source=source, path=path)  # every key checked
-    section_data = data.get("explore")
-    if section_data is None:
+    section = base.doc.explore
+    if section is None:
         raise InputError(f"{source}: explore: no design space given; expected an 'explore' block with 'axes' "
                          "(scenarios/gpt2-1.5b-design-space.yaml shows one)")
-    section = validate(ExploreSection, section_data, f"{source}: explore")
     space = ExploreSpace(name=base.name, source=source, path=path, data=dict(data), section=section)
     n = space.size()
     if n > MAX_EXPLORE_POINTS:
@@ -175,12 +176,10 @@ def space_points(space: ExploreSpace) -> list[ExplorePoint]:
     """The points: the crossed product (first dimension outermost) or its seeded sample, in
     product order either way."""
     dims = space.dimensions()
-    sizes = [len(v) for _, v in dims]
-    total = math.prod(sizes)
+    total = space.size()
     sample = space.section.sample
-    if sample is None:
-        indices: Iterable[int] = range(total)
-    else:
+    indices: Iterable[int] | None = None
+    if sample is not None:
         import numpy as np
 
         rng = np.random.default_rng(sample.seed)
@@ -191,40 +190,19 @@ def space_points(space: ExploreSpace) -> list[ExplorePoint]:
             while len(picked) < sample.points:
                 picked.update(int(x) for x in rng.integers(0, total, size=sample.points - len(picked)))
             indices = sorted(picked)
-    out = []
-    for flat in indices:
-        digits = []
-        for s in reversed(sizes):
-            flat, d = divmod(flat, s)
-            digits.append(d)
-        vals = tuple((name, v[d]) for (name, v), d in zip(dims, reversed(digits)))
-        out.append(ExplorePoint(values=vals))
-    return out
+    return [ExplorePoint(values=vals) for vals in crossed(dims, indices)]
 
 
 def point_mapping(space: ExploreSpace, values: Sequence[tuple[str, Any]]) -> dict[str, Any]:
     """The scenario mapping of a point: the explore scenario with its values set (the caps
     into ``ddp``), its own ``sweep``, ``timelines``, ``explore`` and ``validation`` left out."""
     doc = copy.deepcopy({k: v for k, v in space.data.items() if k not in ("explore", "sweep", "timelines", "validation")})
-    if isinstance(doc.get("cluster"), str):
-        doc["cluster"] = {"topology": doc["cluster"]}
-    if isinstance(doc.get("ddp"), type(None)):
-        doc.pop("ddp", None)
     for name, v in values:
         if name == "cap":
-            ddp = doc.setdefault("ddp", {})
-            ddp["bucket_cap_mb"], ddp["bucket_cap_mb_list"] = v[0], None if v[1] is None else list(v[1])
-            continue
-        key = EXPLORE_ALIASES.get(name, name)
-        if key == "batch_size":
-            continue
-        holder = doc
-        parts = key.split(".")
-        for part in parts[:-1]:
-            if not isinstance(holder.get(part), dict):
-                holder[part] = {}
-            holder = holder[part]
-        holder[parts[-1]] = v
+            set_dotted(doc, ["ddp", "bucket_cap_mb"], v[0])
+            set_dotted(doc, ["ddp", "bucket_cap_mb_list"], None if v[1] is None else list(v[1]))
+        elif name != "batch_size":
+            set_dotted(doc, EXPLORE_ALIASES.get(name, name).split("."), v)
     return doc
 
 

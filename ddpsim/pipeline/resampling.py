@@ -139,8 +139,7 @@ def terms_off_config(scenario: Any, inputs: Any, graph: Any, off: tuple[str, ...
     Where contention stays on, its interference is the point's own (the prior reads none of the
     other switches), taken as it is rather than derived again."""
     keep = "contention" not in off
-    variant = dataclasses.replace(scenario, cost_model=dataclasses.replace(
-        scenario.cost_model, **{t: False for t in off}, **({"contention": False} if keep else {})))
+    variant = scenario.updated(cost_model={**{t: False for t in off}, **({"contention": False} if keep else {})})
     cfg = sim_config(variant, inputs.point, world_size=inputs.config.world_size, graph=graph,
                      calibration=scenario.load_calibration(), comm=inputs.comm)
     return dataclasses.replace(cfg, interference=inputs.config.interference) if keep else cfg
@@ -168,12 +167,11 @@ def band_samples(scenario: Any, inputs: Any) -> list[Sample]:
 
 def sample_inputs(scenario: Any, point: Any, inputs: Any, graph: Any, sample: Sample) -> tuple[Any, Any]:
     """(comm, config) of ``inputs`` under ``sample``."""
-    cm = scenario.cost_model
     comm, cfg = inputs.comm, inputs.config
     if sample.terms_off:
         return comm, terms_off_config(scenario, inputs, graph, sample.terms_off)
     if sample.memory_bound_fraction is not None:
-        variant = dataclasses.replace(scenario, cost_model=dataclasses.replace(cm, memory_bound_fraction=sample.memory_bound_fraction))
+        variant = scenario.updated(cost_model={"memory_bound_fraction": sample.memory_bound_fraction})
         prior = variant.contention_prior(graph, comm)
         if prior is not None:
             cfg = dataclasses.replace(cfg, interference=prior.interference)

@@ -2,58 +2,16 @@
 
 ``ddpsim run SCENARIO`` loads it with :func:`load_scenario`: the file is read with
 :func:`ddpsim.io.read_yaml` and validated against its declared schema,
-:class:`ddpsim.pipeline.scenario_schema.ScenarioFile` (``scenarios/schema.json`` is its JSON
-Schema); an unknown key or a wrong value raises :class:`~ddpsim.errors.InputError` naming the
-file and the key path, e.g. ``scenarios/x.yaml: ddp.bucket_cap_mb: 'abc' is not accepted;
-expected a number > 0 or null (MiB, at most 1000000; null: DDP's default)``. It returns a frozen :class:`Scenario`;
-:meth:`Scenario.build_point` gives a point's engine inputs
+:class:`ddpsim.pipeline.scenario_schema.ScenarioFile`, the one declaration of every key, its
+default and its bound (``scenarios/schema.json`` is its JSON Schema, with each key's
+description; ``scenarios/default.yaml`` is a worked example). An unknown key or a wrong value
+raises :class:`~ddpsim.errors.InputError` naming the file and the key path, e.g.
+``scenarios/x.yaml: ddp.bucket_cap_mb: 'abc' is not accepted; expected a number > 0 or null
+(MiB, at most 1000000; null: DDP's default)``. It returns a :class:`Scenario`, a read-only
+view of the validated file; :meth:`Scenario.build_point` gives a point's engine inputs
 (:func:`ddpsim.pipeline.inputs.build_point_inputs`). ``ddpsim validate`` reads the same files
 (the ``validation`` block); ``ddpsim sweep`` and ``ddpsim simulate`` build a scenario from
-their flags.
-
-Schema (every key but ``trace``/``model`` and ``cluster.topology`` is optional)::
-
-    name: cpu-gloo-mlp              # -> reports/<name>/ ; default: the file's stem
-    description: free text
-    trace: traces/mlp.cpu.json      # a trace JSON; relative to the cwd, else to the scenario's
-                                    #   folder, else to its parent (the repo root)
-    # OR, instead of trace:
-    model: {name: mlp, batch_size: 32, device: cpu, iterations: 5, warmup: 2, num_threads: 1, options: {}}
-    cluster: {topology: cpu-gloo, nodes: 1, options: {}}   # preset name or topology YAML path
-    # OR a latency + bandwidth model of every collective (world_size then required):
-    # cluster: {latency_us: 20, bandwidth_gbps: 25}
-    world_size: 2                   # ranks; null (or 'all') = every device of the cluster
-    ddp: {bucket_cap_mb: null, bucket_cap_mb_list: null, find_unused_parameters: false, static_graph: false,
-          gradient_as_bucket_view: false, broadcast_buffers: true,
-          # torch 2.13 (all optional): batched_grad_copy: false, skip_all_reduce_unused_params: false,
-          # forward_sync_buffers: null (null: broadcast_buffers decides),
-          # mixed_precision: {param_dtype: bfloat16, reduce_dtype: float32, buffer_dtype: null},
-          # delay_all_reduce_named_params: [wte.weight], param_to_hook_all_reduce: h.0.ln_1.weight
-          # sync_batchnorm: false   (true: the BatchNorm layers are nn.SyncBatchNorm)
-          comm_hook: none,          # DDP.register_comm_hook: none | allreduce | fp16 | bf16 | powersgd
-          powersgd: {matrix_approximation_rank: 1, start_powerSGD_iter: 0}}   # PowerSGDState's arguments
-    simulation: {iterations: 6, warmup: null, seed: 0, jitter: trace, stragglers: {3: 1.2},
-                 no_sync_steps: 0, interference: null,   # interference: {compute_slowdown, comm_slowdown, weighting}
-                 compute_statistic: median, copy_bandwidth_gbps: null}  # copy bandwidth: overrides the
-                                    #   calibration's and the topology's memory bandwidth
-    calibration: null               # a calibration JSON written by the executor
-    cost_model: {contention: true}  # GPU cost terms (ddpsim.network.cost_terms): on for analytical NCCL
-    plan: null                      # an explicit bucket plan JSON used at every point instead of DDP's
-    sweep:
-      bucket_cap_mb: [null, 1, 5, 25, 100]   # or {min: 1, max: 200, points: 32, scale: log|linear}
-      bucket_cap_mb_list: [[1, 4], [2, 8, 25]]  # optional: bucket_cap_mb_list points, after the caps
-      find_unused_parameters: [false]        # optional lists; the sweep is their product
-      gradient_as_bucket_view: [false]
-      comm_hook: [none]
-      nodes: [1]                             # needs world_size: null
-    timelines: [null, 25, best]     # sweep points (by cap, 'best' or a point id) that get a timeline
-    validation: {model: mlp, batch_size: 32, iterations: 20, warmup: 5}   # for 'ddpsim validate'
-    explore: {axes: {system: [dgx-a100, dgx-h100], nodes: [1, 8]}, sample: null, retime: false,
-              traces: {}, prices: null}   # the design space of 'ddpsim explore' (ddpsim.pipeline.explore)
-
-Every count and size is bounded (``cluster.nodes`` <= 4096, ``simulation.iterations`` <= 10000,
-a cap <= 1000000 MiB, a range's ``points`` <= 10000, a list <= 10000 entries, ...; each
-key's description in ``scenarios/schema.json`` and its error line say its bound).
+their flags, :mod:`ddpsim.api` from its arguments, all through the same schema.
 
 ``null`` in ``bucket_cap_mb`` means "not given" (DDP's default: 25 MiB and a 1 MiB first
 bucket at the rebuild); the report's "gain over the default" is measured against it, so a
@@ -71,81 +29,115 @@ used for file names (``reports/<name>/points/<point_id>.json``).
 from __future__ import annotations
 
 import copy
-import itertools
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 
-from ddpsim.engine.config import SimConfig
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import exists, is_file, read_yaml
 from ddpsim.network import cost_terms
 from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
-from ddpsim.pipeline.scenario_schema import (NAME_PATTERN, ClusterSpec, DdpSection, ModelSpec,  # noqa: F401 (re-exported)
-                                             SHORTHANDS, ScenarioFile, SimulationSpec, ValidationSpec, default_of)
-from ddpsim.pipeline.specs import SweepPoint, SweepSpec, engine_settings, is_setting, setting
+from ddpsim.pipeline.scenario_schema import NAME_PATTERN, SHORTHANDS, ClusterSpec, ScenarioFile
+from ddpsim.pipeline.specs import SweepPoint, crossed, engine_settings, is_setting, setting
 from ddpsim.plan.planner import DDPOptions
-from ddpsim.schema import validate
+from ddpsim.schema import Schema, validate
 
 # ---- the scenario ------------------------------------------------------------------------
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Scenario:
-    """A validated scenario. Build one with :func:`load_scenario` or :func:`scenario_from_dict`."""
+    """A validated scenario: a read-only view of its file model ``doc`` (its paths resolved and
+    its name given by :func:`scenario_from_dict`) that reads each section as the engine's
+    builders take it. Build one with :func:`load_scenario` or :func:`scenario_from_dict`; change
+    one with :meth:`updated`."""
 
-    name: str
-    description: str = default_of(ScenarioFile, "description")
+    doc: ScenarioFile
+    #: the file it was read from (relative paths were resolved from it), or None
     path: Path | None = None
-    trace_path: Path | None = None
-    model: ModelSpec | None = None
-    cluster: ClusterSpec
-    world_size: int | None = default_of(ScenarioFile, "world_size")
-    ddp: DDPOptions = field(default_factory=DDPOptions)
-    #: ``ddp.comm_hook`` and ``ddp.powersgd``'s two arguments
-    comm_hook: str = default_of(DdpSection, "comm_hook")
-    powersgd_rank: int = SimConfig.powersgd_rank
-    powersgd_start_iter: int = SimConfig.powersgd_start_iter
-    simulation: SimulationSpec = field(default_factory=SimulationSpec)
-    calibration_path: Path | None = None
-    sweep: SweepSpec = field(default_factory=SweepSpec)
-    timelines: tuple[Any, ...] = tuple(default_of(ScenarioFile, "timelines"))
-    validation: ValidationSpec | None = None
-    cost_model: CostModelSpec = field(default_factory=CostModelSpec)
-    #: ``compile``: torch.compile(DDP(model)) (a :class:`ddpsim.plan.compiled.CompileOptions`), or None: eager
-    compile: Any = None
-    #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
-    sync_batchnorm: bool = default_of(DdpSection, "sync_batchnorm")
-    #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
-    plan_path: Path | None = None
-    #: the ``ddp`` keys that are generic sweep axes, as engine settings (:func:`ddpsim.pipeline.specs.engine_settings`)
-    settings: tuple[tuple[str, Any], ...] = ()
-    #: ``ddp.join``: an epoch under Join with uneven inputs (a JoinSpec), or None
-    join: Any = None
 
     def __post_init__(self) -> None:
-        assert (self.trace_path is None) != (self.model is None), "exactly one of trace_path / model"
+        assert (self.doc.trace is None) != (self.doc.model is None), "exactly one of trace / model"
+
+    def updated(self, **changes: Any) -> "Scenario":
+        """This scenario with top-level keys set; a mapping given for a section sets those keys of
+        it (values of the file model's types, not checked again), e.g.
+        ``sc.updated(cost_model={"contention": False}, compile=None)``."""
+        update = {}
+        for key, value in changes.items():
+            section = getattr(self.doc, key)
+            if isinstance(value, dict) and isinstance(section, Schema):
+                assert set(value) <= set(type(section).model_fields), f"{key}: {sorted(value)}"
+                value = section.model_copy(update=value)
+            update[key] = value
+        assert set(update) <= set(ScenarioFile.model_fields), sorted(update)
+        return Scenario(self.doc.model_copy(update=update), self.path)
+
+    # -- the sections, as the builders read them ---------------------------------------------
+    name = property(lambda self: self.doc.name)
+    description = property(lambda self: self.doc.description)
+    model = property(lambda self: self.doc.model)
+    cluster = property(lambda self: self.doc.cluster)
+    #: ``world_size``; None: every device of the cluster
+    world_size = property(lambda self: self.doc.ranks)
+    simulation = property(lambda self: self.doc.simulation)
+    validation = property(lambda self: self.doc.validation)
+    trace_path = property(lambda self: _path(self.doc.trace))
+    calibration_path = property(lambda self: _path(self.doc.calibration))
+    #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
+    plan_path = property(lambda self: _path(self.doc.plan))
+    comm_hook = property(lambda self: self.doc.ddp.comm_hook)
+    powersgd_rank = property(lambda self: self.doc.ddp.powersgd.matrix_approximation_rank)
+    powersgd_start_iter = property(lambda self: self.doc.ddp.powersgd.start_powerSGD_iter)
+    #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
+    sync_batchnorm = property(lambda self: self.doc.ddp.sync_batchnorm)
+    #: ``ddp.join``: an epoch under Join with uneven inputs (a JoinSpec), or None
+    join = property(lambda self: self.doc.ddp.join)
+
+    @cached_property
+    def ddp(self) -> DDPOptions:
+        return self.doc.ddp.options()
+
+    @cached_property
+    def timelines(self) -> tuple[Any, ...]:
+        return self.doc.timeline_keys()
+
+    @cached_property
+    def cost_model(self) -> CostModelSpec:
+        return self.doc.cost_model.spec()
+
+    @cached_property
+    def compile(self) -> Any:
+        """torch.compile(DDP(model)) (a :class:`ddpsim.plan.compiled.CompileOptions`), or None: eager."""
+        return None if self.doc.compile is None else self.doc.compile.options()
+
+    @cached_property
+    def settings(self) -> tuple[tuple[str, Any], ...]:
+        """The ``ddp`` keys that are generic sweep axes, as engine settings (:func:`ddpsim.pipeline.specs.engine_settings`)."""
+        return engine_settings((k, getattr(self.doc.ddp, k)) for k, _ in self.doc.sweep.axes() if is_setting(k))
 
     # -- sweep points ------------------------------------------------------------------------
     def own_values(self) -> dict[str, Any]:
         """The scenario's own value of each sweep axis but the cap, in the sweep's order."""
         return {"find_unused_parameters": self.ddp.find_unused_parameters,
                 "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view, "comm_hook": self.comm_hook,
-                "nodes": self.cluster.nodes, **{k: setting(self.settings, k) for k, _ in self.sweep.axes if is_setting(k)}}
+                "nodes": self.cluster.nodes, **{k: setting(self.settings, k) for k, _ in self.doc.sweep.axes() if is_setting(k)}}
 
     def points(self) -> list[SweepPoint]:
-        """The sweep's points in a fixed order (caps outermost), deterministic."""
-        s, swept = self.sweep, dict(self.sweep.axes)
+        """The sweep's points: its axes (the caps and cap lists first, then each other axis, the
+        scenario's own value where not swept) crossed as a design space's (:func:`~ddpsim.pipeline.specs.crossed`)."""
+        sweep, ddp = self.doc.sweep, self.doc.ddp
+        swept = dict(sweep.axes())
         dims = {k: swept.get(k) or (v,) for k, v in self.own_values().items()}
         varied = ("bucket_cap_mb",) + tuple(k for k in dims if len(swept.get(k) or ()) > 1)
-        caps = [(c, None) for c in s.bucket_cap_mb] + [(None, lst) for lst in s.bucket_cap_mb_list]
+        caps = [(c, None) for c in sweep.caps(ddp)] + [(None, lst) for lst in sweep.cap_lists(ddp)]
         out = []
-        for (cap, cap_list), *rest in itertools.product(caps, *dims.values()):
-            values = dict(zip(dims, rest))
+        for (_, (cap, cap_list)), *rest in crossed([("cap", caps), *dims.items()]):
+            values = dict(rest)
             out.append(SweepPoint(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
                                   **{k: v for k, v in values.items() if not is_setting(k)},
                                   settings=tuple((k, v) for k, v in values.items() if is_setting(k)), varied=varied))
@@ -319,26 +311,23 @@ def _name(doc: ScenarioFile, path: Path | None, source: str) -> str:
 def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> Scenario:
     """Validate a decoded scenario mapping against :class:`~ddpsim.pipeline.scenario_schema.ScenarioFile`;
     ``source`` prefixes every error message, ``path`` is the file it came from (relative paths
-    are resolved from it)."""
+    are resolved from it; each file it names must exist)."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: top level is {type(data).__name__}; expected a mapping of scenario keys "
                          f"({', '.join(ScenarioFile.model_fields)})")
     doc = validate(ScenarioFile, data, source)
     base = path.resolve().parent if path is not None else None
-    sweep = doc.sweep.resolve(doc.ddp)
-    ddp = doc.ddp
-    return Scenario(
-        name=_name(doc, path, source), description=doc.description, path=path,
-        trace_path=_file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)"),
-        model=doc.model, cluster=_cluster(doc, base, source), world_size=doc.ranks, ddp=ddp.options(),
-        comm_hook=ddp.comm_hook, powersgd_rank=ddp.powersgd.matrix_approximation_rank,
-        powersgd_start_iter=ddp.powersgd.start_powerSGD_iter, simulation=doc.simulation,
-        calibration_path=_file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null"),
-        sweep=sweep, timelines=doc.timeline_keys(sweep), validation=doc.validation, cost_model=doc.cost_model.spec(),
-        compile=None if doc.compile is None else doc.compile.options(),
-        sync_batchnorm=ddp.sync_batchnorm,
-        settings=engine_settings((k, getattr(ddp, k)) for k, _ in sweep.axes if is_setting(k)), join=ddp.join,
-        plan_path=_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null"))
+    name, trace = _name(doc, path, source), _file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)")
+    cluster = _cluster(doc, base, source)
+    calibration = _file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null")
+    plan = _file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null")
+    files = {"trace": trace, "calibration": calibration, "plan": plan}
+    return Scenario(doc.model_copy(update={"name": name, "cluster": cluster,
+                                           **{k: None if v is None else str(v) for k, v in files.items()}}), path)
+
+
+def _path(text: str | None) -> Path | None:
+    return None if text is None else Path(text)
 
 
 DEFAULT_SCENARIO = "default"
@@ -398,11 +387,13 @@ def apply_overrides(data: Any, overrides: Sequence[str]) -> Any:
             raise InputError(f"--set {key}: {text!r} is not a YAML value; expected e.g. 50, null, true, "
                              "[1, 25] or {a: 1}") from None
         if isinstance(out, dict):
-            _set_dotted(out, parts, value)
+            set_dotted(out, parts, value)
     return out
 
 
-def _set_dotted(data: dict, parts: list[str], value: Any) -> None:
+def set_dotted(data: dict, parts: list[str], value: Any) -> None:
+    """``data`` with the key at path ``parts`` set to ``value``, the sections on the way made
+    (null: an empty one; a shorthand string: its mapping)."""
     holder = data
     for i, part in enumerate(parts[:-1]):
         cur = holder.get(part)

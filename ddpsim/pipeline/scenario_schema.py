@@ -30,7 +30,6 @@ from ddpsim.network.host_costs import HostCosts, check_seconds
 from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.plan.compiled import CompileOptions
 from ddpsim.plan.planner import MIXED_PRECISION_DTYPES, DDPOptions, MixedPrecision, cap_point_id
-from ddpsim.pipeline.specs import SweepSpec
 from ddpsim.schema import Schema
 from ddpsim.errors import InputError
 from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
@@ -42,7 +41,7 @@ from ddpsim.pipeline.scenario_types import (  # noqa: F401 (some re-exported)
     MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptBool, OptCap,
     OptText, Options, Text, _CAP_LIST_TEXT, _CAP_SCHEMA, _CAP_TEXT,
     _fail, _is_cap, _is_cap_list, _is_int, _is_num, _mapping,
-    _project_check, _rule, _section, _whole, _with_shorthand, default_of)
+    _project_check, _rule, _section, _whole, _with_shorthand)
 
 # ---- the sections --------------------------------------------------------------------------
 
@@ -407,28 +406,27 @@ class SweepSection(Schema):
     process_groups: Listed(Int(1, MAX_PROCESS_GROUPS)) = Field(None, description="round-robin communicator counts "
                                                                               "(ddp.process_groups' values)")
 
-    def resolve(self, ddp: DdpSection) -> SweepSpec:
-        """The sweep's axes: caps (the default point first), cap lists, the other values deduplicated."""
+    def caps(self, ddp: DdpSection) -> tuple[Any, ...]:
+        """The swept caps: DDP's default (null) first where not written, the rest as written (a range's
+        caps), deduplicated; not given: ``ddp.bucket_cap_mb``."""
         if self.bucket_cap_mb is None:
             caps = [ddp.bucket_cap_mb]
         elif isinstance(self.bucket_cap_mb, CapRange):
             caps = self.bucket_cap_mb.caps()
         else:
             caps = list(dict.fromkeys(self.bucket_cap_mb))
-        if None not in caps:
-            caps.insert(0, None)
+        return tuple(caps) if None in caps else (None, *caps)
+
+    def cap_lists(self, ddp: DdpSection) -> tuple[tuple[Any, ...], ...]:
+        """The swept cap lists, deduplicated, one point each after the caps; not given: ``ddp.bucket_cap_mb_list``."""
         if self.bucket_cap_mb_list is not None:
-            lists = [tuple(x) for x in self.bucket_cap_mb_list]
-        else:
-            lists = [tuple(ddp.bucket_cap_mb_list)] if ddp.bucket_cap_mb_list else []
+            return tuple(dict.fromkeys(tuple(x) for x in self.bucket_cap_mb_list))
+        return (tuple(ddp.bucket_cap_mb_list),) if ddp.bucket_cap_mb_list else ()
 
-        def each(key: str) -> tuple | None:
-            v = getattr(self, key)
-            return None if v is None else tuple(dict.fromkeys(v))
-
-        return SweepSpec(bucket_cap_mb=tuple(caps), bucket_cap_mb_list=tuple(dict.fromkeys(lists)),
-                         axes=tuple((k, each(k)) for k in type(self).model_fields if k not in ("bucket_cap_mb",
-                                                                                               "bucket_cap_mb_list")))
+    def axes(self) -> tuple[tuple[str, tuple[Any, ...] | None], ...]:
+        """The other axes in the schema's order: (key, its values deduplicated, or None: the scenario's own value)."""
+        return tuple((k, None if getattr(self, k) is None else tuple(dict.fromkeys(getattr(self, k))))
+                     for k in type(self).model_fields if k not in ("bucket_cap_mb", "bucket_cap_mb_list"))
 
 
 def _tuples(v: Any) -> Any:
@@ -631,11 +629,10 @@ class ScenarioFile(Schema):
         for r in self.simulation.stragglers:
             if ws is not None and r >= ws:
                 _fail(("simulation", "stragglers"), r, f"a rank in [0, {ws})")
-        sweep = self.sweep.resolve(self.ddp)
-        nodes = dict(sweep.axes)["nodes"]
+        nodes = dict(self.sweep.axes())["nodes"]
         if nodes is not None and ws is not None and len(nodes) > 1:
             _fail(("world_size",), ws, "null (every device of the cluster) when sweep.nodes lists several node counts")
-        self.timeline_keys(sweep)
+        self.timeline_keys()
         return self
 
     @property
@@ -646,27 +643,27 @@ class ScenarioFile(Schema):
     @model_validator(mode="after")
     def _compile_caps(self) -> "ScenarioFile":
         if self.compile is not None:
-            sweep = self.sweep.resolve(self.ddp)
             given = self.sweep.bucket_cap_mb is not None
-            self.compile.check_caps(sweep.bucket_cap_mb, ("sweep" if given else "ddp", "bucket_cap_mb"))
+            self.compile.check_caps(self.sweep.caps(self.ddp), ("sweep" if given else "ddp", "bucket_cap_mb"))
             given = self.sweep.bucket_cap_mb_list is not None
-            self.compile.check_caps([max(x) for x in sweep.bucket_cap_mb_list],
+            self.compile.check_caps([max(x) for x in self.sweep.cap_lists(self.ddp)],
                                     ("sweep" if given else "ddp", "bucket_cap_mb_list"))
         return self
 
-    def timeline_keys(self, sweep: SweepSpec) -> tuple[Any, ...]:
+    def timeline_keys(self) -> tuple[Any, ...]:
         """``timelines`` as :meth:`ddpsim.pipeline.scenario.Scenario.timeline_points` reads them: caps of
         the sweep, 'best' and point ids (a cap list of the sweep becomes its point id)."""
+        caps, cap_lists = self.sweep.caps(self.ddp), self.sweep.cap_lists(self.ddp)
         out: list[Any] = []
         for i, t in enumerate(self.timelines):
             if isinstance(t, list):
-                if tuple(_whole(x) for x in t) not in sweep.bucket_cap_mb_list:
+                if tuple(_whole(x) for x in t) not in cap_lists:
                     _fail(("timelines", i), t, _TIMELINE_TEXT)
                 out.append(cap_point_id(None, tuple(_whole(x) for x in t)))
             elif t is None or not isinstance(t, str):
-                if t not in sweep.bucket_cap_mb:
-                    caps = ", ".join("null" if c is None else f"{c:g}" for c in sweep.bucket_cap_mb)
-                    _fail(("timelines", i), t, f"a bucket_cap_mb of the sweep ({caps}), 'best' or a point id")
+                if t not in caps:
+                    listed = ", ".join("null" if c is None else f"{c:g}" for c in caps)
+                    _fail(("timelines", i), t, f"a bucket_cap_mb of the sweep ({listed}), 'best' or a point id")
                 out.append(t)
             else:
                 out.append(t)

@@ -155,7 +155,3 @@ def _with_shorthand(alternative: dict[str, Any]) -> Callable[[dict[str, Any]], N
             schema["anyOf"] = [*schema.pop("anyOf", []), alternative]
     return extra
 
-
-def default_of(model: type[Schema], key: str) -> Any:
-    """The default of ``model``'s field ``key``."""
-    return model.model_fields[key].get_default(call_default_factory=True)

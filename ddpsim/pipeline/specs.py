@@ -1,7 +1,8 @@
-"""A scenario's sweep: its axes (:class:`SweepSpec`, resolved from the file's ``sweep``
-section by :meth:`ddpsim.pipeline.scenario_schema.SweepSection.resolve`) and its points.
+"""A scenario's sweep points (the product of the file's ``sweep`` section,
+:class:`ddpsim.pipeline.scenario_schema.SweepSection`, made by
+:meth:`ddpsim.pipeline.scenario.Scenario.points`).
 
-Frozen keyword-only dataclasses; a :class:`SweepPoint` names itself with a stable
+A :class:`SweepPoint` (a frozen keyword-only dataclass) names itself with a stable
 ``point_id`` (``cap=25``, ``cap=default,hook=fp16``) used for file names.
 
 The axes beyond DDP's constructor options and the cluster's nodes are generic: a ``ddp`` key
@@ -13,9 +14,10 @@ at the config's default is left out, so a point reads the same whether it names 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import MISSING, dataclass
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from ddpsim.engine.config import SimConfig
 from ddpsim.plan.planner import cap_point_id
@@ -83,18 +85,6 @@ class SweepPoint:
         return cls(**named, varied=varied, settings=tuple((k, v) for k, v in d.items() if k not in named and k != "point"))
 
 
-@dataclass(frozen=True, kw_only=True)
-class SweepSpec:
-    """The values the sweep's points take: caps (None: DDP's default, always first), cap lists,
-    and the other axes in the schema's order, each ``(key, its values or None: the scenario's
-    own value)``; an axis that is no :class:`SweepPoint` field is an engine setting
-    (:func:`is_setting`)."""
-
-    bucket_cap_mb: tuple[float | None, ...] = (None,)
-    bucket_cap_mb_list: tuple[tuple[float, ...], ...] = ()
-    axes: tuple[tuple[str, tuple[Any, ...] | None], ...] = ()
-
-
 def is_setting(key: str) -> bool:
     """A sweep axis carried generically, as an engine setting: no field of :class:`SweepPoint`."""
     return key not in SweepPoint.__dataclass_fields__
@@ -117,3 +107,19 @@ def setting(pairs: tuple[tuple[str, Any], ...], key: str) -> Any:
 def _initials(key: str) -> str:
     """A generic axis's name in a point id: its words' initials (``a_b_c`` -> ``abc``)."""
     return "".join(w[0] for w in key.split("_"))
+
+
+def crossed(dims: Sequence[tuple[str, Sequence[Any]]], indices: Iterable[int] | None = None) -> list[tuple[tuple[str, Any], ...]]:
+    """The product of the axes ``dims`` (name, values), the first outermost, each point as its
+    (name, value) pairs: every point, or those at the flat positions ``indices`` (a sample).
+    A sweep's points (:meth:`ddpsim.pipeline.scenario.Scenario.points`) and a design space's
+    (:func:`ddpsim.pipeline.explore.space_points`) are both made here."""
+    sizes = [len(v) for _, v in dims]
+    out = []
+    for flat in range(math.prod(sizes)) if indices is None else indices:
+        digits = []
+        for size in reversed(sizes):
+            flat, d = divmod(flat, size)
+            digits.append(d)
+        out.append(tuple((name, v[d]) for (name, v), d in zip(dims, reversed(digits))))
+    return out

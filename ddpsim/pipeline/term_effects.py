@@ -18,7 +18,7 @@ worker pool and stores in the point's file beside the uncertainty samples, step 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ddpsim.pipeline.resampling import off_label, sample_p50, terms_on
@@ -50,7 +50,7 @@ def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...]
              build: Callable, simulate: Callable) -> WithoutTerms:
     from ddpsim.engine.simulate import simulate as engine
 
-    sc = replace(scenario, cost_model=replace(scenario.cost_model, **{t: False for t in off}))
+    sc = scenario.updated(cost_model={t: False for t in off})
     p50 = {}
     for r in records:
         kept = _stored_p50(r, off)

@@ -79,7 +79,7 @@ def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size
                          f"world size {world_size}")
     sim = scenario.simulation.model_copy(update={"iterations": max(SIM_ITERATIONS, scenario.simulation.iterations),
                                                  "compute_statistic": "mean"})
-    return replace(scenario, world_size=world_size, simulation=sim, cost_model=replace(scenario.cost_model, host=True, host_costs=host))
+    return scenario.updated(world_size=world_size, simulation=sim, cost_model={"host": True, **host.as_dict()})
 
 
 def run_cap_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | None:

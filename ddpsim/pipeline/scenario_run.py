@@ -4,7 +4,8 @@ terms and their effects (``ddpsim run``; :func:`ddpsim.api.run_scenario`).
 
 The points come from :func:`ddpsim.pipeline.sweep.run_sweep` (``<out>/points/*.json``,
 resumable); the timeline points are simulated again with their spans where their files hold
-none; :func:`ddpsim.pipeline.run.recommend` gives the recommended plan. Everything a report
+none; :func:`ddpsim.pipeline.run.recommend` gives the recommended plan (kept in
+``points/recommend.json`` for a rerun). Everything a report
 needs is in the :class:`ScenarioRun` returned; :mod:`ddpsim.report.scenario_report` renders it.
 """
 
@@ -63,7 +64,9 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     if sim is None:
         from ddpsim.engine.simulate import simulate as sim
     records, best = _with_timeline_spans(sc, records, best_record(records), trace, build, sim)
-    rec = steps.recommend(sc, records, trace, build, sim)
+    # the engine's answer is kept beside the points; a stand-in simulate or build keeps nothing
+    kept = rdir / "points" if simulate_fn is None and build_fn is None else None
+    rec = steps.recommend(sc, records, trace, build, sim, kept_dir=kept)
     me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
                                                                   trace, sim)
     compiled = None if sc.compile is None else eager_comparison.eager_comparison(sc, records, trace, build, sim)

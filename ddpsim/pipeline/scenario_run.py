@@ -42,6 +42,9 @@ class ScenarioRun:
     warning: str | None
     #: files written here (the bundled model's trace)
     files: tuple[Path, ...] = ()
+    #: every point's id and resume key as one hash (:func:`ddpsim.pipeline.run.kept_key`): what the
+    #: report's files are kept under for a rerun; None: a stand-in simulate or build, nothing kept
+    kept_key: str | None = None
 
 
 def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
@@ -74,7 +77,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
     return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=tuple(records), best=best, recommendation=rec,
                        method_error=me_answer, compiled=compiled, cost_terms=terms, term_effects=effects,
-                       warning=sc.calibration_warning(), files=tuple(files))
+                       warning=sc.calibration_warning(), files=tuple(files),
+                       kept_key=None if kept is None else steps.kept_key(records))
 
 
 def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any, build: Callable,

@@ -4,7 +4,7 @@ terms and their effects (``ddpsim run``; :func:`ddpsim.api.run_scenario`).
 
 The points come from :func:`ddpsim.pipeline.sweep.run_sweep` (``<out>/points/*.json``,
 resumable); the timeline points are simulated again with their spans where their files hold
-none; :func:`ddpsim.pipeline.run.recommend` gives the recommended plan (kept in
+none (when first read); :func:`ddpsim.pipeline.run.recommend` gives the recommended plan (kept in
 ``points/recommend.json`` for a rerun). Everything a report
 needs is in the :class:`ScenarioRun` returned; :mod:`ddpsim.report.scenario_report` renders it.
 """
@@ -84,12 +84,20 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
 def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any, build: Callable,
                          sim: Callable) -> tuple[list[Any], Any]:
     """The records, each timeline point's with its spans: a point whose file holds none (only the
-    timeline points need them) is simulated again, from the same inputs, with them."""
+    timeline points need them) is simulated again, from the same inputs, with them, when they are
+    first read (a rerun that keeps its traces and timelines reads none)."""
+    from ddpsim.engine.result import LazySpans
+
     points = sc.timeline_points(best.point)
     out = []
     for r in records:
         if r.point in points and not r.result.spans:
-            inputs = build(sc, r.point, trace)
-            r = replace(r, result=sim(inputs.trace, inputs.plan, inputs.comm, inputs.config))
+            r = replace(r, result=replace(r.result, spans=LazySpans(_spans, sc, r.point, trace, build, sim)))
         out.append(r)
     return out, next(r for r in out if r.point == best.point)
+
+
+def _spans(sc: Scenario, point: Any, trace: Any, build: Callable, sim: Callable) -> tuple:
+    """The spans of ``point`` simulated again from its inputs."""
+    inputs = build(sc, point, trace)
+    return sim(inputs.trace, inputs.plan, inputs.comm, inputs.config).spans

@@ -17,6 +17,9 @@ pytestmark = pytest.mark.skipif(not (ROOT / "traces" / "mlp.cpu.json").is_file()
 #: the default scenario's points the second run simulates again (its timelines' points); it
 #: reuses the other finished points of the first run
 RESIMULATED = ("cap-default.json", "cap-100.json")
+#: what the run keeps beside its points for a rerun, not a point's file: the recommendation
+#: (ddpsim.pipeline.run) and the report's files (ddpsim.report.kept_files), computed again
+KEPT = ("recommend.json", "report.json")
 
 
 def test_default_run_is_deterministic(tmp_path, capsys, monkeypatch):
@@ -27,13 +30,13 @@ def test_default_run_is_deterministic(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "Best bucket_cap_mb" in out and "summary.md" in out
     a, b = tmp_path / "a" / "default", tmp_path / "b" / "default"
-    kept = sorted(p.name for p in (a / "points").glob("*.json") if p.name not in RESIMULATED)
+    kept = sorted(p.name for p in (a / "points").glob("*.json") if p.name not in RESIMULATED + KEPT)
     assert len(kept) == 6
     (b / "points").mkdir(parents=True)
     for n in kept:
         (b / "points" / n).write_bytes((a / "points" / n).read_bytes())
     assert main(["run", "default", "--out-dir", str(tmp_path / "b"), "--jobs", "1", "--quiet"]) == 0
-    assert sorted(p.name for p in (b / "points").glob("*.json")) == sorted([*kept, *RESIMULATED])
+    assert sorted(p.name for p in (b / "points").glob("*.json")) == sorted([*kept, *RESIMULATED, *KEPT])
     names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
     for must in ("summary.md", "summary.json", "sweep.csv", "buckets.csv", "sweep.png", "bucket_sizes.png",
                  "recommended_plan.json", "trace_cap-default_rank0.json.gz", "timeline_cap-default.png"):

@@ -376,6 +376,42 @@ def test_check_of_copies_names_what_the_check_of_every_element_names(monkeypatch
     validate_topology(build_preset("dgx-h100", num_nodes=64), source="dgx-h100")  # decided on the copies
 
 
+def test_components_by_hand():
+    from ddpsim.network.topology_check import _components
+
+    assert _components(0, []) == 0
+    assert _components(4, []) == 4
+    # 0-1, 2-3: two; then 1-2 joins them; a repeated link and a loop change nothing
+    assert _components(4, [(0, 1), (2, 3)]) == 2
+    assert _components(4, [(0, 1), (2, 3), (3, 2), (1, 1), (1, 2)]) == 1
+    # a chain given backwards (every union deepens a tree): still one
+    assert _components(6, [(i + 1, i) for i in reversed(range(5))]) == 1
+    assert _components(5, [(4, 3), (3, 2), (1, 0)]) == 2
+
+
+def test_a_copy_joins_the_elements_that_reach_it():
+    """Two leaves linked to nothing but the NICs of the copies: the copies join them into one part."""
+    from ddpsim.network.graph_build import host_copies
+    from ddpsim.network.topology_check import _connected_apart_from_copies
+
+    b, nics = _stamped(3)
+    b.add_node("leaf2", kind="leaf", host=-1)
+    _link(b, nics[0][0], "leaf")
+    for (nic,) in nics[1:]:
+        _link(b, nic, "leaf")
+        _link(b, nic, "leaf2")
+    g = b.to_graph()
+    hosts = host_copies(g).hosts
+    kept = [n for n, d in g.nodes(data=True) if d["host"] not in hosts]
+    assert _connected_apart_from_copies(g, kept, hosts)
+    validate_topology(g, source="t")
+    b.add_node("leaf3", kind="leaf", host=-1)      # linked to nothing: a part of its own
+    g = b.to_graph()
+    assert not _connected_apart_from_copies(g, [n for n, d in g.nodes(data=True) if d["host"] not in hosts], hosts)
+    with pytest.raises(InputError, match=r"t: is disconnected \(2 parts; e.g. \['leaf3'\]"):
+        validate_topology(g, source="t")
+
+
 @pytest.mark.parametrize("preset,gpu", [("mi300x-platform", "mi300x"), ("mi325x-platform", "mi325x"),
                                         ("mi355x-platform", "mi355x")])
 def test_infinity_fabric_link_takes_the_catalogues_figure(preset, gpu):

@@ -19,8 +19,6 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
 from ddpsim.errors import InputError
 from ddpsim.network.topology import BANDWIDTH, DEVICE_KINDS, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK, edge_weight
@@ -281,6 +279,8 @@ class _SwitchRoutes:
     finds, without a search of the whole fabric per pair of leaves."""
 
     def __init__(self, graph: nx.Graph, weight: str) -> None:
+        from scipy.sparse import csr_matrix  # NOTE: on first use: slow to import; routes within one leaf need none
+
         self.nodes = list(graph.nodes)
         self.index = {n: i for i, n in enumerate(self.nodes)}
         indptr, indices, vals = [0], [], []
@@ -303,6 +303,8 @@ class _SwitchRoutes:
         """Distances from switch ``src``, computed with the next switches not computed yet (one
         call of scipy's Dijkstra for up to 128 sources)."""
         if src not in self._dist:
+            from scipy.sparse.csgraph import dijkstra
+
             batch = [src] + [i for i in range(src + 1, len(self.nodes)) if i not in self._dist][:127]
             for i, row in zip(batch, dijkstra(self.csr, directed=True, indices=batch)):
                 self._dist[i] = row

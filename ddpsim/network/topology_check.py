@@ -15,9 +15,6 @@ import math
 from typing import Any, Iterable
 
 import networkx as nx
-import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from ddpsim.errors import InputError
 from ddpsim.network.graph_attrs import BACKENDS, BANDWIDTH, DEVICE_KINDS, HOST, KIND, LATENCY, LOCAL_RANK
@@ -98,9 +95,27 @@ def _connected_apart_from_copies(g: nx.Graph, kept: list, hosts: frozenset[int])
             j = index.get(m)
             rows.append(i)
             cols.append(copy_index[attr[m][HOST]] if j is None else j)
-    size = len(kept) + len(hosts)
-    m = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(size, size))
-    return connected_components(m, directed=False, return_labels=False) == 1
+    return _components(len(kept) + len(hosts), zip(rows, cols)) == 1
+
+
+def _components(size: int, links: Iterable[tuple[int, int]]) -> int:
+    """The number of connected components of elements ``0 .. size - 1`` joined by ``links``
+    (union-find with path halving)."""
+    parent = list(range(size))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    count = size
+    for i, j in links:
+        a, b = root(i), root(j)
+        if a != b:
+            parent[b] = a
+            count -= 1
+    return count
 
 
 def _links_valid(adjs: Iterable[dict[Any, dict[str, Any]]]) -> bool:

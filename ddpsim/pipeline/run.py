@@ -6,17 +6,22 @@ boundaries under each cost-model variant (:func:`ddpsim.pipeline.recommend.candi
 simulates every candidate with the engine over the same steady iterations as the best cap,
 and keeps the fastest when it beats the best cap (else DDP's buckets of the best cap);
 :func:`cap_list` turns the candidates into ``bucket_cap_mb_list`` values (torch >= 2.13,
-torch/nn/parallel/distributed.py) simulated as real DDP configurations.
+torch/nn/parallel/distributed.py) simulated as real DDP configurations. Both are kept in
+``<report>/points/recommend.json`` under a key made of every point's resume key
+(:mod:`ddpsim.pipeline.fingerprint`), so a rerun whose points are all reused reuses them too.
 :mod:`ddpsim.report.scenario_report` writes what these return.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
+from ddpsim.io import write_text_atomic
 from ddpsim.network.cost_terms import explain_terms
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.plan.planner import BucketPlan, DDPOptions
@@ -33,15 +38,70 @@ class Recommendation:
     inputs: Any
 
 
-def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable) -> Recommendation:
+#: the file in a report's ``points/`` folder that keeps :func:`recommend`'s answer (no point's
+#: file name: those are ``key-value`` pairs, :func:`ddpsim.io.file_id`)
+KEPT_FILE = "recommend.json"
+KEPT_FORMAT = "ddpsim-recommend"
+KEPT_VERSION = 1
+
+
+def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable, *,
+              kept_dir: str | Path | None = None) -> Recommendation:
     """The recommended explicit plan at the best point of ``records`` (module docstring).
 
     ``build(scenario, point, trace) -> PointInputs``; ``sim(trace, plan, comm, config) -> SimResult``.
+    ``kept_dir``: a ``points/`` folder where the answer is kept (:data:`KEPT_FILE`) and reused
+    while :func:`kept_key` of ``records`` is the same; None: computed, nothing kept.
     """
-    from ddpsim.pipeline.sweep import best_record, point_metrics
+    from ddpsim.pipeline.sweep import best_record
 
     best = best_record(records)
     inputs = build(sc, best.point, trace)
+    path = Path(kept_dir) / KEPT_FILE if kept_dir is not None else None
+    key = kept_key(records) if path is not None else None
+    got = _read_kept(path, key, inputs) if path is not None else None
+    if got is None:
+        got = _recommend(sc, records, trace, build, sim, best, inputs)
+        if path is not None:
+            _write_kept(path, key, got)
+    return got
+
+
+def kept_key(records: Sequence[Any]) -> str:
+    """What :func:`recommend` computes from: every point's id and resume key (each a hash of all
+    the engine received for the point and of ddpsim's source, so also of this module), in order."""
+    blob = json.dumps({"format": KEPT_FORMAT, "version": KEPT_VERSION,
+                       "points": [[r.point_id, r.key] for r in records]})
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _write_kept(path: Path, key: str, rec: Recommendation) -> None:
+    from ddpsim.pipeline.sweep import result_to_dict
+
+    doc = {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": key, "info": rec.info, "plan_doc": rec.plan_doc,
+           "result": result_to_dict(replace(rec.result, spans=()))}
+    write_text_atomic(path, json.dumps(doc, separators=(",", ":")) + "\n")
+
+
+def _read_kept(path: Path, key: str, inputs: Any) -> Recommendation | None:
+    """The answer kept at ``path`` under ``key``; None where there is none, it is stale or unreadable."""
+    from ddpsim.pipeline.sweep import result_from_dict
+
+    try:
+        d = json.loads(path.read_text())
+        if d.get("format") != KEPT_FORMAT or d.get("version") != KEPT_VERSION or d.get("key") != key:
+            return None
+        return Recommendation(info=d["info"], plan_doc=d["plan_doc"], result=result_from_dict(d["result"]),
+                              inputs=inputs)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable, best: Any,
+               inputs: Any) -> Recommendation:
+    """:func:`recommend`, computed."""
+    from ddpsim.pipeline.sweep import point_metrics
+
     opts = sc.ddp_options(best.point)
     tried = _candidates(trace, inputs, opts, best.point.comm_hook, sim)
     _, _, label, found, rec_result = min(tried, key=lambda x: (x[0], x[1]))

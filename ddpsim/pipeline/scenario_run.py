@@ -4,7 +4,8 @@ terms and their effects (``ddpsim run``; :func:`ddpsim.api.run_scenario`).
 
 The points come from :func:`ddpsim.pipeline.sweep.run_sweep` (``<out>/points/*.json``,
 resumable); the timeline points are simulated again with their spans where their files hold
-none; :func:`ddpsim.pipeline.run.recommend` gives the recommended plan. Everything a report
+none (when first read); :func:`ddpsim.pipeline.run.recommend` gives the recommended plan (kept in
+``points/recommend.json`` for a rerun). Everything a report
 needs is in the :class:`ScenarioRun` returned; :mod:`ddpsim.report.scenario_report` renders it.
 """
 
@@ -41,6 +42,9 @@ class ScenarioRun:
     warning: str | None
     #: files written here (the bundled model's trace)
     files: tuple[Path, ...] = ()
+    #: every point's id and resume key as one hash (:func:`ddpsim.pipeline.run.kept_key`): what the
+    #: report's files are kept under for a rerun; None: a stand-in simulate or build, nothing kept
+    kept_key: str | None = None
 
 
 def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
@@ -63,7 +67,9 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     if sim is None:
         from ddpsim.engine.simulate import simulate as sim
     records, best = _with_timeline_spans(sc, records, best_record(records), trace, build, sim)
-    rec = steps.recommend(sc, records, trace, build, sim)
+    # the engine's answer is kept beside the points; a stand-in simulate or build keeps nothing
+    kept = rdir / "points" if simulate_fn is None and build_fn is None else None
+    rec = steps.recommend(sc, records, trace, build, sim, kept_dir=kept)
     me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
                                                                   trace, sim)
     compiled = None if sc.compile is None else eager_comparison.eager_comparison(sc, records, trace, build, sim)
@@ -71,18 +77,27 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
     return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=tuple(records), best=best, recommendation=rec,
                        method_error=me_answer, compiled=compiled, cost_terms=terms, term_effects=effects,
-                       warning=sc.calibration_warning(), files=tuple(files))
+                       warning=sc.calibration_warning(), files=tuple(files),
+                       kept_key=None if kept is None else steps.kept_key(records))
 
 
 def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any, build: Callable,
                          sim: Callable) -> tuple[list[Any], Any]:
     """The records, each timeline point's with its spans: a point whose file holds none (only the
-    timeline points need them) is simulated again, from the same inputs, with them."""
+    timeline points need them) is simulated again, from the same inputs, with them, when they are
+    first read (a rerun that keeps its traces and timelines reads none)."""
+    from ddpsim.engine.result import LazySpans
+
     points = sc.timeline_points(best.point)
     out = []
     for r in records:
         if r.point in points and not r.result.spans:
-            inputs = build(sc, r.point, trace)
-            r = replace(r, result=sim(inputs.trace, inputs.plan, inputs.comm, inputs.config))
+            r = replace(r, result=replace(r.result, spans=LazySpans(_spans, sc, r.point, trace, build, sim)))
         out.append(r)
     return out, next(r for r in out if r.point == best.point)
+
+
+def _spans(sc: Scenario, point: Any, trace: Any, build: Callable, sim: Callable) -> tuple:
+    """The spans of ``point`` simulated again from its inputs."""
+    inputs = build(sc, point, trace)
+    return sim(inputs.trace, inputs.plan, inputs.comm, inputs.config).spans

@@ -82,3 +82,24 @@ def test_segments_between_bucket_ready_events_in_one_go_only_without_a_host_gate
     assert (closed and True in taken) or (one_by_one and False in taken)
     for a, b in zip(steps.step_times_s(), full.step_times_s()):
         assert a == pytest.approx(b, rel=1e-12)
+
+
+def test_ranks_launch_buckets_without_running_their_works_first(monkeypatch):
+    """Under interference a rank that records nothing posts each bucket's launch on the work
+    clock (where its pending works end) instead of running them first: its backward meets SimPy
+    about once, not once per bucket; the full simulation runs them before every launch."""
+    from ddpsim.engine.streams import Engine
+    runs, posted = [], []
+    real_runs, real_arrive = Engine._run_works, Engine.arrive
+    monkeypatch.setattr(Engine, "_run_works", lambda eng, works, ends: runs.append(1) or real_runs(eng, works, ends))
+    monkeypatch.setattr(Engine, "arrive", lambda eng, *a, **k: posted.append(a[-1] if len(a) > 8 else k.get("work"))
+                        or real_arrive(eng, *a, **k))
+    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2))
+    engine._MEMO.clear()
+    engine.simulate(TRACE, PLAN, comm(), cfg, spans=False)
+    full_runs, full_posted = len(runs), sum(w is not None for w in posted)
+    runs.clear(), posted.clear()
+    engine.simulate(TRACE, PLAN, comm(), cfg, steps_only=True)
+    launches = len(posted)
+    assert full_posted == 0 and sum(w is not None for w in posted) > launches // 2
+    assert len(runs) < full_runs - launches // 2

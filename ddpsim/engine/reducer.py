@@ -292,7 +292,7 @@ class Rank(RankTimeline):
             if seg.closed_form(self, s):
                 seg.take(self, s, bw.pending)
                 if seg.ready_b is not None:
-                    if self.pending:
+                    if self.pending and not self.runs_on():
                         yield from self.flush()
                     yield from self.bucket_ready(seg.ready_b, s, bw)
             else:

@@ -167,8 +167,9 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
         steps_only: only the step times are read (an uncertainty sample, a run with cost terms
             off): no spans, no bucket timings, and of each iteration only its start and end
             (its other figures 0; ``meta["steps_only"]``); the ranks record nothing on the way,
-            and with interference each rank's works between two interactions run as one (the
-            same step times to rounding).
+            and with interference each rank's works between two interactions run as one and
+            its launches arrive where the work clock reaches them, not after a run of its
+            works each (the same step times to rounding).
 
     Points that differ only in what the engine does not read (``bucket_cap_mb`` or
     ``bucket_cap_mb_list`` when they give the same buckets) share one simulation: the last
@@ -244,6 +245,7 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     env = simpy.Environment()
     eng = Engine(env, trace, plan, comm, config)
     eng.keep_spans = bool(spans)
+    eng.lazy_launches = steps_only
     rng = np.random.default_rng(config.seed)
     sigma = jitter_mod.jitter_sigma(trace, config.jitter)
     factors = jitter_mod.draw_factors(rng, sigma, config.num_iterations, config.world_size, config.stragglers)

@@ -14,6 +14,7 @@ The DDP program built from these primitives is :mod:`ddpsim.engine.reducer`.
 
 from __future__ import annotations
 
+import math
 from typing import Iterator
 
 import numpy as np
@@ -57,6 +58,8 @@ class RankTimeline:
         self.keep_spans = record and eng.keep_spans
         self.finished = False
         self.fast = not eng.interfere
+        #: launches need not run the works before them first (:meth:`launch`)
+        self.lazy = eng.lazy_launches and not record and not self.fast and eng.join is None
         #: works not yet run (interference: rates change with what is in flight; :meth:`flush`)
         self.pending: list[tuple] = []
         self.pending_s = 0.0
@@ -135,11 +138,26 @@ class RankTimeline:
             elif kind == "optimizer":
                 acc.optimizer_s += end - start
 
+    def runs_on(self) -> bool:
+        """Whether the rank may launch before its pending works have run (:meth:`launch`):
+        it records nothing, and they are one run of works without a gate."""
+        pending = self.pending
+        return self.lazy and len(pending) == 1 and pending[0][0] is not None
+
     def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
                then_s: float = 0.0) -> Coll:
-        assert not self.pending, "a launch must follow the rank's work: flush() first"
-        t = self.t if self.eng.host is None else self.host_issue(self.eng.host.enqueue_s)
-        c = self.eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s)
+        """Launch a collective once the compute stream has reached this point. With works
+        pending (:meth:`runs_on`), the rank arrives where the work clock reaches their end,
+        ``W(now) + pending_s`` (what :meth:`flush` runs them to), without SimPy."""
+        eng = self.eng
+        work = None
+        if self.pending:
+            assert self.runs_on(), "a launch must follow the rank's work: flush() first"
+            work = eng.work_at(eng.env.now) + self.pending_s
+            t = -math.inf if eng.host is None else self.host_issue(eng.host.enqueue_s)
+        else:
+            t = self.t if eng.host is None else self.host_issue(eng.host.enqueue_s)
+        c = eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s, work)
         self.seq += 1
         self.issue_s = self.t  # the compute stream's clock when the latest collective was issued
         return c

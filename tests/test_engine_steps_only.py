@@ -35,8 +35,10 @@ def both(config):
     return full, steps
 
 
-def test_without_interference_the_step_times_are_the_full_simulations_to_the_bit():
-    full, steps = both(CONFIG)
+@pytest.mark.parametrize("host", [None, HostCosts()])
+def test_without_interference_the_step_times_are_the_full_simulations_to_the_bit(host):
+    # without host costs the folded ranks run vectorised, with them as their slowest
+    full, steps = both(replace(CONFIG, host_costs=host))
     assert [(i.rank, i.iteration, i.start_s, i.end_s, i.warmup) for i in steps.iterations] == \
         [(i.rank, i.iteration, i.start_s, i.end_s, i.warmup) for i in full.iterations]
     assert steps.step_times_s() == full.step_times_s()
@@ -75,7 +77,7 @@ def test_segments_between_bucket_ready_events_in_one_go_only_without_a_host_gate
     taken = []
     real = segments.Segment.closed_form
     monkeypatch.setattr(segments.Segment, "closed_form",
-                        lambda seg, rank, s: taken.append(real(seg, rank, s)) or taken[-1])
+                        lambda seg, rank, s, floor_s: taken.append(real(seg, rank, s, floor_s)) or taken[-1])
     cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2),
                   host_costs=replace(HostCosts(), hook_s_per_param=hook_s))
     full, steps = both(cfg)

@@ -41,6 +41,9 @@ class IterAcc:
 class RankTimeline:
     """One simulated rank's clocks and primitives (or the 'rest' representative's, which records nothing)."""
 
+    #: what work at rate 1 adds to, in order (:meth:`advance` of a rank that records nothing)
+    serial_clock = "t"
+
     def __init__(self, eng: Engine, rank: int, factors: np.ndarray, record: bool) -> None:
         self.eng = eng
         self.rank = rank
@@ -151,12 +154,13 @@ class RankTimeline:
         ``W(now) + pending_s`` (what :meth:`flush` runs them to), without SimPy."""
         eng = self.eng
         work = None
+        host = eng.host
         if self.pending:
             assert self.runs_on(), "a launch must follow the rank's work: flush() first"
             work = eng.work_at(eng.env.now) + self.pending_s
-            t = -math.inf if eng.host is None else self.host_issue(eng.host.enqueue_s)
+            t = -math.inf if host is None else self.host_issue(host.enqueue_s)
         else:
-            t = self.t if eng.host is None else self.host_issue(eng.host.enqueue_s)
+            t = self.t if host is None else self.host_issue(host.enqueue_s)
         c = eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s, work)
         self.seq += 1
         self.issue_s = self.t  # the compute stream's clock when the latest collective was issued

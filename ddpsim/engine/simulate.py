@@ -245,7 +245,7 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     env = simpy.Environment()
     eng = Engine(env, trace, plan, comm, config)
     eng.keep_spans = bool(spans)
-    eng.lazy_launches = steps_only
+    eng.steps_only = steps_only
     rng = np.random.default_rng(config.seed)
     sigma = jitter_mod.jitter_sigma(trace, config.jitter)
     factors = jitter_mod.draw_factors(rng, sigma, config.num_iterations, config.world_size, config.stragglers)

@@ -75,9 +75,11 @@ class Engine:
 
     #: Join's collectives in the rank program (ddpsim.engine.join.JoinProgram), or None
     join = None
-    #: ranks that record nothing launch without running their works first, where those run
-    #: without a gate (:meth:`RankTimeline.launch`; ``simulate(steps_only=True)``)
-    lazy_launches = False
+    #: only step times are read (``simulate(steps_only=True)``): ranks that record nothing
+    #: launch without running their works first, where those run without a gate
+    #: (:meth:`RankTimeline.launch`), and a collective whose pace no change can move runs as
+    #: one timer (:meth:`comm_stream`): the same step times, to rounding
+    steps_only = False
 
     def __init__(self, env: simpy.Environment, trace: Trace, plan: BucketPlan, comm: CommModel,
                  config: SimConfig) -> None:
@@ -315,7 +317,11 @@ class Engine:
             if self.interfere:
                 self.comm_weight = c.slow_weight
                 self.set_comm_active(True)
-                yield from self.progress(c.work_s, comm=True, idle_extra_s=extra)
+                if self.steps_only and self.comm_slow == 1.0 and not extra:  # at rate 1 whatever happens
+                    if c.work_s > 0:
+                        yield env.timeout(c.work_s)
+                else:
+                    yield from self.progress(c.work_s, comm=True, idle_extra_s=extra)
                 self.set_comm_active(False)
                 c.end_s = env.now
             else:
@@ -392,8 +398,10 @@ class Engine:
     def _notify(self) -> None:
         """What is in flight changed: the compute rate from now on, then whoever waits for a change."""
         self._rate_from_now()
-        old, self.changed = self.changed, self.env.event()
-        old.succeed()
+        old = self.changed
+        if old.callbacks:  # else no one waits for it: it stays the event of the next change
+            self.changed = self.env.event()
+            old.succeed()
 
     def set_comm_active(self, active: bool) -> None:
         if active != self.comm_active:

@@ -62,7 +62,7 @@ class RankTimeline:
         self.finished = False
         self.fast = not eng.interfere
         #: launches need not run the works before them first (:meth:`launch`)
-        self.lazy = eng.lazy_launches and not record and not self.fast and eng.join is None
+        self.lazy = eng.steps_only and not record and not self.fast and eng.join is None
         #: works not yet run (interference: rates change with what is in flight; :meth:`flush`)
         self.pending: list[tuple] = []
         self.pending_s = 0.0

@@ -50,8 +50,9 @@ def test_without_interference_the_step_times_are_the_full_simulations_to_the_bit
 
 
 @pytest.mark.parametrize("host", [None, HostCosts()])
-def test_with_interference_the_step_times_are_the_full_simulations_to_rounding(host):
-    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2), host_costs=host)
+@pytest.mark.parametrize("comm_slowdown", [1.2, 1.0])  # 1.0: a collective's pace never changes (one timer)
+def test_with_interference_the_step_times_are_the_full_simulations_to_rounding(host, comm_slowdown):
+    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=comm_slowdown), host_costs=host)
     full, steps = both(cfg)
     assert [(i.rank, i.iteration) for i in steps.iterations] == [(i.rank, i.iteration) for i in full.iterations]
     for a, b in zip(steps.step_times_s(), full.step_times_s()):

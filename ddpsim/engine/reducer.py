@@ -480,12 +480,15 @@ class Rank(RankTimeline):
         layout, pending, nb, colls = bw.layout, bw.pending, bw.nb, bw.colls
         bw.ready_t[ready] = self.t
         b = bw.next_b
-        skips = eng.skip_unused
+        skips, launch_s = eng.skip_unused, eng.host.bucket_launch_s if eng.host is not None else None
+        names, sizes, launch = layout.names, layout.sizes, self.launch
         while b < nb and pending[b] == 0:
             if skips and eng.skips_bucket(b, layout, bw.static_first):
                 bw.launch_t[b] = self.t
-            else:
-                colls[b] = self.launch_plain_bucket(b, layout)
+            else:  # NOTE: what launch_plain_bucket does, without a call per bucket
+                if launch_s is not None:
+                    self.cpu += launch_s
+                colls[b] = [launch("allreduce", names[b], b, sizes[b])]
                 bw.launch_t[b] = self.issue_s
             b += 1
         bw.next_b = b

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from dataclasses import asdict, replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -126,8 +126,17 @@ def _skipped_buckets(eng: Engine, num_iterations: int) -> dict[str, list[int]]:
     return out
 
 
+def _as_dict(obj: Any) -> Any:
+    """``dataclasses.asdict`` of a config: nested dataclasses as dicts, every other value (numbers,
+    strings, tuples of them) as it is rather than deep-copied (a table of interference weights
+    is long)."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _as_dict(getattr(obj, f.name)) for f in fields(obj)}
+    return obj
+
+
 def _config_summary(config: SimConfig) -> dict[str, Any]:
-    d = asdict(config)
+    d = _as_dict(config)
     d["stragglers"] = {str(k): v for k, v in sorted(config.stragglers.items())}
     if not config.interference.size_weights:  # only the "table" weighting has one
         del d["interference"]["size_weights"]

@@ -262,7 +262,7 @@ class Engine:
         than ``t`` and where the work clock reaches ``work`` (a rank that computes until then:
         :meth:`RankTimeline.launch`); every rank in, ``all_arrived`` succeeds when the latest
         of them has arrived, its time in ``arrival_max_s``."""
-        c = self.coll(index)
+        c = self.colls[index] if index < len(self.colls) else self.coll(index)
         if c.kind is None:
             c.kind, c.name, c.iteration, c.bucket, c.size_bytes = kind, name, iteration, bucket, size_bytes
             # then_s: kernels a comm hook's .then() callback puts on the same stream behind it

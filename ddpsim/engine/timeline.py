@@ -155,8 +155,10 @@ class RankTimeline:
         eng = self.eng
         work = None
         host = eng.host
-        if self.pending:
-            assert self.runs_on(), "a launch must follow the rank's work: flush() first"
+        pending = self.pending
+        if pending:
+            assert self.lazy and len(pending) == 1 and pending[0][0] is not None, \
+                "a launch must follow the rank's work: flush() first (or runs_on())"
             work = eng.work_at(eng.env.now) + self.pending_s
             t = -math.inf if host is None else self.host_issue(host.enqueue_s)
         else:

@@ -387,6 +387,8 @@ class Rank(RankTimeline):
         # interference advance defers the work, run in one go (flush) at the next interaction.
         inline = fast and self.record
         pending = self.pending
+        # with interference a recording rank defers each work (what advance does for it)
+        deferred, defer = not fast and self.record, pending.append
         # a gradient's copy-in without batching needs no generator (autograd_hook; host costs first)
         plain_copy_in = not eng.batched
         host_hook_s = eng.host.hook_s_per_param if eng.host is not None else None
@@ -395,7 +397,11 @@ class Rank(RankTimeline):
             r = ready[p]
             # medians taken per parameter need not follow the ready order: never step back
             d, prev = ((r - prev) * s, r) if r > prev else (0.0, prev)
-            if not inline:
+            if deferred:
+                if d > 0:
+                    self.pending_s += d
+                    defer(("backward", names[p], d, None, None))
+            elif not inline:
                 advance("backward", names[p], d)
             elif d > 0:
                 acc.backward_s += self.record_inline("backward", names[p], d, None, None)
@@ -422,7 +428,11 @@ class Rank(RankTimeline):
                         else:
                             self.gate()
                     d = copy_in_s[q] * s
-                    if not inline:
+                    if deferred:
+                        if d > 0:
+                            self.pending_s += d
+                            defer(("copy_in", names[q], d, bucket_of[q], sizes[q]))
+                    elif not inline:
                         advance("copy_in", names[q], d, bucket_of[q], sizes[q])
                     elif d > 0:
                         self.record_inline("copy_in", names[q], d, bucket_of[q], sizes[q])

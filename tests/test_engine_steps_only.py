@@ -89,8 +89,9 @@ def test_segments_between_bucket_ready_events_in_one_go_only_without_a_host_gate
 
 def test_ranks_launch_buckets_without_running_their_works_first(monkeypatch):
     """Under interference a rank that records nothing posts each bucket's launch on the work
-    clock (where its pending works end) instead of running them first: its backward meets SimPy
-    about once, not once per bucket; the full simulation runs them before every launch."""
+    clock (where its pending works end) instead of running them first, and runs its works only
+    at a wait, a gate or the step's end: its backward meets SimPy about once, not once per
+    bucket; the full simulation runs them before every launch."""
     from ddpsim.engine.streams import Engine
     runs, posted = [], []
     real_runs, real_arrive = Engine._run_works, Engine.arrive

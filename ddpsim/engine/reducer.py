@@ -101,6 +101,8 @@ class Rank(RankTimeline):
         yield from self.finalize(layout, s, hook, colls)
         self.advance("optimizer", "optimizer", eng.optimizer_s * s)  # run with zero_grad's (flush)
         yield from self.work("zero_grad", "zero_grad", eng.zero_grad_s * s)
+        if self.pending:  # a lazy rank's works (RankTimeline.work)
+            yield from self.flush()
         self.acc.end_s = self.t
         self.accs.append(self.acc)
 

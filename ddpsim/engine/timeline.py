@@ -75,9 +75,11 @@ class RankTimeline:
     # -- primitives -------------------------------------------------------------------------
     def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
              size: int | None = None) -> Iterator[simpy.Event]:
-        """``dur`` seconds of full-rate compute-stream work (a generator: ``yield from``)."""
+        """``dur`` seconds of full-rate compute-stream work (a generator: ``yield from``). A rank
+        that launches without running its works first (``lazy``) runs them at its next wait or
+        gate, or at the step's end, with every work in between."""
         self.advance(kind, name, dur, bucket, size)
-        if self.pending:
+        if self.pending and not self.lazy:
             yield from self.flush()
 
     def advance(self, kind: str, name: str, dur: float, bucket: int | None = None, size: int | None = None) -> None:

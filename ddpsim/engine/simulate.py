@@ -274,10 +274,12 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
 
     warmup = _warmup(config, plan)
     colls = [c for c in eng.colls if c.kind is not None]
-    comm_rows, comm_by_iter, last_grad_end = _collective_rows(colls)
-    if steps_only:
+    if steps_only:  # no spans, no comm figures
+        assert all(math.isfinite(c.end_s) for c in colls), "a collective never ran"
+        comm_rows: list[tuple] = []
         buckets, iters = LazyBuckets(_bucket_timings, [], {}, [], []), _step_figures(ranks[:len(explicit)], warmup)
     else:
+        comm_rows, comm_by_iter, last_grad_end = _collective_rows(colls)
         buckets, iters = _rank_figures(eng, ranks, comm_by_iter, last_grad_end, warmup)
     if schedule is not None:  # a joined rank's iterations are left out of the steady breakdown
         iters = _joined_as_warmup(iters, schedule.mask(config.world_size))

@@ -18,7 +18,11 @@ form (:meth:`Engine.run_compute`): a run of works ends where W reaches its targe
 for the earliest target of all ranks, moved where the rate changes; SimPy meets a rank's works
 once per run (up to its next launch or wait on a collective not yet done), never per piece of
 work nor per change; without interference the rate is 1 and a rank meets SimPy only at waits
-(docs/MODEL.md, "The engine").
+(docs/MODEL.md, "The engine"). When only step times are read (``steps_only``) a rank that
+records nothing launches without running its works first: its arrival is posted on the work
+clock, where W reaches the end of its pending works, and a collective's ``all_arrived`` fires
+where W reaches the latest such arrival (:meth:`Engine.arrive`), one timer per collective rather
+than one run per rank and bucket.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ moves it to the collective's end (span ``wait``), and every piece of work is rec
 and in the iteration's figures. With host costs (:mod:`ddpsim.network.host_costs`) a CPU clock
 runs beside it: the device cannot run what the CPU has not enqueued, as on a GPU whose host
 thread launches every kernel (``torch/csrc/distributed/c10d/reducer.cpp``'s hooks run on it).
-The DDP program built from these primitives is :mod:`ddpsim.engine.reducer`.
+The DDP program built from these primitives is :mod:`ddpsim.engine.reducer`. With
+``steps_only`` a rank that records nothing (``lazy``) runs its works only at a wait, a gate or
+the step's end, and its launches arrive on the work clock (:meth:`RankTimeline.launch`).
 """
 
 from __future__ import annotations

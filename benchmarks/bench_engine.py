@@ -6,7 +6,11 @@
    iteration 2 rebuild, iteration 3 steady state);
 2. a 32-point ``bucket_cap_mb`` sweep of it (target: <= 1 s in total on a 2-core machine; caps that give the same buckets
    share one simulation, ``ddpsim.engine.simulate.simulate``);
-3. how the cost grows from 8 to 16,384 ranks.
+3. how the cost grows from 8 to 16,384 ranks;
+4. the same run over the NCCL model of 128 DGX H100 nodes;
+5. what one re-simulation of the uncertainty band costs on the default scenario's shape (GPT-2
+   124M measured on an H100, 16 ranks, 10 iterations, compute/comm interference and host costs
+   on): the full simulation, without spans, and with ``steps_only`` (what a band sample runs).
 
 Without the real trace (``traces/gpt2-1.5b.h100.json``), a synthetic one with GPT-2 1.5B's
 580 parameter shapes (48 layers, d_model 1600, vocab 50257, context 1024; fp32 master
@@ -91,6 +95,38 @@ def run(world_size: int, trace, cap: float | None, iterations: int = 3, jitter: 
     return (time.perf_counter() - t0, time.process_time() - c0), res, plan
 
 
+BAND_TRACE = Path(__file__).resolve().parents[1] / "traces" / "gpt2-124m.measured.h100.json"
+
+
+def band(repeats: int = 5) -> None:
+    """Part 5: one band re-simulation (``steps_only``) against the full simulation it replaces."""
+    from ddpsim.network.host_costs import HostCosts
+    from ddpsim.network.interference import Interference
+
+    if not BAND_TRACE.is_file():
+        return
+    trace = load_trace(BAND_TRACE)
+    comm = AlphaBetaModel(latency_s=20e-6, bandwidth_bytes_per_s=40e9, num_ranks=16)
+    cfg = SimConfig(world_size=16, num_iterations=10, jitter="trace", seed=0, copy_bandwidth_bytes_per_s=2.5e12,
+                    copy_kernel_floor_s=4e-6, host_costs=HostCosts(),
+                    interference=Interference(compute_slowdown=1.07, comm_slowdown=1.0))
+    print(f"\n[5] a band re-simulation: {trace.model}, 16 ranks, 10 iterations, interference and host costs")
+    print("    cap_mb  buckets  full_ms  no_spans_ms  steps_only_ms  full/steps_only")
+    for cap in (None, 1, 5):
+        plan = plan_ddp(trace, DDPOptions(bucket_cap_mb=cap))
+        cpus = {}
+        for label, kw in (("full", {}), ("lean", {"spans": False}), ("steps", {"steps_only": True})):
+            best = math.inf
+            for _ in range(repeats):
+                forget()
+                c0 = time.process_time()
+                simulate(trace, plan, comm, cfg, **kw)
+                best = min(best, time.process_time() - c0)
+            cpus[label] = best
+        print(f"    {cap or 'default':>6}  {len(plan.steady):>7d}  {cpus['full'] * 1e3:>7.1f}  {cpus['lean'] * 1e3:>11.1f}  "
+              f"{cpus['steps'] * 1e3:>13.1f}  {cpus['full'] / cpus['steps']:>15.2f}x")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", default=None, help=f"trace JSON (default: {REAL_TRACE.name} if present, else synthetic)")
@@ -154,6 +190,8 @@ def main(argv=None) -> int:
             cpus.append(cpu)
         print(f"    {w:>5d}  {len(r.ranks):>8d}  {min(walls) * 1e3:>7.1f}  {min(cpus) * 1e3:>6.1f}  {len(r.spans):>5d}  "
               f"{r.summary()['iteration_p50_s'] * 1e3:>11.2f}")
+
+    band()
 
     # 4. the same run over the NCCL model of 128 DGX H100 nodes (topology + collectives modules)
     try:

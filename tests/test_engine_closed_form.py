@@ -18,6 +18,8 @@ class Stub:
     add_busy = Engine.add_busy
     _init_work_clock, work_at, times_at = Engine._init_work_clock, Engine.work_at, Engine.times_at
     _rate_from_now, _arm, _woken = Engine._rate_from_now, Engine._arm, Engine._woken
+    arrive, coll, _all_arrived, time_at_work = Engine.arrive, Engine.coll, Engine._all_arrived, Engine.time_at_work
+    bandwidth_weighted = table_weighted = False
 
     def __init__(self) -> None:
         self.env = simpy.Environment()
@@ -25,7 +27,12 @@ class Stub:
         self.rate = 1.0
         self.busy = 1
         self.wakeups = 0
+        self.colls: list = []
+        self.num_participants = 2
         self._init_work_clock()
+
+    def duration_s(self, size_bytes: int, broadcast: bool) -> float:
+        return 0.0
 
     def compute_rate(self) -> float:
         return self.rate
@@ -127,6 +134,52 @@ def test_ranks_share_one_clock_and_a_change_wakes_none_of_them():
     env.process(changer([(0.25, 0.5), (0.75, 1.0)] + [(2.0 + k, 1.0) for k in range(50)]))
     env.run()
     assert out == {"a": [0.75, 1.25], "b": [100.25]}
-    # a change that keeps the rate costs its own two steps (the changer's timer, the change),
-    # none of the computing rank's
-    assert len([t for t in steps if 2.0 <= t < 51.0]) == 2 * 49
+    # a change that keeps the rate costs only the changer's timer (no one waits for the change
+    # event), none of the computing rank's
+    assert len([t for t in steps if 2.0 <= t < 51.0]) == 49
+
+
+def arrivals(posts: list[tuple[float, float, float | None]], changes: list[tuple[float, float]]) -> tuple[float, float]:
+    """Two ranks launch collective 0, each ``(at, t, work)``: at time ``at`` it arrives at ``t``
+    or, given ``work``, where the work clock reaches it; (when all_arrived fired, arrival_max_s)."""
+    stub = Stub()
+    env = stub.env
+    seen: list[float] = []
+
+    def rank(at: float, t: float, work: float | None):
+        yield env.timeout(at)
+        stub.arrive(0, t, "allreduce", "bucket 0", 1, 0, 4, False, work=work)
+
+    def comm():
+        c = stub.coll(0)
+        yield c.all_arrived
+        seen.extend([env.now, c.arrival_max_s])
+
+    def changer():
+        for t, r in changes:
+            yield env.timeout(t - env.now)
+            stub.rate = r
+            stub._notify()
+
+    for post in posts:
+        env.process(rank(*post))
+    env.process(comm())
+    env.process(changer())
+    env.run()
+    return seen[0], seen[1]
+
+
+def test_an_arrival_posted_on_the_work_clock_happens_where_w_reaches_it():
+    # rank a arrives for real at 0.5; rank b, posted at 0, computes until W = 0.75; the rate
+    # halves at 0.25: W = 0.25 + (t - 0.25) / 2 reaches 0.75 at 1.25, the collective's arrival
+    assert arrivals([(0.0, -float("inf"), 0.75), (0.5, 0.5, None)], [(0.25, 0.5)]) == (1.25, 1.25)
+    # the latest of two posted on the clock: W = 0.5 at 0.75, W = 0.6 at 0.95
+    assert arrivals([(0.0, -float("inf"), 0.5), (0.0, -float("inf"), 0.6)], [(0.25, 0.5)]) == (0.95, 0.95)
+
+
+def test_an_arrival_on_the_work_clock_already_passed_takes_its_own_time():
+    # b posted W = 0.5 at 0 (reached at 0.75: the rate halves at 0.25); a arrives last, at 2.0,
+    # for an arrival at 1.5: every rank is in at 2.0, the latest arrival is a's 1.5
+    assert arrivals([(0.0, -float("inf"), 0.5), (2.0, 1.5, None)], [(0.25, 0.5)]) == (2.0, 1.5)
+    # a CPU that issues later than the device gets there: the arrival is the CPU's
+    assert arrivals([(0.0, 3.0, 0.5), (2.0, 1.5, None)], [(0.25, 0.5)]) == (2.0, 3.0)

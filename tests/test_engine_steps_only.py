@@ -35,8 +35,10 @@ def both(config):
     return full, steps
 
 
-def test_without_interference_the_step_times_are_the_full_simulations_to_the_bit():
-    full, steps = both(CONFIG)
+@pytest.mark.parametrize("host", [None, HostCosts()])
+def test_without_interference_the_step_times_are_the_full_simulations_to_the_bit(host):
+    # without host costs the folded ranks run vectorised, with them as their slowest
+    full, steps = both(replace(CONFIG, host_costs=host))
     assert [(i.rank, i.iteration, i.start_s, i.end_s, i.warmup) for i in steps.iterations] == \
         [(i.rank, i.iteration, i.start_s, i.end_s, i.warmup) for i in full.iterations]
     assert steps.step_times_s() == full.step_times_s()
@@ -48,8 +50,9 @@ def test_without_interference_the_step_times_are_the_full_simulations_to_the_bit
 
 
 @pytest.mark.parametrize("host", [None, HostCosts()])
-def test_with_interference_the_step_times_are_the_full_simulations_to_rounding(host):
-    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2), host_costs=host)
+@pytest.mark.parametrize("comm_slowdown", [1.2, 1.0])  # 1.0: a collective's pace never changes (one timer)
+def test_with_interference_the_step_times_are_the_full_simulations_to_rounding(host, comm_slowdown):
+    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=comm_slowdown), host_costs=host)
     full, steps = both(cfg)
     assert [(i.rank, i.iteration) for i in steps.iterations] == [(i.rank, i.iteration) for i in full.iterations]
     for a, b in zip(steps.step_times_s(), full.step_times_s()):
@@ -75,10 +78,32 @@ def test_segments_between_bucket_ready_events_in_one_go_only_without_a_host_gate
     taken = []
     real = segments.Segment.closed_form
     monkeypatch.setattr(segments.Segment, "closed_form",
-                        lambda seg, rank, s: taken.append(real(seg, rank, s)) or taken[-1])
+                        lambda seg, rank, s, floor_s: taken.append(real(seg, rank, s, floor_s)) or taken[-1])
     cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2),
                   host_costs=replace(HostCosts(), hook_s_per_param=hook_s))
     full, steps = both(cfg)
     assert (closed and True in taken) or (one_by_one and False in taken)
     for a, b in zip(steps.step_times_s(), full.step_times_s()):
         assert a == pytest.approx(b, rel=1e-12)
+
+
+def test_ranks_launch_buckets_without_running_their_works_first(monkeypatch):
+    """Under interference a rank that records nothing posts each bucket's launch on the work
+    clock (where its pending works end) instead of running them first, and runs its works only
+    at a wait, a gate or the step's end: its backward meets SimPy about once, not once per
+    bucket; the full simulation runs them before every launch."""
+    from ddpsim.engine.streams import Engine
+    runs, posted = [], []
+    real_runs, real_arrive = Engine._run_works, Engine.arrive
+    monkeypatch.setattr(Engine, "_run_works", lambda eng, works, ends: runs.append(1) or real_runs(eng, works, ends))
+    monkeypatch.setattr(Engine, "arrive", lambda eng, *a, **k: posted.append(a[-1] if len(a) > 8 else k.get("work"))
+                        or real_arrive(eng, *a, **k))
+    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2))
+    engine._MEMO.clear()
+    engine.simulate(TRACE, PLAN, comm(), cfg, spans=False)
+    full_runs, full_posted = len(runs), sum(w is not None for w in posted)
+    runs.clear(), posted.clear()
+    engine.simulate(TRACE, PLAN, comm(), cfg, steps_only=True)
+    launches = len(posted)
+    assert full_posted == 0 and sum(w is not None for w in posted) > launches // 2
+    assert len(runs) < full_runs - launches // 2

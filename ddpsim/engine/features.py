@@ -50,6 +50,8 @@ class BucketLayout:
             for i in b.param_indices:
                 self.bucket_of[i] = b.index
         self.counts = [len(b.param_indices) for b in buckets]
+        #: each bucket's name in spans ("bucket 3")
+        self.names = [f"bucket {b.index}" for b in buckets]
         self.sizes = [b.size_bytes for b in buckets]
         self.numels = [sum(params[i].numel for i in b.param_indices) for b in buckets]
         self.has_unused = [any(not params[i].has_grad for i in b.param_indices) for b in buckets]

@@ -30,12 +30,15 @@ from ddpsim.network.kernel_costs import allreduce_hook_div_s, fp16_compress_s, f
 class BackwardState:
     """One synchronised backward's bucket bookkeeping on one rank."""
 
-    __slots__ = ("layout", "hook", "static_first", "nb", "pending", "ready_t", "launch_t", "colls", "next_b")
+    __slots__ = ("layout", "hook", "static_first", "nb", "pending", "ready_t", "launch_t", "colls", "next_b", "plain")
 
-    def __init__(self, layout: BucketLayout, hook: str, static_first: bool) -> None:
+    def __init__(self, layout: BucketLayout, hook: str, static_first: bool, plain: bool) -> None:
         nb = len(layout.buckets)
         self.layout = layout
         self.hook = hook
+        #: a ready bucket is launched at once: no flush before it, the reducer's own all-reduce
+        #: (no comm hook, no mixed precision): :meth:`Rank.launch_ready`
+        self.plain = plain
         #: static_graph's first iteration: hooks only count; the reduction runs after backward
         self.static_first = static_first
         self.nb = nb
@@ -98,6 +101,8 @@ class Rank(RankTimeline):
         yield from self.finalize(layout, s, hook, colls)
         self.advance("optimizer", "optimizer", eng.optimizer_s * s)  # run with zero_grad's (flush)
         yield from self.work("zero_grad", "zero_grad", eng.zero_grad_s * s)
+        if self.pending:  # a lazy rank's works (RankTimeline.work)
+            yield from self.flush()
         self.acc.end_s = self.t
         self.accs.append(self.acc)
 
@@ -179,7 +184,7 @@ class Rank(RankTimeline):
         bucket (its gradients already divided at copy-in), no kernels before it."""
         if self.eng.host is not None:  # Reducer::all_reduce_bucket's own work, before the process group's
             self.cpu += self.eng.host.bucket_launch_s
-        return [self.launch("allreduce", f"bucket {b}", b, layout.sizes[b])]
+        return [self.launch("allreduce", layout.names[b], b, layout.sizes[b])]
 
     def launch_bucket(self, b: int, layout: BucketLayout, s: float, hook: str) -> Iterator[simpy.Event]:
         """``Reducer::all_reduce_bucket``: the comm hook's kernels before the collective, then its
@@ -265,7 +270,8 @@ class Rank(RankTimeline):
         """The backward of the synchronised step; returns each bucket's collectives (``[]``
         for a skipped bucket), its ready and launch times kept for :meth:`finalize`."""
         eng = self.eng
-        bw = BackwardState(layout, hook, static_first=eng.static_graph and k == 1)
+        bw = BackwardState(layout, hook, static_first=eng.static_graph and k == 1,
+                           plain=not eng.batched and eng.mixed_precision is None and hook == "none")
         self._used_map = None
         yield from self.hooks_in_ready_order(bw, s)
         yield from self.work("backward", "backward tail", eng.tail_s * s)
@@ -284,32 +290,86 @@ class Rank(RankTimeline):
         A rank that records nothing takes the hooks between two bucket-ready events in one
         go where that is exact (:class:`ddpsim.engine.segments.Segment`): their works merge
         into one anyway, and no host gate falls inside."""
-        segs = self.segments(bw)
-        if segs is None:
+        found = self.segments(bw)
+        if found is None:
+            if self.fast and not self.record and bw.plain and self.plain_hooks(bw):
+                self.hooks_at_rate_one(bw, s)
+                return
             yield from self.hooks_one_by_one(bw, s, 0, len(self.eng.order), 0.0)
             return
-        for seg in segs:
-            if seg.closed_form(self, s):
-                seg.take(self, s, bw.pending)
+        segs, floors = found
+        grads_left, plain = bw.pending, bw.plain
+        for seg, floor_s in zip(segs, floors):
+            if seg.closed_form(self, s, floor_s):
+                seg.take(self, s, grads_left)
                 if seg.ready_b is not None:
-                    if self.pending:
+                    if self.pending and not self.runs_on():
                         yield from self.flush()
-                    yield from self.bucket_ready(seg.ready_b, s, bw)
+                    if plain:
+                        self.launch_ready(seg.ready_b, bw)
+                    else:
+                        yield from self.bucket_ready(seg.ready_b, s, bw)
             else:
                 yield from self.hooks_one_by_one(bw, s, seg.start, seg.stop, seg.prev0)
 
-    def segments(self, bw: "BackwardState") -> "list[Segment] | None":
-        """The backward's segments between bucket-ready events (cached per layout), or None
-        where a hook may do more than a plain copy-in, works are recorded, or they run at
-        rate 1 (there one by one is already cheap, and the same arithmetic as a full run)."""
+    def plain_hooks(self, bw: "BackwardState") -> bool:
+        """Every hook of the backward is the reducer's plain copy-in: no SyncBatchNorm, delayed
+        all-reduce, unused parameter, batched copy or static_graph first iteration."""
         eng = self.eng
-        if (self.record or self.fast or eng.batched or eng.syncbn is not None or eng.delayed is not None
-                or bw.static_first or eng.unused):
+        return not (eng.batched or eng.syncbn is not None or eng.delayed is not None or bw.static_first or eng.unused)
+
+    def segments(self, bw: "BackwardState") -> "tuple[list[Segment], list[float]] | None":
+        """The backward's segments between bucket-ready events (built once per layout for
+        every rank) and their no-gate bounds at this rank's least factor, or None where a hook
+        may do more than a plain copy-in, works are recorded, or they run at rate 1 (there one
+        by one is already cheap, and the same arithmetic as a full run)."""
+        eng = self.eng
+        if self.record or self.fast or not self.plain_hooks(bw):
             return None
         key = id(bw.layout)
         if key not in self.segments_of:
-            self.segments_of[key] = (bw.layout, build_segments(eng, bw.layout, min(self.factors)))
+            if key not in eng.segments_of:
+                eng.segments_of[key] = (bw.layout, build_segments(eng, bw.layout))
+            segs = eng.segments_of[key][1]
+            s_lo, h = min(self.factors), eng.host.hook_s_per_param if eng.host is not None else 0.0
+            self.segments_of[key] = (bw.layout, (segs, [seg.gate_floor_s(s_lo, h) for seg in segs]))
         return self.segments_of[key][1]
+
+    def hooks_at_rate_one(self, bw: "BackwardState", s: float) -> None:
+        """:meth:`hooks_one_by_one` of a plain backward (:meth:`plain_hooks`) on a rank that
+        records nothing, at rate 1, without a call per hook: the same additions in the same
+        order as :meth:`advance` makes them to the rank's clock (``serial_clock``)."""
+        eng = self.eng
+        attr = self.serial_clock
+        clock = getattr(self, attr)
+        ready, bucket_of, grads_left = eng.ready, bw.layout.bucket_of, bw.pending
+        copy_in_s, is_reducer = eng.copy_in_s, eng.is_reducer
+        gated = eng.host is not None
+        h = eng.host.hook_s_per_param if gated else 0.0
+        prev = 0.0
+        for p in eng.order:
+            r = ready[p]
+            if r > prev:  # medians taken per parameter need not follow the ready order
+                d = (r - prev) * s
+                prev = r
+                if d > 0:
+                    clock += d
+            if not is_reducer[p]:
+                continue
+            if gated:  # the hook's CPU time, then the device's gate on it
+                cpu = self.cpu = self.cpu + h
+                if cpu > clock:
+                    clock = cpu
+            d = copy_in_s[p] * s
+            if d > 0:
+                clock += d
+            b = bucket_of[p]
+            grads_left[b] -= 1
+            if grads_left[b] == 0:
+                setattr(self, attr, clock)
+                self.launch_ready(b, bw)
+                clock = getattr(self, attr)  # (the folded ranks fold their works at a launch)
+        setattr(self, attr, clock)
 
     def hooks_one_by_one(self, bw: "BackwardState", s: float, start: int, stop: int,
                          prev: float) -> Iterator[simpy.Event]:
@@ -329,6 +389,8 @@ class Rank(RankTimeline):
         # interference advance defers the work, run in one go (flush) at the next interaction.
         inline = fast and self.record
         pending = self.pending
+        # with interference a recording rank defers each work (what advance does for it)
+        deferred, defer = not fast and self.record, pending.append
         # a gradient's copy-in without batching needs no generator (autograd_hook; host costs first)
         plain_copy_in = not eng.batched
         host_hook_s = eng.host.hook_s_per_param if eng.host is not None else None
@@ -337,7 +399,11 @@ class Rank(RankTimeline):
             r = ready[p]
             # medians taken per parameter need not follow the ready order: never step back
             d, prev = ((r - prev) * s, r) if r > prev else (0.0, prev)
-            if not inline:
+            if deferred:
+                if d > 0:
+                    self.pending_s += d
+                    defer(("backward", names[p], d, None, None))
+            elif not inline:
                 advance("backward", names[p], d)
             elif d > 0:
                 acc.backward_s += self.record_inline("backward", names[p], d, None, None)
@@ -364,7 +430,11 @@ class Rank(RankTimeline):
                         else:
                             self.gate()
                     d = copy_in_s[q] * s
-                    if not inline:
+                    if deferred:
+                        if d > 0:
+                            self.pending_s += d
+                            defer(("copy_in", names[q], d, bucket_of[q], sizes[q]))
+                    elif not inline:
                         advance("copy_in", names[q], d, bucket_of[q], sizes[q])
                     elif d > 0:
                         self.record_inline("copy_in", names[q], d, bucket_of[q], sizes[q])
@@ -377,7 +447,10 @@ class Rank(RankTimeline):
                 if grads_left[b] == 0:
                     if pending:
                         yield from self.flush()
-                    yield from self.bucket_ready(b, s, bw)
+                    if bw.plain:
+                        self.launch_ready(b, bw)
+                    else:
+                        yield from self.bucket_ready(b, s, bw)
 
     def record_inline(self, kind: str, name: str, d: float, bucket: int | None, size: int | None) -> float:
         """``d`` seconds of ``kind`` work on an explicit rank at rate 1, recorded at once (what
@@ -411,6 +484,28 @@ class Rank(RankTimeline):
             self.advance("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], sizes[q])
         else:
             yield from self.work("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], sizes[q])
+
+    def launch_ready(self, ready: int, bw: "BackwardState") -> None:
+        """:meth:`bucket_ready` of bucket ``ready`` in a plain backward (``bw.plain``), without a
+        generator: every bucket ready in order launched with the reducer's own all-reduce."""
+        eng = self.eng
+        layout, pending, nb, colls = bw.layout, bw.pending, bw.nb, bw.colls
+        bw.ready_t[ready] = self.t
+        b = bw.next_b
+        skips, launch_s = eng.skip_unused, eng.host.bucket_launch_s if eng.host is not None else None
+        names, sizes, launch = layout.names, layout.sizes, self.launch
+        while b < nb and pending[b] == 0:
+            if skips and eng.skips_bucket(b, layout, bw.static_first):
+                bw.launch_t[b] = self.t
+            else:  # NOTE: what launch_plain_bucket does, without a call per bucket
+                if launch_s is not None:
+                    self.cpu += launch_s
+                colls[b] = [launch("allreduce", names[b], b, sizes[b])]
+                bw.launch_t[b] = self.issue_s
+            b += 1
+        bw.next_b = b
+        if b == nb and eng.find_unused_dynamic:
+            self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
 
     def bucket_ready(self, b: int, s: float, bw: "BackwardState") -> Iterator[simpy.Event]:
         """Bucket ``b``'s last gradient is marked (``Reducer::mark_bucket_ready``): batched_grad_copy's
@@ -484,9 +579,11 @@ class Rank(RankTimeline):
                 colls[b].append(self.launch("allreduce", f"bucket {b} powersgd:Q", b, int(layout.powersgd[b]["q_bytes"])))
         if eng.mixed_precision is not None:
             yield from self.drain_upcast_stream(layout, s, live, colls)
+        names, record, pending = layout.names, self.record, self.pending
         for b in live:
             c = colls[b][-1]
-            yield from self.wait(c, f"bucket {b}")
+            if not (pending and c.done.processed):  # else no wait: what wait() finds
+                yield from self.wait(c, names[b])
             if chained:
                 yield from self.work("compress", f"powersgd decompress bucket {b}",
                                      layout.powersgd_decompress_s[b] * s, b, layout.sizes[b])
@@ -498,7 +595,8 @@ class Rank(RankTimeline):
                     # copy_bucket_to_grad: one copy_ launched per gradient on the CPU first
                     self.cpu += eng.host.copy_back_s_per_param * layout.counts[b]
                     self.gate()
-                self.advance("copy_out", f"bucket {b}", layout.copy_out_s[b] * s, b, layout.sizes[b])
-            self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
+                self.advance("copy_out", names[b], layout.copy_out_s[b] * s, b, layout.sizes[b])
+            if record:
+                self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
         if used_pending:
             yield from self.wait(used_map, "used_map")

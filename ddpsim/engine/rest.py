@@ -30,6 +30,9 @@ class RestRanks(Rank):
     those ranks. Cost: O(R) numpy work per launch/wait, no per-rank SimPy process.
     """
 
+    #: work at rate 1 adds up in ``pend`` until the next launch or wait folds it in
+    serial_clock = "pend"
+
     def __init__(self, eng: Engine, factors: np.ndarray) -> None:
         super().__init__(eng, -1, np.ones(factors.shape[0]), record=False)
         self.fm = factors                      # (num_iterations, R)

@@ -26,7 +26,7 @@ from typing import Any
 MARGIN_S = 1e-9
 
 
-@dataclass
+@dataclass(slots=True)
 class Segment:
     """``eng.order[start:stop]``: the hooks up to (and with) the one that makes a bucket ready."""
 
@@ -46,11 +46,17 @@ class Segment:
     plain: bool
     #: work before the first hook's gate is positive (the rank has pending work there)
     lead: bool
-    #: min_i (s_lo U_i - i h): the no-gate bound at the rank's least factor (inf: no hooks)
-    gate_floor_s: float
+    #: per hook i (from 1), ``U_i``: the full-rate work before its gate at s=1
+    gate_work: list[float]
 
-    def closed_form(self, rank: Any, s: float) -> bool:
-        """Whether the segment can be taken in one go on ``rank`` at factor ``s``."""
+    def gate_floor_s(self, s_lo: float, h: float) -> float:
+        """``min_i (s_lo U_i - i h)``: the no-gate bound at the least factor ``s_lo`` with
+        ``h`` seconds of CPU per hook (inf: no hooks)."""
+        return min((s_lo * u - i * h for i, u in enumerate(self.gate_work, start=1)), default=float("inf"))
+
+    def closed_form(self, rank: Any, s: float, floor_s: float) -> bool:
+        """Whether the segment can be taken in one go on ``rank`` at factor ``s`` (``floor_s``:
+        :meth:`gate_floor_s` at the rank's least factor)."""
         if not self.plain:
             return False
         if rank.eng.host is None or self.hooks == 0:
@@ -58,7 +64,7 @@ class Segment:
         if not (rank.pending or self.lead):
             return False
         slack = rank.cpu - rank.eng.env.now - rank.pending_s
-        return slack <= self.gate_floor_s - MARGIN_S
+        return slack <= floor_s - MARGIN_S
 
     def take(self, rank: Any, s: float, grads_left: list[int]) -> None:
         """The segment's works and hooks at once; its buckets' gradients marked."""
@@ -69,15 +75,14 @@ class Segment:
             grads_left[b] -= n
 
 
-def build_segments(eng: Any, layout: Any, s_lo: float) -> list[Segment]:
-    """The backward's segments for ``layout`` (bounds at the least factor ``s_lo``)."""
+def build_segments(eng: Any, layout: Any) -> list[Segment]:
+    """The backward's segments for ``layout`` (the same for every rank)."""
     order, ready, bucket_of = eng.order, eng.ready, layout.bucket_of
     left = list(layout.counts)
-    h = eng.host.hook_s_per_param if eng.host is not None else 0.0
     segs: list[Segment] = []
     prev, start = 0.0, 0
     while start < len(order):
-        prev0, back, copy, hooks, floor, marks = prev, 0.0, 0.0, 0, float("inf"), {}
+        prev0, back, copy, hooks, gate_work, marks = prev, 0.0, 0.0, 0, [], {}
         plain, lead, ready_b, stop = True, False, None, start
         for p in order[start:]:
             stop += 1
@@ -90,7 +95,7 @@ def build_segments(eng: Any, layout: Any, s_lo: float) -> list[Segment]:
             if hooks == 0:
                 lead = back > 0
             hooks += 1
-            floor = min(floor, s_lo * (back + copy) - hooks * h)
+            gate_work.append(back + copy)
             plain = plain and eng.has_grad(p)
             copy += eng.copy_in_s[p]
             b = bucket_of[p]
@@ -100,6 +105,6 @@ def build_segments(eng: Any, layout: Any, s_lo: float) -> list[Segment]:
                 ready_b = b
                 break
         segs.append(Segment(start, stop, prev0, back + copy, hooks, sorted(marks.items()), ready_b,
-                            plain, lead, floor))
+                            plain, lead, gate_work))
         start = stop
     return segs

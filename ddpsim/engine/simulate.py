@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from dataclasses import asdict, replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -126,8 +126,17 @@ def _skipped_buckets(eng: Engine, num_iterations: int) -> dict[str, list[int]]:
     return out
 
 
+def _as_dict(obj: Any) -> Any:
+    """``dataclasses.asdict`` of a config: nested dataclasses as dicts, every other value (numbers,
+    strings, tuples of them) as it is rather than deep-copied (a table of interference weights
+    is long)."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _as_dict(getattr(obj, f.name)) for f in fields(obj)}
+    return obj
+
+
 def _config_summary(config: SimConfig) -> dict[str, Any]:
-    d = asdict(config)
+    d = _as_dict(config)
     d["stragglers"] = {str(k): v for k, v in sorted(config.stragglers.items())}
     if not config.interference.size_weights:  # only the "table" weighting has one
         del d["interference"]["size_weights"]
@@ -167,8 +176,9 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
         steps_only: only the step times are read (an uncertainty sample, a run with cost terms
             off): no spans, no bucket timings, and of each iteration only its start and end
             (its other figures 0; ``meta["steps_only"]``); the ranks record nothing on the way,
-            and with interference each rank's works between two interactions run as one (the
-            same step times to rounding).
+            and with interference each rank's works between two interactions run as one and
+            its launches arrive where the work clock reaches them, not after a run of its
+            works each (the same step times to rounding).
 
     Points that differ only in what the engine does not read (``bucket_cap_mb`` or
     ``bucket_cap_mb_list`` when they give the same buckets) share one simulation: the last
@@ -244,6 +254,7 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     env = simpy.Environment()
     eng = Engine(env, trace, plan, comm, config)
     eng.keep_spans = bool(spans)
+    eng.steps_only = steps_only
     rng = np.random.default_rng(config.seed)
     sigma = jitter_mod.jitter_sigma(trace, config.jitter)
     factors = jitter_mod.draw_factors(rng, sigma, config.num_iterations, config.world_size, config.stragglers)
@@ -263,10 +274,12 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
 
     warmup = _warmup(config, plan)
     colls = [c for c in eng.colls if c.kind is not None]
-    comm_rows, comm_by_iter, last_grad_end = _collective_rows(colls)
-    if steps_only:
+    if steps_only:  # no spans, no comm figures
+        assert all(math.isfinite(c.end_s) for c in colls), "a collective never ran"
+        comm_rows: list[tuple] = []
         buckets, iters = LazyBuckets(_bucket_timings, [], {}, [], []), _step_figures(ranks[:len(explicit)], warmup)
     else:
+        comm_rows, comm_by_iter, last_grad_end = _collective_rows(colls)
         buckets, iters = _rank_figures(eng, ranks, comm_by_iter, last_grad_end, warmup)
     if schedule is not None:  # a joined rank's iterations are left out of the steady breakdown
         iters = _joined_as_warmup(iters, schedule.mask(config.world_size))

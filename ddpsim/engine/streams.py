@@ -18,12 +18,17 @@ form (:meth:`Engine.run_compute`): a run of works ends where W reaches its targe
 for the earliest target of all ranks, moved where the rate changes; SimPy meets a rank's works
 once per run (up to its next launch or wait on a collective not yet done), never per piece of
 work nor per change; without interference the rate is 1 and a rank meets SimPy only at waits
-(docs/MODEL.md, "The engine").
+(docs/MODEL.md, "The engine"). When only step times are read (``steps_only``) a rank that
+records nothing launches without running its works first: its arrival is posted on the work
+clock, where W reaches the end of its pending works, and a collective's ``all_arrived`` fires
+where W reaches the latest such arrival (:meth:`Engine.arrive`), one timer per collective rather
+than one run per rank and bucket.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from heapq import heappop, heappush
 from itertools import accumulate
 from typing import Any, Callable, Iterator
@@ -46,7 +51,7 @@ class Coll:
     """One collective of the process group (shared by all ranks)."""
 
     __slots__ = ("index", "kind", "name", "iteration", "bucket", "size_bytes", "work_s", "slow_weight", "arrivals",
-                 "arrival_max_s", "all_arrived", "done", "start_s", "end_s")
+                 "arrival_max_s", "arrival_work", "all_arrived", "done", "start_s", "end_s")
 
     def __init__(self, env: simpy.Environment, index: int) -> None:
         self.index = index
@@ -60,6 +65,8 @@ class Coll:
         self.slow_weight = 1.0
         self.arrivals = 0
         self.arrival_max_s = -math.inf
+        #: the latest arrival posted on the work clock (:meth:`Engine.arrive`'s ``work``)
+        self.arrival_work = -math.inf
         self.all_arrived = env.event()
         self.done = env.event()
         self.start_s = math.nan
@@ -72,6 +79,11 @@ class Engine:
 
     #: Join's collectives in the rank program (ddpsim.engine.join.JoinProgram), or None
     join = None
+    #: only step times are read (``simulate(steps_only=True)``): ranks that record nothing
+    #: launch without running their works first, where those run without a gate
+    #: (:meth:`RankTimeline.launch`), and a collective whose pace no change can move runs as
+    #: one timer (:meth:`comm_stream`): the same step times, to rounding
+    steps_only = False
 
     def __init__(self, env: simpy.Environment, trace: Trace, plan: BucketPlan, comm: CommModel,
                  config: SimConfig) -> None:
@@ -97,6 +109,8 @@ class Engine:
         self.buffer_copies_s = self.broadcast_per_tensor_s * len(trace.buffers) if self.buffer_buckets else 0.0
         self.delayed = DelayedAllReduce.of(trace, plan.options, self)
         self.layouts: dict[int, BucketLayout] = {}
+        #: id(layout) -> (layout, its backward's segments) (:mod:`ddpsim.engine.segments`)
+        self.segments_of: dict[int, tuple] = {}
         self._layout_cache: dict[tuple[Bucket, ...], BucketLayout] = {}
         for k in range(1, config.num_iterations + 1):
             bs = plan.layout_for_iteration(k)
@@ -247,8 +261,12 @@ class Engine:
             self._notify()
 
     def arrive(self, index: int, t: float, kind: str, name: str, iteration: int, bucket: int | None,
-               size_bytes: int, broadcast: bool, then_s: float = 0.0) -> Coll:
-        c = self.coll(index)
+               size_bytes: int, broadcast: bool, then_s: float = 0.0, work: float | None = None) -> Coll:
+        """A rank launches collective ``index`` at time ``t`` or, given ``work``, no earlier
+        than ``t`` and where the work clock reaches ``work`` (a rank that computes until then:
+        :meth:`RankTimeline.launch`); every rank in, ``all_arrived`` succeeds when the latest
+        of them has arrived, its time in ``arrival_max_s``."""
+        c = self.colls[index] if index < len(self.colls) else self.coll(index)
         if c.kind is None:
             c.kind, c.name, c.iteration, c.bucket, c.size_bytes = kind, name, iteration, bucket, size_bytes
             # then_s: kernels a comm hook's .then() callback puts on the same stream behind it
@@ -266,9 +284,25 @@ class Engine:
         c.arrivals += 1
         if t > c.arrival_max_s:
             c.arrival_max_s = t
+        if work is not None and work > c.arrival_work:
+            c.arrival_work = work
         if c.arrivals == self.num_participants:
-            c.all_arrived.succeed()
+            if c.arrival_work == -math.inf:
+                c.all_arrived.succeed()
+            elif c.arrival_work <= self.work_at(self.env.now):  # reached already: at its time
+                self._all_arrived(c, self.time_at_work(c.arrival_work))
+            else:  # when the work clock reaches it (:meth:`_woken`)
+                self._target_seq += 1
+                heappush(self._targets, (c.arrival_work, self._target_seq, c))
+                if self._targets[0][2] is c:
+                    self._arm()
         return c
+
+    def _all_arrived(self, c: Coll, t: float) -> None:
+        """The latest arrival posted on the work clock took place at ``t``."""
+        if t > c.arrival_max_s:
+            c.arrival_max_s = t
+        c.all_arrived.succeed()
 
     def comm_stream(self) -> Iterator[simpy.Event]:
         env = self.env
@@ -287,7 +321,11 @@ class Engine:
             if self.interfere:
                 self.comm_weight = c.slow_weight
                 self.set_comm_active(True)
-                yield from self.progress(c.work_s, comm=True, idle_extra_s=extra)
+                if self.steps_only and self.comm_slow == 1.0 and not extra:  # at rate 1 whatever happens
+                    if c.work_s > 0:
+                        yield env.timeout(c.work_s)
+                else:
+                    yield from self.progress(c.work_s, comm=True, idle_extra_s=extra)
                 self.set_comm_active(False)
                 c.end_s = env.now
             else:
@@ -364,8 +402,10 @@ class Engine:
     def _notify(self) -> None:
         """What is in flight changed: the compute rate from now on, then whoever waits for a change."""
         self._rate_from_now()
-        old, self.changed = self.changed, self.env.event()
-        old.succeed()
+        old = self.changed
+        if old.callbacks:  # else no one waits for it: it stays the event of the next change
+            self.changed = self.env.event()
+            old.succeed()
 
     def set_comm_active(self, active: bool) -> None:
         if active != self.comm_active:
@@ -431,6 +471,11 @@ class Engine:
         """W(t) for ``t`` at or after the clock's last breakpoint."""
         return self._clock_w[-1] + (t - self._clock_t[-1]) * self._clock_r[-1]
 
+    def time_at_work(self, w: float) -> float:
+        """When W reached ``w`` (at most W(now)): on the clock's piece that holds it."""
+        k = max(0, bisect_right(self._clock_w, w) - 1)
+        return self._clock_t[k] + (w - self._clock_w[k]) / self._clock_r[k]
+
     def _rate_from_now(self) -> None:
         """A change: where it moves the compute rate, a breakpoint of the clock and the timer of
         the earliest target moved to match."""
@@ -462,7 +507,11 @@ class Engine:
         self._wake = None
         targets, reached = self._targets, timer.value
         while targets and targets[0][0] <= reached:
-            heappop(targets)[2].succeed()
+            waiter = heappop(targets)[2]
+            if type(waiter) is Coll:  # a collective's latest arrival (arrive's work)
+                self._all_arrived(waiter, self.env.now)
+            else:
+                waiter.succeed()
         if targets:
             self._arm()
 

@@ -9,11 +9,14 @@ moves it to the collective's end (span ``wait``), and every piece of work is rec
 and in the iteration's figures. With host costs (:mod:`ddpsim.network.host_costs`) a CPU clock
 runs beside it: the device cannot run what the CPU has not enqueued, as on a GPU whose host
 thread launches every kernel (``torch/csrc/distributed/c10d/reducer.cpp``'s hooks run on it).
-The DDP program built from these primitives is :mod:`ddpsim.engine.reducer`.
+The DDP program built from these primitives is :mod:`ddpsim.engine.reducer`. With
+``steps_only`` a rank that records nothing (``lazy``) runs its works only at a wait, a gate or
+the step's end, and its launches arrive on the work clock (:meth:`RankTimeline.launch`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Iterator
 
 import numpy as np
@@ -40,6 +43,9 @@ class IterAcc:
 class RankTimeline:
     """One simulated rank's clocks and primitives (or the 'rest' representative's, which records nothing)."""
 
+    #: what work at rate 1 adds to, in order (:meth:`advance` of a rank that records nothing)
+    serial_clock = "t"
+
     def __init__(self, eng: Engine, rank: int, factors: np.ndarray, record: bool) -> None:
         self.eng = eng
         self.rank = rank
@@ -57,6 +63,8 @@ class RankTimeline:
         self.keep_spans = record and eng.keep_spans
         self.finished = False
         self.fast = not eng.interfere
+        #: launches need not run the works before them first (:meth:`launch`)
+        self.lazy = eng.steps_only and not record and not self.fast and eng.join is None
         #: works not yet run (interference: rates change with what is in flight; :meth:`flush`)
         self.pending: list[tuple] = []
         self.pending_s = 0.0
@@ -69,9 +77,11 @@ class RankTimeline:
     # -- primitives -------------------------------------------------------------------------
     def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
              size: int | None = None) -> Iterator[simpy.Event]:
-        """``dur`` seconds of full-rate compute-stream work (a generator: ``yield from``)."""
+        """``dur`` seconds of full-rate compute-stream work (a generator: ``yield from``). A rank
+        that launches without running its works first (``lazy``) runs them at its next wait or
+        gate, or at the step's end, with every work in between."""
         self.advance(kind, name, dur, bucket, size)
-        if self.pending:
+        if self.pending and not self.lazy:
             yield from self.flush()
 
     def advance(self, kind: str, name: str, dur: float, bucket: int | None = None, size: int | None = None) -> None:
@@ -108,13 +118,25 @@ class RankTimeline:
         if not self.record:  # the folded ranks' representative keeps only its clock
             self.t = ends[-1]
             return
-        record = self._record
+        # NOTE: what _record does per work, inline (a host gate, kind None, has no span)
+        keep, spans, it, acc = self.keep_spans, self.spans, self.iter, self.acc
+        comp = acc.compute
         for (kind, name, _, bucket, size), end in zip(items, ends):
-            if kind is None:  # a host gate: no span
-                self.t = end
-            else:
-                record(kind, name, start, end, bucket, size)
+            if kind is not None:
+                if keep:
+                    spans.append((start, 0, len(spans), end, kind, name, it, bucket, size))
+                if comp and comp[-1][1] == start:  # busy blocks of the compute stream
+                    comp[-1] = (comp[-1][0], end)
+                else:
+                    comp.append((start, end))
+                if kind == "backward":
+                    acc.backward_s += end - start
+                elif kind == "forward":
+                    acc.forward_s += end - start
+                elif kind == "optimizer":
+                    acc.optimizer_s += end - start
             start = end
+        self.t = ends[-1]
 
     def _record(self, kind: str, name: str, start: float, end: float, bucket: int | None, size: int | None) -> None:
         self.t = end
@@ -135,11 +157,29 @@ class RankTimeline:
             elif kind == "optimizer":
                 acc.optimizer_s += end - start
 
+    def runs_on(self) -> bool:
+        """Whether the rank may launch before its pending works have run (:meth:`launch`):
+        it records nothing, and they are one run of works without a gate."""
+        pending = self.pending
+        return self.lazy and len(pending) == 1 and pending[0][0] is not None
+
     def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
                then_s: float = 0.0) -> Coll:
-        assert not self.pending, "a launch must follow the rank's work: flush() first"
-        t = self.t if self.eng.host is None else self.host_issue(self.eng.host.enqueue_s)
-        c = self.eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s)
+        """Launch a collective once the compute stream has reached this point. With works
+        pending (:meth:`runs_on`), the rank arrives where the work clock reaches their end,
+        ``W(now) + pending_s`` (what :meth:`flush` runs them to), without SimPy."""
+        eng = self.eng
+        work = None
+        host = eng.host
+        pending = self.pending
+        if pending:
+            assert self.lazy and len(pending) == 1 and pending[0][0] is not None, \
+                "a launch must follow the rank's work: flush() first (or runs_on())"
+            work = eng.work_at(eng.env.now) + self.pending_s
+            t = -math.inf if host is None else self.host_issue(host.enqueue_s)
+        else:
+            t = self.t if host is None else self.host_issue(host.enqueue_s)
+        c = eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s, work)
         self.seq += 1
         self.issue_s = self.t  # the compute stream's clock when the latest collective was issued
         return c

@@ -3,12 +3,12 @@
 Source of truth: ``torch/csrc/distributed/c10d/reducer.cpp`` (``compute_bucket_assignment_by_size``,
 ``Reducer::rebuild_buckets``) and ``torch/nn/parallel/distributed.py``
 (``_build_params_for_reducer``, ``_ddp_init_helper``, ``_BucketCapacityConfig``). At construction
-the limits are ``[sys.maxsize]`` (one bucket per dtype) unless ``find_unused_parameters`` without ``static_graph`` (then
-``[1 MiB, cap]``, or ``[cap]`` when ``bucket_cap_mb`` is given); buckets are sorted by lowest
-parameter index, then **reversed**. Unless ``find_unused_parameters`` without ``static_graph``,
-they are rebuilt once in gradient-ready order with ``[first_cap, cap]`` (first_cap: 1 MiB
-when ``bucket_cap_mb`` is not given, else cap; always 1 MiB with ``semantics="legacy"``), no sort,
-from iteration 2 (3 with ``static_graph``). A
+the limits are ``[sys.maxsize]`` (one bucket per dtype) unless ``find_unused_parameters`` without
+``static_graph`` (then ``[1 MiB, cap]``, or ``[cap]`` when ``bucket_cap_mb`` is given); buckets are
+sorted by lowest parameter index, then **reversed**. Unless ``find_unused_parameters`` without
+``static_graph``, they are rebuilt once in gradient-ready order with ``[first_cap, cap]``
+(first_cap: 1 MiB when ``bucket_cap_mb`` is not given, else cap; always 1 MiB with
+``semantics="legacy"``), no sort, from iteration 2 (3 with ``static_graph``). A
 ``bucket_cap_mb_list`` is the limit list of both assignments, per dtype, its last limit reused.
 Buckets are listed in the order DDP launches them (reducer order).
 """

@@ -1,25 +1,14 @@
 """Collective cost models over a topology graph.
 
-:func:`build_comm_model` binds a topology (see :mod:`ddpsim.network.topology`) and a number of
-ranks to a :class:`~ddpsim.network.comm_model.CommModel`:
-
-* ``backend == "nccl"``: :class:`NcclCommModel`. NCCL's graph search (``src/graph/search.cc``,
-  reproduced over the graph by :mod:`ddpsim.network.graph_search`) gives each pattern's
-  ``nChannels x bw``; NCCL's tuning model (:mod:`ddpsim.network.nccl`, v2.30.7,
-  ``src/graph/tuning.cc``) picks algorithm and protocol over it (the plain TREE pattern with
-  tuning.cc's 0.85), and the all-reduce's time is that choice's execution
-  (:mod:`ddpsim.network.nccl_exec`: run-time channels, chunks and pipeline steps, per-hop
-  latency, per-channel bandwidth, launch), not NCCL's ranking estimate. NVLS needs an
-  NVLS-capable NVSwitch and compute capability >= 90; across hosts it is NVLSTree. Broadcasts
-  and the ``hierarchical`` stages keep NCCL's estimate.
-* ``backend == "gloo"``: :class:`GlooCommModel`, gloo's ring (:mod:`ddpsim.network.gloo`) with the
-  ring hop's latency (sum of link latencies on the path) and bandwidth (bottleneck of all
-  ring hops sharing the links), and the CPU's reduction bandwidth.
-* ``calibration=``: :class:`CalibratedCommModel` (:mod:`ddpsim.calibration.loader`), measured
-  curves replacing the analytical constants.
-
-DDP's used-parameter map all-reduce (``find_unused_parameters``) is an all-reduce of a
-few bytes per parameter: ``allreduce_s(small)``, latency-bound.
+:func:`build_comm_model` binds a topology (:mod:`ddpsim.network.topology`) and a number of ranks
+to a :class:`~ddpsim.network.comm_model.CommModel`. NCCL (:class:`NcclCommModel`): the channels of
+NCCL's graph search (``src/graph/search.cc``, :mod:`ddpsim.network.graph_search`), NCCL's choice of
+algorithm and protocol (``src/graph/tuning.cc`` v2.30.7, :mod:`ddpsim.network.nccl`; NVLS needs an
+NVLS switch and compute capability >= 90, NVLSTree across hosts) and the all-reduce's time from
+that choice's execution (:mod:`ddpsim.network.nccl_exec`); broadcasts and ``hierarchical`` stages
+keep NCCL's estimate. gloo (:class:`GlooCommModel`): gloo's ring (:mod:`ddpsim.network.gloo`) over
+the ring hop's summed latency and shared bottleneck bandwidth, and the CPU's reduction bandwidth.
+``calibration=``: :class:`CalibratedCommModel` (:mod:`ddpsim.calibration.loader`), measured curves.
 """
 
 from __future__ import annotations

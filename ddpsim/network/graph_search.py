@@ -1,22 +1,14 @@
 """NCCL's channel search (NCCL v2.30.7 ``src/graph/search.cc``, ``ncclTopoCompute``) on a topology graph.
 
-Each ring channel goes through the ranks' devices (and, across hosts, through NIC
-``c mod num_nics`` of every host on its rail: in at the device nearest the NIC, out from the
-next-nearest); the load a channel puts on every directed link comes from equal-cost shortest
-paths (ECMP split, :class:`ddpsim.network.routing.Router`); the search tries NCCL's per-channel
-speeds (``src/graph/search.cc`` speed arrays), highest first, keeps as many channels as every
-link can carry (a NIC or an oversubscribed spine shared by several rings lowers it), and
-duplicates channels as ``ncclTopoDupChannels`` does. The tree is searched on its own
-(BALANCED_TREE with the ring's channel count, ``src/init.cc``: a chain through each host's GPUs,
-in from the NIC, back to it half from each of the first two GPUs; on Hopper and newer the plain
-TREE when the balanced one does not fit; pass 2 raising ``bwIntra`` up to 2 x ``bwInter``).
-NVLS needs an NVLS-capable NVSwitch and compute capability >= 90. The result,
-:class:`GraphInfo`, feeds NCCL's tuning model (:mod:`ddpsim.network.nccl`) in
-:mod:`ddpsim.network.collective_cost`.
-
-Identical hosts share their part of every search (:mod:`ddpsim.network.host_classes`), and
-link loads are summed as :mod:`ddpsim.network.link_loads` describes: the search costs about
-the same per host at 4 nodes as at 4,096, with the same result as walking every host.
+A ring channel goes through the ranks' devices and, across hosts, NIC ``c mod num_nics`` of every
+host; its load on each directed link comes from ECMP shortest paths
+(:class:`ddpsim.network.routing.Router`). The search tries NCCL's per-channel speeds (speed
+arrays), highest first, keeps as many channels as every link carries, and duplicates them as
+``ncclTopoDupChannels`` does. The tree is searched on its own (BALANCED_TREE, ``src/init.cc``; the
+plain TREE on Hopper+ when it does not fit; pass 2 raising ``bwIntra`` up to 2 x ``bwInter``); NVLS
+as ``ncclTopoSearchTryNvls``. The :class:`GraphInfo` feeds :mod:`ddpsim.network.nccl`. Identical
+hosts share their part (:mod:`ddpsim.network.host_classes`, :mod:`ddpsim.network.link_loads`), with
+the same result as walking every host. Details: docs/MODEL.md, "NCCL's channel search".
 """
 
 from __future__ import annotations

@@ -173,11 +173,6 @@ def _ring_order(devs: tuple, entry: Any, exit_: Any) -> list:
     return [entry, *middle] + ([exit_] if exit_ != entry else [])
 
 
-def _fabric(hosts: Hosts) -> Emitter:
-    """Channel c from host i's NIC ``c mod num_nics`` to the next host's."""
-    return hosts.add_route
-
-
 def _inbound(hosts: Hosts) -> Emitter:
     """Channel c into host i: from its NIC to the NIC's entry device."""
     def add(loads: Loads, i: int, c: int) -> None:
@@ -353,7 +348,7 @@ def _by_nic(hosts: Hosts, num_channels: int, make: Callable[[int], ChannelLoads]
 
 
 def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw: Any) -> ChannelSearch:
-    fabric = _fabric(hosts) if hosts.multi else None
+    fabric = hosts.add_route if hosts.multi else None
     inbound = _inbound(hosts) if hosts.multi else None
     channels = _by_nic(hosts, kw["max_channels"], lambda c: _channel(hosts, c, own, fabric, inbound))
     util, worst = prefix_utilisation(channels, hosts.links, [cl.rep for cl in hosts.classes])
@@ -375,7 +370,7 @@ def _mesh_ring(devs: tuple, mesh: dict[tuple, float], speeds: tuple[float, ...],
 
 def _tree_totals(hosts: Hosts, num_channels: int, balanced: bool) -> Totals:
     intra, inter = _tree_emitters(hosts, num_channels, balanced)
-    fabric = _fabric(hosts) if hosts.multi else None
+    fabric = hosts.add_route if hosts.multi else None
     li = [_channel(hosts, c, intra, None, None) for c in range(num_channels)]
     le = [_channel(hosts, c, inter, fabric, None) for c in range(num_channels)] if hosts.multi else []
     return Totals(li, le, hosts.links, hosts.member_names, len(hosts.classes))
@@ -410,7 +405,7 @@ def _nvls_totals(hosts: Hosts, max_channels: int) -> Callable[[int], Totals]:
     """The loads of the first k NVLS channels (:class:`Totals`, made on first use)."""
     intra, inter = _nvls_emitters(hosts)
     if hosts.multi:
-        fabric, inbound = _fabric(hosts), _inbound(hosts)
+        fabric, inbound = hosts.add_route, _inbound(hosts)
         li = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, intra, None, None))
         le = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, inter, fabric, inbound))
     else:

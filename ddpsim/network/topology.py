@@ -16,6 +16,7 @@ Ethernet NIC per host. Attribute names and meanings: :mod:`ddpsim.network.graph_
 
 from __future__ import annotations
 
+import collections
 import math
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from ddpsim.errors import InputError, shorten
 from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu, System
 from ddpsim.io import exists, read_yaml
+from ddpsim.network.comm_model import GBPS
 from ddpsim.network.graph_attrs import (BACKENDS, BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KINDS,  # noqa: F401 (re-exported)
                                         DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK, MEMORY_BANDWIDTH,
                                         NUM_LINKS, NVLS, RAIL, REDUCE_BANDWIDTH, SM_COUNT)
@@ -35,8 +37,6 @@ from ddpsim.network.topology_schema import (LINK_TYPES, NODE_KINDS, CpuGlooOptio
                                             FabricOptions, MeshOptions, NodeDoc, PcieOptions, TopologyDoc,
                                             check_num_nodes)
 from ddpsim.schema import Schema, validate
-
-GBPS = 1e9  # GB/s as NCCL prints them
 
 
 # --- NCCL's figures for the links the presets build (topo.h/topo.cc/tuning.cc, NVIDIA documents) ---
@@ -481,9 +481,7 @@ def summarize(graph: nx.Graph) -> dict[str, Any]:
     """A JSON-able summary: devices, node kinds, links by type, per-device link bandwidth and
     the bottleneck links (narrowest link of each type)."""
     devs = rank_nodes(graph)
-    kinds: dict[str, int] = {}
-    for _, d in graph.nodes(data=True):
-        kinds[d[KIND]] = kinds.get(d[KIND], 0) + 1
+    kinds = dict(collections.Counter(d[KIND] for d in graph._node.values()))
     link_types: dict[str, dict[str, Any]] = {}
     for u, v, d in graph.edges(data=True):
         t = link_types.setdefault(d[LINK_TYPE], {"count": 0, "min_bandwidth_gbps": math.inf,

@@ -160,9 +160,6 @@ def options_document(text: str, where: str) -> dict[str, Any]:
     Raises:
         InputError: text that is neither a JSON object nor a readable file of one.
     """
-    import json
-    from pathlib import Path
-
     if not text.lstrip().startswith("{"):
         try:
             text = Path(text).read_text()

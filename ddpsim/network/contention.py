@@ -31,11 +31,8 @@ from typing import Any
 from ddpsim.network import nccl
 from ddpsim.errors import InputError
 from ddpsim.network.interference import Interference
+from ddpsim.network.nccl_exec import MAX_THREADS, THREAD_THRESHOLD
 
-#: device.h v2.30.7: NCCL_SIMPLE_MAX_NTHREADS, NCCL_LL_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS
-MAX_THREADS = {"simple": 512, "ll": 512, "ll128": 640}
-#: comm.h: NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD
-THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
 #: nvls.cc: NVLS_NCHANNELS_SM90, NVLS_NCHANNELS_SM100 (several nodes), NVLS_NCHANNELS_SM100_NVL
 NVLS_CHANNELS_SM90 = 16
 NVLS_CHANNELS_SM100 = 32

@@ -1,19 +1,14 @@
 """ddpsim's all-reduce time held against measured curves: each curve described by a preset, and
 the error of the model per size band.
 
-A public all-reduce curve (nccl-tests ``all_reduce_perf`` or ``torch.distributed.all_reduce``:
-time per message size on a named system, with its NCCL version and environment) is described by
-a preset, a node and rank count, ``--set`` options and a forced algorithm (:data:`CASES`), or
-named with the reason no preset can describe it. :func:`residuals` times every size of it with
-:func:`ddpsim.network.collective_cost.build_comm_model` (NCCL's choice of algorithm and protocol,
-:mod:`ddpsim.network.nccl_exec`'s time); :func:`band_stats` gives the median |error| and the
-median signed error (model / measured - 1) below 1 MiB, at 1-128 MiB (DDP's bucket sizes) and at
-256 MiB and above. Only ``normal`` curves (NCCL's own choice on a working system) and
-``forced_algo`` ones (scored with that algorithm forced) are scored; ``suspect`` and
-``pathological`` ones never, nor do they set a constant (:func:`fit_points`). Curves over a
-transport no preset models (EFA, GPUDirect-TCPXO, RCCL) are kept apart. The printing command is
-``benchmarks/bench_collective_score.py``; the curves and their sources are in
-``benchmarks/data/nccl-curves/``.
+A public all-reduce curve (nccl-tests ``all_reduce_perf`` or ``torch.distributed.all_reduce``,
+``benchmarks/data/nccl-curves/`` with its sources) is described by a preset, nodes, ranks,
+``--set`` options and a forced algorithm (:data:`CASES`), or named with why no preset can.
+:func:`residuals` times it with :func:`ddpsim.network.collective_cost.build_comm_model`;
+:func:`band_stats` gives the median |error| and median signed error per size band (< 1 MiB,
+1-128 MiB: DDP's buckets, >= 256 MiB). Only ``normal`` and ``forced_algo`` curves are scored and
+only ``normal`` ones set a constant (:func:`fit_points`); curves over a transport no preset models
+(EFA, GPUDirect-TCPXO, RCCL) are kept apart. Printed by ``benchmarks/bench_collective_score.py``.
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ ALLREDUCE_CHUNKSTEPS = NCCL_STEPS // 2  # collectives.h
 ALLREDUCE_SLICESTEPS = NCCL_STEPS // 4
 NVLS_CHUNK_BYTES = 128 * 1024  # transport/nvls.cc NCCL_NVLS_CHUNKSIZE
 NVLS_TREE_MAX_CHUNK_BYTES = 256 * 1024
-#: enqueue.cc topoGetAlgoInfo: threads per channel and bytes per thread before adding channels
+#: enqueue.cc topoGetAlgoInfo: threads per channel (device.h NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS) and
+#: bytes per thread before adding channels (comm.h NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD)
 MAX_THREADS = {"ll": 512, "ll128": 640, "simple": 512}
 THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
 PCI_BW_GBPS = 24.0  # topo.h PCI_BW: a ring at most this fast runs Simple with 256 threads

@@ -96,6 +96,10 @@ class _Nested:
         ts = self.starts.get(op.tid, [])
         return bisect_right(ts, op.ts + op.dur) - bisect_left(ts, op.ts) - 1  # the op itself excluded
 
+    def host_us(self, op: CpuOp, o_us: float) -> float:
+        """``op``'s span less the profiler's ``o_us`` per nested event and its blocked CUDA calls."""
+        return op.dur - self.count(op) * o_us - self.blocked_us(op)
+
     def blocked_us(self, op: CpuOp) -> float:
         ts = self.call_ts.get(op.tid, [])
         lo, hi = bisect_left(ts, op.ts), bisect_right(ts, op.ts + op.dur)
@@ -112,7 +116,7 @@ def _within(inner: CpuOp, outer: CpuOp) -> bool:
 
 def _step_buckets(ops: Sequence[CpuOp], step: int, nested: _Nested, o_us: float) -> list[BucketHost]:
     """The buckets of one step: gradients' hooks in ready order, cut after each one that launches."""
-    cost = lambda op: op.dur - nested.count(op) * o_us - nested.blocked_us(op)  # noqa: E731 - microseconds
+    cost = lambda op: nested.host_us(op, o_us)  # noqa: E731
     accs = [o for o in ops if o.name == ACCUMULATE_GRAD]
     launches = [o for o in ops if o.name == ALLREDUCE_OP]
     comms = [o for o in ops if o.name == COMMS_OP]
@@ -134,8 +138,7 @@ def _step_buckets(ops: Sequence[CpuOp], step: int, nested: _Nested, o_us: float)
 
 def probe_op_us(prof: KinetoProfile) -> float:
     """The median span of :data:`PROBE_OP` in ``prof`` (microseconds; 0 when it has none)."""
-    probe = [o.dur for o in prof.cpu_ops if o.name == PROBE_OP]
-    return statistics.median(probe) if probe else 0.0
+    return _median_s([o.dur for o in prof.cpu_ops if o.name == PROBE_OP])
 
 
 def measure(profile: KinetoProfile | str | Path, *, correct: bool = True) -> ProfileHostCosts:
@@ -151,8 +154,7 @@ def measure(profile: KinetoProfile | str | Path, *, correct: bool = True) -> Pro
         buckets += _step_buckets([o for o in ops if w.start <= o.ts < w.end], n, nested, o_us)
     plain = [h for b in buckets for h in b.hooks_s[:-1]]
     hook = _median_s(plain)
-    copy_back = [cost for o in prof.cpu_ops if o.name == COPY_BUCKET_TO_GRAD
-                 for cost in [(o.dur - nested.count(o) * o_us - nested.blocked_us(o)) * 1e-6]]
+    copy_back = [nested.host_us(o, o_us) * 1e-6 for o in prof.cpu_ops if o.name == COPY_BUCKET_TO_GRAD]
     return ProfileHostCosts(source=str(prof.path), probe_op_s=probe_op_us(prof) * 1e-6, buckets=tuple(buckets),
                             hook_s_per_param=hook,
                             bucket_launch_s=max(0.0, _median_s([b.hooks_s[-1] - b.enqueue_s - hook for b in buckets])),

@@ -57,7 +57,7 @@ def check_fraction(v: Any, key: str) -> None:
 
 
 def runtime_channels(system: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> int:
-    """Thread blocks (= SMs) NCCL launches for one all-reduce (module docstring, step 2)."""
+    """Thread blocks (= SMs) NCCL launches for one all-reduce (module docstring: one block per channel)."""
     if algo in ("nvls", "nvls_tree"):
         cc = system.compute_capability
         if cc >= 100:
@@ -72,7 +72,7 @@ def runtime_channels(system: nccl.NcclSystem, algo: str, proto: str, size_bytes:
 
 
 def hbm_bytes(algo: str, proto: str, size_bytes: int, num_ranks: int) -> float:
-    """HBM bytes one GPU reads and writes for one all-reduce (module docstring, step 3)."""
+    """HBM bytes one GPU reads and writes for one all-reduce (module docstring: HBM bytes streamed)."""
     n = num_ranks
     if algo in ("nvls", "nvls_tree"):
         base = 2.0 * size_bytes
@@ -114,7 +114,7 @@ class GpuResources:
 
 def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes: int, *,
                           algorithm: str | None = None, protocol: str | None = None) -> CollectiveContention:
-    """Steps 1-4 of the module docstring for one all-reduce of ``size_bytes``."""
+    """The module docstring's derivation for one all-reduce of ``size_bytes``."""
     algo, proto, t_us = nccl.choose(system, size_bytes, algorithm=algorithm, protocol=protocol)
     if algo == "none" or size_bytes <= 0 or system.num_ranks < 2 or not math.isfinite(t_us) or t_us <= 0:
         return CollectiveContention(size_bytes=size_bytes, algorithm="none", protocol="none", channels=0,

@@ -21,7 +21,8 @@ import networkx as nx
 
 from ddpsim.errors import InputError
 from ddpsim.network import gloo, nccl, nccl_exec
-from ddpsim.network.comm_model import GBPS, CollectiveEstimate, CommModel, make_estimate  # noqa: F401  (re-exported)
+from ddpsim.network.comm_model import (GBPS, CollectiveEstimate, CommModel,  # noqa: F401  (re-exported)
+                                       EstimatingCommModel, make_estimate)
 from ddpsim.network.graph_search import (ChannelSearch, GraphInfo, Placement, Router,  # noqa: F401  (re-exported)
                                          link_capacities_gbps, place_ranks, search_graphs)
 from ddpsim.network.topology import REDUCE_BANDWIDTH, gc_paused
@@ -57,7 +58,7 @@ def _system(graph: nx.Graph, placement: Placement, info: GraphInfo, num_ranks: i
 
 
 @dataclass(frozen=True, kw_only=True)
-class NcclCommModel(CommModel):
+class NcclCommModel(EstimatingCommModel):
     """NCCL on a topology: NCCL's tuning model over the searched graph (module docstring).
 
     ``algorithm`` / ``protocol`` force a choice like ``NCCL_ALGO`` / ``NCCL_PROTO``
@@ -126,12 +127,6 @@ class NcclCommModel(CommModel):
             a, p, t = nccl.choose(self.system, size_bytes, "broadcast")
         return make_estimate(size_bytes, t * 1e-6, n, a, p, coll="broadcast")
 
-    def allreduce_s(self, size_bytes: int) -> float:
-        return self.estimate_allreduce(size_bytes).time_s
-
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.estimate_broadcast(size_bytes).time_s
-
     def describe(self) -> dict[str, Any]:
         s, gi = self.system, self.graph_info
         return {
@@ -175,7 +170,7 @@ def _nccl_model(graph: nx.Graph, placement: Placement, num_ranks: int, algorithm
 # ---- gloo ----------------------------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
-class GlooCommModel(CommModel):
+class GlooCommModel(EstimatingCommModel):
     """gloo's ring all-reduce over TCP (see :mod:`ddpsim.network.gloo`)."""
 
     num_ranks: int
@@ -201,12 +196,6 @@ class GlooCommModel(CommModel):
                              hop_bandwidth_bytes_per_s=self.hop_bandwidth_bytes_per_s)
         return make_estimate(size_bytes, t, self.num_ranks, "tree" if t > 0 else "none",
                              "tcp" if t > 0 else "none", coll="broadcast")
-
-    def allreduce_s(self, size_bytes: int) -> float:
-        return self.estimate_allreduce(size_bytes).time_s
-
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.estimate_broadcast(size_bytes).time_s
 
     def describe(self) -> dict[str, Any]:
         return {"model": "gloo-ring", "topology": self.topology_name, "num_ranks": self.num_ranks,

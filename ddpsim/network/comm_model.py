@@ -66,6 +66,17 @@ class CommModel(Protocol):
         return 1.0
 
 
+class EstimatingCommModel(CommModel):
+    """A model whose times are its estimates' (:class:`CollectiveEstimate` of the subclass's
+    ``estimate_allreduce`` and ``estimate_broadcast``)."""
+
+    def allreduce_s(self, size_bytes: int) -> float:
+        return self.estimate_allreduce(size_bytes).time_s
+
+    def broadcast_s(self, size_bytes: int) -> float:
+        return self.estimate_broadcast(size_bytes).time_s
+
+
 class WrappedCommModel(CommModel):
     """A comm model that changes another's collective times: every capability of the wrapped
     model (:attr:`wrapped`) comes through unchanged, and so do ``backend`` and ``num_ranks``."""

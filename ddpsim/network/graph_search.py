@@ -57,6 +57,24 @@ def _start_index(speeds: tuple[float, ...], max_bw: float, channels: int, total_
     return idx
 
 
+def _first_pass(speeds: tuple[float, ...], idx: int, channels_at: Callable[[float], int], total_bw: float, *,
+                better: Callable[[int, float, int, float], bool],
+                done: Callable[[int], bool] = lambda c: False) -> tuple[int, float]:
+    """ncclTopoCompute's first pass from ``speeds[idx]`` down: the best (channels, speed) by
+    ``better``, stopping at ``done(channels)``, at ``nChannels * bw >= total_bw`` or when the
+    next speed is <= 0.49 of the best."""
+    best_c, best_s = 0, 0.0
+    while True:
+        c = channels_at(speeds[idx])
+        if better(c, speeds[idx], best_c, best_s):
+            best_c, best_s = c, speeds[idx]
+        if done(best_c) or (best_c and best_c * best_s >= total_bw - 1e-9):
+            return best_c, best_s
+        if not (idx < len(speeds) - 1 and (best_c == 0 or speeds[idx + 1] / best_s > 0.49)):
+            return best_c, best_s
+        idx += 1
+
+
 def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float], str], speeds: tuple[float, ...], *,
             max_bw: float, total_bw: float, min_channels: int, cc: int, allow_dup: bool, max_channels: int) -> ChannelSearch:
     """ncclTopoCompute, reduced to how many channels fit at a speed (``channels_at(s)``: the
@@ -65,19 +83,8 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
     ``max_bw`` or with ``speed * min_channels > total_bw``), keep the most channels, stop at
     ``nChannels * bw >= total_bw`` or when the next speed is <= 0.49 of the best found; then
     ncclTopoDupChannels."""
-    idx = _start_index(speeds, max_bw, min_channels, total_bw)
-    best_c, best_s = 0, 0.0
-    while True:
-        s = speeds[idx]
-        c = channels_at(s)
-        if c * s > best_c * best_s + 1e-9:
-            best_c, best_s = c, s
-        if best_c and best_c * best_s >= total_bw - 1e-9:
-            break
-        if idx < len(speeds) - 1 and (best_c == 0 or speeds[idx + 1] / best_s > 0.49):
-            idx += 1
-            continue
-        break
+    best_c, best_s = _first_pass(speeds, _start_index(speeds, max_bw, min_channels, total_bw), channels_at, total_bw,
+                                 better=lambda c, s, bc, bs: c * s > bc * bs + 1e-9)
     bneck = worst_at(best_c, best_s) if best_c else ""
     if allow_dup and best_c and best_s >= 25.0 and not (cc > 80 and best_s < 50.0 and best_c > 4):
         dup = min(2 * best_c, max_channels)
@@ -433,18 +440,9 @@ def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, m
             if first(k).fits(s_intra, s_inter):
                 return k
         return 0
-    idx = _start_index(speeds, max_bw, min_channels, search_total_bw)
-    best_c, best_s = 0, 0.0
-    while True:
-        c = most(speeds[idx], speeds[idx])
-        if c > best_c:
-            best_c, best_s = c, speeds[idx]
-        if best_c == max_channels or (best_c and best_c * best_s >= total_bw - 1e-9):
-            break
-        if idx < len(speeds) - 1 and (best_c == 0 or speeds[idx + 1] / best_s > 0.49):
-            idx += 1
-            continue
-        break
+    best_c, best_s = _first_pass(speeds, _start_index(speeds, max_bw, min_channels, search_total_bw),
+                                 lambda s: most(s, s), total_bw, better=lambda c, s, bc, bs: c > bc,
+                                 done=lambda c: c == max_channels)
     if not best_c:
         return 0, 0.0, 0.0
     idx = next((i for i, s in enumerate(speeds) if s <= best_s + 1e-9), len(speeds) - 1)

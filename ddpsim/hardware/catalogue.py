@@ -1,16 +1,12 @@
 """The hardware catalogue: GPUs and node layouts as data, each figure with its source.
 
-The catalogue shipped in the package (``catalogue.yaml`` beside this module) describes the GPUs
-ddpsim models (SM count, dense FLOP/s per precision, memory, NVLink, PCIe) and the systems its
-topology presets build (NVSwitch boxes, the DGX-1's NVLink hybrid cube-mesh, PCIe servers, the
-GB200 NVL72 rack), every figure citing a datasheet, user guide or source file under
-``references``. A user's own file in the same format (:class:`~ddpsim.hardware.schema.CatalogueFile`)
-adds GPUs, systems and references to it: ``--catalogue FILE`` on ``ddpsim topology``,
-``collectives``, ``retime``, ``simulate`` and ``sweep``, ``cluster.catalogue`` in a scenario. A user's entry may not
-reuse a bundled name (a changed figure is a new GPU or system, under its own name), so a
-name means one thing in every report. The retime model (:mod:`ddpsim.trace.retime`), the
-topology presets (:mod:`ddpsim.network.topology`) and through their graphs the contention and
-NCCL models read it.
+``catalogue.yaml`` beside this module describes the GPUs ddpsim models (SM count, dense FLOP/s
+per precision, memory, NVLink, PCIe) and the systems its topology presets build, every figure
+citing a datasheet, user guide or source file under ``references``. A user's file in the same
+format (:class:`~ddpsim.hardware.schema.CatalogueFile`; ``--catalogue FILE``,
+``cluster.catalogue``) adds GPUs, systems and references, never reusing a bundled name, so a name
+means one thing in every report. Read by the retime model (:mod:`ddpsim.trace.retime`) and the
+topology presets (:mod:`ddpsim.network.topology`), hence the contention and NCCL models.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """Collective cost models over a topology graph.
 
-:func:`build_comm_model` binds a topology (see :mod:`ddpsim.network.topology`) and a number of
-ranks to a :class:`~ddpsim.network.comm_model.CommModel`:
-
-* ``backend == "nccl"``: :class:`NcclCommModel`. NCCL's graph search (``src/graph/search.cc``,
-  reproduced over the graph by :mod:`ddpsim.network.graph_search`) gives each pattern's
-  ``nChannels x bw``; NCCL's tuning model (:mod:`ddpsim.network.nccl`, v2.30.7,
-  ``src/graph/tuning.cc``) picks algorithm and protocol over it (the plain TREE pattern with
-  tuning.cc's 0.85), and the all-reduce's time is that choice's execution
-  (:mod:`ddpsim.network.nccl_exec`: run-time channels, chunks and pipeline steps, per-hop
-  latency, per-channel bandwidth, launch), not NCCL's ranking estimate. NVLS needs an
-  NVLS-capable NVSwitch and compute capability >= 90; across hosts it is NVLSTree. Broadcasts
-  and the ``hierarchical`` stages keep NCCL's estimate.
-* ``backend == "gloo"``: :class:`GlooCommModel`, gloo's ring (:mod:`ddpsim.network.gloo`) with the
-  ring hop's latency (sum of link latencies on the path) and bandwidth (bottleneck of all
-  ring hops sharing the links), and the CPU's reduction bandwidth.
-* ``calibration=``: :class:`CalibratedCommModel` (:mod:`ddpsim.calibration.loader`), measured
-  curves replacing the analytical constants.
-
-DDP's used-parameter map all-reduce (``find_unused_parameters``) is an all-reduce of a
-few bytes per parameter: ``allreduce_s(small)``, latency-bound.
+:func:`build_comm_model` binds a topology (:mod:`ddpsim.network.topology`) and a number of ranks
+to a :class:`~ddpsim.network.comm_model.CommModel`. NCCL (:class:`NcclCommModel`): the channels of
+NCCL's graph search (``src/graph/search.cc``, :mod:`ddpsim.network.graph_search`), NCCL's choice of
+algorithm and protocol (``src/graph/tuning.cc`` v2.30.7, :mod:`ddpsim.network.nccl`; NVLS needs an
+NVLS switch and compute capability >= 90, NVLSTree across hosts) and the all-reduce's time from
+that choice's execution (:mod:`ddpsim.network.nccl_exec`); broadcasts and ``hierarchical`` stages
+keep NCCL's estimate. gloo (:class:`GlooCommModel`): gloo's ring (:mod:`ddpsim.network.gloo`) over
+the ring hop's summed latency and shared bottleneck bandwidth, and the CPU's reduction bandwidth.
+``calibration=``: :class:`CalibratedCommModel` (:mod:`ddpsim.calibration.loader`), measured curves.
 """
 
 from __future__ import annotations
@@ -32,7 +21,8 @@ import networkx as nx
 
 from ddpsim.errors import InputError
 from ddpsim.network import gloo, nccl, nccl_exec
-from ddpsim.network.comm_model import GBPS, CollectiveEstimate, CommModel, make_estimate  # noqa: F401  (re-exported)
+from ddpsim.network.comm_model import (GBPS, CollectiveEstimate, CommModel,  # noqa: F401  (re-exported)
+                                       EstimatingCommModel, make_estimate)
 from ddpsim.network.graph_search import (ChannelSearch, GraphInfo, Placement, Router,  # noqa: F401  (re-exported)
                                          link_capacities_gbps, place_ranks, search_graphs)
 from ddpsim.network.topology import REDUCE_BANDWIDTH, gc_paused
@@ -68,7 +58,7 @@ def _system(graph: nx.Graph, placement: Placement, info: GraphInfo, num_ranks: i
 
 
 @dataclass(frozen=True, kw_only=True)
-class NcclCommModel(CommModel):
+class NcclCommModel(EstimatingCommModel):
     """NCCL on a topology: NCCL's tuning model over the searched graph (module docstring).
 
     ``algorithm`` / ``protocol`` force a choice like ``NCCL_ALGO`` / ``NCCL_PROTO``
@@ -137,12 +127,6 @@ class NcclCommModel(CommModel):
             a, p, t = nccl.choose(self.system, size_bytes, "broadcast")
         return make_estimate(size_bytes, t * 1e-6, n, a, p, coll="broadcast")
 
-    def allreduce_s(self, size_bytes: int) -> float:
-        return self.estimate_allreduce(size_bytes).time_s
-
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.estimate_broadcast(size_bytes).time_s
-
     def describe(self) -> dict[str, Any]:
         s, gi = self.system, self.graph_info
         return {
@@ -186,7 +170,7 @@ def _nccl_model(graph: nx.Graph, placement: Placement, num_ranks: int, algorithm
 # ---- gloo ----------------------------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
-class GlooCommModel(CommModel):
+class GlooCommModel(EstimatingCommModel):
     """gloo's ring all-reduce over TCP (see :mod:`ddpsim.network.gloo`)."""
 
     num_ranks: int
@@ -212,12 +196,6 @@ class GlooCommModel(CommModel):
                              hop_bandwidth_bytes_per_s=self.hop_bandwidth_bytes_per_s)
         return make_estimate(size_bytes, t, self.num_ranks, "tree" if t > 0 else "none",
                              "tcp" if t > 0 else "none", coll="broadcast")
-
-    def allreduce_s(self, size_bytes: int) -> float:
-        return self.estimate_allreduce(size_bytes).time_s
-
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.estimate_broadcast(size_bytes).time_s
 
     def describe(self) -> dict[str, Any]:
         return {"model": "gloo-ring", "topology": self.topology_name, "num_ranks": self.num_ranks,

@@ -1,16 +1,11 @@
 """How far measured all-reduces fall from ddpsim's NCCL model: the spread of its residuals.
 
-The quantiles of measured time / model time (:mod:`ddpsim.network.nccl_exec`) over the public
-all-reduce curves that presets describe (``benchmarks/data/nccl-curves/``: the ``normal`` and
-``forced_algo`` curves of InfiniBand / RoCE / NVLink / PCIe systems, every size from 64 KiB to
-64 MiB), as printed by::
-
-    python benchmarks/bench_collective_score.py --quantiles
-
-They set the collective term of the recommendation's uncertainty band
-(:mod:`ddpsim.pipeline.resampling`): the model's all-reduces of those sizes re-simulated at the
-10 % and 90 % quantiles of the ratio. The residuals are not centred on 1: runs are slower than
-the model more often, and by more, than they are faster.
+Quantiles of measured / model time (:mod:`ddpsim.network.nccl_exec`) over the ``normal`` and
+``forced_algo`` public curves of InfiniBand / RoCE / NVLink / PCIe systems
+(``benchmarks/data/nccl-curves/``), every size from 64 KiB to 64 MiB, as
+``python benchmarks/bench_collective_score.py --quantiles`` prints them. They set the collective
+term of the recommendation's uncertainty band (:mod:`ddpsim.pipeline.resampling`). Not centred on
+1: runs are slower than the model more often, and by more, than they are faster.
 """
 
 from __future__ import annotations

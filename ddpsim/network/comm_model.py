@@ -1,18 +1,13 @@
 """The interface between collective cost models and the engine.
 
-A :class:`CommModel` is bound to one process group (a backend and a number of ranks) and
-answers how long one collective of ``size_bytes`` takes, in seconds. Beyond that it declares
-optional *capabilities* (:data:`CAPABILITIES`) the engine reads: how many collectives progress
-at once and at what pace (ProcessGroupGloo's worker threads), the extra cost of an all-reduce
-launched onto an idle stream, and DDP's own fixed costs a calibration measured. Subclassing
-:class:`CommModel` gives a model their defaults (one lane, no idle extra, forward factor 1,
-no overheads), which is what every analytical model answers; a calibrated model
-(:mod:`ddpsim.calibration.loader`) overrides them, and a model wrapping another
-(:class:`WrappedCommModel`) forwards them. The NCCL and gloo models live in
-:mod:`ddpsim.network.collective_cost`; :class:`AlphaBetaModel` is the plain
-``latency + bytes / bandwidth`` model used by hand-made tests and examples.
-:class:`CollectiveEstimate` (:func:`make_estimate`) is one collective's cost as every model
-answers it, analytical or calibrated.
+A :class:`CommModel` is bound to one process group (a backend and a number of ranks) and answers
+how long one collective of ``size_bytes`` takes, in seconds, plus the optional *capabilities*
+(:data:`CAPABILITIES`) the engine reads: concurrent lanes and their pace (ProcessGroupGloo's
+worker threads), an all-reduce's extra cost on an idle stream, DDP's fixed costs a calibration
+measured. Subclasses get their defaults (what every analytical model answers); a calibrated
+model (:mod:`ddpsim.calibration.loader`) overrides them, :class:`WrappedCommModel` forwards them.
+:class:`AlphaBetaModel` is the plain ``latency + bytes / bandwidth`` model of hand-made tests;
+:class:`CollectiveEstimate` (:func:`make_estimate`) is one collective's cost as every model gives it.
 """
 
 from __future__ import annotations
@@ -69,6 +64,17 @@ class CommModel(Protocol):
         """The pace of one collective of ``kind`` and ``size_bytes`` while ``n`` progress at
         once, as a fraction of its pace alone (used only with ``comm_lanes > 1``): 1."""
         return 1.0
+
+
+class EstimatingCommModel(CommModel):
+    """A model whose times are its estimates' (:class:`CollectiveEstimate` of the subclass's
+    ``estimate_allreduce`` and ``estimate_broadcast``)."""
+
+    def allreduce_s(self, size_bytes: int) -> float:
+        return self.estimate_allreduce(size_bytes).time_s
+
+    def broadcast_s(self, size_bytes: int) -> float:
+        return self.estimate_broadcast(size_bytes).time_s
 
 
 class WrappedCommModel(CommModel):

@@ -1,57 +1,25 @@
 """Compute-communication contention on one GPU: the prior :class:`~ddpsim.engine.config.Interference`.
 
-Without a calibration, a GPU preset's backward and its all-reduces would otherwise share
-nothing; in reality an NCCL kernel takes SMs and HBM bandwidth away from the backward
-kernels running beside it, and the backward's memory traffic slows the collective. This
-module derives that mutual slowdown from the preset's SM count and HBM bandwidth and from
-what NCCL runs for each collective. Pure functions; the engine applies the result through
-the ordinary ``Interference`` path (``weighting="table"``: a per-size share of
-``compute_slowdown``). A calibration's measured interference, or ``simulation.interference``
-in the scenario, replaces the prior.
+An NCCL kernel takes SMs and HBM bandwidth from the backward kernels beside it, and the
+backward's memory traffic slows the collective; this derives both from the preset's SM count
+and HBM bandwidth and from what NCCL runs (v2.30.7), applied through ``Interference``
+(``weighting="table"``); a calibration's or the scenario's interference replaces it. Per
+all-reduce of ``S`` bytes: NCCL's algorithm, protocol and time ``t`` (:func:`ddpsim.network.nccl.choose`,
+``enqueue.cc topoGetAlgoInfo``); one block per channel holds an SM (its threads and shared
+memory, ``NCCL_LL128_SHMEM_SIZE``, leave no room for a GEMM block), ``s = nc / num_sms``, with
+``nc`` twice the searched rings (``connect.cc ncclTopoPostset``) cut for small sizes by
+``topoGetAlgoInfo``'s ``nBytes < nc * nt * threadThreshold`` (``tuning.cc``, ``comm.h``,
+``device.h``), or ``nvlsChannels`` (``nvls.cc ncclNvlsTuning``); HBM bytes streamed
+``(5(n-1)+1)/n x S`` on a ring/tree (``prims_simple.h``, ``all_reduce.h runRing``), ``2 S`` on
+NVLS (``multimem.ld_reduce``/``st``), times the protocol's line overhead (LL x2, LL128 x128/120),
+at rate ``h = bytes / t / hbm_bytes_per_s``. With ``phi`` the backward's memory-bound share (an
+estimate the uncertainty pass varies) and ``m`` the HBM share its kernels ask::
 
-Derivation, per all-reduce of ``S`` bytes (NCCL v2.30.7):
+    compute_slowdown(S) = (1 - phi) / (1 - s) + phi * max(1, m + h)
+    comm_slowdown       = 1 + phi * (max(1, m + h_max) - 1)
 
-1. **Algorithm and protocol**: NCCL's own choice (:func:`ddpsim.network.nccl.choose`,
-   ``enqueue.cc topoGetAlgoInfo``) and its time ``t`` on the searched graph.
-2. **Blocks = SMs held for the whole collective**: one thread block per channel.
-   Ring and tree run on ``comm->nChannels = min(MAXCHANNELS, 2 x searched channels)``
-   (``src/graph/connect.cc ncclTopoPostset``: "Duplication should be complete now"),
-   reduced for small sizes by ``enqueue.cc topoGetAlgoInfo``'s channel tuning: ``while
-   (nBytes < nc * nt * threadThreshold) nc--`` with ``nt = maxThreads[algo][proto]``
-   (``tuning.cc``: Simple 512, LL 512, LL128 640; ``device.h``) and ``threadThresholds``
-   (``comm.h``: LL 8, LL128 8, Simple 64; ring LL x nRanks, ``tuning.cc``). NVLS and
-   NVLSTree run on ``comm->nvlsChannels`` = 16 on sm90, 24/32 on sm100
-   (``src/transport/nvls.cc ncclNvlsTuning``, ``NVLS_NCHANNELS_SM90``). An NCCL block uses
-   512-640 threads and most of the SM's shared memory (``NCCL_LL128_SHMEM_SIZE``,
-   ``ncclShmemScratchWarpSize``), so a GEMM block does not fit beside it: the SM share taken
-   is ``s = nc / num_sms``.
-3. **HBM streamed by the collective**, bytes per GPU per collective: a ring/tree all-reduce
-   writes every received chunk into its FIFO (``(n-1)/n x S`` in each of the reduce-scatter
-   and all-gather halves), reads it back (same), reads its own input in the reduce-scatter
-   half (``(n-1)/n x S``) and writes the result (``S``, counted once): about
-   ``(5(n-1)+1)/n x S`` (``src/device/prims_simple.h`` / ``all_reduce.h runRing``). NVLS
-   reduces in the switch: each GPU's buffer is read once (``multimem.ld_reduce``) and
-   written once (``multimem.st``): ``2 S``. Line overhead per protocol: LL sends a flag with
-   every 8 data bytes (x2), LL128 120 of 128 bytes (x128/120), Simple x1. Rate:
-   ``h = bytes / t / hbm_bytes_per_s``.
-4. **Compute slowdown while the collective runs**: the backward's time splits into a
-   compute-bound share ``1 - phi`` that loses ``s`` of the SMs (``1 / (1 - s)``) and a
-   memory-bound share ``phi`` whose kernels ask ``m`` of the HBM bandwidth (``m`` =
-   ``memory_efficiency``, 0.75, the retime assumption); with the collective's ``h`` beside
-   it HBM is shared in proportion to demand, so those kernels slow by ``max(1, m + h)``::
-
-       compute_slowdown(S) = (1 - phi) / (1 - s) + phi * max(1, m + h)
-
-   ``phi`` (``memory_bound_fraction``, default 0.5) is the one input not taken from a source:
-   the uncertainty pass varies it.
-5. **Communication slowdown while compute runs**: during the memory-bound share the
-   collective gets ``h / (m + h)`` of what it asks, ``comm_slowdown = 1 + phi * (max(1, m +
-   h_max) - 1)`` with ``h_max`` the largest ``h`` over sizes (the bandwidth-bound buckets).
-
-The prior's ``compute_slowdown`` is the largest ``compute_slowdown(S)`` over sizes
-``2^(k/4)`` bytes up to 4 GiB, and its table gives each size its share
-``(compute_slowdown(S) - 1) / (compute_slowdown - 1)``: a 64 KiB LL all-reduce on two
-channels barely slows the backward, a 25 MiB one takes its full share.
+The prior's ``compute_slowdown`` is the largest over sizes ``2^(k/4)`` B up to 4 GiB, and its
+table gives each size its share ``(compute_slowdown(S) - 1) / (compute_slowdown - 1)``.
 """
 
 from __future__ import annotations
@@ -64,11 +32,8 @@ from typing import Any
 from ddpsim.network import nccl
 from ddpsim.errors import InputError
 from ddpsim.network.interference import Interference
+from ddpsim.network.nccl_exec import MAX_THREADS, THREAD_THRESHOLD
 
-#: device.h v2.30.7: NCCL_SIMPLE_MAX_NTHREADS, NCCL_LL_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS
-MAX_THREADS = {"simple": 512, "ll": 512, "ll128": 640}
-#: comm.h: NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD
-THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
 #: nvls.cc: NVLS_NCHANNELS_SM90, NVLS_NCHANNELS_SM100 (several nodes), NVLS_NCHANNELS_SM100_NVL
 NVLS_CHANNELS_SM90 = 16
 NVLS_CHANNELS_SM100 = 32
@@ -93,7 +58,7 @@ def check_fraction(v: Any, key: str) -> None:
 
 
 def runtime_channels(system: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> int:
-    """Thread blocks (= SMs) NCCL launches for one all-reduce (module docstring, step 2)."""
+    """Thread blocks (= SMs) NCCL launches for one all-reduce (module docstring: one block per channel)."""
     if algo in ("nvls", "nvls_tree"):
         cc = system.compute_capability
         if cc >= 100:
@@ -108,7 +73,7 @@ def runtime_channels(system: nccl.NcclSystem, algo: str, proto: str, size_bytes:
 
 
 def hbm_bytes(algo: str, proto: str, size_bytes: int, num_ranks: int) -> float:
-    """HBM bytes one GPU reads and writes for one all-reduce (module docstring, step 3)."""
+    """HBM bytes one GPU reads and writes for one all-reduce (module docstring: HBM bytes streamed)."""
     n = num_ranks
     if algo in ("nvls", "nvls_tree"):
         base = 2.0 * size_bytes
@@ -162,7 +127,7 @@ def nccl_choice(system: nccl.NcclSystem, size_bytes: int, algorithm: str | None,
 
 def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes: int, *,
                           algorithm: str | None = None, protocol: str | None = None) -> CollectiveContention:
-    """Steps 1-4 of the module docstring for one all-reduce of ``size_bytes``."""
+    """The module docstring's derivation for one all-reduce of ``size_bytes``."""
     algo, proto, t_us, nc = nccl_choice(system, size_bytes, algorithm, protocol)
     if algo == "none" or size_bytes <= 0 or system.num_ranks < 2 or not math.isfinite(t_us) or t_us <= 0:
         return CollectiveContention(size_bytes=size_bytes, algorithm="none", protocol="none", channels=0,

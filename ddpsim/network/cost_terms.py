@@ -1,34 +1,15 @@
 """The scenario's ``cost_model`` block: which GPU cost terms apply and their values.
 
-Every term is on by default for an analytical NCCL model on GPUs (a preset, or a topology
-YAML giving ``sm_count``) and off for gloo and for calibrated models, whose measurements
-replace them::
-
-    cost_model:
-      contention: true              # compute-communication contention prior (ddpsim.network.contention)
-      memory_bound_fraction: 0.5    # backward's memory-bound share (the prior's phi)
-      memory_efficiency: 0.75       # HBM share a memory-bound kernel reaches (retime's assumption)
-      copy_kernels: true            # gradient copies as kernels: HBM x memory_efficiency, a floor each
-      min_kernel_s: 4.0e-6          # the floor: a kernel's launch and tail (retime's assumption)
-      host: true                    # CPU timeline with DDP's host costs (ddpsim.network.host_costs)
-      pre_forward_s: 100.0e-6       # and their values, seconds
-      hook_s_per_param: 8.0e-6
-      bucket_launch_s: 5.0e-6
-      enqueue_s: 10.0e-6
-      uncertainty: true             # re-simulate every point under the uncertain inputs (ddpsim.pipeline.resampling)
-
-The scenario file's ``cost_model`` section is declared in
-:class:`ddpsim.pipeline.scenario_schema.CostModelSection` (its defaults are this module's); a bad
-value stops with one line naming the key (``cost_model.memory_bound_fraction: 2 is not
-accepted; expected a number in [0, 1]``).
-
+Every term (contention prior, gradient copies as kernels, host costs, uncertainty pass) is on
+by default for an analytical NCCL model on GPUs and off for gloo and calibrated models, whose
+measurements replace them; the section is declared in
+:class:`ddpsim.pipeline.scenario_schema.CostModelSection` with this module's defaults.
 :func:`terms_in_force` is the policy every simulation's inputs go through
 (:func:`ddpsim.pipeline.inputs.build_point_inputs`): the interference (given, else the
 calibration's, else the contention prior), the gradient-copy bandwidth and kernel floor (the
-calibration's, else the device memory's share), and the host costs (the calibration's, else
-the spec's on an analytical NCCL model). A calibration is read by its attributes
-(``interference``, ``copy_bandwidth_bytes_per_s``, ``host_costs``), so this module does not
-import the calibration layer.
+calibration's, else the device memory's share) and the host costs (the calibration's, else the
+spec's on an analytical NCCL model). A calibration is read by its attributes, so this module
+does not import the calibration layer.
 """
 
 from __future__ import annotations

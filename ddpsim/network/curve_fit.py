@@ -1,21 +1,13 @@
 """Measured collective curves: a measured point and the curve fitted through such points.
 
-The lowest layer of calibration: it imports nothing of ddpsim above the foundation, so that the
-executor (which fits its own all-reduce points,
-:func:`executor.collectives_step.measure_ddp_overhead`) and :mod:`ddpsim.calibration.loader`
-share it.
-
-**Piecewise alpha-beta between measured sizes** (:func:`fit_curve`). The medians are first
-made non-decreasing in size (isotonic regression, weighted by ``num_samples``:
-``scipy.optimize.isotonic_regression``; a larger message never takes less time, so a noisy
-dip is pooled with its neighbour). Between two consecutive measured sizes the time is the
-straight line ``alpha_i + size / beta_i`` through both points (so every measured point is
-reproduced exactly and the model is continuous).
-Above the largest size the last segment's line extends (a bandwidth-bound regime); if that
-segment's slope is not positive, the global least-squares alpha-beta's bandwidth is used.
-Below the smallest size the time is that of the smallest size (latency-bound: smaller
-messages are not faster than the latency floor). A global alpha-beta (least squares on
-relative error, alpha >= 0: ``scipy.optimize.lsq_linear``) is also fitted and reported.
+The lowest layer of calibration, importing nothing of ddpsim above the foundation, so that the
+executor (:func:`executor.collectives_step.measure_ddp_overhead`) and
+:mod:`ddpsim.calibration.loader` share it. :func:`fit_curve`: the medians made non-decreasing in
+size (``scipy.optimize.isotonic_regression`` weighted by ``num_samples``), then piecewise
+alpha-beta through consecutive points (every point reproduced, continuous); above the largest
+size the last segment extends (the global fit's bandwidth if its slope is not positive), below
+the smallest the time is the smallest size's. A global alpha-beta (least squares on relative
+error, alpha >= 0, ``scipy.optimize.lsq_linear``) is also fitted and reported.
 """
 
 from __future__ import annotations

@@ -1,23 +1,19 @@
 """ddpsim's all-reduce time held against measured curves: each curve described by a preset, and
 the error of the model per size band.
 
-A public all-reduce curve (nccl-tests ``all_reduce_perf`` or ``torch.distributed.all_reduce``:
-time per message size on a named system, with its NCCL version and environment) is described by
-a preset, a node and rank count, ``--set`` options and a forced algorithm (:data:`CASES`), or
-named with the reason no preset can describe it. :func:`residuals` times every size of it with
-:func:`ddpsim.network.collective_cost.build_comm_model` (NCCL's choice of algorithm and protocol,
-:mod:`ddpsim.network.nccl_exec`'s time); :func:`band_stats` gives the median |error| and the
-median signed error (model / measured - 1) below 1 MiB, at 1-128 MiB (DDP's bucket sizes) and at
-256 MiB and above. Only ``normal`` curves (NCCL's own choice on a working system) and
-``forced_algo`` ones (scored with that algorithm forced) are scored; ``suspect`` and
-``pathological`` ones never, nor do they set a constant (:func:`fit_points`). Curves over a
-transport no preset models (EFA, GPUDirect-TCPXO, RCCL) are kept apart. The printing command is
-``benchmarks/bench_collective_score.py``; the curves and their sources are in
-``benchmarks/data/nccl-curves/``.
+A public all-reduce curve (nccl-tests ``all_reduce_perf`` or ``torch.distributed.all_reduce``,
+``benchmarks/data/nccl-curves/`` with its sources) is described by a preset, nodes, ranks,
+``--set`` options and a forced algorithm (:data:`CASES`), or named with why no preset can.
+:func:`residuals` times it with :func:`ddpsim.network.collective_cost.build_comm_model`;
+:func:`band_stats` gives the median |error| and median signed error per size band (< 1 MiB,
+1-128 MiB: DDP's buckets, >= 256 MiB). Only ``normal`` and ``forced_algo`` curves are scored and
+only ``normal`` ones set a constant (:func:`fit_points`); curves over a transport no preset models
+(EFA, GPUDirect-TCPXO, RCCL) are kept apart. Printed by ``benchmarks/bench_collective_score.py``.
 """
 
 from __future__ import annotations
 
+import collections
 import csv
 import gzip
 import itertools
@@ -32,12 +28,12 @@ from ddpsim.network.collective_cost import build_comm_model
 from ddpsim.network.comm_model import CommModel
 from ddpsim.network.collective_residuals import MID_HI_BYTES, MID_LO_BYTES
 from ddpsim.network.topology import build_preset
+from ddpsim.units import KIB, MIB
 
-MiB = 1 << 20
-BANDS = (("<1MiB", 0, MiB), ("1-128MiB", MiB, 128 * MiB + 1), (">=256MiB", 256 * MiB, 1 << 50))
+BANDS = (("<1MiB", 0, MIB), ("1-128MiB", MIB, 128 * MIB + 1), (">=256MiB", 256 * MIB, 1 << 50))
 WITHIN = 0.15
 #: the sizes the step overheads are fitted on, and the grid searched (µs)
-FIT_LO, FIT_HI = 64 * 1024, 128 * MiB
+FIT_LO, FIT_HI = 64 * KIB, 128 * MIB
 GRID = {"ll_round_trip": (0.5, 1.0, 1.5, 2.0), "ll128": (2.0, 4.0, 6.0, 8.0, 12.0, 16.0),
         "simple": (2.0, 4.0, 6.0, 8.0, 12.0)}
 
@@ -168,9 +164,7 @@ def fit_points(meta: list[dict], points: dict, exclude: str | None = None) -> li
     out = []
     chosen = [(m, case) for m, case in scored(meta)
               if m["category"] == "normal" and not case.transport and system_key(m) != exclude]
-    per_system: dict[str, int] = {}
-    for m, _ in chosen:
-        per_system[system_key(m)] = per_system.get(system_key(m), 0) + 1
+    per_system = collections.Counter(system_key(m) for m, _ in chosen)
     for m, case in chosen:
         pts = [(s, t) for s, t in points[m["curve_id"]] if FIT_LO <= s <= FIT_HI]
         if pts:
@@ -226,7 +220,7 @@ def diagnose_line(res: list[tuple[int, float, float, str]]) -> str:
             by.setdefault(ap, []).append(tm / t - 1)
     parts = [f"{ap} {100 * statistics.median(e):+.0f}% ({len(e)})" for ap, e in sorted(by.items())]
     s, t, tm, ap = res[-1]
-    return (f"1-128 MiB by algo/proto: {', '.join(parts) or '-'}; largest size {s / MiB:g} MiB "
+    return (f"1-128 MiB by algo/proto: {', '.join(parts) or '-'}; largest size {s / MIB:g} MiB "
             f"{100 * (tm / t - 1):+.1f}% {ap}")
 
 

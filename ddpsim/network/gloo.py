@@ -1,29 +1,17 @@
 """gloo's ring all-reduce for CPU tensors, as a closed form.
 
-``ProcessGroupGloo::allreduce`` on dense CPU tensors calls ``gloo::allreduce`` with no
-algorithm set, which runs ``ring()`` (gloo/allreduce.cc, commit cc441984):
+``ProcessGroupGloo::allreduce`` on dense CPU tensors runs ``gloo::allreduce``'s ``ring()``
+(gloo/allreduce.cc, commit cc441984): segments of at most ``kMaxSegmentSize`` = 1 MiB,
+``numSegments = roundUp(max(ceil(S / maxSegmentBytes), 2P), P)``, a reduce-scatter (summing
+each received segment on the CPU) then an all-gather of ``numSegments - numSegments/P``
+transfers each. Model (an assumption from the loop bounds): every transfer pays the hop's
+latency in full plus its bytes at the hop's bandwidth, the reduction its bytes at the reduce
+bandwidth::
 
-* P ranks, S bytes of elements of ``element_size_bytes``;
-  ``maxSegmentBytes = elementSize * max(1, kMaxSegmentSize / elementSize)``, kMaxSegmentSize = 1 MiB;
-  ``numSegments = roundUp(max(ceil(S / maxSegmentBytes), 2P), P)``;
-  ``segmentBytes = roundUp(ceil(S / numSegments), elementSize)``.
-* reduce-scatter then all-gather, each ``numSegments - numSegments/P`` segment transfers
-  per rank (plus 2 drain iterations without data). Bytes sent per rank
-  ``2 * (numSegments - numSegments/P) * segmentBytes`` ~ ``2 (P-1)/P * S``.
-* the reduce-scatter sums each received segment on the CPU.
+    time_s = 2 * (numSegments - numSegments/P) * (hop_latency_s + segmentBytes / hop_bandwidth)
+           + (numSegments - numSegments/P) * segmentBytes / reduce_bandwidth
 
-Model (our assumption, derived from the loop bounds): each segment transfer costs the
-ring hop's latency plus ``segmentBytes / hop bandwidth``; two transfers in flight hide
-nothing of the bandwidth term (the link is busy either way) and we charge the latency per
-hop in full (small tensors: ``4 (P-1)`` hops, latency-bound); the reduction adds
-``reduced bytes / reduce bandwidth``::
-
-    hops      = 2 * (numSegments - numSegments/P)
-    time_s    = hops * (hop_latency_s + segmentBytes / hop_bandwidth)
-              + (numSegments - numSegments/P) * segmentBytes / reduce_bandwidth
-
-Broadcast (``gloo::broadcast`` via ProcessGroupGloo): modelled as a binomial tree,
-``ceil(log2 P)`` rounds of ``latency + S / bandwidth``.
+Broadcast (``gloo::broadcast``): a binomial tree, ``ceil(log2 P)`` rounds of ``latency + S / bandwidth``.
 """
 
 from __future__ import annotations

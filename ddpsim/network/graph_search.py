@@ -1,22 +1,14 @@
 """NCCL's channel search (NCCL v2.30.7 ``src/graph/search.cc``, ``ncclTopoCompute``) on a topology graph.
 
-Each ring channel goes through the ranks' devices (and, across hosts, through NIC
-``c mod num_nics`` of every host on its rail: in at the device nearest the NIC, out from the
-next-nearest); the load a channel puts on every directed link comes from equal-cost shortest
-paths (ECMP split, :class:`ddpsim.network.routing.Router`); the search tries NCCL's per-channel
-speeds (``src/graph/search.cc`` speed arrays), highest first, keeps as many channels as every
-link can carry (a NIC or an oversubscribed spine shared by several rings lowers it), and
-duplicates channels as ``ncclTopoDupChannels`` does. The tree is searched on its own
-(BALANCED_TREE with the ring's channel count, ``src/init.cc``: a chain through each host's GPUs,
-in from the NIC, back to it half from each of the first two GPUs; on Hopper and newer the plain
-TREE when the balanced one does not fit; pass 2 raising ``bwIntra`` up to 2 x ``bwInter``).
-NVLS needs an NVLS-capable NVSwitch and compute capability >= 90. The result,
-:class:`GraphInfo`, feeds NCCL's tuning model (:mod:`ddpsim.network.nccl`) in
-:mod:`ddpsim.network.collective_cost`.
-
-Identical hosts share their part of every search (:mod:`ddpsim.network.host_classes`), and
-link loads are summed as :mod:`ddpsim.network.link_loads` describes: the search costs about
-the same per host at 4 nodes as at 4,096, with the same result as walking every host.
+A ring channel goes through the ranks' devices and, across hosts, NIC ``c mod num_nics`` of every
+host; its load on each directed link comes from ECMP shortest paths
+(:class:`ddpsim.network.routing.Router`). The search tries NCCL's per-channel speeds (speed
+arrays), highest first, keeps as many channels as every link carries, and duplicates them as
+``ncclTopoDupChannels`` does. The tree is searched on its own (BALANCED_TREE, ``src/init.cc``; the
+plain TREE on Hopper+ when it does not fit; pass 2 raising ``bwIntra`` up to 2 x ``bwInter``); NVLS
+as ``ncclTopoSearchTryNvls``. The :class:`GraphInfo` feeds :mod:`ddpsim.network.nccl`. Identical
+hosts share their part (:mod:`ddpsim.network.host_classes`, :mod:`ddpsim.network.link_loads`), with
+the same result as walking every host. Details: docs/MODEL.md, "NCCL's channel search".
 """
 
 from __future__ import annotations
@@ -65,6 +57,24 @@ def _start_index(speeds: tuple[float, ...], max_bw: float, channels: int, total_
     return idx
 
 
+def _first_pass(speeds: tuple[float, ...], idx: int, channels_at: Callable[[float], int], total_bw: float, *,
+                better: Callable[[int, float, int, float], bool],
+                done: Callable[[int], bool] = lambda c: False) -> tuple[int, float]:
+    """ncclTopoCompute's first pass from ``speeds[idx]`` down: the best (channels, speed) by
+    ``better``, stopping at ``done(channels)``, at ``nChannels * bw >= total_bw`` or when the
+    next speed is <= 0.49 of the best."""
+    best_c, best_s = 0, 0.0
+    while True:
+        c = channels_at(speeds[idx])
+        if better(c, speeds[idx], best_c, best_s):
+            best_c, best_s = c, speeds[idx]
+        if done(best_c) or (best_c and best_c * best_s >= total_bw - 1e-9):
+            return best_c, best_s
+        if not (idx < len(speeds) - 1 and (best_c == 0 or speeds[idx + 1] / best_s > 0.49)):
+            return best_c, best_s
+        idx += 1
+
+
 def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float], str], speeds: tuple[float, ...], *,
             max_bw: float, total_bw: float, min_channels: int, cc: int, allow_dup: bool, max_channels: int) -> ChannelSearch:
     """ncclTopoCompute, reduced to how many channels fit at a speed (``channels_at(s)``: the
@@ -73,19 +83,8 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
     ``max_bw`` or with ``speed * min_channels > total_bw``), keep the most channels, stop at
     ``nChannels * bw >= total_bw`` or when the next speed is <= 0.49 of the best found; then
     ncclTopoDupChannels."""
-    idx = _start_index(speeds, max_bw, min_channels, total_bw)
-    best_c, best_s = 0, 0.0
-    while True:
-        s = speeds[idx]
-        c = channels_at(s)
-        if c * s > best_c * best_s + 1e-9:
-            best_c, best_s = c, s
-        if best_c and best_c * best_s >= total_bw - 1e-9:
-            break
-        if idx < len(speeds) - 1 and (best_c == 0 or speeds[idx + 1] / best_s > 0.49):
-            idx += 1
-            continue
-        break
+    best_c, best_s = _first_pass(speeds, _start_index(speeds, max_bw, min_channels, total_bw), channels_at, total_bw,
+                                 better=lambda c, s, bc, bs: c * s > bc * bs + 1e-9)
     bneck = worst_at(best_c, best_s) if best_c else ""
     if allow_dup and best_c and best_s >= 25.0 and not (cc > 80 and best_s < 50.0 and best_c > 4):
         dup = min(2 * best_c, max_channels)
@@ -179,11 +178,6 @@ def _ring_order(devs: tuple, entry: Any, exit_: Any) -> list:
     i = devs.index(entry)
     middle = [d for d in devs[i + 1:] + devs[:i] if d != exit_]
     return [entry, *middle] + ([exit_] if exit_ != entry else [])
-
-
-def _fabric(hosts: Hosts) -> Emitter:
-    """Channel c from host i's NIC ``c mod num_nics`` to the next host's."""
-    return hosts.add_route
 
 
 def _inbound(hosts: Hosts) -> Emitter:
@@ -361,7 +355,7 @@ def _by_nic(hosts: Hosts, num_channels: int, make: Callable[[int], ChannelLoads]
 
 
 def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw: Any) -> ChannelSearch:
-    fabric = _fabric(hosts) if hosts.multi else None
+    fabric = hosts.add_route if hosts.multi else None
     inbound = _inbound(hosts) if hosts.multi else None
     channels = _by_nic(hosts, kw["max_channels"], lambda c: _channel(hosts, c, own, fabric, inbound))
     util, worst = prefix_utilisation(channels, hosts.links, [cl.rep for cl in hosts.classes])
@@ -383,7 +377,7 @@ def _mesh_ring(devs: tuple, mesh: dict[tuple, float], speeds: tuple[float, ...],
 
 def _tree_totals(hosts: Hosts, num_channels: int, balanced: bool) -> Totals:
     intra, inter = _tree_emitters(hosts, num_channels, balanced)
-    fabric = _fabric(hosts) if hosts.multi else None
+    fabric = hosts.add_route if hosts.multi else None
     li = [_channel(hosts, c, intra, None, None) for c in range(num_channels)]
     le = [_channel(hosts, c, inter, fabric, None) for c in range(num_channels)] if hosts.multi else []
     return Totals(li, le, hosts.links, hosts.member_names, len(hosts.classes))
@@ -418,7 +412,7 @@ def _nvls_totals(hosts: Hosts, max_channels: int) -> Callable[[int], Totals]:
     """The loads of the first k NVLS channels (:class:`Totals`, made on first use)."""
     intra, inter = _nvls_emitters(hosts)
     if hosts.multi:
-        fabric, inbound = _fabric(hosts), _inbound(hosts)
+        fabric, inbound = hosts.add_route, _inbound(hosts)
         li = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, intra, None, None))
         le = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, inter, fabric, inbound))
     else:
@@ -446,18 +440,9 @@ def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, m
             if first(k).fits(s_intra, s_inter):
                 return k
         return 0
-    idx = _start_index(speeds, max_bw, min_channels, search_total_bw)
-    best_c, best_s = 0, 0.0
-    while True:
-        c = most(speeds[idx], speeds[idx])
-        if c > best_c:
-            best_c, best_s = c, speeds[idx]
-        if best_c == max_channels or (best_c and best_c * best_s >= total_bw - 1e-9):
-            break
-        if idx < len(speeds) - 1 and (best_c == 0 or speeds[idx + 1] / best_s > 0.49):
-            idx += 1
-            continue
-        break
+    best_c, best_s = _first_pass(speeds, _start_index(speeds, max_bw, min_channels, search_total_bw),
+                                 lambda s: most(s, s), total_bw, better=lambda c, s, bc, bs: c > bc,
+                                 done=lambda c: c == max_channels)
     if not best_c:
         return 0, 0.0, 0.0
     idx = next((i for i, s in enumerate(speeds) if s <= best_s + 1e-9), len(speeds) - 1)

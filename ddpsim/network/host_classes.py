@@ -1,19 +1,12 @@
 """The hosts of a communicator, and the classes of identical hosts that share their search.
 
-NCCL searches one graph for the whole communicator; on a cluster of N identical nodes every
-node's part of a channel is the same, up to the names of its elements. ddpsim's search
-(:mod:`ddpsim.network.graph_search`) exploits it: hosts whose elements, attributes, links, ranks
-and NICs match position by position (:func:`same_host`) form a class, and the loads a channel
-puts on a class member's own links are computed once, on the class's representative. Only
-the fabric between hosts (NIC to NIC routes) is walked host by host. That keeps the search
-linear in the number of hosts with a small constant, and exact: every member's links carry
-the same sums, added in the same order, as when each host is walked on its own. Hosts a preset
-built as copies of host 0 (:func:`ddpsim.network.graph_build.host_copies`) match one another
-without that comparison when their ranks sit on the same local ranks.
-
-Host 0 is never shared (its inbound hop closes the ring, after every other host's), nor is a
-host with a link between two of its NICs; those are walked one by one. When a route leaves
-its host (a custom fabric re-entering a host), the search walks every host
+On N identical nodes every node's part of a channel is the same up to names: hosts whose
+elements, attributes, links, ranks and NICs match position by position (:func:`same_host`; a
+preset's copies of host 0, :func:`ddpsim.network.graph_build.host_copies`, without comparing)
+form a class whose own links' loads are computed once, on its representative; only the fabric is
+walked host by host. Exact (every member's links carry the same sums in the same order) and
+linear in the hosts. Host 0 (its inbound hop closes the ring) and hosts with a link between two
+of their NICs are walked one by one; a route leaving its host makes the search walk every host
 (:func:`ddpsim.network.graph_search.search_graphs`).
 """
 

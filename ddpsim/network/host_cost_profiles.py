@@ -1,48 +1,18 @@
 """DDP's per-bucket host costs measured on torch.profiler traces, and the defaults derived from them.
 
-What a bucket costs the CPU beyond its all-reduce kernel, as the Reducer pays it
-(``torch/csrc/distributed/c10d/reducer.cpp``, ``ProcessGroupNCCL.cpp``), read from one rank's
-Kineto trace (:func:`ddpsim.trace.profile.kineto.read_profile`, steps from
-:func:`ddpsim.trace.profile.steps.profiler_steps`). In the backward, each gradient's
-``autograd::engine::evaluate_function: torch::autograd::AccumulateGrad`` span holds the
-``AccumulateGrad`` op and, after it, DDP's hook on the same thread:
-
-* **hook** (``hook_s_per_param``): the span minus the ``AccumulateGrad`` op, for a gradient that
-  launches no bucket: ``Reducer::autograd_hook`` -> ``mark_variable_ready_dense``, the gradient's
-  copy into its bucket view with the division fused (``torch::distributed::reducer::mul_out``, one
-  kernel launch) and the Reducer's bookkeeping;
-* **enqueue** (``enqueue_s``): the ``record_param_comms`` inside a bucket's ``c10d::allreduce_``:
-  ``ProcessGroupNCCL::collective`` (``syncStream``, the ``WorkNCCL`` and its events,
-  ``ncclAllReduce``'s host path ``nccl:all_reduce`` and its ``cudaLaunchKernelExC``);
-* **bucket launch** (``bucket_launch_s``): what the gradient that makes a bucket ready pays beyond
-  a plain hook and the enqueue: ``mark_bucket_ready`` -> ``all_reduce_bucket`` -> ``run_comm_hook``
-  (the ``GradBucket``, the default hook's future) and the dispatch of ``c10d::allreduce_``.
-
-A bucket of ``n`` gradients thus costs the host ``n * hook + bucket launch + enqueue``
-(:func:`model_bucket_s`), the engine's charge (:mod:`ddpsim.engine.reducer` ``autograd_hook``,
-``launch_plain_bucket``; :mod:`ddpsim.engine.timeline` for the enqueue).
-
-**copy back** (``copy_back_s_per_param``): finalize's copy of each bucket into its gradients
-(``torch.distributed.ddp.reducer::copy_bucket_to_grad``, one per parameter, in
-``Reducer::finalize_backward`` on the CPU after the last bucket's wait), charged by the engine at
-finalize (:mod:`ddpsim.engine.reducer`).
-
-**The profiler's own cost.** Every profiled op and CUDA call runs ``RecordFunction``'s callbacks and
-Kineto's recording, and that time falls inside the span of the op that holds it. Per profile the
-cost of one nested event is estimated as the median span of ``aten::as_strided`` (a view: no kernel,
-no allocation; its span is its body plus part of the callbacks), and each measured term is
-corrected by that times the events nested in it. The estimate is a lower bound of the profiler's
-cost per event (the callbacks before the start and after the end of the cheap op's own span are not
-seen), so the corrected terms remain upper bounds of the unprofiled costs.
-
-**Waits on the device.** A CUDA call that takes longer than its name's median over the profile is
-the CPU blocked on a full launch queue (the device is behind: GPU-bound steps), not host work; the
-excess is removed from the span that holds it.
-
-**A slower host** runs every op slower by about the same factor, its speed
-(:func:`host_speed`): the probe op's median span over the median of the profiles'. A profile whose
-speed exceeds :data:`HOST_BOUND_FACTOR` (a loaded or throttled CPU: host-bound) is reported but
-takes no part in the defaults (:func:`derive_defaults`).
+From one rank's Kineto trace (:func:`ddpsim.trace.profile.kineto.read_profile`,
+:func:`ddpsim.trace.profile.steps.profiler_steps`), what a bucket costs the CPU as the Reducer
+pays it (``reducer.cpp``, ``ProcessGroupNCCL.cpp``): the **hook** (an ``AccumulateGrad``
+evaluate-function span minus its ``AccumulateGrad`` op, for a gradient launching no bucket),
+the **enqueue** (``record_param_comms`` inside ``c10d::allreduce_``), the **bucket launch** (what
+the gradient making a bucket ready pays beyond both) and the **copy back**
+(``copy_bucket_to_grad`` per parameter at finalize); a bucket of ``n`` gradients costs
+``n * hook + bucket launch + enqueue`` (:func:`model_bucket_s`, as :mod:`ddpsim.engine.reducer`
+charges it). Each span is corrected by the profiler's own cost per nested event (the median span
+of ``aten::as_strided``, a lower bound, so the terms stay upper bounds) and by a CUDA call's
+excess over its name's median (a full launch queue, not host work). A host's speed
+(:func:`host_speed`) is its probe op's median over the profiles'; a profile past
+:data:`HOST_BOUND_FACTOR` is host-bound, reported but left out of :func:`derive_defaults`.
 """
 
 from __future__ import annotations
@@ -126,6 +96,10 @@ class _Nested:
         ts = self.starts.get(op.tid, [])
         return bisect_right(ts, op.ts + op.dur) - bisect_left(ts, op.ts) - 1  # the op itself excluded
 
+    def host_us(self, op: CpuOp, o_us: float) -> float:
+        """``op``'s span less the profiler's ``o_us`` per nested event and its blocked CUDA calls."""
+        return op.dur - self.count(op) * o_us - self.blocked_us(op)
+
     def blocked_us(self, op: CpuOp) -> float:
         ts = self.call_ts.get(op.tid, [])
         lo, hi = bisect_left(ts, op.ts), bisect_right(ts, op.ts + op.dur)
@@ -142,7 +116,7 @@ def _within(inner: CpuOp, outer: CpuOp) -> bool:
 
 def _step_buckets(ops: Sequence[CpuOp], step: int, nested: _Nested, o_us: float) -> list[BucketHost]:
     """The buckets of one step: gradients' hooks in ready order, cut after each one that launches."""
-    cost = lambda op: op.dur - nested.count(op) * o_us - nested.blocked_us(op)  # noqa: E731 - microseconds
+    cost = lambda op: nested.host_us(op, o_us)  # noqa: E731
     accs = [o for o in ops if o.name == ACCUMULATE_GRAD]
     launches = [o for o in ops if o.name == ALLREDUCE_OP]
     comms = [o for o in ops if o.name == COMMS_OP]
@@ -164,8 +138,7 @@ def _step_buckets(ops: Sequence[CpuOp], step: int, nested: _Nested, o_us: float)
 
 def probe_op_us(prof: KinetoProfile) -> float:
     """The median span of :data:`PROBE_OP` in ``prof`` (microseconds; 0 when it has none)."""
-    probe = [o.dur for o in prof.cpu_ops if o.name == PROBE_OP]
-    return statistics.median(probe) if probe else 0.0
+    return _median_s([o.dur for o in prof.cpu_ops if o.name == PROBE_OP])
 
 
 def measure(profile: KinetoProfile | str | Path, *, correct: bool = True) -> ProfileHostCosts:
@@ -181,8 +154,7 @@ def measure(profile: KinetoProfile | str | Path, *, correct: bool = True) -> Pro
         buckets += _step_buckets([o for o in ops if w.start <= o.ts < w.end], n, nested, o_us)
     plain = [h for b in buckets for h in b.hooks_s[:-1]]
     hook = _median_s(plain)
-    copy_back = [cost for o in prof.cpu_ops if o.name == COPY_BUCKET_TO_GRAD
-                 for cost in [(o.dur - nested.count(o) * o_us - nested.blocked_us(o)) * 1e-6]]
+    copy_back = [nested.host_us(o, o_us) * 1e-6 for o in prof.cpu_ops if o.name == COPY_BUCKET_TO_GRAD]
     return ProfileHostCosts(source=str(prof.path), probe_op_s=probe_op_us(prof) * 1e-6, buckets=tuple(buckets),
                             hook_s_per_param=hook,
                             bucket_launch_s=max(0.0, _median_s([b.hooks_s[-1] - b.enqueue_s - hook for b in buckets])),

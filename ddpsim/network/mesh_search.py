@@ -2,24 +2,14 @@
 hybrid cube-mesh, NVLink-bridged pairs of PCIe cards).
 
 NCCL (v2.30.7, ``src/graph/search.cc`` ``ncclTopoSearchRec``) builds a ring channel as a cycle
-through every GPU along GPU-to-GPU paths of the required type (NVLink first, ``PATH_NVL``),
-and takes the channel's speed off the bandwidth left on every link it uses (``followPath``):
-a link of two NVLinks (2 x 20.0 GB/s on Volta, ``SM70_NVLINK_BW``) carries two channels at
-20 GB/s in each direction, one of one NVLink a single one. Channels are added one at a time
-until none fits; a tree channel is a chain (a path through every GPU) found the same way.
-Here each channel is found by a depth-first search that goes to the neighbour with the most
-bandwidth left first (then in rank order), as NCCL's search prefers the widest links.
-
-The search is bounded as NCCL's is (``NCCL_SEARCH_TIMEOUT``, search.cc): every candidate cycle
-tried counts one step, at most :data:`MAX_STEPS` per packing, and a packing that the greedy
-first pass (the depth-first search's first leaf) already completes stops there. A fully
-connected mesh of equal links (8 GPUs with one link to each of the 7 others: AMD's MI300X
-platform) is not enumerated (its 5,040 cycles would be packed against each other): its rings
-are symmetric, each an undirected Hamiltonian cycle taken both ways, found greedily in rank
-order on the links no earlier one uses. A complete graph of n GPUs holds floor((n - 1) / 2)
-such cycles (each takes two of a GPU's n - 1 links), so 2 x floor((n - 1) / 2) rings per link
-unit: 6 on 8 GPUs, every link but a perfect matching used. Rings that share no link are packed
-greedily, which is then optimal.
+through every GPU along NVLink paths (``PATH_NVL``), a tree channel as a chain, each taking its
+speed off the bandwidth left on the links it uses (``followPath``: two NVLinks, ``SM70_NVLINK_BW``
+each, carry two channels), adding channels until none fits. Here each channel is a depth-first
+search preferring the neighbour with most bandwidth left (then rank order), bounded as
+``NCCL_SEARCH_TIMEOUT`` bounds NCCL's (:data:`MAX_STEPS` candidate cycles per packing; a packing
+the greedy first leaf completes stops there). A complete mesh of equal links (AMD MI300X's 8
+GPUs) is not enumerated: its ``2 x floor((n - 1) / 2)`` symmetric rings (Hamiltonian cycles taken
+both ways, on links no earlier one uses) are found greedily in rank order, which is optimal.
 """
 
 from __future__ import annotations

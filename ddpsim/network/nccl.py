@@ -1,26 +1,14 @@
 """NCCL's own cost model (``src/graph/tuning.cc``), pinned to **NCCL v2.30.7**.
 
-Pure functions of plain numbers: given the graph search's result (``nChannels``, the
-per-channel bandwidths ``bwIntra``/``bwInter``, whether intra-node paths are NVLink), the
-number of ranks and nodes, they return NCCL's latency (µs), algorithm bandwidth (GB/s) and
-predicted time of every (algorithm, protocol) pair, and NCCL's choice: the minimum time
-(``enqueue.cc topoGetAlgoInfo``). Formulas and constants: ``src/graph/tuning.cc``
-(``ncclTopoTuneModel``: base latencies, hardware latencies, per-channel bandwidths, the
-algorithm bandwidth and latency of each pattern), ``src/graph/search.cc`` (speed arrays) and
-``src/graph/topo.h`` (link bandwidths).
-
-Units inside this module follow NCCL (µs and GB/s = 1000 bytes/µs); :mod:`ddpsim.network.collective_cost`
-converts to seconds and bytes/s at its boundary.
-
-Not modelled: CollNet/SHARP (CollNetDirect/Chain, NVLS across nodes), PAT (never used for
-all-reduce), tuner plugins, grouped operations (``latCount`` = 1), forced channel counts.
-The 0.85 factor of a tree whose search fell back to the plain TREE pattern
-(``comm->maxTreePattern == NCCL_TOPO_PATTERN_TREE``) applies when the graph says so
-(``NcclGraph.simple_tree``, from :func:`ddpsim.network.graph_search.search_graphs`).
-
-One addition NCCL does not make for all-reduce: ``hierarchical`` (intra-node reduce-scatter,
-inter-node all-reduce over the NICs, intra-node all-gather), costed from the same
-constants, never chosen automatically, available when forced.
+Pure functions of the graph search's result (``nChannels``, ``bwIntra``/``bwInter``, NVLink or
+not), the ranks and the nodes: NCCL's latency (µs), algorithm bandwidth (GB/s) and time of every
+(algorithm, protocol), and NCCL's choice, the fastest (``enqueue.cc topoGetAlgoInfo``). Formulas
+and constants: ``tuning.cc`` ``ncclTopoTuneModel``, ``search.cc`` (speed arrays), ``topo.h`` (link
+bandwidths); the plain TREE pattern's 0.85 (``maxTreePattern == NCCL_TOPO_PATTERN_TREE``) applies
+when the graph says so (``NcclGraph.simple_tree``). Units follow NCCL (µs, GB/s = 1000 bytes/µs);
+:mod:`ddpsim.network.collective_cost` converts. Not modelled: CollNet/SHARP, PAT, tuner plugins,
+grouped operations (``latCount`` = 1), forced channel counts. Added, never chosen by itself:
+``hierarchical`` (intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather).
 """
 
 from __future__ import annotations

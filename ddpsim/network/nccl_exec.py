@@ -1,48 +1,23 @@
 """The time of an NCCL all-reduce from how NCCL executes it, for the configuration NCCL chose.
 
-:mod:`ddpsim.network.nccl` keeps NCCL's choice of algorithm and protocol (``tuning.cc``,
-``enqueue.cc topoGetAlgoInfo``); its estimate (``ncclTopoGetAlgoTime``) is a ranking key. This
-module times the chosen configuration from its execution:
+:mod:`ddpsim.network.nccl` keeps NCCL's choice (``tuning.cc``, ``enqueue.cc topoGetAlgoInfo``;
+its ``ncclTopoGetAlgoTime`` is a ranking key); this times the choice from its execution: the
+run-time channels and threads (``connect.cc ncclTopoPostset``, ``topoGetAlgoInfo``), chunks and
+slices of ``NCCL_STEPS`` = 8 slots (``calcCollChunking``, ``device.h``, ``collectives.h``), the
+pipeline steps of ``device/all_reduce.h`` (``runRing``, ``runTreeUpDown``, ``runNvls``, with
+their fill), each step's hop latency (``tuning.cc`` ``hwLat``, ``getNetOverhead``), a per-step
+synchronisation for LL128 and Simple (:data:`STEP_OVERHEAD_US`, ``prims_ll128.h``,
+``prims_simple.h``) hidden by the slices in flight, LL's round trips (:data:`LL_ROUND_TRIP_US`,
+``prims_ll.h``), NCCL's per-channel bandwidth under the protocol's efficiency (without
+``treeCorrectionFactor``) and ``baseLat`` for the launch::
 
-* **Channels and threads at run time**: a communicator runs twice the search's ring / tree
-  channels (``connect.cc ncclTopoPostset``, :func:`comm_channels`); ``enqueue.cc topoGetAlgoInfo``
-  drops channels from those, then (ring) halves threads, while ``nBytes < nc * nt *
-  threadThreshold`` (LL 8 x nRanks on a ring, 8 on a tree; LL128 8; Simple 64; threads LL 512,
-  LL128 640, Simple 512 or 256 on a ring at most as fast as PCIe); NVLS keeps ``nvlsChannels``. A
-  channel runs at most at the search's per-channel bandwidth; all together at NCCL's bandwidth.
-  Each channel's share of the message sets its chunks, loops and LL round trips.
-* **Chunks and slices** (``calcCollChunking``, ``device.h``, ``collectives.h``): a step is one of
-  ``NCCL_STEPS`` = 8 buffer slots: LL 32 KiB of data (8 lines x 512 threads x 8 bytes), LL128
-  576,000 bytes (120 x 640 x 8, 15 of 16 words data), Simple 512 KiB, a ring Simple chunk 4 steps
-  in 2 slices; NVLS 128 KiB cut down for small sizes; NVLSTree 256 KiB and less.
-* **Pipeline steps** (``device/all_reduce.h``): a ring loop of nRanks chunks per channel takes
-  2(n-1) steps (``runRing``); a tree (``runTreeUpDown``) pipelines chunks up then down its
-  levels, its first chunk crossing the network levels before the rest follow (the fill); NVLS
-  (``runNvls``) reduces through the switch and broadcasts back, its first chunk of every head
-  crossing twice (the fill); NVLSTree adds the tree's levels between nodes (only
-  their fill counts: the node's NVLS part runs at NVLink speed).
-* **Per-step cost**: the hop latency of the link crossed (``tuning.cc`` ``hwLat`` per link type
-  and protocol, with the net proxy's ``getNetOverhead`` and the graph's inter-node latency as
-  ``tuning.cc`` adds them); for LL128 and Simple a synchronisation cost per step
-  (:data:`STEP_OVERHEAD_US`: waitPeer / postPeer, ``prims_ll128.h``, ``prims_simple.h``) that
-  the other slices in flight hide as slices grow (8 slots, 2 per Simple ring slice); NVLS's is in
-  ``tuning.cc``'s NVLS latency. LL has no handshake: threads store 8 data bytes per 16-byte line
-  with its flag and the receiver polls (``prims_ll.h``), ``threads x 8`` bytes per round trip
-  (:data:`LL_ROUND_TRIP_US`), a step's first round being its hop latency.
-* **Bandwidth**: NCCL's per-channel figure under the protocol's efficiency (``tuning.cc``: LL
-  1/2, LL128 0.92 and its caps), without the ranking-only ``treeCorrectionFactor``.
-* **Launch**: ``tuning.cc``'s ``baseLat`` per algorithm and protocol.
+    time = launch + hops x hop latency + first-pass syncs x exposed overhead
+         + bytes / bandwidth + LL's extra round trips + fill
 
-Time = launch + hops x hop latency + first-pass syncs x exposed overhead + bytes / bandwidth
-+ LL's extra round trips + fill: a message smaller than one loop still pays every step of the
-loop, so the ramp from the latency floor to the bandwidth comes out of the steps.
-
-Fitted, one value for every GPU generation and transport (``bench_collective_score.py --loso``
-prints each system's error with them fitted without it): :data:`LL_ROUND_TRIP_US`,
-:data:`STEP_OVERHEAD_US` of LL128 and Simple, on the ``normal`` InfiniBand / RoCE / NVLink /
-PCIe curves, never a ``suspect`` or ``pathological`` one. The best Simple value (12; 8 already)
-puts the published V100 check of ``tests/test_collectives.py`` past 10 %: 4 µs is used.
-Units as :mod:`ddpsim.network.nccl`: µs, GB/s = 1000 bytes/µs
+:data:`LL_ROUND_TRIP_US` and :data:`STEP_OVERHEAD_US` are fitted, one value for every GPU
+generation and transport, on the ``normal`` public curves (``bench_collective_score.py --loso``);
+Simple uses 4 us, not the fit's 12, which puts the V100 check of ``tests/test_collectives.py``
+past 10 %. Details: docs/MODEL.md, "Collective time". Units as :mod:`ddpsim.network.nccl`.
 """
 
 from __future__ import annotations
@@ -60,7 +35,8 @@ ALLREDUCE_CHUNKSTEPS = NCCL_STEPS // 2  # collectives.h
 ALLREDUCE_SLICESTEPS = NCCL_STEPS // 4
 NVLS_CHUNK_BYTES = 128 * 1024  # transport/nvls.cc NCCL_NVLS_CHUNKSIZE
 NVLS_TREE_MAX_CHUNK_BYTES = 256 * 1024
-#: enqueue.cc topoGetAlgoInfo: threads per channel and bytes per thread before adding channels
+#: enqueue.cc topoGetAlgoInfo: threads per channel (device.h NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS) and
+#: bytes per thread before adding channels (comm.h NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD)
 MAX_THREADS = {"ll": 512, "ll128": 640, "simple": 512}
 THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
 PCI_BW_GBPS = 24.0  # topo.h PCI_BW: a ring at most this fast runs Simple with 256 threads

@@ -1,92 +1,22 @@
 """Cluster topologies as plain networkx graphs.
 
-A topology is an undirected :class:`networkx.Graph` whose nodes are devices (the things a
-rank runs on: a GPU or a CPU rank), switches (NVSwitch, PCIe switch, host bridge, leaf,
-spine, Ethernet switch) and NICs, and whose edges are links. Every link is full duplex:
-its bandwidth is the **usable bandwidth per direction**, as NCCL's topology code models it
-for GPU links (``src/graph/topo.h``: NVLink 20.0 GB/s per A100 link, 20.6 per H100 link,
-PCIe x16 Gen4 24 / Gen5 48, NIC ``mbps/8000``), and as TCP delivers it for CPU links.
-
-Modelling assumptions (stated once):
-
-* The six (A100) or four (H100) NVSwitch chips of a DGX are one ``nvswitch`` node; a GPU's
-  edge to it carries all of its NVLinks (``num_links`` x per-link bandwidth).
-* Each GPU reaches its NIC through a PCIe switch (GPUDirect RDMA, NCCL path type PIX).
-* Multi-node fabrics are InfiniBand, either *rail-optimised* (NIC ``r`` of every node on
-  the leaf of rail ``r``) or a *two-level fat tree* (all NICs of a node on one leaf). Leaves
-  reach every spine; a leaf's uplink bandwidth is its downlink bandwidth divided by
-  ``oversubscription`` and spread evenly over the spines (ECMP).
-* The CPU/gloo preset puts ranks on hosts: ranks of one host talk through the kernel's TCP
-  loopback, hosts through one Ethernet NIC each and one Ethernet switch.
-
-The presets other than ``cpu-gloo`` are the systems of the hardware catalogue
-(:mod:`ddpsim.hardware.catalogue`, ``catalogue.yaml``: every figure with its datasheet or user
-guide); the graph carries NCCL's usable figure for each link. Besides those below: ``dgx-v100``
-(DGX-1: 8x V100-SXM2 in the NVLink hybrid cube-mesh, GPU-to-GPU edges of 1 or 2 links x 20.0 GB/s
-(SM70_NVLINK_BW), no NVSwitch; 4 PCIe Gen3 switches of 2 GPUs + 1 EDR 100 Gb/s NIC),
-``dgx-h200`` (as dgx-h100, H200-SXM-141GB), ``dgx-b200`` (18 NVLink5 x 40.1 GB/s
-(SM100_NVLINK_BW) = 721.8 GB/s into NVLink-SHARP switches), ``gb200-nvl72`` (a node is a rack:
-18 hosts, its compute trays of 4 GPUs with their own host bridge, PCIe and 4 NICs of 400 Gb/s,
-sharing one ``nvswitch`` element outside any host: the NVLink domain NCCL's multi-node NVLink
-spans), ``pcie-l40s`` (8x L40S on PCIe Gen4 x16, 2 per Gen5 switch with one 400 GbE NIC).
-
-Preset numbers and their sources (NCCL v2.30.7 ``src/graph/topo.h``/``topo.cc``, NVIDIA datasheets and DGX user guides):
-
-=============  =====================================================================================
-dgx-a100       8x A100-SXM4-80GB (HBM2e 2039 GB/s; NVIDIA A100 datasheet), cc 8.0; 12 NVLink3 links
-               per GPU x 20.0 GB/s (SM80_NVLINK_BW) = 240 GB/s into the NVSwitch; 4 PCIe Gen4 switches,
-               each 2 GPUs + 2 NICs, x16 = 24 GB/s (NCCL's Gen4 estimate); 8x ConnectX-6 HDR 200 Gb/s
-               = 25 GB/s (mbps/8000); AMD EPYC hosts; HDR switch QM8700, 40 ports; link latency
-               NVLink 0.6 us, PCIe 1.0 us (NCCL hwLat Ring/LL), IB 0.6 us ("sub-600ns", ConnectX-6).
-               ``nvlinks_per_gpu=8`` is the A800 (nccl#412).
-dgx-h100       8x H100-SXM5-80GB (HBM3 3.35 TB/s; NVIDIA H100 datasheet), cc 9.0; 18 NVLink4 links x
-               20.6 GB/s (SM90_NVLINK_BW) = 370.8 GB/s (nccl#1189 log ``NVL[370.8]``), NVLink-SHARP
-               (NVLS) NVSwitch; PCIe Gen5 x16 = 48 GB/s; 8x ConnectX-7 NDR 400 Gb/s = 50 GB/s
-               (``NET[50.0]``); Intel Xeon hosts; NDR switch QM9700, 64 ports.
-pcie           N GPUs (default 8), ``gpus_per_switch`` (4) per PCIe switch, one NIC per switch;
-               Gen4 (A100-PCIe-80GB, 1935 GB/s, 24 GB/s x16, HDR 200 Gb/s) or Gen5 (H100-PCIe-80GB,
-               2.0 TB/s, 48 GB/s x16, NDR 400 Gb/s). No NVLink.
-cpu-gloo       ``ranks_per_host`` (2) CPU ranks per host over TCP loopback (4 GB/s per direction,
-               15 us per message), hosts over 10 GbE (1.25 GB/s x 1448/1538 TCP payload share,
-               25 us); CPU reduction 4 GB/s, memory copy 10 GB/s. Defaults of our choosing (orders
-               of gloo#21, gloo#158): measure your machine with the executor and pass the
-               calibration instead.
-fabric         ``rail`` (default) or ``fat-tree``, two levels, leaf radix per switch above (half
-               the ports down), ``num_spines`` (4) spines, ``oversubscription`` (1.0) = leaf
-               downlink / uplink bandwidth.
-=============  =====================================================================================
-
-Node attributes (their names: the constants of :mod:`ddpsim.network.graph_attrs`, imported here):
-
-``kind``                       one of :data:`NODE_KINDS`
-``host``                       index of the host (node) the element belongs to; switches of the fabric: -1
-``local_rank``                 devices only: index of the device on its host
-``device_model``               devices only: e.g. ``"A100-SXM4-80GB"``
-``memory_bandwidth_bytes_per_s`` devices only: memory bandwidth used for gradient copy-in/out
-``compute_capability``         GPUs only: 80 (Ampere), 90 (Hopper); CPU ranks: 0
-``sm_count``                   GPUs only: streaming multiprocessors (A100 108, H100-SXM5 132,
-                               H100-PCIe 114; NVIDIA A100 / H100 whitepapers): the compute an NCCL
-                               kernel's blocks take away (:mod:`ddpsim.network.contention`)
-``reduce_bandwidth_bytes_per_s`` CPU ranks only: bytes/s one rank sums (gloo's reduction)
-``nvls``                       NVSwitch only: True when it can reduce in the switch (NVLink SHARP)
-``rail``                       NICs only: the NIC's index on its host
-
-Edge attributes:
-
-``bandwidth_bytes_per_s``      usable bandwidth per direction (> 0)
-``latency_s``                  one-way latency of the link (>= 0, seconds)
-``link_type``                  one of :data:`LINK_TYPES`; ``sys`` joins two CPU sockets' host
-                               bridges (NCCL's inter-CPU figures, ``src/graph/topo.h``: Intel
-                               Broadwell 6, Skylake 10, Sapphire Rapids 22, Emerald Rapids 40,
-                               AMD 16, Arm 6 GB/s)
-``num_links``                  NVLink edges: number of NVLinks bundled in the edge
-
-Graph attributes: ``name``, ``backend`` ("nccl" or "gloo"), ``num_nodes``, ``cpu_vendor``
-("intel" or "amd"; NCCL's tuning depends on it), ``description``.
+A topology is an undirected :class:`networkx.Graph`: its nodes are devices (a GPU or a CPU
+rank), switches (NVSwitch, PCIe switch, host bridge, leaf, spine, Ethernet switch) and NICs,
+its edges full-duplex links carrying their **usable bandwidth per direction**, as NCCL's
+topology code models GPU links (``src/graph/topo.h``/``topo.cc`` v2.30.7: NVLink per compute
+capability, PCIe x16 per generation, NIC ``mbps/8000``) and as TCP delivers it for CPU links.
+The presets are the systems of the hardware catalogue (``catalogue.yaml``, each figure with its
+datasheet or user guide) plus ``cpu-gloo`` (:class:`CpuGlooOptions`). An NVSwitch box's switch
+chips are one ``nvswitch`` node whose edge to a GPU bundles its NVLinks; a GPU reaches its NIC
+through a PCIe switch (GPUDirect RDMA, NCCL path PIX); hosts meet on an InfiniBand leaf/spine
+fabric, rail-optimised or a two-level fat tree, leaf uplinks = downlinks / ``oversubscription``
+spread over the spines (ECMP); cpu-gloo ranks talk through TCP loopback inside a host and one
+Ethernet NIC per host. Attribute names and meanings: :mod:`ddpsim.network.graph_attrs`.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 from pathlib import Path
 from typing import Any
@@ -97,6 +27,7 @@ from ddpsim.errors import InputError, shorten
 from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu, System
 from ddpsim.io import exists, read_yaml
+from ddpsim.network.comm_model import GBPS
 from ddpsim.network.graph_attrs import (BACKENDS, BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KINDS,  # noqa: F401 (re-exported)
                                         DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK, MEMORY_BANDWIDTH,
                                         NUM_LINKS, NVLS, RAIL, REDUCE_BANDWIDTH, SM_COUNT)
@@ -107,15 +38,11 @@ from ddpsim.network.topology_schema import (LINK_TYPES, NODE_KINDS, CpuGlooOptio
                                             check_num_nodes)
 from ddpsim.schema import Schema, validate
 
-FABRICS = ("rail", "fat-tree")
-
-GBPS = 1e9  # GB/s as NCCL prints them
-
 
 # --- NCCL's figures for the links the presets build (topo.h/topo.cc/tuning.cc, NVIDIA documents) ---
 #: NCCL topo.h per-NVLink bandwidth (GB/s, usable per direction) by compute capability, as
 #: ``ncclTopoNVLinkBw`` picks it (v2.30.7): SM60 18.0, SM70 20.0, SM80 20.0, SM86 12.0,
-#: SM90 20.6, SM100 40.1.
+#: SM90 20.6 (nccl#1189: 18 links ``NVL[370.8]``), SM100 40.1. ``nvlinks_per_gpu=8``: A800 (nccl#412).
 NVLINK_BW_GBPS = {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6, 100: 40.1}
 #: NCCL topo.cc PCIe x16 usable estimate per generation (GB/s): width*speed/80 with
 #: kvDictPciGen: Gen3 12, Gen4 24, Gen5 48, Gen6 96.
@@ -143,17 +70,8 @@ def gpu_link_bw_gbps(gpu: Gpu) -> float:
     NCCL's SM90 figure (20.6 GB/s) says nothing of these links: gfx942's compute capability 94
     would pick it.
 
-    RCCL (ROCm/rccl, a fork of NCCL) differs from the NCCL model here in ways this model does
-    not follow: its topology detection types an xGMI link as NVLink (``LINK_NVL``, so the
-    search, LL128 and the NVLink latencies apply as here) but gives it its own per-link
-    bandwidth table by GPU architecture (``src/graph/topo.h``: ``VEGA_XGMI_WIDTH`` 24,
-    ``MI200_XGMI_WIDTH`` 36, ``GFX94X_XGMI_WIDTH`` 48, ``GFX95X_XGMI_WIDTH`` 48 GB/s), not the
-    datasheet's; on gfx942/gfx950 nodes it uses its own ring and tree layouts for known node
-    models (``rome_models.cc``) and sets many more channels than NCCL's search finds (its
-    channel and thread counts per architecture, ``NCCL_MIN_NCHANNELS`` defaults), and it has
-    its own tuning tables and kernels (``ncclDevKernel_Generic``). The model here is NCCL's
-    search and tuning over the datasheet's links: an estimate of what the links carry, not of
-    RCCL's own choices.
+    RCCL's own xGMI widths, ring/tree layouts and tuning are not followed (docs/MODEL.md,
+    RCCL ``src/graph/topo.h``, ``rome_models.cc``).
     """
     nvl = gpu.nvlink
     if nvl is not None and nvl.fabric == "infinity-fabric":
@@ -420,14 +338,9 @@ def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None =
         name: one of :func:`presets` (the bundled ones: :data:`PRESETS`).
         num_nodes: number of hosts (>= 1); a GB200 NVL72 host is a rack (one NVLink domain).
         catalogue: the hardware catalogue (None: the bundled one).
-        **options: preset options. NVSwitch systems (``dgx-a100``, ``dgx-h100``, ``dgx-h200``,
-            ``dgx-b200``, ``gb200-nvl72``): gpus_per_node, nvlinks_per_gpu, nic_gbit, pcie_gen,
-            fabric ("rail" | "fat-tree"), oversubscription, leaf_radix, num_spines. NVLink mesh
-            (``dgx-v100``): gpus_per_node (the first GPUs of the mesh), nic_gbit, pcie_gen and the
-            fabric options. PCIe (``pcie``, ``pcie-l40s``): gpus_per_node, gpus_per_switch,
-            pcie_gen (``pcie``: 4 | 5), nic_gbit and the fabric options. ``cpu-gloo``:
-            ranks_per_host, loopback_gbps, loopback_latency_us, ethernet_gbit,
-            ethernet_latency_us, memory_gbps, reduce_gbps.
+        **options: preset options, the fields of :mod:`~ddpsim.network.topology_schema`'s
+            ``DgxOptions`` (NVSwitch systems), ``MeshOptions`` (``dgx-v100``), ``PcieOptions``
+            (``pcie``, ``pcie-l40s``) and ``CpuGlooOptions``.
 
     Raises:
         InputError: unknown preset or option, or a bad option value.
@@ -568,9 +481,7 @@ def summarize(graph: nx.Graph) -> dict[str, Any]:
     """A JSON-able summary: devices, node kinds, links by type, per-device link bandwidth and
     the bottleneck links (narrowest link of each type)."""
     devs = rank_nodes(graph)
-    kinds: dict[str, int] = {}
-    for _, d in graph.nodes(data=True):
-        kinds[d[KIND]] = kinds.get(d[KIND], 0) + 1
+    kinds = dict(collections.Counter(d[KIND] for d in graph._node.values()))
     link_types: dict[str, dict[str, Any]] = {}
     for u, v, d in graph.edges(data=True):
         t = link_types.setdefault(d[LINK_TYPE], {"count": 0, "min_bandwidth_gbps": math.inf,

@@ -1,26 +1,17 @@
 """The order DDP's hooks fire in under compiled DDP: the autograd engine's ready queue.
 
-Each of DDPOptimizer's subgraphs is one autograd function (aot_autograd's ``CompiledFunction``,
-``torch/_functorch/_aot_autograd/runtime_wrappers.py``) whose next edges follow its inputs, the
-subgraph's placeholders: the outside inputs of its nodes in the order ``split_module``
-(``torch/fx/passes/split_module.py``, ``record_cross_partition_use``) first meets them. When its
-backward returns, the engine (``torch/csrc/autograd/engine.cpp``, ``Engine::evaluate_function``)
-walks those edges in order, counts down each next node's dependencies and pushes the nodes that
-reach zero into the CPU ready queue, a ``std::priority_queue`` ordered by ``CompareNodeTaskTime``:
-the higher ``sequence_nr`` first. Every AccumulateGrad node has ``sequence_nr`` ``UINT64_MAX``
-(``torch/csrc/autograd/functions/accumulate_grad.cpp``), so they tie above every other node and
-leave the binary heap in the order its sift rules give (libstdc++'s ``push_heap`` /
-``__adjust_heap``: a hole descends to the right child on a tie, a value rises only past a strictly
-lower parent -- the rules of Python's ``heapq``, used here); a subgraph's backward ranks by when
-the split graph calls it (:func:`run_order`). DDP's post-accumulate hooks, and
-so its rebuilt buckets, follow the AccumulateGrad nodes' run order. A subgraph output that is a
-view of its input or of another of its outputs reaches the next subgraph through a view that
-aot_autograd regenerates outside the compiled function (``collect_metadata_analysis.py``:
-``alias_of_input``, ``alias_of_intermediate*``): an autograd node of its own, created after the
-subgraph's, whose one edge leads to the subgraph that made the view's base. Modelled per Dynamo graph, the
-loss's backward seeding the subgraphs that produce the graph's outputs (in walk order), the
-graphs taken in reverse compile order; parameters the recorded inputs do not reach keep the eager
-order after them.
+Each DDPOptimizer subgraph is one autograd function (aot_autograd's ``CompiledFunction``,
+``torch/_functorch/_aot_autograd/runtime_wrappers.py``) whose next edges follow its placeholders
+in the order ``split_module`` first meets them (``torch/fx/passes/split_module.py``). When its
+backward returns, ``Engine::evaluate_function`` (``torch/csrc/autograd/engine.cpp``) pushes the
+next nodes that become ready into a priority queue ordered by ``CompareNodeTaskTime``; every
+AccumulateGrad node has ``sequence_nr`` ``UINT64_MAX`` (``accumulate_grad.cpp``), so they tie and
+leave the heap in the order libstdc++'s ``push_heap``/``__adjust_heap`` give, the rules of
+Python's ``heapq`` used here; subgraphs rank by when the split graph calls them
+(:func:`run_order`). A view output is regenerated outside the compiled function
+(``collect_metadata_analysis.py``: ``alias_of_input``, ``alias_of_intermediate*``), a node of its
+own leading to its base's subgraph. Per Dynamo graph, in reverse compile order; parameters the
+recorded inputs do not reach keep the eager order after them.
 """
 
 from __future__ import annotations

@@ -1,43 +1,20 @@
 """DDP under ``torch.compile``: Dynamo's graph split and when the gradients become ready.
 
-Three modes, by ``torch._dynamo.config.optimize_ddp`` (``torch/_dynamo/config.py``; read by
-``torch/_dynamo/utils.py``'s ``get_optimize_ddp_mode``):
-
-* ``ddp_optimizer`` (the default, ``optimize_ddp=True``): ``DDPOptimizer.compile_fn``
-  (``torch/_dynamo/backends/distributed.py``) splits each Dynamo graph into subgraphs at bucket
-  boundaries, walking the nodes in reverse and closing a bucket once its parameter bytes reach
-  ``bucket_bytes_cap`` (DDP's ``bucket_cap_mb``, the largest of a ``bucket_cap_mb_list``) --
-  the first one (the end of forward, the start of backward) at ``first_bucket_cap``, which
-  ``convert_frame.py`` never passes, so it is always ``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``
-  (1 MiB; a cap below it makes ``DDPOptimizer.__init__`` raise). A full bucket is extended past
-  a node until one of its nodes is used outside it; a trailing bucket without parameters (the
-  start of forward) is fused into the next. :func:`ddp_optimizer_buckets` redoes this walk on a
-  trace's :class:`~ddpsim.trace.compiled_graph.CompiledGraph`. Each subgraph's backward is one
-  compiled function: the autograd engine runs its parameters' AccumulateGrad nodes, so DDP's
-  hooks fire, only when it returns. :func:`compiled_ready_trace` models that as a transform of the
-  trace: each parameter becomes ready when the last parameter of its subgraph does in the eager
-  trace (a parameter used by several subgraphs, a tied weight, when the last of them to run
-  backward ends), the subgraphs ending in backward order. DDP's Reducer then buckets, hooks and
-  rebuilds as in eager mode (:func:`ddpsim.plan.planner.plan_ddp` on that trace).
-* ``no_optimization`` (``optimize_ddp=False``): one compiled backward per Dynamo graph; every
-  gradient is ready when it returns (with a single graph: at the end of backward).
-* ``python_reducer`` (compiled autograd): DDP registers a post-accumulate-grad hook per parameter
-  (``DistributedDataParallel._register_accum_grad_hook``) that divides the gradient and calls a
-  functional ``all_reduce``; compiled autograd traces them into the backward graph and inductor's
-  ``fuse_ddp_communication`` (``torch/_inductor/fx_passes/ddp_fusion.py``, ``_bucket_size_fusion``)
-  fuses consecutive ones into buckets: the first closes at >= 1 MiB, the rest at >=
-  ``bucket_cap_mb`` MiB (DDP passes ``_bucket_config.bucket_cap_mb``, whole MiB), in the order the
-  gradients are produced. :func:`python_reducer_plan` builds those buckets; there is no C++
-  Reducer, so no rebuild, and ``bucket_cap_mb_list`` is refused as torch refuses it.
-
-What is approximate: the subgraph's end is taken as the eager time of its last parameter gradient
-(the compiled kernels are assumed as fast as the traced eager ones unless the trace was captured
-compiled); within a subgraph DDP's hooks fire in the autograd engine's ready-queue order
-(:mod:`ddpsim.plan.autograd_order`, from the trace's recorded graph inputs; a trace without them
-keeps the eager order there, and DDP's rebuilt buckets can then differ from real compiled DDP's);
-with the python reducer, a fused all-reduce is taken to start when
-its last gradient is ready and the engine's Reducer costs (copy into a flat bucket, hooks) stand
-for inductor's concat and copy-back.
+Three modes, by ``torch._dynamo.config.optimize_ddp`` (``torch/_dynamo/config.py``,
+``get_optimize_ddp_mode`` in ``torch/_dynamo/utils.py``). ``ddp_optimizer`` (the default):
+``DDPOptimizer.compile_fn`` (``torch/_dynamo/backends/distributed.py``) splits each Dynamo graph
+at bucket boundaries, walking it in reverse, the first bucket at
+``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`` (``convert_frame.py`` never passes
+``first_bucket_cap``), as :func:`ddp_optimizer_buckets` redoes it; each subgraph's backward is one
+compiled function, so :func:`compiled_ready_trace` makes each parameter ready when the last one of
+its subgraph is in the eager trace, and DDP's Reducer then plans as in eager mode
+(:func:`ddpsim.plan.planner.plan_ddp`). ``no_optimization``: every gradient ready when its
+graph's compiled backward returns. ``python_reducer`` (compiled autograd): DDP's per-parameter
+hooks (``_register_accum_grad_hook``) fused by inductor's ``fuse_ddp_communication``
+(``torch/_inductor/fx_passes/ddp_fusion.py``, ``_bucket_size_fusion``), first bucket >= 1 MiB,
+the rest >= ``bucket_cap_mb``, no rebuild (:func:`python_reducer_plan`). Approximate: a
+subgraph ends at its last parameter's eager time, and within it the hooks follow
+:mod:`ddpsim.plan.autograd_order`. Details: docs/MODEL.md, "Compiled DDP".
 """
 
 from __future__ import annotations

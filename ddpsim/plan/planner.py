@@ -1,26 +1,15 @@
 """Bucket plans: DDP's bucket assignment reproduced exactly, and explicit plans.
 
-Source of truth: ``torch/csrc/distributed/c10d/reducer.cpp``
-(``compute_bucket_assignment_by_size``, ``Reducer::rebuild_buckets``) and
-``torch/nn/parallel/distributed.py`` (``DistributedDataParallel._build_params_for_reducer``,
-``_ddp_init_helper``: limits, reversal). Summary of what DDP does:
-
-* At construction the limits are ``[sys.maxsize]`` (one bucket per dtype) unless
-  ``find_unused_parameters`` is on and ``static_graph`` off; then ``[1 MiB, cap]`` if
-  ``bucket_cap_mb`` was not given, else ``[cap]``. Parameters are taken in DDP's order,
-  buckets sorted by their lowest index, then the bucket list is **reversed**: reducer
-  bucket 0 holds the highest parameter indices.
-* Unless ``find_unused_parameters`` (without ``static_graph``), the buckets are rebuilt once,
-  in the order the gradients became ready, with limits ``[first_cap, cap]`` where
-  ``first_cap`` is 1 MiB when ``bucket_cap_mb`` was not given and ``cap`` otherwise (older
-  torch: always 1 MiB, ``semantics="legacy"``). No sort: bucket 0 holds the first-ready
-  gradients. The rebuilt layout applies from iteration 2 (iteration 3 with ``static_graph``).
-* ``find_unused_parameters`` without ``static_graph``: never rebuilt.
-* ``bucket_cap_mb_list`` (torch 2.13, ``_BucketCapacityConfig``): the list, in MiB, is the
-  limit list of BOTH the construction assignment (whatever ``find_unused_parameters`` and
-  ``static_graph`` say: no single first-iteration bucket) and the rebuild; each dtype walks
-  it on its own, the last limit is reused; ``bucket_cap_mb`` is ignored when a list is given.
-
+Source of truth: ``torch/csrc/distributed/c10d/reducer.cpp`` (``compute_bucket_assignment_by_size``,
+``Reducer::rebuild_buckets``) and ``torch/nn/parallel/distributed.py``
+(``_build_params_for_reducer``, ``_ddp_init_helper``, ``_BucketCapacityConfig``). At construction
+the limits are ``[sys.maxsize]`` (one bucket per dtype) unless ``find_unused_parameters`` without
+``static_graph`` (then ``[1 MiB, cap]``, or ``[cap]`` when ``bucket_cap_mb`` is given); buckets are
+sorted by lowest parameter index, then **reversed**. Unless ``find_unused_parameters`` without
+``static_graph``, they are rebuilt once in gradient-ready order with ``[first_cap, cap]``
+(first_cap: 1 MiB when ``bucket_cap_mb`` is not given, else cap; always 1 MiB with
+``semantics="legacy"``), no sort, from iteration 2 (3 with ``static_graph``). A
+``bucket_cap_mb_list`` is the limit list of both assignments, per dtype, its last limit reused.
 Buckets are listed in the order DDP launches them (reducer order).
 """
 
@@ -171,9 +160,6 @@ def options_document(text: str, where: str) -> dict[str, Any]:
     Raises:
         InputError: text that is neither a JSON object nor a readable file of one.
     """
-    import json
-    from pathlib import Path
-
     if not text.lstrip().startswith("{"):
         try:
             text = Path(text).read_text()

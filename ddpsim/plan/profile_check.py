@@ -1,11 +1,9 @@
 """The run's own buckets against ddpsim's plan: does the planner reproduce what DDP did?
 
-A profile records the buckets the run's DDP all-reduced (``record_param_comms``: ``In msg
-nelems`` and ``dtype`` per launch, in launch order; see :mod:`ddpsim.trace.profile`). From
-the second iteration on, DDP uses the buckets ``Reducer::rebuild_buckets`` built from the
-gradient-ready order (torch/csrc/distributed/c10d/reducer.cpp), which :func:`plan_ddp`
-reproduces for the imported trace. This module compares the two, bucket by bucket, and says
-where they differ; it never hides a mismatch.
+A profile records the buckets DDP all-reduced (``record_param_comms``: ``In msg nelems`` and
+``dtype`` per launch, :mod:`ddpsim.trace.profile`); from the second iteration they are
+``Reducer::rebuild_buckets``'s (``reducer.cpp``), which :func:`plan_ddp` reproduces. Compared
+bucket by bucket, every difference said, none hidden.
 """
 
 from __future__ import annotations

@@ -24,7 +24,6 @@ table gives each size its share ``(compute_slowdown(S) - 1) / (compute_slowdown 
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -113,25 +112,14 @@ class GpuResources:
             check_fraction(getattr(self, k), f"cost_model.{k}")
 
 
-@functools.lru_cache(maxsize=4096)
-def nccl_choice(system: nccl.NcclSystem, size_bytes: int, algorithm: str | None,
-                protocol: str | None) -> tuple[str, str, float, int]:
-    """NCCL's (algorithm, protocol, time µs, channels) for one all-reduce: the part of the prior no
-    GPU resource changes, kept per communicator and size (the uncertainty band re-derives the
-    prior with other ``memory_bound_fraction`` values on the same communicators)."""
-    algo, proto, t_us = nccl.choose(system, size_bytes, algorithm=algorithm, protocol=protocol)
-    if algo == "none" or size_bytes <= 0:
-        return algo, proto, t_us, 0
-    return algo, proto, t_us, runtime_channels(system, algo, proto, size_bytes)
-
-
 def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes: int, *,
                           algorithm: str | None = None, protocol: str | None = None) -> CollectiveContention:
     """The module docstring's derivation for one all-reduce of ``size_bytes``."""
-    algo, proto, t_us, nc = nccl_choice(system, size_bytes, algorithm, protocol)
+    algo, proto, t_us = nccl.choose(system, size_bytes, algorithm=algorithm, protocol=protocol)
     if algo == "none" or size_bytes <= 0 or system.num_ranks < 2 or not math.isfinite(t_us) or t_us <= 0:
         return CollectiveContention(size_bytes=size_bytes, algorithm="none", protocol="none", channels=0,
                                     sm_share=0.0, hbm_share=0.0, compute_slowdown=1.0)
+    nc = runtime_channels(system, algo, proto, size_bytes)
     s = min(nc / res.num_sms, 0.95)
     h = hbm_bytes(algo, proto, size_bytes, system.num_ranks) / (t_us * 1e-6) / res.hbm_bytes_per_s
     phi, m = res.memory_bound_fraction, res.memory_efficiency

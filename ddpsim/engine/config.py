@@ -12,7 +12,7 @@ from typing import Literal, Mapping
 
 from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
-from ddpsim.network.interference import WEIGHTINGS, Interference
+from ddpsim.network.interference import Interference
 from ddpsim.trace.records import check_compute_statistic
 
 #: a validation scores the mean step, so it predicts from the trace's mean phases and ready

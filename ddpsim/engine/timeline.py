@@ -118,23 +118,9 @@ class RankTimeline:
         if not self.record:  # the folded ranks' representative keeps only its clock
             self.t = ends[-1]
             return
-        # NOTE: what _record does per work, inline (a host gate, kind None, has no span)
-        keep, spans, it, acc = self.keep_spans, self.spans, self.iter, self.acc
-        comp = acc.compute
         for (kind, name, _, bucket, size), end in zip(items, ends):
-            if kind is not None:
-                if keep:
-                    spans.append((start, 0, len(spans), end, kind, name, it, bucket, size))
-                if comp and comp[-1][1] == start:  # busy blocks of the compute stream
-                    comp[-1] = (comp[-1][0], end)
-                else:
-                    comp.append((start, end))
-                if kind == "backward":
-                    acc.backward_s += end - start
-                elif kind == "forward":
-                    acc.forward_s += end - start
-                elif kind == "optimizer":
-                    acc.optimizer_s += end - start
+            if kind is not None:  # a host gate (kind None) has no span
+                self._record(kind, name, start, end, bucket, size)
             start = end
         self.t = ends[-1]
 

@@ -193,14 +193,6 @@ def sample_runs(scenario: Any, point: Any, inputs: Any) -> list[tuple[Sample, An
     return [(smp, *sample_inputs(scenario, point, inputs, graph, smp)) for smp in samples]
 
 
-def simulate_samples(scenario: Any, point: Any, inputs: Any, simulate: Callable, spans_kw: bool) -> dict[str, Any]:
-    """Every sample's p50 step time for one point: ``{"labels": [...], "inputs": [...], "p50_s": [...]}``."""
-    runs = sample_runs(scenario, point, inputs)
-    if not runs:
-        return {}
-    return samples_record([s for s, _, _ in runs], [sample_p50(inputs, comm, cfg, simulate, spans_kw) for _, comm, cfg in runs])
-
-
 def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Callable, spans_kw: bool) -> float:
     """Sample ``k``'s p50 step time alone (a task of the sweep's worker pool): only that sample's
     inputs are built."""
@@ -218,7 +210,7 @@ def sample_p50(inputs: Any, comm: Any, cfg: Any, simulate: Callable, spans_kw: b
 
 
 def samples_record(samples: Sequence[Sample], p50: Sequence[float]) -> dict[str, Any]:
-    """What a point stores of its samples (:func:`simulate_samples`), in sample order."""
+    """What a point stores of its samples (``labels``, ``inputs``, ``p50_s``), in sample order."""
     return {"labels": [s.label for s in samples], "inputs": [s.input for s in samples], "p50_s": list(p50)}
 
 
@@ -226,7 +218,7 @@ def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequen
               tolerance: float = ROBUST_TOLERANCE) -> dict[str, Any] | None:
     """Bands, regrets, the robust set and the most sensitive input over a sweep's points.
 
-    ``samples[i]`` is point i's :func:`simulate_samples` dict; points whose samples differ in
+    ``samples[i]`` is point i's :func:`samples_record` dict; points whose samples differ in
     labels (another comm hook, another node count) are compared on the labels all share; the
     runs with cost terms off (:data:`TERMS_INPUT`) are no samples of the band.
     None when no point has samples."""

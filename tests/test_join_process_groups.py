@@ -186,10 +186,11 @@ def test_sweep_over_process_groups_names_its_points():
     assert [p.point_id for p in sc.points()] == ["cap=default,pg=1", "cap=default,pg=3", "cap=1,pg=1", "cap=1,pg=3"]
     assert sc.build_point(sc.points()[1]).config.process_groups == 3
     # a finished point's file reads back as the same point (resume finds it), one group or three
-    from ddpsim.pipeline.specs import SweepPoint
+    from ddpsim.pipeline.specs import Point
 
-    assert [SweepPoint.from_dict(p.as_dict(), p.varied) for p in sc.points()] == sc.points()
-    assert "process_groups" not in sc.points()[0].as_dict() and sc.points()[1].as_dict()["process_groups"] == 3
+    assert [Point.from_dict(p.as_dict(), p.named) for p in sc.points()] == sc.points()
+    assert [p.as_dict()["process_groups"] for p in sc.points()] == [1, 3, 1, 3]
+    assert [p.settings for p in sc.points()] == [(), (("process_groups", 3),)] * 2  # the default left out
 
 
 def test_validate_hands_the_run_modes_to_the_executor_in_its_options_document():

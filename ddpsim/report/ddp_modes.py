@@ -9,9 +9,10 @@ summary puts the line first in its answer.
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, fields
 from typing import Any, Sequence
 
+from ddpsim.plan.planner import cap_point_id
 from ddpsim.pipeline.sweep import PointRecord, best_record, fmt_s
 from ddpsim.report.figures import GroupCount, JoinFigures, ProcessGroupFigures, Summary
 
@@ -35,16 +36,17 @@ def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures
     """At the best point's other values, each process-group count's p50 step and its gain over
     one (None when the sweep does not vary ``process_groups`` or has no 1)."""
     best = best_record(records)
-    if "process_groups" not in best.point.varied:
+    if "process_groups" not in dict(best.point.named):
         return None
-    by_n = {r.point.value("process_groups"): r for r in records if _but_groups(r.point) == _but_groups(best.point)}
+    by_n = {r.point.value("process_groups"): r for r in records
+            if r.point.with_value("process_groups", None) == best.point.with_value("process_groups", None)}
     if 1 not in by_n:
         return None
     one = by_n[1].metrics["iteration_p50_s"]
     rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
                        gain_over_one=(one - r.metrics["iteration_p50_s"]) / one) for n, r in sorted(by_n.items())]
     top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
-    return ProcessGroupFigures(cap=best.point.cap_label, world_size=best.world_size, best_process_groups=top.process_groups,
+    return ProcessGroupFigures(cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size, best_process_groups=top.process_groups,
                                gain_over_one=top.gain_over_one, by_count=tuple(rows))
 
 
@@ -52,11 +54,6 @@ def figures(records: Sequence[PointRecord]) -> dict[str, Any]:
     """The summary's ``join`` and ``process_groups`` entries, each where it applies."""
     found = {"join": join_figures(records), "process_groups": process_group_figures(records)}
     return {k: asdict(v) for k, v in found.items() if v}
-
-
-def _but_groups(p: Any) -> Any:
-    """The sweep point ``p`` with its group count left out (its other values)."""
-    return replace(p, settings=tuple(x for x in p.settings if x[0] != "process_groups"))
 
 
 def join_line(j: JoinFigures) -> str:

@@ -32,7 +32,7 @@ from ddpsim.engine.config import SimConfig
 from ddpsim.plan.planner import cap_point_id
 
 _POINT_ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
-#: a sweep axis's label in a point id (another axis: its initials, ``process_groups`` -> ``pg``)
+#: a sweep axis's label in a point id (another axis: its words' initials, :func:`sweep_label`)
 _LABELS = {"find_unused_parameters": "find_unused", "gradient_as_bucket_view": "gabv", "comm_hook": "hook", "nodes": "nodes"}
 #: the axes the engine's inputs read by name (:mod:`ddpsim.pipeline.inputs`); the others are settings
 _INPUT_AXES = ("cap", "find_unused_parameters", "gradient_as_bucket_view", "comm_hook", "nodes")

@@ -9,12 +9,59 @@ summary puts the line first in its answer.
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Sequence
 
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.pipeline.sweep import PointRecord, best_record, fmt_s
-from ddpsim.report.figures import GroupCount, JoinFigures, ProcessGroupFigures, Summary
+
+frozen = dataclass(frozen=True, kw_only=True)
+
+
+@frozen
+class JoinFigures:
+    point: str
+    world_size: int
+    epoch_cost_pct: float
+    epoch_s: float
+    even_epoch_s: float
+    loop_s: float
+    exit_s: float
+    epoch_iterations: int
+    even_epoch_iterations: int
+    per_iteration_cost_pct: float
+    per_iteration_cost_s: float
+    even_step_s: float
+    epoch_mean_step_s: float
+    tail_iterations: int
+    batches_min: int
+    batches_max: int
+
+
+@frozen
+class GroupCount:
+    process_groups: int
+    iteration_p50_s: float
+    gain_over_one: float
+
+
+@frozen
+class ProcessGroupFigures:
+    cap: str
+    world_size: int
+    best_process_groups: int
+    gain_over_one: float
+    by_count: tuple[GroupCount, ...]
+
+
+@frozen
+class DdpModes:
+    """The summary's figures of this module (:func:`figures`), each None where it does not
+    apply; in ``summary.json`` each is a top-level key of its name
+    (:attr:`ddpsim.report.figures.Summary.ddp_modes`)."""
+
+    join: JoinFigures | None = None
+    process_groups: ProcessGroupFigures | None = None
 
 #: the figures of JoinFigures that Join's own (:mod:`ddpsim.engine.join`) give as they are
 _JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
@@ -51,9 +98,9 @@ def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures
 
 
 def figures(records: Sequence[PointRecord]) -> dict[str, Any]:
-    """The summary's ``join`` and ``process_groups`` entries, each where it applies."""
-    found = {"join": join_figures(records), "process_groups": process_group_figures(records)}
-    return {k: asdict(v) for k, v in found.items() if v}
+    """The summary's :class:`DdpModes` entries, each where it applies."""
+    found = DdpModes(join=join_figures(records), process_groups=process_group_figures(records))
+    return {f.name: asdict(v) for f in fields(found) if (v := getattr(found, f.name))}
 
 
 def join_line(j: JoinFigures) -> str:
@@ -78,6 +125,6 @@ def process_groups_line(pg: ProcessGroupFigures) -> str:
             f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} `dist.new_group()` groups.")
 
 
-def answer_lines(s: Summary) -> list[str]:
+def answer_lines(m: DdpModes) -> list[str]:
     """The bullets a summary with these figures leads its answer with."""
-    return ([join_line(s.join)] if s.join else []) + ([process_groups_line(s.process_groups)] if s.process_groups else [])
+    return ([join_line(m.join)] if m.join else []) + ([process_groups_line(m.process_groups)] if m.process_groups else [])

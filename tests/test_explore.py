@@ -231,7 +231,7 @@ def test_batch_size_retimes_the_trace_per_system_and_keeps_it(tmp_path, monkeypa
 
 
 def test_an_engine_setting_axis_reaches_each_points_engine_config(tmp_path):
-    # ddp.process_groups is a generic axis: each point's SweepPoint carries it, and its inputs
+    # ddp.process_groups is a generic axis: each point's engine Point carries it, and its inputs
     # give the engine that many round-robin communicators (the point named 1 keeps the default)
     sp = ex.load_space(space_file(tmp_path, {"ddp.process_groups": [1, 3], "bucket_cap_mb": [None, 25]}))
     job, _ = ex.prepare(sp, ex.space_points(sp))

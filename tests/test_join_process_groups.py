@@ -186,10 +186,11 @@ def test_sweep_over_process_groups_names_its_points():
     assert [p.point_id for p in sc.points()] == ["cap=default,pg=1", "cap=default,pg=3", "cap=1,pg=1", "cap=1,pg=3"]
     assert sc.build_point(sc.points()[1]).config.process_groups == 3
     # a finished point's file reads back as the same point (resume finds it), one group or three
-    from ddpsim.pipeline.specs import SweepPoint
+    from ddpsim.pipeline.specs import Point
 
-    assert [SweepPoint.from_dict(p.as_dict(), p.varied) for p in sc.points()] == sc.points()
-    assert "process_groups" not in sc.points()[0].as_dict() and sc.points()[1].as_dict()["process_groups"] == 3
+    assert [Point.from_dict(p.as_dict(), p.named) for p in sc.points()] == sc.points()
+    assert [p.as_dict()["process_groups"] for p in sc.points()] == [1, 3, 1, 3]
+    assert [p.settings for p in sc.points()] == [(), (("process_groups", 3),)] * 2  # the default left out
 
 
 def test_validate_hands_the_run_modes_to_the_executor_in_its_options_document():
@@ -279,3 +280,12 @@ def test_summary_leads_with_the_round_robin_and_join_answers():
     j = s["join"]
     assert j["batches_min"] == 9 and j["batches_max"] == 12 and j["even_epoch_iterations"] == 11
     assert render_summary(s).split("## Answer\n\n")[1].startswith(f"- **Uneven inputs cost {j['epoch_cost_pct']:.1f} % per epoch**")
+    # the typed summary reads the top-level keys into its ddp_modes section, their types checked
+    import pydantic
+
+    from ddpsim.report.figures import Summary
+
+    modes = Summary.of(s).ddp_modes
+    assert modes.join.batches_min == 9 and modes.process_groups is None
+    with pytest.raises(pydantic.ValidationError, match="batches_min"):
+        Summary.of(dict(s, join=dict(j, batches_min="nine")))

@@ -193,7 +193,7 @@ def test_strings_for_model_and_cluster_and_a_cap_range():
 
 
 def test_every_generic_sweep_axis_is_a_ddp_key_and_an_engine_setting():
-    # a sweep axis that is no SweepPoint field is carried generically (SweepPoint.settings) from
+    # a sweep axis that no engine input reads by name is carried generically (Point.settings) from
     # the ddp section to the SimConfig field of its name: both must exist
     from ddpsim.engine.config import SimConfig
     from ddpsim.pipeline.specs import is_setting

@@ -30,7 +30,6 @@ import hashlib
 import json
 import logging
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -41,15 +40,11 @@ from ddpsim.pipeline.scenario import (Scenario, _resolve_path, apply_overrides, 
                                       set_dotted)
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.fingerprint import code_fingerprint, digest
-from ddpsim.pipeline.specs import crossed
+from ddpsim.pipeline.specs import Point, crossed
 from ddpsim.pipeline.sweep import Job, PointRecord, PointTask, run_points
-from ddpsim.plan.planner import cap_point_id
 from ddpsim.schema import validate
 
 log = logging.getLogger(__name__)
-
-_ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
-
 
 # ---- the design space ----------------------------------------------------------------------
 
@@ -91,28 +86,6 @@ class ExploreSpace:
 
     def size(self) -> int:
         return math.prod(len(v) for _, v in self.dimensions())
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExplorePoint:
-    """One point: its values per dimension (in the dimensions' order) and a stable id."""
-
-    values: tuple[tuple[str, Any], ...]
-
-    @property
-    def point_id(self) -> str:
-        parts = []
-        for name, v in self.values:
-            if name == "cap":
-                parts.append(cap_point_id(v[0], v[1]))
-            else:
-                label = "default" if v is None else (Path(v).stem if isinstance(v, str) and v.endswith((".yaml", ".yml"))
-                                                     else json.dumps(v) if not isinstance(v, str) else v)
-                parts.append(f"{name.rpartition('.')[2] if name not in EXPLORE_ALIASES else name}={label}")
-        return _ID_RE.sub("_", ",".join(parts))
-
-    def value(self, name: str, default: Any = None) -> Any:
-        return next((v for n, v in self.values if n == name), default)
 
 
 def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
@@ -172,9 +145,9 @@ def _check_value(space: ExploreSpace, name: str, key: str, i: int, value: Any) -
                          f"expected {expected if len(expected) <= 300 else expected[:297] + '...'}") from None
 
 
-def space_points(space: ExploreSpace) -> list[ExplorePoint]:
+def space_points(space: ExploreSpace) -> list[Point]:
     """The points: the crossed product (first dimension outermost) or its seeded sample, in
-    product order either way."""
+    product order either way, each naming every axis by its last dotted part."""
     dims = space.dimensions()
     total = space.size()
     sample = space.section.sample
@@ -190,7 +163,8 @@ def space_points(space: ExploreSpace) -> list[ExplorePoint]:
             while len(picked) < sample.points:
                 picked.update(int(x) for x in rng.integers(0, total, size=sample.points - len(picked)))
             indices = sorted(picked)
-    return [ExplorePoint(values=vals) for vals in crossed(dims, indices)]
+    named = tuple((name, name.rpartition(".")[2]) for name, _ in dims)
+    return [Point(values=vals, named=named) for vals in crossed(dims, indices)]
 
 
 def point_mapping(space: ExploreSpace, values: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -208,7 +182,7 @@ def point_mapping(space: ExploreSpace, values: Sequence[tuple[str, Any]]) -> dic
 
 # ---- preparing the job: scenarios, traces, keys ---------------------------------------------
 
-def prepare(space: ExploreSpace, points: Sequence[ExplorePoint], *, out_dir: Path | None = None) -> tuple[Job, dict[str, Any]]:
+def prepare(space: ExploreSpace, points: Sequence[Point], *, out_dir: Path | None = None) -> tuple[Job, dict[str, Any]]:
     """The job of ``points`` (:class:`~ddpsim.pipeline.sweep.Job`, figures only) and, per trace
     key, the trace's batch size and one-GPU step (for the table). Traces are read (or re-timed)
     here, once each."""

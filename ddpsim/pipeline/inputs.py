@@ -19,14 +19,14 @@ from typing import Any, Callable
 from ddpsim.engine.config import SimConfig
 from ddpsim.errors import InputError
 from ddpsim.network.cost_terms import terms_in_force
-from ddpsim.pipeline.specs import SweepPoint
+from ddpsim.pipeline.specs import Point
 
 
 @dataclass(frozen=True, kw_only=True)
 class PointInputs:
     """Everything :func:`ddpsim.engine.simulate.simulate` needs for one sweep point."""
 
-    point: SweepPoint
+    point: Point
     trace: Any      # ddpsim.trace.records.Trace
     plan: Any       # ddpsim.plan.planner.BucketPlan
     comm: Any       # ddpsim.network.comm_model.CommModel
@@ -34,7 +34,7 @@ class PointInputs:
     backend: str
 
 
-def build_point_inputs(scenario: Any, point: SweepPoint, *, trace: Any = None, calibration: Any = None,
+def build_point_inputs(scenario: Any, point: Point, *, trace: Any = None, calibration: Any = None,
                        graph: Any = None) -> PointInputs:
     """The (trace, plan, comm model, SimConfig) of one point of ``scenario``.
 
@@ -78,7 +78,7 @@ def comm_model(scenario: Any, graph: Any, world_size: int, calibration: Any = No
     return build_comm_model(graph, world_size, calibration=calibration)
 
 
-def bucket_plan(scenario: Any, point: SweepPoint, trace: Any):
+def bucket_plan(scenario: Any, point: Point, trace: Any):
     """DDP's buckets at ``point`` (:func:`ddpsim.plan.planner.plan_ddp`), or the scenario's
     explicit plan file with the point's DDP options."""
     from ddpsim.plan.planner import load_plan, plan_ddp
@@ -102,7 +102,7 @@ def hook_call_s(calibration: Any, comm_hook: str) -> float:
     return float(getattr(calibration, "comm_hook_call_s", None) or 0.0)
 
 
-def sim_config(scenario: Any, point: SweepPoint, *, world_size: int, graph: Any = None, calibration: Any = None,
+def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = None, calibration: Any = None,
                comm: Any = None) -> SimConfig:
     """The SimConfig of ``point``: the scenario's ``simulation`` block, the point's comm hook,
     the cost terms in force (GPU terms only with an analytical NCCL ``comm``)."""

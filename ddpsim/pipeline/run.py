@@ -184,7 +184,7 @@ def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, 
     default = default_record(records, best_cap.point) or records[0]
     tried = []
     for k, cand in enumerate(rec.cap_list_candidates(trace, plans, opts)):
-        point = replace(best.point, bucket_cap_mb=None, bucket_cap_mb_list=cand.caps)
+        point = best.point.with_value("cap", (None, cand.caps))
         inputs = build(sc, point, trace)
         p50 = p50_step(sim, inputs)
         same = [b.param_indices for b in inputs.plan.steady] == [b.param_indices for b in recommended.steady]

@@ -22,8 +22,8 @@ is one more cap point (``ddp.bucket_cap_mb_list`` is the default one); its point
 ``list=2+8+25``.
 
 Sweep points are the product of the listed values in the order written, caps outermost.
-Each :class:`SweepPoint` has a stable ``point_id`` (``cap=25``, ``cap=default,hook=fp16``, ...)
-used for file names (``reports/<name>/points/<point_id>.json``).
+Each :class:`~ddpsim.pipeline.specs.Point` has a stable ``point_id`` (``cap=25``,
+``cap=default,hook=fp16``, ...) used for file names (``reports/<name>/points/<point_id>.json``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from ddpsim.network import cost_terms
 from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
 from ddpsim.pipeline.scenario_schema import NAME_PATTERN, SHORTHANDS, ClusterSpec, ScenarioFile
-from ddpsim.pipeline.specs import SweepPoint, crossed, engine_settings, is_setting, setting
+from ddpsim.pipeline.specs import Point, crossed, sweep_label
 from ddpsim.plan.planner import DDPOptions
 from ddpsim.schema import Schema, validate
 
@@ -115,53 +115,40 @@ class Scenario:
         """torch.compile(DDP(model)) (a :class:`ddpsim.plan.compiled.CompileOptions`), or None: eager."""
         return None if self.doc.compile is None else self.doc.compile.options()
 
-    @cached_property
-    def settings(self) -> tuple[tuple[str, Any], ...]:
-        """The ``ddp`` keys that are generic sweep axes, as engine settings (:func:`ddpsim.pipeline.specs.engine_settings`)."""
-        return engine_settings((k, getattr(self.doc.ddp, k)) for k, _ in self.doc.sweep.axes() if is_setting(k))
-
     # -- sweep points ------------------------------------------------------------------------
     def own_values(self) -> dict[str, Any]:
         """The scenario's own value of each sweep axis but the cap, in the sweep's order."""
-        return {"find_unused_parameters": self.ddp.find_unused_parameters,
-                "gradient_as_bucket_view": self.ddp.gradient_as_bucket_view, "comm_hook": self.comm_hook,
-                "nodes": self.cluster.nodes, **{k: setting(self.settings, k) for k, _ in self.doc.sweep.axes() if is_setting(k)}}
+        return {k: self.cluster.nodes if k == "nodes" else getattr(self.doc.ddp, k) for k, _ in self.doc.sweep.axes()}
 
-    def points(self) -> list[SweepPoint]:
+    def points(self) -> list[Point]:
         """The sweep's points: its axes (the caps and cap lists first, then each other axis, the
-        scenario's own value where not swept) crossed as a design space's (:func:`~ddpsim.pipeline.specs.crossed`)."""
+        scenario's own value where not swept) crossed as a design space's (:func:`~ddpsim.pipeline.specs.crossed`),
+        each naming the cap and the axes with more than one value."""
         sweep, ddp = self.doc.sweep, self.doc.ddp
         swept = dict(sweep.axes())
-        dims = {k: swept.get(k) or (v,) for k, v in self.own_values().items()}
-        varied = ("bucket_cap_mb",) + tuple(k for k in dims if len(swept.get(k) or ()) > 1)
+        dims = [(k, swept[k] or (v,)) for k, v in self.own_values().items()]
+        named = (("cap", "cap"), *((k, sweep_label(k)) for k, vals in dims if len(vals) > 1))
         caps = [(c, None) for c in sweep.caps(ddp)] + [(None, lst) for lst in sweep.cap_lists(ddp)]
-        out = []
-        for (_, (cap, cap_list)), *rest in crossed([("cap", caps), *dims.items()]):
-            values = dict(rest)
-            out.append(SweepPoint(bucket_cap_mb=cap, bucket_cap_mb_list=cap_list,
-                                  **{k: v for k, v in values.items() if not is_setting(k)},
-                                  settings=tuple((k, v) for k, v in values.items() if is_setting(k)), varied=varied))
-        return out
+        return [Point(values=v, named=named) for v in crossed([("cap", caps), *dims])]
 
-    def base_point(self) -> SweepPoint:
+    def base_point(self) -> Point:
         """The point holding the scenario's own DDP options at the default cap."""
         pts, own = self.points(), self.own_values()
         return next((p for p in pts if p.is_default_cap and all(p.value(k) == v for k, v in own.items())), pts[0])
 
-    def point_at(self, bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[float, ...] | None = None) -> SweepPoint:
+    def point_at(self, bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[float, ...] | None = None) -> Point:
         """The point with the scenario's own DDP options at this cap (or cap list)."""
-        return replace(self.base_point(), bucket_cap_mb=bucket_cap_mb,
-                       bucket_cap_mb_list=None if not bucket_cap_mb_list else tuple(bucket_cap_mb_list))
+        return self.base_point().with_value("cap", (bucket_cap_mb, None if not bucket_cap_mb_list else tuple(bucket_cap_mb_list)))
 
-    def default_point_for(self, point: SweepPoint) -> SweepPoint:
+    def default_point_for(self, point: Point) -> Point:
         """The default-cap point with the same other values as ``point`` (gain baseline)."""
-        return replace(point, bucket_cap_mb=None, bucket_cap_mb_list=None)
+        return point.with_value("cap", (None, None))
 
-    def timeline_points(self, best: SweepPoint | None = None) -> list[SweepPoint]:
+    def timeline_points(self, best: Point | None = None) -> list[Point]:
         """Sweep points that get a timeline (``timelines:``), deduplicated, in order."""
         pts = self.points()
         base = self.base_point()
-        out: list[SweepPoint] = []
+        out: list[Point] = []
         for t in self.timelines:
             if t == "best":
                 chosen = best
@@ -169,14 +156,14 @@ class Scenario:
                 chosen = next((p for p in pts if p.point_id == t), None)
             else:
                 caps = [p for p in pts if p.bucket_cap_mb == t and not p.bucket_cap_mb_list]
-                chosen = next((p for p in caps if replace(p, bucket_cap_mb=None) == base), None)
+                chosen = next((p for p in caps if self.default_point_for(p) == base), None)
                 chosen = chosen or next(iter(caps), None)
             if chosen is not None and chosen not in out:
                 out.append(chosen)
         return out
 
     # -- building the inputs of one point ----------------------------------------------------
-    def ddp_options(self, point: SweepPoint) -> DDPOptions:
+    def ddp_options(self, point: Point) -> DDPOptions:
         return replace(self.ddp, bucket_cap_mb=point.bucket_cap_mb, bucket_cap_mb_list=point.bucket_cap_mb_list,
                        find_unused_parameters=point.find_unused_parameters,
                        gradient_as_bucket_view=point.gradient_as_bucket_view)
@@ -241,7 +228,7 @@ class Scenario:
                              f"{avail} (the devices of cluster {self.cluster.topology!r} x {self.cluster.nodes} node(s))")
         return self.world_size
 
-    def build_point(self, point: SweepPoint, *, trace=None, calibration=None, graph=None) -> PointInputs:
+    def build_point(self, point: Point, *, trace=None, calibration=None, graph=None) -> PointInputs:
         """The (trace, plan, comm model, SimConfig) of one sweep point
         (:func:`ddpsim.pipeline.inputs.build_point_inputs`)."""
         return build_point_inputs(self, point, trace=trace, calibration=calibration, graph=graph)

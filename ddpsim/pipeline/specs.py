@@ -1,58 +1,73 @@
-"""A scenario's sweep points (the product of the file's ``sweep`` section,
-:class:`ddpsim.pipeline.scenario_schema.SweepSection`, made by
-:meth:`ddpsim.pipeline.scenario.Scenario.points`).
+"""A point of a sweep or of a design space: its value per axis.
 
-A :class:`SweepPoint` (a frozen keyword-only dataclass) names itself with a stable
-``point_id`` (``cap=25``, ``cap=default,hook=fp16``) used for file names.
+A scenario's sweep (its ``sweep`` section, :meth:`ddpsim.pipeline.scenario.Scenario.points`) and
+a design space (``explore.axes``, :func:`ddpsim.pipeline.explore.space_points`) are both the
+product of their axes (:func:`crossed`), and each of their points is a :class:`Point` (a frozen
+keyword-only dataclass): its ``(axis, value)`` pairs, the caps and cap lists forming one
+dimension, the axis ``cap``, whose value is a ``(bucket_cap_mb, bucket_cap_mb_list)`` pair. A
+point names itself with a stable ``point_id`` used for file names, from the axes it names, each
+under its label there: a sweep names the cap and the axes it varies by :func:`sweep_label`
+(``cap=25``, ``cap=default,hook=fp16``, ``cap=1,pg=2``), a design space every axis as written,
+its last dotted part (``system=dgx-h100,nodes=2,cap=25``).
 
-The axes beyond DDP's constructor options and the cluster's nodes are generic: a ``ddp`` key
-that is also a sweep axis and a field of :class:`~ddpsim.engine.config.SimConfig` of the same
-name (round-robin communicators) is carried as a ``(key, value)`` pair of ``settings``, named
-in a point id by its initials (``pg=2``), and reaches the engine's config by its name; a value
-at the config's default is left out, so a point reads the same whether it names it or not.
+The engine reads a scenario's own point (:meth:`~ddpsim.pipeline.scenario.Scenario.points`,
+:meth:`~ddpsim.pipeline.scenario.Scenario.point_at`), which holds every axis of the ``sweep``
+section: the cap, DDP's ``find_unused_parameters``, ``gradient_as_bucket_view`` and
+``comm_hook``, the cluster's ``nodes``, and the ``ddp`` keys that are fields of
+:class:`~ddpsim.engine.config.SimConfig` of the same name (round-robin communicators), carried to
+the engine's config as :attr:`Point.settings`. A design space's point is set into its scenario
+(:func:`ddpsim.pipeline.explore.point_mapping`), whose own point at that cap the engine reads.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING, dataclass, replace
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ddpsim.engine.config import SimConfig
 from ddpsim.plan.planner import cap_point_id
 
 _POINT_ID_RE = re.compile(r"[^A-Za-z0-9.=,_+-]")
-#: an axis's name in a point id (a generic axis: its initials, :func:`_initials`)
+#: a sweep axis's label in a point id (another axis: its words' initials, :func:`sweep_label`)
 _LABELS = {"find_unused_parameters": "find_unused", "gradient_as_bucket_view": "gabv", "comm_hook": "hook", "nodes": "nodes"}
+#: the axes the engine's inputs read by name (:mod:`ddpsim.pipeline.inputs`); the others are settings
+_INPUT_AXES = ("cap", "find_unused_parameters", "gradient_as_bucket_view", "comm_hook", "nodes")
+#: the engine config's fields and defaults: what a setting may name
+_SETTING_DEFAULTS = {k: f.default for k, f in SimConfig.__dataclass_fields__.items() if f.default is not MISSING}
 
 
-@dataclass(frozen=True, kw_only=True, order=False)
-class SweepPoint:
-    """One point of a sweep: the values that differ from point to point."""
+@dataclass(frozen=True, kw_only=True)
+class Point:
+    """One point: its ``(axis, value)`` pairs in the product's order, and the ``(axis, label)``
+    pairs of the axes its id names, in the id's order."""
 
-    bucket_cap_mb: float | None = None
-    find_unused_parameters: bool = False
-    gradient_as_bucket_view: bool = False
-    comm_hook: str = "none"
-    nodes: int = 1
-    #: the axes the sweep varies, the cap first (they appear in the point id, in this order)
-    varied: tuple[str, ...] = ("bucket_cap_mb",)
-    #: a bucket_cap_mb_list point (bucket_cap_mb is then None); part of the cap dimension
-    bucket_cap_mb_list: tuple[float, ...] | None = None
-    #: the generic axes' values, engine settings (:func:`engine_settings`)
-    settings: tuple[tuple[str, Any], ...] = ()
+    values: tuple[tuple[str, Any], ...]
+    named: tuple[tuple[str, str], ...] = (("cap", "cap"),)
 
-    def __post_init__(self) -> None:
-        if self.bucket_cap_mb_list is not None:
-            object.__setattr__(self, "bucket_cap_mb_list", tuple(self.bucket_cap_mb_list))
-        object.__setattr__(self, "settings", engine_settings(self.settings))
+    def value(self, axis: str, default: Any = None) -> Any:
+        return next((v for k, v in self.values if k == axis), default)
 
-    def value(self, key: str) -> Any:
-        """The point's value of axis ``key`` (a setting it leaves out: the engine's default)."""
-        if key in self.__dataclass_fields__:
-            return getattr(self, key)
-        return setting(self.settings, key)
+    def with_value(self, axis: str, value: Any) -> Point:
+        """This point with ``axis`` (one of its axes) set to ``value``."""
+        return replace(self, values=tuple((k, value if k == axis else v) for k, v in self.values))
+
+    cap = property(lambda self: self.value("cap", (None, None)))
+    bucket_cap_mb = property(lambda self: self.cap[0])
+    #: a cap list (a tuple; bucket_cap_mb is then None), or None
+    bucket_cap_mb_list = property(lambda self: self.cap[1])
+    find_unused_parameters = property(lambda self: self.value("find_unused_parameters"))
+    gradient_as_bucket_view = property(lambda self: self.value("gradient_as_bucket_view"))
+    comm_hook = property(lambda self: self.value("comm_hook"))
+    nodes = property(lambda self: self.value("nodes"))
+
+    @property
+    def settings(self) -> tuple[tuple[str, Any], ...]:
+        """The engine settings among the axes, ``(key, value)``, those at the engine's default left out."""
+        return tuple((k, v) for k, v in self.values if is_setting(k) and v != _SETTING_DEFAULTS[k])
 
     @property
     def is_default_cap(self) -> bool:
@@ -60,53 +75,41 @@ class SweepPoint:
         return self.bucket_cap_mb is None and not self.bucket_cap_mb_list
 
     @property
-    def cap_label(self) -> str:
-        return cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list).partition("=")[2]
-
-    @property
     def point_id(self) -> str:
-        parts = [cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list)]
-        for k in self.varied[1:]:
-            v = self.value(k)
-            parts.append(f"{_LABELS.get(k) or _initials(k)}={str(v).lower() if isinstance(v, bool) else v}")
-        return _POINT_ID_RE.sub("_", ",".join(parts))
+        return _POINT_ID_RE.sub("_", ",".join(cap_point_id(*self.cap) if axis == "cap" else
+                                              f"{label}={_value_label(self.value(axis))}" for axis, label in self.named))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"point": self.point_id, "bucket_cap_mb": self.bucket_cap_mb,
-                **({"bucket_cap_mb_list": list(self.bucket_cap_mb_list)} if self.bucket_cap_mb_list else {}),
-                "find_unused_parameters": self.find_unused_parameters,
-                "gradient_as_bucket_view": self.gradient_as_bucket_view,
-                "comm_hook": self.comm_hook, "nodes": self.nodes, **dict(self.settings)}
+        """The point as JSON: its id, the cap as ``bucket_cap_mb`` (and ``bucket_cap_mb_list``), its other axes."""
+        cap, cap_list = self.cap
+        return {"point": self.point_id, "bucket_cap_mb": cap, **({"bucket_cap_mb_list": list(cap_list)} if cap_list else {}),
+                **{k: v for k, v in self.values if k != "cap"}}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], varied: tuple[str, ...]) -> "SweepPoint":
-        """The point :meth:`as_dict` wrote (its other keys: settings)."""
-        named = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        return cls(**named, varied=varied, settings=tuple((k, v) for k, v in d.items() if k not in named and k != "point"))
+    def from_dict(cls, d: dict[str, Any], named: Sequence[Sequence[str]]) -> Point:
+        """The point :meth:`as_dict` wrote, naming the axes ``named``."""
+        cap = (d["bucket_cap_mb"], tuple(d["bucket_cap_mb_list"]) if d.get("bucket_cap_mb_list") else None)
+        rest = tuple((k, v) for k, v in d.items() if k not in ("point", "bucket_cap_mb", "bucket_cap_mb_list"))
+        return cls(values=(("cap", cap), *rest), named=tuple((a, b) for a, b in named))
 
 
-def is_setting(key: str) -> bool:
-    """A sweep axis carried generically, as an engine setting: no field of :class:`SweepPoint`."""
-    return key not in SweepPoint.__dataclass_fields__
+def _value_label(v: Any) -> str:
+    """A value in a point id: null ``default``, a YAML path its stem, a string as written, else JSON."""
+    if v is None:
+        return "default"
+    if isinstance(v, str):
+        return Path(v).stem if v.endswith((".yaml", ".yml")) else v
+    return json.dumps(v)
 
 
-#: the engine config's fields and defaults: what a generic axis may name
-_SETTING_DEFAULTS = {k: f.default for k, f in SimConfig.__dataclass_fields__.items() if f.default is not MISSING}
+def sweep_label(axis: str) -> str:
+    """A sweep axis's label in a point id: :data:`_LABELS`, else its words' initials (``a_b_c`` -> ``abc``)."""
+    return _LABELS.get(axis) or "".join(w[0] for w in axis.split("_"))
 
 
-def engine_settings(pairs: Any) -> tuple[tuple[str, Any], ...]:
-    """``(key, value)`` pairs of engine settings, those at the engine's default left out."""
-    return tuple((k, v) for k, v in pairs if v != _SETTING_DEFAULTS[k])
-
-
-def setting(pairs: tuple[tuple[str, Any], ...], key: str) -> Any:
-    """The value of engine setting ``key`` in ``pairs`` (:func:`engine_settings`), else its default."""
-    return dict(pairs).get(key, _SETTING_DEFAULTS[key])
-
-
-def _initials(key: str) -> str:
-    """A generic axis's name in a point id: its words' initials (``a_b_c`` -> ``abc``)."""
-    return "".join(w[0] for w in key.split("_"))
+def is_setting(axis: str) -> bool:
+    """A sweep axis the engine reads as a setting (:attr:`Point.settings`): no input axis, a config field."""
+    return axis not in _INPUT_AXES and axis in _SETTING_DEFAULTS
 
 
 def crossed(dims: Sequence[tuple[str, Sequence[Any]]], indices: Iterable[int] | None = None) -> list[tuple[tuple[str, Any], ...]]:

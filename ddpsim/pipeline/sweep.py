@@ -39,13 +39,14 @@ from ddpsim.io import ensure_dir, file_id, write_text_atomic
 from ddpsim.plan.planner import cap_list_label
 from ddpsim.engine.result import BucketTiming, IterationStats, LazyBuckets, LazySpans, SimResult, Span
 from ddpsim.pipeline.fingerprint import digest, engine_runs_key
-from ddpsim.pipeline.scenario import Scenario, SweepPoint
+from ddpsim.pipeline.scenario import Scenario
+from ddpsim.pipeline.specs import Point
 from ddpsim.formats import quantile
 
 log = logging.getLogger(__name__)
 
 POINT_FORMAT = "ddpsim-point"
-POINT_VERSION = 3
+POINT_VERSION = 4
 
 
 # ---- SimResult <-> JSON (here, beside the point files that hold it) ------------------------
@@ -154,7 +155,7 @@ def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
 class PointRecord:
     """One finished point: its values, figures and, where the job keeps it, the simulation result."""
 
-    point: SweepPoint
+    point: Point
     #: the point's name in its files and tables (a sweep's: ``point.point_id``)
     point_id: str
     key: str
@@ -167,7 +168,7 @@ class PointRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": POINT_FORMAT, "version": POINT_VERSION, "id": self.point_id, "key": self.key,
-                "point": self.point.as_dict(), "varied": list(self.point.varied), "world_size": self.world_size,
+                "point": self.point.as_dict(), "named": [list(x) for x in self.point.named], "world_size": self.world_size,
                 "backend": self.backend, "metrics": _jsonable(self.metrics), "comm": _jsonable(self.comm),
                 # no spans: only the timeline points need them, simulated again with them
                 # (ddpsim.pipeline.scenario_run._with_timeline_spans)
@@ -175,7 +176,7 @@ class PointRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PointRecord":
-        return cls(point=SweepPoint.from_dict(d["point"], tuple(d["varied"])), point_id=d["id"], key=d["key"],
+        return cls(point=Point.from_dict(d["point"], d["named"]), point_id=d["id"], key=d["key"],
                    world_size=d["world_size"], backend=d["backend"], metrics=d["metrics"], comm=d["comm"],
                    result=None if d["result"] is None else result_from_dict(d["result"]))
 
@@ -187,7 +188,7 @@ class PointTask:
     """One point of a :class:`Job`: its id, its values, the scenario and trace it is built from."""
 
     point_id: str
-    point: SweepPoint
+    point: Point
     group: int = 0       # index into Job.scenarios
     trace: str = ""      # key into Job.traces
     #: the key of this point's file from an earlier run (None: none kept): the worker reuses
@@ -254,7 +255,7 @@ def _samples(scenario: Any, inputs: Any) -> list[Any]:
     return samples_for(scenario, inputs) if isinstance(scenario, Scenario) else []
 
 
-def point_key(scenario: Any, point: SweepPoint, inputs: Any, traces: dict | None = None, *, detail: bool = True) -> str:
+def point_key(scenario: Any, point: Point, inputs: Any, traces: dict | None = None, *, detail: bool = True) -> str:
     """The resume key of ``point``: everything the engine receives for it, whether it records
     spans and, with ``detail``, its uncertainty re-simulations
     (:func:`ddpsim.pipeline.fingerprint.engine_runs_key`). ``traces`` keeps each trace's hash
@@ -439,7 +440,7 @@ def run_in_pool(job: Job, tasks: Sequence[Any], workers: int,
 # ---- the sweep ------------------------------------------------------------------------------
 
 def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: int | None = None, trace: Any = None,
-              progress: bool = True, points: Sequence[SweepPoint] | None = None,
+              progress: bool = True, points: Sequence[Point] | None = None,
               simulate: Callable | None = None, build: Callable | None = None) -> list[PointRecord]:
     """Simulate every point of ``scenario`` (:func:`run_points`) and return the records in sweep order.
 
@@ -484,7 +485,7 @@ def sweep_table(records: Sequence[PointRecord]):
             "point": r.point_id, "bucket_cap_mb": r.point.bucket_cap_mb,
             **({"bucket_cap_mb_list": None if not r.point.bucket_cap_mb_list else cap_list_label(r.point.bucket_cap_mb_list)}
                if any(x.point.bucket_cap_mb_list for x in records) else {}),
-            **{k: r.point.value(k) for k in r.point.varied if k != "bucket_cap_mb"},
+            **{k: r.point.value(k) for k, _ in r.point.named if k != "cap"},
             "world_size": r.world_size, "num_buckets": m.get("num_buckets"),
             "iteration_p50_s": m["iteration_p50_s"], "iteration_p95_s": m["iteration_p95_s"],
             "forward_s": m["forward_s"], "backward_compute_s": m["backward_compute_s"],
@@ -521,10 +522,10 @@ def best_record(records: Sequence[PointRecord]) -> PointRecord:
     return next(r for r in records if r.metrics["iteration_p50_s"] <= low * (1 + TIE_RELATIVE))
 
 
-def default_record(records: Sequence[PointRecord], point: SweepPoint) -> PointRecord | None:
+def default_record(records: Sequence[PointRecord], point: Point) -> PointRecord | None:
     """The default-cap record with ``point``'s other values."""
     for r in records:
-        if r.point.is_default_cap and all(r.point.value(k) == point.value(k) for k in r.point.varied if k != "bucket_cap_mb"):
+        if r.point.is_default_cap and all(r.point.value(k) == point.value(k) for k, _ in r.point.named if k != "cap"):
             return r
     return None
 

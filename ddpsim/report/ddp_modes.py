@@ -9,11 +9,59 @@ summary puts the line first in its answer.
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Sequence
 
+from ddpsim.plan.planner import cap_point_id
 from ddpsim.pipeline.sweep import PointRecord, best_record, fmt_s
-from ddpsim.report.figures import GroupCount, JoinFigures, ProcessGroupFigures, Summary
+
+frozen = dataclass(frozen=True, kw_only=True)
+
+
+@frozen
+class JoinFigures:
+    point: str
+    world_size: int
+    epoch_cost_pct: float
+    epoch_s: float
+    even_epoch_s: float
+    loop_s: float
+    exit_s: float
+    epoch_iterations: int
+    even_epoch_iterations: int
+    per_iteration_cost_pct: float
+    per_iteration_cost_s: float
+    even_step_s: float
+    epoch_mean_step_s: float
+    tail_iterations: int
+    batches_min: int
+    batches_max: int
+
+
+@frozen
+class GroupCount:
+    process_groups: int
+    iteration_p50_s: float
+    gain_over_one: float
+
+
+@frozen
+class ProcessGroupFigures:
+    cap: str
+    world_size: int
+    best_process_groups: int
+    gain_over_one: float
+    by_count: tuple[GroupCount, ...]
+
+
+@frozen
+class DdpModes:
+    """The summary's figures of this module (:func:`figures`), each None where it does not
+    apply; in ``summary.json`` each is a top-level key of its name
+    (:attr:`ddpsim.report.figures.Summary.ddp_modes`)."""
+
+    join: JoinFigures | None = None
+    process_groups: ProcessGroupFigures | None = None
 
 #: the figures of JoinFigures that Join's own (:mod:`ddpsim.engine.join`) give as they are
 _JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
@@ -35,28 +83,24 @@ def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures
     """At the best point's other values, each process-group count's p50 step and its gain over
     one (None when the sweep does not vary ``process_groups`` or has no 1)."""
     best = best_record(records)
-    if "process_groups" not in best.point.varied:
+    if "process_groups" not in dict(best.point.named):
         return None
-    by_n = {r.point.value("process_groups"): r for r in records if _but_groups(r.point) == _but_groups(best.point)}
+    by_n = {r.point.value("process_groups"): r for r in records
+            if r.point.with_value("process_groups", None) == best.point.with_value("process_groups", None)}
     if 1 not in by_n:
         return None
     one = by_n[1].metrics["iteration_p50_s"]
     rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
                        gain_over_one=(one - r.metrics["iteration_p50_s"]) / one) for n, r in sorted(by_n.items())]
     top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
-    return ProcessGroupFigures(cap=best.point.cap_label, world_size=best.world_size, best_process_groups=top.process_groups,
+    return ProcessGroupFigures(cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size, best_process_groups=top.process_groups,
                                gain_over_one=top.gain_over_one, by_count=tuple(rows))
 
 
 def figures(records: Sequence[PointRecord]) -> dict[str, Any]:
-    """The summary's ``join`` and ``process_groups`` entries, each where it applies."""
-    found = {"join": join_figures(records), "process_groups": process_group_figures(records)}
-    return {k: asdict(v) for k, v in found.items() if v}
-
-
-def _but_groups(p: Any) -> Any:
-    """The sweep point ``p`` with its group count left out (its other values)."""
-    return replace(p, settings=tuple(x for x in p.settings if x[0] != "process_groups"))
+    """The summary's :class:`DdpModes` entries, each where it applies."""
+    found = DdpModes(join=join_figures(records), process_groups=process_group_figures(records))
+    return {f.name: asdict(v) for f in fields(found) if (v := getattr(found, f.name))}
 
 
 def join_line(j: JoinFigures) -> str:
@@ -81,6 +125,6 @@ def process_groups_line(pg: ProcessGroupFigures) -> str:
             f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} `dist.new_group()` groups.")
 
 
-def answer_lines(s: Summary) -> list[str]:
+def answer_lines(m: DdpModes) -> list[str]:
     """The bullets a summary with these figures leads its answer with."""
-    return ([join_line(s.join)] if s.join else []) + ([process_groups_line(s.process_groups)] if s.process_groups else [])
+    return ([join_line(m.join)] if m.join else []) + ([process_groups_line(m.process_groups)] if m.process_groups else [])

@@ -14,6 +14,8 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
+from ddpsim.report.ddp_modes import DdpModes
+
 frozen = dataclass(frozen=True, kw_only=True)
 
 
@@ -179,42 +181,6 @@ class TermEffects:
 
 
 @frozen
-class JoinFigures:
-    point: str
-    world_size: int
-    epoch_cost_pct: float
-    epoch_s: float
-    even_epoch_s: float
-    loop_s: float
-    exit_s: float
-    epoch_iterations: int
-    even_epoch_iterations: int
-    per_iteration_cost_pct: float
-    per_iteration_cost_s: float
-    even_step_s: float
-    epoch_mean_step_s: float
-    tail_iterations: int
-    batches_min: int
-    batches_max: int
-
-
-@frozen
-class GroupCount:
-    process_groups: int
-    iteration_p50_s: float
-    gain_over_one: float
-
-
-@frozen
-class ProcessGroupFigures:
-    cap: str
-    world_size: int
-    best_process_groups: int
-    gain_over_one: float
-    by_count: tuple[GroupCount, ...]
-
-
-@frozen
 class Cluster:
     topology: str
     nodes: int
@@ -244,8 +210,7 @@ class Summary:
     warnings: tuple[str, ...] = ()
     cost_terms: tuple[str, ...] = ()
     method_error: MethodError | None = None     # pipeline.method_error.answer
-    join: JoinFigures | None = None             # report.ddp_modes.join_figures
-    process_groups: ProcessGroupFigures | None = None  # report.ddp_modes.process_group_figures
+    ddp_modes: DdpModes                         # report.ddp_modes.figures (top-level keys of the document)
     compile: Compiled | None = None             # pipeline.eager_comparison.eager_comparison
     bucket_costs: BucketCosts | None = None     # report.bucket_costs.figures
     term_effects: TermEffects | None = None     # pipeline.term_effects.term_effects
@@ -255,7 +220,7 @@ class Summary:
     @classmethod
     def of(cls, doc: dict[str, Any]) -> Summary:
         """The summary of ``doc`` (``summary.json``'s document); a figure of the wrong type raises."""
-        return typed(cls, doc)
+        return typed(cls, {**doc, "ddp_modes": {f.name: doc.get(f.name) for f in fields(DdpModes)}})
 
 
 @cache

@@ -315,7 +315,7 @@ def _answer_section(s: Summary) -> list[str]:
     """``## Answer``: the best point, its uncertainty and the method's error, the exposed
     communication tail, the step p95, and the recommendation beyond one cap."""
     b, d = s.best, s.default
-    L = ["## Answer", "", *compiled_report.answer_lines(s.compile, b.point), *ddp_modes.answer_lines(s), _best_line(s)]
+    L = ["## Answer", "", *compiled_report.answer_lines(s.compile, b.point), *ddp_modes.answer_lines(s.ddp_modes), _best_line(s)]
     if s.uncertainty:
         L.append(render_uncertainty(s.uncertainty))
     trust = render_method_error(s.method_error) if s.method_error else _trust_line(s.backend, s.comm_model, s.trace)

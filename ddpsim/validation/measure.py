@@ -428,11 +428,8 @@ def select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | list
         points = [p for p in points if _point_cap(p) in wanted]
         missing = [c for c in wanted if c not in {_point_cap(p) for p in points}]
         if missing:
-            from dataclasses import replace
-
-            base = scenario.base_point()
-            points += [replace(base, bucket_cap_mb=None if isinstance(c, tuple) else c,
-                               bucket_cap_mb_list=c if isinstance(c, tuple) else None) for c in missing]
+            points += [scenario.point_at(None if isinstance(c, tuple) else c, c if isinstance(c, tuple) else None)
+                       for c in missing]
     return points
 
 

@@ -107,3 +107,23 @@ def test_ranks_launch_buckets_without_running_their_works_first(monkeypatch):
     launches = len(posted)
     assert full_posted == 0 and sum(w is not None for w in posted) > launches // 2
     assert len(runs) < full_runs - launches // 2
+
+
+@pytest.mark.parametrize("host", [None, HostCosts()])
+def test_segments_posted_in_one_pass_are_the_segment_by_segment_launches_to_the_bit(monkeypatch, host):
+    """A lazy rank takes its plain backward's segments and posts their buckets' launches in one
+    pass (``Rank.segments_posted``): the same additions in the same order as taking each
+    segment and launching each bucket by a call of its own, so the same step times to the bit."""
+    from ddpsim.engine.reducer import Rank
+    taken = []
+    real = Rank.segments_posted
+    monkeypatch.setattr(Rank, "segments_posted", lambda *a: taken.append(real(*a)) or taken[-1])
+    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2), host_costs=host)
+    engine._MEMO.clear()
+    one_pass = engine.simulate(TRACE, PLAN, comm(), cfg, steps_only=True)
+    assert sum(taken) > 0
+    monkeypatch.setattr(Rank, "segments_posted", lambda *a: 0)
+    engine._MEMO.clear()
+    by_call = engine.simulate(TRACE, PLAN, comm(), cfg, steps_only=True)
+    assert [(i.rank, i.iteration, i.start_s, i.end_s) for i in one_pass.iterations] == \
+        [(i.rank, i.iteration, i.start_s, i.end_s) for i in by_call.iterations]

@@ -127,3 +127,24 @@ def test_segments_posted_in_one_pass_are_the_segment_by_segment_launches_to_the_
     by_call = engine.simulate(TRACE, PLAN, comm(), cfg, steps_only=True)
     assert [(i.rank, i.iteration, i.start_s, i.end_s) for i in one_pass.iterations] == \
         [(i.rank, i.iteration, i.start_s, i.end_s) for i in by_call.iterations]
+
+
+def test_a_segment_launches_the_buckets_ready_in_order_and_floors_are_per_segment():
+    """Hand-worked: parameters ready in order 3, 2, 1, 0; buckets {0: p0, p1}, {1: p2}, {2: p3}.
+    p3 readies bucket 2 (bucket 0 not ready: nothing launched), p2 readies bucket 1 (still
+    waiting for bucket 0), p1 marks bucket 0 once, p0 readies it: buckets 0, 1, 2 launch there."""
+    from types import SimpleNamespace
+
+    from ddpsim.engine.segments import build_segments, gate_floors
+    eng = SimpleNamespace(order=[3, 2, 1, 0], ready=[4e-3, 3e-3, 2e-3, 1e-3], is_reducer=[True] * 4,
+                          has_grad=lambda p: True, copy_in_s=[1e-4] * 4)
+    layout = SimpleNamespace(bucket_of=[0, 0, 1, 2], counts=[2, 1, 1])
+    segs = build_segments(eng, layout)
+    assert [(s.ready_b, s.launches) for s in segs] == [(2, ()), (1, ()), (0, (0, 1, 2))]
+    assert [s.marks for s in segs] == [[(2, 1)], [(1, 1)], [(0, 2)]]
+    # U_i of the last segment: 1 ms gap before p1's hook, then 1 ms + p1's copy-in before p0's
+    assert segs[2].gate_work == pytest.approx([1e-3, 2e-3 + 1e-4])
+    h = 5e-4
+    assert gate_floors(segs, 0.9, h) == [s.gate_floor_s(0.9, h) for s in segs]
+    assert gate_floors(segs, 0.9, h)[2] == pytest.approx(min(0.9 * 1e-3 - h, 0.9 * 2.1e-3 - 2 * h))
+    assert gate_floors(segs, 0.9, h)[0] == pytest.approx(0.9 * 1e-3 - h)

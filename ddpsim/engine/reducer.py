@@ -21,7 +21,7 @@ from typing import Iterator
 import simpy
 
 from ddpsim.engine.features import BucketLayout
-from ddpsim.engine.segments import MARGIN_S, Segment, build_segments
+from ddpsim.engine.segments import MARGIN_S, Segment, build_segments, gate_floors
 from ddpsim.engine.streams import Coll
 from ddpsim.engine.timeline import IterAcc, RankTimeline
 from ddpsim.network.kernel_costs import allreduce_hook_div_s, fp16_compress_s, fp16_decompress_s
@@ -315,14 +315,16 @@ class Rank(RankTimeline):
 
     def segments_posted(self, bw: "BackwardState", s: float, segs: "list[Segment]", floors: list[float]) -> int:
         """The plain backward's segments from the first on, on a rank that launches without
-        running its works (:attr:`lazy`), while each is taken in one go
-        (:meth:`Segment.closed_form`) and its works join the one run pending: what
-        :meth:`Segment.take`, :meth:`launch_ready` and :meth:`launch` do, without a call per
-        segment or bucket. Every launch is posted where the work clock reaches the run's end
-        (the clock does not move meanwhile: no SimPy); returns the first segment not taken."""
+        running its works (:attr:`lazy`), while each is taken in one go (the test of
+        :meth:`Segment.closed_form`) and its works join the one run pending: what
+        :meth:`Segment.take`, :meth:`launch_ready` and :meth:`launch` do, in the same order,
+        without a call per segment or bucket. Every launch is posted where the work clock
+        reaches the run's end (the clock does not move meanwhile: no SimPy); returns the first
+        segment not taken."""
         eng = self.eng
         pending = self.pending
-        if eng.find_unused_dynamic or eng.skip_unused or len(pending) != 1 or pending[0][0] is None:
+        if (eng.find_unused_dynamic or eng.skip_unused or bw.next_b or len(pending) != 1
+                or pending[0][0] is None):
             return 0
         host = eng.host
         h = host.hook_s_per_param if host is not None else 0.0
@@ -330,46 +332,44 @@ class Rank(RankTimeline):
         enqueue_s = host.enqueue_s if host is not None else 0.0
         now = eng.env.now
         w0 = eng.work_at(now)
-        kind, name, run_s = pending[0][0], pending[0][1], pending[0][2]
+        run_s = pending[0][2]
         pending_s, cpu, t, seq, it = self.pending_s, self.cpu, self.t, self.seq, self.iter
-        grads_left, ready_t, launch_t, colls, nb = bw.pending, bw.ready_t, bw.launch_t, bw.colls, bw.nb
+        ready_t, launch_t, colls = bw.ready_t, bw.launch_t, bw.colls
         names, sizes, arrive = bw.layout.names, bw.layout.sizes, eng.arrive
-        b = bw.next_b
+        arrival = -math.inf
         i = 0
         for seg, floor_s in zip(segs, floors):
-            if not seg.plain:
-                break
-            if host is not None and seg.hooks and cpu - now - pending_s > floor_s - MARGIN_S:
+            if not seg.plain or (host is not None and seg.hooks and cpu - now - pending_s > floor_s - MARGIN_S):
                 break
             d = seg.work_s * s
             if d > 0:
                 pending_s += d
                 run_s += d
-                kind, name = "backward", "backward segment"
             if host is not None:
                 cpu += seg.hooks * h
-            for q, n in seg.marks:
-                grads_left[q] -= n
             i += 1
             if seg.ready_b is None:
                 continue
             ready_t[seg.ready_b] = t
-            while b < nb and grads_left[b] == 0:
+            for b in seg.launches:
                 if host is not None:
                     cpu += launch_s
                     cpu += enqueue_s
                     arrival = cpu if cpu > t else t
-                else:
-                    arrival = -math.inf
                 colls[b] = [arrive(seq, arrival, "allreduce", names[b], it, b, sizes[b], False, 0.0, w0 + pending_s)]
                 seq += 1
                 launch_t[b] = t
-                b += 1
+        if not i:
+            return 0
+        grads_left = bw.pending
+        for seg in segs[:i]:
+            for b, n in seg.marks:
+                grads_left[b] -= n
+        bw.next_b = next((seg.launches[-1] + 1 for seg in reversed(segs[:i]) if seg.launches), 0)
         if seq > self.seq:
             self.issue_s = t
-        bw.next_b = b
         if run_s != pending[0][2]:
-            pending[0] = (kind, name, run_s, None, None)
+            pending[0] = ("backward", "backward segment", run_s, None, None)
         self.pending_s, self.cpu, self.seq = pending_s, cpu, seq
         return i
 
@@ -393,7 +393,7 @@ class Rank(RankTimeline):
                 eng.segments_of[key] = (bw.layout, build_segments(eng, bw.layout))
             segs = eng.segments_of[key][1]
             s_lo, h = min(self.factors), eng.host.hook_s_per_param if eng.host is not None else 0.0
-            self.segments_of[key] = (bw.layout, (segs, [seg.gate_floor_s(s_lo, h) for seg in segs]))
+            self.segments_of[key] = (bw.layout, (segs, gate_floors(segs, s_lo, h)))
         return self.segments_of[key][1]
 
     def hooks_at_rate_one(self, bw: "BackwardState", s: float) -> None:

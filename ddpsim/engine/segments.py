@@ -19,8 +19,11 @@ hooks run one by one (:meth:`Rank.hooks_one_by_one`), which is what they compute
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 #: clearance of the no-gate test over rounding of the sums (seconds)
 MARGIN_S = 1e-9
@@ -48,11 +51,14 @@ class Segment:
     lead: bool
     #: per hook i (from 1), ``U_i``: the full-rate work before its gate at s=1
     gate_work: list[float]
+    #: the buckets DDP launches, in order, once the segment's ready bucket is marked (every
+    #: earlier segment taken: launch_k = max(ready_k, launch_{k-1}))
+    launches: tuple[int, ...] = ()
 
     def gate_floor_s(self, s_lo: float, h: float) -> float:
         """``min_i (s_lo U_i - i h)``: the no-gate bound at the least factor ``s_lo`` with
         ``h`` seconds of CPU per hook (inf: no hooks)."""
-        return min((s_lo * u - i * h for i, u in enumerate(self.gate_work, start=1)), default=float("inf"))
+        return gate_floors([self], s_lo, h)[0]
 
     def closed_form(self, rank: Any, s: float, floor_s: float) -> bool:
         """Whether the segment can be taken in one go on ``rank`` at factor ``s`` (``floor_s``:
@@ -75,12 +81,25 @@ class Segment:
             grads_left[b] -= n
 
 
+def gate_floors(segs: list[Segment], s_lo: float, h: float) -> list[float]:
+    """:meth:`Segment.gate_floor_s` of every segment, in one pass over all their hooks."""
+    sizes = [len(seg.gate_work) for seg in segs]
+    if not sum(sizes):
+        return [math.inf] * len(segs)
+    u = np.fromiter((w for seg in segs for w in seg.gate_work), dtype=float, count=sum(sizes))
+    i = np.concatenate([np.arange(1, n + 1) for n in sizes])
+    starts = np.cumsum([0] + sizes[:-1])
+    lows = np.minimum.reduceat(s_lo * u - i * h, starts[np.array(sizes) > 0]) if len(u) else np.array([])
+    it = iter(lows.tolist())
+    return [next(it) if n else math.inf for n in sizes]
+
+
 def build_segments(eng: Any, layout: Any) -> list[Segment]:
     """The backward's segments for ``layout`` (the same for every rank)."""
     order, ready, bucket_of = eng.order, eng.ready, layout.bucket_of
     left = list(layout.counts)
     segs: list[Segment] = []
-    prev, start = 0.0, 0
+    prev, start, next_b = 0.0, 0, 0
     while start < len(order):
         prev0, back, copy, hooks, gate_work, marks = prev, 0.0, 0.0, 0, [], {}
         plain, lead, ready_b, stop = True, False, None, start
@@ -104,7 +123,10 @@ def build_segments(eng: Any, layout: Any) -> list[Segment]:
             if left[b] == 0:
                 ready_b = b
                 break
+        first_b = next_b
+        while ready_b is not None and next_b < len(left) and left[next_b] == 0:
+            next_b += 1
         segs.append(Segment(start, stop, prev0, back + copy, hooks, sorted(marks.items()), ready_b,
-                            plain, lead, gate_work))
+                            plain, lead, gate_work, tuple(range(first_b, next_b))))
         start = stop
     return segs

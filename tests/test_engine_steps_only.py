@@ -137,7 +137,8 @@ def test_a_segment_launches_the_buckets_ready_in_order_and_floors_are_per_segmen
 
     from ddpsim.engine.segments import build_segments, gate_floors
     eng = SimpleNamespace(order=[3, 2, 1, 0], ready=[4e-3, 3e-3, 2e-3, 1e-3], is_reducer=[True] * 4,
-                          has_grad=lambda p: True, copy_in_s=[1e-4] * 4)
+                          has_grad=lambda p: True, copy_in_s=[1e-4] * 4, names=["p0", "p1", "p2", "p3"],
+                          param_sizes=[8, 8, 8, 8])
     layout = SimpleNamespace(bucket_of=[0, 0, 1, 2], counts=[2, 1, 1])
     segs = build_segments(eng, layout)
     assert [(s.ready_b, s.launches) for s in segs] == [(2, ()), (1, ()), (0, (0, 1, 2))]
@@ -148,3 +149,25 @@ def test_a_segment_launches_the_buckets_ready_in_order_and_floors_are_per_segmen
     assert gate_floors(segs, 0.9, h) == [s.gate_floor_s(0.9, h) for s in segs]
     assert gate_floors(segs, 0.9, h)[2] == pytest.approx(min(0.9 * 1e-3 - h, 0.9 * 2.1e-3 - 2 * h))
     assert gate_floors(segs, 0.9, h)[0] == pytest.approx(0.9 * 1e-3 - h)
+
+
+@pytest.mark.parametrize("host", [None, HostCosts()])
+def test_a_recording_rank_takes_segments_as_the_hooks_one_by_one_to_the_bit(monkeypatch, host):
+    """Under interference a rank that records its works defers a segment's works at once
+    (``Segment.take_recorded``) and records a run of works without a call per work: the same
+    spans, bucket timings and iteration figures as deferring them hook by hook."""
+    from ddpsim.engine import segments
+    from ddpsim.engine.reducer import Rank
+    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2), host_costs=host)
+    taken = []
+    real = segments.Segment.take_recorded
+    monkeypatch.setattr(segments.Segment, "take_recorded", lambda *a: taken.append(1) or real(*a))
+    engine._MEMO.clear()
+    at_once = engine.simulate(TRACE, PLAN, comm(), cfg)
+    assert taken
+    real_segments = Rank.segments  # the folded ranks' representative keeps its one work per segment
+    monkeypatch.setattr(Rank, "segments", lambda rank, bw: None if rank.record else real_segments(rank, bw))
+    engine._MEMO.clear()
+    by_hook = engine.simulate(TRACE, PLAN, comm(), cfg)
+    assert list(at_once.spans) == list(by_hook.spans) and list(at_once.buckets) == list(by_hook.buckets)
+    assert at_once.iterations == by_hook.iterations

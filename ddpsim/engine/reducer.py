@@ -287,9 +287,10 @@ class Rank(RankTimeline):
         a SyncBatchNorm's or the delayed all-reduce's hook there, then the reducer's hook
         (with find_unused_parameters the first hook also marks every unused parameter).
 
-        A rank that records nothing takes the hooks between two bucket-ready events in one
-        go where that is exact (:class:`ddpsim.engine.segments.Segment`): their works merge
-        into one anyway, and no host gate falls inside."""
+        Under interference the hooks between two bucket-ready events are taken in one go
+        where no host gate falls inside (:class:`ddpsim.engine.segments.Segment`): on a rank
+        that records nothing as one work (its works merge into one anyway), on one that
+        records them as the same works deferred at once (:meth:`Segment.take_recorded`)."""
         found = self.segments(bw)
         if found is None:
             if self.fast and not self.record and bw.plain and self.plain_hooks(bw):
@@ -298,11 +299,14 @@ class Rank(RankTimeline):
             yield from self.hooks_one_by_one(bw, s, 0, len(self.eng.order), 0.0)
             return
         segs, floors = found
-        grads_left, plain = bw.pending, bw.plain
+        grads_left, plain, record = bw.pending, bw.plain, self.record
         i = self.segments_posted(bw, s, segs, floors) if plain and self.lazy else 0
         for seg, floor_s in zip(segs[i:], floors[i:]):
             if seg.closed_form(self, s, floor_s):
-                seg.take(self, s, grads_left)
+                if record:
+                    seg.take_recorded(self, s, grads_left)
+                else:
+                    seg.take(self, s, grads_left)
                 if seg.ready_b is not None:
                     if self.pending and not self.runs_on():
                         yield from self.flush()
@@ -382,10 +386,10 @@ class Rank(RankTimeline):
     def segments(self, bw: "BackwardState") -> "tuple[list[Segment], list[float]] | None":
         """The backward's segments between bucket-ready events (built once per layout for
         every rank) and their no-gate bounds at this rank's least factor, or None where a hook
-        may do more than a plain copy-in, works are recorded, or they run at rate 1 (there one
-        by one is already cheap, and the same arithmetic as a full run)."""
+        may do more than a plain copy-in or works run at rate 1 (there one by one is already
+        cheap, and the same arithmetic as a full run)."""
         eng = self.eng
-        if self.record or self.fast or not self.plain_hooks(bw):
+        if self.fast or not self.plain_hooks(bw):
             return None
         key = id(bw.layout)
         if key not in self.segments_of:

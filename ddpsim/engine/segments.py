@@ -54,6 +54,9 @@ class Segment:
     #: the buckets DDP launches, in order, once the segment's ready bucket is marked (every
     #: earlier segment taken: launch_k = max(ready_k, launch_{k-1}))
     launches: tuple[int, ...] = ()
+    #: the works the segment defers on a rank that records them (:meth:`Rank.hooks_one_by_one`):
+    #: ``(kind, name, seconds at s=1, bucket, size)``, each backward gap before its hook's copy-in
+    items: tuple[tuple, ...] = ()
 
     def gate_floor_s(self, s_lo: float, h: float) -> float:
         """``min_i (s_lo U_i - i h)``: the no-gate bound at the least factor ``s_lo`` with
@@ -71,6 +74,24 @@ class Segment:
             return False
         slack = rank.cpu - rank.eng.env.now - rank.pending_s
         return slack <= floor_s - MARGIN_S
+
+    def take_recorded(self, rank: Any, s: float, grads_left: list[int]) -> None:
+        """The segment's works deferred one by one, as :meth:`Rank.hooks_one_by_one` defers them
+        on a rank that records them (the same items, the same additions to ``pending_s`` and to
+        the CPU's clock in the same order), with no gate among them (:meth:`closed_form`)."""
+        items = [(kind, name, d, b, size) for kind, name, w, b, size in self.items for d in (w * s,) if d > 0]
+        pending_s = rank.pending_s
+        for it in items:
+            pending_s += it[2]
+        rank.pending_s = pending_s
+        rank.pending += items
+        if rank.eng.host is not None:
+            h, cpu = rank.eng.host.hook_s_per_param, rank.cpu
+            for _ in range(self.hooks):
+                cpu += h
+            rank.cpu = cpu
+        for b, n in self.marks:
+            grads_left[b] -= n
 
     def take(self, rank: Any, s: float, grads_left: list[int]) -> None:
         """The segment's works and hooks at once; its buckets' gradients marked."""
@@ -96,21 +117,23 @@ def gate_floors(segs: list[Segment], s_lo: float, h: float) -> list[float]:
 
 def build_segments(eng: Any, layout: Any) -> list[Segment]:
     """The backward's segments for ``layout`` (the same for every rank)."""
-    order, ready, bucket_of = eng.order, eng.ready, layout.bucket_of
+    order, ready, bucket_of, names, sizes = eng.order, eng.ready, layout.bucket_of, eng.names, eng.param_sizes
     left = list(layout.counts)
     segs: list[Segment] = []
     prev, start, next_b = 0.0, 0, 0
     while start < len(order):
-        prev0, back, copy, hooks, gate_work, marks = prev, 0.0, 0.0, 0, [], {}
+        prev0, back, copy, hooks, gate_work, marks, items = prev, 0.0, 0.0, 0, [], {}, []
         plain, lead, ready_b, stop = True, False, None, start
         for p in order[start:]:
             stop += 1
             r = ready[p]
             if r > prev:
                 back += r - prev
+                items.append(("backward", names[p], r - prev, None, None))
                 prev = r
             if not eng.is_reducer[p]:
                 continue
+            items.append(("copy_in", names[p], eng.copy_in_s[p], bucket_of[p], sizes[p]))
             if hooks == 0:
                 lead = back > 0
             hooks += 1
@@ -127,6 +150,6 @@ def build_segments(eng: Any, layout: Any) -> list[Segment]:
         while ready_b is not None and next_b < len(left) and left[next_b] == 0:
             next_b += 1
         segs.append(Segment(start, stop, prev0, back + copy, hooks, sorted(marks.items()), ready_b,
-                            plain, lead, gate_work, tuple(range(first_b, next_b))))
+                            plain, lead, gate_work, tuple(range(first_b, next_b)), tuple(items)))
         start = stop
     return segs

@@ -21,7 +21,7 @@ from typing import Iterator
 import simpy
 
 from ddpsim.engine.features import BucketLayout
-from ddpsim.engine.segments import MARGIN_S, Segment, build_segments, gate_floors
+from ddpsim.engine.segments import MARGIN_S, Segment, build_segments, gate_floors, gate_table
 from ddpsim.engine.streams import Coll
 from ddpsim.engine.timeline import IterAcc, RankTimeline
 from ddpsim.network.kernel_costs import allreduce_hook_div_s, fp16_compress_s, fp16_decompress_s
@@ -394,10 +394,11 @@ class Rank(RankTimeline):
         key = id(bw.layout)
         if key not in self.segments_of:
             if key not in eng.segments_of:
-                eng.segments_of[key] = (bw.layout, build_segments(eng, bw.layout))
-            segs = eng.segments_of[key][1]
+                segs = build_segments(eng, bw.layout)
+                eng.segments_of[key] = (bw.layout, segs, gate_table(segs))
+            _, segs, table = eng.segments_of[key]
             s_lo, h = min(self.factors), eng.host.hook_s_per_param if eng.host is not None else 0.0
-            self.segments_of[key] = (bw.layout, (segs, gate_floors(segs, s_lo, h)))
+            self.segments_of[key] = (bw.layout, (segs, gate_floors(segs, s_lo, h, table)))
         return self.segments_of[key][1]
 
     def hooks_at_rate_one(self, bw: "BackwardState", s: float) -> None:

@@ -102,17 +102,27 @@ class Segment:
             grads_left[b] -= n
 
 
-def gate_floors(segs: list[Segment], s_lo: float, h: float) -> list[float]:
-    """:meth:`Segment.gate_floor_s` of every segment, in one pass over all their hooks."""
-    sizes = [len(seg.gate_work) for seg in segs]
-    if not sum(sizes):
-        return [math.inf] * len(segs)
-    u = np.fromiter((w for seg in segs for w in seg.gate_work), dtype=float, count=sum(sizes))
-    i = np.concatenate([np.arange(1, n + 1) for n in sizes])
-    starts = np.cumsum([0] + sizes[:-1])
-    lows = np.minimum.reduceat(s_lo * u - i * h, starts[np.array(sizes) > 0]) if len(u) else np.array([])
-    it = iter(lows.tolist())
-    return [next(it) if n else math.inf for n in sizes]
+def gate_table(segs: list[Segment]) -> tuple:
+    """Every hook's ``U_i`` and ``i`` of ``segs`` as flat arrays, where each segment's hooks
+    start, and which segments have hooks (:func:`gate_floors` reads it for every rank)."""
+    sizes = np.array([len(seg.gate_work) for seg in segs], dtype=int)
+    total = int(sizes.sum())
+    u = np.fromiter((w for seg in segs for w in seg.gate_work), dtype=float, count=total)
+    starts = np.cumsum(sizes) - sizes
+    i = np.arange(total) - np.repeat(starts, sizes) + 1
+    return u, i, starts[sizes > 0], sizes > 0
+
+
+def gate_floors(segs: list[Segment], s_lo: float, h: float, table: tuple | None = None) -> list[float]:
+    """:meth:`Segment.gate_floor_s` of every segment, in one pass over all their hooks
+    (``table``: :func:`gate_table` of ``segs``, if already built)."""
+    u, i, starts, has = table if table is not None else gate_table(segs)
+    out = [math.inf] * len(segs)
+    if len(u):
+        lows = np.minimum.reduceat(s_lo * u - i * h, starts).tolist()
+        for k, low in zip(np.flatnonzero(has).tolist(), lows):
+            out[k] = low
+    return out
 
 
 def build_segments(eng: Any, layout: Any) -> list[Segment]:

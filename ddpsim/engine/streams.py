@@ -109,7 +109,7 @@ class Engine:
         self.buffer_copies_s = self.broadcast_per_tensor_s * len(trace.buffers) if self.buffer_buckets else 0.0
         self.delayed = DelayedAllReduce.of(trace, plan.options, self)
         self.layouts: dict[int, BucketLayout] = {}
-        #: id(layout) -> (layout, its backward's segments) (:mod:`ddpsim.engine.segments`)
+        #: id(layout) -> (layout, its backward's segments, their gate table) (:mod:`ddpsim.engine.segments`)
         self.segments_of: dict[int, tuple] = {}
         self._layout_cache: dict[tuple[Bucket, ...], BucketLayout] = {}
         for k in range(1, config.num_iterations + 1):

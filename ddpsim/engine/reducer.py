@@ -646,6 +646,9 @@ class Rank(RankTimeline):
         if eng.mixed_precision is not None:
             yield from self.drain_upcast_stream(layout, s, live, colls)
         names, record, pending = layout.names, self.record, self.pending
+        copy_out = not eng.gabv  # run with the next wait's or the optimizer's work (flush)
+        copy_back_s = eng.host.copy_back_s_per_param if eng.host is not None else 0.0
+        counts, copy_out_s, sizes, advance = layout.counts, layout.copy_out_s, layout.sizes, self.advance
         for b in live:
             c = colls[b][-1]
             if not (pending and c.done.processed):  # else no wait: what wait() finds
@@ -656,12 +659,12 @@ class Rank(RankTimeline):
             if used_pending and layout.has_unused[b]:
                 yield from self.wait(used_map, "used_map")
                 used_pending = False
-            if not eng.gabv:  # run with the next wait's or the optimizer's work (flush)
-                if eng.host is not None and eng.host.copy_back_s_per_param:
+            if copy_out:
+                if copy_back_s:
                     # copy_bucket_to_grad: one copy_ launched per gradient on the CPU first
-                    self.cpu += eng.host.copy_back_s_per_param * layout.counts[b]
+                    self.cpu += copy_back_s * counts[b]
                     self.gate()
-                self.advance("copy_out", names[b], layout.copy_out_s[b] * s, b, layout.sizes[b])
+                advance("copy_out", names[b], copy_out_s[b] * s, b, sizes[b])
             if record:
                 self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
         if used_pending:

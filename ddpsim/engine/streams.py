@@ -279,7 +279,7 @@ class Engine:
             elif self.table_weighted:
                 c.slow_weight = self.config.interference.weight_for(size_bytes)
         else:
-            assert (c.kind, c.name, c.iteration) == (kind, name, iteration), \
+            assert c.name == name and c.kind == kind and c.iteration == iteration, \
                 f"ranks issued different collectives at position {index}: {c.name!r} vs {name!r}"
         c.arrivals += 1
         if t > c.arrival_max_s:

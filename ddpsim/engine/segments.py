@@ -6,7 +6,11 @@ the hook's CPU time (host costs), the device's gate on the CPU's clock, then the
 copy-in. On a rank that records nothing (:attr:`RankTimeline.record` false), under
 interference, these works merge into one anyway (:meth:`RankTimeline.advance`), so a segment is one work of
 ``s * (sum of backward gaps + sum of copy-ins)`` and ``n * hook_s`` of CPU time, provided no
-host gate falls inside it (the only thing between the events that the engine observes).
+host gate falls inside it (the only thing between the events that the engine observes). On a
+rank that records its works the segment's works (:attr:`Segment.items`) are deferred at once,
+with the additions a hook-by-hook run makes, and recorded when they run; a rank that launches
+without running its works (``steps_only``) takes its segments and posts their buckets' launches
+in one pass (:meth:`Rank.segments_posted`).
 
 Hook ``i`` (1-based) of a segment appends a gate where ``cpu0 + i h > now + P0 + s U_i``
 (:meth:`RankTimeline.gate`, with ``P0`` the works pending at the segment's start and ``U_i``

@@ -107,3 +107,67 @@ def test_ranks_launch_buckets_without_running_their_works_first(monkeypatch):
     launches = len(posted)
     assert full_posted == 0 and sum(w is not None for w in posted) > launches // 2
     assert len(runs) < full_runs - launches // 2
+
+
+@pytest.mark.parametrize("host", [None, HostCosts()])
+def test_segments_posted_in_one_pass_are_the_segment_by_segment_launches_to_the_bit(monkeypatch, host):
+    """A lazy rank takes its plain backward's segments and posts their buckets' launches in one
+    pass (``Rank.segments_posted``): the same additions in the same order as taking each
+    segment and launching each bucket by a call of its own, so the same step times to the bit."""
+    from ddpsim.engine.reducer import Rank
+    taken = []
+    real = Rank.segments_posted
+    monkeypatch.setattr(Rank, "segments_posted", lambda *a: taken.append(real(*a)) or taken[-1])
+    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2), host_costs=host)
+    engine._MEMO.clear()
+    one_pass = engine.simulate(TRACE, PLAN, comm(), cfg, steps_only=True)
+    assert sum(taken) > 0
+    monkeypatch.setattr(Rank, "segments_posted", lambda *a: 0)
+    engine._MEMO.clear()
+    by_call = engine.simulate(TRACE, PLAN, comm(), cfg, steps_only=True)
+    assert [(i.rank, i.iteration, i.start_s, i.end_s) for i in one_pass.iterations] == \
+        [(i.rank, i.iteration, i.start_s, i.end_s) for i in by_call.iterations]
+
+
+def test_a_segment_launches_the_buckets_ready_in_order_and_floors_are_per_segment():
+    """Hand-worked: parameters ready in order 3, 2, 1, 0; buckets {0: p0, p1}, {1: p2}, {2: p3}.
+    p3 readies bucket 2 (bucket 0 not ready: nothing launched), p2 readies bucket 1 (still
+    waiting for bucket 0), p1 marks bucket 0 once, p0 readies it: buckets 0, 1, 2 launch there."""
+    from types import SimpleNamespace
+
+    from ddpsim.engine.segments import build_segments, gate_floors
+    eng = SimpleNamespace(order=[3, 2, 1, 0], ready=[4e-3, 3e-3, 2e-3, 1e-3], is_reducer=[True] * 4,
+                          has_grad=lambda p: True, copy_in_s=[1e-4] * 4, names=["p0", "p1", "p2", "p3"],
+                          param_sizes=[8, 8, 8, 8])
+    layout = SimpleNamespace(bucket_of=[0, 0, 1, 2], counts=[2, 1, 1])
+    segs = build_segments(eng, layout)
+    assert [(s.ready_b, s.launches) for s in segs] == [(2, ()), (1, ()), (0, (0, 1, 2))]
+    assert [s.marks for s in segs] == [[(2, 1)], [(1, 1)], [(0, 2)]]
+    # U_i of the last segment: 1 ms gap before p1's hook, then 1 ms + p1's copy-in before p0's
+    assert segs[2].gate_work == pytest.approx([1e-3, 2e-3 + 1e-4])
+    h = 5e-4
+    assert gate_floors(segs, 0.9, h) == [s.gate_floor_s(0.9, h) for s in segs]
+    assert gate_floors(segs, 0.9, h)[2] == pytest.approx(min(0.9 * 1e-3 - h, 0.9 * 2.1e-3 - 2 * h))
+    assert gate_floors(segs, 0.9, h)[0] == pytest.approx(0.9 * 1e-3 - h)
+
+
+@pytest.mark.parametrize("host", [None, HostCosts()])
+def test_a_recording_rank_takes_segments_as_the_hooks_one_by_one_to_the_bit(monkeypatch, host):
+    """Under interference a rank that records its works defers a segment's works at once
+    (``Segment.take_recorded``) and records a run of works without a call per work: the same
+    spans, bucket timings and iteration figures as deferring them hook by hook."""
+    from ddpsim.engine import segments
+    from ddpsim.engine.reducer import Rank
+    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2), host_costs=host)
+    taken = []
+    real = segments.Segment.take_recorded
+    monkeypatch.setattr(segments.Segment, "take_recorded", lambda *a: taken.append(1) or real(*a))
+    engine._MEMO.clear()
+    at_once = engine.simulate(TRACE, PLAN, comm(), cfg)
+    assert taken
+    real_segments = Rank.segments  # the folded ranks' representative keeps its one work per segment
+    monkeypatch.setattr(Rank, "segments", lambda rank, bw: None if rank.record else real_segments(rank, bw))
+    engine._MEMO.clear()
+    by_hook = engine.simulate(TRACE, PLAN, comm(), cfg)
+    assert list(at_once.spans) == list(by_hook.spans) and list(at_once.buckets) == list(by_hook.buckets)
+    assert at_once.iterations == by_hook.iterations

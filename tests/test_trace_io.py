@@ -347,3 +347,24 @@ def test_pool_traces_refuses_different_models(tiny_trace):
         pool_traces([tiny_trace, other])
     with pytest.raises(InputError, match=r"^traces: \[\] is empty"):
         pool_traces([])
+
+
+def test_a_traces_statistics_are_computed_once_and_are_no_field(monkeypatch):
+    # every simulation of a trace reads its phases and ready times: computed at the first read,
+    # the same values afterwards, and outside the fields (equality and the resume key)
+    from pathlib import Path
+
+    from ddpsim.pipeline.fingerprint import digest
+    from ddpsim.trace import records
+
+    trace = load_trace(Path(__file__).resolve().parents[1] / "traces" / "gpt2-124m.h100.json")
+    key = digest(trace)
+    made = []
+    real = records.PhaseStats.of
+    monkeypatch.setattr(records.PhaseStats, "of", classmethod(lambda cls, xs: made.append(1) or real(xs)))
+    first = trace.phase("backward")
+    assert trace.phase("backward") is first and len(made) == 1
+    assert first == real([it.backward_s for it in trace.iterations])
+    ready = trace.grad_ready_stat_s("median")
+    assert trace.grad_ready_stat_s("median") is ready and ready == trace.median_grad_ready_s()
+    assert digest(trace) == key and trace == copy.copy(trace)

@@ -119,3 +119,39 @@ def test_the_pool_runs_each_sample_as_a_task_and_stores_the_serial_bytes(monkeyp
     for a, b in zip(serial, pooled):
         assert a.metrics["uncertainty"]["labels"] == [s.label for s in samples_for(sc, sc.build_point(a.point))]
         assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())
+
+
+def test_a_points_resimulations_share_its_inputs_and_prior(monkeypatch):
+    # the sweep builds a point again for each of its samples: the second build is the first's
+    # inputs, and the contention prior is derived once per network and memory_bound_fraction
+    from ddpsim.network import cost_terms
+    from ddpsim.pipeline import inputs as inputs_mod
+    from ddpsim.pipeline.resampling import sample_runs
+
+    monkeypatch.setattr(inputs_mod, "_KEPT", inputs_mod._Kept(inputs_mod.KEPT_SIZE))
+    derived = []
+
+    def counted(spec, graph, comm):
+        derived.append(spec.memory_bound_fraction)
+        return cost_terms.contention_prior(spec, graph, comm)
+
+    monkeypatch.setattr(inputs_mod, "cost_prior", counted)
+    sc = scenario_from_dict({"name": "g", "trace": "traces/resnet50.a100.json", "cluster": {"topology": "dgx-a100"},
+                             "world_size": 8, "sweep": {"bucket_cap_mb": [None, 5]}}, source="g")
+    trace = sc.load_trace()
+    p0, p1 = sc.points()
+    first = sc.build_point(p0, trace=trace)
+    assert sc.build_point(p0, trace=trace) is first
+    assert sc.build_point(p1, trace=trace).comm is first.comm
+    assert derived == [0.5]  # one network, one prior for both points
+    # what terms_in_force derives itself over a graph of its own (nothing kept for it)
+    fresh = sc.build_point(p0, trace=trace, graph=sc.graph(p0.nodes))
+    assert fresh is not first and fresh.config == first.config
+    assert derived == [0.5, 0.5]
+    runs = sample_runs(sc, p0, first) + sample_runs(sc, p0, first)
+    assert derived == [0.5, 0.5, 0.3, 0.7]  # the band's two values, each once
+    phi = {s.label: cfg.interference for s, _, cfg in runs if s.memory_bound_fraction is not None}
+    for v in (0.3, 0.7):
+        want = cost_terms.contention_prior(sc.updated(cost_model={"memory_bound_fraction": v}).cost_model,
+                                           sc.graph(p0.nodes), first.comm)
+        assert phi[f"memory_bound_fraction={v:g}"] == want.interference

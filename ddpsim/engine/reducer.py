@@ -21,7 +21,7 @@ from typing import Iterator
 import simpy
 
 from ddpsim.engine.features import BucketLayout
-from ddpsim.engine.segments import Segment, build_segments
+from ddpsim.engine.segments import MARGIN_S, Segment, build_segments, gate_floors, gate_table
 from ddpsim.engine.streams import Coll
 from ddpsim.engine.timeline import IterAcc, RankTimeline
 from ddpsim.network.kernel_costs import allreduce_hook_div_s, fp16_compress_s, fp16_decompress_s
@@ -287,9 +287,10 @@ class Rank(RankTimeline):
         a SyncBatchNorm's or the delayed all-reduce's hook there, then the reducer's hook
         (with find_unused_parameters the first hook also marks every unused parameter).
 
-        A rank that records nothing takes the hooks between two bucket-ready events in one
-        go where that is exact (:class:`ddpsim.engine.segments.Segment`): their works merge
-        into one anyway, and no host gate falls inside."""
+        Under interference the hooks between two bucket-ready events are taken in one go
+        where no host gate falls inside (:class:`ddpsim.engine.segments.Segment`): on a rank
+        that records nothing as one work (its works merge into one anyway), on one that
+        records them as the same works deferred at once (:meth:`Segment.take_recorded`)."""
         found = self.segments(bw)
         if found is None:
             if self.fast and not self.record and bw.plain and self.plain_hooks(bw):
@@ -298,10 +299,14 @@ class Rank(RankTimeline):
             yield from self.hooks_one_by_one(bw, s, 0, len(self.eng.order), 0.0)
             return
         segs, floors = found
-        grads_left, plain = bw.pending, bw.plain
-        for seg, floor_s in zip(segs, floors):
+        grads_left, plain, record = bw.pending, bw.plain, self.record
+        i = self.segments_posted(bw, s, segs, floors) if plain and self.lazy else 0
+        for seg, floor_s in zip(segs[i:], floors[i:]):
             if seg.closed_form(self, s, floor_s):
-                seg.take(self, s, grads_left)
+                if record:
+                    seg.take_recorded(self, s, grads_left)
+                else:
+                    seg.take(self, s, grads_left)
                 if seg.ready_b is not None:
                     if self.pending and not self.runs_on():
                         yield from self.flush()
@@ -312,6 +317,66 @@ class Rank(RankTimeline):
             else:
                 yield from self.hooks_one_by_one(bw, s, seg.start, seg.stop, seg.prev0)
 
+    def segments_posted(self, bw: "BackwardState", s: float, segs: "list[Segment]", floors: list[float]) -> int:
+        """The plain backward's segments from the first on, on a rank that launches without
+        running its works (:attr:`lazy`), while each is taken in one go (the test of
+        :meth:`Segment.closed_form`) and its works join the one run pending: what
+        :meth:`Segment.take`, :meth:`launch_ready` and :meth:`launch` do, in the same order,
+        without a call per segment or bucket. Every launch is posted where the work clock
+        reaches the run's end (the clock does not move meanwhile: no SimPy); returns the first
+        segment not taken."""
+        eng = self.eng
+        pending = self.pending
+        if (eng.find_unused_dynamic or eng.skip_unused or bw.next_b or len(pending) != 1
+                or pending[0][0] is None):
+            return 0
+        host = eng.host
+        h = host.hook_s_per_param if host is not None else 0.0
+        launch_s = host.bucket_launch_s if host is not None else 0.0
+        enqueue_s = host.enqueue_s if host is not None else 0.0
+        now = eng.env.now
+        w0 = eng.work_at(now)
+        run_s = pending[0][2]
+        pending_s, cpu, t, seq, it = self.pending_s, self.cpu, self.t, self.seq, self.iter
+        ready_t, launch_t, colls = bw.ready_t, bw.launch_t, bw.colls
+        names, sizes, arrive = bw.layout.names, bw.layout.sizes, eng.arrive
+        arrival = -math.inf
+        i = 0
+        for seg, floor_s in zip(segs, floors):
+            if not seg.plain or (host is not None and seg.hooks and cpu - now - pending_s > floor_s - MARGIN_S):
+                break
+            d = seg.work_s * s
+            if d > 0:
+                pending_s += d
+                run_s += d
+            if host is not None:
+                cpu += seg.hooks * h
+            i += 1
+            if seg.ready_b is None:
+                continue
+            ready_t[seg.ready_b] = t
+            for b in seg.launches:
+                if host is not None:
+                    cpu += launch_s
+                    cpu += enqueue_s
+                    arrival = cpu if cpu > t else t
+                colls[b] = [arrive(seq, arrival, "allreduce", names[b], it, b, sizes[b], False, 0.0, w0 + pending_s)]
+                seq += 1
+                launch_t[b] = t
+        if not i:
+            return 0
+        grads_left = bw.pending
+        for seg in segs[:i]:
+            for b, n in seg.marks:
+                grads_left[b] -= n
+        bw.next_b = next((seg.launches[-1] + 1 for seg in reversed(segs[:i]) if seg.launches), 0)
+        if seq > self.seq:
+            self.issue_s = t
+        if run_s != pending[0][2]:
+            pending[0] = ("backward", "backward segment", run_s, None, None)
+        self.pending_s, self.cpu, self.seq = pending_s, cpu, seq
+        return i
+
     def plain_hooks(self, bw: "BackwardState") -> bool:
         """Every hook of the backward is the reducer's plain copy-in: no SyncBatchNorm, delayed
         all-reduce, unused parameter, batched copy or static_graph first iteration."""
@@ -321,18 +386,19 @@ class Rank(RankTimeline):
     def segments(self, bw: "BackwardState") -> "tuple[list[Segment], list[float]] | None":
         """The backward's segments between bucket-ready events (built once per layout for
         every rank) and their no-gate bounds at this rank's least factor, or None where a hook
-        may do more than a plain copy-in, works are recorded, or they run at rate 1 (there one
-        by one is already cheap, and the same arithmetic as a full run)."""
+        may do more than a plain copy-in or works run at rate 1 (there one by one is already
+        cheap, and the same arithmetic as a full run)."""
         eng = self.eng
-        if self.record or self.fast or not self.plain_hooks(bw):
+        if self.fast or not self.plain_hooks(bw):
             return None
         key = id(bw.layout)
         if key not in self.segments_of:
             if key not in eng.segments_of:
-                eng.segments_of[key] = (bw.layout, build_segments(eng, bw.layout))
-            segs = eng.segments_of[key][1]
+                segs = build_segments(eng, bw.layout)
+                eng.segments_of[key] = (bw.layout, segs, gate_table(segs))
+            _, segs, table = eng.segments_of[key]
             s_lo, h = min(self.factors), eng.host.hook_s_per_param if eng.host is not None else 0.0
-            self.segments_of[key] = (bw.layout, (segs, [seg.gate_floor_s(s_lo, h) for seg in segs]))
+            self.segments_of[key] = (bw.layout, (segs, gate_floors(segs, s_lo, h, table)))
         return self.segments_of[key][1]
 
     def hooks_at_rate_one(self, bw: "BackwardState", s: float) -> None:
@@ -580,6 +646,9 @@ class Rank(RankTimeline):
         if eng.mixed_precision is not None:
             yield from self.drain_upcast_stream(layout, s, live, colls)
         names, record, pending = layout.names, self.record, self.pending
+        copy_out = not eng.gabv  # run with the next wait's or the optimizer's work (flush)
+        copy_back_s = eng.host.copy_back_s_per_param if eng.host is not None else 0.0
+        counts, copy_out_s, sizes, advance = layout.counts, layout.copy_out_s, layout.sizes, self.advance
         for b in live:
             c = colls[b][-1]
             if not (pending and c.done.processed):  # else no wait: what wait() finds
@@ -590,12 +659,12 @@ class Rank(RankTimeline):
             if used_pending and layout.has_unused[b]:
                 yield from self.wait(used_map, "used_map")
                 used_pending = False
-            if not eng.gabv:  # run with the next wait's or the optimizer's work (flush)
-                if eng.host is not None and eng.host.copy_back_s_per_param:
+            if copy_out:
+                if copy_back_s:
                     # copy_bucket_to_grad: one copy_ launched per gradient on the CPU first
-                    self.cpu += eng.host.copy_back_s_per_param * layout.counts[b]
+                    self.cpu += copy_back_s * counts[b]
                     self.gate()
-                self.advance("copy_out", names[b], layout.copy_out_s[b] * s, b, layout.sizes[b])
+                advance("copy_out", names[b], copy_out_s[b] * s, b, sizes[b])
             if record:
                 self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
         if used_pending:

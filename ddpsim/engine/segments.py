@@ -6,7 +6,11 @@ the hook's CPU time (host costs), the device's gate on the CPU's clock, then the
 copy-in. On a rank that records nothing (:attr:`RankTimeline.record` false), under
 interference, these works merge into one anyway (:meth:`RankTimeline.advance`), so a segment is one work of
 ``s * (sum of backward gaps + sum of copy-ins)`` and ``n * hook_s`` of CPU time, provided no
-host gate falls inside it (the only thing between the events that the engine observes).
+host gate falls inside it (the only thing between the events that the engine observes). On a
+rank that records its works the segment's works (:attr:`Segment.items`) are deferred at once,
+with the additions a hook-by-hook run makes, and recorded when they run; a rank that launches
+without running its works (``steps_only``) takes its segments and posts their buckets' launches
+in one pass (:meth:`Rank.segments_posted`).
 
 Hook ``i`` (1-based) of a segment appends a gate where ``cpu0 + i h > now + P0 + s U_i``
 (:meth:`RankTimeline.gate`, with ``P0`` the works pending at the segment's start and ``U_i``
@@ -19,8 +23,11 @@ hooks run one by one (:meth:`Rank.hooks_one_by_one`), which is what they compute
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 #: clearance of the no-gate test over rounding of the sums (seconds)
 MARGIN_S = 1e-9
@@ -48,11 +55,17 @@ class Segment:
     lead: bool
     #: per hook i (from 1), ``U_i``: the full-rate work before its gate at s=1
     gate_work: list[float]
+    #: the buckets DDP launches, in order, once the segment's ready bucket is marked (every
+    #: earlier segment taken: launch_k = max(ready_k, launch_{k-1}))
+    launches: tuple[int, ...] = ()
+    #: the works the segment defers on a rank that records them (:meth:`Rank.hooks_one_by_one`):
+    #: ``(kind, name, seconds at s=1, bucket, size)``, each backward gap before its hook's copy-in
+    items: tuple[tuple, ...] = ()
 
     def gate_floor_s(self, s_lo: float, h: float) -> float:
         """``min_i (s_lo U_i - i h)``: the no-gate bound at the least factor ``s_lo`` with
         ``h`` seconds of CPU per hook (inf: no hooks)."""
-        return min((s_lo * u - i * h for i, u in enumerate(self.gate_work, start=1)), default=float("inf"))
+        return gate_floors([self], s_lo, h)[0]
 
     def closed_form(self, rank: Any, s: float, floor_s: float) -> bool:
         """Whether the segment can be taken in one go on ``rank`` at factor ``s`` (``floor_s``:
@@ -66,6 +79,24 @@ class Segment:
         slack = rank.cpu - rank.eng.env.now - rank.pending_s
         return slack <= floor_s - MARGIN_S
 
+    def take_recorded(self, rank: Any, s: float, grads_left: list[int]) -> None:
+        """The segment's works deferred one by one, as :meth:`Rank.hooks_one_by_one` defers them
+        on a rank that records them (the same items, the same additions to ``pending_s`` and to
+        the CPU's clock in the same order), with no gate among them (:meth:`closed_form`)."""
+        items = [(kind, name, d, b, size) for kind, name, w, b, size in self.items for d in (w * s,) if d > 0]
+        pending_s = rank.pending_s
+        for it in items:
+            pending_s += it[2]
+        rank.pending_s = pending_s
+        rank.pending += items
+        if rank.eng.host is not None:
+            h, cpu = rank.eng.host.hook_s_per_param, rank.cpu
+            for _ in range(self.hooks):
+                cpu += h
+            rank.cpu = cpu
+        for b, n in self.marks:
+            grads_left[b] -= n
+
     def take(self, rank: Any, s: float, grads_left: list[int]) -> None:
         """The segment's works and hooks at once; its buckets' gradients marked."""
         rank.advance("backward", "backward segment", self.work_s * s)
@@ -75,23 +106,48 @@ class Segment:
             grads_left[b] -= n
 
 
+def gate_table(segs: list[Segment]) -> tuple:
+    """Every hook's ``U_i`` and ``i`` of ``segs`` as flat arrays, where each segment's hooks
+    start, and which segments have hooks (:func:`gate_floors` reads it for every rank)."""
+    sizes = np.array([len(seg.gate_work) for seg in segs], dtype=int)
+    total = int(sizes.sum())
+    u = np.fromiter((w for seg in segs for w in seg.gate_work), dtype=float, count=total)
+    starts = np.cumsum(sizes) - sizes
+    i = np.arange(total) - np.repeat(starts, sizes) + 1
+    return u, i, starts[sizes > 0], sizes > 0
+
+
+def gate_floors(segs: list[Segment], s_lo: float, h: float, table: tuple | None = None) -> list[float]:
+    """:meth:`Segment.gate_floor_s` of every segment, in one pass over all their hooks
+    (``table``: :func:`gate_table` of ``segs``, if already built)."""
+    u, i, starts, has = table if table is not None else gate_table(segs)
+    out = [math.inf] * len(segs)
+    if len(u):
+        lows = np.minimum.reduceat(s_lo * u - i * h, starts).tolist()
+        for k, low in zip(np.flatnonzero(has).tolist(), lows):
+            out[k] = low
+    return out
+
+
 def build_segments(eng: Any, layout: Any) -> list[Segment]:
     """The backward's segments for ``layout`` (the same for every rank)."""
-    order, ready, bucket_of = eng.order, eng.ready, layout.bucket_of
+    order, ready, bucket_of, names, sizes = eng.order, eng.ready, layout.bucket_of, eng.names, eng.param_sizes
     left = list(layout.counts)
     segs: list[Segment] = []
-    prev, start = 0.0, 0
+    prev, start, next_b = 0.0, 0, 0
     while start < len(order):
-        prev0, back, copy, hooks, gate_work, marks = prev, 0.0, 0.0, 0, [], {}
+        prev0, back, copy, hooks, gate_work, marks, items = prev, 0.0, 0.0, 0, [], {}, []
         plain, lead, ready_b, stop = True, False, None, start
         for p in order[start:]:
             stop += 1
             r = ready[p]
             if r > prev:
                 back += r - prev
+                items.append(("backward", names[p], r - prev, None, None))
                 prev = r
             if not eng.is_reducer[p]:
                 continue
+            items.append(("copy_in", names[p], eng.copy_in_s[p], bucket_of[p], sizes[p]))
             if hooks == 0:
                 lead = back > 0
             hooks += 1
@@ -104,7 +160,10 @@ def build_segments(eng: Any, layout: Any) -> list[Segment]:
             if left[b] == 0:
                 ready_b = b
                 break
+        first_b = next_b
+        while ready_b is not None and next_b < len(left) and left[next_b] == 0:
+            next_b += 1
         segs.append(Segment(start, stop, prev0, back + copy, hooks, sorted(marks.items()), ready_b,
-                            plain, lead, gate_work))
+                            plain, lead, gate_work, tuple(range(first_b, next_b)), tuple(items)))
         start = stop
     return segs

@@ -43,7 +43,7 @@ from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CommModel
 from ddpsim.network.interference import Interference
 from ddpsim.network.kernel_costs import grad_copy_in_s, grad_zero_fill_s, mp_param_cast_s, param_elem_bytes
-from ddpsim.plan.planner import Bucket, BucketPlan, reducer_param_indices
+from ddpsim.plan.planner import BucketPlan, reducer_param_indices
 from ddpsim.trace.records import Trace
 
 
@@ -109,14 +109,18 @@ class Engine:
         self.buffer_copies_s = self.broadcast_per_tensor_s * len(trace.buffers) if self.buffer_buckets else 0.0
         self.delayed = DelayedAllReduce.of(trace, plan.options, self)
         self.layouts: dict[int, BucketLayout] = {}
-        #: id(layout) -> (layout, its backward's segments) (:mod:`ddpsim.engine.segments`)
+        #: id(layout) -> (layout, its backward's segments, their gate table) (:mod:`ddpsim.engine.segments`)
         self.segments_of: dict[int, tuple] = {}
-        self._layout_cache: dict[tuple[Bucket, ...], BucketLayout] = {}
+        # one layout per distinct bucket tuple (the plan hands out the same tuple objects: looked
+        # up by identity, then by value, not hashed per iteration)
+        by_id: dict[int, BucketLayout] = {}
         for k in range(1, config.num_iterations + 1):
             bs = plan.layout_for_iteration(k)
-            if bs not in self._layout_cache:
-                self._layout_cache[bs] = BucketLayout(trace, bs, self)
-            self.layouts[k] = self._layout_cache[bs]
+            layout = by_id.get(id(bs))
+            if layout is None:
+                layout = next((lay for lay in by_id.values() if lay.buckets == bs), None) or BucketLayout(trace, bs, self)
+                by_id[id(bs)] = layout
+            self.layouts[k] = layout
         # collectives and interference state
         self.colls: list[Coll] = []
         self._durations: dict[tuple[bool, int], float] = {}
@@ -279,7 +283,7 @@ class Engine:
             elif self.table_weighted:
                 c.slow_weight = self.config.interference.weight_for(size_bytes)
         else:
-            assert (c.kind, c.name, c.iteration) == (kind, name, iteration), \
+            assert c.name == name and c.kind == kind and c.iteration == iteration, \
                 f"ranks issued different collectives at position {index}: {c.name!r} vs {name!r}"
         c.arrivals += 1
         if t > c.arrival_max_s:

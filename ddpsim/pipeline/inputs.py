@@ -18,7 +18,9 @@ from typing import Any, Callable
 
 from ddpsim.engine.config import SimConfig
 from ddpsim.errors import InputError
+from ddpsim.network.cost_terms import contention_prior as cost_prior
 from ddpsim.network.cost_terms import terms_in_force
+from ddpsim.network.interference import Interference
 from ddpsim.pipeline.specs import Point
 
 
@@ -44,11 +46,30 @@ def build_point_inputs(scenario: Any, point: Point, *, trace: Any = None, calibr
         InputError: a world size over the cluster's devices, a delayed parameter the trace
         lacks, a straggler rank outside the world, a plan file that does not fit the trace.
     """
-    trace = trace if trace is not None else scenario.load_trace()
     if calibration is None:
         calibration = scenario.load_calibration()
-    if graph is None and scenario.cluster.topology is not None:
-        graph = _KEPT.get(("graph", *_cluster_key(scenario, point.nodes)), (), lambda: scenario.graph(point.nodes))
+    if trace is None:
+        return _build(scenario, point, scenario.load_trace(), calibration, graph)
+    if graph is not None:
+        return _build(scenario, point, trace, calibration, graph)
+    # a point's re-simulations (its uncertainty samples, its runs with cost terms off) build it again
+    cluster = _cluster_key(scenario, point.nodes) if scenario.cluster.topology is not None else None
+    return _KEPT.get(("inputs", id(scenario), id(trace), id(calibration), cluster, point), (scenario, trace, calibration),
+                     lambda: _build(scenario, point, trace, calibration, None))
+
+
+def point_graph(scenario: Any, nodes: int) -> Any:
+    """The topology graph of ``scenario`` at ``nodes`` nodes, built once for every point over it
+    (None: no topology, a latency + bandwidth model)."""
+    if scenario.cluster.topology is None:
+        return None
+    return _KEPT.get(("graph", *_cluster_key(scenario, nodes)), (), lambda: scenario.graph(nodes))
+
+
+def _build(scenario: Any, point: Point, trace: Any, calibration: Any, graph: Any) -> PointInputs:
+    """:func:`build_point_inputs` with the trace and calibration loaded."""
+    if graph is None:
+        graph = point_graph(scenario, point.nodes)
     world = scenario.world_size_for(graph)
     comm = (comm_model(scenario, graph, world, calibration) if graph is None else
             _KEPT.get(("comm", id(graph), world, id(calibration)), (graph, calibration),
@@ -107,8 +128,13 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
     """The SimConfig of ``point``: the scenario's ``simulation`` block, the point's comm hook,
     the cost terms in force (GPU terms only with an analytical NCCL ``comm``)."""
     sim = scenario.simulation
+    interference = sim.interference
+    if interference is None and calibration is None and graph is not None and scenario.cost_model.contention:
+        # the prior terms_in_force would derive, derived once for the points over one network
+        prior = contention_prior(scenario.cost_model, graph, comm)
+        interference = prior.interference if prior is not None else Interference()
     terms = terms_in_force(scenario.cost_model, graph=graph, comm=comm, calibration=calibration,
-                           interference=sim.interference,
+                           interference=interference,
                            copy_bandwidth_bytes_per_s=None if sim.copy_bandwidth_gbps is None else sim.copy_bandwidth_gbps * 1e9)
     for r in sim.stragglers:
         if r >= world_size:
@@ -126,12 +152,21 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
                      join_batches=None if scenario.join is None else scenario.join.batches(world_size, sim.seed))
 
 
+def contention_prior(spec: Any, graph: Any, comm: Any) -> Any:
+    """:func:`ddpsim.network.cost_terms.contention_prior` of ``comm`` on ``graph`` under the cost
+    model ``spec``, derived once per network and ``memory_bound_fraction``/``memory_efficiency``
+    (the points over one network and their uncertainty samples ask for it again)."""
+    key = ("prior", id(graph), id(comm), spec.memory_bound_fraction, spec.memory_efficiency)
+    return _KEPT.get(key, (graph, comm), lambda: cost_prior(spec, graph, comm))
+
+
 # ---- work shared by points (exact: each is a pure function of its key) ---------------------
 
 class _Kept:
-    """The last :data:`KEPT_SIZE` topology graphs, comm models and bucket plans, so that the
-    points of a sweep or a design space that share a network or a plan build it once (an NCCL
-    model of a large cluster takes seconds). A key names an object by identity only together
+    """The last :data:`KEPT_SIZE` topology graphs, comm models, contention priors, bucket plans
+    and points' inputs, so that the points of a sweep or a design space that share a network or
+    a plan build it once (an NCCL model of a large cluster takes seconds), and a point's
+    re-simulations, each a unit of work of its own, find the point's inputs built. A key names an object by identity only together
     with ``pins``, which the entry holds, so that identity is never reused while kept."""
 
     def __init__(self, size: int) -> None:

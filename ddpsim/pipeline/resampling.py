@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 from ddpsim.network import collective_residuals
 from ddpsim.network.comm_model import WrappedCommModel
-from ddpsim.pipeline.inputs import sim_config
+from ddpsim.pipeline.inputs import contention_prior, point_graph, sim_config
 
 #: a point within this relative distance of a sample's best counts as "as good" in that sample
 ROBUST_TOLERANCE = 0.01
@@ -126,7 +126,7 @@ def term_samples(scenario: Any, inputs: Any) -> list[Sample]:
     sets = off_sets(scenario)
     if not sets:
         return []
-    graph = scenario.graph(inputs.point.nodes)
+    graph = point_graph(scenario, inputs.point.nodes)
     if (terms_off_config(scenario, inputs, graph, ()) != inputs.config
             or terms_off_config(scenario, inputs, graph, sets[0]) == inputs.config):
         return []
@@ -172,7 +172,7 @@ def sample_inputs(scenario: Any, point: Any, inputs: Any, graph: Any, sample: Sa
         return comm, terms_off_config(scenario, inputs, graph, sample.terms_off)
     if sample.memory_bound_fraction is not None:
         variant = scenario.updated(cost_model={"memory_bound_fraction": sample.memory_bound_fraction})
-        prior = variant.contention_prior(graph, comm)
+        prior = contention_prior(variant.cost_model, graph, comm)
         if prior is not None:
             cfg = dataclasses.replace(cfg, interference=prior.interference)
     if sample.host_factor is not None and cfg.host_costs is not None:
@@ -189,7 +189,7 @@ def sample_runs(scenario: Any, point: Any, inputs: Any) -> list[tuple[Sample, An
     samples = samples_for(scenario, inputs)
     if not samples:
         return []
-    graph = scenario.graph(point.nodes)
+    graph = point_graph(scenario, point.nodes)
     return [(smp, *sample_inputs(scenario, point, inputs, graph, smp)) for smp in samples]
 
 
@@ -197,7 +197,7 @@ def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Ca
     """Sample ``k``'s p50 step time alone (a task of the sweep's worker pool): only that sample's
     inputs are built."""
     sample = samples_for(scenario, inputs)[k]
-    comm, cfg = sample_inputs(scenario, point, inputs, scenario.graph(point.nodes), sample)
+    comm, cfg = sample_inputs(scenario, point, inputs, point_graph(scenario, point.nodes), sample)
     return sample_p50(inputs, comm, cfg, simulate, spans_kw)
 
 

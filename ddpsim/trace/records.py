@@ -186,9 +186,21 @@ class Trace:
     def num_param_elements(self) -> int:
         return sum(p.numel for p in self.params)
 
+    def _derived(self, key: tuple, compute: Any) -> Any:
+        """A figure derived from the (immutable) trace, computed on first use and kept with it:
+        every simulation of the trace reads its phases and ready times (not a field: the trace's
+        equality, hash and resume key are its fields')."""
+        kept = self.__dict__.get("_kept_figures")
+        if kept is None:
+            kept = {}
+            object.__setattr__(self, "_kept_figures", kept)
+        if key not in kept:
+            kept[key] = compute()
+        return kept[key]
+
     def phase(self, name: str) -> PhaseStats:
         """Stats of ``"forward"``, ``"backward"``, ``"optimizer"`` or ``"zero_grad"``."""
-        return PhaseStats.of([getattr(it, f"{name}_s") for it in self.iterations])
+        return self._derived(("phase", name), lambda: PhaseStats.of([getattr(it, f"{name}_s") for it in self.iterations]))
 
     def median_grad_ready_s(self) -> tuple[float | None, ...]:
         """Per parameter, the median hook time after backward start (None if never ready)."""
@@ -198,11 +210,15 @@ class Trace:
         """Per parameter, the median or mean (:data:`COMPUTE_STATISTICS`) hook time after
         backward start (None if never ready)."""
         agg = statistics.fmean if check_compute_statistic(statistic) == "mean" else statistics.median
-        out: list[float | None] = []
-        for i in range(self.num_params):
-            xs = [it.grad_ready_s[i] for it in self.iterations if it.grad_ready_s[i] is not None]
-            out.append(agg(xs) if xs else None)
-        return tuple(out)
+
+        def compute() -> tuple[float | None, ...]:
+            out: list[float | None] = []
+            for i in range(self.num_params):
+                xs = [it.grad_ready_s[i] for it in self.iterations if it.grad_ready_s[i] is not None]
+                out.append(agg(xs) if xs else None)
+            return tuple(out)
+
+        return self._derived(("grad_ready", statistic), compute)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -206,34 +206,12 @@ class Router:
         key = (src, dst)
         got = self._links.get(key)
         if got is None:
-            got = self._links[key] = self._nic_links(src, dst) or self._path_links(src, dst)
+            got = self._links[key] = self._path_links(src, dst)
         return got
 
     def _path_links(self, src: Any, dst: Any) -> tuple[list[tuple], int]:
         ps = self.paths(src, dst)
         return [(u, v) for p in ps for u, v in zip(p, p[1:])], len(ps)
-
-    def _nic_links(self, src: Any, dst: Any) -> tuple[list[tuple], int] | None:
-        """The links of every route between NICs of two hosts, path by path, as :meth:`paths`
-        gives them (NIC, its leaf, the switches' routes, the other leaf, NIC), without building
-        the paths: None for any other pair."""
-        a, b = self.g._node[src], self.g._node[dst]
-        if not (a[KIND] == "nic" and b[KIND] == "nic" and a[HOST] != b[HOST]):
-            return None
-        la, lb = self.uplink(src), self.uplink(dst)
-        if la is None or lb is None:
-            return None
-        if la == lb:
-            return [(src, la), (la, dst)], 1
-        if self._switches is None:
-            self._switches = _SwitchRoutes(self._weighted([n for n, d in self.g._node.items() if d[HOST] < 0]), self._W)
-        mid = self._switches.links(la, lb)
-        out: list[tuple] = []
-        for m in mid:
-            out.append((src, la))
-            out.extend(m)
-            out.append((lb, dst))
-        return out, len(mid)
 
     def bottleneck(self, src: Any, dst: Any) -> float:
         """Widest of the shortest paths' narrowest link, bytes/s."""

@@ -206,12 +206,9 @@ class Router:
         key = (src, dst)
         got = self._links.get(key)
         if got is None:
-            got = self._links[key] = self._path_links(src, dst)
+            ps = self.paths(src, dst)
+            got = self._links[key] = [(u, v) for p in ps for u, v in zip(p, p[1:])], len(ps)
         return got
-
-    def _path_links(self, src: Any, dst: Any) -> tuple[list[tuple], int]:
-        ps = self.paths(src, dst)
-        return [(u, v) for p in ps for u, v in zip(p, p[1:])], len(ps)
 
     def bottleneck(self, src: Any, dst: Any) -> float:
         """Widest of the shortest paths' narrowest link, bytes/s."""
@@ -275,7 +272,6 @@ class _SwitchRoutes:
         self.lightest = float(self.vals.min()) if len(self.vals) else math.inf
         self._dist: dict[int, np.ndarray] = {}
         self._paths: dict[tuple, list[list]] = {}
-        self._links: dict[tuple, list[list[tuple]]] = {}
 
     def _from(self, src: int) -> np.ndarray:
         """Distances from switch ``src``, computed with the next switches not computed yet (one
@@ -287,13 +283,6 @@ class _SwitchRoutes:
             for i, row in zip(batch, dijkstra(self.csr, directed=True, indices=batch)):
                 self._dist[i] = row
         return self._dist[src]
-
-    def links(self, a: Any, b: Any) -> list[list[tuple]]:
-        """Each path's links, between switches ``a`` and ``b`` (cached)."""
-        key = (a, b)
-        if key not in self._links:
-            self._links[key] = [list(zip(p, p[1:])) for p in self.paths(a, b)]
-        return self._links[key]
 
     def _short(self, ia: int, ib: int) -> list[list] | None:
         """The shortest paths when they have one or two links: every path of k links weighs at

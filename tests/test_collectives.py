@@ -373,7 +373,7 @@ def test_tree_search_balanced_then_simple_tree_on_hopper():
                       lambda k, e: [e], 0)
 
     speeds = (48.0, 30.0, 20.0, 12.0)
-    kw = dict(channels=1, max_bw=48.0, total_bw=48.0, search_total_bw=96.0)
+    kw = dict(channels=1, max_bw=48.0, search_total_bw=96.0)
     both = {b: totals(b) for b in (True, False)}
     amp, amp_simple = _tree_search(both, speeds, cc=80, **kw)
     # no intra-node link here: pass 2 raises bwIntra 20 -> 30 -> 48 (each step taken while < 2 x 20)

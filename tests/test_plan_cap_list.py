@@ -234,7 +234,7 @@ def test_scenario_list_points(tmp_path, tiny_trace_file):
     pts = s.points()
     assert [p.point_id for p in pts] == ["cap=default", "cap=1", "list=0.003+0.009", "list=2"]
     assert s.ddp_options(pts[2]).bucket_cap_mb_list == (0.003, 0.009) and s.ddp_options(pts[2]).bucket_cap_mb is None
-    assert s.default_point_for(pts[2]) == pts[0] and s.base_point() == pts[0]
+    assert pts[2].with_value("cap", (None, None)) == pts[0] and s.base_point() == pts[0]
     assert [p.point_id for p in s.timeline_points()] == ["cap=default", "list=2", "list=0.003+0.009"]
     own = load_scenario(write_scenario(tmp_path, tiny_trace_file, ddp={"bucket_cap_mb_list": [0.5, 4]}))
     assert [p.point_id for p in own.points()] == ["cap=default", "cap=1", "list=0.5+4"]

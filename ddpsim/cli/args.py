@@ -13,7 +13,7 @@ import argparse
 import logging
 import math
 import re
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Container, Sequence
 
 from ddpsim.errors import InputError, cut, shorten
 from ddpsim.units import MAX_NODES, MAX_WORLD_SIZE
@@ -196,6 +196,33 @@ def key_values(items: Sequence[str], table: dict[str, Callable[[str], Any]], fla
         except argparse.ArgumentTypeError as exc:
             raise InputError(f"{flag} {key}: {exc}") from None
     return out
+
+
+# ---- output ---------------------------------------------------------------------------------
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Container[int] | None = None) -> list[str]:
+    """Aligned lines, columns two spaces apart, those in ``right`` (None: all) right-aligned."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if right is None or i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
+
+
+def csv_text(rows: Sequence[dict[str, Any]], fields: Sequence[str] | None = None) -> str:
+    """``rows`` as CSV under the header ``fields`` (None: the first row's keys; no rows: nothing)."""
+    import csv, io  # noqa: E401
+
+    if fields is None and not rows:
+        return ""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(fields or rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
 
 
 # ---- parser helpers ---------------------------------------------------------------------------

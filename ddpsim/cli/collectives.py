@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 from typing import Any
 
@@ -126,12 +124,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     if args.format == "csv":
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=["size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "algorithm", "protocol"],
-                           lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-        print(buf.getvalue(), end="")
+        from ddpsim.cli.args import csv_text
+
+        print(csv_text(rows), end="")
         return 0
     d = model.describe()
     if d.get("model") == "nccl":

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import logging
 import sys
@@ -142,12 +140,9 @@ CSV_FIELDS = ["layout", "index", "num_params", "size_bytes", "size", "dtype", "f
 
 def format_csv(plan: Any, trace: Any) -> str:
     """One row per bucket: the steady layout, then (if buckets are rebuilt) the first-iteration one."""
-    rows = _rows(plan, trace)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
+    from ddpsim.cli.args import csv_text
+
+    return csv_text(_rows(plan, trace), CSV_FIELDS)
 
 
 def _summary(buckets: Any) -> str:
@@ -160,6 +155,7 @@ def _summary(buckets: Any) -> str:
 
 def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str | None = None) -> str:
     """The human view: header, steady-state buckets in launch order, first-iteration line."""
+    from ddpsim.cli.args import text_table
     from ddpsim.units import format_size
 
     o = plan.options
@@ -194,15 +190,7 @@ def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str 
     table = [[str(r["index"]), str(r["num_params"]), str(r["size_bytes"]), r["size"], r["dtype"],
               r["first_param"] if r["num_params"] == 1 else f"{r['first_param']} .. {r['last_param']}",
               str(r["from_iteration"])] for r in rows]
-    widths = [max(len(h), *(len(t[k]) for t in table)) for k, h in enumerate(header)]
-    right = {0, 1, 2, 3, 6}
-
-    def fmt(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if k in right else c.ljust(w) for k, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    lines.append(fmt(header))
-    lines += [fmt(t) for t in table]
-    lines.append("")
+    lines += [*text_table(header, table, right={0, 1, 2, 3, 6}), ""]
     if plan.rebuild_iteration is not None:
         first_iters = "1" if plan.rebuild_iteration == 2 else f"1..{plan.rebuild_iteration - 1}"
         lines.append(f"first iteration layout (iteration {first_iters}): {_summary(plan.initial)}")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import logging
 import sys
@@ -111,23 +109,20 @@ def _steady_bucket_rows(res) -> tuple[int | None, list[dict[str, Any]]]:
     return k, rows
 
 
+def _cell(v: Any) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else ""
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.1f}"
+    return str(v)
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
+    from ddpsim.cli.args import text_table
+
     if not rows:
         return "(none)\n"
-    cols = list(rows[0])
-
-    def fmt(v: Any) -> str:
-        if isinstance(v, bool):
-            return "yes" if v else ""
-        if isinstance(v, float):
-            return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.1f}"
-        return str(v)
-
-    cells = [[fmt(r[c]) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    out = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
-    out += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
-    return "\n".join(out) + "\n"
+    return "\n".join(text_table(list(rows[0]), [[_cell(v) for v in r.values()] for r in rows])) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,15 +141,11 @@ def run(args: argparse.Namespace) -> int:
         out.write(json.dumps(doc, indent=1, default=str) + "\n")
         return 0
     if args.format == "csv":
+        from ddpsim.cli.args import csv_text
+
         for name, rows in (("iterations", [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations]),
                            ("buckets", [asdict(b) for b in res.buckets])):
-            buf = io.StringIO()
-            out.write(f"# {name}\n")
-            if rows:
-                w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-                w.writeheader()
-                w.writerows(rows)
-            out.write(buf.getvalue())
+            out.write(f"# {name}\n{csv_text(rows)}")
         return 0
     m = res.meta
     out.write(f"{trace.model}: {config.world_size} ranks, {m['comm'].get('model', comm.backend)}, "

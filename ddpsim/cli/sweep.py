@@ -97,6 +97,7 @@ def build_scenario(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from ddpsim.cli.args import text_table
     from ddpsim.report.summary import to_csv_text
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table
 
@@ -119,9 +120,6 @@ def run(args: argparse.Namespace) -> int:
         rows = [[r["point"], str(r["num_buckets"]), fmt_s(r["iteration_p50_s"]), fmt_s(r["iteration_p95_s"]), fmt_s(r["forward_s"]),
                  fmt_s(r["backward_compute_s"]), fmt_s(r["exposed_comm_s"]), fmt_s(r["exposed_comm_p95_s"]), fmt_s(r["optimizer_s"]),
                  f"{100 * r['overlap_ratio']:.1f}%", f"{100 * (base - r['iteration_p50_s']) / base:+.1f}%"] for r in table.to_dict("records")]
-        w = [max(len(h), *(len(x[i]) for x in rows)) for i, h in enumerate(hdr)]
         print(f"{sc.cluster.topology} x {sc.cluster.nodes} node(s), world size {recs[0].world_size} ({recs[0].backend})")
-        print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)).rstrip())
-        for x in rows:
-            print("  ".join(v.ljust(w[i]) for i, v in enumerate(x)).rstrip())
+        print("\n".join(text_table(hdr, rows, right=())))
     return 0

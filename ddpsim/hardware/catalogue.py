@@ -52,14 +52,6 @@ class Catalogue:
             raise InputError(f"{field_name}: {shorten(name)} is not a GPU of the hardware catalogue; expected one of "
                              f"{', '.join(self.gpus)}") from None
 
-    def system(self, name: str) -> System:
-        return self.systems[name]
-
-    def source(self, reference_id: str) -> str:
-        """``title <url>`` of a reference."""
-        ref = self.references[reference_id]
-        return f"{ref.title} <{ref.url}>"
-
 
 def _check_references(doc: CatalogueFile, references: Mapping[str, Reference], gpus: Mapping[str, Gpu],
                       source: str) -> None:

@@ -20,9 +20,8 @@ from typing import Any
 from ddpsim.network.interference import Interference
 
 from ddpsim.network import host_costs as hostcost
-from ddpsim.network.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY, check_fraction
-from ddpsim.errors import InputError
-from ddpsim.network.host_costs import HostCosts, check_seconds
+from ddpsim.network.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY
+from ddpsim.network.host_costs import HostCosts
 
 #: retime's RooflineAssumptions.min_kernel_s: a kernel's launch and tail on a GPU
 MIN_KERNEL_S = 4e-6
@@ -33,8 +32,9 @@ KEYS = ("contention", "memory_bound_fraction", "memory_efficiency", "copy_kernel
 
 @dataclass(frozen=True, kw_only=True)
 class CostModelSpec:
-    """Switches and values of the GPU cost terms (module docstring); the four host costs,
-    flat keys in the YAML, are held as one :class:`~ddpsim.network.host_costs.HostCosts`."""
+    """Switches and values of the GPU cost terms (module docstring), as the scenario's
+    ``cost_model`` section (which checks them) gives them; the host costs, flat keys in the
+    YAML, are held as one :class:`~ddpsim.network.host_costs.HostCosts`."""
 
     contention: bool = True
     memory_bound_fraction: float = MEMORY_BOUND_FRACTION
@@ -44,21 +44,6 @@ class CostModelSpec:
     host: bool = True
     host_costs: HostCosts = field(default_factory=HostCosts)
     uncertainty: bool = True
-
-    def __post_init__(self) -> None:
-        for k in ("contention", "copy_kernels", "host", "uncertainty"):
-            if not isinstance(getattr(self, k), bool):
-                raise InputError(f"cost_model.{k}: {getattr(self, k)!r} is not accepted; expected true or false")
-        check_fraction(self.memory_bound_fraction, "cost_model.memory_bound_fraction")
-        check_fraction(self.memory_efficiency, "cost_model.memory_efficiency")
-        if self.memory_efficiency <= 0:
-            raise InputError(f"cost_model.memory_efficiency: {self.memory_efficiency!r} is not accepted; expected a number in (0, 1]")
-        check_seconds(self.min_kernel_s, "cost_model.min_kernel_s")
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in KEYS if k not in hostcost.FIELDS}
-        out.update(self.host_costs.as_dict())
-        return out
 
 
 # ---- which terms apply --------------------------------------------------------------------

@@ -38,8 +38,6 @@ class ChannelSearch:
 
     num_channels: int
     bw_gbps: float  # graph.bwIntra
-    max_bw_gbps: float
-    total_bw_gbps: float
     bottleneck: str  # the most loaded link at the chosen rate
     bw_inter_gbps: float | None = None  # graph.bwInter when it differs from bwIntra (NVLS)
 
@@ -90,8 +88,7 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
         dup = min(2 * best_c, max_channels)
         best_s /= math.ceil(dup / best_c)
         best_c = dup
-    return ChannelSearch(num_channels=best_c, bw_gbps=best_s, max_bw_gbps=max_bw, total_bw_gbps=total_bw,
-                         bottleneck=bneck)
+    return ChannelSearch(num_channels=best_c, bw_gbps=best_s, bottleneck=bneck)
 
 
 def _by_loads(util: list[float], min_channels: int, max_channels: int) -> Callable[[float], int]:
@@ -123,7 +120,7 @@ def _total_bw(graph: nx.Graph, devs: list) -> float:
 
 
 def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, channels: int, max_bw: float,
-                 total_bw: float, search_total_bw: float, cc: int) -> tuple[ChannelSearch, bool]:
+                 search_total_bw: float, cc: int) -> tuple[ChannelSearch, bool]:
     """ncclTopoCompute for NCCL_TOPO_PATTERN_BALANCED_TREE, reduced to link loads: exactly
     ``channels`` channels (``treeGraph->minChannels = maxChannels = ringGraph->nChannels``,
     init.cc); pass 1 tries speeds highest first (skipping those above ``max_bw`` or with
@@ -148,15 +145,13 @@ def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, chann
             break
         idx += 1
     if not found:  # search.cc: "falling back to simple order", bwIntra 0.1
-        return ChannelSearch(num_channels=channels, bw_gbps=0.1, max_bw_gbps=max_bw, total_bw_gbps=total_bw,
-                             bottleneck=totals[balanced].worst(0.1, 0.1), bw_inter_gbps=speeds[idx]), not balanced
+        return ChannelSearch(num_channels=channels, bw_gbps=0.1, bottleneck=totals[balanced].worst(0.1, 0.1), bw_inter_gbps=speeds[idx]), not balanced
     s_inter = s_intra = speeds[idx]
     i = idx
     while i > 0 and s_intra < 2 * s_inter and totals[balanced].fits(speeds[i - 1], s_inter):
         i -= 1
         s_intra = speeds[i]
-    return ChannelSearch(num_channels=channels, bw_gbps=s_intra, max_bw_gbps=max_bw, total_bw_gbps=total_bw,
-                         bottleneck=totals[balanced].worst(s_intra, s_inter),
+    return ChannelSearch(num_channels=channels, bw_gbps=s_intra, bottleneck=totals[balanced].worst(s_intra, s_inter),
                          bw_inter_gbps=s_inter if s_inter != s_intra else None), not balanced
 
 
@@ -471,7 +466,7 @@ def _nvls_search(hosts: Hosts, placement: Placement, speeds: tuple[float, ...], 
                                        search_total_bw=total_bw * placement.ppn / (placement.ppn - 1),
                                        min_channels=1 if hosts.multi else max_ch, max_channels=max_ch)
     bneck = first(c).worst(s_intra, s_inter) if c else ""
-    return ChannelSearch(num_channels=c, bw_gbps=s_intra, max_bw_gbps=max_bw, total_bw_gbps=total_bw, bottleneck=bneck,
+    return ChannelSearch(num_channels=c, bw_gbps=s_intra, bottleneck=bneck,
                          bw_inter_gbps=s_inter if s_inter != s_intra else None)
 
 
@@ -503,8 +498,7 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> GraphInfo:
     if ring is None:
         mesh = None
         if len(all_devs) == 1:
-            ring = ChannelSearch(num_channels=1, bw_gbps=max_bw, max_bw_gbps=max_bw, total_bw_gbps=total_bw,
-                                 bottleneck="")
+            ring = ChannelSearch(num_channels=1, bw_gbps=max_bw, bottleneck="")
         else:
             ring = _pattern_search(hosts, _ring_own(hosts), speeds, **ring_kw)
     tree, simple_tree = None, False
@@ -517,7 +511,7 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> GraphInfo:
         else:
             totals = {b: _tree_totals(hosts, ring.num_channels, b) for b in (True, False)}
         tree, simple_tree = _tree_search(totals, speeds, channels=ring.num_channels, max_bw=max_bw,
-                                         total_bw=total_bw, search_total_bw=search_total, cc=cc)
+                                         search_total_bw=search_total, cc=cc)
     nvlink_intra, ll128 = _ll128_enabled(hosts, placement, cc)
     nvls = _nvls_search(hosts, placement, speeds, cc=cc, max_bw=max_bw, total_bw=total_bw)
     if hosts.classes and hosts.router.left_subgraph:

@@ -72,7 +72,6 @@ class Hosts:
                                lambda es: [adj[u][v][BANDWIDTH] / GBPS for u, v in es])
         self._routes: dict[tuple, tuple[dict[tuple, float], list[tuple[int, int]]]] = {}
         self._mesh: dict[int, dict[tuple, float] | None] = {}
-        self._uplinks: list[list] | None = None
         #: no route between hosts touches host 0's own links (no link between two of its NICs)
         self.fabric_apart = self.multi and self._shareable(0)
         self.classes, self.walked = self._classes() if share and self.multi else ([], list(range(self.count)))
@@ -170,24 +169,14 @@ class Hosts:
     def _walk_routes(self, c: int) -> tuple[dict[tuple, float], list[tuple[int, int]]]:
         """:meth:`add_route` for every host in order, summed per link, and where each host's
         route starts."""
-        nics, count = self.nics, self.count
-        if self._uplinks is None:
-            self._uplinks = [[self.router.uplink(x) for x in ns] for ns in nics]
-        src = [ns[c % len(ns)] for ns in nics]
-        up = [us[c % len(us)] for us in self._uplinks]
+        count = self.count
+        src = [ns[c % len(ns)] for ns in self.nics]
         d: dict[tuple, float] = {}
         bounds = []
         get, route_links = d.get, self.router.route_links
         for i in range(count):
             bounds.append((len(d), i))
-            j = i + 1 if i + 1 < count else 0
-            u = up[i]
-            if u is not None and u == up[j]:  # NIC, the leaf both hang from, NIC: route_links' one path
-                e, f = (src[i], u), (u, src[j])
-                d[e] = get(e, 0.0) + 1.0
-                d[f] = get(f, 0.0) + 1.0
-                continue
-            links, n = route_links(src[i], src[j])
+            links, n = route_links(src[i], src[i + 1 if i + 1 < count else 0])
             share = 1.0 / n
             for e in links:
                 d[e] = get(e, 0.0) + share

@@ -206,34 +206,9 @@ class Router:
         key = (src, dst)
         got = self._links.get(key)
         if got is None:
-            got = self._links[key] = self._nic_links(src, dst) or self._path_links(src, dst)
+            ps = self.paths(src, dst)
+            got = self._links[key] = [(u, v) for p in ps for u, v in zip(p, p[1:])], len(ps)
         return got
-
-    def _path_links(self, src: Any, dst: Any) -> tuple[list[tuple], int]:
-        ps = self.paths(src, dst)
-        return [(u, v) for p in ps for u, v in zip(p, p[1:])], len(ps)
-
-    def _nic_links(self, src: Any, dst: Any) -> tuple[list[tuple], int] | None:
-        """The links of every route between NICs of two hosts, path by path, as :meth:`paths`
-        gives them (NIC, its leaf, the switches' routes, the other leaf, NIC), without building
-        the paths: None for any other pair."""
-        a, b = self.g._node[src], self.g._node[dst]
-        if not (a[KIND] == "nic" and b[KIND] == "nic" and a[HOST] != b[HOST]):
-            return None
-        la, lb = self.uplink(src), self.uplink(dst)
-        if la is None or lb is None:
-            return None
-        if la == lb:
-            return [(src, la), (la, dst)], 1
-        if self._switches is None:
-            self._switches = _SwitchRoutes(self._weighted([n for n, d in self.g._node.items() if d[HOST] < 0]), self._W)
-        mid = self._switches.links(la, lb)
-        out: list[tuple] = []
-        for m in mid:
-            out.append((src, la))
-            out.extend(m)
-            out.append((lb, dst))
-        return out, len(mid)
 
     def bottleneck(self, src: Any, dst: Any) -> float:
         """Widest of the shortest paths' narrowest link, bytes/s."""
@@ -297,7 +272,6 @@ class _SwitchRoutes:
         self.lightest = float(self.vals.min()) if len(self.vals) else math.inf
         self._dist: dict[int, np.ndarray] = {}
         self._paths: dict[tuple, list[list]] = {}
-        self._links: dict[tuple, list[list[tuple]]] = {}
 
     def _from(self, src: int) -> np.ndarray:
         """Distances from switch ``src``, computed with the next switches not computed yet (one
@@ -309,13 +283,6 @@ class _SwitchRoutes:
             for i, row in zip(batch, dijkstra(self.csr, directed=True, indices=batch)):
                 self._dist[i] = row
         return self._dist[src]
-
-    def links(self, a: Any, b: Any) -> list[list[tuple]]:
-        """Each path's links, between switches ``a`` and ``b`` (cached)."""
-        key = (a, b)
-        if key not in self._links:
-            self._links[key] = [list(zip(p, p[1:])) for p in self.paths(a, b)]
-        return self._links[key]
 
     def _short(self, ia: int, ib: int) -> list[list] | None:
         """The shortest paths when they have one or two links: every path of k links weighs at

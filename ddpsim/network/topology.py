@@ -357,11 +357,10 @@ def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None =
     with gc_paused():
         if name == "cpu-gloo":
             g = _cpu_gloo(num_nodes, options)
-        elif cat.system(name).interconnect == "pcie":
-            g = _pcie_system(name, cat.system(name), cat, num_nodes, options)
+        elif cat.systems[name].interconnect == "pcie":
+            g = _pcie_system(name, cat.systems[name], cat, num_nodes, options)
         else:
-            system = cat.system(name)
-            g = _nvlink_system(name, system, cat.gpu(system.gpu), num_nodes, options)
+            g = _nvlink_system(name, cat.systems[name], cat.gpu(cat.systems[name].gpu), num_nodes, options)
         validate_topology(g, source=name)
     return g
 

@@ -140,10 +140,6 @@ class Scenario:
         """The point with the scenario's own DDP options at this cap (or cap list)."""
         return self.base_point().with_value("cap", (bucket_cap_mb, None if not bucket_cap_mb_list else tuple(bucket_cap_mb_list)))
 
-    def default_point_for(self, point: Point) -> Point:
-        """The default-cap point with the same other values as ``point`` (gain baseline)."""
-        return point.with_value("cap", (None, None))
-
     def timeline_points(self, best: Point | None = None) -> list[Point]:
         """Sweep points that get a timeline (``timelines:``), deduplicated, in order."""
         pts = self.points()
@@ -156,7 +152,7 @@ class Scenario:
                 chosen = next((p for p in pts if p.point_id == t), None)
             else:
                 caps = [p for p in pts if p.bucket_cap_mb == t and not p.bucket_cap_mb_list]
-                chosen = next((p for p in caps if self.default_point_for(p) == base), None)
+                chosen = next((p for p in caps if p.with_value("cap", (None, None)) == base), None)
                 chosen = chosen or next(iter(caps), None)
             if chosen is not None and chosen not in out:
                 out.append(chosen)

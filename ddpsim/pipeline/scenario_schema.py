@@ -29,7 +29,7 @@ from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
 from ddpsim.network.host_costs import HostCosts, check_seconds
 from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.plan.compiled import CompileOptions
-from ddpsim.plan.planner import MIXED_PRECISION_DTYPES, DDPOptions, MixedPrecision, cap_point_id
+from ddpsim.plan.planner import MIXED_PRECISION_DTYPES, DDPOptions, MixedPrecision, cap_point_id, options_from_dict
 from ddpsim.schema import Schema
 from ddpsim.errors import InputError
 from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
@@ -203,19 +203,8 @@ class DdpSection(Schema):
         return self
 
     def options(self) -> DDPOptions:
-        """The DDP constructor options of this section."""
-        mp = self.mixed_precision
-        names = self.delay_all_reduce_named_params
-        return DDPOptions(
-            bucket_cap_mb=self.bucket_cap_mb,
-            bucket_cap_mb_list=None if self.bucket_cap_mb_list is None else tuple(self.bucket_cap_mb_list),
-            find_unused_parameters=self.find_unused_parameters, static_graph=self.static_graph,
-            gradient_as_bucket_view=self.gradient_as_bucket_view, broadcast_buffers=self.broadcast_buffers,
-            batched_grad_copy=self.batched_grad_copy, skip_all_reduce_unused_params=self.skip_all_reduce_unused_params,
-            forward_sync_buffers=self.forward_sync_buffers,
-            mixed_precision=None if mp is None else MixedPrecision(**mp.model_dump()),
-            delay_all_reduce_named_params=None if names is None else tuple(names),
-            param_to_hook_all_reduce=self.param_to_hook_all_reduce)
+        """The DDP constructor options of this section (its keys that are ``DDPOptions`` fields)."""
+        return options_from_dict(self.model_dump(include=set(DDPOptions.__dataclass_fields__)), "ddp")
 
 
 Slowdown = Number(1.0, MAX_SLOWDOWN)

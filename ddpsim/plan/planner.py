@@ -636,17 +636,6 @@ class PlanBucketDoc(Schema):
 PlanBucket = list[int | str] | PlanBucketDoc
 
 
-class PlanOptionsDoc(Schema):
-    """``options`` as :meth:`BucketPlan.to_dict` writes them (a record: the scenario's options apply)."""
-
-    bucket_cap_mb: float | None = None
-    find_unused_parameters: bool = False
-    static_graph: bool = False
-    gradient_as_bucket_view: bool = False
-    semantics: Semantics = "modern"
-    bucket_cap_mb_list: list[float] | None = None
-
-
 #: most buckets a plan file may hold (one per parameter of a 100,000-tensor model)
 MAX_PLAN_BUCKETS = 100_000
 
@@ -658,7 +647,7 @@ class PlanDoc(Schema):
     format: Literal["ddpsim-plan"] = PLAN_FORMAT
     version: format_version(PLAN_VERSION) = PLAN_VERSION
     source: str = "explicit"
-    options: PlanOptionsDoc | None = None
+    options: dict[str, Any] | None = None  # a record of the options it was made with: the scenario's apply
     buckets: list[PlanBucket]
     first_iteration: dict[str, list[PlanBucket]] | None = None
     rebuild_iteration: int | None = None

@@ -75,6 +75,21 @@ def test_lazy_spans_are_the_tuple_and_pickle_as_it():
     assert fresh(plan, spans=False).spans == ()
 
 
+def test_compute_time_by_kind_from_the_rows_is_the_sum_over_the_built_spans_to_the_bit():
+    # the oracle: the same sum over the built Span objects, in their order
+    from ddpsim.engine.result import compute_s_by_kind
+
+    res = fresh(plan_ddp(TRACE, DDPOptions(bucket_cap_mb=5)))
+    keys = {(it.rank, it.iteration) for it in res.iterations if it.iteration > 1}
+    from_rows = compute_s_by_kind(res.spans, keys)  # before the spans are built
+    oracle: dict[str, float] = {}
+    for sp in tuple(res.spans):
+        if sp.stream == "compute" and (sp.rank, sp.iteration) in keys:
+            oracle[sp.kind] = oracle.get(sp.kind, 0.0) + (sp.end_s - sp.start_s)
+    assert len(oracle) >= 3 and from_rows == oracle
+    assert compute_s_by_kind(res.spans, keys) == oracle == compute_s_by_kind(tuple(res.spans), keys)
+
+
 def test_lazy_buckets_are_the_bucket_timings_the_bucket_log_gives():
     # the oracle: BucketTiming's own constructor over the rank's bucket log and the collectives
     from ddpsim.engine.result import BucketTiming, LazyBuckets

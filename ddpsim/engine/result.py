@@ -92,6 +92,22 @@ class LazySpans(LazyTuple):
 
     __slots__ = ()
 
+    def compute_s_by_kind(self, keys: set[tuple[int, int]]) -> dict[str, float]:
+        """:func:`compute_s_by_kind` of these spans."""
+        return compute_s_by_kind(self._tuple(), keys)
+
+
+def compute_s_by_kind(spans: Sequence[Span], keys: set[tuple[int, int]]) -> dict[str, float]:
+    """Summed durations of the compute spans whose (rank, iteration) is in ``keys``, by kind,
+    added in span order (a :class:`LazySpans` may sum its rows without building the spans)."""
+    if isinstance(spans, LazySpans):
+        return spans.compute_s_by_kind(keys)
+    out: dict[str, float] = {}
+    for sp in spans:
+        if sp.stream == COMPUTE_STREAM and (sp.rank, sp.iteration) in keys:
+            out[sp.kind] = out.get(sp.kind, 0.0) + sp.duration_s
+    return out
+
 
 class LazyBuckets(LazyTuple):
     """A simulation's per-bucket timings (:class:`BucketTiming`), built the first time they are

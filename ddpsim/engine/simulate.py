@@ -307,7 +307,7 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
         meta["join"] = add_even_baseline(eng.join.figures(colls), even.summary()["iteration_mean_s"], config.world_size)
     kept = [(rk.rank, rk.spans) for rk in ranks if rk.keep_spans]
     return SimResult(world_size=config.world_size, ranks=tuple(explicit),
-                     spans=LazySpans(_merged_spans, kept, comm_rows) if kept else (),
+                     spans=_RowSpans(_merged_spans, kept, comm_rows) if kept else (),
                      buckets=buckets, iterations=tuple(iters), meta=meta)
 
 
@@ -373,6 +373,22 @@ def _collective_rows(colls: list) -> tuple[list[tuple], dict[int, list[tuple[flo
             last_grad_end[c.iteration] = max(last_grad_end.get(c.iteration, -math.inf), c.end_s)
         comm_rows.append((c.start_s, 1, c.index, c.end_s, c.kind, c.name, c.iteration, c.bucket, c.size_bytes))
     return comm_rows, comm_by_iter, last_grad_end
+
+
+class _RowSpans(LazySpans):
+    """The engine's spans, kept as its rows (:func:`_merged_spans`) until read."""
+
+    __slots__ = ()
+
+    def compute_s_by_kind(self, keys: set[tuple[int, int]]) -> dict[str, float]:
+        if self._items is not None:
+            return super().compute_s_by_kind(keys)
+        out: dict[str, float] = {}
+        for rank, rank_rows in self._args[0]:  # each rank's compute rows in the merged order
+            for (start, flag, _, end, kind, _, it, _, _) in sorted(rank_rows):
+                if not flag and (rank, it) in keys:
+                    out[kind] = out.get(kind, 0.0) + (end - start)
+        return out
 
 
 def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> list[Span]:

@@ -37,7 +37,8 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, file_id, write_text_atomic
 from ddpsim.plan.planner import cap_list_label
-from ddpsim.engine.result import BucketTiming, IterationStats, LazyBuckets, LazySpans, SimResult, Span
+from ddpsim.engine.result import (BucketTiming, IterationStats, LazyBuckets, LazySpans, SimResult, Span,
+                                  compute_s_by_kind)
 from ddpsim.pipeline.fingerprint import digest, engine_runs_key
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.pipeline.specs import Point
@@ -119,10 +120,7 @@ def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
     # the tail of exposed communication: per steady iteration the worst rank, then p95
     exposed = [result.exposed_comm_s(k) for k in steady_iters]
     steady_keys = {(it.rank, it.iteration) for it in steady}
-    by_kind: dict[str, float] = {}
-    for sp in result.spans:
-        if sp.stream == "compute" and (sp.rank, sp.iteration) in steady_keys:
-            by_kind[sp.kind] = by_kind.get(sp.kind, 0.0) + sp.duration_s
+    by_kind = compute_s_by_kind(result.spans, steady_keys)
     first = slowest(by_iter[min(by_iter)]) if by_iter else None
     rebuild_it = getattr(plan, "rebuild_iteration", None) if plan is not None else None
     rebuild = slowest(by_iter[rebuild_it]) if rebuild_it in by_iter else None

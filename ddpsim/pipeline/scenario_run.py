@@ -19,7 +19,7 @@ from ddpsim.io import ensure_dir
 from ddpsim.pipeline import eager_comparison
 from ddpsim.pipeline import run as steps
 from ddpsim.pipeline.scenario import Scenario, load_scenario
-from ddpsim.pipeline.sweep import PointRecord, best_record, run_sweep
+from ddpsim.pipeline.sweep import PointRecord, best_record, default_jobs, run_sweep
 from ddpsim.pipeline.term_effects import term_effects
 
 
@@ -45,6 +45,8 @@ class ScenarioRun:
     #: every point's id and resume key as one hash (:func:`ddpsim.pipeline.run.kept_key`): what the
     #: report's files are kept under for a rerun; None: a stand-in simulate or build, nothing kept
     kept_key: str | None = None
+    #: processes the report's traces and PNGs are drawn by (:mod:`ddpsim.report.workers`)
+    jobs: int = 1
 
 
 def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
@@ -78,7 +80,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=tuple(records), best=best, recommendation=rec,
                        method_error=me_answer, compiled=compiled, cost_terms=terms, term_effects=effects,
                        warning=sc.calibration_warning(), files=tuple(files),
-                       kept_key=None if kept is None else steps.kept_key(records))
+                       kept_key=None if kept is None else steps.kept_key(records),
+                       jobs=default_jobs() if jobs is None else jobs)
 
 
 def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any, build: Callable,

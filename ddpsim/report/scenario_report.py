@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,6 +22,7 @@ from ddpsim.pipeline.scenario_run import ScenarioRun
 from ddpsim.pipeline.sweep import sweep_table
 from ddpsim.report import perfetto
 from ddpsim.report.kept_files import KeptFiles, report_key
+from ddpsim.report.workers import SideBySide
 from ddpsim.report import summary as report
 
 log = logging.getLogger(__name__)
@@ -42,20 +44,45 @@ class Report:
 
 
 def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
-    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too."""
+    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too. The traces
+    and PNGs are drawn by ``run.jobs`` processes side by side with the tables and the summary
+    (:mod:`ddpsim.report.workers`)."""
     sc, rdir, records, best, rec = run.scenario, run.out_dir, list(run.records), run.best, run.recommendation
     files = list(run.files)
     kept = KeptFiles(rdir, report_key(run.kept_key, sc.name))
-    table, btable = sweep_table(records), report.buckets_table(records)
-    files.append(report.write_csv(table, rdir / "sweep.csv"))
-    files.append(report.write_csv(btable, rdir / "buckets.csv"))
-    log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
-    overlaps, trace_files = _write_timelines(sc, records, best, rdir, plots, files, kept)
-    log.info("wrote timelines for %s", ", ".join(trace_files) or "no point")
-    files.append(write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1)))
-    log.info("wrote %s", rdir / "recommended_plan.json")
+    timeline = [next(r for r in records if r.point == p) for p in sc.timeline_points(best.point)]
+    pieces = _traces_and_timelines(sc, timeline, best, rdir, plots, kept)
+    if any(p.work is not None for p in pieces):
+        for r in timeline:
+            len(r.result.spans)  # simulated here once, before the workers fork, rather than in each
     if plots:
-        _write_plots(sc, records, best, table, rec.info, rdir, files, kept)
+        pieces.append(_bucket_sizes(sc, records, timeline, rec.info, rdir, kept))
+    with SideBySide([p.work for p in pieces], run.jobs) as side:
+        table, btable = sweep_table(records), report.buckets_table(records)
+        if plots:  # drawn from the table's rows, pickled to a worker (no pandas there)
+            title = f"{sc.name}: step time vs bucket_cap_mb"
+            sweep_png = _piece(kept, rdir, "sweep.png", title, partial(_draw_sweep, table.to_dict("records"), title))
+            sweep_i = side.submit(sweep_png.work) if sweep_png.work is not None else None
+        files.append(report.write_csv(table, rdir / "sweep.csv"))
+        files.append(report.write_csv(btable, rdir / "buckets.csv"))
+        log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
+        done = {p.name: _finish(p, side.result(i), kept) for i, p in enumerate(pieces)}
+        overlaps, trace_files = {}, {}
+        for r in timeline:
+            written = done[f"traces {r.point_id}"]
+            files += [rdir / name for _, name, _ in written]
+            trace_files[r.point_id] = [name for _, name, _ in written]
+            overlaps[r.point_id] = {rank: overlap for rank, _, overlap in written}
+            if plots:
+                files.append(rdir / f"timeline_{file_id(r.point_id)}.png")
+        if "timeline_default_vs_best.png" in done:
+            files.append(rdir / "timeline_default_vs_best.png")
+        log.info("wrote timelines for %s", ", ".join(trace_files) or "no point")
+        files.append(write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1)))
+        log.info("wrote %s", rdir / "recommended_plan.json")
+        if plots:
+            _finish(sweep_png, None if sweep_i is None else side.result(sweep_i), kept)
+            files += [rdir / "sweep.png", rdir / "bucket_sizes.png"]
     summ = report.summarize(sc, records, trace=run.trace, overlaps=overlaps, trace_files=trace_files,
                             recommendation=rec.info, warnings=[run.warning] if run.warning else None,
                             cost_terms=run.cost_terms, method_error=run.method_error, compiled=run.compiled,
@@ -69,75 +96,101 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
                   files=tuple(files), summary_md=md, extra={"recommended_result": rec.result})
 
 
-def _write_timelines(sc: Scenario, records: list[Any], best: Any, rdir: Path, plots: bool, files: list[Path],
-                     kept: KeptFiles) -> tuple[dict[str, dict[int, float]], dict[str, list[str]]]:
-    """The traces (and timeline plots) of the timeline points; their overlaps and file names."""
-    overlaps: dict[str, dict[int, float]] = {}
-    trace_files: dict[str, list[str]] = {}
-    for point in sc.timeline_points(best.point):
-        rec = next(r for r in records if r.point == point)
-        written = _traces(rec, rdir, kept)
-        files += [rdir / name for _, name, _ in written]
-        trace_files[rec.point_id] = [name for _, name, _ in written]
-        overlaps[rec.point_id] = {r: overlap for r, _, overlap in written}
+@dataclass
+class _Piece:
+    """One trace set or PNG of the report: its entry in the kept files (``name``, drawn from
+    ``what``), the entry kept by the last run, else ``work`` (writes the files; returns the
+    entry's ``(paths, data)``)."""
+
+    name: str
+    what: Any
+    got: dict[str, Any] | None
+    work: Any = None
+
+
+def _piece(kept: KeptFiles, rdir: Path, name: str, what: Any, draw: Callable[[], Any]) -> _Piece:
+    """A PNG ``rdir/name`` drawn by ``draw()`` unless kept."""
+    got = kept.get(name, what)
+    return _Piece(name, what, got, None if got is not None else partial(_saved, draw, rdir / name))
+
+
+def _saved(draw: Callable[[], Any], path: Path) -> tuple[list[Path], None]:
+    """``draw()``'s figure saved at ``path`` (matplotlib imported only then)."""
+    from ddpsim.report import plots as P
+
+    P.save_figure(draw(P), path)
+    return [path], None
+
+
+def _finish(piece: _Piece, result: Any, kept: KeptFiles) -> Any:
+    """The data of ``piece``'s entry: kept, else its work's ``result`` (recorded as kept)."""
+    if piece.got is not None:
+        return piece.got["data"]
+    paths, data = result
+    kept.put(piece.name, piece.what, paths, data=data)
+    return data
+
+
+def _traces_and_timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, plots: bool,
+                          kept: KeptFiles) -> list[_Piece]:
+    """The traces (and timeline plots) of the timeline points, and the comparison of the default
+    with the best point where both are timeline points and differ."""
+    pieces = []
+    for rec in timeline:
+        pieces.append(_traces(rec, rdir, kept))
         if plots:
             title = f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})"
-            _png(kept, rdir, f"timeline_{file_id(rec.point_id)}.png", title, files,
-                 lambda P: P.timeline_figure(rec.result, title=title, warmup=True))
-    if plots:
-        _write_comparison(sc, records, best, rdir, files, kept)
-    return overlaps, trace_files
+            pieces.append(_piece(kept, rdir, f"timeline_{file_id(rec.point_id)}.png", title,
+                                 partial(_draw_timeline, rec.result, title)))
+    base = sc.base_point()
+    pair = [next((r for r in timeline if r.point == p), None) for p in (base, best.point)]
+    if plots and base != best.point and None not in pair:
+        labels = [f"default ({pair[0].point_id})", f"best ({best.point_id})"]
+        title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
+        pieces.append(_piece(kept, rdir, "timeline_default_vs_best.png", [labels, title],
+                             partial(_draw_comparison, [(labels[0], pair[0].result), (labels[1], pair[1].result)], title)))
+    return pieces
 
 
-def _traces(rec: Any, rdir: Path, kept: KeptFiles) -> list[tuple[int, str, float]]:
-    """``(rank, file name, overlap)`` of each trace file of the point of ``rec``: kept, or written
-    (:func:`ddpsim.report.perfetto.written_traces`) and its overlap computed."""
+def _traces(rec: Any, rdir: Path, kept: KeptFiles) -> _Piece:
+    """The trace files of the point of ``rec``: kept, or written
+    (:func:`ddpsim.report.perfetto.written_traces`), each ``(rank, file name, overlap)``."""
     name, what = f"traces {rec.point_id}", [rec.point_id, rec.key, rec.backend]
     got = kept.get(name, what)
     if got is not None:
-        return [(int(r), f, float(o)) for r, f, o in got["data"]]
+        got = {**got, "data": [(int(r), f, float(o)) for r, f, o in got["data"]]}
+    return _Piece(name, what, got, None if got is not None else partial(_write_traces, rec, rdir))
+
+
+def _write_traces(rec: Any, rdir: Path) -> tuple[list[Path], list[tuple[int, str, float]]]:
     written = perfetto.written_traces(rec.result, rdir, rec.point_id, backend=rec.backend)
-    out = [(r, path.name, perfetto.comm_comp_overlap(d)) for r, path, d in written]
-    kept.put(name, what, [path for _, path, _ in written], data=out)
-    return out
+    return [path for _, path, _ in written], [(r, path.name, perfetto.comm_comp_overlap(d)) for r, path, d in written]
 
 
-def _png(kept: KeptFiles, rdir: Path, name: str, what: Any, files: list[Path], draw: Callable[[Any], Any]) -> None:
-    """``rdir/name``: kept, or ``draw(plots module)``'s figure saved (matplotlib imported only then)."""
-    path = rdir / name
-    if kept.get(name, what) is None:
-        from ddpsim.report import plots as P
-
-        P.save_figure(draw(P), path)
-        kept.put(name, what, [path])
-    files.append(path)
+def _draw_timeline(result: Any, title: str, P: Any) -> Any:
+    return P.timeline_figure(result, title=title, warmup=True)
 
 
-def _write_comparison(sc: Scenario, records: list[Any], best: Any, rdir: Path, files: list[Path],
-                      kept: KeptFiles) -> None:
-    """``timeline_default_vs_best.png``: the default's and the best point's timelines on one time
-    axis, where both are timeline points and differ."""
-    base = sc.base_point()
-    points = sc.timeline_points(best.point)
-    if base == best.point or base not in points or best.point not in points:
-        return
-    pair = [next(r for r in records if r.point == p) for p in (base, best.point)]
-    labels = [f"default ({pair[0].point_id})", f"best ({best.point_id})"]
-    title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
-    _png(kept, rdir, "timeline_default_vs_best.png", [labels, title], files,
-         lambda P: P.timeline_comparison_figure([(labels[0], pair[0].result), (labels[1], best.result)], title=title))
+def _draw_comparison(pair: list[tuple[str, Any]], title: str, P: Any) -> Any:
+    return P.timeline_comparison_figure(pair, title=title)
 
 
-def _write_plots(sc: Scenario, records: list[Any], best: Any, table: Any, rec_info: dict[str, Any], rdir: Path,
-                 files: list[Path], kept: KeptFiles) -> None:
-    """``sweep.png`` and ``bucket_sizes.png``."""
-    title = f"{sc.name}: step time vs bucket_cap_mb"
-    _png(kept, rdir, "sweep.png", title, files, lambda P: P.sweep_figure(table, title=title))
-    rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id, r.metrics.get("bucket_sizes_bytes") or [],
-             _cap_mb(sc, r.point)) for r in records if r.point in sc.timeline_points(best.point)]
+def _draw_sweep(rows: list[dict[str, Any]], title: str, P: Any) -> Any:
+    return P.sweep_figure(rows, title=title)
+
+
+def _bucket_sizes(sc: Scenario, records: list[Any], timeline: list[Any], rec_info: dict[str, Any], rdir: Path,
+                  kept: KeptFiles) -> _Piece:
+    """``bucket_sizes.png``: the timeline points' buckets and the recommended plan's."""
+    rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id,
+             r.metrics.get("bucket_sizes_bytes") or [], _cap_mb(sc, r.point)) for r in records if any(r is t for t in timeline)]
     rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"]), None))
     title = f"{sc.name}: bucket sizes (steady state)"
-    _png(kept, rdir, "bucket_sizes.png", [rows, title], files, lambda P: P.bucket_sizes_figure(rows, title=title))
+    return _piece(kept, rdir, "bucket_sizes.png", [rows, title], partial(_draw_bucket_sizes, rows, title))
+
+
+def _draw_bucket_sizes(rows: list[Any], title: str, P: Any) -> Any:
+    return P.bucket_sizes_figure(rows, title=title)
 
 
 def _cap_mb(sc: Scenario, point: Any) -> list[float]:

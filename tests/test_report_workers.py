@@ -1,0 +1,88 @@
+"""The report's traces and PNGs drawn side by side (ddpsim.report.workers): each piece runs in a
+forked worker that inherits its data (nothing but its result is pickled), an error in a piece is
+raised where its result is asked for, and a report written by two processes is the report
+written by one, byte for byte (the oracle: the one-process run)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from dataclasses import replace
+from functools import partial
+
+import pytest
+
+from ddpsim.errors import InputError
+from ddpsim.pipeline.scenario import scenario_from_dict
+from ddpsim.pipeline.scenario_run import run_scenario
+from ddpsim.report.scenario_report import write_report
+from ddpsim.report.workers import SideBySide
+
+needs_fork = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork here")
+
+
+class Unpicklable:
+    """Data a worker can only have inherited: pickling it fails."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __reduce__(self):
+        raise TypeError("not picklable")
+
+
+def _double(x):
+    return 2 * x
+
+
+@needs_fork
+def test_pieces_run_in_forked_workers_on_inherited_data():
+    data = Unpicklable(21)
+    with SideBySide([lambda: (os.getpid(), data.value), None, lambda: (os.getpid(), data.value + 1)], jobs=2) as side:
+        later = side.submit(partial(_double, 5))  # after the fork: pickled
+        first, nothing, third = side.result(0), side.result(1), side.result(2)
+        assert side.result(later) == 10
+    assert nothing is None
+    assert (first[1], third[1]) == (21, 22)
+    assert os.getpid() not in (first[0], third[0])
+
+
+def test_one_job_runs_each_piece_here_when_asked():
+    ran = []
+    side = SideBySide([lambda: ran.append("a") or "a", lambda: ran.append("b") or "b"], jobs=1)
+    assert ran == []
+    assert side.result(1) == "b" and ran == ["b"]
+    assert side.result(1) == "b" and ran == ["b"]  # once
+    side.close()
+
+
+@needs_fork
+def test_an_error_in_a_worker_is_raised_where_its_result_is_asked():
+    def bad():
+        raise InputError("x: bad; expected good")
+
+    with SideBySide([bad, lambda: 1], jobs=2) as side:
+        assert side.result(1) == 1
+        with pytest.raises(InputError, match="x: bad"):
+            side.result(0)
+
+
+def _files(rdir):
+    return {p.name: p.read_bytes() for p in rdir.iterdir() if p.is_file()}
+
+
+@needs_fork
+def test_a_report_drawn_side_by_side_is_the_one_drawn_in_turn(tmp_path):
+    sc = scenario_from_dict({"name": "t", "trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"},
+                             "world_size": 2, "simulation": {"iterations": 3, "jitter": "none"},
+                             "sweep": {"bucket_cap_mb": [None, 1]}}, source="t")
+    one = write_report(run_scenario(sc, out_dir=tmp_path / "one", progress=False, jobs=1))
+    run = run_scenario(sc, out_dir=tmp_path / "two", progress=False, jobs=2)
+    assert run.jobs == 2
+    two = write_report(run)
+    assert any(n.endswith(".png") for n in _files(one.out_dir)) and any(n.startswith("trace_") for n in _files(one.out_dir))
+    assert _files(two.out_dir) == _files(one.out_dir)
+    assert [p.name for p in two.files] == [p.name for p in one.files]
+    assert two.summary == one.summary and two.summary_md == one.summary_md
+    again = write_report(replace(run, jobs=1))  # every piece kept: nothing drawn, the same report
+    assert _files(again.out_dir) == _files(one.out_dir)

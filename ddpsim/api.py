@@ -125,11 +125,14 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         having a calibration. Files written by an
         earlier run are only ever replaced atomically by complete new ones.
     """
+    from functools import partial
+
     from ddpsim.pipeline.scenario_run import run_scenario as run
-    from ddpsim.report.scenario_report import write_report
+    from ddpsim.report.scenario_report import start_drawing, write_report
 
     return write_report(run(scenario, out_dir=out_dir, jobs=jobs, progress=progress, simulate_fn=simulate_fn,
-                            build_fn=build_fn, method_error=method_error), plots=plots)
+                            build_fn=build_fn, method_error=method_error,
+                            start_report=partial(start_drawing, plots=plots)), plots=plots)
 
 
 def sweep_figure(table: Any, title: str = ""):

@@ -71,11 +71,15 @@ def _files(rdir):
     return {p.name: p.read_bytes() for p in rdir.iterdir() if p.is_file()}
 
 
+def _scenario():
+    return scenario_from_dict({"name": "t", "trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"},
+                               "world_size": 2, "simulation": {"iterations": 3, "jitter": "none"},
+                               "sweep": {"bucket_cap_mb": [None, 1]}}, source="t")
+
+
 @needs_fork
 def test_a_report_drawn_side_by_side_is_the_one_drawn_in_turn(tmp_path):
-    sc = scenario_from_dict({"name": "t", "trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"},
-                             "world_size": 2, "simulation": {"iterations": 3, "jitter": "none"},
-                             "sweep": {"bucket_cap_mb": [None, 1]}}, source="t")
+    sc = _scenario()
     one = write_report(run_scenario(sc, out_dir=tmp_path / "one", progress=False, jobs=1))
     run = run_scenario(sc, out_dir=tmp_path / "two", progress=False, jobs=2)
     assert run.jobs == 2
@@ -86,3 +90,31 @@ def test_a_report_drawn_side_by_side_is_the_one_drawn_in_turn(tmp_path):
     assert two.summary == one.summary and two.summary_md == one.summary_md
     again = write_report(replace(run, jobs=1))  # every piece kept: nothing drawn, the same report
     assert _files(again.out_dir) == _files(one.out_dir)
+
+
+@needs_fork
+def test_a_report_started_while_the_plan_is_searched_is_the_same_report(tmp_path):
+    from ddpsim.api import run_scenario as api_run
+
+    one = api_run(_scenario(), out_dir=tmp_path / "one", progress=False, jobs=1)
+    two = api_run(_scenario(), out_dir=tmp_path / "two", progress=False, jobs=2)
+    assert _files(two.out_dir) == _files(one.out_dir)
+    assert [p.name for p in two.files] == [p.name for p in one.files]
+
+
+def test_a_started_report_is_closed_when_the_rest_of_the_run_fails(tmp_path, monkeypatch):
+    from ddpsim.pipeline import scenario_run
+
+    closed = []
+
+    class Started:
+        def close(self):
+            closed.append(True)
+
+    def failing(*a, **k):
+        raise InputError("recommend: stand-in failure")
+
+    monkeypatch.setattr(scenario_run.steps, "recommend", failing)
+    with pytest.raises(InputError, match="stand-in failure"):
+        run_scenario(_scenario(), out_dir=tmp_path, progress=False, jobs=1, start_report=lambda *a: Started())
+    assert closed == [True]

@@ -43,26 +43,70 @@ class Report:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
-    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too. The traces
-    and PNGs are drawn by ``run.jobs`` processes side by side with the tables and the summary
-    (:mod:`ddpsim.report.workers`)."""
-    sc, rdir, records, best, rec = run.scenario, run.out_dir, list(run.records), run.best, run.recommendation
-    files = list(run.files)
-    kept = KeptFiles(rdir, report_key(run.kept_key, sc.name))
+@dataclass
+class Drawing:
+    """The files of a report that need only its points (the timeline points' traces and timeline
+    PNGs, the comparison), being drawn side by side (:func:`start_drawing`)."""
+
+    out_dir: Path
+    records: tuple[Any, ...]
+    kept_key: str | None
+    plots: bool
+    kept: KeptFiles
+    timeline: list[Any]
+    pieces: list["_Piece"]
+    side: SideBySide
+    used: bool = False
+
+    def close(self) -> None:
+        self.side.close()
+
+
+def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any, kept_key: str | None, jobs: int, *,
+                  plots: bool = True) -> Drawing:
+    """Start the traces and PNGs that need only the points on ``jobs`` processes (a run's
+    ``start_report``, :func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report`
+    of that run finishes them."""
+    kept = KeptFiles(rdir, report_key(kept_key, sc.name))
     timeline = [next(r for r in records if r.point == p) for p in sc.timeline_points(best.point)]
     pieces = _traces_and_timelines(sc, timeline, best, rdir, plots, kept)
     if any(p.work is not None for p in pieces):
         for r in timeline:
             len(r.result.spans)  # simulated here once, before the workers fork, rather than in each
-    if plots:
-        pieces.append(_bucket_sizes(sc, records, timeline, rec.info, rdir, kept))
-    with SideBySide([p.work for p in pieces], run.jobs) as side:
+    return Drawing(out_dir=rdir, records=records, kept_key=kept_key, plots=plots, kept=kept, timeline=timeline,
+                   pieces=pieces, side=SideBySide([p.work for p in pieces], jobs))
+
+
+def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
+    """The run's drawing started for this report, else one started now."""
+    d = run.report_started
+    if isinstance(d, Drawing) and not d.used and d.plots == plots and d.records is run.records \
+            and d.kept_key == run.kept_key and d.out_dir == run.out_dir:
+        return d
+    if isinstance(d, Drawing):
+        d.close()
+    return start_drawing(run.scenario, run.out_dir, run.records, run.best, run.kept_key, run.jobs, plots=plots)
+
+
+def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
+    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too. The traces
+    and PNGs are drawn by ``run.jobs`` processes side by side with the tables and the summary
+    (:mod:`ddpsim.report.workers`), from the run's :class:`Drawing` where it started one."""
+    sc, rdir, records, best, rec = run.scenario, run.out_dir, list(run.records), run.best, run.recommendation
+    files = list(run.files)
+    drawing = _drawing(run, plots)
+    drawing.used = True
+    kept, timeline, pieces, side = drawing.kept, drawing.timeline, drawing.pieces, drawing.side
+    with side:
+        sweep_png = None
+        if plots:
+            pieces.append(_bucket_sizes(sc, records, timeline, rec.info, rdir, kept))
+            side.submit(pieces[-1].work)
         table, btable = sweep_table(records), report.buckets_table(records)
         if plots:  # drawn from the table's rows, pickled to a worker (no pandas there)
             title = f"{sc.name}: step time vs bucket_cap_mb"
             sweep_png = _piece(kept, rdir, "sweep.png", title, partial(_draw_sweep, table.to_dict("records"), title))
-            sweep_i = side.submit(sweep_png.work) if sweep_png.work is not None else None
+            sweep_i = side.submit(sweep_png.work)
         files.append(report.write_csv(table, rdir / "sweep.csv"))
         files.append(report.write_csv(btable, rdir / "buckets.csv"))
         log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
@@ -80,8 +124,8 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
         log.info("wrote timelines for %s", ", ".join(trace_files) or "no point")
         files.append(write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1)))
         log.info("wrote %s", rdir / "recommended_plan.json")
-        if plots:
-            _finish(sweep_png, None if sweep_i is None else side.result(sweep_i), kept)
+        if sweep_png is not None:
+            _finish(sweep_png, side.result(sweep_i), kept)
             files += [rdir / "sweep.png", rdir / "bucket_sizes.png"]
     summ = report.summarize(sc, records, trace=run.trace, overlaps=overlaps, trace_files=trace_files,
                             recommendation=rec.info, warnings=[run.warning] if run.warning else None,

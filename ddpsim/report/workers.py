@@ -35,16 +35,16 @@ class SideBySide:
         self.pool, self.futures = None, {}
         todo = [i for i, w in enumerate(self.work) if w is not None]
         workers = min(jobs, len(todo))
-        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        if jobs > 1 and workers and "fork" in multiprocessing.get_all_start_methods():
             _WORK[:] = self.work  # read by the workers forked from now on
             self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
             self.futures = {i: self.pool.submit(_call, i) for i in todo}
 
-    def submit(self, work: Callable[[], Any]) -> int:
-        """Start one more piece (pickled to a worker: a module-level function and plain values);
-        its index for :meth:`result`."""
+    def submit(self, work: Callable[[], Any] | None) -> int:
+        """Start one more piece (pickled to a worker: a module-level function and plain values;
+        None: nothing to do); its index for :meth:`result`."""
         self.work.append(work)
-        if self.pool is not None:
+        if self.pool is not None and work is not None:
             self.futures[len(self.work) - 1] = self.pool.submit(work)
         return len(self.work) - 1
 

@@ -91,53 +91,69 @@ def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
 def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
     """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too. The traces
     and PNGs are drawn by ``run.jobs`` processes side by side with the tables and the summary
-    (:mod:`ddpsim.report.workers`), from the run's :class:`Drawing` where it started one."""
-    sc, rdir, records, best, rec = run.scenario, run.out_dir, list(run.records), run.best, run.recommendation
-    files = list(run.files)
+    (:mod:`ddpsim.report.workers`), from the run's :class:`Drawing` where it started one; the
+    summary is written once the traces are, while the PNGs may still be drawn."""
+    sc, rdir, records, rec = run.scenario, run.out_dir, list(run.records), run.recommendation
     drawing = _drawing(run, plots)
     drawing.used = True
     kept, timeline, pieces, side = drawing.kept, drawing.timeline, drawing.pieces, drawing.side
     with side:
-        sweep_png = None
         if plots:
             pieces.append(_bucket_sizes(sc, records, timeline, rec.info, rdir, kept))
             side.submit(pieces[-1].work)
         table, btable = sweep_table(records), report.buckets_table(records)
         if plots:  # drawn from the table's rows, pickled to a worker (no pandas there)
             title = f"{sc.name}: step time vs bucket_cap_mb"
-            sweep_png = _piece(kept, rdir, "sweep.png", title, partial(_draw_sweep, table.to_dict("records"), title))
-            sweep_i = side.submit(sweep_png.work)
-        files.append(report.write_csv(table, rdir / "sweep.csv"))
-        files.append(report.write_csv(btable, rdir / "buckets.csv"))
+            pieces.append(_piece(kept, rdir, "sweep.png", title, partial(_draw_sweep, table.to_dict("records"), title)))
+            side.submit(pieces[-1].work)
+        report.write_csv(table, rdir / "sweep.csv")
+        report.write_csv(btable, rdir / "buckets.csv")
         log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
-        done = {p.name: _finish(p, side.result(i), kept) for i, p in enumerate(pieces)}
-        overlaps, trace_files = {}, {}
-        for r in timeline:
-            written = done[f"traces {r.point_id}"]
-            files += [rdir / name for _, name, _ in written]
-            trace_files[r.point_id] = [name for _, name, _ in written]
-            overlaps[r.point_id] = {rank: overlap for rank, _, overlap in written}
-            if plots:
-                files.append(rdir / f"timeline_{file_id(r.point_id)}.png")
-        if "timeline_default_vs_best.png" in done:
-            files.append(rdir / "timeline_default_vs_best.png")
-        log.info("wrote timelines for %s", ", ".join(trace_files) or "no point")
-        files.append(write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1)))
+        done = {p.name: _finish(p, side.result(i), kept) for i, p in enumerate(pieces) if p.name.startswith("traces ")}
+        written = {r.point_id: done[f"traces {r.point_id}"] for r in timeline}
+        log.info("wrote timelines for %s", ", ".join(written) or "no point")
+        write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1))
         log.info("wrote %s", rdir / "recommended_plan.json")
-        if sweep_png is not None:
-            _finish(sweep_png, side.result(sweep_i), kept)
-            files += [rdir / "sweep.png", rdir / "bucket_sizes.png"]
-    summ = report.summarize(sc, records, trace=run.trace, overlaps=overlaps, trace_files=trace_files,
-                            recommendation=rec.info, warnings=[run.warning] if run.warning else None,
-                            cost_terms=run.cost_terms, method_error=run.method_error, compiled=run.compiled,
-                            host_costs=rec.inputs.config.host_costs, term_effects=run.term_effects)
-    files.append(write_text_atomic(rdir / "summary.json", json_text(summ, indent=1, sort_keys=True, default=str)))
-    md = report.render_summary(summ)
-    files.append(write_text_atomic(rdir / "summary.md", md + "\n"))
+        summ, md = _write_summary(run, written)
+        for i, p in enumerate(pieces):
+            if p.name not in done:
+                _finish(p, side.result(i), kept)
+    files = _files(run, written, plots, [p.name for p in pieces])
     _remove_stale(rdir, files)
     kept.save()
     return Report(scenario=sc, out_dir=rdir, summary=summ, sweep=table, buckets=btable, records=tuple(records),
                   files=tuple(files), summary_md=md, extra={"recommended_result": rec.result})
+
+
+def _write_summary(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]]) -> tuple[dict[str, Any], str]:
+    """``summary.json`` and ``summary.md`` (``written``: each timeline point's traces, ``(rank,
+    file name, overlap)``); their document and markdown."""
+    rec = run.recommendation
+    summ = report.summarize(run.scenario, list(run.records), trace=run.trace,
+                            overlaps={p: {r: o for r, _, o in w} for p, w in written.items()},
+                            trace_files={p: [f for _, f, _ in w] for p, w in written.items()},
+                            recommendation=rec.info, warnings=[run.warning] if run.warning else None,
+                            cost_terms=run.cost_terms, method_error=run.method_error, compiled=run.compiled,
+                            host_costs=rec.inputs.config.host_costs, term_effects=run.term_effects)
+    write_text_atomic(run.out_dir / "summary.json", json_text(summ, indent=1, sort_keys=True, default=str))
+    md = report.render_summary(summ)
+    write_text_atomic(run.out_dir / "summary.md", md + "\n")
+    return summ, md
+
+
+def _files(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]], plots: bool,
+           pieces: list[str]) -> list[Path]:
+    """Every file of the report, in the order they are listed: the run's, the tables, each timeline
+    point's traces and timeline, the comparison, the plan, the sweep and bucket plots, the summary."""
+    rdir = run.out_dir
+    files = [*run.files, rdir / "sweep.csv", rdir / "buckets.csv"]
+    for point_id, traces in written.items():
+        files += [rdir / name for _, name, _ in traces]
+        files += [rdir / f"timeline_{file_id(point_id)}.png"] if plots else []
+    files += [rdir / "timeline_default_vs_best.png"] if "timeline_default_vs_best.png" in pieces else []
+    files.append(rdir / "recommended_plan.json")
+    files += [rdir / "sweep.png", rdir / "bucket_sizes.png"] if plots else []
+    return files + [rdir / "summary.json", rdir / "summary.md"]
 
 
 @dataclass

@@ -5,7 +5,6 @@ written by one, byte for byte (the oracle: the one-process run)."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from dataclasses import replace
 from functools import partial
@@ -16,9 +15,10 @@ from ddpsim.errors import InputError
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.pipeline.scenario_run import run_scenario
 from ddpsim.report.scenario_report import write_report
+from ddpsim.report import workers
 from ddpsim.report.workers import SideBySide
 
-needs_fork = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork here")
+needs_fork = pytest.mark.skipif(not workers._FORK, reason="workers are forked on Linux only")
 
 
 class Unpicklable:

@@ -1,11 +1,11 @@
 """A report's files written side by side: its PNGs and Perfetto traces are independent of one
 another and of the tables, so with ``jobs`` > 1 they are drawn by forked worker processes while
-this process writes the tables and the summary.
+this process writes the tables and the summary (on Linux, where fork is safe).
 
 Each piece of work is a function of no arguments that writes its files and returns what the
 report keeps of them (file names, overlap figures: a few bytes, pickled back). The workers are
 forked after the functions are listed, so they inherit the run's data (the records, the spans)
-rather than receiving it pickled. Where fork is not available, or with ``jobs`` = 1, the pieces
+rather than receiving it pickled. Elsewhere, or with ``jobs`` = 1, the pieces
 run in this process, in turn, when their results are asked for. Either way each file is written
 by one process from the same data with the same code: the same bytes.
 """
@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import sys
 from typing import Any, Callable, Sequence
 
+#: where workers are forked: Linux (elsewhere fork without exec is unsafe or missing)
+_FORK = sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 #: the work of the pool being started (a forked worker reads it, inherited, by index)
 _WORK: list[Callable[[], Any]] = []
 
@@ -35,7 +38,7 @@ class SideBySide:
         self.pool, self.futures = None, {}
         todo = [i for i, w in enumerate(self.work) if w is not None]
         workers = min(jobs, len(todo))
-        if jobs > 1 and workers and "fork" in multiprocessing.get_all_start_methods():
+        if jobs > 1 and workers and _FORK:
             _WORK[:] = self.work  # read by the workers forked from now on
             self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
             self.futures = {i: self.pool.submit(_call, i) for i in todo}

@@ -38,7 +38,7 @@ def _double(x):
 @needs_fork
 def test_pieces_run_in_forked_workers_on_inherited_data():
     data = Unpicklable(21)
-    with SideBySide([lambda: (os.getpid(), data.value), None, lambda: (os.getpid(), data.value + 1)], jobs=2) as side:
+    with SideBySide([lambda: (os.getpid(), data.value), None, lambda: (os.getpid(), data.value + 1)], workers=2) as side:
         later = side.submit(partial(_double, 5))  # after the fork: pickled
         first, nothing, third = side.result(0), side.result(1), side.result(2)
         assert side.result(later) == 10
@@ -47,9 +47,9 @@ def test_pieces_run_in_forked_workers_on_inherited_data():
     assert os.getpid() not in (first[0], third[0])
 
 
-def test_one_job_runs_each_piece_here_when_asked():
+def test_no_worker_runs_each_piece_here_when_asked():
     ran = []
-    side = SideBySide([lambda: ran.append("a") or "a", lambda: ran.append("b") or "b"], jobs=1)
+    side = SideBySide([lambda: ran.append("a") or "a", lambda: ran.append("b") or "b"], workers=0)
     assert ran == []
     assert side.result(1) == "b" and ran == ["b"]
     assert side.result(1) == "b" and ran == ["b"]  # once
@@ -61,7 +61,7 @@ def test_an_error_in_a_worker_is_raised_where_its_result_is_asked():
     def bad():
         raise InputError("x: bad; expected good")
 
-    with SideBySide([bad, lambda: 1], jobs=2) as side:
+    with SideBySide([bad, lambda: 1], workers=1) as side:
         assert side.result(1) == 1
         with pytest.raises(InputError, match="x: bad"):
             side.result(0)

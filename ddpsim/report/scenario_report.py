@@ -45,8 +45,8 @@ class Report:
 
 @dataclass
 class Drawing:
-    """The files of a report that need only its points (the timeline points' traces and timeline
-    PNGs, the comparison), being drawn side by side (:func:`start_drawing`)."""
+    """The PNGs of a report that need only its points (the timeline points' timelines, the
+    comparison), being drawn beside this process (:func:`start_drawing`), and its traces to write."""
 
     out_dir: Path
     records: tuple[Any, ...]
@@ -54,7 +54,8 @@ class Drawing:
     plots: bool
     kept: KeptFiles
     timeline: list[Any]
-    pieces: list["_Piece"]
+    traces: list["_Piece"]
+    pngs: list["_Piece"]
     side: SideBySide
     used: bool = False
 
@@ -64,17 +65,18 @@ class Drawing:
 
 def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any, kept_key: str | None, jobs: int, *,
                   plots: bool = True) -> Drawing:
-    """Start the traces and PNGs that need only the points on ``jobs`` processes (a run's
-    ``start_report``, :func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report`
-    of that run finishes them."""
+    """Start the PNGs that need only the points on ``jobs`` - 1 processes beside this one, which
+    writes the traces and tables meanwhile (a run's ``start_report``,
+    :func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report` of that run finishes them."""
     kept = KeptFiles(rdir, report_key(kept_key, sc.name))
     timeline = [next(r for r in records if r.point == p) for p in sc.timeline_points(best.point)]
-    pieces = _traces_and_timelines(sc, timeline, best, rdir, plots, kept)
-    if any(p.work is not None for p in pieces):
+    traces = [_traces(r, rdir, kept) for r in timeline]
+    pngs = _timelines(sc, timeline, best, rdir, kept) if plots else []
+    if any(p.work is not None for p in pngs):
         for r in timeline:
             len(r.result.spans)  # simulated here once, before the workers fork, rather than in each
     return Drawing(out_dir=rdir, records=records, kept_key=kept_key, plots=plots, kept=kept, timeline=timeline,
-                   pieces=pieces, side=SideBySide([p.work for p in pieces], jobs))
+                   traces=traces, pngs=pngs, side=SideBySide([p.work for p in pngs], jobs - 1))
 
 
 def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
@@ -89,36 +91,35 @@ def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
 
 
 def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
-    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too. The traces
-    and PNGs are drawn by ``run.jobs`` processes side by side with the tables and the summary
-    (:mod:`ddpsim.report.workers`), from the run's :class:`Drawing` where it started one; the
-    summary is written once the traces are, while the PNGs may still be drawn."""
+    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too. The PNGs
+    are drawn by ``run.jobs`` - 1 processes beside this one (:mod:`ddpsim.report.workers`), from
+    the run's :class:`Drawing` where it started one, while this one writes the traces, the
+    tables and the summary."""
     sc, rdir, records, rec = run.scenario, run.out_dir, list(run.records), run.recommendation
     drawing = _drawing(run, plots)
     drawing.used = True
-    kept, timeline, pieces, side = drawing.kept, drawing.timeline, drawing.pieces, drawing.side
+    kept, timeline, pngs, side = drawing.kept, drawing.timeline, drawing.pngs, drawing.side
     with side:
         if plots:
-            pieces.append(_bucket_sizes(sc, records, timeline, rec.info, rdir, kept))
-            side.submit(pieces[-1].work)
+            pngs.append(_bucket_sizes(sc, records, timeline, rec.info, rdir, kept))
+            side.submit(pngs[-1].work)
         table, btable = sweep_table(records), report.buckets_table(records)
         if plots:  # drawn from the table's rows, pickled to a worker (no pandas there)
             title = f"{sc.name}: step time vs bucket_cap_mb"
-            pieces.append(_piece(kept, rdir, "sweep.png", title, partial(_draw_sweep, table.to_dict("records"), title)))
-            side.submit(pieces[-1].work)
+            pngs.append(_piece(kept, rdir, "sweep.png", title, partial(_draw_sweep, table.to_dict("records"), title)))
+            side.submit(pngs[-1].work)
+        written = {r.point_id: _finish(p, None if p.got is not None else p.work(), kept)
+                   for r, p in zip(timeline, drawing.traces)}
+        log.info("wrote timelines for %s", ", ".join(written) or "no point")
         report.write_csv(table, rdir / "sweep.csv")
         report.write_csv(btable, rdir / "buckets.csv")
         log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
-        done = {p.name: _finish(p, side.result(i), kept) for i, p in enumerate(pieces) if p.name.startswith("traces ")}
-        written = {r.point_id: done[f"traces {r.point_id}"] for r in timeline}
-        log.info("wrote timelines for %s", ", ".join(written) or "no point")
         write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1))
         log.info("wrote %s", rdir / "recommended_plan.json")
         summ, md = _write_summary(run, written)
-        for i, p in enumerate(pieces):
-            if p.name not in done:
-                _finish(p, side.result(i), kept)
-    files = _files(run, written, plots, [p.name for p in pieces])
+        for i, p in enumerate(pngs):
+            _finish(p, side.result(i), kept)
+    files = _files(run, written, plots, [p.name for p in pngs])
     _remove_stale(rdir, files)
     kept.save()
     return Report(scenario=sc, out_dir=rdir, summary=summ, sweep=table, buckets=btable, records=tuple(records),
@@ -191,20 +192,17 @@ def _finish(piece: _Piece, result: Any, kept: KeptFiles) -> Any:
     return data
 
 
-def _traces_and_timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, plots: bool,
-                          kept: KeptFiles) -> list[_Piece]:
-    """The traces (and timeline plots) of the timeline points, and the comparison of the default
-    with the best point where both are timeline points and differ."""
+def _timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, kept: KeptFiles) -> list[_Piece]:
+    """The timeline plots of the timeline points, and the comparison of the default with the best
+    point where both are timeline points and differ."""
     pieces = []
     for rec in timeline:
-        pieces.append(_traces(rec, rdir, kept))
-        if plots:
-            title = f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})"
-            pieces.append(_piece(kept, rdir, f"timeline_{file_id(rec.point_id)}.png", title,
-                                 partial(_draw_timeline, rec.result, title)))
+        title = f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})"
+        pieces.append(_piece(kept, rdir, f"timeline_{file_id(rec.point_id)}.png", title,
+                             partial(_draw_timeline, rec.result, title)))
     base = sc.base_point()
     pair = [next((r for r in timeline if r.point == p), None) for p in (base, best.point)]
-    if plots and base != best.point and None not in pair:
+    if base != best.point and None not in pair:
         labels = [f"default ({pair[0].point_id})", f"best ({best.point_id})"]
         title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
         pieces.append(_piece(kept, rdir, "timeline_default_vs_best.png", [labels, title],

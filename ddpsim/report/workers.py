@@ -1,11 +1,13 @@
 """A report's files written side by side: its PNGs and Perfetto traces are independent of one
-another and of the tables, so with ``jobs`` > 1 they are drawn by forked worker processes while
-this process writes the tables and the summary (on Linux, where fork is safe).
+another and of the tables, so they can be drawn by forked worker processes while this process
+writes the traces, the tables and the summary (on Linux, where fork is safe). A report's five PNGs
+go to ``jobs`` - 1 workers: with two CPUs, one worker (matplotlib imported once) and this process
+take about the same time.
 
 Each piece of work is a function of no arguments that writes its files and returns what the
 report keeps of them (file names, overlap figures: a few bytes, pickled back). The workers are
 forked after the functions are listed, so they inherit the run's data (the records, the spans)
-rather than receiving it pickled. Elsewhere, or with ``jobs`` = 1, the pieces
+rather than receiving it pickled. Elsewhere, or with no worker, the pieces
 run in this process, in turn, when their results are asked for. Either way each file is written
 by one process from the same data with the same code: the same bytes.
 """
@@ -28,17 +30,18 @@ def _call(i: int) -> Any:
 
 
 class SideBySide:
-    """``work`` (None: nothing to do) started on ``jobs`` processes (module docstring); :meth:`result` gives each
+    """``work`` (None: nothing to do) started on ``workers`` forked processes (module docstring;
+    0: none); :meth:`result` gives each
     piece's return value (an error raised by a piece is raised there). One at a time: the
     workers read the work of the one open."""
 
-    def __init__(self, work: Sequence[Callable[[], Any] | None], jobs: int) -> None:
+    def __init__(self, work: Sequence[Callable[[], Any] | None], workers: int) -> None:
         self.work: list[Callable[[], Any] | None] = list(work)
         self.done: dict[int, Any] = {}
         self.pool, self.futures = None, {}
         todo = [i for i, w in enumerate(self.work) if w is not None]
-        workers = min(jobs, len(todo))
-        if jobs > 1 and workers and _FORK:
+        workers = min(workers, len(todo))
+        if workers > 0 and _FORK:
             _WORK[:] = self.work  # read by the workers forked from now on
             self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
             self.futures = {i: self.pool.submit(_call, i) for i in todo}

@@ -47,6 +47,13 @@ def test_pieces_run_in_forked_workers_on_inherited_data():
     assert os.getpid() not in (first[0], third[0])
 
 
+@needs_fork
+def test_a_piece_submitted_with_none_before_it_still_goes_to_a_worker():
+    with SideBySide([None], workers=1) as side:
+        i = side.submit(os.getpid)
+        assert side.result(i) != os.getpid() and side.result(0) is None
+
+
 def test_no_worker_runs_each_piece_here_when_asked():
     ran = []
     side = SideBySide([lambda: ran.append("a") or "a", lambda: ran.append("b") or "b"], workers=0)

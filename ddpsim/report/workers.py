@@ -31,26 +31,31 @@ def _call(i: int) -> Any:
 
 class SideBySide:
     """``work`` (None: nothing to do) started on ``workers`` forked processes (module docstring;
-    0: none); :meth:`result` gives each
-    piece's return value (an error raised by a piece is raised there). One at a time: the
-    workers read the work of the one open."""
+    0: none; forked at the first piece); :meth:`result` gives each piece's return value (an
+    error raised by a piece is raised there). One at a time: the workers read the work of the
+    one open."""
 
     def __init__(self, work: Sequence[Callable[[], Any] | None], workers: int) -> None:
         self.work: list[Callable[[], Any] | None] = list(work)
         self.done: dict[int, Any] = {}
-        self.pool, self.futures = None, {}
+        self.pool, self.futures, self.workers = None, {}, workers if _FORK else 0
         todo = [i for i, w in enumerate(self.work) if w is not None]
-        workers = min(workers, len(todo))
-        if workers > 0 and _FORK:
-            _WORK[:] = self.work  # read by the workers forked from now on
-            self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        if todo and self.workers > 0:
+            self._fork(len(todo))
             self.futures = {i: self.pool.submit(_call, i) for i in todo}
+
+    def _fork(self, pieces: int) -> None:
+        _WORK[:] = self.work  # read by the workers forked from now on
+        self.pool = cf.ProcessPoolExecutor(max_workers=min(self.workers, pieces),
+                                           mp_context=multiprocessing.get_context("fork"))
 
     def submit(self, work: Callable[[], Any] | None) -> int:
         """Start one more piece (pickled to a worker: a module-level function and plain values;
         None: nothing to do); its index for :meth:`result`."""
         self.work.append(work)
-        if self.pool is not None and work is not None:
+        if work is not None and self.workers > 0:
+            if self.pool is None:
+                self._fork(self.workers)
             self.futures[len(self.work) - 1] = self.pool.submit(work)
         return len(self.work) - 1
 

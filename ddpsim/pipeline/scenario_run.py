@@ -45,9 +45,10 @@ class ScenarioRun:
     #: every point's id and resume key as one hash (:func:`ddpsim.pipeline.run.kept_key`): what the
     #: report's files are kept under for a rerun; None: a stand-in simulate or build, nothing kept
     kept_key: str | None = None
-    #: processes the report's traces and PNGs are drawn by (:mod:`ddpsim.report.workers`)
+    #: the run's processes: the report's PNGs are drawn by ``jobs`` - 1 beside this one
+    #: (:mod:`ddpsim.report.workers`)
     jobs: int = 1
-    #: what ``start_report`` returned (:func:`run_scenario`): the report's files being drawn
+    #: what ``start_report`` returned (:func:`run_scenario`): the report's PNGs being drawn
     report_started: Any = None
 
 

@@ -38,7 +38,8 @@ def _double(x):
 @needs_fork
 def test_pieces_run_in_forked_workers_on_inherited_data():
     data = Unpicklable(21)
-    with SideBySide([lambda: (os.getpid(), data.value), None, lambda: (os.getpid(), data.value + 1)], workers=2) as side:
+    work = [lambda: (os.getpid(), data.value), None, lambda: (os.getpid(), data.value + 1)]
+    with SideBySide(work, workers=2) as side:
         later = side.submit(partial(_double, 5))  # after the fork: pickled
         first, nothing, third = side.result(0), side.result(1), side.result(2)
         assert side.result(later) == 10
@@ -91,7 +92,8 @@ def test_a_report_drawn_side_by_side_is_the_one_drawn_in_turn(tmp_path):
     run = run_scenario(sc, out_dir=tmp_path / "two", progress=False, jobs=2)
     assert run.jobs == 2
     two = write_report(run)
-    assert any(n.endswith(".png") for n in _files(one.out_dir)) and any(n.startswith("trace_") for n in _files(one.out_dir))
+    names = _files(one.out_dir)
+    assert any(n.endswith(".png") for n in names) and any(n.startswith("trace_") for n in names)
     assert _files(two.out_dir) == _files(one.out_dir)
     assert [p.name for p in two.files] == [p.name for p in one.files]
     assert two.summary == one.summary and two.summary_md == one.summary_md

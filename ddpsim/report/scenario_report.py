@@ -205,8 +205,9 @@ def _timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, kept: K
     if base != best.point and None not in pair:
         labels = [f"default ({pair[0].point_id})", f"best ({best.point_id})"]
         title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
+        pair = [(labels[0], pair[0].result), (labels[1], pair[1].result)]
         pieces.append(_piece(kept, rdir, "timeline_default_vs_best.png", [labels, title],
-                             partial(_draw_comparison, [(labels[0], pair[0].result), (labels[1], pair[1].result)], title)))
+                             partial(_draw_comparison, pair, title)))
     return pieces
 
 
@@ -240,8 +241,9 @@ def _draw_sweep(rows: list[dict[str, Any]], title: str, P: Any) -> Any:
 def _bucket_sizes(sc: Scenario, records: list[Any], timeline: list[Any], rec_info: dict[str, Any], rdir: Path,
                   kept: KeptFiles) -> _Piece:
     """``bucket_sizes.png``: the timeline points' buckets and the recommended plan's."""
+    shown = [r for r in records if any(r is t for t in timeline)]  # in sweep order
     rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id,
-             r.metrics.get("bucket_sizes_bytes") or [], _cap_mb(sc, r.point)) for r in records if any(r is t for t in timeline)]
+             r.metrics.get("bucket_sizes_bytes") or [], _cap_mb(sc, r.point)) for r in shown]
     rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"]), None))
     title = f"{sc.name}: bucket sizes (steady state)"
     return _piece(kept, rdir, "bucket_sizes.png", [rows, title], partial(_draw_bucket_sizes, rows, title))

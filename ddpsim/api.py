@@ -110,7 +110,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     ``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md``
     (:func:`ddpsim.pipeline.scenario_run.run_scenario` computes the run,
     :func:`ddpsim.report.scenario_report.write_report` writes the files).
-    ``jobs``: sweep processes (default: the CPUs this process may use). ``plots``: write the PNGs.
+    ``jobs``: sweep processes (default: the CPUs this process may use); the report's PNGs are
+    drawn by ``jobs`` - 1 of them beside the rest. ``plots``: write the PNGs.
     ``simulate_fn(trace, plan, comm, config)`` and ``build_fn(scenario, point, trace)`` replace
     the engine and :meth:`Scenario.build_point` (tests). One line per step goes to the
     ``ddpsim`` logger (INFO); ``progress``: a tqdm bar of the sweep on stderr (a terminal only).
@@ -125,11 +126,14 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         having a calibration. Files written by an
         earlier run are only ever replaced atomically by complete new ones.
     """
+    from functools import partial
+
     from ddpsim.pipeline.scenario_run import run_scenario as run
-    from ddpsim.report.scenario_report import write_report
+    from ddpsim.report.scenario_report import start_drawing, write_report
 
     return write_report(run(scenario, out_dir=out_dir, jobs=jobs, progress=progress, simulate_fn=simulate_fn,
-                            build_fn=build_fn, method_error=method_error), plots=plots)
+                            build_fn=build_fn, method_error=method_error,
+                            start_report=partial(start_drawing, plots=plots)), plots=plots)
 
 
 def sweep_figure(table: Any, title: str = ""):

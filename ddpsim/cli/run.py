@@ -52,7 +52,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="scenario YAML path or bundled name; default: 'default'")
     p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty, help="parent folder of the report; default: reports")
     p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS),
-                   help="parallel processes for the sweep; default: the CPUs this process may use (its affinity)")
+                   help="parallel processes for the sweep, and for the report: its PNGs drawn by N - 1 of them beside "
+                        "the rest; default: the CPUs this process may use (its affinity)")
     add_set(p)
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the summary's answer")

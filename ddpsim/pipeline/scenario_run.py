@@ -19,7 +19,7 @@ from ddpsim.io import ensure_dir
 from ddpsim.pipeline import eager_comparison
 from ddpsim.pipeline import run as steps
 from ddpsim.pipeline.scenario import Scenario, load_scenario
-from ddpsim.pipeline.sweep import PointRecord, best_record, run_sweep
+from ddpsim.pipeline.sweep import PointRecord, best_record, default_jobs, run_sweep
 from ddpsim.pipeline.term_effects import term_effects
 
 
@@ -45,13 +45,23 @@ class ScenarioRun:
     #: every point's id and resume key as one hash (:func:`ddpsim.pipeline.run.kept_key`): what the
     #: report's files are kept under for a rerun; None: a stand-in simulate or build, nothing kept
     kept_key: str | None = None
+    #: the run's processes: the report's PNGs are drawn by ``jobs`` - 1 beside this one
+    #: (:mod:`ddpsim.report.workers`)
+    jobs: int = 1
+    #: what ``start_report`` returned (:func:`run_scenario`): the report's PNGs being drawn
+    report_started: Any = None
 
 
 def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
                  jobs: int | None = None, progress: bool = True, simulate_fn: Callable | None = None,
-                 build_fn: Callable | None = None, method_error: str | Path | None = None) -> ScenarioRun:
+                 build_fn: Callable | None = None, method_error: str | Path | None = None,
+                 start_report: Callable | None = None) -> ScenarioRun:
     """Simulate a scenario's points into ``<out_dir>/<name>/points/`` and compute the rest of its
-    answer (:func:`ddpsim.api.run_scenario` documents the arguments)."""
+    answer (:func:`ddpsim.api.run_scenario` documents the arguments). ``start_report(scenario,
+    report folder, records, best record, kept key, jobs)`` is called once the points are in, before
+    the rest is computed (:func:`ddpsim.report.scenario_report.start_drawing`: the files that need
+    only the points are drawn meanwhile); what it returns is the run's ``report_started``, and
+    its ``close()`` is called if the rest fails."""
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     rdir = ensure_dir(ensure_dir(out_dir, "--out-dir") / sc.name, "--out-dir")
     files: list[Path] = []
@@ -69,6 +79,23 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     records, best = _with_timeline_spans(sc, records, best_record(records), trace, build, sim)
     # the engine's answer is kept beside the points; a stand-in simulate or build keeps nothing
     kept = rdir / "points" if simulate_fn is None and build_fn is None else None
+    kept_key = None if kept is None else steps.kept_key(records)
+    jobs = default_jobs() if jobs is None else jobs
+    records = tuple(records)
+    started = None if start_report is None else start_report(sc, rdir, records, best, kept_key, jobs)
+    try:
+        return _answered(sc, rdir, trace, records, best, build, sim, kept, method_error, me, me_note,
+                         files=tuple(files), kept_key=kept_key, jobs=jobs, report_started=started)
+    except BaseException:
+        if started is not None:
+            started.close()
+        raise
+
+
+def _answered(sc: Scenario, rdir: Path, trace: Any, records: tuple[Any, ...], best: Any, build: Callable, sim: Callable,
+              kept: Path | None, method_error: Any, me: Any, me_note: Any, **run: Any) -> ScenarioRun:
+    """The run with the rest of its answer computed: the recommended plan, the method error, the
+    eager comparison, the cost terms and their effects."""
     rec = steps.recommend(sc, records, trace, build, sim, kept_dir=kept)
     me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
                                                                   trace, sim)
@@ -77,8 +104,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
     return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=tuple(records), best=best, recommendation=rec,
                        method_error=me_answer, compiled=compiled, cost_terms=terms, term_effects=effects,
-                       warning=sc.calibration_warning(), files=tuple(files),
-                       kept_key=None if kept is None else steps.kept_key(records))
+                       warning=sc.calibration_warning(), **run)
 
 
 def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any, build: Callable,

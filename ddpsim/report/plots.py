@@ -71,8 +71,9 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
 
 
 def sweep_figure(table: Any, title: str = "") -> Any:
-    """Step time and its breakdown per sweep point (``table`` = :func:`ddpsim.pipeline.sweep.sweep_table`)."""
-    rows = table.to_dict("records")
+    """Step time and its breakdown per sweep point (``table`` = :func:`ddpsim.pipeline.sweep.sweep_table`,
+    or its rows: ``table.to_dict("records")``)."""
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else list(table)
     labels = [r["point"].replace("cap=", "") for r in rows]
     mult, unit = _unit(max(r["iteration_p95_s"] for r in rows))
     fig = new_figure(figsize=(max(6.5, 0.7 * len(rows) + 2), 7))

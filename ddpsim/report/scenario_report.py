@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,6 +22,7 @@ from ddpsim.pipeline.scenario_run import ScenarioRun
 from ddpsim.pipeline.sweep import sweep_table
 from ddpsim.report import perfetto
 from ddpsim.report.kept_files import KeptFiles, report_key
+from ddpsim.report.workers import SideBySide
 from ddpsim.report import summary as report
 
 log = logging.getLogger(__name__)
@@ -41,103 +43,214 @@ class Report:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class Drawing:
+    """The PNGs of a report that need only its points (the timeline points' timelines, the
+    comparison), being drawn beside this process (:func:`start_drawing`), and its traces to write."""
+
+    out_dir: Path
+    records: tuple[Any, ...]
+    kept_key: str | None
+    plots: bool
+    kept: KeptFiles
+    timeline: list[Any]
+    traces: list["_Piece"]
+    pngs: list["_Piece"]
+    side: SideBySide
+    used: bool = False
+
+    def close(self) -> None:
+        self.side.close()
+
+
+def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any, kept_key: str | None, jobs: int, *,
+                  plots: bool = True) -> Drawing:
+    """Start the PNGs that need only the points on ``jobs`` - 1 processes beside this one, which
+    writes the traces and tables meanwhile (a run's ``start_report``,
+    :func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report` of that run finishes them."""
+    kept = KeptFiles(rdir, report_key(kept_key, sc.name))
+    timeline = [next(r for r in records if r.point == p) for p in sc.timeline_points(best.point)]
+    traces = [_traces(r, rdir, kept) for r in timeline]
+    pngs = _timelines(sc, timeline, best, rdir, kept) if plots else []
+    if any(p.work is not None for p in pngs):
+        for r in timeline:
+            len(r.result.spans)  # simulated here once, before the workers fork, rather than in each
+    return Drawing(out_dir=rdir, records=records, kept_key=kept_key, plots=plots, kept=kept, timeline=timeline,
+                   traces=traces, pngs=pngs, side=SideBySide([p.work for p in pngs], jobs - 1))
+
+
+def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
+    """The run's drawing started for this report, else one started now."""
+    d = run.report_started
+    if isinstance(d, Drawing) and not d.used and d.plots == plots and d.records is run.records \
+            and d.kept_key == run.kept_key and d.out_dir == run.out_dir:
+        return d
+    if isinstance(d, Drawing):
+        d.close()
+    return start_drawing(run.scenario, run.out_dir, run.records, run.best, run.kept_key, run.jobs, plots=plots)
+
+
 def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
-    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too."""
-    sc, rdir, records, best, rec = run.scenario, run.out_dir, list(run.records), run.best, run.recommendation
-    files = list(run.files)
-    kept = KeptFiles(rdir, report_key(run.kept_key, sc.name))
-    table, btable = sweep_table(records), report.buckets_table(records)
-    files.append(report.write_csv(table, rdir / "sweep.csv"))
-    files.append(report.write_csv(btable, rdir / "buckets.csv"))
-    log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
-    overlaps, trace_files = _write_timelines(sc, records, best, rdir, plots, files, kept)
-    log.info("wrote timelines for %s", ", ".join(trace_files) or "no point")
-    files.append(write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1)))
-    log.info("wrote %s", rdir / "recommended_plan.json")
-    if plots:
-        _write_plots(sc, records, best, table, rec.info, rdir, files, kept)
-    summ = report.summarize(sc, records, trace=run.trace, overlaps=overlaps, trace_files=trace_files,
-                            recommendation=rec.info, warnings=[run.warning] if run.warning else None,
-                            cost_terms=run.cost_terms, method_error=run.method_error, compiled=run.compiled,
-                            host_costs=rec.inputs.config.host_costs, term_effects=run.term_effects)
-    files.append(write_text_atomic(rdir / "summary.json", json_text(summ, indent=1, sort_keys=True, default=str)))
-    md = report.render_summary(summ)
-    files.append(write_text_atomic(rdir / "summary.md", md + "\n"))
+    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too. The PNGs
+    are drawn by ``run.jobs`` - 1 processes beside this one (:mod:`ddpsim.report.workers`), from
+    the run's :class:`Drawing` where it started one, while this one writes the traces, the
+    tables and the summary."""
+    sc, rdir, records, rec = run.scenario, run.out_dir, list(run.records), run.recommendation
+    drawing = _drawing(run, plots)
+    drawing.used = True
+    kept, timeline, pngs, side = drawing.kept, drawing.timeline, drawing.pngs, drawing.side
+    with side:
+        if plots:
+            pngs.append(_bucket_sizes(sc, records, timeline, rec.info, rdir, kept))
+            side.submit(pngs[-1].work)
+        table, btable = sweep_table(records), report.buckets_table(records)
+        if plots:  # drawn from the table's rows, pickled to a worker (no pandas there)
+            title = f"{sc.name}: step time vs bucket_cap_mb"
+            pngs.append(_piece(kept, rdir, "sweep.png", title, partial(_draw_sweep, table.to_dict("records"), title)))
+            side.submit(pngs[-1].work)
+        written = {r.point_id: _finish(p, None if p.got is not None else p.work(), kept)
+                   for r, p in zip(timeline, drawing.traces)}
+        log.info("wrote timelines for %s", ", ".join(written) or "no point")
+        report.write_csv(table, rdir / "sweep.csv")
+        report.write_csv(btable, rdir / "buckets.csv")
+        log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
+        write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1))
+        log.info("wrote %s", rdir / "recommended_plan.json")
+        summ, md = _write_summary(run, written)
+        for i, p in enumerate(pngs):
+            _finish(p, side.result(i), kept)
+    files = _files(run, written, plots, [p.name for p in pngs])
     _remove_stale(rdir, files)
     kept.save()
     return Report(scenario=sc, out_dir=rdir, summary=summ, sweep=table, buckets=btable, records=tuple(records),
                   files=tuple(files), summary_md=md, extra={"recommended_result": rec.result})
 
 
-def _write_timelines(sc: Scenario, records: list[Any], best: Any, rdir: Path, plots: bool, files: list[Path],
-                     kept: KeptFiles) -> tuple[dict[str, dict[int, float]], dict[str, list[str]]]:
-    """The traces (and timeline plots) of the timeline points; their overlaps and file names."""
-    overlaps: dict[str, dict[int, float]] = {}
-    trace_files: dict[str, list[str]] = {}
-    for point in sc.timeline_points(best.point):
-        rec = next(r for r in records if r.point == point)
-        written = _traces(rec, rdir, kept)
-        files += [rdir / name for _, name, _ in written]
-        trace_files[rec.point_id] = [name for _, name, _ in written]
-        overlaps[rec.point_id] = {r: overlap for r, _, overlap in written}
-        if plots:
-            title = f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})"
-            _png(kept, rdir, f"timeline_{file_id(rec.point_id)}.png", title, files,
-                 lambda P: P.timeline_figure(rec.result, title=title, warmup=True))
-    if plots:
-        _write_comparison(sc, records, best, rdir, files, kept)
-    return overlaps, trace_files
+def _write_summary(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]]) -> tuple[dict[str, Any], str]:
+    """``summary.json`` and ``summary.md`` (``written``: each timeline point's traces, ``(rank,
+    file name, overlap)``); their document and markdown."""
+    rec = run.recommendation
+    summ = report.summarize(run.scenario, list(run.records), trace=run.trace,
+                            overlaps={p: {r: o for r, _, o in w} for p, w in written.items()},
+                            trace_files={p: [f for _, f, _ in w] for p, w in written.items()},
+                            recommendation=rec.info, warnings=[run.warning] if run.warning else None,
+                            cost_terms=run.cost_terms, method_error=run.method_error, compiled=run.compiled,
+                            host_costs=rec.inputs.config.host_costs, term_effects=run.term_effects)
+    write_text_atomic(run.out_dir / "summary.json", json_text(summ, indent=1, sort_keys=True, default=str))
+    md = report.render_summary(summ)
+    write_text_atomic(run.out_dir / "summary.md", md + "\n")
+    return summ, md
 
 
-def _traces(rec: Any, rdir: Path, kept: KeptFiles) -> list[tuple[int, str, float]]:
-    """``(rank, file name, overlap)`` of each trace file of the point of ``rec``: kept, or written
-    (:func:`ddpsim.report.perfetto.written_traces`) and its overlap computed."""
+def _files(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]], plots: bool,
+           pieces: list[str]) -> list[Path]:
+    """Every file of the report, in the order they are listed: the run's, the tables, each timeline
+    point's traces and timeline, the comparison, the plan, the sweep and bucket plots, the summary."""
+    rdir = run.out_dir
+    files = [*run.files, rdir / "sweep.csv", rdir / "buckets.csv"]
+    for point_id, traces in written.items():
+        files += [rdir / name for _, name, _ in traces]
+        files += [rdir / f"timeline_{file_id(point_id)}.png"] if plots else []
+    files += [rdir / "timeline_default_vs_best.png"] if "timeline_default_vs_best.png" in pieces else []
+    files.append(rdir / "recommended_plan.json")
+    files += [rdir / "sweep.png", rdir / "bucket_sizes.png"] if plots else []
+    return files + [rdir / "summary.json", rdir / "summary.md"]
+
+
+@dataclass
+class _Piece:
+    """One trace set or PNG of the report: its entry in the kept files (``name``, drawn from
+    ``what``), the entry kept by the last run, else ``work`` (writes the files; returns the
+    entry's ``(paths, data)``)."""
+
+    name: str
+    what: Any
+    got: dict[str, Any] | None
+    work: Any = None
+
+
+def _piece(kept: KeptFiles, rdir: Path, name: str, what: Any, draw: Callable[[], Any]) -> _Piece:
+    """A PNG ``rdir/name`` drawn by ``draw()`` unless kept."""
+    got = kept.get(name, what)
+    return _Piece(name, what, got, None if got is not None else partial(_saved, draw, rdir / name))
+
+
+def _saved(draw: Callable[[], Any], path: Path) -> tuple[list[Path], None]:
+    """``draw()``'s figure saved at ``path`` (matplotlib imported only then)."""
+    from ddpsim.report import plots as P
+
+    P.save_figure(draw(P), path)
+    return [path], None
+
+
+def _finish(piece: _Piece, result: Any, kept: KeptFiles) -> Any:
+    """The data of ``piece``'s entry: kept, else its work's ``result`` (recorded as kept)."""
+    if piece.got is not None:
+        return piece.got["data"]
+    paths, data = result
+    kept.put(piece.name, piece.what, paths, data=data)
+    return data
+
+
+def _timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, kept: KeptFiles) -> list[_Piece]:
+    """The timeline plots of the timeline points, and the comparison of the default with the best
+    point where both are timeline points and differ."""
+    pieces = []
+    for rec in timeline:
+        title = f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})"
+        pieces.append(_piece(kept, rdir, f"timeline_{file_id(rec.point_id)}.png", title,
+                             partial(_draw_timeline, rec.result, title)))
+    base = sc.base_point()
+    pair = [next((r for r in timeline if r.point == p), None) for p in (base, best.point)]
+    if base != best.point and None not in pair:
+        labels = [f"default ({pair[0].point_id})", f"best ({best.point_id})"]
+        title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
+        pair = [(labels[0], pair[0].result), (labels[1], pair[1].result)]
+        pieces.append(_piece(kept, rdir, "timeline_default_vs_best.png", [labels, title],
+                             partial(_draw_comparison, pair, title)))
+    return pieces
+
+
+def _traces(rec: Any, rdir: Path, kept: KeptFiles) -> _Piece:
+    """The trace files of the point of ``rec``: kept, or written
+    (:func:`ddpsim.report.perfetto.written_traces`), each ``(rank, file name, overlap)``."""
     name, what = f"traces {rec.point_id}", [rec.point_id, rec.key, rec.backend]
     got = kept.get(name, what)
     if got is not None:
-        return [(int(r), f, float(o)) for r, f, o in got["data"]]
+        got = {**got, "data": [(int(r), f, float(o)) for r, f, o in got["data"]]}
+    return _Piece(name, what, got, None if got is not None else partial(_write_traces, rec, rdir))
+
+
+def _write_traces(rec: Any, rdir: Path) -> tuple[list[Path], list[tuple[int, str, float]]]:
     written = perfetto.written_traces(rec.result, rdir, rec.point_id, backend=rec.backend)
-    out = [(r, path.name, perfetto.comm_comp_overlap(d)) for r, path, d in written]
-    kept.put(name, what, [path for _, path, _ in written], data=out)
-    return out
+    return [path for _, path, _ in written], [(r, path.name, perfetto.comm_comp_overlap(d)) for r, path, d in written]
 
 
-def _png(kept: KeptFiles, rdir: Path, name: str, what: Any, files: list[Path], draw: Callable[[Any], Any]) -> None:
-    """``rdir/name``: kept, or ``draw(plots module)``'s figure saved (matplotlib imported only then)."""
-    path = rdir / name
-    if kept.get(name, what) is None:
-        from ddpsim.report import plots as P
-
-        P.save_figure(draw(P), path)
-        kept.put(name, what, [path])
-    files.append(path)
+def _draw_timeline(result: Any, title: str, P: Any) -> Any:
+    return P.timeline_figure(result, title=title, warmup=True)
 
 
-def _write_comparison(sc: Scenario, records: list[Any], best: Any, rdir: Path, files: list[Path],
-                      kept: KeptFiles) -> None:
-    """``timeline_default_vs_best.png``: the default's and the best point's timelines on one time
-    axis, where both are timeline points and differ."""
-    base = sc.base_point()
-    points = sc.timeline_points(best.point)
-    if base == best.point or base not in points or best.point not in points:
-        return
-    pair = [next(r for r in records if r.point == p) for p in (base, best.point)]
-    labels = [f"default ({pair[0].point_id})", f"best ({best.point_id})"]
-    title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
-    _png(kept, rdir, "timeline_default_vs_best.png", [labels, title], files,
-         lambda P: P.timeline_comparison_figure([(labels[0], pair[0].result), (labels[1], best.result)], title=title))
+def _draw_comparison(pair: list[tuple[str, Any]], title: str, P: Any) -> Any:
+    return P.timeline_comparison_figure(pair, title=title)
 
 
-def _write_plots(sc: Scenario, records: list[Any], best: Any, table: Any, rec_info: dict[str, Any], rdir: Path,
-                 files: list[Path], kept: KeptFiles) -> None:
-    """``sweep.png`` and ``bucket_sizes.png``."""
-    title = f"{sc.name}: step time vs bucket_cap_mb"
-    _png(kept, rdir, "sweep.png", title, files, lambda P: P.sweep_figure(table, title=title))
-    rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id, r.metrics.get("bucket_sizes_bytes") or [],
-             _cap_mb(sc, r.point)) for r in records if r.point in sc.timeline_points(best.point)]
+def _draw_sweep(rows: list[dict[str, Any]], title: str, P: Any) -> Any:
+    return P.sweep_figure(rows, title=title)
+
+
+def _bucket_sizes(sc: Scenario, records: list[Any], timeline: list[Any], rec_info: dict[str, Any], rdir: Path,
+                  kept: KeptFiles) -> _Piece:
+    """``bucket_sizes.png``: the timeline points' buckets and the recommended plan's."""
+    shown = [r for r in records if any(r is t for t in timeline)]  # in sweep order
+    rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id,
+             r.metrics.get("bucket_sizes_bytes") or [], _cap_mb(sc, r.point)) for r in shown]
     rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"]), None))
     title = f"{sc.name}: bucket sizes (steady state)"
-    _png(kept, rdir, "bucket_sizes.png", [rows, title], files, lambda P: P.bucket_sizes_figure(rows, title=title))
+    return _piece(kept, rdir, "bucket_sizes.png", [rows, title], partial(_draw_bucket_sizes, rows, title))
+
+
+def _draw_bucket_sizes(rows: list[Any], title: str, P: Any) -> Any:
+    return P.bucket_sizes_figure(rows, title=title)
 
 
 def _cap_mb(sc: Scenario, point: Any) -> list[float]:

@@ -234,13 +234,6 @@ def _shape(value: Any, default: tuple[int, ...], field: str, rank: int | None = 
     return shape
 
 
-#: the registry's checks and batch makers the zoo's builder uses (ddpsim.trace.models.zoo.build_zoo)
-_ZOO_HELPERS: dict[str, Callable[..., Any]] = {
-    "pos_int": _check_pos_int, "no_more": _no_more, "shape": _shape, "dtype": _torch_dtype,
-    "float_batch": _float_batch, "token_batch": _token_batch, "cls_loss": _cls_loss, "lm_loss": _lm_loss,
-    "spec": lambda **fields: BuiltModel(**fields)}
-
-
 def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, ...] | None = None,
                 input_dtype: str | None = None, **model_kwargs: Any) -> BuiltModel:
     """Build a built-in model (:func:`list_models`), a zoo model ``"zoo:<name>"``
@@ -264,7 +257,7 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
     if name_or_factory.startswith("zoo:"):
         from ddpsim.trace.models.zoo import build_zoo
 
-        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs, _ZOO_HELPERS)
+        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs)
     elif ":" in name_or_factory:
         spec = _build_factory(name_or_factory, seed, input_shape, input_dtype, kwargs)
     else:

@@ -5,7 +5,7 @@ with replacement, then each drawn capture's iterations with replacement), pools 
 (:func:`ddpsim.trace.records.pool_traces`) and predicts from it, twice per resample: a
 measurement-like draw (as many captures as runs are pooled, as many iterations as a run measures)
 ``m*`` and a prediction-like one ``p*``; the interval is the ``(1 ± level) / 2`` quantiles of
-``center + (m* - p*)``, assuming runs vary as captures do (:func:`coverage` checks it).
+``center + (m* - p*)``, assuming runs vary as captures do (a validation counts the measured means inside).
 ``alternatives`` (:func:`calibration_alternatives`: the microbenchmark's compute slowdown and the
 lowest and highest fitted to the probe's rounds one by one) join their own bands to it. With one
 or two captures the capture-to-capture part is unknown or under-stated. What the engine gets wrong
@@ -120,15 +120,6 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
     return PredictionInterval(low_s=quantile(preds, (1.0 - level) / 2) + down, high_s=quantile(preds, (1.0 + level) / 2) + up,
                               level=level, num_resamples=num_resamples, num_captures=k, num_iterations=n, seed=seed,
                               center_s=center, alternative_centers_s=others)
-
-
-def coverage(intervals: Sequence[PredictionInterval], measured_s: Sequence[float]) -> float | None:
-    """The fraction of ``measured_s`` inside their intervals (paired by position); None when empty."""
-    if len(intervals) != len(measured_s):
-        raise InputError(f"coverage: {len(intervals)} intervals for {len(measured_s)} measurements; expected one each")
-    if not intervals:
-        return None
-    return sum(iv.covers(m) for iv, m in zip(intervals, measured_s)) / len(intervals)
 
 
 def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: Any = None) -> Any:

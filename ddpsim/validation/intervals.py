@@ -125,8 +125,6 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
 def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: Any = None) -> Any:
     """``scenario.build_point`` as a validation predicts it: with
     :data:`ddpsim.engine.config.VALIDATION_STATISTIC` (:meth:`ddpsim.engine.config.SimConfig.for_validation`)."""
-    from dataclasses import replace as _replace
-
     from ddpsim.pipeline.inputs import hook_call_s
 
     inputs = scenario.build_point(point, trace=trace, calibration=calibration)
@@ -135,8 +133,8 @@ def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: A
         # the real run of an engine setting (round-robin groups, the one there is) deals the
         # buckets with a comm hook (executor.ddp_modes), which divides each bucket itself as
         # DDP's allreduce_hook does
-        config = _replace(config, comm_hook="allreduce", comm_hook_call_s=hook_call_s(calibration, "allreduce"))
-    return _replace(inputs, config=config)
+        config = replace(config, comm_hook="allreduce", comm_hook_call_s=hook_call_s(calibration, "allreduce"))
+    return replace(inputs, config=config)
 
 
 def predict_mean(scenario: Any, point: Any, calibration: Any = None) -> Callable[[Trace], float]:
@@ -165,8 +163,6 @@ def calibration_alternatives(calibration: Any) -> list[Any]:
     to one probe round alone (``Calibration.probe_round_fits``: how far the fit moves from one
     moment of the host to the next). Values equal to the fitted one are left out; empty when
     there is no other estimate."""
-    from dataclasses import replace as _replace
-
     mb = getattr(calibration, "interference_microbenchmark", None)
     fitted = getattr(calibration, "interference", None)
     if mb is None or fitted is None:
@@ -178,5 +174,5 @@ def calibration_alternatives(calibration: Any) -> list[Any]:
         if sd in seen:
             continue
         seen.add(sd)
-        out.append(_replace(calibration, interference=mb if sd == mb.compute_slowdown else _replace(fitted, compute_slowdown=sd)))
+        out.append(replace(calibration, interference=mb if sd == mb.compute_slowdown else replace(fitted, compute_slowdown=sd)))
     return out

@@ -24,8 +24,6 @@ from ddpsim.validation.writer import write_reports
 log = logging.getLogger(__name__)
 
 
-Runner = Callable[[list[str]], Any]
-
 
 def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float,
             log_dir: Path | None = None) -> None:

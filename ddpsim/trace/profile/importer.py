@@ -17,7 +17,6 @@ from typing import Any, Sequence
 from ddpsim.errors import InputError, shorten
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.critical import DeviceDone, critical_fields
-from ddpsim.trace.profile.dtypes import ddpsim_dtype
 from ddpsim.trace.profile.kineto import KinetoProfile, int_or_none, read_profile
 from ddpsim.trace.profile.mapping import GradInfo, map_params
 from ddpsim.trace.profile.result import (CollectiveKernel, StepHostTimes, PhaseTimes, ProfileEnvironment,
@@ -26,6 +25,17 @@ from ddpsim.trace.records import IterationSample, Trace, trace_from_dict
 from ddpsim.units import DTYPE_SIZE_BYTES
 
 US = st.US
+#: the profile's dtype names (c10's ``ScalarType`` names, as ``record_param_comms`` writes them) as ddpsim's
+_DTYPES = {"Float": "float32", "Half": "float16", "BFloat16": "bfloat16", "Double": "float64", "Long": "int64",
+           "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
+           "ComplexFloat": "complex64", "ComplexDouble": "complex128"}
+
+
+def ddpsim_dtype(name: object, field: str) -> str:
+    """``Float`` -> ``float32``; InputError naming ``field`` for a name it does not know."""
+    if isinstance(name, str) and name in _DTYPES:
+        return _DTYPES[name]
+    raise InputError(f"{field}: {shorten(name)} is not a known dtype; expected one of {', '.join(_DTYPES)}")
 
 
 def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *, seed: int = 0,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -484,7 +485,7 @@ def test_a_rank_killed_by_a_signal_is_reported_by_its_abort_line_not_torchruns_b
               "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
               "=======================================================\nexecutor FAILED\n"
               "  exitcode  : -6 (pid: 12700)  (SIGABRT)\n=======================================================\n")
-    fake = ddpsim.validation.launch.LaunchResult(returncode=1, stdout="ddp: wrote x.json\n", stderr=stderr, command=("torchrun", "x"))
+    fake = subprocess.CompletedProcess(["torchrun", "x"], 1, "ddp: wrote x.json\n", stderr)
     monkeypatch.setattr(ddpsim.validation.launch, "launch_local", lambda *a, **k: fake)
     with pytest.raises(InputError) as ei:
         v._launch(["ddp", "--out", "x.json"], nproc=2, num_threads=1, timeout_s=10, log_dir=tmp_path)

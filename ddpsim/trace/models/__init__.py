@@ -111,8 +111,9 @@ def _token_batch(seed: int, seq_len: int, vocab_size: int) -> Callable[[int], to
     return make_batch
 
 
-def _lm_loss(output: Any) -> torch.Tensor:
-    """Cross-entropy of every position against token 0: the cost of a real LM loss."""
+def _ce_loss(output: Any) -> torch.Tensor:
+    """Cross-entropy of every position (or sample) against class 0: the cost of a real LM or
+    classification loss (ResNet-50's ImageNet loss)."""
     logits = output[0] if isinstance(output, (tuple, list)) else output
     flat = logits.reshape(-1, logits.shape[-1])
     target = torch.zeros(flat.shape[0], dtype=torch.int64, device=flat.device)
@@ -122,12 +123,7 @@ def _lm_loss(output: Any) -> torch.Tensor:
 def _pretrain_loss(output: Any) -> torch.Tensor:
     """BERT pre-training: MLM cross-entropy + next-sentence cross-entropy, both against class 0."""
     mlm, nsp = output
-    return _lm_loss(mlm) + _lm_loss(nsp)
-
-
-def _cls_loss(output: Any) -> torch.Tensor:
-    """Classification cross-entropy against class 0 (ResNet-50's ImageNet loss, same cost)."""
-    return _lm_loss(output)
+    return _ce_loss(mlm) + _ce_loss(nsp)
 
 
 # ---- registry -------------------------------------------------------------------------------
@@ -161,7 +157,7 @@ def _build_resnet50(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     shape = _shape(input_shape, (3, 224, 224), "input_shape", rank=3)
     dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
     return BuiltModel(name="resnet50", module=resnet50(num_classes=num_classes), make_batch=_float_batch(seed, shape, dtype),
-                     loss_fn=_cls_loss, info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch.")})
+                     loss_fn=_ce_loss, info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch.")})
 
 
 def _seq_len(kwargs: dict, input_shape, default: int, max_len: int) -> int:
@@ -198,7 +194,7 @@ def _gpt2_builder(name: str):
         _no_more(kwargs, name, "seq_len, n_layer")
         cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=n_head)
         return BuiltModel(name=name, module=GPT2(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
-                         loss_fn=_lm_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
+                         loss_fn=_ce_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
     return build
 
 

@@ -247,10 +247,9 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
                   else _torch_module(entry.name, shape[0], num_classes))
         info["input_dtype"] = str(dtype).removeprefix("torch.")
         return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._float_batch(seed, shape, dtype),
-                            loss_fn=m._cls_loss, info=info)
+                            loss_fn=m._ce_loss, info=info)
     seq_len = shape[0]
     module = _torch_module(entry.name, seq_len, num_classes)
     info.update({"seq_len": seq_len, "input_dtype": "int64"})
-    loss = m._cls_loss if entry.name == "transformer_encoder" else m._lm_loss
     return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._token_batch(seed, seq_len, ZOO_VOCAB_SIZE),
-                        loss_fn=loss, info=info)
+                        loss_fn=m._ce_loss, info=info)

@@ -97,17 +97,11 @@ def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dt
     return torch.randint(0, max(1, high), shape, generator=gen, dtype=torch.int64).to(dtype)
 
 
-def _float_batch(seed: int, shape: tuple[int, ...], dtype: torch.dtype) -> Callable[[int], torch.Tensor]:
+def _batch(seed: int, shape: tuple[int, ...], dtype: torch.dtype, high: int = 2) -> Callable[[int], torch.Tensor]:
+    """``batch_size -> tensor`` of ``shape`` per sample, the same for every call (integers in ``[0, high)``)."""
     def make_batch(batch_size: int) -> torch.Tensor:
         gen = torch.Generator().manual_seed(seed)
-        return _random_tensor(gen, (batch_size, *shape), dtype)
-    return make_batch
-
-
-def _token_batch(seed: int, seq_len: int, vocab_size: int) -> Callable[[int], torch.Tensor]:
-    def make_batch(batch_size: int) -> torch.Tensor:
-        gen = torch.Generator().manual_seed(seed)
-        return torch.randint(0, vocab_size, (batch_size, seq_len), generator=gen, dtype=torch.int64)
+        return _random_tensor(gen, (batch_size, *shape), dtype, high)
     return make_batch
 
 
@@ -144,7 +138,7 @@ def _build_mlp(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     shape = _shape(input_shape, (width,), "input_shape", rank=1)
     module = MLP(in_features=shape[0], width=width, depth=depth, num_classes=num_classes)
     dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return BuiltModel(name="mlp", module=module, make_batch=_float_batch(seed, shape, dtype), loss_fn=None,
+    return BuiltModel(name="mlp", module=module, make_batch=_batch(seed, shape, dtype), loss_fn=None,
                      info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."),
                            "width": width, "depth": depth})
 
@@ -156,7 +150,7 @@ def _build_resnet50(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     _no_more(kwargs, "resnet50", "num_classes")
     shape = _shape(input_shape, (3, 224, 224), "input_shape", rank=3)
     dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return BuiltModel(name="resnet50", module=resnet50(num_classes=num_classes), make_batch=_float_batch(seed, shape, dtype),
+    return BuiltModel(name="resnet50", module=resnet50(num_classes=num_classes), make_batch=_batch(seed, shape, dtype),
                      loss_fn=_ce_loss, info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch.")})
 
 
@@ -177,7 +171,7 @@ def _build_bert(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     n_layer = _check_pos_int(kwargs.pop("n_layer", 12), "n_layer")
     _no_more(kwargs, "bert-base", "seq_len, n_layer")
     cfg = BertConfig(n_layer=n_layer)
-    return BuiltModel(name="bert-base", module=BertForPreTraining(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
+    return BuiltModel(name="bert-base", module=BertForPreTraining(cfg), make_batch=_batch(seed, (seq_len,), torch.int64, cfg.vocab_size),
                      loss_fn=_pretrain_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
 
 
@@ -193,7 +187,7 @@ def _gpt2_builder(name: str):
         n_layer = _check_pos_int(kwargs.pop("n_layer", n_layer), "n_layer")
         _no_more(kwargs, name, "seq_len, n_layer")
         cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=n_head)
-        return BuiltModel(name=name, module=GPT2(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
+        return BuiltModel(name=name, module=GPT2(cfg), make_batch=_batch(seed, (seq_len,), torch.int64, cfg.vocab_size),
                          loss_fn=_ce_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
     return build
 
@@ -290,7 +284,7 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
             raise InputError(f"input_shape: None is not accepted for factory {shorten(path)} returning a module; expected one sample's shape, e.g. 3,224,224")
         shape = _shape(input_shape, (), "input_shape")
         dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-        return BuiltModel(name=path, module=made, make_batch=_float_batch(seed, shape, dtype), loss_fn=loss_fn,
+        return BuiltModel(name=path, module=made, make_batch=_batch(seed, shape, dtype), loss_fn=loss_fn,
                          info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs)})
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
         module, example = made

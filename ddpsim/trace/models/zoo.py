@@ -246,10 +246,10 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
         module = (_torchvision_module(entry.name, num_classes) if entry.source == "torchvision"
                   else _torch_module(entry.name, shape[0], num_classes))
         info["input_dtype"] = str(dtype).removeprefix("torch.")
-        return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._float_batch(seed, shape, dtype),
+        return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, shape, dtype),
                             loss_fn=m._ce_loss, info=info)
     seq_len = shape[0]
     module = _torch_module(entry.name, seq_len, num_classes)
     info.update({"seq_len": seq_len, "input_dtype": "int64"})
-    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._token_batch(seed, seq_len, ZOO_VOCAB_SIZE),
+    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, (seq_len,), torch.int64, ZOO_VOCAB_SIZE),
                         loss_fn=m._ce_loss, info=info)

@@ -11,6 +11,7 @@ models (:mod:`ddpsim.trace.models.zoo`) are outside the set ddpsim is tuned on.
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -247,7 +248,7 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
     if name_or_factory.startswith("zoo:"):
         from ddpsim.trace.models.zoo import build_zoo
 
-        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs)
+        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs, sys.modules[__name__])
     elif ":" in name_or_factory:
         spec = _build_factory(name_or_factory, seed, input_shape, input_dtype, kwargs)
     else:

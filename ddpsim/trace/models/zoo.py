@@ -227,9 +227,9 @@ def _torch_module(name: str, seq_len: int, num_classes: int) -> nn.Module:
 
 # ---- the builder build_model calls --------------------------------------------------------------
 
-def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any]) -> Any:
-    """The :class:`ddpsim.trace.models.BuiltModel` of ``zoo:<name>``."""
-    from ddpsim.trace import models as m  # the package's checks and batch makers (imported by then)
+def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any], m: Any) -> Any:
+    """The :class:`ddpsim.trace.models.BuiltModel` of ``zoo:<name>``; ``m`` is the package
+    :mod:`ddpsim.trace.models` (its checks and batch makers), passed in: it imports this module."""
 
     entry = zoo_entry(name)
     tokens = entry.source == "torch" and entry.name != "branchy_mlp"

@@ -132,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ddpsim.calibration.loader import (Calibration, CalibrationPoint, calibration_from_dict, fit_calibration,
+    from ddpsim.calibration.loader import (Calibration, CalibrationPoint, calibration_from_dict,
                                     load_calibration, save_calibration)
     from ddpsim.network.collective_cost import build_comm_model
+    from ddpsim.network.curve_fit import fit_curve
     from ddpsim.network.topology import build_preset
     from ddpsim.units import format_size
 
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     graph = build_preset("cpu-gloo")
     model = build_comm_model(graph, 2, calibration=cal)
     analytical = build_comm_model(graph, 2)
-    gfit = fit_calibration(full).allreduce
+    gfit = fit_curve(full.allreduce)
 
     print(f"# gloo all-reduce, 2 ranks: {source}")
     print(f"# fitted on {len(fit_pts)} sizes ({format_size(fit_pts[0]['size_bytes'])} .. "

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from ddpsim.calibration.loader import (Calibration, CalibrationPoint, calibration_from_dict, fit_calibration,
+from ddpsim.calibration.loader import (Calibration, CalibrationPoint, calibration_from_dict,
                                        load_calibration, save_calibration)
-from ddpsim.network.curve_fit import fit_alpha_beta
+from ddpsim.network.curve_fit import fit_alpha_beta, fit_curve
 from ddpsim.cli.main import main
 from ddpsim.network.collective_cost import build_comm_model
 from ddpsim.network.comm_model import CommModel
@@ -37,10 +37,10 @@ def test_fit_recovers_known_alpha_beta():
     sizes = [float(s) for s in SIZES]
     a, bw = fit_alpha_beta(sizes, [ALPHA + s / BW for s in sizes])
     assert a == pytest.approx(ALPHA, rel=1e-9) and bw == pytest.approx(BW, rel=1e-9)
-    fit = fit_calibration(calibration_from_dict(synthetic()))
-    assert fit.allreduce.alpha_s == pytest.approx(ALPHA, rel=1e-9)
-    assert fit.allreduce.bandwidth_bytes_per_s == pytest.approx(BW, rel=1e-9)
-    assert fit.broadcast.alpha_s == pytest.approx(ALPHA / 2, rel=1e-9)
+    m = build_comm_model(build_preset("cpu-gloo"), 2, calibration=calibration_from_dict(synthetic()))
+    assert m.allreduce.alpha_s == pytest.approx(ALPHA, rel=1e-9)
+    assert m.allreduce.bandwidth_bytes_per_s == pytest.approx(BW, rel=1e-9)
+    assert m.broadcast.alpha_s == pytest.approx(ALPHA / 2, rel=1e-9)
 
 
 def test_piecewise_curve_reproduces_points_interpolates_and_extrapolates():
@@ -63,7 +63,7 @@ def test_piecewise_segments_between_uneven_points():
     cal = Calibration(backend="gloo", world_size=2, allreduce=(
         CalibrationPoint(size_bytes=1000, time_s=1e-4), CalibrationPoint(size_bytes=3000, time_s=2e-4),
         CalibrationPoint(size_bytes=5000, time_s=6e-4)))
-    c = fit_calibration(cal).allreduce
+    c = fit_curve(cal.allreduce)
     assert c.time_s(2000) == pytest.approx(1.5e-4)  # midpoint of the first segment
     assert c.time_s(4000) == pytest.approx(4e-4)  # midpoint of the second
     assert c.time_s(7000) == pytest.approx(1e-3)  # last segment's line: 2e-7 s/byte
@@ -192,7 +192,7 @@ def test_noisy_dip_is_pooled_isotonic():
     cal = Calibration(backend="gloo", world_size=2, allreduce=(
         CalibrationPoint(size_bytes=1000, time_s=1e-4), CalibrationPoint(size_bytes=2000, time_s=3e-4),
         CalibrationPoint(size_bytes=3000, time_s=2e-4), CalibrationPoint(size_bytes=4000, time_s=4e-4)))
-    c = fit_calibration(cal).allreduce
+    c = fit_curve(cal.allreduce)
     assert c.times_s == pytest.approx((1e-4, 2.5e-4, 2.5e-4, 4e-4))
     assert all(c.time_s(s) <= c.time_s(s + 100) for s in range(500, 5000, 100))
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from ddpsim.errors import InputError
-from ddpsim.validation.intervals import PredictionInterval, coverage, predict_mean, prediction_interval, resample_trace
+from ddpsim.validation.intervals import PredictionInterval, predict_mean, prediction_interval, resample_trace
 from ddpsim.trace.records import IterationSample, make_trace, save_trace
 
 
@@ -66,14 +66,9 @@ def test_a_trace_without_variation_has_a_zero_width_interval_at_the_point_predic
     assert point > 0.02 + 0.01  # forward + backward at least
 
 
-def test_coverage_counts_measurements_inside():
-    ivs = [PredictionInterval(low_s=1, high_s=2, level=0.8, num_resamples=1, num_captures=1, num_iterations=1, seed=0),
-           PredictionInterval(low_s=1, high_s=2, level=0.8, num_resamples=1, num_captures=1, num_iterations=1, seed=0),
-           PredictionInterval(low_s=3, high_s=4, level=0.8, num_resamples=1, num_captures=1, num_iterations=1, seed=0)]
-    assert coverage(ivs, [1.5, 2.5, 3.0]) == pytest.approx(2 / 3)
-    assert coverage([], []) is None
-    with pytest.raises(InputError, match="2 intervals for 1 measurements"):
-        coverage(ivs[:2], [1.0])
+def test_an_interval_covers_its_ends_and_what_lies_between():
+    iv = PredictionInterval(low_s=1, high_s=2, level=0.8, num_resamples=1, num_captures=1, num_iterations=1, seed=0)
+    assert [iv.covers(m) for m in (0.999, 1.0, 1.5, 2.0, 2.001)] == [False, True, True, True, False]
 
 
 @pytest.mark.parametrize("kwargs,match", [

@@ -144,22 +144,22 @@ def test_collectives_per_bucket_from_the_nccl_kernels(imports):
     assert len(kernels) == 15  # 5 buckets x 3 steps
     assert {e["args"]["grid"][0] for e in kernels} == {8}
     assert all("_RING_LL_" in e["name"] and e["args"]["block"][0] == 544 for e in kernels)
-    assert len(imp.bucket_collectives) == 5
-    for bc, numel in zip(imp.bucket_collectives, A100_BUCKETS):
+    per_bucket = imp.bucket_kernels()
+    assert list(per_bucket) == [0, 1, 2, 3, 4]
+    for ks, numel in zip(per_bucket.values(), A100_BUCKETS):
         # the name's LL is the kernel's, not the protocol's: 544 threads is ring Simple (512 + a sync warp)
-        assert (bc.numel, bc.algorithm, bc.protocol, bc.channels) == (numel, "ring", "simple", 8)
+        assert {(k.numel, k.algorithm, k.protocol, k.channels) for k in ks} == {(numel, "ring", "simple", 8)}
+        assert [k.iteration for k in ks] == [0, 1, 2]
         want = sorted(e["dur"] * 1e-6 for e in kernels if e["args"]["In msg nelems"] == numel)
-        assert sorted(bc.duration_s) == pytest.approx(want)
-        assert bc.transfer_s == pytest.approx(want[0])
-        assert min(bc.wait_s) == 0 and all(w >= 0 for w in bc.wait_s)
+        assert sorted(k.duration_s for k in ks) == pytest.approx(want)
         # nccl-tests' bus bandwidth of an all-reduce on 2 ranks: bytes / time x 2(2-1)/2
-        assert bc.bus_bytes_per_s(2) == pytest.approx(numel * 4 / want[0])
-        assert bc.bus_bytes_per_s(1) is None
+        assert nccl_kernels.bus_bytes_per_s(numel * 4, want[0], 2) == pytest.approx(numel * 4 / want[0])
+        assert nccl_kernels.bus_bytes_per_s(numel * 4, want[0], 1) is None
     broadcasts = [c for c in imp.collectives if c.collective == "broadcast"]
     assert len(broadcasts) == 6 and all(c.bucket_index is None for c in broadcasts)
     # world size 1: DDP records its all-reduces, NCCL launches no kernel
     v100 = imports[(V100.name, None)]
-    assert v100.environment.world_size == 1 and v100.bucket_collectives == ()
+    assert v100.environment.world_size == 1 and v100.bucket_kernels() == {}
 
 
 def test_environment_and_host_costs(imports):
@@ -270,6 +270,11 @@ def test_the_cli_writes_a_trace_and_says_what_the_run_did(tmp_path, capsys):
     assert "5 buckets match ddpsim's plan at cap=default" in text
     assert "host-bound: the CPU paces the GPU" in text
     assert "bucket 0: all-reduce 2,049,000 x float32, ring/simple, 8 channels" in text
+    # per bucket its kernel in each step, the shortest (an upper bound on the transfer) and its bus bandwidth
+    ks = import_profile(A100).bucket_kernels()[0]
+    fastest = min(k.duration_s for k in ks)
+    assert (f"kernel {', '.join(f'{k.duration_s * 1e3:.2f}' for k in ks)} ms; transfer (min over steps) "
+            f"{fastest * 1e3:.2f} ms, bus bandwidth {2_049_000 * 4 / fastest / 1e9:.1f} GB/s") in text
     trace = load_trace(out)
     assert trace.environment["recorded_bucket_numels"] == list(A100_BUCKETS)
     assert trace.environment["param_mapping"]["method"] == "bucket-sizes"

@@ -152,6 +152,21 @@ def test_zoo_idle_host_other_load_below_zero_counts_as_none(tmp_path):
     assert r["status"] == "done" and r["median_abs_error_load_pct"] == r["median_abs_error_cpu_pct"]
 
 
+def test_zoo_captures_of_several_threads_have_no_cpu_clock(tmp_path):
+    base = fake_validate([])
+
+    def validate(scenario, **kw):
+        res = base(scenario, **kw)
+        for k, b in zip(range(1, kw["repeats"] + 1), (0.02, 0.04)):  # the same rounds, captured with 2 threads
+            t = _round_trace(b)
+            save_trace(replace(t, environment={**t.environment, "num_threads": 2}), res["out"] / "validation" / f"trace.round{k}.json")
+        return res
+    r = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=2, iterations=4, num_resamples=3,
+                validate_fn=validate)["rows"][0]
+    assert r["status"] == "done" and r["median_abs_error_pct"] == 10.0 and r["stability_pct"] > 10.0
+    assert (r["median_abs_error_cpu_pct"], r["stability_cpu_pct"], r["coverage_cpu"]) == (None, None, None)
+
+
 def test_zoo_bad_input(tmp_path):
     with pytest.raises(InputError, match="model: 'zoo:nosuch' is not a zoo model"):
         run_zoo(models=["nosuch"], out_dir=tmp_path, validate_fn=fake_validate([]))

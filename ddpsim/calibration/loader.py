@@ -125,7 +125,15 @@ class Calibration:
         """``base`` (the analytical CommModel of the same topology) answering from this
         calibration's curves: what :func:`ddpsim.network.collective_cost.build_comm_model` returns when
         given a calibration."""
-        return CalibratedCommModel.from_calibration(self, base=base, ddp_forward_factor=ddp_forward_factor)
+        if self.backend != base.backend:
+            raise InputError(f"calibration.backend: {self.backend!r} does not match the topology's backend "
+                             f"{base.backend!r}; expected a calibration measured with {base.backend}")
+        after, queued = self.allreduce_after_compute, self.allreduce_queued
+        return CalibratedCommModel(calibration=self, base=base, num_ranks=base.num_ranks, backend=base.backend,
+                                   allreduce=fit_curve(self.allreduce), broadcast=fit_curve(self.broadcast) if self.broadcast else None,
+                                   allreduce_after_compute=fit_curve(after) if after else None,
+                                   allreduce_queued=fit_curve(queued) if queued else None,
+                                   ddp_forward_factor=float(ddp_forward_factor))
 
     def __post_init__(self) -> None:
         for name in ("allreduce", "broadcast", "allreduce_after_compute", "allreduce_queued"):
@@ -311,53 +319,28 @@ def save_calibration(cal: Calibration, path: str | Path) -> Path:
     return write_text_atomic(path, json.dumps(calibration_to_dict(cal), indent=1) + "\n")
 
 
-# ---- fit --------------------------------------------------------------------------------
-
-@dataclass(frozen=True, kw_only=True)
-class CalibrationFit:
-    """Fitted curves of one calibration."""
-
-    backend: str
-    world_size: int
-    allreduce: CalibratedCurve
-    broadcast: CalibratedCurve | None
-    allreduce_after_compute: CalibratedCurve | None = None
-    allreduce_queued: CalibratedCurve | None = None
-
-
-def fit_calibration(cal: Calibration) -> CalibrationFit:
-    """Fit the piecewise alpha-beta curves of a calibration."""
-    after, queued = cal.allreduce_after_compute, cal.allreduce_queued
-    return CalibrationFit(backend=cal.backend, world_size=cal.world_size, allreduce=fit_curve(cal.allreduce),
-                          broadcast=fit_curve(cal.broadcast) if cal.broadcast else None,
-                          allreduce_after_compute=fit_curve(after) if after else None,
-                          allreduce_queued=fit_curve(queued) if queued else None)
-
+# ---- the comm model ----------------------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
 class CalibratedCommModel:
-    """A CommModel answering from measured curves; ``base`` (the analytical model of the same
+    """A CommModel answering from the calibration's curves, each fitted piecewise
+    (:func:`ddpsim.network.curve_fit.fit_curve`); ``base`` (the analytical model of the same
     topology) answers what was not measured (broadcast when absent)."""
 
-    fit: CalibrationFit
+    calibration: Calibration
     base: Any
     num_ranks: int
     backend: str
-    calibration: Calibration
+    allreduce: CalibratedCurve
+    broadcast: CalibratedCurve | None
+    allreduce_after_compute: CalibratedCurve | None
+    allreduce_queued: CalibratedCurve | None
     #: the engine multiplies every forward by it: 1, except in the probe fit's own prediction of
     #: the probe (:func:`ddpsim.calibration.interference_fit.predict_probe`)
     ddp_forward_factor: float = 1.0
 
-    @classmethod
-    def from_calibration(cls, cal: Calibration, *, base: Any, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
-        if cal.backend != base.backend:
-            raise InputError(f"calibration.backend: {cal.backend!r} does not match the topology's backend "
-                             f"{base.backend!r}; expected a calibration measured with {base.backend}")
-        return cls(fit=fit_calibration(cal), base=base, num_ranks=base.num_ranks, backend=base.backend,
-                   calibration=cal, ddp_forward_factor=float(ddp_forward_factor))
-
     def _scaled(self, curve: CalibratedCurve, size: int, coll: str) -> float:
-        n, w = self.num_ranks, self.fit.world_size
+        n, w = self.num_ranks, self.calibration.world_size
         if n == 1 or size == 0:
             return 0.0
         a, per_byte = curve.segment(size)
@@ -389,10 +372,10 @@ class CalibratedCommModel:
         curve, both fitted, at the size clamped to the largest after-compute size (beyond it the
         difference stays that of the largest: a wake-up latency, not a bandwidth), floored at 0.
         Measured at the calibration's rank count and used as is for any other (not rescaled)."""
-        after = self.fit.allreduce_after_compute
+        after = self.allreduce_after_compute
         if after is None:
             return None
-        loop = self.fit.allreduce
+        loop = self.allreduce
 
         def extra_s(size_bytes: int) -> float:
             return idle_extra_between(loop, after, size_bytes) if self.num_ranks > 1 else 0.0
@@ -403,7 +386,7 @@ class CalibratedCommModel:
     def comm_lanes(self) -> int:
         """Collectives of the process group that progress at once: the calibration's
         ``comm_threads`` when it measured the queued curve (``allreduce_queued``), else 1."""
-        if self.fit.allreduce_queued is None or self.num_ranks < 2:
+        if self.allreduce_queued is None or self.num_ranks < 2:
             return 1
         return int(self.calibration.comm_threads or 1)
 
@@ -416,22 +399,22 @@ class CalibratedCommModel:
         it over, which a queue worked back to back does not pay. The size is clamped to the queued curve's largest
         (beyond it the ratio stays that of the largest); every kind of collective paced as an
         all-reduce of its bytes. Measured at the calibration's rank count, used as is for any other."""
-        queued = self.fit.allreduce_queued
+        queued = self.allreduce_queued
         if queued is None or n <= 1:
             return 1.0
         s = max(1, min(int(size_bytes), max(queued.sizes)))
-        b, q = self.fit.allreduce.time_s(s), queued.time_s(s)
+        b, q = self.allreduce.time_s(s), queued.time_s(s)
         return max(1.0 / n, b / (n * q)) if q > 0 else 1.0
 
     def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
-        t = self._scaled(self.fit.allreduce, size_bytes, "allreduce")
+        t = self._scaled(self.allreduce, size_bytes, "allreduce")
         return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
                              "measured" if t > 0 else "none")
 
     def estimate_broadcast(self, size_bytes: int) -> CollectiveEstimate:
-        if self.fit.broadcast is None:
+        if self.broadcast is None:
             return self.base.estimate_broadcast(size_bytes)
-        t = self._scaled(self.fit.broadcast, size_bytes, "broadcast")
+        t = self._scaled(self.broadcast, size_bytes, "broadcast")
         return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
                              "measured" if t > 0 else "none", coll="broadcast")
 
@@ -442,11 +425,11 @@ class CalibratedCommModel:
         return self.estimate_broadcast(size_bytes).time_s
 
     def describe(self) -> dict[str, Any]:
-        ar = self.fit.allreduce
-        extra = {} if self.fit.allreduce_after_compute is None else {
-            "allreduce_after_compute_points": len(self.fit.allreduce_after_compute.sizes)}
-        if self.fit.allreduce_queued is not None:
-            extra["allreduce_queued_points"] = len(self.fit.allreduce_queued.sizes)
+        ar = self.allreduce
+        extra = {} if self.allreduce_after_compute is None else {
+            "allreduce_after_compute_points": len(self.allreduce_after_compute.sizes)}
+        if self.allreduce_queued is not None:
+            extra["allreduce_queued_points"] = len(self.allreduce_queued.sizes)
             extra["comm_lanes"] = self.comm_lanes
         measured = ("ddp_iteration_overhead_measured_s", "broadcast_per_tensor_s", "probe_forward_factor")
         extra.update({k: getattr(self.calibration, k) for k in measured if getattr(self.calibration, k) is not None})
@@ -454,10 +437,10 @@ class CalibratedCommModel:
             extra["ddp_forward_factor"] = self.ddp_forward_factor
         return {"model": "calibrated", "fit": "piecewise alpha-beta between measured sizes",
                 "backend": self.backend, "num_ranks": self.num_ranks,
-                "calibration_world_size": self.fit.world_size,
-                "rescaled_to_num_ranks": self.num_ranks != self.fit.world_size,
+                "calibration_world_size": self.calibration.world_size,
+                "rescaled_to_num_ranks": self.num_ranks != self.calibration.world_size,
                 "allreduce_points": len(ar.sizes), "allreduce_alpha_s": ar.alpha_s,
                 "allreduce_bandwidth_bytes_per_s": ar.bandwidth_bytes_per_s,
-                "broadcast_points": len(self.fit.broadcast.sizes) if self.fit.broadcast else 0,
+                "broadcast_points": len(self.broadcast.sizes) if self.broadcast else 0,
                 "ddp_iteration_overhead_s": self.iteration_overhead_s, **extra,
                 "environment": dict(self.calibration.environment), "base": self.base.describe()}

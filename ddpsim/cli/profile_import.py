@@ -30,6 +30,9 @@ def _ms(x: float) -> str:
 
 def summary(imp: Any, check: Any) -> str:
     """The lines the import prints: environment, phases on both timelines, buckets, collectives, host."""
+    from ddpsim.trace.profile.nccl_kernels import bus_bytes_per_s
+    from ddpsim.units import DTYPE_SIZE_BYTES
+
     env, its = imp.environment, imp.iterations
     steps = f"ProfilerStep#{its[0].step}" + (f"-#{its[-1].step}" if len(its) > 1 else "")
     lines = [f"profile: {env.gpu_name}, world size {env.world_size}, rank {env.rank}, {env.backend} {env.nccl_version}; "
@@ -57,12 +60,14 @@ def summary(imp: Any, check: Any) -> str:
         other = [f"#{i.step}" for i in its if tuple(b.numel for b in i.buckets) != check.planned_numels]
         lines.append(f"  in every step ({len(its)})" if not other else
                      f"  steps {', '.join(other)} launched other buckets than the plan's steady layout (before DDP's rebuild?)")
-    for bc in imp.bucket_collectives:
-        busbw = bc.bus_bytes_per_s(env.world_size or 1)
-        size = f"{bc.numel:,} x {bc.dtype}" if bc.numel is not None else "(size not recorded)"
-        lines.append(f"  bucket {bc.bucket_index}: all-reduce {size}, {bc.ran}, "
-                     f"{bc.channels} channels; kernel {', '.join(_ms(d) for d in bc.duration_s)} ms; "
-                     f"transfer (min over steps) {_ms(bc.transfer_s)} ms"
+    for index, ks in imp.bucket_kernels().items():
+        last, transfer = ks[-1], min(k.duration_s for k in ks)
+        busbw = None if last.numel is None else bus_bytes_per_s(last.numel * DTYPE_SIZE_BYTES[last.dtype], transfer,
+                                                                env.world_size or 1)
+        size = f"{last.numel:,} x {last.dtype}" if last.numel is not None else "(size not recorded)"
+        lines.append(f"  bucket {index}: all-reduce {size}, {last.ran}, "
+                     f"{last.channels} channels; kernel {', '.join(_ms(k.duration_s) for k in ks)} ms; "
+                     f"transfer (min over steps) {_ms(transfer)} ms"
                      + (f", bus bandwidth {busbw / 1e9:.1f} GB/s" if busbw else ""))
     lines += [f"note: {n}" for n in imp.notes]
     return "\n".join(lines)

@@ -112,10 +112,6 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.cli.args import require_torch
 
     require_torch("retime")
-    if not args.out:
-        raise InputError("--out: missing; expected the path of the trace JSON to write")
-    if not args.from_trace:
-        raise InputError("--from: missing; expected the trace to re-time")
     from ddpsim.hardware.catalogue import load_catalogue
     from ddpsim.trace.records import save_trace
     from ddpsim.trace.retime import get_gpu, retime_trace_file

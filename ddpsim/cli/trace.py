@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from dataclasses import replace
 from typing import Any
 
 from ddpsim.cli.workload import model_keys
@@ -178,55 +179,47 @@ def run(args: argparse.Namespace) -> int:
         args.batch_size = (spec.info or {}).get("example_batch_size")
         if args.batch_size is None:
             raise InputError("--batch-size: missing; expected an integer >= 1 (or a factory returning (module, example_input))")
-    if args.compiled_graph or args.graph_into:
-        return _with_compiled_graph(args, spec)
-    command = _command(args)
-    trace = capture_trace(spec, device=args.device, batch_size=args.batch_size, num_iters=args.iterations, num_warmup=args.warmup,
-                          dtype=args.dtype, autocast=None if args.autocast in (None, "none") else args.autocast,
-                          optimizer=args.optimizer or "sgd", num_threads=args.num_threads,
-                          measure_hook_overhead=not args.no_hook_overhead, command=command, seed=args.seed)
-    if target_blocks is not None:
-        trace = derive_depth(trace, num_blocks=target_blocks, command=command)
-    save_trace(trace, args.out)
-    print(trace_summary(trace))
-    print(f"wrote {args.out}")
-    return 0
-
-
-def _with_compiled_graph(args: argparse.Namespace, spec: Any) -> int:
-    """``--compiled-graph``: the trace captured as usual, or ``--graph-into``'s, with the model's
-    Dynamo graphs (:func:`ddpsim.trace.compiled_graph.capture_compiled_graph`)."""
-    from dataclasses import replace
-
-    from ddpsim.cli.retime import trace_summary
-    from ddpsim.trace.capture import capture_trace
-    from ddpsim.trace.compiled_graph import capture_compiled_graph
-    from ddpsim.trace.models import ddp_params
-    from ddpsim.trace.records import load_trace, save_trace
-
-    if not args.compiled_graph:
+    if args.graph_into is not None and not args.compiled_graph:
         raise InputError("--graph-into: given without --compiled-graph; expected both")
-    if args.derive_depth_from is not None:
+    if args.compiled_graph and target_blocks is not None:
         raise InputError("--compiled-graph: not accepted with --derive-depth-from (the graphs of fewer blocks are not "
                          "the model's); expected a full-depth model")
-    plist = ddp_params(spec.module)
-    graph = capture_compiled_graph(spec, [p for _, p, _ in plist], batch_size=args.batch_size)
+    graph = _compiled_graph(args, spec) if args.compiled_graph else None
     if args.graph_into is not None:
-        base = load_trace(args.graph_into)
-        mine = [(n, tuple(p.shape)) for n, p, _ in plist]
-        if [(p.name, p.shape) for p in base.params] != mine:
-            raise InputError(f"--graph-into: {args.graph_into} holds other parameters than model {args.model!r} "
-                             f"({base.num_params} vs {len(mine)}); expected a trace of the same model and options")
-        trace = replace(base, compiled_graph=graph)
+        trace = replace(_graph_base(args, spec), compiled_graph=graph)
     else:
+        command = _command(args)
         trace = capture_trace(spec, device=args.device, batch_size=args.batch_size, num_iters=args.iterations,
                               num_warmup=args.warmup, dtype=args.dtype,
                               autocast=None if args.autocast in (None, "none") else args.autocast,
                               optimizer=args.optimizer or "sgd", num_threads=args.num_threads,
-                              measure_hook_overhead=not args.no_hook_overhead, command=_command(args), seed=args.seed)
-        trace = replace(trace, compiled_graph=graph)
+                              measure_hook_overhead=not args.no_hook_overhead, command=command, seed=args.seed)
+        if target_blocks is not None:
+            trace = derive_depth(trace, num_blocks=target_blocks, command=command)
+        if graph is not None:
+            trace = replace(trace, compiled_graph=graph)
     save_trace(trace, args.out)
     print(trace_summary(trace))
     print(f"wrote {args.out}")
     return 0
 
+
+def _compiled_graph(args: argparse.Namespace, spec: Any) -> Any:
+    """``--compiled-graph``: the model's Dynamo graphs (:func:`ddpsim.trace.compiled_graph.capture_compiled_graph`)."""
+    from ddpsim.trace.compiled_graph import capture_compiled_graph
+    from ddpsim.trace.models import ddp_params
+
+    return capture_compiled_graph(spec, [p for _, p, _ in ddp_params(spec.module)], batch_size=args.batch_size)
+
+
+def _graph_base(args: argparse.Namespace, spec: Any) -> Any:
+    """``--graph-into``'s trace, refused unless it holds the parameters of ``spec``'s model."""
+    from ddpsim.trace.models import ddp_params
+    from ddpsim.trace.records import load_trace
+
+    base = load_trace(args.graph_into)
+    mine = [(n, tuple(p.shape)) for n, p, _ in ddp_params(spec.module)]
+    if [(p.name, p.shape) for p in base.params] != mine:
+        raise InputError(f"--graph-into: {args.graph_into} holds other parameters than model {args.model!r} "
+                         f"({base.num_params} vs {len(mine)}); expected a trace of the same model and options")
+    return base

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -227,23 +227,19 @@ class Trace:
             "model": self.model,
             "command": self.command,
             "environment": self.environment,
-            "params": [
-                {"index": p.index, "name": p.name, "shape": list(p.shape), "dtype": p.dtype,
-                 "size_bytes": p.size_bytes, "expect_sparse_gradient": p.expect_sparse_gradient,
-                 "has_grad": p.has_grad}
-                for p in self.params
-            ],
-            "buffers": [{"name": b.name, "dtype": b.dtype, "size_bytes": b.size_bytes} for b in self.buffers],
+            "params": [_record(p) for p in self.params],
+            "buffers": [_record(b) for b in self.buffers],
             "grad_ready_order": list(self.grad_ready_order),
-            "iterations": [
-                {"forward_s": it.forward_s, "backward_s": it.backward_s, "optimizer_s": it.optimizer_s,
-                 "zero_grad_s": it.zero_grad_s, "grad_ready_s": list(it.grad_ready_s)}
-                for it in self.iterations
-            ],
+            "iterations": [_record(it) for it in self.iterations],
             "hook_overhead_frac": self.hook_overhead_frac,
             "synthetic": self.synthetic,
             **({} if self.compiled_graph is None else {"compiled_graph": self.compiled_graph.to_dict()}),
         }
+
+
+def _record(rec: Any) -> dict[str, Any]:
+    """A record's fields in declaration order (the file's key order), tuples as lists."""
+    return {f.name: list(v) if isinstance(v := getattr(rec, f.name), tuple) else v for f in fields(rec)}
 
 
 def pool_traces(traces: Sequence[Trace]) -> Trace:

@@ -5,7 +5,7 @@ with replacement, then each drawn capture's iterations with replacement), pools 
 (:func:`ddpsim.trace.records.pool_traces`) and predicts from it, twice per resample: a
 measurement-like draw (as many captures as runs are pooled, as many iterations as a run measures)
 ``m*`` and a prediction-like one ``p*``; the interval is the ``(1 ± level) / 2`` quantiles of
-``center + (m* - p*)``, assuming runs vary as captures do (:func:`coverage` checks it).
+``center + (m* - p*)``, assuming runs vary as captures do (a validation counts the measured means inside).
 ``alternatives`` (:func:`calibration_alternatives`: the microbenchmark's compute slowdown and the
 lowest and highest fitted to the probe's rounds one by one) join their own bands to it. With one
 or two captures the capture-to-capture part is unknown or under-stated. What the engine gets wrong
@@ -122,20 +122,9 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
                               center_s=center, alternative_centers_s=others)
 
 
-def coverage(intervals: Sequence[PredictionInterval], measured_s: Sequence[float]) -> float | None:
-    """The fraction of ``measured_s`` inside their intervals (paired by position); None when empty."""
-    if len(intervals) != len(measured_s):
-        raise InputError(f"coverage: {len(intervals)} intervals for {len(measured_s)} measurements; expected one each")
-    if not intervals:
-        return None
-    return sum(iv.covers(m) for iv, m in zip(intervals, measured_s)) / len(intervals)
-
-
 def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: Any = None) -> Any:
     """``scenario.build_point`` as a validation predicts it: with
     :data:`ddpsim.engine.config.VALIDATION_STATISTIC` (:meth:`ddpsim.engine.config.SimConfig.for_validation`)."""
-    from dataclasses import replace as _replace
-
     from ddpsim.pipeline.inputs import hook_call_s
 
     inputs = scenario.build_point(point, trace=trace, calibration=calibration)
@@ -144,8 +133,8 @@ def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: A
         # the real run of an engine setting (round-robin groups, the one there is) deals the
         # buckets with a comm hook (executor.ddp_modes), which divides each bucket itself as
         # DDP's allreduce_hook does
-        config = _replace(config, comm_hook="allreduce", comm_hook_call_s=hook_call_s(calibration, "allreduce"))
-    return _replace(inputs, config=config)
+        config = replace(config, comm_hook="allreduce", comm_hook_call_s=hook_call_s(calibration, "allreduce"))
+    return replace(inputs, config=config)
 
 
 def predict_mean(scenario: Any, point: Any, calibration: Any = None) -> Callable[[Trace], float]:
@@ -174,8 +163,6 @@ def calibration_alternatives(calibration: Any) -> list[Any]:
     to one probe round alone (``Calibration.probe_round_fits``: how far the fit moves from one
     moment of the host to the next). Values equal to the fitted one are left out; empty when
     there is no other estimate."""
-    from dataclasses import replace as _replace
-
     mb = getattr(calibration, "interference_microbenchmark", None)
     fitted = getattr(calibration, "interference", None)
     if mb is None or fitted is None:
@@ -187,5 +174,5 @@ def calibration_alternatives(calibration: Any) -> list[Any]:
         if sd in seen:
             continue
         seen.add(sd)
-        out.append(_replace(calibration, interference=mb if sd == mb.compute_slowdown else _replace(fitted, compute_slowdown=sd)))
+        out.append(replace(calibration, interference=mb if sd == mb.compute_slowdown else replace(fitted, compute_slowdown=sd)))
     return out

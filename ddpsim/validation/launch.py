@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -24,14 +23,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@dataclass(frozen=True, kw_only=True)
-class LaunchResult:
-    returncode: int
-    stdout: str
-    stderr: str
-    command: tuple[str, ...]
-
-
 def torchrun_command(step_args: Sequence[str], *, nproc: int = 2, port: int | None = None,
                      target: Sequence[str] = ("-m", "executor")) -> list[str]:
     """``python -m torch.distributed.run`` on ``nproc`` local ranks, a free loopback port, running
@@ -42,7 +33,7 @@ def torchrun_command(step_args: Sequence[str], *, nproc: int = 2, port: int | No
 
 
 def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int | None = 1,
-                 timeout_s: float = 600.0) -> LaunchResult:
+                 timeout_s: float = 600.0) -> subprocess.CompletedProcess:
     """Run ``executor <step_args>`` on ``nproc`` local ranks; wait at most ``timeout_s``.
 
     ``num_threads`` is passed as ``--num-threads`` and OMP_NUM_THREADS (CPU runs).
@@ -69,7 +60,7 @@ def _port_clash(stderr: str) -> bool:
     return "address already in use" in s or "eaddrinuse" in s
 
 
-def _launch_once(args: list[str], *, nproc: int, env: dict[str, str], timeout_s: float) -> LaunchResult:
+def _launch_once(args: list[str], *, nproc: int, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
     cmd = torchrun_command(args, nproc=nproc)
     proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -85,8 +76,8 @@ def _launch_once(args: list[str], *, nproc: int, env: dict[str, str], timeout_s:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
         err += f"\nexecutor launch: timed out after {timeout_s:g} s"
-        return LaunchResult(returncode=124, stdout=out, stderr=err, command=tuple(cmd))
-    return LaunchResult(returncode=proc.returncode, stdout=out, stderr=err, command=tuple(cmd))
+        return subprocess.CompletedProcess(cmd, 124, out, err)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,8 +24,6 @@ from ddpsim.validation.writer import write_reports
 log = logging.getLogger(__name__)
 
 
-Runner = Callable[[list[str]], Any]
-
 
 def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float,
             log_dir: Path | None = None) -> None:
@@ -35,7 +33,7 @@ def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: 
     if r.returncode != 0:
         if log_dir is not None:  # the whole output, for a post-mortem
             write_text_atomic(log_dir / f"failed-{args[0]}-{int(time.time())}.log",
-                              " ".join(r.command) + "\n--- stdout\n" + r.stdout + "\n--- stderr\n" + r.stderr)
+                              " ".join(r.args) + "\n--- stdout\n" + r.stdout + "\n--- stderr\n" + r.stderr)
         lines = (r.stderr or "").strip().splitlines()
         picked = [ln for ln in lines if "executor: error" in ln]
         picked = picked or [ln for ln in lines if ln.startswith("[rank") and ("Error" in ln or "error" in ln)]
@@ -46,7 +44,7 @@ def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: 
         picked = picked or [ln for ln in lines if ln.strip().strip("=-")] [-1:] or ["no output"]
         msg = " ".join(picked[-1].split())[:400]
         raise InputError(f"executor {args[0]}: exit status {r.returncode} ({msg}); expected a clean run "
-                         f"(command: {' '.join(r.command)})")
+                         f"(command: {' '.join(r.args)})")
 
 
 CALIBRATION_ATTEMPTS = 2

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.trace.capture import check_count
@@ -61,13 +61,6 @@ def spread_pct(values: Sequence[float]) -> float | None:
     from ddpsim.validation.compare import run_spread_pct
 
     return run_spread_pct(list(values), statistics.median(values) if values else None)
-
-
-def has_cpu_clock(trace: Any) -> bool:
-    """Whether :func:`cpu_clock_trace` can put ``trace`` on the CPU clock."""
-    env = trace.environment or {}
-    cpu = env.get("cpu_phase_s")
-    return isinstance(cpu, list) and len(cpu) == len(trace.iterations) and env.get("num_threads", 1) == 1
 
 
 def cpu_share(other_pct: float, *, num_cpus: int, num_busy_threads: int) -> float:

@@ -20,14 +20,6 @@ from ddpsim.validation.compare import (BEST_CAP_TOLERANCE_PCT, PointOutcome, buc
                                        measured_bucket_times, summary_figures)
 
 
-CSV_COLUMNS = ("point", "bucket_cap_mb", "predicted_s", "measured_s", "measured_p10_s", "measured_p90_s",
-               "error_pct", "in_band", "num_runs", "num_samples", "run_medians_s", "num_buckets_real",
-               "plan_matches", "predicted_exposed_comm_s", "measured_hooked_s", "run_spread_pct",
-               "measured_median_s", "predicted_p50_s", "error_p50_pct", "run_means_s",
-               "host_other_pct", "host_steal_pct", "ranks_cpu_pct", "run_host_other_pct", "run_host_steal_pct",
-               "predicted_low_s", "predicted_high_s", "in_interval")
-
-
 #: the level of the prediction intervals a validation reports
 INTERVAL_LEVEL = 0.8
 
@@ -68,7 +60,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
     """Write ``validation.{csv,json,md}`` (and the plot). ``malloc``: the allocator mode the
     executor recorded in the prediction trace (``environment.malloc``); a trace without it (one
     not captured by the executor's ``--malloc``) leaves it out of the reports."""
-    write_text_atomic(out / "validation.csv", csv_text(CSV_COLUMNS, rows))
+    write_text_atomic(out / "validation.csv", csv_text(list(rows[0]) if rows else [], rows))  # PointOutcome.row's keys
     summ = summary_figures(rows)
     cal = json.loads(Path(cal_path).read_text())
     data = {"format": "ddpsim-validation", "version": 1, "scenario": scenario.name, "model": model,

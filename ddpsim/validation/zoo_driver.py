@@ -64,13 +64,16 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
     """Stability, CPU-clock predictions and intervals of one validated model (module docstring,
     steps 2-3); ``rows`` are :func:`ddpsim.validation.measure.validate`'s, ``captures`` its rounds' traces."""
     from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
-    from ddpsim.validation.stability import cpu_clock_trace, cpu_share, has_cpu_clock, spread_pct
+    from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
     from ddpsim.trace.records import pool_traces
 
     if not captures:
         raise InputError(f"{scenario.name}: no round traces (trace.round<k>.json); expected the captures of a validation")
-    cpu_ok = all(has_cpu_clock(c) for c in captures)
-    cpu_caps = [cpu_clock_trace(c) for c in captures] if cpu_ok else []
+    try:
+        cpu_caps = [cpu_clock_trace(c) for c in captures]
+    except InputError:  # a capture without its CPU time per phase, or of several threads
+        cpu_caps = []
+    cpu_ok = bool(cpu_caps)
     points = {p.bucket_cap_mb: p for p in scenario.points()}  # the zoo scenario's sweep is the validated caps
     out = []
     for r in rows:
@@ -234,11 +237,8 @@ def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[s
             continue
         out = []
         for p in pts:
-            iv = p["interval"]
-            base = PredictionInterval(low_s=iv["low_s"], high_s=iv["high_s"], level=iv["level"],
-                                      num_resamples=iv["num_resamples"], num_captures=iv["num_captures"],
-                                      num_iterations=iv["num_iterations"], seed=iv["seed"], center_s=p["predicted_s"])
-            w = widen(base, band)
+            kept = ("low_s", "high_s", "level", "num_resamples", "num_captures", "num_iterations", "seed")
+            w = widen(PredictionInterval(**{k: p["interval"][k] for k in kept}, center_s=p["predicted_s"]), band)
             out.append({"point": p["point"], "measured_s": p["measured_s"], "predicted_s": p["predicted_s"],
                         "low_s": w.low_s, "high_s": w.high_s, "covered": w.covers(p["measured_s"])})
         row.update({"coverage_method": f"{sum(o['covered'] for o in out)}/{len(out)}",

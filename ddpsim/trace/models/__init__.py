@@ -11,6 +11,7 @@ models (:mod:`ddpsim.trace.models.zoo`) are outside the set ddpsim is tuned on.
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -97,22 +98,17 @@ def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dt
     return torch.randint(0, max(1, high), shape, generator=gen, dtype=torch.int64).to(dtype)
 
 
-def _float_batch(seed: int, shape: tuple[int, ...], dtype: torch.dtype) -> Callable[[int], torch.Tensor]:
+def _batch(seed: int, shape: tuple[int, ...], dtype: torch.dtype, high: int = 2) -> Callable[[int], torch.Tensor]:
+    """``batch_size -> tensor`` of ``shape`` per sample, the same for every call (integers in ``[0, high)``)."""
     def make_batch(batch_size: int) -> torch.Tensor:
         gen = torch.Generator().manual_seed(seed)
-        return _random_tensor(gen, (batch_size, *shape), dtype)
+        return _random_tensor(gen, (batch_size, *shape), dtype, high)
     return make_batch
 
 
-def _token_batch(seed: int, seq_len: int, vocab_size: int) -> Callable[[int], torch.Tensor]:
-    def make_batch(batch_size: int) -> torch.Tensor:
-        gen = torch.Generator().manual_seed(seed)
-        return torch.randint(0, vocab_size, (batch_size, seq_len), generator=gen, dtype=torch.int64)
-    return make_batch
-
-
-def _lm_loss(output: Any) -> torch.Tensor:
-    """Cross-entropy of every position against token 0: the cost of a real LM loss."""
+def _ce_loss(output: Any) -> torch.Tensor:
+    """Cross-entropy of every position (or sample) against class 0: the cost of a real LM or
+    classification loss (ResNet-50's ImageNet loss)."""
     logits = output[0] if isinstance(output, (tuple, list)) else output
     flat = logits.reshape(-1, logits.shape[-1])
     target = torch.zeros(flat.shape[0], dtype=torch.int64, device=flat.device)
@@ -122,12 +118,7 @@ def _lm_loss(output: Any) -> torch.Tensor:
 def _pretrain_loss(output: Any) -> torch.Tensor:
     """BERT pre-training: MLM cross-entropy + next-sentence cross-entropy, both against class 0."""
     mlm, nsp = output
-    return _lm_loss(mlm) + _lm_loss(nsp)
-
-
-def _cls_loss(output: Any) -> torch.Tensor:
-    """Classification cross-entropy against class 0 (ResNet-50's ImageNet loss, same cost)."""
-    return _lm_loss(output)
+    return _ce_loss(mlm) + _ce_loss(nsp)
 
 
 # ---- registry -------------------------------------------------------------------------------
@@ -148,7 +139,7 @@ def _build_mlp(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     shape = _shape(input_shape, (width,), "input_shape", rank=1)
     module = MLP(in_features=shape[0], width=width, depth=depth, num_classes=num_classes)
     dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return BuiltModel(name="mlp", module=module, make_batch=_float_batch(seed, shape, dtype), loss_fn=None,
+    return BuiltModel(name="mlp", module=module, make_batch=_batch(seed, shape, dtype), loss_fn=None,
                      info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."),
                            "width": width, "depth": depth})
 
@@ -160,8 +151,8 @@ def _build_resnet50(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     _no_more(kwargs, "resnet50", "num_classes")
     shape = _shape(input_shape, (3, 224, 224), "input_shape", rank=3)
     dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return BuiltModel(name="resnet50", module=resnet50(num_classes=num_classes), make_batch=_float_batch(seed, shape, dtype),
-                     loss_fn=_cls_loss, info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch.")})
+    return BuiltModel(name="resnet50", module=resnet50(num_classes=num_classes), make_batch=_batch(seed, shape, dtype),
+                     loss_fn=_ce_loss, info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch.")})
 
 
 def _seq_len(kwargs: dict, input_shape, default: int, max_len: int) -> int:
@@ -181,7 +172,7 @@ def _build_bert(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     n_layer = _check_pos_int(kwargs.pop("n_layer", 12), "n_layer")
     _no_more(kwargs, "bert-base", "seq_len, n_layer")
     cfg = BertConfig(n_layer=n_layer)
-    return BuiltModel(name="bert-base", module=BertForPreTraining(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
+    return BuiltModel(name="bert-base", module=BertForPreTraining(cfg), make_batch=_batch(seed, (seq_len,), torch.int64, cfg.vocab_size),
                      loss_fn=_pretrain_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
 
 
@@ -197,8 +188,8 @@ def _gpt2_builder(name: str):
         n_layer = _check_pos_int(kwargs.pop("n_layer", n_layer), "n_layer")
         _no_more(kwargs, name, "seq_len, n_layer")
         cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=n_head)
-        return BuiltModel(name=name, module=GPT2(cfg), make_batch=_token_batch(seed, seq_len, cfg.vocab_size),
-                         loss_fn=_lm_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
+        return BuiltModel(name=name, module=GPT2(cfg), make_batch=_batch(seed, (seq_len,), torch.int64, cfg.vocab_size),
+                         loss_fn=_ce_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
     return build
 
 
@@ -234,13 +225,6 @@ def _shape(value: Any, default: tuple[int, ...], field: str, rank: int | None = 
     return shape
 
 
-#: the registry's checks and batch makers the zoo's builder uses (ddpsim.trace.models.zoo.build_zoo)
-_ZOO_HELPERS: dict[str, Callable[..., Any]] = {
-    "pos_int": _check_pos_int, "no_more": _no_more, "shape": _shape, "dtype": _torch_dtype,
-    "float_batch": _float_batch, "token_batch": _token_batch, "cls_loss": _cls_loss, "lm_loss": _lm_loss,
-    "spec": lambda **fields: BuiltModel(**fields)}
-
-
 def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, ...] | None = None,
                 input_dtype: str | None = None, **model_kwargs: Any) -> BuiltModel:
     """Build a built-in model (:func:`list_models`), a zoo model ``"zoo:<name>"``
@@ -264,7 +248,7 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
     if name_or_factory.startswith("zoo:"):
         from ddpsim.trace.models.zoo import build_zoo
 
-        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs, _ZOO_HELPERS)
+        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs, sys.modules[__name__])
     elif ":" in name_or_factory:
         spec = _build_factory(name_or_factory, seed, input_shape, input_dtype, kwargs)
     else:
@@ -301,7 +285,7 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
             raise InputError(f"input_shape: None is not accepted for factory {shorten(path)} returning a module; expected one sample's shape, e.g. 3,224,224")
         shape = _shape(input_shape, (), "input_shape")
         dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-        return BuiltModel(name=path, module=made, make_batch=_float_batch(seed, shape, dtype), loss_fn=loss_fn,
+        return BuiltModel(name=path, module=made, make_batch=_batch(seed, shape, dtype), loss_fn=loss_fn,
                          info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs)})
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
         module, example = made

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -227,37 +227,29 @@ def _torch_module(name: str, seq_len: int, num_classes: int) -> nn.Module:
 
 # ---- the builder build_model calls --------------------------------------------------------------
 
-def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any],
-              helpers: dict[str, Callable[..., Any]]) -> Any:
-    """The :class:`ddpsim.trace.models.BuiltModel` of ``zoo:<name>`` (``helpers``: the registry's own
-    shape/dtype checks and batch makers, passed in so that this module does not import its
-    package: ``helpers["spec"]`` builds the BuiltModel)."""
-    BuiltModel = helpers["spec"]  # noqa: N806  (the registry's class, passed in)
+def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any], m: Any) -> Any:
+    """The :class:`ddpsim.trace.models.BuiltModel` of ``zoo:<name>``; ``m`` is the package
+    :mod:`ddpsim.trace.models` (its checks and batch makers), passed in: it imports this module."""
 
     entry = zoo_entry(name)
-    num_classes = helpers["pos_int"](kwargs.pop("num_classes", 1000 if entry.source == "torchvision" else 10), "num_classes")
-    if entry.source == "torch" and entry.name != "branchy_mlp" and "seq_len" in kwargs:
-        input_shape = (helpers["pos_int"](kwargs.pop("seq_len"), "seq_len"),)
-    helpers["no_more"](kwargs, name, "num_classes" + (", seq_len" if entry.source == "torch" and entry.name != "branchy_mlp" else ""))
-    shape = helpers["shape"](input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
+    tokens = entry.source == "torch" and entry.name != "branchy_mlp"
+    num_classes = m._check_pos_int(kwargs.pop("num_classes", 1000 if entry.source == "torchvision" else 10), "num_classes")
+    if tokens and "seq_len" in kwargs:
+        input_shape = (m._check_pos_int(kwargs.pop("seq_len"), "seq_len"),)
+    m._no_more(kwargs, name, "num_classes" + (", seq_len" if tokens else ""))
+    shape = m._shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
     info: dict[str, Any] = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size}
-    if entry.source == "torchvision":
-        if name.removeprefix(ZOO_PREFIX) == "vit_small" and shape[1:] != (64, 64):
+    if not tokens:
+        if entry.name == "vit_small" and shape[1:] != (64, 64):
             raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")
-        dtype = helpers["dtype"](input_dtype or "float32", "input_dtype")
-        module = _torchvision_module(name.removeprefix(ZOO_PREFIX), num_classes)
+        dtype = m._torch_dtype(input_dtype or "float32", "input_dtype")
+        module = (_torchvision_module(entry.name, num_classes) if entry.source == "torchvision"
+                  else _torch_module(entry.name, shape[0], num_classes))
         info["input_dtype"] = str(dtype).removeprefix("torch.")
-        return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["float_batch"](seed, shape, dtype),
-                         loss_fn=helpers["cls_loss"], info=info)
-    if entry.name == "branchy_mlp":
-        module = _torch_module(entry.name, shape[0], num_classes)
-        dtype = helpers["dtype"](input_dtype or "float32", "input_dtype")
-        info["input_dtype"] = str(dtype).removeprefix("torch.")
-        return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["float_batch"](seed, shape, dtype),
-                         loss_fn=helpers["cls_loss"], info=info)
+        return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, shape, dtype),
+                            loss_fn=m._ce_loss, info=info)
     seq_len = shape[0]
     module = _torch_module(entry.name, seq_len, num_classes)
     info.update({"seq_len": seq_len, "input_dtype": "int64"})
-    loss = helpers["cls_loss"] if entry.name == "transformer_encoder" else helpers["lm_loss"]
-    return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=helpers["token_batch"](seed, seq_len, ZOO_VOCAB_SIZE),
-                     loss_fn=loss, info=info)
+    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, (seq_len,), torch.int64, ZOO_VOCAB_SIZE),
+                        loss_fn=m._ce_loss, info=info)

@@ -8,8 +8,8 @@ is taken.
 """
 
 from ddpsim.trace.profile.importer import import_profile
-from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, HookSpan, StepHostTimes, ParamMapping, PhaseTimes,
+from ddpsim.trace.profile.result import (CollectiveKernel, HookSpan, StepHostTimes, ParamMapping, PhaseTimes,
                                          ProfileEnvironment, ProfileImport, ProfileIteration, RecordedBucket)
 
 __all__ = ["import_profile", "ProfileImport", "ProfileIteration", "ProfileEnvironment", "PhaseTimes",
-           "RecordedBucket", "CollectiveKernel", "BucketCollective", "StepHostTimes", "ParamMapping", "HookSpan"]
+           "RecordedBucket", "CollectiveKernel", "StepHostTimes", "ParamMapping", "HookSpan"]

@@ -17,15 +17,25 @@ from typing import Any, Sequence
 from ddpsim.errors import InputError, shorten
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.critical import DeviceDone, critical_fields
-from ddpsim.trace.profile.dtypes import ddpsim_dtype
 from ddpsim.trace.profile.kineto import KinetoProfile, int_or_none, read_profile
 from ddpsim.trace.profile.mapping import GradInfo, map_params
-from ddpsim.trace.profile.result import (BucketCollective, CollectiveKernel, StepHostTimes, PhaseTimes, ProfileEnvironment,
+from ddpsim.trace.profile.result import (CollectiveKernel, StepHostTimes, PhaseTimes, ProfileEnvironment,
                                          ProfileImport, ProfileIteration, RecordedBucket)
 from ddpsim.trace.records import IterationSample, Trace, trace_from_dict
 from ddpsim.units import DTYPE_SIZE_BYTES
 
 US = st.US
+#: the profile's dtype names (c10's ``ScalarType`` names, as ``record_param_comms`` writes them) as ddpsim's
+_DTYPES = {"Float": "float32", "Half": "float16", "BFloat16": "bfloat16", "Double": "float64", "Long": "int64",
+           "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
+           "ComplexFloat": "complex64", "ComplexDouble": "complex128"}
+
+
+def ddpsim_dtype(name: object, field: str) -> str:
+    """``Float`` -> ``float32``; InputError naming ``field`` for a name it does not know."""
+    if isinstance(name, str) and name in _DTYPES:
+        return _DTYPES[name]
+    raise InputError(f"{field}: {shorten(name)} is not a known dtype; expected one of {', '.join(_DTYPES)}")
 
 
 def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *, seed: int = 0,
@@ -50,10 +60,9 @@ def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *
     mapping_out = map_params(grads, model=model, seed=seed, source=f"profile {prof.path}")
     env = _environment(prof, built)
     iterations = tuple(built.iterations)
-    kernels = [c for it in iterations for c in it.collectives]
     trace = _trace(prof, iterations, mapping_out, env, model=model, command=command)
     return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations,
-                         bucket_collectives=_bucket_collectives(kernels), mapping=mapping_out.mapping,
+                         mapping=mapping_out.mapping,
                          model=model, notes=tuple(built.notes + list(mapping_out.notes)), ddp_modules=built.ddp_modules)
 
 
@@ -355,23 +364,6 @@ def _input_dims(args: dict[str, Any] | None) -> list[tuple[int, ...] | None]:
     if not isinstance(dims, list):
         return []
     return [tuple(d) if isinstance(d, list) and all(isinstance(x, int) for x in d) else None for d in dims]
-
-
-def _bucket_collectives(kernels: Sequence[CollectiveKernel]) -> tuple[BucketCollective, ...]:
-    by_bucket: dict[int, list[CollectiveKernel]] = {}
-    for c in kernels:
-        if c.bucket_index is not None:
-            by_bucket.setdefault(c.bucket_index, []).append(c)
-    out = []
-    for b in sorted(by_bucket):
-        cs = sorted(by_bucket[b], key=lambda c: c.iteration)
-        transfer = min(c.duration_s for c in cs)
-        first = cs[-1]
-        out.append(BucketCollective(bucket_index=b, numel=first.numel, dtype=first.dtype, algorithm=first.algorithm,
-                                    protocol=first.protocol, ran=first.ran, channels=first.channels, start_s=tuple(c.start_s for c in cs),
-                                    duration_s=tuple(c.duration_s for c in cs), transfer_s=transfer,
-                                    wait_s=tuple(c.duration_s - transfer for c in cs)))
-    return tuple(out)
 
 
 def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], mapped: Any,

@@ -148,3 +148,11 @@ def launch(op: GpuOp, prof: KinetoProfile) -> tuple[int | None, str | None, str 
     algorithm, protocol, text = ran(op.name, block_of(op.block, prof.device_properties),
                                     profile_version(prof.distributed_info))
     return (numel if isinstance(numel, int) and not isinstance(numel, bool) else None), algorithm, protocol, text
+
+
+def bus_bytes_per_s(size_bytes: int, time_s: float, world_size: int) -> float | None:
+    """An all-reduce's bus bandwidth as nccl-tests reports it (``PERFORMANCE.md``: bytes / time x
+    2(n-1)/n); None for one rank or no time."""
+    if world_size < 2 or time_s <= 0:
+        return None
+    return size_bytes / time_s * 2 * (world_size - 1) / world_size

@@ -130,39 +130,6 @@ class CollectiveKernel:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BucketCollective:
-    """One bucket's all-reduce across the iterations, transfer separated from waiting.
-
-    ``transfer_s`` is the shortest kernel duration over the iterations (the kernel cannot finish
-    before its data moved, and in at least one iteration the peers were nearly in step);
-    ``wait_s[k] = duration_s[k] - transfer_s`` is what iteration ``k`` spent waiting for the peers
-    on top of it. With one rank's profile this is an upper bound on the transfer, not a
-    measurement of it.
-    """
-
-    bucket_index: int
-    numel: int | None
-    dtype: str
-    algorithm: str | None
-    protocol: str | None
-    ran: str
-    channels: int | None
-    start_s: tuple[float, ...]
-    duration_s: tuple[float, ...]
-    transfer_s: float
-    wait_s: tuple[float, ...]
-
-    def bus_bytes_per_s(self, world_size: int) -> float | None:
-        """The all-reduce's bus bandwidth over ``transfer_s``, as nccl-tests reports it
-        (``PERFORMANCE.md``: bytes / time x 2(n-1)/n); None for one rank, no time or no size."""
-        from ddpsim.units import DTYPE_SIZE_BYTES
-
-        if world_size < 2 or self.transfer_s <= 0 or self.numel is None:
-            return None
-        return self.numel * DTYPE_SIZE_BYTES[self.dtype] / self.transfer_s * 2 * (world_size - 1) / world_size
-
-
-@dataclass(frozen=True, kw_only=True)
 class StepHostTimes:
     """What the host (CPU) paid in one iteration, from the profile's CPU ops (the measured times;
     the host cost *model* a simulation charges is :class:`ddpsim.network.host_costs.HostCosts`,
@@ -320,8 +287,6 @@ class ProfileImport:
         source: the profile's path as given.
         environment: GPU, world size, rank, NCCL version, batch size.
         iterations: the profile's steps, in order.
-        bucket_collectives: per bucket (launch order), its all-reduce over the iterations with
-            the transfer separated from the wait; empty when the run had no NCCL kernels.
         mapping: how gradients were tied to parameters.
         model: the ``--model`` factory used, or None.
         notes: facts the import could not settle (one line each), e.g. buckets that changed
@@ -335,7 +300,6 @@ class ProfileImport:
     source: str
     environment: ProfileEnvironment
     iterations: tuple[ProfileIteration, ...]
-    bucket_collectives: tuple[BucketCollective, ...]
     mapping: ParamMapping
     model: str | None
     notes: tuple[str, ...] = ()
@@ -345,6 +309,16 @@ class ProfileImport:
     def collectives(self) -> tuple[CollectiveKernel, ...]:
         """Every NCCL kernel of the measured steps, step by step, in start order."""
         return tuple(c for it in self.iterations for c in it.collectives)
+
+    def bucket_kernels(self) -> dict[int, list[CollectiveKernel]]:
+        """Per bucket (launch order), its all-reduce kernels over the steps, in step order; empty
+        when the run had no NCCL kernels. The shortest is an upper bound on the transfer (the
+        kernel cannot finish before its data moved); the rest of each is waiting for the peers."""
+        out: dict[int, list[CollectiveKernel]] = {}
+        for c in sorted(self.collectives, key=lambda c: c.iteration):
+            if c.bucket_index is not None:
+                out.setdefault(c.bucket_index, []).append(c)
+        return dict(sorted(out.items()))
 
     def recorded_bucket_numels(self) -> tuple[int, ...]:
         """The last iteration's bucket sizes in elements, in launch order (DDP's rebuilt plan)."""

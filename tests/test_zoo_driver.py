@@ -199,3 +199,29 @@ def test_zoo_with_one_round_has_no_stability_figure(tmp_path, caplog):
     r = res["rows"][0]
     assert r["status"] == "done" and r["stability_pct"] is None and r["stability_cpu_pct"] is None
     assert r["coverage"].endswith("/1") and "stability" not in lines[-1]
+
+
+def test_the_scenarios_in_every_committed_raw_run_archive_are_valid_scenarios():
+    # `ddpsim validate zoo --reanalyze` reads the scenarios an archive holds: a schema change
+    # that leaves them behind (a renamed key) would make the committed zoo report unreproducible
+    import subprocess
+    import tarfile
+
+    import yaml
+
+    from ddpsim.pipeline.scenario import scenario_from_dict
+    from ddpsim.validation.launch import REPO_ROOT
+
+    try:
+        listed = subprocess.run(["git", "ls-files", "*.tar.xz"], cwd=REPO_ROOT, capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    checked = 0
+    for rel in listed.stdout.decode().split():
+        with tarfile.open(REPO_ROOT / rel) as tar:
+            for m in tar.getmembers():
+                if m.name.startswith("scenarios/") and m.name.endswith(".yaml"):
+                    sc = scenario_from_dict(yaml.safe_load(tar.extractfile(m)), source=f"{rel}:{m.name}")
+                    assert sc.name == m.name.rpartition("/")[2].removesuffix(".yaml")
+                    checked += 1
+    assert checked >= 11  # the zoo's eleven models

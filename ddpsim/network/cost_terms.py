@@ -15,7 +15,7 @@ does not import the calibration layer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ddpsim.network.interference import Interference
 
@@ -97,10 +97,13 @@ def spec_host_costs(spec: CostModelSpec, comm: Any) -> HostCosts | None:
 
 def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: Any = None,
                    interference: Interference | None = None,
-                   copy_bandwidth_bytes_per_s: float | None = None) -> TermsInForce:
+                   copy_bandwidth_bytes_per_s: float | None = None,
+                   prior_of: Callable[[CostModelSpec, Any, Any], Any] | None = None) -> TermsInForce:
     """The cost terms of a simulation over ``comm`` (module docstring). ``graph`` None: no
     topology (a latency + bandwidth model; no device memory). ``interference`` and
-    ``copy_bandwidth_bytes_per_s``: given values, which override the calibration's and the priors."""
+    ``copy_bandwidth_bytes_per_s``: given values, which override the calibration's and the priors.
+    ``prior_of``: what derives the contention prior (default :func:`contention_prior`; a caller
+    that keeps priors for the points over one network passes its kept copy)."""
     copy_bw = floor = None
     if calibration is not None:
         interference = interference or getattr(calibration, "interference", None)
@@ -109,7 +112,7 @@ def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: A
     else:
         host = spec_host_costs(spec, comm)
         if interference is None and spec.contention and graph is not None:
-            prior = contention_prior(spec, graph, comm)
+            prior = (prior_of or contention_prior)(spec, graph, comm)
             interference = prior.interference if prior is not None else None
     mem = device_memory_bandwidth(graph) if graph is not None else None
     if calibration is None and copy_bw is None and gpu_terms(comm) and spec.copy_kernels and mem is not None:

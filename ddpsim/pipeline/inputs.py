@@ -20,7 +20,6 @@ from ddpsim.engine.config import SimConfig
 from ddpsim.errors import InputError
 from ddpsim.network.cost_terms import contention_prior as cost_prior
 from ddpsim.network.cost_terms import terms_in_force
-from ddpsim.network.interference import Interference
 from ddpsim.pipeline.specs import Point
 
 
@@ -128,13 +127,8 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
     """The SimConfig of ``point``: the scenario's ``simulation`` block, the point's comm hook,
     the cost terms in force (GPU terms only with an analytical NCCL ``comm``)."""
     sim = scenario.simulation
-    interference = sim.interference
-    if interference is None and calibration is None and graph is not None and scenario.cost_model.contention:
-        # the prior terms_in_force would derive, derived once for the points over one network
-        prior = contention_prior(scenario.cost_model, graph, comm)
-        interference = prior.interference if prior is not None else Interference()
     terms = terms_in_force(scenario.cost_model, graph=graph, comm=comm, calibration=calibration,
-                           interference=interference,
+                           interference=sim.interference, prior_of=contention_prior,
                            copy_bandwidth_bytes_per_s=None if sim.copy_bandwidth_gbps is None else sim.copy_bandwidth_gbps * 1e9)
     for r in sim.stragglers:
         if r >= world_size:

@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 
 from ddpsim.network import collective_residuals
 from ddpsim.network.comm_model import WrappedCommModel
+from ddpsim.network.cost_terms import gpu_terms
 from ddpsim.pipeline.inputs import contention_prior, point_graph, sim_config
 
 #: a point within this relative distance of a sample's best counts as "as good" in that sample
@@ -158,7 +159,7 @@ def band_samples(scenario: Any, inputs: Any) -> list[Sample]:
                 for v in PHI_VALUES]
     if cfg.host_costs is not None:
         out += [Sample(input="host costs", label=f"host costs x{f:g}", host_factor=f) for f in HOST_FACTORS]
-    if scenario._gpu_terms(inputs.comm):
+    if gpu_terms(inputs.comm):
         out += [Sample(input="NCCL mid-size", label=f"NCCL 64 KiB-64 MiB x{f:g}", mid_factor=f) for f in MID_FACTORS]
     if cfg.jitter != "none" and cfg.jitter != 0:
         out += [Sample(input="jitter seed", label=f"seed {cfg.seed + k}", seed_offset=k) for k in SEED_OFFSETS]

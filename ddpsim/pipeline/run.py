@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.io import write_text_atomic
 from ddpsim.network.cost_terms import explain_terms
+from ddpsim.pipeline.inputs import contention_prior, point_graph
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.plan.planner import BucketPlan, DDPOptions
 
@@ -241,7 +242,8 @@ def cost_terms(sc: Scenario, point: Any, inputs: Any) -> list[str]:
     (:func:`ddpsim.network.cost_terms.explain_terms`)."""
     prior = None
     if sc.cost_model.contention and sc.simulation.interference is None and sc.load_calibration() is None:
-        found = sc.contention_prior(sc.graph(point.nodes), inputs.comm) if sc.cluster.topology is not None else None
+        graph = point_graph(sc, point.nodes)
+        found = contention_prior(sc.cost_model, graph, inputs.comm) if graph is not None else None
         if found is not None and inputs.config.interference == found.interference:
             prior = found
     return explain_terms(sc.cost_model, inputs.config, inputs.comm, prior)

@@ -39,7 +39,6 @@ import yaml
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import exists, is_file, read_yaml
-from ddpsim.network import cost_terms
 from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
 from ddpsim.pipeline.scenario_schema import NAME_PATTERN, SHORTHANDS, ClusterSpec, ScenarioFile
@@ -228,15 +227,6 @@ class Scenario:
         """The (trace, plan, comm model, SimConfig) of one sweep point
         (:func:`ddpsim.pipeline.inputs.build_point_inputs`)."""
         return build_point_inputs(self, point, trace=trace, calibration=calibration, graph=graph)
-
-    def contention_prior(self, graph, comm):
-        """The GPU contention prior of ``comm`` under ``cost_model`` (:func:`ddpsim.network.cost_terms.contention_prior`)."""
-        return cost_terms.contention_prior(self.cost_model, graph, comm)
-
-    @staticmethod
-    def _gpu_terms(comm) -> bool:
-        """The GPU cost terms apply to the analytical NCCL model only (:func:`ddpsim.network.cost_terms.gpu_terms`)."""
-        return cost_terms.gpu_terms(comm)
 
     def where(self) -> str:
         """``<path>: `` for error messages (empty for a scenario built from a mapping without a file)."""

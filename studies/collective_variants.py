@@ -178,32 +178,30 @@ def hidden_sync_us(sys_: Any, algo: str, proto: str, size: int, ex: Any) -> floa
     return ex.syncs * o * o / (o + (in_flight - 1) * t_slice)
 
 
-def serial_syncs(algos: tuple[str, ...]) -> Callable:
-    """``time_us`` with every slice's synchronisation paid in full on ``algos`` (a ring channel's
-    slices one after the other; a tree's or NVLS's chunks after crossing the levels)."""
+def syncs_paid(applies: Callable[[str, str], bool], paid: Callable[[str, Any], int]) -> Callable:
+    """``time_us`` with ``paid(algo, execution)`` synchronisations charged in full, instead of
+    the first pass's hidden ones, where ``applies(algo, proto)``."""
     base = nccl_exec.time_us
 
     def time_us(sys_: Any, algo: str, proto: str, size: int) -> float:
         t = base(sys_, algo, proto, size)
-        if algo not in algos or not math.isfinite(t):
+        if not applies(algo, proto) or not math.isfinite(t):
             return t
         ex = nccl_exec.plan(sys_, algo, proto, size)
-        serial = ex.slices if algo == "ring" else ex.syncs + ex.slices - 1
-        return t - hidden_sync_us(sys_, algo, proto, size, ex) + serial * nccl_exec.STEP_OVERHEAD_US[proto]
+        return t - hidden_sync_us(sys_, algo, proto, size, ex) + paid(algo, ex) * nccl_exec.STEP_OVERHEAD_US[proto]
     return time_us
+
+
+def serial_syncs(algos: tuple[str, ...]) -> Callable:
+    """``time_us`` with every slice's synchronisation paid in full on ``algos`` (a ring channel's
+    slices one after the other; a tree's or NVLS's chunks after crossing the levels)."""
+    return syncs_paid(lambda algo, _: algo in algos,
+                      lambda algo, ex: ex.slices if algo == "ring" else ex.syncs + ex.slices - 1)
 
 
 def first_pass_syncs(protocols: tuple[str, ...]) -> Callable:
     """``time_us`` with the first pass's synchronisations paid in full (not hidden) for ``protocols``."""
-    base = nccl_exec.time_us
-
-    def time_us(sys_: Any, algo: str, proto: str, size: int) -> float:
-        t = base(sys_, algo, proto, size)
-        if proto not in protocols or not math.isfinite(t):
-            return t
-        ex = nccl_exec.plan(sys_, algo, proto, size)
-        return t - hidden_sync_us(sys_, algo, proto, size, ex) + ex.syncs * nccl_exec.STEP_OVERHEAD_US[proto]
-    return time_us
+    return syncs_paid(lambda _, proto: proto in protocols, lambda _, ex: ex.syncs)
 
 
 def ampere_read(read_us: float, base: Callable) -> Callable:

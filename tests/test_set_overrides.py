@@ -52,6 +52,13 @@ def test_a_bad_override_names_itself(item, where):
     assert where in str(exc.value)
 
 
+def test_an_integer_too_long_for_python_is_one_line():
+    """YAML reads 5,000 digits as an int, which Python refuses to convert (ValueError, not a
+    YAMLError): one line naming the key, the value cut."""
+    with pytest.raises(InputError, match=r"^--set world_size: '9{20,}.*characters\) is not a YAML value"):
+        apply_overrides(BASE, ["world_size=" + "9" * 5000])
+
+
 @pytest.mark.parametrize("item, key", [("ddp.bucket_cap_mb=-3", "ddp.bucket_cap_mb"), ("foo.bar=1", "foo"),
                                        ("simulation.seed=x", "simulation.seed")])
 def test_the_schema_checks_the_value_and_the_key(scenario, item, key):

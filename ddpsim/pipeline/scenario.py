@@ -356,8 +356,8 @@ def apply_overrides(data: Any, overrides: Sequence[str]) -> Any:
             raise InputError(f"--set: {item!r} is not accepted; expected {SET_EXAMPLE}")
         try:
             value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise InputError(f"--set {key}: {text!r} is not a YAML value; expected e.g. 50, null, true, "
+        except (yaml.YAMLError, ValueError):  # ValueError: an integer of more digits than Python converts
+            raise InputError(f"--set {key}: {shorten(text)} is not a YAML value; expected e.g. 50, null, true, "
                              "[1, 25] or {a: 1}") from None
         if isinstance(out, dict):
             set_dotted(out, parts, value)

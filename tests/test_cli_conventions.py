@@ -85,7 +85,7 @@ def fails(capsys, argv):
      "trace --list-models')"),
     (["validate", "--timeout-s", "-1"], "--timeout-s: '-1' is not accepted; expected a finite number > 0 and <= 604800"),
     (["plan", MLP, "--options", '{"semantics": "old"}'], "--options semantics: 'old' is not accepted; expected 'modern' or 'legacy'"),
-    (["plan", MLP, "--bucket-cap-mb"], "--bucket-cap-mb: no value given; expected one value"),
+    (["plan", MLP, "--options"], "--options: no value given; expected one value"),
     (["simulate", "--world-size", "2"], "--trace: missing; expected a value (required)"),
     (["frobnicate"], "COMMAND: 'frobnicate' is not accepted; expected one of " + ", ".join(COMMANDS)),
 ])
@@ -165,7 +165,7 @@ FLAGS = {
     "run": "--out-dir --jobs --set --no-plots --quiet --method-error",
     "sweep": "--trace --topology --nodes --world-size --calibration --set --bucket-cap-mb --jobs --out-dir --format --quiet",
     "simulate": "--trace --topology --nodes --world-size --calibration --set --format",
-    "plan": "--bucket-cap-mb --options --plan --format --out",
+    "plan": "--options --plan --format --out",
     "collectives": "--topology --nodes --set --ranks --sizes --calibration --algorithm --protocol --collective --format "
                    "--catalogue",
     "topology": "--list --catalogue --nodes --set --draw --format",

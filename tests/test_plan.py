@@ -63,7 +63,7 @@ def test_table_small_cap_splits_in_ready_order(capsys, tiny_trace_file):
     # cap 0.004 MiB = int(0.004 * 1048576) = 4194 B, explicit -> first cap 4194 B too.
     # ready order 3 (64 B), 2 (4096 B): 4160 < 4194; + 1 (256 B) = 4416 >= 4194 closes [3, 2, 1];
     # [0] (8192 B) is left over.
-    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "0.004")
+    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"bucket_cap_mb": 0.004}')
     assert rc == 0
     lines = out.splitlines()
     assert lines[1] == "options: bucket_cap_mb=0.004 MiB, no other options, semantics=modern"
@@ -77,8 +77,8 @@ def test_table_small_cap_splits_in_ready_order(capsys, tiny_trace_file):
 def test_table_find_unused_is_never_rebuilt(capsys, tiny_trace_file):
     # limits [4194] in parameter order: [0] 8192 closes; [1, 2] 4352 closes; [3] left over;
     # sorted by lowest index then reversed: [3], [1, 2], [0]
-    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "0.004",
-                         "--options", '{"find_unused_parameters": true}')
+    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--options",
+                         '{"bucket_cap_mb": 0.004, "find_unused_parameters": true}')
     assert rc == 0
     lines = out.splitlines()
     assert lines[3] == "buckets (from iteration 1), in launch order:"
@@ -92,7 +92,7 @@ def test_table_find_unused_is_never_rebuilt(capsys, tiny_trace_file):
 
 
 def test_static_graph_rebuilds_from_iteration_3(capsys, tiny_trace_file):
-    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"static_graph": true}', "--bucket-cap-mb", "0.004")
+    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"static_graph": true, "bucket_cap_mb": 0.004}')
     assert rc == 0
     assert "steady-state buckets (from iteration 3), in launch order:" in out
     assert "first iteration layout (iteration 1..2): 1 bucket: 12608 B (12.31 KiB)\n" in out
@@ -100,7 +100,7 @@ def test_static_graph_rebuilds_from_iteration_3(capsys, tiny_trace_file):
 
 
 def test_csv_lists_both_layouts(capsys, tiny_trace_file):
-    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "0.004", "--format", "csv")
+    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"bucket_cap_mb": 0.004}', "--format", "csv")
     assert rc == 0
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [(r["layout"], r["index"], r["param_indices"], r["size_bytes"], r["from_iteration"]) for r in rows] == [
@@ -113,7 +113,7 @@ def test_csv_lists_both_layouts(capsys, tiny_trace_file):
 
 
 def test_json_is_exactly_plan_to_dict(capsys, tiny_trace_file, tiny_trace):
-    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "0.004", "--format", "json")
+    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"bucket_cap_mb": 0.004}', "--format", "json")
     assert rc == 0
     data = json.loads(out)
     assert data == plan_ddp(tiny_trace, DDPOptions(bucket_cap_mb=0.004)).to_dict()
@@ -129,8 +129,8 @@ def test_json_is_exactly_plan_to_dict(capsys, tiny_trace_file, tiny_trace):
 
 
 def test_integral_cap_is_an_int_in_json(capsys, tiny_trace_file):
-    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "25", "--format", "json",
-                         "--options", '{"gradient_as_bucket_view": true, "semantics": "legacy"}')
+    rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--format", "json", "--options",
+                         '{"bucket_cap_mb": 25, "gradient_as_bucket_view": true, "semantics": "legacy"}')
     assert rc == 0
     o = json.loads(out)["options"]
     assert o["bucket_cap_mb"] == 25 and isinstance(o["bucket_cap_mb"], int)
@@ -152,7 +152,7 @@ def test_out_writes_the_json_and_output_is_deterministic(capsys, tiny_trace_file
 
 def test_plan_round_trip_through_plan_option(capsys, tiny_trace_file, tmp_path):
     saved = tmp_path / "p.json"
-    run_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "0.004", "--out", str(saved))
+    run_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"bucket_cap_mb": 0.004}', "--out", str(saved))
     rc, out, _ = run_cli(capsys, "plan", str(tiny_trace_file), "--plan", str(saved), "--format", "json")
     assert rc == 0
     data = json.loads(out)
@@ -178,17 +178,17 @@ def test_explicit_plan_by_names_and_indices(capsys, tiny_trace_file, tmp_path):
 
 
 @pytest.mark.parametrize("cap,msg", [
-    ("abc", r"--bucket-cap-mb: 'abc' is not accepted; expected a finite number of MiB > 0"),
-    ("0", r"--bucket-cap-mb: '0' is not accepted; expected a finite number of MiB > 0"),
-    ("-1", r"--bucket-cap-mb: '-1' is not accepted"),
-    ("nan", r"--bucket-cap-mb: 'nan' is not accepted"),
-    ("inf", r"--bucket-cap-mb: 'inf' is not accepted"),
+    ('"abc"', r"--options bucket_cap_mb: 'abc' is not accepted; expected a number of MiB > 0"),
+    ("0", r"--options bucket_cap_mb: 0 is not accepted; expected a number of MiB > 0"),
+    ("-1", r"--options bucket_cap_mb: -1 is not accepted"),
+    ("NaN", r"--options bucket_cap_mb: nan is not accepted"),
+    ("1e999", r"--options bucket_cap_mb: inf is not accepted"),
 ])
 def test_bad_cap(capsys, tiny_trace_file, cap, msg):
     import re
 
-    err = fail_cli(capsys, "plan", str(tiny_trace_file), f"--bucket-cap-mb={cap}")
-    assert re.search(msg, err)
+    err = fail_cli(capsys, "plan", str(tiny_trace_file), "--options", f'{{"bucket_cap_mb": {cap}}}')
+    assert re.search(msg, err), err
 
 
 def test_missing_trace(capsys, tmp_path):
@@ -219,8 +219,6 @@ def test_bad_format_and_semantics(capsys, tiny_trace_file):
         fail_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"semantics": "old"}')
     assert "--options: field 'semantic' is not accepted" in \
         fail_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"semantic": "legacy"}')
-    assert "--options: bucket_cap_mb is not accepted with --bucket-cap-mb" in \
-        fail_cli(capsys, "plan", str(tiny_trace_file), "--bucket-cap-mb", "5", "--options", '{"bucket_cap_mb": 5}')
 
 
 def test_unused_parameter_needs_find_unused(capsys, tmp_path):
@@ -262,16 +260,6 @@ def test_mixed_dtype_plan_is_rejected(capsys, tmp_path):
     pf.write_text('{"buckets": [[1, 0]]}')
     err = fail_cli(capsys, "plan", str(tf), "--plan", str(pf))
     assert "plan.buckets[0]: mixes dtypes ['float16', 'float32']; expected one dtype per bucket" in err
-
-
-def test_parse_bucket_cap_mb_unit():
-    from ddpsim.cli.plan import parse_bucket_cap_mb
-
-    assert parse_bucket_cap_mb(None) is None
-    assert parse_bucket_cap_mb("25") == 25 and isinstance(parse_bucket_cap_mb("25"), int)
-    assert parse_bucket_cap_mb("0.5") == 0.5
-    with pytest.raises(InputError, match=r"^--bucket-cap-mb: '1e999' is not accepted"):
-        parse_bucket_cap_mb("1e999")
 
 
 def test_subprocess_exit_2_without_traceback(tmp_path):

@@ -203,8 +203,8 @@ def test_bad_cap_list_keys_exit_2(capsys, tiny_trace_file, command, value):
 
 
 def test_plan_cli_list_and_cap_says_the_list_wins(capsys, tiny_trace_file):
-    rc = main(["plan", str(tiny_trace_file), "--bucket-cap-mb", "5", "--options",
-               '{"bucket_cap_mb_list": [0.00390625, 0.0078125]}', "--format", "json"])
+    rc = main(["plan", str(tiny_trace_file), "--options",
+               '{"bucket_cap_mb": 5, "bucket_cap_mb_list": [0.00390625, 0.0078125]}', "--format", "json"])
     out, err = capsys.readouterr()
     assert rc == 0
     assert err == ("ddpsim plan: bucket_cap_mb 5 is ignored: bucket_cap_mb_list is given "

@@ -30,7 +30,7 @@ simulate' and the executor read; --out FILE writes it atomically as well."""
 
 EPILOG = """\
 examples:
-  ddpsim plan traces/resnet50.cpu.json --bucket-cap-mb 25
+  ddpsim plan traces/resnet50.cpu.json --options '{"bucket_cap_mb": 25}'
   ddpsim plan traces/gpt2-124m.cpu.json --options '{"bucket_cap_mb_list": [1, 4, 25], "static_graph": true}' --out static.plan.json
 
 A hand-written plan is {"buckets": [[11, 10], [9, 8, 7], ...]} (parameter indices or names,
@@ -40,15 +40,14 @@ FORMATS = ("table", "csv", "json")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, from_parser, nonempty, output_file
+    from ddpsim.cli.args import add_verb, nonempty, output_file
 
     p = add_verb(subparsers, "plan", help="show DDP's bucket plan for a trace", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("trace", metavar="TRACE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
-    p.add_argument("--bucket-cap-mb", metavar="X", default=None, type=from_parser(parse_bucket_cap_mb),
-                   help="DDP's bucket_cap_mb in MiB (> 0); default: not given (25 MiB, first rebuilt bucket 1 MiB)")
     p.add_argument("--options", metavar="JSON|FILE", default=None,
-                   help="DDP's other options as one JSON object of DDPOptions fields, inline or in a file (the "
-                        "document the executor reads): bucket_cap_mb_list (torch >= 2.13: per-bucket limits in MiB, "
+                   help="DDP's options as one JSON object of DDPOptions fields, inline or in a file (the "
+                        "document the executor reads): bucket_cap_mb (MiB > 0; not given: 25 MiB, the first rebuilt "
+                        "bucket 1 MiB), bucket_cap_mb_list (torch >= 2.13: per-bucket limits in MiB, "
                         "the last reused; bucket_cap_mb is ignored with it), find_unused_parameters, static_graph, "
                         "gradient_as_bucket_view, semantics ('modern': an explicit cap also caps the first rebuilt "
                         "bucket; 'legacy': always 1 MiB), delay_all_reduce_named_params with "
@@ -59,15 +58,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", default=None, type=output_file, help="also write the plan JSON to FILE (atomically)")
     p.set_defaults(func=run)
     return p
-
-
-def parse_bucket_cap_mb(text: str | None) -> float | None:
-    """``--bucket-cap-mb`` text -> MiB (None when not given); InputError unless a finite number > 0."""
-    from ddpsim.units import parse_cap_value
-
-    if text is None:
-        return None
-    return parse_cap_value(text, "--bucket-cap-mb", "a finite number of MiB > 0", allow_not_given=False)
 
 
 def warn_cap_ignored(bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[float, ...] | None, command: str) -> None:
@@ -85,10 +75,6 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.trace.records import load_trace
 
     doc = {} if args.options is None else options_document(args.options, "--options")
-    if args.bucket_cap_mb is not None:
-        if doc.get("bucket_cap_mb") is not None:
-            raise InputError("--options: bucket_cap_mb is not accepted with --bucket-cap-mb; expected one of the two")
-        doc["bucket_cap_mb"] = args.bucket_cap_mb
     warn_cap_ignored(doc.get("bucket_cap_mb"), doc.get("bucket_cap_mb_list"), "ddpsim plan")
     try:
         options = options_from_dict(doc, "--options")

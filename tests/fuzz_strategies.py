@@ -591,7 +591,6 @@ BIG = "1" + "0" * 5000
 COUNT = ("1", "2", "0", "-1", "1.7", "", " ", "x", "1e3", "nan", "inf", str(2 ** 70), BIG, "\u0661", "0x10", "+1", "-0")
 NUMBER = ("1", "0.5", "25", "0", "-1", "-0.0", "1e-300", "1e300", "1e308", "1e309", "nan", "inf", "-inf", "", "x",
           str(2 ** 70), BIG, "1,2", "0x1p3")
-CAP_LIST = ("1,4,25", "0.2,0.5", "", ",", "1,,2", "nan,1", "inf", "-1,2", "0", "1e308,1", "x", BIG, ",".join(["1"] * 2000))
 OUT_FILE = ("{tmp}/out/o.json", "{tmp}", "{tmp}/afile/x.json", "{tmp}/" + "x" * LONG, "{tmp}/o.json/", "{tmp}/n/e/w/o.json")
 OUT_DIR = ("{tmp}/out", "{tmp}", "{tmp}/afile", "{tmp}/afile/sub", "{tmp}/" + "x" * LONG)
 
@@ -615,7 +614,6 @@ POOLS: dict[str, tuple[str, ...]] = {
     "options": ("gpus_per_node=2", "fabric=fat-tree", "oversubscription=2", "gpus_per_node=0",
                 f"gpus_per_node={2 ** 70}", "nic_gbit=nan", "nic_gbit=-1", "=", "x", "x=1", "fabric=", "pcie_gen=7",
                 "loopback_gbps=inf", "ranks_per_host=1.7", "leaf_radix=1", "num_spines=0", "memory_gbps=1e308"),
-    "bucket_cap_mb": NUMBER, "bucket_cap_mb_list": CAP_LIST,
     "caps": ("none,1", "list=0.2+0.5", "", ",", "x", "nan", "-1", "list=", "list=+", BIG, "none,none"),
     "straggler": ("1:1.25", "0:2", "-1:2", "99:2", "1:0", "1:-1", "1:nan", "1:inf", "x", ":", "1:", f"{2 ** 70}:2"),
     "interference": ("1.2:1.5", "2.5:3:bandwidth", "0.5:1", "nan:1", "inf:inf", "1:1:x", "1", "", "1:1:1:1", "1e308:1e308"),
@@ -633,8 +631,6 @@ POOLS: dict[str, tuple[str, ...]] = {
     "assume": ("compute_efficiency=0.5", "channels_last=true", "channels_last=2", "min_kernel_s=nan", "seq_len=64",
                "autocast=fp8", "x=1", "", "="),
 }
-SWEEP_CAPS = ("default,1", "1:200:3", "default", "", "1:200:0", "200:1:3", f"1:200:{2 ** 70}", "nan:1:3", "0:1:3",
-              "1:1e308:3", "1:200:3.5", ":::", "default,default", "-1", "1e308", "x")
 FLOAT_DESTS = ("latency_us", "bandwidth_gbps", "copy_bandwidth_gbps", "compute_efficiency", "memory_efficiency",
                "min_kernel_us", "timeout_s")
 #: verbs that run real DDP (minutes): only with --reanalyze, which runs nothing
@@ -650,8 +646,6 @@ ALWAYS_VALUED = {"run": ("jobs", "scenario"), "sweep": ("jobs",), "simulate": ("
 
 def pool(verb: str, action: Any) -> tuple[str, ...]:
     """Hostile values for one flag."""
-    if verb == "sweep" and action.dest == "bucket_cap_mb":
-        return SWEEP_CAPS
     if action.choices:
         return tuple(map(str, action.choices)) + ("", "x", "X" * LONG)
     if action.dest in POOLS:

@@ -30,13 +30,12 @@ def fails(capsys, argv):
 
 
 @pytest.mark.parametrize("argv,line", [
-    (["simulate", "--trace", MLP, "--world-size", "2", "--nodes", "x"],
-     "--nodes: 'x' is not accepted; expected an integer in [1, 4096]"),
+    (["simulate", "--trace", MLP, "--topology", "cpu-gloo", "--set", "cluster.nodes=x"],
+     "--set cluster.nodes: 'x' is not accepted; expected an integer >= 1 and <= 4096"),
     (["collectives", "--topology", "dgx-a100", "--nodes", "0"], "--nodes: 0 is not accepted; expected an integer in [1, 4096]"),
     (["topology", "dgx-a100", "--nodes", "-3"], "--nodes: -3 is not accepted; expected an integer in [1, 4096]"),
-    (["sweep", "--trace", MLP, "--nodes", "1.5"], "--nodes: '1.5' is not accepted; expected an integer in [1, 4096]"),
-    (["sweep", "--trace", MLP, "--world-size", "1e309"],
-     "--world-size: '1e309' is not accepted; expected an integer in [1, 1048576]"),
+    (["sweep", "--trace", MLP, "--set", "cluster.nodes=1.5"],
+     "--set cluster.nodes: 1.5 is not accepted; expected an integer >= 1 and <= 4096"),
     (["sweep", "--trace", MLP, "--jobs", "0"], "--jobs: 0 is not accepted; expected an integer in [1, 1024]"),
     (["run", "--jobs", "99999999999999999999999"],
      "--jobs: '99999999999999999999999' is not accepted; expected an integer in [1, 1024]"),
@@ -44,13 +43,13 @@ def fails(capsys, argv):
      "--set cluster.latency_us: 'nan' is not accepted; expected a number of microseconds >= 0 and <= 1e+09 or null"),
     (["simulate", "--trace", MLP, "--set", "cluster.latency_us=1", "--set", "cluster.bandwidth_gbps=inf"],
      "--set cluster.bandwidth_gbps: 'inf' is not accepted; expected a number of GB/s > 0 and <= 1e+09 or null"),
-    (["simulate", "--trace", MLP, "--world-size", "2", "--format", "xml"],
+    (["simulate", "--trace", MLP, "--format", "xml"],
      "--format: 'xml' is not accepted; expected one of table, json, csv"),
     (["simulate", "--trace", MLP, "--topology", "cpu-gloo", "--set", "ddp.comm_hook=zip"],
      "--set ddp.comm_hook: 'zip' is not accepted; expected one of none, allreduce, fp16, bf16, powersgd"),
     (["simulate", "--trace", MLP, "--topology", "cpu-gloo", "--set", "ddp.forward_sync_buffers=maybe"],
      "--set ddp.forward_sync_buffers: 'maybe' is not accepted; expected true or false or null"),
-    (["simulate", "--trace", MLP, "--world-size", "2", "--comm-hook", "fp16"],
+    (["simulate", "--trace", MLP, "--comm-hook", "fp16"],
      "arguments: '--comm-hook fp16' is not accepted; expected the flags and arguments 'ddpsim COMMAND --help' lists"),
     (["collectives", "--topology", "dgx-a100", "--algorithm", "butterfly"],
      "--algorithm: 'butterfly' is not accepted; expected one of ring, tree, nvls, hierarchical"),
@@ -86,7 +85,7 @@ def fails(capsys, argv):
     (["validate", "--timeout-s", "-1"], "--timeout-s: '-1' is not accepted; expected a finite number > 0 and <= 604800"),
     (["plan", MLP, "--options", '{"semantics": "old"}'], "--options semantics: 'old' is not accepted; expected 'modern' or 'legacy'"),
     (["plan", MLP, "--options"], "--options: no value given; expected one value"),
-    (["simulate", "--world-size", "2"], "--trace: missing; expected a value (required)"),
+    (["simulate", "--topology", "cpu-gloo"], "--trace: missing; expected a value (required)"),
     (["frobnicate"], "COMMAND: 'frobnicate' is not accepted; expected one of " + ", ".join(COMMANDS)),
 ])
 def test_bad_flag_values_give_one_line_and_exit_2(capsys, argv, line):
@@ -100,22 +99,16 @@ def test_defects_refused_with_one_line(capsys, tmp_path):
     # a name the system cannot look up: one line with its reason, not OSError
     assert fails(capsys, ["plan", MLP, "--out", "x" * 300]).endswith(
         "(302 characters) is not accepted; expected a file path (File name too long)")
-    # an empty item of a cap list: refused, not dropped
-    assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1,,5"]) == \
-        "--bucket-cap-mb: '1,,5' is not accepted; expected numbers of MiB > 0 or 'default', comma-separated, no empty item"
     assert fails(capsys, ["plan", MLP, "--options", '{"bucket_cap_mb_list": [1, null, 5]}']).startswith(
         "--options bucket_cap_mb_list: ")
     # a log range of a billion points: refused with the scenario's bound, before any list is built
-    assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:1e9"]) == \
-        ("--bucket-cap-mb: '1:200:1e9' is not accepted; expected MIN:MAX:POINTS with 0 < MIN <= MAX finite and "
-         "1 <= POINTS <= 10000 (e.g. 1:200:12)")
-    assert "1 <= POINTS <= 10000" in fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1:200:10001"])
-    # a cap the scenario refuses: named by the flag; the flag and --set of its key together: refused
-    assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1,2000000"]).startswith(
-        "--bucket-cap-mb[1]: 2000000 is not accepted; expected a number > 0")
-    assert fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "1", "--set", "sweep.bucket_cap_mb=[5]"]) == \
-        "--set sweep.bucket_cap_mb: not accepted with --bucket-cap-mb (both set sweep.bucket_cap_mb); expected one of the two"
-    assert "0 < MIN <= MAX" in fails(capsys, ["sweep", "--trace", MLP, "--bucket-cap-mb", "200:1:5"])
+    assert fails(capsys, ["sweep", "--trace", MLP, "--set", "sweep.bucket_cap_mb={min: 1, max: 200, points: 1e9}"]) == \
+        "--set sweep.bucket_cap_mb.points: '1e9' is not accepted; expected an integer >= 1 and <= 10000"
+    # a cap the scenario refuses: named by its key
+    assert fails(capsys, ["sweep", "--trace", MLP, "--set", "sweep.bucket_cap_mb=[1, 2000000]"]).startswith(
+        "--set sweep.bucket_cap_mb[1]: 2000000 is not accepted; expected a number > 0")
+    assert fails(capsys, ["sweep", "--trace", MLP, "--set", "sweep.bucket_cap_mb={min: 200, max: 1, points: 5}"]) == \
+        "--set sweep.bucket_cap_mb.max: 1 is not accepted; expected a number >= min (200)"
 
 
 def test_broadcast_refuses_an_algorithm_the_model_does_not_have(capsys):
@@ -129,8 +122,8 @@ def test_broadcast_refuses_an_algorithm_the_model_does_not_have(capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ["simulate", "--trace", MLP, "--world-size", HUGE],
-    ["sweep", "--trace", MLP, "--bucket-cap-mb", HUGE],
+    ["simulate", "--trace", MLP, "--set", f"world_size={HUGE}"],
+    ["sweep", "--trace", MLP, "--set", f"sweep.bucket_cap_mb=[{HUGE}]"],
     ["collectives", "--topology", "dgx-a100", "--sizes", HUGE + "KiB"],
     ["topology", "dgx-a100", "--set", "x" * 100_000],
     ["frobnicate" * 10_000],
@@ -163,8 +156,8 @@ def test_no_hidden_flag_alias_or_second_spelling():
 #: --set, or a --set key of trace/retime); adding a flag means editing this on purpose
 FLAGS = {
     "run": "--out-dir --jobs --set --no-plots --quiet --method-error",
-    "sweep": "--trace --topology --nodes --world-size --calibration --set --bucket-cap-mb --jobs --out-dir --format --quiet",
-    "simulate": "--trace --topology --nodes --world-size --calibration --set --format",
+    "sweep": "--trace --topology --set --jobs --out-dir --format --quiet",
+    "simulate": "--trace --topology --set --format",
     "plan": "--options --plan --format --out",
     "collectives": "--topology --nodes --set --ranks --sizes --calibration --algorithm --protocol --collective --format "
                    "--catalogue",
@@ -218,24 +211,32 @@ def test_retime_set_splits_the_workload_from_the_roofline():
 
 
 def test_flags_build_the_scenario_keys_of_the_scenario_file(monkeypatch):
-    import ddpsim.cli.args as cli_args
+    import ddpsim.pipeline.scenario as scenario_module
     from ddpsim import api
-    from ddpsim.cli import simulate, sweep
+    from ddpsim.cli.run import command_scenario
 
-    seen = []
-    monkeypatch.setattr(cli_args, "scenario_from_flags", lambda data, command, flags: seen.append((data, flags)))
+    class Seen(Exception):
+        pass
+
+    def seen(data, source):
+        raise Seen(data)
+
+    monkeypatch.setattr(scenario_module, "scenario_from_dict", seen)
     p = build_parser()
-    sweep.build_scenario(p.parse_args(["sweep", "--trace", MLP, "--set", "ddp.comm_hook=fp16", "--set",
-                                       "simulation.iterations=3", "--bucket-cap-mb", "default,5"]))
-    data, flags = seen[-1]
+    with pytest.raises(Seen) as e:
+        command_scenario(p.parse_args(["sweep", "--trace", MLP, "--set", "ddp.comm_hook=fp16", "--set",
+                                       "simulation.iterations=3", "--set", "sweep.bucket_cap_mb=[null, 5]"]), "ddpsim sweep")
+    data = e.value.args[0]
     assert "comm_hook" not in data and data["ddp"] == {"comm_hook": "fp16"}
     assert data["simulation"] == {"iterations": 3} and data["sweep"]["bucket_cap_mb"] == [None, 5]
-    assert data["cluster"] == {"topology": "cpu-gloo", "nodes": 1} and flags["simulation.iterations"] == "--set simulation.iterations"
-    simulate.build_scenario(p.parse_args(["simulate", "--trace", MLP, "--topology", "cpu-gloo", "--world-size", "2",
-                                          "--set", "ddp.comm_hook=bf16", "--set", "ddp.forward_sync_buffers=true"]))
-    data, flags = seen[-1]
+    assert data["cluster"] == {"topology": "cpu-gloo", "nodes": 1}
+    with pytest.raises(Seen) as e:
+        command_scenario(p.parse_args(["simulate", "--trace", MLP, "--topology", "cpu-gloo", "--set", "world_size=2",
+                                       "--set", "ddp.comm_hook=bf16", "--set", "ddp.forward_sync_buffers=true"]),
+                         "ddpsim simulate")
+    data = e.value.args[0]
     assert "comm_hook" not in data and data["ddp"]["comm_hook"] == "bf16" and data["ddp"]["forward_sync_buffers"] is True
-    assert flags["world_size"] == "--world-size" and flags["ddp.comm_hook"] == "--set ddp.comm_hook"
+    assert data["world_size"] == 2 and data["cluster"]["topology"] == "cpu-gloo"
     monkeypatch.setattr(api, "scenario_from_dict", lambda d, source: d)
     d = api.adhoc_scenario(trace=MLP, comm_hook="powersgd", ddp={"powersgd": {"matrix_approximation_rank": 2}})
     assert "comm_hook" not in d and d["ddp"] == {"comm_hook": "powersgd", "powersgd": {"matrix_approximation_rank": 2}}
@@ -316,7 +317,8 @@ def test_torch_verbs_say_they_need_pytorch_in_one_line(tmp_path):
 def test_simulating_verbs_run_without_pytorch(tmp_path):
     r = _notorch("run", "scenarios/resnet50-a100-2n.yaml", "--out-dir", str(tmp_path), "--no-plots", "--quiet", "--jobs", "1")
     assert r.returncode == 0 and "report: " in r.stdout, r.stderr
-    r = _notorch("sweep", "--trace", MLP, "--bucket-cap-mb", "1,5", "--set", "simulation.iterations=3", "--jobs", "1", "--quiet")
+    r = _notorch("sweep", "--trace", MLP, "--set", "sweep.bucket_cap_mb=[1, 5]", "--set", "simulation.iterations=3", "--jobs", "1",
+                 "--quiet")
     assert r.returncode == 0 and "world size 2" in r.stdout and r.stderr == "", r.stderr
     for argv in (["plan", MLP], ["topology", "dgx-a100"], ["collectives", "--topology", "cpu-gloo", "--sizes", "1MiB"]):
         r = _notorch(*argv)

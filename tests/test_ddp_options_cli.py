@@ -72,7 +72,7 @@ def trace_file(tmp_path):
 
 
 def test_simulate_ddp_keys(trace_file, capsys):
-    base = ["--trace", trace_file, *NET, "--world-size", "2", "--set", "simulation.jitter=none",
+    base = ["--trace", trace_file, *NET, "--set", "world_size=2", "--set", "simulation.jitter=none",
             "--set", "simulation.iterations=1", "--format", "json"]
     rc, out, err = sim(capsys, *base, "--set", "ddp.mixed_precision={param_dtype: float16}",
                        "--set", "ddp.delay_all_reduce_named_params=[a]", "--set", "ddp.param_to_hook_all_reduce=b",
@@ -99,7 +99,7 @@ def test_simulate_ddp_keys(trace_file, capsys):
 ])
 def test_simulate_bad_ddp_keys_exit_2(trace_file, capsys, args, message):
     sets = [x for a in args for x in ("--set", a)]
-    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *sets)
+    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--set", "world_size=2", *sets)
     assert rc == 2 and out == ""
     assert err.startswith("ddpsim: error: ") and message in err and err.count("\n") == 1, err
 

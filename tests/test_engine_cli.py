@@ -34,7 +34,7 @@ def sim(capsys, *args):
 
 
 def test_table(trace_file, capsys):
-    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *KNOBS)
+    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--set", "world_size=2", *KNOBS)
     assert rc == 0 and err == ""
     assert "per iteration (slowest simulated rank):" in out
     assert "buckets of iteration 3, rank 0" in out
@@ -42,12 +42,12 @@ def test_table(trace_file, capsys):
 
 
 def test_json_and_csv(trace_file, capsys):
-    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *KNOBS, "--format", "json")
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--set", "world_size=2", *KNOBS, "--format", "json")
     doc = json.loads(out)
     assert rc == 0 and doc["summary"]["iteration_p50_s"] == 1.625
     assert [b["bucket"] for b in doc["buckets"] if b["rank"] == 0 and b["iteration"] == 3] == [0, 1, 2]
     assert doc["meta"]["plan"]["num_buckets_steady"] == 3
-    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", "--set", "simulation.jitter=none",
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--set", "world_size=2", "--set", "simulation.jitter=none",
                      "--format", "csv")
     lines = out.splitlines()
     assert rc == 0 and lines[0] == "# iterations" and lines[1].startswith("rank,iteration,start_s,end_s")
@@ -55,7 +55,7 @@ def test_json_and_csv(trace_file, capsys):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--world-size", "0"], "--world-size: 0 is not accepted"),
+    (["--set", "world_size=0"], "--set world_size: 0 is not accepted"),
     (["--set", "ddp.comm_hook=zip"], "--set ddp.comm_hook: 'zip' is not accepted"),
     (["--set", "simulation.stragglers={1: x}"], "--set simulation.stragglers[1]: 'x' is not accepted"),
     (["--set", "simulation.stragglers={5: 2}"], "--set simulation.stragglers: 5 is not accepted; expected a rank in [0, 2)"),
@@ -71,33 +71,33 @@ def test_json_and_csv(trace_file, capsys):
     (["--set", "simulation.copy_bandwidth_gbps=-1"], "--set simulation.copy_bandwidth_gbps: -1 is not accepted"),
 ])
 def test_bad_input_exits_2_with_one_line(trace_file, capsys, args, message):
-    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *args)
+    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--set", "world_size=2", *args)
     assert rc == 2 and out == ""
     assert err.startswith("ddpsim: error: ") and message in err and err.count("\n") == 1, err
 
 
 def test_network_must_be_given_once(trace_file, capsys):
-    rc, _, err = sim(capsys, "--trace", trace_file, "--world-size", "2")
+    rc, _, err = sim(capsys, "--trace", trace_file, "--set", "world_size=2")
     assert rc == 2 and "--topology: None is not accepted; expected a preset name" in err
-    rc, _, err = sim(capsys, "--trace", trace_file, "--world-size", "2", "--set", "cluster.latency_us=5")
+    rc, _, err = sim(capsys, "--trace", trace_file, "--set", "world_size=2", "--set", "cluster.latency_us=5")
     assert rc == 2 and "bandwidth_gbps" in err and err.count("\n") == 1
-    rc, _, err = sim(capsys, "--trace", trace_file, "--world-size", "2", "--topology", "cpu-gloo", *NET)
+    rc, _, err = sim(capsys, "--trace", trace_file, "--set", "world_size=2", "--topology", "cpu-gloo", *NET)
     assert rc == 2 and err.count("\n") == 1 and "latency_us" in err
 
 
 def test_topology_path(trace_file, capsys):
-    rc, out, err = sim(capsys, "--trace", trace_file, "--topology", "cpu-gloo", "--world-size", "2",
+    rc, out, err = sim(capsys, "--trace", trace_file, "--topology", "cpu-gloo", "--set", "world_size=2",
                        "--set", "simulation.jitter=none")
     assert rc == 0, err
     assert "summary (steady state):" in out
-    rc, _, err = sim(capsys, "--trace", trace_file, "--topology", "cpu-gloo", "--world-size", "100000")
-    assert rc == 2 and "--world-size: 100000 is not accepted; expected at most" in err
+    rc, _, err = sim(capsys, "--trace", trace_file, "--topology", "cpu-gloo", "--set", "world_size=100000")
+    assert rc == 2 and "--set world_size: 100000 is not accepted; expected at most" in err
 
 
 def test_interference_and_copy_bandwidth_keys(trace_file, capsys):
     # same toy as test_interference_stretches_overlapped_work but DDP's own plan, cap 1 MiB:
     # only check that the knobs reach the engine
-    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *KNOBS, "--format", "json",
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--set", "world_size=2", *KNOBS, "--format", "json",
                      "--set", "simulation.interference={compute_slowdown: 2, comm_slowdown: 2, weighting: uniform}",
                      "--set", "simulation.copy_bandwidth_gbps=0.016777216")
     doc = json.loads(out)
@@ -105,6 +105,6 @@ def test_interference_and_copy_bandwidth_keys(trace_file, capsys):
     assert doc["meta"]["config"]["interference"] == {"compute_slowdown": 2.0, "comm_slowdown": 2.0, "weighting": "uniform"}
     assert doc["meta"]["config"]["copy_bandwidth_bytes_per_s"] == 16 * 2**20
     assert doc["summary"]["iteration_p50_s"] > 1.625   # slower than without interference and copies
-    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--world-size", "2", *KNOBS, "--format", "json",
+    rc, out, _ = sim(capsys, "--trace", trace_file, *NET, "--set", "world_size=2", *KNOBS, "--format", "json",
                      "--set", "simulation.interference={compute_slowdown: 2, comm_slowdown: 2, weighting: bandwidth}")
     assert rc == 0 and json.loads(out)["meta"]["config"]["interference"]["weighting"] == "bandwidth"

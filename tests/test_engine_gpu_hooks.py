@@ -254,7 +254,7 @@ def test_simulate_cli_sync_batchnorm_key(tmp_path, capsys):
 
     path = str(save_trace(bn_trace(), tmp_path / "bn.json"))
     args = ["simulate", "--trace", path, "--set", "cluster.latency_us=0", "--set", "cluster.bandwidth_gbps=1",
-            "--world-size", "2", "--set", "simulation.jitter=none", "--set", "simulation.iterations=2", "--format", "json"]
+            "--set", "world_size=2", "--set", "simulation.jitter=none", "--set", "simulation.iterations=2", "--format", "json"]
     assert main(args + ["--set", "ddp.sync_batchnorm=true"]) == 0
     out = capsys.readouterr().out
     assert main(args) == 0

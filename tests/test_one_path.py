@@ -41,17 +41,18 @@ def _cli_json(capsys, *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("name,trace,net,iterations,caps", [
-    ("resnet50-a100-2n", "traces/resnet50.a100.json", ["--topology", "dgx-a100", "--nodes", "2", "--world-size", "16"],
-     6, [None, 25]),
-    ("cpu-gloo-mlp", "traces/mlp.cpu.json", ["--topology", "cpu-gloo", "--world-size", "2"], 10, [None, 1]),
+@pytest.mark.parametrize("name,trace,topology,nodes,world,iterations,caps", [
+    ("resnet50-a100-2n", "traces/resnet50.a100.json", "dgx-a100", 2, 16, 6, [None, 25]),
+    ("cpu-gloo-mlp", "traces/mlp.cpu.json", "cpu-gloo", 1, 2, 10, [None, 1]),
 ])
-def test_simulate_sweep_api_and_run_agree(tmp_path, capsys, monkeypatch, name, trace, net, iterations, caps):
+def test_simulate_sweep_api_and_run_agree(tmp_path, capsys, monkeypatch, name, trace, topology, nodes, world, iterations,
+                                          caps):
     monkeypatch.chdir(ROOT)
     run = _run_points(tmp_path, name, capsys)
+    net = ["--topology", topology, "--set", f"cluster.nodes={nodes}", "--set", f"world_size={world}"]
     sim_flags = ["--set", f"simulation.iterations={iterations}", "--set", "simulation.seed=0", "--set", "simulation.jitter=trace"]
     swept = _cli_json(capsys, "sweep", "--trace", trace, *net, *sim_flags[:4],
-                      "--bucket-cap-mb", ",".join("default" if c is None else str(c) for c in caps), "--jobs", "1")
+                      "--set", f"sweep.bucket_cap_mb={json.dumps(caps)}", "--jobs", "1")
     swept = {p["point"]: p["iteration_p50_s"] for p in swept["points"]}
     for cap in caps:
         pid = "cap=default" if cap is None else f"cap={cap}"
@@ -59,9 +60,7 @@ def test_simulate_sweep_api_and_run_agree(tmp_path, capsys, monkeypatch, name, t
         doc = _cli_json(capsys, "simulate", "--trace", trace, *net, *cap_flag, *sim_flags)
         assert doc["summary"]["iteration_p50_s"] == run[pid], pid
         assert swept[pid] == run[pid], pid
-        world = int(net[net.index("--world-size") + 1])
-        nodes = int(net[net.index("--nodes") + 1]) if "--nodes" in net else 1
-        res = api.simulate(trace, topology=net[1], nodes=nodes, world_size=world, bucket_cap_mb=cap,
+        res = api.simulate(trace, topology=topology, nodes=nodes, world_size=world, bucket_cap_mb=cap,
                            iterations=iterations, seed=0)
         assert res.summary()["iteration_p50_s"] == run[pid], pid
 
@@ -82,13 +81,13 @@ def test_api_checks_its_scenario_as_a_file(monkeypatch, call, key):
 def test_simulate_applies_the_gpu_cost_terms(capsys, monkeypatch):
     """The terms ``ddpsim run`` applies on an analytical NCCL model reach ``ddpsim simulate``'s config."""
     monkeypatch.chdir(ROOT)
-    doc = _cli_json(capsys, "simulate", "--trace", "traces/resnet50.a100.json", "--topology", "dgx-a100", "--nodes", "2",
-                    "--world-size", "16", "--set", "ddp.bucket_cap_mb=25", "--set", "simulation.iterations=2")
+    doc = _cli_json(capsys, "simulate", "--trace", "traces/resnet50.a100.json", "--topology", "dgx-a100", "--set", "cluster.nodes=2",
+                    "--set", "world_size=16", "--set", "ddp.bucket_cap_mb=25", "--set", "simulation.iterations=2")
     cfg = doc["meta"]["config"]
     assert cfg["interference"]["weighting"] == "table"        # the contention prior
     assert cfg["host_costs"] not in (None, {})                # DDP's host costs
     assert cfg["copy_kernel_floor_s"] > 0                     # gradient copies as kernels
-    cpu = _cli_json(capsys, "simulate", "--trace", "traces/mlp.cpu.json", "--topology", "cpu-gloo", "--world-size", "2",
+    cpu = _cli_json(capsys, "simulate", "--trace", "traces/mlp.cpu.json", "--topology", "cpu-gloo", "--set", "world_size=2",
                     "--set", "simulation.iterations=2")["meta"]["config"]
     # gloo: none of them (the engine's meta leaves out the terms that are off)
     assert cpu["interference"]["weighting"] == "uniform" and not cpu.get("copy_kernel_floor_s") and not cpu.get("host_costs")

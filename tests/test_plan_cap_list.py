@@ -197,7 +197,7 @@ def test_bad_option_values_exit_2(capsys, tiny_trace_file, value):
 def test_bad_cap_list_keys_exit_2(capsys, tiny_trace_file, command, value):
     key = {"simulate": "ddp.bucket_cap_mb_list", "sweep": "sweep.bucket_cap_mb_list"}[command]
     value = value if command == "simulate" else f"[{value}]"
-    err = fail_cli(capsys, command, "--trace", str(tiny_trace_file), "--topology", "cpu-gloo", "--world-size", "2",
+    err = fail_cli(capsys, command, "--trace", str(tiny_trace_file), "--topology", "cpu-gloo", "--set", "world_size=2",
                    "--set", f"{key}={value}")
     assert err.startswith(f"ddpsim: error: --set {key}")
 
@@ -255,7 +255,7 @@ def test_bad_yaml_lists_name_the_key(tmp_path, tiny_trace_file, where, value):
 
 
 def test_sweep_cli_list_points(capsys, tiny_trace_file):
-    rc = main(["sweep", "--trace", str(tiny_trace_file), "--bucket-cap-mb", "default", "--set",
+    rc = main(["sweep", "--trace", str(tiny_trace_file), "--set", "sweep.bucket_cap_mb=[null]", "--set",
                "sweep.bucket_cap_mb_list=[[0.003, 0.009], [2]]", "--set", "simulation.iterations=3", "--jobs", "1",
                "--format", "csv"])
     out = capsys.readouterr()[0]

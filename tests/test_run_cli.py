@@ -93,15 +93,16 @@ def test_unwritable_out_dir(tmp_path, capsys):
 
 def test_sweep_cli(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert main(["sweep", "--trace", "traces/mlp.cpu.json", "--bucket-cap-mb", "0.25,25", "--set", "simulation.iterations=3",
+    assert main(["sweep", "--trace", "traces/mlp.cpu.json", "--set", "sweep.bucket_cap_mb=[0.25, 25]", "--set",
+                 "simulation.iterations=3",
                  "--jobs", "1", "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("point,bucket_cap_mb") and [x.split(",")[0] for x in lines[1:]] == ["cap=default", "cap=0.25", "cap=25"]
 
 
 @pytest.mark.parametrize("argv, match", [
-    (["--bucket-cap-mb", ","], "--bucket-cap-mb: ',' is not accepted; expected numbers of MiB > 0 or 'default', comma-separated, no empty item"),
-    (["--bucket-cap-mb", "x"], "--bucket-cap-mb: 'x' is not accepted"),
+    (["--set", "sweep.bucket_cap_mb=[]"], "--set sweep.bucket_cap_mb: [] is not accepted; expected at least one point"),
+    (["--set", "sweep.bucket_cap_mb=[x]"], "--set sweep.bucket_cap_mb[0]: 'x' is not accepted"),
     (["--jobs", "0"], "--jobs: 0 is not accepted; expected an integer in [1, 1024]"),
     (["--format", "xml"], "--format: 'xml' is not accepted"),
     (["--topology", "nope"], "topology: 'nope' is not a preset"),
@@ -127,11 +128,11 @@ def test_a_calibration_with_a_clamped_probe_fit_is_called_out_by_every_predictin
     rdir = tmp_path / "out" / "keep"
     assert json.loads((rdir / "summary.json").read_text())["warnings"][0].startswith(head[len("WARNING: "):])
     assert any(line.startswith(f"**{head}") for line in (rdir / "summary.md").read_text().splitlines())
-    assert main(["sweep", "--trace", "traces/mlp.cpu.json", "--bucket-cap-mb", "1", "--set", "simulation.iterations=3",
-                 "--jobs", "1", "--format", "csv", "--calibration", str(CLAMPED)]) == 0
+    assert main(["sweep", "--trace", "traces/mlp.cpu.json", "--set", "sweep.bucket_cap_mb=[1]", "--set",
+                 "simulation.iterations=3", "--jobs", "1", "--format", "csv", "--set", f"calibration={CLAMPED}"]) == 0
     assert capsys.readouterr().err.startswith(f"ddpsim sweep: {head}")
-    assert main(["simulate", "--trace", "traces/mlp.cpu.json", "--topology", "cpu-gloo", "--world-size", "2",
-                 "--set", "simulation.iterations=3", "--calibration", str(CLAMPED), "--format", "json"]) == 0
+    assert main(["simulate", "--trace", "traces/mlp.cpu.json", "--topology", "cpu-gloo", "--set", "world_size=2",
+                 "--set", "simulation.iterations=3", "--set", f"calibration={CLAMPED}", "--format", "json"]) == 0
     assert capsys.readouterr().err.startswith(f"ddpsim simulate: {head}")
     # an undisturbed calibration: no warning anywhere
     assert main(["run", str(_scenario(tmp_path, calibration=str(UNCLAMPED))), "--out-dir", str(tmp_path / "out2"),

@@ -16,7 +16,6 @@ import re
 from typing import Any, Callable, Container, Sequence
 
 from ddpsim.errors import InputError, cut, shorten
-from ddpsim.units import MAX_NODES, MAX_WORLD_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -249,86 +248,3 @@ def require_torch(verb: str) -> None:
     except ImportError as exc:
         raise InputError(f"{verb} needs PyTorch: pip install \"ddpsim[capture]\" (or torch itself); "
                          f"import torch failed: {exc}") from None
-
-
-# ---- scenarios from flags ---------------------------------------------------------------------
-
-
-def add_scenario_flags(p: argparse.ArgumentParser, *, topology_default: str | None, world_size_help: str) -> None:
-    """The flags of a scenario made on the command line (``simulate``, ``sweep``): the trace,
-    the cluster, the world size and a calibration; every other scenario key through ``--set``."""
-    p.add_argument("--trace", metavar="FILE", required=True, type=nonempty, help="trace JSON written by 'ddpsim trace'")
-    p.add_argument("--topology", metavar="PRESET|FILE", default=None, type=nonempty,
-                   help="topology preset ('ddpsim topology --list') or YAML file"
-                        + (f"; default: {topology_default}" if topology_default else
-                           "; without it, a latency + bandwidth model: --set cluster.latency_us=X --set cluster.bandwidth_gbps=Y"))
-    p.add_argument("--nodes", metavar="N", default=None, type=int_in(1, MAX_NODES), help="nodes of the topology; default: 1")
-    p.add_argument("--world-size", metavar="N", default=None, type=int_in(1, MAX_WORLD_SIZE), help=world_size_help)
-    p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty,
-                   help="calibration JSON from the executor, or an nccl-tests all_reduce_perf log")
-    add_set(p)
-    p.set_defaults(topology_default=topology_default)  # a flag's default is applied after it is known not given
-
-
-#: the scenario keys the flags of :func:`add_scenario_flags` (and sweep's --bucket-cap-mb) set -> their flags (errors
-#: name the flag)
-SCENARIO_FLAGS = {"trace": "--trace", "cluster.topology": "--topology", "cluster.nodes": "--nodes",
-                  "world_size": "--world-size", "calibration": "--calibration", "sweep.bucket_cap_mb": "--bucket-cap-mb"}
-
-
-def scenario_from_cli(args: argparse.Namespace, command: str, **keys: Any):
-    """The scenario of :func:`add_scenario_flags`' flags, with ``keys`` (scenario keys the command
-    sets itself) and then ``--set`` applied; checked like a scenario file.
-
-    Raises:
-        InputError: ``--set`` names a key (or the section holding it) that a flag given on the
-            same line sets too (one owner per key), or the scenario refuses a value (the line
-            names the flag or ``--set KEY`` that gave it).
-    """
-    from ddpsim.pipeline.scenario import apply_overrides
-
-    refuse_set_twice(args)
-    topology = args.topology if args.topology is not None else getattr(args, "topology_default", None)
-    data: dict[str, Any] = {"name": command.split()[-1], "trace": args.trace, "timelines": [],
-                            "cluster": {"topology": topology, "nodes": 1 if args.nodes is None else args.nodes},
-                            "world_size": args.world_size, **keys}
-    if args.calibration is not None:
-        data["calibration"] = args.calibration
-    return scenario_from_flags(apply_overrides(data, args.overrides), command, scenario_flags(args))
-
-
-def refuse_set_twice(args: argparse.Namespace) -> None:
-    """InputError when a ``--set`` item names a scenario key, or a section holding one, that a
-    flag of :data:`SCENARIO_FLAGS` given on the command line sets too."""
-    for item in args.overrides:
-        key = item.partition("=")[0].strip()
-        for scenario_key, flag in SCENARIO_FLAGS.items():
-            given = getattr(args, flag[2:].replace("-", "_"), None) is not None
-            if given and (scenario_key == key or scenario_key.startswith(key + ".")):
-                raise InputError(f"--set {key}: not accepted with {flag} (both set {scenario_key}); "
-                                 "expected one of the two")
-
-
-def scenario_flags(args: argparse.Namespace) -> dict[str, str]:
-    """Scenario key -> what set it on this command line (a flag, or ``--set KEY``)."""
-    keys = (item.partition("=")[0].strip() for item in args.overrides)
-    return {**SCENARIO_FLAGS, **{k: f"--set {k}" for k in keys}}
-
-
-def scenario_from_flags(data: dict[str, Any], command: str, flags: dict[str, str]):
-    """A :class:`~ddpsim.pipeline.scenario.Scenario` from the mapping ``data`` a command built
-    from its flags; an error names the flag (``flags``: scenario key -> flag) instead of the key."""
-    from ddpsim.pipeline.scenario import scenario_from_dict
-
-    try:
-        return scenario_from_dict(data, source=command)
-    except InputError as exc:
-        raise InputError(flag_message(str(exc).replace(f"{command}: ", "", 1), flags)) from None
-
-
-def flag_message(msg: str, flags: dict[str, str]) -> str:
-    """``msg`` with its leading scenario key replaced by the flag that sets it."""
-    for key in sorted(flags, key=len, reverse=True):
-        if msg.startswith(key) and msg[len(key):len(key) + 1] in (":", ".", "["):
-            return flags[key] + msg[len(key):]
-    return msg

@@ -1,10 +1,16 @@
-"""``ddpsim run``: run a scenario end to end and write its report folder."""
+"""``ddpsim run``: run a scenario end to end and write its report folder; and the scenario of a
+command line that ``run``, ``sweep`` and ``simulate`` share (:func:`command_scenario`): a
+scenario file (``run``) or one built from ``--trace`` / ``--topology`` (``sweep``,
+``simulate``), then ``--set`` applied and the whole checked by the scenario's schema, so
+the three simulate the same points the same way and differ only in what they print."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 from typing import Any
+
+from ddpsim.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +74,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.api import run_scenario
-    from ddpsim.pipeline.scenario import load_scenario
 
-    sc = load_scenario(args.scenario, args.overrides)
-    warning = sc.calibration_warning()
-    if warning:
-        log.warning("ddpsim run: WARNING: %s", warning)
+    sc = command_scenario(args, "ddpsim run")
     rep = run_scenario(sc, out_dir=args.out_dir, jobs=args.jobs, plots=not args.no_plots, progress=not args.quiet,
                        method_error=args.method_error)
     md = rep.summary_md
@@ -83,3 +85,77 @@ def run(args: argparse.Namespace) -> int:
     print(md[start:end].strip())
     print(f"\nreport: {rep.out_dir / 'summary.md'} ({len(rep.files)} files)")
     return 0
+
+
+# ---- the scenario of a command line --------------------------------------------------------
+
+
+def command_scenario(args: argparse.Namespace, command: str, **keys: Any):
+    """The scenario of this command line: SCENARIO's file (``run``), else the one of
+    :func:`add_scenario_flags`' flags with ``keys`` (scenario keys the verb sets itself); then
+    ``--set``, and the whole checked like a scenario file. A calibration's warning is logged.
+
+    Raises:
+        InputError: ``--set`` names a key (or the section holding it) that a flag given on the
+            same line sets too (one owner per key), or the scenario refuses a value (the line
+            names the flag or ``--set KEY`` that gave it).
+    """
+    from ddpsim.pipeline.scenario import apply_overrides, load_scenario, scenario_from_dict
+
+    if "scenario" in args:
+        sc = load_scenario(args.scenario, args.overrides)
+    else:
+        flags = scenario_flags(args)
+        topology = args.topology if args.topology is not None else args.topology_default
+        data = {"name": command.split()[-1], "trace": args.trace, "timelines": [],
+                "cluster": {"topology": topology, "nodes": 1}, **keys}
+        try:
+            sc = scenario_from_dict(apply_overrides(data, args.overrides), source=command)
+        except InputError as exc:
+            raise InputError(flag_message(str(exc).replace(f"{command}: ", "", 1), flags)) from None
+    warning = sc.calibration_warning()
+    if warning:
+        log.warning("%s: WARNING: %s", command, warning)
+    return sc
+
+
+def add_scenario_flags(p: argparse.ArgumentParser, *, topology_default: str | None) -> None:
+    """The flags of a scenario made on the command line (``sweep``, ``simulate``): its trace and
+    its cluster; every other scenario key (the nodes, the world size, a calibration, DDP's
+    options...) through ``--set``."""
+    from ddpsim.cli.args import add_set, nonempty
+
+    p.add_argument("--trace", metavar="FILE", required=True, type=nonempty, help="trace JSON written by 'ddpsim trace'")
+    p.add_argument("--topology", metavar="PRESET|FILE", default=None, type=nonempty,
+                   help="topology preset ('ddpsim topology --list') or YAML file, the scenario key cluster.topology"
+                        + (f"; default: {topology_default}" if topology_default else
+                           "; without it, a latency + bandwidth model: --set cluster.latency_us=X --set cluster.bandwidth_gbps=Y"))
+    add_set(p)
+    p.set_defaults(topology_default=topology_default)  # a flag's default is applied after it is known not given
+
+
+#: the scenario keys the flags of :func:`add_scenario_flags` set -> their flags (errors name the flag)
+SCENARIO_FLAGS = {"trace": "--trace", "cluster.topology": "--topology"}
+
+
+def scenario_flags(args: argparse.Namespace) -> dict[str, str]:
+    """Scenario key -> what set it on this command line (a flag, or ``--set KEY``).
+
+    Raises:
+        InputError: a ``--set`` item names a key, or a section holding one, that a flag given on
+            the line sets too."""
+    keys = [item.partition("=")[0].strip() for item in args.overrides]
+    for key in keys:
+        for scenario_key, flag in SCENARIO_FLAGS.items():
+            if getattr(args, flag[2:]) is not None and (scenario_key == key or scenario_key.startswith(key + ".")):
+                raise InputError(f"--set {key}: not accepted with {flag} (both set {scenario_key}); "
+                                 "expected one of the two")
+    return {**SCENARIO_FLAGS, **{k: f"--set {k}" for k in keys}}
+
+
+def flag_message(msg: str, flags: dict[str, str]) -> str:
+    """``msg`` with its leading scenario key replaced by the flag that sets it."""
+    for key in sorted(flags, key=len, reverse=True):
+        if msg.startswith(key) and msg[len(key):len(key) + 1] in (":", ".", "["):
+            return flags[key] + msg[len(key):]
+    return msg

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any
 
 from ddpsim.errors import InputError
-
-log = logging.getLogger(__name__)
 
 DESCRIPTION = """\
 How fast does one DDP configuration of a traced model train on a modelled cluster, iteration by iteration?
@@ -22,11 +19,11 @@ rank has launched it, finalize (wait, copy-out), optimizer, over several iterati
 the first-iteration single bucket, the bucket rebuild and the steady state all show.
 
 The flags make a one-point scenario, built and simulated as 'ddpsim run' builds a
-scenario's points: the trace, the cluster (--topology with --nodes: the NCCL or gloo cost
-model, or a measured --calibration), the world size; every other scenario key (DDP's
-options, the simulation's knobs, the cost model) is set with --set KEY=VALUE, exactly as
-in a scenario file. So 'ddpsim simulate' at a scenario's point prints the step time
-'ddpsim run' reports for it.
+scenario's points: the trace (--trace) and the cluster (--topology: the NCCL or gloo cost
+model); every other scenario key (the nodes, the world size, a measured calibration, DDP's
+options, the simulation's knobs, the cost model) is set with --set KEY=VALUE, exactly as in
+a scenario file. So 'ddpsim simulate' at a scenario's point prints the step time 'ddpsim
+run' reports for it.
 
 Printed: per-iteration figures (the slowest simulated rank's step; warm-up marked), the
 per-bucket ready/launch/start/end timings of the first steady iteration on rank 0, and the
@@ -35,8 +32,11 @@ overlap). An "iteration" is one no_sync cycle (simulation.no_sync_steps micro-st
 
 EPILOG = """\
 examples:
-  ddpsim simulate --trace traces/gpt2-1.5b.h100.json --topology dgx-h100 --nodes 4 --world-size 32 --set ddp.bucket_cap_mb=50
-  ddpsim simulate --trace traces/resnet50.cpu.json --world-size 8 --set cluster.latency_us=20 --set cluster.bandwidth_gbps=25 --set ddp.comm_hook=fp16 --set 'simulation.stragglers={3: 1.2}'
+  ddpsim simulate --trace traces/gpt2-1.5b.h100.json --topology dgx-h100 --set cluster.nodes=4 --set ddp.bucket_cap_mb=50
+  ddpsim simulate --trace traces/resnet50.cpu.json --set world_size=8 --set cluster.latency_us=20 --set cluster.bandwidth_gbps=25 --set ddp.comm_hook=fp16 --set 'simulation.stragglers={3: 1.2}'
+
+world_size: default every device of the topology (2 with a latency + bandwidth model);
+calibration: a calibration JSON from the executor, or an nccl-tests all_reduce_perf log.
 
 --format csv prints two CSV tables (iterations per rank, then buckets per rank), each after
 a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""
@@ -45,38 +45,28 @@ FORMATS = ("table", "json", "csv")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_scenario_flags, add_verb
+    from ddpsim.cli.args import add_verb
+    from ddpsim.cli.run import add_scenario_flags
 
     p = add_verb(subparsers, "simulate", help="simulate DDP training of a trace on a cluster", description=DESCRIPTION,
                  epilog=EPILOG)
-    add_scenario_flags(p, topology_default=None, world_size_help="ranks in the process group; default: every device "
-                                                                  "of the topology (2 with a latency + bandwidth model)")
+    add_scenario_flags(p, topology_default=None)
     p.add_argument("--format", choices=FORMATS, default="table", help="output format; default table")
     p.set_defaults(func=run)
     return p
 
 
-def build_scenario(args: argparse.Namespace):
-    """The one-point scenario of the parsed arguments (:func:`ddpsim.cli.args.scenario_from_cli`)."""
-    from ddpsim.cli.args import scenario_from_cli
-
-    keys = (item.partition("=")[0].strip() for item in args.overrides)
-    if args.topology is None and not any(k in ("cluster", "cluster.topology") for k in keys):
-        return scenario_from_cli(args, "ddpsim simulate", world_size=2 if args.world_size is None else args.world_size)
-    return scenario_from_cli(args, "ddpsim simulate")  # a latency + bandwidth model has no devices to count: 2 ranks
-
-
 def build_inputs(args: argparse.Namespace):
-    """(trace, plan, comm, config) from the parsed arguments: their scenario's one point at its
-    own cap, built as every command builds a point (:func:`ddpsim.pipeline.inputs.build_point_inputs`)."""
-    from ddpsim.cli.args import flag_message, scenario_flags
+    """(trace, plan, comm, config) of the parsed arguments: their scenario's one point at its own
+    cap (:func:`ddpsim.cli.run.command_scenario`; without a topology, 2 ranks unless --set gives
+    the world size), built as every command builds a point (:meth:`Scenario.build_point`)."""
     from ddpsim.cli.plan import warn_cap_ignored
+    from ddpsim.cli.run import command_scenario, flag_message, scenario_flags
 
-    sc = build_scenario(args)
+    keys = [item.partition("=")[0].strip() for item in args.overrides]
+    alpha_beta = args.topology is None and not any(k in ("cluster", "cluster.topology") for k in keys)
+    sc = command_scenario(args, "ddpsim simulate", **({"world_size": 2} if alpha_beta else {}))
     warn_cap_ignored(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list, "ddpsim simulate")
-    warning = sc.calibration_warning()
-    if warning:
-        log.warning("ddpsim simulate: WARNING: %s", warning)
     try:
         inputs = sc.build_point(sc.point_at(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
     except InputError as exc:

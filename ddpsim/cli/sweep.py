@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Any
-
-from ddpsim.errors import InputError, shorten
-
-log = logging.getLogger(__name__)
 
 DESCRIPTION = """\
 Which bucket_cap_mb is fastest for this trace on this cluster, without writing a scenario?
@@ -25,28 +20,27 @@ For a full report (plots, Perfetto traces, recommended plan) write a scenario an
 
 EPILOG = """\
 examples:
-  ddpsim sweep --trace traces/mlp.cpu.json --bucket-cap-mb default,1 --set 'sweep.bucket_cap_mb_list=[[0.2, 0.5], [1, 4]]'
-  ddpsim sweep --trace traces/resnet50.a100.json --topology dgx-a100 --nodes 2 \\
-      --bucket-cap-mb 1:200:12 --set ddp.comm_hook=bf16 --format json
+  ddpsim sweep --trace traces/mlp.cpu.json --set 'sweep.bucket_cap_mb=[null, 1]' --set 'sweep.bucket_cap_mb_list=[[0.2, 0.5], [1, 4]]'
+  ddpsim sweep --trace traces/resnet50.a100.json --topology dgx-a100 --set cluster.nodes=2 \\
+      --set 'sweep.bucket_cap_mb={min: 1, max: 200, points: 12}' --set ddp.comm_hook=bf16 --format json
 
---bucket-cap-mb takes a comma list of MiB values ('default' = not given) or a log range
-MIN:MAX:POINTS (at most 10000 points); the default point is always included (gains are measured
-against it). Every other scenario key is set with --set KEY=VALUE, as in a scenario file:
-sweep.bucket_cap_mb_list adds bucket_cap_mb_list points after the caps (torch >= 2.13: per-bucket
-limits in MiB, the last reused), named list=X+Y+...; simulation.iterations, ddp.comm_hook..."""
+Every scenario key is set with --set KEY=VALUE, as in a scenario file: sweep.bucket_cap_mb (a
+list of MiB, null = not given, or a log range {min, max, points}; default [null, 1, 5, 25, 100];
+the default point is always included, gains are measured against it), sweep.bucket_cap_mb_list
+(bucket_cap_mb_list points after the caps, torch >= 2.13: per-bucket limits in MiB, the last
+reused, named list=X+Y+...), cluster.nodes, world_size (default: every device of the cluster),
+calibration, simulation.iterations, ddp.comm_hook..."""
 
 FORMATS = ("table", "csv", "json")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_scenario_flags, add_verb, from_parser, int_in, nonempty
+    from ddpsim.cli.args import add_verb, int_in, nonempty
+    from ddpsim.cli.run import add_scenario_flags
     from ddpsim.units import MAX_JOBS
 
     p = add_verb(subparsers, "sweep", help="sweep bucket_cap_mb for a trace", description=DESCRIPTION, epilog=EPILOG)
-    add_scenario_flags(p, topology_default="cpu-gloo", world_size_help="ranks; default: every device of the cluster")
-    p.add_argument("--bucket-cap-mb", metavar="LIST", default=None, type=from_parser(parse_caps),
-                   help="comma list of MiB ('default' = not given) or MIN:MAX:POINTS, the scenario key "
-                        "sweep.bucket_cap_mb; default: default,1,5,25,100")
+    add_scenario_flags(p, topology_default="cpu-gloo")
     p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS), help="parallel processes; default: the CPUs this process may use (its affinity)")
     p.add_argument("--out-dir", metavar="DIR", default=None, type=nonempty,
                    help="keep finished points in DIR/points/ (resumable)")
@@ -56,55 +50,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def parse_caps(text: str) -> list[float | None] | dict[str, Any]:
-    """``default,1,5`` -> [None, 1, 5]; ``1:200:12`` -> a log range spec (MIN <= MAX, both finite
-    and > 0, 1 to the scenario's :data:`~ddpsim.pipeline.scenario_types.MAX_POINTS` points);
-    InputError otherwise, an empty item (``1,,5``) included. The scenario's schema checks the
-    rest (the largest cap) as it checks a file's sweep.bucket_cap_mb."""
-    from ddpsim.cli.args import int_in
-    from ddpsim.units import parse_cap_value
-    from ddpsim.pipeline.scenario_types import MAX_POINTS
-
-    text = str(text).strip()
-    if ":" in text:
-        expected = f"MIN:MAX:POINTS with 0 < MIN <= MAX finite and 1 <= POINTS <= {MAX_POINTS} (e.g. 1:200:12)"
-        parts = text.split(":")
-        try:
-            lo, hi = (parse_cap_value(x, "--bucket-cap-mb", expected, allow_not_given=False) for x in parts[:2])
-            n = int_in(1, MAX_POINTS)(parts[2])
-            assert len(parts) == 3 and lo <= hi
-        except (InputError, argparse.ArgumentTypeError, ValueError, IndexError, AssertionError):
-            raise InputError(f"--bucket-cap-mb: {shorten(text)} is not accepted; expected {expected}") from None
-        return {"min": lo, "max": hi, "points": n, "scale": "log"}
-    expected = "numbers of MiB > 0 or 'default', comma-separated"
-    items = text.split(",")
-    if not all(x.strip() for x in items):
-        raise InputError(f"--bucket-cap-mb: {shorten(text)} is not accepted; expected {expected}, no empty item")
-    return [parse_cap_value(x.strip(), "--bucket-cap-mb", expected) for x in items]
-
-
-#: the caps 'ddpsim sweep' runs without --bucket-cap-mb (None: not given, DDP's default)
-DEFAULT_CAPS = (None, 1, 5, 25, 100)
-
-
-def build_scenario(args: argparse.Namespace):
-    """The scenario of the parsed flags (:func:`ddpsim.cli.args.scenario_from_cli`): the swept caps
-    of --bucket-cap-mb (else :data:`DEFAULT_CAPS`), every other key from --set."""
-    from ddpsim.cli.args import scenario_from_cli
-
-    caps = list(DEFAULT_CAPS) if args.bucket_cap_mb is None else args.bucket_cap_mb
-    return scenario_from_cli(args, "ddpsim sweep", sweep={"bucket_cap_mb": caps})
+#: the caps 'ddpsim sweep' runs unless --set gives sweep.bucket_cap_mb (None: not given, DDP's default)
+DEFAULT_CAPS = [None, 1, 5, 25, 100]
 
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.cli.args import text_table
+    from ddpsim.cli.run import command_scenario
     from ddpsim.report.summary import to_csv_text
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table
 
-    sc = build_scenario(args)
-    warning = sc.calibration_warning()
-    if warning:
-        log.warning("ddpsim sweep: WARNING: %s", warning)
+    sc = command_scenario(args, "ddpsim sweep", sweep={"bucket_cap_mb": DEFAULT_CAPS})
     recs = run_sweep(sc, out_dir=args.out_dir, jobs=args.jobs, progress=not args.quiet)
     table = sweep_table(recs)
     if args.format == "csv":

@@ -69,6 +69,8 @@ MAX_REPEATS = 1000
 MAX_JOBS = 1024
 #: the largest message a collective is timed at (collectives --sizes)
 MAX_SIZE_BYTES = 1024**4
+#: the longest limit of one executor run, seconds (validate --timeout-s): a week
+MAX_TIMEOUT_S = 7 * 86400
 
 
 def dtype_size_bytes(dtype: str, field: str = "dtype") -> int:

@@ -76,7 +76,7 @@ one line and exit status 2; files already written are kept."""
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from ddpsim.cli.args import add_verb, float_in, from_parser, int_in, nonempty
-    from ddpsim.units import MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS
+    from ddpsim.units import MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS, MAX_TIMEOUT_S
     from ddpsim.validation.measure import LAUNCH_MODES
 
     p = add_verb(subparsers, "validate", help="compare predictions with real DDP runs on this machine",
@@ -96,7 +96,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="warm-up iterations per run (default: the scenario's; the zoo: 5)")
     p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
                    help="parent folder of the report (default: reports)")
-    p.add_argument("--timeout-s", metavar="S", type=float_in(0, above=True, maximum=7 * 86400), default=900.0,
+    p.add_argument("--timeout-s", metavar="S", type=float_in(0, above=True, maximum=MAX_TIMEOUT_S), default=900.0,
                    help="limit per executor run in seconds (default 900)")
     p.add_argument("--quiet", action="store_true", help="no progress lines, only the result lines")
     p.add_argument("--reanalyze", action="store_true",
@@ -148,8 +148,7 @@ def zoo_models(scenario: str | None) -> list[str] | None:
 
 def parse_caps(text: str | None) -> list[float | tuple[float, ...] | None] | None:
     """``none,5,list=1+4`` -> [None, 5, (1, 4)]; None stays None; InputError for a bad or empty item."""
-    from ddpsim.units import parse_cap_point
-    from ddpsim.units import CAPS_EXPECTED
+    from ddpsim.units import CAPS_EXPECTED, parse_cap_point
 
     if text is None:
         return None

@@ -166,4 +166,4 @@ def test_a_flag_not_given_leaves_its_key_to_set(handed, capsys):
              {"topology": "dgx-a100", "nodes": 2}, None)):
         assert main(argv) == 2 and capsys.readouterr().err == "ddpsim: error: handed over\n"
         data = handed.pop()
-        assert (data["cluster"], data.get("world_size")) == (cluster, world_size), argv
+        assert (data["cluster"], data["world_size"]) == (cluster, world_size), argv

@@ -81,9 +81,10 @@ def test_api_checks_its_scenario_as_a_file(monkeypatch, call, key):
 def test_simulate_applies_the_gpu_cost_terms(capsys, monkeypatch):
     """The terms ``ddpsim run`` applies on an analytical NCCL model reach ``ddpsim simulate``'s config."""
     monkeypatch.chdir(ROOT)
-    doc = _cli_json(capsys, "simulate", "--trace", "traces/resnet50.a100.json", "--topology", "dgx-a100", "--set", "cluster.nodes=2",
-                    "--set", "world_size=16", "--set", "ddp.bucket_cap_mb=25", "--set", "simulation.iterations=2")
+    doc = _cli_json(capsys, "simulate", "--trace", "traces/resnet50.a100.json", "--topology", "dgx-a100", "--set",
+                    "cluster.nodes=2", "--set", "ddp.bucket_cap_mb=25", "--set", "simulation.iterations=2")
     cfg = doc["meta"]["config"]
+    assert cfg["world_size"] == 16                            # no world_size given: every device, 2 nodes x 8 GPUs
     assert cfg["interference"]["weighting"] == "table"        # the contention prior
     assert cfg["host_costs"] not in (None, {})                # DDP's host costs
     assert cfg["copy_kernel_floor_s"] > 0                     # gradient copies as kernels

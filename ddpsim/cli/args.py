@@ -1,5 +1,6 @@
 """Argument parsing shared by the subcommands: the parser class whose every error is one line,
-the ``type=`` functions of typed flags (each with its bounds), and scenario building from flags.
+the ``type=`` functions of typed flags (each with its bounds), text output, and the parser
+helpers (``--set``, a verb's help). A scenario from flags is :mod:`ddpsim.cli.run`'s.
 
 Every bad flag value ends as ``ddpsim: error: <flag>: <value> is not accepted; expected ...``
 and exit status 2: a ``type=`` function raises :class:`argparse.ArgumentTypeError` with

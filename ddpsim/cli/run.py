@@ -108,7 +108,7 @@ def command_scenario(args: argparse.Namespace, command: str, **keys: Any):
         flags = scenario_flags(args)
         topology = args.topology if args.topology is not None else args.topology_default
         data = {"name": command.split()[-1], "trace": args.trace, "timelines": [],
-                "cluster": {"topology": topology, "nodes": 1}, **keys}
+                "cluster": {"topology": topology, "nodes": 1}, "world_size": None, **keys}  # None: every device
         try:
             sc = scenario_from_dict(apply_overrides(data, args.overrides), source=command)
         except InputError as exc:

@@ -37,6 +37,21 @@ The mechanisms tried, each read in NCCL's sources:
   the call's host path (the script's later revision: "PyTorch's per-call host overhead of some
   20-30us"). ddpsim charges that path to the engine (``host_costs.ENQUEUE_S``), not to the
   collective; here it is taken off the torch curves' times, 30 us and ``ENQUEUE_S``.
+* **The last loop of a ring.** A ring loop moves nChannels x nRanks chunks (2 MiB for Simple);
+  a message that is not a whole number of loops leaves a partial last loop. Were the channels
+  without a chunk idle while the others move whole ones, the last loop would cost a whole loop's
+  time. NCCL's code does not do that: v2.30.7 gives each channel an equal contiguous part
+  (``enqueue.cc scheduleCollTasksToPlan``, ``device.h ncclCollCbdPart``) and ``device/all_reduce.h
+  runRing`` shrinks the chunk of a channel's last loop to ``divUp(remCount, nranks)``; v2.8-v2.18's
+  ``runRing`` sets Simple's ``realChunkSize`` to ``divUp(size - gridOffset, nChannels * nranks)``
+  rounded to 8 bytes per thread, and LL / LL128's to a multiple of ``minChunkSize`` (8 bytes per
+  thread; 60 / 2 bytes per LL128 thread), their chunks interleaved across channels
+  (``(chunk * nChannels + bid) * realChunkSize``), so a channel's last chunks can be short or empty.
+  The model splits every loop evenly, as v2.30.7. Tried here: the whole loop paid (the idle
+  channels, not NCCL's code: a counterfactual), and v2.8-v2.18's rounding (the versions of the
+  A100 curves), where a channel's time is its fullest rank's work: LL / LL128 forward lines as
+  they arrive, so a rank's 2(n-1) steps are its serial work (all chunks twice but the two after
+  its own); Simple posts whole slices, so its largest chunk sets each of the 2(n-1) steps.
 * Kept from before: every LL round trip counted (``prims_ll.h``), other step overheads, a
   per-channel ceiling on ring LL128.
 
@@ -257,6 +272,64 @@ def torch_floor(cases: list, points: dict) -> str:
             f"{host_costs.ENQUEUE_S * 1e6:g} us would leave a negative time")
 
 
+def _old_ring_channel_steps(rem: int, nc: int, n: int, chunk: int, grain: int, simple: bool) -> float:
+    """Chunk-steps of the slowest channel in a v2.8-v2.18 ring loop of ``rem`` bytes, in bytes
+    (``runRing``'s ``realChunkSize`` and offsets; module docstring)."""
+    if simple:
+        real = min(chunk, -(-rem // (nc * n)))
+        real = -(-real // grain) * grain
+        return 2 * (n - 1) * min(real, rem)  # store-and-forward slices: the largest chunk sets every step
+    real = min(chunk, -(-rem // (nc * n * grain)) * grain)
+    worst = 0.0
+    for bid in range(nc):
+        w = [min(real, max(0, rem - (c * nc + bid) * real)) for c in range(n)]
+        skipped = min(w[(r + 1) % n] + w[(r + 2) % n] for r in range(n)) if n > 2 else 0
+        worst = max(worst, 2 * sum(w) - skipped if n > 2 else sum(w))
+    return worst
+
+
+def last_loop(whole: bool) -> Callable:
+    """``time_us`` with a ring's last loop as ``whole`` says: True, the whole loop paid (idle
+    channels); False, v2.8-v2.18's ``realChunkSize`` rounding (module docstring)."""
+    base = nccl_exec.time_us
+
+    def time_us(sys_: Any, algo: str, proto: str, size: int) -> float:
+        t = base(sys_, algo, proto, size)
+        if algo != "ring" or not math.isfinite(t) or (whole and proto != "simple"):
+            return t
+        n, ex = sys_.num_ranks, nccl_exec.plan(sys_, algo, proto, size)
+        nc = ex.num_channels
+        chunk = nccl_exec.STEP_DATA_BYTES[proto] * (nccl_exec.ALLREDUCE_CHUNKSTEPS if proto == "simple" else 1)
+        loop = nc * n * chunk
+        loops = -(-size // loop)
+        if whole:
+            moved = loops * loop
+        else:
+            threads = nccl_exec.MAX_THREADS[proto] * ex.thread_fraction
+            grain = int(threads * {"simple": 8, "ll": 8, "ll128": 30}[proto])
+            rem = size - (loops - 1) * loop
+            steps = _old_ring_channel_steps(rem, nc, n, chunk, grain, proto == "simple")
+            moved = (loops - 1) * loop + nc * steps * n / (2 * (n - 1))
+        return t + max(0.0, moved - size) / (1000.0 * nccl_exec.bandwidth_gbps(sys_, algo, proto, ex))
+    return time_us
+
+
+def last_loop_sizes(cases: list, points: dict) -> None:
+    """Per single-node A100 curve at 4-256 MiB: the run, the model, and the two last-loop variants."""
+    for m, case, model in cases:
+        if case.preset != "dgx-a100" or case.nodes != 1:
+            continue
+        cols = []
+        for s, t in points[m["curve_id"]]:
+            if 4 * MIB <= s <= 256 * MIB:
+                row = [t, model.estimate_allreduce(s).time_s * 1e6]
+                for whole in (True, False):
+                    with patched("time_us", last_loop(whole)):
+                        row.append(model.estimate_allreduce(s).time_s * 1e6)
+                cols.append(f"{s // MIB} MiB {'/'.join(f'{v:.0f}' for v in row)}")
+        print(f"  {m['curve_id']}: run/model/whole loop/v2.18 rounding us: {'; '.join(cols)}")
+
+
 def execution_variants(meta: list, points: dict, cases: list) -> None:
     """The synchronisation and P2P-read variants (module docstring)."""
     print(refit_line("as it is, refitted on the wider grid", meta, points, cases, SERIAL_GRID))
@@ -282,6 +355,11 @@ def execution_variants(meta: list, points: dict, cases: list) -> None:
     print(torch_floor(cases, points))
     with patched("time_us", ampere_read(3.0, first_pass_syncs(("ll128",)))), constants(1.0, 4.0, 4.0):
         print(line("  30 us, P2P read 3 us, LL128's first pass 4 us", cases, without_host_path(meta, points, 30.0)))
+    for whole, label in ((True, "last ring loop whole (idle channels)"),
+                         (False, "last ring loop as v2.8-v2.18 round it")):
+        with patched("time_us", last_loop(whole)):
+            print(line(label, cases, points))
+    last_loop_sizes(cases, points)
 
 
 def earlier_variants(cases: list, points: dict) -> None:

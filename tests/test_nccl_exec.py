@@ -43,6 +43,23 @@ def test_two_rank_ring_loops_once_per_two_chunks_of_each_rank():
     assert (ex.num_channels, ex.chunk_bytes, ex.syncs, ex.slices) == (2, 2 * MiB, 4, 8)
 
 
+def test_partial_last_loop_moves_only_its_bytes():
+    # device/all_reduce.h runRing: a channel's last loop shrinks its chunk to divUp(remCount, nranks)
+    # (enqueue.cc scheduleCollTasksToPlan / device.h ncclCollCbdPart give each channel an equal part),
+    # so no channel idles through a whole loop. 12 MiB on 2 ranks and 2 channels (1 search channel
+    # of 20 GB/s, duplicated; Simple with 256 threads): 6 MiB per channel, a full loop of 2 x 2 MiB
+    # chunks, then a last loop of 2 x 1 MiB; each loop 2 steps x 2 slices = 8 slices, 4 first-pass
+    # syncs, 2 NVLink hops; the transfer is the 12 MiB at 20 GB/s, not two whole loops' 16 MiB
+    s = system(2, 1)
+    ex = nccl_exec.plan(s, "ring", "simple", 12 * MiB)
+    assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes) == (2, 1.0, 2 * MiB)
+    assert (ex.syncs, ex.slices, ex.hops_intra, ex.hops_inter, ex.fill_bytes) == (4, 8, 2, 0, 0)
+    transfer = 12 * MiB / (1000 * 20.0)
+    o = nccl_exec.STEP_OVERHEAD_US["simple"]
+    exposed = o * o / (o + 3 * transfer / 8)
+    assert nccl_exec.time_us(s, "ring", "simple", 12 * MiB) == pytest.approx(8.4 + 2 * 3.4 + 4 * exposed + transfer)
+
+
 def test_communicator_duplicates_the_search_channels():
     # connect.cc ncclTopoPostset: 2 x the search's channels, at most MAXCHANNELS = 64; on Hopper across
     # nodes with a ring over 45 GB/s per channel and fewer than 16 channels, doubled once more

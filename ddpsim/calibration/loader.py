@@ -88,29 +88,25 @@ class Calibration:
     #: the host's CPUs busy with other work during the probe's DDP steps (%, from
     #: ``/proc/stat``), or None where not measured
     probe_host_other_pct: float | None = None
-    #: the file's ``interference_probe`` as read (for :meth:`probe_round_fits`), or None
-    probe: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: the file's ``interference_probe`` (for :meth:`probe_round_fits`), or None
+    probe: ProbeDoc | None = field(default=None, compare=False, repr=False)
 
     def probe_round_fits(self) -> tuple[float, ...]:
-        """The compute slowdown fitted to each of the probe's rounds alone (its trace's and its
-        DDP steps' share of that round), as :func:`ddpsim.calibration.interference_fit.fit_probe` fits
-        them pooled: how far the fit moves from one moment of the host to the next. Empty
-        without a probe of at least two rounds or without the microbenchmark. Computed on first
-        use and kept."""
+        """The compute slowdown fitted to each probe round alone, as :func:`fit_probe` fits them
+        pooled: how far the fit moves with the host's moment. Empty without the microbenchmark or
+        two rounds. Computed on first use and kept."""
         cached = self.__dict__.get("_round_fits")
         if cached is not None:
             return cached
         fits: tuple[float, ...] = ()
         probe, mb = self.probe, self.interference_microbenchmark
-        rounds = probe.get("rounds") if isinstance(probe, Mapping) else None
-        samples = probe.get("ddp_step_samples_s") if isinstance(probe, Mapping) else None
-        if mb is not None and isinstance(rounds, int) and rounds >= 2 and isinstance(samples, list) and samples:
-            trace, _, cap_mb = parse_probe(probe)
-            n, m = len(trace.iterations) // rounds, len(samples) // rounds
+        if mb is not None and probe is not None and (probe.rounds or 0) >= 2 and probe.ddp_step_samples_s:
+            its, samples, rounds = probe.trace.iterations, probe.ddp_step_samples_s, probe.rounds
+            n, m = len(its) // rounds, len(samples) // rounds
             if n >= 1 and m >= 1:
-                fits = tuple(fit_probe(replace(trace, iterations=trace.iterations[k * n:(k + 1) * n]),
-                                       statistics.median(samples[k * m:(k + 1) * m]), self, cap_mb, mb).compute_slowdown
-                             for k in range(rounds))
+                fits = tuple(fit_probe(replace(probe.trace, iterations=its[k * n:(k + 1) * n]),
+                                       statistics.median(samples[k * m:(k + 1) * m]), self, probe.bucket_cap_mb,
+                                       mb).compute_slowdown for k in range(rounds))
         object.__setattr__(self, "_round_fits", fits)
         return fits
 
@@ -186,7 +182,6 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
     probe_doc = doc.interference_probe
     if probe_doc is None:
         return cal
-    probe = data["interference_probe"]
     if probe_doc.host_other_pct is not None:
         cal = replace(cal, probe_host_other_pct=probe_doc.host_other_pct)
     factor = probe_forward_factor(probe_doc, cal.ddp_iteration_overhead_s or 0.0, source)
@@ -197,7 +192,7 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
         trace, step_s, cap_mb = parse_probe(probe_doc)
         fit = fit_probe(trace, step_s, cal, cap_mb, interference)
         cal = replace(cal, interference=replace(interference, compute_slowdown=fit.compute_slowdown),
-                      interference_microbenchmark=interference, interference_fit=fit.as_dict(), probe=probe)
+                      interference_microbenchmark=interference, interference_fit=fit.as_dict(), probe=probe_doc)
     return cal
 
 

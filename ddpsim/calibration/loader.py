@@ -111,10 +111,8 @@ class Calibration:
         return fits
 
     def warning(self) -> str | None:
-        """One line when this calibration should not be trusted (its probe fit ran into its
-        bound, :func:`clamped_fit_warning`; or its probe ran on a busy host,
-        :func:`busy_probe_warning`), else None; every command that predicts with a calibration
-        prints it."""
+        """One line when this calibration should not be trusted (:func:`clamped_fit_warning`,
+        :func:`busy_probe_warning`), else None; every command predicting with it prints it."""
         return clamped_fit_warning(self.interference_fit) or busy_probe_warning(self.probe_host_other_pct)
 
     def comm_model(self, base: Any, *, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
@@ -213,16 +211,12 @@ def consistent_ddp_overhead(cal: Calibration, details: DdpOverheadDoc | None) ->
 
 
 def probe_forward_factor(probe: ProbeDoc, overhead_s: float, source: str = "calibration") -> float | None:
-    """How much slower the probe's forward runs under DDP than in its trace, from the probe's
-    phases: ``(median DDP forward - the DDP overhead) / (median trace forward + zero_grad)``
-    (the executor's forward phase spans zero_grad, forward and loss), floored at 1. None
-    without phase samples.
-
-    Forward overlaps no all-reduce, so this part of the probe's gap is not the overlap's: the
-    probe fit predicts the probe with its forward stretched by it, and leaves only the rest
-    of the gap to ``compute_slowdown``. It is NOT applied to other models: the probe's forward
-    runs further over its trace than the validated models' forwards do, and applying it to them
-    makes most of their predictions worse (docs/VALIDATION.md)."""
+    """How much slower the probe's forward runs under DDP than in its trace: ``(median DDP forward
+    - the DDP overhead) / (median trace forward + zero_grad)`` (the executor's forward phase spans
+    both), floored at 1; None without phase samples. Forward overlaps no all-reduce, so the probe
+    fit stretches the probe's forward by it and leaves only the rest of the gap to
+    ``compute_slowdown``; other models do not get it (it makes their predictions worse:
+    docs/VALIDATION.md)."""
     if probe.ddp_phase_samples_s is None:  # a calibration without the probe's DDP phases
         return None
     fwd = probe.ddp_phase_samples_s.get("forward_s")
@@ -263,10 +257,8 @@ PROBE_MAX_OTHER_PCT = 10.0
 
 
 def busy_probe_warning(other_pct: float | None) -> str | None:
-    """One line when the probe's DDP steps ran while other work held more than
-    :data:`PROBE_MAX_OTHER_PCT` of the host's CPUs: the probe then runs slower than on the
-    quiet host and the compute slowdown fitted to it is inflated, so CNNs are over-predicted
-    (docs/VALIDATION.md). None otherwise."""
+    """One line when other work held more than :data:`PROBE_MAX_OTHER_PCT` of the host's CPUs
+    during the probe's DDP steps (its fitted slowdown inflated: docs/VALIDATION.md), else None."""
     if other_pct is None or other_pct <= PROBE_MAX_OTHER_PCT:
         return None
     return (f"the calibration's DDP probe ran while other work held {other_pct:.0f} % of the host's CPUs (more than "
@@ -275,9 +267,8 @@ def busy_probe_warning(other_pct: float | None) -> str | None:
 
 
 def clamped_fit_warning(fit: Mapping[str, Any] | None) -> str | None:
-    """One line when the calibration's probe fit ran into the bisection's bound (the probe's
-    measured DDP step is beyond what the engine reaches at the largest slowdown): that is no
-    fit, and predictions made with it over-charge every overlapped all-reduce. None otherwise."""
+    """One line when the probe fit ran into the bisection's bound (no fit: every overlapped
+    all-reduce over-charged), else None."""
     if not fit or not fit.get("clamped"):
         return None
     return (f"the calibration's probe fit hit its bound: compute_slowdown {fit['compute_slowdown']:g} gives a "

@@ -188,11 +188,8 @@ def _grad_inputs(torch: Any, node: Any, position: dict, index_of: dict[int, int]
 
 
 def capture_compiled_graph(spec: Any, params: Sequence[Any], *, batch_size: int) -> CompiledGraph:
-    """Compile ``spec.module`` with a recording Dynamo backend, run one forward of a
-    ``batch_size`` batch, and return its graphs as DDPOptimizer walks them.
-
-    ``params``: DDP's parameters in DDP's order (:func:`ddpsim.trace.models.ddp_params`'s tensors).
-    """
+    """The graphs of one ``batch_size`` forward of ``spec.module`` compiled with a recording Dynamo
+    backend, as DDPOptimizer walks them; ``params``: DDP's parameters in DDP's order."""
     import torch
 
     index_of = {id(p): i for i, p in enumerate(params)}

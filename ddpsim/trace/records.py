@@ -146,11 +146,7 @@ COMPUTE_STATISTICS = ("median", "mean")
 
 
 def check_compute_statistic(statistic: Any) -> str:
-    """``statistic`` if it is one of :data:`COMPUTE_STATISTICS`.
-
-    Raises:
-        InputError: anything else (one line naming ``compute_statistic``).
-    """
+    """``statistic`` if it is one of :data:`COMPUTE_STATISTICS`, else InputError."""
     if statistic not in COMPUTE_STATISTICS:
         raise InputError(f"compute_statistic: {statistic!r} is not accepted; expected one of {', '.join(COMPUTE_STATISTICS)}")
     return statistic
@@ -314,11 +310,8 @@ def trace_from_dict(data: Any, source: str = "trace") -> Trace:
 def make_trace(*, model: str, params: Iterable[tuple[str, Sequence[int], str]], ready_s: Sequence[float | None],
                forward_s: float, backward_s: float, optimizer_s: float, num_iterations: int = 1,
                **kwargs: Any) -> Trace:
-    """Build a hand-made trace (tests, examples): ``params`` as ``(name, shape, dtype)``.
-
-    Every iteration gets the same times; ``grad_ready_order`` is the order of ``ready_s``
-    (ties broken by higher index first, as autograd usually reaches later layers first).
-    """
+    """A hand-made trace (tests, examples), ``params`` as ``(name, shape, dtype)``, every iteration
+    alike, ready in ``ready_s``'s order (ties: higher index first, as autograd reaches later layers first)."""
     recs = []
     for i, (name, shape, dtype) in enumerate(params):
         recs.append(ParamRecord(index=i, name=name, shape=tuple(shape), dtype=dtype,

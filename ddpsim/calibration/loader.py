@@ -34,14 +34,10 @@ from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 from ddpsim.schema import validate
 
-#: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: every
-#: collective in flight slows compute by the whole ``compute_slowdown``, whatever its size. On a
-#: CPU host even a small gloo all-reduce is CPU work (the ring's wake-ups, copies and sums on
-#: the cores backward runs on), and a step with many small buckets can measure slower than
-#: one with a few large ones. Over the bundled gloo validations, each predicted with each of
-#: several calibrations, this weighting gives the lower median |error| under most of them
-#: ("bandwidth", a collective weighted by its share of moved bytes, is the alternative):
-#: docs/VALIDATION.md, "The interference model".
+#: ``Interference.weighting`` when the file names none: every collective in flight slows compute
+#: by the whole ``compute_slowdown`` (on a CPU host even a small gloo all-reduce is CPU work on
+#: backward's cores); over the bundled gloo validations it gives a lower median |error| than
+#: "bandwidth" under most calibrations (docs/VALIDATION.md, "The interference model").
 CALIBRATION_WEIGHTING = "uniform"
 
 
@@ -64,29 +60,22 @@ class Calibration:
     interference_fit: Mapping[str, Any] | None = None
     #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
     allreduce_after_compute: tuple[CalibrationPoint, ...] = ()
-    #: all-reduces issued ``ops_per_sample`` at once, then waited for: per-op times (none, or at
-    #: least 2 sizes; with ``comm_threads``)
+    #: per-op times of ``ops_per_sample`` all-reduces issued at once (none, or 2+ sizes; with ``comm_threads``)
     allreduce_queued: tuple[CalibrationPoint, ...] = ()
     #: the process group's worker threads (ProcessGroupGloo's ``_threads``), with ``allreduce_queued``
     comm_threads: int | None = None
-    #: the file's ``ddp_iteration_overhead_s`` when the loader recomputed it
-    #: (:func:`consistent_ddp_overhead`), else None
+    #: the file's ``ddp_iteration_overhead_s`` when :func:`consistent_ddp_overhead` recomputed it, else None
     ddp_iteration_overhead_measured_s: float | None = None
-    #: the probe's forward under DDP / its trace's forward, from the probe's phases (None: not
-    #: measured); only the probe fit uses it (see :func:`probe_forward_factor`)
+    #: the probe's forward under DDP / its trace's (:func:`probe_forward_factor`; the probe fit only), or None
     probe_forward_factor: float | None = None
-    #: host costs measured on the machine (``host_costs`` in the file: any of
-    #: :data:`ddpsim.network.host_costs.FIELDS`, the others at their defaults), or None: with a
-    #: calibration the engine keeps no CPU clock unless the file gives them
+    #: host costs measured on the machine (absent ones at their defaults), or None: then the engine
+    #: keeps no CPU clock with this calibration
     host_costs: HostCosts | None = None
-    #: DDP's forward buffer broadcast per buffer beyond the broadcast itself (flatten, copy
-    #: back: ``executor collectives``' ``broadcast_per_tensor_s``), or None where not measured
+    #: DDP's forward buffer broadcast per buffer beyond the broadcast itself (flatten, copy back), or None
     broadcast_per_tensor_s: float | None = None
-    #: a Python comm hook's host time per bucket beyond its kernels on this machine (the
-    #: hook call, its future and ``.then`` callback: ``studies/comm_hook_cost.py --write``), or None
+    #: a Python comm hook's host time per bucket beyond its kernels (``studies/comm_hook_cost.py``), or None
     comm_hook_call_s: float | None = None
-    #: the host's CPUs busy with other work during the probe's DDP steps (%, from
-    #: ``/proc/stat``), or None where not measured
+    #: the host's CPUs busy with other work during the probe's DDP steps (%, ``/proc/stat``), or None
     probe_host_other_pct: float | None = None
     #: the file's ``interference_probe`` (for :meth:`probe_round_fits`), or None
     probe: ProbeDoc | None = field(default=None, compare=False, repr=False)

@@ -1,7 +1,8 @@
 """Declared file formats: the base of every schema and its one-line errors.
 
 Every file ddpsim reads (scenario, trace, plan, calibration, topology, method error) is a
-pydantic v2 model derived from :class:`Schema`: frozen, unknown keys refused, strict types (no
+pydantic v2 model derived from :class:`Schema`, or a :func:`record` (a pydantic dataclass: the
+file's format and the type the code uses at once): frozen, unknown keys refused, strict types (no
 ``"false"`` read as a bool, no ``1.7`` read as an integer), each default written once, on the
 field. :func:`validate` turns pydantic's ``ValidationError`` into the project's one-line
 :class:`~ddpsim.errors.InputError` (``<source>: <key path>: <value> is not accepted; expected
@@ -11,10 +12,12 @@ A custom check raises ``ValueError("expected ...")``: its text becomes the line'
 
 from __future__ import annotations
 
+import functools
 import typing
 from typing import Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Strict, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 
 from ddpsim.errors import InputError, shorten
 
@@ -27,6 +30,46 @@ class Schema(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, populate_by_name=True)
 
 
+#: strict scalars for :func:`record` fields (a record's config is lax, so that a mapping and a
+#: list validate to a nested record and a tuple)
+Int = typing.Annotated[int, Strict()]
+Float = typing.Annotated[float, Strict()]
+Str = typing.Annotated[str, Strict()]
+Bool = typing.Annotated[bool, Strict()]
+
+
+def record(source: str) -> Any:
+    """A frozen, keyword-only pydantic dataclass of strict scalars (:data:`Int` ...): the file's
+    format and the type the code uses at once; building one raises InputError lines (``source``
+    first), its ``__post_init__``'s own InputError lines included."""
+
+    def wrap(cls: type) -> type:
+        cls = dataclass(frozen=True, kw_only=True, config=ConfigDict(extra="forbid", ser_json_inf_nan="constants"))(cls)
+        init = cls.__init__
+
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            try:
+                init(self, *args, **kwargs)
+            except ValidationError as exc:
+                raise InputError(error_line(exc, cls, source)) from None
+
+        cls.__init__ = __init__
+        return cls
+
+    return wrap
+
+
+def to_plain(rec: Any) -> Any:
+    """A record as the JSON document it is read from (tuples as lists)."""
+    return _adapter(type(rec)).dump_python(rec, mode="json")
+
+
+@functools.cache
+def _adapter(model: Any) -> TypeAdapter:
+    return TypeAdapter(model)
+
+
 def format_version(number: int) -> Any:
     """A format's ``version`` field: the integer ``number`` and nothing else (strict: not
     ``true``, not ``1.0``)."""
@@ -36,12 +79,12 @@ def format_version(number: int) -> Any:
             raise ValueError(f"expected {number}")
         return v
 
-    return typing.Annotated[int, AfterValidator(check)]
+    return typing.Annotated[int, Strict(), AfterValidator(check)]
 
 
 def _models_in(tp: Any) -> list[type[BaseModel]]:
     """The models a type annotation can hold (through Optional, Union, list, tuple, dict)."""
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
+    if isinstance(tp, type) and (issubclass(tp, BaseModel) or is_pydantic_dataclass(tp)):
         return [tp]
     out: list[type[BaseModel]] = []
     for arg in typing.get_args(tp):
@@ -50,7 +93,7 @@ def _models_in(tp: Any) -> list[type[BaseModel]]:
 
 
 def _field(model: type[BaseModel], key: str) -> Any:
-    for name, f in model.model_fields.items():
+    for name, f in model.__pydantic_fields__.items():
         if key in (name, f.alias):
             return f
     return None
@@ -67,7 +110,7 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[type[B
             continue
         found = next((f for m in models if (f := _field(m, part)) is not None), None)
         if found is None and models:
-            if any(m.model_fields for m in models) and not any(_field(m, part) for m in models):
+            if any(m.__pydantic_fields__ for m in models) and not any(_field(m, part) for m in models):
                 # a key of a dict field, an extra key, or a union member's tag
                 if part.isidentifier() and not part.startswith(("function-", "json-")) and "[" not in part:
                     path += f".{part}" if path else part
@@ -88,8 +131,9 @@ def _expected(err: dict[str, Any]) -> str:
         return msg[len("expected "):]
     if msg.startswith("Input should be "):
         msg = msg[len("Input should be "):]
-        if msg.startswith("a valid dictionary"):  # "... or instance of <Model>": name no class
+        if msg.startswith(("a valid dictionary", "a dictionary")):  # "... or instance of <Model>": name no class
             return "a mapping"
+        msg = msg.replace("a valid tuple", "a valid list")  # a record's tuple is the file's list
         for words, sign in (("greater than or equal to ", ">= "), ("less than or equal to ", "<= "),
                             ("greater than ", "> "), ("less than ", "< ")):
             if msg.startswith(words):
@@ -104,8 +148,10 @@ def error_line(exc: ValidationError, root: type[BaseModel], source: str) -> str:
     first = errors[0]
     path, holders = _walk(root, tuple(first["loc"]))
     where = f"{source}: {path}" if path else source
-    if first["type"] == "extra_forbidden":
-        keys = [f.alias or n for m in holders for n, f in m.model_fields.items()]
+    if isinstance(err := first.get("ctx", {}).get("error"), InputError):  # a record's check across keys
+        return f"{where}: {err}"
+    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        keys = [f.alias or n for m in holders for n, f in m.__pydantic_fields__.items()]
         return f"{where}: unknown key; expected one of {', '.join(dict.fromkeys(keys))}"
     if first["type"] == "missing":
         return f"{where}: missing; expected this key (it is required)"
@@ -117,7 +163,7 @@ def error_line(exc: ValidationError, root: type[BaseModel], source: str) -> str:
 def validate(model: type[M], data: Any, source: str) -> M:
     """``model.model_validate(data)``, or InputError with :func:`error_line`."""
     try:
-        return model.model_validate(data)
+        return _adapter(model).validate_python(data)
     except ValidationError as exc:
         raise InputError(error_line(exc, model, source)) from None
     except RecursionError:

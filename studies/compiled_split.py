@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ddpsim.plan.compiled import ddp_optimizer_buckets  # noqa: E402
-from ddpsim.trace.compiled_graph import compiled_graph_from_dict  # noqa: E402
+from ddpsim.schema import validate  # noqa: E402
+from ddpsim.trace.compiled_graph import CompiledGraph  # noqa: E402
 from ddpsim.units import mb_to_bytes  # noqa: E402
 
 
@@ -47,7 +48,7 @@ def main() -> None:
     equal = total = 0
     print("model        cap      graphs  DDPOptimizer subgraphs  ddpsim's split")
     for name, case in result["models"].items():
-        graph = compiled_graph_from_dict(case["graph"])
+        graph = validate(CompiledGraph, case["graph"], "compiled_graph")
         for cap, real in case["buckets"].items():
             cap_bytes = mb_to_bytes(25 if cap == "null" else float(cap))
             mine = [[{"params": list(s.param_indices), "size": s.size_bytes} for s in ddp_optimizer_buckets(g, cap_bytes)]
@@ -80,7 +81,7 @@ def rebuild(result: dict) -> None:
     for name, cases in result["rebuild"].items():
         spec = build_model(name, **MODELS[name])
         trace = capture_trace(spec, batch_size=BATCH.get(name, 2), num_iters=3, num_warmup=1, measure_hook_overhead=False)
-        trace = replace(trace, compiled_graph=compiled_graph_from_dict(result["models"][name]["graph"]))
+        trace = replace(trace, compiled_graph=validate(CompiledGraph, result["models"][name]["graph"], "compiled_graph"))
         eager = replace(trace, compiled_graph=replace(trace.compiled_graph, graphs=tuple(
             replace(g, inputs=None) for g in trace.compiled_graph.graphs)))
         for cap, case in cases.items():

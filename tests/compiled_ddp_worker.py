@@ -32,6 +32,7 @@ def model_case(name, kwargs):
     from torch._dynamo.backends import distributed as dd
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from ddpsim.schema import to_plain
     from ddpsim.trace.compiled_graph import capture_compiled_graph
     from ddpsim.trace.models import build_model, ddp_params, default_loss
 
@@ -68,7 +69,7 @@ def model_case(name, kwargs):
             per_graph.append(_buckets([(b.size, [real[p] for p in b.params]) for b in opt.buckets], ids))
         by_cap[str(cap)] = per_graph
     torch._dynamo.reset()
-    return {"num_params": len(params), "graph": graph.to_dict(), "buckets": by_cap,
+    return {"num_params": len(params), "graph": to_plain(graph), "buckets": by_cap,
             "params": [[n, list(p.shape), str(p.dtype).removeprefix("torch.")] for n, p, _ in ddp_params(spec.module)]}
 
 

@@ -24,7 +24,8 @@ from ddpsim.plan.autograd_order import graph_hook_order, run_order
 from ddpsim.plan.compiled import (CompileOptions, compiled_point, compiled_ready_trace, compiled_subgraphs,
                                   ddp_optimizer_buckets, engine_hook_order, python_reducer_plan)
 from ddpsim.plan.planner import DDPOptions, plan_ddp
-from ddpsim.trace.compiled_graph import CompiledGraph, GraphWalk, compiled_graph_from_dict
+from ddpsim.schema import to_plain, validate
+from ddpsim.trace.compiled_graph import CompiledGraph, GraphWalk
 from ddpsim.trace.records import load_trace, make_trace, save_trace, trace_from_dict
 from ddpsim.units import MIB, mb_to_bytes
 
@@ -52,7 +53,7 @@ def torch_side():
 @pytest.mark.parametrize("model", ["mlp", "gpt2-124m", "bert-base"])
 def test_split_equals_ddp_optimizers_own_buckets(torch_side, model):
     case = torch_side["models"][model]
-    graph = compiled_graph_from_dict(case["graph"]).check(case["num_params"])
+    graph = validate(CompiledGraph, case["graph"], "trace: compiled_graph").check(case["num_params"])
     assert len(case["buckets"]) == 5
     for cap, real in case["buckets"].items():
         cap_bytes = mb_to_bytes(25 if cap == "null" else float(cap))
@@ -73,7 +74,7 @@ def test_hooks_and_rebuilt_buckets_equal_real_compiled_ddps(torch_side, model):
     """The engine's hook order, and DDP's rebuild over it, equal real compiled DDP's
     (``rebuilt_per_bucket_param_indices``), parameter for parameter."""
     case = torch_side["models"][model]
-    graph = compiled_graph_from_dict(case["graph"]).check(case["num_params"])
+    graph = validate(CompiledGraph, case["graph"], "trace: compiled_graph").check(case["num_params"])
     n = case["num_params"]
     trace = make_trace(model=model, params=[tuple(p) for p in case["params"]], ready_s=[float(n - i) for i in range(n)],
                        forward_s=1.0, backward_s=float(n), optimizer_s=0.0, num_iterations=3, compiled_graph=graph)
@@ -162,7 +163,7 @@ def test_split_graph_calls_independent_subgraphs_in_split_modules_order():
 
 def test_without_ddp_optimizer_every_gradient_is_ready_at_the_end():
     trace, walk = _chain_trace()
-    trace = trace_from_dict({**trace.to_dict(), "compiled_graph": CompiledGraph(graphs=(walk,)).to_dict()})
+    trace = trace_from_dict({**trace.to_dict(), "compiled_graph": to_plain(CompiledGraph(graphs=(walk,)))})
     grouped, plan = compiled_point(trace, DDPOptions(), CompileOptions(ddp_optimizer=False))
     assert set(grouped.iterations[0].grad_ready_s) == {4e-3}
     assert len(compiled_subgraphs(trace, DDPOptions(bucket_cap_mb=1), CompileOptions())) == 3
@@ -170,7 +171,7 @@ def test_without_ddp_optimizer_every_gradient_is_ready_at_the_end():
 
 def test_trace_keeps_its_compiled_graph_and_refuses_a_bad_one(tmp_path):
     trace, walk = _chain_trace()
-    doc = {**trace.to_dict(), "compiled_graph": CompiledGraph(graphs=(walk,), torch_version="2.13.0").to_dict()}
+    doc = {**trace.to_dict(), "compiled_graph": to_plain(CompiledGraph(graphs=(walk,), torch_version="2.13.0"))}
     loaded = load_trace(save_trace(trace_from_dict(doc), tmp_path / "t.json"))
     assert loaded.compiled_graph.graphs == (walk,)
     assert "compiled_graph" not in trace.to_dict()  # traces without one are written as before
@@ -186,7 +187,7 @@ def test_a_graphs_inputs_and_views_kept_and_a_bad_one_refused(tmp_path):
     walk = GraphWalk(users=walk.users, uses=walk.uses, alias_of=(None, None, None, None, 3),
                      inputs=((("node", 1), ("param", 3)), (("node", 2), ("param", 2)), (("node", 3), ("param", 1)),
                              (("node", 4), ("param", 0)), ()))
-    doc = {**trace.to_dict(), "compiled_graph": CompiledGraph(graphs=(walk,)).to_dict()}
+    doc = {**trace.to_dict(), "compiled_graph": to_plain(CompiledGraph(graphs=(walk,)))}
     assert load_trace(save_trace(trace_from_dict(doc), tmp_path / "t.json")).compiled_graph.graphs == (walk,)
     bad = json.loads(json.dumps(doc))
     bad["compiled_graph"]["graphs"][0]["inputs"][1] = [["param", 7]]

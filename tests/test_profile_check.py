@@ -52,7 +52,7 @@ def test_buckets_no_cap_explains_stay_a_mismatch():
 def test_mixed_gradient_dtypes_give_no_bound():
     trace = load_trace(TRACE)
     params = list(trace.params)
-    params[0] = replace(params[0], dtype="bf16", size_bytes=params[0].size_bytes // 2)
+    params[0] = replace(params[0], dtype="bfloat16", size_bytes=params[0].size_bytes // 2)
     mixed = replace(trace, params=tuple(params))
     assert run_cap_bound_mb(mixed, [10, 20, 30]) is None
     assert run_cap_bound_mb(trace, [10]) is None

@@ -21,7 +21,6 @@ from ddpsim.calibration.schema import ProbeDoc
 from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
 from ddpsim.schema import validate
-from ddpsim.trace.records import trace_from_doc
 
 __all__ = ["PROBE", "MAX_SLOWDOWN", "ProbeFit", "fit_probe", "parse_probe"]
 
@@ -55,7 +54,7 @@ def parse_probe(probe: Any) -> tuple[Any, float, float]:
     """``(trace, measured step seconds, bucket_cap_mb)`` of a calibration's ``interference_probe``
     (a :class:`~ddpsim.calibration.schema.ProbeDoc`, or the mapping a calibration file holds)."""
     doc = probe if isinstance(probe, ProbeDoc) else validate(ProbeDoc, probe, "calibration: interference_probe")
-    return trace_from_doc(doc.trace, "calibration: interference_probe.trace"), doc.ddp_step_s, doc.bucket_cap_mb
+    return doc.trace, doc.ddp_step_s, doc.bucket_cap_mb
 
 
 def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interference) -> float:

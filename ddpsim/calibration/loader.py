@@ -34,14 +34,10 @@ from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 from ddpsim.schema import validate
 
-#: ``Interference.weighting`` of a calibration whose ``interference`` does not name one: every
-#: collective in flight slows compute by the whole ``compute_slowdown``, whatever its size. On a
-#: CPU host even a small gloo all-reduce is CPU work (the ring's wake-ups, copies and sums on
-#: the cores backward runs on), and a step with many small buckets can measure slower than
-#: one with a few large ones. Over the bundled gloo validations, each predicted with each of
-#: several calibrations, this weighting gives the lower median |error| under most of them
-#: ("bandwidth", a collective weighted by its share of moved bytes, is the alternative):
-#: docs/VALIDATION.md, "The interference model".
+#: ``Interference.weighting`` when the file names none: every collective in flight slows compute
+#: by the whole ``compute_slowdown`` (on a CPU host even a small gloo all-reduce is CPU work on
+#: backward's cores); over the bundled gloo validations it gives a lower median |error| than
+#: "bandwidth" under most calibrations (docs/VALIDATION.md, "The interference model").
 CALIBRATION_WEIGHTING = "uniform"
 
 
@@ -64,61 +60,48 @@ class Calibration:
     interference_fit: Mapping[str, Any] | None = None
     #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
     allreduce_after_compute: tuple[CalibrationPoint, ...] = ()
-    #: all-reduces issued ``ops_per_sample`` at once, then waited for: per-op times (none, or at
-    #: least 2 sizes; with ``comm_threads``)
+    #: per-op times of ``ops_per_sample`` all-reduces issued at once (none, or 2+ sizes; with ``comm_threads``)
     allreduce_queued: tuple[CalibrationPoint, ...] = ()
     #: the process group's worker threads (ProcessGroupGloo's ``_threads``), with ``allreduce_queued``
     comm_threads: int | None = None
-    #: the file's ``ddp_iteration_overhead_s`` when the loader recomputed it
-    #: (:func:`consistent_ddp_overhead`), else None
+    #: the file's ``ddp_iteration_overhead_s`` when :func:`consistent_ddp_overhead` recomputed it, else None
     ddp_iteration_overhead_measured_s: float | None = None
-    #: the probe's forward under DDP / its trace's forward, from the probe's phases (None: not
-    #: measured); only the probe fit uses it (see :func:`probe_forward_factor`)
+    #: the probe's forward under DDP / its trace's (:func:`probe_forward_factor`; the probe fit only), or None
     probe_forward_factor: float | None = None
-    #: host costs measured on the machine (``host_costs`` in the file: any of
-    #: :data:`ddpsim.network.host_costs.FIELDS`, the others at their defaults), or None: with a
-    #: calibration the engine keeps no CPU clock unless the file gives them
+    #: host costs measured on the machine (absent ones at their defaults), or None: then the engine
+    #: keeps no CPU clock with this calibration
     host_costs: HostCosts | None = None
-    #: DDP's forward buffer broadcast per buffer beyond the broadcast itself (flatten, copy
-    #: back: ``executor collectives``' ``broadcast_per_tensor_s``), or None where not measured
+    #: DDP's forward buffer broadcast per buffer beyond the broadcast itself (flatten, copy back), or None
     broadcast_per_tensor_s: float | None = None
-    #: a Python comm hook's host time per bucket beyond its kernels on this machine (the
-    #: hook call, its future and ``.then`` callback: ``studies/comm_hook_cost.py --write``), or None
+    #: a Python comm hook's host time per bucket beyond its kernels (``studies/comm_hook_cost.py``), or None
     comm_hook_call_s: float | None = None
-    #: the host's CPUs busy with other work during the probe's DDP steps (%, from
-    #: ``/proc/stat``), or None where not measured
+    #: the host's CPUs busy with other work during the probe's DDP steps (%, ``/proc/stat``), or None
     probe_host_other_pct: float | None = None
-    #: the file's ``interference_probe`` as read (for :meth:`probe_round_fits`), or None
-    probe: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: the file's ``interference_probe`` (for :meth:`probe_round_fits`), or None
+    probe: ProbeDoc | None = field(default=None, compare=False, repr=False)
 
     def probe_round_fits(self) -> tuple[float, ...]:
-        """The compute slowdown fitted to each of the probe's rounds alone (its trace's and its
-        DDP steps' share of that round), as :func:`ddpsim.calibration.interference_fit.fit_probe` fits
-        them pooled: how far the fit moves from one moment of the host to the next. Empty
-        without a probe of at least two rounds or without the microbenchmark. Computed on first
-        use and kept."""
+        """The compute slowdown fitted to each probe round alone, as :func:`fit_probe` fits them
+        pooled: how far the fit moves with the host's moment. Empty without the microbenchmark or
+        two rounds. Computed on first use and kept."""
         cached = self.__dict__.get("_round_fits")
         if cached is not None:
             return cached
         fits: tuple[float, ...] = ()
         probe, mb = self.probe, self.interference_microbenchmark
-        rounds = probe.get("rounds") if isinstance(probe, Mapping) else None
-        samples = probe.get("ddp_step_samples_s") if isinstance(probe, Mapping) else None
-        if mb is not None and isinstance(rounds, int) and rounds >= 2 and isinstance(samples, list) and samples:
-            trace, _, cap_mb = parse_probe(probe)
-            n, m = len(trace.iterations) // rounds, len(samples) // rounds
+        if mb is not None and probe is not None and (probe.rounds or 0) >= 2 and probe.ddp_step_samples_s:
+            its, samples, rounds = probe.trace.iterations, probe.ddp_step_samples_s, probe.rounds
+            n, m = len(its) // rounds, len(samples) // rounds
             if n >= 1 and m >= 1:
-                fits = tuple(fit_probe(replace(trace, iterations=trace.iterations[k * n:(k + 1) * n]),
-                                       statistics.median(samples[k * m:(k + 1) * m]), self, cap_mb, mb).compute_slowdown
-                             for k in range(rounds))
+                fits = tuple(fit_probe(replace(probe.trace, iterations=its[k * n:(k + 1) * n]),
+                                       statistics.median(samples[k * m:(k + 1) * m]), self, probe.bucket_cap_mb,
+                                       mb).compute_slowdown for k in range(rounds))
         object.__setattr__(self, "_round_fits", fits)
         return fits
 
     def warning(self) -> str | None:
-        """One line when this calibration should not be trusted (its probe fit ran into its
-        bound, :func:`clamped_fit_warning`; or its probe ran on a busy host,
-        :func:`busy_probe_warning`), else None; every command that predicts with a calibration
-        prints it."""
+        """One line when this calibration should not be trusted (:func:`clamped_fit_warning`,
+        :func:`busy_probe_warning`), else None; every command predicting with it prints it."""
         return clamped_fit_warning(self.interference_fit) or busy_probe_warning(self.probe_host_other_pct)
 
     def comm_model(self, base: Any, *, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
@@ -186,7 +169,6 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
     probe_doc = doc.interference_probe
     if probe_doc is None:
         return cal
-    probe = data["interference_probe"]
     if probe_doc.host_other_pct is not None:
         cal = replace(cal, probe_host_other_pct=probe_doc.host_other_pct)
     factor = probe_forward_factor(probe_doc, cal.ddp_iteration_overhead_s or 0.0, source)
@@ -197,7 +179,7 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
         trace, step_s, cap_mb = parse_probe(probe_doc)
         fit = fit_probe(trace, step_s, cal, cap_mb, interference)
         cal = replace(cal, interference=replace(interference, compute_slowdown=fit.compute_slowdown),
-                      interference_microbenchmark=interference, interference_fit=fit.as_dict(), probe=probe)
+                      interference_microbenchmark=interference, interference_fit=fit.as_dict(), probe=probe_doc)
     return cal
 
 
@@ -218,16 +200,12 @@ def consistent_ddp_overhead(cal: Calibration, details: DdpOverheadDoc | None) ->
 
 
 def probe_forward_factor(probe: ProbeDoc, overhead_s: float, source: str = "calibration") -> float | None:
-    """How much slower the probe's forward runs under DDP than in its trace, from the probe's
-    phases: ``(median DDP forward - the DDP overhead) / (median trace forward + zero_grad)``
-    (the executor's forward phase spans zero_grad, forward and loss), floored at 1. None
-    without phase samples.
-
-    Forward overlaps no all-reduce, so this part of the probe's gap is not the overlap's: the
-    probe fit predicts the probe with its forward stretched by it, and leaves only the rest
-    of the gap to ``compute_slowdown``. It is NOT applied to other models: the probe's forward
-    runs further over its trace than the validated models' forwards do, and applying it to them
-    makes most of their predictions worse (docs/VALIDATION.md)."""
+    """How much slower the probe's forward runs under DDP than in its trace: ``(median DDP forward
+    - the DDP overhead) / (median trace forward + zero_grad)`` (the executor's forward phase spans
+    both), floored at 1; None without phase samples. Forward overlaps no all-reduce, so the probe
+    fit stretches the probe's forward by it and leaves only the rest of the gap to
+    ``compute_slowdown``; other models do not get it (it makes their predictions worse:
+    docs/VALIDATION.md)."""
     if probe.ddp_phase_samples_s is None:  # a calibration without the probe's DDP phases
         return None
     fwd = probe.ddp_phase_samples_s.get("forward_s")
@@ -268,10 +246,8 @@ PROBE_MAX_OTHER_PCT = 10.0
 
 
 def busy_probe_warning(other_pct: float | None) -> str | None:
-    """One line when the probe's DDP steps ran while other work held more than
-    :data:`PROBE_MAX_OTHER_PCT` of the host's CPUs: the probe then runs slower than on the
-    quiet host and the compute slowdown fitted to it is inflated, so CNNs are over-predicted
-    (docs/VALIDATION.md). None otherwise."""
+    """One line when other work held more than :data:`PROBE_MAX_OTHER_PCT` of the host's CPUs
+    during the probe's DDP steps (its fitted slowdown inflated: docs/VALIDATION.md), else None."""
     if other_pct is None or other_pct <= PROBE_MAX_OTHER_PCT:
         return None
     return (f"the calibration's DDP probe ran while other work held {other_pct:.0f} % of the host's CPUs (more than "
@@ -280,9 +256,8 @@ def busy_probe_warning(other_pct: float | None) -> str | None:
 
 
 def clamped_fit_warning(fit: Mapping[str, Any] | None) -> str | None:
-    """One line when the calibration's probe fit ran into the bisection's bound (the probe's
-    measured DDP step is beyond what the engine reaches at the largest slowdown): that is no
-    fit, and predictions made with it over-charge every overlapped all-reduce. None otherwise."""
+    """One line when the probe fit ran into the bisection's bound (no fit: every overlapped
+    all-reduce over-charged), else None."""
     if not fit or not fit.get("clamped"):
         return None
     return (f"the calibration's probe fit hit its bound: compute_slowdown {fit['compute_slowdown']:g} gives a "

@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import WEIGHTINGS
 from ddpsim.schema import Schema, format_version
-from ddpsim.trace.schema import MAX_BYTES, MAX_SECONDS, TraceDoc
+from ddpsim.trace.records import MAX_BYTES, MAX_SECONDS, Trace
 from ddpsim.units import MAX_WORLD_SIZE
 
 FORMAT = "ddpsim-calibration"
@@ -114,7 +114,7 @@ class ProbeDoc(Schema):
     ddp_phase_samples_s: dict[str, list[Seconds]] | None = None
     host_other_pct: Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)] | None = None
     host_steal_pct: Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)] | None = None
-    trace: TraceDoc
+    trace: Trace
 
 
 class CalibrationDoc(Schema):

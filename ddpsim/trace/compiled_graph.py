@@ -16,100 +16,81 @@ outside its subgraph). The graphs are those of one forward of the bare module, i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
+
+from pydantic import Field
 
 from ddpsim.errors import InputError, shorten
+from ddpsim.schema import Int, Str, record
 
 #: no node of a graph uses this node's result
 NO_USER = None
 #: the graph's output uses this node's result
 OUTPUT_USER = -1
 
+_Index = Annotated[Int, Field(ge=0)]
+#: ``(node, param_index, nbytes)``
+_Use = tuple[_Index, _Index, Annotated[Int, Field(ge=0, le=1 << 50)]]
 
-@dataclass(frozen=True, kw_only=True)
+
+def _absent(v: Any) -> bool:
+    return v is None
+
+
+@record("trace")
 class GraphWalk:
     """One Dynamo graph as DDPOptimizer walks it (reverse node order)."""
 
-    users: tuple[int | None, ...]
-    uses: tuple[tuple[int, int, int], ...]
-    inputs: tuple[tuple[tuple[str, int], ...], ...] | None = None
-    alias_of: tuple[int | None, ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.alias_of is not None:
-            object.__setattr__(self, "alias_of", tuple(self.alias_of))
-        object.__setattr__(self, "users", tuple(self.users))
-        object.__setattr__(self, "uses", tuple(tuple(u) for u in self.uses))
-        if self.inputs is not None:
-            object.__setattr__(self, "inputs", tuple(tuple((k, v) for k, v in row) for row in self.inputs))
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"users": list(self.users), "uses": [list(u) for u in self.uses]}
-        if self.inputs is not None:
-            out["inputs"] = [[[k, v] for k, v in row] for row in self.inputs]
-        if self.alias_of is not None:
-            out["alias_of"] = list(self.alias_of)
-        return out
+    users: tuple[Annotated[Int, Field(ge=-1)] | None, ...]
+    uses: tuple[_Use, ...]
+    #: per node, its inputs that need a gradient in split_module's order: ("param", k) or ("node", j)
+    inputs: tuple[tuple[tuple[Str, Int], ...], ...] | None = Field(default=None, exclude_if=_absent)
+    #: per node, the node whose storage its view result shares (None: none, or not a view)
+    alias_of: tuple[_Index | None, ...] | None = Field(default=None, exclude_if=_absent)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record("trace")
 class CompiledGraph:
     """The Dynamo graphs of a model's forward, in compile order, and the torch that traced them."""
 
-    graphs: tuple[GraphWalk, ...]
-    torch_version: str = ""
+    torch_version: Str = ""
+    graphs: Annotated[tuple[GraphWalk, ...], Field(min_length=1)]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "graphs", tuple(self.graphs))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"torch_version": self.torch_version,
-                "graphs": [g.to_dict() for g in self.graphs]}
-
-    def check(self, num_params: int, source: str = "trace") -> "CompiledGraph":
+    def check(self, num_params: int) -> "CompiledGraph":
         """Raise InputError unless every node and parameter index is in range."""
         for k, g in enumerate(self.graphs):
             n = len(g.users)
             for i, u in enumerate(g.users):
                 if u is not None and not OUTPUT_USER <= u < i:
-                    raise InputError(f"{source}: compiled_graph.graphs[{k}].users[{i}]: {shorten(u)} is not accepted; "
+                    raise InputError(f"compiled_graph.graphs[{k}].users[{i}]: {shorten(u)} is not accepted; "
                                      f"expected null, -1 (the output) or a node index in [0, {i})")
             for j, (node, index, nbytes) in enumerate(g.uses):
-                if not 0 <= node < n or not 0 <= index < num_params or nbytes < 0:
-                    raise InputError(f"{source}: compiled_graph.graphs[{k}].uses[{j}]: {shorten([node, index, nbytes])} "
+                if not 0 <= node < n or not 0 <= index < num_params:
+                    raise InputError(f"compiled_graph.graphs[{k}].uses[{j}]: {shorten([node, index, nbytes])} "
                                      f"is not accepted; expected [node in [0, {n}), parameter in [0, {num_params}), "
                                      "bytes >= 0]")
-            _check_inputs(g, k, num_params, source)
+            _check_inputs(g, k, num_params)
         return self
 
 
-def _check_inputs(g: GraphWalk, k: int, num_params: int, source: str) -> None:
+def _check_inputs(g: GraphWalk, k: int, num_params: int) -> None:
     if g.alias_of is not None:
         for i, b in enumerate(g.alias_of):
             if b is not None and not (0 <= b < len(g.users) and b != i):
-                raise InputError(f"{source}: compiled_graph.graphs[{k}].alias_of[{i}]: {shorten(b)} is not accepted; "
+                raise InputError(f"compiled_graph.graphs[{k}].alias_of[{i}]: {shorten(b)} is not accepted; "
                                  f"expected null or another node's index in [0, {len(g.users)})")
     if g.inputs is None:
         return
     if len(g.inputs) != len(g.users):
-        raise InputError(f"{source}: compiled_graph.graphs[{k}].inputs: {len(g.inputs)} rows are not accepted; "
+        raise InputError(f"compiled_graph.graphs[{k}].inputs: {len(g.inputs)} rows are not accepted; "
                          f"expected one per node ({len(g.users)})")
     for i, row in enumerate(g.inputs):
         for kind, v in row:
-            if not isinstance(v, int) or not ((kind == "param" and 0 <= v < num_params)
-                                              or (kind in ("node", "data") and 0 <= v < len(g.users) and v != i)):
-                raise InputError(f"{source}: compiled_graph.graphs[{k}].inputs[{i}]: {shorten([kind, v])} is not "
+            if not ((kind == "param" and 0 <= v < num_params)
+                    or (kind in ("node", "data") and 0 <= v < len(g.users) and v != i)):
+                raise InputError(f"compiled_graph.graphs[{k}].inputs[{i}]: {shorten([kind, v])} is not "
                                  f"accepted; expected ['param', index in [0, {num_params})] or ['node' or 'data', another "
                                  f"node's index in [0, {len(g.users)})]")
-
-
-def compiled_graph_from_dict(data: dict[str, Any]) -> CompiledGraph:
-    """The :class:`CompiledGraph` of a validated ``compiled_graph`` mapping."""
-    return CompiledGraph(torch_version=data.get("torch_version", ""),
-                         graphs=tuple(GraphWalk(users=g["users"], uses=g["uses"], inputs=g.get("inputs"),
-                                               alias_of=g.get("alias_of"))
-                                     for g in data["graphs"]))
 
 
 # ---- capture (needs torch) ------------------------------------------------------------------
@@ -207,11 +188,8 @@ def _grad_inputs(torch: Any, node: Any, position: dict, index_of: dict[int, int]
 
 
 def capture_compiled_graph(spec: Any, params: Sequence[Any], *, batch_size: int) -> CompiledGraph:
-    """Compile ``spec.module`` with a recording Dynamo backend, run one forward of a
-    ``batch_size`` batch, and return its graphs as DDPOptimizer walks them.
-
-    ``params``: DDP's parameters in DDP's order (:func:`ddpsim.trace.models.ddp_params`'s tensors).
-    """
+    """The graphs of one ``batch_size`` forward of ``spec.module`` compiled with a recording Dynamo
+    backend, as DDPOptimizer walks them; ``params``: DDP's parameters in DDP's order."""
     import torch
 
     index_of = {id(p): i for i, p in enumerate(params)}

@@ -1,7 +1,8 @@
 """The trace: what one real training step of a model looks like on one device.
 
-Written by :mod:`ddpsim.trace.capture` (``ddpsim trace``) as a versioned JSON file (every key
-declared in :mod:`ddpsim.trace.schema`) and read by the planner, the engine and the executor.
+Written by :mod:`ddpsim.trace.capture` (``ddpsim trace``) as a versioned JSON file, every key
+declared once, on the records below (:func:`ddpsim.schema.record`: the file's format and the
+type the code uses), and read by the planner, the engine and the executor.
 ``params`` are exactly the parameters DDP's reducer gets, in its order
 (``_build_params_for_reducer``: ``named_modules()``, ``named_parameters(recurse=False)``,
 ``requires_grad``, shared parameters once), ``index`` the position in that list.
@@ -18,47 +19,80 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Annotated, Any, Iterable, Literal, Sequence
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.formats import quantile
 from ddpsim.io import read_json, write_text_atomic
-from ddpsim.schema import validate
-from ddpsim.trace.compiled_graph import CompiledGraph, compiled_graph_from_dict
-from ddpsim.trace.schema import (TRACE_FORMAT, TRACE_VERSION, IterationDoc, ParamDoc, TraceDoc,  # noqa: F401 (the format's names)
-                                 default_of)
+from ddpsim.schema import Bool, Float, Int, Str, format_version, record, to_plain, validate
+from ddpsim.trace.compiled_graph import CompiledGraph
 from ddpsim.units import DTYPE_SIZE_BYTES, dtype_size_bytes
 
+TRACE_FORMAT = "ddpsim-trace"
+TRACE_VERSION = 1
+#: the longest time a trace may hold (seconds: 11.6 days for one phase of one step)
+MAX_SECONDS = 1e6
+#: the largest size a trace may hold (bytes: 1 PiB for one parameter)
+MAX_BYTES = 1 << 50
+#: most dimensions of a parameter's shape (torch allows 64)
+MAX_DIMS = 64
 
-@dataclass(frozen=True, kw_only=True)
+#: every time a finite number of seconds, every size an integer of bytes, bounded so that no value
+#: a hostile or corrupt file holds reaches the engine as an overflow
+Seconds = Annotated[Float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
+Bytes = Annotated[Int, Field(ge=0, le=MAX_BYTES)]
+
+
+def check_dtype(dtype: str) -> str:
+    """``dtype`` if it is one of :data:`ddpsim.units.DTYPE_SIZE_BYTES`."""
+    if dtype not in DTYPE_SIZE_BYTES:
+        raise ValueError(f"expected one of {', '.join(DTYPE_SIZE_BYTES)}")
+    return dtype
+
+
+@record("trace")
 class ParamRecord:
-    """One parameter the reducer sees, at position ``index`` of DDP's parameter list."""
+    """One parameter the reducer sees, at position ``index`` of DDP's parameter list;
+    ``size_bytes`` must be ``prod(shape)`` elements of ``dtype``."""
 
-    index: int
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    size_bytes: int
-    expect_sparse_gradient: bool = default_of(ParamDoc, "expect_sparse_gradient")
-    has_grad: bool = default_of(ParamDoc, "has_grad")
+    index: Annotated[Int, Field(ge=0)]
+    name: Str
+    shape: Annotated[tuple[Bytes, ...], Field(max_length=MAX_DIMS)]
+    dtype: Str
+    size_bytes: Bytes
+    expect_sparse_gradient: Bool = False
+    has_grad: Bool = True
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(self.shape))
+    _dtype = field_validator("dtype")(check_dtype)
+
+    @field_validator("size_bytes")
+    @classmethod
+    def _matches_shape(cls, v: int, info: ValidationInfo) -> int:
+        shape, dtype = info.data.get("shape"), info.data.get("dtype")
+        if shape is not None and dtype is not None:
+            expected = math.prod(shape) * DTYPE_SIZE_BYTES[dtype]
+            if v != expected:
+                raise ValueError(f"{shorten(expected)} (shape {shorten(list(shape))} x {dtype})")
+        return v
 
     @property
     def numel(self) -> int:
         return self.size_bytes // DTYPE_SIZE_BYTES[self.dtype]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record("trace")
 class BufferRecord:
     """A module buffer (broadcast from rank 0 before each forward when ``broadcast_buffers``)."""
 
-    name: str
-    dtype: str
-    size_bytes: int
+    name: Str
+    dtype: Str
+    size_bytes: Bytes
+
+    _dtype = field_validator("dtype")(check_dtype)
 
 
 def param_records(plist: Sequence[tuple[str, Any, bool]], has_grad: Any = None) -> tuple[ParamRecord, ...]:
@@ -76,18 +110,15 @@ def buffer_records(module: Any) -> tuple[BufferRecord, ...]:
                  for n, b in module.named_buffers())
 
 
-@dataclass(frozen=True, kw_only=True)
+@record("trace")
 class IterationSample:
     """Timings of one measured iteration on one device, in seconds."""
 
-    forward_s: float
-    backward_s: float
-    optimizer_s: float
-    zero_grad_s: float = default_of(IterationDoc, "zero_grad_s")
-    grad_ready_s: tuple[float | None, ...]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "grad_ready_s", tuple(self.grad_ready_s))
+    forward_s: Seconds
+    backward_s: Seconds
+    optimizer_s: Seconds
+    zero_grad_s: Seconds = 0.0
+    grad_ready_s: tuple[Seconds | None, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,63 +146,77 @@ COMPUTE_STATISTICS = ("median", "mean")
 
 
 def check_compute_statistic(statistic: Any) -> str:
-    """``statistic`` if it is one of :data:`COMPUTE_STATISTICS`.
-
-    Raises:
-        InputError: anything else (one line naming ``compute_statistic``).
-    """
+    """``statistic`` if it is one of :data:`COMPUTE_STATISTICS`, else InputError."""
     if statistic not in COMPUTE_STATISTICS:
         raise InputError(f"compute_statistic: {statistic!r} is not accepted; expected one of {', '.join(COMPUTE_STATISTICS)}")
     return statistic
 
 
-@dataclass(frozen=True, kw_only=True)
+@record("trace")
 class Trace:
-    """A validated trace. Build one with :func:`load_trace` or :func:`trace_from_dict`."""
+    """A trace (``format`` ``ddpsim-trace``, ``version`` 1), read (:func:`load_trace`) or built."""
 
-    model: str
+    format: Literal["ddpsim-trace"] = TRACE_FORMAT
+    version: format_version(TRACE_VERSION) = TRACE_VERSION
+    model: Str
+    command: Str | None = None
+    environment: dict[Str, Any] = Field(default_factory=dict)
     params: tuple[ParamRecord, ...]
     buffers: tuple[BufferRecord, ...] = ()
-    grad_ready_order: tuple[int, ...]
+    grad_ready_order: tuple[Int, ...]
     iterations: tuple[IterationSample, ...]
-    environment: dict[str, Any] = field(default_factory=dict)
-    hook_overhead_frac: float | None = default_of(TraceDoc, "hook_overhead_frac")
-    synthetic: dict[str, Any] | None = default_of(TraceDoc, "synthetic")
-    command: str | None = default_of(TraceDoc, "command")
-    version: int = TRACE_VERSION
+    hook_overhead_frac: Annotated[Float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    synthetic: dict[Str, Any] | None = None
     #: the model's Dynamo graphs as DDPOptimizer walks them, or None
-    compiled_graph: CompiledGraph | None = None
+    compiled_graph: CompiledGraph | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_file_names_its_format(cls, data: Any) -> Any:
+        """A file must name ``format`` and ``version`` (the code's traces take their defaults)."""
+        if isinstance(data, dict) and (key := next((k for k in ("format", "version") if k not in data), None)):
+            if key == "format" or data["format"] == TRACE_FORMAT:  # else the format's error comes first
+                raise InputError(f"{key}: missing; expected this key (it is required)")
+        return data
+
+    @field_validator("params")
+    @classmethod
+    def _some_params(cls, v: tuple) -> tuple:
+        if not v:
+            raise ValueError("expected at least one trainable parameter")
+        return v
+
+    @field_validator("iterations")
+    @classmethod
+    def _some_iterations(cls, v: tuple) -> tuple:
+        if not v:
+            raise ValueError("expected at least one measured iteration")
+        return v
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "params", tuple(self.params))
-        object.__setattr__(self, "buffers", tuple(self.buffers))
-        object.__setattr__(self, "grad_ready_order", tuple(self.grad_ready_order))
-        object.__setattr__(self, "iterations", tuple(self.iterations))
         n = len(self.params)
-        if n == 0:
-            raise InputError("trace: params: [] is empty; expected at least one trainable parameter")
         for i, p in enumerate(self.params):
             if p.index != i:
-                raise InputError(f"trace: params[{i}].index: {p.index} is out of order; expected {i} (DDP parameter order)")
-        if not self.iterations:
-            raise InputError("trace: iterations: [] is empty; expected at least one measured iteration")
+                raise InputError(f"params[{i}].index: {p.index} is out of order; expected {i} (DDP parameter order)")
         for k, it in enumerate(self.iterations):
             if len(it.grad_ready_s) != n:
-                raise InputError(f"trace: iterations[{k}].grad_ready_s: has {len(it.grad_ready_s)} entries; "
+                raise InputError(f"iterations[{k}].grad_ready_s: has {len(it.grad_ready_s)} entries; "
                                  f"expected {n} (one per parameter)")
         seen: set[int] = set()
         for k, idx in enumerate(self.grad_ready_order):
-            if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < n or idx in seen:
-                raise InputError(f"trace: grad_ready_order[{k}]: {shorten(idx)} is not accepted; "
+            if not 0 <= idx < n or idx in seen:
+                raise InputError(f"grad_ready_order[{k}]: {shorten(idx)} is not accepted; "
                                  f"expected distinct parameter indices in [0, {n})")
             seen.add(idx)
         for p in self.params:
             if p.has_grad and p.index not in seen:
-                raise InputError(f"trace: grad_ready_order: parameter {p.index} ({p.name}) has a gradient but is missing; "
+                raise InputError(f"grad_ready_order: parameter {p.index} ({p.name}) has a gradient but is missing; "
                                  "expected every parameter with has_grad=true")
             if not p.has_grad and p.index in seen:
-                raise InputError(f"trace: grad_ready_order: parameter {p.index} ({p.name}) has has_grad=false but is listed; "
+                raise InputError(f"grad_ready_order: parameter {p.index} ({p.name}) has has_grad=false but is listed; "
                                  "expected only parameters with has_grad=true")
+        if self.compiled_graph is not None:
+            self.compiled_graph.check(n)
 
     # ---- derived figures -------------------------------------------------------------
     @property
@@ -221,25 +266,8 @@ class Trace:
         return self._derived(("grad_ready", statistic), compute)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": TRACE_FORMAT,
-            "version": self.version,
-            "model": self.model,
-            "command": self.command,
-            "environment": self.environment,
-            "params": [_record(p) for p in self.params],
-            "buffers": [_record(b) for b in self.buffers],
-            "grad_ready_order": list(self.grad_ready_order),
-            "iterations": [_record(it) for it in self.iterations],
-            "hook_overhead_frac": self.hook_overhead_frac,
-            "synthetic": self.synthetic,
-            **({} if self.compiled_graph is None else {"compiled_graph": self.compiled_graph.to_dict()}),
-        }
-
-
-def _record(rec: Any) -> dict[str, Any]:
-    """A record's fields in declaration order (the file's key order), tuples as lists."""
-    return {f.name: list(v) if isinstance(v := getattr(rec, f.name), tuple) else v for f in fields(rec)}
+        """The trace file's document (keys in the file's order)."""
+        return to_plain(self)
 
 
 def pool_traces(traces: Sequence[Trace]) -> Trace:
@@ -275,43 +303,20 @@ def load_trace(path: str | Path) -> Trace:
 
 
 def trace_from_dict(data: Any, source: str = "trace") -> Trace:
-    """Validate a decoded trace JSON object (:class:`ddpsim.trace.schema.TraceDoc`) and build a
-    :class:`Trace`; InputError lines start with ``source``."""
-    return trace_from_doc(validate(TraceDoc, data, source), source)
-
-
-def trace_from_doc(doc: TraceDoc, source: str = "trace") -> Trace:
-    """The :class:`Trace` of a validated :class:`~ddpsim.trace.schema.TraceDoc` (its
-    cross-field checks raise InputError lines that start with ``source``)."""
-    try:
-        return Trace(
-            model=doc.model, command=doc.command, environment=doc.environment, version=doc.version,
-            params=tuple(ParamRecord(**p.model_dump()) for p in doc.params),
-            buffers=tuple(BufferRecord(**b.model_dump()) for b in doc.buffers),
-            grad_ready_order=tuple(doc.grad_ready_order),
-            iterations=tuple(IterationSample(**it.model_dump()) for it in doc.iterations),
-            hook_overhead_frac=doc.hook_overhead_frac, synthetic=doc.synthetic,
-            compiled_graph=None if doc.compiled_graph is None else compiled_graph_from_dict(
-                doc.compiled_graph.model_dump()).check(len(doc.params)))
-    except InputError as exc:
-        raise InputError(source + str(exc).removeprefix("trace")) from None
+    """Validate a decoded trace JSON object; InputError lines start with ``source``."""
+    return validate(Trace, data, source)
 
 
 def make_trace(*, model: str, params: Iterable[tuple[str, Sequence[int], str]], ready_s: Sequence[float | None],
                forward_s: float, backward_s: float, optimizer_s: float, num_iterations: int = 1,
                **kwargs: Any) -> Trace:
-    """Build a hand-made trace (tests, examples): ``params`` as ``(name, shape, dtype)``.
-
-    Every iteration gets the same times; ``grad_ready_order`` is the order of ``ready_s``
-    (ties broken by higher index first, as autograd usually reaches later layers first).
-    """
+    """A hand-made trace (tests, examples), ``params`` as ``(name, shape, dtype)``, every iteration
+    alike, ready in ``ready_s``'s order (ties: higher index first, as autograd reaches later layers first)."""
     recs = []
     for i, (name, shape, dtype) in enumerate(params):
         recs.append(ParamRecord(index=i, name=name, shape=tuple(shape), dtype=dtype,
                                 size_bytes=math.prod(shape) * dtype_size_bytes(dtype), has_grad=ready_s[i] is not None))
     order = sorted((i for i, t in enumerate(ready_s) if t is not None), key=lambda i: (ready_s[i], -i))
     sample = IterationSample(forward_s=forward_s, backward_s=backward_s, optimizer_s=optimizer_s, grad_ready_s=tuple(ready_s))
-    trace = Trace(model=model, params=tuple(recs), grad_ready_order=tuple(order),
-                  iterations=(sample,) * num_iterations, synthetic=kwargs.pop("synthetic", {"kind": "hand-made"}), **kwargs)
-    # a hand-made trace meets the file format's checks (finite times >= 0, ...) as a loaded one does
-    return trace_from_dict(trace.to_dict(), source="trace")
+    return Trace(model=model, params=tuple(recs), grad_ready_order=tuple(order),
+                 iterations=(sample,) * num_iterations, synthetic=kwargs.pop("synthetic", {"kind": "hand-made"}), **kwargs)

@@ -32,35 +32,26 @@ from ddpsim.trace.cnn_kernels import PER_CHANNEL, batch_norm_kernels, conv_layou
 from ddpsim.trace.records import IterationSample, Trace, buffer_records, load_trace, param_records
 
 
-def _check_numbers(obj: Any, keys: Sequence[str], ok: Any, expected: str, *, prefix: str = "",
-                   reject_bool: bool = False) -> None:
+def _check_numbers(obj: Any, keys: Sequence[str], ok: Any, expected: str, *, reject_bool: bool = False) -> None:
     """InputError naming the first of ``keys`` whose value on ``obj`` is no number meeting ``ok``."""
     for k in keys:
         v = getattr(obj, k)
         if (reject_bool and isinstance(v, bool)) or not isinstance(v, (int, float)) or not ok(v):
-            raise InputError(f"{prefix}{k}: {v!r} is not accepted; expected {expected}")
+            raise InputError(f"{k}: {v!r} is not accepted; expected {expected}")
 
 
 @dataclass(frozen=True, kw_only=True)
 class GpuSpec:
-    """Peak figures of one GPU (dense), in FLOP/s and bytes/s. ``tensor_flops_per_s`` is the fp16
-    tensor-core peak; ``bf16_flops_per_s`` and ``fp8_flops_per_s`` are None on a GPU without
-    tensor cores for them (V100: fp16 only)."""
+    """Peak figures of one catalogue GPU (dense, validated there), in FLOP/s and bytes/s;
+    ``bf16_flops_per_s`` None on a GPU without bf16 tensor cores (V100)."""
 
     name: str
     tensor_flops_per_s: float  # fp16 dense tensor core (bf16 too where bf16_flops_per_s says so)
     tf32_flops_per_s: float
     fp32_flops_per_s: float
     hbm_bytes_per_s: float
-    memory_bytes: int
     source: str
     bf16_flops_per_s: float | None = None
-    fp8_flops_per_s: float | None = None
-
-    def __post_init__(self) -> None:
-        _check_numbers(self, RECORDED_PEAKS, lambda v: math.isfinite(v) and v > 0, "a number > 0", prefix="gpu.")
-        _check_numbers(self, [k for k in ("bf16_flops_per_s", "fp8_flops_per_s") if getattr(self, k) is not None],
-                       lambda v: math.isfinite(v) and v > 0, "a number > 0", prefix="gpu.")
 
     def low_precision_flops_per_s(self, autocast: str, key: str = "autocast") -> float:
         """The tensor-core peak of ``"bf16"`` or ``"fp16"``; InputError on a GPU without it."""
@@ -82,9 +73,7 @@ def gpu_spec(gpu: Gpu) -> GpuSpec:
     return GpuSpec(name=f"NVIDIA {gpu.model} (modelled)", tensor_flops_per_s=scaled(f.fp16, 12),
                    tf32_flops_per_s=scaled(f.fp32 if f.tf32 is None else f.tf32, 12),
                    fp32_flops_per_s=scaled(f.fp32, 12), hbm_bytes_per_s=scaled(gpu.memory_gbps, 9),
-                   memory_bytes=round(scaled(gpu.memory_gb, 9)), source=gpu.summary,
-                   bf16_flops_per_s=None if f.bf16 is None else scaled(f.bf16, 12),
-                   fp8_flops_per_s=None if f.fp8 is None else scaled(f.fp8, 12))
+                   source=gpu.summary, bf16_flops_per_s=None if f.bf16 is None else scaled(f.bf16, 12))
 
 
 class _BundledGpus(Mapping):

@@ -24,15 +24,9 @@ __all__ = ["BuiltModel", "list_models", "build_model", "ddp_params", "default_lo
 
 @dataclass(frozen=True, kw_only=True)
 class BuiltModel:
-    """A model ready to be traced or trained: module, batch maker, loss.
-
-    Attributes:
-        name: the model name (built-in name or ``pkg.mod:factory``).
-        module: the ``nn.Module`` (on CPU, float32 unless the factory chose otherwise).
-        make_batch: ``batch_size -> input`` (a tensor or tuple of tensors, on CPU), deterministic.
-        loss_fn: model output -> scalar loss; None = output summed (first element if a tuple).
-        info: facts worth recording in a trace's environment (seq_len, n_layer, input shape...).
-    """
+    """A model ready to be traced or trained: its ``nn.Module`` (CPU), a deterministic
+    ``make_batch(batch_size)``, its loss (None: :func:`default_loss`) and ``info`` for a trace's
+    environment (seq_len, n_layer, input shape...)."""
 
     name: str
     module: torch.nn.Module

@@ -31,17 +31,9 @@ ZOO_PREFIX = "zoo:"
 
 @dataclass(frozen=True, kw_only=True)
 class ZooEntry:
-    """One zoo model: how to build it and the CPU batch it is validated with.
-
-    Attributes:
-        name: the name after ``zoo:``.
-        source: ``"torchvision"`` (needs the ``zoo`` extra) or ``"torch"``.
-        batch_size: per-rank CPU batch size of its validation.
-        input_shape: one sample's shape (images ``(3, H, W)``, token models ``(seq_len,)``).
-        shape: a few words on what the model exercises.
-        find_unused_parameters: validated under DDP's ``find_unused_parameters=True`` (a
-            model with parameters that get no gradient).
-    """
+    """One zoo model (``name`` after ``zoo:``; ``source`` ``"torchvision"``, the ``zoo`` extra, or
+    ``"torch"``), the per-rank CPU batch and one sample's shape it is validated with, a few words on
+    what it exercises, and whether it needs ``find_unused_parameters=True`` (gradient-less parameters)."""
 
     name: str
     source: str

@@ -35,6 +35,7 @@ from ddpsim.network.comm_model import CAPABILITIES, CommModel
 from ddpsim.network.kernel_costs import POWERSGD_MIN_COMPRESSION_RATE, copy_kernel_s, kernel_s, param_elem_bytes, powersgd_split
 from ddpsim.network.topology import gc_paused
 from ddpsim.plan.planner import BucketPlan, reducer_param_indices
+from ddpsim.trace.intervals import intersection_s
 from ddpsim.trace.records import Trace
 
 __all__ = ["simulate", "kernel_s", "copy_kernel_s", "powersgd_split", "param_elem_bytes", "GRAPH_SEARCH_S_PER_PARAM",
@@ -98,22 +99,6 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
 
 
 # ---- results -------------------------------------------------------------------------------
-
-def _overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    """Total length of the intersection of two sorted lists of disjoint intervals."""
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
 
 def _skipped_buckets(eng: Engine, num_iterations: int) -> dict[str, list[int]]:
     """Per iteration (as a string key), the buckets skip_all_reduce_unused_params left out."""
@@ -455,7 +440,7 @@ def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[t
         for k, acc in enumerate(rk.accs, start=1):
             comm_iv = sorted(comm_by_iter.get(k, []))
             comm_s = sum(e - s for s, e in comm_iv)
-            overlapped = _overlap_s(acc.compute, comm_iv)  # compute intervals: sorted, disjoint
+            overlapped = intersection_s(acc.compute, comm_iv)  # compute intervals: sorted, disjoint
             exposed = max(0.0, last_grad_end.get(k, -math.inf) - acc.bwd_end_s)
             iters.append(IterationStats(
                 rank=rk.rank, iteration=k, start_s=acc.start_s, end_s=acc.end_s, forward_s=acc.forward_s,

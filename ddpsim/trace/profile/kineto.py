@@ -313,13 +313,3 @@ def _check_has_events(p: Path, path: str, wide: bool = False) -> None:
                 return
     raise InputError(f"{_source(path)}: no traceEvents list; expected the Chrome/Kineto JSON torch.profiler writes")
 
-
-def merge_intervals(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of ``intervals`` as sorted disjoint intervals (HTA's ``merge_kernel_intervals``)."""
-    out: list[list[float]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, RuntimeCall, merge_intervals
+from ddpsim.trace.intervals import merge_intervals
+from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, RuntimeCall
 
 BACKWARD_OP = "autograd::engine::evaluate_function:"
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"

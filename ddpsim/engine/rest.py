@@ -54,8 +54,7 @@ class RestRanks(Rank):
              size: int | None = None) -> Iterator[simpy.Event]:
         if dur > 0:
             self.pend += dur
-        return
-        yield  # NOTE: unreachable; makes this a generator like Rank.work
+        yield from ()  # a generator like Rank.work
 
     def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
                then_s: float = 0.0) -> Coll:

@@ -62,14 +62,9 @@ class Segment:
     #: ``(kind, name, seconds at s=1, bucket, size)``, each backward gap before its hook's copy-in
     items: tuple[tuple, ...] = ()
 
-    def gate_floor_s(self, s_lo: float, h: float) -> float:
-        """``min_i (s_lo U_i - i h)``: the no-gate bound at the least factor ``s_lo`` with
-        ``h`` seconds of CPU per hook (inf: no hooks)."""
-        return gate_floors([self], s_lo, h)[0]
-
     def closed_form(self, rank: Any, s: float, floor_s: float) -> bool:
         """Whether the segment can be taken in one go on ``rank`` at factor ``s`` (``floor_s``:
-        :meth:`gate_floor_s` at the rank's least factor)."""
+        :func:`gate_floors` at the rank's least factor)."""
         if not self.plain:
             return False
         if rank.eng.host is None or self.hooks == 0:
@@ -118,7 +113,8 @@ def gate_table(segs: list[Segment]) -> tuple:
 
 
 def gate_floors(segs: list[Segment], s_lo: float, h: float, table: tuple | None = None) -> list[float]:
-    """:meth:`Segment.gate_floor_s` of every segment, in one pass over all their hooks
+    """Per segment, ``min_i (s_lo U_i - i h)``: the no-gate bound at the least factor ``s_lo``
+    with ``h`` seconds of CPU per hook (inf: no hooks), in one pass over all their hooks
     (``table``: :func:`gate_table` of ``segs``, if already built)."""
     u, i, starts, has = table if table is not None else gate_table(segs)
     out = [math.inf] * len(segs)

@@ -140,13 +140,6 @@ def best_pair_spread_pct(best_meas: dict[str, Any], best_pred: dict[str, Any]) -
 BEST_CAP_TOLERANCE_PCT = 2.0
 
 
-def t975(df: int) -> float:
-    """The 97.5 % quantile of Student's t with ``df`` degrees of freedom (``scipy.stats.t``)."""
-    if df < 1:
-        raise ValueError(f"df: {df!r}; expected an integer >= 1")
-    return float(_stats().t.ppf(0.975, df))
-
-
 def _stats() -> Any:
     """``scipy.stats``, imported on first use: it is slow to import, and every CLI verb imports this module."""
     from scipy import stats

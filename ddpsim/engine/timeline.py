@@ -17,7 +17,7 @@ the step's end, and its launches arrive on the work clock (:meth:`RankTimeline.l
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 import simpy
@@ -119,10 +119,10 @@ class RankTimeline:
             self._record_run(items, start, ends)
         self.t = ends[-1]
 
-    def _record_run(self, items: list[tuple], start: float, ends: list[float]) -> None:
-        """:meth:`_record` of each work of a run that started at ``start`` (a host gate, kind
-        None, has no span), without a call per work: the same spans, the same busy blocks and
-        the same additions to the iteration's figures in the same order."""
+    def _record_run(self, items: Sequence[tuple], start: float, ends: Sequence[float]) -> None:
+        """The spans, busy blocks (back-to-back works merge) and iteration figures of a run of
+        works that started at ``start``, each ending at its ``ends`` entry (a host gate, kind
+        None, has no span)."""
         acc = self.acc
         spans = self.spans if self.keep_spans else None
         comp, it = acc.compute, self.iter
@@ -145,23 +145,10 @@ class RankTimeline:
         acc.forward_s, acc.backward_s, acc.optimizer_s = fwd, bwd, opt
 
     def _record(self, kind: str, name: str, start: float, end: float, bucket: int | None, size: int | None) -> None:
+        """One work from ``start`` to ``end``: :meth:`_record_run` of a run of one."""
         self.t = end
         if self.record:
-            if self.keep_spans:
-                spans = self.spans
-                spans.append((start, 0, len(spans), end, kind, name, self.iter, bucket, size))
-            acc = self.acc
-            comp = acc.compute  # busy blocks of the compute stream: merge back-to-back work
-            if comp and comp[-1][1] == start:
-                comp[-1] = (comp[-1][0], end)
-            else:
-                comp.append((start, end))
-            if kind == "forward":
-                acc.forward_s += end - start
-            elif kind == "backward":
-                acc.backward_s += end - start
-            elif kind == "optimizer":
-                acc.optimizer_s += end - start
+            self._record_run(((kind, name, None, bucket, size),), start, (end,))
 
     def runs_on(self) -> bool:
         """Whether the rank may launch before its pending works have run (:meth:`launch`):

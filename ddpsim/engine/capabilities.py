@@ -1,16 +1,10 @@
 """The comm model's declared capabilities (:class:`ddpsim.network.comm_model.CommModel`), read once
-per simulation and checked.
-
-What each capability does to the simulated step: ``comm_lanes`` / ``concurrent_rate`` run the
-process group's collectives as ProcessGroupGloo's worker threads work its queue
-(``torch/csrc/distributed/c10d/ProcessGroupGloo.cpp``); ``idle_launch_extra_s`` charges an
-all-reduce launched onto an idle stream and waited for; ``iteration_overhead_s`` and
-``broadcast_per_tensor_s`` are DDP's own fixed costs (``torch/nn/parallel/distributed.py``,
-``_pre_forward`` / ``_sync_buffers``) a calibration measured; ``ddp_forward_factor`` stretches
-every forward; ``backend == "nccl"`` makes a comm hook's futures complete at enqueue
-(``ProcessGroupNCCL``). A bad value is an :class:`~ddpsim.errors.InputError` naming the model
-and the capability.
-"""
+per simulation and checked (an :class:`~ddpsim.errors.InputError` names the model and the
+capability): ``comm_lanes`` / ``concurrent_rate`` (ProcessGroupGloo's worker threads,
+``torch/csrc/distributed/c10d/ProcessGroupGloo.cpp``), ``idle_launch_extra_s``, DDP's fixed
+costs ``iteration_overhead_s`` and ``broadcast_per_tensor_s`` (``torch/nn/parallel/distributed.py``
+``_pre_forward`` / ``_sync_buffers``), ``ddp_forward_factor``, and ``backend == "nccl"`` (a comm
+hook's futures complete at enqueue). docs/MODEL.md, "The comm model's capabilities"."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""What a simulation is asked to do, besides the trace, the plan and the comm model.
-
-Kept apart from the engine so that scenarios, sweeps and validation can build configs
-without importing SimPy.
-"""
+"""What a simulation is asked to do besides the trace, the plan and the comm model; apart from the
+engine so that scenarios, sweeps and validation build configs without importing SimPy."""
 
 from __future__ import annotations
 

@@ -1,18 +1,10 @@
 """What a simulation returns: every span, per-bucket timings and per-iteration figures.
 
-All times are seconds from the start of the simulation (iteration 1's first event).
-Stream names: ``"compute"`` (forward, backward, copy-in/out, optimizer, hook work) and
-``"comm"`` (the process group's communication stream: all-reduces and broadcasts run
-there one after another). Iterations are numbered from 1.
-
-Span kinds (``Span.kind``): ``forward``, ``backward`` (backward compute between hooks),
-``copy_in``, ``copy_out``, ``optimizer``, ``zero_grad``, ``graph_search``
-(find_unused_parameters' traversal), ``compress`` (comm-hook casts / PowerSGD compute),
-``rebuild`` (bucket rebuild's broadcasts and allocation), ``broadcast`` (buffers),
-``allreduce`` (a gradient bucket), ``used_map_allreduce``, ``syncbn_allgather`` /
-``syncbn_allreduce`` (SyncBatchNorm's forward and backward statistics), ``wait`` (the compute
-stream waiting for communication).
-"""
+Times are seconds from the simulation's start; iterations are numbered from 1. Streams:
+``"compute"`` and ``"comm"`` (the process group's). Span kinds: ``forward``, ``backward``,
+``copy_in``, ``copy_out``, ``optimizer``, ``zero_grad``, ``graph_search``, ``compress``,
+``rebuild``, ``broadcast``, ``allreduce``, ``used_map_allreduce``, ``syncbn_allgather`` /
+``syncbn_allreduce`` and ``wait`` (the compute stream waiting for communication)."""
 
 from __future__ import annotations
 

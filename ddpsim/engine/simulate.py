@@ -1,14 +1,12 @@
 """The SimPy engine's entry point: ``simulate(trace, plan, comm, config) -> SimResult``.
 
-It checks the inputs, builds the shared state (:mod:`ddpsim.engine.streams`), runs one process
-per explicit rank (:mod:`ddpsim.engine.reducer`) plus, at scale, one for the folded ranks
-(:mod:`ddpsim.engine.rest`) and the process group's stream, then assembles spans, per-bucket and
-per-iteration figures. What a rank does is DDP's ``Reducer``
+It checks the inputs, runs one process per explicit rank (:mod:`ddpsim.engine.reducer`), one
+for the folded ranks (:mod:`ddpsim.engine.rest`) and the process group's stream, and assembles
+spans, per-bucket and per-iteration figures. A rank is torch 2.13's ``Reducer``
 (``torch/csrc/distributed/c10d/reducer.cpp``) and ``DistributedDataParallel``
-(``torch/nn/parallel/distributed.py``) of torch 2.13; docs/MODEL.md, "The engine", states the
-whole model. No hidden randomness (one ``numpy.random.default_rng(config.seed)``), no set or
-dict order dependence: the same inputs and seed give an identical :class:`SimResult`.
-"""
+(``torch/nn/parallel/distributed.py``), docs/MODEL.md, "The engine". One
+``numpy.random.default_rng(config.seed)``, no set or dict order: the same inputs and seed give
+an identical :class:`SimResult`."""
 
 from __future__ import annotations
 

@@ -1,29 +1,15 @@
 """The engine's shared state and its streams: the process group's collectives and the time
 advance of every rank's work under interference.
 
-Collectives: one communication stream per process group, shared by all ranks (all ranks issue
-the same collectives in the same order): a collective starts when EVERY rank has launched it
-and the stream is free, ``start = max(max_r launch_r, end of previous)``, and ends
-``comm.allreduce_s(bytes)`` (or ``broadcast_s``) later, on every rank at once. With a comm
-model's ``comm_lanes > 1`` the group's queue is worked by that many lanes, as ProcessGroupGloo's
-worker threads work it (``torch/csrc/distributed/c10d/ProcessGroupGloo.cpp``): in launch order,
-up to that many side by side, each at the model's ``concurrent_rate``. An all-reduce the last
-rank launched onto an idle stream pays the model's ``idle_launch_extra_s`` once every rank
-waits. Interference is rate-based (:class:`ddpsim.network.interference.Interference`): while a
-collective runs compute progresses at ``1/compute_slowdown`` (weighted by the collective's
-share), while any rank computes a collective progresses at ``1/comm_slowdown``. The compute
-rate is the same for every rank, so one work clock ``W(t)`` (full-rate seconds of compute done
-since 0, piecewise linear, a piece per change of the rate) gives every rank's work in closed
-form (:meth:`Engine.run_compute`): a run of works ends where W reaches its target, one timer
-for the earliest target of all ranks, moved where the rate changes; SimPy meets a rank's works
-once per run (up to its next launch or wait on a collective not yet done), never per piece of
-work nor per change; without interference the rate is 1 and a rank meets SimPy only at waits
-(docs/MODEL.md, "The engine"). When only step times are read (``steps_only``) a rank that
-records nothing launches without running its works first: its arrival is posted on the work
-clock, where W reaches the end of its pending works, and a collective's ``all_arrived`` fires
-where W reaches the latest such arrival (:meth:`Engine.arrive`), one timer per collective rather
-than one run per rank and bucket.
-"""
+A collective starts when every rank has launched it and its stream (or, with ``comm_lanes > 1``,
+one of ProcessGroupGloo's worker lanes, ``torch/csrc/distributed/c10d/ProcessGroupGloo.cpp``)
+is free, and runs ``comm.allreduce_s(bytes)`` (or ``broadcast_s``) on every rank at once; an
+all-reduce launched onto an idle stream pays ``idle_launch_extra_s`` once every rank waits.
+Interference is rate-based (:class:`ddpsim.network.interference.Interference`), the same for
+every rank, so one piecewise-linear work clock ``W(t)`` gives every rank's works in closed form
+(:meth:`Engine.run_compute`): SimPy meets a rank once per run of works, never per work or per
+change of rate; with ``steps_only`` a rank that records nothing posts its arrivals on that
+clock (:meth:`Engine.arrive`). docs/MODEL.md, "The engine" and "Collectives, lanes and idle launches"."""
 
 from __future__ import annotations
 

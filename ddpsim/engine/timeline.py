@@ -1,18 +1,12 @@
 """A rank's clocks and the primitives of its program: compute-stream work, collective launches,
 waits, and the CPU clock of host costs.
 
-A rank's compute stream is a clock ``t``: work advances it in closed form, at rate 1 without
-interference (SimPy is met only at waits), else at the rate in force, run in one go up to the
-rank's next interaction (a launch, a wait on a collective not yet done) on the engine's work
-clock (:meth:`Engine.run_compute`), never per piece of work; a wait on a collective
-moves it to the collective's end (span ``wait``), and every piece of work is recorded as a span
-and in the iteration's figures. With host costs (:mod:`ddpsim.network.host_costs`) a CPU clock
-runs beside it: the device cannot run what the CPU has not enqueued, as on a GPU whose host
-thread launches every kernel (``torch/csrc/distributed/c10d/reducer.cpp``'s hooks run on it).
-The DDP program built from these primitives is :mod:`ddpsim.engine.reducer`. With
-``steps_only`` a rank that records nothing (``lazy``) runs its works only at a wait, a gate or
-the step's end, and its launches arrive on the work clock (:meth:`RankTimeline.launch`).
-"""
+The compute stream is a clock ``t`` that work advances in closed form (at rate 1 without
+interference, else on the engine's work clock, :meth:`Engine.run_compute`, one run up to the
+rank's next launch or wait); a wait moves it to the collective's end (span ``wait``). With host
+costs (:mod:`ddpsim.network.host_costs`) a CPU clock runs beside it: the device cannot run what
+the CPU has not enqueued (``torch/csrc/distributed/c10d/reducer.cpp``'s hooks run on that
+thread). The DDP program built from these primitives is :mod:`ddpsim.engine.reducer`."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
-"""Which parameter each gradient of a profile is: by the model factory, by recorded shapes, or by bucket sizes.
-
-A profile's backward shows one ``AccumulateGrad`` op per parameter, in ready order, but no name.
-Surest first: ``factory`` (``--model``) lists the factory's parameters in DDP's order
-(``_build_params_for_reducer``, :func:`ddpsim.trace.models.ddp_params`), orders them by one
-backward on the ``meta`` device (autograd orders a single-device graph's ``AccumulateGrad`` nodes
-by the graph, not the device) and checks the gradient count, recorded dims and each bucket's
-element count against the profile; ``shapes`` reads ``record_shapes`` dims (exact sizes, names
-``param<index>``); ``bucket-sizes`` splits each recorded bucket (``In msg nelems``) among its
-gradients in proportion to the threads of DDP's copy kernels (approximate sizes). Without a
-factory, indices follow the reverse of the ready order. docs/MODEL.md, "How a profile becomes a
-trace".
-"""
+"""Which parameter each gradient of a profile is (a backward shows one unnamed ``AccumulateGrad``
+per parameter, in ready order), surest first: ``factory`` (``--model``: the factory's
+parameters in DDP's order, ``_build_params_for_reducer``, ordered by one backward on the
+``meta`` device and checked against the profile's gradient count, dims and bucket sizes),
+``shapes`` (``record_shapes`` dims) or ``bucket-sizes`` (each recorded bucket split among its
+gradients by the threads of DDP's copy kernels). docs/MODEL.md, "How a profile becomes a trace"."""
 
 from __future__ import annotations
 

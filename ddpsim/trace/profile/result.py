@@ -1,16 +1,10 @@
-"""What :func:`ddpsim.trace.profile.import_profile` takes from one rank's torch.profiler trace:
-the one reading of a profile that the import (a ddpsim trace) and ``ddpsim compare`` (the
-measured critical path, :mod:`ddpsim.validation.profile_measure`) both consume. Per rank, one
-:class:`ProfileIteration` per ``ProfilerStep#N`` holds its phases, gradients
-(:class:`HookSpan`), DDP's bucket launches (:class:`RecordedBucket`) and collective kernels
-(:class:`CollectiveKernel`).
-
-Every figure is in seconds (``_s``), elements (``numel``) or bytes (``_bytes``); times are
-relative to the start of their iteration's ``ProfilerStep#N`` span on the CPU clock unless the
-field says otherwise (the profile's CPU and GPU events share one clock: Kineto maps CUPTI's GPU
-timestamps onto the host clock). How each figure is taken from the profile is in
-docs/MODEL.md, "How a profile becomes a trace".
-"""
+"""What :func:`ddpsim.trace.profile.import_profile` takes from one rank's torch.profiler trace,
+read once for both the import (a ddpsim trace) and ``ddpsim compare``: per ``ProfilerStep#N`` a
+:class:`ProfileIteration` with its phases, gradients (:class:`HookSpan`), DDP's bucket launches
+(:class:`RecordedBucket`) and collective kernels (:class:`CollectiveKernel`). Figures are in
+seconds, elements (``numel``) or bytes; times are from their step's CPU start unless named
+otherwise (Kineto puts CUPTI's GPU timestamps on the host clock). docs/MODEL.md, "How a profile
+becomes a trace"."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """One ``ProfilerStep#N`` of a profile: its phases on the CPU and GPU timelines, gradients, buckets.
-
-GPU work belongs to the phase whose CPU window holds the runtime call that launched it (Kineto's
-``correlation`` id). Backward on the CPU runs from the first ``evaluate_function`` to the last op
-DDP runs in it on an ``AccumulateGrad`` thread; forward from ``DistributedDataParallel.forward``
-to the backward (the loss included); the optimizer is its ``Optimizer.step#`` annotation. On the
-GPU a phase spans its first to last kernel, NCCL's and DDP's own excluded; a gradient is ready
-when the GPU has finished the work launched before its ``AccumulateGrad``. Each rule and its
-reason: docs/MODEL.md, "How a profile becomes a trace".
-"""
+GPU work belongs to the phase whose CPU window holds its launch (Kineto's ``correlation`` id);
+backward runs from the first ``evaluate_function`` to DDP's last op on an ``AccumulateGrad``
+thread, forward from ``DistributedDataParallel.forward`` to it, the optimizer is its
+``Optimizer.step#`` annotation; a gradient is ready when the GPU has finished the work launched
+before its ``AccumulateGrad``. Each rule and its reason: docs/MODEL.md, "How a profile becomes a
+trace"."""
 
 from __future__ import annotations
 

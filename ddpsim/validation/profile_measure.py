@@ -1,16 +1,10 @@
-"""What a profiled DDP run measured, per step, on its critical path.
-
-Per ``ProfilerStep`` of the import (:class:`~ddpsim.trace.profile.result.ProfileIteration`) a phase
-begins when the CPU reaches it and the device has finished the work launched before it, so every
-boundary is ``max(CPU time, end of the device work launched before it)``. The step splits into
-:data:`TERMS`: DDP's pre-forward (``_pre_forward``, ``_sync_buffers``), forward (the loss
-included), the model's backward, DDP's gradient copy-back (``copy_bucket_to_grad``), the exposed
-communication past both, the optimizer, zero_grad, ``other``, and ``slower_rank`` (0 for the
-profiled rank's own step). Per bucket the ``c10d::allreduce_`` launch and the NCCL kernel's start
-and end; the overlap as HolisticTraceAnalysis computes it (``get_comm_comp_overlap`` in
-``hta/analyzers/communication_analysis.py``, :func:`hta_overlap_ratio`). docs/MODEL.md,
-"Comparing with a profile".
-"""
+"""What a profiled DDP run measured, per step, on its critical path: every phase boundary is
+``max(CPU time, end of the device work launched before it)``, and the step splits into
+:data:`TERMS` (pre-forward, forward, backward, DDP's gradient copy-back, exposed communication,
+optimizer, zero_grad, slower rank, other); per bucket the ``c10d::allreduce_`` launch and the
+NCCL kernel's start and end; the overlap as HolisticTraceAnalysis computes it
+(``get_comm_comp_overlap``, ``hta/analyzers/communication_analysis.py``). docs/MODEL.md,
+"Comparing with a profile"."""
 
 from __future__ import annotations
 

@@ -68,20 +68,15 @@ def _on(batch: Any, device: str) -> Any:
 def _ready_order(spec: Any, plist: Sequence[Any], device: str) -> list[int] | None:
     """The order the parameters' gradients become ready in one backward of the model (batch 2)
     on ``device`` (``meta``: shapes only, no arithmetic); None when the model cannot run there."""
+    from ddpsim.trace.autocast_order import autocast_ready_order
     from ddpsim.trace.models import default_loss
 
-    order: list[int] = []
-    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: order.append(i)) for i, (_, p, _) in enumerate(plist)]
     try:
         batch = _on(spec.make_batch(2), device)
-        out = spec.module(*batch) if isinstance(batch, tuple) else spec.module(batch)
-        (spec.loss_fn or default_loss)(out).backward()
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return None
-    finally:
-        for h in handles:
-            h.remove()
-    return order if sorted(order) == list(range(len(plist))) else None
+    order = autocast_ready_order(spec.module, batch, spec.loss_fn or default_loss, [p for _, p, _ in plist], None)
+    return order if order is not None and sorted(order) == list(range(len(plist))) else None
 
 
 #: the sample shape a factory returning a bare module is built with when the profile records none:

@@ -21,70 +21,55 @@ COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 CommHook = Literal["none", "allreduce", "fp16", "bf16", "powersgd"]
 @dataclass(frozen=True, kw_only=True)
 class SimConfig:
-    """Knobs of one simulated run.
+    """Knobs of one simulated run."""
 
-    Attributes:
-        world_size: number of ranks in the process group.
-        num_iterations: synchronised iterations to simulate (>= 1); iteration 1 is DDP's
-            first (single-bucket) iteration.
-        num_warmup_iterations: iterations excluded from steady-state figures; None means
-            "up to and including the iteration that first uses the rebuilt buckets" (1 if
-            buckets are never rebuilt).
-        seed: seeds every random draw (jitter). Same inputs and seed -> same result.
-        comm_hook: DDP comm hook: "none" (default reducer path), "allreduce",
-            "fp16"/"bf16" (compression), "powersgd".
-        powersgd_rank: PowerSGD's matrix_approximation_rank.
-        powersgd_start_iter: PowerSGD's start_powerSGD_iter (plain all-reduce before it).
-        no_sync_steps: gradient-accumulation micro-steps under ``no_sync()`` before each
-            synchronised step (0 = none).
-        jitter: "trace" (each rank's compute drawn from the trace's measured spread),
-            "none", or a float: the coefficient of variation of a lognormal factor.
-        stragglers: rank -> slowdown factor (>= 1) applied to that rank's compute.
-        interference: see :class:`Interference`.
-        copy_bandwidth_bytes_per_s: device memory bandwidth for the copy-in / copy-out of
-            gradients (each copies 2x the bytes: read + write); None = free copies.
-        rank_group_size: ranks that behave alike (same jitter class) are represented by
-            one simulated process; None lets the engine choose.
-        copy_kernel_floor_s: the least a gradient-copy kernel takes (launch and tail on a
-            GPU: one kernel per parameter for copy-in, zero-fill and copy-out); 0 = none.
-        host_costs: CPU costs per step, hook, bucket and collective on a CPU timeline per
-            rank (:mod:`ddpsim.network.host_costs`); None = the CPU is never the bottleneck.
-        comm_hook_call_s: seconds a Python comm hook costs the backward per bucket beyond its
-            kernels (the call, the future, the ``.then`` callback; a calibration's
-            ``comm_hook_call_s``); 0 = not charged. Only with ``comm_hook`` other than none.
-        compute_statistic: how the trace's iterations give each compute phase and each
-            gradient-ready time: ``"median"`` (robust to an outlying iteration; default) or
-            ``"mean"`` (what a mean step adds up: ``ddpsim validate`` predicts its measured mean
-            steps with it).
-        sync_batchnorm: the model's BatchNorm layers are ``nn.SyncBatchNorm``
-            (``convert_sync_batchnorm``): their forward all-gathers and backward all-reduces
-            run on the process group's stream (the engine finds the layers by their
-            ``running_mean``/``running_var`` buffers in the trace).
-        process_groups: communicators DDP's collectives are dealt to in turn
-            (``_round_robin_process_groups``; :mod:`ddpsim.engine.process_groups`); 1 = one.
-        join_batches: per-rank batch counts of an epoch run under ``Join`` (uneven inputs;
-            :mod:`ddpsim.engine.join`), one per rank; None = even inputs, no Join.
-    """
-
-    world_size: int = 2
+    world_size: int = 2  # number of ranks in the process group
+    #: synchronised iterations to simulate (>= 1); iteration 1 is DDP's first (single-bucket) iteration
     num_iterations: int = 4
+    #: iterations excluded from steady-state figures; None means "up to and including the iteration that first uses the
+    #: rebuilt buckets" (1 if buckets are never rebuilt)
     num_warmup_iterations: int | None = None
-    seed: int = 0
+    seed: int = 0  # seeds every random draw (jitter). Same inputs and seed -> same result
+    #: DDP comm hook: "none" (default reducer path), "allreduce", "fp16"/"bf16" (compression), "powersgd"
     comm_hook: CommHook = "none"
-    powersgd_rank: int = 1
-    powersgd_start_iter: int = 0
+    powersgd_rank: int = 1  # PowerSGD's matrix_approximation_rank
+    powersgd_start_iter: int = 0  # PowerSGD's start_powerSGD_iter (plain all-reduce before it)
+    #: gradient-accumulation micro-steps under ``no_sync()`` before each synchronised step (0 = none)
     no_sync_steps: int = 0
+    #: "trace" (each rank's compute drawn from the trace's measured spread), "none", or a float: the coefficient of
+    #: variation of a lognormal factor
     jitter: str | float = "trace"
+    #: rank -> slowdown factor (>= 1) applied to that rank's compute
     stragglers: Mapping[int, float] = field(default_factory=dict)
-    interference: Interference = field(default_factory=Interference)
+    interference: Interference = field(default_factory=Interference)  # see :class:`Interference`
+    #: device memory bandwidth for the copy-in / copy-out of gradients (each copies 2x the bytes: read + write); None =
+    #: free copies
     copy_bandwidth_bytes_per_s: float | None = None
+    #: ranks that behave alike (same jitter class) are represented by one simulated process; None lets the engine
+    #: choose
     rank_group_size: int | None = None
+    #: the least a gradient-copy kernel takes (launch and tail on a GPU: one kernel per parameter for copy-in,
+    #: zero-fill and copy-out); 0 = none
     copy_kernel_floor_s: float = 0.0
+    #: CPU costs per step, hook, bucket and collective on a CPU timeline per rank (:mod:`ddpsim.network.host_costs`);
+    #: None = the CPU is never the bottleneck
     host_costs: HostCosts | None = None
+    #: seconds a Python comm hook costs the backward per bucket beyond its kernels (the call, the future, the ``.then``
+    #: callback; a calibration's ``comm_hook_call_s``); 0 = not charged. Only with ``comm_hook`` other than none
     comm_hook_call_s: float = 0.0
+    #: the model's BatchNorm layers are ``nn.SyncBatchNorm`` (``convert_sync_batchnorm``): their forward all-gathers
+    #: and backward all-reduces run on the process group's stream (the engine finds the layers by their
+    #: ``running_mean``/``running_var`` buffers in the trace)
     sync_batchnorm: bool = False
+    #: how the trace's iterations give each compute phase and each gradient-ready time: ``"median"`` (robust to an
+    #: outlying iteration; default) or ``"mean"`` (what a mean step adds up: ``ddpsim validate`` predicts its measured
+    #: mean steps with it)
     compute_statistic: str = "median"
+    #: communicators DDP's collectives are dealt to in turn (``_round_robin_process_groups``;
+    #: :mod:`ddpsim.engine.process_groups`); 1 = one
     process_groups: int = 1
+    #: per-rank batch counts of an epoch run under ``Join`` (uneven inputs; :mod:`ddpsim.engine.join`), one per rank;
+    #: None = even inputs, no Join
     join_batches: tuple[int, ...] | None = None
 
     def for_validation(self) -> "SimConfig":

@@ -221,18 +221,17 @@ class SimResult:
         return out
 
     # pandas is imported lazily: the engine itself does not need it
-    def spans_df(self):  # -> pandas.DataFrame
-        import pandas as pd
+    def spans_df(self):  # -> pandas.DataFrame, one row per span
+        return _frame(asdict(s) for s in self.spans)
 
-        return pd.DataFrame([asdict(s) for s in self.spans])
+    def buckets_df(self):  # one row per bucket timing
+        return _frame(asdict(b) for b in self.buckets)
 
-    def buckets_df(self):
-        import pandas as pd
+    def iterations_df(self):  # one row per (rank, iteration), with its iteration_s
+        return _frame(dict(asdict(it), iteration_s=it.iteration_s) for it in self.iterations)
 
-        return pd.DataFrame([asdict(b) for b in self.buckets])
 
-    def iterations_df(self):
-        import pandas as pd
+def _frame(rows: Iterator[dict[str, Any]]):  # -> pandas.DataFrame
+    import pandas as pd
 
-        rows = [dict(asdict(it), iteration_s=it.iteration_s) for it in self.iterations]
-        return pd.DataFrame(rows)
+    return pd.DataFrame(list(rows))

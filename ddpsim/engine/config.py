@@ -103,12 +103,8 @@ class SimConfig:
             raise InputError(f"copy_bandwidth_bytes_per_s: {bw!r} is not accepted; expected a number > 0 or null")
         if self.rank_group_size is not None:
             _pos_int(self.rank_group_size, "rank_group_size", 1)
-        fl = self.copy_kernel_floor_s
-        if isinstance(fl, bool) or not isinstance(fl, (int, float)) or not math.isfinite(fl) or fl < 0:
-            raise InputError(f"copy_kernel_floor_s: {fl!r} is not accepted; expected a finite number of seconds >= 0")
-        c = self.comm_hook_call_s
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not (math.isfinite(c) and c >= 0):
-            raise InputError(f"comm_hook_call_s: {c!r} is not accepted; expected a finite number of seconds >= 0")
+        checked_s(self.copy_kernel_floor_s, "copy_kernel_floor_s:")
+        checked_s(self.comm_hook_call_s, "comm_hook_call_s:")
         if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
             raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.network.host_costs.HostCosts or None")
         check_compute_statistic(self.compute_statistic)
@@ -121,6 +117,14 @@ class SimConfig:
             if self.no_sync_steps:
                 raise InputError(f"join_batches: {list(self.join_batches)!r} is not accepted with no_sync_steps "
                                  f"{self.no_sync_steps}; expected no_sync_steps 0 (Join under no_sync is not modelled)")
+
+
+def checked_s(v: object, where: str, positive: bool = False) -> float:
+    """``v`` as a float when it is a finite number of seconds >= 0 (``positive``: a finite number
+    > 0); else an InputError ``"<where> <v> is not accepted; expected ..."``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (v <= 0 if positive else v < 0):
+        raise InputError(f"{where} {v!r} is not accepted; expected a finite number {'> 0' if positive else 'of seconds >= 0'}")
+    return float(v)
 
 
 def _pos_int(v: object, name: str, minimum: int) -> None:

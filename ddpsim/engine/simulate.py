@@ -19,7 +19,7 @@ import numpy as np
 import simpy
 
 from ddpsim.engine import jitter as jitter_mod
-from ddpsim.engine.config import SimConfig
+from ddpsim.engine.config import SimConfig, checked_s
 from ddpsim.engine.features import BROADCAST_BUCKET_BYTES, GRAPH_SEARCH_S_PER_PARAM
 from ddpsim.engine.join import JoinProgram, JoinSchedule, add_even_baseline
 from ddpsim.engine.process_groups import GroupStreams
@@ -81,9 +81,7 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
             if b.index != k:
                 raise InputError(f"{label}[{k}].index: {b.index} is out of order; expected {k}")
     for name in ("forward", "backward", "optimizer", "zero_grad"):
-        v = trace.phase(name).median_s
-        if not (math.isfinite(v) and v >= 0):
-            raise InputError(f"trace.iterations[].{name}_s: median {v!r} is not accepted; expected a finite number of seconds >= 0")
+        checked_s(trace.phase(name).median_s, f"trace.iterations[].{name}_s: median")
     if opts.mixed_precision is not None and config.comm_hook != "none":
         raise InputError(f"comm_hook: {config.comm_hook!r} is not accepted with mixed_precision; expected none (DDP "
                          "registers its own hook for mixed precision, and a second register_comm_hook raises)")
@@ -91,9 +89,8 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
         unused = [p.name for p in trace.params if not p.has_grad and p.index in reducer]
         raise InputError(f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]} get no gradient, "
                          "which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
-    for label, v in (("comm.allreduce_s(0)", comm.allreduce_s(0)), ("comm.broadcast_s(0)", comm.broadcast_s(0))):
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-            raise InputError(f"{label}: {v!r} is not accepted; expected a finite number of seconds >= 0")
+    checked_s(comm.allreduce_s(0), "comm.allreduce_s(0):")
+    checked_s(comm.broadcast_s(0), "comm.broadcast_s(0):")
 
 
 # ---- results -------------------------------------------------------------------------------

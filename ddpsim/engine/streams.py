@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import simpy
 
 from ddpsim.engine.capabilities import engine_capabilities
-from ddpsim.engine.config import SimConfig
+from ddpsim.engine.config import SimConfig, checked_s
 from ddpsim.engine.features import (GRAPH_SEARCH_S_PER_PARAM, BucketLayout, DelayedAllReduce, SyncBatchNorm,
                                     buffer_broadcast_buckets)
 from ddpsim.errors import InputError
@@ -173,8 +173,8 @@ class Engine:
         self.zero_grad_s = trace.phase("zero_grad").stat(st)
         med = trace.grad_ready_stat_s(st)
         for i, t in enumerate(med):
-            if t is not None and not (math.isfinite(t) and t >= 0):
-                raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")
+            if t is not None:
+                checked_s(t, f"trace.iterations[].grad_ready_s[{i}]: median")
         self.order = list(trace.grad_ready_order)
         # the capture's timing hooks slowed its backward by hook_overhead_frac; DDP's hooks
         # replace them (their work, the copy-in, is modelled on its own)
@@ -215,12 +215,9 @@ class Engine:
         d = self._durations.get(key)
         if d is None:
             comm = self.comm
-            d = comm.broadcast_s(size_bytes) if broadcast else comm.allreduce_s(size_bytes)
-            if isinstance(d, bool) or not (isinstance(d, (int, float)) and math.isfinite(d) and d >= 0):
-                what = "broadcast_s" if broadcast else "allreduce_s"
-                raise InputError(f"comm model {type(comm).__name__}.{what}({size_bytes}): {d!r} is not accepted; "
-                                 "expected a finite number of seconds >= 0")
-            d = self._durations[key] = float(d)
+            what = "broadcast_s" if broadcast else "allreduce_s"
+            d = self._durations[key] = checked_s(getattr(comm, what)(size_bytes),
+                                                 f"comm model {type(comm).__name__}.{what}({size_bytes}):")
         return d
 
     def bandwidth_share(self, size_bytes: int, broadcast: bool, work_s: float) -> float:
@@ -234,11 +231,8 @@ class Engine:
         """The comm model's idle-launch extra for one all-reduce, asked once per size and checked."""
         d = self._idle_extras.get(size_bytes)
         if d is None:
-            d = self.idle_extra(size_bytes)
-            if isinstance(d, bool) or not (isinstance(d, (int, float)) and math.isfinite(d) and d >= 0):
-                raise InputError(f"comm model {type(self.comm).__name__}.idle_launch_extra_s({size_bytes}): {d!r} is not "
-                                 "accepted; expected a finite number of seconds >= 0")
-            d = self._idle_extras[size_bytes] = float(d)
+            d = self._idle_extras[size_bytes] = checked_s(
+                self.idle_extra(size_bytes), f"comm model {type(self.comm).__name__}.idle_launch_extra_s({size_bytes}):")
         return d
 
     def all_waiting(self) -> bool:
@@ -345,11 +339,8 @@ class Engine:
         key = (c.kind or "", c.size_bytes, n)
         r = self._rates.get(key)
         if r is None:
-            r = self.concurrent_rate(c.kind, c.size_bytes, n)
-            if isinstance(r, bool) or not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0):
-                raise InputError(f"comm model {type(self.comm).__name__}.concurrent_rate({c.kind!r}, {c.size_bytes}, {n}): "
-                                 f"{r!r} is not accepted; expected a finite number > 0")
-            r = self._rates[key] = float(r)
+            r = self._rates[key] = checked_s(self.concurrent_rate(c.kind, c.size_bytes, n), f"comm model "
+                                             f"{type(self.comm).__name__}.concurrent_rate({c.kind!r}, {c.size_bytes}, {n}):", True)
         return r
 
     def comm_lanes(self) -> Iterator[simpy.Event]:

@@ -21,10 +21,12 @@ from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, RuntimeCall
 BACKWARD_OP = "autograd::engine::evaluate_function:"
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 COMMS_OP = "record_param_comms"
-#: ops DDP's reducer runs in the backward: kernels launched inside them are DDP's, not the model's
-REDUCER_OPS = ("torch::distributed::reducer::mul_out", "torch.distributed.ddp.reducer::copy_bucket_to_grad",
-               COMMS_OP, "c10d::allreduce_", "nccl:all_reduce")
+#: DDP's per-gradient hook op (``Reducer::mark_variable_ready_dense``, reducer.cpp: the gradient's
+#: copy, divided by the world size, into its bucket)
+HOOK_OP = "torch::distributed::reducer::mul_out"
 COPY_BUCKET_TO_GRAD = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
+#: ops DDP's reducer runs in the backward: kernels launched inside them are DDP's, not the model's
+REDUCER_OPS = (HOOK_OP, COPY_BUCKET_TO_GRAD, COMMS_OP, "c10d::allreduce_", "nccl:all_reduce")
 #: the runtime and driver calls that launch device work: kernels (CUDA runtime and driver API,
 #: cooperative), a CUDA graph, and their HIP counterparts in a ROCm profile
 KERNEL_LAUNCHES = frozenset({
@@ -192,11 +194,6 @@ class SpanIndex:
             return False
         k = bisect.bisect_right(starts, t) - 1
         return k >= 0 and t <= self._spans[tid][k][1]
-
-
-#: DDP's per-gradient hook op (``Reducer::mark_variable_ready_dense``, reducer.cpp: the gradient's
-#: copy, divided by the world size, into its bucket)
-HOOK_OP = "torch::distributed::reducer::mul_out"
 
 
 def ddp_gradients(s: StepOps, w: PhaseWindows) -> list[CpuOp]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-STEPS = ("collectives", "ddp", "replay", "trace", "round", "profile")
-
 EPILOG = """examples:
   torchrun --nproc-per-node 2 -m executor collectives --out cal.json --num-threads 1
   torchrun --nproc-per-node 2 -m executor ddp --model mlp --batch-size 8 --bucket-cap-mb 5 \\

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ from typing import Any
 from ddpsim.errors import InputError
 
 from ddpsim.formats import summarize
-from executor.runtime import Runtime, measurement, write_json
+from executor.runtime import Runtime, Stopwatch, measurement, write_json
 from executor.workload import add_model_arguments, build_workload, check_counts, timed_steps
 
 
@@ -222,38 +221,24 @@ class BucketTimer:
         self.iteration = 0
         self.t0: Any = None
         self.records: list[dict[str, Any]] = []
+        self.clock = Stopwatch(rt)
 
     def start_iteration(self, iteration: int) -> None:
-        import torch
-
         self.iteration = iteration
-        if self.rt.is_cuda:
-            self.t0 = torch.cuda.Event(enable_timing=True)
-            self.t0.record()
-        else:
-            self.t0 = time.perf_counter()
-
-    def _mark(self) -> Any:
-        import torch
-
-        if self.rt.is_cuda:
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            return ev
-        return time.perf_counter()
+        self.t0 = self.clock.start()
 
     def hook(self, state: Any, bucket: Any):
         import torch.distributed as dist
 
         buf = bucket.buffer()
         rec = {"iteration": self.iteration, "bucket": bucket.index(), "size_bytes": buf.numel() * buf.element_size(),
-               "_t0": self.t0, "_launch": self._mark()}
+               "_t0": self.t0, "_launch": self.clock.start()}
         buf.div_(self.rt.world_size)
         group = self.round_robin.next() if self.round_robin is not None else None
         fut = dist.all_reduce(buf, group=group, async_op=True).get_future()
 
         def done(f: Any):
-            rec["_end"] = self._mark()
+            rec["_end"] = self.clock.start()
             self.records.append(rec)
             return f.value()[0]
 
@@ -276,13 +261,9 @@ class BucketTimer:
         self.rt.sync()
         out = []
         for r in self.records:
-            if self.rt.is_cuda:
-                launch = r["_t0"].elapsed_time(r["_launch"]) / 1e3
-                end = r["_t0"].elapsed_time(r["_end"]) / 1e3
-            else:
-                launch, end = r["_launch"] - r["_t0"], r["_end"] - r["_t0"]
             out.append({"iteration": r["iteration"], "bucket": r["bucket"], "size_bytes": r["size_bytes"],
-                        "launch_s": launch, "end_s": end})
+                        "launch_s": self.clock.between(r["_t0"], r["_launch"]),
+                        "end_s": self.clock.between(r["_t0"], r["_end"])})
         return sorted(out, key=lambda r: (r["iteration"], r["bucket"]))
 
 

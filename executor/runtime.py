@@ -290,6 +290,10 @@ class Stopwatch:
             return token.elapsed_time(end) / 1e3
         return time.perf_counter() - token
 
+    def between(self, a: Any, b: Any) -> float:
+        """Seconds from token ``a`` to token ``b`` (on a GPU, both events recorded and synchronised)."""
+        return a.elapsed_time(b) / 1e3 if self.rt.is_cuda else b - a
+
 
 HOST_COUNTERS = ("cpu_s", "nivcsw", "host_busy_s", "host_steal_s", "host_all_s")
 

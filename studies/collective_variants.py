@@ -225,7 +225,7 @@ def ampere_read(read_us: float, base: Callable) -> Callable:
     def time_us(sys_: Any, algo: str, proto: str, size: int) -> float:
         t = base(sys_, algo, proto, size)
         if (proto != "simple" or algo not in ("ring", "tree") or sys_.compute_capability != 80
-                or not math.isfinite(t) or not nccl_exec._graph(sys_, algo).nvlink_intra):
+                or not math.isfinite(t) or not {"ring": sys_.ring, "tree": sys_.tree}[algo].nvlink_intra):
             return t
         ex = nccl_exec.plan(sys_, algo, proto, size)
         return t + read_us * (ex.slices if algo == "ring" else ex.syncs + ex.slices - 1)

@@ -458,6 +458,15 @@ def test_unknown_comm_hook_and_unused_without_find_unused():
         simulate(tr, explicit_plan(tr, [[0, 1, 2]]), net(), cfg())
 
 
+def test_result_tables_hold_one_row_per_record():
+    """The notebook tables (api.py's ``res.iterations_df()``) of the hand-worked first iteration."""
+    res = simulate(toy_trace(), plan_ddp(toy_trace()), net(), cfg())
+    spans, buckets, iters = res.spans_df(), res.buckets_df(), res.iterations_df()
+    assert len(spans) == len(res.spans) and list(spans.columns[:3]) == ["rank", "stream", "kind"]
+    assert buckets[["rank", "bucket", "ready_s", "end_s"]].values.tolist() == [[0, 0, 1.25, 2.0], [1, 0, 1.25, 2.0]]
+    assert iters["iteration_s"].tolist() == [2.125, 2.125]
+
+
 def test_spans_false_changes_nothing_else():
     tr = toy_trace()
     plan = plan_ddp(tr, DDPOptions(bucket_cap_mb=1))

@@ -26,7 +26,8 @@ from ddpsim.trace.records import load_trace
 from ddpsim.validation.profile_compare import attribution, compare, preset_for
 from ddpsim.validation.profile_findings import findings, transfer_line
 from ddpsim.validation.profile_measure import (TERMS, boundaries, effective_ready_s, effective_trace, host_costs_from_steps,
-                                               hta_overlap_ratio, measured_summary, merge_intervals, step_figures)
+                                               hta_overlap_ratio, measured_summary, step_figures)
+from ddpsim.trace.intervals import merge_intervals
 from ddpsim.trace.profile import import_profile
 from ddpsim.trace.profile.kernel_kinds import kernel_kind
 

@@ -1,23 +1,17 @@
 """The comm model's declared capabilities (:class:`ddpsim.network.comm_model.CommModel`), read once
-per simulation and checked.
-
-What each capability does to the simulated step: ``comm_lanes`` / ``concurrent_rate`` run the
-process group's collectives as ProcessGroupGloo's worker threads work its queue
-(``torch/csrc/distributed/c10d/ProcessGroupGloo.cpp``); ``idle_launch_extra_s`` charges an
-all-reduce launched onto an idle stream and waited for; ``iteration_overhead_s`` and
-``broadcast_per_tensor_s`` are DDP's own fixed costs (``torch/nn/parallel/distributed.py``,
-``_pre_forward`` / ``_sync_buffers``) a calibration measured; ``ddp_forward_factor`` stretches
-every forward; ``backend == "nccl"`` makes a comm hook's futures complete at enqueue
-(``ProcessGroupNCCL``). A bad value is an :class:`~ddpsim.errors.InputError` naming the model
-and the capability.
-"""
+per simulation and checked (an :class:`~ddpsim.errors.InputError` names the model and the
+capability): ``comm_lanes`` / ``concurrent_rate`` (ProcessGroupGloo's worker threads,
+``torch/csrc/distributed/c10d/ProcessGroupGloo.cpp``), ``idle_launch_extra_s``, DDP's fixed
+costs ``iteration_overhead_s`` and ``broadcast_per_tensor_s`` (``torch/nn/parallel/distributed.py``
+``_pre_forward`` / ``_sync_buffers``), ``ddp_forward_factor``, and ``backend == "nccl"`` (a comm
+hook's futures complete at enqueue). docs/MODEL.md, "The comm model's capabilities"."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
+from ddpsim.engine.config import checked_s
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CommModel
 
@@ -40,26 +34,19 @@ class EngineCapabilities:
 
 def _seconds(comm: CommModel, name: str, v: object) -> float:
     """A capability in seconds (None: 0), checked."""
-    v = 0.0 if v is None else v
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise InputError(f"comm model {type(comm).__name__}.{name}: {v!r} is not accepted; "
-                         "expected a finite number of seconds >= 0")
-    return float(v)
+    return checked_s(0.0 if v is None else v, f"comm model {type(comm).__name__}.{name}:")
 
 
 def engine_capabilities(comm: CommModel) -> EngineCapabilities:
     """``comm``'s capabilities, checked (an InputError names the first bad one)."""
     overhead_s = _seconds(comm, "iteration_overhead_s", comm.iteration_overhead_s)
     per_tensor_s = _seconds(comm, "broadcast_per_tensor_s", comm.broadcast_per_tensor_s)
-    ff = comm.ddp_forward_factor
-    if isinstance(ff, bool) or not isinstance(ff, (int, float)) or not (math.isfinite(ff) and ff > 0):
-        raise InputError(f"comm model {type(comm).__name__}.ddp_forward_factor: {ff!r} is not accepted; "
-                         "expected a finite number > 0")
+    ff = checked_s(comm.ddp_forward_factor, f"comm model {type(comm).__name__}.ddp_forward_factor:", True)
     idle = comm.idle_launch_extra_s
     lanes = comm.comm_lanes
     if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
         raise InputError(f"comm model {type(comm).__name__}.comm_lanes: {lanes!r} is not accepted; expected an integer >= 1")
     return EngineCapabilities(lanes=lanes, concurrent_rate=comm.concurrent_rate,
                               idle_launch_extra_s=idle if callable(idle) else None,
-                              ddp_forward_factor=float(ff), iteration_overhead_s=overhead_s,
+                              ddp_forward_factor=ff, iteration_overhead_s=overhead_s,
                               broadcast_per_tensor_s=per_tensor_s, futures_at_enqueue=comm.backend == "nccl")

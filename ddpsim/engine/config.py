@@ -1,8 +1,5 @@
-"""What a simulation is asked to do, besides the trace, the plan and the comm model.
-
-Kept apart from the engine so that scenarios, sweeps and validation can build configs
-without importing SimPy.
-"""
+"""What a simulation is asked to do besides the trace, the plan and the comm model; apart from the
+engine so that scenarios, sweeps and validation build configs without importing SimPy."""
 
 from __future__ import annotations
 
@@ -24,70 +21,55 @@ COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 CommHook = Literal["none", "allreduce", "fp16", "bf16", "powersgd"]
 @dataclass(frozen=True, kw_only=True)
 class SimConfig:
-    """Knobs of one simulated run.
+    """Knobs of one simulated run."""
 
-    Attributes:
-        world_size: number of ranks in the process group.
-        num_iterations: synchronised iterations to simulate (>= 1); iteration 1 is DDP's
-            first (single-bucket) iteration.
-        num_warmup_iterations: iterations excluded from steady-state figures; None means
-            "up to and including the iteration that first uses the rebuilt buckets" (1 if
-            buckets are never rebuilt).
-        seed: seeds every random draw (jitter). Same inputs and seed -> same result.
-        comm_hook: DDP comm hook: "none" (default reducer path), "allreduce",
-            "fp16"/"bf16" (compression), "powersgd".
-        powersgd_rank: PowerSGD's matrix_approximation_rank.
-        powersgd_start_iter: PowerSGD's start_powerSGD_iter (plain all-reduce before it).
-        no_sync_steps: gradient-accumulation micro-steps under ``no_sync()`` before each
-            synchronised step (0 = none).
-        jitter: "trace" (each rank's compute drawn from the trace's measured spread),
-            "none", or a float: the coefficient of variation of a lognormal factor.
-        stragglers: rank -> slowdown factor (>= 1) applied to that rank's compute.
-        interference: see :class:`Interference`.
-        copy_bandwidth_bytes_per_s: device memory bandwidth for the copy-in / copy-out of
-            gradients (each copies 2x the bytes: read + write); None = free copies.
-        rank_group_size: ranks that behave alike (same jitter class) are represented by
-            one simulated process; None lets the engine choose.
-        copy_kernel_floor_s: the least a gradient-copy kernel takes (launch and tail on a
-            GPU: one kernel per parameter for copy-in, zero-fill and copy-out); 0 = none.
-        host_costs: CPU costs per step, hook, bucket and collective on a CPU timeline per
-            rank (:mod:`ddpsim.network.host_costs`); None = the CPU is never the bottleneck.
-        comm_hook_call_s: seconds a Python comm hook costs the backward per bucket beyond its
-            kernels (the call, the future, the ``.then`` callback; a calibration's
-            ``comm_hook_call_s``); 0 = not charged. Only with ``comm_hook`` other than none.
-        compute_statistic: how the trace's iterations give each compute phase and each
-            gradient-ready time: ``"median"`` (robust to an outlying iteration; default) or
-            ``"mean"`` (what a mean step adds up: ``ddpsim validate`` predicts its measured mean
-            steps with it).
-        sync_batchnorm: the model's BatchNorm layers are ``nn.SyncBatchNorm``
-            (``convert_sync_batchnorm``): their forward all-gathers and backward all-reduces
-            run on the process group's stream (the engine finds the layers by their
-            ``running_mean``/``running_var`` buffers in the trace).
-        process_groups: communicators DDP's collectives are dealt to in turn
-            (``_round_robin_process_groups``; :mod:`ddpsim.engine.process_groups`); 1 = one.
-        join_batches: per-rank batch counts of an epoch run under ``Join`` (uneven inputs;
-            :mod:`ddpsim.engine.join`), one per rank; None = even inputs, no Join.
-    """
-
-    world_size: int = 2
+    world_size: int = 2  # number of ranks in the process group
+    #: synchronised iterations to simulate (>= 1); iteration 1 is DDP's first (single-bucket) iteration
     num_iterations: int = 4
+    #: iterations excluded from steady-state figures; None means "up to and including the iteration that first uses the
+    #: rebuilt buckets" (1 if buckets are never rebuilt)
     num_warmup_iterations: int | None = None
-    seed: int = 0
+    seed: int = 0  # seeds every random draw (jitter). Same inputs and seed -> same result
+    #: DDP comm hook: "none" (default reducer path), "allreduce", "fp16"/"bf16" (compression), "powersgd"
     comm_hook: CommHook = "none"
-    powersgd_rank: int = 1
-    powersgd_start_iter: int = 0
+    powersgd_rank: int = 1  # PowerSGD's matrix_approximation_rank
+    powersgd_start_iter: int = 0  # PowerSGD's start_powerSGD_iter (plain all-reduce before it)
+    #: gradient-accumulation micro-steps under ``no_sync()`` before each synchronised step (0 = none)
     no_sync_steps: int = 0
+    #: "trace" (each rank's compute drawn from the trace's measured spread), "none", or a float: the coefficient of
+    #: variation of a lognormal factor
     jitter: str | float = "trace"
+    #: rank -> slowdown factor (>= 1) applied to that rank's compute
     stragglers: Mapping[int, float] = field(default_factory=dict)
-    interference: Interference = field(default_factory=Interference)
+    interference: Interference = field(default_factory=Interference)  # see :class:`Interference`
+    #: device memory bandwidth for the copy-in / copy-out of gradients (each copies 2x the bytes: read + write); None =
+    #: free copies
     copy_bandwidth_bytes_per_s: float | None = None
+    #: ranks that behave alike (same jitter class) are represented by one simulated process; None lets the engine
+    #: choose
     rank_group_size: int | None = None
+    #: the least a gradient-copy kernel takes (launch and tail on a GPU: one kernel per parameter for copy-in,
+    #: zero-fill and copy-out); 0 = none
     copy_kernel_floor_s: float = 0.0
+    #: CPU costs per step, hook, bucket and collective on a CPU timeline per rank (:mod:`ddpsim.network.host_costs`);
+    #: None = the CPU is never the bottleneck
     host_costs: HostCosts | None = None
+    #: seconds a Python comm hook costs the backward per bucket beyond its kernels (the call, the future, the ``.then``
+    #: callback; a calibration's ``comm_hook_call_s``); 0 = not charged. Only with ``comm_hook`` other than none
     comm_hook_call_s: float = 0.0
+    #: the model's BatchNorm layers are ``nn.SyncBatchNorm`` (``convert_sync_batchnorm``): their forward all-gathers
+    #: and backward all-reduces run on the process group's stream (the engine finds the layers by their
+    #: ``running_mean``/``running_var`` buffers in the trace)
     sync_batchnorm: bool = False
+    #: how the trace's iterations give each compute phase and each gradient-ready time: ``"median"`` (robust to an
+    #: outlying iteration; default) or ``"mean"`` (what a mean step adds up: ``ddpsim validate`` predicts its measured
+    #: mean steps with it)
     compute_statistic: str = "median"
+    #: communicators DDP's collectives are dealt to in turn (``_round_robin_process_groups``;
+    #: :mod:`ddpsim.engine.process_groups`); 1 = one
     process_groups: int = 1
+    #: per-rank batch counts of an epoch run under ``Join`` (uneven inputs; :mod:`ddpsim.engine.join`), one per rank;
+    #: None = even inputs, no Join
     join_batches: tuple[int, ...] | None = None
 
     def for_validation(self) -> "SimConfig":
@@ -121,12 +103,8 @@ class SimConfig:
             raise InputError(f"copy_bandwidth_bytes_per_s: {bw!r} is not accepted; expected a number > 0 or null")
         if self.rank_group_size is not None:
             _pos_int(self.rank_group_size, "rank_group_size", 1)
-        fl = self.copy_kernel_floor_s
-        if isinstance(fl, bool) or not isinstance(fl, (int, float)) or not math.isfinite(fl) or fl < 0:
-            raise InputError(f"copy_kernel_floor_s: {fl!r} is not accepted; expected a finite number of seconds >= 0")
-        c = self.comm_hook_call_s
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not (math.isfinite(c) and c >= 0):
-            raise InputError(f"comm_hook_call_s: {c!r} is not accepted; expected a finite number of seconds >= 0")
+        checked_s(self.copy_kernel_floor_s, "copy_kernel_floor_s:")
+        checked_s(self.comm_hook_call_s, "comm_hook_call_s:")
         if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
             raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.network.host_costs.HostCosts or None")
         check_compute_statistic(self.compute_statistic)
@@ -139,6 +117,14 @@ class SimConfig:
             if self.no_sync_steps:
                 raise InputError(f"join_batches: {list(self.join_batches)!r} is not accepted with no_sync_steps "
                                  f"{self.no_sync_steps}; expected no_sync_steps 0 (Join under no_sync is not modelled)")
+
+
+def checked_s(v: object, where: str, positive: bool = False) -> float:
+    """``v`` as a float when it is a finite number of seconds >= 0 (``positive``: a finite number
+    > 0); else an InputError ``"<where> <v> is not accepted; expected ..."``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (v <= 0 if positive else v < 0):
+        raise InputError(f"{where} {v!r} is not accepted; expected a finite number {'> 0' if positive else 'of seconds >= 0'}")
+    return float(v)
 
 
 def _pos_int(v: object, name: str, minimum: int) -> None:

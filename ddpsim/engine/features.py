@@ -1,14 +1,9 @@
-"""DDP features the engine's ranks consult: the per-layout bucket figures, the buffer broadcast,
-``delay_all_reduce_named_params`` and ``nn.SyncBatchNorm``.
-
-Each is computed once per simulation from the trace, the plan's options and the config, as
-plain numbers (bytes, seconds of the kernels of :mod:`ddpsim.network.kernel_costs`); the ranks
-(:mod:`ddpsim.engine.reducer`) turn them into SimPy work. Sources: ``Reducer`` in
-``torch/csrc/distributed/c10d/reducer.cpp`` (bucket views, ``finalize_bucket_dense``,
-``should_skip_all_reduce_bucket``), ``torch/nn/parallel/distributed.py`` (``_sync_buffers``,
-``_register_delay_all_reduce_hook``, ``_MixedPrecision``) and ``torch/nn/modules/_functions.py``
-(``SyncBatchNorm``).
-"""
+"""DDP features the engine's ranks consult, computed once per simulation as plain numbers: the
+per-layout bucket figures, the buffer broadcast, ``delay_all_reduce_named_params`` and
+``nn.SyncBatchNorm``. Sources: ``torch/csrc/distributed/c10d/reducer.cpp`` (bucket views,
+``finalize_bucket_dense``, ``should_skip_all_reduce_bucket``), ``torch/nn/parallel/distributed.py``
+(``_sync_buffers``, ``_register_delay_all_reduce_hook``, ``_MixedPrecision``) and
+``torch/nn/modules/_functions.py`` (``SyncBatchNorm``)."""
 
 from __future__ import annotations
 

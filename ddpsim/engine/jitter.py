@@ -1,24 +1,12 @@
 """Rank-to-rank variation of compute speed, and which ranks the engine simulates explicitly.
 
-Pure functions; the engine passes in a seeded ``numpy.random.Generator``.
-
-Model: rank ``r`` runs all its compute-stream work in iteration ``k`` (one no_sync cycle)
-``factor[k, r]`` times slower than the trace's median, with
-
-    factor[k, r] = exp(sigma * Z[k, r]) * straggler[r],   Z ~ N(0, 1) i.i.d.
-
-i.e. a lognormal factor with median 1. ``sigma`` comes from ``SimConfig.jitter``:
-
-* ``"trace"``: matched to the trace's measured spread of ``backward_s``: the lognormal whose
-  10th and 90th percentiles have the same ratio as the trace's p90/p10, i.e.
-  ``sigma = ln(p90 / p10) / (2 * 1.2815515655446004)`` (0 with a single measured iteration);
-* ``"none"``: ``sigma = 0``;
-* a float ``cv``: the lognormal with that coefficient of variation,
-  ``sigma = sqrt(ln(1 + cv**2))``.
-
-``Z`` is drawn in bulk for ALL ranks (``(num_iterations, world_size)``), so rank ``r`` gets
-the same factor whether it is simulated explicitly or folded into the "rest" representative.
-"""
+Rank ``r`` runs its compute in iteration ``k`` ``factor[k, r] = exp(sigma * Z[k, r]) *
+straggler[r]`` times the trace's median (``Z ~ N(0, 1)``, a lognormal of median 1), with
+``sigma`` from ``SimConfig.jitter``: ``"trace"`` matches the trace's ``backward_s`` p90/p10
+(``ln(p90 / p10) / (2 * 1.2815515655446004)``), ``"none"`` is 0, a float ``cv`` gives
+``sqrt(ln(1 + cv**2))``. ``Z`` is drawn in bulk for all ranks from the seeded generator passed
+in, so a rank's factor is the same whether it runs explicitly or folded. docs/MODEL.md,
+"Jitter, stragglers and scale"."""
 
 from __future__ import annotations
 

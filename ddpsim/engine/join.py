@@ -1,37 +1,14 @@
 """DDP under ``Join`` (uneven inputs): the epoch as phases of active ranks, and Join's collectives.
 
 Source, torch 2.13: ``torch/distributed/algorithms/join.py`` (``Join.notify_join_context``,
-``Join.__exit__``, ``Join._get_num_nonjoined_procs``) and ``torch/nn/parallel/distributed.py``
-(``DistributedDataParallel._pre_forward``, ``_sync_buffers``, ``_find_common_rank``,
-``_check_global_requires_backward_grad_sync``, ``_sync_final_model`` and ``_DDPJoinHook``'s
-``main_hook`` / ``post_hook``). Per iteration, a rank that still has inputs (*active*) issues,
-in ``_pre_forward``: Join's count, an async all-reduce of ``ones(1)`` (float32) never waited
-for (``divide_by_initial_world_size=True``, the default); with a forward buffer broadcast, the
-blocking ``_find_common_rank`` all-reduce (MAX of an int64) before it; then the async
-all-reduce of ``require_backward_grad_sync``. A rank out of inputs (*joined*) loops in
-``Join.__exit__``: it matches the count (``_get_num_nonjoined_procs``), then ``main_hook``
-shadows the iteration's collectives -- the common rank and buffer broadcast, the grad-sync flag
-(waited), one all-reduce of zeros per bucket in the reducer's order
-(``_match_all_reduce_for_bwd_pass``, through ``_run_comm_hook``: the comm hook's collective of
-the same size) and, with ``find_unused_parameters``, the used map
-(``_match_unused_params_allreduce``). When every rank has joined the last count is 0 and
-``post_hook`` runs ``_sync_final_model``: a common-rank all-reduce and the broadcast of every
-parameter and (forward-synced) buffer in 250 MiB buckets (``_sync_module_states``).
-
-The model: a joined rank issues the same collectives in the same order as the active ranks
-and never has compute in their way, so it is simulated as a rank whose compute factor is 0
-(it launches each collective as soon as it may; the active ranks decide when each starts). The
-joined ranks' own CPU work between their waits (``.item()``, the zero buckets) is taken as
-never later than the active ranks' launches -- the approximation. The epoch is a sequence of
-*phases* (a set of active ranks and how many iterations it lasts, from the per-rank batch
-counts); the engine simulates the all-active phase over the scenario's iterations and each
-later phase over as many steady iterations (at most its length, and 64 over all the later
-phases), then the exit. A phase's step
-is the mean gap between consecutive count all-reduces' last arrivals (the latest active rank
-entering forward), so the joined and the folded ranks are counted alike; the epoch's loop time
-is the sum of each phase's step times its length, and ``iteration_mean_s`` becomes the epoch's
-mean step (loop time over the longest rank's batches). docs/MODEL.md, "Join".
-"""
+``Join.__exit__``, ``_get_num_nonjoined_procs``) and ``torch/nn/parallel/distributed.py``
+(``_pre_forward``, ``_find_common_rank``, ``_check_global_requires_backward_grad_sync``,
+``_DDPJoinHook``'s ``main_hook`` / ``post_hook``, ``_sync_final_model``). An active rank issues
+Join's count, the common rank (with a buffer broadcast) and the grad-sync flag before its
+buckets; a joined rank shadows them and every bucket with zeros, so it is simulated as a rank of
+compute factor 0. The epoch is a sequence of phases (who is active, for how long), each
+simulated over a few steady iterations; a phase's step is the mean gap between its counts' last
+arrivals, and ``iteration_mean_s`` becomes the epoch's mean step. docs/MODEL.md, "Join"."""
 
 from __future__ import annotations
 

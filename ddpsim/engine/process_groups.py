@@ -1,44 +1,11 @@
-"""Round-robin process groups: DDP's collectives dealt to N communicators, which run side by side.
-
-Source: ``torch.distributed._round_robin_process_groups`` (``distributed_c10d.py``) wrapped N
-process groups in ``ProcessGroupRoundRobin`` (``torch/csrc/distributed/c10d/ProcessGroupRoundRobin.cpp``):
-every collective called on it went to ``next()``, the groups in turn, so consecutive buckets'
-all-reduces ran on different communicators (NCCL: their own streams) and could overlap; Li et
-al., "PyTorch Distributed" (VLDB 2020), section 5.4, measured 3-5 groups best on many GPUs. Both
-were removed in pytorch/pytorch#132888 (torch 2.5): in torch 2.13 the same dealing is a comm
-hook that sends bucket ``i``'s all-reduce to group ``i mod N`` (what ``executor ddp
---process-groups`` runs). Here the DDP group's ``k``-th collective goes to group ``k mod N``.
-
-Each group is an in-order stream (or, on gloo, its own ``comm_lanes`` worker threads,
-``ProcessGroupGloo``): its collective starts when every rank has launched it and the group is
-free. Collectives of different groups progress at once and share the network -- the model,
-and where it is approximate:
-
-* **Calibrated concurrency** (a comm model with ``comm_lanes > 1``, a measured gloo host): each
-  of the ``n`` collectives in flight on all groups runs at the model's ``concurrent_rate`` for
-  ``n``, as the lanes of one group do.
-* **Bandwidth share** (every analytical model, NCCL's included): a collective of ``S`` bytes
-  alone takes ``t(S)``, of which ``t(1 byte)`` is latency and the rest moves bytes at
-  ``d(S) = S / (t(S) - t(1))``; what the topology gives at most is the rate of one large
-  all-reduce, ``D = S* / (t(S*) - t(1))`` with ``S*`` = 1 GiB (NCCL's ring/tree at its peak
-  bus bandwidth, all channels). While the collectives in flight ask for more than ``D`` in
-  all, each moves its bytes at ``D / sum d`` of its own rate (fair share of the links) and its
-  latency runs at full pace, so its whole work progresses at ``1 / ((1 - w) + w / f)`` with
-  ``w = 1 - t(1)/t(S)`` and ``f = min(1, D / sum d)``. A small or medium all-reduce, whose
-  NCCL protocol and channel count leave the links part idle, therefore gains from company; two
-  large ones share the links and gain only their latencies. Approximate: the share is
-  re-evaluated only when a collective starts or ends (fluid, equal shares), NCCL's channels of
-  two communicators are taken not to slow each other's kernels beyond the link share, and the
-  SMs they hold add up: the compute slowdown applies the sum of the running collectives'
-  shares (``slow_weight``), which overstates it when their kernels would not all be resident.
-
-A comm model's idle-launch extra (``idle_launch_extra_s``: on a CPU host an all-reduce that wakes
-a process group's sleeping worker threads costs more than one in a loop, measured by the
-calibration's ``allreduce_after_compute`` curve) applies per group as it does to the one stream:
-to an all-reduce launched onto its group while nothing of that group runs, once every rank
-waits (DDP's end-of-backward buckets). With N groups the last buckets are each the first on
-their own group, so each may pay it where one stream would have queued them back to back.
-"""
+"""Round-robin process groups: DDP's ``k``-th collective goes to communicator ``k mod N``, as
+``ProcessGroupRoundRobin::next()`` did (``torch/csrc/distributed/c10d/ProcessGroupRoundRobin.cpp``,
+made by ``distributed_c10d.py``'s ``_round_robin_process_groups``; removed by pytorch/pytorch#132888,
+torch 2.5; Li et al., "PyTorch Distributed", VLDB 2020, section 5.4). Each group is an in-order
+stream; collectives of different groups run at once, at the comm model's ``concurrent_rate`` when
+it measured concurrency, else sharing the topology's capacity (the rate of a 1 GiB all-reduce)
+by bandwidth, their latencies at full pace. The model and its approximations: docs/MODEL.md,
+"Round-robin process groups"."""
 
 from __future__ import annotations
 

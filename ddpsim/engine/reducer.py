@@ -1,17 +1,10 @@
-"""DDP's program on one rank, per iteration: the reducer (``Reducer`` in
-``torch/csrc/distributed/c10d/reducer.cpp``) and ``DistributedDataParallel``'s forward
-(``torch/nn/parallel/distributed.py``), with its comm hooks
-(``torch/distributed/algorithms/ddp_comm_hooks/``).
-
-One *iteration* is one ``no_sync`` cycle: the bucket rebuild's broadcasts and the buffer
-broadcast before the first forward, ``no_sync_steps`` micro-steps without hooks, then the
-synchronised step: forward, backward as the trace's gradient-ready events, each hook copying
-its gradient into its bucket, buckets launched strictly in order when ready (the comm hook's
-kernels before each launch), then ``finalize_backward`` (wait, copy-out per bucket), the
-optimizer and ``zero_grad``. Kernel times come from :mod:`ddpsim.network.kernel_costs`; the
-primitives (work, launch, wait) from :mod:`ddpsim.engine.timeline`. The full model is
-docs/MODEL.md, "The engine".
-"""
+"""DDP's program on one rank, per iteration (one ``no_sync`` cycle): the rebuild's and the buffers'
+broadcasts, ``no_sync_steps`` micro-steps, then forward, the hooks in gradient-ready order
+copying each gradient into its bucket, buckets launched strictly in order (a comm hook's kernels
+first), ``finalize_backward``, the optimizer and ``zero_grad``. Source: ``Reducer``
+(``torch/csrc/distributed/c10d/reducer.cpp``), ``DistributedDataParallel``
+(``torch/nn/parallel/distributed.py``) and ``torch/distributed/algorithms/ddp_comm_hooks/``;
+the primitives are :mod:`ddpsim.engine.timeline`'s; docs/MODEL.md, "The engine"."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
-"""The ranks not simulated one by one, folded into one vectorised process (fast path).
-
-All ranks run the same program (:mod:`ddpsim.engine.reducer`); only their compute factors
-(:mod:`ddpsim.engine.jitter`) differ. So the local clocks of the folded ranks are a numpy
-vector: work adds ``factor_r * dur``, a wait takes ``max(t_r, end)``, and a launch arrives at
-``max_r t_r``, exactly the latest of those ranks: collective start times are those of the full
-world, at O(#buckets) numpy operations per iteration on a vector of world-size values. Their
-spans and figures are not kept.
-"""
+"""The ranks not simulated one by one, folded into one vectorised process: the same program
+(:mod:`ddpsim.engine.reducer`) on a numpy vector of clocks, one per rank's compute factor
+(:mod:`ddpsim.engine.jitter`): work adds ``factor_r * dur``, a wait takes ``max(t_r, end)``, a
+launch arrives at ``max_r t_r``, so collectives start as in the full world. Their spans and
+figures are not kept."""
 
 from __future__ import annotations
 
@@ -54,8 +50,7 @@ class RestRanks(Rank):
              size: int | None = None) -> Iterator[simpy.Event]:
         if dur > 0:
             self.pend += dur
-        return
-        yield  # NOTE: unreachable; makes this a generator like Rank.work
+        yield from ()  # a generator like Rank.work
 
     def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
                then_s: float = 0.0) -> Coll:

@@ -1,18 +1,10 @@
 """What a simulation returns: every span, per-bucket timings and per-iteration figures.
 
-All times are seconds from the start of the simulation (iteration 1's first event).
-Stream names: ``"compute"`` (forward, backward, copy-in/out, optimizer, hook work) and
-``"comm"`` (the process group's communication stream: all-reduces and broadcasts run
-there one after another). Iterations are numbered from 1.
-
-Span kinds (``Span.kind``): ``forward``, ``backward`` (backward compute between hooks),
-``copy_in``, ``copy_out``, ``optimizer``, ``zero_grad``, ``graph_search``
-(find_unused_parameters' traversal), ``compress`` (comm-hook casts / PowerSGD compute),
-``rebuild`` (bucket rebuild's broadcasts and allocation), ``broadcast`` (buffers),
-``allreduce`` (a gradient bucket), ``used_map_allreduce``, ``syncbn_allgather`` /
-``syncbn_allreduce`` (SyncBatchNorm's forward and backward statistics), ``wait`` (the compute
-stream waiting for communication).
-"""
+Times are seconds from the simulation's start; iterations are numbered from 1. Streams:
+``"compute"`` and ``"comm"`` (the process group's). Span kinds: ``forward``, ``backward``,
+``copy_in``, ``copy_out``, ``optimizer``, ``zero_grad``, ``graph_search``, ``compress``,
+``rebuild``, ``broadcast``, ``allreduce``, ``used_map_allreduce``, ``syncbn_allgather`` /
+``syncbn_allreduce`` and ``wait`` (the compute stream waiting for communication)."""
 
 from __future__ import annotations
 
@@ -229,18 +221,17 @@ class SimResult:
         return out
 
     # pandas is imported lazily: the engine itself does not need it
-    def spans_df(self):  # -> pandas.DataFrame
-        import pandas as pd
+    def spans_df(self):  # -> pandas.DataFrame, one row per span
+        return _frame(asdict(s) for s in self.spans)
 
-        return pd.DataFrame([asdict(s) for s in self.spans])
+    def buckets_df(self):  # one row per bucket timing
+        return _frame(asdict(b) for b in self.buckets)
 
-    def buckets_df(self):
-        import pandas as pd
+    def iterations_df(self):  # one row per (rank, iteration), with its iteration_s
+        return _frame(dict(asdict(it), iteration_s=it.iteration_s) for it in self.iterations)
 
-        return pd.DataFrame([asdict(b) for b in self.buckets])
 
-    def iterations_df(self):
-        import pandas as pd
+def _frame(rows: Iterator[dict[str, Any]]):  # -> pandas.DataFrame
+    import pandas as pd
 
-        rows = [dict(asdict(it), iteration_s=it.iteration_s) for it in self.iterations]
-        return pd.DataFrame(rows)
+    return pd.DataFrame(list(rows))

@@ -1,25 +1,13 @@
 """The hooks of one synchronised backward between two bucket-ready events, in closed form.
 
 Between two ``Reducer::mark_bucket_ready`` events (``torch/csrc/distributed/c10d/reducer.cpp``)
-each gradient-ready parameter adds its backward compute and, for a reducer parameter, its hook:
-the hook's CPU time (host costs), the device's gate on the CPU's clock, then the gradient's
-copy-in. On a rank that records nothing (:attr:`RankTimeline.record` false), under
-interference, these works merge into one anyway (:meth:`RankTimeline.advance`), so a segment is one work of
-``s * (sum of backward gaps + sum of copy-ins)`` and ``n * hook_s`` of CPU time, provided no
-host gate falls inside it (the only thing between the events that the engine observes). On a
-rank that records its works the segment's works (:attr:`Segment.items`) are deferred at once,
-with the additions a hook-by-hook run makes, and recorded when they run; a rank that launches
-without running its works (``steps_only``) takes its segments and posts their buckets' launches
-in one pass (:meth:`Rank.segments_posted`).
-
-Hook ``i`` (1-based) of a segment appends a gate where ``cpu0 + i h > now + P0 + s U_i``
-(:meth:`RankTimeline.gate`, with ``P0`` the works pending at the segment's start and ``U_i``
-the full-rate work before that hook's gate at s=1): none falls inside when
-``cpu0 - now - P0 <= min_i (s U_i - i h)``. The right side grows with ``s`` (``U_i >= 0``), so
-its value at the least factor the rank runs at, ``m``, bounds it for every iteration; the
-closed form is taken where ``cpu0 - now - P0 <= m - MARGIN_S`` (clear of rounding), else the
-hooks run one by one (:meth:`Rank.hooks_one_by_one`), which is what they compute anyway.
-"""
+each ready parameter adds its backward compute and, for a reducer parameter, its hook (CPU time,
+the device's gate on the CPU's clock, the gradient's copy-in). Where no host gate falls inside,
+a segment is one work of ``s * (backward gaps + copy-ins)`` and ``n * hook_s`` of CPU time: hook
+``i`` gates where ``cpu0 + i h > now + P0 + s U_i``, so none does when ``cpu0 - now - P0 <=
+min_i (s U_i - i h)`` (:func:`gate_floors`, taken at the rank's least factor ``s``, less
+:data:`MARGIN_S`); else the hooks run one by one (:meth:`Rank.hooks_one_by_one`), to the same
+result."""
 
 from __future__ import annotations
 
@@ -62,14 +50,9 @@ class Segment:
     #: ``(kind, name, seconds at s=1, bucket, size)``, each backward gap before its hook's copy-in
     items: tuple[tuple, ...] = ()
 
-    def gate_floor_s(self, s_lo: float, h: float) -> float:
-        """``min_i (s_lo U_i - i h)``: the no-gate bound at the least factor ``s_lo`` with
-        ``h`` seconds of CPU per hook (inf: no hooks)."""
-        return gate_floors([self], s_lo, h)[0]
-
     def closed_form(self, rank: Any, s: float, floor_s: float) -> bool:
         """Whether the segment can be taken in one go on ``rank`` at factor ``s`` (``floor_s``:
-        :meth:`gate_floor_s` at the rank's least factor)."""
+        :func:`gate_floors` at the rank's least factor)."""
         if not self.plain:
             return False
         if rank.eng.host is None or self.hooks == 0:
@@ -118,7 +101,8 @@ def gate_table(segs: list[Segment]) -> tuple:
 
 
 def gate_floors(segs: list[Segment], s_lo: float, h: float, table: tuple | None = None) -> list[float]:
-    """:meth:`Segment.gate_floor_s` of every segment, in one pass over all their hooks
+    """Per segment, ``min_i (s_lo U_i - i h)``: the no-gate bound at the least factor ``s_lo``
+    with ``h`` seconds of CPU per hook (inf: no hooks), in one pass over all their hooks
     (``table``: :func:`gate_table` of ``segs``, if already built)."""
     u, i, starts, has = table if table is not None else gate_table(segs)
     out = [math.inf] * len(segs)

@@ -1,14 +1,12 @@
 """The SimPy engine's entry point: ``simulate(trace, plan, comm, config) -> SimResult``.
 
-It checks the inputs, builds the shared state (:mod:`ddpsim.engine.streams`), runs one process
-per explicit rank (:mod:`ddpsim.engine.reducer`) plus, at scale, one for the folded ranks
-(:mod:`ddpsim.engine.rest`) and the process group's stream, then assembles spans, per-bucket and
-per-iteration figures. What a rank does is DDP's ``Reducer``
+It checks the inputs, runs one process per explicit rank (:mod:`ddpsim.engine.reducer`), one
+for the folded ranks (:mod:`ddpsim.engine.rest`) and the process group's stream, and assembles
+spans, per-bucket and per-iteration figures. A rank is torch 2.13's ``Reducer``
 (``torch/csrc/distributed/c10d/reducer.cpp``) and ``DistributedDataParallel``
-(``torch/nn/parallel/distributed.py``) of torch 2.13; docs/MODEL.md, "The engine", states the
-whole model. No hidden randomness (one ``numpy.random.default_rng(config.seed)``), no set or
-dict order dependence: the same inputs and seed give an identical :class:`SimResult`.
-"""
+(``torch/nn/parallel/distributed.py``), docs/MODEL.md, "The engine". One
+``numpy.random.default_rng(config.seed)``, no set or dict order: the same inputs and seed give
+an identical :class:`SimResult`."""
 
 from __future__ import annotations
 
@@ -21,7 +19,7 @@ import numpy as np
 import simpy
 
 from ddpsim.engine import jitter as jitter_mod
-from ddpsim.engine.config import SimConfig
+from ddpsim.engine.config import SimConfig, checked_s
 from ddpsim.engine.features import BROADCAST_BUCKET_BYTES, GRAPH_SEARCH_S_PER_PARAM
 from ddpsim.engine.join import JoinProgram, JoinSchedule, add_even_baseline
 from ddpsim.engine.process_groups import GroupStreams
@@ -35,6 +33,7 @@ from ddpsim.network.comm_model import CAPABILITIES, CommModel
 from ddpsim.network.kernel_costs import POWERSGD_MIN_COMPRESSION_RATE, copy_kernel_s, kernel_s, param_elem_bytes, powersgd_split
 from ddpsim.network.topology import gc_paused
 from ddpsim.plan.planner import BucketPlan, reducer_param_indices
+from ddpsim.trace.intervals import intersection_s
 from ddpsim.trace.records import Trace
 
 __all__ = ["simulate", "kernel_s", "copy_kernel_s", "powersgd_split", "param_elem_bytes", "GRAPH_SEARCH_S_PER_PARAM",
@@ -82,9 +81,7 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
             if b.index != k:
                 raise InputError(f"{label}[{k}].index: {b.index} is out of order; expected {k}")
     for name in ("forward", "backward", "optimizer", "zero_grad"):
-        v = trace.phase(name).median_s
-        if not (math.isfinite(v) and v >= 0):
-            raise InputError(f"trace.iterations[].{name}_s: median {v!r} is not accepted; expected a finite number of seconds >= 0")
+        checked_s(trace.phase(name).median_s, f"trace.iterations[].{name}_s: median")
     if opts.mixed_precision is not None and config.comm_hook != "none":
         raise InputError(f"comm_hook: {config.comm_hook!r} is not accepted with mixed_precision; expected none (DDP "
                          "registers its own hook for mixed precision, and a second register_comm_hook raises)")
@@ -92,28 +89,11 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
         unused = [p.name for p in trace.params if not p.has_grad and p.index in reducer]
         raise InputError(f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]} get no gradient, "
                          "which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
-    for label, v in (("comm.allreduce_s(0)", comm.allreduce_s(0)), ("comm.broadcast_s(0)", comm.broadcast_s(0))):
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-            raise InputError(f"{label}: {v!r} is not accepted; expected a finite number of seconds >= 0")
+    checked_s(comm.allreduce_s(0), "comm.allreduce_s(0):")
+    checked_s(comm.broadcast_s(0), "comm.broadcast_s(0):")
 
 
 # ---- results -------------------------------------------------------------------------------
-
-def _overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    """Total length of the intersection of two sorted lists of disjoint intervals."""
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
 
 def _skipped_buckets(eng: Engine, num_iterations: int) -> dict[str, list[int]]:
     """Per iteration (as a string key), the buckets skip_all_reduce_unused_params left out."""
@@ -455,7 +435,7 @@ def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[t
         for k, acc in enumerate(rk.accs, start=1):
             comm_iv = sorted(comm_by_iter.get(k, []))
             comm_s = sum(e - s for s, e in comm_iv)
-            overlapped = _overlap_s(acc.compute, comm_iv)  # compute intervals: sorted, disjoint
+            overlapped = intersection_s(acc.compute, comm_iv)  # compute intervals: sorted, disjoint
             exposed = max(0.0, last_grad_end.get(k, -math.inf) - acc.bwd_end_s)
             iters.append(IterationStats(
                 rank=rk.rank, iteration=k, start_s=acc.start_s, end_s=acc.end_s, forward_s=acc.forward_s,

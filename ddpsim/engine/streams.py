@@ -1,29 +1,15 @@
 """The engine's shared state and its streams: the process group's collectives and the time
 advance of every rank's work under interference.
 
-Collectives: one communication stream per process group, shared by all ranks (all ranks issue
-the same collectives in the same order): a collective starts when EVERY rank has launched it
-and the stream is free, ``start = max(max_r launch_r, end of previous)``, and ends
-``comm.allreduce_s(bytes)`` (or ``broadcast_s``) later, on every rank at once. With a comm
-model's ``comm_lanes > 1`` the group's queue is worked by that many lanes, as ProcessGroupGloo's
-worker threads work it (``torch/csrc/distributed/c10d/ProcessGroupGloo.cpp``): in launch order,
-up to that many side by side, each at the model's ``concurrent_rate``. An all-reduce the last
-rank launched onto an idle stream pays the model's ``idle_launch_extra_s`` once every rank
-waits. Interference is rate-based (:class:`ddpsim.network.interference.Interference`): while a
-collective runs compute progresses at ``1/compute_slowdown`` (weighted by the collective's
-share), while any rank computes a collective progresses at ``1/comm_slowdown``. The compute
-rate is the same for every rank, so one work clock ``W(t)`` (full-rate seconds of compute done
-since 0, piecewise linear, a piece per change of the rate) gives every rank's work in closed
-form (:meth:`Engine.run_compute`): a run of works ends where W reaches its target, one timer
-for the earliest target of all ranks, moved where the rate changes; SimPy meets a rank's works
-once per run (up to its next launch or wait on a collective not yet done), never per piece of
-work nor per change; without interference the rate is 1 and a rank meets SimPy only at waits
-(docs/MODEL.md, "The engine"). When only step times are read (``steps_only``) a rank that
-records nothing launches without running its works first: its arrival is posted on the work
-clock, where W reaches the end of its pending works, and a collective's ``all_arrived`` fires
-where W reaches the latest such arrival (:meth:`Engine.arrive`), one timer per collective rather
-than one run per rank and bucket.
-"""
+A collective starts when every rank has launched it and its stream (or, with ``comm_lanes > 1``,
+one of ProcessGroupGloo's worker lanes, ``torch/csrc/distributed/c10d/ProcessGroupGloo.cpp``)
+is free, and runs ``comm.allreduce_s(bytes)`` (or ``broadcast_s``) on every rank at once; an
+all-reduce launched onto an idle stream pays ``idle_launch_extra_s`` once every rank waits.
+Interference is rate-based (:class:`ddpsim.network.interference.Interference`), the same for
+every rank, so one piecewise-linear work clock ``W(t)`` gives every rank's works in closed form
+(:meth:`Engine.run_compute`): SimPy meets a rank once per run of works, never per work or per
+change of rate; with ``steps_only`` a rank that records nothing posts its arrivals on that
+clock (:meth:`Engine.arrive`). docs/MODEL.md, "The engine" and "Collectives, lanes and idle launches"."""
 
 from __future__ import annotations
 
@@ -36,7 +22,7 @@ from typing import Any, Callable, Iterator
 import simpy
 
 from ddpsim.engine.capabilities import engine_capabilities
-from ddpsim.engine.config import SimConfig
+from ddpsim.engine.config import SimConfig, checked_s
 from ddpsim.engine.features import (GRAPH_SEARCH_S_PER_PARAM, BucketLayout, DelayedAllReduce, SyncBatchNorm,
                                     buffer_broadcast_buckets)
 from ddpsim.errors import InputError
@@ -187,8 +173,8 @@ class Engine:
         self.zero_grad_s = trace.phase("zero_grad").stat(st)
         med = trace.grad_ready_stat_s(st)
         for i, t in enumerate(med):
-            if t is not None and not (math.isfinite(t) and t >= 0):
-                raise InputError(f"trace.iterations[].grad_ready_s[{i}]: median {t!r} is not accepted; expected a finite number of seconds >= 0")
+            if t is not None:
+                checked_s(t, f"trace.iterations[].grad_ready_s[{i}]: median")
         self.order = list(trace.grad_ready_order)
         # the capture's timing hooks slowed its backward by hook_overhead_frac; DDP's hooks
         # replace them (their work, the copy-in, is modelled on its own)
@@ -229,12 +215,9 @@ class Engine:
         d = self._durations.get(key)
         if d is None:
             comm = self.comm
-            d = comm.broadcast_s(size_bytes) if broadcast else comm.allreduce_s(size_bytes)
-            if isinstance(d, bool) or not (isinstance(d, (int, float)) and math.isfinite(d) and d >= 0):
-                what = "broadcast_s" if broadcast else "allreduce_s"
-                raise InputError(f"comm model {type(comm).__name__}.{what}({size_bytes}): {d!r} is not accepted; "
-                                 "expected a finite number of seconds >= 0")
-            d = self._durations[key] = float(d)
+            what = "broadcast_s" if broadcast else "allreduce_s"
+            d = self._durations[key] = checked_s(getattr(comm, what)(size_bytes),
+                                                 f"comm model {type(comm).__name__}.{what}({size_bytes}):")
         return d
 
     def bandwidth_share(self, size_bytes: int, broadcast: bool, work_s: float) -> float:
@@ -248,11 +231,8 @@ class Engine:
         """The comm model's idle-launch extra for one all-reduce, asked once per size and checked."""
         d = self._idle_extras.get(size_bytes)
         if d is None:
-            d = self.idle_extra(size_bytes)
-            if isinstance(d, bool) or not (isinstance(d, (int, float)) and math.isfinite(d) and d >= 0):
-                raise InputError(f"comm model {type(self.comm).__name__}.idle_launch_extra_s({size_bytes}): {d!r} is not "
-                                 "accepted; expected a finite number of seconds >= 0")
-            d = self._idle_extras[size_bytes] = float(d)
+            d = self._idle_extras[size_bytes] = checked_s(
+                self.idle_extra(size_bytes), f"comm model {type(self.comm).__name__}.idle_launch_extra_s({size_bytes}):")
         return d
 
     def all_waiting(self) -> bool:
@@ -359,11 +339,8 @@ class Engine:
         key = (c.kind or "", c.size_bytes, n)
         r = self._rates.get(key)
         if r is None:
-            r = self.concurrent_rate(c.kind, c.size_bytes, n)
-            if isinstance(r, bool) or not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0):
-                raise InputError(f"comm model {type(self.comm).__name__}.concurrent_rate({c.kind!r}, {c.size_bytes}, {n}): "
-                                 f"{r!r} is not accepted; expected a finite number > 0")
-            r = self._rates[key] = float(r)
+            r = self._rates[key] = checked_s(self.concurrent_rate(c.kind, c.size_bytes, n), f"comm model "
+                                             f"{type(self.comm).__name__}.concurrent_rate({c.kind!r}, {c.size_bytes}, {n}):", True)
         return r
 
     def comm_lanes(self) -> Iterator[simpy.Event]:

@@ -1,23 +1,17 @@
 """A rank's clocks and the primitives of its program: compute-stream work, collective launches,
 waits, and the CPU clock of host costs.
 
-A rank's compute stream is a clock ``t``: work advances it in closed form, at rate 1 without
-interference (SimPy is met only at waits), else at the rate in force, run in one go up to the
-rank's next interaction (a launch, a wait on a collective not yet done) on the engine's work
-clock (:meth:`Engine.run_compute`), never per piece of work; a wait on a collective
-moves it to the collective's end (span ``wait``), and every piece of work is recorded as a span
-and in the iteration's figures. With host costs (:mod:`ddpsim.network.host_costs`) a CPU clock
-runs beside it: the device cannot run what the CPU has not enqueued, as on a GPU whose host
-thread launches every kernel (``torch/csrc/distributed/c10d/reducer.cpp``'s hooks run on it).
-The DDP program built from these primitives is :mod:`ddpsim.engine.reducer`. With
-``steps_only`` a rank that records nothing (``lazy``) runs its works only at a wait, a gate or
-the step's end, and its launches arrive on the work clock (:meth:`RankTimeline.launch`).
-"""
+The compute stream is a clock ``t`` that work advances in closed form (at rate 1 without
+interference, else on the engine's work clock, :meth:`Engine.run_compute`, one run up to the
+rank's next launch or wait); a wait moves it to the collective's end (span ``wait``). With host
+costs (:mod:`ddpsim.network.host_costs`) a CPU clock runs beside it: the device cannot run what
+the CPU has not enqueued (``torch/csrc/distributed/c10d/reducer.cpp``'s hooks run on that
+thread). The DDP program built from these primitives is :mod:`ddpsim.engine.reducer`."""
 
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 import simpy
@@ -119,10 +113,10 @@ class RankTimeline:
             self._record_run(items, start, ends)
         self.t = ends[-1]
 
-    def _record_run(self, items: list[tuple], start: float, ends: list[float]) -> None:
-        """:meth:`_record` of each work of a run that started at ``start`` (a host gate, kind
-        None, has no span), without a call per work: the same spans, the same busy blocks and
-        the same additions to the iteration's figures in the same order."""
+    def _record_run(self, items: Sequence[tuple], start: float, ends: Sequence[float]) -> None:
+        """The spans, busy blocks (back-to-back works merge) and iteration figures of a run of
+        works that started at ``start``, each ending at its ``ends`` entry (a host gate, kind
+        None, has no span)."""
         acc = self.acc
         spans = self.spans if self.keep_spans else None
         comp, it = acc.compute, self.iter
@@ -145,23 +139,10 @@ class RankTimeline:
         acc.forward_s, acc.backward_s, acc.optimizer_s = fwd, bwd, opt
 
     def _record(self, kind: str, name: str, start: float, end: float, bucket: int | None, size: int | None) -> None:
+        """One work from ``start`` to ``end``: :meth:`_record_run` of a run of one."""
         self.t = end
         if self.record:
-            if self.keep_spans:
-                spans = self.spans
-                spans.append((start, 0, len(spans), end, kind, name, self.iter, bucket, size))
-            acc = self.acc
-            comp = acc.compute  # busy blocks of the compute stream: merge back-to-back work
-            if comp and comp[-1][1] == start:
-                comp[-1] = (comp[-1][0], end)
-            else:
-                comp.append((start, end))
-            if kind == "forward":
-                acc.forward_s += end - start
-            elif kind == "backward":
-                acc.backward_s += end - start
-            elif kind == "optimizer":
-                acc.optimizer_s += end - start
+            self._record_run(((kind, name, None, bucket, size),), start, (end,))
 
     def runs_on(self) -> bool:
         """Whether the rank may launch before its pending works have run (:meth:`launch`):

@@ -52,7 +52,7 @@ from typing import Any, Sequence
 from ddpsim.io import file_id, write_bytes_atomic
 from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, SimResult
 from ddpsim.trace.profile.kernel_kinds import HTA_NAMES, kernel_kind
-from ddpsim.trace.profile.kineto import merge_intervals
+from ddpsim.trace.intervals import overlap_ratio
 
 CPU_TID = 1
 COMPUTE_TID = 7
@@ -205,17 +205,4 @@ def comm_comp_overlap(trace: dict[str, Any]) -> float:
             comm.append(iv)
         elif kind == "COMPUTATION":
             comp.append(iv)
-    mc, mp = merge_intervals(comm), merge_intervals(comp)
-    total = sum(b - a for a, b in mc)
-    if total <= 0:
-        return 0.0
-    ov = 0.0
-    j = 0
-    for a, b in mc:
-        while j < len(mp) and mp[j][1] <= a:
-            j += 1
-        k = j
-        while k < len(mp) and mp[k][0] < b:
-            ov += max(0.0, min(b, mp[k][1]) - max(a, mp[k][0]))
-            k += 1
-    return ov / total
+    return overlap_ratio(comm, comp) or 0.0

@@ -63,11 +63,14 @@ def _cast_mode(dtype: Any) -> Any:
 
 def autocast_ready_order(module: Any, batch: Any, loss_fn: Any, params: Sequence[Any], dtype: Any) -> list[int] | None:
     """Indices of ``params`` in the order their post-accumulate-grad hooks fire in one backward
-    of ``module`` (on ``meta``) under autocast to ``dtype``; None if the model cannot run so."""
+    of ``module`` (on ``meta``) under autocast to ``dtype`` (None: no autocast); None if the
+    model cannot run so."""
+    import contextlib
+
     fired: list[int] = []
     handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: fired.append(i)) for i, p in enumerate(params)]
     try:
-        with _cast_mode(dtype):
+        with _cast_mode(dtype) if dtype is not None else contextlib.nullcontext():
             out = module(*batch) if isinstance(batch, tuple) else module(batch)
             loss = loss_fn(out)
         loss.backward()

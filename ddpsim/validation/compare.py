@@ -140,13 +140,6 @@ def best_pair_spread_pct(best_meas: dict[str, Any], best_pred: dict[str, Any]) -
 BEST_CAP_TOLERANCE_PCT = 2.0
 
 
-def t975(df: int) -> float:
-    """The 97.5 % quantile of Student's t with ``df`` degrees of freedom (``scipy.stats.t``)."""
-    if df < 1:
-        raise ValueError(f"df: {df!r}; expected an integer >= 1")
-    return float(_stats().t.ppf(0.975, df))
-
-
 def _stats() -> Any:
     """``scipy.stats``, imported on first use: it is slow to import, and every CLI verb imports this module."""
     from scipy import stats
@@ -171,10 +164,10 @@ def _paired_log_ratios(slow: Sequence[float], fast: Sequence[float]) -> list[flo
 def paired_gap_ci_pct(slow: Sequence[float], fast: Sequence[float]) -> tuple[float, float, int] | None:
     """The 95 % interval of how much slower (in %) the point of ``slow`` runs than that of
     ``fast``, from their runs paired by round: ``d_k = ln(slow_k / fast_k)`` over the rounds
-    both reached, interval ``exp(mean(d) +- t975(n-1) * sd(d) / sqrt(n)) - 1`` (Student's t on
-    the log ratios: ``scipy.stats.ttest_1samp(d).confidence_interval``). Pairing by round takes
-    out what moved both points of a round alike (the host's slow drift); what is left is the
-    runs' own scatter. None with fewer than 2 rounds."""
+    both reached, interval ``exp(mean(d) +- t975(n-1) * sd(d) / sqrt(n)) - 1`` (``t975``: Student's
+    t's 97.5 % quantile; ``scipy.stats.ttest_1samp(d).confidence_interval``). Pairing by round
+    takes out what moved both points of a round alike (the host's slow drift); what is left is
+    the runs' own scatter. None with fewer than 2 rounds."""
     d = _paired_log_ratios(slow, fast)
     n = len(d)
     if n < 2:

@@ -1,16 +1,10 @@
-"""Prediction intervals: the trace's own variation carried through the engine.
-
-:func:`prediction_interval` resamples the captures with a seeded two-level bootstrap (captures
-with replacement, then each drawn capture's iterations with replacement), pools each draw
-(:func:`ddpsim.trace.records.pool_traces`) and predicts from it, twice per resample: a
-measurement-like draw (as many captures as runs are pooled, as many iterations as a run measures)
-``m*`` and a prediction-like one ``p*``; the interval is the ``(1 ± level) / 2`` quantiles of
-``center + (m* - p*)``, assuming runs vary as captures do (a validation counts the measured means inside).
-``alternatives`` (:func:`calibration_alternatives`: the microbenchmark's compute slowdown and the
-lowest and highest fitted to the probe's rounds one by one) join their own bands to it. With one
-or two captures the capture-to-capture part is unknown or under-stated. What the engine gets wrong
-about a model is measured on other models and joined by :func:`ddpsim.pipeline.method_error.widen`.
-"""
+"""Prediction intervals: the trace's own variation carried through the engine. A seeded two-level
+bootstrap (captures with replacement, then each drawn capture's iterations) is pooled and
+predicted twice per resample, a measurement-like draw ``m*`` and a prediction-like one ``p*``;
+the interval is the ``(1 ± level) / 2`` quantiles of ``center + (m* - p*)``, joined with the
+bands around the calibration's alternative estimates (:func:`calibration_alternatives`). The
+method's error on other models is joined by :func:`ddpsim.pipeline.method_error.widen`.
+docs/VALIDATION.md, "What the figures mean"."""
 
 from __future__ import annotations
 

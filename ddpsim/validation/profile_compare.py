@@ -1,14 +1,9 @@
-"""A real DDP run's torch.profiler profiles against ddpsim's prediction of the same run.
-
-The measured side is :mod:`ddpsim.validation.profile_measure`. The predicted side goes through
-ddpsim's one path into a simulation (:func:`ddpsim.pipeline.inputs.build_point_inputs`) on the
-profile's critical-path trace (:func:`~ddpsim.validation.profile_measure.effective_trace`: a
-host-bound run is simulated host-bound), the run's world size, the catalogue system of its GPU
-(:func:`preset_for`; else ``--scenario``'s cluster), DDP's default options and the host costs
-measured on the same CPU timeline. Compute is an input; what is predicted is DDP's buckets, each
-all-reduce's start and time, the exposed tail and the overlap, and the step's error is attributed
-to each term (:func:`attribution`).
-"""
+"""A real DDP run's torch.profiler profiles against ddpsim's prediction of the same run: the
+measured side is :mod:`ddpsim.validation.profile_measure`; the predicted side goes through
+:func:`ddpsim.pipeline.inputs.build_point_inputs` on the profile's critical-path trace, the run's
+world size, the catalogue system of its GPU (:func:`preset_for`, else ``--scenario``'s cluster)
+and the host costs measured on its CPU timeline, and the step's error is attributed to each term
+(:func:`attribution`). docs/MODEL.md, "Comparing with a profile"."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
-"""What a profiled DDP run measured, per step, on its critical path.
-
-Per ``ProfilerStep`` of the import (:class:`~ddpsim.trace.profile.result.ProfileIteration`) a phase
-begins when the CPU reaches it and the device has finished the work launched before it, so every
-boundary is ``max(CPU time, end of the device work launched before it)``. The step splits into
-:data:`TERMS`: DDP's pre-forward (``_pre_forward``, ``_sync_buffers``), forward (the loss
-included), the model's backward, DDP's gradient copy-back (``copy_bucket_to_grad``), the exposed
-communication past both, the optimizer, zero_grad, ``other``, and ``slower_rank`` (0 for the
-profiled rank's own step). Per bucket the ``c10d::allreduce_`` launch and the NCCL kernel's start
-and end; the overlap as HolisticTraceAnalysis computes it (``get_comm_comp_overlap`` in
-``hta/analyzers/communication_analysis.py``, :func:`hta_overlap_ratio`). docs/MODEL.md,
-"Comparing with a profile".
-"""
+"""What a profiled DDP run measured, per step, on its critical path: every phase boundary is
+``max(CPU time, end of the device work launched before it)``, and the step splits into
+:data:`TERMS` (pre-forward, forward, backward, DDP's gradient copy-back, exposed communication,
+optimizer, zero_grad, slower rank, other); per bucket the ``c10d::allreduce_`` launch and the
+NCCL kernel's start and end; the overlap as HolisticTraceAnalysis computes it
+(``get_comm_comp_overlap``, ``hta/analyzers/communication_analysis.py``). docs/MODEL.md,
+"Comparing with a profile"."""
 
 from __future__ import annotations
 
@@ -22,7 +16,7 @@ from typing import Any, Sequence
 from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.records import IterationSample, Trace
-from ddpsim.trace.profile.kineto import merge_intervals
+from ddpsim.trace.intervals import merge_intervals, overlap_ratio
 from ddpsim.trace.profile.result import ProfileIteration
 
 #: the phases a step is split into, in step order (module docstring)
@@ -33,30 +27,13 @@ TERMS = ("pre_forward_s", "forward_s", "backward_s", "grad_copies_s", "exposed_c
 # ---- HTA's overlap ----------------------------------------------------------------------------
 
 
-def intersection_s(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> float:
-    """Total length of the intersection of two sorted lists of disjoint intervals."""
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        total += max(0.0, hi - lo)
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
 def hta_overlap_ratio(intervals: Sequence[tuple[float, float, str]]) -> float | None:
     """HolisticTraceAnalysis's computation-communication overlap of ``(start, end, kind)``
     device intervals (``kind`` from :func:`~ddpsim.trace.profile.kernel_kinds.kernel_kind`):
     communication and computation kernels each merged into disjoint intervals, the time both
     run over the merged communication time (memory copies count as neither). None without
     communication."""
-    comm = merge_intervals([(a, b) for a, b, k in intervals if k == "comm"])
-    comp = merge_intervals([(a, b) for a, b, k in intervals if k == "comp"])
-    total = sum(b - a for a, b in comm)
-    return intersection_s(comm, comp) / total if total > 0 else None
+    return overlap_ratio([(a, b) for a, b, k in intervals if k == "comm"], [(a, b) for a, b, k in intervals if k == "comp"])
 
 
 # ---- the measured side ------------------------------------------------------------------------

@@ -1,14 +1,9 @@
 """A profiled run's DDP modules, each planned on its own parameters and matched to its own buckets.
-
-Each ``DistributedDataParallel`` wrapper has its own ``Reducer``
-(``torch/csrc/distributed/c10d/reducer.cpp``: ``rebuild_buckets`` runs
-``compute_bucket_assignment_by_size`` over its own gradients in ready order), but a profile does
-not say which gradient is whose. So the recorded buckets (each holding the gradients ready since
-the previous launch) are cut into modules: by their ``Process Group Name`` where they record
-several, else into consecutive runs, every cut tried depth first; a split is accepted when every
-module's own plan gives its recorded buckets. Where none does, the plan is not checked
-(``matches`` None) and the simulation keeps one plan.
-"""
+Each ``DistributedDataParallel`` has its own ``Reducer`` (``torch/csrc/distributed/c10d/reducer.cpp``:
+``rebuild_buckets`` over its own gradients), but a profile does not say whose a gradient is: the
+recorded buckets are cut into modules (by ``Process Group Name``, else into consecutive runs,
+depth first) until every module's own plan gives its buckets; where none does the plan is not
+checked (``matches`` None)."""
 
 from __future__ import annotations
 

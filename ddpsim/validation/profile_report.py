@@ -1,12 +1,7 @@
-"""The folder ``ddpsim compare`` writes: ``summary.md``, ``compare.json`` and ``compare.png``.
-
-``compare.json`` holds the data :func:`ddpsim.validation.profile_compare.compare` returns (every
-figure in seconds); ``summary.md`` the setup, where the prediction is off and which term is
-responsible (:func:`~ddpsim.validation.profile_compare.findings`), the step's terms and the
-per-bucket table; ``compare.png`` one steady iteration predicted above measured with the
-per-bucket errors (:func:`ddpsim.validation.writer.timeline_figure`, the figure ``validate``
-draws). Every file is written atomically; the same data give the same bytes.
-"""
+"""The folder ``ddpsim compare`` writes, atomically and byte-for-byte the same for the same data:
+``compare.json`` (:func:`ddpsim.validation.profile_compare.compare`'s data, in seconds),
+``summary.md`` (setup, findings, the step's terms, the buckets) and ``compare.png`` (one steady
+iteration predicted above measured, :func:`ddpsim.validation.writer.timeline_figure`)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""Predictions that do not move with a shared host's load: the trace on the CPU clock.
-
-On a shared host a rank's wall-clock phases hold its waits for a CPU, the load of the moment
-(``studies/stability.py``). A rank of one thread computes only while it holds a CPU, so a
-capture's process CPU time per phase (``environment.cpu_phase_s``) is what the phase costs with a
-core to itself: each phase is scaled by ``min(1, cpu / wall)``, its gradient-ready times by
-backward's factor, ``zero_grad_s`` kept; traces of ranks with several threads are refused. To
-compare with steps measured under load, the prediction is stretched by the share of a CPU the
-ranks held (:func:`cpu_share`, from the runs' ``/proc/stat`` counters).
-"""
+"""Predictions that do not move with a shared host's load: the trace on the CPU clock. A rank of
+one thread computes only while it holds a CPU, so each captured phase is scaled by ``min(1,
+cpu / wall)`` of the capture's process CPU time in it (``environment.cpu_phase_s``;
+gradient-ready times by backward's factor); to compare with steps measured under load, the
+prediction is stretched by the share of a CPU the ranks held (:func:`cpu_share`)."""
 
 from __future__ import annotations
 

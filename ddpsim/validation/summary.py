@@ -1,12 +1,7 @@
-"""The accuracy summary of validation reports: one line per ``<root>/<scenario>/validation.json``
-(written by ``ddpsim validate``) with the median and the largest |error| of the predicted mean
-step over the validated ``bucket_cap_mb`` points, how many points lie in the measured p10..p90
-band or within 10 % of the measured mean, the predicted-best cap's gap to the measured best
-(with its 95 % interval from the runs paired by round), the best-cap verdict, whether real
-DDP's rebuilt buckets equalled the plan, the run-to-run spread; then how many scenarios meet
-the three targets (median |error| <= 5 %, every point in band or within 10 %, best-cap gap
-<= 2 %). It reads and prints; ``python studies/validation_summary.py`` is its command.
-"""
+"""The accuracy summary of validation reports (``python studies/validation_summary.py``): one line
+per ``<root>/<scenario>/validation.json`` with its error, band, best-cap and plan figures, and
+how many scenarios meet the three targets (median |error| <= 5 %, every point in band or within
+10 %, best-cap gap <= 2 %)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
-"""``ddpsim validate zoo``: validate every model of the zoo (:mod:`ddpsim.trace.models.zoo`), unattended.
-
-For each ``zoo:<name>``, :func:`run_zoo` writes a scenario (2 gloo ranks of one thread, the zoo's
-batch size) and validates it (:func:`ddpsim.validation.measure.validate`, calibrated once, with
-the first model); predicts every point again from each round's capture alone, on the wall clock
-and on the CPU clock (:func:`ddpsim.validation.stability.cpu_clock_trace`), whose spread is the
-prediction's stability; gives each point its prediction intervals
-(:func:`ddpsim.validation.intervals.prediction_interval`) and the CPU-clock prediction stretched to
-the runs' load (:func:`ddpsim.validation.stability.cpu_share`); and rewrites ``zoo.json`` and the
-summary of every model done (``<out>/zoo/summary.md``, ``.csv``, ``.json``). A model already done
-is skipped, a failed one reported; ``--reanalyze`` runs nothing and predicts the recorded runs again
-(:func:`ddpsim.validation.measure.reanalyze`).
-"""
+"""``ddpsim validate zoo``: validate every model of the zoo (:mod:`ddpsim.trace.models.zoo`),
+unattended. :func:`run_zoo` writes each model's scenario (2 gloo ranks of one thread), validates
+it (:func:`ddpsim.validation.measure.validate`, one calibration for all), predicts every point
+from each round's capture alone on the wall clock and on the CPU clock
+(:mod:`ddpsim.validation.stability`), gives each its prediction intervals, and rewrites
+``<out>/zoo/summary.{md,csv,json}`` after every model; a model done is skipped, a failed one
+reported, ``--reanalyze`` runs nothing. docs/VALIDATION.md, "Models never tuned on"."""
 
 from __future__ import annotations
 

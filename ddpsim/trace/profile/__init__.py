@@ -1,11 +1,6 @@
-"""One rank's torch.profiler trace (Kineto / Chrome JSON) as a ddpsim trace.
-
-``import_profile(path, model=None)`` streams the JSON of ``export_chrome_trace`` or
-``tensorboard_trace_handler`` (:mod:`~ddpsim.trace.profile.kineto`) and returns a
-:class:`ProfileImport`: one :class:`ProfileIteration` per ``ProfilerStep#N``, which ``ddpsim
-compare`` measures as well. docs/MODEL.md, "How a profile becomes a trace", says how each figure
-is taken.
-"""
+"""One rank's torch.profiler trace (Kineto / Chrome JSON) as a ddpsim trace: ``import_profile(path,
+model=None)`` streams it (:mod:`~ddpsim.trace.profile.kineto`) into a :class:`ProfileImport`, one
+:class:`ProfileIteration` per ``ProfilerStep#N``. docs/MODEL.md, "How a profile becomes a trace"."""
 
 from ddpsim.trace.profile.importer import import_profile
 from ddpsim.trace.profile.result import (CollectiveKernel, HookSpan, StepHostTimes, ParamMapping, PhaseTimes,

@@ -1,15 +1,10 @@
-"""When each boundary of a step was reached on the CPU and on the device: the part of a
-:class:`~ddpsim.trace.profile.result.ProfileIteration` that ``ddpsim compare`` scores a step's
-critical path on (docs/MODEL.md, "Comparing with a profile").
-
-Per ``ProfilerStep#N`` (kernels tied to their launch calls by ``args.correlation``; a device
-stream runs its work in launch order): the module's first kernel-launching op after DDP's
-``_sync_buffers``; per boundary, when the device finished the non-communication work launched
-before the CPU reached it; per ``AccumulateGrad`` (``Reducer::autograd_hook`` in
-``torch/csrc/distributed/c10d/reducer.cpp`` runs next) its CPU end and its ``evaluate_function``
-span; every device interval classified as HTA does (:mod:`~ddpsim.trace.profile.kernel_kinds`);
-and the device work inherited from before the profile. Times are seconds from the step's start.
-"""
+"""When each boundary of a step was reached on the CPU and on the device: what ``ddpsim compare``
+scores a step's critical path on. Per ``ProfilerStep#N`` (kernels tied to their launches by
+``args.correlation``, each stream in launch order): the module's first kernel-launching op after
+DDP's ``_sync_buffers``, per boundary when the device finished the non-communication work
+launched before it, per ``AccumulateGrad`` (``Reducer::autograd_hook``,
+``torch/csrc/distributed/c10d/reducer.cpp``) its ends, every device interval as HTA classifies
+it, and the work inherited from before the profile. docs/MODEL.md, "Comparing with a profile"."""
 
 from __future__ import annotations
 

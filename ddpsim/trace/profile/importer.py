@@ -163,7 +163,7 @@ def _first_dims(args: dict[str, Any] | None) -> tuple[int, ...] | None:
 def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:
     """Per gradient, ``grid x block`` threads of the kernels DDP's hook launched for it (its
     gradient copy into the bucket): proportional to the gradient's elements."""
-    hooks = [o for o in s.cpu if o.name == "torch::distributed::reducer::mul_out"]
+    hooks = [o for o in s.cpu if o.name == st.HOOK_OP]
     hook_starts = [h.ts for h in hooks]
     out = []
     for k, acc in enumerate(accumulate):
@@ -277,7 +277,7 @@ def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> StepHostTimes:
         return sum(xs) * US, len(xs)
 
     acc_s, _ = total(st.ACCUMULATE_GRAD)
-    hook_s, _ = total("torch::distributed::reducer::mul_out")
+    hook_s, _ = total(st.HOOK_OP)
     launch_s, n_launch = total("c10d::allreduce_")
     copy_s, _ = total(st.COPY_BUCKET_TO_GRAD)
     runtime = s.runtime

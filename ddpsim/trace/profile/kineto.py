@@ -1,13 +1,9 @@
-"""Reading a torch.profiler (Kineto) Chrome-trace JSON in one streaming pass.
-
-The file (the Kineto format of pytorch/kineto ``libkineto/src/output_json.cpp``: a header and
-``traceEvents`` of Chrome ``ph: "X"`` events, ``ts``/``dur`` in microseconds) is parsed with ijson
-(yajl2's C backend when present), one event at a time, keeping compact records of the fields the
-import uses; a ``.json.gz`` is decompressed as it is read and the header is read in a second pass.
-yajl refuses integers outside the signed 64-bit range (Kineto's unsigned ``"Comms Id"`` hashes):
-such a file is read again, whole, through :func:`widen_integers`, which writes them as float
-literals, every other token unchanged.
-"""
+"""Reading a torch.profiler (Kineto) Chrome-trace JSON in one streaming pass: the format of
+pytorch/kineto ``libkineto/src/output_json.cpp`` (a header and ``traceEvents`` of ``ph: "X"``
+events in microseconds), parsed with ijson one event at a time into compact records; a
+``.json.gz`` is decompressed as it is read. A file whose integers leave the signed 64-bit range
+(Kineto's ``"Comms Id"`` hashes), which yajl refuses, is read again through
+:func:`widen_integers`."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Iterator
 
 import ijson
 
@@ -313,13 +309,3 @@ def _check_has_events(p: Path, path: str, wide: bool = False) -> None:
                 return
     raise InputError(f"{_source(path)}: no traceEvents list; expected the Chrome/Kineto JSON torch.profiler writes")
 
-
-def merge_intervals(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of ``intervals`` as sorted disjoint intervals (HTA's ``merge_kernel_intervals``)."""
-    out: list[list[float]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]

@@ -1,16 +1,9 @@
-"""Which parameter each gradient of a profile is: by the model factory, by recorded shapes, or by bucket sizes.
-
-A profile's backward shows one ``AccumulateGrad`` op per parameter, in ready order, but no name.
-Surest first: ``factory`` (``--model``) lists the factory's parameters in DDP's order
-(``_build_params_for_reducer``, :func:`ddpsim.trace.models.ddp_params`), orders them by one
-backward on the ``meta`` device (autograd orders a single-device graph's ``AccumulateGrad`` nodes
-by the graph, not the device) and checks the gradient count, recorded dims and each bucket's
-element count against the profile; ``shapes`` reads ``record_shapes`` dims (exact sizes, names
-``param<index>``); ``bucket-sizes`` splits each recorded bucket (``In msg nelems``) among its
-gradients in proportion to the threads of DDP's copy kernels (approximate sizes). Without a
-factory, indices follow the reverse of the ready order. docs/MODEL.md, "How a profile becomes a
-trace".
-"""
+"""Which parameter each gradient of a profile is (a backward shows one unnamed ``AccumulateGrad``
+per parameter, in ready order), surest first: ``factory`` (``--model``: the factory's
+parameters in DDP's order, ``_build_params_for_reducer``, ordered by one backward on the
+``meta`` device and checked against the profile's gradient count, dims and bucket sizes),
+``shapes`` (``record_shapes`` dims) or ``bucket-sizes`` (each recorded bucket split among its
+gradients by the threads of DDP's copy kernels). docs/MODEL.md, "How a profile becomes a trace"."""
 
 from __future__ import annotations
 
@@ -75,20 +68,15 @@ def _on(batch: Any, device: str) -> Any:
 def _ready_order(spec: Any, plist: Sequence[Any], device: str) -> list[int] | None:
     """The order the parameters' gradients become ready in one backward of the model (batch 2)
     on ``device`` (``meta``: shapes only, no arithmetic); None when the model cannot run there."""
+    from ddpsim.trace.autocast_order import autocast_ready_order
     from ddpsim.trace.models import default_loss
 
-    order: list[int] = []
-    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: order.append(i)) for i, (_, p, _) in enumerate(plist)]
     try:
         batch = _on(spec.make_batch(2), device)
-        out = spec.module(*batch) if isinstance(batch, tuple) else spec.module(batch)
-        (spec.loss_fn or default_loss)(out).backward()
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return None
-    finally:
-        for h in handles:
-            h.remove()
-    return order if sorted(order) == list(range(len(plist))) else None
+    order = autocast_ready_order(spec.module, batch, spec.loss_fn or default_loss, [p for _, p, _ in plist], None)
+    return order if order is not None and sorted(order) == list(range(len(plist))) else None
 
 
 #: the sample shape a factory returning a bare module is built with when the profile records none:

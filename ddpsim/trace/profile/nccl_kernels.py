@@ -1,17 +1,10 @@
-"""What an NCCL kernel launch says of the collective that ran: collective, algorithm, protocol, channels.
-
-The kernel's name gives the algorithm up to NCCL 2.18 (``NCCL_FUNC5`` in ``src/enqueue.cc``:
-``ncclKernel_<Coll>_<ALGO>_LL_Sum_<type>``) and only tree or not from 2.19 (``best_kernel`` in
-``src/device/generate.py``); no name gives the protocol, but the block size does, as
-``enqueue.cc`` sets it per (algorithm, protocol) with NCCL's default thread counts (ring Simple
-512 or 256, halved for small messages, plus a sync warp; LL 512 halved; LL128 640 or 320; tree
-Simple 512 halved plus four warps, 640 from 2.23; NVLS 640; at least 3 warps, 4 from 2.22).
-:func:`candidates` keeps the pairs both allow; the grid's x dimension is the channel count (one
-block per channel). CollNet is left out; a profile whose warps are not 32 threads (RCCL) is read
-by name only (:func:`block_of`), and RCCL's ``ncclDevKernel_Generic`` kernels take their
-collective from the ``record_param_comms`` op (:func:`collective_of`,
-:func:`ddpsim.trace.profile.kineto.attach_comms`).
-"""
+"""What an NCCL kernel launch says of the collective that ran: collective, algorithm, protocol,
+channels. The name gives the algorithm up to NCCL 2.18 (``NCCL_FUNC5`` in ``src/enqueue.cc``),
+only tree or not from 2.19 (``best_kernel`` in ``src/device/generate.py``); the block size, set
+per (algorithm, protocol) by ``enqueue.cc``, narrows the protocol (:func:`candidates`); the
+grid's x dimension is the channel count. RCCL's kernels are read by name only (:func:`block_of`,
+:func:`collective_of`). The thread counts per NCCL version: docs/MODEL.md, "How a profile
+becomes a trace"."""
 
 from __future__ import annotations
 

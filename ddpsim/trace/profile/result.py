@@ -1,16 +1,10 @@
-"""What :func:`ddpsim.trace.profile.import_profile` takes from one rank's torch.profiler trace:
-the one reading of a profile that the import (a ddpsim trace) and ``ddpsim compare`` (the
-measured critical path, :mod:`ddpsim.validation.profile_measure`) both consume. Per rank, one
-:class:`ProfileIteration` per ``ProfilerStep#N`` holds its phases, gradients
-(:class:`HookSpan`), DDP's bucket launches (:class:`RecordedBucket`) and collective kernels
-(:class:`CollectiveKernel`).
-
-Every figure is in seconds (``_s``), elements (``numel``) or bytes (``_bytes``); times are
-relative to the start of their iteration's ``ProfilerStep#N`` span on the CPU clock unless the
-field says otherwise (the profile's CPU and GPU events share one clock: Kineto maps CUPTI's GPU
-timestamps onto the host clock). How each figure is taken from the profile is in
-docs/MODEL.md, "How a profile becomes a trace".
-"""
+"""What :func:`ddpsim.trace.profile.import_profile` takes from one rank's torch.profiler trace,
+read once for both the import (a ddpsim trace) and ``ddpsim compare``: per ``ProfilerStep#N`` a
+:class:`ProfileIteration` with its phases, gradients (:class:`HookSpan`), DDP's bucket launches
+(:class:`RecordedBucket`) and collective kernels (:class:`CollectiveKernel`). Figures are in
+seconds, elements (``numel``) or bytes; times are from their step's CPU start unless named
+otherwise (Kineto puts CUPTI's GPU timestamps on the host clock). docs/MODEL.md, "How a profile
+becomes a trace"."""
 
 from __future__ import annotations
 
@@ -26,102 +20,66 @@ MappingMethod = Literal["factory", "bucket-sizes", "shapes"]
 
 @dataclass(frozen=True, kw_only=True)
 class PhaseTimes:
-    """One phase (forward, backward or optimizer) of one iteration, on both timelines.
+    """One phase (forward, backward or optimizer) of one iteration, on both timelines."""
 
-    Attributes:
-        cpu_start_s: when the phase began on the CPU (after the step's start).
-        cpu_s: its span on the CPU (the thread that ran it; backward: the autograd thread).
-        cpu_end_s: when it ended on the CPU (after the step's start).
-        gpu_start_s: when the first kernel it launched began on the GPU (None: it launched none).
-        gpu_s: first kernel start to last kernel end of the kernels it launched (compute
-            streams; NCCL kernels excluded): the phase's span on the GPU timeline.
-        gpu_busy_s: the union of those kernels' intervals (time the GPU was busy with them).
-        num_kernels: kernels (and memcpy/memset) it launched.
-    """
-
-    cpu_start_s: float
-    cpu_s: float
-    cpu_end_s: float
-    gpu_start_s: float | None
+    cpu_start_s: float  # when the phase began on the CPU (after the step's start)
+    cpu_s: float  # its span on the CPU (the thread that ran it; backward: the autograd thread)
+    cpu_end_s: float  # when it ended on the CPU (after the step's start)
+    gpu_start_s: float | None  # when the first kernel it launched began on the GPU (None: it launched none)
+    #: first kernel start to last kernel end of the kernels it launched (compute streams; NCCL kernels excluded): the
+    #: phase's span on the GPU timeline
     gpu_s: float
-    gpu_busy_s: float
-    num_kernels: int
+    gpu_busy_s: float  # the union of those kernels' intervals (time the GPU was busy with them)
+    num_kernels: int  # kernels (and memcpy/memset) it launched
 
 
 @dataclass(frozen=True, kw_only=True)
 class RecordedBucket:
-    """One gradient bucket as the run's DDP launched it (a ``record_param_comms`` all-reduce in the backward).
+    """One gradient bucket as the run's DDP launched it (a ``record_param_comms`` all-reduce in the
+    backward)."""
 
-    Attributes:
-        index: launch position in its iteration (DDP's reducer order: bucket 0 first).
-        numel: ``In msg nelems``.
-        dtype: the profile's dtype name mapped to ddpsim's (``Float`` -> ``float32``).
-        size_bytes: ``numel`` times the element size.
-        group_size: ``Group size`` (the world size of the process group).
-        launch_cpu_s: when the all-reduce was launched on the CPU (``record_param_comms`` start).
-        num_grads: AccumulateGrad ops of the backward between the previous launch and this one
-            (the gradients that made the bucket ready, in ready order).
-        op_start_s: when the ``c10d::allreduce_`` op holding the ``record_param_comms`` began on
-            the CPU (the reducer's launch; the ``record_param_comms`` itself where no such op holds it).
-        op_s: that op's time on the CPU (the dispatcher, ProcessGroupNCCL's collective path).
-        enqueue_s: the ``record_param_comms``'s own time (``ProcessGroupNCCL::collective``: stream
-            sync, ``ncclAllReduce``, its kernel launch).
-        process_group: its ``Process Group Name`` (torch 2.3 on; None where not recorded): a
-            model's DDP modules may each launch on their own group.
-    """
-
-    index: int
-    numel: int
-    dtype: str
-    size_bytes: int
-    group_size: int
-    launch_cpu_s: float
+    index: int  # launch position in its iteration (DDP's reducer order: bucket 0 first)
+    numel: int  # ``In msg nelems``
+    dtype: str  # the profile's dtype name mapped to ddpsim's (``Float`` -> ``float32``)
+    size_bytes: int  # ``numel`` times the element size
+    group_size: int  # ``Group size`` (the world size of the process group)
+    launch_cpu_s: float  # when the all-reduce was launched on the CPU (``record_param_comms`` start)
+    #: AccumulateGrad ops of the backward between the previous launch and this one (the gradients that made the bucket
+    #: ready, in ready order)
     num_grads: int
+    #: when the ``c10d::allreduce_`` op holding the ``record_param_comms`` began on the CPU (the reducer's launch; the
+    #: ``record_param_comms`` itself where no such op holds it)
     op_start_s: float
-    op_s: float
+    op_s: float  # that op's time on the CPU (the dispatcher, ProcessGroupNCCL's collective path)
+    #: the ``record_param_comms``'s own time (``ProcessGroupNCCL::collective``: stream sync, ``ncclAllReduce``, its
+    #: kernel launch)
     enqueue_s: float
+    #: its ``Process Group Name`` (torch 2.3 on; None where not recorded): a model's DDP modules may each launch on
+    #: their own group
     process_group: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class CollectiveKernel:
-    """One NCCL (or RCCL) kernel on the GPU timeline.
+    """One NCCL (or RCCL) kernel on the GPU timeline."""
 
-    Attributes:
-        iteration: position of its iteration in :attr:`ProfileImport.iterations`.
-        collective: ``allreduce``, ``broadcast``, ... (the kernel's ``Collective name`` arg,
-            else from its name).
-        bucket_index: the gradient bucket it reduces (None: not a backward bucket, e.g. the
-            forward's buffer broadcast).
-        numel: elements (``In msg nelems``); None where the profile does not record them.
-        dtype: ddpsim's dtype name.
-        start_s: kernel start after the step's start.
-        duration_s: kernel duration: the transfer plus any wait for the other ranks.
-        algorithm: ``ring``, ``tree``, ``nvls`` or ``nvls_tree``, as the kernel's name and block size
-            and the run's NCCL version say (:func:`ddpsim.trace.profile.nccl_kernels.ran`); None when
-            they leave several.
-        protocol: ``ll``, ``ll128`` or ``simple``, likewise (never the one in the kernel's name).
-        ran: what the launch can have run, as text (``ring/simple``, ``ring/ll128 or nvls/simple``).
-        channels: the launch grid's x dimension (NCCL launches one block per channel).
-        launch_cpu_s: when the CPU launched it (the cuda runtime call tied by correlation id).
-        name: the kernel's name.
-        phase: the phase whose CPU window holds its launch (``forward``, ``backward``,
-            ``optimizer``; None: outside them).
-    """
-
-    iteration: int
-    collective: str
+    iteration: int  # position of its iteration in :attr:`ProfileImport.iterations`
+    collective: str  # ``allreduce``, ``broadcast``, ... (the kernel's ``Collective name`` arg, else from its name)
+    #: the gradient bucket it reduces (None: not a backward bucket, e.g. the forward's buffer broadcast)
     bucket_index: int | None
-    numel: int | None
-    dtype: str
-    start_s: float
-    duration_s: float
+    numel: int | None  # elements (``In msg nelems``); None where the profile does not record them
+    dtype: str  # ddpsim's dtype name
+    start_s: float  # kernel start after the step's start
+    duration_s: float  # kernel duration: the transfer plus any wait for the other ranks
+    #: ``ring``, ``tree``, ``nvls`` or ``nvls_tree``, as the kernel's name and block size and the run's NCCL version
+    #: say (:func:`ddpsim.trace.profile.nccl_kernels.ran`); None when they leave several
     algorithm: str | None
-    protocol: str | None
-    ran: str
-    channels: int | None
-    launch_cpu_s: float | None
-    name: str
+    protocol: str | None  # ``ll``, ``ll128`` or ``simple``, likewise (never the one in the kernel's name)
+    ran: str  # what the launch can have run, as text (``ring/simple``, ``ring/ll128 or nvls/simple``)
+    channels: int | None  # the launch grid's x dimension (NCCL launches one block per channel)
+    launch_cpu_s: float | None  # when the CPU launched it (the cuda runtime call tied by correlation id)
+    name: str  # the kernel's name
+    #: the phase whose CPU window holds its launch (``forward``, ``backward``, ``optimizer``; None: outside them)
     phase: str | None
 
     @property
@@ -131,104 +89,67 @@ class CollectiveKernel:
 
 @dataclass(frozen=True, kw_only=True)
 class StepHostTimes:
-    """What the host (CPU) paid in one iteration, from the profile's CPU ops (the measured times;
-    the host cost *model* a simulation charges is :class:`ddpsim.network.host_costs.HostCosts`,
-    which ``ddpsim compare`` fits from the same CPU timeline).
+    """What the host (CPU) paid in one iteration, from the profile's CPU ops (the measured times; the
+    host cost *model* a simulation charges is :class:`ddpsim.network.host_costs.HostCosts`, which
+    ``ddpsim compare`` fits from the same CPU timeline)."""
 
-    Attributes:
-        accumulate_grad_s: total of the backward's ``torch::autograd::AccumulateGrad`` ops.
-        num_accumulate_grad: their count (one per parameter that got a gradient).
-        reducer_hook_s: total of DDP's per-gradient hook op ``torch::distributed::reducer::mul_out``
-            (the gradient's copy, divided by the world size, into its bucket).
-        bucket_launch_s: total of the ``c10d::allreduce_`` ops (bucket launches) in the backward.
-        num_bucket_launches: their count.
-        copy_bucket_to_grad_s: total of ``torch.distributed.ddp.reducer::copy_bucket_to_grad`` (finalize).
-        kernel_launch_s: total of the calls that launch device work in the step (``steps.KERNEL_LAUNCHES``).
-        num_kernel_launches: their count.
-        sync_wait_s: total of blocking runtime calls (``cudaEventSynchronize``,
-            ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``, ``cudaMemcpy``): the CPU
-            waiting for the GPU; near zero in a host-bound step.
-    """
-
-    accumulate_grad_s: float
-    num_accumulate_grad: int
+    accumulate_grad_s: float  # total of the backward's ``torch::autograd::AccumulateGrad`` ops
+    num_accumulate_grad: int  # their count (one per parameter that got a gradient)
+    #: total of DDP's per-gradient hook op ``torch::distributed::reducer::mul_out`` (the gradient's copy, divided by
+    #: the world size, into its bucket)
     reducer_hook_s: float
-    bucket_launch_s: float
-    num_bucket_launches: int
-    copy_bucket_to_grad_s: float
-    kernel_launch_s: float
-    num_kernel_launches: int
+    bucket_launch_s: float  # total of the ``c10d::allreduce_`` ops (bucket launches) in the backward
+    num_bucket_launches: int  # their count
+    copy_bucket_to_grad_s: float  # total of ``torch.distributed.ddp.reducer::copy_bucket_to_grad`` (finalize)
+    kernel_launch_s: float  # total of the calls that launch device work in the step (``steps.KERNEL_LAUNCHES``)
+    num_kernel_launches: int  # their count
+    #: total of blocking runtime calls (``cudaEventSynchronize``, ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
+    #: ``cudaMemcpy``): the CPU waiting for the GPU; near zero in a host-bound step
     sync_wait_s: float
 
 
 @dataclass(frozen=True, kw_only=True)
 class HookSpan:
-    """One ``AccumulateGrad`` of the backward and DDP's hook after it (seconds from the step start).
+    """One ``AccumulateGrad`` of the backward and DDP's hook after it (seconds from the step start)."""
 
-    Attributes:
-        op_end_s: the AccumulateGrad op ended: the gradient exists, DDP's hook runs next.
-        start_s, end_s: its ``evaluate_function``'s span (hook and any bucket launch included).
-        op_s: the AccumulateGrad op's own time.
-        launches: bucket all-reduces (``c10d::allreduce_``) launched inside it.
-        gpu_ready_s: the device finished what was launched before the op ended (None: nothing was).
-    """
-
-    op_end_s: float
-    start_s: float
+    op_end_s: float  # the AccumulateGrad op ended: the gradient exists, DDP's hook runs next
+    start_s: float  # start and end of its ``evaluate_function`` (hook and any bucket launch included)
     end_s: float
-    op_s: float
-    launches: int
-    gpu_ready_s: float | None
+    op_s: float  # the AccumulateGrad op's own time
+    launches: int  # bucket all-reduces (``c10d::allreduce_``) launched inside it
+    gpu_ready_s: float | None  # the device finished what was launched before the op ended (None: nothing was)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProfileIteration:
-    """One ``ProfilerStep#N`` of the profile.
+    """One ``ProfilerStep#N`` of the profile (the fields from ``module_start_s`` on, its boundaries
+    on both timelines: :func:`ddpsim.trace.profile.critical.critical_fields`)."""
 
-    Attributes:
-        step: ``N``.
-        start_us: the step's start in the profile's own clock (microseconds, as in the file).
-        step_s: the step's CPU span.
-        gpu_step_s: first to last kernel end of everything the step launched (NCCL included).
-        forward, backward, optimizer: the phases on both timelines.
-        grad_ready_s: per AccumulateGrad of the backward, in ready order, when the GPU finished
-            the work launched before it, after the backward's GPU start (the trace's times).
-        buckets: the buckets DDP launched, in launch order.
-        host: the host's costs in this step.
-        collectives: the step's NCCL kernels, in start order.
-        zero_grad_s: the ``Optimizer.zero_grad`` op's time (0 without one).
-        optimizer_annotated: the step has an ``Optimizer.step`` annotation (else its optimizer
-            is taken as the backward's end to the step's end).
-        module_start_s, model_backward_cpu_end_s, gpu_done, hooks, intervals, inherited_s: the
-            step's boundaries on both timelines (:func:`ddpsim.trace.profile.critical.critical_fields`):
-            the module's forward start on the CPU (after DDP's pre-forward), the model's last
-            autograd op's end (DDP's finalize follows), per boundary (``forward``, ``module``,
-            ``backward``, ``model_backward_end``, ``backward_end``, ``optimizer_end``: the
-            optimizer's CPU end, the backward's without an annotation) when the device finished
-            the non-communication work launched before it, per AccumulateGrad its hook, every
-            device interval ``(start_s, end_s, kind)``, and the device work inherited from
-            before the profile (seconds).
-    """
-
-    step: int
-    start_us: float
-    step_s: float
-    gpu_step_s: float
+    step: int  # ``N``
+    start_us: float  # the step's start in the profile's own clock (microseconds, as in the file)
+    step_s: float  # the step's CPU span
+    gpu_step_s: float  # first to last kernel end of everything the step launched (NCCL included)
     forward: PhaseTimes
     backward: PhaseTimes
     optimizer: PhaseTimes
+    #: per AccumulateGrad of the backward, in ready order, when the GPU finished the work launched
+    #: before it, after the backward's GPU start (the trace's times)
     grad_ready_s: tuple[float, ...]
-    buckets: tuple[RecordedBucket, ...]
+    buckets: tuple[RecordedBucket, ...]  # in launch order
     host: StepHostTimes
-    collectives: tuple[CollectiveKernel, ...]
-    zero_grad_s: float
+    collectives: tuple[CollectiveKernel, ...]  # the step's NCCL kernels, in start order
+    zero_grad_s: float  # the ``Optimizer.zero_grad`` op's time (0 without one)
+    #: the step has an ``Optimizer.step`` annotation (else its optimizer is taken as the backward's
+    #: end to the step's end)
     optimizer_annotated: bool
-    module_start_s: float
-    model_backward_cpu_end_s: float
+    module_start_s: float  # the module's forward start on the CPU (after DDP's pre-forward)
+    model_backward_cpu_end_s: float  # the model's last autograd op's end (DDP's finalize follows)
+    #: per boundary (``forward``, ``module``, ``backward``, ``model_backward_end``, ``backward_end``,
+    #: ``optimizer_end``) when the device finished the non-communication work launched before it
     gpu_done: dict[str, float | None]
-    hooks: tuple[HookSpan, ...]
-    intervals: tuple[tuple[float, float, str], ...]
-    inherited_s: float = 0.0
+    hooks: tuple[HookSpan, ...]  # per AccumulateGrad, its hook
+    intervals: tuple[tuple[float, float, str], ...]  # every device interval ``(start_s, end_s, kind)``
+    inherited_s: float = 0.0  # device work inherited from before the profile
 
     @property
     def optimizer_cpu_end_s(self) -> float:
@@ -259,50 +180,34 @@ class ProfileEnvironment:
 
 @dataclass(frozen=True, kw_only=True)
 class ParamMapping:
-    """How the profile's gradients were tied to parameters, and how sure that is.
+    """How the profile's gradients were tied to parameters, and how sure that is."""
 
-    Attributes:
-        method: ``factory`` (the model factory's parameters, DDP's order, checked against the
-            recorded bucket sizes), ``shapes`` (``record_shapes`` input dims of the gradient ops),
-            or ``bucket-sizes`` (only the recorded bucket sizes: each bucket's parameters get
-            sizes from its gradient-copy kernels' launch grids, scaled so that the bucket adds up).
-        confidence: ``exact`` (names and sizes known and every bucket's total matches),
-            ``bucket-totals`` (bucket totals exact, per-parameter sizes approximate), ``order-only``.
-        detail: one line saying what was matched.
-    """
-
+    #: ``factory`` (the model factory's parameters, DDP's order, checked against the recorded bucket sizes), ``shapes``
+    #: (``record_shapes`` input dims of the gradient ops), or ``bucket-sizes`` (only the recorded bucket sizes: each
+    #: bucket's parameters get sizes from its gradient-copy kernels' launch grids, scaled so that the bucket adds up)
     method: MappingMethod
+    #: ``exact`` (names and sizes known and every bucket's total matches), ``bucket-totals`` (bucket totals exact,
+    #: per-parameter sizes approximate), ``order-only``
     confidence: str
-    detail: str
+    detail: str  # one line saying what was matched
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProfileImport:
-    """Everything taken from one rank's profile.
+    """Everything taken from one rank's profile."""
 
-    Attributes:
-        trace: the ddpsim trace (forward/backward/optimizer on the GPU timeline, gradient-ready
-            times, parameters in DDP's order); its ``environment`` and ``synthetic`` say it came
-            from a profile and how.
-        source: the profile's path as given.
-        environment: GPU, world size, rank, NCCL version, batch size.
-        iterations: the profile's steps, in order.
-        mapping: how gradients were tied to parameters.
-        model: the ``--model`` factory used, or None.
-        notes: facts the import could not settle (one line each), e.g. buckets that changed
-            between iterations.
-        ddp_modules: the ``DistributedDataParallel.forward`` calls of the last step: more than one
-            DDP module (each its own reducer and buckets); ddpsim plans one, so a bucket check
-            against its plan is not made.
-    """
-
+    #: the ddpsim trace (forward/backward/optimizer on the GPU timeline, gradient-ready times, parameters in DDP's
+    #: order); its ``environment`` and ``synthetic`` say it came from a profile and how
     trace: Trace
-    source: str
-    environment: ProfileEnvironment
-    iterations: tuple[ProfileIteration, ...]
-    mapping: ParamMapping
-    model: str | None
+    source: str  # the profile's path as given
+    environment: ProfileEnvironment  # GPU, world size, rank, NCCL version, batch size
+    iterations: tuple[ProfileIteration, ...]  # the profile's steps, in order
+    mapping: ParamMapping  # how gradients were tied to parameters
+    model: str | None  # the ``--model`` factory used, or None
+    #: facts the import could not settle (one line each), e.g. buckets that changed between iterations
     notes: tuple[str, ...] = ()
+    #: the ``DistributedDataParallel.forward`` calls of the last step: more than one DDP module (each its own reducer
+    #: and buckets); ddpsim plans one, so a bucket check against its plan is not made
     ddp_modules: int = 1
 
     @property

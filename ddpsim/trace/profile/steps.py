@@ -1,13 +1,10 @@
 """One ``ProfilerStep#N`` of a profile: its phases on the CPU and GPU timelines, gradients, buckets.
-
-GPU work belongs to the phase whose CPU window holds the runtime call that launched it (Kineto's
-``correlation`` id). Backward on the CPU runs from the first ``evaluate_function`` to the last op
-DDP runs in it on an ``AccumulateGrad`` thread; forward from ``DistributedDataParallel.forward``
-to the backward (the loss included); the optimizer is its ``Optimizer.step#`` annotation. On the
-GPU a phase spans its first to last kernel, NCCL's and DDP's own excluded; a gradient is ready
-when the GPU has finished the work launched before its ``AccumulateGrad``. Each rule and its
-reason: docs/MODEL.md, "How a profile becomes a trace".
-"""
+GPU work belongs to the phase whose CPU window holds its launch (Kineto's ``correlation`` id);
+backward runs from the first ``evaluate_function`` to DDP's last op on an ``AccumulateGrad``
+thread, forward from ``DistributedDataParallel.forward`` to it, the optimizer is its
+``Optimizer.step#`` annotation; a gradient is ready when the GPU has finished the work launched
+before its ``AccumulateGrad``. Each rule and its reason: docs/MODEL.md, "How a profile becomes a
+trace"."""
 
 from __future__ import annotations
 
@@ -18,15 +15,18 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, RuntimeCall, merge_intervals
+from ddpsim.trace.intervals import merge_intervals
+from ddpsim.trace.profile.kineto import CpuOp, GpuOp, KinetoProfile, RuntimeCall
 
 BACKWARD_OP = "autograd::engine::evaluate_function:"
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 COMMS_OP = "record_param_comms"
-#: ops DDP's reducer runs in the backward: kernels launched inside them are DDP's, not the model's
-REDUCER_OPS = ("torch::distributed::reducer::mul_out", "torch.distributed.ddp.reducer::copy_bucket_to_grad",
-               COMMS_OP, "c10d::allreduce_", "nccl:all_reduce")
+#: DDP's per-gradient hook op (``Reducer::mark_variable_ready_dense``, reducer.cpp: the gradient's
+#: copy, divided by the world size, into its bucket)
+HOOK_OP = "torch::distributed::reducer::mul_out"
 COPY_BUCKET_TO_GRAD = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
+#: ops DDP's reducer runs in the backward: kernels launched inside them are DDP's, not the model's
+REDUCER_OPS = (HOOK_OP, COPY_BUCKET_TO_GRAD, COMMS_OP, "c10d::allreduce_", "nccl:all_reduce")
 #: the runtime and driver calls that launch device work: kernels (CUDA runtime and driver API,
 #: cooperative), a CUDA graph, and their HIP counterparts in a ROCm profile
 KERNEL_LAUNCHES = frozenset({
@@ -194,11 +194,6 @@ class SpanIndex:
             return False
         k = bisect.bisect_right(starts, t) - 1
         return k >= 0 and t <= self._spans[tid][k][1]
-
-
-#: DDP's per-gradient hook op (``Reducer::mark_variable_ready_dense``, reducer.cpp: the gradient's
-#: copy, divided by the world size, into its bucket)
-HOOK_OP = "torch::distributed::reducer::mul_out"
 
 
 def ddp_gradients(s: StepOps, w: PhaseWindows) -> list[CpuOp]:

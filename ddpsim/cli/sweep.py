@@ -98,7 +98,7 @@ def build_scenario(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.cli.args import text_table
-    from ddpsim.report.summary import to_csv_text
+    from ddpsim.report.tables import to_csv_text
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table
 
     sc = build_scenario(args)

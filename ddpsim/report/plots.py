@@ -33,6 +33,13 @@ _BREAKDOWN = (("forward_s", "forward", "#4c72b0"), ("backward_compute_s", "backw
               ("other_s", "other", "#8c8c8c"))
 
 
+def load_libraries() -> None:
+    """Import what drawing and saving a figure use (matplotlib's Agg canvas, Pillow), so that
+    processes forked afterwards find them imported."""
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import PIL.Image  # noqa: F401
+
+
 def new_figure(**kwargs: Any) -> Any:
     """A ``matplotlib.figure.Figure(**kwargs)`` with an Agg canvas of its own (outside pyplot)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -11,7 +11,7 @@ the traces and PNGs whose points are all the same and whose files are unchanged
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
@@ -39,7 +39,6 @@ class Report:
     records: tuple[Any, ...] = ()
     files: tuple[Path, ...] = ()
     summary_md: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sweep(self) -> Any:
@@ -86,7 +85,7 @@ def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any,
     if any(p.work is not None for p in traces + pngs):
         for r in timeline:
             len(r.result.spans)  # simulated here once, before the workers fork, rather than in each
-    if plots:
+    if any(p.work is not None for p in pngs):
         from ddpsim.report.plots import load_libraries
 
         load_libraries()  # likewise: this process draws too (the pieces no worker has taken)
@@ -137,7 +136,7 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
     _remove_stale(rdir, files)
     kept.save()
     return Report(scenario=sc, out_dir=rdir, summary=summ, records=tuple(records),
-                  files=tuple(files), summary_md=md, extra={"recommended_result": rec.result})
+                  files=tuple(files), summary_md=md)
 
 
 def _write_summary(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]]) -> tuple[dict[str, Any], str]:

@@ -16,6 +16,7 @@ each file is written by one process from the same data with the same code: the s
 from __future__ import annotations
 
 import concurrent.futures as cf
+import gc
 import multiprocessing
 import sys
 import threading
@@ -73,6 +74,10 @@ class SideBySide:
 
     def _fork(self, n: int) -> None:
         _WORK[:] = self.work  # read by the workers forked now
+        # the run's objects out of the collector's reach until close: neither a worker (whose
+        # collections would copy every page it shares with this process) nor this process
+        # (drawing too) walks them again
+        gc.freeze()
         self.forked = len(self.work)
         ctx = multiprocessing.get_context("fork")
         started = []
@@ -146,6 +151,8 @@ class SideBySide:
             while self.todo:
                 self.futures[self.todo.pop()].cancel()
             self.cond.notify_all()
+        if self.threads:
+            gc.unfreeze()
         for t, conn, proc in self.threads:
             t.join()
             try:

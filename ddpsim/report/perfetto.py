@@ -51,8 +51,6 @@ from typing import Any, Sequence
 
 from ddpsim.io import file_id, write_bytes_atomic
 from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, SimResult
-from ddpsim.trace.profile.kernel_kinds import HTA_NAMES, kernel_kind
-from ddpsim.trace.profile.kineto import merge_intervals
 
 CPU_TID = 1
 COMPUTE_TID = 7
@@ -63,9 +61,14 @@ _COMM_OP = {"allreduce": "AllReduce_Sum", "broadcast": "Broadcast", "used_map_al
             "syncbn_allgather": "AllGather", "syncbn_allreduce": "AllReduce_Sum",
             "rebuild": "Broadcast"}
 _NOT_KERNELS = ("wait",)
+
+
 def hta_kernel_type(name: str) -> str:
     """``COMMUNICATION``, ``MEMORY``, ``COMPUTATION`` or ``OTHER``, as HTA's ``get_kernel_type``
-    (the one classifier, :func:`ddpsim.trace.profile.kernel_kinds.kernel_kind`)."""
+    (the one classifier, :func:`ddpsim.trace.profile.kernel_kinds.kernel_kind`, imported when
+    called: a run whose traces a worker writes does not import the profile package)."""
+    from ddpsim.trace.profile.kernel_kinds import HTA_NAMES, kernel_kind
+
     return HTA_NAMES[kernel_kind(name)]
 
 
@@ -179,6 +182,8 @@ def written_traces(result: SimResult, out_dir: str | Path, point_id: str, *, bac
 
 def comm_comp_overlap(trace: dict[str, Any]) -> float:
     """HTA's ``get_comm_comp_overlap`` ratio for one rank's trace dict (0 if no communication)."""
+    from ddpsim.trace.profile.kineto import merge_intervals
+
     comm, comp = [], []
     kinds: dict[str, str] = {}  # a trace repeats its kernels' names every iteration: classify each once
     for e in trace["traceEvents"]:

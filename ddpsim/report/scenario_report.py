@@ -86,9 +86,9 @@ def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any,
         for r in timeline:
             len(r.result.spans)  # simulated here once, before the workers fork, rather than in each
     if any(p.work is not None for p in pngs):
-        from ddpsim.report.plots import load_libraries
+        from ddpsim.report.plots import warm_up
 
-        load_libraries()  # likewise: this process draws too (the pieces no worker has taken)
+        warm_up()  # likewise: this process draws too (the pieces no worker has taken)
     return Drawing(out_dir=rdir, records=records, kept_key=kept_key, plots=plots, kept=kept, timeline=timeline,
                    traces=traces, pngs=pngs, side=SideBySide([p.work for p in traces + pngs], jobs - 1))
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -50,3 +52,19 @@ def test_markdown_tables_are_pandas_to_markdown():
         align = ["left"] * (3 - right) + ["right"] * right
         assert md_table(rows, right) == pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True,
                                                                        colalign=align).splitlines()
+
+
+def test_a_run_writes_its_report_without_importing_pandas(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from ddpsim.api import run_scenario; "
+            "from ddpsim.pipeline.scenario import scenario_from_dict; "
+            "sc = scenario_from_dict({'name': 't', 'trace': 'traces/mlp.cpu.json', 'cluster': {'topology': 'cpu-gloo'}, "
+            "'world_size': 2, 'simulation': {'iterations': 3, 'jitter': 'none'}, "
+            "'sweep': {'bucket_cap_mb': [None, 1]}}, source='t'); "
+            "rep = run_scenario(sc, out_dir=sys.argv[1], jobs=1, progress=False); "
+            "print(sorted(p.name for p in rep.out_dir.glob('*.csv')), 'pandas' in sys.modules)")
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.split() == ["['buckets.csv',", "'sweep.csv']", "False"]

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from ddpsim.io import FLOAT_DIGITS, json_text, rounded
-from ddpsim.report.summary import to_csv_text
+from ddpsim.report.tables import to_csv_text
 
 
 def test_floats_that_differ_in_their_last_bits_write_the_same_bytes():

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ddpsim.report.perfetto import (COMM_TID, COMPUTE_TID, CPU_TID, chrome_trace, comm_comp_overlap, hta_kernel_type,
-                             load_chrome_trace, write_traces)
+                             written_traces)
 from ddpsim.engine.result import BucketTiming, IterationStats, SimResult, Span
 
 
@@ -76,13 +76,13 @@ def test_hta_kernel_classes():
 
 
 def test_write_is_deterministic_and_hta_readable(tmp_path):
-    a = write_traces(hand_result(), tmp_path / "a", "cap=25", backend="gloo")
-    b = write_traces(hand_result(), tmp_path / "b", "cap=25", backend="gloo")
-    assert [p.name for p in a] == ["trace_cap-25_rank0.json.gz"]
-    assert a[0].read_bytes() == b[0].read_bytes()
-    text = gzip.decompress(a[0].read_bytes()).decode()
+    (rank, a, d), = written_traces(hand_result(), tmp_path / "a", "cap=25", backend="gloo")
+    (_, b, _), = written_traces(hand_result(), tmp_path / "b", "cap=25", backend="gloo")
+    assert rank == 0 and a.name == "trace_cap-25_rank0.json.gz"
+    assert a.read_bytes() == b.read_bytes()
+    text = gzip.decompress(a.read_bytes()).decode()
     assert '"rank": 0' in text  # HTA finds the rank with the regex '"rank":\s+(\d+)'
-    assert json.loads(text) == load_chrome_trace(a[0]) == chrome_trace(hand_result(), 0, backend="gloo", point="cap=25")
+    assert json.loads(text) == d == chrome_trace(hand_result(), 0, backend="gloo", point="cap=25")
 
 
 def test_representative_ranks():

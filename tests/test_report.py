@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import io
+
 import pytest
 from test_sweep import fake_build, make_scenario
 
 from ddpsim.pipeline.recommend import analytic_simulate
-from ddpsim.report.summary import buckets_table, render_summary, summarize, to_csv_text
-from ddpsim.pipeline.sweep import run_sweep, sweep_table
+from ddpsim.report.summary import BUCKET_FIELDS, bucket_rows, render_summary, summarize
+from ddpsim.report.tables import to_csv_text
+from ddpsim.pipeline.sweep import run_sweep, sweep_rows, sweep_table
 
 
 @pytest.fixture
@@ -56,15 +60,16 @@ def test_summary_renders_from_typed_figures(records):
 
 def test_csvs(records):
     _, recs = records
-    t = to_csv_text(sweep_table(recs))
+    t = to_csv_text(sweep_rows(recs))
+    assert t == to_csv_text(sweep_table(recs))  # the report's rows and the API's DataFrame
     assert t.splitlines()[0].startswith("point,bucket_cap_mb,world_size,num_buckets,iteration_p50_s")
-    b = buckets_table(recs)
-    assert list(b.columns) == ["point", "rank", "iteration", "bucket", "size_bytes", "num_params", "ready_s",
-                               "launch_s", "start_s", "end_s"]
-    row = b[(b.point == "cap=0.004") & (b.iteration == 2) & (b.bucket == 1)].iloc[0]
+    rows = list(csv.DictReader(io.StringIO(to_csv_text(bucket_rows(recs), BUCKET_FIELDS))))
+    assert list(BUCKET_FIELDS) == ["point", "rank", "iteration", "bucket", "size_bytes", "num_params", "ready_s",
+                                   "launch_s", "start_s", "end_s"]
+    row = next(r for r in rows if (r["point"], r["iteration"], r["bucket"]) == ("cap=0.004", "2", "1"))
     # iteration 2 starts at 145.18 ms; backward at +10 ms; bucket 1 (8192 B) ready at +4 ms, starts at +47.26 ms
-    assert row.size_bytes == 8192
-    assert row.start_s == pytest.approx(0.14518 + 0.010 + 0.04726)
+    assert row["size_bytes"] == "8192"
+    assert float(row["start_s"]) == pytest.approx(0.14518 + 0.010 + 0.04726)
 
 
 def test_pngs_reproducible(records, tmp_path):

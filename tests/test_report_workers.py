@@ -127,3 +127,21 @@ def test_a_started_report_is_closed_when_the_rest_of_the_run_fails(tmp_path, mon
     with pytest.raises(InputError, match="stand-in failure"):
         run_scenario(_scenario(), out_dir=tmp_path, progress=False, jobs=1, start_report=lambda *a: Started())
     assert closed == [True]
+
+
+@needs_fork
+def test_pieces_no_worker_has_started_are_run_here_the_last_first(tmp_path):
+    # the worker is held in piece 0 until piece 3 has run: here, as nothing else could run it
+    flag = tmp_path / "ran-here"
+
+    def hold():
+        while not flag.exists():
+            pass
+        return os.getpid()
+
+    work = [hold, os.getpid, os.getpid, lambda: flag.write_text("x") and os.getpid()]
+    with SideBySide(work, workers=1) as side:
+        while not side.futures[0].running():  # given to the worker
+            pass
+        got = side.results()
+    assert got[3] == os.getpid() and got[0] != os.getpid()

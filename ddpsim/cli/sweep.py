@@ -57,7 +57,7 @@ DEFAULT_CAPS = [None, 1, 5, 25, 100]
 def run(args: argparse.Namespace) -> int:
     from ddpsim.cli.args import text_table
     from ddpsim.cli.run import command_scenario
-    from ddpsim.report.summary import to_csv_text
+    from ddpsim.report.tables import to_csv_text
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table
 
     sc = command_scenario(args, "ddpsim sweep", sweep={"bucket_cap_mb": DEFAULT_CAPS})

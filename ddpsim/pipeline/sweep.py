@@ -473,9 +473,14 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
 
 
 def sweep_table(records: Sequence[PointRecord]):
-    """One row per point: its values and figures (a pandas DataFrame), in sweep order."""
+    """:func:`sweep_rows` as a pandas DataFrame."""
     import pandas as pd
 
+    return pd.DataFrame(sweep_rows(records))
+
+
+def sweep_rows(records: Sequence[PointRecord]) -> list[dict[str, Any]]:
+    """One row per point: its values and figures, in sweep order (``sweep.csv``)."""
     rows = []
     for r in records:
         m = r.metrics
@@ -498,7 +503,7 @@ def sweep_table(records: Sequence[PointRecord]):
             row["iteration_p50_lo_s"], row["iteration_p50_hi_s"] = b["p50_lo_s"], b["p50_hi_s"]
             row["regret_max"] = b["regret_max"]
             row["robust"] = row["point"] in band["robust"]
-    return pd.DataFrame(rows)
+    return rows
 
 
 def uncertainty_summary(records: Sequence[PointRecord]) -> dict[str, Any] | None:

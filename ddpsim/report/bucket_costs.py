@@ -20,7 +20,8 @@ from typing import Any, Sequence
 
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.pipeline.sweep import fmt_pct, fmt_s
-from ddpsim.report.figures import BucketCostRow, BucketCosts, md_table
+from ddpsim.report.figures import BucketCostRow, BucketCosts
+from ddpsim.report.tables import md_table
 
 
 def figures(points: Sequence[dict[str, Any]], host: HostCosts | None, num_params: int | None) -> BucketCosts | None:

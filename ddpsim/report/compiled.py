@@ -9,7 +9,8 @@ DDPOptimizer cuts there, and what eager DDP's best is on the same trace and clus
 from __future__ import annotations
 
 from ddpsim.pipeline.sweep import fmt_s
-from ddpsim.report.figures import Compiled, md_table
+from ddpsim.report.figures import Compiled
+from ddpsim.report.tables import md_table
 
 #: optimize_ddp's modes in words
 MODE_TEXT = {"ddp_optimizer": "Dynamo's DDPOptimizer splitting the graph at bucket boundaries",

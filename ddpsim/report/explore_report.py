@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ddpsim.io import ensure_dir, write_bytes_atomic, write_text_atomic
-from ddpsim.report.figures import md_table
 from ddpsim.report.plots import new_figure, save_figure
-from ddpsim.report.summary import to_csv_text
+from ddpsim.report.tables import md_table, to_csv_text
 
 #: the front's rows shown in report.md
 FRONT_ROWS = 20

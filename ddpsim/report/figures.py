@@ -4,8 +4,7 @@
 point records; :meth:`Summary.of` reads such a document (fresh, or loaded from a file) into these
 frozen dataclasses, checking each figure's type (pydantic), and the renderers read only them.
 The figures are defined in :mod:`ddpsim.report.summary`'s docstring; where each section's figures
-come from is said on the :class:`Summary` field holding them. :func:`md_table` writes a Markdown
-table (``DataFrame.to_markdown``).
+come from is said on the :class:`Summary` field holding them.
 """
 
 from __future__ import annotations
@@ -234,12 +233,3 @@ def typed(cls: type, doc: dict[str, Any]) -> Any:
     """``doc`` (a section of ``summary.json``) as the dataclass ``cls``, its figures' types checked."""
     return _adapter(cls).validate_python(doc)
 
-
-def md_table(rows: list[dict[str, Any]], right: int = 0) -> list[str]:
-    """A Markdown table, one row per dict (its keys the header), the cells as written (no number
-    parsing), the last ``right`` columns aligned right."""
-    import pandas as pd
-
-    cols = len(rows[0]) if rows else 0
-    align = ["left"] * (cols - right) + ["right"] * right
-    return pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True, colalign=align).splitlines()

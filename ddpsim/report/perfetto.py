@@ -3,7 +3,7 @@ Perfetto (ui.perfetto.dev) and chrome://tracing, and loads in HolisticTraceAnaly
 
 Written gzip-compressed (``trace_<point>_rank<r>.json.gz``, as torch.profiler's
 ``tensorboard_trace_handler(use_gzip=True)`` writes them): Perfetto, chrome://tracing and HTA
-open the ``.gz`` directly; :func:`load_chrome_trace` reads one back. Layout of one file::
+open the ``.gz`` directly. Layout of one file::
 
     {"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms",
      "baseTimeNanoseconds": 1700000000000000000,
@@ -51,7 +51,6 @@ from typing import Any, Sequence
 
 from ddpsim.io import file_id, write_bytes_atomic
 from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, SimResult
-from ddpsim.trace.profile.kernel_kinds import HTA_NAMES, kernel_kind
 from ddpsim.trace.intervals import overlap_ratio
 
 CPU_TID = 1
@@ -63,9 +62,14 @@ _COMM_OP = {"allreduce": "AllReduce_Sum", "broadcast": "Broadcast", "used_map_al
             "syncbn_allgather": "AllGather", "syncbn_allreduce": "AllReduce_Sum",
             "rebuild": "Broadcast"}
 _NOT_KERNELS = ("wait",)
+
+
 def hta_kernel_type(name: str) -> str:
     """``COMMUNICATION``, ``MEMORY``, ``COMPUTATION`` or ``OTHER``, as HTA's ``get_kernel_type``
-    (the one classifier, :func:`ddpsim.trace.profile.kernel_kinds.kernel_kind`)."""
+    (the one classifier, :func:`ddpsim.trace.profile.kernel_kinds.kernel_kind`, imported when
+    called: a run whose traces a worker writes does not import the profile package)."""
+    from ddpsim.trace.profile.kernel_kinds import HTA_NAMES, kernel_kind
+
     return HTA_NAMES[kernel_kind(name)]
 
 
@@ -161,18 +165,12 @@ def representative_ranks(result: SimResult, max_ranks: int = 4) -> list[int]:
     return sorted({ranks[0], by_time[0], by_time[-1], ranks[-1]})
 
 
-def write_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl",
-                 ranks: Sequence[int] | None = None) -> list[Path]:
-    """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank (default:
-    :func:`representative_ranks`); gzip's header carries no time or name, so the bytes are
-    reproducible."""
-    return [path for _, path, _ in written_traces(result, out_dir, point_id, backend=backend, ranks=ranks)]
-
-
 def written_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl",
                    ranks: Sequence[int] | None = None) -> list[tuple[int, Path, dict[str, Any]]]:
-    """:func:`write_traces`, each rank's ``(rank, path, trace dict)``: the dict built once serves
-    what else the report reads of it (:func:`comm_comp_overlap`)."""
+    """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank (default:
+    :func:`representative_ranks`; gzip's header carries no time or name, so the bytes are
+    reproducible); each rank's ``(rank, path, trace dict)``: the dict built once serves what else
+    the report reads of it (:func:`comm_comp_overlap`)."""
     out = []
     for r in (representative_ranks(result) if ranks is None else ranks):
         d = chrome_trace(result, r, backend=backend, point=point_id)
@@ -181,12 +179,6 @@ def written_traces(result: SimResult, out_dir: str | Path, point_id: str, *, bac
         out.append((r, write_bytes_atomic(Path(out_dir) / f"trace_{file_id(point_id)}_rank{r}.json.gz",
                                           gzip.compress(text.encode(), compresslevel=6, mtime=0)), d))
     return out
-
-
-def load_chrome_trace(path: str | Path) -> dict[str, Any]:
-    """A trace file written by :func:`write_traces` (``.json.gz``) or a plain ``.json`` one, as a dict."""
-    data = Path(path).read_bytes()
-    return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)
 
 
 def comm_comp_overlap(trace: dict[str, Any]) -> float:

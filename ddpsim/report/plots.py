@@ -33,6 +33,26 @@ _BREAKDOWN = (("forward_s", "forward", "#4c72b0"), ("backward_compute_s", "backw
               ("other_s", "other", "#8c8c8c"))
 
 
+def warm_up() -> None:
+    """Import and use once what drawing and saving a figure use (matplotlib's Agg canvas, the
+    modules and tables its artists build on first use, Pillow's PNG writer): a tiny figure drawn
+    and dropped, so that processes forked afterwards find them ready (a fresh process's first
+    figure costs about twice its next)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    import PIL.PngImagePlugin  # noqa: F401
+
+    fig = new_figure(figsize=(1, 1))
+    ax = fig.subplots()
+    ax.bar([0], [1])
+    ax.broken_barh([(0, 1)], (0, 1))
+    ax.plot([0, 1], [0, 1])
+    ax.text(0, 0, "x")
+    fig.legend(handles=[Patch(label="a"), Line2D([], [], label="b")])
+    fig.suptitle("x")
+    fig.savefig(io.BytesIO(), format="rgba", dpi=10)
+
+
 def new_figure(**kwargs: Any) -> Any:
     """A ``matplotlib.figure.Figure(**kwargs)`` with an Agg canvas of its own (outside pyplot)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

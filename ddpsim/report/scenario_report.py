@@ -11,7 +11,7 @@ the traces and PNGs whose points are all the same and whose files are unchanged
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
@@ -19,9 +19,10 @@ from typing import Any, Callable
 from ddpsim.io import file_id, json_text, write_text_atomic
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.pipeline.scenario_run import ScenarioRun
-from ddpsim.pipeline.sweep import sweep_table
+from ddpsim.pipeline.sweep import sweep_rows, sweep_table
 from ddpsim.report import perfetto
 from ddpsim.report.kept_files import KeptFiles, report_key
+from ddpsim.report.tables import write_csv
 from ddpsim.report.workers import SideBySide
 from ddpsim.report import summary as report
 
@@ -35,18 +36,27 @@ class Report:
     scenario: Scenario
     out_dir: Path
     summary: dict[str, Any]
-    sweep: Any                     # pandas DataFrame (sweep.csv)
-    buckets: Any                   # pandas DataFrame (buckets.csv)
     records: tuple[Any, ...] = ()
     files: tuple[Path, ...] = ()
     summary_md: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sweep(self) -> Any:
+        """``sweep.csv`` as a pandas DataFrame."""
+        return sweep_table(self.records)
+
+    @property
+    def buckets(self) -> Any:
+        """``buckets.csv`` as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(report.bucket_rows(self.records), columns=report.BUCKET_FIELDS)
 
 
 @dataclass
 class Drawing:
-    """The PNGs of a report that need only its points (the timeline points' timelines, the
-    comparison), being drawn beside this process (:func:`start_drawing`), and its traces to write."""
+    """The traces and PNGs of a report that need only its points (the timeline points' traces and
+    timelines, the comparison), being written beside this process (:func:`start_drawing`)."""
 
     out_dir: Path
     records: tuple[Any, ...]
@@ -65,18 +75,22 @@ class Drawing:
 
 def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any, kept_key: str | None, jobs: int, *,
                   plots: bool = True) -> Drawing:
-    """Start the PNGs that need only the points on ``jobs`` - 1 processes beside this one, which
-    writes the traces and tables meanwhile (a run's ``start_report``,
+    """Start the traces and PNGs that need only the points on ``jobs`` - 1 processes beside this
+    one, which searches the plan meanwhile (a run's ``start_report``,
     :func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report` of that run finishes them."""
     kept = KeptFiles(rdir, report_key(kept_key, sc.name))
     timeline = [next(r for r in records if r.point == p) for p in sc.timeline_points(best.point)]
     traces = [_traces(r, rdir, kept) for r in timeline]
     pngs = _timelines(sc, timeline, best, rdir, kept) if plots else []
-    if any(p.work is not None for p in pngs):
+    if any(p.work is not None for p in traces + pngs):
         for r in timeline:
             len(r.result.spans)  # simulated here once, before the workers fork, rather than in each
+    if any(p.work is not None for p in pngs):
+        from ddpsim.report.plots import warm_up
+
+        warm_up()  # likewise: this process draws too (the pieces no worker has taken)
     return Drawing(out_dir=rdir, records=records, kept_key=kept_key, plots=plots, kept=kept, timeline=timeline,
-                   traces=traces, pngs=pngs, side=SideBySide([p.work for p in pngs], jobs - 1))
+                   traces=traces, pngs=pngs, side=SideBySide([p.work for p in traces + pngs], jobs - 1))
 
 
 def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
@@ -91,10 +105,10 @@ def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
 
 
 def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
-    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too. The PNGs
-    are drawn by ``run.jobs`` - 1 processes beside this one (:mod:`ddpsim.report.workers`), from
-    the run's :class:`Drawing` where it started one, while this one writes the traces, the
-    tables and the summary."""
+    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too. The traces
+    and PNGs are written by ``run.jobs`` - 1 processes beside this one (:mod:`ddpsim.report.workers`),
+    from the run's :class:`Drawing` where it started one, while this one writes the tables and the
+    summary, then draws what they have not started."""
     sc, rdir, records, rec = run.scenario, run.out_dir, list(run.records), run.recommendation
     drawing = _drawing(run, plots)
     drawing.used = True
@@ -103,27 +117,26 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
         if plots:
             pngs.append(_bucket_sizes(sc, records, timeline, rec.info, rdir, kept))
             side.submit(pngs[-1].work)
-        table, btable = sweep_table(records), report.buckets_table(records)
-        if plots:  # drawn from the table's rows, pickled to a worker (no pandas there)
+        rows = sweep_rows(records)
+        if plots:  # drawn from the table's rows, pickled to a worker
             title = f"{sc.name}: step time vs bucket_cap_mb"
-            pngs.append(_piece(kept, rdir, "sweep.png", title, partial(_draw_sweep, table.to_dict("records"), title)))
+            pngs.append(_piece(kept, rdir, "sweep.png", title, partial(_draw_sweep, rows, title)))
             side.submit(pngs[-1].work)
-        written = {r.point_id: _finish(p, None if p.got is not None else p.work(), kept)
-                   for r, p in zip(timeline, drawing.traces)}
-        log.info("wrote timelines for %s", ", ".join(written) or "no point")
-        report.write_csv(table, rdir / "sweep.csv")
-        report.write_csv(btable, rdir / "buckets.csv")
+        write_csv(rows, rdir / "sweep.csv")
+        write_csv(report.bucket_rows(records), rdir / "buckets.csv", report.BUCKET_FIELDS)
         log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
         write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1))
         log.info("wrote %s", rdir / "recommended_plan.json")
+        written = {r.point_id: _finish(p, side.result(i), kept) for i, (r, p) in enumerate(zip(timeline, drawing.traces))}
+        log.info("wrote timelines for %s", ", ".join(written) or "no point")
         summ, md = _write_summary(run, written)
-        for i, p in enumerate(pngs):
-            _finish(p, side.result(i), kept)
+        for p, got in zip(pngs, side.results()[len(drawing.traces):]):
+            _finish(p, got, kept)
     files = _files(run, written, plots, [p.name for p in pngs])
     _remove_stale(rdir, files)
     kept.save()
-    return Report(scenario=sc, out_dir=rdir, summary=summ, sweep=table, buckets=btable, records=tuple(records),
-                  files=tuple(files), summary_md=md, extra={"recommended_result": rec.result})
+    return Report(scenario=sc, out_dir=rdir, summary=summ, records=tuple(records),
+                  files=tuple(files), summary_md=md)
 
 
 def _write_summary(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]]) -> tuple[dict[str, Any], str]:

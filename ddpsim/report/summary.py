@@ -1,9 +1,9 @@
-"""The report of a scenario: tables (data) and their rendering as CSV and markdown.
+"""The report of a scenario: its summary and bucket table (data), and ``summary.md``.
 
-Analysis returns data (:func:`summarize` -> ``summary.json``'s document, :func:`buckets_table` ->
-a DataFrame); :func:`render_summary` renders ``summary.md`` from that document read as a typed
-:class:`~ddpsim.report.figures.Summary`. Files are written atomically by
-the ``write_*`` helpers, each as soon as it is ready. Plotting lives in :mod:`ddpsim.report.plots`.
+Analysis returns data (:func:`summarize` -> ``summary.json``'s document, :func:`bucket_rows` ->
+``buckets.csv``'s rows); :func:`render_summary` renders ``summary.md`` from that document read as a typed
+:class:`~ddpsim.report.figures.Summary`. Tables are written as text by :mod:`ddpsim.report.tables`,
+plots by :mod:`ddpsim.report.plots`.
 
 Definitions used in the summary (all over steady iterations, i.e. after DDP's first
 iteration and the bucket rebuild, unless said otherwise):
@@ -21,7 +21,6 @@ iteration and the bucket rebuild, unless said otherwise):
 
 from __future__ import annotations
 
-import io
 from dataclasses import asdict, fields
 from operator import attrgetter
 from pathlib import Path
@@ -30,34 +29,23 @@ from typing import Any, Sequence
 from ddpsim.report import bucket_costs, ddp_modes, term_effects
 from ddpsim.report import compiled as compiled_report
 from ddpsim.report.figures import (POINT_KEYS, CapList, MethodError, PointFigures, Recommendation, Summary,
-                                   TraceFigures, Uncertainty, md_table)
+                                   TraceFigures, Uncertainty)
+from ddpsim.report.tables import md_table
 from ddpsim.engine.result import BucketTiming
-from ddpsim.io import FLOAT_DIGITS, file_id, write_text_atomic
+from ddpsim.io import file_id
 from ddpsim.plan.planner import mb_text
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_record, fmt_pct, fmt_s, uncertainty_summary
 from ddpsim.units import format_size
 
-CSV_FLOAT = f"%.{FLOAT_DIGITS}g"
+#: ``buckets.csv``'s columns: the point, then :class:`~ddpsim.engine.result.BucketTiming`'s fields
+#: (rank, iteration, bucket, size, parameters, ready, launch, start, end (s))
+BUCKET_FIELDS = ("point", *(f.name for f in fields(BucketTiming)))
 
 
-def buckets_table(records: Sequence[PointRecord]):
-    """Every bucket of every point: the point, then :class:`~ddpsim.engine.result.BucketTiming`'s
-    fields (rank, iteration, bucket, size, parameters, ready, launch, start, end (s))."""
-    import pandas as pd
-
-    cols = [f.name for f in fields(BucketTiming)]
-    get = attrgetter(*cols)
-    return pd.DataFrame([(r.point_id, *get(b)) for r in records for b in r.result.buckets], columns=["point", *cols])
-
-
-def to_csv_text(df) -> str:
-    buf = io.StringIO()
-    df.to_csv(buf, index=False, float_format=CSV_FLOAT, lineterminator="\n")
-    return buf.getvalue()
-
-
-def write_csv(df, path: str | Path) -> Path:
-    return write_text_atomic(path, to_csv_text(df))
+def bucket_rows(records: Sequence[PointRecord]) -> list[tuple]:
+    """Every bucket of every point, one tuple of :data:`BUCKET_FIELDS` each."""
+    get = attrgetter(*BUCKET_FIELDS[1:])
+    return [(r.point_id, *get(b)) for r in records for b in r.result.buckets]
 
 
 def _gain(base: float | None, new: float | None) -> float | None:

@@ -213,16 +213,11 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Cont
 
 
 def csv_text(rows: Sequence[dict[str, Any]], fields: Sequence[str] | None = None) -> str:
-    """``rows`` as CSV under the header ``fields`` (None: the first row's keys; no rows: nothing)."""
-    import csv, io  # noqa: E401
+    """``rows`` as CSV under the header ``fields`` (None: the rows' keys), every value as ``str``
+    writes it (:func:`ddpsim.report.tables.to_csv_text`, the one CSV writer)."""
+    from ddpsim.report.tables import to_csv_text
 
-    if fields is None and not rows:
-        return ""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(fields or rows[0]), lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
+    return to_csv_text(rows, fields, float_format=None)
 
 
 # ---- parser helpers ---------------------------------------------------------------------------

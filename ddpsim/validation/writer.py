@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.calibration.loader import clamped_fit_warning
-from ddpsim.validation.intervals import ALTERNATIVES_TEXT
 from ddpsim.io import write_text_atomic
+from ddpsim.report.tables import to_csv_text
+from ddpsim.validation.intervals import ALTERNATIVES_TEXT
 from ddpsim.validation.compare import (BEST_CAP_TOLERANCE_PCT, PointOutcome, bucket_figures, bucket_service_s,
                                        measured_bucket_times, summary_figures)
 
@@ -49,8 +50,9 @@ def _fmt(v: Any) -> str:
 
 
 def csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
-    """A header line of ``columns`` and one line per row (None empty, floats to 6 digits)."""
-    return ",".join(columns) + "\n" + "".join(",".join(_fmt(r[c]) for c in columns) + "\n" for r in rows)
+    """A header line of ``columns`` and one line per row (None empty, floats to 6 digits), written
+    by the one CSV writer (:func:`ddpsim.report.tables.to_csv_text`)."""
+    return to_csv_text([{c: _fmt(r[c]) for c in columns} for r in rows], columns, float_format=None)
 
 
 def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes: dict[str, PointOutcome], *,

@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:  # the logger as it was: main() called in-process (a notebook, a test) leaves no handler behind
         logger.removeHandler(handler)
         logger.setLevel(level)
+        if argv is None:  # the process's own command line: it exits next, so its objects need no last collection
+            import gc
+
+            gc.freeze()
 
 
 def _verb(argv: list[str]) -> tuple[str, ...]:

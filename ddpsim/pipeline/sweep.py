@@ -207,6 +207,9 @@ class Job:
     #: True: the result is kept (simulated with spans, stored without) and the uncertainty
     #: samples are simulated; False: figures only, simulated without spans
     detail: bool = True
+    #: True: each point is simulated alone ('ddpsim simulate'): no uncertainty or cost-term
+    #: re-simulations, and a point with no buckets is modelled rather than refused
+    alone: bool = False
     #: ``simulate(trace, plan, comm, config) -> SimResult`` (default: the engine) and
     #: ``build(scenario, point, trace) -> PointInputs`` (default: :meth:`Scenario.build_point`);
     #: replaceable for tests, picklable (module-level functions)
@@ -234,17 +237,18 @@ def _evaluate_one(job: Job, i: int, k: int | None, hashed: dict) -> Any:
         from ddpsim.pipeline.resampling import simulate_sample
 
         return simulate_sample(sc, t.point, inputs, k, sim, spans_kw=engine)
-    key = point_key(sc, t.point, inputs, hashed, detail=job.detail)
+    key = point_key(sc, t.point, inputs, hashed, detail=job.detail, alone=job.alone)
     if key == t.kept_key:
         return None
-    check_sweepable(sc, inputs, t.point_id)
+    if not job.alone:
+        check_sweepable(sc, inputs, t.point_id)
     result = sim(inputs.trace, inputs.plan, inputs.comm, inputs.config, spans=job.detail) if engine else \
         sim(inputs.trace, inputs.plan, inputs.comm, inputs.config)
     describe = getattr(inputs.comm, "describe", None) if job.detail else None
     rec = PointRecord(point=t.point, point_id=t.point_id, key=key, world_size=inputs.config.world_size,
                       backend=inputs.backend, metrics=point_metrics(result, inputs.plan),
                       comm=describe() if describe else {}, result=result if job.detail else None)
-    return rec, _samples(sc, inputs) if job.detail else []
+    return rec, _samples(sc, inputs) if job.detail and not job.alone else []
 
 
 def _samples(scenario: Any, inputs: Any) -> list[Any]:
@@ -253,15 +257,16 @@ def _samples(scenario: Any, inputs: Any) -> list[Any]:
     return samples_for(scenario, inputs) if isinstance(scenario, Scenario) else []
 
 
-def point_key(scenario: Any, point: Point, inputs: Any, traces: dict | None = None, *, detail: bool = True) -> str:
+def point_key(scenario: Any, point: Point, inputs: Any, traces: dict | None = None, *, detail: bool = True,
+              alone: bool = False) -> str:
     """The resume key of ``point``: everything the engine receives for it, whether it records
-    spans and, with ``detail``, its uncertainty re-simulations
+    spans and, with ``detail`` and not ``alone``, its uncertainty re-simulations
     (:func:`ddpsim.pipeline.fingerprint.engine_runs_key`). ``traces`` keeps each trace's hash
     for the points that share it."""
     from ddpsim.pipeline.resampling import sample_runs
 
     runs = [(inputs.trace, inputs.plan, inputs.comm, inputs.config)]
-    samples = sample_runs(scenario, point, inputs) if detail and isinstance(scenario, Scenario) else []
+    samples = sample_runs(scenario, point, inputs) if detail and not alone and isinstance(scenario, Scenario) else []
     runs += [(inputs.trace, inputs.plan, comm, cfg) for _, comm, cfg in samples]
     return engine_runs_key({**point.as_dict(), "spans": detail}, runs, [s.label for s, _, _ in samples], traces)
 
@@ -304,7 +309,8 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
             rerun, when its key is the key of the inputs built for it); None: nothing kept.
         jobs: local worker processes (1: in this process); ignored with ``ray``.
         ray: a :class:`ddpsim.pipeline.explore_ray.RayRunner` (the points go to its cluster).
-        progress: a tqdm bar on stderr (points done, points/s, time left), drawn on a terminal only.
+        progress: a tqdm bar on stderr (points done, points/s, time left), drawn on a terminal
+            only, and a log line at the end.
 
     Every uncertainty sample of a point is a unit of work of its own, sent once the point's
     record is in, so a point's samples run on several workers at once; a point is finished
@@ -360,7 +366,7 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
             drive(chunks(units, 1), lambda c: c, lambda p: (evaluate(job, p[0]), p[1:]), finish)
         else:
             run_in_pool(job, chunks(units, jobs), jobs, finish)
-    if len(kept) < len(job.points):
+    if progress and len(kept) < len(job.points):
         log.info("%s: simulated %d point(s) in %.1f s (%d kept from an earlier run)", label, len(job.points) - len(kept),
                  time.monotonic() - t0, len(kept))
     return [records[i] for i in range(len(job.points))]
@@ -438,7 +444,7 @@ def run_in_pool(job: Job, tasks: Sequence[Any], workers: int,
 # ---- the sweep ------------------------------------------------------------------------------
 
 def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: int | None = None, trace: Any = None,
-              progress: bool = True, points: Sequence[Point] | None = None,
+              progress: bool = True, points: Sequence[Point] | None = None, alone: bool = False,
               simulate: Callable | None = None, build: Callable | None = None) -> list[PointRecord]:
     """Simulate every point of ``scenario`` (:func:`run_points`) and return the records in sweep order.
 
@@ -450,7 +456,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
         trace: the scenario's trace if already loaded.
         points: a subset of the scenario's points (default: all).
         progress: a tqdm bar of the points on stderr, drawn on a terminal only.
-        simulate, build: see :class:`Job`.
+        alone, simulate, build: see :class:`Job`.
 
     Raises:
         InputError: bad jobs, an unwritable folder, or any input error of a point.
@@ -464,10 +470,11 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
     trace = trace if trace is not None else scenario.load_trace()
     # Fail fast, in this process, on input errors shared by every point (topology, world size).
     first = build(scenario, pts[0], trace) if build is not None else scenario.build_point(pts[0], trace=trace)
-    check_sweepable(scenario, first, pts[0].point_id)
-    job = Job(scenarios=(scenario,), traces={"": trace}, trace_hashes={"": digest(trace)},
+    if not alone:
+        check_sweepable(scenario, first, pts[0].point_id)
+    job = Job(scenarios=(scenario,), traces={"": trace}, trace_hashes={"": digest(trace)}, alone=alone,
               points=tuple(PointTask(point_id=p.point_id, point=p) for p in pts), simulate=simulate, build=build)
-    tasks = len(pts) * (1 + len(_samples(scenario, first)))  # no more workers than tasks
+    tasks = len(pts) * (1 + (0 if alone else len(_samples(scenario, first))))  # no more workers than tasks
     return run_points(job, out_dir=out_dir, jobs=min(jobs, tasks), progress=progress,
                       label=f"{scenario.name}: simulating")
 

@@ -69,16 +69,6 @@ class ResidualPoint:
         return self.measured_s / self.predicted_s - 1.0
 
 
-def min_residuals(level: float) -> int:
-    """The fewest residuals that give a finite conformal band at ``level``."""
-    _check_level(level)
-    a = (1.0 - level) / 2.0
-    n = 1
-    while not _finite(n, a):
-        n += 1
-    return n
-
-
 def _finite(n: int, a: float) -> bool:
     """Whether ``n`` residuals give both order statistics (:func:`_ranks`)."""
     lo_k, hi_k = _ranks(n, a)
@@ -93,7 +83,7 @@ def _ranks(n: int, a: float) -> tuple[int, int]:
 
 def conformal_band(residuals: Sequence[float], level: float) -> tuple[float, float] | None:
     """``(r_lo, r_hi)``: the split-conformal order statistics of ``residuals`` at ``level``
-    (module docstring); None when there are too few for a finite band (:func:`min_residuals`)."""
+    (module docstring); None when there are too few for a finite band."""
     _check_level(level)
     xs = sorted(float(r) for r in residuals)
     n = len(xs)

@@ -68,18 +68,21 @@ def simulate(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_siz
              plan: BucketPlan | None = None, simulate_fn: Callable | None = None):
     """Simulate one configuration; returns the engine's :class:`~ddpsim.engine.result.SimResult`.
 
-    The point is built as a scenario's (the cost terms of ``ddpsim run`` included); ``plan``
-    replaces DDP's buckets, ``simulate_fn`` the engine.
+    The point is run as ``ddpsim simulate`` runs its point (the points runner, alone);
+    ``plan`` replaces DDP's buckets, ``simulate_fn`` the engine.
 
     Example: ``api.simulate("traces/mlp.cpu.json", topology="cpu-gloo", world_size=2).summary()``.
     """
+    from dataclasses import replace
+
+    from ddpsim.pipeline.sweep import run_sweep
+
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     sc = adhoc_scenario(trace=tr, topology=topology, world_size=world_size, nodes=nodes, bucket_cap_mb=[bucket_cap_mb],
                         iterations=iterations, seed=seed, comm_hook=comm_hook)
-    inputs = sc.build_point(sc.point_at(bucket_cap_mb), trace=tr)
-    if simulate_fn is None:
-        from ddpsim.engine.simulate import simulate as simulate_fn
-    return simulate_fn(inputs.trace, plan or inputs.plan, inputs.comm, inputs.config)
+    build = None if plan is None else (lambda s, p, t: replace(s.build_point(p, trace=t), plan=plan))
+    return run_sweep(sc, trace=tr, jobs=1, progress=False, points=[sc.point_at(bucket_cap_mb)], alone=True,
+                     simulate=simulate_fn, build=build)[0].result
 
 
 def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,

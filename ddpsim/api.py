@@ -6,17 +6,11 @@ Examples::
     trace = api.load_trace("traces/mlp.cpu.json")
     api.plan(trace, bucket_cap_mb=5)                      # DataFrame of steady buckets
     res = api.simulate(trace, topology="cpu-gloo", world_size=2, bucket_cap_mb=5)
-    res.iterations_df()                                   # per-iteration breakdown
     table = api.sweep(trace, topology="cpu-gloo", world_size=2, bucket_cap_mb=[None, 1, 5, 25])
     report = api.run_scenario("default")                  # writes reports/default/
-    report.sweep                                          # the sweep table
     api.sweep_figure(report.sweep)                        # a matplotlib Figure
 
-Everything here is a thin layer: a scenario (:mod:`ddpsim.pipeline.scenario`) gives each point's
-engine inputs through one builder (:func:`ddpsim.pipeline.inputs.build_point_inputs`), the same
-that ``ddpsim run``, ``sweep`` and ``simulate`` use; the points are :mod:`ddpsim.pipeline.sweep`, a
-run :mod:`ddpsim.pipeline.scenario_run`, its report folder :mod:`ddpsim.report.scenario_report`,
-the figures :mod:`ddpsim.report.plots`.
+Each builds a scenario and runs its points as ``ddpsim run`` does.
 """
 
 from __future__ import annotations

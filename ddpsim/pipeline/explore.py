@@ -1,26 +1,11 @@
 """Design spaces: a scenario's ``explore`` block as points, each simulated once, resumably.
 
-A design space is the scenario with some of its keys varied (``explore.axes``: the short names
-of :data:`~ddpsim.pipeline.scenario_schema.EXPLORE_ALIASES` -- system, nodes, world_size,
-bucket_cap_mb, bucket_cap_mb_list, comm_hook, batch_size -- or any dotted scenario key). Its
-points are the product of the axes in the order written, the first outermost (the caps and cap
-lists form one dimension, caps first, as in a sweep), or a seeded sample of that product
-(``explore.sample``). Each point is the scenario with its values set, validated like a
-scenario file, and one point of a :class:`~ddpsim.pipeline.sweep.Job` of figures only: the
-points runner of a sweep (:func:`ddpsim.pipeline.sweep.run_points`) builds, keys, simulates
-without spans, keeps in ``<out>/points/<point_id>.json`` and resumes them.
-
-Where each system's trace comes from: ``explore.traces[system]``, else the scenario's; with
-``explore.retime: true`` that trace is re-timed for the system's GPU (the topology's device
-model) and for each ``batch_size`` by :func:`ddpsim.trace.retime.retime_trace_file` (the
-roofline model on the meta device; needs torch), once per (GPU, batch), kept in
-``<out>/traces/``.
-
-The points run in this process, in worker processes, or on a Ray cluster
-(:mod:`ddpsim.pipeline.explore_ray`), in chunks of neighbours (they share a network and often a
-plan); the work points share -- topology, comm model, bucket plan, a whole simulation when two
-caps give the same buckets -- is built once per process (:mod:`ddpsim.pipeline.inputs`,
-:func:`ddpsim.engine.simulate.simulate`).
+The points are the product of ``explore.axes`` (short names of
+:data:`~ddpsim.pipeline.scenario_schema.EXPLORE_ALIASES` or dotted scenario keys; the caps one
+dimension), or a seeded sample of it; each is the scenario with its values set, validated like a
+file, and one point of a figures-only :class:`~ddpsim.pipeline.sweep.Job`. With
+``explore.retime`` each system's trace is re-timed for its GPU and batch size
+(:func:`ddpsim.trace.retime.retime_trace_file`), kept in ``<out>/traces/``.
 """
 
 from __future__ import annotations

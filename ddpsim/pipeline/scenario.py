@@ -1,29 +1,9 @@
 """Scenarios: one YAML file in ``scenarios/`` says what to simulate and what to sweep.
 
-``ddpsim run SCENARIO`` loads it with :func:`load_scenario`: the file is read with
-:func:`ddpsim.io.read_yaml` and validated against its declared schema,
-:class:`ddpsim.pipeline.scenario_schema.ScenarioFile`, the one declaration of every key, its
-default and its bound (``scenarios/schema.json`` is its JSON Schema, with each key's
-description; ``scenarios/default.yaml`` is a worked example). An unknown key or a wrong value
-raises :class:`~ddpsim.errors.InputError` naming the file and the key path, e.g.
-``scenarios/x.yaml: ddp.bucket_cap_mb: 'abc' is not accepted; expected a number > 0 or null
-(MiB, at most 1000000; null: DDP's default)``. It returns a :class:`Scenario`, a read-only
-view of the validated file; :meth:`Scenario.build_point` gives a point's engine inputs
-(:func:`ddpsim.pipeline.inputs.build_point_inputs`). ``ddpsim validate`` reads the same files
-(the ``validation`` block); ``ddpsim sweep`` and ``ddpsim simulate`` build a scenario from
-their flags, :mod:`ddpsim.api` from its arguments, all through the same schema.
-
-``null`` in ``bucket_cap_mb`` means "not given" (DDP's default: 25 MiB and a 1 MiB first
-bucket at the rebuild); the report's "gain over the default" is measured against it, so a
-sweep always contains the ``null`` point (it is added first when missing).
-``bucket_cap_mb_list`` (torch >= 2.13) gives DDP per-bucket limits in MiB, the last reused;
-torch ignores ``bucket_cap_mb`` when a list is given. Each list of ``sweep.bucket_cap_mb_list``
-is one more cap point (``ddp.bucket_cap_mb_list`` is the default one); its point id spells it
-``list=2+8+25``.
-
-Sweep points are the product of the listed values in the order written, caps outermost.
-Each :class:`~ddpsim.pipeline.specs.Point` has a stable ``point_id`` (``cap=25``,
-``cap=default,hook=fp16``, ...) used for file names (``reports/<name>/points/<point_id>.json``).
+:func:`load_scenario` reads a file (or a bundled name) with ``--set`` overrides, validates it
+against :class:`ddpsim.pipeline.scenario_schema.ScenarioFile` (one error line naming the file
+and key path) and returns a :class:`Scenario`, a read-only view of it whose points are the
+product of the sweep's axes, caps outermost (``null`` cap: DDP's default, always included).
 """
 
 from __future__ import annotations

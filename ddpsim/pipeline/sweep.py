@@ -1,23 +1,9 @@
-"""The points runner: simulate every point of a job, in this process, worker processes or on
-Ray, resumably; a sweep is its one-scenario case, a design space (:mod:`ddpsim.pipeline.explore`)
-its many-scenario one.
-
-A :class:`Job` holds the scenario of each group of points, their loaded traces and the points
-(:class:`PointTask`); each point is built (:func:`ddpsim.pipeline.inputs.build_point_inputs`)
-and simulated independently from the same inputs and seed, so results do not depend on the
-number of jobs, on Ray, or on the order points finish in. A finished point is written at once,
-atomically, to ``<out>/points/<point_id>.json`` (a :class:`PointRecord`) together with a key (a
-hash of everything the engine receives for the point and of ddpsim's source,
-:mod:`ddpsim.pipeline.fingerprint`); where the point is built, a file whose key matches is
-reused instead of simulating again, so an interrupted run loses nothing.
-
-Per point, :func:`point_metrics` derives the figures from the
-:class:`~ddpsim.engine.result.SimResult`: step-time p50/p95, the breakdown (forward, backward
-compute, exposed communication, optimizer, other), the exposed-communication tail (p95 over
-steady iterations of the slowest rank), overlap, the first iteration and the rebuild
-iteration versus steady state, and the number of buckets. A sweep's job keeps the result and
-the point's uncertainty samples (:mod:`ddpsim.pipeline.resampling`); a design space's keeps the
-figures only.
+"""The points runner: simulate every point of a job (in this process, worker processes or on
+Ray), each independently from the same inputs and seed, writing each finished point at once to
+``<out>/points/<point_id>.json`` under a key of everything the engine received
+(:mod:`ddpsim.pipeline.fingerprint`), which a rerun reuses. A sweep is its one-scenario case, a
+design space (:mod:`ddpsim.pipeline.explore`) its many-scenario one; :func:`point_metrics` gives
+each point's figures.
 """
 
 from __future__ import annotations
@@ -106,7 +92,9 @@ def _jsonable(x: Any) -> Any:
 # ---- per-point figures -----------------------------------------------------------------------
 
 def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
-    """The figures of one simulated point (seconds; see the module docstring)."""
+    """The figures of one point (seconds): the engine's summary, the exposed-communication p95
+    over steady iterations (worst rank each), the first and rebuild iterations, compute by span
+    kind and the bucket counts."""
     s = result.summary()
     steady = result.steady_iterations() or list(result.iterations)
     by_iter: dict[int, list[IterationStats]] = {}

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ddpsim.errors import InputError, shorten
-from ddpsim.io import ensure_dir, is_file, read_yaml
-from ddpsim.pipeline.scenario import (Scenario, _resolve_path, apply_overrides, find_scenario, scenario_from_dict,
+from ddpsim.io import ensure_dir, read_yaml
+from ddpsim.pipeline.scenario import (Scenario, apply_overrides, find_scenario, resolve_file, scenario_from_dict,
                                       set_dotted)
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.fingerprint import code_fingerprint, digest
@@ -71,6 +71,11 @@ class ExploreSpace:
 
     def size(self) -> int:
         return math.prod(len(v) for _, v in self.dimensions())
+
+    @property
+    def base(self) -> Path | None:
+        """The folder relative file keys are resolved from (:func:`~ddpsim.pipeline.scenario.resolve_file`)."""
+        return Path(self.path).resolve().parent if self.path is not None else None
 
 
 def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
@@ -200,11 +205,7 @@ def _trace_for(space: ExploreSpace, sc: Scenario, batch: int | None, traces: dic
     """The key of the trace of a point of scenario ``sc`` (loaded or re-timed into ``traces``)."""
     system = sc.cluster.topology
     own = space.section.traces.get(system) if system is not None else None
-    base = Path(space.path).resolve().parent if space.path is not None else None
-    src = _resolve_path(own, base) if own is not None else sc.trace_path
-    if own is not None and not is_file(src):
-        raise InputError(f"{space.source}: explore.traces.{system}: {shorten(own)} does not exist or is not a file; "
-                         "expected a trace JSON")
+    src = resolve_file(own, space.base, f"{space.source}: explore.traces.{system}", "a trace JSON") or sc.trace_path
     if not space.section.retime:
         key = str(src) if src is not None else f"model:{sc.model.name}"
         if key not in traces:

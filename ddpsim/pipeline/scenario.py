@@ -224,8 +224,8 @@ def _resolve_path(text: str, base: Path | None) -> Path:
     return p
 
 
-def _file(text: str | None, base: Path | None, where: str, expected: str) -> Path | None:
-    """A file key (``trace``, ``calibration``, ``plan``): None, or a path that exists."""
+def resolve_file(text: str | None, base: Path | None, where: str, expected: str) -> Path | None:
+    """A file key (``trace``, ``calibration``, ``explore.prices`` ...): None, or a path that exists."""
     if text is None:
         return None
     p = _resolve_path(text, base)
@@ -238,7 +238,7 @@ def _cluster(doc: ScenarioFile, base: Path | None, source: str) -> ClusterSpec:
     """``cluster`` with a topology YAML path and a catalogue path resolved like the other paths."""
     cluster = doc.cluster
     if cluster.catalogue is not None:
-        cat = _file(cluster.catalogue, base, f"{source}: cluster.catalogue", "a hardware catalogue YAML or null")
+        cat = resolve_file(cluster.catalogue, base, f"{source}: cluster.catalogue", "a hardware catalogue YAML or null")
         cluster = cluster.model_copy(update={"catalogue": str(cat)})
     topo = cluster.topology
     if topo is None or not topo.endswith((".yaml", ".yml")):
@@ -270,10 +270,10 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
                          f"({', '.join(ScenarioFile.model_fields)})")
     doc = validate(ScenarioFile, data, source)
     base = path.resolve().parent if path is not None else None
-    name, trace = _name(doc, path, source), _file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)")
+    name, trace = _name(doc, path, source), resolve_file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)")
     cluster = _cluster(doc, base, source)
-    calibration = _file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null")
-    plan = _file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null")
+    calibration = resolve_file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null")
+    plan = resolve_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null")
     files = {"trace": trace, "calibration": calibration, "plan": plan}
     return Scenario(doc.model_copy(update={"name": name, "cluster": cluster,
                                            **{k: None if v is None else str(v) for k, v in files.items()}}), path)

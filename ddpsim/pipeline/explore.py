@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ddpsim.errors import InputError, shorten
-from ddpsim.io import ensure_dir, read_yaml
-from ddpsim.pipeline.scenario import (Scenario, apply_overrides, find_scenario, resolve_file, scenario_from_dict,
-                                      set_dotted)
+from ddpsim.io import ensure_dir
+from ddpsim.pipeline.scenario import Scenario, read_scenario, resolve_file, scenario_from_dict, set_dotted
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.fingerprint import code_fingerprint, digest
 from ddpsim.pipeline.specs import Point, crossed
@@ -87,10 +86,8 @@ def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
             scenario does not accept (``explore.axes.<axis>[i]``), a space over
             :data:`MAX_EXPLORE_POINTS` points or a sample larger than it.
     """
-    path = find_scenario(spec)
-    source = str(path)
-    data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
-    return space_from_dict(apply_overrides(data, overrides), source=source, path=path)
+    data, source, path = read_scenario(spec, overrides)
+    return space_from_dict(data, source=source, path=path)
 
 
 def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:

@@ -308,10 +308,16 @@ def load_scenario(spec: str | Path | None = None, overrides: Sequence[str] = ())
     Raises:
         InputError: one line naming the file, the key path, the bad value and what is accepted.
     """
+    data, source, path = read_scenario(spec, overrides)
+    return scenario_from_dict(data, source=source, path=path)
+
+
+def read_scenario(spec: str | Path | None, overrides: Sequence[str] = ()) -> tuple[Any, str, Path]:
+    """A scenario file's decoded mapping with ``overrides`` set, the name its errors go under, its path."""
     path = find_scenario(spec)
     source = str(spec) if spec is not None and is_file(str(spec)) else str(path)
     data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
-    return scenario_from_dict(apply_overrides(data, overrides), source=source, path=path)
+    return apply_overrides(data, overrides), source, path
 
 
 SET_EXAMPLE = "KEY=VALUE with a dotted scenario key and a YAML value, e.g. ddp.bucket_cap_mb=50"

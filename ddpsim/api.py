@@ -98,30 +98,18 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                  jobs: int | None = None, plots: bool = True, progress: bool = True,
                  simulate_fn: Callable | None = None, build_fn: Callable | None = None,
                  method_error: str | Path | None = None) -> Report:
-    """Run a scenario end to end and write ``<out_dir>/<name>/`` (each point's file as it is finished);
-    returns a :class:`Report` (the data and the files written).
-
-    Writes ``points/*.json`` (resumable), ``sweep.csv``, ``buckets.csv``, per timeline point
-    ``trace_<point>_rank<r>.json.gz`` and ``timeline_<point>.png`` (and
-    ``timeline_default_vs_best.png`` when both are timeline points), ``recommended_plan.json``,
-    ``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md``
-    (:func:`ddpsim.pipeline.scenario_run.run_scenario` computes the run,
-    :func:`ddpsim.report.scenario_report.write_report` writes the files).
-    ``jobs``: sweep processes (default: the CPUs this process may use); the report's PNGs are
-    drawn by ``jobs`` - 1 of them beside the rest. ``plots``: write the PNGs.
-    ``simulate_fn(trace, plan, comm, config)`` and ``build_fn(scenario, point, trace)`` replace
-    the engine and :meth:`Scenario.build_point` (tests). One line per step goes to the
-    ``ddpsim`` logger (INFO); ``progress``: a tqdm bar of the sweep on stderr (a terminal only).
-    ``method_error``: a residual file (:mod:`ddpsim.pipeline.method_error`) whose measured error the
-    answer states (:func:`ddpsim.pipeline.method_error.answer`); checked before anything runs.
+    """Run a scenario end to end and write ``<out_dir>/<name>/`` (``points/*.json``, resumable;
+    the CSVs, plots, timelines, ``recommended_plan.json``, ``summary.json`` and ``summary.md``);
+    returns a :class:`Report`. ``jobs``: processes (default: the CPUs this process may use);
+    ``plots``: write the PNGs; ``simulate_fn`` / ``build_fn`` replace the engine and
+    :meth:`Scenario.build_point`; ``method_error``: a residual file whose measured error the
+    answer states (:mod:`ddpsim.pipeline.method_error`).
 
     Example: ``api.run_scenario("default", out_dir="/tmp/reports", plots=False).summary["best"]``.
 
     Raises:
-        InputError: bad scenario, missing trace, unwritable ``out_dir``; a ``method_error``
-        file that is unreadable, or measured on another backend or without the scenario
-        having a calibration. Files written by an
-        earlier run are only ever replaced atomically by complete new ones.
+        InputError: bad scenario, missing trace, unwritable ``out_dir``, or an unusable
+        ``method_error`` file. Earlier files are only ever replaced atomically.
     """
     from functools import partial
 

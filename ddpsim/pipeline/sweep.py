@@ -290,21 +290,11 @@ def default_jobs() -> int:
 
 def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None, progress: bool = True,
                label: str = "simulating") -> list[PointRecord]:
-    """Simulate every point of ``job`` not already kept in ``out_dir/points/``; the records in point order.
-
-    Args:
-        out_dir: where finished points are kept, each as it finishes (and read back by a
-            rerun, when its key is the key of the inputs built for it); None: nothing kept.
-        jobs: local worker processes (1: in this process); ignored with ``ray``.
-        ray: a :class:`ddpsim.pipeline.explore_ray.RayRunner` (the points go to its cluster).
-        progress: a tqdm bar on stderr (points done, points/s, time left), drawn on a terminal
-            only, and a log line at the end.
-
-    Every uncertainty sample of a point is a unit of work of its own, sent once the point's
-    record is in, so a point's samples run on several workers at once; a point is finished
-    when its record and all its samples are in, stored in sample order (the same bytes
-    whichever runs them).
-    """
+    """Simulate every point of ``job`` not already kept in ``out_dir/points/`` (None: nothing
+    kept), in ``jobs`` local processes or on ``ray`` (a :class:`~ddpsim.pipeline.explore_ray.RayRunner`);
+    the records in point order. Each uncertainty sample is a unit of work of its own, stored in
+    sample order, so the bytes do not depend on who runs it; ``progress``: a tqdm bar on a
+    terminal and a closing log line."""
     pdir = ensure_dir(Path(out_dir) / "points", "--out-dir") if out_dir is not None else None
     stored = _stored_points(job, pdir)
     job = replace(job, points=tuple(replace(t, kept_key=stored[i].key) if i in stored else t
@@ -434,17 +424,9 @@ def run_in_pool(job: Job, tasks: Sequence[Any], workers: int,
 def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: int | None = None, trace: Any = None,
               progress: bool = True, points: Sequence[Point] | None = None, alone: bool = False,
               simulate: Callable | None = None, build: Callable | None = None) -> list[PointRecord]:
-    """Simulate every point of ``scenario`` (:func:`run_points`) and return the records in sweep order.
-
-    Args:
-        out_dir: the report folder; finished points go to ``out_dir/points/`` as they finish
-            and matching ones found there are reused. None: nothing is written or reused.
-        jobs: worker processes (default :func:`default_jobs`: the CPUs this process may use); 1 runs
-            in this process.
-        trace: the scenario's trace if already loaded.
-        points: a subset of the scenario's points (default: all).
-        progress: a tqdm bar of the points on stderr, drawn on a terminal only.
-        alone, simulate, build: see :class:`Job`.
+    """Simulate ``points`` of ``scenario`` (default: all) with :func:`run_points`; the records in
+    sweep order. ``out_dir``: the report folder (``points/`` kept and reused); ``jobs``: default
+    :func:`default_jobs`; ``trace``: already loaded; ``alone``, ``simulate``, ``build``: see :class:`Job`.
 
     Raises:
         InputError: bad jobs, an unwritable folder, or any input error of a point.

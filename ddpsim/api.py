@@ -6,17 +6,11 @@ Examples::
     trace = api.load_trace("traces/mlp.cpu.json")
     api.plan(trace, bucket_cap_mb=5)                      # DataFrame of steady buckets
     res = api.simulate(trace, topology="cpu-gloo", world_size=2, bucket_cap_mb=5)
-    res.iterations_df()                                   # per-iteration breakdown
     table = api.sweep(trace, topology="cpu-gloo", world_size=2, bucket_cap_mb=[None, 1, 5, 25])
     report = api.run_scenario("default")                  # writes reports/default/
-    report.sweep                                          # the sweep table
     api.sweep_figure(report.sweep)                        # a matplotlib Figure
 
-Everything here is a thin layer: a scenario (:mod:`ddpsim.pipeline.scenario`) gives each point's
-engine inputs through one builder (:func:`ddpsim.pipeline.inputs.build_point_inputs`), the same
-that ``ddpsim run``, ``sweep`` and ``simulate`` use; the points are :mod:`ddpsim.pipeline.sweep`, a
-run :mod:`ddpsim.pipeline.scenario_run`, its report folder :mod:`ddpsim.report.scenario_report`,
-the figures :mod:`ddpsim.report.plots`.
+Each builds a scenario and runs its points as ``ddpsim run`` does.
 """
 
 from __future__ import annotations
@@ -68,18 +62,21 @@ def simulate(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_siz
              plan: BucketPlan | None = None, simulate_fn: Callable | None = None):
     """Simulate one configuration; returns the engine's :class:`~ddpsim.engine.result.SimResult`.
 
-    The point is built as a scenario's (the cost terms of ``ddpsim run`` included); ``plan``
-    replaces DDP's buckets, ``simulate_fn`` the engine.
+    The point is run as ``ddpsim simulate`` runs its point (the points runner, alone);
+    ``plan`` replaces DDP's buckets, ``simulate_fn`` the engine.
 
     Example: ``api.simulate("traces/mlp.cpu.json", topology="cpu-gloo", world_size=2).summary()``.
     """
+    from dataclasses import replace
+
+    from ddpsim.pipeline.sweep import run_sweep
+
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     sc = adhoc_scenario(trace=tr, topology=topology, world_size=world_size, nodes=nodes, bucket_cap_mb=[bucket_cap_mb],
                         iterations=iterations, seed=seed, comm_hook=comm_hook)
-    inputs = sc.build_point(sc.point_at(bucket_cap_mb), trace=tr)
-    if simulate_fn is None:
-        from ddpsim.engine.simulate import simulate as simulate_fn
-    return simulate_fn(inputs.trace, plan or inputs.plan, inputs.comm, inputs.config)
+    build = None if plan is None else (lambda s, p, t: replace(s.build_point(p, trace=t), plan=plan))
+    return run_sweep(sc, trace=tr, jobs=1, progress=False, points=[sc.point_at(bucket_cap_mb)], alone=True,
+                     simulate=simulate_fn, build=build)[0].result
 
 
 def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
@@ -101,30 +98,18 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                  jobs: int | None = None, plots: bool = True, progress: bool = True,
                  simulate_fn: Callable | None = None, build_fn: Callable | None = None,
                  method_error: str | Path | None = None) -> Report:
-    """Run a scenario end to end and write ``<out_dir>/<name>/`` (each point's file as it is finished);
-    returns a :class:`Report` (the data and the files written).
-
-    Writes ``points/*.json`` (resumable), ``sweep.csv``, ``buckets.csv``, per timeline point
-    ``trace_<point>_rank<r>.json.gz`` and ``timeline_<point>.png`` (and
-    ``timeline_default_vs_best.png`` when both are timeline points), ``recommended_plan.json``,
-    ``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md``
-    (:func:`ddpsim.pipeline.scenario_run.run_scenario` computes the run,
-    :func:`ddpsim.report.scenario_report.write_report` writes the files).
-    ``jobs``: sweep processes (default: the CPUs this process may use); the report's PNGs are
-    drawn by ``jobs`` - 1 of them beside the rest. ``plots``: write the PNGs.
-    ``simulate_fn(trace, plan, comm, config)`` and ``build_fn(scenario, point, trace)`` replace
-    the engine and :meth:`Scenario.build_point` (tests). One line per step goes to the
-    ``ddpsim`` logger (INFO); ``progress``: a tqdm bar of the sweep on stderr (a terminal only).
-    ``method_error``: a residual file (:mod:`ddpsim.pipeline.method_error`) whose measured error the
-    answer states (:func:`ddpsim.pipeline.method_error.answer`); checked before anything runs.
+    """Run a scenario end to end and write ``<out_dir>/<name>/`` (``points/*.json``, resumable;
+    the CSVs, plots, timelines, ``recommended_plan.json``, ``summary.json`` and ``summary.md``);
+    returns a :class:`Report`. ``jobs``: processes (default: the CPUs this process may use);
+    ``plots``: write the PNGs; ``simulate_fn`` / ``build_fn`` replace the engine and
+    :meth:`Scenario.build_point`; ``method_error``: a residual file whose measured error the
+    answer states (:mod:`ddpsim.pipeline.method_error`).
 
     Example: ``api.run_scenario("default", out_dir="/tmp/reports", plots=False).summary["best"]``.
 
     Raises:
-        InputError: bad scenario, missing trace, unwritable ``out_dir``; a ``method_error``
-        file that is unreadable, or measured on another backend or without the scenario
-        having a calibration. Files written by an
-        earlier run are only ever replaced atomically by complete new ones.
+        InputError: bad scenario, missing trace, unwritable ``out_dir``, or an unusable
+        ``method_error`` file. Earlier files are only ever replaced atomically.
     """
     from functools import partial
 

@@ -1,13 +1,8 @@
-"""The files ddpsim and its executor exchange, and how their figures are read.
-
-The executor (``executor/``, under ``torchrun``) writes measurement and calibration JSON files
-tagged with the format names and versions below; ddpsim's validation reads them. Both sides
-read a run's figures the same way: the job's step time per iteration is the mean over ranks of
-each rank's iteration time (:func:`step_times`), summarised by its median, mean and the
-linear-interpolation quantiles of :func:`quantile` (``numpy.quantile``); the host's CPU shares
-come from ``/proc/stat`` counters (:func:`host_shares`). This module is the only one of ddpsim
-besides the foundation (errors, units, io) and the trace and plan layers that the executor
-imports; it imports nothing of ddpsim itself.
+"""The files ddpsim and its executor exchange (format names and versions) and how both read a
+run's figures: the step time per iteration is the mean over ranks (:func:`step_times`),
+summarised by median, mean and ``numpy.quantile``'s linear quantiles (:func:`quantile`); the
+host's CPU shares come from ``/proc/stat`` (:func:`host_shares`). The executor imports it; it
+imports nothing of ddpsim.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""Reading and writing ddpsim's files.
-
-Reading: :func:`read_json` and :func:`read_yaml` turn any file a user points at into parsed
-data or one :class:`~ddpsim.errors.InputError` line: missing, unreadable, a folder, not UTF-8,
-larger than the format's limit, not valid JSON / YAML, nested deeper than
-:data:`MAX_DEPTH`, an integer literal too long for Python's ``int``; YAML documents with
-anchors / aliases (alias bombs) or duplicate keys (PyYAML keeps the last silently) are refused.
-Writing: every file ddpsim writes is written atomically, so a run that fails halfway never
-leaves a truncated file and never destroys what was already there. A report's floats are
-written with :data:`FLOAT_DIGITS` significant digits (:func:`json_text`, and the CSVs'
-``float_format``): more than the model can mean (a step of 0.1 s to 1 ps), and few enough that
-the last bits of floating point, which differ between numpy and libm builds, never reach the
-bytes: a fresh installation writes the same files.
+"""Reading and writing ddpsim's files: :func:`read_json` and :func:`read_yaml` turn any file a
+user names into data or one :class:`~ddpsim.errors.InputError` line (missing, a folder, not
+UTF-8, too large, too deep, YAML aliases or duplicate keys); every file is written atomically;
+a report's floats keep :data:`FLOAT_DIGITS` significant digits, so that the last bits that
+differ between numpy and libm builds never reach the bytes.
 """
 
 from __future__ import annotations

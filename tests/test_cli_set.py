@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-import ddpsim.pipeline.explore as explore_module
 import ddpsim.pipeline.scenario as scenario_module
 from ddpsim.cli.run import SCENARIO_FLAGS
 from ddpsim.cli.main import main
@@ -96,7 +95,6 @@ def handed(monkeypatch):
         raise _Handed("handed over")
 
     monkeypatch.setattr(scenario_module, "apply_overrides", capture)
-    monkeypatch.setattr(explore_module, "apply_overrides", capture)
     return seen
 
 

@@ -87,6 +87,17 @@ def test_simulate_ddp_keys(trace_file, capsys):
     assert rc == 0 and json.loads(out)["meta"]["skipped_buckets"] == {}
 
 
+def test_simulate_models_every_parameter_delayed(trace_file, capsys):
+    """No reducer (a sweep refuses the point): simulate runs it, one delayed all-reduce of a, b, c per iteration."""
+    rc, out, err = sim(capsys, "--trace", trace_file, *NET, "--set", "world_size=2", "--set", "simulation.jitter=none",
+                       "--set", "simulation.iterations=1", "--format", "json",
+                       "--set", "ddp.delay_all_reduce_named_params=[a, b, c]", "--set", "ddp.param_to_hook_all_reduce=a")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert (doc["meta"]["plan"]["num_buckets_initial"], doc["meta"]["plan"]["num_buckets_steady"]) == (0, 0)
+    assert doc["meta"]["num_collectives"] == 1 and doc["buckets"] == []
+
+
 @pytest.mark.parametrize("args,message", [
     (["ddp.mixed_precision=fp16"], "--set ddp.mixed_precision: 'fp16' is not accepted"),
     (["ddp.mixed_precision={param_dtype: x}"], "--set ddp.mixed_precision.param_dtype: 'x' is not accepted"),

@@ -272,3 +272,14 @@ def test_sweeps_and_design_spaces_cross_their_axes_alike():
     assert [tuple(v for _, v in p) for p in crossed(dims)] == list(itertools.product([1, 2], ["x", "y", "z"]))
     assert crossed(dims, [1, 4]) == [(("a", 1), ("b", "y")), (("a", 2), ("b", "y"))]   # 4 = 1 * 3 + 1
     assert crossed([("a", [1]), ("b", [])]) == []
+
+
+@pytest.mark.parametrize("override,key", [("explore.prices=nope.yaml", "explore.prices"),
+                                          ("explore.traces={dgx-h100: nope.json}", "explore.traces.dgx-h100")])
+def test_missing_explore_file_names_its_key(override, key):
+    from ddpsim.pipeline.explore_table import load_prices
+
+    space = ex.load_space("gpt2-1.5b-design-space", [override])
+    with pytest.raises(InputError, match=rf"{key}: 'nope\.\w+' does not exist or is not a file; expected a"):
+        load_prices(space)
+        ex.prepare(space, [p for p in ex.space_points(space) if p.value("system") == "dgx-h100"][:1])

@@ -10,7 +10,7 @@ from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.validation.intervals import PredictionInterval
 from ddpsim.pipeline.method_error import (MethodError, ResidualPoint, conformal_band, load_method_error, method_error_from_dict,
-                                 min_residuals, widen)
+                                 widen)
 from ddpsim.validation.zoo_driver import apply_method_error, method_error_of, method_totals, summary_row, write_summary
 
 
@@ -26,7 +26,10 @@ def test_conformal_order_statistics_by_hand():
 
 
 def test_too_few_residuals_give_no_band():
-    assert min_residuals(0.8) == 9 and min_residuals(0.9) == 19 and min_residuals(0.5) == 3
+    # the fewest residuals with both order statistics: 9 at 80 %, 19 at 90 %, 3 at 50 %
+    for level, fewest in ((0.8, 9), (0.9, 19), (0.5, 3)):
+        assert conformal_band([0.01] * (fewest - 1), level) is None
+        assert conformal_band([0.01] * fewest, level) == (0.01, 0.01)
     assert conformal_band([0.01] * 8, 0.8) is None
     assert conformal_band([0.01] * 9, 0.8) == (0.01, 0.01)
     with pytest.raises(InputError, match="level"):

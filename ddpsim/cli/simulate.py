@@ -56,22 +56,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def build_inputs(args: argparse.Namespace):
-    """(trace, plan, comm, config) of the parsed arguments: their scenario's one point at its own
-    cap (:func:`ddpsim.cli.run.command_scenario`; without a topology, 2 ranks unless --set gives
-    the world size), built as every command builds a point (:meth:`Scenario.build_point`)."""
+def simulate_point(args: argparse.Namespace):
+    """The record of the parsed arguments' one point, at its scenario's own cap
+    (:func:`ddpsim.cli.run.command_scenario`; without a topology, 2 ranks unless --set gives the
+    world size), simulated alone by the points runner (:func:`ddpsim.pipeline.sweep.run_sweep`)."""
     from ddpsim.cli.plan import warn_cap_ignored
     from ddpsim.cli.run import command_scenario, flag_message, scenario_flags
+    from ddpsim.pipeline.sweep import run_sweep
 
     keys = [item.partition("=")[0].strip() for item in args.overrides]
     alpha_beta = args.topology is None and not any(k in ("cluster", "cluster.topology") for k in keys)
     sc = command_scenario(args, "ddpsim simulate", **({"world_size": 2} if alpha_beta else {}))
     warn_cap_ignored(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list, "ddpsim simulate")
     try:
-        inputs = sc.build_point(sc.point_at(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
+        return run_sweep(sc, points=[sc.point_at(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list)], jobs=1,
+                         progress=False, alone=True)[0]
     except InputError as exc:
         raise InputError(flag_message(str(exc), scenario_flags(args))) from None
-    return inputs.trace, inputs.plan, inputs.comm, inputs.config
 
 
 def _iteration_rows(res) -> list[dict[str, Any]]:
@@ -118,10 +119,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from ddpsim.engine.simulate import simulate
-
-    trace, plan, comm, config = build_inputs(args)
-    res = simulate(trace, plan, comm, config)
+    rec = simulate_point(args)
+    res = rec.result
     summary = res.summary()
     out = sys.stdout
     if args.format == "json":
@@ -137,11 +136,11 @@ def run(args: argparse.Namespace) -> int:
                            ("buckets", [asdict(b) for b in res.buckets])):
             out.write(f"# {name}\n{csv_text(rows)}")
         return 0
-    m = res.meta
-    out.write(f"{trace.model}: {config.world_size} ranks, {m['comm'].get('model', comm.backend)}, "
+    m, c = res.meta, res.meta["config"]
+    out.write(f"{m['trace']['model']}: {rec.world_size} ranks, {m['comm'].get('model', rec.backend)}, "
               f"plan {m['plan']['label']} ({m['plan']['num_buckets_initial']} bucket(s) first, "
-              f"{m['plan']['num_buckets_steady']} steady), hook {config.comm_hook}, iterations {config.num_iterations}, "
-              f"seed {config.seed}\n")
+              f"{m['plan']['num_buckets_steady']} steady), hook {c['comm_hook']}, iterations {c['num_iterations']}, "
+              f"seed {c['seed']}\n")
     out.write(f"simulated ranks: {list(res.ranks)}{' + 1 representative of the rest' if m['rest_representative'] else ''}; "
               f"warm-up iterations: {m['num_warmup_iterations']}; iteration = {m['iteration_unit']}\n\n")
     out.write("per iteration (slowest simulated rank):\n")

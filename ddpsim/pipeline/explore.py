@@ -1,26 +1,11 @@
 """Design spaces: a scenario's ``explore`` block as points, each simulated once, resumably.
 
-A design space is the scenario with some of its keys varied (``explore.axes``: the short names
-of :data:`~ddpsim.pipeline.scenario_schema.EXPLORE_ALIASES` -- system, nodes, world_size,
-bucket_cap_mb, bucket_cap_mb_list, comm_hook, batch_size -- or any dotted scenario key). Its
-points are the product of the axes in the order written, the first outermost (the caps and cap
-lists form one dimension, caps first, as in a sweep), or a seeded sample of that product
-(``explore.sample``). Each point is the scenario with its values set, validated like a
-scenario file, and one point of a :class:`~ddpsim.pipeline.sweep.Job` of figures only: the
-points runner of a sweep (:func:`ddpsim.pipeline.sweep.run_points`) builds, keys, simulates
-without spans, keeps in ``<out>/points/<point_id>.json`` and resumes them.
-
-Where each system's trace comes from: ``explore.traces[system]``, else the scenario's; with
-``explore.retime: true`` that trace is re-timed for the system's GPU (the topology's device
-model) and for each ``batch_size`` by :func:`ddpsim.trace.retime.retime_trace_file` (the
-roofline model on the meta device; needs torch), once per (GPU, batch), kept in
-``<out>/traces/``.
-
-The points run in this process, in worker processes, or on a Ray cluster
-(:mod:`ddpsim.pipeline.explore_ray`), in chunks of neighbours (they share a network and often a
-plan); the work points share -- topology, comm model, bucket plan, a whole simulation when two
-caps give the same buckets -- is built once per process (:mod:`ddpsim.pipeline.inputs`,
-:func:`ddpsim.engine.simulate.simulate`).
+The points are the product of ``explore.axes`` (short names of
+:data:`~ddpsim.pipeline.scenario_schema.EXPLORE_ALIASES` or dotted scenario keys; the caps one
+dimension), or a seeded sample of it; each is the scenario with its values set, validated like a
+file, and one point of a figures-only :class:`~ddpsim.pipeline.sweep.Job`. With
+``explore.retime`` each system's trace is re-timed for its GPU and batch size
+(:func:`ddpsim.trace.retime.retime_trace_file`), kept in ``<out>/traces/``.
 """
 
 from __future__ import annotations
@@ -35,9 +20,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ddpsim.errors import InputError, shorten
-from ddpsim.io import ensure_dir, is_file, read_yaml
-from ddpsim.pipeline.scenario import (Scenario, _resolve_path, apply_overrides, find_scenario, scenario_from_dict,
-                                      set_dotted)
+from ddpsim.io import ensure_dir
+from ddpsim.pipeline.scenario import Scenario, read_scenario, resolve_file, scenario_from_dict, set_dotted
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.fingerprint import code_fingerprint, digest
 from ddpsim.pipeline.specs import Point, crossed
@@ -87,6 +71,11 @@ class ExploreSpace:
     def size(self) -> int:
         return math.prod(len(v) for _, v in self.dimensions())
 
+    @property
+    def base(self) -> Path | None:
+        """The folder relative file keys are resolved from (:func:`~ddpsim.pipeline.scenario.resolve_file`)."""
+        return Path(self.path).resolve().parent if self.path is not None else None
+
 
 def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
     """A scenario with an ``explore`` block (a path or a bundled name), validated, with
@@ -97,10 +86,8 @@ def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
             scenario does not accept (``explore.axes.<axis>[i]``), a space over
             :data:`MAX_EXPLORE_POINTS` points or a sample larger than it.
     """
-    path = find_scenario(spec)
-    source = str(path)
-    data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
-    return space_from_dict(apply_overrides(data, overrides), source=source, path=path)
+    data, source, path = read_scenario(spec, overrides)
+    return space_from_dict(data, source=source, path=path)
 
 
 def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:
@@ -215,11 +202,7 @@ def _trace_for(space: ExploreSpace, sc: Scenario, batch: int | None, traces: dic
     """The key of the trace of a point of scenario ``sc`` (loaded or re-timed into ``traces``)."""
     system = sc.cluster.topology
     own = space.section.traces.get(system) if system is not None else None
-    base = Path(space.path).resolve().parent if space.path is not None else None
-    src = _resolve_path(own, base) if own is not None else sc.trace_path
-    if own is not None and not is_file(src):
-        raise InputError(f"{space.source}: explore.traces.{system}: {shorten(own)} does not exist or is not a file; "
-                         "expected a trace JSON")
+    src = resolve_file(own, space.base, f"{space.source}: explore.traces.{system}", "a trace JSON") or sc.trace_path
     if not space.section.retime:
         key = str(src) if src is not None else f"model:{sc.model.name}"
         if key not in traces:

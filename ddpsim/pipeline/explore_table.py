@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Annotated, Any, Sequence
 
 from pydantic import Field
 
-from ddpsim.errors import InputError, shorten
-from ddpsim.io import is_file, read_yaml
+from ddpsim.io import read_yaml
 from ddpsim.pipeline.explore import ExploreSpace, space_points
-from ddpsim.pipeline.scenario import _resolve_path
+from ddpsim.pipeline.scenario import resolve_file
 from ddpsim.pipeline.sweep import Job, PointRecord
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.schema import Schema, validate
@@ -109,15 +107,11 @@ class PricesFile(Schema):
 
 def load_prices(space: ExploreSpace) -> PricesFile | None:
     """``explore.prices`` read and validated (None without one)."""
-    text = space.section.prices
-    if text is None:
+    what = "a prices YAML ({currency, gpu_hour: {system: price}})"
+    path = resolve_file(space.section.prices, space.base, f"{space.source}: explore.prices", what)
+    if path is None:
         return None
-    base = Path(space.path).resolve().parent if space.path is not None else None
-    path = _resolve_path(text, base)
-    if not is_file(path):
-        raise InputError(f"{space.source}: explore.prices: {shorten(text)} does not exist or is not a file; expected a "
-                         "prices YAML ({currency, gpu_hour: {system: price}})")
-    data = read_yaml(path, "explore.prices", "a prices YAML ({currency, gpu_hour: {system: price}})")
+    data = read_yaml(path, "explore.prices", what)
     if isinstance(data, dict) and isinstance(data.get("gpu_hour"), dict):
         data = {**data, "gpu_hour": {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
                                      for k, v in data["gpu_hour"].items()}}

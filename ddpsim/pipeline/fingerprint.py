@@ -1,16 +1,9 @@
-"""What a stored point was simulated from, as one hash: the resume key.
-
-A finished point is reused only when everything the engine received for it is the same: the
-trace's content, the plan's buckets and options, the comm model with every field (a
-calibration's measured curves, not its path), the whole :class:`~ddpsim.engine.config.SimConfig`,
-the same for each of the point's uncertainty re-simulations, and ddpsim's own source. The key
-is computed from the built inputs (:func:`ddpsim.pipeline.inputs.build_point_inputs`), never
-from an echo of the scenario file, so a knob that reaches the engine cannot be left out of it.
-
-:func:`canonical` turns those objects into plain JSON values: dataclasses field by field (with
-their type's name), pydantic models by their dump, mappings sorted, floats exactly
-(``float.hex``), numpy arrays by their bytes, networkx graphs by their nodes and edges. An
-object it cannot read raises ``TypeError`` rather than being skipped.
+"""What a stored point was simulated from, as one hash: the resume key. It covers everything the
+engine received, read from the built inputs (never from an echo of the scenario file): the
+trace's content, the plan, the comm model with every field (a calibration's curves, not its
+path), the whole :class:`~ddpsim.engine.config.SimConfig`, the same for each uncertainty
+re-simulation, and ddpsim's source. :func:`canonical` makes them plain JSON (floats exactly, by
+``float.hex``) and raises ``TypeError`` on an object it cannot read rather than skip it.
 """
 
 from __future__ import annotations

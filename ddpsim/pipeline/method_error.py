@@ -1,35 +1,17 @@
 """The method's own error, measured on other models: a conformal band around a prediction.
 
-A prediction interval from :mod:`ddpsim.validation.intervals` holds the trace's noise (captures and
-iterations resampled through the engine) and the calibration's uncertain compute slowdown. It
-does not hold what the engine gets wrong about a model -- a cost it does not charge, a
-mechanism it simplifies -- and in the zoo study (gloo ranks on one CPU host, ``studies/zoo/README.md``)
-that, not the noise, is what leaves measured means outside their intervals. This module measures that error where it can
-be measured: on validated models, as the *residual* of each validated point,
-
-    r = measured_s / predicted_s - 1,
-
-and turns the residuals of OTHER models into a band around a new prediction ``p``:
-``[p * (1 + r_lo), p * (1 + r_hi)]`` with ``r_lo`` and ``r_hi`` the split-conformal order
-statistics of the residuals (Vovk et al., *Algorithmic Learning in a Random World*; Lei et al.
-2018, "Distribution-free predictive inference for regression"): for ``n`` residuals and level
-``L`` (tails ``a = (1 - L) / 2`` each), ``r_lo`` is the ``floor((n + 1) a)``-th smallest and
-``r_hi`` the ``ceil((n + 1) (1 - a))``-th smallest. If the new model's residual is exchangeable
-with those of the models measured, the band holds it with probability at least ``L``; with
-fewer than ``(1 + L) / (1 - L)`` residuals (9 at 80 %) no finite band exists and none is given.
-
-:func:`widen` joins that band with an interval's own (the hull of both): the noise of this
-model's trace where it is wider, the method's measured error where that is. A model's own
-residuals never inform its band (``exclude_model``): the zoo scores each model with the band of
-the other ten (leave one model out), and ``ddpsim validate --method-error FILE`` leaves the
-validated model out of FILE.
-
-Residuals hold for the machine, backend and calibration they were measured with: the level of a
-CPU prediction moves with the calibration's fitted compute slowdown (``studies/zoo/README.md``), so a
-file measured with another calibration is used but said to be so (:meth:`MethodError.mismatch`).
-No residuals exist for GPU clusters here; there a prediction carries its noise interval only.
-
-The file (``<out>/zoo/method_error.json``, written by ``ddpsim validate zoo``)::
+A prediction interval (:mod:`ddpsim.validation.intervals`) holds the trace's noise, not what the
+engine gets wrong about a model. This module measures that error on validated models as each
+point's residual ``r = measured_s / predicted_s - 1`` and turns the residuals of OTHER models into
+a band ``[p * (1 + r_lo), p * (1 + r_hi)]`` around a new prediction ``p``, with ``r_lo``, ``r_hi``
+the split-conformal order statistics (Vovk et al., *Algorithmic Learning in a Random World*; Lei
+et al. 2018, "Distribution-free predictive inference for regression"): for ``n`` residuals at
+level ``L`` (tails ``a = (1 - L) / 2``), the ``floor((n + 1) a)``-th and ``ceil((n + 1) (1 - a))``-th
+smallest; exchangeable residuals fall in it with probability >= ``L``, and with fewer than
+``(1 + L) / (1 - L)`` residuals there is no band. :func:`widen` takes the hull with an interval's
+own band; a model's own residuals never inform its band (``exclude_model``); residuals measured
+with another calibration are used but said to be so (:meth:`MethodError.mismatch`). The file
+(``ddpsim validate zoo``'s ``method_error.json``)::
 
     {"format": "ddpsim-method-error", "version": 1, "calibration": "...", "calibration_sha256": "...",
      "backend": "gloo", "device": "cpu",
@@ -69,16 +51,6 @@ class ResidualPoint:
         return self.measured_s / self.predicted_s - 1.0
 
 
-def min_residuals(level: float) -> int:
-    """The fewest residuals that give a finite conformal band at ``level``."""
-    _check_level(level)
-    a = (1.0 - level) / 2.0
-    n = 1
-    while not _finite(n, a):
-        n += 1
-    return n
-
-
 def _finite(n: int, a: float) -> bool:
     """Whether ``n`` residuals give both order statistics (:func:`_ranks`)."""
     lo_k, hi_k = _ranks(n, a)
@@ -93,7 +65,7 @@ def _ranks(n: int, a: float) -> tuple[int, int]:
 
 def conformal_band(residuals: Sequence[float], level: float) -> tuple[float, float] | None:
     """``(r_lo, r_hi)``: the split-conformal order statistics of ``residuals`` at ``level``
-    (module docstring); None when there are too few for a finite band (:func:`min_residuals`)."""
+    (module docstring); None when there are too few for a finite band."""
     _check_level(level)
     xs = sorted(float(r) for r in residuals)
     n = len(xs)

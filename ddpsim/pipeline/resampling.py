@@ -1,31 +1,14 @@
-"""The recommendation with its uncertainty: each sweep point re-simulated under the model's
-uncertain inputs, one input at a time, with deterministic values and seeds.
-
-Which inputs are uncertain depends on the terms in force at the point:
-
-``memory_bound_fraction`` 0.3 and 0.7 (prior 0.5)
-    the backward's memory-bound share behind the contention prior (:mod:`ddpsim.network.contention`),
-    the one value of that derivation not taken from a source.
-``host costs`` x0.5 and x2
-    every host cost of :mod:`ddpsim.network.host_costs` (CPU model, clock, Python version).
-``NCCL mid-size`` x ``MID_SIZE_RATIOS``
-    all-reduces of 64 KiB to 64 MiB at the 10 % and 90 % quantiles of measured / model time over
-    the public all-reduce curves (:mod:`ddpsim.network.collective_residuals`): the range where
-    the model is least certain (protocol switches LL -> LL128 -> Simple, channels still being
-    added). Analytical NCCL only.
-``jitter seed`` +1 and +2
-    the seeded per-rank jitter draws, when jitter is on (every backend).
-
-A calibrated model has measured curves and interference: only the seeds vary. Each point's
-samples are simulated with the point (step times only) and stored in its ``points/`` file,
-so the per-point cache keeps working. The point's runs with GPU cost terms switched off
-(:mod:`ddpsim.pipeline.term_effects`) are re-simulations of the same kind (input
-:data:`TERMS_INPUT`): they run and are stored with the samples, and are no sample of the band. :func:`summarize` derives, from the samples of all
-points: a band per point (its lowest and highest p50 step over the samples, the prior
-included), the *regret* of each point in each sample (how much slower than that sample's
-best), the **robust set** (points within :data:`ROBUST_TOLERANCE` of the best in every
-sample) and the input the ranking is most sensitive to (the one under which keeping the
-prior's best cap costs most), and the *safest* point (the least worst-case regret).
+"""The recommendation with its uncertainty: each point re-simulated under the model's uncertain
+inputs, one at a time, with deterministic values and seeds: ``memory_bound_fraction`` 0.3 and
+0.7 (the contention prior's one unsourced value, :mod:`ddpsim.network.contention`), every host
+cost x0.5 and x2 (:mod:`ddpsim.network.host_costs`), NCCL's 64 KiB-64 MiB all-reduces at the 10 %
+and 90 % quantiles of measured / model time over the public curves
+(:mod:`ddpsim.network.collective_residuals`; analytical NCCL only), and the jitter seed +1, +2
+(a calibrated model varies only the seeds). The runs with GPU cost terms off
+(:mod:`ddpsim.pipeline.term_effects`) are stored beside them and are no sample of the band.
+:func:`summarize` gives each point's band, its regret per sample, the robust set (within
+:data:`ROBUST_TOLERANCE` of the best in every sample), the input the ranking is most sensitive
+to, and the safest point.
 """
 
 from __future__ import annotations

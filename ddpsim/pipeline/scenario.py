@@ -1,29 +1,9 @@
 """Scenarios: one YAML file in ``scenarios/`` says what to simulate and what to sweep.
 
-``ddpsim run SCENARIO`` loads it with :func:`load_scenario`: the file is read with
-:func:`ddpsim.io.read_yaml` and validated against its declared schema,
-:class:`ddpsim.pipeline.scenario_schema.ScenarioFile`, the one declaration of every key, its
-default and its bound (``scenarios/schema.json`` is its JSON Schema, with each key's
-description; ``scenarios/default.yaml`` is a worked example). An unknown key or a wrong value
-raises :class:`~ddpsim.errors.InputError` naming the file and the key path, e.g.
-``scenarios/x.yaml: ddp.bucket_cap_mb: 'abc' is not accepted; expected a number > 0 or null
-(MiB, at most 1000000; null: DDP's default)``. It returns a :class:`Scenario`, a read-only
-view of the validated file; :meth:`Scenario.build_point` gives a point's engine inputs
-(:func:`ddpsim.pipeline.inputs.build_point_inputs`). ``ddpsim validate`` reads the same files
-(the ``validation`` block); ``ddpsim sweep`` and ``ddpsim simulate`` build a scenario from
-their flags, :mod:`ddpsim.api` from its arguments, all through the same schema.
-
-``null`` in ``bucket_cap_mb`` means "not given" (DDP's default: 25 MiB and a 1 MiB first
-bucket at the rebuild); the report's "gain over the default" is measured against it, so a
-sweep always contains the ``null`` point (it is added first when missing).
-``bucket_cap_mb_list`` (torch >= 2.13) gives DDP per-bucket limits in MiB, the last reused;
-torch ignores ``bucket_cap_mb`` when a list is given. Each list of ``sweep.bucket_cap_mb_list``
-is one more cap point (``ddp.bucket_cap_mb_list`` is the default one); its point id spells it
-``list=2+8+25``.
-
-Sweep points are the product of the listed values in the order written, caps outermost.
-Each :class:`~ddpsim.pipeline.specs.Point` has a stable ``point_id`` (``cap=25``,
-``cap=default,hook=fp16``, ...) used for file names (``reports/<name>/points/<point_id>.json``).
+:func:`load_scenario` reads a file (or a bundled name) with ``--set`` overrides, validates it
+against :class:`ddpsim.pipeline.scenario_schema.ScenarioFile` (one error line naming the file
+and key path) and returns a :class:`Scenario`, a read-only view of it whose points are the
+product of the sweep's axes, caps outermost (``null`` cap: DDP's default, always included).
 """
 
 from __future__ import annotations
@@ -244,8 +224,8 @@ def _resolve_path(text: str, base: Path | None) -> Path:
     return p
 
 
-def _file(text: str | None, base: Path | None, where: str, expected: str) -> Path | None:
-    """A file key (``trace``, ``calibration``, ``plan``): None, or a path that exists."""
+def resolve_file(text: str | None, base: Path | None, where: str, expected: str) -> Path | None:
+    """A file key (``trace``, ``calibration``, ``explore.prices`` ...): None, or a path that exists."""
     if text is None:
         return None
     p = _resolve_path(text, base)
@@ -258,7 +238,7 @@ def _cluster(doc: ScenarioFile, base: Path | None, source: str) -> ClusterSpec:
     """``cluster`` with a topology YAML path and a catalogue path resolved like the other paths."""
     cluster = doc.cluster
     if cluster.catalogue is not None:
-        cat = _file(cluster.catalogue, base, f"{source}: cluster.catalogue", "a hardware catalogue YAML or null")
+        cat = resolve_file(cluster.catalogue, base, f"{source}: cluster.catalogue", "a hardware catalogue YAML or null")
         cluster = cluster.model_copy(update={"catalogue": str(cat)})
     topo = cluster.topology
     if topo is None or not topo.endswith((".yaml", ".yml")):
@@ -290,10 +270,10 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
                          f"({', '.join(ScenarioFile.model_fields)})")
     doc = validate(ScenarioFile, data, source)
     base = path.resolve().parent if path is not None else None
-    name, trace = _name(doc, path, source), _file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)")
+    name, trace = _name(doc, path, source), resolve_file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)")
     cluster = _cluster(doc, base, source)
-    calibration = _file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null")
-    plan = _file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null")
+    calibration = resolve_file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null")
+    plan = resolve_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null")
     files = {"trace": trace, "calibration": calibration, "plan": plan}
     return Scenario(doc.model_copy(update={"name": name, "cluster": cluster,
                                            **{k: None if v is None else str(v) for k, v in files.items()}}), path)
@@ -328,10 +308,16 @@ def load_scenario(spec: str | Path | None = None, overrides: Sequence[str] = ())
     Raises:
         InputError: one line naming the file, the key path, the bad value and what is accepted.
     """
+    data, source, path = read_scenario(spec, overrides)
+    return scenario_from_dict(data, source=source, path=path)
+
+
+def read_scenario(spec: str | Path | None, overrides: Sequence[str] = ()) -> tuple[Any, str, Path]:
+    """A scenario file's decoded mapping with ``overrides`` set, the name its errors go under, its path."""
     path = find_scenario(spec)
     source = str(spec) if spec is not None and is_file(str(spec)) else str(path)
     data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
-    return scenario_from_dict(apply_overrides(data, overrides), source=source, path=path)
+    return apply_overrides(data, overrides), source, path
 
 
 SET_EXAMPLE = "KEY=VALUE with a dotted scenario key and a YAML value, e.g. ddp.bucket_cap_mb=50"

@@ -1,12 +1,7 @@
-"""A scenario run, computed end to end: its points, the timeline points' spans, the recommended
-plan, the method's measured error, the eager comparison under ``torch.compile``, the cost
-terms and their effects (``ddpsim run``; :func:`ddpsim.api.run_scenario`).
-
-The points come from :func:`ddpsim.pipeline.sweep.run_sweep` (``<out>/points/*.json``,
-resumable); the timeline points are simulated again with their spans where their files hold
-none (when first read); :func:`ddpsim.pipeline.run.recommend` gives the recommended plan (kept in
-``points/recommend.json`` for a rerun). Everything a report
-needs is in the :class:`ScenarioRun` returned; :mod:`ddpsim.report.scenario_report` renders it.
+"""A scenario run, computed end to end (``ddpsim run``): its points
+(:func:`ddpsim.pipeline.sweep.run_sweep`), the timeline points' spans, the recommended plan, the
+method's measured error, the eager comparison under ``torch.compile`` and the cost terms'
+effects, in one :class:`ScenarioRun` that :mod:`ddpsim.report.scenario_report` renders.
 """
 
 from __future__ import annotations

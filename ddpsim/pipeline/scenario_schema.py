@@ -1,19 +1,8 @@
-"""The scenario file's declared schema: one pydantic model per section of a scenario YAML.
-
-:class:`ScenarioFile` is the whole document (``ddpsim.pipeline.scenario``'s docstring shows it
-in YAML); :func:`ddpsim.schema.validate` turns a bad key into one line
-(``<source>: <key.path>: <value> is not accepted; expected ...``). Each default is written
-once, on its field (or taken from the runtime class it fills: ``DDPOptions``, ``CostModelSpec``,
-``HostCosts``, ``Interference``, ``SimConfig``); each count and size has an upper bound, stated
-in its description and its error line. The DDP keys carry PyTorch's names
-(``DistributedDataParallel``'s arguments, ``register_comm_hook``, PowerSGD's ``PowerSGDState``).
-Checks between sections (exactly one of trace / model, stragglers within ``world_size``,
-timelines naming sweep points) are validators of :class:`ScenarioFile`; whether the files it
-names exist is checked by :func:`ddpsim.pipeline.scenario.scenario_from_dict`.
-
-``scenarios/schema.json`` is this model's JSON Schema, regenerated with
-``python -m ddpsim.pipeline.scenario_schema > scenarios/schema.json`` (:func:`json_schema`;
-the text goes to stdout).
+"""The scenario file's declared schema: one pydantic model per section of a scenario YAML,
+:class:`ScenarioFile` the whole, each key's default and upper bound written once on its field,
+the DDP keys under PyTorch's names; checks between sections are its validators.
+``scenarios/schema.json`` is its JSON Schema:
+``python -m ddpsim.pipeline.scenario_schema > scenarios/schema.json``.
 """
 
 import json

@@ -1,22 +1,8 @@
-"""A point of a sweep or of a design space: its value per axis.
-
-A scenario's sweep (its ``sweep`` section, :meth:`ddpsim.pipeline.scenario.Scenario.points`) and
-a design space (``explore.axes``, :func:`ddpsim.pipeline.explore.space_points`) are both the
-product of their axes (:func:`crossed`), and each of their points is a :class:`Point` (a frozen
-keyword-only dataclass): its ``(axis, value)`` pairs, the caps and cap lists forming one
-dimension, the axis ``cap``, whose value is a ``(bucket_cap_mb, bucket_cap_mb_list)`` pair. A
-point names itself with a stable ``point_id`` used for file names, from the axes it names, each
-under its label there: a sweep names the cap and the axes it varies by :func:`sweep_label`
-(``cap=25``, ``cap=default,hook=fp16``, ``cap=1,pg=2``), a design space every axis as written,
-its last dotted part (``system=dgx-h100,nodes=2,cap=25``).
-
-The engine reads a scenario's own point (:meth:`~ddpsim.pipeline.scenario.Scenario.points`,
-:meth:`~ddpsim.pipeline.scenario.Scenario.point_at`), which holds every axis of the ``sweep``
-section: the cap, DDP's ``find_unused_parameters``, ``gradient_as_bucket_view`` and
-``comm_hook``, the cluster's ``nodes``, and the ``ddp`` keys that are fields of
-:class:`~ddpsim.engine.config.SimConfig` of the same name (round-robin communicators), carried to
-the engine's config as :attr:`Point.settings`. A design space's point is set into its scenario
-(:func:`ddpsim.pipeline.explore.point_mapping`), whose own point at that cap the engine reads.
+"""A point of a sweep or of a design space: its value per axis (the caps and cap lists one
+``cap`` axis of ``(bucket_cap_mb, bucket_cap_mb_list)`` pairs), the product of the axes
+(:func:`crossed`), and the stable ``point_id`` named by the axes it varies (``cap=25``,
+``cap=default,hook=fp16``, ``system=dgx-h100,nodes=2,cap=25``); axes that are fields of
+:class:`~ddpsim.engine.config.SimConfig` reach the engine as :attr:`Point.settings`.
 """
 
 from __future__ import annotations

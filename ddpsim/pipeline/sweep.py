@@ -1,23 +1,9 @@
-"""The points runner: simulate every point of a job, in this process, worker processes or on
-Ray, resumably; a sweep is its one-scenario case, a design space (:mod:`ddpsim.pipeline.explore`)
-its many-scenario one.
-
-A :class:`Job` holds the scenario of each group of points, their loaded traces and the points
-(:class:`PointTask`); each point is built (:func:`ddpsim.pipeline.inputs.build_point_inputs`)
-and simulated independently from the same inputs and seed, so results do not depend on the
-number of jobs, on Ray, or on the order points finish in. A finished point is written at once,
-atomically, to ``<out>/points/<point_id>.json`` (a :class:`PointRecord`) together with a key (a
-hash of everything the engine receives for the point and of ddpsim's source,
-:mod:`ddpsim.pipeline.fingerprint`); where the point is built, a file whose key matches is
-reused instead of simulating again, so an interrupted run loses nothing.
-
-Per point, :func:`point_metrics` derives the figures from the
-:class:`~ddpsim.engine.result.SimResult`: step-time p50/p95, the breakdown (forward, backward
-compute, exposed communication, optimizer, other), the exposed-communication tail (p95 over
-steady iterations of the slowest rank), overlap, the first iteration and the rebuild
-iteration versus steady state, and the number of buckets. A sweep's job keeps the result and
-the point's uncertainty samples (:mod:`ddpsim.pipeline.resampling`); a design space's keeps the
-figures only.
+"""The points runner: simulate every point of a job (in this process, worker processes or on
+Ray), each independently from the same inputs and seed, writing each finished point at once to
+``<out>/points/<point_id>.json`` under a key of everything the engine received
+(:mod:`ddpsim.pipeline.fingerprint`), which a rerun reuses. A sweep is its one-scenario case, a
+design space (:mod:`ddpsim.pipeline.explore`) its many-scenario one; :func:`point_metrics` gives
+each point's figures.
 """
 
 from __future__ import annotations
@@ -106,7 +92,9 @@ def _jsonable(x: Any) -> Any:
 # ---- per-point figures -----------------------------------------------------------------------
 
 def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
-    """The figures of one simulated point (seconds; see the module docstring)."""
+    """The figures of one point (seconds): the engine's summary, the exposed-communication p95
+    over steady iterations (worst rank each), the first and rebuild iterations, compute by span
+    kind and the bucket counts."""
     s = result.summary()
     steady = result.steady_iterations() or list(result.iterations)
     by_iter: dict[int, list[IterationStats]] = {}
@@ -207,6 +195,9 @@ class Job:
     #: True: the result is kept (simulated with spans, stored without) and the uncertainty
     #: samples are simulated; False: figures only, simulated without spans
     detail: bool = True
+    #: True: each point is simulated alone ('ddpsim simulate'): no uncertainty or cost-term
+    #: re-simulations, and a point with no buckets is modelled rather than refused
+    alone: bool = False
     #: ``simulate(trace, plan, comm, config) -> SimResult`` (default: the engine) and
     #: ``build(scenario, point, trace) -> PointInputs`` (default: :meth:`Scenario.build_point`);
     #: replaceable for tests, picklable (module-level functions)
@@ -234,17 +225,18 @@ def _evaluate_one(job: Job, i: int, k: int | None, hashed: dict) -> Any:
         from ddpsim.pipeline.resampling import simulate_sample
 
         return simulate_sample(sc, t.point, inputs, k, sim, spans_kw=engine)
-    key = point_key(sc, t.point, inputs, hashed, detail=job.detail)
+    key = point_key(sc, t.point, inputs, hashed, detail=job.detail, alone=job.alone)
     if key == t.kept_key:
         return None
-    check_sweepable(sc, inputs, t.point_id)
+    if not job.alone:
+        check_sweepable(sc, inputs, t.point_id)
     result = sim(inputs.trace, inputs.plan, inputs.comm, inputs.config, spans=job.detail) if engine else \
         sim(inputs.trace, inputs.plan, inputs.comm, inputs.config)
     describe = getattr(inputs.comm, "describe", None) if job.detail else None
     rec = PointRecord(point=t.point, point_id=t.point_id, key=key, world_size=inputs.config.world_size,
                       backend=inputs.backend, metrics=point_metrics(result, inputs.plan),
                       comm=describe() if describe else {}, result=result if job.detail else None)
-    return rec, _samples(sc, inputs) if job.detail else []
+    return rec, _samples(sc, inputs) if job.detail and not job.alone else []
 
 
 def _samples(scenario: Any, inputs: Any) -> list[Any]:
@@ -253,15 +245,16 @@ def _samples(scenario: Any, inputs: Any) -> list[Any]:
     return samples_for(scenario, inputs) if isinstance(scenario, Scenario) else []
 
 
-def point_key(scenario: Any, point: Point, inputs: Any, traces: dict | None = None, *, detail: bool = True) -> str:
+def point_key(scenario: Any, point: Point, inputs: Any, traces: dict | None = None, *, detail: bool = True,
+              alone: bool = False) -> str:
     """The resume key of ``point``: everything the engine receives for it, whether it records
-    spans and, with ``detail``, its uncertainty re-simulations
+    spans and, with ``detail`` and not ``alone``, its uncertainty re-simulations
     (:func:`ddpsim.pipeline.fingerprint.engine_runs_key`). ``traces`` keeps each trace's hash
     for the points that share it."""
     from ddpsim.pipeline.resampling import sample_runs
 
     runs = [(inputs.trace, inputs.plan, inputs.comm, inputs.config)]
-    samples = sample_runs(scenario, point, inputs) if detail and isinstance(scenario, Scenario) else []
+    samples = sample_runs(scenario, point, inputs) if detail and not alone and isinstance(scenario, Scenario) else []
     runs += [(inputs.trace, inputs.plan, comm, cfg) for _, comm, cfg in samples]
     return engine_runs_key({**point.as_dict(), "spans": detail}, runs, [s.label for s, _, _ in samples], traces)
 
@@ -297,20 +290,11 @@ def default_jobs() -> int:
 
 def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None, progress: bool = True,
                label: str = "simulating") -> list[PointRecord]:
-    """Simulate every point of ``job`` not already kept in ``out_dir/points/``; the records in point order.
-
-    Args:
-        out_dir: where finished points are kept, each as it finishes (and read back by a
-            rerun, when its key is the key of the inputs built for it); None: nothing kept.
-        jobs: local worker processes (1: in this process); ignored with ``ray``.
-        ray: a :class:`ddpsim.pipeline.explore_ray.RayRunner` (the points go to its cluster).
-        progress: a tqdm bar on stderr (points done, points/s, time left), drawn on a terminal only.
-
-    Every uncertainty sample of a point is a unit of work of its own, sent once the point's
-    record is in, so a point's samples run on several workers at once; a point is finished
-    when its record and all its samples are in, stored in sample order (the same bytes
-    whichever runs them).
-    """
+    """Simulate every point of ``job`` not already kept in ``out_dir/points/`` (None: nothing
+    kept), in ``jobs`` local processes or on ``ray`` (a :class:`~ddpsim.pipeline.explore_ray.RayRunner`);
+    the records in point order. Each uncertainty sample is a unit of work of its own, stored in
+    sample order, so the bytes do not depend on who runs it; ``progress``: a tqdm bar on a
+    terminal and a closing log line."""
     pdir = ensure_dir(Path(out_dir) / "points", "--out-dir") if out_dir is not None else None
     stored = _stored_points(job, pdir)
     job = replace(job, points=tuple(replace(t, kept_key=stored[i].key) if i in stored else t
@@ -360,7 +344,7 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
             drive(chunks(units, 1), lambda c: c, lambda p: (evaluate(job, p[0]), p[1:]), finish)
         else:
             run_in_pool(job, chunks(units, jobs), jobs, finish)
-    if len(kept) < len(job.points):
+    if progress and len(kept) < len(job.points):
         log.info("%s: simulated %d point(s) in %.1f s (%d kept from an earlier run)", label, len(job.points) - len(kept),
                  time.monotonic() - t0, len(kept))
     return [records[i] for i in range(len(job.points))]
@@ -438,19 +422,11 @@ def run_in_pool(job: Job, tasks: Sequence[Any], workers: int,
 # ---- the sweep ------------------------------------------------------------------------------
 
 def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: int | None = None, trace: Any = None,
-              progress: bool = True, points: Sequence[Point] | None = None,
+              progress: bool = True, points: Sequence[Point] | None = None, alone: bool = False,
               simulate: Callable | None = None, build: Callable | None = None) -> list[PointRecord]:
-    """Simulate every point of ``scenario`` (:func:`run_points`) and return the records in sweep order.
-
-    Args:
-        out_dir: the report folder; finished points go to ``out_dir/points/`` as they finish
-            and matching ones found there are reused. None: nothing is written or reused.
-        jobs: worker processes (default :func:`default_jobs`: the CPUs this process may use); 1 runs
-            in this process.
-        trace: the scenario's trace if already loaded.
-        points: a subset of the scenario's points (default: all).
-        progress: a tqdm bar of the points on stderr, drawn on a terminal only.
-        simulate, build: see :class:`Job`.
+    """Simulate ``points`` of ``scenario`` (default: all) with :func:`run_points`; the records in
+    sweep order. ``out_dir``: the report folder (``points/`` kept and reused); ``jobs``: default
+    :func:`default_jobs`; ``trace``: already loaded; ``alone``, ``simulate``, ``build``: see :class:`Job`.
 
     Raises:
         InputError: bad jobs, an unwritable folder, or any input error of a point.
@@ -464,10 +440,11 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
     trace = trace if trace is not None else scenario.load_trace()
     # Fail fast, in this process, on input errors shared by every point (topology, world size).
     first = build(scenario, pts[0], trace) if build is not None else scenario.build_point(pts[0], trace=trace)
-    check_sweepable(scenario, first, pts[0].point_id)
-    job = Job(scenarios=(scenario,), traces={"": trace}, trace_hashes={"": digest(trace)},
+    if not alone:
+        check_sweepable(scenario, first, pts[0].point_id)
+    job = Job(scenarios=(scenario,), traces={"": trace}, trace_hashes={"": digest(trace)}, alone=alone,
               points=tuple(PointTask(point_id=p.point_id, point=p) for p in pts), simulate=simulate, build=build)
-    tasks = len(pts) * (1 + len(_samples(scenario, first)))  # no more workers than tasks
+    tasks = len(pts) * (1 + (0 if alone else len(_samples(scenario, first))))  # no more workers than tasks
     return run_points(job, out_dir=out_dir, jobs=min(jobs, tasks), progress=progress,
                       label=f"{scenario.name}: simulating")
 

@@ -1,19 +1,10 @@
 """Which GPU cost terms move a scenario's best cap: the sweep simulated again with terms off.
 
-On GPU presets the engine adds three terms to NCCL's own model (:mod:`ddpsim.network.cost_terms`):
-compute slowed while NCCL runs (``contention``), gradient copies as kernels (``copy_kernels``) and
-the Reducer's host costs (``host``). Every point of the sweep is simulated once more with all the
-terms in force switched off (its p50 step only, no uncertainty samples); where that moves the best
-point, once more with each term off alone. A term moved the best cap when the best point without
-it is another one; how far it moved is what the full model's best point loses there against the
-best (``lost``: the relative p50 difference in the world without the term).
-
-Every point's runs with the terms off (:func:`~ddpsim.pipeline.resampling.off_sets`: all of
-them, and each alone where more than one is on, though the runs each alone are read only where
-all of them off moves the best point) are re-simulations of the point that the sweep runs in its
-worker pool and stores in the point's file beside the uncertainty samples, step times only
-(:func:`ddpsim.pipeline.resampling.term_samples`), so a rerun reuses them; a record without them
-(a point where no term is in force) is simulated here the same way.
+The engine adds three terms to NCCL's model on GPU presets (:mod:`ddpsim.network.cost_terms`:
+``contention``, ``copy_kernels``, ``host``). Every point is re-simulated with all terms in force
+off (p50 step only; stored with the point's samples, :func:`ddpsim.pipeline.resampling.term_samples`),
+and where that moves the best point, with each term off alone; ``lost`` is what the full model's
+best point loses there against the best.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import Any, Literal, Sequence
 
 
 from ddpsim.errors import InputError, shorten
-from ddpsim.io import read_json, write_text_atomic
+from ddpsim.io import read_json
 from ddpsim.schema import Schema, format_version, validate
 from ddpsim.trace.records import Trace
 from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, LIST_POINT_PREFIX, MIB, SIZE_MAX, mb_to_bytes
@@ -612,10 +612,6 @@ def without_delayed(plan: BucketPlan, trace: Trace, options: DDPOptions) -> Buck
     keep = set(reducer_param_indices(trace, options))
     groups = [[i for i in b.param_indices if i in keep] for b in plan.steady]
     return explicit_plan(trace, [g for g in groups if g], options=options, source=plan.source)
-
-
-def save_plan(plan: BucketPlan, path: str | Path) -> Path:
-    return write_text_atomic(path, json.dumps(plan.to_dict(), indent=1) + "\n")
 
 
 class PlanBucketDoc(Schema):

@@ -393,13 +393,14 @@ def _max_bw_gbps(hosts: Hosts, all_devs: list) -> float:
 def _ll128_enabled(hosts: Hosts, placement: Placement, cc: int) -> tuple[bool, bool]:
     """``(nvlink_intra, ll128)`` from the path types: NVLink between GPUs of a host (typeIntra ==
     NVL), GPU->NIC without the CPU (PIX/PXB); LL128 needs both (or one GPU per host / Hopper+)."""
-    router, searched = hosts.router, hosts.searched()
+    g, paths, searched = hosts.graph, hosts.router.paths, hosts.searched()
     pairs = [(a, b) for i in searched for a, b in zip(hosts.devs[i], hosts.devs[i][1:])]
-    nvlink_intra = bool(pairs) and all(router.only_link_type(a, b, "nvlink") for a, b in pairs)
+    nvlink_intra = bool(pairs) and all(g.edges[u, v][LINK_TYPE] == "nvlink" for a, b in pairs
+                                       for p in paths(a, b) for u, v in zip(p, p[1:]))
     intra_ok = nvlink_intra or placement.ppn == 1
     inter_ok = (not hosts.multi) or cc >= 90 or all(
-        router.avoids_kind(hosts.entry(i)[j][0], hosts.nics[i][j], "host_bridge")
-        for i in searched for j in range(len(hosts.nics[i])))
+        g.nodes[n][KIND] != "host_bridge" for i in searched for j in range(len(hosts.nics[i]))
+        for p in paths(hosts.entry(i)[j][0], hosts.nics[i][j]) for n in p)
     return nvlink_intra, intra_ok and inter_ok
 
 

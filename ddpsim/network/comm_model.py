@@ -28,13 +28,9 @@ CAPABILITIES = ("comm_lanes", "concurrent_rate", "idle_launch_extra_s", "ddp_for
 
 @runtime_checkable
 class CommModel(Protocol):
-    """Duration of collectives on one process group, and the capabilities the engine reads.
-    All methods are pure.
-
-    ``backend``, ``num_ranks``, :meth:`allreduce_s`, :meth:`broadcast_s` and :meth:`describe`
-    are required; the capabilities (:data:`CAPABILITIES`) have the defaults below, which a
-    model inherits by subclassing ``CommModel`` (PEP 544 explicit subclassing).
-    """
+    """Duration of collectives on one process group (pure methods): ``backend``, ``num_ranks``,
+    :meth:`allreduce_s`, :meth:`broadcast_s` and :meth:`describe` required; the capabilities
+    (:data:`CAPABILITIES`) default as below for a model that subclasses it (PEP 544)."""
 
     backend: str
     num_ranks: int
@@ -148,11 +144,8 @@ class AlphaBetaModel(CommModel):
 
 @dataclass(frozen=True, kw_only=True)
 class CollectiveEstimate:
-    """One collective's predicted cost, as nccl-tests prints it (nccl-tests doc/PERFORMANCE.md).
-
-    ``algbw_gbps = size / time``; all-reduce ``busbw_gbps = algbw * 2(n-1)/n``,
-    broadcast ``busbw = algbw``. GB/s = 1e9 bytes/s.
-    """
+    """One collective's predicted cost as nccl-tests prints it (doc/PERFORMANCE.md): ``algbw = size /
+    time``, all-reduce ``busbw = algbw * 2(n-1)/n``, broadcast ``busbw = algbw``; GB/s = 1e9 B/s."""
 
     size_bytes: int
     time_s: float

@@ -99,11 +99,9 @@ def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: A
                    interference: Interference | None = None,
                    copy_bandwidth_bytes_per_s: float | None = None,
                    prior_of: Callable[[CostModelSpec, Any, Any], Any] | None = None) -> TermsInForce:
-    """The cost terms of a simulation over ``comm`` (module docstring). ``graph`` None: no
-    topology (a latency + bandwidth model; no device memory). ``interference`` and
-    ``copy_bandwidth_bytes_per_s``: given values, which override the calibration's and the priors.
-    ``prior_of``: what derives the contention prior (default :func:`contention_prior`; a caller
-    that keeps priors for the points over one network passes its kept copy)."""
+    """The cost terms of a simulation over ``comm`` (module docstring); ``graph`` None: no topology.
+    Given ``interference`` / ``copy_bandwidth_bytes_per_s`` override the calibration's and the priors;
+    ``prior_of`` derives the contention prior (default :func:`contention_prior`, or a caller's cache)."""
     copy_bw = floor = None
     if calibration is not None:
         interference = interference or getattr(calibration, "interference", None)

@@ -130,13 +130,10 @@ def _candidates(devs: tuple | list, cap: dict[Link, float], speed: float, *, cyc
 
 def find_channels(devs: tuple | list, cap: dict[Link, float], speed: float, count: int, *, cycle: bool,
                   start: Any = None, end: Any = None, second: Any = None) -> tuple[list[list], dict[Link, float]]:
-    """The most channels (up to ``count``) at ``speed`` GB/s each that the links carry together,
-    each taking its speed off the links it uses; returns them (device orders) and the bandwidth
-    left. A depth-first packing of the candidate cycles or paths, widest first, stopped at
-    ``count``, at the bound every GPU's outgoing links set, or after :data:`MAX_STEPS`
-    candidates tried; candidates that share no link are packed greedily (each as often as its
-    links carry it). On a full mesh the candidates are :func:`symmetric_rings` (a chain: a ring
-    less its closing link)."""
+    """The most channels (up to ``count``, device orders) at ``speed`` GB/s that the links carry
+    together, and the bandwidth left: a depth-first packing of the candidates, widest first, within
+    the GPUs' outgoing links and :data:`MAX_STEPS` (disjoint ones greedily; a full mesh's are
+    :func:`symmetric_rings`, a chain a ring less its closing link)."""
     first = devs[0] if start is None else start
     if end is None and second is None and full_mesh(devs, cap):
         cands = [o for o in symmetric_rings(devs, first) if all(cap[e] >= speed - 1e-9 for e in _hops(o, True))]

@@ -13,6 +13,7 @@ model (:mod:`ddpsim.calibration.loader`) overrides them, :class:`WrappedCommMode
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -82,36 +83,14 @@ class WrappedCommModel(CommModel):
         """The model wrapped."""
         raise NotImplementedError
 
-    @property
-    def backend(self) -> str:
-        return self.wrapped.backend
-
-    @property
-    def num_ranks(self) -> int:
-        return self.wrapped.num_ranks
-
-    @property
-    def comm_lanes(self) -> int:
-        return self.wrapped.comm_lanes
-
-    @property
-    def idle_launch_extra_s(self) -> Callable[[int], float] | None:
-        return self.wrapped.idle_launch_extra_s
-
-    @property
-    def ddp_forward_factor(self) -> float:
-        return self.wrapped.ddp_forward_factor
-
-    @property
-    def iteration_overhead_s(self) -> float:
-        return self.wrapped.iteration_overhead_s
-
-    @property
-    def broadcast_per_tensor_s(self) -> float:
-        return self.wrapped.broadcast_per_tensor_s
-
     def concurrent_rate(self, kind: str | None, size_bytes: int, n: int) -> float:
         return self.wrapped.concurrent_rate(kind, size_bytes, n)
+
+
+for _name in ("backend", "num_ranks", *CAPABILITIES):
+    if _name != "concurrent_rate":
+        setattr(WrappedCommModel, _name, property(operator.attrgetter(f"wrapped.{_name}")))
+del _name
 
 
 @dataclass(frozen=True, kw_only=True)

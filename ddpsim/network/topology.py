@@ -437,15 +437,12 @@ def _yaml_node_attrs(n: NodeDoc) -> dict[str, Any]:
 def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:
     """A preset name (see :func:`presets`; ``catalogue``: the hardware catalogue, None: the
     bundled one) or a path to a YAML file (``num_nodes`` and options apply to presets only)."""
-    if spec in presets(catalogue):
-        return build_preset(spec, num_nodes=num_nodes, catalogue=catalogue, **options)
-    if str(spec).endswith((".yaml", ".yml")) or exists(str(spec)):
+    if spec not in presets(catalogue) and (str(spec).endswith((".yaml", ".yml")) or exists(str(spec))):
         if num_nodes != 1 or options:
             raise InputError(f"topology: {shorten(spec)} is a YAML file; expected no --nodes or preset options with it "
                              "(describe every host in the file)")
         return load_topology_yaml(spec)
-    raise InputError(f"topology: {shorten(spec)} is not a preset; expected one of {', '.join(presets(catalogue))} "
-                     "or a YAML file path")
+    return build_preset(spec, num_nodes=num_nodes, catalogue=catalogue, **options)  # or "not a preset"
 
 
 # --- queries ---------------------------------------------------------------------------

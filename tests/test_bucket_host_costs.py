@@ -60,7 +60,7 @@ def test_hand_worked_bucket_terms():
     assert m.bucket_launch_s == pytest.approx(68e-6)
     assert m.enqueue_s == pytest.approx(49e-6)
     # the model with the measured terms gives the bucket back exactly (one bucket: no spread)
-    assert hp.model_bucket_s(m.as_host_costs(0.0), 2) == pytest.approx(b.host_s)
+    assert hp.model_bucket_s(m, 2) == pytest.approx(b.host_s)
 
 
 def test_hand_worked_uncorrected_keeps_the_profiler_in():
@@ -130,11 +130,10 @@ def test_profile_buckets_within_band(path, measured, bound, speed):
     else:
         scaled = [r / speed[path.name] for r in ratios]
         assert len(_outside(scaled)) <= len(scaled) * HICCUPS, scaled
-    own = m.as_host_costs(0.0)
-    own_ratios = [b.host_s / hp.model_bucket_s(own, b.num_params) for b in checked]
+    own_ratios = [b.host_s / hp.model_bucket_s(m, b.num_params) for b in checked]
     assert len(_outside(own_ratios)) <= len(own_ratios) * HICCUPS, own_ratios
     # the first bucket of the first step pays more than the model, never less
-    assert m.buckets[0].host_s >= hp.model_bucket_s(own, m.buckets[0].num_params)
+    assert m.buckets[0].host_s >= hp.model_bucket_s(m, m.buckets[0].num_params)
 
 
 def test_host_speed_scales_with_the_probe_op():

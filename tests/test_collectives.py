@@ -272,7 +272,8 @@ def test_gloo_ring_closed_form_by_hand():
     assert t == pytest.approx(4 * (10e-6 + 1048576 / 1e9) + 2 * 1048576 / 2e9, rel=1e-12)
     assert t == pytest.approx(0.00528288, rel=1e-9)
     # bytes on the wire per rank: 2 (P-1)/P S
-    assert gloo.ring_schedule(4 * MiB, 2).bytes_sent_per_rank == 4 * MiB
+    s = gloo.ring_schedule(4 * MiB, 2)
+    assert s.num_hops * s.segment_bytes == 4 * MiB
 
 
 def test_gloo_preset_model_uses_loopback_link():

@@ -59,12 +59,9 @@ def _system(graph: nx.Graph, placement: Placement, info: GraphInfo, num_ranks: i
 
 @dataclass(frozen=True, kw_only=True)
 class NcclCommModel(EstimatingCommModel):
-    """NCCL on a topology: NCCL's tuning model over the searched graph (module docstring).
-
-    ``algorithm`` / ``protocol`` force a choice like ``NCCL_ALGO`` / ``NCCL_PROTO``
-    (``hierarchical`` is ddpsim's own: intra-node reduce-scatter, inter-node all-reduce,
-    intra-node all-gather).
-    """
+    """NCCL on a topology (module docstring); ``algorithm`` / ``protocol`` force a choice as
+    ``NCCL_ALGO`` / ``NCCL_PROTO`` do (``hierarchical``, ddpsim's own: intra-node reduce-scatter,
+    inter-node all-reduce, intra-node all-gather)."""
 
     system: nccl.NcclSystem
     graph_info: GraphInfo

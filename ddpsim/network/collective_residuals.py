@@ -13,6 +13,5 @@ from __future__ import annotations
 #: the sizes the quantiles are taken over, bytes
 MID_LO_BYTES = 64 * 1024
 MID_HI_BYTES = 64 * 2 ** 20
-#: the quantile levels and measured / model time at them (164 sizes of 17 curves)
-QUANTILE_LEVELS = (0.10, 0.90)
+#: measured / model time at the 10th and 90th percentiles (164 sizes of 17 curves)
 MID_SIZE_RATIOS = (0.781, 2.104)

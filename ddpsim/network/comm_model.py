@@ -13,6 +13,7 @@ model (:mod:`ddpsim.calibration.loader`) overrides them, :class:`WrappedCommMode
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -28,13 +29,9 @@ CAPABILITIES = ("comm_lanes", "concurrent_rate", "idle_launch_extra_s", "ddp_for
 
 @runtime_checkable
 class CommModel(Protocol):
-    """Duration of collectives on one process group, and the capabilities the engine reads.
-    All methods are pure.
-
-    ``backend``, ``num_ranks``, :meth:`allreduce_s`, :meth:`broadcast_s` and :meth:`describe`
-    are required; the capabilities (:data:`CAPABILITIES`) have the defaults below, which a
-    model inherits by subclassing ``CommModel`` (PEP 544 explicit subclassing).
-    """
+    """Duration of collectives on one process group (pure methods): ``backend``, ``num_ranks``,
+    :meth:`allreduce_s`, :meth:`broadcast_s` and :meth:`describe` required; the capabilities
+    (:data:`CAPABILITIES`) default as below for a model that subclasses it (PEP 544)."""
 
     backend: str
     num_ranks: int
@@ -86,36 +83,14 @@ class WrappedCommModel(CommModel):
         """The model wrapped."""
         raise NotImplementedError
 
-    @property
-    def backend(self) -> str:
-        return self.wrapped.backend
-
-    @property
-    def num_ranks(self) -> int:
-        return self.wrapped.num_ranks
-
-    @property
-    def comm_lanes(self) -> int:
-        return self.wrapped.comm_lanes
-
-    @property
-    def idle_launch_extra_s(self) -> Callable[[int], float] | None:
-        return self.wrapped.idle_launch_extra_s
-
-    @property
-    def ddp_forward_factor(self) -> float:
-        return self.wrapped.ddp_forward_factor
-
-    @property
-    def iteration_overhead_s(self) -> float:
-        return self.wrapped.iteration_overhead_s
-
-    @property
-    def broadcast_per_tensor_s(self) -> float:
-        return self.wrapped.broadcast_per_tensor_s
-
     def concurrent_rate(self, kind: str | None, size_bytes: int, n: int) -> float:
         return self.wrapped.concurrent_rate(kind, size_bytes, n)
+
+
+for _name in ("backend", "num_ranks", *CAPABILITIES):
+    if _name != "concurrent_rate":
+        setattr(WrappedCommModel, _name, property(operator.attrgetter(f"wrapped.{_name}")))
+del _name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,11 +123,8 @@ class AlphaBetaModel(CommModel):
 
 @dataclass(frozen=True, kw_only=True)
 class CollectiveEstimate:
-    """One collective's predicted cost, as nccl-tests prints it (nccl-tests doc/PERFORMANCE.md).
-
-    ``algbw_gbps = size / time``; all-reduce ``busbw_gbps = algbw * 2(n-1)/n``,
-    broadcast ``busbw = algbw``. GB/s = 1e9 bytes/s.
-    """
+    """One collective's predicted cost as nccl-tests prints it (doc/PERFORMANCE.md): ``algbw = size /
+    time``, all-reduce ``busbw = algbw * 2(n-1)/n``, broadcast ``busbw = algbw``; GB/s = 1e9 B/s."""
 
     size_bytes: int
     time_s: float

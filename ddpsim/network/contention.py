@@ -156,16 +156,6 @@ class ContentionPrior:
                 f" on {self.largest.channels} channels), less for small all-reduces on fewer channels; NCCL slowed "
                 f"{i.comm_slowdown:.2f}x by the backward's HBM traffic")
 
-    def as_dict(self) -> dict[str, Any]:
-        def row(c: CollectiveContention) -> dict[str, Any]:
-            return {"size_bytes": c.size_bytes, "algorithm": c.algorithm, "protocol": c.protocol, "channels": c.channels,
-                    "sm_share": c.sm_share, "hbm_share": c.hbm_share, "compute_slowdown": c.compute_slowdown}
-
-        return {"compute_slowdown": self.interference.compute_slowdown, "comm_slowdown": self.interference.comm_slowdown,
-                "num_sms": self.resources.num_sms, "hbm_bytes_per_s": self.resources.hbm_bytes_per_s,
-                "memory_bound_fraction": self.resources.memory_bound_fraction,
-                "memory_efficiency": self.resources.memory_efficiency,
-                "largest": row(self.largest), "reference": row(self.reference), "explanation": self.explain()}
 
 
 def contention_prior(system: nccl.NcclSystem, res: GpuResources, *, algorithm: str | None = None,

@@ -17,11 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ddpsim.network.interference import Interference
-
 from ddpsim.network import host_costs as hostcost
 from ddpsim.network.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY
 from ddpsim.network.host_costs import HostCosts
+from ddpsim.network.interference import Interference
 
 #: retime's RooflineAssumptions.min_kernel_s: a kernel's launch and tail on a GPU
 MIN_KERNEL_S = 4e-6
@@ -87,30 +86,20 @@ def contention_prior(spec: CostModelSpec, graph: Any, comm: Any):
                      memory_efficiency=spec.memory_efficiency)
 
 
-def spec_host_costs(spec: CostModelSpec, comm: Any) -> HostCosts | None:
-    """DDP's host costs of ``spec`` for an analytical NCCL model on GPUs, or None (gloo, a
-    calibrated model, ``cost_model.host: false``)."""
-    if not spec.host or not gpu_terms(comm):
-        return None
-    return spec.host_costs
-
-
 def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: Any = None,
                    interference: Interference | None = None,
                    copy_bandwidth_bytes_per_s: float | None = None,
                    prior_of: Callable[[CostModelSpec, Any, Any], Any] | None = None) -> TermsInForce:
-    """The cost terms of a simulation over ``comm`` (module docstring). ``graph`` None: no
-    topology (a latency + bandwidth model; no device memory). ``interference`` and
-    ``copy_bandwidth_bytes_per_s``: given values, which override the calibration's and the priors.
-    ``prior_of``: what derives the contention prior (default :func:`contention_prior`; a caller
-    that keeps priors for the points over one network passes its kept copy)."""
+    """The cost terms of a simulation over ``comm`` (module docstring); ``graph`` None: no topology.
+    Given ``interference`` / ``copy_bandwidth_bytes_per_s`` override the calibration's and the priors;
+    ``prior_of`` derives the contention prior (default :func:`contention_prior`, or a caller's cache)."""
     copy_bw = floor = None
     if calibration is not None:
         interference = interference or getattr(calibration, "interference", None)
         copy_bw = getattr(calibration, "copy_bandwidth_bytes_per_s", None)
         host = getattr(calibration, "host_costs", None) if spec.host else None  # measured, when the file has them
     else:
-        host = spec_host_costs(spec, comm)
+        host = spec.host_costs if spec.host and gpu_terms(comm) else None  # gloo: none
         if interference is None and spec.contention and graph is not None:
             prior = (prior_of or contention_prior)(spec, graph, comm)
             interference = prior.interference if prior is not None else None

@@ -36,10 +36,6 @@ class RingSchedule:
     def num_hops(self) -> int:
         return 2 * self.steps_per_phase
 
-    @property
-    def bytes_sent_per_rank(self) -> int:
-        return self.num_hops * self.segment_bytes
-
 
 def ring_schedule(size_bytes: int, num_ranks: int, element_size_bytes: int = 4) -> RingSchedule:
     """gloo ``ring()``'s segmentation of one all-reduce."""

@@ -61,11 +61,8 @@ def host_copies(graph: nx.Graph) -> HostCopies | None:
 
 
 class Builder:
-    """A preset's elements and links, written straight into a fresh :class:`networkx.Graph`'s
-    documented structure (node -> attributes, node -> neighbour -> the link's one attribute
-    dict, shared by both ends): the graph ``add_node``/``add_edge`` one by one would give (same
-    elements, links and attributes, in the same order), without networkx's per-call work,
-    which dominates the build of a large cluster."""
+    """A preset's elements and links written straight into a :class:`networkx.Graph`'s documented
+    structure: the graph ``add_node``/``add_edge`` would give, in the same order, without their per-call work."""
 
     def __init__(self, **attrs: Any) -> None:
         self._g = new_graph(**attrs)

@@ -75,12 +75,9 @@ def _first_pass(speeds: tuple[float, ...], idx: int, channels_at: Callable[[floa
 
 def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float], str], speeds: tuple[float, ...], *,
             max_bw: float, total_bw: float, min_channels: int, cc: int, allow_dup: bool, max_channels: int) -> ChannelSearch:
-    """ncclTopoCompute, reduced to how many channels fit at a speed (``channels_at(s)``: the
-    most, at least ``min_channels``, else 0; ``worst_at(c, s)``: the link that bounds c
-    channels): try speeds highest first (skipping those above the widest single path
-    ``max_bw`` or with ``speed * min_channels > total_bw``), keep the most channels, stop at
-    ``nChannels * bw >= total_bw`` or when the next speed is <= 0.49 of the best found; then
-    ncclTopoDupChannels."""
+    """ncclTopoCompute reduced to how many channels fit at a speed (``channels_at(s)``: the most, at
+    least ``min_channels``, else 0; ``worst_at(c, s)``: the link bounding c channels): the first
+    pass keeping the most bandwidth (:func:`_start_index`, :func:`_first_pass`), then ncclTopoDupChannels."""
     best_c, best_s = _first_pass(speeds, _start_index(speeds, max_bw, min_channels, total_bw), channels_at, total_bw,
                                  better=lambda c, s, bc, bs: c * s > bc * bs + 1e-9)
     bneck = worst_at(best_c, best_s) if best_c else ""
@@ -121,15 +118,11 @@ def _total_bw(graph: nx.Graph, devs: list) -> float:
 
 def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, channels: int, max_bw: float,
                  search_total_bw: float, cc: int) -> tuple[ChannelSearch, bool]:
-    """ncclTopoCompute for NCCL_TOPO_PATTERN_BALANCED_TREE, reduced to link loads: exactly
-    ``channels`` channels (``treeGraph->minChannels = maxChannels = ringGraph->nChannels``,
-    init.cc); pass 1 tries speeds highest first (skipping those above ``max_bw`` or with
-    ``speed * channels > search_total_bw``, the system total x ndevs/(ndevs-1) for non-ring
-    patterns) and keeps the first that every link carries; on compute capability >= 90 a
-    speed where the balanced tree does not fit is tried again as the plain TREE ("Try a
-    simpler tree"), which then stays the pattern. Pass 2 raises ``bwIntra`` one speed at a
-    time while it fits and stays below 2 x ``bwInter`` ("increase bwIntra for trees").
-    ``totals[balanced]``: the channels' (intra, inter) loads per directed link.
+    """ncclTopoCompute for NCCL_TOPO_PATTERN_BALANCED_TREE over ``totals[balanced]`` (the channels'
+    (intra, inter) link loads), exactly ``channels`` channels (init.cc ``treeGraph->minChannels =
+    maxChannels = ringGraph->nChannels``): pass 1 keeps the first speed from :func:`_start_index`
+    (``search_total_bw``: the total x ndevs/(ndevs-1)) that fits, on cc >= 90 retrying it as the plain
+    TREE ("Try a simpler tree"); pass 2 raises ``bwIntra`` while it fits and is below 2 x ``bwInter``.
     Returns the search and whether the pattern fell back to TREE."""
     idx = _start_index(speeds, max_bw, channels, search_total_bw)
     balanced, found = True, False
@@ -393,13 +386,14 @@ def _max_bw_gbps(hosts: Hosts, all_devs: list) -> float:
 def _ll128_enabled(hosts: Hosts, placement: Placement, cc: int) -> tuple[bool, bool]:
     """``(nvlink_intra, ll128)`` from the path types: NVLink between GPUs of a host (typeIntra ==
     NVL), GPU->NIC without the CPU (PIX/PXB); LL128 needs both (or one GPU per host / Hopper+)."""
-    router, searched = hosts.router, hosts.searched()
+    g, paths, searched = hosts.graph, hosts.router.paths, hosts.searched()
     pairs = [(a, b) for i in searched for a, b in zip(hosts.devs[i], hosts.devs[i][1:])]
-    nvlink_intra = bool(pairs) and all(router.only_link_type(a, b, "nvlink") for a, b in pairs)
+    nvlink_intra = bool(pairs) and all(g.edges[u, v][LINK_TYPE] == "nvlink" for a, b in pairs
+                                       for p in paths(a, b) for u, v in zip(p, p[1:]))
     intra_ok = nvlink_intra or placement.ppn == 1
     inter_ok = (not hosts.multi) or cc >= 90 or all(
-        router.avoids_kind(hosts.entry(i)[j][0], hosts.nics[i][j], "host_bridge")
-        for i in searched for j in range(len(hosts.nics[i])))
+        g.nodes[n][KIND] != "host_bridge" for i in searched for j in range(len(hosts.nics[i]))
+        for p in paths(hosts.entry(i)[j][0], hosts.nics[i][j]) for n in p)
     return nvlink_intra, intra_ok and inter_ok
 
 
@@ -424,12 +418,9 @@ def _nvls_totals(hosts: Hosts, max_channels: int) -> Callable[[int], Totals]:
 def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, max_bw: float, total_bw: float,
                  search_total_bw: float, min_channels: int, max_channels: int) -> tuple[int, float, float]:
     """ncclTopoCompute for NCCL_TOPO_PATTERN_NVLS: (channels, bwIntra, bwInter), (0, 0, 0) if none.
-    Pass 1 tries speeds highest first (bwIntra = bwInter), skipping those above ``max_bw`` or
-    with ``speed * min_channels > search_total_bw``; a graph replaces the best one when it has
-    more channels (``ncclTopoCompareGraphs``: NVLS channels are GPUs pulling from NVLS, the more
-    the better), and the pass stops at ``max_channels``, at ``channels * bwInter >= total_bw``
-    or when the next speed is <= 0.49 of the best. Pass 2 raises bwInter one speed at a time,
-    the channels fixed, while the channels fit and it is below 2 x bwIntra."""
+    Pass 1 (:func:`_first_pass`, bwIntra = bwInter) keeps the most channels (``ncclTopoCompareGraphs``:
+    the more GPUs pulling from NVLS the better), also stopping at ``max_channels``; pass 2 raises
+    bwInter, the channels fixed, while they fit and it is below 2 x bwIntra."""
     def most(s_intra: float, s_inter: float) -> int:
         for k in range(max_channels, min_channels - 1, -1):
             if first(k).fits(s_intra, s_inter):

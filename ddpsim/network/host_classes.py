@@ -159,16 +159,11 @@ class Hosts:
         return c % self._nic_lcm if self.multi else 0
 
     def routes(self, c: int) -> tuple[dict[tuple, float], list[tuple[int, int]]]:
-        """Channel c's routes from every host to the next, in host order (one per NIC
-        assignment), and where each host's route starts in them."""
+        """Channel c's routes from every host to the next (:meth:`add_route` for every host in
+        order, summed per link; cached per NIC assignment), and where each host's route starts."""
         key = self.nic_assignment(c)
-        if key not in self._routes:
-            self._routes[key] = self._walk_routes(c)
-        return self._routes[key]
-
-    def _walk_routes(self, c: int) -> tuple[dict[tuple, float], list[tuple[int, int]]]:
-        """:meth:`add_route` for every host in order, summed per link, and where each host's
-        route starts."""
+        if key in self._routes:
+            return self._routes[key]
         count = self.count
         src = [ns[c % len(ns)] for ns in self.nics]
         d: dict[tuple, float] = {}
@@ -180,6 +175,7 @@ class Hosts:
             share = 1.0 / n
             for e in links:
                 d[e] = get(e, 0.0) + share
+        self._routes[key] = d, bounds
         return d, bounds
 
     def searched(self) -> list[int]:

@@ -66,11 +66,6 @@ class ProfileHostCosts:
     enqueue_s: float             # median enqueue
     copy_back_s_per_param: float  # median copy_bucket_to_grad
 
-    def as_host_costs(self, pre_forward_s: float) -> HostCosts:
-        return HostCosts(pre_forward_s=pre_forward_s, hook_s_per_param=self.hook_s_per_param,
-                         bucket_launch_s=self.bucket_launch_s, enqueue_s=self.enqueue_s,
-                         copy_back_s_per_param=self.copy_back_s_per_param)
-
 
 class _Nested:
     """The profiled events (CPU ops and CUDA calls) inside a span on its thread: their count, and
@@ -184,8 +179,8 @@ def derive_defaults(measured: Sequence[ProfileHostCosts], pre_forward_s: float) 
                     copy_back_s_per_param=med("copy_back_s_per_param"))
 
 
-def model_bucket_s(host: HostCosts, num_params: int) -> float:
-    """The engine's host charge for a bucket of ``num_params`` gradients."""
+def model_bucket_s(host: HostCosts | ProfileHostCosts, num_params: int) -> float:
+    """The engine's host charge for a bucket of ``num_params`` gradients (``host``: the defaults or one profile's)."""
     return num_params * host.hook_s_per_param + host.bucket_launch_s + host.enqueue_s
 
 

@@ -16,24 +16,15 @@ WEIGHTINGS = ("uniform", "bandwidth", "table")
 
 @dataclass(frozen=True, kw_only=True)
 class Interference:
-    """Mutual slowdown of compute and communication sharing a device (or a CPU).
+    """Mutual slowdown of compute and communication sharing a device (or a CPU); 1.0 = none.
 
-    ``compute_slowdown``: compute runs this many times slower while a collective is in
-    flight. ``comm_slowdown``: a collective runs this many times slower while compute runs.
-    1.0 = no interference. Measured by the executor (``collectives`` step) and stored in
-    the calibration file.
-
-    ``weighting``: how much of ``compute_slowdown`` a collective in flight applies.
-    ``"uniform"``: all of it, whatever the collective. ``"bandwidth"``: the share of the
-    collective's time that moves bytes, ``f = 1 - t(smallest) / t(size)`` from the comm
-    model's own curve (``allreduce_s(1)``: its latency floor), so compute runs
-    ``1 + (compute_slowdown - 1) * f`` times slower. On a CPU host the bytes are what
-    takes the cores (gloo's copies and reductions, the kernel's socket copies); the latency
-    part of a small collective is a wait that leaves them to compute. ``"table"``: the
-    share given by ``size_weights``, ``(size_bytes, share)`` pairs in increasing size; a
-    collective takes the share of the largest listed size <= its own (0 below the first):
-    the GPU prior of :mod:`ddpsim.network.contention`, where a collective's share follows the SMs
-    and HBM bandwidth NCCL takes at that size.
+    ``compute_slowdown``: compute's slowdown while a collective is in flight; ``comm_slowdown``: a
+    collective's while compute runs (the executor's ``collectives`` step measures both). ``weighting``:
+    the share of ``compute_slowdown`` a collective applies: ``"uniform"`` all of it; ``"bandwidth"``
+    the share of its time that moves bytes, ``f = 1 - t(smallest) / t(size)`` on the comm model's
+    curve (on a CPU the bytes take the cores, the latency leaves them to compute), compute running
+    ``1 + (compute_slowdown - 1) * f`` times slower; ``"table"`` the share of the largest
+    ``size_weights`` size <= its own (0 below the first): the GPU prior of :mod:`ddpsim.network.contention`.
     """
 
     compute_slowdown: float = 1.0

@@ -47,13 +47,10 @@ def copy_kernel_s(bytes_moved: float, bandwidth_bytes_per_s: float | None, floor
 
 
 def param_elem_bytes(dtype: str, mixed_precision: MixedPrecision | None) -> tuple[int, int, int]:
-    """``(own, grad, reduce)`` element sizes of a parameter of ``dtype`` under DDP's ``_MixedPrecision``.
-
-    ``torch/nn/parallel/distributed.py``: ``_root_copy_hook`` casts parameters to
-    ``param_dtype`` before forward, so gradients (and, by ``Reducer::set_mixed_precision_param_dtype``,
-    the buckets) are in it; ``mixed_precision_hooks._reducer_allreduce_and_upcast_hook`` casts the
-    bucket to ``reduce_dtype`` when it differs (``.to(None)`` is a no-op).
-    """
+    """``(own, grad, reduce)`` element sizes of a ``dtype`` parameter under DDP's ``_MixedPrecision``:
+    gradients and buckets in ``param_dtype`` (``distributed.py _root_copy_hook``,
+    ``Reducer::set_mixed_precision_param_dtype``), reduced in ``reduce_dtype`` when it differs
+    (``mixed_precision_hooks._reducer_allreduce_and_upcast_hook``)."""
     own = DTYPE_SIZE_BYTES[dtype]
     if mixed_precision is None:
         return own, own, own
@@ -158,12 +155,9 @@ def delayed_buffer_div_s(buffer_bytes: int, bandwidth_bytes_per_s: float | None)
 # ---- PowerSGD (powerSGD_hook.py) ------------------------------------------------------------
 
 def powersgd_split(shapes: Sequence[tuple[int, ...]], elem_bytes: int, rank: int) -> dict[str, float]:
-    """Bytes of PowerSGD's three all-reduces and its kernels' traffic/flops for one bucket.
-
-    ``shapes``: the bucket's parameters. A tensor is viewed as ``n x m`` (``shape[0]`` x rest),
-    ``r = min(n, m, rank)``; compressed iff ``(n + m) * r * min_compression_rate < n * m`` and
-    not 1-D (``powerSGD_hook``'s ``_should_compress``).
-    """
+    """Bytes of PowerSGD's three all-reduces and its kernels' traffic/flops for one bucket of
+    ``shapes``: a tensor is ``n x m`` (``shape[0]`` x rest), ``r = min(n, m, rank)``, compressed iff
+    not 1-D and ``(n + m) * r * min_compression_rate < n * m`` (``powerSGD_hook._should_compress``)."""
     u = p = q = 0
     nm = n_elems = 0
     flops_mm = 0.0

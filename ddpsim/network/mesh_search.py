@@ -52,20 +52,6 @@ def _hops(order: list, cycle: bool) -> list[Link]:
 MAX_CANDIDATES = 4000
 MAX_STEPS = 200_000
 
-#: steps taken by every search of this module since :func:`reset_steps` (a measure of the
-#: search's work that does not depend on the machine)
-_STEPS = [0]
-
-
-def steps_taken() -> int:
-    """Steps (cycles extended, candidates tried) of every search since :func:`reset_steps`."""
-    return _STEPS[0]
-
-
-def reset_steps() -> None:
-    _STEPS[0] = 0
-
-
 def full_mesh(devs: tuple | list, cap: dict[Link, float]) -> bool:
     """Whether every GPU of ``devs`` (3 or more) is linked to every other, all links equal."""
     if len(devs) < 3 or len(cap) != len(devs) * (len(devs) - 1):
@@ -84,7 +70,6 @@ def symmetric_rings(devs: tuple | list, start: Any) -> list[list]:
 
     def walk(order: list, seen: set) -> bool:
         budget[0] -= 1
-        _STEPS[0] += 1
         if budget[0] < 0:
             return False
         x = order[-1]
@@ -123,7 +108,6 @@ def _candidates(devs: tuple | list, cap: dict[Link, float], speed: float, *, cyc
 
     def walk(order: list, seen: set) -> None:
         steps[0] += 1
-        _STEPS[0] += 1
         if len(out) >= MAX_CANDIDATES or steps[0] > MAX_STEPS:
             return
         x = order[-1]
@@ -146,13 +130,10 @@ def _candidates(devs: tuple | list, cap: dict[Link, float], speed: float, *, cyc
 
 def find_channels(devs: tuple | list, cap: dict[Link, float], speed: float, count: int, *, cycle: bool,
                   start: Any = None, end: Any = None, second: Any = None) -> tuple[list[list], dict[Link, float]]:
-    """The most channels (up to ``count``) at ``speed`` GB/s each that the links carry together,
-    each taking its speed off the links it uses; returns them (device orders) and the bandwidth
-    left. A depth-first packing of the candidate cycles or paths, widest first, stopped at
-    ``count``, at the bound every GPU's outgoing links set, or after :data:`MAX_STEPS`
-    candidates tried; candidates that share no link are packed greedily (each as often as its
-    links carry it). On a full mesh the candidates are :func:`symmetric_rings` (a chain: a ring
-    less its closing link)."""
+    """The most channels (up to ``count``, device orders) at ``speed`` GB/s that the links carry
+    together, and the bandwidth left: a depth-first packing of the candidates, widest first, within
+    the GPUs' outgoing links and :data:`MAX_STEPS` (disjoint ones greedily; a full mesh's are
+    :func:`symmetric_rings`, a chain a ring less its closing link)."""
     first = devs[0] if start is None else start
     if end is None and second is None and full_mesh(devs, cap):
         cands = [o for o in symmetric_rings(devs, first) if all(cap[e] >= speed - 1e-9 for e in _hops(o, True))]
@@ -175,7 +156,6 @@ def find_channels(devs: tuple | list, cap: dict[Link, float], speed: float, coun
                 return True
         for k in range(i, len(cands)):
             steps[0] += 1
-            _STEPS[0] += 1
             if steps[0] > MAX_STEPS:
                 return True
             if all(left[e] >= speed - 1e-9 for e in hops[k]):
@@ -205,7 +185,6 @@ def _greedy(cands: list[list], hops: list[list[Link]], cap: dict[Link, float], s
     left = dict(cap)
     found: list[list] = []
     for order, h in zip(cands, hops):
-        _STEPS[0] += 1
         while len(found) < count and all(left[e] >= speed - 1e-9 for e in h):
             for e in h:
                 left[e] -= speed

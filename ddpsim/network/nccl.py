@@ -37,9 +37,7 @@ HW_LAT_US = {
     "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0)},
     "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 20.9)},
 }
-#: compute-capability row index: Volta 0, Ampere 1, Hopper 2, Blackwell 3
-_ARCH = {70: 0, 80: 1, 90: 2, 100: 3}
-#: llMaxBws [row][N1, N2, N4]
+#: llMaxBws [row][N1, N2, N4]; the tables' rows: Volta 0, Ampere 1, Hopper 2, Blackwell 3
 LL_MAX_BWS = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
 PER_CH_MAX_RING_LL128_BWS = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3)
 PER_CH_MAX_TREE_LL128_BWS = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))

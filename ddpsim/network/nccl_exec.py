@@ -70,14 +70,10 @@ def _graph(sys: nccl.NcclSystem, algo: str) -> nccl.NcclGraph:
 
 
 def comm_channels(sys: nccl.NcclSystem) -> int:
-    """The ring / tree channels a communicator runs (``comm->nChannels``): the search's, doubled.
-
-    ``init.cc`` takes the fewer of the ring's and the tree's search channels; ``connect.cc
-    ncclTopoPostset`` duplicates them ("Duplication should be complete now": 2 x, at most
-    MAXCHANNELS), and doubles them once more on Hopper and later across nodes when the ring's
-    per-channel NVLink bandwidth is over 45 GB/s and fewer than 16 channels run. ``tuning.cc``
-    rates the search's channels; the duplicates share that bandwidth.
-    """
+    """The ring / tree channels a communicator runs (``comm->nChannels``): the fewer of the ring's
+    and tree's search channels (``init.cc``), doubled by ``connect.cc ncclTopoPostset`` (at most
+    MAXCHANNELS), doubled again on Hopper+ across nodes when the ring's per-channel NVLink bandwidth
+    is over 45 GB/s with fewer than 16 channels; the duplicates share ``tuning.cc``'s bandwidth."""
     nc = min(nccl.MAXCHANNELS, 2 * min(sys.ring.num_channels, sys.tree.num_channels))
     if sys.compute_capability >= 90 and sys.num_nodes > 1 and sys.ring.bw_intra_gbps > 45.0 and nc < 16:
         nc = min(nccl.MAXCHANNELS, 2 * nc)

@@ -15,13 +15,13 @@ import math
 import operator
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import networkx as nx
 import numpy as np
 
 from ddpsim.errors import InputError
-from ddpsim.network.topology import BANDWIDTH, DEVICE_KINDS, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK, edge_weight
+from ddpsim.network.topology import BANDWIDTH, DEVICE_KINDS, HOST, KIND, LATENCY, LOCAL_RANK, edge_weight
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,18 +115,10 @@ class Router:
         sub.add_edges_from((u, v, {self._W: edge_weight(u, v, d)}) for u in nodes for v, d in adj[u].items() if v in keep)
         return sub
 
-    def host_graph(self, host: int) -> nx.Graph:
-        """Host ``host``'s subgraph, with the routing weights."""
-        key = ("host", host)
+    def _cached(self, key: Any, nodes: Callable[[], list]) -> nx.Graph:
+        """The weighted subgraph on ``nodes()`` (a host, an NVLink domain, the fabric, all), cached under ``key``."""
         if key not in self._sub:
-            self._sub[key] = self._weighted(self.host_nodes()[host])
-        return self._sub[key]
-
-    def domain_graph(self, domain: int) -> nx.Graph:
-        """An NVLink domain's subgraph (its hosts and the NVSwitches they share), with routing weights."""
-        key = ("domain", domain)
-        if key not in self._sub:
-            self._sub[key] = self._weighted(self.domain_nodes(domain))
+            self._sub[key] = self._weighted(nodes())
         return self._sub[key]
 
     def domain_nodes(self, domain: int) -> list:
@@ -142,15 +134,12 @@ class Router:
         domains = nvlink_domains(self.g)
         if a[HOST] >= 0 and b[HOST] >= 0 and a[HOST] in domains and domains[a[HOST]] == domains.get(b[HOST]) \
                 and a[KIND] != "nic" and b[KIND] != "nic":
-            return self.domain_graph(domains[a[HOST]])
+            return self._cached(("domain", domains[a[HOST]]), lambda: self.domain_nodes(domains[a[HOST]]))
         if a[HOST] == b[HOST] and a[HOST] >= 0:
-            return self.host_graph(a[HOST])
+            return self._cached(("host", a[HOST]), lambda: self.host_nodes()[a[HOST]])
         if a[KIND] == "nic" and b[KIND] == "nic":
-            if "fabric" not in self._sub:
-                self._sub["fabric"] = self._weighted([n for n, d in self.g._node.items()
-                                                      if d[HOST] < 0 or d[KIND] == "nic"])
-            return self._sub["fabric"]
-        return self._graph_for_all()
+            return self._cached("fabric", lambda: [n for n, d in self.g._node.items() if d[HOST] < 0 or d[KIND] == "nic"])
+        return self._cached("all", lambda: list(self.g.nodes))
 
     def uplink(self, nic: Any) -> Any:
         """The one fabric switch a NIC hangs from, or None."""
@@ -184,13 +173,9 @@ class Router:
             self._cache[key] = list(nx.all_shortest_paths(sub, src, dst, weight=self._W))
         except nx.NetworkXNoPath:  # e.g. a custom fabric that re-enters a host
             self.left_subgraph = True
-            self._cache[key] = list(nx.all_shortest_paths(self._graph_for_all(), src, dst, weight=self._W))
+            everything = self._cached("all", lambda: list(self.g.nodes))
+            self._cache[key] = list(nx.all_shortest_paths(everything, src, dst, weight=self._W))
         return self._cache[key]
-
-    def _graph_for_all(self) -> nx.Graph:
-        if "all" not in self._sub:
-            self._sub["all"] = self._weighted(list(self.g.nodes))
-        return self._sub["all"]
 
     def add_load(self, loads: dict[tuple, float], src: Any, dst: Any, amount: float = 1.0) -> None:
         """Add ``amount`` from ``src`` to ``dst`` to ``loads`` (per directed link), split evenly
@@ -218,15 +203,10 @@ class Router:
         p = self.paths(src, dst)[0]
         return sum(self.g.edges[u, v][LATENCY] for u, v in zip(p, p[1:]))
 
-    def only_link_type(self, src: Any, dst: Any, link_type: str) -> bool:
-        return all(self.g.edges[u, v][LINK_TYPE] == link_type for p in self.paths(src, dst) for u, v in zip(p, p[1:]))
-
-    def avoids_kind(self, src: Any, dst: Any, kind: str) -> bool:
-        return all(self.g.nodes[n][KIND] != kind for p in self.paths(src, dst) for n in p)
-
     def distances(self, host: int, src: Any) -> dict[Any, float]:
         """Routing distance from ``src`` to every element of its host (Dijkstra on the host's subgraph)."""
-        return nx.single_source_dijkstra_path_length(self.host_graph(host), src, weight=self._W)
+        sub = self._cached(("host", host), lambda: self.host_nodes()[host])
+        return nx.single_source_dijkstra_path_length(sub, src, weight=self._W)
 
 
 def nearest_first(router: Router, host: int, nics: list, devs: tuple) -> list[tuple[Any, Any]]:

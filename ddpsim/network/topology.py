@@ -61,18 +61,10 @@ def nvlink_bw_gbps(compute_capability: int) -> float:
 
 
 def gpu_link_bw_gbps(gpu: Gpu) -> float:
-    """The usable bandwidth of one of a GPU's GPU-to-GPU links, per direction (GB/s).
-
-    NVLink: NCCL's figure for the compute capability (:func:`nvlink_bw_gbps`), not the
-    datasheet's. An AMD Infinity Fabric (xGMI) link (catalogue ``fabric: infinity-fabric``): the
-    catalogue's ``link_gbps``, half the datasheet's bidirectional figure (MI300X/MI325X 128 GB/s
-    -> 64, MI355X 153.6 -> 76.8, MI250X 100 -> 50), the source it names under ``nvlink``.
-    NCCL's SM90 figure (20.6 GB/s) says nothing of these links: gfx942's compute capability 94
-    would pick it.
-
-    RCCL's own xGMI widths, ring/tree layouts and tuning are not followed (docs/MODEL.md,
-    RCCL ``src/graph/topo.h``, ``rome_models.cc``).
-    """
+    """One GPU-to-GPU link's usable bandwidth per direction (GB/s): NCCL's NVLink figure for the
+    compute capability (:func:`nvlink_bw_gbps`); an xGMI link (``fabric: infinity-fabric``) the
+    catalogue's ``link_gbps``, half the datasheet's bidirectional figure (NCCL's SM90 figure would
+    misrate it; RCCL's ``src/graph/topo.h``, ``rome_models.cc`` are not followed: docs/MODEL.md)."""
     nvl = gpu.nvlink
     if nvl is not None and nvl.fabric == "infinity-fabric":
         return float(nvl.link_gbps)
@@ -445,15 +437,12 @@ def _yaml_node_attrs(n: NodeDoc) -> dict[str, Any]:
 def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:
     """A preset name (see :func:`presets`; ``catalogue``: the hardware catalogue, None: the
     bundled one) or a path to a YAML file (``num_nodes`` and options apply to presets only)."""
-    if spec in presets(catalogue):
-        return build_preset(spec, num_nodes=num_nodes, catalogue=catalogue, **options)
-    if str(spec).endswith((".yaml", ".yml")) or exists(str(spec)):
+    if spec not in presets(catalogue) and (str(spec).endswith((".yaml", ".yml")) or exists(str(spec))):
         if num_nodes != 1 or options:
             raise InputError(f"topology: {shorten(spec)} is a YAML file; expected no --nodes or preset options with it "
                              "(describe every host in the file)")
         return load_topology_yaml(spec)
-    raise InputError(f"topology: {shorten(spec)} is not a preset; expected one of {', '.join(presets(catalogue))} "
-                     "or a YAML file path")
+    return build_preset(spec, num_nodes=num_nodes, catalogue=catalogue, **options)  # or "not a preset"
 
 
 # --- queries ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ whole graph. Anything found wrong there is named by the check of every element.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import networkx as nx
 
@@ -24,9 +24,18 @@ from ddpsim.network.graph_build import host_copies
 def validate_topology(g: nx.Graph, *, source: str = "topology") -> None:
     """Check a topology (module docstring). Raises InputError naming the first problem."""
     copies = host_copies(g)
-    if copies is not None and copies.connected and _valid_apart_from_copies(g, copies.hosts):
-        return
+    if copies is not None and copies.connected:
+        kept = [n for n, d in g._node.items() if d.get(HOST) not in copies.hosts]
+        if not _problem(g, kept, lambda: _connected_apart_from_copies(g, kept, copies.hosts), source):
+            return
     _check(g, source)
+
+
+def _check(g: nx.Graph, source: str) -> None:
+    """The check of every element."""
+    problem = _problem(g, list(g._node), lambda: nx.is_connected(g), source)
+    if problem:
+        raise InputError(problem)
 
 
 def _is_pos(v: Any) -> bool:
@@ -37,29 +46,28 @@ def _is_latency(v: Any) -> bool:
     return isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
 
 
-def _check(g: nx.Graph, source: str) -> None:
-    devs = [n for n, d in g._node.items() if d.get(KIND) in DEVICE_KINDS]
+def _problem(g: nx.Graph, nodes: list, connected: Callable[[], bool], source: str) -> str:
+    """The first problem of the elements ``nodes`` and their links (``connected()``: whether they
+    form one component), as one line; "" when none."""
+    attr = g._node
+    devs = [n for n in nodes if attr[n].get(KIND) in DEVICE_KINDS]
     if not devs:
-        raise InputError(f"{source}: has no device; expected at least one node of kind gpu or cpu")
-    if not nx.is_connected(g):
+        return f"{source}: has no device; expected at least one node of kind gpu or cpu"
+    if not connected():
         parts = sorted((sorted(map(str, c)) for c in nx.connected_components(g)), key=len)
-        raise InputError(f"{source}: is disconnected ({len(parts)} parts; e.g. {parts[0][:3]} is cut off); "
-                         "expected every node reachable through links")
+        return (f"{source}: is disconnected ({len(parts)} parts; e.g. {parts[0][:3]} is cut off); "
+                "expected every node reachable through links")
     seen: dict[tuple[int, int], str] = {}
-    kinds = set()
     for n in devs:
-        d = g._node[n]
-        key = (d.get(HOST), d.get(LOCAL_RANK))
+        key = (attr[n].get(HOST), attr[n].get(LOCAL_RANK))
         if key in seen:
-            raise InputError(f"{source}: devices {seen[key]!r} and {n!r} share host {key[0]} local_rank {key[1]}; "
-                             "expected a unique local_rank per host")
+            return (f"{source}: devices {seen[key]!r} and {n!r} share host {key[0]} local_rank {key[1]}; "
+                    "expected a unique local_rank per host")
         seen[key] = n
-        kinds.add(d[KIND])
-    if not _links_valid(g._adj.values()):
-        _raise_bad_link(g, source)
-    problem = _backend_problem(g.graph.get("backend"), kinds)
-    if problem:
-        raise InputError(f"{source}: {problem}")
+    if not _links_valid(g._adj[n] for n in nodes):
+        return _bad_link(g, source)
+    problem = _backend_problem(g.graph.get("backend"), {attr[n][KIND] for n in devs})
+    return f"{source}: {problem}" if problem else ""
 
 
 def _backend_problem(backend: Any, kinds: set[str]) -> str:
@@ -72,16 +80,6 @@ def _backend_problem(backend: Any, kinds: set[str]) -> str:
         return (f"backend 'gloo' models CPU ranks only, found kinds {sorted(kinds)}; "
                 "expected kind cpu (or backend nccl for GPUs)")
     return ""
-
-
-def _valid_apart_from_copies(g: nx.Graph, hosts: frozenset[int]) -> bool:
-    attr, adj = g._node, g._adj
-    kept = [n for n, d in attr.items() if d.get(HOST) not in hosts]
-    devs = [attr[n] for n in kept if attr[n].get(KIND) in DEVICE_KINDS]
-    keys = {(d.get(HOST), d.get(LOCAL_RANK)) for d in devs}
-    if not devs or len(keys) != len(devs) or _backend_problem(g.graph.get("backend"), {d[KIND] for d in devs}):
-        return False
-    return _links_valid(adj[n] for n in kept) and _connected_apart_from_copies(g, kept, hosts)
 
 
 def _connected_apart_from_copies(g: nx.Graph, kept: list, hosts: frozenset[int]) -> bool:
@@ -129,12 +127,13 @@ def _links_valid(adjs: Iterable[dict[Any, dict[str, Any]]]) -> bool:
     return all(_is_pos(bw) and _is_latency(lat) for _, bw, _, lat in pairs)
 
 
-def _raise_bad_link(g: nx.Graph, source: str) -> None:
-    """The InputError naming the first bad link in the graph's link order."""
+def _bad_link(g: nx.Graph, source: str) -> str:
+    """The line naming the first bad link in the graph's link order."""
     for u, v, d in g.edges(data=True):
         bw = d.get(BANDWIDTH)
         if not _is_pos(bw):
-            raise InputError(f"{source}: link {u}-{v} bandwidth {bw!r} is not accepted; expected > 0")
+            return f"{source}: link {u}-{v} bandwidth {bw!r} is not accepted; expected > 0"
         lat = d.get(LATENCY)
         if not _is_latency(lat):
-            raise InputError(f"{source}: link {u}-{v} latency {lat!r} is not accepted; expected >= 0")
+            return f"{source}: link {u}-{v} latency {lat!r} is not accepted; expected >= 0"
+    return f"{source}: a link's bandwidth or latency is not a number"

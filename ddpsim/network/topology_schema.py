@@ -30,7 +30,6 @@ NODE_KINDS = ("gpu", "cpu", "nvswitch", "pcie_switch", "host_bridge", "nic", "le
 #: ``sys``: the link between two CPU sockets of a host (QPI/UPI, Infinity Fabric; NCCL's LINK_SYS)
 LINK_TYPES = ("nvlink", "pcie", "net", "loopback", "ethernet", "sys")
 
-Nodes = Annotated[int, Field(ge=1, le=MAX_NODES)]
 PerNode = Annotated[int, Field(ge=1, le=MAX_DEVICES_PER_NODE)]
 Gbps = Annotated[float, Field(gt=0, le=MAX_GBPS, allow_inf_nan=False)]
 LatencyUs = Annotated[float, Field(gt=0, le=MAX_LATENCY_US, allow_inf_nan=False)]

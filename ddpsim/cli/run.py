@@ -144,13 +144,18 @@ def scenario_flags(args: argparse.Namespace) -> dict[str, str]:
     Raises:
         InputError: a ``--set`` item names a key, or a section holding one, that a flag given on
             the line sets too."""
-    keys = [item.partition("=")[0].strip() for item in args.overrides]
+    keys = set_keys(args)
     for key in keys:
         for scenario_key, flag in SCENARIO_FLAGS.items():
             if getattr(args, flag[2:]) is not None and (scenario_key == key or scenario_key.startswith(key + ".")):
                 raise InputError(f"--set {key}: not accepted with {flag} (both set {scenario_key}); "
                                  "expected one of the two")
     return {**SCENARIO_FLAGS, **{k: f"--set {k}" for k in keys}}
+
+
+def set_keys(args: argparse.Namespace) -> list[str]:
+    """The scenario keys this command line's ``--set`` items name, in order."""
+    return [item.partition("=")[0].strip() for item in args.overrides]
 
 
 def flag_message(msg: str, flags: dict[str, str]) -> str:

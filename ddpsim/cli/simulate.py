@@ -61,11 +61,10 @@ def simulate_point(args: argparse.Namespace):
     (:func:`ddpsim.cli.run.command_scenario`; without a topology, 2 ranks unless --set gives the
     world size), simulated alone by the points runner (:func:`ddpsim.pipeline.sweep.run_sweep`)."""
     from ddpsim.cli.plan import warn_cap_ignored
-    from ddpsim.cli.run import command_scenario, flag_message, scenario_flags
+    from ddpsim.cli.run import command_scenario, flag_message, scenario_flags, set_keys
     from ddpsim.pipeline.sweep import run_sweep
 
-    keys = [item.partition("=")[0].strip() for item in args.overrides]
-    alpha_beta = args.topology is None and not any(k in ("cluster", "cluster.topology") for k in keys)
+    alpha_beta = args.topology is None and not any(k in ("cluster", "cluster.topology") for k in set_keys(args))
     sc = command_scenario(args, "ddpsim simulate", **({"world_size": 2} if alpha_beta else {}))
     warn_cap_ignored(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list, "ddpsim simulate")
     try:

@@ -17,6 +17,18 @@ def system(num_ranks: int, num_nodes: int, *, channels: int = 1, bw: float = 20.
                            ring=g, tree=g, nvls=None, ll128_enabled=True)
 
 
+def two_rank_simple_ring_us(size: int, slices: int) -> float:
+    """The time by hand of a Simple ring all-reduce of ``size`` bytes on :func:`system` (2, 1):
+    baseLat 8.4 + 2 hops x hwLat(NVLink, ring, Simple) 3.4 + 4 first-pass syncs x the overhead
+    not hidden behind the 3 other slices in flight (8 slots / 2 per slice; each slice a
+    ``slices``-th of the transfer) + ``size`` at 20 GB/s x n/(2(n-1)) = 20 (the two channels share
+    the one search channel's 20 GB/s)."""
+    transfer = size / (1000 * 20.0)
+    o = nccl_exec.STEP_OVERHEAD_US["simple"]
+    exposed = o * o / (o + 3 * transfer / slices)
+    return 8.4 + 2 * 3.4 + 4 * exposed + transfer
+
+
 def test_two_rank_ring_of_one_chunk_by_hand():
     # 2 ranks, 1 search channel of 20 GB/s (<= PCI_BW: Simple runs 256 threads), duplicated into 2
     # (connect.cc), 64 KiB with Simple: 64 KiB >= 2 x 256 x 64 keeps both; 32 KiB per channel is one
@@ -26,13 +38,7 @@ def test_two_rank_ring_of_one_chunk_by_hand():
     ex = nccl_exec.plan(s, "ring", "simple", 64 * KiB)
     assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes) == (2, 1.0, 16 * KiB)
     assert (ex.syncs, ex.slices, ex.hops_intra, ex.hops_inter, ex.fill_bytes) == (4, 4, 2, 0, 0)
-    # time: baseLat 8.4 + 2 hops x hwLat(NVLink, ring, Simple) 3.4 + 4 syncs x the overhead not hidden
-    # behind the 3 other slices in flight (8 slots / 2 per slice) + 64 KiB at 20 GB/s x n/(2(n-1)) = 20
-    # (the two channels share the one search channel's 20 GB/s)
-    transfer = 64 * KiB / (1000 * 20.0)
-    o = nccl_exec.STEP_OVERHEAD_US["simple"]
-    exposed = o * o / (o + 3 * transfer / 4)
-    assert nccl_exec.time_us(s, "ring", "simple", 64 * KiB) == pytest.approx(8.4 + 2 * 3.4 + 4 * exposed + transfer)
+    assert nccl_exec.time_us(s, "ring", "simple", 64 * KiB) == pytest.approx(two_rank_simple_ring_us(64 * KiB, 4))
 
 
 def test_two_rank_ring_loops_once_per_two_chunks_of_each_rank():
@@ -54,10 +60,7 @@ def test_partial_last_loop_moves_only_its_bytes():
     ex = nccl_exec.plan(s, "ring", "simple", 12 * MiB)
     assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes) == (2, 1.0, 2 * MiB)
     assert (ex.syncs, ex.slices, ex.hops_intra, ex.hops_inter, ex.fill_bytes) == (4, 8, 2, 0, 0)
-    transfer = 12 * MiB / (1000 * 20.0)
-    o = nccl_exec.STEP_OVERHEAD_US["simple"]
-    exposed = o * o / (o + 3 * transfer / 8)
-    assert nccl_exec.time_us(s, "ring", "simple", 12 * MiB) == pytest.approx(8.4 + 2 * 3.4 + 4 * exposed + transfer)
+    assert nccl_exec.time_us(s, "ring", "simple", 12 * MiB) == pytest.approx(two_rank_simple_ring_us(12 * MiB, 8))
 
 
 def test_communicator_duplicates_the_search_channels():

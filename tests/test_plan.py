@@ -237,7 +237,7 @@ def test_unused_parameter_needs_find_unused(capsys, tmp_path):
     (None, "does not exist or is not a file"),
     ("[[0, 1], [2]", "not valid JSON"),
     ('{"nothing": 1}', "buckets: missing; expected this key"),
-    ('{"buckets": [[0, 1], [2]]}', "plan.buckets: parameters [3] are in no bucket; expected every parameter exactly once"),
+    ('{"buckets": [[0, 1], [2]]}', "plan.buckets: parameters [3] of trace 'tiny' are in no bucket; expected every parameter exactly once"),
     ('{"buckets": [[0, 1], [1, 2, 3]]}', "parameter 1 (fc1.bias) is already in bucket 0"),
     ('{"buckets": [[0, 1, 2, 3, 4]]}', "4 is not accepted; expected a parameter index in [0, 4)"),
     ('{"buckets": [["fc9.weight", 0, 1, 2, 3]]}', "parameter name 'fc9.weight' is not in the trace"),

@@ -95,17 +95,12 @@ def run_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[int]:
     return order
 
 
-def _view_edges(walk: GraphWalk, edges: Sequence[Sequence[tuple[str, int]]],
-                ranges: Sequence[tuple[int, int]]) -> dict[int, tuple[str, int]]:
-    part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
-    return {v: ("sub", _regenerated_base(walk, v, part_of, ranges)) for row in edges for kind, v in row if kind == "view"}
-
-
 def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[int]:
     """The parameters of one Dynamo graph in the order the engine runs their AccumulateGrad nodes."""
     edges = subgraph_edges(walk, ranges)
-    views = _view_edges(walk, edges, ranges)
     part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
+    views = {v: ("sub", _regenerated_base(walk, v, part_of, ranges))
+             for row in edges for kind, v in row if kind == "view"}
     seeds = [("sub", part_of[i]) for i, u in enumerate(walk.users) if u == OUTPUT_USER and i in part_of]
     called = {k: n for n, k in enumerate(run_order(walk, ranges))}
     pending: dict[tuple[str, int], int] = {}

@@ -24,7 +24,8 @@ from typing import Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.plan.autograd_order import graph_hook_order, run_order
-from ddpsim.plan.planner import BucketPlan, DDPOptions, _make_buckets, plan_ddp
+from ddpsim.plan.planner import (BucketPlan, DDPOptions, _make_buckets, compute_bucket_assignment_by_size,
+                                 plan_ddp)
 from ddpsim.trace.compiled_graph import GraphWalk
 from ddpsim.trace.records import IterationSample, Trace
 from ddpsim.units import DEFAULT_FIRST_BUCKET_BYTES, MIB
@@ -46,13 +47,6 @@ class CompileOptions:
         if self.ddp_optimizer and self.compiled_autograd:
             raise InputError("compile.ddp_optimizer: true is not accepted with compiled_autograd: true; expected false "
                              "(optimize_ddp='python_reducer' replaces DDPOptimizer)")
-
-    @property
-    def mode(self) -> str:
-        """``torch._dynamo.config.optimize_ddp``'s mode (:data:`MODES`)."""
-        if self.compiled_autograd:
-            return "python_reducer"
-        return "ddp_optimizer" if self.ddp_optimizer else "no_optimization"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,14 +86,6 @@ def ddp_optimizer_buckets(walk: GraphWalk, bucket_bytes_cap: int,
             for b, stop in reversed(list(zip(built, stops)))]
 
 
-def check_ddp_optimizer_cap(options: DDPOptions) -> None:
-    """Raise InputError where ``DDPOptimizer.__init__`` asserts: a cap below its 1 MiB first bucket."""
-    if options.bucket_bytes_cap < DEFAULT_FIRST_BUCKET_BYTES:
-        cap = max(options.bucket_cap_mb_list) if options.bucket_cap_mb_list else options.bucket_cap_mb
-        raise InputError(f"bucket_cap_mb: {cap:g} is not accepted with compile.ddp_optimizer: true; expected >= 1 MiB "
-                         "(DDPOptimizer's first bucket is 1 MiB and torch asserts the cap is not smaller)")
-
-
 def compiled_subgraphs(trace: Trace, options: DDPOptions, compile: CompileOptions) -> list[Subgraph]:
     """The compiled backward's units in forward order: DDPOptimizer's buckets of every Dynamo
     graph, or one per graph without DDPOptimizer (a trace without a compiled graph: one graph)."""
@@ -113,7 +99,10 @@ def compiled_subgraphs(trace: Trace, options: DDPOptions, compile: CompileOption
     if graph is None:
         raise InputError(f"trace {trace.model!r}: compile.ddp_optimizer: true needs the trace's compiled_graph; expected "
                          "a trace captured with 'ddpsim trace --compiled-graph' (or compile.ddp_optimizer: false)")
-    check_ddp_optimizer_cap(options)
+    if options.bucket_bytes_cap < DEFAULT_FIRST_BUCKET_BYTES:  # where DDPOptimizer.__init__ asserts
+        cap = max(options.bucket_cap_mb_list) if options.bucket_cap_mb_list else options.bucket_cap_mb
+        raise InputError(f"bucket_cap_mb: {cap:g} is not accepted with compile.ddp_optimizer: true; expected >= 1 MiB "
+                         "(DDPOptimizer's first bucket is 1 MiB and torch asserts the cap is not smaller)")
     return [replace(s, graph=k) for k, g in enumerate(graph.graphs) for s in ddp_optimizer_buckets(g, options.bucket_bytes_cap)]
 
 
@@ -197,22 +186,14 @@ def python_reducer_plan(trace: Trace, options: DDPOptions) -> BucketPlan:
     if options.bucket_cap_mb_list:
         raise InputError(f"ddp.bucket_cap_mb_list: {list(options.bucket_cap_mb_list)} is not accepted with "
                          "compile.compiled_autograd: true; expected null (torch asserts the python reducer takes none)")
-    cap_bytes = (options.bucket_bytes_cap // MIB) * MIB
     order = list(trace.grad_ready_order)
-    groups: list[list[int]] = []
-    current: list[int] = []
-    size, limit = 0, DEFAULT_FIRST_BUCKET_BYTES
-    for k, i in enumerate(order):
-        current.append(i)
-        size += trace.params[i].size_bytes
-        if size < limit and k != len(order) - 1:
-            continue
-        groups.append(current)
-        current, size, limit = [], 0, cap_bytes
-    dtypes = {trace.params[i].dtype for i in order}
-    if len(dtypes) > 1:
-        raise InputError(f"trace {trace.model!r}: parameters of dtypes {sorted(dtypes)} are not accepted with "
+    dtypes = [trace.params[i].dtype for i in order]
+    if len(set(dtypes)) > 1:
+        raise InputError(f"trace {trace.model!r}: parameters of dtypes {sorted(set(dtypes))} are not accepted with "
                          "compile.compiled_autograd: true; expected one dtype (inductor's DDP fusion takes one)")
+    limits = [DEFAULT_FIRST_BUCKET_BYTES, (options.bucket_bytes_cap // MIB) * MIB]
+    sizes = [trace.params[i].size_bytes for i in order]
+    groups, _ = compute_bucket_assignment_by_size(sizes, dtypes, limits, (), order)
     buckets = _make_buckets(trace, groups, None)
     return BucketPlan(initial=buckets, steady=buckets, rebuild_iteration=None, source="python_reducer", options=options)
 
@@ -228,5 +209,5 @@ def compiled_point(trace: Trace, options: DDPOptions, compile: CompileOptions,
     return grouped, plan if plan is not None else plan_ddp(grouped, options)
 
 
-__all__ = ["MODES", "CompileOptions", "Subgraph", "ddp_optimizer_buckets", "check_ddp_optimizer_cap",
-           "compiled_subgraphs", "engine_hook_order", "compiled_ready_trace", "python_reducer_plan", "compiled_point"]
+__all__ = ["MODES", "CompileOptions", "Subgraph", "ddp_optimizer_buckets", "compiled_subgraphs", "engine_hook_order",
+           "compiled_ready_trace", "python_reducer_plan", "compiled_point"]

@@ -41,22 +41,12 @@ def compute_bucket_assignment_by_size(
     expect_sparse_gradient: Sequence[bool] = (),
     tensor_indices: Sequence[int] = (),
 ) -> tuple[list[list[int]], list[int]]:
-    """Pure re-implementation of ``torch.distributed._compute_bucket_assignment_by_size``.
-
-    Args:
-        sizes_bytes: ``numel * element_size`` of each tensor, in iteration order.
-        dtypes: dtype name of each tensor (one accumulator and one limit iterator per dtype;
-            all tensors are on one device).
-        bucket_size_limits: limits in bytes; the last is reused forever.
-        expect_sparse_gradient: indexed by tensor *index* (not position): own bucket, no limit.
-        tensor_indices: labels of the tensors (rebuild); when empty, labels are positions and
-            the result is sorted by lowest index.
-
-    Returns:
-        ``(bucket_indices, per_bucket_size_limits)`` exactly as torch returns them. Leftover
-        buckets of several dtypes come out most-recently-created dtype first (what the
-        ``std::unordered_map`` iteration gives for a few keys in libstdc++).
-    """
+    """``torch.distributed._compute_bucket_assignment_by_size``: ``(bucket_indices,
+    per_bucket_size_limits)`` as torch returns them. One accumulator and limit position per
+    dtype, the last limit reused; ``expect_sparse_gradient`` (indexed by tensor index): a bucket
+    of its own; ``tensor_indices``: the tensors' labels (rebuild), else positions and the result
+    sorted by lowest index. Leftover buckets of several dtypes come out most-recently-created
+    dtype first (libstdc++'s ``std::unordered_map`` iteration for a few keys)."""
     assert len(sizes_bytes) == len(dtypes)
     assert bucket_size_limits, "bucket_size_limits must not be empty"
     result: list[tuple[list[int], int]] = []
@@ -84,11 +74,6 @@ def compute_bucket_assignment_by_size(
     return [r[0] for r in result], [r[1] for r in result]
 
 
-def cap_label(bucket_cap_mb: float | None) -> str:
-    """A ``bucket_cap_mb`` as point names and labels spell it: ``default`` when not given, else ``%g``."""
-    return "default" if bucket_cap_mb is None else f"{bucket_cap_mb:g}"
-
-
 def mb_text(value: float) -> str:
     """A MiB value as Python reads it back exactly: ``8``, ``2.5``, ``0.0400390625``."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
@@ -103,24 +88,7 @@ def cap_point_id(bucket_cap_mb: float | None, bucket_cap_mb_list: Sequence[float
     """The cap part of a point id: ``cap=default``, ``cap=25``, or ``list=1+4+8`` (the list wins)."""
     if bucket_cap_mb_list:
         return f"{LIST_POINT_PREFIX}{cap_list_label(bucket_cap_mb_list)}"
-    return f"cap={cap_label(bucket_cap_mb)}"
-
-
-def check_cap_list(value: Any, key: str) -> tuple[float, ...] | None:
-    """A ``bucket_cap_mb_list`` as a tuple of MiB (ints where whole); None stays None.
-
-    Raises:
-        InputError: ``"<key>: <value> is not accepted; expected ..."`` unless a non-empty list
-            of finite numbers > 0.
-    """
-    if value is None:
-        return None
-    ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(
-        not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in value)
-    if not ok:
-        raise InputError(f"{key}: {shorten(value)} is not accepted; expected a non-empty list of numbers of MiB > 0 "
-                         f"(e.g. [1, 4, 8]), or not given")
-    return tuple(int(x) if float(x).is_integer() else float(x) for x in value)
+    return "cap=default" if bucket_cap_mb is None else f"cap={bucket_cap_mb:g}"
 
 
 #: the dtypes ``_MixedPrecision`` casts to (DDP casts floating-point tensors only)
@@ -129,14 +97,10 @@ MIXED_PRECISION_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 @dataclass(frozen=True, kw_only=True)
 class MixedPrecision:
-    """DDP's ``_MixedPrecision`` (``torch/nn/parallel/distributed.py``), dtypes by name.
-
-    ``param_dtype``: parameters are cast to it before every forward (gradients, hence the
-    buckets, are in it); ``reduce_dtype``: the dtype gradients are all-reduced in (default:
-    ``param_dtype``, else the parameter's own); ``buffer_dtype``: every buffer is cast to it at
-    construction (so the forward buffer broadcast moves that many bytes). None leaves a dtype
-    as it is.
-    """
+    """DDP's ``_MixedPrecision`` (``torch/nn/parallel/distributed.py``), dtypes by name (None:
+    unchanged). ``param_dtype``: parameters cast to it before every forward (gradients, hence
+    buckets, are in it); ``reduce_dtype``: gradients all-reduced in it (default ``param_dtype``,
+    else the parameter's own); ``buffer_dtype``: every buffer cast to it at construction."""
 
     param_dtype: str | None = None
     reduce_dtype: str | None = None
@@ -154,12 +118,8 @@ class MixedPrecision:
 
 
 def options_document(text: str, where: str) -> dict[str, Any]:
-    """The JSON object ``text`` holds, inline (``{...}``) or in the file it names; ``where`` (the
-    flag) names it in errors. Read by ``ddpsim plan --options`` and the executor's ``--options``.
-
-    Raises:
-        InputError: text that is neither a JSON object nor a readable file of one.
-    """
+    """The JSON object ``text`` holds, inline (``{...}``) or in the file it names (``ddpsim plan
+    --options``, the executor's ``--options``); ``where`` (the flag) names it in errors."""
     if not text.lstrip().startswith("{"):
         try:
             text = Path(text).read_text()
@@ -176,11 +136,7 @@ def options_document(text: str, where: str) -> dict[str, Any]:
 
 def options_from_dict(doc: dict[str, Any], where: str) -> "DDPOptions":
     """``DDPOptions`` of a JSON object of its fields (``dataclasses.asdict`` of one: lists for
-    tuples, ``mixed_precision`` as an object of dtypes); ``where`` names the document in errors.
-
-    Raises:
-        InputError: an unknown field, or a value the constructor refuses.
-    """
+    tuples, ``mixed_precision`` an object of dtypes); ``where`` names the document in errors."""
     known = DDPOptions.__dataclass_fields__
     unknown = sorted(set(doc) - set(known))
     if unknown:
@@ -205,11 +161,8 @@ def options_from_dict(doc: dict[str, Any], where: str) -> "DDPOptions":
 
 @dataclass(frozen=True, kw_only=True)
 class DDPOptions:
-    """The DDP constructor options that shape buckets, with PyTorch's names.
-
-    ``bucket_cap_mb=None`` means "not given" (distinct from 25: only then is the first
-    rebuilt bucket 1 MiB).
-    """
+    """The DDP constructor options, with PyTorch's names. ``bucket_cap_mb=None``: not given
+    (unlike 25, the first rebuilt bucket is then 1 MiB)."""
 
     bucket_cap_mb: float | None = None
     #: per-bucket limits in MiB (torch 2.13); when given, ``bucket_cap_mb`` is ignored, as in torch
@@ -241,13 +194,18 @@ class DDPOptions:
             raise InputError(f"bucket_cap_mb: {shorten(cap)} is not accepted; expected a number of MiB > 0, or not given")
         if self.semantics not in ("modern", "legacy"):
             raise InputError(f"semantics: {shorten(self.semantics)} is not accepted; expected 'modern' or 'legacy'")
-        object.__setattr__(self, "bucket_cap_mb_list", check_cap_list(self.bucket_cap_mb_list, "bucket_cap_mb_list"))
-        if self.bucket_cap_mb_list and self.semantics == "legacy":
-            raise InputError(f"bucket_cap_mb_list: {list(self.bucket_cap_mb_list)!r} is not accepted with semantics "
+        caps = self.bucket_cap_mb_list
+        if caps is not None:
+            if not (isinstance(caps, (list, tuple)) and len(caps) > 0 and all(
+                    not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+                    for x in caps)):
+                raise InputError(f"bucket_cap_mb_list: {shorten(caps)} is not accepted; expected a non-empty list of "
+                                 "numbers of MiB > 0 (e.g. [1, 4, 8]), or not given")
+            caps = tuple(int(x) if float(x).is_integer() else float(x) for x in caps)
+            object.__setattr__(self, "bucket_cap_mb_list", caps)
+        if caps and self.semantics == "legacy":
+            raise InputError(f"bucket_cap_mb_list: {list(caps)!r} is not accepted with semantics "
                              f"'legacy' (torch without bucket_cap_mb_list); expected semantics 'modern'")
-        self._check_torch213_options()
-
-    def _check_torch213_options(self) -> None:
         for name in ("batched_grad_copy", "skip_all_reduce_unused_params", "broadcast_buffers"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name}: {getattr(self, name)!r} is not accepted; expected true or false")
@@ -334,12 +292,8 @@ class Bucket:
 
 @dataclass(frozen=True, kw_only=True)
 class BucketPlan:
-    """Which buckets DDP uses in which iteration.
-
-    ``initial`` applies to iterations ``1 .. rebuild_iteration-1``; ``steady`` from
-    ``rebuild_iteration`` on. Without a rebuild, ``steady == initial`` and
-    ``rebuild_iteration`` is None. Iterations are numbered from 1.
-    """
+    """Which buckets DDP uses in which iteration (from 1): ``initial`` before
+    ``rebuild_iteration``, ``steady`` from it on (without a rebuild: the same, and None)."""
 
     initial: tuple[Bucket, ...]
     steady: tuple[Bucket, ...]
@@ -378,11 +332,7 @@ def _make_buckets(trace: Trace, groups: Sequence[Sequence[int]], limits: Sequenc
 
 def reducer_param_indices(trace: Trace, options: DDPOptions) -> tuple[int, ...]:
     """The trace parameters DDP's reducer gets: all but ``delay_all_reduce_named_params``
-    (``DistributedDataParallel.__init__`` adds them to ``parameters_to_ignore``).
-
-    Raises:
-        InputError: a delayed or hook parameter name that is not in the trace.
-    """
+    (``DistributedDataParallel.__init__`` adds them to ``parameters_to_ignore``)."""
     names = options.delay_all_reduce_named_params
     if names is None:
         return tuple(range(trace.num_params))
@@ -487,22 +437,14 @@ def _short_mb(lo_bytes: int, hi_bytes: float, prefer: str) -> float:
 
 def cap_list_for_buckets(trace: Trace, buckets: Sequence[Bucket], options: DDPOptions | None = None,
                          ready_order: Sequence[int] | None = None) -> tuple[tuple[float, ...] | None, str]:
-    """A ``bucket_cap_mb_list`` whose rebuilt layout is exactly ``buckets`` (launch order), or why none is.
-
-    DDP's rebuild walks the gradient-ready order; each dtype keeps its own bucket and its own
-    position in the list, and a bucket closes as soon as its size reaches the limit (``>=``,
-    checked after adding a gradient), the last limit being reused. So a dtype's ``j``-th
-    bucket of ``size`` bytes whose last gradient has ``last`` bytes needs limit ``j`` in
-    ``(size - last, size]`` (any limit ``> size - last`` for a dtype's last bucket, which may
-    also be left over to the end). The limits of every dtype's ``j``-th bucket must meet in
-    one value; the shortest MiB value in the range is taken, and the list is verified by
-    planning it again (:func:`rebuilt_assignment`).
-
-    Returns:
-        ``(list, "")`` when the list reproduces ``buckets``; ``(None, reason)`` otherwise (a
-        bucket that is not a run of its dtype's gradients in ready order, dtypes whose
-        ranges do not meet, or a launch order DDP's assignment does not produce).
-    """
+    """``(list, "")``: a ``bucket_cap_mb_list`` whose rebuilt layout is exactly ``buckets``
+    (launch order), or ``(None, reason)``. DDP's rebuild walks the gradient-ready order, each
+    dtype with its own bucket and list position, closing a bucket once its size reaches the limit
+    (``>=``, after adding a gradient; the last limit reused). So a dtype's ``j``-th bucket of
+    ``size`` bytes, last gradient ``last`` bytes, needs limit ``j`` in ``(size - last, size]``
+    (``> size - last`` for a dtype's last bucket, which may be left over to the end); every
+    dtype's ``j``-th limits must meet in one value. The shortest MiB value in the range is
+    taken, and the list verified by planning it again (:func:`rebuilt_assignment`)."""
     from dataclasses import replace
 
     options = replace(options or DDPOptions(), bucket_cap_mb=None, bucket_cap_mb_list=None, semantics="modern",
@@ -560,48 +502,54 @@ def approximate_cap_list(trace: Trace, buckets: Sequence[Bucket]) -> tuple[float
                  for b in buckets)
 
 
+def check_buckets(trace: Trace, groups: Sequence[Sequence[int]], options: DDPOptions, label: str) -> None:
+    """Raise an InputError naming ``label`` unless ``groups`` (parameter indices) hold every
+    parameter of the reducer of ``trace`` under ``options`` exactly once, and no other."""
+    n = trace.num_params
+    keep = reducer_param_indices(trace, options)
+    kept = set(keep)
+    seen: dict[int, int] = {}
+    for k, g in enumerate(groups):
+        for i in g:
+            if not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n):
+                raise InputError(f"{label}[{k}]: {shorten(i)} is not accepted; expected a parameter index in "
+                                 f"[0, {n}) or a name")
+            if i in seen:
+                raise InputError(f"{label}[{k}]: parameter {i} ({trace.params[i].name}) is already in bucket "
+                                 f"{seen[i]}; expected every parameter exactly once")
+            if i not in kept:
+                raise InputError(f"{label}: parameter {trace.params[i].name!r} is in delay_all_reduce_named_params; "
+                                 "expected the reducer's parameters only")
+            seen[i] = k
+    missing = [i for i in keep if i not in seen]
+    if missing:
+        more = "..." if len(missing) > 8 else ""
+        raise InputError(f"{label}: parameters {missing[:8]}{more} of trace {trace.model!r} are in no bucket; "
+                         "expected every parameter exactly once")
+
+
 def explicit_plan(trace: Trace, buckets: Sequence[Sequence[int | str]], options: DDPOptions | None = None,
                   source: str = "explicit") -> BucketPlan:
-    """A plan from a user-given list of buckets (parameter indices or names), in launch order.
-
-    Validated: every trainable parameter exactly once, one dtype per bucket. The plan
-    applies from the first iteration (the executor's own reducer uses it from the start).
-    """
+    """A plan from a user-given list of buckets (parameter indices or names) in launch order:
+    every reducer parameter exactly once, one dtype per bucket, applying from iteration 1."""
     options = options or DDPOptions()
     by_name = {p.name: p.index for p in trace.params}
-    groups: list[list[int]] = []
-    seen: dict[int, int] = {}
     if not buckets:
         raise InputError("plan.buckets: [] is empty; expected a list of buckets, each a list of parameter indices or names")
+    groups: list[list[int]] = []
     for k, b in enumerate(buckets):
         if isinstance(b, (str, bytes)) or not isinstance(b, Sequence) or not b:
             raise InputError(f"plan.buckets[{k}]: {shorten(b)} is not accepted; expected a non-empty list of parameter indices or names")
-        g = []
-        for x in b:
-            if isinstance(x, str):
-                if x not in by_name:
-                    raise InputError(f"plan.buckets[{k}]: parameter name {shorten(x)} is not in the trace; expected one of the trace's parameter names")
-                i = by_name[x]
-            elif isinstance(x, int) and not isinstance(x, bool) and 0 <= x < trace.num_params:
-                i = x
-            else:
-                raise InputError(f"plan.buckets[{k}]: {shorten(x)} is not accepted; expected a parameter index in [0, {trace.num_params}) or a name")
-            if i in seen:
-                raise InputError(f"plan.buckets[{k}]: parameter {i} ({trace.params[i].name}) is already in bucket {seen[i]}; expected every parameter exactly once")
-            seen[i] = k
-            g.append(i)
+        bad = next((x for x in b if isinstance(x, str) and x not in by_name), None)
+        if bad is not None:
+            raise InputError(f"plan.buckets[{k}]: parameter name {shorten(bad)} is not in the trace; "
+                             "expected one of the trace's parameter names")
+        groups.append([by_name[x] if isinstance(x, str) else x for x in b])
+    check_buckets(trace, groups, options, "plan.buckets")
+    for k, g in enumerate(groups):
         dtypes = sorted({trace.params[i].dtype for i in g})
         if len(dtypes) > 1:
             raise InputError(f"plan.buckets[{k}]: mixes dtypes {dtypes}; expected one dtype per bucket")
-        groups.append(g)
-    keep = reducer_param_indices(trace, options)
-    delayed = sorted(set(seen) - set(keep))
-    if delayed:
-        raise InputError(f"plan.buckets: parameter {trace.params[delayed[0]].name!r} is in delay_all_reduce_named_params; "
-                         "expected the reducer's parameters only")
-    missing = [i for i in keep if i not in seen]
-    if missing:
-        raise InputError(f"plan.buckets: parameters {missing[:8]}{'...' if len(missing) > 8 else ''} are in no bucket; expected every parameter exactly once")
     bs = _make_buckets(trace, groups, None)
     return BucketPlan(initial=bs, steady=bs, rebuild_iteration=None, source=source, options=options)
 
@@ -652,10 +600,7 @@ class PlanDoc(Schema):
 
 
 def load_plan(path: str | Path, trace: Trace) -> BucketPlan:
-    """Load a plan JSON (:class:`PlanDoc`) for ``trace``: a list of buckets, or an object whose
-    ``buckets`` each hold ``param_indices`` (or ``params``, names). It becomes an explicit plan
-    applying from iteration 1.
-    """
+    """The explicit plan of a plan JSON (:class:`PlanDoc`) for ``trace``."""
     source = f"plan {shorten(str(path))}"
     data = read_json(path, "plan", "a plan JSON ('ddpsim plan --format json' or a list of buckets)")
     buckets = data if isinstance(data, list) else data.get("buckets") if isinstance(data, dict) else None

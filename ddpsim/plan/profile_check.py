@@ -18,25 +18,15 @@ from ddpsim.units import DTYPE_SIZE_BYTES
 
 @dataclass(frozen=True, kw_only=True)
 class BucketCheck:
-    """The recorded buckets beside the planned ones (elements, launch order).
-
-    Attributes:
-        options: the DDP options planned with.
-        recorded_numels: what the run's DDP all-reduced in its last measured iteration.
-        planned_numels: the steady (rebuilt) plan of :func:`plan_ddp`.
-        matches: equal, bucket for bucket.
-        message: one line: ``"5 buckets match ddpsim's plan at cap=default"`` or where they differ.
-    """
+    """The buckets the run's DDP all-reduced in its last measured iteration beside the steady plan
+    of :func:`plan_ddp` under ``options`` (elements, launch order); ``message``: one line saying
+    whether they match, or where they first differ."""
 
     options: DDPOptions
     recorded_numels: tuple[int, ...]
     planned_numels: tuple[int, ...]
     matches: bool
     message: str
-
-
-def _numel(size_bytes: int, dtype: str) -> int:
-    return size_bytes // DTYPE_SIZE_BYTES[dtype]
 
 
 def run_cap_bound_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | None:
@@ -56,7 +46,7 @@ def run_cap_bound_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | No
 
 def _compare(trace: Trace, recorded: tuple[int, ...], options: DDPOptions) -> BucketCheck:
     plan = plan_ddp(trace, options)
-    planned = tuple(_numel(b.size_bytes, b.dtype) for b in plan.steady)
+    planned = tuple(b.size_bytes // DTYPE_SIZE_BYTES[b.dtype] for b in plan.steady)
     label = options.label()
     if planned == recorded:
         return BucketCheck(options=options, recorded_numels=recorded, planned_numels=planned, matches=True,

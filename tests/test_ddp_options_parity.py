@@ -290,7 +290,7 @@ def test_forward_sync_buffers_configs_cover_both_outcomes(real):
 
 
 def test_mixed_precision_buffers_and_buckets_like_ddp(real):
-    from ddpsim.engine.simulate import param_elem_bytes
+    from ddpsim.network.kernel_costs import param_elem_bytes
     from ddpsim.plan.planner import MixedPrecision, plan_ddp
     from ddpsim.trace.records import BufferRecord, make_trace
 

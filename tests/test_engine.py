@@ -420,7 +420,7 @@ def test_plan_that_does_not_cover_the_trace():
     small = make_trace(model="small", params=[("a", (ELEMS,), "float32"), ("b", (ELEMS,), "float32")],
                        ready_s=[0.5, 0.25], forward_s=0.5, backward_s=1.0, optimizer_s=0.125)
     plan = explicit_plan(small, [[0, 1]])
-    with pytest.raises(InputError, match=r"^plan.initial: parameters \[2\] of trace 'toy' are in no bucket"):
+    with pytest.raises(InputError, match=r"^plan.initial: parameters \[2\] of trace 'toy' are in no bucket; expected every parameter exactly once"):
         simulate(toy_trace(), plan, net(), cfg())
 
 

@@ -109,26 +109,6 @@ def test_ranks_launch_buckets_without_running_their_works_first(monkeypatch):
     assert len(runs) < full_runs - launches // 2
 
 
-@pytest.mark.parametrize("host", [None, HostCosts()])
-def test_segments_posted_in_one_pass_are_the_segment_by_segment_launches_to_the_bit(monkeypatch, host):
-    """A lazy rank takes its plain backward's segments and posts their buckets' launches in one
-    pass (``Rank.segments_posted``): the same additions in the same order as taking each
-    segment and launching each bucket by a call of its own, so the same step times to the bit."""
-    from ddpsim.engine.reducer import Rank
-    taken = []
-    real = Rank.segments_posted
-    monkeypatch.setattr(Rank, "segments_posted", lambda *a: taken.append(real(*a)) or taken[-1])
-    cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2), host_costs=host)
-    engine._MEMO.clear()
-    one_pass = engine.simulate(TRACE, PLAN, comm(), cfg, steps_only=True)
-    assert sum(taken) > 0
-    monkeypatch.setattr(Rank, "segments_posted", lambda *a: 0)
-    engine._MEMO.clear()
-    by_call = engine.simulate(TRACE, PLAN, comm(), cfg, steps_only=True)
-    assert [(i.rank, i.iteration, i.start_s, i.end_s) for i in one_pass.iterations] == \
-        [(i.rank, i.iteration, i.start_s, i.end_s) for i in by_call.iterations]
-
-
 def test_a_segment_launches_the_buckets_ready_in_order_and_floors_are_per_segment():
     """Hand-worked: parameters ready in order 3, 2, 1, 0; buckets {0: p0, p1}, {1: p2}, {2: p3}.
     p3 readies bucket 2 (bucket 0 not ready: nothing launched), p2 readies bucket 1 (still

@@ -112,7 +112,11 @@ class SimConfig:
             raise InputError(f"sync_batchnorm: {self.sync_batchnorm!r} is not accepted; expected true or false")
         _pos_int(self.process_groups, "process_groups", 1)
         if self.join_batches is not None:
-            _check_join_batches(self.join_batches, self.world_size)
+            b = self.join_batches
+            if not (isinstance(b, (tuple, list)) and len(b) == self.world_size
+                    and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in b)):
+                raise InputError(f"join_batches: {b!r} is not accepted; expected {self.world_size} batch counts "
+                                 "(one per rank), each an integer >= 1")
             object.__setattr__(self, "join_batches", tuple(self.join_batches))
             if self.no_sync_steps:
                 raise InputError(f"join_batches: {list(self.join_batches)!r} is not accepted with no_sync_steps "
@@ -130,12 +134,3 @@ def checked_s(v: object, where: str, positive: bool = False) -> float:
 def _pos_int(v: object, name: str, minimum: int) -> None:
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise InputError(f"{name}: {v!r} is not accepted; expected an integer >= {minimum}")
-
-
-def _check_join_batches(batches: object, world_size: int) -> None:
-    """One batch count >= 1 per rank."""
-    ok = (isinstance(batches, (tuple, list)) and len(batches) == world_size
-          and all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in batches))
-    if not ok:
-        raise InputError(f"join_batches: {batches!r} is not accepted; expected {world_size} batch counts "
-                         "(one per rank), each an integer >= 1")

@@ -14,7 +14,7 @@ from typing import Iterator
 import simpy
 
 from ddpsim.engine.features import BucketLayout
-from ddpsim.engine.segments import MARGIN_S, Segment, build_segments, gate_floors, gate_table
+from ddpsim.engine.segments import Segment, build_segments, gate_floors, gate_table
 from ddpsim.engine.streams import Coll
 from ddpsim.engine.timeline import IterAcc, RankTimeline
 from ddpsim.network.kernel_costs import allreduce_hook_div_s, fp16_compress_s, fp16_decompress_s
@@ -172,23 +172,17 @@ class Rank(RankTimeline):
         yield from self.work("compress", "delayed_all_reduce div", d.div_s * s)
         self.launch("allreduce", "delayed_all_reduce", None, d.size_bytes)
 
-    def launch_plain_bucket(self, b: int, layout: BucketLayout) -> list[Coll]:
-        """``Reducer::all_reduce_bucket`` without a comm hook: the reducer's own all-reduce of the
-        bucket (its gradients already divided at copy-in), no kernels before it."""
-        if self.eng.host is not None:  # Reducer::all_reduce_bucket's own work, before the process group's
-            self.cpu += self.eng.host.bucket_launch_s
-        return [self.launch("allreduce", layout.names[b], b, layout.sizes[b])]
-
     def launch_bucket(self, b: int, layout: BucketLayout, s: float, hook: str) -> Iterator[simpy.Event]:
         """``Reducer::all_reduce_bucket``: the comm hook's kernels before the collective, then its
-        launch; returns the bucket's collectives (PowerSGD on NCCL: all three)."""
+        launch (without a hook, the reducer's own all-reduce, the gradients divided at copy-in);
+        returns the bucket's collectives (PowerSGD on NCCL: all three)."""
         eng = self.eng
-        if eng.mixed_precision is None and hook == "none":
-            return self.launch_plain_bucket(b, layout)
         size, numel = layout.sizes[b], layout.numels[b]
-        name = f"bucket {b}"
+        name = layout.names[b]
         if eng.host is not None:  # Reducer::all_reduce_bucket's own work, before the process group's
             self.cpu += eng.host.bucket_launch_s
+        if eng.mixed_precision is None and hook == "none":
+            return [self.launch("allreduce", name, b, size)]
         if eng.mixed_precision is not None:
             # _reducer_allreduce_and_upcast_hook: cast to reduce_dtype if it differs, no division before
             yield from self.work("compress", f"mixed precision cast {name}", layout.mp_cast_s[b] * s, b, size)
@@ -293,8 +287,7 @@ class Rank(RankTimeline):
             return
         segs, floors = found
         grads_left, plain, record = bw.pending, bw.plain, self.record
-        i = self.segments_posted(bw, s, segs, floors) if plain and self.lazy else 0
-        for seg, floor_s in zip(segs[i:], floors[i:]):
+        for seg, floor_s in zip(segs, floors):
             if seg.closed_form(self, s, floor_s):
                 if record:
                     seg.take_recorded(self, s, grads_left)
@@ -309,66 +302,6 @@ class Rank(RankTimeline):
                         yield from self.bucket_ready(seg.ready_b, s, bw)
             else:
                 yield from self.hooks_one_by_one(bw, s, seg.start, seg.stop, seg.prev0)
-
-    def segments_posted(self, bw: "BackwardState", s: float, segs: "list[Segment]", floors: list[float]) -> int:
-        """The plain backward's segments from the first on, on a rank that launches without
-        running its works (:attr:`lazy`), while each is taken in one go (the test of
-        :meth:`Segment.closed_form`) and its works join the one run pending: what
-        :meth:`Segment.take`, :meth:`launch_ready` and :meth:`launch` do, in the same order,
-        without a call per segment or bucket. Every launch is posted where the work clock
-        reaches the run's end (the clock does not move meanwhile: no SimPy); returns the first
-        segment not taken."""
-        eng = self.eng
-        pending = self.pending
-        if (eng.find_unused_dynamic or eng.skip_unused or bw.next_b or len(pending) != 1
-                or pending[0][0] is None):
-            return 0
-        host = eng.host
-        h = host.hook_s_per_param if host is not None else 0.0
-        launch_s = host.bucket_launch_s if host is not None else 0.0
-        enqueue_s = host.enqueue_s if host is not None else 0.0
-        now = eng.env.now
-        w0 = eng.work_at(now)
-        run_s = pending[0][2]
-        pending_s, cpu, t, seq, it = self.pending_s, self.cpu, self.t, self.seq, self.iter
-        ready_t, launch_t, colls = bw.ready_t, bw.launch_t, bw.colls
-        names, sizes, arrive = bw.layout.names, bw.layout.sizes, eng.arrive
-        arrival = -math.inf
-        i = 0
-        for seg, floor_s in zip(segs, floors):
-            if not seg.plain or (host is not None and seg.hooks and cpu - now - pending_s > floor_s - MARGIN_S):
-                break
-            d = seg.work_s * s
-            if d > 0:
-                pending_s += d
-                run_s += d
-            if host is not None:
-                cpu += seg.hooks * h
-            i += 1
-            if seg.ready_b is None:
-                continue
-            ready_t[seg.ready_b] = t
-            for b in seg.launches:
-                if host is not None:
-                    cpu += launch_s
-                    cpu += enqueue_s
-                    arrival = cpu if cpu > t else t
-                colls[b] = [arrive(seq, arrival, "allreduce", names[b], it, b, sizes[b], False, 0.0, w0 + pending_s)]
-                seq += 1
-                launch_t[b] = t
-        if not i:
-            return 0
-        grads_left = bw.pending
-        for seg in segs[:i]:
-            for b, n in seg.marks:
-                grads_left[b] -= n
-        bw.next_b = next((seg.launches[-1] + 1 for seg in reversed(segs[:i]) if seg.launches), 0)
-        if seq > self.seq:
-            self.issue_s = t
-        if run_s != pending[0][2]:
-            pending[0] = ("backward", "backward segment", run_s, None, None)
-        self.pending_s, self.cpu, self.seq = pending_s, cpu, seq
-        return i
 
     def plain_hooks(self, bw: "BackwardState") -> bool:
         """Every hook of the backward is the reducer's plain copy-in: no SyncBatchNorm, delayed
@@ -438,34 +371,22 @@ class Rank(RankTimeline):
         mark_unused = bool(eng.unused) and not bw.static_first
         names, ready, bucket_of, grads_left = eng.names, eng.ready, bw.layout.bucket_of, bw.pending
         first = True
-        fast, advance = self.fast, self.advance
+        advance = self.advance
         copy_in_s, has_grad, sizes = eng.copy_in_s, eng.has_grad, eng.param_sizes
         is_reducer, static_first = eng.is_reducer, bw.static_first
         delay_hook = eng.delayed.hook_param if eng.delayed is not None else -1
         bn_at = eng.syncbn.at_param if eng.syncbn is not None else {}
-        # NOTE: the hot loop: no generator per hook. At rate 1 an explicit rank records its
-        # spans inline (what _record does), the folded ranks only add up work (advance); with
-        # interference advance defers the work, run in one go (flush) at the next interaction.
-        inline = fast and self.record
+        # NOTE: the hot loop: no generator per hook (advance: at rate 1 done at once, else
+        # deferred to one flush at the next interaction)
         pending = self.pending
-        # with interference a recording rank defers each work (what advance does for it)
-        deferred, defer = not fast and self.record, pending.append
         # a gradient's copy-in without batching needs no generator (autograd_hook; host costs first)
         plain_copy_in = not eng.batched
         host_hook_s = eng.host.hook_s_per_param if eng.host is not None else None
-        acc = self.acc
         for p in eng.order[start:stop]:
             r = ready[p]
             # medians taken per parameter need not follow the ready order: never step back
             d, prev = ((r - prev) * s, r) if r > prev else (0.0, prev)
-            if deferred:
-                if d > 0:
-                    self.pending_s += d
-                    defer(("backward", names[p], d, None, None))
-            elif not inline:
-                advance("backward", names[p], d)
-            elif d > 0:
-                acc.backward_s += self.record_inline("backward", names[p], d, None, None)
+            advance("backward", names[p], d)
             if pending and (p in bn_at or p == delay_hook):
                 yield from self.flush()
             if p in bn_at:  # inside the SyncBatchNorm's backward, before its gradients are ready
@@ -484,19 +405,8 @@ class Rank(RankTimeline):
                 if plain_copy_in and has_grad(q):  # the common case: what autograd_hook does
                     if host_hook_s is not None:  # the hook's CPU time, then host_gate without SimPy
                         self.cpu += host_hook_s
-                        if fast:
-                            self.t = self.cpu if self.cpu > self.t else self.t
-                        else:
-                            self.gate()
-                    d = copy_in_s[q] * s
-                    if deferred:
-                        if d > 0:
-                            self.pending_s += d
-                            defer(("copy_in", names[q], d, bucket_of[q], sizes[q]))
-                    elif not inline:
-                        advance("copy_in", names[q], d, bucket_of[q], sizes[q])
-                    elif d > 0:
-                        self.record_inline("copy_in", names[q], d, bucket_of[q], sizes[q])
+                        self.gate()
+                    advance("copy_in", names[q], copy_in_s[q] * s, bucket_of[q], sizes[q])
                 else:
                     if pending:
                         yield from self.flush()
@@ -510,21 +420,6 @@ class Rank(RankTimeline):
                         self.launch_ready(b, bw)
                     else:
                         yield from self.bucket_ready(b, s, bw)
-
-    def record_inline(self, kind: str, name: str, d: float, bucket: int | None, size: int | None) -> float:
-        """``d`` seconds of ``kind`` work on an explicit rank at rate 1, recorded at once (what
-        ``_record`` does, without a generator: the hooks' hot loop); returns ``d``."""
-        t0 = self.t
-        t1 = t0 + d
-        if self.keep_spans:
-            self.spans.append((t0, 0, len(self.spans), t1, kind, name, self.iter, bucket, size))
-        comp = self.acc.compute
-        if comp and comp[-1][1] == t0:
-            comp[-1] = (comp[-1][0], t1)
-        else:
-            comp.append((t0, t1))
-        self.t = t1
-        return t1 - t0
 
     def autograd_hook(self, q: int, s: float, layout: BucketLayout) -> Iterator[simpy.Event]:
         """``Reducer::autograd_hook`` -> ``mark_variable_ready_dense`` for parameter ``q``: on the
@@ -556,7 +451,7 @@ class Rank(RankTimeline):
         while b < nb and pending[b] == 0:
             if skips and eng.skips_bucket(b, layout, bw.static_first):
                 bw.launch_t[b] = self.t
-            else:  # NOTE: what launch_plain_bucket does, without a call per bucket
+            else:  # NOTE: what launch_bucket does without a hook, without a generator per bucket
                 if launch_s is not None:
                     self.cpu += launch_s
                 colls[b] = [launch("allreduce", names[b], b, sizes[b])]
@@ -576,14 +471,9 @@ class Rank(RankTimeline):
         if eng.batched:
             yield from self.flush_bucket(b, layout, s)
         bw.ready_t[b] = self.t
-        plain = eng.mixed_precision is None and bw.hook == "none"
         while bw.next_b < nb and pending[bw.next_b] == 0:
             b = bw.next_b
-            if eng.skips_bucket(b, layout, bw.static_first):
-                pass
-            elif plain:  # NOTE: no generator per bucket for the reducer's own all-reduce
-                bw.colls[b] = self.launch_plain_bucket(b, layout)
-            else:
+            if not eng.skips_bucket(b, layout, bw.static_first):
                 bw.colls[b] = yield from self.launch_bucket(b, layout, s, bw.hook)
             bw.launch_t[b] = self.issue_s if bw.colls[b] else self.t
             bw.next_b += 1

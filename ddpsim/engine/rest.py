@@ -58,16 +58,9 @@ class RestRanks(Rank):
         return super().launch(kind, name, bucket, size_bytes, broadcast, then_s)
 
     def wait(self, c: Coll, name: str) -> Iterator[simpy.Event]:
-        env = self.eng.env
         self._fold()
-        if self.t > env.now:
-            yield env.timeout(self.t - env.now)
-        if not c.done.processed:
-            self.eng.set_waiting(+1)
-            yield c.done
-            self.eng.set_waiting(-1)
+        yield from super().wait(c, name)
         self.tv = np.maximum(self.tv, c.end_s)  # every folded rank waits, not only the latest
-        self.t = max(self.t, c.end_s)
 
     def wait_until(self, t_abs: float | np.ndarray, name: str) -> Iterator[simpy.Event]:
         """Each folded rank waits until its own ``t_abs`` (a scalar for all, or one per rank)."""

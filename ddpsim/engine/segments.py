@@ -66,12 +66,9 @@ class Segment:
         """The segment's works deferred one by one, as :meth:`Rank.hooks_one_by_one` defers them
         on a rank that records them (the same items, the same additions to ``pending_s`` and to
         the CPU's clock in the same order), with no gate among them (:meth:`closed_form`)."""
-        items = [(kind, name, d, b, size) for kind, name, w, b, size in self.items for d in (w * s,) if d > 0]
-        pending_s = rank.pending_s
-        for it in items:
-            pending_s += it[2]
-        rank.pending_s = pending_s
-        rank.pending += items
+        advance = rank.advance
+        for kind, name, w, b, size in self.items:
+            advance(kind, name, w * s, b, size)
         if rank.eng.host is not None:
             h, cpu = rank.eng.host.hook_s_per_param, rank.cpu
             for _ in range(self.hooks):

@@ -20,7 +20,6 @@ import simpy
 
 from ddpsim.engine import jitter as jitter_mod
 from ddpsim.engine.config import SimConfig, checked_s
-from ddpsim.engine.features import BROADCAST_BUCKET_BYTES, GRAPH_SEARCH_S_PER_PARAM
 from ddpsim.engine.join import JoinProgram, JoinSchedule, add_even_baseline
 from ddpsim.engine.process_groups import GroupStreams
 from ddpsim.engine.reducer import Rank
@@ -30,14 +29,12 @@ from ddpsim.engine.result import (COMM_STREAM, COMPUTE_STREAM, BucketTiming, Ite
 from ddpsim.engine.streams import Engine
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CAPABILITIES, CommModel
-from ddpsim.network.kernel_costs import POWERSGD_MIN_COMPRESSION_RATE, copy_kernel_s, kernel_s, param_elem_bytes, powersgd_split
 from ddpsim.network.topology import gc_paused
-from ddpsim.plan.planner import BucketPlan, reducer_param_indices
+from ddpsim.plan.planner import BucketPlan, check_buckets, reducer_param_indices
 from ddpsim.trace.intervals import intersection_s
 from ddpsim.trace.records import Trace
 
-__all__ = ["simulate", "kernel_s", "copy_kernel_s", "powersgd_split", "param_elem_bytes", "GRAPH_SEARCH_S_PER_PARAM",
-           "BROADCAST_BUCKET_BYTES", "POWERSGD_MIN_COMPRESSION_RATE"]
+__all__ = ["simulate"]
 
 #: what a comm model answers (ddpsim.network.comm_model.CommModel), required and optional
 _COMM_MEMBERS = ("backend", "num_ranks", "allreduce_s", "broadcast_s", "describe") + CAPABILITIES
@@ -58,25 +55,10 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     if config.world_size > num_ranks:
         raise InputError(f"world_size: {config.world_size} is not accepted; expected at most {num_ranks}, the ranks the comm model "
                          f"({comm.describe().get('model', type(comm).__name__)}) holds")
-    n = trace.num_params
     opts = plan.options
     reducer = set(reducer_param_indices(trace, opts))
     for label, buckets in (("plan.initial", plan.initial), ("plan.steady", plan.steady)):
-        seen: dict[int, int] = {}
-        for b in buckets:
-            for i in b.param_indices:
-                if not (isinstance(i, int) and 0 <= i < n):
-                    raise InputError(f"{label}[{b.index}]: parameter {i!r} is not in the trace; expected indices in [0, {n})")
-                if i in seen:
-                    raise InputError(f"{label}[{b.index}]: parameter {i} is already in bucket {seen[i]}; expected every parameter exactly once")
-                if i not in reducer:
-                    raise InputError(f"{label}[{b.index}]: parameter {trace.params[i].name!r} is in "
-                                     "delay_all_reduce_named_params; expected only the reducer's parameters in buckets")
-                seen[i] = b.index
-        missing = [i for i in sorted(reducer) if i not in seen]
-        if missing:
-            raise InputError(f"{label}: parameters {missing[:8]}{'...' if len(missing) > 8 else ''} of trace {trace.model!r} are in no bucket; "
-                             f"expected a plan covering all {n} parameters (build it from this trace)")
+        check_buckets(trace, [b.param_indices for b in buckets], opts, label)
         for k, b in enumerate(buckets):
             if b.index != k:
                 raise InputError(f"{label}[{k}].index: {b.index} is out of order; expected {k}")
@@ -107,9 +89,8 @@ def _skipped_buckets(eng: Engine, num_iterations: int) -> dict[str, list[int]]:
 
 
 def _as_dict(obj: Any) -> Any:
-    """``dataclasses.asdict`` of a config: nested dataclasses as dicts, every other value (numbers,
-    strings, tuples of them) as it is rather than deep-copied (a table of interference weights
-    is long)."""
+    """``dataclasses.asdict`` of a config without deep copies of its values (a table of
+    interference weights is long)."""
     if is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: _as_dict(getattr(obj, f.name)) for f in fields(obj)}
     return obj
@@ -120,17 +101,12 @@ def _config_summary(config: SimConfig) -> dict[str, Any]:
     d["stragglers"] = {str(k): v for k, v in sorted(config.stragglers.items())}
     if not config.interference.size_weights:  # only the "table" weighting has one
         del d["interference"]["size_weights"]
-    if config.host_costs is None:
-        del d["host_costs"]
-    if not config.copy_kernel_floor_s:
-        del d["copy_kernel_floor_s"]
-    if not config.comm_hook_call_s:
-        del d["comm_hook_call_s"]
+    for key in ("host_costs", "copy_kernel_floor_s", "comm_hook_call_s", "join_batches"):  # left out when off
+        if not d[key]:
+            del d[key]
     if config.process_groups == 1:
         del d["process_groups"]
-    if config.join_batches is None:
-        del d["join_batches"]
-    else:
+    if config.join_batches is not None:
         d["join_batches"] = list(config.join_batches)
     return d
 
@@ -139,44 +115,18 @@ def _config_summary(config: SimConfig) -> dict[str, Any]:
 
 def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, *, spans: bool = True,
              steps_only: bool = False) -> SimResult:
-    """Simulate ``config.num_iterations`` iterations of DDP training of ``trace`` under ``plan``.
+    """Simulate ``config.num_iterations`` iterations of DDP training of ``trace`` under ``plan``
+    (its ``options`` shape the simulated reducer) on ``comm`` (collective durations and declared
+    capabilities, ``comm.num_ranks >= world_size``). ``spans=False`` leaves ``SimResult.spans``
+    empty, every other figure the same. ``steps_only``: only step times are read (no spans or
+    bucket timings; of each iteration its start and end, the rest 0; ``meta["steps_only"]``):
+    ranks record nothing, and with interference their works between two interactions run as one
+    and their launches arrive where the work clock reaches them (the same steps to rounding).
 
-    Args:
-        trace: the model's measured (or hand-made) step.
-        plan: DDP's buckets (``ddpsim.plan.planner.plan_ddp``) or an explicit plan; its ``options``
-            (find_unused_parameters, static_graph, gradient_as_bucket_view, broadcast_buffers /
-            forward_sync_buffers, batched_grad_copy, skip_all_reduce_unused_params,
-            mixed_precision, delay_all_reduce_named_params) shape the simulated reducer.
-        comm: collective durations on the process group (``comm.num_ranks >= world_size``) and
-            the capabilities it declares (:class:`ddpsim.network.comm_model.CommModel`).
-        config: world size, iterations, seed, comm hook, no_sync, jitter, stragglers,
-            interference, copy bandwidth.
-        spans: False leaves ``SimResult.spans`` empty (every other figure is the same):
-            about a third faster, for sweeps that only need the summary.
-        steps_only: only the step times are read (an uncertainty sample, a run with cost terms
-            off): no spans, no bucket timings, and of each iteration only its start and end
-            (its other figures 0; ``meta["steps_only"]``); the ranks record nothing on the way,
-            and with interference each rank's works between two interactions run as one and
-            its launches arrive where the work clock reaches them, not after a run of its
-            works each (the same step times to rounding).
-
-    Points that differ only in what the engine does not read (``bucket_cap_mb`` or
-    ``bucket_cap_mb_list`` when they give the same buckets) share one simulation: the last
-    :data:`MEMO_SIZE` results are kept, keyed on the trace and comm model objects, the plan's
-    buckets and options, the config and ``spans`` (:func:`_memo_key`); a hit returns the kept
-    result with this plan's ``meta["plan"]``. The spans are built when first read
-    (:class:`~ddpsim.engine.result.LazySpans`).
-
-    Returns:
-        A :class:`SimResult`: every span of the explicitly simulated ranks, per-bucket and
-        per-iteration figures; an "iteration" is one no_sync cycle (``no_sync_steps``
-        micro-steps plus the synchronised step).
-
-    Raises:
-        InputError: a plan that does not cover the reducer's parameters, a world size the comm
-            model does not hold, a comm model lacking the interface, non-finite or negative
-            durations or capabilities, unused parameters without
-            find_unused_parameters/static_graph, mixed_precision with a comm hook.
+    Points that differ only in what the engine does not read (caps that give the same buckets)
+    share one simulation: the last :data:`MEMO_SIZE` results are kept (:func:`_memo_key`), a hit
+    returned with this plan's ``meta["plan"]``. An "iteration" is one no_sync cycle
+    (``no_sync_steps`` micro-steps plus the synchronised step).
     """
     spans = spans and not steps_only
     key = _memo_key(trace, plan, comm, config, spans, steps_only)
@@ -201,9 +151,8 @@ _MEMO: "OrderedDict[tuple, tuple[Trace, CommModel, SimResult]]" = OrderedDict()
 def _memo_key(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig, spans: bool,
               steps_only: bool = False) -> tuple | None:
     """What the engine reads of the inputs: the trace and comm model by identity (the kept entry
-    holds them, so an identity is never reused while kept; a hashable comm model, a frozen
-    dataclass, by value), the buckets without their size limits, the options without the caps
-    that made the buckets, the config by its repr (every field, floats exactly). None: not kept."""
+    holds them; a hashable comm model by value), the buckets without size limits, the options
+    without caps, the config by its repr. None: not kept."""
     try:
         comm_key = ("value", type(comm), hash(comm), comm)
     except TypeError:
@@ -322,8 +271,8 @@ def _warmup(config: SimConfig, plan: BucketPlan) -> int:
 
 def _make_ranks(eng: Engine, factors: np.ndarray, explicit: Sequence[int],
                 need_rest: bool, record: bool = True) -> tuple[list[Rank], np.ndarray | None]:
-    """One process per explicit rank (first, in order; ``record`` False: they record nothing but
-    their iterations' start and end), and one for the folded ranks when there are any."""
+    """One process per explicit rank (first, in order; ``record``: their figures), and one for
+    the folded ranks when there are any."""
     config = eng.config
     ranks = [Rank(eng, r, factors[:, r], record=record) for r in explicit]
     rest_f = None
@@ -372,8 +321,7 @@ class _RowSpans(LazySpans):
 
 
 def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> list[Span]:
-    """Spans of each rank (its number and span rows) in time order; at equal start compute
-    first, then issue order."""
+    """Spans of each rank in time order; at equal start compute first, then issue order."""
     out_spans: list[Span] = []
     append = out_spans.append
     new, setattr_ = object.__new__, object.__setattr__
@@ -392,9 +340,8 @@ def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -
 
 
 def _bucket_rows(eng: Engine, ranks: list[Rank]) -> tuple:
-    """What :func:`_bucket_timings` needs of every recording rank's bucket log: the layouts' sizes
-    and counts per iteration, the collectives' start and end times (not the engine: it holds
-    the whole simulation)."""
+    """What :func:`_bucket_timings` needs of every recording rank's bucket log (not the engine:
+    it holds the whole simulation)."""
     logs = [(rk.rank, rk.bucket_log) for rk in ranks if rk.record]
     shapes = {it: (layout.sizes, layout.counts) for it, layout in eng.layouts.items()}
     return logs, shapes, [c.start_s for c in eng.colls], [c.end_s for c in eng.colls]

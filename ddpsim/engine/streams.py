@@ -21,7 +21,6 @@ from typing import Any, Callable, Iterator
 
 import simpy
 
-from ddpsim.engine.capabilities import engine_capabilities
 from ddpsim.engine.config import SimConfig, checked_s
 from ddpsim.engine.features import (GRAPH_SEARCH_S_PER_PARAM, BucketLayout, DelayedAllReduce, SyncBatchNorm,
                                     buffer_broadcast_buckets)
@@ -60,15 +59,12 @@ class Coll:
 
 
 class Engine:
-    """What every rank shares: the DDP options in force, the trace's phase times, the comm
-    model and its capabilities, the bucket layouts, the collectives and the interference state."""
+    """What every rank shares: options, phase times, comm model, layouts, collectives, interference."""
 
     #: Join's collectives in the rank program (ddpsim.engine.join.JoinProgram), or None
     join = None
-    #: only step times are read (``simulate(steps_only=True)``): ranks that record nothing
-    #: launch without running their works first, where those run without a gate
-    #: (:meth:`RankTimeline.launch`), and a collective whose pace no change can move runs as
-    #: one timer (:meth:`comm_stream`): the same step times, to rounding
+    #: ``simulate(steps_only=True)``: ranks that record nothing launch before running their
+    #: works (:meth:`RankTimeline.launch`); a collective no change can pace runs as one timer
     steps_only = False
 
     def __init__(self, env: simpy.Environment, trace: Trace, plan: BucketPlan, comm: CommModel,
@@ -133,19 +129,24 @@ class Engine:
         self.reducer_divides = self.config.comm_hook == "none" and self.mixed_precision is None
 
     def _init_comm(self, comm: CommModel, config: SimConfig) -> None:
-        """The comm model's capabilities and the interference in force."""
-        caps = engine_capabilities(comm)
-        self.caps = caps
+        """The comm model's capabilities, checked (an InputError names the first bad one), and the
+        interference in force."""
+        where = f"comm model {type(comm).__name__}."
         # DDP's per-iteration fixed cost on this machine (Python pre/post-forward, reducer
         # bookkeeping, waking the backend's threads), when the comm model declares it; 0: nothing
-        self.iteration_overhead_s = caps.iteration_overhead_s
+        self.iteration_overhead_s = _capability_s(comm.iteration_overhead_s, f"{where}iteration_overhead_s:")
         # DDP's forward buffer broadcast per buffer (flatten, copy back), when declared
-        self.broadcast_per_tensor_s = caps.broadcast_per_tensor_s
-        self.idle_extra = caps.idle_launch_extra_s
+        self.broadcast_per_tensor_s = _capability_s(comm.broadcast_per_tensor_s,
+                                                    f"{where}broadcast_per_tensor_s:")
+        self.forward_factor = checked_s(comm.ddp_forward_factor, f"{where}ddp_forward_factor:", True)
+        idle = comm.idle_launch_extra_s
+        self.idle_extra = idle if callable(idle) else None
         #: collectives of the process group that progress at once (ProcessGroupGloo's worker
         #: threads); 1: one in-order stream (NCCL, every analytical model)
-        self.lanes = caps.lanes
-        self.concurrent_rate = caps.concurrent_rate
+        self.lanes = comm.comm_lanes
+        if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or self.lanes < 1:
+            raise InputError(f"{where}comm_lanes: {self.lanes!r} is not accepted; expected an integer >= 1")
+        self.concurrent_rate = comm.concurrent_rate
         self._rates: dict[tuple[str, int, int], float] = {}
         #: collectives in progress (the multi-lane stream)
         self.running: list[Coll] = []
@@ -159,15 +160,16 @@ class Engine:
         self.table_weighted = config.interference.weighting == "table"
         #: CPU costs on a per-rank CPU timeline (ddpsim.network.host_costs), or None
         self.host = config.host_costs
-        self.futures_at_enqueue = caps.futures_at_enqueue
+        #: ProcessGroupNCCL: a collective's future completes at enqueue, so a comm hook's whole
+        #: ``.then()`` chain runs on the CPU inside the autograd hook (gloo's completes when done)
+        self.futures_at_enqueue = comm.backend == "nccl"
         #: the running collective's ``slow_weight`` (slow path)
         self.comm_weight = 1.0
 
     def _init_phases(self, trace: Trace, config: SimConfig) -> None:
-        """The trace's phase times and gradient-ready offsets (medians, or means:
-        ``SimConfig.compute_statistic``)."""
+        """The trace's phase times and gradient-ready offsets (``SimConfig.compute_statistic``)."""
         st = config.compute_statistic
-        self.forward_s = trace.phase("forward").stat(st) * self.caps.ddp_forward_factor
+        self.forward_s = trace.phase("forward").stat(st) * self.forward_factor
         self.backward_s = trace.phase("backward").stat(st)
         self.optimizer_s = trace.phase("optimizer").stat(st)
         self.zero_grad_s = trace.phase("zero_grad").stat(st)
@@ -198,8 +200,8 @@ class Engine:
 
     def skips_bucket(self, b: int, layout: BucketLayout, static_first: bool) -> bool:
         """skip_all_reduce_unused_params (``Reducer::should_skip_all_reduce_bucket``): every
-        parameter of the bucket is in ``unused_parameters_``, which find_unused_parameters fills
-        each iteration and static_graph from iteration 1 on (iteration 1 launches every bucket)."""
+        parameter in ``unused_parameters_`` (filled by find_unused_parameters, or static_graph
+        after iteration 1)."""
         return (self.skip_unused and layout.all_unused[b] and not static_first
                 and (self.find_unused_dynamic or self.static_graph))
 
@@ -246,10 +248,9 @@ class Engine:
 
     def arrive(self, index: int, t: float, kind: str, name: str, iteration: int, bucket: int | None,
                size_bytes: int, broadcast: bool, then_s: float = 0.0, work: float | None = None) -> Coll:
-        """A rank launches collective ``index`` at time ``t`` or, given ``work``, no earlier
-        than ``t`` and where the work clock reaches ``work`` (a rank that computes until then:
-        :meth:`RankTimeline.launch`); every rank in, ``all_arrived`` succeeds when the latest
-        of them has arrived, its time in ``arrival_max_s``."""
+        """A rank launches collective ``index`` at ``t`` (given ``work``: no earlier than where
+        the work clock reaches it); once every rank is in, ``all_arrived`` succeeds at the latest
+        arrival, ``arrival_max_s``."""
         c = self.colls[index] if index < len(self.colls) else self.coll(index)
         if c.kind is None:
             c.kind, c.name, c.iteration, c.bucket, c.size_bytes = kind, name, iteration, bucket, size_bytes
@@ -309,7 +310,7 @@ class Engine:
                     if c.work_s > 0:
                         yield env.timeout(c.work_s)
                 else:
-                    yield from self.progress(c.work_s, comm=True, idle_extra_s=extra)
+                    yield from self.progress(c.work_s, idle_extra_s=extra)
                 self.set_comm_active(False)
                 c.end_s = env.now
             else:
@@ -332,8 +333,7 @@ class Engine:
             i += 1
 
     def rate(self, c: Coll, n: int) -> float:
-        """The pace of ``c`` while ``n`` collectives progress at once (the comm model's
-        ``concurrent_rate``, asked once per (kind, size, n) and checked)."""
+        """The pace of ``c`` while ``n`` collectives run at once (``concurrent_rate``, cached, checked)."""
         if n <= 1:
             return 1.0
         key = (c.kind or "", c.size_bytes, n)
@@ -345,9 +345,8 @@ class Engine:
 
     def comm_lanes(self) -> Iterator[simpy.Event]:
         """The process group's queue worked by ``lanes`` threads (ProcessGroupGloo): collectives
-        start in launch order, each once every rank has launched it and a lane is free, and
-        progress side by side, each at the comm model's ``concurrent_rate`` for the number in
-        progress (and at ``1/comm_slowdown`` while any rank computes, with interference)."""
+        start in launch order once every rank launched them and a lane is free, each at the comm
+        model's ``concurrent_rate`` for the number in progress (``/comm_slowdown`` under compute)."""
         env = self.env
         i = 0
         while True:
@@ -367,7 +366,7 @@ class Engine:
             i += 1
 
     def _lane(self, c: Coll, extra: float) -> Iterator[simpy.Event]:
-        yield from self.progress(c.work_s, comm=True, idle_extra_s=extra, coll=c)
+        yield from self.progress(c.work_s, idle_extra_s=extra, coll=c)
         c.end_s = self.env.now
         self.running.remove(c)
         self._lanes_changed()
@@ -406,10 +405,9 @@ class Engine:
         return 1.0 / (1.0 + (self.compute_slow - 1.0) * self.comm_weight) if self.comm_active else 1.0
 
     def run_compute(self, works: list[float], gates: list[bool]) -> Iterator[simpy.Event]:
-        """Run one rank's compute-stream items from now, one after another; returns when each
-        ended. An item is ``works[k]`` seconds of full-rate work or, where ``gates[k]``, a
-        host-cost gate: the device idles (not busy) until the absolute time ``works[k]`` when
-        its CPU enqueues the next work later than the device reaches it."""
+        """Run one rank's compute-stream items from now, in turn; returns when each ended. An item
+        is ``works[k]`` seconds of full-rate work or, where ``gates[k]``, a host-cost gate: the
+        device idles until the absolute time ``works[k]`` its CPU enqueues the next work."""
         env = self.env
         ends: list[float] = []
         n = len(works)
@@ -434,11 +432,10 @@ class Engine:
 
     # -- the work clock: compute-stream work done at the rate in force, shared by every rank --
     def _init_work_clock(self) -> None:
-        """The work clock: ``W(t)``, full-rate seconds of compute-stream work a rank that computes
-        from 0 to ``t`` has done, piecewise linear with a breakpoint at each change of the compute
-        rate (``_clock_t``, ``_clock_w``, ``_clock_r``: where each piece starts, W there, its
-        rate). Every rank computes at the same rate, so a run of works ends where W reaches its
-        target; the ranks' targets wait in one heap behind one timer (:meth:`_run_works`)."""
+        """The work clock ``W(t)``: full-rate seconds of compute-stream work done from 0 to ``t``,
+        piecewise linear (``_clock_t``, ``_clock_w``, ``_clock_r``: each piece's start, W there,
+        its rate). Every rank computes at the same rate, so a run of works ends where W reaches
+        its target; the targets wait in one heap behind one timer (:meth:`_run_works`)."""
         self._clock_t = [0.0]
         self._clock_w = [0.0]
         self._clock_r = [self.compute_rate()]
@@ -458,8 +455,7 @@ class Engine:
         return self._clock_t[k] + (w - self._clock_w[k]) / self._clock_r[k]
 
     def _rate_from_now(self) -> None:
-        """A change: where it moves the compute rate, a breakpoint of the clock and the timer of
-        the earliest target moved to match."""
+        """Where a change moves the compute rate: a breakpoint, and the earliest target's timer moved."""
         r = self.compute_rate()
         if r != self._clock_r[-1]:
             now = self.env.now
@@ -497,10 +493,8 @@ class Engine:
             self._arm()
 
     def _run_works(self, works: list[float], ends: list[float]) -> Iterator[simpy.Event]:
-        """Works one after another from now, their ends appended to ``ends``. Closed form on the
-        work clock: work ``k`` ends where W reaches ``W(now) + works[0] + ... + works[k]``; SimPy
-        meets the run once, at its end (one timer for the earliest end of every rank's run, moved
-        only where the rate changes), never per work nor per change."""
+        """Works in turn from now, their ends appended to ``ends``: work ``k`` ends where W reaches
+        ``W(now) + works[0] + ... + works[k]``; SimPy meets the run once, at its end."""
         env = self.env
         first = len(self._clock_w) - 1
         goals = list(accumulate(works, initial=self.work_at(env.now)))[1:]
@@ -515,8 +509,7 @@ class Engine:
         ends.append(now)
 
     def times_at(self, goals: list[float], first: int, now: float) -> list[float]:
-        """When W reaches each of ``goals`` (in increasing order; none after ``now``), searched
-        from breakpoint ``first``: one walk over the clock's pieces."""
+        """When W reaches each of ``goals`` (increasing; none after ``now``), from breakpoint ``first``."""
         ws, ts, rs = self._clock_w, self._clock_t, self._clock_r
         k, last = first, len(ws) - 1
         out = []
@@ -534,25 +527,20 @@ class Engine:
             i -= 1
         return out
 
-    def progress(self, work_s: float, comm: bool, idle_extra_s: float = 0.0,
-                 coll: Coll | None = None) -> Iterator[simpy.Event]:
-        """Do ``work_s`` seconds of full-rate work at the current, state-dependent rate (plus
-        ``idle_extra_s`` once no rank computes, if that happens before the work is done).
-        ``coll``: the collective of a multi-lane stream, paced also by the others in progress."""
-        if comm:
-            def rate() -> float:
-                r = 1.0 / self.comm_slow if self.busy > 0 else 1.0
-                if coll is not None:
-                    r *= self.rate(coll, len(self.running))
-                return r
-        else:
-            rate = self.compute_rate
+    def progress(self, work_s: float, idle_extra_s: float = 0.0, coll: Coll | None = None) -> Iterator[simpy.Event]:
+        """:meth:`advance` at the comm rate in force (``coll``: a multi-lane stream's collective,
+        paced also by the others in progress)."""
+        def rate() -> float:
+            r = 1.0 / self.comm_slow if self.busy > 0 else 1.0
+            if coll is not None:
+                r *= self.rate(coll, len(self.running))
+            return r
+
         yield from self.advance(work_s, rate, idle_extra_s)
 
     def advance(self, work_s: float, rate: Callable[[], float], idle_extra_s: float = 0.0) -> Iterator[simpy.Event]:
-        """Do ``work_s`` seconds of full-rate work at ``rate()`` (work per second), asked again
-        whenever the engine's state changes (``self.changed``); ``idle_extra_s`` is added once
-        every rank waits, if that happens before the work is done."""
+        """Do ``work_s`` seconds of full-rate work at ``rate()``, asked again at every change
+        (``self.changed``); ``idle_extra_s`` is added once every rank waits, if before the end."""
         env = self.env
         remaining = work_s
         while remaining > 0:
@@ -569,6 +557,11 @@ class Engine:
             remaining -= (env.now - t0) * r
             if remaining <= work_s * 1e-12:
                 return
+
+
+def _capability_s(v: object, where: str) -> float:
+    """A capability in seconds (None: 0), checked."""
+    return checked_s(0.0 if v is None else v, where)
 
 
 def _param_kernels(trace: Trace, mixed_precision: Any, copy_bw: float | None,

@@ -80,11 +80,27 @@ class RankTimeline:
 
     def advance(self, kind: str, name: str, dur: float, bucket: int | None = None, size: int | None = None) -> None:
         """``dur`` seconds of full-rate compute-stream work, without SimPy. At rate 1 (no
-        interference) it is done at once; else it joins the works :meth:`flush` runs at the
-        rank's next interaction (a launch, a wait, a hook that runs on the CPU)."""
+        interference) it is done and recorded at once (what :meth:`_record_run` does for a run
+        of one); else it joins the works :meth:`flush` runs at the rank's next interaction."""
         if dur > 0:
             if self.fast:
-                self._record(kind, name, self.t, self.t + dur, bucket, size)
+                t0 = self.t
+                t1 = self.t = t0 + dur
+                if self.record:
+                    acc = self.acc
+                    if self.keep_spans:
+                        self.spans.append((t0, 0, len(self.spans), t1, kind, name, self.iter, bucket, size))
+                    comp = acc.compute
+                    if comp and comp[-1][1] == t0:
+                        comp[-1] = (comp[-1][0], t1)
+                    else:
+                        comp.append((t0, t1))
+                    if kind == "backward":
+                        acc.backward_s += t1 - t0
+                    elif kind == "forward":
+                        acc.forward_s += t1 - t0
+                    elif kind == "optimizer":
+                        acc.optimizer_s += t1 - t0
                 return
             pending = self.pending
             self.pending_s += dur
@@ -137,12 +153,6 @@ class RankTimeline:
                     opt += end - start
             start = end
         acc.forward_s, acc.backward_s, acc.optimizer_s = fwd, bwd, opt
-
-    def _record(self, kind: str, name: str, start: float, end: float, bucket: int | None, size: int | None) -> None:
-        """One work from ``start`` to ``end``: :meth:`_record_run` of a run of one."""
-        self.t = end
-        if self.record:
-            self._record_run(((kind, name, None, bucket, size),), start, (end,))
 
     def runs_on(self) -> bool:
         """Whether the rank may launch before its pending works have run (:meth:`launch`):

@@ -87,20 +87,14 @@ def arch_index(compute_capability: int) -> int:
 
 @dataclass(frozen=True, kw_only=True)
 class NcclGraph:
-    """What NCCL's topology search hands to the tuning model (one per pattern).
-
-    ``num_channels`` x ``bw_intra_gbps`` is the bus bandwidth the ring/tree can sustain.
-    """
+    """What NCCL's topology search hands to the tuning model (one per pattern):
+    ``num_channels`` x ``bw_intra_gbps`` is the bus bandwidth the ring/tree can sustain."""
 
     num_channels: int
     bw_intra_gbps: float
     bw_inter_gbps: float
     nvlink_intra: bool  # graph.typeIntra == LINK_NVL (else PCI hardware latencies)
-    latency_inter_us: float = 0.0
     simple_tree: bool = False  # the tree search fell back to NCCL_TOPO_PATTERN_TREE (Hopper+)
-
-    def __post_init__(self) -> None:
-        assert self.num_channels >= 0 and self.bw_intra_gbps >= 0 and self.bw_inter_gbps >= 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +113,12 @@ class NcclSystem:
     @property
     def ppn(self) -> int:
         return self.num_ranks // self.num_nodes
+
+    def graph(self, algo: str) -> NcclGraph:
+        """The search's graph an algorithm runs on (NVLS and NVLSTree: the NVLS one)."""
+        g = {"ring": self.ring, "tree": self.tree}.get(algo, self.nvls)
+        assert g is not None
+        return g
 
 
 def _log2i(x: int) -> int:
@@ -175,23 +175,25 @@ def bandwidth_gbps(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduc
     raise AssertionError(algo)
 
 
+def hop_latency_us(sys: NcclSystem, algo: str, proto: str) -> tuple[float, float]:
+    """(intra-node, inter-node) latency of one hop (``tuning.cc`` ``hwLat``; a ring across nodes
+    at least ``getNetOverhead``, three times it for Simple)."""
+    p = PROTOCOLS.index(proto)
+    intra = HW_LAT_US["nvlink" if sys.graph(algo).nvlink_intra else "pci"][algo][p]
+    inter = HW_LAT_US["net"]["tree" if sys.ppn == 1 else algo][p]
+    if algo == "ring" and sys.num_nodes > 1:
+        intra = max(intra, NET_OVERHEAD_US[sys.cpu_vendor] * (3 if proto == "simple" else 1))
+    return intra, inter
+
+
 def latency_us(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduce") -> float:
     """NCCL's latency for (algo, proto), µs (``src/graph/tuning.cc``, ``ncclTopoTuneModel``:
     ``baseLat`` + ``hwLat`` per step)."""
-    p = PROTOCOLS.index(proto)
     n, nn, ppn = sys.num_ranks, sys.num_nodes, sys.ppn
-    g = {"ring": sys.ring, "tree": sys.tree}.get(algo, sys.nvls)
-    intra_hw = "nvlink" if (g is not None and g.nvlink_intra) else "pci"
-    lat_inter_graph = g.latency_inter_us if g is not None else 0.0
-    lat = BASE_LAT_US[algo][p]
-    intra = HW_LAT_US[intra_hw][algo][p]
-    inter = (HW_LAT_US["net"]["tree"][p] if ppn == 1 else HW_LAT_US["net"][algo][p]) + lat_inter_graph
-    if proto == "simple":
-        inter += lat_inter_graph  # "flush extra latency"
+    lat = BASE_LAT_US[algo][PROTOCOLS.index(proto)]
+    intra, inter = hop_latency_us(sys, algo, proto)
     if algo == "ring":
         nsteps = 2 * (n - 1) if coll == "allreduce" else n - 1  # a ring broadcast/RS/AG: n-1 hops
-        overhead = NET_OVERHEAD_US[sys.cpu_vendor] * (3 if proto == "simple" else 1) if nn > 1 else 0.0
-        intra = max(intra, overhead)
         n_inter = 0 if nn == 1 else (2 * (nn - 1) if coll == "allreduce" else nn - 1)
         return lat + (nsteps - n_inter) * intra + n_inter * inter
     if algo == "tree":

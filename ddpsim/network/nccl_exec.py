@@ -63,12 +63,6 @@ class Execution:
     fill_bytes: int  # bytes carried before the pipeline is full
 
 
-def _graph(sys: nccl.NcclSystem, algo: str) -> nccl.NcclGraph:
-    g = {"ring": sys.ring, "tree": sys.tree}.get(algo, sys.nvls)
-    assert g is not None
-    return g
-
-
 def comm_channels(sys: nccl.NcclSystem) -> int:
     """The ring / tree channels a communicator runs (``comm->nChannels``): the fewer of the ring's
     and tree's search channels (``init.cc``), doubled by ``connect.cc ncclTopoPostset`` (at most
@@ -82,7 +76,7 @@ def comm_channels(sys: nccl.NcclSystem) -> int:
 
 def runtime_channels(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> tuple[int, float]:
     """(channels, fraction of the maximum threads) NCCL launches (``enqueue.cc topoGetAlgoInfo``)."""
-    g = _graph(sys, algo)
+    g = sys.graph(algo)
     if algo in ("nvls", "nvls_tree"):
         return g.num_channels, 1.0
     nc = comm_channels(sys)
@@ -153,24 +147,11 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
     raise AssertionError(algo)
 
 
-def hop_latency_us(sys: nccl.NcclSystem, algo: str, proto: str) -> tuple[float, float]:
-    """(intra-node, inter-node) latency of one hop as ``tuning.cc`` has it (module docstring)."""
-    p = nccl.PROTOCOLS.index(proto)
-    g = _graph(sys, algo)
-    kind = "nvlink" if g.nvlink_intra else "pci"
-    intra = nccl.HW_LAT_US[kind][algo][p]
-    flush = 2 if proto == "simple" else 1
-    inter = nccl.HW_LAT_US["net"]["tree" if sys.ppn == 1 else algo][p] + g.latency_inter_us * flush
-    if algo == "ring" and sys.num_nodes > 1:
-        intra = max(intra, nccl.NET_OVERHEAD_US[sys.cpu_vendor] * (3 if proto == "simple" else 1))
-    return intra, inter
-
-
 def bandwidth_gbps(sys: nccl.NcclSystem, algo: str, proto: str, ex: Execution) -> float:
     """Algorithm bandwidth of the channels in use: each runs at most at NCCL's per-channel figure
     (``tuning.cc``, the search's channels), all of them together at NCCL's bandwidth."""
     full = nccl.bandwidth_gbps(sys, algo, proto)
-    return full * min(1.0, ex.num_channels / _graph(sys, algo).num_channels) * ex.thread_fraction
+    return full * min(1.0, ex.num_channels / sys.graph(algo).num_channels) * ex.thread_fraction
 
 
 def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> float:
@@ -180,7 +161,7 @@ def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> flo
     o = STEP_OVERHEAD_US[proto]
     ex = plan(sys, algo, proto, size_bytes)
     bw = bandwidth_gbps(sys, algo, proto, ex)
-    lat_intra, lat_inter = hop_latency_us(sys, algo, proto)
+    lat_intra, lat_inter = nccl.hop_latency_us(sys, algo, proto)
     launch = nccl.BASE_LAT_US[algo][nccl.PROTOCOLS.index(proto)]
     per_channel_bw = bw / ex.num_channels
     transfer = size_bytes / (1000.0 * bw)

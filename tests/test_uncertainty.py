@@ -124,7 +124,7 @@ def test_the_pool_runs_each_sample_as_a_task_and_stores_the_serial_bytes(monkeyp
 def test_a_points_resimulations_share_its_inputs_and_prior(monkeypatch):
     # the sweep builds a point again for each of its samples: the second build is the first's
     # inputs, and the contention prior is derived once per network and memory_bound_fraction
-    from ddpsim.network import cost_terms
+    from ddpsim.network import contention
     from ddpsim.pipeline import inputs as inputs_mod
     from ddpsim.pipeline.resampling import sample_runs
 
@@ -133,7 +133,7 @@ def test_a_points_resimulations_share_its_inputs_and_prior(monkeypatch):
 
     def counted(spec, graph, comm):
         derived.append(spec.memory_bound_fraction)
-        return cost_terms.contention_prior(spec, graph, comm)
+        return contention.contention_prior(spec, graph, comm)
 
     monkeypatch.setattr(inputs_mod, "cost_prior", counted)
     sc = scenario_from_dict({"name": "g", "trace": "traces/resnet50.a100.json", "cluster": {"topology": "dgx-a100"},
@@ -152,6 +152,6 @@ def test_a_points_resimulations_share_its_inputs_and_prior(monkeypatch):
     assert derived == [0.5, 0.5, 0.3, 0.7]  # the band's two values, each once
     phi = {s.label: cfg.interference for s, _, cfg in runs if s.memory_bound_fraction is not None}
     for v in (0.3, 0.7):
-        want = cost_terms.contention_prior(sc.updated(cost_model={"memory_bound_fraction": v}).cost_model,
+        want = contention.contention_prior(sc.updated(cost_model={"memory_bound_fraction": v}).cost_model,
                                            sc.graph(p0.nodes), first.comm)
         assert phi[f"memory_bound_fraction={v:g}"] == want.interference

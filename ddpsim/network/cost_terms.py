@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ddpsim.network import host_costs as hostcost
-from ddpsim.network.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY
+from ddpsim.network.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY, contention_prior
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 
@@ -77,22 +77,13 @@ def device_memory_bandwidth(graph: Any) -> float | None:
     return float(min(vals)) if vals else None
 
 
-def contention_prior(spec: CostModelSpec, graph: Any, comm: Any):
-    """The GPU contention prior (:func:`ddpsim.network.contention.prior_for`) of ``comm`` under
-    ``spec``, or None (no SM count on the devices, a calibrated or gloo model, one rank)."""
-    from ddpsim.network.contention import prior_for
-
-    return prior_for(graph, comm, memory_bound_fraction=spec.memory_bound_fraction,
-                     memory_efficiency=spec.memory_efficiency)
-
-
 def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: Any = None,
                    interference: Interference | None = None,
                    copy_bandwidth_bytes_per_s: float | None = None,
-                   prior_of: Callable[[CostModelSpec, Any, Any], Any] | None = None) -> TermsInForce:
+                   prior_of: Callable[[CostModelSpec, Any, Any], Any] = contention_prior) -> TermsInForce:
     """The cost terms of a simulation over ``comm`` (module docstring); ``graph`` None: no topology.
     Given ``interference`` / ``copy_bandwidth_bytes_per_s`` override the calibration's and the priors;
-    ``prior_of`` derives the contention prior (default :func:`contention_prior`, or a caller's cache)."""
+    ``prior_of`` derives the contention prior (:func:`ddpsim.network.contention.contention_prior`, or a cache)."""
     copy_bw = floor = None
     if calibration is not None:
         interference = interference or getattr(calibration, "interference", None)
@@ -101,7 +92,7 @@ def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: A
     else:
         host = spec.host_costs if spec.host and gpu_terms(comm) else None  # gloo: none
         if interference is None and spec.contention and graph is not None:
-            prior = (prior_of or contention_prior)(spec, graph, comm)
+            prior = prior_of(spec, graph, comm)
             interference = prior.interference if prior is not None else None
     mem = device_memory_bandwidth(graph) if graph is not None else None
     if calibration is None and copy_bw is None and gpu_terms(comm) and spec.copy_kernels and mem is not None:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from ddpsim.engine.config import SimConfig
 from ddpsim.errors import InputError
-from ddpsim.network.cost_terms import contention_prior as cost_prior
+from ddpsim.network.contention import contention_prior as cost_prior
 from ddpsim.network.cost_terms import terms_in_force
 from ddpsim.pipeline.specs import Point
 
@@ -147,7 +147,7 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
 
 
 def contention_prior(spec: Any, graph: Any, comm: Any) -> Any:
-    """:func:`ddpsim.network.cost_terms.contention_prior` of ``comm`` on ``graph`` under the cost
+    """:func:`ddpsim.network.contention.contention_prior` of ``comm`` on ``graph`` under the cost
     model ``spec``, derived once per network and ``memory_bound_fraction``/``memory_efficiency``
     (the points over one network and their uncertainty samples ask for it again)."""
     key = ("prior", id(graph), id(comm), spec.memory_bound_fraction, spec.memory_efficiency)

@@ -97,27 +97,18 @@ def _add_fabric(g: Builder, nics: list[list[str]], nic_bw: float, *, fabric: str
                 leaf_radix: int, num_spines: int) -> None:
     """Connect ``nics[host][rail]`` through a rail-optimised or fat-tree leaf/spine fabric."""
     num_hosts = len(nics)
-    num_rails = len(nics[0])
     down_ports = max(1, leaf_radix // 2)  # non-blocking leaf: half its ports face down
+    # rail-optimised: a leaf per rail and group of hosts; fat tree: a leaf per group, every rail
+    rail_sets = [[r] for r in range(len(nics[0]))] if fabric == "rail" else [list(range(len(nics[0])))]
+    hosts_per_leaf = max(1, down_ports // len(rail_sets[0]))
     leaves: list[tuple[str, float]] = []  # (leaf name, downlink bandwidth it serves)
-    if fabric == "rail":
-        hosts_per_leaf = down_ports
-        for r in range(num_rails):
-            for grp in range(math.ceil(num_hosts / hosts_per_leaf)):
-                leaf = f"leaf-r{r}-{grp}"
-                g.add_node(leaf, **{KIND: "leaf", HOST: -1})
-                members = range(grp * hosts_per_leaf, min(num_hosts, (grp + 1) * hosts_per_leaf))
-                g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net")) for h in members)
-                leaves.append((leaf, nic_bw * len(members)))
-    else:
-        hosts_per_leaf = max(1, down_ports // num_rails)
+    for rails in rail_sets:
         for grp in range(math.ceil(num_hosts / hosts_per_leaf)):
-            leaf = f"leaf-{grp}"
+            leaf = f"leaf-r{rails[0]}-{grp}" if fabric == "rail" else f"leaf-{grp}"
             g.add_node(leaf, **{KIND: "leaf", HOST: -1})
             members = range(grp * hosts_per_leaf, min(num_hosts, (grp + 1) * hosts_per_leaf))
-            g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net")) for h in members
-                        for r in range(num_rails))
-            leaves.append((leaf, nic_bw * num_rails * len(members)))
+            g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net")) for h in members for r in rails)
+            leaves.append((leaf, nic_bw * len(rails) * len(members)))
     if len(leaves) > 1:
         for s in range(num_spines):
             g.add_node(f"spine-{s}", **{KIND: "spine", HOST: -1})
@@ -160,7 +151,6 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
     o, gpn, nvlinks = _nvlink_layout(name, system, gpu, options)
     nic_gbit = float(system.nic.gbit if o.nic_gbit is None else o.nic_gbit)
     pcie_gen = system.pcie.gen if o.pcie_gen is None else o.pcie_gen
-    cc = gpu.compute_capability
     link_bw = gpu_link_bw_gbps(gpu) * GBPS
     nvlink_bw = nvlinks * link_bw
     per_host = gpn if system.gpus_per_tray is None else system.gpus_per_tray
@@ -190,7 +180,8 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
                     g.add_node(nvs, **{KIND: "nvswitch", HOST: h if system.gpus_per_tray is None else -1,
                                        NVLS: system.nvls})
                 host_nics = _add_host(g, system, gpu, h, per_host, None if mesh else (nvs, nvlink_bw, nvlinks),
-                                      multi_host=num_nodes * hosts_per_node > 1, pcie_gen=pcie_gen)
+                                      multi_host=num_nodes * hosts_per_node > 1, pcie_gen=pcie_gen,
+                                      per_sw=system.pcie.gpus_per_switch)
                 for a, b, links in system.nvlink_edges or ():
                     if max(a, b) < per_host:
                         _add_link(g, f"n{h}/gpu{a}", f"n{h}/gpu{b}", links * link_bw, NVLINK_LATENCY_S, "nvlink",
@@ -209,34 +200,34 @@ def _num_nics(system: System, gpus: int) -> int:
 
 
 def _add_host(g: Builder, system: System, gpu: Gpu, h: int, gpus: int, nvswitch: tuple[str, float, int] | None, *,
-              multi_host: bool, pcie_gen: int) -> list[str]:
-    """Host ``h`` of an NVLink system: its host bridge, GPUs (linked to ``nvswitch``: its name, the
-    GPU's NVLink bandwidth and link count), PCIe switches and (``multi_host``) NICs; returns the NICs."""
-    per_sw, nics_per_sw = system.pcie.gpus_per_switch, system.pcie.nics_per_switch
+              multi_host: bool, pcie_gen: int, per_sw: int) -> list[str]:
+    """Host ``h``: its host bridge, GPUs (linked to ``nvswitch``: its name, the GPU's NVLink bandwidth
+    and link count; None: PCIe only), ``per_sw`` of them under each PCIe switch, and (``multi_host``)
+    NICs; returns the NICs."""
+    nics_per_sw = system.pcie.nics_per_switch
     pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
     up_bw = PCIE_X16_GBPS[system.pcie.switch_gen or pcie_gen] * GBPS
     cpu = f"n{h}/cpu"
     g.add_node(cpu, **{KIND: "host_bridge", HOST: h})
     host_nics: list[str] = []
     for i in range(gpus):
+        sw = f"n{h}/pcie{i // per_sw}"
+        if sw not in g:
+            g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
+            _add_link(g, sw, cpu, up_bw, PCIE_LATENCY_S, "pcie")
+            on_sw = min(per_sw, gpus - i)  # NIC j comes with the switch's GPU nearest to it
+            for j in range(nics_per_sw if multi_host else 0):
+                if j * per_sw // nics_per_sw < on_sw:
+                    nic = f"n{h}/nic{(i // per_sw) * nics_per_sw + j}"
+                    g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: len(host_nics)})
+                    _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
+                    host_nics.append(nic)
         gpu_node = f"n{h}/gpu{i}"
         g.add_node(gpu_node, **_gpu_attrs(gpu, h, i))
         if nvswitch is not None:
             nvs, bw, links = nvswitch
             _add_link(g, gpu_node, nvs, bw, NVLINK_LATENCY_S, "nvlink", **{NUM_LINKS: links})
-        sw = f"n{h}/pcie{i // per_sw}"
-        if sw not in g:
-            g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
-            _add_link(g, sw, cpu, up_bw, PCIE_LATENCY_S, "pcie")
         _add_link(g, gpu_node, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
-        if not multi_host:
-            continue
-        for j in range(nics_per_sw):
-            if j * per_sw // nics_per_sw == i % per_sw:
-                nic = f"n{h}/nic{(i // per_sw) * nics_per_sw + j}"
-                g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: len(host_nics)})
-                _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
-                host_nics.append(nic)
     return host_nics
 
 
@@ -257,37 +248,13 @@ def _pcie_system(name: str, system: System, catalogue: Catalogue, num_nodes: int
         raise InputError(f"topology {name}: pcie_gen: {pcie_gen} is not accepted; expected {gens} (the generations "
                          "of its catalogue entry)")
     nic_gbit = float(nic_default if o.nic_gbit is None else o.nic_gbit)
-    fab = _fabric_options(o, radix)
-    pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
-    up_bw = PCIE_X16_GBPS[system.pcie.switch_gen or pcie_gen] * GBPS
-    nics_per_sw = system.pcie.nics_per_switch
     g = Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
                  description=f"{num_nodes}x PCIe Gen{pcie_gen} server: {gpn}x {gpu.model}, {per_sw} GPUs per switch")
-    nics: list[list[str]] = []
-    for h in range(num_nodes):
-        def add(h: int = h) -> list[str]:
-            cpu = f"n{h}/cpu"
-            g.add_node(cpu, **{KIND: "host_bridge", HOST: h})
-            host_nics = []
-            for i in range(gpn):
-                sw_i = i // per_sw
-                sw = f"n{h}/pcie{sw_i}"
-                if sw not in g:
-                    g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
-                    _add_link(g, sw, cpu, up_bw, PCIE_LATENCY_S, "pcie")
-                    if num_nodes > 1:
-                        for j in range(nics_per_sw):
-                            nic = f"n{h}/nic{sw_i * nics_per_sw + j}"
-                            g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: sw_i * nics_per_sw + j})
-                            _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
-                            host_nics.append(nic)
-                gpu_node = f"n{h}/gpu{i}"
-                g.add_node(gpu_node, **_gpu_attrs(gpu, h, i))
-                _add_link(g, gpu_node, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
-            return host_nics
-        nics.append(g.host(h, add))
+    nics = [g.host(h, lambda h=h: _add_host(g, system, gpu, h, gpn, None, multi_host=num_nodes > 1, pcie_gen=pcie_gen,
+                                            per_sw=per_sw))
+            for h in range(num_nodes)]
     if num_nodes > 1:
-        _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **fab)
+        _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **_fabric_options(o, radix))
     return g.to_graph()
 
 

@@ -61,10 +61,8 @@ def nvlink_bw_gbps(compute_capability: int) -> float:
 
 
 def gpu_link_bw_gbps(gpu: Gpu) -> float:
-    """One GPU-to-GPU link's usable bandwidth per direction (GB/s): NCCL's NVLink figure for the
-    compute capability (:func:`nvlink_bw_gbps`); an xGMI link (``fabric: infinity-fabric``) the
-    catalogue's ``link_gbps``, half the datasheet's bidirectional figure (NCCL's SM90 figure would
-    misrate it; RCCL's ``src/graph/topo.h``, ``rome_models.cc`` are not followed: docs/MODEL.md)."""
+    """One GPU-to-GPU link's usable GB/s per direction: NCCL's NVLink figure; an xGMI link the
+    catalogue's ``link_gbps`` (RCCL's ``src/graph/topo.h``, ``rome_models.cc`` not followed: docs/MODEL.md)."""
     nvl = gpu.nvlink
     if nvl is not None and nvl.fabric == "infinity-fabric":
         return float(nvl.link_gbps)
@@ -80,7 +78,7 @@ PRESETS: tuple[str, ...] = presets()
 
 
 def _options(model: type[Schema], preset: str, options: dict[str, Any]) -> Any:
-    """``options`` validated as ``model`` (an option given as None takes its default)."""
+    """``options`` validated as ``model`` (None: the default)."""
     return validate(model, {k: v for k, v in options.items() if v is not None}, f"topology {preset}")
 
 
@@ -123,7 +121,6 @@ def _fabric_options(o: FabricOptions, leaf_radix_default: int) -> dict[str, Any]
 
 
 def _gpu_attrs(gpu: Gpu, h: int, i: int) -> dict[str, Any]:
-    """A GPU node's attributes from its catalogue entry."""
     return {KIND: "gpu", HOST: h, LOCAL_RANK: i, DEVICE_MODEL: gpu.model, MEMORY_BANDWIDTH: scaled(gpu.memory_gbps, 9),
             COMPUTE_CAPABILITY: gpu.compute_capability, SM_COUNT: gpu.sm_count}
 
@@ -143,11 +140,9 @@ def _nvlink_layout(name: str, system: System, gpu: Gpu, options: dict[str, Any])
 
 
 def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
-    """An NVSwitch box (one ``nvswitch`` node per host) or a direct NVLink mesh (GPU-to-GPU edges
-    of 1 or more links); GPUs and NICs under PCIe switches. A system of compute trays (GB200
-    NVL72) is ``num_nodes`` racks: each tray a host of its own (its CPUs, PCIe, NICs), the
-    rack's trays sharing one ``nvswitch`` node outside any host (``host`` -1: the NVLink domain
-    spans hosts, NCCL's multi-node NVLink)."""
+    """An NVSwitch box (one ``nvswitch`` node per host) or a direct NVLink mesh; a system of compute
+    trays (GB200 NVL72) is ``num_nodes`` racks, each tray a host, the rack's trays sharing one
+    ``nvswitch`` node of ``host`` -1 (the NVLink domain spans hosts: NCCL's multi-node NVLink)."""
     o, gpn, nvlinks = _nvlink_layout(name, system, gpu, options)
     nic_gbit = float(system.nic.gbit if o.nic_gbit is None else o.nic_gbit)
     pcie_gen = system.pcie.gen if o.pcie_gen is None else o.pcie_gen
@@ -232,8 +227,7 @@ def _add_host(g: Builder, system: System, gpu: Gpu, h: int, gpus: int, nvswitch:
 
 
 def _pcie_system(name: str, system: System, catalogue: Catalogue, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
-    """PCIe-only GPU servers: ``gpus_per_switch`` GPUs and the switch's NICs under each PCIe switch,
-    switches under one host bridge. No NVLink, hence no LL128 in NCCL."""
+    """PCIe-only GPU servers (no NVLink, hence no LL128 in NCCL)."""
     o = _options(PcieOptions, name, options)
     gpn = system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node
     per_sw = system.pcie.gpus_per_switch if o.gpus_per_switch is None else o.gpus_per_switch
@@ -291,19 +285,9 @@ def _cpu_gloo(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
 
 
 def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:
-    """Build a preset topology: a system of the hardware catalogue, or ``cpu-gloo``.
-
-    Args:
-        name: one of :func:`presets` (the bundled ones: :data:`PRESETS`).
-        num_nodes: number of hosts (>= 1); a GB200 NVL72 host is a rack (one NVLink domain).
-        catalogue: the hardware catalogue (None: the bundled one).
-        **options: preset options, the fields of :mod:`~ddpsim.network.topology_schema`'s
-            ``DgxOptions`` (NVSwitch systems), ``MeshOptions`` (``dgx-v100``), ``PcieOptions``
-            (``pcie``, ``pcie-l40s``) and ``CpuGlooOptions``.
-
-    Raises:
-        InputError: unknown preset or option, or a bad option value.
-    """
+    """A preset topology of ``num_nodes`` hosts (a GB200 NVL72 host is a rack): a system of the
+    hardware catalogue (None: the bundled one) or ``cpu-gloo``, with the options of
+    :mod:`~ddpsim.network.topology_schema` (InputError on an unknown preset or a bad option)."""
     cat = bundled() if catalogue is None else catalogue
     if name != "cpu-gloo" and name not in cat.systems:
         raise InputError(f"topology: {shorten(name)} is not a preset; expected one of {', '.join(presets(cat))} "
@@ -341,13 +325,8 @@ def load_topology_yaml(path: str | Path) -> nx.Graph:
         links:
           - {a: gpu0, b: sw, bandwidth_gbps: 240, latency_us: 0.6, link_type: nvlink}
 
-    ``bandwidth_gbps`` is GB/s (1e9 B/s) per direction; ``latency_us`` microseconds.
-    CPU ranks may give ``reduce_bandwidth_gbps``; GPUs ``sm_count`` (without it no
-    compute-communication contention prior is derived).
-
-    Raises:
-        InputError: unreadable file, missing or bad field, disconnected graph, devices
-            without a host or local rank.
+    ``bandwidth_gbps`` is GB/s (1e9 B/s) per direction; ``latency_us`` microseconds. CPU ranks may
+    give ``reduce_bandwidth_gbps``; GPUs ``sm_count`` (without it no contention prior is derived).
     """
     p = Path(path)
     source = f"topology {shorten(str(p))}"
@@ -415,7 +394,7 @@ def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | No
 # --- queries ---------------------------------------------------------------------------
 
 def rank_nodes(graph: nx.Graph) -> list:
-    """Device nodes in rank order: by host, then local rank (torchrun's order)."""
+    """Device nodes in rank order: by host, then local rank (torchrun's)."""
     attr = graph._node
     devs = [n for n, d in attr.items() if d.get(KIND) in DEVICE_KINDS]
     return sorted(devs, key=lambda n: (attr[n][HOST], attr[n][LOCAL_RANK]))
@@ -427,14 +406,12 @@ def max_ranks(graph: nx.Graph) -> int:
 
 
 def edge_weight(u: Any, v: Any, d: dict[str, Any]) -> int:
-    """Routing cost of a link: picoseconds per byte (integer, so equal-cost paths tie exactly
-    for ECMP). Prefers wide links: NVLink over PCIe inside a node."""
+    """Routing cost of a link: picoseconds per byte (an integer: equal-cost paths tie exactly, ECMP)."""
     return max(1, round(1e12 / d[BANDWIDTH]))
 
 
 def summarize(graph: nx.Graph) -> dict[str, Any]:
-    """A JSON-able summary: devices, node kinds, links by type, per-device link bandwidth and
-    the bottleneck links (narrowest link of each type)."""
+    """A JSON-able summary: devices, node kinds, links by type (the narrowest of each), device 0's links."""
     devs = rank_nodes(graph)
     kinds = dict(collections.Counter(d[KIND] for d in graph._node.values()))
     link_types: dict[str, dict[str, Any]] = {}

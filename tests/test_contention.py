@@ -6,8 +6,8 @@ import pytest
 
 from ddpsim.network import nccl
 from ddpsim.network.collective_cost import build_comm_model
-from ddpsim.network.contention import (GpuResources, collective_contention, contention_prior, hbm_bytes, system_prior,
-                               runtime_channels)
+from ddpsim.network.contention import (GpuResources, collective_contention, contention_prior, hbm_bytes,
+                                       runtime_channels, system_prior)
 from ddpsim.errors import InputError
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.network.cost_terms import CostModelSpec
@@ -185,7 +185,8 @@ def test_the_prior_follows_memory_bound_fraction():
     # the samples ask for phi 0.3 and 0.7 after the prior's 0.5: each gets its own derivation,
     # equal to one computed afresh (comm_slowdown = 1 + phi * (max(1, m + h_max) - 1) moves with phi)
     g, m = a100_1n()
-    asked = {phi: contention_prior(CostModelSpec(memory_bound_fraction=phi), g, m) for phi in (0.5, 0.3, 0.7, 0.3)}
+    asked = {phi: contention_prior(CostModelSpec(memory_bound_fraction=phi), g, m)
+             for phi in (0.5, 0.3, 0.7, 0.3)}
     for phi, p in asked.items():
         fresh = contention_prior(CostModelSpec(memory_bound_fraction=phi), g, m)
         assert p == fresh and p.resources.memory_bound_fraction == phi

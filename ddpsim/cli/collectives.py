@@ -42,7 +42,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from ddpsim.cli.args import add_verb, from_parser, int_in, lower, nonempty
     from ddpsim.units import MAX_NODES, MAX_WORLD_SIZE
     from ddpsim.cli.topology import add_catalogue_flag
-    from ddpsim.network.collective_cost import ALGORITHM_CHOICES, PROTOCOL_CHOICES
+    from ddpsim.network.nccl import FORCEABLE_ALGORITHMS, PROTOCOLS
 
     p = add_verb(subparsers, "collectives", help="predicted collective times per size (nccl-tests style)",
                  description=DESCRIPTION, epilog=EPILOG)
@@ -55,9 +55,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="LIST", type=from_parser(parse_sizes),
                    help=f"comma-separated sizes (B, KiB, MiB, GiB, KB, MB, GB); default: {DEFAULT_SIZES}")
     p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty, help="calibration JSON measured by the executor, or an nccl-tests all_reduce_perf log")
-    p.add_argument("--algorithm", default=None, type=lower, choices=ALGORITHM_CHOICES,
+    p.add_argument("--algorithm", default=None, type=lower, choices=FORCEABLE_ALGORITHMS,
                    help="force an algorithm (NCCL only); default: NCCL's choice")
-    p.add_argument("--protocol", default=None, type=lower, choices=PROTOCOL_CHOICES,
+    p.add_argument("--protocol", default=None, type=lower, choices=PROTOCOLS,
                    help="force a protocol (NCCL only); default: NCCL's choice")
     p.add_argument("--collective", default="allreduce", choices=COLLS,
                    help="collective to cost; default: allreduce")

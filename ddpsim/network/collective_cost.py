@@ -27,10 +27,6 @@ from ddpsim.network.graph_search import (ChannelSearch, GraphInfo, Placement, Ro
                                          link_capacities_gbps, place_ranks, search_graphs)
 from ddpsim.network.topology import REDUCE_BANDWIDTH, gc_paused
 
-ALGORITHM_CHOICES = nccl.FORCEABLE_ALGORITHMS
-PROTOCOL_CHOICES = nccl.PROTOCOLS
-
-
 def _check_size(size_bytes: int) -> None:
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
         raise InputError(f"size_bytes: {size_bytes!r} is not accepted; expected an integer >= 0")
@@ -223,26 +219,16 @@ def _gloo_model(graph: nx.Graph, placement: Placement, num_ranks: int) -> GlooCo
 
 def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algorithm: str | None = None,
                      protocol: str | None = None):
-    """The :class:`~ddpsim.network.comm_model.CommModel` of ``num_ranks`` ranks on ``graph``.
-
-    Args:
-        graph: a topology (:mod:`ddpsim.network.topology`).
-        num_ranks: ranks in the process group, placed on the first devices in rank order.
-        calibration: a :class:`ddpsim.calibration.loader.Calibration` (or None): its measured
-            curves replace the analytical model (same backend required), through its
-            ``comm_model(base)`` (this module does not import the calibration layer above it).
-        algorithm: force an NCCL algorithm (ring, tree, nvls, hierarchical); None = NCCL's choice.
-        protocol: force an NCCL protocol (ll, ll128, simple); None = NCCL's choice.
-
-    Raises:
-        InputError: num_ranks outside [1, max_ranks(graph)], an unknown algorithm or protocol,
-            forcing one on gloo, or a calibration of another backend.
-    """
+    """The :class:`~ddpsim.network.comm_model.CommModel` of ``num_ranks`` ranks on the first devices of
+    ``graph`` in rank order, ``algorithm`` / ``protocol`` forced (None: NCCL's choice); a
+    ``calibration``'s measured curves over it (its ``comm_model(base)``: the layer above)."""
     backend = graph.graph.get("backend")
-    if algorithm is not None and algorithm not in ALGORITHM_CHOICES:
-        raise InputError(f"algorithm: {algorithm!r} is not accepted; expected one of {', '.join(ALGORITHM_CHOICES)}")
-    if protocol is not None and protocol not in PROTOCOL_CHOICES:
-        raise InputError(f"protocol: {protocol!r} is not accepted; expected one of {', '.join(PROTOCOL_CHOICES)}")
+    if algorithm is not None and algorithm not in nccl.FORCEABLE_ALGORITHMS:
+        raise InputError(f"algorithm: {algorithm!r} is not accepted; expected one of "
+                         f"{', '.join(nccl.FORCEABLE_ALGORITHMS)}")
+    if protocol is not None and protocol not in nccl.PROTOCOLS:
+        raise InputError(f"protocol: {protocol!r} is not accepted; expected one of "
+                         f"{', '.join(nccl.PROTOCOLS)}")
     if backend == "gloo" and (algorithm not in (None, "ring") or protocol is not None):
         raise InputError(f"algorithm/protocol: {algorithm or protocol!r} is not accepted with backend gloo; "
                          "expected none (gloo always runs its ring)")

@@ -113,8 +113,7 @@ class AlphaBetaModel(CommModel):
     def allreduce_s(self, size_bytes: int) -> float:
         return self.latency_s + size_bytes / self.bandwidth_bytes_per_s
 
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.latency_s + size_bytes / self.bandwidth_bytes_per_s
+    broadcast_s = allreduce_s
 
     def describe(self) -> dict[str, Any]:
         return {"model": "alpha-beta", "latency_s": self.latency_s,

@@ -197,5 +197,6 @@ def contention_prior(spec: Any, graph: Any, comm: Any) -> ContentionPrior | None
     if any(not isinstance(v, int) or v < 1 for v in sms) or any(not isinstance(v, (int, float)) or v <= 0 for v in bws):
         return None
     res = GpuResources(num_sms=min(sms), hbm_bytes_per_s=float(min(bws)),
-                       memory_bound_fraction=spec.memory_bound_fraction, memory_efficiency=spec.memory_efficiency)
+                       memory_bound_fraction=spec.memory_bound_fraction,
+                       memory_efficiency=spec.memory_efficiency)
     return system_prior(comm.system, res, algorithm=comm.algorithm, protocol=comm.protocol)

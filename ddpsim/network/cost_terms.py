@@ -83,7 +83,7 @@ def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: A
                    prior_of: Callable[[CostModelSpec, Any, Any], Any] = contention_prior) -> TermsInForce:
     """The cost terms of a simulation over ``comm`` (module docstring); ``graph`` None: no topology.
     Given ``interference`` / ``copy_bandwidth_bytes_per_s`` override the calibration's and the priors;
-    ``prior_of`` derives the contention prior (:func:`ddpsim.network.contention.contention_prior`, or a cache)."""
+    ``prior_of`` derives the contention prior (``contention.contention_prior``, or a cache of it)."""
     copy_bw = floor = None
     if calibration is not None:
         interference = interference or getattr(calibration, "interference", None)

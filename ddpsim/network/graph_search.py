@@ -88,7 +88,8 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
 
 def _by_loads(util: list[float], min_channels: int, max_channels: int) -> Callable[[float], int]:
     """Channels that fit at a speed when ``util[k]`` is the largest load per capacity of k channels."""
-    return lambda s: max((k for k in range(min_channels, max_channels + 1) if util[k] * s <= 1.0 + 1e-9), default=0)
+    return lambda s: max((k for k in range(min_channels, max_channels + 1) if util[k] * s <= 1.0 + 1e-9),
+                         default=0)
 
 
 def link_capacities_gbps(graph: nx.Graph) -> dict[tuple, float]:

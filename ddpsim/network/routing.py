@@ -101,7 +101,7 @@ class Router:
         return self._by_host
 
     def _weighted(self, nodes: list) -> nx.Graph:
-        """The subgraph on ``nodes`` with routing weights, links in the graph's order (deterministic paths)."""
+        """The subgraph on ``nodes`` with routing weights, links in the graph's order (the same paths)."""
         keep = set(nodes)
         adj = self.g._adj
         sub = nx.Graph()

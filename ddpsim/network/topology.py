@@ -62,7 +62,7 @@ def nvlink_bw_gbps(compute_capability: int) -> float:
 
 def gpu_link_bw_gbps(gpu: Gpu) -> float:
     """One GPU-to-GPU link's usable GB/s per direction: NCCL's NVLink figure; an xGMI link the
-    catalogue's ``link_gbps`` (RCCL's ``src/graph/topo.h``, ``rome_models.cc`` not followed: docs/MODEL.md)."""
+    catalogue's ``link_gbps`` (RCCL's ``src/graph/topo.h``, ``rome_models.cc`` unfollowed: docs/MODEL.md)."""
     nvl = gpu.nvlink
     if nvl is not None and nvl.fabric == "infinity-fabric":
         return float(nvl.link_gbps)
@@ -105,7 +105,8 @@ def _add_fabric(g: Builder, nics: list[list[str]], nic_bw: float, *, fabric: str
             leaf = f"leaf-r{rails[0]}-{grp}" if fabric == "rail" else f"leaf-{grp}"
             g.add_node(leaf, **{KIND: "leaf", HOST: -1})
             members = range(grp * hosts_per_leaf, min(num_hosts, (grp + 1) * hosts_per_leaf))
-            g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net")) for h in members for r in rails)
+            g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net"))
+                        for h in members for r in rails)
             leaves.append((leaf, nic_bw * len(rails) * len(members)))
     if len(leaves) > 1:
         for s in range(num_spines):
@@ -244,8 +245,8 @@ def _pcie_system(name: str, system: System, catalogue: Catalogue, num_nodes: int
     nic_gbit = float(nic_default if o.nic_gbit is None else o.nic_gbit)
     g = Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
                  description=f"{num_nodes}x PCIe Gen{pcie_gen} server: {gpn}x {gpu.model}, {per_sw} GPUs per switch")
-    nics = [g.host(h, lambda h=h: _add_host(g, system, gpu, h, gpn, None, multi_host=num_nodes > 1, pcie_gen=pcie_gen,
-                                            per_sw=per_sw))
+    nics = [g.host(h, lambda h=h: _add_host(g, system, gpu, h, gpn, None, multi_host=num_nodes > 1,
+                                            pcie_gen=pcie_gen, per_sw=per_sw))
             for h in range(num_nodes)]
     if num_nodes > 1:
         _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **_fabric_options(o, radix))

@@ -96,20 +96,13 @@ class CollectiveContention:
 
 @dataclass(frozen=True, kw_only=True)
 class GpuResources:
-    """The device's SMs and HBM, and the backward's memory-bound share (``phi``)."""
+    """The device's SMs and HBM (from the validated topology), and the backward's memory-bound share
+    (``phi``) and HBM efficiency (from the validated ``cost_model`` section)."""
 
     num_sms: int
     hbm_bytes_per_s: float
     memory_bound_fraction: float = MEMORY_BOUND_FRACTION
     memory_efficiency: float = MEMORY_EFFICIENCY
-
-    def __post_init__(self) -> None:
-        if isinstance(self.num_sms, bool) or not isinstance(self.num_sms, int) or self.num_sms < 1:
-            raise InputError(f"sm_count: {self.num_sms!r} is not accepted; expected an integer >= 1")
-        if not (isinstance(self.hbm_bytes_per_s, (int, float)) and self.hbm_bytes_per_s > 0):
-            raise InputError(f"memory_bandwidth_bytes_per_s: {self.hbm_bytes_per_s!r} is not accepted; expected > 0")
-        for k in ("memory_bound_fraction", "memory_efficiency"):
-            check_fraction(getattr(self, k), f"cost_model.{k}")
 
 
 def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes: int, *,

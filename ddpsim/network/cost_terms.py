@@ -64,17 +64,11 @@ def gpu_terms(comm: Any) -> bool:
     return isinstance(comm, NcclCommModel)
 
 
-def device_memory_bandwidth(graph: Any) -> float | None:
-    """The smallest ``memory_bandwidth_bytes_per_s`` over the graph's rank devices (None if absent)."""
-    try:
-        from ddpsim.network.topology import rank_nodes
+def device_memory_bandwidth(graph: Any) -> float:
+    """The smallest memory bandwidth over the graph's devices (every device has one), bytes/s."""
+    from ddpsim.network.topology import MEMORY_BANDWIDTH, rank_nodes
 
-        nodes = list(rank_nodes(graph))
-    except Exception:  # noqa: BLE001 - a graph without rank devices: every node
-        nodes = list(graph.nodes)
-    vals = [graph.nodes[n].get("memory_bandwidth_bytes_per_s") for n in nodes]
-    vals = [v for v in vals if isinstance(v, (int, float)) and v > 0]
-    return float(min(vals)) if vals else None
+    return float(min(graph.nodes[n][MEMORY_BANDWIDTH] for n in rank_nodes(graph)))
 
 
 def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: Any = None,

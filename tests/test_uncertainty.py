@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpsim.network import collective_residuals
+from ddpsim.network import nccl_exec
 from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.pipeline.resampling import MidSizeScaled, band_samples, samples_for, summarize, term_samples
@@ -51,7 +51,7 @@ def test_samples_follow_the_terms_in_force():
                               "world_size": 8, "sweep": {"bucket_cap_mb": [None]}}, source="g")
     labels = [s.label for s in band_samples(gpu, gpu.build_point(gpu.points()[0]))]
     assert labels == ["memory_bound_fraction=0.3", "memory_bound_fraction=0.7", "host costs x0.5", "host costs x2",
-                      *(f"NCCL 64 KiB-64 MiB x{f:g}" for f in collective_residuals.MID_SIZE_RATIOS), "seed 1", "seed 2"]
+                      *(f"NCCL 64 KiB-64 MiB x{f:g}" for f in nccl_exec.MID_SIZE_RATIOS), "seed 1", "seed 2"]
     cpu = scenario_from_dict({"name": "c", "trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"},
                               "simulation": {"jitter": "none"}}, source="c")
     assert samples_for(cpu, cpu.build_point(cpu.points()[0])) == []

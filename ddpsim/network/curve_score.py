@@ -26,7 +26,6 @@ from typing import Any
 from ddpsim.network import nccl_exec
 from ddpsim.network.collective_cost import build_comm_model
 from ddpsim.network.comm_model import CommModel
-from ddpsim.network.collective_residuals import MID_HI_BYTES, MID_LO_BYTES
 from ddpsim.network.topology import build_preset
 from ddpsim.units import KIB, MIB
 
@@ -208,7 +207,8 @@ def mid_size_ratios(meta: list[dict], points: dict) -> list[float]:
     for m, case in scored(meta):
         if case.transport:
             continue
-        ratios += [t / tm for s, t, tm, _ in residuals(case, points[m["curve_id"]]) if MID_LO_BYTES <= s <= MID_HI_BYTES]
+        ratios += [t / tm for s, t, tm, _ in residuals(case, points[m["curve_id"]])
+                   if nccl_exec.MID_LO_BYTES <= s <= nccl_exec.MID_HI_BYTES]
     return sorted(ratios)
 
 

@@ -99,7 +99,6 @@ class NcclGraph:
 
 @dataclass(frozen=True, kw_only=True)
 class NcclSystem:
-    """Everything the tuning model needs about the communicator."""
 
     num_ranks: int
     num_nodes: int
@@ -206,8 +205,7 @@ def latency_us(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduce") 
 
 
 def time_us(sys: NcclSystem, algo: str, proto: str, size_bytes: int, coll: str = "allreduce") -> float:
-    """``ncclTopoGetAlgoTime``: lat + nBytes / (1000 * bw) µs with NCCL's corrections;
-    ``math.inf`` when (algo, proto) is disabled."""
+    """``ncclTopoGetAlgoTime``: lat + nBytes / (1000 * bw) µs with NCCL's corrections; inf if disabled."""
     bw = bandwidth_gbps(sys, algo, proto, coll)
     if bw <= 0:
         return math.inf
@@ -234,9 +232,8 @@ def candidates(sys: NcclSystem, coll: str = "allreduce") -> list[tuple[str, str]
 
 def choose(sys: NcclSystem, size_bytes: int, coll: str = "allreduce", *, algorithm: str | None = None,
            protocol: str | None = None) -> tuple[str, str, float]:
-    """NCCL's pick: the (algo, proto) of minimum time, optionally filtered like
-    ``NCCL_ALGO`` / ``NCCL_PROTO``. Returns (algo, proto, time_us); algo "none" with
-    time inf if nothing is enabled."""
+    """NCCL's pick (algo, proto, time_us) of minimum time, filtered like ``NCCL_ALGO`` / ``NCCL_PROTO``;
+    ("none", "none", inf) if nothing is enabled."""
     best = ("none", "none", math.inf)
     for a, p in candidates(sys, coll):
         if algorithm is not None:

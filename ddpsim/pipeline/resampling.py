@@ -3,7 +3,7 @@ inputs, one at a time, with deterministic values and seeds: ``memory_bound_fract
 0.7 (the contention prior's one unsourced value, :mod:`ddpsim.network.contention`), every host
 cost x0.5 and x2 (:mod:`ddpsim.network.host_costs`), NCCL's 64 KiB-64 MiB all-reduces at the 10 %
 and 90 % quantiles of measured / model time over the public curves
-(:mod:`ddpsim.network.collective_residuals`; analytical NCCL only), and the jitter seed +1, +2
+(:data:`ddpsim.network.nccl_exec.MID_SIZE_RATIOS`; analytical NCCL only), and the jitter seed +1, +2
 (a calibrated model varies only the seeds). The runs with GPU cost terms off
 (:mod:`ddpsim.pipeline.term_effects`) are stored beside them and are no sample of the band.
 :func:`summarize` gives each point's band, its regret per sample, the robust set (within
@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ddpsim.network import collective_residuals
+from ddpsim.network import nccl_exec
 from ddpsim.network.comm_model import WrappedCommModel
 from ddpsim.network.cost_terms import gpu_terms
 from ddpsim.pipeline.inputs import contention_prior, point_graph, sim_config
@@ -25,9 +25,9 @@ from ddpsim.pipeline.inputs import contention_prior, point_graph, sim_config
 #: a point within this relative distance of a sample's best counts as "as good" in that sample
 ROBUST_TOLERANCE = 0.01
 #: NCCL mid-size range and factors: the residuals' quantiles (module docstring)
-MID_LO_BYTES = collective_residuals.MID_LO_BYTES
-MID_HI_BYTES = collective_residuals.MID_HI_BYTES
-MID_FACTORS = collective_residuals.MID_SIZE_RATIOS
+MID_LO_BYTES = nccl_exec.MID_LO_BYTES
+MID_HI_BYTES = nccl_exec.MID_HI_BYTES
+MID_FACTORS = nccl_exec.MID_SIZE_RATIOS
 PHI_VALUES = (0.3, 0.7)
 HOST_FACTORS = (0.5, 2.0)
 SEED_OFFSETS = (1, 2)

@@ -70,7 +70,6 @@ class Builder:
         self._template: HostTemplate | None = None
         self._record: list[tuple[Any, Any, dict[str, Any]]] | None = None  # host 0's links, as added
         self._copies: set[int] = set()
-        self._hosts_added: set[Any] = set()  # hosts named by add_node
 
     def __contains__(self, n: Any) -> bool:
         return n in self._g._node
@@ -78,7 +77,6 @@ class Builder:
     def add_node(self, n: Any, **attrs: Any) -> None:
         node = self._g._node
         d = node.get(n)
-        self._hosts_added.add(attrs.get(HOST))
         if self._copies:  # an element of a copy changed, or one added to it: a copy no more
             self._copies.discard(attrs.get(HOST))
             if d is not None:
@@ -152,7 +150,7 @@ class HostTemplate:
 
     def __init__(self, nodes: list[tuple[str, dict[str, Any]]], edges: list[tuple[str, str, dict[str, Any]]],
                  nics: list[str]) -> None:
-        self.nodes, self.edges, self.nics = nodes, [(u, v, dict(a)) for u, v, a in edges], nics
+        self.nodes, self.nics = nodes, nics
         number = {s: i for i, (s, _) in enumerate(nodes)}
         nbrs: list[dict[int, int]] = [{} for _ in nodes]
         self.links: list[dict[str, Any]] = []  # each link's attributes, as repeated adds merge them
@@ -183,22 +181,16 @@ class HostTemplate:
                    [n[cut:] for n in nics])
 
     def stamp(self, b: Builder, h: int) -> list[str]:
-        """Host ``h``: the template renamed, as ``add_node``/``add_edge`` would add it; its NICs."""
+        """Host ``h`` (none of whose elements exist yet: hosts are built in order): the template
+        renamed, as ``add_node``/``add_edge`` would add it; its NICs."""
         pre = f"n{h}/"
         node, adj = b._g._node, b._g._adj
         names = [pre + s for s, _ in self.nodes]
-        if h in b._hosts_added or any(n in node for n in names):
-            b._copies.discard(h)
-            for name, (_, attrs) in zip(names, self.nodes):
-                b.add_node(name, **{**attrs, HOST: h})
-            for u, v, attrs in self.edges:
-                b.add_edge(pre + u, pre + v, **attrs)
-            return [pre + n for n in self.nics]
         links = [dict(a) for a in self.links]
         for name, (_, attrs), nbrs in zip(names, self.nodes, self.nbrs):
             node[name] = {**attrs, HOST: h}
             adj[name] = {names[j]: links[k] for j, k in nbrs}
-        b._copies.add(h)  # every element new, none of host h's added before
+        b._copies.add(h)
         return [pre + n for n in self.nics]
 
 

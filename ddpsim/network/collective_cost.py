@@ -1,14 +1,13 @@
-"""Collective cost models over a topology graph.
-
-:func:`build_comm_model` binds a topology (:mod:`ddpsim.network.topology`) and a number of ranks
-to a :class:`~ddpsim.network.comm_model.CommModel`. NCCL (:class:`NcclCommModel`): the channels of
-NCCL's graph search (``src/graph/search.cc``, :mod:`ddpsim.network.graph_search`), NCCL's choice of
-algorithm and protocol (``src/graph/tuning.cc`` v2.30.7, :mod:`ddpsim.network.nccl`; NVLS needs an
-NVLS switch and compute capability >= 90, NVLSTree across hosts) and the all-reduce's time from
-that choice's execution (:mod:`ddpsim.network.nccl_exec`); broadcasts and ``hierarchical`` stages
-keep NCCL's estimate. gloo (:class:`GlooCommModel`): gloo's ring (:mod:`ddpsim.network.gloo`) over
-the ring hop's summed latency and shared bottleneck bandwidth, and the CPU's reduction bandwidth.
-``calibration=``: :class:`CalibratedCommModel` (:mod:`ddpsim.calibration.loader`), measured curves.
+"""Collective cost models over a topology graph. :func:`build_comm_model` binds a topology
+(:mod:`ddpsim.network.topology`) and a number of ranks to a
+:class:`~ddpsim.network.comm_model.CommModel`. NCCL (:class:`NcclCommModel`): the channels of NCCL's
+graph search (``src/graph/search.cc``, :mod:`ddpsim.network.graph_search`), NCCL's choice of algorithm
+and protocol (``src/graph/tuning.cc`` v2.30.7, :mod:`ddpsim.network.nccl`; NVLS needs an NVLS switch and
+compute capability >= 90, NVLSTree across hosts) and the all-reduce's time from that choice's execution
+(:mod:`ddpsim.network.nccl_exec`); broadcasts and ``hierarchical`` stages keep NCCL's estimate. gloo
+(:class:`GlooCommModel`): gloo's ring (:mod:`ddpsim.network.gloo`) over the ring hop's summed latency
+and shared bottleneck bandwidth, and the CPU's reduction bandwidth. ``calibration=``:
+:class:`CalibratedCommModel` (:mod:`ddpsim.calibration.loader`), measured curves.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
-"""The scenario's ``cost_model`` block: which GPU cost terms apply and their values.
-
-Every term (contention prior, gradient copies as kernels, host costs, uncertainty pass) is on
-by default for an analytical NCCL model on GPUs and off for gloo and calibrated models, whose
-measurements replace them; the section is declared in
-:class:`ddpsim.pipeline.scenario_schema.CostModelSection` with this module's defaults.
-:func:`terms_in_force` is the policy every simulation's inputs go through
-(:func:`ddpsim.pipeline.inputs.build_point_inputs`): the interference (given, else the
-calibration's, else the contention prior), the gradient-copy bandwidth and kernel floor (the
-calibration's, else the device memory's share) and the host costs (the calibration's, else the
-spec's on an analytical NCCL model). A calibration is read by its attributes, so this module
-does not import the calibration layer.
+"""The scenario's ``cost_model`` block: which GPU cost terms apply and their values. Every term
+(contention prior, gradient copies as kernels, host costs, uncertainty pass) is on by default for an
+analytical NCCL model on GPUs and off for gloo and calibrated models, whose measurements replace them;
+the section is declared in :class:`ddpsim.pipeline.scenario_schema.CostModelSection` with this module's
+defaults. :func:`terms_in_force` is the policy every simulation's inputs go through
+(:func:`ddpsim.pipeline.inputs.build_point_inputs`): the interference (given, else the calibration's,
+else the contention prior), the gradient-copy bandwidth and kernel floor (the calibration's, else the
+device memory's share) and the host costs (the calibration's, else the spec's on an analytical NCCL
+model). A calibration is read by its attributes, so this module does not import the calibration layer.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""How the presets build their graphs: elements and links written straight into networkx's structure.
-
-A cluster of N identical hosts is host 0 built once and renamed N - 1 times (``n0/`` ->
-``n{h}/``). The builder remembers which hosts are such copies, and keeps a host one only while
-nothing but a link from one of its NICs to an element outside every copy is added after it
-(the fabric); :func:`host_copies` hands that to the checks and searches that would otherwise
-compare every host with host 0 (:mod:`ddpsim.network.topology_check`,
-:mod:`ddpsim.network.host_classes`). Topologies are treated as immutable once built.
+"""How the presets build their graphs: elements and links written straight into networkx's structure. A
+cluster of N identical hosts is host 0 built once and renamed N - 1 times (``n0/`` -> ``n{h}/``). The
+builder remembers which hosts are such copies, and keeps a host one only while nothing but a link from
+one of its NICs to an element outside every copy is added after it (the fabric); :func:`host_copies`
+hands that to the checks and searches that would otherwise compare every host with host 0
+(:mod:`ddpsim.network.topology_check`, :mod:`ddpsim.network.host_classes`). Topologies are treated as
+immutable once built.
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
-"""NCCL's channel search (NCCL v2.30.7 ``src/graph/search.cc``, ``ncclTopoCompute``) on a topology graph.
-
-A ring channel goes through the ranks' devices and, across hosts, NIC ``c mod num_nics`` of every
+"""NCCL's channel search (NCCL v2.30.7 ``src/graph/search.cc``, ``ncclTopoCompute``) on a topology
+graph. A ring channel goes through the ranks' devices and, across hosts, NIC ``c mod num_nics`` of every
 host; its load on each directed link comes from ECMP shortest paths
-(:class:`ddpsim.network.routing.Router`). The search tries NCCL's per-channel speeds (speed
-arrays), highest first, keeps as many channels as every link carries, and duplicates them as
-``ncclTopoDupChannels`` does. The tree is searched on its own (BALANCED_TREE, ``src/init.cc``; the
-plain TREE on Hopper+ when it does not fit; pass 2 raising ``bwIntra`` up to 2 x ``bwInter``); NVLS
-as ``ncclTopoSearchTryNvls``. The :class:`GraphInfo` feeds :mod:`ddpsim.network.nccl`. Identical
-hosts share their part (:mod:`ddpsim.network.host_classes`, :mod:`ddpsim.network.link_loads`), with
-the same result as walking every host. Details: docs/MODEL.md, "NCCL's channel search".
+(:class:`ddpsim.network.routing.Router`). The search tries NCCL's per-channel speeds (speed arrays),
+highest first, keeps as many channels as every link carries, and duplicates them as
+``ncclTopoDupChannels`` does. The tree is searched on its own (BALANCED_TREE, ``src/init.cc``; the plain
+TREE on Hopper+ when it does not fit; pass 2 raising ``bwIntra`` up to 2 x ``bwInter``); NVLS as
+``ncclTopoSearchTryNvls``. The :class:`GraphInfo` feeds :mod:`ddpsim.network.nccl`. Identical hosts
+share their part (:mod:`ddpsim.network.host_classes`, :mod:`ddpsim.network.link_loads`), with the same
+result as walking every host. Details: docs/MODEL.md, "NCCL's channel search".
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
-"""Device kernels of DDP's reducer and its comm hooks, as pure cost functions.
-
-Every kernel is memory-bound: its bytes moved (read + write) at the copy bandwidth
+"""Device kernels of DDP's reducer and its comm hooks, as pure cost functions. Every kernel is
+memory-bound: its bytes moved (read + write) at the copy bandwidth
 (``SimConfig.copy_bandwidth_bytes_per_s``; no bandwidth: 0 s) and, when the trace gives a
-``peak_flops_per_s``, at least ``flops / peak``. A gradient-copy kernel on a GPU takes at
-least a launch floor (``SimConfig.copy_kernel_floor_s``). The byte counts follow the
-kernels DDP enqueues: ``torch/csrc/distributed/c10d/reducer.cpp`` (``Reducer::mark_variable_ready_dense``,
+``peak_flops_per_s``, at least ``flops / peak``. A gradient-copy kernel on a GPU takes at least a launch
+floor (``SimConfig.copy_kernel_floor_s``). The byte counts follow the kernels DDP enqueues:
+``torch/csrc/distributed/c10d/reducer.cpp`` (``Reducer::mark_variable_ready_dense``,
 ``flush_deferred_copies``, ``finalize_bucket_dense``), ``torch/nn/parallel/distributed.py``
 (``_MixedPrecision``, ``_delay_grad_buffer``), ``torch/distributed/algorithms/ddp_comm_hooks/``
-(``default_hooks.py``, ``mixed_precision_hooks.py``, ``powerSGD_hook.py``). Plain numbers in,
-seconds (or bytes) out; the engine charges them as compute-stream or collective-stream work.
+(``default_hooks.py``, ``mixed_precision_hooks.py``, ``powerSGD_hook.py``). Plain numbers in, seconds
+(or bytes) out; the engine charges them as compute-stream or collective-stream work.
 """
 
 from __future__ import annotations

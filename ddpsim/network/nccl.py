@@ -1,14 +1,13 @@
-"""NCCL's own cost model (``src/graph/tuning.cc``), pinned to **NCCL v2.30.7**.
-
-Pure functions of the graph search's result (``nChannels``, ``bwIntra``/``bwInter``, NVLink or
-not), the ranks and the nodes: NCCL's latency (µs), algorithm bandwidth (GB/s) and time of every
-(algorithm, protocol), and NCCL's choice, the fastest (``enqueue.cc topoGetAlgoInfo``). Formulas
-and constants: ``tuning.cc`` ``ncclTopoTuneModel``, ``search.cc`` (speed arrays), ``topo.h`` (link
-bandwidths); the plain TREE pattern's 0.85 (``maxTreePattern == NCCL_TOPO_PATTERN_TREE``) applies
-when the graph says so (``NcclGraph.simple_tree``). Units follow NCCL (µs, GB/s = 1000 bytes/µs);
-:mod:`ddpsim.network.collective_cost` converts. Not modelled: CollNet/SHARP, PAT, tuner plugins,
-grouped operations (``latCount`` = 1), forced channel counts. Added, never chosen by itself:
-``hierarchical`` (intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather).
+"""NCCL's own cost model (``src/graph/tuning.cc``), pinned to **NCCL v2.30.7**. Pure functions of the
+graph search's result (``nChannels``, ``bwIntra``/``bwInter``, NVLink or not), the ranks and the nodes:
+NCCL's latency (µs), algorithm bandwidth (GB/s) and time of every (algorithm, protocol), and NCCL's
+choice, the fastest (``enqueue.cc topoGetAlgoInfo``). Formulas and constants: ``tuning.cc``
+``ncclTopoTuneModel``, ``search.cc`` (speed arrays), ``topo.h`` (link bandwidths); the plain TREE
+pattern's 0.85 (``maxTreePattern == NCCL_TOPO_PATTERN_TREE``) applies when the graph says so
+(``NcclGraph.simple_tree``). Units follow NCCL (µs, GB/s = 1000 bytes/µs);
+:mod:`ddpsim.network.collective_cost` converts. Not modelled: CollNet/SHARP, PAT, tuner plugins, grouped
+operations (``latCount`` = 1), forced channel counts. Added, never chosen by itself: ``hierarchical``
+(intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather).
 """
 
 from __future__ import annotations

@@ -1,17 +1,15 @@
-"""Cluster topologies as plain networkx graphs.
-
-A topology is an undirected :class:`networkx.Graph`: its nodes are devices (a GPU or a CPU
-rank), switches (NVSwitch, PCIe switch, host bridge, leaf, spine, Ethernet switch) and NICs,
-its edges full-duplex links carrying their **usable bandwidth per direction**, as NCCL's
-topology code models GPU links (``src/graph/topo.h``/``topo.cc`` v2.30.7: NVLink per compute
-capability, PCIe x16 per generation, NIC ``mbps/8000``) and as TCP delivers it for CPU links.
-The presets are the systems of the hardware catalogue (``catalogue.yaml``, each figure with its
-datasheet or user guide) plus ``cpu-gloo`` (:class:`CpuGlooOptions`). An NVSwitch box's switch
-chips are one ``nvswitch`` node whose edge to a GPU bundles its NVLinks; a GPU reaches its NIC
-through a PCIe switch (GPUDirect RDMA, NCCL path PIX); hosts meet on an InfiniBand leaf/spine
-fabric, rail-optimised or a two-level fat tree, leaf uplinks = downlinks / ``oversubscription``
-spread over the spines (ECMP); cpu-gloo ranks talk through TCP loopback inside a host and one
-Ethernet NIC per host. Attribute names and meanings: :mod:`ddpsim.network.graph_attrs`.
+"""Cluster topologies as plain networkx graphs. A topology is an undirected :class:`networkx.Graph`: its
+nodes are devices (a GPU or a CPU rank), switches (NVSwitch, PCIe switch, host bridge, leaf, spine,
+Ethernet switch) and NICs, its edges full-duplex links carrying their **usable bandwidth per
+direction**, as NCCL's topology code models GPU links (``src/graph/topo.h``/``topo.cc`` v2.30.7: NVLink
+per compute capability, PCIe x16 per generation, NIC ``mbps/8000``) and as TCP delivers it for CPU
+links. The presets are the systems of the hardware catalogue (``catalogue.yaml``, each figure with its
+datasheet or user guide) plus ``cpu-gloo`` (:class:`CpuGlooOptions`). An NVSwitch box's switch chips are
+one ``nvswitch`` node whose edge to a GPU bundles its NVLinks; a GPU reaches its NIC through a PCIe
+switch (GPUDirect RDMA, NCCL path PIX); hosts meet on an InfiniBand leaf/spine fabric, rail-optimised or
+a two-level fat tree, leaf uplinks = downlinks / ``oversubscription`` spread over the spines (ECMP);
+cpu-gloo ranks talk through TCP loopback inside a host and one Ethernet NIC per host. Attribute names
+and meanings: :mod:`ddpsim.network.graph_attrs`.
 """
 
 from __future__ import annotations

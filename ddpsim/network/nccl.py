@@ -75,13 +75,8 @@ def speed_array(compute_capability: int, multi_node: bool) -> tuple[float, ...]:
 
 
 def arch_index(compute_capability: int) -> int:
-    if compute_capability >= 100:
-        return 3
-    if compute_capability >= 90:
-        return 2
-    if compute_capability >= 80:
-        return 1
-    return 0
+    """The tables' row: Volta 0, Ampere 1, Hopper 2, Blackwell 3."""
+    return sum(compute_capability >= cc for cc in (80, 90, 100))
 
 
 @dataclass(frozen=True, kw_only=True)

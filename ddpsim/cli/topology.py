@@ -154,7 +154,8 @@ def draw_topology(graph: Any, path: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.hardware.catalogue import load_catalogue
-    from ddpsim.network.collective_cost import place_ranks, search_graphs
+    from ddpsim.network.graph_search import search_graphs
+    from ddpsim.network.routing import place_ranks
     from ddpsim.network.topology import max_ranks, resolve_topology, summarize
 
     catalogue = load_catalogue(args.catalogue)

@@ -20,10 +20,9 @@ import networkx as nx
 
 from ddpsim.errors import InputError
 from ddpsim.network import gloo, nccl, nccl_exec
-from ddpsim.network.comm_model import (GBPS, CollectiveEstimate, CommModel,  # noqa: F401  (re-exported)
-                                       EstimatingCommModel, make_estimate)
-from ddpsim.network.graph_search import (ChannelSearch, GraphInfo, Placement, Router,  # noqa: F401  (re-exported)
-                                         link_capacities_gbps, place_ranks, search_graphs)
+from ddpsim.network.comm_model import GBPS, CollectiveEstimate, EstimatingCommModel, make_estimate
+from ddpsim.network.graph_search import GraphInfo, link_capacities_gbps, search_graphs
+from ddpsim.network.routing import Placement, Router, place_ranks
 from ddpsim.network.topology import REDUCE_BANDWIDTH, gc_paused
 
 def _check_size(size_bytes: int) -> None:

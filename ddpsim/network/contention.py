@@ -178,7 +178,7 @@ def contention_prior(spec: Any, graph: Any, comm: Any) -> ContentionPrior | None
     ``memory_bound_fraction`` and ``memory_efficiency``): None unless ``comm`` is the analytical
     NCCL model on GPUs whose ``sm_count`` the topology gives (a calibrated or gloo model has none)."""
     from ddpsim.network.collective_cost import NcclCommModel
-    from ddpsim.network.graph_search import place_ranks
+    from ddpsim.network.routing import place_ranks
     from ddpsim.network.topology import MEMORY_BANDWIDTH, SM_COUNT
 
     if not isinstance(comm, NcclCommModel):

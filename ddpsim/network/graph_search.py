@@ -23,7 +23,7 @@ from ddpsim.network.comm_model import GBPS
 from ddpsim.network.host_classes import Hosts
 from ddpsim.network.link_loads import ChannelLoads, Totals, prefix_utilisation
 from ddpsim.network.mesh_search import MeshTree, find_channels, mesh_path, nvlink_mesh, tightest
-from ddpsim.network.routing import Placement, Router, place_ranks  # noqa: F401  (re-exported)
+from ddpsim.network.routing import Placement
 from ddpsim.network.topology import BANDWIDTH, COMPUTE_CAPABILITY, KIND, LINK_TYPE, NVLS, gc_paused
 
 Loads = dict[tuple, float]

@@ -26,14 +26,13 @@ from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu, System
 from ddpsim.io import exists, read_yaml
 from ddpsim.network.comm_model import GBPS
-from ddpsim.network.graph_attrs import (BACKENDS, BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KINDS,  # noqa: F401 (re-exported)
-                                        DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK, MEMORY_BANDWIDTH,
-                                        NUM_LINKS, NVLS, RAIL, REDUCE_BANDWIDTH, SM_COUNT)
-from ddpsim.network.graph_build import Builder, gc_paused, new_graph  # noqa: F401 (gc_paused re-exported)
+from ddpsim.network.graph_attrs import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KINDS, DEVICE_MODEL, HOST, KIND, LATENCY,
+                                        LINK_TYPE, LOCAL_RANK, MEMORY_BANDWIDTH, NUM_LINKS, NVLS, RAIL,
+                                        REDUCE_BANDWIDTH, SM_COUNT)
+from ddpsim.network.graph_build import Builder, gc_paused, new_graph
 from ddpsim.network.topology_check import validate_topology
-from ddpsim.network.topology_schema import (LINK_TYPES, NODE_KINDS, CpuGlooOptions, DgxOptions,  # noqa: F401 (the kinds)
-                                            FabricOptions, MeshOptions, NodeDoc, PcieOptions, TopologyDoc,
-                                            check_num_nodes)
+from ddpsim.network.topology_schema import (LINK_TYPES, CpuGlooOptions, DgxOptions, FabricOptions, MeshOptions,
+                                            NodeDoc, PcieOptions, TopologyDoc, check_num_nodes)
 from ddpsim.schema import Schema, validate
 
 

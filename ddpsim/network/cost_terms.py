@@ -28,9 +28,8 @@ KEYS = ("contention", "memory_bound_fraction", "memory_efficiency", "copy_kernel
 
 @dataclass(frozen=True, kw_only=True)
 class CostModelSpec:
-    """Switches and values of the GPU cost terms (module docstring), as the scenario's
-    ``cost_model`` section (which checks them) gives them; the host costs, flat keys in the
-    YAML, are held as one :class:`~ddpsim.network.host_costs.HostCosts`."""
+    """Switches and values of the GPU cost terms, as the scenario's ``cost_model`` section (which checks
+    them) gives them; the host costs, flat keys in the YAML, as one :class:`HostCosts`."""
 
     contention: bool = True
     memory_bound_fraction: float = MEMORY_BOUND_FRACTION

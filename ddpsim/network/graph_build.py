@@ -119,10 +119,9 @@ class Builder:
             copies.discard(hb)
 
     def host(self, h: int, add: Callable[[], list[str]]) -> list[str]:
-        """Host ``h``'s elements and links: ``add()`` (which returns the host's NICs) run for host 0
-        and kept as a template; a later host is host 0 renamed (``n0/`` -> ``n{h}/``, ``host`` 0 ->
-        h) when host 0 is self-contained (every element it added named ``n0/...`` with host 0, its
-        links between them), else ``add()`` again. Identical hosts share their construction."""
+        """Host ``h``'s elements and links, its NICs returned: ``add()`` for host 0, kept as a template; a
+        later host is host 0 renamed (``n0/`` -> ``n{h}/``, ``host`` 0 -> h) when host 0 is
+        self-contained (every element ``n0/...`` of host 0, its links between them), else ``add()``."""
         template = self._template
         if h > 0 and template is not None:
             return template.stamp(self, h)

@@ -1,12 +1,9 @@
-"""The report of a design space (``ddpsim explore``): the table, its Pareto front, two plots.
-
-Files, each written atomically: ``table.parquet`` and ``table.csv`` (one row per point,
-:func:`ddpsim.pipeline.explore_table.explore_table`), ``front.csv`` (the points on the Pareto
-front of throughput against cost per 1,000 samples -- GPU-hours per 1,000 samples without prices -- by
-cost), ``scaling.png`` (per system, the throughput of its best point at each GPU count against
-linear scaling of one GPU without DDP), ``front.png`` (every point's cost and throughput, the
-front drawn through), and ``report.md``. Parquet keeps the columns' types for pandas, polars or
-DuckDB; the CSV holds the same rows with 9 significant digits.
+"""The report of a design space (``ddpsim explore``), each file written atomically:
+``table.parquet`` and ``table.csv`` (one row per point, :func:`ddpsim.pipeline.explore_table.explore_table`;
+Parquet keeps the types, the CSV 9 significant digits), ``front.csv`` (the Pareto front of
+throughput against cost per 1,000 samples, GPU-hours without prices, by cost), ``scaling.png``
+(per system, the best throughput at each GPU count against linear scaling of one GPU without DDP),
+``front.png`` (every point's cost and throughput, the front drawn through) and ``report.md``.
 """
 
 from __future__ import annotations
@@ -33,8 +30,7 @@ def table_parquet_bytes(table: Any) -> bytes:
 
 def write_explore_report(table: Any, out_dir: str | Path, *, title: str, cost_label: str,
                          notes: list[str] | None = None, plots: bool = True) -> list[Path]:
-    """Write the files of the module docstring into ``out_dir`` (the PNGs only with ``plots``);
-    returns their paths."""
+    """Write the module docstring's files (the PNGs only with ``plots``) into ``out_dir``; their paths."""
     out = ensure_dir(out_dir, "--out-dir")
     cost_col = "cost_per_1k_samples" if cost_label != "GPU-hours" else "gpu_hours_per_1k_samples"
     front = table[table["on_front"]].sort_values([cost_col, "point"], kind="mergesort")

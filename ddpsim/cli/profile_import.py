@@ -16,12 +16,10 @@ CAPTURE_ONLY = ("batch_size", "num_threads", "derive_depth_from")
 
 
 def _command(args: argparse.Namespace) -> str:
-    parts = ["ddpsim", "trace", "--from-profile", args.from_profile]
-    if args.model:
-        parts += ["--model", args.model]
-    if args.seed:
-        parts += ["--seed", str(args.seed)]
-    return shlex.join(parts + ["--out", args.out])
+    from ddpsim.cli.args import flag_words
+
+    return shlex.join(["ddpsim", "trace", *flag_words(args, ("from_profile", "model")),
+                       *(["--seed", str(args.seed)] if args.seed else []), "--out", args.out])
 
 
 def _ms(x: float) -> str:

@@ -89,22 +89,12 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-#: the flags a re-timed trace records in its command line, in the order one would type them
-COMMAND_FLAGS = ("gpu", "batch_size", "assume", "catalogue", "out")
-
-
 def _command(args: argparse.Namespace) -> str:
     """The ``ddpsim retime`` command line of ``args`` (stored in the trace)."""
-    parts = ["ddpsim", "retime", str(args.from_trace)]
-    for key in COMMAND_FLAGS:
-        value = getattr(args, key, None)
-        if key == "assume":
-            parts += [x for item in value or () for x in ("--set", item)]
-        elif isinstance(value, bool):
-            parts += ["--" + key.replace("_", "-")] if value else []
-        elif value is not None:
-            parts += ["--" + key.replace("_", "-"), str(value)]
-    return shlex.join(parts)
+    from ddpsim.cli.args import flag_words
+
+    return shlex.join(["ddpsim", "retime", str(args.from_trace), *flag_words(args, ("gpu", "batch_size")),
+                       *(w for item in args.assume for w in ("--set", item)), *flag_words(args, ("catalogue", "out"))])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
 
     require_torch("retime")
     from ddpsim.hardware.catalogue import load_catalogue
-    from ddpsim.trace.records import save_trace
     from ddpsim.trace.retime import get_gpu, retime_trace_file
 
     catalogue = load_catalogue(getattr(args, "catalogue", None))
@@ -122,9 +111,16 @@ def run(args: argparse.Namespace) -> int:
     workload, assumptions = parse_set(args)
     trace = retime_trace_file(args.from_trace, gpu=args.gpu, batch_size=args.batch_size, assumptions=assumptions,
                               command=_command(args), catalogue=catalogue, **workload)
-    save_trace(trace, args.out)
+    return write_trace(trace, args.out)
+
+
+def write_trace(trace: Any, out: str) -> int:
+    """Save ``trace`` at ``out`` and print its summary."""
+    from ddpsim.trace.records import save_trace
+
+    save_trace(trace, out)
     print(trace_summary(trace))
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 

@@ -45,28 +45,20 @@ def write_explore_report(table: Any, out_dir: str | Path, *, title: str, cost_la
     return paths
 
 
-def _best_per_scale(table: Any) -> dict[str, list[tuple[int, float, str]]]:
-    """Per system: (world size, best throughput, its point) in world-size order."""
-    out: dict[str, list[tuple[int, float, str]]] = {}
+def _best(table: Any, by: list[str]) -> Any:
+    """The row of highest throughput of each ``by`` group (the first on a tie), systems in order of appearance."""
     ok = table[table["throughput_samples_per_s"].notna()]
-    for system in dict.fromkeys(ok["system"]):
-        rows = ok[ok["system"] == system]
-        best = []
-        for w in sorted(set(rows["world_size"])):
-            at = rows[rows["world_size"] == w]
-            i = at["throughput_samples_per_s"].idxmax()
-            best.append((int(w), float(at.loc[i, "throughput_samples_per_s"]), str(at.loc[i, "point"])))
-        out[str(system)] = best
-    return out
+    return ok.loc[ok.groupby(by, sort=False)["throughput_samples_per_s"].idxmax()]
 
 
 def scaling_figure(table: Any, title: str = "") -> Any:
     fig = new_figure(figsize=(7.5, 5))
     ax = fig.add_subplot(1, 1, 1)
-    for system, best in _best_per_scale(table).items():
-        xs = [w for w, _, _ in best]
-        ys = [t for _, t, _ in best]
-        line = ax.plot(xs, ys, marker="o", label=system)[0]
+    best = _best(table, ["system", "world_size"])
+    for system, rows in best.groupby("system", sort=False):
+        rows = rows.sort_values("world_size", kind="mergesort")
+        xs, ys = [int(w) for w in rows["world_size"]], [float(t) for t in rows["throughput_samples_per_s"]]
+        line = ax.plot(xs, ys, marker="o", label=str(system))[0]
         rows = table[(table["system"] == system) & table["scaling_efficiency"].notna()]
         if len(rows):
             r = rows.iloc[0]
@@ -120,10 +112,8 @@ def render_report(table: Any, front: Any, title: str, cost_col: str, cost_label:
              f"samples x 1,000 x price ({cost_label}). Files: table.parquet, table.csv, front.csv"
              f"{', scaling.png, front.png' if plots else ''}.", ""]
     lines += [f"- {n}" for n in notes] + ([""] if notes else [])
-    ok = table[table["throughput_samples_per_s"].notna()]
-    best = [ok[ok["system"] == system].loc[lambda rows: rows["throughput_samples_per_s"].idxmax()]
-            for system in dict.fromkeys(ok["system"])]
-    lines += ["## Best point per system", "", *md_table([{"system": str(r["system"]), **_row(r, cost_col)} for r in best], 5),
+    best = [{"system": str(r["system"]), **_row(r, cost_col)} for _, r in _best(table, ["system"]).iterrows()]
+    lines += ["## Best point per system", "", *md_table(best, 5),
               "", f"## Pareto front (throughput against cost; {len(front)} point(s), cheapest first)", ""]
     rows = [_row(r, cost_col, exposed=True) for _, r in front.head(FRONT_ROWS).iterrows()]
     if len(front) > FRONT_ROWS:

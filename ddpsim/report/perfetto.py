@@ -26,7 +26,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ddpsim.io import file_id, write_bytes_atomic
 from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, SimResult
@@ -65,11 +65,9 @@ def _event_name(span: Any) -> str:
     return span.name
 
 
-def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: str | None = None,
-                 iterations: Sequence[int] | None = None) -> dict[str, Any]:
+def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: str | None = None) -> dict[str, Any]:
     """The Chrome/Kineto trace dict of one simulated rank (see the module docstring)."""
     assert rank in result.ranks, f"rank {rank} was not simulated ({result.ranks})"
-    keep = set(iterations) if iterations is not None else None
     tracks = {CPU_TID: "python (iterations, launches)", COMPUTE_TID: f"stream {COMPUTE_TID} compute",
               COMM_TID: f"stream {COMM_TID} {backend} comm"}
     ev: list[dict[str, Any]] = [
@@ -78,14 +76,12 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
         *({"ph": "M", "name": "thread_name", "pid": rank, "tid": t, "args": {"name": n}} for t, n in tracks.items()),
         *({"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": t, "args": {"sort_index": i}}
           for i, t in enumerate(tracks))]
-    for it in sorted((i for i in result.iterations if i.rank == rank and (keep is None or i.iteration in keep)),
-                     key=lambda i: i.iteration):
+    for it in sorted((i for i in result.iterations if i.rank == rank), key=lambda i: i.iteration):
         ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{it.iteration}", "pid": rank,
                    "tid": CPU_TID, "ts": _us(it.start_s), "dur": _us(it.end_s) - _us(it.start_s),
                    "args": {"iteration": it.iteration, "warmup": it.warmup}})
     bt = {(b.iteration, b.bucket): b for b in result.buckets if b.rank == rank}
-    spans = sorted((s for s in result.spans if s.rank == rank and (keep is None or s.iteration in keep)),
-                   key=lambda s: (s.start_s, _STREAM_TID.get(s.stream, 99), s.end_s, s.name))
+    spans = sorted((s for s in result.spans if s.rank == rank), key=lambda s: (s.start_s, _STREAM_TID.get(s.stream, 99), s.end_s, s.name))
     launches: list[dict[str, Any]] = []
     for s in spans:
         ts = _us(s.start_s)
@@ -114,8 +110,6 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
                    "ts": ts, "dur": _us(s.end_s) - ts, "args": args})
     ev += sorted(launches, key=lambda e: (e["ts"], e["args"]["correlation"]))
     for b in sorted(bt.values(), key=lambda b: (b.iteration, b.bucket)):
-        if keep is not None and b.iteration not in keep:
-            continue
         for what, t in (("ready", b.ready_s), ("launch", b.launch_s)):
             ev.append({"ph": "i", "s": "t", "cat": "bucket", "name": f"bucket {b.bucket} {what}", "pid": rank,
                        "tid": COMM_TID, "ts": _us(t), "args": {"iteration": b.iteration, "bucket": b.bucket}})
@@ -141,12 +135,12 @@ def representative_ranks(result: SimResult, max_ranks: int = 4) -> list[int]:
     return sorted({ranks[0], by_time[0], by_time[-1], ranks[-1]})
 
 
-def written_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl",
-                   ranks: Sequence[int] | None = None) -> list[tuple[int, Path, dict[str, Any]]]:
-    """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank (default
-    :func:`representative_ranks`; no time or name in gzip's header); each ``(rank, path, trace dict)``."""
+def written_traces(result: SimResult, out_dir: str | Path, point_id: str, *,
+                   backend: str = "nccl") -> list[tuple[int, Path, dict[str, Any]]]:
+    """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank of :func:`representative_ranks` (no
+    time or name in gzip's header); each ``(rank, path, trace dict)``."""
     out = []
-    for r in (representative_ranks(result) if ranks is None else ranks):
+    for r in representative_ranks(result):
         d = chrome_trace(result, r, backend=backend, point=point_id)
         text = json.dumps(d) + "\n"  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
         # zlib's default level: a fifth of level 9's time for about 15 % more bytes

@@ -93,8 +93,9 @@ def _command(args: argparse.Namespace) -> str:
     """The ``ddpsim retime`` command line of ``args`` (stored in the trace)."""
     from ddpsim.cli.args import flag_words
 
-    return shlex.join(["ddpsim", "retime", str(args.from_trace), *flag_words(args, ("gpu", "batch_size")),
-                       *(w for item in args.assume for w in ("--set", item)), *flag_words(args, ("catalogue", "out"))])
+    sets = [w for item in args.assume for w in ("--set", item)]
+    return shlex.join(["ddpsim", "retime", str(args.from_trace), *flag_words(args, ("gpu", "batch_size")), *sets,
+                       *flag_words(args, ("catalogue", "out"))])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -122,18 +122,15 @@ def run(args: argparse.Namespace) -> int:
     res = rec.result
     summary = res.summary()
     out = sys.stdout
-    if args.format == "json":
-        doc = {"summary": summary,
-               "iterations": [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations],
-               "buckets": [asdict(b) for b in res.buckets], "meta": res.meta}
-        out.write(json.dumps(doc, indent=1, default=str) + "\n")
-        return 0
-    if args.format == "csv":
+    if args.format != "table":
         from ddpsim.cli.args import csv_text
 
-        for name, rows in (("iterations", [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations]),
-                           ("buckets", [asdict(b) for b in res.buckets])):
-            out.write(f"# {name}\n{csv_text(rows)}")
+        tables = {"iterations": [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations],
+                  "buckets": [asdict(b) for b in res.buckets]}
+        if args.format == "json":
+            out.write(json.dumps({"summary": summary, **tables, "meta": res.meta}, indent=1, default=str) + "\n")
+        else:
+            out.write("".join(f"# {name}\n{csv_text(rows)}" for name, rows in tables.items()))
         return 0
     m, c = res.meta, res.meta["config"]
     out.write(f"{m['trace']['model']}: {rec.world_size} ranks, {m['comm'].get('model', rec.backend)}, "

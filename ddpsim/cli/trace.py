@@ -99,18 +99,13 @@ def _command(args: argparse.Namespace) -> str:
     """The ``ddpsim trace`` command line of ``args`` (stored in the trace)."""
     from ddpsim.cli.args import flag_words, value_word
 
-    sets = [f"{key}={value_word(v)}" for key in model_keys() if (v := getattr(args, key, None)) is not None]
-    return shlex.join(["ddpsim", "trace", *flag_words(args, COMMAND_FLAGS), *(w for s in sets for w in ("--set", s)),
-                       *flag_words(args, COMMAND_SWITCHES)])
+    sets = [w for key in model_keys() if (v := getattr(args, key, None)) is not None
+            for w in ("--set", f"{key}={value_word(v)}")]
+    return shlex.join(["ddpsim", "trace", *flag_words(args, COMMAND_FLAGS), *sets, *flag_words(args, COMMAND_SWITCHES)])
 
 
 def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    kw: dict[str, Any] = {}
-    if args.seq_len is not None:
-        kw["seq_len"] = args.seq_len
-    if args.n_layer is not None:
-        kw["n_layer"] = args.n_layer
-    return kw
+    return {key: getattr(args, key) for key in ("seq_len", "n_layer") if getattr(args, key) is not None}
 
 
 def apply_model_set(args: argparse.Namespace) -> None:

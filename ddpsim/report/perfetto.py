@@ -73,7 +73,8 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
     ev: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}},
         {"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0, "args": {"sort_index": rank}},
-        *({"ph": "M", "name": "thread_name", "pid": rank, "tid": t, "args": {"name": n}} for t, n in tracks.items()),
+        *({"ph": "M", "name": "thread_name", "pid": rank, "tid": t, "args": {"name": name}}
+          for t, name in tracks.items()),
         *({"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": t, "args": {"sort_index": i}}
           for i, t in enumerate(tracks))]
     for it in sorted((i for i in result.iterations if i.rank == rank), key=lambda i: i.iteration):
@@ -81,7 +82,8 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
                    "tid": CPU_TID, "ts": _us(it.start_s), "dur": _us(it.end_s) - _us(it.start_s),
                    "args": {"iteration": it.iteration, "warmup": it.warmup}})
     bt = {(b.iteration, b.bucket): b for b in result.buckets if b.rank == rank}
-    spans = sorted((s for s in result.spans if s.rank == rank), key=lambda s: (s.start_s, _STREAM_TID.get(s.stream, 99), s.end_s, s.name))
+    spans = sorted((s for s in result.spans if s.rank == rank),
+                   key=lambda s: (s.start_s, _STREAM_TID.get(s.stream, 99), s.end_s, s.name))
     launches: list[dict[str, Any]] = []
     for s in spans:
         ts = _us(s.start_s)

@@ -351,8 +351,8 @@ def _iteration_title(result: Any, k: int) -> str:
 
 
 def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: str = "") -> Any:
-    """Bucket sizes (MiB) in launch order, one row per ``(label, sizes_bytes, cap_mb)``; ``cap_mb``
-    (a number, a per-bucket list, the last reused, or None) drawn as a dashed line."""
+    """Bucket sizes (MiB) in launch order, one row per ``(label, sizes_bytes, cap_mb)``; ``cap_mb`` (the
+    limit per bucket in MiB, the last reused; None: no cap) drawn as a dashed line."""
     from matplotlib.ticker import MaxNLocator
 
     n = max(1, len(plans))
@@ -381,18 +381,14 @@ def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: 
     return fig
 
 
-def _caps(cap: Any, n: int) -> list[float]:
-    """The cap in MiB of each of ``n`` buckets (a list's last reused; none for None)."""
-    if cap is None or n == 0:
-        return []
-    if isinstance(cap, (int, float)):
-        return [float(cap)] * n
-    return [float(cap[min(i, len(cap) - 1)]) for i in range(n)]
+def _caps(cap: Sequence[float] | None, n: int) -> list[float]:
+    """The cap in MiB of each of ``n`` buckets (the list's last reused; none for None)."""
+    return [float(cap[min(i, len(cap) - 1)]) for i in range(n)] if cap else []
 
 
-def _cap_text(cap: Any) -> str:
-    if isinstance(cap, (int, float)) or len(cap) == 1:
-        return f"cap {cap if isinstance(cap, (int, float)) else cap[0]:g} MiB"
+def _cap_text(cap: Sequence[float]) -> str:
+    if len(cap) == 1:
+        return f"cap {cap[0]:g} MiB"
     return "caps " + ", ".join(f"{c:g}" for c in cap) + " MiB (bucket by bucket, the last reused)"
 
 

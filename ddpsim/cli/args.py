@@ -216,13 +216,6 @@ def value_word(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
-def csv_text(rows: Sequence[dict[str, Any]], fields: Sequence[str] | None = None) -> str:
-    """``rows`` as CSV under ``fields`` (None: the rows' keys), every value as ``str`` writes it."""
-    from ddpsim.report.tables import to_csv_text
-
-    return to_csv_text(rows, fields, float_format=None)
-
-
 # ---- parser helpers ---------------------------------------------------------------------------
 
 

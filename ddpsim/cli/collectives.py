@@ -66,8 +66,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def parse_sizes(text: str) -> list[int]:
-    """``1KiB,1MiB`` -> [1024, 1048576]; InputError for an empty list or item, or a size that is not
-    a whole number of bytes in (0, 1 TiB]."""
+    """``1KiB,1MiB`` -> [1024, 1048576]; InputError for an empty item or a size outside (0, 1 TiB]."""
     from ddpsim.units import parse_size_bytes
 
     expected = "a comma list of sizes in (0, 1 TiB] like 1KiB,1MiB"
@@ -121,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     if args.format == "csv":
-        from ddpsim.cli.args import csv_text
+        from ddpsim.report.tables import to_csv_text
 
-        print(csv_text(rows), end="")
+        print(to_csv_text(rows, float_format=None), end="")
         return 0
     d = model.describe()
     if d.get("model") == "nccl":

@@ -72,9 +72,8 @@ def summary(imp: Any, check: Any) -> str:
 
 
 def _modules_check(imp: Any) -> Any:
-    """With several DDP modules, the check that each module's own plan (default options) gives
-    its recorded buckets (:func:`ddpsim.validation.profile_modules.split_modules`); None where no
-    split of the buckets does (the import's note says the plan is not checked)."""
+    """With several DDP modules, the check that each module's own plan (default options) gives its
+    recorded buckets (:func:`ddpsim.validation.profile_modules.split_modules`); None where no split does."""
     from ddpsim.plan.planner import DDPOptions
     from ddpsim.plan.profile_check import BucketCheck
     from ddpsim.validation.profile_modules import split_modules

@@ -43,8 +43,7 @@ SET_HELP = ("repeatable; the workload: seq_len (a token model's; default: the tr
 
 
 def retime_keys() -> dict[str, Any]:
-    """Every key of ``ddpsim retime --set`` with its ``type=`` function: :data:`WORKLOAD_KEYS`
-    (those of ``ddpsim trace --set`` a re-timing can change, and channels_last), then every field
+    """Every key of ``ddpsim retime --set`` with its ``type=``: :data:`WORKLOAD_KEYS`, then every field
     of :class:`~ddpsim.trace.retime.RooflineAssumptions` (checked by it)."""
     from dataclasses import fields
 
@@ -58,8 +57,7 @@ def retime_keys() -> dict[str, Any]:
 
 
 def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
-    """``--set``'s items as (the workload's keyword arguments, the
-    :class:`~ddpsim.trace.retime.RooflineAssumptions`; defaults elsewhere)."""
+    """``--set``'s items as (the workload's keyword arguments, the ``RooflineAssumptions``)."""
     from ddpsim.cli.args import key_values
     from ddpsim.trace.retime import RooflineAssumptions
 
@@ -157,8 +155,8 @@ def _unaligned_line(synthetic: dict[str, Any]) -> list[str]:
 
 
 def _cnn_lines(synthetic: dict[str, Any]) -> list[str]:
-    """Lines on cuDNN's layout conversions and PyTorch's per-channel batch norms where each takes
-    1 % of the modelled step or more (:mod:`ddpsim.trace.cnn_kernels`)."""
+    """Lines on cuDNN's layout conversions and PyTorch's per-channel batch norms taking 1 % of the
+    modelled step or more (:mod:`ddpsim.trace.cnn_kernels`)."""
     step = synthetic.get("modelled_step_s")
     lines = []
     n, t = synthetic.get("layout_conversions"), synthetic.get("layout_conversion_s")

@@ -57,9 +57,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def simulate_point(args: argparse.Namespace):
-    """The record of the parsed arguments' one point, at its scenario's own cap
-    (:func:`ddpsim.cli.run.command_scenario`; without a topology, 2 ranks unless --set gives the
-    world size), simulated alone by the points runner (:func:`ddpsim.pipeline.sweep.run_sweep`)."""
+    """The record of the command line's one point at its scenario's cap (without a topology, 2 ranks
+    unless --set gives the world size), simulated alone by :func:`ddpsim.pipeline.sweep.run_sweep`."""
     from ddpsim.cli.plan import warn_cap_ignored
     from ddpsim.cli.run import command_scenario, flag_message, scenario_flags, set_keys
     from ddpsim.pipeline.sweep import run_sweep
@@ -123,14 +122,14 @@ def run(args: argparse.Namespace) -> int:
     summary = res.summary()
     out = sys.stdout
     if args.format != "table":
-        from ddpsim.cli.args import csv_text
+        from ddpsim.report.tables import to_csv_text
 
         tables = {"iterations": [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations],
                   "buckets": [asdict(b) for b in res.buckets]}
         if args.format == "json":
             out.write(json.dumps({"summary": summary, **tables, "meta": res.meta}, indent=1, default=str) + "\n")
         else:
-            out.write("".join(f"# {name}\n{csv_text(rows)}" for name, rows in tables.items()))
+            out.write("".join(f"# {name}\n{to_csv_text(rows, float_format=None)}" for name, rows in tables.items()))
         return 0
     m, c = res.meta, res.meta["config"]
     out.write(f"{m['trace']['model']}: {rec.world_size} ranks, {m['comm'].get('model', rec.backend)}, "

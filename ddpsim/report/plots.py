@@ -233,6 +233,8 @@ def _draw_panel(ax: Any, p: dict[str, Any], in_per_ms: float, end_ms: float, kin
     from matplotlib.patches import Rectangle
     from matplotlib.transforms import blended_transform_factory
 
+    from ddpsim.pipeline.sweep import fmt_s
+
     t0, ys = p["t0"], {(r, row): y for r, row, y in p["rows"]}
     groups: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
     for s in p["spans"]:  # one broken_barh per (rank, stream, kind): one call per span is slow for big models
@@ -258,7 +260,7 @@ def _draw_panel(ax: Any, p: dict[str, Any], in_per_ms: float, end_ms: float, kin
             top, bottom = ys[(r, "compute")] + 0.45, ys[(r, "comm")] - 0.45
             ax.add_patch(Rectangle((x0, bottom), x1 - x0, top - bottom, facecolor=_EXPOSED_COLOR, alpha=0.22,
                                    edgecolor=_EXPOSED_COLOR, linewidth=0.8, zorder=0.5))
-            lines.append((f"it {k}: " if len(p["iterations"]) > 1 else "") + _ms(st.exposed_comm_s))
+            lines.append((f"it {k}: " if len(p["iterations"]) > 1 else "") + fmt_s(st.exposed_comm_s))
         if lines:
             ax.text(1.01, ys[(r, "comm")], "exposed comm\n" + "\n".join(lines), transform=margin, ha="left",
                     va="center", fontsize=7.5, color="#a0522d", gid=f"exposed-rank{r}")
@@ -267,13 +269,6 @@ def _draw_panel(ax: Any, p: dict[str, Any], in_per_ms: float, end_ms: float, kin
     ax.set_ylim(p["rows"][-1][2] - 0.6, 0.6)
     ax.set_title(p["title"], loc="left", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-
-
-def _ms(seconds: float) -> str:
-    """Milliseconds as the summary writes them (:func:`ddpsim.pipeline.sweep.fmt_s`)."""
-    from ddpsim.pipeline.sweep import fmt_s
-
-    return fmt_s(seconds)
 
 
 def _timeline(panels: Sequence[dict[str, Any]], title: str, shared_x: bool) -> Any:
@@ -339,15 +334,17 @@ def timeline_comparison_figure(points: Sequence[tuple[str, Any]], title: str = "
 
 
 def _iteration_title(result: Any, k: int) -> str:
+    from ddpsim.pipeline.sweep import fmt_s
+
     steady = sorted({it.iteration for it in result.steady_iterations()})
     if k not in steady:
         head = f"iteration {k}"
     else:
         step = result.step_times_s()[steady.index(k)]
         median = k == representative_iteration(result)
-        head = f"iteration {k}: step {_ms(step)}" + ((f"; the median of {len(steady)} steady steps" if len(steady) > 1
-                                                           else "; the only steady step") if median else "")
-    return f"{head}; exposed communication {_ms(result.exposed_comm_s(k))} on its worst rank"
+        which = f"; the median of {len(steady)} steady steps" if len(steady) > 1 else "; the only steady step"
+        head = f"iteration {k}: step {fmt_s(step)}" + (which if median else "")
+    return f"{head}; exposed communication {fmt_s(result.exposed_comm_s(k))} on its worst rank"
 
 
 def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: str = "") -> Any:

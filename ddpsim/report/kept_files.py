@@ -28,12 +28,7 @@ def report_key(points_key: str | None, name: str) -> str | None:
     scenario's ``name`` and the plotting libraries' versions; None without ``points_key``."""
     if points_key is None:
         return None
-    versions = {}
-    for lib in _LIBRARIES:
-        try:
-            versions[lib] = metadata.version(lib)
-        except metadata.PackageNotFoundError:
-            versions[lib] = None
+    versions = {lib: metadata.version(lib) for lib in _LIBRARIES}  # dependencies (Pillow: matplotlib's)
     blob = json.dumps({"format": KEPT_FORMAT, "version": KEPT_VERSION, "points": points_key, "name": name,
                        "libraries": versions}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]

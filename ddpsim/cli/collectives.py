@@ -134,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         head = (f"gloo ring; hop {d['hop_latency_s'] * 1e6:.1f} us, {d['hop_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s; "
                 f"reduce {d['reduce_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s")
-    print(f"# ddpsim collectives: {args.collective} on {graph.graph['name']} x{args.nodes} node(s), {ranks} ranks: {head}")
+    print(f"# ddpsim collectives: {args.collective} on {graph.graph['name']} x{args.nodes} node(s), {ranks} ranks: "
+          f"{head}")
     print(f"# {'size':>12} {'time':>12} {'algbw':>8} {'busbw':>8}  {'algorithm':<12} {'protocol':<8}")
     print(f"# {'(B)':>12} {'(us)':>12} {'(GB/s)':>8} {'(GB/s)':>8}")
     for r in rows:

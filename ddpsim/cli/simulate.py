@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "json":
             out.write(json.dumps({"summary": summary, **tables, "meta": res.meta}, indent=1, default=str) + "\n")
         else:
-            out.write("".join(f"# {name}\n{to_csv_text(rows, float_format=None)}" for name, rows in tables.items()))
+            out.write("".join(f"# {name}\n{to_csv_text(rows, float_format=None)}"
+                              for name, rows in tables.items()))
         return 0
     m, c = res.meta, res.meta["config"]
     out.write(f"{m['trace']['model']}: {rec.world_size} ranks, {m['comm'].get('model', rec.backend)}, "

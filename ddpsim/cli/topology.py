@@ -78,7 +78,8 @@ def add_preset_flags(p: argparse.ArgumentParser, set_help: str) -> None:
     from ddpsim.cli.args import int_in
     from ddpsim.units import MAX_NODES
 
-    p.add_argument("--nodes", default=1, type=int_in(1, MAX_NODES), metavar="N", help="number of hosts (presets only); default: 1")
+    p.add_argument("--nodes", default=1, type=int_in(1, MAX_NODES), metavar="N",
+                   help="number of hosts (presets only); default: 1")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options", help=set_help)
 
 

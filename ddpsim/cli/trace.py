@@ -101,7 +101,8 @@ def _command(args: argparse.Namespace) -> str:
 
     sets = [w for key in model_keys() if (v := getattr(args, key, None)) is not None
             for w in ("--set", f"{key}={value_word(v)}")]
-    return shlex.join(["ddpsim", "trace", *flag_words(args, COMMAND_FLAGS), *sets, *flag_words(args, COMMAND_SWITCHES)])
+    return shlex.join(["ddpsim", "trace", *flag_words(args, COMMAND_FLAGS), *sets,
+                       *flag_words(args, COMMAND_SWITCHES)])
 
 
 def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -176,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def validate_zoo(args: argparse.Namespace, models: list[str]) -> int:
-    """``ddpsim validate zoo[:NAME,...]``: run or reanalyse ``models`` (``[]``: all); a scenario's flag is refused."""
+    """``ddpsim validate zoo[:NAME,...]``: run or reanalyse ``models`` (``[]``: all); a scenario's
+    flag is refused."""
     from ddpsim.cli.args import require_torch
     from ddpsim.errors import InputError
 

@@ -65,7 +65,8 @@ def _event_name(span: Any) -> str:
     return span.name
 
 
-def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: str | None = None) -> dict[str, Any]:
+def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl",
+                 point: str | None = None) -> dict[str, Any]:
     """The Chrome/Kineto trace dict of one simulated rank (see the module docstring)."""
     assert rank in result.ranks, f"rank {rank} was not simulated ({result.ranks})"
     tracks = {CPU_TID: "python (iterations, launches)", COMPUTE_TID: f"stream {COMPUTE_TID} compute",

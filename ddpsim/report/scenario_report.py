@@ -174,7 +174,7 @@ class _Piece:
 
 
 def _piece(kept: KeptFiles, rdir: Path, name: str, what: Any, figure: str, *args: Any, **kwargs: Any) -> _Piece:
-    """A PNG ``rdir/name`` drawn by :mod:`ddpsim.report.plots`' function ``figure(*args, **kwargs)`` unless kept."""
+    """A PNG ``rdir/name`` drawn by ``plots.<figure>(*args, **kwargs)`` unless kept."""
     got = kept.get(name, what)
     return _Piece(name, what, got, None if got is not None else partial(_saved, rdir / name, figure, args, kwargs))
 
@@ -201,16 +201,16 @@ def _timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, kept: K
     pieces = []
     for rec in timeline:
         title = f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})"
-        pieces.append(_piece(kept, rdir, f"timeline_{file_id(rec.point_id)}.png", title, "timeline_figure", rec.result,
-                             title=title, warmup=True))
+        name = f"timeline_{file_id(rec.point_id)}.png"
+        pieces.append(_piece(kept, rdir, name, title, "timeline_figure", rec.result, title=title, warmup=True))
     base = sc.base_point()
     pair = [next((r for r in timeline if r.point == p), None) for p in (base, best.point)]
     if base != best.point and None not in pair:
         labels = [f"default ({pair[0].point_id})", f"best ({best.point_id})"]
         title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
         pair = [(labels[0], pair[0].result), (labels[1], pair[1].result)]
-        pieces.append(_piece(kept, rdir, "timeline_default_vs_best.png", [labels, title], "timeline_comparison_figure",
-                             pair, title=title))
+        pieces.append(_piece(kept, rdir, "timeline_default_vs_best.png", [labels, title],
+                             "timeline_comparison_figure", pair, title=title))
     return pieces
 
 

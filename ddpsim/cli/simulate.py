@@ -76,10 +76,8 @@ def simulate_point(args: argparse.Namespace):
 def _iteration_rows(res) -> list[dict[str, Any]]:
     """Per iteration: the slowest simulated rank's figures."""
     rows: dict[int, Any] = {}
-    for it in res.iterations:
-        cur = rows.get(it.iteration)
-        if cur is None or it.iteration_s > cur.iteration_s:
-            rows[it.iteration] = it
+    for it in res.iterations:  # the first of the slowest on a tie
+        rows[it.iteration] = max(rows.get(it.iteration, it), it, key=lambda x: x.iteration_s)
     return [{"iteration": k, "rank": it.rank, "warmup": it.warmup, "iteration_ms": it.iteration_s * 1e3,
              "forward_ms": it.forward_s * 1e3, "backward_ms": it.backward_compute_s * 1e3,
              "comm_ms": it.comm_s * 1e3, "exposed_comm_ms": it.exposed_comm_s * 1e3,

@@ -1,67 +1,16 @@
-"""The answers for DDP run under ``Join`` (uneven inputs) and over round-robin process groups.
-
-A scenario with ``ddp.join`` asks what its uneven inputs cost per epoch
-(:mod:`ddpsim.engine.join`: the epoch under Join against the same samples dealt evenly); one
-sweeping ``process_groups`` asks how much N round-robin communicators gain over one
-(:mod:`ddpsim.engine.process_groups`). Each figure here is read from the sweep's records; the
-summary puts the line first in its answer.
+"""The answers for DDP under ``Join`` (uneven inputs: the epoch against the same samples dealt
+evenly, :mod:`ddpsim.engine.join`) and over N round-robin process groups against one
+(:mod:`ddpsim.engine.process_groups`), read from the sweep's records; the summary's answer leads with them.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import Any, Sequence
 
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.pipeline.sweep import PointRecord, best_record, fmt_s
-
-frozen = dataclass(frozen=True, kw_only=True)
-
-
-@frozen
-class JoinFigures:
-    point: str
-    world_size: int
-    epoch_cost_pct: float
-    epoch_s: float
-    even_epoch_s: float
-    loop_s: float
-    exit_s: float
-    epoch_iterations: int
-    even_epoch_iterations: int
-    per_iteration_cost_pct: float
-    per_iteration_cost_s: float
-    even_step_s: float
-    epoch_mean_step_s: float
-    tail_iterations: int
-    batches_min: int
-    batches_max: int
-
-
-@frozen
-class GroupCount:
-    process_groups: int
-    iteration_p50_s: float
-    gain_over_one: float
-
-
-@frozen
-class ProcessGroupFigures:
-    cap: str
-    world_size: int
-    best_process_groups: int
-    gain_over_one: float
-    by_count: tuple[GroupCount, ...]
-
-
-@frozen
-class DdpModes:
-    """The summary's figures of this module (:func:`figures`), each None where it does not
-    apply; in ``summary.json`` each is a top-level key of its name
-    (:attr:`ddpsim.report.figures.Summary.ddp_modes`)."""
-
-    join: JoinFigures | None = None
-    process_groups: ProcessGroupFigures | None = None
+from ddpsim.report.figures import DdpModes, GroupCount, JoinFigures, ProcessGroupFigures
 
 #: the figures of JoinFigures that Join's own (:mod:`ddpsim.engine.join`) give as they are
 _JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
@@ -80,8 +29,8 @@ def join_figures(records: Sequence[PointRecord]) -> JoinFigures | None:
 
 
 def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures | None:
-    """At the best point's other values, each process-group count's p50 step and its gain over
-    one (None when the sweep does not vary ``process_groups`` or has no 1)."""
+    """Each process-group count's p50 step and gain over one at the best point's other values (None
+    when the sweep does not vary ``process_groups`` or has no 1)."""
     best = best_record(records)
     if "process_groups" not in dict(best.point.named):
         return None

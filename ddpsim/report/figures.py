@@ -1,10 +1,7 @@
-"""The figures a scenario's summary holds, typed: what ``summary.md`` is rendered from.
-
-:func:`ddpsim.report.summary.summarize` builds ``summary.json``'s document once from the sweep's
-point records; :meth:`Summary.of` reads such a document (fresh, or loaded from a file) into these
-frozen dataclasses, checking each figure's type (pydantic), and the renderers read only them.
-The figures are defined in :mod:`ddpsim.report.summary`'s docstring; where each section's figures
-come from is said on the :class:`Summary` field holding them.
+"""The figures of a scenario's summary, typed: :meth:`Summary.of` reads ``summary.json``'s document
+(:func:`ddpsim.report.summary.summarize`'s, fresh or loaded) into these frozen dataclasses, each
+figure's type checked (pydantic); the renderers read only them. Where each section's figures come
+from is said on its :class:`Summary` field.
 """
 
 from __future__ import annotations
@@ -12,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
-
-from ddpsim.report.ddp_modes import DdpModes
 
 frozen = dataclass(frozen=True, kw_only=True)
 
@@ -177,6 +172,50 @@ class TermEffects:
     terms: tuple[str, ...]
     moved_by: tuple[str, ...]
     without: tuple[TermsOff, ...]
+
+
+@frozen
+class JoinFigures:
+    point: str
+    world_size: int
+    epoch_cost_pct: float
+    epoch_s: float
+    even_epoch_s: float
+    loop_s: float
+    exit_s: float
+    epoch_iterations: int
+    even_epoch_iterations: int
+    per_iteration_cost_pct: float
+    per_iteration_cost_s: float
+    even_step_s: float
+    epoch_mean_step_s: float
+    tail_iterations: int
+    batches_min: int
+    batches_max: int
+
+
+@frozen
+class GroupCount:
+    process_groups: int
+    iteration_p50_s: float
+    gain_over_one: float
+
+
+@frozen
+class ProcessGroupFigures:
+    cap: str
+    world_size: int
+    best_process_groups: int
+    gain_over_one: float
+    by_count: tuple[GroupCount, ...]
+
+
+@frozen
+class DdpModes:
+    """:func:`figures`, each None where it does not apply (a top-level key of ``summary.json``)."""
+
+    join: JoinFigures | None = None
+    process_groups: ProcessGroupFigures | None = None
 
 
 @frozen

@@ -57,6 +57,21 @@ def build_point_inputs(scenario: Any, point: Point, *, trace: Any = None, calibr
                      lambda: _build(scenario, point, trace, calibration, None))
 
 
+def run_engine(sim: Callable | None, inputs: Any, comm: Any = None, config: Any = None, **engine_kw: Any) -> Any:
+    """``sim(trace, plan, comm, config)`` of ``inputs`` (``comm``, ``config``: in place of theirs);
+    None or the engine: the engine, given ``engine_kw`` (``spans``, ``steps_only``), which a stand-in
+    for tests does not take."""
+    from ddpsim.engine.simulate import simulate
+
+    args = (inputs.trace, inputs.plan, inputs.comm if comm is None else comm, inputs.config if config is None else config)
+    return simulate(*args, **engine_kw) if sim is None or sim is simulate else sim(*args)
+
+
+def p50_s(sim: Callable | None, inputs: Any, comm: Any = None, config: Any = None) -> float:
+    """The p50 step time of :func:`run_engine`; the engine records the step times only."""
+    return run_engine(sim, inputs, comm, config, steps_only=True).summary()["iteration_p50_s"]
+
+
 def point_graph(scenario: Any, nodes: int) -> Any:
     """The topology graph of ``scenario`` at ``nodes`` nodes, built once for every point over it
     (None: no topology, a latency + bandwidth model)."""
@@ -75,13 +90,25 @@ def _build(scenario: Any, point: Point, trace: Any, calibration: Any, graph: Any
                       lambda: comm_model(scenario, graph, world, calibration)))
     plan = _KEPT.get(("plan", id(trace), scenario.plan_path, scenario.where(), scenario.ddp_options(point)), (trace,),
                      lambda: bucket_plan(scenario, point, trace))
-    if getattr(scenario, "compile", None) is not None:  # torch.compile: the compiled backward's ready times
-        from ddpsim.pipeline.compiled import compiled_inputs
-
-        trace, plan = compiled_inputs(scenario, point, trace, plan)
+    if getattr(scenario, "compile", None) is not None:
+        trace, plan = _compiled(scenario, point, trace, plan)
     config = sim_config(scenario, point, world_size=world, graph=graph, calibration=calibration, comm=comm)
     return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
                        backend=comm.backend)
+
+
+def _compiled(scenario: Any, point: Point, trace: Any, plan: Any) -> tuple[Any, Any]:
+    """``(trace, plan)`` of ``point`` as DDP under ``torch.compile`` sees it
+    (:func:`ddpsim.plan.compiled.compiled_point`: DDPOptimizer's subgraphs and their grouped
+    gradient-ready times with DDP's buckets over them, or compiled autograd's python reducer);
+    ``plan``, the eager one, is kept where the scenario gives an explicit plan file."""
+    from ddpsim.plan.compiled import compiled_point
+
+    try:
+        return compiled_point(trace, scenario.ddp_options(point), scenario.compile,
+                              plan=plan if scenario.plan_path is not None else None)
+    except InputError as exc:
+        raise InputError(f"{scenario.where()}{exc}") from None
 
 
 def comm_model(scenario: Any, graph: Any, world_size: int, calibration: Any = None):

@@ -17,17 +17,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ddpsim.network import collective_residuals
-from ddpsim.network.comm_model import WrappedCommModel
+from ddpsim.network.collective_residuals import MID_HI_BYTES, MID_LO_BYTES, MID_SIZE_RATIOS
 from ddpsim.network.cost_terms import gpu_terms
-from ddpsim.pipeline.inputs import contention_prior, point_graph, sim_config
+from ddpsim.pipeline.inputs import contention_prior, p50_s, point_graph, sim_config
+from ddpsim.pipeline.recommend import ScaledComm
 
 #: a point within this relative distance of a sample's best counts as "as good" in that sample
 ROBUST_TOLERANCE = 0.01
-#: NCCL mid-size range and factors: the residuals' quantiles (module docstring)
-MID_LO_BYTES = collective_residuals.MID_LO_BYTES
-MID_HI_BYTES = collective_residuals.MID_HI_BYTES
-MID_FACTORS = collective_residuals.MID_SIZE_RATIOS
 PHI_VALUES = (0.3, 0.7)
 HOST_FACTORS = (0.5, 2.0)
 SEED_OFFSETS = (1, 2)
@@ -49,31 +45,6 @@ class Sample:
     seed_offset: int = 0
     #: the cost terms switched off (a run of :mod:`ddpsim.pipeline.term_effects`, no sample of the band)
     terms_off: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class MidSizeScaled(WrappedCommModel):
-    """A comm model whose all-reduces of ``lo_bytes``..``hi_bytes`` take ``factor`` times as long;
-    broadcasts and every capability of ``base`` come through unchanged."""
-
-    base: Any
-    factor: float
-    lo_bytes: int = MID_LO_BYTES
-    hi_bytes: int = MID_HI_BYTES
-
-    @property
-    def wrapped(self) -> Any:
-        return self.base
-
-    def allreduce_s(self, size_bytes: int) -> float:
-        t = self.base.allreduce_s(size_bytes)
-        return t * self.factor if self.lo_bytes <= size_bytes <= self.hi_bytes else t
-
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.base.broadcast_s(size_bytes)
-
-    def describe(self) -> dict[str, Any]:
-        return {**self.base.describe(), "mid_size_factor": self.factor}
 
 
 def samples_for(scenario: Any, inputs: Any) -> list[Sample]:
@@ -143,7 +114,7 @@ def band_samples(scenario: Any, inputs: Any) -> list[Sample]:
     if cfg.host_costs is not None:
         out += [Sample(input="host costs", label=f"host costs x{f:g}", host_factor=f) for f in HOST_FACTORS]
     if gpu_terms(inputs.comm):
-        out += [Sample(input="NCCL mid-size", label=f"NCCL 64 KiB-64 MiB x{f:g}", mid_factor=f) for f in MID_FACTORS]
+        out += [Sample(input="NCCL mid-size", label=f"NCCL 64 KiB-64 MiB x{f:g}", mid_factor=f) for f in MID_SIZE_RATIOS]
     if cfg.jitter != "none" and cfg.jitter != 0:
         out += [Sample(input="jitter seed", label=f"seed {cfg.seed + k}", seed_offset=k) for k in SEED_OFFSETS]
     return out
@@ -162,7 +133,7 @@ def sample_inputs(scenario: Any, point: Any, inputs: Any, graph: Any, sample: Sa
     if sample.host_factor is not None and cfg.host_costs is not None:
         cfg = dataclasses.replace(cfg, host_costs=cfg.host_costs.scaled(sample.host_factor))
     if sample.mid_factor is not None:
-        comm = MidSizeScaled(base=comm, factor=sample.mid_factor)
+        comm = ScaledComm(comm, sample.mid_factor, lo_bytes=MID_LO_BYTES, hi_bytes=MID_HI_BYTES)
     if sample.seed_offset:
         cfg = dataclasses.replace(cfg, seed=cfg.seed + sample.seed_offset)
     return comm, cfg
@@ -177,20 +148,11 @@ def sample_runs(scenario: Any, point: Any, inputs: Any) -> list[tuple[Sample, An
     return [(smp, *sample_inputs(scenario, point, inputs, graph, smp)) for smp in samples]
 
 
-def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Callable, spans_kw: bool) -> float:
+def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Callable | None) -> float:
     """Sample ``k``'s p50 step time alone (a task of the sweep's worker pool): only that sample's
     inputs are built."""
     sample = samples_for(scenario, inputs)[k]
-    comm, cfg = sample_inputs(scenario, point, inputs, point_graph(scenario, point.nodes), sample)
-    return sample_p50(inputs, comm, cfg, simulate, spans_kw)
-
-
-def sample_p50(inputs: Any, comm: Any, cfg: Any, simulate: Callable, spans_kw: bool) -> float:
-    """The p50 step time of ``inputs`` under a sample's ``comm`` and ``cfg``; with the engine
-    (``spans_kw``) its step times only (``steps_only``: nothing else is recorded)."""
-    res = simulate(inputs.trace, inputs.plan, comm, cfg, steps_only=True) if spans_kw else \
-        simulate(inputs.trace, inputs.plan, comm, cfg)
-    return res.summary()["iteration_p50_s"]
+    return p50_s(simulate, inputs, *sample_inputs(scenario, point, inputs, point_graph(scenario, point.nodes), sample))
 
 
 def samples_record(samples: Sequence[Sample], p50: Sequence[float]) -> dict[str, Any]:

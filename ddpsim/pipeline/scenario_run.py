@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ddpsim.io import ensure_dir
-from ddpsim.pipeline import eager_comparison
 from ddpsim.pipeline import run as steps
 from ddpsim.pipeline.scenario import Scenario, load_scenario
+from ddpsim.pipeline.inputs import run_engine
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_jobs, run_sweep
 from ddpsim.pipeline.term_effects import term_effects
 
@@ -68,10 +68,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         files.append(save_trace(trace, rdir / "trace.json"))
     records = run_sweep(sc, out_dir=rdir, jobs=jobs, trace=trace, progress=progress, simulate=simulate_fn, build=build_fn)
     build = build_fn if build_fn is not None else (lambda s, p, t: s.build_point(p, trace=t))
-    sim = simulate_fn
-    if sim is None:
-        from ddpsim.engine.simulate import simulate as sim
-    records, best = _with_timeline_spans(sc, records, best_record(records), trace, build, sim)
+    records, best = _with_timeline_spans(sc, records, best_record(records), trace, build, simulate_fn)
     # the engine's answer is kept beside the points; a stand-in simulate or build keeps nothing
     kept = rdir / "points" if simulate_fn is None and build_fn is None else None
     kept_key = None if kept is None else steps.kept_key(records)
@@ -79,7 +76,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     records = tuple(records)
     started = None if start_report is None else start_report(sc, rdir, records, best, kept_key, jobs)
     try:
-        return _answered(sc, rdir, trace, records, best, build, sim, kept, method_error, me, me_note,
+        return _answered(sc, rdir, trace, records, best, build, simulate_fn, kept, method_error, me, me_note,
                          files=tuple(files), kept_key=kept_key, jobs=jobs, report_started=started)
     except BaseException:
         if started is not None:
@@ -94,7 +91,7 @@ def _answered(sc: Scenario, rdir: Path, trace: Any, records: tuple[Any, ...], be
     rec = steps.recommend(sc, records, trace, build, sim, kept_dir=kept)
     me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
                                                                   trace, sim)
-    compiled = None if sc.compile is None else eager_comparison.eager_comparison(sc, records, trace, build, sim)
+    compiled = None if sc.compile is None else steps.eager_comparison(sc, records, trace, build, sim)
     terms = steps.cost_terms(sc, best.point, rec.inputs)
     effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
     return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=tuple(records), best=best, recommendation=rec,
@@ -120,5 +117,4 @@ def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any
 
 def _spans(sc: Scenario, point: Any, trace: Any, build: Callable, sim: Callable) -> tuple:
     """The spans of ``point`` simulated again from its inputs."""
-    inputs = build(sc, point, trace)
-    return sim(inputs.trace, inputs.plan, inputs.comm, inputs.config).spans
+    return run_engine(sim, build(sc, point, trace)).spans

@@ -26,6 +26,7 @@ from ddpsim.plan.planner import cap_list_label
 from ddpsim.engine.result import (BucketTiming, IterationStats, LazyBuckets, LazySpans, SimResult, Span,
                                   compute_s_by_kind)
 from ddpsim.pipeline.fingerprint import digest, engine_runs_key
+from ddpsim.pipeline.inputs import run_engine
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.pipeline.specs import Point
 from ddpsim.formats import quantile
@@ -217,21 +218,16 @@ def _evaluate_one(job: Job, i: int, k: int | None, hashed: dict) -> Any:
     sc = job.scenarios[t.group]
     trace = job.traces[t.trace]
     inputs = job.build(sc, t.point, trace) if job.build is not None else sc.build_point(t.point, trace=trace)
-    engine = job.simulate is None
-    sim = job.simulate
-    if engine:
-        from ddpsim.engine.simulate import simulate as sim
     if k is not None:
         from ddpsim.pipeline.resampling import simulate_sample
 
-        return simulate_sample(sc, t.point, inputs, k, sim, spans_kw=engine)
+        return simulate_sample(sc, t.point, inputs, k, job.simulate)
     key = point_key(sc, t.point, inputs, hashed, detail=job.detail, alone=job.alone)
     if key == t.kept_key:
         return None
     if not job.alone:
         check_sweepable(sc, inputs, t.point_id)
-    result = sim(inputs.trace, inputs.plan, inputs.comm, inputs.config, spans=job.detail) if engine else \
-        sim(inputs.trace, inputs.plan, inputs.comm, inputs.config)
+    result = run_engine(job.simulate, inputs, spans=job.detail)
     describe = getattr(inputs.comm, "describe", None) if job.detail else None
     rec = PointRecord(point=t.point, point_id=t.point_id, key=key, world_size=inputs.config.world_size,
                       backend=inputs.backend, metrics=point_metrics(result, inputs.plan),

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ddpsim.pipeline.resampling import off_label, sample_p50, terms_on
+from ddpsim.pipeline.resampling import off_label, terms_on
+from ddpsim.pipeline.inputs import p50_s
 from ddpsim.pipeline.sweep import TIE_RELATIVE, PointRecord, best_record
 
 
@@ -38,17 +39,12 @@ def _stored_p50(record: PointRecord, off: tuple[str, ...]) -> float | None:
 
 
 def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...], full_best: str, trace: Any,
-             build: Callable, simulate: Callable) -> WithoutTerms:
-    from ddpsim.engine.simulate import simulate as engine
-
+             build: Callable, simulate: Callable | None) -> WithoutTerms:
     sc = scenario.updated(cost_model={t: False for t in off})
     p50 = {}
     for r in records:
         kept = _stored_p50(r, off)
-        if kept is None:  # simulated as the stored runs are (ddpsim.pipeline.resampling.sample_p50)
-            inputs = build(sc, r.point, trace)
-            kept = sample_p50(inputs, inputs.comm, inputs.config, simulate, spans_kw=simulate is engine)
-        p50[r.point_id] = kept
+        p50[r.point_id] = p50_s(simulate, build(sc, r.point, trace)) if kept is None else kept
     low = min(p50.values())
     best = next(k for k, v in p50.items() if v <= low * (1 + TIE_RELATIVE))  # best_record's rule
     if p50[full_best] <= p50[best] * (1 + TIE_RELATIVE):  # a tie keeps the full model's answer

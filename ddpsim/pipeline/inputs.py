@@ -46,7 +46,7 @@ def build_point_inputs(scenario: Any, point: Point, *, trace: Any = None, calibr
         lacks, a straggler rank outside the world, a plan file that does not fit the trace.
     """
     if calibration is None:
-        calibration = scenario.load_calibration()
+        calibration = scenario.calibration
     if trace is None:
         return _build(scenario, point, scenario.load_trace(), calibration, graph)
     if graph is not None:

@@ -96,7 +96,7 @@ def terms_off_config(scenario: Any, inputs: Any, graph: Any, off: tuple[str, ...
     keep = "contention" not in off
     variant = scenario.updated(cost_model={**{t: False for t in off}, **({"contention": False} if keep else {})})
     cfg = sim_config(variant, inputs.point, world_size=inputs.config.world_size, graph=graph,
-                     calibration=scenario.load_calibration(), comm=inputs.comm)
+                     calibration=scenario.calibration, comm=inputs.comm)
     return dataclasses.replace(cfg, interference=inputs.config.interference) if keep else cfg
 
 

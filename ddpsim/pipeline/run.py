@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.io import write_text_atomic
 from ddpsim.network.cost_terms import explain_terms
 from ddpsim.pipeline import recommend as rec
 from ddpsim.pipeline.inputs import contention_prior, p50_s, point_graph, run_engine
 from ddpsim.pipeline.scenario import Scenario
-from ddpsim.pipeline.sweep import best_record, default_record, point_metrics, result_from_dict, result_to_dict
+from ddpsim.pipeline.sweep import (best_record, default_record, point_metrics, read_kept, result_from_dict, result_to_dict,
+                                   write_kept)
 from ddpsim.plan.compiled import compiled_subgraphs
 from ddpsim.plan.planner import BucketPlan, DDPOptions, explicit_plan, without_delayed
 
@@ -60,12 +60,18 @@ def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
     best = best_record(records)
     inputs = build(sc, best.point, trace)
     path = Path(kept_dir) / KEPT_FILE if kept_dir is not None else None
-    key = kept_key(records) if path is not None else None
-    got = _read_kept(path, key, inputs) if path is not None else None
-    if got is None:
-        got = _recommend(sc, records, trace, build, sim, best, inputs)
-        if path is not None:
-            _write_kept(path, key, got)
+    key = kept_key(records)
+    d = read_kept(path, KEPT_FORMAT, KEPT_VERSION, key=key) if path is not None else None
+    try:
+        if d is not None:
+            return Recommendation(info=d["info"], plan_doc=d["plan_doc"], result=result_from_dict(d["result"]),
+                                  inputs=inputs)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass  # unreadable: computed again
+    got = _recommend(sc, records, trace, build, sim, best, inputs)
+    if path is not None:
+        write_kept(path, {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": key, "info": got.info,
+                          "plan_doc": got.plan_doc, "result": result_to_dict(replace(got.result, spans=()))})
     return got
 
 
@@ -75,24 +81,6 @@ def kept_key(records: Sequence[Any]) -> str:
     blob = json.dumps({"format": KEPT_FORMAT, "version": KEPT_VERSION,
                        "points": [[r.point_id, r.key] for r in records]})
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-
-def _write_kept(path: Path, key: str, rec: Recommendation) -> None:
-    doc = {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": key, "info": rec.info, "plan_doc": rec.plan_doc,
-           "result": result_to_dict(replace(rec.result, spans=()))}
-    write_text_atomic(path, json.dumps(doc, separators=(",", ":")) + "\n")
-
-
-def _read_kept(path: Path, key: str, inputs: Any) -> Recommendation | None:
-    """The answer kept at ``path`` under ``key``; None where there is none, it is stale or unreadable."""
-    try:
-        d = json.loads(path.read_text())
-        if d.get("format") != KEPT_FORMAT or d.get("version") != KEPT_VERSION or d.get("key") != key:
-            return None
-        return Recommendation(info=d["info"], plan_doc=d["plan_doc"], result=result_from_dict(d["result"]),
-                              inputs=inputs)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
 
 
 def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable, best: Any,
@@ -214,7 +202,7 @@ def cost_terms(sc: Scenario, point: Any, inputs: Any) -> list[str]:
     prior's derivation when it is what the simulation used, the host costs
     (:func:`ddpsim.network.cost_terms.explain_terms`)."""
     prior = None
-    if sc.cost_model.contention and sc.simulation.interference is None and sc.load_calibration() is None:
+    if sc.cost_model.contention and sc.simulation.interference is None and sc.calibration is None:
         graph = point_graph(sc, point.nodes)
         found = contention_prior(sc.cost_model, graph, inputs.comm) if graph is not None else None
         if found is not None and inputs.config.interference == found.interference:

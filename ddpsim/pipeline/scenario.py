@@ -159,13 +159,10 @@ class Scenario:
                              num_warmup=m.warmup, num_threads=m.num_threads,
                              command=f"ddpsim run {self.path or self.name} (model {m.name})")
 
-    def load_calibration(self):
-        """The scenario's calibration (None without one), read once per Scenario: loading fits
-        the probe with the engine, and every point, the CLI's warning and the report ask for it."""
-        return self._calibration
-
     @cached_property
-    def _calibration(self):
+    def calibration(self):
+        """The scenario's calibration (None without one), read once per Scenario: loading fits the
+        probe with the engine, and every point, the CLI's warning and the report ask for it."""
         if self.calibration_path is None:
             return None
         from ddpsim.calibration.loader import load_calibration
@@ -173,10 +170,8 @@ class Scenario:
         return load_calibration(self.calibration_path)
 
     def calibration_warning(self) -> str | None:
-        """The calibration's one-line warning (:meth:`ddpsim.calibration.loader.Calibration.warning`),
-        or None (no calibration, or nothing to warn about)."""
-        cal = self.load_calibration()
-        return None if cal is None else cal.warning()
+        """The calibration's one-line warning (:meth:`ddpsim.calibration.loader.Calibration.warning`) or None."""
+        return None if self.calibration is None else self.calibration.warning()
 
     def graph(self, nodes: int | None = None):
         """The cluster's topology graph at ``nodes`` nodes (None: a latency + bandwidth model)."""

@@ -304,7 +304,7 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
         def done(i: int, rec: Any) -> None:
             doc = rec if isinstance(rec, dict) else rec.to_dict()  # a worker's dict is the record's to_dict()
             if pdir is not None:
-                write_text_atomic(pdir / f"{file_id(doc['id'])}.json", json.dumps(doc, separators=(",", ":")) + "\n")
+                write_kept(pdir / f"{file_id(doc['id'])}.json", doc)
             records[i] = PointRecord.from_dict(doc) if isinstance(rec, dict) else rec
             bar.set_postfix_str(doc["id"], refresh=False)
             bar.update(1)
@@ -348,21 +348,32 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
 
 def _stored_points(job: Job, pdir: Path | None) -> dict[int, PointRecord]:
     """The readable point files of an earlier run in ``pdir``, by point index (their keys are
-    checked against the inputs where each point is built); an unreadable or stale one is
-    simulated again, its file replaced atomically."""
+    checked where each point is built); an unreadable or stale one is simulated again."""
     stored: dict[int, PointRecord] = {}
     for i, t in enumerate(job.points):
-        f = pdir / f"{file_id(t.point_id)}.json" if pdir is not None else None
-        if f is None or not f.is_file():
-            continue
+        d = read_kept(pdir / f"{file_id(t.point_id)}.json", POINT_FORMAT, POINT_VERSION, id=t.point_id) if pdir else None
         try:
-            d = json.loads(f.read_text())
-            if d.get("format") == POINT_FORMAT and d.get("version") == POINT_VERSION and d.get("id") == t.point_id \
-                    and isinstance(d.get("key"), str) and (d["result"] is not None) == job.detail:
+            if d is not None and isinstance(d.get("key"), str) and (d["result"] is not None) == job.detail:
                 stored[i] = PointRecord.from_dict(d)
         except (ValueError, KeyError, TypeError, AttributeError):
             pass
     return stored
+
+
+def read_kept(path: Path, fmt: str, version: int, **expect: Any) -> dict[str, Any] | None:
+    """The JSON document kept at ``path`` (:func:`write_kept`) when it has this format and version
+    and the values ``expect``; None where there is none, it is stale or unreadable."""
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(d, dict) and d.get("format") == fmt and d.get("version") == version
+    return d if ok and all(d.get(k) == v for k, v in expect.items()) else None
+
+
+def write_kept(path: Path, doc: dict[str, Any]) -> None:
+    """``doc`` written atomically as one line of compact JSON (a point's file, a run's kept answer)."""
+    write_text_atomic(path, json.dumps(doc, separators=(",", ":")) + "\n")
 
 
 def chunks(units: Sequence[Any], workers: int) -> list[list[Any]]:

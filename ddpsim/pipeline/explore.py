@@ -16,6 +16,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -196,20 +197,19 @@ def _trace_for(space: ExploreSpace, sc: Scenario, batch: int | None, traces: dic
     own = space.section.traces.get(system) if system is not None else None
     src = resolve_file(own, space.base, f"{space.source}: explore.traces.{system}", "a trace JSON") or sc.trace_path
     if not space.section.retime:
-        key = str(src) if src is not None else f"model:{sc.model.name}"
-        if key not in traces:
-            from ddpsim.trace.records import load_trace
+        from ddpsim.trace.records import load_trace
 
-            traces[key] = load_trace(src) if src is not None else sc.load_trace()
-            info[key] = trace_figures(traces[key])
-        return key
-    if src is None:
+        key = str(src) if src is not None else f"model:{sc.model.name}"
+        load = partial(load_trace, src) if src is not None else sc.load_trace
+    elif src is None:
         raise InputError(f"{space.source}: explore.retime: true is not accepted with 'model'; expected a trace JSON "
                          "in 'trace' (or explore.traces) to re-time")
-    gpu = system_gpu(sc, space.source)
-    key = f"{Path(src).name}@{gpu}" + (f",batch={batch}" if batch is not None else "")
+    else:
+        gpu = system_gpu(sc, space.source)
+        key = f"{Path(src).name}@{gpu}" + (f",batch={batch}" if batch is not None else "")
+        load = partial(_retimed, Path(src), gpu, batch, out_dir)
     if key not in traces:
-        traces[key] = _retimed(Path(src), gpu, batch, out_dir)
+        traces[key] = load()
         info[key] = trace_figures(traces[key])
     return key
 

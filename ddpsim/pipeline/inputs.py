@@ -153,7 +153,7 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
                comm: Any = None) -> SimConfig:
     """The SimConfig of ``point``: the scenario's ``simulation`` block, the point's comm hook,
     the cost terms in force (GPU terms only with an analytical NCCL ``comm``)."""
-    sim = scenario.simulation
+    sim, ddp = scenario.simulation, scenario.doc.ddp
     terms = terms_in_force(scenario.cost_model, graph=graph, comm=comm, calibration=calibration,
                            interference=sim.interference, prior_of=contention_prior,
                            copy_bandwidth_bytes_per_s=None if sim.copy_bandwidth_gbps is None else sim.copy_bandwidth_gbps * 1e9)
@@ -162,9 +162,9 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
             raise InputError(f"{scenario.where()}simulation.stragglers: rank {r} is not accepted; "
                              f"expected a rank in [0, {world_size})")
     return SimConfig(world_size=world_size, num_iterations=sim.iterations, num_warmup_iterations=sim.warmup,
-                     seed=sim.seed, comm_hook=point.comm_hook, powersgd_rank=scenario.powersgd_rank,
-                     powersgd_start_iter=scenario.powersgd_start_iter, no_sync_steps=sim.no_sync_steps,
-                     jitter=sim.jitter, stragglers=sim.stragglers, sync_batchnorm=scenario.sync_batchnorm,
+                     seed=sim.seed, comm_hook=point.comm_hook, powersgd_rank=ddp.powersgd.matrix_approximation_rank,
+                     powersgd_start_iter=ddp.powersgd.start_powerSGD_iter, no_sync_steps=sim.no_sync_steps,
+                     jitter=sim.jitter, stragglers=sim.stragglers, sync_batchnorm=ddp.sync_batchnorm,
                      compute_statistic=sim.compute_statistic, interference=terms.interference,
                      copy_bandwidth_bytes_per_s=terms.copy_bandwidth_bytes_per_s,
                      copy_kernel_floor_s=terms.copy_kernel_floor_s, host_costs=terms.host_costs,

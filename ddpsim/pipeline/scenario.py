@@ -69,11 +69,6 @@ class Scenario:
     calibration_path = property(lambda self: _path(self.doc.calibration))
     #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
     plan_path = property(lambda self: _path(self.doc.plan))
-    comm_hook = property(lambda self: self.doc.ddp.comm_hook)
-    powersgd_rank = property(lambda self: self.doc.ddp.powersgd.matrix_approximation_rank)
-    powersgd_start_iter = property(lambda self: self.doc.ddp.powersgd.start_powerSGD_iter)
-    #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
-    sync_batchnorm = property(lambda self: self.doc.ddp.sync_batchnorm)
     #: ``ddp.join``: an epoch under Join with uneven inputs (a JoinSpec), or None
     join = property(lambda self: self.doc.ddp.join)
 

@@ -12,6 +12,8 @@ The scenario is read by its attributes (:class:`ddpsim.pipeline.scenario.Scenari
 
 from __future__ import annotations
 
+import json
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -216,8 +218,6 @@ _KEPT = _Kept(KEPT_SIZE)
 def _cluster_key(scenario: Any, nodes: int) -> tuple:
     """A topology as its inputs: the preset or YAML path and the user's catalogue (each with the
     file's size and modification time), the nodes and the preset's options."""
-    import json
-
     topo, catalogue = scenario.cluster.topology, scenario.cluster.catalogue
     return (topo, _stamp(topo), catalogue, _stamp(catalogue), nodes,
             json.dumps(scenario.cluster.options, sort_keys=True, default=repr))
@@ -225,8 +225,6 @@ def _cluster_key(scenario: Any, nodes: int) -> tuple:
 
 def _stamp(path: Any) -> tuple:
     """A file's size and modification time (empty: not a file, e.g. a preset's name)."""
-    import os
-
     try:
         st = os.stat(path)
     except (OSError, TypeError):

@@ -183,12 +183,10 @@ def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequen
     robust = [points[i] for i in range(len(points)) if max(regret[i]) <= tolerance]
     safest = min(range(len(points)), key=lambda i: (max(regret[i]), i))
     sens: dict[str, float] = {}
-    for j, lab in enumerate(cols[1:], start=1):
-        inp = inputs_of[lab]
-        sens[inp] = max(sens.get(inp, 0.0), regret[prior_best][j])
     spread: dict[str, float] = {}
     for j, lab in enumerate(cols[1:], start=1):
         inp = inputs_of[lab]
+        sens[inp] = max(sens.get(inp, 0.0), regret[prior_best][j])
         # how much the sample moves the points' order: the largest change of a point's regret
         spread[inp] = max(spread.get(inp, 0.0), max(abs(regret[i][j] - regret[i][0]) for i in range(len(points))))
     most = max(sorted(spread), key=lambda k: (sens[k], spread[k])) if spread else None

@@ -27,6 +27,7 @@ from ddpsim.engine.result import (BucketTiming, IterationStats, LazyBuckets, Laz
                                   compute_s_by_kind)
 from ddpsim.pipeline.fingerprint import digest, engine_runs_key
 from ddpsim.pipeline.inputs import run_engine
+from ddpsim.pipeline.resampling import sample_runs, samples_for, samples_record, simulate_sample, summarize
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.pipeline.specs import Point
 from ddpsim.formats import quantile
@@ -219,8 +220,6 @@ def _evaluate_one(job: Job, i: int, k: int | None, hashed: dict) -> Any:
     trace = job.traces[t.trace]
     inputs = job.build(sc, t.point, trace) if job.build is not None else sc.build_point(t.point, trace=trace)
     if k is not None:
-        from ddpsim.pipeline.resampling import simulate_sample
-
         return simulate_sample(sc, t.point, inputs, k, job.simulate)
     key = point_key(sc, t.point, inputs, hashed, detail=job.detail, alone=job.alone)
     if key == t.kept_key:
@@ -232,13 +231,7 @@ def _evaluate_one(job: Job, i: int, k: int | None, hashed: dict) -> Any:
     rec = PointRecord(point=t.point, point_id=t.point_id, key=key, world_size=inputs.config.world_size,
                       backend=inputs.backend, metrics=point_metrics(result, inputs.plan),
                       comm=describe() if describe else {}, result=result if job.detail else None)
-    return rec, _samples(sc, inputs) if job.detail and not job.alone else []
-
-
-def _samples(scenario: Any, inputs: Any) -> list[Any]:
-    from ddpsim.pipeline.resampling import samples_for
-
-    return samples_for(scenario, inputs) if isinstance(scenario, Scenario) else []
+    return rec, samples_for(sc, inputs) if job.detail and not job.alone else []
 
 
 def point_key(scenario: Any, point: Point, inputs: Any, traces: dict | None = None, *, detail: bool = True,
@@ -247,10 +240,8 @@ def point_key(scenario: Any, point: Point, inputs: Any, traces: dict | None = No
     spans and, with ``detail`` and not ``alone``, its uncertainty re-simulations
     (:func:`ddpsim.pipeline.fingerprint.engine_runs_key`). ``traces`` keeps each trace's hash
     for the points that share it."""
-    from ddpsim.pipeline.resampling import sample_runs
-
     runs = [(inputs.trace, inputs.plan, inputs.comm, inputs.config)]
-    samples = sample_runs(scenario, point, inputs) if detail and not alone and isinstance(scenario, Scenario) else []
+    samples = sample_runs(scenario, point, inputs) if detail and not alone else []
     runs += [(inputs.trace, inputs.plan, comm, cfg) for _, comm, cfg in samples]
     return engine_runs_key({**point.as_dict(), "spans": detail}, runs, [s.label for s, _, _ in samples], traces)
 
@@ -301,12 +292,11 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
     t0 = time.monotonic()
     with progress_bar(len(job.points), label, progress) as bar:
 
-        def done(i: int, rec: Any) -> None:
-            doc = rec if isinstance(rec, dict) else rec.to_dict()  # a worker's dict is the record's to_dict()
+        def done(i: int, rec: PointRecord) -> None:
             if pdir is not None:
-                write_kept(pdir / f"{file_id(doc['id'])}.json", doc)
-            records[i] = PointRecord.from_dict(doc) if isinstance(rec, dict) else rec
-            bar.set_postfix_str(doc["id"], refresh=False)
+                write_kept(pdir / f"{file_id(rec.point_id)}.json", rec.to_dict())
+            records[i] = rec
+            bar.set_postfix_str(rec.point_id, refresh=False)
             bar.update(1)
 
         def finish(row: tuple[int, int | None, Any]) -> list[tuple[int, int]]:
@@ -316,8 +306,9 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
                 kept.append(i)
                 bar.update(1)
                 return []
-            if k is None:
-                waiting[i] = (value[0], value[1], [None] * len(value[1]))
+            if k is None:  # a worker process sends the record's to_dict()
+                rec = PointRecord.from_dict(value[0]) if isinstance(value[0], dict) else value[0]
+                waiting[i] = (rec, value[1], [None] * len(value[1]))
             else:
                 waiting[i][2][k] = value
             rec, samples, p50 = waiting[i]
@@ -326,10 +317,7 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
             if all(v is not None for v in p50):
                 del waiting[i]
                 if samples:
-                    from ddpsim.pipeline.resampling import samples_record
-
-                    metrics = rec["metrics"] if isinstance(rec, dict) else rec.metrics
-                    metrics["uncertainty"] = _jsonable(samples_record(samples, p50))
+                    rec.metrics["uncertainty"] = _jsonable(samples_record(samples, p50))
                 done(i, rec)
             return []
 
@@ -451,7 +439,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
         check_sweepable(scenario, first, pts[0].point_id)
     job = Job(scenarios=(scenario,), traces={"": trace}, trace_hashes={"": digest(trace)}, alone=alone,
               points=tuple(PointTask(point_id=p.point_id, point=p) for p in pts), simulate=simulate, build=build)
-    tasks = len(pts) * (1 + (0 if alone else len(_samples(scenario, first))))  # no more workers than tasks
+    tasks = len(pts) * (1 + (0 if alone else len(samples_for(scenario, first))))  # no more workers than tasks
     return run_points(job, out_dir=out_dir, jobs=min(jobs, tasks), progress=progress,
                       label=f"{scenario.name}: simulating")
 
@@ -492,8 +480,6 @@ def sweep_rows(records: Sequence[PointRecord]) -> list[dict[str, Any]]:
 
 def uncertainty_summary(records: Sequence[PointRecord]) -> dict[str, Any] | None:
     """:func:`ddpsim.pipeline.resampling.summarize` over the records' stored samples (None without)."""
-    from ddpsim.pipeline.resampling import summarize
-
     return summarize([r.point_id for r in records], [r.metrics["iteration_p50_s"] for r in records],
                      [r.metrics.get("uncertainty") or {} for r in records])
 

@@ -48,10 +48,7 @@ class ExploreSpace:
         """(axis as written, scenario key it sets, values deduplicated), in the order written."""
         out = []
         for k, vals in self.section.axes.items():
-            uniq: list[Any] = []
-            for v in vals:
-                if v not in uniq:
-                    uniq.append(v)
+            uniq = [v for i, v in enumerate(vals) if v not in vals[:i]]  # values need not hash
             out.append((k, EXPLORE_ALIASES.get(k, k), uniq))
         return out
 

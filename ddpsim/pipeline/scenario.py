@@ -279,16 +279,12 @@ DEFAULT_SCENARIO = "default"
 def find_scenario(spec: str | Path | None) -> Path:
     """A scenario path from a path or a bundled name (``default``, ``gpt2-1.5b-h100-8n``...)."""
     spec = DEFAULT_SCENARIO if spec is None else str(spec)
-    p = Path(spec)
-    if is_file(p):
-        return p
-    candidates = [Path("scenarios") / f"{spec}.yaml", Path(__file__).resolve().parents[2] / "scenarios" / f"{spec}.yaml",
-                  Path(__file__).resolve().parents[2] / "scenarios" / spec]
-    for c in candidates:
+    bundled = Path(__file__).resolve().parents[2] / "scenarios"
+    for c in (Path(spec), Path("scenarios") / f"{spec}.yaml", bundled / f"{spec}.yaml", bundled / spec):
         if is_file(c):
             return c
-    bundled = sorted(x.stem for x in (Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
-    raise InputError(f"scenario: {shorten(spec)} does not exist; expected a scenario YAML path or a bundled name ({', '.join(bundled) or 'none found'})")
+    names = sorted(x.stem for x in bundled.glob("*.yaml"))
+    raise InputError(f"scenario: {shorten(spec)} does not exist; expected a scenario YAML path or a bundled name ({', '.join(names) or 'none found'})")
 
 
 def load_scenario(spec: str | Path | None = None, overrides: Sequence[str] = ()) -> Scenario:

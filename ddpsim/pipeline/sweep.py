@@ -451,6 +451,12 @@ def sweep_table(records: Sequence[PointRecord]):
     return pd.DataFrame(sweep_rows(records))
 
 
+#: a point's figures in its row, in ``sweep.csv``'s order
+ROW_FIGURES = ("iteration_p50_s", "iteration_p95_s", "forward_s", "backward_compute_s", "exposed_comm_s",
+               "exposed_comm_p95_s", "optimizer_s", "other_s", "comm_s", "overlap_ratio", "first_iteration_s",
+               "rebuild_iteration_s")
+
+
 def sweep_rows(records: Sequence[PointRecord]) -> list[dict[str, Any]]:
     """One row per point: its values and figures, in sweep order (``sweep.csv``)."""
     rows = []
@@ -461,14 +467,7 @@ def sweep_rows(records: Sequence[PointRecord]) -> list[dict[str, Any]]:
             **({"bucket_cap_mb_list": None if not r.point.bucket_cap_mb_list else cap_list_label(r.point.bucket_cap_mb_list)}
                if any(x.point.bucket_cap_mb_list for x in records) else {}),
             **{k: r.point.value(k) for k, _ in r.point.named if k != "cap"},
-            "world_size": r.world_size, "num_buckets": m.get("num_buckets"),
-            "iteration_p50_s": m["iteration_p50_s"], "iteration_p95_s": m["iteration_p95_s"],
-            "forward_s": m["forward_s"], "backward_compute_s": m["backward_compute_s"],
-            "exposed_comm_s": m["exposed_comm_s"], "exposed_comm_p95_s": m["exposed_comm_p95_s"],
-            "optimizer_s": m["optimizer_s"], "other_s": m["other_s"], "comm_s": m["comm_s"],
-            "overlap_ratio": m["overlap_ratio"], "first_iteration_s": m["first_iteration_s"],
-            "rebuild_iteration_s": m["rebuild_iteration_s"],
-        })
+            "world_size": r.world_size, "num_buckets": m.get("num_buckets"), **{k: m[k] for k in ROW_FIGURES}})
     band = uncertainty_summary(records)
     if band is not None:
         for row, b in zip(rows, band["points"]):

@@ -9,26 +9,11 @@ best point loses there against the best.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ddpsim.pipeline.resampling import off_label, terms_on
 from ddpsim.pipeline.inputs import p50_s
 from ddpsim.pipeline.sweep import TIE_RELATIVE, PointRecord, best_record
-
-
-@dataclass(frozen=True, kw_only=True)
-class WithoutTerms:
-    """The sweep's best point with ``off`` switched off: its p50 step and what the full model's
-    best point loses against it there."""
-
-    off: tuple[str, ...]
-    best: str
-    best_p50_s: float
-    lost: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"off": list(self.off), "best": self.best, "best_p50_s": self.best_p50_s, "lost": self.lost}
 
 
 def _stored_p50(record: PointRecord, off: tuple[str, ...]) -> float | None:
@@ -39,7 +24,9 @@ def _stored_p50(record: PointRecord, off: tuple[str, ...]) -> float | None:
 
 
 def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...], full_best: str, trace: Any,
-             build: Callable, simulate: Callable | None) -> WithoutTerms:
+             build: Callable, simulate: Callable | None) -> dict[str, Any]:
+    """The sweep's best point with ``off`` switched off: its p50 step and what the full model's
+    best point loses against it there."""
     sc = scenario.updated(cost_model={t: False for t in off})
     p50 = {}
     for r in records:
@@ -49,7 +36,8 @@ def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...]
     best = next(k for k, v in p50.items() if v <= low * (1 + TIE_RELATIVE))  # best_record's rule
     if p50[full_best] <= p50[best] * (1 + TIE_RELATIVE):  # a tie keeps the full model's answer
         best = full_best
-    return WithoutTerms(off=off, best=best, best_p50_s=p50[best], lost=max(0.0, p50[full_best] / p50[best] - 1))
+    lost = max(0.0, p50[full_best] / p50[best] - 1)
+    return {"off": list(off), "best": best, "best_p50_s": p50[best], "lost": lost}
 
 
 def term_effects(scenario: Any, records: Sequence[PointRecord], trace: Any, *, build: Callable,
@@ -62,8 +50,8 @@ def term_effects(scenario: Any, records: Sequence[PointRecord], trace: Any, *, b
         return None
     full = best_record(records).point_id
     runs = [_without(scenario, records, on, full, trace, build, simulate)]
-    if runs[0].best != full and len(on) > 1:
+    if runs[0]["best"] != full and len(on) > 1:
         runs += [_without(scenario, records, (t,), full, trace, build, simulate) for t in on]
-    return {"best": full, "terms": list(on), "without": [r.as_dict() for r in runs],
-            "moved_by": [r.off[0] for r in runs[1:] if r.best != full] if len(runs) > 1
-            else ([on[0]] if runs[0].best != full else [])}
+    return {"best": full, "terms": list(on), "without": runs,
+            "moved_by": [r["off"][0] for r in runs[1:] if r["best"] != full] if len(runs) > 1
+            else ([on[0]] if runs[0]["best"] != full else [])}

@@ -1,5 +1,6 @@
 """The computations of a scenario run after its sweep: the recommended bucket plan, the
-``bucket_cap_mb_list`` that reproduces it, the measured method error, the cost-term lines.
+``bucket_cap_mb_list`` that reproduces it, the measured method error, the cost-term lines and a
+compiled scenario's points run again as eager DDP.
 
 :func:`recommend` cuts the gradient-ready order by dynamic programming over bucket
 boundaries under each cost-model variant (:func:`ddpsim.pipeline.recommend.candidate_plans`),
@@ -23,6 +24,7 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.network.cost_terms import explain_terms
 from ddpsim.pipeline import recommend as rec
+from ddpsim.pipeline.method_error import answer, file_sha256, load_method_error
 from ddpsim.pipeline.inputs import contention_prior, p50_s, point_graph, run_engine
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.pipeline.sweep import (best_record, default_record, point_metrics, read_kept, result_from_dict, result_to_dict,
@@ -172,8 +174,6 @@ def method_error_for(sc: Scenario, trace: Any, path: str | Path | None) -> tuple
     with: another backend, or a scenario without a calibration, is refused."""
     if path is None:
         return None, None
-    from ddpsim.pipeline.method_error import file_sha256, load_method_error
-
     me = load_method_error(path)
     backend = sc.build_point(sc.points()[0], trace=trace).backend
     if me.backend and backend != me.backend:
@@ -188,8 +188,6 @@ def method_error_for(sc: Scenario, trace: Any, path: str | Path | None) -> tuple
 def method_error_answer(me: Any, note: str | None, path: str | Path, records: Sequence[Any], best: Any,
                         inputs: Any, trace: Any, sim: Callable) -> dict[str, Any]:
     """The method error's answer (:func:`ddpsim.pipeline.method_error.answer`) around the best point."""
-    from ddpsim.pipeline.method_error import answer
-
     # the residuals are of mean steps predicted as a validation predicts them (the trace's
     # mean phases): the band goes around the best point's mean step predicted so
     best_mean = run_engine(sim, inputs, config=inputs.config.for_validation()).summary()["iteration_mean_s"]

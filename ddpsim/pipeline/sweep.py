@@ -278,7 +278,8 @@ def default_jobs() -> int:
 def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None, progress: bool = True,
                label: str = "simulating") -> list[PointRecord]:
     """Simulate every point of ``job`` not already kept in ``out_dir/points/`` (None: nothing
-    kept), in ``jobs`` local processes or on ``ray`` (a :class:`~ddpsim.pipeline.explore_ray.RayRunner`);
+    kept), in ``jobs`` local processes or on ``ray`` (:func:`~ddpsim.pipeline.explore_ray.run_on_ray`
+    given an address);
     the records in point order. Each uncertainty sample is a unit of work of its own, stored in
     sample order, so the bytes do not depend on who runs it; ``progress``: a tqdm bar on a
     terminal and a closing log line."""
@@ -323,7 +324,7 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
 
         units = [(i, None) for i in range(len(job.points))]
         if ray is not None:
-            ray.run(job, units, finish)
+            ray(job, units, finish)
         elif jobs <= 1 or len(units) <= 1:
             drive(chunks(units, 1), lambda c: c, lambda p: (evaluate(job, p[0]), p[1:]), finish)
         else:
@@ -339,7 +340,8 @@ def _stored_points(job: Job, pdir: Path | None) -> dict[int, PointRecord]:
     checked where each point is built); an unreadable or stale one is simulated again."""
     stored: dict[int, PointRecord] = {}
     for i, t in enumerate(job.points):
-        d = read_kept(pdir / f"{file_id(t.point_id)}.json", POINT_FORMAT, POINT_VERSION, id=t.point_id) if pdir else None
+        f = pdir / f"{file_id(t.point_id)}.json" if pdir is not None else None
+        d = read_kept(f, POINT_FORMAT, POINT_VERSION, id=t.point_id) if f is not None else None
         try:
             if d is not None and isinstance(d.get("key"), str) and (d["result"] is not None) == job.detail:
                 stored[i] = PointRecord.from_dict(d)
@@ -467,7 +469,8 @@ def sweep_rows(records: Sequence[PointRecord]) -> list[dict[str, Any]]:
             **({"bucket_cap_mb_list": None if not r.point.bucket_cap_mb_list else cap_list_label(r.point.bucket_cap_mb_list)}
                if any(x.point.bucket_cap_mb_list for x in records) else {}),
             **{k: r.point.value(k) for k, _ in r.point.named if k != "cap"},
-            "world_size": r.world_size, "num_buckets": m.get("num_buckets"), **{k: m[k] for k in ROW_FIGURES}})
+            "world_size": r.world_size, "num_buckets": m.get("num_buckets"), **{k: m[k] for k in ROW_FIGURES},
+        })
     band = uncertainty_summary(records)
     if band is not None:
         for row, b in zip(rows, band["points"]):

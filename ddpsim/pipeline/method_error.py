@@ -73,9 +73,6 @@ class MethodError:
     backend: str | None = None
     device: str | None = None
 
-    def models(self) -> tuple[str, ...]:
-        return tuple(sorted({p.model for p in self.points}))
-
     def band(self, level: float, *, exclude_model: str | None = None) -> tuple[float, float] | None:
         """The conformal band of every point's residual but ``exclude_model``'s."""
         return conformal_band([p.residual for p in self.points if p.model != exclude_model], level)

@@ -28,6 +28,7 @@ from ddpsim.pipeline.fingerprint import code_fingerprint, digest
 from ddpsim.pipeline.specs import Point, crossed
 from ddpsim.pipeline.sweep import Job, PointRecord, PointTask, run_points
 from ddpsim.schema import validate
+from ddpsim.units import MAX_BATCH_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +112,9 @@ def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = 
 def _check_value(space: ExploreSpace, name: str, key: str, i: int, value: Any) -> None:
     """One axis value set alone into the scenario, validated: its error names the axis."""
     if key == "batch_size":
-        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= (1 << 20)
-        if not ok:
+        if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BATCH_SIZE):
             raise InputError(f"{space.source}: explore.axes.batch_size[{i}]: {shorten(value)} is not accepted; "
-                             f"expected an integer >= 1 and <= {1 << 20}")
+                             f"expected an integer >= 1 and <= {MAX_BATCH_SIZE}")
         return
     try:
         doc = point_mapping(space, ((name, value),) if key not in ("ddp.bucket_cap_mb", "ddp.bucket_cap_mb_list") else

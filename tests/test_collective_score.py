@@ -50,8 +50,8 @@ def test_band_factors_are_the_quantiles_of_measured_over_model():
 
 
 def test_resampling_uses_the_residual_band():
-    assert resampling.MID_FACTORS == nccl_exec.MID_SIZE_RATIOS
-    lo, hi = resampling.MID_FACTORS
+    assert resampling.MID_SIZE_RATIOS == nccl_exec.MID_SIZE_RATIOS
+    lo, hi = resampling.MID_SIZE_RATIOS
     assert lo < 1 < hi
 
 

@@ -7,7 +7,8 @@ import pytest
 from ddpsim.network import nccl_exec
 from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.pipeline.scenario import scenario_from_dict
-from ddpsim.pipeline.resampling import MidSizeScaled, band_samples, samples_for, summarize, term_samples
+from ddpsim.pipeline.recommend import ScaledComm
+from ddpsim.pipeline.resampling import MID_HI_BYTES, MID_LO_BYTES, band_samples, samples_for, summarize, term_samples
 
 
 def _samples(labels, inputs, p50):
@@ -39,7 +40,7 @@ def test_summarize_bands_regrets_robust_set_and_sensitivity():
 
 def test_mid_size_scaled_model():
     base = AlphaBetaModel(latency_s=1e-3, bandwidth_bytes_per_s=1e9, num_ranks=4)
-    m = MidSizeScaled(base=base, factor=1.25)
+    m = ScaledComm(base, 1.25, lo_bytes=MID_LO_BYTES, hi_bytes=MID_HI_BYTES)
     assert m.allreduce_s(1024) == base.allreduce_s(1024)                 # below 64 KiB
     assert m.allreduce_s(2 ** 20) == pytest.approx(1.25 * base.allreduce_s(2 ** 20))
     assert m.allreduce_s(128 * 2 ** 20) == base.allreduce_s(128 * 2 ** 20)  # above 64 MiB

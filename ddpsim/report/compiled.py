@@ -1,6 +1,6 @@
 """The summary's lines on compiled DDP: the best cap under ``torch.compile`` (and DDPOptimizer's
 subgraphs there) beside eager DDP's best on the same trace and cluster, from the ``compile`` figures
-of :func:`ddpsim.pipeline.compiled.eager_comparison` (:mod:`ddpsim.plan.compiled` states the model).
+of :func:`ddpsim.pipeline.run.eager_comparison` (:mod:`ddpsim.plan.compiled` states the model).
 """
 
 from __future__ import annotations

@@ -249,7 +249,7 @@ class Summary:
     cost_terms: tuple[str, ...] = ()
     method_error: MethodError | None = None     # pipeline.method_error.answer
     ddp_modes: DdpModes                         # report.ddp_modes.figures (top-level keys of the document)
-    compile: Compiled | None = None             # pipeline.eager_comparison.eager_comparison
+    compile: Compiled | None = None             # pipeline.run.eager_comparison
     bucket_costs: BucketCosts | None = None     # report.bucket_costs.figures
     term_effects: TermEffects | None = None     # pipeline.term_effects.term_effects
     uncertainty: Uncertainty | None = None      # pipeline.resampling.summarize

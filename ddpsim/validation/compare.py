@@ -34,13 +34,9 @@ class PointOutcome:
     #: the prediction's interval (:class:`ddpsim.validation.intervals.PredictionInterval`), or None
     interval: Any = None
 
-    @property
-    def samples(self) -> list[float]:
-        return [s for r in self.runs for s in r["summary"]["step_times_s"]]
-
     def row(self) -> dict[str, Any]:
         """The compared figures: ``measured_s`` is the mean of the pooled step times (module docstring)."""
-        xs = self.samples
+        xs = [s for r in self.runs for s in r["summary"]["step_times_s"]]
         m, med = (statistics.fmean(xs), statistics.median(xs)) if xs else (None, None)
         p10 = quantile(xs, 0.1) if xs else None
         p90 = quantile(xs, 0.9) if xs else None
@@ -74,8 +70,8 @@ class PointOutcome:
         pooled = host_load(self.runs)
         per = [host_load([r]) for r in self.runs]
         if pooled is None or any(h is None for h in per):
-            return {"host_other_pct": None, "host_steal_pct": None, "ranks_cpu_pct": None,
-                    "run_host_other_pct": None, "run_host_steal_pct": None}
+            return dict.fromkeys(("host_other_pct", "host_steal_pct", "ranks_cpu_pct", "run_host_other_pct",
+                                  "run_host_steal_pct"))
         return {"host_other_pct": pooled["other_pct"], "host_steal_pct": pooled["steal_pct"],
                 "ranks_cpu_pct": pooled["ranks_pct"],
                 "run_host_other_pct": " ".join(f"{h['other_pct']:.3g}" for h in per),
@@ -220,7 +216,7 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def host_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The host's load (:func:`host_load`): the mean over points and the largest run's; empty without counters."""
+    """The host's load (:func:`host_load`): the mean over points and the largest run's; {} without counters."""
     if not rows or any(r.get("host_other_pct") is None for r in rows):
         return {}
     def per_run(key: str) -> list[float]:
@@ -248,7 +244,7 @@ def predicted_bucket_times(result: Any) -> list[dict[str, Any]]:
 def bucket_service_s(buckets: list[dict[str, Any]]) -> list[float]:
     """Each bucket's own all-reduce time in bucket order: ``end - max(start, the previous bucket's end)``
     (``start``: the last rank's launch, else ``launch``): one stream runs them in order, and none begins
-    before every rank launched it. (Medians over iterations: one behind a large one can be slightly negative.)"""
+    before every rank launched it. (Medians: one behind a large one can come out slightly negative.)"""
     out, prev = [], float("-inf")
     for b in sorted(buckets, key=lambda b: b["bucket"]):
         out.append(b["end_s"] - max(b.get("start_s", b["launch_s"]), prev))

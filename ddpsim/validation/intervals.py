@@ -53,7 +53,8 @@ class PredictionInterval:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields, tuples as lists; the optional ones only when set."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None and v != ()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()
+                if v is not None and v != ()}
 
 
 def resample_trace(captures: Sequence[Trace], rng: random.Random, *, num_captures: int, num_iterations: int) -> Trace:
@@ -101,7 +102,7 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
 
 
 def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: Any = None) -> Any:
-    """``scenario.build_point`` as a validation predicts it (:meth:`ddpsim.engine.config.SimConfig.for_validation`)."""
+    """``scenario.build_point`` as a validation predicts it (:meth:`~ddpsim.engine.config.SimConfig.for_validation`)."""
     from ddpsim.pipeline.inputs import hook_call_s
 
     inputs = scenario.build_point(point, trace=trace, calibration=calibration)

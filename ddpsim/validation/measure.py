@@ -52,8 +52,8 @@ CALIBRATION_ATTEMPTS = 2
 def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *,
               label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Any:
     """Calibrate with ``executor collectives`` into ``cal_path``; returns the loaded calibration. A probe
-    fit at its bound (:func:`ddpsim.calibration.loader.clamped_fit_warning`: other load disturbed the
-    probe) is measured again, up to ``attempts`` in all, each rejected one kept as ``<stem>.clamped<k>.json``."""
+    fit at its bound (:func:`ddpsim.calibration.loader.clamped_fit_warning`: other load disturbed the probe)
+    is measured again, up to ``attempts`` in all, each rejected one kept as ``<stem>.clamped<k>.json``."""
     from ddpsim.calibration.loader import load_calibration
 
     progress = raw / "calibration.progress.json"
@@ -94,7 +94,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     setup = _run_setup(scenario, trace, caps=caps, iterations=iterations, warmup=warmup, num_threads=num_threads,
                        nproc=nproc, out_dir=out_dir, repeats=repeats, timeout_s=timeout_s)
     trace_path = scenario.trace_path
-    if capture:  # 0. the trace, captured every round with every rank computing (it drifts with the host's load)
+    if capture:  # 0. the trace, captured every round with every rank computing (it drifts with the load)
         trace_path = setup.raw / "trace.concurrent.json"
     elif trace_path is None:
         from ddpsim.trace.records import save_trace
@@ -128,7 +128,7 @@ class _RunSetup:
     points: tuple[Any, ...]
     model: str
     batch_size: int
-    model_args: tuple[str, ...]      # ``name=<json>`` options of the model, each an ``--model-arg``
+    model_args: tuple[str, ...]      # the model's options, as ``--model-arg name=<json>`` flags
     iterations: int
     warmup: int
     threads: int
@@ -159,7 +159,8 @@ def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None
                          f"expected cpu (on GPU nodes run 'torchrun -m executor' yourself and compare)")
     if batch_size != env.get("batch_size", batch_size):
         log.warning(f"validate: WARNING: batch size {batch_size} differs from the trace's {env.get('batch_size')}")
-    model_args = tuple(f"{k}={json.dumps(v)}" for k, v in ((vs.options if vs else {}) or {}).items())
+    model_args = tuple(x for k, v in ((vs.options if vs else {}) or {}).items()
+                       for x in ("--model-arg", f"{k}={json.dumps(v)}"))
     if caps is None and vs is not None and vs.bucket_cap_mb is not None:
         caps = vs.bucket_cap_mb
     points = select_points(scenario, caps)
@@ -215,11 +216,8 @@ class _Validation:
         s = self.setup
         path = s.raw / f"trace.round{rep}.json"
         log.info(f"validate: capturing {s.model} (batch {s.batch_size}) on {s.nproc} ranks at once -> {path}")
-        cap_args = ["trace", "--model", s.model, "--batch-size", str(s.batch_size), "--out", str(path),
-                    "--iterations", str(max(8, min(s.iterations, 20))), "--warmup", "3"]
-        for a in s.model_args:
-            cap_args += ["--model-arg", a]
-        self.launch(cap_args)
+        self.launch(["trace", "--model", s.model, "--batch-size", str(s.batch_size), "--out", str(path),
+                     "--iterations", str(max(8, min(s.iterations, 20))), "--warmup", "3", *s.model_args])
         self.pool(path)
 
     def calibrate(self, calibration: str | Path | None) -> None:
@@ -228,7 +226,8 @@ class _Validation:
         self.cal_path = Path(calibration) if calibration else s.scenario.calibration_path
         if self.cal_path is None:
             self.cal_path = s.out / "calibration.json"
-            self.cal = calibrate(self.launch, self.cal_path, s.raw, label=f"{s.nproc} gloo ranks x {s.threads} thread(s)")
+            self.cal = calibrate(self.launch, self.cal_path, s.raw,
+                                 label=f"{s.nproc} gloo ranks x {s.threads} thread(s)")
         else:
             self.cal = _load_calibration(self.cal_path)
 
@@ -256,11 +255,8 @@ class _Validation:
     def common_args(self) -> list[str]:
         """The model and step flags of every ``executor ddp`` / ``executor round`` launch."""
         s = self.setup
-        common = ["--model", s.model, "--batch-size", str(s.batch_size), "--iterations", str(s.iterations),
-                  "--warmup", str(s.warmup), "--timeout-s", str(min(s.timeout_s, 600.0))]
-        for a in s.model_args:
-            common += ["--model-arg", a]
-        return common
+        return ["--model", s.model, "--batch-size", str(s.batch_size), "--iterations", str(s.iterations),
+                "--warmup", str(s.warmup), "--timeout-s", str(min(s.timeout_s, 600.0)), *s.model_args]
 
     def run_round_launches(self) -> None:
         """``--launch round``: each round in one ``executor round`` launch, its trace slices pooled
@@ -468,8 +464,8 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
 
 
 def _read_runs(o: PointOutcome, raw: Path, report_path: Path) -> None:
-    """Give ``o`` its point's raw runs under ``raw`` (``<point>.run<k>.json``, k = 1, 2, ...; ``.hooked.json``),
-    step times recomputed from the per-rank records (:func:`ddpsim.formats.summarize`)."""
+    """Give ``o`` its point's raw runs under ``raw`` (``<point>.run<k>.json``, k = 1, 2, ...; ``.hooked.json``)
+    with step times recomputed from the per-rank records (:func:`ddpsim.formats.summarize`)."""
     from ddpsim.formats import summarize
 
     def measurement(path: Path) -> dict[str, Any]:
@@ -501,11 +497,12 @@ def round_traces(raw: Path, repeats: int) -> list[Any]:
 
 def runs_launch_mode(outcomes: Any) -> str | None:
     """``"round"`` when the raw runs were measured by ``executor round`` (``launch.kind``), else None."""
-    return "round" if any((r.get("launch") or {}).get("kind") == "round" for o in outcomes for r in o.runs) else None
+    runs = [r for o in outcomes for r in o.runs]
+    return "round" if any((r.get("launch") or {}).get("kind") == "round" for r in runs) else None
 
 
 def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
-    """The pooled trace ``validation.json`` (``data``) names, else its namesake in ``raw`` (a moved report)."""
+    """The pooled trace ``validation.json`` (``data``) names, else its namesake in ``raw`` (a report moved)."""
     path = Path(data["trace"])
     if not is_file(path) and is_file(raw / path.name):
         return raw / path.name

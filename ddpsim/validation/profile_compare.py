@@ -192,7 +192,7 @@ def forced_estimates(scenario: Any, world_size: int, predicted: list[dict[str, A
 
 
 def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per term of :data:`TERMS`: predicted, measured, the error and its share of the step's (they add up to 100 %)."""
+    """Per term of :data:`TERMS`: predicted, measured, the error and its share of the step's (adding to 100 %)."""
     step_err = predicted["step_s"] - measured["step_s"]
     rows = []
     for k in TERMS:

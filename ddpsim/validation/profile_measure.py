@@ -26,7 +26,7 @@ TERMS = ("pre_forward_s", "forward_s", "backward_s", "grad_copies_s", "exposed_c
 
 def hta_overlap_ratio(intervals: Sequence[tuple[float, float, str]]) -> float | None:
     """HTA's computation-communication overlap of ``(start, end, kind)`` device intervals: the time both
-    merged kinds run over the merged communication time (copies count as neither); None without communication."""
+    merged kinds run over the merged communication time (copies count as neither); None without any."""
     return overlap_ratio([(a, b) for a, b, k in intervals if k == "comm"], [(a, b) for a, b, k in intervals if k == "comp"])
 
 
@@ -147,7 +147,7 @@ def step_figures(st: ProfileIteration, nxt: ProfileIteration | None = None, nume
 
 
 def _launch_s(st: ProfileIteration, k: Any) -> float:
-    """When the CPU launched ``k``: its bucket's ``c10d::allreduce_``, else its runtime launch call, else its start."""
+    """When the CPU launched ``k``: its bucket's ``c10d::allreduce_``, else its launch call, else its start."""
     if k.bucket_index is not None and k.bucket_index < len(st.buckets):
         return st.buckets[k.bucket_index].op_start_s
     return k.launch_cpu_s if k.launch_cpu_s is not None else k.start_s
@@ -161,8 +161,8 @@ def effective_ready_s(st: ProfileIteration) -> list[float]:
 
 
 def effective_trace(trace: Trace, steps: Sequence[ProfileIteration], source: str) -> Trace:
-    """``trace`` (the profile's import) with one iteration per step on the critical path (:func:`step_figures`,
-    :func:`effective_ready_s`). InputError: a step whose AccumulateGrad count differs from the ready order."""
+    """``trace`` (the profile's import) with one iteration per step on the critical path
+    (:func:`step_figures`, :func:`effective_ready_s`). InputError: a step with another AccumulateGrad count."""
     order = trace.grad_ready_order
     samples = []
     for st in steps:
@@ -223,7 +223,7 @@ def measured_summary(steps: Sequence[ProfileIteration], numels: Sequence[int] | 
 
 
 def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per bucket, medians over the steps; ``transfer_bound_s`` the shortest kernel (each holds its wait for the peers)."""
+    """Per bucket, medians over the steps; ``transfer_bound_s`` the shortest kernel (each holds a wait for peers)."""
     n = min(len(f["buckets"]) for f in figs)
     out = []
     for i in range(n):
@@ -240,18 +240,17 @@ def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def launch_delays(steps: Sequence[ProfileIteration]) -> list[dict[str, Any]]:
     """Per bucket, medians over the steps of the CPU time from its last AccumulateGrad's end to its
     ``c10d::allreduce_`` start, and of that launch op."""
-    out = []
+    per: dict[int, list[tuple[float, float]]] = {}
     for st in steps:
         launching = [h for h in st.hooks for _ in range(h.launches)]
         for i, (h, x) in enumerate(zip(launching, st.buckets)):
-            out.append((i, x.op_start_s - h.op_end_s, x.op_s))
-    n = max((i for i, _, _ in out), default=-1) + 1
-    return [{"bucket": i, "hook_to_launch_s": median_or_none([d for j, d, _ in out if j == i]),
-             "launch_op_s": median_or_none([o for j, _, o in out if j == i])} for i in range(n)]
+            per.setdefault(i, []).append((x.op_start_s - h.op_end_s, x.op_s))
+    return [{"bucket": i, "hook_to_launch_s": median_or_none([d for d, _ in v]),
+             "launch_op_s": median_or_none([o for _, o in v])} for i, v in sorted(per.items())]
 
 
 def busy_summary(steps: Sequence[ProfileIteration]) -> dict[str, float]:
-    """Means over the steps of :func:`step_period_s` and the GPU's busy time (merged kernels, copies, sets)."""
+    """Means over the steps of :func:`step_period_s` and of the GPU's busy time (kernels, copies, sets merged)."""
     busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]
     periods = [step_period_s(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
     return {"step_s": statistics.fmean(periods), "gpu_busy_s": statistics.fmean(busy)}

@@ -1,6 +1,6 @@
-"""Reporting a validation: ``validation.csv`` / ``.json`` / ``.md`` / ``.png`` / ``_timeline.png``, atomically,
-from :meth:`ddpsim.validation.compare.PointOutcome.row` and :func:`ddpsim.validation.compare.summary_figures`;
-per-bucket errors are measured minus predicted, buckets matched by index."""
+"""Reporting a validation: ``validation.csv`` / ``.json`` / ``.md`` / ``.png`` / ``_timeline.png``,
+atomically, from :meth:`ddpsim.validation.compare.PointOutcome.row` and
+:func:`ddpsim.validation.compare.summary_figures`; per-bucket errors are measured minus predicted."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _fmt(v: Any) -> str:
 
 
 def csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
-    """``columns`` of ``rows`` as CSV (None empty, floats to 6 digits) by :func:`ddpsim.report.tables.to_csv_text`."""
+    """``columns`` of ``rows`` as CSV (None empty, floats to 6 digits): :func:`ddpsim.report.tables.to_csv_text`."""
     return to_csv_text([{c: _fmt(r[c]) for c in columns} for r in rows], columns, float_format=None)
 
 
@@ -53,7 +53,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
                   cal_path: Path, trace_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
                   repeats: int, plots: bool, calibration: Any = None, reanalyzed: bool = False,
                   malloc: str | None = None, launch: str | None = None) -> None:
-    """Write ``validation.{csv,json,md}`` (and the plots); ``malloc``: the trace's ``environment.malloc``, if any."""
+    """Write ``validation.{csv,json,md}`` (and the plots); ``malloc``: the trace's ``environment.malloc``."""
     write_text_atomic(out / "validation.csv", csv_text(list(rows[0]) if rows else [], rows))  # PointOutcome.row's keys
     summ = summary_figures(rows)
     cal = json.loads(Path(cal_path).read_text())
@@ -99,18 +99,16 @@ def bucket_errors(predicted: list[dict[str, Any]], measured: list[dict[str, Any]
     """Per bucket index in both, measured minus predicted: ``end_error_s`` (the all-reduce's completion)
     and ``allreduce_error_s`` (its own time, :func:`~ddpsim.validation.compare.bucket_service_s`), each
     also in % of the predicted figure (None where that is not positive)."""
-    common = sorted({b["bucket"] for b in predicted} & {b["bucket"] for b in measured})
-    if not common:
-        return []
-    p_svc = dict(zip(sorted(b["bucket"] for b in predicted), bucket_service_s(predicted)))
-    m_svc = dict(zip(sorted(b["bucket"] for b in measured), bucket_service_s(measured)))
-    p_end = {b["bucket"]: b["end_s"] for b in predicted}
-    m_end = {b["bucket"]: b["end_s"] for b in measured}
+    def by_bucket(bs: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:  # bucket -> (end, own time)
+        ordered = sorted(bs, key=lambda b: b["bucket"])
+        return {b["bucket"]: (b["end_s"], t) for b, t in zip(ordered, bucket_service_s(ordered))}
+
+    pred, meas = by_bucket(predicted), by_bucket(measured)
     out = []
-    for k in common:
-        end_err, svc_err = m_end[k] - p_end[k], m_svc[k] - p_svc[k]
-        out.append({"bucket": k, "end_error_s": end_err, "end_error_pct": _pct(end_err, p_end[k]),
-                    "allreduce_error_s": svc_err, "allreduce_error_pct": _pct(svc_err, p_svc[k])})
+    for k in sorted(pred.keys() & meas.keys()):
+        (p_end, p_own), (m_end, m_own) = pred[k], meas[k]
+        out.append({"bucket": k, "end_error_s": m_end - p_end, "end_error_pct": _pct(m_end - p_end, p_end),
+                    "allreduce_error_s": m_own - p_own, "allreduce_error_pct": _pct(m_own - p_own, p_own)})
     return out
 
 

@@ -33,7 +33,7 @@ SUMMARY_COLUMNS = ("model", "status", "points", "median_abs_error_pct", "median_
 
 
 def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: int, warmup: int) -> str:
-    """The scenario of zoo model ``name``: 2 gloo ranks of one thread on one CPU host, the zoo's batch size."""
+    """The scenario of zoo model ``name``: 2 gloo ranks of one thread on one host, the zoo's batch size."""
     from ddpsim.trace.models.zoo import zoo_entry
 
     e = zoo_entry(name)
@@ -53,7 +53,7 @@ def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: in
 
 def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Sequence[Any], calibration: Any, *,
                   iterations: int, level: float, num_resamples: int, seed: int) -> dict[str, Any]:
-    """Stability, CPU-clock predictions and intervals of one validated model's ``rows`` from its rounds' ``captures``."""
+    """Stability, CPU-clock predictions and intervals of a validated model's ``rows`` from its ``captures``."""
     from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
     from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
     from ddpsim.trace.records import pool_traces
@@ -195,7 +195,7 @@ def _method_text(tot: dict[str, int], level: float) -> str:
 
 
 def method_error_of(results: dict[str, dict[str, Any]], *, calibration: str | Path | None) -> Any:
-    """The residuals of the models done (:class:`ddpsim.pipeline.method_error.MethodError`) and their calibration."""
+    """The residuals of the models done and their calibration (:class:`~ddpsim.pipeline.method_error.MethodError`)."""
     from ddpsim.pipeline.method_error import MethodError, ResidualPoint, file_sha256
 
     pts = []
@@ -238,8 +238,8 @@ def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[s
 
 def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float,
                   results: dict[str, dict[str, Any]] | None = None, calibration: str | Path | None = None) -> None:
-    """``summary.{csv,md,json}`` under ``zoo_dir``; with the models' ``results``, also
-    :func:`apply_method_error` and every residual in ``method_error.json`` (``validate --method-error`` reads it)."""
+    """``summary.{csv,md,json}`` under ``zoo_dir``; with the models' ``results``, also :func:`apply_method_error`
+    and every residual in ``method_error.json`` (what ``validate --method-error`` reads)."""
     detail: dict[str, Any] = {}
     if results:
         me = method_error_of(results, calibration=calibration)
@@ -256,7 +256,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
             level: float = 0.8, num_resamples: int = 40, seed: int = 0, timeout_s: float = 900.0,
             validate_fn: Callable[..., dict[str, Any]] | None = None,
             reanalyze: bool = False) -> dict[str, Any]:
-    """Validate the zoo's ``models`` (default: all) under ``<out_dir>/zoo/``; returns ``{"rows": [...], "out": Path}``.
+    """Validate the zoo's ``models`` (default: all) under ``<out_dir>/zoo/``; returns ``{"rows", "out"}``.
     ``validate_fn`` replaces :func:`ddpsim.validation.measure.validate` (tests). InputError: an unknown model
     or a bad count; a model's failing validation is reported in its row."""
     from ddpsim.trace.capture import check_count
@@ -415,6 +415,7 @@ class _Zoo:
             write_text_atomic(mdir / "zoo.json", json.dumps(result, indent=1) + "\n")
             self.add_done(name, result)
         except InputError as exc:
-            self.rows.append(summary_row(name, {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}))
+            failed = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}
+            self.rows.append(summary_row(name, failed))
             log.warning(f"{tag}: FAILED: {exc}")
         self.write_summary()

@@ -38,8 +38,7 @@ class PointOutcome:
         """The compared figures: ``measured_s`` is the mean of the pooled step times (module docstring)."""
         xs = [s for r in self.runs for s in r["summary"]["step_times_s"]]
         m, med = (statistics.fmean(xs), statistics.median(xs)) if xs else (None, None)
-        p10 = quantile(xs, 0.1) if xs else None
-        p90 = quantile(xs, 0.9) if xs else None
+        p10, p90 = (quantile(xs, 0.1), quantile(xs, 0.9)) if xs else (None, None)
         err = None if (m is None or self.predicted_s is None) else 100.0 * (self.predicted_s - m) / m
         err50 = None if (med is None or self.predicted_p50_s is None) else 100.0 * (self.predicted_p50_s - med) / med
         pm = [r.get("plan_matches") for r in self.runs]
@@ -85,19 +84,16 @@ def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
     without runs or host counters, or when a run spans under :data:`MIN_HOST_CPU_S` of host CPU."""
     if not runs:
         return None
-    sums = {"host_busy_s": 0.0, "host_steal_s": 0.0, "host_all_s": 0.0}
-    ours = 0.0
+    keys, per_run, ours = ("host_busy_s", "host_steal_s", "host_all_s"), [], 0.0
     for run in runs:
         ranks = [g["iterations"] for g in run.get("ranks") or []]
         if not ranks or any("host_all_s" not in s or "cpu_s" not in s for r in ranks for s in r):
             return None
-        run_sums = {key: statistics.fmean(sum(s[key] for s in r) for r in ranks) for key in sums}
-        if run_sums["host_all_s"] < MIN_HOST_CPU_S:
+        per_run.append([statistics.fmean(sum(s[key] for s in r) for r in ranks) for key in keys])
+        if per_run[-1][2] < MIN_HOST_CPU_S:  # host_all_s
             return None
-        for key in sums:
-            sums[key] += run_sums[key]
         ours += sum(s["cpu_s"] for r in ranks for s in r)
-    return host_shares(ours, sums["host_busy_s"], sums["host_steal_s"], sums["host_all_s"])
+    return host_shares(ours, *(sum(x) for x in zip(*per_run)))
 
 
 def run_spread_pct(run_medians: Sequence[float], measured: float | None) -> float | None:

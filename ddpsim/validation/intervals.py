@@ -84,7 +84,8 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
     for value, name in ((num_resamples, "num_resamples"), (k, "num_captures"), (n, "num_iterations")):
         check_count(value, name, 1)
     rng = random.Random(seed)
-    center = predict(pool_traces(captures))
+    pooled = pool_traces(captures)
+    center = predict(pooled)
     preds = []
     for _ in range(num_resamples):
         m = predict(resample_trace(captures, rng, num_captures=k, num_iterations=n))
@@ -92,7 +93,6 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
         p = predict(pool_traces([resample_trace([c], rng, num_captures=1, num_iterations=len(c.iterations))
                                  for c in (captures[rng.randrange(len(captures))] for _ in captures)]))
         preds.append(center + m - p)
-    pooled = pool_traces(captures) if alternatives else None
     others = tuple(float(alt(pooled)) for alt in alternatives)
     # the band around the lowest centre to the band around the highest (0 without alternatives)
     down, up = min((0.0, *(o - center for o in others))), max((0.0, *(o - center for o in others)))

@@ -262,20 +262,20 @@ def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[Pr
     waiting from its own arrival. Sets per bucket (medians over steps) ``start_s``, ``transfer_s``,
     ``transfer_bound_s`` (shortest), ``last_rank`` (mode), ``wait_by_rank_s``; returns per rank its mean
     wait and whom it waited for."""
+    def host_clock(st: ProfileIteration) -> list[tuple[float, float]]:  # its bucket kernels' (start, end)
+        t = st.start_us * 1e-6
+        return [(t + st.allreduces[j].start_s, t + st.allreduces[j].end_s) for j in bucket_kernels(st, numels)]
+
     ranks = list(ranks) if ranks is not None else list(range(len(steps)))
     by_step = [{st.step: st for st in rank} for rank in steps]
     common = sorted(set.intersection(*(set(d) for d in by_step)))
+    kernels = {n: [host_clock(d[n]) for d in by_step] for n in common}
     waits: dict[int, list[float]] = {r: [] for r in ranks}
     waited_for: dict[int, list[int]] = {r: [] for r in ranks}
     for b in buckets:
         starts, transfers, lasts, per_rank = [], [], [], {r: [] for r in ranks}
         for n in common:
-            ks = []
-            for st in (d[n] for d in by_step):
-                idx = bucket_kernels(st, numels)
-                if b["bucket"] < len(idx):
-                    k = st.allreduces[idx[b["bucket"]]]
-                    ks.append((st.start_us * 1e-6 + k.start_s, st.start_us * 1e-6 + k.end_s))
+            ks = [k[b["bucket"]] for k in kernels[n] if b["bucket"] < len(k)]
             if len(ks) != len(by_step):
                 continue
             t0 = by_step[0][n].start_us * 1e-6 + boundaries(by_step[0][n]).start_s

@@ -68,10 +68,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
             "ddp_iteration_overhead_measured_s": cal.get("ddp_iteration_overhead_s"),
             "reanalyzed": reanalyzed, "summary": summ, "rows": rows,
             "buckets": {k: _bucket_record(o) for k, o in outcomes.items()}}
-    if malloc is not None:
-        data["malloc"] = malloc
-    if launch is not None:
-        data["launch"] = launch
+    data.update({k: v for k, v in (("malloc", malloc), ("launch", launch)) if v is not None})
     bands = {o.interval.method_band for o in outcomes.values() if o.interval is not None and o.interval.method_band}
     if bands:
         data["method_band"] = list(bands.pop())  # one band for every point: the other models' residuals

@@ -28,27 +28,21 @@ def write_compare_report(data: dict[str, Any], out: Path, *, plots: bool = True)
     return paths
 
 
-def figure_data(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` in the shape :func:`ddpsim.validation.writer.timeline_figure` reads (one point)."""
-    pred = [{"bucket": b["bucket"], "size_bytes": b["size_bytes"], "launch_s": b["predicted_launch_s"],
-             "start_s": b["predicted_start_s"], "end_s": b["predicted_start_s"] + b["predicted_duration_s"]}
-            for b in data["buckets"]]
-    meas = [{"bucket": b["bucket"], "size_bytes": b["size_bytes"], "launch_s": b["measured_launch_s"],
-             "start_s": b["measured_start_s"], "end_s": b["measured_start_s"] + b["measured_duration_s"]}
-            for b in data["buckets"]]
-    p, m = data["predicted"]["step_s"], data["measured"]["mean"]["step_s"]
-    row = {"point": POINT, "predicted_s": p, "measured_s": m, "measured_hooked_s": m, "error_pct": 100.0 * (p - m) / m}
-    return {"scenario": data["name"], "rows": [row],
-            "buckets": {POINT: {"predicted": pred, "measured": meas, "errors": bucket_errors(pred, meas)}}}
-
-
 def figure(data: dict[str, Any]) -> Any:
-    """``validate``'s timeline figure of ``data``, titled for a profile: predicted above measured."""
+    """``validate``'s timeline figure of ``data`` as one point, titled for a profile: predicted above measured."""
     from ddpsim.validation.writer import timeline_figure
 
-    fig = timeline_figure(figure_data(data))
-    fig.axes[1].set_title(f"measured (the profile: medians over steps {', '.join(map(str, data['steps']))})", fontsize=9, loc="left")
+    def records(side: str) -> list[dict[str, Any]]:  # one side's launch/start/end per bucket
+        return [{"bucket": b["bucket"], "size_bytes": b["size_bytes"], "launch_s": b[f"{side}_launch_s"],
+                 "start_s": b[f"{side}_start_s"], "end_s": b[f"{side}_start_s"] + b[f"{side}_duration_s"]}
+                for b in data["buckets"]]
+
+    pred, meas = records("predicted"), records("measured")
     p, m = data["predicted"]["step_s"], data["measured"]["mean"]["step_s"]
+    row = {"point": POINT, "predicted_s": p, "measured_s": m, "measured_hooked_s": m, "error_pct": 100.0 * (p - m) / m}
+    fig = timeline_figure({"scenario": data["name"], "rows": [row],
+                           "buckets": {POINT: {"predicted": pred, "measured": meas, "errors": bucket_errors(pred, meas)}}})
+    fig.axes[1].set_title(f"measured (the profile: medians over steps {', '.join(map(str, data['steps']))})", fontsize=9, loc="left")
     fig.suptitle(f"{data['name']}: {data['gpu']} x {data['world_size']} (mean step: predicted {p * 1e3:.1f} ms, measured "
                  f"{m * 1e3:.1f} ms, error {100 * (p - m) / m:+.1f} %)\none steady iteration from DDP's forward, buckets in "
                  "launch order", fontsize=10)

@@ -56,7 +56,6 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
     """Stability, CPU-clock predictions and intervals of a validated model's ``rows`` from its ``captures``."""
     from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
     from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
-    from ddpsim.trace.records import pool_traces
 
     if not captures:
         raise InputError(f"{scenario.name}: no round traces (trace.round<k>.json); expected the captures of a validation")
@@ -86,8 +85,8 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
         rec["covered"] = None if r["measured_s"] is None else iv.covers(r["measured_s"])
         if cpu_caps:
             cpu = [predict(c) for c in cpu_caps]
-            pooled = predict(pool_traces(cpu_caps))
             ivc = interval(cpu_caps)
+            pooled = ivc.center_s  # the prediction from the CPU-clock captures pooled
             rec.update({"predicted_cpu_s": pooled, "per_capture_predicted_cpu_s": cpu, "stability_cpu_pct": spread_pct(cpu),
                         "error_cpu_pct": None if r["measured_s"] is None else 100.0 * (pooled - r["measured_s"]) / r["measured_s"],
                         "interval_cpu": ivc.to_dict(),

@@ -212,7 +212,7 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def host_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The host's load (:func:`host_load`): the mean over points and the largest run's; {} without counters."""
+    """The host's load (:func:`host_load`): the points' mean and the largest run's; {} without counters."""
     if not rows or any(r.get("host_other_pct") is None for r in rows):
         return {}
     def per_run(key: str) -> list[float]:

@@ -102,7 +102,7 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
 
 
 def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: Any = None) -> Any:
-    """``scenario.build_point`` as a validation predicts it (:meth:`~ddpsim.engine.config.SimConfig.for_validation`)."""
+    """``scenario.build_point`` as a validation predicts it (``SimConfig.for_validation``)."""
     from ddpsim.pipeline.inputs import hook_call_s
 
     inputs = scenario.build_point(point, trace=trace, calibration=calibration)

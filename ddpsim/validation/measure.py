@@ -464,8 +464,8 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
 
 
 def _read_runs(o: PointOutcome, raw: Path, report_path: Path) -> None:
-    """Give ``o`` its point's raw runs under ``raw`` (``<point>.run<k>.json``, k = 1, 2, ...; ``.hooked.json``)
-    with step times recomputed from the per-rank records (:func:`ddpsim.formats.summarize`)."""
+    """Give ``o`` its point's raw runs under ``raw`` (``<point>.run<k>.json``, k = 1, 2, ...; the hooked
+    run's) with step times recomputed from the per-rank records (:func:`ddpsim.formats.summarize`)."""
     from ddpsim.formats import summarize
 
     def measurement(path: Path) -> dict[str, Any]:
@@ -502,7 +502,7 @@ def runs_launch_mode(outcomes: Any) -> str | None:
 
 
 def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
-    """The pooled trace ``validation.json`` (``data``) names, else its namesake in ``raw`` (a report moved)."""
+    """The pooled trace ``validation.json`` (``data``) names, else its namesake in ``raw`` (moved)."""
     path = Path(data["trace"])
     if not is_file(path) and is_file(raw / path.name):
         return raw / path.name

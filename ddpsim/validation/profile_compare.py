@@ -192,7 +192,7 @@ def forced_estimates(scenario: Any, world_size: int, predicted: list[dict[str, A
 
 
 def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per term of :data:`TERMS`: predicted, measured, the error and its share of the step's (adding to 100 %)."""
+    """Per term of :data:`TERMS`: predicted, measured, the error and its share of the step's (sum: 100 %)."""
     step_err = predicted["step_s"] - measured["step_s"]
     rows = []
     for k in TERMS:
@@ -263,8 +263,8 @@ def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[Pr
     ``transfer_bound_s`` (shortest), ``last_rank`` (mode), ``wait_by_rank_s``; returns per rank its mean
     wait and whom it waited for."""
     def host_clock(st: ProfileIteration) -> list[tuple[float, float]]:  # its bucket kernels' (start, end)
-        t = st.start_us * 1e-6
-        return [(t + st.allreduces[j].start_s, t + st.allreduces[j].end_s) for j in bucket_kernels(st, numels)]
+        t, ks = st.start_us * 1e-6, [st.allreduces[j] for j in bucket_kernels(st, numels)]
+        return [(t + k.start_s, t + k.end_s) for k in ks]
 
     ranks = list(ranks) if ranks is not None else list(range(len(steps)))
     by_step = [{st.step: st for st in rank} for rank in steps]

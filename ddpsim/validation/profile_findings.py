@@ -104,17 +104,19 @@ def _comm_findings(data: dict[str, Any]) -> list[str]:
     ran = {b["measured_ran"] for b in bs}
     forced = [b["model_as_run_s"] for b in bs if b["model_as_run_s"] is not None]
     line = transfer_line(bs)
-    text = (f"All-reduce time: the NCCL model ({model}) predicts {_span(b['model_s'] for b in bs)} per bucket; the "
-            f"profile's kernels took {_span(b['measured_duration_s'] for b in bs)} (median over steps), the fastest "
+    text = (f"All-reduce time: the NCCL model ({model}) predicts {_span(b['model_s'] for b in bs)} per "
+            f"bucket; the profile's kernels took {_span(b['measured_duration_s'] for b in bs)} (median over "
+            f"steps), the fastest "
             f"{_span(b['measured_transfer_bound_s'] for b in bs)}. "
             f"They ran {'; '.join(sorted(ran))} (from the kernels' names and block sizes"
             + ("; '?': not told apart)" if any("?" in r for r in ran) else ")"))
     if forced:
         text += f"; with that forced the model gives {_span(forced)}"
     text += "."
-    text += (f" The simulated all-reduces wait {_span(b['predicted_start_s'] - b['predicted_launch_s'] for b in bs)} after "
-             f"rank 0's launch for the other rank (its compute drawn from the steps' spread) and the previous bucket; the "
-             f"measured kernels ran {_span(b['measured_wait_mean_s'] for b in bs)} longer on average than their fastest step.")
+    waits = _span(b["predicted_start_s"] - b["predicted_launch_s"] for b in bs)
+    text += (f" The simulated all-reduces wait {waits} after rank 0's launch for the other rank (its compute "
+             "drawn from the steps' spread) and the previous bucket; the measured kernels ran "
+             f"{_span(b['measured_wait_mean_s'] for b in bs)} longer on average than their fastest step.")
     ranks = data["measured"]["buckets"][0].get("ranks") if data["measured"]["buckets"] else None
     if line is not None:
         bw = "no growth with size" if line["bytes_per_s"] is None else f"bytes / {line['bytes_per_s'] / 1e9:.1f} GB/s"
@@ -137,7 +139,8 @@ def _rank_text(data: dict[str, Any]) -> str:
     out = []
     if bs:
         out.append(f"With every rank's profile each all-reduce's transfer (the last rank's arrival to the last completion) "
-                   f"is {_span(b['measured_transfer_s'] for b in bs)} (median over steps); the NCCL model is off by "
+                   f"is {_span(b['measured_transfer_s'] for b in bs)} (median over steps); the NCCL model "
+                   "is off by "
                    f"{_span(b['model_s'] - b['measured_transfer_s'] for b in bs)} on the transfers alone.")
         lasts = sorted({b["measured_last_rank"] for b in bs if b.get("measured_last_rank") is not None})
         out.append(f"The last to arrive: rank {', '.join(map(str, lasts))}.")

@@ -147,7 +147,7 @@ def step_figures(st: ProfileIteration, nxt: ProfileIteration | None = None, nume
 
 
 def _launch_s(st: ProfileIteration, k: Any) -> float:
-    """When the CPU launched ``k``: its bucket's ``c10d::allreduce_``, else its launch call, else its start."""
+    """When the CPU launched ``k``: its bucket's ``c10d::allreduce_``, else its launch call or start."""
     if k.bucket_index is not None and k.bucket_index < len(st.buckets):
         return st.buckets[k.bucket_index].op_start_s
     return k.launch_cpu_s if k.launch_cpu_s is not None else k.start_s
@@ -162,7 +162,7 @@ def effective_ready_s(st: ProfileIteration) -> list[float]:
 
 def effective_trace(trace: Trace, steps: Sequence[ProfileIteration], source: str) -> Trace:
     """``trace`` (the profile's import) with one iteration per step on the critical path
-    (:func:`step_figures`, :func:`effective_ready_s`). InputError: a step with another AccumulateGrad count."""
+    (:func:`step_figures`, :func:`effective_ready_s`). InputError: a step of another AccumulateGrad count."""
     order = trace.grad_ready_order
     samples = []
     for st in steps:
@@ -223,7 +223,7 @@ def measured_summary(steps: Sequence[ProfileIteration], numels: Sequence[int] | 
 
 
 def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per bucket, medians over the steps; ``transfer_bound_s`` the shortest kernel (each holds a wait for peers)."""
+    """Per bucket, medians over the steps; ``transfer_bound_s`` the shortest kernel (all wait for peers)."""
     n = min(len(f["buckets"]) for f in figs)
     out = []
     for i in range(n):
@@ -250,7 +250,7 @@ def launch_delays(steps: Sequence[ProfileIteration]) -> list[dict[str, Any]]:
 
 
 def busy_summary(steps: Sequence[ProfileIteration]) -> dict[str, float]:
-    """Means over the steps of :func:`step_period_s` and of the GPU's busy time (kernels, copies, sets merged)."""
+    """Means over the steps of :func:`step_period_s` and of the GPU's busy time (kernels, copies, sets)."""
     busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]
     periods = [step_period_s(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
     return {"step_s": statistics.fmean(periods), "gpu_busy_s": statistics.fmean(busy)}

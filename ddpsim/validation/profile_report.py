@@ -29,7 +29,7 @@ def write_compare_report(data: dict[str, Any], out: Path, *, plots: bool = True)
 
 
 def figure(data: dict[str, Any]) -> Any:
-    """``validate``'s timeline figure of ``data`` as one point, titled for a profile: predicted above measured."""
+    """``validate``'s timeline figure of ``data`` as one point, titled for a profile."""
     from ddpsim.validation.writer import timeline_figure
 
     def records(side: str) -> list[dict[str, Any]]:  # one side's launch/start/end per bucket
@@ -40,8 +40,8 @@ def figure(data: dict[str, Any]) -> Any:
     pred, meas = records("predicted"), records("measured")
     p, m = data["predicted"]["step_s"], data["measured"]["mean"]["step_s"]
     row = {"point": POINT, "predicted_s": p, "measured_s": m, "measured_hooked_s": m, "error_pct": 100.0 * (p - m) / m}
-    fig = timeline_figure({"scenario": data["name"], "rows": [row],
-                           "buckets": {POINT: {"predicted": pred, "measured": meas, "errors": bucket_errors(pred, meas)}}})
+    buckets = {POINT: {"predicted": pred, "measured": meas, "errors": bucket_errors(pred, meas)}}
+    fig = timeline_figure({"scenario": data["name"], "rows": [row], "buckets": buckets})
     fig.axes[1].set_title(f"measured (the profile: medians over steps {', '.join(map(str, data['steps']))})", fontsize=9, loc="left")
     fig.suptitle(f"{data['name']}: {data['gpu']} x {data['world_size']} (mean step: predicted {p * 1e3:.1f} ms, measured "
                  f"{m * 1e3:.1f} ms, error {100 * (p - m) / m:+.1f} %)\none steady iteration from DDP's forward, buckets in "

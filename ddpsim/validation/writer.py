@@ -45,7 +45,7 @@ def _fmt(v: Any) -> str:
 
 
 def csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
-    """``columns`` of ``rows`` as CSV (None empty, floats to 6 digits): :func:`ddpsim.report.tables.to_csv_text`."""
+    """``columns`` of ``rows`` as CSV, None empty, floats to 6 digits (``report.tables.to_csv_text``)."""
     return to_csv_text([{c: _fmt(r[c]) for c in columns} for r in rows], columns, float_format=None)
 
 

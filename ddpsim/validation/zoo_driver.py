@@ -53,7 +53,7 @@ def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: in
 
 def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Sequence[Any], calibration: Any, *,
                   iterations: int, level: float, num_resamples: int, seed: int) -> dict[str, Any]:
-    """Stability, CPU-clock predictions and intervals of a validated model's ``rows`` from its ``captures``."""
+    """Stability, CPU-clock predictions and intervals of a validated model's ``rows`` and ``captures``."""
     from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
     from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
 
@@ -194,7 +194,7 @@ def _method_text(tot: dict[str, int], level: float) -> str:
 
 
 def method_error_of(results: dict[str, dict[str, Any]], *, calibration: str | Path | None) -> Any:
-    """The residuals of the models done and their calibration (:class:`~ddpsim.pipeline.method_error.MethodError`)."""
+    """The residuals of the models done, and their calibration (``method_error.MethodError``)."""
     from ddpsim.pipeline.method_error import MethodError, ResidualPoint, file_sha256
 
     pts = []
@@ -237,8 +237,8 @@ def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[s
 
 def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float,
                   results: dict[str, dict[str, Any]] | None = None, calibration: str | Path | None = None) -> None:
-    """``summary.{csv,md,json}`` under ``zoo_dir``; with the models' ``results``, also :func:`apply_method_error`
-    and every residual in ``method_error.json`` (what ``validate --method-error`` reads)."""
+    """``summary.{csv,md,json}`` under ``zoo_dir``; with the models' ``results``, also
+    :func:`apply_method_error` and every residual in ``method_error.json`` (``validate --method-error``'s)."""
     detail: dict[str, Any] = {}
     if results:
         me = method_error_of(results, calibration=calibration)

@@ -41,13 +41,8 @@ class ProbeFit:
     compute_slowdown: float
     measured_step_s: float
     predicted_step_s: float
-    predicted_at_1_s: float
+    predicted_without_interference_s: float
     clamped: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"compute_slowdown": self.compute_slowdown, "measured_step_s": self.measured_step_s,
-                "predicted_step_s": self.predicted_step_s, "predicted_without_interference_s": self.predicted_at_1_s,
-                "clamped": self.clamped}
 
 
 def parse_probe(probe: Any) -> tuple[Any, float, float]:

@@ -19,7 +19,7 @@ import hashlib
 import json
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,6 +34,7 @@ from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 from ddpsim.schema import validate
 
+
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
     """A validated calibration file (``doc``) and the model ddpsim derives from it; the file's
@@ -44,7 +45,7 @@ class Calibration:
     interference: Interference | None = None
     #: the executor's microbenchmark slowdowns, when ``interference`` was fitted to its DDP probe
     interference_microbenchmark: Interference | None = None
-    #: how the probe fit went (:meth:`ddpsim.calibration.interference_fit.ProbeFit.as_dict`), or None
+    #: how the probe fit went (:class:`ddpsim.calibration.interference_fit.ProbeFit`'s fields), or None
     interference_fit: Mapping[str, Any] | None = None
     #: DDP's fixed cost per iteration: the file's, or recomputed by :func:`consistent_ddp_overhead`
     ddp_iteration_overhead_s: float | None = None
@@ -132,7 +133,7 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
         # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim.calibration.interference_fit)
         fit = fit_probe(probe.trace, probe.ddp_step_s, cal, probe.bucket_cap_mb, mb)
         cal = replace(cal, interference=replace(mb, compute_slowdown=fit.compute_slowdown),
-                      interference_microbenchmark=mb, interference_fit=fit.as_dict())
+                      interference_microbenchmark=mb, interference_fit=asdict(fit))
     return cal
 
 
@@ -143,13 +144,13 @@ def consistent_ddp_overhead(cal: Calibration, details: DdpOverheadDoc | None) ->
     idle-launch extra (:func:`idle_extra_between`) on top of the loop curve, which the executor's
     residue, taken against the loop curve alone, would count twice. None when there is nothing
     to recompute (no overhead, no after-compute curve, no step figures)."""
-    figures = None if details is None else details.step_figures()
-    if cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or figures is None:
+    d = details
+    if (cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or d is None
+            or None in (d.gradient_bytes, d.ddp_step_s, d.bare_step_s, d.copy_s)):
         return None
-    n, ddp_step_s, bare_step_s, copy_s = figures
     loop, after = fit_curve(cal.allreduce), fit_curve(cal.allreduce_after_compute)
-    charged = loop.time_s(n) + idle_extra_between(loop, after, n)
-    return max(0.0, ddp_step_s - bare_step_s - copy_s - charged)
+    charged = loop.time_s(d.gradient_bytes) + idle_extra_between(loop, after, d.gradient_bytes)
+    return max(0.0, d.ddp_step_s - d.bare_step_s - d.copy_s - charged)
 
 
 def probe_forward_factor(probe: ProbeDoc, overhead_s: float, source: str = "calibration") -> float | None:
@@ -244,18 +245,18 @@ class CalibratedCommModel:
     #: the probe (:func:`ddpsim.calibration.interference_fit.predict_probe`)
     ddp_forward_factor: float = 1.0
 
-    def _scaled(self, curve: CalibratedCurve, size: int, coll: str) -> float:
+    def _estimate(self, curve: CalibratedCurve, size: int, coll: str) -> CollectiveEstimate:
+        """``curve`` at ``size``, rescaled from the calibration's rank count (module docstring)."""
         n, w = self.num_ranks, self.calibration.world_size
-        if n == 1 or size == 0:
-            return 0.0
-        a, per_byte = curve.segment(size)
+        a, per_byte = curve.segment(size) if n > 1 and size > 0 else (0.0, 0.0)
         if n != w:
             if coll == "allreduce":
                 a *= (n - 1) / (w - 1)
                 per_byte *= ((n - 1) / n) / ((w - 1) / w)
             else:
                 a *= math.ceil(math.log2(n)) / math.ceil(math.log2(w))
-        return a + per_byte * size
+        t = a + per_byte * size
+        return make_estimate(size, t, n, "calibrated" if t > 0 else "none", "measured" if t > 0 else "none", coll=coll)
 
     @property
     def iteration_overhead_s(self) -> float:
@@ -272,11 +273,9 @@ class CalibratedCommModel:
     @property
     def idle_launch_extra_s(self):
         """``f(size_bytes) -> seconds`` when the calibration has ``allreduce_after_compute``,
-        else None (the engine then charges nothing). ``f`` is what an all-reduce launched after
-        compute costs beyond the back-to-back curve: the after-compute curve minus the loop
-        curve, both fitted, at the size clamped to the largest after-compute size (beyond it the
-        difference stays that of the largest: a wake-up latency, not a bandwidth), floored at 0.
-        Measured at the calibration's rank count and used as is for any other (not rescaled)."""
+        else None (the engine then charges nothing): what an all-reduce launched after compute
+        costs beyond the back-to-back curve (:func:`idle_extra_between`). Measured at the
+        calibration's rank count and used as is for any other (not rescaled)."""
         after = self.allreduce_after_compute
         if after is None:
             return None
@@ -312,16 +311,12 @@ class CalibratedCommModel:
         return max(1.0 / n, b / (n * q)) if q > 0 else 1.0
 
     def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
-        t = self._scaled(self.allreduce, size_bytes, "allreduce")
-        return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
-                             "measured" if t > 0 else "none")
+        return self._estimate(self.allreduce, size_bytes, "allreduce")
 
     def estimate_broadcast(self, size_bytes: int) -> CollectiveEstimate:
         if self.broadcast is None:
             return self.base.estimate_broadcast(size_bytes)
-        t = self._scaled(self.broadcast, size_bytes, "broadcast")
-        return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
-                             "measured" if t > 0 else "none", coll="broadcast")
+        return self._estimate(self.broadcast, size_bytes, "broadcast")
 
     def allreduce_s(self, size_bytes: int) -> float:
         return self.estimate_allreduce(size_bytes).time_s

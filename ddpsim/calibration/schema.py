@@ -78,7 +78,7 @@ class CalibratedHostCosts(Schema):
 class DdpOverheadDoc(Schema):
     """``ddp_overhead``: the tiny model's steps behind ``ddp_iteration_overhead_s``
     (``executor.collectives_step.measure_ddp_overhead``); the loader recomputes the overhead
-    from them when all four step figures (:meth:`step_figures`) are given."""
+    from them when ``gradient_bytes``, ``ddp_step_s``, ``bare_step_s`` and ``copy_s`` are given."""
 
     model: str | None = None
     gradient_bytes: Annotated[int, Field(ge=0, le=MAX_BYTES)] | None = None
@@ -91,11 +91,6 @@ class DdpOverheadDoc(Schema):
     raw_overhead_s: SignedSeconds | None = None
     num_steps: Count | None = None
     rounds: Count | None = None
-
-    def step_figures(self) -> tuple[int, float, float, float] | None:
-        """``(gradient_bytes, ddp_step_s, bare_step_s, copy_s)``, or None when one is absent."""
-        figures = (self.gradient_bytes, self.ddp_step_s, self.bare_step_s, self.copy_s)
-        return None if any(v is None for v in figures) else figures  # type: ignore[return-value]
 
 
 class ProbeDoc(Schema):

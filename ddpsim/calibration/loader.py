@@ -28,7 +28,7 @@ from ddpsim.calibration.interference_fit import fit_probe
 from ddpsim.calibration.schema import CalibrationDoc, DdpOverheadDoc, ProbeDoc
 from ddpsim.errors import InputError, require, shorten
 from ddpsim.io import MAX_JSON_BYTES, read_bytes, read_json, write_text_atomic
-from ddpsim.network.comm_model import CollectiveEstimate, make_estimate
+from ddpsim.network.comm_model import CollectiveEstimate, EstimatingCommModel, make_estimate
 from ddpsim.network.curve_fit import CalibratedCurve, CalibrationPoint, fit_curve, idle_extra_between
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
@@ -228,7 +228,7 @@ def save_calibration(cal: Calibration, path: str | Path) -> Path:
 # ---- the comm model ----------------------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
-class CalibratedCommModel:
+class CalibratedCommModel(EstimatingCommModel):
     """A CommModel answering from the calibration's curves, each fitted piecewise
     (:func:`ddpsim.network.curve_fit.fit_curve`); ``base`` (the analytical model of the same
     topology) answers what was not measured (broadcast when absent)."""
@@ -317,12 +317,6 @@ class CalibratedCommModel:
         if self.broadcast is None:
             return self.base.estimate_broadcast(size_bytes)
         return self._estimate(self.broadcast, size_bytes, "broadcast")
-
-    def allreduce_s(self, size_bytes: int) -> float:
-        return self.estimate_allreduce(size_bytes).time_s
-
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.estimate_broadcast(size_bytes).time_s
 
     def describe(self) -> dict[str, Any]:
         ar = self.allreduce

@@ -12,7 +12,7 @@ topology presets (:mod:`ddpsim.network.topology`), hence the contention and NCCL
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
@@ -42,15 +42,7 @@ class Catalogue:
     gpus: Mapping[str, Gpu]
     systems: Mapping[str, System]
     #: the user's file that extended the bundled catalogue, or None
-    user_file: str | None = field(default=None)
-
-    def gpu(self, name: str, field_name: str = "gpu") -> Gpu:
-        """The GPU called ``name``; InputError naming ``field_name`` and the GPUs there are."""
-        try:
-            return self.gpus[name]
-        except (KeyError, TypeError):
-            raise InputError(f"{field_name}: {shorten(name)} is not a GPU of the hardware catalogue; expected one of "
-                             f"{', '.join(self.gpus)}") from None
+    user_file: str | None = None
 
 
 def _check_references(doc: CatalogueFile, references: Mapping[str, Reference], gpus: Mapping[str, Gpu],

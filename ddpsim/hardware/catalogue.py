@@ -94,12 +94,7 @@ def bundled() -> Catalogue:
 
 
 def load_catalogue(path: str | Path | None = None) -> Catalogue:
-    """The bundled catalogue, extended by the user's file at ``path`` (None: the bundled one).
-
-    Raises:
-        InputError: unreadable file, a key of the wrong type or out of bounds, a figure without
-            its reference, a reference or GPU that does not exist, a name the bundled catalogue has.
-    """
+    """The bundled catalogue, extended by the user's file at ``path`` (None: the bundled one)."""
     if path is None:
         return bundled()
     source = f"catalogue {shorten(str(path))}"

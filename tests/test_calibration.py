@@ -362,3 +362,19 @@ def test_comm_hook_call_s_reaches_only_points_with_a_python_hook():
     one, two = (validation_inputs(sc, p, trace=tr, calibration=cal).config for p in sc.points()[-2:])
     assert (one.comm_hook, one.comm_hook_call_s) == ("none", 0.0)
     assert (two.comm_hook, two.comm_hook_call_s) == ("allreduce", 7e-5)
+
+
+def test_save_writes_the_file_itself_probe_and_host_costs_kept(tmp_path):
+    """The saved file is the validated document: the probe, the host costs and the measured
+    overhead come back as read, so the reload derives the same fitted model."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "reports/zoo/lanes/zoo/calibration.json"
+    cal = load_calibration(path)
+    again = load_calibration(save_calibration(cal, tmp_path / "c.json"))
+    assert again == cal and again.interference_probe is not None
+    assert again.interference_fit == cal.interference_fit and again.doc.ddp_iteration_overhead_s == json.loads(
+        path.read_text())["ddp_iteration_overhead_s"]
+    doc = {**synthetic(), "host_costs": {"enqueue_s": 2.5e-5}}
+    kept = load_calibration(save_calibration(calibration_from_dict(doc), tmp_path / "h.json"))
+    assert kept.host_costs.enqueue_s == 2.5e-5

@@ -166,10 +166,11 @@ def _calibration_doc(**extra):
 
 
 def test_calibration_host_costs_block_replaces_the_defaults():
-    from ddpsim.calibration.loader import FORMAT, VERSION, calibration_from_dict
+    from ddpsim.calibration.loader import calibration_from_dict
+    from ddpsim.formats import CALIBRATION_FORMAT, CALIBRATION_VERSION
     from ddpsim.network.host_costs import HostCosts
 
-    doc = _calibration_doc(format=FORMAT, version=VERSION)
+    doc = _calibration_doc(format=CALIBRATION_FORMAT, version=CALIBRATION_VERSION)
     assert calibration_from_dict(doc).host_costs is None
     cal = calibration_from_dict({**doc, "host_costs": {"enqueue_s": 2.5e-5, "pre_forward_s": 0.0}})
     assert cal.host_costs == HostCosts(enqueue_s=2.5e-5, pre_forward_s=0.0)

@@ -231,10 +231,10 @@ def _pcie_system(name: str, system: System, catalogue: Catalogue, num_nodes: int
     per_sw = system.pcie.gpus_per_switch if o.gpus_per_switch is None else o.gpus_per_switch
     pcie_gen = system.pcie.gen if o.pcie_gen is None else o.pcie_gen
     if pcie_gen == system.pcie.gen:
-        gpu, nic_default, radix = catalogue.gpu(system.gpu), system.nic.gbit, system.switch_radix
+        gpu, nic_default, radix = catalogue.gpus[system.gpu], system.nic.gbit, system.switch_radix
     elif pcie_gen in system.by_pcie_gen:
         v = system.by_pcie_gen[pcie_gen]
-        gpu, nic_default, radix = catalogue.gpu(v.gpu), v.nic_gbit, v.switch_radix
+        gpu, nic_default, radix = catalogue.gpus[v.gpu], v.nic_gbit, v.switch_radix
     else:
         gens = ", ".join(str(x) for x in (system.pcie.gen, *system.by_pcie_gen))
         raise InputError(f"topology {name}: pcie_gen: {pcie_gen} is not accepted; expected {gens} (the generations "
@@ -301,7 +301,7 @@ def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None =
         elif cat.systems[name].interconnect == "pcie":
             g = _pcie_system(name, cat.systems[name], cat, num_nodes, options)
         else:
-            g = _nvlink_system(name, cat.systems[name], cat.gpu(cat.systems[name].gpu), num_nodes, options)
+            g = _nvlink_system(name, cat.systems[name], cat.gpus[cat.systems[name].gpu], num_nodes, options)
         validate_topology(g, source=name)
     return g
 

@@ -15,6 +15,7 @@ reduced-depth capture of identical blocks.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -66,23 +67,10 @@ def _load_average() -> float | None:
         return None
 
 
-def _to_device(batch: Any, device: Any, dtype: Any) -> Any:
-    """``batch`` on ``device``; its floating tensors cast to ``dtype`` unless it is None."""
-    if isinstance(batch, (tuple, list)):
-        return tuple(_to_device(b, device, dtype) for b in batch)
-    if batch.dtype.is_floating_point and dtype is not None:
-        return batch.to(device=device, dtype=dtype)
-    return batch.to(device=device)
-
-
 def _shapes(batch: Any) -> Any:
     if isinstance(batch, (tuple, list)):
         return [list(b.shape) for b in batch]
     return list(batch.shape)
-
-
-def _call(module: Any, batch: Any) -> Any:
-    return module(*batch) if isinstance(batch, tuple) else module(batch)
 
 
 def hook_overhead_estimate(with_s: Sequence[float], without_s: Sequence[float]) -> tuple[float, float]:
@@ -121,7 +109,6 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     load_before = _load_average()
     samples, orders = _measure_steps(runner, spec.name, num_warmup=num_warmup, num_iters=num_iters)
     overhead = _measure_hook_overhead(runner, samples) if measure_hook_overhead else None
-    runner.remove_hooks()
 
     first = orders[0]
     consistent = all(o == first for o in orders)
@@ -154,17 +141,14 @@ def _check_capture_args(torch: Any, *, device: str, batch_size: int, num_iters: 
 
 
 class _StepRunner:
-    """One model's training step on one device, timed phase by phase, with a post-accumulate-grad
-    hook per DDP parameter stamping when its gradient is ready.
-
-    ``phase`` names the phase running (for :func:`_model_error`); ``fired`` holds the current
-    backward's ``(parameter index, stamp)`` in firing order; ``cpu_phase_s`` this process's CPU
-    time per recorded step's forward, backward and optimizer.
-    """
+    """One model's training step on one device, timed phase by phase; while :func:`ready_hooks`
+    call :meth:`stamp`, ``fired`` holds the current backward's ``(parameter index, stamp)`` in
+    firing order. ``phase`` names the phase running (for :func:`_model_error`); ``cpu_phase_s``
+    this process's CPU time per recorded step's forward, backward and optimizer."""
 
     def __init__(self, torch: Any, spec: Any, *, device: str, batch_size: int, dtype: str | None,
                  autocast: str | None, optimizer: str, step_barrier: Callable[[], None] | None) -> None:
-        from ddpsim.trace.models import ddp_params, default_loss
+        from ddpsim.trace.models import ddp_params, default_loss, make_optimizer, to_device
 
         self.torch = torch
         self.cuda = device == "cuda"
@@ -176,53 +160,38 @@ class _StepRunner:
         self.loss_fn = spec.loss_fn or default_loss
         self.phase = "making its batch"
         try:
-            self.batch = _to_device(spec.make_batch(batch_size), self.dev, tdtype)
+            self.batch = to_device(spec.make_batch(batch_size), self.dev, tdtype)
         except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
             raise _model_error(spec.name, self.phase, exc) from None
         self.plist = ddp_params(module)
         self.params = [p for _, p, _ in self.plist]
-        if optimizer == "sgd":
-            self.opt = torch.optim.SGD(self.params, lr=1e-3, momentum=0.9)
-        else:
-            self.opt = torch.optim.AdamW(self.params, lr=1e-4, foreach=True)
+        self.opt = make_optimizer(optimizer, self.params)
         self.ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(autocast or "")
         self.step_barrier = step_barrier
         self.fired: list[tuple[int, Any]] = []
-        self.hooks_on = True
         self.cpu_phase_s: list[list[float]] = []
-        self.handles: list[Any] = []
-        self.add_hooks()
 
-    def add_hooks(self) -> None:
-        self.handles = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(self.params)]
-
-    def remove_hooks(self) -> None:
-        for h in self.handles:
-            h.remove()
-
-    def _hook(self, i: int) -> Callable[[Any], None]:
-        def hook(_p: Any) -> None:
-            if not self.hooks_on:
-                return
-            if self.cuda:
-                ev = self.torch.cuda.Event(enable_timing=True)
-                ev.record()
-                self.fired.append((i, ev))
-            else:
-                self.fired.append((i, time.perf_counter_ns()))
-        return hook
+    def stamp(self, i: int) -> None:
+        """Parameter ``i``'s gradient is ready: CPU ``perf_counter_ns``, or a CUDA event recorded now."""
+        if self.cuda:
+            ev = self.torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self.fired.append((i, ev))
+        else:
+            self.fired.append((i, time.perf_counter_ns()))
 
     def sync(self) -> None:
         if self.cuda:
             self.torch.cuda.synchronize(self.dev)
 
     def forward(self) -> Any:
+        from ddpsim.trace.models import run_forward
+
         self.phase = "forward"
         if self.ac_dtype is not None:
             with self.torch.autocast(device_type=self.dev.type, dtype=self.ac_dtype):
-                out = _call(self.module, self.batch)
-                return self.loss_fn(out)
-        return self.loss_fn(_call(self.module, self.batch))
+                return self.loss_fn(run_forward(self.module, self.batch))
+        return self.loss_fn(run_forward(self.module, self.batch))
 
     def step(self, record: bool) -> IterationSample | None:
         """One training step; its phase times and gradient-ready offsets when ``record``."""
@@ -271,20 +240,17 @@ class _StepRunner:
     def timed_backward(self, hooks: bool) -> float:
         """Forward, then backward timed (CPU: this process's CPU time, so that a wait for a CPU is
         not taken for the hooks' cost; CUDA: wall time), with the hooks or without them."""
-        self.hooks_on = hooks
-        if not hooks:
-            self.remove_hooks()
-        loss = self.forward()
-        self.sync()
-        tb, cb = time.perf_counter_ns(), time.process_time()
-        loss.backward()
-        self.sync()
-        elapsed_s = (time.perf_counter_ns() - tb) / 1e9 if self.cuda else time.process_time() - cb
+        from ddpsim.trace.models import ready_hooks
+
+        with ready_hooks(self.params, self.stamp) if hooks else contextlib.nullcontext():
+            loss = self.forward()
+            self.sync()
+            tb, cb = time.perf_counter_ns(), time.process_time()
+            loss.backward()
+            self.sync()
+            elapsed_s = (time.perf_counter_ns() - tb) / 1e9 if self.cuda else time.process_time() - cb
         self.opt.zero_grad(set_to_none=True)
         self.fired.clear()
-        if not hooks:
-            self.add_hooks()
-        self.hooks_on = True
         return elapsed_s
 
 
@@ -292,18 +258,20 @@ def _measure_steps(runner: _StepRunner, name: str, *, num_warmup: int,
                    num_iters: int) -> tuple[list[IterationSample], list[list[int]]]:
     """Warm-up steps, then the measured steps' samples and hook firing orders; the model's code
     raising is one InputError naming the model and the phase."""
+    from ddpsim.trace.models import ready_hooks
+
     samples: list[IterationSample] = []
     orders: list[list[int]] = []
     try:
-        for _ in range(num_warmup):
-            runner.step(False)
-        for _ in range(num_iters):
-            samples.append(runner.step(True))
-            orders.append([i for i, _ in runner.fired])
+        with ready_hooks(runner.params, runner.stamp):
+            for _ in range(num_warmup):
+                runner.step(False)
+            for _ in range(num_iters):
+                samples.append(runner.step(True))
+                orders.append([i for i, _ in runner.fired])
     except InputError:
         raise
     except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
-        runner.remove_hooks()
         raise _model_error(name, runner.phase, exc) from None
     return samples, orders
 

@@ -192,6 +192,8 @@ def capture_compiled_graph(spec: Any, params: Sequence[Any], *, batch_size: int)
     backend, as DDPOptimizer walks them; ``params``: DDP's parameters in DDP's order."""
     import torch
 
+    from ddpsim.trace.models import run_forward
+
     index_of = {id(p): i for i, p in enumerate(params)}
     graphs: list[GraphWalk] = []
 
@@ -201,9 +203,7 @@ def capture_compiled_graph(spec: Any, params: Sequence[Any], *, batch_size: int)
 
     torch._dynamo.reset()
     try:
-        compiled = torch.compile(spec.module, backend=record)
-        batch = spec.make_batch(batch_size)
-        compiled(*batch) if isinstance(batch, tuple) else compiled(batch)
+        run_forward(torch.compile(spec.module, backend=record), spec.make_batch(batch_size))
     except Exception as exc:  # noqa: BLE001 -- a model Dynamo cannot trace: one line
         raise InputError(f"model {spec.name!r}: torch.compile failed ({type(exc).__name__}: "
                          f"{shorten(str(exc).splitlines()[0] if str(exc) else '')}); expected a model Dynamo can "

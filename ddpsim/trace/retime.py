@@ -430,7 +430,7 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     import torch
 
     from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, check_choice, check_count
-    from ddpsim.trace.models import ddp_params, default_loss
+    from ddpsim.trace.models import ddp_params, default_loss, make_optimizer, to_device
 
     g = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
     a = assumptions or RooflineAssumptions()
@@ -445,20 +445,16 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     tdtype = getattr(torch, dtype)
     module = spec.module.to(device="meta", dtype=tdtype)
     module.train()
-    batch = spec.make_batch(batch_size)
-    to_meta = lambda t: t.to(device="meta", dtype=tdtype) if t.is_floating_point() else t.to("meta")  # noqa: E731
-    batch = tuple(to_meta(t) for t in batch) if isinstance(batch, (tuple, list)) else to_meta(batch)
+    batch = to_device(spec.make_batch(batch_size), "meta", tdtype)
     if channels_last:
         module, batch = module.to(memory_format=torch.channels_last), _to_channels_last(batch)
     plist = ddp_params(module)
     params = [p for _, p, _ in plist]
-    opt = (torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True) if optimizer == "sgd"
-           else torch.optim.AdamW(params, lr=1e-4, foreach=True))
     mode = _make_mode(g, a, ac_dtype, channels_last)
     (sample, order), log = _modelled_steps(mode, _make_sdpa_mode(mode, ac_dtype), module, batch,
-                                           spec.loss_fn or default_loss, params, opt)
+                                           spec.loss_fn or default_loss, params, make_optimizer(optimizer, params, True))
     if ac_dtype is not None:
-        sample, order = _autocast_order(sample, order, module, spec, params, ac_dtype, to_meta)
+        sample, order = _autocast_order(sample, order, module, spec, params, ac_dtype, tdtype)
     records = param_records(plist, lambda i: sample.grad_ready_s[i] is not None)
     env = copy.deepcopy(environment or {})
     env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
@@ -478,14 +474,13 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
 
 
 def _autocast_order(sample: IterationSample, order: list[int], module: Any, spec: Any, params: Sequence[Any],
-                    ac_dtype: Any, to_meta: Any) -> tuple[IterationSample, list[int]]:
+                    ac_dtype: Any, dtype: Any) -> tuple[IterationSample, list[int]]:
     """The sample with its ready-time slots given in the order CUDA autocast makes the gradients
     ready (:mod:`ddpsim.trace.autocast_order`); unchanged when that order cannot be found."""
     from ddpsim.trace.autocast_order import autocast_ready_order, reslot
-    from ddpsim.trace.models import default_loss
+    from ddpsim.trace.models import default_loss, to_device
 
-    small = spec.make_batch(2)
-    small = tuple(to_meta(t) for t in small) if isinstance(small, (tuple, list)) else to_meta(small)
+    small = to_device(spec.make_batch(2), "meta", dtype)
     ac_order = autocast_ready_order(module, small, spec.loss_fn or default_loss, params, ac_dtype)
     if ac_order is None or sorted(ac_order) != sorted(order):
         return sample, order
@@ -496,40 +491,34 @@ def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any,
                     opt: Any) -> tuple[tuple[IterationSample, list[int]], list[OpCost]]:
     """Two training steps under the roofline mode; the second step's sample and hook firing
     order (the optimizer state exists then) and the operators it charged."""
+    from ddpsim.trace.models import ready_hooks, run_forward
+
     fired: list[tuple[int, float]] = []
-    backward_start = [0.0]
-    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: fired.append((i, mode.clock_s - backward_start[0])))
-               for i, p in enumerate(params)]
     samples = []
-    try:
-        with sdpa, mode:
-            for step in range(2):
-                fired.clear()
-                mode.begin("forward")
-                t0 = mode.clock_s
-                out = module(*batch) if isinstance(batch, tuple) else module(batch)
-                loss = loss_fn(out)
-                t1 = mode.clock_s
-                mode.begin("backward")
-                backward_start[0] = t1
-                loss.backward()
-                t2 = mode.clock_s
-                mode.begin("optimizer")
-                opt.step()
-                t3 = mode.clock_s
-                mode.begin("zero_grad")
-                opt.zero_grad(set_to_none=True)
-                t4 = mode.clock_s
-                ready: list[float | None] = [None] * len(params)
-                for i, t in fired:
-                    ready[i] = t
-                samples.append((IterationSample(forward_s=t1 - t0, backward_s=t2 - t1, optimizer_s=t3 - t2,
-                                                zero_grad_s=t4 - t3, grad_ready_s=tuple(ready)), [i for i, _ in fired]))
-                if step == 0:
-                    first_log_len = len(mode.log)
-    finally:
-        for h in handles:
-            h.remove()
+    t1 = 0.0
+    with ready_hooks(params, lambda i: fired.append((i, mode.clock_s - t1))), sdpa, mode:
+        for step in range(2):
+            fired.clear()
+            mode.begin("forward")
+            t0 = mode.clock_s
+            loss = loss_fn(run_forward(module, batch))
+            t1 = mode.clock_s
+            mode.begin("backward")
+            loss.backward()
+            t2 = mode.clock_s
+            mode.begin("optimizer")
+            opt.step()
+            t3 = mode.clock_s
+            mode.begin("zero_grad")
+            opt.zero_grad(set_to_none=True)
+            t4 = mode.clock_s
+            ready: list[float | None] = [None] * len(params)
+            for i, t in fired:
+                ready[i] = t
+            samples.append((IterationSample(forward_s=t1 - t0, backward_s=t2 - t1, optimizer_s=t3 - t2,
+                                            zero_grad_s=t4 - t3, grad_ready_s=tuple(ready)), [i for i, _ in fired]))
+            if step == 0:
+                first_log_len = len(mode.log)
     return samples[1], mode.log[first_log_len:]
 
 

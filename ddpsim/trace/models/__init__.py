@@ -10,16 +10,17 @@ models (:mod:`ddpsim.trace.models.zoo`) are outside the set ddpsim is tuned on.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from ddpsim.errors import InputError, shorten
 
-__all__ = ["BuiltModel", "list_models", "build_model", "ddp_params", "default_loss"]
+__all__ = ["BuiltModel", "list_models", "build_model", "ddp_params", "default_loss", "to_device", "run_forward",
+           "ready_hooks", "make_optimizer"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +49,39 @@ def default_loss(output: Any) -> torch.Tensor:
     if isinstance(output, dict):
         output = next(iter(output.values()))
     return output.float().sum()
+
+
+def to_device(batch: Any, device: Any, dtype: Any = None) -> Any:
+    """``batch`` (a tensor or a tuple of them) on ``device``; its floating tensors cast to ``dtype`` unless None."""
+    if isinstance(batch, (tuple, list)):
+        return tuple(to_device(b, device, dtype) for b in batch)
+    if batch.dtype.is_floating_point and dtype is not None:
+        return batch.to(device=device, dtype=dtype)
+    return batch.to(device=device)
+
+
+def run_forward(module: torch.nn.Module, batch: Any) -> Any:
+    """``module`` called on ``batch`` (a tuple: its tensors as the arguments)."""
+    return module(*batch) if isinstance(batch, tuple) else module(batch)
+
+
+@contextlib.contextmanager
+def ready_hooks(params: Sequence[torch.nn.Parameter], on_ready: Callable[[int], None]) -> Iterator[None]:
+    """A post-accumulate-grad hook per parameter calling ``on_ready(index)`` when its gradient is
+    ready, as DDP's reducer marks it (``Reducer::autograd_hook``); removed on exit."""
+    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: on_ready(i)) for i, p in enumerate(params)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def make_optimizer(name: str, params: Sequence[torch.nn.Parameter], sgd_foreach: bool | None = None) -> Any:
+    """``"sgd"`` (lr 1e-3, momentum 0.9) or ``"adamw"`` (lr 1e-4, foreach) over ``params``."""
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=sgd_foreach)
+    return torch.optim.AdamW(params, lr=1e-4, foreach=True)
 
 
 def ddp_params(module: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter, bool]]:
@@ -123,51 +157,63 @@ def _check_pos_int(value: Any, field: str) -> int:
     return value
 
 
+def _options(kwargs: dict, model: str, defaults: dict[str, int]) -> dict[str, int]:
+    """``defaults`` with the given options (each an integer > 0); InputError on an option not among them."""
+    opts = {k: _check_pos_int(kwargs.pop(k, v), k) for k, v in defaults.items()}
+    if kwargs:
+        key = sorted(kwargs)[0]
+        raise InputError(f"{key}: {kwargs[key]!r} is not an option of model {model!r}; expected one of: {', '.join(defaults)}")
+    return opts
+
+
+def _tensor_model(name: str, seed: int, module: torch.nn.Module, shape: tuple[int, ...], input_dtype: str | None,
+                  loss_fn: Callable[[Any], torch.Tensor] | None, **info: Any) -> BuiltModel:
+    """A model fed random tensors of one sample's ``shape`` (``input_dtype``, float32 by default)."""
+    dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
+    return BuiltModel(name=name, module=module, make_batch=_batch(seed, shape, dtype), loss_fn=loss_fn,
+                      info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."), **info})
+
+
+def _token_model(name: str, seed: int, module: torch.nn.Module, seq_len: int, vocab_size: int,
+                 loss_fn: Callable[[Any], torch.Tensor], info: dict[str, Any]) -> BuiltModel:
+    """A model fed ``seq_len`` random tokens of a ``vocab_size`` vocabulary per sample."""
+    return BuiltModel(name=name, module=module, make_batch=_batch(seed, (seq_len,), torch.int64, vocab_size),
+                      loss_fn=loss_fn, info=info)
+
+
 def _build_mlp(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     from ddpsim.trace.models.mlp import MLP
 
-    width = _check_pos_int(kwargs.pop("width", 256), "width")
-    depth = _check_pos_int(kwargs.pop("depth", 4), "depth")
-    num_classes = _check_pos_int(kwargs.pop("num_classes", 10), "num_classes")
-    _no_more(kwargs, "mlp", "width, depth, num_classes")
-    shape = _shape(input_shape, (width,), "input_shape", rank=1)
-    module = MLP(in_features=shape[0], width=width, depth=depth, num_classes=num_classes)
-    dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return BuiltModel(name="mlp", module=module, make_batch=_batch(seed, shape, dtype), loss_fn=None,
-                     info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."),
-                           "width": width, "depth": depth})
+    o = _options(kwargs, "mlp", {"width": 256, "depth": 4, "num_classes": 10})
+    shape = _shape(input_shape, (o["width"],), "input_shape", rank=1)
+    module = MLP(in_features=shape[0], width=o["width"], depth=o["depth"], num_classes=o["num_classes"])
+    return _tensor_model("mlp", seed, module, shape, input_dtype, None, width=o["width"], depth=o["depth"])
 
 
 def _build_resnet50(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     from ddpsim.trace.models.resnet import resnet50
 
-    num_classes = _check_pos_int(kwargs.pop("num_classes", 1000), "num_classes")
-    _no_more(kwargs, "resnet50", "num_classes")
+    o = _options(kwargs, "resnet50", {"num_classes": 1000})
     shape = _shape(input_shape, (3, 224, 224), "input_shape", rank=3)
-    dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return BuiltModel(name="resnet50", module=resnet50(num_classes=num_classes), make_batch=_batch(seed, shape, dtype),
-                     loss_fn=_ce_loss, info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch.")})
+    return _tensor_model("resnet50", seed, resnet50(num_classes=o["num_classes"]), shape, input_dtype, _ce_loss)
 
 
-def _seq_len(kwargs: dict, input_shape, default: int, max_len: int) -> int:
-    seq_len = kwargs.pop("seq_len", None)
-    if seq_len is None and input_shape is not None:
-        seq_len = _shape(input_shape, (default,), "input_shape", rank=1)[0]
-    seq_len = _check_pos_int(default if seq_len is None else seq_len, "seq_len")
-    if seq_len > max_len:
-        raise InputError(f"seq_len: {seq_len} is too long; expected an integer in [1, {max_len}]")
-    return seq_len
+def _token_options(kwargs: dict, model: str, input_shape: Any, max_len: int, n_layer: int) -> dict[str, int]:
+    """``seq_len`` (default: ``input_shape``'s, else 128; at most ``max_len``) and ``n_layer``."""
+    if "seq_len" not in kwargs and input_shape is not None:
+        kwargs["seq_len"] = _shape(input_shape, (128,), "input_shape", rank=1)[0]
+    o = _options(kwargs, model, {"seq_len": 128, "n_layer": n_layer})
+    if o["seq_len"] > max_len:
+        raise InputError(f"seq_len: {o['seq_len']} is too long; expected an integer in [1, {max_len}]")
+    return {**o, "input_shape": [o["seq_len"]], "input_dtype": "int64"}
 
 
 def _build_bert(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     from ddpsim.trace.models.bert import BertConfig, BertForPreTraining
 
-    seq_len = _seq_len(kwargs, input_shape, 128, 512)
-    n_layer = _check_pos_int(kwargs.pop("n_layer", 12), "n_layer")
-    _no_more(kwargs, "bert-base", "seq_len, n_layer")
-    cfg = BertConfig(n_layer=n_layer)
-    return BuiltModel(name="bert-base", module=BertForPreTraining(cfg), make_batch=_batch(seed, (seq_len,), torch.int64, cfg.vocab_size),
-                     loss_fn=_pretrain_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
+    info = _token_options(kwargs, "bert-base", input_shape, 512, 12)
+    cfg = BertConfig(n_layer=info["n_layer"])
+    return _token_model("bert-base", seed, BertForPreTraining(cfg), info["seq_len"], cfg.vocab_size, _pretrain_loss, info)
 
 
 _GPT2 = {"gpt2-124m": (12, 768, 12), "gpt2-350m": (24, 1024, 16), "gpt2-1.5b": (48, 1600, 25)}
@@ -178,12 +224,9 @@ def _gpt2_builder(name: str):
         from ddpsim.trace.models.gpt2 import GPT2, GPT2Config
 
         n_layer, n_embd, n_head = _GPT2[name]
-        seq_len = _seq_len(kwargs, input_shape, 128, 1024)
-        n_layer = _check_pos_int(kwargs.pop("n_layer", n_layer), "n_layer")
-        _no_more(kwargs, name, "seq_len, n_layer")
-        cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=n_head)
-        return BuiltModel(name=name, module=GPT2(cfg), make_batch=_batch(seed, (seq_len,), torch.int64, cfg.vocab_size),
-                         loss_fn=_ce_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
+        info = _token_options(kwargs, name, input_shape, 1024, n_layer)
+        cfg = GPT2Config(n_layer=info["n_layer"], n_embd=n_embd, n_head=n_head)
+        return _token_model(name, seed, GPT2(cfg), info["seq_len"], cfg.vocab_size, _ce_loss, info)
     return build
 
 
@@ -198,12 +241,6 @@ _REGISTRY: dict[str, Callable[..., BuiltModel]] = {
 def list_models() -> list[str]:
     """Names of the built-in models, sorted."""
     return sorted(_REGISTRY)
-
-
-def _no_more(kwargs: dict, model: str, accepted: str) -> None:
-    if kwargs:
-        key = sorted(kwargs)[0]
-        raise InputError(f"{key}: {kwargs[key]!r} is not an option of model {model!r}; expected one of: {accepted}")
 
 
 def _shape(value: Any, default: tuple[int, ...], field: str, rank: int | None = None) -> tuple[int, ...]:
@@ -242,7 +279,7 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
     if name_or_factory.startswith("zoo:"):
         from ddpsim.trace.models.zoo import build_zoo
 
-        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs, sys.modules[__name__])
+        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs)
     elif ":" in name_or_factory:
         spec = _build_factory(name_or_factory, seed, input_shape, input_dtype, kwargs)
     else:

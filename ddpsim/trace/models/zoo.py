@@ -42,12 +42,6 @@ class ZooEntry:
     shape: str
     find_unused_parameters: bool = False
 
-    def __post_init__(self) -> None:
-        if self.source not in ("torchvision", "torch"):
-            raise ValueError(f"source: {self.source!r}; expected 'torchvision' or 'torch'")
-        if self.batch_size < 1 or not self.input_shape or min(self.input_shape) < 1:
-            raise ValueError(f"{self.name}: batch_size and input_shape must be positive")
-
 
 ZOO: dict[str, ZooEntry] = {e.name: e for e in (
     ZooEntry(name="resnet18", source="torchvision", batch_size=4, input_shape=(3, 128, 128),
@@ -219,29 +213,27 @@ def _torch_module(name: str, seq_len: int, num_classes: int) -> nn.Module:
 
 # ---- the builder build_model calls --------------------------------------------------------------
 
-def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any], m: Any) -> Any:
-    """The :class:`ddpsim.trace.models.BuiltModel` of ``zoo:<name>``; ``m`` is the package
-    :mod:`ddpsim.trace.models` (its checks and batch makers), passed in: it imports this module."""
+def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any]) -> Any:
+    """The :class:`ddpsim.trace.models.BuiltModel` of ``zoo:<name>``."""
+    from ddpsim.trace.models import BuiltModel, _batch, _ce_loss, _options, _shape, _torch_dtype
 
     entry = zoo_entry(name)
     tokens = entry.source == "torch" and entry.name != "branchy_mlp"
-    num_classes = m._check_pos_int(kwargs.pop("num_classes", 1000 if entry.source == "torchvision" else 10), "num_classes")
-    if tokens and "seq_len" in kwargs:
-        input_shape = (m._check_pos_int(kwargs.pop("seq_len"), "seq_len"),)
-    m._no_more(kwargs, name, "num_classes" + (", seq_len" if tokens else ""))
-    shape = m._shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
-    info: dict[str, Any] = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size}
-    if not tokens:
-        if entry.name == "vit_small" and shape[1:] != (64, 64):
-            raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")
-        dtype = m._torch_dtype(input_dtype or "float32", "input_dtype")
-        module = (_torchvision_module(entry.name, num_classes) if entry.source == "torchvision"
-                  else _torch_module(entry.name, shape[0], num_classes))
-        info["input_dtype"] = str(dtype).removeprefix("torch.")
-        return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, shape, dtype),
-                            loss_fn=m._ce_loss, info=info)
-    seq_len = shape[0]
-    module = _torch_module(entry.name, seq_len, num_classes)
-    info.update({"seq_len": seq_len, "input_dtype": "int64"})
-    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, (seq_len,), torch.int64, ZOO_VOCAB_SIZE),
-                        loss_fn=m._ce_loss, info=info)
+    if tokens and "seq_len" not in kwargs:
+        kwargs["seq_len"] = _shape(input_shape, entry.input_shape, "input_shape", rank=1)[0]
+    o = _options(kwargs, name, {"num_classes": 1000 if entry.source == "torchvision" else 10,
+                                **({"seq_len": entry.input_shape[0]} if tokens else {})})
+    if tokens:
+        seq_len = o["seq_len"]
+        info = {"input_shape": [seq_len], "zoo_batch_size": entry.batch_size, "seq_len": seq_len, "input_dtype": "int64"}
+        return BuiltModel(name=ZOO_PREFIX + entry.name, module=_torch_module(entry.name, seq_len, o["num_classes"]),
+                          make_batch=_batch(seed, (seq_len,), torch.int64, ZOO_VOCAB_SIZE), loss_fn=_ce_loss, info=info)
+    shape = _shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
+    if entry.name == "vit_small" and shape[1:] != (64, 64):
+        raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")
+    dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
+    module = (_torchvision_module(entry.name, o["num_classes"]) if entry.source == "torchvision"
+              else _torch_module(entry.name, shape[0], o["num_classes"]))
+    info = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size, "input_dtype": str(dtype).removeprefix("torch.")}
+    return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=_batch(seed, shape, dtype), loss_fn=_ce_loss,
+                      info=info)

@@ -59,20 +59,14 @@ def _bucket_slices(grads: GradInfo) -> list[tuple[RecordedBucket, range]]:
 
 # ---- factory ---------------------------------------------------------------------------------
 
-def _on(batch: Any, device: str) -> Any:
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(_on(b, device) for b in batch)
-    return batch.to(device) if hasattr(batch, "to") else batch
-
-
 def _ready_order(spec: Any, plist: Sequence[Any], device: str) -> list[int] | None:
     """The order the parameters' gradients become ready in one backward of the model (batch 2)
     on ``device`` (``meta``: shapes only, no arithmetic); None when the model cannot run there."""
     from ddpsim.trace.autocast_order import autocast_ready_order
-    from ddpsim.trace.models import default_loss
+    from ddpsim.trace.models import default_loss, to_device
 
     try:
-        batch = _on(spec.make_batch(2), device)
+        batch = to_device(spec.make_batch(2), device)
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return None
     order = autocast_ready_order(spec.module, batch, spec.loss_fn or default_loss, [p for _, p, _ in plist], None)

@@ -88,17 +88,11 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
                   num_threads: int | None = None, measure_hook_overhead: bool = True,
                   command: str | None = None, seed: int = 0,
                   step_barrier: Callable[[], None] | None = None) -> Trace:
-    """Run ``num_warmup + num_iters`` training steps of ``spec`` (a
-    :class:`ddpsim.trace.models.BuiltModel`) on ``device`` (``"cpu"`` or the current ``"cuda"``) and
-    record a :class:`Trace` (``synthetic`` None). ``dtype`` casts the parameters and float inputs
-    (None keeps the model's own); ``autocast`` runs forward under ``torch.autocast``; ``optimizer``
-    ``"sgd"`` (lr 1e-3, momentum 0.9) or ``"adamw"`` (lr 1e-4, foreach); ``num_threads`` sets
-    torch's intra-op threads; ``measure_hook_overhead`` adds 8 to 200 timed backward passes (module
-    docstring). ``step_barrier`` is called, untimed, before every step and before its optimizer:
-    ``executor trace`` passes a barrier across its ranks so that their forwards and optimizers
-    compete for the host as under DDP. InputError: bad counts or choices, CUDA unavailable, or the
-    model raising (one line naming the model, the phase and the exception).
-    """
+    """The :class:`Trace` of ``num_iters`` training steps of ``spec`` on ``device`` after ``num_warmup``
+    (``dtype`` casts parameters and float inputs; ``autocast`` runs forward under ``torch.autocast``).
+    ``step_barrier`` is called, untimed, before every step and its optimizer (``executor trace``: its
+    ranks' forwards and optimizers compete for the host as under DDP). InputError: bad counts or
+    choices, CUDA unavailable, or the model raising (one line naming the model and the phase)."""
     import torch
 
     _check_capture_args(torch, device=device, batch_size=batch_size, num_iters=num_iters, num_warmup=num_warmup,
@@ -117,10 +111,10 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     buffers = buffer_records(runner.module)
     env = _environment(torch, runner, spec, device=device, batch_size=batch_size, dtype=dtype, autocast=autocast,
                        optimizer=optimizer, num_warmup=num_warmup, num_iters=num_iters, seed=seed,
-                       consistent=consistent, overhead=overhead, load_before=load_before)
+                       consistent=consistent, overhead=overhead and overhead[1], load_before=load_before)
     return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),
                  iterations=tuple(samples), environment=env,
-                 hook_overhead_frac=None if overhead is None else overhead.frac, command=command)
+                 hook_overhead_frac=None if overhead is None else overhead[0], command=command)
 
 
 def _check_capture_args(torch: Any, *, device: str, batch_size: int, num_iters: int, num_warmup: int,
@@ -276,17 +270,9 @@ def _measure_steps(runner: _StepRunner, name: str, *, num_warmup: int,
     return samples, orders
 
 
-@dataclass(frozen=True, kw_only=True)
-class _HookOverhead:
-    frac: float
-    raw_frac: float
-    num_pairs: int
-    pair_fracs: list[float]
-
-
-def _measure_hook_overhead(runner: _StepRunner, samples: Sequence[IterationSample]) -> _HookOverhead:
+def _measure_hook_overhead(runner: _StepRunner, samples: Sequence[IterationSample]) -> tuple[float, dict[str, Any]]:
     """Backward timed with and without the hooks in adjacent pairs, alternating which goes first
-    (see the module docstring and :func:`hook_overhead_estimate`)."""
+    (module docstring): the hook overhead fraction and its ``environment`` entries."""
     with_s: list[float] = []
     without_s: list[float] = []
     # NOTE: enough pairs that the pairs cover about 1 s of backward (tiny models get up to
@@ -299,8 +285,8 @@ def _measure_hook_overhead(runner: _StepRunner, samples: Sequence[IterationSampl
         for on, sink in (pair if rep % 2 == 0 else pair[::-1]):  # alternate who goes first
             sink.append(runner.timed_backward(on))
     frac, raw = hook_overhead_estimate(with_s, without_s)
-    return _HookOverhead(frac=frac, raw_frac=raw, num_pairs=num_pairs,
-                         pair_fracs=[a / b - 1.0 for a, b in zip(with_s, without_s)])
+    return frac, {"hook_overhead_raw_frac": round(raw, 6), "hook_overhead_pairs": num_pairs,
+                  "hook_overhead_pair_fracs": [round(a / b - 1.0, 6) for a, b in zip(with_s, without_s)]}
 
 
 def _null_late_params(samples: Sequence[IterationSample], first_set: set[int]) -> list[IterationSample]:
@@ -313,7 +299,7 @@ def _null_late_params(samples: Sequence[IterationSample], first_set: set[int]) -
 
 def _environment(torch: Any, runner: _StepRunner, spec: Any, *, device: str, batch_size: int, dtype: str | None,
                  autocast: str | None, optimizer: str, num_warmup: int, num_iters: int, seed: int,
-                 consistent: bool, overhead: _HookOverhead | None, load_before: float | None) -> dict[str, Any]:
+                 consistent: bool, overhead: dict[str, Any] | None, load_before: float | None) -> dict[str, Any]:
     """The trace's ``environment``: the device, software, capture settings and host load."""
     cuda = runner.cuda
     env: dict[str, Any] = {
@@ -339,10 +325,7 @@ def _environment(torch: Any, runner: _StepRunner, spec: Any, *, device: str, bat
             env["nccl_version"] = None
     for k, v in (spec.info or {}).items():
         env.setdefault(k, v)
-    if overhead is not None:
-        env["hook_overhead_raw_frac"] = round(overhead.raw_frac, 6)
-        env["hook_overhead_pairs"] = overhead.num_pairs
-        env["hook_overhead_pair_fracs"] = [round(r, 6) for r in overhead.pair_fracs]
+    env.update(overhead or {})
     if not cuda:
         # this process's CPU time (every thread) per measured iteration's forward, backward and
         # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
@@ -466,17 +449,9 @@ _DERIVE_METHOD = ("blocks are identical: block parameters copied from block 0 an
 
 
 def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = None, command: str | None = None) -> Trace:
-    """Extend a trace captured with ``K >= 3`` identical blocks ``<prefix>0 .. <prefix>K-1`` (one
-    ModuleList, ``block_prefix`` found from the names when None) to ``num_blocks`` = N blocks.
-
-    Every block's parameters are block 0's, renamed, in DDP's order. Per iteration one block's
-    backward takes ``d``, the median difference of adjacent captured blocks' mean hook times; the
-    block at backward position ``p`` copies the hook offsets of captured position ``m(p)`` (first,
-    a middle one round-robin, last) shifted by ``(p - m(p)) * d``, and parameters ready after all
-    blocks by ``(N - K) * d``. ``backward_s`` grows by ``(N - K) * d``, ``forward_s`` in the same
-    proportion, ``optimizer_s`` and ``zero_grad_s`` with the parameter bytes; all of it is recorded
-    in ``synthetic``. InputError: no repeated blocks, fewer than 3, or N < K.
-    """
+    """Extend a trace captured with ``K >= 3`` identical blocks ``<prefix>0 .. <prefix>K-1``
+    (``block_prefix`` None: found from the names) to ``num_blocks`` = N blocks by the method of
+    :data:`_DERIVE_METHOD`, recorded in ``synthetic``. InputError: no repeated blocks, fewer than 3, or N < K."""
     blocks = _find_blocks(trace, block_prefix, num_blocks)
     K = blocks.num_blocks
     N = num_blocks

@@ -80,11 +80,8 @@ PLACEHOLDER_SHAPE = (1,)
 
 def _factory_order(model: str, seed: int, input_shape: tuple[int, ...] | None = None
                    ) -> tuple[Any, list[Any], list[int] | None, str]:
-    """The factory's model, its DDP parameters, their ready order and where it was taken: a
-    backward on the ``meta`` device (autograd's order without the arithmetic), else on the CPU.
-    A ``package.module:factory`` returning a bare module is given one sample's shape: the
-    profile's (``input_shape``), else :data:`PLACEHOLDER_SHAPE` -- an import needs no
-    ``--set input_shape``."""
+    """The factory's model, its DDP parameters, their ready order and where it was taken (a ``meta``
+    backward, else a CPU one); a bare module gets the profile's ``input_shape`` or :data:`PLACEHOLDER_SHAPE`."""
     import torch
 
     from ddpsim.trace.models import build_model, ddp_params
@@ -135,13 +132,10 @@ def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
 
 def align_order(order: Sequence[int], shapes: Sequence[tuple[int, ...]],
                 recorded: Sequence[tuple[int, ...] | None]) -> list[int]:
-    """``order`` (parameter indices in a backward's ready order) made to agree with the shapes a
-    profile recorded, gradient by gradient: each recorded shape takes the first parameter of that
-    shape not yet taken, first in ``order``. The autograd engine may run the ``AccumulateGrad``
-    nodes one node's inputs feed (a Linear's weight and bias) in either order, and not in the
-    same order on the meta device, on the CPU and on a GPU; only the recorded shapes say which
-    ran first. Unchanged where the shapes agree, are missing or cannot be matched (the shape
-    check then reports the mismatch); parameters of one shape keep ``order``'s order."""
+    """``order`` (a backward's ready order) made to agree with the profile's recorded shapes: each
+    takes the first parameter of its shape not yet taken (autograd may run a node's
+    ``AccumulateGrad`` inputs, a Linear's weight and bias, in either order, device by device).
+    Unchanged where the shapes are missing or cannot be matched (the shape check reports that)."""
     if len(recorded) != len(order) or any(r is None for r in recorded):
         return list(order)
     pending: dict[tuple[int, ...], list[int]] = {}

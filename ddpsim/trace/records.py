@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, Sequence
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.formats import quantile
@@ -47,11 +47,14 @@ Seconds = Annotated[Float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Bytes = Annotated[Int, Field(ge=0, le=MAX_BYTES)]
 
 
-def check_dtype(dtype: str) -> str:
-    """``dtype`` if it is one of :data:`ddpsim.units.DTYPE_SIZE_BYTES`."""
+def _check_dtype(dtype: str) -> str:
     if dtype not in DTYPE_SIZE_BYTES:
         raise ValueError(f"expected one of {', '.join(DTYPE_SIZE_BYTES)}")
     return dtype
+
+
+#: a dtype name of :data:`ddpsim.units.DTYPE_SIZE_BYTES`
+Dtype = Annotated[Str, AfterValidator(_check_dtype)]
 
 
 @record("trace")
@@ -62,12 +65,10 @@ class ParamRecord:
     index: Annotated[Int, Field(ge=0)]
     name: Str
     shape: Annotated[tuple[Bytes, ...], Field(max_length=MAX_DIMS)]
-    dtype: Str
+    dtype: Dtype
     size_bytes: Bytes
     expect_sparse_gradient: Bool = False
     has_grad: Bool = True
-
-    _dtype = field_validator("dtype")(check_dtype)
 
     @field_validator("size_bytes")
     @classmethod
@@ -89,10 +90,8 @@ class BufferRecord:
     """A module buffer (broadcast from rank 0 before each forward when ``broadcast_buffers``)."""
 
     name: Str
-    dtype: Str
+    dtype: Dtype
     size_bytes: Bytes
-
-    _dtype = field_validator("dtype")(check_dtype)
 
 
 def param_records(plist: Sequence[tuple[str, Any, bool]], has_grad: Any = None) -> tuple[ParamRecord, ...]:

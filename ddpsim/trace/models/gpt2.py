@@ -67,7 +67,6 @@ class Block(nn.Module):
 class GPT2(nn.Module):
     def __init__(self, cfg: GPT2Config) -> None:
         super().__init__()
-        self.config = cfg
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(cfg.vocab_size, cfg.n_embd),
             wpe=nn.Embedding(cfg.block_size, cfg.n_embd),

@@ -270,7 +270,8 @@ def _measure_steps(runner: _StepRunner, name: str, *, num_warmup: int,
     return samples, orders
 
 
-def _measure_hook_overhead(runner: _StepRunner, samples: Sequence[IterationSample]) -> tuple[float, dict[str, Any]]:
+def _measure_hook_overhead(runner: _StepRunner,
+                           samples: Sequence[IterationSample]) -> tuple[float, dict[str, Any]]:
     """Backward timed with and without the hooks in adjacent pairs, alternating which goes first
     (module docstring): the hook overhead fraction and its ``environment`` entries."""
     with_s: list[float] = []
@@ -299,7 +300,8 @@ def _null_late_params(samples: Sequence[IterationSample], first_set: set[int]) -
 
 def _environment(torch: Any, runner: _StepRunner, spec: Any, *, device: str, batch_size: int, dtype: str | None,
                  autocast: str | None, optimizer: str, num_warmup: int, num_iters: int, seed: int,
-                 consistent: bool, overhead: dict[str, Any] | None, load_before: float | None) -> dict[str, Any]:
+                 consistent: bool, overhead: dict[str, Any] | None,
+                 load_before: float | None) -> dict[str, Any]:
     """The trace's ``environment``: the device, software, capture settings and host load."""
     cuda = runner.cuda
     env: dict[str, Any] = {
@@ -451,7 +453,8 @@ _DERIVE_METHOD = ("blocks are identical: block parameters copied from block 0 an
 def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = None, command: str | None = None) -> Trace:
     """Extend a trace captured with ``K >= 3`` identical blocks ``<prefix>0 .. <prefix>K-1``
     (``block_prefix`` None: found from the names) to ``num_blocks`` = N blocks by the method of
-    :data:`_DERIVE_METHOD`, recorded in ``synthetic``. InputError: no repeated blocks, fewer than 3, or N < K."""
+    :data:`_DERIVE_METHOD`, recorded in ``synthetic``. InputError: no repeated blocks, fewer than 3,
+    or N < K."""
     blocks = _find_blocks(trace, block_prefix, num_blocks)
     K = blocks.num_blocks
     N = num_blocks

@@ -33,7 +33,7 @@ from ddpsim.trace.records import IterationSample, Trace, buffer_records, load_tr
 
 
 def _check_numbers(obj: Any, keys: Sequence[str], ok: Any, expected: str) -> None:
-    """InputError naming the first of ``keys`` whose value on ``obj`` is no number (not a bool) meeting ``ok``."""
+    """InputError naming the first of ``keys`` whose value on ``obj`` is no number meeting ``ok``."""
     for k in keys:
         v = getattr(obj, k)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
@@ -242,7 +242,8 @@ def _unit(gpu: GpuSpec, name: str, dtype: Any) -> tuple[str, float]:
     import torch
 
     if dtype in (torch.bfloat16, torch.float16):
-        return "tensor", gpu.low_precision_flops_per_s("bf16") if dtype == torch.bfloat16 else gpu.tensor_flops_per_s
+        bf16 = dtype == torch.bfloat16
+        return "tensor", gpu.low_precision_flops_per_s("bf16") if bf16 else gpu.tensor_flops_per_s
     if name in _CONV_OPS and dtype == torch.float32 and gpu.tf32_flops_per_s > gpu.fp32_flops_per_s:
         return "tf32", gpu.tf32_flops_per_s
     return "cuda_cores", gpu.fp32_flops_per_s
@@ -424,8 +425,9 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     plist = ddp_params(module)
     params = [p for _, p, _ in plist]
     mode = _make_mode(g, a, ac_dtype, channels_last)
+    opt = make_optimizer(optimizer, params, sgd_foreach=True)
     (sample, order), log = _modelled_steps(mode, _make_sdpa_mode(mode, ac_dtype), module, batch,
-                                           spec.loss_fn or default_loss, params, make_optimizer(optimizer, params, True))
+                                           spec.loss_fn or default_loss, params, opt)
     if ac_dtype is not None:
         sample, order = _autocast_order(sample, order, module, spec, params, ac_dtype, tdtype)
     records = param_records(plist, lambda i: sample.grad_ready_s[i] is not None)

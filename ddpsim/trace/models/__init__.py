@@ -19,8 +19,8 @@ import torch
 
 from ddpsim.errors import InputError, shorten
 
-__all__ = ["BuiltModel", "list_models", "build_model", "ddp_params", "default_loss", "to_device", "run_forward",
-           "ready_hooks", "make_optimizer"]
+__all__ = ["BuiltModel", "list_models", "build_model", "ddp_params", "default_loss", "to_device",
+           "run_forward", "ready_hooks", "make_optimizer"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +52,7 @@ def default_loss(output: Any) -> torch.Tensor:
 
 
 def to_device(batch: Any, device: Any, dtype: Any = None) -> Any:
-    """``batch`` (a tensor or a tuple of them) on ``device``; its floating tensors cast to ``dtype`` unless None."""
+    """``batch`` (a tensor or a tuple of them) on ``device``, floating tensors cast to ``dtype`` (if any)."""
     if isinstance(batch, (tuple, list)):
         return tuple(to_device(b, device, dtype) for b in batch)
     if batch.dtype.is_floating_point and dtype is not None:
@@ -69,7 +69,8 @@ def run_forward(module: torch.nn.Module, batch: Any) -> Any:
 def ready_hooks(params: Sequence[torch.nn.Parameter], on_ready: Callable[[int], None]) -> Iterator[None]:
     """A post-accumulate-grad hook per parameter calling ``on_ready(index)`` when its gradient is
     ready, as DDP's reducer marks it (``Reducer::autograd_hook``); removed on exit."""
-    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: on_ready(i)) for i, p in enumerate(params)]
+    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: on_ready(i))
+               for i, p in enumerate(params)]
     try:
         yield
     finally:
@@ -118,7 +119,8 @@ def _torch_dtype(name: str, field: str) -> torch.dtype:
         raise InputError(f"{field}: {shorten(name)} is not accepted; expected one of {sorted(_DTYPES)}") from None
 
 
-def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype, high: int = 2) -> torch.Tensor:
+def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype,
+                   high: int) -> torch.Tensor:
     if dtype.is_floating_point:
         return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
     if dtype == torch.bool:
@@ -126,11 +128,14 @@ def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dt
     return torch.randint(0, max(1, high), shape, generator=gen, dtype=torch.int64).to(dtype)
 
 
-def _batch(seed: int, shape: tuple[int, ...], dtype: torch.dtype, high: int = 2) -> Callable[[int], torch.Tensor]:
-    """``batch_size -> tensor`` of ``shape`` per sample, the same for every call (integers in ``[0, high)``)."""
-    def make_batch(batch_size: int) -> torch.Tensor:
+def _batch(seed: int, leaves: Sequence[tuple[Sequence[int], torch.dtype, int]],
+           as_tuple: bool = False) -> Callable[[int], Any]:
+    """``batch_size ->`` one random tensor per ``(sample shape, dtype, high)`` (integers in ``[0, high)``),
+    from one generator seeded with ``seed``: the same for every call; a tuple when ``as_tuple``."""
+    def make_batch(batch_size: int) -> Any:
         gen = torch.Generator().manual_seed(seed)
-        return _random_tensor(gen, (batch_size, *shape), dtype, high)
+        out = tuple(_random_tensor(gen, (batch_size, *shape), dtype, high) for shape, dtype, high in leaves)
+        return out if as_tuple else out[0]
     return make_batch
 
 
@@ -162,23 +167,26 @@ def _options(kwargs: dict, model: str, defaults: dict[str, int]) -> dict[str, in
     opts = {k: _check_pos_int(kwargs.pop(k, v), k) for k, v in defaults.items()}
     if kwargs:
         key = sorted(kwargs)[0]
-        raise InputError(f"{key}: {kwargs[key]!r} is not an option of model {model!r}; expected one of: {', '.join(defaults)}")
+        raise InputError(f"{key}: {kwargs[key]!r} is not an option of model {model!r}; "
+                         f"expected one of: {', '.join(defaults)}")
     return opts
 
 
-def _tensor_model(name: str, seed: int, module: torch.nn.Module, shape: tuple[int, ...], input_dtype: str | None,
-                  loss_fn: Callable[[Any], torch.Tensor] | None, **info: Any) -> BuiltModel:
+def _tensor_model(name: str, seed: int, module: torch.nn.Module, shape: tuple[int, ...],
+                  input_dtype: str | None, loss_fn: Callable[[Any], torch.Tensor] | None,
+                  **info: Any) -> BuiltModel:
     """A model fed random tensors of one sample's ``shape`` (``input_dtype``, float32 by default)."""
     dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return BuiltModel(name=name, module=module, make_batch=_batch(seed, shape, dtype), loss_fn=loss_fn,
-                      info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."), **info})
+    return BuiltModel(name=name, module=module, make_batch=_batch(seed, [(shape, dtype, 2)]), loss_fn=loss_fn,
+                      info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."),
+                            **info})
 
 
 def _token_model(name: str, seed: int, module: torch.nn.Module, seq_len: int, vocab_size: int,
                  loss_fn: Callable[[Any], torch.Tensor], info: dict[str, Any]) -> BuiltModel:
     """A model fed ``seq_len`` random tokens of a ``vocab_size`` vocabulary per sample."""
-    return BuiltModel(name=name, module=module, make_batch=_batch(seed, (seq_len,), torch.int64, vocab_size),
-                      loss_fn=loss_fn, info=info)
+    make_batch = _batch(seed, [((seq_len,), torch.int64, vocab_size)])
+    return BuiltModel(name=name, module=module, make_batch=make_batch, loss_fn=loss_fn, info=info)
 
 
 def _build_mlp(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
@@ -195,7 +203,8 @@ def _build_resnet50(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
 
     o = _options(kwargs, "resnet50", {"num_classes": 1000})
     shape = _shape(input_shape, (3, 224, 224), "input_shape", rank=3)
-    return _tensor_model("resnet50", seed, resnet50(num_classes=o["num_classes"]), shape, input_dtype, _ce_loss)
+    module = resnet50(num_classes=o["num_classes"])
+    return _tensor_model("resnet50", seed, module, shape, input_dtype, _ce_loss)
 
 
 def _token_options(kwargs: dict, model: str, input_shape: Any, max_len: int, n_layer: int) -> dict[str, int]:
@@ -213,7 +222,8 @@ def _build_bert(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
 
     info = _token_options(kwargs, "bert-base", input_shape, 512, 12)
     cfg = BertConfig(n_layer=info["n_layer"])
-    return _token_model("bert-base", seed, BertForPreTraining(cfg), info["seq_len"], cfg.vocab_size, _pretrain_loss, info)
+    module = BertForPreTraining(cfg)
+    return _token_model("bert-base", seed, module, info["seq_len"], cfg.vocab_size, _pretrain_loss, info)
 
 
 _GPT2 = {"gpt2-124m": (12, 768, 12), "gpt2-350m": (24, 1024, 16), "gpt2-1.5b": (48, 1600, 25)}
@@ -316,29 +326,26 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
             raise InputError(f"input_shape: None is not accepted for factory {shorten(path)} returning a module; expected one sample's shape, e.g. 3,224,224")
         shape = _shape(input_shape, (), "input_shape")
         dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-        return BuiltModel(name=path, module=made, make_batch=_batch(seed, shape, dtype), loss_fn=loss_fn,
+        return BuiltModel(name=path, module=made, make_batch=_batch(seed, [(shape, dtype, 2)]),
+                          loss_fn=loss_fn,
                          info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs)})
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
         module, example = made
         leaves = list(example) if isinstance(example, (tuple, list)) else [example]
         if not leaves or not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in leaves):
             raise InputError(f"model: factory {shorten(path)} returned an example input that is not a tensor or tuple of tensors with a batch dimension")
-        return BuiltModel(name=path, module=module, make_batch=_like_batch(seed, leaves, isinstance(example, (tuple, list))), loss_fn=loss_fn,
+        make_batch = _batch(seed, [(t.shape[1:], t.dtype, _high(t)) for t in leaves],
+                            isinstance(example, (tuple, list)))
+        return BuiltModel(name=path, module=module, make_batch=make_batch, loss_fn=loss_fn,
                          info={"input_shape": [list(t.shape[1:]) for t in leaves] if len(leaves) > 1 else list(leaves[0].shape[1:]),
                                "input_dtype": str(leaves[0].dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs),
                                "example_batch_size": int(leaves[0].shape[0])})
     raise InputError(f"model: factory {shorten(path)} returned {type(made).__name__}; expected an nn.Module or (nn.Module, example_input)")
 
 
-def _like_batch(seed: int, examples: list[torch.Tensor], as_tuple: bool) -> Callable[[int], Any]:
-    # integer inputs are drawn in [0, max(example)+1) so that embedding indices stay valid
-    highs = [int(t.max().item()) + 1 if (not t.dtype.is_floating_point and t.numel()) else 2 for t in examples]
-
-    def make_batch(batch_size: int) -> Any:
-        gen = torch.Generator().manual_seed(seed)
-        out = tuple(_random_tensor(gen, (batch_size, *t.shape[1:]), t.dtype, high) for t, high in zip(examples, highs))
-        return out if as_tuple else out[0]
-    return make_batch
+def _high(example: torch.Tensor) -> int:
+    """Integer inputs are drawn in ``[0, max(example) + 1)`` so that embedding indices stay valid."""
+    return int(example.max().item()) + 1 if (not example.dtype.is_floating_point and example.numel()) else 2
 
 
 def _jsonable(d: dict) -> dict:

@@ -80,7 +80,8 @@ class Dense(nn.Module):
 class BertLayer(nn.Module):
     def __init__(self, cfg: BertConfig) -> None:
         super().__init__()
-        self.attention = nn.ModuleDict({"self": BertSelfAttention(cfg), "output": Dense(cfg.hidden, cfg.hidden, norm=True)})
+        self.attention = nn.ModuleDict({"self": BertSelfAttention(cfg),
+                                        "output": Dense(cfg.hidden, cfg.hidden, norm=True)})
         self.intermediate = Dense(cfg.hidden, cfg.intermediate, F.gelu)
         self.output = Dense(cfg.intermediate, cfg.hidden, norm=True)
 
@@ -110,7 +111,8 @@ class BertForPreTraining(nn.Module):
             encoder=nn.ModuleDict(dict(layer=nn.ModuleList([BertLayer(cfg) for _ in range(cfg.n_layer)]))),
             pooler=Dense(cfg.hidden, cfg.hidden, torch.tanh),
         ))
-        self.cls = nn.ModuleDict(dict(predictions=BertLMPredictionHead(cfg), seq_relationship=nn.Linear(cfg.hidden, 2)))
+        self.cls = nn.ModuleDict(dict(predictions=BertLMPredictionHead(cfg),
+                                      seq_relationship=nn.Linear(cfg.hidden, 2)))
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):

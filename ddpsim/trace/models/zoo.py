@@ -225,15 +225,20 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
                                 **({"seq_len": entry.input_shape[0]} if tokens else {})})
     if tokens:
         seq_len = o["seq_len"]
-        info = {"input_shape": [seq_len], "zoo_batch_size": entry.batch_size, "seq_len": seq_len, "input_dtype": "int64"}
-        return BuiltModel(name=ZOO_PREFIX + entry.name, module=_torch_module(entry.name, seq_len, o["num_classes"]),
-                          make_batch=_batch(seed, (seq_len,), torch.int64, ZOO_VOCAB_SIZE), loss_fn=_ce_loss, info=info)
+        info = {"input_shape": [seq_len], "zoo_batch_size": entry.batch_size, "seq_len": seq_len,
+                "input_dtype": "int64"}
+        module = _torch_module(entry.name, seq_len, o["num_classes"])
+        make_batch = _batch(seed, [((seq_len,), torch.int64, ZOO_VOCAB_SIZE)])
+        return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=make_batch,
+                          loss_fn=_ce_loss, info=info)
     shape = _shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
     if entry.name == "vit_small" and shape[1:] != (64, 64):
         raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")
     dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
     module = (_torchvision_module(entry.name, o["num_classes"]) if entry.source == "torchvision"
               else _torch_module(entry.name, shape[0], o["num_classes"]))
-    info = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size, "input_dtype": str(dtype).removeprefix("torch.")}
-    return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=_batch(seed, shape, dtype), loss_fn=_ce_loss,
+    info = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size,
+            "input_dtype": str(dtype).removeprefix("torch.")}
+    make_batch = _batch(seed, [(shape, dtype, 2)])
+    return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=make_batch, loss_fn=_ce_loss,
                       info=info)

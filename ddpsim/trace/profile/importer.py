@@ -299,7 +299,8 @@ def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
 
 
 def _ranks(info: dict[str, Any], path: str) -> int | None:
-    """``distributedInfo``'s world size (None: not said); InputError: not a positive integer, or a rank outside it."""
+    """``distributedInfo``'s world size (None: not said); InputError: not a positive integer, or a
+    rank outside it."""
     world, rank = info.get("world_size"), info.get("rank")
     if world is None:
         return None

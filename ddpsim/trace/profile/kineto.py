@@ -174,7 +174,8 @@ def _kept_args(args: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _thread(value: Any, field: str, prof: KinetoProfile, name: str) -> Any:
-    """A thread or stream id as the trace gives it (an integer or a string; absent: None); InputError otherwise."""
+    """A thread or stream id as the trace gives it (an integer or a string; absent: None);
+    InputError otherwise."""
     if value is None or isinstance(value, (int, float, str)):
         return value
     raise InputError(f"{_source(prof.path)}: event {cut(name, 80)!r}: {field} {shorten(value)} is not accepted; "
@@ -228,7 +229,8 @@ def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
             if top in HEADER_KEYS:
                 builders.setdefault(top, ijson.ObjectBuilder()).event(event, value)
         else:
-            raise InputError(f"{_source(prof.path)}: no traceEvents list; expected the Chrome/Kineto JSON torch.profiler writes")
+            raise InputError(f"{_source(prof.path)}: no traceEvents list; "
+                             "expected the Chrome/Kineto JSON torch.profiler writes")
     header = {k: b.value for k, b in builders.items()}
     for key in HEADER_KEYS:
         if key not in header:

@@ -80,8 +80,9 @@ PLACEHOLDER_SHAPE = (1,)
 
 def _factory_order(model: str, seed: int, input_shape: tuple[int, ...] | None = None
                    ) -> tuple[Any, list[Any], list[int] | None, str]:
-    """The factory's model, its DDP parameters, their ready order and where it was taken (a ``meta``
-    backward, else a CPU one); a bare module gets the profile's ``input_shape`` or :data:`PLACEHOLDER_SHAPE`."""
+    """The factory's model, its DDP parameters, their ready order and where it was taken (a
+    ``meta`` backward, else a CPU one); a bare module gets the profile's ``input_shape`` or
+    :data:`PLACEHOLDER_SHAPE`."""
     import torch
 
     from ddpsim.trace.models import build_model, ddp_params

@@ -44,7 +44,7 @@ class RecordedBucket:
     #: when the ``c10d::allreduce_`` op holding it began on the CPU (else the ``record_param_comms``'s start)
     op_start_s: float
     op_s: float  # that op's time on the CPU (the dispatcher, ProcessGroupNCCL's collective path)
-    #: the ``record_param_comms``'s own time (``ProcessGroupNCCL::collective``: stream sync, ``ncclAllReduce``, launch)
+    #: the ``record_param_comms``'s own time (``ProcessGroupNCCL::collective``: sync, ``ncclAllReduce``)
     enqueue_s: float
     process_group: str | None = None  # its ``Process Group Name`` (torch 2.3 on; None: not recorded)
 
@@ -60,7 +60,7 @@ class CollectiveKernel:
     dtype: str  # ddpsim's dtype name
     start_s: float  # kernel start after the step's start
     duration_s: float  # kernel duration: the transfer plus any wait for the other ranks
-    algorithm: str | None  # as :func:`ddpsim.trace.profile.nccl_kernels.ran` reads it; None when several remain
+    algorithm: str | None  # as :func:`~ddpsim.trace.profile.nccl_kernels.ran` reads it (None: several)
     protocol: str | None  # likewise (never the one in the kernel's name)
     ran: str  # what the launch can have run, as text (``ring/simple``, ``ring/ll128 or nvls/simple``)
     channels: int | None  # the launch grid's x dimension (NCCL launches one block per channel)

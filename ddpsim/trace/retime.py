@@ -567,10 +567,7 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
     built = [(n, tuple(p.shape)) for n, p, _ in ddp_params(spec.module)]
     if built != [(p.name, p.shape) for p in src.params]:
         raise InputError(f"--from: {str(path)!r}: the rebuilt model {src.model!r} has different parameters from the trace's; expected a trace of an unmodified built-in or factory model")
-    if autocast == "none":
-        ac = None
-    else:
-        ac = autocast if autocast is not None else env.get("autocast")
+    ac = None if autocast == "none" else autocast if autocast is not None else env.get("autocast")
     if batch_size is None:
         batch_size = int(env.get("batch_size", 1))
     base_env = dict(env)

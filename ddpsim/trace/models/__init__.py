@@ -1,11 +1,9 @@
-"""Built-in models and the ``package.module:factory`` loader (imports torch and stdlib only: the
-executor imports this package on GPU nodes where only torch is installed).
-
-Built-in models have the published shapes (torchvision's ResNet-50, BERT-base, GPT-2), randomly
-initialised from ``seed`` (nothing is downloaded); ``make_batch(batch_size)`` returns CPU tensors
-from a seeded ``torch.Generator`` (same size and seed, same bytes); ``loss_fn`` maps the output to
-a scalar (token models: a cross-entropy against target 0; None: the output summed). ``zoo:<name>``
-models (:mod:`ddpsim.trace.models.zoo`) are outside the set ddpsim is tuned on.
+"""Built-in models and the ``package.module:factory`` loader (torch and stdlib only: the executor
+imports it on GPU nodes). Built-in models have the published shapes (torchvision's ResNet-50,
+BERT-base, GPT-2), randomly initialised from ``seed``; ``make_batch(batch_size)`` returns CPU
+tensors from a seeded ``torch.Generator`` (same size and seed, same bytes); ``loss_fn`` is a
+cross-entropy against class 0 (None: the output summed). ``zoo:<name>`` models
+(:mod:`ddpsim.trace.models.zoo`) are outside the set ddpsim is tuned on.
 """
 
 from __future__ import annotations

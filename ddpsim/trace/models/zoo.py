@@ -1,15 +1,10 @@
-"""The model zoo: models none of ddpsim's constants or fits are chosen on, to check its accuracy.
-
-``zoo:<name>`` models are torchvision's builders (``torchvision.models.<builder>(weights=None)``,
-the optional extra ``ddpsim[zoo]``: batch-norm CNNs, depthwise and squeeze-excitation
-convolutions, many small parameters, a small ViT) and torch's own ``nn.Transformer`` family (an
-encoder classifier, an encoder-decoder, a language model whose output projection is its tied
-token embedding) plus an MLP with an auxiliary head its forward never uses (validated under
-``find_unused_parameters=True``). Each is randomly initialised, with a CPU batch size and input
-shape (:data:`ZOO`) for a step of tens to hundreds of milliseconds per rank; losses are a
-cross-entropy against class or token 0. A torchvision built for another torch variant fails to
-load its C++ operators; :func:`torchvision_models` then registers the two schemas its import
-needs fakes for (``nms``, ``qnms``) and imports it again.
+"""The model zoo: models none of ddpsim's constants or fits are chosen on, to check its accuracy:
+torchvision's builders (``torchvision.models.<builder>(weights=None)``, the extra ``ddpsim[zoo]``),
+torch's ``nn.Transformer`` family (an encoder classifier, an encoder-decoder, an LM with a tied
+output projection) and an MLP with a head its forward never uses (``find_unused_parameters``).
+Each has a CPU batch size and input shape (:data:`ZOO`); losses are a cross-entropy against class
+or token 0. A torchvision built for another torch variant fails to load its C++ operators;
+:func:`torchvision_models` then registers fakes of the two schemas its import needs.
 """
 
 from __future__ import annotations

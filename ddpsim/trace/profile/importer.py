@@ -1,8 +1,6 @@
-"""The import: one profile's events -> :class:`~ddpsim.trace.profile.result.ProfileImport`.
-
-Steps are cut by :mod:`~ddpsim.trace.profile.steps`, gradients named by
-:mod:`~ddpsim.trace.profile.mapping`, and the trace built from the GPU timeline; the CPU spans go
-to ``environment.cpu_span_phase_s`` (not ``cpu_phase_s``: a capture's process CPU time).
+"""The import: one profile's events -> :class:`~ddpsim.trace.profile.result.ProfileImport`; steps
+cut by :mod:`~ddpsim.trace.profile.steps`, gradients named by :mod:`~ddpsim.trace.profile.mapping`,
+the trace built from the GPU timeline (CPU spans in ``environment.cpu_span_phase_s``).
 """
 
 from __future__ import annotations
@@ -217,10 +215,7 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
     for lz in nccl:
         g, args = lz.op, lz.op.args or {}
         dtype_name = args.get("dtype")
-        try:
-            dtype = ddpsim_dtype(dtype_name, "dtype") if dtype_name is not None else "float32"
-        except InputError:
-            dtype = "float32"
+        dtype = _DTYPES.get(dtype_name, "float32") if isinstance(dtype_name, str) else "float32"
         bucket = by_ext.get(g.ext_id) if by_ext else by_order.get(id(lz))
         numel, algorithm, protocol, ran = nccl_kernels.launch(g, prof)
         out.append(CollectiveKernel(

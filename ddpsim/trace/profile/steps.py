@@ -132,10 +132,6 @@ class Timeline:
                        runtime=tuple(self.runtime[slice(*cut[1])]), launched=tuple(self.launched[slice(*cut[2])]))
 
 
-def _first(ops: Sequence[CpuOp], prefix: str) -> CpuOp | None:
-    return next((o for o in ops if o.name.startswith(prefix)), None)
-
-
 def phase_windows(s: StepOps, path: str) -> PhaseWindows:
     """Forward, backward and optimizer of one step on the CPU; InputError: the step has no backward."""
     bwd = [o for o in s.cpu if o.name.startswith(BACKWARD_OP)]
@@ -150,7 +146,7 @@ def phase_windows(s: StepOps, path: str) -> PhaseWindows:
     ddp_end = [o.end for o in s.cpu if b_start <= o.ts < until and o.tid in hook_tids
                and o.name in (COPY_BUCKET_TO_GRAD, COMMS_OP)]
     b_end = max([o.end for o in bwd] + ddp_end)
-    zero = _first(s.cpu, "Optimizer.zero_grad")
+    zero = next((o for o in s.cpu if o.name.startswith("Optimizer.zero_grad")), None)
     zero_w = Window(zero.ts, zero.end) if zero is not None else None
     fwd_op = next((o for o in s.cpu if o.name == "DistributedDataParallel.forward" and o.ts < b_start), None)
     if fwd_op is not None:

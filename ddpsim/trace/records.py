@@ -265,7 +265,6 @@ class Trace:
         return self._derived(("grad_ready", statistic), compute)
 
     def to_dict(self) -> dict[str, Any]:
-        """The trace file's document (keys in the file's order)."""
         return to_plain(self)
 
 

@@ -247,7 +247,6 @@ _REGISTRY: dict[str, Callable[..., BuiltModel]] = {
 
 
 def list_models() -> list[str]:
-    """Names of the built-in models, sorted."""
     return sorted(_REGISTRY)
 
 

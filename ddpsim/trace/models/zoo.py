@@ -66,7 +66,6 @@ ZOO: dict[str, ZooEntry] = {e.name: e for e in (
 
 
 def zoo_names() -> list[str]:
-    """Every zoo model's full name (``zoo:<name>``), sorted."""
     return sorted(ZOO_PREFIX + n for n in ZOO)
 
 
@@ -105,7 +104,6 @@ def torchvision_models() -> Any:
 
 
 def torchvision_available() -> bool:
-    """Whether the torchvision zoo models can be built in this environment."""
     try:
         torchvision_models()
     except InputError:

@@ -199,7 +199,6 @@ def ddp_gradients(s: StepOps, w: PhaseWindows) -> list[CpuOp]:
 
 
 def reducer_spans(s: StepOps) -> SpanIndex:
-    """The spans of DDP's reducer ops in the step."""
     return SpanIndex([(o.ts, o.end, o.tid) for o in s.cpu if o.name in REDUCER_OPS])
 
 
@@ -210,5 +209,5 @@ def launched_between(s: StepOps, start: float, end: float) -> Sequence[Launched]
 
 
 def busy_us(ops: Sequence[GpuOp]) -> float:
-    """The union of the ops' intervals (microseconds)."""
+    """The length of the union of the ops' intervals (microseconds)."""
     return sum(b - a for a, b in merge_intervals((g.ts, g.end) for g in ops))

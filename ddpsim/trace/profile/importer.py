@@ -43,9 +43,10 @@ def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *
     InputError: one line naming what the profile lacks, or a model that does not match it."""
     prof = path if isinstance(path, KinetoProfile) else read_profile(path)
     built = _Steps(prof)
-    grads = _grad_info(built)
+    dims = _batch_input(built)
+    grads = _grad_info(built, dims)
     mapping_out = map_params(grads, model=model, seed=seed, source=f"profile {prof.path}")
-    env = _environment(prof, built)
+    env = _environment(prof, built, dims)
     iterations = tuple(built.iterations)
     trace = _trace(prof, iterations, mapping_out, env, model=model, command=command)
     return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations,
@@ -269,23 +270,21 @@ def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> StepHostTimes:
                      sync_wait_s=sum(r.dur for r in sync) * US)
 
 
-def _grad_info(built: _Steps) -> GradInfo:
+def _grad_info(built: _Steps, dims: tuple[int, ...] | None) -> GradInfo:
     its = built.iterations
     counts = {len(it.grad_ready_s) for it in its}
     if len(counts) > 1:
         built.notes.append(f"the number of gradients differs between steps ({sorted(counts)}); the last step's order names them")
-    dims = _batch_input(built)
     return GradInfo(num_grads=len(its[-1].grad_ready_s), buckets=its[-1].buckets, shapes=tuple(built.grad_shapes[-1]),
                     work=tuple(built.grad_work[-1]), input_shape=dims[1:] if dims is not None else None)
 
 
-def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
+def _environment(prof: KinetoProfile, built: _Steps, dims: tuple[int, ...] | None) -> ProfileEnvironment:
     device = min(built.devices) if built.devices else 0
     props = next((d for d in prof.device_properties if d.get("id") == device), prof.device_properties[0] if prof.device_properties else {})
     info = prof.distributed_info
     name = props.get("name")
     sms = props.get("numSms")
-    dims = _batch_input(built)
     return ProfileEnvironment(gpu_name=name if isinstance(name, str) else None, num_sms=sms if isinstance(sms, int) else None,
                               world_size=_ranks(info, prof.path), rank=int_or_none(info.get("rank")),
                               backend=info.get("backend") if isinstance(info.get("backend"), str) else None,

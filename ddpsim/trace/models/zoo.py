@@ -206,32 +206,32 @@ def _torch_module(name: str, seq_len: int, num_classes: int) -> nn.Module:
 
 # ---- the builder build_model calls --------------------------------------------------------------
 
-def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any]) -> Any:
-    """The :class:`ddpsim.trace.models.BuiltModel` of ``zoo:<name>``."""
-    from ddpsim.trace.models import BuiltModel, _batch, _ce_loss, _options, _shape, _torch_dtype
-
+def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any],
+              m: Any) -> Any:
+    """The :class:`ddpsim.trace.models.BuiltModel` of ``zoo:<name>``; ``m`` is the package
+    :mod:`ddpsim.trace.models` (its checks and batch makers), passed in: it imports this module."""
     entry = zoo_entry(name)
     tokens = entry.source == "torch" and entry.name != "branchy_mlp"
     if tokens and "seq_len" not in kwargs:
-        kwargs["seq_len"] = _shape(input_shape, entry.input_shape, "input_shape", rank=1)[0]
-    o = _options(kwargs, name, {"num_classes": 1000 if entry.source == "torchvision" else 10,
-                                **({"seq_len": entry.input_shape[0]} if tokens else {})})
+        kwargs["seq_len"] = m._shape(input_shape, entry.input_shape, "input_shape", rank=1)[0]
+    o = m._options(kwargs, name, {"num_classes": 1000 if entry.source == "torchvision" else 10,
+                                  **({"seq_len": entry.input_shape[0]} if tokens else {})})
     if tokens:
         seq_len = o["seq_len"]
         info = {"input_shape": [seq_len], "zoo_batch_size": entry.batch_size, "seq_len": seq_len,
                 "input_dtype": "int64"}
         module = _torch_module(entry.name, seq_len, o["num_classes"])
-        make_batch = _batch(seed, [((seq_len,), torch.int64, ZOO_VOCAB_SIZE)])
-        return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=make_batch,
-                          loss_fn=_ce_loss, info=info)
-    shape = _shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
+        make_batch = m._batch(seed, [((seq_len,), torch.int64, ZOO_VOCAB_SIZE)])
+        return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=make_batch,
+                            loss_fn=m._ce_loss, info=info)
+    shape = m._shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
     if entry.name == "vit_small" and shape[1:] != (64, 64):
         raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")
-    dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
+    dtype = m._torch_dtype(input_dtype or "float32", "input_dtype")
     module = (_torchvision_module(entry.name, o["num_classes"]) if entry.source == "torchvision"
               else _torch_module(entry.name, shape[0], o["num_classes"]))
     info = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size,
             "input_dtype": str(dtype).removeprefix("torch.")}
-    make_batch = _batch(seed, [(shape, dtype, 2)])
-    return BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=make_batch, loss_fn=_ce_loss,
-                      info=info)
+    make_batch = m._batch(seed, [(shape, dtype, 2)])
+    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=make_batch,
+                        loss_fn=m._ce_loss, info=info)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.trace.records import IterationSample, ParamRecord, Trace, buffer_records, param_records
+from ddpsim.trace.records import IterationSample, Trace, buffer_records, param_records
 
 DTYPES = ("float32", "bfloat16", "float16")
 AUTOCASTS = ("bf16", "fp16")
@@ -467,9 +467,7 @@ def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = No
             new.append((blocks.per_block[src_block][rest], f"{blocks.prefix}{j}.{rest}", j))
     new += [(i, names[i], None) for i in blocks.post]
     src = trace.params
-    records = tuple(ParamRecord(index=n, name=name, shape=src[i].shape, dtype=src[i].dtype, size_bytes=src[i].size_bytes,
-                                expect_sparse_gradient=src[i].expect_sparse_gradient, has_grad=src[i].has_grad)
-                    for n, (i, name, _) in enumerate(new))
+    records = tuple(replace(src[i], index=n, name=name) for n, (i, name, _) in enumerate(new))
     bytes_ratio = sum(r.size_bytes for r in records) / trace.total_param_bytes
     derived = [_derived_iteration(it, blocks, new, N=N, bytes_ratio=bytes_ratio) for it in trace.iterations]
     iterations = [sample for sample, _ in derived]

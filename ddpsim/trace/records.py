@@ -310,10 +310,9 @@ def make_trace(*, model: str, params: Iterable[tuple[str, Sequence[int], str]], 
                **kwargs: Any) -> Trace:
     """A hand-made trace (tests, examples), ``params`` as ``(name, shape, dtype)``, every iteration
     alike, ready in ``ready_s``'s order (ties: higher index first, as autograd reaches later layers first)."""
-    recs = []
-    for i, (name, shape, dtype) in enumerate(params):
-        recs.append(ParamRecord(index=i, name=name, shape=tuple(shape), dtype=dtype,
-                                size_bytes=math.prod(shape) * dtype_size_bytes(dtype), has_grad=ready_s[i] is not None))
+    recs = [ParamRecord(index=i, name=name, shape=tuple(shape), dtype=dtype,
+                        size_bytes=math.prod(shape) * dtype_size_bytes(dtype), has_grad=ready_s[i] is not None)
+            for i, (name, shape, dtype) in enumerate(params)]
     order = sorted((i for i, t in enumerate(ready_s) if t is not None), key=lambda i: (ready_s[i], -i))
     sample = IterationSample(forward_s=forward_s, backward_s=backward_s, optimizer_s=optimizer_s, grad_ready_s=tuple(ready_s))
     return Trace(model=model, params=tuple(recs), grad_ready_order=tuple(order),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -32,12 +33,6 @@ class BuiltModel:
     make_batch: Callable[[int], Any]
     loss_fn: Callable[[Any], torch.Tensor] | None = None
     info: dict[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.module, torch.nn.Module):
-            raise InputError(f"model {self.name!r}: module is {type(self.module).__name__}; expected a torch.nn.Module")
-        if not callable(self.make_batch):
-            raise InputError(f"model {self.name!r}: make_batch is not callable; expected batch_size -> input")
 
 
 def default_loss(output: Any) -> torch.Tensor:
@@ -286,7 +281,7 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
     if name_or_factory.startswith("zoo:"):
         from ddpsim.trace.models.zoo import build_zoo
 
-        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs)
+        spec = build_zoo(name_or_factory, seed, input_shape, input_dtype, kwargs, sys.modules[__name__])
     elif ":" in name_or_factory:
         spec = _build_factory(name_or_factory, seed, input_shape, input_dtype, kwargs)
     else:

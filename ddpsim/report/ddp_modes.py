@@ -5,12 +5,57 @@ evenly, :mod:`ddpsim.engine.join`) and over N round-robin process groups against
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Sequence
 
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.pipeline.sweep import PointRecord, best_record, fmt_s
-from ddpsim.report.figures import DdpModes, GroupCount, JoinFigures, ProcessGroupFigures
+
+frozen = dataclass(frozen=True, kw_only=True)
+
+
+@frozen
+class JoinFigures:
+    point: str
+    world_size: int
+    epoch_cost_pct: float
+    epoch_s: float
+    even_epoch_s: float
+    loop_s: float
+    exit_s: float
+    epoch_iterations: int
+    even_epoch_iterations: int
+    per_iteration_cost_pct: float
+    per_iteration_cost_s: float
+    even_step_s: float
+    epoch_mean_step_s: float
+    tail_iterations: int
+    batches_min: int
+    batches_max: int
+
+
+@frozen
+class GroupCount:
+    process_groups: int
+    iteration_p50_s: float
+    gain_over_one: float
+
+
+@frozen
+class ProcessGroupFigures:
+    cap: str
+    world_size: int
+    best_process_groups: int
+    gain_over_one: float
+    by_count: tuple[GroupCount, ...]
+
+
+@frozen
+class DdpModes:
+    """:func:`figures`, each None where it does not apply (a top-level key of ``summary.json``)."""
+
+    join: JoinFigures | None = None
+    process_groups: ProcessGroupFigures | None = None
 
 #: the figures of JoinFigures that Join's own (:mod:`ddpsim.engine.join`) give as they are
 _JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)

@@ -10,6 +10,8 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
+from ddpsim.report.ddp_modes import DdpModes
+
 frozen = dataclass(frozen=True, kw_only=True)
 
 
@@ -172,50 +174,6 @@ class TermEffects:
     terms: tuple[str, ...]
     moved_by: tuple[str, ...]
     without: tuple[TermsOff, ...]
-
-
-@frozen
-class JoinFigures:
-    point: str
-    world_size: int
-    epoch_cost_pct: float
-    epoch_s: float
-    even_epoch_s: float
-    loop_s: float
-    exit_s: float
-    epoch_iterations: int
-    even_epoch_iterations: int
-    per_iteration_cost_pct: float
-    per_iteration_cost_s: float
-    even_step_s: float
-    epoch_mean_step_s: float
-    tail_iterations: int
-    batches_min: int
-    batches_max: int
-
-
-@frozen
-class GroupCount:
-    process_groups: int
-    iteration_p50_s: float
-    gain_over_one: float
-
-
-@frozen
-class ProcessGroupFigures:
-    cap: str
-    world_size: int
-    best_process_groups: int
-    gain_over_one: float
-    by_count: tuple[GroupCount, ...]
-
-
-@frozen
-class DdpModes:
-    """:func:`figures`, each None where it does not apply (a top-level key of ``summary.json``)."""
-
-    join: JoinFigures | None = None
-    process_groups: ProcessGroupFigures | None = None
 
 
 @frozen

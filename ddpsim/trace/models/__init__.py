@@ -316,11 +316,8 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
     if isinstance(made, torch.nn.Module):
         if input_shape is None:
             raise InputError(f"input_shape: None is not accepted for factory {shorten(path)} returning a module; expected one sample's shape, e.g. 3,224,224")
-        shape = _shape(input_shape, (), "input_shape")
-        dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-        return BuiltModel(name=path, module=made, make_batch=_batch(seed, [(shape, dtype, 2)]),
-                          loss_fn=loss_fn,
-                         info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs)})
+        return _tensor_model(path, seed, made, _shape(input_shape, (), "input_shape"), input_dtype, loss_fn,
+                             factory_kwargs=_jsonable(kwargs))
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
         module, example = made
         leaves = list(example) if isinstance(example, (tuple, list)) else [example]

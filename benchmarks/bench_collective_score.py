@@ -69,7 +69,7 @@ def loso(meta: list[dict], points: dict) -> None:
 
 
 def residual_quantiles(meta: list[dict], points: dict) -> None:
-    """Quantiles of :func:`mid_size_ratios` (:mod:`ddpsim.network.collective_residuals`)."""
+    """Quantiles of :func:`mid_size_ratios` (:data:`ddpsim.network.nccl_exec.MID_SIZE_RATIOS`)."""
     ratios = mid_size_ratios(meta, points)
     qs = statistics.quantiles(ratios, n=20, method="inclusive")
     print(f"\nmeasured / model time at 64 KiB-64 MiB, {len(ratios)} sizes: 5 % {qs[0]:.3f}, 10 % {qs[1]:.3f}, "

@@ -106,10 +106,6 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     answer states (:mod:`ddpsim.pipeline.method_error`).
 
     Example: ``api.run_scenario("default", out_dir="/tmp/reports", plots=False).summary["best"]``.
-
-    Raises:
-        InputError: bad scenario, missing trace, unwritable ``out_dir``, or an unusable
-        ``method_error`` file. Earlier files are only ever replaced atomically.
     """
     from functools import partial
 

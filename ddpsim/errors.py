@@ -6,7 +6,6 @@
   ``trace.params[3].size_bytes: -4 is negative; expected an integer >= 0``.
   The CLI prints it as ``ddpsim: error: <message>`` and exits with status 2.
 * A broken internal invariant is an ``assert``: a bug in ddpsim, never the user's fault.
-* Every exception ddpsim raises on purpose derives from :class:`DdpsimError`.
 """
 
 from __future__ import annotations
@@ -16,11 +15,7 @@ from __future__ import annotations
 MAX_LINE = 1000
 
 
-class DdpsimError(Exception):
-    """Base class of every exception ddpsim raises on purpose."""
-
-
-class InputError(DdpsimError, ValueError):
+class InputError(ValueError):
     """User input is wrong. The message is one line: field, value, what is accepted."""
 
     def __init__(self, message: str) -> None:

@@ -47,16 +47,10 @@ def host_shares(ranks_cpu_s: float, busy_s: float, steal_s: float, all_s: float)
 
 def step_times(per_rank: list[list[dict[str, float]]]) -> list[float]:
     """The job's step time per measured iteration: the MEAN over ranks of each rank's own
-    iteration time (start of zero_grad to the end of the optimizer step, back to back).
-
-    The ranks meet in every iteration's all-reduces, so every rank's iteration times add up to
-    the job's wall time and their per-iteration mean does too (whatever the ranks' clocks).
-    The per-iteration MAX over ranks does not: a delay on one rank after an iteration's last
-    all-reduce (its optimizer step, say) lengthens that rank's iteration k and, as the other
-    rank waits for it in the next all-reduce, the other rank's iteration k + 1 -- the max
-    counts it twice. Where millisecond steps stall on millisecond wake-ups, that puts a small
-    model's median well above its wall time per step; on seconds-long steps it moves nothing.
-    """
+    iteration time (start of zero_grad to the end of the optimizer step, back to back). The
+    ranks meet in every iteration's all-reduces, so the mean adds up to the job's wall time; the
+    MAX does not: one rank's delay after iteration k's last all-reduce lengthens its iteration k
+    and, as the other waits in the next all-reduce, the other's k + 1, counted twice."""
     n = min(len(r) for r in per_rank)
     return [statistics.fmean(r[i]["iteration_s"] for r in per_rank) for i in range(n)]
 

@@ -82,8 +82,10 @@ def _depth(obj: Any) -> int:
     return deepest
 
 
-def parse_json(text: str, field: str, expected: str) -> Any:
-    """``json.loads`` with every failure as one InputError line."""
+def read_json(path: str | Path, field: str, expected: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """The parsed JSON (or ``.json.gz``) document at ``path``; every failure one InputError line naming ``field``."""
+    text = _text(read_bytes(path, field, expected, max_bytes), path, field, expected)
+    field = f"{field} {shorten(str(path))}"
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -95,12 +97,6 @@ def parse_json(text: str, field: str, expected: str) -> Any:
     if _depth(data) > MAX_DEPTH:
         raise InputError(f"{field}: nested deeper than {MAX_DEPTH} levels; expected {expected}")
     return data
-
-
-def read_json(path: str | Path, field: str, expected: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
-    """The parsed JSON (or ``.json.gz``) document at ``path``; InputError naming ``field``."""
-    data = read_bytes(path, field, expected, max_bytes)
-    return parse_json(_text(data, path, field, expected), f"{field} {shorten(str(path))}", expected)
 
 
 def _yaml_loader() -> type:
@@ -142,10 +138,12 @@ def _yaml_loader() -> type:
     return Loader
 
 
-def parse_yaml(text: str, field: str, expected: str) -> Any:
-    """``yaml.load`` with :func:`_yaml_loader`; every failure as one InputError line."""
+def read_yaml(path: str | Path, field: str, expected: str, max_bytes: int = MAX_YAML_BYTES) -> Any:
+    """The parsed YAML document at ``path`` (:func:`_yaml_loader`); every failure one InputError line naming ``field``."""
     import yaml
 
+    text = _text(read_bytes(path, field, expected, max_bytes), path, field, expected)
+    field = f"{field} {shorten(str(path))}"
     try:
         return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
@@ -157,12 +155,6 @@ def parse_yaml(text: str, field: str, expected: str) -> Any:
         raise InputError(f"{field}: nested deeper than {MAX_DEPTH} levels; expected {expected}") from None
     except ValueError as exc:  # an integer literal longer than Python's int limit
         raise InputError(f"{field}: not accepted ({cut(str(exc), 120)}); expected {expected}") from None
-
-
-def read_yaml(path: str | Path, field: str, expected: str, max_bytes: int = MAX_YAML_BYTES) -> Any:
-    """The parsed YAML document at ``path``; InputError naming ``field``."""
-    data = read_bytes(path, field, expected, max_bytes)
-    return parse_yaml(_text(data, path, field, expected), f"{field} {shorten(str(path))}", expected)
 
 
 def ensure_dir(path: str | Path, field: str = "output folder") -> Path:

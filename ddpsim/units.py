@@ -115,11 +115,7 @@ NOT_GIVEN = ("none", "null", "default")
 
 def parse_cap_value(item: str, flag: str, expected: str, *, allow_not_given: bool = True) -> float | None:
     """One ``bucket_cap_mb`` value in MiB: ``"25"`` -> 25, ``"0.5"`` -> 0.5; ``none``/``null``/``default``
-    -> None (not given: DDP's default) when ``allow_not_given``.
-
-    Raises:
-        InputError: ``"<flag>: '<item>' is not accepted; expected <expected>"`` unless a finite number > 0.
-    """
+    -> None (not given: DDP's default) when ``allow_not_given``; InputError unless a finite number > 0."""
     text = str(item).strip()
     if allow_not_given and text.lower() in NOT_GIVEN:
         return None
@@ -136,12 +132,8 @@ CAP_LIST_EXPECTED = "a comma list of numbers of MiB > 0, e.g. 1,4,8"
 
 
 def parse_cap_list(text: Any, flag: str, sep: str = ",", expected: str = CAP_LIST_EXPECTED) -> tuple[float, ...] | None:
-    """``"1,4,8"`` -> (1, 4, 8) for a ``bucket_cap_mb_list`` flag (``sep`` between the limits); None stays None.
-
-    Raises:
-        InputError: ``"<flag>: '<text>' is not accepted; expected <expected>"`` for an empty
-            text, an empty item (``1,,2``) or an item that is not a finite number > 0.
-    """
+    """``"1,4,8"`` -> (1, 4, 8) for a ``bucket_cap_mb_list`` flag (``sep`` between the limits); None stays None;
+    InputError for an empty text, an empty item (``1,,2``) or an item that is not a finite number > 0."""
     if text is None:
         return None
     items = str(text).split(sep)

@@ -132,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ddpsim.calibration.loader import (Calibration, CalibrationPoint, calibration_from_dict,
-                                    load_calibration, save_calibration)
+    from ddpsim.calibration.loader import calibration_from_dict, load_calibration, save_calibration
     from ddpsim.network.collective_cost import build_comm_model
     from ddpsim.network.curve_fit import fit_curve
     from ddpsim.network.topology import build_preset
@@ -165,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, est in ESTIMATORS.items():
         pts = [dict(p, time_s=est(p["samples"])) if "samples" in p else p for p in points]
         held_err = []
-        hcal = Calibration(backend="gloo", world_size=2, allreduce=tuple(
-            CalibrationPoint(**{k: v for k, v in p.items() if k != "samples"}) for p in pts[0::2]))
+        hcal = calibration_from_dict({"format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": 2,
+                                      "collectives": {"allreduce": [{k: v for k, v in p.items() if k != "samples"}
+                                                                    for p in pts[0::2]]}})
         hm = build_comm_model(build_preset("cpu-gloo"), 2, calibration=hcal)
         for p in pts[1::2]:
             held_err.append(abs(hm.allreduce_s(p["size_bytes"]) - p["time_s"]) / p["time_s"] * 100)
@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     points = [{k: v for k, v in p.items() if k != "samples"} for p in points]
     fit_pts = points[0::2]
     held = points[1::2]
-    cal = Calibration(backend="gloo", world_size=2,
-                      allreduce=tuple(CalibrationPoint(**p) for p in fit_pts))
+    cal = calibration_from_dict({"format": "ddpsim-calibration", "version": 1, "backend": "gloo", "world_size": 2,
+                                 "collectives": {"allreduce": fit_pts}})
     graph = build_preset("cpu-gloo")
     model = build_comm_model(graph, 2, calibration=cal)
     analytical = build_comm_model(graph, 2)

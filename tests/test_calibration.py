@@ -7,9 +7,8 @@ import re
 
 import pytest
 
-from ddpsim.calibration.loader import (Calibration, CalibrationPoint, calibration_from_dict,
-                                       load_calibration, save_calibration)
-from ddpsim.network.curve_fit import fit_alpha_beta, fit_curve
+from ddpsim.calibration.loader import calibration_from_dict, load_calibration, save_calibration
+from ddpsim.network.curve_fit import CalibrationPoint, fit_alpha_beta, fit_curve
 from ddpsim.cli.main import main
 from ddpsim.network.collective_cost import build_comm_model
 from ddpsim.network.comm_model import CommModel
@@ -60,10 +59,8 @@ def test_piecewise_curve_reproduces_points_interpolates_and_extrapolates():
 
 
 def test_piecewise_segments_between_uneven_points():
-    cal = Calibration(backend="gloo", world_size=2, allreduce=(
-        CalibrationPoint(size_bytes=1000, time_s=1e-4), CalibrationPoint(size_bytes=3000, time_s=2e-4),
-        CalibrationPoint(size_bytes=5000, time_s=6e-4)))
-    c = fit_curve(cal.allreduce)
+    c = fit_curve([CalibrationPoint(size_bytes=1000, time_s=1e-4), CalibrationPoint(size_bytes=3000, time_s=2e-4),
+                   CalibrationPoint(size_bytes=5000, time_s=6e-4)])
     assert c.time_s(2000) == pytest.approx(1.5e-4)  # midpoint of the first segment
     assert c.time_s(4000) == pytest.approx(4e-4)  # midpoint of the second
     assert c.time_s(7000) == pytest.approx(1e-3)  # last segment's line: 2e-7 s/byte
@@ -189,10 +186,8 @@ def test_noisy_dip_is_pooled_isotonic():
     # 64 KiB measured slower than 256 KiB: the two are pooled to their weighted mean
     assert isotonic([1.0, 3.0, 2.0, 4.0], [1, 1, 1, 1]) == [1.0, 2.5, 2.5, 4.0]
     assert isotonic([1.0, 3.0, 2.0], [1, 1, 3]) == [1.0, 2.25, 2.25]
-    cal = Calibration(backend="gloo", world_size=2, allreduce=(
-        CalibrationPoint(size_bytes=1000, time_s=1e-4), CalibrationPoint(size_bytes=2000, time_s=3e-4),
-        CalibrationPoint(size_bytes=3000, time_s=2e-4), CalibrationPoint(size_bytes=4000, time_s=4e-4)))
-    c = fit_curve(cal.allreduce)
+    c = fit_curve([CalibrationPoint(size_bytes=1000, time_s=1e-4), CalibrationPoint(size_bytes=2000, time_s=3e-4),
+                   CalibrationPoint(size_bytes=3000, time_s=2e-4), CalibrationPoint(size_bytes=4000, time_s=4e-4)])
     assert c.times_s == pytest.approx((1e-4, 2.5e-4, 2.5e-4, 4e-4))
     assert all(c.time_s(s) <= c.time_s(s + 100) for s in range(500, 5000, 100))
 
@@ -348,13 +343,12 @@ def test_bad_allreduce_queued(queued, threads, match):
 
 
 def test_comm_hook_call_s_reaches_only_points_with_a_python_hook():
-    from ddpsim.calibration.loader import calibration_to_dict
     from ddpsim.pipeline.inputs import hook_call_s
     from ddpsim.pipeline.scenario import scenario_from_dict
     from ddpsim.validation.intervals import validation_inputs
 
     cal = calibration_from_dict({**synthetic(), "comm_hook_call_s": 7e-5})
-    assert cal.comm_hook_call_s == 7e-5 and calibration_to_dict(cal)["comm_hook_call_s"] == 7e-5
+    assert cal.comm_hook_call_s == 7e-5 and cal.doc.model_dump()["comm_hook_call_s"] == 7e-5
     assert calibration_from_dict(synthetic()).comm_hook_call_s is None
     assert (hook_call_s(cal, "none"), hook_call_s(cal, "allreduce"), hook_call_s(None, "fp16")) == (0.0, 7e-5, 0.0)
     with pytest.raises(InputError, match=r"comm_hook_call_s"):
@@ -368,3 +362,19 @@ def test_comm_hook_call_s_reaches_only_points_with_a_python_hook():
     one, two = (validation_inputs(sc, p, trace=tr, calibration=cal).config for p in sc.points()[-2:])
     assert (one.comm_hook, one.comm_hook_call_s) == ("none", 0.0)
     assert (two.comm_hook, two.comm_hook_call_s) == ("allreduce", 7e-5)
+
+
+def test_save_writes_the_file_itself_probe_and_host_costs_kept(tmp_path):
+    """The saved file is the validated document: the probe, the host costs and the measured
+    overhead come back as read, so the reload derives the same fitted model."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "reports/zoo/lanes/zoo/calibration.json"
+    cal = load_calibration(path)
+    again = load_calibration(save_calibration(cal, tmp_path / "c.json"))
+    assert again == cal and again.interference_probe is not None
+    assert again.interference_fit == cal.interference_fit and again.doc.ddp_iteration_overhead_s == json.loads(
+        path.read_text())["ddp_iteration_overhead_s"]
+    doc = {**synthetic(), "host_costs": {"enqueue_s": 2.5e-5}}
+    kept = load_calibration(save_calibration(calibration_from_dict(doc), tmp_path / "h.json"))
+    assert kept.host_costs.enqueue_s == 2.5e-5

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ddpsim.network import collective_residuals
+from ddpsim.network import nccl_exec
 from ddpsim.network import curve_score
 from ddpsim.pipeline import resampling
 
@@ -46,12 +46,12 @@ def test_band_factors_are_the_quantiles_of_measured_over_model():
     meta, points = curve_score.load(DATA)
     ratios = curve_score.mid_size_ratios(meta, points)
     deciles = statistics.quantiles(ratios, n=10, method="inclusive")
-    assert collective_residuals.MID_SIZE_RATIOS == pytest.approx((deciles[0], deciles[-1]), abs=5e-4)
+    assert nccl_exec.MID_SIZE_RATIOS == pytest.approx((deciles[0], deciles[-1]), abs=5e-4)
 
 
 def test_resampling_uses_the_residual_band():
-    assert resampling.MID_FACTORS == collective_residuals.MID_SIZE_RATIOS
-    lo, hi = resampling.MID_FACTORS
+    assert resampling.MID_SIZE_RATIOS == nccl_exec.MID_SIZE_RATIOS
+    lo, hi = resampling.MID_SIZE_RATIOS
     assert lo < 1 < hi
 
 

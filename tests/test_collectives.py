@@ -12,8 +12,8 @@ from ddpsim.network import gloo
 
 from ddpsim.network import nccl, nccl_exec
 from ddpsim.cli.main import main
-from ddpsim.network.collective_cost import CollectiveEstimate, build_comm_model
-from ddpsim.network.comm_model import CommModel
+from ddpsim.network.collective_cost import build_comm_model
+from ddpsim.network.comm_model import CollectiveEstimate, CommModel
 from ddpsim.errors import InputError
 from ddpsim.network.topology import build_preset
 

@@ -17,8 +17,8 @@ from ddpsim.errors import InputError
 from ddpsim.network.collective_cost import build_comm_model
 from ddpsim.network.comm_model import CAPABILITIES, AlphaBetaModel, CommModel, WrappedCommModel
 from ddpsim.network.topology import build_preset
-from ddpsim.pipeline.recommend import GridComm, _ScaledComm
-from ddpsim.pipeline.resampling import MidSizeScaled
+from ddpsim.pipeline.recommend import GridComm, ScaledComm
+from ddpsim.pipeline.resampling import MID_HI_BYTES, MID_LO_BYTES
 from ddpsim.plan.planner import explicit_plan
 from ddpsim.trace.records import make_trace
 
@@ -55,7 +55,8 @@ class RichNet(CommModel):
 
 
 def wrappers(base):
-    return {"MidSizeScaled": MidSizeScaled(base=base, factor=1.25), "_ScaledComm": _ScaledComm(base, 1.25, 0.5),
+    return {"mid-size": ScaledComm(base, 1.25, lo_bytes=MID_LO_BYTES, hi_bytes=MID_HI_BYTES),
+            "every size": ScaledComm(base, 1.25, 0.5),
             "GridComm": GridComm(base, 16 * MIB, num_points=16)}
 
 
@@ -78,7 +79,7 @@ def test_the_interface_lists_every_capability_and_the_defaults():
     assert all(name in vars(WrappedCommModel) for name in CAPABILITIES + ("backend", "num_ranks"))
 
 
-@pytest.mark.parametrize("name", ["MidSizeScaled", "_ScaledComm", "GridComm"])
+@pytest.mark.parametrize("name", ["mid-size", "every size", "GridComm"])
 def test_every_wrapper_forwards_every_capability(name):
     net = RichNet()
     w = wrappers(net)[name]
@@ -103,7 +104,7 @@ def calibrated():
     return build_comm_model(build_preset("cpu-gloo"), 2, calibration=calibration_from_dict(doc))
 
 
-@pytest.mark.parametrize("name", ["MidSizeScaled", "_ScaledComm", "GridComm"])
+@pytest.mark.parametrize("name", ["mid-size", "every size", "GridComm"])
 def test_a_wrapped_calibration_keeps_its_lanes_and_overhead(name):
     cal = calibrated()
     assert (cal.comm_lanes, cal.iteration_overhead_s) == (2, 2e-3)
@@ -125,7 +126,7 @@ def test_a_wrapper_at_scale_one_simulates_as_the_model_it_wraps(net):
     plan = explicit_plan(tr, [[2], [1], [0]])
     cfg = SimConfig(world_size=2, num_iterations=2, jitter="none")
     plain = simulate(tr, plan, net, cfg)
-    for w in (MidSizeScaled(base=net, factor=1.0), _ScaledComm(net, 1.0, 0.0)):
+    for w in (ScaledComm(net, 1.0, lo_bytes=MID_LO_BYTES, hi_bytes=MID_HI_BYTES), ScaledComm(net, 1.0, 0.0)):
         assert figures(simulate(tr, plan, w, cfg)) == figures(plain)
     # the capabilities are in force: a plain model with the same times but the defaults differs
     if isinstance(net, RichNet):

@@ -6,14 +6,16 @@ import pytest
 
 from ddpsim.network import nccl
 from ddpsim.network.collective_cost import build_comm_model
-from ddpsim.network.contention import (GpuResources, collective_contention, contention_prior, hbm_bytes, prior_for,
-                               runtime_channels)
+from ddpsim.network.contention import (GpuResources, collective_contention, contention_prior, hbm_bytes,
+                                       runtime_channels, system_prior)
 from ddpsim.errors import InputError
 from ddpsim.pipeline.scenario import scenario_from_dict
+from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.network.interference import Interference
 from ddpsim.network.topology import build_preset
 
 MIB = 2 ** 20
+SPEC = CostModelSpec()
 
 
 def a100_1n():
@@ -61,7 +63,7 @@ def test_compute_slowdown_of_a_25_mib_ring_allreduce_on_a100():
 
 def test_prior_table_and_comm_slowdown():
     g, m = a100_1n()
-    p = prior_for(g, m)
+    p = contention_prior(SPEC, g, m)
     i = p.interference
     assert i.weighting == "table"
     # the table's share is (slowdown(S) - 1) / (compute_slowdown - 1): 1.0 at the worst size
@@ -83,12 +85,12 @@ def test_prior_table_and_comm_slowdown():
 
 def test_no_prior_for_gloo_one_rank_or_no_sm_count():
     g = build_preset("cpu-gloo", num_nodes=1)
-    assert prior_for(g, build_comm_model(g, 2)) is None
+    assert contention_prior(SPEC, g, build_comm_model(g, 2)) is None
     ga = build_preset("dgx-a100", num_nodes=1)
-    assert prior_for(ga, build_comm_model(ga, 1)) is None
+    assert contention_prior(SPEC, ga, build_comm_model(ga, 1)) is None
     res = GpuResources(num_sms=108, hbm_bytes_per_s=2e12, memory_bound_fraction=0.0)
     # phi = 0 and no SM taken -> nothing: a system whose only collective is free
-    assert contention_prior(build_comm_model(ga, 1).system, res) is None
+    assert system_prior(build_comm_model(ga, 1).system, res) is None
 
 
 def test_interference_table_validation():
@@ -164,10 +166,11 @@ def _calibration_doc(**extra):
 
 
 def test_calibration_host_costs_block_replaces_the_defaults():
-    from ddpsim.calibration.loader import FORMAT, VERSION, calibration_from_dict
+    from ddpsim.calibration.loader import calibration_from_dict
+    from ddpsim.formats import CALIBRATION_FORMAT, CALIBRATION_VERSION
     from ddpsim.network.host_costs import HostCosts
 
-    doc = _calibration_doc(format=FORMAT, version=VERSION)
+    doc = _calibration_doc(format=CALIBRATION_FORMAT, version=CALIBRATION_VERSION)
     assert calibration_from_dict(doc).host_costs is None
     cal = calibration_from_dict({**doc, "host_costs": {"enqueue_s": 2.5e-5, "pre_forward_s": 0.0}})
     assert cal.host_costs == HostCosts(enqueue_s=2.5e-5, pre_forward_s=0.0)
@@ -183,8 +186,9 @@ def test_the_prior_follows_memory_bound_fraction():
     # the samples ask for phi 0.3 and 0.7 after the prior's 0.5: each gets its own derivation,
     # equal to one computed afresh (comm_slowdown = 1 + phi * (max(1, m + h_max) - 1) moves with phi)
     g, m = a100_1n()
-    asked = {phi: prior_for(g, m, memory_bound_fraction=phi) for phi in (0.5, 0.3, 0.7, 0.3)}
+    asked = {phi: contention_prior(CostModelSpec(memory_bound_fraction=phi), g, m)
+             for phi in (0.5, 0.3, 0.7, 0.3)}
     for phi, p in asked.items():
-        fresh = prior_for(g, m, memory_bound_fraction=phi)
+        fresh = contention_prior(CostModelSpec(memory_bound_fraction=phi), g, m)
         assert p == fresh and p.resources.memory_bound_fraction == phi
     assert asked[0.3].interference.comm_slowdown < asked[0.5].interference.comm_slowdown < asked[0.7].interference.comm_slowdown

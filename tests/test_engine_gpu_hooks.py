@@ -212,13 +212,13 @@ def test_scenario_key_sync_batchnorm(tmp_path):
     sc = scenario_from_dict({**base, "ddp": {"sync_batchnorm": True}})
     point = sc.base_point()
     pi = sc.build_point(point)
-    assert pi.config.sync_batchnorm is True and sc.sync_batchnorm is True
+    assert pi.config.sync_batchnorm is True and sc.doc.ddp.sync_batchnorm is True
     res = simulate(pi.trace, pi.plan, pi.comm, pi.config)
     kinds = [s.kind for s in res.spans if s.rank == 0 and s.stream == "comm" and s.iteration == 2]
     assert kinds.count("syncbn_allgather") == 53 and kinds.count("syncbn_allreduce") == 53
     plain = scenario_from_dict(base)
     pp = plain.build_point(plain.base_point())
-    assert plain.sync_batchnorm is False and pp.config.sync_batchnorm is False
+    assert plain.doc.ddp.sync_batchnorm is False and pp.config.sync_batchnorm is False
     ref = simulate(pp.trace, pp.plan, pp.comm, pp.config)
     assert [i.iteration_s for i in res.iterations if i.rank == 0][-1] > [i.iteration_s for i in ref.iterations if i.rank == 0][-1]
     with pytest.raises(InputError, match=r"^s: ddp.sync_batchnorm: 'yes' is not accepted; expected true or false$"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -164,13 +165,13 @@ def test_the_same_bytes_from_one_and_two_processes_and_a_rerun_resumes(small, mo
 @pytest.mark.slow
 def test_a_local_ray_gives_the_same_bytes(small):
     ray = pytest.importorskip("ray")
-    from ddpsim.pipeline.explore_ray import RayRunner
+    from ddpsim.pipeline.explore_ray import run_on_ray
 
     tmp, sp, recs, info, job = small
     one = _report_bytes(tmp, sp, recs, info, job, "r1")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        recs_r, info_r, job_r = ex.run_explore(sp, out_dir=tmp / "out-ray", ray=RayRunner(), progress=False)
+        recs_r, info_r, job_r = ex.run_explore(sp, out_dir=tmp / "out-ray", ray=partial(run_on_ray, None), progress=False)
     finally:
         ray.shutdown()
     assert len(list((tmp / "out-ray" / "points").glob("*.json"))) == len(recs)

@@ -88,7 +88,7 @@ def test_timeline_comparison_shares_the_time_axis(result):
 
 def test_bucket_sizes_figure():
     sizes = [3 * 2**20, 25 * 2**20, 26 * 2**20, 10 * 2**20]
-    fig = plots.bucket_sizes_figure([("cap=25", sizes, 25), ("default", sizes, [1, 25]), ("plan", [2**20] * 90, None)])
+    fig = plots.bucket_sizes_figure([("cap=25", sizes, [25]), ("default", sizes, [1, 25]), ("plan", [2**20] * 90, None)])
     _check_layout(fig)
     r = fig.canvas.get_renderer()
     for ax in fig.axes:  # integral bucket indices inside the drawn range

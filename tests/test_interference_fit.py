@@ -4,7 +4,8 @@ import copy
 
 import pytest
 
-from ddpsim.calibration.loader import CALIBRATION_WEIGHTING, calibration_from_dict
+from ddpsim.calibration.loader import calibration_from_dict
+from ddpsim.calibration.schema import CALIBRATION_WEIGHTING
 from ddpsim.errors import InputError
 from ddpsim.calibration.interference_fit import MAX_SLOWDOWN, predict_probe
 from ddpsim.network.interference import Interference

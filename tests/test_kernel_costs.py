@@ -8,8 +8,8 @@ import pytest
 from ddpsim.network.kernel_costs import (allreduce_hook_div_s, bucket_copy_out_s, copy_kernel_s, delayed_buffer_div_s,
                                          delayed_buffer_zero_s, flat_bucket_div_s, foreach_copy_s, fp16_compress_s,
                                          fp16_decompress_s, grad_copy_in_s, grad_zero_fill_s, kernel_s, mp_bucket_cast_s,
-                                         mp_param_cast_s, mp_upcast_s, param_elem_bytes, powersgd_compress_s,
-                                         powersgd_compute_qs_s, powersgd_decompress_s, powersgd_split)
+                                         mp_param_cast_s, mp_upcast_s, param_elem_bytes, powersgd_kernel_s,
+                                         powersgd_split)
 from ddpsim.plan.planner import MixedPrecision
 
 
@@ -70,10 +70,10 @@ def test_powersgd_split_of_one_compressible_matrix():
     assert (ps["launch_bytes"], ps["launch_flops"]) == (1568, 128 + 16)
     assert (ps["qs_bytes"], ps["qs_flops"]) == (320, 128 + 16)
     assert (ps["decompress_bytes"], ps["decompress_flops"]) == ((64 + 8 + 8 + 192) * 4, 128)
-    assert powersgd_compress_s(ps, 1568.0, None) == 1.0
-    assert powersgd_compress_s(ps, 1568.0, 72.0) == 2.0      # 144 flops at 72 flop/s
-    assert powersgd_compute_qs_s(ps, 320.0, None) == 1.0
-    assert powersgd_decompress_s(ps, 1088.0, 1e9) == 1.0
+    assert powersgd_kernel_s(ps, "launch", 1568.0, None) == 1.0
+    assert powersgd_kernel_s(ps, "launch", 1568.0, 72.0) == 2.0      # 144 flops at 72 flop/s
+    assert powersgd_kernel_s(ps, "qs", 320.0, None) == 1.0
+    assert powersgd_kernel_s(ps, "decompress", 1088.0, 1e9) == 1.0
 
 
 def test_powersgd_leaves_vectors_and_incompressible_matrices_uncompressed():

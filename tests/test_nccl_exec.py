@@ -83,7 +83,7 @@ def test_tree_of_three_levels_by_hand():
     assert (ex.num_channels, ex.hops_intra, ex.hops_inter, ex.syncs, ex.slices) == (2, 0, 6, 6, 16)
     assert (ex.chunk_bytes, ex.fill_bytes) == (32 * KiB, 5 * 32 * KiB)
     # one rank per node: the network hop is the tree's (tuning.cc hwLat[NET][TREE][LL] = 5.0)
-    assert nccl_exec.hop_latency_us(s, "tree", "ll") == (0.6, 5.0)
+    assert nccl.hop_latency_us(s, "tree", "ll") == (0.6, 5.0)
     bw = nccl.bandwidth_gbps(s, "tree", "ll")  # the two channels share it: bw / 2 each
     wire = MiB  # half a MiB up and down, per channel
     rounds = wire / (512 * 8) - (6 + 16 - 1)  # LL round trips beyond one per step

@@ -122,7 +122,7 @@ def test_the_a100_runs_buckets_equal_ddpsims_plan_at_the_default_cap(imports):
         imp = imports[(A100.name, model)]
         for it in imp.iterations:
             assert tuple(b.numel for b in it.buckets) == A100_BUCKETS
-            assert {b.dtype for b in it.buckets} == {"float32"} and {b.group_size for b in it.buckets} == {2}
+            assert {b.dtype for b in it.buckets} == {"float32"}
         check = check_recorded_buckets(imp.trace, imp.recorded_bucket_numels())
         assert check.matches and check.planned_numels == A100_BUCKETS, check.message
         assert check.message == "5 buckets match ddpsim's plan at cap=default"
@@ -547,8 +547,7 @@ def test_batch_size_skips_inputs_shaped_like_a_parameter():
     tokens [16, 1024]): the batch is the tokens' first dimension (the run's --batch-size 16,
     tests/data/README.profiles.md), not the vocabulary."""
     env = import_profile(H100).environment
-    assert env.batch_size == 16
-    assert env.batch_size_source == "record_shapes: input 1 of aten::embedding in the forward"
+    assert env.batch_size == 16  # input 1 of aten::embedding (input 0 is its weight)
 
 
 @pytest.mark.parametrize("name", ["resnet50_ddp_1xH100_rank0.json.gz", "resnet50_ddp_1xH200_rank0.json.gz"])

@@ -6,7 +6,8 @@ import pytest
 
 from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.plan.planner import load_plan
-from ddpsim.pipeline.recommend import analytic_end_s, optimal_boundaries, recommend_plan
+from analytic_model import analytic_end_s
+from ddpsim.pipeline.recommend import optimal_boundaries, recommend_plan
 
 COMM = AlphaBetaModel(latency_s=1e-4, bandwidth_bytes_per_s=1e5)
 

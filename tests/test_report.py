@@ -8,7 +8,7 @@ import io
 import pytest
 from test_sweep import fake_build, make_scenario
 
-from ddpsim.pipeline.recommend import analytic_simulate
+from analytic_model import analytic_simulate
 from ddpsim.report.summary import BUCKET_FIELDS, bucket_rows, render_summary, summarize
 from ddpsim.report.tables import to_csv_text
 from ddpsim.pipeline.sweep import run_sweep, sweep_rows, sweep_table

@@ -153,7 +153,7 @@ def test_scenario_is_a_view_of_its_file_model(tmp_path, tiny_trace_file):
     s = load_scenario(_write(tmp_path, tiny_trace_file, ddp={"powersgd": {"matrix_approximation_rank": 3},
                                                             "comm_hook": "powersgd"}))
     assert s.doc.trace == str(tiny_trace_file) and s.trace_path == tiny_trace_file   # resolved, kept in the file model
-    assert (s.powersgd_rank, s.comm_hook, s.ddp.bucket_cap_mb) == (3, "powersgd", None)
+    assert (s.doc.ddp.powersgd.matrix_approximation_rank, s.doc.ddp.comm_hook, s.ddp.bucket_cap_mb) == (3, "powersgd", None)
     off = s.updated(cost_model={"contention": False}, simulation=s.simulation.model_copy(update={"seed": 7}))
     assert off.cost_model.contention is False and s.cost_model.contention is True   # s is unchanged
     assert off.simulation.seed == 7 and off.doc.ddp == s.doc.ddp and off.path == s.path

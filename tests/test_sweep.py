@@ -1,6 +1,6 @@
 """Sweeps: per-point files, resume, determinism across job counts, hand-worked figures.
 
-The engine is replaced by ddpsim.pipeline.recommend.analytic_simulate (a closed-form model) and the
+The engine is replaced by analytic_model.analytic_simulate (a closed-form model) and the
 comm model by an AlphaBetaModel, so every number below is worked out by hand.
 
 Tiny trace (conftest): params 0..3 of 8192, 256, 4096, 64 B, gradients ready at 4, 3, 2, 1 ms
@@ -20,7 +20,7 @@ import yaml
 from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.errors import InputError
 from ddpsim.plan.planner import plan_ddp
-from ddpsim.pipeline.recommend import analytic_simulate
+from analytic_model import analytic_simulate
 from ddpsim.pipeline.inputs import PointInputs, sim_config
 from ddpsim.pipeline.scenario import load_scenario
 from ddpsim.pipeline.sweep import best_record, default_record, run_sweep, sweep_table

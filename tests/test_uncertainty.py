@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ddpsim.network import collective_residuals
+from ddpsim.network import nccl_exec
 from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.pipeline.scenario import scenario_from_dict
-from ddpsim.pipeline.resampling import MidSizeScaled, band_samples, samples_for, summarize, term_samples
+from ddpsim.pipeline.recommend import ScaledComm
+from ddpsim.pipeline.resampling import MID_HI_BYTES, MID_LO_BYTES, band_samples, samples_for, summarize, term_samples
 
 
 def _samples(labels, inputs, p50):
@@ -39,7 +40,7 @@ def test_summarize_bands_regrets_robust_set_and_sensitivity():
 
 def test_mid_size_scaled_model():
     base = AlphaBetaModel(latency_s=1e-3, bandwidth_bytes_per_s=1e9, num_ranks=4)
-    m = MidSizeScaled(base=base, factor=1.25)
+    m = ScaledComm(base, 1.25, lo_bytes=MID_LO_BYTES, hi_bytes=MID_HI_BYTES)
     assert m.allreduce_s(1024) == base.allreduce_s(1024)                 # below 64 KiB
     assert m.allreduce_s(2 ** 20) == pytest.approx(1.25 * base.allreduce_s(2 ** 20))
     assert m.allreduce_s(128 * 2 ** 20) == base.allreduce_s(128 * 2 ** 20)  # above 64 MiB
@@ -51,7 +52,7 @@ def test_samples_follow_the_terms_in_force():
                               "world_size": 8, "sweep": {"bucket_cap_mb": [None]}}, source="g")
     labels = [s.label for s in band_samples(gpu, gpu.build_point(gpu.points()[0]))]
     assert labels == ["memory_bound_fraction=0.3", "memory_bound_fraction=0.7", "host costs x0.5", "host costs x2",
-                      *(f"NCCL 64 KiB-64 MiB x{f:g}" for f in collective_residuals.MID_SIZE_RATIOS), "seed 1", "seed 2"]
+                      *(f"NCCL 64 KiB-64 MiB x{f:g}" for f in nccl_exec.MID_SIZE_RATIOS), "seed 1", "seed 2"]
     cpu = scenario_from_dict({"name": "c", "trace": "traces/mlp.cpu.json", "cluster": {"topology": "cpu-gloo"},
                               "simulation": {"jitter": "none"}}, source="c")
     assert samples_for(cpu, cpu.build_point(cpu.points()[0])) == []
@@ -124,7 +125,7 @@ def test_the_pool_runs_each_sample_as_a_task_and_stores_the_serial_bytes(monkeyp
 def test_a_points_resimulations_share_its_inputs_and_prior(monkeypatch):
     # the sweep builds a point again for each of its samples: the second build is the first's
     # inputs, and the contention prior is derived once per network and memory_bound_fraction
-    from ddpsim.network import cost_terms
+    from ddpsim.network import contention
     from ddpsim.pipeline import inputs as inputs_mod
     from ddpsim.pipeline.resampling import sample_runs
 
@@ -133,7 +134,7 @@ def test_a_points_resimulations_share_its_inputs_and_prior(monkeypatch):
 
     def counted(spec, graph, comm):
         derived.append(spec.memory_bound_fraction)
-        return cost_terms.contention_prior(spec, graph, comm)
+        return contention.contention_prior(spec, graph, comm)
 
     monkeypatch.setattr(inputs_mod, "cost_prior", counted)
     sc = scenario_from_dict({"name": "g", "trace": "traces/resnet50.a100.json", "cluster": {"topology": "dgx-a100"},
@@ -152,6 +153,6 @@ def test_a_points_resimulations_share_its_inputs_and_prior(monkeypatch):
     assert derived == [0.5, 0.5, 0.3, 0.7]  # the band's two values, each once
     phi = {s.label: cfg.interference for s, _, cfg in runs if s.memory_bound_fraction is not None}
     for v in (0.3, 0.7):
-        want = cost_terms.contention_prior(sc.updated(cost_model={"memory_bound_fraction": v}).cost_model,
+        want = contention.contention_prior(sc.updated(cost_model={"memory_bound_fraction": v}).cost_model,
                                            sc.graph(p0.nodes), first.comm)
         assert phi[f"memory_bound_fraction={v:g}"] == want.interference

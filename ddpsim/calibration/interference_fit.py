@@ -22,10 +22,8 @@ from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
 from ddpsim.schema import validate
 
-__all__ = ["PROBE", "MAX_SLOWDOWN", "ProbeFit", "fit_probe", "parse_probe"]
+__all__ = ["MAX_SLOWDOWN", "ProbeFit", "fit_probe", "parse_probe"]
 
-#: the probe the executor runs (its arguments are stored in the calibration, and checked here)
-PROBE: dict[str, Any] = {"model": "mlp", "model_args": {"width": 2048, "depth": 6}, "batch_size": 128, "bucket_cap_mb": 25.0}
 #: upper end of the bisection
 MAX_SLOWDOWN = 16.0
 #: how close the bisection comes to the crossing: half the bracket after 40 halvings of [1, MAX_SLOWDOWN]
@@ -41,19 +39,13 @@ class ProbeFit:
     compute_slowdown: float
     measured_step_s: float
     predicted_step_s: float
-    predicted_at_1_s: float
+    predicted_without_interference_s: float
     clamped: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"compute_slowdown": self.compute_slowdown, "measured_step_s": self.measured_step_s,
-                "predicted_step_s": self.predicted_step_s, "predicted_without_interference_s": self.predicted_at_1_s,
-                "clamped": self.clamped}
 
 
 def parse_probe(probe: Any) -> tuple[Any, float, float]:
-    """``(trace, measured step seconds, bucket_cap_mb)`` of a calibration's ``interference_probe``
-    (a :class:`~ddpsim.calibration.schema.ProbeDoc`, or the mapping a calibration file holds)."""
-    doc = probe if isinstance(probe, ProbeDoc) else validate(ProbeDoc, probe, "calibration: interference_probe")
+    """``(trace, measured step seconds, bucket_cap_mb)`` of the ``interference_probe`` mapping of a calibration file."""
+    doc = validate(ProbeDoc, probe, "calibration: interference_probe")
     return doc.trace, doc.ddp_step_s, doc.bucket_cap_mb
 
 

@@ -19,51 +19,36 @@ import hashlib
 import json
 import math
 import statistics
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from ddpsim.calibration import nccl_tests
-from ddpsim.calibration.interference_fit import fit_probe, parse_probe
-from ddpsim.calibration.schema import FORMAT, VERSION, CalibrationDoc, DdpOverheadDoc, PointDoc, ProbeDoc
+from ddpsim.calibration.interference_fit import fit_probe
+from ddpsim.calibration.schema import CalibrationDoc, DdpOverheadDoc, ProbeDoc
 from ddpsim.errors import InputError, require, shorten
 from ddpsim.io import MAX_JSON_BYTES, read_bytes, read_json, write_text_atomic
-from ddpsim.network.comm_model import CollectiveEstimate, make_estimate
+from ddpsim.network.comm_model import CollectiveEstimate, EstimatingCommModel, make_estimate
 from ddpsim.network.curve_fit import CalibratedCurve, CalibrationPoint, fit_curve, idle_extra_between
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 from ddpsim.schema import validate
 
-#: ``Interference.weighting`` when the file names none: every collective in flight slows compute
-#: by the whole ``compute_slowdown`` (on a CPU host even a small gloo all-reduce is CPU work on
-#: backward's cores); over the bundled gloo validations it gives a lower median |error| than
-#: "bandwidth" under most calibrations (docs/VALIDATION.md, "The interference model").
-CALIBRATION_WEIGHTING = "uniform"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
-    """A validated calibration file."""
+    """A validated calibration file (``doc``) and the model ddpsim derives from it; the file's
+    other figures read as its own (``cal.backend`` is ``cal.doc.backend``)."""
 
-    backend: str
-    world_size: int
-    allreduce: tuple[CalibrationPoint, ...]
-    broadcast: tuple[CalibrationPoint, ...] = ()
+    doc: CalibrationDoc
+    #: the engine's slowdowns: the file's microbenchmark, or with its compute slowdown fitted to the probe
     interference: Interference | None = None
-    copy_bandwidth_bytes_per_s: float | None = None
-    ddp_iteration_overhead_s: float | None = None
-    device: str = ""
-    environment: Mapping[str, Any] = field(default_factory=dict)
     #: the executor's microbenchmark slowdowns, when ``interference`` was fitted to its DDP probe
     interference_microbenchmark: Interference | None = None
-    #: how the probe fit went (:meth:`ddpsim.calibration.interference_fit.ProbeFit.as_dict`), or None
+    #: how the probe fit went (:class:`ddpsim.calibration.interference_fit.ProbeFit`'s fields), or None
     interference_fit: Mapping[str, Any] | None = None
-    #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
-    allreduce_after_compute: tuple[CalibrationPoint, ...] = ()
-    #: per-op times of ``ops_per_sample`` all-reduces issued at once (none, or 2+ sizes; with ``comm_threads``)
-    allreduce_queued: tuple[CalibrationPoint, ...] = ()
-    #: the process group's worker threads (ProcessGroupGloo's ``_threads``), with ``allreduce_queued``
-    comm_threads: int | None = None
+    #: DDP's fixed cost per iteration: the file's, or recomputed by :func:`consistent_ddp_overhead`
+    ddp_iteration_overhead_s: float | None = None
     #: the file's ``ddp_iteration_overhead_s`` when :func:`consistent_ddp_overhead` recomputed it, else None
     ddp_iteration_overhead_measured_s: float | None = None
     #: the probe's forward under DDP / its trace's (:func:`probe_forward_factor`; the probe fit only), or None
@@ -71,14 +56,24 @@ class Calibration:
     #: host costs measured on the machine (absent ones at their defaults), or None: then the engine
     #: keeps no CPU clock with this calibration
     host_costs: HostCosts | None = None
-    #: DDP's forward buffer broadcast per buffer beyond the broadcast itself (flatten, copy back), or None
-    broadcast_per_tensor_s: float | None = None
-    #: a Python comm hook's host time per bucket beyond its kernels (``studies/comm_hook_cost.py``), or None
-    comm_hook_call_s: float | None = None
-    #: the host's CPUs busy with other work during the probe's DDP steps (%, ``/proc/stat``), or None
-    probe_host_other_pct: float | None = None
-    #: the file's ``interference_probe`` (for :meth:`probe_round_fits`), or None
-    probe: ProbeDoc | None = field(default=None, compare=False, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "doc":  # copy and pickle probe the class before ``doc`` is set
+            raise AttributeError(name)
+        return getattr(self.doc, name)
+
+    @property
+    def allreduce(self) -> list[CalibrationPoint]:
+        return self.doc.collectives.allreduce
+
+    @property
+    def broadcast(self) -> list[CalibrationPoint]:
+        return self.doc.collectives.broadcast or []
+
+    @property
+    def probe_host_other_pct(self) -> float | None:
+        """The host's CPUs busy with other work during the probe's DDP steps (%, ``/proc/stat``), or None."""
+        return None if self.interference_probe is None else self.interference_probe.host_other_pct
 
     def probe_round_fits(self) -> tuple[float, ...]:
         """The compute slowdown fitted to each probe round alone, as :func:`fit_probe` fits them
@@ -88,7 +83,7 @@ class Calibration:
         if cached is not None:
             return cached
         fits: tuple[float, ...] = ()
-        probe, mb = self.probe, self.interference_microbenchmark
+        probe, mb = self.interference_probe, self.interference_microbenchmark
         if mb is not None and probe is not None and (probe.rounds or 0) >= 2 and probe.ddp_step_samples_s:
             its, samples, rounds = probe.trace.iterations, probe.ddp_step_samples_s, probe.rounds
             n, m = len(its) // rounds, len(samples) // rounds
@@ -118,68 +113,27 @@ class Calibration:
                                    allreduce_queued=fit_curve(queued) if queued else None,
                                    ddp_forward_factor=float(ddp_forward_factor))
 
-    def __post_init__(self) -> None:
-        for name in ("allreduce", "broadcast", "allreduce_after_compute", "allreduce_queued"):
-            object.__setattr__(self, name, tuple(sorted(getattr(self, name), key=lambda p: p.size_bytes)))
-        object.__setattr__(self, "environment", dict(self.environment))
-
-
-def _points(raw: list[PointDoc] | None) -> tuple[CalibrationPoint, ...]:
-    names = {f.name for f in fields(CalibrationPoint)}
-    return tuple(CalibrationPoint(**p.model_dump(include=names)) for p in raw or ())
-
-
-def _check_curves(doc: CalibrationDoc, source: str) -> None:
-    """The checks across keys: at least 2 distinct sizes per curve (none for the optional ones),
-    ``comm_threads`` beside ``allreduce_queued``."""
-    curves = {"collectives.allreduce": doc.collectives.allreduce, "collectives.broadcast": doc.collectives.broadcast,
-              "allreduce_after_compute": doc.allreduce_after_compute, "allreduce_queued": doc.allreduce_queued}
-    for key, pts in curves.items():
-        sizes = [p.size_bytes for p in pts or ()]
-        accepted = "at least 2 measured sizes" if key == "collectives.allreduce" else "none or at least 2 measured sizes"
-        require(len(sizes) >= 2 or (not sizes and key != "collectives.allreduce"), f"{source}: {key}",
-                f"{len(sizes)} point(s)", accepted)
-        require(len(set(sizes)) == len(sizes), f"{source}: {key}", "a repeated size_bytes", "distinct sizes")
-    require(not doc.allreduce_queued or doc.comm_threads is not None, f"{source}: comm_threads", doc.comm_threads,
-            "the process group's worker threads beside allreduce_queued")
-
 
 def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration:
-    """Validate a parsed calibration JSON document (:class:`ddpsim.calibration.schema.CalibrationDoc`).
-    InputError names ``source`` and the first bad key."""
+    """Validate a parsed calibration JSON document (:class:`ddpsim.calibration.schema.CalibrationDoc`)
+    and derive its model. InputError names ``source`` and the first bad key."""
     doc = validate(CalibrationDoc, data, source)
-    _check_curves(doc, source)
-    raw_i = doc.interference
-    interference = None if raw_i is None else Interference(
-        **{k: v for k, v in raw_i.model_dump(exclude={"details"}).items() if v is not None},
-        **({} if raw_i.weighting is not None else {"weighting": CALIBRATION_WEIGHTING}))
-    cal = Calibration(backend=doc.backend, world_size=doc.world_size, allreduce=_points(doc.collectives.allreduce),
-                      broadcast=_points(doc.collectives.broadcast), interference=interference,
-                      copy_bandwidth_bytes_per_s=doc.copy_bandwidth_bytes_per_s,
-                      ddp_iteration_overhead_s=doc.ddp_iteration_overhead_s,
-                      broadcast_per_tensor_s=doc.broadcast_per_tensor_s, device=doc.device, environment=doc.environment,
-                      allreduce_after_compute=_points(doc.allreduce_after_compute),
-                      allreduce_queued=_points(doc.allreduce_queued), comm_threads=doc.comm_threads,
-                      host_costs=None if doc.host_costs is None else doc.host_costs.build(),
-                      comm_hook_call_s=doc.comm_hook_call_s)
+    mb = None if doc.interference is None else doc.interference.build()
+    cal = Calibration(doc=doc, interference=mb, ddp_iteration_overhead_s=doc.ddp_iteration_overhead_s,
+                      host_costs=None if doc.host_costs is None else doc.host_costs.build())
     recomputed = consistent_ddp_overhead(cal, doc.ddp_overhead)
     if recomputed is not None:
         cal = replace(cal, ddp_iteration_overhead_s=recomputed,
-                      ddp_iteration_overhead_measured_s=cal.ddp_iteration_overhead_s)
-    probe_doc = doc.interference_probe
-    if probe_doc is None:
+                      ddp_iteration_overhead_measured_s=doc.ddp_iteration_overhead_s)
+    probe = doc.interference_probe
+    if probe is None:
         return cal
-    if probe_doc.host_other_pct is not None:
-        cal = replace(cal, probe_host_other_pct=probe_doc.host_other_pct)
-    factor = probe_forward_factor(probe_doc, cal.ddp_iteration_overhead_s or 0.0, source)
-    if factor is not None:
-        cal = replace(cal, probe_forward_factor=factor)
-    if interference is not None:
+    cal = replace(cal, probe_forward_factor=probe_forward_factor(probe, cal.ddp_iteration_overhead_s or 0.0, source))
+    if mb is not None:
         # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim.calibration.interference_fit)
-        trace, step_s, cap_mb = parse_probe(probe_doc)
-        fit = fit_probe(trace, step_s, cal, cap_mb, interference)
-        cal = replace(cal, interference=replace(interference, compute_slowdown=fit.compute_slowdown),
-                      interference_microbenchmark=interference, interference_fit=fit.as_dict(), probe=probe_doc)
+        fit = fit_probe(probe.trace, probe.ddp_step_s, cal, probe.bucket_cap_mb, mb)
+        cal = replace(cal, interference=replace(mb, compute_slowdown=fit.compute_slowdown),
+                      interference_microbenchmark=mb, interference_fit=asdict(fit))
     return cal
 
 
@@ -190,13 +144,13 @@ def consistent_ddp_overhead(cal: Calibration, details: DdpOverheadDoc | None) ->
     idle-launch extra (:func:`idle_extra_between`) on top of the loop curve, which the executor's
     residue, taken against the loop curve alone, would count twice. None when there is nothing
     to recompute (no overhead, no after-compute curve, no step figures)."""
-    figures = None if details is None else details.step_figures()
-    if cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or figures is None:
+    d = details
+    if (cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or d is None
+            or None in (d.gradient_bytes, d.ddp_step_s, d.bare_step_s, d.copy_s)):
         return None
-    n, ddp_step_s, bare_step_s, copy_s = figures
     loop, after = fit_curve(cal.allreduce), fit_curve(cal.allreduce_after_compute)
-    charged = loop.time_s(n) + idle_extra_between(loop, after, n)
-    return max(0.0, ddp_step_s - bare_step_s - copy_s - charged)
+    charged = loop.time_s(d.gradient_bytes) + idle_extra_between(loop, after, d.gradient_bytes)
+    return max(0.0, d.ddp_step_s - d.bare_step_s - d.copy_s - charged)
 
 
 def probe_forward_factor(probe: ProbeDoc, overhead_s: float, source: str = "calibration") -> float | None:
@@ -215,30 +169,6 @@ def probe_forward_factor(probe: ProbeDoc, overhead_s: float, source: str = "cali
     if not tf > 0:
         return None
     return max(1.0, (statistics.median(fwd) - overhead_s) / tf)
-
-
-def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
-    def pts(ps: Sequence[CalibrationPoint]) -> list[dict[str, Any]]:
-        return [asdict(p) for p in ps]
-
-    out = {"format": FORMAT, "version": VERSION, "backend": cal.backend, "world_size": cal.world_size,
-           "device": cal.device, "environment": dict(cal.environment),
-           "collectives": {"allreduce": pts(cal.allreduce), "broadcast": pts(cal.broadcast)},
-           "interference": None if cal.interference is None else
-           {"compute_slowdown": cal.interference.compute_slowdown, "comm_slowdown": cal.interference.comm_slowdown,
-            "weighting": cal.interference.weighting, "details": {}},
-           "copy_bandwidth_bytes_per_s": cal.copy_bandwidth_bytes_per_s,
-           "ddp_iteration_overhead_s": cal.ddp_iteration_overhead_s}
-    if cal.broadcast_per_tensor_s is not None:
-        out["broadcast_per_tensor_s"] = cal.broadcast_per_tensor_s
-    if cal.allreduce_after_compute:
-        out["allreduce_after_compute"] = pts(cal.allreduce_after_compute)
-    if cal.allreduce_queued:
-        out["allreduce_queued"] = pts(cal.allreduce_queued)
-        out["comm_threads"] = cal.comm_threads
-    if cal.comm_hook_call_s is not None:
-        out["comm_hook_call_s"] = cal.comm_hook_call_s
-    return out
 
 
 #: other load (% of the host's CPUs) above which a probe's fit is not this host's
@@ -291,13 +221,14 @@ _LOADED: dict[str, Calibration] = {}
 
 
 def save_calibration(cal: Calibration, path: str | Path) -> Path:
-    return write_text_atomic(path, json.dumps(calibration_to_dict(cal), indent=1) + "\n")
+    """Write ``cal``'s file (:attr:`Calibration.doc`) as JSON atomically."""
+    return write_text_atomic(path, json.dumps(cal.doc.model_dump(mode="json"), indent=1) + "\n")
 
 
 # ---- the comm model ----------------------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
-class CalibratedCommModel:
+class CalibratedCommModel(EstimatingCommModel):
     """A CommModel answering from the calibration's curves, each fitted piecewise
     (:func:`ddpsim.network.curve_fit.fit_curve`); ``base`` (the analytical model of the same
     topology) answers what was not measured (broadcast when absent)."""
@@ -314,18 +245,18 @@ class CalibratedCommModel:
     #: the probe (:func:`ddpsim.calibration.interference_fit.predict_probe`)
     ddp_forward_factor: float = 1.0
 
-    def _scaled(self, curve: CalibratedCurve, size: int, coll: str) -> float:
+    def _estimate(self, curve: CalibratedCurve, size: int, coll: str) -> CollectiveEstimate:
+        """``curve`` at ``size``, rescaled from the calibration's rank count (module docstring)."""
         n, w = self.num_ranks, self.calibration.world_size
-        if n == 1 or size == 0:
-            return 0.0
-        a, per_byte = curve.segment(size)
+        a, per_byte = curve.segment(size) if n > 1 and size > 0 else (0.0, 0.0)
         if n != w:
             if coll == "allreduce":
                 a *= (n - 1) / (w - 1)
                 per_byte *= ((n - 1) / n) / ((w - 1) / w)
             else:
                 a *= math.ceil(math.log2(n)) / math.ceil(math.log2(w))
-        return a + per_byte * size
+        t = a + per_byte * size
+        return make_estimate(size, t, n, "calibrated" if t > 0 else "none", "measured" if t > 0 else "none", coll=coll)
 
     @property
     def iteration_overhead_s(self) -> float:
@@ -342,11 +273,9 @@ class CalibratedCommModel:
     @property
     def idle_launch_extra_s(self):
         """``f(size_bytes) -> seconds`` when the calibration has ``allreduce_after_compute``,
-        else None (the engine then charges nothing). ``f`` is what an all-reduce launched after
-        compute costs beyond the back-to-back curve: the after-compute curve minus the loop
-        curve, both fitted, at the size clamped to the largest after-compute size (beyond it the
-        difference stays that of the largest: a wake-up latency, not a bandwidth), floored at 0.
-        Measured at the calibration's rank count and used as is for any other (not rescaled)."""
+        else None (the engine then charges nothing): what an all-reduce launched after compute
+        costs beyond the back-to-back curve (:func:`idle_extra_between`). Measured at the
+        calibration's rank count and used as is for any other (not rescaled)."""
         after = self.allreduce_after_compute
         if after is None:
             return None
@@ -382,22 +311,12 @@ class CalibratedCommModel:
         return max(1.0 / n, b / (n * q)) if q > 0 else 1.0
 
     def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
-        t = self._scaled(self.allreduce, size_bytes, "allreduce")
-        return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
-                             "measured" if t > 0 else "none")
+        return self._estimate(self.allreduce, size_bytes, "allreduce")
 
     def estimate_broadcast(self, size_bytes: int) -> CollectiveEstimate:
         if self.broadcast is None:
             return self.base.estimate_broadcast(size_bytes)
-        t = self._scaled(self.broadcast, size_bytes, "broadcast")
-        return make_estimate(size_bytes, t, self.num_ranks, "calibrated" if t > 0 else "none",
-                             "measured" if t > 0 else "none", coll="broadcast")
-
-    def allreduce_s(self, size_bytes: int) -> float:
-        return self.estimate_allreduce(size_bytes).time_s
-
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.estimate_broadcast(size_bytes).time_s
+        return self._estimate(self.broadcast, size_bytes, "broadcast")
 
     def describe(self) -> dict[str, Any]:
         ar = self.allreduce

@@ -15,7 +15,7 @@ import re
 import statistics
 from typing import Any
 
-from ddpsim.calibration.schema import FORMAT, VERSION
+from ddpsim.formats import CALIBRATION_FORMAT, CALIBRATION_VERSION
 from ddpsim.errors import InputError
 
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bdevice\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
@@ -63,7 +63,7 @@ def calibration_doc(text: str, source: str) -> dict[str, Any]:
         raise InputError(f"{source}: rows: {len(points)} message size(s) with a time; expected 2 or more "
                          "(all_reduce_perf -b MIN -e MAX -f 2)")
     version = _NCCL.search(text)
-    return {"format": FORMAT, "version": VERSION, "backend": "nccl", "world_size": len(ranks), "device": "cuda",
+    return {"format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "backend": "nccl", "world_size": len(ranks), "device": "cuda",
             "environment": {"source": "nccl-tests all_reduce_perf log, out-of-place times",
                             "devices": sorted(set(ranks.values())),
                             "nccl_version": version.group(1) if version else None},

@@ -1,49 +1,44 @@
-"""The calibration file's declared format: the pydantic schema :func:`ddpsim.calibration.loader.calibration_from_dict` validates.
+"""The calibration file's declared format, validated straight from the file by
+:func:`ddpsim.calibration.loader.calibration_from_dict`.
 
 Every key as ``executor collectives`` writes it (``executor/collectives_step.py``,
-``executor/probe.py``): its type, bound and default, once. Times are finite seconds in
-``[0, MAX_SECONDS]``, sizes integers of bytes in ``(0, MAX_BYTES]``; the executor's records of how
-a figure was measured are free objects. Checks across keys are the loader's.
+``executor/probe.py``): its type, bound and default, once, and the checks across keys. Times are
+finite seconds in ``[0, MAX_SECONDS]``, sizes integers of bytes in ``(0, MAX_BYTES]``; the
+executor's records of how a figure was measured are free objects.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from ddpsim.errors import require
+from ddpsim.formats import CALIBRATION_VERSION
+from ddpsim.network.curve_fit import CalibrationPoint
 from ddpsim.network.host_costs import HostCosts
-from ddpsim.network.interference import WEIGHTINGS
+from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.schema import Schema, format_version
-from ddpsim.trace.records import MAX_BYTES, MAX_SECONDS, Trace
+from ddpsim.trace.records import MAX_BYTES, MAX_SECONDS, Seconds, Trace
 from ddpsim.units import MAX_WORLD_SIZE
 
-FORMAT = "ddpsim-calibration"
-VERSION = 1
+#: ``Interference.weighting`` when the file names none: every collective in flight slows compute
+#: by the whole ``compute_slowdown`` (on a CPU host even a small gloo all-reduce is CPU work on
+#: backward's cores); over the bundled gloo validations it gives a lower median |error| than
+#: "bandwidth" under most calibrations (docs/VALIDATION.md, "The interference model").
+CALIBRATION_WEIGHTING = "uniform"
 
-Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 #: a difference of two measured times (may be negative)
 SignedSeconds = Annotated[float, Field(ge=-MAX_SECONDS, le=MAX_SECONDS, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=1, le=1 << 31)]
-
-
-class PointDoc(Schema):
-    """One measured size of a curve: its mean time and spread (``executor.runtime.stats``)."""
-
-    size_bytes: Annotated[int, Field(gt=0, le=MAX_BYTES)]
-    time_s: PositiveSeconds
-    median_s: Seconds | None = None
-    p10_s: Seconds | None = None
-    p90_s: Seconds | None = None
-    num_samples: Count | None = None
-    ops_per_sample: Count | None = None
-    gap_ms: Annotated[float, Field(ge=0, le=MAX_SECONDS * 1e3, allow_inf_nan=False)] | None = None
+#: a measured curve, its points in increasing size
+Curve = Annotated[list[CalibrationPoint], AfterValidator(lambda ps: sorted(ps, key=lambda p: p.size_bytes))]
 
 
 class CollectivesDoc(Schema):
-    allreduce: list[PointDoc]
-    broadcast: list[PointDoc] | None = None
+    allreduce: Curve
+    broadcast: Curve | None = None
 
 
 class InterferenceDoc(Schema):
@@ -62,6 +57,10 @@ class InterferenceDoc(Schema):
             raise ValueError(f"expected one of {', '.join(WEIGHTINGS)}")
         return v
 
+    def build(self) -> Interference:
+        given = self.model_dump(exclude={"details", "weighting"}, exclude_none=True)
+        return Interference(**given, weighting=self.weighting or CALIBRATION_WEIGHTING)
+
 
 class CalibratedHostCosts(Schema):
     """Host costs measured on the machine; an absent one is :class:`ddpsim.network.host_costs.HostCosts`' default."""
@@ -73,13 +72,13 @@ class CalibratedHostCosts(Schema):
     copy_back_s_per_param: Seconds | None = None
 
     def build(self) -> HostCosts:
-        return HostCosts(**{k: v for k, v in self.model_dump().items() if v is not None})
+        return HostCosts(**self.model_dump(exclude_none=True))
 
 
 class DdpOverheadDoc(Schema):
     """``ddp_overhead``: the tiny model's steps behind ``ddp_iteration_overhead_s``
     (``executor.collectives_step.measure_ddp_overhead``); the loader recomputes the overhead
-    from them when all four step figures (:meth:`step_figures`) are given."""
+    from them when ``gradient_bytes``, ``ddp_step_s``, ``bare_step_s`` and ``copy_s`` are given."""
 
     model: str | None = None
     gradient_bytes: Annotated[int, Field(ge=0, le=MAX_BYTES)] | None = None
@@ -92,11 +91,6 @@ class DdpOverheadDoc(Schema):
     raw_overhead_s: SignedSeconds | None = None
     num_steps: Count | None = None
     rounds: Count | None = None
-
-    def step_figures(self) -> tuple[int, float, float, float] | None:
-        """``(gradient_bytes, ddp_step_s, bare_step_s, copy_s)``, or None when one is absent."""
-        figures = (self.gradient_bytes, self.ddp_step_s, self.bare_step_s, self.copy_s)
-        return None if any(v is None for v in figures) else figures  # type: ignore[return-value]
 
 
 class ProbeDoc(Schema):
@@ -121,7 +115,7 @@ class CalibrationDoc(Schema):
     """A calibration file (``format`` ``ddpsim-calibration``, ``version`` 1)."""
 
     format: Literal["ddpsim-calibration"]
-    version: format_version(VERSION)
+    version: format_version(CALIBRATION_VERSION)
     backend: Literal["nccl", "gloo"]
     world_size: Annotated[int, Field(ge=2, le=MAX_WORLD_SIZE)]
     device: str = ""
@@ -135,9 +129,27 @@ class CalibrationDoc(Schema):
     buffer_broadcast: dict[str, Any] | None = None
     interference_probe: ProbeDoc | None = None
     host_costs: CalibratedHostCosts | None = None
-    allreduce_after_compute: list[PointDoc] | None = None
-    allreduce_queued: list[PointDoc] | None = None
+    #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
+    allreduce_after_compute: Curve | None = None
+    #: per-op times of ``ops_per_sample`` all-reduces issued at once (none, or 2+ sizes; with ``comm_threads``)
+    allreduce_queued: Curve | None = None
+    #: the process group's worker threads (ProcessGroupGloo's ``_threads``), with ``allreduce_queued``
     comm_threads: Annotated[int, Field(ge=1, le=1024)] | None = None
     #: a Python comm hook's host time per bucket beyond its kernels (``studies/comm_hook_cost.py``)
     comm_hook_call_s: Seconds | None = None
 
+    @model_validator(mode="after")
+    def _curves(self) -> CalibrationDoc:
+        """At least 2 distinct sizes per curve (none for the optional ones), ``comm_threads``
+        beside ``allreduce_queued``."""
+        curves = {"collectives.allreduce": self.collectives.allreduce, "collectives.broadcast": self.collectives.broadcast,
+                  "allreduce_after_compute": self.allreduce_after_compute, "allreduce_queued": self.allreduce_queued}
+        for key, pts in curves.items():
+            sizes = [p.size_bytes for p in pts or ()]
+            accepted = "at least 2 measured sizes" if key == "collectives.allreduce" else "none or at least 2 measured sizes"
+            require(len(sizes) >= 2 or (not sizes and key != "collectives.allreduce"), key, f"{len(sizes)} point(s)",
+                    accepted)
+            require(len(set(sizes)) == len(sizes), key, "a repeated size_bytes", "distinct sizes")
+        require(not self.allreduce_queued or self.comm_threads is not None, "comm_threads", self.comm_threads,
+                "the process group's worker threads beside allreduce_queued")
+        return self

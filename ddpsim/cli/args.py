@@ -1,11 +1,8 @@
-"""Argument parsing shared by the subcommands: the parser class whose every error is one line,
-the ``type=`` functions of typed flags (each with its bounds), text output, and the parser
-helpers (``--set``, a verb's help). A scenario from flags is :mod:`ddpsim.cli.run`'s.
-
-Every bad flag value ends as ``ddpsim: error: <flag>: <value> is not accepted; expected ...``
-and exit status 2: a ``type=`` function raises :class:`argparse.ArgumentTypeError` with
-``<value> is not accepted; expected ...``, and :meth:`ArgParser.error` rewrites argparse's own
-messages (invalid choice, missing value, required flag, unknown flag) into the same one line.
+"""Argument parsing shared by the subcommands: the parser whose every error is one line, the
+``type=`` functions of typed flags (each with its bounds), text output, and parser helpers. Every
+bad flag value ends as ``ddpsim: error: <flag>: <value> is not accepted; expected ...`` and exit
+status 2: a ``type=`` function raises :class:`argparse.ArgumentTypeError`, and
+:meth:`ArgParser.error` rewrites argparse's own messages into the same one line.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ _ARGUMENT = re.compile(r"^argument (?P<flag>[^:]+): (?P<rest>.*)$", re.S)
 
 
 class ArgParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors raise :class:`InputError` with one line (``main`` prints it
-    as ``ddpsim: error: <line>`` and exits 2); its subcommands' parsers are of this class too."""
+    """An ArgumentParser (its subcommands' too) whose errors raise a one-line :class:`InputError`."""
 
     def error(self, message: str):  # type: ignore[override]
         raise InputError(one_line_error(message))
@@ -111,8 +107,7 @@ def number(text: str) -> float:
 
 
 def from_parser(fn: Callable[[str], Any]) -> Callable[[str], Any]:
-    """A ``type=`` from a parser raising ``InputError("<flag>: <value> is not accepted; ...")``:
-    the message without its flag (argparse puts the flag in front)."""
+    """A ``type=`` from a parser raising ``InputError("<flag>: ...")``, its message without the flag."""
 
     def parse(text: str) -> Any:
         try:
@@ -130,16 +125,14 @@ def lower(text: str) -> str:
 
 
 def output_file(text: str) -> str:
-    """A ``type=`` for a file to write: refused when empty, an existing folder, or a path the
-    system cannot look up (a name too long)."""
+    """A ``type=`` for a file to write: not empty, not a folder, a path the system can look up."""
     if not str(text).strip() or is_folder(text, "a file path"):
         raise _refuse(text, "a file path, not a folder")
     return text
 
 
 def is_folder(text: str, expected: str) -> bool:
-    """Whether ``text`` names an existing folder; a path the system refuses to look up (a name
-    too long, a loop) is refused with the system's reason."""
+    """Whether ``text`` names an existing folder; a path the system cannot look up is refused."""
     from pathlib import Path
 
     try:
@@ -177,13 +170,8 @@ def boolean(text: str) -> bool:
 
 
 def key_values(items: Sequence[str], table: dict[str, Callable[[str], Any]], flag: str = "--set") -> dict[str, Any]:
-    """The ``KEY=VALUE`` items of a repeatable ``flag``, each value parsed by ``table[KEY]`` (a
-    ``type=`` function); a key given twice keeps its last value.
-
-    Raises:
-        InputError: an item without ``=`` or with a key not in ``table`` (the line lists the keys),
-            or a value its key refuses (``<flag> <key>: <value> is not accepted; expected ...``).
-    """
+    """The ``KEY=VALUE`` items of a repeatable ``flag``, each parsed by ``table[KEY]`` (a ``type=``),
+    the last of a key kept; InputError for an unknown key or a value its key refuses."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, text = str(item).partition("=")
@@ -212,12 +200,20 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Cont
     return [line(header), *(line(r) for r in rows)]
 
 
-def csv_text(rows: Sequence[dict[str, Any]], fields: Sequence[str] | None = None) -> str:
-    """``rows`` as CSV under the header ``fields`` (None: the rows' keys), every value as ``str``
-    writes it (:func:`ddpsim.report.tables.to_csv_text`, the one CSV writer)."""
-    from ddpsim.report.tables import to_csv_text
+def flag_words(args: argparse.Namespace, keys: Sequence[str]) -> list[str]:
+    """The words of the flags ``keys`` as given in ``args`` (for a command line a file records): None
+    and False left out, True a switch, a tuple joined by commas."""
+    words = []
+    for key in keys:
+        value = getattr(args, key, None)
+        if value is not None and value is not False:
+            words += ["--" + key.replace("_", "-")] + ([] if value is True else [value_word(value)])
+    return words
 
-    return to_csv_text(rows, fields, float_format=None)
+
+def value_word(value: Any) -> str:
+    """A flag's value as a command line writes it (a tuple joined by commas)."""
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 # ---- parser helpers ---------------------------------------------------------------------------
@@ -231,8 +227,7 @@ def add_set(p: argparse.ArgumentParser) -> None:
 
 
 def add_verb(subparsers: Any, name: str, *, help: str, description: str, epilog: str) -> argparse.ArgumentParser:
-    """A subcommand parser: ``description`` leads with the question the verb answers, ``epilog``
-    holds its runnable examples (kept as written). Every verb is listed under its one name."""
+    """A subcommand parser: ``description`` leads with its question, ``epilog`` holds its examples."""
     return subparsers.add_parser(name, help=help, description=description, epilog=epilog,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
 

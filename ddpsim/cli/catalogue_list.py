@@ -41,10 +41,9 @@ def _sources(sources: dict[str, str]) -> str:
 def print_catalogue(catalogue: Any, fmt: str) -> None:
     """Print the catalogue as a table (``fmt`` "table") or as JSON."""
     if fmt == "json":
-        print(json.dumps({"gpus": {k: v.model_dump() for k, v in catalogue.gpus.items()},
-                          "systems": {k: v.model_dump() for k, v in catalogue.systems.items()},
-                          "references": {k: v.model_dump() for k, v in catalogue.references.items()},
-                          "user_file": catalogue.user_file}, indent=1))
+        tables = {table: {k: v.model_dump() for k, v in getattr(catalogue, table).items()}
+                  for table in ("gpus", "systems", "references")}
+        print(json.dumps({**tables, "user_file": catalogue.user_file}, indent=1))
         return
     extra = "" if catalogue.user_file is None else f" + {catalogue.user_file}"
     print(f"hardware catalogue: ddpsim/hardware/catalogue.yaml{extra}")

@@ -40,24 +40,22 @@ COLLS = ("allreduce", "broadcast")
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from ddpsim.cli.args import add_verb, from_parser, int_in, lower, nonempty
-    from ddpsim.units import MAX_NODES, MAX_WORLD_SIZE
-    from ddpsim.cli.topology import add_catalogue_flag
-    from ddpsim.network.collective_cost import ALGORITHM_CHOICES, PROTOCOL_CHOICES
+    from ddpsim.units import MAX_WORLD_SIZE
+    from ddpsim.cli.topology import add_catalogue_flag, add_preset_flags
+    from ddpsim.network.nccl import FORCEABLE_ALGORITHMS, PROTOCOLS
 
     p = add_verb(subparsers, "collectives", help="predicted collective times per size (nccl-tests style)",
                  description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("--topology", required=True, metavar="PRESET|FILE", type=nonempty,
                    help="a preset name or a topology YAML file")
-    p.add_argument("--nodes", default=1, type=int_in(1, MAX_NODES), metavar="N", help="number of hosts (presets only); default: 1")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options",
-                   help="a preset option (repeatable); see 'ddpsim topology --help'")
+    add_preset_flags(p, "a preset option (repeatable); see 'ddpsim topology --help'")
     p.add_argument("--ranks", default=None, type=int_in(1, MAX_WORLD_SIZE), metavar="R", help="ranks in the group; default: every device")
     p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="LIST", type=from_parser(parse_sizes),
                    help=f"comma-separated sizes (B, KiB, MiB, GiB, KB, MB, GB); default: {DEFAULT_SIZES}")
     p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty, help="calibration JSON measured by the executor, or an nccl-tests all_reduce_perf log")
-    p.add_argument("--algorithm", default=None, type=lower, choices=ALGORITHM_CHOICES,
+    p.add_argument("--algorithm", default=None, type=lower, choices=FORCEABLE_ALGORITHMS,
                    help="force an algorithm (NCCL only); default: NCCL's choice")
-    p.add_argument("--protocol", default=None, type=lower, choices=PROTOCOL_CHOICES,
+    p.add_argument("--protocol", default=None, type=lower, choices=PROTOCOLS,
                    help="force a protocol (NCCL only); default: NCCL's choice")
     p.add_argument("--collective", default="allreduce", choices=COLLS,
                    help="collective to cost; default: allreduce")
@@ -68,8 +66,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def parse_sizes(text: str) -> list[int]:
-    """``1KiB,1MiB`` -> [1024, 1048576]; InputError for an empty list or item, or a size that is not
-    a whole number of bytes in (0, 1 TiB]."""
+    """``1KiB,1MiB`` -> [1024, 1048576]; InputError for an empty item or a size outside (0, 1 TiB]."""
     from ddpsim.units import parse_size_bytes
 
     expected = "a comma list of sizes in (0, 1 TiB] like 1KiB,1MiB"
@@ -105,28 +102,27 @@ def check_forced(args: argparse.Namespace, backend: str, rows: list[dict[str, An
 def run(args: argparse.Namespace) -> int:
     from ddpsim.calibration.loader import load_calibration
     from ddpsim.network.collective_cost import build_comm_model
-    from ddpsim.cli.topology import parse_options
+    from ddpsim.cli.topology import resolve_graph
     from ddpsim.hardware.catalogue import load_catalogue
-    from ddpsim.network.topology import max_ranks, resolve_topology
+    from ddpsim.network.topology import max_ranks
 
-    algo, proto, sizes, nodes = args.algorithm, args.protocol, args.sizes, args.nodes
-    graph = resolve_topology(args.topology, num_nodes=nodes, catalogue=load_catalogue(args.catalogue),
-                             **parse_options(args.options))
+    algo, proto = args.algorithm, args.protocol
+    graph = resolve_graph(args, load_catalogue(args.catalogue))
     if args.collective == "broadcast" and algo is not None:
         check_forced(args, graph.graph.get("backend"), [])
     ranks = max_ranks(graph) if args.ranks is None else args.ranks
     cal = load_calibration(args.calibration) if args.calibration else None
     model = build_comm_model(graph, ranks, calibration=cal, algorithm=algo, protocol=proto)
     est = model.estimate_allreduce if args.collective == "allreduce" else model.estimate_broadcast
-    rows = [est(s).as_dict() for s in sizes]
+    rows = [est(s).as_dict() for s in args.sizes]
     check_forced(args, graph.graph.get("backend"), rows)
     if args.format == "json":
         print(json.dumps(rows, indent=1))
         return 0
     if args.format == "csv":
-        from ddpsim.cli.args import csv_text
+        from ddpsim.report.tables import to_csv_text
 
-        print(csv_text(rows), end="")
+        print(to_csv_text(rows, float_format=None), end="")
         return 0
     d = model.describe()
     if d.get("model") == "nccl":
@@ -138,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         head = (f"gloo ring; hop {d['hop_latency_s'] * 1e6:.1f} us, {d['hop_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s; "
                 f"reduce {d['reduce_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s")
-    print(f"# ddpsim collectives: {args.collective} on {graph.graph['name']} x{nodes} node(s), {ranks} ranks: {head}")
+    print(f"# ddpsim collectives: {args.collective} on {graph.graph['name']} x{args.nodes} node(s), {ranks} ranks: "
+          f"{head}")
     print(f"# {'size':>12} {'time':>12} {'algbw':>8} {'busbw':>8}  {'algorithm':<12} {'protocol':<8}")
     print(f"# {'(B)':>12} {'(us)':>12} {'(GB/s)':>8} {'(GB/s)':>8}")
     for r in rows:

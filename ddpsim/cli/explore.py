@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from functools import partial
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -74,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     prices = load_prices(space)
     runner = None
     if args.ray or args.cluster is not None:
-        from ddpsim.pipeline.explore_ray import RayRunner
+        from ddpsim.pipeline.explore_ray import run_on_ray
 
-        runner = RayRunner(args.cluster)
+        runner = partial(run_on_ray, args.cluster)
     out = Path(args.out_dir) / space.name
     records, trace_info, job = run_explore(space, out_dir=out, jobs=args.jobs or default_jobs(), ray=runner,
                                            progress=not args.quiet)

@@ -1,11 +1,8 @@
-"""``ddpsim``: one subcommand per verb; each lives in ``ddpsim/cli/<verb>.py`` and
-exposes ``add_parser(subparsers)`` (which sets ``func``) and keeps heavy imports (torch,
-simpy, pandas, matplotlib) inside its run function, so ``ddpsim --help`` stays fast.
-
-Errors: an :class:`~ddpsim.errors.InputError` (argparse's own errors included, through
-:class:`~ddpsim.cli.args.ArgParser`) becomes ``ddpsim: error: <one line>`` on stderr and exit
-status 2. Messages of the library go through the ``ddpsim`` logger, which :func:`main`
-configures once per call: stderr, the plain message, INFO (WARNING with ``--quiet``).
+"""``ddpsim``: one subcommand per verb, each in ``ddpsim/cli/<verb>.py`` with ``add_parser(subparsers)``
+(setting ``func``) and its heavy imports (torch, simpy, pandas, matplotlib) inside its run
+function, so ``ddpsim --help`` stays fast. An :class:`~ddpsim.errors.InputError` (argparse's own
+errors included) becomes ``ddpsim: error: <one line>`` on stderr and exit status 2; the
+``ddpsim`` logger writes the plain message to stderr, INFO (WARNING with ``--quiet``).
 """
 
 from __future__ import annotations
@@ -22,9 +19,7 @@ COMMANDS = ("run", "sweep", "simulate", "plan", "collectives", "topology", "trac
 
 
 def build_parser(commands: tuple[str, ...] = COMMANDS) -> ArgParser:
-    """The parser of ``ddpsim``, with the verbs ``commands`` (each verb's module is imported by its
-    ``add_parser``: :func:`main` builds only the verb it is given, so ``ddpsim run`` does not
-    import what ``ddpsim collectives`` needs)."""
+    """The parser of ``ddpsim`` with the verbs ``commands`` (each verb's module imported by it)."""
     import importlib
 
     parser = ArgParser(
@@ -41,28 +36,13 @@ def build_parser(commands: tuple[str, ...] = COMMANDS) -> ArgParser:
     return parser
 
 
-class _StderrHandler(logging.StreamHandler):
-    """A handler writing to the ``sys.stderr`` of the moment (a test's captured one included)."""
-
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self):  # type: ignore[override]
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value) -> None:
-        pass
-
-
 def configure_logging(quiet: bool) -> logging.Handler:
-    """The ``ddpsim`` logger: one stderr handler with the plain message; INFO, or WARNING when quiet.
-    Returns the handler (a second call reuses it)."""
+    """The ``ddpsim`` logger's one stderr handler (a second call reuses it); INFO, or WARNING when quiet."""
     logger = logging.getLogger("ddpsim")
-    handler = next((h for h in logger.handlers if isinstance(h, _StderrHandler)), None)
-    if handler is None:
-        handler = _StderrHandler()
+    handler = next((h for h in logger.handlers if h.get_name() == "ddpsim-cli"), None)
+    if handler is None:  # on the sys.stderr of this call (a test's captured one included)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.set_name("ddpsim-cli")
         handler.setFormatter(logging.Formatter("%(message)s"))
         logger.addHandler(handler)
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
@@ -98,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _verb(argv: list[str]) -> tuple[str, ...]:
-    """The verbs the parser needs for ``argv``: the one it starts with, else all (``--help``,
-    ``--version``, a misspelt verb: the full parser answers those)."""
+    """The verbs the parser needs for ``argv``: the one it starts with, else all."""
     return (argv[0],) if argv and argv[0] in COMMANDS else COMMANDS
 
 

@@ -126,9 +126,9 @@ CSV_FIELDS = ["layout", "index", "num_params", "size_bytes", "size", "dtype", "f
 
 def format_csv(plan: Any, trace: Any) -> str:
     """One row per bucket: the steady layout, then (if buckets are rebuilt) the first-iteration one."""
-    from ddpsim.cli.args import csv_text
+    from ddpsim.report.tables import to_csv_text
 
-    return csv_text(_rows(plan, trace), CSV_FIELDS)
+    return to_csv_text(_rows(plan, trace), CSV_FIELDS, float_format=None)
 
 
 def _summary(buckets: Any) -> str:

@@ -16,12 +16,10 @@ CAPTURE_ONLY = ("batch_size", "num_threads", "derive_depth_from")
 
 
 def _command(args: argparse.Namespace) -> str:
-    parts = ["ddpsim", "trace", "--from-profile", args.from_profile]
-    if args.model:
-        parts += ["--model", args.model]
-    if args.seed:
-        parts += ["--seed", str(args.seed)]
-    return shlex.join(parts + ["--out", args.out])
+    from ddpsim.cli.args import flag_words
+
+    return shlex.join(["ddpsim", "trace", *flag_words(args, ("from_profile", "model")),
+                       *(["--seed", str(args.seed)] if args.seed else []), "--out", args.out])
 
 
 def _ms(x: float) -> str:
@@ -74,9 +72,8 @@ def summary(imp: Any, check: Any) -> str:
 
 
 def _modules_check(imp: Any) -> Any:
-    """With several DDP modules, the check that each module's own plan (default options) gives
-    its recorded buckets (:func:`ddpsim.validation.profile_modules.split_modules`); None where no
-    split of the buckets does (the import's note says the plan is not checked)."""
+    """With several DDP modules, the check that each module's own plan (default options) gives its
+    recorded buckets (:func:`ddpsim.validation.profile_modules.split_modules`); None where no split does."""
     from ddpsim.plan.planner import DDPOptions
     from ddpsim.plan.profile_check import BucketCheck
     from ddpsim.validation.profile_modules import split_modules

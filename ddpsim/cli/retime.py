@@ -43,8 +43,7 @@ SET_HELP = ("repeatable; the workload: seq_len (a token model's; default: the tr
 
 
 def retime_keys() -> dict[str, Any]:
-    """Every key of ``ddpsim retime --set`` with its ``type=`` function: :data:`WORKLOAD_KEYS`
-    (those of ``ddpsim trace --set`` a re-timing can change, and channels_last), then every field
+    """Every key of ``ddpsim retime --set`` with its ``type=``: :data:`WORKLOAD_KEYS`, then every field
     of :class:`~ddpsim.trace.retime.RooflineAssumptions` (checked by it)."""
     from dataclasses import fields
 
@@ -58,8 +57,7 @@ def retime_keys() -> dict[str, Any]:
 
 
 def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
-    """``--set``'s items as (the workload's keyword arguments, the
-    :class:`~ddpsim.trace.retime.RooflineAssumptions`; defaults elsewhere)."""
+    """``--set``'s items as (the workload's keyword arguments, the ``RooflineAssumptions``)."""
     from ddpsim.cli.args import key_values
     from ddpsim.trace.retime import RooflineAssumptions
 
@@ -89,22 +87,13 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-#: the flags a re-timed trace records in its command line, in the order one would type them
-COMMAND_FLAGS = ("gpu", "batch_size", "assume", "catalogue", "out")
-
-
 def _command(args: argparse.Namespace) -> str:
     """The ``ddpsim retime`` command line of ``args`` (stored in the trace)."""
-    parts = ["ddpsim", "retime", str(args.from_trace)]
-    for key in COMMAND_FLAGS:
-        value = getattr(args, key, None)
-        if key == "assume":
-            parts += [x for item in value or () for x in ("--set", item)]
-        elif isinstance(value, bool):
-            parts += ["--" + key.replace("_", "-")] if value else []
-        elif value is not None:
-            parts += ["--" + key.replace("_", "-"), str(value)]
-    return shlex.join(parts)
+    from ddpsim.cli.args import flag_words
+
+    sets = [w for item in args.assume for w in ("--set", item)]
+    return shlex.join(["ddpsim", "retime", str(args.from_trace), *flag_words(args, ("gpu", "batch_size")), *sets,
+                       *flag_words(args, ("catalogue", "out"))])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,7 +102,6 @@ def run(args: argparse.Namespace) -> int:
 
     require_torch("retime")
     from ddpsim.hardware.catalogue import load_catalogue
-    from ddpsim.trace.records import save_trace
     from ddpsim.trace.retime import get_gpu, retime_trace_file
 
     catalogue = load_catalogue(getattr(args, "catalogue", None))
@@ -122,9 +110,16 @@ def run(args: argparse.Namespace) -> int:
     workload, assumptions = parse_set(args)
     trace = retime_trace_file(args.from_trace, gpu=args.gpu, batch_size=args.batch_size, assumptions=assumptions,
                               command=_command(args), catalogue=catalogue, **workload)
-    save_trace(trace, args.out)
+    return write_trace(trace, args.out)
+
+
+def write_trace(trace: Any, out: str) -> int:
+    """Save ``trace`` at ``out`` and print its summary."""
+    from ddpsim.trace.records import save_trace
+
+    save_trace(trace, out)
     print(trace_summary(trace))
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 
@@ -160,8 +155,8 @@ def _unaligned_line(synthetic: dict[str, Any]) -> list[str]:
 
 
 def _cnn_lines(synthetic: dict[str, Any]) -> list[str]:
-    """Lines on cuDNN's layout conversions and PyTorch's per-channel batch norms where each takes
-    1 % of the modelled step or more (:mod:`ddpsim.trace.cnn_kernels`)."""
+    """Lines on cuDNN's layout conversions and PyTorch's per-channel batch norms taking 1 % of the
+    modelled step or more (:mod:`ddpsim.trace.cnn_kernels`)."""
     step = synthetic.get("modelled_step_s")
     lines = []
     n, t = synthetic.get("layout_conversions"), synthetic.get("layout_conversion_s")

@@ -1,8 +1,7 @@
 """``ddpsim run``: run a scenario end to end and write its report folder; and the scenario of a
-command line that ``run``, ``sweep`` and ``simulate`` share (:func:`command_scenario`): a
-scenario file (``run``) or one built from ``--trace`` / ``--topology`` (``sweep``,
-``simulate``), then ``--set`` applied and the whole checked by the scenario's schema, so
-the three simulate the same points the same way and differ only in what they print."""
+command line that ``run``, ``sweep`` and ``simulate`` share (:func:`command_scenario`: a scenario
+file, or one from ``--trace`` / ``--topology``, then ``--set``, checked by the scenario's schema),
+so the three simulate the same points the same way and differ only in what they print."""
 
 from __future__ import annotations
 
@@ -91,15 +90,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def command_scenario(args: argparse.Namespace, command: str, **keys: Any):
-    """The scenario of this command line: SCENARIO's file (``run``), else the one of
-    :func:`add_scenario_flags`' flags with ``keys`` (scenario keys the verb sets itself); then
-    ``--set``, and the whole checked like a scenario file. A calibration's warning is logged.
-
-    Raises:
-        InputError: ``--set`` names a key (or the section holding it) that a flag given on the
-            same line sets too (one owner per key), or the scenario refuses a value (the line
-            names the flag or ``--set KEY`` that gave it).
-    """
+    """The scenario of this command line: SCENARIO's file (``run``), else :func:`add_scenario_flags`'
+    with ``keys`` (those the verb sets itself); then ``--set``, the whole checked like a scenario
+    file (an error names the flag or ``--set KEY`` that gave the value). A calibration's warning is logged."""
     from ddpsim.pipeline.scenario import apply_overrides, load_scenario, scenario_from_dict
 
     if "scenario" in args:
@@ -120,9 +113,8 @@ def command_scenario(args: argparse.Namespace, command: str, **keys: Any):
 
 
 def add_scenario_flags(p: argparse.ArgumentParser, *, topology_default: str | None) -> None:
-    """The flags of a scenario made on the command line (``sweep``, ``simulate``): its trace and
-    its cluster; every other scenario key (the nodes, the world size, a calibration, DDP's
-    options...) through ``--set``."""
+    """The flags of a scenario made on the command line (``sweep``, ``simulate``): its trace and its
+    cluster; every other scenario key through ``--set``."""
     from ddpsim.cli.args import add_set, nonempty
 
     p.add_argument("--trace", metavar="FILE", required=True, type=nonempty, help="trace JSON written by 'ddpsim trace'")
@@ -139,11 +131,8 @@ SCENARIO_FLAGS = {"trace": "--trace", "cluster.topology": "--topology"}
 
 
 def scenario_flags(args: argparse.Namespace) -> dict[str, str]:
-    """Scenario key -> what set it on this command line (a flag, or ``--set KEY``).
-
-    Raises:
-        InputError: a ``--set`` item names a key, or a section holding one, that a flag given on
-            the line sets too."""
+    """Scenario key -> what set it on this command line (a flag, or ``--set KEY``); InputError when
+    ``--set`` names a key (or its section) that a flag given on the line sets too."""
     keys = set_keys(args)
     for key in keys:
         for scenario_key, flag in SCENARIO_FLAGS.items():

@@ -57,9 +57,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def simulate_point(args: argparse.Namespace):
-    """The record of the parsed arguments' one point, at its scenario's own cap
-    (:func:`ddpsim.cli.run.command_scenario`; without a topology, 2 ranks unless --set gives the
-    world size), simulated alone by the points runner (:func:`ddpsim.pipeline.sweep.run_sweep`)."""
+    """The record of the command line's one point at its scenario's cap (without a topology, 2 ranks
+    unless --set gives the world size), simulated alone by :func:`ddpsim.pipeline.sweep.run_sweep`."""
     from ddpsim.cli.plan import warn_cap_ignored
     from ddpsim.cli.run import command_scenario, flag_message, scenario_flags, set_keys
     from ddpsim.pipeline.sweep import run_sweep
@@ -77,10 +76,8 @@ def simulate_point(args: argparse.Namespace):
 def _iteration_rows(res) -> list[dict[str, Any]]:
     """Per iteration: the slowest simulated rank's figures."""
     rows: dict[int, Any] = {}
-    for it in res.iterations:
-        cur = rows.get(it.iteration)
-        if cur is None or it.iteration_s > cur.iteration_s:
-            rows[it.iteration] = it
+    for it in res.iterations:  # the first of the slowest on a tie
+        rows[it.iteration] = max(rows.get(it.iteration, it), it, key=lambda x: x.iteration_s)
     return [{"iteration": k, "rank": it.rank, "warmup": it.warmup, "iteration_ms": it.iteration_s * 1e3,
              "forward_ms": it.forward_s * 1e3, "backward_ms": it.backward_compute_s * 1e3,
              "comm_ms": it.comm_s * 1e3, "exposed_comm_ms": it.exposed_comm_s * 1e3,
@@ -122,18 +119,16 @@ def run(args: argparse.Namespace) -> int:
     res = rec.result
     summary = res.summary()
     out = sys.stdout
-    if args.format == "json":
-        doc = {"summary": summary,
-               "iterations": [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations],
-               "buckets": [asdict(b) for b in res.buckets], "meta": res.meta}
-        out.write(json.dumps(doc, indent=1, default=str) + "\n")
-        return 0
-    if args.format == "csv":
-        from ddpsim.cli.args import csv_text
+    if args.format != "table":
+        from ddpsim.report.tables import to_csv_text
 
-        for name, rows in (("iterations", [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations]),
-                           ("buckets", [asdict(b) for b in res.buckets])):
-            out.write(f"# {name}\n{csv_text(rows)}")
+        tables = {"iterations": [dict(asdict(it), iteration_s=it.iteration_s) for it in res.iterations],
+                  "buckets": [asdict(b) for b in res.buckets]}
+        if args.format == "json":
+            out.write(json.dumps({"summary": summary, **tables, "meta": res.meta}, indent=1, default=str) + "\n")
+        else:
+            out.write("".join(f"# {name}\n{to_csv_text(rows, float_format=None)}"
+                              for name, rows in tables.items()))
         return 0
     m, c = res.meta, res.meta["config"]
     out.write(f"{m['trace']['model']}: {rec.world_size} ranks, {m['comm'].get('model', rec.backend)}, "

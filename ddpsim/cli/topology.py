@@ -73,6 +73,23 @@ def drawing_path(text: str) -> str:
     return text
 
 
+def add_preset_flags(p: argparse.ArgumentParser, set_help: str) -> None:
+    """``--nodes N`` and ``--set KEY=VALUE`` (repeatable): a preset's hosts and options."""
+    from ddpsim.cli.args import int_in
+    from ddpsim.units import MAX_NODES
+
+    p.add_argument("--nodes", default=1, type=int_in(1, MAX_NODES), metavar="N",
+                   help="number of hosts (presets only); default: 1")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options", help=set_help)
+
+
+def resolve_graph(args: argparse.Namespace, catalogue: Any) -> Any:
+    """The topology graph of ``args.topology`` on ``args.nodes`` hosts with ``--set``'s options."""
+    from ddpsim.network.topology import resolve_topology
+
+    return resolve_topology(args.topology, num_nodes=args.nodes, catalogue=catalogue, **parse_options(args.options))
+
+
 def add_catalogue_flag(p: argparse.ArgumentParser) -> None:
     """``--catalogue FILE``: a hardware catalogue YAML adding GPUs and systems to the bundled one."""
     from ddpsim.cli.args import nonempty
@@ -82,8 +99,7 @@ def add_catalogue_flag(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, from_parser, int_in, nonempty
-    from ddpsim.units import MAX_NODES
+    from ddpsim.cli.args import add_verb, from_parser, nonempty
 
     p = add_verb(subparsers, "topology", help="summarise and draw a cluster topology", description=DESCRIPTION,
                  epilog=EPILOG)
@@ -91,9 +107,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="a preset name or a topology YAML file")
     p.add_argument("--list", action="store_true", help="list the catalogue's GPUs and systems with their figures and sources")
     add_catalogue_flag(p)
-    p.add_argument("--nodes", default=1, type=int_in(1, MAX_NODES), metavar="N", help="number of hosts (presets only); default: 1")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options",
-                   help="a preset option (repeatable); see above")
+    add_preset_flags(p, "a preset option (repeatable); see above")
     p.add_argument("--draw", metavar="PNG", default=None, type=from_parser(drawing_path), help="draw the graph to this image file")
     p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
     p.set_defaults(func=run)
@@ -102,18 +116,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def draw_topology(graph: Any, path: str) -> None:
     """Draw ``graph`` in layers (devices at the bottom, spines on top) to ``path``."""
+    import re
+    from pathlib import Path
+
     import matplotlib
     import networkx as nx
 
     from ddpsim.io import ensure_dir
-    from ddpsim.network.topology import BANDWIDTH, KIND, LINK_TYPE
+    from ddpsim.network.topology import BANDWIDTH, HOST, KIND, LINK_TYPE
     from ddpsim.report.plots import new_figure
 
     layer = {"gpu": 0, "cpu": 0, "nvswitch": 1, "loopback": 1, "pcie_switch": 1, "host_bridge": 2, "nic": 2,
              "leaf": 3, "eth_switch": 3, "spine": 4}
-    import re
-
-    from ddpsim.network.topology import HOST
 
     def order(item: Any) -> tuple:
         name, d = item
@@ -146,16 +160,15 @@ def draw_topology(graph: Any, path: str) -> None:
     ax.set_title(f"{graph.graph.get('name')}: {graph.graph.get('description', '')}", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     ax.axis("off")
-    from pathlib import Path
-
     ensure_dir(Path(path).parent if str(Path(path).parent) else ".")
     fig.savefig(path, dpi=120, bbox_inches="tight")
 
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.hardware.catalogue import load_catalogue
-    from ddpsim.network.collective_cost import place_ranks, search_graphs
-    from ddpsim.network.topology import max_ranks, resolve_topology, summarize
+    from ddpsim.network.graph_search import search_graphs
+    from ddpsim.network.routing import place_ranks
+    from ddpsim.network.topology import max_ranks, summarize
 
     catalogue = load_catalogue(args.catalogue)
     if args.list:
@@ -167,8 +180,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.topology is None:
         raise InputError("topology: missing; expected a preset name or a topology YAML file (or --list)")
-    nodes = args.nodes
-    graph = resolve_topology(args.topology, num_nodes=nodes, catalogue=catalogue, **parse_options(args.options))
+    graph = resolve_graph(args, catalogue)
     summary = summarize(graph)
     if graph.graph["backend"] == "nccl":
         info = search_graphs(graph, place_ranks(graph, max_ranks(graph)))

@@ -97,31 +97,16 @@ COMMAND_SWITCHES = ("no_hook_overhead", "compiled_graph")
 
 def _command(args: argparse.Namespace) -> str:
     """The ``ddpsim trace`` command line of ``args`` (stored in the trace)."""
-    parts = ["ddpsim", "trace"]
-    for key in COMMAND_FLAGS:
-        value = getattr(args, key)
-        if value is None:
-            continue
-        if isinstance(value, tuple):
-            value = ",".join(map(str, value))
-        parts += ["--" + key.replace("_", "-"), str(value)]
-    for key in model_keys():
-        value = getattr(args, key, None)
-        if value is not None:
-            parts += ["--set", f"{key}={','.join(map(str, value)) if isinstance(value, tuple) else value}"]
-    for key in COMMAND_SWITCHES:
-        if getattr(args, key, False):
-            parts.append("--" + key.replace("_", "-"))
-    return shlex.join(parts)
+    from ddpsim.cli.args import flag_words, value_word
+
+    sets = [w for key in model_keys() if (v := getattr(args, key, None)) is not None
+            for w in ("--set", f"{key}={value_word(v)}")]
+    return shlex.join(["ddpsim", "trace", *flag_words(args, COMMAND_FLAGS), *sets,
+                       *flag_words(args, COMMAND_SWITCHES)])
 
 
 def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    kw: dict[str, Any] = {}
-    if args.seq_len is not None:
-        kw["seq_len"] = args.seq_len
-    if args.n_layer is not None:
-        kw["n_layer"] = args.n_layer
-    return kw
+    return {key: getattr(args, key) for key in ("seq_len", "n_layer") if getattr(args, key) is not None}
 
 
 def apply_model_set(args: argparse.Namespace) -> None:
@@ -134,7 +119,7 @@ def apply_model_set(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.cli.args import require_torch
-    from ddpsim.cli.retime import trace_summary
+    from ddpsim.cli.retime import write_trace
 
     apply_model_set(args)
     if args.from_profile is not None:
@@ -151,8 +136,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise InputError("--out: missing; expected the path of the trace JSON to write")
-    from ddpsim.trace.records import save_trace
-
     if not args.model:
         raise InputError("--model: missing; expected a built-in name (ddpsim trace --list-models) or package.module:factory")
     import torch
@@ -198,10 +181,7 @@ def run(args: argparse.Namespace) -> int:
             trace = derive_depth(trace, num_blocks=target_blocks, command=command)
         if graph is not None:
             trace = replace(trace, compiled_graph=graph)
-    save_trace(trace, args.out)
-    print(trace_summary(trace))
-    print(f"wrote {args.out}")
-    return 0
+    return write_trace(trace, args.out)
 
 
 def _compiled_graph(args: argparse.Namespace, spec: Any) -> Any:

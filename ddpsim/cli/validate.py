@@ -146,12 +146,10 @@ def zoo_models(scenario: str | None) -> list[str] | None:
     return models
 
 
-def parse_caps(text: str | None) -> list[float | tuple[float, ...] | None] | None:
-    """``none,5,list=1+4`` -> [None, 5, (1, 4)]; None stays None; InputError for a bad or empty item."""
+def parse_caps(text: str) -> list[float | tuple[float, ...] | None]:
+    """``none,5,list=1+4`` -> [None, 5, (1, 4)]; InputError for a bad or empty item."""
     from ddpsim.units import CAPS_EXPECTED, parse_cap_point
 
-    if text is None:
-        return None
     return [parse_cap_point(item, "--caps", CAPS_EXPECTED) for item in text.split(",")]
 
 
@@ -178,8 +176,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def validate_zoo(args: argparse.Namespace, models: list[str]) -> int:
-    """``ddpsim validate zoo[:NAME,...]``: run or reanalyse the zoo's ``models`` (``[]``: all);
-    prints the files written. A flag of a scenario's validation only is refused."""
+    """``ddpsim validate zoo[:NAME,...]``: run or reanalyse ``models`` (``[]``: all); a scenario's
+    flag is refused."""
     from ddpsim.cli.args import require_torch
     from ddpsim.errors import InputError
 

@@ -1,6 +1,5 @@
-"""The workload keys of ``ddpsim trace --set`` and ``ddpsim retime --set``: how a model is built
-and run (its dtype, autocast, optimizer, sequence length, depth, one sample's shape and dtype),
-each with the ``type=`` function that parses it and its bound, declared once for both verbs."""
+"""The workload keys of ``ddpsim trace --set`` and ``ddpsim retime --set`` (how a model is built
+and run), each with the ``type=`` function that parses it and its bound, declared once for both."""
 
 from __future__ import annotations
 
@@ -23,9 +22,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
 
 
 def model_keys() -> dict[str, Any]:
-    """The keys of ``ddpsim trace --set`` (how the model is built and run), each with its ``type=``
-    function; ``ddpsim retime --set`` takes those a re-timing can change, and ``--from-profile``
-    refuses them all."""
+    """The keys of ``ddpsim trace --set``, each with its ``type=`` (``--from-profile`` refuses them all)."""
     from ddpsim.cli.args import choice, from_parser, int_in, nonempty
     from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS
 

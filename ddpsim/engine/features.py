@@ -13,7 +13,7 @@ from typing import Any
 from ddpsim.errors import InputError
 from ddpsim.network.kernel_costs import (bucket_copy_out_s, delayed_buffer_div_s, delayed_buffer_zero_s, flat_bucket_div_s,
                                          foreach_copy_s, mp_bucket_cast_s, mp_upcast_s, param_elem_bytes,
-                                         powersgd_compress_s, powersgd_compute_qs_s, powersgd_decompress_s, powersgd_split)
+                                         powersgd_kernel_s, powersgd_split)
 from ddpsim.plan.planner import Bucket, DDPOptions, MixedPrecision, compute_bucket_assignment_by_size
 from ddpsim.trace.records import Trace
 from ddpsim.units import DTYPE_SIZE_BYTES, MIB
@@ -73,9 +73,9 @@ class BucketLayout:
                                         DTYPE_SIZE_BYTES[b.dtype], eng.config.powersgd_rank) for b in buckets] \
             if eng.config.comm_hook == "powersgd" else []
         peak = eng.peak_flops
-        self.powersgd_compress_s = [powersgd_compress_s(ps, bw, peak) for ps in self.powersgd]
-        self.powersgd_qs_s = [powersgd_compute_qs_s(ps, bw, peak) for ps in self.powersgd]
-        self.powersgd_decompress_s = [powersgd_decompress_s(ps, bw, peak) for ps in self.powersgd]
+        self.powersgd_compress_s = [powersgd_kernel_s(ps, "launch", bw, peak) for ps in self.powersgd]
+        self.powersgd_qs_s = [powersgd_kernel_s(ps, "qs", bw, peak) for ps in self.powersgd]
+        self.powersgd_decompress_s = [powersgd_kernel_s(ps, "decompress", bw, peak) for ps in self.powersgd]
 
 
 def buffer_broadcast_buckets(trace: Trace, opts: DDPOptions, mixed_precision: MixedPrecision | None,

@@ -12,7 +12,7 @@ topology presets (:mod:`ddpsim.network.topology`), hence the contention and NCCL
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
@@ -42,15 +42,7 @@ class Catalogue:
     gpus: Mapping[str, Gpu]
     systems: Mapping[str, System]
     #: the user's file that extended the bundled catalogue, or None
-    user_file: str | None = field(default=None)
-
-    def gpu(self, name: str, field_name: str = "gpu") -> Gpu:
-        """The GPU called ``name``; InputError naming ``field_name`` and the GPUs there are."""
-        try:
-            return self.gpus[name]
-        except (KeyError, TypeError):
-            raise InputError(f"{field_name}: {shorten(name)} is not a GPU of the hardware catalogue; expected one of "
-                             f"{', '.join(self.gpus)}") from None
+    user_file: str | None = None
 
 
 def _check_references(doc: CatalogueFile, references: Mapping[str, Reference], gpus: Mapping[str, Gpu],
@@ -102,12 +94,7 @@ def bundled() -> Catalogue:
 
 
 def load_catalogue(path: str | Path | None = None) -> Catalogue:
-    """The bundled catalogue, extended by the user's file at ``path`` (None: the bundled one).
-
-    Raises:
-        InputError: unreadable file, a key of the wrong type or out of bounds, a figure without
-            its reference, a reference or GPU that does not exist, a name the bundled catalogue has.
-    """
+    """The bundled catalogue, extended by the user's file at ``path`` (None: the bundled one)."""
     if path is None:
         return bundled()
     source = f"catalogue {shorten(str(path))}"

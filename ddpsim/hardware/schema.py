@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from ddpsim.errors import require
 from ddpsim.schema import Schema, format_version
 
 #: the widest link, fastest memory or highest FLOP/s figure accepted, in the key's unit
@@ -136,7 +137,7 @@ class System(Schema):
     interconnect: Literal["nvswitch", "nvlink-mesh", "pcie"]
     nvls: bool = Field(False, description="nvswitch only: the switch reduces in the fabric (NVLink SHARP)")
     nvlink_edges: list[Annotated[list[GpuIndex], Field(min_length=3, max_length=3)]] | None = Field(
-        None, validate_default=True, description="nvlink-mesh only: [gpu a, gpu b, NVLinks between them]")
+        None, description="nvlink-mesh only: [gpu a, gpu b, NVLinks between them]")
     gpus_per_tray: Count | None = Field(None, description="GPUs per compute tray when a node (an NVLink domain) "
                                                           "spans several trays, each with its own CPUs")
     pcie: Pcie
@@ -146,31 +147,20 @@ class System(Schema):
     by_pcie_gen: dict[PcieGen, PcieVariant] = Field(default_factory=dict)
     sources: dict[str, Id]
 
-    @field_validator("nvls")
-    @classmethod
-    def _nvls_on_a_switch(cls, v: bool, info: ValidationInfo) -> bool:
-        if v and info.data.get("interconnect") != "nvswitch":
-            raise ValueError("false (NVLS needs interconnect nvswitch)")
-        return v
-
-    @field_validator("nvlink_edges")
-    @classmethod
-    def _edges(cls, v: list[list[int]] | None, info: ValidationInfo) -> list[list[int]] | None:
-        mesh, gpn = info.data.get("interconnect") == "nvlink-mesh", info.data.get("gpus_per_node", 0)
-        if mesh != (v is not None):
-            raise ValueError("a list of [gpu a, gpu b, links] with interconnect nvlink-mesh, and only with it")
-        for a, b, links in v or ():
-            if a == b or max(a, b) >= gpn or links < 1:
-                raise ValueError(f"edges of >= 1 link between two different GPUs in [0, {gpn}), not {a}-{b} x {links}")
-        return v
-
-    @field_validator("gpus_per_tray")
-    @classmethod
-    def _trays(cls, v: int | None, info: ValidationInfo) -> int | None:
-        gpn = info.data.get("gpus_per_node")
-        if v is not None and gpn is not None and gpn % v:
-            raise ValueError(f"a divisor of gpus_per_node ({gpn})")
-        return v
+    @model_validator(mode="after")
+    def _layout(self) -> System:
+        """NVLS only on a switch, NVLink edges with a mesh only, trays that divide the node."""
+        gpn, edges = self.gpus_per_node, self.nvlink_edges
+        require(not self.nvls or self.interconnect == "nvswitch", "nvls", self.nvls,
+                "false (NVLS needs interconnect nvswitch)")
+        require((self.interconnect == "nvlink-mesh") == (edges is not None), "nvlink_edges", edges,
+                "a list of [gpu a, gpu b, links] with interconnect nvlink-mesh, and only with it")
+        for a, b, links in edges or ():
+            require(a != b and max(a, b) < gpn and links >= 1, "nvlink_edges", edges,
+                    f"edges of >= 1 link between two different GPUs in [0, {gpn}), not {a}-{b} x {links}")
+        require(self.gpus_per_tray is None or gpn % self.gpus_per_tray == 0, "gpus_per_tray", self.gpus_per_tray,
+                f"a divisor of gpus_per_node ({gpn})")
+        return self
 
     @field_validator("by_pcie_gen")
     @classmethod

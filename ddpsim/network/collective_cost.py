@@ -1,14 +1,13 @@
-"""Collective cost models over a topology graph.
-
-:func:`build_comm_model` binds a topology (:mod:`ddpsim.network.topology`) and a number of ranks
-to a :class:`~ddpsim.network.comm_model.CommModel`. NCCL (:class:`NcclCommModel`): the channels of
-NCCL's graph search (``src/graph/search.cc``, :mod:`ddpsim.network.graph_search`), NCCL's choice of
-algorithm and protocol (``src/graph/tuning.cc`` v2.30.7, :mod:`ddpsim.network.nccl`; NVLS needs an
-NVLS switch and compute capability >= 90, NVLSTree across hosts) and the all-reduce's time from
-that choice's execution (:mod:`ddpsim.network.nccl_exec`); broadcasts and ``hierarchical`` stages
-keep NCCL's estimate. gloo (:class:`GlooCommModel`): gloo's ring (:mod:`ddpsim.network.gloo`) over
-the ring hop's summed latency and shared bottleneck bandwidth, and the CPU's reduction bandwidth.
-``calibration=``: :class:`CalibratedCommModel` (:mod:`ddpsim.calibration.loader`), measured curves.
+"""Collective cost models over a topology graph. :func:`build_comm_model` binds a topology
+(:mod:`ddpsim.network.topology`) and a number of ranks to a
+:class:`~ddpsim.network.comm_model.CommModel`. NCCL (:class:`NcclCommModel`): the channels of NCCL's
+graph search (``src/graph/search.cc``, :mod:`ddpsim.network.graph_search`), NCCL's choice of algorithm
+and protocol (``src/graph/tuning.cc`` v2.30.7, :mod:`ddpsim.network.nccl`; NVLS needs an NVLS switch and
+compute capability >= 90, NVLSTree across hosts) and the all-reduce's time from that choice's execution
+(:mod:`ddpsim.network.nccl_exec`); broadcasts and ``hierarchical`` stages keep NCCL's estimate. gloo
+(:class:`GlooCommModel`): gloo's ring (:mod:`ddpsim.network.gloo`) over the ring hop's summed latency
+and shared bottleneck bandwidth, and the CPU's reduction bandwidth. ``calibration=``:
+:class:`CalibratedCommModel` (:mod:`ddpsim.calibration.loader`), measured curves.
 """
 
 from __future__ import annotations
@@ -21,15 +20,10 @@ import networkx as nx
 
 from ddpsim.errors import InputError
 from ddpsim.network import gloo, nccl, nccl_exec
-from ddpsim.network.comm_model import (GBPS, CollectiveEstimate, CommModel,  # noqa: F401  (re-exported)
-                                       EstimatingCommModel, make_estimate)
-from ddpsim.network.graph_search import (ChannelSearch, GraphInfo, Placement, Router,  # noqa: F401  (re-exported)
-                                         link_capacities_gbps, place_ranks, search_graphs)
+from ddpsim.network.comm_model import GBPS, CollectiveEstimate, EstimatingCommModel, make_estimate
+from ddpsim.network.graph_search import GraphInfo, link_capacities_gbps, search_graphs
+from ddpsim.network.routing import Placement, Router, place_ranks
 from ddpsim.network.topology import REDUCE_BANDWIDTH, gc_paused
-
-ALGORITHM_CHOICES = nccl.FORCEABLE_ALGORITHMS
-PROTOCOL_CHOICES = nccl.PROTOCOLS
-
 
 def _check_size(size_bytes: int) -> None:
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
@@ -223,26 +217,16 @@ def _gloo_model(graph: nx.Graph, placement: Placement, num_ranks: int) -> GlooCo
 
 def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algorithm: str | None = None,
                      protocol: str | None = None):
-    """The :class:`~ddpsim.network.comm_model.CommModel` of ``num_ranks`` ranks on ``graph``.
-
-    Args:
-        graph: a topology (:mod:`ddpsim.network.topology`).
-        num_ranks: ranks in the process group, placed on the first devices in rank order.
-        calibration: a :class:`ddpsim.calibration.loader.Calibration` (or None): its measured
-            curves replace the analytical model (same backend required), through its
-            ``comm_model(base)`` (this module does not import the calibration layer above it).
-        algorithm: force an NCCL algorithm (ring, tree, nvls, hierarchical); None = NCCL's choice.
-        protocol: force an NCCL protocol (ll, ll128, simple); None = NCCL's choice.
-
-    Raises:
-        InputError: num_ranks outside [1, max_ranks(graph)], an unknown algorithm or protocol,
-            forcing one on gloo, or a calibration of another backend.
-    """
+    """The :class:`~ddpsim.network.comm_model.CommModel` of ``num_ranks`` ranks on the first devices of
+    ``graph`` in rank order, ``algorithm`` / ``protocol`` forced (None: NCCL's choice); a
+    ``calibration``'s measured curves over it (its ``comm_model(base)``: the layer above)."""
     backend = graph.graph.get("backend")
-    if algorithm is not None and algorithm not in ALGORITHM_CHOICES:
-        raise InputError(f"algorithm: {algorithm!r} is not accepted; expected one of {', '.join(ALGORITHM_CHOICES)}")
-    if protocol is not None and protocol not in PROTOCOL_CHOICES:
-        raise InputError(f"protocol: {protocol!r} is not accepted; expected one of {', '.join(PROTOCOL_CHOICES)}")
+    if algorithm is not None and algorithm not in nccl.FORCEABLE_ALGORITHMS:
+        raise InputError(f"algorithm: {algorithm!r} is not accepted; expected one of "
+                         f"{', '.join(nccl.FORCEABLE_ALGORITHMS)}")
+    if protocol is not None and protocol not in nccl.PROTOCOLS:
+        raise InputError(f"protocol: {protocol!r} is not accepted; expected one of "
+                         f"{', '.join(nccl.PROTOCOLS)}")
     if backend == "gloo" and (algorithm not in (None, "ring") or protocol is not None):
         raise InputError(f"algorithm/protocol: {algorithm or protocol!r} is not accepted with backend gloo; "
                          "expected none (gloo always runs its ring)")

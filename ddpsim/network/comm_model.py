@@ -1,13 +1,12 @@
-"""The interface between collective cost models and the engine.
-
-A :class:`CommModel` is bound to one process group (a backend and a number of ranks) and answers
-how long one collective of ``size_bytes`` takes, in seconds, plus the optional *capabilities*
-(:data:`CAPABILITIES`) the engine reads: concurrent lanes and their pace (ProcessGroupGloo's
-worker threads), an all-reduce's extra cost on an idle stream, DDP's fixed costs a calibration
-measured. Subclasses get their defaults (what every analytical model answers); a calibrated
-model (:mod:`ddpsim.calibration.loader`) overrides them, :class:`WrappedCommModel` forwards them.
-:class:`AlphaBetaModel` is the plain ``latency + bytes / bandwidth`` model of hand-made tests;
-:class:`CollectiveEstimate` (:func:`make_estimate`) is one collective's cost as every model gives it.
+"""The interface between collective cost models and the engine. A :class:`CommModel` is bound to one
+process group (a backend and a number of ranks) and answers how long one collective of ``size_bytes``
+takes, in seconds, plus the optional *capabilities* (:data:`CAPABILITIES`) the engine reads: concurrent
+lanes and their pace (ProcessGroupGloo's worker threads), an all-reduce's extra cost on an idle stream,
+DDP's fixed costs a calibration measured. Subclasses get their defaults (what every analytical model
+answers); a calibrated model (:mod:`ddpsim.calibration.loader`) overrides them,
+:class:`WrappedCommModel` forwards them. :class:`AlphaBetaModel` is the plain ``latency + bytes /
+bandwidth`` model of hand-made tests; :class:`CollectiveEstimate` (:func:`make_estimate`) is one
+collective's cost as every model gives it.
 """
 
 from __future__ import annotations
@@ -113,8 +112,7 @@ class AlphaBetaModel(CommModel):
     def allreduce_s(self, size_bytes: int) -> float:
         return self.latency_s + size_bytes / self.bandwidth_bytes_per_s
 
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.latency_s + size_bytes / self.bandwidth_bytes_per_s
+    broadcast_s = allreduce_s
 
     def describe(self) -> dict[str, Any]:
         return {"model": "alpha-beta", "latency_s": self.latency_s,

@@ -96,20 +96,13 @@ class CollectiveContention:
 
 @dataclass(frozen=True, kw_only=True)
 class GpuResources:
-    """The device's SMs and HBM, and the backward's memory-bound share (``phi``)."""
+    """The device's SMs and HBM (from the validated topology), and the backward's memory-bound share
+    (``phi``) and HBM efficiency (from the validated ``cost_model`` section)."""
 
     num_sms: int
     hbm_bytes_per_s: float
     memory_bound_fraction: float = MEMORY_BOUND_FRACTION
     memory_efficiency: float = MEMORY_EFFICIENCY
-
-    def __post_init__(self) -> None:
-        if isinstance(self.num_sms, bool) or not isinstance(self.num_sms, int) or self.num_sms < 1:
-            raise InputError(f"sm_count: {self.num_sms!r} is not accepted; expected an integer >= 1")
-        if not (isinstance(self.hbm_bytes_per_s, (int, float)) and self.hbm_bytes_per_s > 0):
-            raise InputError(f"memory_bandwidth_bytes_per_s: {self.hbm_bytes_per_s!r} is not accepted; expected > 0")
-        for k in ("memory_bound_fraction", "memory_efficiency"):
-            check_fraction(getattr(self, k), f"cost_model.{k}")
 
 
 def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes: int, *,
@@ -158,8 +151,8 @@ class ContentionPrior:
 
 
 
-def contention_prior(system: nccl.NcclSystem, res: GpuResources, *, algorithm: str | None = None,
-                     protocol: str | None = None) -> ContentionPrior | None:
+def system_prior(system: nccl.NcclSystem, res: GpuResources, *, algorithm: str | None = None,
+                 protocol: str | None = None) -> ContentionPrior | None:
     """The prior interference of one NCCL communicator on GPUs ``res`` (None: one rank)."""
     if system.num_ranks < 2:
         return None
@@ -180,12 +173,12 @@ def contention_prior(system: nccl.NcclSystem, res: GpuResources, *, algorithm: s
     return ContentionPrior(interference=inter, resources=res, largest=top, reference=ref)
 
 
-def prior_for(graph: Any, comm: Any, *, memory_bound_fraction: float = MEMORY_BOUND_FRACTION,
-              memory_efficiency: float = MEMORY_EFFICIENCY) -> ContentionPrior | None:
-    """The prior of a comm model on a topology: None unless ``comm`` is the analytical NCCL
-    model on GPUs whose ``sm_count`` the topology gives (a calibrated or gloo model has none)."""
+def contention_prior(spec: Any, graph: Any, comm: Any) -> ContentionPrior | None:
+    """The prior of a comm model on a topology under the cost model ``spec`` (its
+    ``memory_bound_fraction`` and ``memory_efficiency``): None unless ``comm`` is the analytical
+    NCCL model on GPUs whose ``sm_count`` the topology gives (a calibrated or gloo model has none)."""
     from ddpsim.network.collective_cost import NcclCommModel
-    from ddpsim.network.graph_search import place_ranks
+    from ddpsim.network.routing import place_ranks
     from ddpsim.network.topology import MEMORY_BANDWIDTH, SM_COUNT
 
     if not isinstance(comm, NcclCommModel):
@@ -196,6 +189,7 @@ def prior_for(graph: Any, comm: Any, *, memory_bound_fraction: float = MEMORY_BO
     bws = [graph.nodes[d].get(MEMORY_BANDWIDTH) for d in devs]
     if any(not isinstance(v, int) or v < 1 for v in sms) or any(not isinstance(v, (int, float)) or v <= 0 for v in bws):
         return None
-    res = GpuResources(num_sms=min(sms), hbm_bytes_per_s=float(min(bws)), memory_bound_fraction=memory_bound_fraction,
-                       memory_efficiency=memory_efficiency)
-    return contention_prior(comm.system, res, algorithm=comm.algorithm, protocol=comm.protocol)
+    res = GpuResources(num_sms=min(sms), hbm_bytes_per_s=float(min(bws)),
+                       memory_bound_fraction=spec.memory_bound_fraction,
+                       memory_efficiency=spec.memory_efficiency)
+    return system_prior(comm.system, res, algorithm=comm.algorithm, protocol=comm.protocol)

@@ -1,15 +1,12 @@
-"""The scenario's ``cost_model`` block: which GPU cost terms apply and their values.
-
-Every term (contention prior, gradient copies as kernels, host costs, uncertainty pass) is on
-by default for an analytical NCCL model on GPUs and off for gloo and calibrated models, whose
-measurements replace them; the section is declared in
-:class:`ddpsim.pipeline.scenario_schema.CostModelSection` with this module's defaults.
-:func:`terms_in_force` is the policy every simulation's inputs go through
-(:func:`ddpsim.pipeline.inputs.build_point_inputs`): the interference (given, else the
-calibration's, else the contention prior), the gradient-copy bandwidth and kernel floor (the
-calibration's, else the device memory's share) and the host costs (the calibration's, else the
-spec's on an analytical NCCL model). A calibration is read by its attributes, so this module
-does not import the calibration layer.
+"""The scenario's ``cost_model`` block: which GPU cost terms apply and their values. Every term
+(contention prior, gradient copies as kernels, host costs, uncertainty pass) is on by default for an
+analytical NCCL model on GPUs and off for gloo and calibrated models, whose measurements replace them;
+the section is declared in :class:`ddpsim.pipeline.scenario_schema.CostModelSection` with this module's
+defaults. :func:`terms_in_force` is the policy every simulation's inputs go through
+(:func:`ddpsim.pipeline.inputs.build_point_inputs`): the interference (given, else the calibration's,
+else the contention prior), the gradient-copy bandwidth and kernel floor (the calibration's, else the
+device memory's share) and the host costs (the calibration's, else the spec's on an analytical NCCL
+model). A calibration is read by its attributes, so this module does not import the calibration layer.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ddpsim.network import host_costs as hostcost
-from ddpsim.network.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY
+from ddpsim.network.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY, contention_prior
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 
@@ -31,9 +28,8 @@ KEYS = ("contention", "memory_bound_fraction", "memory_efficiency", "copy_kernel
 
 @dataclass(frozen=True, kw_only=True)
 class CostModelSpec:
-    """Switches and values of the GPU cost terms (module docstring), as the scenario's
-    ``cost_model`` section (which checks them) gives them; the host costs, flat keys in the
-    YAML, are held as one :class:`~ddpsim.network.host_costs.HostCosts`."""
+    """Switches and values of the GPU cost terms, as the scenario's ``cost_model`` section (which checks
+    them) gives them; the host costs, flat keys in the YAML, as one :class:`HostCosts`."""
 
     contention: bool = True
     memory_bound_fraction: float = MEMORY_BOUND_FRACTION
@@ -64,35 +60,20 @@ def gpu_terms(comm: Any) -> bool:
     return isinstance(comm, NcclCommModel)
 
 
-def device_memory_bandwidth(graph: Any) -> float | None:
-    """The smallest ``memory_bandwidth_bytes_per_s`` over the graph's rank devices (None if absent)."""
-    try:
-        from ddpsim.network.topology import rank_nodes
+def device_memory_bandwidth(graph: Any) -> float:
+    """The smallest memory bandwidth over the graph's devices (every device has one), bytes/s."""
+    from ddpsim.network.topology import MEMORY_BANDWIDTH, rank_nodes
 
-        nodes = list(rank_nodes(graph))
-    except Exception:  # noqa: BLE001 - a graph without rank devices: every node
-        nodes = list(graph.nodes)
-    vals = [graph.nodes[n].get("memory_bandwidth_bytes_per_s") for n in nodes]
-    vals = [v for v in vals if isinstance(v, (int, float)) and v > 0]
-    return float(min(vals)) if vals else None
-
-
-def contention_prior(spec: CostModelSpec, graph: Any, comm: Any):
-    """The GPU contention prior (:func:`ddpsim.network.contention.prior_for`) of ``comm`` under
-    ``spec``, or None (no SM count on the devices, a calibrated or gloo model, one rank)."""
-    from ddpsim.network.contention import prior_for
-
-    return prior_for(graph, comm, memory_bound_fraction=spec.memory_bound_fraction,
-                     memory_efficiency=spec.memory_efficiency)
+    return float(min(graph.nodes[n][MEMORY_BANDWIDTH] for n in rank_nodes(graph)))
 
 
 def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: Any = None,
                    interference: Interference | None = None,
                    copy_bandwidth_bytes_per_s: float | None = None,
-                   prior_of: Callable[[CostModelSpec, Any, Any], Any] | None = None) -> TermsInForce:
+                   prior_of: Callable[[CostModelSpec, Any, Any], Any] = contention_prior) -> TermsInForce:
     """The cost terms of a simulation over ``comm`` (module docstring); ``graph`` None: no topology.
     Given ``interference`` / ``copy_bandwidth_bytes_per_s`` override the calibration's and the priors;
-    ``prior_of`` derives the contention prior (default :func:`contention_prior`, or a caller's cache)."""
+    ``prior_of`` derives the contention prior (``contention.contention_prior``, or a cache of it)."""
     copy_bw = floor = None
     if calibration is not None:
         interference = interference or getattr(calibration, "interference", None)
@@ -101,7 +82,7 @@ def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: A
     else:
         host = spec.host_costs if spec.host and gpu_terms(comm) else None  # gloo: none
         if interference is None and spec.contention and graph is not None:
-            prior = (prior_of or contention_prior)(spec, graph, comm)
+            prior = prior_of(spec, graph, comm)
             interference = prior.interference if prior is not None else None
     mem = device_memory_bandwidth(graph) if graph is not None else None
     if calibration is None and copy_bw is None and gpu_terms(comm) and spec.copy_kernels and mem is not None:

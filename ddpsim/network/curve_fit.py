@@ -1,6 +1,6 @@
 """Measured collective curves: a measured point and the curve fitted through such points.
 
-The lowest layer of calibration, importing nothing of ddpsim above the foundation, so that the
+The lowest layer of calibration, importing nothing of ddpsim above the trace, so that the
 executor (:func:`executor.collectives_step.measure_ddp_overhead`) and
 :mod:`ddpsim.calibration.loader` share it. :func:`fit_curve`: the medians made non-decreasing in
 size (``scipy.optimize.isotonic_regression`` weighted by ``num_samples``), then piecewise
@@ -15,25 +15,28 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Annotated, Sequence
 
 import numpy as np
+from pydantic import Field
+
+from ddpsim.schema import Float, Int, record
+from ddpsim.trace.records import MAX_BYTES, MAX_SECONDS, Seconds
 
 
-@dataclass(frozen=True, kw_only=True)
+@record("calibration")
 class CalibrationPoint:
-    """One measured size: median time and spread."""
+    """One measured size of a curve: its mean time and spread (``executor.runtime.stats``), as the
+    calibration file holds it."""
 
-    size_bytes: int
-    time_s: float
-    p10_s: float | None = None
-    p90_s: float | None = None
-    num_samples: int | None = None
-
-    def __post_init__(self) -> None:
-        # NOTE: built from a validated calibration file (ddpsim.calibration.schema.PointDoc checks
-        # what a user gives) or from the executor's own measurements
-        assert self.size_bytes > 0 and self.time_s > 0, (self.size_bytes, self.time_s)
+    size_bytes: Annotated[Int, Field(gt=0, le=MAX_BYTES)]
+    time_s: Annotated[Float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+    median_s: Seconds | None = None
+    p10_s: Seconds | None = None
+    p90_s: Seconds | None = None
+    num_samples: Annotated[Int, Field(ge=1, le=1 << 31)] | None = None
+    ops_per_sample: Annotated[Int, Field(ge=1, le=1 << 31)] | None = None
+    gap_ms: Annotated[Float, Field(ge=0, le=MAX_SECONDS * 1e3, allow_inf_nan=False)] | None = None
 
 
 def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float]) -> tuple[float, float]:

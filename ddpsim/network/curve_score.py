@@ -1,14 +1,12 @@
-"""ddpsim's all-reduce time held against measured curves: each curve described by a preset, and
-the error of the model per size band.
-
-A public all-reduce curve (nccl-tests ``all_reduce_perf`` or ``torch.distributed.all_reduce``,
-``benchmarks/data/nccl-curves/`` with its sources) is described by a preset, nodes, ranks,
-``--set`` options and a forced algorithm (:data:`CASES`), or named with why no preset can.
-:func:`residuals` times it with :func:`ddpsim.network.collective_cost.build_comm_model`;
-:func:`band_stats` gives the median |error| and median signed error per size band (< 1 MiB,
-1-128 MiB: DDP's buckets, >= 256 MiB). Only ``normal`` and ``forced_algo`` curves are scored and
-only ``normal`` ones set a constant (:func:`fit_points`); curves over a transport no preset models
-(EFA, GPUDirect-TCPXO, RCCL) are kept apart. Printed by ``benchmarks/bench_collective_score.py``.
+"""ddpsim's all-reduce time held against measured curves: each curve described by a preset, and the
+error of the model per size band. A public all-reduce curve (nccl-tests ``all_reduce_perf`` or
+``torch.distributed.all_reduce``, ``benchmarks/data/nccl-curves/`` with its sources) is described by a
+preset, nodes, ranks, ``--set`` options and a forced algorithm (:data:`CASES`), or named with why no
+preset can. :func:`residuals` times it with :func:`ddpsim.network.collective_cost.build_comm_model`;
+:func:`band_stats` gives the median |error| and median signed error per size band (< 1 MiB, 1-128 MiB:
+DDP's buckets, >= 256 MiB). Only ``normal`` and ``forced_algo`` curves are scored and only ``normal``
+ones set a constant (:func:`fit_points`); curves over a transport no preset models (EFA,
+GPUDirect-TCPXO, RCCL) are kept apart. Printed by ``benchmarks/bench_collective_score.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ from typing import Any
 from ddpsim.network import nccl_exec
 from ddpsim.network.collective_cost import build_comm_model
 from ddpsim.network.comm_model import CommModel
-from ddpsim.network.collective_residuals import MID_HI_BYTES, MID_LO_BYTES
 from ddpsim.network.topology import build_preset
 from ddpsim.units import KIB, MIB
 
@@ -208,7 +205,8 @@ def mid_size_ratios(meta: list[dict], points: dict) -> list[float]:
     for m, case in scored(meta):
         if case.transport:
             continue
-        ratios += [t / tm for s, t, tm, _ in residuals(case, points[m["curve_id"]]) if MID_LO_BYTES <= s <= MID_HI_BYTES]
+        ratios += [t / tm for s, t, tm, _ in residuals(case, points[m["curve_id"]])
+                   if nccl_exec.MID_LO_BYTES <= s <= nccl_exec.MID_HI_BYTES]
     return sorted(ratios)
 
 

@@ -1,11 +1,10 @@
-"""How the presets build their graphs: elements and links written straight into networkx's structure.
-
-A cluster of N identical hosts is host 0 built once and renamed N - 1 times (``n0/`` ->
-``n{h}/``). The builder remembers which hosts are such copies, and keeps a host one only while
-nothing but a link from one of its NICs to an element outside every copy is added after it
-(the fabric); :func:`host_copies` hands that to the checks and searches that would otherwise
-compare every host with host 0 (:mod:`ddpsim.network.topology_check`,
-:mod:`ddpsim.network.host_classes`). Topologies are treated as immutable once built.
+"""How the presets build their graphs: elements and links written straight into networkx's structure. A
+cluster of N identical hosts is host 0 built once and renamed N - 1 times (``n0/`` -> ``n{h}/``). The
+builder remembers which hosts are such copies, and keeps a host one only while nothing but a link from
+one of its NICs to an element outside every copy is added after it (the fabric); :func:`host_copies`
+hands that to the checks and searches that would otherwise compare every host with host 0
+(:mod:`ddpsim.network.topology_check`, :mod:`ddpsim.network.host_classes`). Topologies are treated as
+immutable once built.
 """
 
 from __future__ import annotations
@@ -70,7 +69,6 @@ class Builder:
         self._template: HostTemplate | None = None
         self._record: list[tuple[Any, Any, dict[str, Any]]] | None = None  # host 0's links, as added
         self._copies: set[int] = set()
-        self._hosts_added: set[Any] = set()  # hosts named by add_node
 
     def __contains__(self, n: Any) -> bool:
         return n in self._g._node
@@ -78,7 +76,6 @@ class Builder:
     def add_node(self, n: Any, **attrs: Any) -> None:
         node = self._g._node
         d = node.get(n)
-        self._hosts_added.add(attrs.get(HOST))
         if self._copies:  # an element of a copy changed, or one added to it: a copy no more
             self._copies.discard(attrs.get(HOST))
             if d is not None:
@@ -122,10 +119,9 @@ class Builder:
             copies.discard(hb)
 
     def host(self, h: int, add: Callable[[], list[str]]) -> list[str]:
-        """Host ``h``'s elements and links: ``add()`` (which returns the host's NICs) run for host 0
-        and kept as a template; a later host is host 0 renamed (``n0/`` -> ``n{h}/``, ``host`` 0 ->
-        h) when host 0 is self-contained (every element it added named ``n0/...`` with host 0, its
-        links between them), else ``add()`` again. Identical hosts share their construction."""
+        """Host ``h``'s elements and links, its NICs returned: ``add()`` for host 0, kept as a template; a
+        later host is host 0 renamed (``n0/`` -> ``n{h}/``, ``host`` 0 -> h) when host 0 is
+        self-contained (every element ``n0/...`` of host 0, its links between them), else ``add()``."""
         template = self._template
         if h > 0 and template is not None:
             return template.stamp(self, h)
@@ -152,7 +148,7 @@ class HostTemplate:
 
     def __init__(self, nodes: list[tuple[str, dict[str, Any]]], edges: list[tuple[str, str, dict[str, Any]]],
                  nics: list[str]) -> None:
-        self.nodes, self.edges, self.nics = nodes, [(u, v, dict(a)) for u, v, a in edges], nics
+        self.nodes, self.nics = nodes, nics
         number = {s: i for i, (s, _) in enumerate(nodes)}
         nbrs: list[dict[int, int]] = [{} for _ in nodes]
         self.links: list[dict[str, Any]] = []  # each link's attributes, as repeated adds merge them
@@ -183,22 +179,16 @@ class HostTemplate:
                    [n[cut:] for n in nics])
 
     def stamp(self, b: Builder, h: int) -> list[str]:
-        """Host ``h``: the template renamed, as ``add_node``/``add_edge`` would add it; its NICs."""
+        """Host ``h`` (none of whose elements exist yet: hosts are built in order): the template
+        renamed, as ``add_node``/``add_edge`` would add it; its NICs."""
         pre = f"n{h}/"
         node, adj = b._g._node, b._g._adj
         names = [pre + s for s, _ in self.nodes]
-        if h in b._hosts_added or any(n in node for n in names):
-            b._copies.discard(h)
-            for name, (_, attrs) in zip(names, self.nodes):
-                b.add_node(name, **{**attrs, HOST: h})
-            for u, v, attrs in self.edges:
-                b.add_edge(pre + u, pre + v, **attrs)
-            return [pre + n for n in self.nics]
         links = [dict(a) for a in self.links]
         for name, (_, attrs), nbrs in zip(names, self.nodes, self.nbrs):
             node[name] = {**attrs, HOST: h}
             adj[name] = {names[j]: links[k] for j, k in nbrs}
-        b._copies.add(h)  # every element new, none of host h's added before
+        b._copies.add(h)
         return [pre + n for n in self.nics]
 
 

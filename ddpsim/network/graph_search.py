@@ -1,14 +1,13 @@
-"""NCCL's channel search (NCCL v2.30.7 ``src/graph/search.cc``, ``ncclTopoCompute``) on a topology graph.
-
-A ring channel goes through the ranks' devices and, across hosts, NIC ``c mod num_nics`` of every
+"""NCCL's channel search (NCCL v2.30.7 ``src/graph/search.cc``, ``ncclTopoCompute``) on a topology
+graph. A ring channel goes through the ranks' devices and, across hosts, NIC ``c mod num_nics`` of every
 host; its load on each directed link comes from ECMP shortest paths
-(:class:`ddpsim.network.routing.Router`). The search tries NCCL's per-channel speeds (speed
-arrays), highest first, keeps as many channels as every link carries, and duplicates them as
-``ncclTopoDupChannels`` does. The tree is searched on its own (BALANCED_TREE, ``src/init.cc``; the
-plain TREE on Hopper+ when it does not fit; pass 2 raising ``bwIntra`` up to 2 x ``bwInter``); NVLS
-as ``ncclTopoSearchTryNvls``. The :class:`GraphInfo` feeds :mod:`ddpsim.network.nccl`. Identical
-hosts share their part (:mod:`ddpsim.network.host_classes`, :mod:`ddpsim.network.link_loads`), with
-the same result as walking every host. Details: docs/MODEL.md, "NCCL's channel search".
+(:class:`ddpsim.network.routing.Router`). The search tries NCCL's per-channel speeds (speed arrays),
+highest first, keeps as many channels as every link carries, and duplicates them as
+``ncclTopoDupChannels`` does. The tree is searched on its own (BALANCED_TREE, ``src/init.cc``; the plain
+TREE on Hopper+ when it does not fit; pass 2 raising ``bwIntra`` up to 2 x ``bwInter``); NVLS as
+``ncclTopoSearchTryNvls``. The :class:`GraphInfo` feeds :mod:`ddpsim.network.nccl`. Identical hosts
+share their part (:mod:`ddpsim.network.host_classes`, :mod:`ddpsim.network.link_loads`), with the same
+result as walking every host. Details: docs/MODEL.md, "NCCL's channel search".
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from ddpsim.network.comm_model import GBPS
 from ddpsim.network.host_classes import Hosts
 from ddpsim.network.link_loads import ChannelLoads, Totals, prefix_utilisation
 from ddpsim.network.mesh_search import MeshTree, find_channels, mesh_path, nvlink_mesh, tightest
-from ddpsim.network.routing import Placement, Router, place_ranks  # noqa: F401  (re-exported)
+from ddpsim.network.routing import Placement
 from ddpsim.network.topology import BANDWIDTH, COMPUTE_CAPABILITY, KIND, LINK_TYPE, NVLS, gc_paused
 
 Loads = dict[tuple, float]
@@ -58,9 +57,8 @@ def _start_index(speeds: tuple[float, ...], max_bw: float, channels: int, total_
 def _first_pass(speeds: tuple[float, ...], idx: int, channels_at: Callable[[float], int], total_bw: float, *,
                 better: Callable[[int, float, int, float], bool],
                 done: Callable[[int], bool] = lambda c: False) -> tuple[int, float]:
-    """ncclTopoCompute's first pass from ``speeds[idx]`` down: the best (channels, speed) by
-    ``better``, stopping at ``done(channels)``, at ``nChannels * bw >= total_bw`` or when the
-    next speed is <= 0.49 of the best."""
+    """ncclTopoCompute's first pass from ``speeds[idx]`` down: the best (channels, speed) by ``better``,
+    until ``done``, ``nChannels * bw >= total_bw`` or a next speed <= 0.49 of the best."""
     best_c, best_s = 0, 0.0
     while True:
         c = channels_at(speeds[idx])
@@ -75,9 +73,8 @@ def _first_pass(speeds: tuple[float, ...], idx: int, channels_at: Callable[[floa
 
 def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float], str], speeds: tuple[float, ...], *,
             max_bw: float, total_bw: float, min_channels: int, cc: int, allow_dup: bool, max_channels: int) -> ChannelSearch:
-    """ncclTopoCompute reduced to how many channels fit at a speed (``channels_at(s)``: the most, at
-    least ``min_channels``, else 0; ``worst_at(c, s)``: the link bounding c channels): the first
-    pass keeping the most bandwidth (:func:`_start_index`, :func:`_first_pass`), then ncclTopoDupChannels."""
+    """ncclTopoCompute over how many channels fit at a speed (``channels_at(s)``, at least ``min_channels``
+    else 0; ``worst_at(c, s)``: the link bounding c channels): the first pass, then ncclTopoDupChannels."""
     best_c, best_s = _first_pass(speeds, _start_index(speeds, max_bw, min_channels, total_bw), channels_at, total_bw,
                                  better=lambda c, s, bc, bs: c * s > bc * bs + 1e-9)
     bneck = worst_at(best_c, best_s) if best_c else ""
@@ -90,13 +87,8 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
 
 def _by_loads(util: list[float], min_channels: int, max_channels: int) -> Callable[[float], int]:
     """Channels that fit at a speed when ``util[k]`` is the largest load per capacity of k channels."""
-    def channels_at(s: float) -> int:
-        c = 0
-        for k in range(min_channels, max_channels + 1):
-            if util[k] * s <= 1.0 + 1e-9:
-                c = k
-        return c
-    return channels_at
+    return lambda s: max((k for k in range(min_channels, max_channels + 1) if util[k] * s <= 1.0 + 1e-9),
+                         default=0)
 
 
 def link_capacities_gbps(graph: nx.Graph) -> dict[tuple, float]:
@@ -118,12 +110,10 @@ def _total_bw(graph: nx.Graph, devs: list) -> float:
 
 def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, channels: int, max_bw: float,
                  search_total_bw: float, cc: int) -> tuple[ChannelSearch, bool]:
-    """ncclTopoCompute for NCCL_TOPO_PATTERN_BALANCED_TREE over ``totals[balanced]`` (the channels'
-    (intra, inter) link loads), exactly ``channels`` channels (init.cc ``treeGraph->minChannels =
-    maxChannels = ringGraph->nChannels``): pass 1 keeps the first speed from :func:`_start_index`
-    (``search_total_bw``: the total x ndevs/(ndevs-1)) that fits, on cc >= 90 retrying it as the plain
-    TREE ("Try a simpler tree"); pass 2 raises ``bwIntra`` while it fits and is below 2 x ``bwInter``.
-    Returns the search and whether the pattern fell back to TREE."""
+    """ncclTopoCompute for NCCL_TOPO_PATTERN_BALANCED_TREE over ``totals[balanced]``, exactly ``channels``
+    channels (init.cc ``treeGraph->minChannels = maxChannels = ringGraph->nChannels``): pass 1 keeps the
+    first speed that fits, on cc >= 90 retrying as the plain TREE ("Try a simpler tree"); pass 2 raises
+    ``bwIntra`` while it fits and is below 2 x ``bwInter``. Also whether the pattern fell back to TREE."""
     idx = _start_index(speeds, max_bw, channels, search_total_bw)
     balanced, found = True, False
     while True:
@@ -177,8 +167,8 @@ def _inbound(hosts: Hosts) -> Emitter:
 
 
 def _ring_own(hosts: Hosts) -> Emitter:
-    """Ring channel c on host i: entry device, the others in rank order, exit device, then out
-    to the NIC (through the switch, or PXN over NVLink if nearer); on one host, a cycle."""
+    """Ring channel c on host i: entry device, the others in rank order, exit device, out to the NIC
+    (through the switch, or PXN over NVLink if nearer); on one host, a cycle."""
     def add(loads: Loads, i: int, c: int) -> None:
         devs, router = hosts.devs[i], hosts.router
         if not hosts.multi:
@@ -198,11 +188,9 @@ def _ring_own(hosts: Hosts) -> Emitter:
 
 
 def _nvls_emitters(hosts: Hosts) -> tuple[Emitter, Emitter]:
-    """NVLS channel c's (intra, inter) loads on host i's own links (search.cc,
-    ``ncclTopoSearchTryNvls``): every GPU pushes to and pulls from its NVSwitches at bwIntra,
-    the channel's head twice; across hosts the head is the local GPU of NIC ``c mod num_nics``
-    and exchanges the channel with that NIC at bwInter (in from it, "back to net" at step 0).
-    On one host the head of channel c is its c-th GPU."""
+    """NVLS channel c's (intra, inter) loads on host i's own links (search.cc ``ncclTopoSearchTryNvls``):
+    every GPU to and from its NVSwitches at bwIntra, the head (NIC ``c mod num_nics``'s GPU; on one
+    host the c-th GPU) twice, and the head with that NIC at bwInter ("back to net" at step 0)."""
     graph = hosts.graph
 
     def head(i: int, c: int) -> Any:
@@ -223,9 +211,8 @@ def _nvls_emitters(hosts: Hosts) -> tuple[Emitter, Emitter]:
 
 
 def _tree_chains(hosts: Hosts, i: int, num_channels: int) -> list[list]:
-    """Host i's chain of each tree channel: the NIC's nearest GPU, the next-nearest, then the
-    others, ending at the GPU that has ended the fewest chains so far (the search spreads the
-    chain ends, the GPUs that send nothing intra-node, over the channels)."""
+    """Host i's chain of each tree channel: the NIC's nearest GPU, the next-nearest, then the others,
+    ending at the GPU that has ended the fewest chains so far (the search spreads the chain ends)."""
     devs = hosts.devs[i]
     ends = {d: 0 for d in devs}
     per: list[list] = []
@@ -253,11 +240,9 @@ def _tree_chains(hosts: Hosts, i: int, num_channels: int) -> list[list]:
 
 
 def _tree_emitters(hosts: Hosts, num_channels: int, balanced: bool) -> tuple[Emitter, Emitter]:
-    """Tree channel c's (intra, inter) loads on host i's own links. search.cc, tree patterns: a
-    chain through the host's GPUs at bwIntra, forward direction only (followPath counts the
-    forward path); with NICs the chain starts at the NIC's nearest GPU, the next-nearest second,
-    the data comes in from the NIC at bwInter and leaves "back to net" at step 0: half from each
-    of the first two GPUs for BALANCED_TREE, all from the first for TREE."""
+    """Tree channel c's (intra, inter) loads on host i's own links (search.cc, tree patterns): a chain
+    through the host's GPUs at bwIntra, forward only (followPath); from the NIC at bwInter and "back to
+    net" at step 0, half from each of the first two GPUs for BALANCED_TREE, all from the first for TREE."""
     chains: dict[int, list[list]] = {}
     router = hosts.router
 
@@ -282,9 +267,8 @@ def _tree_emitters(hosts: Hosts, num_channels: int, balanced: bool) -> tuple[Emi
 
 
 def _channel(hosts: Hosts, c: int, own: Emitter, fabric: Emitter | None, inbound: Emitter | None) -> ChannelLoads:
-    """Channel c's loads (:class:`ChannelLoads`): each class's representative (inbound hop
-    first), then the walk over the hosts in order: a walked host's own links, the route to the
-    next host, the next host's inbound hop when that host is walked."""
+    """Channel c's loads: each class's representative (inbound hop first), then per host in order a
+    walked host's own links, the route to the next host, the next host's inbound hop if walked."""
     ch = ChannelLoads()
     for cl in hosts.classes:
         d: Loads = {}
@@ -313,10 +297,8 @@ def _channel(hosts: Hosts, c: int, own: Emitter, fabric: Emitter | None, inbound
 
 
 def _walk_host0(hosts: Hosts, ch: ChannelLoads, c: int, own: Emitter, inbound: Emitter | None) -> None:
-    """The walk when only host 0 is walked: host 0's own links, the routes between all hosts
-    (one block per NIC assignment, shared by every pattern: no route touches a host's own
-    links), then the links host 0's inbound hop reaches first (its other loads are added to
-    the first block in walk order, last, as the walk does)."""
+    """The walk when only host 0 is walked: its own links, the routes between all hosts (one block per
+    NIC assignment, shared by every pattern), then the links host 0's inbound hop reaches first."""
     d: Loads = {}
     own(d, 0, c)
     n_own = len(d)
@@ -330,8 +312,7 @@ def _walk_host0(hosts: Hosts, ch: ChannelLoads, c: int, own: Emitter, inbound: E
 
 
 def _by_nic(hosts: Hosts, num_channels: int, make: Callable[[int], ChannelLoads]) -> list[ChannelLoads]:
-    """Channels 0..num_channels-1, each computed once per NIC assignment (channels that use the
-    same NIC on every host load the same links)."""
+    """Channels 0..num_channels-1, each computed once per NIC assignment (same NICs: same links)."""
     cache: dict[tuple, ChannelLoads] = {}
     out = []
     for c in range(num_channels):
@@ -351,8 +332,7 @@ def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw:
 
 
 def _mesh_ring(devs: tuple, mesh: dict[tuple, float], speeds: tuple[float, ...], **kw: Any) -> ChannelSearch | None:
-    """The ring over a direct NVLink mesh on one host (:mod:`ddpsim.network.mesh_search`); None
-    when no NVLink cycle goes through every GPU."""
+    """The ring over a direct NVLink mesh on one host; None when no NVLink cycle goes through every GPU."""
     def channels_at(s: float) -> int:
         c = len(find_channels(devs, mesh, s, kw["max_channels"], cycle=True)[0])
         return c if c >= kw["min_channels"] else 0
@@ -372,8 +352,7 @@ def _tree_totals(hosts: Hosts, num_channels: int, balanced: bool) -> Totals:
 
 
 def _max_bw_gbps(hosts: Hosts, all_devs: list) -> float:
-    """The widest single path the search may use (GB/s): device to NIC across hosts, device to
-    device on one host, the system total with one device."""
+    """The widest single path the search may use (GB/s): device to NIC, device to device, or the total."""
     router = hosts.router
     if hosts.multi:
         return max(router.bottleneck(hosts.entry(i)[j][0], hosts.nics[i][j]) for i in hosts.searched()
@@ -417,10 +396,9 @@ def _nvls_totals(hosts: Hosts, max_channels: int) -> Callable[[int], Totals]:
 
 def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, max_bw: float, total_bw: float,
                  search_total_bw: float, min_channels: int, max_channels: int) -> tuple[int, float, float]:
-    """ncclTopoCompute for NCCL_TOPO_PATTERN_NVLS: (channels, bwIntra, bwInter), (0, 0, 0) if none.
-    Pass 1 (:func:`_first_pass`, bwIntra = bwInter) keeps the most channels (``ncclTopoCompareGraphs``:
-    the more GPUs pulling from NVLS the better), also stopping at ``max_channels``; pass 2 raises
-    bwInter, the channels fixed, while they fit and it is below 2 x bwIntra."""
+    """ncclTopoCompute for NCCL_TOPO_PATTERN_NVLS: (channels, bwIntra, bwInter), (0, 0, 0) if none. Pass 1
+    (bwIntra = bwInter) keeps the most channels (``ncclTopoCompareGraphs``); pass 2 raises bwInter while
+    the channels fit and it is below 2 x bwIntra."""
     def most(s_intra: float, s_inter: float) -> int:
         for k in range(max_channels, min_channels - 1, -1):
             if first(k).fits(s_intra, s_inter):
@@ -441,9 +419,8 @@ def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, m
 
 def _nvls_search(hosts: Hosts, placement: Placement, speeds: tuple[float, ...], *, cc: int, max_bw: float,
                  total_bw: float) -> ChannelSearch | None:
-    """NCCL_TOPO_PATTERN_NVLS: None without an NVLS-capable NVSwitch, compute capability >= 90
-    and several GPUs per host. At most ``NCCL_MAX_NVLS_ARITY`` channels, one per GPU, each with
-    its own NIC across hosts; on one host every GPU heads one (``minChannels = maxChannels``)."""
+    """NCCL_TOPO_PATTERN_NVLS (None without NVLS switches, cc >= 90 and several GPUs per host): at most
+    ``NCCL_MAX_NVLS_ARITY`` channels, one per GPU (and NIC); on one host ``minChannels = maxChannels``."""
     graph = hosts.graph
     devs = [d for i in hosts.searched() for d in hosts.devs[i]]
     switches = {n for d in devs for n in graph.neighbors(d) if graph.nodes[n][KIND] == "nvswitch"}

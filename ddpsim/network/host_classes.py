@@ -1,13 +1,10 @@
-"""The hosts of a communicator, and the classes of identical hosts that share their search.
-
-On N identical nodes every node's part of a channel is the same up to names: hosts whose
-elements, attributes, links, ranks and NICs match position by position (:func:`same_host`; a
-preset's copies of host 0, :func:`ddpsim.network.graph_build.host_copies`, without comparing)
-form a class whose own links' loads are computed once, on its representative; only the fabric is
-walked host by host. Exact (every member's links carry the same sums in the same order) and
-linear in the hosts. Host 0 (its inbound hop closes the ring) and hosts with a link between two
-of their NICs are walked one by one; a route leaving its host makes the search walk every host
-(:func:`ddpsim.network.graph_search.search_graphs`).
+"""The hosts of a communicator, and the classes of identical hosts that share their search: hosts
+whose elements, attributes, links, ranks and NICs match position by position (:func:`same_host`; a
+preset's copies of host 0, :func:`ddpsim.network.graph_build.host_copies`, without comparing) form a
+class whose own links' loads are computed once, on its representative, only the fabric walked host by
+host (exact, linear in the hosts). Host 0 (its inbound hop closes the ring) and hosts with a link
+between two of their NICs are walked one by one; a route leaving its host makes the search walk every
+host (:func:`ddpsim.network.graph_search.search_graphs`).
 """
 
 from __future__ import annotations
@@ -37,10 +34,8 @@ class HostClass:
 
 
 class Hosts:
-    """The ranks' hosts, as the channel searches lay channels over them: ``devs[i]`` host i's
-    devices in rank order, ``nodes[i]`` all its elements (graph order); across hosts
-    (``multi``) ``nics[i]`` its NICs in rail order and :meth:`entry` the (entry, exit) devices
-    of each NIC's channels. ``classes`` group identical hosts; ``walked`` lists the others."""
+    """The ranks' hosts: ``devs[i]`` host i's devices in rank order, ``nodes[i]`` its elements, across
+    hosts ``nics[i]`` its NICs in rail order; ``classes`` group identical hosts, ``walked`` the others."""
 
     def __init__(self, graph: nx.Graph, placement: Placement, *, share: bool = True) -> None:
         self.graph = graph
@@ -68,8 +63,7 @@ class Hosts:
         self._shapes: dict[int, HostShape] = {}  # class -> per position, that element in every member
         adj = graph._adj
         #: the searches' link index, capacities in GB/s
-        self.links = LinkIndex(lambda e: adj[e[0]][e[1]][BANDWIDTH] / GBPS,
-                               lambda es: [adj[u][v][BANDWIDTH] / GBPS for u, v in es])
+        self.links = LinkIndex(lambda e: adj[e[0]][e[1]][BANDWIDTH] / GBPS)
         self._routes: dict[tuple, tuple[dict[tuple, float], list[tuple[int, int]]]] = {}
         self._mesh: dict[int, dict[tuple, float] | None] = {}
         #: no route between hosts touches host 0's own links (no link between two of its NICs)
@@ -154,13 +148,12 @@ class Hosts:
         self.router.add_load(loads, self.nics[i][c % len(self.nics[i])], self.nics[nxt][c % len(self.nics[nxt])])
 
     def nic_assignment(self, c: int) -> int:
-        """Channel c's NICs, as a number: channels c and c' use the same NIC on every host
-        (``c mod num_nics``) exactly when they agree modulo the lcm of the hosts' NIC counts."""
+        """Channel c's NICs as a number: c mod the lcm of the hosts' NIC counts."""
         return c % self._nic_lcm if self.multi else 0
 
     def routes(self, c: int) -> tuple[dict[tuple, float], list[tuple[int, int]]]:
-        """Channel c's routes from every host to the next (:meth:`add_route` for every host in
-        order, summed per link; cached per NIC assignment), and where each host's route starts."""
+        """Channel c's routes from every host to the next, summed per link (cached per NIC assignment),
+        and where each host's route starts."""
         key = self.nic_assignment(c)
         if key in self._routes:
             return self._routes[key]
@@ -188,8 +181,7 @@ class Hosts:
         return self._entry[i]
 
     def member_names(self, k: int, node: Any) -> list:
-        """Class k's representative's element ``node`` in every member (an element outside the
-        representative, e.g. a switch its GPUs share, keeps its name)."""
+        """Class k's representative's element ``node`` in every member (one outside it keeps its name)."""
         cl = self.classes[k]
         p = self.position(cl.rep).get(node)
         if p is None:
@@ -200,10 +192,9 @@ class Hosts:
 
 
 def same_host(graph: nx.Graph, hosts: Hosts, r: int, i: int) -> bool:
-    """Whether host i is host r up to names: element by element (in graph order) the same
-    attributes but the host index, the same links in the same order with the same attributes,
-    to the same positions on the host or to the same outside element (NIC uplinks left out:
-    the fabric is walked), and the ranks' devices and the NICs at the same positions."""
+    """Whether host i is host r up to names: element by element the same attributes but the host, the
+    same links in order to the same positions or outside elements (NIC uplinks left out), and the
+    ranks' devices and NICs at the same positions."""
     shape = hosts.shape(r)
     pi = hosts.position(i)
     nodes = hosts.nodes[i]
@@ -232,10 +223,8 @@ def same_host(graph: nx.Graph, hosts: Hosts, r: int, i: int) -> bool:
 
 @dataclass(frozen=True)
 class HostShape:
-    """What :func:`same_host` compares, taken once from a class's representative: per element a
-    getter of its attributes but the host index, their values and count, and its links (a NIC:
-    (position, attributes) of its links on the host; else the links' attributes in order and
-    the neighbours, by position on the host or by name)."""
+    """What :func:`same_host` compares, from a class's representative: per element a getter of its
+    attributes but the host, their values and count, and its links (a NIC's on the host only)."""
 
     elements: list[tuple]
     devs: list[tuple[int]]

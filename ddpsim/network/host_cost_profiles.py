@@ -1,18 +1,16 @@
 """DDP's per-bucket host costs measured on torch.profiler traces, and the defaults derived from them.
-
 From one rank's Kineto trace (:func:`ddpsim.trace.profile.kineto.read_profile`,
-:func:`ddpsim.trace.profile.steps.profiler_steps`), what a bucket costs the CPU as the Reducer
-pays it (``reducer.cpp``, ``ProcessGroupNCCL.cpp``): the **hook** (an ``AccumulateGrad``
-evaluate-function span minus its ``AccumulateGrad`` op, for a gradient launching no bucket),
-the **enqueue** (``record_param_comms`` inside ``c10d::allreduce_``), the **bucket launch** (what
-the gradient making a bucket ready pays beyond both) and the **copy back**
-(``copy_bucket_to_grad`` per parameter at finalize); a bucket of ``n`` gradients costs
-``n * hook + bucket launch + enqueue`` (:func:`model_bucket_s`, as :mod:`ddpsim.engine.reducer`
-charges it). Each span is corrected by the profiler's own cost per nested event (the median span
-of ``aten::as_strided``, a lower bound, so the terms stay upper bounds) and by a CUDA call's
-excess over its name's median (a full launch queue, not host work). A host's speed
-(:func:`host_speed`) is its probe op's median over the profiles'; a profile past
-:data:`HOST_BOUND_FACTOR` is host-bound, reported but left out of :func:`derive_defaults`.
+:func:`ddpsim.trace.profile.steps.profiler_steps`), what a bucket costs the CPU as the Reducer pays it
+(``reducer.cpp``, ``ProcessGroupNCCL.cpp``): the **hook** (an ``AccumulateGrad`` evaluate-function span
+minus its ``AccumulateGrad`` op, for a gradient launching no bucket), the **enqueue**
+(``record_param_comms`` inside ``c10d::allreduce_``), the **bucket launch** (what the gradient making a
+bucket ready pays beyond both) and the **copy back** (``copy_bucket_to_grad`` per parameter at
+finalize); a bucket of ``n`` gradients costs ``n * hook + bucket launch + enqueue``
+(:func:`model_bucket_s`, as :mod:`ddpsim.engine.reducer` charges it). Each span is corrected by the
+profiler's own cost per nested event (the median span of ``aten::as_strided``, a lower bound, so the
+terms stay upper bounds) and by a CUDA call's excess over its name's median (a full launch queue, not
+host work). A host's speed (:func:`host_speed`) is its probe op's median over the profiles'; a profile
+past :data:`HOST_BOUND_FACTOR` is host-bound, reported but left out of :func:`derive_defaults`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,18 @@
-"""Host (CPU) costs of DDP on GPUs: what the CPU does per step, per parameter and per bucket.
-
-The engine keeps one CPU clock per rank (:mod:`ddpsim.engine.simulate`): a kernel cannot start
-before the CPU has enqueued it, nor a collective before it has issued it. The defaults follow
-the code paths they model (``torch/csrc/distributed/c10d/``: ``reducer.cpp``,
-``ProcessGroupNCCL.cpp``; NCCL ``src/enqueue.cc``): ``pre_forward_s`` (100 us, an estimate:
-``DistributedDataParallel.forward``'s ``_pre_forward``/``_post_forward``, on every step's
-critical path), ``hook_s_per_param`` (17 us: ``Reducer::autograd_hook`` ->
-``mark_variable_ready_dense``, the fused ``mul_out`` launch), ``bucket_launch_s`` (62 us:
-``mark_bucket_ready`` -> ``all_reduce_bucket`` -> ``run_comm_hook``), ``enqueue_s`` (65 us:
-``ProcessGroupNCCL::collective``, ``ncclEnqueueCheck`` -> ``cudaLaunchKernelExC``, per collective
-issued) and ``copy_back_s_per_param`` (10 us: ``finalize_bucket_dense`` ->
-``copy_bucket_to_grad``; none with ``gradient_as_bucket_view``). The last four are measured
-bucket by bucket on the committed torch.profiler traces (:mod:`ddpsim.network.host_cost_profiles`,
-checked by ``tests/test_bucket_host_costs.py``; one constant for every GPU: the code path is the
-host's). Each is uncertain by about x2 (the uncertainty pass varies them); a calibration replaces
-them. Details: docs/MODEL.md, "GPU cost terms".
+"""Host (CPU) costs of DDP on GPUs: what the CPU does per step, per parameter and per bucket. The engine
+keeps one CPU clock per rank (:mod:`ddpsim.engine.simulate`): a kernel cannot start before the CPU has
+enqueued it, nor a collective before it has issued it. The defaults follow the code paths they model
+(``torch/csrc/distributed/c10d/``: ``reducer.cpp``, ``ProcessGroupNCCL.cpp``; NCCL ``src/enqueue.cc``):
+``pre_forward_s`` (100 us, an estimate: ``DistributedDataParallel.forward``'s
+``_pre_forward``/``_post_forward``, on every step's critical path), ``hook_s_per_param`` (17 us:
+``Reducer::autograd_hook`` -> ``mark_variable_ready_dense``, the fused ``mul_out`` launch),
+``bucket_launch_s`` (62 us: ``mark_bucket_ready`` -> ``all_reduce_bucket`` -> ``run_comm_hook``),
+``enqueue_s`` (65 us: ``ProcessGroupNCCL::collective``, ``ncclEnqueueCheck`` -> ``cudaLaunchKernelExC``,
+per collective issued) and ``copy_back_s_per_param`` (10 us: ``finalize_bucket_dense`` ->
+``copy_bucket_to_grad``; none with ``gradient_as_bucket_view``). The last four are measured bucket by
+bucket on the committed torch.profiler traces (:mod:`ddpsim.network.host_cost_profiles`, checked by
+``tests/test_bucket_host_costs.py``; one constant for every GPU: the code path is the host's). Each is
+uncertain by about x2 (the uncertainty pass varies them); a calibration replaces them. Details:
+docs/MODEL.md, "GPU cost terms".
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
-"""Device kernels of DDP's reducer and its comm hooks, as pure cost functions.
-
-Every kernel is memory-bound: its bytes moved (read + write) at the copy bandwidth
+"""Device kernels of DDP's reducer and its comm hooks, as pure cost functions. Every kernel is
+memory-bound: its bytes moved (read + write) at the copy bandwidth
 (``SimConfig.copy_bandwidth_bytes_per_s``; no bandwidth: 0 s) and, when the trace gives a
-``peak_flops_per_s``, at least ``flops / peak``. A gradient-copy kernel on a GPU takes at
-least a launch floor (``SimConfig.copy_kernel_floor_s``). The byte counts follow the
-kernels DDP enqueues: ``torch/csrc/distributed/c10d/reducer.cpp`` (``Reducer::mark_variable_ready_dense``,
+``peak_flops_per_s``, at least ``flops / peak``. A gradient-copy kernel on a GPU takes at least a launch
+floor (``SimConfig.copy_kernel_floor_s``). The byte counts follow the kernels DDP enqueues:
+``torch/csrc/distributed/c10d/reducer.cpp`` (``Reducer::mark_variable_ready_dense``,
 ``flush_deferred_copies``, ``finalize_bucket_dense``), ``torch/nn/parallel/distributed.py``
 (``_MixedPrecision``, ``_delay_grad_buffer``), ``torch/distributed/algorithms/ddp_comm_hooks/``
-(``default_hooks.py``, ``mixed_precision_hooks.py``, ``powerSGD_hook.py``). Plain numbers in,
-seconds (or bytes) out; the engine charges them as compute-stream or collective-stream work.
+(``default_hooks.py``, ``mixed_precision_hooks.py``, ``powerSGD_hook.py``). Plain numbers in, seconds
+(or bytes) out; the engine charges them as compute-stream or collective-stream work.
 """
 
 from __future__ import annotations
@@ -18,12 +17,6 @@ from typing import Sequence
 
 from ddpsim.plan.planner import MixedPrecision
 from ddpsim.units import DTYPE_SIZE_BYTES
-
-__all__ = ["kernel_s", "copy_kernel_s", "param_elem_bytes", "powersgd_split", "POWERSGD_MIN_COMPRESSION_RATE",
-           "grad_copy_in_s", "grad_zero_fill_s", "bucket_copy_out_s", "foreach_copy_s", "flat_bucket_div_s",
-           "mp_param_cast_s", "mp_bucket_cast_s", "mp_upcast_s", "allreduce_hook_div_s", "fp16_compress_s",
-           "fp16_decompress_s", "delayed_buffer_zero_s", "delayed_buffer_div_s", "powersgd_compress_s",
-           "powersgd_compute_qs_s", "powersgd_decompress_s"]
 
 #: PowerSGDState's default ``min_compression_rate`` (powerSGD_hook.py)
 POWERSGD_MIN_COMPRESSION_RATE = 2
@@ -192,19 +185,10 @@ def powersgd_split(shapes: Sequence[tuple[int, ...]], elem_bytes: int, rank: int
     }
 
 
-def powersgd_compress_s(split: dict[str, float], bandwidth_bytes_per_s: float | None,
-                        peak_flops_per_s: float | None) -> float:
-    """PowerSGD's hook body before the first all-reduce (error feedback, Q orthogonalised, ``P = M Q``)."""
-    return kernel_s(split["launch_bytes"], split["launch_flops"], bandwidth_bytes_per_s, peak_flops_per_s)
-
-
-def powersgd_compute_qs_s(split: dict[str, float], bandwidth_bytes_per_s: float | None,
-                          peak_flops_per_s: float | None) -> float:
-    """PowerSGD's ``compute_qs`` callback: P orthogonalised, ``Q = M^T P``."""
-    return kernel_s(split["qs_bytes"], split["qs_flops"], bandwidth_bytes_per_s, peak_flops_per_s)
-
-
-def powersgd_decompress_s(split: dict[str, float], bandwidth_bytes_per_s: float | None,
-                          peak_flops_per_s: float | None) -> float:
-    """PowerSGD's ``decompress`` callback: ``M = P Q^T``, the error feedback, the uncompressed unpacked."""
-    return kernel_s(split["decompress_bytes"], split["decompress_flops"], bandwidth_bytes_per_s, peak_flops_per_s)
+def powersgd_kernel_s(split: dict[str, float], stage: str, bandwidth_bytes_per_s: float | None,
+                      peak_flops_per_s: float | None) -> float:
+    """One of PowerSGD's kernels: ``stage`` "launch" the hook body before the first all-reduce
+    (error feedback, Q orthogonalised, ``P = M Q``), "qs" the ``compute_qs`` callback (P
+    orthogonalised, ``Q = M^T P``), "decompress" the ``decompress`` callback (``M = P Q^T``, the
+    error feedback, the uncompressed unpacked)."""
+    return kernel_s(split[f"{stage}_bytes"], split[f"{stage}_flops"], bandwidth_bytes_per_s, peak_flops_per_s)

@@ -1,14 +1,10 @@
-"""The load channels put on every directed link, summed over channels, as the graph search
-needs it: the most loaded link (per link capacity) after each added channel, and whether a
-set of channels fits at given per-channel speeds.
-
-A channel's loads (:class:`ChannelLoads`) come in two parts (:mod:`ddpsim.network.host_classes`):
-the walked links (the fabric, and the hosts walked one by one), in the order the channel
-reaches them, and per class of identical hosts the representative's own links. Sums over
-channels run in channel order (numpy over the walked links, :class:`LinkIndex`), so every
-link's total is the same float as a plain sum link by link; ties for the most loaded link go
-to the link the channels reach first, as the search's ``max`` over an insertion-ordered dict
-does.
+"""The load channels put on every directed link, summed over channels, as the graph search needs it:
+the most loaded link (per capacity) after each added channel, and whether a set of channels fits at
+given speeds. A channel's loads (:class:`ChannelLoads`) are the walked links (the fabric and the
+hosts walked one by one) in the order the channel reaches them, and per class of identical hosts
+(:mod:`ddpsim.network.host_classes`) the representative's own links. Sums run in channel order (numpy
+over the walked links), so every total is the float of a plain sum link by link; ties for the most
+loaded link go to the link the channels reach first.
 """
 
 from __future__ import annotations
@@ -24,14 +20,11 @@ Link = tuple[Any, Any]
 
 @dataclass
 class ChannelLoads:
-    """One channel's load per directed link, in units of the channel's speed.
-
-    ``blocks``: the walked links in the order the channel reaches them, as dicts over disjoint
-    links (a block can be shared by channels: the fabric routes of one NIC assignment);
-    ``bounds``: (first rank in the walk, host, part) where each part starts (part 0 a host's
-    own links, 1 the route to the next host, 2 the next host's inbound hop). ``by_class[k]``:
-    class k's representative's links, its inbound hop first: ``inbound_len[k]`` links first
-    reached there."""
+    """One channel's load per directed link, in units of its speed: ``blocks`` the walked links in walk
+    order (dicts over disjoint links, shareable by channels); ``bounds`` (first rank in the walk, host,
+    part) where each part starts (0 a host's own links, 1 the route to the next host, 2 the next
+    host's inbound hop); ``by_class[k]`` class k's representative's links, ``inbound_len[k]`` of them
+    its inbound hop's, first."""
 
     blocks: list[dict[Link, float]] = field(default_factory=list)
     bounds: list[tuple[int, int, int]] = field(default_factory=list)
@@ -44,20 +37,17 @@ class ChannelLoads:
         return self.bounds[i][1], self.bounds[i][2], rank
 
     def class_key(self, k: int, rank: int, rep: int) -> tuple[int, int, int]:
-        """Where the channel first reaches class k's link ranked ``rank`` on its first member
-        ``rep``: the inbound hop comes at the end of the previous host's part."""
+        """Where the channel first reaches class k's link ranked ``rank`` on its first member ``rep``."""
         n_in = self.inbound_len[k]
         return (rep - 1, 2, rank) if rank < n_in else (rep, 0, rank - n_in)
 
 
 class LinkIndex:
-    """Walked links numbered once for all of a communicator's searches, with their capacities
-    (GB/s: ``cap`` of one link, ``caps`` of a list); a channel's walked loads as (link numbers,
-    loads) arrays in walk order."""
+    """Walked links numbered once for all of a communicator's searches, with their capacities (GB/s);
+    a channel's walked loads as (link numbers, loads) arrays in walk order."""
 
-    def __init__(self, cap: Callable[[Link], float], caps: Callable[[list[Link]], list[float]] | None = None) -> None:
+    def __init__(self, cap: Callable[[Link], float]) -> None:
         self.cap_of = cap
-        self._caps_of = caps if caps is not None else (lambda es: list(map(cap, es)))
         self.pos: dict[Link, int] = {}
         self.links: list[Link] = []
         self._caps: list[float] = []
@@ -71,7 +61,7 @@ class LinkIndex:
             new = list(d) if fresh else [e for e in d if e not in pos]  # numbered in the order the block reaches them
             pos.update(zip(new, range(n0, n0 + len(new))))
             self.links.extend(new)
-            self._caps.extend(self._caps_of(new))
+            self._caps.extend(map(self.cap_of, new))
             ids = np.arange(n0, n0 + len(d)) if fresh else np.fromiter(map(pos.__getitem__, d), np.int64, len(d))
             got = (d, ids, np.fromiter(d.values(), float, len(d)))
             self._arrays[id(d)] = got  # keeps d alive: its id stays its own
@@ -98,9 +88,8 @@ class LinkIndex:
 
 def prefix_utilisation(channels: list[ChannelLoads], index: LinkIndex,
                        reps: list[int]) -> tuple[list[float], list[str]]:
-    """``util[k]``: the largest load / capacity over links with the first k channels;
-    ``worst[k]``: that link ("u -> v"), the first reached among equals. ``reps[k]``: class k's
-    representative (its first member)."""
+    """``util[k]``: the largest load / capacity with the first k channels; ``worst[k]``: that link
+    ("u -> v"), the first reached among equals (``reps[k]``: class k's first member)."""
     distinct = list({id(ch): ch for ch in channels}.values())
     walks = {id(ch): index.arrays(ch) for ch in distinct}
     size = len(index.links)
@@ -146,9 +135,8 @@ def prefix_utilisation(channels: list[ChannelLoads], index: LinkIndex,
 
 
 class Totals:
-    """Two kinds of load (intra-node at ``bwIntra``, inter-node at ``bwInter``) summed over a
-    set of channels; ``member_names(k, element)`` names class k's representative's element
-    in every member."""
+    """Intra-node (at ``bwIntra``) and inter-node (at ``bwInter``) loads summed over a set of channels;
+    ``member_names(k, element)`` names class k's representative's element in every member."""
 
     def __init__(self, intra: list[ChannelLoads], inter: list[ChannelLoads], index: LinkIndex,
                  member_names: Callable[[int, Any], list], num_classes: int) -> None:
@@ -186,8 +174,7 @@ class Totals:
                    for li, le in self.cls for e in set(li) | set(le))
 
     def worst(self, s_intra: float, s_inter: float) -> str:
-        """The most loaded link (per capacity) at these speeds, "u -> v"; among equals the
-        first by name; "" with no link."""
+        """The most loaded link (per capacity) at these speeds, "u -> v", the first by name; "" with none."""
         cands: list[tuple[float, Callable[[], tuple[str, Link]]]] = []  # (load, its first link by name)
         if self.present.any():
             ratio = np.where(self.present, (self.li * s_intra + self.le * s_inter) / self.cap, -np.inf)
@@ -209,9 +196,8 @@ class Totals:
         return f"{e[0]} -> {e[1]}"
 
     def _first_member_link(self, k: int, links: list[Link]) -> tuple[str, Link]:
-        """Of class k's representative's ``links`` in every member, the first by name. A link's
-        name ``str((u, v))`` starts with ``"(" + repr(u)``, so the first is among the members whose
-        ``repr(u)`` starts with the least of them: only those names are made."""
+        """Of class k's representative's ``links`` in every member, the first by name (only the members
+        whose ``repr(u)`` starts with the least of them can be: ``str((u, v))`` starts with it)."""
         best = []
         for u, v in links:
             us, vs = self.member_names(k, u), self.member_names(k, v)

@@ -1,15 +1,13 @@
-"""NCCL's channel search over GPUs linked directly by NVLink, without an NVSwitch (a DGX-1's
-hybrid cube-mesh, NVLink-bridged pairs of PCIe cards).
-
-NCCL (v2.30.7, ``src/graph/search.cc`` ``ncclTopoSearchRec``) builds a ring channel as a cycle
-through every GPU along NVLink paths (``PATH_NVL``), a tree channel as a chain, each taking its
-speed off the bandwidth left on the links it uses (``followPath``: two NVLinks, ``SM70_NVLINK_BW``
-each, carry two channels), adding channels until none fits. Here each channel is a depth-first
-search preferring the neighbour with most bandwidth left (then rank order), bounded as
-``NCCL_SEARCH_TIMEOUT`` bounds NCCL's (:data:`MAX_STEPS` candidate cycles per packing; a packing
-the greedy first leaf completes stops there). A complete mesh of equal links (AMD MI300X's 8
-GPUs) is not enumerated: its ``2 x floor((n - 1) / 2)`` symmetric rings (Hamiltonian cycles taken
-both ways, on links no earlier one uses) are found greedily in rank order, which is optimal.
+"""NCCL's channel search over GPUs linked directly by NVLink, without an NVSwitch (a DGX-1's hybrid
+cube-mesh, NVLink-bridged pairs of PCIe cards). NCCL (v2.30.7, ``src/graph/search.cc``
+``ncclTopoSearchRec``) builds a ring channel as a cycle through every GPU along NVLink paths
+(``PATH_NVL``), a tree channel as a chain, each taking its speed off the bandwidth left on the links it
+uses (``followPath``: two NVLinks, ``SM70_NVLINK_BW`` each, carry two channels), adding channels until
+none fits. Here each channel is a depth-first search preferring the neighbour with most bandwidth left
+(then rank order), bounded as ``NCCL_SEARCH_TIMEOUT`` bounds NCCL's (:data:`MAX_STEPS` candidate cycles
+per packing; a packing the greedy first leaf completes stops there). A complete mesh of equal links (AMD
+MI300X's 8 GPUs) is not enumerated: its ``2 x floor((n - 1) / 2)`` symmetric rings (Hamiltonian cycles
+taken both ways, on links no earlier one uses) are found greedily in rank order, which is optimal.
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
-"""NCCL's own cost model (``src/graph/tuning.cc``), pinned to **NCCL v2.30.7**.
-
-Pure functions of the graph search's result (``nChannels``, ``bwIntra``/``bwInter``, NVLink or
-not), the ranks and the nodes: NCCL's latency (µs), algorithm bandwidth (GB/s) and time of every
-(algorithm, protocol), and NCCL's choice, the fastest (``enqueue.cc topoGetAlgoInfo``). Formulas
-and constants: ``tuning.cc`` ``ncclTopoTuneModel``, ``search.cc`` (speed arrays), ``topo.h`` (link
-bandwidths); the plain TREE pattern's 0.85 (``maxTreePattern == NCCL_TOPO_PATTERN_TREE``) applies
-when the graph says so (``NcclGraph.simple_tree``). Units follow NCCL (µs, GB/s = 1000 bytes/µs);
-:mod:`ddpsim.network.collective_cost` converts. Not modelled: CollNet/SHARP, PAT, tuner plugins,
-grouped operations (``latCount`` = 1), forced channel counts. Added, never chosen by itself:
-``hierarchical`` (intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather).
+"""NCCL's own cost model (``src/graph/tuning.cc``), pinned to **NCCL v2.30.7**. Pure functions of the
+graph search's result (``nChannels``, ``bwIntra``/``bwInter``, NVLink or not), the ranks and the nodes:
+NCCL's latency (µs), algorithm bandwidth (GB/s) and time of every (algorithm, protocol), and NCCL's
+choice, the fastest (``enqueue.cc topoGetAlgoInfo``). Formulas and constants: ``tuning.cc``
+``ncclTopoTuneModel``, ``search.cc`` (speed arrays), ``topo.h`` (link bandwidths); the plain TREE
+pattern's 0.85 (``maxTreePattern == NCCL_TOPO_PATTERN_TREE``) applies when the graph says so
+(``NcclGraph.simple_tree``). Units follow NCCL (µs, GB/s = 1000 bytes/µs);
+:mod:`ddpsim.network.collective_cost` converts. Not modelled: CollNet/SHARP, PAT, tuner plugins, grouped
+operations (``latCount`` = 1), forced channel counts. Added, never chosen by itself: ``hierarchical``
+(intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather).
 """
 
 from __future__ import annotations
@@ -76,36 +75,24 @@ def speed_array(compute_capability: int, multi_node: bool) -> tuple[float, ...]:
 
 
 def arch_index(compute_capability: int) -> int:
-    if compute_capability >= 100:
-        return 3
-    if compute_capability >= 90:
-        return 2
-    if compute_capability >= 80:
-        return 1
-    return 0
+    """The tables' row: Volta 0, Ampere 1, Hopper 2, Blackwell 3."""
+    return sum(compute_capability >= cc for cc in (80, 90, 100))
 
 
 @dataclass(frozen=True, kw_only=True)
 class NcclGraph:
-    """What NCCL's topology search hands to the tuning model (one per pattern).
-
-    ``num_channels`` x ``bw_intra_gbps`` is the bus bandwidth the ring/tree can sustain.
-    """
+    """What NCCL's topology search hands to the tuning model (one per pattern):
+    ``num_channels`` x ``bw_intra_gbps`` is the bus bandwidth the ring/tree can sustain."""
 
     num_channels: int
     bw_intra_gbps: float
     bw_inter_gbps: float
     nvlink_intra: bool  # graph.typeIntra == LINK_NVL (else PCI hardware latencies)
-    latency_inter_us: float = 0.0
     simple_tree: bool = False  # the tree search fell back to NCCL_TOPO_PATTERN_TREE (Hopper+)
-
-    def __post_init__(self) -> None:
-        assert self.num_channels >= 0 and self.bw_intra_gbps >= 0 and self.bw_inter_gbps >= 0
 
 
 @dataclass(frozen=True, kw_only=True)
 class NcclSystem:
-    """Everything the tuning model needs about the communicator."""
 
     num_ranks: int
     num_nodes: int
@@ -119,6 +106,12 @@ class NcclSystem:
     @property
     def ppn(self) -> int:
         return self.num_ranks // self.num_nodes
+
+    def graph(self, algo: str) -> NcclGraph:
+        """The search's graph an algorithm runs on (NVLS and NVLSTree: the NVLS one)."""
+        g = {"ring": self.ring, "tree": self.tree}.get(algo, self.nvls)
+        assert g is not None
+        return g
 
 
 def _log2i(x: int) -> int:
@@ -175,23 +168,25 @@ def bandwidth_gbps(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduc
     raise AssertionError(algo)
 
 
+def hop_latency_us(sys: NcclSystem, algo: str, proto: str) -> tuple[float, float]:
+    """(intra-node, inter-node) latency of one hop (``tuning.cc`` ``hwLat``; a ring across nodes
+    at least ``getNetOverhead``, three times it for Simple)."""
+    p = PROTOCOLS.index(proto)
+    intra = HW_LAT_US["nvlink" if sys.graph(algo).nvlink_intra else "pci"][algo][p]
+    inter = HW_LAT_US["net"]["tree" if sys.ppn == 1 else algo][p]
+    if algo == "ring" and sys.num_nodes > 1:
+        intra = max(intra, NET_OVERHEAD_US[sys.cpu_vendor] * (3 if proto == "simple" else 1))
+    return intra, inter
+
+
 def latency_us(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduce") -> float:
     """NCCL's latency for (algo, proto), µs (``src/graph/tuning.cc``, ``ncclTopoTuneModel``:
     ``baseLat`` + ``hwLat`` per step)."""
-    p = PROTOCOLS.index(proto)
     n, nn, ppn = sys.num_ranks, sys.num_nodes, sys.ppn
-    g = {"ring": sys.ring, "tree": sys.tree}.get(algo, sys.nvls)
-    intra_hw = "nvlink" if (g is not None and g.nvlink_intra) else "pci"
-    lat_inter_graph = g.latency_inter_us if g is not None else 0.0
-    lat = BASE_LAT_US[algo][p]
-    intra = HW_LAT_US[intra_hw][algo][p]
-    inter = (HW_LAT_US["net"]["tree"][p] if ppn == 1 else HW_LAT_US["net"][algo][p]) + lat_inter_graph
-    if proto == "simple":
-        inter += lat_inter_graph  # "flush extra latency"
+    lat = BASE_LAT_US[algo][PROTOCOLS.index(proto)]
+    intra, inter = hop_latency_us(sys, algo, proto)
     if algo == "ring":
         nsteps = 2 * (n - 1) if coll == "allreduce" else n - 1  # a ring broadcast/RS/AG: n-1 hops
-        overhead = NET_OVERHEAD_US[sys.cpu_vendor] * (3 if proto == "simple" else 1) if nn > 1 else 0.0
-        intra = max(intra, overhead)
         n_inter = 0 if nn == 1 else (2 * (nn - 1) if coll == "allreduce" else nn - 1)
         return lat + (nsteps - n_inter) * intra + n_inter * inter
     if algo == "tree":
@@ -204,8 +199,7 @@ def latency_us(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduce") 
 
 
 def time_us(sys: NcclSystem, algo: str, proto: str, size_bytes: int, coll: str = "allreduce") -> float:
-    """``ncclTopoGetAlgoTime``: lat + nBytes / (1000 * bw) µs with NCCL's corrections;
-    ``math.inf`` when (algo, proto) is disabled."""
+    """``ncclTopoGetAlgoTime``: lat + nBytes / (1000 * bw) µs with NCCL's corrections; inf if disabled."""
     bw = bandwidth_gbps(sys, algo, proto, coll)
     if bw <= 0:
         return math.inf
@@ -232,9 +226,8 @@ def candidates(sys: NcclSystem, coll: str = "allreduce") -> list[tuple[str, str]
 
 def choose(sys: NcclSystem, size_bytes: int, coll: str = "allreduce", *, algorithm: str | None = None,
            protocol: str | None = None) -> tuple[str, str, float]:
-    """NCCL's pick: the (algo, proto) of minimum time, optionally filtered like
-    ``NCCL_ALGO`` / ``NCCL_PROTO``. Returns (algo, proto, time_us); algo "none" with
-    time inf if nothing is enabled."""
+    """NCCL's pick (algo, proto, time_us) of minimum time, filtered like ``NCCL_ALGO`` / ``NCCL_PROTO``;
+    ("none", "none", inf) if nothing is enabled."""
     best = ("none", "none", math.inf)
     for a, p in candidates(sys, coll):
         if algorithm is not None:

@@ -1,15 +1,12 @@
-"""The time of an NCCL all-reduce from how NCCL executes it, for the configuration NCCL chose.
-
-:mod:`ddpsim.network.nccl` keeps NCCL's choice (``tuning.cc``, ``enqueue.cc topoGetAlgoInfo``;
-its ``ncclTopoGetAlgoTime`` is a ranking key); this times the choice from its execution: the
-run-time channels and threads (``connect.cc ncclTopoPostset``, ``topoGetAlgoInfo``), chunks and
-slices of ``NCCL_STEPS`` = 8 slots (``calcCollChunking``, ``device.h``, ``collectives.h``), the
-pipeline steps of ``device/all_reduce.h`` (``runRing``, ``runTreeUpDown``, ``runNvls``, with
-their fill), each step's hop latency (``tuning.cc`` ``hwLat``, ``getNetOverhead``), a per-step
-synchronisation for LL128 and Simple (:data:`STEP_OVERHEAD_US`, ``prims_ll128.h``,
-``prims_simple.h``) hidden by the slices in flight, LL's round trips (:data:`LL_ROUND_TRIP_US`,
-``prims_ll.h``), NCCL's per-channel bandwidth under the protocol's efficiency (without
-``treeCorrectionFactor``) and ``baseLat`` for the launch::
+"""The time of an NCCL all-reduce from how NCCL executes the configuration it chose
+(:mod:`ddpsim.network.nccl`: ``tuning.cc``, ``enqueue.cc topoGetAlgoInfo``, whose
+``ncclTopoGetAlgoTime`` is a ranking key): the run-time channels and threads (``connect.cc
+ncclTopoPostset``, ``topoGetAlgoInfo``), chunks and slices of ``NCCL_STEPS`` = 8 slots
+(``calcCollChunking``, ``device.h``, ``collectives.h``), the pipeline steps of ``device/all_reduce.h``
+(``runRing``, ``runTreeUpDown``, ``runNvls``, with their fill), each step's hop latency (``tuning.cc``
+``hwLat``, ``getNetOverhead``), a per-step synchronisation for LL128 and Simple (``prims_ll128.h``,
+``prims_simple.h``) hidden by the slices in flight, LL's round trips (``prims_ll.h``), NCCL's
+per-channel bandwidth (without ``treeCorrectionFactor``) and ``baseLat`` for the launch::
 
     time = launch + hops x hop latency + first-pass syncs x exposed overhead
          + bytes / bandwidth + LL's extra round trips + fill
@@ -19,7 +16,6 @@ generation and transport, on the ``normal`` public curves (``bench_collective_sc
 Simple uses 4 us, not the fit's 12, which puts the V100 check of ``tests/test_collectives.py``
 past 10 %. Details: docs/MODEL.md, "Collective time". Units as :mod:`ddpsim.network.nccl`.
 """
-
 from __future__ import annotations
 
 import math
@@ -45,11 +41,17 @@ PCI_BW_GBPS = 24.0  # topo.h PCI_BW: a ring at most this fast runs Simple with 2
 STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 12.0, "simple": 4.0}
 #: µs per LL round trip of threads x 8 data bytes, fitted (module docstring)
 LL_ROUND_TRIP_US = 1.0
+#: how far measured all-reduces fall from this model: measured / model time at the 10th and
+#: 90th percentiles over 164 sizes from 64 KiB to 64 MiB of 17 ``normal`` / ``forced_algo``
+#: public curves of InfiniBand / RoCE / NVLink / PCIe systems (``bench_collective_score.py
+#: --quantiles``; not centred on 1): the collective term of the recommendation's uncertainty band
+MID_LO_BYTES = 64 * 1024
+MID_HI_BYTES = 64 * 2 ** 20
+MID_SIZE_RATIOS = (0.781, 2.104)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Execution:
-    """How NCCL runs one all-reduce."""
 
     algorithm: str
     protocol: str
@@ -63,17 +65,10 @@ class Execution:
     fill_bytes: int  # bytes carried before the pipeline is full
 
 
-def _graph(sys: nccl.NcclSystem, algo: str) -> nccl.NcclGraph:
-    g = {"ring": sys.ring, "tree": sys.tree}.get(algo, sys.nvls)
-    assert g is not None
-    return g
-
-
 def comm_channels(sys: nccl.NcclSystem) -> int:
-    """The ring / tree channels a communicator runs (``comm->nChannels``): the fewer of the ring's
-    and tree's search channels (``init.cc``), doubled by ``connect.cc ncclTopoPostset`` (at most
-    MAXCHANNELS), doubled again on Hopper+ across nodes when the ring's per-channel NVLink bandwidth
-    is over 45 GB/s with fewer than 16 channels; the duplicates share ``tuning.cc``'s bandwidth."""
+    """``comm->nChannels``: the fewer of the ring's and tree's search channels (``init.cc``), doubled by
+    ``connect.cc ncclTopoPostset``, again on Hopper+ across nodes when the ring's per-channel NVLink
+    bandwidth is over 45 GB/s with fewer than 16 channels (the duplicates share ``tuning.cc``'s bandwidth)."""
     nc = min(nccl.MAXCHANNELS, 2 * min(sys.ring.num_channels, sys.tree.num_channels))
     if sys.compute_capability >= 90 and sys.num_nodes > 1 and sys.ring.bw_intra_gbps > 45.0 and nc < 16:
         nc = min(nccl.MAXCHANNELS, 2 * nc)
@@ -82,7 +77,7 @@ def comm_channels(sys: nccl.NcclSystem) -> int:
 
 def runtime_channels(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> tuple[int, float]:
     """(channels, fraction of the maximum threads) NCCL launches (``enqueue.cc topoGetAlgoInfo``)."""
-    g = _graph(sys, algo)
+    g = sys.graph(algo)
     if algo in ("nvls", "nvls_tree"):
         return g.num_channels, 1.0
     nc = comm_channels(sys)
@@ -153,24 +148,10 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
     raise AssertionError(algo)
 
 
-def hop_latency_us(sys: nccl.NcclSystem, algo: str, proto: str) -> tuple[float, float]:
-    """(intra-node, inter-node) latency of one hop as ``tuning.cc`` has it (module docstring)."""
-    p = nccl.PROTOCOLS.index(proto)
-    g = _graph(sys, algo)
-    kind = "nvlink" if g.nvlink_intra else "pci"
-    intra = nccl.HW_LAT_US[kind][algo][p]
-    flush = 2 if proto == "simple" else 1
-    inter = nccl.HW_LAT_US["net"]["tree" if sys.ppn == 1 else algo][p] + g.latency_inter_us * flush
-    if algo == "ring" and sys.num_nodes > 1:
-        intra = max(intra, nccl.NET_OVERHEAD_US[sys.cpu_vendor] * (3 if proto == "simple" else 1))
-    return intra, inter
-
-
 def bandwidth_gbps(sys: nccl.NcclSystem, algo: str, proto: str, ex: Execution) -> float:
-    """Algorithm bandwidth of the channels in use: each runs at most at NCCL's per-channel figure
-    (``tuning.cc``, the search's channels), all of them together at NCCL's bandwidth."""
+    """Algorithm bandwidth of the channels in use, each at most NCCL's per-channel figure (``tuning.cc``)."""
     full = nccl.bandwidth_gbps(sys, algo, proto)
-    return full * min(1.0, ex.num_channels / _graph(sys, algo).num_channels) * ex.thread_fraction
+    return full * min(1.0, ex.num_channels / sys.graph(algo).num_channels) * ex.thread_fraction
 
 
 def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> float:
@@ -180,7 +161,7 @@ def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> flo
     o = STEP_OVERHEAD_US[proto]
     ex = plan(sys, algo, proto, size_bytes)
     bw = bandwidth_gbps(sys, algo, proto, ex)
-    lat_intra, lat_inter = hop_latency_us(sys, algo, proto)
+    lat_intra, lat_inter = nccl.hop_latency_us(sys, algo, proto)
     launch = nccl.BASE_LAT_US[algo][nccl.PROTOCOLS.index(proto)]
     per_channel_bw = bw / ex.num_channels
     transfer = size_bytes / (1000.0 * bw)

@@ -1,12 +1,9 @@
-"""Rank placement and routing over a topology graph.
-
-Ranks take the first devices in rank order (torchrun's: by host, then local rank). A route
-between two elements is the set of equal-cost shortest paths (weights
-:func:`ddpsim.network.topology.edge_weight`, picoseconds per byte, so wide links are preferred
-and ties are exact), over which a transfer splits evenly (ECMP), as
-:func:`networkx.all_shortest_paths` enumerates them. Paths inside one host are searched on
-that host's subgraph, paths between two NICs on the fabric's (NICs and the switches above
-them): the same paths, since a host is entered only through its NICs, for much less work.
+"""Rank placement and routing over a topology graph: ranks take the first devices in rank order
+(torchrun's: by host, then local rank); a route between two elements is the set of equal-cost shortest
+paths (weights :func:`ddpsim.network.topology.edge_weight`, picoseconds per byte: wide links preferred,
+ties exact), over which a transfer splits evenly (ECMP), as :func:`networkx.all_shortest_paths`
+enumerates them, searched on one host's subgraph or on the fabric's (a host is entered only through
+its NICs: the same paths, for much less work).
 """
 
 from __future__ import annotations
@@ -59,10 +56,8 @@ _host_and_rank = operator.itemgetter(0, 1)
 
 
 def nvlink_domains(graph: nx.Graph) -> dict[int, int]:
-    """Hosts whose GPUs share an NVSwitch outside any host (a GB200 NVL72 rack's NVLink
-    switches) -> the first of them: one NVLink domain, which NCCL's multi-node NVLink (MNNVL)
-    fuses into one node (``src/graph/topo.cc``: the clique's topologies are fused, and
-    ``nNodes`` counts cliques). Hosts outside any such domain are left out."""
+    """Hosts whose GPUs share an NVSwitch outside any host (a GB200 NVL72 rack) -> the first of them:
+    one NVLink domain, one node for NCCL's multi-node NVLink (``src/graph/topo.cc`` fuses the clique)."""
     if graph in _DOMAINS:
         return _DOMAINS[graph]
     attr, adj = graph._node, graph._adj
@@ -106,8 +101,7 @@ class Router:
         return self._by_host
 
     def _weighted(self, nodes: list) -> nx.Graph:
-        """The subgraph on ``nodes`` with routing weights, its links in the graph's order (so that
-        equal-cost paths come out in the same order in every process)."""
+        """The subgraph on ``nodes`` with routing weights, links in the graph's order (the same paths)."""
         keep = set(nodes)
         adj = self.g._adj
         sub = nx.Graph()
@@ -178,8 +172,7 @@ class Router:
         return self._cache[key]
 
     def add_load(self, loads: dict[tuple, float], src: Any, dst: Any, amount: float = 1.0) -> None:
-        """Add ``amount`` from ``src`` to ``dst`` to ``loads`` (per directed link), split evenly
-        over the equal-cost paths, path by path."""
+        """Add ``amount`` from ``src`` to ``dst`` to ``loads`` (per directed link), split over the paths."""
         links, n = self.route_links(src, dst)
         share = amount / n
         get = loads.get
@@ -210,11 +203,9 @@ class Router:
 
 
 def nearest_first(router: Router, host: int, nics: list, devs: tuple) -> list[tuple[Any, Any]]:
-    """(entry, exit) devices of each NIC's channels on one host, as NCCL's search lays a ring
-    out: data from the NIC lands on the device nearest to it (GPUDirect RDMA), and leaves
-    from the next-nearest, so that a ring uses the NIC's PCIe switch once in and once out.
-    NICs in rail order each take the nearest device not taken yet as entry (all taken: the
-    nearest). One device on the host: it is both."""
+    """(entry, exit) devices of each NIC's channels on one host, as NCCL's search lays a ring out: in
+    at the device nearest the NIC (GPUDirect RDMA) not taken yet by an earlier NIC, out from the
+    next-nearest (the NIC's PCIe switch once each way)."""
     out, taken = [], set()
     for nic in nics:
         dist = router.distances(router.g._node[nic][HOST], nic)
@@ -227,11 +218,9 @@ def nearest_first(router: Router, host: int, nics: list, devs: tuple) -> list[tu
 
 
 class _SwitchRoutes:
-    """Equal-cost shortest paths between the fabric's switches: distances from both ends (scipy's
-    Dijkstra over the switch graph, cached per switch), then every path along links with
-    ``d(a, x) + w(x, y) == d(a, y)`` and ``d(a, y) + d(y, b) == d(a, b)`` (integer weights:
-    exact), depth first in the graph's link order: the paths :func:`networkx.all_shortest_paths`
-    finds, without a search of the whole fabric per pair of leaves."""
+    """Equal-cost shortest paths between the fabric's switches: scipy's Dijkstra from both ends, then
+    depth first in link order along ``d(a, x) + w(x, y) == d(a, y)``, ``d(a, y) + d(y, b) == d(a, b)``
+    (integer weights: exact): :func:`networkx.all_shortest_paths`'s paths, without a search per pair."""
 
     def __init__(self, graph: nx.Graph, weight: str) -> None:
         from scipy.sparse import csr_matrix  # NOTE: on first use: slow to import; routes within one leaf need none
@@ -254,8 +243,7 @@ class _SwitchRoutes:
         self._paths: dict[tuple, list[list]] = {}
 
     def _from(self, src: int) -> np.ndarray:
-        """Distances from switch ``src``, computed with the next switches not computed yet (one
-        call of scipy's Dijkstra for up to 128 sources)."""
+        """Distances from switch ``src`` (one Dijkstra call for it and up to 127 next switches)."""
         if src not in self._dist:
             from scipy.sparse.csgraph import dijkstra
 
@@ -265,10 +253,8 @@ class _SwitchRoutes:
         return self._dist[src]
 
     def _short(self, ia: int, ib: int) -> list[list] | None:
-        """The shortest paths when they have one or two links: every path of k links weighs at
-        least k x the lightest link, so when the best of one or two links is below three times
-        it, those are all (in the order of ``ia``'s links, as the walk below takes them). None
-        otherwise (or when ``ia`` and ``ib`` share no neighbour)."""
+        """The shortest paths if the best of one or two links weighs under three lightest links (a
+        path of k links weighs at least k of them), in ``ia``'s link order; else None."""
         lo, hi = self.indptr[ia], self.indptr[ia + 1]
         to_b = dict(zip(self.indices[self.indptr[ib]:self.indptr[ib + 1]].tolist(),
                         self.vals[self.indptr[ib]:self.indptr[ib + 1]].tolist()))

@@ -1,17 +1,15 @@
-"""Cluster topologies as plain networkx graphs.
-
-A topology is an undirected :class:`networkx.Graph`: its nodes are devices (a GPU or a CPU
-rank), switches (NVSwitch, PCIe switch, host bridge, leaf, spine, Ethernet switch) and NICs,
-its edges full-duplex links carrying their **usable bandwidth per direction**, as NCCL's
-topology code models GPU links (``src/graph/topo.h``/``topo.cc`` v2.30.7: NVLink per compute
-capability, PCIe x16 per generation, NIC ``mbps/8000``) and as TCP delivers it for CPU links.
-The presets are the systems of the hardware catalogue (``catalogue.yaml``, each figure with its
-datasheet or user guide) plus ``cpu-gloo`` (:class:`CpuGlooOptions`). An NVSwitch box's switch
-chips are one ``nvswitch`` node whose edge to a GPU bundles its NVLinks; a GPU reaches its NIC
-through a PCIe switch (GPUDirect RDMA, NCCL path PIX); hosts meet on an InfiniBand leaf/spine
-fabric, rail-optimised or a two-level fat tree, leaf uplinks = downlinks / ``oversubscription``
-spread over the spines (ECMP); cpu-gloo ranks talk through TCP loopback inside a host and one
-Ethernet NIC per host. Attribute names and meanings: :mod:`ddpsim.network.graph_attrs`.
+"""Cluster topologies as plain networkx graphs. A topology is an undirected :class:`networkx.Graph`: its
+nodes are devices (a GPU or a CPU rank), switches (NVSwitch, PCIe switch, host bridge, leaf, spine,
+Ethernet switch) and NICs, its edges full-duplex links carrying their **usable bandwidth per
+direction**, as NCCL's topology code models GPU links (``src/graph/topo.h``/``topo.cc`` v2.30.7: NVLink
+per compute capability, PCIe x16 per generation, NIC ``mbps/8000``) and as TCP delivers it for CPU
+links. The presets are the systems of the hardware catalogue (``catalogue.yaml``, each figure with its
+datasheet or user guide) plus ``cpu-gloo`` (:class:`CpuGlooOptions`). An NVSwitch box's switch chips are
+one ``nvswitch`` node whose edge to a GPU bundles its NVLinks; a GPU reaches its NIC through a PCIe
+switch (GPUDirect RDMA, NCCL path PIX); hosts meet on an InfiniBand leaf/spine fabric, rail-optimised or
+a two-level fat tree, leaf uplinks = downlinks / ``oversubscription`` spread over the spines (ECMP);
+cpu-gloo ranks talk through TCP loopback inside a host and one Ethernet NIC per host. Attribute names
+and meanings: :mod:`ddpsim.network.graph_attrs`.
 """
 
 from __future__ import annotations
@@ -28,14 +26,13 @@ from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu, System
 from ddpsim.io import exists, read_yaml
 from ddpsim.network.comm_model import GBPS
-from ddpsim.network.graph_attrs import (BACKENDS, BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KINDS,  # noqa: F401 (re-exported)
-                                        DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK, MEMORY_BANDWIDTH,
-                                        NUM_LINKS, NVLS, RAIL, REDUCE_BANDWIDTH, SM_COUNT)
-from ddpsim.network.graph_build import Builder, gc_paused, new_graph  # noqa: F401 (gc_paused re-exported)
+from ddpsim.network.graph_attrs import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KINDS, DEVICE_MODEL, HOST, KIND, LATENCY,
+                                        LINK_TYPE, LOCAL_RANK, MEMORY_BANDWIDTH, NUM_LINKS, NVLS, RAIL,
+                                        REDUCE_BANDWIDTH, SM_COUNT)
+from ddpsim.network.graph_build import Builder, gc_paused, new_graph
 from ddpsim.network.topology_check import validate_topology
-from ddpsim.network.topology_schema import (LINK_TYPES, NODE_KINDS, CpuGlooOptions, DgxOptions,  # noqa: F401 (the kinds)
-                                            FabricOptions, MeshOptions, NodeDoc, PcieOptions, TopologyDoc,
-                                            check_num_nodes)
+from ddpsim.network.topology_schema import (LINK_TYPES, CpuGlooOptions, DgxOptions, FabricOptions, MeshOptions,
+                                            NodeDoc, PcieOptions, TopologyDoc, check_num_nodes)
 from ddpsim.schema import Schema, validate
 
 
@@ -61,10 +58,8 @@ def nvlink_bw_gbps(compute_capability: int) -> float:
 
 
 def gpu_link_bw_gbps(gpu: Gpu) -> float:
-    """One GPU-to-GPU link's usable bandwidth per direction (GB/s): NCCL's NVLink figure for the
-    compute capability (:func:`nvlink_bw_gbps`); an xGMI link (``fabric: infinity-fabric``) the
-    catalogue's ``link_gbps``, half the datasheet's bidirectional figure (NCCL's SM90 figure would
-    misrate it; RCCL's ``src/graph/topo.h``, ``rome_models.cc`` are not followed: docs/MODEL.md)."""
+    """One GPU-to-GPU link's usable GB/s per direction: NCCL's NVLink figure; an xGMI link the
+    catalogue's ``link_gbps`` (RCCL's ``src/graph/topo.h``, ``rome_models.cc`` unfollowed: docs/MODEL.md)."""
     nvl = gpu.nvlink
     if nvl is not None and nvl.fabric == "infinity-fabric":
         return float(nvl.link_gbps)
@@ -80,7 +75,7 @@ PRESETS: tuple[str, ...] = presets()
 
 
 def _options(model: type[Schema], preset: str, options: dict[str, Any]) -> Any:
-    """``options`` validated as ``model`` (an option given as None takes its default)."""
+    """``options`` validated as ``model`` (None: the default)."""
     return validate(model, {k: v for k, v in options.items() if v is not None}, f"topology {preset}")
 
 
@@ -97,27 +92,19 @@ def _add_fabric(g: Builder, nics: list[list[str]], nic_bw: float, *, fabric: str
                 leaf_radix: int, num_spines: int) -> None:
     """Connect ``nics[host][rail]`` through a rail-optimised or fat-tree leaf/spine fabric."""
     num_hosts = len(nics)
-    num_rails = len(nics[0])
     down_ports = max(1, leaf_radix // 2)  # non-blocking leaf: half its ports face down
+    # rail-optimised: a leaf per rail and group of hosts; fat tree: a leaf per group, every rail
+    rail_sets = [[r] for r in range(len(nics[0]))] if fabric == "rail" else [list(range(len(nics[0])))]
+    hosts_per_leaf = max(1, down_ports // len(rail_sets[0]))
     leaves: list[tuple[str, float]] = []  # (leaf name, downlink bandwidth it serves)
-    if fabric == "rail":
-        hosts_per_leaf = down_ports
-        for r in range(num_rails):
-            for grp in range(math.ceil(num_hosts / hosts_per_leaf)):
-                leaf = f"leaf-r{r}-{grp}"
-                g.add_node(leaf, **{KIND: "leaf", HOST: -1})
-                members = range(grp * hosts_per_leaf, min(num_hosts, (grp + 1) * hosts_per_leaf))
-                g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net")) for h in members)
-                leaves.append((leaf, nic_bw * len(members)))
-    else:
-        hosts_per_leaf = max(1, down_ports // num_rails)
+    for rails in rail_sets:
         for grp in range(math.ceil(num_hosts / hosts_per_leaf)):
-            leaf = f"leaf-{grp}"
+            leaf = f"leaf-r{rails[0]}-{grp}" if fabric == "rail" else f"leaf-{grp}"
             g.add_node(leaf, **{KIND: "leaf", HOST: -1})
             members = range(grp * hosts_per_leaf, min(num_hosts, (grp + 1) * hosts_per_leaf))
-            g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net")) for h in members
-                        for r in range(num_rails))
-            leaves.append((leaf, nic_bw * num_rails * len(members)))
+            g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net"))
+                        for h in members for r in rails)
+            leaves.append((leaf, nic_bw * len(rails) * len(members)))
     if len(leaves) > 1:
         for s in range(num_spines):
             g.add_node(f"spine-{s}", **{KIND: "spine", HOST: -1})
@@ -132,7 +119,6 @@ def _fabric_options(o: FabricOptions, leaf_radix_default: int) -> dict[str, Any]
 
 
 def _gpu_attrs(gpu: Gpu, h: int, i: int) -> dict[str, Any]:
-    """A GPU node's attributes from its catalogue entry."""
     return {KIND: "gpu", HOST: h, LOCAL_RANK: i, DEVICE_MODEL: gpu.model, MEMORY_BANDWIDTH: scaled(gpu.memory_gbps, 9),
             COMPUTE_CAPABILITY: gpu.compute_capability, SM_COUNT: gpu.sm_count}
 
@@ -152,15 +138,12 @@ def _nvlink_layout(name: str, system: System, gpu: Gpu, options: dict[str, Any])
 
 
 def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
-    """An NVSwitch box (one ``nvswitch`` node per host) or a direct NVLink mesh (GPU-to-GPU edges
-    of 1 or more links); GPUs and NICs under PCIe switches. A system of compute trays (GB200
-    NVL72) is ``num_nodes`` racks: each tray a host of its own (its CPUs, PCIe, NICs), the
-    rack's trays sharing one ``nvswitch`` node outside any host (``host`` -1: the NVLink domain
-    spans hosts, NCCL's multi-node NVLink)."""
+    """An NVSwitch box (one ``nvswitch`` node per host) or a direct NVLink mesh; a system of compute
+    trays (GB200 NVL72) is ``num_nodes`` racks, each tray a host, the rack's trays sharing one
+    ``nvswitch`` node of ``host`` -1 (the NVLink domain spans hosts: NCCL's multi-node NVLink)."""
     o, gpn, nvlinks = _nvlink_layout(name, system, gpu, options)
     nic_gbit = float(system.nic.gbit if o.nic_gbit is None else o.nic_gbit)
     pcie_gen = system.pcie.gen if o.pcie_gen is None else o.pcie_gen
-    cc = gpu.compute_capability
     link_bw = gpu_link_bw_gbps(gpu) * GBPS
     nvlink_bw = nvlinks * link_bw
     per_host = gpn if system.gpus_per_tray is None else system.gpus_per_tray
@@ -190,7 +173,8 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
                     g.add_node(nvs, **{KIND: "nvswitch", HOST: h if system.gpus_per_tray is None else -1,
                                        NVLS: system.nvls})
                 host_nics = _add_host(g, system, gpu, h, per_host, None if mesh else (nvs, nvlink_bw, nvlinks),
-                                      multi_host=num_nodes * hosts_per_node > 1, pcie_gen=pcie_gen)
+                                      multi_host=num_nodes * hosts_per_node > 1, pcie_gen=pcie_gen,
+                                      per_sw=system.pcie.gpus_per_switch)
                 for a, b, links in system.nvlink_edges or ():
                     if max(a, b) < per_host:
                         _add_link(g, f"n{h}/gpu{a}", f"n{h}/gpu{b}", links * link_bw, NVLINK_LATENCY_S, "nvlink",
@@ -209,85 +193,60 @@ def _num_nics(system: System, gpus: int) -> int:
 
 
 def _add_host(g: Builder, system: System, gpu: Gpu, h: int, gpus: int, nvswitch: tuple[str, float, int] | None, *,
-              multi_host: bool, pcie_gen: int) -> list[str]:
-    """Host ``h`` of an NVLink system: its host bridge, GPUs (linked to ``nvswitch``: its name, the
-    GPU's NVLink bandwidth and link count), PCIe switches and (``multi_host``) NICs; returns the NICs."""
-    per_sw, nics_per_sw = system.pcie.gpus_per_switch, system.pcie.nics_per_switch
+              multi_host: bool, pcie_gen: int, per_sw: int) -> list[str]:
+    """Host ``h``: its host bridge, GPUs (linked to ``nvswitch``: its name, the GPU's NVLink bandwidth
+    and link count; None: PCIe only), ``per_sw`` of them under each PCIe switch, and (``multi_host``)
+    NICs; returns the NICs."""
+    nics_per_sw = system.pcie.nics_per_switch
     pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
     up_bw = PCIE_X16_GBPS[system.pcie.switch_gen or pcie_gen] * GBPS
     cpu = f"n{h}/cpu"
     g.add_node(cpu, **{KIND: "host_bridge", HOST: h})
     host_nics: list[str] = []
     for i in range(gpus):
+        sw = f"n{h}/pcie{i // per_sw}"
+        if sw not in g:
+            g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
+            _add_link(g, sw, cpu, up_bw, PCIE_LATENCY_S, "pcie")
+            on_sw = min(per_sw, gpus - i)  # NIC j comes with the switch's GPU nearest to it
+            for j in range(nics_per_sw if multi_host else 0):
+                if j * per_sw // nics_per_sw < on_sw:
+                    nic = f"n{h}/nic{(i // per_sw) * nics_per_sw + j}"
+                    g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: len(host_nics)})
+                    _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
+                    host_nics.append(nic)
         gpu_node = f"n{h}/gpu{i}"
         g.add_node(gpu_node, **_gpu_attrs(gpu, h, i))
         if nvswitch is not None:
             nvs, bw, links = nvswitch
             _add_link(g, gpu_node, nvs, bw, NVLINK_LATENCY_S, "nvlink", **{NUM_LINKS: links})
-        sw = f"n{h}/pcie{i // per_sw}"
-        if sw not in g:
-            g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
-            _add_link(g, sw, cpu, up_bw, PCIE_LATENCY_S, "pcie")
         _add_link(g, gpu_node, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
-        if not multi_host:
-            continue
-        for j in range(nics_per_sw):
-            if j * per_sw // nics_per_sw == i % per_sw:
-                nic = f"n{h}/nic{(i // per_sw) * nics_per_sw + j}"
-                g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: len(host_nics)})
-                _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
-                host_nics.append(nic)
     return host_nics
 
 
 def _pcie_system(name: str, system: System, catalogue: Catalogue, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
-    """PCIe-only GPU servers: ``gpus_per_switch`` GPUs and the switch's NICs under each PCIe switch,
-    switches under one host bridge. No NVLink, hence no LL128 in NCCL."""
+    """PCIe-only GPU servers (no NVLink, hence no LL128 in NCCL)."""
     o = _options(PcieOptions, name, options)
     gpn = system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node
     per_sw = system.pcie.gpus_per_switch if o.gpus_per_switch is None else o.gpus_per_switch
     pcie_gen = system.pcie.gen if o.pcie_gen is None else o.pcie_gen
     if pcie_gen == system.pcie.gen:
-        gpu, nic_default, radix = catalogue.gpu(system.gpu), system.nic.gbit, system.switch_radix
+        gpu, nic_default, radix = catalogue.gpus[system.gpu], system.nic.gbit, system.switch_radix
     elif pcie_gen in system.by_pcie_gen:
         v = system.by_pcie_gen[pcie_gen]
-        gpu, nic_default, radix = catalogue.gpu(v.gpu), v.nic_gbit, v.switch_radix
+        gpu, nic_default, radix = catalogue.gpus[v.gpu], v.nic_gbit, v.switch_radix
     else:
         gens = ", ".join(str(x) for x in (system.pcie.gen, *system.by_pcie_gen))
         raise InputError(f"topology {name}: pcie_gen: {pcie_gen} is not accepted; expected {gens} (the generations "
                          "of its catalogue entry)")
     nic_gbit = float(nic_default if o.nic_gbit is None else o.nic_gbit)
-    fab = _fabric_options(o, radix)
-    pcie_bw = PCIE_X16_GBPS[pcie_gen] * GBPS
-    up_bw = PCIE_X16_GBPS[system.pcie.switch_gen or pcie_gen] * GBPS
-    nics_per_sw = system.pcie.nics_per_switch
     g = Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
                  description=f"{num_nodes}x PCIe Gen{pcie_gen} server: {gpn}x {gpu.model}, {per_sw} GPUs per switch")
-    nics: list[list[str]] = []
-    for h in range(num_nodes):
-        def add(h: int = h) -> list[str]:
-            cpu = f"n{h}/cpu"
-            g.add_node(cpu, **{KIND: "host_bridge", HOST: h})
-            host_nics = []
-            for i in range(gpn):
-                sw_i = i // per_sw
-                sw = f"n{h}/pcie{sw_i}"
-                if sw not in g:
-                    g.add_node(sw, **{KIND: "pcie_switch", HOST: h})
-                    _add_link(g, sw, cpu, up_bw, PCIE_LATENCY_S, "pcie")
-                    if num_nodes > 1:
-                        for j in range(nics_per_sw):
-                            nic = f"n{h}/nic{sw_i * nics_per_sw + j}"
-                            g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: sw_i * nics_per_sw + j})
-                            _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
-                            host_nics.append(nic)
-                gpu_node = f"n{h}/gpu{i}"
-                g.add_node(gpu_node, **_gpu_attrs(gpu, h, i))
-                _add_link(g, gpu_node, sw, pcie_bw, PCIE_LATENCY_S, "pcie")
-            return host_nics
-        nics.append(g.host(h, add))
+    nics = [g.host(h, lambda h=h: _add_host(g, system, gpu, h, gpn, None, multi_host=num_nodes > 1,
+                                            pcie_gen=pcie_gen, per_sw=per_sw))
+            for h in range(num_nodes)]
     if num_nodes > 1:
-        _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **fab)
+        _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **_fabric_options(o, radix))
     return g.to_graph()
 
 
@@ -324,19 +283,9 @@ def _cpu_gloo(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
 
 
 def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:
-    """Build a preset topology: a system of the hardware catalogue, or ``cpu-gloo``.
-
-    Args:
-        name: one of :func:`presets` (the bundled ones: :data:`PRESETS`).
-        num_nodes: number of hosts (>= 1); a GB200 NVL72 host is a rack (one NVLink domain).
-        catalogue: the hardware catalogue (None: the bundled one).
-        **options: preset options, the fields of :mod:`~ddpsim.network.topology_schema`'s
-            ``DgxOptions`` (NVSwitch systems), ``MeshOptions`` (``dgx-v100``), ``PcieOptions``
-            (``pcie``, ``pcie-l40s``) and ``CpuGlooOptions``.
-
-    Raises:
-        InputError: unknown preset or option, or a bad option value.
-    """
+    """A preset topology of ``num_nodes`` hosts (a GB200 NVL72 host is a rack): a system of the
+    hardware catalogue (None: the bundled one) or ``cpu-gloo``, with the options of
+    :mod:`~ddpsim.network.topology_schema` (InputError on an unknown preset or a bad option)."""
     cat = bundled() if catalogue is None else catalogue
     if name != "cpu-gloo" and name not in cat.systems:
         raise InputError(f"topology: {shorten(name)} is not a preset; expected one of {', '.join(presets(cat))} "
@@ -352,7 +301,7 @@ def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None =
         elif cat.systems[name].interconnect == "pcie":
             g = _pcie_system(name, cat.systems[name], cat, num_nodes, options)
         else:
-            g = _nvlink_system(name, cat.systems[name], cat.gpu(cat.systems[name].gpu), num_nodes, options)
+            g = _nvlink_system(name, cat.systems[name], cat.gpus[cat.systems[name].gpu], num_nodes, options)
         validate_topology(g, source=name)
     return g
 
@@ -374,13 +323,8 @@ def load_topology_yaml(path: str | Path) -> nx.Graph:
         links:
           - {a: gpu0, b: sw, bandwidth_gbps: 240, latency_us: 0.6, link_type: nvlink}
 
-    ``bandwidth_gbps`` is GB/s (1e9 B/s) per direction; ``latency_us`` microseconds.
-    CPU ranks may give ``reduce_bandwidth_gbps``; GPUs ``sm_count`` (without it no
-    compute-communication contention prior is derived).
-
-    Raises:
-        InputError: unreadable file, missing or bad field, disconnected graph, devices
-            without a host or local rank.
+    ``bandwidth_gbps`` is GB/s (1e9 B/s) per direction; ``latency_us`` microseconds. CPU ranks may
+    give ``reduce_bandwidth_gbps``; GPUs ``sm_count`` (without it no contention prior is derived).
     """
     p = Path(path)
     source = f"topology {shorten(str(p))}"
@@ -448,7 +392,7 @@ def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | No
 # --- queries ---------------------------------------------------------------------------
 
 def rank_nodes(graph: nx.Graph) -> list:
-    """Device nodes in rank order: by host, then local rank (torchrun's order)."""
+    """Device nodes in rank order: by host, then local rank (torchrun's)."""
     attr = graph._node
     devs = [n for n, d in attr.items() if d.get(KIND) in DEVICE_KINDS]
     return sorted(devs, key=lambda n: (attr[n][HOST], attr[n][LOCAL_RANK]))
@@ -460,14 +404,12 @@ def max_ranks(graph: nx.Graph) -> int:
 
 
 def edge_weight(u: Any, v: Any, d: dict[str, Any]) -> int:
-    """Routing cost of a link: picoseconds per byte (integer, so equal-cost paths tie exactly
-    for ECMP). Prefers wide links: NVLink over PCIe inside a node."""
+    """Routing cost of a link: picoseconds per byte (an integer: equal-cost paths tie exactly, ECMP)."""
     return max(1, round(1e12 / d[BANDWIDTH]))
 
 
 def summarize(graph: nx.Graph) -> dict[str, Any]:
-    """A JSON-able summary: devices, node kinds, links by type, per-device link bandwidth and
-    the bottleneck links (narrowest link of each type)."""
+    """A JSON-able summary: devices, node kinds, links by type (the narrowest of each), device 0's links."""
     devs = rank_nodes(graph)
     kinds = dict(collections.Counter(d[KIND] for d in graph._node.values()))
     link_types: dict[str, dict[str, Any]] = {}

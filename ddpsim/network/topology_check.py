@@ -1,23 +1,20 @@
-"""A topology's consistency check, with one line naming the first problem.
-
-A topology must be connected and hold at least one device; every device needs a host and a
-local rank unique on it; every link a positive bandwidth and a non-negative latency; the
-backend must match the device kinds. A graph whose hosts are copies of host 0
-(:func:`ddpsim.network.graph_build.host_copies`) is checked on everything outside the copies
-and the links it reaches, with each copy as one element: a copy is host 0's block renamed
-(connected when host 0's is) and reaches the rest only from its NICs, so that decides for the
-whole graph. Anything found wrong there is named by the check of every element.
+"""A topology's consistency check, with one line naming the first problem: a topology must be
+connected and hold at least one device, every device a local rank unique on its host, and the backend
+must match the device kinds (links' bandwidths and latencies are checked where they are read: the
+YAML file's schema, the catalogue's). A graph whose hosts are copies of host 0
+(:func:`ddpsim.network.graph_build.host_copies`: host 0's block renamed, reaching the rest only from
+its NICs) is checked outside the copies, each copy one element; anything found wrong there is named
+by the check of every element.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Iterable
 
 import networkx as nx
 
 from ddpsim.errors import InputError
-from ddpsim.network.graph_attrs import BACKENDS, BANDWIDTH, DEVICE_KINDS, HOST, KIND, LATENCY, LOCAL_RANK
+from ddpsim.network.graph_attrs import BACKENDS, DEVICE_KINDS, HOST, KIND, LOCAL_RANK
 from ddpsim.network.graph_build import host_copies
 
 
@@ -38,14 +35,6 @@ def _check(g: nx.Graph, source: str) -> None:
         raise InputError(problem)
 
 
-def _is_pos(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
-
-def _is_latency(v: Any) -> bool:
-    return isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
-
-
 def _problem(g: nx.Graph, nodes: list, connected: Callable[[], bool], source: str) -> str:
     """The first problem of the elements ``nodes`` and their links (``connected()``: whether they
     form one component), as one line; "" when none."""
@@ -64,8 +53,6 @@ def _problem(g: nx.Graph, nodes: list, connected: Callable[[], bool], source: st
             return (f"{source}: devices {seen[key]!r} and {n!r} share host {key[0]} local_rank {key[1]}; "
                     "expected a unique local_rank per host")
         seen[key] = n
-    if not _links_valid(g._adj[n] for n in nodes):
-        return _bad_link(g, source)
     problem = _backend_problem(g.graph.get("backend"), {attr[n][KIND] for n in devs})
     return f"{source}: {problem}" if problem else ""
 
@@ -87,13 +74,8 @@ def _connected_apart_from_copies(g: nx.Graph, kept: list, hosts: frozenset[int])
     attr, adj = g._node, g._adj
     index = {n: i for i, n in enumerate(kept)}
     copy_index = {h: len(kept) + k for k, h in enumerate(sorted(hosts))}
-    rows, cols = [], []
-    for i, n in enumerate(kept):
-        for m in adj[n]:
-            j = index.get(m)
-            rows.append(i)
-            cols.append(copy_index[attr[m][HOST]] if j is None else j)
-    return _components(len(kept) + len(hosts), zip(rows, cols)) == 1
+    links = ((i, index[m] if m in index else copy_index[attr[m][HOST]]) for i, n in enumerate(kept) for m in adj[n])
+    return _components(len(kept) + len(hosts), links) == 1
 
 
 def _components(size: int, links: Iterable[tuple[int, int]]) -> int:
@@ -114,26 +96,3 @@ def _components(size: int, links: Iterable[tuple[int, int]]) -> int:
             parent[b] = a
             count -= 1
     return count
-
-
-def _links_valid(adjs: Iterable[dict[Any, dict[str, Any]]]) -> bool:
-    """Whether every link has a positive bandwidth and a non-negative latency, checked once per
-    distinct (type, value) pair: a large cluster's links take a few values."""
-    try:
-        pairs = {(type(bw), bw, type(lat), lat) for nbrs in adjs for d in nbrs.values()
-                 for bw, lat in ((d.get(BANDWIDTH), d.get(LATENCY)),)}
-    except TypeError:  # an unhashable value: not a number
-        return False
-    return all(_is_pos(bw) and _is_latency(lat) for _, bw, _, lat in pairs)
-
-
-def _bad_link(g: nx.Graph, source: str) -> str:
-    """The line naming the first bad link in the graph's link order."""
-    for u, v, d in g.edges(data=True):
-        bw = d.get(BANDWIDTH)
-        if not _is_pos(bw):
-            return f"{source}: link {u}-{v} bandwidth {bw!r} is not accepted; expected > 0"
-        lat = d.get(LATENCY)
-        if not _is_latency(lat):
-            return f"{source}: link {u}-{v} latency {lat!r} is not accepted; expected >= 0"
-    return f"{source}: a link's bandwidth or latency is not a number"

@@ -1,13 +1,12 @@
-"""The declared inputs of :mod:`ddpsim.network.topology`: the presets' options and the topology YAML file.
-
-Each key's type, bound and default is written here once. Counts are bounded integers (at most
-:data:`MAX_NODES` hosts, :data:`MAX_DEVICES_PER_NODE` devices per host), bandwidths and
-latencies finite positive numbers, booleans strict (``nvls: "false"`` is refused, not read as
-true). A preset option left at None takes the preset's value (the systems' figures are in the
-hardware catalogue, :mod:`ddpsim.hardware.catalogue`); the cpu-gloo defaults are :class:`CpuGlooOptions`'.
-A YAML node's keys depend on its kind: a key of another kind is refused, naming the kinds that
-take it. Checks of the graph as a whole (connected, unique ranks, backend against device kinds)
-are :func:`ddpsim.network.topology.validate_topology`'s.
+"""The declared inputs of :mod:`ddpsim.network.topology`: the presets' options and the topology YAML
+file. Each key's type, bound and default is written here once. Counts are bounded integers (at most
+:data:`MAX_NODES` hosts, :data:`MAX_DEVICES_PER_NODE` devices per host), bandwidths and latencies finite
+positive numbers, booleans strict (``nvls: "false"`` is refused, not read as true). A preset option left
+at None takes the preset's value (the systems' figures are in the hardware catalogue,
+:mod:`ddpsim.hardware.catalogue`); the cpu-gloo defaults are :class:`CpuGlooOptions`'. A YAML node's
+keys depend on its kind: a key of another kind is refused, naming the kinds that take it. Checks of the
+graph as a whole (connected, unique ranks, backend against device kinds) are
+:func:`ddpsim.network.topology.validate_topology`'s.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -27,6 +28,7 @@ from ddpsim.pipeline.fingerprint import code_fingerprint, digest
 from ddpsim.pipeline.specs import Point, crossed
 from ddpsim.pipeline.sweep import Job, PointRecord, PointTask, run_points
 from ddpsim.schema import validate
+from ddpsim.units import MAX_BATCH_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +49,7 @@ class ExploreSpace:
         """(axis as written, scenario key it sets, values deduplicated), in the order written."""
         out = []
         for k, vals in self.section.axes.items():
-            uniq: list[Any] = []
-            for v in vals:
-                if v not in uniq:
-                    uniq.append(v)
+            uniq = [v for i, v in enumerate(vals) if v not in vals[:i]]  # values need not hash
             out.append((k, EXPLORE_ALIASES.get(k, k), uniq))
         return out
 
@@ -78,20 +77,16 @@ class ExploreSpace:
 
 
 def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
-    """A scenario with an ``explore`` block (a path or a bundled name), validated, with
-    ``overrides`` (``KEY=VALUE``, :func:`ddpsim.pipeline.scenario.apply_overrides`) applied.
-
-    Raises:
-        InputError: a bad scenario key, a scenario without ``explore``, an axis value the
-            scenario does not accept (``explore.axes.<axis>[i]``), a space over
-            :data:`MAX_EXPLORE_POINTS` points or a sample larger than it.
-    """
+    """A scenario with an ``explore`` block (a path or a bundled name) with ``overrides``
+    (:func:`ddpsim.pipeline.scenario.apply_overrides`), validated (:func:`space_from_dict`)."""
     data, source, path = read_scenario(spec, overrides)
     return space_from_dict(data, source=source, path=path)
 
 
 def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:
-    """:func:`load_space` of an already decoded mapping."""
+    """A decoded scenario mapping as a design space; InputError on a bad scenario key, no
+    ``explore`` block, an axis value the scenario refuses (``explore.axes.<axis>[i]``), over
+    :data:`MAX_EXPLORE_POINTS` points or a sample larger than the space."""
     base = scenario_from_dict(data, source=source, path=path)  # every key checked
     section = base.doc.explore
     if section is None:
@@ -117,10 +112,9 @@ def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = 
 def _check_value(space: ExploreSpace, name: str, key: str, i: int, value: Any) -> None:
     """One axis value set alone into the scenario, validated: its error names the axis."""
     if key == "batch_size":
-        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= (1 << 20)
-        if not ok:
+        if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BATCH_SIZE):
             raise InputError(f"{space.source}: explore.axes.batch_size[{i}]: {shorten(value)} is not accepted; "
-                             f"expected an integer >= 1 and <= {1 << 20}")
+                             f"expected an integer >= 1 and <= {MAX_BATCH_SIZE}")
         return
     try:
         doc = point_mapping(space, ((name, value),) if key not in ("ddp.bucket_cap_mb", "ddp.bucket_cap_mb_list") else
@@ -177,24 +171,20 @@ def prepare(space: ExploreSpace, points: Sequence[Point], *, out_dir: Path | Non
     scenarios: list[Scenario] = []
     traces: dict[str, Any] = {}
     trace_info: dict[str, Any] = {}
-    fps: dict[str, str] = {}
     jps = []
     for p in points:
         others = tuple((n, v) for n, v in p.values if n != "cap")
-        gkey = json.dumps(others, sort_keys=False, default=str)
+        gkey = json.dumps(others, default=str)
         if gkey not in groups:
-            doc = point_mapping(space, others)
-            sc = scenario_from_dict(doc, source=f"{space.source}: explore point {p.point_id}", path=space.path)
             groups[gkey] = len(scenarios)
-            scenarios.append(sc)
-        g = groups[gkey]
-        sc = scenarios[g]
+            scenarios.append(scenario_from_dict(point_mapping(space, others), path=space.path,
+                                                source=f"{space.source}: explore point {p.point_id}"))
+        sc = scenarios[groups[gkey]]
         tkey = _trace_for(space, sc, p.value("batch_size"), traces, trace_info, out_dir)
-        if tkey not in fps:
-            fps[tkey] = digest(traces[tkey])
         cap = p.value("cap", (sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list))
-        jps.append(PointTask(point_id=p.point_id, group=g, trace=tkey, point=sc.point_at(*cap)))
-    return Job(scenarios=tuple(scenarios), traces=traces, trace_hashes=fps, points=tuple(jps), detail=False), trace_info
+        jps.append(PointTask(point_id=p.point_id, group=groups[gkey], trace=tkey, point=sc.point_at(*cap)))
+    hashes = {k: digest(t) for k, t in traces.items()}
+    return Job(scenarios=tuple(scenarios), traces=traces, trace_hashes=hashes, points=tuple(jps), detail=False), trace_info
 
 
 def _trace_for(space: ExploreSpace, sc: Scenario, batch: int | None, traces: dict[str, Any], info: dict[str, Any],
@@ -204,28 +194,21 @@ def _trace_for(space: ExploreSpace, sc: Scenario, batch: int | None, traces: dic
     own = space.section.traces.get(system) if system is not None else None
     src = resolve_file(own, space.base, f"{space.source}: explore.traces.{system}", "a trace JSON") or sc.trace_path
     if not space.section.retime:
+        from ddpsim.trace.records import load_trace
+
         key = str(src) if src is not None else f"model:{sc.model.name}"
-        if key not in traces:
-            traces[key] = _load(src, sc)
-            info[key] = trace_figures(traces[key])
-        return key
-    if src is None:
+        load = partial(load_trace, src) if src is not None else sc.load_trace
+    elif src is None:
         raise InputError(f"{space.source}: explore.retime: true is not accepted with 'model'; expected a trace JSON "
                          "in 'trace' (or explore.traces) to re-time")
-    gpu = system_gpu(sc, space.source)
-    key = f"{Path(src).name}@{gpu}" + (f",batch={batch}" if batch is not None else "")
+    else:
+        gpu = system_gpu(sc, space.source)
+        key = f"{Path(src).name}@{gpu}" + (f",batch={batch}" if batch is not None else "")
+        load = partial(_retimed, Path(src), gpu, batch, out_dir)
     if key not in traces:
-        traces[key] = _retimed(Path(src), gpu, batch, out_dir)
+        traces[key] = load()
         info[key] = trace_figures(traces[key])
     return key
-
-
-def _load(src: Path | None, sc: Scenario) -> Any:
-    if src is None:
-        return sc.load_trace()
-    from ddpsim.trace.records import load_trace
-
-    return load_trace(src)
 
 
 def _retimed(src: Path, gpu: str, batch: int | None, out_dir: Path | None) -> Any:
@@ -292,11 +275,8 @@ def trace_figures(trace: Any) -> dict[str, Any]:
 def run_explore(space: ExploreSpace, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None,
                 progress: bool = True) -> tuple[list[PointRecord], dict[str, Any], Job]:
     """Simulate every point of ``space`` not already kept in ``out_dir/points/``
-    (:func:`ddpsim.pipeline.sweep.run_points` documents the arguments).
-
-    Returns:
-        (the records in point order, the trace figures per trace key, the job).
-    """
+    (:func:`ddpsim.pipeline.sweep.run_points`): the records in point order, the trace figures
+    per trace key and the job."""
     points = space_points(space)
     out = Path(out_dir) if out_dir is not None else None
     job, trace_info = prepare(space, points, out_dir=out)

@@ -36,57 +36,48 @@ def _ray() -> Any:
     return ray
 
 
-class RayRunner:
-    """Runs a job's points on Ray: a local one (``address`` None) or the cluster at ``address``.
+def run_on_ray(address: str | None, job: Any, units: Sequence[Any],
+               finish: Callable[[tuple], Sequence[Any]]) -> None:
+    """Simulate the ``units`` of ``job`` on a local Ray (``address`` None) or the cluster at
+    ``address``; ``finish`` each row as its task ends, and send the units it returns as tasks of
+    their own. A Ray already initialised in this process (a notebook's, a test's) is used as it is
+    and left running."""
+    if not units:
+        return
+    from ddpsim.pipeline.sweep import chunks, drive, worker_chunk
 
-    ``num_cpus`` caps a local Ray's CPUs (None: all of them). A Ray already initialised in this
-    process (a notebook's, a test's) is used as it is and left running."""
+    ray = _ray()
+    started = not ray.is_initialized()
+    if started:
+        _init(ray, address)
+    try:
+        workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(worker_chunk)
+        job_ref = ray.put(job)
+        log.info("%d point(s) on Ray (%d CPU(s))", len(units), workers)
 
-    def __init__(self, address: str | None = None, *, num_cpus: int | None = None) -> None:
-        self.address = address
-        self.num_cpus = num_cpus
+        def wait(pending: list) -> tuple[list, list]:
+            done, rest = ray.wait(pending, num_returns=1)
+            return [row for ref in done for row in _result(ray, ref)], rest
 
-    def _init(self, ray: Any) -> bool:
-        if ray.is_initialized():
-            return False
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if self.address is None:
-            kwargs["num_cpus"] = self.num_cpus
-        else:
-            import ddpsim
+        drive(chunks(list(units), workers), lambda c: task.remote(c, job_ref), wait, finish)
+    finally:
+        if started:
+            ray.shutdown()
 
-            kwargs["address"] = self.address
-            kwargs["runtime_env"] = {"py_modules": [str(Path(ddpsim.__file__).resolve().parent)]}
-        try:
-            ray.init(**kwargs)
-        except (ConnectionError, ValueError, RuntimeError) as exc:
-            raise InputError(f"--cluster: {self.address!r} is not accepted ({str(exc).splitlines()[0][:200]}); expected "
-                             "a running Ray cluster's address (ray://HOST:10001 or auto)") from None
-        return True
 
-    def run(self, job: Any, units: Sequence[Any], finish: Callable[[tuple], Sequence[Any]]) -> None:
-        """Simulate the ``units`` of ``job`` on Ray; ``finish`` each row as its task ends, and send
-        the units it returns as tasks of their own."""
-        if not units:
-            return
-        from ddpsim.pipeline.sweep import chunks, drive, worker_chunk
+def _init(ray: Any, address: str | None) -> None:
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+    if address is not None:
+        import ddpsim
 
-        ray = _ray()
-        started = self._init(ray)
-        try:
-            workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-            task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(worker_chunk)
-            job_ref = ray.put(job)
-            log.info("%d point(s) on Ray (%d CPU(s))", len(units), workers)
-
-            def wait(pending: list) -> tuple[list, list]:
-                done, rest = ray.wait(pending, num_returns=1)
-                return [row for ref in done for row in _result(ray, ref)], rest
-
-            drive(chunks(list(units), workers), lambda c: task.remote(c, job_ref), wait, finish)
-        finally:
-            if started:
-                ray.shutdown()
+        kwargs["address"] = address
+        kwargs["runtime_env"] = {"py_modules": [str(Path(ddpsim.__file__).resolve().parent)]}
+    try:
+        ray.init(**kwargs)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise InputError(f"--cluster: {address!r} is not accepted ({str(exc).splitlines()[0][:200]}); expected "
+                         "a running Ray cluster's address (ray://HOST:10001 or auto)") from None
 
 
 def _result(ray: Any, ref: Any) -> list[tuple]:

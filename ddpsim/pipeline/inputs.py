@@ -12,13 +12,15 @@ The scenario is read by its attributes (:class:`ddpsim.pipeline.scenario.Scenari
 
 from __future__ import annotations
 
+import json
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ddpsim.engine.config import SimConfig
 from ddpsim.errors import InputError
-from ddpsim.network.cost_terms import contention_prior as cost_prior
+from ddpsim.network.contention import contention_prior as cost_prior
 from ddpsim.network.cost_terms import terms_in_force
 from ddpsim.pipeline.specs import Point
 
@@ -46,7 +48,7 @@ def build_point_inputs(scenario: Any, point: Point, *, trace: Any = None, calibr
         lacks, a straggler rank outside the world, a plan file that does not fit the trace.
     """
     if calibration is None:
-        calibration = scenario.load_calibration()
+        calibration = scenario.calibration
     if trace is None:
         return _build(scenario, point, scenario.load_trace(), calibration, graph)
     if graph is not None:
@@ -55,6 +57,21 @@ def build_point_inputs(scenario: Any, point: Point, *, trace: Any = None, calibr
     cluster = _cluster_key(scenario, point.nodes) if scenario.cluster.topology is not None else None
     return _KEPT.get(("inputs", id(scenario), id(trace), id(calibration), cluster, point), (scenario, trace, calibration),
                      lambda: _build(scenario, point, trace, calibration, None))
+
+
+def run_engine(sim: Callable | None, inputs: Any, comm: Any = None, config: Any = None, **engine_kw: Any) -> Any:
+    """``sim(trace, plan, comm, config)`` of ``inputs`` (``comm``, ``config``: in place of theirs);
+    None or the engine: the engine, given ``engine_kw`` (``spans``, ``steps_only``), which a stand-in
+    for tests does not take."""
+    from ddpsim.engine.simulate import simulate
+
+    args = (inputs.trace, inputs.plan, inputs.comm if comm is None else comm, inputs.config if config is None else config)
+    return simulate(*args, **engine_kw) if sim is None or sim is simulate else sim(*args)
+
+
+def p50_s(sim: Callable | None, inputs: Any, comm: Any = None, config: Any = None) -> float:
+    """The p50 step time of :func:`run_engine`; the engine records the step times only."""
+    return run_engine(sim, inputs, comm, config, steps_only=True).summary()["iteration_p50_s"]
 
 
 def point_graph(scenario: Any, nodes: int) -> Any:
@@ -75,13 +92,25 @@ def _build(scenario: Any, point: Point, trace: Any, calibration: Any, graph: Any
                       lambda: comm_model(scenario, graph, world, calibration)))
     plan = _KEPT.get(("plan", id(trace), scenario.plan_path, scenario.where(), scenario.ddp_options(point)), (trace,),
                      lambda: bucket_plan(scenario, point, trace))
-    if getattr(scenario, "compile", None) is not None:  # torch.compile: the compiled backward's ready times
-        from ddpsim.pipeline.compiled import compiled_inputs
-
-        trace, plan = compiled_inputs(scenario, point, trace, plan)
+    if getattr(scenario, "compile", None) is not None:
+        trace, plan = _compiled(scenario, point, trace, plan)
     config = sim_config(scenario, point, world_size=world, graph=graph, calibration=calibration, comm=comm)
     return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
                        backend=comm.backend)
+
+
+def _compiled(scenario: Any, point: Point, trace: Any, plan: Any) -> tuple[Any, Any]:
+    """``(trace, plan)`` of ``point`` as DDP under ``torch.compile`` sees it
+    (:func:`ddpsim.plan.compiled.compiled_point`: DDPOptimizer's subgraphs and their grouped
+    gradient-ready times with DDP's buckets over them, or compiled autograd's python reducer);
+    ``plan``, the eager one, is kept where the scenario gives an explicit plan file."""
+    from ddpsim.plan.compiled import compiled_point
+
+    try:
+        return compiled_point(trace, scenario.ddp_options(point), scenario.compile,
+                              plan=plan if scenario.plan_path is not None else None)
+    except InputError as exc:
+        raise InputError(f"{scenario.where()}{exc}") from None
 
 
 def comm_model(scenario: Any, graph: Any, world_size: int, calibration: Any = None):
@@ -126,7 +155,7 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
                comm: Any = None) -> SimConfig:
     """The SimConfig of ``point``: the scenario's ``simulation`` block, the point's comm hook,
     the cost terms in force (GPU terms only with an analytical NCCL ``comm``)."""
-    sim = scenario.simulation
+    sim, ddp = scenario.simulation, scenario.doc.ddp
     terms = terms_in_force(scenario.cost_model, graph=graph, comm=comm, calibration=calibration,
                            interference=sim.interference, prior_of=contention_prior,
                            copy_bandwidth_bytes_per_s=None if sim.copy_bandwidth_gbps is None else sim.copy_bandwidth_gbps * 1e9)
@@ -135,9 +164,9 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
             raise InputError(f"{scenario.where()}simulation.stragglers: rank {r} is not accepted; "
                              f"expected a rank in [0, {world_size})")
     return SimConfig(world_size=world_size, num_iterations=sim.iterations, num_warmup_iterations=sim.warmup,
-                     seed=sim.seed, comm_hook=point.comm_hook, powersgd_rank=scenario.powersgd_rank,
-                     powersgd_start_iter=scenario.powersgd_start_iter, no_sync_steps=sim.no_sync_steps,
-                     jitter=sim.jitter, stragglers=sim.stragglers, sync_batchnorm=scenario.sync_batchnorm,
+                     seed=sim.seed, comm_hook=point.comm_hook, powersgd_rank=ddp.powersgd.matrix_approximation_rank,
+                     powersgd_start_iter=ddp.powersgd.start_powerSGD_iter, no_sync_steps=sim.no_sync_steps,
+                     jitter=sim.jitter, stragglers=sim.stragglers, sync_batchnorm=ddp.sync_batchnorm,
                      compute_statistic=sim.compute_statistic, interference=terms.interference,
                      copy_bandwidth_bytes_per_s=terms.copy_bandwidth_bytes_per_s,
                      copy_kernel_floor_s=terms.copy_kernel_floor_s, host_costs=terms.host_costs,
@@ -147,7 +176,7 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
 
 
 def contention_prior(spec: Any, graph: Any, comm: Any) -> Any:
-    """:func:`ddpsim.network.cost_terms.contention_prior` of ``comm`` on ``graph`` under the cost
+    """:func:`ddpsim.network.contention.contention_prior` of ``comm`` on ``graph`` under the cost
     model ``spec``, derived once per network and ``memory_bound_fraction``/``memory_efficiency``
     (the points over one network and their uncertainty samples ask for it again)."""
     key = ("prior", id(graph), id(comm), spec.memory_bound_fraction, spec.memory_efficiency)
@@ -189,8 +218,6 @@ _KEPT = _Kept(KEPT_SIZE)
 def _cluster_key(scenario: Any, nodes: int) -> tuple:
     """A topology as its inputs: the preset or YAML path and the user's catalogue (each with the
     file's size and modification time), the nodes and the preset's options."""
-    import json
-
     topo, catalogue = scenario.cluster.topology, scenario.cluster.catalogue
     return (topo, _stamp(topo), catalogue, _stamp(catalogue), nodes,
             json.dumps(scenario.cluster.options, sort_keys=True, default=repr))
@@ -198,8 +225,6 @@ def _cluster_key(scenario: Any, nodes: int) -> tuple:
 
 def _stamp(path: Any) -> tuple:
     """A file's size and modification time (empty: not a file, e.g. a preset's name)."""
-    import os
-
     try:
         st = os.stat(path)
     except (OSError, TypeError):

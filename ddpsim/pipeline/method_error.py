@@ -51,29 +51,16 @@ class ResidualPoint:
         return self.measured_s / self.predicted_s - 1.0
 
 
-def _finite(n: int, a: float) -> bool:
-    """Whether ``n`` residuals give both order statistics (:func:`_ranks`)."""
-    lo_k, hi_k = _ranks(n, a)
-    return lo_k >= 1 and hi_k <= n
-
-
-def _ranks(n: int, a: float) -> tuple[int, int]:
-    """The 1-based order statistics ``floor((n + 1) a)`` and ``ceil((n + 1) (1 - a))`` (a
-    hair of tolerance so that 10 * 0.9 is 9, whatever the float rounding)."""
-    return math.floor((n + 1) * a + 1e-9), math.ceil((n + 1) * (1.0 - a) - 1e-9)
-
-
 def conformal_band(residuals: Sequence[float], level: float) -> tuple[float, float] | None:
     """``(r_lo, r_hi)``: the split-conformal order statistics of ``residuals`` at ``level``
     (module docstring); None when there are too few for a finite band."""
-    _check_level(level)
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 < level < 1.0:
+        raise InputError(f"level: {level!r} is not accepted; expected a fraction in (0, 1)")
     xs = sorted(float(r) for r in residuals)
-    n = len(xs)
     a = (1.0 - level) / 2.0
-    if not _finite(n, a):
-        return None
-    lo_k, hi_k = _ranks(n, a)
-    return xs[lo_k - 1], xs[hi_k - 1]
+    # the 1-based ranks, with a hair of tolerance so that 10 * 0.9 is 9 whatever the float rounding
+    lo_k, hi_k = math.floor((len(xs) + 1) * a + 1e-9), math.ceil((len(xs) + 1) * (1.0 - a) - 1e-9)
+    return (xs[lo_k - 1], xs[hi_k - 1]) if lo_k >= 1 and hi_k <= len(xs) else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,9 +72,6 @@ class MethodError:
     calibration_sha256: str | None = None
     backend: str | None = None
     device: str | None = None
-
-    def models(self) -> tuple[str, ...]:
-        return tuple(sorted({p.model for p in self.points}))
 
     def band(self, level: float, *, exclude_model: str | None = None) -> tuple[float, float] | None:
         """The conformal band of every point's residual but ``exclude_model``'s."""
@@ -204,11 +188,6 @@ def widen(interval: Any, band: tuple[float, float] | None) -> Any:
     c = interval.center_s
     return replace(interval, low_s=min(interval.low_s, c * (1.0 + band[0])), high_s=max(interval.high_s, c * (1.0 + band[1])),
                    method_band=band)
-
-
-def _check_level(level: float) -> None:
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 < level < 1.0:
-        raise InputError(f"level: {level!r} is not accepted; expected a fraction in (0, 1)")
 
 
 def answer(me: MethodError, *, points: Sequence[tuple[str, float]], best: str, level: float, source: str,

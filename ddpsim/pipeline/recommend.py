@@ -7,8 +7,7 @@ minimise the end of the last collective under the analytical model below, by dyn
 programming over the ready order; the engine then verifies the plan, and it is recommended
 only with the gain the engine predicts over the best cap.
 
-The analytical model (also :func:`analytic_simulate`, a fast stand-in for the engine in
-tests and searches), stated once:
+The analytical model, stated once:
 
 * one representative rank, median trace times, no jitter, no interference;
 * parameter ``i``'s gradient is ready at ``backward_start + median grad_ready_s[i]``;
@@ -27,82 +26,18 @@ end time, so the DP over "first j gradients bucketed" is exact:
 
 from __future__ import annotations
 
-import statistics
+import bisect
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.plan.planner import BucketPlan, DDPOptions, approximate_cap_list, cap_list_for_buckets, explicit_plan, mb_text
 from ddpsim.network.comm_model import WrappedCommModel
-from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, SimResult, Span
 from ddpsim.trace.records import Trace
 
 #: bytes on the wire per gradient byte, per comm hook
 HOOK_BYTES_FACTOR = {"none": 1.0, "allreduce": 1.0, "fp16": 0.5, "bf16": 0.5, "powersgd": 1.0}
-
-
-def _ready_times(trace: Trace) -> list[float | None]:
-    return list(trace.median_grad_ready_s())
-
-
-def bucket_schedule(ready_s: Sequence[float], sizes_bytes: Sequence[int], comm: Any,
-                    bytes_factor: float = 1.0) -> list[tuple[float, float, float, float]]:
-    """Per bucket ``(ready_s, launch_s, start_s, end_s)`` relative to backward start."""
-    out = []
-    launch_prev = end_prev = 0.0
-    for r, size in zip(ready_s, sizes_bytes):
-        launch = max(r, launch_prev)
-        start = max(launch, end_prev)
-        end = start + comm.allreduce_s(int(size * bytes_factor))
-        out.append((r, launch, start, end))
-        launch_prev, end_prev = launch, end
-    return out
-
-
-def analytic_simulate(trace: Trace, plan: BucketPlan, comm: Any, config: Any) -> SimResult:
-    """A SimResult from the analytical model (see the module docstring); same signature as the engine."""
-    ready = _ready_times(trace)
-    fwd = trace.phase("forward").median_s
-    bwd = trace.phase("backward").median_s
-    opt = trace.phase("optimizer").median_s
-    factor = HOOK_BYTES_FACTOR.get(getattr(config, "comm_hook", "none"), 1.0)
-    warm = config.num_warmup_iterations
-    if warm is None:
-        warm = plan.rebuild_iteration or 1
-    spans: list[Span] = []
-    buckets: list[BucketTiming] = []
-    iters: list[IterationStats] = []
-    t = 0.0
-    for k in range(1, config.num_iterations + 1):
-        layout = plan.layout_for_iteration(k)
-        b_ready = [max((ready[i] for i in b.param_indices if ready[i] is not None), default=bwd) for b in layout]
-        sched = bucket_schedule(b_ready, [b.size_bytes for b in layout], comm, factor)
-        t0 = t
-        tb = t0 + fwd
-        spans.append(Span(rank=0, stream=COMPUTE_STREAM, kind="forward", name="forward", iteration=k, start_s=t0, end_s=tb))
-        spans.append(Span(rank=0, stream=COMPUTE_STREAM, kind="backward", name="backward", iteration=k, start_s=tb, end_s=tb + bwd))
-        comm_s = overlapped = 0.0
-        for b, (r, la, st, en) in zip(layout, sched):
-            spans.append(Span(rank=0, stream=COMM_STREAM, kind="allreduce", name=f"allreduce bucket {b.index}",
-                              iteration=k, start_s=tb + st, end_s=tb + en, bucket=b.index, size_bytes=b.size_bytes))
-            buckets.append(BucketTiming(rank=0, iteration=k, bucket=b.index, size_bytes=b.size_bytes,
-                                        num_params=len(b.param_indices), ready_s=tb + r, launch_s=tb + la,
-                                        start_s=tb + st, end_s=tb + en))
-            comm_s += en - st
-            overlapped += max(0.0, min(en, bwd) - st)
-        last = sched[-1][3] if sched else 0.0
-        exposed = max(0.0, last - bwd)
-        if exposed > 0:
-            spans.append(Span(rank=0, stream=COMPUTE_STREAM, kind="wait", name="wait for allreduce", iteration=k,
-                              start_s=tb + bwd, end_s=tb + bwd + exposed))
-        to = tb + bwd + exposed
-        spans.append(Span(rank=0, stream=COMPUTE_STREAM, kind="optimizer", name="optimizer", iteration=k, start_s=to, end_s=to + opt))
-        t = to + opt
-        iters.append(IterationStats(rank=0, iteration=k, start_s=t0, end_s=t, forward_s=fwd, backward_compute_s=bwd,
-                                    exposed_comm_s=exposed, comm_s=comm_s, overlap_ratio=overlapped / comm_s if comm_s else 0.0,
-                                    optimizer_s=opt, warmup=k <= warm))
-    return SimResult(world_size=config.world_size, ranks=(0,), spans=tuple(spans), buckets=tuple(buckets),
-                     iterations=tuple(iters), meta={"engine": "analytic"})
 
 
 def optimal_boundaries(ready_s: Sequence[float], sizes_bytes: Sequence[int], comm: Any, *,
@@ -150,7 +85,6 @@ def optimal_boundaries(ready_s: Sequence[float], sizes_bytes: Sequence[int], com
 class PlanRecommendation:
     plan: BucketPlan
     analytic_end_s: float          # model's end of the last collective after backward start
-    buckets_bytes: tuple[int, ...]
 
 
 def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options: DDPOptions | None = None,
@@ -159,7 +93,7 @@ def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options:
 
     Parameters that never get a gradient go into a last bucket of their own dtype(s).
     """
-    ready = _ready_times(trace)
+    ready = list(trace.median_grad_ready_s())
     order = [i for i in trace.grad_ready_order if ready[i] is not None]
     if not order:
         raise InputError("trace.grad_ready_order: [] is empty; expected gradients to bucket")
@@ -176,32 +110,37 @@ def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options:
             rest.setdefault(p.dtype, []).append(p.index)
     groups += list(rest.values())
     plan = explicit_plan(trace, groups, options=options, source="ddpsim-recommend")
-    return PlanRecommendation(plan=plan, analytic_end_s=end, buckets_bytes=tuple(b.size_bytes for b in plan.steady))
+    return PlanRecommendation(plan=plan, analytic_end_s=end)
 
 
 @dataclass(frozen=True)
-class _ScaledComm(WrappedCommModel):
-    """``comm`` with every all-reduce ``factor`` times longer plus ``extra_latency_s``: a
-    pessimistic variant that makes the search prefer fewer, larger buckets (the engine's
-    per-bucket costs - copies, launches, interference - are not in the analytical model).
-    Broadcasts and every capability of ``comm`` come through unchanged."""
+class ScaledComm(WrappedCommModel):
+    """``base`` with every all-reduce of ``lo_bytes`` to ``hi_bytes`` ``factor`` times longer plus
+    ``extra_latency_s``; broadcasts and every capability of ``base`` come through unchanged. The
+    plan search's pessimistic variants scale every size (fewer, larger buckets: the engine's
+    per-bucket costs - copies, launches, interference - are not in the analytical model); the
+    uncertainty samples scale NCCL's mid sizes (:mod:`ddpsim.pipeline.resampling`)."""
 
-    comm: Any
+    base: Any
     factor: float = 1.0
     extra_latency_s: float = 0.0
+    lo_bytes: int = 0
+    hi_bytes: float = math.inf
 
     @property
     def wrapped(self) -> Any:
-        return self.comm
+        return self.base
 
     def allreduce_s(self, size_bytes: int) -> float:
-        return self.comm.allreduce_s(size_bytes) * self.factor + self.extra_latency_s
+        t = self.base.allreduce_s(size_bytes)
+        return t * self.factor + self.extra_latency_s if self.lo_bytes <= size_bytes <= self.hi_bytes else t
 
     def broadcast_s(self, size_bytes: int) -> float:
-        return self.comm.broadcast_s(size_bytes)
+        return self.base.broadcast_s(size_bytes)
 
     def describe(self) -> dict[str, Any]:
-        return {**self.comm.describe(), "allreduce_factor": self.factor, "extra_latency_s": self.extra_latency_s}
+        return {**self.base.describe(), "allreduce_factor": self.factor, "extra_latency_s": self.extra_latency_s,
+                "allreduce_bytes": [self.lo_bytes, self.hi_bytes]}
 
 
 class GridComm(WrappedCommModel):
@@ -212,10 +151,6 @@ class GridComm(WrappedCommModel):
     Broadcasts and every capability of ``comm`` come through unchanged."""
 
     def __init__(self, comm: Any, max_bytes: int, num_points: int = 1024) -> None:
-        import bisect
-        import math
-
-        self._bisect = bisect.bisect_left
         hi = max(2, int(max_bytes))
         sizes = sorted({0, 1} | {int(round(math.exp(math.log(hi) * k / (num_points - 1)))) for k in range(num_points)} | {hi})
         self.sizes = sizes
@@ -225,7 +160,7 @@ class GridComm(WrappedCommModel):
     def allreduce_s(self, size_bytes: int) -> float:
         if size_bytes >= self.sizes[-1]:
             return self.comm.allreduce_s(size_bytes)
-        k = self._bisect(self.sizes, size_bytes)
+        k = bisect.bisect_left(self.sizes, size_bytes)
         if self.sizes[k] == size_bytes:
             return self.times[k]
         x0, x1 = self.sizes[k - 1], self.sizes[k]
@@ -256,7 +191,7 @@ def candidate_plans(trace: Trace, comm: Any, *, comm_hook: str = "none",
     if trace.num_params > 64:  # NOTE: tabulate slow cost models; the engine verifies the result
         comm = GridComm(comm, trace.total_param_bytes)
     for label, factor, extra in SEARCH_VARIANTS:
-        c = comm if (factor, extra) == (1.0, 0.0) else _ScaledComm(comm, factor, extra * base_latency)
+        c = comm if (factor, extra) == (1.0, 0.0) else ScaledComm(comm, factor, extra * base_latency)
         rec = recommend_plan(trace, c, comm_hook=comm_hook, options=options)
         key = tuple(b.param_indices for b in rec.plan.steady)
         if key not in seen:
@@ -292,17 +227,3 @@ def cap_list_candidates(trace: Trace, plans: Sequence[BucketPlan], options: DDPO
         if all(c.caps != cand.caps for c in out):
             out.append(cand)
     return out
-
-
-def analytic_end_s(trace: Trace, buckets: Sequence[Any], comm: Any, comm_hook: str = "none") -> float:
-    """The analytical model's end of the last collective (after backward start) for ``buckets``."""
-    ready = _ready_times(trace)
-    bwd = trace.phase("backward").median_s
-    b_ready = [max((ready[i] for i in b.param_indices if ready[i] is not None), default=bwd) for b in buckets]
-    sched = bucket_schedule(b_ready, [b.size_bytes for b in buckets], comm, HOOK_BYTES_FACTOR.get(comm_hook, 1.0))
-    return sched[-1][3] if sched else 0.0
-
-
-def steady_p50(result: SimResult) -> float:
-    steps = result.step_times_s() or [it.iteration_s for it in result.iterations]
-    return statistics.median(steps)

@@ -3,7 +3,7 @@ inputs, one at a time, with deterministic values and seeds: ``memory_bound_fract
 0.7 (the contention prior's one unsourced value, :mod:`ddpsim.network.contention`), every host
 cost x0.5 and x2 (:mod:`ddpsim.network.host_costs`), NCCL's 64 KiB-64 MiB all-reduces at the 10 %
 and 90 % quantiles of measured / model time over the public curves
-(:mod:`ddpsim.network.collective_residuals`; analytical NCCL only), and the jitter seed +1, +2
+(:data:`ddpsim.network.nccl_exec.MID_SIZE_RATIOS`; analytical NCCL only), and the jitter seed +1, +2
 (a calibrated model varies only the seeds). The runs with GPU cost terms off
 (:mod:`ddpsim.pipeline.term_effects`) are stored beside them and are no sample of the band.
 :func:`summarize` gives each point's band, its regret per sample, the robust set (within
@@ -17,17 +17,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ddpsim.network import collective_residuals
-from ddpsim.network.comm_model import WrappedCommModel
+from ddpsim.network.nccl_exec import MID_HI_BYTES, MID_LO_BYTES, MID_SIZE_RATIOS
 from ddpsim.network.cost_terms import gpu_terms
-from ddpsim.pipeline.inputs import contention_prior, point_graph, sim_config
+from ddpsim.pipeline.inputs import contention_prior, p50_s, point_graph, sim_config
+from ddpsim.pipeline.recommend import ScaledComm
 
 #: a point within this relative distance of a sample's best counts as "as good" in that sample
 ROBUST_TOLERANCE = 0.01
-#: NCCL mid-size range and factors: the residuals' quantiles (module docstring)
-MID_LO_BYTES = collective_residuals.MID_LO_BYTES
-MID_HI_BYTES = collective_residuals.MID_HI_BYTES
-MID_FACTORS = collective_residuals.MID_SIZE_RATIOS
 PHI_VALUES = (0.3, 0.7)
 HOST_FACTORS = (0.5, 2.0)
 SEED_OFFSETS = (1, 2)
@@ -49,31 +45,6 @@ class Sample:
     seed_offset: int = 0
     #: the cost terms switched off (a run of :mod:`ddpsim.pipeline.term_effects`, no sample of the band)
     terms_off: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class MidSizeScaled(WrappedCommModel):
-    """A comm model whose all-reduces of ``lo_bytes``..``hi_bytes`` take ``factor`` times as long;
-    broadcasts and every capability of ``base`` come through unchanged."""
-
-    base: Any
-    factor: float
-    lo_bytes: int = MID_LO_BYTES
-    hi_bytes: int = MID_HI_BYTES
-
-    @property
-    def wrapped(self) -> Any:
-        return self.base
-
-    def allreduce_s(self, size_bytes: int) -> float:
-        t = self.base.allreduce_s(size_bytes)
-        return t * self.factor if self.lo_bytes <= size_bytes <= self.hi_bytes else t
-
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.base.broadcast_s(size_bytes)
-
-    def describe(self) -> dict[str, Any]:
-        return {**self.base.describe(), "mid_size_factor": self.factor}
 
 
 def samples_for(scenario: Any, inputs: Any) -> list[Sample]:
@@ -125,7 +96,7 @@ def terms_off_config(scenario: Any, inputs: Any, graph: Any, off: tuple[str, ...
     keep = "contention" not in off
     variant = scenario.updated(cost_model={**{t: False for t in off}, **({"contention": False} if keep else {})})
     cfg = sim_config(variant, inputs.point, world_size=inputs.config.world_size, graph=graph,
-                     calibration=scenario.load_calibration(), comm=inputs.comm)
+                     calibration=scenario.calibration, comm=inputs.comm)
     return dataclasses.replace(cfg, interference=inputs.config.interference) if keep else cfg
 
 
@@ -143,7 +114,7 @@ def band_samples(scenario: Any, inputs: Any) -> list[Sample]:
     if cfg.host_costs is not None:
         out += [Sample(input="host costs", label=f"host costs x{f:g}", host_factor=f) for f in HOST_FACTORS]
     if gpu_terms(inputs.comm):
-        out += [Sample(input="NCCL mid-size", label=f"NCCL 64 KiB-64 MiB x{f:g}", mid_factor=f) for f in MID_FACTORS]
+        out += [Sample(input="NCCL mid-size", label=f"NCCL 64 KiB-64 MiB x{f:g}", mid_factor=f) for f in MID_SIZE_RATIOS]
     if cfg.jitter != "none" and cfg.jitter != 0:
         out += [Sample(input="jitter seed", label=f"seed {cfg.seed + k}", seed_offset=k) for k in SEED_OFFSETS]
     return out
@@ -162,7 +133,7 @@ def sample_inputs(scenario: Any, point: Any, inputs: Any, graph: Any, sample: Sa
     if sample.host_factor is not None and cfg.host_costs is not None:
         cfg = dataclasses.replace(cfg, host_costs=cfg.host_costs.scaled(sample.host_factor))
     if sample.mid_factor is not None:
-        comm = MidSizeScaled(base=comm, factor=sample.mid_factor)
+        comm = ScaledComm(comm, sample.mid_factor, lo_bytes=MID_LO_BYTES, hi_bytes=MID_HI_BYTES)
     if sample.seed_offset:
         cfg = dataclasses.replace(cfg, seed=cfg.seed + sample.seed_offset)
     return comm, cfg
@@ -177,20 +148,11 @@ def sample_runs(scenario: Any, point: Any, inputs: Any) -> list[tuple[Sample, An
     return [(smp, *sample_inputs(scenario, point, inputs, graph, smp)) for smp in samples]
 
 
-def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Callable, spans_kw: bool) -> float:
+def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Callable | None) -> float:
     """Sample ``k``'s p50 step time alone (a task of the sweep's worker pool): only that sample's
     inputs are built."""
     sample = samples_for(scenario, inputs)[k]
-    comm, cfg = sample_inputs(scenario, point, inputs, point_graph(scenario, point.nodes), sample)
-    return sample_p50(inputs, comm, cfg, simulate, spans_kw)
-
-
-def sample_p50(inputs: Any, comm: Any, cfg: Any, simulate: Callable, spans_kw: bool) -> float:
-    """The p50 step time of ``inputs`` under a sample's ``comm`` and ``cfg``; with the engine
-    (``spans_kw``) its step times only (``steps_only``: nothing else is recorded)."""
-    res = simulate(inputs.trace, inputs.plan, comm, cfg, steps_only=True) if spans_kw else \
-        simulate(inputs.trace, inputs.plan, comm, cfg)
-    return res.summary()["iteration_p50_s"]
+    return p50_s(simulate, inputs, *sample_inputs(scenario, point, inputs, point_graph(scenario, point.nodes), sample))
 
 
 def samples_record(samples: Sequence[Sample], p50: Sequence[float]) -> dict[str, Any]:
@@ -221,12 +183,10 @@ def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequen
     robust = [points[i] for i in range(len(points)) if max(regret[i]) <= tolerance]
     safest = min(range(len(points)), key=lambda i: (max(regret[i]), i))
     sens: dict[str, float] = {}
-    for j, lab in enumerate(cols[1:], start=1):
-        inp = inputs_of[lab]
-        sens[inp] = max(sens.get(inp, 0.0), regret[prior_best][j])
     spread: dict[str, float] = {}
     for j, lab in enumerate(cols[1:], start=1):
         inp = inputs_of[lab]
+        sens[inp] = max(sens.get(inp, 0.0), regret[prior_best][j])
         # how much the sample moves the points' order: the largest change of a point's regret
         spread[inp] = max(spread.get(inp, 0.0), max(abs(regret[i][j] - regret[i][0]) for i in range(len(points))))
     most = max(sorted(spread), key=lambda k: (sens[k], spread[k])) if spread else None

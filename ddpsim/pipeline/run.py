@@ -1,5 +1,6 @@
 """The computations of a scenario run after its sweep: the recommended bucket plan, the
-``bucket_cap_mb_list`` that reproduces it, the measured method error, the cost-term lines.
+``bucket_cap_mb_list`` that reproduces it, the measured method error, the cost-term lines and a
+compiled scenario's points run again as eager DDP.
 
 :func:`recommend` cuts the gradient-ready order by dynamic programming over bucket
 boundaries under each cost-model variant (:func:`ddpsim.pipeline.recommend.candidate_plans`),
@@ -21,11 +22,15 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.io import write_text_atomic
 from ddpsim.network.cost_terms import explain_terms
-from ddpsim.pipeline.inputs import contention_prior, point_graph
+from ddpsim.pipeline import recommend as rec
+from ddpsim.pipeline.method_error import answer, file_sha256, load_method_error
+from ddpsim.pipeline.inputs import contention_prior, p50_s, point_graph, run_engine
 from ddpsim.pipeline.scenario import Scenario
-from ddpsim.plan.planner import BucketPlan, DDPOptions
+from ddpsim.pipeline.sweep import (best_record, default_record, point_metrics, read_kept, result_from_dict, result_to_dict,
+                                   write_kept)
+from ddpsim.plan.compiled import compiled_subgraphs
+from ddpsim.plan.planner import BucketPlan, DDPOptions, explicit_plan, without_delayed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,17 +59,21 @@ def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
     ``kept_dir``: a ``points/`` folder where the answer is kept (:data:`KEPT_FILE`) and reused
     while :func:`kept_key` of ``records`` is the same; None: computed, nothing kept.
     """
-    from ddpsim.pipeline.sweep import best_record
-
     best = best_record(records)
     inputs = build(sc, best.point, trace)
     path = Path(kept_dir) / KEPT_FILE if kept_dir is not None else None
-    key = kept_key(records) if path is not None else None
-    got = _read_kept(path, key, inputs) if path is not None else None
-    if got is None:
-        got = _recommend(sc, records, trace, build, sim, best, inputs)
-        if path is not None:
-            _write_kept(path, key, got)
+    key = kept_key(records)
+    d = read_kept(path, KEPT_FORMAT, KEPT_VERSION, key=key) if path is not None else None
+    try:
+        if d is not None:
+            return Recommendation(info=d["info"], plan_doc=d["plan_doc"], result=result_from_dict(d["result"]),
+                                  inputs=inputs)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass  # unreadable: computed again
+    got = _recommend(sc, records, trace, build, sim, best, inputs)
+    if path is not None:
+        write_kept(path, {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": key, "info": got.info,
+                          "plan_doc": got.plan_doc, "result": result_to_dict(replace(got.result, spans=()))})
     return got
 
 
@@ -76,33 +85,9 @@ def kept_key(records: Sequence[Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def _write_kept(path: Path, key: str, rec: Recommendation) -> None:
-    from ddpsim.pipeline.sweep import result_to_dict
-
-    doc = {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": key, "info": rec.info, "plan_doc": rec.plan_doc,
-           "result": result_to_dict(replace(rec.result, spans=()))}
-    write_text_atomic(path, json.dumps(doc, separators=(",", ":")) + "\n")
-
-
-def _read_kept(path: Path, key: str, inputs: Any) -> Recommendation | None:
-    """The answer kept at ``path`` under ``key``; None where there is none, it is stale or unreadable."""
-    from ddpsim.pipeline.sweep import result_from_dict
-
-    try:
-        d = json.loads(path.read_text())
-        if d.get("format") != KEPT_FORMAT or d.get("version") != KEPT_VERSION or d.get("key") != key:
-            return None
-        return Recommendation(info=d["info"], plan_doc=d["plan_doc"], result=result_from_dict(d["result"]),
-                              inputs=inputs)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
 def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable, best: Any,
                inputs: Any) -> Recommendation:
     """:func:`recommend`, computed."""
-    from ddpsim.pipeline.sweep import point_metrics
-
     opts = sc.ddp_options(best.point)
     tried = _candidates(trace, inputs, opts, best.point.comm_hook, sim)
     _, _, label, found, rec_result = min(tried, key=lambda x: (x[0], x[1]))
@@ -112,8 +97,6 @@ def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable
     if better:
         chosen = found.plan
     else:
-        from ddpsim.plan.planner import explicit_plan
-
         chosen = explicit_plan(trace, [list(b.param_indices) for b in inputs.plan.steady], options=opts,
                                source=f"ddpsim-recommend (DDP buckets of {best.point_id})")
     caps = cap_list(sc, records, trace, build, sim, opts, [chosen] + [t[3].plan for t in tried], chosen, best)
@@ -134,8 +117,6 @@ def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable
 
 def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: Callable) -> list[tuple]:
     """``(p50, index, variant, candidate, result)`` of every candidate plan, simulated."""
-    from ddpsim.pipeline import recommend as rec
-
     # An explicit plan applies from iteration 1 (no rebuild); measure it over the same steady
     # iterations as the best cap so that both medians see the same jitter draws.
     warm = inputs.config.num_warmup_iterations
@@ -148,26 +129,10 @@ def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: 
     every = replace(opts, delay_all_reduce_named_params=None, param_to_hook_all_reduce=None)
     for label, cand in rec.candidate_plans(trace, inputs.comm, comm_hook=comm_hook, options=every):
         if every != opts:
-            from ddpsim.plan.planner import without_delayed
-
-            plan = without_delayed(cand.plan, trace, opts)
-            cand = replace(cand, plan=plan, buckets_bytes=tuple(b.size_bytes for b in plan.steady))
-        res = _no_spans(sim, inputs.trace, cand.plan, inputs.comm, config)
+            cand = replace(cand, plan=without_delayed(cand.plan, trace, opts))
+        res = run_engine(sim, replace(inputs, plan=cand.plan), config=config, spans=False)
         tried.append((res.summary()["iteration_p50_s"], len(tried), label, cand, res))
     return tried
-
-
-def _no_spans(sim: Callable, *args: Any) -> Any:
-    """``sim(*args)``, without spans where ``sim`` is the engine's (the figures read here are
-    the summary's, the same without them)."""
-    from ddpsim.engine.simulate import simulate
-
-    return sim(*args, spans=False) if sim is simulate else sim(*args)
-
-
-def p50_step(sim: Callable, inputs: Any) -> float:
-    """The p50 step time of ``inputs`` simulated by ``sim`` (without spans: :func:`_no_spans`)."""
-    return _no_spans(sim, inputs.trace, inputs.plan, inputs.comm, inputs.config).summary()["iteration_p50_s"]
 
 
 def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable,
@@ -177,9 +142,6 @@ def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, 
     in iteration 1, the rebuild, the same iterations and seed as the sweep's points); the
     list that reproduces the recommended plan (``plans[0]``) is taken when there is one, else
     the fastest; it is compared with the default and the best uniform cap."""
-    from ddpsim.pipeline import recommend as rec
-    from ddpsim.pipeline.sweep import best_record, default_record
-
     uniform = [r for r in records if not r.point.bucket_cap_mb_list]
     best_cap = best_record(uniform)
     default = default_record(records, best_cap.point) or records[0]
@@ -187,7 +149,8 @@ def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, 
     for k, cand in enumerate(rec.cap_list_candidates(trace, plans, opts)):
         point = best.point.with_value("cap", (None, cand.caps))
         inputs = build(sc, point, trace)
-        p50 = p50_step(sim, inputs)
+        # the points' figures, not steps_only: its p50 may differ in the last bits
+        p50 = run_engine(sim, inputs, spans=False).summary()["iteration_p50_s"]
         same = [b.param_indices for b in inputs.plan.steady] == [b.param_indices for b in recommended.steady]
         tried.append((p50, k, cand, same))
     first = tried[0][2]
@@ -211,8 +174,6 @@ def method_error_for(sc: Scenario, trace: Any, path: str | Path | None) -> tuple
     with: another backend, or a scenario without a calibration, is refused."""
     if path is None:
         return None, None
-    from ddpsim.pipeline.method_error import file_sha256, load_method_error
-
     me = load_method_error(path)
     backend = sc.build_point(sc.points()[0], trace=trace).backend
     if me.backend and backend != me.backend:
@@ -227,11 +188,9 @@ def method_error_for(sc: Scenario, trace: Any, path: str | Path | None) -> tuple
 def method_error_answer(me: Any, note: str | None, path: str | Path, records: Sequence[Any], best: Any,
                         inputs: Any, trace: Any, sim: Callable) -> dict[str, Any]:
     """The method error's answer (:func:`ddpsim.pipeline.method_error.answer`) around the best point."""
-    from ddpsim.pipeline.method_error import answer
-
     # the residuals are of mean steps predicted as a validation predicts them (the trace's
     # mean phases): the band goes around the best point's mean step predicted so
-    best_mean = sim(inputs.trace, inputs.plan, inputs.comm, inputs.config.for_validation()).summary()["iteration_mean_s"]
+    best_mean = run_engine(sim, inputs, config=inputs.config.for_validation()).summary()["iteration_mean_s"]
     return answer(me, points=[(r.point_id, r.metrics["iteration_p50_s"]) for r in records], best=best.point_id,
                   level=0.8, source=str(path), model=trace.model, note=note, best_mean_s=best_mean)
 
@@ -241,9 +200,25 @@ def cost_terms(sc: Scenario, point: Any, inputs: Any) -> list[str]:
     prior's derivation when it is what the simulation used, the host costs
     (:func:`ddpsim.network.cost_terms.explain_terms`)."""
     prior = None
-    if sc.cost_model.contention and sc.simulation.interference is None and sc.load_calibration() is None:
+    if sc.cost_model.contention and sc.simulation.interference is None and sc.calibration is None:
         graph = point_graph(sc, point.nodes)
         found = contention_prior(sc.cost_model, graph, inputs.comm) if graph is not None else None
         if found is not None and inputs.config.interference == found.interference:
             prior = found
     return explain_terms(sc.cost_model, inputs.config, inputs.comm, prior)
+
+
+def eager_comparison(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
+                     sim: Callable | None) -> dict[str, Any]:
+    """Every point of a compiled scenario simulated once more as eager DDP (same trace, cluster and
+    caps): p50 per point and the eager best, beside the compiled mode and the count of compiled
+    backward units per point (:func:`ddpsim.plan.compiled.compiled_subgraphs`; None under
+    compiled autograd), the report's ``compile`` figures."""
+    eager = sc.updated(compile=None)
+    rows = [{"point": r.point_id, "compiled_p50_s": r.metrics["iteration_p50_s"],
+             "eager_p50_s": p50_s(sim, build(eager, r.point, trace)),
+             "subgraphs": None if sc.compile.compiled_autograd else
+             len(compiled_subgraphs(trace, sc.ddp_options(r.point), sc.compile))} for r in records]
+    best_eager = min(rows, key=lambda x: x["eager_p50_s"])
+    return {"mode": sc.compile.mode, "points": rows, "eager_best": best_eager["point"],
+            "eager_best_p50_s": best_eager["eager_p50_s"]}

@@ -69,11 +69,6 @@ class Scenario:
     calibration_path = property(lambda self: _path(self.doc.calibration))
     #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
     plan_path = property(lambda self: _path(self.doc.plan))
-    comm_hook = property(lambda self: self.doc.ddp.comm_hook)
-    powersgd_rank = property(lambda self: self.doc.ddp.powersgd.matrix_approximation_rank)
-    powersgd_start_iter = property(lambda self: self.doc.ddp.powersgd.start_powerSGD_iter)
-    #: ``ddp.sync_batchnorm``: the model's BatchNorm layers converted with ``convert_sync_batchnorm``
-    sync_batchnorm = property(lambda self: self.doc.ddp.sync_batchnorm)
     #: ``ddp.join``: an epoch under Join with uneven inputs (a JoinSpec), or None
     join = property(lambda self: self.doc.ddp.join)
 
@@ -159,13 +154,10 @@ class Scenario:
                              num_warmup=m.warmup, num_threads=m.num_threads,
                              command=f"ddpsim run {self.path or self.name} (model {m.name})")
 
-    def load_calibration(self):
-        """The scenario's calibration (None without one), read once per Scenario: loading fits
-        the probe with the engine, and every point, the CLI's warning and the report ask for it."""
-        return self._calibration
-
     @cached_property
-    def _calibration(self):
+    def calibration(self):
+        """The scenario's calibration (None without one), read once per Scenario: loading fits the
+        probe with the engine, and every point, the CLI's warning and the report ask for it."""
         if self.calibration_path is None:
             return None
         from ddpsim.calibration.loader import load_calibration
@@ -173,10 +165,8 @@ class Scenario:
         return load_calibration(self.calibration_path)
 
     def calibration_warning(self) -> str | None:
-        """The calibration's one-line warning (:meth:`ddpsim.calibration.loader.Calibration.warning`),
-        or None (no calibration, or nothing to warn about)."""
-        cal = self.load_calibration()
-        return None if cal is None else cal.warning()
+        """The calibration's one-line warning (:meth:`ddpsim.calibration.loader.Calibration.warning`) or None."""
+        return None if self.calibration is None else self.calibration.warning()
 
     def graph(self, nodes: int | None = None):
         """The cluster's topology graph at ``nodes`` nodes (None: a latency + bandwidth model)."""
@@ -289,16 +279,12 @@ DEFAULT_SCENARIO = "default"
 def find_scenario(spec: str | Path | None) -> Path:
     """A scenario path from a path or a bundled name (``default``, ``gpt2-1.5b-h100-8n``...)."""
     spec = DEFAULT_SCENARIO if spec is None else str(spec)
-    p = Path(spec)
-    if is_file(p):
-        return p
-    candidates = [Path("scenarios") / f"{spec}.yaml", Path(__file__).resolve().parents[2] / "scenarios" / f"{spec}.yaml",
-                  Path(__file__).resolve().parents[2] / "scenarios" / spec]
-    for c in candidates:
+    bundled = Path(__file__).resolve().parents[2] / "scenarios"
+    for c in (Path(spec), Path("scenarios") / f"{spec}.yaml", bundled / f"{spec}.yaml", bundled / spec):
         if is_file(c):
             return c
-    bundled = sorted(x.stem for x in (Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
-    raise InputError(f"scenario: {shorten(spec)} does not exist; expected a scenario YAML path or a bundled name ({', '.join(bundled) or 'none found'})")
+    names = sorted(x.stem for x in bundled.glob("*.yaml"))
+    raise InputError(f"scenario: {shorten(spec)} does not exist; expected a scenario YAML path or a bundled name ({', '.join(names) or 'none found'})")
 
 
 def load_scenario(spec: str | Path | None = None, overrides: Sequence[str] = ()) -> Scenario:

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ddpsim.io import ensure_dir
-from ddpsim.pipeline import eager_comparison
 from ddpsim.pipeline import run as steps
 from ddpsim.pipeline.scenario import Scenario, load_scenario
+from ddpsim.pipeline.inputs import run_engine
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_jobs, run_sweep
 from ddpsim.pipeline.term_effects import term_effects
+from ddpsim.trace.records import save_trace
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,19 +60,12 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     its ``close()`` is called if the rest fails."""
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     rdir = ensure_dir(ensure_dir(out_dir, "--out-dir") / sc.name, "--out-dir")
-    files: list[Path] = []
     trace = sc.load_trace()
     me, me_note = steps.method_error_for(sc, trace, method_error)
-    if sc.model is not None:
-        from ddpsim.trace.records import save_trace
-
-        files.append(save_trace(trace, rdir / "trace.json"))
+    files = () if sc.model is None else (save_trace(trace, rdir / "trace.json"),)
     records = run_sweep(sc, out_dir=rdir, jobs=jobs, trace=trace, progress=progress, simulate=simulate_fn, build=build_fn)
     build = build_fn if build_fn is not None else (lambda s, p, t: s.build_point(p, trace=t))
-    sim = simulate_fn
-    if sim is None:
-        from ddpsim.engine.simulate import simulate as sim
-    records, best = _with_timeline_spans(sc, records, best_record(records), trace, build, sim)
+    records, best = _with_timeline_spans(sc, records, best_record(records), trace, build, simulate_fn)
     # the engine's answer is kept beside the points; a stand-in simulate or build keeps nothing
     kept = rdir / "points" if simulate_fn is None and build_fn is None else None
     kept_key = None if kept is None else steps.kept_key(records)
@@ -79,8 +73,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     records = tuple(records)
     started = None if start_report is None else start_report(sc, rdir, records, best, kept_key, jobs)
     try:
-        return _answered(sc, rdir, trace, records, best, build, sim, kept, method_error, me, me_note,
-                         files=tuple(files), kept_key=kept_key, jobs=jobs, report_started=started)
+        return _answered(sc, rdir, trace, records, best, build, simulate_fn, kept, method_error, me, me_note,
+                         files=files, kept_key=kept_key, jobs=jobs, report_started=started)
     except BaseException:
         if started is not None:
             started.close()
@@ -94,10 +88,10 @@ def _answered(sc: Scenario, rdir: Path, trace: Any, records: tuple[Any, ...], be
     rec = steps.recommend(sc, records, trace, build, sim, kept_dir=kept)
     me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
                                                                   trace, sim)
-    compiled = None if sc.compile is None else eager_comparison.eager_comparison(sc, records, trace, build, sim)
+    compiled = None if sc.compile is None else steps.eager_comparison(sc, records, trace, build, sim)
     terms = steps.cost_terms(sc, best.point, rec.inputs)
     effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
-    return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=tuple(records), best=best, recommendation=rec,
+    return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, best=best, recommendation=rec,
                        method_error=me_answer, compiled=compiled, cost_terms=terms, term_effects=effects,
                        warning=sc.calibration_warning(), **run)
 
@@ -120,5 +114,4 @@ def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any
 
 def _spans(sc: Scenario, point: Any, trace: Any, build: Callable, sim: Callable) -> tuple:
     """The spans of ``point`` simulated again from its inputs."""
-    inputs = build(sc, point, trace)
-    return sim(inputs.trace, inputs.plan, inputs.comm, inputs.config).spans
+    return run_engine(sim, build(sc, point, trace)).spans

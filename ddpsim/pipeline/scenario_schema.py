@@ -7,7 +7,7 @@ the DDP keys under PyTorch's names; checks between sections are its validators.
 
 import json
 import re
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union, get_args
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
@@ -474,11 +474,9 @@ def _axis_key_ok(key: Any) -> bool:
 
 
 def _models_in_annotation(tp: Any) -> list[Any]:
-    import typing
-
     if isinstance(tp, type) and issubclass(tp, Schema):
         return [tp]
-    return [m for arg in typing.get_args(tp) for m in _models_in_annotation(arg)]
+    return [m for arg in get_args(tp) for m in _models_in_annotation(arg)]
 
 
 _AXES_TEXT = (f"a mapping of axis -> a non-empty list of values (at most {MAX_LIST}); an axis is one of "

@@ -7,8 +7,8 @@
 
 from __future__ import annotations
 
+import itertools
 import json
-import math
 import re
 from dataclasses import MISSING, dataclass, replace
 from pathlib import Path
@@ -103,12 +103,10 @@ def crossed(dims: Sequence[tuple[str, Sequence[Any]]], indices: Iterable[int] | 
     (name, value) pairs: every point, or those at the flat positions ``indices`` (a sample).
     A sweep's points (:meth:`ddpsim.pipeline.scenario.Scenario.points`) and a design space's
     (:func:`ddpsim.pipeline.explore.space_points`) are both made here."""
-    sizes = [len(v) for _, v in dims]
-    out = []
-    for flat in range(math.prod(sizes)) if indices is None else indices:
-        digits = []
-        for size in reversed(sizes):
-            flat, d = divmod(flat, size)
-            digits.append(d)
-        out.append(tuple((name, v[d]) for (name, v), d in zip(dims, reversed(digits))))
-    return out
+    if indices is None:
+        return list(itertools.product(*([(name, v) for v in vals] for name, vals in dims)))
+    import numpy as np
+
+    flat = list(indices)
+    digits = np.unravel_index(flat, [len(v) for _, v in dims]) if flat else ()
+    return [tuple((name, vals[int(d)]) for (name, vals), d in zip(dims, ds)) for ds in zip(*digits)]

@@ -26,6 +26,8 @@ from ddpsim.plan.planner import cap_list_label
 from ddpsim.engine.result import (BucketTiming, IterationStats, LazyBuckets, LazySpans, SimResult, Span,
                                   compute_s_by_kind)
 from ddpsim.pipeline.fingerprint import digest, engine_runs_key
+from ddpsim.pipeline.inputs import run_engine
+from ddpsim.pipeline.resampling import sample_runs, samples_for, samples_record, simulate_sample, summarize
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.pipeline.specs import Point
 from ddpsim.formats import quantile
@@ -217,32 +219,19 @@ def _evaluate_one(job: Job, i: int, k: int | None, hashed: dict) -> Any:
     sc = job.scenarios[t.group]
     trace = job.traces[t.trace]
     inputs = job.build(sc, t.point, trace) if job.build is not None else sc.build_point(t.point, trace=trace)
-    engine = job.simulate is None
-    sim = job.simulate
-    if engine:
-        from ddpsim.engine.simulate import simulate as sim
     if k is not None:
-        from ddpsim.pipeline.resampling import simulate_sample
-
-        return simulate_sample(sc, t.point, inputs, k, sim, spans_kw=engine)
+        return simulate_sample(sc, t.point, inputs, k, job.simulate)
     key = point_key(sc, t.point, inputs, hashed, detail=job.detail, alone=job.alone)
     if key == t.kept_key:
         return None
     if not job.alone:
         check_sweepable(sc, inputs, t.point_id)
-    result = sim(inputs.trace, inputs.plan, inputs.comm, inputs.config, spans=job.detail) if engine else \
-        sim(inputs.trace, inputs.plan, inputs.comm, inputs.config)
+    result = run_engine(job.simulate, inputs, spans=job.detail)
     describe = getattr(inputs.comm, "describe", None) if job.detail else None
     rec = PointRecord(point=t.point, point_id=t.point_id, key=key, world_size=inputs.config.world_size,
                       backend=inputs.backend, metrics=point_metrics(result, inputs.plan),
                       comm=describe() if describe else {}, result=result if job.detail else None)
-    return rec, _samples(sc, inputs) if job.detail and not job.alone else []
-
-
-def _samples(scenario: Any, inputs: Any) -> list[Any]:
-    from ddpsim.pipeline.resampling import samples_for
-
-    return samples_for(scenario, inputs) if isinstance(scenario, Scenario) else []
+    return rec, samples_for(sc, inputs) if job.detail and not job.alone else []
 
 
 def point_key(scenario: Any, point: Point, inputs: Any, traces: dict | None = None, *, detail: bool = True,
@@ -251,10 +240,8 @@ def point_key(scenario: Any, point: Point, inputs: Any, traces: dict | None = No
     spans and, with ``detail`` and not ``alone``, its uncertainty re-simulations
     (:func:`ddpsim.pipeline.fingerprint.engine_runs_key`). ``traces`` keeps each trace's hash
     for the points that share it."""
-    from ddpsim.pipeline.resampling import sample_runs
-
     runs = [(inputs.trace, inputs.plan, inputs.comm, inputs.config)]
-    samples = sample_runs(scenario, point, inputs) if detail and not alone and isinstance(scenario, Scenario) else []
+    samples = sample_runs(scenario, point, inputs) if detail and not alone else []
     runs += [(inputs.trace, inputs.plan, comm, cfg) for _, comm, cfg in samples]
     return engine_runs_key({**point.as_dict(), "spans": detail}, runs, [s.label for s, _, _ in samples], traces)
 
@@ -291,7 +278,8 @@ def default_jobs() -> int:
 def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None, progress: bool = True,
                label: str = "simulating") -> list[PointRecord]:
     """Simulate every point of ``job`` not already kept in ``out_dir/points/`` (None: nothing
-    kept), in ``jobs`` local processes or on ``ray`` (a :class:`~ddpsim.pipeline.explore_ray.RayRunner`);
+    kept), in ``jobs`` local processes or on ``ray`` (:func:`~ddpsim.pipeline.explore_ray.run_on_ray`
+    given an address);
     the records in point order. Each uncertainty sample is a unit of work of its own, stored in
     sample order, so the bytes do not depend on who runs it; ``progress``: a tqdm bar on a
     terminal and a closing log line."""
@@ -305,12 +293,11 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
     t0 = time.monotonic()
     with progress_bar(len(job.points), label, progress) as bar:
 
-        def done(i: int, rec: Any) -> None:
-            doc = rec if isinstance(rec, dict) else rec.to_dict()  # a worker's dict is the record's to_dict()
+        def done(i: int, rec: PointRecord) -> None:
             if pdir is not None:
-                write_text_atomic(pdir / f"{file_id(doc['id'])}.json", json.dumps(doc, separators=(",", ":")) + "\n")
-            records[i] = PointRecord.from_dict(doc) if isinstance(rec, dict) else rec
-            bar.set_postfix_str(doc["id"], refresh=False)
+                write_kept(pdir / f"{file_id(rec.point_id)}.json", rec.to_dict())
+            records[i] = rec
+            bar.set_postfix_str(rec.point_id, refresh=False)
             bar.update(1)
 
         def finish(row: tuple[int, int | None, Any]) -> list[tuple[int, int]]:
@@ -320,8 +307,9 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
                 kept.append(i)
                 bar.update(1)
                 return []
-            if k is None:
-                waiting[i] = (value[0], value[1], [None] * len(value[1]))
+            if k is None:  # a worker process sends the record's to_dict()
+                rec = PointRecord.from_dict(value[0]) if isinstance(value[0], dict) else value[0]
+                waiting[i] = (rec, value[1], [None] * len(value[1]))
             else:
                 waiting[i][2][k] = value
             rec, samples, p50 = waiting[i]
@@ -330,16 +318,13 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
             if all(v is not None for v in p50):
                 del waiting[i]
                 if samples:
-                    from ddpsim.pipeline.resampling import samples_record
-
-                    metrics = rec["metrics"] if isinstance(rec, dict) else rec.metrics
-                    metrics["uncertainty"] = _jsonable(samples_record(samples, p50))
+                    rec.metrics["uncertainty"] = _jsonable(samples_record(samples, p50))
                 done(i, rec)
             return []
 
         units = [(i, None) for i in range(len(job.points))]
         if ray is not None:
-            ray.run(job, units, finish)
+            ray(job, units, finish)
         elif jobs <= 1 or len(units) <= 1:
             drive(chunks(units, 1), lambda c: c, lambda p: (evaluate(job, p[0]), p[1:]), finish)
         else:
@@ -352,21 +337,33 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
 
 def _stored_points(job: Job, pdir: Path | None) -> dict[int, PointRecord]:
     """The readable point files of an earlier run in ``pdir``, by point index (their keys are
-    checked against the inputs where each point is built); an unreadable or stale one is
-    simulated again, its file replaced atomically."""
+    checked where each point is built); an unreadable or stale one is simulated again."""
     stored: dict[int, PointRecord] = {}
     for i, t in enumerate(job.points):
         f = pdir / f"{file_id(t.point_id)}.json" if pdir is not None else None
-        if f is None or not f.is_file():
-            continue
+        d = read_kept(f, POINT_FORMAT, POINT_VERSION, id=t.point_id) if f is not None else None
         try:
-            d = json.loads(f.read_text())
-            if d.get("format") == POINT_FORMAT and d.get("version") == POINT_VERSION and d.get("id") == t.point_id \
-                    and isinstance(d.get("key"), str) and (d["result"] is not None) == job.detail:
+            if d is not None and isinstance(d.get("key"), str) and (d["result"] is not None) == job.detail:
                 stored[i] = PointRecord.from_dict(d)
         except (ValueError, KeyError, TypeError, AttributeError):
             pass
     return stored
+
+
+def read_kept(path: Path, fmt: str, version: int, **expect: Any) -> dict[str, Any] | None:
+    """The JSON document kept at ``path`` (:func:`write_kept`) when it has this format and version
+    and the values ``expect``; None where there is none, it is stale or unreadable."""
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(d, dict) and d.get("format") == fmt and d.get("version") == version
+    return d if ok and all(d.get(k) == v for k, v in expect.items()) else None
+
+
+def write_kept(path: Path, doc: dict[str, Any]) -> None:
+    """``doc`` written atomically as one line of compact JSON (a point's file, a run's kept answer)."""
+    write_text_atomic(path, json.dumps(doc, separators=(",", ":")) + "\n")
 
 
 def chunks(units: Sequence[Any], workers: int) -> list[list[Any]]:
@@ -444,7 +441,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
         check_sweepable(scenario, first, pts[0].point_id)
     job = Job(scenarios=(scenario,), traces={"": trace}, trace_hashes={"": digest(trace)}, alone=alone,
               points=tuple(PointTask(point_id=p.point_id, point=p) for p in pts), simulate=simulate, build=build)
-    tasks = len(pts) * (1 + (0 if alone else len(_samples(scenario, first))))  # no more workers than tasks
+    tasks = len(pts) * (1 + (0 if alone else len(samples_for(scenario, first))))  # no more workers than tasks
     return run_points(job, out_dir=out_dir, jobs=min(jobs, tasks), progress=progress,
                       label=f"{scenario.name}: simulating")
 
@@ -454,6 +451,12 @@ def sweep_table(records: Sequence[PointRecord]):
     import pandas as pd
 
     return pd.DataFrame(sweep_rows(records))
+
+
+#: a point's figures in its row, in ``sweep.csv``'s order
+ROW_FIGURES = ("iteration_p50_s", "iteration_p95_s", "forward_s", "backward_compute_s", "exposed_comm_s",
+               "exposed_comm_p95_s", "optimizer_s", "other_s", "comm_s", "overlap_ratio", "first_iteration_s",
+               "rebuild_iteration_s")
 
 
 def sweep_rows(records: Sequence[PointRecord]) -> list[dict[str, Any]]:
@@ -466,13 +469,7 @@ def sweep_rows(records: Sequence[PointRecord]) -> list[dict[str, Any]]:
             **({"bucket_cap_mb_list": None if not r.point.bucket_cap_mb_list else cap_list_label(r.point.bucket_cap_mb_list)}
                if any(x.point.bucket_cap_mb_list for x in records) else {}),
             **{k: r.point.value(k) for k, _ in r.point.named if k != "cap"},
-            "world_size": r.world_size, "num_buckets": m.get("num_buckets"),
-            "iteration_p50_s": m["iteration_p50_s"], "iteration_p95_s": m["iteration_p95_s"],
-            "forward_s": m["forward_s"], "backward_compute_s": m["backward_compute_s"],
-            "exposed_comm_s": m["exposed_comm_s"], "exposed_comm_p95_s": m["exposed_comm_p95_s"],
-            "optimizer_s": m["optimizer_s"], "other_s": m["other_s"], "comm_s": m["comm_s"],
-            "overlap_ratio": m["overlap_ratio"], "first_iteration_s": m["first_iteration_s"],
-            "rebuild_iteration_s": m["rebuild_iteration_s"],
+            "world_size": r.world_size, "num_buckets": m.get("num_buckets"), **{k: m[k] for k in ROW_FIGURES},
         })
     band = uncertainty_summary(records)
     if band is not None:
@@ -485,8 +482,6 @@ def sweep_rows(records: Sequence[PointRecord]) -> list[dict[str, Any]]:
 
 def uncertainty_summary(records: Sequence[PointRecord]) -> dict[str, Any] | None:
     """:func:`ddpsim.pipeline.resampling.summarize` over the records' stored samples (None without)."""
-    from ddpsim.pipeline.resampling import summarize
-
     return summarize([r.point_id for r in records], [r.metrics["iteration_p50_s"] for r in records],
                      [r.metrics.get("uncertainty") or {} for r in records])
 

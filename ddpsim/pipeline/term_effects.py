@@ -9,25 +9,11 @@ best point loses there against the best.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ddpsim.pipeline.resampling import off_label, sample_p50, terms_on
+from ddpsim.pipeline.resampling import off_label, terms_on
+from ddpsim.pipeline.inputs import p50_s
 from ddpsim.pipeline.sweep import TIE_RELATIVE, PointRecord, best_record
-
-
-@dataclass(frozen=True, kw_only=True)
-class WithoutTerms:
-    """The sweep's best point with ``off`` switched off: its p50 step and what the full model's
-    best point loses against it there."""
-
-    off: tuple[str, ...]
-    best: str
-    best_p50_s: float
-    lost: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"off": list(self.off), "best": self.best, "best_p50_s": self.best_p50_s, "lost": self.lost}
 
 
 def _stored_p50(record: PointRecord, off: tuple[str, ...]) -> float | None:
@@ -38,22 +24,20 @@ def _stored_p50(record: PointRecord, off: tuple[str, ...]) -> float | None:
 
 
 def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...], full_best: str, trace: Any,
-             build: Callable, simulate: Callable) -> WithoutTerms:
-    from ddpsim.engine.simulate import simulate as engine
-
+             build: Callable, simulate: Callable | None) -> dict[str, Any]:
+    """The sweep's best point with ``off`` switched off: its p50 step and what the full model's
+    best point loses against it there."""
     sc = scenario.updated(cost_model={t: False for t in off})
     p50 = {}
     for r in records:
         kept = _stored_p50(r, off)
-        if kept is None:  # simulated as the stored runs are (ddpsim.pipeline.resampling.sample_p50)
-            inputs = build(sc, r.point, trace)
-            kept = sample_p50(inputs, inputs.comm, inputs.config, simulate, spans_kw=simulate is engine)
-        p50[r.point_id] = kept
+        p50[r.point_id] = p50_s(simulate, build(sc, r.point, trace)) if kept is None else kept
     low = min(p50.values())
     best = next(k for k, v in p50.items() if v <= low * (1 + TIE_RELATIVE))  # best_record's rule
     if p50[full_best] <= p50[best] * (1 + TIE_RELATIVE):  # a tie keeps the full model's answer
         best = full_best
-    return WithoutTerms(off=off, best=best, best_p50_s=p50[best], lost=max(0.0, p50[full_best] / p50[best] - 1))
+    lost = max(0.0, p50[full_best] / p50[best] - 1)
+    return {"off": list(off), "best": best, "best_p50_s": p50[best], "lost": lost}
 
 
 def term_effects(scenario: Any, records: Sequence[PointRecord], trace: Any, *, build: Callable,
@@ -66,8 +50,8 @@ def term_effects(scenario: Any, records: Sequence[PointRecord], trace: Any, *, b
         return None
     full = best_record(records).point_id
     runs = [_without(scenario, records, on, full, trace, build, simulate)]
-    if runs[0].best != full and len(on) > 1:
+    if runs[0]["best"] != full and len(on) > 1:
         runs += [_without(scenario, records, (t,), full, trace, build, simulate) for t in on]
-    return {"best": full, "terms": list(on), "without": [r.as_dict() for r in runs],
-            "moved_by": [r.off[0] for r in runs[1:] if r.best != full] if len(runs) > 1
-            else ([on[0]] if runs[0].best != full else [])}
+    return {"best": full, "terms": list(on), "without": runs,
+            "moved_by": [r["off"][0] for r in runs[1:] if r["best"] != full] if len(runs) > 1
+            else ([on[0]] if runs[0]["best"] != full else [])}

@@ -1,17 +1,11 @@
-"""What each cap's buckets cost beyond their all-reduce kernels, term by term (the summary's table).
-
-Per sweep point, from the point's figures and the host costs in force
+"""What each cap's buckets cost beyond their all-reduce kernels, term by term (the summary's
+table), per point from its figures and the host costs in force
 (:class:`~ddpsim.network.host_costs.HostCosts`, measured on profiles:
-:mod:`ddpsim.network.host_cost_profiles`):
-
-* the host's work per step that depends on the buckets: per bucket DDP's launch
-  (``mark_bucket_ready`` -> ``all_reduce_bucket``) and ProcessGroupNCCL's enqueue
-  (``bucket_launch_s + enqueue_s`` times the buckets); the per-gradient hook is the same at every
-  cap (``hook_s_per_param`` times the parameters) and is shown once;
-* on the device: the gradient copies into and out of the buckets (copy kernels), and the
-  all-reduces (their total time and what of it backward does not hide);
-* the p50 step against the default's: what the terms above add up to on the critical path.
-  Host time counts only where the CPU falls behind the device (the engine's CPU clock).
+:mod:`ddpsim.network.host_cost_profiles`): on the host, per bucket DDP's launch
+(``mark_bucket_ready`` -> ``all_reduce_bucket``) and ProcessGroupNCCL's enqueue, and the
+per-gradient hook (the same at every cap, shown once); on the device, the gradient copies in and
+out of the buckets and the all-reduces (total and exposed); and the p50 step against the
+default's. Host time counts only where the CPU falls behind the device (the engine's CPU clock).
 """
 
 from __future__ import annotations

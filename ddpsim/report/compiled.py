@@ -1,9 +1,6 @@
-"""The summary's lines on compiled DDP: the best cap under ``torch.compile`` beside eager DDP.
-
-Reads the ``compile`` figures of :func:`ddpsim.pipeline.compiled.eager_comparison` (every point
-simulated again without ``compile``) and says which cap is best compiled, how many subgraphs
-DDPOptimizer cuts there, and what eager DDP's best is on the same trace and cluster
-(:mod:`ddpsim.plan.compiled` states the model and what is approximate).
+"""The summary's lines on compiled DDP: the best cap under ``torch.compile`` (and DDPOptimizer's
+subgraphs there) beside eager DDP's best on the same trace and cluster, from the ``compile`` figures
+of :func:`ddpsim.pipeline.run.eager_comparison` (:mod:`ddpsim.plan.compiled` states the model).
 """
 
 from __future__ import annotations

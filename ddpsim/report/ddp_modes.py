@@ -1,10 +1,6 @@
-"""The answers for DDP run under ``Join`` (uneven inputs) and over round-robin process groups.
-
-A scenario with ``ddp.join`` asks what its uneven inputs cost per epoch
-(:mod:`ddpsim.engine.join`: the epoch under Join against the same samples dealt evenly); one
-sweeping ``process_groups`` asks how much N round-robin communicators gain over one
-(:mod:`ddpsim.engine.process_groups`). Each figure here is read from the sweep's records; the
-summary puts the line first in its answer.
+"""The answers for DDP under ``Join`` (uneven inputs: the epoch against the same samples dealt
+evenly, :mod:`ddpsim.engine.join`) and over N round-robin process groups against one
+(:mod:`ddpsim.engine.process_groups`), read from the sweep's records; the summary's answer leads with them.
 """
 
 from __future__ import annotations
@@ -56,9 +52,7 @@ class ProcessGroupFigures:
 
 @frozen
 class DdpModes:
-    """The summary's figures of this module (:func:`figures`), each None where it does not
-    apply; in ``summary.json`` each is a top-level key of its name
-    (:attr:`ddpsim.report.figures.Summary.ddp_modes`)."""
+    """:func:`figures`, each None where it does not apply (a top-level key of ``summary.json``)."""
 
     join: JoinFigures | None = None
     process_groups: ProcessGroupFigures | None = None
@@ -80,8 +74,8 @@ def join_figures(records: Sequence[PointRecord]) -> JoinFigures | None:
 
 
 def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures | None:
-    """At the best point's other values, each process-group count's p50 step and its gain over
-    one (None when the sweep does not vary ``process_groups`` or has no 1)."""
+    """Each process-group count's p50 step and gain over one at the best point's other values (None
+    when the sweep does not vary ``process_groups`` or has no 1)."""
     best = best_record(records)
     if "process_groups" not in dict(best.point.named):
         return None

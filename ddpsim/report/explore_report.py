@@ -1,12 +1,9 @@
-"""The report of a design space (``ddpsim explore``): the table, its Pareto front, two plots.
-
-Files, each written atomically: ``table.parquet`` and ``table.csv`` (one row per point,
-:func:`ddpsim.pipeline.explore_table.explore_table`), ``front.csv`` (the points on the Pareto
-front of throughput against cost per 1,000 samples -- GPU-hours per 1,000 samples without prices -- by
-cost), ``scaling.png`` (per system, the throughput of its best point at each GPU count against
-linear scaling of one GPU without DDP), ``front.png`` (every point's cost and throughput, the
-front drawn through), and ``report.md``. Parquet keeps the columns' types for pandas, polars or
-DuckDB; the CSV holds the same rows with 9 significant digits.
+"""The report of a design space (``ddpsim explore``), each file written atomically:
+``table.parquet`` and ``table.csv`` (one row per point, :func:`ddpsim.pipeline.explore_table.explore_table`;
+Parquet keeps the types, the CSV 9 significant digits), ``front.csv`` (the Pareto front of
+throughput against cost per 1,000 samples, GPU-hours without prices, by cost), ``scaling.png``
+(per system, the best throughput at each GPU count against linear scaling of one GPU without DDP),
+``front.png`` (every point's cost and throughput, the front drawn through) and ``report.md``.
 """
 
 from __future__ import annotations
@@ -33,8 +30,7 @@ def table_parquet_bytes(table: Any) -> bytes:
 
 def write_explore_report(table: Any, out_dir: str | Path, *, title: str, cost_label: str,
                          notes: list[str] | None = None, plots: bool = True) -> list[Path]:
-    """Write the files of the module docstring into ``out_dir`` (the PNGs only with ``plots``);
-    returns their paths."""
+    """Write the module docstring's files (the PNGs only with ``plots``) into ``out_dir``; their paths."""
     out = ensure_dir(out_dir, "--out-dir")
     cost_col = "cost_per_1k_samples" if cost_label != "GPU-hours" else "gpu_hours_per_1k_samples"
     front = table[table["on_front"]].sort_values([cost_col, "point"], kind="mergesort")
@@ -49,28 +45,20 @@ def write_explore_report(table: Any, out_dir: str | Path, *, title: str, cost_la
     return paths
 
 
-def _best_per_scale(table: Any) -> dict[str, list[tuple[int, float, str]]]:
-    """Per system: (world size, best throughput, its point) in world-size order."""
-    out: dict[str, list[tuple[int, float, str]]] = {}
+def _best(table: Any, by: list[str]) -> Any:
+    """The row of highest throughput of each ``by`` group (the first on a tie), systems in order of appearance."""
     ok = table[table["throughput_samples_per_s"].notna()]
-    for system in dict.fromkeys(ok["system"]):
-        rows = ok[ok["system"] == system]
-        best = []
-        for w in sorted(set(rows["world_size"])):
-            at = rows[rows["world_size"] == w]
-            i = at["throughput_samples_per_s"].idxmax()
-            best.append((int(w), float(at.loc[i, "throughput_samples_per_s"]), str(at.loc[i, "point"])))
-        out[str(system)] = best
-    return out
+    return ok.loc[ok.groupby(by, sort=False)["throughput_samples_per_s"].idxmax()]
 
 
 def scaling_figure(table: Any, title: str = "") -> Any:
     fig = new_figure(figsize=(7.5, 5))
     ax = fig.add_subplot(1, 1, 1)
-    for system, best in _best_per_scale(table).items():
-        xs = [w for w, _, _ in best]
-        ys = [t for _, t, _ in best]
-        line = ax.plot(xs, ys, marker="o", label=system)[0]
+    best = _best(table, ["system", "world_size"])
+    for system, rows in best.groupby("system", sort=False):
+        rows = rows.sort_values("world_size", kind="mergesort")
+        xs, ys = [int(w) for w in rows["world_size"]], [float(t) for t in rows["throughput_samples_per_s"]]
+        line = ax.plot(xs, ys, marker="o", label=str(system))[0]
         rows = table[(table["system"] == system) & table["scaling_efficiency"].notna()]
         if len(rows):
             r = rows.iloc[0]
@@ -124,10 +112,8 @@ def render_report(table: Any, front: Any, title: str, cost_col: str, cost_label:
              f"samples x 1,000 x price ({cost_label}). Files: table.parquet, table.csv, front.csv"
              f"{', scaling.png, front.png' if plots else ''}.", ""]
     lines += [f"- {n}" for n in notes] + ([""] if notes else [])
-    ok = table[table["throughput_samples_per_s"].notna()]
-    best = [ok[ok["system"] == system].loc[lambda rows: rows["throughput_samples_per_s"].idxmax()]
-            for system in dict.fromkeys(ok["system"])]
-    lines += ["## Best point per system", "", *md_table([{"system": str(r["system"]), **_row(r, cost_col)} for r in best], 5),
+    best = [{"system": str(r["system"]), **_row(r, cost_col)} for _, r in _best(table, ["system"]).iterrows()]
+    lines += ["## Best point per system", "", *md_table(best, 5),
               "", f"## Pareto front (throughput against cost; {len(front)} point(s), cheapest first)", ""]
     rows = [_row(r, cost_col, exposed=True) for _, r in front.head(FRONT_ROWS).iterrows()]
     if len(front) > FRONT_ROWS:

@@ -1,10 +1,7 @@
-"""The figures a scenario's summary holds, typed: what ``summary.md`` is rendered from.
-
-:func:`ddpsim.report.summary.summarize` builds ``summary.json``'s document once from the sweep's
-point records; :meth:`Summary.of` reads such a document (fresh, or loaded from a file) into these
-frozen dataclasses, checking each figure's type (pydantic), and the renderers read only them.
-The figures are defined in :mod:`ddpsim.report.summary`'s docstring; where each section's figures
-come from is said on the :class:`Summary` field holding them.
+"""The figures of a scenario's summary, typed: :meth:`Summary.of` reads ``summary.json``'s document
+(:func:`ddpsim.report.summary.summarize`'s, fresh or loaded) into these frozen dataclasses, each
+figure's type checked (pydantic); the renderers read only them. Where each section's figures come
+from is said on its :class:`Summary` field.
 """
 
 from __future__ import annotations
@@ -210,7 +207,7 @@ class Summary:
     cost_terms: tuple[str, ...] = ()
     method_error: MethodError | None = None     # pipeline.method_error.answer
     ddp_modes: DdpModes                         # report.ddp_modes.figures (top-level keys of the document)
-    compile: Compiled | None = None             # pipeline.eager_comparison.eager_comparison
+    compile: Compiled | None = None             # pipeline.run.eager_comparison
     bucket_costs: BucketCosts | None = None     # report.bucket_costs.figures
     term_effects: TermEffects | None = None     # pipeline.term_effects.term_effects
     uncertainty: Uncertainty | None = None      # pipeline.resampling.summarize

@@ -1,13 +1,9 @@
-"""The report files a rerun keeps instead of drawing them again: the PNGs and the Perfetto traces
-of a run whose points are all the same.
-
-A report's files are functions of its points (each named by its resume key, a hash of all the
-engine received for it and of ddpsim's source, :mod:`ddpsim.pipeline.fingerprint`), of the
-scenario's name and of the plotting libraries' versions. :class:`KeptFiles` records, under one
-key made of those (:func:`report_key`), each file's sha256 and what it was drawn from (a figure's
-title, a trace's point) in ``<report>/points/report.json``; a rerun under the same key whose file
-is still on disk with those bytes keeps it, and anything else is written again. Nothing is kept
-without a key (a run with a stand-in engine).
+"""The report files a rerun keeps instead of drawing them again. A report's PNGs and Perfetto
+traces are functions of its points (their resume keys, :mod:`ddpsim.pipeline.fingerprint`), the
+scenario's name and the plotting libraries' versions: :class:`KeptFiles` records under one key of
+those (:func:`report_key`) each file's sha256 and what it was drawn from in
+``<report>/points/report.json``; a rerun under the same key keeps a file still on disk with those
+bytes. Nothing is kept without a key (a run with a stand-in engine).
 """
 
 from __future__ import annotations
@@ -28,17 +24,11 @@ _LIBRARIES = ("matplotlib", "Pillow", "numpy")
 
 
 def report_key(points_key: str | None, name: str) -> str | None:
-    """The key of a report's files: ``points_key`` (every point's id and resume key,
-    :func:`ddpsim.pipeline.run.kept_key`), the scenario's ``name``, the plotting libraries'
-    versions; None without ``points_key``."""
+    """The key of a report's files from ``points_key`` (:func:`ddpsim.pipeline.run.kept_key`), the
+    scenario's ``name`` and the plotting libraries' versions; None without ``points_key``."""
     if points_key is None:
         return None
-    versions = {}
-    for lib in _LIBRARIES:
-        try:
-            versions[lib] = metadata.version(lib)
-        except metadata.PackageNotFoundError:
-            versions[lib] = None
+    versions = {lib: metadata.version(lib) for lib in _LIBRARIES}  # dependencies (Pillow: matplotlib's)
     blob = json.dumps({"format": KEPT_FORMAT, "version": KEPT_VERSION, "points": points_key, "name": name,
                        "libraries": versions}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
@@ -68,8 +58,8 @@ class KeptFiles:
         return {}
 
     def get(self, name: str, what: Any) -> dict[str, Any] | None:
-        """Entry ``name`` (``{"files": {file name: sha256}, "data": ...}``) when it was written from
-        ``what`` (JSON values) and each of its files is in the folder with those bytes; else None."""
+        """Entry ``name`` (``{"files": {name: sha256}, "data": ...}``) if written from ``what`` and its
+        files are in the folder with those bytes; else None."""
         e = self.old.get(name)
         if self.key is None or not isinstance(e, dict) or e.get("what") != _plain(what):
             return None

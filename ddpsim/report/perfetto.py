@@ -1,45 +1,24 @@
-"""Chrome / Kineto-format trace JSON of a simulated run: one file per rank, opens in
-Perfetto (ui.perfetto.dev) and chrome://tracing, and loads in HolisticTraceAnalysis (HTA).
-
-Written gzip-compressed (``trace_<point>_rank<r>.json.gz``, as torch.profiler's
-``tensorboard_trace_handler(use_gzip=True)`` writes them): Perfetto, chrome://tracing and HTA
-open the ``.gz`` directly. Layout of one file::
-
-    {"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms",
-     "baseTimeNanoseconds": 1700000000000000000,
-     "distributedInfo": {"rank": r, "world_size": n, "backend": "nccl" | "gloo"},
-     "traceEvents": [ {"ph": "M", "name": "process_name", ...}, {"ph": "M", "name": "thread_name", ...},
-                      {"ph": "X", "cat": "kernel", "name": ..., "pid": r, "tid": 7, "ts": µs, "dur": µs,
-                       "args": {"stream": 7, "device": r, "iteration": k, ...}}, ... ]}
-
-* One ``tid`` per stream (Perfetto does not stack overlapping slices on one track):
-  :data:`COMPUTE_TID` for the compute stream, :data:`COMM_TID` for the communication stream.
-* Compute and communication spans are GPU-kernel-like events: ``cat: "kernel"`` with an
-  integer ``args.stream`` (what HTA uses to tell GPU kernels from CPU ops).
-  Communication spans are named ``ncclDevKernel_<Op> (bucket k)``: HTA classifies
-  communication kernels by their names only (``^nccl``, :mod:`ddpsim.trace.profile.kernel_kinds`), so gloo runs use the same name
-  with ``args.backend: "gloo"``.
-* The end-of-backward wait for communication is shown on the compute track as
-  ``cat: "wait"`` without a stream: it is idle time, not a kernel, so HTA ignores it.
-* Bucket ready and launch moments are instant events (``ph: "i"``) on the communication
-  track, plus ``args`` on each collective (``ready_us``, ``launch_us``, ``size_bytes``).
-* ``ts``/``dur`` are whole microseconds (Kineto's unit; HTA would round finer float
-  timestamps itself, with ``ceil(ts)`` and ``floor(ts + dur)``, and disagree with us);
-  time 0 of the simulation is ``baseTimeNanoseconds`` (a fixed constant: reproducible files).
-* Iterations are marked as torch.profiler marks them: a ``ProfilerStep#<k>`` slice per
-  iteration ``k`` (``cat: "user_annotation"``) on thread :data:`CPU_TID`, the host thread.
-  Every kernel-like event has a launch on that thread, as a CUDA trace has
-  (``cat: "cuda_runtime"``, ``cudaLaunchKernel``, zero duration), at the moment the engine
-  issues it (a bucket's all-reduce: DDP's launch; anything else: its start), linked to the
-  kernel by ``args.correlation``. HTA assigns each kernel to the ProfilerStep of its launch
-  (per-iteration analyses), and keeps only kernels whose launch it finds. Like for any
-  torch.profiler trace, HTA's ``TraceAnalysis`` leaves the last ProfilerStep's kernels out
-  unless given ``include_last_profiler_step=True``.
-
-:func:`comm_comp_overlap` computes, from these events alone, exactly what HTA's
-``get_comm_comp_overlap`` computes over every iteration (``include_last_profiler_step=True``) (merged communication intervals overlapped by merged
-computation intervals / merged communication time), so the report's number can be checked
-against HTA.
+"""Chrome / Kineto-format trace JSON of a simulated run, one gzip file per rank
+(``trace_<point>_rank<r>.json.gz``, as torch.profiler's ``tensorboard_trace_handler(use_gzip=True)``
+writes them), for Perfetto, chrome://tracing and HolisticTraceAnalysis (HTA). Layout: Kineto's
+top-level keys (``schemaVersion``, ``distributedInfo`` with ``"rank": r``, ``baseTimeNanoseconds``: a
+fixed time 0, reproducible files) and ``traceEvents``. One ``tid`` per stream (Perfetto does not
+stack overlapping slices): :data:`COMPUTE_TID`, :data:`COMM_TID`. Compute and communication spans
+are GPU-kernel-like (``cat: "kernel"``, an integer ``args.stream``: how HTA tells kernels from CPU
+ops); communication spans are named ``ncclDevKernel_<Op> (bucket k)``, gloo's too (with
+``args.backend``), since HTA classifies communication kernels by name only (``^nccl``,
+:mod:`ddpsim.trace.profile.kernel_kinds`). The end-of-backward wait is ``cat: "wait"`` without a
+stream (idle time, which HTA ignores). Bucket ready and launch are instant events (``ph: "i"``) on
+the communication track, and ``args`` of each collective (``ready_us``, ``launch_us``,
+``size_bytes``). ``ts``/``dur`` are whole microseconds (Kineto's unit; HTA rounds finer floats itself
+with ``ceil(ts)`` and ``floor(ts + dur)``). Iterations are ``ProfilerStep#<k>`` slices
+(``cat: "user_annotation"``) on the host thread :data:`CPU_TID`, where every kernel-like event has
+its ``cudaLaunchKernel`` (``cat: "cuda_runtime"``, zero duration, linked by ``args.correlation``) at
+the moment the engine issues it (a bucket's all-reduce: DDP's launch; else its start): HTA assigns
+each kernel to the ProfilerStep of its launch, and leaves the last step out unless given
+``include_last_profiler_step=True``. :func:`comm_comp_overlap` computes from these events exactly
+what HTA's ``get_comm_comp_overlap`` computes over every iteration (merged communication intervals
+overlapped by merged computation intervals / merged communication time).
 """
 
 from __future__ import annotations
@@ -47,7 +26,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ddpsim.io import file_id, write_bytes_atomic
 from ddpsim.engine.result import COMM_STREAM, COMPUTE_STREAM, SimResult
@@ -66,8 +45,7 @@ _NOT_KERNELS = ("wait",)
 
 def hta_kernel_type(name: str) -> str:
     """``COMMUNICATION``, ``MEMORY``, ``COMPUTATION`` or ``OTHER``, as HTA's ``get_kernel_type``
-    (the one classifier, :func:`ddpsim.trace.profile.kernel_kinds.kernel_kind`, imported when
-    called: a run whose traces a worker writes does not import the profile package)."""
+    (:func:`ddpsim.trace.profile.kernel_kinds.kernel_kind`, imported only when called)."""
     from ddpsim.trace.profile.kernel_kinds import HTA_NAMES, kernel_kind
 
     return HTA_NAMES[kernel_kind(name)]
@@ -87,28 +65,25 @@ def _event_name(span: Any) -> str:
     return span.name
 
 
-def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: str | None = None,
-                 iterations: Sequence[int] | None = None) -> dict[str, Any]:
+def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl",
+                 point: str | None = None) -> dict[str, Any]:
     """The Chrome/Kineto trace dict of one simulated rank (see the module docstring)."""
     assert rank in result.ranks, f"rank {rank} was not simulated ({result.ranks})"
-    keep = set(iterations) if iterations is not None else None
+    tracks = {CPU_TID: "python (iterations, launches)", COMPUTE_TID: f"stream {COMPUTE_TID} compute",
+              COMM_TID: f"stream {COMM_TID} {backend} comm"}
     ev: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}},
         {"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0, "args": {"sort_index": rank}},
-        {"ph": "M", "name": "thread_name", "pid": rank, "tid": CPU_TID, "args": {"name": "python (iterations, launches)"}},
-        {"ph": "M", "name": "thread_name", "pid": rank, "tid": COMPUTE_TID, "args": {"name": f"stream {COMPUTE_TID} compute"}},
-        {"ph": "M", "name": "thread_name", "pid": rank, "tid": COMM_TID, "args": {"name": f"stream {COMM_TID} {backend} comm"}},
-        {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": CPU_TID, "args": {"sort_index": 0}},
-        {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": COMPUTE_TID, "args": {"sort_index": 1}},
-        {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": COMM_TID, "args": {"sort_index": 2}},
-    ]
-    for it in sorted((i for i in result.iterations if i.rank == rank and (keep is None or i.iteration in keep)),
-                     key=lambda i: i.iteration):
+        *({"ph": "M", "name": "thread_name", "pid": rank, "tid": t, "args": {"name": name}}
+          for t, name in tracks.items()),
+        *({"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": t, "args": {"sort_index": i}}
+          for i, t in enumerate(tracks))]
+    for it in sorted((i for i in result.iterations if i.rank == rank), key=lambda i: i.iteration):
         ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{it.iteration}", "pid": rank,
                    "tid": CPU_TID, "ts": _us(it.start_s), "dur": _us(it.end_s) - _us(it.start_s),
                    "args": {"iteration": it.iteration, "warmup": it.warmup}})
     bt = {(b.iteration, b.bucket): b for b in result.buckets if b.rank == rank}
-    spans = sorted((s for s in result.spans if s.rank == rank and (keep is None or s.iteration in keep)),
+    spans = sorted((s for s in result.spans if s.rank == rank),
                    key=lambda s: (s.start_s, _STREAM_TID.get(s.stream, 99), s.end_s, s.name))
     launches: list[dict[str, Any]] = []
     for s in spans:
@@ -138,8 +113,6 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl", point: 
                    "ts": ts, "dur": _us(s.end_s) - ts, "args": args})
     ev += sorted(launches, key=lambda e: (e["ts"], e["args"]["correlation"]))
     for b in sorted(bt.values(), key=lambda b: (b.iteration, b.bucket)):
-        if keep is not None and b.iteration not in keep:
-            continue
         for what, t in (("ready", b.ready_s), ("launch", b.launch_s)):
             ev.append({"ph": "i", "s": "t", "cat": "bucket", "name": f"bucket {b.bucket} {what}", "pid": rank,
                        "tid": COMM_TID, "ts": _us(t), "args": {"iteration": b.iteration, "bucket": b.bucket}})
@@ -165,14 +138,12 @@ def representative_ranks(result: SimResult, max_ranks: int = 4) -> list[int]:
     return sorted({ranks[0], by_time[0], by_time[-1], ranks[-1]})
 
 
-def written_traces(result: SimResult, out_dir: str | Path, point_id: str, *, backend: str = "nccl",
-                   ranks: Sequence[int] | None = None) -> list[tuple[int, Path, dict[str, Any]]]:
-    """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank (default:
-    :func:`representative_ranks`; gzip's header carries no time or name, so the bytes are
-    reproducible); each rank's ``(rank, path, trace dict)``: the dict built once serves what else
-    the report reads of it (:func:`comm_comp_overlap`)."""
+def written_traces(result: SimResult, out_dir: str | Path, point_id: str, *,
+                   backend: str = "nccl") -> list[tuple[int, Path, dict[str, Any]]]:
+    """Write ``trace_<file_id(point_id)>_rank<r>.json.gz`` per rank of :func:`representative_ranks` (no
+    time or name in gzip's header); each ``(rank, path, trace dict)``."""
     out = []
-    for r in (representative_ranks(result) if ranks is None else ranks):
+    for r in representative_ranks(result):
         d = chrome_trace(result, r, backend=backend, point=point_id)
         text = json.dumps(d) + "\n"  # NOTE: '"rank": r' with a space: HTA finds ranks by regex
         # zlib's default level: a fifth of level 9's time for about 15 % more bytes

@@ -1,19 +1,11 @@
-"""Plots of a sweep (matplotlib's object API, imported lazily: each figure is a
-``matplotlib.figure.Figure`` drawn by its own Agg canvas, so no display is needed and pyplot's
-global backend is never switched, a notebook's included).
-
-Every function returns a matplotlib Figure; :func:`save_figure` writes it as PNG atomically
-with no timestamp or version in the metadata, so the same data gives the same bytes.
-
-* :func:`sweep_figure` - p50/p95 step time vs ``bucket_cap_mb`` and the stacked breakdown
-  (forward, backward compute, exposed communication, optimizer, other) per point.
-* :func:`timeline_figure` - the overlap timeline of one point's representative steady iteration
-  (and the warm-up on a second panel): compute and communication streams of its slowest and
-  fastest rank, each bucket's ready -> launch -> all-reduce, exposed communication shaded and
-  measured (the engine's ``IterationStats.exposed_comm_s``); :func:`timeline_comparison_figure`
-  puts several points' timelines on one time axis.
-* :func:`bucket_sizes_figure` - bucket sizes in launch order for chosen points / plans, with
-  each row's cap.
+"""Plots of a sweep, each a ``matplotlib.figure.Figure`` on an Agg canvas of its own (matplotlib's
+object API, imported lazily: no display needed, pyplot's backend never switched):
+:func:`sweep_figure` (p50/p95 step time and the stacked breakdown per point),
+:func:`timeline_figure` (the overlap timeline of a point's representative steady iteration, and
+the warm-up: the streams of its slowest and fastest rank, each bucket's ready -> launch ->
+all-reduce, the exposed communication shaded, the engine's ``IterationStats.exposed_comm_s``;
+:func:`timeline_comparison_figure`: several points on one time axis), :func:`bucket_sizes_figure`
+(bucket sizes in launch order, each row's cap). :func:`save_figure` writes reproducible PNGs.
 """
 
 from __future__ import annotations
@@ -34,10 +26,8 @@ _BREAKDOWN = (("forward_s", "forward", "#4c72b0"), ("backward_compute_s", "backw
 
 
 def warm_up() -> None:
-    """Import and use once what drawing and saving a figure use (matplotlib's Agg canvas, the
-    modules and tables its artists build on first use, Pillow's PNG writer): a tiny figure drawn
-    and dropped, so that processes forked afterwards find them ready (a fresh process's first
-    figure costs about twice its next)."""
+    """Draw and drop a tiny figure, so that processes forked afterwards find matplotlib's and
+    Pillow's modules and tables ready (a fresh process's first figure costs about twice its next)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     import PIL.PngImagePlugin  # noqa: F401
@@ -68,9 +58,8 @@ def _unit(max_s: float) -> tuple[float, str]:
 
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
-    """PNG, written atomically, with fixed metadata (reproducible bytes), in a 256-colour palette
-    (Pillow's fast octree, no dithering: flat-coloured plots keep their look at a third of the
-    bytes; a fifth of median cut's time, and zlib's default level rather than its slow search)."""
+    """PNG written atomically with fixed metadata (reproducible bytes), in a 256-colour palette
+    (Pillow's fast octree, no dithering: a third of the bytes; zlib's default level)."""
     from PIL import Image
 
     buf = io.BytesIO()
@@ -143,10 +132,8 @@ _EXPOSED_COLOR = "#dd8452"
 
 
 def representative_iteration(result: Any) -> int:
-    """The report's representative steady iteration: the one whose step time
-    (:meth:`~ddpsim.engine.result.SimResult.step_times_s`) is the median of the steady ones (the
-    lower middle one for an even count, the earlier iteration on a tie); the last iteration
-    simulated when none is steady."""
+    """The steady iteration whose step time is the median (the lower middle one, the earlier on a
+    tie); the last iteration simulated when none is steady."""
     steady = sorted({it.iteration for it in result.steady_iterations()})
     if not steady:
         return max((it.iteration for it in result.iterations), default=max((s.iteration for s in result.spans), default=1))
@@ -155,8 +142,8 @@ def representative_iteration(result: Any) -> int:
 
 
 def timeline_ranks(result: Any, iteration: int) -> list[int]:
-    """The slowest and the fastest rank of ``iteration`` (its own time; ranks with spans), slowest
-    first; one rank when one is simulated or the two take the same time and exposed time."""
+    """The slowest and the fastest rank of ``iteration`` (ranks with spans), slowest first; one
+    rank when one is simulated or the two take the same time and exposed time."""
     with_spans = {s.rank for s in result.spans}
     its = [it for it in result.iterations if it.iteration == iteration and it.rank in with_spans]
     if not its:
@@ -203,9 +190,8 @@ def _bucket_marks(ax: Any, bs: Sequence[Any], y: float, t0: float) -> None:
 
 def _bucket_labels(ax: Any, bs: Sequence[Any], starts: Sequence[float], y: float, t0: float, in_per_ms: float,
                    end_ms: float) -> None:
-    """``#index MiB`` (else ``#index``) on each all-reduce bar: centred inside it where it fits,
-    else from its start into the free comm row up to the next span (``starts``: the row's span
-    starts, s); a label never reaches the next label or span."""
+    """``#index MiB`` (else ``#index``) on each all-reduce bar where it fits, else from its start
+    into the free row up to the next span (``starts``, s); never reaching the next label or span."""
     import bisect
 
     right = -float("inf")
@@ -228,8 +214,8 @@ def _bucket_labels(ax: Any, bs: Sequence[Any], starts: Sequence[float], y: float
 
 
 def _panel(result: Any, iterations: Sequence[int], ranks: Sequence[int], title: str) -> dict[str, Any]:
-    """What one timeline panel draws: its spans, buckets, per-rank iteration figures, rows, and
-    its time origin ``t0`` (the earliest start of its first iteration on the ranks shown)."""
+    """One timeline panel's spans, buckets, per-rank iteration figures, rows and time origin ``t0``
+    (the earliest start of its first iteration on the ranks shown)."""
     its, rs = set(iterations), set(ranks)
     spans = [s for s in result.spans if s.iteration in its and s.rank in rs]
     stats = {(it.rank, it.iteration): it for it in result.iterations if it.iteration in its and it.rank in rs}
@@ -243,9 +229,11 @@ def _panel(result: Any, iterations: Sequence[int], ranks: Sequence[int], title: 
 
 def _draw_panel(ax: Any, p: dict[str, Any], in_per_ms: float, end_ms: float, kinds: dict[str, str]) -> None:
     """One panel: span bars per stream row, bucket marks and labels, exposed communication shaded
-    per rank and iteration and its length written right of the axes, on that rank's comm row."""
+    per rank and iteration, its length written right of the axes."""
     from matplotlib.patches import Rectangle
     from matplotlib.transforms import blended_transform_factory
+
+    from ddpsim.pipeline.sweep import fmt_s
 
     t0, ys = p["t0"], {(r, row): y for r, row, y in p["rows"]}
     groups: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
@@ -272,7 +260,7 @@ def _draw_panel(ax: Any, p: dict[str, Any], in_per_ms: float, end_ms: float, kin
             top, bottom = ys[(r, "compute")] + 0.45, ys[(r, "comm")] - 0.45
             ax.add_patch(Rectangle((x0, bottom), x1 - x0, top - bottom, facecolor=_EXPOSED_COLOR, alpha=0.22,
                                    edgecolor=_EXPOSED_COLOR, linewidth=0.8, zorder=0.5))
-            lines.append((f"it {k}: " if len(p["iterations"]) > 1 else "") + _ms(st.exposed_comm_s))
+            lines.append((f"it {k}: " if len(p["iterations"]) > 1 else "") + fmt_s(st.exposed_comm_s))
         if lines:
             ax.text(1.01, ys[(r, "comm")], "exposed comm\n" + "\n".join(lines), transform=margin, ha="left",
                     va="center", fontsize=7.5, color="#a0522d", gid=f"exposed-rank{r}")
@@ -283,16 +271,9 @@ def _draw_panel(ax: Any, p: dict[str, Any], in_per_ms: float, end_ms: float, kin
     ax.grid(axis="x", alpha=0.3)
 
 
-def _ms(seconds: float) -> str:
-    """Milliseconds as the summary writes them (:func:`ddpsim.pipeline.sweep.fmt_s`)."""
-    from ddpsim.pipeline.sweep import fmt_s
-
-    return fmt_s(seconds)
-
-
 def _timeline(panels: Sequence[dict[str, Any]], title: str, shared_x: bool) -> Any:
-    """Panels stacked top down, each as tall as its rows; x in ms from each panel's start (one
-    axis for all with ``shared_x``); the legend in a strip of its own under the last panel."""
+    """Panels stacked top down, each as tall as its rows, x in ms from each panel's start (one axis
+    with ``shared_x``), the legend under the last."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -330,14 +311,9 @@ def _timeline(panels: Sequence[dict[str, Any]], title: str, shared_x: bool) -> A
 
 def timeline_figure(result: Any, title: str = "", *, iteration: int | None = None, ranks: Sequence[int] | None = None,
                     warmup: bool = False) -> Any:
-    """The overlap timeline of one iteration (default: :func:`representative_iteration`, the
-    median-step steady iteration), in ms from its start: per rank (default
-    :func:`timeline_ranks`: the slowest and the fastest) its compute and communication streams
-    (and any other stream the result has), each bucket's ready -> launch -> all-reduce with its
-    index and MiB where the label fits, and the exposed communication shaded and written
-    (``IterationStats.exposed_comm_s``; the panel title gives the worst rank's,
-    :func:`exposed_comm_s`). ``warmup``: a second panel with the warm-up iterations (the first
-    iteration and the bucket rebuild) on their own time axis."""
+    """The overlap timeline of ``iteration`` (default :func:`representative_iteration`) on
+    ``ranks`` (default :func:`timeline_ranks`), as the module docstring says; ``warmup``: a second
+    panel with the warm-up iterations (the first iteration and the rebuild) on their own time axis."""
     k = representative_iteration(result) if iteration is None else iteration
     rs = timeline_ranks(result, k) if ranks is None else list(ranks)
     panels = [_panel(result, [k], rs, _iteration_title(result, k))]
@@ -349,9 +325,7 @@ def timeline_figure(result: Any, title: str = "", *, iteration: int | None = Non
 
 
 def timeline_comparison_figure(points: Sequence[tuple[str, Any]], title: str = "") -> Any:
-    """Several points' timelines (``(label, SimResult)``, e.g. the default and the best cap) one
-    above the other on one time axis, each its :func:`representative_iteration` on its
-    :func:`timeline_ranks`, drawn as :func:`timeline_figure` draws one."""
+    """Several ``(label, SimResult)`` points' :func:`timeline_figure` panels on one time axis."""
     panels = []
     for label, result in points:
         k = representative_iteration(result)
@@ -360,21 +334,22 @@ def timeline_comparison_figure(points: Sequence[tuple[str, Any]], title: str = "
 
 
 def _iteration_title(result: Any, k: int) -> str:
+    from ddpsim.pipeline.sweep import fmt_s
+
     steady = sorted({it.iteration for it in result.steady_iterations()})
     if k not in steady:
         head = f"iteration {k}"
     else:
         step = result.step_times_s()[steady.index(k)]
         median = k == representative_iteration(result)
-        head = f"iteration {k}: step {_ms(step)}" + ((f"; the median of {len(steady)} steady steps" if len(steady) > 1
-                                                           else "; the only steady step") if median else "")
-    return f"{head}; exposed communication {_ms(result.exposed_comm_s(k))} on its worst rank"
+        which = f"; the median of {len(steady)} steady steps" if len(steady) > 1 else "; the only steady step"
+        head = f"iteration {k}: step {fmt_s(step)}" + (which if median else "")
+    return f"{head}; exposed communication {fmt_s(result.exposed_comm_s(k))} on its worst rank"
 
 
 def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: str = "") -> Any:
-    """Bucket sizes (MiB) in launch order, one row per ``(label, sizes_bytes, cap_mb)``: ``cap_mb``
-    the row's ``bucket_cap_mb`` (a number), its ``bucket_cap_mb_list`` (per bucket, the last
-    reused) or None (no cap: an explicit plan), drawn as a line; sizes written on the bars they fit."""
+    """Bucket sizes (MiB) in launch order, one row per ``(label, sizes_bytes, cap_mb)``; ``cap_mb`` (the
+    limit per bucket in MiB, the last reused; None: no cap) drawn as a dashed line."""
     from matplotlib.ticker import MaxNLocator
 
     n = max(1, len(plans))
@@ -403,19 +378,14 @@ def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: 
     return fig
 
 
-def _caps(cap: Any, n: int) -> list[float]:
-    """The cap of each of ``n`` buckets in MiB: one number for all, a list's entry per bucket
-    (its last reused), none for None."""
-    if cap is None or n == 0:
-        return []
-    if isinstance(cap, (int, float)):
-        return [float(cap)] * n
-    return [float(cap[min(i, len(cap) - 1)]) for i in range(n)]
+def _caps(cap: Sequence[float] | None, n: int) -> list[float]:
+    """The cap in MiB of each of ``n`` buckets (the list's last reused; none for None)."""
+    return [float(cap[min(i, len(cap) - 1)]) for i in range(n)] if cap else []
 
 
-def _cap_text(cap: Any) -> str:
-    if isinstance(cap, (int, float)) or len(cap) == 1:
-        return f"cap {cap if isinstance(cap, (int, float)) else cap[0]:g} MiB"
+def _cap_text(cap: Sequence[float]) -> str:
+    if len(cap) == 1:
+        return f"cap {cap[0]:g} MiB"
     return "caps " + ", ".join(f"{c:g}" for c in cap) + " MiB (bucket by bucket, the last reused)"
 
 

@@ -1,11 +1,9 @@
-"""A scenario run's report folder, rendered from a :class:`~ddpsim.pipeline.scenario_run.ScenarioRun`:
-``sweep.csv``, ``buckets.csv``, the timeline points' Chrome/Kineto traces
-(:mod:`ddpsim.report.perfetto`) and timeline plots, ``recommended_plan.json``, ``sweep.png``,
-``bucket_sizes.png``, and :func:`ddpsim.report.summary.summarize`'s ``summary.json`` and
-``summary.md``, written to ``<out_dir>/<name>/`` (the run wrote ``points/`` and, for a bundled
-model, ``trace.json``). Every file is replaced atomically by a complete new one. A rerun keeps
-the traces and PNGs whose points are all the same and whose files are unchanged
-(:mod:`ddpsim.report.kept_files`) rather than drawing them again.
+"""A scenario run's report folder ``<out_dir>/<name>/``, from a
+:class:`~ddpsim.pipeline.scenario_run.ScenarioRun`: ``sweep.csv``, ``buckets.csv``, the timeline
+points' traces (:mod:`ddpsim.report.perfetto`) and timelines, ``recommended_plan.json``,
+``sweep.png``, ``bucket_sizes.png``, ``summary.json`` and ``summary.md`` (the run wrote
+``points/``), each replaced atomically; a rerun keeps the traces and PNGs whose points and files
+are unchanged (:mod:`ddpsim.report.kept_files`).
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ddpsim.io import file_id, json_text, write_text_atomic
 from ddpsim.pipeline.scenario import Scenario
@@ -55,8 +53,7 @@ class Report:
 
 @dataclass
 class Drawing:
-    """The traces and PNGs of a report that need only its points (the timeline points' traces and
-    timelines, the comparison), being written beside this process (:func:`start_drawing`)."""
+    """The traces and PNGs that need only the points, being written beside this process."""
 
     out_dir: Path
     records: tuple[Any, ...]
@@ -75,9 +72,8 @@ class Drawing:
 
 def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any, kept_key: str | None, jobs: int, *,
                   plots: bool = True) -> Drawing:
-    """Start the traces and PNGs that need only the points on ``jobs`` - 1 processes beside this
-    one, which searches the plan meanwhile (a run's ``start_report``,
-    :func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report` of that run finishes them."""
+    """Start the traces and PNGs that need only the points on ``jobs`` - 1 processes while this one
+    searches the plan (:func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report` finishes them."""
     kept = KeptFiles(rdir, report_key(kept_key, sc.name))
     timeline = [next(r for r in records if r.point == p) for p in sc.timeline_points(best.point)]
     traces = [_traces(r, rdir, kept) for r in timeline]
@@ -105,10 +101,8 @@ def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
 
 
 def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
-    """Write the report folder of ``run`` (module docstring); ``plots``: the PNGs too. The traces
-    and PNGs are written by ``run.jobs`` - 1 processes beside this one (:mod:`ddpsim.report.workers`),
-    from the run's :class:`Drawing` where it started one, while this one writes the tables and the
-    summary, then draws what they have not started."""
+    """Write ``run``'s report folder (the PNGs with ``plots``); the traces and PNGs on ``run.jobs`` - 1
+    processes (:mod:`ddpsim.report.workers`) while this one writes the tables and the summary."""
     sc, rdir, records, rec = run.scenario, run.out_dir, list(run.records), run.recommendation
     drawing = _drawing(run, plots)
     drawing.used = True
@@ -120,7 +114,7 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
         rows = sweep_rows(records)
         if plots:  # drawn from the table's rows, pickled to a worker
             title = f"{sc.name}: step time vs bucket_cap_mb"
-            pngs.append(_piece(kept, rdir, "sweep.png", title, partial(_draw_sweep, rows, title)))
+            pngs.append(_piece(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title))
             side.submit(pngs[-1].work)
         write_csv(rows, rdir / "sweep.csv")
         write_csv(report.bucket_rows(records), rdir / "buckets.csv", report.BUCKET_FIELDS)
@@ -140,8 +134,7 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
 
 
 def _write_summary(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]]) -> tuple[dict[str, Any], str]:
-    """``summary.json`` and ``summary.md`` (``written``: each timeline point's traces, ``(rank,
-    file name, overlap)``); their document and markdown."""
+    """Write ``summary.json`` and ``summary.md`` (``written``: per point, ``(rank, file, overlap)``)."""
     rec = run.recommendation
     summ = report.summarize(run.scenario, list(run.records), trace=run.trace,
                             overlaps={p: {r: o for r, _, o in w} for p, w in written.items()},
@@ -157,8 +150,7 @@ def _write_summary(run: ScenarioRun, written: dict[str, list[tuple[int, str, flo
 
 def _files(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]], plots: bool,
            pieces: list[str]) -> list[Path]:
-    """Every file of the report, in the order they are listed: the run's, the tables, each timeline
-    point's traces and timeline, the comparison, the plan, the sweep and bucket plots, the summary."""
+    """Every file of the report, in the order they are listed."""
     rdir = run.out_dir
     files = [*run.files, rdir / "sweep.csv", rdir / "buckets.csv"]
     for point_id, traces in written.items():
@@ -172,9 +164,8 @@ def _files(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]], p
 
 @dataclass
 class _Piece:
-    """One trace set or PNG of the report: its entry in the kept files (``name``, drawn from
-    ``what``), the entry kept by the last run, else ``work`` (writes the files; returns the
-    entry's ``(paths, data)``)."""
+    """One trace set or PNG: its kept-files entry ``name`` drawn from ``what``, the entry kept by the
+    last run, else ``work`` (writes the files; returns ``(paths, data)``)."""
 
     name: str
     what: Any
@@ -182,17 +173,17 @@ class _Piece:
     work: Any = None
 
 
-def _piece(kept: KeptFiles, rdir: Path, name: str, what: Any, draw: Callable[[], Any]) -> _Piece:
-    """A PNG ``rdir/name`` drawn by ``draw()`` unless kept."""
+def _piece(kept: KeptFiles, rdir: Path, name: str, what: Any, figure: str, *args: Any, **kwargs: Any) -> _Piece:
+    """A PNG ``rdir/name`` drawn by ``plots.<figure>(*args, **kwargs)`` unless kept."""
     got = kept.get(name, what)
-    return _Piece(name, what, got, None if got is not None else partial(_saved, draw, rdir / name))
+    return _Piece(name, what, got, None if got is not None else partial(_saved, rdir / name, figure, args, kwargs))
 
 
-def _saved(draw: Callable[[], Any], path: Path) -> tuple[list[Path], None]:
-    """``draw()``'s figure saved at ``path`` (matplotlib imported only then)."""
-    from ddpsim.report import plots as P
+def _saved(path: Path, figure: str, args: tuple, kwargs: dict[str, Any]) -> tuple[list[Path], None]:
+    """``plots.figure(*args, **kwargs)`` saved at ``path`` (matplotlib imported only then)."""
+    from ddpsim.report import plots
 
-    P.save_figure(draw(P), path)
+    plots.save_figure(getattr(plots, figure)(*args, **kwargs), path)
     return [path], None
 
 
@@ -206,13 +197,12 @@ def _finish(piece: _Piece, result: Any, kept: KeptFiles) -> Any:
 
 
 def _timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, kept: KeptFiles) -> list[_Piece]:
-    """The timeline plots of the timeline points, and the comparison of the default with the best
-    point where both are timeline points and differ."""
+    """The timeline points' plots, and the default against the best where both are and differ."""
     pieces = []
     for rec in timeline:
         title = f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})"
-        pieces.append(_piece(kept, rdir, f"timeline_{file_id(rec.point_id)}.png", title,
-                             partial(_draw_timeline, rec.result, title)))
+        name = f"timeline_{file_id(rec.point_id)}.png"
+        pieces.append(_piece(kept, rdir, name, title, "timeline_figure", rec.result, title=title, warmup=True))
     base = sc.base_point()
     pair = [next((r for r in timeline if r.point == p), None) for p in (base, best.point)]
     if base != best.point and None not in pair:
@@ -220,13 +210,12 @@ def _timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, kept: K
         title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
         pair = [(labels[0], pair[0].result), (labels[1], pair[1].result)]
         pieces.append(_piece(kept, rdir, "timeline_default_vs_best.png", [labels, title],
-                             partial(_draw_comparison, pair, title)))
+                             "timeline_comparison_figure", pair, title=title))
     return pieces
 
 
 def _traces(rec: Any, rdir: Path, kept: KeptFiles) -> _Piece:
-    """The trace files of the point of ``rec``: kept, or written
-    (:func:`ddpsim.report.perfetto.written_traces`), each ``(rank, file name, overlap)``."""
+    """The trace files of ``rec``'s point, kept or written, each ``(rank, file name, overlap)``."""
     name, what = f"traces {rec.point_id}", [rec.point_id, rec.key, rec.backend]
     got = kept.get(name, what)
     if got is not None:
@@ -239,18 +228,6 @@ def _write_traces(rec: Any, rdir: Path) -> tuple[list[Path], list[tuple[int, str
     return [path for _, path, _ in written], [(r, path.name, perfetto.comm_comp_overlap(d)) for r, path, d in written]
 
 
-def _draw_timeline(result: Any, title: str, P: Any) -> Any:
-    return P.timeline_figure(result, title=title, warmup=True)
-
-
-def _draw_comparison(pair: list[tuple[str, Any]], title: str, P: Any) -> Any:
-    return P.timeline_comparison_figure(pair, title=title)
-
-
-def _draw_sweep(rows: list[dict[str, Any]], title: str, P: Any) -> Any:
-    return P.sweep_figure(rows, title=title)
-
-
 def _bucket_sizes(sc: Scenario, records: list[Any], timeline: list[Any], rec_info: dict[str, Any], rdir: Path,
                   kept: KeptFiles) -> _Piece:
     """``bucket_sizes.png``: the timeline points' buckets and the recommended plan's."""
@@ -259,11 +236,7 @@ def _bucket_sizes(sc: Scenario, records: list[Any], timeline: list[Any], rec_inf
              r.metrics.get("bucket_sizes_bytes") or [], _cap_mb(sc, r.point)) for r in shown]
     rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"]), None))
     title = f"{sc.name}: bucket sizes (steady state)"
-    return _piece(kept, rdir, "bucket_sizes.png", [rows, title], partial(_draw_bucket_sizes, rows, title))
-
-
-def _draw_bucket_sizes(rows: list[Any], title: str, P: Any) -> Any:
-    return P.bucket_sizes_figure(rows, title=title)
+    return _piece(kept, rdir, "bucket_sizes.png", [rows, title], "bucket_sizes_figure", rows, title=title)
 
 
 def _cap_mb(sc: Scenario, point: Any) -> list[float]:
@@ -281,8 +254,7 @@ def _cap_mb(sc: Scenario, point: Any) -> list[float]:
 
 
 def _remove_stale(rdir: Path, files: list[Path]) -> None:
-    """After a successful run: remove the traces and timelines of points this run did not write
-    (another best point's would mislead); only files of these patterns, never anything else."""
+    """Remove the traces and timelines of points this run did not write (they would mislead)."""
     written = {p.name for p in files}
     for pattern in ("trace_*_rank*.json", "trace_*_rank*.json.gz", "timeline_*.png"):
         for stale in rdir.glob(pattern):

@@ -1,27 +1,19 @@
-"""The report of a scenario: its summary and bucket table (data), and ``summary.md``.
-
-Analysis returns data (:func:`summarize` -> ``summary.json``'s document, :func:`bucket_rows` ->
-``buckets.csv``'s rows); :func:`render_summary` renders ``summary.md`` from that document read as a typed
-:class:`~ddpsim.report.figures.Summary`. Tables are written as text by :mod:`ddpsim.report.tables`,
-plots by :mod:`ddpsim.report.plots`.
-
-Definitions used in the summary (all over steady iterations, i.e. after DDP's first
-iteration and the bucket rebuild, unless said otherwise):
-
-* step time: per iteration, from the previous iteration's end on its slowest rank to this
-  one's end on its slowest rank (adds up to the job's wall time;
-  :meth:`ddpsim.engine.result.SimResult.step_times_s`); p50 / p95 over iterations;
-* gain of a point over the default: ``(p50_default - p50_point) / p50_default``, the default
-  being the point with ``bucket_cap_mb`` not given and the same other values;
-* exposed communication: end of backward compute to the end of the last collective; its
-  tail is the p95 over steady iterations (slowest rank);
-* overlap: communication time overlapped by compute / communication time (HTA's
-  ``get_comm_comp_overlap``), computed from the written Perfetto trace of each rank.
+"""A scenario's report: :func:`summarize` (``summary.json``'s document), :func:`bucket_rows`
+(``buckets.csv``) and :func:`render_summary` (``summary.md``, from the document read as a typed
+:class:`~ddpsim.report.figures.Summary`). Over steady iterations (after DDP's first iteration and
+the rebuild): the step time runs from the previous iteration's end on its slowest rank to this
+one's (adding up to the wall time, :meth:`ddpsim.engine.result.SimResult.step_times_s`), p50/p95
+over iterations; a point's gain over the default (``bucket_cap_mb`` not given, the same other
+values) is ``(p50_default - p50_point) / p50_default``; exposed communication runs from the end of
+backward compute to the end of the last collective (its tail: the p95, slowest rank); overlap is
+communication time overlapped by compute / communication time (HTA's ``get_comm_comp_overlap``),
+from each rank's written Perfetto trace.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, fields
+from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Sequence
@@ -61,14 +53,9 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
               warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None,
               method_error: dict[str, Any] | None = None, compiled: dict[str, Any] | None = None,
               host_costs: Any = None, term_effects: dict[str, Any] | None = None) -> dict[str, Any]:
-    """All figures of the summary as ``summary.json``'s document (JSON-able; the keys and types
-    :class:`~ddpsim.report.figures.Summary` declares); ``warnings`` (one line each, e.g.
-    the calibration's) become a ``warnings`` key only when there are any; ``cost_terms`` (one
-    line each: the GPU cost terms in force and where their values come from) likewise;
-    ``method_error`` (:func:`ddpsim.pipeline.method_error.answer`) likewise; ``host_costs`` (the
-    :class:`~ddpsim.network.host_costs.HostCosts` in force, None: none) adds ``bucket_costs``
-    (:func:`ddpsim.report.bucket_costs.figures`); ``term_effects``
-    (:func:`ddpsim.pipeline.term_effects.term_effects`) is kept as it is."""
+    """``summary.json``'s document (the keys and types :class:`~ddpsim.report.figures.Summary`
+    declares); each optional section (``warnings``, ``cost_terms``, ``method_error``, ``bucket_costs``
+    from ``host_costs``, ...) only where the scenario has it."""
     best = best_record(records)
     base = default_record(records, best.point) or records[0]
     bm, dm = best.metrics, base.metrics
@@ -123,9 +110,8 @@ PRACTICAL_GAIN = 0.01
 
 
 def _cap_list_line(cl: CapList, cap_gain: float | None) -> str:
-    """The summary's bullet with the line to paste: the ``bucket_cap_mb_list`` when it is
-    predicted at least :data:`PRACTICAL_GAIN` faster than the best uniform cap, else that cap,
-    and DDP's default when the best cap (gain ``cap_gain`` over it) is a tie with it."""
+    """The bullet with the line to paste: the ``bucket_cap_mb_list`` when at least :data:`PRACTICAL_GAIN`
+    faster than the best uniform cap, else that cap, else DDP's default (``cap_gain``: the cap's gain)."""
     margin, best_list = f"{100 * PRACTICAL_GAIN:g}%", fmt_pct(cl.gain_over_best_cap)
     if (cl.gain_over_best_cap or 0) < PRACTICAL_GAIN:
         # a list not clearly faster than one cap: the cap is the line to paste, the list stays in the plan file
@@ -148,9 +134,8 @@ RANGE_MIN_POINTS = 3
 
 
 def robust_phrase(points: Sequence[str], robust: Sequence[str]) -> str:
-    """The robust points in words, in sweep order: caps that are robust for every cap swept between
-    them (same other values) are one range when there are at least :data:`RANGE_MIN_POINTS`,
-    ``caps 5-25 MiB (4 points swept)``; other points by their id (``cap=default``, ``cap=1``)."""
+    """The robust points in words, in sweep order: at least :data:`RANGE_MIN_POINTS` robust caps in a
+    row (same other values) as one range, ``caps 5-25 MiB (4 points swept)``; others by their id."""
     keep = set(robust)
     groups: dict[str, list[tuple[float, str]]] = {}
     for p in points:
@@ -162,18 +147,13 @@ def robust_phrase(points: Sequence[str], robust: Sequence[str]) -> str:
     ranged: dict[str, str] = {}  # the run's first point in sweep order -> its words
     covered: set[str] = set()
     for rest, caps in groups.items():
-        caps.sort()
-        run: list[tuple[float, str]] = []
-        for cap, p in caps + [(float("nan"), "")]:
-            if p in keep:
-                run.append((cap, p))
-                continue
-            if len(run) >= RANGE_MIN_POINTS:
+        for robust_run, group in groupby(sorted(caps), key=lambda c: c[1] in keep):
+            run = list(group)
+            if robust_run and len(run) >= RANGE_MIN_POINTS:
                 first = min((q for _, q in run), key=points.index)
                 ranged[first] = (f"caps {run[0][0]:g}\u2013{run[-1][0]:g} MiB ({len(run)} points swept"
                                  f"{', ' + rest if rest else ''})")
                 covered.update(q for _, q in run)
-            run = []
     out = [ranged.get(p, f"`{p}`") for p in points if p in keep and (p in ranged or p not in covered)]
     return ", ".join(out)
 
@@ -280,9 +260,8 @@ def _recommendation_lines(rec: Recommendation, cap_gain: float | None) -> list[s
 
 
 def _trust_line(backend: str, comm_model: dict[str, Any], tr: TraceFigures | None) -> str | None:
-    """What the answer rests on when no measured method error comes with it: the trace's
-    provenance and the communication model's, and what would check them (None for a summary
-    without them)."""
+    """What the answer rests on without a measured method error: the trace's and the communication
+    model's provenance (None without them)."""
     if tr is None or not comm_model:
         return None
     if comm_model.get("model", "") == "calibrated":
@@ -300,8 +279,7 @@ def _trust_line(backend: str, comm_model: dict[str, Any], tr: TraceFigures | Non
 
 
 def _answer_section(s: Summary) -> list[str]:
-    """``## Answer``: the best point, its uncertainty and the method's error, the exposed
-    communication tail, the step p95, and the recommendation beyond one cap."""
+    """``## Answer``: the best point, its uncertainty, the method's error, the tails, the recommendation."""
     b, d = s.best, s.default
     L = ["## Answer", "", *compiled_report.answer_lines(s.compile, b.point), *ddp_modes.answer_lines(s.ddp_modes), _best_line(s)]
     if s.uncertainty:
@@ -361,9 +339,8 @@ def _first_iteration_line(name: str, m: PointFigures) -> str:
 
 
 def _first_iteration_section(s: Summary) -> list[str]:
-    """``## First iteration and the bucket rebuild``: DDP's construction-time layout in
-    iteration 1 and the rebuild in gradient-ready order (torch/csrc/distributed/c10d/reducer.cpp,
-    Reducer::rebuild_buckets), for the default and the best point."""
+    """DDP's construction-time layout in iteration 1 and the rebuild in gradient-ready order
+    (torch/csrc/distributed/c10d/reducer.cpp, Reducer::rebuild_buckets), for the default and the best."""
     pair = [("default", s.default)] + ([("best", s.best)] if s.best.point != s.default.point else [])
     return ["## First iteration and the bucket rebuild", "", *(_first_iteration_line(n, m) for n, m in pair), ""]
 

@@ -1,11 +1,7 @@
-"""Tables as text: CSV (:func:`to_csv_text`) and Markdown (:func:`md_table`), written with the
-standard library and tabulate, so that a report needs no pandas to write them.
-
-A CSV writes what ``pandas.DataFrame(rows).to_csv(index=False, float_format=CSV_FLOAT)`` writes:
-each column typed as pandas types it (numbers with a missing value or a float among them are
-floats, written with :data:`ddpsim.io.FLOAT_DIGITS` significant digits; integers, booleans and
-anything else as ``str`` writes them), a missing value as an empty field, quoted as the
-``csv`` module quotes.
+"""Tables as text with the standard library and tabulate (a report needs no pandas): CSV
+(:func:`to_csv_text`, writing what ``pandas.DataFrame(rows).to_csv(index=False,
+float_format=CSV_FLOAT)`` writes: columns typed as pandas types them, floats with
+:data:`ddpsim.io.FLOAT_DIGITS` significant digits, a missing value empty) and Markdown (:func:`md_table`).
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ CSV_FLOAT = f"%.{FLOAT_DIGITS}g"
 
 
 def _column_text(values: Sequence[Any], float_format: str | None) -> Sequence[Any]:
-    """A column's values as the csv module should write them: typed as pandas types the column
-    (module docstring); the csv module writes None as an empty field and anything else by ``str``."""
+    """A column's values for the csv module (None: an empty field), typed as pandas types it."""
     types = set(map(type, values))
     nan = any(issubclass(t, float) for t in types) and any(v != v for v in values)
     missing = nan or type(None) in types
@@ -36,9 +31,8 @@ def _column_text(values: Sequence[Any], float_format: str | None) -> Sequence[An
 
 
 def to_csv_text(rows: Any, fields: Sequence[str] | None = None, *, float_format: str | None = CSV_FLOAT) -> str:
-    """``rows`` (dicts; tuples under ``fields``; or a DataFrame) as CSV under the header ``fields``
-    (None: every row's keys in order of appearance); floats per ``float_format`` (None: as ``str``
-    writes them, every value as it is, no column typed); no rows and no fields: nothing."""
+    """``rows`` (dicts, tuples under ``fields``, or a DataFrame) as CSV under ``fields`` (None: the
+    rows' keys); floats per ``float_format`` (None: every value as ``str`` writes it, untyped)."""
     if hasattr(rows, "to_dict"):  # a DataFrame: its columns, missing values as None
         frame = rows.astype(object).where(rows.notna(), None)
         fields, rows = [str(c) for c in frame.columns], list(frame.itertuples(index=False, name=None))
@@ -61,8 +55,7 @@ def write_csv(rows: Any, path: str | Path, fields: Sequence[str] | None = None) 
 
 
 def md_table(rows: list[dict[str, Any]], right: int = 0) -> list[str]:
-    """A Markdown table, one row per dict (its keys the header), the cells as written (no number
-    parsing), the last ``right`` columns aligned right."""
+    """A Markdown table of dicts (keys the header, cells as written), the last ``right`` columns right-aligned."""
     from tabulate import tabulate
 
     cols = len(rows[0]) if rows else 0

@@ -1,16 +1,12 @@
-"""A report's files written side by side: its PNGs and Perfetto traces are independent of one
-another and of the tables, so they can be written by forked worker processes while this process
-searches the recommended plan and writes the tables and the summary (on Linux, where fork is
-safe). The pieces wait in one list: ``jobs`` - 1 workers take them from the front, one at a
-time each; once this process has done its own work it takes them from the back
-(:meth:`SideBySide.results`), so that with two CPUs one worker and this process share the drawing.
-
-Each piece of work is a function of no arguments that writes its files and returns what the
-report keeps of them (file names, overlap figures: a few bytes, pickled back). The workers are
-forked after the functions are listed, so they inherit the run's data (the records, the spans)
-rather than receiving it pickled; a piece listed later is pickled to them. Elsewhere, or with no
-worker, the pieces run in this process, in turn, when their results are asked for. Either way
-each file is written by one process from the same data with the same code: the same bytes.
+"""A report's files written side by side: its PNGs and Perfetto traces, independent of one another
+and of the tables, are written by forked worker processes (on Linux, where fork is safe) while
+this process searches the recommended plan and writes the tables and the summary. ``jobs`` - 1
+workers take the pieces from the front of one list, one at a time; this process, once its own
+work is done, takes them from the back (:meth:`SideBySide.results`). A piece is a function of no
+arguments that writes its files and returns a few bytes (file names, overlap figures); the
+pieces listed before the fork are inherited with the run's data, later ones pickled. Elsewhere,
+or with no worker, the pieces run here in turn. Either way each file is written by one process
+from the same data with the same code: the same bytes.
 """
 
 from __future__ import annotations
@@ -30,8 +26,8 @@ _WORK: list[Callable[[], Any] | None] = []
 
 
 def _serve(conn: Any) -> None:
-    """A worker: run each piece received (an index into :data:`_WORK`, or a function) and send
-    back ``(True, result)`` or ``(False, error)``, until None."""
+    """A worker: run each piece received (an index into :data:`_WORK`, or a function), send back
+    ``(True, result)`` or ``(False, error)``, until None."""
     while (piece := conn.recv()) is not None:
         try:
             out = (True, (_WORK[piece] if isinstance(piece, int) else piece)())
@@ -44,10 +40,8 @@ def _serve(conn: Any) -> None:
 
 
 class SideBySide:
-    """``work`` (None: nothing to do) started on ``workers`` forked processes (module docstring;
-    0: none; forked at the first piece); :meth:`result` gives each piece's return value (an
-    error raised by a piece is raised there). One at a time: the workers read the work of the
-    one open."""
+    """``work`` (None: nothing to do) run on ``workers`` forked processes (0: none); :meth:`result`
+    gives a piece's return value or raises its error. One open at a time."""
 
     def __init__(self, work: Sequence[Callable[[], Any] | None], workers: int) -> None:
         self.work: list[Callable[[], Any] | None] = []
@@ -108,8 +102,7 @@ class SideBySide:
             (self.futures[i].set_result if ok else self.futures[i].set_exception)(value)
 
     def submit(self, work: Callable[[], Any] | None) -> int:
-        """Add one more piece (pickled to a worker: a module-level function and plain values;
-        None: nothing to do); its index for :meth:`result`."""
+        """Add a piece (pickled to a worker; None: nothing to do); its index for :meth:`result`."""
         i = self._add(work)
         if work is not None and self.workers > 0 and not self.threads:
             self._fork(self.workers)
@@ -138,8 +131,7 @@ class SideBySide:
         return self.futures[i].result()
 
     def results(self) -> list[Any]:
-        """Every piece's return value, in order: the pieces no worker has taken are run here, the
-        last first, while the workers go on from the first."""
+        """Every piece's return value, in order; the pieces no worker took run here, the last first."""
         while self._take() is not None:
             pass
         return [f.result() for f in self.futures]

@@ -67,18 +67,17 @@ def autocast_ready_order(module: Any, batch: Any, loss_fn: Any, params: Sequence
     model cannot run so."""
     import contextlib
 
+    from ddpsim.trace.models import ready_hooks, run_forward
+
     fired: list[int] = []
-    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: fired.append(i)) for i, p in enumerate(params)]
     try:
-        with _cast_mode(dtype) if dtype is not None else contextlib.nullcontext():
-            out = module(*batch) if isinstance(batch, tuple) else module(batch)
-            loss = loss_fn(out)
-        loss.backward()
+        with ready_hooks(params, fired.append):
+            with _cast_mode(dtype) if dtype is not None else contextlib.nullcontext():
+                loss = loss_fn(run_forward(module, batch))
+            loss.backward()
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return None
     finally:
-        for h in handles:
-            h.remove()
         for p in params:
             p.grad = None
     return fired

@@ -15,6 +15,7 @@ reduced-depth capture of identical blocks.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -26,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.trace.records import IterationSample, ParamRecord, Trace, buffer_records, param_records
+from ddpsim.trace.records import IterationSample, Trace, buffer_records, param_records
 
 DTYPES = ("float32", "bfloat16", "float16")
 AUTOCASTS = ("bf16", "fp16")
@@ -66,23 +67,10 @@ def _load_average() -> float | None:
         return None
 
 
-def _to_device(batch: Any, device: Any, dtype: Any) -> Any:
-    """``batch`` on ``device``; its floating tensors cast to ``dtype`` unless it is None."""
-    if isinstance(batch, (tuple, list)):
-        return tuple(_to_device(b, device, dtype) for b in batch)
-    if batch.dtype.is_floating_point and dtype is not None:
-        return batch.to(device=device, dtype=dtype)
-    return batch.to(device=device)
-
-
 def _shapes(batch: Any) -> Any:
     if isinstance(batch, (tuple, list)):
         return [list(b.shape) for b in batch]
     return list(batch.shape)
-
-
-def _call(module: Any, batch: Any) -> Any:
-    return module(*batch) if isinstance(batch, tuple) else module(batch)
 
 
 def hook_overhead_estimate(with_s: Sequence[float], without_s: Sequence[float]) -> tuple[float, float]:
@@ -100,17 +88,11 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
                   num_threads: int | None = None, measure_hook_overhead: bool = True,
                   command: str | None = None, seed: int = 0,
                   step_barrier: Callable[[], None] | None = None) -> Trace:
-    """Run ``num_warmup + num_iters`` training steps of ``spec`` (a
-    :class:`ddpsim.trace.models.BuiltModel`) on ``device`` (``"cpu"`` or the current ``"cuda"``) and
-    record a :class:`Trace` (``synthetic`` None). ``dtype`` casts the parameters and float inputs
-    (None keeps the model's own); ``autocast`` runs forward under ``torch.autocast``; ``optimizer``
-    ``"sgd"`` (lr 1e-3, momentum 0.9) or ``"adamw"`` (lr 1e-4, foreach); ``num_threads`` sets
-    torch's intra-op threads; ``measure_hook_overhead`` adds 8 to 200 timed backward passes (module
-    docstring). ``step_barrier`` is called, untimed, before every step and before its optimizer:
-    ``executor trace`` passes a barrier across its ranks so that their forwards and optimizers
-    compete for the host as under DDP. InputError: bad counts or choices, CUDA unavailable, or the
-    model raising (one line naming the model, the phase and the exception).
-    """
+    """The :class:`Trace` of ``num_iters`` training steps of ``spec`` on ``device`` after ``num_warmup``
+    (``dtype`` casts parameters and float inputs; ``autocast`` runs forward under ``torch.autocast``).
+    ``step_barrier`` is called, untimed, before every step and its optimizer (``executor trace``: its
+    ranks' forwards and optimizers compete for the host as under DDP). InputError: bad counts or
+    choices, CUDA unavailable, or the model raising (one line naming the model and the phase)."""
     import torch
 
     _check_capture_args(torch, device=device, batch_size=batch_size, num_iters=num_iters, num_warmup=num_warmup,
@@ -121,7 +103,6 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     load_before = _load_average()
     samples, orders = _measure_steps(runner, spec.name, num_warmup=num_warmup, num_iters=num_iters)
     overhead = _measure_hook_overhead(runner, samples) if measure_hook_overhead else None
-    runner.remove_hooks()
 
     first = orders[0]
     consistent = all(o == first for o in orders)
@@ -130,10 +111,10 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     buffers = buffer_records(runner.module)
     env = _environment(torch, runner, spec, device=device, batch_size=batch_size, dtype=dtype, autocast=autocast,
                        optimizer=optimizer, num_warmup=num_warmup, num_iters=num_iters, seed=seed,
-                       consistent=consistent, overhead=overhead, load_before=load_before)
+                       consistent=consistent, overhead=overhead and overhead[1], load_before=load_before)
     return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),
                  iterations=tuple(samples), environment=env,
-                 hook_overhead_frac=None if overhead is None else overhead.frac, command=command)
+                 hook_overhead_frac=None if overhead is None else overhead[0], command=command)
 
 
 def _check_capture_args(torch: Any, *, device: str, batch_size: int, num_iters: int, num_warmup: int,
@@ -154,17 +135,14 @@ def _check_capture_args(torch: Any, *, device: str, batch_size: int, num_iters: 
 
 
 class _StepRunner:
-    """One model's training step on one device, timed phase by phase, with a post-accumulate-grad
-    hook per DDP parameter stamping when its gradient is ready.
-
-    ``phase`` names the phase running (for :func:`_model_error`); ``fired`` holds the current
-    backward's ``(parameter index, stamp)`` in firing order; ``cpu_phase_s`` this process's CPU
-    time per recorded step's forward, backward and optimizer.
-    """
+    """One model's training step on one device, timed phase by phase; while :func:`ready_hooks`
+    call :meth:`stamp`, ``fired`` holds the current backward's ``(parameter index, stamp)`` in
+    firing order. ``phase`` names the phase running (for :func:`_model_error`); ``cpu_phase_s``
+    this process's CPU time per recorded step's forward, backward and optimizer."""
 
     def __init__(self, torch: Any, spec: Any, *, device: str, batch_size: int, dtype: str | None,
                  autocast: str | None, optimizer: str, step_barrier: Callable[[], None] | None) -> None:
-        from ddpsim.trace.models import ddp_params, default_loss
+        from ddpsim.trace.models import ddp_params, default_loss, make_optimizer, to_device
 
         self.torch = torch
         self.cuda = device == "cuda"
@@ -176,53 +154,38 @@ class _StepRunner:
         self.loss_fn = spec.loss_fn or default_loss
         self.phase = "making its batch"
         try:
-            self.batch = _to_device(spec.make_batch(batch_size), self.dev, tdtype)
+            self.batch = to_device(spec.make_batch(batch_size), self.dev, tdtype)
         except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
             raise _model_error(spec.name, self.phase, exc) from None
         self.plist = ddp_params(module)
         self.params = [p for _, p, _ in self.plist]
-        if optimizer == "sgd":
-            self.opt = torch.optim.SGD(self.params, lr=1e-3, momentum=0.9)
-        else:
-            self.opt = torch.optim.AdamW(self.params, lr=1e-4, foreach=True)
+        self.opt = make_optimizer(optimizer, self.params)
         self.ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(autocast or "")
         self.step_barrier = step_barrier
         self.fired: list[tuple[int, Any]] = []
-        self.hooks_on = True
         self.cpu_phase_s: list[list[float]] = []
-        self.handles: list[Any] = []
-        self.add_hooks()
 
-    def add_hooks(self) -> None:
-        self.handles = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(self.params)]
-
-    def remove_hooks(self) -> None:
-        for h in self.handles:
-            h.remove()
-
-    def _hook(self, i: int) -> Callable[[Any], None]:
-        def hook(_p: Any) -> None:
-            if not self.hooks_on:
-                return
-            if self.cuda:
-                ev = self.torch.cuda.Event(enable_timing=True)
-                ev.record()
-                self.fired.append((i, ev))
-            else:
-                self.fired.append((i, time.perf_counter_ns()))
-        return hook
+    def stamp(self, i: int) -> None:
+        """Parameter ``i``'s gradient is ready: CPU ``perf_counter_ns``, or a CUDA event recorded now."""
+        if self.cuda:
+            ev = self.torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self.fired.append((i, ev))
+        else:
+            self.fired.append((i, time.perf_counter_ns()))
 
     def sync(self) -> None:
         if self.cuda:
             self.torch.cuda.synchronize(self.dev)
 
     def forward(self) -> Any:
+        from ddpsim.trace.models import run_forward
+
         self.phase = "forward"
         if self.ac_dtype is not None:
             with self.torch.autocast(device_type=self.dev.type, dtype=self.ac_dtype):
-                out = _call(self.module, self.batch)
-                return self.loss_fn(out)
-        return self.loss_fn(_call(self.module, self.batch))
+                return self.loss_fn(run_forward(self.module, self.batch))
+        return self.loss_fn(run_forward(self.module, self.batch))
 
     def step(self, record: bool) -> IterationSample | None:
         """One training step; its phase times and gradient-ready offsets when ``record``."""
@@ -271,20 +234,17 @@ class _StepRunner:
     def timed_backward(self, hooks: bool) -> float:
         """Forward, then backward timed (CPU: this process's CPU time, so that a wait for a CPU is
         not taken for the hooks' cost; CUDA: wall time), with the hooks or without them."""
-        self.hooks_on = hooks
-        if not hooks:
-            self.remove_hooks()
-        loss = self.forward()
-        self.sync()
-        tb, cb = time.perf_counter_ns(), time.process_time()
-        loss.backward()
-        self.sync()
-        elapsed_s = (time.perf_counter_ns() - tb) / 1e9 if self.cuda else time.process_time() - cb
+        from ddpsim.trace.models import ready_hooks
+
+        with ready_hooks(self.params, self.stamp) if hooks else contextlib.nullcontext():
+            loss = self.forward()
+            self.sync()
+            tb, cb = time.perf_counter_ns(), time.process_time()
+            loss.backward()
+            self.sync()
+            elapsed_s = (time.perf_counter_ns() - tb) / 1e9 if self.cuda else time.process_time() - cb
         self.opt.zero_grad(set_to_none=True)
         self.fired.clear()
-        if not hooks:
-            self.add_hooks()
-        self.hooks_on = True
         return elapsed_s
 
 
@@ -292,33 +252,28 @@ def _measure_steps(runner: _StepRunner, name: str, *, num_warmup: int,
                    num_iters: int) -> tuple[list[IterationSample], list[list[int]]]:
     """Warm-up steps, then the measured steps' samples and hook firing orders; the model's code
     raising is one InputError naming the model and the phase."""
+    from ddpsim.trace.models import ready_hooks
+
     samples: list[IterationSample] = []
     orders: list[list[int]] = []
     try:
-        for _ in range(num_warmup):
-            runner.step(False)
-        for _ in range(num_iters):
-            samples.append(runner.step(True))
-            orders.append([i for i, _ in runner.fired])
+        with ready_hooks(runner.params, runner.stamp):
+            for _ in range(num_warmup):
+                runner.step(False)
+            for _ in range(num_iters):
+                samples.append(runner.step(True))
+                orders.append([i for i, _ in runner.fired])
     except InputError:
         raise
     except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
-        runner.remove_hooks()
         raise _model_error(name, runner.phase, exc) from None
     return samples, orders
 
 
-@dataclass(frozen=True, kw_only=True)
-class _HookOverhead:
-    frac: float
-    raw_frac: float
-    num_pairs: int
-    pair_fracs: list[float]
-
-
-def _measure_hook_overhead(runner: _StepRunner, samples: Sequence[IterationSample]) -> _HookOverhead:
+def _measure_hook_overhead(runner: _StepRunner,
+                           samples: Sequence[IterationSample]) -> tuple[float, dict[str, Any]]:
     """Backward timed with and without the hooks in adjacent pairs, alternating which goes first
-    (see the module docstring and :func:`hook_overhead_estimate`)."""
+    (module docstring): the hook overhead fraction and its ``environment`` entries."""
     with_s: list[float] = []
     without_s: list[float] = []
     # NOTE: enough pairs that the pairs cover about 1 s of backward (tiny models get up to
@@ -331,8 +286,8 @@ def _measure_hook_overhead(runner: _StepRunner, samples: Sequence[IterationSampl
         for on, sink in (pair if rep % 2 == 0 else pair[::-1]):  # alternate who goes first
             sink.append(runner.timed_backward(on))
     frac, raw = hook_overhead_estimate(with_s, without_s)
-    return _HookOverhead(frac=frac, raw_frac=raw, num_pairs=num_pairs,
-                         pair_fracs=[a / b - 1.0 for a, b in zip(with_s, without_s)])
+    return frac, {"hook_overhead_raw_frac": round(raw, 6), "hook_overhead_pairs": num_pairs,
+                  "hook_overhead_pair_fracs": [round(a / b - 1.0, 6) for a, b in zip(with_s, without_s)]}
 
 
 def _null_late_params(samples: Sequence[IterationSample], first_set: set[int]) -> list[IterationSample]:
@@ -345,7 +300,8 @@ def _null_late_params(samples: Sequence[IterationSample], first_set: set[int]) -
 
 def _environment(torch: Any, runner: _StepRunner, spec: Any, *, device: str, batch_size: int, dtype: str | None,
                  autocast: str | None, optimizer: str, num_warmup: int, num_iters: int, seed: int,
-                 consistent: bool, overhead: _HookOverhead | None, load_before: float | None) -> dict[str, Any]:
+                 consistent: bool, overhead: dict[str, Any] | None,
+                 load_before: float | None) -> dict[str, Any]:
     """The trace's ``environment``: the device, software, capture settings and host load."""
     cuda = runner.cuda
     env: dict[str, Any] = {
@@ -371,10 +327,7 @@ def _environment(torch: Any, runner: _StepRunner, spec: Any, *, device: str, bat
             env["nccl_version"] = None
     for k, v in (spec.info or {}).items():
         env.setdefault(k, v)
-    if overhead is not None:
-        env["hook_overhead_raw_frac"] = round(overhead.raw_frac, 6)
-        env["hook_overhead_pairs"] = overhead.num_pairs
-        env["hook_overhead_pair_fracs"] = [round(r, 6) for r in overhead.pair_fracs]
+    env.update(overhead or {})
     if not cuda:
         # this process's CPU time (every thread) per measured iteration's forward, backward and
         # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
@@ -498,17 +451,10 @@ _DERIVE_METHOD = ("blocks are identical: block parameters copied from block 0 an
 
 
 def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = None, command: str | None = None) -> Trace:
-    """Extend a trace captured with ``K >= 3`` identical blocks ``<prefix>0 .. <prefix>K-1`` (one
-    ModuleList, ``block_prefix`` found from the names when None) to ``num_blocks`` = N blocks.
-
-    Every block's parameters are block 0's, renamed, in DDP's order. Per iteration one block's
-    backward takes ``d``, the median difference of adjacent captured blocks' mean hook times; the
-    block at backward position ``p`` copies the hook offsets of captured position ``m(p)`` (first,
-    a middle one round-robin, last) shifted by ``(p - m(p)) * d``, and parameters ready after all
-    blocks by ``(N - K) * d``. ``backward_s`` grows by ``(N - K) * d``, ``forward_s`` in the same
-    proportion, ``optimizer_s`` and ``zero_grad_s`` with the parameter bytes; all of it is recorded
-    in ``synthetic``. InputError: no repeated blocks, fewer than 3, or N < K.
-    """
+    """Extend a trace captured with ``K >= 3`` identical blocks ``<prefix>0 .. <prefix>K-1``
+    (``block_prefix`` None: found from the names) to ``num_blocks`` = N blocks by the method of
+    :data:`_DERIVE_METHOD`, recorded in ``synthetic``. InputError: no repeated blocks, fewer than 3,
+    or N < K."""
     blocks = _find_blocks(trace, block_prefix, num_blocks)
     K = blocks.num_blocks
     N = num_blocks
@@ -521,9 +467,7 @@ def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = No
             new.append((blocks.per_block[src_block][rest], f"{blocks.prefix}{j}.{rest}", j))
     new += [(i, names[i], None) for i in blocks.post]
     src = trace.params
-    records = tuple(ParamRecord(index=n, name=name, shape=src[i].shape, dtype=src[i].dtype, size_bytes=src[i].size_bytes,
-                                expect_sparse_gradient=src[i].expect_sparse_gradient, has_grad=src[i].has_grad)
-                    for n, (i, name, _) in enumerate(new))
+    records = tuple(replace(src[i], index=n, name=name) for n, (i, name, _) in enumerate(new))
     bytes_ratio = sum(r.size_bytes for r in records) / trace.total_param_bytes
     derived = [_derived_iteration(it, blocks, new, N=N, bytes_ratio=bytes_ratio) for it in trace.iterations]
     iterations = [sample for sample, _ in derived]

@@ -114,17 +114,14 @@ def kernel_class(kernel: str) -> str | None:
 
 
 def profile_classes_s(path: str | Path) -> dict[str, float]:
-    """Seconds per profiled step (``ProfilerStep#N`` spans) of each :func:`kernel_class` in a
-    Kineto trace (``.json.gz``)."""
-    import gzip
-    import json
+    """Seconds per profiled step (``ProfilerStep#N`` spans) of each :func:`kernel_class` in a Kineto trace."""
+    from ddpsim.trace.profile.kineto import read_profile
 
-    with gzip.open(path) as f:
-        events = json.load(f)["traceEvents"]
-    steps = sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+    prof = read_profile(path)
+    steps = sum(1 for o in prof.cpu_ops if o.cat == "user_annotation" and o.name.startswith("ProfilerStep#"))
     out = dict.fromkeys(KERNEL_CLASSES, 0.0)
-    for e in events:
-        cls = kernel_class(e["name"]) if e.get("cat") == "kernel" else None
+    for g in prof.gpu:
+        cls = kernel_class(g.name) if g.cat == "kernel" else None
         if cls is not None:
-            out[cls] += e["dur"] * 1e-6 / steps
+            out[cls] += g.dur * 1e-6 / steps
     return out

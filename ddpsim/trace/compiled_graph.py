@@ -16,7 +16,7 @@ outside its subgraph). The graphs are those of one forward of the bare module, i
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Sequence
+from typing import Annotated, Any, Iterator, Sequence
 
 from pydantic import Field
 
@@ -59,38 +59,35 @@ class CompiledGraph:
     def check(self, num_params: int) -> "CompiledGraph":
         """Raise InputError unless every node and parameter index is in range."""
         for k, g in enumerate(self.graphs):
-            n = len(g.users)
-            for i, u in enumerate(g.users):
-                if u is not None and not OUTPUT_USER <= u < i:
-                    raise InputError(f"compiled_graph.graphs[{k}].users[{i}]: {shorten(u)} is not accepted; "
-                                     f"expected null, -1 (the output) or a node index in [0, {i})")
-            for j, (node, index, nbytes) in enumerate(g.uses):
-                if not 0 <= node < n or not 0 <= index < num_params:
-                    raise InputError(f"compiled_graph.graphs[{k}].uses[{j}]: {shorten([node, index, nbytes])} "
-                                     f"is not accepted; expected [node in [0, {n}), parameter in [0, {num_params}), "
-                                     "bytes >= 0]")
-            _check_inputs(g, k, num_params)
+            bad = next(_out_of_range(g, num_params), None)
+            if bad is not None:
+                key, value, expected = bad
+                raise InputError(f"compiled_graph.graphs[{k}].{key}: {value} is not accepted; "
+                                 f"expected {expected}")
         return self
 
 
-def _check_inputs(g: GraphWalk, k: int, num_params: int) -> None:
-    if g.alias_of is not None:
-        for i, b in enumerate(g.alias_of):
-            if b is not None and not (0 <= b < len(g.users) and b != i):
-                raise InputError(f"compiled_graph.graphs[{k}].alias_of[{i}]: {shorten(b)} is not accepted; "
-                                 f"expected null or another node's index in [0, {len(g.users)})")
-    if g.inputs is None:
-        return
-    if len(g.inputs) != len(g.users):
-        raise InputError(f"compiled_graph.graphs[{k}].inputs: {len(g.inputs)} rows are not accepted; "
-                         f"expected one per node ({len(g.users)})")
-    for i, row in enumerate(g.inputs):
+def _out_of_range(g: GraphWalk, num_params: int) -> Iterator[tuple[str, str, str]]:
+    """Every index of ``g`` out of range, as ``(key, value, what is accepted)``, in key order."""
+    n = len(g.users)
+    for i, u in enumerate(g.users):
+        if u is not None and not OUTPUT_USER <= u < i:
+            yield f"users[{i}]", shorten(u), f"null, -1 (the output) or a node index in [0, {i})"
+    for j, (node, index, nbytes) in enumerate(g.uses):
+        if not 0 <= node < n or not 0 <= index < num_params:
+            yield (f"uses[{j}]", shorten([node, index, nbytes]),
+                   f"[node in [0, {n}), parameter in [0, {num_params}), bytes >= 0]")
+    for i, b in enumerate(g.alias_of or ()):
+        if b is not None and not (0 <= b < n and b != i):
+            yield f"alias_of[{i}]", shorten(b), f"null or another node's index in [0, {n})"
+    if g.inputs is not None and len(g.inputs) != n:
+        yield "inputs", f"a list of {len(g.inputs)} rows", f"one row per node ({n})"
+    for i, row in enumerate(g.inputs if g.inputs is not None and len(g.inputs) == n else ()):
         for kind, v in row:
             if not ((kind == "param" and 0 <= v < num_params)
-                    or (kind in ("node", "data") and 0 <= v < len(g.users) and v != i)):
-                raise InputError(f"compiled_graph.graphs[{k}].inputs[{i}]: {shorten([kind, v])} is not "
-                                 f"accepted; expected ['param', index in [0, {num_params})] or ['node' or 'data', another "
-                                 f"node's index in [0, {len(g.users)})]")
+                    or (kind in ("node", "data") and 0 <= v < n and v != i)):
+                yield (f"inputs[{i}]", shorten([kind, v]), f"['param', index in [0, {num_params})] or "
+                       f"['node' or 'data', another node's index in [0, {n})]")
 
 
 # ---- capture (needs torch) ------------------------------------------------------------------
@@ -192,6 +189,8 @@ def capture_compiled_graph(spec: Any, params: Sequence[Any], *, batch_size: int)
     backend, as DDPOptimizer walks them; ``params``: DDP's parameters in DDP's order."""
     import torch
 
+    from ddpsim.trace.models import run_forward
+
     index_of = {id(p): i for i, p in enumerate(params)}
     graphs: list[GraphWalk] = []
 
@@ -201,9 +200,7 @@ def capture_compiled_graph(spec: Any, params: Sequence[Any], *, batch_size: int)
 
     torch._dynamo.reset()
     try:
-        compiled = torch.compile(spec.module, backend=record)
-        batch = spec.make_batch(batch_size)
-        compiled(*batch) if isinstance(batch, tuple) else compiled(batch)
+        run_forward(torch.compile(spec.module, backend=record), spec.make_batch(batch_size))
     except Exception as exc:  # noqa: BLE001 -- a model Dynamo cannot trace: one line
         raise InputError(f"model {spec.name!r}: torch.compile failed ({type(exc).__name__}: "
                          f"{shorten(str(exc).splitlines()[0] if str(exc) else '')}); expected a model Dynamo can "

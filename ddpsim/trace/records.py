@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, Sequence
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.formats import quantile
@@ -47,11 +47,14 @@ Seconds = Annotated[Float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Bytes = Annotated[Int, Field(ge=0, le=MAX_BYTES)]
 
 
-def check_dtype(dtype: str) -> str:
-    """``dtype`` if it is one of :data:`ddpsim.units.DTYPE_SIZE_BYTES`."""
+def _check_dtype(dtype: str) -> str:
     if dtype not in DTYPE_SIZE_BYTES:
         raise ValueError(f"expected one of {', '.join(DTYPE_SIZE_BYTES)}")
     return dtype
+
+
+#: a dtype name of :data:`ddpsim.units.DTYPE_SIZE_BYTES`
+Dtype = Annotated[Str, AfterValidator(_check_dtype)]
 
 
 @record("trace")
@@ -62,12 +65,10 @@ class ParamRecord:
     index: Annotated[Int, Field(ge=0)]
     name: Str
     shape: Annotated[tuple[Bytes, ...], Field(max_length=MAX_DIMS)]
-    dtype: Str
+    dtype: Dtype
     size_bytes: Bytes
     expect_sparse_gradient: Bool = False
     has_grad: Bool = True
-
-    _dtype = field_validator("dtype")(check_dtype)
 
     @field_validator("size_bytes")
     @classmethod
@@ -89,10 +90,8 @@ class BufferRecord:
     """A module buffer (broadcast from rank 0 before each forward when ``broadcast_buffers``)."""
 
     name: Str
-    dtype: Str
+    dtype: Dtype
     size_bytes: Bytes
-
-    _dtype = field_validator("dtype")(check_dtype)
 
 
 def param_records(plist: Sequence[tuple[str, Any, bool]], has_grad: Any = None) -> tuple[ParamRecord, ...]:
@@ -266,7 +265,6 @@ class Trace:
         return self._derived(("grad_ready", statistic), compute)
 
     def to_dict(self) -> dict[str, Any]:
-        """The trace file's document (keys in the file's order)."""
         return to_plain(self)
 
 
@@ -312,10 +310,9 @@ def make_trace(*, model: str, params: Iterable[tuple[str, Sequence[int], str]], 
                **kwargs: Any) -> Trace:
     """A hand-made trace (tests, examples), ``params`` as ``(name, shape, dtype)``, every iteration
     alike, ready in ``ready_s``'s order (ties: higher index first, as autograd reaches later layers first)."""
-    recs = []
-    for i, (name, shape, dtype) in enumerate(params):
-        recs.append(ParamRecord(index=i, name=name, shape=tuple(shape), dtype=dtype,
-                                size_bytes=math.prod(shape) * dtype_size_bytes(dtype), has_grad=ready_s[i] is not None))
+    recs = [ParamRecord(index=i, name=name, shape=tuple(shape), dtype=dtype,
+                        size_bytes=math.prod(shape) * dtype_size_bytes(dtype), has_grad=ready_s[i] is not None)
+            for i, (name, shape, dtype) in enumerate(params)]
     order = sorted((i for i, t in enumerate(ready_s) if t is not None), key=lambda i: (ready_s[i], -i))
     sample = IterationSample(forward_s=forward_s, backward_s=backward_s, optimizer_s=optimizer_s, grad_ready_s=tuple(ready_s))
     return Trace(model=model, params=tuple(recs), grad_ready_order=tuple(order),

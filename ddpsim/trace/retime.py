@@ -32,18 +32,17 @@ from ddpsim.trace.cnn_kernels import PER_CHANNEL, batch_norm_kernels, conv_layou
 from ddpsim.trace.records import IterationSample, Trace, buffer_records, load_trace, param_records
 
 
-def _check_numbers(obj: Any, keys: Sequence[str], ok: Any, expected: str, *, reject_bool: bool = False) -> None:
+def _check_numbers(obj: Any, keys: Sequence[str], ok: Any, expected: str) -> None:
     """InputError naming the first of ``keys`` whose value on ``obj`` is no number meeting ``ok``."""
     for k in keys:
         v = getattr(obj, k)
-        if (reject_bool and isinstance(v, bool)) or not isinstance(v, (int, float)) or not ok(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
             raise InputError(f"{k}: {v!r} is not accepted; expected {expected}")
 
 
 @dataclass(frozen=True, kw_only=True)
 class GpuSpec:
-    """Peak figures of one catalogue GPU (dense, validated there), in FLOP/s and bytes/s;
-    ``bf16_flops_per_s`` None on a GPU without bf16 tensor cores (V100)."""
+    """Dense peaks of one catalogue GPU in FLOP/s and bytes/s (``bf16_flops_per_s`` None: no bf16, V100)."""
 
     name: str
     tensor_flops_per_s: float  # fp16 dense tensor core (bf16 too where bf16_flops_per_s says so)
@@ -67,8 +66,7 @@ RECORDED_PEAKS = ("tensor_flops_per_s", "tf32_flops_per_s", "fp32_flops_per_s", 
 
 
 def gpu_spec(gpu: Gpu) -> GpuSpec:
-    """The roofline figures of a catalogue GPU. A GPU without TF32 tensor cores (V100) runs a
-    float32 convolution at its fp32 peak (cuDNN's ``allow_tf32`` has nothing to switch)."""
+    """The roofline figures of a catalogue GPU (no TF32: float32 convolutions at the fp32 peak)."""
     f = gpu.dense_tflops
     return GpuSpec(name=f"NVIDIA {gpu.model} (modelled)", tensor_flops_per_s=scaled(f.fp16, 12),
                    tf32_flops_per_s=scaled(f.fp32 if f.tf32 is None else f.tf32, 12),
@@ -122,20 +120,19 @@ class RooflineAssumptions:
 
     def __post_init__(self) -> None:
         _check_numbers(self, ("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency", "cuda_core_efficiency",
-                              "tf32_efficiency"), lambda v: 0 < v <= 1, "a number in (0, 1]", reject_bool=True)
+                              "tf32_efficiency"), lambda v: 0 < v <= 1, "a number in (0, 1]")
         _check_numbers(self, ("bn_stats_block_bytes_per_s", "bn_backward_block_bytes_per_s"),
-                       lambda v: math.isfinite(v) and v > 0, "a number of bytes per second > 0", reject_bool=True)
+                       lambda v: math.isfinite(v) and v > 0, "a number of bytes per second > 0")
         _check_numbers(self, ("min_kernel_s", *HOST_FIELDS.values(), "host_s_per_tensor"),
-                       lambda v: math.isfinite(v) and v >= 0, "a number of seconds >= 0", reject_bool=True)
+                       lambda v: math.isfinite(v) and v >= 0, "a number of seconds >= 0")
 
     def without_host(self) -> RooflineAssumptions:
-        """The same fractions with no host time: the GPU never waits on the host (the kernels alone)."""
+        """The same fractions with no host time (the kernels alone)."""
         return replace(self, **dict.fromkeys(HOST_FIELDS.values(), 0.0), host_s_per_tensor=0.0)
 
     def host_s(self, phase: str, tensors: int) -> float:
-        """The host's time to issue one charged op of ``phase`` taking ``tensors`` tensor
-        arguments: the phase's time per op plus the time per tensor (a ``foreach`` op walks
-        lists of hundreds); 0 in a phase without a figure."""
+        """The host's time to issue one op of ``phase`` taking ``tensors`` tensors: the phase's time
+        per op plus the time per tensor (a ``foreach`` op walks hundreds); 0 in other phases."""
         if phase not in HOST_FIELDS:
             return 0.0
         return getattr(self, HOST_FIELDS[phase]) + tensors * self.host_s_per_tensor
@@ -147,11 +144,8 @@ HOST_FIELDS = {"forward": "host_forward_s_per_op", "backward": "host_backward_s_
 
 
 def gemm_aligned(matrices: Sequence[Any]) -> bool:
-    """Whether cuBLAS can run a GEMM on these matrices (its inputs and output) with its 16-byte
-    aligned Tensor Core kernels: every matrix's leading dimension (the stride of the dimension
-    that is not contiguous) a multiple of 16 bytes (cuBLAS documentation, "Tensor Core Usage").
-    A GPT-2 vocabulary of 50,257 makes the LM head's three GEMMs unaligned, which is why
-    nanoGPT pads it to 50,304."""
+    """Whether every matrix's leading dimension is a multiple of 16 bytes, as cuBLAS's aligned Tensor
+    Core kernels need (cuBLAS documentation, "Tensor Core Usage"; GPT-2's 50,257 vocabulary is not)."""
     for t in matrices:
         if t.dim() < 2 or 1 in t.shape[-2:]:
             continue
@@ -163,9 +157,8 @@ def gemm_aligned(matrices: Sequence[Any]) -> bool:
 
 
 def issue(gpu_free_s: float, host_s: float, kernel_s: float, issue_s: float) -> tuple[float, float]:
-    """One op through the launch queue: the host spends ``issue_s`` issuing it, the GPU runs it
-    once both the host has issued it and the previous kernel has ended. Returns the new
-    ``(gpu_free_s, host_s)``."""
+    """One op through the launch queue: the host spends ``issue_s`` issuing it, the GPU runs it once
+    issued and free. Returns the new ``(gpu_free_s, host_s)``."""
     host_s += issue_s
     return max(gpu_free_s, host_s) + kernel_s, host_s
 
@@ -182,13 +175,9 @@ def launch_queue_s(ops: Sequence[tuple[float, float]]) -> float:
 def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_bytes_per_s: float,
               assumptions: RooflineAssumptions, aligned: bool = True, unit: str = "tensor",
               bytes_per_s_cap: float | None = None) -> float:
-    """Roofline time of one kernel: ``max(flops / (peak_flops_per_s * e), bytes_moved /
-    min(hbm_bytes_per_s * memory_efficiency, bytes_per_s_cap), min_kernel_s)``, 0 for an empty
-    kernel. ``e`` by ``unit`` (:func:`_unit`): ``"tensor"`` ``compute_efficiency`` (or
-    ``unaligned_gemm_efficiency`` when not ``aligned``, :func:`gemm_aligned`), ``"tf32"``
-    ``tf32_efficiency``, ``"cuda_cores"`` ``cuda_core_efficiency``; ``bytes_per_s_cap`` bounds a
-    kernel with too few blocks to load the memory system (:mod:`ddpsim.trace.cnn_kernels`).
-    """
+    """Roofline time of one kernel: ``max(flops / (peak * e), bytes / min(hbm * memory_efficiency,
+    bytes_per_s_cap), min_kernel_s)``, 0 when empty; ``e`` the efficiency of ``unit`` (:func:`_unit`;
+    ``unaligned_gemm_efficiency`` for an unaligned tensor-core GEMM)."""
     if flops <= 0 and bytes_moved <= 0:
         return 0.0
     ce = {"cuda_cores": assumptions.cuda_core_efficiency, "tf32": assumptions.tf32_efficiency}.get(
@@ -211,9 +200,7 @@ def get_gpu(name: str, catalogue: Catalogue | None = None) -> GpuSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class OpCost:
-    """One charged kernel: phase, op name, FLOPs, bytes, modelled seconds, tensor arguments,
-    whether a tensor-core GEMM's matrices are aligned (:func:`gemm_aligned`), and whether the
-    host issued it as an op of its own (False: a further kernel of the op before it)."""
+    """One charged kernel; ``host`` False for a further kernel of the op before it (no host time)."""
 
     phase: str
     op: str
@@ -248,27 +235,18 @@ def _tensors(tree: Any) -> list[Any]:
     return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
 
 
-def _peak(gpu: GpuSpec, unit: str, dtype: Any) -> float:
-    """The peak FLOP/s of the ``unit`` an op runs on (:func:`_unit`): the tensor cores' bf16 or
-    fp16 peak, TF32, or fp32."""
-    import torch
-
-    if unit == "tensor":
-        return gpu.low_precision_flops_per_s("bf16") if dtype == torch.bfloat16 else gpu.tensor_flops_per_s
-    return gpu.tf32_flops_per_s if unit == "tf32" else gpu.fp32_flops_per_s
-
-
-def _unit(gpu: GpuSpec, name: str, dtype: Any) -> str:
-    """Where an op's FLOPs run: ``"tensor"`` for bf16/fp16, ``"tf32"`` for a float32 convolution
-    where the GPU has TF32 (cuDNN's ``allow_tf32``), ``"cuda_cores"`` otherwise (float32 matmuls:
-    PyTorch's ``allow_tf32=False`` for matmul)."""
+def _unit(gpu: GpuSpec, name: str, dtype: Any) -> tuple[str, float]:
+    """Where an op's FLOPs run, and that unit's peak: ``"tensor"`` for bf16/fp16, ``"tf32"`` for a
+    float32 convolution where the GPU has TF32 (cuDNN's ``allow_tf32``), ``"cuda_cores"`` otherwise
+    (float32 matmuls: PyTorch's ``allow_tf32=False`` for matmul)."""
     import torch
 
     if dtype in (torch.bfloat16, torch.float16):
-        return "tensor"
+        bf16 = dtype == torch.bfloat16
+        return "tensor", gpu.low_precision_flops_per_s("bf16") if bf16 else gpu.tensor_flops_per_s
     if name in _CONV_OPS and dtype == torch.float32 and gpu.tf32_flops_per_s > gpu.fp32_flops_per_s:
-        return "tf32"
-    return "cuda_cores"
+        return "tf32", gpu.tf32_flops_per_s
+    return "cuda_cores", gpu.fp32_flops_per_s
 
 
 def _bytes_moved(func: Any, name: str, args: Any, ins: list[Any], outs: list[Any]) -> int:
@@ -314,8 +292,8 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
         def charge(self, name: str, flops: float, bytes_moved: float, dtype: Any, tensors: int = 1,
                    aligned: bool = True, cap: float | None = None, host: bool = True) -> float:
             """Charge one kernel; ``host=False`` for a further kernel of the same op (no host time)."""
-            unit = _unit(gpu, name, dtype)
-            t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=_peak(gpu, unit, dtype),
+            unit, peak = _unit(gpu, name, dtype)
+            t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=peak,
                           hbm_bytes_per_s=gpu.hbm_bytes_per_s, assumptions=assumptions, aligned=aligned,
                           unit=unit, bytes_per_s_cap=cap)
             host_s = assumptions.host_s(self.phase, tensors) if host else 0.0
@@ -364,7 +342,7 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
                 self.charge(name, flops, bytes_moved, dtype, len(ins), aligned)
             for i, k in enumerate(kernels or ()):
                 self.charge(k.label, 0.0, k.bytes_moved, dtype, len(ins), cap=k.bytes_per_s_cap, host=i == 0)
-            converted = conv_layout_bytes(name, args, out, _unit(gpu, name, dtype) != "cuda_cores")
+            converted = conv_layout_bytes(name, args, out, _unit(gpu, name, dtype)[0] != "cuda_cores")
             if converted:
                 self.charge(LAYOUT_CONVERSION, 0.0, converted, dtype, host=False)
 
@@ -419,18 +397,14 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
                 optimizer: str = "sgd", assumptions: RooflineAssumptions | None = None, command: str | None = None,
                 environment: dict[str, Any] | None = None, extra_synthetic: dict[str, Any] | None = None,
                 channels_last: bool = False, return_log: bool = False) -> Any:
-    """Model one training step of ``spec`` (a :class:`~ddpsim.trace.models.BuiltModel`, moved to
-    ``meta``) on ``gpu`` (a catalogue name or a :class:`GpuSpec`) at per-GPU ``batch_size`` and
-    return a synthetic :class:`Trace`, or ``(trace, log)`` of :class:`OpCost` with ``return_log``.
-    ``autocast`` None, ``"bf16"`` or ``"fp16"``; ``optimizer`` ``"sgd"`` (momentum) or ``"adamw"``;
-    ``environment`` the source trace's, updated; ``channels_last`` runs the model and its 4-D inputs
-    in ``torch.channels_last`` (no cuDNN layout conversions). InputError: unknown GPU, bad batch size,
-    autocast, optimizer or dtype.
-    """
+    """A synthetic :class:`Trace` of one training step of ``spec`` (moved to ``meta``) on ``gpu`` at
+    per-GPU ``batch_size`` (``(trace, log)`` of :class:`OpCost` with ``return_log``); ``environment``
+    the source trace's, updated; ``channels_last`` runs in ``torch.channels_last`` (no cuDNN layout
+    conversions). InputError: unknown GPU, bad batch size, autocast, optimizer or dtype."""
     import torch
 
     from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, check_choice, check_count
-    from ddpsim.trace.models import ddp_params, default_loss
+    from ddpsim.trace.models import ddp_params, default_loss, make_optimizer, to_device
 
     g = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
     a = assumptions or RooflineAssumptions()
@@ -445,20 +419,17 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     tdtype = getattr(torch, dtype)
     module = spec.module.to(device="meta", dtype=tdtype)
     module.train()
-    batch = spec.make_batch(batch_size)
-    to_meta = lambda t: t.to(device="meta", dtype=tdtype) if t.is_floating_point() else t.to("meta")  # noqa: E731
-    batch = tuple(to_meta(t) for t in batch) if isinstance(batch, (tuple, list)) else to_meta(batch)
+    batch = to_device(spec.make_batch(batch_size), "meta", tdtype)
     if channels_last:
         module, batch = module.to(memory_format=torch.channels_last), _to_channels_last(batch)
     plist = ddp_params(module)
     params = [p for _, p, _ in plist]
-    opt = (torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True) if optimizer == "sgd"
-           else torch.optim.AdamW(params, lr=1e-4, foreach=True))
     mode = _make_mode(g, a, ac_dtype, channels_last)
+    opt = make_optimizer(optimizer, params, sgd_foreach=True)
     (sample, order), log = _modelled_steps(mode, _make_sdpa_mode(mode, ac_dtype), module, batch,
                                            spec.loss_fn or default_loss, params, opt)
     if ac_dtype is not None:
-        sample, order = _autocast_order(sample, order, module, spec, params, ac_dtype, to_meta)
+        sample, order = _autocast_order(sample, order, module, spec, params, ac_dtype, tdtype)
     records = param_records(plist, lambda i: sample.grad_ready_s[i] is not None)
     env = copy.deepcopy(environment or {})
     env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
@@ -478,14 +449,13 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
 
 
 def _autocast_order(sample: IterationSample, order: list[int], module: Any, spec: Any, params: Sequence[Any],
-                    ac_dtype: Any, to_meta: Any) -> tuple[IterationSample, list[int]]:
+                    ac_dtype: Any, dtype: Any) -> tuple[IterationSample, list[int]]:
     """The sample with its ready-time slots given in the order CUDA autocast makes the gradients
     ready (:mod:`ddpsim.trace.autocast_order`); unchanged when that order cannot be found."""
     from ddpsim.trace.autocast_order import autocast_ready_order, reslot
-    from ddpsim.trace.models import default_loss
+    from ddpsim.trace.models import default_loss, to_device
 
-    small = spec.make_batch(2)
-    small = tuple(to_meta(t) for t in small) if isinstance(small, (tuple, list)) else to_meta(small)
+    small = to_device(spec.make_batch(2), "meta", dtype)
     ac_order = autocast_ready_order(module, small, spec.loss_fn or default_loss, params, ac_dtype)
     if ac_order is None or sorted(ac_order) != sorted(order):
         return sample, order
@@ -496,40 +466,34 @@ def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any,
                     opt: Any) -> tuple[tuple[IterationSample, list[int]], list[OpCost]]:
     """Two training steps under the roofline mode; the second step's sample and hook firing
     order (the optimizer state exists then) and the operators it charged."""
+    from ddpsim.trace.models import ready_hooks, run_forward
+
     fired: list[tuple[int, float]] = []
-    backward_start = [0.0]
-    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: fired.append((i, mode.clock_s - backward_start[0])))
-               for i, p in enumerate(params)]
     samples = []
-    try:
-        with sdpa, mode:
-            for step in range(2):
-                fired.clear()
-                mode.begin("forward")
-                t0 = mode.clock_s
-                out = module(*batch) if isinstance(batch, tuple) else module(batch)
-                loss = loss_fn(out)
-                t1 = mode.clock_s
-                mode.begin("backward")
-                backward_start[0] = t1
-                loss.backward()
-                t2 = mode.clock_s
-                mode.begin("optimizer")
-                opt.step()
-                t3 = mode.clock_s
-                mode.begin("zero_grad")
-                opt.zero_grad(set_to_none=True)
-                t4 = mode.clock_s
-                ready: list[float | None] = [None] * len(params)
-                for i, t in fired:
-                    ready[i] = t
-                samples.append((IterationSample(forward_s=t1 - t0, backward_s=t2 - t1, optimizer_s=t3 - t2,
-                                                zero_grad_s=t4 - t3, grad_ready_s=tuple(ready)), [i for i, _ in fired]))
-                if step == 0:
-                    first_log_len = len(mode.log)
-    finally:
-        for h in handles:
-            h.remove()
+    t1 = 0.0
+    with ready_hooks(params, lambda i: fired.append((i, mode.clock_s - t1))), sdpa, mode:
+        for step in range(2):
+            fired.clear()
+            mode.begin("forward")
+            t0 = mode.clock_s
+            loss = loss_fn(run_forward(module, batch))
+            t1 = mode.clock_s
+            mode.begin("backward")
+            loss.backward()
+            t2 = mode.clock_s
+            mode.begin("optimizer")
+            opt.step()
+            t3 = mode.clock_s
+            mode.begin("zero_grad")
+            opt.zero_grad(set_to_none=True)
+            t4 = mode.clock_s
+            ready: list[float | None] = [None] * len(params)
+            for i, t in fired:
+                ready[i] = t
+            samples.append((IterationSample(forward_s=t1 - t0, backward_s=t2 - t1, optimizer_s=t3 - t2,
+                                            zero_grad_s=t4 - t3, grad_ready_s=tuple(ready)), [i for i, _ in fired]))
+            if step == 0:
+                first_log_len = len(mode.log)
     return samples[1], mode.log[first_log_len:]
 
 
@@ -577,13 +541,9 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
                       autocast: str | None = None, optimizer: str | None = None,
                       assumptions: RooflineAssumptions | None = None, command: str | None = None,
                       catalogue: Catalogue | None = None, channels_last: bool = False, return_log: bool = False) -> Any:
-    """Re-time the trace at ``path`` for ``gpu``: rebuild its model (same name, depth, input shape) on
-    the meta device at ``batch_size`` / ``seq_len`` (default: the source's) and run
-    :func:`retime_spec`; ``autocast`` ``"none"`` drops the source's, None keeps it; ``optimizer`` None
-    keeps the source's. Returns the trace, or ``(trace, log)`` with ``return_log``. InputError: an
-    unreadable trace, an unknown GPU, a model that cannot be rebuilt or whose parameters differ from
-    the trace's.
-    """
+    """:func:`retime_spec` of the trace at ``path``'s model rebuilt on ``meta`` (None keeps the
+    source's batch size, seq_len, autocast and optimizer; autocast ``"none"`` drops it). InputError: an
+    unreadable trace, an unknown GPU, a model that cannot be rebuilt or whose parameters differ."""
     import torch
 
     from ddpsim.trace.models import build_model, ddp_params
@@ -607,10 +567,7 @@ def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = No
     built = [(n, tuple(p.shape)) for n, p, _ in ddp_params(spec.module)]
     if built != [(p.name, p.shape) for p in src.params]:
         raise InputError(f"--from: {str(path)!r}: the rebuilt model {src.model!r} has different parameters from the trace's; expected a trace of an unmodified built-in or factory model")
-    if autocast == "none":
-        ac = None
-    else:
-        ac = autocast if autocast is not None else env.get("autocast")
+    ac = None if autocast == "none" else autocast if autocast is not None else env.get("autocast")
     if batch_size is None:
         batch_size = int(env.get("batch_size", 1))
     base_env = dict(env)

@@ -34,26 +34,12 @@ class PointOutcome:
     #: the prediction's interval (:class:`ddpsim.validation.intervals.PredictionInterval`), or None
     interval: Any = None
 
-    @property
-    def samples(self) -> list[float]:
-        return [s for r in self.runs for s in r["summary"]["step_times_s"]]
-
-    @property
-    def measured_s(self) -> float | None:
-        """The mean of the pooled step times: the compared figure (see the module docstring)."""
-        return statistics.fmean(self.samples) if self.samples else None
-
-    @property
-    def measured_median_s(self) -> float | None:
-        return statistics.median(self.samples) if self.samples else None
-
     def row(self) -> dict[str, Any]:
-        xs = self.samples
-        m = self.measured_s
-        p10 = quantile(xs, 0.1) if xs else None
-        p90 = quantile(xs, 0.9) if xs else None
+        """The compared figures: ``measured_s`` is the mean of the pooled step times (module docstring)."""
+        xs = [s for r in self.runs for s in r["summary"]["step_times_s"]]
+        m, med = (statistics.fmean(xs), statistics.median(xs)) if xs else (None, None)
+        p10, p90 = (quantile(xs, 0.1), quantile(xs, 0.9)) if xs else (None, None)
         err = None if (m is None or self.predicted_s is None) else 100.0 * (self.predicted_s - m) / m
-        med = self.measured_median_s
         err50 = None if (med is None or self.predicted_p50_s is None) else 100.0 * (self.predicted_p50_s - med) / med
         pm = [r.get("plan_matches") for r in self.runs]
         return {
@@ -83,8 +69,8 @@ class PointOutcome:
         pooled = host_load(self.runs)
         per = [host_load([r]) for r in self.runs]
         if pooled is None or any(h is None for h in per):
-            return {"host_other_pct": None, "host_steal_pct": None, "ranks_cpu_pct": None,
-                    "run_host_other_pct": None, "run_host_steal_pct": None}
+            return dict.fromkeys(("host_other_pct", "host_steal_pct", "ranks_cpu_pct", "run_host_other_pct",
+                                  "run_host_steal_pct"))
         return {"host_other_pct": pooled["other_pct"], "host_steal_pct": pooled["steal_pct"],
                 "ranks_cpu_pct": pooled["ranks_pct"],
                 "run_host_other_pct": " ".join(f"{h['other_pct']:.3g}" for h in per),
@@ -92,89 +78,55 @@ class PointOutcome:
 
 
 def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
-    """What the host's CPUs did during the measured steps of ``runs`` (executor measurements
-    whose samples hold :func:`executor.runtime.host_counters` deltas), as percentages of all
-    the host's CPU time in those steps: ``other_pct``, busy with anything but the ranks
-    (other processes, the kernel's own work, the launcher); ``steal_pct``, taken by the
-    hypervisor; ``ranks_pct``, the ranks' own CPU time (every thread). The host's counters are
-    read by every rank around its own steps; their mean over ranks is used. None when the
-    samples have no host counters (an executor measurement without them) or a run
-    spans less than :data:`MIN_HOST_CPU_S` of the host's CPU time."""
-    if not runs:  # a point not run yet (validate --launch point writes the report after every run)
+    """The host's CPU time during the measured steps of ``runs`` (ranks' means of the
+    :func:`executor.runtime.host_counters` deltas), in % (:func:`ddpsim.formats.host_shares`):
+    ``other_pct`` (anything but the ranks), ``steal_pct`` (the hypervisor), ``ranks_pct``. None
+    without runs or host counters, or when a run spans under :data:`MIN_HOST_CPU_S` of host CPU."""
+    if not runs:
         return None
-    sums = {"host_busy_s": 0.0, "host_steal_s": 0.0, "host_all_s": 0.0}
-    ours = 0.0
+    keys, per_run, ours = ("host_busy_s", "host_steal_s", "host_all_s"), [], 0.0
     for run in runs:
         ranks = [g["iterations"] for g in run.get("ranks") or []]
         if not ranks or any("host_all_s" not in s or "cpu_s" not in s for r in ranks for s in r):
             return None
-        run_sums = {key: statistics.fmean(sum(s[key] for s in r) for r in ranks) for key in sums}
-        if run_sums["host_all_s"] < MIN_HOST_CPU_S:
+        per_run.append([statistics.fmean(sum(s[key] for s in r) for r in ranks) for key in keys])
+        if per_run[-1][2] < MIN_HOST_CPU_S:  # host_all_s
             return None
-        for key in sums:
-            sums[key] += run_sums[key]
         ours += sum(s["cpu_s"] for r in ranks for s in r)
-    return host_shares(ours, sums["host_busy_s"], sums["host_steal_s"], sums["host_all_s"])
+    return host_shares(ours, *(sum(x) for x in zip(*per_run)))
 
 
 def run_spread_pct(run_medians: Sequence[float], measured: float | None) -> float | None:
-    """How far apart repeated runs of ONE configuration land: 100 * (slowest run's median -
-    fastest run's median) / the pooled mean (``measured_s``); None with fewer than 2 runs. The measurement's
-    own noise floor: a prediction cannot be checked to better than about half of it."""
+    """The measurement's noise floor: 100 * (slowest - fastest run's median) / the pooled mean; None
+    with fewer than 2 runs."""
     if len(run_medians) < 2 or not measured:
         return None
     return 100.0 * (max(run_medians) - min(run_medians)) / measured
-
-
-def best_pair_spread_pct(best_meas: dict[str, Any], best_pred: dict[str, Any]) -> float | None:
-    """The larger run spread (:func:`run_spread_pct`) of the measured-best and the predicted-best
-    points: a best-cap gap inside it is one the repeated runs cannot tell from noise. None when
-    they are the same point or either has no spread (fewer than 2 runs)."""
-    if best_meas["point"] == best_pred["point"]:
-        return None
-    a, b = best_meas.get("run_spread_pct"), best_pred.get("run_spread_pct")
-    return None if a is None or b is None else max(a, b)
 
 
 #: the best-cap target: the predicted-best cap measured within 2 % of the measured best
 BEST_CAP_TOLERANCE_PCT = 2.0
 
 
-def _stats() -> Any:
-    """``scipy.stats``, imported on first use: it is slow to import, and every CLI verb imports this module."""
-    from scipy import stats
-
-    return stats
-
-
 def run_means(row: dict[str, Any]) -> list[float]:
-    """A row's per-run mean steps in round order (``run_means_s``: a space-separated string in
-    the csv; absent from a report without that column)."""
-    v = row.get("run_means_s")
-    if not v:
-        return []
+    """A row's per-run mean steps in round order (``run_means_s``: a string in the csv, a list, or absent)."""
+    v = row.get("run_means_s") or []
     return [float(x) for x in (v.split() if isinstance(v, str) else v)]
 
 
-def _paired_log_ratios(slow: Sequence[float], fast: Sequence[float]) -> list[float]:
-    """``ln(slow_k / fast_k)`` over the rounds both points reached (run k ran in round k)."""
-    return [math.log(a / b) for a, b in zip(slow, fast)]
-
-
 def paired_gap_ci_pct(slow: Sequence[float], fast: Sequence[float]) -> tuple[float, float, int] | None:
-    """The 95 % interval of how much slower (in %) the point of ``slow`` runs than that of
-    ``fast``, from their runs paired by round: ``d_k = ln(slow_k / fast_k)`` over the rounds
-    both reached, interval ``exp(mean(d) +- t975(n-1) * sd(d) / sqrt(n)) - 1`` (``t975``: Student's
-    t's 97.5 % quantile; ``scipy.stats.ttest_1samp(d).confidence_interval``). Pairing by round
-    takes out what moved both points of a round alike (the host's slow drift); what is left is
-    the runs' own scatter. None with fewer than 2 rounds."""
-    d = _paired_log_ratios(slow, fast)
+    """The 95 % interval of how much slower (in %) ``slow``'s point runs than ``fast``'s, paired by
+    round (the host's drift moves both alike): ``d_k = ln(slow_k / fast_k)``, interval
+    ``exp(mean(d) +- t975(n-1) * sd(d) / sqrt(n)) - 1`` (``scipy.stats.ttest_1samp``). None under 2 rounds."""
+    from scipy import stats  # slow to import: not at module level, every CLI verb imports this module
+
+    d = [math.log(a / b) for a, b in zip(slow, fast)]
     n = len(d)
     if n < 2:
         return None
     with warnings.catch_warnings():  # identical ratios: scipy warns of precision, the interval is the point
         warnings.simplefilter("ignore", RuntimeWarning)
-        ci = _stats().ttest_1samp(d, 0.0).confidence_interval(confidence_level=0.95)
+        ci = stats.ttest_1samp(d, 0.0).confidence_interval(confidence_level=0.95)
     return 100.0 * math.expm1(float(ci.low)), 100.0 * math.expm1(float(ci.high)), n
 
 
@@ -184,12 +136,12 @@ MAX_ROUNDS_TO_DECIDE = 10_000
 
 def rounds_to_decide(slow: Sequence[float], fast: Sequence[float],
                      tolerance_pct: float = BEST_CAP_TOLERANCE_PCT) -> int | None:
-    """How many rounds would decide the best-cap criterion if the runs went on as they did:
-    the smallest ``n >= 2`` with ``t975(n-1) * sd(d) / sqrt(n) < |mean(d) - ln(1 + tolerance)|``
-    for the paired log ratios ``d`` of :func:`paired_gap_ci_pct` (so that the 95 % interval
-    would leave the tolerance out). None with fewer than 2 paired rounds, or when it would take
-    more than :data:`MAX_ROUNDS_TO_DECIDE` (a gap at the tolerance itself is never decided)."""
-    d = _paired_log_ratios(slow, fast)
+    """The rounds that would decide the best-cap criterion at the runs' scatter: the smallest ``n >= 2``
+    with ``t975(n-1) * sd(d) / sqrt(n) < |mean(d) - ln(1 + tolerance)|`` (``d`` of :func:`paired_gap_ci_pct`);
+    None under 2 paired rounds or beyond :data:`MAX_ROUNDS_TO_DECIDE`."""
+    from scipy import stats
+
+    d = [math.log(a / b) for a, b in zip(slow, fast)]
     if len(d) < 2:
         return None
     margin, sd = abs(statistics.fmean(d) - math.log1p(tolerance_pct / 100.0)), statistics.stdev(d)
@@ -198,16 +150,14 @@ def rounds_to_decide(slow: Sequence[float], fast: Sequence[float],
     if sd <= 1e-12:
         return 2
     n = np.arange(2, MAX_ROUNDS_TO_DECIDE + 1)
-    decided = _stats().t.ppf(0.975, n - 1) * sd / np.sqrt(n) < margin  # the half-width only shrinks with n
+    decided = stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n) < margin  # the half-width only shrinks with n
     return int(n[decided.argmax()]) if decided.any() else None
 
 
 def best_cap_verdict(gap_pct: float, ci: tuple[float, float, int] | None) -> str | None:
-    """Whether the runs decide the best-cap criterion (the predicted best within
-    :data:`BEST_CAP_TOLERANCE_PCT` of the measured best): ``"met"`` when the predicted best IS
-    the measured best (``gap_pct`` 0) or the whole 95 % interval of the gap lies at or under
-    the tolerance, ``"missed"`` when it lies above it, ``"unresolved"`` when the tolerance is
-    inside it; None without an interval (fewer than 2 paired rounds)."""
+    """The best-cap criterion (predicted best within :data:`BEST_CAP_TOLERANCE_PCT` of the measured best):
+    ``"met"`` (the same point, or the gap's 95 % interval at or under it), ``"missed"`` (above it),
+    ``"unresolved"`` (across it); None without an interval."""
     if gap_pct == 0.0:
         return "met"
     if ci is None:
@@ -236,7 +186,9 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     gap = 100.0 * (best_pred["measured_s"] - best_meas["measured_s"]) / best_meas["measured_s"]
     spreads = [r["run_spread_pct"] for r in done if r.get("run_spread_pct") is not None]
     err50 = [abs(r["error_p50_pct"]) for r in done if r.get("error_p50_pct") is not None]
-    pair = best_pair_spread_pct(best_meas, best_pred)
+    # the larger run spread of the two best points: a gap inside it is one the runs cannot tell from noise
+    a, b = best_meas.get("run_spread_pct"), best_pred.get("run_spread_pct")
+    pair = None if best_meas["point"] == best_pred["point"] or a is None or b is None else max(a, b)
     pred_runs, meas_runs = run_means(best_pred), run_means(best_meas)
     ci = None if best_pred["point"] == best_meas["point"] else paired_gap_ci_pct(pred_runs, meas_runs)
     verdict = best_cap_verdict(gap, ci)
@@ -260,8 +212,7 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def host_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The host's load over the points (:func:`host_load` per point and per run): the mean over
-    points, and the largest single run's; empty when the rows have no host counters."""
+    """The host's load (:func:`host_load`): the points' mean and the largest run's; {} without counters."""
     if not rows or any(r.get("host_other_pct") is None for r in rows):
         return {}
     def per_run(key: str) -> list[float]:
@@ -287,14 +238,9 @@ def predicted_bucket_times(result: Any) -> list[dict[str, Any]]:
 
 
 def bucket_service_s(buckets: list[dict[str, Any]]) -> list[float]:
-    """Each bucket's own all-reduce time, in bucket order (the output of
-    :func:`predicted_bucket_times` or :func:`measured_bucket_times`): ``end - max(start, the
-    previous bucket's end)``, ``start`` being the last rank's launch (``launch`` where a record
-    has no ``start_s``) -- one communication stream runs them in bucket order, so a bucket
-    launched while the one before it still runs waits for it first, and no all-reduce begins
-    before every rank launched it. The raw ``end - launch`` counts both waits; this does not.
-    (Measured times are per-bucket medians over iterations, so a small bucket right behind a
-    large one can come out slightly negative.)"""
+    """Each bucket's own all-reduce time in bucket order: ``end - max(start, the previous bucket's end)``
+    (``start``: the last rank's launch, else ``launch``): one stream runs them in order, and none begins
+    before every rank launched it. (Medians: one behind a large one can come out slightly negative.)"""
     out, prev = [], float("-inf")
     for b in sorted(buckets, key=lambda b: b["bucket"]):
         out.append(b["end_s"] - max(b.get("start_s", b["launch_s"]), prev))
@@ -303,11 +249,8 @@ def bucket_service_s(buckets: list[dict[str, Any]]) -> list[float]:
 
 
 def bucket_figures(buckets: list[dict[str, Any]]) -> dict[str, float] | None:
-    """Figures of one iteration's buckets (records as :func:`bucket_service_s` takes):
-    ``first_start_s``, the first bucket's start; ``span_s``, from there to the last bucket's
-    start (backward compute under the overlap, on the rank that launches last);
-    ``allreduce_sum_s``, the buckets' own all-reduce times added up; ``last_s``, the last
-    bucket's. None without buckets."""
+    """One iteration's buckets: ``first_start_s``; ``span_s`` to the last one's start (the backward under
+    the overlap); ``allreduce_sum_s`` and ``last_s`` of :func:`bucket_service_s`. None without buckets."""
     if not buckets:
         return None
     starts = [b.get("start_s", b["launch_s"]) for b in buckets]
@@ -317,11 +260,8 @@ def bucket_figures(buckets: list[dict[str, Any]]) -> dict[str, float] | None:
 
 
 def measured_bucket_times(hooked: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per bucket, the median launch and end over the hooked run's measured iterations (rank 0),
-    and the median of the LAST rank's launch (``start_s``; each rank's times are from its own
-    iteration start): an all-reduce begins once every rank has launched it, so on a host where
-    one rank falls behind in backward, rank 0's ``end - launch`` also holds its wait for the
-    other rank."""
+    """Per bucket, medians over the hooked run's measured iterations of rank 0's launch and end, and of
+    the LAST rank's launch (``start_s``, each from its own iteration start: the all-reduce begins then)."""
     recs = [b for b in hooked["ranks"][0]["buckets"] if b["iteration"] > hooked["warmup"]]
     last: dict[tuple[int, int], float] = {}
     for r in hooked["ranks"]:

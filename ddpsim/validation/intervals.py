@@ -9,7 +9,7 @@ docs/VALIDATION.md, "What the figures mean"."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
@@ -49,24 +49,17 @@ class PredictionInterval:
             raise InputError(f"interval: low_s {self.low_s!r} above high_s {self.high_s!r}; expected low <= high")
 
     def covers(self, value_s: float) -> bool:
-        """Whether ``value_s`` lies inside the interval (ends included)."""
         return self.low_s <= value_s <= self.high_s
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"low_s": self.low_s, "high_s": self.high_s, "level": self.level, "num_resamples": self.num_resamples,
-             "num_captures": self.num_captures, "num_iterations": self.num_iterations, "seed": self.seed}
-        if self.center_s is not None:
-            d["center_s"] = self.center_s
-        if self.alternative_centers_s:
-            d["alternative_centers_s"] = list(self.alternative_centers_s)
-        if self.method_band is not None:
-            d["method_band"] = list(self.method_band)
-        return d
+        """The fields, tuples as lists; the optional ones only when set."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()
+                if v is not None and v != ()}
 
 
 def resample_trace(captures: Sequence[Trace], rng: random.Random, *, num_captures: int, num_iterations: int) -> Trace:
-    """One bootstrap draw (module docstring): ``num_captures`` captures drawn with
-    replacement, ``num_iterations`` iterations of each drawn with replacement, pooled."""
+    """One bootstrap draw: ``num_captures`` captures, then ``num_iterations`` of each one's iterations,
+    drawn with replacement and pooled."""
     drawn = []
     for _ in range(num_captures):
         cap = captures[rng.randrange(len(captures))]
@@ -75,23 +68,13 @@ def resample_trace(captures: Sequence[Trace], rng: random.Random, *, num_capture
     return pool_traces(drawn)
 
 
-def _resample_one(capture: Trace, rng: random.Random) -> Trace:
-    """``capture`` with its own number of iterations drawn with replacement from it."""
-    return resample_trace([capture], rng, num_captures=1, num_iterations=len(capture.iterations))
-
-
 def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], float], *, level: float = 0.8,
                         num_resamples: int = 40, num_captures: int | None = None, num_iterations: int | None = None,
                         seed: int = 0, alternatives: Sequence[Callable[[Trace], float]] = ()) -> PredictionInterval:
-    """The ``level`` interval of the measured mean around ``predict``'s prediction from
-    ``captures`` pooled, from ``num_resamples`` bootstrap draws (module docstring). ``num_captures`` defaults to ``len(captures)``,
-    ``num_iterations`` to the fewest iterations of a capture. ``alternatives``: predictions
-    under other estimates of an uncertain input; the interval joins the noise band around each
-    one's centre (module docstring). Same inputs and seed, same interval.
-
-    Raises:
-        InputError: no captures, a count below 1, a level outside (0, 1).
-    """
+    """The ``level`` interval of the measured mean around ``predict``'s prediction from ``captures`` pooled,
+    from ``num_resamples`` draws (module docstring; ``num_captures``: default all, ``num_iterations``: the
+    fewest of a capture), joined with the band around each of the ``alternatives``' centres. InputError:
+    no captures, a count below 1, a level outside (0, 1)."""
     if not captures:
         raise InputError("captures: [] is empty; expected at least one trace")
     if not 0.0 < level < 1.0:
@@ -101,13 +84,15 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
     for value, name in ((num_resamples, "num_resamples"), (k, "num_captures"), (n, "num_iterations")):
         check_count(value, name, 1)
     rng = random.Random(seed)
-    center = predict(pool_traces(captures))
+    pooled = pool_traces(captures)
+    center = predict(pooled)
     preds = []
     for _ in range(num_resamples):
         m = predict(resample_trace(captures, rng, num_captures=k, num_iterations=n))
-        p = predict(pool_traces([_resample_one(captures[rng.randrange(len(captures))], rng) for _ in captures]))
+        # each capture drawn, then its own number of iterations drawn from it (one rng, in this order)
+        p = predict(pool_traces([resample_trace([c], rng, num_captures=1, num_iterations=len(c.iterations))
+                                 for c in (captures[rng.randrange(len(captures))] for _ in captures)]))
         preds.append(center + m - p)
-    pooled = pool_traces(captures) if alternatives else None
     others = tuple(float(alt(pooled)) for alt in alternatives)
     # the band around the lowest centre to the band around the highest (0 without alternatives)
     down, up = min((0.0, *(o - center for o in others))), max((0.0, *(o - center for o in others)))
@@ -117,8 +102,7 @@ def prediction_interval(captures: Sequence[Trace], predict: Callable[[Trace], fl
 
 
 def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: Any = None) -> Any:
-    """``scenario.build_point`` as a validation predicts it: with
-    :data:`ddpsim.engine.config.VALIDATION_STATISTIC` (:meth:`ddpsim.engine.config.SimConfig.for_validation`)."""
+    """``scenario.build_point`` as a validation predicts it (``SimConfig.for_validation``)."""
     from ddpsim.pipeline.inputs import hook_call_s
 
     inputs = scenario.build_point(point, trace=trace, calibration=calibration)
@@ -132,10 +116,8 @@ def validation_inputs(scenario: Any, point: Any, *, trace: Trace, calibration: A
 
 
 def predict_mean(scenario: Any, point: Any, calibration: Any = None) -> Callable[[Trace], float]:
-    """A ``predict`` for :func:`prediction_interval`: the simulated steady steps' mean
-    (``SimResult.summary()['iteration_mean_s']``, the figure ``ddpsim validate`` compares) of
-    ``point`` of ``scenario`` from a given trace, with ``calibration``, as a validation predicts
-    it (:func:`validation_inputs`)."""
+    """A ``predict`` for :func:`prediction_interval`: the simulated steady steps' mean of ``point`` from a
+    trace, as a validation predicts it (:func:`validation_inputs`)."""
     from ddpsim.engine.simulate import simulate
 
     def predict(trace: Trace) -> float:
@@ -145,18 +127,14 @@ def predict_mean(scenario: Any, point: Any, calibration: Any = None) -> Callable
 
 
 def predict_alternatives(scenario: Any, point: Any, calibration: Any = None) -> list[Callable[[Trace], float]]:
-    """:func:`predict_mean` of ``point`` under each of :func:`calibration_alternatives`: what a
-    point's interval takes as ``alternatives``."""
+    """:func:`predict_mean` of ``point`` under each of :func:`calibration_alternatives`."""
     return [predict_mean(scenario, point, c) for c in calibration_alternatives(calibration)]
 
 
 def calibration_alternatives(calibration: Any) -> list[Any]:
-    """The calibrations that differ from ``calibration`` only in its uncertain estimate, the
-    compute slowdown fitted to real DDP on the probe: with the microbenchmark's slowdown
-    (``Calibration.interference_microbenchmark``) and with the lowest and the highest fitted
-    to one probe round alone (``Calibration.probe_round_fits``: how far the fit moves from one
-    moment of the host to the next). Values equal to the fitted one are left out; empty when
-    there is no other estimate."""
+    """``calibration`` with its uncertain estimate, the probe-fitted compute slowdown, replaced by the
+    microbenchmark's and by the lowest and highest fitted to one probe round alone
+    (``Calibration.probe_round_fits``); values equal to the fitted one left out."""
     mb = getattr(calibration, "interference_microbenchmark", None)
     fitted = getattr(calibration, "interference", None)
     if mb is None or fitted is None:

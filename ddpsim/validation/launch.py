@@ -1,8 +1,5 @@
-"""Launch the executor locally: ``python -m torch.distributed.run`` on a free loopback port.
-
-Used by ``ddpsim validate`` and the calibration benchmark for CPU (gloo) runs; on GPU nodes
-run ``torchrun`` yourself. Standard library only.
-"""
+"""Launch the executor locally (``ddpsim validate``, CPU gloo runs): ``python -m torch.distributed.run``
+on a free loopback port; on GPU nodes run ``torchrun`` yourself. Standard library only."""
 
 from __future__ import annotations
 
@@ -34,10 +31,8 @@ def torchrun_command(step_args: Sequence[str], *, nproc: int = 2, port: int | No
 
 def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int | None = 1,
                  timeout_s: float = 600.0) -> subprocess.CompletedProcess:
-    """Run ``executor <step_args>`` on ``nproc`` local ranks; wait at most ``timeout_s``.
-
-    ``num_threads`` is passed as ``--num-threads`` and OMP_NUM_THREADS (CPU runs).
-    """
+    """Run ``executor <step_args>`` on ``nproc`` local ranks for at most ``timeout_s``; ``num_threads`` is
+    passed as ``--num-threads`` and OMP_NUM_THREADS."""
     args = list(step_args)
     if num_threads is not None and "--num-threads" not in args:
         args[1:1] = ["--num-threads", str(num_threads)]
@@ -50,14 +45,10 @@ def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int |
         r = _launch_once(args, nproc=nproc, env=env, timeout_s=timeout_s)
         # NOTE: the free port can be taken by another process between free_port() and torchrun's
         # bind (a busy shared host): retry on a fresh port, nothing else
-        if r.returncode == 0 or not _port_clash(r.stderr):
+        err = (r.stderr or "").lower()
+        if r.returncode == 0 or not ("address already in use" in err or "eaddrinuse" in err):
             return r
     return r
-
-
-def _port_clash(stderr: str) -> bool:
-    s = (stderr or "").lower()
-    return "address already in use" in s or "eaddrinuse" in s
 
 
 def _launch_once(args: list[str], *, nproc: int, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:

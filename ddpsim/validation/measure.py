@@ -24,7 +24,6 @@ from ddpsim.validation.writer import write_reports
 log = logging.getLogger(__name__)
 
 
-
 def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float,
             log_dir: Path | None = None) -> None:
     from ddpsim.validation.launch import launch_local
@@ -52,11 +51,9 @@ CALIBRATION_ATTEMPTS = 2
 
 def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *,
               label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Any:
-    """Calibrate with ``executor collectives`` into ``cal_path`` and return the loaded
-    :class:`ddpsim.calibration.loader.Calibration` (a last clamped one is said by :func:`_announce`). A probe fit at its bound
-    (:func:`ddpsim.calibration.loader.clamped_fit_warning`: the probe's DDP run was disturbed by other
-    load on the host) is measured again, up to ``attempts`` calibrations in all; each rejected
-    one is kept beside the file as ``<stem>.clamped<k>.json`` (its progress file likewise)."""
+    """Calibrate with ``executor collectives`` into ``cal_path``; returns the loaded calibration. A probe
+    fit at its bound (:func:`ddpsim.calibration.loader.clamped_fit_warning`: other load disturbed the probe)
+    is measured again, up to ``attempts`` in all, each rejected one kept as ``<stem>.clamped<k>.json``."""
     from ddpsim.calibration.loader import load_calibration
 
     progress = raw / "calibration.progress.json"
@@ -83,14 +80,9 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
              timeout_s: float = 900.0, plots: bool = True, capture: bool = True, launch_mode: str = "point",
              intervals: bool = True, method_error: str | Path | None = None) -> dict[str, Any]:
     """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
-    ``launch_mode`` ``"point"`` (default) captures each round's trace and runs every point in
-    launches of their own; ``"round"`` runs each round in ONE ``executor round`` launch (points that
-    differ by their cap only, a captured trace; else ``"point"``, said); why: docs/VALIDATION.md,
-    "Launch layouts". ``intervals`` gives every point its prediction interval from the rounds'
-    captures (:func:`point_intervals`), joined with ``method_error``'s band (a residual file,
-    :mod:`ddpsim.pipeline.method_error`, the validated model's own residuals left out). InputError:
-    a bad scenario, calibration or option, or a failing executor run.
-    """
+    ``launch_mode``: ``"point"``, a launch per run; ``"round"``, one ``executor round`` launch per round
+    (docs/VALIDATION.md, "Launch layouts"). ``intervals``: :func:`point_intervals`, with ``method_error``'s
+    band. InputError: a bad scenario, calibration or option, or a failing executor run."""
     from ddpsim.pipeline.scenario import load_scenario
 
     check_count(repeats, "--repeats", 1)
@@ -102,18 +94,16 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     setup = _run_setup(scenario, trace, caps=caps, iterations=iterations, warmup=warmup, num_threads=num_threads,
                        nproc=nproc, out_dir=out_dir, repeats=repeats, timeout_s=timeout_s)
     trace_path = scenario.trace_path
-    if trace_path is None and not capture:
+    if capture:  # 0. the trace, captured every round with every rank computing (it drifts with the load)
+        trace_path = setup.raw / "trace.concurrent.json"
+    elif trace_path is None:
         from ddpsim.trace.records import save_trace
 
         trace_path = save_trace(trace, setup.raw / "trace.json")
     run = _Validation(setup, trace=trace, trace_path=trace_path, plots=plots,
                       launch_mode=_effective_launch_mode(launch_mode, capture=capture, points=setup.points))
-    # 0. the trace, captured under the run's conditions: every rank computing at once, once per
-    #    round (a shared host's load drifts; the trace must drift with the runs)
     if capture and run.launch_mode == "point":
-        run.trace, run.trace_path = run.capture_round(1), setup.raw / "trace.concurrent.json"
-    elif capture:
-        run.trace_path = setup.raw / "trace.concurrent.json"
+        run.capture_round(1)
     run.calibrate(calibration)  # 1. calibration
     if run.launch_mode == "round":  # 2. predictions and 3. measurements, round-robin
         run.run_round_launches()
@@ -138,7 +128,7 @@ class _RunSetup:
     points: tuple[Any, ...]
     model: str
     batch_size: int
-    model_args: tuple[str, ...]      # ``name=<json>`` options of the model, each an ``--model-arg``
+    model_args: tuple[str, ...]      # the model's options, as ``--model-arg name=<json>`` flags
     iterations: int
     warmup: int
     threads: int
@@ -152,9 +142,8 @@ class _RunSetup:
 def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None, iterations: int | None,
                warmup: int | None, num_threads: int | None, nproc: int | None, out_dir: str | Path, repeats: int,
                timeout_s: float) -> _RunSetup:
-    """The run of :func:`validate` from its options, else the scenario's ``validation`` block,
-    else the trace's environment; a run that local validation cannot do is refused here,
-    before anything runs (a GPU device, a mixed-precision DDP, no batch size)."""
+    """The run of :func:`validate` from its options, else the scenario's ``validation`` block, else the
+    trace's environment; refuses, before anything runs, what local validation cannot do."""
     env = trace.environment or {}
     vs = scenario.validation
     model = (vs.model if vs and vs.model else None) or (scenario.model.name if scenario.model else None) or trace.model
@@ -170,7 +159,8 @@ def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None
                          f"expected cpu (on GPU nodes run 'torchrun -m executor' yourself and compare)")
     if batch_size != env.get("batch_size", batch_size):
         log.warning(f"validate: WARNING: batch size {batch_size} differs from the trace's {env.get('batch_size')}")
-    model_args = tuple(f"{k}={json.dumps(v)}" for k, v in ((vs.options if vs else {}) or {}).items())
+    model_args = tuple(x for k, v in ((vs.options if vs else {}) or {}).items()
+                       for x in ("--model-arg", f"{k}={json.dumps(v)}"))
     if caps is None and vs is not None and vs.bucket_cap_mb is not None:
         caps = vs.bucket_cap_mb
     points = select_points(scenario, caps)
@@ -186,8 +176,7 @@ def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None
 
 
 def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[Any]) -> str:
-    """``launch_mode``, or ``"point"`` (said) where a one-launch round cannot run: the scenario's
-    trace is used as is, or the points differ by more than their cap."""
+    """``launch_mode``, or ``"point"`` (said) where a one-launch round cannot run."""
     if launch_mode == "round" and not capture:
         log.info("validate: --scenario-trace: the scenario's trace is not captured in the runs' launches; "
              "one launch per point (--launch point)")
@@ -199,9 +188,8 @@ def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[
 
 
 class _Validation:
-    """One :func:`validate` run while it goes: the trace predicted from (captured again every
-    round and pooled), the rounds' captures, the calibration and every point's outcome. Each
-    method is one step; the report is rewritten (:meth:`flush`) after every run."""
+    """One :func:`validate` run while it goes: the pooled trace, the rounds' captures, the calibration
+    and every point's outcome; the report is rewritten (:meth:`flush`) after every run."""
 
     def __init__(self, setup: _RunSetup, *, trace: Any, trace_path: Path | None, launch_mode: str, plots: bool) -> None:
         self.setup, self.trace, self.trace_path = setup, trace, trace_path
@@ -209,30 +197,28 @@ class _Validation:
         self.captured: list[Any] = []
         self.cal_path: Path | None = None
         self.cal: Any = None
-        self.outcomes: dict[str, PointOutcome] = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p))
-                                                  for p in setup.points}
+        self.outcomes = _outcomes(setup.points)
 
     def launch(self, args: list[str]) -> None:
         s = self.setup
         _launch(args, nproc=s.nproc, num_threads=s.threads, timeout_s=s.timeout_s, log_dir=s.raw)
 
-    def capture_round(self, rep: int) -> Any:
-        """Capture round ``rep``'s trace on all ranks at once (``executor trace``); returns the
-        rounds' captures so far pooled, also written to ``trace.concurrent.json``."""
+    def pool(self, path: Path) -> None:
+        """Add the round's capture at ``path``; the trace becomes the captures so far pooled, saved."""
         from ddpsim.trace.records import load_trace, pool_traces, save_trace
 
+        self.captured.append(load_trace(path))
+        self.trace = pool_traces(self.captured)
+        save_trace(self.trace, self.trace_path)
+
+    def capture_round(self, rep: int) -> None:
+        """Capture round ``rep``'s trace on all ranks at once (``executor trace``) and :meth:`pool` it."""
         s = self.setup
         path = s.raw / f"trace.round{rep}.json"
         log.info(f"validate: capturing {s.model} (batch {s.batch_size}) on {s.nproc} ranks at once -> {path}")
-        cap_args = ["trace", "--model", s.model, "--batch-size", str(s.batch_size), "--out", str(path),
-                    "--iterations", str(max(8, min(s.iterations, 20))), "--warmup", "3"]
-        for a in s.model_args:
-            cap_args += ["--model-arg", a]
-        self.launch(cap_args)
-        self.captured.append(load_trace(path))
-        merged = pool_traces(self.captured)
-        save_trace(merged, s.raw / "trace.concurrent.json")
-        return merged
+        self.launch(["trace", "--model", s.model, "--batch-size", str(s.batch_size), "--out", str(path),
+                     "--iterations", str(max(8, min(s.iterations, 20))), "--warmup", "3", *s.model_args])
+        self.pool(path)
 
     def calibrate(self, calibration: str | Path | None) -> None:
         """Load ``calibration`` (else the scenario's), or calibrate the host into ``<out>/calibration.json``."""
@@ -269,17 +255,12 @@ class _Validation:
     def common_args(self) -> list[str]:
         """The model and step flags of every ``executor ddp`` / ``executor round`` launch."""
         s = self.setup
-        common = ["--model", s.model, "--batch-size", str(s.batch_size), "--iterations", str(s.iterations),
-                  "--warmup", str(s.warmup), "--timeout-s", str(min(s.timeout_s, 600.0))]
-        for a in s.model_args:
-            common += ["--model-arg", a]
-        return common
+        return ["--model", s.model, "--batch-size", str(s.batch_size), "--iterations", str(s.iterations),
+                "--warmup", str(s.warmup), "--timeout-s", str(min(s.timeout_s, 600.0)), *s.model_args]
 
     def run_round_launches(self) -> None:
         """``--launch round``: each round in one ``executor round`` launch, its trace slices pooled
         with the earlier rounds' and every point predicted again before its runs are recorded."""
-        from ddpsim.trace.records import load_trace, pool_traces, save_trace
-
         s = self.setup
         for rep in range(1, s.repeats + 1):
             order = round_order(s.points, rep)
@@ -288,9 +269,7 @@ class _Validation:
             self.launch(["round", *self.common_args(), "--caps", ",".join(_cap_arg(_point_cap(p)) for p in order),
                          "--trace-iters", str(ROUND_TRACE_ITERS), "--round", str(rep), "--out-dir", str(s.raw),
                          *_options(s.scenario, s.points[0])])
-            self.captured.append(load_trace(s.raw / f"trace.round{rep}.json"))
-            self.trace = pool_traces(self.captured)
-            save_trace(self.trace, self.trace_path)
+            self.pool(s.raw / f"trace.round{rep}.json")
             self.predict()
             for p in order:
                 self.record(p, rep, s.raw / f"{p.point_id}.run{rep}.json")
@@ -303,7 +282,7 @@ class _Validation:
         self.predict()
         for rep in range(1, s.repeats + 1):
             if capture and rep > 1:
-                self.trace = self.capture_round(rep)
+                self.capture_round(rep)
                 self.predict()
             for p in round_order(s.points, rep):
                 mpath = s.raw / f"{p.point_id}.run{rep}.json"
@@ -342,13 +321,9 @@ def _load_method_error(path: str | Path | None) -> Any:
 def point_intervals(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], captures: Sequence[Any],
                     cal: Any, *, iterations: int, seed: int = 0, method_error: Any = None,
                     model: str | None = None, cal_path: str | Path | None = None) -> None:
-    """Give every point its :data:`~ddpsim.validation.writer.INTERVAL_LEVEL` prediction interval
-    (:func:`ddpsim.validation.intervals.prediction_interval` over the rounds' ``captures``, as many
-    drawn as the point pools runs, joined with the calibration's alternatives), widened by
-    ``method_error``'s conformal band with ``model``'s own residuals left out
-    (:func:`ddpsim.pipeline.method_error.widen`); residuals measured with another calibration than
-    ``cal_path`` are used and said so.
-    """
+    """Give every point its :data:`~ddpsim.validation.writer.INTERVAL_LEVEL` interval
+    (:func:`ddpsim.validation.intervals.prediction_interval` over the rounds' ``captures``), widened by
+    ``method_error``'s band without ``model``'s own residuals (:func:`ddpsim.pipeline.method_error.widen`)."""
     from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
     from ddpsim.pipeline.method_error import file_sha256, widen
     from ddpsim.validation.writer import INTERVAL_LEVEL
@@ -408,11 +383,8 @@ def _cap_flags(point: Any) -> list[str]:
 
 
 def round_order(points: Sequence[Any], rep: int) -> list[Any]:
-    """The order of round ``rep`` (1-based): the points rotated by ``rep - 1``, so that over as
-    many rounds as points each point runs once in each position. The first run after a round's
-    trace capture can sit a few % off its round's median on a CPU host (slower for some models,
-    faster for others); with a fixed order, whether that belongs to the position or to the
-    point cannot be told."""
+    """The order of round ``rep`` (1-based): the points rotated by ``rep - 1``, so that each point runs
+    in each position (the first run after a capture can sit a few % off: the position's, not the point's)."""
     k = (rep - 1) % len(points) if points else 0
     return list(points[k:]) + list(points[:k])
 
@@ -429,6 +401,10 @@ def select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | list
             points += [scenario.point_at(None if isinstance(c, tuple) else c, c if isinstance(c, tuple) else None)
                        for c in missing]
     return points
+
+
+def _outcomes(points: Sequence[Any]) -> dict[str, PointOutcome]:
+    return {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p)) for p in points}
 
 
 def predict_points(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any) -> None:
@@ -451,13 +427,10 @@ def predict_points(scenario: Any, points: Sequence[Any], outcomes: dict[str, Poi
 
 def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
               plots: bool = True, intervals: bool = True, method_error: str | Path | None = None) -> dict[str, Any]:
-    """Rebuild a validation report from the raw runs under ``<out_dir>/<scenario>/validation/``,
-    running nothing: each run's step times recomputed from its per-rank records
-    (``ddpsim.formats.summarize``) and every point simulated again from the pooled trace
-    (:func:`report_trace_path`) with the calibration ``validation.json`` names (or ``calibration``):
-    for a changed engine, statistic or calibration. InputError: no earlier validation there, or a
-    raw file missing or unreadable.
-    """
+    """Rebuild a validation report from the raw runs under ``<out_dir>/<scenario>/validation/``, running
+    nothing: step times recomputed from the per-rank records, every point simulated again from the pooled
+    trace with ``validation.json``'s calibration (or ``calibration``). InputError: no earlier validation
+    there, or a raw file missing or unreadable."""
     from ddpsim.pipeline.scenario import load_scenario
     from ddpsim.trace.records import load_trace
 
@@ -473,7 +446,7 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     trace_path = report_trace_path(old, raw)
     trace = load_trace(trace_path)
     points = select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
-    outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p)) for p in points}
+    outcomes = _outcomes(points)
     for p in points:
         _read_runs(outcomes[p.point_id], raw, old_path)
     predict_points(scenario, points, outcomes, trace, cal)
@@ -491,9 +464,8 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
 
 
 def _read_runs(o: PointOutcome, raw: Path, report_path: Path) -> None:
-    """Give ``o`` the raw runs of its point under ``raw`` (``<point>.run<k>.json``, k = 1, 2, ...
-    while they exist; its ``.hooked.json`` when there), each run's step times recomputed from its
-    per-rank records (:func:`ddpsim.formats.summarize`)."""
+    """Give ``o`` its point's raw runs under ``raw`` (``<point>.run<k>.json``, k = 1, 2, ...; the hooked
+    run's) with step times recomputed from the per-rank records (:func:`ddpsim.formats.summarize`)."""
     from ddpsim.formats import summarize
 
     def measurement(path: Path) -> dict[str, Any]:
@@ -524,18 +496,13 @@ def round_traces(raw: Path, repeats: int) -> list[Any]:
 
 
 def runs_launch_mode(outcomes: Any) -> str | None:
-    """``"round"`` when the raw runs were measured by ``executor round`` (they carry
-    ``launch.kind``), else None: a run of ``executor ddp`` does not say how it was launched."""
+    """``"round"`` when the raw runs were measured by ``executor round`` (``launch.kind``), else None."""
     runs = [r for o in outcomes for r in o.runs]
-    if any((r.get("launch") or {}).get("kind") == "round" for r in runs):
-        return "round"
-    return None
+    return "round" if any((r.get("launch") or {}).get("kind") == "round" for r in runs) else None
 
 
 def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
-    """The pooled trace a ``validation.json`` (``data``) names; when that path is gone and
-    ``raw`` (the report's ``validation/`` folder) holds a file of the same name, that one: the
-    report folder was moved (or cloned) with its own copy."""
+    """The pooled trace ``validation.json`` (``data``) names, else its namesake in ``raw`` (moved)."""
     path = Path(data["trace"])
     if not is_file(path) and is_file(raw / path.name):
         return raw / path.name
@@ -550,7 +517,6 @@ def _load_calibration(path: Path) -> Any:
 
 
 def _announce(cal: Any) -> Any:
-    """``cal``, after logging its warning (a probe fit at its bound), if any."""
     msg = cal.warning()
     if msg:
         log.warning(f"validate: WARNING: {msg}")
@@ -558,11 +524,9 @@ def _announce(cal: Any) -> Any:
 
 
 def _options(scenario: Any, point: Any) -> list[str]:
-    """``executor ddp`` / ``executor round``'s ``--options`` document of the point: its
-    :class:`ddpsim.plan.planner.DDPOptions` whole less the cap (``--bucket-cap-mb``, a round
-    measures several), with the run modes that are not DDP constructor options
-    (``executor.ddp_step.RUN_MODES``): the point's engine settings by their names, and the
-    batches of uneven inputs."""
+    """``executor ddp`` / ``round``'s ``--options`` of the point: its :class:`ddpsim.plan.planner.DDPOptions`
+    less the cap, with the run modes that are no DDP options (``executor.ddp_step.RUN_MODES``): the
+    point's engine settings and the batches of uneven inputs."""
     if point.comm_hook != "none":
         raise InputError(f"sweep.comm_hook: {point.comm_hook!r} is not accepted by validate; expected none")
     doc = {k: v for k, v in asdict(scenario.ddp_options(point)).items()

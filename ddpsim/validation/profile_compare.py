@@ -22,17 +22,14 @@ from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels
 from ddpsim.validation.profile_modules import ModuleSplit, split_modules
 
 
-# ---- the predicted side -----------------------------------------------------------------------
-
 #: iterations simulated: DDP's first (construction-time buckets), the rebuild, then steady ones
 SIM_ITERATIONS = 6
 
 
 def preset_for(gpu_name: str | None) -> tuple[str, int] | None:
-    """The hardware catalogue's first system whose GPU the profile's GPU name names, with its
-    GPUs per node: the same family (the model's first part, ``V100`` of ``V100-SXM2-32GB``) and
-    the same form (PCIe or not). ``Tesla V100-SXM2-32GB`` -> ``dgx-v100``, ``NVIDIA A100-PG509-200``
-    -> ``dgx-a100``, ``NVIDIA H100 80GB HBM3`` -> ``dgx-h100``; None where no system matches."""
+    """The catalogue's first system (and its GPUs per node) whose GPU has the family (``V100`` of
+    ``V100-SXM2-32GB``) and form (PCIe or not) the profile's GPU name names; ``NVIDIA H100 80GB HBM3``
+    -> ``dgx-h100``; None where none matches."""
     from ddpsim.hardware.catalogue import bundled
 
     if not gpu_name:
@@ -48,14 +45,9 @@ def preset_for(gpu_name: str | None) -> tuple[str, int] | None:
 
 def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size: int, host: HostCosts,
                      scenario: Any = None, bucket_cap_mb: float | None = None) -> Any:
-    """The one-point scenario of the profiled run: ``scenario``'s cluster, DDP options and cost
-    model if given, else the topology of :func:`preset_for` with DDP's defaults (``bucket_cap_mb``
-    where the run's cap is known from its buckets); always the
-    profile's world size, the measured host costs and the mean of the trace's iterations.
-
-    Raises:
-        InputError: no ``scenario`` and a GPU without a preset; a scenario whose world size is not
-        the profile's."""
+    """The one-point scenario of the profiled run: ``scenario``'s, else :func:`preset_for`'s topology with
+    DDP's defaults (and ``bucket_cap_mb``); always the profile's world size, the measured host costs and
+    the trace's mean. InputError: no ``scenario`` and no preset, or another world size."""
     from ddpsim.pipeline.scenario import scenario_from_dict
 
     if scenario is None:
@@ -78,8 +70,8 @@ def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size
 
 
 def run_cap_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | None:
-    """The run's ``bucket_cap_mb`` where DDP's default does not give its buckets and the cap they
-    allow does (:func:`~ddpsim.plan.profile_check.check_recorded_buckets`); None otherwise."""
+    """The cap that gives the run's buckets where DDP's default does not
+    (:func:`~ddpsim.plan.profile_check.check_recorded_buckets`); None otherwise."""
     from ddpsim.plan.profile_check import check_recorded_buckets
 
     if not recorded_numels:
@@ -90,13 +82,9 @@ def run_cap_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | None:
 
 def simulate_profile(scenario: Any, trace: Trace, modules: int = 1,
                      recorded: Sequence[Any] = ()) -> tuple[Any, Any, Any]:
-    """``(inputs, result, split)`` of the scenario's default point on ``trace`` through
-    :func:`ddpsim.pipeline.inputs.build_point_inputs`, DDP's own copy kernels free (no copy
-    bandwidth, no kernel floor: a profile's phases already hold ``mul_out`` and
-    ``copy_bucket_to_grad``; charging them again would count them twice). With several DDP
-    ``modules``, each is planned on its own parameters where a split reproduces the ``recorded``
-    buckets (:func:`~ddpsim.validation.profile_modules.split_modules`: ``split``, else None).
-    """
+    """``(inputs, result, split)`` of the scenario's point on ``trace``, DDP's copy kernels free (a profile's
+    phases hold ``mul_out`` and ``copy_bucket_to_grad``); with several DDP ``modules``, each planned on its
+    own where :func:`~ddpsim.validation.profile_modules.split_modules` finds the ``recorded`` buckets."""
     from ddpsim.engine.simulate import simulate
     from ddpsim.pipeline.inputs import build_point_inputs
 
@@ -111,13 +99,10 @@ def simulate_profile(scenario: Any, trace: Trace, modules: int = 1,
 
 def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | None,
                       copy_back: tuple[float, float] = (0.0, 0.0)) -> dict[str, Any]:
-    """The simulation's steady-state figures on :data:`TERMS` (rank 0, mean over steady iterations):
-    its phase spans and exposed tail, ``other_s`` the measured one, the measured ``copy_back`` (host
-    part simulated inside the backward, device part added: the simulation charges no copies,
-    :func:`simulate_profile`) moved into ``grad_copies_s``, ``slower_rank_s`` the simulated step minus
-    rank 0's own iteration plus its wait for the buffer broadcast past ``host``'s pre-forward and
-    enqueue, and ``pre_forward_s`` the rest of rank 0's iteration.
-    """
+    """The simulation's steady figures on :data:`TERMS` (rank 0's means): its phase spans and exposed tail,
+    ``other_s`` the measured one, the measured ``copy_back`` moved into ``grad_copies_s`` (the host part was
+    simulated in the backward), ``slower_rank_s`` the step minus rank 0's iteration plus its broadcast wait
+    past ``host``'s pre-forward and enqueue, and ``pre_forward_s`` the rest."""
     from ddpsim.validation.compare import predicted_bucket_times
 
     s = result.summary()
@@ -144,7 +129,7 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
 
 
 def _compute_spans(result: Any, steady: Sequence[Any]) -> dict[int, list[Any]]:
-    """Per iteration of ``steady`` (rank 0's), its spans on rank 0's compute stream (one pass over the spans)."""
+    """Per iteration of ``steady``, its spans on rank 0's compute stream."""
     out: dict[int, list[Any]] = {it.iteration: [] for it in steady}
     for sp in result.spans:
         if sp.rank == 0 and sp.stream == "compute" and sp.iteration in out:
@@ -156,13 +141,9 @@ def _span_total(spans: Sequence[Any], kinds: tuple[str, ...], name: str | None =
     return sum(sp.duration_s for sp in spans if sp.kind in kinds and (name is None or sp.name == name))
 
 
-# ---- predicted against measured -----------------------------------------------------------------
-
-
 def bucket_rows(predicted: list[dict[str, Any]], measured: list[dict[str, Any]], comm: Any, forced: Any) -> list[dict[str, Any]]:
-    """Per bucket index both sides have: predicted launch/start/duration (and the model's
-    algorithm and protocol), the model's time with the profile's algorithm and protocol forced
-    (``forced``: bucket -> estimate or None), and the measured ones."""
+    """Per bucket both sides have: predicted and measured times, the model's algorithm, protocol and time,
+    and its time with the profile's forced (``forced``)."""
     meas = {b["bucket"]: b for b in measured}
     rows = []
     for p in predicted:
@@ -186,9 +167,8 @@ def bucket_rows(predicted: list[dict[str, Any]], measured: list[dict[str, Any]],
 
 def forced_estimates(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
                      measured: list[dict[str, Any]]) -> dict[int, Any]:
-    """Per bucket, the NCCL model's all-reduce time with the algorithm (and the protocol, where
-    known) the profile's kernel ran forced, as ``NCCL_ALGO``/``NCCL_PROTO`` would; none where the
-    kernel's name and block size leave the algorithm open."""
+    """Per bucket, the NCCL model's time with the profile kernel's algorithm (and protocol) forced, as
+    ``NCCL_ALGO``/``NCCL_PROTO`` would; none where the kernel leaves the algorithm open."""
     from ddpsim.network.collective_cost import build_comm_model
 
     if scenario.cluster.topology is None:
@@ -212,9 +192,7 @@ def forced_estimates(scenario: Any, world_size: int, predicted: list[dict[str, A
 
 
 def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per term of :data:`TERMS`, predicted, measured, the error (predicted - measured) and its
-    share of the step's error (the terms add up to the step on both sides, so the shares add up
-    to 100 %)."""
+    """Per term of :data:`TERMS`: predicted, measured, the error and its share of the step's (sum: 100 %)."""
     step_err = predicted["step_s"] - measured["step_s"]
     rows = []
     for k in TERMS:
@@ -228,15 +206,11 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
             world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare",
             ranks: Sequence[int] | None = None, ddp_modules: int = 1,
             recorded_buckets: Sequence[Any] = ()) -> dict[str, Any]:
-    """Predicted against measured for one profiled run (module docstring): ``profiles`` the paths
-    (rank 0's first), ``steps`` per profile its import's steps, ``trace`` rank 0's import,
-    ``recorded_numels`` the buckets the run launched (elements, launch order), ``scenario`` the
-    cluster and DDP options (else the catalogue's system of ``gpu_name``), ``ranks`` each profile's
-    rank (default 0, 1, ...). With ``ddp_modules`` > 1 each module is planned on its own parameters
-    where its buckets are found among ``recorded_buckets``
-    (:mod:`~ddpsim.validation.profile_modules`), else the plan is not checked. Returns the report's
-    data (:func:`ddpsim.validation.profile_report.write_compare_report` writes it).
-    """
+    """Predicted against measured for one profiled run: ``profiles`` the paths (rank 0's first), ``steps``
+    their imports' steps, ``trace`` rank 0's import, ``recorded_numels`` the run's buckets (launch order),
+    ``scenario`` the cluster (else :func:`preset_for`), ``ranks`` each profile's rank, ``ddp_modules``
+    (:mod:`~ddpsim.validation.profile_modules`). Returns the data
+    :func:`ddpsim.validation.profile_report.write_compare_report` writes."""
     rank0 = steps[0]
     host, host_detail = host_costs_from_steps(rank0)
     eff = effective_trace(trace, rank0, profiles[0])
@@ -265,8 +239,8 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
 
 def _plan_check(plan_numels: list[int], recorded: Sequence[int], ddp_modules: int, split: ModuleSplit | None,
                 trace: Trace) -> dict[str, Any]:
-    """The plan against the run's buckets: equal element counts in launch order; with several DDP
-    modules, checked only where each module's own plan gave its buckets (then it matches)."""
+    """The plan against the run's buckets (element counts); with several DDP modules, known only where
+    each module's own plan gave its buckets."""
     out: dict[str, Any] = {"predicted_numels": plan_numels, "recorded_numels": list(recorded), "ddp_modules": ddp_modules}
     if ddp_modules == 1:
         out["matches"] = list(recorded) == plan_numels
@@ -283,27 +257,25 @@ def _plan_check(plan_numels: list[int], recorded: Sequence[int], ddp_modules: in
 
 def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[ProfileIteration]],
                       numels: Sequence[int] | None, ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    """With every rank's profile (all on one host clock): per bucket and step, each rank's kernel
-    start (its arrival) and end; the collective's transfer runs from the last arrival to the last
-    completion (as PyTorch's profile-guided estimator measures collectives), each rank's wait
-    from its own arrival to the last one. Per bucket (medians over the steps): ``start_s`` the
-    last arrival (from rank 0's effective start), ``transfer_s`` and ``transfer_bound_s`` (its
-    median and shortest), ``last_rank`` (the rank that arrived last most often) and
-    ``wait_by_rank_s``. Returns per rank its mean wait per bucket and whom it waited for."""
+    """With every rank's profile (one host clock): a collective's transfer runs from the last rank's kernel
+    start (arrival) to the last end (as PyTorch's profile-guided estimator measures them), each rank
+    waiting from its own arrival. Sets per bucket (medians over steps) ``start_s``, ``transfer_s``,
+    ``transfer_bound_s`` (shortest), ``last_rank`` (mode), ``wait_by_rank_s``; returns per rank its mean
+    wait and whom it waited for."""
+    def host_clock(st: ProfileIteration) -> list[tuple[float, float]]:  # its bucket kernels' (start, end)
+        t, ks = st.start_us * 1e-6, [st.allreduces[j] for j in bucket_kernels(st, numels)]
+        return [(t + k.start_s, t + k.end_s) for k in ks]
+
     ranks = list(ranks) if ranks is not None else list(range(len(steps)))
     by_step = [{st.step: st for st in rank} for rank in steps]
     common = sorted(set.intersection(*(set(d) for d in by_step)))
+    kernels = {n: [host_clock(d[n]) for d in by_step] for n in common}
     waits: dict[int, list[float]] = {r: [] for r in ranks}
     waited_for: dict[int, list[int]] = {r: [] for r in ranks}
     for b in buckets:
         starts, transfers, lasts, per_rank = [], [], [], {r: [] for r in ranks}
         for n in common:
-            ks = []
-            for st in (d[n] for d in by_step):
-                idx = bucket_kernels(st, numels)
-                if b["bucket"] < len(idx):
-                    k = st.allreduces[idx[b["bucket"]]]
-                    ks.append((st.start_us * 1e-6 + k.start_s, st.start_us * 1e-6 + k.end_s))
+            ks = [k[b["bucket"]] for k in kernels[n] if b["bucket"] < len(k)]
             if len(ks) != len(by_step):
                 continue
             t0 = by_step[0][n].start_us * 1e-6 + boundaries(by_step[0][n]).start_s
@@ -328,8 +300,7 @@ def _last_rank_starts(buckets: list[dict[str, Any]], steps: Sequence[Sequence[Pr
 
 
 def _overlap_over_measured_kernels(predicted: list[dict[str, Any]], steps: Sequence[ProfileIteration]) -> float | None:
-    """HTA's overlap of the predicted all-reduces (one steady iteration, from its start) over
-    the measured computation kernels of each step (from its effective start), averaged."""
+    """HTA's overlap of the predicted all-reduces over each step's measured computation kernels, averaged."""
     vals = []
     for st in steps:
         t0 = boundaries(st).start_s

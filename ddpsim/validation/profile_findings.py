@@ -10,6 +10,12 @@ def _ms(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 1e3:.2f} ms"
 
 
+def _span(values: Any) -> str:
+    """``<min> to <max>`` of ``values``, in ms."""
+    xs = list(values)
+    return f"{_ms(min(xs))} to {_ms(max(xs))}"
+
+
 def transfer_line(buckets: Sequence[dict[str, Any]]) -> dict[str, float] | None:
     """A least-squares line ``seconds = fixed_s + bytes / bandwidth`` through the buckets'
     fastest measured kernels (None with fewer than two sizes): a transfer grows with the bytes,
@@ -98,20 +104,19 @@ def _comm_findings(data: dict[str, Any]) -> list[str]:
     ran = {b["measured_ran"] for b in bs}
     forced = [b["model_as_run_s"] for b in bs if b["model_as_run_s"] is not None]
     line = transfer_line(bs)
-    text = (f"All-reduce time: the NCCL model ({model}) predicts {_ms(min(b['model_s'] for b in bs))} to "
-            f"{_ms(max(b['model_s'] for b in bs))} per bucket; the profile's kernels took {_ms(min(b['measured_duration_s'] for b in bs))} "
-            f"to {_ms(max(b['measured_duration_s'] for b in bs))} (median over steps), the fastest "
-            f"{_ms(min(b['measured_transfer_bound_s'] for b in bs))} to {_ms(max(b['measured_transfer_bound_s'] for b in bs))}. "
+    text = (f"All-reduce time: the NCCL model ({model}) predicts {_span(b['model_s'] for b in bs)} per "
+            f"bucket; the profile's kernels took {_span(b['measured_duration_s'] for b in bs)} (median over "
+            f"steps), the fastest "
+            f"{_span(b['measured_transfer_bound_s'] for b in bs)}. "
             f"They ran {'; '.join(sorted(ran))} (from the kernels' names and block sizes"
             + ("; '?': not told apart)" if any("?" in r for r in ran) else ")"))
     if forced:
-        text += f"; with that forced the model gives {_ms(min(forced))} to {_ms(max(forced))}"
+        text += f"; with that forced the model gives {_span(forced)}"
     text += "."
-    waits = [b["predicted_start_s"] - b["predicted_launch_s"] for b in bs]
-    text += (f" The simulated all-reduces wait {_ms(min(waits))} to {_ms(max(waits))} after rank 0's launch for the other "
-             f"rank (its compute drawn from the steps' spread) and the previous bucket; the measured kernels ran "
-             f"{_ms(min(b['measured_wait_mean_s'] for b in bs))} to {_ms(max(b['measured_wait_mean_s'] for b in bs))} longer "
-             "on average than their fastest step.")
+    waits = _span(b["predicted_start_s"] - b["predicted_launch_s"] for b in bs)
+    text += (f" The simulated all-reduces wait {waits} after rank 0's launch for the other rank (its compute "
+             "drawn from the steps' spread) and the previous bucket; the measured kernels ran "
+             f"{_span(b['measured_wait_mean_s'] for b in bs)} longer on average than their fastest step.")
     ranks = data["measured"]["buckets"][0].get("ranks") if data["measured"]["buckets"] else None
     if line is not None:
         bw = "no growth with size" if line["bytes_per_s"] is None else f"bytes / {line['bytes_per_s'] / 1e9:.1f} GB/s"
@@ -120,7 +125,7 @@ def _comm_findings(data: dict[str, Any]) -> list[str]:
                  "arrive, so its duration holds the wait for the slowest rank.")
     if ranks:
         text += " " + _rank_text(data)
-    if not ranks:
+    else:
         text += (" With one rank's profile the wait cannot be separated from the transfer (the fastest kernel is an "
                  "upper bound on it): give every rank's profile to measure it. The gap between the model and the "
                  "fastest kernel is therefore the per-bucket collective term's upper bound, not its measured error.")
@@ -133,11 +138,10 @@ def _rank_text(data: dict[str, Any]) -> str:
     bs = [b for b in data["buckets"] if b.get("measured_transfer_s") is not None]
     out = []
     if bs:
-        model_err = [b["model_s"] - b["measured_transfer_s"] for b in bs]
         out.append(f"With every rank's profile each all-reduce's transfer (the last rank's arrival to the last completion) "
-                   f"is {_ms(min(b['measured_transfer_s'] for b in bs))} to {_ms(max(b['measured_transfer_s'] for b in bs))} "
-                   f"(median over steps); the NCCL model is off by {_ms(min(model_err))} to {_ms(max(model_err))} on "
-                   "the transfers alone.")
+                   f"is {_span(b['measured_transfer_s'] for b in bs)} (median over steps); the NCCL model "
+                   "is off by "
+                   f"{_span(b['model_s'] - b['measured_transfer_s'] for b in bs)} on the transfers alone.")
         lasts = sorted({b["measured_last_rank"] for b in bs if b.get("measured_last_rank") is not None})
         out.append(f"The last to arrive: rank {', '.join(map(str, lasts))}.")
     waiting = [r for r in data.get("ranks", []) if r["wait_mean_s"]]
@@ -166,8 +170,8 @@ def _host_finding(h: dict[str, Any]) -> str:
     delays = [x["hook_to_launch_s"] for x in h["launch_delays"] if x["hook_to_launch_s"] is not None]
     ops = [x["launch_op_s"] for x in h["launch_delays"] if x["launch_op_s"] is not None]
     per_bucket = "" if not delays else (
-        f" Per bucket, from its last gradient's AccumulateGrad to its launch: {_ms(min(delays))} to {_ms(max(delays))} "
-        f"(the hook; the model's median {_ms(m['hook_s_per_param'])}), the launch op {_ms(min(ops))} to {_ms(max(ops))} "
+        f" Per bucket, from its last gradient's AccumulateGrad to its launch: {_span(delays)} "
+        f"(the hook; the model's median {_ms(m['hook_s_per_param'])}), the launch op {_span(ops)} "
         f"(bucket launch + enqueue: {_ms(m['bucket_launch_s'] + m['enqueue_s'])}).")
     return (f"Host costs measured on the CPU timeline (they replace ddpsim's defaults in this prediction): pre-forward "
             f"{_ms(m['pre_forward_s'])} (default {_ms(d['pre_forward_s'])}; DDP's _pre_forward and _sync_buffers), hook "

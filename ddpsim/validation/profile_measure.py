@@ -24,19 +24,11 @@ TERMS = ("pre_forward_s", "forward_s", "backward_s", "grad_copies_s", "exposed_c
          "slower_rank_s", "other_s")
 
 
-# ---- HTA's overlap ----------------------------------------------------------------------------
-
-
 def hta_overlap_ratio(intervals: Sequence[tuple[float, float, str]]) -> float | None:
-    """HolisticTraceAnalysis's computation-communication overlap of ``(start, end, kind)``
-    device intervals (``kind`` from :func:`~ddpsim.trace.profile.kernel_kinds.kernel_kind`):
-    communication and computation kernels each merged into disjoint intervals, the time both
-    run over the merged communication time (memory copies count as neither). None without
-    communication."""
+    """HTA's computation-communication overlap of ``(start, end, kind)`` device intervals: the time both
+    merged kinds run over the merged communication time (copies count as neither); None without any."""
     return overlap_ratio([(a, b) for a, b, k in intervals if k == "comm"], [(a, b) for a, b, k in intervals if k == "comp"])
 
-
-# ---- the measured side ------------------------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
 class Boundaries:
@@ -55,8 +47,8 @@ def _later(cpu: float, gpu: float | None) -> float:
 
 
 def boundaries(st: ProfileIteration) -> Boundaries:
-    """The phase boundaries of ``st``: each the later of the CPU reaching it and the device
-    finishing the (non-communication) work launched before it (module docstring)."""
+    """The phase boundaries of ``st``: each the later of the CPU reaching it and the device finishing
+    the (non-communication) work launched before it."""
     g = st.gpu_done
     start = _later(st.forward.cpu_start_s, g["forward"])
     module = max(start, _later(st.module_start_s, g["module"]))
@@ -69,12 +61,10 @@ def boundaries(st: ProfileIteration) -> Boundaries:
 
 
 def _tail(st: ProfileIteration, b: Boundaries) -> tuple[float, float, float, float]:
-    """DDP's gradient copy-back, the exposed communication and where the optimizer's share
-    starts (module docstring): after the model's backward (``t1``) the CPU runs DDP's finalize
-    to ``h``; the last all-reduce's end past ``h`` is exposed (``t2``), whether the device waits
-    for it in the copy-back kernels or in the optimizer's; the copy-back's device work ends at
-    DDP's effective end (``t3``). Returns the copy-back on the host (``h - t1``) and on the device
-    past the all-reduce (``t3 - t2``), the exposed communication and ``t3``."""
+    """After the model's backward (``t1``) the CPU runs DDP's finalize to ``h``; the last all-reduce's
+    end past ``h`` is exposed (``t2``); the copy-back's device work ends at DDP's effective end (``t3``).
+    Returns the copy-back on the host (``h - t1``) and on the device (``t3 - t2``), the exposed
+    communication and ``t3``."""
     last_end = max((k.end_s for k in st.allreduces), default=-math.inf)
     t1 = b.model_backward_end_s
     h = max(t1, st.backward.cpu_end_s)
@@ -84,10 +74,9 @@ def _tail(st: ProfileIteration, b: Boundaries) -> tuple[float, float, float, flo
 
 
 def paced(st: ProfileIteration, f: dict[str, Any]) -> dict[str, float]:
-    """The step's critical path by what paced it (docs/MODEL.md, "Comparing with a profile"):
-    ``host_s`` the phases whose end the CPU reached last (DDP's host copy-back, zero_grad and
-    the time outside the phases included), ``device_s`` those whose end the device reached
-    last (the copy-back kernels included), ``comm_s`` the exposed communication."""
+    """The step's critical path by what paced it: ``host_s`` the phases whose end the CPU reached last
+    (with DDP's host copy-back, zero_grad and the time outside the phases), ``device_s`` those the device
+    reached last (with the copy-back kernels), ``comm_s`` the exposed communication."""
     g = st.gpu_done
     cpu_last = {"pre_forward_s": st.module_start_s >= (g["module"] or -math.inf),
                 "forward_s": st.backward.cpu_start_s >= (g["backward"] or -math.inf),
@@ -103,17 +92,14 @@ BOUND = {"host_s": "host-bound", "device_s": "device-bound", "comm_s": "communic
 
 
 def bound_of(shares: dict[str, float]) -> str:
-    """``host-bound``, ``device-bound`` or ``communication-bound``: the largest of :func:`paced`'s
-    shares (ties to the first in that order)."""
+    """The label of the largest of :func:`paced`'s shares (ties to the first)."""
     return BOUND[max(BOUND, key=lambda k: shares[k])]
 
 
 def step_period_s(st: ProfileIteration, nxt: ProfileIteration | None) -> float:
-    """The step's time on its critical path: its ``ProfilerStep`` span, or, where the device
-    paces the run, longer -- the time from its effective start to the next step's
-    (:func:`boundaries`); for the last step, to its optimizer's effective end plus the CPU's
-    time before its forward. A GPU-bound run's CPU runs ahead of its device, so its
-    ``ProfilerStep`` spans measure the CPU, not the step."""
+    """The step's time on its critical path: its ``ProfilerStep`` span, or longer where the device paces
+    the run (its CPU runs ahead): from its effective start to the next step's (the last step: to its
+    optimizer's effective end plus the CPU's time before its forward)."""
     b = boundaries(st)
     if nxt is not None:
         until = (nxt.start_us - st.start_us) * 1e-6 + boundaries(nxt).start_s
@@ -123,10 +109,8 @@ def step_period_s(st: ProfileIteration, nxt: ProfileIteration | None) -> float:
 
 
 def bucket_kernels(st: ProfileIteration, numels: Sequence[int] | None) -> list[int]:
-    """Indices into ``st.allreduces`` of DDP's buckets: the first
-    subsequence, in launch order, whose ``In msg nelems`` are ``numels`` (the run's recorded
-    buckets; a used-map all-reduce or a user's own all-reduce between them is passed by); every
-    all-reduce when ``numels`` is None or not found in order."""
+    """Indices into ``st.allreduces`` of DDP's buckets: the first subsequence whose ``In msg nelems`` are
+    ``numels`` (other all-reduces between them passed by); every all-reduce when it is not found."""
     if numels:
         out, i = [], 0
         for j, k in enumerate(st.allreduces):
@@ -139,9 +123,8 @@ def bucket_kernels(st: ProfileIteration, numels: Sequence[int] | None) -> list[i
 
 
 def step_figures(st: ProfileIteration, nxt: ProfileIteration | None = None, numels: Sequence[int] | None = None) -> dict[str, Any]:
-    """The measured figures of one step (module docstring): the :data:`TERMS` (which add up to
-    ``step_s``, :func:`step_period_s` with the next step ``nxt``), HTA's overlap and per bucket
-    (:func:`bucket_kernels` of ``numels``) launch/start/end from the step's effective start."""
+    """One step's :data:`TERMS` (adding up to ``step_s``, :func:`step_period_s`), HTA's overlap and per
+    bucket (:func:`bucket_kernels`) launch/start/end from the step's effective start."""
     b = boundaries(st)
     copy_host, copy_device, exposed, t3 = _tail(st, b)
     out: dict[str, Any] = {
@@ -164,29 +147,22 @@ def step_figures(st: ProfileIteration, nxt: ProfileIteration | None = None, nume
 
 
 def _launch_s(st: ProfileIteration, k: Any) -> float:
-    """When the CPU launched ``k``: its bucket's ``c10d::allreduce_`` (the bucket the import tied
-    to the kernel); for an all-reduce that is no recorded bucket, its runtime launch call (the
-    kernel's start where the profile does not tie it to one)."""
+    """When the CPU launched ``k``: its bucket's ``c10d::allreduce_``, else its launch call or start."""
     if k.bucket_index is not None and k.bucket_index < len(st.buckets):
         return st.buckets[k.bucket_index].op_start_s
     return k.launch_cpu_s if k.launch_cpu_s is not None else k.start_s
 
 
 def effective_ready_s(st: ProfileIteration) -> list[float]:
-    """Per AccumulateGrad in ready order, when the gradient was ready on the step's critical
-    path (the later of the op's CPU end and the device finishing the backward launched before
-    it), after the backward's start (:func:`boundaries`)."""
+    """Per AccumulateGrad in ready order, when its gradient was ready on the critical path (the later of
+    the op's CPU end and its device work), from the backward's start."""
     b = boundaries(st)
     return [max(0.0, _later(h.op_end_s, h.gpu_ready_s) - b.backward_s) for h in st.hooks]
 
 
 def effective_trace(trace: Trace, steps: Sequence[ProfileIteration], source: str) -> Trace:
-    """``trace`` (the profile's import: parameters in DDP's order, ``grad_ready_order``) with one
-    iteration per step on the critical path: forward, backward, optimizer and zero_grad from
-    :func:`step_figures`, gradient-ready times from :func:`effective_ready_s`.
-
-    Raises:
-        InputError: a step whose AccumulateGrad count differs from the trace's ready order."""
+    """``trace`` (the profile's import) with one iteration per step on the critical path
+    (:func:`step_figures`, :func:`effective_ready_s`). InputError: a step of another AccumulateGrad count."""
     order = trace.grad_ready_order
     samples = []
     for st in steps:
@@ -208,14 +184,11 @@ def effective_trace(trace: Trace, steps: Sequence[ProfileIteration], source: str
 
 
 def host_costs_from_steps(steps: Sequence[ProfileIteration]) -> tuple[HostCosts, dict[str, Any]]:
-    """DDP's host costs (:class:`~ddpsim.network.host_costs.HostCosts`) measured on the CPU timeline,
-    and the figures behind them: ``pre_forward_s`` the steps' mean from DDP's forward to the
-    module's first kernel-launching op; medians over the events of ``hook_s_per_param`` (an
-    AccumulateGrad's ``evaluate_function`` minus the op, over hooks that launch no bucket:
-    ``Reducer::autograd_hook``, ``mark_variable_ready``, ``mul_out``), ``enqueue_s`` (the
-    ``record_param_comms`` in a bucket's ``c10d::allreduce_``: ``ProcessGroupNCCL::collective``) and
-    ``bucket_launch_s`` (the rest of ``c10d::allreduce_``).
-    """
+    """DDP's host costs measured on the CPU timeline, and the figures behind them: ``pre_forward_s`` (mean,
+    DDP's forward to the module's first kernel launch); medians of ``hook_s_per_param`` (AccumulateGrad's
+    ``evaluate_function`` minus the op, hooks launching no bucket: ``Reducer::autograd_hook``,
+    ``mark_variable_ready``, ``mul_out``), ``enqueue_s`` (``record_param_comms`` in ``c10d::allreduce_``:
+    ``ProcessGroupNCCL::collective``) and ``bucket_launch_s`` (the rest of ``c10d::allreduce_``)."""
     hooks = [h.end_s - h.start_s - h.op_s for st in steps for h in st.hooks if h.launches == 0]
     launches = [x for st in steps for x in st.buckets]
     pre = [boundaries(st).module_s - boundaries(st).start_s for st in steps]
@@ -237,8 +210,7 @@ def median_or_none(xs: Sequence[float]) -> float | None:
 
 
 def measured_summary(steps: Sequence[ProfileIteration], numels: Sequence[int] | None = None) -> dict[str, Any]:
-    """Per step :func:`step_figures` (buckets: the all-reduces of ``numels``), their means on
-    :data:`TERMS`, and HTA's overlap over all the steps' device intervals (as
+    """Per step :func:`step_figures`, their means, and HTA's overlap over all the steps at once (as
     ``get_comm_comp_overlap`` takes a whole trace)."""
     figs = [step_figures(st, nxt, numels) for st, nxt in zip(steps, list(steps[1:]) + [None])]
     mean = {k: statistics.fmean(f[k] for f in figs) for k in ("step_s", "copy_back_host_s", "copy_back_device_s") + TERMS}
@@ -251,8 +223,7 @@ def measured_summary(steps: Sequence[ProfileIteration], numels: Sequence[int] | 
 
 
 def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per bucket (launch order), medians over the steps; ``transfer_bound_s`` the shortest
-    kernel (an upper bound on the transfer: every kernel also holds its wait for the peers)."""
+    """Per bucket, medians over the steps; ``transfer_bound_s`` the shortest kernel (all wait for peers)."""
     n = min(len(f["buckets"]) for f in figs)
     out = []
     for i in range(n):
@@ -267,22 +238,19 @@ def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def launch_delays(steps: Sequence[ProfileIteration]) -> list[dict[str, Any]]:
-    """Per bucket (launch order), the median over steps of the CPU time from its last
-    gradient's AccumulateGrad end to the ``c10d::allreduce_`` start (DDP's hook, then the
-    reducer's launch), and of the launch op itself: what a bucket costs the host."""
-    out = []
+    """Per bucket, medians over the steps of the CPU time from its last AccumulateGrad's end to its
+    ``c10d::allreduce_`` start, and of that launch op."""
+    per: dict[int, list[tuple[float, float]]] = {}
     for st in steps:
         launching = [h for h in st.hooks for _ in range(h.launches)]
         for i, (h, x) in enumerate(zip(launching, st.buckets)):
-            out.append((i, x.op_start_s - h.op_end_s, x.op_s))
-    n = max((i for i, _, _ in out), default=-1) + 1
-    return [{"bucket": i, "hook_to_launch_s": median_or_none([d for j, d, _ in out if j == i]),
-             "launch_op_s": median_or_none([o for j, _, o in out if j == i])} for i in range(n)]
+            per.setdefault(i, []).append((x.op_start_s - h.op_end_s, x.op_s))
+    return [{"bucket": i, "hook_to_launch_s": median_or_none([d for d, _ in v]),
+             "launch_op_s": median_or_none([o for _, o in v])} for i, v in sorted(per.items())]
 
 
 def busy_summary(steps: Sequence[ProfileIteration]) -> dict[str, float]:
-    """Per step means: the step on its critical path (:func:`step_period_s`), the GPU's busy time
-    (merged kernels, copies, sets)."""
+    """Means over the steps of :func:`step_period_s` and of the GPU's busy time (kernels, copies, sets)."""
     busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]
     periods = [step_period_s(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
     return {"step_s": statistics.fmean(periods), "gpu_busy_s": statistics.fmean(busy)}

@@ -46,12 +46,6 @@ def bucket_params(trace: Trace, buckets: Sequence[RecordedBucket]) -> list[tuple
     return out
 
 
-def plan_module(trace: Trace, ready: Sequence[int], options: Any) -> list[tuple[int, ...]]:
-    """One module's buckets as ``Reducer::rebuild_buckets`` builds them from its gradients in
-    ready order (``ready``): parameter indices per bucket, in launch order."""
-    return [tuple(g) for g in assign_in_ready_order(trace, ready, options)[0]] if ready else []
-
-
 def split_modules(trace: Trace, buckets: Sequence[RecordedBucket], modules: int, options: Any) -> ModuleSplit | None:
     """The run's DDP modules (module docstring), or None where no split of the recorded buckets
     (``buckets``: the last step's, launch order) into ``modules`` modules has every module's plan
@@ -62,7 +56,10 @@ def split_modules(trace: Trace, buckets: Sequence[RecordedBucket], modules: int,
     numel = [p.numel for p in trace.params]
 
     def planned(launches: Sequence[int]) -> tuple[tuple[int, ...], ...] | None:
-        plan = plan_module(trace, [i for k in launches for i in params[k]], options)
+        """The launches' module's buckets as ``Reducer::rebuild_buckets`` builds them from its gradients
+        in ready order, if they are its recorded ones."""
+        ready = [i for k in launches for i in params[k]]
+        plan = [tuple(g) for g in assign_in_ready_order(trace, ready, options)[0]] if ready else []
         return tuple(plan) if [sum(numel[i] for i in g) for g in plan] == [buckets[k].numel for k in launches] else None
 
     groups = list(dict.fromkeys(b.process_group for b in buckets))

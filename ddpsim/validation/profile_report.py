@@ -16,11 +16,6 @@ from ddpsim.validation.writer import bucket_errors
 POINT = "profiled run"
 
 
-def _cap_source(data: dict[str, Any]) -> str:
-    """Where a cap the user did not give comes from: the largest the run's buckets allow."""
-    return " (read off the run's buckets: the largest cap they allow)" if data.get("cap_from_buckets") else ""
-
-
 def write_compare_report(data: dict[str, Any], out: Path, *, plots: bool = True) -> list[Path]:
     """Write the report of ``data`` into ``out``; the paths written."""
     out.mkdir(parents=True, exist_ok=True)
@@ -33,33 +28,21 @@ def write_compare_report(data: dict[str, Any], out: Path, *, plots: bool = True)
     return paths
 
 
-def _bucket_records(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Per bucket, the predicted and measured launch/start/end records the validation figure draws."""
-    pred = [{"bucket": b["bucket"], "size_bytes": b["size_bytes"], "launch_s": b["predicted_launch_s"],
-             "start_s": b["predicted_start_s"], "end_s": b["predicted_start_s"] + b["predicted_duration_s"]}
-            for b in data["buckets"]]
-    meas = [{"bucket": b["bucket"], "size_bytes": b["size_bytes"], "launch_s": b["measured_launch_s"],
-             "start_s": b["measured_start_s"], "end_s": b["measured_start_s"] + b["measured_duration_s"]}
-            for b in data["buckets"]]
-    return pred, meas
-
-
-def figure_data(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` in the shape :func:`ddpsim.validation.writer.timeline_figure` reads (one point)."""
-    pred, meas = _bucket_records(data)
-    p, m = data["predicted"]["step_s"], data["measured"]["mean"]["step_s"]
-    row = {"point": POINT, "predicted_s": p, "measured_s": m, "measured_hooked_s": m, "error_pct": 100.0 * (p - m) / m}
-    return {"scenario": data["name"], "rows": [row],
-            "buckets": {POINT: {"predicted": pred, "measured": meas, "errors": bucket_errors(pred, meas)}}}
-
-
 def figure(data: dict[str, Any]) -> Any:
-    """``validate``'s timeline figure of ``data``, titled for a profile: predicted above measured."""
+    """``validate``'s timeline figure of ``data`` as one point, titled for a profile."""
     from ddpsim.validation.writer import timeline_figure
 
-    fig = timeline_figure(figure_data(data))
-    fig.axes[1].set_title(f"measured (the profile: medians over steps {', '.join(map(str, data['steps']))})", fontsize=9, loc="left")
+    def records(side: str) -> list[dict[str, Any]]:  # one side's launch/start/end per bucket
+        return [{"bucket": b["bucket"], "size_bytes": b["size_bytes"], "launch_s": b[f"{side}_launch_s"],
+                 "start_s": b[f"{side}_start_s"], "end_s": b[f"{side}_start_s"] + b[f"{side}_duration_s"]}
+                for b in data["buckets"]]
+
+    pred, meas = records("predicted"), records("measured")
     p, m = data["predicted"]["step_s"], data["measured"]["mean"]["step_s"]
+    row = {"point": POINT, "predicted_s": p, "measured_s": m, "measured_hooked_s": m, "error_pct": 100.0 * (p - m) / m}
+    buckets = {POINT: {"predicted": pred, "measured": meas, "errors": bucket_errors(pred, meas)}}
+    fig = timeline_figure({"scenario": data["name"], "rows": [row], "buckets": buckets})
+    fig.axes[1].set_title(f"measured (the profile: medians over steps {', '.join(map(str, data['steps']))})", fontsize=9, loc="left")
     fig.suptitle(f"{data['name']}: {data['gpu']} x {data['world_size']} (mean step: predicted {p * 1e3:.1f} ms, measured "
                  f"{m * 1e3:.1f} ms, error {100 * (p - m) / m:+.1f} %)\none steady iteration from DDP's forward, buckets in "
                  "launch order", fontsize=10)
@@ -72,11 +55,14 @@ def _ms(v: Any) -> str:
 
 def markdown(data: dict[str, Any]) -> str:
     """``summary.md``: setup, findings, the step's terms, the buckets."""
+    cap = "default (25)" if data["bucket_cap_mb"] is None else data["bucket_cap_mb"]
+    if data.get("cap_from_buckets"):
+        cap = f"{cap} (read off the run's buckets: the largest cap they allow)"
     lines = [f"# ddpsim compare: {data['name']}", "",
              f"Profiles: {', '.join(f'`{Path(p).name}`' for p in data['profiles'])} (steps {', '.join(map(str, data['steps']))}). "
              f"GPU {data['gpu']}, world size {data['world_size']}; simulated on `{data['topology']}` x {data['nodes']} "
              f"({data['comm'].get('model', data['comm'].get('backend'))} model), bucket_cap_mb "
-             f"{data['bucket_cap_mb'] if data['bucket_cap_mb'] is not None else 'default (25)'}{_cap_source(data)}, host costs measured "
+             f"{cap}, host costs measured "
              "from the profile's CPU timeline. Every time in ms; a step's terms add up to its step on both sides.", "",
              "## Where the prediction is off", ""]
     lines += [f"- {f}" for f in findings(data)]

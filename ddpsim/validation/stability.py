@@ -16,13 +16,8 @@ from ddpsim.trace.records import IterationSample, Trace
 
 
 def cpu_clock_trace(trace: Trace) -> Trace:
-    """``trace`` with every measured iteration's forward, backward (and its gradient-ready
-    times) and optimizer scaled to this process's CPU time in them (module docstring).
-
-    Raises:
-        InputError: the trace has no ``environment.cpu_phase_s`` (one per iteration), or was
-            captured with more than one thread.
-    """
+    """``trace`` on the CPU clock (module docstring). InputError: no ``environment.cpu_phase_s`` (one per
+    iteration), or a capture of more than one thread."""
     env = trace.environment or {}
     cpu = env.get("cpu_phase_s")
     if not isinstance(cpu, list) or len(cpu) != len(trace.iterations):
@@ -51,23 +46,17 @@ def _factor(cpu_s: float, wall_s: float) -> float:
 
 
 def spread_pct(values: Sequence[float]) -> float | None:
-    """``100 * (max - min) / median`` of ``values`` (predictions of independent captures of
-    one model); None with fewer than 2."""
+    """``100 * (max - min) / median`` of ``values``; None with fewer than 2."""
     from ddpsim.validation.compare import run_spread_pct
 
     return run_spread_pct(list(values), statistics.median(values) if values else None)
 
 
 def cpu_share(other_pct: float, *, num_cpus: int, num_busy_threads: int) -> float:
-    """The share of a CPU each busy rank thread holds when other work takes ``other_pct`` % of
-    the host's CPU time (``host_other_pct`` of ``ddpsim validate``, from ``/proc/stat``):
-    ``min(1, num_cpus * (1 - other_pct / 100) / num_busy_threads)``. With the scheduler sharing
-    fairly, what the other work leaves is split among the ranks' threads (2 ranks of one thread
-    on 2 CPUs beside 72.6 % other load: 0.274 of a CPU each).
-
-    Raises:
-        InputError: ``other_pct`` outside [0, 100), a count below 1.
-    """
+    """The share of a CPU each busy rank thread holds when other work takes ``other_pct`` % of the
+    host's CPU time (``host_other_pct``, from ``/proc/stat``), shared fairly:
+    ``min(1, num_cpus * (1 - other_pct / 100) / num_busy_threads)``. InputError: ``other_pct`` outside
+    [0, 100), a count below 1."""
     if not 0.0 <= other_pct < 100.0:
         raise InputError(f"other_pct: {other_pct!r} is not accepted; expected a percentage in [0, 100)")
     check_count(num_cpus, "num_cpus", 1)

@@ -1,10 +1,6 @@
-"""Reporting a validation: ``validation.csv`` / ``.json`` / ``.md`` / ``.png`` / ``_timeline.png``.
-
-Rows are :meth:`ddpsim.validation.compare.PointOutcome.row`, the summary
-:func:`ddpsim.validation.compare.summary_figures`; every file is written atomically. Per-bucket
-errors are measured minus predicted, buckets matched by index; ``validation_timeline.png`` draws
-them under the two timelines of the worst-predicted point.
-"""
+"""Reporting a validation: ``validation.csv`` / ``.json`` / ``.md`` / ``.png`` / ``_timeline.png``,
+atomically, from :meth:`ddpsim.validation.compare.PointOutcome.row` and
+:func:`ddpsim.validation.compare.summary_figures`; per-bucket errors are measured minus predicted."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ INTERVAL_LEVEL = 0.8
 
 
 def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None:
-    """The slowdowns the prediction used: the probe-fitted ones when the calibration has a
-    probe (:mod:`ddpsim.calibration.interference_fit`), with the microbenchmark's beside them."""
+    """The slowdowns the prediction used: probe-fitted ones with the microbenchmark's beside them."""
     if cal is None or cal.interference is None:
         return raw.get("interference")
     rec: dict[str, Any] = {"compute_slowdown": cal.interference.compute_slowdown,
@@ -50,8 +45,7 @@ def _fmt(v: Any) -> str:
 
 
 def csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
-    """A header line of ``columns`` and one line per row (None empty, floats to 6 digits), written
-    by the one CSV writer (:func:`ddpsim.report.tables.to_csv_text`)."""
+    """``columns`` of ``rows`` as CSV, None empty, floats to 6 digits (``report.tables.to_csv_text``)."""
     return to_csv_text([{c: _fmt(r[c]) for c in columns} for r in rows], columns, float_format=None)
 
 
@@ -59,9 +53,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
                   cal_path: Path, trace_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
                   repeats: int, plots: bool, calibration: Any = None, reanalyzed: bool = False,
                   malloc: str | None = None, launch: str | None = None) -> None:
-    """Write ``validation.{csv,json,md}`` (and the plot). ``malloc``: the allocator mode the
-    executor recorded in the prediction trace (``environment.malloc``); a trace without it (one
-    not captured by the executor's ``--malloc``) leaves it out of the reports."""
+    """Write ``validation.{csv,json,md}`` (and the plots); ``malloc``: the trace's ``environment.malloc``."""
     write_text_atomic(out / "validation.csv", csv_text(list(rows[0]) if rows else [], rows))  # PointOutcome.row's keys
     summ = summary_figures(rows)
     cal = json.loads(Path(cal_path).read_text())
@@ -76,10 +68,7 @@ def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes
             "ddp_iteration_overhead_measured_s": cal.get("ddp_iteration_overhead_s"),
             "reanalyzed": reanalyzed, "summary": summ, "rows": rows,
             "buckets": {k: _bucket_record(o) for k, o in outcomes.items()}}
-    if malloc is not None:
-        data["malloc"] = malloc
-    if launch is not None:
-        data["launch"] = launch
+    data.update({k: v for k, v in (("malloc", malloc), ("launch", launch)) if v is not None})
     bands = {o.interval.method_band for o in outcomes.values() if o.interval is not None and o.interval.method_band}
     if bands:
         data["method_band"] = list(bands.pop())  # one band for every point: the other models' residuals
@@ -104,30 +93,24 @@ def _pct(err: float, ref: float) -> float | None:
 
 
 def bucket_errors(predicted: list[dict[str, Any]], measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per bucket index present in both (records of :func:`~ddpsim.validation.compare.predicted_bucket_times`
-    and :func:`~ddpsim.validation.compare.measured_bucket_times`), measured minus predicted:
-    ``end_error_s``, the all-reduce's completion from the iteration start, and ``allreduce_error_s``,
-    the bucket's own all-reduce time (:func:`~ddpsim.validation.compare.bucket_service_s`: without
-    the waits for the last rank's launch and the previous bucket); each also in % of the predicted
-    figure (None where that is not positive). Empty when either side has no buckets."""
-    common = sorted({b["bucket"] for b in predicted} & {b["bucket"] for b in measured})
-    if not common:
-        return []
-    p_svc = dict(zip(sorted(b["bucket"] for b in predicted), bucket_service_s(predicted)))
-    m_svc = dict(zip(sorted(b["bucket"] for b in measured), bucket_service_s(measured)))
-    p_end = {b["bucket"]: b["end_s"] for b in predicted}
-    m_end = {b["bucket"]: b["end_s"] for b in measured}
+    """Per bucket index in both, measured minus predicted: ``end_error_s`` (the all-reduce's completion)
+    and ``allreduce_error_s`` (its own time, :func:`~ddpsim.validation.compare.bucket_service_s`), each
+    also in % of the predicted figure (None where that is not positive)."""
+    def by_bucket(bs: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:  # bucket -> (end, own time)
+        ordered = sorted(bs, key=lambda b: b["bucket"])
+        return {b["bucket"]: (b["end_s"], t) for b, t in zip(ordered, bucket_service_s(ordered))}
+
+    pred, meas = by_bucket(predicted), by_bucket(measured)
     out = []
-    for k in common:
-        end_err, svc_err = m_end[k] - p_end[k], m_svc[k] - p_svc[k]
-        out.append({"bucket": k, "end_error_s": end_err, "end_error_pct": _pct(end_err, p_end[k]),
-                    "allreduce_error_s": svc_err, "allreduce_error_pct": _pct(svc_err, p_svc[k])})
+    for k in sorted(pred.keys() & meas.keys()):
+        (p_end, p_own), (m_end, m_own) = pred[k], meas[k]
+        out.append({"bucket": k, "end_error_s": m_end - p_end, "end_error_pct": _pct(m_end - p_end, p_end),
+                    "allreduce_error_s": m_own - p_own, "allreduce_error_pct": _pct(m_own - p_own, p_own)})
     return out
 
 
 def markdown(data: dict[str, Any]) -> str:
-    """``validation.md`` from :func:`write_reports`'s data: the setup, the accuracy figures,
-    one table row per point and the per-bucket comparison."""
+    """``validation.md``: the setup, the accuracy figures, a row per point, the per-bucket comparison."""
     lines = _setup_lines(data)
     s = data["summary"]
     if s:
@@ -138,11 +121,10 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def _calibration_text(data: dict[str, Any]) -> str:
-    """The calibration's figures the prediction used: compute and comm slowdown (probe-fitted,
-    with the microbenchmark's beside them) and DDP's per-iteration overhead."""
+    """The calibration's slowdowns and DDP overhead the prediction used."""
     inter = data.get("interference") or {}
     return (f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}"
-            + (f" (fitted to the calibration's DDP probe"
+            + (" (fitted to the calibration's DDP probe"
                + (f", whose forward ran {inter['fitted_to_probe']['probe_forward_factor']:.3f}x its trace's under DDP"
                   if "probe_forward_factor" in inter.get("fitted_to_probe", {}) else "")
                + f"; the microbenchmark's: {inter['microbenchmark']['compute_slowdown']:.3f})"
@@ -155,8 +137,7 @@ def _calibration_text(data: dict[str, Any]) -> str:
 
 
 def _setup_lines(data: dict[str, Any]) -> list[str]:
-    """The title, what ran against what, the calibration's warning, what is compared, and
-    whether the report was rebuilt by ``--reanalyze``."""
+    """The title, what ran against what, the calibration's warning, what is compared, and ``--reanalyze``."""
     inter = data.get("interference") or {}
     lines = [f"# Validation: {data['scenario']}", "",
              f"Real DDP ({data['world_size']} gloo ranks on this CPU host, {data['num_threads']} thread(s) per rank; "
@@ -197,8 +178,7 @@ def _interval_text(s: dict[str, Any], data: dict[str, Any]) -> str:
 
 
 def _best_cap_text(s: dict[str, Any]) -> str:
-    """The measured-best and predicted-best caps, the gap, and the paired verdict on the best-cap
-    criterion (:func:`ddpsim.validation.compare.best_cap_verdict`)."""
+    """The best caps, their gap and :func:`ddpsim.validation.compare.best_cap_verdict`."""
     return (f"* measured best: `{s['measured_best']}`; predicted best: `{s['predicted_best']}` "
             + (f"(tied in the prediction with {', '.join('`' + p + '`' for p in s['predicted_best_tied'] if p != s['predicted_best'])}, "
                f"the fastest measured of them named; " if s.get("predicted_best_tied") else "(")
@@ -254,7 +234,7 @@ def _yes_no(v: Any) -> str:
 
 
 def _table_row(r: dict[str, Any], *, host: bool, ivs: bool) -> str:
-    """One point's row of the table; the host-load and interval cells only when some row has them."""
+    """One point's row; the host-load and interval cells only when some row has them."""
     err = "" if r["error_pct"] is None else f"{r['error_pct']:+.1f} %"
     pm = "" if r["plan_matches"] is None else str(r["plan_matches"]).lower()
     interval = "" if r.get("predicted_low_s") is None else f"{_ms(r['predicted_low_s'])} to {_ms(r['predicted_high_s'])}"
@@ -306,8 +286,8 @@ def _bucket_lines(buckets: dict[str, Any]) -> list[str]:
 
 
 def validation_figure(data: dict[str, Any]) -> Any:
-    """Iteration time per point, measured (mean, p10-p90) against predicted; and each bucket's
-    all-reduce completion per point, measured (solid) against predicted (dashed)."""
+    """Per point, the measured iteration time (mean, p10-p90) against predicted; and each bucket's
+    all-reduce completion, measured (solid) against predicted (dashed)."""
     import matplotlib
     from matplotlib.ticker import MaxNLocator
 
@@ -358,9 +338,8 @@ MAX_BUCKET_TICKS = 36
 
 
 def point_of_interest(data: dict[str, Any]) -> str | None:
-    """The point :func:`timeline_figure` draws: the worst-predicted (largest |error| of the mean
-    step) of the points with measured per-bucket times, or of all measured points when none has
-    them; None when no point was measured."""
+    """The point :func:`timeline_figure` draws: the worst-predicted of those with measured bucket times
+    (else of all measured points); None when none was measured."""
     rows = [r for r in data["rows"] if r["error_pct"] is not None]
     timed = [r for r in rows if (data["buckets"].get(r["point"]) or {}).get("measured")]
     pool = timed or rows
@@ -368,11 +347,9 @@ def point_of_interest(data: dict[str, Any]) -> str | None:
 
 
 def timeline_figure(data: dict[str, Any]) -> Any:
-    """One steady iteration of :func:`point_of_interest`'s point, predicted above measured on
-    one time axis (ms from the iteration's start; buckets matched by index, each bucket's
-    launch, the wait for the last rank's launch and its all-reduce, labelled with its index),
-    and the per-bucket errors, measured minus predicted (:func:`bucket_errors`), in ms and in %.
-    Without measured per-bucket times the predicted timeline is drawn and the figure says so."""
+    """One steady iteration of :func:`point_of_interest`'s point, predicted above measured (each bucket's
+    launch, wait for the last rank and all-reduce), and :func:`bucket_errors` in ms and %; without
+    measured bucket times, the predicted one alone, said."""
     from ddpsim.report.plots import new_figure
 
     point = point_of_interest(data)
@@ -414,9 +391,8 @@ def timeline_figure(data: dict[str, Any]) -> Any:
 
 def _timeline_panel(ax: Any, buckets: list[dict[str, Any]], iteration_s: float | None, name: str, *,
                     legend: bool) -> list[tuple[Any, float, float]]:
-    """Two rows: the iteration (0 to ``iteration_s``) and the buckets' all-reduces, each after
-    the wait from rank 0's launch (|) to the last rank's (``start_s``); index labels are placed
-    by :func:`_place_bucket_labels`."""
+    """Two rows: the iteration and the buckets' all-reduces, each after its wait from rank 0's launch (|)
+    to the last rank's (``start_s``); returns the index labels for :func:`_place_bucket_labels`."""
     if iteration_s is not None:
         ax.broken_barh([(0.0, iteration_s * 1e3)], (1.8, 0.7), facecolors=_ITERATION, label="steady iteration")
     waits = [(d["launch_s"] * 1e3, max(0.0, d["start_s"] - d["launch_s"]) * 1e3) for d in buckets]
@@ -442,9 +418,8 @@ def _timeline_panel(ax: Any, buckets: list[dict[str, Any]], iteration_s: float |
 
 
 def _place_bucket_labels(fig: Any, labels: list[list[tuple[Any, float, float]]]) -> None:
-    """Each bucket's index (``(text, start_ms, end_ms)`` per bucket, per panel) inside its
-    all-reduce bar where it fits, else above the bar on the first of two levels where it overlaps
-    no label placed before it in the panel, else hidden (the error panels carry every index)."""
+    """Each bucket's index inside its bar where it fits, else on the first of two levels above it where it
+    overlaps no earlier label of the panel, else hidden (the error panels carry every index)."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for panel in labels:
@@ -463,8 +438,7 @@ def _place_bucket_labels(fig: Any, labels: list[list[tuple[Any, float, float]]])
 
 
 def _error_panels(ax_ms: Any, ax_pct: Any, errors: list[dict[str, Any]]) -> None:
-    """Per bucket, measured minus predicted: the all-reduce's completion and its own time, in ms
-    (``ax_ms``) and in % of the predicted figure (``ax_pct``; a bucket without one is left out)."""
+    """Per bucket, measured minus predicted completion and own time, in ms and in % of the predicted."""
     ks = [e["bucket"] for e in errors]
     series = (("end_error", "completion (all-reduce end\nfrom the iteration start)", _END_ERR, -0.2),
               ("allreduce_error", "own all-reduce time\n(no waits)", _SVC_ERR, 0.2))

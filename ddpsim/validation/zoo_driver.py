@@ -33,9 +33,7 @@ SUMMARY_COLUMNS = ("model", "status", "points", "median_abs_error_pct", "median_
 
 
 def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: int, warmup: int) -> str:
-    """The scenario of zoo model ``name`` (``zoo:<name>``): 2 gloo ranks of one CPU host, one
-    thread each, the zoo's batch size; its own trace is a short lone capture (``model:``), the
-    validation captures fresh ones on both ranks."""
+    """The scenario of zoo model ``name``: 2 gloo ranks of one thread on one host, the zoo's batch size."""
     from ddpsim.trace.models.zoo import zoo_entry
 
     e = zoo_entry(name)
@@ -55,11 +53,9 @@ def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: in
 
 def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Sequence[Any], calibration: Any, *,
                   iterations: int, level: float, num_resamples: int, seed: int) -> dict[str, Any]:
-    """Stability, CPU-clock predictions and intervals of one validated model (module docstring,
-    steps 2-3); ``rows`` are :func:`ddpsim.validation.measure.validate`'s, ``captures`` its rounds' traces."""
+    """Stability, CPU-clock predictions and intervals of a validated model's ``rows`` and ``captures``."""
     from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
     from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
-    from ddpsim.trace.records import pool_traces
 
     if not captures:
         raise InputError(f"{scenario.name}: no round traces (trace.round<k>.json); expected the captures of a validation")
@@ -67,7 +63,6 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
         cpu_caps = [cpu_clock_trace(c) for c in captures]
     except InputError:  # a capture without its CPU time per phase, or of several threads
         cpu_caps = []
-    cpu_ok = bool(cpu_caps)
     points = {p.bucket_cap_mb: p for p in scenario.points()}  # the zoo scenario's sweep is the validated caps
     out = []
     for r in rows:
@@ -88,10 +83,10 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
         iv = interval(captures)
         rec["interval"] = iv.to_dict()
         rec["covered"] = None if r["measured_s"] is None else iv.covers(r["measured_s"])
-        if cpu_ok:
+        if cpu_caps:
             cpu = [predict(c) for c in cpu_caps]
-            pooled = predict(pool_traces(cpu_caps))
             ivc = interval(cpu_caps)
+            pooled = ivc.center_s  # the prediction from the CPU-clock captures pooled
             rec.update({"predicted_cpu_s": pooled, "per_capture_predicted_cpu_s": cpu, "stability_cpu_pct": spread_pct(cpu),
                         "error_cpu_pct": None if r["measured_s"] is None else 100.0 * (pooled - r["measured_s"]) / r["measured_s"],
                         "interval_cpu": ivc.to_dict(),
@@ -104,7 +99,7 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
                 rec.update({"cpu_share": share, "predicted_load_s": pooled / share,
                             "error_load_pct": 100.0 * (pooled / share - r["measured_s"]) / r["measured_s"]})
         out.append(rec)
-    return {"points": out, "num_captures": len(captures), "cpu_clock": cpu_ok}
+    return {"points": out, "num_captures": len(captures), "cpu_clock": bool(cpu_caps)}
 
 
 def summary_row(name: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -176,8 +171,8 @@ def _band_cell(r: dict[str, Any]) -> str:
 
 
 def method_totals(rows: Sequence[dict[str, Any]]) -> dict[str, int] | None:
-    """Over the models with figures: how many lie within 5 % median |error|, and the points
-    inside their interval without and with the method error (``"k/n"`` cells added up)."""
+    """Over the models with figures: how many within 5 % median |error|, and the points inside their
+    interval without and with the method error (``"k/n"`` cells added up)."""
     done = [r for r in rows if r.get("median_abs_error_pct") is not None]
     if not done:
         return None
@@ -199,8 +194,7 @@ def _method_text(tot: dict[str, int], level: float) -> str:
 
 
 def method_error_of(results: dict[str, dict[str, Any]], *, calibration: str | Path | None) -> Any:
-    """The residuals of every point of the models done (:class:`ddpsim.pipeline.method_error.MethodError`),
-    with the calibration they were predicted with."""
+    """The residuals of the models done, and their calibration (``method_error.MethodError``)."""
     from ddpsim.pipeline.method_error import MethodError, ResidualPoint, file_sha256
 
     pts = []
@@ -215,9 +209,9 @@ def method_error_of(results: dict[str, dict[str, Any]], *, calibration: str | Pa
 
 def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[str, Any]], me: Any, *,
                        level: float) -> dict[str, Any]:
-    """Give each row of a model done its leave-one-model-out band (the conformal band of the
-    other models' residuals, :meth:`ddpsim.pipeline.method_error.MethodError.band`) and the coverage of its
-    wall-clock intervals joined with it; returns the per-point detail for ``summary.json``."""
+    """Give each row of a model done the conformal band of the OTHER models' residuals
+    (:meth:`ddpsim.pipeline.method_error.MethodError.band`) and its intervals' coverage joined with it;
+    returns the per-point detail for ``summary.json``."""
     from ddpsim.validation.intervals import PredictionInterval
     from ddpsim.pipeline.method_error import widen
 
@@ -243,10 +237,8 @@ def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[s
 
 def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float,
                   results: dict[str, dict[str, Any]] | None = None, calibration: str | Path | None = None) -> None:
-    """``summary.csv``, ``summary.md`` and ``summary.json`` under ``zoo_dir``, atomically; with
-    the models' ``results``, also each model's coverage with the other models' method error
-    (:func:`apply_method_error`) and every residual in ``method_error.json``
-    (:mod:`ddpsim.pipeline.method_error`: what ``ddpsim validate --method-error`` reads)."""
+    """``summary.{csv,md,json}`` under ``zoo_dir``; with the models' ``results``, also
+    :func:`apply_method_error` and every residual in ``method_error.json`` (``validate --method-error``'s)."""
     detail: dict[str, Any] = {}
     if results:
         me = method_error_of(results, calibration=calibration)
@@ -263,12 +255,9 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
             level: float = 0.8, num_resamples: int = 40, seed: int = 0, timeout_s: float = 900.0,
             validate_fn: Callable[..., dict[str, Any]] | None = None,
             reanalyze: bool = False) -> dict[str, Any]:
-    """Validate the zoo's ``models`` (default: all, :func:`ddpsim.trace.models.zoo.zoo_names`) under
-    ``<out_dir>/zoo/``; returns ``{"rows": [...], "out": Path}`` (module docstring).
-    ``validate_fn`` replaces :func:`ddpsim.validation.measure.validate` (tests); ``reanalyze`` runs
-    nothing and analyses every model done again. InputError: an unknown model or a bad count; a
-    model's failing validation is reported in its row, not raised.
-    """
+    """Validate the zoo's ``models`` (default: all) under ``<out_dir>/zoo/``; returns ``{"rows", "out"}``.
+    ``validate_fn`` replaces :func:`ddpsim.validation.measure.validate` (tests). InputError: an unknown model
+    or a bad count; a model's failing validation is reported in its row."""
     from ddpsim.trace.capture import check_count
     from ddpsim.trace.models.zoo import ZOO_PREFIX, zoo_entry, zoo_names
 
@@ -316,9 +305,8 @@ def _progress_line(tag: str, r: dict[str, Any], wall_s: float) -> str:
 
 
 class _Zoo:
-    """One :func:`run_zoo` while it goes: its options, the summary rows so far and the results
-    of the models done (whose residuals give the other models their method error). Each
-    method handles one model; the summary is rewritten after every model validated."""
+    """One :func:`run_zoo` while it goes: its options, the summary rows so far and the results of the
+    models done (their residuals give the others their method error)."""
 
     def __init__(self, *, zoo_dir: Path, scn_dir: Path, calibration: str | Path | None, caps: list[float | None],
                  repeats: int, iterations: int, warmup: int, level: float, num_resamples: int, seed: int,
@@ -331,15 +319,11 @@ class _Zoo:
         self.results: dict[str, dict[str, Any]] = {}  # the models done, for the method error of the others
         self.torchvision: bool | None = None
 
-    def summary_cal(self) -> Path | None:
-        """The calibration the models done were predicted with, when they share one."""
-        used = {r.get("calibration") for r in self.results.values() if r.get("calibration")}
-        if len(used) == 1:
-            return Path(used.pop())
-        return self.shared_cal if is_file(self.shared_cal) else None
-
     def write_summary(self) -> None:
-        write_summary(self.zoo_dir, self.rows, level=self.level, results=self.results, calibration=self.summary_cal())
+        """The summary, with the calibration the models done were predicted with when they share one."""
+        used = {r.get("calibration") for r in self.results.values() if r.get("calibration")}
+        cal = Path(used.pop()) if len(used) == 1 else self.shared_cal if is_file(self.shared_cal) else None
+        write_summary(self.zoo_dir, self.rows, level=self.level, results=self.results, calibration=cal)
 
     def add_done(self, name: str, result: dict[str, Any]) -> None:
         self.rows.append(summary_row(name, result))
@@ -357,8 +341,8 @@ class _Zoo:
                              level=self.level, num_resamples=self.num_resamples, seed=self.seed)
 
     def reanalyse_model(self, e: Any, tag: str) -> None:
-        """``--reanalyze``: a model done is predicted again over the same runs (with the given
-        calibration, else the one its validation recorded, when that file is there) and analysed again."""
+        """``--reanalyze``: a model done predicted again over the same runs (with the given calibration,
+        else its recorded one when that file is there) and analysed again."""
         from ddpsim.trace.models.zoo import ZOO_PREFIX
         from ddpsim.validation.measure import reanalyze as reanalyze_point
 
@@ -384,8 +368,7 @@ class _Zoo:
         log.info(f"{tag}: analysed again")
 
     def skip_model(self, e: Any, tag: str) -> bool:
-        """Whether model ``e`` is not validated now: done earlier (its ``zoo.json`` is there), or a
-        torchvision model without torchvision (said in its row)."""
+        """Whether model ``e`` is skipped: done earlier (its ``zoo.json``), or torchvision's without it."""
         from ddpsim.trace.models.zoo import ZOO_PREFIX, torchvision_available
 
         name = ZOO_PREFIX + e.name
@@ -405,8 +388,8 @@ class _Zoo:
         return True
 
     def validate_model(self, e: Any, tag: str, validate_fn: Callable[..., dict[str, Any]]) -> None:
-        """Write model ``e``'s scenario, validate it (the first model calibrates the host for all),
-        analyse it and write its ``zoo.json``; a failing validation is its row's status."""
+        """Write model ``e``'s scenario, validate it (the first calibrates the host for all), analyse it and
+        write its ``zoo.json``; a failing validation is its row's status."""
         from ddpsim.trace.models.zoo import ZOO_PREFIX
 
         name = ZOO_PREFIX + e.name
@@ -429,9 +412,9 @@ class _Zoo:
                       "warmup": self.warmup, "summary": res["summary"], "analysis": analysis,
                       "wall_s": time.perf_counter() - t0}
             write_text_atomic(mdir / "zoo.json", json.dumps(result, indent=1) + "\n")
-            self.results[name] = result
+            self.add_done(name, result)
         except InputError as exc:
-            result = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}
+            failed = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}
+            self.rows.append(summary_row(name, failed))
             log.warning(f"{tag}: FAILED: {exc}")
-        self.rows.append(summary_row(name, result))
         self.write_summary()

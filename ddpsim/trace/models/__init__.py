@@ -1,25 +1,25 @@
-"""Built-in models and the ``package.module:factory`` loader (imports torch and stdlib only: the
-executor imports this package on GPU nodes where only torch is installed).
-
-Built-in models have the published shapes (torchvision's ResNet-50, BERT-base, GPT-2), randomly
-initialised from ``seed`` (nothing is downloaded); ``make_batch(batch_size)`` returns CPU tensors
-from a seeded ``torch.Generator`` (same size and seed, same bytes); ``loss_fn`` maps the output to
-a scalar (token models: a cross-entropy against target 0; None: the output summed). ``zoo:<name>``
-models (:mod:`ddpsim.trace.models.zoo`) are outside the set ddpsim is tuned on.
+"""Built-in models and the ``package.module:factory`` loader (torch and stdlib only: the executor
+imports it on GPU nodes). Built-in models have the published shapes (torchvision's ResNet-50,
+BERT-base, GPT-2), randomly initialised from ``seed``; ``make_batch(batch_size)`` returns CPU
+tensors from a seeded ``torch.Generator`` (same size and seed, same bytes); ``loss_fn`` is a
+cross-entropy against class 0 (None: the output summed). ``zoo:<name>`` models
+(:mod:`ddpsim.trace.models.zoo`) are outside the set ddpsim is tuned on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from ddpsim.errors import InputError, shorten
 
-__all__ = ["BuiltModel", "list_models", "build_model", "ddp_params", "default_loss"]
+__all__ = ["BuiltModel", "list_models", "build_model", "ddp_params", "default_loss", "to_device",
+           "run_forward", "ready_hooks", "make_optimizer"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,12 +34,6 @@ class BuiltModel:
     loss_fn: Callable[[Any], torch.Tensor] | None = None
     info: dict[str, Any] | None = None
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.module, torch.nn.Module):
-            raise InputError(f"model {self.name!r}: module is {type(self.module).__name__}; expected a torch.nn.Module")
-        if not callable(self.make_batch):
-            raise InputError(f"model {self.name!r}: make_batch is not callable; expected batch_size -> input")
-
 
 def default_loss(output: Any) -> torch.Tensor:
     """The loss used when a spec has no ``loss_fn``: the output summed (first element of a tuple/list)."""
@@ -48,6 +42,40 @@ def default_loss(output: Any) -> torch.Tensor:
     if isinstance(output, dict):
         output = next(iter(output.values()))
     return output.float().sum()
+
+
+def to_device(batch: Any, device: Any, dtype: Any = None) -> Any:
+    """``batch`` (a tensor or a tuple of them) on ``device``, floating tensors cast to ``dtype`` (if any)."""
+    if isinstance(batch, (tuple, list)):
+        return tuple(to_device(b, device, dtype) for b in batch)
+    if batch.dtype.is_floating_point and dtype is not None:
+        return batch.to(device=device, dtype=dtype)
+    return batch.to(device=device)
+
+
+def run_forward(module: torch.nn.Module, batch: Any) -> Any:
+    """``module`` called on ``batch`` (a tuple: its tensors as the arguments)."""
+    return module(*batch) if isinstance(batch, tuple) else module(batch)
+
+
+@contextlib.contextmanager
+def ready_hooks(params: Sequence[torch.nn.Parameter], on_ready: Callable[[int], None]) -> Iterator[None]:
+    """A post-accumulate-grad hook per parameter calling ``on_ready(index)`` when its gradient is
+    ready, as DDP's reducer marks it (``Reducer::autograd_hook``); removed on exit."""
+    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: on_ready(i))
+               for i, p in enumerate(params)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def make_optimizer(name: str, params: Sequence[torch.nn.Parameter], sgd_foreach: bool | None = None) -> Any:
+    """``"sgd"`` (lr 1e-3, momentum 0.9) or ``"adamw"`` (lr 1e-4, foreach) over ``params``."""
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=sgd_foreach)
+    return torch.optim.AdamW(params, lr=1e-4, foreach=True)
 
 
 def ddp_params(module: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter, bool]]:
@@ -84,7 +112,8 @@ def _torch_dtype(name: str, field: str) -> torch.dtype:
         raise InputError(f"{field}: {shorten(name)} is not accepted; expected one of {sorted(_DTYPES)}") from None
 
 
-def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype, high: int = 2) -> torch.Tensor:
+def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype,
+                   high: int) -> torch.Tensor:
     if dtype.is_floating_point:
         return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
     if dtype == torch.bool:
@@ -92,11 +121,14 @@ def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dt
     return torch.randint(0, max(1, high), shape, generator=gen, dtype=torch.int64).to(dtype)
 
 
-def _batch(seed: int, shape: tuple[int, ...], dtype: torch.dtype, high: int = 2) -> Callable[[int], torch.Tensor]:
-    """``batch_size -> tensor`` of ``shape`` per sample, the same for every call (integers in ``[0, high)``)."""
-    def make_batch(batch_size: int) -> torch.Tensor:
+def _batch(seed: int, leaves: Sequence[tuple[Sequence[int], torch.dtype, int]],
+           as_tuple: bool = False) -> Callable[[int], Any]:
+    """``batch_size ->`` one random tensor per ``(sample shape, dtype, high)`` (integers in ``[0, high)``),
+    from one generator seeded with ``seed``: the same for every call; a tuple when ``as_tuple``."""
+    def make_batch(batch_size: int) -> Any:
         gen = torch.Generator().manual_seed(seed)
-        return _random_tensor(gen, (batch_size, *shape), dtype, high)
+        out = tuple(_random_tensor(gen, (batch_size, *shape), dtype, high) for shape, dtype, high in leaves)
+        return out if as_tuple else out[0]
     return make_batch
 
 
@@ -123,51 +155,68 @@ def _check_pos_int(value: Any, field: str) -> int:
     return value
 
 
+def _options(kwargs: dict, model: str, defaults: dict[str, int]) -> dict[str, int]:
+    """``defaults`` with the given options (each an integer > 0); InputError on an option not among them."""
+    opts = {k: _check_pos_int(kwargs.pop(k, v), k) for k, v in defaults.items()}
+    if kwargs:
+        key = sorted(kwargs)[0]
+        raise InputError(f"{key}: {kwargs[key]!r} is not an option of model {model!r}; "
+                         f"expected one of: {', '.join(defaults)}")
+    return opts
+
+
+def _tensor_model(name: str, seed: int, module: torch.nn.Module, shape: tuple[int, ...],
+                  input_dtype: str | None, loss_fn: Callable[[Any], torch.Tensor] | None,
+                  **info: Any) -> BuiltModel:
+    """A model fed random tensors of one sample's ``shape`` (``input_dtype``, float32 by default)."""
+    dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
+    return BuiltModel(name=name, module=module, make_batch=_batch(seed, [(shape, dtype, 2)]), loss_fn=loss_fn,
+                      info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."),
+                            **info})
+
+
+def _token_model(name: str, seed: int, module: torch.nn.Module, seq_len: int, vocab_size: int,
+                 loss_fn: Callable[[Any], torch.Tensor], info: dict[str, Any]) -> BuiltModel:
+    """A model fed ``seq_len`` random tokens of a ``vocab_size`` vocabulary per sample."""
+    make_batch = _batch(seed, [((seq_len,), torch.int64, vocab_size)])
+    return BuiltModel(name=name, module=module, make_batch=make_batch, loss_fn=loss_fn, info=info)
+
+
 def _build_mlp(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     from ddpsim.trace.models.mlp import MLP
 
-    width = _check_pos_int(kwargs.pop("width", 256), "width")
-    depth = _check_pos_int(kwargs.pop("depth", 4), "depth")
-    num_classes = _check_pos_int(kwargs.pop("num_classes", 10), "num_classes")
-    _no_more(kwargs, "mlp", "width, depth, num_classes")
-    shape = _shape(input_shape, (width,), "input_shape", rank=1)
-    module = MLP(in_features=shape[0], width=width, depth=depth, num_classes=num_classes)
-    dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return BuiltModel(name="mlp", module=module, make_batch=_batch(seed, shape, dtype), loss_fn=None,
-                     info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."),
-                           "width": width, "depth": depth})
+    o = _options(kwargs, "mlp", {"width": 256, "depth": 4, "num_classes": 10})
+    shape = _shape(input_shape, (o["width"],), "input_shape", rank=1)
+    module = MLP(in_features=shape[0], width=o["width"], depth=o["depth"], num_classes=o["num_classes"])
+    return _tensor_model("mlp", seed, module, shape, input_dtype, None, width=o["width"], depth=o["depth"])
 
 
 def _build_resnet50(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     from ddpsim.trace.models.resnet import resnet50
 
-    num_classes = _check_pos_int(kwargs.pop("num_classes", 1000), "num_classes")
-    _no_more(kwargs, "resnet50", "num_classes")
+    o = _options(kwargs, "resnet50", {"num_classes": 1000})
     shape = _shape(input_shape, (3, 224, 224), "input_shape", rank=3)
-    dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return BuiltModel(name="resnet50", module=resnet50(num_classes=num_classes), make_batch=_batch(seed, shape, dtype),
-                     loss_fn=_ce_loss, info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch.")})
+    module = resnet50(num_classes=o["num_classes"])
+    return _tensor_model("resnet50", seed, module, shape, input_dtype, _ce_loss)
 
 
-def _seq_len(kwargs: dict, input_shape, default: int, max_len: int) -> int:
-    seq_len = kwargs.pop("seq_len", None)
-    if seq_len is None and input_shape is not None:
-        seq_len = _shape(input_shape, (default,), "input_shape", rank=1)[0]
-    seq_len = _check_pos_int(default if seq_len is None else seq_len, "seq_len")
-    if seq_len > max_len:
-        raise InputError(f"seq_len: {seq_len} is too long; expected an integer in [1, {max_len}]")
-    return seq_len
+def _token_options(kwargs: dict, model: str, input_shape: Any, max_len: int, n_layer: int) -> dict[str, int]:
+    """``seq_len`` (default: ``input_shape``'s, else 128; at most ``max_len``) and ``n_layer``."""
+    if "seq_len" not in kwargs and input_shape is not None:
+        kwargs["seq_len"] = _shape(input_shape, (128,), "input_shape", rank=1)[0]
+    o = _options(kwargs, model, {"seq_len": 128, "n_layer": n_layer})
+    if o["seq_len"] > max_len:
+        raise InputError(f"seq_len: {o['seq_len']} is too long; expected an integer in [1, {max_len}]")
+    return {**o, "input_shape": [o["seq_len"]], "input_dtype": "int64"}
 
 
 def _build_bert(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     from ddpsim.trace.models.bert import BertConfig, BertForPreTraining
 
-    seq_len = _seq_len(kwargs, input_shape, 128, 512)
-    n_layer = _check_pos_int(kwargs.pop("n_layer", 12), "n_layer")
-    _no_more(kwargs, "bert-base", "seq_len, n_layer")
-    cfg = BertConfig(n_layer=n_layer)
-    return BuiltModel(name="bert-base", module=BertForPreTraining(cfg), make_batch=_batch(seed, (seq_len,), torch.int64, cfg.vocab_size),
-                     loss_fn=_pretrain_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
+    info = _token_options(kwargs, "bert-base", input_shape, 512, 12)
+    cfg = BertConfig(n_layer=info["n_layer"])
+    module = BertForPreTraining(cfg)
+    return _token_model("bert-base", seed, module, info["seq_len"], cfg.vocab_size, _pretrain_loss, info)
 
 
 _GPT2 = {"gpt2-124m": (12, 768, 12), "gpt2-350m": (24, 1024, 16), "gpt2-1.5b": (48, 1600, 25)}
@@ -178,12 +227,9 @@ def _gpt2_builder(name: str):
         from ddpsim.trace.models.gpt2 import GPT2, GPT2Config
 
         n_layer, n_embd, n_head = _GPT2[name]
-        seq_len = _seq_len(kwargs, input_shape, 128, 1024)
-        n_layer = _check_pos_int(kwargs.pop("n_layer", n_layer), "n_layer")
-        _no_more(kwargs, name, "seq_len, n_layer")
-        cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=n_head)
-        return BuiltModel(name=name, module=GPT2(cfg), make_batch=_batch(seed, (seq_len,), torch.int64, cfg.vocab_size),
-                         loss_fn=_ce_loss, info={"seq_len": seq_len, "n_layer": n_layer, "input_shape": [seq_len], "input_dtype": "int64"})
+        info = _token_options(kwargs, name, input_shape, 1024, n_layer)
+        cfg = GPT2Config(n_layer=info["n_layer"], n_embd=n_embd, n_head=n_head)
+        return _token_model(name, seed, GPT2(cfg), info["seq_len"], cfg.vocab_size, _ce_loss, info)
     return build
 
 
@@ -196,14 +242,7 @@ _REGISTRY: dict[str, Callable[..., BuiltModel]] = {
 
 
 def list_models() -> list[str]:
-    """Names of the built-in models, sorted."""
     return sorted(_REGISTRY)
-
-
-def _no_more(kwargs: dict, model: str, accepted: str) -> None:
-    if kwargs:
-        key = sorted(kwargs)[0]
-        raise InputError(f"{key}: {kwargs[key]!r} is not an option of model {model!r}; expected one of: {accepted}")
 
 
 def _shape(value: Any, default: tuple[int, ...], field: str, rank: int | None = None) -> tuple[int, ...]:
@@ -277,31 +316,25 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
     if isinstance(made, torch.nn.Module):
         if input_shape is None:
             raise InputError(f"input_shape: None is not accepted for factory {shorten(path)} returning a module; expected one sample's shape, e.g. 3,224,224")
-        shape = _shape(input_shape, (), "input_shape")
-        dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-        return BuiltModel(name=path, module=made, make_batch=_batch(seed, shape, dtype), loss_fn=loss_fn,
-                         info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs)})
+        return _tensor_model(path, seed, made, _shape(input_shape, (), "input_shape"), input_dtype, loss_fn,
+                             factory_kwargs=_jsonable(kwargs))
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
         module, example = made
         leaves = list(example) if isinstance(example, (tuple, list)) else [example]
         if not leaves or not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in leaves):
             raise InputError(f"model: factory {shorten(path)} returned an example input that is not a tensor or tuple of tensors with a batch dimension")
-        return BuiltModel(name=path, module=module, make_batch=_like_batch(seed, leaves, isinstance(example, (tuple, list))), loss_fn=loss_fn,
+        make_batch = _batch(seed, [(t.shape[1:], t.dtype, _high(t)) for t in leaves],
+                            isinstance(example, (tuple, list)))
+        return BuiltModel(name=path, module=module, make_batch=make_batch, loss_fn=loss_fn,
                          info={"input_shape": [list(t.shape[1:]) for t in leaves] if len(leaves) > 1 else list(leaves[0].shape[1:]),
                                "input_dtype": str(leaves[0].dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs),
                                "example_batch_size": int(leaves[0].shape[0])})
     raise InputError(f"model: factory {shorten(path)} returned {type(made).__name__}; expected an nn.Module or (nn.Module, example_input)")
 
 
-def _like_batch(seed: int, examples: list[torch.Tensor], as_tuple: bool) -> Callable[[int], Any]:
-    # integer inputs are drawn in [0, max(example)+1) so that embedding indices stay valid
-    highs = [int(t.max().item()) + 1 if (not t.dtype.is_floating_point and t.numel()) else 2 for t in examples]
-
-    def make_batch(batch_size: int) -> Any:
-        gen = torch.Generator().manual_seed(seed)
-        out = tuple(_random_tensor(gen, (batch_size, *t.shape[1:]), t.dtype, high) for t, high in zip(examples, highs))
-        return out if as_tuple else out[0]
-    return make_batch
+def _high(example: torch.Tensor) -> int:
+    """Integer inputs are drawn in ``[0, max(example) + 1)`` so that embedding indices stay valid."""
+    return int(example.max().item()) + 1 if (not example.dtype.is_floating_point and example.numel()) else 2
 
 
 def _jsonable(d: dict) -> dict:

@@ -10,6 +10,7 @@ tied to the word embeddings, own bias) and next-sentence head. 12 layers d768:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -55,93 +56,44 @@ class BertSelfAttention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, c)
 
 
-class BertSelfOutput(nn.Module):
-    def __init__(self, cfg: BertConfig, d_in: int) -> None:
+class Dense(nn.Module):
+    """HuggingFace's ``dense`` (+ ``LayerNorm``) blocks: ``LayerNorm(act(dense(x)) + residual)``,
+    each part only where given (``BertSelfOutput``, ``BertIntermediate``, ``BertPooler``,
+    ``BertPredictionHeadTransform``)."""
+
+    def __init__(self, d_in: int, d_out: int, act: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 norm: bool = False) -> None:
         super().__init__()
-        self.dense = nn.Linear(d_in, cfg.hidden)
-        self.LayerNorm = nn.LayerNorm(cfg.hidden, eps=1e-12)
+        self.dense = nn.Linear(d_in, d_out)
+        self.act = act
+        self.LayerNorm = nn.LayerNorm(d_out, eps=1e-12) if norm else None
 
-    def forward(self, h: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dense(h) + residual)
-
-
-class BertAttention(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.self = BertSelfAttention(cfg)
-        self.output = BertSelfOutput(cfg, cfg.hidden)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.self(x), x)
-
-
-class BertIntermediate(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(cfg.hidden, cfg.intermediate)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.gelu(self.dense(x))
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        y = self.dense(x)
+        if self.act is not None:
+            y = self.act(y)
+        if residual is not None:
+            y = y + residual
+        return y if self.LayerNorm is None else self.LayerNorm(y)
 
 
 class BertLayer(nn.Module):
     def __init__(self, cfg: BertConfig) -> None:
         super().__init__()
-        self.attention = BertAttention(cfg)
-        self.intermediate = BertIntermediate(cfg)
-        self.output = BertSelfOutput(cfg, cfg.intermediate)
+        self.attention = nn.ModuleDict({"self": BertSelfAttention(cfg),
+                                        "output": Dense(cfg.hidden, cfg.hidden, norm=True)})
+        self.intermediate = Dense(cfg.hidden, cfg.intermediate, F.gelu)
+        self.output = Dense(cfg.intermediate, cfg.hidden, norm=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.attention(x)
+        a = self.attention.output(self.attention.self(x), x)
         return self.output(self.intermediate(a), a)
-
-
-class BertEncoder(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.layer = nn.ModuleList([BertLayer(cfg) for _ in range(cfg.n_layer)])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layer:
-            x = layer(x)
-        return x
-
-
-class BertPooler(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(cfg.hidden, cfg.hidden)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(x[:, 0]))
-
-
-class BertModel(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.embeddings = BertEmbeddings(cfg)
-        self.encoder = BertEncoder(cfg)
-        self.pooler = BertPooler(cfg)
-
-    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        seq = self.encoder(self.embeddings(ids))
-        return seq, self.pooler(seq)
-
-
-class BertPredictionHeadTransform(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(cfg.hidden, cfg.hidden)
-        self.LayerNorm = nn.LayerNorm(cfg.hidden, eps=1e-12)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(F.gelu(self.dense(x)))
 
 
 class BertLMPredictionHead(nn.Module):
     def __init__(self, cfg: BertConfig) -> None:
         super().__init__()
-        self.transform = BertPredictionHeadTransform(cfg)
+        self.transform = Dense(cfg.hidden, cfg.hidden, F.gelu, norm=True)
         self.decoder = nn.Linear(cfg.hidden, cfg.vocab_size, bias=False)
         self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
 
@@ -149,23 +101,18 @@ class BertLMPredictionHead(nn.Module):
         return self.decoder(self.transform(x)) + self.bias
 
 
-class BertPreTrainingHeads(nn.Module):
-    def __init__(self, cfg: BertConfig) -> None:
-        super().__init__()
-        self.predictions = BertLMPredictionHead(cfg)
-        self.seq_relationship = nn.Linear(cfg.hidden, 2)
-
-    def forward(self, seq: torch.Tensor, pooled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.predictions(seq), self.seq_relationship(pooled)
-
-
 class BertForPreTraining(nn.Module):
     """Returns ``(mlm_logits [B, T, vocab], nsp_logits [B, 2])``."""
 
     def __init__(self, cfg: BertConfig) -> None:
         super().__init__()
-        self.bert = BertModel(cfg)
-        self.cls = BertPreTrainingHeads(cfg)
+        self.bert = nn.ModuleDict(dict(
+            embeddings=BertEmbeddings(cfg),
+            encoder=nn.ModuleDict(dict(layer=nn.ModuleList([BertLayer(cfg) for _ in range(cfg.n_layer)]))),
+            pooler=Dense(cfg.hidden, cfg.hidden, torch.tanh),
+        ))
+        self.cls = nn.ModuleDict(dict(predictions=BertLMPredictionHead(cfg),
+                                      seq_relationship=nn.Linear(cfg.hidden, 2)))
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
@@ -174,5 +121,8 @@ class BertForPreTraining(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        seq, pooled = self.bert(ids)
-        return self.cls(seq, pooled)
+        seq = self.bert.embeddings(ids)
+        for layer in self.bert.encoder.layer:
+            seq = layer(seq)
+        pooled = self.bert.pooler(seq[:, 0])
+        return self.cls.predictions(seq), self.cls.seq_relationship(pooled)

@@ -1,10 +1,7 @@
 """GPT-2 decoder (nanoGPT layout): token + position embeddings, ``n_layer`` pre-LN blocks
-(LN, causal self-attention with ``c_attn``/``c_proj``, LN, MLP ``c_fc``/``c_proj``), final LN,
-LM head tied to ``wte`` (one shared parameter: DDP sees it once, as ``transformer.wte.weight``).
-
-Shapes follow the published GPT-2 sizes (vocab 50257, context 1024): 124M = 12 layers d768
-(124,439,808 parameters with the tied head), 350M = 24 x d1024, 1.5B = 48 x d1600
-(1,557,611,200). No dropout (timing is what matters; keeps runs deterministic).
+(causal self-attention ``c_attn``/``c_proj``, MLP ``c_fc``/``c_proj``), final LN, LM head tied to
+``wte`` (DDP sees it once, as ``transformer.wte.weight``). The published sizes (vocab 50257,
+context 1024): 124M = 12 x d768, 350M = 24 x d1024, 1.5B = 48 x d1600. No dropout.
 """
 
 from __future__ import annotations
@@ -67,7 +64,6 @@ class Block(nn.Module):
 class GPT2(nn.Module):
     def __init__(self, cfg: GPT2Config) -> None:
         super().__init__()
-        self.config = cfg
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(cfg.vocab_size, cfg.n_embd),
             wpe=nn.Embedding(cfg.block_size, cfg.n_embd),

@@ -1,15 +1,10 @@
-"""The model zoo: models none of ddpsim's constants or fits are chosen on, to check its accuracy.
-
-``zoo:<name>`` models are torchvision's builders (``torchvision.models.<builder>(weights=None)``,
-the optional extra ``ddpsim[zoo]``: batch-norm CNNs, depthwise and squeeze-excitation
-convolutions, many small parameters, a small ViT) and torch's own ``nn.Transformer`` family (an
-encoder classifier, an encoder-decoder, a language model whose output projection is its tied
-token embedding) plus an MLP with an auxiliary head its forward never uses (validated under
-``find_unused_parameters=True``). Each is randomly initialised, with a CPU batch size and input
-shape (:data:`ZOO`) for a step of tens to hundreds of milliseconds per rank; losses are a
-cross-entropy against class or token 0. A torchvision built for another torch variant fails to
-load its C++ operators; :func:`torchvision_models` then registers the two schemas its import
-needs fakes for (``nms``, ``qnms``) and imports it again.
+"""The model zoo: models none of ddpsim's constants or fits are chosen on, to check its accuracy:
+torchvision's builders (``torchvision.models.<builder>(weights=None)``, the extra ``ddpsim[zoo]``),
+torch's ``nn.Transformer`` family (an encoder classifier, an encoder-decoder, an LM with a tied
+output projection) and an MLP with a head its forward never uses (``find_unused_parameters``).
+Each has a CPU batch size and input shape (:data:`ZOO`); losses are a cross-entropy against class
+or token 0. A torchvision built for another torch variant fails to load its C++ operators;
+:func:`torchvision_models` then registers fakes of the two schemas its import needs.
 """
 
 from __future__ import annotations
@@ -42,12 +37,6 @@ class ZooEntry:
     shape: str
     find_unused_parameters: bool = False
 
-    def __post_init__(self) -> None:
-        if self.source not in ("torchvision", "torch"):
-            raise ValueError(f"source: {self.source!r}; expected 'torchvision' or 'torch'")
-        if self.batch_size < 1 or not self.input_shape or min(self.input_shape) < 1:
-            raise ValueError(f"{self.name}: batch_size and input_shape must be positive")
-
 
 ZOO: dict[str, ZooEntry] = {e.name: e for e in (
     ZooEntry(name="resnet18", source="torchvision", batch_size=4, input_shape=(3, 128, 128),
@@ -77,7 +66,6 @@ ZOO: dict[str, ZooEntry] = {e.name: e for e in (
 
 
 def zoo_names() -> list[str]:
-    """Every zoo model's full name (``zoo:<name>``), sorted."""
     return sorted(ZOO_PREFIX + n for n in ZOO)
 
 
@@ -116,7 +104,6 @@ def torchvision_models() -> Any:
 
 
 def torchvision_available() -> bool:
-    """Whether the torchvision zoo models can be built in this environment."""
     try:
         torchvision_models()
     except InputError:
@@ -219,29 +206,32 @@ def _torch_module(name: str, seq_len: int, num_classes: int) -> nn.Module:
 
 # ---- the builder build_model calls --------------------------------------------------------------
 
-def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any], m: Any) -> Any:
+def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, kwargs: dict[str, Any],
+              m: Any) -> Any:
     """The :class:`ddpsim.trace.models.BuiltModel` of ``zoo:<name>``; ``m`` is the package
     :mod:`ddpsim.trace.models` (its checks and batch makers), passed in: it imports this module."""
-
     entry = zoo_entry(name)
     tokens = entry.source == "torch" and entry.name != "branchy_mlp"
-    num_classes = m._check_pos_int(kwargs.pop("num_classes", 1000 if entry.source == "torchvision" else 10), "num_classes")
-    if tokens and "seq_len" in kwargs:
-        input_shape = (m._check_pos_int(kwargs.pop("seq_len"), "seq_len"),)
-    m._no_more(kwargs, name, "num_classes" + (", seq_len" if tokens else ""))
-    shape = m._shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
-    info: dict[str, Any] = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size}
-    if not tokens:
-        if entry.name == "vit_small" and shape[1:] != (64, 64):
-            raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")
-        dtype = m._torch_dtype(input_dtype or "float32", "input_dtype")
-        module = (_torchvision_module(entry.name, num_classes) if entry.source == "torchvision"
-                  else _torch_module(entry.name, shape[0], num_classes))
-        info["input_dtype"] = str(dtype).removeprefix("torch.")
-        return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, shape, dtype),
+    if tokens and "seq_len" not in kwargs:
+        kwargs["seq_len"] = m._shape(input_shape, entry.input_shape, "input_shape", rank=1)[0]
+    o = m._options(kwargs, name, {"num_classes": 1000 if entry.source == "torchvision" else 10,
+                                  **({"seq_len": entry.input_shape[0]} if tokens else {})})
+    if tokens:
+        seq_len = o["seq_len"]
+        info = {"input_shape": [seq_len], "zoo_batch_size": entry.batch_size, "seq_len": seq_len,
+                "input_dtype": "int64"}
+        module = _torch_module(entry.name, seq_len, o["num_classes"])
+        make_batch = m._batch(seed, [((seq_len,), torch.int64, ZOO_VOCAB_SIZE)])
+        return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=make_batch,
                             loss_fn=m._ce_loss, info=info)
-    seq_len = shape[0]
-    module = _torch_module(entry.name, seq_len, num_classes)
-    info.update({"seq_len": seq_len, "input_dtype": "int64"})
-    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, (seq_len,), torch.int64, ZOO_VOCAB_SIZE),
+    shape = m._shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
+    if entry.name == "vit_small" and shape[1:] != (64, 64):
+        raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")
+    dtype = m._torch_dtype(input_dtype or "float32", "input_dtype")
+    module = (_torchvision_module(entry.name, o["num_classes"]) if entry.source == "torchvision"
+              else _torch_module(entry.name, shape[0], o["num_classes"]))
+    info = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size,
+            "input_dtype": str(dtype).removeprefix("torch.")}
+    make_batch = m._batch(seed, [(shape, dtype, 2)])
+    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=make_batch,
                         loss_fn=m._ce_loss, info=info)

@@ -34,9 +34,10 @@ class DeviceDone:
         self.latency_us = max((lz.op.ts - lz.launch_us for k, lz in enumerate(work[1:], 1)
                                if self._done[k - 1] < lz.launch_us), default=0.0)
 
-    def before(self, t: float) -> float | None:
-        """When the device finished every non-communication event launched before ``t`` (None: none was)."""
-        k = bisect_right(self._launch_ts, t)
+    def before(self, t: float, strict: bool = False) -> float | None:
+        """When the device finished every non-communication op launched at or (``strict``) before ``t``
+        (None: none was)."""
+        k = (bisect_left if strict else bisect_right)(self._launch_ts, t)
         return self._done[k - 1] if k else None
 
     def inherited_until(self, s: StepOps) -> float | None:
@@ -47,14 +48,9 @@ class DeviceDone:
         first = next((lz for lz in s.launched if kernel_kind(lz.op.name) != COMM), None)
         if first is None:
             return None
-        k = bisect_left(self._launch_ts, first.launch_us)
-        prior = self._done[k - 1] if k else float("-inf")
+        prior = self.before(first.launch_us, strict=True)
         free = first.op.ts - self.latency_us
-        return free if free > max(first.launch_us, prior) else None
-
-
-def _end(o: CpuOp) -> float:
-    return o.ts + o.dur
+        return free if free > max(first.launch_us, -math.inf if prior is None else prior) else None
 
 
 def critical_fields(done: DeviceDone, s: StepOps, w: PhaseWindows, grads: Sequence[CpuOp]) -> dict[str, Any]:
@@ -69,7 +65,7 @@ def critical_fields(done: DeviceDone, s: StepOps, w: PhaseWindows, grads: Sequen
     span = next(o for o in ops if o.name == f"ProfilerStep#{s.step}")
     ddp = next((o for o in ops if o.tid == span.tid and o.name == "DistributedDataParallel.forward"), None)
     module = module_start(s, ops, ddp) if ddp is not None else w.forward.start
-    model_end = max(_end(o) for o in bwd_ops if o.name.startswith(BACKWARD_OP))
+    model_end = max(o.end for o in bwd_ops if o.name.startswith(BACKWARD_OP))
     opt_end = w.optimizer.end if w.optimizer_annotated else w.backward.end
     inherited = done.inherited_until(s)
     done_fwd = done.before(w.forward.start)
@@ -90,17 +86,17 @@ def module_start(s: StepOps, ops: Sequence[CpuOp], ddp: CpuOp) -> float:
     """Where the module's forward begins inside DDP's forward: the first direct child op after
     the last buffer broadcast (``c10d::broadcast_``; the start of DDP's forward when none) that
     launches a compute kernel (copies and the broadcast's flatten do not count)."""
-    d0, d1 = ddp.ts, _end(ddp)
+    d0, d1 = ddp.ts, ddp.end
     inside = [o for o in ops if o.tid == ddp.tid and d0 < o.ts < d1 and o is not ddp]
     bcasts = [o for o in inside if o.name == "c10d::broadcast_"]
-    after = _end(bcasts[-1]) if bcasts else d0
+    after = bcasts[-1].end if bcasts else d0
     comp = [lz.launch_us for lz in s.launched
             if after <= lz.launch_us < d1 and lz.tid == ddp.tid and kernel_kind(lz.op.name) == COMP]
     if not comp:
         return after
     first_launch = min(comp)
     # the outermost op holding the first launch
-    holders = [o for o in inside if after <= o.ts <= first_launch and _end(o) >= first_launch]
+    holders = [o for o in inside if after <= o.ts <= first_launch and o.end >= first_launch]
     return min(o.ts for o in holders) if holders else first_launch
 
 
@@ -108,7 +104,7 @@ def _holder(ops: Sequence[CpuOp], starts: Sequence[float], a: CpuOp) -> CpuOp | 
     """The last of ``ops`` (start order, ``starts`` their starts) to start at or before ``a``,
     where it holds ``a`` (an AccumulateGrad's evaluate_function: they do not nest)."""
     k = bisect_right(starts, a.ts) - 1
-    return ops[k] if k >= 0 and _end(a) <= _end(ops[k]) else None
+    return ops[k] if k >= 0 and a.end <= ops[k].end else None
 
 
 def _opt(t: float | None, s_of: Callable[[float], float]) -> float | None:
@@ -129,7 +125,7 @@ def _hooks(bwd_ops: Sequence[CpuOp], grads: Sequence[CpuOp], done: DeviceDone,
     out = []
     for a in grads:
         ev = _holder(by_tid.get(a.tid, []), tid_starts.get(a.tid, []), a) or _holder(evals, starts, a) or a
-        n = bisect_right(ar, _end(ev)) - bisect_right(ar, ev.ts)
-        out.append(HookSpan(op_end_s=s_of(_end(a)), start_s=s_of(ev.ts), end_s=s_of(_end(ev)), op_s=a.dur * 1e-6,
-                            launches=n, gpu_ready_s=_opt(done.before(_end(a)), s_of)))
+        n = bisect_right(ar, ev.end) - bisect_right(ar, ev.ts)
+        out.append(HookSpan(op_end_s=s_of(a.end), start_s=s_of(ev.ts), end_s=s_of(ev.end), op_s=a.dur * 1e-6,
+                            launches=n, gpu_ready_s=_opt(done.before(a.end), s_of)))
     return tuple(out)

@@ -1,8 +1,6 @@
-"""The import: one profile's events -> :class:`~ddpsim.trace.profile.result.ProfileImport`.
-
-Steps are cut by :mod:`~ddpsim.trace.profile.steps`, gradients named by
-:mod:`~ddpsim.trace.profile.mapping`, and the trace built from the GPU timeline; the CPU spans go
-to ``environment.cpu_span_phase_s`` (not ``cpu_phase_s``: a capture's process CPU time).
+"""The import: one profile's events -> :class:`~ddpsim.trace.profile.result.ProfileImport`; steps
+cut by :mod:`~ddpsim.trace.profile.steps`, gradients named by :mod:`~ddpsim.trace.profile.mapping`,
+the trace built from the GPU timeline (CPU spans in ``environment.cpu_span_phase_s``).
 """
 
 from __future__ import annotations
@@ -40,25 +38,15 @@ def ddpsim_dtype(name: object, field: str) -> str:
 
 def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *, seed: int = 0,
                    command: str | None = None) -> ProfileImport:
-    """Import one rank's torch.profiler trace.
-
-    Args:
-        path: the profile (``.json`` or ``.json.gz``), or its events already read (:func:`read_profile`).
-        model: a built-in model name or ``package.module:factory`` whose parameters (DDP's
-            order) name the profile's gradients; None maps them by the recorded bucket sizes.
-        seed: passed to the factory (only its parameters' shapes and gradient order are used).
-        command: the command line recorded in the trace.
-
-    Raises:
-        InputError: one line naming what the profile lacks (no ProfilerStep, no GPU kernels,
-            no backward, not JSON, truncated) or a factory whose parameters do not match the
-            recorded bucket sizes.
-    """
+    """Import one rank's torch.profiler trace (a ``.json[.gz]`` path or :func:`read_profile`'s events);
+    ``model`` (built with ``seed``) names its gradients (:mod:`~ddpsim.trace.profile.mapping`).
+    InputError: one line naming what the profile lacks, or a model that does not match it."""
     prof = path if isinstance(path, KinetoProfile) else read_profile(path)
     built = _Steps(prof)
-    grads = _grad_info(built)
+    dims = _batch_input(built)
+    grads = _grad_info(built, dims)
     mapping_out = map_params(grads, model=model, seed=seed, source=f"profile {prof.path}")
-    env = _environment(prof, built)
+    env = _environment(prof, built, dims)
     iterations = tuple(built.iterations)
     trace = _trace(prof, iterations, mapping_out, env, model=model, command=command)
     return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations,
@@ -125,11 +113,12 @@ class _Steps:
         bwd = _phase(model_bwd, w.backward, t0)
         opt = _phase([lz for lz in s.launched if w.optimizer.holds(lz.launch_us)], w.optimizer, t0)
         bwd_gpu0 = t0 + (bwd.gpu_start_s or 0.0) / US
-        ready_us = st.ready_times_us(s, accumulate)
-        ready = tuple(min(max(0.0, (r - bwd_gpu0) * US), bwd.gpu_s) for r in ready_us)
+        step_done = DeviceDone(s.launched)  # a gradient is ready when the work launched before it is done
+        ready = tuple(0.0 if r is None else min(max(0.0, (r - bwd_gpu0) * US), bwd.gpu_s)
+                      for r in (step_done.before(a.ts, strict=True) for a in accumulate))
         index = len(self.iterations)
         buckets = _buckets(s, w, accumulate, path)
-        self.grad_shapes.append([_first_dims(o.args) for o in accumulate])
+        self.grad_shapes.append([(_input_dims(o.args) or [None])[0] for o in accumulate])
         self.grad_work.append(_hook_work(s, accumulate))
         gpu = [lz.op for lz in s.launched]
         gpu_step = (max(g.end for g in gpu) - min(g.ts for g in gpu)) * US if gpu else 0.0
@@ -156,10 +145,6 @@ def _phase(launched: Sequence[st.Launched], window: st.Window, t0: float) -> Pha
                    num_kernels=len(ops))
 
 
-def _first_dims(args: dict[str, Any] | None) -> tuple[int, ...] | None:
-    return (_input_dims(args) or [None])[0]
-
-
 def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:
     """Per gradient, ``grid x block`` threads of the kernels DDP's hook launched for it (its
     gradient copy into the bucket): proportional to the gradient's elements."""
@@ -171,7 +156,7 @@ def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:
         hook = _first_on_thread(hooks, bisect.bisect_left(hook_starts, acc.ts), nxt, acc.tid)
         work = 0.0
         if hook is not None:
-            for lz in st.launched_between(s, hook.ts, hook.ts + hook.dur):
+            for lz in st.launched_between(s, hook.ts, hook.end):
                 if lz.tid == hook.tid and lz.op.grid and lz.op.block:
                     work += math.prod(lz.op.grid) * math.prod(lz.op.block)
         out.append(work)
@@ -203,11 +188,10 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
             raise InputError(f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'In msg nelems': {numel!r} is not "
                              "accepted; expected an integer >= 0")
         dtype = ddpsim_dtype(args.get("dtype"), f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'dtype'")
-        group = args.get("Group size")
         n_grads = bisect.bisect_right(acc_ts, op.ts) - bisect.bisect_right(acc_ts, prev)
-        holder = next((a for a in holders if a.tid == op.tid and a.ts <= op.ts and op.ts + op.dur <= a.ts + a.dur), op)
+        holder = next((a for a in holders if a.tid == op.tid and a.ts <= op.ts and op.end <= a.end), op)
         out.append((RecordedBucket(index=k, numel=numel, dtype=dtype, size_bytes=numel * DTYPE_SIZE_BYTES[dtype],
-                                   group_size=group if isinstance(group, int) else 0, launch_cpu_s=(op.ts - s.window.start) * US,
+                                   launch_cpu_s=(op.ts - s.window.start) * US,
                                    num_grads=n_grads, op_start_s=(holder.ts - s.window.start) * US, op_s=holder.dur * US,
                                    enqueue_s=op.dur * US, process_group=_group_name(args)), op.ext_id))
         prev = op.ts
@@ -232,17 +216,14 @@ def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, 
     for lz in nccl:
         g, args = lz.op, lz.op.args or {}
         dtype_name = args.get("dtype")
-        try:
-            dtype = ddpsim_dtype(dtype_name, "dtype") if dtype_name is not None else "float32"
-        except InputError:
-            dtype = "float32"
+        dtype = _DTYPES.get(dtype_name, "float32") if isinstance(dtype_name, str) else "float32"
         bucket = by_ext.get(g.ext_id) if by_ext else by_order.get(id(lz))
         numel, algorithm, protocol, ran = nccl_kernels.launch(g, prof)
         out.append(CollectiveKernel(
             iteration=index, collective=nccl_kernels.collective_of(g) or "unknown",
             bucket_index=bucket, numel=numel, dtype=dtype, start_s=(g.ts - t0) * US,
             duration_s=g.dur * US, algorithm=algorithm, protocol=protocol, ran=ran,
-            channels=nccl_kernels.channels(g.grid), launch_cpu_s=(lz.launch_us - t0) * US, name=g.name,
+            channels=g.grid[0] if g.grid else None, launch_cpu_s=(lz.launch_us - t0) * US, name=g.name,
             phase=_phase_of(w, lz.launch_us)))
     return tuple(sorted(out, key=lambda c: c.start_s))
 
@@ -289,35 +270,31 @@ def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> StepHostTimes:
                      sync_wait_s=sum(r.dur for r in sync) * US)
 
 
-def _grad_info(built: _Steps) -> GradInfo:
+def _grad_info(built: _Steps, dims: tuple[int, ...] | None) -> GradInfo:
     its = built.iterations
     counts = {len(it.grad_ready_s) for it in its}
     if len(counts) > 1:
         built.notes.append(f"the number of gradients differs between steps ({sorted(counts)}); the last step's order names them")
-    dims, _ = _batch_input(built)
     return GradInfo(num_grads=len(its[-1].grad_ready_s), buckets=its[-1].buckets, shapes=tuple(built.grad_shapes[-1]),
                     work=tuple(built.grad_work[-1]), input_shape=dims[1:] if dims is not None else None)
 
 
-def _environment(prof: KinetoProfile, built: _Steps) -> ProfileEnvironment:
+def _environment(prof: KinetoProfile, built: _Steps, dims: tuple[int, ...] | None) -> ProfileEnvironment:
     device = min(built.devices) if built.devices else 0
     props = next((d for d in prof.device_properties if d.get("id") == device), prof.device_properties[0] if prof.device_properties else {})
     info = prof.distributed_info
     name = props.get("name")
     sms = props.get("numSms")
-    batch, source = _batch_size(built)
     return ProfileEnvironment(gpu_name=name if isinstance(name, str) else None, num_sms=sms if isinstance(sms, int) else None,
                               world_size=_ranks(info, prof.path), rank=int_or_none(info.get("rank")),
                               backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
                               nccl_version=nccl_kernels.profile_version(info),
-                              batch_size=batch, batch_size_source=source)
+                              batch_size=dims[0] if dims is not None else None)
 
 
 def _ranks(info: dict[str, Any], path: str) -> int | None:
-    """``distributedInfo``'s world size (None where the profile does not say).
-
-    Raises:
-        InputError: a world size that is not a positive integer, or a rank outside it."""
+    """``distributedInfo``'s world size (None: not said); InputError: not a positive integer, or a
+    rank outside it."""
     world, rank = info.get("world_size"), info.get("rank")
     if world is None:
         return None
@@ -330,20 +307,14 @@ def _ranks(info: dict[str, Any], path: str) -> int | None:
     return world
 
 
-def _batch_size(built: _Steps) -> tuple[int | None, str | None]:
-    dims, source = _batch_input(built)
-    return (dims[0], source) if dims is not None else (None, None)
-
-
-def _batch_input(built: _Steps) -> tuple[tuple[int, ...] | None, str | None]:
-    """The first dimension of the forward's first op input (``record_shapes`` dims, 2 or more)
-    that is not shaped like a parameter (the gradients' recorded shapes): an embedding's first
-    input is its weight, the tokens come second. Without such an input, the first input's."""
+def _batch_input(built: _Steps) -> tuple[int, ...] | None:
+    """The dims of the forward's first op input (``record_shapes``, 2 or more) not shaped like a
+    parameter (an embedding's first input is its weight, the tokens come second); else the first input's."""
     it = built.iterations[-1]
     start = it.start_us + it.forward.cpu_start_s / US
     end = start + it.forward.cpu_s / US
     params = {tuple(d) for d in (built.grad_shapes[-1] if built.grad_shapes else []) if d}
-    fallback: tuple[tuple[int, ...], str] | None = None
+    fallback = None
     for op in built.prof.cpu_ops:
         if not (start <= op.ts <= end and op.name.startswith("aten::")):
             continue
@@ -351,10 +322,10 @@ def _batch_input(built: _Steps) -> tuple[tuple[int, ...] | None, str | None]:
             if dims is None or len(dims) < 2:
                 continue
             if dims not in params:
-                return dims, f"record_shapes: input {k} of {op.name} in the forward"
+                return dims
             if fallback is None and k == 0:
-                fallback = (dims, f"record_shapes: first input of {op.name} in the forward")
-    return fallback if fallback is not None else (None, None)
+                fallback = dims
+    return fallback
 
 
 def _input_dims(args: dict[str, Any] | None) -> list[tuple[int, ...] | None]:

@@ -43,6 +43,10 @@ class CpuOp:
     ext_id: int | None
     args: dict[str, Any] | None
 
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
 
 @dataclass(slots=True)
 class RuntimeCall:
@@ -170,10 +174,8 @@ def _kept_args(args: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _thread(value: Any, field: str, prof: KinetoProfile, name: str) -> Any:
-    """A thread or stream id as the trace gives it (an integer or a string; absent: None).
-
-    Raises:
-        InputError: any other value (a list, an object): it could not group events."""
+    """A thread or stream id as the trace gives it (an integer or a string; absent: None);
+    InputError otherwise."""
     if value is None or isinstance(value, (int, float, str)):
         return value
     raise InputError(f"{_source(prof.path)}: event {cut(name, 80)!r}: {field} {shorten(value)} is not accepted; "
@@ -216,7 +218,8 @@ HEADER_KEYS = ("deviceProperties", "distributedInfo")
 
 def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
     """``deviceProperties`` and ``distributedInfo``: read up to where ``traceEvents`` starts;
-    a key written after the events is then found by a scan of the C parser."""
+    a key written after the events is then found by a scan of the C parser. InputError: no
+    ``traceEvents`` list (an empty one is fine: the import says what is missing)."""
     builders: dict[str, Any] = {}
     with _open(path, wide) as f:
         for prefix, event, value in ijson.parse(f, use_float=True):
@@ -225,6 +228,9 @@ def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
             top = prefix.split(".", 1)[0]
             if top in HEADER_KEYS:
                 builders.setdefault(top, ijson.ObjectBuilder()).event(event, value)
+        else:
+            raise InputError(f"{_source(prof.path)}: no traceEvents list; "
+                             "expected the Chrome/Kineto JSON torch.profiler writes")
     header = {k: b.value for k, b in builders.items()}
     for key in HEADER_KEYS:
         if key not in header:
@@ -237,12 +243,8 @@ def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
 
 
 def read_profile(path: str | Path) -> KinetoProfile:
-    """The kept events and header of the profile at ``path``.
-
-    Raises:
-        InputError: the file is missing, not gzip when it says so, not JSON, truncated, or has
-            no ``traceEvents`` list.
-    """
+    """The kept events and header of the profile at ``path``; InputError: missing, bad gzip, not
+    JSON, truncated, or no ``traceEvents`` list."""
     p = Path(path)
     if not is_file(p):  # False, not OSError, for a name the OS refuses (too long, NUL)
         raise InputError(f"{_source(str(path))}: no such file; expected a torch.profiler trace (.json or .json.gz)")
@@ -269,8 +271,6 @@ def _read(p: Path, path: str, *, wide: bool) -> KinetoProfile:
         for event in _events(f):
             prof.num_events += 1
             _keep(event, prof, intern)
-    if prof.num_events == 0:
-        _check_has_events(p, path, wide)
     _header(p, prof, wide)
     attach_comms(prof)
     return prof
@@ -295,17 +295,8 @@ def attach_comms(prof: KinetoProfile) -> None:
         op: CpuOp | None = by_ext.get(g.ext_id) if g.ext_id is not None else None
         call = calls.get(g.correlation)
         if op is None and call is not None:
-            holders = [o for o in comms if o.tid == call.tid and o.ts <= call.ts <= o.ts + o.dur]
+            holders = [o for o in comms if o.tid == call.tid and o.ts <= call.ts <= o.end]
             op = min(holders, key=lambda o: o.dur, default=None)
         if op is not None:
             g.args = {**{k: op.args[k] for k in COMM_ARGS if k in op.args}, **(g.args or {})}
-
-
-def _check_has_events(p: Path, path: str, wide: bool = False) -> None:
-    """An empty ``traceEvents`` is fine (the import says what is missing); no list at all is not a profile."""
-    with _open(p, wide) as f:
-        for prefix, event, _ in ijson.parse(f):
-            if prefix == "traceEvents" and event == "start_array":
-                return
-    raise InputError(f"{_source(path)}: no traceEvents list; expected the Chrome/Kineto JSON torch.profiler writes")
 

@@ -59,20 +59,14 @@ def _bucket_slices(grads: GradInfo) -> list[tuple[RecordedBucket, range]]:
 
 # ---- factory ---------------------------------------------------------------------------------
 
-def _on(batch: Any, device: str) -> Any:
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(_on(b, device) for b in batch)
-    return batch.to(device) if hasattr(batch, "to") else batch
-
-
 def _ready_order(spec: Any, plist: Sequence[Any], device: str) -> list[int] | None:
     """The order the parameters' gradients become ready in one backward of the model (batch 2)
     on ``device`` (``meta``: shapes only, no arithmetic); None when the model cannot run there."""
     from ddpsim.trace.autocast_order import autocast_ready_order
-    from ddpsim.trace.models import default_loss
+    from ddpsim.trace.models import default_loss, to_device
 
     try:
-        batch = _on(spec.make_batch(2), device)
+        batch = to_device(spec.make_batch(2), device)
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return None
     order = autocast_ready_order(spec.module, batch, spec.loss_fn or default_loss, [p for _, p, _ in plist], None)
@@ -86,11 +80,9 @@ PLACEHOLDER_SHAPE = (1,)
 
 def _factory_order(model: str, seed: int, input_shape: tuple[int, ...] | None = None
                    ) -> tuple[Any, list[Any], list[int] | None, str]:
-    """The factory's model, its DDP parameters, their ready order and where it was taken: a
-    backward on the ``meta`` device (autograd's order without the arithmetic), else on the CPU.
-    A ``package.module:factory`` returning a bare module is given one sample's shape: the
-    profile's (``input_shape``), else :data:`PLACEHOLDER_SHAPE` -- an import needs no
-    ``--set input_shape``."""
+    """The factory's model, its DDP parameters, their ready order and where it was taken (a
+    ``meta`` backward, else a CPU one); a bare module gets the profile's ``input_shape`` or
+    :data:`PLACEHOLDER_SHAPE`."""
     import torch
 
     from ddpsim.trace.models import build_model, ddp_params
@@ -141,13 +133,10 @@ def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
 
 def align_order(order: Sequence[int], shapes: Sequence[tuple[int, ...]],
                 recorded: Sequence[tuple[int, ...] | None]) -> list[int]:
-    """``order`` (parameter indices in a backward's ready order) made to agree with the shapes a
-    profile recorded, gradient by gradient: each recorded shape takes the first parameter of that
-    shape not yet taken, first in ``order``. The autograd engine may run the ``AccumulateGrad``
-    nodes one node's inputs feed (a Linear's weight and bias) in either order, and not in the
-    same order on the meta device, on the CPU and on a GPU; only the recorded shapes say which
-    ran first. Unchanged where the shapes agree, are missing or cannot be matched (the shape
-    check then reports the mismatch); parameters of one shape keep ``order``'s order."""
+    """``order`` (a backward's ready order) made to agree with the profile's recorded shapes: each
+    takes the first parameter of its shape not yet taken (autograd may run a node's
+    ``AccumulateGrad`` inputs, a Linear's weight and bias, in either order, device by device).
+    Unchanged where the shapes are missing or cannot be matched (the shape check reports that)."""
     if len(recorded) != len(order) or any(r is None for r in recorded):
         return list(order)
     pending: dict[tuple[int, ...], list[int]] = {}

@@ -49,11 +49,6 @@ def collective_of(op: GpuOp) -> str | None:
     return name if isinstance(name, str) and name else collective(op.name)
 
 
-def channels(grid: tuple[int, ...] | None) -> int | None:
-    """The channel count of an NCCL launch: its grid's x dimension."""
-    return grid[0] if grid else None
-
-
 def block_of(block: tuple[int, ...] | None, device_properties: list[dict]) -> tuple[int, ...] | None:
     """``block`` where every GPU of the profile (its ``deviceProperties``) has 32-thread warps,
     else None: the thread counts of :func:`block_sizes` are NVIDIA NCCL's."""

@@ -26,37 +26,27 @@ class PhaseTimes:
     cpu_s: float  # its span on the CPU (the thread that ran it; backward: the autograd thread)
     cpu_end_s: float  # when it ended on the CPU (after the step's start)
     gpu_start_s: float | None  # when the first kernel it launched began on the GPU (None: it launched none)
-    #: first kernel start to last kernel end of the kernels it launched (compute streams; NCCL kernels excluded): the
-    #: phase's span on the GPU timeline
-    gpu_s: float
+    gpu_s: float  # first start to last end of the non-NCCL kernels it launched: its span on the GPU
     gpu_busy_s: float  # the union of those kernels' intervals (time the GPU was busy with them)
     num_kernels: int  # kernels (and memcpy/memset) it launched
 
 
 @dataclass(frozen=True, kw_only=True)
 class RecordedBucket:
-    """One gradient bucket as the run's DDP launched it (a ``record_param_comms`` all-reduce in the
-    backward)."""
+    """One gradient bucket as DDP launched it (a ``record_param_comms`` all-reduce in the backward)."""
 
     index: int  # launch position in its iteration (DDP's reducer order: bucket 0 first)
     numel: int  # ``In msg nelems``
     dtype: str  # the profile's dtype name mapped to ddpsim's (``Float`` -> ``float32``)
     size_bytes: int  # ``numel`` times the element size
-    group_size: int  # ``Group size`` (the world size of the process group)
     launch_cpu_s: float  # when the all-reduce was launched on the CPU (``record_param_comms`` start)
-    #: AccumulateGrad ops of the backward between the previous launch and this one (the gradients that made the bucket
-    #: ready, in ready order)
-    num_grads: int
-    #: when the ``c10d::allreduce_`` op holding the ``record_param_comms`` began on the CPU (the reducer's launch; the
-    #: ``record_param_comms`` itself where no such op holds it)
+    num_grads: int  # AccumulateGrad ops since the previous launch (the gradients that made it ready)
+    #: when the ``c10d::allreduce_`` op holding it began on the CPU (else the ``record_param_comms``'s start)
     op_start_s: float
     op_s: float  # that op's time on the CPU (the dispatcher, ProcessGroupNCCL's collective path)
-    #: the ``record_param_comms``'s own time (``ProcessGroupNCCL::collective``: stream sync, ``ncclAllReduce``, its
-    #: kernel launch)
+    #: the ``record_param_comms``'s own time (``ProcessGroupNCCL::collective``: sync, ``ncclAllReduce``)
     enqueue_s: float
-    #: its ``Process Group Name`` (torch 2.3 on; None where not recorded): a model's DDP modules may each launch on
-    #: their own group
-    process_group: str | None = None
+    process_group: str | None = None  # its ``Process Group Name`` (torch 2.3 on; None: not recorded)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,22 +55,18 @@ class CollectiveKernel:
 
     iteration: int  # position of its iteration in :attr:`ProfileImport.iterations`
     collective: str  # ``allreduce``, ``broadcast``, ... (the kernel's ``Collective name`` arg, else from its name)
-    #: the gradient bucket it reduces (None: not a backward bucket, e.g. the forward's buffer broadcast)
-    bucket_index: int | None
+    bucket_index: int | None  # the gradient bucket it reduces (None: not a backward bucket)
     numel: int | None  # elements (``In msg nelems``); None where the profile does not record them
     dtype: str  # ddpsim's dtype name
     start_s: float  # kernel start after the step's start
     duration_s: float  # kernel duration: the transfer plus any wait for the other ranks
-    #: ``ring``, ``tree``, ``nvls`` or ``nvls_tree``, as the kernel's name and block size and the run's NCCL version
-    #: say (:func:`ddpsim.trace.profile.nccl_kernels.ran`); None when they leave several
-    algorithm: str | None
-    protocol: str | None  # ``ll``, ``ll128`` or ``simple``, likewise (never the one in the kernel's name)
+    algorithm: str | None  # as :func:`~ddpsim.trace.profile.nccl_kernels.ran` reads it (None: several)
+    protocol: str | None  # likewise (never the one in the kernel's name)
     ran: str  # what the launch can have run, as text (``ring/simple``, ``ring/ll128 or nvls/simple``)
     channels: int | None  # the launch grid's x dimension (NCCL launches one block per channel)
     launch_cpu_s: float | None  # when the CPU launched it (the cuda runtime call tied by correlation id)
     name: str  # the kernel's name
-    #: the phase whose CPU window holds its launch (``forward``, ``backward``, ``optimizer``; None: outside them)
-    phase: str | None
+    phase: str | None  # the phase whose CPU window holds its launch (None: outside them)
 
     @property
     def end_s(self) -> float:
@@ -90,22 +76,17 @@ class CollectiveKernel:
 @dataclass(frozen=True, kw_only=True)
 class StepHostTimes:
     """What the host (CPU) paid in one iteration, from the profile's CPU ops (the measured times; the
-    host cost *model* a simulation charges is :class:`ddpsim.network.host_costs.HostCosts`, which
-    ``ddpsim compare`` fits from the same CPU timeline)."""
+    model is :class:`ddpsim.network.host_costs.HostCosts`)."""
 
     accumulate_grad_s: float  # total of the backward's ``torch::autograd::AccumulateGrad`` ops
     num_accumulate_grad: int  # their count (one per parameter that got a gradient)
-    #: total of DDP's per-gradient hook op ``torch::distributed::reducer::mul_out`` (the gradient's copy, divided by
-    #: the world size, into its bucket)
-    reducer_hook_s: float
+    reducer_hook_s: float  # total of DDP's per-gradient hook op ``torch::distributed::reducer::mul_out``
     bucket_launch_s: float  # total of the ``c10d::allreduce_`` ops (bucket launches) in the backward
     num_bucket_launches: int  # their count
     copy_bucket_to_grad_s: float  # total of ``torch.distributed.ddp.reducer::copy_bucket_to_grad`` (finalize)
     kernel_launch_s: float  # total of the calls that launch device work in the step (``steps.KERNEL_LAUNCHES``)
     num_kernel_launches: int  # their count
-    #: total of blocking runtime calls (``cudaEventSynchronize``, ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
-    #: ``cudaMemcpy``): the CPU waiting for the GPU; near zero in a host-bound step
-    sync_wait_s: float
+    sync_wait_s: float  # total of blocking runtime calls (``steps.SYNC_CALLS``): the CPU waiting for the GPU
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,35 +113,27 @@ class ProfileIteration:
     forward: PhaseTimes
     backward: PhaseTimes
     optimizer: PhaseTimes
-    #: per AccumulateGrad of the backward, in ready order, when the GPU finished the work launched
-    #: before it, after the backward's GPU start (the trace's times)
-    grad_ready_s: tuple[float, ...]
+    grad_ready_s: tuple[float, ...]  # per AccumulateGrad (ready order): the trace's gradient-ready times
     buckets: tuple[RecordedBucket, ...]  # in launch order
     host: StepHostTimes
     collectives: tuple[CollectiveKernel, ...]  # the step's NCCL kernels, in start order
     zero_grad_s: float  # the ``Optimizer.zero_grad`` op's time (0 without one)
-    #: the step has an ``Optimizer.step`` annotation (else its optimizer is taken as the backward's
-    #: end to the step's end)
-    optimizer_annotated: bool
+    optimizer_annotated: bool  # an ``Optimizer.step`` annotation (else: the backward's end to the step's end)
     module_start_s: float  # the module's forward start on the CPU (after DDP's pre-forward)
     model_backward_cpu_end_s: float  # the model's last autograd op's end (DDP's finalize follows)
-    #: per boundary (``forward``, ``module``, ``backward``, ``model_backward_end``, ``backward_end``,
-    #: ``optimizer_end``) when the device finished the non-communication work launched before it
-    gpu_done: dict[str, float | None]
+    gpu_done: dict[str, float | None]  # per boundary, when the device finished the work launched before it
     hooks: tuple[HookSpan, ...]  # per AccumulateGrad, its hook
     intervals: tuple[tuple[float, float, str], ...]  # every device interval ``(start_s, end_s, kind)``
     inherited_s: float = 0.0  # device work inherited from before the profile
 
     @property
     def optimizer_cpu_end_s(self) -> float:
-        """The optimizer's end on the CPU as the critical path takes it: the annotation's end,
-        the backward's end without one (the rest of the step is then outside the phases)."""
+        """The optimizer's end on the CPU: the annotation's end, else the backward's."""
         return self.optimizer.cpu_end_s if self.optimizer_annotated else self.backward.cpu_end_s
 
     @functools.cached_property
     def allreduces(self) -> tuple[CollectiveKernel, ...]:
-        """The all-reduce kernels launched in the backward (DDP's buckets, and its used-map
-        all-reduce with ``find_unused_parameters``), in start order."""
+        """The all-reduce kernels launched in the backward (buckets and the used map), in start order."""
         return tuple(c for c in self.collectives if c.phase == "backward" and c.collective == "allreduce")
 
 
@@ -175,20 +148,14 @@ class ProfileEnvironment:
     backend: str | None
     nccl_version: str | None
     batch_size: int | None
-    batch_size_source: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
 class ParamMapping:
     """How the profile's gradients were tied to parameters, and how sure that is."""
 
-    #: ``factory`` (the model factory's parameters, DDP's order, checked against the recorded bucket sizes), ``shapes``
-    #: (``record_shapes`` input dims of the gradient ops), or ``bucket-sizes`` (only the recorded bucket sizes: each
-    #: bucket's parameters get sizes from its gradient-copy kernels' launch grids, scaled so that the bucket adds up)
-    method: MappingMethod
-    #: ``exact`` (names and sizes known and every bucket's total matches), ``bucket-totals`` (bucket totals exact,
-    #: per-parameter sizes approximate), ``order-only``
-    confidence: str
+    method: MappingMethod  # :mod:`ddpsim.trace.profile.mapping`
+    confidence: str  # ``exact``, ``count``, ``shapes``, ``bucket-totals`` or ``order-only``
     detail: str  # one line saying what was matched
 
 
@@ -196,19 +163,14 @@ class ParamMapping:
 class ProfileImport:
     """Everything taken from one rank's profile."""
 
-    #: the ddpsim trace (forward/backward/optimizer on the GPU timeline, gradient-ready times, parameters in DDP's
-    #: order); its ``environment`` and ``synthetic`` say it came from a profile and how
-    trace: Trace
+    trace: Trace  # the phases on the GPU timeline; its ``environment`` says it came from a profile and how
     source: str  # the profile's path as given
     environment: ProfileEnvironment  # GPU, world size, rank, NCCL version, batch size
     iterations: tuple[ProfileIteration, ...]  # the profile's steps, in order
     mapping: ParamMapping  # how gradients were tied to parameters
     model: str | None  # the ``--model`` factory used, or None
-    #: facts the import could not settle (one line each), e.g. buckets that changed between iterations
-    notes: tuple[str, ...] = ()
-    #: the ``DistributedDataParallel.forward`` calls of the last step: more than one DDP module (each its own reducer
-    #: and buckets); ddpsim plans one, so a bucket check against its plan is not made
-    ddp_modules: int = 1
+    notes: tuple[str, ...] = ()  # facts the import could not settle (one line each)
+    ddp_modules: int = 1  # ``DistributedDataParallel.forward`` calls in the last step (each its own buckets)
 
     @property
     def collectives(self) -> tuple[CollectiveKernel, ...]:
@@ -216,9 +178,7 @@ class ProfileImport:
         return tuple(c for it in self.iterations for c in it.collectives)
 
     def bucket_kernels(self) -> dict[int, list[CollectiveKernel]]:
-        """Per bucket (launch order), its all-reduce kernels over the steps, in step order; empty
-        when the run had no NCCL kernels. The shortest is an upper bound on the transfer (the
-        kernel cannot finish before its data moved); the rest of each is waiting for the peers."""
+        """Per bucket (launch order), its all-reduce kernels over the steps, in step order."""
         out: dict[int, list[CollectiveKernel]] = {}
         for c in sorted(self.collectives, key=lambda c: c.iteration):
             if c.bucket_index is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -92,12 +91,8 @@ def step_number(name: str) -> int | None:
 
 
 def profiler_steps(prof: KinetoProfile) -> list[tuple[int, Window]]:
-    """The ``ProfilerStep#N`` spans, in time order.
-
-    Raises:
-        InputError: none in the profile.
-    """
-    steps = sorted(((n, Window(op.ts, op.ts + op.dur)) for op in prof.cpu_ops
+    """The ``ProfilerStep#N`` spans, in time order; InputError: none in the profile."""
+    steps = sorted(((n, Window(op.ts, op.end)) for op in prof.cpu_ops
                     if op.name.startswith("ProfilerStep#") and (n := step_number(op.name)) is not None),
                    key=lambda s: s[1].start)
     if not steps:
@@ -107,11 +102,7 @@ def profiler_steps(prof: KinetoProfile) -> list[tuple[int, Window]]:
 
 
 def launched_gpu_ops(prof: KinetoProfile) -> list[Launched]:
-    """Every GPU op whose launching runtime call is in the profile, in launch order.
-
-    Raises:
-        InputError: the profile holds no GPU op (a CPU-only profile).
-    """
+    """Every GPU op whose launching runtime call is in the profile, in launch order; InputError: none."""
     if not prof.gpu:
         raise InputError(f"profile {prof.path}: no GPU kernels (a CPU-only profile); expected one recorded on a GPU with "
                          "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
@@ -141,16 +132,8 @@ class Timeline:
                        runtime=tuple(self.runtime[slice(*cut[1])]), launched=tuple(self.launched[slice(*cut[2])]))
 
 
-def _first(ops: Sequence[CpuOp], prefix: str) -> CpuOp | None:
-    return next((o for o in ops if o.name.startswith(prefix)), None)
-
-
 def phase_windows(s: StepOps, path: str) -> PhaseWindows:
-    """Forward, backward and optimizer of one step on the CPU.
-
-    Raises:
-        InputError: the step has no backward (no autograd op, or no ``AccumulateGrad``).
-    """
+    """Forward, backward and optimizer of one step on the CPU; InputError: the step has no backward."""
     bwd = [o for o in s.cpu if o.name.startswith(BACKWARD_OP)]
     if not bwd or not any(o.name == ACCUMULATE_GRAD for o in s.cpu):
         raise InputError(f"profile {path}: ProfilerStep#{s.step} has no backward (no {BACKWARD_OP} / {ACCUMULATE_GRAD} ops); "
@@ -160,11 +143,11 @@ def phase_windows(s: StepOps, path: str) -> PhaseWindows:
     # DDP's own ops end the backward: on a thread that ran its hooks, before the optimizer
     hook_tids = {o.tid for o in s.cpu if o.name == ACCUMULATE_GRAD}
     until = opt.ts if opt is not None else s.window.end
-    ddp_end = [o.ts + o.dur for o in s.cpu if b_start <= o.ts < until and o.tid in hook_tids
+    ddp_end = [o.end for o in s.cpu if b_start <= o.ts < until and o.tid in hook_tids
                and o.name in (COPY_BUCKET_TO_GRAD, COMMS_OP)]
-    b_end = max([o.ts + o.dur for o in bwd] + ddp_end)
-    zero = _first(s.cpu, "Optimizer.zero_grad")
-    zero_w = Window(zero.ts, zero.ts + zero.dur) if zero is not None else None
+    b_end = max([o.end for o in bwd] + ddp_end)
+    zero = next((o for o in s.cpu if o.name.startswith("Optimizer.zero_grad")), None)
+    zero_w = Window(zero.ts, zero.end) if zero is not None else None
     fwd_op = next((o for o in s.cpu if o.name == "DistributedDataParallel.forward" and o.ts < b_start), None)
     if fwd_op is not None:
         f_start = fwd_op.ts
@@ -172,7 +155,7 @@ def phase_windows(s: StepOps, path: str) -> PhaseWindows:
         f_start = zero_w.end
     else:
         f_start = s.window.start
-    opt_w = Window(opt.ts, opt.ts + opt.dur) if opt is not None else Window(b_end, s.window.end)
+    opt_w = Window(opt.ts, opt.end) if opt is not None else Window(b_end, s.window.end)
     return PhaseWindows(zero_grad=zero_w, forward=Window(f_start, b_start), backward=Window(b_start, b_end),
                         optimizer=opt_w, optimizer_annotated=opt is not None)
 
@@ -216,8 +199,7 @@ def ddp_gradients(s: StepOps, w: PhaseWindows) -> list[CpuOp]:
 
 
 def reducer_spans(s: StepOps) -> SpanIndex:
-    """The spans of DDP's reducer ops in the step."""
-    return SpanIndex([(o.ts, o.ts + o.dur, o.tid) for o in s.cpu if o.name in REDUCER_OPS])
+    return SpanIndex([(o.ts, o.end, o.tid) for o in s.cpu if o.name in REDUCER_OPS])
 
 
 def launched_between(s: StepOps, start: float, end: float) -> Sequence[Launched]:
@@ -227,17 +209,5 @@ def launched_between(s: StepOps, start: float, end: float) -> Sequence[Launched]
 
 
 def busy_us(ops: Sequence[GpuOp]) -> float:
-    """The union of the ops' intervals (microseconds)."""
+    """The length of the union of the ops' intervals (microseconds)."""
     return sum(b - a for a, b in merge_intervals((g.ts, g.end) for g in ops))
-
-
-def ready_times_us(s: StepOps, accumulate: Sequence[CpuOp]) -> list[float]:
-    """Per AccumulateGrad op, the end of the last non-NCCL GPU op launched before it (prefix max)."""
-    compute = [lz for lz in s.launched if not lz.op.is_nccl]
-    starts = [lz.launch_us for lz in compute]
-    prefix = list(itertools.accumulate((lz.op.end for lz in compute), max))
-    out = []
-    for op in accumulate:
-        k = bisect.bisect_left(starts, op.ts)
-        out.append(prefix[k - 1] if k else float("-inf"))
-    return out

@@ -445,7 +445,7 @@ def test_round_refuses_bad_input_with_one_line(tmp_path):
 
 @pytest.mark.parametrize("caps, want", [("1,1", "names a point twice"), ("1,-2", "--caps: '-2' is not accepted")])
 def test_round_refuses_bad_caps_in_one_line(caps, want):
-    from executor.round_step import parse_caps
+    from ddpsim.units import parse_caps  # what executor round and ddpsim validate read --caps with
 
     with pytest.raises(InputError) as exc:
         parse_caps(caps)

@@ -189,7 +189,7 @@ BAD = ["[]", "[0]", "[-1]", "[1, null]", '"1,2"']
 @pytest.mark.parametrize("value", BAD)
 def test_bad_option_values_exit_2(capsys, tiny_trace_file, value):
     err = fail_cli(capsys, "plan", str(tiny_trace_file), "--options", f'{{"bucket_cap_mb_list": {value}}}')
-    assert err.startswith("ddpsim: error: --options bucket_cap_mb_list: ") and "is not accepted" in err
+    assert err.startswith("ddpsim: error: --options: bucket_cap_mb_list: ") and "is not accepted" in err
 
 
 @pytest.mark.parametrize("value", ["[]", "[0]", "[-1]", "[.nan]", "[.inf]", "[1, null]"])

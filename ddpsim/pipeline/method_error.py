@@ -22,28 +22,40 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import read_json
-from ddpsim.schema import Schema, format_version, validate
+from ddpsim.schema import Float, Str, format_version, record, validate
 
 FORMAT = "ddpsim-method-error"
 VERSION = 1
 
 
-@dataclass(frozen=True, kw_only=True)
-class ResidualPoint:
-    """One validated point: a model's prediction and the mean step measured for it."""
+#: the bounds of a point's times (seconds): a step under a nanosecond or over 11.6 days is no measurement,
+#: and within them every residual and ratio of two points stays a finite, non-zero number
+MIN_SECONDS, MAX_SECONDS = 1e-9, 1e6
+Seconds = Annotated[Float, Field(ge=MIN_SECONDS, le=MAX_SECONDS, allow_inf_nan=False)]
 
-    model: str
-    point: str
-    predicted_s: float
-    measured_s: float
+
+@record("")
+class ResidualPoint:
+    """One validated point: a model's prediction and the mean step measured for it (an entry of
+    the file's ``points``; its ``residual`` is written for the reader and recomputed)."""
+
+    model: Annotated[Str, Field(min_length=1)]
+    point: Str = ""
+    predicted_s: Seconds
+    measured_s: Seconds
+
+    @model_validator(mode="before")
+    @classmethod
+    def _residual_recomputed(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if k != "residual"} if isinstance(data, dict) else data
 
     @property
     def residual(self) -> float:
@@ -63,15 +75,25 @@ def conformal_band(residuals: Sequence[float], level: float) -> tuple[float, flo
     return (xs[lo_k - 1], xs[hi_k - 1]) if lo_k >= 1 and hi_k <= len(xs) else None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record("")
 class MethodError:
-    """Residuals of validated points (module docstring) and what they were measured with."""
+    """Residuals of validated points and what they were measured with: the file (module docstring)."""
 
+    format: Literal["ddpsim-method-error"] = FORMAT
+    version: format_version(VERSION) = VERSION
     points: tuple[ResidualPoint, ...]
-    calibration: str | None = None
-    calibration_sha256: str | None = None
-    backend: str | None = None
-    device: str | None = None
+    calibration: Str | None = None
+    calibration_sha256: Str | None = None
+    backend: Str | None = None
+    device: Str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_file_names_its_format(cls, data: Any) -> Any:
+        """A file must name ``format`` and ``version`` (the code's residuals take their defaults)."""
+        if isinstance(data, dict) and (key := next((k for k in ("format", "version") if k not in data), None)):
+            raise InputError(f"{key}: missing; expected this key (it is required)")
+        return data
 
     def band(self, level: float, *, exclude_model: str | None = None) -> tuple[float, float] | None:
         """The conformal band of every point's residual but ``exclude_model``'s."""
@@ -127,47 +149,14 @@ def file_sha256(path: str | Path) -> str | None:
         return None
 
 
-#: the bounds of a point's times (seconds): a step under a nanosecond or over 11.6 days is no measurement,
-#: and within them every residual and ratio of two points stays a finite, non-zero number
-MIN_SECONDS, MAX_SECONDS = 1e-9, 1e6
-Seconds = Annotated[float, Field(ge=MIN_SECONDS, le=MAX_SECONDS, allow_inf_nan=False)]
-
-
-class PointDoc(Schema):
-    """One entry of the file's ``points`` (``residual`` is written for the reader and recomputed)."""
-
-    model: Annotated[str, Field(min_length=1)]
-    point: str = ""
-    predicted_s: Seconds
-    measured_s: Seconds
-    residual: float | None = None
-
-
-class MethodErrorDoc(Schema):
-    """The method-error file (module docstring)."""
-
-    format: Literal["ddpsim-method-error"]
-    version: format_version(VERSION)
-    calibration: str | None = None
-    calibration_sha256: str | None = None
-    backend: str | None = None
-    device: str | None = None
-    points: list[PointDoc]
-
-
-
 def method_error_from_dict(doc: Any, source: str = "method error") -> MethodError:
-    """A :class:`MethodError` from its JSON form (:class:`MethodErrorDoc`).
+    """A :class:`MethodError` from its JSON form.
 
     Raises:
         InputError: a wrong format or version, a point without a model or with a time outside
             ``[MIN_SECONDS, MAX_SECONDS]`` (one line naming the key).
     """
-    d = validate(MethodErrorDoc, doc, source)
-    pts = tuple(ResidualPoint(model=p.model, point=p.point, predicted_s=p.predicted_s, measured_s=p.measured_s)
-                for p in d.points)
-    return MethodError(points=pts, calibration=d.calibration, calibration_sha256=d.calibration_sha256,
-                       backend=d.backend, device=d.device)
+    return validate(MethodError, doc, source)
 
 
 def load_method_error(path: str | Path) -> MethodError:

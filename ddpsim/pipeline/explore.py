@@ -215,11 +215,11 @@ def _retimed(src: Path, gpu: str, batch: int | None, out_dir: Path | None) -> An
     """``src`` re-timed for ``gpu`` at ``batch`` (None: its own), read back from ``out_dir/traces``
     when an earlier run wrote it from the same source bytes."""
     from ddpsim.trace.records import load_trace, save_trace
-    from ddpsim.trace.retime import GPUS
+    from ddpsim.trace.retime import get_gpu
 
     source = load_trace(src)
     env = source.environment if isinstance(source.environment, dict) else {}
-    if env.get("device_name") == GPUS[gpu].name and batch in (None, env.get("batch_size")):
+    if env.get("device_name") == get_gpu(gpu).name and batch in (None, env.get("batch_size")):
         return source  # already this GPU's roofline trace at this batch
     stamp = hashlib.sha256(src.read_bytes() + code_fingerprint().encode()).hexdigest()[:12]
     cached = None
@@ -239,19 +239,20 @@ def _retimed(src: Path, gpu: str, batch: int | None, out_dir: Path | None) -> An
 
 
 def system_gpu(sc: Scenario, source: str) -> str:
-    """The roofline GPU (:data:`ddpsim.trace.retime.GPUS`) of the cluster's devices, by their
-    device model (``H100-SXM5-80GB`` -> ``h100``)."""
+    """The roofline GPU (a GPU of the bundled hardware catalogue) of the cluster's devices, by
+    their device model (``H100-SXM5-80GB`` -> ``h100``)."""
+    from ddpsim.hardware.catalogue import bundled
     from ddpsim.network.topology import DEVICE_MODEL, KIND
-    from ddpsim.trace.retime import GPUS
 
+    gpus = bundled().gpus
     graph = sc.graph(1)
     models = sorted({str(d.get(DEVICE_MODEL, "")) for _, d in graph.nodes(data=True) if d.get(KIND) == "gpu"})
     for m in models:
-        for name in sorted(GPUS, key=len, reverse=True):
+        for name in sorted(gpus, key=len, reverse=True):
             if name in m.lower():
                 return name
     raise InputError(f"{source}: explore.retime: system {sc.cluster.topology!r} (devices {', '.join(models) or 'none'}) "
-                     f"is not accepted; expected a system whose GPU has roofline figures ({', '.join(sorted(GPUS))}), or "
+                     f"is not accepted; expected a system whose GPU has roofline figures ({', '.join(sorted(gpus))}), or "
                      f"its own trace in explore.traces")
 
 

@@ -67,7 +67,8 @@ def _load_average() -> float | None:
         return None
 
 
-def _shapes(batch: Any) -> Any:
+def batch_shapes(batch: Any) -> Any:
+    """The shape of a batch tensor, or of each tensor of a tuple or list batch."""
     if isinstance(batch, (tuple, list)):
         return [list(b.shape) for b in batch]
     return list(batch.shape)
@@ -313,7 +314,7 @@ def _environment(torch: Any, runner: _StepRunner, spec: Any, *, device: str, bat
         "autocast": autocast,
         "optimizer": optimizer,
         "num_threads": torch.get_num_threads(),
-        "input_shape": _shapes(runner.batch),
+        "input_shape": batch_shapes(runner.batch),
         "num_warmup": num_warmup,
         "num_iters": num_iters,
         "seed": seed,

@@ -23,7 +23,7 @@ import copy
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
@@ -72,23 +72,6 @@ def gpu_spec(gpu: Gpu) -> GpuSpec:
                    tf32_flops_per_s=scaled(f.fp32 if f.tf32 is None else f.tf32, 12),
                    fp32_flops_per_s=scaled(f.fp32, 12), hbm_bytes_per_s=scaled(gpu.memory_gbps, 9),
                    source=gpu.summary, bf16_flops_per_s=None if f.bf16 is None else scaled(f.bf16, 12))
-
-
-class _BundledGpus(Mapping):
-    """:data:`GPUS`: the bundled catalogue's GPUs, read when first asked for."""
-
-    def __getitem__(self, name: str) -> GpuSpec:
-        return gpu_spec(bundled().gpus[name])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(bundled().gpus)
-
-    def __len__(self) -> int:
-        return len(bundled().gpus)
-
-
-#: the bundled catalogue's GPUs by name (``a100``, ``h100``, ``v100``, ``a100-40gb``, ``h200``, ``b200``, ...)
-GPUS: Mapping[str, GpuSpec] = _BundledGpus()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -403,7 +386,7 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     conversions). InputError: unknown GPU, bad batch size, autocast, optimizer or dtype."""
     import torch
 
-    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, check_choice, check_count
+    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, batch_shapes, check_choice, check_count
     from ddpsim.trace.models import ddp_params, default_loss, make_optimizer, to_device
 
     g = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
@@ -433,8 +416,7 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     records = param_records(plist, lambda i: sample.grad_ready_s[i] is not None)
     env = copy.deepcopy(environment or {})
     env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
-                "optimizer": optimizer, "num_threads": None,
-                "input_shape": [list(t.shape) for t in batch] if isinstance(batch, tuple) else list(batch.shape)})
+                "optimizer": optimizer, "num_threads": None, "input_shape": batch_shapes(batch)})
     if channels_last:
         env["memory_format"] = "channels_last"
     for k in ("cuda_version", "nccl_version", "hook_overhead_raw_frac", "grad_ready_order_consistent", "num_warmup", "num_iters", "note"):

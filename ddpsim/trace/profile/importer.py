@@ -105,7 +105,7 @@ class _Steps:
     def _add(self, s: st.StepOps) -> None:
         path = self.prof.path
         w = st.phase_windows(s, path)
-        reducer = st.reducer_spans(s)
+        reducer = st.SpanIndex([(o.ts, o.end, o.tid) for o in s.cpu if o.name in st.REDUCER_OPS])
         accumulate = st.ddp_gradients(s, w)
         t0 = s.window.start
         fwd = _phase([lz for lz in s.launched if w.forward.start <= lz.launch_us < w.backward.start], w.forward, t0)

@@ -95,8 +95,6 @@ class KinetoProfile:
     cpu_ops: list[CpuOp] = field(default_factory=list)
     runtime: list[RuntimeCall] = field(default_factory=list)
     gpu: list[GpuOp] = field(default_factory=list)
-    #: the number of events read (every kind)
-    num_events: int = 0
 
 
 #: a JSON string (skipped whole) or an integer literal of 19 digits or more outside one
@@ -269,7 +267,6 @@ def _read(p: Path, path: str, *, wide: bool) -> KinetoProfile:
     intern: dict[str, str] = {}
     with _open(p, wide) as f:
         for event in _events(f):
-            prof.num_events += 1
             _keep(event, prof, intern)
     _header(p, prof, wide)
     attach_comms(prof)

@@ -85,15 +85,10 @@ class PhaseWindows:
     optimizer_annotated: bool
 
 
-def step_number(name: str) -> int | None:
-    tail = name.removeprefix("ProfilerStep#")
-    return int(tail) if tail != name and tail.isdigit() else None
-
-
 def profiler_steps(prof: KinetoProfile) -> list[tuple[int, Window]]:
     """The ``ProfilerStep#N`` spans, in time order; InputError: none in the profile."""
-    steps = sorted(((n, Window(op.ts, op.end)) for op in prof.cpu_ops
-                    if op.name.startswith("ProfilerStep#") and (n := step_number(op.name)) is not None),
+    steps = sorted(((int(n), Window(op.ts, op.end)) for op in prof.cpu_ops
+                    if op.name.startswith("ProfilerStep#") and (n := op.name.removeprefix("ProfilerStep#")).isdigit()),
                    key=lambda s: s[1].start)
     if not steps:
         raise InputError(f"profile {prof.path}: no ProfilerStep#N span; expected a profile recorded with "
@@ -196,10 +191,6 @@ def ddp_gradients(s: StepOps, w: PhaseWindows) -> list[CpuOp]:
         if j < len(hooks) and hooks[j] < nxt:
             out.append(a)
     return out
-
-
-def reducer_spans(s: StepOps) -> SpanIndex:
-    return SpanIndex([(o.ts, o.end, o.tid) for o in s.cpu if o.name in REDUCER_OPS])
 
 
 def launched_between(s: StepOps, start: float, end: float) -> Sequence[Launched]:

@@ -48,6 +48,13 @@ class CompileOptions:
             raise InputError("compile.ddp_optimizer: true is not accepted with compiled_autograd: true; expected false "
                              "(optimize_ddp='python_reducer' replaces DDPOptimizer)")
 
+    @property
+    def mode(self) -> str:
+        """``torch._dynamo.config.optimize_ddp``'s mode (:data:`MODES`), as the compile block declares it."""
+        if self.compiled_autograd:
+            return "python_reducer"
+        return "ddp_optimizer" if self.ddp_optimizer else "no_optimization"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Subgraph:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 import typing
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Strict, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 
 from ddpsim.errors import InputError, shorten
@@ -40,8 +40,8 @@ Bool = typing.Annotated[bool, Strict()]
 
 def record(source: str) -> Any:
     """A frozen, keyword-only pydantic dataclass of strict scalars (:data:`Int` ...): the file's
-    format and the type the code uses at once; building one raises InputError lines (``source``
-    first), its ``__post_init__``'s own InputError lines included."""
+    format and the type the code uses at once; building one raises InputError lines (``source``,
+    if not empty, first), its ``__post_init__``'s own InputError lines included."""
 
     def wrap(cls: type) -> type:
         cls = dataclass(frozen=True, kw_only=True, config=ConfigDict(extra="forbid", ser_json_inf_nan="constants"))(cls)
@@ -58,6 +58,15 @@ def record(source: str) -> Any:
         return cls
 
     return wrap
+
+
+def rule(expected: str, ok: Callable[[Any], bool]) -> BeforeValidator:
+    """A field's check before pydantic's own, its error the accepted values in words (``expected ...``)."""
+    def check(v: Any) -> Any:
+        if not ok(v):
+            raise ValueError(f"expected {expected}")
+        return v
+    return BeforeValidator(check)
 
 
 def to_plain(rec: Any) -> Any:
@@ -147,9 +156,9 @@ def error_line(exc: ValidationError, root: type[BaseModel], source: str) -> str:
     errors = exc.errors(include_url=False)
     first = errors[0]
     path, holders = _walk(root, tuple(first["loc"]))
-    where = f"{source}: {path}" if path else source
+    where = ": ".join(x for x in (source, path) if x)
     if isinstance(err := first.get("ctx", {}).get("error"), InputError):  # a record's check across keys
-        return f"{where}: {err}"
+        return f"{where}: {err}" if where else str(err)
     if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         keys = [f.alias or n for m in holders for n, f in m.__pydantic_fields__.items()]
         return f"{where}: unknown key; expected one of {', '.join(dict.fromkeys(keys))}"

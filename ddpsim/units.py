@@ -161,3 +161,12 @@ def parse_cap_point(item: str, flag: str, expected: str) -> float | tuple[float,
         except InputError:
             raise InputError(f"{flag}: {shorten(item)} is not accepted; expected {expected}") from None
     return parse_cap_value(text, flag, expected)
+
+
+def parse_caps(text: str, flag: str = "--caps") -> list[float | tuple[float, ...] | None]:
+    """``none,5,list=1+4`` -> [None, 5, (1, 4)] (:func:`parse_cap_point`, one point per item);
+    InputError for a bad or empty item, or a point named twice."""
+    caps = [parse_cap_point(item, flag, CAPS_EXPECTED) for item in str(text).split(",")]
+    if len(set(caps)) != len(caps):
+        raise InputError(f"{flag}: {shorten(text)} names a point twice; expected distinct bucket_cap_mb values")
+    return caps

@@ -28,7 +28,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ddpsim.errors import InputError
+from ddpsim.units import parse_caps
 
 from executor.ddp_step import add_ddp_option_arguments, check_ddp_options, measure_point, plan_from_trace, split_cap
 from executor.runtime import Runtime, write_json
@@ -56,18 +56,6 @@ def point_id(cap: float | tuple[float, ...] | None) -> str:
 
     return cap_point_id(*split_cap(cap))
 
-
-
-def parse_caps(text: str) -> list[float | tuple[float, ...] | None]:
-    """``--caps`` -> MiB per point (None: not given; a tuple: a bucket_cap_mb_list written
-    ``list=1+4+8``), by the CLI's own rules; distinct points."""
-    from ddpsim.units import CAPS_EXPECTED, parse_cap_point
-
-    caps = [parse_cap_point(c, "--caps", CAPS_EXPECTED) for c in str(text).split(",")]
-    ids = [point_id(c) for c in caps]
-    if len(set(ids)) != len(ids):
-        raise InputError(f"--caps: {text!r} names a point twice; expected distinct bucket_cap_mb values")
-    return caps
 
 
 def run(rt: Runtime, args: argparse.Namespace) -> int:

@@ -83,7 +83,7 @@ def fails(capsys, argv):
     (["validate", "zoo:,"], "SCENARIO: 'zoo:,' is not accepted; expected zoo or zoo:NAME,NAME,... (names from 'ddpsim "
      "trace --list-models')"),
     (["validate", "--timeout-s", "-1"], "--timeout-s: '-1' is not accepted; expected a finite number > 0 and <= 604800"),
-    (["plan", MLP, "--options", '{"semantics": "old"}'], "--options semantics: 'old' is not accepted; expected 'modern' or 'legacy'"),
+    (["plan", MLP, "--options", '{"semantics": "old"}'], "--options: semantics: 'old' is not accepted; expected 'modern' or 'legacy'"),
     (["plan", MLP, "--options"], "--options: no value given; expected one value"),
     (["simulate", "--topology", "cpu-gloo"], "--trace: missing; expected a value (required)"),
     (["frobnicate"], "COMMAND: 'frobnicate' is not accepted; expected one of " + ", ".join(COMMANDS)),
@@ -100,7 +100,7 @@ def test_defects_refused_with_one_line(capsys, tmp_path):
     assert fails(capsys, ["plan", MLP, "--out", "x" * 300]).endswith(
         "(302 characters) is not accepted; expected a file path (File name too long)")
     assert fails(capsys, ["plan", MLP, "--options", '{"bucket_cap_mb_list": [1, null, 5]}']).startswith(
-        "--options bucket_cap_mb_list: ")
+        "--options: bucket_cap_mb_list: ")
     # a log range of a billion points: refused with the scenario's bound, before any list is built
     assert fails(capsys, ["sweep", "--trace", MLP, "--set", "sweep.bucket_cap_mb={min: 1, max: 200, points: 1e9}"]) == \
         "--set sweep.bucket_cap_mb.points: '1e9' is not accepted; expected an integer >= 1 and <= 10000"

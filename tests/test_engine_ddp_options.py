@@ -305,7 +305,7 @@ def test_bad_options(kw, match):
 
 
 def test_bad_mixed_precision_dtype_and_unknown_names():
-    with pytest.raises(InputError, match=r"^mixed_precision.param_dtype: 'int8' is not accepted; expected one of float16"):
+    with pytest.raises(InputError, match=r"^mixed_precision: param_dtype: 'int8' is not accepted; expected one of float16"):
         MixedPrecision(param_dtype="int8")
     tr = toy_trace()
     with pytest.raises(InputError, match=r"^delay_all_reduce_named_params: 'zz' is not a parameter of trace 'toy'"):

@@ -178,11 +178,11 @@ def test_explicit_plan_by_names_and_indices(capsys, tiny_trace_file, tmp_path):
 
 
 @pytest.mark.parametrize("cap,msg", [
-    ('"abc"', r"--options bucket_cap_mb: 'abc' is not accepted; expected a number of MiB > 0"),
-    ("0", r"--options bucket_cap_mb: 0 is not accepted; expected a number of MiB > 0"),
-    ("-1", r"--options bucket_cap_mb: -1 is not accepted"),
-    ("NaN", r"--options bucket_cap_mb: nan is not accepted"),
-    ("1e999", r"--options bucket_cap_mb: inf is not accepted"),
+    ('"abc"', r"--options: bucket_cap_mb: 'abc' is not accepted; expected a number of MiB > 0"),
+    ("0", r"--options: bucket_cap_mb: 0 is not accepted; expected a number of MiB > 0"),
+    ("-1", r"--options: bucket_cap_mb: -1 is not accepted"),
+    ("NaN", r"--options: bucket_cap_mb: nan is not accepted"),
+    ("1e999", r"--options: bucket_cap_mb: inf is not accepted"),
 ])
 def test_bad_cap(capsys, tiny_trace_file, cap, msg):
     import re
@@ -215,9 +215,9 @@ def test_trace_invalid_field(capsys, tmp_path, tiny_trace):
 def test_bad_format_and_semantics(capsys, tiny_trace_file):
     assert "--format: 'xml' is not accepted; expected one of table, csv, json" in \
         fail_cli(capsys, "plan", str(tiny_trace_file), "--format", "xml")
-    assert "--options semantics: 'old' is not accepted; expected 'modern' or 'legacy'" in \
+    assert "--options: semantics: 'old' is not accepted; expected 'modern' or 'legacy'" in \
         fail_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"semantics": "old"}')
-    assert "--options: field 'semantic' is not accepted" in \
+    assert "--options: semantic: unknown key; expected one of bucket_cap_mb" in \
         fail_cli(capsys, "plan", str(tiny_trace_file), "--options", '{"semantic": "legacy"}')
 
 

@@ -189,7 +189,7 @@ BAD = ["[]", "[0]", "[-1]", "[1, null]", '"1,2"']
 @pytest.mark.parametrize("value", BAD)
 def test_bad_option_values_exit_2(capsys, tiny_trace_file, value):
     err = fail_cli(capsys, "plan", str(tiny_trace_file), "--options", f'{{"bucket_cap_mb_list": {value}}}')
-    assert err.startswith("ddpsim: error: --options bucket_cap_mb_list: ") and "is not accepted" in err
+    assert err.startswith("ddpsim: error: --options: bucket_cap_mb_list: ") and "is not accepted" in err
 
 
 @pytest.mark.parametrize("value", ["[]", "[0]", "[-1]", "[.nan]", "[.inf]", "[1, null]"])
@@ -285,7 +285,7 @@ def test_validate_runs_list_points(tmp_path, tiny_trace_file):
     """``validate --caps none,list=0.003+0.009,list=2``: the scenario's list point, a list the
     sweep lacks (the base point with it), the flags executor ddp / round get, and lists read
     back from validation.json rows (reanalyze)."""
-    from ddpsim.cli.validate import parse_caps
+    from ddpsim.units import parse_caps
     from ddpsim.validation.measure import _cap_arg, _cap_flags, _point_cap, select_points
 
     s = load_scenario(write_scenario(tmp_path, tiny_trace_file, sweep={"bucket_cap_mb": [1], "bucket_cap_mb_list": [[0.003, 0.009]]}))

@@ -8,7 +8,6 @@ import logging
 import sys
 from typing import Any
 
-from ddpsim.errors import InputError
 
 
 log = logging.getLogger(__name__)
@@ -76,10 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
     doc = {} if args.options is None else options_document(args.options, "--options")
     warn_cap_ignored(doc.get("bucket_cap_mb"), doc.get("bucket_cap_mb_list"), "ddpsim plan")
-    try:
-        options = options_from_dict(doc, "--options")
-    except InputError as e:
-        raise InputError(str(e) if str(e).startswith("--options") else f"--options {e}") from None
+    options = options_from_dict(doc, "--options")
     trace = load_trace(args.trace)
     if args.plan is not None:
         plan = replace(load_plan(args.plan, trace), options=options)

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ddpsim.errors import shorten
+from ddpsim.units import parse_caps
 
 DESCRIPTION = """\
 How close are ddpsim's predictions for this scenario to real DDP runs on this machine?
@@ -144,13 +145,6 @@ def zoo_models(scenario: str | None) -> list[str] | None:
         raise InputError(f"SCENARIO: {shorten(scenario)} is not accepted; expected {ZOO} or {ZOO}:NAME,NAME,... "
                          "(names from 'ddpsim trace --list-models')")
     return models
-
-
-def parse_caps(text: str) -> list[float | tuple[float, ...] | None]:
-    """``none,5,list=1+4`` -> [None, 5, (1, 4)]; InputError for a bad or empty item."""
-    from ddpsim.units import CAPS_EXPECTED, parse_cap_point
-
-    return [parse_cap_point(item, "--caps", CAPS_EXPECTED) for item in text.split(",")]
 
 
 def run(args: argparse.Namespace) -> int:

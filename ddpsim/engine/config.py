@@ -4,10 +4,13 @@ engine so that scenarios, sweeps and validation build configs without importing 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import Literal, Mapping
+from dataclasses import field, replace
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import InstanceOf, SkipValidation
 
 from ddpsim.errors import InputError
+from ddpsim.schema import record, rule
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 from ddpsim.trace.records import check_compute_statistic
@@ -19,107 +22,100 @@ VALIDATION_STATISTIC = "mean"
 
 COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 CommHook = Literal["none", "allreduce", "fp16", "bf16", "powersgd"]
-@dataclass(frozen=True, kw_only=True)
+
+
+def _is_num(v: object) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _Count(minimum: int, null: bool = False) -> Any:
+    """An integer >= ``minimum`` (or None)."""
+    ok = lambda v: (null and v is None) or (isinstance(v, int) and not isinstance(v, bool) and v >= minimum)  # noqa: E731
+    return Annotated[Optional[int] if null else int, rule(f"an integer >= {minimum}", ok)]
+
+
+def _jitter(v: object) -> bool:
+    return v in ("trace", "none") or (_is_num(v) and v >= 0)
+
+
+#: a finite number of seconds >= 0 (:func:`checked_s`)
+_Seconds = Annotated[Union[int, float], rule("a finite number of seconds >= 0", lambda v: _is_num(v) and v >= 0)]
+
+
+@record("")
 class SimConfig:
     """Knobs of one simulated run."""
 
-    world_size: int = 2  # number of ranks in the process group
+    world_size: _Count(1) = 2  # number of ranks in the process group
     #: synchronised iterations to simulate (>= 1); iteration 1 is DDP's first (single-bucket) iteration
-    num_iterations: int = 4
+    num_iterations: _Count(1) = 4
     #: iterations excluded from steady-state figures; None means "up to and including the iteration that first uses the
     #: rebuilt buckets" (1 if buckets are never rebuilt)
-    num_warmup_iterations: int | None = None
-    seed: int = 0  # seeds every random draw (jitter). Same inputs and seed -> same result
+    num_warmup_iterations: _Count(0, null=True) = None
+    seed: _Count(0) = 0  # seeds every random draw (jitter). Same inputs and seed -> same result
     #: DDP comm hook: "none" (default reducer path), "allreduce", "fp16"/"bf16" (compression), "powersgd"
-    comm_hook: CommHook = "none"
-    powersgd_rank: int = 1  # PowerSGD's matrix_approximation_rank
-    powersgd_start_iter: int = 0  # PowerSGD's start_powerSGD_iter (plain all-reduce before it)
+    comm_hook: Annotated[CommHook, rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)] = "none"
+    powersgd_rank: _Count(1) = 1  # PowerSGD's matrix_approximation_rank
+    powersgd_start_iter: _Count(0) = 0  # PowerSGD's start_powerSGD_iter (plain all-reduce before it)
     #: gradient-accumulation micro-steps under ``no_sync()`` before each synchronised step (0 = none)
-    no_sync_steps: int = 0
+    no_sync_steps: _Count(0) = 0
     #: "trace" (each rank's compute drawn from the trace's measured spread), "none", or a float: the coefficient of
     #: variation of a lognormal factor
-    jitter: str | float = "trace"
+    jitter: Annotated[Union[str, int, float], rule("'trace', 'none' or a coefficient of variation >= 0", _jitter)] = "trace"
     #: rank -> slowdown factor (>= 1) applied to that rank's compute
-    stragglers: Mapping[int, float] = field(default_factory=dict)
-    interference: Interference = field(default_factory=Interference)  # see :class:`Interference`
+    stragglers: dict[Any, Any] = field(default_factory=dict)
+    interference: SkipValidation[Interference] = field(default_factory=Interference)  # see :class:`Interference`
     #: device memory bandwidth for the copy-in / copy-out of gradients (each copies 2x the bytes: read + write); None =
     #: free copies
-    copy_bandwidth_bytes_per_s: float | None = None
+    copy_bandwidth_bytes_per_s: Annotated[Optional[Union[int, float]], rule(
+        "a number > 0 or null", lambda v: v is None or (_is_num(v) and v > 0))] = None
     #: ranks that behave alike (same jitter class) are represented by one simulated process; None lets the engine
     #: choose
-    rank_group_size: int | None = None
+    rank_group_size: _Count(1, null=True) = None
     #: the least a gradient-copy kernel takes (launch and tail on a GPU: one kernel per parameter for copy-in,
     #: zero-fill and copy-out); 0 = none
-    copy_kernel_floor_s: float = 0.0
+    copy_kernel_floor_s: _Seconds = 0.0
     #: CPU costs per step, hook, bucket and collective on a CPU timeline per rank (:mod:`ddpsim.network.host_costs`);
     #: None = the CPU is never the bottleneck
-    host_costs: HostCosts | None = None
+    host_costs: Optional[InstanceOf[HostCosts]] = None
     #: seconds a Python comm hook costs the backward per bucket beyond its kernels (the call, the future, the ``.then``
     #: callback; a calibration's ``comm_hook_call_s``); 0 = not charged. Only with ``comm_hook`` other than none
-    comm_hook_call_s: float = 0.0
+    comm_hook_call_s: _Seconds = 0.0
     #: the model's BatchNorm layers are ``nn.SyncBatchNorm`` (``convert_sync_batchnorm``): their forward all-gathers
     #: and backward all-reduces run on the process group's stream (the engine finds the layers by their
     #: ``running_mean``/``running_var`` buffers in the trace)
-    sync_batchnorm: bool = False
+    sync_batchnorm: Annotated[bool, rule("true or false", lambda v: isinstance(v, bool))] = False
     #: how the trace's iterations give each compute phase and each gradient-ready time: ``"median"`` (robust to an
     #: outlying iteration; default) or ``"mean"`` (what a mean step adds up: ``ddpsim validate`` predicts its measured
     #: mean steps with it)
     compute_statistic: str = "median"
     #: communicators DDP's collectives are dealt to in turn (``_round_robin_process_groups``;
     #: :mod:`ddpsim.engine.process_groups`); 1 = one
-    process_groups: int = 1
+    process_groups: _Count(1) = 1
     #: per-rank batch counts of an epoch run under ``Join`` (uneven inputs; :mod:`ddpsim.engine.join`), one per rank;
     #: None = even inputs, no Join
-    join_batches: tuple[int, ...] | None = None
+    join_batches: Optional[tuple[Any, ...]] = None
 
     def for_validation(self) -> "SimConfig":
         """This config as a validation predicts with it: :data:`VALIDATION_STATISTIC`."""
         return replace(self, compute_statistic=VALIDATION_STATISTIC)
 
     def __post_init__(self) -> None:
-        _pos_int(self.world_size, "world_size", 1)
-        _pos_int(self.num_iterations, "num_iterations", 1)
-        if self.num_warmup_iterations is not None:
-            _pos_int(self.num_warmup_iterations, "num_warmup_iterations", 0)
-            if self.num_warmup_iterations >= self.num_iterations:
-                raise InputError(f"num_warmup_iterations: {self.num_warmup_iterations} is not accepted; expected fewer than num_iterations ({self.num_iterations})")
-        _pos_int(self.seed, "seed", 0)
-        if self.comm_hook not in COMM_HOOKS:
-            raise InputError(f"comm_hook: {self.comm_hook!r} is not accepted; expected one of {', '.join(COMM_HOOKS)}")
-        _pos_int(self.powersgd_rank, "powersgd_rank", 1)
-        _pos_int(self.powersgd_start_iter, "powersgd_start_iter", 0)
-        _pos_int(self.no_sync_steps, "no_sync_steps", 0)
-        j = self.jitter
-        if not (j in ("trace", "none") or (isinstance(j, (int, float)) and not isinstance(j, bool) and math.isfinite(j) and j >= 0)):
-            raise InputError(f"jitter: {j!r} is not accepted; expected 'trace', 'none' or a coefficient of variation >= 0")
-        object.__setattr__(self, "stragglers", dict(self.stragglers))
+        if self.num_warmup_iterations is not None and self.num_warmup_iterations >= self.num_iterations:
+            raise InputError(f"num_warmup_iterations: {self.num_warmup_iterations} is not accepted; expected fewer than num_iterations ({self.num_iterations})")
         for r, f in self.stragglers.items():
             if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < self.world_size:
                 raise InputError(f"stragglers: rank {r!r} is not accepted; expected a rank in [0, {self.world_size})")
-            if isinstance(f, bool) or not isinstance(f, (int, float)) or not math.isfinite(f) or f < 1.0:
+            if not _is_num(f) or f < 1.0:
                 raise InputError(f"stragglers[{r}]: {f!r} is not accepted; expected a slowdown factor >= 1.0")
-        bw = self.copy_bandwidth_bytes_per_s
-        if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float)) or not bw > 0):
-            raise InputError(f"copy_bandwidth_bytes_per_s: {bw!r} is not accepted; expected a number > 0 or null")
-        if self.rank_group_size is not None:
-            _pos_int(self.rank_group_size, "rank_group_size", 1)
-        checked_s(self.copy_kernel_floor_s, "copy_kernel_floor_s:")
-        checked_s(self.comm_hook_call_s, "comm_hook_call_s:")
-        if self.host_costs is not None and not isinstance(self.host_costs, HostCosts):
-            raise InputError(f"host_costs: {self.host_costs!r} is not accepted; expected a ddpsim.network.host_costs.HostCosts or None")
         check_compute_statistic(self.compute_statistic)
-        if not isinstance(self.sync_batchnorm, bool):
-            raise InputError(f"sync_batchnorm: {self.sync_batchnorm!r} is not accepted; expected true or false")
-        _pos_int(self.process_groups, "process_groups", 1)
-        if self.join_batches is not None:
-            b = self.join_batches
-            if not (isinstance(b, (tuple, list)) and len(b) == self.world_size
-                    and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in b)):
+        b = self.join_batches
+        if b is not None:
+            if len(b) != self.world_size or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in b):
                 raise InputError(f"join_batches: {b!r} is not accepted; expected {self.world_size} batch counts "
                                  "(one per rank), each an integer >= 1")
-            object.__setattr__(self, "join_batches", tuple(self.join_batches))
             if self.no_sync_steps:
-                raise InputError(f"join_batches: {list(self.join_batches)!r} is not accepted with no_sync_steps "
+                raise InputError(f"join_batches: {list(b)!r} is not accepted with no_sync_steps "
                                  f"{self.no_sync_steps}; expected no_sync_steps 0 (Join under no_sync is not modelled)")
 
 
@@ -129,8 +125,3 @@ def checked_s(v: object, where: str, positive: bool = False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (v <= 0 if positive else v < 0):
         raise InputError(f"{where} {v!r} is not accepted; expected a finite number {'> 0' if positive else 'of seconds >= 0'}")
     return float(v)
-
-
-def _pos_int(v: object, name: str, minimum: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise InputError(f"{name}: {v!r} is not accepted; expected an integer >= {minimum}")

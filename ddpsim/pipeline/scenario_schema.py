@@ -19,7 +19,7 @@ from ddpsim.network.host_costs import HostCosts, check_seconds
 from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.plan.compiled import CompileOptions
 from ddpsim.plan.planner import MIXED_PRECISION_DTYPES, DDPOptions, MixedPrecision, cap_point_id, options_from_dict
-from ddpsim.schema import Schema
+from ddpsim.schema import Schema, rule
 from ddpsim.errors import InputError
 from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
 from ddpsim.trace.records import COMPUTE_STATISTICS
@@ -30,7 +30,7 @@ from ddpsim.pipeline.scenario_types import (  # noqa: F401 (some re-exported)
     MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptBool, OptCap,
     OptText, Options, Text, _CAP_LIST_TEXT, _CAP_SCHEMA, _CAP_TEXT,
     _fail, _is_cap, _is_cap_list, _is_int, _is_num, _mapping,
-    _project_check, _rule, _section, _whole, _with_shorthand)
+    _project_check, _section, _whole, _with_shorthand)
 
 # ---- the sections --------------------------------------------------------------------------
 
@@ -102,7 +102,7 @@ class PowerSgd(Schema):
 
 _DTYPE_TEXT = f"one of {', '.join(MIXED_PRECISION_DTYPES)} or null"
 Dtype = Annotated[Optional[Literal[MIXED_PRECISION_DTYPES]],
-                  _rule(_DTYPE_TEXT, lambda v: v is None or v in MIXED_PRECISION_DTYPES)]
+                  rule(_DTYPE_TEXT, lambda v: v is None or v in MIXED_PRECISION_DTYPES)]
 
 
 class MixedPrecisionSpec(Schema):
@@ -113,7 +113,7 @@ class MixedPrecisionSpec(Schema):
     buffer_dtype: Dtype = Field(MixedPrecision.buffer_dtype, description="the dtype buffers are cast to")
 
 
-ParamNames = Annotated[Optional[Annotated[list[str], Field(max_length=MAX_LIST)]], _rule(
+ParamNames = Annotated[Optional[Annotated[list[str], Field(max_length=MAX_LIST)]], rule(
     f"a list of parameter names (at most {MAX_LIST}) or null",
     lambda v: v is None or (isinstance(v, list) and len(v) <= MAX_LIST and all(isinstance(n, str) and n for n in v)))]
 
@@ -123,7 +123,7 @@ class JoinSpec(Schema):
     the batch count of every rank, or their mean and spread (drawn with ``simulation.seed``)."""
 
     batches_per_rank: Annotated[Optional[Annotated[list[Int(1, MAX_BATCHES)], Field(min_length=1, max_length=MAX_LIST)]],
-                                _rule(f"a non-empty list of batch counts (integers >= 1 and <= {MAX_BATCHES}), one per rank, "
+                                rule(f"a non-empty list of batch counts (integers >= 1 and <= {MAX_BATCHES}), one per rank, "
                                       "or null", lambda v: v is None or (isinstance(v, list) and 0 < len(v) <= MAX_LIST))] = Field(
         None, description="each rank's batches in the epoch (as many as the world size)")
     mean_batches: Int(1, MAX_BATCHES, null=True) = Field(None, description="the ranks' mean batches per epoch (with spread)")
@@ -157,7 +157,7 @@ class DdpSection(Schema):
     bucket_cap_mb: OptCap = Field(DDPOptions.bucket_cap_mb, description=f"MiB per bucket, <= {MAX_CAP_MB}; null: not "
                                   "given (25 MiB, a 1 MiB first bucket after the rebuild)")
     bucket_cap_mb_list: Annotated[Optional[CapList],
-                                  _rule(f"{_CAP_LIST_TEXT}, or null", lambda v: v is None or _is_cap_list(v))] = Field(
+                                  rule(f"{_CAP_LIST_TEXT}, or null", lambda v: v is None or _is_cap_list(v))] = Field(
         DDPOptions.bucket_cap_mb_list, description="per-bucket limits in MiB, the last reused (torch >= 2.13; "
                                                    f"bucket_cap_mb is then ignored); at most {MAX_LIST} entries")
     find_unused_parameters: Bool = Field(DDPOptions.find_unused_parameters, description="DDP's find_unused_parameters")
@@ -210,7 +210,7 @@ class InterferenceSpec(Schema):
                                                    f"1 to {MAX_SLOWDOWN:g}")
     comm_slowdown: Slowdown = Field(Interference.comm_slowdown,
                                     description=f"a collective runs this many times slower under compute, 1 to {MAX_SLOWDOWN:g}")
-    weighting: Annotated[Literal[SCENARIO_WEIGHTINGS], _rule(f"one of {', '.join(SCENARIO_WEIGHTINGS)}",
+    weighting: Annotated[Literal[SCENARIO_WEIGHTINGS], rule(f"one of {', '.join(SCENARIO_WEIGHTINGS)}",
                                                    lambda v: v in SCENARIO_WEIGHTINGS)] = Field(
         Interference.weighting, description="how much of compute_slowdown a collective in flight applies")
 
@@ -228,9 +228,9 @@ def _rank_keys(v: Any) -> Any:
 
 Stragglers = Annotated[
     dict[Int(0, MAX_WORLD_SIZE - 1), Slowdown],
-    _rule(f"a mapping rank -> slowdown factor >= 1 and <= {MAX_SLOWDOWN:g}", lambda v: v is None or isinstance(v, dict)),
+    rule(f"a mapping rank -> slowdown factor >= 1 and <= {MAX_SLOWDOWN:g}", lambda v: v is None or isinstance(v, dict)),
     BeforeValidator(lambda v: {} if v is None else _rank_keys(v))]
-Jitter = Annotated[Union[Literal["trace", "none"], int, float], _rule(
+Jitter = Annotated[Union[Literal["trace", "none"], int, float], rule(
     f"'trace', 'none' or a coefficient of variation >= 0 and <= {MAX_JITTER:g}",
     lambda v: v in ("trace", "none") or (_is_num(v) and 0 <= v <= MAX_JITTER)),
     WithJsonSchema({"anyOf": [{"enum": ["trace", "none"]}, {"type": "number", "minimum": 0, "maximum": MAX_JITTER}]})]
@@ -250,7 +250,7 @@ class SimulationSpec(Schema):
     no_sync_steps: Int(0, MAX_ITERATIONS) = Field(0, description=f"no_sync() steps before each synced one, 0 to {MAX_ITERATIONS}")
     interference: Annotated[Optional[_section(InterferenceSpec)], AfterValidator(_interference)] = Field(
         None, description="given compute / communication interference (null: the calibration's or the GPU prior)")
-    compute_statistic: Annotated[Literal[COMPUTE_STATISTICS], _rule(" or ".join(COMPUTE_STATISTICS),
+    compute_statistic: Annotated[Literal[COMPUTE_STATISTICS], rule(" or ".join(COMPUTE_STATISTICS),
                                                                    lambda v: v in COMPUTE_STATISTICS)] = Field(
         "median", description="the trace statistic each compute time is taken from")
     copy_bandwidth_gbps: Number(0, MAX_GBPS, above=True, unit=" of GB/s", null=True) = Field(
@@ -273,7 +273,7 @@ class CostModelSection(Schema):
     contention: Bool = Field(CostModelSpec.contention, description="compute-communication contention prior")
     memory_bound_fraction: Fraction = Field(CostModelSpec.memory_bound_fraction,
                                             description="backward's memory-bound share, in [0, 1]")
-    memory_efficiency: Annotated[Fraction, _rule("a number in (0, 1]", lambda v: not _is_num(v) or v > 0)] = Field(
+    memory_efficiency: Annotated[Fraction, rule("a number in (0, 1]", lambda v: not _is_num(v) or v > 0)] = Field(
         CostModelSpec.memory_efficiency, description="HBM share a memory-bound kernel reaches, in (0, 1]")
     copy_kernels: Bool = Field(CostModelSpec.copy_kernels, description="gradient copies as kernels")
     min_kernel_s: Seconds = Field(CostModelSpec.min_kernel_s, description="a kernel's launch and tail, seconds")
@@ -332,7 +332,7 @@ class CapRange(Schema):
     min: Cap = Field(description=f"the smallest cap, MiB (<= {MAX_CAP_MB})")
     max: Cap = Field(description=f"the largest cap, MiB (>= min, <= {MAX_CAP_MB})")
     points: Int(1, MAX_POINTS) = Field(description=f"how many caps, 1 to {MAX_POINTS}")
-    scale: Annotated[Literal["log", "linear"], _rule("'log' or 'linear'", lambda v: v in ("log", "linear"))] = Field(
+    scale: Annotated[Literal["log", "linear"], rule("'log' or 'linear'", lambda v: v in ("log", "linear"))] = Field(
         "log", description="log or linear spacing")
 
     @model_validator(mode="after")
@@ -412,7 +412,7 @@ def _tuples(v: Any) -> Any:
     return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
 
 
-ValidationCap = Annotated[Union[OptCap, Annotated[tuple[Cap, ...], Field(min_length=1, max_length=MAX_LIST)]], _rule(
+ValidationCap = Annotated[Union[OptCap, Annotated[tuple[Cap, ...], Field(min_length=1, max_length=MAX_LIST)]], rule(
     f"{_CAP_TEXT}, a cap list (a non-empty list of such numbers) or null",
     lambda v: v is None or _is_cap(v) or _is_cap_list(v)),
     WithJsonSchema({"anyOf": [_CAP_SCHEMA, {"type": "null"}, {"type": "array", "items": _CAP_SCHEMA, "minItems": 1,
@@ -428,7 +428,7 @@ class ValidationSpec(Schema):
     warmup: Int(0, MAX_ITERATIONS) = Field(5, description=f"unmeasured iterations first, 0 to {MAX_ITERATIONS}")
     num_threads: Int(1, MAX_THREADS, null=True) = Field(None, description="torch CPU threads; null: the trace's")
     device: OptText = Field(None, description="the device; null: the trace's")
-    bucket_cap_mb: Annotated[Optional[tuple[ValidationCap, ...]], _rule(
+    bucket_cap_mb: Annotated[Optional[tuple[ValidationCap, ...]], rule(
         f"a non-empty list of at most {MAX_LIST} caps or null",
         lambda v: v is None or (isinstance(v, (list, tuple)) and 0 < len(v) <= MAX_LIST)),
         BeforeValidator(_tuples)] = Field(None, description="caps run for real (a list in it: a cap list); null: the "
@@ -497,7 +497,7 @@ class ExploreSample(Schema):
     seed: Int(0, MAX_SEED) = Field(0, description="the seed of the draw")
 
 
-PriceFile = Annotated[Optional[str], _rule("a prices YAML path (a non-empty string) or null",
+PriceFile = Annotated[Optional[str], rule("a prices YAML path (a non-empty string) or null",
                                            lambda v: v is None or (isinstance(v, str) and v != ""))]
 
 
@@ -506,7 +506,7 @@ class ExploreSection(Schema):
     its axes (crossed in the order written, the first outermost, or sampled), where each system's
     trace comes from, and the GPU-hour prices of the cost columns."""
 
-    axes: Annotated[dict[str, list[Any]], _rule(_AXES_TEXT, _axes_ok)] = Field(
+    axes: Annotated[dict[str, list[Any]], rule(_AXES_TEXT, _axes_ok)] = Field(
         description="axis -> values: system (cluster.topology), nodes, world_size, bucket_cap_mb (null: DDP's "
                     "default), bucket_cap_mb_list, comm_hook, batch_size (re-times the trace; needs retime), or "
                     "any dotted scenario key")
@@ -514,7 +514,7 @@ class ExploreSection(Schema):
                                                               "of them (crossed)")
     retime: Bool = Field(False, description="re-time the trace for each system's GPU (and batch_size) with the "
                                             "roofline model of 'ddpsim retime' (needs torch)")
-    traces: Annotated[dict[str, str], _rule("a mapping of system -> trace JSON path",
+    traces: Annotated[dict[str, str], rule("a mapping of system -> trace JSON path",
                                             lambda v: isinstance(v, dict) and all(
                                                 isinstance(k, str) and isinstance(x, str) and x for k, x in v.items()))
                       ] = Field(default_factory=dict, description="system -> its own trace JSON (else the "
@@ -525,19 +525,19 @@ class ExploreSection(Schema):
 
 # ---- the document --------------------------------------------------------------------------
 
-Name = Annotated[Optional[str], Field(pattern=NAME_PATTERN, max_length=MAX_NAME_CHARS), _rule(
+Name = Annotated[Optional[str], Field(pattern=NAME_PATTERN, max_length=MAX_NAME_CHARS), rule(
     f"a folder name of letters, digits, '.', '_' or '-' (at most {MAX_NAME_CHARS} characters)",
     lambda v: v is None or (isinstance(v, str) and len(v) <= MAX_NAME_CHARS and re.match(NAME_PATTERN, v) is not None))]
-WorldSize = Annotated[Union[Annotated[int, Field(ge=1, le=MAX_WORLD_SIZE)], Literal["all"], None], _rule(
+WorldSize = Annotated[Union[Annotated[int, Field(ge=1, le=MAX_WORLD_SIZE)], Literal["all"], None], rule(
     f"an integer >= 1 and <= {MAX_WORLD_SIZE}, 'all' or null (every device of the cluster)",
     lambda v: v in (None, "all") or (_is_int(v) and 1 <= v <= MAX_WORLD_SIZE))]
 _TIMELINE_TEXT = "a bucket_cap_mb of the sweep, a bucket_cap_mb_list of the sweep, 'best' or a point id"
-Timeline = Annotated[Any, _rule(_TIMELINE_TEXT,
+Timeline = Annotated[Any, rule(_TIMELINE_TEXT,
                                 lambda v: v is None or _is_cap(v) or _is_cap_list(v) or (isinstance(v, str) and v != "")),
                      BeforeValidator(lambda v: _whole(v) if _is_num(v) else v),
                      WithJsonSchema({"anyOf": [_CAP_SCHEMA, {"type": "null"}, {"type": "string", "minLength": 1},
                                                {"type": "array", "items": _CAP_SCHEMA, "minItems": 1}]})]
-FilePath = Annotated[Optional[str], _rule("a file path (a non-empty string) or null",
+FilePath = Annotated[Optional[str], rule("a file path (a non-empty string) or null",
                                           lambda v: v is None or (isinstance(v, str) and v != ""))]
 
 
@@ -580,7 +580,7 @@ class ScenarioFile(Schema):
                      BeforeValidator(lambda v: dict(NO_SWEEP) if v is None else v)] = Field(
         default_factory=lambda: SweepSection(**NO_SWEEP), description="the values the sweep's points take")
     timelines: Annotated[list[Timeline], Field(max_length=MAX_LIST),
-                         _rule(f"at most {MAX_LIST} timelines", lambda v: len(v) <= MAX_LIST),
+                         rule(f"at most {MAX_LIST} timelines", lambda v: len(v) <= MAX_LIST),
                          BeforeValidator(lambda v: v if isinstance(v, list) else [v])] = Field(
         default_factory=lambda: [None], description=f"sweep points that get a timeline: {_TIMELINE_TEXT}")
     validation: Optional[ValidationSpec] = Field(None, description="what 'ddpsim validate' runs for real, or null")

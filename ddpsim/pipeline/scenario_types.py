@@ -9,7 +9,7 @@ from typing import Annotated, Any, Callable, Literal, Optional, Union
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, WithJsonSchema
 from pydantic_core import PydanticCustomError
 from ddpsim.engine.config import COMM_HOOKS
-from ddpsim.schema import Schema
+from ddpsim.schema import Schema, rule
 from ddpsim.errors import InputError
 
 # ---- bounds (far above any real use; each one is named in its key's error line) ----------
@@ -41,14 +41,6 @@ def _fail(loc: tuple[Any, ...], value: Any, expected: str) -> None:
     raise ValidationError.from_exception_data("scenario", [{"type": error, "loc": loc, "input": value}])
 
 
-def _rule(expected: str, ok: Callable[[Any], bool]) -> BeforeValidator:
-    def check(v: Any) -> Any:
-        if not ok(v):
-            raise ValueError(f"expected {expected}")
-        return v
-    return BeforeValidator(check)
-
-
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -68,14 +60,14 @@ def Int(lo: int, hi: int, *, null: bool = False) -> Any:
     base = Annotated[int, Field(ge=lo, le=hi)]
     text = f"an integer >= {lo} and <= {hi}" + (" or null" if null else "")
     return Annotated[Optional[base] if null else base,
-                     _rule(text, lambda v: (null and v is None) or (_is_int(v) and lo <= v <= hi))]
+                     rule(text, lambda v: (null and v is None) or (_is_int(v) and lo <= v <= hi))]
 
 
 def Number(lo: float, hi: float, *, above: bool = False, unit: str = "", null: bool = False) -> Any:
     """A finite number in [lo, hi] (``above``: > lo), or null; read as a float."""
     base = Annotated[float, Field(gt=lo, le=hi) if above else Field(ge=lo, le=hi)]
     text = f"a number{unit} {'>' if above else '>='} {lo:g} and <= {hi:g}" + (" or null" if null else "")
-    return Annotated[Optional[base] if null else base, _rule(
+    return Annotated[Optional[base] if null else base, rule(
         text, lambda v: (null and v is None) or (_is_num(v) and (v > lo if above else v >= lo) and v <= hi))]
 
 
@@ -93,9 +85,9 @@ def _is_cap(v: Any) -> bool:
 
 
 #: ``bucket_cap_mb``: MiB, kept an int when whole
-Cap = Annotated[Union[int, float], _rule(_CAP_TEXT, _is_cap), AfterValidator(_whole), WithJsonSchema(_CAP_SCHEMA)]
+Cap = Annotated[Union[int, float], rule(_CAP_TEXT, _is_cap), AfterValidator(_whole), WithJsonSchema(_CAP_SCHEMA)]
 #: ``bucket_cap_mb`` or null (DDP's default)
-OptCap = Annotated[Optional[Union[int, float]], _rule(f"a number > 0 or null (MiB, at most {MAX_CAP_MB}; null: DDP's default)",
+OptCap = Annotated[Optional[Union[int, float]], rule(f"a number > 0 or null (MiB, at most {MAX_CAP_MB}; null: DDP's default)",
                                                  lambda v: v is None or _is_cap(v)),
                    AfterValidator(_whole), WithJsonSchema({"anyOf": [_CAP_SCHEMA, {"type": "null"}]})]
 _CAP_LIST_TEXT = f"a non-empty list of numbers of MiB > 0 and <= {MAX_CAP_MB} (at most {MAX_LIST}; e.g. [1, 4, 8])"
@@ -106,14 +98,14 @@ def _is_cap_list(v: Any) -> bool:
     return isinstance(v, (list, tuple)) and 0 < len(v) <= MAX_LIST and all(_is_cap(x) for x in v)
 
 
-CapList = Annotated[list[Cap], Field(min_length=1, max_length=MAX_LIST), _rule(_CAP_LIST_TEXT, _is_cap_list)]
+CapList = Annotated[list[Cap], Field(min_length=1, max_length=MAX_LIST), rule(_CAP_LIST_TEXT, _is_cap_list)]
 
-Bool = Annotated[bool, _rule("true or false", lambda v: isinstance(v, bool))]
-OptBool = Annotated[Optional[bool], _rule("true or false or null", lambda v: v is None or isinstance(v, bool))]
-Text = Annotated[str, _rule("a non-empty string", lambda v: isinstance(v, str) and v != "")]
-OptText = Annotated[Optional[str], _rule("a non-empty string or null",
+Bool = Annotated[bool, rule("true or false", lambda v: isinstance(v, bool))]
+OptBool = Annotated[Optional[bool], rule("true or false or null", lambda v: v is None or isinstance(v, bool))]
+Text = Annotated[str, rule("a non-empty string", lambda v: isinstance(v, str) and v != "")]
+OptText = Annotated[Optional[str], rule("a non-empty string or null",
                                          lambda v: v is None or (isinstance(v, str) and v != ""))]
-Hook = Annotated[Literal[COMM_HOOKS], _rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)]
+Hook = Annotated[Literal[COMM_HOOKS], rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)]
 Options = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
 
 
@@ -130,14 +122,14 @@ def _project_check(check: Callable[[Any, str], None]) -> BeforeValidator:
 
 def Listed(item: Any, what: str = "values") -> Any:
     """A non-empty list of at most :data:`MAX_LIST` ``item``."""
-    return Annotated[list[item], Field(min_length=1, max_length=MAX_LIST), _rule(
+    return Annotated[list[item], Field(min_length=1, max_length=MAX_LIST), rule(
         f"a non-empty list of at most {MAX_LIST} {what}", lambda v: isinstance(v, list) and 0 < len(v) <= MAX_LIST)]
 
 
 def _mapping(model: type[Schema]) -> BeforeValidator:
     """A section: a mapping of ``model``'s keys; null gives every default."""
     keys = ", ".join(f.alias or k for k, f in model.model_fields.items())
-    return _rule(f"a mapping of {keys}", lambda v: v is None or isinstance(v, dict))
+    return rule(f"a mapping of {keys}", lambda v: v is None or isinstance(v, dict))
 
 
 def _section(model: type[Schema]) -> Any:

@@ -19,12 +19,12 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import read_json
-from ddpsim.schema import Schema, format_version, validate
+from ddpsim.schema import Schema, format_version, record, rule, validate
 from ddpsim.trace.records import Trace
 from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, LIST_POINT_PREFIX, MIB, SIZE_MAX, mb_to_bytes
 
@@ -95,23 +95,24 @@ def cap_point_id(bucket_cap_mb: float | None, bucket_cap_mb_list: Sequence[float
 MIXED_PRECISION_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
-@dataclass(frozen=True, kw_only=True)
+def _dtype(v: Any) -> bool:
+    return v is None or v in MIXED_PRECISION_DTYPES
+
+
+#: a ``MixedPrecision`` dtype: one of :data:`MIXED_PRECISION_DTYPES` or None
+_Dtype = Annotated[Optional[str], rule(f"one of {', '.join(MIXED_PRECISION_DTYPES)} or null", _dtype)]
+
+
+@record("mixed_precision")
 class MixedPrecision:
     """DDP's ``_MixedPrecision`` (``torch/nn/parallel/distributed.py``), dtypes by name (None:
     unchanged). ``param_dtype``: parameters cast to it before every forward (gradients, hence
     buckets, are in it); ``reduce_dtype``: gradients all-reduced in it (default ``param_dtype``,
     else the parameter's own); ``buffer_dtype``: every buffer cast to it at construction."""
 
-    param_dtype: str | None = None
-    reduce_dtype: str | None = None
-    buffer_dtype: str | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("param_dtype", "reduce_dtype", "buffer_dtype"):
-            v = getattr(self, name)
-            if v is not None and v not in MIXED_PRECISION_DTYPES:
-                raise InputError(f"mixed_precision.{name}: {shorten(v)} is not accepted; expected one of "
-                                 f"{', '.join(MIXED_PRECISION_DTYPES)} or null")
+    param_dtype: _Dtype = None
+    reduce_dtype: _Dtype = None
+    buffer_dtype: _Dtype = None
 
     def label(self) -> str:
         return "/".join(d or "-" for d in (self.param_dtype, self.reduce_dtype, self.buffer_dtype))
@@ -137,91 +138,62 @@ def options_document(text: str, where: str) -> dict[str, Any]:
 def options_from_dict(doc: dict[str, Any], where: str) -> "DDPOptions":
     """``DDPOptions`` of a JSON object of its fields (``dataclasses.asdict`` of one: lists for
     tuples, ``mixed_precision`` an object of dtypes); ``where`` names the document in errors."""
-    known = DDPOptions.__dataclass_fields__
-    unknown = sorted(set(doc) - set(known))
-    if unknown:
-        raise InputError(f"{where}: field {unknown[0]!r} is not accepted; expected DDPOptions fields ({', '.join(known)})")
-    for key, f in known.items():
-        if isinstance(f.default, bool) and key in doc and not isinstance(doc[key], bool):
-            raise InputError(f"{where}: {key} {shorten(doc[key])} is not accepted; expected true or false")
-    kw = dict(doc)
-    for key in ("bucket_cap_mb_list", "delay_all_reduce_named_params"):
-        if isinstance(kw.get(key), list):
-            kw[key] = tuple(kw[key])
-    mp = kw.get("mixed_precision")
-    if isinstance(mp, dict):
-        bad = sorted(set(mp) - set(MixedPrecision.__dataclass_fields__))
-        if bad:
-            raise InputError(f"{where}: mixed_precision.{bad[0]} is not accepted; expected param_dtype, reduce_dtype, buffer_dtype")
-        kw["mixed_precision"] = MixedPrecision(**mp)
-    elif mp is not None:
-        raise InputError(f"{where}: mixed_precision {shorten(mp)} is not accepted; expected an object of dtypes or null")
-    return DDPOptions(**kw)
+    return validate(DDPOptions, doc, where)
 
 
-@dataclass(frozen=True, kw_only=True)
+def _mib(v: Any) -> bool:
+    """A finite number of MiB > 0 (no bool)."""
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def _flag(null: bool = False) -> Any:
+    text = "true, false or null" if null else "true or false"
+    return Annotated[Optional[bool] if null else bool, rule(text, lambda v: isinstance(v, bool) or (null and v is None))]
+
+
+def _names(v: Any) -> bool:
+    return v is None or (isinstance(v, (list, tuple)) and all(isinstance(n, str) and n for n in v))
+
+
+@record("")
 class DDPOptions:
     """The DDP constructor options, with PyTorch's names. ``bucket_cap_mb=None``: not given
     (unlike 25, the first rebuilt bucket is then 1 MiB)."""
 
-    bucket_cap_mb: float | None = None
+    bucket_cap_mb: Annotated[Optional[Union[int, float]],
+                             rule("a number of MiB > 0, or not given", lambda v: v is None or _mib(v))] = None
     #: per-bucket limits in MiB (torch 2.13); when given, ``bucket_cap_mb`` is ignored, as in torch
-    bucket_cap_mb_list: tuple[float, ...] | None = None
-    find_unused_parameters: bool = False
-    static_graph: bool = False
-    gradient_as_bucket_view: bool = False
-    broadcast_buffers: bool = True
-    semantics: Semantics = "modern"
+    bucket_cap_mb_list: Annotated[Optional[tuple[Union[int, float], ...]], rule(
+        "a non-empty list of numbers of MiB > 0 (e.g. [1, 4, 8]), or not given",
+        lambda v: v is None or (isinstance(v, (list, tuple)) and len(v) > 0 and all(map(_mib, v))))] = None
+    find_unused_parameters: _flag() = False
+    static_graph: _flag() = False
+    gradient_as_bucket_view: _flag() = False
+    broadcast_buffers: _flag() = True
+    semantics: Annotated[Semantics, rule("'modern' or 'legacy'", lambda v: v in ("modern", "legacy"))] = "modern"
     #: DDP_SET_LAST_BUCKET_CAP=1: the small first-cap bucket becomes the last one at rebuild
-    small_bucket_last: bool = False
+    small_bucket_last: _flag() = False
     # -- torch 2.13 options (the reducer side is modelled in ddpsim.engine.simulate) --
     #: defer each bucket's per-parameter copy-in to one ``_foreach_copy_`` + one ``div_`` when it is ready
-    batched_grad_copy: bool = False
+    batched_grad_copy: _flag() = False
     #: do not all-reduce a bucket whose parameters are all unused (find_unused / static_graph)
-    skip_all_reduce_unused_params: bool = False
+    skip_all_reduce_unused_params: _flag() = False
     #: buffer broadcast before each forward; None: ``broadcast_buffers`` decides (torch 2.13's mapping)
-    forward_sync_buffers: bool | None = None
-    mixed_precision: MixedPrecision | None = None
+    forward_sync_buffers: _flag(null=True) = None
+    mixed_precision: Optional[MixedPrecision] = None
     #: parameter names left out of the reducer, all-reduced as one flat buffer from a hook
     #: on ``param_to_hook_all_reduce``'s gradient; both or neither (torch raises otherwise)
-    delay_all_reduce_named_params: tuple[str, ...] | None = None
-    param_to_hook_all_reduce: str | None = None
+    delay_all_reduce_named_params: Annotated[Optional[tuple[str, ...]], rule("a list of parameter names", _names)] = None
+    param_to_hook_all_reduce: Annotated[Optional[str], rule(
+        "a parameter name", lambda v: v is None or (isinstance(v, str) and v != ""))] = None
 
     def __post_init__(self) -> None:
-        cap = self.bucket_cap_mb
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
-                                or not math.isfinite(cap) or cap <= 0):
-            raise InputError(f"bucket_cap_mb: {shorten(cap)} is not accepted; expected a number of MiB > 0, or not given")
-        if self.semantics not in ("modern", "legacy"):
-            raise InputError(f"semantics: {shorten(self.semantics)} is not accepted; expected 'modern' or 'legacy'")
-        caps = self.bucket_cap_mb_list
+        caps, names, hook = self.bucket_cap_mb_list, self.delay_all_reduce_named_params, self.param_to_hook_all_reduce
         if caps is not None:
-            if not (isinstance(caps, (list, tuple)) and len(caps) > 0 and all(
-                    not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x > 0
-                    for x in caps)):
-                raise InputError(f"bucket_cap_mb_list: {shorten(caps)} is not accepted; expected a non-empty list of "
-                                 "numbers of MiB > 0 (e.g. [1, 4, 8]), or not given")
-            caps = tuple(int(x) if float(x).is_integer() else float(x) for x in caps)
-            object.__setattr__(self, "bucket_cap_mb_list", caps)
+            object.__setattr__(self, "bucket_cap_mb_list", tuple(int(x) if float(x).is_integer() else x for x in caps))
         if caps and self.semantics == "legacy":
-            raise InputError(f"bucket_cap_mb_list: {list(caps)!r} is not accepted with semantics "
+            raise InputError(f"bucket_cap_mb_list: {list(self.bucket_cap_mb_list)!r} is not accepted with semantics "
                              f"'legacy' (torch without bucket_cap_mb_list); expected semantics 'modern'")
-        for name in ("batched_grad_copy", "skip_all_reduce_unused_params", "broadcast_buffers"):
-            if not isinstance(getattr(self, name), bool):
-                raise InputError(f"{name}: {getattr(self, name)!r} is not accepted; expected true or false")
-        if self.forward_sync_buffers is not None and not isinstance(self.forward_sync_buffers, bool):
-            raise InputError(f"forward_sync_buffers: {shorten(self.forward_sync_buffers)} is not accepted; expected true, false or null")
-        if self.mixed_precision is not None and not isinstance(self.mixed_precision, MixedPrecision):
-            raise InputError(f"mixed_precision: {shorten(self.mixed_precision)} is not accepted; expected a "
-                             "ddpsim.plan.planner.MixedPrecision or null")
-        names = self.delay_all_reduce_named_params
-        if names is not None:
-            if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
-                raise InputError(f"delay_all_reduce_named_params: {shorten(names)} is not accepted; expected a list of parameter names")
-            object.__setattr__(self, "delay_all_reduce_named_params", tuple(names))
-        hook = self.param_to_hook_all_reduce
-        if hook is not None and (not isinstance(hook, str) or not hook):
-            raise InputError(f"param_to_hook_all_reduce: {shorten(hook)} is not accepted; expected a parameter name")
         if (names is None) != (hook is None):
             raise InputError(f"param_to_hook_all_reduce: {shorten(hook)} with delay_all_reduce_named_params {shorten(names)} is not "
                              "accepted; expected both set or neither (DDP raises ValueError otherwise)")

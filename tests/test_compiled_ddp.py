@@ -237,6 +237,12 @@ def test_compiled_autograd_alone_turns_ddp_optimizer_off():
     assert sc.build_point(sc.points()[0]).plan.source == "python_reducer"
 
 
+@pytest.mark.parametrize("compile_, mode", [({}, "ddp_optimizer"), ({"ddp_optimizer": False}, "no_optimization"),
+                                            ({"compiled_autograd": True}, "python_reducer")])
+def test_optimize_ddp_mode_read_from_the_compile_block(compile_, mode):
+    assert scenario_from_dict(_scenario(compile=compile_), source="s").compile.mode == mode
+
+
 def test_the_summary_answers_compiled_best_cap_beside_eager():
     from ddpsim.report.compiled import answer_lines, compiled_table
     from ddpsim.report.figures import Compiled, typed

@@ -92,11 +92,11 @@ def test_compute_time_by_kind_from_the_rows_is_the_sum_over_the_built_spans_to_t
 
 def test_lazy_buckets_are_the_bucket_timings_the_bucket_log_gives():
     # the oracle: BucketTiming's own constructor over the rank's bucket log and the collectives
-    from ddpsim.engine.result import BucketTiming, LazyBuckets
+    from ddpsim.engine.result import BucketTiming, LazyTuple
 
     plan = plan_ddp(TRACE, DDPOptions(bucket_cap_mb=5))
     res = fresh(plan, spans=False)
-    assert isinstance(res.buckets, LazyBuckets)
+    assert isinstance(res.buckets, LazyTuple)
     built = tuple(res.buckets)
     ranks = sorted({b.rank for b in built})
     assert ranks == list(res.ranks) and len(built) == len(ranks) * (len(plan.initial) + 2 * len(plan.steady))

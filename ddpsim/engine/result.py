@@ -39,7 +39,9 @@ class Span:
 class LazyTuple(Sequence):
     """A tuple of a simulation's records built the first time it is read: ``build(*args)``
     turns the raw rows kept into the tuple :func:`ddpsim.engine.simulate.simulate` would have
-    returned. It compares equal to that tuple and pickles as it."""
+    returned. It compares equal to that tuple and pickles as it. A result's per-bucket timings
+    are one: at small caps thousands of buckets per iteration, which a sweep's or a design
+    space's summary figures never read."""
 
     __slots__ = ("_build", "_args", "_items")
 
@@ -101,14 +103,6 @@ def compute_s_by_kind(spans: Sequence[Span], keys: set[tuple[int, int]]) -> dict
     return out
 
 
-class LazyBuckets(LazyTuple):
-    """A simulation's per-bucket timings (:class:`BucketTiming`), built the first time they are
-    read: at small caps thousands of buckets per iteration, which a sweep's or a design space's
-    summary figures never read."""
-
-    __slots__ = ()
-
-
 @dataclass(frozen=True, kw_only=True)
 class BucketTiming:
     """One bucket's life in one iteration on one rank (absolute seconds)."""
@@ -143,7 +137,6 @@ class IterationStats:
     comm_s: float
     overlap_ratio: float
     optimizer_s: float
-    synced: bool = True
     warmup: bool = False
 
     @property

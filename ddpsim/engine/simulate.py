@@ -24,7 +24,7 @@ from ddpsim.engine.join import JoinProgram, JoinSchedule, add_even_baseline
 from ddpsim.engine.process_groups import GroupStreams
 from ddpsim.engine.reducer import Rank
 from ddpsim.engine.rest import RestRanks
-from ddpsim.engine.result import (COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, LazyBuckets, LazySpans,
+from ddpsim.engine.result import (COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, LazySpans, LazyTuple,
                                   SimResult, Span)
 from ddpsim.engine.streams import Engine
 from ddpsim.errors import InputError
@@ -206,7 +206,7 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     if steps_only:  # no spans, no comm figures
         assert all(math.isfinite(c.end_s) for c in colls), "a collective never ran"
         comm_rows: list[tuple] = []
-        buckets, iters = LazyBuckets(_bucket_timings, [], {}, [], []), _step_figures(ranks[:len(explicit)], warmup)
+        buckets, iters = LazyTuple(_bucket_timings, [], {}, [], []), _step_figures(ranks[:len(explicit)], warmup)
     else:
         comm_rows, comm_by_iter, last_grad_end = _collective_rows(colls)
         buckets, iters = _rank_figures(eng, ranks, comm_by_iter, last_grad_end, warmup)
@@ -348,7 +348,7 @@ def _bucket_rows(eng: Engine, ranks: list[Rank]) -> tuple:
 
 
 def _bucket_timings(logs: list, shapes: dict, starts: list[float], ends: list[float]) -> list[BucketTiming]:
-    """Per-bucket timings of every recording rank (:class:`~ddpsim.engine.result.LazyBuckets`)."""
+    """Per-bucket timings of every recording rank (:class:`~ddpsim.engine.result.LazyTuple`)."""
     new, setattr_ = object.__new__, object.__setattr__
     out: list[BucketTiming] = []
     for rank, log in logs:
@@ -367,14 +367,14 @@ def _step_figures(explicit: list[Rank], warmup: int) -> list[IterationStats]:
     """Each explicit rank's iterations with their start and end only (``steps_only``)."""
     return [IterationStats(rank=rk.rank, iteration=k, start_s=acc.start_s, end_s=acc.end_s, forward_s=0.0,
                            backward_compute_s=0.0, exposed_comm_s=0.0, comm_s=0.0, overlap_ratio=0.0,
-                           optimizer_s=0.0, synced=True, warmup=k <= warmup)
+                           optimizer_s=0.0, warmup=k <= warmup)
             for rk in explicit for k, acc in enumerate(rk.accs, start=1)]
 
 
 def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[tuple[float, float]]],
-                  last_grad_end: dict[int, float], warmup: int) -> tuple[LazyBuckets, list[IterationStats]]:
+                  last_grad_end: dict[int, float], warmup: int) -> tuple[LazyTuple, list[IterationStats]]:
     """Per-bucket timings (built when read) and per-iteration figures of every recording rank."""
-    buckets = LazyBuckets(_bucket_timings, *_bucket_rows(eng, ranks))
+    buckets = LazyTuple(_bucket_timings, *_bucket_rows(eng, ranks))
     iters: list[IterationStats] = []
     for rk in ranks:
         if not rk.record:
@@ -388,5 +388,5 @@ def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[t
                 rank=rk.rank, iteration=k, start_s=acc.start_s, end_s=acc.end_s, forward_s=acc.forward_s,
                 backward_compute_s=acc.backward_s, exposed_comm_s=exposed, comm_s=comm_s,
                 overlap_ratio=overlapped / comm_s if comm_s > 0 else 0.0, optimizer_s=acc.optimizer_s,
-                synced=True, warmup=k <= warmup))
+                warmup=k <= warmup))
     return buckets, iters

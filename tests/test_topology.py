@@ -376,19 +376,6 @@ def test_check_of_copies_names_what_the_check_of_every_element_names(monkeypatch
     validate_topology(build_preset("dgx-h100", num_nodes=64), source="dgx-h100")  # decided on the copies
 
 
-def test_components_by_hand():
-    from ddpsim.network.topology_check import _components
-
-    assert _components(0, []) == 0
-    assert _components(4, []) == 4
-    # 0-1, 2-3: two; then 1-2 joins them; a repeated link and a loop change nothing
-    assert _components(4, [(0, 1), (2, 3)]) == 2
-    assert _components(4, [(0, 1), (2, 3), (3, 2), (1, 1), (1, 2)]) == 1
-    # a chain given backwards (every union deepens a tree): still one
-    assert _components(6, [(i + 1, i) for i in reversed(range(5))]) == 1
-    assert _components(5, [(4, 3), (3, 2), (1, 0)]) == 2
-
-
 def test_a_copy_joins_the_elements_that_reach_it():
     """Two leaves linked to nothing but the NICs of the copies: the copies join them into one part."""
     from ddpsim.network.graph_build import host_copies

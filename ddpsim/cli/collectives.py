@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     cal = load_calibration(args.calibration) if args.calibration else None
     model = build_comm_model(graph, ranks, calibration=cal, algorithm=algo, protocol=proto)
     est = model.estimate_allreduce if args.collective == "allreduce" else model.estimate_broadcast
-    rows = [est(s).as_dict() for s in args.sizes]
+    rows = [dataclasses.asdict(est(s)) for s in args.sizes]
     check_forced(args, graph.graph.get("backend"), rows)
     if args.format == "json":
         print(json.dumps(rows, indent=1))

@@ -126,14 +126,10 @@ class CollectiveEstimate:
 
     size_bytes: int
     time_s: float
-    algorithm: str
-    protocol: str
     algbw_gbps: float
     busbw_gbps: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"size_bytes": self.size_bytes, "time_s": self.time_s, "algbw_gbps": self.algbw_gbps,
-                "busbw_gbps": self.busbw_gbps, "algorithm": self.algorithm, "protocol": self.protocol}
+    algorithm: str
+    protocol: str
 
 
 def make_estimate(size_bytes: int, time_s: float, num_ranks: int, algorithm: str, protocol: str,

@@ -9,7 +9,6 @@ its NICs: the same paths, for much less work).
 from __future__ import annotations
 
 import math
-import operator
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -18,7 +17,7 @@ import networkx as nx
 import numpy as np
 
 from ddpsim.errors import InputError
-from ddpsim.network.topology import BANDWIDTH, DEVICE_KINDS, HOST, KIND, LATENCY, LOCAL_RANK, edge_weight
+from ddpsim.network.topology import BANDWIDTH, HOST, KIND, LATENCY, edge_weight, rank_nodes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,21 +37,17 @@ class Placement:
 
 def place_ranks(graph: nx.Graph, num_ranks: int) -> Placement:
     """First ``num_ranks`` devices in rank order, grouped by host."""
-    # topology.rank_nodes, without views: (host, local rank, element), sorted by the first two
-    devs = sorted([(d[HOST], d[LOCAL_RANK], n) for n, d in graph._node.items() if d.get(KIND) in DEVICE_KINDS],
-                  key=_host_and_rank)
+    devs = rank_nodes(graph)
     limit = len(devs)
     if isinstance(num_ranks, bool) or not isinstance(num_ranks, int) or not 1 <= num_ranks <= limit:
         raise InputError(f"num_ranks: {num_ranks!r} is not accepted; expected an integer in [1, {limit}] "
                          f"(topology {graph.graph.get('name')!r} holds {limit} devices)")
     domain = nvlink_domains(graph)
     hosts: dict[int, list] = {}
-    for h, _, d in devs[:num_ranks]:
+    for d in devs[:num_ranks]:
+        h = graph._node[d][HOST]
         hosts.setdefault(domain.get(h, h), []).append(d)
     return Placement(hosts=tuple(tuple(v) for _, v in sorted(hosts.items())))
-
-
-_host_and_rank = operator.itemgetter(0, 1)
 
 
 def nvlink_domains(graph: nx.Graph) -> dict[int, int]:

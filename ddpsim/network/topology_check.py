@@ -9,9 +9,12 @@ by the check of every element.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import networkx as nx
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from ddpsim.errors import InputError
 from ddpsim.network.graph_attrs import BACKENDS, DEVICE_KINDS, HOST, KIND, LOCAL_RANK
@@ -74,25 +77,8 @@ def _connected_apart_from_copies(g: nx.Graph, kept: list, hosts: frozenset[int])
     attr, adj = g._node, g._adj
     index = {n: i for i, n in enumerate(kept)}
     copy_index = {h: len(kept) + k for k, h in enumerate(sorted(hosts))}
-    links = ((i, index[m] if m in index else copy_index[attr[m][HOST]]) for i, n in enumerate(kept) for m in adj[n])
-    return _components(len(kept) + len(hosts), links) == 1
-
-
-def _components(size: int, links: Iterable[tuple[int, int]]) -> int:
-    """The number of connected components of elements ``0 .. size - 1`` joined by ``links``
-    (union-find with path halving)."""
-    parent = list(range(size))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    count = size
-    for i, j in links:
-        a, b = root(i), root(j)
-        if a != b:
-            parent[b] = a
-            count -= 1
-    return count
+    links = [(i, index[m] if m in index else copy_index[attr[m][HOST]]) for i, n in enumerate(kept) for m in adj[n]]
+    size = len(kept) + len(hosts)
+    rows, cols = zip(*links) if links else ((), ())
+    joined = coo_matrix((np.ones(len(links)), (rows, cols)), shape=(size, size))
+    return connected_components(joined, directed=False, return_labels=False) == 1

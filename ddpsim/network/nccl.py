@@ -54,24 +54,23 @@ TREE_CORRECTION = (
     (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
 )
 MAXCHANNELS = 64
-#: graph search speed arrays (search.cc), GB/s per channel
-SPEED_ARRAY_INTRA = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
-SPEED_ARRAY_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12)
-SM90_SPEED_ARRAY_INTRA = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
-SM90_SPEED_ARRAY_INTER = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)
-SM100_SPEED_ARRAY_INTRA = (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
-SM100_SPEED_ARRAY_INTER = (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
-                           2.4, 1.2, 0.24, 0.12)
+#: graph search speed arrays (search.cc), GB/s per channel: (intra-node, inter-node) from a compute capability up
+SPEED_ARRAYS = {
+    100: ((90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
+          (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
+           0.24, 0.12)),
+    90: ((60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+         (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)),
+    0: ((40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+        (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12)),
+}
 NCCL_MAX_NVLS_ARITY = 32
 
 
 def speed_array(compute_capability: int, multi_node: bool) -> tuple[float, ...]:
     """The per-channel speeds the graph search tries (search.cc), highest first."""
-    if compute_capability >= 100:
-        return SM100_SPEED_ARRAY_INTER if multi_node else SM100_SPEED_ARRAY_INTRA
-    if compute_capability >= 90:
-        return SM90_SPEED_ARRAY_INTER if multi_node else SM90_SPEED_ARRAY_INTRA
-    return SPEED_ARRAY_INTER if multi_node else SPEED_ARRAY_INTRA
+    intra, inter = next(v for cc, v in SPEED_ARRAYS.items() if compute_capability >= cc)
+    return inter if multi_node else intra
 
 
 def arch_index(compute_capability: int) -> int:
@@ -228,16 +227,11 @@ def choose(sys: NcclSystem, size_bytes: int, coll: str = "allreduce", *, algorit
            protocol: str | None = None) -> tuple[str, str, float]:
     """NCCL's pick (algo, proto, time_us) of minimum time, filtered like ``NCCL_ALGO`` / ``NCCL_PROTO``;
     ("none", "none", inf) if nothing is enabled."""
+    allowed = ("nvls", "nvls_tree") if algorithm == "nvls" else (algorithm,)
     best = ("none", "none", math.inf)
     for a, p in candidates(sys, coll):
-        if algorithm is not None:
-            if algorithm == "nvls" and a not in ("nvls", "nvls_tree"):
-                continue
-            if algorithm != "nvls" and a != algorithm:
-                continue
-        if protocol is not None and p != protocol:
-            continue
-        t = time_us(sys, a, p, size_bytes, coll)
-        if t < best[2]:
-            best = (a, p, t)
+        if (algorithm is None or a in allowed) and protocol in (None, p):
+            t = time_us(sys, a, p, size_bytes, coll)
+            if t < best[2]:
+                best = (a, p, t)
     return best

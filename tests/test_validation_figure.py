@@ -54,9 +54,10 @@ def _write(tmp_path, *, hooked: bool) -> dict:
     outcomes = _outcomes(hooked=hooked)
     cal = tmp_path / "cal.json"
     cal.write_text("{}")
-    write_reports(tmp_path, SimpleNamespace(name="synthetic"), [o.row() for o in outcomes.values()], outcomes,
-                  cal_path=cal, trace_path=tmp_path / "trace.json", model="mlp", batch_size=2, threads=1, nproc=2,
-                  iterations=2, warmup=1, repeats=1, plots=True)
+    setup = SimpleNamespace(out=tmp_path, scenario=SimpleNamespace(name="synthetic"), model="mlp", batch_size=2, threads=1,
+                            nproc=2, iterations=2, warmup=1, repeats=1)
+    write_reports(SimpleNamespace(setup=setup, outcomes=outcomes, cal_path=cal, cal=None, trace_path=tmp_path / "trace.json",
+                                  trace=SimpleNamespace(environment=None), launch_mode=None, plots=True))
     return json.loads((tmp_path / "validation.json").read_text())
 
 

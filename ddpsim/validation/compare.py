@@ -1,10 +1,7 @@
-"""Comparing a validation's measurements with its predictions: errors, statistics, verdicts.
-
-Pure functions over executor measurements (dicts read from the raw runs) and
-:class:`~ddpsim.engine.result.SimResult` s: what is compared (:class:`PointOutcome`'s row), the run
-spread, the paired best-cap interval and its verdict, the host's load, and per-bucket times.
-See :mod:`ddpsim.validation` for what is measured and why these statistics.
-"""
+"""Comparing a validation's measurements (executor dicts read from the raw runs) with its predictions
+(:class:`~ddpsim.engine.result.SimResult` s): what is compared (:class:`PointOutcome`'s row), the run
+spread, the paired best-cap interval and its verdict, the host's load, and per-bucket times
+(:mod:`ddpsim.validation`: what is measured and why these statistics)."""
 
 from __future__ import annotations
 
@@ -97,8 +94,7 @@ def host_load(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
 
 
 def run_spread_pct(run_medians: Sequence[float], measured: float | None) -> float | None:
-    """The measurement's noise floor: 100 * (slowest - fastest run's median) / the pooled mean; None
-    with fewer than 2 runs."""
+    """The noise floor: 100 * (slowest - fastest run's median) / the pooled mean; None under 2 runs."""
     if len(run_medians) < 2 or not measured:
         return None
     return 100.0 * (max(run_medians) - min(run_medians)) / measured

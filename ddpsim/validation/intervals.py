@@ -126,9 +126,14 @@ def predict_mean(scenario: Any, point: Any, calibration: Any = None) -> Callable
     return predict
 
 
-def predict_alternatives(scenario: Any, point: Any, calibration: Any = None) -> list[Callable[[Trace], float]]:
-    """:func:`predict_mean` of ``point`` under each of :func:`calibration_alternatives`."""
-    return [predict_mean(scenario, point, c) for c in calibration_alternatives(calibration)]
+def point_interval(scenario: Any, point: Any, captures: Sequence[Trace], calibration: Any, *, num_runs: int,
+                   iterations: int, level: float, num_resamples: int = 40, seed: int = 0) -> PredictionInterval:
+    """:func:`prediction_interval` of ``point`` (:func:`predict_mean`) measured in ``num_runs`` runs (none: as
+    many as ``captures``), joined with :func:`predict_mean` under each of :func:`calibration_alternatives`."""
+    return prediction_interval(captures, predict_mean(scenario, point, calibration), level=level,
+                               num_resamples=num_resamples, num_captures=max(1, num_runs or len(captures)),
+                               num_iterations=iterations, seed=seed,
+                               alternatives=[predict_mean(scenario, point, c) for c in calibration_alternatives(calibration)])
 
 
 def calibration_alternatives(calibration: Any) -> list[Any]:

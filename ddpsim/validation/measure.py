@@ -1,9 +1,6 @@
 """Measuring a validation: calibrating, launching the executor round by round, predicting the
-same points, and rebuilding a report from kept raw runs (:func:`validate`, :func:`reanalyze`).
-
-What is measured and why: :mod:`ddpsim.validation`. Comparing: :mod:`ddpsim.validation.compare`;
-writing the reports: :mod:`ddpsim.validation.writer`.
-"""
+same points, and rebuilding a report from kept raw runs (:func:`validate`, :func:`reanalyze`); what is
+measured and why: :mod:`ddpsim.validation`."""
 
 from __future__ import annotations
 
@@ -81,7 +78,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
              intervals: bool = True, method_error: str | Path | None = None) -> dict[str, Any]:
     """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
     ``launch_mode``: ``"point"``, a launch per run; ``"round"``, one ``executor round`` launch per round
-    (docs/VALIDATION.md, "Launch layouts"). ``intervals``: :func:`point_intervals`, with ``method_error``'s
+    (docs/VALIDATION.md, "Launch layouts"). ``intervals``: :meth:`_Validation.intervals`, with ``method_error``'s
     band. InputError: a bad scenario, calibration or option, or a failing executor run."""
     from ddpsim.pipeline.scenario import load_scenario
 
@@ -111,12 +108,7 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
         run.run_point_launches(capture=capture)
     if bucket_timing:
         run.run_hooked()
-    if intervals and run.captured:
-        point_intervals(scenario, setup.points, run.outcomes, run.captured, run.cal, iterations=setup.iterations,
-                        method_error=me, model=setup.model, cal_path=run.cal_path)
-    rows = [o.row() for o in run.outcomes.values()]
-    run.flush()
-    return {"rows": rows, "summary": summary_figures(rows), "out": setup.out}
+    return run.finish(intervals=intervals, method_error=me)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,13 +120,13 @@ class _RunSetup:
     points: tuple[Any, ...]
     model: str
     batch_size: int
-    model_args: tuple[str, ...]      # the model's options, as ``--model-arg name=<json>`` flags
+    model_args: tuple[str, ...] = ()  # the model's options, as ``--model-arg name=<json>`` flags
     iterations: int
     warmup: int
     threads: int
     nproc: int
     repeats: int
-    timeout_s: float
+    timeout_s: float = 900.0
     out: Path                        # the report folder, <out_dir>/<scenario>
     raw: Path                        # its raw runs, <out>/validation
 
@@ -143,7 +135,7 @@ def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None
                warmup: int | None, num_threads: int | None, nproc: int | None, out_dir: str | Path, repeats: int,
                timeout_s: float) -> _RunSetup:
     """The run of :func:`validate` from its options, else the scenario's ``validation`` block, else the
-    trace's environment; refuses, before anything runs, what local validation cannot do."""
+    trace's environment; InputError for what local validation cannot do."""
     env = trace.environment or {}
     vs = scenario.validation
     model = (vs.model if vs and vs.model else None) or (scenario.model.name if scenario.model else None) or trace.model
@@ -234,14 +226,18 @@ class _Validation:
     def predict(self) -> None:
         predict_points(self.setup.scenario, self.setup.points, self.outcomes, self.trace, self.cal)
 
-    def flush(self) -> None:
+    def flush(self, reanalyzed: bool = False) -> None:
         """Rewrite the report from the outcomes so far."""
-        s = self.setup
+        write_reports(self, reanalyzed=reanalyzed)
+
+    def finish(self, *, intervals: bool, method_error: Any, reanalyzed: bool = False) -> dict[str, Any]:
+        """Give the points their intervals (with the rounds' captures), write the report; returns
+        ``{"rows": [...], "summary": {...}, "out": dir}``."""
+        if intervals and self.captured:
+            self.intervals(method_error)
+        self.flush(reanalyzed)
         rows = [o.row() for o in self.outcomes.values()]
-        write_reports(s.out, s.scenario, rows, self.outcomes, cal_path=self.cal_path, trace_path=self.trace_path,
-                      model=s.model, batch_size=s.batch_size, threads=s.threads, nproc=s.nproc, iterations=s.iterations,
-                      warmup=s.warmup, repeats=s.repeats, plots=self.plots, calibration=self.cal,
-                      malloc=(self.trace.environment or {}).get("malloc"), launch=self.launch_mode)
+        return {"rows": rows, "summary": summary_figures(rows), "out": self.setup.out}
 
     def record(self, p: Any, rep: int, mpath: Path) -> None:
         """Add the run of point ``p`` in round ``rep`` (written to ``mpath``) and say how it compares."""
@@ -291,6 +287,36 @@ class _Validation:
                 self.record(p, rep, mpath)
                 self.flush()
 
+    def intervals(self, method_error: Any) -> None:
+        """Give every point its :data:`~ddpsim.validation.writer.INTERVAL_LEVEL` interval
+        (:func:`ddpsim.validation.intervals.point_interval` over the rounds' captures), widened by
+        ``method_error``'s band without the model's own residuals (:func:`ddpsim.pipeline.method_error.widen`)."""
+        from ddpsim.pipeline.method_error import file_sha256, widen
+        from ddpsim.validation.intervals import point_interval
+        from ddpsim.validation.writer import INTERVAL_LEVEL
+
+        s, band = self.setup, None
+        if method_error is not None:
+            band = method_error.band(INTERVAL_LEVEL, exclude_model=s.model)
+            left = len([q for q in method_error.points if q.model != s.model])
+            if band is None:
+                log.info(f"validate: the method error's {left} residuals of other models are too few for a {INTERVAL_LEVEL:.0%} "
+                         "band; the intervals hold the trace's noise only")
+            else:
+                log.info(f"validate: method error of {len({q.model for q in method_error.points} - {s.model})} other models "
+                         f"({left} points): {100 * band[0]:+.1f}..{100 * band[1]:+.1f} % around each prediction")
+            # a local validation runs gloo on CPU, as the zoo's residuals were measured
+            diff = method_error.mismatch(calibration_sha256=None if self.cal_path is None else file_sha256(self.cal_path),
+                                         backend="gloo", device="cpu")
+            if diff:
+                log.info(f"validate: note: {diff}; its band holds for the conditions it was measured in")
+        for p in s.points:
+            o = self.outcomes[p.point_id]
+            o.interval = widen(point_interval(s.scenario, p, self.captured, self.cal, num_runs=len(o.runs),
+                                              iterations=s.iterations, level=INTERVAL_LEVEL), band)
+            log.info(f"validate: {p.point_id:14s} {INTERVAL_LEVEL:.0%} interval {o.interval.low_s * 1e3:.2f} to "
+                     f"{o.interval.high_s * 1e3:.2f} ms")
+
     def run_hooked(self) -> None:
         """One run per point with the timing comm hook, for the measured per-bucket times; a failed
         one is said and skipped (the per-bucket times are extra)."""
@@ -308,50 +334,10 @@ class _Validation:
             self.flush()
 
 
-#: bootstrap resamples per interval (:func:`ddpsim.validation.intervals.prediction_interval`)
-INTERVAL_RESAMPLES = 40
-
-
 def _load_method_error(path: str | Path | None) -> Any:
     from ddpsim.pipeline.method_error import load_method_error
 
     return None if path is None else load_method_error(path)
-
-
-def point_intervals(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], captures: Sequence[Any],
-                    cal: Any, *, iterations: int, seed: int = 0, method_error: Any = None,
-                    model: str | None = None, cal_path: str | Path | None = None) -> None:
-    """Give every point its :data:`~ddpsim.validation.writer.INTERVAL_LEVEL` interval
-    (:func:`ddpsim.validation.intervals.prediction_interval` over the rounds' ``captures``), widened by
-    ``method_error``'s band without ``model``'s own residuals (:func:`ddpsim.pipeline.method_error.widen`)."""
-    from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
-    from ddpsim.pipeline.method_error import file_sha256, widen
-    from ddpsim.validation.writer import INTERVAL_LEVEL
-
-    band = None
-    if method_error is not None:
-        band = method_error.band(INTERVAL_LEVEL, exclude_model=model)
-        left = len([q for q in method_error.points if q.model != model])
-        if band is None:
-            log.info(f"validate: the method error's {left} residuals of other models are too few for a {INTERVAL_LEVEL:.0%} "
-                 "band; the intervals hold the trace's noise only")
-        else:
-            log.info(f"validate: method error of {len({q.model for q in method_error.points} - {model})} other models "
-                 f"({left} points): {100 * band[0]:+.1f}..{100 * band[1]:+.1f} % around each prediction")
-        # a local validation runs gloo on CPU, as the zoo's residuals were measured
-        diff = method_error.mismatch(calibration_sha256=None if cal_path is None else file_sha256(cal_path),
-                                     backend="gloo", device="cpu")
-        if diff:
-            log.info(f"validate: note: {diff}; its band holds for the conditions it was measured in")
-    for p in points:
-        o = outcomes[p.point_id]
-        o.interval = prediction_interval(captures, predict_mean(scenario, p, cal), level=INTERVAL_LEVEL,
-                                         num_resamples=INTERVAL_RESAMPLES, num_captures=max(1, len(o.runs) or len(captures)),
-                                         num_iterations=iterations, seed=seed,
-                                         alternatives=predict_alternatives(scenario, p, cal))
-        o.interval = widen(o.interval, band)
-        log.info(f"validate: {p.point_id:14s} {INTERVAL_LEVEL:.0%} interval {o.interval.low_s * 1e3:.2f} to "
-             f"{o.interval.high_s * 1e3:.2f} ms")
 
 
 #: how ``validate`` runs a round: ``round`` (one launch, :mod:`executor.round_step`) or ``point``
@@ -449,18 +435,15 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     outcomes = _outcomes(points)
     for p in points:
         _read_runs(outcomes[p.point_id], raw, old_path)
-    predict_points(scenario, points, outcomes, trace, cal)
-    rounds = round_traces(raw, old["repeats"])
-    if rounds and intervals:
-        point_intervals(scenario, points, outcomes, rounds, cal, iterations=old["iterations"],
-                        method_error=me, model=old["model"], cal_path=cal_path)
-    rows = [o.row() for o in outcomes.values()]
-    write_reports(out, scenario, rows, outcomes, cal_path=cal_path, trace_path=trace_path, model=old["model"],
-                  batch_size=old["batch_size"], threads=old["num_threads"], nproc=old["world_size"],
-                  iterations=old["iterations"], warmup=old["warmup"], repeats=max(len(o.runs) for o in outcomes.values()),
-                  plots=plots, calibration=cal, reanalyzed=True, malloc=(trace.environment or {}).get("malloc"),
-                  launch=runs_launch_mode(outcomes.values()) or old.get("launch"))
-    return {"rows": rows, "summary": summary_figures(rows), "out": out}
+    setup = _RunSetup(scenario=scenario, points=tuple(points), model=old["model"], batch_size=old["batch_size"],
+                      iterations=old["iterations"], warmup=old["warmup"], threads=old["num_threads"],
+                      nproc=old["world_size"], repeats=max(len(o.runs) for o in outcomes.values()), out=out, raw=raw)
+    run = _Validation(setup, trace=trace, trace_path=trace_path, plots=plots,
+                      launch_mode=runs_launch_mode(outcomes.values()) or old.get("launch"))
+    run.outcomes, run.cal_path, run.cal = outcomes, cal_path, cal
+    run.predict()
+    run.captured = round_traces(raw, old["repeats"])
+    return run.finish(intervals=intervals, method_error=me, reanalyzed=True)
 
 
 def _read_runs(o: PointOutcome, raw: Path, report_path: Path) -> None:

@@ -49,32 +49,32 @@ def csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
     return to_csv_text([{c: _fmt(r[c]) for c in columns} for r in rows], columns, float_format=None)
 
 
-def write_reports(out: Path, scenario: Any, rows: list[dict[str, Any]], outcomes: dict[str, PointOutcome], *,
-                  cal_path: Path, trace_path: Path, model: str, batch_size: int, threads: int, nproc: int, iterations: int, warmup: int,
-                  repeats: int, plots: bool, calibration: Any = None, reanalyzed: bool = False,
-                  malloc: str | None = None, launch: str | None = None) -> None:
-    """Write ``validation.{csv,json,md}`` (and the plots); ``malloc``: the trace's ``environment.malloc``."""
+def write_reports(v: Any, *, reanalyzed: bool = False) -> None:
+    """Write ``validation.{csv,json,md}`` (and the plots) of the validation ``v``
+    (:class:`ddpsim.validation.measure._Validation`: its setup, outcomes, calibration and pooled trace)."""
+    s, out = v.setup, v.setup.out
+    rows = [o.row() for o in v.outcomes.values()]
     write_text_atomic(out / "validation.csv", csv_text(list(rows[0]) if rows else [], rows))  # PointOutcome.row's keys
-    summ = summary_figures(rows)
-    cal = json.loads(Path(cal_path).read_text())
-    data = {"format": "ddpsim-validation", "version": 1, "scenario": scenario.name, "model": model,
-            "batch_size": batch_size, "num_threads": threads, "world_size": nproc, "iterations": iterations,
-            "warmup": warmup, "repeats": repeats, "calibration": str(cal_path), "trace": str(trace_path),
-            "interference": _interference_record(cal, calibration), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
+    cal = json.loads(Path(v.cal_path).read_text())
+    data = {"format": "ddpsim-validation", "version": 1, "scenario": s.scenario.name, "model": s.model,
+            "batch_size": s.batch_size, "num_threads": s.threads, "world_size": s.nproc, "iterations": s.iterations,
+            "warmup": s.warmup, "repeats": s.repeats, "calibration": str(v.cal_path), "trace": str(v.trace_path),
+            "interference": _interference_record(cal, v.cal), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
             # the loaded calibration's (recomputed against the idle-launch charge when it can be:
             # ddpsim.calibration.loader.consistent_ddp_overhead), and the file's own figure beside it
-            "ddp_iteration_overhead_s": (cal.get("ddp_iteration_overhead_s") if calibration is None
-                                         else calibration.ddp_iteration_overhead_s),
+            "ddp_iteration_overhead_s": (cal.get("ddp_iteration_overhead_s") if v.cal is None
+                                         else v.cal.ddp_iteration_overhead_s),
             "ddp_iteration_overhead_measured_s": cal.get("ddp_iteration_overhead_s"),
-            "reanalyzed": reanalyzed, "summary": summ, "rows": rows,
-            "buckets": {k: _bucket_record(o) for k, o in outcomes.items()}}
-    data.update({k: v for k, v in (("malloc", malloc), ("launch", launch)) if v is not None})
-    bands = {o.interval.method_band for o in outcomes.values() if o.interval is not None and o.interval.method_band}
+            "reanalyzed": reanalyzed, "summary": summary_figures(rows), "rows": rows,
+            "buckets": {k: _bucket_record(o) for k, o in v.outcomes.items()}}
+    extra = (("malloc", (v.trace.environment or {}).get("malloc")), ("launch", v.launch_mode))
+    data.update({k: x for k, x in extra if x is not None})
+    bands = {o.interval.method_band for o in v.outcomes.values() if o.interval is not None and o.interval.method_band}
     if bands:
         data["method_band"] = list(bands.pop())  # one band for every point: the other models' residuals
     write_text_atomic(out / "validation.json", json.dumps(data, indent=1) + "\n")
     write_text_atomic(out / "validation.md", markdown(data))
-    if plots and any(r["measured_s"] is not None for r in rows):
+    if v.plots and any(r["measured_s"] is not None for r in rows):
         from ddpsim.report.plots import save_figure
 
         save_figure(validation_figure(data), out / "validation.png")

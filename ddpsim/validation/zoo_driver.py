@@ -54,7 +54,7 @@ def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: in
 def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Sequence[Any], calibration: Any, *,
                   iterations: int, level: float, num_resamples: int, seed: int) -> dict[str, Any]:
     """Stability, CPU-clock predictions and intervals of a validated model's ``rows`` and ``captures``."""
-    from ddpsim.validation.intervals import predict_alternatives, predict_mean, prediction_interval
+    from ddpsim.validation.intervals import point_interval, predict_mean
     from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
 
     if not captures:
@@ -66,10 +66,8 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
     points = {p.bucket_cap_mb: p for p in scenario.points()}  # the zoo scenario's sweep is the validated caps
     out = []
     for r in rows:
-        predict = predict_mean(scenario, points[r["bucket_cap_mb"]], calibration)
-        # the calibration's other estimate of its uncertain input (the microbenchmark's compute
-        # slowdown beside the probe-fitted one) widens the interval where the two disagree
-        alts = predict_alternatives(scenario, points[r["bucket_cap_mb"]], calibration)
+        point = points[r["bucket_cap_mb"]]
+        predict = predict_mean(scenario, point, calibration)
         wall = [predict(c) for c in captures]
         rec: dict[str, Any] = {"point": r["point"], "bucket_cap_mb": r["bucket_cap_mb"], "measured_s": r["measured_s"],
                                "predicted_s": r["predicted_s"], "error_pct": r["error_pct"],
@@ -77,8 +75,8 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
                                "stability_pct": spread_pct(wall)}
 
         def interval(caps: Sequence[Any]) -> Any:
-            return prediction_interval(caps, predict, level=level, num_resamples=num_resamples, seed=seed, alternatives=alts,
-                                       num_captures=max(1, r["num_runs"] or len(caps)), num_iterations=iterations)
+            return point_interval(scenario, point, caps, calibration, num_runs=r["num_runs"], iterations=iterations,
+                                  level=level, num_resamples=num_resamples, seed=seed)
 
         iv = interval(captures)
         rec["interval"] = iv.to_dict()

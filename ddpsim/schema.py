@@ -13,6 +13,7 @@ A custom check raises ``ValueError("expected ...")``: its text becomes the line'
 from __future__ import annotations
 
 import functools
+import math
 import typing
 from typing import Any, Callable, TypeVar
 
@@ -58,6 +59,16 @@ def record(source: str) -> Any:
         return cls
 
     return wrap
+
+
+def is_num(v: Any) -> bool:
+    """A finite int or float, not a bool (an int too large for a float is not)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
 
 
 def rule(expected: str, ok: Callable[[Any], bool]) -> BeforeValidator:

@@ -183,6 +183,7 @@ def test_explicit_plan_by_names_and_indices(capsys, tiny_trace_file, tmp_path):
     ("-1", r"--options: bucket_cap_mb: -1 is not accepted"),
     ("NaN", r"--options: bucket_cap_mb: nan is not accepted"),
     ("1e999", r"--options: bucket_cap_mb: inf is not accepted"),
+    ("1" + "0" * 400, r"--options: bucket_cap_mb: 1000+.* is not accepted; expected a number of MiB > 0"),
 ])
 def test_bad_cap(capsys, tiny_trace_file, cap, msg):
     import re

@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 
-
 log = logging.getLogger(__name__)
 
 DESCRIPTION = """\

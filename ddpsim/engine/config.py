@@ -3,14 +3,13 @@ engine so that scenarios, sweeps and validation build configs without importing 
 
 from __future__ import annotations
 
-import math
 from dataclasses import field, replace
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import InstanceOf, SkipValidation
 
 from ddpsim.errors import InputError
-from ddpsim.schema import record, rule
+from ddpsim.schema import is_num, record, rule
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 from ddpsim.trace.records import check_compute_statistic
@@ -24,10 +23,6 @@ COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 CommHook = Literal["none", "allreduce", "fp16", "bf16", "powersgd"]
 
 
-def _is_num(v: object) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-
-
 def _Count(minimum: int, null: bool = False) -> Any:
     """An integer >= ``minimum`` (or None)."""
     ok = lambda v: (null and v is None) or (isinstance(v, int) and not isinstance(v, bool) and v >= minimum)  # noqa: E731
@@ -35,11 +30,11 @@ def _Count(minimum: int, null: bool = False) -> Any:
 
 
 def _jitter(v: object) -> bool:
-    return v in ("trace", "none") or (_is_num(v) and v >= 0)
+    return v in ("trace", "none") or (is_num(v) and v >= 0)
 
 
 #: a finite number of seconds >= 0 (:func:`checked_s`)
-_Seconds = Annotated[Union[int, float], rule("a finite number of seconds >= 0", lambda v: _is_num(v) and v >= 0)]
+_Seconds = Annotated[Union[int, float], rule("a finite number of seconds >= 0", lambda v: is_num(v) and v >= 0)]
 
 
 @record("")
@@ -68,7 +63,7 @@ class SimConfig:
     #: device memory bandwidth for the copy-in / copy-out of gradients (each copies 2x the bytes: read + write); None =
     #: free copies
     copy_bandwidth_bytes_per_s: Annotated[Optional[Union[int, float]], rule(
-        "a number > 0 or null", lambda v: v is None or (_is_num(v) and v > 0))] = None
+        "a number > 0 or null", lambda v: v is None or (is_num(v) and v > 0))] = None
     #: ranks that behave alike (same jitter class) are represented by one simulated process; None lets the engine
     #: choose
     rank_group_size: _Count(1, null=True) = None
@@ -106,7 +101,7 @@ class SimConfig:
         for r, f in self.stragglers.items():
             if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < self.world_size:
                 raise InputError(f"stragglers: rank {r!r} is not accepted; expected a rank in [0, {self.world_size})")
-            if not _is_num(f) or f < 1.0:
+            if not is_num(f) or f < 1.0:
                 raise InputError(f"stragglers[{r}]: {f!r} is not accepted; expected a slowdown factor >= 1.0")
         check_compute_statistic(self.compute_statistic)
         b = self.join_batches
@@ -122,6 +117,6 @@ class SimConfig:
 def checked_s(v: object, where: str, positive: bool = False) -> float:
     """``v`` as a float when it is a finite number of seconds >= 0 (``positive``: a finite number
     > 0); else an InputError ``"<where> <v> is not accepted; expected ..."``."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (v <= 0 if positive else v < 0):
+    if not is_num(v) or (v <= 0 if positive else v < 0):
         raise InputError(f"{where} {v!r} is not accepted; expected a finite number {'> 0' if positive else 'of seconds >= 0'}")
     return float(v)

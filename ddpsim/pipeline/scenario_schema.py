@@ -19,7 +19,7 @@ from ddpsim.network.host_costs import HostCosts, check_seconds
 from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.plan.compiled import CompileOptions
 from ddpsim.plan.planner import MIXED_PRECISION_DTYPES, DDPOptions, MixedPrecision, cap_point_id, options_from_dict
-from ddpsim.schema import Schema, rule
+from ddpsim.schema import Schema, is_num, rule
 from ddpsim.errors import InputError
 from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
 from ddpsim.trace.records import COMPUTE_STATISTICS
@@ -29,7 +29,7 @@ from ddpsim.pipeline.scenario_types import (  # noqa: F401 (some re-exported)
     MAX_LIST, MAX_NAME_CHARS, MAX_POINTS, MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, MAX_SEED,
     MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptBool, OptCap,
     OptText, Options, Text, _CAP_LIST_TEXT, _CAP_SCHEMA, _CAP_TEXT,
-    _fail, _is_cap, _is_cap_list, _is_int, _is_num, _mapping,
+    _fail, _is_cap, _is_cap_list, _is_int, _mapping,
     _project_check, _section, _whole, _with_shorthand)
 
 # ---- the sections --------------------------------------------------------------------------
@@ -232,7 +232,7 @@ Stragglers = Annotated[
     BeforeValidator(lambda v: {} if v is None else _rank_keys(v))]
 Jitter = Annotated[Union[Literal["trace", "none"], int, float], rule(
     f"'trace', 'none' or a coefficient of variation >= 0 and <= {MAX_JITTER:g}",
-    lambda v: v in ("trace", "none") or (_is_num(v) and 0 <= v <= MAX_JITTER)),
+    lambda v: v in ("trace", "none") or (is_num(v) and 0 <= v <= MAX_JITTER)),
     WithJsonSchema({"anyOf": [{"enum": ["trace", "none"]}, {"type": "number", "minimum": 0, "maximum": MAX_JITTER}]})]
 
 
@@ -273,7 +273,7 @@ class CostModelSection(Schema):
     contention: Bool = Field(CostModelSpec.contention, description="compute-communication contention prior")
     memory_bound_fraction: Fraction = Field(CostModelSpec.memory_bound_fraction,
                                             description="backward's memory-bound share, in [0, 1]")
-    memory_efficiency: Annotated[Fraction, rule("a number in (0, 1]", lambda v: not _is_num(v) or v > 0)] = Field(
+    memory_efficiency: Annotated[Fraction, rule("a number in (0, 1]", lambda v: not is_num(v) or v > 0)] = Field(
         CostModelSpec.memory_efficiency, description="HBM share a memory-bound kernel reaches, in (0, 1]")
     copy_kernels: Bool = Field(CostModelSpec.copy_kernels, description="gradient copies as kernels")
     min_kernel_s: Seconds = Field(CostModelSpec.min_kernel_s, description="a kernel's launch and tail, seconds")
@@ -534,7 +534,7 @@ WorldSize = Annotated[Union[Annotated[int, Field(ge=1, le=MAX_WORLD_SIZE)], Lite
 _TIMELINE_TEXT = "a bucket_cap_mb of the sweep, a bucket_cap_mb_list of the sweep, 'best' or a point id"
 Timeline = Annotated[Any, rule(_TIMELINE_TEXT,
                                 lambda v: v is None or _is_cap(v) or _is_cap_list(v) or (isinstance(v, str) and v != "")),
-                     BeforeValidator(lambda v: _whole(v) if _is_num(v) else v),
+                     BeforeValidator(lambda v: _whole(v) if is_num(v) else v),
                      WithJsonSchema({"anyOf": [_CAP_SCHEMA, {"type": "null"}, {"type": "string", "minLength": 1},
                                                {"type": "array", "items": _CAP_SCHEMA, "minItems": 1}]})]
 FilePath = Annotated[Optional[str], rule("a file path (a non-empty string) or null",

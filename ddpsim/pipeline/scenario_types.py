@@ -4,12 +4,11 @@ pydantic's strict type; and the bounds on every count and size a scenario may na
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Any, Callable, Literal, Optional, Union
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, WithJsonSchema
 from pydantic_core import PydanticCustomError
 from ddpsim.engine.config import COMM_HOOKS
-from ddpsim.schema import Schema, rule
+from ddpsim.schema import Schema, is_num, rule
 from ddpsim.errors import InputError
 
 # ---- bounds (far above any real use; each one is named in its key's error line) ----------
@@ -45,16 +44,6 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_num(v: Any) -> bool:
-    """A finite int or float (an int too large for a float is not)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return False
-    try:
-        return math.isfinite(v)
-    except OverflowError:
-        return False
-
-
 def Int(lo: int, hi: int, *, null: bool = False) -> Any:
     """An integer in [lo, hi] (or null)."""
     base = Annotated[int, Field(ge=lo, le=hi)]
@@ -68,7 +57,7 @@ def Number(lo: float, hi: float, *, above: bool = False, unit: str = "", null: b
     base = Annotated[float, Field(gt=lo, le=hi) if above else Field(ge=lo, le=hi)]
     text = f"a number{unit} {'>' if above else '>='} {lo:g} and <= {hi:g}" + (" or null" if null else "")
     return Annotated[Optional[base] if null else base, rule(
-        text, lambda v: (null and v is None) or (_is_num(v) and (v > lo if above else v >= lo) and v <= hi))]
+        text, lambda v: (null and v is None) or (is_num(v) and (v > lo if above else v >= lo) and v <= hi))]
 
 
 def _whole(v: Any) -> Any:
@@ -81,7 +70,7 @@ _CAP_SCHEMA = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_CAP_MB}
 
 
 def _is_cap(v: Any) -> bool:
-    return _is_num(v) and 0 < v <= MAX_CAP_MB
+    return is_num(v) and 0 < v <= MAX_CAP_MB
 
 
 #: ``bucket_cap_mb``: MiB, kept an int when whole

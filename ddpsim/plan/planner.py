@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import read_json
-from ddpsim.schema import Schema, format_version, record, rule, validate
+from ddpsim.schema import Schema, format_version, is_num, record, rule, validate
 from ddpsim.trace.records import Trace
 from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, LIST_POINT_PREFIX, MIB, SIZE_MAX, mb_to_bytes
 
@@ -143,7 +143,7 @@ def options_from_dict(doc: dict[str, Any], where: str) -> "DDPOptions":
 
 def _mib(v: Any) -> bool:
     """A finite number of MiB > 0 (no bool)."""
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+    return is_num(v) and v > 0
 
 
 def _flag(null: bool = False) -> Any:

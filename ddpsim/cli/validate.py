@@ -78,7 +78,7 @@ one line and exit status 2; files already written are kept."""
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from ddpsim.cli.args import add_verb, float_in, from_parser, int_in, nonempty
     from ddpsim.units import MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS, MAX_TIMEOUT_S
-    from ddpsim.validation.measure import LAUNCH_MODES
+    from ddpsim.validation.measure import DEFAULT_TIMEOUT_S, LAUNCH_MODES
 
     p = add_verb(subparsers, "validate", help="compare predictions with real DDP runs on this machine",
                  description=DESCRIPTION, epilog=EPILOG)
@@ -97,8 +97,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="warm-up iterations per run (default: the scenario's; the zoo: 5)")
     p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
                    help="parent folder of the report (default: reports)")
-    p.add_argument("--timeout-s", metavar="S", type=float_in(0, above=True, maximum=MAX_TIMEOUT_S), default=900.0,
-                   help="limit per executor run in seconds (default 900)")
+    p.add_argument("--timeout-s", metavar="S", type=float_in(0, above=True, maximum=MAX_TIMEOUT_S),
+                   default=DEFAULT_TIMEOUT_S, help=f"limit per executor run in seconds (default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--quiet", action="store_true", help="no progress lines, only the result lines")
     p.add_argument("--reanalyze", action="store_true",
                    help="run nothing: rebuild the report from the raw runs an earlier validate left under "

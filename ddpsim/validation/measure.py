@@ -20,6 +20,9 @@ from ddpsim.validation.writer import write_reports
 
 log = logging.getLogger(__name__)
 
+#: the longest one executor run may take by default, seconds (validate --timeout-s)
+DEFAULT_TIMEOUT_S = 900.0
+
 
 def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float,
             log_dir: Path | None = None) -> None:
@@ -74,7 +77,7 @@ def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *,
 def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
              caps: Sequence[float | None] | None = None, iterations: int | None = None, warmup: int | None = None,
              repeats: int = 3, bucket_timing: bool = True, nproc: int | None = None, num_threads: int | None = None,
-             timeout_s: float = 900.0, plots: bool = True, capture: bool = True, launch_mode: str = "point",
+             timeout_s: float = DEFAULT_TIMEOUT_S, plots: bool = True, capture: bool = True, launch_mode: str = "point",
              intervals: bool = True, method_error: str | Path | None = None) -> dict[str, Any]:
     """Validate a scenario on this machine; returns ``{"rows": [...], "summary": {...}, "out": dir}``.
     ``launch_mode``: ``"point"``, a launch per run; ``"round"``, one ``executor round`` launch per round
@@ -126,7 +129,7 @@ class _RunSetup:
     threads: int
     nproc: int
     repeats: int
-    timeout_s: float = 900.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     out: Path                        # the report folder, <out_dir>/<scenario>
     raw: Path                        # its raw runs, <out>/validation
 

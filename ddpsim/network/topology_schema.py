@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
-from ddpsim.schema import Schema
+from ddpsim.schema import Schema, rule
 from ddpsim.units import MAX_NODES
 
 #: the most devices (GPUs or CPU ranks) one host may have
@@ -51,14 +51,15 @@ class FabricOptions(Schema):
     num_spines: Annotated[int, Field(ge=1, le=MAX_NODES)] = 4
 
 
-def _pcie_gen(v: int) -> int:
-    if v not in (3, 4, 5):
-        raise ValueError("one of 3, 4, 5")
-    return v
+def one_of(tp: type, values: tuple) -> Any:
+    """``tp`` restricted to ``values`` (a value of another type gets ``tp``'s own error)."""
+    return Annotated[tp, rule(f"one of {', '.join(map(str, values))}", lambda v: type(v) is not tp or v in values)]
 
 
 #: a PCIe generation a preset can build
-PcieGen = Annotated[int, AfterValidator(_pcie_gen)]
+PcieGen = one_of(int, (3, 4, 5))
+NodeKind = one_of(str, NODE_KINDS)
+LinkType = one_of(str, LINK_TYPES)
 
 
 class DgxOptions(FabricOptions):
@@ -86,15 +87,8 @@ class PcieOptions(FabricOptions):
 
     gpus_per_node: PerNode | None = None
     gpus_per_switch: PerNode | None = None
-    pcie_gen: int | None = None
+    pcie_gen: PcieGen | None = None
     nic_gbit: Gbps | None = None
-
-    @field_validator("pcie_gen")
-    @classmethod
-    def _gen(cls, v: int | None) -> int | None:
-        if v is not None and v not in (4, 5):
-            raise ValueError("4 or 5")
-        return v
 
 
 class CpuGlooOptions(Schema):
@@ -134,7 +128,7 @@ class NodeDoc(Schema):
     :data:`ddpsim.network.topology.YAML_NODE_DEFAULTS` for the node's kind."""
 
     id: str
-    kind: str
+    kind: NodeKind
     host: Annotated[int, Field(ge=-1, le=MAX_NODES)] | None = None
     local_rank: Annotated[int, Field(ge=0, le=MAX_DEVICES_PER_NODE)] | None = Field(default=None, validate_default=True)
     device_model: str | None = None
@@ -146,13 +140,6 @@ class NodeDoc(Schema):
     rail: Annotated[int, Field(ge=0, le=MAX_DEVICES_PER_NODE)] | None = None
 
     _id = field_validator("id", mode="before")(_node_id)
-
-    @field_validator("kind")
-    @classmethod
-    def _kind(cls, v: str) -> str:
-        if v not in NODE_KINDS:
-            raise ValueError(f"expected one of {', '.join(NODE_KINDS)}")
-        return v
 
     @field_validator(*KIND_KEYS)
     @classmethod
@@ -174,17 +161,10 @@ class LinkDoc(Schema):
     b: str
     bandwidth_gbps: Gbps
     latency_us: LatencyUs
-    link_type: str = "pcie"
+    link_type: LinkType = "pcie"
     num_links: Annotated[int, Field(ge=1, le=1024)] | None = None
 
     _ends = field_validator("a", "b", mode="before")(_node_id)
-
-    @field_validator("link_type")
-    @classmethod
-    def _link_type(cls, v: str) -> str:
-        if v not in LINK_TYPES:
-            raise ValueError(f"expected one of {', '.join(LINK_TYPES)}")
-        return v
 
 
 class TopologyDoc(Schema):
@@ -195,12 +175,5 @@ class TopologyDoc(Schema):
     backend: Literal["nccl", "gloo"] = "nccl"
     cpu_vendor: Literal["intel", "amd"] = "intel"
     description: str | None = None
-    nodes: list[NodeDoc]
-    links: list[LinkDoc]
-
-    @field_validator("nodes", "links")
-    @classmethod
-    def _not_empty(cls, v: list[Any], info: ValidationInfo) -> list[Any]:
-        if not v:
-            raise ValueError(f"a non-empty list of {info.field_name}")
-        return v
+    nodes: Annotated[list[NodeDoc], rule("a non-empty list of nodes", lambda v: v != [])]
+    links: Annotated[list[LinkDoc], rule("a non-empty list of links", lambda v: v != [])]

@@ -42,7 +42,7 @@ Bool = typing.Annotated[bool, Strict()]
 def record(source: str) -> Any:
     """A frozen, keyword-only pydantic dataclass of strict scalars (:data:`Int` ...): the file's
     format and the type the code uses at once; building one raises InputError lines (``source``,
-    if not empty, first), its ``__post_init__``'s own InputError lines included."""
+    if not empty, first; one ending in "." prefixes the key), its ``__post_init__``'s own included."""
 
     def wrap(cls: type) -> type:
         cls = dataclass(frozen=True, kw_only=True, config=ConfigDict(extra="forbid", ser_json_inf_nan="constants"))(cls)
@@ -167,9 +167,9 @@ def error_line(exc: ValidationError, root: type[BaseModel], source: str) -> str:
     errors = exc.errors(include_url=False)
     first = errors[0]
     path, holders = _walk(root, tuple(first["loc"]))
-    where = ": ".join(x for x in (source, path) if x)
+    where = source + path if source.endswith(".") else ": ".join(x for x in (source, path) if x)
     if isinstance(err := first.get("ctx", {}).get("error"), InputError):  # a record's check across keys
-        return f"{where}: {err}" if where else str(err)
+        return f"{where}{err}" if where.endswith(".") else f"{where}: {err}" if where else str(err)
     if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         keys = [f.alias or n for m in holders for n, f in m.__pydantic_fields__.items()]
         return f"{where}: unknown key; expected one of {', '.join(dict.fromkeys(keys))}"

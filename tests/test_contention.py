@@ -174,7 +174,7 @@ def test_calibration_host_costs_block_replaces_the_defaults():
     assert calibration_from_dict(doc).host_costs is None
     cal = calibration_from_dict({**doc, "host_costs": {"enqueue_s": 2.5e-5, "pre_forward_s": 0.0}})
     assert cal.host_costs == HostCosts(enqueue_s=2.5e-5, pre_forward_s=0.0)
-    with pytest.raises(InputError, match=r"^calibration: host_costs.enqueue_s: -1 is not accepted; expected a value >= 0"):
+    with pytest.raises(InputError, match=r"^calibration: host_costs.enqueue_s: -1 is not accepted; expected a finite number of seconds >= 0"):
         calibration_from_dict({**doc, "host_costs": {"enqueue_s": -1}})
     with pytest.raises(InputError, match=r"^calibration: host_costs.speed: unknown key; expected one of pre_forward_s"):
         calibration_from_dict({**doc, "host_costs": {"speed": 1}})

@@ -30,7 +30,6 @@ from ddpsim.errors import InputError, require, shorten
 from ddpsim.io import MAX_JSON_BYTES, read_bytes, read_json, write_text_atomic
 from ddpsim.network.comm_model import CollectiveEstimate, EstimatingCommModel, make_estimate
 from ddpsim.network.curve_fit import CalibratedCurve, CalibrationPoint, fit_curve, idle_extra_between
-from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 from ddpsim.schema import validate
 
@@ -53,9 +52,6 @@ class Calibration:
     ddp_iteration_overhead_measured_s: float | None = None
     #: the probe's forward under DDP / its trace's (:func:`probe_forward_factor`; the probe fit only), or None
     probe_forward_factor: float | None = None
-    #: host costs measured on the machine (absent ones at their defaults), or None: then the engine
-    #: keeps no CPU clock with this calibration
-    host_costs: HostCosts | None = None
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "doc":  # copy and pickle probe the class before ``doc`` is set
@@ -119,8 +115,7 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
     and derive its model. InputError names ``source`` and the first bad key."""
     doc = validate(CalibrationDoc, data, source)
     mb = None if doc.interference is None else doc.interference.build()
-    cal = Calibration(doc=doc, interference=mb, ddp_iteration_overhead_s=doc.ddp_iteration_overhead_s,
-                      host_costs=None if doc.host_costs is None else doc.host_costs.build())
+    cal = Calibration(doc=doc, interference=mb, ddp_iteration_overhead_s=doc.ddp_iteration_overhead_s)
     recomputed = consistent_ddp_overhead(cal, doc.ddp_overhead)
     if recomputed is not None:
         cal = replace(cal, ddp_iteration_overhead_s=recomputed,

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from ddpsim.errors import require
 from ddpsim.formats import CALIBRATION_VERSION
 from ddpsim.network.curve_fit import CalibrationPoint
 from ddpsim.network.host_costs import HostCosts
-from ddpsim.network.interference import WEIGHTINGS, Interference
+from ddpsim.network.interference import Interference, Weighting
 from ddpsim.schema import Schema, format_version
 from ddpsim.trace.records import MAX_BYTES, MAX_SECONDS, Seconds, Trace
 from ddpsim.units import MAX_WORLD_SIZE
@@ -47,32 +47,12 @@ class InterferenceDoc(Schema):
 
     compute_slowdown: Annotated[float, Field(ge=1, le=1e3, allow_inf_nan=False)] | None = None
     comm_slowdown: Annotated[float, Field(ge=1, le=1e3, allow_inf_nan=False)] | None = None
-    weighting: str | None = None
+    weighting: Weighting | None = None
     details: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("weighting")
-    @classmethod
-    def _weighting(cls, v: str | None) -> str | None:
-        if v is not None and v not in WEIGHTINGS:
-            raise ValueError(f"expected one of {', '.join(WEIGHTINGS)}")
-        return v
 
     def build(self) -> Interference:
         given = self.model_dump(exclude={"details", "weighting"}, exclude_none=True)
         return Interference(**given, weighting=self.weighting or CALIBRATION_WEIGHTING)
-
-
-class CalibratedHostCosts(Schema):
-    """Host costs measured on the machine; an absent one is :class:`ddpsim.network.host_costs.HostCosts`' default."""
-
-    pre_forward_s: Seconds | None = None
-    hook_s_per_param: Seconds | None = None
-    bucket_launch_s: Seconds | None = None
-    enqueue_s: Seconds | None = None
-    copy_back_s_per_param: Seconds | None = None
-
-    def build(self) -> HostCosts:
-        return HostCosts(**self.model_dump(exclude_none=True))
 
 
 class DdpOverheadDoc(Schema):
@@ -128,7 +108,8 @@ class CalibrationDoc(Schema):
     broadcast_per_tensor_s: Seconds | None = None
     buffer_broadcast: dict[str, Any] | None = None
     interference_probe: ProbeDoc | None = None
-    host_costs: CalibratedHostCosts | None = None
+    #: host costs measured on the machine, an absent one at its default
+    host_costs: HostCosts | None = None
     #: all-reduces launched one at a time after compute (none, or at least 2 sizes)
     allreduce_after_compute: Curve | None = None
     #: per-op times of ``ops_per_sample`` all-reduces issued at once (none, or 2+ sizes; with ``comm_threads``)

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddpsim.network import nccl
-from ddpsim.errors import InputError
 from ddpsim.network.interference import Interference
 from ddpsim.network.nccl_exec import MAX_THREADS, THREAD_THRESHOLD
+from ddpsim.schema import is_num, rule
 
 #: nvls.cc: NVLS_NCHANNELS_SM90, NVLS_NCHANNELS_SM100 (several nodes), NVLS_NCHANNELS_SM100_NVL
 NVLS_CHANNELS_SM90 = 16
@@ -50,10 +50,8 @@ GRID_MAX_LOG2 = 32
 REFERENCE_BYTES = 25 * 2 ** 20
 
 
-def check_fraction(v: Any, key: str) -> None:
-    """``v`` must be a number in [0, 1]; else one line naming ``key``."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1:
-        raise InputError(f"{key}: {v!r} is not accepted; expected a number in [0, 1]")
+#: a number in [0, 1] (the cost model's shares)
+FRACTION = rule("a number in [0, 1]", lambda v: is_num(v) and 0 <= v <= 1)
 
 
 def runtime_channels(system: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> int:

@@ -17,11 +17,10 @@ docs/MODEL.md, "GPU cost terms".
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict
+from typing import Annotated, Any, Union
 
-from ddpsim.errors import InputError
+from ddpsim.schema import is_num, record, rule
 
 #: the defaults of the module docstring, seconds
 PRE_FORWARD_S = 100e-6
@@ -30,35 +29,29 @@ BUCKET_LAUNCH_S = 62e-6
 ENQUEUE_S = 65e-6
 COPY_BACK_S_PER_PARAM = 10e-6
 
-def check_seconds(v: Any, key: str) -> None:
-    """``v`` must be a finite number of seconds >= 0; else one line naming ``key``."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise InputError(f"{key}: {v!r} is not accepted; expected a finite number of seconds >= 0")
-
+#: a finite number of seconds >= 0
+SECONDS = rule("a finite number of seconds >= 0", lambda v: is_num(v) and v >= 0)
+Seconds = Annotated[Union[int, float], SECONDS]
 
 FIELDS = ("pre_forward_s", "hook_s_per_param", "bucket_launch_s", "enqueue_s", "copy_back_s_per_param")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record("cost_model.")
 class HostCosts:
     """CPU seconds per step, per parameter's autograd hook, per bucket, per collective."""
 
-    pre_forward_s: float = PRE_FORWARD_S
-    hook_s_per_param: float = HOOK_S_PER_PARAM
-    bucket_launch_s: float = BUCKET_LAUNCH_S
-    enqueue_s: float = ENQUEUE_S
-    copy_back_s_per_param: float = COPY_BACK_S_PER_PARAM
-
-    def __post_init__(self) -> None:
-        for k in FIELDS:
-            check_seconds(getattr(self, k), f"cost_model.{k}")
+    pre_forward_s: Seconds = PRE_FORWARD_S
+    hook_s_per_param: Seconds = HOOK_S_PER_PARAM
+    bucket_launch_s: Seconds = BUCKET_LAUNCH_S
+    enqueue_s: Seconds = ENQUEUE_S
+    copy_back_s_per_param: Seconds = COPY_BACK_S_PER_PARAM
 
     def scaled(self, factor: float) -> "HostCosts":
         """Every cost times ``factor`` (the uncertainty pass)."""
-        return HostCosts(**{k: getattr(self, k) * factor for k in FIELDS})
+        return HostCosts(**{k: v * factor for k, v in self.as_dict().items()})
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in FIELDS}
+        return asdict(self)
 
     def explain(self) -> str:
         return (f"host costs on the CPU timeline: {self.pre_forward_s * 1e6:g} us per step before forward, "

@@ -6,15 +6,27 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from typing import Annotated, Any, Union
 
 from ddpsim.errors import InputError
+from ddpsim.schema import is_num, record, rule
 
 #: how a collective in flight weights ``Interference.compute_slowdown``
 WEIGHTINGS = ("uniform", "bandwidth", "table")
 
+Slowdown = Annotated[Union[int, float], rule("a number >= 1.0", lambda v: is_num(v) and v >= 1.0)]
+Weighting = Annotated[str, rule(f"one of {', '.join(WEIGHTINGS)}", lambda v: v in WEIGHTINGS)]
 
-@dataclass(frozen=True, kw_only=True)
+
+def _size_weights(v: Any) -> bool:
+    try:
+        pairs = [(int(a), float(b)) for a, b in v]
+    except (TypeError, ValueError):
+        return False
+    return all(0.0 <= w <= 1.0 and s >= 0 for s, w in pairs) and all(a[0] < b[0] for a, b in zip(pairs, pairs[1:]))
+
+
+@record("interference.")
 class Interference:
     """Mutual slowdown of compute and communication sharing a device (or a CPU); 1.0 = none.
 
@@ -27,31 +39,16 @@ class Interference:
     ``size_weights`` size <= its own (0 below the first): the GPU prior of :mod:`ddpsim.network.contention`.
     """
 
-    compute_slowdown: float = 1.0
-    comm_slowdown: float = 1.0
-    weighting: str = "uniform"
-    size_weights: tuple[tuple[int, float], ...] = ()
+    compute_slowdown: Slowdown = 1.0
+    comm_slowdown: Slowdown = 1.0
+    weighting: Weighting = "uniform"
+    size_weights: Annotated[tuple[tuple[int, float], ...], rule(
+        "(size_bytes, share) pairs with increasing sizes >= 0 and shares in [0, 1]", _size_weights)] = ()
 
     def __post_init__(self) -> None:
-        for name in ("compute_slowdown", "comm_slowdown"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 1.0:
-                raise InputError(f"interference.{name}: {v!r} is not accepted; expected a number >= 1.0")
-        if self.weighting not in WEIGHTINGS:
-            raise InputError(f"interference.weighting: {self.weighting!r} is not accepted; expected one of "
-                             f"{', '.join(WEIGHTINGS)}")
-        try:
-            pairs = tuple((int(a), float(b)) for a, b in self.size_weights)
-        except (TypeError, ValueError):
-            pairs = None
-        if (pairs is None or any(not 0.0 <= w <= 1.0 or s < 0 for s, w in pairs)
-                or any(b[0] <= a[0] for a, b in zip(pairs, pairs[1:]))):
-            raise InputError(f"interference.size_weights: {self.size_weights!r} is not accepted; expected "
-                             "(size_bytes, share) pairs with increasing sizes >= 0 and shares in [0, 1]")
-        if self.weighting == "table" and not pairs:
-            raise InputError("interference.size_weights: () is not accepted with weighting 'table'; expected at least one "
+        if self.weighting == "table" and not self.size_weights:
+            raise InputError("size_weights: () is not accepted with weighting 'table'; expected at least one "
                              "(size_bytes, share) pair")
-        object.__setattr__(self, "size_weights", pairs)
 
     def weight_for(self, size_bytes: int) -> float:
         """``weighting == "table"``: the share of the largest listed size <= ``size_bytes``."""

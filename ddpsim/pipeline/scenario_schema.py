@@ -13,9 +13,9 @@ from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, mod
 
 from ddpsim.engine.config import COMM_HOOKS, SimConfig
 from ddpsim.network import host_costs as hostcost
-from ddpsim.network.contention import check_fraction
+from ddpsim.network.contention import FRACTION
 from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
-from ddpsim.network.host_costs import HostCosts, check_seconds
+from ddpsim.network.host_costs import SECONDS, HostCosts
 from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.plan.compiled import CompileOptions
 from ddpsim.plan.planner import MIXED_PRECISION_DTYPES, DDPOptions, MixedPrecision, cap_point_id, options_from_dict
@@ -30,7 +30,7 @@ from ddpsim.pipeline.scenario_types import (  # noqa: F401 (some re-exported)
     MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptBool, OptCap,
     OptText, Options, Text, _CAP_LIST_TEXT, _CAP_SCHEMA, _CAP_TEXT,
     _fail, _is_cap, _is_cap_list, _is_int, _mapping,
-    _project_check, _section, _whole, _with_shorthand)
+    _section, _whole, _with_shorthand)
 
 # ---- the sections --------------------------------------------------------------------------
 
@@ -263,8 +263,8 @@ class SimulationSpec(Schema):
         return self
 
 
-Fraction = Annotated[float, _project_check(check_fraction)]
-Seconds = Annotated[float, _project_check(check_seconds)]
+Fraction = Annotated[float, FRACTION]
+Seconds = Annotated[float, SECONDS]
 
 
 class CostModelSection(Schema):

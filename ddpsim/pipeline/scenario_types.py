@@ -9,7 +9,6 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, Wi
 from pydantic_core import PydanticCustomError
 from ddpsim.engine.config import COMM_HOOKS
 from ddpsim.schema import Schema, is_num, rule
-from ddpsim.errors import InputError
 
 # ---- bounds (far above any real use; each one is named in its key's error line) ----------
 from ddpsim.units import MAX_BATCH_SIZE, MAX_SEED, MAX_THREADS  # noqa: E402,F401 (one table of bounds, in units)
@@ -96,17 +95,6 @@ OptText = Annotated[Optional[str], rule("a non-empty string or null",
                                          lambda v: v is None or (isinstance(v, str) and v != ""))]
 Hook = Annotated[Literal[COMM_HOOKS], rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)]
 Options = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
-
-
-def _project_check(check: Callable[[Any, str], None]) -> BeforeValidator:
-    """A check of :mod:`ddpsim.network` (which raises InputError) as a field rule with its words."""
-    def run(v: Any) -> Any:
-        try:
-            check(v, "value")
-        except InputError as exc:
-            raise ValueError("expected " + str(exc).partition("; expected ")[2]) from None
-        return v
-    return BeforeValidator(run)
 
 
 def Listed(item: Any, what: str = "values") -> Any:

@@ -1,16 +1,12 @@
-"""Measured collective costs: the calibration file, its fit, and the model built on it.
-
-The file (``python -m executor collectives``; every key in :mod:`ddpsim.calibration.schema`,
-each figure's meaning in docs/MODEL.md and docs/VALIDATION.md) holds the all-reduce and
-broadcast curves, and optionally the interference slowdowns, copy bandwidth, DDP's fixed cost
-per iteration (recomputed by :func:`consistent_ddp_overhead` so that the engine reproduces the
-executor's tiny-model DDP step), DDP's host costs, the interference probe (its compute slowdown
-fitted by :mod:`ddpsim.calibration.interference_fit`), the after-compute curve
-(:meth:`CalibratedCommModel.idle_launch_extra_s`), the queued curve and gloo's worker threads
-(:meth:`CalibratedCommModel.concurrent_rate`) and a Python comm hook's cost per bucket. Every
-curve is a piecewise alpha-beta between measured sizes (:mod:`ddpsim.network.curve_fit`). A
-calibration measured at ``w`` ranks applies to ``n`` the ring way: each segment's latency scales
-with ``(n-1)/(w-1)``, its per-byte cost with ``((n-1)/n) / ((w-1)/w)``.
+"""Measured collective costs: the calibration file (``python -m executor collectives``; its keys in
+:mod:`ddpsim.calibration.schema`, their meaning in docs/MODEL.md and docs/VALIDATION.md) and the model
+built on it. DDP's fixed cost per iteration is recomputed (:func:`consistent_ddp_overhead`) so that the
+engine reproduces the executor's tiny-model DDP step, the probe's compute slowdown fitted
+(:mod:`ddpsim.calibration.interference_fit`); the after-compute curve gives
+:meth:`CalibratedCommModel.idle_launch_extra_s`, the queued curve and gloo's worker threads
+:meth:`CalibratedCommModel.concurrent_rate`. Every curve is a piecewise alpha-beta between measured sizes
+(:mod:`ddpsim.network.curve_fit`); measured at ``w`` ranks it applies to ``n`` the ring way: each segment's
+latency scales with ``(n-1)/(w-1)``, its per-byte cost with ``((n-1)/n) / ((w-1)/w)``.
 """
 
 from __future__ import annotations
@@ -96,9 +92,8 @@ class Calibration:
         return clamped_fit_warning(self.interference_fit) or busy_probe_warning(self.probe_host_other_pct)
 
     def comm_model(self, base: Any, *, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
-        """``base`` (the analytical CommModel of the same topology) answering from this
-        calibration's curves: what :func:`ddpsim.network.collective_cost.build_comm_model` returns when
-        given a calibration."""
+        """``base`` (the analytical CommModel of the same topology) answering from this calibration's
+        curves (:func:`ddpsim.network.collective_cost.build_comm_model` with a calibration)."""
         if self.backend != base.backend:
             raise InputError(f"calibration.backend: {self.backend!r} does not match the topology's backend "
                              f"{base.backend!r}; expected a calibration measured with {base.backend}")
@@ -202,9 +197,8 @@ def load_calibration(path: str | Path) -> Calibration:
         if not nccl_tests.looks_like(text):
             raise
         data = nccl_tests.calibration_doc(text, f"calibration {shorten(str(path))}")
-    # NOTE: a file with a probe costs a fit (~40 simulations of the probe) per load, and a sweep
-    # loads its scenario's calibration once per point; the result is immutable, so keep it per
-    # document (the same content always gives the same Calibration)
+    # NOTE: a probe costs a fit (~40 simulations) per load, and a sweep loads once per point: keep
+    # the (immutable) result per document
     key = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     cal = _LOADED.get(key)
     if cal is None:
@@ -255,22 +249,19 @@ class CalibratedCommModel(EstimatingCommModel):
 
     @property
     def iteration_overhead_s(self) -> float:
-        """DDP's measured fixed cost per iteration (0 when the calibration has none); the
-        engine adds it to every synchronised step."""
+        """DDP's measured fixed cost per synchronised step (0 when the calibration has none)."""
         return float(self.calibration.ddp_iteration_overhead_s or 0.0)
 
     @property
     def broadcast_per_tensor_s(self) -> float:
-        """DDP's forward buffer broadcast per buffer beyond the broadcast (0 when the
-        calibration did not measure it); the engine charges it per buffer on every rank."""
+        """DDP's forward buffer broadcast per buffer beyond the broadcast (0 when not measured)."""
         return float(self.calibration.broadcast_per_tensor_s or 0.0)
 
     @property
     def idle_launch_extra_s(self):
-        """``f(size_bytes) -> seconds`` when the calibration has ``allreduce_after_compute``,
-        else None (the engine then charges nothing): what an all-reduce launched after compute
-        costs beyond the back-to-back curve (:func:`idle_extra_between`). Measured at the
-        calibration's rank count and used as is for any other (not rescaled)."""
+        """``f(size_bytes) -> seconds`` an all-reduce launched after compute costs beyond the back-to-back
+        curve (:func:`idle_extra_between`; not rescaled to other rank counts), or None without
+        ``allreduce_after_compute``."""
         after = self.allreduce_after_compute
         if after is None:
             return None

@@ -1,10 +1,8 @@
-"""The calibration file's declared format, validated straight from the file by
-:func:`ddpsim.calibration.loader.calibration_from_dict`.
-
-Every key as ``executor collectives`` writes it (``executor/collectives_step.py``,
-``executor/probe.py``): its type, bound and default, once, and the checks across keys. Times are
-finite seconds in ``[0, MAX_SECONDS]``, sizes integers of bytes in ``(0, MAX_BYTES]``; the
-executor's records of how a figure was measured are free objects.
+"""The calibration file's declared format (:func:`ddpsim.calibration.loader.calibration_from_dict`):
+every key as ``executor collectives`` writes it (``executor/collectives_step.py``, ``executor/probe.py``),
+its type, bound and default, once, and the checks across keys. Times are finite seconds in
+``[0, MAX_SECONDS]``, sizes integers of bytes in ``(0, MAX_BYTES]``; the executor's records of how a
+figure was measured are free objects.
 """
 
 from __future__ import annotations

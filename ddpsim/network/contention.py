@@ -121,12 +121,7 @@ def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes
 
 def grid_sizes() -> list[int]:
     """The sizes the prior's table is built on (bytes, increasing, distinct)."""
-    out: list[int] = []
-    for k in range(GRID_PER_OCTAVE * GRID_MAX_LOG2 + 1):
-        s = int(round(2.0 ** (k / GRID_PER_OCTAVE)))
-        if not out or s > out[-1]:
-            out.append(s)
-    return out
+    return sorted({int(round(2.0 ** (k / GRID_PER_OCTAVE))) for k in range(GRID_PER_OCTAVE * GRID_MAX_LOG2 + 1)})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -146,9 +146,7 @@ class Totals:
         self.index, self.cap = index, index.caps(size)
         self.li = sum((index.dense(ch, size) for ch in intra), np.zeros(size))
         self.le = sum((index.dense(ch, size) for ch in inter), np.zeros(size))
-        self.present = np.zeros(size, dtype=bool)
-        for ch in intra + inter:
-            self.present[index.arrays(ch)[0]] = True
+        self.present = (self.li > 0) | (self.le > 0)  # every load a channel puts on a link is > 0
         self.member_names = member_names
         self._firsts: dict[tuple[int, Any], list[int]] = {}  # (class, element) -> members that may name first
         self.cls: list[tuple[dict[Link, float], dict[Link, float]]] = []

@@ -50,20 +50,15 @@ NVLINK_LATENCY_S = 0.6e-6  # NCCL hwLat NVLINK Ring LL (tuning.cc v2.30.7), per 
 PCIE_LATENCY_S = 1.0e-6  # NCCL hwLat PCI Ring LL (tuning.cc v2.30.7), per hop
 
 
-def nvlink_bw_gbps(compute_capability: int) -> float:
-    """NCCL's usable bandwidth of one NVLink of a GPU (``ncclTopoNVLinkBw``, topo.h v2.30.7)."""
-    cc = compute_capability
-    key = 100 if cc >= 100 else 90 if cc >= 90 else 86 if cc == 86 else 80 if cc >= 80 else 70 if cc >= 70 else 60
-    return NVLINK_BW_GBPS[key]
-
-
 def gpu_link_bw_gbps(gpu: Gpu) -> float:
-    """One GPU-to-GPU link's usable GB/s per direction: NCCL's NVLink figure; an xGMI link the
-    catalogue's ``link_gbps`` (RCCL's ``src/graph/topo.h``, ``rome_models.cc`` unfollowed: docs/MODEL.md)."""
-    nvl = gpu.nvlink
+    """One GPU-to-GPU link's usable GB/s per direction: NCCL's per-NVLink figure (``ncclTopoNVLinkBw``,
+    topo.h v2.30.7); an xGMI link the catalogue's ``link_gbps`` (RCCL's ``src/graph/topo.h``,
+    ``rome_models.cc`` unfollowed: docs/MODEL.md)."""
+    nvl, cc = gpu.nvlink, gpu.compute_capability
     if nvl is not None and nvl.fabric == "infinity-fabric":
         return float(nvl.link_gbps)
-    return nvlink_bw_gbps(gpu.compute_capability)
+    key = 100 if cc >= 100 else 90 if cc >= 90 else 86 if cc == 86 else 80 if cc >= 80 else 70 if cc >= 70 else 60
+    return NVLINK_BW_GBPS[key]
 
 
 def presets(catalogue: Catalogue | None = None) -> tuple[str, ...]:
@@ -116,11 +111,6 @@ def _add_fabric(g: Builder, nics: list[list[str]], nic_bw: float, *, fabric: str
 def _fabric_options(o: FabricOptions, leaf_radix_default: int) -> dict[str, Any]:
     return dict(fabric=o.fabric, oversubscription=o.oversubscription, num_spines=o.num_spines,
                 leaf_radix=leaf_radix_default if o.leaf_radix is None else o.leaf_radix)
-
-
-def _gpu_attrs(gpu: Gpu, h: int, i: int) -> dict[str, Any]:
-    return {KIND: "gpu", HOST: h, LOCAL_RANK: i, DEVICE_MODEL: gpu.model, MEMORY_BANDWIDTH: scaled(gpu.memory_gbps, 9),
-            COMPUTE_CAPABILITY: gpu.compute_capability, SM_COUNT: gpu.sm_count}
 
 
 def _nvlink_layout(name: str, system: System, gpu: Gpu, options: dict[str, Any]) -> tuple[Any, int, int]:
@@ -216,7 +206,9 @@ def _add_host(g: Builder, system: System, gpu: Gpu, h: int, gpus: int, nvswitch:
                     _add_link(g, nic, sw, up_bw, PCIE_LATENCY_S, "pcie")
                     host_nics.append(nic)
         gpu_node = f"n{h}/gpu{i}"
-        g.add_node(gpu_node, **_gpu_attrs(gpu, h, i))
+        g.add_node(gpu_node, **{KIND: "gpu", HOST: h, LOCAL_RANK: i, DEVICE_MODEL: gpu.model,
+                                MEMORY_BANDWIDTH: scaled(gpu.memory_gbps, 9),
+                                COMPUTE_CAPABILITY: gpu.compute_capability, SM_COUNT: gpu.sm_count})
         if nvswitch is not None:
             nvs, bw, links = nvswitch
             _add_link(g, gpu_node, nvs, bw, NVLINK_LATENCY_S, "nvlink", **{NUM_LINKS: links})

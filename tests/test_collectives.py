@@ -376,13 +376,13 @@ def test_tree_search_balanced_then_simple_tree_on_hopper():
     speeds = (48.0, 30.0, 20.0, 12.0)
     kw = dict(channels=1, max_bw=48.0, search_total_bw=96.0)
     both = {b: totals(b) for b in (True, False)}
-    amp, amp_simple = _tree_search(both, speeds, cc=80, **kw)
+    amp = _tree_search(both, speeds, cc=80, **kw)
     # no intra-node link here: pass 2 raises bwIntra 20 -> 30 -> 48 (each step taken while < 2 x 20)
-    assert (amp.inter_gbps, amp.bw_gbps, amp_simple) == (20.0, 48.0, False)
+    assert (amp.bw_inter_gbps, amp.bw_intra_gbps, amp.simple_tree) == (20.0, 48.0, False)
     assert amp.bottleneck == "g1 -> n"  # 0.5 x 20 on 10 GB/s: full
     # Hopper: at 48 the balanced tree does not fit, the plain TREE does ("Try a simpler tree")
-    hop, hop_simple = _tree_search(both, speeds, cc=90, **kw)
-    assert (hop.inter_gbps, hop.bw_gbps, hop_simple) == (48.0, 48.0, True)
+    hop = _tree_search(both, speeds, cc=90, **kw)
+    assert (hop.bw_inter_gbps, hop.bw_intra_gbps, hop.simple_tree) == (48.0, 48.0, True)
 
 
 def test_simple_tree_factor_0_85():

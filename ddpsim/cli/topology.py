@@ -185,12 +185,12 @@ def run(args: argparse.Namespace) -> int:
     if graph.graph["backend"] == "nccl":
         info = search_graphs(graph, place_ranks(graph, max_ranks(graph)))
         summary["nccl_graph"] = {
-            "ring_channels": info.ring.num_channels, "ring_bw_per_channel_gbps": info.ring.bw_gbps,
-            "ring_bus_bw_gbps": info.ring.num_channels * info.ring.bw_gbps,
+            "ring_channels": info.ring.num_channels, "ring_bw_per_channel_gbps": info.ring.bw_intra_gbps,
+            "ring_bus_bw_gbps": info.ring.num_channels * info.ring.bw_intra_gbps,
             "bounded_by": info.ring.bottleneck,
             "nvls_channels": info.nvls.num_channels if info.nvls else 0,
-            "nvls_bw_per_channel_gbps": info.nvls.bw_gbps if info.nvls else 0.0,
-            "nvlink_intra": info.nvlink_intra, "ll128_enabled": info.ll128_enabled,
+            "nvls_bw_per_channel_gbps": info.nvls.bw_intra_gbps if info.nvls else 0.0,
+            "nvlink_intra": info.ring.nvlink_intra, "ll128_enabled": info.ll128_enabled,
         }
     if args.draw:
         draw_topology(graph, args.draw)

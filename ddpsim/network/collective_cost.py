@@ -21,7 +21,7 @@ import networkx as nx
 from ddpsim.errors import InputError
 from ddpsim.network import gloo, nccl, nccl_exec
 from ddpsim.network.comm_model import GBPS, CollectiveEstimate, EstimatingCommModel, make_estimate
-from ddpsim.network.graph_search import GraphInfo, link_capacities_gbps, search_graphs
+from ddpsim.network.graph_search import link_capacities_gbps, search_graphs
 from ddpsim.network.routing import Placement, Router, place_ranks
 from ddpsim.network.topology import REDUCE_BANDWIDTH, gc_paused
 
@@ -32,25 +32,6 @@ def _check_size(size_bytes: int) -> None:
 
 # ---- NCCL ----------------------------------------------------------------------------
 
-def _system(graph: nx.Graph, placement: Placement, info: GraphInfo, num_ranks: int) -> nccl.NcclSystem:
-    ring = nccl.NcclGraph(num_channels=info.ring.num_channels, bw_intra_gbps=info.ring.bw_gbps,
-                          bw_inter_gbps=info.ring.bw_gbps, nvlink_intra=info.nvlink_intra)
-    tree = ring
-    if info.tree is not None:
-        # init.cc: comm->nChannels = treeGraph->nChannels = ringGraph->nChannels = min of both
-        tree = nccl.NcclGraph(num_channels=min(info.tree.num_channels, info.ring.num_channels),
-                              bw_intra_gbps=info.tree.bw_gbps, bw_inter_gbps=info.tree.inter_gbps,
-                              nvlink_intra=info.nvlink_intra, simple_tree=info.simple_tree)
-    nv = None
-    if info.nvls is not None and info.nvls.num_channels > 0:
-        nv = nccl.NcclGraph(num_channels=info.nvls.num_channels, bw_intra_gbps=info.nvls.bw_gbps,
-                            bw_inter_gbps=info.nvls.inter_gbps, nvlink_intra=True)
-    return nccl.NcclSystem(num_ranks=num_ranks, num_nodes=placement.num_nodes,
-                           compute_capability=info.compute_capability,
-                           cpu_vendor=graph.graph.get("cpu_vendor", "intel"), ring=ring, tree=tree, nvls=nv,
-                           ll128_enabled=info.ll128_enabled)
-
-
 @dataclass(frozen=True, kw_only=True)
 class NcclCommModel(EstimatingCommModel):
     """NCCL on a topology (module docstring); ``algorithm`` / ``protocol`` force a choice as
@@ -58,7 +39,6 @@ class NcclCommModel(EstimatingCommModel):
     inter-node all-reduce, intra-node all-gather)."""
 
     system: nccl.NcclSystem
-    graph_info: GraphInfo
     intra_system: nccl.NcclSystem | None  # one host's GPUs (hierarchical)
     inter_system: nccl.NcclSystem | None  # one GPU per host (hierarchical)
     topology_name: str
@@ -119,42 +99,39 @@ class NcclCommModel(EstimatingCommModel):
         return make_estimate(size_bytes, t * 1e-6, n, a, p, coll="broadcast")
 
     def describe(self) -> dict[str, Any]:
-        s, gi = self.system, self.graph_info
+        s, ring, nv = self.system, self.system.ring, self.system.nvls
         return {
             "model": "nccl", "nccl_version": nccl.NCCL_VERSION, "topology": self.topology_name,
             "num_ranks": s.num_ranks, "num_nodes": s.num_nodes, "compute_capability": s.compute_capability,
-            "ring_channels": gi.ring.num_channels, "ring_bw_per_channel_gbps": gi.ring.bw_gbps,
+            "ring_channels": ring.num_channels, "ring_bw_per_channel_gbps": ring.bw_intra_gbps,
             "tree_channels": s.tree.num_channels, "tree_bw_intra_gbps": s.tree.bw_intra_gbps,
             "tree_bw_inter_gbps": s.tree.bw_inter_gbps, "tree_pattern": "tree" if s.tree.simple_tree else "balanced_tree",
-            "ring_bus_bw_gbps": gi.ring.num_channels * gi.ring.bw_gbps, "ring_bottleneck_link": gi.ring.bottleneck,
-            "nvls_channels": gi.nvls.num_channels if gi.nvls else 0,
-            "nvls_bw_per_channel_gbps": gi.nvls.bw_gbps if gi.nvls else 0.0,
-            "nvls_bw_inter_gbps": gi.nvls.inter_gbps if gi.nvls else 0.0,
-            "nvlink_intra": gi.nvlink_intra, "ll128_enabled": gi.ll128_enabled,
+            "ring_bus_bw_gbps": ring.num_channels * ring.bw_intra_gbps, "ring_bottleneck_link": ring.bottleneck,
+            "nvls_channels": nv.num_channels if nv else 0,
+            "nvls_bw_per_channel_gbps": nv.bw_intra_gbps if nv else 0.0,
+            "nvls_bw_inter_gbps": nv.bw_inter_gbps if nv else 0.0,
+            "nvlink_intra": ring.nvlink_intra, "ll128_enabled": s.ll128_enabled,
             "forced_algorithm": self.algorithm, "forced_protocol": self.protocol,
         }
 
 
-def _nccl_model(graph: nx.Graph, placement: Placement, num_ranks: int, algorithm: str | None,
-                protocol: str | None) -> NcclCommModel:
-    info = search_graphs(graph, placement)
-    system = _system(graph, placement, info, num_ranks)
+def _nccl_model(graph: nx.Graph, placement: Placement, algorithm: str | None, protocol: str | None) -> NcclCommModel:
+    system = search_graphs(graph, placement)
     intra = inter = None
     if algorithm == "hierarchical":
         if placement.ppn > 1:
-            one = Placement(hosts=(placement.hosts[0],))
-            intra = _system(graph, one, search_graphs(graph, one), len(placement.hosts[0]))
+            intra = search_graphs(graph, Placement(hosts=(placement.hosts[0],)))
         if placement.num_nodes > 1:
             # one ring per local rank, all at once: each gets 1/ppn of the multi-node graph
-            total = info.ring.num_channels * info.ring.bw_gbps
-            ch = max(1, info.ring.num_channels // placement.ppn)
+            total = system.ring.num_channels * system.ring.bw_intra_gbps
+            ch = max(1, system.ring.num_channels // placement.ppn)
             g1 = nccl.NcclGraph(num_channels=ch, bw_intra_gbps=total / placement.ppn / ch,
                                 bw_inter_gbps=total / placement.ppn / ch, nvlink_intra=False)
             inter = nccl.NcclSystem(num_ranks=placement.num_nodes, num_nodes=placement.num_nodes,
-                                    compute_capability=info.compute_capability,
+                                    compute_capability=system.compute_capability,
                                     cpu_vendor=system.cpu_vendor, ring=g1, tree=g1, nvls=None,
-                                    ll128_enabled=info.ll128_enabled)
-    return NcclCommModel(system=system, graph_info=info, intra_system=intra, inter_system=inter,
+                                    ll128_enabled=system.ll128_enabled)
+    return NcclCommModel(system=system, intra_system=intra, inter_system=inter,
                          topology_name=str(graph.graph.get("name")), algorithm=algorithm, protocol=protocol)
 
 
@@ -234,7 +211,7 @@ def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algor
     with gc_paused():  # a large cluster's placement and searches make many small objects that live on
         placement = place_ranks(graph, num_ranks)  # validates num_ranks
         model: Any = (_gloo_model(graph, placement, num_ranks) if backend == "gloo"
-                      else _nccl_model(graph, placement, num_ranks, algorithm, protocol))
+                      else _nccl_model(graph, placement, algorithm, protocol))
     if calibration is not None:
         model = calibration.comm_model(model)  # measured curves over this model (ddpsim.calibration.loader, a layer above)
     return model

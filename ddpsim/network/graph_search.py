@@ -5,7 +5,7 @@ host; its load on each directed link comes from ECMP shortest paths
 highest first, keeps as many channels as every link carries, and duplicates them as
 ``ncclTopoDupChannels`` does. The tree is searched on its own (BALANCED_TREE, ``src/init.cc``; the plain
 TREE on Hopper+ when it does not fit; pass 2 raising ``bwIntra`` up to 2 x ``bwInter``); NVLS as
-``ncclTopoSearchTryNvls``. The :class:`GraphInfo` feeds :mod:`ddpsim.network.nccl`. Identical hosts
+``ncclTopoSearchTryNvls``. The result is :mod:`ddpsim.network.nccl`'s ``NcclSystem``. Identical hosts
 share their part (:mod:`ddpsim.network.host_classes`, :mod:`ddpsim.network.link_loads`), with the same
 result as walking every host. Details: docs/MODEL.md, "NCCL's channel search".
 """
@@ -13,12 +13,13 @@ result as walking every host. Details: docs/MODEL.md, "NCCL's channel search".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Callable
 
 import networkx as nx
 
 from ddpsim.network import nccl
+from ddpsim.network.nccl import NcclGraph
 from ddpsim.network.comm_model import GBPS
 from ddpsim.network.host_classes import Hosts
 from ddpsim.network.link_loads import ChannelLoads, Totals, prefix_utilisation
@@ -29,20 +30,6 @@ from ddpsim.network.topology import BANDWIDTH, COMPUTE_CAPABILITY, KIND, LINK_TY
 Loads = dict[tuple, float]
 #: an emitter adds one part of a channel's loads for host i, channel c
 Emitter = Callable[[Loads, int, int], None]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChannelSearch:
-    """Result of the graph search for one pattern, plus what explains it."""
-
-    num_channels: int
-    bw_gbps: float  # graph.bwIntra
-    bottleneck: str  # the most loaded link at the chosen rate
-    bw_inter_gbps: float | None = None  # graph.bwInter when it differs from bwIntra (NVLS)
-
-    @property
-    def inter_gbps(self) -> float:
-        return self.bw_gbps if self.bw_inter_gbps is None else self.bw_inter_gbps
 
 
 def _start_index(speeds: tuple[float, ...], max_bw: float, channels: int, total_bw: float) -> int:
@@ -72,7 +59,7 @@ def _first_pass(speeds: tuple[float, ...], idx: int, channels_at: Callable[[floa
 
 
 def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float], str], speeds: tuple[float, ...], *,
-            max_bw: float, total_bw: float, min_channels: int, cc: int, allow_dup: bool, max_channels: int) -> ChannelSearch:
+            max_bw: float, total_bw: float, min_channels: int, cc: int, allow_dup: bool, max_channels: int) -> NcclGraph:
     """ncclTopoCompute over how many channels fit at a speed (``channels_at(s)``, at least ``min_channels``
     else 0; ``worst_at(c, s)``: the link bounding c channels): the first pass, then ncclTopoDupChannels."""
     best_c, best_s = _first_pass(speeds, _start_index(speeds, max_bw, min_channels, total_bw), channels_at, total_bw,
@@ -82,7 +69,7 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
         dup = min(2 * best_c, max_channels)
         best_s /= math.ceil(dup / best_c)
         best_c = dup
-    return ChannelSearch(num_channels=best_c, bw_gbps=best_s, bottleneck=bneck)
+    return NcclGraph(num_channels=best_c, bw_intra_gbps=best_s, bw_inter_gbps=best_s, bottleneck=bneck)
 
 
 def _by_loads(util: list[float], min_channels: int, max_channels: int) -> Callable[[float], int]:
@@ -109,11 +96,11 @@ def _total_bw(graph: nx.Graph, devs: list) -> float:
 
 
 def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, channels: int, max_bw: float,
-                 search_total_bw: float, cc: int) -> tuple[ChannelSearch, bool]:
+                 search_total_bw: float, cc: int) -> NcclGraph:
     """ncclTopoCompute for NCCL_TOPO_PATTERN_BALANCED_TREE over ``totals[balanced]``, exactly ``channels``
     channels (init.cc ``treeGraph->minChannels = maxChannels = ringGraph->nChannels``): pass 1 keeps the
-    first speed that fits, on cc >= 90 retrying as the plain TREE ("Try a simpler tree"); pass 2 raises
-    ``bwIntra`` while it fits and is below 2 x ``bwInter``. Also whether the pattern fell back to TREE."""
+    first speed that fits, on cc >= 90 retrying as the plain TREE ("Try a simpler tree": ``simple_tree``);
+    pass 2 raises ``bwIntra`` while it fits and is below 2 x ``bwInter``."""
     idx = _start_index(speeds, max_bw, channels, search_total_bw)
     balanced, found = True, False
     while True:
@@ -128,25 +115,15 @@ def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, chann
             break
         idx += 1
     if not found:  # search.cc: "falling back to simple order", bwIntra 0.1
-        return ChannelSearch(num_channels=channels, bw_gbps=0.1, bottleneck=totals[balanced].worst(0.1, 0.1), bw_inter_gbps=speeds[idx]), not balanced
+        return NcclGraph(num_channels=channels, bw_intra_gbps=0.1, bw_inter_gbps=speeds[idx],
+                         simple_tree=not balanced, bottleneck=totals[balanced].worst(0.1, 0.1))
     s_inter = s_intra = speeds[idx]
     i = idx
     while i > 0 and s_intra < 2 * s_inter and totals[balanced].fits(speeds[i - 1], s_inter):
         i -= 1
         s_intra = speeds[i]
-    return ChannelSearch(num_channels=channels, bw_gbps=s_intra, bottleneck=totals[balanced].worst(s_intra, s_inter),
-                         bw_inter_gbps=s_inter if s_inter != s_intra else None), not balanced
-
-
-@dataclass(frozen=True, kw_only=True)
-class GraphInfo:
-    ring: ChannelSearch
-    nvls: ChannelSearch | None
-    nvlink_intra: bool
-    ll128_enabled: bool
-    compute_capability: int
-    tree: ChannelSearch | None = None  # None: the ring's graph (one device)
-    simple_tree: bool = False          # the tree search fell back to the plain TREE pattern
+    return NcclGraph(num_channels=channels, bw_intra_gbps=s_intra, bw_inter_gbps=s_inter, simple_tree=not balanced,
+                     bottleneck=totals[balanced].worst(s_intra, s_inter))
 
 
 # ---- what one channel loads: a host's own links, the route to the next host, the next host's inbound hop ----
@@ -323,7 +300,7 @@ def _by_nic(hosts: Hosts, num_channels: int, make: Callable[[int], ChannelLoads]
     return out
 
 
-def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw: Any) -> ChannelSearch:
+def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw: Any) -> NcclGraph:
     fabric = hosts.add_route if hosts.multi else None
     inbound = _inbound(hosts) if hosts.multi else None
     channels = _by_nic(hosts, kw["max_channels"], lambda c: _channel(hosts, c, own, fabric, inbound))
@@ -331,7 +308,7 @@ def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw:
     return _search(_by_loads(util, kw["min_channels"], kw["max_channels"]), lambda c, s: worst[c], speeds, **kw)
 
 
-def _mesh_ring(devs: tuple, mesh: dict[tuple, float], speeds: tuple[float, ...], **kw: Any) -> ChannelSearch | None:
+def _mesh_ring(devs: tuple, mesh: dict[tuple, float], speeds: tuple[float, ...], **kw: Any) -> NcclGraph | None:
     """The ring over a direct NVLink mesh on one host; None when no NVLink cycle goes through every GPU."""
     def channels_at(s: float) -> int:
         c = len(find_channels(devs, mesh, s, kw["max_channels"], cycle=True)[0])
@@ -418,9 +395,10 @@ def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, m
 
 
 def _nvls_search(hosts: Hosts, placement: Placement, speeds: tuple[float, ...], *, cc: int, max_bw: float,
-                 total_bw: float) -> ChannelSearch | None:
-    """NCCL_TOPO_PATTERN_NVLS (None without NVLS switches, cc >= 90 and several GPUs per host): at most
-    ``NCCL_MAX_NVLS_ARITY`` channels, one per GPU (and NIC); on one host ``minChannels = maxChannels``."""
+                 total_bw: float) -> NcclGraph | None:
+    """NCCL_TOPO_PATTERN_NVLS (None without NVLS switches, cc >= 90, several GPUs per host and a channel
+    that fits): at most ``NCCL_MAX_NVLS_ARITY`` channels, one per GPU (and NIC); on one host ``minChannels =
+    maxChannels``."""
     graph = hosts.graph
     devs = [d for i in hosts.searched() for d in hosts.devs[i]]
     switches = {n for d in devs for n in graph.neighbors(d) if graph.nodes[n][KIND] == "nvswitch"}
@@ -433,17 +411,16 @@ def _nvls_search(hosts: Hosts, placement: Placement, speeds: tuple[float, ...], 
     c, s_intra, s_inter = _nvls_speeds(first, speeds, max_bw=max_bw, total_bw=total_bw,
                                        search_total_bw=total_bw * placement.ppn / (placement.ppn - 1),
                                        min_channels=1 if hosts.multi else max_ch, max_channels=max_ch)
-    bneck = first(c).worst(s_intra, s_inter) if c else ""
-    return ChannelSearch(num_channels=c, bw_gbps=s_intra, bottleneck=bneck,
-                         bw_inter_gbps=s_inter if s_inter != s_intra else None)
+    return NcclGraph(num_channels=c, bw_intra_gbps=s_intra, bw_inter_gbps=s_inter, nvlink_intra=True,
+                     bottleneck=first(c).worst(s_intra, s_inter)) if c else None
 
 
 class _Unshareable(Exception):
     """A route left its host: walk every host instead of sharing by class."""
 
 
-def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
-    """Run the ring, tree (and NVLS) channel searches for the ranks of ``placement``."""
+def search_graphs(graph: nx.Graph, placement: Placement) -> nccl.NcclSystem:
+    """The ring, tree (and NVLS) channel searches for the ranks of ``placement``: NCCL's system."""
     with gc_paused():
         try:
             return _search_graphs(Hosts(graph, placement), placement)
@@ -451,7 +428,7 @@ def search_graphs(graph: nx.Graph, placement: Placement) -> GraphInfo:
             return _search_graphs(Hosts(graph, placement, share=False), placement)
 
 
-def _search_graphs(hosts: Hosts, placement: Placement) -> GraphInfo:
+def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
     graph = hosts.graph
     searched_devs = [d for i in hosts.searched() for d in hosts.devs[i]]
     all_devs = [d for h in placement.hosts for d in h]
@@ -466,10 +443,10 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> GraphInfo:
     if ring is None:
         mesh = None
         if len(all_devs) == 1:
-            ring = ChannelSearch(num_channels=1, bw_gbps=max_bw, bottleneck="")
+            ring = NcclGraph(num_channels=1, bw_intra_gbps=max_bw, bw_inter_gbps=max_bw)
         else:
             ring = _pattern_search(hosts, _ring_own(hosts), speeds, **ring_kw)
-    tree, simple_tree = None, False
+    tree = None
     if len(all_devs) > 1 and ring.num_channels:
         ndevs = placement.ppn
         search_total = total_bw * ndevs / (ndevs - 1) if ndevs > 1 else total_bw
@@ -478,11 +455,14 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> GraphInfo:
             totals: dict[bool, Any] = {True: one, False: one}
         else:
             totals = {b: _tree_totals(hosts, ring.num_channels, b) for b in (True, False)}
-        tree, simple_tree = _tree_search(totals, speeds, channels=ring.num_channels, max_bw=max_bw,
-                                         search_total_bw=search_total, cc=cc)
+        tree = _tree_search(totals, speeds, channels=ring.num_channels, max_bw=max_bw,
+                            search_total_bw=search_total, cc=cc)
     nvlink_intra, ll128 = _ll128_enabled(hosts, placement, cc)
     nvls = _nvls_search(hosts, placement, speeds, cc=cc, max_bw=max_bw, total_bw=total_bw)
     if hosts.classes and hosts.router.left_subgraph:
         raise _Unshareable
-    return GraphInfo(ring=ring, nvls=nvls, nvlink_intra=nvlink_intra, ll128_enabled=ll128, compute_capability=cc,
-                     tree=tree, simple_tree=simple_tree)
+    ring = replace(ring, nvlink_intra=nvlink_intra)
+    tree = ring if tree is None else replace(tree, nvlink_intra=nvlink_intra)  # None: one device
+    return nccl.NcclSystem(num_ranks=len(all_devs), num_nodes=placement.num_nodes, compute_capability=cc,
+                           cpu_vendor=graph.graph.get("cpu_vendor", "intel"), ring=ring, tree=tree, nvls=nvls,
+                           ll128_enabled=ll128)

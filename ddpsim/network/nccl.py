@@ -80,14 +80,15 @@ def arch_index(compute_capability: int) -> int:
 
 @dataclass(frozen=True, kw_only=True)
 class NcclGraph:
-    """What NCCL's topology search hands to the tuning model (one per pattern):
-    ``num_channels`` x ``bw_intra_gbps`` is the bus bandwidth the ring/tree can sustain."""
+    """What NCCL's topology search (:mod:`ddpsim.network.graph_search`) hands to the tuning model, one
+    per pattern: ``num_channels`` x ``bw_intra_gbps`` is the bus bandwidth the ring/tree can sustain."""
 
     num_channels: int
     bw_intra_gbps: float
     bw_inter_gbps: float
-    nvlink_intra: bool  # graph.typeIntra == LINK_NVL (else PCI hardware latencies)
+    nvlink_intra: bool = False  # graph.typeIntra == LINK_NVL (else PCI hardware latencies)
     simple_tree: bool = False  # the tree search fell back to NCCL_TOPO_PATTERN_TREE (Hopper+)
+    bottleneck: str = ""  # the most loaded link at the chosen speeds, "u -> v"
 
 
 @dataclass(frozen=True, kw_only=True)

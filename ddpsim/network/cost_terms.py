@@ -60,13 +60,6 @@ def gpu_terms(comm: Any) -> bool:
     return isinstance(comm, NcclCommModel)
 
 
-def device_memory_bandwidth(graph: Any) -> float:
-    """The smallest memory bandwidth over the graph's devices (every device has one), bytes/s."""
-    from ddpsim.network.topology import MEMORY_BANDWIDTH, rank_nodes
-
-    return float(min(graph.nodes[n][MEMORY_BANDWIDTH] for n in rank_nodes(graph)))
-
-
 def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: Any = None,
                    interference: Interference | None = None,
                    copy_bandwidth_bytes_per_s: float | None = None,
@@ -74,6 +67,8 @@ def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: A
     """The cost terms of a simulation over ``comm`` (module docstring); ``graph`` None: no topology.
     Given ``interference`` / ``copy_bandwidth_bytes_per_s`` override the calibration's and the priors;
     ``prior_of`` derives the contention prior (``contention.contention_prior``, or a cache of it)."""
+    from ddpsim.network.topology import MEMORY_BANDWIDTH, rank_nodes
+
     copy_bw = floor = None
     if calibration is not None:
         interference = interference or getattr(calibration, "interference", None)
@@ -84,7 +79,8 @@ def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: A
         if interference is None and spec.contention and graph is not None:
             prior = prior_of(spec, graph, comm)
             interference = prior.interference if prior is not None else None
-    mem = device_memory_bandwidth(graph) if graph is not None else None
+    # the devices' smallest memory bandwidth (every device has one)
+    mem = None if graph is None else float(min(graph.nodes[n][MEMORY_BANDWIDTH] for n in rank_nodes(graph)))
     if calibration is None and copy_bw is None and gpu_terms(comm) and spec.copy_kernels and mem is not None:
         # gradient copies as kernels (retime's roofline assumptions): a share of HBM, a floor each
         copy_bw, floor = mem * spec.memory_efficiency, spec.min_kernel_s

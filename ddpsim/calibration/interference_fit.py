@@ -17,10 +17,12 @@ import functools
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from ddpsim.calibration.schema import ProbeDoc
 from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
+from ddpsim.schema import validate
 
-__all__ = ["MAX_SLOWDOWN", "ProbeFit", "fit_probe"]
+__all__ = ["MAX_SLOWDOWN", "ProbeFit", "fit_probe", "parse_probe"]
 
 #: upper end of the bisection
 MAX_SLOWDOWN = 16.0
@@ -39,6 +41,12 @@ class ProbeFit:
     predicted_step_s: float
     predicted_without_interference_s: float
     clamped: bool
+
+
+def parse_probe(probe: Any) -> tuple[Any, float, float]:
+    """``(trace, measured step seconds, bucket_cap_mb)`` of the ``interference_probe`` mapping of a calibration file."""
+    doc = validate(ProbeDoc, probe, "calibration: interference_probe")
+    return doc.trace, doc.ddp_step_s, doc.bucket_cap_mb
 
 
 def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interference) -> float:

@@ -72,12 +72,6 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
     return NcclGraph(num_channels=best_c, bw_intra_gbps=best_s, bw_inter_gbps=best_s, bottleneck=bneck)
 
 
-def _by_loads(util: list[float], min_channels: int, max_channels: int) -> Callable[[float], int]:
-    """Channels that fit at a speed when ``util[k]`` is the largest load per capacity of k channels."""
-    return lambda s: max((k for k in range(min_channels, max_channels + 1) if util[k] * s <= 1.0 + 1e-9),
-                         default=0)
-
-
 def link_capacities_gbps(graph: nx.Graph) -> dict[tuple, float]:
     cap = {}
     for u, v, d in graph.edges(data=True):
@@ -305,7 +299,11 @@ def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw:
     inbound = _inbound(hosts) if hosts.multi else None
     channels = _by_nic(hosts, kw["max_channels"], lambda c: _channel(hosts, c, own, fabric, inbound))
     util, worst = prefix_utilisation(channels, hosts.links, [cl.rep for cl in hosts.classes])
-    return _search(_by_loads(util, kw["min_channels"], kw["max_channels"]), lambda c, s: worst[c], speeds, **kw)
+    fitting = range(kw["min_channels"], kw["max_channels"] + 1)  # util[k]: the largest load per capacity of k
+
+    def channels_at(s: float) -> int:
+        return max((k for k in fitting if util[k] * s <= 1.0 + 1e-9), default=0)
+    return _search(channels_at, lambda c, s: worst[c], speeds, **kw)
 
 
 def _mesh_ring(devs: tuple, mesh: dict[tuple, float], speeds: tuple[float, ...], **kw: Any) -> NcclGraph | None:

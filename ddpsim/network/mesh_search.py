@@ -138,11 +138,17 @@ def find_channels(devs: tuple | list, cap: dict[Link, float], speed: float, coun
     else:
         cands = _candidates(devs, cap, speed, cycle=cycle, start=first, end=end, second=second)
     hops = [_hops(o, cycle) for o in cands]
-    if len({e for h in hops for e in h}) == sum(len(h) for h in hops):
-        return _greedy(cands, hops, cap, speed, count)
+    left = dict(cap)
+    if len({e for h in hops for e in h}) == sum(len(h) for h in hops):  # disjoint: each as often as it fits
+        found: list[list] = []
+        for order, h in zip(cands, hops):
+            while len(found) < count and all(left[e] >= speed - 1e-9 for e in h):
+                for e in h:
+                    left[e] -= speed
+                found.append(order)
+        return found, left
     out_units = {a: sum(int((v + 1e-9) // speed) for (x, _), v in cap.items() if x == a) for a in devs}
     bound = min(count, min(out_units.values()) if len(devs) > 1 else count)
-    left = dict(cap)
     best: list[int] = []
     chosen: list[int] = []
     steps = [0]
@@ -173,20 +179,6 @@ def find_channels(devs: tuple | list, cap: dict[Link, float], speed: float, coun
     for k in best:
         for e in hops[k]:
             left[e] -= speed
-    return found, left
-
-
-def _greedy(cands: list[list], hops: list[list[Link]], cap: dict[Link, float], speed: float,
-            count: int) -> tuple[list[list], dict[Link, float]]:
-    """Candidates that share no link, each taken as often as its links carry ``speed`` (in
-    order, at most ``count`` channels in all), and the bandwidth left."""
-    left = dict(cap)
-    found: list[list] = []
-    for order, h in zip(cands, hops):
-        while len(found) < count and all(left[e] >= speed - 1e-9 for e in h):
-            for e in h:
-                left[e] -= speed
-            found.append(order)
     return found, left
 
 

@@ -249,28 +249,27 @@ TCP_EFFICIENCY = 1448.0 / 1538.0
 def _cpu_gloo(num_nodes: int, options: dict[str, Any]) -> nx.Graph:
     o = _options(CpuGlooOptions, "cpu-gloo", options)
     rph = o.ranks_per_host
-    vals = {k: float(v) for k, v in o.model_dump().items() if k != "ranks_per_host"}
     g = Builder(name="cpu-gloo", backend="gloo", num_nodes=num_nodes, cpu_vendor="intel",
                  description=f"{num_nodes} CPU host(s) x {rph} gloo rank(s): TCP loopback "
-                             f"{vals['loopback_gbps']:g} GB/s, {vals['ethernet_gbit']:g} GbE between hosts")
+                             f"{o.loopback_gbps:g} GB/s, {o.ethernet_gbit:g} GbE between hosts")
     for h in range(num_nodes):
         lo = f"n{h}/loopback"
         g.add_node(lo, **{KIND: "loopback", HOST: h})
         for i in range(rph):
             cpu = f"n{h}/cpu{i}"
             g.add_node(cpu, **{KIND: "cpu", HOST: h, LOCAL_RANK: i, DEVICE_MODEL: "cpu",
-                               MEMORY_BANDWIDTH: vals["memory_gbps"] * GBPS, COMPUTE_CAPABILITY: 0,
-                               REDUCE_BANDWIDTH: vals["reduce_gbps"] * GBPS})
+                               MEMORY_BANDWIDTH: o.memory_gbps * GBPS, COMPUTE_CAPABILITY: 0,
+                               REDUCE_BANDWIDTH: o.reduce_gbps * GBPS})
             # NOTE: half the latency on each side of the loopback node: rank -> rank = one latency.
-            _add_link(g, cpu, lo, vals["loopback_gbps"] * GBPS, vals["loopback_latency_us"] * 0.5e-6, "loopback")
+            _add_link(g, cpu, lo, o.loopback_gbps * GBPS, o.loopback_latency_us * 0.5e-6, "loopback")
         if num_nodes > 1:
             nic = f"n{h}/nic0"
             g.add_node(nic, **{KIND: "nic", HOST: h, RAIL: 0})
-            _add_link(g, lo, nic, vals["loopback_gbps"] * GBPS, 0.0, "loopback")
+            _add_link(g, lo, nic, o.loopback_gbps * GBPS, 0.0, "loopback")
             if "eth-switch" not in g:
                 g.add_node("eth-switch", **{KIND: "eth_switch", HOST: -1})
-            _add_link(g, nic, "eth-switch", vals["ethernet_gbit"] / 8.0 * GBPS * TCP_EFFICIENCY,
-                      vals["ethernet_latency_us"] * 0.5e-6, "ethernet")
+            _add_link(g, nic, "eth-switch", o.ethernet_gbit / 8.0 * GBPS * TCP_EFFICIENCY,
+                      o.ethernet_latency_us * 0.5e-6, "ethernet")
     return g.to_graph()
 
 

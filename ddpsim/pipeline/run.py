@@ -1,22 +1,15 @@
-"""The computations of a scenario run after its sweep: the recommended bucket plan, the
-``bucket_cap_mb_list`` that reproduces it, the measured method error, the cost-term lines and a
-compiled scenario's points run again as eager DDP.
-
-:func:`recommend` cuts the gradient-ready order by dynamic programming over bucket
-boundaries under each cost-model variant (:func:`ddpsim.pipeline.recommend.candidate_plans`),
-simulates every candidate with the engine over the same steady iterations as the best cap,
-and keeps the fastest when it beats the best cap (else DDP's buckets of the best cap);
-:func:`cap_list` turns the candidates into ``bucket_cap_mb_list`` values (torch >= 2.13,
-torch/nn/parallel/distributed.py) simulated as real DDP configurations. Both are kept in
-``<report>/points/recommend.json`` under a key made of every point's resume key
-(:mod:`ddpsim.pipeline.fingerprint`), so a rerun whose points are all reused reuses them too.
-:mod:`ddpsim.report.scenario_report` writes what these return.
+"""The computations of a scenario run after its sweep: :func:`recommend` cuts the gradient-ready
+order by dynamic programming under each cost-model variant
+(:func:`ddpsim.pipeline.recommend.candidate_plans`), simulates every candidate over the best cap's
+steady iterations and keeps the fastest when it beats the best cap (else DDP's buckets of the best
+cap); :func:`cap_list` turns the candidates into ``bucket_cap_mb_list`` values (torch >= 2.13,
+torch/nn/parallel/distributed.py) simulated as real DDP configurations; both are kept in
+``<report>/points/recommend.json`` under a key of every point's resume key. Also the measured
+method error, the cost-term lines and a compiled scenario's points run again as eager DDP.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -24,6 +17,7 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.network.cost_terms import explain_terms
 from ddpsim.pipeline import recommend as rec
+from ddpsim.pipeline.fingerprint import digest
 from ddpsim.pipeline.method_error import answer, file_sha256, load_method_error
 from ddpsim.pipeline.inputs import contention_prior, p50_s, point_graph, run_engine
 from ddpsim.pipeline.scenario import Scenario
@@ -80,9 +74,8 @@ def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
 def kept_key(records: Sequence[Any]) -> str:
     """What :func:`recommend` computes from: every point's id and resume key (each a hash of all
     the engine received for the point and of ddpsim's source, so also of this module), in order."""
-    blob = json.dumps({"format": KEPT_FORMAT, "version": KEPT_VERSION,
-                       "points": [[r.point_id, r.key] for r in records]})
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    points = [[r.point_id, r.key] for r in records]
+    return digest({"format": KEPT_FORMAT, "version": KEPT_VERSION, "points": points})[:20]
 
 
 def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable, best: Any,

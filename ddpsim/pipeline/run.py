@@ -21,8 +21,8 @@ from ddpsim.pipeline.fingerprint import digest
 from ddpsim.pipeline.method_error import answer, file_sha256, load_method_error
 from ddpsim.pipeline.inputs import contention_prior, p50_s, point_graph, run_engine
 from ddpsim.pipeline.scenario import Scenario
-from ddpsim.pipeline.sweep import (best_record, default_record, point_metrics, read_kept, result_from_dict, result_to_dict,
-                                   write_kept)
+from ddpsim.pipeline.sweep import (best_record, default_record, gain, point_metrics, read_kept, result_from_dict,
+                                   result_to_dict, write_kept)
 from ddpsim.plan.compiled import compiled_subgraphs
 from ddpsim.plan.planner import BucketPlan, DDPOptions, explicit_plan, without_delayed
 
@@ -47,12 +47,8 @@ KEPT_VERSION = 1
 
 def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable, *,
               kept_dir: str | Path | None = None) -> Recommendation:
-    """The recommended explicit plan at the best point of ``records`` (module docstring).
-
-    ``build(scenario, point, trace) -> PointInputs``; ``sim(trace, plan, comm, config) -> SimResult``.
-    ``kept_dir``: a ``points/`` folder where the answer is kept (:data:`KEPT_FILE`) and reused
-    while :func:`kept_key` of ``records`` is the same; None: computed, nothing kept.
-    """
+    """The recommended explicit plan at the best point of ``records`` (module docstring), kept in
+    ``kept_dir`` (:data:`KEPT_FILE`; None: nothing kept) and reused while :func:`kept_key` is the same."""
     best = best_record(records)
     inputs = build(sc, best.point, trace)
     path = Path(kept_dir) / KEPT_FILE if kept_dir is not None else None
@@ -148,13 +144,10 @@ def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, 
         tried.append((p50, k, cand, same))
     first = tried[0][2]
     p50, _, cand, same = tried[0] if first.exact else min(tried, key=lambda x: (x[0], x[1]))
-
-    def gain(base: Any) -> float:
-        return (base.metrics["iteration_p50_s"] - p50) / base.metrics["iteration_p50_s"]
-
     return {"bucket_cap_mb_list": list(cand.caps), "paste": cand.paste, "reproduces_recommended_plan": same,
             "reason": first.reason,
-            "iteration_p50_s": p50, "gain_over_default": gain(default), "gain_over_best_cap": gain(best_cap),
+            "iteration_p50_s": p50, "gain_over_default": gain(default.metrics["iteration_p50_s"], p50),
+            "gain_over_best_cap": gain(best_cap.metrics["iteration_p50_s"], p50),
             "best_cap_point": best_cap.point_id, "best_cap_mb": best_cap.point.bucket_cap_mb,
             "default_point": default.point_id,
             "candidates": [{"bucket_cap_mb_list": list(c.caps), "exact": c.exact, "iteration_p50_s": t}

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from ddpsim.io import ensure_dir
 from ddpsim.pipeline import run as steps
 from ddpsim.pipeline.scenario import Scenario, load_scenario
-from ddpsim.pipeline.inputs import run_engine
+from ddpsim.pipeline.inputs import build_point_inputs, run_engine
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_jobs, run_sweep
 from ddpsim.pipeline.term_effects import term_effects
 from ddpsim.trace.records import save_trace
@@ -64,7 +64,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     me, me_note = steps.method_error_for(sc, trace, method_error)
     files = () if sc.model is None else (save_trace(trace, rdir / "trace.json"),)
     records = run_sweep(sc, out_dir=rdir, jobs=jobs, trace=trace, progress=progress, simulate=simulate_fn, build=build_fn)
-    build = build_fn if build_fn is not None else (lambda s, p, t: s.build_point(p, trace=t))
+    build = build_fn or build_point_inputs
     records, best = _with_timeline_spans(sc, records, best_record(records), trace, build, simulate_fn)
     # the engine's answer is kept beside the points; a stand-in simulate or build keeps nothing
     kept = rdir / "points" if simulate_fn is None and build_fn is None else None

@@ -8,14 +8,13 @@ bytes. Nothing is kept without a key (a run with a stand-in engine).
 
 from __future__ import annotations
 
-import json
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.pipeline.fingerprint import digest
 from ddpsim.pipeline.method_error import file_sha256
-from ddpsim.pipeline.sweep import read_kept, write_kept
+from ddpsim.pipeline.sweep import jsonable, read_kept, write_kept
 
 KEPT_FILE = "report.json"
 KEPT_FORMAT = "ddpsim-report-files"
@@ -48,7 +47,7 @@ class KeptFiles:
         """Entry ``name`` (``{"files": {name: sha256}, "data": ...}``) if written from ``what`` and its
         files are in the folder with those bytes; else None."""
         e = self.old.get(name)
-        if self.key is None or not isinstance(e, dict) or e.get("what") != _plain(what):
+        if self.key is None or not isinstance(e, dict) or e.get("what") != jsonable(what):
             return None
         try:
             if not e["files"] or any(file_sha256(self.rdir / f) != h for f, h in e["files"].items()):
@@ -62,15 +61,10 @@ class KeptFiles:
         """Record entry ``name``: its files just written in the folder, from ``what``, with ``data``."""
         if self.key is not None:
             files = {p.name: file_sha256(p) for p in paths}
-            self.new[name] = {"what": _plain(what), "files": files, "data": data}
+            self.new[name] = {"what": jsonable(what), "files": files, "data": data}
 
     def save(self) -> None:
         """Write the entries got or put by this run (only those) under the key."""
         if self.key is not None and self.path.parent.is_dir():
             write_kept(self.path, {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": self.key,
                                    "entries": self.new})
-
-
-def _plain(x: Any) -> Any:
-    """``x`` as JSON reads it back (tuples as lists), so that a kept ``what`` compares equal."""
-    return json.loads(json.dumps(x))

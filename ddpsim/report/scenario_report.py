@@ -218,8 +218,6 @@ def _traces(rec: Any, rdir: Path, kept: KeptFiles) -> _Piece:
     """The trace files of ``rec``'s point, kept or written, each ``(rank, file name, overlap)``."""
     name, what = f"traces {rec.point_id}", [rec.point_id, rec.key, rec.backend]
     got = kept.get(name, what)
-    if got is not None:
-        got = {**got, "data": [(int(r), f, float(o)) for r, f, o in got["data"]]}
     return _Piece(name, what, got, None if got is not None else partial(_write_traces, rec, rdir))
 
 

@@ -294,13 +294,6 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
     t0 = time.monotonic()
     with progress_bar(len(job.points), label, progress) as bar:
 
-        def done(i: int, rec: PointRecord) -> None:
-            if pdir is not None:
-                write_kept(pdir / f"{file_id(rec.point_id)}.json", rec.to_dict())
-            records[i] = rec
-            bar.set_postfix_str(rec.point_id, refresh=False)
-            bar.update(1)
-
         def finish(row: tuple[int, int | None, Any]) -> list[tuple[int, int]]:
             i, k, value = row
             if k is None and value is None:
@@ -320,7 +313,11 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
                 del waiting[i]
                 if samples:
                     rec.metrics["uncertainty"] = jsonable(samples_record(samples, p50))
-                done(i, rec)
+                if pdir is not None:
+                    write_kept(pdir / f"{file_id(rec.point_id)}.json", rec.to_dict())
+                records[i] = rec
+                bar.set_postfix_str(rec.point_id, refresh=False)
+                bar.update(1)
             return []
 
         units = [(i, None) for i in range(len(job.points))]

@@ -80,32 +80,32 @@ def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable
     opts = sc.ddp_options(best.point)
     tried = _candidates(trace, inputs, opts, best.point.comm_hook, sim)
     _, _, label, found, rec_result = min(tried, key=lambda x: (x[0], x[1]))
-    rm = point_metrics(rec_result, found.plan)
+    rm = point_metrics(rec_result, found)
     gain = (best.metrics["iteration_p50_s"] - rm["iteration_p50_s"]) / best.metrics["iteration_p50_s"]
     better = gain > 1e-9
     if better:
-        chosen = found.plan
+        chosen = found
     else:
         chosen = explicit_plan(trace, [list(b.param_indices) for b in inputs.plan.steady], options=opts,
                                source=f"ddpsim-recommend (DDP buckets of {best.point_id})")
-    caps = cap_list(sc, records, trace, build, sim, opts, [chosen] + [t[3].plan for t in tried], chosen, best)
+    caps = cap_list(sc, records, trace, build, sim, opts, [chosen] + [t[3] for t in tried], chosen, best)
     plan_doc = chosen.to_dict()
     plan_doc["bucket_cap_mb_list"] = {k: caps[k] for k in ("bucket_cap_mb_list", "paste", "reproduces_recommended_plan",
                                                            "reason", "iteration_p50_s", "gain_over_default",
                                                            "gain_over_best_cap", "best_cap_point")}
-    info = {"better": better, "num_buckets": len(found.plan.steady), "iteration_p50_s": rm["iteration_p50_s"],
+    info = {"better": better, "num_buckets": len(found.steady), "iteration_p50_s": rm["iteration_p50_s"],
             "iteration_p95_s": rm["iteration_p95_s"], "exposed_comm_s": rm["exposed_comm_s"],
             "gain_over_best_cap": gain, "best_cap_point": best.point_id,
-            "bucket_sizes_bytes": [b.size_bytes for b in found.plan.steady],
+            "bucket_sizes_bytes": [b.size_bytes for b in found.steady],
             "method": f"dynamic programming over bucket boundaries in gradient-ready order; best of "
                       f"{len(tried)} cost-model variant(s) by the engine: {label}",
-            "candidates": [{"variant": t[2], "num_buckets": len(t[3].plan.steady), "iteration_p50_s": t[0]} for t in tried],
+            "candidates": [{"variant": t[2], "num_buckets": len(t[3].steady), "iteration_p50_s": t[0]} for t in tried],
             "written": "explicit plan" if better else f"DDP buckets of {best.point_id}", "cap_list": caps}
     return Recommendation(info=info, plan_doc=plan_doc, result=rec_result, inputs=inputs)
 
 
 def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: Callable) -> list[tuple]:
-    """``(p50, index, variant, candidate, result)`` of every candidate plan, simulated."""
+    """``(p50, index, variant, plan, result)`` of every candidate plan, simulated."""
     # An explicit plan applies from iteration 1 (no rebuild); measure it over the same steady
     # iterations as the best cap so that both medians see the same jitter draws.
     warm = inputs.config.num_warmup_iterations
@@ -116,11 +116,11 @@ def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: 
     # the recommender cuts every parameter's gradient-ready order; delayed parameters
     # (delay_all_reduce_named_params) are not the reducer's, so they leave its buckets
     every = replace(opts, delay_all_reduce_named_params=None, param_to_hook_all_reduce=None)
-    for label, cand in rec.candidate_plans(trace, inputs.comm, comm_hook=comm_hook, options=every):
+    for label, plan in rec.candidate_plans(trace, inputs.comm, comm_hook=comm_hook, options=every):
         if every != opts:
-            cand = replace(cand, plan=without_delayed(cand.plan, trace, opts))
-        res = run_engine(sim, replace(inputs, plan=cand.plan), config=config, spans=False)
-        tried.append((res.summary()["iteration_p50_s"], len(tried), label, cand, res))
+            plan = without_delayed(plan, trace, opts)
+        res = run_engine(sim, replace(inputs, plan=plan), config=config, spans=False)
+        tried.append((res.summary()["iteration_p50_s"], len(tried), label, plan, res))
     return tried
 
 

@@ -186,10 +186,10 @@ def recommended_mlp_case():
     ready = [2e-9 * sum(sizes[i:]) for i in range(len(sizes))]
     trace = make_trace(model="mlp", params=[(n, s, "float32") for n, s in zip(names, shapes)], ready_s=ready,
                        forward_s=1e-3, backward_s=ready[0], optimizer_s=1e-4)
-    rec = recommend_plan(trace, AlphaBetaModel(latency_s=50e-6, bandwidth_bytes_per_s=1e9, num_ranks=2))
-    cand = cap_list_candidates(trace, [rec.plan])[0]
+    plan, _ = recommend_plan(trace, AlphaBetaModel(latency_s=50e-6, bandwidth_bytes_per_s=1e9, num_ranks=2))
+    cand = cap_list_candidates(trace, [plan])[0]
     assert cand.exact, cand.reason
-    return [list(b.param_indices) for b in rec.plan.steady], list(cand.caps)
+    return [list(b.param_indices) for b in plan.steady], list(cand.caps)
 
 
 # (config id, model, DDP kwargs)

@@ -14,8 +14,9 @@ import yaml
 from ddpsim.calibration.loader import calibration_from_dict, load_calibration
 from ddpsim.errors import InputError
 from ddpsim.network.topology import build_preset, load_topology_yaml, resolve_topology
-from ddpsim.pipeline.method_error import load_method_error, method_error_from_dict
+from ddpsim.pipeline.method_error import MethodError, load_method_error
 from ddpsim.plan.planner import explicit_plan, load_plan
+from ddpsim.schema import validate
 from ddpsim.trace.records import load_trace, trace_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,12 +222,12 @@ def test_trace_refusals(tiny_trace, edit, match):
 def test_method_error_refusals(edit, match):
     doc = json.loads(METHOD_ERROR.read_text())
     edit(doc["points"][0])
-    refused(method_error_from_dict, doc, match=match)
+    refused(lambda d: validate(MethodError, d, "method error"), doc, match=match)
 
 
 def test_method_error_version_is_a_strict_integer():
     doc = {**json.loads(METHOD_ERROR.read_text()), "version": True}
-    refused(method_error_from_dict, doc, match=r"^method error: version: True is not accepted; expected a valid integer$")
+    refused(lambda d: validate(MethodError, d, "method error"), doc, match=r"^method error: version: True is not accepted; expected a valid integer$")
 
 
 # ---- plan -------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import pytest
 from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.validation.intervals import PredictionInterval
-from ddpsim.pipeline.method_error import (MethodError, ResidualPoint, conformal_band, load_method_error, method_error_from_dict,
+from ddpsim.schema import validate
+from ddpsim.pipeline.method_error import (MethodError, ResidualPoint, conformal_band, load_method_error,
                                  widen)
 from ddpsim.validation.zoo_driver import apply_method_error, method_error_of, method_totals, summary_row, write_summary
 
@@ -78,7 +79,7 @@ def test_file_round_trip_and_bad_input(tmp_path):
                        ({**doc, "points": [{"model": "a", "predicted_s": 1, "measured_s": float("nan")}]}, "measured_s: nan"),
                        ({**doc, "backend": 3}, "backend: 3 ")]:
         with pytest.raises(InputError, match=match):
-            method_error_from_dict(bad)
+            validate(MethodError, bad, "method error")
     with pytest.raises(InputError, match="does not exist or is not a file"):
         load_method_error(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text("{")

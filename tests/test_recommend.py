@@ -53,13 +53,13 @@ def test_dp_is_optimal_against_brute_force():
 def test_recommend_plan_round_trips(tiny_trace, tmp_path):
     import json
 
-    rec = recommend_plan(tiny_trace, COMM)
-    assert [list(b.param_indices) for b in rec.plan.steady] == [[3], [2], [1, 0]]
-    assert rec.analytic_end_s == pytest.approx(analytic_end_s(tiny_trace, rec.plan.steady, COMM))
+    plan, end_s = recommend_plan(tiny_trace, COMM)
+    assert [list(b.param_indices) for b in plan.steady] == [[3], [2], [1, 0]]
+    assert end_s == pytest.approx(analytic_end_s(tiny_trace, plan.steady, COMM))
     p = tmp_path / "recommended_plan.json"
-    p.write_text(json.dumps(rec.plan.to_dict(), indent=1))
+    p.write_text(json.dumps(plan.to_dict(), indent=1))
     again = load_plan(p, tiny_trace)
-    assert [b.param_indices for b in again.steady] == [b.param_indices for b in rec.plan.steady]
+    assert [b.param_indices for b in again.steady] == [b.param_indices for b in plan.steady]
 
 
 def test_grid_comm_exact_for_linear_models():

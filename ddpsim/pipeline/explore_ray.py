@@ -1,17 +1,11 @@
-"""A job's points on a Ray cluster (``ddpsim explore --ray`` / ``--cluster ray://HOST:PORT``).
-
-Ray (``pip install ddpsim[ray]``) schedules the tasks; ddpsim only cuts the points into chunks
-of neighbours (:func:`ddpsim.pipeline.sweep.chunks`) and hands each to a Ray task that runs
-:func:`ddpsim.pipeline.sweep.worker_chunk`, the same function local processes run, on the job
-put once in Ray's object store. Results come back as each task ends (``ray.wait``) and
-:func:`ddpsim.pipeline.sweep.run_points` writes every point's file at once, so a lost
-worker loses nothing kept: Ray re-runs a task whose worker died (``max_retries``), and a rerun
-of the command simulates only the points not yet written.
-
-``--ray`` starts a local Ray (one worker per CPU) for this command; ``--cluster ADDRESS`` joins a
-running cluster (``ray://HOST:10001`` through Ray Client, or ``auto`` on a cluster node) and
-ships this ddpsim package to the workers (``runtime_env.py_modules``); the workers need
-ddpsim's dependencies installed (``pip install ddpsim[ray]`` in the cluster's image).
+"""A job's points on a Ray cluster (``ddpsim explore --ray`` / ``--cluster ray://HOST:PORT``): the
+points cut into chunks of neighbours (:func:`ddpsim.pipeline.sweep.chunks`), each a Ray task running
+:func:`ddpsim.pipeline.sweep.worker_chunk` (what local processes run) on the job put once in Ray's
+object store; :func:`ddpsim.pipeline.sweep.run_points` writes each point's file as its task ends, so
+a lost worker loses nothing kept (Ray re-runs its task, ``max_retries``). ``--ray`` starts a local
+Ray; ``--cluster ADDRESS`` joins a running one (``ray://HOST:10001`` or ``auto``) and ships this
+package to the workers (``runtime_env.py_modules``), which need ddpsim's dependencies
+(``pip install ddpsim[ray]``).
 """
 
 from __future__ import annotations
@@ -28,14 +22,6 @@ log = logging.getLogger(__name__)
 MAX_RETRIES = 3
 
 
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--ray: Ray is not installed; expected 'pip install ddpsim[ray]' (or 'pip install ray')") from None
-    return ray
-
-
 def run_on_ray(address: str | None, job: Any, units: Sequence[Any],
                finish: Callable[[tuple], Sequence[Any]]) -> None:
     """Simulate the ``units`` of ``job`` on a local Ray (``address`` None) or the cluster at
@@ -46,7 +32,11 @@ def run_on_ray(address: str | None, job: Any, units: Sequence[Any],
         return
     from ddpsim.pipeline.sweep import chunks, drive, worker_chunk
 
-    ray = _ray()
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray: Ray is not installed; expected 'pip install ddpsim[ray]' "
+                         "(or 'pip install ray')") from None
     started = not ray.is_initialized()
     if started:
         _init(ray, address)

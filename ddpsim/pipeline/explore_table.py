@@ -1,13 +1,11 @@
-"""A design space's table: one row per simulated point with the figures a choice of cluster and
-plan turns on, and the Pareto front of throughput against cost.
-
-Throughput is samples per second, ``batch per rank x world size / p50 step``; scaling efficiency
-divides it by ``world size x`` one GPU's throughput without DDP (a step of the trace's forward,
-backward, optimizer and zero_grad medians); GPU-hours per 1,000 samples is ``world size x step /
-3600 / samples x 1,000``, and with ``explore.prices`` (a prices YAML: one GPU-hour's price per
-system, with its source) the cost of those samples. A point is on the front when no other has
-throughput >= and cost <=, one of them strictly (the cost is GPU-hours without prices). The
-points and their figures come from :func:`ddpsim.pipeline.explore.run_explore`.
+"""A design space's table (one row per point of :func:`ddpsim.pipeline.explore.run_explore`) and
+the Pareto front of throughput against cost. Throughput is samples per second, ``batch per rank x
+world size / p50 step``; scaling efficiency divides it by ``world size x`` one GPU's throughput
+without DDP (a step of the trace's forward, backward, optimizer and zero_grad medians); GPU-hours
+per 1,000 samples is ``world size x step / 3600 / samples x 1,000``, and with ``explore.prices`` (a
+prices YAML: one GPU-hour's price per system, with its source) the cost of those samples. A point
+is on the front when no other has throughput >= and cost <=, one of them strictly (the cost is
+GPU-hours without prices).
 """
 
 from __future__ import annotations
@@ -34,11 +32,8 @@ FIGURES = ("iteration_p50_s", "iteration_p95_s", "forward_s", "backward_compute_
 
 def explore_table(space: ExploreSpace, records: Sequence[PointRecord], job: Job, trace_info: dict[str, Any],
                   prices: dict[str, float] | None = None):
-    """One row per point (pandas DataFrame, point order): its values, the figures, throughput
-    (samples/s = batch per rank x world size / p50 step), scaling efficiency (throughput /
-    (world size x one GPU's throughput without DDP)), GPU-hours and, with ``prices`` (GPU-hour
-    price per system), cost per 1,000 samples, and whether it is on the Pareto front of
-    throughput against cost (GPU-hours without prices)."""
+    """One row per point (pandas DataFrame, point order): its values, the figures, throughput,
+    scaling efficiency, GPU-hours, with ``prices`` (per system) the cost, and whether it is on the front."""
     import pandas as pd
 
     pts = space_points(space)

@@ -1,13 +1,10 @@
-"""The one path from a scenario and a sweep point to the engine's inputs.
-
-:func:`build_point_inputs` makes the trace, DDP's bucket plan
-(:func:`ddpsim.plan.planner.plan_ddp`, or the scenario's explicit ``plan``), the comm model
-(NCCL or gloo over the topology, :func:`ddpsim.network.collective_cost.build_comm_model`, a
-calibration's measured curves, or a plain latency + bandwidth model) and the
-:class:`~ddpsim.engine.config.SimConfig` with the cost terms in force
-(:func:`ddpsim.network.cost_terms.terms_in_force`). ``ddpsim run``, ``ddpsim sweep``,
-``ddpsim simulate``, ``ddpsim validate`` and :mod:`ddpsim.api` all simulate what it builds.
-The scenario is read by its attributes (:class:`ddpsim.pipeline.scenario.Scenario`).
+"""The one path from a scenario and a sweep point to the engine's inputs: :func:`build_point_inputs`
+makes the trace, DDP's bucket plan (:func:`ddpsim.plan.planner.plan_ddp`, or the scenario's explicit
+``plan``), the comm model (NCCL or gloo over the topology,
+:func:`ddpsim.network.collective_cost.build_comm_model`, a calibration's measured curves, or a plain
+latency + bandwidth model) and the :class:`~ddpsim.engine.config.SimConfig` with the cost terms in
+force (:func:`ddpsim.network.cost_terms.terms_in_force`). Every command and :mod:`ddpsim.api`
+simulate what it builds.
 """
 
 from __future__ import annotations
@@ -37,16 +34,10 @@ class PointInputs:
     backend: str
 
 
-def build_point_inputs(scenario: Any, point: Point, *, trace: Any = None, calibration: Any = None,
+def build_point_inputs(scenario: Any, point: Point, trace: Any = None, *, calibration: Any = None,
                        graph: Any = None) -> PointInputs:
-    """The (trace, plan, comm model, SimConfig) of one point of ``scenario``.
-
-    ``trace``, ``calibration``, ``graph``: already loaded ones (default: the scenario's).
-
-    Raises:
-        InputError: a world size over the cluster's devices, a delayed parameter the trace
-        lacks, a straggler rank outside the world, a plan file that does not fit the trace.
-    """
+    """The (trace, plan, comm model, SimConfig) of one point of ``scenario``; ``trace``,
+    ``calibration``, ``graph``: already loaded ones (default: the scenario's)."""
     if calibration is None:
         calibration = scenario.calibration
     if trace is None:

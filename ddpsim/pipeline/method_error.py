@@ -149,24 +149,12 @@ def file_sha256(path: str | Path) -> str | None:
         return None
 
 
-def method_error_from_dict(doc: Any, source: str = "method error") -> MethodError:
-    """A :class:`MethodError` from its JSON form.
-
-    Raises:
-        InputError: a wrong format or version, a point without a model or with a time outside
-            ``[MIN_SECONDS, MAX_SECONDS]`` (one line naming the key).
-    """
-    return validate(MethodError, doc, source)
-
-
 def load_method_error(path: str | Path) -> MethodError:
-    """:func:`method_error_from_dict` of a JSON file.
-
-    Raises:
-        InputError: the file is missing or not JSON, or its content is rejected (one line).
-    """
+    """The :class:`MethodError` of a JSON file; InputError (one line naming the key) when the file
+    is missing or not JSON, or has a wrong format or version, a point without a model or with a
+    time outside ``[MIN_SECONDS, MAX_SECONDS]``."""
     doc = read_json(path, "--method-error", "the method_error.json of a 'ddpsim validate zoo' run")
-    return method_error_from_dict(doc, source=f"--method-error {shorten(str(path))}")
+    return validate(MethodError, doc, f"--method-error {shorten(str(path))}")
 
 
 def widen(interval: Any, band: tuple[float, float] | None) -> Any:

@@ -81,15 +81,10 @@ def optimal_boundaries(ready_s: Sequence[float], sizes_bytes: Sequence[int], com
     return cuts[::-1], best[n]
 
 
-@dataclass(frozen=True, kw_only=True)
-class PlanRecommendation:
-    plan: BucketPlan
-    analytic_end_s: float          # model's end of the last collective after backward start
-
-
 def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options: DDPOptions | None = None,
-                   max_bucket_params: int | None = None) -> PlanRecommendation:
-    """An explicit plan cutting the gradient-ready order optimally under the analytical model.
+                   max_bucket_params: int | None = None) -> tuple[BucketPlan, float]:
+    """An explicit plan cutting the gradient-ready order optimally under the analytical model, and
+    the model's end of its last collective (after backward start).
 
     Parameters that never get a gradient go into a last bucket of their own dtype(s).
     """
@@ -109,8 +104,7 @@ def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options:
         if p.index not in seen:
             rest.setdefault(p.dtype, []).append(p.index)
     groups += list(rest.values())
-    plan = explicit_plan(trace, groups, options=options, source="ddpsim-recommend")
-    return PlanRecommendation(plan=plan, analytic_end_s=end)
+    return explicit_plan(trace, groups, options=options, source="ddpsim-recommend"), end
 
 
 @dataclass(frozen=True)
@@ -183,20 +177,20 @@ SEARCH_VARIANTS = (("as modelled", 1.0, 0.0), ("latency x4", 1.0, 3.0), ("comm x
 
 
 def candidate_plans(trace: Trace, comm: Any, *, comm_hook: str = "none",
-                    options: DDPOptions | None = None) -> list[tuple[str, PlanRecommendation]]:
+                    options: DDPOptions | None = None) -> list[tuple[str, BucketPlan]]:
     """Distinct DP plans under :data:`SEARCH_VARIANTS` of the cost model; the engine picks."""
-    out: list[tuple[str, PlanRecommendation]] = []
+    out: list[tuple[str, BucketPlan]] = []
     seen: set[tuple] = set()
     base_latency = comm.allreduce_s(0) if hasattr(comm, "allreduce_s") else 0.0
     if trace.num_params > 64:  # NOTE: tabulate slow cost models; the engine verifies the result
         comm = GridComm(comm, trace.total_param_bytes)
     for label, factor, extra in SEARCH_VARIANTS:
         c = comm if (factor, extra) == (1.0, 0.0) else ScaledComm(comm, factor, extra * base_latency)
-        rec = recommend_plan(trace, c, comm_hook=comm_hook, options=options)
-        key = tuple(b.param_indices for b in rec.plan.steady)
+        plan, _ = recommend_plan(trace, c, comm_hook=comm_hook, options=options)
+        key = tuple(b.param_indices for b in plan.steady)
         if key not in seen:
             seen.add(key)
-            out.append((label, rec))
+            out.append((label, plan))
     return out
 
 

@@ -1,22 +1,15 @@
-"""The computations of a scenario run after its sweep: the recommended bucket plan, the
-``bucket_cap_mb_list`` that reproduces it, the measured method error, the cost-term lines and a
-compiled scenario's points run again as eager DDP.
-
-:func:`recommend` cuts the gradient-ready order by dynamic programming over bucket
-boundaries under each cost-model variant (:func:`ddpsim.pipeline.recommend.candidate_plans`),
-simulates every candidate with the engine over the same steady iterations as the best cap,
-and keeps the fastest when it beats the best cap (else DDP's buckets of the best cap);
-:func:`cap_list` turns the candidates into ``bucket_cap_mb_list`` values (torch >= 2.13,
-torch/nn/parallel/distributed.py) simulated as real DDP configurations. Both are kept in
-``<report>/points/recommend.json`` under a key made of every point's resume key
-(:mod:`ddpsim.pipeline.fingerprint`), so a rerun whose points are all reused reuses them too.
-:mod:`ddpsim.report.scenario_report` writes what these return.
+"""The computations of a scenario run after its sweep: :func:`recommend` cuts the gradient-ready
+order by dynamic programming under each cost-model variant
+(:func:`ddpsim.pipeline.recommend.candidate_plans`), simulates every candidate over the best cap's
+steady iterations and keeps the fastest when it beats the best cap (else DDP's buckets of the best
+cap); :func:`cap_list` turns the candidates into ``bucket_cap_mb_list`` values (torch >= 2.13,
+torch/nn/parallel/distributed.py) simulated as real DDP configurations; both are kept in
+``<report>/points/recommend.json`` under a key of every point's resume key. Also the measured
+method error, the cost-term lines and a compiled scenario's points run again as eager DDP.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -24,11 +17,12 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.network.cost_terms import explain_terms
 from ddpsim.pipeline import recommend as rec
+from ddpsim.pipeline.fingerprint import digest
 from ddpsim.pipeline.method_error import answer, file_sha256, load_method_error
 from ddpsim.pipeline.inputs import contention_prior, p50_s, point_graph, run_engine
 from ddpsim.pipeline.scenario import Scenario
-from ddpsim.pipeline.sweep import (best_record, default_record, point_metrics, read_kept, result_from_dict, result_to_dict,
-                                   write_kept)
+from ddpsim.pipeline.sweep import (best_record, default_record, gain, point_metrics, read_kept, result_from_dict,
+                                   result_to_dict, write_kept)
 from ddpsim.plan.compiled import compiled_subgraphs
 from ddpsim.plan.planner import BucketPlan, DDPOptions, explicit_plan, without_delayed
 
@@ -53,12 +47,8 @@ KEPT_VERSION = 1
 
 def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable, *,
               kept_dir: str | Path | None = None) -> Recommendation:
-    """The recommended explicit plan at the best point of ``records`` (module docstring).
-
-    ``build(scenario, point, trace) -> PointInputs``; ``sim(trace, plan, comm, config) -> SimResult``.
-    ``kept_dir``: a ``points/`` folder where the answer is kept (:data:`KEPT_FILE`) and reused
-    while :func:`kept_key` of ``records`` is the same; None: computed, nothing kept.
-    """
+    """The recommended explicit plan at the best point of ``records`` (module docstring), kept in
+    ``kept_dir`` (:data:`KEPT_FILE`; None: nothing kept) and reused while :func:`kept_key` is the same."""
     best = best_record(records)
     inputs = build(sc, best.point, trace)
     path = Path(kept_dir) / KEPT_FILE if kept_dir is not None else None
@@ -80,9 +70,8 @@ def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
 def kept_key(records: Sequence[Any]) -> str:
     """What :func:`recommend` computes from: every point's id and resume key (each a hash of all
     the engine received for the point and of ddpsim's source, so also of this module), in order."""
-    blob = json.dumps({"format": KEPT_FORMAT, "version": KEPT_VERSION,
-                       "points": [[r.point_id, r.key] for r in records]})
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    points = [[r.point_id, r.key] for r in records]
+    return digest({"format": KEPT_FORMAT, "version": KEPT_VERSION, "points": points})[:20]
 
 
 def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable, best: Any,
@@ -91,32 +80,32 @@ def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable
     opts = sc.ddp_options(best.point)
     tried = _candidates(trace, inputs, opts, best.point.comm_hook, sim)
     _, _, label, found, rec_result = min(tried, key=lambda x: (x[0], x[1]))
-    rm = point_metrics(rec_result, found.plan)
+    rm = point_metrics(rec_result, found)
     gain = (best.metrics["iteration_p50_s"] - rm["iteration_p50_s"]) / best.metrics["iteration_p50_s"]
     better = gain > 1e-9
     if better:
-        chosen = found.plan
+        chosen = found
     else:
         chosen = explicit_plan(trace, [list(b.param_indices) for b in inputs.plan.steady], options=opts,
                                source=f"ddpsim-recommend (DDP buckets of {best.point_id})")
-    caps = cap_list(sc, records, trace, build, sim, opts, [chosen] + [t[3].plan for t in tried], chosen, best)
+    caps = cap_list(sc, records, trace, build, sim, opts, [chosen] + [t[3] for t in tried], chosen, best)
     plan_doc = chosen.to_dict()
     plan_doc["bucket_cap_mb_list"] = {k: caps[k] for k in ("bucket_cap_mb_list", "paste", "reproduces_recommended_plan",
                                                            "reason", "iteration_p50_s", "gain_over_default",
                                                            "gain_over_best_cap", "best_cap_point")}
-    info = {"better": better, "num_buckets": len(found.plan.steady), "iteration_p50_s": rm["iteration_p50_s"],
+    info = {"better": better, "num_buckets": len(found.steady), "iteration_p50_s": rm["iteration_p50_s"],
             "iteration_p95_s": rm["iteration_p95_s"], "exposed_comm_s": rm["exposed_comm_s"],
             "gain_over_best_cap": gain, "best_cap_point": best.point_id,
-            "bucket_sizes_bytes": [b.size_bytes for b in found.plan.steady],
+            "bucket_sizes_bytes": [b.size_bytes for b in found.steady],
             "method": f"dynamic programming over bucket boundaries in gradient-ready order; best of "
                       f"{len(tried)} cost-model variant(s) by the engine: {label}",
-            "candidates": [{"variant": t[2], "num_buckets": len(t[3].plan.steady), "iteration_p50_s": t[0]} for t in tried],
+            "candidates": [{"variant": t[2], "num_buckets": len(t[3].steady), "iteration_p50_s": t[0]} for t in tried],
             "written": "explicit plan" if better else f"DDP buckets of {best.point_id}", "cap_list": caps}
     return Recommendation(info=info, plan_doc=plan_doc, result=rec_result, inputs=inputs)
 
 
 def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: Callable) -> list[tuple]:
-    """``(p50, index, variant, candidate, result)`` of every candidate plan, simulated."""
+    """``(p50, index, variant, plan, result)`` of every candidate plan, simulated."""
     # An explicit plan applies from iteration 1 (no rebuild); measure it over the same steady
     # iterations as the best cap so that both medians see the same jitter draws.
     warm = inputs.config.num_warmup_iterations
@@ -127,11 +116,11 @@ def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: 
     # the recommender cuts every parameter's gradient-ready order; delayed parameters
     # (delay_all_reduce_named_params) are not the reducer's, so they leave its buckets
     every = replace(opts, delay_all_reduce_named_params=None, param_to_hook_all_reduce=None)
-    for label, cand in rec.candidate_plans(trace, inputs.comm, comm_hook=comm_hook, options=every):
+    for label, plan in rec.candidate_plans(trace, inputs.comm, comm_hook=comm_hook, options=every):
         if every != opts:
-            cand = replace(cand, plan=without_delayed(cand.plan, trace, opts))
-        res = run_engine(sim, replace(inputs, plan=cand.plan), config=config, spans=False)
-        tried.append((res.summary()["iteration_p50_s"], len(tried), label, cand, res))
+            plan = without_delayed(plan, trace, opts)
+        res = run_engine(sim, replace(inputs, plan=plan), config=config, spans=False)
+        tried.append((res.summary()["iteration_p50_s"], len(tried), label, plan, res))
     return tried
 
 
@@ -155,13 +144,10 @@ def cap_list(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, 
         tried.append((p50, k, cand, same))
     first = tried[0][2]
     p50, _, cand, same = tried[0] if first.exact else min(tried, key=lambda x: (x[0], x[1]))
-
-    def gain(base: Any) -> float:
-        return (base.metrics["iteration_p50_s"] - p50) / base.metrics["iteration_p50_s"]
-
     return {"bucket_cap_mb_list": list(cand.caps), "paste": cand.paste, "reproduces_recommended_plan": same,
             "reason": first.reason,
-            "iteration_p50_s": p50, "gain_over_default": gain(default), "gain_over_best_cap": gain(best_cap),
+            "iteration_p50_s": p50, "gain_over_default": gain(default.metrics["iteration_p50_s"], p50),
+            "gain_over_best_cap": gain(best_cap.metrics["iteration_p50_s"], p50),
             "best_cap_point": best_cap.point_id, "best_cap_mb": best_cap.point.bucket_cap_mb,
             "default_point": default.point_id,
             "candidates": [{"bucket_cap_mb_list": list(c.caps), "exact": c.exact, "iteration_p50_s": t}

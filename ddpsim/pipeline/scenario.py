@@ -1,5 +1,4 @@
-"""Scenarios: one YAML file in ``scenarios/`` says what to simulate and what to sweep.
-
+"""Scenarios: one YAML file in ``scenarios/`` says what to simulate and what to sweep;
 :func:`load_scenario` reads a file (or a bundled name) with ``--set`` overrides, validates it
 against :class:`ddpsim.pipeline.scenario_schema.ScenarioFile` (one error line naming the file
 and key path) and returns a :class:`Scenario`, a read-only view of it whose points are the
@@ -289,11 +288,7 @@ def find_scenario(spec: str | Path | None) -> Path:
 
 def load_scenario(spec: str | Path | None = None, overrides: Sequence[str] = ()) -> Scenario:
     """Load and validate a scenario YAML (a path or a bundled name; None = the default), with
-    ``overrides`` (``KEY=VALUE``, :func:`apply_overrides`) applied before validation.
-
-    Raises:
-        InputError: one line naming the file, the key path, the bad value and what is accepted.
-    """
+    ``overrides`` (``KEY=VALUE``, :func:`apply_overrides`) applied before validation."""
     data, source, path = read_scenario(spec, overrides)
     return scenario_from_dict(data, source=source, path=path)
 
@@ -312,12 +307,7 @@ SET_EXAMPLE = "KEY=VALUE with a dotted scenario key and a YAML value, e.g. ddp.b
 def apply_overrides(data: Any, overrides: Sequence[str]) -> Any:
     """``data`` (a decoded scenario file) with each ``KEY=VALUE`` of ``overrides`` set: ``KEY`` a
     dotted scenario key (``simulation.interference.comm_slowdown``), ``VALUE`` read as YAML
-    (``null``, ``50``, ``[1, 25]``, ``{a: 1}``); the schema then checks the result like a file.
-
-    Raises:
-        InputError: an override without ``=`` or with an empty key part, a value that is not
-            YAML, or a key below a value that is not a mapping.
-    """
+    (``null``, ``50``, ``[1, 25]``, ``{a: 1}``); the schema then checks the result like a file."""
     if not overrides:
         return data
     out = copy.deepcopy(data) if isinstance(data, dict) else data

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from ddpsim.io import ensure_dir
 from ddpsim.pipeline import run as steps
 from ddpsim.pipeline.scenario import Scenario, load_scenario
-from ddpsim.pipeline.inputs import run_engine
+from ddpsim.pipeline.inputs import build_point_inputs, run_engine
 from ddpsim.pipeline.sweep import PointRecord, best_record, default_jobs, run_sweep
 from ddpsim.pipeline.term_effects import term_effects
 from ddpsim.trace.records import save_trace
@@ -64,7 +64,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     me, me_note = steps.method_error_for(sc, trace, method_error)
     files = () if sc.model is None else (save_trace(trace, rdir / "trace.json"),)
     records = run_sweep(sc, out_dir=rdir, jobs=jobs, trace=trace, progress=progress, simulate=simulate_fn, build=build_fn)
-    build = build_fn if build_fn is not None else (lambda s, p, t: s.build_point(p, trace=t))
+    build = build_fn or build_point_inputs
     records, best = _with_timeline_spans(sc, records, best_record(records), trace, build, simulate_fn)
     # the engine's answer is kept beside the points; a stand-in simulate or build keeps nothing
     kept = rdir / "points" if simulate_fn is None and build_fn is None else None
@@ -72,28 +72,23 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     jobs = default_jobs() if jobs is None else jobs
     records = tuple(records)
     started = None if start_report is None else start_report(sc, rdir, records, best, kept_key, jobs)
+    sim = simulate_fn
+    # the rest of the answer: the recommended plan, the method error, the eager comparison, the cost terms
     try:
-        return _answered(sc, rdir, trace, records, best, build, simulate_fn, kept, method_error, me, me_note,
-                         files=files, kept_key=kept_key, jobs=jobs, report_started=started)
+        rec = steps.recommend(sc, records, trace, build, sim, kept_dir=kept)
+        me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best,
+                                                                      rec.inputs, trace, sim)
+        compiled = None if sc.compile is None else steps.eager_comparison(sc, records, trace, build, sim)
+        terms = steps.cost_terms(sc, best.point, rec.inputs)
+        effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
+        return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, best=best,
+                           recommendation=rec, method_error=me_answer, compiled=compiled, cost_terms=terms,
+                           term_effects=effects, warning=sc.calibration_warning(), files=files,
+                           kept_key=kept_key, jobs=jobs, report_started=started)
     except BaseException:
         if started is not None:
             started.close()
         raise
-
-
-def _answered(sc: Scenario, rdir: Path, trace: Any, records: tuple[Any, ...], best: Any, build: Callable, sim: Callable,
-              kept: Path | None, method_error: Any, me: Any, me_note: Any, **run: Any) -> ScenarioRun:
-    """The run with the rest of its answer computed: the recommended plan, the method error, the
-    eager comparison, the cost terms and their effects."""
-    rec = steps.recommend(sc, records, trace, build, sim, kept_dir=kept)
-    me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best, rec.inputs,
-                                                                  trace, sim)
-    compiled = None if sc.compile is None else steps.eager_comparison(sc, records, trace, build, sim)
-    terms = steps.cost_terms(sc, best.point, rec.inputs)
-    effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
-    return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, best=best, recommendation=rec,
-                       method_error=me_answer, compiled=compiled, cost_terms=terms, term_effects=effects,
-                       warning=sc.calibration_warning(), **run)
 
 
 def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any, build: Callable,

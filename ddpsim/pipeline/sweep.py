@@ -26,7 +26,7 @@ from ddpsim.plan.planner import cap_list_label
 from ddpsim.engine.result import (BucketTiming, IterationStats, LazySpans, LazyTuple, SimResult, Span,
                                   compute_s_by_kind)
 from ddpsim.pipeline.fingerprint import digest, engine_runs_key
-from ddpsim.pipeline.inputs import run_engine
+from ddpsim.pipeline.inputs import build_point_inputs, run_engine
 from ddpsim.pipeline.resampling import sample_runs, samples_for, samples_record, simulate_sample, summarize
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.pipeline.specs import Point
@@ -45,7 +45,7 @@ def result_to_dict(result: SimResult) -> dict[str, Any]:
     record (no dict per span)."""
     return {"world_size": result.world_size, "ranks": list(result.ranks),
             "spans": _columns(Span, result.spans), "buckets": _columns(BucketTiming, result.buckets),
-            "iterations": _columns(IterationStats, result.iterations), "meta": _jsonable(result.meta)}
+            "iterations": _columns(IterationStats, result.iterations), "meta": jsonable(result.meta)}
 
 
 def result_from_dict(d: dict[str, Any]) -> SimResult:
@@ -84,7 +84,8 @@ def _records(cls: type, d: Any) -> list[Any]:
     return out
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
+    """``x`` as JSON reads it back (tuples as lists, other objects as their str)."""
     try:
         return json.loads(json.dumps(x, default=str))
     except (TypeError, ValueError):
@@ -157,7 +158,7 @@ class PointRecord:
     def to_dict(self) -> dict[str, Any]:
         return {"format": POINT_FORMAT, "version": POINT_VERSION, "id": self.point_id, "key": self.key,
                 "point": self.point.as_dict(), "named": [list(x) for x in self.point.named], "world_size": self.world_size,
-                "backend": self.backend, "metrics": _jsonable(self.metrics), "comm": _jsonable(self.comm),
+                "backend": self.backend, "metrics": jsonable(self.metrics), "comm": jsonable(self.comm),
                 # no spans: only the timeline points need them, simulated again with them
                 # (ddpsim.pipeline.scenario_run._with_timeline_spans)
                 "result": None if self.result is None else result_to_dict(replace(self.result, spans=()))}
@@ -201,10 +202,10 @@ class Job:
     #: re-simulations, and a point with no buckets is modelled rather than refused
     alone: bool = False
     #: ``simulate(trace, plan, comm, config) -> SimResult`` (default: the engine) and
-    #: ``build(scenario, point, trace) -> PointInputs`` (default: :meth:`Scenario.build_point`);
+    #: ``build(scenario, point, trace) -> PointInputs`` (default: :func:`build_point_inputs`);
     #: replaceable for tests, picklable (module-level functions)
     simulate: Callable | None = None
-    build: Callable | None = None
+    build: Callable = build_point_inputs
 
 
 def evaluate(job: Job, units: Sequence[tuple[int, int | None]]) -> list[tuple[int, int | None, Any]]:
@@ -218,7 +219,7 @@ def _evaluate_one(job: Job, i: int, k: int | None, hashed: dict) -> Any:
     t = job.points[i]
     sc = job.scenarios[t.group]
     trace = job.traces[t.trace]
-    inputs = job.build(sc, t.point, trace) if job.build is not None else sc.build_point(t.point, trace=trace)
+    inputs = job.build(sc, t.point, trace)
     if k is not None:
         return simulate_sample(sc, t.point, inputs, k, job.simulate)
     key = point_key(sc, t.point, inputs, hashed, detail=job.detail, alone=job.alone)
@@ -293,13 +294,6 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
     t0 = time.monotonic()
     with progress_bar(len(job.points), label, progress) as bar:
 
-        def done(i: int, rec: PointRecord) -> None:
-            if pdir is not None:
-                write_kept(pdir / f"{file_id(rec.point_id)}.json", rec.to_dict())
-            records[i] = rec
-            bar.set_postfix_str(rec.point_id, refresh=False)
-            bar.update(1)
-
         def finish(row: tuple[int, int | None, Any]) -> list[tuple[int, int]]:
             i, k, value = row
             if k is None and value is None:
@@ -318,8 +312,12 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
             if all(v is not None for v in p50):
                 del waiting[i]
                 if samples:
-                    rec.metrics["uncertainty"] = _jsonable(samples_record(samples, p50))
-                done(i, rec)
+                    rec.metrics["uncertainty"] = jsonable(samples_record(samples, p50))
+                if pdir is not None:
+                    write_kept(pdir / f"{file_id(rec.point_id)}.json", rec.to_dict())
+                records[i] = rec
+                bar.set_postfix_str(rec.point_id, refresh=False)
+                bar.update(1)
             return []
 
         units = [(i, None) for i in range(len(job.points))]
@@ -423,11 +421,7 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
               simulate: Callable | None = None, build: Callable | None = None) -> list[PointRecord]:
     """Simulate ``points`` of ``scenario`` (default: all) with :func:`run_points`; the records in
     sweep order. ``out_dir``: the report folder (``points/`` kept and reused); ``jobs``: default
-    :func:`default_jobs`; ``trace``: already loaded; ``alone``, ``simulate``, ``build``: see :class:`Job`.
-
-    Raises:
-        InputError: bad jobs, an unwritable folder, or any input error of a point.
-    """
+    :func:`default_jobs`; ``trace``: already loaded; ``alone``, ``simulate``, ``build``: see :class:`Job`."""
     jobs = default_jobs() if jobs is None else jobs
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"--jobs: {jobs!r} is not accepted; expected an integer >= 1")
@@ -436,7 +430,8 @@ def run_sweep(scenario: Scenario, *, out_dir: str | Path | None = None, jobs: in
         raise InputError(f"sweep: {scenario.name!r} has no points; expected at least one bucket_cap_mb")
     trace = trace if trace is not None else scenario.load_trace()
     # Fail fast, in this process, on input errors shared by every point (topology, world size).
-    first = build(scenario, pts[0], trace) if build is not None else scenario.build_point(pts[0], trace=trace)
+    build = build or build_point_inputs
+    first = build(scenario, pts[0], trace)
     if not alone:
         check_sweepable(scenario, first, pts[0].point_id)
     job = Job(scenarios=(scenario,), traces={"": trace}, trace_hashes={"": digest(trace)}, alone=alone,
@@ -490,11 +485,12 @@ def uncertainty_summary(records: Sequence[PointRecord]) -> dict[str, Any] | None
 TIE_RELATIVE = 1e-6
 
 
-def best_record(records: Sequence[PointRecord]) -> PointRecord:
-    """The point with the lowest p50 step time; points within :data:`TIE_RELATIVE` of it tie
+def best_record(records: Sequence[Any],
+                p50: Callable[[Any], float] = lambda r: r.metrics["iteration_p50_s"]) -> Any:
+    """The point with the lowest ``p50`` step time; points within :data:`TIE_RELATIVE` of it tie
     and the earliest in sweep order wins (the default point comes first)."""
-    low = min(r.metrics["iteration_p50_s"] for r in records)
-    return next(r for r in records if r.metrics["iteration_p50_s"] <= low * (1 + TIE_RELATIVE))
+    low = min(map(p50, records))
+    return next(r for r in records if p50(r) <= low * (1 + TIE_RELATIVE))
 
 
 def default_record(records: Sequence[PointRecord], point: Point) -> PointRecord | None:
@@ -503,6 +499,13 @@ def default_record(records: Sequence[PointRecord], point: Point) -> PointRecord 
         if r.point.is_default_cap and all(r.point.value(k) == point.value(k) for k, _ in r.point.named if k != "cap"):
             return r
     return None
+
+
+def gain(base: float | None, new: float | None) -> float | None:
+    """``(base - new) / base``, the share of the ``base`` step saved (None without both or base <= 0)."""
+    if base is None or new is None or base <= 0:
+        return None
+    return (base - new) / base
 
 
 def fmt_pct(x: float | None) -> str:

@@ -32,8 +32,7 @@ def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...]
     for r in records:
         kept = _stored_p50(r, off)
         p50[r.point_id] = p50_s(simulate, build(sc, r.point, trace)) if kept is None else kept
-    low = min(p50.values())
-    best = next(k for k, v in p50.items() if v <= low * (1 + TIE_RELATIVE))  # best_record's rule
+    best = best_record(list(p50), p50.get)
     if p50[full_best] <= p50[best] * (1 + TIE_RELATIVE):  # a tie keeps the full model's answer
         best = full_best
     lost = max(0.0, p50[full_best] / p50[best] - 1)

@@ -93,8 +93,8 @@ def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures
 
 def figures(records: Sequence[PointRecord]) -> dict[str, Any]:
     """The summary's :class:`DdpModes` entries, each where it applies."""
-    found = DdpModes(join=join_figures(records), process_groups=process_group_figures(records))
-    return {f.name: asdict(v) for f in fields(found) if (v := getattr(found, f.name))}
+    found = {"join": join_figures(records), "process_groups": process_group_figures(records)}
+    return {k: asdict(v) for k, v in found.items() if v}
 
 
 def join_line(j: JoinFigures) -> str:

@@ -21,20 +21,15 @@ from ddpsim.report.tables import md_table, to_csv_text
 FRONT_ROWS = 20
 
 
-def table_parquet_bytes(table: Any) -> bytes:
-    """The table as Parquet (pyarrow), the same bytes for the same table."""
-    buf = io.BytesIO()
-    table.to_parquet(buf, engine="pyarrow", index=False)
-    return buf.getvalue()
-
-
 def write_explore_report(table: Any, out_dir: str | Path, *, title: str, cost_label: str,
                          notes: list[str] | None = None, plots: bool = True) -> list[Path]:
     """Write the module docstring's files (the PNGs only with ``plots``) into ``out_dir``; their paths."""
     out = ensure_dir(out_dir, "--out-dir")
     cost_col = "cost_per_1k_samples" if cost_label != "GPU-hours" else "gpu_hours_per_1k_samples"
     front = table[table["on_front"]].sort_values([cost_col, "point"], kind="mergesort")
-    paths = [write_bytes_atomic(out / "table.parquet", table_parquet_bytes(table)),
+    parquet = io.BytesIO()  # pyarrow: the same bytes for the same table
+    table.to_parquet(parquet, engine="pyarrow", index=False)
+    paths = [write_bytes_atomic(out / "table.parquet", parquet.getvalue()),
              write_text_atomic(out / "table.csv", to_csv_text(table)),
              write_text_atomic(out / "front.csv", to_csv_text(front))]
     if plots:

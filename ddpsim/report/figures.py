@@ -7,7 +7,6 @@ from is said on its :class:`Summary` field.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from functools import cache
 from typing import Any
 
 from ddpsim.report.ddp_modes import DdpModes
@@ -219,14 +218,8 @@ class Summary:
         return typed(cls, {**doc, "ddp_modes": {f.name: doc.get(f.name) for f in fields(DdpModes)}})
 
 
-@cache
-def _adapter(cls: type) -> Any:
-    import pydantic
-
-    return pydantic.TypeAdapter(cls)
-
-
 def typed(cls: type, doc: dict[str, Any]) -> Any:
     """``doc`` (a section of ``summary.json``) as the dataclass ``cls``, its figures' types checked."""
-    return _adapter(cls).validate_python(doc)
+    import pydantic
 
+    return pydantic.TypeAdapter(cls).validate_python(doc)

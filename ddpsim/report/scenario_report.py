@@ -126,7 +126,9 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
         summ, md = _write_summary(run, written)
         for p, got in zip(pngs, side.results()[len(drawing.traces):]):
             _finish(p, got, kept)
-    files = _files(run, written, plots, [p.name for p in pngs])
+    files = [*run.files, *(rdir / n for n in ("sweep.csv", "buckets.csv", "recommended_plan.json")),
+             *(rdir / name for w in written.values() for _, name, _ in w), *(rdir / p.name for p in pngs),
+             rdir / "summary.json", rdir / "summary.md"]
     _remove_stale(rdir, files)
     kept.save()
     return Report(scenario=sc, out_dir=rdir, summary=summ, records=tuple(records),
@@ -146,20 +148,6 @@ def _write_summary(run: ScenarioRun, written: dict[str, list[tuple[int, str, flo
     md = report.render_summary(summ)
     write_text_atomic(run.out_dir / "summary.md", md + "\n")
     return summ, md
-
-
-def _files(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]], plots: bool,
-           pieces: list[str]) -> list[Path]:
-    """Every file of the report, in the order they are listed."""
-    rdir = run.out_dir
-    files = [*run.files, rdir / "sweep.csv", rdir / "buckets.csv"]
-    for point_id, traces in written.items():
-        files += [rdir / name for _, name, _ in traces]
-        files += [rdir / f"timeline_{file_id(point_id)}.png"] if plots else []
-    files += [rdir / "timeline_default_vs_best.png"] if "timeline_default_vs_best.png" in pieces else []
-    files.append(rdir / "recommended_plan.json")
-    files += [rdir / "sweep.png", rdir / "bucket_sizes.png"] if plots else []
-    return files + [rdir / "summary.json", rdir / "summary.md"]
 
 
 @dataclass
@@ -218,8 +206,6 @@ def _traces(rec: Any, rdir: Path, kept: KeptFiles) -> _Piece:
     """The trace files of ``rec``'s point, kept or written, each ``(rank, file name, overlap)``."""
     name, what = f"traces {rec.point_id}", [rec.point_id, rec.key, rec.backend]
     got = kept.get(name, what)
-    if got is not None:
-        got = {**got, "data": [(int(r), f, float(o)) for r, f, o in got["data"]]}
     return _Piece(name, what, got, None if got is not None else partial(_write_traces, rec, rdir))
 
 

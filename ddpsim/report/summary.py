@@ -26,7 +26,8 @@ from ddpsim.report.tables import md_table
 from ddpsim.engine.result import BucketTiming
 from ddpsim.io import file_id
 from ddpsim.plan.planner import mb_text
-from ddpsim.pipeline.sweep import PointRecord, best_record, default_record, fmt_pct, fmt_s, uncertainty_summary
+from ddpsim.pipeline.sweep import (PointRecord, best_record, default_record, fmt_pct, fmt_s, gain,
+                                   uncertainty_summary)
 from ddpsim.units import format_size
 
 #: ``buckets.csv``'s columns: the point, then :class:`~ddpsim.engine.result.BucketTiming`'s fields
@@ -38,12 +39,6 @@ def bucket_rows(records: Sequence[PointRecord]) -> list[tuple]:
     """Every bucket of every point, one tuple of :data:`BUCKET_FIELDS` each."""
     get = attrgetter(*BUCKET_FIELDS[1:])
     return [(r.point_id, *get(b)) for r in records for b in r.result.buckets]
-
-
-def _gain(base: float | None, new: float | None) -> float | None:
-    if base is None or new is None or base <= 0:
-        return None
-    return (base - new) / base
 
 
 def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = None,
@@ -70,12 +65,12 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
                  **({"bucket_cap_mb_list": list(best.point.bucket_cap_mb_list)} if best.point.bucket_cap_mb_list else {}),
                  **_pick(bm)},
         "default": {"point": base.point_id, **_pick(dm)},
-        "gain_over_default": _gain(dm["iteration_p50_s"], bm["iteration_p50_s"]),
+        "gain_over_default": gain(dm["iteration_p50_s"], bm["iteration_p50_s"]),
         "saved_per_step_s": dm["iteration_p50_s"] - bm["iteration_p50_s"],
         "overlaps": overlaps or {}, "trace_files": trace_files or {},
         "recommendation": recommendation,
         "points": [{"point": r.point_id, **_pick(r.metrics),
-                    "gain_over_default": _gain((default_record(records, r.point) or base).metrics["iteration_p50_s"],
+                    "gain_over_default": gain((default_record(records, r.point) or base).metrics["iteration_p50_s"],
                                                r.metrics["iteration_p50_s"])} for r in records],
     }
     costs = bucket_costs.figures(out["points"], host_costs, trace.num_params if trace is not None else None)

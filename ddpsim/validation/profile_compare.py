@@ -141,54 +141,41 @@ def _span_total(spans: Sequence[Any], kinds: tuple[str, ...], name: str | None =
     return sum(sp.duration_s for sp in spans if sp.kind in kinds and (name is None or sp.name == name))
 
 
-def bucket_rows(predicted: list[dict[str, Any]], measured: list[dict[str, Any]], comm: Any, forced: Any) -> list[dict[str, Any]]:
+def bucket_rows(scenario: Any, world_size: int, predicted: list[dict[str, Any]], measured: list[dict[str, Any]],
+                comm: Any) -> list[dict[str, Any]]:
     """Per bucket both sides have: predicted and measured times, the model's algorithm, protocol and time,
-    and its time with the profile's forced (``forced``)."""
+    and the NCCL model's time with the profile kernel's algorithm (and protocol) forced, as
+    ``NCCL_ALGO``/``NCCL_PROTO`` would (none where the kernel leaves the algorithm open)."""
+    from ddpsim.network.collective_cost import build_comm_model
+
     meas = {b["bucket"]: b for b in measured}
+    graph = None if scenario.cluster.topology is None else scenario.graph(scenario.cluster.nodes)
+    models: dict[tuple, Any] = {}  # one model per (algorithm, protocol) the kernels name; None: rejected
     rows = []
     for p in predicted:
         m = meas.get(p["bucket"])
         if m is None:
             continue
+        key = (m["algorithm"], m["protocol"])
+        if graph is not None and key[0] is not None and key not in models:
+            try:
+                models[key] = build_comm_model(graph, world_size, algorithm=key[0], protocol=key[1])
+            except InputError:
+                models[key] = None
+        forced = models.get(key)
         est = comm.estimate_allreduce(p["size_bytes"])
-        f = forced.get(p["bucket"])
         rows.append({"bucket": p["bucket"], "size_bytes": p["size_bytes"], "numel_recorded": m["numel"],
                      "predicted_launch_s": p["launch_s"], "predicted_start_s": p["start_s"],
                      "predicted_duration_s": p["end_s"] - p["start_s"], "model_algorithm": est.algorithm,
                      "model_protocol": est.protocol, "model_s": est.time_s,
-                     "model_as_run_s": None if f is None else f.time_s,
+                     "model_as_run_s": (forced.estimate_allreduce(p["size_bytes"]).time_s
+                                        if forced is not None and forced.backend == "nccl" else None),
                      "measured_launch_s": m["launch_s"], "measured_start_s": m["start_s"], "measured_duration_s": m["duration_s"],
                      "measured_transfer_bound_s": m["transfer_bound_s"], "measured_wait_mean_s": m["wait_mean_s"],
                      "measured_algorithm": m["algorithm"], "measured_protocol": m["protocol"],
                      "measured_ran": m["ran"], "measured_transfer_s": m.get("transfer_s"),
                      "measured_last_rank": m.get("last_rank")})
     return rows
-
-
-def forced_estimates(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
-                     measured: list[dict[str, Any]]) -> dict[int, Any]:
-    """Per bucket, the NCCL model's time with the profile kernel's algorithm (and protocol) forced, as
-    ``NCCL_ALGO``/``NCCL_PROTO`` would; none where the kernel leaves the algorithm open."""
-    from ddpsim.network.collective_cost import build_comm_model
-
-    if scenario.cluster.topology is None:
-        return {}
-    graph = scenario.graph(scenario.cluster.nodes)
-    sizes = {p["bucket"]: p["size_bytes"] for p in predicted}
-    out: dict[int, Any] = {}
-    models: dict[tuple, Any] = {}  # one model per (algorithm, protocol) the kernels name
-    for m in measured:
-        if m["bucket"] in sizes and m["algorithm"] is not None:
-            key = (m["algorithm"], m["protocol"])
-            try:
-                if key not in models:
-                    models[key] = build_comm_model(graph, world_size, algorithm=key[0], protocol=key[1])
-            except InputError:
-                continue
-            model = models[key]
-            if model.backend == "nccl":
-                out[m["bucket"]] = model.estimate_allreduce(sizes[m["bucket"]])
-    return out
 
 
 def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
@@ -222,8 +209,7 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
     pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs,
                              (meas["mean"]["copy_back_host_s"], meas["mean"]["copy_back_device_s"]))
     rank_waits = _last_rank_starts(meas["buckets"], steps, recorded_numels, ranks) if len(steps) > 1 else []
-    forced = forced_estimates(sc, world_size, pred["buckets"], meas["buckets"])
-    buckets = bucket_rows(pred["buckets"], meas["buckets"], inputs.comm, forced)
+    buckets = bucket_rows(sc, world_size, pred["buckets"], meas["buckets"], inputs.comm)
     pred["overlap_ratio"] = _overlap_over_measured_kernels(pred["buckets"], rank0)
     plan_numels = [sum(inputs.trace.params[i].numel for i in b.param_indices) for b in inputs.plan.steady]
     return {"format": "ddpsim-profile-compare", "version": 1, "name": name, "profiles": list(profiles),

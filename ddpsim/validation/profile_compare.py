@@ -109,14 +109,13 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     steady = [it for it in result.steady_iterations() if it.rank == 0]
     kinds = {"forward_s": ("forward",), "backward_s": ("backward",), "grad_copies_s": ("copy_in", "copy_out"),
              "optimizer_s": ("optimizer",), "zero_grad_s": ("zero_grad",)}
-    spans = _compute_spans(result, steady)
-    out = {k: statistics.fmean(_span_total(spans[it.iteration], ks) for it in steady) for k, ks in kinds.items()}
+    out = {k: statistics.fmean(_span_total(result, it.iteration, ks) for it in steady) for k, ks in kinds.items()}
     out["exposed_comm_s"] = statistics.fmean(it.exposed_comm_s for it in steady)
     out["other_s"] = measured_other_s
     step = s["iteration_mean_s"]
     own = statistics.fmean(it.iteration_s for it in steady)
     host_s = host.pre_forward_s + host.enqueue_s if host is not None else 0.0
-    bcast = statistics.fmean(max(0.0, _span_total(spans[it.iteration], ("wait",), "broadcast") - host_s) for it in steady)
+    bcast = statistics.fmean(max(0.0, _span_total(result, it.iteration, ("wait",), "broadcast") - host_s) for it in steady)
     out["slower_rank_s"] = step - own + bcast
     out["pre_forward_s"] = step - sum(out[k] for k in TERMS if k not in ("pre_forward_s", "other_s"))
     copy_host, copy_device = copy_back
@@ -128,17 +127,10 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     return out
 
 
-def _compute_spans(result: Any, steady: Sequence[Any]) -> dict[int, list[Any]]:
-    """Per iteration of ``steady``, its spans on rank 0's compute stream."""
-    out: dict[int, list[Any]] = {it.iteration: [] for it in steady}
-    for sp in result.spans:
-        if sp.rank == 0 and sp.stream == "compute" and sp.iteration in out:
-            out[sp.iteration].append(sp)
-    return out
-
-
-def _span_total(spans: Sequence[Any], kinds: tuple[str, ...], name: str | None = None) -> float:
-    return sum(sp.duration_s for sp in spans if sp.kind in kinds and (name is None or sp.name == name))
+def _span_total(result: Any, iteration: int, kinds: tuple[str, ...], name: str | None = None) -> float:
+    """Rank 0's compute-stream time in spans of ``kinds`` (named ``name``) in ``iteration``."""
+    return sum(sp.duration_s for sp in result.spans if sp.rank == 0 and sp.stream == "compute" and sp.iteration == iteration
+               and sp.kind in kinds and (name is None or sp.name == name))
 
 
 def bucket_rows(scenario: Any, world_size: int, predicted: list[dict[str, Any]], measured: list[dict[str, Any]],

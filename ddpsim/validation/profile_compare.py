@@ -69,17 +69,6 @@ def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size
     return scenario.updated(world_size=world_size, simulation=sim, cost_model={"host": True, **host.as_dict()})
 
 
-def run_cap_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | None:
-    """The cap that gives the run's buckets where DDP's default does not
-    (:func:`~ddpsim.plan.profile_check.check_recorded_buckets`); None otherwise."""
-    from ddpsim.plan.profile_check import check_recorded_buckets
-
-    if not recorded_numels:
-        return None
-    check = check_recorded_buckets(trace, recorded_numels)
-    return check.options.bucket_cap_mb if check.matches else None
-
-
 def simulate_profile(scenario: Any, trace: Trace, modules: int = 1,
                      recorded: Sequence[Any] = ()) -> tuple[Any, Any, Any]:
     """``(inputs, result, split)`` of the scenario's point on ``trace``, DDP's copy kernels free (a profile's
@@ -190,10 +179,15 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
     ``scenario`` the cluster (else :func:`preset_for`), ``ranks`` each profile's rank, ``ddp_modules``
     (:mod:`~ddpsim.validation.profile_modules`). Returns the data
     :func:`ddpsim.validation.profile_report.write_compare_report` writes."""
+    from ddpsim.plan.profile_check import check_recorded_buckets
+
     rank0 = steps[0]
     host, host_detail = host_costs_from_steps(rank0)
     eff = effective_trace(trace, rank0, profiles[0])
-    cap = run_cap_mb(trace, recorded_numels) if scenario is None and ddp_modules == 1 else None
+    cap = None  # the cap that gives the run's buckets where DDP's default does not
+    if scenario is None and ddp_modules == 1 and recorded_numels:
+        check = check_recorded_buckets(trace, recorded_numels)
+        cap = check.options.bucket_cap_mb if check.matches else None
     sc = profile_scenario(name=name, source=profiles[0], gpu_name=gpu_name, world_size=world_size, host=host,
                           scenario=scenario, bucket_cap_mb=cap)
     inputs, result, split = simulate_profile(sc, eff, ddp_modules, recorded_buckets)

@@ -83,13 +83,15 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     ``launch_mode``: ``"point"``, a launch per run; ``"round"``, one ``executor round`` launch per round
     (docs/VALIDATION.md, "Launch layouts"). ``intervals``: :meth:`_Validation.intervals`, with ``method_error``'s
     band. InputError: a bad scenario, calibration or option, or a failing executor run."""
+    from ddpsim.pipeline.method_error import load_method_error
     from ddpsim.pipeline.scenario import load_scenario
 
     check_count(repeats, "--repeats", 1)
     if launch_mode not in LAUNCH_MODES:
         raise InputError(f"--launch: {launch_mode!r} is not accepted; expected one of {', '.join(LAUNCH_MODES)}")
     scenario = load_scenario(scenario_spec)
-    me = _load_method_error(method_error)  # a bad file stops here, before anything runs
+    # a bad method-error file stops here, before anything runs
+    me = None if method_error is None else load_method_error(method_error)
     trace = scenario.load_trace()
     setup = _run_setup(scenario, trace, caps=caps, iterations=iterations, warmup=warmup, num_threads=num_threads,
                        nproc=nproc, out_dir=out_dir, repeats=repeats, timeout_s=timeout_s)
@@ -184,7 +186,7 @@ def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[
 
 class _Validation:
     """One :func:`validate` run while it goes: the pooled trace, the rounds' captures, the calibration
-    and every point's outcome; the report is rewritten (:meth:`flush`) after every run."""
+    and every point's outcome; the report is rewritten (:func:`~ddpsim.validation.writer.write_reports`) after every run."""
 
     def __init__(self, setup: _RunSetup, *, trace: Any, trace_path: Path | None, launch_mode: str, plots: bool) -> None:
         self.setup, self.trace, self.trace_path = setup, trace, trace_path
@@ -224,21 +226,19 @@ class _Validation:
             self.cal = calibrate(self.launch, self.cal_path, s.raw,
                                  label=f"{s.nproc} gloo ranks x {s.threads} thread(s)")
         else:
-            self.cal = _load_calibration(self.cal_path)
+            from ddpsim.calibration.loader import load_calibration
+
+            self.cal = _announce(load_calibration(self.cal_path))
 
     def predict(self) -> None:
         predict_points(self.setup.scenario, self.setup.points, self.outcomes, self.trace, self.cal)
-
-    def flush(self, reanalyzed: bool = False) -> None:
-        """Rewrite the report from the outcomes so far."""
-        write_reports(self, reanalyzed=reanalyzed)
 
     def finish(self, *, intervals: bool, method_error: Any, reanalyzed: bool = False) -> dict[str, Any]:
         """Give the points their intervals (with the rounds' captures), write the report; returns
         ``{"rows": [...], "summary": {...}, "out": dir}``."""
         if intervals and self.captured:
             self.intervals(method_error)
-        self.flush(reanalyzed)
+        write_reports(self, reanalyzed=reanalyzed)
         rows = [o.row() for o in self.outcomes.values()]
         return {"rows": rows, "summary": summary_figures(rows), "out": self.setup.out}
 
@@ -272,7 +272,7 @@ class _Validation:
             self.predict()
             for p in order:
                 self.record(p, rep, s.raw / f"{p.point_id}.run{rep}.json")
-            self.flush()
+            write_reports(self)
 
     def run_point_launches(self, *, capture: bool) -> None:
         """``--launch point``: every run in an ``executor ddp`` launch of its own, each round after
@@ -288,7 +288,7 @@ class _Validation:
                 self.launch(["ddp", *self.common_args(), "--trace", str(self.trace_path), *_cap_flags(p),
                              *_options(s.scenario, p), "--out", str(mpath)])
                 self.record(p, rep, mpath)
-                self.flush()
+                write_reports(self)
 
     def intervals(self, method_error: Any) -> None:
         """Give every point its :data:`~ddpsim.validation.writer.INTERVAL_LEVEL` interval
@@ -334,13 +334,7 @@ class _Validation:
                 log.warning(f"validate: WARNING: {p.point_id}: the timing-hook run failed, no measured bucket times: {exc}")
                 continue
             self.outcomes[p.point_id].hooked = json.loads(mpath.read_text())
-            self.flush()
-
-
-def _load_method_error(path: str | Path | None) -> Any:
-    from ddpsim.pipeline.method_error import load_method_error
-
-    return None if path is None else load_method_error(path)
+            write_reports(self)
 
 
 #: how ``validate`` runs a round: ``round`` (one launch, :mod:`executor.round_step`) or ``point``
@@ -420,18 +414,20 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     nothing: step times recomputed from the per-rank records, every point simulated again from the pooled
     trace with ``validation.json``'s calibration (or ``calibration``). InputError: no earlier validation
     there, or a raw file missing or unreadable."""
+    from ddpsim.calibration.loader import load_calibration
+    from ddpsim.pipeline.method_error import load_method_error
     from ddpsim.pipeline.scenario import load_scenario
     from ddpsim.trace.records import load_trace
 
     scenario = load_scenario(scenario_spec)
-    me = _load_method_error(method_error)
+    me = None if method_error is None else load_method_error(method_error)
     out = Path(out_dir) / scenario.name
     raw = out / "validation"
     old_path = out / "validation.json"
     old = read_json(old_path, "--reanalyze", f"the validation.json of an earlier 'ddpsim validate {scenario.name}' "
                     "(run it first)")
     cal_path = Path(calibration) if calibration else Path(old["calibration"])
-    cal = _load_calibration(cal_path)
+    cal = _announce(load_calibration(cal_path))
     trace_path = report_trace_path(old, raw)
     trace = load_trace(trace_path)
     points = select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
@@ -441,8 +437,10 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     setup = _RunSetup(scenario=scenario, points=tuple(points), model=old["model"], batch_size=old["batch_size"],
                       iterations=old["iterations"], warmup=old["warmup"], threads=old["num_threads"],
                       nproc=old["world_size"], repeats=max(len(o.runs) for o in outcomes.values()), out=out, raw=raw)
+    # "round" when the raw runs were measured by ``executor round`` (their ``launch.kind``)
+    by_round = any((r.get("launch") or {}).get("kind") == "round" for o in outcomes.values() for r in o.runs)
     run = _Validation(setup, trace=trace, trace_path=trace_path, plots=plots,
-                      launch_mode=runs_launch_mode(outcomes.values()) or old.get("launch"))
+                      launch_mode="round" if by_round else old.get("launch"))
     run.outcomes, run.cal_path, run.cal = outcomes, cal_path, cal
     run.predict()
     run.captured = round_traces(raw, old["repeats"])
@@ -481,12 +479,6 @@ def round_traces(raw: Path, repeats: int) -> list[Any]:
     return [load_trace(raw / f"trace.round{k}.json") for k in range(1, repeats + 1) if (raw / f"trace.round{k}.json").is_file()]
 
 
-def runs_launch_mode(outcomes: Any) -> str | None:
-    """``"round"`` when the raw runs were measured by ``executor round`` (``launch.kind``), else None."""
-    runs = [r for o in outcomes for r in o.runs]
-    return "round" if any((r.get("launch") or {}).get("kind") == "round" for r in runs) else None
-
-
 def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
     """The pooled trace ``validation.json`` (``data``) names, else its namesake in ``raw`` (moved)."""
     path = Path(data["trace"])
@@ -495,14 +487,8 @@ def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
     return path
 
 
-def _load_calibration(path: Path) -> Any:
-    """The calibration a validation predicts with; a probe fit at its bound is called out."""
-    from ddpsim.calibration.loader import load_calibration
-
-    return _announce(load_calibration(path))
-
-
 def _announce(cal: Any) -> Any:
+    """The calibration a validation predicts with; a probe fit at its bound is called out."""
     msg = cal.warning()
     if msg:
         log.warning(f"validate: WARNING: {msg}")

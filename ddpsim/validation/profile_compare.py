@@ -69,17 +69,6 @@ def profile_scenario(*, name: str, source: str, gpu_name: str | None, world_size
     return scenario.updated(world_size=world_size, simulation=sim, cost_model={"host": True, **host.as_dict()})
 
 
-def run_cap_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | None:
-    """The cap that gives the run's buckets where DDP's default does not
-    (:func:`~ddpsim.plan.profile_check.check_recorded_buckets`); None otherwise."""
-    from ddpsim.plan.profile_check import check_recorded_buckets
-
-    if not recorded_numels:
-        return None
-    check = check_recorded_buckets(trace, recorded_numels)
-    return check.options.bucket_cap_mb if check.matches else None
-
-
 def simulate_profile(scenario: Any, trace: Trace, modules: int = 1,
                      recorded: Sequence[Any] = ()) -> tuple[Any, Any, Any]:
     """``(inputs, result, split)`` of the scenario's point on ``trace``, DDP's copy kernels free (a profile's
@@ -109,14 +98,13 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     steady = [it for it in result.steady_iterations() if it.rank == 0]
     kinds = {"forward_s": ("forward",), "backward_s": ("backward",), "grad_copies_s": ("copy_in", "copy_out"),
              "optimizer_s": ("optimizer",), "zero_grad_s": ("zero_grad",)}
-    spans = _compute_spans(result, steady)
-    out = {k: statistics.fmean(_span_total(spans[it.iteration], ks) for it in steady) for k, ks in kinds.items()}
+    out = {k: statistics.fmean(_span_total(result, it.iteration, ks) for it in steady) for k, ks in kinds.items()}
     out["exposed_comm_s"] = statistics.fmean(it.exposed_comm_s for it in steady)
     out["other_s"] = measured_other_s
     step = s["iteration_mean_s"]
     own = statistics.fmean(it.iteration_s for it in steady)
     host_s = host.pre_forward_s + host.enqueue_s if host is not None else 0.0
-    bcast = statistics.fmean(max(0.0, _span_total(spans[it.iteration], ("wait",), "broadcast") - host_s) for it in steady)
+    bcast = statistics.fmean(max(0.0, _span_total(result, it.iteration, ("wait",), "broadcast") - host_s) for it in steady)
     out["slower_rank_s"] = step - own + bcast
     out["pre_forward_s"] = step - sum(out[k] for k in TERMS if k not in ("pre_forward_s", "other_s"))
     copy_host, copy_device = copy_back
@@ -128,67 +116,47 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     return out
 
 
-def _compute_spans(result: Any, steady: Sequence[Any]) -> dict[int, list[Any]]:
-    """Per iteration of ``steady``, its spans on rank 0's compute stream."""
-    out: dict[int, list[Any]] = {it.iteration: [] for it in steady}
-    for sp in result.spans:
-        if sp.rank == 0 and sp.stream == "compute" and sp.iteration in out:
-            out[sp.iteration].append(sp)
-    return out
+def _span_total(result: Any, iteration: int, kinds: tuple[str, ...], name: str | None = None) -> float:
+    """Rank 0's compute-stream time in spans of ``kinds`` (named ``name``) in ``iteration``."""
+    return sum(sp.duration_s for sp in result.spans if sp.rank == 0 and sp.stream == "compute" and sp.iteration == iteration
+               and sp.kind in kinds and (name is None or sp.name == name))
 
 
-def _span_total(spans: Sequence[Any], kinds: tuple[str, ...], name: str | None = None) -> float:
-    return sum(sp.duration_s for sp in spans if sp.kind in kinds and (name is None or sp.name == name))
-
-
-def bucket_rows(predicted: list[dict[str, Any]], measured: list[dict[str, Any]], comm: Any, forced: Any) -> list[dict[str, Any]]:
+def bucket_rows(scenario: Any, world_size: int, predicted: list[dict[str, Any]], measured: list[dict[str, Any]],
+                comm: Any) -> list[dict[str, Any]]:
     """Per bucket both sides have: predicted and measured times, the model's algorithm, protocol and time,
-    and its time with the profile's forced (``forced``)."""
+    and the NCCL model's time with the profile kernel's algorithm (and protocol) forced, as
+    ``NCCL_ALGO``/``NCCL_PROTO`` would (none where the kernel leaves the algorithm open)."""
+    from ddpsim.network.collective_cost import build_comm_model
+
     meas = {b["bucket"]: b for b in measured}
+    graph = None if scenario.cluster.topology is None else scenario.graph(scenario.cluster.nodes)
+    models: dict[tuple, Any] = {}  # one model per (algorithm, protocol) the kernels name; None: rejected
     rows = []
     for p in predicted:
         m = meas.get(p["bucket"])
         if m is None:
             continue
+        key = (m["algorithm"], m["protocol"])
+        if graph is not None and key[0] is not None and key not in models:
+            try:
+                models[key] = build_comm_model(graph, world_size, algorithm=key[0], protocol=key[1])
+            except InputError:
+                models[key] = None
+        forced = models.get(key)
         est = comm.estimate_allreduce(p["size_bytes"])
-        f = forced.get(p["bucket"])
         rows.append({"bucket": p["bucket"], "size_bytes": p["size_bytes"], "numel_recorded": m["numel"],
                      "predicted_launch_s": p["launch_s"], "predicted_start_s": p["start_s"],
                      "predicted_duration_s": p["end_s"] - p["start_s"], "model_algorithm": est.algorithm,
                      "model_protocol": est.protocol, "model_s": est.time_s,
-                     "model_as_run_s": None if f is None else f.time_s,
+                     "model_as_run_s": (forced.estimate_allreduce(p["size_bytes"]).time_s
+                                        if forced is not None and forced.backend == "nccl" else None),
                      "measured_launch_s": m["launch_s"], "measured_start_s": m["start_s"], "measured_duration_s": m["duration_s"],
                      "measured_transfer_bound_s": m["transfer_bound_s"], "measured_wait_mean_s": m["wait_mean_s"],
                      "measured_algorithm": m["algorithm"], "measured_protocol": m["protocol"],
                      "measured_ran": m["ran"], "measured_transfer_s": m.get("transfer_s"),
                      "measured_last_rank": m.get("last_rank")})
     return rows
-
-
-def forced_estimates(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
-                     measured: list[dict[str, Any]]) -> dict[int, Any]:
-    """Per bucket, the NCCL model's time with the profile kernel's algorithm (and protocol) forced, as
-    ``NCCL_ALGO``/``NCCL_PROTO`` would; none where the kernel leaves the algorithm open."""
-    from ddpsim.network.collective_cost import build_comm_model
-
-    if scenario.cluster.topology is None:
-        return {}
-    graph = scenario.graph(scenario.cluster.nodes)
-    sizes = {p["bucket"]: p["size_bytes"] for p in predicted}
-    out: dict[int, Any] = {}
-    models: dict[tuple, Any] = {}  # one model per (algorithm, protocol) the kernels name
-    for m in measured:
-        if m["bucket"] in sizes and m["algorithm"] is not None:
-            key = (m["algorithm"], m["protocol"])
-            try:
-                if key not in models:
-                    models[key] = build_comm_model(graph, world_size, algorithm=key[0], protocol=key[1])
-            except InputError:
-                continue
-            model = models[key]
-            if model.backend == "nccl":
-                out[m["bucket"]] = model.estimate_allreduce(sizes[m["bucket"]])
-    return out
 
 
 def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
@@ -211,10 +179,15 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
     ``scenario`` the cluster (else :func:`preset_for`), ``ranks`` each profile's rank, ``ddp_modules``
     (:mod:`~ddpsim.validation.profile_modules`). Returns the data
     :func:`ddpsim.validation.profile_report.write_compare_report` writes."""
+    from ddpsim.plan.profile_check import check_recorded_buckets
+
     rank0 = steps[0]
     host, host_detail = host_costs_from_steps(rank0)
     eff = effective_trace(trace, rank0, profiles[0])
-    cap = run_cap_mb(trace, recorded_numels) if scenario is None and ddp_modules == 1 else None
+    cap = None  # the cap that gives the run's buckets where DDP's default does not
+    if scenario is None and ddp_modules == 1 and recorded_numels:
+        check = check_recorded_buckets(trace, recorded_numels)
+        cap = check.options.bucket_cap_mb if check.matches else None
     sc = profile_scenario(name=name, source=profiles[0], gpu_name=gpu_name, world_size=world_size, host=host,
                           scenario=scenario, bucket_cap_mb=cap)
     inputs, result, split = simulate_profile(sc, eff, ddp_modules, recorded_buckets)
@@ -222,8 +195,7 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
     pred = predicted_figures(result, meas["mean"]["other_s"], inputs.config.host_costs,
                              (meas["mean"]["copy_back_host_s"], meas["mean"]["copy_back_device_s"]))
     rank_waits = _last_rank_starts(meas["buckets"], steps, recorded_numels, ranks) if len(steps) > 1 else []
-    forced = forced_estimates(sc, world_size, pred["buckets"], meas["buckets"])
-    buckets = bucket_rows(pred["buckets"], meas["buckets"], inputs.comm, forced)
+    buckets = bucket_rows(sc, world_size, pred["buckets"], meas["buckets"], inputs.comm)
     pred["overlap_ratio"] = _overlap_over_measured_kernels(pred["buckets"], rank0)
     plan_numels = [sum(inputs.trace.params[i].numel for i in b.param_indices) for b in inputs.plan.steady]
     return {"format": "ddpsim-profile-compare", "version": 1, "name": name, "profiles": list(profiles),

@@ -312,12 +312,10 @@ def validation_figure(data: dict[str, Any]) -> Any:
     timed = any(b["measured"] for b in data["buckets"].values())
     for i, (k, b) in enumerate(data["buckets"].items()):
         c = colors[i % len(colors)]
-        if b["predicted"]:
-            ax2.plot([d["bucket"] for d in b["predicted"]], [d["end_s"] * 1e3 for d in b["predicted"]], "--", color=c,
-                     marker="s", ms=3, label=None if b["measured"] else k)
-        if b["measured"]:
-            ax2.plot([d["bucket"] for d in b["measured"]], [d["end_s"] * 1e3 for d in b["measured"]], "-", color=c,
-                     marker="o", ms=3, label=k)
+        for side, style, marker in (("predicted", "--", "s"), ("measured", "-", "o")):
+            if b[side]:  # one label per point: the measured line's when it has one
+                ax2.plot([d["bucket"] for d in b[side]], [d["end_s"] * 1e3 for d in b[side]], style, color=c,
+                         marker=marker, ms=3, label=None if side == "predicted" and b["measured"] else k)
     ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax2.set_xlabel("bucket (launch order)")
     ax2.set_ylabel("all-reduce end from iteration start (ms)")

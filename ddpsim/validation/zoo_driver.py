@@ -327,21 +327,28 @@ class _Zoo:
         self.rows.append(summary_row(name, result))
         self.results[name] = result
 
-    def analyse(self, scn_path: Path, rows: Sequence[dict[str, Any]], mdir: Path, repeats: int, cal_path: Path,
-                iterations: int) -> dict[str, Any]:
-        """:func:`analyse_model` of a validated model from its round traces under ``mdir``."""
+    def keep(self, e: Any, result: dict[str, Any], rows: Sequence[dict[str, Any]], cal_path: Path,
+             t0: float | None = None) -> None:
+        """Give model ``e``'s ``result`` the :func:`analyse_model` of its ``rows`` and round traces (and its
+        ``wall_s`` since ``t0``), write it as its ``zoo.json`` and count the model done."""
         from ddpsim.calibration.loader import load_calibration
         from ddpsim.pipeline.scenario import load_scenario
+        from ddpsim.trace.models.zoo import ZOO_PREFIX
         from ddpsim.validation.measure import round_traces
 
-        return analyse_model(load_scenario(str(scn_path)), rows, round_traces(mdir / "validation", repeats),
-                             load_calibration(cal_path) if cal_path.is_file() else None, iterations=iterations,
-                             level=self.level, num_resamples=self.num_resamples, seed=self.seed)
+        mdir = self.zoo_dir / f"zoo-{e.name}"
+        result["analysis"] = analyse_model(
+            load_scenario(str(self.scn_dir / f"zoo-{e.name}.yaml")), rows,
+            round_traces(mdir / "validation", result["repeats"]), load_calibration(cal_path) if cal_path.is_file() else None,
+            iterations=result["iterations"], level=self.level, num_resamples=self.num_resamples, seed=self.seed)
+        if t0 is not None:
+            result["wall_s"] = time.perf_counter() - t0
+        write_text_atomic(mdir / "zoo.json", json.dumps(result, indent=1) + "\n")
+        self.add_done(ZOO_PREFIX + e.name, result)
 
     def reanalyse_model(self, e: Any, tag: str) -> None:
         """``--reanalyze``: a model done predicted again over the same runs (with the given calibration,
         else its recorded one when that file is there) and analysed again."""
-        from ddpsim.trace.models.zoo import ZOO_PREFIX
         from ddpsim.validation.measure import reanalyze as reanalyze_point
 
         mdir = self.zoo_dir / f"zoo-{e.name}"
@@ -360,9 +367,7 @@ class _Zoo:
         else:
             log.info(f"{tag}: its calibration {str(cal_path)!r} is gone: the recorded "
                      "predictions are kept (give --calibration to predict them again)")
-        result["analysis"] = self.analyse(scn_path, val["rows"], mdir, result["repeats"], cal_path, result["iterations"])
-        write_text_atomic(done, json.dumps(result, indent=1) + "\n")
-        self.add_done(ZOO_PREFIX + e.name, result)
+        self.keep(e, result, val["rows"], cal_path)
         log.info(f"{tag}: analysed again")
 
     def skip_model(self, e: Any, tag: str) -> bool:
@@ -404,13 +409,10 @@ class _Zoo:
                               plots=False, intervals=False)  # analyse_model gives the intervals, on both clocks
             if not is_file(self.shared_cal) and (mdir / "calibration.json").is_file():
                 write_text_atomic(self.shared_cal, (mdir / "calibration.json").read_text())
-            analysis = self.analyse(scn_path, res["rows"], mdir, self.repeats, self.shared_cal, self.iterations)
             result = {"format": "ddpsim-zoo-model", "version": 1, "model": name, "status": "done",
                       "batch_size": e.batch_size, "caps": self.caps, "repeats": self.repeats, "iterations": self.iterations,
-                      "warmup": self.warmup, "summary": res["summary"], "analysis": analysis,
-                      "wall_s": time.perf_counter() - t0}
-            write_text_atomic(mdir / "zoo.json", json.dumps(result, indent=1) + "\n")
-            self.add_done(name, result)
+                      "warmup": self.warmup, "summary": res["summary"], "analysis": None, "wall_s": None}
+            self.keep(e, result, res["rows"], self.shared_cal, t0)
         except InputError as exc:
             failed = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}
             self.rows.append(summary_row(name, failed))

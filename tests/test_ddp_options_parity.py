@@ -143,6 +143,7 @@ def worker_main(rank: int, world_size: int, store_path: str, out_path: str) -> N
                                                     "num_buckets_reduced")}}
             del ddp, module
             gc.collect()  # free the Reducer while the process group lives (test_ddp_parity.worker_main)
+            gc.freeze()   # ... and leave what lives to no later collection (test_ddp_parity.worker_main)
         for cid, kwargs in SYNC_CONFIGS:
             torch.manual_seed(0)
             module = _buffer_module()
@@ -155,6 +156,7 @@ def worker_main(rank: int, world_size: int, store_path: str, out_path: str) -> N
                         "broadcast_buffers": ddp._get_ddp_logging_data().get("broadcast_buffers")}
             del ddp, module
             gc.collect()  # free the Reducer while the process group lives (test_ddp_parity.worker_main)
+            gc.freeze()   # ... and leave what lives to no later collection (test_ddp_parity.worker_main)
         torch.manual_seed(0)
         module = _mp_module()
         mp = _MixedPrecision(**{k: getattr(torch, v) for k, v in MP.items()})

@@ -415,6 +415,7 @@ def test_validate_end_to_end_on_two_gloo_ranks(tmp_path, capsys):
     data = json.loads((moved / "tiny-validate" / "validation.json").read_text())
     assert data["trace"] == str(moved / "tiny-validate" / "validation" / "trace.concurrent.json")
     assert data["rows"][0]["predicted_s"] == pytest.approx(float(again[0]["predicted_s"]), rel=1e-5)
+    own_high_s = data["rows"][0]["predicted_high_s"]  # the interval from the measured runs alone
     # --method-error: the interval joined with the band of OTHER models' residuals (the validated
     # model's own, here +90 %, left out): ten models measured 20..29 % above their prediction
     pts = [{"model": f"other{k}", "point": "cap=1", "predicted_s": 1.0, "measured_s": 1.2 + 0.01 * k} for k in range(10)]
@@ -429,7 +430,8 @@ def test_validate_end_to_end_on_two_gloo_ranks(tmp_path, capsys):
     data = json.loads((moved / "tiny-validate" / "validation.json").read_text())
     row = data["rows"][0]
     assert data["method_band"] == pytest.approx([0.20, 0.29])  # n = 10: the 1st and the ceil(9.9) = 10th
-    assert row["predicted_high_s"] == pytest.approx(row["predicted_s"] * 1.29)
+    # the hull of the measured runs' own interval and the band (wider on a noisy host)
+    assert row["predicted_high_s"] == pytest.approx(max(own_high_s, row["predicted_s"] * 1.29))
     assert "joined with the method error measured on other models, +20.0..+29.0 %" in (moved / "tiny-validate" / "validation.md").read_text()
 
 

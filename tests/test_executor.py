@@ -410,46 +410,72 @@ def test_ddp_bucket_cap_parsing_shares_the_cli_rules():
 
 
 STEADY_SCRIPT = r"""
-import json, sys
+import json, os, sys
 import torch
 sys.path.insert(0, sys.argv[1])
-if sys.argv[2] == "steady":
-    from executor.runtime import steady_malloc
-    print(steady_malloc(), file=sys.stderr)
 
 
 def heap():
+    # the brk heap, in as many mappings as it has (a forked child's growth is a mapping of its own)
+    size = 0
     for line in open("/proc/self/maps"):
         if line.rstrip().endswith("[heap]"):
             lo, hi = line.split()[0].split("-")
-            return int(hi, 16) - int(lo, 16)
-    return 0
+            size += int(hi, 16) - int(lo, 16)
+    return size
 
 
-h0 = heap()
-t = torch.ones(int(sys.argv[3]) * 2**18)  # MiB of float32
-h1 = heap()
-del t
-print(json.dumps({"grown": h1 - h0, "kept": heap() - h0}))
+def measure(mode, mib):
+    got = {}
+    if mode == "steady":
+        from executor.runtime import steady_malloc
+        got["malloc"] = steady_malloc()
+    h0 = heap()
+    t = torch.ones(mib * 2**18)  # MiB of float32
+    h1 = heap()
+    del t
+    return {**got, "grown": h1 - h0, "kept": heap() - h0}
+
+
+# each measurement in a child forked right after torch's import: its heap and allocator state
+# are those of a process that just imported torch, as a process of its own per measurement
+out = {}
+for mib in map(int, sys.argv[2:]):
+    for mode in ("steady", "default"):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(w, json.dumps(measure(mode, mib)).encode())
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r) as f:
+            out[f"{mode} {mib}"] = json.loads(f.read())
+        assert os.waitpid(pid, 0)[1] == 0
+print(json.dumps(out))
 """
+STEADY_MIBS = (24, 160)
+
+
+@pytest.fixture(scope="module")
+def heap_growth():
+    """``{"<mode> <MiB>": {"grown", "kept"[, "malloc"]}}``: the heap's growth for one float32
+    tensor of MiB, and what it keeps after its free, under either allocator mode."""
+    r = subprocess.run([sys.executable, "-c", STEADY_SCRIPT, str(REPO_ROOT), *map(str, STEADY_MIBS)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="reads /proc/self/maps (Linux)")
-@pytest.mark.parametrize("mib", [24, 160])
-def test_steady_malloc_keeps_large_tensors_on_the_heap(mib):
+@pytest.mark.parametrize("mib", STEADY_MIBS)
+def test_steady_malloc_keeps_large_tensors_on_the_heap(heap_growth, mib):
     """glibc by default maps a 24 MiB tensor on its own and unmaps it when freed (the next one
     faults its pages in afresh); under the executor's steady allocator it comes from the heap
     and the heap keeps it after the free (no trimming), for the next iteration to reuse. So
     does a 160 MiB one, above glibc's largest mmap threshold (32 MiB): gpt2-124m's embedding
     gradient is 147 MiB, and only M_MMAP_MAX=0 keeps such a block off its own mapping."""
-    got = {}
-    for mode in ("steady", "default"):
-        r = subprocess.run([sys.executable, "-c", STEADY_SCRIPT, str(REPO_ROOT), mode, str(mib)], capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        got[mode] = json.loads(r.stdout)
-        if mode == "steady":
-            assert "steady (glibc mallopt: M_MMAP_THRESHOLD=33554432, M_TRIM_THRESHOLD=-1, M_MMAP_MAX=0)" in r.stderr
+    got = {mode: heap_growth[f"{mode} {mib}"] for mode in ("steady", "default")}
+    assert got["steady"]["malloc"] == "steady (glibc mallopt: M_MMAP_THRESHOLD=33554432, M_TRIM_THRESHOLD=-1, M_MMAP_MAX=0)"
     assert got["steady"]["grown"] >= (mib - 8) * 2**20 and got["steady"]["kept"] == got["steady"]["grown"]
     assert got["default"]["grown"] < 2**20 and got["default"]["kept"] < 2**20
 

@@ -1,15 +1,19 @@
 """Several ``python -m executor`` command lines in one torchrun launch (a test helper).
 
-Run as ``torchrun --nproc-per-node N tests/executor_jobs.py JOBS.json OUT_DIR``: JOBS.json is
-an object of job names to executor argument lists, run in its order, every one in the same
-process group (the first job's ``--backend``, ``--timeout-s``, ``--num-threads`` and
-``--malloc``; every job must give the same). Each job is parsed by the executor's own parser
+Run as ``torchrun --nproc-per-node N tests/executor_jobs.py JOBS.json OUT_DIR``: JOBS.json holds
+``"launch"``, the group's ``distributed()`` settings (``backend``, ``timeout_s``, ``num_threads``,
+``malloc``), and ``"jobs"``, an object of job names to executor argument lists, run in its order,
+every one in that process group (a job's own ``--backend``, ``--timeout-s``, ``--num-threads``
+and ``--malloc`` must be the launch's). Each job is parsed by the executor's own parser
 and run by its step's ``run`` under :func:`executor.__main__.exit_status`, the exit statuses
 and one-line refusals of ``python -m executor``; its stdout and stderr are captured per rank
 into ``OUT_DIR/<job>.rank<R>.stdout`` / ``.stderr``, its exit status into
 ``OUT_DIR/<job>.rank<R>.rc``. What it saves is the launch: torchrun's start, each rank's
 import of torch and the group's set-up, paid once for every job instead of once per job.
 A job that refuses its input must refuse it on every rank alike (the next job shares the group).
+A job ``["python", SCRIPT]`` runs a test's own script in the group instead, with ``rt`` (the
+:class:`executor.runtime.Runtime`) among its globals; exit status 1 and the traceback on stderr
+if it raises.
 
 :func:`launch_jobs` is the tests' side: it starts that launch and reads every job's captures
 back as a :class:`Job`.
@@ -29,24 +33,38 @@ from typing import Sequence
 LAUNCH_OPTIONS = ("backend", "timeout_s", "num_threads", "malloc")
 
 
-def run_jobs(jobs: dict[str, list[str]], out_dir: Path) -> None:
+def run_jobs(launch: dict[str, object], jobs: dict[str, list[str]], out_dir: Path) -> None:
     from executor.__main__ import build_parser, exit_status
     from executor.runtime import distributed
 
-    parsed = {name: build_parser().parse_args(argv) for name, argv in jobs.items()}
-    first = next(iter(parsed.values()))
-    launch = {k: getattr(first, k) for k in LAUNCH_OPTIONS}
+    parsed = {name: build_parser().parse_args(argv) for name, argv in jobs.items() if argv[0] != "python"}
     for name, args in parsed.items():
         if {k: getattr(args, k) for k in LAUNCH_OPTIONS} != launch:
-            raise SystemExit(f"executor_jobs: job {name!r}: {LAUNCH_OPTIONS} differ from the first job's {launch}")
+            raise SystemExit(f"executor_jobs: job {name!r}: its {LAUNCH_OPTIONS} differ from the launch's {launch}")
     with distributed(**launch) as rt:
-        for name, args in parsed.items():
+        for name, argv in jobs.items():
             stem = out_dir / f"{name}.rank{rt.rank}"
             with open(f"{stem}.stdout", "w") as out, open(f"{stem}.stderr", "w") as err, \
                     contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = exit_status(args.step, lambda args=args: int(args.module.run(rt, args) or 0))
+                if argv[0] == "python":
+                    code = _run_script(argv[1], rt)
+                else:
+                    args = parsed[name]
+                    code = exit_status(args.step, lambda: int(args.module.run(rt, args) or 0))
             Path(f"{stem}.rc").write_text(f"{code}\n")
             rt.barrier()
+
+
+def _run_script(path: str, rt) -> int:
+    import runpy
+    import traceback
+
+    try:
+        runpy.run_path(path, init_globals={"rt": rt}, run_name="__main__")
+    except Exception:  # noqa: BLE001 -- the job's failure is the test's to read
+        traceback.print_exc()
+        return 1
+    return 0
 
 
 @dataclass(frozen=True)
@@ -74,16 +92,18 @@ class Job:
 
 def launch_jobs(jobs: dict[str, list[str]], out_dir: Path, *, nproc: int = 2, num_threads: int = 1,
                 pythonpath: Sequence[str] = (), timeout_s: float = 900.0) -> dict[str, Job]:
-    """Run ``jobs`` (name -> executor arguments, ``--num-threads`` added) in one launch of
-    ``nproc`` local gloo ranks; each job's outputs go where its arguments say, its captures
-    to ``out_dir/logs``."""
+    """Run ``jobs`` (name -> executor arguments) in one launch of ``nproc`` local gloo ranks,
+    ``num_threads`` each, a 60 s timeout; each job's outputs go where its arguments say, its
+    captures to ``out_dir/logs``."""
     from ddpsim.validation.launch import REPO_ROOT, torchrun_command
 
     logs = out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     spec = out_dir / "jobs.json"
-    spec.write_text(json.dumps({name: [argv[0], "--num-threads", str(num_threads), *argv[1:]]
-                                for name, argv in jobs.items()}))
+    launch = {"backend": "gloo", "timeout_s": 60.0, "num_threads": num_threads, "malloc": "steady"}
+    flags = ["--backend", "gloo", "--timeout-s", "60", "--num-threads", str(num_threads), "--malloc", "steady"]
+    spec.write_text(json.dumps({"launch": launch, "jobs": {name: argv if argv[0] == "python" else [argv[0], *flags, *argv[1:]]
+                                                           for name, argv in jobs.items()}}))
     env = {k: v for k, v in os.environ.items() if k != "TORCHELASTIC_ERROR_FILE"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *pythonpath, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["OMP_NUM_THREADS"] = str(num_threads)
@@ -113,7 +133,8 @@ def _read_job(logs: Path, name: str, nproc: int, launch: subprocess.CompletedPro
 
 
 if __name__ == "__main__":
-    run_jobs(json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2]))
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    run_jobs(spec["launch"], spec["jobs"], Path(sys.argv[2]))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # as executor.__main__._exit_now: no interpreter teardown under gloo's threads

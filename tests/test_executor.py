@@ -1,27 +1,21 @@
-"""The executor on 2 gloo ranks (CPU): lifecycle, collectives calibration, real DDP, replay.
+"""The executor's steps on 2 gloo ranks (CPU): collectives calibration, real DDP, replay, rounds, profiles.
 
 Spawned runs are small (the bundled MLP, a few iterations). No timing is asserted: only
 schemas, counts, bucket layouts worked out by hand, and exit behaviour. Every executor run
-that a test only reads the outputs of shares ONE launch (the ``jobs`` fixture,
-tests/executor_jobs.py); the runs whose process itself is the point (no torchrun, a killed
-peer, a fresh heap, an import blocker) have processes of their own.
+whose outputs a test reads shares ONE launch (the ``jobs`` fixture, tests/executor_jobs.py).
+The lifecycle checks whose process itself is the point (no torchrun, a killed peer, a fresh
+heap, an import blocker) are tests/test_executor_lifecycle.py's.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ddpsim.errors import InputError
-from ddpsim.validation.launch import REPO_ROOT, free_port
-from executor.runtime import read_env
+from ddpsim.validation.launch import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -36,55 +30,8 @@ CAP_01_BUCKETS = [[9, 8, 7, 6], [5, 4], [3, 2], [1, 0]]
 CAP_01_SIZES = [273448, 263168, 263168, 263168]
 
 
-def test_read_env_names_missing_and_bad_variables():
-    with pytest.raises(InputError, match="RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT not set; expected to run under torchrun"):
-        read_env({})
-    base = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
-    assert read_env(base).world_size == 2
-    with pytest.raises(InputError, match=r"RANK=2 is not accepted; expected 0 <= RANK < WORLD_SIZE \(2\)"):
-        read_env({**base, "RANK": "2"})
-    with pytest.raises(InputError, match="WORLD_SIZE='two' is not accepted; expected an integer"):
-        read_env({**base, "WORLD_SIZE": "two"})
-
-
-def test_outside_torchrun_exits_2_with_one_line(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    r = subprocess.run([sys.executable, "-m", "executor", "collectives", "--out", str(tmp_path / "c.json")],
-                       env=env, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("executor: error: environment: RANK, WORLD_SIZE")
-
-
-BLOCKER = r"""
-import sys
-BLOCKED = {"simpy", "pandas", "matplotlib", "networkx", "yaml"}
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"executor must not import {name}")
-        return None
-sys.meta_path.insert(0, Block())
-import executor, executor.__main__, executor.runtime, executor.collectives_step, executor.ddp_step
-import executor.replay, executor.workload, executor.capture_step
-executor.__main__.build_parser()
-# what the steps import lazily
-import ddpsim.trace.models, ddpsim.plan.planner, ddpsim.trace.records, ddpsim.units, ddpsim.io, ddpsim.errors, ddpsim.formats, ddpsim.trace.capture, ddpsim.network.curve_fit
-ddpsim.trace.models.build_model("mlp")
-print("ok", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
-"""
-
-
-def test_executor_imports_with_only_torch():
-    r = subprocess.run([sys.executable, "-c", BLOCKER], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
-                       env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "ok []"
-
-
 def _jobs(d: Path) -> dict[str, list[str]]:
-    """Every executor run of this module's tests that shares the launch (:func:`executor`), by
+    """Every executor run of this module's tests that shares the launch (:func:`jobs`), by
     job name; job ``name`` writes under ``d / name``, the factory models' traces lie in ``d``."""
     t = "--timeout-s", "60"
     ddp = "ddp", "--model", "mlp", *t
@@ -121,6 +68,7 @@ def _jobs(d: Path) -> dict[str, list[str]]:
                                 "--out", str(d / f"ddp-skip-{skip}" / "m.json")] for skip in (False, True)},
         "ddp-mixed-precision": [*ddp, "--batch-size", "8", "--options", '{"mixed_precision": {"param_dtype": "bfloat16"}}',
                                 "--iterations", "1", "--warmup", "2", "--out", str(d / "ddp-mixed-precision" / "m.json")],
+        "measure-point-frees": ["python", str(d / "measure-point-frees" / "script.py")],
         "profile-bad-warmup": ["profile", "--model", "mlp", "--warmup", "1", *t, "--out-dir", str(d / "profile-bad-warmup" / "p")],
         "profile": ["profile", "--model", "mlp", "--batch-size", "8", "--warmup", "2", "--active", "2", "--bucket-cap-mb", "0.1",
                     *t, "--out-dir", str(d / "profile" / "prof")],
@@ -143,6 +91,7 @@ TEST_JOBS = {
     "test_ddp_skip_all_reduce_unused_params_leaves_the_unused_bucket_out": ["ddp-skip-False", "ddp-skip-True"],
     "test_ddp_mixed_precision_on_gloo_is_refused_in_one_line": ["ddp-mixed-precision"],
     "test_profile_writes_one_torch_profiler_trace_per_rank": ["profile"],
+    "test_measure_point_frees_its_reducer_so_the_next_wrapper_is_alone": ["measure-point-frees"],
     "test_profile_refuses_too_few_warmup_steps_in_one_line": ["profile-bad-warmup"],
 }
 
@@ -187,6 +136,8 @@ def jobs(request, tmp_path_factory):
     for name, buckets in plans.items():
         if name in selected:
             (d / name / "plan.json").write_text(json.dumps({"buckets": buckets}))
+    if "measure-point-frees" in selected:
+        (d / "measure-point-frees" / "script.py").write_text(ROUND_FREES_REDUCER)
     return launch_jobs(selected, d, pythonpath=[str(d)])
 
 
@@ -368,124 +319,12 @@ def test_replay_runs_any_plan_in_order(jobs, compute):
             assert all(b["end_s"] >= b["launch_s"] for b in bs)
 
 
-def test_a_dead_rank_makes_the_other_exit_within_the_timeout(tmp_path):
-    port = free_port()
-    procs = []
-    for rank in (0, 1):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "executor", "collectives", "--timeout-s", "8", "--num-threads", "1",
-             "--out", str(tmp_path / "c.json"), "--max-bytes", "64MiB", "--repeats", "200", "--skip-interference"],
-            env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "c.progress.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        # both ranks are now deep in collectives (rank 0 got past init); kill rank 1
-        time.sleep(0.5)
-        assert procs[0].poll() is None
-        procs[1].send_signal(signal.SIGKILL)
-        t = time.monotonic()
-        try:
-            _, err = procs[0].communicate(timeout=8 + 5 + 20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("rank 0 did not exit after its peer died")
-        assert time.monotonic() - t < 8 + 5 + 20
-        assert procs[0].returncode != 0
-        assert "executor: error:" in err
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
 def test_ddp_bucket_cap_parsing_shares_the_cli_rules():
     from executor.ddp_step import parse_cap
     assert [parse_cap(v) for v in (None, "", "none", "default", "25", "0.5")] == [None, None, None, None, 25, 0.5]
     for bad in ("0", "-1", "abc", "inf", "nan"):
         with pytest.raises(InputError, match=rf"^--bucket-cap-mb: '{bad}' is not accepted; expected a number of MiB > 0 or 'none'$"):
             parse_cap(bad)
-
-
-STEADY_SCRIPT = r"""
-import json, os, sys
-import torch
-sys.path.insert(0, sys.argv[1])
-
-
-def heap():
-    # the brk heap, in as many mappings as it has (a forked child's growth is a mapping of its own)
-    size = 0
-    for line in open("/proc/self/maps"):
-        if line.rstrip().endswith("[heap]"):
-            lo, hi = line.split()[0].split("-")
-            size += int(hi, 16) - int(lo, 16)
-    return size
-
-
-def measure(mode, mib):
-    got = {}
-    if mode == "steady":
-        from executor.runtime import steady_malloc
-        got["malloc"] = steady_malloc()
-    h0 = heap()
-    t = torch.ones(mib * 2**18)  # MiB of float32
-    h1 = heap()
-    del t
-    return {**got, "grown": h1 - h0, "kept": heap() - h0}
-
-
-# each measurement in a child forked right after torch's import: its heap and allocator state
-# are those of a process that just imported torch, as a process of its own per measurement
-out = {}
-for mib in map(int, sys.argv[2:]):
-    for mode in ("steady", "default"):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.write(w, json.dumps(measure(mode, mib)).encode())
-            os._exit(0)
-        os.close(w)
-        with os.fdopen(r) as f:
-            out[f"{mode} {mib}"] = json.loads(f.read())
-        assert os.waitpid(pid, 0)[1] == 0
-print(json.dumps(out))
-"""
-STEADY_MIBS = (24, 160)
-
-
-@pytest.fixture(scope="module")
-def heap_growth():
-    """``{"<mode> <MiB>": {"grown", "kept"[, "malloc"]}}``: the heap's growth for one float32
-    tensor of MiB, and what it keeps after its free, under either allocator mode."""
-    r = subprocess.run([sys.executable, "-c", STEADY_SCRIPT, str(REPO_ROOT), *map(str, STEADY_MIBS)], capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="reads /proc/self/maps (Linux)")
-@pytest.mark.parametrize("mib", STEADY_MIBS)
-def test_steady_malloc_keeps_large_tensors_on_the_heap(heap_growth, mib):
-    """glibc by default maps a 24 MiB tensor on its own and unmaps it when freed (the next one
-    faults its pages in afresh); under the executor's steady allocator it comes from the heap
-    and the heap keeps it after the free (no trimming), for the next iteration to reuse. So
-    does a 160 MiB one, above glibc's largest mmap threshold (32 MiB): gpt2-124m's embedding
-    gradient is 147 MiB, and only M_MMAP_MAX=0 keeps such a block off its own mapping."""
-    got = {mode: heap_growth[f"{mode} {mib}"] for mode in ("steady", "default")}
-    assert got["steady"]["malloc"] == "steady (glibc mallopt: M_MMAP_THRESHOLD=33554432, M_TRIM_THRESHOLD=-1, M_MMAP_MAX=0)"
-    assert got["steady"]["grown"] >= (mib - 8) * 2**20 and got["steady"]["kept"] == got["steady"]["grown"]
-    assert got["default"]["grown"] < 2**20 and got["default"]["kept"] < 2**20
-
-
-def test_distributed_refuses_an_unknown_malloc_mode():
-    from executor.runtime import distributed
-
-    with pytest.raises(InputError, match=r"--malloc: 'fast' is not accepted; expected one of steady, default"):
-        with distributed(malloc="fast", environ={}):
-            pass
 
 
 def test_measured_step_time_is_the_mean_over_ranks():
@@ -568,12 +407,12 @@ def test_round_refuses_bad_caps_in_one_line(caps, want):
     assert want in str(exc.value) and "\n" not in str(exc.value)
 
 
+# run as a job of the shared launch, ``rt`` its gloo group (tests/executor_jobs.py)
 ROUND_FREES_REDUCER = """
 import argparse, weakref
 import torch.nn.parallel as par
 from ddpsim.trace.models import build_model
 from executor import ddp_step
-from executor.runtime import distributed
 from executor.workload import workload_from_spec
 
 reducers = []
@@ -583,25 +422,24 @@ class Recorded(par.DistributedDataParallel):
         super().__init__(*a, **k)
         reducers.append(weakref.ref(self.reducer))
 
-par.DistributedDataParallel = Recorded
 args = argparse.Namespace(find_unused_parameters=False, static_graph=False, gradient_as_bucket_view=False,
                           no_broadcast_buffers=False, timing_hook=False, lr=1e-3, momentum=0.9, warmup=2,
                           iterations=1, batch_size=8, model="mlp")
-with distributed(backend="gloo", timeout_s=60, num_threads=1, malloc="default") as rt:
+real, par.DistributedDataParallel = par.DistributedDataParallel, Recorded
+try:
     wl = workload_from_spec(build_model("mlp"), 8, rt.device)
-    sizes = [ddp_step.measure_point(rt, args, wl, cap, None)["real_buckets"]["sizes"] for cap in (0.1, None)]
-print("RESULT", [r() is None for r in reducers], sizes)
+    recs = [ddp_step.measure_point(rt, args, wl, cap, None) for cap in (0.1, None)]
+finally:
+    par.DistributedDataParallel = real
+if rt.rank == 0:
+    print("RESULT", [r() is None for r in reducers], [rec["real_buckets"]["sizes"] for rec in recs])
 """
 
 
-def test_measure_point_frees_its_reducer_so_the_next_wrapper_is_alone(tmp_path):
+def test_measure_point_frees_its_reducer_so_the_next_wrapper_is_alone(jobs):
     # a Reducer left alive would keep its autograd hooks on the module's parameters; measure_point
-    # must drop every reference to its DDP wrapper (one rank, gloo, in a process of its own)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    r = subprocess.run([sys.executable, "-c", ROUND_FREES_REDUCER], capture_output=True, text=True, timeout=120,
-                       cwd=tmp_path, env=env)
-    assert r.returncode == 0, r.stderr
+    # must drop every reference to its DDP wrapper (2 gloo ranks, one module wrapped twice)
+    r = _ok(jobs["measure-point-frees"])
     result = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
     assert result == [f"RESULT [True, True] [{CAP_01_SIZES}, [1062952]]"]
 

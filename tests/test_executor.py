@@ -120,8 +120,8 @@ def jobs(request, tmp_path_factory):
     start-up (torchrun, torch imported in every rank) is paid once instead of once per run."""
     from executor_jobs import launch_jobs
 
-    wanted = {job for item in request.session.items if item.module is request.module
-              for job in TEST_JOBS.get(item.originalname, ())}
+    selected_tests = request.node.listchain()[0].items  # the run's root node: the tests selected to run
+    wanted = {job for item in selected_tests if item.module is request.module for job in TEST_JOBS.get(item.originalname, ())}
     d = tmp_path_factory.mktemp("executor-jobs")
     selected = {name: argv for name, argv in _jobs(d).items() if name in wanted}
     for name in selected:

@@ -35,5 +35,5 @@ to its own points) -- never the other network modules, the engine, the calibrati
 the pipeline, reports, validation or the CLI, and never simpy, pandas, matplotlib, networkx or
 yaml. ddpsim never imports this package: :mod:`ddpsim.validation.launch` runs it as a program
 under torchrun and reads the files it writes. ``tests/test_layering.py`` and
-``tests/test_executor.py`` enforce both.
+``tests/test_executor_lifecycle.py`` enforce both.
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Callable
 
 EPILOG = """examples:
   torchrun --nproc-per-node 2 -m executor collectives --out cal.json --num-threads 1
@@ -53,15 +54,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ddpsim.errors import InputError
-
-    from executor.runtime import EXIT_INPUT, EXIT_RUNTIME, ExecutorFailure, distributed
+    from executor.runtime import distributed
 
     args = build_parser().parse_args(argv)
-    try:
+
+    def step() -> int:
         with distributed(backend=args.backend, timeout_s=args.timeout_s, num_threads=args.num_threads,
                          malloc=args.malloc) as rt:
             return int(args.module.run(rt, args) or 0)
+
+    return exit_status(args.step, step)
+
+
+def exit_status(step: str, body: Callable[[], int]) -> int:
+    """``body()``'s exit status under the executor's rules: its own return; a refusal
+    (InputError) or a run-time failure (a peer died, a timeout) as one line on stderr and
+    :data:`executor.runtime.EXIT_INPUT` / :data:`executor.runtime.EXIT_RUNTIME`."""
+    from ddpsim.errors import InputError
+
+    from executor.runtime import EXIT_INPUT, EXIT_RUNTIME, ExecutorFailure
+
+    try:
+        return body()
     except InputError as exc:
         print(f"executor: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_INPUT
@@ -70,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_RUNTIME
     except RuntimeError as exc:  # torch.distributed errors: a peer died, a timeout
         first = " ".join(str(exc).split())[:300]
-        print(f"executor: error: {args.step} failed: {type(exc).__name__}: {first} "
+        print(f"executor: error: {step} failed: {type(exc).__name__}: {first} "
               f"(a peer rank died, timed out, or the group broke)", file=sys.stderr, flush=True)
         return EXIT_RUNTIME
     except KeyboardInterrupt:

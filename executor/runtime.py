@@ -215,14 +215,14 @@ def distributed(*, backend: str = "auto", timeout_s: float = 120.0, num_threads:
     """Validate the environment, create the process group, yield a :class:`Runtime`, tear down."""
     import datetime
 
-    import torch
-    import torch.distributed as dist
-
     if not (timeout_s > 0):
         raise InputError(f"--timeout-s: {timeout_s!r} is not accepted; expected a number of seconds > 0")
     if malloc not in MALLOC_MODES:
         raise InputError(f"--malloc: {malloc!r} is not accepted; expected one of {', '.join(MALLOC_MODES)}")
-    env = read_env(environ)
+    env = read_env(environ)  # before torch's import: a run outside torchrun is refused at once
+    import torch
+    import torch.distributed as dist
+
     backend = choose_backend(backend)
     if num_threads is not None:
         if num_threads < 1:

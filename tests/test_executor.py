@@ -1,24 +1,21 @@
-"""The executor on 2 gloo ranks (CPU): lifecycle, collectives calibration, real DDP, replay.
+"""The executor's steps on 2 gloo ranks (CPU): collectives calibration, real DDP, replay, rounds, profiles.
 
 Spawned runs are small (the bundled MLP, a few iterations). No timing is asserted: only
-schemas, counts, bucket layouts worked out by hand, and exit behaviour.
+schemas, counts, bucket layouts worked out by hand, and exit behaviour. Every executor run
+whose outputs a test reads shares ONE launch (the ``jobs`` fixture, tests/executor_jobs.py).
+The lifecycle checks whose process itself is the point (no torchrun, a killed peer, a fresh
+heap, an import blocker) are tests/test_executor_lifecycle.py's.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ddpsim.errors import InputError
-from ddpsim.validation.launch import REPO_ROOT, free_port, launch_local
-from executor.runtime import read_env
+from ddpsim.validation.launch import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -33,64 +30,125 @@ CAP_01_BUCKETS = [[9, 8, 7, 6], [5, 4], [3, 2], [1, 0]]
 CAP_01_SIZES = [273448, 263168, 263168, 263168]
 
 
-def test_read_env_names_missing_and_bad_variables():
-    with pytest.raises(InputError, match="RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT not set; expected to run under torchrun"):
-        read_env({})
-    base = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
-    assert read_env(base).world_size == 2
-    with pytest.raises(InputError, match=r"RANK=2 is not accepted; expected 0 <= RANK < WORLD_SIZE \(2\)"):
-        read_env({**base, "RANK": "2"})
-    with pytest.raises(InputError, match="WORLD_SIZE='two' is not accepted; expected an integer"):
-        read_env({**base, "WORLD_SIZE": "two"})
+def _jobs(d: Path) -> dict[str, list[str]]:
+    """Every executor run of this module's tests that shares the launch (:func:`jobs`), by
+    job name; job ``name`` writes under ``d / name``, the factory models' traces lie in ``d``."""
+    t = "--timeout-s", "60"
+    ddp = "ddp", "--model", "mlp", *t
+    return {
+        "collectives": ["collectives", *t, "--out", str(d / "collectives" / "cal.json"), "--min-bytes", "4KiB",
+                        "--max-bytes", "64KiB", "--repeats", "3", "--warmup", "1", "--interference-bytes", "64KiB",
+                        "--interference-repeats", "3", "--ddp-overhead-rounds", "2", "--loop-ms", "2", "--probe-rounds", "1",
+                        "--after-compute-max-bytes", "16KiB"],
+        "collectives-gap": ["collectives", *t, "--out", str(d / "collectives-gap" / "cal.json"), "--min-bytes", "4KiB",
+                            "--max-bytes", "16KiB", "--repeats", "3", "--warmup", "1", "--skip-interference",
+                            "--ddp-overhead-rounds", "0", "--gap-ms", "2", "--ops", "allreduce", "--after-compute-ms", "0"],
+        "collectives-bad-gap": ["collectives", *t, "--out", str(d / "collectives-bad-gap" / "c.json"), *COLLECTIVES_REFUSALS[0][0]],
+        "ddp-rebuilt": [*ddp, "--batch-size", "32", "--bucket-cap-mb", "0.1", "--iterations", "3", "--warmup", "2",
+                        "--trace", str(MLP_TRACE), "--timing-hook", "--out", str(d / "ddp-rebuilt" / "m.json")],
+        "ddp-default-cap": [*ddp, "--batch-size", "8", "--iterations", "1", "--warmup", "2",
+                            "--plan", str(d / "ddp-default-cap" / "plan.json"), "--out", str(d / "ddp-default-cap" / "m.json")],
+        **{f"replay-{c}": ["replay", "--trace", str(MLP_TRACE), "--plan", str(d / f"replay-{c}" / "plan.json"), "--compute", c,
+                           "--iterations", "3", "--warmup", "1", *t, "--out", str(d / f"replay-{c}" / "r.json"),
+                           *(["--model", "mlp", "--batch-size", "32"] if c == "real" else [])] for c in ("real", "synthetic")},
+        "round": ["round", "--model", "mlp", "--batch-size", "32", "--caps", f"0.1,{LIST_CAP},none", "--iterations", "2",
+                  "--warmup", "2", "--trace-iters", "2", "--round", "3", *t, "--out-dir", str(d / "round" / "raw")],
+        "round-bad": ["round", "--model", "mlp", "--caps", "1", "--trace-iters", "0", *t, "--out-dir", str(d / "round-bad")],
+        "ddp-cap-list": [*ddp, "--batch-size", "8", "--bucket-cap-mb", "5", "--bucket-cap-mb-list", "0.2,0.5,0.3",
+                         "--iterations", "1", "--warmup", "2", "--trace", str(MLP_TRACE), "--out", str(d / "ddp-cap-list" / "m.json")],
+        "ddp-construction": ["ddp", "--model", "h1unused:build", "--batch-size", "4", "--options", '{"find_unused_parameters": true}',
+                             "--iterations", "1", "--warmup", "2", "--trace", str(d / "h1unused.trace.json"), *t,
+                             "--out", str(d / "ddp-construction" / "m.json")],
+        "ddp-batched-grad-copy": [*ddp, "--batch-size", "8", "--bucket-cap-mb", "0.1", "--options", '{"batched_grad_copy": true}',
+                                  "--iterations", "1", "--warmup", "2", "--trace", str(MLP_TRACE),
+                                  "--out", str(d / "ddp-batched-grad-copy" / "m.json")],
+        **{f"ddp-skip-{skip}": ["ddp", "--model", "h8unusedlast:build", "--batch-size", "4", "--bucket-cap-mb", "0.06", "--options",
+                                json.dumps({"find_unused_parameters": True, "skip_all_reduce_unused_params": skip}), "--timing-hook",
+                                "--iterations", "2", "--warmup", "2", "--trace", str(d / "h8unusedlast.trace.json"), *t,
+                                "--out", str(d / f"ddp-skip-{skip}" / "m.json")] for skip in (False, True)},
+        "ddp-mixed-precision": [*ddp, "--batch-size", "8", "--options", '{"mixed_precision": {"param_dtype": "bfloat16"}}',
+                                "--iterations", "1", "--warmup", "2", "--out", str(d / "ddp-mixed-precision" / "m.json")],
+        "measure-point-frees": ["python", str(d / "measure-point-frees" / "script.py")],
+        "profile-bad-warmup": ["profile", "--model", "mlp", "--warmup", "1", *t, "--out-dir", str(d / "profile-bad-warmup" / "p")],
+        "profile": ["profile", "--model", "mlp", "--batch-size", "8", "--warmup", "2", "--active", "2", "--bucket-cap-mb", "0.1",
+                    *t, "--out-dir", str(d / "profile" / "prof")],
+    }
 
 
-def test_outside_torchrun_exits_2_with_one_line(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    r = subprocess.run([sys.executable, "-m", "executor", "collectives", "--out", str(tmp_path / "c.json")],
-                       env=env, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("executor: error: environment: RANK, WORLD_SIZE")
+#: the jobs each test reads (the launch runs those of the selected tests only)
+TEST_JOBS = {
+    "test_collectives_writes_the_calibration_schema": ["collectives"],
+    "test_collectives_gap_mode_times_one_op_after_compute": ["collectives-gap"],
+    "test_collectives_refuses_a_bad_gap_under_torchrun": ["collectives-bad-gap"],
+    "test_ddp_rebuilt_buckets_equal_the_predicted_plan": ["ddp-rebuilt"],
+    "test_ddp_default_cap_mismatch_is_reported": ["ddp-default-cap"],
+    "test_replay_runs_any_plan_in_order": ["replay-real", "replay-synthetic"],
+    "test_round_measures_every_cap_after_its_trace_slice_in_one_launch": ["round"],
+    "test_round_refuses_bad_input_with_one_line": ["round-bad"],
+    "test_ddp_bucket_cap_mb_list_rebuilds_the_planned_buckets": ["ddp-cap-list"],
+    "test_plan_matches_the_construction_layout_when_ddp_never_rebuilds": ["ddp-construction"],
+    "test_ddp_batched_grad_copy_is_in_force_and_the_buckets_are_the_planned_ones": ["ddp-batched-grad-copy"],
+    "test_ddp_skip_all_reduce_unused_params_leaves_the_unused_bucket_out": ["ddp-skip-False", "ddp-skip-True"],
+    "test_ddp_mixed_precision_on_gloo_is_refused_in_one_line": ["ddp-mixed-precision"],
+    "test_profile_writes_one_torch_profiler_trace_per_rank": ["profile"],
+    "test_measure_point_frees_its_reducer_so_the_next_wrapper_is_alone": ["measure-point-frees"],
+    "test_profile_refuses_too_few_warmup_steps_in_one_line": ["profile-bad-warmup"],
+}
+
+#: the factory models of the unused-parameter tests, each beside its trace (h1unused.trace.json ...)
+FACTORIES = {"h1unused": "UNUSED_FACTORY", "h8unusedlast": "UNUSED_LAST_FACTORY"}
 
 
-BLOCKER = r"""
-import sys
-BLOCKED = {"simpy", "pandas", "matplotlib", "networkx", "yaml"}
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"executor must not import {name}")
-        return None
-sys.meta_path.insert(0, Block())
-import executor, executor.__main__, executor.runtime, executor.collectives_step, executor.ddp_step
-import executor.replay, executor.workload, executor.capture_step
-executor.__main__.build_parser()
-# what the steps import lazily
-import ddpsim.trace.models, ddpsim.plan.planner, ddpsim.trace.records, ddpsim.units, ddpsim.io, ddpsim.errors, ddpsim.formats, ddpsim.trace.capture, ddpsim.network.curve_fit
-ddpsim.trace.models.build_model("mlp")
-print("ok", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
-"""
+def _save_factory_trace(d: Path, name: str) -> None:
+    from ddpsim.trace.capture import capture_trace
+    from ddpsim.trace.models import build_model
+    from ddpsim.trace.records import save_trace
+
+    (d / f"{name}.py").write_text(globals()[FACTORIES[name]])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(d))
+        trace = capture_trace(build_model(f"{name}:build"), batch_size=4, num_iters=1, num_warmup=0,
+                              measure_hook_overhead=False)
+    save_trace(trace, d / f"{name}.trace.json")
 
 
-def test_executor_imports_with_only_torch():
-    r = subprocess.run([sys.executable, "-c", BLOCKER], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
-                       env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "ok []"
+@pytest.fixture(scope="module")
+def jobs(request, tmp_path_factory):
+    """The executor runs of the selected tests, all in ONE launch of 2 gloo ranks
+    (tests/executor_jobs.py: each job through the executor's own parser, step and exit statuses,
+    in one process group): what each test asserts is read back from its job. The launch's
+    start-up (torchrun, torch imported in every rank) is paid once instead of once per run."""
+    from executor_jobs import launch_jobs
+
+    selected_tests = request.node.listchain()[0].items  # the run's root node: the tests selected to run
+    wanted = {job for item in selected_tests if item.module is request.module for job in TEST_JOBS.get(item.originalname, ())}
+    d = tmp_path_factory.mktemp("executor-jobs")
+    selected = {name: argv for name, argv in _jobs(d).items() if name in wanted}
+    for name in selected:
+        (d / name).mkdir()
+    for name in FACTORIES:
+        if any(f"{name}.trace.json" in a for argv in selected.values() for a in argv):
+            _save_factory_trace(d, name)
+    # a plan that is not DDP's (two buckets split differently); and, not one DDP would build,
+    # the small head bucket last
+    plans = {"ddp-default-cap": [[9, 8, 7], [6, 5, 4, 3, 2, 1, 0]],
+             "replay-real": [[7, 6, 5, 4], [3, 2, 1, 0], [9, 8]], "replay-synthetic": [[7, 6, 5, 4], [3, 2, 1, 0], [9, 8]]}
+    for name, buckets in plans.items():
+        if name in selected:
+            (d / name / "plan.json").write_text(json.dumps({"buckets": buckets}))
+    if "measure-point-frees" in selected:
+        (d / "measure-point-frees" / "script.py").write_text(ROUND_FREES_REDUCER)
+    return launch_jobs(selected, d, pythonpath=[str(d)])
 
 
-def _run(args, timeout=120):
-    r = launch_local(args, nproc=2, num_threads=1, timeout_s=timeout)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r
+def _ok(job):
+    assert job.returncode == 0, job.log()
+    return job
 
 
-def test_collectives_writes_the_calibration_schema(tmp_path):
-    out = tmp_path / "cal.json"
-    r = _run(["collectives", "--timeout-s", "60", "--out", str(out), "--min-bytes", "4KiB", "--max-bytes", "64KiB",
-              "--repeats", "3", "--warmup", "1", "--interference-bytes", "64KiB", "--interference-repeats", "3",
-              "--ddp-overhead-rounds", "2", "--loop-ms", "2", "--probe-rounds", "1", "--after-compute-max-bytes", "16KiB"])
+def test_collectives_writes_the_calibration_schema(jobs):
+    r = _ok(jobs["collectives"])
+    out = r.dir / "cal.json"
     cal = json.loads(out.read_text())
     assert set(cal) == {"format", "version", "backend", "world_size", "device", "environment", "collectives",
                         "interference", "copy_bandwidth_bytes_per_s", "ddp_iteration_overhead_s", "ddp_overhead",
@@ -151,7 +209,7 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     assert loaded.interference.compute_slowdown == loaded.interference_fit["compute_slowdown"] >= 1.0
     assert loaded.interference_fit["measured_step_s"] == probe["ddp_step_s"]
     assert loaded.broadcast_per_tensor_s == cal["broadcast_per_tensor_s"]
-    progress = json.loads((tmp_path / "cal.progress.json").read_text())
+    progress = json.loads((r.dir / "cal.progress.json").read_text())
     assert progress["format"] == "ddpsim-measurement" and progress["version"] == 1 and progress["complete"] is True
     assert len(progress["points"]) == 6
     # every finished stage is kept in the progress file as it completes (a later failure keeps it)
@@ -161,12 +219,8 @@ def test_collectives_writes_the_calibration_schema(tmp_path):
     assert "collectives: wrote" in r.stdout
 
 
-def test_collectives_gap_mode_times_one_op_after_compute(tmp_path):
-    out = tmp_path / "cal.json"
-    _run(["collectives", "--timeout-s", "60", "--out", str(out), "--min-bytes", "4KiB", "--max-bytes", "16KiB",
-          "--repeats", "3", "--warmup", "1", "--skip-interference", "--ddp-overhead-rounds", "0",
-          "--gap-ms", "2", "--ops", "allreduce", "--after-compute-ms", "0"])
-    cal = json.loads(out.read_text())
+def test_collectives_gap_mode_times_one_op_after_compute(jobs):
+    cal = json.loads((_ok(jobs["collectives-gap"]).dir / "cal.json").read_text())
     assert "allreduce_after_compute" not in cal       # 0 = skipped
     pts = cal["collectives"]["allreduce"]
     assert [p["size_bytes"] for p in pts] == [4096, 16384]
@@ -187,13 +241,12 @@ def _gap_refusals() -> list[tuple[list[str], str]]:
 COLLECTIVES_REFUSALS = _gap_refusals()
 
 
-def test_collectives_refuses_a_bad_gap_under_torchrun(tmp_path):
-    """The refusal path end to end (2 gloo ranks): non-zero exit, the one line, no file; every
-    other bad value takes the same path and is checked in-process below."""
-    argv, want = COLLECTIVES_REFUSALS[0]
-    r = launch_local(["collectives", "--timeout-s", "60", "--out", str(tmp_path / "c.json"), *argv],
-                     nproc=2, num_threads=1, timeout_s=120)
-    assert r.returncode != 0 and not (tmp_path / "c.json").exists()
+def test_collectives_refuses_a_bad_gap_under_torchrun(jobs):
+    """The refusal path end to end (2 gloo ranks, the executor's exit statuses): non-zero exit,
+    the one line, no file; every other bad value takes the same path and is checked in-process below."""
+    _, want = COLLECTIVES_REFUSALS[0]
+    r = jobs["collectives-bad-gap"]
+    assert r.returncode != 0 and not (r.dir / "c.json").exists()
     assert want in r.stderr
 
 
@@ -211,14 +264,12 @@ def test_collectives_refuses_bad_values_before_measuring(argv, want):
     assert want in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_ddp_rebuilt_buckets_equal_the_predicted_plan(tmp_path):
+def test_ddp_rebuilt_buckets_equal_the_predicted_plan(jobs):
     from ddpsim.plan.planner import DDPOptions, plan_ddp
     from ddpsim.trace.records import load_trace
 
-    out = tmp_path / "m.json"
-    r = _run(["ddp", "--model", "mlp", "--batch-size", "32", "--bucket-cap-mb", "0.1", "--iterations", "3",
-              "--warmup", "2", "--trace", str(MLP_TRACE), "--timing-hook", "--timeout-s", "60", "--out", str(out)])
-    m = json.loads(out.read_text())
+    r = _ok(jobs["ddp-rebuilt"])
+    m = json.loads((r.dir / "m.json").read_text())
     assert (m["format"], m["version"], m["kind"]) == ("ddpsim-measurement", 1, "ddp")
     # the oracle: real DDP's own logging, against the hand-worked layout and against ddpsim's plan
     assert m["real_buckets"]["buckets"] == CAP_01_BUCKETS
@@ -238,14 +289,11 @@ def test_ddp_rebuilt_buckets_equal_the_predicted_plan(tmp_path):
     assert [b["size_bytes"] for b in m["ranks"][0]["buckets"] if b["iteration"] == 1] == [1062952]
 
 
-def test_ddp_default_cap_mismatch_is_reported(tmp_path):
+def test_ddp_default_cap_mismatch_is_reported(jobs):
     # a plan that is not DDP's (two buckets split differently) -> plan_matches false
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"buckets": [[9, 8, 7], [6, 5, 4, 3, 2, 1, 0]]}))
-    out = tmp_path / "m.json"
-    r = _run(["ddp", "--model", "mlp", "--batch-size", "8", "--iterations", "1", "--warmup", "2",
-              "--plan", str(plan), "--timeout-s", "60", "--out", str(out)])
-    m = json.loads(out.read_text())
+    r = _ok(jobs["ddp-default-cap"])
+    assert json.loads((r.dir / "plan.json").read_text()) == {"buckets": [[9, 8, 7], [6, 5, 4, 3, 2, 1, 0]]}
+    m = json.loads((r.dir / "m.json").read_text())
     # cap unset: the rebuilt first bucket is capped at 1 MiB (1,048,576 B); in ready order 9..1 the
     # bucket reaches 800,808 B, adding param 0 makes 1,062,952 >= 1 MiB: one bucket of everything
     assert m["real_buckets"]["sizes"] == [1062952]
@@ -254,17 +302,11 @@ def test_ddp_default_cap_mismatch_is_reported(tmp_path):
 
 
 @pytest.mark.parametrize("compute", ["real", "synthetic"])
-def test_replay_runs_any_plan_in_order(tmp_path, compute):
-    plan = tmp_path / "plan.json"
+def test_replay_runs_any_plan_in_order(jobs, compute):
+    r = _ok(jobs[f"replay-{compute}"])
     # not a plan DDP would build: the small head bucket last
-    plan.write_text(json.dumps({"buckets": [[7, 6, 5, 4], [3, 2, 1, 0], [9, 8]]}))
-    out = tmp_path / "r.json"
-    args = ["replay", "--trace", str(MLP_TRACE), "--plan", str(plan), "--compute", compute, "--iterations", "3",
-            "--warmup", "1", "--timeout-s", "60", "--out", str(out)]
-    if compute == "real":
-        args += ["--model", "mlp", "--batch-size", "32"]
-    _run(args)
-    m = json.loads(out.read_text())
+    assert json.loads((r.dir / "plan.json").read_text()) == {"buckets": [[7, 6, 5, 4], [3, 2, 1, 0], [9, 8]]}
+    m = json.loads((r.dir / "r.json").read_text())
     assert (m["format"], m["kind"], m["compute"]) == ("ddpsim-measurement", "replay", compute)
     assert m["plan"]["sizes"] == [526336, 526336, 10280]
     for rank in m["ranks"]:
@@ -277,98 +319,12 @@ def test_replay_runs_any_plan_in_order(tmp_path, compute):
             assert all(b["end_s"] >= b["launch_s"] for b in bs)
 
 
-def test_a_dead_rank_makes_the_other_exit_within_the_timeout(tmp_path):
-    port = free_port()
-    procs = []
-    for rank in (0, 1):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "executor", "collectives", "--timeout-s", "8", "--num-threads", "1",
-             "--out", str(tmp_path / "c.json"), "--max-bytes", "64MiB", "--repeats", "200", "--skip-interference"],
-            env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "c.progress.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        # both ranks are now deep in collectives (rank 0 got past init); kill rank 1
-        time.sleep(0.5)
-        assert procs[0].poll() is None
-        procs[1].send_signal(signal.SIGKILL)
-        t = time.monotonic()
-        try:
-            _, err = procs[0].communicate(timeout=8 + 5 + 20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("rank 0 did not exit after its peer died")
-        assert time.monotonic() - t < 8 + 5 + 20
-        assert procs[0].returncode != 0
-        assert "executor: error:" in err
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
 def test_ddp_bucket_cap_parsing_shares_the_cli_rules():
     from executor.ddp_step import parse_cap
     assert [parse_cap(v) for v in (None, "", "none", "default", "25", "0.5")] == [None, None, None, None, 25, 0.5]
     for bad in ("0", "-1", "abc", "inf", "nan"):
         with pytest.raises(InputError, match=rf"^--bucket-cap-mb: '{bad}' is not accepted; expected a number of MiB > 0 or 'none'$"):
             parse_cap(bad)
-
-
-STEADY_SCRIPT = r"""
-import json, sys
-import torch
-sys.path.insert(0, sys.argv[1])
-if sys.argv[2] == "steady":
-    from executor.runtime import steady_malloc
-    print(steady_malloc(), file=sys.stderr)
-
-
-def heap():
-    for line in open("/proc/self/maps"):
-        if line.rstrip().endswith("[heap]"):
-            lo, hi = line.split()[0].split("-")
-            return int(hi, 16) - int(lo, 16)
-    return 0
-
-
-h0 = heap()
-t = torch.ones(int(sys.argv[3]) * 2**18)  # MiB of float32
-h1 = heap()
-del t
-print(json.dumps({"grown": h1 - h0, "kept": heap() - h0}))
-"""
-
-
-@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="reads /proc/self/maps (Linux)")
-@pytest.mark.parametrize("mib", [24, 160])
-def test_steady_malloc_keeps_large_tensors_on_the_heap(mib):
-    """glibc by default maps a 24 MiB tensor on its own and unmaps it when freed (the next one
-    faults its pages in afresh); under the executor's steady allocator it comes from the heap
-    and the heap keeps it after the free (no trimming), for the next iteration to reuse. So
-    does a 160 MiB one, above glibc's largest mmap threshold (32 MiB): gpt2-124m's embedding
-    gradient is 147 MiB, and only M_MMAP_MAX=0 keeps such a block off its own mapping."""
-    got = {}
-    for mode in ("steady", "default"):
-        r = subprocess.run([sys.executable, "-c", STEADY_SCRIPT, str(REPO_ROOT), mode, str(mib)], capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        got[mode] = json.loads(r.stdout)
-        if mode == "steady":
-            assert "steady (glibc mallopt: M_MMAP_THRESHOLD=33554432, M_TRIM_THRESHOLD=-1, M_MMAP_MAX=0)" in r.stderr
-    assert got["steady"]["grown"] >= (mib - 8) * 2**20 and got["steady"]["kept"] == got["steady"]["grown"]
-    assert got["default"]["grown"] < 2**20 and got["default"]["kept"] < 2**20
-
-
-def test_distributed_refuses_an_unknown_malloc_mode():
-    from executor.runtime import distributed
-
-    with pytest.raises(InputError, match=r"--malloc: 'fast' is not accepted; expected one of steady, default"):
-        with distributed(malloc="fast", environ={}):
-            pass
 
 
 def test_measured_step_time_is_the_mean_over_ranks():
@@ -390,17 +346,17 @@ def test_measured_step_time_is_the_mean_over_ranks():
 # [9 8 7 6] = 273448 >= 209715; [5 4 3 2] = 526336 >= 524288; [1 0] = 263168 < 314572, left over.
 LIST_BUCKETS = [[9, 8, 7, 6], [5, 4, 3, 2], [1, 0]]
 LIST_SIZES = [273448, 526336, 263168]
+LIST_CAP = "list=0.2+0.5+0.3"  # the same list as a point of a round
 
 
-def test_round_measures_every_cap_after_its_trace_slice_in_one_launch(tmp_path):
+def test_round_measures_every_cap_after_its_trace_slice_in_one_launch(jobs):
     """One round of three points (a cap, a bucket_cap_mb_list, the cap unset), each after its
     slice of the trace, in one launch."""
     from ddpsim.trace.records import load_trace
 
-    out = tmp_path / "raw"
-    lst = "list=0.2+0.5+0.3"
-    r = _run(["round", "--model", "mlp", "--batch-size", "32", "--caps", f"0.1,{lst},none", "--iterations", "2",
-              "--warmup", "2", "--trace-iters", "2", "--round", "3", "--timeout-s", "60", "--out-dir", str(out)])
+    r = _ok(jobs["round"])
+    out = r.dir / "raw"
+    lst = LIST_CAP
     assert sorted(p.name for p in out.iterdir()) == ["cap=0.1.run3.json", "cap=default.run3.json", f"{lst}.run3.json",
                                                      "trace.round3.json"]
     a = json.loads((out / "cap=0.1.run3.json").read_text())
@@ -432,15 +388,14 @@ def test_round_measures_every_cap_after_its_trace_slice_in_one_launch(tmp_path):
     assert all(list(it.grad_ready_s) == sorted(it.grad_ready_s, reverse=True) for it in t.iterations)
 
 
-def test_round_refuses_bad_input_with_one_line(tmp_path):
-    """The refusal path end to end (2 gloo ranks): non-zero exit, the one line on every rank
-    that printed it, no file; bad --caps are checked in-process below."""
-    r = launch_local(["round", "--model", "mlp", "--caps", "1", "--trace-iters", "0", "--timeout-s", "60",
-                      "--out-dir", str(tmp_path)], nproc=2, num_threads=1, timeout_s=120)
+def test_round_refuses_bad_input_with_one_line(jobs):
+    """The refusal path end to end (2 gloo ranks, the executor's exit statuses): non-zero exit,
+    the one line on every rank that printed it, no file; bad --caps are checked in-process below."""
+    r = jobs["round-bad"]
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if "executor: error" in ln]
     assert len(lines) >= 1 and all("--trace-iters: 0 is not accepted; expected an integer >= 1" in ln for ln in lines)
-    assert not list(tmp_path.glob("*.json"))
+    assert not list(r.dir.glob("*.json"))
 
 
 @pytest.mark.parametrize("caps, want", [("1,1", "names a point twice"), ("1,-2", "--caps: '-2' is not accepted")])
@@ -452,12 +407,12 @@ def test_round_refuses_bad_caps_in_one_line(caps, want):
     assert want in str(exc.value) and "\n" not in str(exc.value)
 
 
+# run as a job of the shared launch, ``rt`` its gloo group (tests/executor_jobs.py)
 ROUND_FREES_REDUCER = """
 import argparse, weakref
 import torch.nn.parallel as par
 from ddpsim.trace.models import build_model
 from executor import ddp_step
-from executor.runtime import distributed
 from executor.workload import workload_from_spec
 
 reducers = []
@@ -467,34 +422,31 @@ class Recorded(par.DistributedDataParallel):
         super().__init__(*a, **k)
         reducers.append(weakref.ref(self.reducer))
 
-par.DistributedDataParallel = Recorded
 args = argparse.Namespace(find_unused_parameters=False, static_graph=False, gradient_as_bucket_view=False,
                           no_broadcast_buffers=False, timing_hook=False, lr=1e-3, momentum=0.9, warmup=2,
                           iterations=1, batch_size=8, model="mlp")
-with distributed(backend="gloo", timeout_s=60, num_threads=1, malloc="default") as rt:
+real, par.DistributedDataParallel = par.DistributedDataParallel, Recorded
+try:
     wl = workload_from_spec(build_model("mlp"), 8, rt.device)
-    sizes = [ddp_step.measure_point(rt, args, wl, cap, None)["real_buckets"]["sizes"] for cap in (0.1, None)]
-print("RESULT", [r() is None for r in reducers], sizes)
+    recs = [ddp_step.measure_point(rt, args, wl, cap, None) for cap in (0.1, None)]
+finally:
+    par.DistributedDataParallel = real
+if rt.rank == 0:
+    print("RESULT", [r() is None for r in reducers], [rec["real_buckets"]["sizes"] for rec in recs])
 """
 
 
-def test_measure_point_frees_its_reducer_so_the_next_wrapper_is_alone(tmp_path):
+def test_measure_point_frees_its_reducer_so_the_next_wrapper_is_alone(jobs):
     # a Reducer left alive would keep its autograd hooks on the module's parameters; measure_point
-    # must drop every reference to its DDP wrapper (one rank, gloo, in a process of its own)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    r = subprocess.run([sys.executable, "-c", ROUND_FREES_REDUCER], capture_output=True, text=True, timeout=120,
-                       cwd=tmp_path, env=env)
-    assert r.returncode == 0, r.stderr
+    # must drop every reference to its DDP wrapper (2 gloo ranks, one module wrapped twice)
+    r = _ok(jobs["measure-point-frees"])
     result = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
     assert result == [f"RESULT [True, True] [{CAP_01_SIZES}, [1062952]]"]
 
 
-def test_ddp_bucket_cap_mb_list_rebuilds_the_planned_buckets(tmp_path):
-    out = tmp_path / "m.json"
-    r = _run(["ddp", "--model", "mlp", "--batch-size", "8", "--bucket-cap-mb", "5", "--bucket-cap-mb-list", "0.2,0.5,0.3",
-              "--iterations", "1", "--warmup", "2", "--trace", str(MLP_TRACE), "--timeout-s", "60", "--out", str(out)])
-    m = json.loads(out.read_text())
+def test_ddp_bucket_cap_mb_list_rebuilds_the_planned_buckets(jobs):
+    r = _ok(jobs["ddp-cap-list"])
+    m = json.loads((r.dir / "m.json").read_text())
     assert m["real_buckets"]["buckets"] == LIST_BUCKETS and m["real_buckets"]["sizes"] == LIST_SIZES
     assert m["real_buckets"]["layout"] == "rebuilt"
     assert m["options"]["bucket_cap_mb_list"] == [0.2, 0.5, 0.3] and m["options"]["bucket_cap_mb"] is None
@@ -525,24 +477,17 @@ def build():
 '''
 
 
-def test_plan_matches_the_construction_layout_when_ddp_never_rebuilds(tmp_path, monkeypatch):
+def test_plan_matches_the_construction_layout_when_ddp_never_rebuilds(jobs):
     """find_unused_parameters with a really unused parameter: DDP never rebuilds, its logged
     rebuilt fields stay empty, and the layout it uses is the construction one: limits [1 MiB,
-    25 MiB] over params 0..5 (32768, 512, 65536, 512, 5120, 40 B = 104488 B < 1 MiB): one bucket."""
-    from ddpsim.trace.capture import capture_trace
-    from ddpsim.trace.models import build_model
-    from ddpsim.trace.records import save_trace
+    25 MiB] over params 0..5 (32768, 512, 65536, 512, 5120, 40 B = 104488 B < 1 MiB): one bucket.
+    The launch ran on UNUSED_FACTORY's trace, captured in this process (:func:`_save_factory_trace`)."""
+    from ddpsim.trace.records import load_trace
 
-    (tmp_path / "h1unused.py").write_text(UNUSED_FACTORY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    trace = capture_trace(build_model("h1unused:build"), batch_size=4, num_iters=1, num_warmup=0, measure_hook_overhead=False)
+    r = _ok(jobs["ddp-construction"])
+    trace = load_trace(r.dir.parent / "h1unused.trace.json")
     assert [p.has_grad for p in trace.params] == [True, True, False, False, True, True]
-    save_trace(trace, tmp_path / "t.json")
-    out = tmp_path / "m.json"
-    r = _run(["ddp", "--model", "h1unused:build", "--batch-size", "4", "--options", '{"find_unused_parameters": true}', "--iterations", "1",
-              "--warmup", "2", "--trace", str(tmp_path / "t.json"), "--timeout-s", "60", "--out", str(out)])
-    m = json.loads(out.read_text())
+    m = json.loads((r.dir / "m.json").read_text())
     assert m["ddp_logging"].get("rebuilt_bucket_sizes") in ("", None)
     assert m["real_buckets"]["layout"] == "construction"
     assert m["real_buckets"]["buckets"] == [[0, 1, 2, 3, 4, 5]] and m["real_buckets"]["sizes"] == [104488]
@@ -550,11 +495,9 @@ def test_plan_matches_the_construction_layout_when_ddp_never_rebuilds(tmp_path, 
     assert "plan_matches: true (real DDP construction buckets" in r.stdout
 
 
-def test_ddp_batched_grad_copy_is_in_force_and_the_buckets_are_the_planned_ones(tmp_path):
-    out = tmp_path / "m.json"
-    r = _run(["ddp", "--model", "mlp", "--batch-size", "8", "--bucket-cap-mb", "0.1", "--options", '{"batched_grad_copy": true}',
-              "--iterations", "1", "--warmup", "2", "--trace", str(MLP_TRACE), "--timeout-s", "60", "--out", str(out)])
-    m = json.loads(out.read_text())
+def test_ddp_batched_grad_copy_is_in_force_and_the_buckets_are_the_planned_ones(jobs):
+    r = _ok(jobs["ddp-batched-grad-copy"])
+    m = json.loads((r.dir / "m.json").read_text())
     # torch's logging data has no field for it: the DDP object's own attribute says it ran
     assert m["ddp_in_force"]["batched_grad_copy"] is True and m["options"]["batched_grad_copy"] is True
     assert m["ddp_in_force"]["skip_all_reduce_unused_params"] is False
@@ -587,27 +530,14 @@ def build():
 
 
 @pytest.mark.parametrize("skip", [False, True])
-def test_ddp_skip_all_reduce_unused_params_leaves_the_unused_bucket_out(tmp_path, monkeypatch, skip):
+def test_ddp_skip_all_reduce_unused_params_leaves_the_unused_bucket_out(jobs, skip):
     """find_unused_parameters, no rebuild: DDP's construction layout at bucket_cap_mb 0.06
     (62914 B) fills params in order 0..5 (32768, 512, 5120, 40, 65536, 512 B): 0..4 reach
     103976 B >= the cap, param 5 (skip.bias, 512 B) is left over; reversed, bucket 0 = [5],
     every parameter of it unused, bucket 1 = [0..4]. skip_all_reduce_unused_params all-reduces
-    bucket 1 only (the timing hook sees what is all-reduced); without it both."""
-    from ddpsim.trace.capture import capture_trace
-    from ddpsim.trace.models import build_model
-    from ddpsim.trace.records import save_trace
-
-    (tmp_path / "h8unusedlast.py").write_text(UNUSED_LAST_FACTORY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    trace = capture_trace(build_model("h8unusedlast:build"), batch_size=4, num_iters=1, num_warmup=0,
-                          measure_hook_overhead=False)
-    save_trace(trace, tmp_path / "t.json")
-    out = tmp_path / "m.json"
-    _run(["ddp", "--model", "h8unusedlast:build", "--batch-size", "4", "--bucket-cap-mb", "0.06", "--options",
-          json.dumps({"find_unused_parameters": True, "skip_all_reduce_unused_params": skip}), "--timing-hook", "--iterations", "2", "--warmup", "2",
-          "--trace", str(tmp_path / "t.json"), "--timeout-s", "60", "--out", str(out)])
-    m = json.loads(out.read_text())
+    bucket 1 only (the timing hook sees what is all-reduced); without it both. The launch ran on
+    UNUSED_LAST_FACTORY's trace, captured in this process (:func:`_save_factory_trace`)."""
+    m = json.loads((_ok(jobs[f"ddp-skip-{skip}"]).dir / "m.json").read_text())
     assert m["real_buckets"]["layout"] == "construction"
     assert m["real_buckets"]["buckets"] == [[5], [0, 1, 2, 3, 4]] and m["real_buckets"]["sizes"] == [512, 103976]
     assert m["plan_matches"] is True
@@ -616,19 +546,17 @@ def test_ddp_skip_all_reduce_unused_params_leaves_the_unused_bucket_out(tmp_path
         assert [b["bucket"] for b in m["ranks"][0]["buckets"] if b["iteration"] == it] == ([1] if skip else [0, 1])
 
 
-def test_ddp_mixed_precision_on_gloo_is_refused_in_one_line(tmp_path):
-    r = launch_local(["ddp", "--model", "mlp", "--batch-size", "8", "--options", '{"mixed_precision": {"param_dtype": "bfloat16"}}', "--iterations", "1",
-                      "--warmup", "2", "--timeout-s", "60", "--out", str(tmp_path / "m.json")], nproc=2, num_threads=1,
-                     timeout_s=120)
+def test_ddp_mixed_precision_on_gloo_is_refused_in_one_line(jobs):
+    r = jobs["ddp-mixed-precision"]
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if "executor: error" in ln]
-    # every rank that got to print it printed the same one line (torchrun stops the other rank
-    # once the first exits, sometimes before it prints)
+    # every rank that got to print it printed the same one line (under torchrun alone the other
+    # rank is stopped once the first exits, sometimes before it prints)
     assert 1 <= len(lines) <= 2 and len(set(lines)) == 1
     assert ("--options: mixed_precision bfloat16/-/- is not accepted on a cpu device (gloo): torch's mixed-precision forward records "
             "device events, which the CPU backend lacks") in lines[0]
-    # refused before DDP is built (torchrun's own ChildFailedError banner follows the ranks' lines)
-    assert "cpu backend doesn't support events\n" not in r.stderr and not (tmp_path / "m.json").exists()
+    # refused before DDP is built
+    assert "cpu backend doesn't support events\n" not in r.stderr and not (r.dir / "m.json").exists()
 
 
 def _args(**kw):
@@ -686,17 +614,13 @@ def test_bad_torch_2_13_option_values_are_one_line_input_errors(kw, want):
     assert want in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_profile_writes_one_torch_profiler_trace_per_rank(tmp_path):
+def test_profile_writes_one_torch_profiler_trace_per_rank(jobs):
     """Two gloo ranks under real DDP: each writes rank<R>.json.gz with its ProfilerStep spans
     (wait 1 + warm-up 1 + 2 active: steps #2 and #3 recorded) and DDP's bucket all-reduces (four
     buckets of the mlp at a 0.1 MB cap, per step)."""
     import gzip
 
-    out = tmp_path / "prof"
-    r = launch_local(["profile", "--model", "mlp", "--batch-size", "8", "--warmup", "2", "--active", "2",
-                      "--bucket-cap-mb", "0.1", "--timeout-s", "60", "--out-dir", str(out)],
-                     nproc=2, num_threads=1, timeout_s=180)
-    assert r.returncode == 0, r.stderr[-2000:]
+    out = _ok(jobs["profile"]).dir / "prof"
     assert sorted(p.name for p in out.iterdir()) == ["rank0.json.gz", "rank1.json.gz"]
     for rank in (0, 1):
         events = json.loads(gzip.decompress((out / f"rank{rank}.json.gz").read_bytes()))["traceEvents"]
@@ -705,10 +629,9 @@ def test_profile_writes_one_torch_profiler_trace_per_rank(tmp_path):
         assert sum(e.get("name") == "c10d::allreduce_" for e in events) == 2 * len(CAP_01_SIZES)
 
 
-def test_profile_refuses_too_few_warmup_steps_in_one_line(tmp_path):
-    r = launch_local(["profile", "--model", "mlp", "--warmup", "1", "--timeout-s", "60", "--out-dir", str(tmp_path / "p")],
-                     nproc=1, num_threads=1, timeout_s=120)
-    assert r.returncode != 0 and not (tmp_path / "p").exists()
+def test_profile_refuses_too_few_warmup_steps_in_one_line(jobs):
+    r = jobs["profile-bad-warmup"]
+    assert r.returncode != 0 and not (r.dir / "p").exists()
     assert "--warmup: 1 is not accepted; expected an integer >= 2" in r.stderr
 
 

@@ -63,9 +63,9 @@ def test_unknown_key_refused_by_both_with_the_one_line(validator, tmp_path):
         load_scenario(path)
     assert str(exc.value) == (
         f"{path}: ddp.bucket_cap: unknown key; expected one of bucket_cap_mb, bucket_cap_mb_list, "
-        "find_unused_parameters, static_graph, gradient_as_bucket_view, broadcast_buffers, sync_batchnorm, "
-        "batched_grad_copy, skip_all_reduce_unused_params, forward_sync_buffers, mixed_precision, "
-        "delay_all_reduce_named_params, param_to_hook_all_reduce, comm_hook, powersgd, process_groups, join")
+        "find_unused_parameters, static_graph, gradient_as_bucket_view, broadcast_buffers, batched_grad_copy, "
+        "skip_all_reduce_unused_params, forward_sync_buffers, mixed_precision, delay_all_reduce_named_params, "
+        "param_to_hook_all_reduce, sync_batchnorm, comm_hook, powersgd, process_groups, join")
 
 
 @pytest.mark.parametrize("old, line", [

@@ -1,13 +1,14 @@
-"""The value types of the scenario schema (:mod:`ddpsim.pipeline.scenario_schema`): each checks
-its value with the accepted values in words (the text of the one-line error), then hands it to
-pydantic's strict type; and the bounds on every count and size a scenario may name."""
+"""The value types of the configuration records (``DDPOptions``, ``SimConfig``) and of the scenario
+schema (:mod:`ddpsim.pipeline.scenario_schema`), declared once for both: each checks its value
+with the accepted values in words (the text of the one-line error), then hands it to pydantic's
+strict type; the bounds on every count and size a scenario may name; and :func:`section_of`, a
+scenario section made of a record's fields."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Callable, Literal, Optional, Union
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, ValidationError, WithJsonSchema, create_model
 from pydantic_core import PydanticCustomError
-from ddpsim.engine.config import COMM_HOOKS
 from ddpsim.schema import Schema, is_num, rule
 from ddpsim.errors import InputError
 
@@ -30,6 +31,8 @@ MAX_PROCESS_GROUPS = 64
 #: ``ddp.join``: batches of one rank in one epoch
 MAX_BATCHES = 10_000_000
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+#: DDP's comm hooks: none (the reducer's own all-reduce), allreduce, fp16 / bf16 (compression), powersgd
+COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 
 
 # ---- value types: a check with the accepted values in words, then pydantic's strict type ----
@@ -87,7 +90,9 @@ def _is_cap_list(v: Any) -> bool:
     return isinstance(v, (list, tuple)) and 0 < len(v) <= MAX_LIST and all(_is_cap(x) for x in v)
 
 
-CapList = Annotated[list[Cap], Field(min_length=1, max_length=MAX_LIST), rule(_CAP_LIST_TEXT, _is_cap_list)]
+CapList = Annotated[tuple[Cap, ...], Field(min_length=1, max_length=MAX_LIST), Strict(False),
+                    rule(_CAP_LIST_TEXT, _is_cap_list)]
+OptCapList = Annotated[Optional[CapList], rule(f"{_CAP_LIST_TEXT}, or null", lambda v: v is None or _is_cap_list(v))]
 
 Bool = Annotated[bool, rule("true or false", lambda v: isinstance(v, bool))]
 OptBool = Annotated[Optional[bool], rule("true or false or null", lambda v: v is None or isinstance(v, bool))]
@@ -95,6 +100,11 @@ Text = Annotated[str, rule("a non-empty string", lambda v: isinstance(v, str) an
 OptText = Annotated[Optional[str], rule("a non-empty string or null",
                                          lambda v: v is None or (isinstance(v, str) and v != ""))]
 Hook = Annotated[Literal[COMM_HOOKS], rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)]
+#: ``simulation.jitter``: the trace's own spread, none, or a coefficient of variation
+Jitter = Annotated[Union[Literal["trace", "none"], int, float], rule(
+    f"'trace', 'none' or a coefficient of variation >= 0 and <= {MAX_JITTER:g}",
+    lambda v: v in ("trace", "none") or (is_num(v) and 0 <= v <= MAX_JITTER)),
+    WithJsonSchema({"anyOf": [{"enum": ["trace", "none"]}, {"type": "number", "minimum": 0, "maximum": MAX_JITTER}]})]
 Options = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
 
 
@@ -136,3 +146,12 @@ def _with_shorthand(alternative: dict[str, Any]) -> Callable[[dict[str, Any]], N
             schema["anyOf"] = [*schema.pop("anyOf", []), alternative]
     return extra
 
+
+
+def section_of(rec: type, *, skip: tuple[str, ...] = (), types: dict[str, Any] | None = None) -> type[Schema]:
+    """A scenario section holding the record ``rec``'s fields but ``skip``, with their types,
+    defaults and descriptions as the record declares them; ``types`` swaps a field's type (a
+    nested record's own section)."""
+    types = types or {}
+    fields = {k: (types.get(k, f.annotation), f) for k, f in rec.__pydantic_fields__.items() if k not in skip}
+    return create_model(f"{rec.__name__}Keys", __base__=Schema, **fields)

@@ -100,6 +100,7 @@ Text = Annotated[str, rule("a non-empty string", lambda v: isinstance(v, str) an
 OptText = Annotated[Optional[str], rule("a non-empty string or null",
                                          lambda v: v is None or (isinstance(v, str) and v != ""))]
 Hook = Annotated[Literal[COMM_HOOKS], rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)]
+Seconds = Annotated[float, rule("a finite number of seconds >= 0", lambda v: is_num(v) and v >= 0)]
 #: ``simulation.jitter``: the trace's own spread, none, or a coefficient of variation
 Jitter = Annotated[Union[Literal["trace", "none"], int, float], rule(
     f"'trace', 'none' or a coefficient of variation >= 0 and <= {MAX_JITTER:g}",

@@ -14,16 +14,12 @@ from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 from ddpsim.trace.records import check_compute_statistic
 from ddpsim.units import MAX_ITERATIONS, MAX_SEED, MAX_WORLD_SIZE
-from ddpsim.value_types import MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, Bool, Hook, Int, Jitter
+from ddpsim.value_types import MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, Bool, Hook, Int, Jitter, Seconds
 
 #: a validation scores the mean step, so it predicts from the trace's mean phases and ready
 #: times (``SimConfig.compute_statistic``): with the medians, slow iterations that the measured
 #: means hold would be left out of the prediction (``studies/estimator.py``)
 VALIDATION_STATISTIC = "mean"
-
-#: a finite number of seconds >= 0 (:func:`checked_s`)
-_Seconds = Annotated[Union[int, float], rule("a finite number of seconds >= 0", lambda v: is_num(v) and v >= 0)]
-
 
 @record("")
 class SimConfig:
@@ -56,13 +52,13 @@ class SimConfig:
     rank_group_size: Int(1, MAX_WORLD_SIZE, null=True) = None
     #: the least a gradient-copy kernel takes (launch and tail on a GPU: one kernel per parameter for copy-in,
     #: zero-fill and copy-out); 0 = none
-    copy_kernel_floor_s: _Seconds = 0.0
+    copy_kernel_floor_s: Seconds = 0.0
     #: CPU costs per step, hook, bucket and collective on a CPU timeline per rank (:mod:`ddpsim.network.host_costs`);
     #: None = the CPU is never the bottleneck
     host_costs: Optional[InstanceOf[HostCosts]] = None
     #: seconds a Python comm hook costs the backward per bucket beyond its kernels (the call, the future, the ``.then``
     #: callback; a calibration's ``comm_hook_call_s``); 0 = not charged. Only with ``comm_hook`` other than none
-    comm_hook_call_s: _Seconds = 0.0
+    comm_hook_call_s: Seconds = 0.0
     #: the model's BatchNorm layers are ``nn.SyncBatchNorm`` (``convert_sync_batchnorm``): their forward all-gathers
     #: and backward all-reduces run on the process group's stream (the engine finds the layers by their
     #: ``running_mean``/``running_var`` buffers in the trace)

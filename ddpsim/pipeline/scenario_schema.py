@@ -7,7 +7,7 @@ the DDP keys under PyTorch's names; checks between sections are its validators.
 
 import json
 import re
-from typing import Annotated, Any, Literal, Optional, Union, get_args
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
@@ -15,11 +15,11 @@ from ddpsim.engine.config import SimConfig
 from ddpsim.network import host_costs as hostcost
 from ddpsim.network.contention import check_fraction
 from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
-from ddpsim.network.host_costs import HostCosts, check_seconds
+from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.plan.compiled import CompileOptions
 from ddpsim.plan.planner import DDPOptions, MixedPrecision, cap_point_id, options_from_dict
-from ddpsim.schema import Schema, is_num, rule
+from ddpsim.schema import Schema, is_num, models_in, rule
 from ddpsim.errors import InputError
 from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
 from ddpsim.trace.records import COMPUTE_STATISTICS
@@ -30,7 +30,7 @@ from ddpsim.value_types import (  # noqa: F401 (some re-exported)
     MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptCap,
     OptText, Options, Text, _CAP_SCHEMA, _CAP_TEXT,
     _fail, _is_cap, _is_cap_list, _is_int, _mapping,
-    _project_check, _section, _whole, _with_shorthand, section_of)
+    _project_check, _section, _whole, _with_shorthand, section_of, Seconds)
 
 # ---- the sections --------------------------------------------------------------------------
 
@@ -226,7 +226,6 @@ class SimulationSpec(Schema):
 
 
 Fraction = Annotated[float, _project_check(check_fraction)]
-Seconds = Annotated[float, _project_check(check_seconds)]
 
 
 class CostModelSection(Schema):
@@ -428,17 +427,10 @@ def _axis_key_ok(key: Any) -> bool:
             return False
         if part == "options" and i == len(parts) - 2:  # a preset's or a model builder's keyword
             return True
-        held = [m for m in _models_in_annotation(field.annotation)]
-        model = held[0] if held else None
+        model = next(iter(models_in(field.annotation)), None)
         if i < len(parts) - 1 and model is None:
             return False
     return True
-
-
-def _models_in_annotation(tp: Any) -> list[Any]:
-    if isinstance(tp, type) and issubclass(tp, Schema):
-        return [tp]
-    return [m for arg in get_args(tp) for m in _models_in_annotation(arg)]
 
 
 _AXES_TEXT = (f"a mapping of axis -> a non-empty list of values (at most {MAX_LIST}); an axis is one of "

@@ -10,7 +10,6 @@ from typing import Annotated, Any, Callable, Literal, Optional, Union
 from pydantic import AfterValidator, BeforeValidator, Field, Strict, ValidationError, WithJsonSchema, create_model
 from pydantic_core import PydanticCustomError
 from ddpsim.schema import Schema, is_num, rule
-from ddpsim.errors import InputError
 
 # ---- bounds (far above any real use; each one is named in its key's error line) ----------
 from ddpsim.units import MAX_BATCH_SIZE, MAX_SEED, MAX_THREADS  # noqa: E402,F401 (one table of bounds, in units)
@@ -100,6 +99,7 @@ Text = Annotated[str, rule("a non-empty string", lambda v: isinstance(v, str) an
 OptText = Annotated[Optional[str], rule("a non-empty string or null",
                                          lambda v: v is None or (isinstance(v, str) and v != ""))]
 Hook = Annotated[Literal[COMM_HOOKS], rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)]
+Fraction = Annotated[float, rule("a number in [0, 1]", lambda v: is_num(v) and 0 <= v <= 1)]
 Seconds = Annotated[float, rule("a finite number of seconds >= 0", lambda v: is_num(v) and v >= 0)]
 #: ``simulation.jitter``: the trace's own spread, none, or a coefficient of variation
 Jitter = Annotated[Union[Literal["trace", "none"], int, float], rule(
@@ -107,17 +107,6 @@ Jitter = Annotated[Union[Literal["trace", "none"], int, float], rule(
     lambda v: v in ("trace", "none") or (is_num(v) and 0 <= v <= MAX_JITTER)),
     WithJsonSchema({"anyOf": [{"enum": ["trace", "none"]}, {"type": "number", "minimum": 0, "maximum": MAX_JITTER}]})]
 Options = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
-
-
-def _project_check(check: Callable[[Any, str], None]) -> BeforeValidator:
-    """A check of :mod:`ddpsim.network` (which raises InputError) as a field rule with its words."""
-    def run(v: Any) -> Any:
-        try:
-            check(v, "value")
-        except InputError as exc:
-            raise ValueError("expected " + str(exc).partition("; expected ")[2]) from None
-        return v
-    return BeforeValidator(run)
 
 
 def Listed(item: Any, what: str = "values") -> Any:

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddpsim.network import nccl
-from ddpsim.errors import InputError
 from ddpsim.network.interference import Interference
 from ddpsim.network.nccl_exec import MAX_THREADS, THREAD_THRESHOLD
 
@@ -48,12 +47,6 @@ GRID_PER_OCTAVE = 4
 GRID_MAX_LOG2 = 32
 #: the all-reduce the explanation describes: DDP's default bucket_cap_mb (25 MiB)
 REFERENCE_BYTES = 25 * 2 ** 20
-
-
-def check_fraction(v: Any, key: str) -> None:
-    """``v`` must be a number in [0, 1]; else one line naming ``key``."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1:
-        raise InputError(f"{key}: {v!r} is not accepted; expected a number in [0, 1]")
 
 
 def runtime_channels(system: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> int:

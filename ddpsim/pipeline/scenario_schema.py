@@ -13,7 +13,6 @@ from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, mod
 
 from ddpsim.engine.config import SimConfig
 from ddpsim.network import host_costs as hostcost
-from ddpsim.network.contention import check_fraction
 from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import WEIGHTINGS, Interference
@@ -30,7 +29,7 @@ from ddpsim.value_types import (  # noqa: F401 (some re-exported)
     MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptCap,
     OptText, Options, Text, _CAP_SCHEMA, _CAP_TEXT,
     _fail, _is_cap, _is_cap_list, _is_int, _mapping,
-    _project_check, _section, _whole, _with_shorthand, section_of, Seconds)
+    _section, _whole, _with_shorthand, section_of, Fraction, Seconds)
 
 # ---- the sections --------------------------------------------------------------------------
 
@@ -225,7 +224,6 @@ class SimulationSpec(Schema):
         return self
 
 
-Fraction = Annotated[float, _project_check(check_fraction)]
 
 
 class CostModelSection(Schema):

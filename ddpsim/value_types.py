@@ -12,7 +12,7 @@ from pydantic_core import PydanticCustomError
 from ddpsim.schema import Schema, is_num, rule
 
 # ---- bounds (far above any real use; each one is named in its key's error line) ----------
-from ddpsim.units import MAX_BATCH_SIZE, MAX_SEED, MAX_THREADS  # noqa: E402,F401 (one table of bounds, in units)
+from ddpsim.units import MAX_BATCH_SIZE, MAX_SEED, MAX_THREADS, MAX_WORLD_SIZE  # noqa: E402,F401 (one table of bounds, in units)
 #: ``bucket_cap_mb`` and every entry of a ``bucket_cap_mb_list``, MiB
 MAX_CAP_MB = 1_000_000
 #: points of a ``{min, max, points}`` cap range
@@ -101,6 +101,21 @@ OptText = Annotated[Optional[str], rule("a non-empty string or null",
 Hook = Annotated[Literal[COMM_HOOKS], rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)]
 Fraction = Annotated[float, rule("a number in [0, 1]", lambda v: is_num(v) and 0 <= v <= 1)]
 Seconds = Annotated[float, rule("a finite number of seconds >= 0", lambda v: is_num(v) and v >= 0)]
+Slowdown = Number(1.0, MAX_SLOWDOWN)
+
+
+def _rank_keys(v: Any) -> Any:
+    """``{"3": 1.2}`` (a rank written as a string) -> ``{3: 1.2}``."""
+    if not isinstance(v, dict):
+        return v
+    return {int(k) if isinstance(k, str) and k.isdigit() else k: f for k, f in v.items()}
+
+
+#: ``simulation.stragglers``: rank -> its compute's slowdown
+Stragglers = Annotated[
+    dict[Int(0, MAX_WORLD_SIZE - 1), Slowdown],
+    rule(f"a mapping rank -> slowdown factor >= 1 and <= {MAX_SLOWDOWN:g}", lambda v: v is None or isinstance(v, dict)),
+    BeforeValidator(lambda v: {} if v is None else _rank_keys(v))]
 #: ``simulation.jitter``: the trace's own spread, none, or a coefficient of variation
 Jitter = Annotated[Union[Literal["trace", "none"], int, float], rule(
     f"'trace', 'none' or a coefficient of variation >= 0 and <= {MAX_JITTER:g}",

@@ -14,7 +14,7 @@ from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 from ddpsim.trace.records import check_compute_statistic
 from ddpsim.units import MAX_ITERATIONS, MAX_SEED, MAX_WORLD_SIZE
-from ddpsim.value_types import MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, Bool, Hook, Int, Jitter, Seconds
+from ddpsim.value_types import MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, Bool, Hook, Int, Jitter, Seconds, Stragglers
 
 #: a validation scores the mean step, so it predicts from the trace's mean phases and ready
 #: times (``SimConfig.compute_statistic``): with the medians, slow iterations that the measured
@@ -41,7 +41,7 @@ class SimConfig:
     #: variation of a lognormal factor
     jitter: Jitter = "trace"
     #: rank -> slowdown factor (>= 1) applied to that rank's compute
-    stragglers: dict[Any, Any] = field(default_factory=dict)
+    stragglers: Stragglers = field(default_factory=dict)
     interference: SkipValidation[Interference] = field(default_factory=Interference)  # see :class:`Interference`
     #: device memory bandwidth for the copy-in / copy-out of gradients (each copies 2x the bytes: read + write); None =
     #: free copies
@@ -81,11 +81,9 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.num_warmup_iterations is not None and self.num_warmup_iterations >= self.num_iterations:
             raise InputError(f"num_warmup_iterations: {self.num_warmup_iterations} is not accepted; expected fewer than num_iterations ({self.num_iterations})")
-        for r, f in self.stragglers.items():
-            if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < self.world_size:
+        for r in self.stragglers:
+            if r >= self.world_size:
                 raise InputError(f"stragglers: rank {r!r} is not accepted; expected a rank in [0, {self.world_size})")
-            if not is_num(f) or f < 1.0:
-                raise InputError(f"stragglers[{r}]: {f!r} is not accepted; expected a slowdown factor >= 1.0")
         check_compute_statistic(self.compute_statistic)
         b = self.join_batches
         if b is not None:

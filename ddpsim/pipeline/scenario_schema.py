@@ -29,7 +29,7 @@ from ddpsim.value_types import (  # noqa: F401 (some re-exported)
     MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptCap,
     OptText, Options, Text, _CAP_SCHEMA, _CAP_TEXT,
     _fail, _is_cap, _is_cap_list, _is_int, _mapping,
-    _section, _whole, _with_shorthand, section_of, Fraction, Seconds)
+    _section, _whole, _with_shorthand, section_of, Fraction, Seconds, Slowdown, Stragglers)
 
 # ---- the sections --------------------------------------------------------------------------
 
@@ -161,7 +161,6 @@ class DdpSection(section_of(DDPOptions, skip=("semantics", "small_bucket_last"),
         return options_from_dict(self.model_dump(include=set(DDPOptions.__dataclass_fields__)), "ddp")
 
 
-Slowdown = Number(1.0, MAX_SLOWDOWN)
 #: the weightings a scenario may give ('table' needs the GPU prior's size table)
 SCENARIO_WEIGHTINGS = tuple(w for w in WEIGHTINGS if w != "table")
 
@@ -182,19 +181,6 @@ class InterferenceSpec(Schema):
 
 def _interference(v: InterferenceSpec | None) -> Interference | None:
     return None if v is None else Interference(**v.model_dump())
-
-
-def _rank_keys(v: Any) -> Any:
-    """``{"3": 1.2}`` (a rank written as a string) -> ``{3: 1.2}``."""
-    if not isinstance(v, dict):
-        return v
-    return {int(k) if isinstance(k, str) and k.isdigit() else k: f for k, f in v.items()}
-
-
-Stragglers = Annotated[
-    dict[Int(0, MAX_WORLD_SIZE - 1), Slowdown],
-    rule(f"a mapping rank -> slowdown factor >= 1 and <= {MAX_SLOWDOWN:g}", lambda v: v is None or isinstance(v, dict)),
-    BeforeValidator(lambda v: {} if v is None else _rank_keys(v))]
 
 
 class SimulationSpec(Schema):

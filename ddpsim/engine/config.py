@@ -4,7 +4,7 @@ engine so that scenarios, sweeps and validation build configs without importing 
 from __future__ import annotations
 
 from dataclasses import field, replace
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import InstanceOf, SkipValidation
 
@@ -12,7 +12,7 @@ from ddpsim.errors import InputError
 from ddpsim.schema import is_num, record, rule
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
-from ddpsim.trace.records import check_compute_statistic
+from ddpsim.trace.records import COMPUTE_STATISTICS
 from ddpsim.units import MAX_ITERATIONS, MAX_SEED, MAX_WORLD_SIZE
 from ddpsim.value_types import MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, Bool, Hook, Int, Jitter, Seconds, Stragglers
 
@@ -20,6 +20,9 @@ from ddpsim.value_types import MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, Bool, Hook
 #: times (``SimConfig.compute_statistic``): with the medians, slow iterations that the measured
 #: means hold would be left out of the prediction (``studies/estimator.py``)
 VALIDATION_STATISTIC = "mean"
+#: the trace statistic each compute time is taken from
+ComputeStatistic = Annotated[Literal[COMPUTE_STATISTICS], rule(f"one of {', '.join(COMPUTE_STATISTICS)}",
+                                                               lambda v: v in COMPUTE_STATISTICS)]
 
 @record("")
 class SimConfig:
@@ -66,7 +69,7 @@ class SimConfig:
     #: how the trace's iterations give each compute phase and each gradient-ready time: ``"median"`` (robust to an
     #: outlying iteration; default) or ``"mean"`` (what a mean step adds up: ``ddpsim validate`` predicts its measured
     #: mean steps with it)
-    compute_statistic: str = "median"
+    compute_statistic: ComputeStatistic = "median"
     #: communicators DDP's collectives are dealt to in turn (``_round_robin_process_groups``;
     #: :mod:`ddpsim.engine.process_groups`); 1 = one
     process_groups: Int(1, MAX_PROCESS_GROUPS) = 1
@@ -84,7 +87,6 @@ class SimConfig:
         for r in self.stragglers:
             if r >= self.world_size:
                 raise InputError(f"stragglers: rank {r!r} is not accepted; expected a rank in [0, {self.world_size})")
-        check_compute_statistic(self.compute_statistic)
         b = self.join_batches
         if b is not None:
             if len(b) != self.world_size or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in b):

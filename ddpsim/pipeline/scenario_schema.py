@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
-from ddpsim.engine.config import SimConfig
+from ddpsim.engine.config import ComputeStatistic, SimConfig
 from ddpsim.network import host_costs as hostcost
 from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
 from ddpsim.network.host_costs import HostCosts
@@ -21,7 +21,6 @@ from ddpsim.plan.planner import DDPOptions, MixedPrecision, cap_point_id, option
 from ddpsim.schema import Schema, is_num, models_in, rule
 from ddpsim.errors import InputError
 from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
-from ddpsim.trace.records import COMPUTE_STATISTICS
 from ddpsim.value_types import (  # noqa: F401 (some re-exported)
     COMM_HOOKS, Bool, Cap, CapList, Hook, Int, Jitter, Listed,
     MAX_BATCHES, MAX_BATCH_SIZE, MAX_CAP_MB, MAX_GBPS, MAX_JITTER, MAX_LATENCY_US,
@@ -197,9 +196,8 @@ class SimulationSpec(Schema):
     no_sync_steps: Int(0, MAX_ITERATIONS) = Field(0, description=f"no_sync() steps before each synced one, 0 to {MAX_ITERATIONS}")
     interference: Annotated[Optional[_section(InterferenceSpec)], AfterValidator(_interference)] = Field(
         None, description="given compute / communication interference (null: the calibration's or the GPU prior)")
-    compute_statistic: Annotated[Literal[COMPUTE_STATISTICS], rule(" or ".join(COMPUTE_STATISTICS),
-                                                                   lambda v: v in COMPUTE_STATISTICS)] = Field(
-        "median", description="the trace statistic each compute time is taken from")
+    compute_statistic: ComputeStatistic = Field("median", description="the trace statistic each compute time is "
+                                                                      "taken from")
     copy_bandwidth_gbps: Number(0, MAX_GBPS, above=True, unit=" of GB/s", null=True) = Field(
         None, description="gradient copy bandwidth, GB/s (overrides the calibration's and the topology's)")
 

@@ -24,6 +24,7 @@ VALIDATION_STATISTIC = "mean"
 ComputeStatistic = Annotated[Literal[COMPUTE_STATISTICS], rule(f"one of {', '.join(COMPUTE_STATISTICS)}",
                                                                lambda v: v in COMPUTE_STATISTICS)]
 
+
 @record("")
 class SimConfig:
     """Knobs of one simulated run."""

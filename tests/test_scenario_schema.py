@@ -18,6 +18,7 @@ from ddpsim.io import read_yaml
 from ddpsim.pipeline import scenario_schema as ss
 from ddpsim.pipeline.scenario import load_scenario, scenario_from_dict
 from ddpsim.plan.planner import DDPOptions
+from ddpsim.value_types import MAX_JITTER
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = ROOT / "scenarios" / "schema.json"
@@ -88,7 +89,7 @@ BOUNDS = [
     ("cluster.nodes", ss.MAX_NODES),
     ("simulation.iterations", ss.MAX_ITERATIONS),
     ("simulation.no_sync_steps", ss.MAX_ITERATIONS),
-    ("simulation.jitter", ss.MAX_JITTER),
+    ("simulation.jitter", MAX_JITTER),
     ("simulation.stragglers.1", ss.MAX_SLOWDOWN),
     ("simulation.copy_bandwidth_gbps", ss.MAX_GBPS),
     ("ddp.bucket_cap_mb", ss.MAX_CAP_MB),

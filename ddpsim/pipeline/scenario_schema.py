@@ -23,7 +23,7 @@ from ddpsim.errors import InputError
 from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
 from ddpsim.value_types import (  # noqa: F401 (some re-exported)
     COMM_HOOKS, Bool, Cap, CapList, Hook, Int, Jitter, Listed,
-    MAX_BATCHES, MAX_BATCH_SIZE, MAX_CAP_MB, MAX_GBPS, MAX_JITTER, MAX_LATENCY_US,
+    MAX_BATCHES, MAX_BATCH_SIZE, MAX_CAP_MB, MAX_GBPS, MAX_LATENCY_US,
     MAX_LIST, MAX_NAME_CHARS, MAX_POINTS, MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, MAX_SEED,
     MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptCap,
     OptText, Options, Text, _CAP_SCHEMA, _CAP_TEXT,

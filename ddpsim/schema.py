@@ -102,13 +102,13 @@ def format_version(number: int) -> Any:
     return typing.Annotated[int, Strict(), AfterValidator(check)]
 
 
-def _models_in(tp: Any) -> list[type[BaseModel]]:
+def models_in(tp: Any) -> list[type[BaseModel]]:
     """The models a type annotation can hold (through Optional, Union, list, tuple, dict)."""
     if isinstance(tp, type) and (issubclass(tp, BaseModel) or is_pydantic_dataclass(tp)):
         return [tp]
     out: list[type[BaseModel]] = []
     for arg in typing.get_args(tp):
-        out.extend(_models_in(arg))
+        out.extend(models_in(arg))
     return out
 
 
@@ -138,7 +138,7 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[type[B
                 continue
         holders = models
         path += f".{part}" if path else part
-        models = _models_in(found.annotation) if found is not None else []
+        models = models_in(found.annotation) if found is not None else []
     return path, holders
 
 

@@ -114,7 +114,7 @@ def test_idle_extra_only_for_a_group_that_was_idle():
 
 
 def test_process_groups_refused_in_one_line():
-    with pytest.raises(InputError, match=r"^process_groups: 0 is not accepted; expected an integer >= 1$"):
+    with pytest.raises(InputError, match=r"^process_groups: 0 is not accepted; expected an integer >= 1 and <= 64$"):
         SimConfig(process_groups=0)
 
 

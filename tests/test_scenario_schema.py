@@ -18,6 +18,7 @@ from ddpsim.io import read_yaml
 from ddpsim.pipeline import scenario_schema as ss
 from ddpsim.pipeline.scenario import load_scenario, scenario_from_dict
 from ddpsim.plan.planner import DDPOptions
+from ddpsim.value_types import MAX_JITTER
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = ROOT / "scenarios" / "schema.json"
@@ -63,9 +64,9 @@ def test_unknown_key_refused_by_both_with_the_one_line(validator, tmp_path):
         load_scenario(path)
     assert str(exc.value) == (
         f"{path}: ddp.bucket_cap: unknown key; expected one of bucket_cap_mb, bucket_cap_mb_list, "
-        "find_unused_parameters, static_graph, gradient_as_bucket_view, broadcast_buffers, sync_batchnorm, "
-        "batched_grad_copy, skip_all_reduce_unused_params, forward_sync_buffers, mixed_precision, "
-        "delay_all_reduce_named_params, param_to_hook_all_reduce, comm_hook, powersgd, process_groups, join")
+        "find_unused_parameters, static_graph, gradient_as_bucket_view, broadcast_buffers, batched_grad_copy, "
+        "skip_all_reduce_unused_params, forward_sync_buffers, mixed_precision, delay_all_reduce_named_params, "
+        "param_to_hook_all_reduce, sync_batchnorm, comm_hook, powersgd, process_groups, join")
 
 
 @pytest.mark.parametrize("old, line", [
@@ -88,7 +89,7 @@ BOUNDS = [
     ("cluster.nodes", ss.MAX_NODES),
     ("simulation.iterations", ss.MAX_ITERATIONS),
     ("simulation.no_sync_steps", ss.MAX_ITERATIONS),
-    ("simulation.jitter", ss.MAX_JITTER),
+    ("simulation.jitter", MAX_JITTER),
     ("simulation.stragglers.1", ss.MAX_SLOWDOWN),
     ("simulation.copy_bandwidth_gbps", ss.MAX_GBPS),
     ("ddp.bucket_cap_mb", ss.MAX_CAP_MB),

@@ -12,53 +12,40 @@ from ddpsim.errors import InputError
 from ddpsim.schema import is_num, record, rule
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
-from ddpsim.trace.records import check_compute_statistic
+from ddpsim.trace.records import COMPUTE_STATISTICS
+from ddpsim.units import MAX_ITERATIONS, MAX_SEED, MAX_WORLD_SIZE
+from ddpsim.value_types import MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, Bool, Hook, Int, Jitter, Seconds, Stragglers
 
 #: a validation scores the mean step, so it predicts from the trace's mean phases and ready
 #: times (``SimConfig.compute_statistic``): with the medians, slow iterations that the measured
 #: means hold would be left out of the prediction (``studies/estimator.py``)
 VALIDATION_STATISTIC = "mean"
-
-COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
-CommHook = Literal["none", "allreduce", "fp16", "bf16", "powersgd"]
-
-
-def _Count(minimum: int, null: bool = False) -> Any:
-    """An integer >= ``minimum`` (or None)."""
-    ok = lambda v: (null and v is None) or (isinstance(v, int) and not isinstance(v, bool) and v >= minimum)  # noqa: E731
-    return Annotated[Optional[int] if null else int, rule(f"an integer >= {minimum}", ok)]
-
-
-def _jitter(v: object) -> bool:
-    return v in ("trace", "none") or (is_num(v) and v >= 0)
-
-
-#: a finite number of seconds >= 0 (:func:`checked_s`)
-_Seconds = Annotated[Union[int, float], rule("a finite number of seconds >= 0", lambda v: is_num(v) and v >= 0)]
+#: the trace statistic each compute time is taken from
+ComputeStatistic = Annotated[Literal[COMPUTE_STATISTICS], rule(f"one of {', '.join(COMPUTE_STATISTICS)}",
+                                                               lambda v: v in COMPUTE_STATISTICS)]
 
 
 @record("")
 class SimConfig:
     """Knobs of one simulated run."""
 
-    world_size: _Count(1) = 2  # number of ranks in the process group
+    world_size: Int(1, MAX_WORLD_SIZE) = 2  # number of ranks in the process group
     #: synchronised iterations to simulate (>= 1); iteration 1 is DDP's first (single-bucket) iteration
-    num_iterations: _Count(1) = 4
+    num_iterations: Int(1, MAX_ITERATIONS) = 4
     #: iterations excluded from steady-state figures; None means "up to and including the iteration that first uses the
     #: rebuilt buckets" (1 if buckets are never rebuilt)
-    num_warmup_iterations: _Count(0, null=True) = None
-    seed: _Count(0) = 0  # seeds every random draw (jitter). Same inputs and seed -> same result
-    #: DDP comm hook: "none" (default reducer path), "allreduce", "fp16"/"bf16" (compression), "powersgd"
-    comm_hook: Annotated[CommHook, rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)] = "none"
-    powersgd_rank: _Count(1) = 1  # PowerSGD's matrix_approximation_rank
-    powersgd_start_iter: _Count(0) = 0  # PowerSGD's start_powerSGD_iter (plain all-reduce before it)
+    num_warmup_iterations: Int(0, MAX_ITERATIONS, null=True) = None
+    seed: Int(0, MAX_SEED) = 0  # seeds every random draw (jitter). Same inputs and seed -> same result
+    comm_hook: Hook = "none"  # one of :data:`~ddpsim.value_types.COMM_HOOKS`
+    powersgd_rank: Int(1, MAX_POWERSGD_RANK) = 1  # PowerSGD's matrix_approximation_rank
+    powersgd_start_iter: Int(0, MAX_ITERATIONS) = 0  # PowerSGD's start_powerSGD_iter (plain all-reduce before it)
     #: gradient-accumulation micro-steps under ``no_sync()`` before each synchronised step (0 = none)
-    no_sync_steps: _Count(0) = 0
+    no_sync_steps: Int(0, MAX_ITERATIONS) = 0
     #: "trace" (each rank's compute drawn from the trace's measured spread), "none", or a float: the coefficient of
     #: variation of a lognormal factor
-    jitter: Annotated[Union[str, int, float], rule("'trace', 'none' or a coefficient of variation >= 0", _jitter)] = "trace"
+    jitter: Jitter = "trace"
     #: rank -> slowdown factor (>= 1) applied to that rank's compute
-    stragglers: dict[Any, Any] = field(default_factory=dict)
+    stragglers: Stragglers = field(default_factory=dict)
     interference: SkipValidation[Interference] = field(default_factory=Interference)  # see :class:`Interference`
     #: device memory bandwidth for the copy-in / copy-out of gradients (each copies 2x the bytes: read + write); None =
     #: free copies
@@ -66,27 +53,27 @@ class SimConfig:
         "a number > 0 or null", lambda v: v is None or (is_num(v) and v > 0))] = None
     #: ranks that behave alike (same jitter class) are represented by one simulated process; None lets the engine
     #: choose
-    rank_group_size: _Count(1, null=True) = None
+    rank_group_size: Int(1, MAX_WORLD_SIZE, null=True) = None
     #: the least a gradient-copy kernel takes (launch and tail on a GPU: one kernel per parameter for copy-in,
     #: zero-fill and copy-out); 0 = none
-    copy_kernel_floor_s: _Seconds = 0.0
+    copy_kernel_floor_s: Seconds = 0.0
     #: CPU costs per step, hook, bucket and collective on a CPU timeline per rank (:mod:`ddpsim.network.host_costs`);
     #: None = the CPU is never the bottleneck
     host_costs: Optional[InstanceOf[HostCosts]] = None
     #: seconds a Python comm hook costs the backward per bucket beyond its kernels (the call, the future, the ``.then``
     #: callback; a calibration's ``comm_hook_call_s``); 0 = not charged. Only with ``comm_hook`` other than none
-    comm_hook_call_s: _Seconds = 0.0
+    comm_hook_call_s: Seconds = 0.0
     #: the model's BatchNorm layers are ``nn.SyncBatchNorm`` (``convert_sync_batchnorm``): their forward all-gathers
     #: and backward all-reduces run on the process group's stream (the engine finds the layers by their
     #: ``running_mean``/``running_var`` buffers in the trace)
-    sync_batchnorm: Annotated[bool, rule("true or false", lambda v: isinstance(v, bool))] = False
+    sync_batchnorm: Bool = False
     #: how the trace's iterations give each compute phase and each gradient-ready time: ``"median"`` (robust to an
     #: outlying iteration; default) or ``"mean"`` (what a mean step adds up: ``ddpsim validate`` predicts its measured
     #: mean steps with it)
-    compute_statistic: str = "median"
+    compute_statistic: ComputeStatistic = "median"
     #: communicators DDP's collectives are dealt to in turn (``_round_robin_process_groups``;
     #: :mod:`ddpsim.engine.process_groups`); 1 = one
-    process_groups: _Count(1) = 1
+    process_groups: Int(1, MAX_PROCESS_GROUPS) = 1
     #: per-rank batch counts of an epoch run under ``Join`` (uneven inputs; :mod:`ddpsim.engine.join`), one per rank;
     #: None = even inputs, no Join
     join_batches: Optional[tuple[Any, ...]] = None
@@ -98,12 +85,9 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.num_warmup_iterations is not None and self.num_warmup_iterations >= self.num_iterations:
             raise InputError(f"num_warmup_iterations: {self.num_warmup_iterations} is not accepted; expected fewer than num_iterations ({self.num_iterations})")
-        for r, f in self.stragglers.items():
-            if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < self.world_size:
+        for r in self.stragglers:
+            if r >= self.world_size:
                 raise InputError(f"stragglers: rank {r!r} is not accepted; expected a rank in [0, {self.world_size})")
-            if not is_num(f) or f < 1.0:
-                raise InputError(f"stragglers[{r}]: {f!r} is not accepted; expected a slowdown factor >= 1.0")
-        check_compute_statistic(self.compute_statistic)
         b = self.join_batches
         if b is not None:
             if len(b) != self.world_size or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in b):

@@ -31,7 +31,6 @@ from typing import Any
 from ddpsim.network import nccl
 from ddpsim.network.interference import Interference
 from ddpsim.network.nccl_exec import MAX_THREADS, THREAD_THRESHOLD
-from ddpsim.schema import is_num, rule
 
 #: nvls.cc: NVLS_NCHANNELS_SM90, NVLS_NCHANNELS_SM100 (several nodes), NVLS_NCHANNELS_SM100_NVL
 NVLS_CHANNELS_SM90 = 16
@@ -48,10 +47,6 @@ GRID_PER_OCTAVE = 4
 GRID_MAX_LOG2 = 32
 #: the all-reduce the explanation describes: DDP's default bucket_cap_mb (25 MiB)
 REFERENCE_BYTES = 25 * 2 ** 20
-
-
-#: a number in [0, 1] (the cost model's shares)
-FRACTION = rule("a number in [0, 1]", lambda v: is_num(v) and 0 <= v <= 1)
 
 
 def runtime_channels(system: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> int:
@@ -121,7 +116,12 @@ def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes
 
 def grid_sizes() -> list[int]:
     """The sizes the prior's table is built on (bytes, increasing, distinct)."""
-    return sorted({int(round(2.0 ** (k / GRID_PER_OCTAVE))) for k in range(GRID_PER_OCTAVE * GRID_MAX_LOG2 + 1)})
+    out: list[int] = []
+    for k in range(GRID_PER_OCTAVE * GRID_MAX_LOG2 + 1):
+        s = int(round(2.0 ** (k / GRID_PER_OCTAVE)))
+        if not out or s > out[-1]:
+            out.append(s)
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)

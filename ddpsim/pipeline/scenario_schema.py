@@ -7,30 +7,28 @@ the DDP keys under PyTorch's names; checks between sections are its validators.
 
 import json
 import re
-from typing import Annotated, Any, Literal, Optional, Union, get_args
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
-from ddpsim.engine.config import COMM_HOOKS, SimConfig
+from ddpsim.engine.config import ComputeStatistic, SimConfig
 from ddpsim.network import host_costs as hostcost
-from ddpsim.network.contention import FRACTION
 from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
-from ddpsim.network.host_costs import SECONDS, HostCosts
+from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.plan.compiled import CompileOptions
-from ddpsim.plan.planner import MIXED_PRECISION_DTYPES, DDPOptions, MixedPrecision, cap_point_id, options_from_dict
-from ddpsim.schema import Schema, is_num, rule
+from ddpsim.plan.planner import DDPOptions, MixedPrecision, cap_point_id, options_from_dict
+from ddpsim.schema import Schema, is_num, models_in, rule
 from ddpsim.errors import InputError
 from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
-from ddpsim.trace.records import COMPUTE_STATISTICS
-from ddpsim.pipeline.scenario_types import (  # noqa: F401 (some re-exported)
-    Bool, Cap, CapList, Hook, Int, Listed,
-    MAX_BATCHES, MAX_BATCH_SIZE, MAX_CAP_MB, MAX_GBPS, MAX_JITTER, MAX_LATENCY_US,
+from ddpsim.value_types import (  # noqa: F401 (some re-exported)
+    COMM_HOOKS, Bool, Cap, CapList, Hook, Int, Jitter, Listed,
+    MAX_BATCHES, MAX_BATCH_SIZE, MAX_CAP_MB, MAX_GBPS, MAX_LATENCY_US,
     MAX_LIST, MAX_NAME_CHARS, MAX_POINTS, MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, MAX_SEED,
-    MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptBool, OptCap,
-    OptText, Options, Text, _CAP_LIST_TEXT, _CAP_SCHEMA, _CAP_TEXT,
+    MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptCap,
+    OptText, Options, Text, _CAP_SCHEMA, _CAP_TEXT,
     _fail, _is_cap, _is_cap_list, _is_int, _mapping,
-    _section, _whole, _with_shorthand)
+    _section, _whole, _with_shorthand, section_of, Fraction, Seconds, Slowdown, Stragglers)
 
 # ---- the sections --------------------------------------------------------------------------
 
@@ -100,22 +98,8 @@ class PowerSgd(Schema):
         SimConfig.powersgd_start_iter, description=f"iterations of plain all-reduce first, 0 to {MAX_ITERATIONS}")
 
 
-_DTYPE_TEXT = f"one of {', '.join(MIXED_PRECISION_DTYPES)} or null"
-Dtype = Annotated[Optional[Literal[MIXED_PRECISION_DTYPES]],
-                  rule(_DTYPE_TEXT, lambda v: v is None or v in MIXED_PRECISION_DTYPES)]
-
-
-class MixedPrecisionSpec(Schema):
+class MixedPrecisionSpec(section_of(MixedPrecision)):
     """``ddp.mixed_precision``: DDP's ``_MixedPrecision``, dtypes by name (null: left as it is)."""
-
-    param_dtype: Dtype = Field(MixedPrecision.param_dtype, description="parameters cast to it before every forward")
-    reduce_dtype: Dtype = Field(MixedPrecision.reduce_dtype, description="the dtype gradients are all-reduced in")
-    buffer_dtype: Dtype = Field(MixedPrecision.buffer_dtype, description="the dtype buffers are cast to")
-
-
-ParamNames = Annotated[Optional[Annotated[list[str], Field(max_length=MAX_LIST)]], rule(
-    f"a list of parameter names (at most {MAX_LIST}) or null",
-    lambda v: v is None or (isinstance(v, list) and len(v) <= MAX_LIST and all(isinstance(n, str) and n for n in v)))]
 
 
 class JoinSpec(Schema):
@@ -151,31 +135,11 @@ class JoinSpec(Schema):
         return tuple(max(1, int(round(float(x)))) for x in draws)
 
 
-class DdpSection(Schema):
+class DdpSection(section_of(DDPOptions, skip=("semantics", "small_bucket_last"),
+                            types={"mixed_precision": Optional[MixedPrecisionSpec]})):
     """``ddp``: DistributedDataParallel's constructor arguments, its comm hook and SyncBatchNorm."""
 
-    bucket_cap_mb: OptCap = Field(DDPOptions.bucket_cap_mb, description=f"MiB per bucket, <= {MAX_CAP_MB}; null: not "
-                                  "given (25 MiB, a 1 MiB first bucket after the rebuild)")
-    bucket_cap_mb_list: Annotated[Optional[CapList],
-                                  rule(f"{_CAP_LIST_TEXT}, or null", lambda v: v is None or _is_cap_list(v))] = Field(
-        DDPOptions.bucket_cap_mb_list, description="per-bucket limits in MiB, the last reused (torch >= 2.13; "
-                                                   f"bucket_cap_mb is then ignored); at most {MAX_LIST} entries")
-    find_unused_parameters: Bool = Field(DDPOptions.find_unused_parameters, description="DDP's find_unused_parameters")
-    static_graph: Bool = Field(DDPOptions.static_graph, description="DDP's static_graph")
-    gradient_as_bucket_view: Bool = Field(DDPOptions.gradient_as_bucket_view, description="DDP's gradient_as_bucket_view")
-    broadcast_buffers: Bool = Field(DDPOptions.broadcast_buffers, description="DDP's broadcast_buffers")
     sync_batchnorm: Bool = Field(False, description="the BatchNorm layers are nn.SyncBatchNorm (convert_sync_batchnorm)")
-    batched_grad_copy: Bool = Field(DDPOptions.batched_grad_copy, description="torch 2.13: one _foreach_copy_ per bucket")
-    skip_all_reduce_unused_params: Bool = Field(DDPOptions.skip_all_reduce_unused_params,
-                                                description="torch 2.13: no all-reduce of an all-unused bucket")
-    forward_sync_buffers: OptBool = Field(DDPOptions.forward_sync_buffers,
-                                          description="torch 2.13: buffer broadcast before forward; null: "
-                                                      "broadcast_buffers decides")
-    mixed_precision: Optional[MixedPrecisionSpec] = Field(DDPOptions.mixed_precision, description="DDP's _MixedPrecision")
-    delay_all_reduce_named_params: ParamNames = Field(
-        None, description="parameter names all-reduced as one buffer from param_to_hook_all_reduce's hook")
-    param_to_hook_all_reduce: OptText = Field(DDPOptions.param_to_hook_all_reduce,
-                                              description="the parameter whose gradient hook all-reduces them")
     comm_hook: Hook = Field("none", description=f"DDP.register_comm_hook: one of {', '.join(COMM_HOOKS)}")
     powersgd: _section(PowerSgd) = Field(default_factory=PowerSgd, description="PowerSGDState's arguments (comm_hook: powersgd)")
     process_groups: Int(1, MAX_PROCESS_GROUPS) = Field(
@@ -196,7 +160,6 @@ class DdpSection(Schema):
         return options_from_dict(self.model_dump(include=set(DDPOptions.__dataclass_fields__)), "ddp")
 
 
-Slowdown = Number(1.0, MAX_SLOWDOWN)
 #: the weightings a scenario may give ('table' needs the GPU prior's size table)
 SCENARIO_WEIGHTINGS = tuple(w for w in WEIGHTINGS if w != "table")
 
@@ -219,23 +182,6 @@ def _interference(v: InterferenceSpec | None) -> Interference | None:
     return None if v is None else Interference(**v.model_dump())
 
 
-def _rank_keys(v: Any) -> Any:
-    """``{"3": 1.2}`` (a rank written as a string) -> ``{3: 1.2}``."""
-    if not isinstance(v, dict):
-        return v
-    return {int(k) if isinstance(k, str) and k.isdigit() else k: f for k, f in v.items()}
-
-
-Stragglers = Annotated[
-    dict[Int(0, MAX_WORLD_SIZE - 1), Slowdown],
-    rule(f"a mapping rank -> slowdown factor >= 1 and <= {MAX_SLOWDOWN:g}", lambda v: v is None or isinstance(v, dict)),
-    BeforeValidator(lambda v: {} if v is None else _rank_keys(v))]
-Jitter = Annotated[Union[Literal["trace", "none"], int, float], rule(
-    f"'trace', 'none' or a coefficient of variation >= 0 and <= {MAX_JITTER:g}",
-    lambda v: v in ("trace", "none") or (is_num(v) and 0 <= v <= MAX_JITTER)),
-    WithJsonSchema({"anyOf": [{"enum": ["trace", "none"]}, {"type": "number", "minimum": 0, "maximum": MAX_JITTER}]})]
-
-
 class SimulationSpec(Schema):
     """``simulation``: the engine's iterations and the noise and slowdowns it applies."""
 
@@ -250,9 +196,8 @@ class SimulationSpec(Schema):
     no_sync_steps: Int(0, MAX_ITERATIONS) = Field(0, description=f"no_sync() steps before each synced one, 0 to {MAX_ITERATIONS}")
     interference: Annotated[Optional[_section(InterferenceSpec)], AfterValidator(_interference)] = Field(
         None, description="given compute / communication interference (null: the calibration's or the GPU prior)")
-    compute_statistic: Annotated[Literal[COMPUTE_STATISTICS], rule(" or ".join(COMPUTE_STATISTICS),
-                                                                   lambda v: v in COMPUTE_STATISTICS)] = Field(
-        "median", description="the trace statistic each compute time is taken from")
+    compute_statistic: ComputeStatistic = Field("median", description="the trace statistic each compute time is "
+                                                                      "taken from")
     copy_bandwidth_gbps: Number(0, MAX_GBPS, above=True, unit=" of GB/s", null=True) = Field(
         None, description="gradient copy bandwidth, GB/s (overrides the calibration's and the topology's)")
 
@@ -263,8 +208,6 @@ class SimulationSpec(Schema):
         return self
 
 
-Fraction = Annotated[float, FRACTION]
-Seconds = Annotated[float, SECONDS]
 
 
 class CostModelSection(Schema):
@@ -466,17 +409,10 @@ def _axis_key_ok(key: Any) -> bool:
             return False
         if part == "options" and i == len(parts) - 2:  # a preset's or a model builder's keyword
             return True
-        held = [m for m in _models_in_annotation(field.annotation)]
-        model = held[0] if held else None
+        model = next(iter(models_in(field.annotation)), None)
         if i < len(parts) - 1 and model is None:
             return False
     return True
-
-
-def _models_in_annotation(tp: Any) -> list[Any]:
-    if isinstance(tp, type) and issubclass(tp, Schema):
-        return [tp]
-    return [m for arg in get_args(tp) for m in _models_in_annotation(arg)]
 
 
 _AXES_TEXT = (f"a mapping of axis -> a non-empty list of values (at most {MAX_LIST}); an axis is one of "

@@ -19,13 +19,15 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Sequence, Union
+from typing import Annotated, Any, Literal, Optional, Sequence
 
+from pydantic import Field, Strict
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import read_json
-from ddpsim.schema import Schema, format_version, is_num, record, rule, validate
+from ddpsim.schema import Schema, format_version, record, rule, validate
 from ddpsim.trace.records import Trace
+from ddpsim.value_types import MAX_CAP_MB, MAX_LIST, Bool, OptBool, OptCap, OptCapList, OptText
 from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, LIST_POINT_PREFIX, MIB, SIZE_MAX, mb_to_bytes
 
 PLAN_FORMAT = "ddpsim-plan"
@@ -95,24 +97,20 @@ def cap_point_id(bucket_cap_mb: float | None, bucket_cap_mb_list: Sequence[float
 MIXED_PRECISION_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
-def _dtype(v: Any) -> bool:
-    return v is None or v in MIXED_PRECISION_DTYPES
-
-
 #: a ``MixedPrecision`` dtype: one of :data:`MIXED_PRECISION_DTYPES` or None
-_Dtype = Annotated[Optional[str], rule(f"one of {', '.join(MIXED_PRECISION_DTYPES)} or null", _dtype)]
+Dtype = Annotated[Optional[Literal[MIXED_PRECISION_DTYPES]],
+                  rule(f"one of {', '.join(MIXED_PRECISION_DTYPES)} or null", lambda v: v is None or v in MIXED_PRECISION_DTYPES)]
 
 
 @record("mixed_precision")
 class MixedPrecision:
     """DDP's ``_MixedPrecision`` (``torch/nn/parallel/distributed.py``), dtypes by name (None:
-    unchanged). ``param_dtype``: parameters cast to it before every forward (gradients, hence
-    buckets, are in it); ``reduce_dtype``: gradients all-reduced in it (default ``param_dtype``,
-    else the parameter's own); ``buffer_dtype``: every buffer cast to it at construction."""
+    unchanged): gradients, hence buckets, are in ``param_dtype``; ``reduce_dtype`` defaults to it,
+    else the parameter's own; buffers are cast to ``buffer_dtype`` at construction."""
 
-    param_dtype: _Dtype = None
-    reduce_dtype: _Dtype = None
-    buffer_dtype: _Dtype = None
+    param_dtype: Dtype = Field(None, description="parameters cast to it before every forward")
+    reduce_dtype: Dtype = Field(None, description="the dtype gradients are all-reduced in")
+    buffer_dtype: Dtype = Field(None, description="the dtype buffers are cast to")
 
     def label(self) -> str:
         return "/".join(d or "-" for d in (self.param_dtype, self.reduce_dtype, self.buffer_dtype))
@@ -141,56 +139,41 @@ def options_from_dict(doc: dict[str, Any], where: str) -> "DDPOptions":
     return validate(DDPOptions, doc, where)
 
 
-def _mib(v: Any) -> bool:
-    """A finite number of MiB > 0 (no bool)."""
-    return is_num(v) and v > 0
-
-
-def _flag(null: bool = False) -> Any:
-    text = "true, false or null" if null else "true or false"
-    return Annotated[Optional[bool] if null else bool, rule(text, lambda v: isinstance(v, bool) or (null and v is None))]
-
-
-def _names(v: Any) -> bool:
-    return v is None or (isinstance(v, (list, tuple)) and all(isinstance(n, str) and n for n in v))
+ParamNames = Annotated[Optional[Annotated[tuple[str, ...], Field(max_length=MAX_LIST), Strict(False)]], rule(
+    f"a list of parameter names (at most {MAX_LIST}) or null", lambda v: v is None or (
+        isinstance(v, (list, tuple)) and len(v) <= MAX_LIST and all(isinstance(n, str) and n for n in v)))]
 
 
 @record("")
 class DDPOptions:
-    """The DDP constructor options, with PyTorch's names. ``bucket_cap_mb=None``: not given
-    (unlike 25, the first rebuilt bucket is then 1 MiB)."""
+    """The DDP constructor options, with PyTorch's names, as the scenario's ``ddp`` section takes
+    them (:func:`~ddpsim.value_types.section_of`) but ``semantics`` and ``small_bucket_last``."""
 
-    bucket_cap_mb: Annotated[Optional[Union[int, float]],
-                             rule("a number of MiB > 0, or not given", lambda v: v is None or _mib(v))] = None
-    #: per-bucket limits in MiB (torch 2.13); when given, ``bucket_cap_mb`` is ignored, as in torch
-    bucket_cap_mb_list: Annotated[Optional[tuple[Union[int, float], ...]], rule(
-        "a non-empty list of numbers of MiB > 0 (e.g. [1, 4, 8]), or not given",
-        lambda v: v is None or (isinstance(v, (list, tuple)) and len(v) > 0 and all(map(_mib, v))))] = None
-    find_unused_parameters: _flag() = False
-    static_graph: _flag() = False
-    gradient_as_bucket_view: _flag() = False
-    broadcast_buffers: _flag() = True
+    bucket_cap_mb: OptCap = Field(None, description=f"MiB per bucket, <= {MAX_CAP_MB}; null: not given (25 MiB, a "
+                                                    "1 MiB first bucket after the rebuild)")
+    bucket_cap_mb_list: OptCapList = Field(None, description="per-bucket limits in MiB, the last reused (torch >= "
+                                                             f"2.13; bucket_cap_mb is then ignored); at most {MAX_LIST} entries")
+    find_unused_parameters: Bool = Field(False, description="DDP's find_unused_parameters")
+    static_graph: Bool = Field(False, description="DDP's static_graph")
+    gradient_as_bucket_view: Bool = Field(False, description="DDP's gradient_as_bucket_view")
+    broadcast_buffers: Bool = Field(True, description="DDP's broadcast_buffers")
     semantics: Annotated[Semantics, rule("'modern' or 'legacy'", lambda v: v in ("modern", "legacy"))] = "modern"
     #: DDP_SET_LAST_BUCKET_CAP=1: the small first-cap bucket becomes the last one at rebuild
-    small_bucket_last: _flag() = False
+    small_bucket_last: Bool = False
     # -- torch 2.13 options (the reducer side is modelled in ddpsim.engine.simulate) --
-    #: defer each bucket's per-parameter copy-in to one ``_foreach_copy_`` + one ``div_`` when it is ready
-    batched_grad_copy: _flag() = False
-    #: do not all-reduce a bucket whose parameters are all unused (find_unused / static_graph)
-    skip_all_reduce_unused_params: _flag() = False
-    #: buffer broadcast before each forward; None: ``broadcast_buffers`` decides (torch 2.13's mapping)
-    forward_sync_buffers: _flag(null=True) = None
-    mixed_precision: Optional[MixedPrecision] = None
-    #: parameter names left out of the reducer, all-reduced as one flat buffer from a hook
-    #: on ``param_to_hook_all_reduce``'s gradient; both or neither (torch raises otherwise)
-    delay_all_reduce_named_params: Annotated[Optional[tuple[str, ...]], rule("a list of parameter names", _names)] = None
-    param_to_hook_all_reduce: Annotated[Optional[str], rule(
-        "a parameter name", lambda v: v is None or (isinstance(v, str) and v != ""))] = None
+    batched_grad_copy: Bool = Field(False, description="torch 2.13: one _foreach_copy_ per bucket")
+    skip_all_reduce_unused_params: Bool = Field(False, description="torch 2.13: no all-reduce of an all-unused bucket")
+    forward_sync_buffers: OptBool = Field(None, description="torch 2.13: buffer broadcast before forward; null: "
+                                                            "broadcast_buffers decides")
+    mixed_precision: Optional[MixedPrecision] = Field(None, description="DDP's _MixedPrecision")
+    #: left out of the reducer, all-reduced as one flat buffer from a hook on
+    #: ``param_to_hook_all_reduce``'s gradient; both or neither (torch raises otherwise)
+    delay_all_reduce_named_params: ParamNames = Field(
+        None, description="parameter names all-reduced as one buffer from param_to_hook_all_reduce's hook")
+    param_to_hook_all_reduce: OptText = Field(None, description="the parameter whose gradient hook all-reduces them")
 
     def __post_init__(self) -> None:
         caps, names, hook = self.bucket_cap_mb_list, self.delay_all_reduce_named_params, self.param_to_hook_all_reduce
-        if caps is not None:
-            object.__setattr__(self, "bucket_cap_mb_list", tuple(int(x) if float(x).is_integer() else x for x in caps))
         if caps and self.semantics == "legacy":
             raise InputError(f"bucket_cap_mb_list: {list(self.bucket_cap_mb_list)!r} is not accepted with semantics "
                              f"'legacy' (torch without bucket_cap_mb_list); expected semantics 'modern'")

@@ -1,17 +1,18 @@
-"""The value types of the scenario schema (:mod:`ddpsim.pipeline.scenario_schema`): each checks
-its value with the accepted values in words (the text of the one-line error), then hands it to
-pydantic's strict type; and the bounds on every count and size a scenario may name."""
+"""The value types of the configuration records (``DDPOptions``, ``SimConfig``) and of the scenario
+schema (:mod:`ddpsim.pipeline.scenario_schema`), declared once for both: each checks its value
+with the accepted values in words (the text of the one-line error), then hands it to pydantic's
+strict type; the bounds on every count and size a scenario may name; and :func:`section_of`, a
+scenario section made of a record's fields."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Callable, Literal, Optional, Union
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, ValidationError, WithJsonSchema, create_model
 from pydantic_core import PydanticCustomError
-from ddpsim.engine.config import COMM_HOOKS
 from ddpsim.schema import Schema, is_num, rule
 
 # ---- bounds (far above any real use; each one is named in its key's error line) ----------
-from ddpsim.units import MAX_BATCH_SIZE, MAX_SEED, MAX_THREADS  # noqa: E402,F401 (one table of bounds, in units)
+from ddpsim.units import MAX_BATCH_SIZE, MAX_SEED, MAX_THREADS, MAX_WORLD_SIZE  # noqa: E402,F401 (one table of bounds, in units)
 #: ``bucket_cap_mb`` and every entry of a ``bucket_cap_mb_list``, MiB
 MAX_CAP_MB = 1_000_000
 #: points of a ``{min, max, points}`` cap range
@@ -29,6 +30,8 @@ MAX_PROCESS_GROUPS = 64
 #: ``ddp.join``: batches of one rank in one epoch
 MAX_BATCHES = 10_000_000
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+#: DDP's comm hooks: none (the reducer's own all-reduce), allreduce, fp16 / bf16 (compression), powersgd
+COMM_HOOKS = ("none", "allreduce", "fp16", "bf16", "powersgd")
 
 
 # ---- value types: a check with the accepted values in words, then pydantic's strict type ----
@@ -86,7 +89,9 @@ def _is_cap_list(v: Any) -> bool:
     return isinstance(v, (list, tuple)) and 0 < len(v) <= MAX_LIST and all(_is_cap(x) for x in v)
 
 
-CapList = Annotated[list[Cap], Field(min_length=1, max_length=MAX_LIST), rule(_CAP_LIST_TEXT, _is_cap_list)]
+CapList = Annotated[tuple[Cap, ...], Field(min_length=1, max_length=MAX_LIST), Strict(False),
+                    rule(_CAP_LIST_TEXT, _is_cap_list)]
+OptCapList = Annotated[Optional[CapList], rule(f"{_CAP_LIST_TEXT}, or null", lambda v: v is None or _is_cap_list(v))]
 
 Bool = Annotated[bool, rule("true or false", lambda v: isinstance(v, bool))]
 OptBool = Annotated[Optional[bool], rule("true or false or null", lambda v: v is None or isinstance(v, bool))]
@@ -94,6 +99,28 @@ Text = Annotated[str, rule("a non-empty string", lambda v: isinstance(v, str) an
 OptText = Annotated[Optional[str], rule("a non-empty string or null",
                                          lambda v: v is None or (isinstance(v, str) and v != ""))]
 Hook = Annotated[Literal[COMM_HOOKS], rule(f"one of {', '.join(COMM_HOOKS)}", lambda v: v in COMM_HOOKS)]
+Fraction = Annotated[float, rule("a number in [0, 1]", lambda v: is_num(v) and 0 <= v <= 1)]
+Seconds = Annotated[float, rule("a finite number of seconds >= 0", lambda v: is_num(v) and v >= 0)]
+Slowdown = Number(1.0, MAX_SLOWDOWN)
+
+
+def _rank_keys(v: Any) -> Any:
+    """``{"3": 1.2}`` (a rank written as a string) -> ``{3: 1.2}``."""
+    if not isinstance(v, dict):
+        return v
+    return {int(k) if isinstance(k, str) and k.isdigit() else k: f for k, f in v.items()}
+
+
+#: ``simulation.stragglers``: rank -> its compute's slowdown
+Stragglers = Annotated[
+    dict[Int(0, MAX_WORLD_SIZE - 1), Slowdown],
+    rule(f"a mapping rank -> slowdown factor >= 1 and <= {MAX_SLOWDOWN:g}", lambda v: v is None or isinstance(v, dict)),
+    BeforeValidator(lambda v: {} if v is None else _rank_keys(v))]
+#: ``simulation.jitter``: the trace's own spread, none, or a coefficient of variation
+Jitter = Annotated[Union[Literal["trace", "none"], int, float], rule(
+    f"'trace', 'none' or a coefficient of variation >= 0 and <= {MAX_JITTER:g}",
+    lambda v: v in ("trace", "none") or (is_num(v) and 0 <= v <= MAX_JITTER)),
+    WithJsonSchema({"anyOf": [{"enum": ["trace", "none"]}, {"type": "number", "minimum": 0, "maximum": MAX_JITTER}]})]
 Options = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
 
 
@@ -124,3 +151,12 @@ def _with_shorthand(alternative: dict[str, Any]) -> Callable[[dict[str, Any]], N
             schema["anyOf"] = [*schema.pop("anyOf", []), alternative]
     return extra
 
+
+
+def section_of(rec: type, *, skip: tuple[str, ...] = (), types: dict[str, Any] | None = None) -> type[Schema]:
+    """A scenario section holding the record ``rec``'s fields but ``skip``, with their types,
+    defaults and descriptions as the record declares them; ``types`` swaps a field's type (a
+    nested record's own section)."""
+    types = types or {}
+    fields = {k: (types.get(k, f.annotation), f) for k, f in rec.__pydantic_fields__.items() if k not in skip}
+    return create_model(f"{rec.__name__}Keys", __base__=Schema, **fields)

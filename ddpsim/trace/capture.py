@@ -117,8 +117,12 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
 
     first = orders[0]
     consistent = all(o == first for o in orders)
-    records = param_records(runner.plist, set(first).__contains__)
-    samples = _null_late_params(samples, set(first))
+    ready = set(first)
+    records = param_records(runner.plist, ready.__contains__)
+    # NOTE: a parameter ready in a later iteration but not the first would break the trace's
+    # has_grad/order contract; null it so the trace stays self-consistent
+    samples = [replace(s, grad_ready_s=tuple(t if i in ready else None for i, t in enumerate(s.grad_ready_s)))
+               for s in samples]
     buffers = buffer_records(runner.module)
     env = _environment(torch, runner, spec, device=device, batch_size=batch_size, dtype=dtype, autocast=autocast,
                        optimizer=optimizer, num_warmup=num_warmup, num_iters=num_iters, seed=seed,
@@ -312,14 +316,6 @@ def _measure_hook_overhead(runner: StepRunner,
     frac, raw = hook_overhead_estimate(with_s, without_s)
     return frac, {"hook_overhead_raw_frac": round(raw, 6), "hook_overhead_pairs": num_pairs,
                   "hook_overhead_pair_fracs": [round(a / b - 1.0, 6) for a, b in zip(with_s, without_s)]}
-
-
-def _null_late_params(samples: Sequence[IterationSample], first_set: set[int]) -> list[IterationSample]:
-    """The samples with the ready times of parameters not ready in the first measured step nulled."""
-    # NOTE: a parameter ready in a later iteration but not the first would break the trace's
-    # has_grad/order contract; null it so the trace stays self-consistent.
-    return [replace(s, grad_ready_s=tuple(t if i in first_set else None for i, t in enumerate(s.grad_ready_s)))
-            for s in samples]
 
 
 def _environment(torch: Any, runner: StepRunner, spec: Any, *, device: str, batch_size: int, dtype: str | None,

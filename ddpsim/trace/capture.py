@@ -112,7 +112,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     runner = StepRunner(torch, spec, dev=dev, batch_size=batch_size, dtype=dtype, autocast=autocast,
                         optimizer=optimizer, step_barrier=step_barrier)
     load_before = _load_average()
-    samples, orders = _measure_steps(runner, spec.name, num_warmup=num_warmup, num_iters=num_iters)
+    samples, orders = runner.run(num_warmup, num_iters)
     overhead = _measure_hook_overhead(runner, samples) if measure_hook_overhead else None
 
     first = orders[0]
@@ -170,6 +170,7 @@ class StepRunner:
         from ddpsim.trace.models import ddp_params, default_loss, make_optimizer, to_device
 
         self.torch = torch
+        self.name = spec.name
         self.dev = dev
         self.cuda = dev.type == "cuda"
         tdtype = None if dtype is None else getattr(torch, dtype)
@@ -259,6 +260,26 @@ class StepRunner:
         return IterationSample(forward_s=forward_s, backward_s=backward_s, optimizer_s=optimizer_s,
                                zero_grad_s=zero_grad_s, grad_ready_s=tuple(ready))
 
+    def run(self, num_warmup: int, num_iters: int) -> tuple[list[IterationSample], list[list[int]]]:
+        """Warm-up steps, then the measured steps' samples and hook firing orders; the model's code
+        raising is one InputError naming the model and the phase."""
+        from ddpsim.trace.models import ready_hooks
+
+        samples: list[IterationSample] = []
+        orders: list[list[int]] = []
+        try:
+            with ready_hooks(self.params, self.ready):
+                for _ in range(num_warmup):
+                    self.step(False)
+                for _ in range(num_iters):
+                    samples.append(self.step(True))
+                    orders.append([i for i, _ in self.fired])
+        except InputError:
+            raise
+        except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
+            raise _model_error(self.name, self.phase, exc) from None
+        return samples, orders
+
     def timed_backward(self, hooks: bool) -> float:
         """Forward, then backward timed (CPU: this process's CPU time, so that a wait for a CPU is
         not taken for the hooks' cost; CUDA: wall time), with the hooks or without them."""
@@ -274,28 +295,6 @@ class StepRunner:
         self.opt.zero_grad(set_to_none=True)
         self.fired.clear()
         return elapsed_s
-
-
-def _measure_steps(runner: StepRunner, name: str, *, num_warmup: int,
-                   num_iters: int) -> tuple[list[IterationSample], list[list[int]]]:
-    """Warm-up steps, then the measured steps' samples and hook firing orders; the model's code
-    raising is one InputError naming the model and the phase."""
-    from ddpsim.trace.models import ready_hooks
-
-    samples: list[IterationSample] = []
-    orders: list[list[int]] = []
-    try:
-        with ready_hooks(runner.params, runner.ready):
-            for _ in range(num_warmup):
-                runner.step(False)
-            for _ in range(num_iters):
-                samples.append(runner.step(True))
-                orders.append([i for i, _ in runner.fired])
-    except InputError:
-        raise
-    except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
-        raise _model_error(name, runner.phase, exc) from None
-    return samples, orders
 
 
 def _measure_hook_overhead(runner: StepRunner,

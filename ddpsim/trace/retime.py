@@ -442,14 +442,12 @@ def _autocast_order(sample: IterationSample, order: list[int], module: Any, spec
 def _modelled_steps(runner: Any, sdpa: Any) -> tuple[IterationSample, list[int], list[OpCost]]:
     """Two training steps on the runner's roofline clock; the second step's sample and hook firing
     order (the optimizer state exists then) and the operators it charged."""
-    from ddpsim.trace.models import ready_hooks
-
     mode = runner.clock
-    with ready_hooks(runner.params, runner.ready), sdpa, mode:
-        runner.step(False)
+    with sdpa, mode:
+        runner.run(1, 0)
         first_log_len = len(mode.log)
-        sample = runner.step(True)
-    return sample, [i for i, _ in runner.fired], mode.log[first_log_len:]
+        samples, orders = runner.run(0, 1)
+    return samples[0], orders[0], mode.log[first_log_len:]
 
 
 _RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "

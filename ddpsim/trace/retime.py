@@ -407,7 +407,7 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
                          optimizer=optimizer, clock=mode, channels_last=channels_last, sgd_foreach=True)
     sample, order, log = _modelled_steps(runner, _make_sdpa_mode(mode, ac_dtype))
     if ac_dtype is not None:
-        sample, order = _autocast_order(sample, order, runner.module, spec, runner.params, ac_dtype, getattr(torch, dtype))
+        sample, order = _autocast_order(sample, order, spec, runner.params, ac_dtype, getattr(torch, dtype))
     records = param_records(runner.plist, lambda i: sample.grad_ready_s[i] is not None)
     env = copy.deepcopy(environment or {})
     env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
@@ -425,15 +425,13 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     return (trace, log) if return_log else trace
 
 
-def _autocast_order(sample: IterationSample, order: list[int], module: Any, spec: Any, params: Sequence[Any],
+def _autocast_order(sample: IterationSample, order: list[int], spec: Any, params: Sequence[Any],
                     ac_dtype: Any, dtype: Any) -> tuple[IterationSample, list[int]]:
     """The sample with its ready-time slots given in the order CUDA autocast makes the gradients
     ready (:mod:`ddpsim.trace.autocast_order`); unchanged when that order cannot be found."""
     from ddpsim.trace.autocast_order import autocast_ready_order, reslot
-    from ddpsim.trace.models import default_loss, to_device
 
-    small = to_device(spec.make_batch(2), "meta", dtype)
-    ac_order = autocast_ready_order(module, small, spec.loss_fn or default_loss, params, ac_dtype)
+    ac_order = autocast_ready_order(spec, params, ac_dtype, "meta", dtype)
     if ac_order is None or sorted(ac_order) != sorted(order):
         return sample, order
     return replace(sample, grad_ready_s=reslot(sample.grad_ready_s, order, ac_order)), ac_order

@@ -61,19 +61,21 @@ def _cast_mode(dtype: Any) -> Any:
     return AutocastAboveAutograd()
 
 
-def autocast_ready_order(module: Any, batch: Any, loss_fn: Any, params: Sequence[Any], dtype: Any) -> list[int] | None:
+def autocast_ready_order(spec: Any, params: Sequence[Any], dtype: Any, device: Any,
+                         input_dtype: Any = None) -> list[int] | None:
     """Indices of ``params`` in the order their post-accumulate-grad hooks fire in one backward
-    of ``module`` (on ``meta``) under autocast to ``dtype`` (None: no autocast); None if the
-    model cannot run so."""
+    of ``spec``'s module on a batch of 2 on ``device`` (float inputs as ``input_dtype``) under
+    autocast to ``dtype`` (None: no autocast); None if the model cannot run so."""
     import contextlib
 
-    from ddpsim.trace.models import ready_hooks, run_forward
+    from ddpsim.trace.models import default_loss, ready_hooks, run_forward, to_device
 
     fired: list[int] = []
     try:
+        batch = to_device(spec.make_batch(2), device, input_dtype)
         with ready_hooks(params, fired.append):
             with _cast_mode(dtype) if dtype is not None else contextlib.nullcontext():
-                loss = loss_fn(run_forward(module, batch))
+                loss = (spec.loss_fn or default_loss)(run_forward(spec.module, batch))
             loss.backward()
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return None

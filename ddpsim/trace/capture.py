@@ -74,6 +74,15 @@ def batch_shapes(batch: Any) -> Any:
     return list(batch.shape)
 
 
+def to_channels_last(tree: Any) -> Any:
+    """``tree`` with its 4-D tensors in ``torch.channels_last`` memory format."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.contiguous(memory_format=torch.channels_last)
+                    if isinstance(t, torch.Tensor) and t.dim() == 4 else t, tree)
+
+
 def hook_overhead_estimate(with_s: Sequence[float], without_s: Sequence[float]) -> tuple[float, float]:
     """``(hook_overhead_frac, raw)`` from backward times with and without the hooks, paired by
     position (pair ``k`` ran back to back): ``raw = median_k(with_k / without_k - 1)``, the
@@ -99,16 +108,21 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     _check_capture_args(torch, device=device, batch_size=batch_size, num_iters=num_iters, num_warmup=num_warmup,
                         dtype=dtype, autocast=autocast, optimizer=optimizer, num_threads=num_threads)
     torch.manual_seed(seed)
-    runner = _StepRunner(torch, spec, device=device, batch_size=batch_size, dtype=dtype, autocast=autocast,
-                         optimizer=optimizer, step_barrier=step_barrier)
+    dev = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
+    runner = StepRunner(torch, spec, dev=dev, batch_size=batch_size, dtype=dtype, autocast=autocast,
+                        optimizer=optimizer, step_barrier=step_barrier)
     load_before = _load_average()
-    samples, orders = _measure_steps(runner, spec.name, num_warmup=num_warmup, num_iters=num_iters)
+    samples, orders = runner.run(num_warmup, num_iters)
     overhead = _measure_hook_overhead(runner, samples) if measure_hook_overhead else None
 
     first = orders[0]
     consistent = all(o == first for o in orders)
-    records = param_records(runner.plist, set(first).__contains__)
-    samples = _null_late_params(samples, set(first))
+    ready = set(first)
+    records = param_records(runner.plist, ready.__contains__)
+    # NOTE: a parameter ready in a later iteration but not the first would break the trace's
+    # has_grad/order contract; null it so the trace stays self-consistent
+    samples = [replace(s, grad_ready_s=tuple(t if i in ready else None for i, t in enumerate(s.grad_ready_s)))
+               for s in samples]
     buffers = buffer_records(runner.module)
     env = _environment(torch, runner, spec, device=device, batch_size=batch_size, dtype=dtype, autocast=autocast,
                        optimizer=optimizer, num_warmup=num_warmup, num_iters=num_iters, seed=seed,
@@ -135,49 +149,85 @@ def _check_capture_args(torch: Any, *, device: str, batch_size: int, num_iters: 
         raise InputError("device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
 
 
-class _StepRunner:
-    """One model's training step on one device, timed phase by phase; while :func:`ready_hooks`
-    call :meth:`stamp`, ``fired`` holds the current backward's ``(parameter index, stamp)`` in
-    firing order. ``phase`` names the phase running (for :func:`_model_error`); ``cpu_phase_s``
-    this process's CPU time per recorded step's forward, backward and optimizer."""
+#: the phases of a training step as a model error names them (:func:`_model_error`)
+_PHASE_WORDS = {"optimizer": "optimizer step", "zero_grad": "optimizer step"}
 
-    def __init__(self, torch: Any, spec: Any, *, device: str, batch_size: int, dtype: str | None,
-                 autocast: str | None, optimizer: str, step_barrier: Callable[[], None] | None) -> None:
+
+class StepRunner:
+    """One model's training step on ``dev`` (``dtype`` casts parameters and float inputs;
+    ``channels_last`` its memory format), timed phase by phase on ``clock``: ``start(phase)``,
+    ``stop()`` and ``now()`` in seconds, the roofline mode of :mod:`ddpsim.trace.retime`,
+    or (None) the runner's own wall clock in ``perf_counter`` seconds: CUDA synchronised at each
+    phase's start and end, ``step_barrier`` called (untimed) before forward and optimizer, this
+    process's CPU time kept per phase of each step (``cpu_steps``), a gradient stamped with
+    ``perf_counter`` (CPU) or a CUDA event recorded in its hook. While :func:`ready_hooks` call
+    :meth:`ready`, ``fired`` holds the current backward's ``(parameter index, stamp)`` in firing
+    order; ``phase`` names the phase running (for :func:`_model_error`)."""
+
+    def __init__(self, torch: Any, spec: Any, *, dev: Any, batch_size: int, dtype: str | None, autocast: str | None,
+                 optimizer: str, clock: Any = None, step_barrier: Callable[[], None] | None = None,
+                 channels_last: bool = False, sgd_foreach: bool | None = None) -> None:
         from ddpsim.trace.models import ddp_params, default_loss, make_optimizer, to_device
 
         self.torch = torch
-        self.cuda = device == "cuda"
-        self.dev = torch.device("cuda", torch.cuda.current_device()) if self.cuda else torch.device("cpu")
+        self.name = spec.name
+        self.dev = dev
+        self.cuda = dev.type == "cuda"
         tdtype = None if dtype is None else getattr(torch, dtype)
-        module = spec.module.to(device=self.dev) if tdtype is None else spec.module.to(device=self.dev, dtype=tdtype)
+        module = spec.module.to(device=dev) if tdtype is None else spec.module.to(device=dev, dtype=tdtype)
         module.train()
-        self.module = module
         self.loss_fn = spec.loss_fn or default_loss
         self.phase = "making its batch"
         try:
-            self.batch = to_device(spec.make_batch(batch_size), self.dev, tdtype)
+            self.batch = to_device(spec.make_batch(batch_size), dev, tdtype)
         except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
             raise _model_error(spec.name, self.phase, exc) from None
+        if channels_last:
+            module, self.batch = module.to(memory_format=torch.channels_last), to_channels_last(self.batch)
+        self.module = module
         self.plist = ddp_params(module)
         self.params = [p for _, p, _ in self.plist]
-        self.opt = make_optimizer(optimizer, self.params)
+        self.opt = make_optimizer(optimizer, self.params, sgd_foreach=sgd_foreach)
         self.ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(autocast or "")
+        self.clock = self if clock is None else clock
         self.step_barrier = step_barrier
+        self.cpu_steps: list[list[float]] = []
         self.fired: list[tuple[int, Any]] = []
-        self.cpu_phase_s: list[list[float]] = []
 
-    def stamp(self, i: int) -> None:
-        """Parameter ``i``'s gradient is ready: CPU ``perf_counter_ns``, or a CUDA event recorded now."""
-        if self.cuda:
-            ev = self.torch.cuda.Event(enable_timing=True)
-            ev.record()
-            self.fired.append((i, ev))
-        else:
-            self.fired.append((i, time.perf_counter_ns()))
+    def ready(self, i: int) -> None:
+        """Parameter ``i``'s gradient is ready now."""
+        self.fired.append((i, self.clock.now()))
 
     def sync(self) -> None:
         if self.cuda:
             self.torch.cuda.synchronize(self.dev)
+
+    def start(self, phase: str) -> float:
+        self.sync()
+        if self.step_barrier is not None and phase in ("forward", "optimizer"):
+            self.step_barrier()  # before optimizer: DDP's ranks leave backward together (its last all-reduce)
+        if phase == "forward":
+            self.cpu_steps.append([])
+        if phase == "backward" and self.cuda:
+            self.start_ev = self.now()
+        self.cpu_start = time.process_time()
+        return time.perf_counter_ns() / 1e9
+
+    def stop(self) -> float:
+        self.sync()
+        t = time.perf_counter_ns() / 1e9
+        self.cpu_steps[-1].append(time.process_time() - self.cpu_start)
+        return t
+
+    def now(self) -> Any:
+        if not self.cuda:
+            return time.perf_counter_ns() / 1e9
+        ev = self.torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def since(self, start: float, stamp: Any) -> float:
+        return self.start_ev.elapsed_time(stamp) / 1e3 if self.cuda else stamp - start
 
     def forward(self) -> Any:
         from ddpsim.trace.models import run_forward
@@ -188,56 +238,54 @@ class _StepRunner:
                 return self.loss_fn(run_forward(self.module, self.batch))
         return self.loss_fn(run_forward(self.module, self.batch))
 
+    def _timed(self, phase: str, run: Callable[[], Any]) -> tuple[float, float, Any]:
+        """``run()`` as ``phase`` on the clock: its start, its duration and what it returned."""
+        start = self.clock.start(phase)
+        self.phase = _PHASE_WORDS.get(phase, phase)
+        out = run()
+        return start, self.clock.stop() - start, out
+
     def step(self, record: bool) -> IterationSample | None:
         """One training step; its phase times and gradient-ready offsets when ``record``."""
         self.fired.clear()
-        self.sync()
-        if self.step_barrier is not None:
-            self.step_barrier()
-        c0 = time.process_time()
-        t0 = time.perf_counter_ns()
-        loss = self.forward()
-        self.sync()
-        t1 = time.perf_counter_ns()
-        c1 = time.process_time()
-        start_ev = None
-        if self.cuda:
-            start_ev = self.torch.cuda.Event(enable_timing=True)
-            start_ev.record()
-        tb = time.perf_counter_ns()
-        self.phase = "backward"
-        loss.backward()
-        self.sync()
-        t2 = time.perf_counter_ns()
-        c2 = time.process_time()
-        t2o = t2
-        if self.step_barrier is not None:  # DDP's ranks leave backward together (its last all-reduce)
-            self.step_barrier()
-            t2o = time.perf_counter_ns()
-        self.phase = "optimizer step"
-        c2o = time.process_time()
-        self.opt.step()
-        self.sync()
-        t3 = time.perf_counter_ns()
-        c3 = time.process_time()
-        self.opt.zero_grad(set_to_none=True)
-        self.sync()
-        t4 = time.perf_counter_ns()
+        _, forward_s, loss = self._timed("forward", self.forward)
+        b0, backward_s, _ = self._timed("backward", loss.backward)
+        _, optimizer_s, _ = self._timed("optimizer", self.opt.step)
+        _, zero_grad_s, _ = self._timed("zero_grad", lambda: self.opt.zero_grad(set_to_none=True))
         if not record:
             return None
-        self.cpu_phase_s.append([c1 - c0, c2 - c1, c3 - c2o])
         ready: list[float | None] = [None] * len(self.params)
         for i, stamp in self.fired:
-            ready[i] = start_ev.elapsed_time(stamp) / 1e3 if self.cuda else max(0, stamp - tb) / 1e9
-        return IterationSample(forward_s=(t1 - t0) / 1e9, backward_s=(t2 - tb) / 1e9, optimizer_s=(t3 - t2o) / 1e9,
-                               zero_grad_s=(t4 - t3) / 1e9, grad_ready_s=tuple(ready))
+            ready[i] = self.since(b0, stamp)
+        return IterationSample(forward_s=forward_s, backward_s=backward_s, optimizer_s=optimizer_s,
+                               zero_grad_s=zero_grad_s, grad_ready_s=tuple(ready))
+
+    def run(self, num_warmup: int, num_iters: int) -> tuple[list[IterationSample], list[list[int]]]:
+        """Warm-up steps, then the measured steps' samples and hook firing orders; the model's code
+        raising is one InputError naming the model and the phase."""
+        from ddpsim.trace.models import ready_hooks
+
+        samples: list[IterationSample] = []
+        orders: list[list[int]] = []
+        try:
+            with ready_hooks(self.params, self.ready):
+                for _ in range(num_warmup):
+                    self.step(False)
+                for _ in range(num_iters):
+                    samples.append(self.step(True))
+                    orders.append([i for i, _ in self.fired])
+        except InputError:
+            raise
+        except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
+            raise _model_error(self.name, self.phase, exc) from None
+        return samples, orders
 
     def timed_backward(self, hooks: bool) -> float:
         """Forward, then backward timed (CPU: this process's CPU time, so that a wait for a CPU is
         not taken for the hooks' cost; CUDA: wall time), with the hooks or without them."""
         from ddpsim.trace.models import ready_hooks
 
-        with ready_hooks(self.params, self.stamp) if hooks else contextlib.nullcontext():
+        with ready_hooks(self.params, self.ready) if hooks else contextlib.nullcontext():
             loss = self.forward()
             self.sync()
             tb, cb = time.perf_counter_ns(), time.process_time()
@@ -249,29 +297,7 @@ class _StepRunner:
         return elapsed_s
 
 
-def _measure_steps(runner: _StepRunner, name: str, *, num_warmup: int,
-                   num_iters: int) -> tuple[list[IterationSample], list[list[int]]]:
-    """Warm-up steps, then the measured steps' samples and hook firing orders; the model's code
-    raising is one InputError naming the model and the phase."""
-    from ddpsim.trace.models import ready_hooks
-
-    samples: list[IterationSample] = []
-    orders: list[list[int]] = []
-    try:
-        with ready_hooks(runner.params, runner.stamp):
-            for _ in range(num_warmup):
-                runner.step(False)
-            for _ in range(num_iters):
-                samples.append(runner.step(True))
-                orders.append([i for i, _ in runner.fired])
-    except InputError:
-        raise
-    except Exception as exc:  # NOTE: the user's model code: one line, not a traceback
-        raise _model_error(name, runner.phase, exc) from None
-    return samples, orders
-
-
-def _measure_hook_overhead(runner: _StepRunner,
+def _measure_hook_overhead(runner: StepRunner,
                            samples: Sequence[IterationSample]) -> tuple[float, dict[str, Any]]:
     """Backward timed with and without the hooks in adjacent pairs, alternating which goes first
     (module docstring): the hook overhead fraction and its ``environment`` entries."""
@@ -291,15 +317,7 @@ def _measure_hook_overhead(runner: _StepRunner,
                   "hook_overhead_pair_fracs": [round(a / b - 1.0, 6) for a, b in zip(with_s, without_s)]}
 
 
-def _null_late_params(samples: Sequence[IterationSample], first_set: set[int]) -> list[IterationSample]:
-    """The samples with the ready times of parameters not ready in the first measured step nulled."""
-    # NOTE: a parameter ready in a later iteration but not the first would break the trace's
-    # has_grad/order contract; null it so the trace stays self-consistent.
-    return [replace(s, grad_ready_s=tuple(t if i in first_set else None for i, t in enumerate(s.grad_ready_s)))
-            for s in samples]
-
-
-def _environment(torch: Any, runner: _StepRunner, spec: Any, *, device: str, batch_size: int, dtype: str | None,
+def _environment(torch: Any, runner: StepRunner, spec: Any, *, device: str, batch_size: int, dtype: str | None,
                  autocast: str | None, optimizer: str, num_warmup: int, num_iters: int, seed: int,
                  consistent: bool, overhead: dict[str, Any] | None,
                  load_before: float | None) -> dict[str, Any]:
@@ -332,7 +350,7 @@ def _environment(torch: Any, runner: _StepRunner, spec: Any, *, device: str, bat
     if not cuda:
         # this process's CPU time (every thread) per measured iteration's forward, backward and
         # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
-        env["cpu_phase_s"] = [[round(x, 6) for x in c] for c in runner.cpu_phase_s]
+        env["cpu_phase_s"] = [[round(x, 6) for x in c[:3]] for c in runner.cpu_steps[num_warmup:]]
     if load_before is not None:
         # NOTE: on a shared machine, other processes inflate the times; this says how busy it was
         env["load_average_1m"] = [round(load_before, 2), round(_load_average() or 0.0, 2)]

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 from ddpsim.errors import InputError
 from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu
+from ddpsim.trace.capture import to_channels_last
 from ddpsim.trace.cnn_kernels import PER_CHANNEL, batch_norm_kernels, conv_layout_bytes
 from ddpsim.trace.records import IterationSample, Trace, buffer_records, load_trace, param_records
 
@@ -242,13 +243,15 @@ def _bytes_moved(func: Any, name: str, args: Any, ins: list[Any], outs: list[Any
     return sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs)
 
 
-def _to_channels_last(tree: Any) -> Any:
-    """``tree`` with its 4-D tensors in ``torch.channels_last`` memory format."""
-    import torch
-    from torch.utils._pytree import tree_map
+class _ModelledClock:
+    """The roofline mode as a :class:`~ddpsim.trace.capture.StepRunner`'s clock: ``clock_s``."""
 
-    return tree_map(lambda t: t.contiguous(memory_format=torch.channels_last)
-                    if isinstance(t, torch.Tensor) and t.dim() == 4 else t, tree)
+    clock_s: float
+
+    def now(self) -> float:
+        return self.clock_s
+
+    stop = now
 
 
 def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: Any, channels_last: bool = False) -> Any:
@@ -257,7 +260,7 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_map
 
-    class RooflineMode(TorchDispatchMode):
+    class RooflineMode(TorchDispatchMode, _ModelledClock):
         """Runs each op (on meta tensors) and charges its roofline time to ``clock_s``."""
 
         def __init__(self) -> None:
@@ -267,10 +270,11 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
             self.phase = "forward"
             self.log: list[OpCost] = []
 
-        def begin(self, phase: str) -> None:
-            """Start ``phase`` with host and GPU synchronised (as a capture times each phase)."""
+        def start(self, phase: str) -> float:
+            """Start ``phase`` with host and GPU synchronised (as a capture times each phase); now."""
             self.clock_s = self.host_s = max(self.clock_s, self.host_s)
             self.phase = phase
+            return self.clock_s
 
         def charge(self, name: str, flops: float, bytes_moved: float, dtype: Any, tensors: int = 1,
                    aligned: bool = True, cap: float | None = None, host: bool = True) -> float:
@@ -304,7 +308,7 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
                     args, kwargs = self._cast(args, kwargs, torch.float32, charge=True)
             out = func(*args, **kwargs)
             if channels_last and name in _CONV_OPS:  # cuDNN keeps channels-last; the meta kernels do not
-                out = _to_channels_last(out)
+                out = to_channels_last(out)
             if func.is_view or name in _FREE_OPS:
                 return out
             ins, outs = _tensors((args, kwargs)), _tensors(out)
@@ -386,8 +390,7 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     conversions). InputError: unknown GPU, bad batch size, autocast, optimizer or dtype."""
     import torch
 
-    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, batch_shapes, check_choice, check_count
-    from ddpsim.trace.models import ddp_params, default_loss, make_optimizer, to_device
+    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, StepRunner, batch_shapes, check_choice, check_count
 
     g = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
     a = assumptions or RooflineAssumptions()
@@ -399,24 +402,16 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
         if low is not None:
             g.low_precision_flops_per_s(low, key)  # refuses bf16 on a GPU without bf16 tensor cores
     ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(autocast or "")
-    tdtype = getattr(torch, dtype)
-    module = spec.module.to(device="meta", dtype=tdtype)
-    module.train()
-    batch = to_device(spec.make_batch(batch_size), "meta", tdtype)
-    if channels_last:
-        module, batch = module.to(memory_format=torch.channels_last), _to_channels_last(batch)
-    plist = ddp_params(module)
-    params = [p for _, p, _ in plist]
     mode = _make_mode(g, a, ac_dtype, channels_last)
-    opt = make_optimizer(optimizer, params, sgd_foreach=True)
-    (sample, order), log = _modelled_steps(mode, _make_sdpa_mode(mode, ac_dtype), module, batch,
-                                           spec.loss_fn or default_loss, params, opt)
+    runner = StepRunner(torch, spec, dev=torch.device("meta"), batch_size=batch_size, dtype=dtype, autocast=None,
+                         optimizer=optimizer, clock=mode, channels_last=channels_last, sgd_foreach=True)
+    sample, order, log = _modelled_steps(runner, _make_sdpa_mode(mode, ac_dtype))
     if ac_dtype is not None:
-        sample, order = _autocast_order(sample, order, module, spec, params, ac_dtype, tdtype)
-    records = param_records(plist, lambda i: sample.grad_ready_s[i] is not None)
+        sample, order = _autocast_order(sample, order, spec, runner.params, ac_dtype, getattr(torch, dtype))
+    records = param_records(runner.plist, lambda i: sample.grad_ready_s[i] is not None)
     env = copy.deepcopy(environment or {})
     env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
-                "optimizer": optimizer, "num_threads": None, "input_shape": batch_shapes(batch)})
+                "optimizer": optimizer, "num_threads": None, "input_shape": batch_shapes(runner.batch)})
     if channels_last:
         env["memory_format"] = "channels_last"
     for k in ("cuda_version", "nccl_version", "hook_overhead_raw_frac", "grad_ready_order_consistent", "num_warmup", "num_iters", "note"):
@@ -425,58 +420,32 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     low = autocast or {"bfloat16": "bf16", "float16": "fp16"}.get(dtype)
     peak = g.fp32_flops_per_s if low is None else g.low_precision_flops_per_s(low)
     synthetic = _retimed_synthetic(g, a, sample, log, peak=peak, extra_synthetic=extra_synthetic)
-    trace = Trace(model=spec.name, params=records, buffers=buffer_records(module), grad_ready_order=tuple(order), iterations=(sample,),
+    trace = Trace(model=spec.name, params=records, buffers=buffer_records(runner.module), grad_ready_order=tuple(order), iterations=(sample,),
                   environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
     return (trace, log) if return_log else trace
 
 
-def _autocast_order(sample: IterationSample, order: list[int], module: Any, spec: Any, params: Sequence[Any],
+def _autocast_order(sample: IterationSample, order: list[int], spec: Any, params: Sequence[Any],
                     ac_dtype: Any, dtype: Any) -> tuple[IterationSample, list[int]]:
     """The sample with its ready-time slots given in the order CUDA autocast makes the gradients
     ready (:mod:`ddpsim.trace.autocast_order`); unchanged when that order cannot be found."""
     from ddpsim.trace.autocast_order import autocast_ready_order, reslot
-    from ddpsim.trace.models import default_loss, to_device
 
-    small = to_device(spec.make_batch(2), "meta", dtype)
-    ac_order = autocast_ready_order(module, small, spec.loss_fn or default_loss, params, ac_dtype)
+    ac_order = autocast_ready_order(spec, params, ac_dtype, "meta", dtype)
     if ac_order is None or sorted(ac_order) != sorted(order):
         return sample, order
     return replace(sample, grad_ready_s=reslot(sample.grad_ready_s, order, ac_order)), ac_order
 
 
-def _modelled_steps(mode: Any, sdpa: Any, module: Any, batch: Any, loss_fn: Any, params: Sequence[Any],
-                    opt: Any) -> tuple[tuple[IterationSample, list[int]], list[OpCost]]:
-    """Two training steps under the roofline mode; the second step's sample and hook firing
+def _modelled_steps(runner: Any, sdpa: Any) -> tuple[IterationSample, list[int], list[OpCost]]:
+    """Two training steps on the runner's roofline clock; the second step's sample and hook firing
     order (the optimizer state exists then) and the operators it charged."""
-    from ddpsim.trace.models import ready_hooks, run_forward
-
-    fired: list[tuple[int, float]] = []
-    samples = []
-    t1 = 0.0
-    with ready_hooks(params, lambda i: fired.append((i, mode.clock_s - t1))), sdpa, mode:
-        for step in range(2):
-            fired.clear()
-            mode.begin("forward")
-            t0 = mode.clock_s
-            loss = loss_fn(run_forward(module, batch))
-            t1 = mode.clock_s
-            mode.begin("backward")
-            loss.backward()
-            t2 = mode.clock_s
-            mode.begin("optimizer")
-            opt.step()
-            t3 = mode.clock_s
-            mode.begin("zero_grad")
-            opt.zero_grad(set_to_none=True)
-            t4 = mode.clock_s
-            ready: list[float | None] = [None] * len(params)
-            for i, t in fired:
-                ready[i] = t
-            samples.append((IterationSample(forward_s=t1 - t0, backward_s=t2 - t1, optimizer_s=t3 - t2,
-                                            zero_grad_s=t4 - t3, grad_ready_s=tuple(ready)), [i for i, _ in fired]))
-            if step == 0:
-                first_log_len = len(mode.log)
-    return samples[1], mode.log[first_log_len:]
+    mode = runner.clock
+    with sdpa, mode:
+        runner.run(1, 0)
+        first_log_len = len(mode.log)
+        samples, orders = runner.run(0, 1)
+    return samples[0], orders[0], mode.log[first_log_len:]
 
 
 _RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "

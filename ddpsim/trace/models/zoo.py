@@ -221,9 +221,7 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
         info = {"input_shape": [seq_len], "zoo_batch_size": entry.batch_size, "seq_len": seq_len,
                 "input_dtype": "int64"}
         module = _torch_module(entry.name, seq_len, o["num_classes"])
-        make_batch = m._batch(seed, [((seq_len,), torch.int64, ZOO_VOCAB_SIZE)])
-        return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=make_batch,
-                            loss_fn=m._ce_loss, info=info)
+        return m._token_model(ZOO_PREFIX + entry.name, seed, module, seq_len, ZOO_VOCAB_SIZE, m._ce_loss, info)
     shape = m._shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
     if entry.name == "vit_small" and shape[1:] != (64, 64):
         raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")

@@ -31,42 +31,42 @@ GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 KEPT_ARGS = ("In msg nelems", "dtype", "Group size", "Collective name", "Input Dims", "Input type", "Process Group Name")
 
 
-@dataclass(slots=True)
-class CpuOp:
-    """A CPU op or annotation (``ts``/``dur`` in microseconds, the profile's clock)."""
+@dataclass(slots=True, kw_only=True)
+class Event:
+    """A ``ph: "X"`` event of the trace (``ts``/``dur`` in microseconds, the profile's clock)."""
 
     name: str
-    cat: str
     ts: float
     dur: float
-    tid: Any
-    ext_id: int | None
-    args: dict[str, Any] | None
 
     @property
     def end(self) -> float:
         return self.ts + self.dur
 
 
-@dataclass(slots=True)
-class RuntimeCall:
+@dataclass(slots=True, kw_only=True)
+class CpuOp(Event):
+    """A CPU op or annotation."""
+
+    cat: str
+    tid: Any
+    ext_id: int | None
+    args: dict[str, Any] | None
+
+
+@dataclass(slots=True, kw_only=True)
+class RuntimeCall(Event):
     """A CUDA runtime/driver call on the CPU (``correlation`` ties it to the GPU work it launched)."""
 
-    name: str
-    ts: float
-    dur: float
     tid: Any
     correlation: int | None
 
 
-@dataclass(slots=True)
-class GpuOp:
+@dataclass(slots=True, kw_only=True)
+class GpuOp(Event):
     """A kernel, memcpy or memset on the GPU timeline."""
 
-    name: str
     cat: str
-    ts: float
-    dur: float
     stream: Any
     device: int | None
     correlation: int | None
@@ -74,10 +74,6 @@ class GpuOp:
     grid: tuple[int, ...] | None
     block: tuple[int, ...] | None
     args: dict[str, Any] | None
-
-    @property
-    def end(self) -> float:
-        return self.ts + self.dur
 
     @property
     def is_nccl(self) -> bool:

@@ -63,13 +63,8 @@ def _ready_order(spec: Any, plist: Sequence[Any], device: str) -> list[int] | No
     """The order the parameters' gradients become ready in one backward of the model (batch 2)
     on ``device`` (``meta``: shapes only, no arithmetic); None when the model cannot run there."""
     from ddpsim.trace.autocast_order import autocast_ready_order
-    from ddpsim.trace.models import default_loss, to_device
 
-    try:
-        batch = to_device(spec.make_batch(2), device)
-    except (RuntimeError, TypeError, ValueError, NotImplementedError):
-        return None
-    order = autocast_ready_order(spec.module, batch, spec.loss_fn or default_loss, [p for _, p, _ in plist], None)
+    order = autocast_ready_order(spec, [p for _, p, _ in plist], None, device)
     return order if order is not None and sorted(order) == list(range(len(plist))) else None
 
 

@@ -78,7 +78,6 @@ class StepOps:
 class PhaseWindows:
     """The step's phases on the CPU."""
 
-    zero_grad: Window | None
     forward: Window
     backward: Window
     optimizer: Window
@@ -142,17 +141,16 @@ def phase_windows(s: StepOps, path: str) -> PhaseWindows:
                and o.name in (COPY_BUCKET_TO_GRAD, COMMS_OP)]
     b_end = max([o.end for o in bwd] + ddp_end)
     zero = next((o for o in s.cpu if o.name.startswith("Optimizer.zero_grad")), None)
-    zero_w = Window(zero.ts, zero.end) if zero is not None else None
     fwd_op = next((o for o in s.cpu if o.name == "DistributedDataParallel.forward" and o.ts < b_start), None)
     if fwd_op is not None:
         f_start = fwd_op.ts
-    elif zero_w is not None and zero_w.end <= b_start:
-        f_start = zero_w.end
+    elif zero is not None and zero.end <= b_start:
+        f_start = zero.end
     else:
         f_start = s.window.start
     opt_w = Window(opt.ts, opt.end) if opt is not None else Window(b_end, s.window.end)
-    return PhaseWindows(zero_grad=zero_w, forward=Window(f_start, b_start), backward=Window(b_start, b_end),
-                        optimizer=opt_w, optimizer_annotated=opt is not None)
+    return PhaseWindows(forward=Window(f_start, b_start), backward=Window(b_start, b_end), optimizer=opt_w,
+                        optimizer_annotated=opt is not None)
 
 
 class SpanIndex:

@@ -140,32 +140,26 @@ def trace_summary(trace: Any) -> str:
             cells = [f"{ph} {host[ph] * 1e3:.3f} / {kernels[ph] * 1e3:.3f} ms" + (" (host-paced)" if host[ph] > kernels[ph] else "")
                      for ph in host]
             lines.append("host issuing ops / GPU kernels: " + ", ".join(cells))
-        lines += _unaligned_line(trace.synthetic) + _cnn_lines(trace.synthetic)
+        lines += _cost_lines(trace.synthetic)
     return "\n".join(lines)
 
 
-def _unaligned_line(synthetic: dict[str, Any]) -> list[str]:
-    """A line on the unaligned GEMMs where they take 1 % of the modelled step or more."""
-    n, t, step = synthetic.get("unaligned_gemms"), synthetic.get("unaligned_gemm_s"), synthetic.get("modelled_step_s")
-    if not n or not step or t < 0.01 * step:
-        return []
-    return [f"unaligned GEMMs: {n} kernels, {t * 1e3:.3f} ms of the {step * 1e3:.3f} ms step (a leading dimension not a "
-            "multiple of 16 bytes: cuBLAS's align1 kernels; padding it, e.g. a vocabulary to a multiple of 64, "
-            "removes them)"]
+#: the kernels a re-timed trace counts and what its summary says of them where they take 1 % of the
+#: modelled step or more (:mod:`ddpsim.trace.retime`, :mod:`ddpsim.trace.cnn_kernels`)
+COST_LINES = (
+    ("unaligned_gemms", "unaligned_gemm_s", "unaligned GEMMs: {n} kernels, {t} ms of the {step} ms step (a leading "
+     "dimension not a multiple of 16 bytes: cuBLAS's align1 kernels; padding it, e.g. a vocabulary to a multiple of "
+     "64, removes them)"),
+    ("layout_conversions", "layout_conversion_s", "NCHW layout conversions: around {n} convolutions, {t} ms of the "
+     "{step} ms step (cuDNN's tensor-core convolutions work in NHWC; a channels-last model and input remove them)"),
+    ("per_channel_batch_norms", "per_channel_batch_norm_s", "batch norm on PyTorch's NCHW kernels: {n} kernels bounded "
+     "by one block per channel, {t} ms of the {step} ms step (bf16: cuDNN's are not used; channels-last kernels "
+     "spread the reduction over the GPU)"),
+)
 
 
-def _cnn_lines(synthetic: dict[str, Any]) -> list[str]:
-    """Lines on cuDNN's layout conversions and PyTorch's per-channel batch norms taking 1 % of the
-    modelled step or more (:mod:`ddpsim.trace.cnn_kernels`)."""
+def _cost_lines(synthetic: dict[str, Any]) -> list[str]:
+    """The lines of :data:`COST_LINES` whose kernels take 1 % of the modelled step or more."""
     step = synthetic.get("modelled_step_s")
-    lines = []
-    n, t = synthetic.get("layout_conversions"), synthetic.get("layout_conversion_s")
-    if n and step and t >= 0.01 * step:
-        lines.append(f"NCHW layout conversions: around {n} convolutions, {t * 1e3:.3f} ms of the {step * 1e3:.3f} ms "
-                     "step (cuDNN's tensor-core convolutions work in NHWC; a channels-last model and input remove them)")
-    n, t = synthetic.get("per_channel_batch_norms"), synthetic.get("per_channel_batch_norm_s")
-    if n and step and t >= 0.01 * step:
-        lines.append(f"batch norm on PyTorch's NCHW kernels: {n} kernels bounded by one block per channel, "
-                     f"{t * 1e3:.3f} ms of the {step * 1e3:.3f} ms step (bf16: cuDNN's are not used; channels-last "
-                     "kernels spread the reduction over the GPU)")
-    return lines
+    return [text.format(n=n, t=f"{t * 1e3:.3f}", step=f"{step * 1e3:.3f}") for count, time, text in COST_LINES
+            if (n := synthetic.get(count)) and step and (t := synthetic.get(time)) >= 0.01 * step]

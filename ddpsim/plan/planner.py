@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
@@ -255,11 +255,7 @@ class Bucket:
     size_limit_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"index": self.index, "param_indices": list(self.param_indices),
-                             "size_bytes": self.size_bytes, "dtype": self.dtype}
-        if self.size_limit_bytes is not None:
-            d["size_limit_bytes"] = self.size_limit_bytes
-        return d
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -83,8 +83,10 @@ def run(args: argparse.Namespace) -> int:
     plan_json = json.dumps(plan.to_dict(), indent=1) + "\n"
     if args.format == "json":
         text = plan_json
-    elif args.format == "csv":
-        text = format_csv(plan, trace)
+    elif args.format == "csv":  # the steady layout, then (if buckets are rebuilt) the first-iteration one
+        from ddpsim.report.tables import to_csv_text
+
+        text = to_csv_text(_rows(plan, trace), CSV_FIELDS, float_format=None)
     else:
         text = format_table(plan, trace, trace_path=args.trace, plan_path=args.plan)
     if args.out is not None:
@@ -117,13 +119,6 @@ def _rows(plan: Any, trace: Any) -> list[dict[str, Any]]:
 
 CSV_FIELDS = ["layout", "index", "num_params", "size_bytes", "size", "dtype", "first_param", "last_param",
               "from_iteration", "param_indices"]
-
-
-def format_csv(plan: Any, trace: Any) -> str:
-    """One row per bucket: the steady layout, then (if buckets are rebuilt) the first-iteration one."""
-    from ddpsim.report.tables import to_csv_text
-
-    return to_csv_text(_rows(plan, trace), CSV_FIELDS, float_format=None)
 
 
 def _summary(buckets: Any) -> str:

@@ -1,5 +1,6 @@
 """``ddpsim retime``: re-time a captured trace for a GPU you do not have (the roofline model of
-:mod:`ddpsim.trace.retime` on the meta device)."""
+:mod:`ddpsim.trace.retime` on the meta device); and the workload keys ``trace --set`` and ``retime --set``
+share (:func:`model_keys`), each with its ``type=`` and bound."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import argparse
 import shlex
 from typing import Any
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
+from ddpsim.units import MAX_BATCH_SIZE, MAX_LAYERS, MAX_SEQ_LEN
 
 DESCRIPTION = """\
 How long would this captured model's training step take on a GPU I do not have?
@@ -29,6 +31,29 @@ examples:
   ddpsim retime traces/gpt2-124m.cpu.json --gpu h100 --batch-size 16 --set seq_len=1024 --set autocast=bf16 --out gpt2-124m.h100.json"""
 
 
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``3,224,224`` -> (3, 224, 224); InputError unless 1 to 8 integers in [1, 2**20]."""
+    try:
+        shape = tuple(int(x) for x in str(text).split(","))
+    except ValueError:
+        shape = ()
+    if not 1 <= len(shape) <= 8 or not all(1 <= d <= MAX_BATCH_SIZE for d in shape):
+        raise InputError(f"--set input_shape: {shorten(text)} is not accepted; expected 1 to 8 comma-separated "
+                         f"integers in [1, {MAX_BATCH_SIZE}] like 3,224,224")
+    return shape
+
+
+def model_keys() -> dict[str, Any]:
+    """The workload keys of ``ddpsim trace --set`` (``ddpsim retime --set`` takes some), each with its
+    ``type=`` (``--from-profile`` refuses them all)."""
+    from ddpsim.cli.args import choice, from_parser, int_in, nonempty
+    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS
+
+    return {"dtype": choice(DTYPES), "autocast": choice((*AUTOCASTS, "none")), "optimizer": choice(OPTIMIZERS),
+            "seq_len": int_in(1, MAX_SEQ_LEN), "n_layer": int_in(1, MAX_LAYERS),
+            "input_shape": from_parser(parse_shape), "input_dtype": nonempty}
+
+
 #: the keys of ``--set`` that change the workload (the rest are roofline assumptions)
 WORKLOAD_KEYS = ("seq_len", "autocast", "optimizer", "channels_last")
 
@@ -48,7 +73,6 @@ def retime_keys() -> dict[str, Any]:
     from dataclasses import fields
 
     from ddpsim.cli.args import boolean, number
-    from ddpsim.cli.workload import model_keys
     from ddpsim.trace.retime import RooflineAssumptions
 
     model = model_keys()
@@ -71,7 +95,6 @@ def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 
 def add_parser(subparsers: Any) -> None:
     from ddpsim.cli.args import add_verb, int_in, lower, nonempty, output_file
-    from ddpsim.units import MAX_BATCH_SIZE
     from ddpsim.cli.topology import add_catalogue_flag
 
     p = add_verb(subparsers, "retime", help="re-time a trace for a GPU (roofline model)", description=DESCRIPTION,

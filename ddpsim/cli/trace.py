@@ -7,7 +7,7 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
-from ddpsim.cli.workload import model_keys
+from ddpsim.cli.retime import model_keys
 from ddpsim.errors import InputError
 
 DESCRIPTION = """\

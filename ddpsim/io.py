@@ -184,7 +184,9 @@ def write_bytes_atomic(path: str | Path, data: bytes, field: str = "output file"
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         # NOTE: mkstemp creates 0600; give the file the mode a plain open() would (0666 & ~umask)
-        os.chmod(tmp, 0o666 & ~_umask())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, p)
     except BaseException:
         try:
@@ -193,12 +195,6 @@ def write_bytes_atomic(path: str | Path, data: bytes, field: str = "output file"
             pass
         raise
     return p
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write_text_atomic(path: str | Path, text: str, field: str = "output file") -> Path:

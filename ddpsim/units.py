@@ -110,14 +110,11 @@ def mb_to_bytes(bucket_cap_mb: float) -> int:
     return int(bucket_cap_mb * MIB)
 
 
-NOT_GIVEN = ("none", "null", "default")
-
-
 def parse_cap_value(item: str, flag: str, expected: str, *, allow_not_given: bool = True) -> float | None:
     """One ``bucket_cap_mb`` value in MiB: ``"25"`` -> 25, ``"0.5"`` -> 0.5; ``none``/``null``/``default``
     -> None (not given: DDP's default) when ``allow_not_given``; InputError unless a finite number > 0."""
     text = str(item).strip()
-    if allow_not_given and text.lower() in NOT_GIVEN:
+    if allow_not_given and text.lower() in ("none", "null", "default"):
         return None
     try:
         value = float(text)
@@ -147,26 +144,22 @@ def parse_cap_list(text: Any, flag: str, sep: str = ",", expected: str = CAP_LIS
 
 
 LIST_POINT_PREFIX = "list="
-#: what a comma list of points (``--caps``) accepts, for its error messages
-CAPS_EXPECTED = "a comma list of MiB > 0, 'none', or list=X+Y+... (a bucket_cap_mb_list)"
-
-
-def parse_cap_point(item: str, flag: str, expected: str) -> float | tuple[float, ...] | None:
-    """One point of a comma list of caps: a ``bucket_cap_mb`` (``none`` = not given) or a
-    ``bucket_cap_mb_list`` spelt as its point id, ``list=1+4+8``."""
-    text = str(item).strip()
-    if text.startswith(LIST_POINT_PREFIX):
-        try:
-            return parse_cap_list(text[len(LIST_POINT_PREFIX):], flag, sep="+", expected=expected)
-        except InputError:
-            raise InputError(f"{flag}: {shorten(item)} is not accepted; expected {expected}") from None
-    return parse_cap_value(text, flag, expected)
 
 
 def parse_caps(text: str, flag: str = "--caps") -> list[float | tuple[float, ...] | None]:
-    """``none,5,list=1+4`` -> [None, 5, (1, 4)] (:func:`parse_cap_point`, one point per item);
-    InputError for a bad or empty item, or a point named twice."""
-    caps = [parse_cap_point(item, flag, CAPS_EXPECTED) for item in str(text).split(",")]
+    """``none,5,list=1+4`` -> [None, 5, (1, 4)]: per item a ``bucket_cap_mb`` (``none`` = not given) or a
+    ``bucket_cap_mb_list`` spelt as its point id; InputError for a bad or empty item, or a point named twice."""
+    expected = "a comma list of MiB > 0, 'none', or list=X+Y+... (a bucket_cap_mb_list)"
+    caps: list[float | tuple[float, ...] | None] = []
+    for item in str(text).split(","):
+        point = item.strip()
+        if not point.startswith(LIST_POINT_PREFIX):
+            caps.append(parse_cap_value(point, flag, expected))
+            continue
+        try:
+            caps.append(parse_cap_list(point[len(LIST_POINT_PREFIX):], flag, sep="+", expected=expected))
+        except InputError:
+            raise InputError(f"{flag}: {shorten(item)} is not accepted; expected {expected}") from None
     if len(set(caps)) != len(caps):
         raise InputError(f"{flag}: {shorten(text)} names a point twice; expected distinct bucket_cap_mb values")
     return caps

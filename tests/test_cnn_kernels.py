@@ -152,16 +152,16 @@ def test_per_channel_rates_hold_on_the_h200_whose_hbm_is_43_percent_faster():
 
 
 def test_retime_names_conversions_and_per_channel_batch_norms():
-    from ddpsim.cli.retime import _cnn_lines
+    from ddpsim.cli.retime import _cost_lines
 
     syn = {"modelled_step_s": 0.0331, "layout_conversions": 40, "layout_conversion_s": 0.0019,
            "per_channel_batch_norms": 106, "per_channel_batch_norm_s": 0.0131}
-    assert _cnn_lines(syn) == [
+    assert _cost_lines(syn) == [
         "NCHW layout conversions: around 40 convolutions, 1.900 ms of the 33.100 ms step (cuDNN's tensor-core "
         "convolutions work in NHWC; a channels-last model and input remove them)",
         "batch norm on PyTorch's NCHW kernels: 106 kernels bounded by one block per channel, 13.100 ms of the "
         "33.100 ms step (bf16: cuDNN's are not used; channels-last kernels spread the reduction over the GPU)"]
-    assert _cnn_lines({**syn, "layout_conversion_s": 0.0001, "per_channel_batch_norms": 0}) == []
+    assert _cost_lines({**syn, "layout_conversion_s": 0.0001, "per_channel_batch_norms": 0}) == []
 
 
 def _conv_and_gemm_s_per_step(profile: str) -> float:

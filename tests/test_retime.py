@@ -103,13 +103,13 @@ def test_unaligned_gemm_efficiency_is_the_h100_profiles_align1_kernels():
 
 
 def test_retime_names_unaligned_gemms_that_cost_the_step_time():
-    from ddpsim.cli.retime import _unaligned_line
+    from ddpsim.cli.retime import _cost_lines
 
-    line = _unaligned_line({"unaligned_gemms": 3, "unaligned_gemm_s": 0.0304, "modelled_step_s": 0.0785})
+    line = _cost_lines({"unaligned_gemms": 3, "unaligned_gemm_s": 0.0304, "modelled_step_s": 0.0785})
     assert line == ["unaligned GEMMs: 3 kernels, 30.400 ms of the 78.500 ms step (a leading dimension not a multiple "
                     "of 16 bytes: cuBLAS's align1 kernels; padding it, e.g. a vocabulary to a multiple of 64, removes them)"]
-    assert _unaligned_line({"unaligned_gemms": 3, "unaligned_gemm_s": 0.0007, "modelled_step_s": 0.0785}) == []  # < 1 %
-    assert _unaligned_line({"unaligned_gemms": 0, "unaligned_gemm_s": 0.0, "modelled_step_s": 0.0785}) == []
+    assert _cost_lines({"unaligned_gemms": 3, "unaligned_gemm_s": 0.0007, "modelled_step_s": 0.0785}) == []  # < 1 %
+    assert _cost_lines({"unaligned_gemms": 0, "unaligned_gemm_s": 0.0, "modelled_step_s": 0.0785}) == []
 
 
 def test_gemm_alignment_rule():

@@ -83,8 +83,10 @@ def run(args: argparse.Namespace) -> int:
     plan_json = json.dumps(plan.to_dict(), indent=1) + "\n"
     if args.format == "json":
         text = plan_json
-    elif args.format == "csv":
-        text = format_csv(plan, trace)
+    elif args.format == "csv":  # the steady layout, then (if buckets are rebuilt) the first-iteration one
+        from ddpsim.report.tables import to_csv_text
+
+        text = to_csv_text(_rows(plan, trace), CSV_FIELDS, float_format=None)
     else:
         text = format_table(plan, trace, trace_path=args.trace, plan_path=args.plan)
     if args.out is not None:
@@ -117,21 +119,6 @@ def _rows(plan: Any, trace: Any) -> list[dict[str, Any]]:
 
 CSV_FIELDS = ["layout", "index", "num_params", "size_bytes", "size", "dtype", "first_param", "last_param",
               "from_iteration", "param_indices"]
-
-
-def format_csv(plan: Any, trace: Any) -> str:
-    """One row per bucket: the steady layout, then (if buckets are rebuilt) the first-iteration one."""
-    from ddpsim.report.tables import to_csv_text
-
-    return to_csv_text(_rows(plan, trace), CSV_FIELDS, float_format=None)
-
-
-def _summary(buckets: Any) -> str:
-    from ddpsim.units import format_size
-
-    sizes = ", ".join(f"{b.size_bytes} B ({format_size(b.size_bytes)})" for b in buckets[:4])
-    more = f", ... ({len(buckets) - 4} more)" if len(buckets) > 4 else ""
-    return f"{len(buckets)} bucket{'s' if len(buckets) != 1 else ''}: {sizes}{more}"
 
 
 def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str | None = None) -> str:
@@ -174,7 +161,11 @@ def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str 
     lines += [*text_table(header, table, right={0, 1, 2, 3, 6}), ""]
     if plan.rebuild_iteration is not None:
         first_iters = "1" if plan.rebuild_iteration == 2 else f"1..{plan.rebuild_iteration - 1}"
-        lines.append(f"first iteration layout (iteration {first_iters}): {_summary(plan.initial)}")
+        first = plan.initial
+        sizes = ", ".join(f"{b.size_bytes} B ({format_size(b.size_bytes)})" for b in first[:4])
+        more = f", ... ({len(first) - 4} more)" if len(first) > 4 else ""
+        lines.append(f"first iteration layout (iteration {first_iters}): {len(first)} "
+                     f"bucket{'s' if len(first) != 1 else ''}: {sizes}{more}")
         lines.append(f"rebuild: at the start of iteration {plan.rebuild_iteration}, in gradient-ready order")
     elif plan_path is None:
         lines.append("rebuild: never (find_unused_parameters without static_graph); "

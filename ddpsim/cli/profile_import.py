@@ -89,7 +89,7 @@ def _modules_check(imp: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.cli.workload import model_keys
+    from ddpsim.cli.retime import model_keys
 
     given = [("--" + k.replace("_", "-"), k) for k in CAPTURE_ONLY] + [(f"--set {k}", k) for k in model_keys()]
     given = [(flag, k) for flag, k in given if getattr(args, k, None) is not None]

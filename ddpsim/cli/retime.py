@@ -1,5 +1,6 @@
 """``ddpsim retime``: re-time a captured trace for a GPU you do not have (the roofline model of
-:mod:`ddpsim.trace.retime` on the meta device)."""
+:mod:`ddpsim.trace.retime` on the meta device); and the workload keys ``trace --set`` and ``retime --set``
+share (:func:`model_keys`), each with its ``type=`` and bound."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import argparse
 import shlex
 from typing import Any
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, shorten
+from ddpsim.units import MAX_BATCH_SIZE, MAX_LAYERS, MAX_SEQ_LEN
 
 DESCRIPTION = """\
 How long would this captured model's training step take on a GPU I do not have?
@@ -29,6 +31,29 @@ examples:
   ddpsim retime traces/gpt2-124m.cpu.json --gpu h100 --batch-size 16 --set seq_len=1024 --set autocast=bf16 --out gpt2-124m.h100.json"""
 
 
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``3,224,224`` -> (3, 224, 224); InputError unless 1 to 8 integers in [1, 2**20]."""
+    try:
+        shape = tuple(int(x) for x in str(text).split(","))
+    except ValueError:
+        shape = ()
+    if not 1 <= len(shape) <= 8 or not all(1 <= d <= MAX_BATCH_SIZE for d in shape):
+        raise InputError(f"--set input_shape: {shorten(text)} is not accepted; expected 1 to 8 comma-separated "
+                         f"integers in [1, {MAX_BATCH_SIZE}] like 3,224,224")
+    return shape
+
+
+def model_keys() -> dict[str, Any]:
+    """The workload keys of ``ddpsim trace --set`` (``ddpsim retime --set`` takes some), each with its
+    ``type=`` (``--from-profile`` refuses them all)."""
+    from ddpsim.cli.args import choice, from_parser, int_in, nonempty
+    from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS
+
+    return {"dtype": choice(DTYPES), "autocast": choice((*AUTOCASTS, "none")), "optimizer": choice(OPTIMIZERS),
+            "seq_len": int_in(1, MAX_SEQ_LEN), "n_layer": int_in(1, MAX_LAYERS),
+            "input_shape": from_parser(parse_shape), "input_dtype": nonempty}
+
+
 #: the keys of ``--set`` that change the workload (the rest are roofline assumptions)
 WORKLOAD_KEYS = ("seq_len", "autocast", "optimizer", "channels_last")
 
@@ -48,7 +73,6 @@ def retime_keys() -> dict[str, Any]:
     from dataclasses import fields
 
     from ddpsim.cli.args import boolean, number
-    from ddpsim.cli.workload import model_keys
     from ddpsim.trace.retime import RooflineAssumptions
 
     model = model_keys()
@@ -71,7 +95,6 @@ def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 
 def add_parser(subparsers: Any) -> None:
     from ddpsim.cli.args import add_verb, int_in, lower, nonempty, output_file
-    from ddpsim.units import MAX_BATCH_SIZE
     from ddpsim.cli.topology import add_catalogue_flag
 
     p = add_verb(subparsers, "retime", help="re-time a trace for a GPU (roofline model)", description=DESCRIPTION,
@@ -140,32 +163,26 @@ def trace_summary(trace: Any) -> str:
             cells = [f"{ph} {host[ph] * 1e3:.3f} / {kernels[ph] * 1e3:.3f} ms" + (" (host-paced)" if host[ph] > kernels[ph] else "")
                      for ph in host]
             lines.append("host issuing ops / GPU kernels: " + ", ".join(cells))
-        lines += _unaligned_line(trace.synthetic) + _cnn_lines(trace.synthetic)
+        lines += _cost_lines(trace.synthetic)
     return "\n".join(lines)
 
 
-def _unaligned_line(synthetic: dict[str, Any]) -> list[str]:
-    """A line on the unaligned GEMMs where they take 1 % of the modelled step or more."""
-    n, t, step = synthetic.get("unaligned_gemms"), synthetic.get("unaligned_gemm_s"), synthetic.get("modelled_step_s")
-    if not n or not step or t < 0.01 * step:
-        return []
-    return [f"unaligned GEMMs: {n} kernels, {t * 1e3:.3f} ms of the {step * 1e3:.3f} ms step (a leading dimension not a "
-            "multiple of 16 bytes: cuBLAS's align1 kernels; padding it, e.g. a vocabulary to a multiple of 64, "
-            "removes them)"]
+#: the kernels a re-timed trace counts and what its summary says of them where they take 1 % of the
+#: modelled step or more (:mod:`ddpsim.trace.retime`, :mod:`ddpsim.trace.cnn_kernels`)
+COST_LINES = (
+    ("unaligned_gemms", "unaligned_gemm_s", "unaligned GEMMs: {n} kernels, {t} ms of the {step} ms step (a leading "
+     "dimension not a multiple of 16 bytes: cuBLAS's align1 kernels; padding it, e.g. a vocabulary to a multiple of "
+     "64, removes them)"),
+    ("layout_conversions", "layout_conversion_s", "NCHW layout conversions: around {n} convolutions, {t} ms of the "
+     "{step} ms step (cuDNN's tensor-core convolutions work in NHWC; a channels-last model and input remove them)"),
+    ("per_channel_batch_norms", "per_channel_batch_norm_s", "batch norm on PyTorch's NCHW kernels: {n} kernels bounded "
+     "by one block per channel, {t} ms of the {step} ms step (bf16: cuDNN's are not used; channels-last kernels "
+     "spread the reduction over the GPU)"),
+)
 
 
-def _cnn_lines(synthetic: dict[str, Any]) -> list[str]:
-    """Lines on cuDNN's layout conversions and PyTorch's per-channel batch norms taking 1 % of the
-    modelled step or more (:mod:`ddpsim.trace.cnn_kernels`)."""
+def _cost_lines(synthetic: dict[str, Any]) -> list[str]:
+    """The lines of :data:`COST_LINES` whose kernels take 1 % of the modelled step or more."""
     step = synthetic.get("modelled_step_s")
-    lines = []
-    n, t = synthetic.get("layout_conversions"), synthetic.get("layout_conversion_s")
-    if n and step and t >= 0.01 * step:
-        lines.append(f"NCHW layout conversions: around {n} convolutions, {t * 1e3:.3f} ms of the {step * 1e3:.3f} ms "
-                     "step (cuDNN's tensor-core convolutions work in NHWC; a channels-last model and input remove them)")
-    n, t = synthetic.get("per_channel_batch_norms"), synthetic.get("per_channel_batch_norm_s")
-    if n and step and t >= 0.01 * step:
-        lines.append(f"batch norm on PyTorch's NCHW kernels: {n} kernels bounded by one block per channel, "
-                     f"{t * 1e3:.3f} ms of the {step * 1e3:.3f} ms step (bf16: cuDNN's are not used; channels-last "
-                     "kernels spread the reduction over the GPU)")
-    return lines
+    return [text.format(n=n, t=f"{t * 1e3:.3f}", step=f"{step * 1e3:.3f}") for count, time, text in COST_LINES
+            if (n := synthetic.get(count)) and step and (t := synthetic.get(time)) >= 0.01 * step]

@@ -96,20 +96,18 @@ def _steady_bucket_rows(res) -> tuple[int | None, list[dict[str, Any]]]:
     return k, rows
 
 
-def _cell(v: Any) -> str:
-    if isinstance(v, bool):
-        return "yes" if v else ""
-    if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.1f}"
-    return str(v)
-
-
 def _table(rows: list[dict[str, Any]]) -> str:
+    """Aligned rows: a bool ``yes`` or empty, a float to 4 significant digits (1 decimal from 1e4)."""
     from ddpsim.cli.args import text_table
+
+    def cell(v: Any) -> str:
+        if isinstance(v, bool):
+            return "yes" if v else ""
+        return (f"{v:.4g}" if abs(v) < 1e4 else f"{v:.1f}") if isinstance(v, float) else str(v)
 
     if not rows:
         return "(none)\n"
-    return "\n".join(text_table(list(rows[0]), [[_cell(v) for v in r.values()] for r in rows])) + "\n"
+    return "\n".join(text_table(list(rows[0]), [[cell(v) for v in r.values()] for r in rows])) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:

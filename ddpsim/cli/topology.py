@@ -45,15 +45,12 @@ def parse_options(pairs: list[str] | None) -> dict[str, Any]:
         if "=" not in pair:
             raise InputError(f"--set: {shorten(pair)} is not accepted; expected KEY=VALUE, e.g. nvlinks_per_gpu=8")
         k, v = pair.split("=", 1)
-        k = k.strip().replace("-", "_")
-        val: Any = v.strip()
-        for conv in (int, float):
+        for conv in (int, float, str.strip):
             try:
-                val = conv(v)
+                out[k.strip().replace("-", "_")] = conv(v)
                 break
             except ValueError:
                 continue
-        out[k] = val
     return out
 
 

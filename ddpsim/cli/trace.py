@@ -7,7 +7,7 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
-from ddpsim.cli.workload import model_keys
+from ddpsim.cli.retime import model_keys
 from ddpsim.errors import InputError
 
 DESCRIPTION = """\
@@ -167,7 +167,12 @@ def run(args: argparse.Namespace) -> int:
     if args.compiled_graph and target_blocks is not None:
         raise InputError("--compiled-graph: not accepted with --derive-depth-from (the graphs of fewer blocks are not "
                          "the model's); expected a full-depth model")
-    graph = _compiled_graph(args, spec) if args.compiled_graph else None
+    graph = None
+    if args.compiled_graph:  # the model's Dynamo graphs, as DDPOptimizer walks them
+        from ddpsim.trace.compiled_graph import capture_compiled_graph
+        from ddpsim.trace.models import ddp_params
+
+        graph = capture_compiled_graph(spec, [p for _, p, _ in ddp_params(spec.module)], batch_size=args.batch_size)
     if args.graph_into is not None:
         trace = replace(_graph_base(args, spec), compiled_graph=graph)
     else:
@@ -182,14 +187,6 @@ def run(args: argparse.Namespace) -> int:
         if graph is not None:
             trace = replace(trace, compiled_graph=graph)
     return write_trace(trace, args.out)
-
-
-def _compiled_graph(args: argparse.Namespace, spec: Any) -> Any:
-    """``--compiled-graph``: the model's Dynamo graphs (:func:`ddpsim.trace.compiled_graph.capture_compiled_graph`)."""
-    from ddpsim.trace.compiled_graph import capture_compiled_graph
-    from ddpsim.trace.models import ddp_params
-
-    return capture_compiled_graph(spec, [p for _, p, _ in ddp_params(spec.module)], batch_size=args.batch_size)
 
 
 def _graph_base(args: argparse.Namespace, spec: Any) -> Any:

@@ -129,27 +129,17 @@ def _call_order(trace: Trace, subgraphs: Sequence[Subgraph]) -> list[int]:
     return out
 
 
-def _finishing_subgraph(num_params: int, subgraphs: Sequence[Subgraph], called: Sequence[int]) -> list[int | None]:
-    """Per parameter, the subgraph whose backward completes its gradient: the earliest called
-    that uses it (backward runs the subgraphs in reverse); None if none uses it."""
-    out: list[int | None] = [None] * num_params
-    for k in reversed(called):
-        for i in subgraphs[k].param_indices:
-            out[i] = k
-    return out
-
-
 def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], called: Sequence[int]) -> IterationSample:
-    count = len(called)
-    own: list[float | None] = [None] * count
-    for i, k in enumerate(finish):
-        t = it.grad_ready_s[i]
+    """``it`` with each parameter ready when its subgraph ``finish[i]`` ends: backward runs the subgraphs
+    in reverse call order, each ending after its own parameters' eager ready times and the one before."""
+    own: dict[int, float] = {}
+    for t, k in zip(it.grad_ready_s, finish):
         if k is not None and t is not None:
-            own[k] = t if own[k] is None else max(own[k], t)
-    end: list[float | None] = [None] * count
+            own[k] = max(own.get(k, t), t)
+    end: dict[int, float | None] = {}
     running: float | None = None
-    for k in reversed(called):  # backward runs the last subgraph called first
-        if own[k] is not None:
+    for k in reversed(called):
+        if k in own:
             running = own[k] if running is None else max(running, own[k])
         end[k] = running
     ready = tuple(t if k is None or t is None else end[k] for t, k in zip(it.grad_ready_s, finish))
@@ -175,7 +165,10 @@ def compiled_ready_trace(trace: Trace, subgraphs: Sequence[Subgraph]) -> Trace:
     hooks' order is the new ready times', ties in the autograd engine's order
     (:func:`engine_hook_order`), then the eager order."""
     called = _call_order(trace, subgraphs)
-    finish = _finishing_subgraph(trace.num_params, subgraphs, called)
+    finish: list[int | None] = [None] * trace.num_params  # per parameter, the earliest called subgraph using it
+    for k in reversed(called):
+        for i in subgraphs[k].param_indices:
+            finish[i] = k
     iterations = tuple(_grouped_iteration(it, finish, called) for it in trace.iterations)
     grouped = replace(trace, iterations=iterations)
     median = grouped.median_grad_ready_s()

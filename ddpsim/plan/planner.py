@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence
 
@@ -238,11 +238,7 @@ class Bucket:
     size_limit_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"index": self.index, "param_indices": list(self.param_indices),
-                             "size_bytes": self.size_bytes, "dtype": self.dtype}
-        if self.size_limit_bytes is not None:
-            d["size_limit_bytes"] = self.size_limit_bytes
-        return d
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -301,28 +297,6 @@ def reducer_param_indices(trace: Trace, options: DDPOptions) -> tuple[int, ...]:
     return tuple(i for i in range(trace.num_params) if i not in delayed)
 
 
-def initial_assignment(trace: Trace, options: DDPOptions) -> tuple[Bucket, ...]:
-    """The buckets DDP builds at construction, in reducer (launch) order."""
-    if options.bucket_cap_mb_list:
-        limits = options.list_bytes_caps
-    elif options.static_graph or not options.find_unused_parameters:
-        limits = [SIZE_MAX]
-    elif not options.cap_given or options.semantics == "legacy":
-        limits = [DEFAULT_FIRST_BUCKET_BYTES, options.bucket_bytes_cap]
-    else:
-        limits = [options.bucket_bytes_cap]
-    keep = reducer_param_indices(trace, options)
-    if not keep:
-        return ()
-    params = [trace.params[i] for i in keep]
-    groups, lims = compute_bucket_assignment_by_size(
-        [p.size_bytes for p in params], [p.dtype for p in params], limits,
-        [p.expect_sparse_gradient for p in params])
-    # positions in the reducer's list -> trace indices (an increasing map: the sort is kept)
-    groups = [[keep[j] for j in g] for g in groups]
-    return _make_buckets(trace, list(reversed(groups)), list(reversed(lims)))
-
-
 def rebuild_order(trace: Trace, options: DDPOptions, ready_order: Sequence[int] | None = None) -> tuple[list[int], tuple[int, ...]]:
     """``(order, reducer params)``: the reducer's parameters in the order the rebuild walks them
     (gradient-ready order; with static_graph, those that never fired appended, as the finalize
@@ -365,9 +339,25 @@ def assign_in_ready_order(trace: Trace, order: Sequence[int], options: DDPOption
 
 
 def plan_ddp(trace: Trace, options: DDPOptions | None = None) -> BucketPlan:
-    """The plan real DDP follows for ``trace`` under ``options``."""
+    """The plan real DDP follows for ``trace`` under ``options``: the buckets it builds at construction
+    (reducer order), then, where it rebuilds, :func:`rebuilt_assignment`'s."""
     options = options or DDPOptions()
-    initial = initial_assignment(trace, options)
+    if options.bucket_cap_mb_list:
+        limits = options.list_bytes_caps
+    elif options.static_graph or not options.find_unused_parameters:
+        limits = [SIZE_MAX]
+    elif not options.cap_given or options.semantics == "legacy":
+        limits = [DEFAULT_FIRST_BUCKET_BYTES, options.bucket_bytes_cap]
+    else:
+        limits = [options.bucket_bytes_cap]
+    keep = reducer_param_indices(trace, options)
+    params = [trace.params[i] for i in keep]
+    groups, lims = compute_bucket_assignment_by_size(
+        [p.size_bytes for p in params], [p.dtype for p in params], limits,
+        [p.expect_sparse_gradient for p in params])
+    # positions in the reducer's list -> trace indices (an increasing map: the sort is kept)
+    groups = [[keep[j] for j in g] for g in groups]
+    initial = _make_buckets(trace, list(reversed(groups)), list(reversed(lims)))
     if not options.rebuilds or not initial:  # no reducer at all when every parameter is delayed
         return BucketPlan(initial=initial, steady=initial, rebuild_iteration=None, options=options)
     steady = rebuilt_assignment(trace, options)

@@ -48,15 +48,15 @@ def _compare(trace: Trace, recorded: tuple[int, ...], options: DDPOptions) -> Bu
     plan = plan_ddp(trace, options)
     planned = tuple(b.size_bytes // DTYPE_SIZE_BYTES[b.dtype] for b in plan.steady)
     label = options.label()
-    if planned == recorded:
-        return BucketCheck(options=options, recorded_numels=recorded, planned_numels=planned, matches=True,
-                           message=f"{len(recorded)} buckets match ddpsim's plan at {label}")
-    first = next((k for k, (a, b) in enumerate(zip(recorded, planned)) if a != b), min(len(recorded), len(planned)))
-    got = recorded[first] if first < len(recorded) else None
-    want = planned[first] if first < len(planned) else None
-    message = (f"buckets differ from ddpsim's plan at {label}: the run had {len(recorded)}, the plan {len(planned)}; "
-               f"first difference at bucket {first}: recorded {got} elements, planned {want}")
-    return BucketCheck(options=options, recorded_numels=recorded, planned_numels=planned, matches=False, message=message)
+    message = f"{len(recorded)} buckets match ddpsim's plan at {label}"
+    if planned != recorded:
+        first = next((k for k, (a, b) in enumerate(zip(recorded, planned)) if a != b), min(len(recorded), len(planned)))
+        got = recorded[first] if first < len(recorded) else None
+        want = planned[first] if first < len(planned) else None
+        message = (f"buckets differ from ddpsim's plan at {label}: the run had {len(recorded)}, the plan "
+                   f"{len(planned)}; first difference at bucket {first}: recorded {got} elements, planned {want}")
+    return BucketCheck(options=options, recorded_numels=recorded, planned_numels=planned, matches=planned == recorded,
+                       message=message)
 
 
 def check_recorded_buckets(trace: Trace, recorded_numels: Sequence[int], options: DDPOptions | None = None) -> BucketCheck:

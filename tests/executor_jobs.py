@@ -92,10 +92,10 @@ class Job:
 
 def launch_jobs(jobs: dict[str, list[str]], out_dir: Path, *, nproc: int = 2, num_threads: int = 1,
                 pythonpath: Sequence[str] = (), timeout_s: float = 900.0) -> dict[str, Job]:
-    """Run ``jobs`` (name -> executor arguments) in one launch of ``nproc`` local gloo ranks,
-    ``num_threads`` each, a 60 s timeout; each job's outputs go where its arguments say, its
-    captures to ``out_dir/logs``."""
-    from ddpsim.validation.launch import REPO_ROOT, torchrun_command
+    """Run ``jobs`` (name -> executor arguments) in one launch (:func:`ddpsim.validation.launch.launch_local`)
+    of ``nproc`` local gloo ranks, ``num_threads`` each, a 60 s timeout; each job's outputs go where its
+    arguments say, its captures to ``out_dir/logs``."""
+    from ddpsim.validation.launch import launch_local
 
     logs = out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -104,21 +104,8 @@ def launch_jobs(jobs: dict[str, list[str]], out_dir: Path, *, nproc: int = 2, nu
     flags = ["--backend", "gloo", "--timeout-s", "60", "--num-threads", str(num_threads), "--malloc", "steady"]
     spec.write_text(json.dumps({"launch": launch, "jobs": {name: argv if argv[0] == "python" else [argv[0], *flags, *argv[1:]]
                                                            for name, argv in jobs.items()}}))
-    env = {k: v for k, v in os.environ.items() if k != "TORCHELASTIC_ERROR_FILE"}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *pythonpath, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["OMP_NUM_THREADS"] = str(num_threads)
-    for _ in range(3):
-        for f in logs.iterdir():
-            f.unlink()
-        cmd = torchrun_command([str(spec), str(logs)], nproc=nproc, target=[str(Path(__file__).resolve())])
-        try:
-            r = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            r = subprocess.CompletedProcess(cmd, 124, str(exc.stdout or ""), f"{exc.stderr or ''}\ntimed out")
-        err = r.stderr.lower()
-        # NOTE: the free port can be taken between free_port() and torchrun's bind: retry on a fresh one
-        if not ("address already in use" in err or "eaddrinuse" in err):
-            break
+    r = launch_local([str(spec), str(logs)], nproc=nproc, num_threads=num_threads, timeout_s=timeout_s,
+                     target=[str(Path(__file__).resolve())], pythonpath=pythonpath)
     return {name: _read_job(logs, name, nproc, r) for name in jobs}
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Sequence
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: what a launch runs unless told otherwise
+EXECUTOR = ("-m", "executor")
 
 
 def free_port() -> int:
@@ -21,7 +23,7 @@ def free_port() -> int:
 
 
 def torchrun_command(step_args: Sequence[str], *, nproc: int = 2, port: int | None = None,
-                     target: Sequence[str] = ("-m", "executor")) -> list[str]:
+                     target: Sequence[str] = EXECUTOR) -> list[str]:
     """``python -m torch.distributed.run`` on ``nproc`` local ranks, a free loopback port, running
     ``target`` (the executor, or a script such as a benchmark's worker) with ``step_args``."""
     return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
@@ -30,19 +32,21 @@ def torchrun_command(step_args: Sequence[str], *, nproc: int = 2, port: int | No
 
 
 def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int | None = 1,
-                 timeout_s: float = 600.0) -> subprocess.CompletedProcess:
-    """Run ``executor <step_args>`` on ``nproc`` local ranks for at most ``timeout_s``; ``num_threads`` is
-    passed as ``--num-threads`` and OMP_NUM_THREADS."""
+                 timeout_s: float = 600.0, target: Sequence[str] = EXECUTOR,
+                 pythonpath: Sequence[str] = ()) -> subprocess.CompletedProcess:
+    """Run ``target <step_args>`` (default: the executor) on ``nproc`` local ranks for at most
+    ``timeout_s``, with ``pythonpath`` after the repository on PYTHONPATH; ``num_threads`` is set as
+    OMP_NUM_THREADS and passed to the executor as ``--num-threads``."""
     args = list(step_args)
-    if num_threads is not None and "--num-threads" not in args:
+    if num_threads is not None and tuple(target) == EXECUTOR and "--num-threads" not in args:
         args[1:1] = ["--num-threads", str(num_threads)]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *pythonpath, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if num_threads is not None:
         env["OMP_NUM_THREADS"] = str(num_threads)
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     for attempt in range(3):
-        r = _launch_once(args, nproc=nproc, env=env, timeout_s=timeout_s)
+        r = _launch_once(torchrun_command(args, nproc=nproc, target=target), env=env, timeout_s=timeout_s)
         # NOTE: the free port can be taken by another process between free_port() and torchrun's
         # bind (a busy shared host): retry on a fresh port, nothing else
         err = (r.stderr or "").lower()
@@ -51,8 +55,7 @@ def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int |
     return r
 
 
-def _launch_once(args: list[str], *, nproc: int, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
-    cmd = torchrun_command(args, nproc=nproc)
+def _launch_once(cmd: list[str], *, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
     proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:

@@ -42,7 +42,7 @@ def model_case(name, kwargs, rebuild_caps=()):
     from ddpsim.trace.models import build_model, ddp_params
 
     spec = build_model(name, **kwargs)
-    fresh = copy.deepcopy(spec.module)  # each DDP wraps an untouched copy (a build costs seconds)
+    fresh = copy.deepcopy(spec.module)  # each DDP wraps an untouched copy, the model built once
     params = [p for _, p, _ in ddp_params(spec.module)]
     graph = capture_compiled_graph(spec, params, batch_size=BATCH.get(name, 2))
     module = copy.deepcopy(fresh)

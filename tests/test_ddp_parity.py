@@ -325,8 +325,8 @@ def worker_main(rank: int, world_size: int, store_path: str, out_path: str, conf
             # process group lives: one left to the interpreter's exit aborted a worker now and then
             del ddp, module
             gc.collect()
-            # what is left lives on: frozen, the next collection skips it (a full one over
-            # torch's objects takes ~0.15 s, which ~50 configs would pay each)
+            # what is left lives on: frozen, the next collection skips it instead of walking
+            # every torch object again after each config
             gc.freeze()
     finally:
         dist.destroy_process_group()

@@ -149,7 +149,8 @@ class System(Schema):
 
     @model_validator(mode="after")
     def _layout(self) -> System:
-        """NVLS only on a switch, NVLink edges with a mesh only, trays that divide the node."""
+        """NVLS only on a switch, NVLink edges with a mesh only, trays that divide the node, PCIe variants
+        of a PCIe system only."""
         gpn, edges = self.gpus_per_node, self.nvlink_edges
         require(not self.nvls or self.interconnect == "nvswitch", "nvls", self.nvls,
                 "false (NVLS needs interconnect nvswitch)")
@@ -160,14 +161,9 @@ class System(Schema):
                     f"edges of >= 1 link between two different GPUs in [0, {gpn}), not {a}-{b} x {links}")
         require(self.gpus_per_tray is None or gpn % self.gpus_per_tray == 0, "gpus_per_tray", self.gpus_per_tray,
                 f"a divisor of gpus_per_node ({gpn})")
+        require(not self.by_pcie_gen or self.interconnect == "pcie", "by_pcie_gen", self.by_pcie_gen,
+                "{} (variants by PCIe generation need interconnect pcie)")
         return self
-
-    @field_validator("by_pcie_gen")
-    @classmethod
-    def _variants(cls, v: dict[int, PcieVariant], info: ValidationInfo) -> dict[int, PcieVariant]:
-        if v and info.data.get("interconnect") != "pcie":
-            raise ValueError("{} (variants by PCIe generation need interconnect pcie)")
-        return v
 
     @field_validator("sources")
     @classmethod

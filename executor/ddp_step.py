@@ -125,13 +125,14 @@ def ddp_options(args: argparse.Namespace) -> Any:
         InputError: text that is neither a JSON object nor a readable file of one, an unknown
             field, a cap field, or a bad value (one line naming the field).
     """
-    from ddpsim.plan.planner import options_from_dict
+    from ddpsim.plan.planner import DDPOptions
+    from ddpsim.schema import validate
 
     doc = {k: v for k, v in _document(args).items() if k not in RUN_MODES}
     for key in ("bucket_cap_mb", "bucket_cap_mb_list"):
         if doc.get(key) is not None:
             raise InputError(f"--options: {key} is not accepted in the document; expected it as --{key.replace('_', '-')}")
-    return options_from_dict(doc, "--options")
+    return validate(DDPOptions, doc, "--options")
 
 
 def torch213_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -69,12 +69,13 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from ddpsim.io import write_text_atomic
-    from ddpsim.plan.planner import load_plan, options_document, options_from_dict, plan_ddp
+    from ddpsim.plan.planner import DDPOptions, load_plan, options_document, plan_ddp
+    from ddpsim.schema import validate
     from ddpsim.trace.records import load_trace
 
     doc = {} if args.options is None else options_document(args.options, "--options")
     warn_cap_ignored(doc.get("bucket_cap_mb"), doc.get("bucket_cap_mb_list"), "ddpsim plan")
-    options = options_from_dict(doc, "--options")
+    options = validate(DDPOptions, doc, "--options")
     trace = load_trace(args.trace)
     if args.plan is not None:
         plan = replace(load_plan(args.plan, trace), options=options)

@@ -17,8 +17,8 @@ from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.plan.compiled import CompileOptions
-from ddpsim.plan.planner import DDPOptions, MixedPrecision, cap_point_id, options_from_dict
-from ddpsim.schema import Schema, is_num, models_in, rule
+from ddpsim.plan.planner import DDPOptions, MixedPrecision, cap_point_id
+from ddpsim.schema import Schema, is_num, models_in, rule, validate
 from ddpsim.errors import InputError
 from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
 from ddpsim.value_types import (  # noqa: F401 (some re-exported)
@@ -157,7 +157,7 @@ class DdpSection(section_of(DDPOptions, skip=("semantics", "small_bucket_last"),
 
     def options(self) -> DDPOptions:
         """The DDP constructor options of this section (its keys that are ``DDPOptions`` fields)."""
-        return options_from_dict(self.model_dump(include=set(DDPOptions.__dataclass_fields__)), "ddp")
+        return validate(DDPOptions, self.model_dump(include=set(DDPOptions.__dataclass_fields__)), "ddp")
 
 
 #: the weightings a scenario may give ('table' needs the GPU prior's size table)

@@ -17,6 +17,7 @@ recorded inputs do not reach keep the eager order after them.
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from ddpsim.trace.compiled_graph import OUTPUT_USER, GraphWalk
@@ -25,16 +26,12 @@ from ddpsim.trace.compiled_graph import OUTPUT_USER, GraphWalk
 _ACCUMULATE_GRAD = float("inf")
 
 
+@dataclass(order=True, slots=True)
 class _Task:
-    """A ready-queue entry, ordered as ``CompareNodeTaskTime`` orders them (max-heap by rank)."""
+    """A ready-queue entry, ordered as ``CompareNodeTaskTime`` orders them (a max-heap: ``key`` is -rank)."""
 
-    __slots__ = ("rank", "target")
-
-    def __init__(self, rank: float, target: tuple[str, int]) -> None:
-        self.rank, self.target = rank, target
-
-    def __lt__(self, other: "_Task") -> bool:
-        return self.rank > other.rank
+    key: float
+    target: tuple[str, int] = field(compare=False)
 
 
 def _regenerated_base(walk: GraphWalk, v: int, part_of: dict[int, int], ranges: Sequence[tuple[int, int]]) -> int | None:
@@ -112,7 +109,7 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
     def arrive(target: tuple[str, int]) -> None:
         pending[target] -= 1
         if pending[target] == 0:
-            heapq.heappush(queue, _Task(_rank(target, part_of, called), target))
+            heapq.heappush(queue, _Task(-_rank(target, part_of, called), target))
 
     for target in seeds:
         arrive(target)

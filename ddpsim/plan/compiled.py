@@ -43,11 +43,6 @@ class CompileOptions:
     #: compiled autograd with ``optimize_ddp="python_reducer"`` (DDPOptimizer off)
     compiled_autograd: bool = False
 
-    def __post_init__(self) -> None:
-        if self.ddp_optimizer and self.compiled_autograd:
-            raise InputError("compile.ddp_optimizer: true is not accepted with compiled_autograd: true; expected false "
-                             "(optimize_ddp='python_reducer' replaces DDPOptimizer)")
-
     @property
     def mode(self) -> str:
         """``torch._dynamo.config.optimize_ddp``'s mode (a key of ``report.compiled.MODE_TEXT``)."""
@@ -121,7 +116,7 @@ def _call_order(trace: Trace, subgraphs: Sequence[Subgraph]) -> list[int]:
     out: list[int] = []
     for g in sorted({s.graph for s in subgraphs}):
         mine = [k for k, s in enumerate(subgraphs) if s.graph == g]
-        walk = graph.graphs[g] if graph is not None and g < len(graph.graphs) else None
+        walk = graph.graphs[g] if graph is not None else None
         if walk is None or walk.inputs is None:
             out.extend(mine)
         else:

@@ -133,12 +133,6 @@ def options_document(text: str, where: str) -> dict[str, Any]:
     return doc
 
 
-def options_from_dict(doc: dict[str, Any], where: str) -> "DDPOptions":
-    """``DDPOptions`` of a JSON object of its fields (``dataclasses.asdict`` of one: lists for
-    tuples, ``mixed_precision`` an object of dtypes); ``where`` names the document in errors."""
-    return validate(DDPOptions, doc, where)
-
-
 ParamNames = Annotated[Optional[Annotated[tuple[str, ...], Field(max_length=MAX_LIST), Strict(False)]], rule(
     f"a list of parameter names (at most {MAX_LIST}) or null", lambda v: v is None or (
         isinstance(v, (list, tuple)) and len(v) <= MAX_LIST and all(isinstance(n, str) and n for n in v)))]
@@ -259,11 +253,10 @@ class BucketPlan:
 
     def to_dict(self) -> dict[str, Any]:
         o = self.options
+        keys = ("bucket_cap_mb", "find_unused_parameters", "static_graph", "gradient_as_bucket_view", "semantics")
         return {
             "format": PLAN_FORMAT, "version": PLAN_VERSION, "source": self.source,
-            "options": {"bucket_cap_mb": o.bucket_cap_mb, "find_unused_parameters": o.find_unused_parameters,
-                        "static_graph": o.static_graph, "gradient_as_bucket_view": o.gradient_as_bucket_view,
-                        "semantics": o.semantics,
+            "options": {**{k: getattr(o, k) for k in keys},
                         **({"bucket_cap_mb_list": list(o.bucket_cap_mb_list)} if o.bucket_cap_mb_list else {})},
             "buckets": [b.to_dict() for b in self.steady],
             "first_iteration": {"buckets": [b.to_dict() for b in self.initial]},
@@ -342,14 +335,9 @@ def plan_ddp(trace: Trace, options: DDPOptions | None = None) -> BucketPlan:
     """The plan real DDP follows for ``trace`` under ``options``: the buckets it builds at construction
     (reducer order), then, where it rebuilds, :func:`rebuilt_assignment`'s."""
     options = options or DDPOptions()
-    if options.bucket_cap_mb_list:
-        limits = options.list_bytes_caps
-    elif options.static_graph or not options.find_unused_parameters:
-        limits = [SIZE_MAX]
-    elif not options.cap_given or options.semantics == "legacy":
-        limits = [DEFAULT_FIRST_BUCKET_BYTES, options.bucket_bytes_cap]
-    else:
-        limits = [options.bucket_bytes_cap]
+    # one bucket per dtype until the rebuild; without one, the rebuild's limits ([first, cap] is [cap] when equal)
+    limits = options.list_bytes_caps or ([SIZE_MAX] if options.rebuilds else
+                                         [options.first_bucket_bytes_cap, options.bucket_bytes_cap])
     keep = reducer_param_indices(trace, options)
     params = [trace.params[i] for i in keep]
     groups, lims = compute_bucket_assignment_by_size(
@@ -456,7 +444,7 @@ def check_buckets(trace: Trace, groups: Sequence[Sequence[int]], options: DDPOpt
     seen: dict[int, int] = {}
     for k, g in enumerate(groups):
         for i in g:
-            if not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n):
+            if not 0 <= i < n:
                 raise InputError(f"{label}[{k}]: {shorten(i)} is not accepted; expected a parameter index in "
                                  f"[0, {n}) or a name")
             if i in seen:
@@ -483,7 +471,7 @@ def explicit_plan(trace: Trace, buckets: Sequence[Sequence[int | str]], options:
         raise InputError("plan.buckets: [] is empty; expected a list of buckets, each a list of parameter indices or names")
     groups: list[list[int]] = []
     for k, b in enumerate(buckets):
-        if isinstance(b, (str, bytes)) or not isinstance(b, Sequence) or not b:
+        if not b:
             raise InputError(f"plan.buckets[{k}]: {shorten(b)} is not accepted; expected a non-empty list of parameter indices or names")
         bad = next((x for x in b if isinstance(x, str) and x not in by_name), None)
         if bad is not None:

@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
                                 cal.interference_microbenchmark).compute_slowdown for _ in range(RESAMPLES))
         phases = "/".join(f"{statistics.median(getattr(it, k) for it in trace.iterations) * 1e3:.0f}"
                           for k in ("forward_s", "backward_s", "optimizer_s"))
-        ar = {p.size_bytes: p.time_s for p in cal.allreduce}
+        ar = {p.size_bytes: p.time_s for p in cal.collectives.allreduce}
         big = f"{ar[64 * 2 ** 20] * 1e3:.1f}ms" if 64 * 2 ** 20 in ar else "-"
         other = "-" if cal.probe_host_other_pct is None else f"{cal.probe_host_other_pct:.1f}%"
         copy = "-" if not cal.copy_bandwidth_bytes_per_s else f"{cal.copy_bandwidth_bytes_per_s / 1e9:.1f}GB/s"

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.calibration:
         full = load_calibration(args.calibration)
         points = [{"size_bytes": p.size_bytes, "time_s": p.time_s, "p10_s": p.p10_s, "p90_s": p.p90_s,
-                   "num_samples": p.num_samples} for p in full.allreduce]
+                   "num_samples": p.num_samples} for p in full.collectives.allreduce]
         source = args.calibration
     else:
         t0 = time.time()
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     graph = build_preset("cpu-gloo")
     model = build_comm_model(graph, 2, calibration=cal)
     analytical = build_comm_model(graph, 2)
-    gfit = fit_curve(full.allreduce)
+    gfit = fit_curve(full.collectives.allreduce)
 
     print(f"# gloo all-reduce, 2 ranks: {source}")
     print(f"# fitted on {len(fit_pts)} sizes ({format_size(fit_pts[0]['size_bytes'])} .. "

@@ -66,7 +66,7 @@ def test_a_plan_as_a_list_of_bucket_names(tmp_path, tiny_trace):
 def test_calibration_file_loads_its_figures(path):
     raw = json.loads(path.read_text())
     cal = load_calibration(path)
-    assert [(p.size_bytes, p.time_s, p.num_samples) for p in cal.allreduce] == sorted(
+    assert [(p.size_bytes, p.time_s, p.num_samples) for p in cal.collectives.allreduce] == sorted(
         (p["size_bytes"], p["time_s"], p["num_samples"]) for p in raw["collectives"]["allreduce"])
     assert cal.ddp_iteration_overhead_measured_s == raw["ddp_iteration_overhead_s"]  # recomputed from ddp_overhead
     mb = cal.interference_microbenchmark

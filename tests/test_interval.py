@@ -112,7 +112,7 @@ def test_the_calibrations_alternative_is_its_microbenchmark_slowdown():
     alts = calibration_alternatives(fitted)
     assert len(alts) == 1 and alts[0].interference == fitted.interference_microbenchmark
     assert alts[0].interference.compute_slowdown != fitted.interference.compute_slowdown
-    assert alts[0].allreduce == fitted.allreduce  # nothing else differs
+    assert alts[0].collectives == fitted.collectives  # nothing else differs
     assert calibration_alternatives(bare()) == []  # no probe: one estimate only
     assert calibration_alternatives(None) == []
 

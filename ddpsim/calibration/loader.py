@@ -25,9 +25,12 @@ from ddpsim.calibration.schema import CalibrationDoc, DdpOverheadDoc, ProbeDoc
 from ddpsim.errors import InputError, require, shorten
 from ddpsim.io import MAX_JSON_BYTES, read_bytes, read_json, write_text_atomic
 from ddpsim.network.comm_model import CollectiveEstimate, EstimatingCommModel, make_estimate
-from ddpsim.network.curve_fit import CalibratedCurve, CalibrationPoint, fit_curve, idle_extra_between
+from ddpsim.network.curve_fit import CalibratedCurve, fit_curve, idle_extra_between
 from ddpsim.network.interference import Interference
 from ddpsim.schema import validate
+
+#: other load (% of the host's CPUs) above which a probe's fit is not this host's
+PROBE_MAX_OTHER_PCT = 10.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,14 +58,6 @@ class Calibration:
         return getattr(self.doc, name)
 
     @property
-    def allreduce(self) -> list[CalibrationPoint]:
-        return self.doc.collectives.allreduce
-
-    @property
-    def broadcast(self) -> list[CalibrationPoint]:
-        return self.doc.collectives.broadcast or []
-
-    @property
     def probe_host_other_pct(self) -> float | None:
         """The host's CPUs busy with other work during the probe's DDP steps (%, ``/proc/stat``), or None."""
         return None if self.interference_probe is None else self.interference_probe.host_other_pct
@@ -87,9 +82,16 @@ class Calibration:
         return fits
 
     def warning(self) -> str | None:
-        """One line when this calibration should not be trusted (:func:`clamped_fit_warning`,
-        :func:`busy_probe_warning`), else None; every command predicting with it prints it."""
-        return clamped_fit_warning(self.interference_fit) or busy_probe_warning(self.probe_host_other_pct)
+        """One line when this calibration should not be trusted, else None; every command predicting
+        with it prints it: the probe fit hit its bound (:func:`clamped_fit_warning`), or other work held
+        more than :data:`PROBE_MAX_OTHER_PCT` of the host's CPUs during the probe's DDP steps (its
+        fitted slowdown inflated: docs/VALIDATION.md)."""
+        warn, other = clamped_fit_warning(self.interference_fit), self.probe_host_other_pct
+        if warn or other is None or other <= PROBE_MAX_OTHER_PCT:
+            return warn
+        return (f"the calibration's DDP probe ran while other work held {other:.0f} % of the host's CPUs (more than "
+                f"{PROBE_MAX_OTHER_PCT:g} %): its fitted compute slowdown is that load's, not this host's; re-calibrate "
+                f"(executor collectives) on a quiet host before trusting these predictions")
 
     def comm_model(self, base: Any, *, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
         """``base`` (the analytical CommModel of the same topology) answering from this calibration's
@@ -97,12 +99,11 @@ class Calibration:
         if self.backend != base.backend:
             raise InputError(f"calibration.backend: {self.backend!r} does not match the topology's backend "
                              f"{base.backend!r}; expected a calibration measured with {base.backend}")
-        after, queued = self.allreduce_after_compute, self.allreduce_queued
+        curves = {"allreduce": self.collectives.allreduce, "broadcast": self.collectives.broadcast,
+                  "allreduce_after_compute": self.allreduce_after_compute, "allreduce_queued": self.allreduce_queued}
         return CalibratedCommModel(calibration=self, base=base, num_ranks=base.num_ranks, backend=base.backend,
-                                   allreduce=fit_curve(self.allreduce), broadcast=fit_curve(self.broadcast) if self.broadcast else None,
-                                   allreduce_after_compute=fit_curve(after) if after else None,
-                                   allreduce_queued=fit_curve(queued) if queued else None,
-                                   ddp_forward_factor=float(ddp_forward_factor))
+                                   ddp_forward_factor=float(ddp_forward_factor),
+                                   **{k: fit_curve(pts) if pts else None for k, pts in curves.items()})
 
 
 def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration:
@@ -138,7 +139,7 @@ def consistent_ddp_overhead(cal: Calibration, details: DdpOverheadDoc | None) ->
     if (cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or d is None
             or None in (d.gradient_bytes, d.ddp_step_s, d.bare_step_s, d.copy_s)):
         return None
-    loop, after = fit_curve(cal.allreduce), fit_curve(cal.allreduce_after_compute)
+    loop, after = fit_curve(cal.collectives.allreduce), fit_curve(cal.allreduce_after_compute)
     charged = loop.time_s(d.gradient_bytes) + idle_extra_between(loop, after, d.gradient_bytes)
     return max(0.0, d.ddp_step_s - d.bare_step_s - d.copy_s - charged)
 
@@ -159,20 +160,6 @@ def probe_forward_factor(probe: ProbeDoc, overhead_s: float, source: str = "cali
     if not tf > 0:
         return None
     return max(1.0, (statistics.median(fwd) - overhead_s) / tf)
-
-
-#: other load (% of the host's CPUs) above which a probe's fit is not this host's
-PROBE_MAX_OTHER_PCT = 10.0
-
-
-def busy_probe_warning(other_pct: float | None) -> str | None:
-    """One line when other work held more than :data:`PROBE_MAX_OTHER_PCT` of the host's CPUs
-    during the probe's DDP steps (its fitted slowdown inflated: docs/VALIDATION.md), else None."""
-    if other_pct is None or other_pct <= PROBE_MAX_OTHER_PCT:
-        return None
-    return (f"the calibration's DDP probe ran while other work held {other_pct:.0f} % of the host's CPUs (more than "
-            f"{PROBE_MAX_OTHER_PCT:g} %): its fitted compute slowdown is that load's, not this host's; re-calibrate "
-            f"(executor collectives) on a quiet host before trusting these predictions")
 
 
 def clamped_fit_warning(fit: Mapping[str, Any] | None) -> str | None:
@@ -200,10 +187,9 @@ def load_calibration(path: str | Path) -> Calibration:
     # NOTE: a probe costs a fit (~40 simulations) per load, and a sweep loads once per point: keep
     # the (immutable) result per document
     key = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-    cal = _LOADED.get(key)
-    if cal is None:
-        cal = _LOADED[key] = calibration_from_dict(data, source=f"calibration {shorten(str(path))}")
-    return cal
+    if key not in _LOADED:
+        _LOADED[key] = calibration_from_dict(data, source=f"calibration {shorten(str(path))}")
+    return _LOADED[key]
 
 
 _LOADED: dict[str, Calibration] = {}

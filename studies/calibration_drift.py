@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
         big = f"{ar[64 * 2 ** 20] * 1e3:.1f}ms" if 64 * 2 ** 20 in ar else "-"
         other = "-" if cal.probe_host_other_pct is None else f"{cal.probe_host_other_pct:.1f}%"
         copy = "-" if not cal.copy_bandwidth_bytes_per_s else f"{cal.copy_bandwidth_bytes_per_s / 1e9:.1f}GB/s"
-        rounds = " ".join(f"{x:.2f}" for x in cal.probe_round_fits()) or "-"
+        rounds = " ".join(f"{x:.2f}" for x in cal.probe_round_fits) or "-"
         print(f"{path:48s} {cal.interference.compute_slowdown:5.2f} {cal.interference_microbenchmark.compute_slowdown:5.2f} "
               f"{rounds:18s} {boot[RESAMPLES // 10]:6.2f}..{boot[RESAMPLES * 9 // 10 - 1]:.2f} {step_s * 1e3:8.0f}ms "
               f"{phases:>15s} {other:>6s} {big:>7s} {copy:>9s}")

@@ -133,10 +133,10 @@ def test_the_probes_rounds_fitted_one_by_one_are_alternatives_too():
     half = replace(trace, iterations=trace.iterations[:3])
     want = (fit_probe(half, 0.097, cal, cap, cal.interference_microbenchmark).compute_slowdown,
             fit_probe(half, 0.115, cal, cap, cal.interference_microbenchmark).compute_slowdown)
-    assert cal.probe_round_fits() == want and want[0] < want[1]
+    assert cal.probe_round_fits == want and want[0] < want[1]
     alts = [a.interference.compute_slowdown for a in calibration_alternatives(cal)]
     assert alts == [cal.interference_microbenchmark.compute_slowdown, want[0], want[1]]
     # one round (or none recorded): the microbenchmark's alone
     one = copy.deepcopy(d)
     one["interference_probe"]["rounds"] = 1
-    assert calibration_from_dict(one).probe_round_fits() == ()
+    assert calibration_from_dict(one).probe_round_fits == ()

@@ -11,6 +11,7 @@ latency scales with ``(n-1)/(w-1)``, its per-byte cost with ``((n-1)/n) / ((w-1)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -62,24 +63,21 @@ class Calibration:
         """The host's CPUs busy with other work during the probe's DDP steps (%, ``/proc/stat``), or None."""
         return None if self.interference_probe is None else self.interference_probe.host_other_pct
 
+    @functools.cached_property
     def probe_round_fits(self) -> tuple[float, ...]:
         """The compute slowdown fitted to each probe round alone, as :func:`fit_probe` fits them
         pooled: how far the fit moves with the host's moment. Empty without the microbenchmark or
-        two rounds. Computed on first use and kept."""
-        cached = self.__dict__.get("_round_fits")
-        if cached is not None:
-            return cached
-        fits: tuple[float, ...] = ()
+        two rounds."""
         probe, mb = self.interference_probe, self.interference_microbenchmark
-        if mb is not None and probe is not None and (probe.rounds or 0) >= 2 and probe.ddp_step_samples_s:
-            its, samples, rounds = probe.trace.iterations, probe.ddp_step_samples_s, probe.rounds
-            n, m = len(its) // rounds, len(samples) // rounds
-            if n >= 1 and m >= 1:
-                fits = tuple(fit_probe(replace(probe.trace, iterations=its[k * n:(k + 1) * n]),
-                                       statistics.median(samples[k * m:(k + 1) * m]), self, probe.bucket_cap_mb,
-                                       mb).compute_slowdown for k in range(rounds))
-        object.__setattr__(self, "_round_fits", fits)
-        return fits
+        if mb is None or probe is None or (probe.rounds or 0) < 2 or not probe.ddp_step_samples_s:
+            return ()
+        its, samples, rounds = probe.trace.iterations, probe.ddp_step_samples_s, probe.rounds
+        n, m = len(its) // rounds, len(samples) // rounds
+        if n < 1 or m < 1:
+            return ()
+        return tuple(fit_probe(replace(probe.trace, iterations=its[k * n:(k + 1) * n]),
+                               statistics.median(samples[k * m:(k + 1) * m]), self, probe.bucket_cap_mb,
+                               mb).compute_slowdown for k in range(rounds))
 
     def warning(self) -> str | None:
         """One line when this calibration should not be trusted, else None; every command predicting

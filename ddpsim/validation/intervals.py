@@ -144,7 +144,7 @@ def calibration_alternatives(calibration: Any) -> list[Any]:
     fitted = getattr(calibration, "interference", None)
     if mb is None or fitted is None:
         return []
-    rounds = calibration.probe_round_fits() if hasattr(calibration, "probe_round_fits") else ()
+    rounds = getattr(calibration, "probe_round_fits", ())
     slowdowns = [mb.compute_slowdown] + ([min(rounds), max(rounds)] if rounds else [])
     out, seen = [], {fitted.compute_slowdown}
     for sd in slowdowns:

@@ -209,16 +209,14 @@ class DDPOptions:
         return self.static_graph or not self.find_unused_parameters
 
     def label(self) -> str:
-        cap = cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list)
-        extra = "".join([",find_unused" if self.find_unused_parameters else "",
-                         ",static_graph" if self.static_graph else "",
-                         ",grad_as_bucket_view" if self.gradient_as_bucket_view else "",
-                         ",batched_grad_copy" if self.batched_grad_copy else "",
-                         ",skip_unused" if self.skip_all_reduce_unused_params else "",
-                         f",mp={self.mixed_precision.label()}" if self.mixed_precision else "",
-                         f",delay_all_reduce={len(self.delay_all_reduce_named_params)}"
-                         if self.delay_all_reduce_named_params is not None else ""])
-        return f"{cap}{extra}"
+        flags = {"find_unused_parameters": "find_unused", "static_graph": "static_graph",
+                 "gradient_as_bucket_view": "grad_as_bucket_view", "batched_grad_copy": "batched_grad_copy",
+                 "skip_all_reduce_unused_params": "skip_unused"}
+        extra = [name for key, name in flags.items() if getattr(self, key)]
+        extra += [f"mp={self.mixed_precision.label()}"] if self.mixed_precision else []
+        names = self.delay_all_reduce_named_params
+        extra += [f"delay_all_reduce={len(names)}"] if names is not None else []
+        return ",".join([cap_point_id(self.bucket_cap_mb, self.bucket_cap_mb_list), *extra])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,12 +263,14 @@ class BucketPlan:
 
 
 def _make_buckets(trace: Trace, groups: Sequence[Sequence[int]], limits: Sequence[int] | None) -> tuple[Bucket, ...]:
+    """The buckets of ``groups`` (parameter indices, launch order); an explicit plan's may mix dtypes."""
     out = []
     for k, g in enumerate(groups):
-        dtypes = {trace.params[i].dtype for i in g}
-        assert len(dtypes) == 1, "a DDP bucket holds one dtype"
+        dtypes = sorted({trace.params[i].dtype for i in g})
+        if len(dtypes) > 1:
+            raise InputError(f"plan.buckets[{k}]: mixes dtypes {dtypes}; expected one dtype per bucket")
         out.append(Bucket(index=k, param_indices=tuple(g), size_bytes=sum(trace.params[i].size_bytes for i in g),
-                          dtype=dtypes.pop(), size_limit_bytes=None if limits is None else int(limits[k])))
+                          dtype=dtypes[0], size_limit_bytes=None if limits is None else int(limits[k])))
     return tuple(out)
 
 
@@ -396,30 +396,27 @@ def cap_list_for_buckets(trace: Trace, buckets: Sequence[Bucket], options: DDPOp
     for g in target:
         runs.setdefault(trace.params[g[0]].dtype, []).append(g)
     for dt, gs in runs.items():
-        seq = [i for i in order if trace.params[i].dtype == dt]
-        if [i for g in sorted(gs, key=lambda g: pos[g[0]]) for i in g] != seq:
+        gs.sort(key=lambda g: pos[g[0]])
+        if [i for g in gs for i in g] != [i for i in order if trace.params[i].dtype == dt]:
             return None, (f"a {dt} bucket is not a run of consecutive {dt} gradients in ready order "
                           "(DDP fills each dtype's bucket in ready order)")
-        runs[dt] = sorted(gs, key=lambda g: pos[g[0]])
     n = max(len(gs) for gs in runs.values())
     inf = float("inf")
     for force_close in (False, True):
-        lo, hi = [0] * n, [inf] * n
+        lo, hi, top = [0] * n, [inf] * n, [0] * n
         for gs in runs.values():
             for j, g in enumerate(gs):
                 size = sum(trace.params[i].size_bytes for i in g)
-                last = trace.params[g[-1]].size_bytes
-                lo[j] = max(lo[j], size - last)
+                lo[j], top[j] = max(lo[j], size - trace.params[g[-1]].size_bytes), max(top[j], size)
                 if j < len(gs) - 1 or force_close:
                     hi[j] = min(hi[j], size)
-        if any(a >= b for a, b in zip(lo, hi)):
-            k = next(j for j in range(n) if lo[j] >= hi[j])
+        k = next((j for j in range(n) if lo[j] >= hi[j]), None)
+        if k is not None:
             reason = (f"the dtypes' bucket {k} need limits that do not meet ({lo[k]} < limit <= {hi[k]:.0f} bytes): "
                       "each dtype walks the same list")
             continue
-        sizes = [max(sum(trace.params[i].size_bytes for i in gs[j]) for gs in runs.values() if j < len(gs)) for j in range(n)]
         caps = tuple(_short_mb(lo[j], hi[j], "high") if math.isfinite(hi[j])
-                     else _short_mb(max(lo[j], sizes[j] - 1), inf, "low") for j in range(n))
+                     else _short_mb(max(lo[j], top[j] - 1), inf, "low") for j in range(n))
         got = rebuilt_assignment(trace, replace(options, bucket_cap_mb_list=caps), order)
         if [tuple(b.param_indices) for b in got] == target:
             return caps, ""
@@ -479,10 +476,6 @@ def explicit_plan(trace: Trace, buckets: Sequence[Sequence[int | str]], options:
                              "expected one of the trace's parameter names")
         groups.append([by_name[x] if isinstance(x, str) else x for x in b])
     check_buckets(trace, groups, options, "plan.buckets")
-    for k, g in enumerate(groups):
-        dtypes = sorted({trace.params[i].dtype for i in g})
-        if len(dtypes) > 1:
-            raise InputError(f"plan.buckets[{k}]: mixes dtypes {dtypes}; expected one dtype per bucket")
     bs = _make_buckets(trace, groups, None)
     return BucketPlan(initial=bs, steady=bs, rebuild_iteration=None, source=source, options=options)
 

@@ -128,7 +128,8 @@ def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str 
     from ddpsim.units import format_size
 
     o = plan.options
-    cap = (f"{o.bucket_cap_mb:g} MiB" if o.cap_given else f"not given ({format_size(o.bucket_bytes_cap)})")
+    cap = (f"not given ({format_size(o.bucket_bytes_cap)})" if o.bucket_cap_mb is None else
+           f"{o.bucket_cap_mb:g} MiB")
     if o.bucket_cap_mb_list:
         from ddpsim.plan.planner import mb_text
 

@@ -108,8 +108,11 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
 
     def arrive(target: tuple[str, int]) -> None:
         pending[target] -= 1
-        if pending[target] == 0:
-            heapq.heappush(queue, _Task(-_rank(target, part_of, called), target))
+        if pending[target] == 0:  # AccumulateGrad first, then by creation in forward (the split graph's
+            # call order; a regenerated view just after the subgraph that returned its node)
+            kind, v = target
+            rank = _ACCUMULATE_GRAD if kind == "param" else called[v] if kind == "sub" else called[part_of[v]] + 0.5
+            heapq.heappush(queue, _Task(-rank, target))
 
     for target in seeds:
         arrive(target)
@@ -121,15 +124,6 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
         for target in (edges[v] if kind == "sub" else [views[v]]):
             arrive(target)
     return order
-
-
-def _rank(target: tuple[str, int], part_of: dict[int, int], called: dict[int, int]) -> float:
-    """A task's place in the ready queue: AccumulateGrad first, then by creation in forward (the
-    split graph's call order; a regenerated view just after the subgraph that returned its node)."""
-    kind, v = target
-    if kind == "param":
-        return _ACCUMULATE_GRAD
-    return called[v] if kind == "sub" else called[part_of[v]] + 0.5
 
 
 __all__ = ["subgraph_edges", "run_order", "graph_hook_order"]

@@ -120,14 +120,12 @@ def options_document(text: str, where: str) -> dict[str, Any]:
     """The JSON object ``text`` holds, inline (``{...}``) or in the file it names (``ddpsim plan
     --options``, the executor's ``--options``); ``where`` (the flag) names it in errors."""
     if not text.lstrip().startswith("{"):
+        doc = read_json(text, where, "a JSON object or its file")
+    else:
         try:
-            text = Path(text).read_text()
-        except OSError as e:
-            raise InputError(f"{where}: {text!r} is not accepted ({e.strerror}); expected a JSON object or its file") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{where}: not JSON ({e.msg} at line {e.lineno} column {e.colno}); expected a JSON object") from None
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{where}: not JSON ({e.msg} at line {e.lineno} column {e.colno}); expected a JSON object") from None
     if not isinstance(doc, dict):
         raise InputError(f"{where}: {type(doc).__name__} is not accepted; expected a JSON object of DDPOptions fields")
     return doc
@@ -181,10 +179,6 @@ class DDPOptions:
         return self.broadcast_buffers if self.forward_sync_buffers is None else self.forward_sync_buffers
 
     @property
-    def cap_given(self) -> bool:
-        return self.bucket_cap_mb is not None
-
-    @property
     def bucket_bytes_cap(self) -> int:
         if self.bucket_cap_mb_list:  # torch: the effective cap is the list's largest
             return mb_to_bytes(max(self.bucket_cap_mb_list))
@@ -192,9 +186,7 @@ class DDPOptions:
 
     @property
     def first_bucket_bytes_cap(self) -> int:
-        if self.bucket_cap_mb_list:
-            return self.bucket_bytes_cap
-        if self.semantics == "legacy" or not self.cap_given:
+        if not self.bucket_cap_mb_list and (self.semantics == "legacy" or self.bucket_cap_mb is None):
             return DEFAULT_FIRST_BUCKET_BYTES
         return self.bucket_bytes_cap
 

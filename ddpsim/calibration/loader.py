@@ -246,15 +246,11 @@ class CalibratedCommModel(EstimatingCommModel):
         """``f(size_bytes) -> seconds`` an all-reduce launched after compute costs beyond the back-to-back
         curve (:func:`idle_extra_between`; not rescaled to other rank counts), or None without
         ``allreduce_after_compute``."""
-        after = self.allreduce_after_compute
-        if after is None:
+        if self.allreduce_after_compute is None:
             return None
-        loop = self.allreduce
-
-        def extra_s(size_bytes: int) -> float:
-            return idle_extra_between(loop, after, size_bytes) if self.num_ranks > 1 else 0.0
-
-        return extra_s
+        if self.num_ranks < 2:
+            return lambda size_bytes: 0.0
+        return functools.partial(idle_extra_between, self.allreduce, self.allreduce_after_compute)
 
     @property
     def comm_lanes(self) -> int:

@@ -1,14 +1,8 @@
-"""The declared format of a hardware catalogue file (:mod:`ddpsim.hardware.catalogue`).
-
-A catalogue holds ``references`` (the datasheets, user guides and source files the figures come
-from: a title and a URL each), ``gpus`` (per GPU: SM count, dense tensor-core / TF32 / FP32
-FLOP/s, memory capacity and bandwidth, NVLink generation, link count and per-link bandwidth,
-PCIe generation) and ``systems`` (per system: its GPU, how its GPUs connect -- an NVSwitch, a
-direct NVLink mesh with its edges, or PCIe only -- its PCIe switches, NICs and their speed, its
-CPUs and the radix of the leaf switches of its fabric). Every figure names its reference under
-``sources`` (one key per figure group); a reference a key names must exist. Units are in the
-key names: ``tflops`` = 1e12 FLOP/s dense (no sparsity), ``gbps`` = GB/s (1e9 B/s) per
-direction, ``gb`` = 1e9 bytes, ``gbit`` = Gb/s line rate.
+"""The declared format of a hardware catalogue file (:mod:`ddpsim.hardware.catalogue`): its
+``references`` (the datasheets, user guides and source files the figures come from), ``gpus`` and
+``systems`` (node layouts), every figure group naming an existing reference under ``sources``.
+Units are in the key names: ``tflops`` = 1e12 FLOP/s dense (no sparsity), ``gbps`` = GB/s (1e9
+B/s) per direction, ``gb`` = 1e9 bytes, ``gbit`` = Gb/s line rate.
 """
 
 from __future__ import annotations

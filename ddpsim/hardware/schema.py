@@ -58,10 +58,6 @@ class Nvlink(Schema):
     fabric: Literal["nvlink", "infinity-fabric"] = "nvlink"
 
 
-#: the figure groups of a GPU that each name a reference in ``sources``
-GPU_FIGURES = ("sm_count", "dense_tflops", "memory", "nvlink", "pcie_gen")
-
-
 class Gpu(Schema):
     """One GPU model."""
 
@@ -80,7 +76,8 @@ class Gpu(Schema):
     @field_validator("sources")
     @classmethod
     def _every_figure_sourced(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        _check_sources(v, [f for f in GPU_FIGURES if f != "nvlink" or info.data.get("nvlink") is not None])
+        figures = ("sm_count", "dense_tflops", "memory", "nvlink", "pcie_gen")
+        _check_sources(v, [f for f in figures if f != "nvlink" or info.data.get("nvlink") is not None])
         return v
 
 
@@ -116,10 +113,6 @@ class PcieVariant(Schema):
     gpu: Id
     nic_gbit: Figure
     switch_radix: Annotated[int, Field(ge=2, le=4096)]
-
-
-#: the figure groups of a system that each name a reference in ``sources``
-SYSTEM_FIGURES = ("layout", "pcie", "nic", "cpu", "switch_radix")
 
 
 class System(Schema):
@@ -162,11 +155,12 @@ class System(Schema):
     @field_validator("sources")
     @classmethod
     def _every_figure_sourced(cls, v: dict[str, str]) -> dict[str, str]:
-        _check_sources(v, list(SYSTEM_FIGURES))
+        _check_sources(v, ["layout", "pcie", "nic", "cpu", "switch_radix"])
         return v
 
 
 def _check_sources(sources: dict[str, str], figures: list[str]) -> None:
+    """Exactly one reference per figure group (the ``sources`` keys)."""
     missing = [f for f in figures if f not in sources]
     extra = [k for k in sources if k not in figures]
     if missing or extra:

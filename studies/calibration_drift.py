@@ -54,7 +54,8 @@ def main(argv: list[str]) -> int:
         samples = raw.get("ddp_step_samples_s") or [step_s]
         rng = random.Random(0)
         boot = sorted(fit_probe(trace, statistics.median(rng.choice(samples) for _ in samples), cal, cap_mb,
-                                cal.interference_microbenchmark).compute_slowdown for _ in range(RESAMPLES))
+                                cal.interference_microbenchmark)["compute_slowdown"]
+                      for _ in range(RESAMPLES))
         phases = "/".join(f"{statistics.median(getattr(it, k) for it in trace.iterations) * 1e3:.0f}"
                           for k in ("forward_s", "backward_s", "optimizer_s"))
         ar = {p.size_bytes: p.time_s for p in cal.collectives.allreduce}

@@ -131,8 +131,8 @@ def test_the_probes_rounds_fitted_one_by_one_are_alternatives_too():
     cal = calibration_from_dict(d)
     trace, _, cap = parse_probe(d["interference_probe"])
     half = replace(trace, iterations=trace.iterations[:3])
-    want = (fit_probe(half, 0.097, cal, cap, cal.interference_microbenchmark).compute_slowdown,
-            fit_probe(half, 0.115, cal, cap, cal.interference_microbenchmark).compute_slowdown)
+    want = (fit_probe(half, 0.097, cal, cap, cal.interference_microbenchmark)["compute_slowdown"],
+            fit_probe(half, 0.115, cal, cap, cal.interference_microbenchmark)["compute_slowdown"])
     assert cal.probe_round_fits == want and want[0] < want[1]
     alts = [a.interference.compute_slowdown for a in calibration_alternatives(cal)]
     assert alts == [cal.interference_microbenchmark.compute_slowdown, want[0], want[1]]

@@ -14,7 +14,7 @@ microbenchmark's (kept in ``Calibration.interference_microbenchmark``). The load
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable
 
 from ddpsim.calibration.schema import ProbeDoc
@@ -22,7 +22,7 @@ from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
 from ddpsim.schema import validate
 
-__all__ = ["MAX_SLOWDOWN", "ProbeFit", "fit_probe", "parse_probe"]
+__all__ = ["MAX_SLOWDOWN", "fit_probe", "parse_probe"]
 
 #: upper end of the bisection
 MAX_SLOWDOWN = 16.0
@@ -30,17 +30,6 @@ MAX_SLOWDOWN = 16.0
 XTOL = (MAX_SLOWDOWN - 1.0) / 2 ** 41
 #: simulated iterations per prediction (as the bundled scenarios)
 SIM_ITERATIONS = 10
-
-
-@dataclass(frozen=True)
-class ProbeFit:
-    """The fitted compute slowdown and how it was reached."""
-
-    compute_slowdown: float
-    measured_step_s: float
-    predicted_step_s: float
-    predicted_without_interference_s: float
-    clamped: bool
 
 
 def parse_probe(probe: Any) -> tuple[Any, float, float]:
@@ -80,9 +69,10 @@ def bisect_increasing(f: Callable[[float], float], target: float, lo: float, hi:
     return optimize.bisect(lambda x: f(x) - target, lo, hi, xtol=xtol), False
 
 
-def fit_probe(trace: Any, measured_s: float, cal: Any, cap_mb: float, interference: Interference) -> ProbeFit:
+def fit_probe(trace: Any, measured_s: float, cal: Any, cap_mb: float, interference: Interference) -> dict[str, Any]:
     """Solve ``predict(compute_slowdown) == measured_s`` on [1, MAX_SLOWDOWN] by bisection, every
-    other field of ``interference`` (the microbenchmark's comm_slowdown, the weighting) kept."""
+    other field of ``interference`` (the microbenchmark's comm_slowdown, the weighting) kept: the
+    fitted ``compute_slowdown`` and how it was reached (the calibration's ``interference_fit``)."""
     cal = replace(cal, interference=None)
 
     @functools.lru_cache(maxsize=None)  # f(1) and the answer are read again below
@@ -90,4 +80,5 @@ def fit_probe(trace: Any, measured_s: float, cal: Any, cap_mb: float, interferen
         return predict_probe(trace, cal, cap_mb, replace(interference, compute_slowdown=s))
 
     s, clamped = bisect_increasing(f, measured_s, 1.0, MAX_SLOWDOWN)
-    return ProbeFit(s, measured_s, f(s), f(1.0), clamped=clamped)
+    return {"compute_slowdown": s, "measured_step_s": measured_s, "predicted_step_s": f(s),
+            "predicted_without_interference_s": f(1.0), "clamped": clamped}

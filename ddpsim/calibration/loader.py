@@ -16,7 +16,7 @@ import hashlib
 import json
 import math
 import statistics
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -44,7 +44,7 @@ class Calibration:
     interference: Interference | None = None
     #: the executor's microbenchmark slowdowns, when ``interference`` was fitted to its DDP probe
     interference_microbenchmark: Interference | None = None
-    #: how the probe fit went (:class:`ddpsim.calibration.interference_fit.ProbeFit`'s fields), or None
+    #: how the probe fit went (:func:`ddpsim.calibration.interference_fit.fit_probe`'s record), or None
     interference_fit: Mapping[str, Any] | None = None
     #: DDP's fixed cost per iteration: the file's, or recomputed by :func:`consistent_ddp_overhead`
     ddp_iteration_overhead_s: float | None = None
@@ -77,7 +77,7 @@ class Calibration:
             return ()
         return tuple(fit_probe(replace(probe.trace, iterations=its[k * n:(k + 1) * n]),
                                statistics.median(samples[k * m:(k + 1) * m]), self, probe.bucket_cap_mb,
-                               mb).compute_slowdown for k in range(rounds))
+                               mb)["compute_slowdown"] for k in range(rounds))
 
     def warning(self) -> str | None:
         """One line when this calibration should not be trusted, else None; every command predicting
@@ -121,8 +121,8 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
     if mb is not None:
         # the engine's compute slowdown, fitted to real DDP on the probe (ddpsim.calibration.interference_fit)
         fit = fit_probe(probe.trace, probe.ddp_step_s, cal, probe.bucket_cap_mb, mb)
-        cal = replace(cal, interference=replace(mb, compute_slowdown=fit.compute_slowdown),
-                      interference_microbenchmark=mb, interference_fit=asdict(fit))
+        cal = replace(cal, interference=replace(mb, compute_slowdown=fit["compute_slowdown"]),
+                      interference_microbenchmark=mb, interference_fit=fit)
     return cal
 
 

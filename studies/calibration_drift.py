@@ -17,7 +17,6 @@ moment (studies/zoo/README.md).
 from __future__ import annotations
 
 import glob
-import json
 import os
 import random
 import statistics
@@ -35,7 +34,7 @@ RESAMPLES = 20
 def main(argv: list[str]) -> int:
     from ddpsim.calibration.loader import load_calibration
     from ddpsim.errors import InputError
-    from ddpsim.calibration.interference_fit import fit_probe, parse_probe
+    from ddpsim.calibration.interference_fit import fit_probe
 
     paths = argv or DEFAULT
     print(f"{'calibration':48s} {'fit':>5s} {'mb':>5s} {'rounds':18s} {'boot p10..p90':>13s} {'probe step':>10s} "
@@ -46,12 +45,12 @@ def main(argv: list[str]) -> int:
         except InputError as exc:
             print(f"{path}: {exc}")
             continue
-        raw = json.loads(open(path).read()).get("interference_probe")
-        if cal.interference is None or cal.interference_microbenchmark is None or raw is None:
+        probe = cal.interference_probe
+        if cal.interference is None or cal.interference_microbenchmark is None or probe is None:
             print(f"{path:48s} no probe fit")
             continue
-        trace, step_s, cap_mb = parse_probe(raw)
-        samples = raw.get("ddp_step_samples_s") or [step_s]
+        trace, step_s, cap_mb = probe.trace, probe.ddp_step_s, probe.bucket_cap_mb
+        samples = probe.ddp_step_samples_s or [step_s]
         rng = random.Random(0)
         boot = sorted(fit_probe(trace, statistics.median(rng.choice(samples) for _ in samples), cal, cap_mb,
                                 cal.interference_microbenchmark)["compute_slowdown"]

@@ -123,13 +123,13 @@ def test_the_probes_rounds_fitted_one_by_one_are_alternatives_too():
     from tests.test_interference_fit import probe_trace, with_probe
 
     from ddpsim.calibration.loader import calibration_from_dict
-    from ddpsim.calibration.interference_fit import fit_probe, parse_probe
+    from ddpsim.calibration.interference_fit import fit_probe
     from ddpsim.validation.intervals import calibration_alternatives
 
     d = with_probe(0.100, replace(probe_trace(), iterations=probe_trace().iterations * 2))  # 6 iterations, 3 a round
     d["interference_probe"].update(rounds=2, ddp_step_samples_s=[0.095, 0.1, 0.097, 0.11, 0.12, 0.115])
     cal = calibration_from_dict(d)
-    trace, _, cap = parse_probe(d["interference_probe"])
+    trace, cap = cal.interference_probe.trace, cal.interference_probe.bucket_cap_mb
     half = replace(trace, iterations=trace.iterations[:3])
     want = (fit_probe(half, 0.097, cal, cap, cal.interference_microbenchmark)["compute_slowdown"],
             fit_probe(half, 0.115, cal, cap, cal.interference_microbenchmark)["compute_slowdown"])

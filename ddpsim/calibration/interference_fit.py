@@ -17,12 +17,10 @@ import functools
 from dataclasses import replace
 from typing import Any, Callable
 
-from ddpsim.calibration.schema import ProbeDoc
 from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
-from ddpsim.schema import validate
 
-__all__ = ["MAX_SLOWDOWN", "fit_probe", "parse_probe"]
+__all__ = ["MAX_SLOWDOWN", "fit_probe"]
 
 #: upper end of the bisection
 MAX_SLOWDOWN = 16.0
@@ -30,12 +28,6 @@ MAX_SLOWDOWN = 16.0
 XTOL = (MAX_SLOWDOWN - 1.0) / 2 ** 41
 #: simulated iterations per prediction (as the bundled scenarios)
 SIM_ITERATIONS = 10
-
-
-def parse_probe(probe: Any) -> tuple[Any, float, float]:
-    """``(trace, measured step seconds, bucket_cap_mb)`` of the ``interference_probe`` mapping of a calibration file."""
-    doc = validate(ProbeDoc, probe, "calibration: interference_probe")
-    return doc.trace, doc.ddp_step_s, doc.bucket_cap_mb
 
 
 def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interference) -> float:

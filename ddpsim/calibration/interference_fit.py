@@ -7,8 +7,7 @@ on backward than real DDP pays on a CPU host whose ranks share cores with gloo's
 ``bucket_cap_mb=25``; this module bisects (``scipy.optimize.bisect``; the prediction is
 nondecreasing in the slowdown) for the ``compute_slowdown`` at which ddpsim predicts the probe's
 measured step, clamped to [1, MAX_SLOWDOWN] (``clamped`` says so). The fitted value replaces the
-microbenchmark's (kept in ``Calibration.interference_microbenchmark``). The loader calls
-:func:`fit_probe`, so this module never imports :mod:`ddpsim.calibration.loader`.
+microbenchmark's (kept in ``Calibration.interference_microbenchmark``).
 """
 
 from __future__ import annotations

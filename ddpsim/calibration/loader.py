@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from ddpsim.calibration import nccl_tests
 from ddpsim.calibration.interference_fit import fit_probe
-from ddpsim.calibration.schema import CalibrationDoc, DdpOverheadDoc, ProbeDoc
+from ddpsim.calibration.schema import CalibrationDoc, ProbeDoc
 from ddpsim.errors import InputError, require, shorten
 from ddpsim.io import MAX_JSON_BYTES, read_bytes, read_json, write_text_atomic
 from ddpsim.network.comm_model import CollectiveEstimate, EstimatingCommModel, make_estimate
@@ -110,7 +110,7 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
     doc = validate(CalibrationDoc, data, source)
     mb = None if doc.interference is None else doc.interference.build()
     cal = Calibration(doc=doc, interference=mb, ddp_iteration_overhead_s=doc.ddp_iteration_overhead_s)
-    recomputed = consistent_ddp_overhead(cal, doc.ddp_overhead)
+    recomputed = consistent_ddp_overhead(cal)
     if recomputed is not None:
         cal = replace(cal, ddp_iteration_overhead_s=recomputed,
                       ddp_iteration_overhead_measured_s=doc.ddp_iteration_overhead_s)
@@ -126,14 +126,14 @@ def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration
     return cal
 
 
-def consistent_ddp_overhead(cal: Calibration, details: DdpOverheadDoc | None) -> float | None:
+def consistent_ddp_overhead(cal: Calibration) -> float | None:
     """The DDP overhead at which the engine reproduces the executor's tiny-model DDP step:
     ``max(0, ddp_step_s - bare_step_s - copy_s - (loop(n) + extra(n)))`` at its ``gradient_bytes``
     n. That step's one all-reduce is launched onto an idle stream, so the engine charges it the
     idle-launch extra (:func:`idle_extra_between`) on top of the loop curve, which the executor's
     residue, taken against the loop curve alone, would count twice. None when there is nothing
-    to recompute (no overhead, no after-compute curve, no step figures)."""
-    d = details
+    to recompute (no overhead, no after-compute curve, no step figures: ``ddp_overhead``)."""
+    d = cal.ddp_overhead
     if (cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or d is None
             or None in (d.gradient_bytes, d.ddp_step_s, d.bare_step_s, d.copy_s)):
         return None

@@ -1,12 +1,8 @@
-"""The hardware catalogue: GPUs and node layouts as data, each figure with its source.
-
-``catalogue.yaml`` beside this module describes the GPUs ddpsim models (SM count, dense FLOP/s
-per precision, memory, NVLink, PCIe) and the systems its topology presets build, every figure
-citing a datasheet, user guide or source file under ``references``. A user's file in the same
-format (:class:`~ddpsim.hardware.schema.CatalogueFile`; ``--catalogue FILE``,
-``cluster.catalogue``) adds GPUs, systems and references, never reusing a bundled name, so a name
-means one thing in every report. Read by the retime model (:mod:`ddpsim.trace.retime`) and the
-topology presets (:mod:`ddpsim.network.topology`), hence the contention and NCCL models.
+"""The hardware catalogue: ``catalogue.yaml`` beside this module describes the GPUs ddpsim models
+and the systems its topology presets build (:mod:`ddpsim.network.topology`), every figure citing a
+datasheet, user guide or source file under ``references``. A user's file in the same format
+(:class:`~ddpsim.hardware.schema.CatalogueFile`; ``--catalogue FILE``, ``cluster.catalogue``) adds
+GPUs, systems and references, never reusing a bundled name, so a name means one thing in every report.
 """
 
 from __future__ import annotations

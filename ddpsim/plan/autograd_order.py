@@ -17,6 +17,7 @@ recorded inputs do not reach keep the eager order after them.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -100,9 +101,7 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
              for row in edges for kind, v in row if kind == "view"}
     seeds = [("sub", part_of[i]) for i, u in enumerate(walk.users) if u == OUTPUT_USER and i in part_of]
     called = {k: n for n, k in enumerate(run_order(walk, ranges))}
-    pending: dict[tuple[str, int], int] = {}
-    for target in seeds + [e for row in edges for e in row] + list(views.values()):
-        pending[target] = pending.get(target, 0) + 1
+    pending = Counter(seeds + [e for row in edges for e in row] + list(views.values()))
     queue: list[_Task] = []
     order: list[int] = []
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 from ddpsim.pipeline.run import cost_terms  # noqa: F401  (re-exported)
 from ddpsim.pipeline.scenario import Scenario, load_scenario, scenario_from_dict  # noqa: F401  (re-exported)
 from ddpsim.plan.planner import BucketPlan, DDPOptions, plan_ddp
+from ddpsim.report.plots import sweep_figure, timeline_figure  # noqa: F401  (re-exported)
 from ddpsim.report.scenario_report import Report  # noqa: F401  (re-exported)
 from ddpsim.trace.records import Trace, load_trace  # noqa: F401  (re-exported)
 
@@ -115,24 +116,3 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     return write_report(run(scenario, out_dir=out_dir, jobs=jobs, progress=progress, simulate_fn=simulate_fn,
                             build_fn=build_fn, method_error=method_error,
                             start_report=partial(start_drawing, plots=plots)), plots=plots)
-
-
-def sweep_figure(table: Any, title: str = ""):
-    """The sweep plot of a sweep table (a matplotlib Figure)."""
-    from ddpsim.report import plots
-
-    return plots.sweep_figure(table, title)
-
-
-def timeline_figure(result: Any, title: str = "", *, iteration: int | None = None, ranks: Sequence[int] | None = None,
-                    warmup: bool = False):
-    """The overlap timeline of a SimResult (a matplotlib Figure): one iteration (default: the
-    median-step steady one), its slowest and fastest rank (or ``ranks``), exposed communication
-    shaded and measured; ``warmup``: the first iteration and the rebuild on a second panel
-    (:func:`ddpsim.report.plots.timeline_figure`).
-
-    Example: ``api.timeline_figure(api.simulate("traces/mlp.cpu.json"), warmup=True).savefig("t.png")``.
-    """
-    from ddpsim.report import plots
-
-    return plots.timeline_figure(result, title, iteration=iteration, ranks=ranks, warmup=warmup)

@@ -168,7 +168,7 @@ FLAGS = {
     "validate": "--calibration --caps --repeats --iterations --warmup --out-dir --timeout-s --quiet --reanalyze "
                 "--num-threads --no-bucket-timing --scenario-trace --launch --method-error --no-plots",
     "compare": "--model --scenario --name --out-dir --no-plots",
-    "explore": "--out-dir --jobs --ray --cluster --set --no-plots --quiet",
+    "explore": "--out-dir --jobs --set --no-plots --quiet --ray --cluster",
 }
 
 

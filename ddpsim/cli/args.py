@@ -8,17 +8,14 @@ status 2: a ``type=`` function raises :class:`argparse.ArgumentTypeError`, and
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import re
 from typing import Any, Callable, Container, Sequence
 
 from ddpsim.errors import InputError, cut, shorten
 
-log = logging.getLogger(__name__)
-
-_CHOICE = re.compile(r"^argument (?P<flag>[^:]+): invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)$", re.S)
-_ARGUMENT = re.compile(r"^argument (?P<flag>[^:]+): (?P<rest>.*)$", re.S)
+_CHOICE = re.compile(r"^argument (?P<flag>[^:/]+)[^:]*: invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)$", re.S)
+_ARGUMENT = re.compile(r"^argument (?P<flag>[^:/]+)[^:]*: (?P<rest>.*)$", re.S)
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -33,14 +30,14 @@ def one_line_error(message: str) -> str:
     m = _CHOICE.match(message)
     if m:
         choices = ", ".join(c.strip().strip("'") for c in m["choices"].split(","))
-        return f"{_flag(m['flag'])}: {cut(m['value'])} is not accepted; expected one of {choices}"
+        return f"{m['flag']}: {cut(m['value'])} is not accepted; expected one of {choices}"
     m = _ARGUMENT.match(message)
     if m:
-        flag, rest = _flag(m["flag"]), m["rest"]
+        flag, rest = m["flag"], m["rest"]
         if rest.startswith("expected ") and "argument" in rest:
             return f"{flag}: no value given; {rest.replace('argument', 'value')}"
         if rest.startswith("not allowed with argument "):
-            return f"{flag}: not accepted with {_flag(rest[len('not allowed with argument '):])}; expected one of them"
+            return f"{flag}: not accepted with {rest[len('not allowed with argument '):]}; expected one of them"
         if rest.startswith("ignored explicit argument "):
             return f"{flag}: {cut(rest[len('ignored explicit argument '):])} is not accepted; expected no value"
         return f"{flag}: {cut(rest, 300)}"
@@ -50,11 +47,6 @@ def one_line_error(message: str) -> str:
         return (f"arguments: {shorten(message.split(': ', 1)[1])} is not accepted; expected the flags and arguments "
                 "'ddpsim COMMAND --help' lists")
     return cut(message, 300)
-
-
-def _flag(names: str) -> str:
-    """``--world-size/-n`` (argparse's names of one option) -> ``--world-size``."""
-    return names.split("/")[0]
 
 
 # ---- type= functions --------------------------------------------------------------------------

@@ -41,24 +41,18 @@ point at a real Ray cluster: docs/EXPLORE.md."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_set, add_verb, int_in, nonempty
-    from ddpsim.units import MAX_JOBS
+    from ddpsim.cli.args import add_verb, nonempty
+    from ddpsim.cli.run import add_report_flags
 
     p = add_verb(subparsers, "explore", help="simulate a design space of systems, scales and plans",
                  description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("scenario", metavar="SCENARIO", type=nonempty, help="scenario YAML path or bundled name, with an "
                                                                         "'explore' block")
-    p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
-                   help="parent folder of the report; default: reports")
-    p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS),
-                   help="local processes; default: the CPUs this process may use (its affinity)")
+    add_report_flags(p, "local processes")
     ray = p.add_mutually_exclusive_group()
     ray.add_argument("--ray", action="store_true", help="spread the points over a local Ray (one worker per CPU)")
     ray.add_argument("--cluster", metavar="ADDRESS", default=None, type=nonempty,
                      help="spread the points over the Ray cluster at ADDRESS (ray://HOST:10001, or auto)")
-    add_set(p)
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the answer")
     p.set_defaults(func=run)
     return p
 

@@ -99,10 +99,9 @@ def run(args: argparse.Namespace) -> int:
                          "--model, --seed and --out (the profile holds the rest)")
     if not args.out:
         raise InputError("--out: missing; expected the path of the trace JSON to write")
-    from ddpsim.cli.retime import trace_summary
+    from ddpsim.cli.retime import write_trace
     from ddpsim.plan.profile_check import check_recorded_buckets
     from ddpsim.trace.profile import import_profile
-    from ddpsim.trace.records import save_trace
 
     imp = import_profile(args.from_profile, model=args.model, seed=args.seed, command=_command(args))
     numels = imp.recorded_bucket_numels()
@@ -111,8 +110,4 @@ def run(args: argparse.Namespace) -> int:
     if check is not None:
         trace = replace(trace, environment={**trace.environment, "recorded_bucket_numels": list(numels),
                                             "bucket_plan_check": check.message})
-    save_trace(trace, args.out)
-    print(summary(imp, check))
-    print(trace_summary(trace))
-    print(f"wrote {args.out}")
-    return 0
+    return write_trace(trace, args.out, summary(imp, check))

@@ -136,12 +136,12 @@ def run(args: argparse.Namespace) -> int:
     return write_trace(trace, args.out)
 
 
-def write_trace(trace: Any, out: str) -> int:
-    """Save ``trace`` at ``out`` and print its summary."""
+def write_trace(trace: Any, out: str, *head: str) -> int:
+    """Save ``trace`` at ``out`` and print ``head``'s lines and its summary."""
     from ddpsim.trace.records import save_trace
 
     save_trace(trace, out)
-    print(trace_summary(trace))
+    print(*head, trace_summary(trace), sep="\n")
     print(f"wrote {out}")
     return 0
 

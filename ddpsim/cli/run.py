@@ -49,19 +49,13 @@ with one line naming the key or path and exit status 2; files already written ar
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_set, add_verb, int_in, nonempty
-    from ddpsim.units import MAX_JOBS
+    from ddpsim.cli.args import add_verb, nonempty
 
     p = add_verb(subparsers, "run", help="run a scenario and write its report", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, type=nonempty,
                    help="scenario YAML path or bundled name; default: 'default'")
-    p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty, help="parent folder of the report; default: reports")
-    p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS),
-                   help="parallel processes for the sweep, and for the report: its PNGs drawn by N - 1 of them beside "
-                        "the rest; default: the CPUs this process may use (its affinity)")
-    add_set(p)
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the summary's answer")
+    add_report_flags(p, "parallel processes for the sweep, and for the report: its PNGs drawn by N - 1 of them beside "
+                        "the rest")
     p.add_argument("--method-error", metavar="FILE", default=None,
                    help="state the method's error measured on other models in the answer: a zoo run's residuals "
                         "(<out-dir>/zoo/method_error.json of 'ddpsim validate zoo' on the same host and backend; the "
@@ -84,6 +78,21 @@ def run(args: argparse.Namespace) -> int:
     print(md[start:end].strip())
     print(f"\nreport: {rep.out_dir / 'summary.md'} ({len(rep.files)} files)")
     return 0
+
+
+def add_report_flags(p: argparse.ArgumentParser, jobs: str) -> None:
+    """The flags of a scenario's report (``run``, ``explore``): its folder, ``jobs`` processes, ``--set``, and
+    no plots or progress."""
+    from ddpsim.cli.args import add_set, int_in, nonempty
+    from ddpsim.units import MAX_JOBS
+
+    p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
+                   help="parent folder of the report; default: reports")
+    p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS),
+                   help=f"{jobs}; default: the CPUs this process may use (its affinity)")
+    add_set(p)
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the answer")
 
 
 # ---- the scenario of a command line --------------------------------------------------------

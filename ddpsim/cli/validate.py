@@ -156,15 +156,15 @@ def run(args: argparse.Namespace) -> int:
     require_torch("validate")
     from ddpsim.validation.measure import reanalyze, validate
 
+    common = {"calibration": args.calibration, "out_dir": args.out_dir, "plots": not args.no_plots,
+              "method_error": args.method_error}
     if args.reanalyze:
-        res = reanalyze(args.scenario or LOCAL_SCENARIO, calibration=args.calibration, out_dir=args.out_dir, plots=not args.no_plots,
-                        method_error=args.method_error)
+        res = reanalyze(args.scenario or LOCAL_SCENARIO, **common)
     else:
-        res = validate(args.scenario or LOCAL_SCENARIO, calibration=args.calibration, out_dir=args.out_dir, caps=args.caps,
-                       iterations=args.iterations, warmup=args.warmup, repeats=args.repeats,
-                       bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads, timeout_s=args.timeout_s,
-                       plots=not args.no_plots, capture=not args.scenario_trace, launch_mode=args.launch or "point",
-                       method_error=args.method_error)
+        res = validate(args.scenario or LOCAL_SCENARIO, caps=args.caps, iterations=args.iterations, warmup=args.warmup,
+                       repeats=args.repeats, bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads,
+                       timeout_s=args.timeout_s, capture=not args.scenario_trace, launch_mode=args.launch or "point",
+                       **common)
     print_result(res, plots=not args.no_plots)
     return 0
 

@@ -129,14 +129,12 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[type[B
             path += f"[{part}]"
             continue
         found = next((f for m in models if (f := _field(m, part)) is not None), None)
-        if found is None and models:
-            if any(m.__pydantic_fields__ for m in models) and not any(_field(m, part) for m in models):
-                # a key of a dict field, an extra key, or a union member's tag
-                if part.isidentifier() and not part.startswith(("function-", "json-")) and "[" not in part:
-                    path += f".{part}" if path else part
-                holders = models
-                continue
         holders = models
+        if found is None and any(m.__pydantic_fields__ for m in models):
+            # a key of a dict field, an extra key, or a union member's tag
+            if part.isidentifier() and not part.startswith(("function-", "json-")) and "[" not in part:
+                path += f".{part}" if path else part
+            continue
         path += f".{part}" if path else part
         models = models_in(found.annotation) if found is not None else []
     return path, holders

@@ -14,17 +14,14 @@ log = logging.getLogger(__name__)
 DESCRIPTION = """\
 Which gradient buckets does PyTorch DDP build for this traced model, and in which order does it launch them?
 
-Show the gradient buckets PyTorch DDP builds for a traced model, exactly as DDP's Reducer
-builds them (torch's compute_bucket_assignment_by_size, the bucket reversal at construction
-and the one-time rebuild in gradient-ready order).
-
+The buckets are built as DDP's Reducer builds them (torch's compute_bucket_assignment_by_size,
+the bucket reversal at construction and the one-time rebuild in gradient-ready order).
 The table lists the steady-state buckets in the order DDP launches their all-reduces
 (bucket 0 first), then the first-iteration layout and the iteration the rebuilt layout
 applies from. With --plan, an explicit bucket list (JSON) is validated against the trace
 and shown instead; it applies from iteration 1.
 
---format json prints exactly the plan file format ('ddpsim-plan' v1) that --plan, 'ddpsim
-simulate' and the executor read; --out FILE writes it atomically as well."""
+--format json prints the plan file ('ddpsim-plan' v1) that --plan, 'ddpsim simulate' and the executor read."""
 
 EPILOG = """\
 examples:
@@ -53,7 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--plan", metavar="FILE", default=None, type=nonempty,
                    help="validate and show this explicit plan JSON instead of DDP's")
     p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
-    p.add_argument("--out", metavar="FILE", default=None, type=output_file, help="also write the plan JSON to FILE (atomically)")
+    p.add_argument("--out", metavar="FILE", default=None, type=output_file, help="also write the plan JSON to FILE")
     p.set_defaults(func=run)
     return p
 

@@ -29,23 +29,12 @@ Reducer engine over the modelled cluster, and write reports/<name>/:
   trace_<point>_rank<r>.json.gz  Chrome/Kineto traces (Perfetto, HTA)
   recommended_plan.json        an explicit bucket plan ('ddpsim plan --plan', the executor) and
                                the bucket_cap_mb_list that makes real DDP rebuild it (when one does)
-  points/<point>.json          finished points; a rerun reuses them (resumable)
-
-With no SCENARIO, runs scenarios/default.yaml."""
+  points/<point>.json          finished points; a rerun reuses them (resumable)"""
 
 EPILOG = """\
 examples:
   ddpsim run                                   # scenarios/default.yaml -> reports/default/
-  ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots --jobs 2 --set cluster.nodes=4
-
---set KEY=VALUE sets any scenario key for this run (dotted key, YAML value), checked like the
-file: --set ddp.bucket_cap_mb=50, --set 'sweep.bucket_cap_mb=[null, 10, 50]', --set name=mine.
-
---method-error FILE joins the answer with a zoo's residuals ('ddpsim validate zoo' writes
-<out-dir>/zoo/method_error.json) for a CPU gloo scenario with 'calibration: FILE' of that host.
-
-Bad input (an unknown key, a wrong type, a missing trace, an unwritable --out-dir) stops
-with one line naming the key or path and exit status 2; files already written are kept."""
+  ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots --jobs 2 --set cluster.nodes=4"""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -18,12 +18,9 @@ communication stream per process group on which each all-reduce starts only when
 rank has launched it, finalize (wait, copy-out), optimizer, over several iterations so
 the first-iteration single bucket, the bucket rebuild and the steady state all show.
 
-The flags make a one-point scenario, built and simulated as 'ddpsim run' builds a
-scenario's points: the trace (--trace) and the cluster (--topology: the NCCL or gloo cost
-model); every other scenario key (the nodes, the world size, a measured calibration, DDP's
-options, the simulation's knobs, the cost model) is set with --set KEY=VALUE, exactly as in
-a scenario file. So 'ddpsim simulate' at a scenario's point prints the step time 'ddpsim
-run' reports for it.
+The flags make a one-point scenario (every key but the trace and the cluster set with --set
+KEY=VALUE, as in a scenario file), built and simulated as 'ddpsim run' builds a scenario's
+points: at a scenario's point it prints the step time 'ddpsim run' reports for it.
 
 Printed: per-iteration figures (the slowest simulated rank's step; warm-up marked), the
 per-bucket ready/launch/start/end timings of the first steady iteration on rank 0, and the

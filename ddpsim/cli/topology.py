@@ -13,11 +13,10 @@ What devices, links and NCCL channels does this cluster topology have?
 
 Summarise a cluster topology: a preset (a system of the hardware catalogue: dgx-a100, dgx-h100,
 pcie, dgx-v100, dgx-h200, dgx-b200, gb200-nvl72, pcie-l40s; or cpu-gloo) or a custom YAML file.
---list prints every GPU and system of the catalogue with its figures and their sources;
---catalogue FILE adds your own GPUs and systems (same format as ddpsim/hardware/catalogue.yaml). Prints the devices, the elements (NVSwitches, PCIe switches, NICs, leaf and spine
-switches), the links by type with their bandwidth per direction (GB/s = 1e9 B/s, as NCCL
-models them), the narrowest link of each type, and the channels NCCL's graph search finds
-for all the devices (nChannels x GB/s per channel, and the link that bounds them).
+Prints the devices, the elements (NVSwitches, PCIe switches, NICs, leaf and spine switches), the
+links by type with their bandwidth per direction (GB/s = 1e9 B/s, as NCCL models them), the
+narrowest link of each type, and the channels NCCL's graph search finds for all the devices
+(nChannels x GB/s per channel, and the link that bounds them).
 
 Preset options are given with --set KEY=VALUE (repeatable):
   dgx-a100 / dgx-h100: gpus_per_node, nvlinks_per_gpu, nic_gbit, pcie_gen,

@@ -69,10 +69,7 @@ examples:
 
 'ddpsim validate cpu-gloo-mlp --reanalyze' rebuilds the shipped report from its raw runs;
 'ddpsim validate zoo --reanalyze --calibration reports/zoo/calibration.json' analyses every
-zoo model done again.
-
-Bad input (a missing scenario, a bad --caps value, a failing executor run) stops with
-one line and exit status 2; files already written are kept."""
+zoo model done again."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

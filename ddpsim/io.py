@@ -28,26 +28,10 @@ MAX_JSON_BYTES = 1 << 30
 FLOAT_DIGITS = 9
 
 
-def is_file(path: str | Path) -> bool:
-    """``Path.is_file`` that answers False where the OS refuses the name (too long, NUL byte)."""
-    try:
-        return Path(path).is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def exists(path: str | Path) -> bool:
-    """``Path.exists`` that answers False where the OS refuses the name (too long, NUL byte)."""
-    try:
-        return Path(path).exists()
-    except (OSError, ValueError):
-        return False
-
-
 def read_bytes(path: str | Path, field: str, expected: str, max_bytes: int) -> bytes:
     """The bytes of ``path`` (gunzipped when it ends in ``.gz``), or InputError naming ``field``."""
     p = Path(path)
-    if not is_file(p):
+    if not os.path.isfile(p):
         raise InputError(f"{field}: {shorten(str(path))} does not exist or is not a file; expected {expected}")
     try:
         with (gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")) as f:

@@ -218,6 +218,11 @@ def add_set(p: argparse.ArgumentParser) -> None:
                         "cluster.nodes=4 --set 'sweep.bucket_cap_mb=[null, 10, 50]' (dotted key, YAML value; repeatable)")
 
 
+def add_format(p: argparse.ArgumentParser, *formats: str) -> None:
+    """``--format``: one of ``formats``, the first by default."""
+    p.add_argument("--format", choices=formats, default=formats[0], help=f"output format; default: {formats[0]}")
+
+
 def add_verb(subparsers: Any, name: str, *, help: str, description: str, epilog: str) -> argparse.ArgumentParser:
     """A subcommand parser: ``description`` leads with its question, ``epilog`` holds its examples."""
     return subparsers.add_parser(name, help=help, description=description, epilog=epilog,

@@ -34,13 +34,11 @@ examples:
 --collective broadcast runs NCCL's ring (the only broadcast algorithm NCCL has): --algorithm
 is refused with it. A forced --protocol the chosen algorithm cannot run is refused too."""
 
-FORMATS = ("table", "json", "csv")
 DEFAULT_SIZES = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB"
-COLLS = ("allreduce", "broadcast")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, from_parser, int_in, lower, nonempty
+    from ddpsim.cli.args import add_format, add_verb, from_parser, int_in, lower, nonempty
     from ddpsim.units import MAX_WORLD_SIZE
     from ddpsim.cli.topology import add_catalogue_flag, add_preset_flags
     from ddpsim.network.nccl import FORCEABLE_ALGORITHMS, PROTOCOLS
@@ -58,9 +56,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="force an algorithm (NCCL only); default: NCCL's choice")
     p.add_argument("--protocol", default=None, type=lower, choices=PROTOCOLS,
                    help="force a protocol (NCCL only); default: NCCL's choice")
-    p.add_argument("--collective", default="allreduce", choices=COLLS,
+    p.add_argument("--collective", default="allreduce", choices=("allreduce", "broadcast"),
                    help="collective to cost; default: allreduce")
-    p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
+    add_format(p, "table", "json", "csv")
     add_catalogue_flag(p)
     p.set_defaults(func=run)
     return p

@@ -31,11 +31,9 @@ examples:
 A hand-written plan is {"buckets": [[11, 10], [9, 8, 7], ...]} (parameter indices or names,
 in launch order, every trainable parameter exactly once, one dtype per bucket)."""
 
-FORMATS = ("table", "csv", "json")
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, nonempty, output_file
+    from ddpsim.cli.args import add_format, add_verb, nonempty, output_file
 
     p = add_verb(subparsers, "plan", help="show DDP's bucket plan for a trace", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("trace", metavar="TRACE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
@@ -49,7 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "param_to_hook_all_reduce, ...")
     p.add_argument("--plan", metavar="FILE", default=None, type=nonempty,
                    help="validate and show this explicit plan JSON instead of DDP's")
-    p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
+    add_format(p, "table", "csv", "json")
     p.add_argument("--out", metavar="FILE", default=None, type=output_file, help="also write the plan JSON to FILE")
     p.set_defaults(func=run)
     return p

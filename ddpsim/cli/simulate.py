@@ -38,17 +38,15 @@ calibration: a calibration JSON from the executor, or an nccl-tests all_reduce_p
 --format csv prints two CSV tables (iterations per rank, then buckets per rank), each after
 a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""
 
-FORMATS = ("table", "json", "csv")
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb
+    from ddpsim.cli.args import add_format, add_verb
     from ddpsim.cli.run import add_scenario_flags
 
     p = add_verb(subparsers, "simulate", help="simulate DDP training of a trace on a cluster", description=DESCRIPTION,
                  epilog=EPILOG)
     add_scenario_flags(p, topology_default=None)
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format; default table")
+    add_format(p, "table", "json", "csv")
     p.set_defaults(func=run)
     return p
 

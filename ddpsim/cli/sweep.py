@@ -31,11 +31,9 @@ the default point is always included, gains are measured against it), sweep.buck
 reused, named list=X+Y+...), cluster.nodes, world_size (default: every device of the cluster),
 calibration, simulation.iterations, ddp.comm_hook..."""
 
-FORMATS = ("table", "csv", "json")
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, int_in, nonempty
+    from ddpsim.cli.args import add_format, add_verb, int_in, nonempty
     from ddpsim.cli.run import add_scenario_flags
     from ddpsim.units import MAX_JOBS
 
@@ -44,7 +42,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS), help="parallel processes; default: the CPUs this process may use (its affinity)")
     p.add_argument("--out-dir", metavar="DIR", default=None, type=nonempty,
                    help="keep finished points in DIR/points/ (resumable)")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format; default: table")
+    add_format(p, "table", "csv", "json")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the table")
     p.set_defaults(func=run)
     return p

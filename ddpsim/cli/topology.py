@@ -34,8 +34,6 @@ examples:
   ddpsim topology dgx-a100 --draw dgx-a100.png
   ddpsim topology dgx-h100 --nodes 4 --set fabric=fat-tree --set oversubscription=2 --format json"""
 
-FORMATS = ("table", "json")
-
 
 def parse_options(pairs: list[str] | None) -> dict[str, Any]:
     """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (int, then float, else string)."""
@@ -95,7 +93,7 @@ def add_catalogue_flag(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, from_parser, nonempty
+    from ddpsim.cli.args import add_format, add_verb, from_parser, nonempty
 
     p = add_verb(subparsers, "topology", help="summarise and draw a cluster topology", description=DESCRIPTION,
                  epilog=EPILOG)
@@ -105,7 +103,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_catalogue_flag(p)
     add_preset_flags(p, "a preset option (repeatable); see above")
     p.add_argument("--draw", metavar="PNG", default=None, type=from_parser(drawing_path), help="draw the graph to this image file")
-    p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
+    add_format(p, "table", "json")
     p.set_defaults(func=run)
     return p
 

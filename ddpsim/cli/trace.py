@@ -89,20 +89,16 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-#: the capture flags a trace records in its command line, in the order one would type them (then --set's keys)
-COMMAND_FLAGS = ("model", "device", "batch_size", "iterations", "warmup", "out", "num_threads", "seed", "derive_depth_from")
-#: the switches a trace records in its command line
-COMMAND_SWITCHES = ("no_hook_overhead", "compiled_graph")
-
-
 def _command(args: argparse.Namespace) -> str:
-    """The ``ddpsim trace`` command line of ``args`` (stored in the trace)."""
+    """The ``ddpsim trace`` command line of ``args`` (stored in the trace): the capture's flags in the order one
+    would type them, ``--set``'s keys, then the switches."""
     from ddpsim.cli.args import flag_words, value_word
 
     sets = [w for key in model_keys() if (v := getattr(args, key, None)) is not None
             for w in ("--set", f"{key}={value_word(v)}")]
-    return shlex.join(["ddpsim", "trace", *flag_words(args, COMMAND_FLAGS), *sets,
-                       *flag_words(args, COMMAND_SWITCHES)])
+    flags = ("model", "device", "batch_size", "iterations", "warmup", "out", "num_threads", "seed", "derive_depth_from")
+    return shlex.join(["ddpsim", "trace", *flag_words(args, flags), *sets,
+                       *flag_words(args, ("no_hook_overhead", "compiled_graph"))])
 
 
 def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -48,17 +48,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-#: the caps 'ddpsim sweep' runs unless --set gives sweep.bucket_cap_mb (None: not given, DDP's default)
-DEFAULT_CAPS = [None, 1, 5, 25, 100]
-
-
 def run(args: argparse.Namespace) -> int:
+    from ddpsim.api import SWEEP_CAPS
     from ddpsim.cli.args import text_table
     from ddpsim.cli.run import command_scenario
     from ddpsim.report.tables import to_csv_text
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table
 
-    sc = command_scenario(args, "ddpsim sweep", sweep={"bucket_cap_mb": DEFAULT_CAPS})
+    sc = command_scenario(args, "ddpsim sweep", sweep={"bucket_cap_mb": list(SWEEP_CAPS)})
     recs = run_sweep(sc, out_dir=args.out_dir, jobs=args.jobs, progress=not args.quiet)
     table = sweep_table(recs)
     if args.format == "csv":

@@ -73,14 +73,6 @@ MAX_SIZE_BYTES = 1024**4
 MAX_TIMEOUT_S = 7 * 86400
 
 
-def dtype_size_bytes(dtype: str, field: str = "dtype") -> int:
-    """Element size of ``dtype`` (a name like ``"float32"``); InputError if unknown."""
-    try:
-        return DTYPE_SIZE_BYTES[dtype]
-    except (KeyError, TypeError):
-        raise InputError(f"{field}: {shorten(dtype)} is not a known dtype; expected one of {sorted(DTYPE_SIZE_BYTES)}") from None
-
-
 def parse_size_bytes(text: str | int, field: str = "size") -> int:
     """``"1KiB"`` -> 1024, ``"4MiB"`` -> 4194304, ``"1MB"`` -> 1000000, ``"512"`` -> 512."""
     if isinstance(text, int) and not isinstance(text, bool):

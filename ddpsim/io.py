@@ -7,6 +7,7 @@ differ between numpy and libm builds never reach the bytes.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import math
@@ -162,7 +163,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, field: str = "output file"
         raise InputError(f"{field}: {shorten(str(p))} cannot be written ({exc}); expected a file path") from None
     if folder:
         raise InputError(f"{field}: {shorten(str(p))} is a folder; expected a file path")
-    ensure_dir(p.parent if str(p.parent) else Path("."))
+    ensure_dir(p.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:100]}.", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -173,10 +174,8 @@ def write_bytes_atomic(path: str | Path, data: bytes, field: str = "output file"
         os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, p)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     return p
 

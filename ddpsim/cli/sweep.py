@@ -12,11 +12,8 @@ Which bucket_cap_mb is fastest for this trace on this cluster, without writing a
 Sweep DDP's bucket_cap_mb for one trace on one modelled cluster and print one row per
 point (each point built and simulated as 'ddpsim run' builds a scenario's points, with the
 same cost terms): p50/p95 step time, the breakdown (forward, backward compute, exposed
-communication, optimizer), overlap and bucket count. Nothing is written unless --out-dir
-is given (then finished points are kept in <out-dir>/points/ and reused by a rerun).
-
-For a full report (plots, Perfetto traces, recommended plan) write a scenario and use
-'ddpsim run'."""
+communication, optimizer), overlap and bucket count. For a full report (plots, Perfetto
+traces, recommended plan) write a scenario and use 'ddpsim run'."""
 
 EPILOG = """\
 examples:

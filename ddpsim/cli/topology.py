@@ -154,7 +154,7 @@ def draw_topology(graph: Any, path: str) -> None:
     ax.set_title(f"{graph.graph.get('name')}: {graph.graph.get('description', '')}", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     ax.axis("off")
-    ensure_dir(Path(path).parent if str(Path(path).parent) else ".")
+    ensure_dir(Path(path).parent)
     fig.savefig(path, dpi=120, bbox_inches="tight")
 
 

@@ -11,14 +11,13 @@ from ddpsim.units import parse_caps
 DESCRIPTION = """\
 How close are ddpsim's predictions for this scenario to real DDP runs on this machine?
 
-Check ddpsim against real DDP on this machine. For SCENARIO's validated bucket_cap_mb points:
-capture the model's trace on all ranks at once, in lockstep (the runs' conditions;
---scenario-trace predicts from the scenario's trace instead); calibrate the machine once with
-the executor (all-reduce and broadcast curves, compute/communication interference fitted to a
-real DDP probe, copy bandwidth; measured once more when the interference fit hits its bound;
-or --calibration FILE); run real DDP at every point (local gloo ranks via torchrun, one
-thread per rank unless the trace says otherwise; each point --repeats times, round-robin);
-simulate the same points; and write reports/<name>/:
+For SCENARIO's validated bucket_cap_mb points: capture the model's trace on all ranks at once,
+in lockstep (the runs' conditions; --scenario-trace predicts from the scenario's trace instead);
+calibrate the machine once with the executor (all-reduce and broadcast curves,
+compute/communication interference fitted to a real DDP probe, copy bandwidth; measured once
+more when the interference fit hits its bound; or --calibration FILE); run real DDP at every
+point (local gloo ranks via torchrun, one thread per rank unless the trace says otherwise; each
+point --repeats times, round-robin); simulate the same points; and write reports/<name>/:
 
   validation.md     the table and the accuracy figures: median |error| of the mean step,
                     points in the measured p10..p90 band or within 10 %, measured-best vs
@@ -45,18 +44,17 @@ the executor holds glibc's allocator steady in every step (--malloc steady) so t
 capture and runs reuse their pages alike. How the figures are made and read:
 docs/VALIDATION.md.
 
-With SCENARIO zoo (or zoo:NAME,NAME,... for some of its models), validate the model zoo
-instead ('ddpsim trace --list-models', zoo:<name>; the torchvision ones need the 'zoo' extra):
-each model as above, one after another, calibrated once, a model already done skipped, with
---caps 1,5,25, --iterations 20 and --warmup 5 unless given; it writes <out-dir>/zoo/summary.md:
-per model the median |error| (wall clock, CPU clock, CPU clock at the runs' load), how often the
-measured mean lies in its prediction interval, and how far predictions from single captures
-land apart; each model's interval joined with the method's error measured on the other models
-(the split-conformal band of their residuals measured / predicted - 1) is scored beside it, and
-every residual is written to <out-dir>/zoo/method_error.json, which 'ddpsim run' and 'ddpsim
-validate' take as --method-error FILE on the same host. The eleven models at 3 caps x 3 rounds
-take tens of minutes on a small CPU host (studies/zoo/README.md); fewer models, --caps and
---repeats give a quick subset. With --reanalyze nothing runs: the models done are analysed again.
+With SCENARIO zoo (or zoo:NAME,NAME,... for some of its models), validate the model zoo instead
+('ddpsim trace --list-models', zoo:<name>; the torchvision ones need the 'zoo' extra): each
+model as above, one after another, calibrated once, a model already done skipped; it writes
+<out-dir>/zoo/summary.md: per model the median |error| (wall clock, CPU clock, CPU clock at the
+runs' load), how often the measured mean lies in its prediction interval, and how far
+predictions from single captures land apart; each model's interval joined with the method's
+error measured on the other models (the split-conformal band of their residuals measured /
+predicted - 1) is scored beside it, and every residual is written to
+<out-dir>/zoo/method_error.json, which 'ddpsim run' and 'ddpsim validate' take as --method-error
+FILE on the same host. The eleven models at 3 caps x 3 rounds take tens of minutes on a small
+CPU host (studies/zoo/README.md); fewer models, --caps and --repeats give a quick subset.
 
 Files are rewritten atomically after every run, so an interrupted validation keeps what it
 measured. Local validation is CPU/gloo; on GPU nodes run the executor under torchrun

@@ -67,25 +67,17 @@ SET_HELP = ("repeatable; the workload: seq_len (a token model's; default: the tr
             "host_s_per_tensor (2.3e-6), and every other field of ddpsim.trace.retime.RooflineAssumptions")
 
 
-def retime_keys() -> dict[str, Any]:
-    """Every key of ``ddpsim retime --set`` with its ``type=``: :data:`WORKLOAD_KEYS`, then every field
-    of :class:`~ddpsim.trace.retime.RooflineAssumptions` (checked by it)."""
+def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """``--set``'s items as (the workload's keyword arguments: :data:`WORKLOAD_KEYS`, the
+    ``RooflineAssumptions``: every other key, one of its fields, checked by it)."""
     from dataclasses import fields
 
-    from ddpsim.cli.args import boolean, number
+    from ddpsim.cli.args import boolean, key_values, number
     from ddpsim.trace.retime import RooflineAssumptions
 
     model = model_keys()
-    return {**{k: model[k] for k in WORKLOAD_KEYS[:3]}, "channels_last": boolean,
-            **{f.name: number for f in fields(RooflineAssumptions)}}
-
-
-def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
-    """``--set``'s items as (the workload's keyword arguments, the ``RooflineAssumptions``)."""
-    from ddpsim.cli.args import key_values
-    from ddpsim.trace.retime import RooflineAssumptions
-
-    given = key_values(args.assume, retime_keys())
+    given = key_values(args.assume, {**{k: model[k] for k in WORKLOAD_KEYS[:3]}, "channels_last": boolean,
+                                     **{f.name: number for f in fields(RooflineAssumptions)}})
     workload = {k: given.pop(k) for k in WORKLOAD_KEYS if k in given}
     try:
         return workload, RooflineAssumptions(**given)

@@ -35,22 +35,6 @@ examples:
   ddpsim topology dgx-h100 --nodes 4 --set fabric=fat-tree --set oversubscription=2 --format json"""
 
 
-def parse_options(pairs: list[str] | None) -> dict[str, Any]:
-    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (int, then float, else string)."""
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise InputError(f"--set: {shorten(pair)} is not accepted; expected KEY=VALUE, e.g. nvlinks_per_gpu=8")
-        k, v = pair.split("=", 1)
-        for conv in (int, float, str.strip):
-            try:
-                out[k.strip().replace("-", "_")] = conv(v)
-                break
-            except ValueError:
-                continue
-    return out
-
-
 #: the image formats --draw writes (by the file's suffix)
 DRAW_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -78,10 +62,22 @@ def add_preset_flags(p: argparse.ArgumentParser, set_help: str) -> None:
 
 
 def resolve_graph(args: argparse.Namespace, catalogue: Any) -> Any:
-    """The topology graph of ``args.topology`` on ``args.nodes`` hosts with ``--set``'s options."""
+    """The topology graph of ``args.topology`` on ``args.nodes`` hosts with ``--set``'s options (each
+    value an int, else a float, else a string)."""
     from ddpsim.network.topology import resolve_topology
 
-    return resolve_topology(args.topology, num_nodes=args.nodes, catalogue=catalogue, **parse_options(args.options))
+    options: dict[str, Any] = {}
+    for pair in args.options or []:
+        if "=" not in pair:
+            raise InputError(f"--set: {shorten(pair)} is not accepted; expected KEY=VALUE, e.g. nvlinks_per_gpu=8")
+        k, v = pair.split("=", 1)
+        for conv in (int, float, str.strip):
+            try:
+                options[k.strip().replace("-", "_")] = conv(v)
+                break
+            except ValueError:
+                continue
+    return resolve_topology(args.topology, num_nodes=args.nodes, catalogue=catalogue, **options)
 
 
 def add_catalogue_flag(p: argparse.ArgumentParser) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from ddpsim.cli.retime import model_keys
@@ -141,19 +142,18 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.trace.capture import capture_trace, derive_depth
     from ddpsim.trace.models import build_model
 
-    kwargs = _model_kwargs(args)
-    target_blocks = None
+    build = partial(build_model, args.model, seed=args.seed, input_shape=args.input_shape, input_dtype=args.input_dtype,
+                    **_model_kwargs(args))
+    target_blocks, depth = None, {}
     if args.derive_depth_from is not None:
         with torch.device("meta"):
-            full = build_model(args.model, seed=args.seed, input_shape=args.input_shape, input_dtype=args.input_dtype, **kwargs)
-        target_blocks = (full.info or {}).get("n_layer")
+            target_blocks = (build().info or {}).get("n_layer")
         if target_blocks is None:
             raise InputError(f"--derive-depth-from: model {args.model!r} has no n_layer; expected bert-base or gpt2-*")
         if args.derive_depth_from > target_blocks:
             raise InputError(f"--derive-depth-from: {args.derive_depth_from} is more than the model's {target_blocks} blocks")
-        del full
-        kwargs["n_layer"] = args.derive_depth_from
-    spec = build_model(args.model, seed=args.seed, input_shape=args.input_shape, input_dtype=args.input_dtype, **kwargs)
+        depth = {"n_layer": args.derive_depth_from}
+    spec = build(**depth)
     if args.batch_size is None:
         args.batch_size = (spec.info or {}).get("example_batch_size")
         if args.batch_size is None:
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
 
         graph = capture_compiled_graph(spec, [p for _, p, _ in ddp_params(spec.module)], batch_size=args.batch_size)
     if args.graph_into is not None:
-        trace = replace(_graph_base(args, spec), compiled_graph=graph)
+        trace = _graph_base(args, spec)
     else:
         command = _command(args)
         trace = capture_trace(spec, device=args.device, batch_size=args.batch_size, num_iters=args.iterations,
@@ -180,8 +180,8 @@ def run(args: argparse.Namespace) -> int:
                               measure_hook_overhead=not args.no_hook_overhead, command=command, seed=args.seed)
         if target_blocks is not None:
             trace = derive_depth(trace, num_blocks=target_blocks, command=command)
-        if graph is not None:
-            trace = replace(trace, compiled_graph=graph)
+    if graph is not None:
+        trace = replace(trace, compiled_graph=graph)
     return write_trace(trace, args.out)
 
 

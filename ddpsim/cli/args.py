@@ -69,7 +69,6 @@ def int_in(minimum: int, maximum: int) -> Callable[[str], int]:
             raise _refuse(value, expected)
         return value
 
-    parse.__name__ = "integer"
     return parse
 
 
@@ -86,7 +85,6 @@ def float_in(minimum: float, *, above: bool = False, maximum: float = math.inf) 
             raise _refuse(text, expected)
         return value
 
-    parse.__name__ = "number"
     return parse
 
 
@@ -107,7 +105,6 @@ def from_parser(fn: Callable[[str], Any]) -> Callable[[str], Any]:
         except InputError as exc:
             raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
 
-    parse.__name__ = getattr(fn, "__name__", "value")
     return parse
 
 
@@ -149,7 +146,6 @@ def choice(values: Sequence[str]) -> Callable[[str], str]:
             raise _refuse(text, f"one of {', '.join(values)}")
         return value
 
-    parse.__name__ = "choice"
     return parse
 
 

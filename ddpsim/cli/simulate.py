@@ -136,11 +136,9 @@ def run(args: argparse.Namespace) -> int:
     out.write(f"\nbuckets of iteration {k}, rank {res.ranks[0]} (ms from simulation start):\n")
     out.write(_table(brows))
     out.write("\nsummary (steady state):\n")
-    for key, v in summary.items():
-        if key.endswith("_s"):
-            out.write(f"  {key[:-2] + '_ms':<22} {v * 1e3:.4g}\n")
-        else:
-            out.write(f"  {key:<22} {v:.4g}\n")
+    for key, v in summary.items():  # seconds as milliseconds
+        ms = key.endswith("_s")
+        out.write(f"  {key[:-2] + '_ms' if ms else key:<22} {v * 1e3 if ms else v:.4g}\n")
     j = m.get("join")
     if j:  # an epoch under Join (ddpsim.engine.join): iteration_mean is the epoch's mean step
         out.write(f"\njoin: epoch {j['epoch_s'] * 1e3:.4g} ms over {j['epoch_iterations']} iterations (final sync "

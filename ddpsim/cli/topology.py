@@ -133,8 +133,7 @@ def draw_topology(graph: Any, path: str) -> None:
     n = graph.number_of_nodes()
     fig = new_figure(figsize=(max(8, min(40, n * 0.35)), 6))
     ax = fig.subplots()
-    bws = [d[BANDWIDTH] for _, _, d in graph.edges(data=True)]
-    top = max(bws)
+    top = max(d[BANDWIDTH] for _, _, d in graph.edges(data=True))
     for lt, c in colors.items():
         es = [(u, v) for u, v, d in graph.edges(data=True) if d[LINK_TYPE] == lt]
         if es:

@@ -27,10 +27,7 @@ from ddpsim.trace.records import Trace, load_trace  # noqa: F401  (re-exported)
 
 
 def plan(trace: Trace, *, bucket_cap_mb: float | None = None, **ddp_options: Any):
-    """The steady-state buckets DDP builds for ``trace`` (a DataFrame, one row per bucket).
-
-    Example: ``api.plan(api.load_trace("traces/mlp.cpu.json"), bucket_cap_mb=1)``.
-    """
+    """The steady-state buckets DDP builds for ``trace`` (a DataFrame, one row per bucket)."""
     import pandas as pd
 
     p = plan_ddp(trace, DDPOptions(bucket_cap_mb=bucket_cap_mb, **ddp_options))
@@ -62,10 +59,7 @@ def simulate(trace: Trace | str | Path, *, bucket_cap_mb: float | None = None, p
              simulate_fn: Callable | None = None, **keys: Any):
     """Simulate one configuration (``keys``: :func:`adhoc_scenario`'s); returns the engine's
     :class:`~ddpsim.engine.result.SimResult`, the point run as ``ddpsim simulate`` runs its point (the
-    points runner, alone); ``plan`` replaces DDP's buckets, ``simulate_fn`` the engine.
-
-    Example: ``api.simulate("traces/mlp.cpu.json", topology="cpu-gloo", world_size=2).summary()``.
-    """
+    points runner, alone); ``plan`` replaces DDP's buckets, ``simulate_fn`` the engine."""
     from dataclasses import replace
 
     from ddpsim.pipeline.sweep import run_sweep
@@ -84,10 +78,7 @@ SWEEP_CAPS = (None, 1, 5, 25, 100)
 def sweep(trace: Trace | str | Path, *, bucket_cap_mb: Sequence[float | None] = SWEEP_CAPS,
           jobs: int | None = None, progress: bool = False, simulate_fn: Callable | None = None, **keys: Any):
     """Sweep ``bucket_cap_mb`` (``keys``: :func:`adhoc_scenario`'s); returns the sweep table (a DataFrame,
-    one row per point).
-
-    Example: ``api.sweep("traces/mlp.cpu.json", bucket_cap_mb=[None, 1, 5])[["point", "iteration_p50_s"]]``.
-    """
+    one row per point)."""
     from ddpsim.pipeline.sweep import run_sweep, sweep_table
 
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
@@ -104,10 +95,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     returns a :class:`Report`. ``jobs``: processes (default: the CPUs this process may use);
     ``plots``: write the PNGs; ``simulate_fn`` / ``build_fn`` replace the engine and
     :meth:`Scenario.build_point`; ``method_error``: a residual file whose measured error the
-    answer states (:mod:`ddpsim.pipeline.method_error`).
-
-    Example: ``api.run_scenario("default", out_dir="/tmp/reports", plots=False).summary["best"]``.
-    """
+    answer states (:mod:`ddpsim.pipeline.method_error`)."""
     from functools import partial
 
     from ddpsim.pipeline.scenario_run import run_scenario as run

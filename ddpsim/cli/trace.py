@@ -16,12 +16,9 @@ What does one training step of this model cost, parameter by parameter, on this 
 
 Run a real model for warm-up + measured training steps on one device and record, in DDP's
 parameter order, each parameter's shape, bytes and gradient-ready time (post-accumulate-grad
-hooks), plus forward/backward/optimizer/zero_grad times. With --derive-depth-from, capture a
-reduced-depth transformer and extend it to full depth (marked 'synthetic' with every
-assumption). With --compiled-graph, also record the model's Dynamo graphs as torch.compile's
-DDPOptimizer walks them (what a scenario's compile: block needs to split them at any cap); with
---graph-into, add them to an existing trace of the model. Writes a versioned trace JSON;
-'ddpsim retime' re-times one for a GPU. Needs PyTorch (pip install "ddpsim[capture]").
+hooks), plus forward/backward/optimizer/zero_grad times (--derive-depth-from's trace is marked
+'synthetic' with every assumption). Writes a versioned trace JSON; 'ddpsim retime' re-times one
+for a GPU. Needs PyTorch (pip install "ddpsim[capture]").
 
 With --from-profile, the trace comes from a real run instead: one rank's torch.profiler trace
 (the Chrome/Kineto JSON of export_chrome_trace or tensorboard_trace_handler, .json or

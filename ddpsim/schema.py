@@ -17,7 +17,7 @@ import math
 import typing
 from typing import Any, Callable, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 
 from ddpsim.errors import InputError, shorten
@@ -91,15 +91,9 @@ def _adapter(model: Any) -> TypeAdapter:
 
 
 def format_version(number: int) -> Any:
-    """A format's ``version`` field: the integer ``number`` and nothing else (strict: not
-    ``true``, not ``1.0``)."""
-
-    def check(v: int) -> int:
-        if v != number:
-            raise ValueError(f"expected {number}")
-        return v
-
-    return typing.Annotated[int, Strict(), AfterValidator(check)]
+    """A format's ``version`` field: the integer ``number`` and nothing else (strict: not ``true``, not
+    ``1.0``; another integer is told the one accepted)."""
+    return typing.Annotated[int, Strict(), rule(str(number), lambda v: type(v) is not int or v == number)]
 
 
 def models_in(tp: Any) -> list[type[BaseModel]]:

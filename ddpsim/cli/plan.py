@@ -127,16 +127,12 @@ def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str 
         from ddpsim.plan.planner import mb_text
 
         cap = f"ignored, bucket_cap_mb_list=[{', '.join(mb_text(x) for x in o.bucket_cap_mb_list)}] MiB"
-    flags = [name for name, on in (("find_unused_parameters", o.find_unused_parameters),
-                                   ("static_graph", o.static_graph),
-                                   ("gradient_as_bucket_view", o.gradient_as_bucket_view)) if on]
+    flags = [n for n in ("find_unused_parameters", "static_graph", "gradient_as_bucket_view") if getattr(o, n)]
     if o.delay_all_reduce_named_params is not None:
         flags.append(f"delay_all_reduce_named_params={','.join(o.delay_all_reduce_named_params)} "
                      f"(hook {o.param_to_hook_all_reduce})")
-    lines = [
-        f"trace: {trace_path} (model {trace.model}, {trace.num_params} parameters, "
-        f"{trace.total_param_bytes} B = {format_size(trace.total_param_bytes)})",
-    ]
+    lines = [f"trace: {trace_path} (model {trace.model}, {trace.num_params} parameters, "
+             f"{trace.total_param_bytes} B = {format_size(trace.total_param_bytes)})"]
     if plan_path is not None:
         lines.append(f"plan: explicit, from {plan_path} (validated; applies from iteration 1, never rebuilt)")
     else:

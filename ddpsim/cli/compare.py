@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ddpsim.cli.args import add_verb, nonempty
 from ddpsim.errors import InputError
 
 DESCRIPTION = """\
@@ -46,8 +47,6 @@ recorded buckets) stops with one line and exit status 2."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, nonempty
-
     p = add_verb(subparsers, "compare", help="compare a profiled DDP run with ddpsim's prediction",
                  description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("profiles", metavar="PROFILE", nargs="+", type=nonempty,

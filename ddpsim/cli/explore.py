@@ -7,6 +7,8 @@ import logging
 from functools import partial
 from typing import Any
 
+from ddpsim.cli.args import add_verb, nonempty
+
 log = logging.getLogger(__name__)
 
 DESCRIPTION = """\
@@ -41,7 +43,6 @@ point at a real Ray cluster: docs/EXPLORE.md."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, nonempty
     from ddpsim.cli.run import add_report_flags
 
     p = add_verb(subparsers, "explore", help="simulate a design space of systems, scales and plans",

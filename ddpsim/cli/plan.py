@@ -8,6 +8,9 @@ import logging
 import sys
 from typing import Any
 
+from ddpsim.cli.args import add_format, add_verb, nonempty, output_file, text_table
+from ddpsim.units import format_size
+
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +36,6 @@ in launch order, every trainable parameter exactly once, one dtype per bucket)."
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_format, add_verb, nonempty, output_file
-
     p = add_verb(subparsers, "plan", help="show DDP's bucket plan for a trace", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("trace", metavar="TRACE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
     p.add_argument("--options", metavar="JSON|FILE", default=None,
@@ -96,8 +97,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rows(plan: Any, trace: Any) -> list[dict[str, Any]]:
-    from ddpsim.units import format_size
-
     rows = []
     layouts = [("steady", plan.steady, plan.rebuild_iteration or 1)]
     if plan.rebuild_iteration is not None:
@@ -118,9 +117,6 @@ CSV_FIELDS = ["layout", "index", "num_params", "size_bytes", "size", "dtype", "f
 
 def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str | None = None) -> str:
     """The human view: header, steady-state buckets in launch order, first-iteration line."""
-    from ddpsim.cli.args import text_table
-    from ddpsim.units import format_size
-
     o = plan.options
     cap = (f"{o.bucket_cap_mb:g} MiB" if o.cap_given else f"not given ({format_size(o.bucket_bytes_cap)})")
     if o.bucket_cap_mb_list:

@@ -9,7 +9,9 @@ import argparse
 import logging
 from typing import Any
 
+from ddpsim.cli.args import add_set, add_verb, int_in, nonempty
 from ddpsim.errors import InputError
+from ddpsim.units import MAX_JOBS
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +40,6 @@ examples:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, nonempty
-
     p = add_verb(subparsers, "run", help="run a scenario and write its report", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, type=nonempty,
                    help="scenario YAML path or bundled name; default: 'default'")
@@ -72,9 +72,6 @@ def run(args: argparse.Namespace) -> int:
 def add_report_flags(p: argparse.ArgumentParser, jobs: str) -> None:
     """The flags of a scenario's report (``run``, ``explore``): its folder, ``jobs`` processes, ``--set``, and
     no plots or progress."""
-    from ddpsim.cli.args import add_set, int_in, nonempty
-    from ddpsim.units import MAX_JOBS
-
     p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
                    help="parent folder of the report; default: reports")
     p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS),
@@ -113,8 +110,6 @@ def command_scenario(args: argparse.Namespace, command: str, **keys: Any):
 def add_scenario_flags(p: argparse.ArgumentParser, *, topology_default: str | None) -> None:
     """The flags of a scenario made on the command line (``sweep``, ``simulate``): its trace and its
     cluster; every other scenario key through ``--set``."""
-    from ddpsim.cli.args import add_set, nonempty
-
     p.add_argument("--trace", metavar="FILE", required=True, type=nonempty, help="trace JSON written by 'ddpsim trace'")
     p.add_argument("--topology", metavar="PRESET|FILE", default=None, type=nonempty,
                    help="topology preset ('ddpsim topology --list') or YAML file, the scenario key cluster.topology"

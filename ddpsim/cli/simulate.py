@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from ddpsim.cli.args import add_format, add_verb, text_table
 from ddpsim.errors import InputError
 
 DESCRIPTION = """\
@@ -40,7 +41,6 @@ a '# name' comment line; --format json prints {summary, iterations, buckets, met
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_format, add_verb
     from ddpsim.cli.run import add_scenario_flags
 
     p = add_verb(subparsers, "simulate", help="simulate DDP training of a trace on a cluster", description=DESCRIPTION,
@@ -93,8 +93,6 @@ def _steady_bucket_rows(res) -> tuple[int | None, list[dict[str, Any]]]:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     """Aligned rows: a bool ``yes`` or empty, a float to 4 significant digits (1 decimal from 1e4)."""
-    from ddpsim.cli.args import text_table
-
     def cell(v: Any) -> str:
         if isinstance(v, bool):
             return "yes" if v else ""

@@ -6,6 +6,9 @@ import argparse
 import sys
 from typing import Any
 
+from ddpsim.cli.args import add_format, add_verb, int_in, nonempty, text_table
+from ddpsim.units import MAX_JOBS
+
 DESCRIPTION = """\
 Which bucket_cap_mb is fastest for this trace on this cluster, without writing a scenario?
 
@@ -30,9 +33,7 @@ calibration, simulation.iterations, ddp.comm_hook..."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_format, add_verb, int_in, nonempty
     from ddpsim.cli.run import add_scenario_flags
-    from ddpsim.units import MAX_JOBS
 
     p = add_verb(subparsers, "sweep", help="sweep bucket_cap_mb for a trace", description=DESCRIPTION, epilog=EPILOG)
     add_scenario_flags(p, topology_default="cpu-gloo")
@@ -47,7 +48,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.api import SWEEP_CAPS
-    from ddpsim.cli.args import text_table
     from ddpsim.cli.run import command_scenario
     from ddpsim.report.tables import to_csv_text
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table

@@ -6,7 +6,9 @@ import argparse
 import json
 from typing import Any
 
+from ddpsim.cli.args import add_format, add_verb, from_parser, int_in, is_folder, nonempty
 from ddpsim.errors import InputError, shorten
+from ddpsim.units import MAX_NODES
 
 DESCRIPTION = """\
 What devices, links and NCCL channels does this cluster topology have?
@@ -43,7 +45,6 @@ def drawing_path(text: str) -> str:
     """``--draw``'s file: a path ending in one of :data:`DRAW_SUFFIXES`, not a folder."""
     from pathlib import Path
 
-    from ddpsim.cli.args import is_folder
 
     if Path(text).suffix.lower() not in DRAW_SUFFIXES or is_folder(text, "an image file path"):
         raise InputError(f"--draw: {shorten(text)} is not accepted; expected an image file path ending in "
@@ -53,9 +54,6 @@ def drawing_path(text: str) -> str:
 
 def add_preset_flags(p: argparse.ArgumentParser, set_help: str) -> None:
     """``--nodes N`` and ``--set KEY=VALUE`` (repeatable): a preset's hosts and options."""
-    from ddpsim.cli.args import int_in
-    from ddpsim.units import MAX_NODES
-
     p.add_argument("--nodes", default=1, type=int_in(1, MAX_NODES), metavar="N",
                    help="number of hosts (presets only); default: 1")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options", help=set_help)
@@ -82,15 +80,11 @@ def resolve_graph(args: argparse.Namespace, catalogue: Any) -> Any:
 
 def add_catalogue_flag(p: argparse.ArgumentParser) -> None:
     """``--catalogue FILE``: a hardware catalogue YAML adding GPUs and systems to the bundled one."""
-    from ddpsim.cli.args import nonempty
-
     p.add_argument("--catalogue", metavar="FILE", default=None, type=nonempty,
                    help="a hardware catalogue YAML adding your GPUs and systems (format: ddpsim/hardware/catalogue.yaml)")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_format, add_verb, from_parser, nonempty
-
     p = add_verb(subparsers, "topology", help="summarise and draw a cluster topology", description=DESCRIPTION,
                  epilog=EPILOG)
     p.add_argument("topology", metavar="PRESET|FILE", type=nonempty, nargs="?", default=None,

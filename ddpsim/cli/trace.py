@@ -8,8 +8,11 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from ddpsim.cli.args import (add_verb, flag_words, int_in, key_values, lower, nonempty, output_file,
+                             require_torch, value_word)
 from ddpsim.cli.retime import model_keys
 from ddpsim.errors import InputError
+from ddpsim.units import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_LAYERS, MAX_SEED, MAX_THREADS
 
 DESCRIPTION = """\
 What does one training step of this model cost, parameter by parameter, on this device?
@@ -54,9 +57,6 @@ SET_HELP = ("how the model is built and run, repeatable: dtype (float32, bfloat1
 
 
 def add_parser(subparsers: Any) -> None:
-    from ddpsim.cli.args import add_verb, int_in, lower, nonempty, output_file
-    from ddpsim.units import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_LAYERS, MAX_SEED, MAX_THREADS
-
     p = add_verb(subparsers, "trace", help="capture a model's training-step trace", description=DESCRIPTION,
                  epilog=EPILOG)
     p.add_argument("--list-models", action="store_true", help="print the built-in and zoo model names and exit")
@@ -90,8 +90,6 @@ def add_parser(subparsers: Any) -> None:
 def _command(args: argparse.Namespace) -> str:
     """The ``ddpsim trace`` command line of ``args`` (stored in the trace): the capture's flags in the order one
     would type them, ``--set``'s keys, then the switches."""
-    from ddpsim.cli.args import flag_words, value_word
-
     sets = [w for key in model_keys() if (v := getattr(args, key, None)) is not None
             for w in ("--set", f"{key}={value_word(v)}")]
     flags = ("model", "device", "batch_size", "iterations", "warmup", "out", "num_threads", "seed", "derive_depth_from")
@@ -105,14 +103,11 @@ def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def apply_model_set(args: argparse.Namespace) -> None:
     """``args`` with every key of :func:`model_keys` set as an attribute: ``--set``'s value, else None."""
-    from ddpsim.cli.args import key_values
-
     table = model_keys()
     vars(args).update({key: None for key in table}, **key_values(args.model_set, table))
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.cli.args import require_torch
     from ddpsim.cli.retime import write_trace
 
     apply_model_set(args)

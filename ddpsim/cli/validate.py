@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ddpsim.errors import shorten
-from ddpsim.units import parse_caps
+from ddpsim.cli.args import add_verb, float_in, from_parser, int_in, nonempty, require_torch
+from ddpsim.errors import InputError, shorten
+from ddpsim.units import MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS, MAX_TIMEOUT_S, parse_caps
 
 DESCRIPTION = """\
 How close are ddpsim's predictions for this scenario to real DDP runs on this machine?
@@ -71,8 +72,6 @@ zoo model done again."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, float_in, from_parser, int_in, nonempty
-    from ddpsim.units import MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS, MAX_TIMEOUT_S
     from ddpsim.validation.measure import DEFAULT_TIMEOUT_S, LAUNCH_MODES
 
     p = add_verb(subparsers, "validate", help="compare predictions with real DDP runs on this machine",
@@ -131,8 +130,6 @@ SCENARIO_ONLY = {"num_threads": None, "no_bucket_timing": False, "scenario_trace
 
 def zoo_models(scenario: str | None) -> list[str] | None:
     """The zoo models SCENARIO names (``[]``: every one), or None when it names a scenario."""
-    from ddpsim.errors import InputError
-
     if scenario is None or (scenario != ZOO and not scenario.startswith(ZOO + ":")):
         return None
     models = [m.strip() for m in scenario[len(ZOO) + 1:].split(",") if m.strip()]
@@ -143,8 +140,6 @@ def zoo_models(scenario: str | None) -> list[str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.cli.args import require_torch
-
     models = zoo_models(args.scenario)
     if models is not None:
         return validate_zoo(args, models)
@@ -167,9 +162,6 @@ def run(args: argparse.Namespace) -> int:
 def validate_zoo(args: argparse.Namespace, models: list[str]) -> int:
     """``ddpsim validate zoo[:NAME,...]``: run or reanalyse ``models`` (``[]``: all); a scenario's
     flag is refused."""
-    from ddpsim.cli.args import require_torch
-    from ddpsim.errors import InputError
-
     for key, unset in SCENARIO_ONLY.items():
         value = getattr(args, key)
         if value != unset:

@@ -15,14 +15,20 @@ Each builds a scenario and runs its points as ``ddpsim run`` does.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ddpsim.pipeline import scenario_run
 from ddpsim.pipeline.run import cost_terms  # noqa: F401  (re-exported)
 from ddpsim.pipeline.scenario import Scenario, load_scenario, scenario_from_dict  # noqa: F401  (re-exported)
+from ddpsim.pipeline.scenario_schema import ScenarioFile
+from ddpsim.pipeline.sweep import run_sweep, sweep_table
 from ddpsim.plan.planner import BucketPlan, DDPOptions, plan_ddp
 from ddpsim.report.plots import sweep_figure, timeline_figure  # noqa: F401  (re-exported)
-from ddpsim.report.scenario_report import Report  # noqa: F401  (re-exported)
+from ddpsim.report.scenario_report import Report, start_drawing, write_report
+from ddpsim.schema import validate
 from ddpsim.trace.records import Trace, load_trace  # noqa: F401  (re-exported)
 
 
@@ -48,9 +54,6 @@ def adhoc_scenario(*, trace: Trace | str | Path, topology: str = "cpu-gloo", wor
                          "sweep": {"bucket_cap_mb": list(bucket_cap_mb)}, "timelines": []}
     d.update(extra)
     if isinstance(trace, Trace):
-        from ddpsim.pipeline.scenario_schema import ScenarioFile
-        from ddpsim.schema import validate
-
         return Scenario(validate(ScenarioFile, d, "api"))
     return scenario_from_dict(d, source="api")
 
@@ -60,10 +63,6 @@ def simulate(trace: Trace | str | Path, *, bucket_cap_mb: float | None = None, p
     """Simulate one configuration (``keys``: :func:`adhoc_scenario`'s); returns the engine's
     :class:`~ddpsim.engine.result.SimResult`, the point run as ``ddpsim simulate`` runs its point (the
     points runner, alone); ``plan`` replaces DDP's buckets, ``simulate_fn`` the engine."""
-    from dataclasses import replace
-
-    from ddpsim.pipeline.sweep import run_sweep
-
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     sc = adhoc_scenario(trace=tr, bucket_cap_mb=[bucket_cap_mb], **keys)
     build = None if plan is None else (lambda s, p, t: replace(s.build_point(p, trace=t), plan=plan))
@@ -79,8 +78,6 @@ def sweep(trace: Trace | str | Path, *, bucket_cap_mb: Sequence[float | None] = 
           jobs: int | None = None, progress: bool = False, simulate_fn: Callable | None = None, **keys: Any):
     """Sweep ``bucket_cap_mb`` (``keys``: :func:`adhoc_scenario`'s); returns the sweep table (a DataFrame,
     one row per point)."""
-    from ddpsim.pipeline.sweep import run_sweep, sweep_table
-
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     sc = adhoc_scenario(trace=tr, bucket_cap_mb=list(dict.fromkeys([None, *bucket_cap_mb])), **keys)
     return sweep_table(run_sweep(sc, trace=tr, jobs=jobs, progress=progress, simulate=simulate_fn))
@@ -96,11 +93,7 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     ``plots``: write the PNGs; ``simulate_fn`` / ``build_fn`` replace the engine and
     :meth:`Scenario.build_point`; ``method_error``: a residual file whose measured error the
     answer states (:mod:`ddpsim.pipeline.method_error`)."""
-    from functools import partial
-
-    from ddpsim.pipeline.scenario_run import run_scenario as run
-    from ddpsim.report.scenario_report import start_drawing, write_report
-
-    return write_report(run(scenario, out_dir=out_dir, jobs=jobs, progress=progress, simulate_fn=simulate_fn,
-                            build_fn=build_fn, method_error=method_error,
-                            start_report=partial(start_drawing, plots=plots)), plots=plots)
+    rep = scenario_run.run_scenario(scenario, out_dir=out_dir, jobs=jobs, progress=progress, simulate_fn=simulate_fn,
+                                    build_fn=build_fn, method_error=method_error,
+                                    start_report=partial(start_drawing, plots=plots))
+    return write_report(rep, plots=plots)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from pathlib import Path
 from typing import Any, Callable, Container, Sequence
 
 from ddpsim.errors import InputError, cut, shorten
@@ -122,8 +123,6 @@ def output_file(text: str) -> str:
 
 def is_folder(text: str, expected: str) -> bool:
     """Whether ``text`` names an existing folder; a path the system cannot look up is refused."""
-    from pathlib import Path
-
     try:
         return Path(text).is_dir()
     except OSError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from ddpsim.cli.args import add_verb, nonempty
@@ -59,8 +60,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from ddpsim.pipeline.explore import load_space, run_explore
     from ddpsim.pipeline.explore_table import explore_table, load_prices
     from ddpsim.pipeline.sweep import default_jobs

@@ -7,6 +7,7 @@ errors included) becomes ``ddpsim: error: <one line>`` on stderr and exit status
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 
@@ -20,8 +21,6 @@ COMMANDS = ("run", "sweep", "simulate", "plan", "collectives", "topology", "trac
 
 def build_parser(commands: tuple[str, ...] = COMMANDS) -> ArgParser:
     """The parser of ``ddpsim`` with the verbs ``commands`` (each verb's module imported by it)."""
-    import importlib
-
     parser = ArgParser(
         prog="ddpsim",
         description="Predict PyTorch DDP training speed on a machine you do not have: trace a real model, "

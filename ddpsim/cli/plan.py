@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import replace
 from typing import Any
 
 from ddpsim.cli.args import add_format, add_verb, nonempty, output_file, text_table
@@ -62,8 +63,6 @@ def warn_cap_ignored(bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[floa
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from ddpsim.io import write_text_atomic
     from ddpsim.plan.planner import load_plan, options_document, options_from_dict, plan_ddp
     from ddpsim.trace.records import load_trace

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from dataclasses import fields
 from typing import Any
 
 from ddpsim.cli.args import (add_verb, boolean, choice, flag_words, from_parser, int_in, key_values, lower,
@@ -71,8 +72,6 @@ SET_HELP = ("repeatable; the workload: seq_len (a token model's; default: the tr
 def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     """``--set``'s items as (the workload's keyword arguments: :data:`WORKLOAD_KEYS`, the
     ``RooflineAssumptions``: every other key, one of its fields, checked by it)."""
-    from dataclasses import fields
-
     from ddpsim.trace.retime import RooflineAssumptions
 
     model = model_keys()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from typing import Any
 
 from ddpsim.cli.args import add_format, add_verb, text_table
@@ -104,8 +105,6 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
     rec = simulate_point(args)
     res = rec.result
     summary = res.summary()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 from ddpsim.cli.args import add_format, add_verb, from_parser, int_in, is_folder, nonempty
@@ -43,9 +45,6 @@ DRAW_SUFFIXES = (".png", ".svg", ".pdf")
 
 def drawing_path(text: str) -> str:
     """``--draw``'s file: a path ending in one of :data:`DRAW_SUFFIXES`, not a folder."""
-    from pathlib import Path
-
-
     if Path(text).suffix.lower() not in DRAW_SUFFIXES or is_folder(text, "an image file path"):
         raise InputError(f"--draw: {shorten(text)} is not accepted; expected an image file path ending in "
                          f"{', '.join(DRAW_SUFFIXES)}")
@@ -100,9 +99,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def draw_topology(graph: Any, path: str) -> None:
     """Draw ``graph`` in layers (devices at the bottom, spines on top) to ``path``."""
-    import re
-    from pathlib import Path
-
     import matplotlib
     import networkx as nx
 

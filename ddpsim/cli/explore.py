@@ -87,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
     files = write_explore_report(table, out, title=space.name, cost_label=cost_label, notes=notes,
                                  plots=not args.no_plots)
     front = table[table["on_front"]]
-    best = table.loc[table["throughput_samples_per_s"].idxmax()] if table["throughput_samples_per_s"].notna().any() else None
     print(f"{space.name}: {len(table)} points, {len(front)} on the Pareto front of throughput against cost ({cost_label})")
-    if best is not None:
+    if table["throughput_samples_per_s"].notna().any():
+        best = table.loc[table["throughput_samples_per_s"].idxmax()]
         print(f"fastest: {best['point']}: {best['throughput_samples_per_s']:.4g} samples/s on {best['world_size']} GPUs, "
               f"scaling efficiency {best['scaling_efficiency']:.3f}")
     print(f"report: {out / 'report.md'} ({len(files)} files)")

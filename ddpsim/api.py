@@ -15,21 +15,25 @@ Each builds a scenario and runs its points as ``ddpsim run`` does.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ddpsim.pipeline import scenario_run
 from ddpsim.pipeline.run import cost_terms  # noqa: F401  (re-exported)
 from ddpsim.pipeline.scenario import Scenario, load_scenario, scenario_from_dict  # noqa: F401  (re-exported)
+from ddpsim.pipeline.scenario_schema import ScenarioFile
+from ddpsim.pipeline.sweep import run_sweep, sweep_table
 from ddpsim.plan.planner import BucketPlan, DDPOptions, plan_ddp
-from ddpsim.report.scenario_report import Report  # noqa: F401  (re-exported)
+from ddpsim.report.plots import sweep_figure, timeline_figure  # noqa: F401  (re-exported)
+from ddpsim.report.scenario_report import Report, start_drawing, write_report
+from ddpsim.schema import validate
 from ddpsim.trace.records import Trace, load_trace  # noqa: F401  (re-exported)
 
 
 def plan(trace: Trace, *, bucket_cap_mb: float | None = None, **ddp_options: Any):
-    """The steady-state buckets DDP builds for ``trace`` (a DataFrame, one row per bucket).
-
-    Example: ``api.plan(api.load_trace("traces/mlp.cpu.json"), bucket_cap_mb=1)``.
-    """
+    """The steady-state buckets DDP builds for ``trace`` (a DataFrame, one row per bucket)."""
     import pandas as pd
 
     p = plan_ddp(trace, DDPOptions(bucket_cap_mb=bucket_cap_mb, **ddp_options))
@@ -50,47 +54,32 @@ def adhoc_scenario(*, trace: Trace | str | Path, topology: str = "cpu-gloo", wor
                          "sweep": {"bucket_cap_mb": list(bucket_cap_mb)}, "timelines": []}
     d.update(extra)
     if isinstance(trace, Trace):
-        from ddpsim.pipeline.scenario_schema import ScenarioFile
-        from ddpsim.schema import validate
-
         return Scenario(validate(ScenarioFile, d, "api"))
     return scenario_from_dict(d, source="api")
 
 
-def simulate(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
-             bucket_cap_mb: float | None = None, iterations: int = 6, seed: int = 0, comm_hook: str = "none",
-             plan: BucketPlan | None = None, simulate_fn: Callable | None = None):
-    """Simulate one configuration; returns the engine's :class:`~ddpsim.engine.result.SimResult`.
-
-    The point is run as ``ddpsim simulate`` runs its point (the points runner, alone);
-    ``plan`` replaces DDP's buckets, ``simulate_fn`` the engine.
-
-    Example: ``api.simulate("traces/mlp.cpu.json", topology="cpu-gloo", world_size=2).summary()``.
-    """
-    from dataclasses import replace
-
-    from ddpsim.pipeline.sweep import run_sweep
-
+def simulate(trace: Trace | str | Path, *, bucket_cap_mb: float | None = None, plan: BucketPlan | None = None,
+             simulate_fn: Callable | None = None, **keys: Any):
+    """Simulate one configuration (``keys``: :func:`adhoc_scenario`'s); returns the engine's
+    :class:`~ddpsim.engine.result.SimResult`, the point run as ``ddpsim simulate`` runs its point (the
+    points runner, alone); ``plan`` replaces DDP's buckets, ``simulate_fn`` the engine."""
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
-    sc = adhoc_scenario(trace=tr, topology=topology, world_size=world_size, nodes=nodes, bucket_cap_mb=[bucket_cap_mb],
-                        iterations=iterations, seed=seed, comm_hook=comm_hook)
+    sc = adhoc_scenario(trace=tr, bucket_cap_mb=[bucket_cap_mb], **keys)
     build = None if plan is None else (lambda s, p, t: replace(s.build_point(p, trace=t), plan=plan))
     return run_sweep(sc, trace=tr, jobs=1, progress=False, points=[sc.point_at(bucket_cap_mb)], alone=True,
                      simulate=simulate_fn, build=build)[0].result
 
 
-def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
-          bucket_cap_mb: Sequence[float | None] = (None, 1, 5, 25, 100), iterations: int = 6, seed: int = 0,
-          comm_hook: str = "none", jobs: int | None = None, progress: bool = False, simulate_fn: Callable | None = None):
-    """Sweep ``bucket_cap_mb``; returns the sweep table (a DataFrame, one row per point).
+#: the caps a sweep runs unless given (None: not given, DDP's default)
+SWEEP_CAPS = (None, 1, 5, 25, 100)
 
-    Example: ``api.sweep("traces/mlp.cpu.json", bucket_cap_mb=[None, 1, 5])[["point", "iteration_p50_s"]]``.
-    """
-    from ddpsim.pipeline.sweep import run_sweep, sweep_table
 
+def sweep(trace: Trace | str | Path, *, bucket_cap_mb: Sequence[float | None] = SWEEP_CAPS,
+          jobs: int | None = None, progress: bool = False, simulate_fn: Callable | None = None, **keys: Any):
+    """Sweep ``bucket_cap_mb`` (``keys``: :func:`adhoc_scenario`'s); returns the sweep table (a DataFrame,
+    one row per point)."""
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
-    sc = adhoc_scenario(trace=tr, topology=topology, world_size=world_size, nodes=nodes, iterations=iterations, seed=seed,
-                        comm_hook=comm_hook, bucket_cap_mb=list(dict.fromkeys([None, *bucket_cap_mb])))
+    sc = adhoc_scenario(trace=tr, bucket_cap_mb=list(dict.fromkeys([None, *bucket_cap_mb])), **keys)
     return sweep_table(run_sweep(sc, trace=tr, jobs=jobs, progress=progress, simulate=simulate_fn))
 
 
@@ -103,36 +92,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     returns a :class:`Report`. ``jobs``: processes (default: the CPUs this process may use);
     ``plots``: write the PNGs; ``simulate_fn`` / ``build_fn`` replace the engine and
     :meth:`Scenario.build_point`; ``method_error``: a residual file whose measured error the
-    answer states (:mod:`ddpsim.pipeline.method_error`).
-
-    Example: ``api.run_scenario("default", out_dir="/tmp/reports", plots=False).summary["best"]``.
-    """
-    from functools import partial
-
-    from ddpsim.pipeline.scenario_run import run_scenario as run
-    from ddpsim.report.scenario_report import start_drawing, write_report
-
-    return write_report(run(scenario, out_dir=out_dir, jobs=jobs, progress=progress, simulate_fn=simulate_fn,
-                            build_fn=build_fn, method_error=method_error,
-                            start_report=partial(start_drawing, plots=plots)), plots=plots)
-
-
-def sweep_figure(table: Any, title: str = ""):
-    """The sweep plot of a sweep table (a matplotlib Figure)."""
-    from ddpsim.report import plots
-
-    return plots.sweep_figure(table, title)
-
-
-def timeline_figure(result: Any, title: str = "", *, iteration: int | None = None, ranks: Sequence[int] | None = None,
-                    warmup: bool = False):
-    """The overlap timeline of a SimResult (a matplotlib Figure): one iteration (default: the
-    median-step steady one), its slowest and fastest rank (or ``ranks``), exposed communication
-    shaded and measured; ``warmup``: the first iteration and the rebuild on a second panel
-    (:func:`ddpsim.report.plots.timeline_figure`).
-
-    Example: ``api.timeline_figure(api.simulate("traces/mlp.cpu.json"), warmup=True).savefig("t.png")``.
-    """
-    from ddpsim.report import plots
-
-    return plots.timeline_figure(result, title, iteration=iteration, ranks=ranks, warmup=warmup)
+    answer states (:mod:`ddpsim.pipeline.method_error`)."""
+    rep = scenario_run.run_scenario(scenario, out_dir=out_dir, jobs=jobs, progress=progress, simulate_fn=simulate_fn,
+                                    build_fn=build_fn, method_error=method_error,
+                                    start_report=partial(start_drawing, plots=plots))
+    return write_report(rep, plots=plots)

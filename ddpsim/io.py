@@ -7,6 +7,7 @@ differ between numpy and libm builds never reach the bytes.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import math
@@ -28,26 +29,10 @@ MAX_JSON_BYTES = 1 << 30
 FLOAT_DIGITS = 9
 
 
-def is_file(path: str | Path) -> bool:
-    """``Path.is_file`` that answers False where the OS refuses the name (too long, NUL byte)."""
-    try:
-        return Path(path).is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def exists(path: str | Path) -> bool:
-    """``Path.exists`` that answers False where the OS refuses the name (too long, NUL byte)."""
-    try:
-        return Path(path).exists()
-    except (OSError, ValueError):
-        return False
-
-
 def read_bytes(path: str | Path, field: str, expected: str, max_bytes: int) -> bytes:
     """The bytes of ``path`` (gunzipped when it ends in ``.gz``), or InputError naming ``field``."""
     p = Path(path)
-    if not is_file(p):
+    if not os.path.isfile(p):
         raise InputError(f"{field}: {shorten(str(path))} does not exist or is not a file; expected {expected}")
     try:
         with (gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")) as f:
@@ -178,7 +163,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, field: str = "output file"
         raise InputError(f"{field}: {shorten(str(p))} cannot be written ({exc}); expected a file path") from None
     if folder:
         raise InputError(f"{field}: {shorten(str(p))} is a folder; expected a file path")
-    ensure_dir(p.parent if str(p.parent) else Path("."))
+    ensure_dir(p.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:100]}.", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -189,10 +174,8 @@ def write_bytes_atomic(path: str | Path, data: bytes, field: str = "output file"
         os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, p)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     return p
 

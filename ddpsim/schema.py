@@ -17,7 +17,7 @@ import math
 import typing
 from typing import Any, Callable, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 
 from ddpsim.errors import InputError, shorten
@@ -91,15 +91,9 @@ def _adapter(model: Any) -> TypeAdapter:
 
 
 def format_version(number: int) -> Any:
-    """A format's ``version`` field: the integer ``number`` and nothing else (strict: not
-    ``true``, not ``1.0``)."""
-
-    def check(v: int) -> int:
-        if v != number:
-            raise ValueError(f"expected {number}")
-        return v
-
-    return typing.Annotated[int, Strict(), AfterValidator(check)]
+    """A format's ``version`` field: the integer ``number`` and nothing else (strict: not ``true``, not
+    ``1.0``; another integer is told the one accepted)."""
+    return typing.Annotated[int, Strict(), rule(str(number), lambda v: type(v) is not int or v == number)]
 
 
 def models_in(tp: Any) -> list[type[BaseModel]]:
@@ -129,14 +123,12 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[type[B
             path += f"[{part}]"
             continue
         found = next((f for m in models if (f := _field(m, part)) is not None), None)
-        if found is None and models:
-            if any(m.__pydantic_fields__ for m in models) and not any(_field(m, part) for m in models):
-                # a key of a dict field, an extra key, or a union member's tag
-                if part.isidentifier() and not part.startswith(("function-", "json-")) and "[" not in part:
-                    path += f".{part}" if path else part
-                holders = models
-                continue
         holders = models
+        if found is None and any(m.__pydantic_fields__ for m in models):
+            # a key of a dict field, an extra key, or a union member's tag
+            if part.isidentifier() and not part.startswith(("function-", "json-")) and "[" not in part:
+                path += f".{part}" if path else part
+            continue
         path += f".{part}" if path else part
         models = models_in(found.annotation) if found is not None else []
     return path, holders

@@ -73,25 +73,12 @@ MAX_SIZE_BYTES = 1024**4
 MAX_TIMEOUT_S = 7 * 86400
 
 
-def dtype_size_bytes(dtype: str, field: str = "dtype") -> int:
-    """Element size of ``dtype`` (a name like ``"float32"``); InputError if unknown."""
-    try:
-        return DTYPE_SIZE_BYTES[dtype]
-    except (KeyError, TypeError):
-        raise InputError(f"{field}: {shorten(dtype)} is not a known dtype; expected one of {sorted(DTYPE_SIZE_BYTES)}") from None
-
-
 def parse_size_bytes(text: str | int, field: str = "size") -> int:
     """``"1KiB"`` -> 1024, ``"4MiB"`` -> 4194304, ``"1MB"`` -> 1000000, ``"512"`` -> 512."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = float(text)
-        unit = ""
-    else:
-        m = _SIZE_RE.match(str(text))
-        if not m:
-            raise InputError(f"{field}: {shorten(text)} is not a size; expected a number with an optional unit B, KiB, MiB, GiB, KB, MB or GB")
-        value, unit = float(m.group(1)), m.group(2).lower()
-    out = value * _SIZE_MULT[unit]
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise InputError(f"{field}: {shorten(text)} is not a size; expected a number with an optional unit B, KiB, MiB, GiB, KB, MB or GB")
+    out = float(m.group(1)) * _SIZE_MULT[m.group(2).lower()]
     if not math.isfinite(out) or out <= 0 or out != int(out):
         raise InputError(f"{field}: {shorten(text)} is not a positive whole number of bytes")
     return int(out)

@@ -8,17 +8,15 @@ status 2: a ``type=`` function raises :class:`argparse.ArgumentTypeError`, and
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import re
+from pathlib import Path
 from typing import Any, Callable, Container, Sequence
 
 from ddpsim.errors import InputError, cut, shorten
 
-log = logging.getLogger(__name__)
-
-_CHOICE = re.compile(r"^argument (?P<flag>[^:]+): invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)$", re.S)
-_ARGUMENT = re.compile(r"^argument (?P<flag>[^:]+): (?P<rest>.*)$", re.S)
+_CHOICE = re.compile(r"^argument (?P<flag>[^:/]+)[^:]*: invalid choice: (?P<value>.*) \(choose from (?P<choices>.*)\)$", re.S)
+_ARGUMENT = re.compile(r"^argument (?P<flag>[^:/]+)[^:]*: (?P<rest>.*)$", re.S)
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -33,14 +31,14 @@ def one_line_error(message: str) -> str:
     m = _CHOICE.match(message)
     if m:
         choices = ", ".join(c.strip().strip("'") for c in m["choices"].split(","))
-        return f"{_flag(m['flag'])}: {cut(m['value'])} is not accepted; expected one of {choices}"
+        return f"{m['flag']}: {cut(m['value'])} is not accepted; expected one of {choices}"
     m = _ARGUMENT.match(message)
     if m:
-        flag, rest = _flag(m["flag"]), m["rest"]
+        flag, rest = m["flag"], m["rest"]
         if rest.startswith("expected ") and "argument" in rest:
             return f"{flag}: no value given; {rest.replace('argument', 'value')}"
         if rest.startswith("not allowed with argument "):
-            return f"{flag}: not accepted with {_flag(rest[len('not allowed with argument '):])}; expected one of them"
+            return f"{flag}: not accepted with {rest[len('not allowed with argument '):]}; expected one of them"
         if rest.startswith("ignored explicit argument "):
             return f"{flag}: {cut(rest[len('ignored explicit argument '):])} is not accepted; expected no value"
         return f"{flag}: {cut(rest, 300)}"
@@ -50,11 +48,6 @@ def one_line_error(message: str) -> str:
         return (f"arguments: {shorten(message.split(': ', 1)[1])} is not accepted; expected the flags and arguments "
                 "'ddpsim COMMAND --help' lists")
     return cut(message, 300)
-
-
-def _flag(names: str) -> str:
-    """``--world-size/-n`` (argparse's names of one option) -> ``--world-size``."""
-    return names.split("/")[0]
 
 
 # ---- type= functions --------------------------------------------------------------------------
@@ -77,7 +70,6 @@ def int_in(minimum: int, maximum: int) -> Callable[[str], int]:
             raise _refuse(value, expected)
         return value
 
-    parse.__name__ = "integer"
     return parse
 
 
@@ -94,7 +86,6 @@ def float_in(minimum: float, *, above: bool = False, maximum: float = math.inf) 
             raise _refuse(text, expected)
         return value
 
-    parse.__name__ = "number"
     return parse
 
 
@@ -115,7 +106,6 @@ def from_parser(fn: Callable[[str], Any]) -> Callable[[str], Any]:
         except InputError as exc:
             raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
 
-    parse.__name__ = getattr(fn, "__name__", "value")
     return parse
 
 
@@ -133,8 +123,6 @@ def output_file(text: str) -> str:
 
 def is_folder(text: str, expected: str) -> bool:
     """Whether ``text`` names an existing folder; a path the system cannot look up is refused."""
-    from pathlib import Path
-
     try:
         return Path(text).is_dir()
     except OSError as exc:
@@ -157,7 +145,6 @@ def choice(values: Sequence[str]) -> Callable[[str], str]:
             raise _refuse(text, f"one of {', '.join(values)}")
         return value
 
-    parse.__name__ = "choice"
     return parse
 
 
@@ -224,6 +211,11 @@ def add_set(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                    help="override a scenario key before it is checked, e.g. --set ddp.bucket_cap_mb=50 --set "
                         "cluster.nodes=4 --set 'sweep.bucket_cap_mb=[null, 10, 50]' (dotted key, YAML value; repeatable)")
+
+
+def add_format(p: argparse.ArgumentParser, *formats: str) -> None:
+    """``--format``: one of ``formats``, the first by default."""
+    p.add_argument("--format", choices=formats, default=formats[0], help=f"output format; default: {formats[0]}")
 
 
 def add_verb(subparsers: Any, name: str, *, help: str, description: str, epilog: str) -> argparse.ArgumentParser:

@@ -7,8 +7,9 @@ import dataclasses
 import json
 from typing import Any
 
+from ddpsim.cli.args import add_format, add_verb, from_parser, int_in, lower, nonempty
 from ddpsim.errors import InputError, shorten
-from ddpsim.units import MAX_SIZE_BYTES
+from ddpsim.units import MAX_SIZE_BYTES, MAX_WORLD_SIZE, parse_size_bytes
 
 DESCRIPTION = """\
 How long does one all-reduce (or broadcast) of each message size take on this topology?
@@ -34,14 +35,10 @@ examples:
 --collective broadcast runs NCCL's ring (the only broadcast algorithm NCCL has): --algorithm
 is refused with it. A forced --protocol the chosen algorithm cannot run is refused too."""
 
-FORMATS = ("table", "json", "csv")
 DEFAULT_SIZES = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB"
-COLLS = ("allreduce", "broadcast")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, from_parser, int_in, lower, nonempty
-    from ddpsim.units import MAX_WORLD_SIZE
     from ddpsim.cli.topology import add_catalogue_flag, add_preset_flags
     from ddpsim.network.nccl import FORCEABLE_ALGORITHMS, PROTOCOLS
 
@@ -58,9 +55,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="force an algorithm (NCCL only); default: NCCL's choice")
     p.add_argument("--protocol", default=None, type=lower, choices=PROTOCOLS,
                    help="force a protocol (NCCL only); default: NCCL's choice")
-    p.add_argument("--collective", default="allreduce", choices=COLLS,
+    p.add_argument("--collective", default="allreduce", choices=("allreduce", "broadcast"),
                    help="collective to cost; default: allreduce")
-    p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
+    add_format(p, "table", "json", "csv")
     add_catalogue_flag(p)
     p.set_defaults(func=run)
     return p
@@ -68,8 +65,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def parse_sizes(text: str) -> list[int]:
     """``1KiB,1MiB`` -> [1024, 1048576]; InputError for an empty item or a size outside (0, 1 TiB]."""
-    from ddpsim.units import parse_size_bytes
-
     expected = "a comma list of sizes in (0, 1 TiB] like 1KiB,1MiB"
     items = str(text).split(",")
     if not all(i.strip() for i in items):

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ddpsim.cli.args import add_verb, nonempty
 from ddpsim.errors import InputError
 
 DESCRIPTION = """\
@@ -46,8 +47,6 @@ recorded buckets) stops with one line and exit status 2."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, nonempty
-
     p = add_verb(subparsers, "compare", help="compare a profiled DDP run with ddpsim's prediction",
                  description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("profiles", metavar="PROFILE", nargs="+", type=nonempty,
@@ -65,12 +64,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="skip compare.png")
     p.set_defaults(func=run)
     return p
-
-
-def default_name(profile: str) -> str:
-    """A report name from a profile's file name (``rank-0.pt.trace.json.gz`` -> ``rank-0``)."""
-    stem = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", Path(profile).name)
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", stem) or "profile"
 
 
 def _imports(profiles: list[str], model: str | None) -> list[Any]:
@@ -98,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
     env = imps[0].environment
     world = env.world_size or len(imps)
     scenario = load_scenario(args.scenario) if args.scenario else None
-    name = args.name or default_name(args.profiles[0])
+    # the report's name by default: the first profile's file name (rank-0.pt.trace.json.gz: rank-0)
+    stem = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", Path(args.profiles[0]).name)
+    name = args.name or re.sub(r"[^A-Za-z0-9._-]+", "-", stem) or "profile"
     data = compare([i.source for i in imps], steps, trace=imps[0].trace, gpu_name=env.gpu_name, world_size=world,
                    recorded_numels=imps[0].recorded_bucket_numels(), scenario=scenario, name=name,
                    ranks=[i.environment.rank if i.environment.rank is not None else k for k, i in enumerate(imps)],

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 from functools import partial
+from pathlib import Path
 from typing import Any
+
+from ddpsim.cli.args import add_verb, nonempty
 
 log = logging.getLogger(__name__)
 
@@ -41,31 +44,22 @@ point at a real Ray cluster: docs/EXPLORE.md."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_set, add_verb, int_in, nonempty
-    from ddpsim.units import MAX_JOBS
+    from ddpsim.cli.run import add_report_flags
 
     p = add_verb(subparsers, "explore", help="simulate a design space of systems, scales and plans",
                  description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("scenario", metavar="SCENARIO", type=nonempty, help="scenario YAML path or bundled name, with an "
                                                                         "'explore' block")
-    p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
-                   help="parent folder of the report; default: reports")
-    p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS),
-                   help="local processes; default: the CPUs this process may use (its affinity)")
+    add_report_flags(p, "local processes")
     ray = p.add_mutually_exclusive_group()
     ray.add_argument("--ray", action="store_true", help="spread the points over a local Ray (one worker per CPU)")
     ray.add_argument("--cluster", metavar="ADDRESS", default=None, type=nonempty,
                      help="spread the points over the Ray cluster at ADDRESS (ray://HOST:10001, or auto)")
-    add_set(p)
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the answer")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from ddpsim.pipeline.explore import load_space, run_explore
     from ddpsim.pipeline.explore_table import explore_table, load_prices
     from ddpsim.pipeline.sweep import default_jobs
@@ -93,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
     files = write_explore_report(table, out, title=space.name, cost_label=cost_label, notes=notes,
                                  plots=not args.no_plots)
     front = table[table["on_front"]]
-    best = table.loc[table["throughput_samples_per_s"].idxmax()] if table["throughput_samples_per_s"].notna().any() else None
     print(f"{space.name}: {len(table)} points, {len(front)} on the Pareto front of throughput against cost ({cost_label})")
-    if best is not None:
+    if table["throughput_samples_per_s"].notna().any():
+        best = table.loc[table["throughput_samples_per_s"].idxmax()]
         print(f"fastest: {best['point']}: {best['throughput_samples_per_s']:.4g} samples/s on {best['world_size']} GPUs, "
               f"scaling efficiency {best['scaling_efficiency']:.3f}")
     print(f"report: {out / 'report.md'} ({len(files)} files)")

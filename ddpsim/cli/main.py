@@ -7,6 +7,7 @@ errors included) becomes ``ddpsim: error: <one line>`` on stderr and exit status
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 
@@ -20,8 +21,6 @@ COMMANDS = ("run", "sweep", "simulate", "plan", "collectives", "topology", "trac
 
 def build_parser(commands: tuple[str, ...] = COMMANDS) -> ArgParser:
     """The parser of ``ddpsim`` with the verbs ``commands`` (each verb's module imported by it)."""
-    import importlib
-
     parser = ArgParser(
         prog="ddpsim",
         description="Predict PyTorch DDP training speed on a machine you do not have: trace a real model, "
@@ -36,26 +35,17 @@ def build_parser(commands: tuple[str, ...] = COMMANDS) -> ArgParser:
     return parser
 
 
-def configure_logging(quiet: bool) -> logging.Handler:
-    """The ``ddpsim`` logger's one stderr handler (a second call reuses it); INFO, or WARNING when quiet."""
-    logger = logging.getLogger("ddpsim")
-    handler = next((h for h in logger.handlers if h.get_name() == "ddpsim-cli"), None)
-    if handler is None:  # on the sys.stderr of this call (a test's captured one included)
-        handler = logging.StreamHandler(sys.stderr)
-        handler.set_name("ddpsim-cli")
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(handler)
-    logger.setLevel(logging.WARNING if quiet else logging.INFO)
-    return handler
-
-
 def main(argv: list[str] | None = None) -> int:
     logger = logging.getLogger("ddpsim")
     level = logger.level
-    handler = configure_logging(quiet=False)
+    handler = logging.StreamHandler(sys.stderr)  # on the sys.stderr of this call (a test's captured one included)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
     try:
         args = build_parser(_verb(sys.argv[1:] if argv is None else argv)).parse_args(argv)
-        configure_logging(quiet=getattr(args, "quiet", False))
+        if getattr(args, "quiet", False):
+            logger.setLevel(logging.WARNING)
         return int(args.func(args) or 0)
     except InputError as exc:
         print(f"ddpsim: error: {exc}", file=sys.stderr)

@@ -6,7 +6,11 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import replace
 from typing import Any
+
+from ddpsim.cli.args import add_format, add_verb, nonempty, output_file, text_table
+from ddpsim.units import format_size
 
 
 log = logging.getLogger(__name__)
@@ -14,17 +18,14 @@ log = logging.getLogger(__name__)
 DESCRIPTION = """\
 Which gradient buckets does PyTorch DDP build for this traced model, and in which order does it launch them?
 
-Show the gradient buckets PyTorch DDP builds for a traced model, exactly as DDP's Reducer
-builds them (torch's compute_bucket_assignment_by_size, the bucket reversal at construction
-and the one-time rebuild in gradient-ready order).
-
+The buckets are built as DDP's Reducer builds them (torch's compute_bucket_assignment_by_size,
+the bucket reversal at construction and the one-time rebuild in gradient-ready order).
 The table lists the steady-state buckets in the order DDP launches their all-reduces
 (bucket 0 first), then the first-iteration layout and the iteration the rebuilt layout
 applies from. With --plan, an explicit bucket list (JSON) is validated against the trace
 and shown instead; it applies from iteration 1.
 
---format json prints exactly the plan file format ('ddpsim-plan' v1) that --plan, 'ddpsim
-simulate' and the executor read; --out FILE writes it atomically as well."""
+--format json prints the plan file ('ddpsim-plan' v1) that --plan, 'ddpsim simulate' and the executor read."""
 
 EPILOG = """\
 examples:
@@ -34,12 +35,8 @@ examples:
 A hand-written plan is {"buckets": [[11, 10], [9, 8, 7], ...]} (parameter indices or names,
 in launch order, every trainable parameter exactly once, one dtype per bucket)."""
 
-FORMATS = ("table", "csv", "json")
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, nonempty, output_file
-
     p = add_verb(subparsers, "plan", help="show DDP's bucket plan for a trace", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("trace", metavar="TRACE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
     p.add_argument("--options", metavar="JSON|FILE", default=None,
@@ -52,8 +49,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "param_to_hook_all_reduce, ...")
     p.add_argument("--plan", metavar="FILE", default=None, type=nonempty,
                    help="validate and show this explicit plan JSON instead of DDP's")
-    p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
-    p.add_argument("--out", metavar="FILE", default=None, type=output_file, help="also write the plan JSON to FILE (atomically)")
+    add_format(p, "table", "csv", "json")
+    p.add_argument("--out", metavar="FILE", default=None, type=output_file, help="also write the plan JSON to FILE")
     p.set_defaults(func=run)
     return p
 
@@ -66,8 +63,6 @@ def warn_cap_ignored(bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[floa
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from ddpsim.io import write_text_atomic
     from ddpsim.plan.planner import DDPOptions, load_plan, options_document, plan_ddp
     from ddpsim.schema import validate
@@ -102,8 +97,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rows(plan: Any, trace: Any) -> list[dict[str, Any]]:
-    from ddpsim.units import format_size
-
     rows = []
     layouts = [("steady", plan.steady, plan.rebuild_iteration or 1)]
     if plan.rebuild_iteration is not None:
@@ -124,9 +117,6 @@ CSV_FIELDS = ["layout", "index", "num_params", "size_bytes", "size", "dtype", "f
 
 def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str | None = None) -> str:
     """The human view: header, steady-state buckets in launch order, first-iteration line."""
-    from ddpsim.cli.args import text_table
-    from ddpsim.units import format_size
-
     o = plan.options
     cap = (f"not given ({format_size(o.bucket_bytes_cap)})" if o.bucket_cap_mb is None else
            f"{o.bucket_cap_mb:g} MiB")
@@ -134,16 +124,12 @@ def format_table(plan: Any, trace: Any, *, trace_path: str = "", plan_path: str 
         from ddpsim.plan.planner import mb_text
 
         cap = f"ignored, bucket_cap_mb_list=[{', '.join(mb_text(x) for x in o.bucket_cap_mb_list)}] MiB"
-    flags = [name for name, on in (("find_unused_parameters", o.find_unused_parameters),
-                                   ("static_graph", o.static_graph),
-                                   ("gradient_as_bucket_view", o.gradient_as_bucket_view)) if on]
+    flags = [n for n in ("find_unused_parameters", "static_graph", "gradient_as_bucket_view") if getattr(o, n)]
     if o.delay_all_reduce_named_params is not None:
         flags.append(f"delay_all_reduce_named_params={','.join(o.delay_all_reduce_named_params)} "
                      f"(hook {o.param_to_hook_all_reduce})")
-    lines = [
-        f"trace: {trace_path} (model {trace.model}, {trace.num_params} parameters, "
-        f"{trace.total_param_bytes} B = {format_size(trace.total_param_bytes)})",
-    ]
+    lines = [f"trace: {trace_path} (model {trace.model}, {trace.num_params} parameters, "
+             f"{trace.total_param_bytes} B = {format_size(trace.total_param_bytes)})"]
     if plan_path is not None:
         lines.append(f"plan: explicit, from {plan_path} (validated; applies from iteration 1, never rebuilt)")
     else:

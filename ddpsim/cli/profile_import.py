@@ -8,7 +8,9 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
+from ddpsim.cli.args import flag_words
 from ddpsim.errors import InputError
+from ddpsim.units import DTYPE_SIZE_BYTES
 
 #: flags of 'ddpsim trace' that only a capture reads (and every key of its --set): refused beside
 #: --from-profile, not ignored
@@ -16,8 +18,6 @@ CAPTURE_ONLY = ("batch_size", "num_threads", "derive_depth_from")
 
 
 def _command(args: argparse.Namespace) -> str:
-    from ddpsim.cli.args import flag_words
-
     return shlex.join(["ddpsim", "trace", *flag_words(args, ("from_profile", "model")),
                        *(["--seed", str(args.seed)] if args.seed else []), "--out", args.out])
 
@@ -29,7 +29,6 @@ def _ms(x: float) -> str:
 def summary(imp: Any, check: Any) -> str:
     """The lines the import prints: environment, phases on both timelines, buckets, collectives, host."""
     from ddpsim.trace.profile.nccl_kernels import bus_bytes_per_s
-    from ddpsim.units import DTYPE_SIZE_BYTES
 
     env, its = imp.environment, imp.iterations
     steps = f"ProfilerStep#{its[0].step}" + (f"-#{its[-1].step}" if len(its) > 1 else "")
@@ -99,10 +98,9 @@ def run(args: argparse.Namespace) -> int:
                          "--model, --seed and --out (the profile holds the rest)")
     if not args.out:
         raise InputError("--out: missing; expected the path of the trace JSON to write")
-    from ddpsim.cli.retime import trace_summary
+    from ddpsim.cli.retime import write_trace
     from ddpsim.plan.profile_check import check_recorded_buckets
     from ddpsim.trace.profile import import_profile
-    from ddpsim.trace.records import save_trace
 
     imp = import_profile(args.from_profile, model=args.model, seed=args.seed, command=_command(args))
     numels = imp.recorded_bucket_numels()
@@ -111,8 +109,4 @@ def run(args: argparse.Namespace) -> int:
     if check is not None:
         trace = replace(trace, environment={**trace.environment, "recorded_bucket_numels": list(numels),
                                             "bucket_plan_check": check.message})
-    save_trace(trace, args.out)
-    print(summary(imp, check))
-    print(trace_summary(trace))
-    print(f"wrote {args.out}")
-    return 0
+    return write_trace(trace, args.out, summary(imp, check))

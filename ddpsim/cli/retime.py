@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from dataclasses import fields
 from typing import Any
 
+from ddpsim.cli.args import (add_verb, boolean, choice, flag_words, from_parser, int_in, key_values, lower,
+                             nonempty, number, output_file, require_torch)
 from ddpsim.errors import InputError, shorten
-from ddpsim.units import MAX_BATCH_SIZE, MAX_LAYERS, MAX_SEQ_LEN
+from ddpsim.units import MAX_BATCH_SIZE, MAX_LAYERS, MAX_SEQ_LEN, format_size
 
 DESCRIPTION = """\
 How long would this captured model's training step take on a GPU I do not have?
@@ -46,7 +49,6 @@ def parse_shape(text: str) -> tuple[int, ...]:
 def model_keys() -> dict[str, Any]:
     """The workload keys of ``ddpsim trace --set`` (``ddpsim retime --set`` takes some), each with its
     ``type=`` (``--from-profile`` refuses them all)."""
-    from ddpsim.cli.args import choice, from_parser, int_in, nonempty
     from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS
 
     return {"dtype": choice(DTYPES), "autocast": choice((*AUTOCASTS, "none")), "optimizer": choice(OPTIMIZERS),
@@ -67,25 +69,14 @@ SET_HELP = ("repeatable; the workload: seq_len (a token model's; default: the tr
             "host_s_per_tensor (2.3e-6), and every other field of ddpsim.trace.retime.RooflineAssumptions")
 
 
-def retime_keys() -> dict[str, Any]:
-    """Every key of ``ddpsim retime --set`` with its ``type=``: :data:`WORKLOAD_KEYS`, then every field
-    of :class:`~ddpsim.trace.retime.RooflineAssumptions` (checked by it)."""
-    from dataclasses import fields
-
-    from ddpsim.cli.args import boolean, number
+def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """``--set``'s items as (the workload's keyword arguments: :data:`WORKLOAD_KEYS`, the
+    ``RooflineAssumptions``: every other key, one of its fields, checked by it)."""
     from ddpsim.trace.retime import RooflineAssumptions
 
     model = model_keys()
-    return {**{k: model[k] for k in WORKLOAD_KEYS[:3]}, "channels_last": boolean,
-            **{f.name: number for f in fields(RooflineAssumptions)}}
-
-
-def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
-    """``--set``'s items as (the workload's keyword arguments, the ``RooflineAssumptions``)."""
-    from ddpsim.cli.args import key_values
-    from ddpsim.trace.retime import RooflineAssumptions
-
-    given = key_values(args.assume, retime_keys())
+    given = key_values(args.assume, {**{k: model[k] for k in WORKLOAD_KEYS[:3]}, "channels_last": boolean,
+                                     **{f.name: number for f in fields(RooflineAssumptions)}})
     workload = {k: given.pop(k) for k in WORKLOAD_KEYS if k in given}
     try:
         return workload, RooflineAssumptions(**given)
@@ -94,7 +85,6 @@ def parse_set(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ddpsim.cli.args import add_verb, int_in, lower, nonempty, output_file
     from ddpsim.cli.topology import add_catalogue_flag
 
     p = add_verb(subparsers, "retime", help="re-time a trace for a GPU (roofline model)", description=DESCRIPTION,
@@ -112,8 +102,6 @@ def add_parser(subparsers: Any) -> None:
 
 def _command(args: argparse.Namespace) -> str:
     """The ``ddpsim retime`` command line of ``args`` (stored in the trace)."""
-    from ddpsim.cli.args import flag_words
-
     sets = [w for item in args.assume for w in ("--set", item)]
     return shlex.join(["ddpsim", "retime", str(args.from_trace), *flag_words(args, ("gpu", "batch_size")), *sets,
                        *flag_words(args, ("catalogue", "out"))])
@@ -121,8 +109,6 @@ def _command(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Re-time ``args.from_trace`` for ``args.gpu`` and write ``args.out``."""
-    from ddpsim.cli.args import require_torch
-
     require_torch("retime")
     from ddpsim.hardware.catalogue import load_catalogue
     from ddpsim.trace.retime import get_gpu, retime_trace_file
@@ -136,20 +122,18 @@ def run(args: argparse.Namespace) -> int:
     return write_trace(trace, args.out)
 
 
-def write_trace(trace: Any, out: str) -> int:
-    """Save ``trace`` at ``out`` and print its summary."""
+def write_trace(trace: Any, out: str, *head: str) -> int:
+    """Save ``trace`` at ``out`` and print ``head``'s lines and its summary."""
     from ddpsim.trace.records import save_trace
 
     save_trace(trace, out)
-    print(trace_summary(trace))
+    print(*head, trace_summary(trace), sep="\n")
     print(f"wrote {out}")
     return 0
 
 
 def trace_summary(trace: Any) -> str:
     """A few lines: parameters, bytes, median phase times, hook overhead."""
-    from ddpsim.units import format_size
-
     lines = [f"model {trace.model}: {trace.num_params} parameter tensors, {trace.num_param_elements:,} elements, "
              f"{format_size(trace.total_param_bytes)} ({trace.total_param_bytes:,} bytes), {len(trace.buffers)} buffers"]
     phases = ", ".join(f"{n} {trace.phase(n).median_s * 1e3:.3f} ms" for n in ("forward", "backward", "optimizer", "zero_grad"))

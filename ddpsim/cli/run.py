@@ -9,7 +9,9 @@ import argparse
 import logging
 from typing import Any
 
+from ddpsim.cli.args import add_set, add_verb, int_in, nonempty
 from ddpsim.errors import InputError
+from ddpsim.units import MAX_JOBS
 
 log = logging.getLogger(__name__)
 
@@ -29,39 +31,20 @@ Reducer engine over the modelled cluster, and write reports/<name>/:
   trace_<point>_rank<r>.json.gz  Chrome/Kineto traces (Perfetto, HTA)
   recommended_plan.json        an explicit bucket plan ('ddpsim plan --plan', the executor) and
                                the bucket_cap_mb_list that makes real DDP rebuild it (when one does)
-  points/<point>.json          finished points; a rerun reuses them (resumable)
-
-With no SCENARIO, runs scenarios/default.yaml."""
+  points/<point>.json          finished points; a rerun reuses them (resumable)"""
 
 EPILOG = """\
 examples:
   ddpsim run                                   # scenarios/default.yaml -> reports/default/
-  ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots --jobs 2 --set cluster.nodes=4
-
---set KEY=VALUE sets any scenario key for this run (dotted key, YAML value), checked like the
-file: --set ddp.bucket_cap_mb=50, --set 'sweep.bucket_cap_mb=[null, 10, 50]', --set name=mine.
-
---method-error FILE joins the answer with a zoo's residuals ('ddpsim validate zoo' writes
-<out-dir>/zoo/method_error.json) for a CPU gloo scenario with 'calibration: FILE' of that host.
-
-Bad input (an unknown key, a wrong type, a missing trace, an unwritable --out-dir) stops
-with one line naming the key or path and exit status 2; files already written are kept."""
+  ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots --jobs 2 --set cluster.nodes=4"""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_set, add_verb, int_in, nonempty
-    from ddpsim.units import MAX_JOBS
-
     p = add_verb(subparsers, "run", help="run a scenario and write its report", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, type=nonempty,
                    help="scenario YAML path or bundled name; default: 'default'")
-    p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty, help="parent folder of the report; default: reports")
-    p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS),
-                   help="parallel processes for the sweep, and for the report: its PNGs drawn by N - 1 of them beside "
-                        "the rest; default: the CPUs this process may use (its affinity)")
-    add_set(p)
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the summary's answer")
+    add_report_flags(p, "parallel processes for the sweep, and for the report: its PNGs drawn by N - 1 of them beside "
+                        "the rest")
     p.add_argument("--method-error", metavar="FILE", default=None,
                    help="state the method's error measured on other models in the answer: a zoo run's residuals "
                         "(<out-dir>/zoo/method_error.json of 'ddpsim validate zoo' on the same host and backend; the "
@@ -84,6 +67,18 @@ def run(args: argparse.Namespace) -> int:
     print(md[start:end].strip())
     print(f"\nreport: {rep.out_dir / 'summary.md'} ({len(rep.files)} files)")
     return 0
+
+
+def add_report_flags(p: argparse.ArgumentParser, jobs: str) -> None:
+    """The flags of a scenario's report (``run``, ``explore``): its folder, ``jobs`` processes, ``--set``, and
+    no plots or progress."""
+    p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
+                   help="parent folder of the report; default: reports")
+    p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS),
+                   help=f"{jobs}; default: the CPUs this process may use (its affinity)")
+    add_set(p)
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the answer")
 
 
 # ---- the scenario of a command line --------------------------------------------------------
@@ -115,8 +110,6 @@ def command_scenario(args: argparse.Namespace, command: str, **keys: Any):
 def add_scenario_flags(p: argparse.ArgumentParser, *, topology_default: str | None) -> None:
     """The flags of a scenario made on the command line (``sweep``, ``simulate``): its trace and its
     cluster; every other scenario key through ``--set``."""
-    from ddpsim.cli.args import add_set, nonempty
-
     p.add_argument("--trace", metavar="FILE", required=True, type=nonempty, help="trace JSON written by 'ddpsim trace'")
     p.add_argument("--topology", metavar="PRESET|FILE", default=None, type=nonempty,
                    help="topology preset ('ddpsim topology --list') or YAML file, the scenario key cluster.topology"

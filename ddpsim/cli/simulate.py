@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from typing import Any
 
+from ddpsim.cli.args import add_format, add_verb, text_table
 from ddpsim.errors import InputError
 
 DESCRIPTION = """\
@@ -18,12 +20,9 @@ communication stream per process group on which each all-reduce starts only when
 rank has launched it, finalize (wait, copy-out), optimizer, over several iterations so
 the first-iteration single bucket, the bucket rebuild and the steady state all show.
 
-The flags make a one-point scenario, built and simulated as 'ddpsim run' builds a
-scenario's points: the trace (--trace) and the cluster (--topology: the NCCL or gloo cost
-model); every other scenario key (the nodes, the world size, a measured calibration, DDP's
-options, the simulation's knobs, the cost model) is set with --set KEY=VALUE, exactly as in
-a scenario file. So 'ddpsim simulate' at a scenario's point prints the step time 'ddpsim
-run' reports for it.
+The flags make a one-point scenario (every key but the trace and the cluster set with --set
+KEY=VALUE, as in a scenario file), built and simulated as 'ddpsim run' builds a scenario's
+points: at a scenario's point it prints the step time 'ddpsim run' reports for it.
 
 Printed: per-iteration figures (the slowest simulated rank's step; warm-up marked), the
 per-bucket ready/launch/start/end timings of the first steady iteration on rank 0, and the
@@ -41,17 +40,14 @@ calibration: a calibration JSON from the executor, or an nccl-tests all_reduce_p
 --format csv prints two CSV tables (iterations per rank, then buckets per rank), each after
 a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""
 
-FORMATS = ("table", "json", "csv")
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb
     from ddpsim.cli.run import add_scenario_flags
 
     p = add_verb(subparsers, "simulate", help="simulate DDP training of a trace on a cluster", description=DESCRIPTION,
                  epilog=EPILOG)
     add_scenario_flags(p, topology_default=None)
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format; default table")
+    add_format(p, "table", "json", "csv")
     p.set_defaults(func=run)
     return p
 
@@ -98,8 +94,6 @@ def _steady_bucket_rows(res) -> tuple[int | None, list[dict[str, Any]]]:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     """Aligned rows: a bool ``yes`` or empty, a float to 4 significant digits (1 decimal from 1e4)."""
-    from ddpsim.cli.args import text_table
-
     def cell(v: Any) -> str:
         if isinstance(v, bool):
             return "yes" if v else ""
@@ -111,8 +105,6 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
     rec = simulate_point(args)
     res = rec.result
     summary = res.summary()
@@ -141,11 +133,9 @@ def run(args: argparse.Namespace) -> int:
     out.write(f"\nbuckets of iteration {k}, rank {res.ranks[0]} (ms from simulation start):\n")
     out.write(_table(brows))
     out.write("\nsummary (steady state):\n")
-    for key, v in summary.items():
-        if key.endswith("_s"):
-            out.write(f"  {key[:-2] + '_ms':<22} {v * 1e3:.4g}\n")
-        else:
-            out.write(f"  {key:<22} {v:.4g}\n")
+    for key, v in summary.items():  # seconds as milliseconds
+        ms = key.endswith("_s")
+        out.write(f"  {key[:-2] + '_ms' if ms else key:<22} {v * 1e3 if ms else v:.4g}\n")
     j = m.get("join")
     if j:  # an epoch under Join (ddpsim.engine.join): iteration_mean is the epoch's mean step
         out.write(f"\njoin: epoch {j['epoch_s'] * 1e3:.4g} ms over {j['epoch_iterations']} iterations (final sync "

@@ -6,17 +6,17 @@ import argparse
 import sys
 from typing import Any
 
+from ddpsim.cli.args import add_format, add_verb, int_in, nonempty, text_table
+from ddpsim.units import MAX_JOBS
+
 DESCRIPTION = """\
 Which bucket_cap_mb is fastest for this trace on this cluster, without writing a scenario?
 
 Sweep DDP's bucket_cap_mb for one trace on one modelled cluster and print one row per
 point (each point built and simulated as 'ddpsim run' builds a scenario's points, with the
 same cost terms): p50/p95 step time, the breakdown (forward, backward compute, exposed
-communication, optimizer), overlap and bucket count. Nothing is written unless --out-dir
-is given (then finished points are kept in <out-dir>/points/ and reused by a rerun).
-
-For a full report (plots, Perfetto traces, recommended plan) write a scenario and use
-'ddpsim run'."""
+communication, optimizer), overlap and bucket count. For a full report (plots, Perfetto
+traces, recommended plan) write a scenario and use 'ddpsim run'."""
 
 EPILOG = """\
 examples:
@@ -31,36 +31,28 @@ the default point is always included, gains are measured against it), sweep.buck
 reused, named list=X+Y+...), cluster.nodes, world_size (default: every device of the cluster),
 calibration, simulation.iterations, ddp.comm_hook..."""
 
-FORMATS = ("table", "csv", "json")
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, int_in, nonempty
     from ddpsim.cli.run import add_scenario_flags
-    from ddpsim.units import MAX_JOBS
 
     p = add_verb(subparsers, "sweep", help="sweep bucket_cap_mb for a trace", description=DESCRIPTION, epilog=EPILOG)
     add_scenario_flags(p, topology_default="cpu-gloo")
     p.add_argument("--jobs", metavar="N", default=None, type=int_in(1, MAX_JOBS), help="parallel processes; default: the CPUs this process may use (its affinity)")
     p.add_argument("--out-dir", metavar="DIR", default=None, type=nonempty,
                    help="keep finished points in DIR/points/ (resumable)")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format; default: table")
+    add_format(p, "table", "csv", "json")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the table")
     p.set_defaults(func=run)
     return p
 
 
-#: the caps 'ddpsim sweep' runs unless --set gives sweep.bucket_cap_mb (None: not given, DDP's default)
-DEFAULT_CAPS = [None, 1, 5, 25, 100]
-
-
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.cli.args import text_table
+    from ddpsim.api import SWEEP_CAPS
     from ddpsim.cli.run import command_scenario
     from ddpsim.report.tables import to_csv_text
     from ddpsim.pipeline.sweep import fmt_s, run_sweep, sweep_table
 
-    sc = command_scenario(args, "ddpsim sweep", sweep={"bucket_cap_mb": DEFAULT_CAPS})
+    sc = command_scenario(args, "ddpsim sweep", sweep={"bucket_cap_mb": list(SWEEP_CAPS)})
     recs = run_sweep(sc, out_dir=args.out_dir, jobs=args.jobs, progress=not args.quiet)
     table = sweep_table(recs)
     if args.format == "csv":

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+from pathlib import Path
 from typing import Any
 
+from ddpsim.cli.args import add_format, add_verb, from_parser, int_in, is_folder, nonempty
 from ddpsim.errors import InputError, shorten
+from ddpsim.units import MAX_NODES
 
 DESCRIPTION = """\
 What devices, links and NCCL channels does this cluster topology have?
 
 Summarise a cluster topology: a preset (a system of the hardware catalogue: dgx-a100, dgx-h100,
 pcie, dgx-v100, dgx-h200, dgx-b200, gb200-nvl72, pcie-l40s; or cpu-gloo) or a custom YAML file.
---list prints every GPU and system of the catalogue with its figures and their sources;
---catalogue FILE adds your own GPUs and systems (same format as ddpsim/hardware/catalogue.yaml). Prints the devices, the elements (NVSwitches, PCIe switches, NICs, leaf and spine
-switches), the links by type with their bandwidth per direction (GB/s = 1e9 B/s, as NCCL
-models them), the narrowest link of each type, and the channels NCCL's graph search finds
-for all the devices (nChannels x GB/s per channel, and the link that bounds them).
+Prints the devices, the elements (NVSwitches, PCIe switches, NICs, leaf and spine switches), the
+links by type with their bandwidth per direction (GB/s = 1e9 B/s, as NCCL models them), the
+narrowest link of each type, and the channels NCCL's graph search finds for all the devices
+(nChannels x GB/s per channel, and the link that bounds them).
 
 Preset options are given with --set KEY=VALUE (repeatable):
   dgx-a100 / dgx-h100: gpus_per_node, nvlinks_per_gpu, nic_gbit, pcie_gen,
@@ -35,24 +38,6 @@ examples:
   ddpsim topology dgx-a100 --draw dgx-a100.png
   ddpsim topology dgx-h100 --nodes 4 --set fabric=fat-tree --set oversubscription=2 --format json"""
 
-FORMATS = ("table", "json")
-
-
-def parse_options(pairs: list[str] | None) -> dict[str, Any]:
-    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (int, then float, else string)."""
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise InputError(f"--set: {shorten(pair)} is not accepted; expected KEY=VALUE, e.g. nvlinks_per_gpu=8")
-        k, v = pair.split("=", 1)
-        for conv in (int, float, str.strip):
-            try:
-                out[k.strip().replace("-", "_")] = conv(v)
-                break
-            except ValueError:
-                continue
-    return out
-
 
 #: the image formats --draw writes (by the file's suffix)
 DRAW_SUFFIXES = (".png", ".svg", ".pdf")
@@ -60,10 +45,6 @@ DRAW_SUFFIXES = (".png", ".svg", ".pdf")
 
 def drawing_path(text: str) -> str:
     """``--draw``'s file: a path ending in one of :data:`DRAW_SUFFIXES`, not a folder."""
-    from pathlib import Path
-
-    from ddpsim.cli.args import is_folder
-
     if Path(text).suffix.lower() not in DRAW_SUFFIXES or is_folder(text, "an image file path"):
         raise InputError(f"--draw: {shorten(text)} is not accepted; expected an image file path ending in "
                          f"{', '.join(DRAW_SUFFIXES)}")
@@ -72,32 +53,37 @@ def drawing_path(text: str) -> str:
 
 def add_preset_flags(p: argparse.ArgumentParser, set_help: str) -> None:
     """``--nodes N`` and ``--set KEY=VALUE`` (repeatable): a preset's hosts and options."""
-    from ddpsim.cli.args import int_in
-    from ddpsim.units import MAX_NODES
-
     p.add_argument("--nodes", default=1, type=int_in(1, MAX_NODES), metavar="N",
                    help="number of hosts (presets only); default: 1")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="options", help=set_help)
 
 
 def resolve_graph(args: argparse.Namespace, catalogue: Any) -> Any:
-    """The topology graph of ``args.topology`` on ``args.nodes`` hosts with ``--set``'s options."""
+    """The topology graph of ``args.topology`` on ``args.nodes`` hosts with ``--set``'s options (each
+    value an int, else a float, else a string)."""
     from ddpsim.network.topology import resolve_topology
 
-    return resolve_topology(args.topology, num_nodes=args.nodes, catalogue=catalogue, **parse_options(args.options))
+    options: dict[str, Any] = {}
+    for pair in args.options or []:
+        if "=" not in pair:
+            raise InputError(f"--set: {shorten(pair)} is not accepted; expected KEY=VALUE, e.g. nvlinks_per_gpu=8")
+        k, v = pair.split("=", 1)
+        for conv in (int, float, str.strip):
+            try:
+                options[k.strip().replace("-", "_")] = conv(v)
+                break
+            except ValueError:
+                continue
+    return resolve_topology(args.topology, num_nodes=args.nodes, catalogue=catalogue, **options)
 
 
 def add_catalogue_flag(p: argparse.ArgumentParser) -> None:
     """``--catalogue FILE``: a hardware catalogue YAML adding GPUs and systems to the bundled one."""
-    from ddpsim.cli.args import nonempty
-
     p.add_argument("--catalogue", metavar="FILE", default=None, type=nonempty,
                    help="a hardware catalogue YAML adding your GPUs and systems (format: ddpsim/hardware/catalogue.yaml)")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, from_parser, nonempty
-
     p = add_verb(subparsers, "topology", help="summarise and draw a cluster topology", description=DESCRIPTION,
                  epilog=EPILOG)
     p.add_argument("topology", metavar="PRESET|FILE", type=nonempty, nargs="?", default=None,
@@ -106,16 +92,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_catalogue_flag(p)
     add_preset_flags(p, "a preset option (repeatable); see above")
     p.add_argument("--draw", metavar="PNG", default=None, type=from_parser(drawing_path), help="draw the graph to this image file")
-    p.add_argument("--format", default="table", choices=FORMATS, help="output format; default: table")
+    add_format(p, "table", "json")
     p.set_defaults(func=run)
     return p
 
 
 def draw_topology(graph: Any, path: str) -> None:
     """Draw ``graph`` in layers (devices at the bottom, spines on top) to ``path``."""
-    import re
-    from pathlib import Path
-
     import matplotlib
     import networkx as nx
 
@@ -140,8 +123,7 @@ def draw_topology(graph: Any, path: str) -> None:
     n = graph.number_of_nodes()
     fig = new_figure(figsize=(max(8, min(40, n * 0.35)), 6))
     ax = fig.subplots()
-    bws = [d[BANDWIDTH] for _, _, d in graph.edges(data=True)]
-    top = max(bws)
+    top = max(d[BANDWIDTH] for _, _, d in graph.edges(data=True))
     for lt, c in colors.items():
         es = [(u, v) for u, v, d in graph.edges(data=True) if d[LINK_TYPE] == lt]
         if es:
@@ -157,7 +139,7 @@ def draw_topology(graph: Any, path: str) -> None:
     ax.set_title(f"{graph.graph.get('name')}: {graph.graph.get('description', '')}", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     ax.axis("off")
-    ensure_dir(Path(path).parent if str(Path(path).parent) else ".")
+    ensure_dir(Path(path).parent)
     fig.savefig(path, dpi=120, bbox_inches="tight")
 
 

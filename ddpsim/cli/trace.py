@@ -5,22 +5,23 @@ from __future__ import annotations
 import argparse
 import shlex
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
+from ddpsim.cli.args import (add_verb, flag_words, int_in, key_values, lower, nonempty, output_file,
+                             require_torch, value_word)
 from ddpsim.cli.retime import model_keys
 from ddpsim.errors import InputError
+from ddpsim.units import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_LAYERS, MAX_SEED, MAX_THREADS
 
 DESCRIPTION = """\
 What does one training step of this model cost, parameter by parameter, on this device?
 
 Run a real model for warm-up + measured training steps on one device and record, in DDP's
 parameter order, each parameter's shape, bytes and gradient-ready time (post-accumulate-grad
-hooks), plus forward/backward/optimizer/zero_grad times. With --derive-depth-from, capture a
-reduced-depth transformer and extend it to full depth (marked 'synthetic' with every
-assumption). With --compiled-graph, also record the model's Dynamo graphs as torch.compile's
-DDPOptimizer walks them (what a scenario's compile: block needs to split them at any cap); with
---graph-into, add them to an existing trace of the model. Writes a versioned trace JSON;
-'ddpsim retime' re-times one for a GPU. Needs PyTorch (pip install "ddpsim[capture]").
+hooks), plus forward/backward/optimizer/zero_grad times (--derive-depth-from's trace is marked
+'synthetic' with every assumption). Writes a versioned trace JSON; 'ddpsim retime' re-times one
+for a GPU. Needs PyTorch (pip install "ddpsim[capture]").
 
 With --from-profile, the trace comes from a real run instead: one rank's torch.profiler trace
 (the Chrome/Kineto JSON of export_chrome_trace or tensorboard_trace_handler, .json or
@@ -56,9 +57,6 @@ SET_HELP = ("how the model is built and run, repeatable: dtype (float32, bfloat1
 
 
 def add_parser(subparsers: Any) -> None:
-    from ddpsim.cli.args import add_verb, int_in, lower, nonempty, output_file
-    from ddpsim.units import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_LAYERS, MAX_SEED, MAX_THREADS
-
     p = add_verb(subparsers, "trace", help="capture a model's training-step trace", description=DESCRIPTION,
                  epilog=EPILOG)
     p.add_argument("--list-models", action="store_true", help="print the built-in and zoo model names and exit")
@@ -89,20 +87,14 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-#: the capture flags a trace records in its command line, in the order one would type them (then --set's keys)
-COMMAND_FLAGS = ("model", "device", "batch_size", "iterations", "warmup", "out", "num_threads", "seed", "derive_depth_from")
-#: the switches a trace records in its command line
-COMMAND_SWITCHES = ("no_hook_overhead", "compiled_graph")
-
-
 def _command(args: argparse.Namespace) -> str:
-    """The ``ddpsim trace`` command line of ``args`` (stored in the trace)."""
-    from ddpsim.cli.args import flag_words, value_word
-
+    """The ``ddpsim trace`` command line of ``args`` (stored in the trace): the capture's flags in the order one
+    would type them, ``--set``'s keys, then the switches."""
     sets = [w for key in model_keys() if (v := getattr(args, key, None)) is not None
             for w in ("--set", f"{key}={value_word(v)}")]
-    return shlex.join(["ddpsim", "trace", *flag_words(args, COMMAND_FLAGS), *sets,
-                       *flag_words(args, COMMAND_SWITCHES)])
+    flags = ("model", "device", "batch_size", "iterations", "warmup", "out", "num_threads", "seed", "derive_depth_from")
+    return shlex.join(["ddpsim", "trace", *flag_words(args, flags), *sets,
+                       *flag_words(args, ("no_hook_overhead", "compiled_graph"))])
 
 
 def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -111,14 +103,11 @@ def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def apply_model_set(args: argparse.Namespace) -> None:
     """``args`` with every key of :func:`model_keys` set as an attribute: ``--set``'s value, else None."""
-    from ddpsim.cli.args import key_values
-
     table = model_keys()
     vars(args).update({key: None for key in table}, **key_values(args.model_set, table))
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.cli.args import require_torch
     from ddpsim.cli.retime import write_trace
 
     apply_model_set(args)
@@ -145,19 +134,18 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.trace.capture import capture_trace, derive_depth
     from ddpsim.trace.models import build_model
 
-    kwargs = _model_kwargs(args)
-    target_blocks = None
+    build = partial(build_model, args.model, seed=args.seed, input_shape=args.input_shape, input_dtype=args.input_dtype,
+                    **_model_kwargs(args))
+    target_blocks, depth = None, {}
     if args.derive_depth_from is not None:
         with torch.device("meta"):
-            full = build_model(args.model, seed=args.seed, input_shape=args.input_shape, input_dtype=args.input_dtype, **kwargs)
-        target_blocks = (full.info or {}).get("n_layer")
+            target_blocks = (build().info or {}).get("n_layer")
         if target_blocks is None:
             raise InputError(f"--derive-depth-from: model {args.model!r} has no n_layer; expected bert-base or gpt2-*")
         if args.derive_depth_from > target_blocks:
             raise InputError(f"--derive-depth-from: {args.derive_depth_from} is more than the model's {target_blocks} blocks")
-        del full
-        kwargs["n_layer"] = args.derive_depth_from
-    spec = build_model(args.model, seed=args.seed, input_shape=args.input_shape, input_dtype=args.input_dtype, **kwargs)
+        depth = {"n_layer": args.derive_depth_from}
+    spec = build(**depth)
     if args.batch_size is None:
         args.batch_size = (spec.info or {}).get("example_batch_size")
         if args.batch_size is None:
@@ -174,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
 
         graph = capture_compiled_graph(spec, [p for _, p, _ in ddp_params(spec.module)], batch_size=args.batch_size)
     if args.graph_into is not None:
-        trace = replace(_graph_base(args, spec), compiled_graph=graph)
+        trace = _graph_base(args, spec)
     else:
         command = _command(args)
         trace = capture_trace(spec, device=args.device, batch_size=args.batch_size, num_iters=args.iterations,
@@ -184,8 +172,8 @@ def run(args: argparse.Namespace) -> int:
                               measure_hook_overhead=not args.no_hook_overhead, command=command, seed=args.seed)
         if target_blocks is not None:
             trace = derive_depth(trace, num_blocks=target_blocks, command=command)
-        if graph is not None:
-            trace = replace(trace, compiled_graph=graph)
+    if graph is not None:
+        trace = replace(trace, compiled_graph=graph)
     return write_trace(trace, args.out)
 
 

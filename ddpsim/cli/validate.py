@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ddpsim.errors import shorten
-from ddpsim.units import parse_caps
+from ddpsim.cli.args import add_verb, float_in, from_parser, int_in, nonempty, require_torch
+from ddpsim.errors import InputError, shorten
+from ddpsim.units import MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS, MAX_TIMEOUT_S, parse_caps
 
 DESCRIPTION = """\
 How close are ddpsim's predictions for this scenario to real DDP runs on this machine?
 
-Check ddpsim against real DDP on this machine. For SCENARIO's validated bucket_cap_mb points:
-capture the model's trace on all ranks at once, in lockstep (the runs' conditions;
---scenario-trace predicts from the scenario's trace instead); calibrate the machine once with
-the executor (all-reduce and broadcast curves, compute/communication interference fitted to a
-real DDP probe, copy bandwidth; measured once more when the interference fit hits its bound;
-or --calibration FILE); run real DDP at every point (local gloo ranks via torchrun, one
-thread per rank unless the trace says otherwise; each point --repeats times, round-robin);
-simulate the same points; and write reports/<name>/:
+For SCENARIO's validated bucket_cap_mb points: capture the model's trace on all ranks at once,
+in lockstep (the runs' conditions; --scenario-trace predicts from the scenario's trace instead);
+calibrate the machine once with the executor (all-reduce and broadcast curves,
+compute/communication interference fitted to a real DDP probe, copy bandwidth; measured once
+more when the interference fit hits its bound; or --calibration FILE); run real DDP at every
+point (local gloo ranks via torchrun, one thread per rank unless the trace says otherwise; each
+point --repeats times, round-robin); simulate the same points; and write reports/<name>/:
 
   validation.md     the table and the accuracy figures: median |error| of the mean step,
                     points in the measured p10..p90 band or within 10 %, measured-best vs
@@ -45,18 +45,17 @@ the executor holds glibc's allocator steady in every step (--malloc steady) so t
 capture and runs reuse their pages alike. How the figures are made and read:
 docs/VALIDATION.md.
 
-With SCENARIO zoo (or zoo:NAME,NAME,... for some of its models), validate the model zoo
-instead ('ddpsim trace --list-models', zoo:<name>; the torchvision ones need the 'zoo' extra):
-each model as above, one after another, calibrated once, a model already done skipped, with
---caps 1,5,25, --iterations 20 and --warmup 5 unless given; it writes <out-dir>/zoo/summary.md:
-per model the median |error| (wall clock, CPU clock, CPU clock at the runs' load), how often the
-measured mean lies in its prediction interval, and how far predictions from single captures
-land apart; each model's interval joined with the method's error measured on the other models
-(the split-conformal band of their residuals measured / predicted - 1) is scored beside it, and
-every residual is written to <out-dir>/zoo/method_error.json, which 'ddpsim run' and 'ddpsim
-validate' take as --method-error FILE on the same host. The eleven models at 3 caps x 3 rounds
-take tens of minutes on a small CPU host (studies/zoo/README.md); fewer models, --caps and
---repeats give a quick subset. With --reanalyze nothing runs: the models done are analysed again.
+With SCENARIO zoo (or zoo:NAME,NAME,... for some of its models), validate the model zoo instead
+('ddpsim trace --list-models', zoo:<name>; the torchvision ones need the 'zoo' extra): each
+model as above, one after another, calibrated once, a model already done skipped; it writes
+<out-dir>/zoo/summary.md: per model the median |error| (wall clock, CPU clock, CPU clock at the
+runs' load), how often the measured mean lies in its prediction interval, and how far
+predictions from single captures land apart; each model's interval joined with the method's
+error measured on the other models (the split-conformal band of their residuals measured /
+predicted - 1) is scored beside it, and every residual is written to
+<out-dir>/zoo/method_error.json, which 'ddpsim run' and 'ddpsim validate' take as --method-error
+FILE on the same host. The eleven models at 3 caps x 3 rounds take tens of minutes on a small
+CPU host (studies/zoo/README.md); fewer models, --caps and --repeats give a quick subset.
 
 Files are rewritten atomically after every run, so an interrupted validation keeps what it
 measured. Local validation is CPU/gloo; on GPU nodes run the executor under torchrun
@@ -69,15 +68,10 @@ examples:
 
 'ddpsim validate cpu-gloo-mlp --reanalyze' rebuilds the shipped report from its raw runs;
 'ddpsim validate zoo --reanalyze --calibration reports/zoo/calibration.json' analyses every
-zoo model done again.
-
-Bad input (a missing scenario, a bad --caps value, a failing executor run) stops with
-one line and exit status 2; files already written are kept."""
+zoo model done again."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ddpsim.cli.args import add_verb, float_in, from_parser, int_in, nonempty
-    from ddpsim.units import MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS, MAX_TIMEOUT_S
     from ddpsim.validation.measure import DEFAULT_TIMEOUT_S, LAUNCH_MODES
 
     p = add_verb(subparsers, "validate", help="compare predictions with real DDP runs on this machine",
@@ -136,8 +130,6 @@ SCENARIO_ONLY = {"num_threads": None, "no_bucket_timing": False, "scenario_trace
 
 def zoo_models(scenario: str | None) -> list[str] | None:
     """The zoo models SCENARIO names (``[]``: every one), or None when it names a scenario."""
-    from ddpsim.errors import InputError
-
     if scenario is None or (scenario != ZOO and not scenario.startswith(ZOO + ":")):
         return None
     models = [m.strip() for m in scenario[len(ZOO) + 1:].split(",") if m.strip()]
@@ -148,23 +140,21 @@ def zoo_models(scenario: str | None) -> list[str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.cli.args import require_torch
-
     models = zoo_models(args.scenario)
     if models is not None:
         return validate_zoo(args, models)
     require_torch("validate")
     from ddpsim.validation.measure import reanalyze, validate
 
+    common = {"calibration": args.calibration, "out_dir": args.out_dir, "plots": not args.no_plots,
+              "method_error": args.method_error}
     if args.reanalyze:
-        res = reanalyze(args.scenario or LOCAL_SCENARIO, calibration=args.calibration, out_dir=args.out_dir, plots=not args.no_plots,
-                        method_error=args.method_error)
+        res = reanalyze(args.scenario or LOCAL_SCENARIO, **common)
     else:
-        res = validate(args.scenario or LOCAL_SCENARIO, calibration=args.calibration, out_dir=args.out_dir, caps=args.caps,
-                       iterations=args.iterations, warmup=args.warmup, repeats=args.repeats,
-                       bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads, timeout_s=args.timeout_s,
-                       plots=not args.no_plots, capture=not args.scenario_trace, launch_mode=args.launch or "point",
-                       method_error=args.method_error)
+        res = validate(args.scenario or LOCAL_SCENARIO, caps=args.caps, iterations=args.iterations, warmup=args.warmup,
+                       repeats=args.repeats, bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads,
+                       timeout_s=args.timeout_s, capture=not args.scenario_trace, launch_mode=args.launch or "point",
+                       **common)
     print_result(res, plots=not args.no_plots)
     return 0
 
@@ -172,9 +162,6 @@ def run(args: argparse.Namespace) -> int:
 def validate_zoo(args: argparse.Namespace, models: list[str]) -> int:
     """``ddpsim validate zoo[:NAME,...]``: run or reanalyse ``models`` (``[]``: all); a scenario's
     flag is refused."""
-    from ddpsim.cli.args import require_torch
-    from ddpsim.errors import InputError
-
     for key, unset in SCENARIO_ONLY.items():
         value = getattr(args, key)
         if value != unset:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import math
+from os.path import exists
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import networkx as nx
 from ddpsim.errors import InputError, shorten
 from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu, System
-from ddpsim.io import exists, read_yaml
+from ddpsim.io import read_yaml
 from ddpsim.network.comm_model import GBPS
 from ddpsim.network.graph_attrs import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KINDS, DEVICE_MODEL, HOST, KIND, LATENCY,
                                         LINK_TYPE, LOCAL_RANK, MEMORY_BANDWIDTH, NUM_LINKS, NVLS, RAIL,

@@ -11,13 +11,14 @@ import copy
 import re
 from dataclasses import dataclass, replace
 from functools import cached_property
+from os.path import exists, isfile
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 
 from ddpsim.errors import InputError, shorten
-from ddpsim.io import exists, is_file, read_yaml
+from ddpsim.io import read_yaml
 from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
 from ddpsim.pipeline.scenario_schema import NAME_PATTERN, SHORTHANDS, ClusterSpec, ScenarioFile
@@ -218,7 +219,7 @@ def resolve_file(text: str | None, base: Path | None, where: str, expected: str)
     if text is None:
         return None
     p = _resolve_path(text, base)
-    if not is_file(p):
+    if not isfile(p):
         raise InputError(f"{where}: {shorten(text)} does not exist or is not a file; expected {expected}")
     return p
 
@@ -233,7 +234,7 @@ def _cluster(doc: ScenarioFile, base: Path | None, source: str) -> ClusterSpec:
     if topo is None or not topo.endswith((".yaml", ".yml")):
         return cluster
     tp = _resolve_path(topo, base)
-    if not is_file(tp):
+    if not isfile(tp):
         raise InputError(f"{source}: cluster.topology: {shorten(topo)} does not exist; expected a preset name or a "
                          "topology YAML path")
     return cluster.model_copy(update={"topology": str(tp)})
@@ -280,7 +281,7 @@ def find_scenario(spec: str | Path | None) -> Path:
     spec = DEFAULT_SCENARIO if spec is None else str(spec)
     bundled = Path(__file__).resolve().parents[2] / "scenarios"
     for c in (Path(spec), Path("scenarios") / f"{spec}.yaml", bundled / f"{spec}.yaml", bundled / spec):
-        if is_file(c):
+        if isfile(c):
             return c
     names = sorted(x.stem for x in bundled.glob("*.yaml"))
     raise InputError(f"scenario: {shorten(spec)} does not exist; expected a scenario YAML path or a bundled name ({', '.join(names) or 'none found'})")
@@ -296,7 +297,7 @@ def load_scenario(spec: str | Path | None = None, overrides: Sequence[str] = ())
 def read_scenario(spec: str | Path | None, overrides: Sequence[str] = ()) -> tuple[Any, str, Path]:
     """A scenario file's decoded mapping with ``overrides`` set, the name its errors go under, its path."""
     path = find_scenario(spec)
-    source = str(spec) if spec is not None and is_file(str(spec)) else str(path)
+    source = str(spec) if spec is not None and isfile(str(spec)) else str(path)
     data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
     return apply_overrides(data, overrides), source, path
 

@@ -30,7 +30,7 @@ from ddpsim.formats import quantile
 from ddpsim.io import read_json, write_text_atomic
 from ddpsim.schema import Bool, Float, Int, Str, format_version, record, to_plain, validate
 from ddpsim.trace.compiled_graph import CompiledGraph
-from ddpsim.units import DTYPE_SIZE_BYTES, dtype_size_bytes
+from ddpsim.units import DTYPE_SIZE_BYTES
 
 TRACE_FORMAT = "ddpsim-trace"
 TRACE_VERSION = 1
@@ -311,7 +311,7 @@ def make_trace(*, model: str, params: Iterable[tuple[str, Sequence[int], str]], 
     """A hand-made trace (tests, examples), ``params`` as ``(name, shape, dtype)``, every iteration
     alike, ready in ``ready_s``'s order (ties: higher index first, as autograd reaches later layers first)."""
     recs = [ParamRecord(index=i, name=name, shape=tuple(shape), dtype=dtype,
-                        size_bytes=math.prod(shape) * dtype_size_bytes(dtype), has_grad=ready_s[i] is not None)
+                        size_bytes=math.prod(shape) * DTYPE_SIZE_BYTES.get(dtype, 0), has_grad=ready_s[i] is not None)
             for i, (name, shape, dtype) in enumerate(params)]
     order = sorted((i for i, t in enumerate(ready_s) if t is not None), key=lambda i: (ready_s[i], -i))
     sample = IterationSample(forward_s=forward_s, backward_s=backward_s, optimizer_s=optimizer_s, grad_ready_s=tuple(ready_s))

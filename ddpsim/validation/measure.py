@@ -8,11 +8,12 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass
+from os.path import isfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
-from ddpsim.io import ensure_dir, is_file, read_json, write_text_atomic
+from ddpsim.io import ensure_dir, read_json, write_text_atomic
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.trace.capture import check_count
 from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
@@ -482,7 +483,7 @@ def round_traces(raw: Path, repeats: int) -> list[Any]:
 def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
     """The pooled trace ``validation.json`` (``data``) names, else its namesake in ``raw`` (moved)."""
     path = Path(data["trace"])
-    if not is_file(path) and is_file(raw / path.name):
+    if not isfile(path) and isfile(raw / path.name):
         return raw / path.name
     return path
 

@@ -13,12 +13,13 @@ import logging
 import os
 import statistics
 import time
+from os.path import isfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.validation.intervals import ALTERNATIVES_TEXT
-from ddpsim.io import ensure_dir, is_file, write_text_atomic
+from ddpsim.io import ensure_dir, write_text_atomic
 from ddpsim.validation.writer import csv_text
 
 log = logging.getLogger(__name__)
@@ -320,7 +321,7 @@ class _Zoo:
     def write_summary(self) -> None:
         """The summary, with the calibration the models done were predicted with when they share one."""
         used = {r.get("calibration") for r in self.results.values() if r.get("calibration")}
-        cal = Path(used.pop()) if len(used) == 1 else self.shared_cal if is_file(self.shared_cal) else None
+        cal = Path(used.pop()) if len(used) == 1 else self.shared_cal if isfile(self.shared_cal) else None
         write_summary(self.zoo_dir, self.rows, level=self.level, results=self.results, calibration=cal)
 
     def add_done(self, name: str, result: dict[str, Any]) -> None:
@@ -403,11 +404,11 @@ class _Zoo:
                  f"{self.repeats} rounds, batch {e.batch_size} per rank")
         t0 = time.perf_counter()
         try:
-            res = validate_fn(str(scn_path), calibration=self.shared_cal if is_file(self.shared_cal) else None,
+            res = validate_fn(str(scn_path), calibration=self.shared_cal if isfile(self.shared_cal) else None,
                               out_dir=self.zoo_dir, caps=self.caps, iterations=self.iterations, warmup=self.warmup,
                               repeats=self.repeats, bucket_timing=False, num_threads=1, timeout_s=self.timeout_s,
                               plots=False, intervals=False)  # analyse_model gives the intervals, on both clocks
-            if not is_file(self.shared_cal) and (mdir / "calibration.json").is_file():
+            if not isfile(self.shared_cal) and (mdir / "calibration.json").is_file():
                 write_text_atomic(self.shared_cal, (mdir / "calibration.json").read_text())
             result = {"format": "ddpsim-zoo-model", "version": 1, "model": name, "status": "done",
                       "batch_size": e.batch_size, "caps": self.caps, "repeats": self.repeats, "iterations": self.iterations,

@@ -13,13 +13,13 @@ import re
 import sys
 import zlib
 from dataclasses import dataclass, field
+from os.path import isfile
 from pathlib import Path
 from typing import IO, Any, Iterator
 
 import ijson
 
 from ddpsim.errors import InputError, cut, shorten
-from ddpsim.io import is_file
 from ddpsim.trace.profile.kernel_kinds import COMM, kernel_kind
 
 #: the event categories kept, by what they are, as torch >= 1.9 names them and as torch 1.8's
@@ -240,7 +240,7 @@ def read_profile(path: str | Path) -> KinetoProfile:
     """The kept events and header of the profile at ``path``; InputError: missing, bad gzip, not
     JSON, truncated, or no ``traceEvents`` list."""
     p = Path(path)
-    if not is_file(p):  # False, not OSError, for a name the OS refuses (too long, NUL)
+    if not isfile(p):  # False, not OSError, for a name the OS refuses (too long, NUL)
         raise InputError(f"{_source(str(path))}: no such file; expected a torch.profiler trace (.json or .json.gz)")
     try:
         try:

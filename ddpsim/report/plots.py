@@ -53,10 +53,6 @@ def new_figure(**kwargs: Any) -> Any:
     return fig
 
 
-def _unit(max_s: float) -> tuple[float, str]:
-    return (1e3, "ms") if max_s < 1 else (1.0, "s")
-
-
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     """PNG written atomically with fixed metadata (reproducible bytes), in a 256-colour palette
     (Pillow's fast octree, no dithering: a third of the bytes; zlib's default level)."""
@@ -84,7 +80,7 @@ def sweep_figure(table: Any, title: str = "") -> Any:
     or its rows: ``table.to_dict("records")``)."""
     rows = table.to_dict("records") if hasattr(table, "to_dict") else list(table)
     labels = [r["point"].replace("cap=", "") for r in rows]
-    mult, unit = _unit(max(r["iteration_p95_s"] for r in rows))
+    mult, unit = (1e3, "ms") if max(r["iteration_p95_s"] for r in rows) < 1 else (1.0, "s")
     fig = new_figure(figsize=(max(6.5, 0.7 * len(rows) + 2), 7))
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
     x = list(range(len(rows)))
@@ -154,7 +150,7 @@ def timeline_ranks(result: Any, iteration: int) -> list[int]:
     return [slow.rank] if alike else [slow.rank, fast.rank]
 
 
-def _rows(result: Any, ranks: Sequence[int], spans: Sequence[Any]) -> list[tuple[int, str, float]]:
+def _rows(ranks: Sequence[int], spans: Sequence[Any]) -> list[tuple[int, str, float]]:
     """``(rank, row, y)`` top down: per rank compute, other streams (a host/CPU timeline), buckets, comm."""
     other = sorted({s.stream for s in spans} - {"compute", "comm"})
     out, y = [], 0.0
@@ -222,9 +218,9 @@ def _panel(result: Any, iterations: Sequence[int], ranks: Sequence[int], title: 
     starts = [st.start_s for (_, k), st in stats.items() if k == min(its)] or [s.start_s for s in spans] or [0.0]
     t0 = min(starts)
     t1 = max([s.end_s for s in spans] + [st.end_s for st in stats.values()] + [t0 + 1e-6])
-    return {"result": result, "spans": spans, "stats": stats, "t0": t0, "length_ms": (t1 - t0) * 1e3, "title": title,
+    return {"spans": spans, "stats": stats, "t0": t0, "length_ms": (t1 - t0) * 1e3, "title": title,
             "buckets": [b for b in result.buckets if b.iteration in its and b.rank in rs],
-            "rows": _rows(result, ranks, spans), "ranks": list(ranks), "iterations": sorted(its)}
+            "rows": _rows(ranks, spans), "ranks": list(ranks), "iterations": sorted(its)}
 
 
 def _draw_panel(ax: Any, p: dict[str, Any], in_per_ms: float, end_ms: float, kinds: dict[str, str]) -> None:

@@ -107,15 +107,13 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
     drawing = _drawing(run, plots)
     drawing.used = True
     kept, timeline, pngs, side = drawing.kept, drawing.timeline, drawing.pngs, drawing.side
+    rows, title = sweep_rows(records), f"{sc.name}: step time vs bucket_cap_mb"
     with side:
-        if plots:
-            pngs.append(_bucket_sizes(sc, records, timeline, rec.info, rdir, kept))
-            side.submit(pngs[-1].work)
-        rows = sweep_rows(records)
-        if plots:  # drawn from the table's rows, pickled to a worker
-            title = f"{sc.name}: step time vs bucket_cap_mb"
-            pngs.append(_piece(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title))
-            side.submit(pngs[-1].work)
+        # drawn from the plan and the table's rows, pickled to a worker
+        for p in ([_bucket_sizes(sc, records, timeline, rec.info, rdir, kept),
+                   _piece(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title)] if plots else []):
+            pngs.append(p)
+            side.submit(p.work)
         write_csv(rows, rdir / "sweep.csv")
         write_csv(report.bucket_rows(records), rdir / "buckets.csv", report.BUCKET_FIELDS)
         log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
@@ -227,16 +225,13 @@ def _bucket_sizes(sc: Scenario, records: list[Any], timeline: list[Any], rec_inf
 
 def _cap_mb(sc: Scenario, point: Any) -> list[float]:
     """The per-bucket limits (MiB, the last reused) DDP's rebuild applies at ``point``
-    (:func:`ddpsim.plan.planner.rebuilt_assignment`): its ``bucket_cap_mb_list``, else the first
-    bucket's limit and the cap; the cap alone when small buckets go last."""
+    (:func:`ddpsim.plan.planner.assign_in_ready_order`): its ``bucket_cap_mb_list``, else the first
+    bucket's limit and the cap; the cap alone when small buckets go last or the two are equal."""
     from ddpsim.units import MIB
 
     opts = sc.ddp_options(point)
-    if opts.list_bytes_caps:
-        return [b / MIB for b in opts.list_bytes_caps]
-    if opts.small_bucket_last or opts.first_bucket_bytes_cap == opts.bucket_bytes_cap:
-        return [opts.bucket_bytes_cap / MIB]
-    return [opts.first_bucket_bytes_cap / MIB, opts.bucket_bytes_cap / MIB]
+    first = [] if opts.small_bucket_last else [opts.first_bucket_bytes_cap]
+    return [b / MIB for b in opts.list_bytes_caps or dict.fromkeys([*first, opts.bucket_bytes_cap])]
 
 
 def _remove_stale(rdir: Path, files: list[Path]) -> None:

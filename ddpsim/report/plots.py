@@ -354,7 +354,7 @@ def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: 
     for ax, (label, sizes, cap) in zip(axes[:, 0], plans):
         mib = [s / 2**20 for s in sizes]
         ax.bar(range(len(mib)), mib, color="#4c72b0", width=0.8)
-        caps = _caps(cap, len(mib))
+        caps = [float(cap[min(i, len(cap) - 1)]) for i in range(len(mib))] if cap else []  # the last reused
         if caps:
             ax.step([-0.5, *[i + 0.5 for i in range(len(caps))]], [caps[0], *caps], where="pre", color="#c44e52",
                     lw=1.2, ls="--")
@@ -362,7 +362,10 @@ def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: 
         ax.set_ylim(0, top * 1.22)
         ax.set_xlim(-0.6, max(len(mib), 1) - 0.4)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        _size_labels(ax, mib, 9 - 1.3)
+        bar_in = 0.8 * (9 - 1.3) / max(len(mib), 1)  # each bar's size above it where the bar holds it
+        for i, text in enumerate(map(_mib, mib)):
+            if _fits(text, bar_in, 7):
+                ax.text(i, mib[i], text, ha="center", va="bottom", fontsize=7, gid="size-label")
         ax.set_ylabel("MiB", fontsize=8)
         cap_words = f"; {_cap_text(cap)} (dashed)" if caps else "; no cap"
         ax.set_title(f"{label}: {len(sizes)} buckets, {sum(sizes) / 2**20:.1f} MiB{cap_words}", fontsize=9)
@@ -374,21 +377,7 @@ def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: 
     return fig
 
 
-def _caps(cap: Sequence[float] | None, n: int) -> list[float]:
-    """The cap in MiB of each of ``n`` buckets (the list's last reused; none for None)."""
-    return [float(cap[min(i, len(cap) - 1)]) for i in range(n)] if cap else []
-
-
 def _cap_text(cap: Sequence[float]) -> str:
     if len(cap) == 1:
         return f"cap {cap[0]:g} MiB"
     return "caps " + ", ".join(f"{c:g}" for c in cap) + " MiB (bucket by bucket, the last reused)"
-
-
-def _size_labels(ax: Any, mib: Sequence[float], axes_w_in: float) -> None:
-    """Each bar's size above it where the bar is wide enough for the text."""
-    bar_in = 0.8 * axes_w_in / max(len(mib), 1)
-    for i, v in enumerate(mib):
-        text = _mib(v)
-        if _fits(text, bar_in, 7):
-            ax.text(i, v, text, ha="center", va="bottom", fontsize=7, gid="size-label")

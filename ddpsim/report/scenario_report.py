@@ -20,7 +20,7 @@ from ddpsim.pipeline.scenario_run import ScenarioRun
 from ddpsim.pipeline.sweep import sweep_rows, sweep_table
 from ddpsim.report import perfetto
 from ddpsim.report.kept_files import KeptFiles, report_key
-from ddpsim.report.tables import write_csv
+from ddpsim.report.tables import to_csv_text
 from ddpsim.report.workers import SideBySide
 from ddpsim.report import summary as report
 
@@ -114,8 +114,8 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
                    _piece(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title)] if plots else []):
             pngs.append(p)
             side.submit(p.work)
-        write_csv(rows, rdir / "sweep.csv")
-        write_csv(report.bucket_rows(records), rdir / "buckets.csv", report.BUCKET_FIELDS)
+        write_text_atomic(rdir / "sweep.csv", to_csv_text(rows))
+        write_text_atomic(rdir / "buckets.csv", to_csv_text(report.bucket_rows(records), report.BUCKET_FIELDS))
         log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
         write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1))
         log.info("wrote %s", rdir / "recommended_plan.json")

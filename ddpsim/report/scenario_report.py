@@ -55,10 +55,6 @@ class Report:
 class Drawing:
     """The traces and PNGs that need only the points, being written beside this process."""
 
-    out_dir: Path
-    records: tuple[Any, ...]
-    kept_key: str | None
-    plots: bool
     kept: KeptFiles
     timeline: list[Any]
     traces: list["_Piece"]
@@ -85,18 +81,16 @@ def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any,
         from ddpsim.report.plots import warm_up
 
         warm_up()  # likewise: this process draws too (the pieces no worker has taken)
-    return Drawing(out_dir=rdir, records=records, kept_key=kept_key, plots=plots, kept=kept, timeline=timeline,
-                   traces=traces, pngs=pngs, side=SideBySide([p.work for p in traces + pngs], jobs - 1))
+    return Drawing(kept=kept, timeline=timeline, traces=traces, pngs=pngs,
+                   side=SideBySide([p.work for p in traces + pngs], jobs - 1))
 
 
 def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
-    """The run's drawing started for this report, else one started now."""
+    """The drawing started for this run's report (by :func:`ddpsim.api.run_scenario`, with the same
+    ``plots``), else one started now."""
     d = run.report_started
-    if isinstance(d, Drawing) and not d.used and d.plots == plots and d.records is run.records \
-            and d.kept_key == run.kept_key and d.out_dir == run.out_dir:
+    if isinstance(d, Drawing) and not d.used:
         return d
-    if isinstance(d, Drawing):
-        d.close()
     return start_drawing(run.scenario, run.out_dir, run.records, run.best, run.kept_key, run.jobs, plots=plots)
 
 

@@ -6,12 +6,10 @@ from is said on its :class:`Summary` field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
-from ddpsim.report.ddp_modes import JoinFigures, ProcessGroupFigures
-
-frozen = dataclass(frozen=True, kw_only=True)
+from ddpsim.report.ddp_modes import JoinFigures, ProcessGroupFigures, frozen
 
 
 @frozen

@@ -114,4 +114,5 @@ def process_groups_line(pg: ProcessGroupFigures) -> str:
 
 def answer_lines(join: JoinFigures | None, process_groups: ProcessGroupFigures | None) -> list[str]:
     """The bullets a summary with these figures leads its answer with."""
-    return ([join_line(join)] if join else []) + ([process_groups_line(process_groups)] if process_groups else [])
+    return (([join_line(join)] if join else [])
+            + ([process_groups_line(process_groups)] if process_groups else []))

@@ -101,15 +101,16 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
     drawing = _drawing(run, plots)
     drawing.used = True
     kept, timeline, pngs, side = drawing.kept, drawing.timeline, drawing.pngs, drawing.side
-    rows, title = sweep_rows(records), f"{sc.name}: step time vs bucket_cap_mb"
     with side:
-        # drawn from the plan and the table's rows, pickled to a worker
-        for p in ([_bucket_sizes(sc, records, timeline, rec.info, rdir, kept),
-                   _piece(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title)] if plots else []):
+        rows, title = sweep_rows(records), f"{sc.name}: step time vs bucket_cap_mb"
+        late = [_bucket_sizes(sc, records, timeline, rec.info, rdir, kept),
+                _piece(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title)] if plots else []
+        for p in late:  # drawn from the plan and the table's rows, pickled to a worker
             pngs.append(p)
             side.submit(p.work)
         write_text_atomic(rdir / "sweep.csv", to_csv_text(rows))
-        write_text_atomic(rdir / "buckets.csv", to_csv_text(report.bucket_rows(records), report.BUCKET_FIELDS))
+        buckets = to_csv_text(report.bucket_rows(records), report.BUCKET_FIELDS)
+        write_text_atomic(rdir / "buckets.csv", buckets)
         log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
         write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1))
         log.info("wrote %s", rdir / "recommended_plan.json")

@@ -276,7 +276,8 @@ def _trust_line(backend: str, comm_model: dict[str, Any], tr: TraceFigures | Non
 def _answer_section(s: Summary) -> list[str]:
     """``## Answer``: the best point, its uncertainty, the method's error, the tails, the recommendation."""
     b, d = s.best, s.default
-    L = ["## Answer", "", *compiled_report.answer_lines(s.compile, b.point), *ddp_modes.answer_lines(s.join, s.process_groups), _best_line(s)]
+    L = ["## Answer", "", *compiled_report.answer_lines(s.compile, b.point),
+         *ddp_modes.answer_lines(s.join, s.process_groups), _best_line(s)]
     if s.uncertainty:
         L.append(render_uncertainty(s.uncertainty))
     trust = render_method_error(s.method_error) if s.method_error else _trust_line(s.backend, s.comm_model, s.trace)

@@ -280,12 +280,12 @@ def test_summary_leads_with_the_round_robin_and_join_answers():
     j = s["join"]
     assert j["batches_min"] == 9 and j["batches_max"] == 12 and j["even_epoch_iterations"] == 11
     assert render_summary(s).split("## Answer\n\n")[1].startswith(f"- **Uneven inputs cost {j['epoch_cost_pct']:.1f} % per epoch**")
-    # the typed summary reads the top-level keys into its ddp_modes section, their types checked
+    # the typed summary reads the top-level keys, their types checked
     import pydantic
 
-    from ddpsim.report.figures import Summary
+    from ddpsim.report.figures import Summary, typed
 
-    modes = Summary.of(s).ddp_modes
-    assert modes.join.batches_min == 9 and modes.process_groups is None
+    summ = typed(Summary, s)
+    assert summ.join.batches_min == 9 and summ.process_groups is None
     with pytest.raises(pydantic.ValidationError, match="batches_min"):
-        Summary.of(dict(s, join=dict(j, batches_min="nine")))
+        typed(Summary, dict(s, join=dict(j, batches_min="nine")))

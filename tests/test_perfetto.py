@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ddpsim.report.perfetto import (COMM_TID, COMPUTE_TID, CPU_TID, chrome_trace, comm_comp_overlap, hta_kernel_type,
+from ddpsim.report.perfetto import (COMM_TID, COMPUTE_TID, CPU_TID, chrome_trace, comm_comp_overlap,
                              written_traces)
 from ddpsim.engine.result import BucketTiming, IterationStats, SimResult, Span
 
@@ -69,10 +69,12 @@ def test_overlap_by_hand():
 
 
 def test_hta_kernel_classes():
-    assert hta_kernel_type("ncclDevKernel_AllReduce_Sum (bucket 3)") == "COMMUNICATION"
-    assert hta_kernel_type("backward") == "COMPUTATION"
-    assert hta_kernel_type("Memcpy DtoD") == "MEMORY"
-    assert hta_kernel_type("cudaDeviceSync") == "OTHER"
+    from ddpsim.trace.profile.kernel_kinds import COMM, COMP, MEMORY, OTHER, kernel_kind
+
+    assert kernel_kind("ncclDevKernel_AllReduce_Sum (bucket 3)") == COMM
+    assert kernel_kind("backward") == COMP
+    assert kernel_kind("Memcpy DtoD") == MEMORY
+    assert kernel_kind("cudaDeviceSync") == OTHER
 
 
 def test_write_is_deterministic_and_hta_readable(tmp_path):

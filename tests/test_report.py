@@ -46,16 +46,16 @@ def test_summary_renders_from_typed_figures(records):
 
     import pydantic
 
-    from ddpsim.report.figures import Summary
+    from ddpsim.report.figures import Summary, typed
 
     sc, recs = records
     s = summarize(sc, recs)
-    typed = Summary.of(json.loads(json.dumps(s)))
-    assert typed.best.point == "cap=0.004" and typed.points[0].point == "cap=default"
-    assert typed.best.exposed_comm_p95_s == pytest.approx(0.10928) and typed.trace is None
-    assert render_summary(typed) == render_summary(s)
+    summ = typed(Summary, json.loads(json.dumps(s)))
+    assert summ.best.point == "cap=0.004" and summ.points[0].point == "cap=default"
+    assert summ.best.exposed_comm_p95_s == pytest.approx(0.10928) and summ.trace is None
+    assert render_summary(summ) == render_summary(s)
     with pytest.raises(pydantic.ValidationError, match="iteration_p50_s"):
-        Summary.of(dict(s, best=dict(s["best"], iteration_p50_s="fast")))
+        typed(Summary, dict(s, best=dict(s["best"], iteration_p50_s="fast")))
 
 
 def test_csvs(records):

@@ -6,6 +6,7 @@ written by one, byte for byte (the oracle: the one-process run)."""
 from __future__ import annotations
 
 import os
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from functools import partial
 
@@ -145,3 +146,13 @@ def test_pieces_no_worker_has_started_are_run_here_the_last_first(tmp_path):
             pass
         got = side.results()
     assert got[3] == os.getpid() and got[0] != os.getpid()
+
+
+
+@needs_fork
+def test_a_worker_gone_is_an_error_where_its_result_is_asked_not_a_hang():
+    with SideBySide([lambda: os._exit(3), lambda: 1], workers=1) as side:
+        with pytest.raises(BrokenProcessPool, match="terminated abruptly"):
+            side.result(0)
+        with pytest.raises(BrokenProcessPool):
+            side.results()

@@ -50,13 +50,6 @@ class ProcessGroupFigures:
     by_count: tuple[GroupCount, ...]
 
 
-@frozen
-class DdpModes:
-    """:func:`figures`, each None where it does not apply (a top-level key of ``summary.json``)."""
-
-    join: JoinFigures | None = None
-    process_groups: ProcessGroupFigures | None = None
-
 #: the figures of JoinFigures that Join's own (:mod:`ddpsim.engine.join`) give as they are
 _JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
                    if f.name not in ("point", "world_size", "tail_iterations", "batches_min", "batches_max"))
@@ -92,7 +85,7 @@ def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures
 
 
 def figures(records: Sequence[PointRecord]) -> dict[str, Any]:
-    """The summary's :class:`DdpModes` entries, each where it applies."""
+    """The summary's ``join`` and ``process_groups`` entries (top-level keys), each where it applies."""
     found = {"join": join_figures(records), "process_groups": process_group_figures(records)}
     return {k: asdict(v) for k, v in found.items() if v}
 
@@ -119,6 +112,7 @@ def process_groups_line(pg: ProcessGroupFigures) -> str:
             f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} `dist.new_group()` groups.")
 
 
-def answer_lines(m: DdpModes) -> list[str]:
+def answer_lines(join: JoinFigures | None, process_groups: ProcessGroupFigures | None) -> list[str]:
     """The bullets a summary with these figures leads its answer with."""
-    return ([join_line(m.join)] if m.join else []) + ([process_groups_line(m.process_groups)] if m.process_groups else [])
+    return (([join_line(join)] if join else [])
+            + ([process_groups_line(process_groups)] if process_groups else []))

@@ -1,4 +1,4 @@
-"""The figures of a scenario's summary, typed: :meth:`Summary.of` reads ``summary.json``'s document
+"""The figures of a scenario's summary, typed: :func:`typed` reads ``summary.json``'s document
 (:func:`ddpsim.report.summary.summarize`'s, fresh or loaded) into these frozen dataclasses, each
 figure's type checked (pydantic); the renderers read only them. Where each section's figures come
 from is said on its :class:`Summary` field.
@@ -6,12 +6,10 @@ from is said on its :class:`Summary` field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
-from ddpsim.report.ddp_modes import DdpModes
-
-frozen = dataclass(frozen=True, kw_only=True)
+from ddpsim.report.ddp_modes import JoinFigures, ProcessGroupFigures, frozen
 
 
 @frozen
@@ -205,17 +203,13 @@ class Summary:
     warnings: tuple[str, ...] = ()
     cost_terms: tuple[str, ...] = ()
     method_error: MethodError | None = None     # pipeline.method_error.answer
-    ddp_modes: DdpModes                         # report.ddp_modes.figures (top-level keys of the document)
+    join: JoinFigures | None = None             # report.ddp_modes.figures, as process_groups
+    process_groups: ProcessGroupFigures | None = None
     compile: Compiled | None = None             # pipeline.run.eager_comparison
     bucket_costs: BucketCosts | None = None     # report.bucket_costs.figures
     term_effects: TermEffects | None = None     # pipeline.term_effects.term_effects
     uncertainty: Uncertainty | None = None      # pipeline.resampling.summarize
     trace: TraceFigures | None = None           # the trace's phases (per-step medians)
-
-    @classmethod
-    def of(cls, doc: dict[str, Any]) -> Summary:
-        """The summary of ``doc`` (``summary.json``'s document); a figure of the wrong type raises."""
-        return typed(cls, {**doc, "ddp_modes": {f.name: doc.get(f.name) for f in fields(DdpModes)}})
 
 
 def typed(cls: type, doc: dict[str, Any]) -> Any:

@@ -23,6 +23,7 @@ overlapped by merged computation intervals / merged communication time).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from pathlib import Path
@@ -41,14 +42,6 @@ _COMM_OP = {"allreduce": "AllReduce_Sum", "broadcast": "Broadcast", "used_map_al
             "syncbn_allgather": "AllGather", "syncbn_allreduce": "AllReduce_Sum",
             "rebuild": "Broadcast"}
 _NOT_KERNELS = ("wait",)
-
-
-def hta_kernel_type(name: str) -> str:
-    """``COMMUNICATION``, ``MEMORY``, ``COMPUTATION`` or ``OTHER``, as HTA's ``get_kernel_type``
-    (:func:`ddpsim.trace.profile.kernel_kinds.kernel_kind`, imported only when called)."""
-    from ddpsim.trace.profile.kernel_kinds import HTA_NAMES, kernel_kind
-
-    return HTA_NAMES[kernel_kind(name)]
 
 
 def _us(t_s: float) -> int:
@@ -153,19 +146,13 @@ def written_traces(result: SimResult, out_dir: str | Path, point_id: str, *,
 
 
 def comm_comp_overlap(trace: dict[str, Any]) -> float:
-    """HTA's ``get_comm_comp_overlap`` ratio for one rank's trace dict (0 if no communication)."""
-    comm, comp = [], []
-    kinds: dict[str, str] = {}  # a trace repeats its kernels' names every iteration: classify each once
+    """HTA's ``get_comm_comp_overlap`` ratio for one rank's trace dict (0 if no communication), its
+    kernels classified as HTA does (:mod:`ddpsim.trace.profile.kernel_kinds`, imported only here)."""
+    from ddpsim.trace.profile.kernel_kinds import COMM, COMP, kernel_kind
+
+    kind = functools.cache(kernel_kind)  # a trace repeats its kernels' names every iteration
+    found: dict[str, list[tuple[int, int]]] = {COMM: [], COMP: []}
     for e in trace["traceEvents"]:
-        if e.get("ph") != "X" or not isinstance(e.get("args", {}).get("stream"), int):
-            continue
-        iv = (e["ts"], e["ts"] + e["dur"])
-        name = e["name"]
-        kind = kinds.get(name)
-        if kind is None:
-            kind = kinds[name] = hta_kernel_type(name)
-        if kind == "COMMUNICATION":
-            comm.append(iv)
-        elif kind == "COMPUTATION":
-            comp.append(iv)
-    return overlap_ratio(comm, comp) or 0.0
+        if e.get("ph") == "X" and isinstance(e.get("args", {}).get("stream"), int):
+            found.get(kind(e["name"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    return overlap_ratio(found[COMM], found[COMP]) or 0.0

@@ -53,10 +53,6 @@ def new_figure(**kwargs: Any) -> Any:
     return fig
 
 
-def _unit(max_s: float) -> tuple[float, str]:
-    return (1e3, "ms") if max_s < 1 else (1.0, "s")
-
-
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     """PNG written atomically with fixed metadata (reproducible bytes), in a 256-colour palette
     (Pillow's fast octree, no dithering: a third of the bytes; zlib's default level)."""
@@ -84,7 +80,7 @@ def sweep_figure(table: Any, title: str = "") -> Any:
     or its rows: ``table.to_dict("records")``)."""
     rows = table.to_dict("records") if hasattr(table, "to_dict") else list(table)
     labels = [r["point"].replace("cap=", "") for r in rows]
-    mult, unit = _unit(max(r["iteration_p95_s"] for r in rows))
+    mult, unit = (1e3, "ms") if max(r["iteration_p95_s"] for r in rows) < 1 else (1.0, "s")
     fig = new_figure(figsize=(max(6.5, 0.7 * len(rows) + 2), 7))
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
     x = list(range(len(rows)))
@@ -154,7 +150,7 @@ def timeline_ranks(result: Any, iteration: int) -> list[int]:
     return [slow.rank] if alike else [slow.rank, fast.rank]
 
 
-def _rows(result: Any, ranks: Sequence[int], spans: Sequence[Any]) -> list[tuple[int, str, float]]:
+def _rows(ranks: Sequence[int], spans: Sequence[Any]) -> list[tuple[int, str, float]]:
     """``(rank, row, y)`` top down: per rank compute, other streams (a host/CPU timeline), buckets, comm."""
     other = sorted({s.stream for s in spans} - {"compute", "comm"})
     out, y = [], 0.0
@@ -222,9 +218,9 @@ def _panel(result: Any, iterations: Sequence[int], ranks: Sequence[int], title: 
     starts = [st.start_s for (_, k), st in stats.items() if k == min(its)] or [s.start_s for s in spans] or [0.0]
     t0 = min(starts)
     t1 = max([s.end_s for s in spans] + [st.end_s for st in stats.values()] + [t0 + 1e-6])
-    return {"result": result, "spans": spans, "stats": stats, "t0": t0, "length_ms": (t1 - t0) * 1e3, "title": title,
+    return {"spans": spans, "stats": stats, "t0": t0, "length_ms": (t1 - t0) * 1e3, "title": title,
             "buckets": [b for b in result.buckets if b.iteration in its and b.rank in rs],
-            "rows": _rows(result, ranks, spans), "ranks": list(ranks), "iterations": sorted(its)}
+            "rows": _rows(ranks, spans), "ranks": list(ranks), "iterations": sorted(its)}
 
 
 def _draw_panel(ax: Any, p: dict[str, Any], in_per_ms: float, end_ms: float, kinds: dict[str, str]) -> None:
@@ -358,7 +354,7 @@ def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: 
     for ax, (label, sizes, cap) in zip(axes[:, 0], plans):
         mib = [s / 2**20 for s in sizes]
         ax.bar(range(len(mib)), mib, color="#4c72b0", width=0.8)
-        caps = _caps(cap, len(mib))
+        caps = [float(cap[min(i, len(cap) - 1)]) for i in range(len(mib))] if cap else []  # the last reused
         if caps:
             ax.step([-0.5, *[i + 0.5 for i in range(len(caps))]], [caps[0], *caps], where="pre", color="#c44e52",
                     lw=1.2, ls="--")
@@ -366,7 +362,10 @@ def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: 
         ax.set_ylim(0, top * 1.22)
         ax.set_xlim(-0.6, max(len(mib), 1) - 0.4)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        _size_labels(ax, mib, 9 - 1.3)
+        bar_in = 0.8 * (9 - 1.3) / max(len(mib), 1)  # each bar's size above it where the bar holds it
+        for i, text in enumerate(map(_mib, mib)):
+            if _fits(text, bar_in, 7):
+                ax.text(i, mib[i], text, ha="center", va="bottom", fontsize=7, gid="size-label")
         ax.set_ylabel("MiB", fontsize=8)
         cap_words = f"; {_cap_text(cap)} (dashed)" if caps else "; no cap"
         ax.set_title(f"{label}: {len(sizes)} buckets, {sum(sizes) / 2**20:.1f} MiB{cap_words}", fontsize=9)
@@ -378,21 +377,7 @@ def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: 
     return fig
 
 
-def _caps(cap: Sequence[float] | None, n: int) -> list[float]:
-    """The cap in MiB of each of ``n`` buckets (the list's last reused; none for None)."""
-    return [float(cap[min(i, len(cap) - 1)]) for i in range(n)] if cap else []
-
-
 def _cap_text(cap: Sequence[float]) -> str:
     if len(cap) == 1:
         return f"cap {cap[0]:g} MiB"
     return "caps " + ", ".join(f"{c:g}" for c in cap) + " MiB (bucket by bucket, the last reused)"
-
-
-def _size_labels(ax: Any, mib: Sequence[float], axes_w_in: float) -> None:
-    """Each bar's size above it where the bar is wide enough for the text."""
-    bar_in = 0.8 * axes_w_in / max(len(mib), 1)
-    for i, v in enumerate(mib):
-        text = _mib(v)
-        if _fits(text, bar_in, 7):
-            ax.text(i, v, text, ha="center", va="bottom", fontsize=7, gid="size-label")

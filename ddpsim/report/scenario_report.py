@@ -20,7 +20,7 @@ from ddpsim.pipeline.scenario_run import ScenarioRun
 from ddpsim.pipeline.sweep import sweep_rows, sweep_table
 from ddpsim.report import perfetto
 from ddpsim.report.kept_files import KeptFiles, report_key
-from ddpsim.report.tables import write_csv
+from ddpsim.report.tables import to_csv_text
 from ddpsim.report.workers import SideBySide
 from ddpsim.report import summary as report
 
@@ -55,10 +55,6 @@ class Report:
 class Drawing:
     """The traces and PNGs that need only the points, being written beside this process."""
 
-    out_dir: Path
-    records: tuple[Any, ...]
-    kept_key: str | None
-    plots: bool
     kept: KeptFiles
     timeline: list[Any]
     traces: list["_Piece"]
@@ -85,18 +81,16 @@ def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any,
         from ddpsim.report.plots import warm_up
 
         warm_up()  # likewise: this process draws too (the pieces no worker has taken)
-    return Drawing(out_dir=rdir, records=records, kept_key=kept_key, plots=plots, kept=kept, timeline=timeline,
-                   traces=traces, pngs=pngs, side=SideBySide([p.work for p in traces + pngs], jobs - 1))
+    return Drawing(kept=kept, timeline=timeline, traces=traces, pngs=pngs,
+                   side=SideBySide([p.work for p in traces + pngs], jobs - 1))
 
 
 def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
-    """The run's drawing started for this report, else one started now."""
+    """The drawing started for this run's report (by :func:`ddpsim.api.run_scenario`, with the same
+    ``plots``), else one started now."""
     d = run.report_started
-    if isinstance(d, Drawing) and not d.used and d.plots == plots and d.records is run.records \
-            and d.kept_key == run.kept_key and d.out_dir == run.out_dir:
+    if isinstance(d, Drawing) and not d.used:
         return d
-    if isinstance(d, Drawing):
-        d.close()
     return start_drawing(run.scenario, run.out_dir, run.records, run.best, run.kept_key, run.jobs, plots=plots)
 
 
@@ -108,16 +102,15 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
     drawing.used = True
     kept, timeline, pngs, side = drawing.kept, drawing.timeline, drawing.pngs, drawing.side
     with side:
-        if plots:
-            pngs.append(_bucket_sizes(sc, records, timeline, rec.info, rdir, kept))
-            side.submit(pngs[-1].work)
-        rows = sweep_rows(records)
-        if plots:  # drawn from the table's rows, pickled to a worker
-            title = f"{sc.name}: step time vs bucket_cap_mb"
-            pngs.append(_piece(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title))
-            side.submit(pngs[-1].work)
-        write_csv(rows, rdir / "sweep.csv")
-        write_csv(report.bucket_rows(records), rdir / "buckets.csv", report.BUCKET_FIELDS)
+        rows, title = sweep_rows(records), f"{sc.name}: step time vs bucket_cap_mb"
+        late = [_bucket_sizes(sc, records, timeline, rec.info, rdir, kept),
+                _piece(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title)] if plots else []
+        for p in late:  # drawn from the plan and the table's rows, pickled to a worker
+            pngs.append(p)
+            side.submit(p.work)
+        write_text_atomic(rdir / "sweep.csv", to_csv_text(rows))
+        buckets = to_csv_text(report.bucket_rows(records), report.BUCKET_FIELDS)
+        write_text_atomic(rdir / "buckets.csv", buckets)
         log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
         write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1))
         log.info("wrote %s", rdir / "recommended_plan.json")
@@ -227,16 +220,13 @@ def _bucket_sizes(sc: Scenario, records: list[Any], timeline: list[Any], rec_inf
 
 def _cap_mb(sc: Scenario, point: Any) -> list[float]:
     """The per-bucket limits (MiB, the last reused) DDP's rebuild applies at ``point``
-    (:func:`ddpsim.plan.planner.rebuilt_assignment`): its ``bucket_cap_mb_list``, else the first
-    bucket's limit and the cap; the cap alone when small buckets go last."""
+    (:func:`ddpsim.plan.planner.assign_in_ready_order`): its ``bucket_cap_mb_list``, else the first
+    bucket's limit and the cap; the cap alone when small buckets go last or the two are equal."""
     from ddpsim.units import MIB
 
     opts = sc.ddp_options(point)
-    if opts.list_bytes_caps:
-        return [b / MIB for b in opts.list_bytes_caps]
-    if opts.small_bucket_last or opts.first_bucket_bytes_cap == opts.bucket_bytes_cap:
-        return [opts.bucket_bytes_cap / MIB]
-    return [opts.first_bucket_bytes_cap / MIB, opts.bucket_bytes_cap / MIB]
+    first = [] if opts.small_bucket_last else [opts.first_bucket_bytes_cap]
+    return [b / MIB for b in opts.list_bytes_caps or dict.fromkeys([*first, opts.bucket_bytes_cap])]
 
 
 def _remove_stale(rdir: Path, files: list[Path]) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from ddpsim.report import bucket_costs, ddp_modes, term_effects
 from ddpsim.report import compiled as compiled_report
 from ddpsim.report.figures import (POINT_KEYS, CapList, MethodError, PointFigures, Recommendation, Summary,
-                                   TraceFigures, Uncertainty)
+                                   TraceFigures, Uncertainty, typed)
 from ddpsim.report.tables import md_table
 from ddpsim.engine.result import BucketTiming
 from ddpsim.io import file_id
@@ -200,7 +200,7 @@ def render_method_error(me: MethodError) -> str:
 def render_summary(s: dict[str, Any] | Summary) -> str:
     """``summary.md`` from :func:`summarize`'s document (or its :class:`Summary`): setup, answer,
     breakdown, sweep, first iteration and rebuild, Perfetto overlap, in that order."""
-    s = Summary.of(s) if isinstance(s, dict) else s
+    s = typed(Summary, s) if isinstance(s, dict) else s
     L: list[str] = [f"# ddpsim report: {s.scenario}", ""] + ([s.description, ""] if s.description else [])
     L += _setup_section(s) + _answer_section(s) + _breakdown_section(s) + compiled_report.compiled_table(s.compile)
     L += _sweep_section(s) + bucket_costs.table(s.bucket_costs) + term_effects.section(s.term_effects)
@@ -276,7 +276,8 @@ def _trust_line(backend: str, comm_model: dict[str, Any], tr: TraceFigures | Non
 def _answer_section(s: Summary) -> list[str]:
     """``## Answer``: the best point, its uncertainty, the method's error, the tails, the recommendation."""
     b, d = s.best, s.default
-    L = ["## Answer", "", *compiled_report.answer_lines(s.compile, b.point), *ddp_modes.answer_lines(s.ddp_modes), _best_line(s)]
+    L = ["## Answer", "", *compiled_report.answer_lines(s.compile, b.point),
+         *ddp_modes.answer_lines(s.join, s.process_groups), _best_line(s)]
     if s.uncertainty:
         L.append(render_uncertainty(s.uncertainty))
     trust = render_method_error(s.method_error) if s.method_error else _trust_line(s.backend, s.comm_model, s.trace)

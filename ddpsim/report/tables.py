@@ -9,10 +9,9 @@ from __future__ import annotations
 import csv
 import io
 from numbers import Integral, Real
-from pathlib import Path
 from typing import Any, Sequence
 
-from ddpsim.io import FLOAT_DIGITS, write_text_atomic
+from ddpsim.io import FLOAT_DIGITS
 
 CSV_FLOAT = f"%.{FLOAT_DIGITS}g"
 
@@ -47,11 +46,6 @@ def to_csv_text(rows: Any, fields: Sequence[str] | None = None, *, float_format:
     w.writerow(fields)
     w.writerows(zip(*(_column_text(c, float_format) for c in zip(*rows))))
     return buf.getvalue()
-
-
-def write_csv(rows: Any, path: str | Path, fields: Sequence[str] | None = None) -> Path:
-    """:func:`to_csv_text` of ``rows`` written atomically at ``path``."""
-    return write_text_atomic(path, to_csv_text(rows, fields))
 
 
 def md_table(rows: list[dict[str, Any]], right: int = 0) -> list[str]:

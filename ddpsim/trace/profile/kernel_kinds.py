@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 
 COMM, MEMORY, COMP, OTHER = "comm", "memory", "comp", "other"
-#: HTA's names of the kinds (``KernelType``)
-HTA_NAMES = {COMM: "COMMUNICATION", MEMORY: "MEMORY", COMP: "COMPUTATION", OTHER: "OTHER"}
 
 _COMM = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
 _MEMORY = re.compile(r"(^(hip)?Memcpy)|(^(hip)?Memset)|(^dma)")

@@ -20,10 +20,10 @@ import networkx as nx
 
 from ddpsim.errors import InputError
 from ddpsim.network import gloo, nccl, nccl_exec
-from ddpsim.network.comm_model import GBPS, CollectiveEstimate, EstimatingCommModel, make_estimate
-from ddpsim.network.graph_search import link_capacities_gbps, search_graphs
+from ddpsim.network.comm_model import CollectiveEstimate, EstimatingCommModel, make_estimate
+from ddpsim.network.graph_search import search_graphs
 from ddpsim.network.routing import Placement, Router, place_ranks
-from ddpsim.network.topology import REDUCE_BANDWIDTH, gc_paused
+from ddpsim.network.topology import BANDWIDTH, REDUCE_BANDWIDTH, gc_paused
 
 def _check_size(size_bytes: int) -> None:
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
@@ -182,8 +182,7 @@ def _gloo_model(graph: nx.Graph, placement: Placement, num_ranks: int) -> GlooCo
         loads: dict[tuple, float] = {}
         for a, b in hops:
             router.add_load(loads, a, b)
-        cap = {k: v * GBPS for k, v in link_capacities_gbps(graph).items()}
-        bw = min(cap[e] / load for e, load in loads.items())  # every hop at once: the ring's rate
+        bw = min(graph.edges[e][BANDWIDTH] / load for e, load in loads.items())  # every hop at once: the ring's rate
         lat = max(router.latency(a, b) for a, b in hops)
     reduce_bw = min(graph.nodes[d].get(REDUCE_BANDWIDTH, 4e9) for d in devs)
     return GlooCommModel(num_ranks=num_ranks, hop_latency_s=lat, hop_bandwidth_bytes_per_s=bw,

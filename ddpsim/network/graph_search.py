@@ -12,6 +12,7 @@ result as walking every host. Details: docs/MODEL.md, "NCCL's channel search".
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from typing import Any, Callable
@@ -72,13 +73,6 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
     return NcclGraph(num_channels=best_c, bw_intra_gbps=best_s, bw_inter_gbps=best_s, bottleneck=bneck)
 
 
-def link_capacities_gbps(graph: nx.Graph) -> dict[tuple, float]:
-    cap = {}
-    for u, v, d in graph.edges(data=True):
-        cap[(u, v)] = cap[(v, u)] = d[BANDWIDTH] / GBPS
-    return cap
-
-
 def _total_bw(graph: nx.Graph, devs: list) -> float:
     """NCCL's system totalBw: a GPU's NVLink total, or its PCIe width with no NVLink (GB/s)."""
     best = 0.0
@@ -95,29 +89,24 @@ def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, chann
     channels (init.cc ``treeGraph->minChannels = maxChannels = ringGraph->nChannels``): pass 1 keeps the
     first speed that fits, on cc >= 90 retrying as the plain TREE ("Try a simpler tree": ``simple_tree``);
     pass 2 raises ``bwIntra`` while it fits and is below 2 x ``bwInter``."""
-    idx = _start_index(speeds, max_bw, channels, search_total_bw)
-    balanced, found = True, False
-    while True:
+    for idx in range(_start_index(speeds, max_bw, channels, search_total_bw), len(speeds)):
         s = speeds[idx]
-        if totals[balanced].fits(s, s):
-            found = True
+        balanced = totals[True].fits(s, s)
+        if balanced or (cc >= 90 and totals[False].fits(s, s)):
             break
-        if balanced and cc >= 90 and totals[False].fits(s, s):
-            balanced, found = False, True
-            break
-        if idx == len(speeds) - 1:
-            break
-        idx += 1
-    if not found:  # search.cc: "falling back to simple order", bwIntra 0.1
-        return NcclGraph(num_channels=channels, bw_intra_gbps=0.1, bw_inter_gbps=speeds[idx],
-                         simple_tree=not balanced, bottleneck=totals[balanced].worst(0.1, 0.1))
-    s_inter = s_intra = speeds[idx]
-    i = idx
-    while i > 0 and s_intra < 2 * s_inter and totals[balanced].fits(speeds[i - 1], s_inter):
-        i -= 1
-        s_intra = speeds[i]
-    return NcclGraph(num_channels=channels, bw_intra_gbps=s_intra, bw_inter_gbps=s_inter, simple_tree=not balanced,
-                     bottleneck=totals[balanced].worst(s_intra, s_inter))
+    else:  # search.cc: "falling back to simple order", bwIntra 0.1
+        return NcclGraph(num_channels=channels, bw_intra_gbps=0.1, bw_inter_gbps=speeds[-1],
+                         bottleneck=totals[True].worst(0.1, 0.1))
+    s_intra = _raised(speeds, idx, s, lambda x: totals[balanced].fits(x, s))
+    return NcclGraph(num_channels=channels, bw_intra_gbps=s_intra, bw_inter_gbps=s, simple_tree=not balanced,
+                     bottleneck=totals[balanced].worst(s_intra, s))
+
+
+def _raised(speeds: tuple[float, ...], idx: int, other: float, fits: Callable[[float], bool]) -> float:
+    """ncclTopoCompute's pass 2: ``speeds[idx]`` raised while the next speed fits and it is below 2 x ``other``."""
+    while idx > 0 and speeds[idx] < 2 * other and fits(speeds[idx - 1]):
+        idx -= 1
+    return speeds[idx]
 
 
 # ---- what one channel loads: a host's own links, the route to the next host, the next host's inbound hop ----
@@ -360,13 +349,7 @@ def _nvls_totals(hosts: Hosts, max_channels: int) -> Callable[[int], Totals]:
         le = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, inter, fabric, inbound))
     else:
         li, le = [_channel(hosts, c, intra, None, None) for c in range(max_channels)], []
-    made: dict[int, Totals] = {}
-
-    def first(k: int) -> Totals:
-        if k not in made:
-            made[k] = Totals(li[:k], le[:k], hosts.links, hosts.member_names, len(hosts.classes))
-        return made[k]
-    return first
+    return functools.cache(lambda k: Totals(li[:k], le[:k], hosts.links, hosts.member_names, len(hosts.classes)))
 
 
 def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, max_bw: float, total_bw: float,
@@ -385,15 +368,11 @@ def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, m
     if not best_c:
         return 0, 0.0, 0.0
     idx = next((i for i, s in enumerate(speeds) if s <= best_s + 1e-9), len(speeds) - 1)
-    inter = speeds[idx]
-    while idx > 0 and inter < 2 * best_s and first(best_c).fits(best_s, speeds[idx - 1]):
-        idx -= 1
-        inter = speeds[idx]
-    return best_c, best_s, inter
+    return best_c, best_s, _raised(speeds, idx, best_s, lambda s: first(best_c).fits(best_s, s))
 
 
 def _nvls_search(hosts: Hosts, placement: Placement, speeds: tuple[float, ...], *, cc: int, max_bw: float,
-                 total_bw: float) -> NcclGraph | None:
+                 total_bw: float, search_total_bw: float) -> NcclGraph | None:
     """NCCL_TOPO_PATTERN_NVLS (None without NVLS switches, cc >= 90, several GPUs per host and a channel
     that fits): at most ``NCCL_MAX_NVLS_ARITY`` channels, one per GPU (and NIC); on one host ``minChannels =
     maxChannels``."""
@@ -407,8 +386,8 @@ def _nvls_search(hosts: Hosts, placement: Placement, speeds: tuple[float, ...], 
         max_ch = min(max_ch, *(len(hosts.nics[i]) for i in hosts.searched()))
     first = _nvls_totals(hosts, max_ch)
     c, s_intra, s_inter = _nvls_speeds(first, speeds, max_bw=max_bw, total_bw=total_bw,
-                                       search_total_bw=total_bw * placement.ppn / (placement.ppn - 1),
-                                       min_channels=1 if hosts.multi else max_ch, max_channels=max_ch)
+                                       search_total_bw=search_total_bw, min_channels=1 if hosts.multi else max_ch,
+                                       max_channels=max_ch)
     return NcclGraph(num_channels=c, bw_intra_gbps=s_intra, bw_inter_gbps=s_inter, nvlink_intra=True,
                      bottleneck=first(c).worst(s_intra, s_inter)) if c else None
 
@@ -445,9 +424,8 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
         else:
             ring = _pattern_search(hosts, _ring_own(hosts), speeds, **ring_kw)
     tree = None
+    search_total = total_bw * placement.ppn / (placement.ppn - 1) if placement.ppn > 1 else total_bw
     if len(all_devs) > 1 and ring.num_channels:
-        ndevs = placement.ppn
-        search_total = total_bw * ndevs / (ndevs - 1) if ndevs > 1 else total_bw
         if mesh:
             one = MeshTree(all_devs, mesh, ring.num_channels)
             totals: dict[bool, Any] = {True: one, False: one}
@@ -456,7 +434,7 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
         tree = _tree_search(totals, speeds, channels=ring.num_channels, max_bw=max_bw,
                             search_total_bw=search_total, cc=cc)
     nvlink_intra, ll128 = _ll128_enabled(hosts, placement, cc)
-    nvls = _nvls_search(hosts, placement, speeds, cc=cc, max_bw=max_bw, total_bw=total_bw)
+    nvls = _nvls_search(hosts, placement, speeds, cc=cc, max_bw=max_bw, total_bw=total_bw, search_total_bw=search_total)
     if hosts.classes and hosts.router.left_subgraph:
         raise _Unshareable
     ring = replace(ring, nvlink_intra=nvlink_intra)

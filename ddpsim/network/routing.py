@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import networkx as nx
-import numpy as np
 
 from ddpsim.errors import InputError
 from ddpsim.network.topology import BANDWIDTH, HOST, KIND, LATENCY, edge_weight, rank_nodes
@@ -213,84 +212,24 @@ def nearest_first(router: Router, host: int, nics: list, devs: tuple) -> list[tu
 
 
 class _SwitchRoutes:
-    """Equal-cost shortest paths between the fabric's switches: scipy's Dijkstra from both ends, then
-    depth first in link order along ``d(a, x) + w(x, y) == d(a, y)``, ``d(a, y) + d(y, b) == d(a, b)``
-    (integer weights: exact): :func:`networkx.all_shortest_paths`'s paths, without a search per pair."""
+    """Equal-cost shortest paths between the fabric's switches, :func:`networkx.all_shortest_paths`'s:
+    of one or two links, in link order, when the best weighs under three lightest links (a path of k
+    links weighs at least k of them: none longer ties), else networkx's search."""
 
     def __init__(self, graph: nx.Graph, weight: str) -> None:
-        from scipy.sparse import csr_matrix  # NOTE: on first use: slow to import; routes within one leaf need none
-
-        self.nodes = list(graph.nodes)
-        self.index = {n: i for i, n in enumerate(self.nodes)}
-        indptr, indices, vals = [0], [], []
-        for n in self.nodes:
-            for m, d in graph._adj[n].items():
-                indices.append(self.index[m])
-                vals.append(float(d[weight]))
-            indptr.append(len(indices))
-        n = len(self.nodes)
-        self.indptr = np.array(indptr, dtype=np.int64)
-        self.indices = np.array(indices, dtype=np.int64)
-        self.vals = np.array(vals, dtype=float)
-        self.csr = csr_matrix((self.vals, self.indices, self.indptr), shape=(n, n))
-        self.lightest = float(self.vals.min()) if len(self.vals) else math.inf
-        self._dist: dict[int, np.ndarray] = {}
+        self.g, self.w = graph, weight
+        self.lightest = min((d[weight] for _, _, d in graph.edges(data=True)), default=math.inf)
         self._paths: dict[tuple, list[list]] = {}
 
-    def _from(self, src: int) -> np.ndarray:
-        """Distances from switch ``src`` (one Dijkstra call for it and up to 127 next switches)."""
-        if src not in self._dist:
-            from scipy.sparse.csgraph import dijkstra
-
-            batch = [src] + [i for i in range(src + 1, len(self.nodes)) if i not in self._dist][:127]
-            for i, row in zip(batch, dijkstra(self.csr, directed=True, indices=batch)):
-                self._dist[i] = row
-        return self._dist[src]
-
-    def _short(self, ia: int, ib: int) -> list[list] | None:
-        """The shortest paths if the best of one or two links weighs under three lightest links (a
-        path of k links weighs at least k of them), in ``ia``'s link order; else None."""
-        lo, hi = self.indptr[ia], self.indptr[ia + 1]
-        to_b = dict(zip(self.indices[self.indptr[ib]:self.indptr[ib + 1]].tolist(),
-                        self.vals[self.indptr[ib]:self.indptr[ib + 1]].tolist()))
-        cands = []  # (weight, path) in ia's link order
-        for y, w in zip(self.indices[lo:hi].tolist(), self.vals[lo:hi].tolist()):
-            if y == ib:
-                cands.append((w, [ia, ib]))
-            elif y in to_b:
-                cands.append((w + to_b[y], [ia, y, ib]))
-        if not cands:
-            return None
-        best = min(c[0] for c in cands)
-        if not best < 3 * self.lightest:
-            return None
-        return [[self.nodes[i] for i in p] for w, p in cands if w == best]
+    def _short(self, a: Any, b: Any) -> list[list] | None:
+        adj, w = self.g._adj, self.w
+        to_b = adj[b]
+        cands = [(d[w], [a, b]) if y == b else (d[w] + to_b[y][w], [a, y, b])
+                 for y, d in adj[a].items() if y == b or y in to_b]
+        best = min((c[0] for c in cands), default=math.inf)
+        return [p for c, p in cands if c == best] if best < 3 * self.lightest else None
 
     def paths(self, a: Any, b: Any) -> list[list]:
-        key = (a, b)
-        if key not in self._paths:
-            ia, ib = self.index[a], self.index[b]
-            short = self._short(ia, ib)
-            if short is not None:
-                self._paths[key] = short
-                return short
-            da, db = self._from(ia), self._from(ib)
-            total = da[ib]
-            if not math.isfinite(total):
-                raise nx.NetworkXNoPath(f"no path between {a} and {b}")
-            out: list[list] = []
-
-            def walk(path: list[int]) -> None:
-                x = path[-1]
-                if x == ib:
-                    out.append([self.nodes[i] for i in path])
-                    return
-                lo, hi = self.indptr[x], self.indptr[x + 1]
-                ys, ws = self.indices[lo:hi], self.vals[lo:hi]
-                for y in ys[(da[ys] == da[x] + ws) & (da[ys] + db[ys] == total)]:
-                    path.append(int(y))
-                    walk(path)
-                    path.pop()
-            walk([ia])
-            self._paths[key] = out
-        return self._paths[key]
+        if (a, b) not in self._paths:
+            self._paths[a, b] = self._short(a, b) or list(nx.all_shortest_paths(self.g, a, b, weight=self.w))
+        return self._paths[a, b]

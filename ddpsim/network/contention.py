@@ -171,13 +171,11 @@ def contention_prior(spec: Any, graph: Any, comm: Any) -> ContentionPrior | None
     ``memory_bound_fraction`` and ``memory_efficiency``): None unless ``comm`` is the analytical
     NCCL model on GPUs whose ``sm_count`` the topology gives (a calibrated or gloo model has none)."""
     from ddpsim.network.collective_cost import NcclCommModel
-    from ddpsim.network.routing import place_ranks
-    from ddpsim.network.topology import MEMORY_BANDWIDTH, SM_COUNT
+    from ddpsim.network.topology import MEMORY_BANDWIDTH, SM_COUNT, rank_nodes
 
     if not isinstance(comm, NcclCommModel):
         return None
-    placement = place_ranks(graph, comm.num_ranks)
-    devs = [d for h in placement.hosts for d in h]
+    devs = rank_nodes(graph)[:comm.num_ranks]
     sms = [graph.nodes[d].get(SM_COUNT) for d in devs]
     bws = [graph.nodes[d].get(MEMORY_BANDWIDTH) for d in devs]
     if any(not isinstance(v, int) or v < 1 for v in sms) or any(not isinstance(v, (int, float)) or v <= 0 for v in bws):

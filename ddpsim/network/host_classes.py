@@ -70,18 +70,14 @@ class Hosts:
         self.fabric_apart = self.multi and self._shareable(0)
         self.classes, self.walked = self._classes() if share and self.multi else ([], list(range(self.count)))
 
-    def _nics(self, nodes: list) -> list:
-        attr = self.graph._node
-        return sorted([n for n in nodes if attr[n][KIND] == "nic"], key=lambda n: (attr[n].get(RAIL, 0), str(n)))
-
     def _all_nics(self) -> list[list]:
-        """Every host's NICs; a copy's at the positions of the first copy's."""
-        out, at = [], None
+        """Every host's NICs in rail order; a copy's at the positions of the first copy's."""
+        attr, out, at = self.graph._node, [], None
         for i, ns in enumerate(self.nodes):
             if i in self.copies and at is not None:
                 out.append([ns[p] for p in at])
                 continue
-            out.append(self._nics(ns))
+            out.append(sorted([n for n in ns if attr[n][KIND] == "nic"], key=lambda n: (attr[n].get(RAIL, 0), str(n))))
             if i in self.copies:
                 pos = {n: k for k, n in enumerate(ns)}
                 at = [pos[n] for n in out[-1]]

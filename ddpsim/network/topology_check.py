@@ -12,9 +12,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import networkx as nx
-import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from ddpsim.errors import InputError
 from ddpsim.network.graph_attrs import BACKENDS, DEVICE_KINDS, HOST, KIND, LOCAL_RANK
@@ -74,11 +71,9 @@ def _backend_problem(backend: Any, kinds: set[str]) -> str:
 
 def _connected_apart_from_copies(g: nx.Graph, kept: list, hosts: frozenset[int]) -> bool:
     """Whether the elements ``kept`` and the copies, each copy one element, form one component."""
-    attr, adj = g._node, g._adj
-    index = {n: i for i, n in enumerate(kept)}
-    copy_index = {h: len(kept) + k for k, h in enumerate(sorted(hosts))}
-    links = [(i, index[m] if m in index else copy_index[attr[m][HOST]]) for i, n in enumerate(kept) for m in adj[n]]
-    size = len(kept) + len(hosts)
-    rows, cols = zip(*links) if links else ((), ())
-    joined = coo_matrix((np.ones(len(links)), (rows, cols)), shape=(size, size))
-    return connected_components(joined, directed=False, return_labels=False) == 1
+    attr, adj, keep = g._node, g._adj, set(kept)
+    joined = nx.Graph()
+    joined.add_nodes_from(kept)
+    joined.add_nodes_from(("copy", h) for h in hosts)
+    joined.add_edges_from((n, m if m in keep else ("copy", attr[m][HOST])) for n in kept for m in adj[n])
+    return nx.is_connected(joined)

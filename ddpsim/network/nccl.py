@@ -127,12 +127,9 @@ def bandwidth_gbps(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduc
     index1 = cc if nn == 1 else (1 if sys.cpu_vendor == "amd" else 0)
     nsteps = 2 * (n - 1) if coll == "allreduce" else (n - 1 if coll in ("reducescatter", "allgather") else n)
     if algo in ("ring", "tree"):
-        if coll != "allreduce" and algo == "tree":
-            return 0.0
-        g = sys.ring if algo == "ring" else sys.tree
-        if g.num_channels == 0:
-            return 0.0
-        if proto == "ll128" and not sys.ll128_enabled:
+        g = sys.graph(algo)
+        disabled = (coll != "allreduce" and algo == "tree") or (proto == "ll128" and not sys.ll128_enabled)
+        if disabled or g.num_channels == 0:
             return 0.0
         bw = g.bw_intra_gbps if nn <= 2 else g.bw_inter_gbps
         bus = g.num_channels * bw

@@ -32,8 +32,9 @@ from ddpsim.network.graph_attrs import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KI
 from ddpsim.network.graph_build import Builder, gc_paused, new_graph
 from ddpsim.network.topology_check import validate_topology
 from ddpsim.network.topology_schema import (LINK_TYPES, CpuGlooOptions, DgxOptions, FabricOptions, MeshOptions,
-                                            NodeDoc, PcieOptions, TopologyDoc, check_num_nodes)
+                                            NodeDoc, PcieOptions, TopologyDoc)
 from ddpsim.schema import Schema, validate
+from ddpsim.units import MAX_NODES
 
 
 # --- NCCL's figures for the links the presets build (topo.h/topo.cc/tuning.cc, NVIDIA documents) ---
@@ -281,10 +282,9 @@ def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None =
     if name != "cpu-gloo" and name not in cat.systems:
         raise InputError(f"topology: {shorten(name)} is not a preset; expected one of {', '.join(presets(cat))} "
                          "or a YAML file path")
-    try:
-        check_num_nodes(num_nodes)
-    except ValueError as exc:
-        raise InputError(f"topology {name}: num_nodes: {shorten(num_nodes)} is not accepted; {exc}") from None
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or not 1 <= num_nodes <= MAX_NODES:
+        raise InputError(f"topology {name}: num_nodes: {shorten(num_nodes)} is not accepted; expected an integer in "
+                         f"[1, {MAX_NODES}]")
     options = dict(options)
     with gc_paused():
         if name == "cpu-gloo":

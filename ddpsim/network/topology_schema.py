@@ -35,13 +35,6 @@ LatencyUs = Annotated[float, Field(gt=0, le=MAX_LATENCY_US, allow_inf_nan=False)
 Radix = Annotated[int, Field(ge=2, le=MAX_NODES)]
 
 
-def check_num_nodes(value: Any) -> int:
-    """``value`` if it is an integer in ``[1, MAX_NODES]``; else ValueError("expected ...")."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_NODES:
-        raise ValueError(f"expected an integer in [1, {MAX_NODES}]")
-    return value
-
-
 class FabricOptions(Schema):
     """The leaf/spine fabric between hosts (``_add_fabric``)."""
 

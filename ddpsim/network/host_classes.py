@@ -114,7 +114,7 @@ class Hosts:
         if r in self.copies and i in self.copies:
             attr = self.graph._node
             return [attr[d][LOCAL_RANK] for d in self.devs[r]] == [attr[d][LOCAL_RANK] for d in self.devs[i]]
-        return same_host(self.graph, self, r, i)
+        return same_host(self, r, i)
 
     def _shareable(self, i: int) -> bool:
         """False for a host with a link between two of its NICs (a route between hosts may take it)."""
@@ -122,8 +122,22 @@ class Hosts:
         return not any(attr[m][KIND] == "nic" and m in pos for x in self.nics[i] for m in adj[x])
 
     def shape(self, r: int) -> "HostShape":
+        """What :func:`same_host` compares, from host r."""
         if r not in self._shapes:
-            self._shapes[r] = host_shape(self.graph, self, r)
+            pr, node_attr, adj = self.position(r), self.graph._node, self.graph._adj
+            elements = []
+            for a in self.nodes[r]:
+                attr = node_attr[a]
+                keys = [k for k in attr if k != HOST]
+                get = operator.itemgetter(*keys) if keys else (lambda d: ())
+                if attr[KIND] == "nic":
+                    links: list = [(pr[x], d) for x, d in adj[a].items() if x in pr]
+                    nbrs: list = []
+                else:
+                    links, nbrs = list(adj[a].values()), list(map(pr.get, adj[a], adj[a]))
+                elements.append((get, get(attr), len(attr), attr[KIND] == "nic", links, nbrs))
+            self._shapes[r] = HostShape(elements=elements, devs=[pr[d] for d in self.devs[r]],
+                                        nics=[pr[x] for x in self.nics[r]])
         return self._shapes[r]
 
     def position(self, i: int) -> dict[Any, tuple[int]]:
@@ -187,7 +201,7 @@ class Hosts:
         return list(self._columns[k][p[0]])
 
 
-def same_host(graph: nx.Graph, hosts: Hosts, r: int, i: int) -> bool:
+def same_host(hosts: Hosts, r: int, i: int) -> bool:
     """Whether host i is host r up to names: element by element the same attributes but the host, the
     same links in order to the same positions or outside elements (NIC uplinks left out), and the
     ranks' devices and NICs at the same positions."""
@@ -198,7 +212,7 @@ def same_host(graph: nx.Graph, hosts: Hosts, r: int, i: int) -> bool:
         return False
     if shape.devs != [pi[d] for d in hosts.devs[i]] or shape.nics != [pi[x] for x in hosts.nics[i]]:
         return False
-    node_attr, adj = graph._node, graph._adj
+    node_attr, adj = hosts.graph._node, hosts.graph._adj
     for b, (get, values, size, is_nic, links, nbrs) in zip(nodes, shape.elements):
         attr_b = node_attr[b]
         if len(attr_b) != size or HOST not in attr_b:
@@ -225,21 +239,3 @@ class HostShape:
     elements: list[tuple]
     devs: list[tuple[int]]
     nics: list[tuple[int]]
-
-
-def host_shape(graph: nx.Graph, hosts: Hosts, r: int) -> HostShape:
-    pr = hosts.position(r)
-    node_attr, adj = graph._node, graph._adj
-    elements = []
-    for a in hosts.nodes[r]:
-        attr = node_attr[a]
-        keys = [k for k in attr if k != HOST]
-        get = operator.itemgetter(*keys) if keys else (lambda d: ())
-        is_nic = attr[KIND] == "nic"
-        if is_nic:
-            links: list = [(pr[x], d) for x, d in adj[a].items() if x in pr]
-            nbrs: list = []
-        else:
-            links, nbrs = list(adj[a].values()), list(map(pr.get, adj[a], adj[a]))
-        elements.append((get, get(attr), len(attr), is_nic, links, nbrs))
-    return HostShape(elements=elements, devs=[pr[d] for d in hosts.devs[r]], nics=[pr[x] for x in hosts.nics[r]])

@@ -67,10 +67,7 @@ def runtime_channels(system: nccl.NcclSystem, algo: str, proto: str, size_bytes:
 def hbm_bytes(algo: str, proto: str, size_bytes: int, num_ranks: int) -> float:
     """HBM bytes one GPU reads and writes for one all-reduce (module docstring: HBM bytes streamed)."""
     n = num_ranks
-    if algo in ("nvls", "nvls_tree"):
-        base = 2.0 * size_bytes
-    else:
-        base = (5.0 * (n - 1) + 1.0) / n * size_bytes
+    base = 2.0 * size_bytes if algo in ("nvls", "nvls_tree") else (5.0 * (n - 1) + 1.0) / n * size_bytes
     return base * LINE_OVERHEAD.get(proto, 1.0)
 
 
@@ -116,12 +113,7 @@ def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes
 
 def grid_sizes() -> list[int]:
     """The sizes the prior's table is built on (bytes, increasing, distinct)."""
-    out: list[int] = []
-    for k in range(GRID_PER_OCTAVE * GRID_MAX_LOG2 + 1):
-        s = int(round(2.0 ** (k / GRID_PER_OCTAVE)))
-        if not out or s > out[-1]:
-            out.append(s)
-    return out
+    return sorted({int(round(2.0 ** (k / GRID_PER_OCTAVE))) for k in range(GRID_PER_OCTAVE * GRID_MAX_LOG2 + 1)})
 
 
 @dataclass(frozen=True, kw_only=True)

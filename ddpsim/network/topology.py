@@ -84,34 +84,31 @@ def _link_attrs(bw_bytes_per_s: float, latency_s: float, link_type: str) -> dict
     return {BANDWIDTH: float(bw_bytes_per_s), LATENCY: float(latency_s), LINK_TYPE: link_type}
 
 
-def _add_fabric(g: Builder, nics: list[list[str]], nic_bw: float, *, fabric: str, oversubscription: float,
-                leaf_radix: int, num_spines: int) -> None:
-    """Connect ``nics[host][rail]`` through a rail-optimised or fat-tree leaf/spine fabric."""
-    num_hosts = len(nics)
-    down_ports = max(1, leaf_radix // 2)  # non-blocking leaf: half its ports face down
+def _add_fabric(g: Builder, nics: list[list[str]], nic_gbit: float, o: FabricOptions, leaf_radix: int) -> None:
+    """Connect ``nics[host][rail]`` (several hosts) through a rail-optimised or fat-tree leaf/spine fabric
+    (``leaf_radix``: the system's switch radix unless ``o`` gives one)."""
+    num_hosts, nic_bw = len(nics), nic_gbit / 8.0 * GBPS
+    if num_hosts < 2:
+        return
+    down_ports = max(1, (leaf_radix if o.leaf_radix is None else o.leaf_radix) // 2)  # non-blocking: half face down
     # rail-optimised: a leaf per rail and group of hosts; fat tree: a leaf per group, every rail
-    rail_sets = [[r] for r in range(len(nics[0]))] if fabric == "rail" else [list(range(len(nics[0])))]
+    rail_sets = [[r] for r in range(len(nics[0]))] if o.fabric == "rail" else [list(range(len(nics[0])))]
     hosts_per_leaf = max(1, down_ports // len(rail_sets[0]))
     leaves: list[tuple[str, float]] = []  # (leaf name, downlink bandwidth it serves)
     for rails in rail_sets:
         for grp in range(math.ceil(num_hosts / hosts_per_leaf)):
-            leaf = f"leaf-r{rails[0]}-{grp}" if fabric == "rail" else f"leaf-{grp}"
+            leaf = f"leaf-r{rails[0]}-{grp}" if o.fabric == "rail" else f"leaf-{grp}"
             g.add_node(leaf, **{KIND: "leaf", HOST: -1})
             members = range(grp * hosts_per_leaf, min(num_hosts, (grp + 1) * hosts_per_leaf))
             g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net"))
                         for h in members for r in rails)
             leaves.append((leaf, nic_bw * len(rails) * len(members)))
     if len(leaves) > 1:
-        for s in range(num_spines):
+        for s in range(o.num_spines):
             g.add_node(f"spine-{s}", **{KIND: "spine", HOST: -1})
         for leaf, down_bw in leaves:
-            for s in range(num_spines):
-                _add_link(g, leaf, f"spine-{s}", down_bw / oversubscription / num_spines, IB_LATENCY_S, "net")
-
-
-def _fabric_options(o: FabricOptions, leaf_radix_default: int) -> dict[str, Any]:
-    return dict(fabric=o.fabric, oversubscription=o.oversubscription, num_spines=o.num_spines,
-                leaf_radix=leaf_radix_default if o.leaf_radix is None else o.leaf_radix)
+            for s in range(o.num_spines):
+                _add_link(g, leaf, f"spine-{s}", down_bw / o.oversubscription / o.num_spines, IB_LATENCY_S, "net")
 
 
 def _nvlink_layout(name: str, system: System, gpu: Gpu, options: dict[str, Any]) -> tuple[Any, int, int]:
@@ -172,8 +169,7 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
                                   **{NUM_LINKS: links})
                 return host_nics
             nics.append(g.host(h, add))
-    if len(nics) > 1:
-        _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **_fabric_options(o, system.switch_radix))
+    _add_fabric(g, nics, nic_gbit, o, system.switch_radix)
     return g.to_graph()
 
 
@@ -238,8 +234,7 @@ def _pcie_system(name: str, system: System, catalogue: Catalogue, num_nodes: int
     nics = [g.host(h, lambda h=h: _add_host(g, system, gpu, h, gpn, None, multi_host=num_nodes > 1,
                                             pcie_gen=pcie_gen, per_sw=per_sw))
             for h in range(num_nodes)]
-    if num_nodes > 1:
-        _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **_fabric_options(o, radix))
+    _add_fabric(g, nics, nic_gbit, o, radix)
     return g.to_graph()
 
 

@@ -230,12 +230,12 @@ def _channel(hosts: Hosts, c: int, own: Emitter, fabric: Emitter | None, inbound
     """Channel c's loads: each class's representative (inbound hop first), then per host in order a
     walked host's own links, the route to the next host, the next host's inbound hop if walked."""
     ch = ChannelLoads()
-    for cl in hosts.classes:
+    for rep, *_ in hosts.classes:
         d: Loads = {}
         if inbound is not None:
-            inbound(d, cl.rep, c)
+            inbound(d, rep, c)
         ch.inbound_len.append(len(d))
-        own(d, cl.rep, c)
+        own(d, rep, c)
         ch.by_class.append(d)
     if fabric is not None and hosts.walked == [0] and hosts.fabric_apart:
         _walk_host0(hosts, ch, c, own, inbound)
@@ -287,7 +287,7 @@ def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw:
     fabric = hosts.add_route if hosts.multi else None
     inbound = _inbound(hosts) if hosts.multi else None
     channels = _by_nic(hosts, kw["max_channels"], lambda c: _channel(hosts, c, own, fabric, inbound))
-    util, worst = prefix_utilisation(channels, hosts.links, [cl.rep for cl in hosts.classes])
+    util, worst = prefix_utilisation(channels, hosts.links, [rep for rep, *_ in hosts.classes])
     fitting = range(kw["min_channels"], kw["max_channels"] + 1)  # util[k]: the largest load per capacity of k
 
     def channels_at(s: float) -> int:

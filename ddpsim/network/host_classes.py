@@ -25,17 +25,10 @@ from ddpsim.network.routing import Placement, Router, nearest_first, nvlink_doma
 from ddpsim.network.topology import BANDWIDTH, HOST, KIND, LOCAL_RANK, RAIL
 
 
-@dataclass(frozen=True)
-class HostClass:
-    """Hosts (positions in the placement, ascending) whose searches are the representative's."""
-
-    rep: int
-    members: tuple[int, ...]
-
-
 class Hosts:
     """The ranks' hosts: ``devs[i]`` host i's devices in rank order, ``nodes[i]`` its elements, across
-    hosts ``nics[i]`` its NICs in rail order; ``classes`` group identical hosts, ``walked`` the others."""
+    hosts ``nics[i]`` its NICs in rail order; ``classes`` group identical hosts (positions ascending,
+    the first the representative whose search they share), ``walked`` the others."""
 
     def __init__(self, graph: nx.Graph, placement: Placement, *, share: bool = True) -> None:
         self.graph = graph
@@ -83,7 +76,7 @@ class Hosts:
                 at = [pos[n] for n in out[-1]]
         return out
 
-    def _classes(self) -> tuple[list[HostClass], list[int]]:
+    def _classes(self) -> tuple[list[tuple[int, ...]], list[int]]:
         """Hosts 1.. grouped with the first earlier host they match (:func:`same_host`)."""
         members: list[list[int]] = []
         buckets: dict[tuple, list[int]] = {}
@@ -107,7 +100,7 @@ class Hosts:
             else:
                 buckets.setdefault(key, []).append(len(members))
                 members.append([i])
-        return [HostClass(rep=m[0], members=tuple(m)) for m in members], sorted(walked)
+        return [tuple(m) for m in members], sorted(walked)
 
     def _same(self, r: int, i: int) -> bool:
         """:func:`same_host`; for two copies of host 0, whether their ranks have the same local ranks."""
@@ -183,7 +176,7 @@ class Hosts:
 
     def searched(self) -> list[int]:
         """The hosts whose own searches run: the walked ones and each class's representative."""
-        return sorted(self.walked + [c.rep for c in self.classes])
+        return sorted(self.walked + [rep for rep, *_ in self.classes])
 
     def entry(self, i: int) -> list[tuple[Any, Any]]:
         if i not in self._entry:
@@ -192,12 +185,12 @@ class Hosts:
 
     def member_names(self, k: int, node: Any) -> list:
         """Class k's representative's element ``node`` in every member (one outside it keeps its name)."""
-        cl = self.classes[k]
-        p = self.position(cl.rep).get(node)
+        members = self.classes[k]
+        p = self.position(members[0]).get(node)
         if p is None:
-            return [node] * len(cl.members)
+            return [node] * len(members)
         if k not in self._columns:
-            self._columns[k] = list(zip(*(self.nodes[m] for m in cl.members)))
+            self._columns[k] = list(zip(*(self.nodes[m] for m in members)))
         return list(self._columns[k][p[0]])
 
 

@@ -75,12 +75,11 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
 
 def _total_bw(graph: nx.Graph, devs: list) -> float:
     """NCCL's system totalBw: a GPU's NVLink total, or its PCIe width with no NVLink (GB/s)."""
-    best = 0.0
-    for d in devs:
-        nvl = sum(e[BANDWIDTH] for _, _, e in graph.edges(d, data=True) if e[LINK_TYPE] == "nvlink")
-        other = max((e[BANDWIDTH] for _, _, e in graph.edges(d, data=True)), default=0.0)
-        best = max(best, nvl if nvl > 0 else other)
-    return best / GBPS
+    def total(d: Any) -> float:
+        links = graph.adj[d].values()
+        nvl = sum(e[BANDWIDTH] for e in links if e[LINK_TYPE] == "nvlink")
+        return nvl or max((e[BANDWIDTH] for e in links), default=0.0)
+    return max(map(total, devs), default=0.0) / GBPS
 
 
 def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, channels: int, max_bw: float,
@@ -118,12 +117,10 @@ def _ring_order(devs: tuple, entry: Any, exit_: Any) -> list:
     return [entry, *middle] + ([exit_] if exit_ != entry else [])
 
 
-def _inbound(hosts: Hosts) -> Emitter:
+def _inbound(hosts: Hosts, loads: Loads, i: int, c: int) -> None:
     """Channel c into host i: from its NIC to the NIC's entry device."""
-    def add(loads: Loads, i: int, c: int) -> None:
-        j = c % len(hosts.nics[i])
-        hosts.router.add_load(loads, hosts.nics[i][j], hosts.entry(i)[j][0])
-    return add
+    j = c % len(hosts.nics[i])
+    hosts.router.add_load(loads, hosts.nics[i][j], hosts.entry(i)[j][0])
 
 
 def _ring_own(hosts: Hosts) -> Emitter:
@@ -226,18 +223,18 @@ def _tree_emitters(hosts: Hosts, num_channels: int, balanced: bool) -> tuple[Emi
     return intra, inter
 
 
-def _channel(hosts: Hosts, c: int, own: Emitter, fabric: Emitter | None, inbound: Emitter | None) -> ChannelLoads:
-    """Channel c's loads: each class's representative (inbound hop first), then per host in order a
-    walked host's own links, the route to the next host, the next host's inbound hop if walked."""
-    ch = ChannelLoads()
+def _channel(hosts: Hosts, c: int, own: Emitter, *, routes: bool = False, inbound: bool = False) -> ChannelLoads:
+    """Channel c's loads: each class's representative (``inbound`` hop first), then per host in order a
+    walked host's own links, across hosts the ``routes`` to the next host and its inbound hop if walked."""
+    ch, routes, inbound = ChannelLoads(), routes and hosts.multi, inbound and hosts.multi
     for rep, *_ in hosts.classes:
         d: Loads = {}
-        if inbound is not None:
-            inbound(d, rep, c)
+        if inbound:
+            _inbound(hosts, d, rep, c)
         ch.inbound_len.append(len(d))
         own(d, rep, c)
         ch.by_class.append(d)
-    if fabric is not None and hosts.walked == [0] and hosts.fabric_apart:
+    if routes and hosts.walked == [0] and hosts.fabric_apart:
         _walk_host0(hosts, ch, c, own, inbound)
         return ch
     walked, d = set(hosts.walked), {}
@@ -245,25 +242,25 @@ def _channel(hosts: Hosts, c: int, own: Emitter, fabric: Emitter | None, inbound
         if i in walked:
             ch.bounds.append((len(d), i, 0))
             own(d, i, c)
-        if fabric is not None:
+        if routes:
             ch.bounds.append((len(d), i, 1))
-            fabric(d, i, c)
+            hosts.add_route(d, i, c)
             nxt = (i + 1) % hosts.count
-            if inbound is not None and nxt in walked:
+            if inbound and nxt in walked:
                 ch.bounds.append((len(d), i, 2))
-                inbound(d, nxt, c)
+                _inbound(hosts, d, nxt, c)
     ch.blocks.append(d)
     return ch
 
 
-def _walk_host0(hosts: Hosts, ch: ChannelLoads, c: int, own: Emitter, inbound: Emitter | None) -> None:
+def _walk_host0(hosts: Hosts, ch: ChannelLoads, c: int, own: Emitter, inbound: bool) -> None:
     """The walk when only host 0 is walked: its own links, the routes between all hosts (one block per
     NIC assignment, shared by every pattern), then the links host 0's inbound hop reaches first."""
     d: Loads = {}
     own(d, 0, c)
     n_own = len(d)
-    if inbound is not None:
-        inbound(d, 0, c)
+    if inbound:
+        _inbound(hosts, d, 0, c)
     items = list(d.items())
     first, last = dict(items[:n_own]), dict(items[n_own:])
     routes, route_bounds = hosts.routes(c)
@@ -284,9 +281,7 @@ def _by_nic(hosts: Hosts, num_channels: int, make: Callable[[int], ChannelLoads]
 
 
 def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw: Any) -> NcclGraph:
-    fabric = hosts.add_route if hosts.multi else None
-    inbound = _inbound(hosts) if hosts.multi else None
-    channels = _by_nic(hosts, kw["max_channels"], lambda c: _channel(hosts, c, own, fabric, inbound))
+    channels = _by_nic(hosts, kw["max_channels"], lambda c: _channel(hosts, c, own, routes=True, inbound=True))
     util, worst = prefix_utilisation(channels, hosts.links, [rep for rep, *_ in hosts.classes])
     fitting = range(kw["min_channels"], kw["max_channels"] + 1)  # util[k]: the largest load per capacity of k
 
@@ -309,9 +304,8 @@ def _mesh_ring(devs: tuple, mesh: dict[tuple, float], speeds: tuple[float, ...],
 
 def _tree_totals(hosts: Hosts, num_channels: int, balanced: bool) -> Totals:
     intra, inter = _tree_emitters(hosts, num_channels, balanced)
-    fabric = hosts.add_route if hosts.multi else None
-    li = [_channel(hosts, c, intra, None, None) for c in range(num_channels)]
-    le = [_channel(hosts, c, inter, fabric, None) for c in range(num_channels)] if hosts.multi else []
+    li = [_channel(hosts, c, intra) for c in range(num_channels)]
+    le = [_channel(hosts, c, inter, routes=True) for c in range(num_channels)] if hosts.multi else []
     return Totals(li, le, hosts.links, hosts.member_names, len(hosts.classes))
 
 
@@ -344,11 +338,10 @@ def _nvls_totals(hosts: Hosts, max_channels: int) -> Callable[[int], Totals]:
     """The loads of the first k NVLS channels (:class:`Totals`, made on first use)."""
     intra, inter = _nvls_emitters(hosts)
     if hosts.multi:
-        fabric, inbound = hosts.add_route, _inbound(hosts)
-        li = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, intra, None, None))
-        le = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, inter, fabric, inbound))
+        li = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, intra))
+        le = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, inter, routes=True, inbound=True))
     else:
-        li, le = [_channel(hosts, c, intra, None, None) for c in range(max_channels)], []
+        li, le = [_channel(hosts, c, intra) for c in range(max_channels)], []
     return functools.cache(lambda k: Totals(li[:k], le[:k], hosts.links, hosts.member_names, len(hosts.classes)))
 
 
@@ -371,13 +364,12 @@ def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, m
     return best_c, best_s, _raised(speeds, idx, best_s, lambda s: first(best_c).fits(best_s, s))
 
 
-def _nvls_search(hosts: Hosts, placement: Placement, speeds: tuple[float, ...], *, cc: int, max_bw: float,
-                 total_bw: float, search_total_bw: float) -> NcclGraph | None:
-    """NCCL_TOPO_PATTERN_NVLS (None without NVLS switches, cc >= 90, several GPUs per host and a channel
-    that fits): at most ``NCCL_MAX_NVLS_ARITY`` channels, one per GPU (and NIC); on one host ``minChannels =
+def _nvls_search(hosts: Hosts, placement: Placement, devs: list, speeds: tuple[float, ...], *, cc: int,
+                 max_bw: float, total_bw: float, search_total_bw: float) -> NcclGraph | None:
+    """NCCL_TOPO_PATTERN_NVLS over the searched hosts' ``devs`` (None without NVLS switches, cc >= 90,
+    several GPUs per host and a channel that fits): at most ``NCCL_MAX_NVLS_ARITY`` channels, one per GPU (and NIC); on one host ``minChannels =
     maxChannels``."""
     graph = hosts.graph
-    devs = [d for i in hosts.searched() for d in hosts.devs[i]]
     switches = {n for d in devs for n in graph.neighbors(d) if graph.nodes[n][KIND] == "nvswitch"}
     if not (cc >= 90 and switches and all(graph.nodes[s].get(NVLS, False) for s in switches) and placement.ppn > 1):
         return None
@@ -434,7 +426,8 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
         tree = _tree_search(totals, speeds, channels=ring.num_channels, max_bw=max_bw,
                             search_total_bw=search_total, cc=cc)
     nvlink_intra, ll128 = _ll128_enabled(hosts, placement, cc)
-    nvls = _nvls_search(hosts, placement, speeds, cc=cc, max_bw=max_bw, total_bw=total_bw, search_total_bw=search_total)
+    nvls = _nvls_search(hosts, placement, searched_devs, speeds, cc=cc, max_bw=max_bw, total_bw=total_bw,
+                        search_total_bw=search_total)
     if hosts.classes and hosts.router.left_subgraph:
         raise _Unshareable
     ring = replace(ring, nvlink_intra=nvlink_intra)

@@ -158,21 +158,14 @@ class Hosts:
         """Channel c's routes from every host to the next, summed per link (cached per NIC assignment),
         and where each host's route starts."""
         key = self.nic_assignment(c)
-        if key in self._routes:
-            return self._routes[key]
-        count = self.count
-        src = [ns[c % len(ns)] for ns in self.nics]
-        d: dict[tuple, float] = {}
-        bounds = []
-        get, route_links = d.get, self.router.route_links
-        for i in range(count):
-            bounds.append((len(d), i))
-            links, n = route_links(src[i], src[i + 1 if i + 1 < count else 0])
-            share = 1.0 / n
-            for e in links:
-                d[e] = get(e, 0.0) + share
-        self._routes[key] = d, bounds
-        return d, bounds
+        if key not in self._routes:
+            d: dict[tuple, float] = {}
+            bounds = []
+            for i in range(self.count):
+                bounds.append((len(d), i))
+                self.add_route(d, i, c)
+            self._routes[key] = d, bounds
+        return self._routes[key]
 
     def searched(self) -> list[int]:
         """The hosts whose own searches run: the walked ones and each class's representative."""

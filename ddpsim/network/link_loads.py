@@ -10,6 +10,7 @@ loaded link go to the link the channels reach first.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -149,15 +150,9 @@ class Totals:
         self.present = (self.li > 0) | (self.le > 0)  # every load a channel puts on a link is > 0
         self.member_names = member_names
         self._firsts: dict[tuple[int, Any], list[int]] = {}  # (class, element) -> members that may name first
-        self.cls: list[tuple[dict[Link, float], dict[Link, float]]] = []
-        for k in range(num_classes):
-            li: dict[Link, float] = {}
-            le: dict[Link, float] = {}
-            for src, dst in ((intra, li), (inter, le)):
-                for ch in src:
-                    for e, v in ch.by_class[k].items():
-                        dst[e] = dst.get(e, 0.0) + v
-            self.cls.append((li, le))
+        def summed(channels: list[ChannelLoads], k: int) -> Counter:  # every load > 0: none dropped
+            return sum((Counter(ch.by_class[k]) for ch in channels), Counter())
+        self.cls = [(summed(intra, k), summed(inter, k)) for k in range(num_classes)]  # per class: intra, inter
 
     @staticmethod
     def _sum(li: dict, le: dict, e: Link, s_intra: float, s_inter: float) -> float:

@@ -354,13 +354,9 @@ def _yaml_node_attrs(n: NodeDoc) -> dict[str, Any]:
         attrs.update({LOCAL_RANK: d["local_rank"], DEVICE_MODEL: d.get("device_model", n.kind),
                       COMPUTE_CAPABILITY: d[COMPUTE_CAPABILITY],
                       MEMORY_BANDWIDTH: float(d["memory_bandwidth_gbps"]) * GBPS})
-    if SM_COUNT in d:
-        attrs[SM_COUNT] = d[SM_COUNT]
+    attrs.update({k: d[k] for k in (SM_COUNT, NVLS, RAIL) if k in d})  # a key of one kind each (NodeDoc)
     if "reduce_bandwidth_gbps" in d:
         attrs[REDUCE_BANDWIDTH] = float(d["reduce_bandwidth_gbps"]) * GBPS
-    for key in (NVLS, RAIL):
-        if key in d:
-            attrs[key] = d[key]
     return attrs
 
 

@@ -111,25 +111,17 @@ def _add_fabric(g: Builder, nics: list[list[str]], nic_gbit: float, o: FabricOpt
                 _add_link(g, leaf, f"spine-{s}", down_bw / o.oversubscription / o.num_spines, IB_LATENCY_S, "net")
 
 
-def _nvlink_layout(name: str, system: System, gpu: Gpu, options: dict[str, Any]) -> tuple[Any, int, int]:
-    """The validated options, GPUs per node and NVLinks per GPU of an NVSwitch or NVLink mesh system."""
-    if system.interconnect == "nvswitch":
-        o = _options(DgxOptions, name, options)
-        nvlinks = gpu.nvlink.links if o.nvlinks_per_gpu is None else o.nvlinks_per_gpu
-        return o, system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node, nvlinks
-    o = _options(MeshOptions, name, options)
-    gpn = system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node
-    if gpn > system.gpus_per_node:
-        raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected at most "
-                         f"{system.gpus_per_node} (the GPUs of its NVLink mesh)")
-    return o, gpn, gpu.nvlink.links
-
-
 def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
     """An NVSwitch box (one ``nvswitch`` node per host) or a direct NVLink mesh; a system of compute
     trays (GB200 NVL72) is ``num_nodes`` racks, each tray a host, the rack's trays sharing one
     ``nvswitch`` node of ``host`` -1 (the NVLink domain spans hosts: NCCL's multi-node NVLink)."""
-    o, gpn, nvlinks = _nvlink_layout(name, system, gpu, options)
+    mesh = system.interconnect == "nvlink-mesh"
+    o = _options(MeshOptions if mesh else DgxOptions, name, options)
+    gpn = system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node
+    if mesh and gpn > system.gpus_per_node:
+        raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected at most "
+                         f"{system.gpus_per_node} (the GPUs of its NVLink mesh)")
+    nvlinks = gpu.nvlink.links if mesh or o.nvlinks_per_gpu is None else o.nvlinks_per_gpu
     nic_gbit = float(system.nic.gbit if o.nic_gbit is None else o.nic_gbit)
     pcie_gen = system.pcie.gen if o.pcie_gen is None else o.pcie_gen
     link_bw = gpu_link_bw_gbps(gpu) * GBPS
@@ -139,7 +131,6 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
         raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected a multiple of "
                          f"{per_host} (the GPUs of a compute tray)")
     hosts_per_node = gpn // per_host
-    mesh = system.interconnect == "nvlink-mesh"
     xgmi = gpu.nvlink is not None and gpu.nvlink.fabric == "infinity-fabric"
     links = "Infinity Fabric mesh, {} Infinity Fabric links" if xgmi else "NVLink mesh, {} NVLinks"
     fabric = (f"{links.format(nvlinks)}/GPU x {link_bw / GBPS:g} GB/s" if mesh

@@ -146,15 +146,13 @@ class GlooCommModel(EstimatingCommModel):
     hop_bandwidth_bytes_per_s: float
     reduce_bandwidth_bytes_per_s: float
     topology_name: str = ""
-    element_size_bytes: int = 4
     backend: str = "gloo"
 
     def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
         _check_size(size_bytes)
         t = gloo.ring_allreduce_s(size_bytes, self.num_ranks, hop_latency_s=self.hop_latency_s,
                                   hop_bandwidth_bytes_per_s=self.hop_bandwidth_bytes_per_s,
-                                  reduce_bandwidth_bytes_per_s=self.reduce_bandwidth_bytes_per_s,
-                                  element_size_bytes=self.element_size_bytes)
+                                  reduce_bandwidth_bytes_per_s=self.reduce_bandwidth_bytes_per_s)
         algo = "ring" if t > 0 else "none"
         return make_estimate(size_bytes, t, self.num_ranks, algo, "tcp" if t > 0 else "none")
 

@@ -1,12 +1,9 @@
-"""The declared inputs of :mod:`ddpsim.network.topology`: the presets' options and the topology YAML
-file. Each key's type, bound and default is written here once. Counts are bounded integers (at most
-:data:`MAX_NODES` hosts, :data:`MAX_DEVICES_PER_NODE` devices per host), bandwidths and latencies finite
-positive numbers, booleans strict (``nvls: "false"`` is refused, not read as true). A preset option left
-at None takes the preset's value (the systems' figures are in the hardware catalogue,
-:mod:`ddpsim.hardware.catalogue`); the cpu-gloo defaults are :class:`CpuGlooOptions`'. A YAML node's
-keys depend on its kind: a key of another kind is refused, naming the kinds that take it. Checks of the
-graph as a whole (connected, unique ranks, backend against device kinds) are
-:func:`ddpsim.network.topology.validate_topology`'s.
+"""The declared inputs of :mod:`ddpsim.network.topology`, each key's type, bound and default once: the
+presets' options (None: the catalogue's figure, :mod:`ddpsim.hardware.catalogue`) and the topology YAML
+file. Counts are bounded integers (at most :data:`MAX_NODES` hosts, :data:`MAX_DEVICES_PER_NODE` devices
+per host), bandwidths and latencies finite positive numbers, booleans strict (``nvls: "false"`` is
+refused); a YAML node's key of another kind is refused, naming the kinds that take it. The graph as a
+whole is checked by :mod:`ddpsim.network.topology_check`.
 """
 
 from __future__ import annotations

@@ -171,12 +171,11 @@ def _tree_chains(hosts: Hosts, i: int, num_channels: int) -> list[list]:
     """Host i's chain of each tree channel: the NIC's nearest GPU, the next-nearest, then the others,
     ending at the GPU that has ended the fewest chains so far (the search spreads the chain ends)."""
     devs = hosts.devs[i]
+    if not hosts.multi:
+        return [list(devs) for _ in range(num_channels)]
     ends = {d: 0 for d in devs}
     per: list[list] = []
     for c in range(num_channels):
-        if not hosts.multi:
-            per.append(list(devs))
-            continue
         first, second = hosts.entry(i)[c % len(hosts.nics[i])]
         mesh = hosts.mesh(i)
         chain = mesh_path(devs, mesh, first, second=second) if mesh else None

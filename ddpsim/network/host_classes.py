@@ -36,7 +36,7 @@ class Hosts:
         self.devs = placement.hosts
         self.count = len(placement.hosts)
         self.multi = self.count > 1
-        by_host = self.router.host_nodes()
+        by_host = self.router.host_nodes
         self.host_ids = [graph.nodes[h[0]][HOST] for h in placement.hosts]
         # an NVLink domain (MNNVL) is one NCCL node: the elements of all its hosts and its switches
         domains = nvlink_domains(graph)

@@ -8,6 +8,7 @@ its NICs: the same paths, for much less work).
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from dataclasses import dataclass
@@ -78,21 +79,19 @@ class Router:
         self.g = graph
         self._cache: dict[tuple, list[list]] = {}
         self._sub: dict[Any, nx.Graph] = {}
-        self._by_host: dict[int, list] | None = None
         self._switches: _SwitchRoutes | None = None
         self._links: dict[tuple, tuple[list[tuple], int]] = {}
         self._up: dict[Any, Any] = {}
         #: True once a path was searched on the whole graph (it may cross a host)
         self.left_subgraph = False
 
+    @functools.cached_property
     def host_nodes(self) -> dict[int, list]:
         """Every host's elements in graph order (the fabric's switches under host -1)."""
-        if self._by_host is None:
-            by_host: dict[int, list] = {}
-            for n, d in self.g._node.items():
-                by_host.setdefault(d[HOST], []).append(n)
-            self._by_host = by_host
-        return self._by_host
+        by_host: dict[int, list] = {}
+        for n, d in self.g._node.items():
+            by_host.setdefault(d[HOST], []).append(n)
+        return by_host
 
     def _weighted(self, nodes: list) -> nx.Graph:
         """The subgraph on ``nodes`` with routing weights, links in the graph's order (the same paths)."""
@@ -111,7 +110,7 @@ class Router:
 
     def domain_nodes(self, domain: int) -> list:
         """An NVLink domain's elements: its hosts' (in host order), then the NVSwitches they share."""
-        domains, by_host = nvlink_domains(self.g), self.host_nodes()
+        domains, by_host = nvlink_domains(self.g), self.host_nodes
         nodes = [n for h in sorted(by_host) if h >= 0 and domains.get(h) == domain for n in by_host[h]]
         shared = {m for n in nodes for m in self.g._adj[n]
                   if self.g._node[m][HOST] < 0 and self.g._node[m][KIND] == "nvswitch"}
@@ -124,7 +123,7 @@ class Router:
                 and a[KIND] != "nic" and b[KIND] != "nic":
             return self._cached(("domain", domains[a[HOST]]), lambda: self.domain_nodes(domains[a[HOST]]))
         if a[HOST] == b[HOST] and a[HOST] >= 0:
-            return self._cached(("host", a[HOST]), lambda: self.host_nodes()[a[HOST]])
+            return self._cached(("host", a[HOST]), lambda: self.host_nodes[a[HOST]])
         if a[KIND] == "nic" and b[KIND] == "nic":
             return self._cached("fabric", lambda: [n for n, d in self.g._node.items() if d[HOST] < 0 or d[KIND] == "nic"])
         return self._cached("all", lambda: list(self.g.nodes))
@@ -192,7 +191,7 @@ class Router:
 
     def distances(self, host: int, src: Any) -> dict[Any, float]:
         """Routing distance from ``src`` to every element of its host (Dijkstra on the host's subgraph)."""
-        sub = self._cached(("host", host), lambda: self.host_nodes()[host])
+        sub = self._cached(("host", host), lambda: self.host_nodes[host])
         return nx.single_source_dijkstra_path_length(sub, src, weight=self._W)
 
 

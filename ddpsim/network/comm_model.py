@@ -58,8 +58,7 @@ class CommModel(Protocol):
 
 
 class EstimatingCommModel(CommModel):
-    """A model whose times are its estimates' (:class:`CollectiveEstimate` of the subclass's
-    ``estimate_allreduce`` and ``estimate_broadcast``)."""
+    """A model whose times are its ``estimate_allreduce``/``estimate_broadcast``'s estimates'."""
 
     def allreduce_s(self, size_bytes: int) -> float:
         return self.estimate_allreduce(size_bytes).time_s

@@ -24,8 +24,7 @@ from ddpsim.trace.records import MAX_BYTES, MAX_SECONDS, Seconds
 
 @record("calibration")
 class CalibrationPoint:
-    """One measured size of a curve: its mean time and spread (``executor.runtime.stats``), as the
-    calibration file holds it."""
+    """One measured size of a curve as the calibration file holds it (``executor.runtime.stats``)."""
 
     size_bytes: Annotated[Int, Field(gt=0, le=MAX_BYTES)]
     time_s: Annotated[Float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]

@@ -149,8 +149,7 @@ def system_key(m: dict) -> str:
 
 
 def fit_points(meta: list[dict], points: dict, exclude: str | None = None) -> list[tuple[Any, list, float]]:
-    """(model, points, weight) of the ``normal`` curves of modelled transports, without the system
-    ``exclude``; each system weighs 1."""
+    """(model, points, weight) of the ``normal`` curves of modelled transports but system ``exclude``'s."""
     out = []
     chosen = [(m, case) for m, case in scored(meta)
               if m["category"] == "normal" and not case.transport and system_key(m) != exclude]

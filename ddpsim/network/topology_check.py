@@ -9,7 +9,7 @@ by the check of every element.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import networkx as nx
 
@@ -53,18 +53,14 @@ def _problem(g: nx.Graph, nodes: list, connected: Callable[[], bool], source: st
             return (f"{source}: devices {seen[key]!r} and {n!r} share host {key[0]} local_rank {key[1]}; "
                     "expected a unique local_rank per host")
         seen[key] = n
-    problem = _backend_problem(g.graph.get("backend"), {attr[n][KIND] for n in devs})
-    return f"{source}: {problem}" if problem else ""
-
-
-def _backend_problem(backend: Any, kinds: set[str]) -> str:
+    backend, kinds = g.graph.get("backend"), sorted({attr[n][KIND] for n in devs})
     if backend not in BACKENDS:
-        return f"backend {backend!r} is not accepted; expected one of {', '.join(BACKENDS)}"
-    if backend == "nccl" and kinds != {"gpu"}:
-        return (f"backend 'nccl' needs GPU devices only, found kinds {sorted(kinds)}; "
+        return f"{source}: backend {backend!r} is not accepted; expected one of {', '.join(BACKENDS)}"
+    if backend == "nccl" and kinds != ["gpu"]:
+        return (f"{source}: backend 'nccl' needs GPU devices only, found kinds {kinds}; "
                 "expected kind gpu (or backend gloo for CPU ranks)")
-    if backend == "gloo" and kinds != {"cpu"}:
-        return (f"backend 'gloo' models CPU ranks only, found kinds {sorted(kinds)}; "
+    if backend == "gloo" and kinds != ["cpu"]:
+        return (f"{source}: backend 'gloo' models CPU ranks only, found kinds {kinds}; "
                 "expected kind cpu (or backend nccl for GPUs)")
     return ""
 

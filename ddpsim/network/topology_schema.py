@@ -53,8 +53,7 @@ LinkType = one_of(str, LINK_TYPES)
 
 
 class DgxOptions(FabricOptions):
-    """Options of the NVSwitch presets (``dgx-a100``, ``dgx-h100``, ``dgx-h200``, ``dgx-b200``,
-    ``gb200-nvl72``; None: the catalogue's figure)."""
+    """Options of the NVSwitch presets (``dgx-h100``, ``gb200-nvl72`` ...; None: the catalogue's figure)."""
 
     gpus_per_node: PerNode | None = None
     nvlinks_per_gpu: Annotated[int, Field(ge=1, le=64)] | None = None
@@ -114,8 +113,7 @@ KIND_KEYS: dict[str, tuple[str, ...]] = {
 
 
 class NodeDoc(Schema):
-    """One entry of ``nodes``. Absent keys take the defaults of
-    :data:`ddpsim.network.topology.YAML_NODE_DEFAULTS` for the node's kind."""
+    """One entry of ``nodes``; absent keys: its kind's :data:`~ddpsim.network.topology.YAML_NODE_DEFAULTS`."""
 
     id: str
     kind: NodeKind

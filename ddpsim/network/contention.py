@@ -168,11 +168,11 @@ def contention_prior(spec: Any, graph: Any, comm: Any) -> ContentionPrior | None
     if not isinstance(comm, NcclCommModel):
         return None
     devs = rank_nodes(graph)[:comm.num_ranks]
-    sms = [graph.nodes[d].get(SM_COUNT) for d in devs]
-    bws = [graph.nodes[d].get(MEMORY_BANDWIDTH) for d in devs]
-    if any(not isinstance(v, int) or v < 1 for v in sms) or any(not isinstance(v, (int, float)) or v <= 0 for v in bws):
+    sms = [graph.nodes[d].get(SM_COUNT) for d in devs]  # >= 1 where given (catalogue, YAML schema)
+    if None in sms:
         return None
-    res = GpuResources(num_sms=min(sms), hbm_bytes_per_s=float(min(bws)),
+    hbm = float(min(graph.nodes[d][MEMORY_BANDWIDTH] for d in devs))
+    res = GpuResources(num_sms=min(sms), hbm_bytes_per_s=hbm,
                        memory_bound_fraction=spec.memory_bound_fraction,
                        memory_efficiency=spec.memory_efficiency)
     return system_prior(comm.system, res, algorithm=comm.algorithm, protocol=comm.protocol)

@@ -37,13 +37,13 @@ class Hosts:
         self.count = len(placement.hosts)
         self.multi = self.count > 1
         by_host = self.router.host_nodes
-        self.host_ids = [graph.nodes[h[0]][HOST] for h in placement.hosts]
+        host_ids = [graph.nodes[h[0]][HOST] for h in placement.hosts]
         # an NVLink domain (MNNVL) is one NCCL node: the elements of all its hosts and its switches
         domains = nvlink_domains(graph)
-        self.nodes = [by_host[h] if h not in domains else self.router.domain_nodes(domains[h]) for h in self.host_ids]
+        self.nodes = [by_host[h] if h not in domains else self.router.domain_nodes(domains[h]) for h in host_ids]
         copies = host_copies(graph)
         #: hosts (positions) built as renamed copies of host 0, outside any NVLink domain
-        self.copies = frozenset(i for i, h in enumerate(self.host_ids)
+        self.copies = frozenset(i for i, h in enumerate(host_ids)
                                 if copies is not None and h in copies.hosts and h not in domains)
         self.nics: list[list] = self._all_nics() if self.multi else [[] for _ in self.nodes]
         if self.multi and any(not n for n in self.nics):
@@ -173,7 +173,7 @@ class Hosts:
 
     def entry(self, i: int) -> list[tuple[Any, Any]]:
         if i not in self._entry:
-            self._entry[i] = nearest_first(self.router, self.host_ids[i], self.nics[i], self.devs[i])
+            self._entry[i] = nearest_first(self.router, self.nics[i], self.devs[i])
         return self._entry[i]
 
     def member_names(self, k: int, node: Any) -> list:

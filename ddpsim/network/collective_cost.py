@@ -73,20 +73,14 @@ class NcclCommModel(EstimatingCommModel):
         return make_estimate(size_bytes, nccl_exec.time_us(self.system, a, p, size_bytes) * 1e-6, n, a, p)
 
     def _hierarchical(self, size: int) -> CollectiveEstimate:
-        n = self.num_ranks
         ppn, nn = self.system.ppn, self.system.num_nodes
-        t_us, stages = 0.0, []
+        picks = []  # (algorithm, protocol, time_us) of each stage
         if self.intra_system is not None and ppn > 1:
-            for coll in ("reducescatter", "allgather"):
-                a, p, t = self._pick(self.intra_system, size, coll, "ring")
-                t_us += t
-                stages.append((t, p))
+            picks += [self._pick(self.intra_system, size, coll, "ring") for coll in ("reducescatter", "allgather")]
         if self.inter_system is not None and nn > 1:
-            a, p, t = self._pick(self.inter_system, max(1, size // ppn), "allreduce", None)
-            t_us += t
-            stages.append((t, p))
-        proto = max(stages)[1] if stages else "none"
-        return make_estimate(size, t_us * 1e-6, n, "hierarchical", proto)
+            picks.append(self._pick(self.inter_system, max(1, size // ppn), "allreduce", None))
+        proto = max((t, p) for _, p, t in picks)[1] if picks else "none"  # the longest stage's
+        return make_estimate(size, sum(t for _, _, t in picks) * 1e-6, self.num_ranks, "hierarchical", proto)
 
     def estimate_broadcast(self, size_bytes: int) -> CollectiveEstimate:
         _check_size(size_bytes)

@@ -1,6 +1,5 @@
-"""Compute-communication contention on one GPU: the prior :class:`~ddpsim.engine.config.Interference`.
-
-An NCCL kernel takes SMs and HBM bandwidth from the backward kernels beside it, and the
+"""Compute-communication contention on one GPU, the prior :class:`~ddpsim.engine.config.Interference`:
+an NCCL kernel takes SMs and HBM bandwidth from the backward kernels beside it, and the
 backward's memory traffic slows the collective; this derives both from the preset's SM count
 and HBM bandwidth and from what NCCL runs (v2.30.7), applied through ``Interference``
 (``weighting="table"``); a calibration's or the scenario's interference replaces it. Per

@@ -1,12 +1,9 @@
-"""gloo's ring all-reduce for CPU tensors, as a closed form.
-
-``ProcessGroupGloo::allreduce`` on dense CPU tensors runs ``gloo::allreduce``'s ``ring()``
-(gloo/allreduce.cc, commit cc441984): segments of at most ``kMaxSegmentSize`` = 1 MiB,
-``numSegments = roundUp(max(ceil(S / maxSegmentBytes), 2P), P)``, a reduce-scatter (summing
-each received segment on the CPU) then an all-gather of ``numSegments - numSegments/P``
-transfers each. Model (an assumption from the loop bounds): every transfer pays the hop's
-latency in full plus its bytes at the hop's bandwidth, the reduction its bytes at the reduce
-bandwidth::
+"""gloo's ring all-reduce for CPU tensors as a closed form: ``ProcessGroupGloo::allreduce`` on dense
+CPU tensors runs ``gloo::allreduce``'s ``ring()`` (gloo/allreduce.cc, commit cc441984): segments of at
+most ``kMaxSegmentSize`` = 1 MiB, ``numSegments = roundUp(max(ceil(S / maxSegmentBytes), 2P), P)``, a
+reduce-scatter (summing each received segment on the CPU) then an all-gather of ``numSegments - numSegments/P``
+transfers each. Model (an assumption from the loop bounds): every transfer pays the hop's latency in full
+plus its bytes at the hop's bandwidth, the reduction its bytes at the reduce bandwidth::
 
     time_s = 2 * (numSegments - numSegments/P) * (hop_latency_s + segmentBytes / hop_bandwidth)
            + (numSegments - numSegments/P) * segmentBytes / reduce_bandwidth

@@ -79,7 +79,6 @@ class Router:
         self.g = graph
         self._cache: dict[tuple, list[list]] = {}
         self._sub: dict[Any, nx.Graph] = {}
-        self._switches: _SwitchRoutes | None = None
         self._links: dict[tuple, tuple[list[tuple], int]] = {}
         self._up: dict[Any, Any] = {}
         #: True once a path was searched on the whole graph (it may cross a host)
@@ -118,15 +117,18 @@ class Router:
 
     def _graph_for(self, src: Any, dst: Any) -> nx.Graph:
         a, b = self.g.nodes[src], self.g.nodes[dst]
-        domains = nvlink_domains(self.g)
-        if a[HOST] >= 0 and b[HOST] >= 0 and a[HOST] in domains and domains[a[HOST]] == domains.get(b[HOST]) \
-                and a[KIND] != "nic" and b[KIND] != "nic":
-            return self._cached(("domain", domains[a[HOST]]), lambda: self.domain_nodes(domains[a[HOST]]))
+        dom = nvlink_domains(self.g).get(a[HOST])  # hosts >= 0 only
+        if dom is not None and dom == nvlink_domains(self.g).get(b[HOST]) and a[KIND] != "nic" and b[KIND] != "nic":
+            return self._cached(("domain", dom), lambda: self.domain_nodes(dom))
         if a[HOST] == b[HOST] and a[HOST] >= 0:
             return self._cached(("host", a[HOST]), lambda: self.host_nodes[a[HOST]])
         if a[KIND] == "nic" and b[KIND] == "nic":
             return self._cached("fabric", lambda: [n for n, d in self.g._node.items() if d[HOST] < 0 or d[KIND] == "nic"])
         return self._cached("all", lambda: list(self.g.nodes))
+
+    @functools.cached_property
+    def _switches(self) -> _SwitchRoutes:
+        return _SwitchRoutes(self._weighted([n for n, d in self.g._node.items() if d[HOST] < 0]), self._W)
 
     def uplink(self, nic: Any) -> Any:
         """The one fabric switch a NIC hangs from, or None."""
@@ -144,13 +146,7 @@ class Router:
         if a[KIND] == "nic" and b[KIND] == "nic" and a[HOST] != b[HOST]:
             la, lb = self.uplink(src), self.uplink(dst)
             if la is not None and lb is not None:  # NIC - leaf ... leaf - NIC: route between the switches
-                if la == lb:
-                    mid = [[la]]
-                else:
-                    if self._switches is None:
-                        self._switches = _SwitchRoutes(self._weighted([n for n, d in self.g._node.items() if d[HOST] < 0]),
-                                                       self._W)
-                    mid = self._switches.paths(la, lb)
+                mid = [[la]] if la == lb else self._switches.paths(la, lb)
                 self._cache[key] = [[src, *m, dst] for m in mid]
                 return self._cache[key]
         sub = self._graph_for(src, dst)

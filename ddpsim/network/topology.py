@@ -271,7 +271,6 @@ def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None =
     if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or not 1 <= num_nodes <= MAX_NODES:
         raise InputError(f"topology {name}: num_nodes: {shorten(num_nodes)} is not accepted; expected an integer in "
                          f"[1, {MAX_NODES}]")
-    options = dict(options)
     with gc_paused():
         if name == "cpu-gloo":
             g = _cpu_gloo(num_nodes, options)

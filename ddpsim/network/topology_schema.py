@@ -48,8 +48,6 @@ def one_of(tp: type, values: tuple) -> Any:
 
 #: a PCIe generation a preset can build
 PcieGen = one_of(int, (3, 4, 5))
-NodeKind = one_of(str, NODE_KINDS)
-LinkType = one_of(str, LINK_TYPES)
 
 
 class DgxOptions(FabricOptions):
@@ -116,7 +114,7 @@ class NodeDoc(Schema):
     """One entry of ``nodes``; absent keys: its kind's :data:`~ddpsim.network.topology.YAML_NODE_DEFAULTS`."""
 
     id: str
-    kind: NodeKind
+    kind: one_of(str, NODE_KINDS)
     host: Annotated[int, Field(ge=-1, le=MAX_NODES)] | None = None
     local_rank: Annotated[int, Field(ge=0, le=MAX_DEVICES_PER_NODE)] | None = Field(default=None, validate_default=True)
     device_model: str | None = None
@@ -149,7 +147,7 @@ class LinkDoc(Schema):
     b: str
     bandwidth_gbps: Gbps
     latency_us: LatencyUs
-    link_type: LinkType = "pcie"
+    link_type: one_of(str, LINK_TYPES) = "pcie"
     num_links: Annotated[int, Field(ge=1, le=1024)] | None = None
 
     _ends = field_validator("a", "b", mode="before")(_node_id)

@@ -372,9 +372,8 @@ def _nvls_search(hosts: Hosts, placement: Placement, devs: list, speeds: tuple[f
     switches = {n for d in devs for n in graph.neighbors(d) if graph.nodes[n][KIND] == "nvswitch"}
     if not (cc >= 90 and switches and all(graph.nodes[s].get(NVLS, False) for s in switches) and placement.ppn > 1):
         return None
-    max_ch = min(nccl.NCCL_MAX_NVLS_ARITY, placement.ppn)
-    if hosts.multi:
-        max_ch = min(max_ch, *(len(hosts.nics[i]) for i in hosts.searched()))
+    nics = [len(hosts.nics[i]) for i in hosts.searched()] if hosts.multi else []
+    max_ch = min(nccl.NCCL_MAX_NVLS_ARITY, placement.ppn, *nics)
     first = _nvls_totals(hosts, max_ch)
     c, s_intra, s_inter = _nvls_speeds(first, speeds, max_bw=max_bw, total_bw=total_bw,
                                        search_total_bw=search_total_bw, min_channels=1 if hosts.multi else max_ch,

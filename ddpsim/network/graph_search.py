@@ -409,18 +409,13 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
     ring = _mesh_ring(all_devs, mesh, speeds, **ring_kw) if mesh else None
     if ring is None:
         mesh = None
-        if len(all_devs) == 1:
-            ring = NcclGraph(num_channels=1, bw_intra_gbps=max_bw, bw_inter_gbps=max_bw)
-        else:
-            ring = _pattern_search(hosts, _ring_own(hosts), speeds, **ring_kw)
+        ring = (NcclGraph(num_channels=1, bw_intra_gbps=max_bw, bw_inter_gbps=max_bw) if len(all_devs) == 1
+                else _pattern_search(hosts, _ring_own(hosts), speeds, **ring_kw))
     tree = None
     search_total = total_bw * placement.ppn / (placement.ppn - 1) if placement.ppn > 1 else total_bw
     if len(all_devs) > 1 and ring.num_channels:
-        if mesh:
-            one = MeshTree(all_devs, mesh, ring.num_channels)
-            totals: dict[bool, Any] = {True: one, False: one}
-        else:
-            totals = {b: _tree_totals(hosts, ring.num_channels, b) for b in (True, False)}
+        one = MeshTree(all_devs, mesh, ring.num_channels) if mesh else None  # on a mesh: one speed, no pattern
+        totals: dict[bool, Any] = {b: one or _tree_totals(hosts, ring.num_channels, b) for b in (True, False)}
         tree = _tree_search(totals, speeds, channels=ring.num_channels, max_bw=max_bw,
                             search_total_bw=search_total, cc=cc)
     nvlink_intra, ll128 = _ll128_enabled(hosts, placement, cc)

@@ -70,7 +70,8 @@ class Hosts:
             if i in self.copies and at is not None:
                 out.append([ns[p] for p in at])
                 continue
-            out.append(sorted([n for n in ns if attr[n][KIND] == "nic"], key=lambda n: (attr[n].get(RAIL, 0), str(n))))
+            out.append(sorted([n for n in ns if attr[n][KIND] == "nic"],
+                              key=lambda n: (attr[n].get(RAIL, 0), str(n))))
             if i in self.copies:
                 pos = {n: k for k, n in enumerate(ns)}
                 at = [pos[n] for n in out[-1]]
@@ -155,8 +156,7 @@ class Hosts:
         return c % self._nic_lcm if self.multi else 0
 
     def routes(self, c: int) -> tuple[dict[tuple, float], list[tuple[int, int]]]:
-        """Channel c's routes from every host to the next, summed per link (cached per NIC assignment),
-        and where each host's route starts."""
+        """Channel c's routes from each host to the next, summed per link, and where each host's starts."""
         key = self.nic_assignment(c)
         if key not in self._routes:
             d: dict[tuple, float] = {}

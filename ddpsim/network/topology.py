@@ -90,7 +90,8 @@ def _add_fabric(g: Builder, nics: list[list[str]], nic_gbit: float, o: FabricOpt
     num_hosts, nic_bw = len(nics), nic_gbit / 8.0 * GBPS
     if num_hosts < 2:
         return
-    down_ports = max(1, (leaf_radix if o.leaf_radix is None else o.leaf_radix) // 2)  # non-blocking: half face down
+    # a non-blocking leaf: half its ports face down
+    down_ports = max(1, (leaf_radix if o.leaf_radix is None else o.leaf_radix) // 2)
     # rail-optimised: a leaf per rail and group of hosts; fat tree: a leaf per group, every rail
     rail_sets = [[r] for r in range(len(nics[0]))] if o.fabric == "rail" else [list(range(len(nics[0])))]
     hosts_per_leaf = max(1, down_ports // len(rail_sets[0]))
@@ -351,8 +352,7 @@ def _yaml_node_attrs(n: NodeDoc) -> dict[str, Any]:
 
 
 def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:
-    """A preset name (see :func:`presets`; ``catalogue``: the hardware catalogue, None: the
-    bundled one) or a path to a YAML file (``num_nodes`` and options apply to presets only)."""
+    """A preset of ``catalogue`` (None: the bundled one) or a YAML file (no ``num_nodes`` or options)."""
     if spec not in presets(catalogue) and (str(spec).endswith((".yaml", ".yml")) or exists(str(spec))):
         if num_nodes != 1 or options:
             raise InputError(f"topology: {shorten(spec)} is a YAML file; expected no --nodes or preset options with it "

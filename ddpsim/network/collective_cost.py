@@ -20,10 +20,10 @@ import networkx as nx
 
 from ddpsim.errors import InputError
 from ddpsim.network import gloo, nccl, nccl_exec
-from ddpsim.network.comm_model import GBPS, CollectiveEstimate, EstimatingCommModel, make_estimate
-from ddpsim.network.graph_search import link_capacities_gbps, search_graphs
+from ddpsim.network.comm_model import CollectiveEstimate, EstimatingCommModel, make_estimate
+from ddpsim.network.graph_search import search_graphs
 from ddpsim.network.routing import Placement, Router, place_ranks
-from ddpsim.network.topology import REDUCE_BANDWIDTH, gc_paused
+from ddpsim.network.topology import BANDWIDTH, REDUCE_BANDWIDTH, gc_paused
 
 def _check_size(size_bytes: int) -> None:
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
@@ -73,20 +73,14 @@ class NcclCommModel(EstimatingCommModel):
         return make_estimate(size_bytes, nccl_exec.time_us(self.system, a, p, size_bytes) * 1e-6, n, a, p)
 
     def _hierarchical(self, size: int) -> CollectiveEstimate:
-        n = self.num_ranks
         ppn, nn = self.system.ppn, self.system.num_nodes
-        t_us, stages = 0.0, []
+        picks = []  # (algorithm, protocol, time_us) of each stage
         if self.intra_system is not None and ppn > 1:
-            for coll in ("reducescatter", "allgather"):
-                a, p, t = self._pick(self.intra_system, size, coll, "ring")
-                t_us += t
-                stages.append((t, p))
+            picks += [self._pick(self.intra_system, size, coll, "ring") for coll in ("reducescatter", "allgather")]
         if self.inter_system is not None and nn > 1:
-            a, p, t = self._pick(self.inter_system, max(1, size // ppn), "allreduce", None)
-            t_us += t
-            stages.append((t, p))
-        proto = max(stages)[1] if stages else "none"
-        return make_estimate(size, t_us * 1e-6, n, "hierarchical", proto)
+            picks.append(self._pick(self.inter_system, max(1, size // ppn), "allreduce", None))
+        proto = max((t, p) for _, p, t in picks)[1] if picks else "none"  # the longest stage's
+        return make_estimate(size, sum(t for _, _, t in picks) * 1e-6, self.num_ranks, "hierarchical", proto)
 
     def estimate_broadcast(self, size_bytes: int) -> CollectiveEstimate:
         _check_size(size_bytes)
@@ -146,15 +140,13 @@ class GlooCommModel(EstimatingCommModel):
     hop_bandwidth_bytes_per_s: float
     reduce_bandwidth_bytes_per_s: float
     topology_name: str = ""
-    element_size_bytes: int = 4
     backend: str = "gloo"
 
     def estimate_allreduce(self, size_bytes: int) -> CollectiveEstimate:
         _check_size(size_bytes)
         t = gloo.ring_allreduce_s(size_bytes, self.num_ranks, hop_latency_s=self.hop_latency_s,
                                   hop_bandwidth_bytes_per_s=self.hop_bandwidth_bytes_per_s,
-                                  reduce_bandwidth_bytes_per_s=self.reduce_bandwidth_bytes_per_s,
-                                  element_size_bytes=self.element_size_bytes)
+                                  reduce_bandwidth_bytes_per_s=self.reduce_bandwidth_bytes_per_s)
         algo = "ring" if t > 0 else "none"
         return make_estimate(size_bytes, t, self.num_ranks, algo, "tcp" if t > 0 else "none")
 
@@ -182,8 +174,7 @@ def _gloo_model(graph: nx.Graph, placement: Placement, num_ranks: int) -> GlooCo
         loads: dict[tuple, float] = {}
         for a, b in hops:
             router.add_load(loads, a, b)
-        cap = {k: v * GBPS for k, v in link_capacities_gbps(graph).items()}
-        bw = min(cap[e] / load for e, load in loads.items())  # every hop at once: the ring's rate
+        bw = min(graph.edges[e][BANDWIDTH] / load for e, load in loads.items())  # every hop at once: the ring's rate
         lat = max(router.latency(a, b) for a, b in hops)
     reduce_bw = min(graph.nodes[d].get(REDUCE_BANDWIDTH, 4e9) for d in devs)
     return GlooCommModel(num_ranks=num_ranks, hop_latency_s=lat, hop_bandwidth_bytes_per_s=bw,

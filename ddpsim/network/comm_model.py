@@ -1,12 +1,7 @@
-"""The interface between collective cost models and the engine. A :class:`CommModel` is bound to one
-process group (a backend and a number of ranks) and answers how long one collective of ``size_bytes``
-takes, in seconds, plus the optional *capabilities* (:data:`CAPABILITIES`) the engine reads: concurrent
-lanes and their pace (ProcessGroupGloo's worker threads), an all-reduce's extra cost on an idle stream,
-DDP's fixed costs a calibration measured. Subclasses get their defaults (what every analytical model
-answers); a calibrated model (:mod:`ddpsim.calibration.loader`) overrides them,
-:class:`WrappedCommModel` forwards them. :class:`AlphaBetaModel` is the plain ``latency + bytes /
-bandwidth`` model of hand-made tests; :class:`CollectiveEstimate` (:func:`make_estimate`) is one
-collective's cost as every model gives it.
+"""The interface between collective cost models and the engine: a :class:`CommModel` is bound to one
+process group and answers how long one collective of ``size_bytes`` takes, in seconds, plus the optional
+*capabilities* (:data:`CAPABILITIES`) the engine reads, defaulted for analytical models and overridden by
+a calibrated one (:mod:`ddpsim.calibration.loader`).
 """
 
 from __future__ import annotations
@@ -63,8 +58,7 @@ class CommModel(Protocol):
 
 
 class EstimatingCommModel(CommModel):
-    """A model whose times are its estimates' (:class:`CollectiveEstimate` of the subclass's
-    ``estimate_allreduce`` and ``estimate_broadcast``)."""
+    """A model whose times are its ``estimate_allreduce``/``estimate_broadcast``'s estimates'."""
 
     def allreduce_s(self, size_bytes: int) -> float:
         return self.estimate_allreduce(size_bytes).time_s
@@ -75,12 +69,9 @@ class EstimatingCommModel(CommModel):
 
 class WrappedCommModel(CommModel):
     """A comm model that changes another's collective times: every capability of the wrapped
-    model (:attr:`wrapped`) comes through unchanged, and so do ``backend`` and ``num_ranks``."""
+    model (``wrapped``, the subclass's) comes through unchanged, and so do ``backend`` and ``num_ranks``."""
 
-    @property
-    def wrapped(self) -> Any:
-        """The model wrapped."""
-        raise NotImplementedError
+    wrapped: Any
 
     def concurrent_rate(self, kind: str | None, size_bytes: int, n: int) -> float:
         return self.wrapped.concurrent_rate(kind, size_bytes, n)

@@ -1,6 +1,5 @@
-"""Compute-communication contention on one GPU: the prior :class:`~ddpsim.engine.config.Interference`.
-
-An NCCL kernel takes SMs and HBM bandwidth from the backward kernels beside it, and the
+"""Compute-communication contention on one GPU, the prior :class:`~ddpsim.engine.config.Interference`:
+an NCCL kernel takes SMs and HBM bandwidth from the backward kernels beside it, and the
 backward's memory traffic slows the collective; this derives both from the preset's SM count
 and HBM bandwidth and from what NCCL runs (v2.30.7), applied through ``Interference``
 (``weighting="table"``); a calibration's or the scenario's interference replaces it. Per
@@ -67,10 +66,7 @@ def runtime_channels(system: nccl.NcclSystem, algo: str, proto: str, size_bytes:
 def hbm_bytes(algo: str, proto: str, size_bytes: int, num_ranks: int) -> float:
     """HBM bytes one GPU reads and writes for one all-reduce (module docstring: HBM bytes streamed)."""
     n = num_ranks
-    if algo in ("nvls", "nvls_tree"):
-        base = 2.0 * size_bytes
-    else:
-        base = (5.0 * (n - 1) + 1.0) / n * size_bytes
+    base = 2.0 * size_bytes if algo in ("nvls", "nvls_tree") else (5.0 * (n - 1) + 1.0) / n * size_bytes
     return base * LINE_OVERHEAD.get(proto, 1.0)
 
 
@@ -116,12 +112,7 @@ def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes
 
 def grid_sizes() -> list[int]:
     """The sizes the prior's table is built on (bytes, increasing, distinct)."""
-    out: list[int] = []
-    for k in range(GRID_PER_OCTAVE * GRID_MAX_LOG2 + 1):
-        s = int(round(2.0 ** (k / GRID_PER_OCTAVE)))
-        if not out or s > out[-1]:
-            out.append(s)
-    return out
+    return sorted({int(round(2.0 ** (k / GRID_PER_OCTAVE))) for k in range(GRID_PER_OCTAVE * GRID_MAX_LOG2 + 1)})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,18 +162,16 @@ def contention_prior(spec: Any, graph: Any, comm: Any) -> ContentionPrior | None
     ``memory_bound_fraction`` and ``memory_efficiency``): None unless ``comm`` is the analytical
     NCCL model on GPUs whose ``sm_count`` the topology gives (a calibrated or gloo model has none)."""
     from ddpsim.network.collective_cost import NcclCommModel
-    from ddpsim.network.routing import place_ranks
-    from ddpsim.network.topology import MEMORY_BANDWIDTH, SM_COUNT
+    from ddpsim.network.topology import MEMORY_BANDWIDTH, SM_COUNT, rank_nodes
 
     if not isinstance(comm, NcclCommModel):
         return None
-    placement = place_ranks(graph, comm.num_ranks)
-    devs = [d for h in placement.hosts for d in h]
-    sms = [graph.nodes[d].get(SM_COUNT) for d in devs]
-    bws = [graph.nodes[d].get(MEMORY_BANDWIDTH) for d in devs]
-    if any(not isinstance(v, int) or v < 1 for v in sms) or any(not isinstance(v, (int, float)) or v <= 0 for v in bws):
+    devs = rank_nodes(graph)[:comm.num_ranks]
+    sms = [graph.nodes[d].get(SM_COUNT) for d in devs]  # >= 1 where given (catalogue, YAML schema)
+    if None in sms:
         return None
-    res = GpuResources(num_sms=min(sms), hbm_bytes_per_s=float(min(bws)),
+    hbm = float(min(graph.nodes[d][MEMORY_BANDWIDTH] for d in devs))
+    res = GpuResources(num_sms=min(sms), hbm_bytes_per_s=hbm,
                        memory_bound_fraction=spec.memory_bound_fraction,
                        memory_efficiency=spec.memory_efficiency)
     return system_prior(comm.system, res, algorithm=comm.algorithm, protocol=comm.protocol)

@@ -1,13 +1,11 @@
-"""Measured collective curves: a measured point and the curve fitted through such points.
-
-The lowest layer of calibration, importing nothing of ddpsim above the trace, so that the
-executor (:func:`executor.collectives_step.measure_ddp_overhead`) and
-:mod:`ddpsim.calibration.loader` share it. :func:`fit_curve`: the medians made non-decreasing in
-size (``scipy.optimize.isotonic_regression`` weighted by ``num_samples``), then piecewise
-alpha-beta through consecutive points (every point reproduced, continuous); above the largest
-size the last segment extends (the global fit's bandwidth if its slope is not positive), below
-the smallest the time is the smallest size's. A global alpha-beta (least squares on relative
-error, alpha >= 0, ``scipy.optimize.lsq_linear``) is also fitted and reported.
+"""Measured collective curves: a measured point and the curve fitted through such points, the lowest
+layer of calibration (nothing of ddpsim above the trace imported), so that the executor
+(:func:`executor.collectives_step.measure_ddp_overhead`) and :mod:`ddpsim.calibration.loader` share it.
+:func:`fit_curve`: the medians made non-decreasing in size (``scipy.optimize.isotonic_regression``
+weighted by ``num_samples``), then piecewise alpha-beta through consecutive points (every point
+reproduced, continuous); above the largest size the last segment extends (the global fit's bandwidth if
+its slope is not positive), below the smallest the time is the smallest size's. A global alpha-beta
+(least squares on relative error, alpha >= 0, ``scipy.optimize.lsq_linear``) is also fitted and reported.
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ from ddpsim.trace.records import MAX_BYTES, MAX_SECONDS, Seconds
 
 @record("calibration")
 class CalibrationPoint:
-    """One measured size of a curve: its mean time and spread (``executor.runtime.stats``), as the
-    calibration file holds it."""
+    """One measured size of a curve as the calibration file holds it (``executor.runtime.stats``)."""
 
     size_bytes: Annotated[Int, Field(gt=0, le=MAX_BYTES)]
     time_s: Annotated[Float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]

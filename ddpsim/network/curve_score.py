@@ -119,11 +119,8 @@ def model_for(case: Case) -> CommModel:
 def residuals(case: Case, points: list[tuple[int, float]]) -> list[tuple[int, float, float, str]]:
     """Per size: (size, measured µs, model µs, algo/proto)."""
     m = model_for(case)
-    out = []
-    for size, t in points:
-        e = m.estimate_allreduce(size)
-        out.append((size, t, e.time_s * 1e6, f"{e.algorithm}/{e.protocol}"))
-    return out
+    estimates = [(size, t, m.estimate_allreduce(size)) for size, t in points]
+    return [(size, t, e.time_s * 1e6, f"{e.algorithm}/{e.protocol}") for size, t, e in estimates]
 
 
 def band_stats(res: list[tuple[int, float, float, str]]) -> dict[str, tuple[float, float, int] | None]:
@@ -137,12 +134,8 @@ def band_stats(res: list[tuple[int, float, float, str]]) -> dict[str, tuple[floa
 
 def scored(meta: list[dict]) -> list[tuple[dict, Case]]:
     """The (metadata, description) of every ``normal`` / ``forced_algo`` curve a preset describes."""
-    out = []
-    for m in meta:
-        case = CASES.get(m["curve_id"])
-        if m["category"] in ("normal", "forced_algo") and case is not None and case.preset is not None:
-            out.append((m, case))
-    return out
+    return [(m, CASES[m["curve_id"]]) for m in meta if m["category"] in ("normal", "forced_algo")
+            and getattr(CASES.get(m["curve_id"]), "preset", None) is not None]
 
 
 def group(m: dict, case: Case) -> str:
@@ -156,8 +149,7 @@ def system_key(m: dict) -> str:
 
 
 def fit_points(meta: list[dict], points: dict, exclude: str | None = None) -> list[tuple[Any, list, float]]:
-    """(model, points, weight) of the ``normal`` curves of modelled transports, without the system
-    ``exclude``; each system weighs 1."""
+    """(model, points, weight) of the ``normal`` curves of modelled transports but system ``exclude``'s."""
     out = []
     chosen = [(m, case) for m, case in scored(meta)
               if m["category"] == "normal" and not case.transport and system_key(m) != exclude]
@@ -201,13 +193,9 @@ def fit_overheads(curves: list[tuple[Any, list, float]]) -> dict[str, float]:
 
 def mid_size_ratios(meta: list[dict], points: dict) -> list[float]:
     """Measured / model time at the uncertainty band's sizes (64 KiB-64 MiB), scored curves of modelled transports, sorted."""
-    ratios = []
-    for m, case in scored(meta):
-        if case.transport:
-            continue
-        ratios += [t / tm for s, t, tm, _ in residuals(case, points[m["curve_id"]])
-                   if nccl_exec.MID_LO_BYTES <= s <= nccl_exec.MID_HI_BYTES]
-    return sorted(ratios)
+    return sorted(t / tm for m, case in scored(meta) if not case.transport
+                  for s, t, tm, _ in residuals(case, points[m["curve_id"]])
+                  if nccl_exec.MID_LO_BYTES <= s <= nccl_exec.MID_HI_BYTES)
 
 
 def diagnose_line(res: list[tuple[int, float, float, str]]) -> str:

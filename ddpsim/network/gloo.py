@@ -1,12 +1,9 @@
-"""gloo's ring all-reduce for CPU tensors, as a closed form.
-
-``ProcessGroupGloo::allreduce`` on dense CPU tensors runs ``gloo::allreduce``'s ``ring()``
-(gloo/allreduce.cc, commit cc441984): segments of at most ``kMaxSegmentSize`` = 1 MiB,
-``numSegments = roundUp(max(ceil(S / maxSegmentBytes), 2P), P)``, a reduce-scatter (summing
-each received segment on the CPU) then an all-gather of ``numSegments - numSegments/P``
-transfers each. Model (an assumption from the loop bounds): every transfer pays the hop's
-latency in full plus its bytes at the hop's bandwidth, the reduction its bytes at the reduce
-bandwidth::
+"""gloo's ring all-reduce for CPU tensors as a closed form: ``ProcessGroupGloo::allreduce`` on dense
+CPU tensors runs ``gloo::allreduce``'s ``ring()`` (gloo/allreduce.cc, commit cc441984): segments of at
+most ``kMaxSegmentSize`` = 1 MiB, ``numSegments = roundUp(max(ceil(S / maxSegmentBytes), 2P), P)``, a
+reduce-scatter (summing each received segment on the CPU) then an all-gather of ``numSegments - numSegments/P``
+transfers each. Model (an assumption from the loop bounds): every transfer pays the hop's latency in full
+plus its bytes at the hop's bandwidth, the reduction its bytes at the reduce bandwidth::
 
     time_s = 2 * (numSegments - numSegments/P) * (hop_latency_s + segmentBytes / hop_bandwidth)
            + (numSegments - numSegments/P) * segmentBytes / reduce_bandwidth
@@ -49,11 +46,11 @@ def ring_schedule(size_bytes: int, num_ranks: int, element_size_bytes: int = 4) 
 
 
 def ring_allreduce_s(size_bytes: int, num_ranks: int, *, hop_latency_s: float, hop_bandwidth_bytes_per_s: float,
-                     reduce_bandwidth_bytes_per_s: float, element_size_bytes: int = 4) -> float:
-    """Seconds for gloo's ring all-reduce (closed form in the module docstring)."""
+                     reduce_bandwidth_bytes_per_s: float) -> float:
+    """Seconds for gloo's ring all-reduce of float32 elements (closed form in the module docstring)."""
     if num_ranks <= 1 or size_bytes <= 0:
         return 0.0
-    s = ring_schedule(size_bytes, num_ranks, element_size_bytes)
+    s = ring_schedule(size_bytes, num_ranks)
     transfer = s.num_hops * (hop_latency_s + s.segment_bytes / hop_bandwidth_bytes_per_s)
     reduce = s.steps_per_phase * s.segment_bytes / reduce_bandwidth_bytes_per_s
     return transfer + reduce

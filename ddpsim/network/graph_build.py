@@ -161,7 +161,9 @@ class HostTemplate:
             else:
                 self.links[k].update(attrs)
         self.nbrs = [list(d.items()) for d in nbrs]
-        self.connected = _connected(nodes, edges)
+        block = nx.empty_graph([s for s, _ in nodes])
+        block.add_edges_from((u, v) for u, v, _ in edges)
+        self.connected = len(block) > 0 and nx.is_connected(block)
 
     @classmethod
     def of(cls, b: Builder, n0: int, edges: list[tuple[Any, Any, dict[str, Any]]],
@@ -190,10 +192,3 @@ class HostTemplate:
             adj[name] = {names[j]: links[k] for j, k in nbrs}
         b._copies.add(h)
         return [pre + n for n in self.nics]
-
-
-def _connected(nodes: list[tuple[str, dict[str, Any]]], edges: list[tuple[str, str, dict[str, Any]]]) -> bool:
-    g = nx.Graph()
-    g.add_nodes_from(n for n, _ in nodes)
-    g.add_edges_from((u, v) for u, v, _ in edges)
-    return len(g) > 0 and nx.is_connected(g)

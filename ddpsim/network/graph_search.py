@@ -12,6 +12,7 @@ result as walking every host. Details: docs/MODEL.md, "NCCL's channel search".
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from typing import Any, Callable
@@ -72,21 +73,13 @@ def _search(channels_at: Callable[[float], int], worst_at: Callable[[int, float]
     return NcclGraph(num_channels=best_c, bw_intra_gbps=best_s, bw_inter_gbps=best_s, bottleneck=bneck)
 
 
-def link_capacities_gbps(graph: nx.Graph) -> dict[tuple, float]:
-    cap = {}
-    for u, v, d in graph.edges(data=True):
-        cap[(u, v)] = cap[(v, u)] = d[BANDWIDTH] / GBPS
-    return cap
-
-
 def _total_bw(graph: nx.Graph, devs: list) -> float:
     """NCCL's system totalBw: a GPU's NVLink total, or its PCIe width with no NVLink (GB/s)."""
-    best = 0.0
-    for d in devs:
-        nvl = sum(e[BANDWIDTH] for _, _, e in graph.edges(d, data=True) if e[LINK_TYPE] == "nvlink")
-        other = max((e[BANDWIDTH] for _, _, e in graph.edges(d, data=True)), default=0.0)
-        best = max(best, nvl if nvl > 0 else other)
-    return best / GBPS
+    def total(d: Any) -> float:
+        links = graph.adj[d].values()
+        nvl = sum(e[BANDWIDTH] for e in links if e[LINK_TYPE] == "nvlink")
+        return nvl or max((e[BANDWIDTH] for e in links), default=0.0)
+    return max(map(total, devs), default=0.0) / GBPS
 
 
 def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, channels: int, max_bw: float,
@@ -95,29 +88,24 @@ def _tree_search(totals: dict[bool, Totals], speeds: tuple[float, ...], *, chann
     channels (init.cc ``treeGraph->minChannels = maxChannels = ringGraph->nChannels``): pass 1 keeps the
     first speed that fits, on cc >= 90 retrying as the plain TREE ("Try a simpler tree": ``simple_tree``);
     pass 2 raises ``bwIntra`` while it fits and is below 2 x ``bwInter``."""
-    idx = _start_index(speeds, max_bw, channels, search_total_bw)
-    balanced, found = True, False
-    while True:
+    for idx in range(_start_index(speeds, max_bw, channels, search_total_bw), len(speeds)):
         s = speeds[idx]
-        if totals[balanced].fits(s, s):
-            found = True
+        balanced = totals[True].fits(s, s)
+        if balanced or (cc >= 90 and totals[False].fits(s, s)):
             break
-        if balanced and cc >= 90 and totals[False].fits(s, s):
-            balanced, found = False, True
-            break
-        if idx == len(speeds) - 1:
-            break
-        idx += 1
-    if not found:  # search.cc: "falling back to simple order", bwIntra 0.1
-        return NcclGraph(num_channels=channels, bw_intra_gbps=0.1, bw_inter_gbps=speeds[idx],
-                         simple_tree=not balanced, bottleneck=totals[balanced].worst(0.1, 0.1))
-    s_inter = s_intra = speeds[idx]
-    i = idx
-    while i > 0 and s_intra < 2 * s_inter and totals[balanced].fits(speeds[i - 1], s_inter):
-        i -= 1
-        s_intra = speeds[i]
-    return NcclGraph(num_channels=channels, bw_intra_gbps=s_intra, bw_inter_gbps=s_inter, simple_tree=not balanced,
-                     bottleneck=totals[balanced].worst(s_intra, s_inter))
+    else:  # search.cc: "falling back to simple order", bwIntra 0.1
+        return NcclGraph(num_channels=channels, bw_intra_gbps=0.1, bw_inter_gbps=speeds[-1],
+                         bottleneck=totals[True].worst(0.1, 0.1))
+    s_intra = _raised(speeds, idx, s, lambda x: totals[balanced].fits(x, s))
+    return NcclGraph(num_channels=channels, bw_intra_gbps=s_intra, bw_inter_gbps=s, simple_tree=not balanced,
+                     bottleneck=totals[balanced].worst(s_intra, s))
+
+
+def _raised(speeds: tuple[float, ...], idx: int, other: float, fits: Callable[[float], bool]) -> float:
+    """ncclTopoCompute's pass 2: ``speeds[idx]`` raised while the next speed fits and it is below 2 x ``other``."""
+    while idx > 0 and speeds[idx] < 2 * other and fits(speeds[idx - 1]):
+        idx -= 1
+    return speeds[idx]
 
 
 # ---- what one channel loads: a host's own links, the route to the next host, the next host's inbound hop ----
@@ -129,12 +117,10 @@ def _ring_order(devs: tuple, entry: Any, exit_: Any) -> list:
     return [entry, *middle] + ([exit_] if exit_ != entry else [])
 
 
-def _inbound(hosts: Hosts) -> Emitter:
+def _inbound(hosts: Hosts, loads: Loads, i: int, c: int) -> None:
     """Channel c into host i: from its NIC to the NIC's entry device."""
-    def add(loads: Loads, i: int, c: int) -> None:
-        j = c % len(hosts.nics[i])
-        hosts.router.add_load(loads, hosts.nics[i][j], hosts.entry(i)[j][0])
-    return add
+    j = c % len(hosts.nics[i])
+    hosts.router.add_load(loads, hosts.nics[i][j], hosts.entry(i)[j][0])
 
 
 def _ring_own(hosts: Hosts) -> Emitter:
@@ -185,12 +171,11 @@ def _tree_chains(hosts: Hosts, i: int, num_channels: int) -> list[list]:
     """Host i's chain of each tree channel: the NIC's nearest GPU, the next-nearest, then the others,
     ending at the GPU that has ended the fewest chains so far (the search spreads the chain ends)."""
     devs = hosts.devs[i]
+    if not hosts.multi:
+        return [list(devs) for _ in range(num_channels)]
     ends = {d: 0 for d in devs}
     per: list[list] = []
     for c in range(num_channels):
-        if not hosts.multi:
-            per.append(list(devs))
-            continue
         first, second = hosts.entry(i)[c % len(hosts.nics[i])]
         mesh = hosts.mesh(i)
         chain = mesh_path(devs, mesh, first, second=second) if mesh else None
@@ -237,18 +222,18 @@ def _tree_emitters(hosts: Hosts, num_channels: int, balanced: bool) -> tuple[Emi
     return intra, inter
 
 
-def _channel(hosts: Hosts, c: int, own: Emitter, fabric: Emitter | None, inbound: Emitter | None) -> ChannelLoads:
-    """Channel c's loads: each class's representative (inbound hop first), then per host in order a
-    walked host's own links, the route to the next host, the next host's inbound hop if walked."""
-    ch = ChannelLoads()
-    for cl in hosts.classes:
+def _channel(hosts: Hosts, c: int, own: Emitter, *, routes: bool = False, inbound: bool = False) -> ChannelLoads:
+    """Channel c's loads: each class's representative (``inbound`` hop first), then per host in order a
+    walked host's own links, across hosts the ``routes`` to the next host and its inbound hop if walked."""
+    ch, routes, inbound = ChannelLoads(), routes and hosts.multi, inbound and hosts.multi
+    for rep, *_ in hosts.classes:
         d: Loads = {}
-        if inbound is not None:
-            inbound(d, cl.rep, c)
+        if inbound:
+            _inbound(hosts, d, rep, c)
         ch.inbound_len.append(len(d))
-        own(d, cl.rep, c)
+        own(d, rep, c)
         ch.by_class.append(d)
-    if fabric is not None and hosts.walked == [0] and hosts.fabric_apart:
+    if routes and hosts.walked == [0] and hosts.fabric_apart:
         _walk_host0(hosts, ch, c, own, inbound)
         return ch
     walked, d = set(hosts.walked), {}
@@ -256,25 +241,25 @@ def _channel(hosts: Hosts, c: int, own: Emitter, fabric: Emitter | None, inbound
         if i in walked:
             ch.bounds.append((len(d), i, 0))
             own(d, i, c)
-        if fabric is not None:
+        if routes:
             ch.bounds.append((len(d), i, 1))
-            fabric(d, i, c)
+            hosts.add_route(d, i, c)
             nxt = (i + 1) % hosts.count
-            if inbound is not None and nxt in walked:
+            if inbound and nxt in walked:
                 ch.bounds.append((len(d), i, 2))
-                inbound(d, nxt, c)
+                _inbound(hosts, d, nxt, c)
     ch.blocks.append(d)
     return ch
 
 
-def _walk_host0(hosts: Hosts, ch: ChannelLoads, c: int, own: Emitter, inbound: Emitter | None) -> None:
+def _walk_host0(hosts: Hosts, ch: ChannelLoads, c: int, own: Emitter, inbound: bool) -> None:
     """The walk when only host 0 is walked: its own links, the routes between all hosts (one block per
     NIC assignment, shared by every pattern), then the links host 0's inbound hop reaches first."""
     d: Loads = {}
     own(d, 0, c)
     n_own = len(d)
-    if inbound is not None:
-        inbound(d, 0, c)
+    if inbound:
+        _inbound(hosts, d, 0, c)
     items = list(d.items())
     first, last = dict(items[:n_own]), dict(items[n_own:])
     routes, route_bounds = hosts.routes(c)
@@ -295,10 +280,8 @@ def _by_nic(hosts: Hosts, num_channels: int, make: Callable[[int], ChannelLoads]
 
 
 def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw: Any) -> NcclGraph:
-    fabric = hosts.add_route if hosts.multi else None
-    inbound = _inbound(hosts) if hosts.multi else None
-    channels = _by_nic(hosts, kw["max_channels"], lambda c: _channel(hosts, c, own, fabric, inbound))
-    util, worst = prefix_utilisation(channels, hosts.links, [cl.rep for cl in hosts.classes])
+    channels = _by_nic(hosts, kw["max_channels"], lambda c: _channel(hosts, c, own, routes=True, inbound=True))
+    util, worst = prefix_utilisation(channels, hosts.links, [rep for rep, *_ in hosts.classes])
     fitting = range(kw["min_channels"], kw["max_channels"] + 1)  # util[k]: the largest load per capacity of k
 
     def channels_at(s: float) -> int:
@@ -320,9 +303,8 @@ def _mesh_ring(devs: tuple, mesh: dict[tuple, float], speeds: tuple[float, ...],
 
 def _tree_totals(hosts: Hosts, num_channels: int, balanced: bool) -> Totals:
     intra, inter = _tree_emitters(hosts, num_channels, balanced)
-    fabric = hosts.add_route if hosts.multi else None
-    li = [_channel(hosts, c, intra, None, None) for c in range(num_channels)]
-    le = [_channel(hosts, c, inter, fabric, None) for c in range(num_channels)] if hosts.multi else []
+    li = [_channel(hosts, c, intra) for c in range(num_channels)]
+    le = [_channel(hosts, c, inter, routes=True) for c in range(num_channels)] if hosts.multi else []
     return Totals(li, le, hosts.links, hosts.member_names, len(hosts.classes))
 
 
@@ -355,18 +337,11 @@ def _nvls_totals(hosts: Hosts, max_channels: int) -> Callable[[int], Totals]:
     """The loads of the first k NVLS channels (:class:`Totals`, made on first use)."""
     intra, inter = _nvls_emitters(hosts)
     if hosts.multi:
-        fabric, inbound = hosts.add_route, _inbound(hosts)
-        li = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, intra, None, None))
-        le = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, inter, fabric, inbound))
+        li = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, intra))
+        le = _by_nic(hosts, max_channels, lambda c: _channel(hosts, c, inter, routes=True, inbound=True))
     else:
-        li, le = [_channel(hosts, c, intra, None, None) for c in range(max_channels)], []
-    made: dict[int, Totals] = {}
-
-    def first(k: int) -> Totals:
-        if k not in made:
-            made[k] = Totals(li[:k], le[:k], hosts.links, hosts.member_names, len(hosts.classes))
-        return made[k]
-    return first
+        li, le = [_channel(hosts, c, intra) for c in range(max_channels)], []
+    return functools.cache(lambda k: Totals(li[:k], le[:k], hosts.links, hosts.member_names, len(hosts.classes)))
 
 
 def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, max_bw: float, total_bw: float,
@@ -385,30 +360,24 @@ def _nvls_speeds(first: Callable[[int], Totals], speeds: tuple[float, ...], *, m
     if not best_c:
         return 0, 0.0, 0.0
     idx = next((i for i, s in enumerate(speeds) if s <= best_s + 1e-9), len(speeds) - 1)
-    inter = speeds[idx]
-    while idx > 0 and inter < 2 * best_s and first(best_c).fits(best_s, speeds[idx - 1]):
-        idx -= 1
-        inter = speeds[idx]
-    return best_c, best_s, inter
+    return best_c, best_s, _raised(speeds, idx, best_s, lambda s: first(best_c).fits(best_s, s))
 
 
-def _nvls_search(hosts: Hosts, placement: Placement, speeds: tuple[float, ...], *, cc: int, max_bw: float,
-                 total_bw: float) -> NcclGraph | None:
-    """NCCL_TOPO_PATTERN_NVLS (None without NVLS switches, cc >= 90, several GPUs per host and a channel
-    that fits): at most ``NCCL_MAX_NVLS_ARITY`` channels, one per GPU (and NIC); on one host ``minChannels =
+def _nvls_search(hosts: Hosts, placement: Placement, devs: list, speeds: tuple[float, ...], *, cc: int,
+                 max_bw: float, total_bw: float, search_total_bw: float) -> NcclGraph | None:
+    """NCCL_TOPO_PATTERN_NVLS over the searched hosts' ``devs`` (None without NVLS switches, cc >= 90,
+    several GPUs per host and a channel that fits): at most ``NCCL_MAX_NVLS_ARITY`` channels, one per GPU (and NIC); on one host ``minChannels =
     maxChannels``."""
     graph = hosts.graph
-    devs = [d for i in hosts.searched() for d in hosts.devs[i]]
     switches = {n for d in devs for n in graph.neighbors(d) if graph.nodes[n][KIND] == "nvswitch"}
     if not (cc >= 90 and switches and all(graph.nodes[s].get(NVLS, False) for s in switches) and placement.ppn > 1):
         return None
-    max_ch = min(nccl.NCCL_MAX_NVLS_ARITY, placement.ppn)
-    if hosts.multi:
-        max_ch = min(max_ch, *(len(hosts.nics[i]) for i in hosts.searched()))
+    nics = [len(hosts.nics[i]) for i in hosts.searched()] if hosts.multi else []
+    max_ch = min(nccl.NCCL_MAX_NVLS_ARITY, placement.ppn, *nics)
     first = _nvls_totals(hosts, max_ch)
     c, s_intra, s_inter = _nvls_speeds(first, speeds, max_bw=max_bw, total_bw=total_bw,
-                                       search_total_bw=total_bw * placement.ppn / (placement.ppn - 1),
-                                       min_channels=1 if hosts.multi else max_ch, max_channels=max_ch)
+                                       search_total_bw=search_total_bw, min_channels=1 if hosts.multi else max_ch,
+                                       max_channels=max_ch)
     return NcclGraph(num_channels=c, bw_intra_gbps=s_intra, bw_inter_gbps=s_inter, nvlink_intra=True,
                      bottleneck=first(c).worst(s_intra, s_inter)) if c else None
 
@@ -440,23 +409,18 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
     ring = _mesh_ring(all_devs, mesh, speeds, **ring_kw) if mesh else None
     if ring is None:
         mesh = None
-        if len(all_devs) == 1:
-            ring = NcclGraph(num_channels=1, bw_intra_gbps=max_bw, bw_inter_gbps=max_bw)
-        else:
-            ring = _pattern_search(hosts, _ring_own(hosts), speeds, **ring_kw)
+        ring = (NcclGraph(num_channels=1, bw_intra_gbps=max_bw, bw_inter_gbps=max_bw) if len(all_devs) == 1
+                else _pattern_search(hosts, _ring_own(hosts), speeds, **ring_kw))
     tree = None
+    search_total = total_bw * placement.ppn / (placement.ppn - 1) if placement.ppn > 1 else total_bw
     if len(all_devs) > 1 and ring.num_channels:
-        ndevs = placement.ppn
-        search_total = total_bw * ndevs / (ndevs - 1) if ndevs > 1 else total_bw
-        if mesh:
-            one = MeshTree(all_devs, mesh, ring.num_channels)
-            totals: dict[bool, Any] = {True: one, False: one}
-        else:
-            totals = {b: _tree_totals(hosts, ring.num_channels, b) for b in (True, False)}
+        one = MeshTree(all_devs, mesh, ring.num_channels) if mesh else None  # on a mesh: one speed, no pattern
+        totals: dict[bool, Any] = {b: one or _tree_totals(hosts, ring.num_channels, b) for b in (True, False)}
         tree = _tree_search(totals, speeds, channels=ring.num_channels, max_bw=max_bw,
                             search_total_bw=search_total, cc=cc)
     nvlink_intra, ll128 = _ll128_enabled(hosts, placement, cc)
-    nvls = _nvls_search(hosts, placement, speeds, cc=cc, max_bw=max_bw, total_bw=total_bw)
+    nvls = _nvls_search(hosts, placement, searched_devs, speeds, cc=cc, max_bw=max_bw, total_bw=total_bw,
+                        search_total_bw=search_total)
     if hosts.classes and hosts.router.left_subgraph:
         raise _Unshareable
     ring = replace(ring, nvlink_intra=nvlink_intra)

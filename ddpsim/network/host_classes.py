@@ -25,17 +25,10 @@ from ddpsim.network.routing import Placement, Router, nearest_first, nvlink_doma
 from ddpsim.network.topology import BANDWIDTH, HOST, KIND, LOCAL_RANK, RAIL
 
 
-@dataclass(frozen=True)
-class HostClass:
-    """Hosts (positions in the placement, ascending) whose searches are the representative's."""
-
-    rep: int
-    members: tuple[int, ...]
-
-
 class Hosts:
     """The ranks' hosts: ``devs[i]`` host i's devices in rank order, ``nodes[i]`` its elements, across
-    hosts ``nics[i]`` its NICs in rail order; ``classes`` group identical hosts, ``walked`` the others."""
+    hosts ``nics[i]`` its NICs in rail order; ``classes`` group identical hosts (positions ascending,
+    the first the representative whose search they share), ``walked`` the others."""
 
     def __init__(self, graph: nx.Graph, placement: Placement, *, share: bool = True) -> None:
         self.graph = graph
@@ -43,14 +36,14 @@ class Hosts:
         self.devs = placement.hosts
         self.count = len(placement.hosts)
         self.multi = self.count > 1
-        by_host = self.router.host_nodes()
-        self.host_ids = [graph.nodes[h[0]][HOST] for h in placement.hosts]
+        by_host = self.router.host_nodes
+        host_ids = [graph.nodes[h[0]][HOST] for h in placement.hosts]
         # an NVLink domain (MNNVL) is one NCCL node: the elements of all its hosts and its switches
         domains = nvlink_domains(graph)
-        self.nodes = [by_host[h] if h not in domains else self.router.domain_nodes(domains[h]) for h in self.host_ids]
+        self.nodes = [by_host[h] if h not in domains else self.router.domain_nodes(domains[h]) for h in host_ids]
         copies = host_copies(graph)
         #: hosts (positions) built as renamed copies of host 0, outside any NVLink domain
-        self.copies = frozenset(i for i, h in enumerate(self.host_ids)
+        self.copies = frozenset(i for i, h in enumerate(host_ids)
                                 if copies is not None and h in copies.hosts and h not in domains)
         self.nics: list[list] = self._all_nics() if self.multi else [[] for _ in self.nodes]
         if self.multi and any(not n for n in self.nics):
@@ -70,24 +63,21 @@ class Hosts:
         self.fabric_apart = self.multi and self._shareable(0)
         self.classes, self.walked = self._classes() if share and self.multi else ([], list(range(self.count)))
 
-    def _nics(self, nodes: list) -> list:
-        attr = self.graph._node
-        return sorted([n for n in nodes if attr[n][KIND] == "nic"], key=lambda n: (attr[n].get(RAIL, 0), str(n)))
-
     def _all_nics(self) -> list[list]:
-        """Every host's NICs; a copy's at the positions of the first copy's."""
-        out, at = [], None
+        """Every host's NICs in rail order; a copy's at the positions of the first copy's."""
+        attr, out, at = self.graph._node, [], None
         for i, ns in enumerate(self.nodes):
             if i in self.copies and at is not None:
                 out.append([ns[p] for p in at])
                 continue
-            out.append(self._nics(ns))
+            out.append(sorted([n for n in ns if attr[n][KIND] == "nic"],
+                              key=lambda n: (attr[n].get(RAIL, 0), str(n))))
             if i in self.copies:
                 pos = {n: k for k, n in enumerate(ns)}
                 at = [pos[n] for n in out[-1]]
         return out
 
-    def _classes(self) -> tuple[list[HostClass], list[int]]:
+    def _classes(self) -> tuple[list[tuple[int, ...]], list[int]]:
         """Hosts 1.. grouped with the first earlier host they match (:func:`same_host`)."""
         members: list[list[int]] = []
         buckets: dict[tuple, list[int]] = {}
@@ -111,14 +101,14 @@ class Hosts:
             else:
                 buckets.setdefault(key, []).append(len(members))
                 members.append([i])
-        return [HostClass(rep=m[0], members=tuple(m)) for m in members], sorted(walked)
+        return [tuple(m) for m in members], sorted(walked)
 
     def _same(self, r: int, i: int) -> bool:
         """:func:`same_host`; for two copies of host 0, whether their ranks have the same local ranks."""
         if r in self.copies and i in self.copies:
             attr = self.graph._node
             return [attr[d][LOCAL_RANK] for d in self.devs[r]] == [attr[d][LOCAL_RANK] for d in self.devs[i]]
-        return same_host(self.graph, self, r, i)
+        return same_host(self, r, i)
 
     def _shareable(self, i: int) -> bool:
         """False for a host with a link between two of its NICs (a route between hosts may take it)."""
@@ -126,8 +116,22 @@ class Hosts:
         return not any(attr[m][KIND] == "nic" and m in pos for x in self.nics[i] for m in adj[x])
 
     def shape(self, r: int) -> "HostShape":
+        """What :func:`same_host` compares, from host r."""
         if r not in self._shapes:
-            self._shapes[r] = host_shape(self.graph, self, r)
+            pr, node_attr, adj = self.position(r), self.graph._node, self.graph._adj
+            elements = []
+            for a in self.nodes[r]:
+                attr = node_attr[a]
+                keys = [k for k in attr if k != HOST]
+                get = operator.itemgetter(*keys) if keys else (lambda d: ())
+                if attr[KIND] == "nic":
+                    links: list = [(pr[x], d) for x, d in adj[a].items() if x in pr]
+                    nbrs: list = []
+                else:
+                    links, nbrs = list(adj[a].values()), list(map(pr.get, adj[a], adj[a]))
+                elements.append((get, get(attr), len(attr), attr[KIND] == "nic", links, nbrs))
+            self._shapes[r] = HostShape(elements=elements, devs=[pr[d] for d in self.devs[r]],
+                                        nics=[pr[x] for x in self.nics[r]])
         return self._shapes[r]
 
     def position(self, i: int) -> dict[Any, tuple[int]]:
@@ -152,46 +156,38 @@ class Hosts:
         return c % self._nic_lcm if self.multi else 0
 
     def routes(self, c: int) -> tuple[dict[tuple, float], list[tuple[int, int]]]:
-        """Channel c's routes from every host to the next, summed per link (cached per NIC assignment),
-        and where each host's route starts."""
+        """Channel c's routes from each host to the next, summed per link, and where each host's starts."""
         key = self.nic_assignment(c)
-        if key in self._routes:
-            return self._routes[key]
-        count = self.count
-        src = [ns[c % len(ns)] for ns in self.nics]
-        d: dict[tuple, float] = {}
-        bounds = []
-        get, route_links = d.get, self.router.route_links
-        for i in range(count):
-            bounds.append((len(d), i))
-            links, n = route_links(src[i], src[i + 1 if i + 1 < count else 0])
-            share = 1.0 / n
-            for e in links:
-                d[e] = get(e, 0.0) + share
-        self._routes[key] = d, bounds
-        return d, bounds
+        if key not in self._routes:
+            d: dict[tuple, float] = {}
+            bounds = []
+            for i in range(self.count):
+                bounds.append((len(d), i))
+                self.add_route(d, i, c)
+            self._routes[key] = d, bounds
+        return self._routes[key]
 
     def searched(self) -> list[int]:
         """The hosts whose own searches run: the walked ones and each class's representative."""
-        return sorted(self.walked + [c.rep for c in self.classes])
+        return sorted(self.walked + [rep for rep, *_ in self.classes])
 
     def entry(self, i: int) -> list[tuple[Any, Any]]:
         if i not in self._entry:
-            self._entry[i] = nearest_first(self.router, self.host_ids[i], self.nics[i], self.devs[i])
+            self._entry[i] = nearest_first(self.router, self.nics[i], self.devs[i])
         return self._entry[i]
 
     def member_names(self, k: int, node: Any) -> list:
         """Class k's representative's element ``node`` in every member (one outside it keeps its name)."""
-        cl = self.classes[k]
-        p = self.position(cl.rep).get(node)
+        members = self.classes[k]
+        p = self.position(members[0]).get(node)
         if p is None:
-            return [node] * len(cl.members)
+            return [node] * len(members)
         if k not in self._columns:
-            self._columns[k] = list(zip(*(self.nodes[m] for m in cl.members)))
+            self._columns[k] = list(zip(*(self.nodes[m] for m in members)))
         return list(self._columns[k][p[0]])
 
 
-def same_host(graph: nx.Graph, hosts: Hosts, r: int, i: int) -> bool:
+def same_host(hosts: Hosts, r: int, i: int) -> bool:
     """Whether host i is host r up to names: element by element the same attributes but the host, the
     same links in order to the same positions or outside elements (NIC uplinks left out), and the
     ranks' devices and NICs at the same positions."""
@@ -202,7 +198,7 @@ def same_host(graph: nx.Graph, hosts: Hosts, r: int, i: int) -> bool:
         return False
     if shape.devs != [pi[d] for d in hosts.devs[i]] or shape.nics != [pi[x] for x in hosts.nics[i]]:
         return False
-    node_attr, adj = graph._node, graph._adj
+    node_attr, adj = hosts.graph._node, hosts.graph._adj
     for b, (get, values, size, is_nic, links, nbrs) in zip(nodes, shape.elements):
         attr_b = node_attr[b]
         if len(attr_b) != size or HOST not in attr_b:
@@ -229,21 +225,3 @@ class HostShape:
     elements: list[tuple]
     devs: list[tuple[int]]
     nics: list[tuple[int]]
-
-
-def host_shape(graph: nx.Graph, hosts: Hosts, r: int) -> HostShape:
-    pr = hosts.position(r)
-    node_attr, adj = graph._node, graph._adj
-    elements = []
-    for a in hosts.nodes[r]:
-        attr = node_attr[a]
-        keys = [k for k in attr if k != HOST]
-        get = operator.itemgetter(*keys) if keys else (lambda d: ())
-        is_nic = attr[KIND] == "nic"
-        if is_nic:
-            links: list = [(pr[x], d) for x, d in adj[a].items() if x in pr]
-            nbrs: list = []
-        else:
-            links, nbrs = list(adj[a].values()), list(map(pr.get, adj[a], adj[a]))
-        elements.append((get, get(attr), len(attr), is_nic, links, nbrs))
-    return HostShape(elements=elements, devs=[pr[d] for d in hosts.devs[r]], nics=[pr[x] for x in hosts.nics[r]])

@@ -91,12 +91,9 @@ class _Nested:
 
     def host_us(self, op: CpuOp, o_us: float) -> float:
         """``op``'s span less the profiler's ``o_us`` per nested event and its blocked CUDA calls."""
-        return op.dur - self.count(op) * o_us - self.blocked_us(op)
-
-    def blocked_us(self, op: CpuOp) -> float:
         ts = self.call_ts.get(op.tid, [])
         lo, hi = bisect_left(ts, op.ts), bisect_right(ts, op.ts + op.dur)
-        return sum(c[1] for c in self.calls[op.tid][lo:hi]) if hi > lo else 0.0
+        return op.dur - self.count(op) * o_us - sum(c[1] for c in self.calls.get(op.tid, [])[lo:hi])
 
 
 def _median_s(xs: Sequence[float]) -> float:

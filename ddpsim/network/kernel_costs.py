@@ -6,8 +6,7 @@ floor (``SimConfig.copy_kernel_floor_s``). The byte counts follow the kernels DD
 ``torch/csrc/distributed/c10d/reducer.cpp`` (``Reducer::mark_variable_ready_dense``,
 ``flush_deferred_copies``, ``finalize_bucket_dense``), ``torch/nn/parallel/distributed.py``
 (``_MixedPrecision``, ``_delay_grad_buffer``), ``torch/distributed/algorithms/ddp_comm_hooks/``
-(``default_hooks.py``, ``mixed_precision_hooks.py``, ``powerSGD_hook.py``). Plain numbers in, seconds
-(or bytes) out; the engine charges them as compute-stream or collective-stream work.
+(``default_hooks.py``, ``mixed_precision_hooks.py``, ``powerSGD_hook.py``).
 """
 
 from __future__ import annotations
@@ -32,9 +31,8 @@ def kernel_s(bytes_moved: float, flops: float, bandwidth_bytes_per_s: float | No
 
 
 def copy_kernel_s(bytes_moved: float, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
-    """One gradient-copy kernel (copy-in, zero-fill, copy-out of one parameter): its bytes at
-    the copy bandwidth, at least ``floor_s`` (a kernel's launch and tail on a GPU,
-    ``SimConfig.copy_kernel_floor_s``; 0 on a CPU)."""
+    """One gradient-copy kernel (copy-in, zero-fill, copy-out of one parameter): its bytes at the copy
+    bandwidth, at least ``floor_s`` (a kernel's launch and tail on a GPU; 0 on a CPU)."""
     t = kernel_s(bytes_moved, 0, bandwidth_bytes_per_s, None)
     return max(t, floor_s) if bytes_moved > 0 else t
 
@@ -187,8 +185,6 @@ def powersgd_split(shapes: Sequence[tuple[int, ...]], elem_bytes: int, rank: int
 
 def powersgd_kernel_s(split: dict[str, float], stage: str, bandwidth_bytes_per_s: float | None,
                       peak_flops_per_s: float | None) -> float:
-    """One of PowerSGD's kernels: ``stage`` "launch" the hook body before the first all-reduce
-    (error feedback, Q orthogonalised, ``P = M Q``), "qs" the ``compute_qs`` callback (P
-    orthogonalised, ``Q = M^T P``), "decompress" the ``decompress`` callback (``M = P Q^T``, the
-    error feedback, the uncompressed unpacked)."""
+    """One of PowerSGD's kernels (:func:`powersgd_split`'s ``stage``): "launch" the hook body before the
+    first all-reduce, "qs" the ``compute_qs`` callback, "decompress" the ``decompress`` callback."""
     return kernel_s(split[f"{stage}_bytes"], split[f"{stage}_flops"], bandwidth_bytes_per_s, peak_flops_per_s)

@@ -10,6 +10,7 @@ loaded link go to the link the channels reach first.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -94,16 +95,14 @@ def prefix_utilisation(channels: list[ChannelLoads], index: LinkIndex,
     walks = {id(ch): index.arrays(ch) for ch in distinct}
     size = len(index.links)
     cap = index.caps(size)
+    vec = {id(ch): index.dense(ch, size) for ch in distinct}
     first_c = np.full(size, -1, dtype=np.int64)  # the first channel reaching each link, its rank there
     first_r = np.zeros(size, dtype=np.int64)
-    vec: dict[int, np.ndarray] = {}
     for c, ch in enumerate(channels):
         ids, _ = walks[id(ch)]
         new = first_c[ids] == -1
         first_c[ids[new]] = c
         first_r[ids[new]] = np.flatnonzero(new)
-        if id(ch) not in vec:
-            vec[id(ch)] = index.dense(ch, size)
     order = np.where(first_c >= 0, first_c * (size + 1) + first_r, np.iinfo(np.int64).max)
     acc = np.zeros(size)
     acc_cls: list[dict[Link, float]] = [{} for _ in reps]
@@ -149,15 +148,12 @@ class Totals:
         self.present = (self.li > 0) | (self.le > 0)  # every load a channel puts on a link is > 0
         self.member_names = member_names
         self._firsts: dict[tuple[int, Any], list[int]] = {}  # (class, element) -> members that may name first
-        self.cls: list[tuple[dict[Link, float], dict[Link, float]]] = []
-        for k in range(num_classes):
-            li: dict[Link, float] = {}
-            le: dict[Link, float] = {}
-            for src, dst in ((intra, li), (inter, le)):
-                for ch in src:
-                    for e, v in ch.by_class[k].items():
-                        dst[e] = dst.get(e, 0.0) + v
-            self.cls.append((li, le))
+        def summed(channels: list[ChannelLoads], k: int) -> Counter:
+            total: Counter = Counter()
+            for ch in channels:
+                total.update(ch.by_class[k])
+            return total
+        self.cls = [(summed(intra, k), summed(inter, k)) for k in range(num_classes)]  # per class: intra, inter
 
     @staticmethod
     def _sum(li: dict, le: dict, e: Link, s_intra: float, s_inter: float) -> float:

@@ -12,7 +12,8 @@ taken both ways, on links no earlier one uses) are found greedily in rank order,
 
 from __future__ import annotations
 
-from typing import Any
+import itertools
+from typing import Any, Iterator
 
 import networkx as nx
 
@@ -57,34 +58,39 @@ def full_mesh(devs: tuple | list, cap: dict[Link, float]) -> bool:
     return len({round(v, 9) for v in cap.values()}) == 1
 
 
+def _orders(devs: tuple | list, nbrs: dict[Any, list], start: Any, steps: list[int],
+            end: Any = None) -> Iterator[list]:
+    """Orders of all ``devs`` from ``start`` (ending at ``end`` if given) along ``nbrs``, depth first in
+    their order, every order extended a step counted in ``steps[0]``, at most :data:`MAX_STEPS`."""
+    n, order, seen = len(devs), [start], {start}
+
+    def walk() -> Iterator[list]:
+        steps[0] += 1
+        if steps[0] > MAX_STEPS:
+            return
+        if len(order) == n:
+            yield list(order)
+            return
+        for y in nbrs[order[-1]]:
+            if y not in seen and (end is None or y != end or len(order) == n - 1):
+                seen.add(y)
+                order.append(y)
+                yield from walk()
+                order.pop()
+                seen.discard(y)
+    return walk()
+
+
 def symmetric_rings(devs: tuple | list, start: Any) -> list[list]:
     """A full mesh's rings: undirected Hamiltonian cycles through ``devs``, from ``start``, each
     on links no earlier one uses (a depth-first search in rank order on the links left, at most
     :data:`MAX_STEPS` steps in all), each followed by its reverse."""
-    n = len(devs)
     free = {a: [b for b in devs if b != a] for a in devs}
     out: list[list] = []
-    budget = [MAX_STEPS]
-
-    def walk(order: list, seen: set) -> bool:
-        budget[0] -= 1
-        if budget[0] < 0:
-            return False
-        x = order[-1]
-        if len(order) == n:
-            return start in free[x]
-        for y in free[x]:
-            if y not in seen:
-                seen.add(y)
-                order.append(y)
-                if walk(order, seen):
-                    return True
-                order.pop()
-                seen.discard(y)
-        return False
+    steps = [0]
     while True:
-        order = [start]
-        if not walk(order, {start}):
+        order = next((o for o in _orders(devs, free, start, steps) if start in free[o[-1]]), None)
+        if order is None:
             return out
         for a, b in _hops(order, True):
             free[a].remove(b)
@@ -94,34 +100,17 @@ def symmetric_rings(devs: tuple | list, start: Any) -> list[list]:
 
 def _candidates(devs: tuple | list, cap: dict[Link, float], speed: float, *, cycle: bool, start: Any, end: Any,
                 second: Any) -> list[list]:
-    """Every cycle (or path) through all ``devs`` from ``start`` along links that carry ``speed``,
-    widest first (the sum of the capacities of its links), then in rank order."""
+    """Every cycle (or path) through all ``devs`` from ``start`` along links that carry ``speed`` (at most
+    :data:`MAX_CANDIDATES`), widest first (the sum of the capacities of its links), then in rank order."""
     rank = {d: i for i, d in enumerate(devs)}
-    n = len(devs)
+
     def carries(a: Any, b: Any) -> bool:
         return (a, b) in cap and cap[(a, b)] >= speed - 1e-9
     nbrs = {a: [b for b in devs if carries(a, b)] for a in devs}
-    out: list[list] = []
-    steps = [0]
-
-    def walk(order: list, seen: set) -> None:
-        steps[0] += 1
-        if len(out) >= MAX_CANDIDATES or steps[0] > MAX_STEPS:
-            return
-        x = order[-1]
-        if len(order) == n:
-            if (not cycle or carries(x, start)) and (end is None or x == end):
-                out.append(list(order))
-            return
-        for y in nbrs[x]:
-            if y not in seen and (end is None or y != end or len(order) == n - 1):
-                seen.add(y)
-                order.append(y)
-                walk(order, seen)
-                order.pop()
-                seen.discard(y)
-    walk([start], {start})
-    out.sort(key=lambda o: (o[1] != second if second is not None and n > 1 else False,
+    found = (o for o in _orders(devs, nbrs, start, [0], end)
+             if (not cycle or carries(o[-1], start)) and (end is None or o[-1] == end))
+    out = list(itertools.islice(found, MAX_CANDIDATES))
+    out.sort(key=lambda o: (o[1] != second if second is not None and len(devs) > 1 else False,
                             -sum(cap[e] for e in _hops(o, cycle)), [rank[d] for d in o]))
     return out
 

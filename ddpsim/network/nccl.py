@@ -127,12 +127,9 @@ def bandwidth_gbps(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduc
     index1 = cc if nn == 1 else (1 if sys.cpu_vendor == "amd" else 0)
     nsteps = 2 * (n - 1) if coll == "allreduce" else (n - 1 if coll in ("reducescatter", "allgather") else n)
     if algo in ("ring", "tree"):
-        if coll != "allreduce" and algo == "tree":
-            return 0.0
-        g = sys.ring if algo == "ring" else sys.tree
-        if g.num_channels == 0:
-            return 0.0
-        if proto == "ll128" and not sys.ll128_enabled:
+        g = sys.graph(algo)
+        disabled = (coll != "allreduce" and algo == "tree") or (proto == "ll128" and not sys.ll128_enabled)
+        if disabled or g.num_channels == 0:
             return 0.0
         bw = g.bw_intra_gbps if nn <= 2 else g.bw_inter_gbps
         bus = g.num_channels * bw
@@ -156,10 +153,8 @@ def bandwidth_gbps(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduc
         g = sys.nvls
         if g is None or proto != "simple" or g.num_channels < 2 or coll != "allreduce":
             return 0.0
-        if algo == "nvls" and nn > 1:
-            return 0.0  # NVLS across nodes needs CollNet (SHARP), not modelled
-        if algo == "nvls_tree" and nn == 1:
-            return 0.0  # NVLSTree is disabled on one node
+        if (algo == "nvls") == (nn > 1):
+            return 0.0  # NVLS across nodes needs CollNet (SHARP), not modelled; NVLSTree is off on one node
         intra = g.bw_intra_gbps * NVLS_EFFICIENCY[cc] * (g.num_channels - 1) / g.num_channels * 2
         inter = g.bw_inter_gbps * (2 if (nn <= 2 and algo == "nvls_tree") else 1)
         cap = PER_CH_MAX_NVLS_TREE_BWS[cc][index2] if algo == "nvls_tree" else math.inf
@@ -229,10 +224,6 @@ def choose(sys: NcclSystem, size_bytes: int, coll: str = "allreduce", *, algorit
     """NCCL's pick (algo, proto, time_us) of minimum time, filtered like ``NCCL_ALGO`` / ``NCCL_PROTO``;
     ("none", "none", inf) if nothing is enabled."""
     allowed = ("nvls", "nvls_tree") if algorithm == "nvls" else (algorithm,)
-    best = ("none", "none", math.inf)
-    for a, p in candidates(sys, coll):
-        if (algorithm is None or a in allowed) and protocol in (None, p):
-            t = time_us(sys, a, p, size_bytes, coll)
-            if t < best[2]:
-                best = (a, p, t)
-    return best
+    timed = [(a, p, time_us(sys, a, p, size_bytes, coll)) for a, p in candidates(sys, coll)
+             if (algorithm is None or a in allowed) and protocol in (None, p)]  # each finite: bandwidth > 0
+    return min(timed, key=lambda x: x[2], default=("none", "none", math.inf))

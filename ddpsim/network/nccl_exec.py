@@ -53,8 +53,6 @@ MID_SIZE_RATIOS = (0.781, 2.104)
 @dataclass(frozen=True, kw_only=True)
 class Execution:
 
-    algorithm: str
-    protocol: str
     num_channels: int
     thread_fraction: float
     chunk_bytes: int
@@ -107,7 +105,7 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
     nc, frac = runtime_channels(sys, algo, proto, size_bytes)
     per_channel = math.ceil(size_bytes / nc)
     step = STEP_DATA_BYTES[proto]
-    run = {"algorithm": algo, "protocol": proto, "num_channels": nc, "thread_fraction": frac}
+    run = {"num_channels": nc, "thread_fraction": frac}
     if algo == "ring":  # runRing: a loop of nRanks chunks, 2(n-1) steps each
         chunk = step * (ALLREDUCE_CHUNKSTEPS if proto == "simple" else 1)
         slices = ALLREDUCE_CHUNKSTEPS // ALLREDUCE_SLICESTEPS if proto == "simple" else 1

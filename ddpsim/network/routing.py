@@ -8,13 +8,13 @@ its NICs: the same paths, for much less work).
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import networkx as nx
-import numpy as np
 
 from ddpsim.errors import InputError
 from ddpsim.network.topology import BANDWIDTH, HOST, KIND, LATENCY, edge_weight, rank_nodes
@@ -79,21 +79,18 @@ class Router:
         self.g = graph
         self._cache: dict[tuple, list[list]] = {}
         self._sub: dict[Any, nx.Graph] = {}
-        self._by_host: dict[int, list] | None = None
-        self._switches: _SwitchRoutes | None = None
         self._links: dict[tuple, tuple[list[tuple], int]] = {}
         self._up: dict[Any, Any] = {}
         #: True once a path was searched on the whole graph (it may cross a host)
         self.left_subgraph = False
 
+    @functools.cached_property
     def host_nodes(self) -> dict[int, list]:
         """Every host's elements in graph order (the fabric's switches under host -1)."""
-        if self._by_host is None:
-            by_host: dict[int, list] = {}
-            for n, d in self.g._node.items():
-                by_host.setdefault(d[HOST], []).append(n)
-            self._by_host = by_host
-        return self._by_host
+        by_host: dict[int, list] = {}
+        for n, d in self.g._node.items():
+            by_host.setdefault(d[HOST], []).append(n)
+        return by_host
 
     def _weighted(self, nodes: list) -> nx.Graph:
         """The subgraph on ``nodes`` with routing weights, links in the graph's order (the same paths)."""
@@ -112,7 +109,7 @@ class Router:
 
     def domain_nodes(self, domain: int) -> list:
         """An NVLink domain's elements: its hosts' (in host order), then the NVSwitches they share."""
-        domains, by_host = nvlink_domains(self.g), self.host_nodes()
+        domains, by_host = nvlink_domains(self.g), self.host_nodes
         nodes = [n for h in sorted(by_host) if h >= 0 and domains.get(h) == domain for n in by_host[h]]
         shared = {m for n in nodes for m in self.g._adj[n]
                   if self.g._node[m][HOST] < 0 and self.g._node[m][KIND] == "nvswitch"}
@@ -120,15 +117,18 @@ class Router:
 
     def _graph_for(self, src: Any, dst: Any) -> nx.Graph:
         a, b = self.g.nodes[src], self.g.nodes[dst]
-        domains = nvlink_domains(self.g)
-        if a[HOST] >= 0 and b[HOST] >= 0 and a[HOST] in domains and domains[a[HOST]] == domains.get(b[HOST]) \
-                and a[KIND] != "nic" and b[KIND] != "nic":
-            return self._cached(("domain", domains[a[HOST]]), lambda: self.domain_nodes(domains[a[HOST]]))
+        dom = nvlink_domains(self.g).get(a[HOST])  # hosts >= 0 only
+        if dom is not None and dom == nvlink_domains(self.g).get(b[HOST]) and a[KIND] != "nic" and b[KIND] != "nic":
+            return self._cached(("domain", dom), lambda: self.domain_nodes(dom))
         if a[HOST] == b[HOST] and a[HOST] >= 0:
-            return self._cached(("host", a[HOST]), lambda: self.host_nodes()[a[HOST]])
+            return self._cached(("host", a[HOST]), lambda: self.host_nodes[a[HOST]])
         if a[KIND] == "nic" and b[KIND] == "nic":
             return self._cached("fabric", lambda: [n for n, d in self.g._node.items() if d[HOST] < 0 or d[KIND] == "nic"])
         return self._cached("all", lambda: list(self.g.nodes))
+
+    @functools.cached_property
+    def _switches(self) -> _SwitchRoutes:
+        return _SwitchRoutes(self._weighted([n for n, d in self.g._node.items() if d[HOST] < 0]), self._W)
 
     def uplink(self, nic: Any) -> Any:
         """The one fabric switch a NIC hangs from, or None."""
@@ -146,13 +146,7 @@ class Router:
         if a[KIND] == "nic" and b[KIND] == "nic" and a[HOST] != b[HOST]:
             la, lb = self.uplink(src), self.uplink(dst)
             if la is not None and lb is not None:  # NIC - leaf ... leaf - NIC: route between the switches
-                if la == lb:
-                    mid = [[la]]
-                else:
-                    if self._switches is None:
-                        self._switches = _SwitchRoutes(self._weighted([n for n, d in self.g._node.items() if d[HOST] < 0]),
-                                                       self._W)
-                    mid = self._switches.paths(la, lb)
+                mid = [[la]] if la == lb else self._switches.paths(la, lb)
                 self._cache[key] = [[src, *m, dst] for m in mid]
                 return self._cache[key]
         sub = self._graph_for(src, dst)
@@ -191,19 +185,16 @@ class Router:
         p = self.paths(src, dst)[0]
         return sum(self.g.edges[u, v][LATENCY] for u, v in zip(p, p[1:]))
 
-    def distances(self, host: int, src: Any) -> dict[Any, float]:
-        """Routing distance from ``src`` to every element of its host (Dijkstra on the host's subgraph)."""
-        sub = self._cached(("host", host), lambda: self.host_nodes()[host])
-        return nx.single_source_dijkstra_path_length(sub, src, weight=self._W)
 
-
-def nearest_first(router: Router, host: int, nics: list, devs: tuple) -> list[tuple[Any, Any]]:
+def nearest_first(router: Router, nics: list, devs: tuple) -> list[tuple[Any, Any]]:
     """(entry, exit) devices of each NIC's channels on one host, as NCCL's search lays a ring out: in
-    at the device nearest the NIC (GPUDirect RDMA) not taken yet by an earlier NIC, out from the
-    next-nearest (the NIC's PCIe switch once each way)."""
+    at the device nearest the NIC (routing distance on the NIC's host; GPUDirect RDMA) not taken yet by
+    an earlier NIC, out from the next-nearest (the NIC's PCIe switch once each way)."""
     out, taken = [], set()
     for nic in nics:
-        dist = router.distances(router.g._node[nic][HOST], nic)
+        h = router.g._node[nic][HOST]
+        sub = router._cached(("host", h), lambda h=h: router.host_nodes[h])
+        dist = nx.single_source_dijkstra_path_length(sub, nic, weight=router._W)
         by_dist = sorted(devs, key=lambda d: (dist.get(d, math.inf), devs.index(d)))
         entry = next((d for d in by_dist if d not in taken), by_dist[0])
         taken.add(entry)
@@ -213,84 +204,24 @@ def nearest_first(router: Router, host: int, nics: list, devs: tuple) -> list[tu
 
 
 class _SwitchRoutes:
-    """Equal-cost shortest paths between the fabric's switches: scipy's Dijkstra from both ends, then
-    depth first in link order along ``d(a, x) + w(x, y) == d(a, y)``, ``d(a, y) + d(y, b) == d(a, b)``
-    (integer weights: exact): :func:`networkx.all_shortest_paths`'s paths, without a search per pair."""
+    """Equal-cost shortest paths between the fabric's switches, :func:`networkx.all_shortest_paths`'s:
+    of one or two links, in link order, when the best weighs under three lightest links (a path of k
+    links weighs at least k of them: none longer ties), else networkx's search."""
 
     def __init__(self, graph: nx.Graph, weight: str) -> None:
-        from scipy.sparse import csr_matrix  # NOTE: on first use: slow to import; routes within one leaf need none
-
-        self.nodes = list(graph.nodes)
-        self.index = {n: i for i, n in enumerate(self.nodes)}
-        indptr, indices, vals = [0], [], []
-        for n in self.nodes:
-            for m, d in graph._adj[n].items():
-                indices.append(self.index[m])
-                vals.append(float(d[weight]))
-            indptr.append(len(indices))
-        n = len(self.nodes)
-        self.indptr = np.array(indptr, dtype=np.int64)
-        self.indices = np.array(indices, dtype=np.int64)
-        self.vals = np.array(vals, dtype=float)
-        self.csr = csr_matrix((self.vals, self.indices, self.indptr), shape=(n, n))
-        self.lightest = float(self.vals.min()) if len(self.vals) else math.inf
-        self._dist: dict[int, np.ndarray] = {}
+        self.g, self.w = graph, weight
+        self.lightest = min((d[weight] for _, _, d in graph.edges(data=True)), default=math.inf)
         self._paths: dict[tuple, list[list]] = {}
 
-    def _from(self, src: int) -> np.ndarray:
-        """Distances from switch ``src`` (one Dijkstra call for it and up to 127 next switches)."""
-        if src not in self._dist:
-            from scipy.sparse.csgraph import dijkstra
-
-            batch = [src] + [i for i in range(src + 1, len(self.nodes)) if i not in self._dist][:127]
-            for i, row in zip(batch, dijkstra(self.csr, directed=True, indices=batch)):
-                self._dist[i] = row
-        return self._dist[src]
-
-    def _short(self, ia: int, ib: int) -> list[list] | None:
-        """The shortest paths if the best of one or two links weighs under three lightest links (a
-        path of k links weighs at least k of them), in ``ia``'s link order; else None."""
-        lo, hi = self.indptr[ia], self.indptr[ia + 1]
-        to_b = dict(zip(self.indices[self.indptr[ib]:self.indptr[ib + 1]].tolist(),
-                        self.vals[self.indptr[ib]:self.indptr[ib + 1]].tolist()))
-        cands = []  # (weight, path) in ia's link order
-        for y, w in zip(self.indices[lo:hi].tolist(), self.vals[lo:hi].tolist()):
-            if y == ib:
-                cands.append((w, [ia, ib]))
-            elif y in to_b:
-                cands.append((w + to_b[y], [ia, y, ib]))
-        if not cands:
-            return None
-        best = min(c[0] for c in cands)
-        if not best < 3 * self.lightest:
-            return None
-        return [[self.nodes[i] for i in p] for w, p in cands if w == best]
+    def _short(self, a: Any, b: Any) -> list[list] | None:
+        adj, w = self.g._adj, self.w
+        to_b = adj[b]
+        cands = [(d[w], [a, b]) if y == b else (d[w] + to_b[y][w], [a, y, b])
+                 for y, d in adj[a].items() if y == b or y in to_b]
+        best = min((c[0] for c in cands), default=math.inf)
+        return [p for c, p in cands if c == best] if best < 3 * self.lightest else None
 
     def paths(self, a: Any, b: Any) -> list[list]:
-        key = (a, b)
-        if key not in self._paths:
-            ia, ib = self.index[a], self.index[b]
-            short = self._short(ia, ib)
-            if short is not None:
-                self._paths[key] = short
-                return short
-            da, db = self._from(ia), self._from(ib)
-            total = da[ib]
-            if not math.isfinite(total):
-                raise nx.NetworkXNoPath(f"no path between {a} and {b}")
-            out: list[list] = []
-
-            def walk(path: list[int]) -> None:
-                x = path[-1]
-                if x == ib:
-                    out.append([self.nodes[i] for i in path])
-                    return
-                lo, hi = self.indptr[x], self.indptr[x + 1]
-                ys, ws = self.indices[lo:hi], self.vals[lo:hi]
-                for y in ys[(da[ys] == da[x] + ws) & (da[ys] + db[ys] == total)]:
-                    path.append(int(y))
-                    walk(path)
-                    path.pop()
-            walk([ia])
-            self._paths[key] = out
-        return self._paths[key]
+        if (a, b) not in self._paths:
+            self._paths[a, b] = self._short(a, b) or list(nx.all_shortest_paths(self.g, a, b, weight=self.w))
+        return self._paths[a, b]

@@ -33,8 +33,9 @@ from ddpsim.network.graph_attrs import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KI
 from ddpsim.network.graph_build import Builder, gc_paused, new_graph
 from ddpsim.network.topology_check import validate_topology
 from ddpsim.network.topology_schema import (LINK_TYPES, CpuGlooOptions, DgxOptions, FabricOptions, MeshOptions,
-                                            NodeDoc, PcieOptions, TopologyDoc, check_num_nodes)
+                                            NodeDoc, PcieOptions, TopologyDoc)
 from ddpsim.schema import Schema, validate
+from ddpsim.units import MAX_NODES
 
 
 # --- NCCL's figures for the links the presets build (topo.h/topo.cc/tuning.cc, NVIDIA documents) ---
@@ -84,55 +85,45 @@ def _link_attrs(bw_bytes_per_s: float, latency_s: float, link_type: str) -> dict
     return {BANDWIDTH: float(bw_bytes_per_s), LATENCY: float(latency_s), LINK_TYPE: link_type}
 
 
-def _add_fabric(g: Builder, nics: list[list[str]], nic_bw: float, *, fabric: str, oversubscription: float,
-                leaf_radix: int, num_spines: int) -> None:
-    """Connect ``nics[host][rail]`` through a rail-optimised or fat-tree leaf/spine fabric."""
-    num_hosts = len(nics)
-    down_ports = max(1, leaf_radix // 2)  # non-blocking leaf: half its ports face down
+def _add_fabric(g: Builder, nics: list[list[str]], nic_gbit: float, o: FabricOptions, leaf_radix: int) -> None:
+    """Connect ``nics[host][rail]`` (several hosts) through a rail-optimised or fat-tree leaf/spine fabric
+    (``leaf_radix``: the system's switch radix unless ``o`` gives one)."""
+    num_hosts, nic_bw = len(nics), nic_gbit / 8.0 * GBPS
+    if num_hosts < 2:
+        return
+    # a non-blocking leaf: half its ports face down
+    down_ports = max(1, (leaf_radix if o.leaf_radix is None else o.leaf_radix) // 2)
     # rail-optimised: a leaf per rail and group of hosts; fat tree: a leaf per group, every rail
-    rail_sets = [[r] for r in range(len(nics[0]))] if fabric == "rail" else [list(range(len(nics[0])))]
+    rail_sets = [[r] for r in range(len(nics[0]))] if o.fabric == "rail" else [list(range(len(nics[0])))]
     hosts_per_leaf = max(1, down_ports // len(rail_sets[0]))
     leaves: list[tuple[str, float]] = []  # (leaf name, downlink bandwidth it serves)
     for rails in rail_sets:
         for grp in range(math.ceil(num_hosts / hosts_per_leaf)):
-            leaf = f"leaf-r{rails[0]}-{grp}" if fabric == "rail" else f"leaf-{grp}"
+            leaf = f"leaf-r{rails[0]}-{grp}" if o.fabric == "rail" else f"leaf-{grp}"
             g.add_node(leaf, **{KIND: "leaf", HOST: -1})
             members = range(grp * hosts_per_leaf, min(num_hosts, (grp + 1) * hosts_per_leaf))
             g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net"))
                         for h in members for r in rails)
             leaves.append((leaf, nic_bw * len(rails) * len(members)))
     if len(leaves) > 1:
-        for s in range(num_spines):
+        for s in range(o.num_spines):
             g.add_node(f"spine-{s}", **{KIND: "spine", HOST: -1})
         for leaf, down_bw in leaves:
-            for s in range(num_spines):
-                _add_link(g, leaf, f"spine-{s}", down_bw / oversubscription / num_spines, IB_LATENCY_S, "net")
-
-
-def _fabric_options(o: FabricOptions, leaf_radix_default: int) -> dict[str, Any]:
-    return dict(fabric=o.fabric, oversubscription=o.oversubscription, num_spines=o.num_spines,
-                leaf_radix=leaf_radix_default if o.leaf_radix is None else o.leaf_radix)
-
-
-def _nvlink_layout(name: str, system: System, gpu: Gpu, options: dict[str, Any]) -> tuple[Any, int, int]:
-    """The validated options, GPUs per node and NVLinks per GPU of an NVSwitch or NVLink mesh system."""
-    if system.interconnect == "nvswitch":
-        o = _options(DgxOptions, name, options)
-        nvlinks = gpu.nvlink.links if o.nvlinks_per_gpu is None else o.nvlinks_per_gpu
-        return o, system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node, nvlinks
-    o = _options(MeshOptions, name, options)
-    gpn = system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node
-    if gpn > system.gpus_per_node:
-        raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected at most "
-                         f"{system.gpus_per_node} (the GPUs of its NVLink mesh)")
-    return o, gpn, gpu.nvlink.links
+            for s in range(o.num_spines):
+                _add_link(g, leaf, f"spine-{s}", down_bw / o.oversubscription / o.num_spines, IB_LATENCY_S, "net")
 
 
 def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options: dict[str, Any]) -> nx.Graph:
     """An NVSwitch box (one ``nvswitch`` node per host) or a direct NVLink mesh; a system of compute
     trays (GB200 NVL72) is ``num_nodes`` racks, each tray a host, the rack's trays sharing one
     ``nvswitch`` node of ``host`` -1 (the NVLink domain spans hosts: NCCL's multi-node NVLink)."""
-    o, gpn, nvlinks = _nvlink_layout(name, system, gpu, options)
+    mesh = system.interconnect == "nvlink-mesh"
+    o = _options(MeshOptions if mesh else DgxOptions, name, options)
+    gpn = system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node
+    if mesh and gpn > system.gpus_per_node:
+        raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected at most "
+                         f"{system.gpus_per_node} (the GPUs of its NVLink mesh)")
+    nvlinks = gpu.nvlink.links if mesh or o.nvlinks_per_gpu is None else o.nvlinks_per_gpu
     nic_gbit = float(system.nic.gbit if o.nic_gbit is None else o.nic_gbit)
     pcie_gen = system.pcie.gen if o.pcie_gen is None else o.pcie_gen
     link_bw = gpu_link_bw_gbps(gpu) * GBPS
@@ -142,7 +133,6 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
         raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected a multiple of "
                          f"{per_host} (the GPUs of a compute tray)")
     hosts_per_node = gpn // per_host
-    mesh = system.interconnect == "nvlink-mesh"
     xgmi = gpu.nvlink is not None and gpu.nvlink.fabric == "infinity-fabric"
     links = "Infinity Fabric mesh, {} Infinity Fabric links" if xgmi else "NVLink mesh, {} NVLinks"
     fabric = (f"{links.format(nvlinks)}/GPU x {link_bw / GBPS:g} GB/s" if mesh
@@ -172,8 +162,7 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
                                   **{NUM_LINKS: links})
                 return host_nics
             nics.append(g.host(h, add))
-    if len(nics) > 1:
-        _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **_fabric_options(o, system.switch_radix))
+    _add_fabric(g, nics, nic_gbit, o, system.switch_radix)
     return g.to_graph()
 
 
@@ -238,8 +227,7 @@ def _pcie_system(name: str, system: System, catalogue: Catalogue, num_nodes: int
     nics = [g.host(h, lambda h=h: _add_host(g, system, gpu, h, gpn, None, multi_host=num_nodes > 1,
                                             pcie_gen=pcie_gen, per_sw=per_sw))
             for h in range(num_nodes)]
-    if num_nodes > 1:
-        _add_fabric(g, nics, nic_gbit / 8.0 * GBPS, **_fabric_options(o, radix))
+    _add_fabric(g, nics, nic_gbit, o, radix)
     return g.to_graph()
 
 
@@ -282,11 +270,9 @@ def build_preset(name: str, *, num_nodes: int = 1, catalogue: Catalogue | None =
     if name != "cpu-gloo" and name not in cat.systems:
         raise InputError(f"topology: {shorten(name)} is not a preset; expected one of {', '.join(presets(cat))} "
                          "or a YAML file path")
-    try:
-        check_num_nodes(num_nodes)
-    except ValueError as exc:
-        raise InputError(f"topology {name}: num_nodes: {shorten(num_nodes)} is not accepted; {exc}") from None
-    options = dict(options)
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or not 1 <= num_nodes <= MAX_NODES:
+        raise InputError(f"topology {name}: num_nodes: {shorten(num_nodes)} is not accepted; expected an integer in "
+                         f"[1, {MAX_NODES}]")
     with gc_paused():
         if name == "cpu-gloo":
             g = _cpu_gloo(num_nodes, options)
@@ -360,19 +346,14 @@ def _yaml_node_attrs(n: NodeDoc) -> dict[str, Any]:
         attrs.update({LOCAL_RANK: d["local_rank"], DEVICE_MODEL: d.get("device_model", n.kind),
                       COMPUTE_CAPABILITY: d[COMPUTE_CAPABILITY],
                       MEMORY_BANDWIDTH: float(d["memory_bandwidth_gbps"]) * GBPS})
-    if SM_COUNT in d:
-        attrs[SM_COUNT] = d[SM_COUNT]
+    attrs.update({k: d[k] for k in (SM_COUNT, NVLS, RAIL) if k in d})  # a key of one kind each (NodeDoc)
     if "reduce_bandwidth_gbps" in d:
         attrs[REDUCE_BANDWIDTH] = float(d["reduce_bandwidth_gbps"]) * GBPS
-    for key in (NVLS, RAIL):
-        if key in d:
-            attrs[key] = d[key]
     return attrs
 
 
 def resolve_topology(spec: str, *, num_nodes: int = 1, catalogue: Catalogue | None = None, **options: Any) -> nx.Graph:
-    """A preset name (see :func:`presets`; ``catalogue``: the hardware catalogue, None: the
-    bundled one) or a path to a YAML file (``num_nodes`` and options apply to presets only)."""
+    """A preset of ``catalogue`` (None: the bundled one) or a YAML file (no ``num_nodes`` or options)."""
     if spec not in presets(catalogue) and (str(spec).endswith((".yaml", ".yml")) or exists(str(spec))):
         if num_nodes != 1 or options:
             raise InputError(f"topology: {shorten(spec)} is a YAML file; expected no --nodes or preset options with it "

@@ -9,12 +9,9 @@ by the check of every element.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import networkx as nx
-import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from ddpsim.errors import InputError
 from ddpsim.network.graph_attrs import BACKENDS, DEVICE_KINDS, HOST, KIND, LOCAL_RANK
@@ -56,29 +53,23 @@ def _problem(g: nx.Graph, nodes: list, connected: Callable[[], bool], source: st
             return (f"{source}: devices {seen[key]!r} and {n!r} share host {key[0]} local_rank {key[1]}; "
                     "expected a unique local_rank per host")
         seen[key] = n
-    problem = _backend_problem(g.graph.get("backend"), {attr[n][KIND] for n in devs})
-    return f"{source}: {problem}" if problem else ""
-
-
-def _backend_problem(backend: Any, kinds: set[str]) -> str:
+    backend, kinds = g.graph.get("backend"), sorted({attr[n][KIND] for n in devs})
     if backend not in BACKENDS:
-        return f"backend {backend!r} is not accepted; expected one of {', '.join(BACKENDS)}"
-    if backend == "nccl" and kinds != {"gpu"}:
-        return (f"backend 'nccl' needs GPU devices only, found kinds {sorted(kinds)}; "
+        return f"{source}: backend {backend!r} is not accepted; expected one of {', '.join(BACKENDS)}"
+    if backend == "nccl" and kinds != ["gpu"]:
+        return (f"{source}: backend 'nccl' needs GPU devices only, found kinds {kinds}; "
                 "expected kind gpu (or backend gloo for CPU ranks)")
-    if backend == "gloo" and kinds != {"cpu"}:
-        return (f"backend 'gloo' models CPU ranks only, found kinds {sorted(kinds)}; "
+    if backend == "gloo" and kinds != ["cpu"]:
+        return (f"{source}: backend 'gloo' models CPU ranks only, found kinds {kinds}; "
                 "expected kind cpu (or backend nccl for GPUs)")
     return ""
 
 
 def _connected_apart_from_copies(g: nx.Graph, kept: list, hosts: frozenset[int]) -> bool:
     """Whether the elements ``kept`` and the copies, each copy one element, form one component."""
-    attr, adj = g._node, g._adj
-    index = {n: i for i, n in enumerate(kept)}
-    copy_index = {h: len(kept) + k for k, h in enumerate(sorted(hosts))}
-    links = [(i, index[m] if m in index else copy_index[attr[m][HOST]]) for i, n in enumerate(kept) for m in adj[n]]
-    size = len(kept) + len(hosts)
-    rows, cols = zip(*links) if links else ((), ())
-    joined = coo_matrix((np.ones(len(links)), (rows, cols)), shape=(size, size))
-    return connected_components(joined, directed=False, return_labels=False) == 1
+    attr, adj, keep = g._node, g._adj, set(kept)
+    joined = nx.Graph()
+    joined.add_nodes_from(kept)
+    joined.add_nodes_from(("copy", h) for h in hosts)
+    joined.add_edges_from((n, m if m in keep else ("copy", attr[m][HOST])) for n in kept for m in adj[n])
+    return nx.is_connected(joined)

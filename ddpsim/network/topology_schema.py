@@ -1,12 +1,9 @@
-"""The declared inputs of :mod:`ddpsim.network.topology`: the presets' options and the topology YAML
-file. Each key's type, bound and default is written here once. Counts are bounded integers (at most
-:data:`MAX_NODES` hosts, :data:`MAX_DEVICES_PER_NODE` devices per host), bandwidths and latencies finite
-positive numbers, booleans strict (``nvls: "false"`` is refused, not read as true). A preset option left
-at None takes the preset's value (the systems' figures are in the hardware catalogue,
-:mod:`ddpsim.hardware.catalogue`); the cpu-gloo defaults are :class:`CpuGlooOptions`'. A YAML node's
-keys depend on its kind: a key of another kind is refused, naming the kinds that take it. Checks of the
-graph as a whole (connected, unique ranks, backend against device kinds) are
-:func:`ddpsim.network.topology.validate_topology`'s.
+"""The declared inputs of :mod:`ddpsim.network.topology`, each key's type, bound and default once: the
+presets' options (None: the catalogue's figure, :mod:`ddpsim.hardware.catalogue`) and the topology YAML
+file. Counts are bounded integers (at most :data:`MAX_NODES` hosts, :data:`MAX_DEVICES_PER_NODE` devices
+per host), bandwidths and latencies finite positive numbers, booleans strict (``nvls: "false"`` is
+refused); a YAML node's key of another kind is refused, naming the kinds that take it. The graph as a
+whole is checked by :mod:`ddpsim.network.topology_check`.
 """
 
 from __future__ import annotations
@@ -35,13 +32,6 @@ LatencyUs = Annotated[float, Field(gt=0, le=MAX_LATENCY_US, allow_inf_nan=False)
 Radix = Annotated[int, Field(ge=2, le=MAX_NODES)]
 
 
-def check_num_nodes(value: Any) -> int:
-    """``value`` if it is an integer in ``[1, MAX_NODES]``; else ValueError("expected ...")."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_NODES:
-        raise ValueError(f"expected an integer in [1, {MAX_NODES}]")
-    return value
-
-
 class FabricOptions(Schema):
     """The leaf/spine fabric between hosts (``_add_fabric``)."""
 
@@ -58,13 +48,10 @@ def one_of(tp: type, values: tuple) -> Any:
 
 #: a PCIe generation a preset can build
 PcieGen = one_of(int, (3, 4, 5))
-NodeKind = one_of(str, NODE_KINDS)
-LinkType = one_of(str, LINK_TYPES)
 
 
 class DgxOptions(FabricOptions):
-    """Options of the NVSwitch presets (``dgx-a100``, ``dgx-h100``, ``dgx-h200``, ``dgx-b200``,
-    ``gb200-nvl72``; None: the catalogue's figure)."""
+    """Options of the NVSwitch presets (``dgx-h100``, ``gb200-nvl72`` ...; None: the catalogue's figure)."""
 
     gpus_per_node: PerNode | None = None
     nvlinks_per_gpu: Annotated[int, Field(ge=1, le=64)] | None = None
@@ -124,11 +111,10 @@ KIND_KEYS: dict[str, tuple[str, ...]] = {
 
 
 class NodeDoc(Schema):
-    """One entry of ``nodes``. Absent keys take the defaults of
-    :data:`ddpsim.network.topology.YAML_NODE_DEFAULTS` for the node's kind."""
+    """One entry of ``nodes``; absent keys: its kind's :data:`~ddpsim.network.topology.YAML_NODE_DEFAULTS`."""
 
     id: str
-    kind: NodeKind
+    kind: one_of(str, NODE_KINDS)
     host: Annotated[int, Field(ge=-1, le=MAX_NODES)] | None = None
     local_rank: Annotated[int, Field(ge=0, le=MAX_DEVICES_PER_NODE)] | None = Field(default=None, validate_default=True)
     device_model: str | None = None
@@ -161,7 +147,7 @@ class LinkDoc(Schema):
     b: str
     bandwidth_gbps: Gbps
     latency_us: LatencyUs
-    link_type: LinkType = "pcie"
+    link_type: one_of(str, LINK_TYPES) = "pcie"
     num_links: Annotated[int, Field(ge=1, le=1024)] | None = None
 
     _ends = field_validator("a", "b", mode="before")(_node_id)

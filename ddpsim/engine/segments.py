@@ -43,9 +43,6 @@ class Segment:
     lead: bool
     #: per hook i (from 1), ``U_i``: the full-rate work before its gate at s=1
     gate_work: list[float]
-    #: the buckets DDP launches, in order, once the segment's ready bucket is marked (every
-    #: earlier segment taken: launch_k = max(ready_k, launch_{k-1}))
-    launches: tuple[int, ...] = ()
     #: the works the segment defers on a rank that records them (:meth:`Rank.hooks_one_by_one`):
     #: ``(kind, name, seconds at s=1, bucket, size)``, each backward gap before its hook's copy-in
     items: tuple[tuple, ...] = ()
@@ -115,7 +112,7 @@ def build_segments(eng: Any, layout: Any) -> list[Segment]:
     order, ready, bucket_of, names, sizes = eng.order, eng.ready, layout.bucket_of, eng.names, eng.param_sizes
     left = list(layout.counts)
     segs: list[Segment] = []
-    prev, start, next_b = 0.0, 0, 0
+    prev, start = 0.0, 0
     while start < len(order):
         prev0, back, copy, hooks, gate_work, marks, items = prev, 0.0, 0.0, 0, [], {}, []
         plain, lead, ready_b, stop = True, False, None, start
@@ -141,10 +138,7 @@ def build_segments(eng: Any, layout: Any) -> list[Segment]:
             if left[b] == 0:
                 ready_b = b
                 break
-        first_b = next_b
-        while ready_b is not None and next_b < len(left) and left[next_b] == 0:
-            next_b += 1
         segs.append(Segment(start, stop, prev0, back + copy, hooks, sorted(marks.items()), ready_b,
-                            plain, lead, gate_work, tuple(range(first_b, next_b)), tuple(items)))
+                            plain, lead, gate_work, tuple(items)))
         start = stop
     return segs

@@ -432,11 +432,7 @@ class Rank(RankTimeline):
             yield from self.host_gate()
         if not eng.has_grad(q):
             yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
-        elif eng.batched:
-            pass  # deferred to the bucket's flush
-        elif self.fast:
-            self.advance("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], sizes[q])
-        else:
+        elif not eng.batched:  # batched: deferred to the bucket's flush
             yield from self.work("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], sizes[q])
 
     def launch_ready(self, ready: int, bw: "BackwardState") -> None:

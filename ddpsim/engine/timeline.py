@@ -11,6 +11,7 @@ thread). The DDP program built from these primitives is :mod:`ddpsim.engine.redu
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -19,19 +20,19 @@ import simpy
 from ddpsim.engine.streams import Coll, Engine
 
 
+@dataclass(slots=True)
 class IterAcc:
-    """One iteration's figures of one rank, accumulated as its spans are recorded."""
+    """One iteration's figures of one rank, accumulated as its spans are recorded (its end and
+    its backward compute's end set when reached)."""
 
-    __slots__ = ("start_s", "end_s", "forward_s", "backward_s", "optimizer_s", "bwd_end_s", "compute")
-
-    def __init__(self, start_s: float) -> None:
-        self.start_s = start_s
-        self.end_s = start_s
-        self.forward_s = 0.0
-        self.backward_s = 0.0
-        self.optimizer_s = 0.0
-        self.bwd_end_s = start_s
-        self.compute: list[tuple[float, float]] = []
+    start_s: float
+    end_s: float = math.nan
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    optimizer_s: float = 0.0
+    bwd_end_s: float = math.nan
+    #: busy blocks of the compute stream (back-to-back works merge)
+    compute: list[tuple[float, float]] = field(default_factory=list)
 
 
 class RankTimeline:
@@ -116,15 +117,8 @@ class RankTimeline:
         items = self.pending[:]
         self.pending.clear()
         self.pending_s = 0.0
-        eng = self.eng
-        start = eng.env.now
-        works = [it[2] for it in items]
-        kinds = [it[0] for it in items]
-        if None in kinds:
-            ends = yield from eng.run_compute(works, [k is None for k in kinds])
-        else:  # no host gate: one run of works (what run_compute does for it)
-            ends = []
-            yield from eng._run_works(works, ends)
+        start = self.eng.env.now
+        ends = yield from self.eng.run_compute([it[2] for it in items], [it[0] is None for it in items])
         if self.record:
             self._record_run(items, start, ends)
         self.t = ends[-1]
@@ -170,8 +164,7 @@ class RankTimeline:
         host = eng.host
         pending = self.pending
         if pending:
-            assert self.lazy and len(pending) == 1 and pending[0][0] is not None, \
-                "a launch must follow the rank's work: flush() first (or runs_on())"
+            assert self.runs_on(), "a launch must follow the rank's work: flush() first (or runs_on())"
             work = eng.work_at(eng.env.now) + self.pending_s
             t = -math.inf if host is None else self.host_issue(host.enqueue_s)
         else:

@@ -70,8 +70,8 @@ class Rank(RankTimeline):
         self.acc = IterAcc(self.t)
         layout = eng.layouts[k]
         n_micro = eng.config.no_sync_steps
-        if eng.host is not None:
-            self.host_step_start()
+        if eng.host is not None:  # the CPU meets the device at the step's start, then runs DDP's pre-forward
+            self.cpu = max(self.cpu, self.t) + eng.host.pre_forward_s
         # 1. before the first forward of the iteration
         yield from self.first_forward_broadcasts(k, layout, s)
         # 2. no_sync micro-steps
@@ -200,14 +200,13 @@ class Rank(RankTimeline):
             # the collective's stream right behind it (default_hooks.py fp16_compress_hook)
             decompress_s = fp16_decompress_s(numel, eng.copy_bw, eng.config.copy_kernel_floor_s)
             return [self.launch("allreduce", name, b, 2 * numel, then_s=decompress_s)]
-        if hook == "powersgd":
-            ps = layout.powersgd[b]
-            yield from self.work("compress", f"powersgd compress {name}", layout.powersgd_compress_s[b] * s, b, size)
-            first = self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))
-            if not eng.futures_at_enqueue:
-                return [first]
-            return (yield from self.powersgd_chain_in_hook(b, layout, s, first))
-        raise AssertionError(f"comm hook {hook!r}")
+        # powersgd (the hooks are SimConfig's COMM_HOOKS)
+        ps = layout.powersgd[b]
+        yield from self.work("compress", f"powersgd compress {name}", layout.powersgd_compress_s[b] * s, b, size)
+        first = self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))
+        if not eng.futures_at_enqueue:
+            return [first]
+        return (yield from self.powersgd_chain_in_hook(b, layout, s, first))
 
     def powersgd_chain_in_hook(self, b: int, layout: BucketLayout, s: float, first: Coll) -> Iterator[simpy.Event]:
         """PowerSGD on ProcessGroupNCCL (``powerSGD_hook``): the future of the uncompressed
@@ -368,7 +367,6 @@ class Rank(RankTimeline):
         """The hooks of ``eng.order[start:stop]``, one after another (``prev``: the latest
         ready time before them)."""
         eng = self.eng
-        mark_unused = bool(eng.unused) and not bw.static_first
         names, ready, bucket_of, grads_left = eng.names, eng.ready, bw.layout.bucket_of, bw.pending
         first = True
         advance = self.advance
@@ -398,7 +396,7 @@ class Rank(RankTimeline):
                 continue
             if first:
                 first = False
-                marks = list(eng.unused) + [p] if mark_unused else [p]
+                marks = list(eng.unused) + [p] if eng.unused else [p]  # the first hook marks the unused too
             else:
                 marks = (p,)
             for q in marks:
@@ -421,13 +419,14 @@ class Rank(RankTimeline):
                     else:
                         yield from self.bucket_ready(b, s, bw)
 
-    def autograd_hook(self, q: int, s: float, layout: BucketLayout) -> Iterator[simpy.Event]:
+    def autograd_hook(self, q: int, s: float, layout: BucketLayout, on_cpu: bool = True) -> Iterator[simpy.Event]:
         """``Reducer::autograd_hook`` -> ``mark_variable_ready_dense`` for parameter ``q``: on the
-        CPU (host costs), then an unused parameter's zero-fill or the gradient's copy-in into its
-        bucket view (none with batched_grad_copy: deferred to the bucket's flush)."""
+        CPU (host costs; not ``on_cpu``: no hook, ``delay_all_reduce``'s call), then an unused
+        parameter's zero-fill or the gradient's copy-in into its bucket view (none with
+        batched_grad_copy: deferred to the bucket's flush)."""
         eng = self.eng
         names, bucket_of, sizes = eng.names, layout.bucket_of, eng.param_sizes
-        if eng.host is not None:  # the hook runs on the CPU, then the copy-in is enqueued
+        if on_cpu and eng.host is not None:  # the hook runs on the CPU, then the copy-in is enqueued
             self.cpu += eng.host.hook_s_per_param
             yield from self.host_gate()
         if not eng.has_grad(q):
@@ -482,14 +481,10 @@ class Rank(RankTimeline):
         (batched_grad_copy: only zero-fills here, each bucket flushed right before its launch)."""
         eng = self.eng
         layout, pending = bw.layout, bw.pending
-        names, bucket_of, sizes = eng.names, layout.bucket_of, eng.param_sizes
         self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
         for q in eng.reducer_params:
-            if not eng.has_grad(q):
-                yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
-            elif not eng.batched:
-                yield from self.work("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], sizes[q])
-            b = bucket_of[q]
+            yield from self.autograd_hook(q, s, layout, on_cpu=False)
+            b = layout.bucket_of[q]
             pending[b] -= 1
             if pending[b] == 0 and not eng.batched:
                 bw.ready_t[b] = self.t

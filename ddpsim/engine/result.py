@@ -37,11 +37,9 @@ class Span:
 
 
 class LazyTuple(Sequence):
-    """A tuple of a simulation's records built the first time it is read: ``build(*args)``
-    turns the raw rows kept into the tuple :func:`ddpsim.engine.simulate.simulate` would have
-    returned. It compares equal to that tuple and pickles as it. A result's per-bucket timings
-    are one: at small caps thousands of buckets per iteration, which a sweep's or a design
-    space's summary figures never read."""
+    """A tuple of a simulation's records, ``build(*args)``, built the first time it is read (a
+    sweep's summary figures read neither its spans nor its bucket timings, tens of thousands
+    each); it compares equal to that tuple and pickles as it."""
 
     __slots__ = ("_build", "_args", "_items")
 
@@ -81,8 +79,7 @@ class LazyTuple(Sequence):
 class LazySpans(LazyTuple):
     """A simulation's spans kept as the engine's rows until read: per simulated rank its
     compute rows ``(start, 0, order, end, kind, name, iteration, bucket, size)``, and the
-    collectives' rows (1 for 0). Tens of thousands of spans cost more to build than to
-    simulate, and a sweep's summary figures never read them."""
+    collectives' rows (1 for 0)."""
 
     __slots__ = ()
 

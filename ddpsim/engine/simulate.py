@@ -205,8 +205,8 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
 
     warmup = _warmup(config, plan)
     colls = [c for c in eng.colls if c.kind is not None]
+    assert all(math.isfinite(c.end_s) for c in colls), "a collective never ran"
     if steps_only:  # no spans, no comm figures
-        assert all(math.isfinite(c.end_s) for c in colls), "a collective never ran"
         comm_rows: list[tuple] = []
         buckets = ()  # each explicit rank's iterations with their start and end only
         iters = [IterationStats(rank=rk.rank, iteration=k, start_s=acc.start_s, end_s=acc.end_s, forward_s=0.0,
@@ -289,7 +289,6 @@ def _collective_rows(colls: list) -> tuple[list[tuple], dict[int, list[tuple[flo
     last_grad_end: dict[int, float] = {}
     comm_rows: list[tuple] = []
     for c in colls:
-        assert math.isfinite(c.end_s), f"collective {c.name} never ran"
         comm_by_iter.setdefault(c.iteration, []).append((c.start_s, c.end_s))
         if c.kind in ("allreduce", "used_map_allreduce"):
             last_grad_end[c.iteration] = max(last_grad_end.get(c.iteration, -math.inf), c.end_s)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from dataclasses import dataclass
 from heapq import heappop, heappush
 from itertools import accumulate
 from typing import Callable, Iterator
@@ -32,30 +33,27 @@ from ddpsim.plan.planner import BucketPlan, reducer_param_indices
 from ddpsim.trace.records import Trace
 
 
+@dataclass(slots=True, eq=False)
 class Coll:
     """One collective of the process group (shared by all ranks)."""
 
-    __slots__ = ("index", "kind", "name", "iteration", "bucket", "size_bytes", "work_s", "slow_weight", "arrivals",
-                 "arrival_max_s", "arrival_work", "all_arrived", "done", "start_s", "end_s")
-
-    def __init__(self, env: simpy.Environment, index: int) -> None:
-        self.index = index
-        self.kind: str | None = None
-        self.name = ""
-        self.iteration = 0
-        self.bucket: int | None = None
-        self.size_bytes = 0
-        self.work_s = 0.0
-        #: share of ``compute_slowdown`` that compute pays while this collective runs
-        self.slow_weight = 1.0
-        self.arrivals = 0
-        self.arrival_max_s = -math.inf
-        #: the latest arrival posted on the work clock (:meth:`Engine.arrive`'s ``work``)
-        self.arrival_work = -math.inf
-        self.all_arrived = env.event()
-        self.done = env.event()
-        self.start_s = math.nan
-        self.end_s = math.nan
+    index: int
+    all_arrived: simpy.Event
+    done: simpy.Event
+    kind: str | None = None
+    name: str = ""
+    iteration: int = 0
+    bucket: int | None = None
+    size_bytes: int = 0
+    work_s: float = 0.0
+    #: share of ``compute_slowdown`` that compute pays while this collective runs
+    slow_weight: float = 1.0
+    arrivals: int = 0
+    arrival_max_s: float = -math.inf
+    #: the latest arrival posted on the work clock (:meth:`Engine.arrive`'s ``work``)
+    arrival_work: float = -math.inf
+    start_s: float = math.nan
+    end_s: float = math.nan
 
 
 class Engine:
@@ -210,7 +208,7 @@ class Engine:
     # -- collectives ----------------------------------------------------------------------
     def coll(self, index: int) -> Coll:
         while len(self.colls) <= index:
-            self.colls.append(Coll(self.env, len(self.colls)))
+            self.colls.append(Coll(len(self.colls), self.env.event(), self.env.event()))
         return self.colls[index]
 
     def ask(self, what: str, *args: object, positive: bool = False) -> float:

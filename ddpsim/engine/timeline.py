@@ -181,10 +181,6 @@ class RankTimeline:
         self.cpu += cost_s
         return self.cpu if self.cpu > self.t else self.t
 
-    def host_step_start(self) -> None:
-        """The CPU meets the device at a step's start, then runs DDP's pre-forward."""
-        self.cpu = max(self.cpu, self.t) + self.eng.host.pre_forward_s
-
     def host_gate(self) -> Iterator[simpy.Event]:
         """The device cannot run what the CPU has not enqueued: idle until the CPU's clock."""
         self.gate()

@@ -113,7 +113,8 @@ def compute_s_by_kind(spans: Sequence[Span], keys: set[tuple[int, int]]) -> dict
         rows = ((rank, not flag, kind, it, start, end) for rank, rank_rows in spans._args[0]
                 for (start, flag, _, end, kind, _, it, _, _) in sorted(rank_rows))
     else:
-        rows = ((sp.rank, sp.stream == COMPUTE_STREAM, sp.kind, sp.iteration, sp.start_s, sp.end_s) for sp in spans)
+        rows = ((sp.rank, sp.stream == COMPUTE_STREAM, sp.kind, sp.iteration, sp.start_s, sp.end_s)
+                for sp in spans)
     out: dict[str, float] = {}
     for rank, compute, kind, it, start, end in rows:
         if compute and (rank, it) in keys:

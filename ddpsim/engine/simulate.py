@@ -319,7 +319,8 @@ def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[t
     # the whole simulation)
     logs = [(rk.rank, rk.bucket_log) for rk in ranks if rk.record]
     shapes = {it: (layout.sizes, layout.counts) for it, layout in eng.layouts.items()}
-    buckets = LazyTuple(_bucket_timings, logs, shapes, [c.start_s for c in eng.colls], [c.end_s for c in eng.colls])
+    starts, ends = [c.start_s for c in eng.colls], [c.end_s for c in eng.colls]
+    buckets = LazyTuple(_bucket_timings, logs, shapes, starts, ends)
     iters: list[IterationStats] = []
     for rk in ranks:
         if not rk.record:

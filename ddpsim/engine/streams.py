@@ -87,7 +87,8 @@ class Engine:
         self.buffer_buckets = buffer_broadcast_buckets(trace, plan.options, self.mixed_precision, self.has_reducer)
         #: the per-buffer flatten and copy-back of that broadcast (0 without a measured cost)
         self.buffer_copies_s = self.broadcast_per_tensor_s * len(trace.buffers) if self.buffer_buckets else 0.0
-        self.delayed = DelayedAllReduce.of(trace, plan.options, self)
+        delayed = plan.options.delay_all_reduce_named_params is not None
+        self.delayed = DelayedAllReduce(trace, self) if delayed else None
         self.layouts: dict[int, BucketLayout] = {}
         #: id(layout) -> (layout, its backward's segments, their gate table) (:mod:`ddpsim.engine.segments`)
         self.segments_of: dict[int, tuple] = {}
@@ -217,8 +218,8 @@ class Engine:
         key = (what, *args)
         v = self._asked.get(key)
         if v is None:
-            v = self._asked[key] = checked_s(getattr(self.comm, what)(*args), f"comm model {type(self.comm).__name__}."
-                                             f"{what}({', '.join(map(repr, args))}):", positive)
+            where = f"comm model {type(self.comm).__name__}.{what}({', '.join(map(repr, args))}):"
+            v = self._asked[key] = checked_s(getattr(self.comm, what)(*args), where, positive)
         return v
 
     def duration_s(self, size_bytes: int, broadcast: bool) -> float:
@@ -286,6 +287,10 @@ class Engine:
 
     def comm_stream(self) -> Iterator[simpy.Event]:
         env = self.env
+
+        def rate() -> float:  # 1/comm_slowdown while any rank computes
+            return 1.0 / self.comm_slow if self.busy > 0 else 1.0
+
         free_s = 0.0
         i = 0
         while True:
@@ -299,14 +304,15 @@ class Engine:
             if self.idle_extra is not None and c.kind == "allreduce" and c.arrival_max_s > free_s:
                 extra = self.ask("idle_launch_extra_s", c.size_bytes)
             if self.interfere:
-                self.comm_weight = c.slow_weight
-                self.set_comm_active(True)
+                self.comm_weight, self.comm_active = c.slow_weight, True  # (the one stream sets it)
+                self._notify()
                 if self.steps_only and self.comm_slow == 1.0 and not extra:  # at rate 1 whatever happens
                     if c.work_s > 0:
                         yield env.timeout(c.work_s)
                 else:
-                    yield from self.advance(c.work_s, lambda: 1.0 / self.comm_slow if self.busy > 0 else 1.0, extra)
-                self.set_comm_active(False)
+                    yield from self.advance(c.work_s, rate, extra)
+                self.comm_active = False
+                self._notify()
                 c.end_s = env.now
             else:
                 end = start + c.work_s
@@ -377,11 +383,6 @@ class Engine:
         if old.callbacks:  # else no one waits for it: it stays the event of the next change
             self.changed = self.env.event()
             old.succeed()
-
-    def set_comm_active(self, active: bool) -> None:
-        if active != self.comm_active:
-            self.comm_active = active
-            self._notify()
 
     def add_busy(self, delta: int) -> None:
         before = self.busy > 0

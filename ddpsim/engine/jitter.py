@@ -53,15 +53,12 @@ def draw_factors(rng: np.random.Generator, sigma: float, num_iterations: int, wo
 
 def choose_explicit_ranks(world_size: int, stragglers: Mapping[int, float], sigma: float,
                           rank_group_size: int | None) -> tuple[tuple[int, ...], bool]:
-    """Ranks simulated as their own SimPy process, and whether a "rest" representative is needed.
-
-    * ``rank_group_size=g``: ranks ``0, g, 2g, ...`` plus every straggler;
-    * otherwise every rank when ``world_size <= EXACT_WORLD_SIZE``; else rank 0, every
-      straggler and ``NUM_SAMPLE_RANKS`` evenly spaced ranks (only rank 0 and the stragglers
-      when there is no jitter: the others behave exactly like rank 0).
-
-    With jitter the remaining ranks are represented by one extra process (``simulate._make_ranks``).
-    """
+    """Ranks simulated as their own SimPy process, and whether a "rest" representative is needed:
+    with ``rank_group_size=g`` ranks ``0, g, 2g, ...`` plus every straggler; otherwise every rank
+    when ``world_size <= EXACT_WORLD_SIZE``; else rank 0, every straggler and ``NUM_SAMPLE_RANKS``
+    evenly spaced ranks (only rank 0 and the stragglers when there is no jitter: the others behave
+    exactly like rank 0). With jitter the remaining ranks are represented by one extra process
+    (``simulate._make_ranks``)."""
     if rank_group_size is not None:
         base = set(range(0, world_size, rank_group_size))
     elif world_size <= EXACT_WORLD_SIZE:

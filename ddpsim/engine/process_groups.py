@@ -26,12 +26,7 @@ class GroupStreams:
         self.n = n
         #: collectives in flight on every group
         self.running: list[Any] = []
-        self.calibrated = eng.lanes > 1
         self.capacity = self.demand(CAPACITY_PROBE_BYTES)
-
-    def start(self) -> None:
-        for g in range(self.n):
-            self.eng.env.process(self.stream(g))
 
     def demand(self, size_bytes: int) -> float:
         """Bytes per second an all-reduce of ``size_bytes`` moves alone (inf when it is all latency)."""
@@ -43,7 +38,7 @@ class GroupStreams:
         n = len(self.running)
         if n <= 1:
             return 1.0
-        if self.calibrated:
+        if self.eng.lanes > 1:  # the comm model measured concurrency
             return self.eng.rate(c, n)
         finite = [self.demand(r.size_bytes) for r in self.running]
         if any(math.isinf(d) for d in finite):

@@ -23,7 +23,8 @@ from ddpsim.network.kernel_costs import allreduce_hook_div_s, fp16_compress_s, f
 class BackwardState:
     """One synchronised backward's bucket bookkeeping on one rank."""
 
-    __slots__ = ("layout", "hook", "static_first", "nb", "pending", "ready_t", "launch_t", "colls", "next_b", "plain")
+    __slots__ = ("layout", "hook", "static_first", "nb", "pending", "ready_t", "launch_t", "colls", "next_b", "plain",
+                 "used_map")
 
     def __init__(self, layout: BucketLayout, hook: str, static_first: bool, plain: bool) -> None:
         nb = len(layout.buckets)
@@ -42,6 +43,8 @@ class BackwardState:
         self.colls: list[list[Coll]] = [[] for _ in range(nb)]
         #: the next bucket to launch (DDP launches in order)
         self.next_b = 0
+        #: find_unused_parameters' used-map all-reduce, once launched
+        self.used_map: Coll | None = None
 
 
 class Rank(RankTimeline):
@@ -89,9 +92,9 @@ class Rank(RankTimeline):
         hook = eng.config.comm_hook
         if hook == "powersgd" and k - 1 < eng.config.powersgd_start_iter:
             hook = "allreduce"
-        colls = yield from self.backward(k, layout, s, hook)
+        bw = yield from self.backward(k, layout, s, hook)
         # 4. finalize
-        yield from self.finalize(layout, s, hook, colls)
+        yield from self.finalize(bw, s)
         self.advance("optimizer", "optimizer", eng.optimizer_s * s)  # run with zero_grad's (flush)
         yield from self.work("zero_grad", "zero_grad", eng.zero_grad_s * s)
         if self.pending:  # a lazy rank's works (RankTimeline.work)
@@ -114,7 +117,6 @@ class Rank(RankTimeline):
         if eng.buffer_buckets:
             if eng.join is not None:
                 yield from eng.join.common_rank(self)
-            c = None
             for j, nbytes in enumerate(eng.buffer_buckets):
                 c = self.launch("broadcast", f"buffers[{j}]", None, nbytes, broadcast=True)
             yield from self.wait(c, "broadcast")
@@ -253,20 +255,18 @@ class Rank(RankTimeline):
 
     # -- the synchronised backward: Reducer::autograd_hook per gradient, buckets in order ---
     def backward(self, k: int, layout: BucketLayout, s: float, hook: str) -> Iterator[simpy.Event]:
-        """The backward of the synchronised step; returns each bucket's collectives (``[]``
-        for a skipped bucket), its ready and launch times kept for :meth:`finalize`."""
+        """The backward of the synchronised step; returns its state for :meth:`finalize` (each
+        bucket's collectives, ``[]`` for a skipped bucket, ready and launch times)."""
         eng = self.eng
         bw = BackwardState(layout, hook, static_first=eng.static_graph and k == 1,
                            plain=not eng.batched and eng.mixed_precision is None and hook == "none")
-        self._used_map = None
         yield from self.hooks_in_ready_order(bw, s)
         yield from self.work("backward", "backward tail", eng.tail_s * s)
         self.acc.bwd_end_s = self.t
         if bw.static_first:
             yield from self.static_graph_first_reduce(bw, s)
         assert bw.next_b == bw.nb, f"rank {self.rank} iteration {k}: buckets {bw.next_b}.. never became ready"
-        self._ready_t, self._launch_t = bw.ready_t, bw.launch_t
-        return bw.colls
+        return bw
 
     def hooks_in_ready_order(self, bw: "BackwardState", s: float) -> Iterator[simpy.Event]:
         """Per parameter in gradient-ready order: the backward compute up to its ready time,
@@ -454,7 +454,7 @@ class Rank(RankTimeline):
             b += 1
         bw.next_b = b
         if b == nb and eng.find_unused_dynamic:
-            self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
+            bw.used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
 
     def bucket_ready(self, b: int, s: float, bw: "BackwardState") -> Iterator[simpy.Event]:
         """Bucket ``b``'s last gradient is marked (``Reducer::mark_bucket_ready``): batched_grad_copy's
@@ -473,7 +473,7 @@ class Rank(RankTimeline):
             bw.launch_t[b] = self.issue_s if bw.colls[b] else self.t
             bw.next_b += 1
             if bw.next_b == nb and eng.find_unused_dynamic:
-                self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
+                bw.used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
 
     def static_graph_first_reduce(self, bw: "BackwardState", s: float) -> Iterator[simpy.Event]:
         """static_graph's first iteration (``Reducer::delay_all_reduce``): after backward, the
@@ -481,7 +481,7 @@ class Rank(RankTimeline):
         (batched_grad_copy: only zero-fills here, each bucket flushed right before its launch)."""
         eng = self.eng
         layout, pending = bw.layout, bw.pending
-        self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
+        bw.used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
         for q in eng.reducer_params:
             yield from self.autograd_hook(q, s, layout, on_cpu=False)
             b = layout.bucket_of[q]
@@ -496,18 +496,17 @@ class Rank(RankTimeline):
             bw.launch_t[b] = self.issue_s
         bw.next_b = bw.nb
 
-    def finalize(self, layout: BucketLayout, s: float, hook: str, colls: list[list[Coll]]) -> Iterator[simpy.Event]:
+    def finalize(self, bw: BackwardState, s: float) -> Iterator[simpy.Event]:
         """``Reducer::finalize_backward`` after backward compute: per bucket in order, wait for its
         collective, PowerSGD's remaining rounds on gloo, the used map, the copy-out."""
         eng = self.eng
-        nb = len(layout.buckets)
-        used_map = self._used_map
+        layout, colls, used_map = bw.layout, bw.colls, bw.used_map
         # the used map is waited lazily at the first locally-unused parameter's bucket
         # (Reducer::finalize_backward)
         used_pending = used_map is not None
         # skip_all_reduce_unused_params: a skipped bucket has no work; finalize_backward passes it by
-        live = [b for b in range(nb) if colls[b]]
-        chained = hook == "powersgd" and not eng.futures_at_enqueue  # else done in the hook
+        live = [b for b in range(bw.nb) if colls[b]]
+        chained = bw.hook == "powersgd" and not eng.futures_at_enqueue  # else done in the hook
         if chained:
             for b in live:
                 yield from self.wait(colls[b][0], f"bucket {b} powersgd:uncompressed")
@@ -519,14 +518,13 @@ class Rank(RankTimeline):
                 colls[b].append(self.launch("allreduce", f"bucket {b} powersgd:Q", b, int(layout.powersgd[b]["q_bytes"])))
         if eng.mixed_precision is not None:
             yield from self.drain_upcast_stream(layout, s, live, colls)
-        names, record, pending = layout.names, self.record, self.pending
+        names, record = layout.names, self.record
         copy_out = not eng.gabv  # run with the next wait's or the optimizer's work (flush)
         copy_back_s = eng.host.copy_back_s_per_param if eng.host is not None else 0.0
         counts, copy_out_s, sizes, advance = layout.counts, layout.copy_out_s, layout.sizes, self.advance
         for b in live:
             c = colls[b][-1]
-            if not (pending and c.done.processed):  # else no wait: what wait() finds
-                yield from self.wait(c, names[b])
+            yield from self.wait(c, names[b])
             if chained:
                 yield from self.work("compress", f"powersgd decompress bucket {b}",
                                      layout.powersgd_decompress_s[b] * s, b, layout.sizes[b])
@@ -540,6 +538,6 @@ class Rank(RankTimeline):
                     self.gate()
                 advance("copy_out", names[b], copy_out_s[b] * s, b, sizes[b])
             if record:
-                self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
+                self.bucket_log.append((self.iter, b, bw.ready_t[b], bw.launch_t[b], colls[b][0].index, c.index))
         if used_pending:
             yield from self.wait(used_map, "used_map")

@@ -139,12 +139,10 @@ class BucketTiming:
 
 @dataclass(frozen=True, kw_only=True)
 class IterationStats:
-    """Per-iteration figures of one rank.
-
-    ``exposed_comm_s``: from the end of backward compute to the end of the last collective
-    (0 if communication finished first). ``overlap_ratio``: communication time overlapped
-    by compute / total communication time (HTA's ``get_comm_comp_overlap``).
-    """
+    """Per-iteration figures of one rank. ``exposed_comm_s``: from the end of backward compute
+    to the end of the last collective (0 if communication finished first). ``overlap_ratio``:
+    communication time overlapped by compute / total communication time (HTA's
+    ``get_comm_comp_overlap``)."""
 
     rank: int
     iteration: int
@@ -165,11 +163,9 @@ class IterationStats:
 
 @dataclass(frozen=True, kw_only=True)
 class SimResult:
-    """The whole output of :func:`ddpsim.engine.simulate.simulate`.
-
-    ``ranks`` lists the ranks simulated explicitly (ranks that behave alike share one
-    representative; ``world_size`` is the group's size).
-    """
+    """The whole output of :func:`ddpsim.engine.simulate.simulate`; ``ranks`` lists the ranks
+    simulated explicitly (ranks that behave alike share one representative; ``world_size`` is
+    the group's size)."""
 
     world_size: int
     ranks: tuple[int, ...]

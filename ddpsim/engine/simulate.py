@@ -88,8 +88,7 @@ def _skipped_buckets(eng: Engine, num_iterations: int) -> dict[str, list[int]]:
 
 
 def _as_dict(obj: Any) -> Any:
-    """``dataclasses.asdict`` of a config without deep copies of its values (a table of
-    interference weights is long)."""
+    """``dataclasses.asdict`` without deep copies (a table of interference weights is long)."""
     if is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: _as_dict(getattr(obj, f.name)) for f in fields(obj)}
     return obj
@@ -197,7 +196,9 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     for r in ranks:
         env.process(r.run())
     if config.process_groups > 1:  # round-robin communicators' streams
-        GroupStreams(eng, config.process_groups).start()
+        streams = GroupStreams(eng, config.process_groups)
+        for g in range(streams.n):
+            env.process(streams.stream(g))
     else:  # the process group's stream (or lanes)
         env.process(eng.comm_stream() if eng.lanes == 1 else eng.comm_lanes())
     env.run()

@@ -124,9 +124,8 @@ class RankTimeline:
         self.t = ends[-1]
 
     def _record_run(self, items: Sequence[tuple], start: float, ends: Sequence[float]) -> None:
-        """The spans, busy blocks (back-to-back works merge) and iteration figures of a run of
-        works that started at ``start``, each ending at its ``ends`` entry (a host gate, kind
-        None, has no span)."""
+        """The spans, busy blocks (back-to-back works merge) and iteration figures of a run of works
+        from ``start``, each ending at its ``ends`` entry (a host gate, kind None, has no span)."""
         acc = self.acc
         spans = self.spans if self.keep_spans else None
         comp, it = acc.compute, self.iter

@@ -279,9 +279,6 @@ class Rank(RankTimeline):
         records them as the same works deferred at once (:meth:`Segment.take_recorded`)."""
         found = self.segments(bw)
         if found is None:
-            if self.fast and not self.record and bw.plain and self.plain_hooks(bw):
-                self.hooks_at_rate_one(bw, s)
-                return
             yield from self.hooks_one_by_one(bw, s, 0, len(self.eng.order), 0.0)
             return
         segs, floors = found
@@ -325,42 +322,6 @@ class Rank(RankTimeline):
             s_lo, h = min(self.factors), eng.host.hook_s_per_param if eng.host is not None else 0.0
             self.segments_of[key] = (bw.layout, (segs, gate_floors(segs, s_lo, h, table)))
         return self.segments_of[key][1]
-
-    def hooks_at_rate_one(self, bw: "BackwardState", s: float) -> None:
-        """:meth:`hooks_one_by_one` of a plain backward (:meth:`plain_hooks`) on a rank that
-        records nothing, at rate 1, without a call per hook: the same additions in the same
-        order as :meth:`advance` makes them to the rank's clock (``serial_clock``)."""
-        eng = self.eng
-        attr = self.serial_clock
-        clock = getattr(self, attr)
-        ready, bucket_of, grads_left = eng.ready, bw.layout.bucket_of, bw.pending
-        copy_in_s, is_reducer = eng.copy_in_s, eng.is_reducer
-        gated = eng.host is not None
-        h = eng.host.hook_s_per_param if gated else 0.0
-        prev = 0.0
-        for p in eng.order:
-            r = ready[p]
-            if r > prev:  # medians taken per parameter need not follow the ready order
-                d = (r - prev) * s
-                prev = r
-                if d > 0:
-                    clock += d
-            if not is_reducer[p]:
-                continue
-            if gated:  # the hook's CPU time, then the device's gate on it
-                cpu = self.cpu = self.cpu + h
-                if cpu > clock:
-                    clock = cpu
-            d = copy_in_s[p] * s
-            if d > 0:
-                clock += d
-            b = bucket_of[p]
-            grads_left[b] -= 1
-            if grads_left[b] == 0:
-                setattr(self, attr, clock)
-                self.launch_ready(b, bw)
-                clock = getattr(self, attr)  # (the folded ranks fold their works at a launch)
-        setattr(self, attr, clock)
 
     def hooks_one_by_one(self, bw: "BackwardState", s: float, start: int, stop: int,
                          prev: float) -> Iterator[simpy.Event]:

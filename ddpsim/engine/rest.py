@@ -20,9 +20,6 @@ class RestRanks(Rank):
     """Every rank not simulated explicitly, as one process without interference: work adds up
     in ``pend``, folded into the clocks at the next launch or wait (O(R) numpy work each)."""
 
-    #: work at rate 1 adds up in ``pend`` until the next launch or wait folds it in
-    serial_clock = "pend"
-
     def __init__(self, eng: Engine, factors: np.ndarray) -> None:
         super().__init__(eng, -1, np.ones(factors.shape[0]), record=False)
         self.fm = factors                      # (num_iterations, R)

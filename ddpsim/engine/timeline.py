@@ -38,9 +38,6 @@ class IterAcc:
 class RankTimeline:
     """One simulated rank's clocks and primitives (or the 'rest' representative's, which records nothing)."""
 
-    #: what work at rate 1 adds to, in order (:meth:`advance` of a rank that records nothing)
-    serial_clock = "t"
-
     def __init__(self, eng: Engine, rank: int, factors: np.ndarray, record: bool) -> None:
         self.eng = eng
         self.rank = rank

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ddpsim.engine.simulate import simulate
-from ddpsim.engine.jitter import Z90, choose_explicit_ranks, draw_factors, jitter_sigma, rest_factors
+from ddpsim.engine.jitter import Z90, choose_explicit_ranks, draw_factors, jitter_sigma
 from ddpsim.plan.planner import explicit_plan
 from ddpsim.trace.records import IterationSample, Trace
 
@@ -39,7 +39,15 @@ def test_draw_factors_seeded_and_stragglers():
     assert np.allclose(a[:, 0], np.exp(0.1 * z[:, 0]))
     assert np.allclose(a[:, 2], 1.5 * np.exp(0.1 * z[:, 2]))
     assert np.array_equal(draw_factors(np.random.default_rng(0), 0.0, 2, 3, {1: 2.0}), [[1, 2, 1], [1, 2, 1]])
-    assert list(rest_factors(a, [0, 1, 2])) == list(a[:, 3:].max(axis=1))
+
+
+def test_the_rest_representative_runs_at_the_folded_ranks_largest_factor():
+    tr = toy_trace()
+    res = simulate(tr, explicit_plan(tr, [[0, 1, 2]]), net(64), cfg(world_size=64, jitter=0.1, seed=3, num_iterations=2))
+    f = draw_factors(np.random.default_rng(3), jitter_sigma(tr, 0.1), 2, 64, {})
+    folded = [r for r in range(64) if r not in res.ranks]
+    assert res.meta["rest_representative"] and len(folded) == 56
+    assert res.meta["rest_factor_by_iteration"] == list(f[:, folded].max(axis=1))
 
 
 def test_choose_explicit_ranks():

@@ -109,10 +109,9 @@ def test_ranks_launch_buckets_without_running_their_works_first(monkeypatch):
     assert len(runs) < full_runs - launches // 2
 
 
-def test_a_segment_launches_the_buckets_ready_in_order_and_floors_are_per_segment():
+def test_a_segment_ends_at_each_bucket_ready_and_floors_are_per_segment():
     """Hand-worked: parameters ready in order 3, 2, 1, 0; buckets {0: p0, p1}, {1: p2}, {2: p3}.
-    p3 readies bucket 2 (bucket 0 not ready: nothing launched), p2 readies bucket 1 (still
-    waiting for bucket 0), p1 marks bucket 0 once, p0 readies it: buckets 0, 1, 2 launch there."""
+    p3 readies bucket 2, p2 readies bucket 1, p1 marks bucket 0 once, p0 readies it."""
     from types import SimpleNamespace
 
     from ddpsim.engine.segments import build_segments, gate_floors
@@ -121,7 +120,7 @@ def test_a_segment_launches_the_buckets_ready_in_order_and_floors_are_per_segmen
                           param_sizes=[8, 8, 8, 8])
     layout = SimpleNamespace(bucket_of=[0, 0, 1, 2], counts=[2, 1, 1])
     segs = build_segments(eng, layout)
-    assert [(s.ready_b, s.launches) for s in segs] == [(2, ()), (1, ()), (0, (0, 1, 2))]
+    assert [s.ready_b for s in segs] == [2, 1, 0]
     assert [s.marks for s in segs] == [[(2, 1)], [(1, 1)], [(0, 2)]]
     # U_i of the last segment: 1 ms gap before p1's hook, then 1 ms + p1's copy-in before p0's
     assert segs[2].gate_work == pytest.approx([1e-3, 2e-3 + 1e-4])

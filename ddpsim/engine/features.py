@@ -104,24 +104,17 @@ class DelayedAllReduce:
     world size and launches one async all-reduce of it that DDP never waits for.
     """
 
-    def __init__(self, hook_param: int, numel: int, hook_offset_s: float, copy_bw: float | None) -> None:
-        self.hook_param = hook_param
-        self.size_bytes = numel * DELAY_GRAD_BUFFER_ELEM_BYTES
-        self.zero_s = delayed_buffer_zero_s(self.size_bytes, copy_bw)
-        self.div_s = delayed_buffer_div_s(self.size_bytes, copy_bw)
-        #: when the hook fires in a backward without DDP hooks (no_sync), after backward start
-        self.hook_offset_s = hook_offset_s
-
-    @classmethod
-    def of(cls, trace: Trace, opts: Any, eng: Any) -> "DelayedAllReduce | None":
-        if opts.delay_all_reduce_named_params is None:
-            return None
-        hook = next(p for p in trace.params if p.name == opts.param_to_hook_all_reduce)
+    def __init__(self, trace: Trace, eng: Any) -> None:
+        hook = next(p for p in trace.params if p.name == eng.plan.options.param_to_hook_all_reduce)
+        self.hook_param = hook.index
         kept = set(eng.reducer_params)
         numel = sum(p.numel for p in trace.params if p.index not in kept)
-        offset = max((eng.ready[q] for q in eng.order[:eng.order.index(hook.index) + 1]), default=0.0) \
-            if hook.has_grad else math.nan
-        return cls(hook.index, numel, offset, eng.copy_bw)
+        self.size_bytes = numel * DELAY_GRAD_BUFFER_ELEM_BYTES
+        self.zero_s = delayed_buffer_zero_s(self.size_bytes, eng.copy_bw)
+        self.div_s = delayed_buffer_div_s(self.size_bytes, eng.copy_bw)
+        #: when the hook fires in a backward without DDP hooks (no_sync), after backward start
+        self.hook_offset_s = math.nan if not hook.has_grad else max(
+            (eng.ready[q] for q in eng.order[:eng.order.index(hook.index) + 1]), default=0.0)
 
 
 class SyncBatchNorm:

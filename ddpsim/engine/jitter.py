@@ -11,7 +11,7 @@ in, so a rank's factor is the same whether it runs explicitly or folded. docs/MO
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 
@@ -53,18 +53,12 @@ def draw_factors(rng: np.random.Generator, sigma: float, num_iterations: int, wo
 
 def choose_explicit_ranks(world_size: int, stragglers: Mapping[int, float], sigma: float,
                           rank_group_size: int | None) -> tuple[tuple[int, ...], bool]:
-    """Ranks simulated as their own SimPy process, and whether a "rest" representative is needed.
-
-    * ``rank_group_size=g``: ranks ``0, g, 2g, ...`` plus every straggler;
-    * otherwise every rank when ``world_size <= EXACT_WORLD_SIZE``; else rank 0, every
-      straggler and ``NUM_SAMPLE_RANKS`` evenly spaced ranks (only rank 0 and the stragglers
-      when there is no jitter: the others behave exactly like rank 0).
-
-    The remaining ranks are represented by ONE extra process (``ddpsim.engine.rest.RestRanks``)
-    that runs their common program on a numpy vector of clocks and launches every collective
-    when the latest of them would. Needed only with jitter: without it they behave exactly
-    like rank 0.
-    """
+    """Ranks simulated as their own SimPy process, and whether a "rest" representative is needed:
+    with ``rank_group_size=g`` ranks ``0, g, 2g, ...`` plus every straggler; otherwise every rank
+    when ``world_size <= EXACT_WORLD_SIZE``; else rank 0, every straggler and ``NUM_SAMPLE_RANKS``
+    evenly spaced ranks (only rank 0 and the stragglers when there is no jitter: the others behave
+    exactly like rank 0). With jitter the remaining ranks are represented by one extra process
+    (``simulate._make_ranks``)."""
     if rank_group_size is not None:
         base = set(range(0, world_size, rank_group_size))
     elif world_size <= EXACT_WORLD_SIZE:
@@ -74,15 +68,5 @@ def choose_explicit_ranks(world_size: int, stragglers: Mapping[int, float], sigm
     else:
         base = {i * world_size // NUM_SAMPLE_RANKS for i in range(NUM_SAMPLE_RANKS)}
     explicit = tuple(sorted(base | set(stragglers)))
-    num_rest = world_size - len(explicit)
-    need_rest = num_rest > 0 and sigma > 0  # without jitter the rest behave exactly like rank 0
-    return explicit, need_rest
+    return explicit, len(explicit) < world_size and sigma > 0
 
-
-def rest_factors(factors: np.ndarray, explicit: Sequence[int]) -> np.ndarray:
-    """Per iteration, the largest factor among the ranks NOT simulated explicitly."""
-    mask = np.ones(factors.shape[1], dtype=bool)
-    mask[list(explicit)] = False
-    if not mask.any():
-        return np.ones(factors.shape[0])
-    return factors[:, mask].max(axis=1)

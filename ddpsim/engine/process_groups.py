@@ -26,34 +26,21 @@ class GroupStreams:
         self.n = n
         #: collectives in flight on every group
         self.running: list[Any] = []
-        self._demand: dict[int, float] = {}
-        self.calibrated = eng.lanes > 1
-        t1 = eng.duration_s(1, False)
-        tb = eng.duration_s(CAPACITY_PROBE_BYTES, False)
-        self.capacity = CAPACITY_PROBE_BYTES / (tb - t1) if tb > t1 else math.inf
+        self.capacity = self.demand(CAPACITY_PROBE_BYTES)
 
-    def start(self) -> None:
-        for g in range(self.n):
-            self.eng.env.process(self.stream(g))
-
-    def demand(self, c: Any) -> float:
-        """Bytes per second ``c`` moves alone (inf when it is all latency)."""
-        d = self._demand.get(c.size_bytes)
-        if d is None:
-            eng = self.eng
-            t = eng.duration_s(c.size_bytes, False)
-            t1 = eng.duration_s(1, False)
-            d = self._demand[c.size_bytes] = c.size_bytes / (t - t1) if t > t1 else math.inf
-        return d
+    def demand(self, size_bytes: int) -> float:
+        """Bytes per second an all-reduce of ``size_bytes`` moves alone (inf when it is all latency)."""
+        t1, t = self.eng.duration_s(1, False), self.eng.duration_s(size_bytes, False)
+        return size_bytes / (t - t1) if t > t1 else math.inf
 
     def pace(self, c: Any) -> float:
         """``c``'s pace with the collectives now in flight, as a fraction of its pace alone."""
         n = len(self.running)
         if n <= 1:
             return 1.0
-        if self.calibrated:
+        if self.eng.lanes > 1:  # the comm model measured concurrency
             return self.eng.rate(c, n)
-        finite = [self.demand(r) for r in self.running]
+        finite = [self.demand(r.size_bytes) for r in self.running]
         if any(math.isinf(d) for d in finite):
             return 1.0
         f = min(1.0, self.capacity / sum(finite))
@@ -78,7 +65,7 @@ class GroupStreams:
             free_s = max([free_s] + [r.end_s for r in mine if r.done.triggered])
             mine = [r for r in mine if not r.done.triggered]
             idle = not mine and c.arrival_max_s > free_s
-            extra = eng.idle_extra_s(c.size_bytes) if idle and eng.idle_extra is not None and c.kind == "allreduce" else 0.0
+            extra = eng.ask("idle_launch_extra_s", c.size_bytes) if idle and eng.idle_extra is not None and c.kind == "allreduce" else 0.0
             mine.append(c)
             self.running.append(c)
             self.changed()

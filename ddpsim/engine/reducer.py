@@ -23,7 +23,8 @@ from ddpsim.network.kernel_costs import allreduce_hook_div_s, fp16_compress_s, f
 class BackwardState:
     """One synchronised backward's bucket bookkeeping on one rank."""
 
-    __slots__ = ("layout", "hook", "static_first", "nb", "pending", "ready_t", "launch_t", "colls", "next_b", "plain")
+    __slots__ = ("layout", "hook", "static_first", "nb", "pending", "ready_t", "launch_t", "colls", "next_b", "plain",
+                 "used_map")
 
     def __init__(self, layout: BucketLayout, hook: str, static_first: bool, plain: bool) -> None:
         nb = len(layout.buckets)
@@ -42,6 +43,8 @@ class BackwardState:
         self.colls: list[list[Coll]] = [[] for _ in range(nb)]
         #: the next bucket to launch (DDP launches in order)
         self.next_b = 0
+        #: find_unused_parameters' used-map all-reduce, once launched
+        self.used_map: Coll | None = None
 
 
 class Rank(RankTimeline):
@@ -70,8 +73,8 @@ class Rank(RankTimeline):
         self.acc = IterAcc(self.t)
         layout = eng.layouts[k]
         n_micro = eng.config.no_sync_steps
-        if eng.host is not None:
-            self.host_step_start()
+        if eng.host is not None:  # the CPU meets the device at the step's start, then runs DDP's pre-forward
+            self.cpu = max(self.cpu, self.t) + eng.host.pre_forward_s
         # 1. before the first forward of the iteration
         yield from self.first_forward_broadcasts(k, layout, s)
         # 2. no_sync micro-steps
@@ -89,9 +92,9 @@ class Rank(RankTimeline):
         hook = eng.config.comm_hook
         if hook == "powersgd" and k - 1 < eng.config.powersgd_start_iter:
             hook = "allreduce"
-        colls = yield from self.backward(k, layout, s, hook)
+        bw = yield from self.backward(k, layout, s, hook)
         # 4. finalize
-        yield from self.finalize(layout, s, hook, colls)
+        yield from self.finalize(bw, s)
         self.advance("optimizer", "optimizer", eng.optimizer_s * s)  # run with zero_grad's (flush)
         yield from self.work("zero_grad", "zero_grad", eng.zero_grad_s * s)
         if self.pending:  # a lazy rank's works (RankTimeline.work)
@@ -114,7 +117,6 @@ class Rank(RankTimeline):
         if eng.buffer_buckets:
             if eng.join is not None:
                 yield from eng.join.common_rank(self)
-            c = None
             for j, nbytes in enumerate(eng.buffer_buckets):
                 c = self.launch("broadcast", f"buffers[{j}]", None, nbytes, broadcast=True)
             yield from self.wait(c, "broadcast")
@@ -200,14 +202,13 @@ class Rank(RankTimeline):
             # the collective's stream right behind it (default_hooks.py fp16_compress_hook)
             decompress_s = fp16_decompress_s(numel, eng.copy_bw, eng.config.copy_kernel_floor_s)
             return [self.launch("allreduce", name, b, 2 * numel, then_s=decompress_s)]
-        if hook == "powersgd":
-            ps = layout.powersgd[b]
-            yield from self.work("compress", f"powersgd compress {name}", layout.powersgd_compress_s[b] * s, b, size)
-            first = self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))
-            if not eng.futures_at_enqueue:
-                return [first]
-            return (yield from self.powersgd_chain_in_hook(b, layout, s, first))
-        raise AssertionError(f"comm hook {hook!r}")
+        # powersgd (the hooks are SimConfig's COMM_HOOKS)
+        ps = layout.powersgd[b]
+        yield from self.work("compress", f"powersgd compress {name}", layout.powersgd_compress_s[b] * s, b, size)
+        first = self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))
+        if not eng.futures_at_enqueue:
+            return [first]
+        return (yield from self.powersgd_chain_in_hook(b, layout, s, first))
 
     def powersgd_chain_in_hook(self, b: int, layout: BucketLayout, s: float, first: Coll) -> Iterator[simpy.Event]:
         """PowerSGD on ProcessGroupNCCL (``powerSGD_hook``): the future of the uncompressed
@@ -254,20 +255,18 @@ class Rank(RankTimeline):
 
     # -- the synchronised backward: Reducer::autograd_hook per gradient, buckets in order ---
     def backward(self, k: int, layout: BucketLayout, s: float, hook: str) -> Iterator[simpy.Event]:
-        """The backward of the synchronised step; returns each bucket's collectives (``[]``
-        for a skipped bucket), its ready and launch times kept for :meth:`finalize`."""
+        """The backward of the synchronised step; returns its state for :meth:`finalize` (each
+        bucket's collectives, ``[]`` for a skipped bucket, ready and launch times)."""
         eng = self.eng
         bw = BackwardState(layout, hook, static_first=eng.static_graph and k == 1,
                            plain=not eng.batched and eng.mixed_precision is None and hook == "none")
-        self._used_map = None
         yield from self.hooks_in_ready_order(bw, s)
         yield from self.work("backward", "backward tail", eng.tail_s * s)
         self.acc.bwd_end_s = self.t
         if bw.static_first:
             yield from self.static_graph_first_reduce(bw, s)
         assert bw.next_b == bw.nb, f"rank {self.rank} iteration {k}: buckets {bw.next_b}.. never became ready"
-        self._ready_t, self._launch_t = bw.ready_t, bw.launch_t
-        return bw.colls
+        return bw
 
     def hooks_in_ready_order(self, bw: "BackwardState", s: float) -> Iterator[simpy.Event]:
         """Per parameter in gradient-ready order: the backward compute up to its ready time,
@@ -280,9 +279,6 @@ class Rank(RankTimeline):
         records them as the same works deferred at once (:meth:`Segment.take_recorded`)."""
         found = self.segments(bw)
         if found is None:
-            if self.fast and not self.record and bw.plain and self.plain_hooks(bw):
-                self.hooks_at_rate_one(bw, s)
-                return
             yield from self.hooks_one_by_one(bw, s, 0, len(self.eng.order), 0.0)
             return
         segs, floors = found
@@ -327,48 +323,11 @@ class Rank(RankTimeline):
             self.segments_of[key] = (bw.layout, (segs, gate_floors(segs, s_lo, h, table)))
         return self.segments_of[key][1]
 
-    def hooks_at_rate_one(self, bw: "BackwardState", s: float) -> None:
-        """:meth:`hooks_one_by_one` of a plain backward (:meth:`plain_hooks`) on a rank that
-        records nothing, at rate 1, without a call per hook: the same additions in the same
-        order as :meth:`advance` makes them to the rank's clock (``serial_clock``)."""
-        eng = self.eng
-        attr = self.serial_clock
-        clock = getattr(self, attr)
-        ready, bucket_of, grads_left = eng.ready, bw.layout.bucket_of, bw.pending
-        copy_in_s, is_reducer = eng.copy_in_s, eng.is_reducer
-        gated = eng.host is not None
-        h = eng.host.hook_s_per_param if gated else 0.0
-        prev = 0.0
-        for p in eng.order:
-            r = ready[p]
-            if r > prev:  # medians taken per parameter need not follow the ready order
-                d = (r - prev) * s
-                prev = r
-                if d > 0:
-                    clock += d
-            if not is_reducer[p]:
-                continue
-            if gated:  # the hook's CPU time, then the device's gate on it
-                cpu = self.cpu = self.cpu + h
-                if cpu > clock:
-                    clock = cpu
-            d = copy_in_s[p] * s
-            if d > 0:
-                clock += d
-            b = bucket_of[p]
-            grads_left[b] -= 1
-            if grads_left[b] == 0:
-                setattr(self, attr, clock)
-                self.launch_ready(b, bw)
-                clock = getattr(self, attr)  # (the folded ranks fold their works at a launch)
-        setattr(self, attr, clock)
-
     def hooks_one_by_one(self, bw: "BackwardState", s: float, start: int, stop: int,
                          prev: float) -> Iterator[simpy.Event]:
         """The hooks of ``eng.order[start:stop]``, one after another (``prev``: the latest
         ready time before them)."""
         eng = self.eng
-        mark_unused = bool(eng.unused) and not bw.static_first
         names, ready, bucket_of, grads_left = eng.names, eng.ready, bw.layout.bucket_of, bw.pending
         first = True
         advance = self.advance
@@ -398,7 +357,7 @@ class Rank(RankTimeline):
                 continue
             if first:
                 first = False
-                marks = list(eng.unused) + [p] if mark_unused else [p]
+                marks = list(eng.unused) + [p] if eng.unused else [p]  # the first hook marks the unused too
             else:
                 marks = (p,)
             for q in marks:
@@ -421,22 +380,19 @@ class Rank(RankTimeline):
                     else:
                         yield from self.bucket_ready(b, s, bw)
 
-    def autograd_hook(self, q: int, s: float, layout: BucketLayout) -> Iterator[simpy.Event]:
+    def autograd_hook(self, q: int, s: float, layout: BucketLayout, on_cpu: bool = True) -> Iterator[simpy.Event]:
         """``Reducer::autograd_hook`` -> ``mark_variable_ready_dense`` for parameter ``q``: on the
-        CPU (host costs), then an unused parameter's zero-fill or the gradient's copy-in into its
-        bucket view (none with batched_grad_copy: deferred to the bucket's flush)."""
+        CPU (host costs; not ``on_cpu``: no hook, ``delay_all_reduce``'s call), then an unused
+        parameter's zero-fill or the gradient's copy-in into its bucket view (none with
+        batched_grad_copy: deferred to the bucket's flush)."""
         eng = self.eng
         names, bucket_of, sizes = eng.names, layout.bucket_of, eng.param_sizes
-        if eng.host is not None:  # the hook runs on the CPU, then the copy-in is enqueued
+        if on_cpu and eng.host is not None:  # the hook runs on the CPU, then the copy-in is enqueued
             self.cpu += eng.host.hook_s_per_param
             yield from self.host_gate()
         if not eng.has_grad(q):
             yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
-        elif eng.batched:
-            pass  # deferred to the bucket's flush
-        elif self.fast:
-            self.advance("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], sizes[q])
-        else:
+        elif not eng.batched:  # batched: deferred to the bucket's flush
             yield from self.work("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], sizes[q])
 
     def launch_ready(self, ready: int, bw: "BackwardState") -> None:
@@ -459,7 +415,7 @@ class Rank(RankTimeline):
             b += 1
         bw.next_b = b
         if b == nb and eng.find_unused_dynamic:
-            self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
+            bw.used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
 
     def bucket_ready(self, b: int, s: float, bw: "BackwardState") -> Iterator[simpy.Event]:
         """Bucket ``b``'s last gradient is marked (``Reducer::mark_bucket_ready``): batched_grad_copy's
@@ -478,7 +434,7 @@ class Rank(RankTimeline):
             bw.launch_t[b] = self.issue_s if bw.colls[b] else self.t
             bw.next_b += 1
             if bw.next_b == nb and eng.find_unused_dynamic:
-                self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
+                bw.used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
 
     def static_graph_first_reduce(self, bw: "BackwardState", s: float) -> Iterator[simpy.Event]:
         """static_graph's first iteration (``Reducer::delay_all_reduce``): after backward, the
@@ -486,14 +442,10 @@ class Rank(RankTimeline):
         (batched_grad_copy: only zero-fills here, each bucket flushed right before its launch)."""
         eng = self.eng
         layout, pending = bw.layout, bw.pending
-        names, bucket_of, sizes = eng.names, layout.bucket_of, eng.param_sizes
-        self._used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
+        bw.used_map = self.launch("used_map_allreduce", "used_map", None, 4 * len(eng.reducer_params))
         for q in eng.reducer_params:
-            if not eng.has_grad(q):
-                yield from self.work("copy_in", f"zero {names[q]}", eng.zero_s[q] * s, bucket_of[q], sizes[q])
-            elif not eng.batched:
-                yield from self.work("copy_in", names[q], eng.copy_in_s[q] * s, bucket_of[q], sizes[q])
-            b = bucket_of[q]
+            yield from self.autograd_hook(q, s, layout, on_cpu=False)
+            b = layout.bucket_of[q]
             pending[b] -= 1
             if pending[b] == 0 and not eng.batched:
                 bw.ready_t[b] = self.t
@@ -505,18 +457,17 @@ class Rank(RankTimeline):
             bw.launch_t[b] = self.issue_s
         bw.next_b = bw.nb
 
-    def finalize(self, layout: BucketLayout, s: float, hook: str, colls: list[list[Coll]]) -> Iterator[simpy.Event]:
+    def finalize(self, bw: BackwardState, s: float) -> Iterator[simpy.Event]:
         """``Reducer::finalize_backward`` after backward compute: per bucket in order, wait for its
         collective, PowerSGD's remaining rounds on gloo, the used map, the copy-out."""
         eng = self.eng
-        nb = len(layout.buckets)
-        used_map = self._used_map
+        layout, colls, used_map = bw.layout, bw.colls, bw.used_map
         # the used map is waited lazily at the first locally-unused parameter's bucket
         # (Reducer::finalize_backward)
         used_pending = used_map is not None
         # skip_all_reduce_unused_params: a skipped bucket has no work; finalize_backward passes it by
-        live = [b for b in range(nb) if colls[b]]
-        chained = hook == "powersgd" and not eng.futures_at_enqueue  # else done in the hook
+        live = [b for b in range(bw.nb) if colls[b]]
+        chained = bw.hook == "powersgd" and not eng.futures_at_enqueue  # else done in the hook
         if chained:
             for b in live:
                 yield from self.wait(colls[b][0], f"bucket {b} powersgd:uncompressed")
@@ -528,14 +479,13 @@ class Rank(RankTimeline):
                 colls[b].append(self.launch("allreduce", f"bucket {b} powersgd:Q", b, int(layout.powersgd[b]["q_bytes"])))
         if eng.mixed_precision is not None:
             yield from self.drain_upcast_stream(layout, s, live, colls)
-        names, record, pending = layout.names, self.record, self.pending
+        names, record = layout.names, self.record
         copy_out = not eng.gabv  # run with the next wait's or the optimizer's work (flush)
         copy_back_s = eng.host.copy_back_s_per_param if eng.host is not None else 0.0
         counts, copy_out_s, sizes, advance = layout.counts, layout.copy_out_s, layout.sizes, self.advance
         for b in live:
             c = colls[b][-1]
-            if not (pending and c.done.processed):  # else no wait: what wait() finds
-                yield from self.wait(c, names[b])
+            yield from self.wait(c, names[b])
             if chained:
                 yield from self.work("compress", f"powersgd decompress bucket {b}",
                                      layout.powersgd_decompress_s[b] * s, b, layout.sizes[b])
@@ -549,6 +499,6 @@ class Rank(RankTimeline):
                     self.gate()
                 advance("copy_out", names[b], copy_out_s[b] * s, b, sizes[b])
             if record:
-                self.bucket_log.append((self.iter, b, self._ready_t[b], self._launch_t[b], colls[b][0].index, c.index))
+                self.bucket_log.append((self.iter, b, bw.ready_t[b], bw.launch_t[b], colls[b][0].index, c.index))
         if used_pending:
             yield from self.wait(used_map, "used_map")

@@ -17,17 +17,8 @@ from ddpsim.engine.streams import Coll, Engine
 
 
 class RestRanks(Rank):
-    """Every rank not simulated explicitly, as ONE vectorised process (fast path).
-
-    All ranks run the same program; only their compute factors differ. So the local clocks
-    of the R folded ranks are a numpy vector: work adds ``factor_r * dur`` (accumulated
-    lazily in ``pend`` and folded in at the next launch or wait), a wait does
-    ``t_r = max(t_r, end)``, and a launch arrives at ``max_r t_r``: exactly the latest of
-    those ranks. Cost: O(R) numpy work per launch/wait, no per-rank SimPy process.
-    """
-
-    #: work at rate 1 adds up in ``pend`` until the next launch or wait folds it in
-    serial_clock = "pend"
+    """Every rank not simulated explicitly, as one process without interference: work adds up
+    in ``pend``, folded into the clocks at the next launch or wait (O(R) numpy work each)."""
 
     def __init__(self, eng: Engine, factors: np.ndarray) -> None:
         super().__init__(eng, -1, np.ones(factors.shape[0]), record=False)
@@ -45,12 +36,6 @@ class RestRanks(Rank):
     def advance(self, kind: str, name: str, dur: float, bucket: int | None = None, size: int | None = None) -> None:
         if dur > 0:
             self.pend += dur
-
-    def work(self, kind: str, name: str, dur: float, bucket: int | None = None,
-             size: int | None = None) -> Iterator[simpy.Event]:
-        if dur > 0:
-            self.pend += dur
-        yield from ()  # a generator like Rank.work
 
     def launch(self, kind: str, name: str, bucket: int | None, size_bytes: int, broadcast: bool = False,
                then_s: float = 0.0) -> Coll:

@@ -37,11 +37,9 @@ class Span:
 
 
 class LazyTuple(Sequence):
-    """A tuple of a simulation's records built the first time it is read: ``build(*args)``
-    turns the raw rows kept into the tuple :func:`ddpsim.engine.simulate.simulate` would have
-    returned. It compares equal to that tuple and pickles as it. A result's per-bucket timings
-    are one: at small caps thousands of buckets per iteration, which a sweep's or a design
-    space's summary figures never read."""
+    """A tuple of a simulation's records, ``build(*args)``, built the first time it is read (a
+    sweep's summary figures read neither its spans nor its bucket timings, tens of thousands
+    each); it compares equal to that tuple and pickles as it."""
 
     __slots__ = ("_build", "_args", "_items")
 
@@ -79,27 +77,48 @@ class LazyTuple(Sequence):
 
 
 class LazySpans(LazyTuple):
-    """A simulation's spans, built into :class:`Span` objects the first time they are read.
-
-    Tens of thousands of spans per simulation cost more to build than to simulate, and a
-    sweep's summary figures never read them."""
+    """A simulation's spans kept as the engine's rows until read: per simulated rank its
+    compute rows ``(start, 0, order, end, kind, name, iteration, bucket, size)``, and the
+    collectives' rows (1 for 0)."""
 
     __slots__ = ()
 
-    def compute_s_by_kind(self, keys: set[tuple[int, int]]) -> dict[str, float]:
-        """:func:`compute_s_by_kind` of these spans."""
-        return compute_s_by_kind(self._tuple(), keys)
+    def __init__(self, kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> None:
+        super().__init__(_merged_spans, kept, comm_rows)
+
+
+def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> list[Span]:
+    """Spans of each rank in time order; at equal start compute first, then issue order."""
+    out_spans: list[Span] = []
+    append = out_spans.append
+    new, setattr_ = object.__new__, object.__setattr__
+    for rank, rank_rows in kept:
+        rows = rank_rows + comm_rows
+        rows.sort()  # two sorted runs: a linear merge; (start, stream, order) is unique
+        for (start, flag, _, end, kind, name, it, bucket, size) in rows:
+            # NOTE: what Span(...) builds, without the frozen dataclass __init__'s nine
+            # object.__setattr__ calls (tens of thousands of spans; Span has no __post_init__)
+            sp = new(Span)
+            setattr_(sp, "__dict__", {"rank": rank, "stream": COMM_STREAM if flag else COMPUTE_STREAM, "kind": kind,
+                                      "name": name, "iteration": it, "start_s": start, "end_s": end,
+                                      "bucket": bucket, "size_bytes": size})
+            append(sp)
+    return out_spans
 
 
 def compute_s_by_kind(spans: Sequence[Span], keys: set[tuple[int, int]]) -> dict[str, float]:
     """Summed durations of the compute spans whose (rank, iteration) is in ``keys``, by kind,
-    added in span order (a :class:`LazySpans` may sum its rows without building the spans)."""
-    if isinstance(spans, LazySpans):
-        return spans.compute_s_by_kind(keys)
+    added in span order (unbuilt :class:`LazySpans`: from their rows, the same additions)."""
+    if isinstance(spans, LazySpans) and spans._items is None:
+        rows = ((rank, not flag, kind, it, start, end) for rank, rank_rows in spans._args[0]
+                for (start, flag, _, end, kind, _, it, _, _) in sorted(rank_rows))
+    else:
+        rows = ((sp.rank, sp.stream == COMPUTE_STREAM, sp.kind, sp.iteration, sp.start_s, sp.end_s)
+                for sp in spans)
     out: dict[str, float] = {}
-    for sp in spans:
-        if sp.stream == COMPUTE_STREAM and (sp.rank, sp.iteration) in keys:
-            out[sp.kind] = out.get(sp.kind, 0.0) + sp.duration_s
+    for rank, compute, kind, it, start, end in rows:
+        if compute and (rank, it) in keys:
+            out[kind] = out.get(kind, 0.0) + (end - start)
     return out
 
 
@@ -120,12 +139,10 @@ class BucketTiming:
 
 @dataclass(frozen=True, kw_only=True)
 class IterationStats:
-    """Per-iteration figures of one rank.
-
-    ``exposed_comm_s``: from the end of backward compute to the end of the last collective
-    (0 if communication finished first). ``overlap_ratio``: communication time overlapped
-    by compute / total communication time (HTA's ``get_comm_comp_overlap``).
-    """
+    """Per-iteration figures of one rank. ``exposed_comm_s``: from the end of backward compute
+    to the end of the last collective (0 if communication finished first). ``overlap_ratio``:
+    communication time overlapped by compute / total communication time (HTA's
+    ``get_comm_comp_overlap``)."""
 
     rank: int
     iteration: int
@@ -146,11 +163,9 @@ class IterationStats:
 
 @dataclass(frozen=True, kw_only=True)
 class SimResult:
-    """The whole output of :func:`ddpsim.engine.simulate.simulate`.
-
-    ``ranks`` lists the ranks simulated explicitly (ranks that behave alike share one
-    representative; ``world_size`` is the group's size).
-    """
+    """The whole output of :func:`ddpsim.engine.simulate.simulate`; ``ranks`` lists the ranks
+    simulated explicitly (ranks that behave alike share one representative; ``world_size`` is
+    the group's size)."""
 
     world_size: int
     ranks: tuple[int, ...]

@@ -31,21 +31,13 @@ class Segment:
     prev0: float
     #: full-rate backward gaps plus copy-ins of the segment at s=1
     work_s: float
-    #: reducer hooks in the segment
-    hooks: int
     #: (bucket, gradients of it marked in the segment)
     marks: list[tuple[int, int]]
     #: the bucket whose last gradient ends the segment (None: the backward's tail)
     ready_b: int | None
-    #: every reducer parameter of the segment has a gradient (a plain copy-in)
-    plain: bool
-    #: work before the first hook's gate is positive (the rank has pending work there)
-    lead: bool
-    #: per hook i (from 1), ``U_i``: the full-rate work before its gate at s=1
+    #: per reducer hook i (from 1), ``U_i``: the full-rate work before its gate at s=1 (the
+    #: first positive: the rank has pending work there)
     gate_work: list[float]
-    #: the buckets DDP launches, in order, once the segment's ready bucket is marked (every
-    #: earlier segment taken: launch_k = max(ready_k, launch_{k-1}))
-    launches: tuple[int, ...] = ()
     #: the works the segment defers on a rank that records them (:meth:`Rank.hooks_one_by_one`):
     #: ``(kind, name, seconds at s=1, bucket, size)``, each backward gap before its hook's copy-in
     items: tuple[tuple, ...] = ()
@@ -53,11 +45,9 @@ class Segment:
     def closed_form(self, rank: Any, s: float, floor_s: float) -> bool:
         """Whether the segment can be taken in one go on ``rank`` at factor ``s`` (``floor_s``:
         :func:`gate_floors` at the rank's least factor)."""
-        if not self.plain:
-            return False
-        if rank.eng.host is None or self.hooks == 0:
+        if rank.eng.host is None or not self.gate_work:
             return True
-        if not (rank.pending or self.lead):
+        if not (rank.pending or self.gate_work[0] > 0):
             return False
         slack = rank.cpu - rank.eng.env.now - rank.pending_s
         return slack <= floor_s - MARGIN_S
@@ -71,7 +61,7 @@ class Segment:
             advance(kind, name, w * s, b, size)
         if rank.eng.host is not None:
             h, cpu = rank.eng.host.hook_s_per_param, rank.cpu
-            for _ in range(self.hooks):
+            for _ in self.gate_work:
                 cpu += h
             rank.cpu = cpu
         for b, n in self.marks:
@@ -81,7 +71,7 @@ class Segment:
         """The segment's works and hooks at once; its buckets' gradients marked."""
         rank.advance("backward", "backward segment", self.work_s * s)
         if rank.eng.host is not None:
-            rank.cpu += self.hooks * rank.eng.host.hook_s_per_param
+            rank.cpu += len(self.gate_work) * rank.eng.host.hook_s_per_param
         for b, n in self.marks:
             grads_left[b] -= n
 
@@ -111,14 +101,15 @@ def gate_floors(segs: list[Segment], s_lo: float, h: float, table: tuple | None 
 
 
 def build_segments(eng: Any, layout: Any) -> list[Segment]:
-    """The backward's segments for ``layout`` (the same for every rank)."""
+    """The backward's segments for ``layout`` (the same for every rank), of plain hooks only
+    (every reducer parameter has a gradient: :meth:`Rank.plain_hooks`)."""
     order, ready, bucket_of, names, sizes = eng.order, eng.ready, layout.bucket_of, eng.names, eng.param_sizes
     left = list(layout.counts)
     segs: list[Segment] = []
-    prev, start, next_b = 0.0, 0, 0
+    prev, start = 0.0, 0
     while start < len(order):
-        prev0, back, copy, hooks, gate_work, marks, items = prev, 0.0, 0.0, 0, [], {}, []
-        plain, lead, ready_b, stop = True, False, None, start
+        prev0, back, copy, gate_work, marks, items = prev, 0.0, 0.0, [], {}, []
+        ready_b, stop = None, start
         for p in order[start:]:
             stop += 1
             r = ready[p]
@@ -129,11 +120,7 @@ def build_segments(eng: Any, layout: Any) -> list[Segment]:
             if not eng.is_reducer[p]:
                 continue
             items.append(("copy_in", names[p], eng.copy_in_s[p], bucket_of[p], sizes[p]))
-            if hooks == 0:
-                lead = back > 0
-            hooks += 1
             gate_work.append(back + copy)
-            plain = plain and eng.has_grad(p)
             copy += eng.copy_in_s[p]
             b = bucket_of[p]
             marks[b] = marks.get(b, 0) + 1
@@ -141,10 +128,7 @@ def build_segments(eng: Any, layout: Any) -> list[Segment]:
             if left[b] == 0:
                 ready_b = b
                 break
-        first_b = next_b
-        while ready_b is not None and next_b < len(left) and left[next_b] == 0:
-            next_b += 1
-        segs.append(Segment(start, stop, prev0, back + copy, hooks, sorted(marks.items()), ready_b,
-                            plain, lead, gate_work, tuple(range(first_b, next_b)), tuple(items)))
+        segs.append(Segment(start, stop, prev0, back + copy, sorted(marks.items()), ready_b,
+                            gate_work, tuple(items)))
         start = stop
     return segs

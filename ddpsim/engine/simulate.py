@@ -24,8 +24,7 @@ from ddpsim.engine.join import JoinProgram, JoinSchedule, add_even_baseline
 from ddpsim.engine.process_groups import GroupStreams
 from ddpsim.engine.reducer import Rank
 from ddpsim.engine.rest import RestRanks
-from ddpsim.engine.result import (COMM_STREAM, COMPUTE_STREAM, BucketTiming, IterationStats, LazySpans, LazyTuple,
-                                  SimResult, Span)
+from ddpsim.engine.result import BucketTiming, IterationStats, LazySpans, LazyTuple, SimResult
 from ddpsim.engine.streams import Engine
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CAPABILITIES, CommModel
@@ -89,8 +88,7 @@ def _skipped_buckets(eng: Engine, num_iterations: int) -> dict[str, list[int]]:
 
 
 def _as_dict(obj: Any) -> Any:
-    """``dataclasses.asdict`` of a config without deep copies of its values (a table of
-    interference weights is long)."""
+    """``dataclasses.asdict`` without deep copies (a table of interference weights is long)."""
     if is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: _as_dict(getattr(obj, f.name)) for f in fields(obj)}
     return obj
@@ -197,21 +195,31 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     eng.num_participants = len(ranks)
     for r in ranks:
         env.process(r.run())
-    _start_comm(eng, config.process_groups)
+    if config.process_groups > 1:  # round-robin communicators' streams
+        streams = GroupStreams(eng, config.process_groups)
+        for g in range(streams.n):
+            env.process(streams.stream(g))
+    else:  # the process group's stream (or lanes)
+        env.process(eng.comm_stream() if eng.lanes == 1 else eng.comm_lanes())
     env.run()
     assert all(r.finished for r in ranks), "simulation deadlocked: a rank waits for a collective that never completes"
 
     warmup = _warmup(config, plan)
     colls = [c for c in eng.colls if c.kind is not None]
+    assert all(math.isfinite(c.end_s) for c in colls), "a collective never ran"
     if steps_only:  # no spans, no comm figures
-        assert all(math.isfinite(c.end_s) for c in colls), "a collective never ran"
         comm_rows: list[tuple] = []
-        buckets, iters = LazyTuple(_bucket_timings, [], {}, [], []), _step_figures(ranks[:len(explicit)], warmup)
+        buckets = ()  # each explicit rank's iterations with their start and end only
+        iters = [IterationStats(rank=rk.rank, iteration=k, start_s=acc.start_s, end_s=acc.end_s, forward_s=0.0,
+                                backward_compute_s=0.0, exposed_comm_s=0.0, comm_s=0.0, overlap_ratio=0.0,
+                                optimizer_s=0.0, warmup=k <= warmup)
+                 for rk in ranks[:len(explicit)] for k, acc in enumerate(rk.accs, start=1)]
     else:
         comm_rows, comm_by_iter, last_grad_end = _collective_rows(colls)
         buckets, iters = _rank_figures(eng, ranks, comm_by_iter, last_grad_end, warmup)
     if schedule is not None:  # a joined rank's iterations are left out of the steady breakdown
-        iters = _joined_as_warmup(iters, schedule.mask(config.world_size))
+        mask = schedule.mask(config.world_size)
+        iters = [replace(it, warmup=True) if mask[it.iteration - 1, it.rank] == 0 else it for it in iters]
     meta: dict[str, Any] = {
         "engine": "ddpsim.engine.simulate",
         "config": _config_summary(config),
@@ -236,7 +244,7 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
         meta["join"] = add_even_baseline(eng.join.figures(colls), even.summary()["iteration_mean_s"], config.world_size)
     kept = [(rk.rank, rk.spans) for rk in ranks if rk.keep_spans]
     return SimResult(world_size=config.world_size, ranks=tuple(explicit),
-                     spans=_RowSpans(_merged_spans, kept, comm_rows) if kept else (),
+                     spans=LazySpans(kept, comm_rows) if kept else (),
                      buckets=buckets, iterations=tuple(iters), meta=meta)
 
 
@@ -250,18 +258,6 @@ def _join_schedule(config: SimConfig, plan: BucketPlan) -> tuple[JoinSchedule | 
     return schedule, replace(config, num_iterations=schedule.num_iterations, num_warmup_iterations=schedule.warmup)
 
 
-def _joined_as_warmup(iters: list[IterationStats], mask: np.ndarray) -> list[IterationStats]:
-    return [replace(it, warmup=True) if mask[it.iteration - 1, it.rank] == 0 else it for it in iters]
-
-
-def _start_comm(eng: Engine, process_groups: int) -> None:
-    """The process group's stream (or lanes), or round-robin communicators' streams."""
-    if process_groups > 1:
-        GroupStreams(eng, process_groups).start()
-    else:
-        eng.env.process(eng.comm_stream() if eng.lanes == 1 else eng.comm_lanes())
-
-
 def _warmup(config: SimConfig, plan: BucketPlan) -> int:
     """Iterations left out of the steady figures: the config's, else through the rebuild."""
     if config.num_warmup_iterations is not None:
@@ -273,19 +269,17 @@ def _make_ranks(eng: Engine, factors: np.ndarray, explicit: Sequence[int],
                 need_rest: bool, record: bool = True) -> tuple[list[Rank], np.ndarray | None]:
     """One process per explicit rank (first, in order; ``record``: their figures), and one for
     the folded ranks when there are any."""
-    config = eng.config
     ranks = [Rank(eng, r, factors[:, r], record=record) for r in explicit]
     rest_f = None
     if need_rest:
-        rest_f = jitter_mod.rest_factors(factors, explicit)
+        rest = np.delete(factors, list(explicit), axis=1)
+        rest_f = rest.max(axis=1)  # per iteration, the folded ranks' largest factor
         if eng.interfere or eng.host is not None:
             # rates depend on time (or a CPU clock gates the device): approximate the folded
             # ranks by their slowest in each iteration
             ranks.append(Rank(eng, -1, rest_f, record=False))
         else:
-            mask = np.ones(config.world_size, dtype=bool)
-            mask[list(explicit)] = False
-            ranks.append(RestRanks(eng, factors[:, mask]))
+            ranks.append(RestRanks(eng, rest))
     return ranks, rest_f
 
 
@@ -296,55 +290,11 @@ def _collective_rows(colls: list) -> tuple[list[tuple], dict[int, list[tuple[flo
     last_grad_end: dict[int, float] = {}
     comm_rows: list[tuple] = []
     for c in colls:
-        assert math.isfinite(c.end_s), f"collective {c.name} never ran"
         comm_by_iter.setdefault(c.iteration, []).append((c.start_s, c.end_s))
         if c.kind in ("allreduce", "used_map_allreduce"):
             last_grad_end[c.iteration] = max(last_grad_end.get(c.iteration, -math.inf), c.end_s)
         comm_rows.append((c.start_s, 1, c.index, c.end_s, c.kind, c.name, c.iteration, c.bucket, c.size_bytes))
     return comm_rows, comm_by_iter, last_grad_end
-
-
-class _RowSpans(LazySpans):
-    """The engine's spans, kept as its rows (:func:`_merged_spans`) until read."""
-
-    __slots__ = ()
-
-    def compute_s_by_kind(self, keys: set[tuple[int, int]]) -> dict[str, float]:
-        if self._items is not None:
-            return super().compute_s_by_kind(keys)
-        out: dict[str, float] = {}
-        for rank, rank_rows in self._args[0]:  # each rank's compute rows in the merged order
-            for (start, flag, _, end, kind, _, it, _, _) in sorted(rank_rows):
-                if not flag and (rank, it) in keys:
-                    out[kind] = out.get(kind, 0.0) + (end - start)
-        return out
-
-
-def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> list[Span]:
-    """Spans of each rank in time order; at equal start compute first, then issue order."""
-    out_spans: list[Span] = []
-    append = out_spans.append
-    new, setattr_ = object.__new__, object.__setattr__
-    for rank, rank_rows in kept:
-        rows = rank_rows + comm_rows
-        rows.sort()  # two sorted runs: a linear merge; (start, stream, order) is unique
-        for (start, flag, _, end, kind, name, it, bucket, size) in rows:
-            # NOTE: what Span(...) builds, without the frozen dataclass __init__'s nine
-            # object.__setattr__ calls (tens of thousands of spans; Span has no __post_init__)
-            sp = new(Span)
-            setattr_(sp, "__dict__", {"rank": rank, "stream": COMM_STREAM if flag else COMPUTE_STREAM, "kind": kind,
-                                      "name": name, "iteration": it, "start_s": start, "end_s": end,
-                                      "bucket": bucket, "size_bytes": size})
-            append(sp)
-    return out_spans
-
-
-def _bucket_rows(eng: Engine, ranks: list[Rank]) -> tuple:
-    """What :func:`_bucket_timings` needs of every recording rank's bucket log (not the engine:
-    it holds the whole simulation)."""
-    logs = [(rk.rank, rk.bucket_log) for rk in ranks if rk.record]
-    shapes = {it: (layout.sizes, layout.counts) for it, layout in eng.layouts.items()}
-    return logs, shapes, [c.start_s for c in eng.colls], [c.end_s for c in eng.colls]
 
 
 def _bucket_timings(logs: list, shapes: dict, starts: list[float], ends: list[float]) -> list[BucketTiming]:
@@ -363,18 +313,15 @@ def _bucket_timings(logs: list, shapes: dict, starts: list[float], ends: list[fl
     return out
 
 
-def _step_figures(explicit: list[Rank], warmup: int) -> list[IterationStats]:
-    """Each explicit rank's iterations with their start and end only (``steps_only``)."""
-    return [IterationStats(rank=rk.rank, iteration=k, start_s=acc.start_s, end_s=acc.end_s, forward_s=0.0,
-                           backward_compute_s=0.0, exposed_comm_s=0.0, comm_s=0.0, overlap_ratio=0.0,
-                           optimizer_s=0.0, warmup=k <= warmup)
-            for rk in explicit for k, acc in enumerate(rk.accs, start=1)]
-
-
 def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[tuple[float, float]]],
                   last_grad_end: dict[int, float], warmup: int) -> tuple[LazyTuple, list[IterationStats]]:
     """Per-bucket timings (built when read) and per-iteration figures of every recording rank."""
-    buckets = LazyTuple(_bucket_timings, *_bucket_rows(eng, ranks))
+    # what the bucket timings need of every recording rank's bucket log (not the engine: it holds
+    # the whole simulation)
+    logs = [(rk.rank, rk.bucket_log) for rk in ranks if rk.record]
+    shapes = {it: (layout.sizes, layout.counts) for it, layout in eng.layouts.items()}
+    starts, ends = [c.start_s for c in eng.colls], [c.end_s for c in eng.colls]
+    buckets = LazyTuple(_bucket_timings, logs, shapes, starts, ends)
     iters: list[IterationStats] = []
     for rk in ranks:
         if not rk.record:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from dataclasses import dataclass
 from heapq import heappop, heappush
 from itertools import accumulate
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import simpy
 
@@ -32,30 +33,27 @@ from ddpsim.plan.planner import BucketPlan, reducer_param_indices
 from ddpsim.trace.records import Trace
 
 
+@dataclass(slots=True, eq=False)
 class Coll:
     """One collective of the process group (shared by all ranks)."""
 
-    __slots__ = ("index", "kind", "name", "iteration", "bucket", "size_bytes", "work_s", "slow_weight", "arrivals",
-                 "arrival_max_s", "arrival_work", "all_arrived", "done", "start_s", "end_s")
-
-    def __init__(self, env: simpy.Environment, index: int) -> None:
-        self.index = index
-        self.kind: str | None = None
-        self.name = ""
-        self.iteration = 0
-        self.bucket: int | None = None
-        self.size_bytes = 0
-        self.work_s = 0.0
-        #: share of ``compute_slowdown`` that compute pays while this collective runs
-        self.slow_weight = 1.0
-        self.arrivals = 0
-        self.arrival_max_s = -math.inf
-        #: the latest arrival posted on the work clock (:meth:`Engine.arrive`'s ``work``)
-        self.arrival_work = -math.inf
-        self.all_arrived = env.event()
-        self.done = env.event()
-        self.start_s = math.nan
-        self.end_s = math.nan
+    index: int
+    all_arrived: simpy.Event
+    done: simpy.Event
+    kind: str | None = None
+    name: str = ""
+    iteration: int = 0
+    bucket: int | None = None
+    size_bytes: int = 0
+    work_s: float = 0.0
+    #: share of ``compute_slowdown`` that compute pays while this collective runs
+    slow_weight: float = 1.0
+    arrivals: int = 0
+    arrival_max_s: float = -math.inf
+    #: the latest arrival posted on the work clock (:meth:`Engine.arrive`'s ``work``)
+    arrival_work: float = -math.inf
+    start_s: float = math.nan
+    end_s: float = math.nan
 
 
 class Engine:
@@ -89,7 +87,8 @@ class Engine:
         self.buffer_buckets = buffer_broadcast_buckets(trace, plan.options, self.mixed_precision, self.has_reducer)
         #: the per-buffer flatten and copy-back of that broadcast (0 without a measured cost)
         self.buffer_copies_s = self.broadcast_per_tensor_s * len(trace.buffers) if self.buffer_buckets else 0.0
-        self.delayed = DelayedAllReduce.of(trace, plan.options, self)
+        delayed = plan.options.delay_all_reduce_named_params is not None
+        self.delayed = DelayedAllReduce(trace, self) if delayed else None
         self.layouts: dict[int, BucketLayout] = {}
         #: id(layout) -> (layout, its backward's segments, their gate table) (:mod:`ddpsim.engine.segments`)
         self.segments_of: dict[int, tuple] = {}
@@ -105,7 +104,6 @@ class Engine:
             self.layouts[k] = layout
         # collectives and interference state
         self.colls: list[Coll] = []
-        self._durations: dict[tuple[bool, int], float] = {}
         self.num_participants = 0
         self.busy = 0
         self.comm_active = False
@@ -132,6 +130,8 @@ class Engine:
         """The comm model's capabilities, checked (an InputError names the first bad one), and the
         interference in force."""
         where = f"comm model {type(comm).__name__}."
+        #: the comm model's answers (:meth:`ask`)
+        self._asked: dict[tuple, float] = {}
         # DDP's per-iteration fixed cost on this machine (Python pre/post-forward, reducer
         # bookkeeping, waking the backend's threads), when the comm model declares it; 0: nothing
         self.iteration_overhead_s = _capability_s(comm.iteration_overhead_s, f"{where}iteration_overhead_s:")
@@ -146,11 +146,8 @@ class Engine:
         self.lanes = comm.comm_lanes
         if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or self.lanes < 1:
             raise InputError(f"{where}comm_lanes: {self.lanes!r} is not accepted; expected an integer >= 1")
-        self.concurrent_rate = comm.concurrent_rate
-        self._rates: dict[tuple[str, int, int], float] = {}
         #: collectives in progress (the multi-lane stream)
         self.running: list[Coll] = []
-        self._idle_extras: dict[int, float] = {}
         #: ranks blocked in a wait (fast path; the slow path's ``busy`` counts the others)
         self.waiting = 0
         self.interfere = config.interference != Interference()
@@ -195,8 +192,12 @@ class Engine:
         self.unused = [p.index for p in trace.params if not p.has_grad and p.index in in_reducer]
         self.has_grad = [p.has_grad for p in trace.params].__getitem__
         self.param_sizes = [p.size_bytes for p in trace.params]
-        self.copy_in_s, self.zero_s, self.mp_cast_s = _param_kernels(trace, self.mixed_precision, self.copy_bw,
-                                                                     config.copy_kernel_floor_s)
+        mp, bw, floor_s = self.mixed_precision, self.copy_bw, config.copy_kernel_floor_s
+        grad_bytes = [p.numel * param_elem_bytes(p.dtype, mp)[1] for p in trace.params]
+        self.copy_in_s = [grad_copy_in_s(g, bw, floor_s) for g in grad_bytes]
+        self.zero_s = [grad_zero_fill_s(g, bw, floor_s) for g in grad_bytes]
+        # mixed precision's cast of every parameter before forward (_root_copy_hook)
+        self.mp_cast_s = 0.0 if mp is None else mp_param_cast_s(sum(self.param_sizes), sum(grad_bytes), bw)
 
     def skips_bucket(self, b: int, layout: BucketLayout, static_first: bool) -> bool:
         """skip_all_reduce_unused_params (``Reducer::should_skip_all_reduce_bucket``): every
@@ -208,19 +209,22 @@ class Engine:
     # -- collectives ----------------------------------------------------------------------
     def coll(self, index: int) -> Coll:
         while len(self.colls) <= index:
-            self.colls.append(Coll(self.env, len(self.colls)))
+            self.colls.append(Coll(len(self.colls), self.env.event(), self.env.event()))
         return self.colls[index]
 
+    def ask(self, what: str, *args: object, positive: bool = False) -> float:
+        """The comm model's ``what(*args)`` in seconds (``positive``: a rate > 0), asked once per
+        arguments and checked."""
+        key = (what, *args)
+        v = self._asked.get(key)
+        if v is None:
+            where = f"comm model {type(self.comm).__name__}.{what}({', '.join(map(repr, args))}):"
+            v = self._asked[key] = checked_s(getattr(self.comm, what)(*args), where, positive)
+        return v
+
     def duration_s(self, size_bytes: int, broadcast: bool) -> float:
-        """The comm model's time for one collective, asked once per (kind, size) and checked."""
-        key = (broadcast, size_bytes)
-        d = self._durations.get(key)
-        if d is None:
-            comm = self.comm
-            what = "broadcast_s" if broadcast else "allreduce_s"
-            d = self._durations[key] = checked_s(getattr(comm, what)(size_bytes),
-                                                 f"comm model {type(comm).__name__}.{what}({size_bytes}):")
-        return d
+        """The comm model's time for one collective."""
+        return self.ask("broadcast_s" if broadcast else "allreduce_s", size_bytes)
 
     def bandwidth_share(self, size_bytes: int, broadcast: bool, work_s: float) -> float:
         """``1 - t(1 byte) / t(size)``: the share of a collective's time that moves bytes, the
@@ -228,14 +232,6 @@ class Engine:
         if size_bytes <= 1 or work_s <= 0:
             return 0.0
         return min(1.0, max(0.0, 1.0 - self.duration_s(1, broadcast) / work_s))
-
-    def idle_extra_s(self, size_bytes: int) -> float:
-        """The comm model's idle-launch extra for one all-reduce, asked once per size and checked."""
-        d = self._idle_extras.get(size_bytes)
-        if d is None:
-            d = self._idle_extras[size_bytes] = checked_s(
-                self.idle_extra(size_bytes), f"comm model {type(self.comm).__name__}.idle_launch_extra_s({size_bytes}):")
-        return d
 
     def all_waiting(self) -> bool:
         return self.busy == 0 if self.interfere else self.waiting >= self.num_participants
@@ -291,6 +287,10 @@ class Engine:
 
     def comm_stream(self) -> Iterator[simpy.Event]:
         env = self.env
+
+        def rate() -> float:  # 1/comm_slowdown while any rank computes
+            return 1.0 / self.comm_slow if self.busy > 0 else 1.0
+
         free_s = 0.0
         i = 0
         while True:
@@ -302,16 +302,17 @@ class Engine:
             c.start_s = start
             extra = 0.0
             if self.idle_extra is not None and c.kind == "allreduce" and c.arrival_max_s > free_s:
-                extra = self.idle_extra_s(c.size_bytes)
+                extra = self.ask("idle_launch_extra_s", c.size_bytes)
             if self.interfere:
-                self.comm_weight = c.slow_weight
-                self.set_comm_active(True)
+                self.comm_weight, self.comm_active = c.slow_weight, True  # (the one stream sets it)
+                self._notify()
                 if self.steps_only and self.comm_slow == 1.0 and not extra:  # at rate 1 whatever happens
                     if c.work_s > 0:
                         yield env.timeout(c.work_s)
                 else:
-                    yield from self.progress(c.work_s, idle_extra_s=extra)
-                self.set_comm_active(False)
+                    yield from self.advance(c.work_s, rate, extra)
+                self.comm_active = False
+                self._notify()
                 c.end_s = env.now
             else:
                 end = start + c.work_s
@@ -334,14 +335,7 @@ class Engine:
 
     def rate(self, c: Coll, n: int) -> float:
         """The pace of ``c`` while ``n`` collectives run at once (``concurrent_rate``, cached, checked)."""
-        if n <= 1:
-            return 1.0
-        key = (c.kind or "", c.size_bytes, n)
-        r = self._rates.get(key)
-        if r is None:
-            r = self._rates[key] = checked_s(self.concurrent_rate(c.kind, c.size_bytes, n), f"comm model "
-                                             f"{type(self.comm).__name__}.concurrent_rate({c.kind!r}, {c.size_bytes}, {n}):", True)
-        return r
+        return 1.0 if n <= 1 else self.ask("concurrent_rate", c.kind, c.size_bytes, n, positive=True)
 
     def comm_lanes(self) -> Iterator[simpy.Event]:
         """The process group's queue worked by ``lanes`` threads (ProcessGroupGloo): collectives
@@ -359,14 +353,17 @@ class Engine:
             c.start_s = env.now
             extra = 0.0
             if self.idle_extra is not None and c.kind == "allreduce" and not self.running:
-                extra = self.idle_extra_s(c.size_bytes)
+                extra = self.ask("idle_launch_extra_s", c.size_bytes)
             self.running.append(c)
             self._lanes_changed()
             env.process(self._lane(c, extra))
             i += 1
 
     def _lane(self, c: Coll, extra: float) -> Iterator[simpy.Event]:
-        yield from self.progress(c.work_s, idle_extra_s=extra, coll=c)
+        def rate() -> float:  # paced also by the others in progress
+            return (1.0 / self.comm_slow if self.busy > 0 else 1.0) * self.rate(c, len(self.running))
+
+        yield from self.advance(c.work_s, rate, extra)
         c.end_s = self.env.now
         self.running.remove(c)
         self._lanes_changed()
@@ -386,11 +383,6 @@ class Engine:
         if old.callbacks:  # else no one waits for it: it stays the event of the next change
             self.changed = self.env.event()
             old.succeed()
-
-    def set_comm_active(self, active: bool) -> None:
-        if active != self.comm_active:
-            self.comm_active = active
-            self._notify()
 
     def add_busy(self, delta: int) -> None:
         before = self.busy > 0
@@ -527,17 +519,6 @@ class Engine:
             i -= 1
         return out
 
-    def progress(self, work_s: float, idle_extra_s: float = 0.0, coll: Coll | None = None) -> Iterator[simpy.Event]:
-        """:meth:`advance` at the comm rate in force (``coll``: a multi-lane stream's collective,
-        paced also by the others in progress)."""
-        def rate() -> float:
-            r = 1.0 / self.comm_slow if self.busy > 0 else 1.0
-            if coll is not None:
-                r *= self.rate(coll, len(self.running))
-            return r
-
-        yield from self.advance(work_s, rate, idle_extra_s)
-
     def advance(self, work_s: float, rate: Callable[[], float], idle_extra_s: float = 0.0) -> Iterator[simpy.Event]:
         """Do ``work_s`` seconds of full-rate work at ``rate()``, asked again at every change
         (``self.changed``); ``idle_extra_s`` is added once every rank waits, if before the end."""
@@ -563,14 +544,3 @@ def _capability_s(v: object, where: str) -> float:
     """A capability in seconds (None: 0), checked."""
     return checked_s(0.0 if v is None else v, where)
 
-
-def _param_kernels(trace: Trace, mixed_precision: Any, copy_bw: float | None,
-                   floor_s: float) -> tuple[list[float], list[float], float]:
-    """Per parameter, its gradient's copy-in and zero-fill seconds; mixed precision's cast of every
-    parameter before forward (``_root_copy_hook``; 0 without it)."""
-    grad_bytes = [p.numel * param_elem_bytes(p.dtype, mixed_precision)[1] for p in trace.params]
-    copy_in_s = [grad_copy_in_s(g, copy_bw, floor_s) for g in grad_bytes]
-    zero_s = [grad_zero_fill_s(g, copy_bw, floor_s) for g in grad_bytes]
-    mp_cast_s = 0.0 if mixed_precision is None else mp_param_cast_s(
-        sum(p.size_bytes for p in trace.params), sum(grad_bytes), copy_bw)
-    return copy_in_s, zero_s, mp_cast_s

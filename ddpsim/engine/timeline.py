@@ -11,6 +11,7 @@ thread). The DDP program built from these primitives is :mod:`ddpsim.engine.redu
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -19,26 +20,23 @@ import simpy
 from ddpsim.engine.streams import Coll, Engine
 
 
+@dataclass(slots=True)
 class IterAcc:
-    """One iteration's figures of one rank, accumulated as its spans are recorded."""
+    """One iteration's figures of one rank, accumulated as its spans are recorded (its end and
+    its backward compute's end set when reached)."""
 
-    __slots__ = ("start_s", "end_s", "forward_s", "backward_s", "optimizer_s", "bwd_end_s", "compute")
-
-    def __init__(self, start_s: float) -> None:
-        self.start_s = start_s
-        self.end_s = start_s
-        self.forward_s = 0.0
-        self.backward_s = 0.0
-        self.optimizer_s = 0.0
-        self.bwd_end_s = start_s
-        self.compute: list[tuple[float, float]] = []
+    start_s: float
+    end_s: float = math.nan
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    optimizer_s: float = 0.0
+    bwd_end_s: float = math.nan
+    #: busy blocks of the compute stream (back-to-back works merge)
+    compute: list[tuple[float, float]] = field(default_factory=list)
 
 
 class RankTimeline:
     """One simulated rank's clocks and primitives (or the 'rest' representative's, which records nothing)."""
-
-    #: what work at rate 1 adds to, in order (:meth:`advance` of a rank that records nothing)
-    serial_clock = "t"
 
     def __init__(self, eng: Engine, rank: int, factors: np.ndarray, record: bool) -> None:
         self.eng = eng
@@ -116,23 +114,15 @@ class RankTimeline:
         items = self.pending[:]
         self.pending.clear()
         self.pending_s = 0.0
-        eng = self.eng
-        start = eng.env.now
-        works = [it[2] for it in items]
-        kinds = [it[0] for it in items]
-        if None in kinds:
-            ends = yield from eng.run_compute(works, [k is None for k in kinds])
-        else:  # no host gate: one run of works (what run_compute does for it)
-            ends = []
-            yield from eng._run_works(works, ends)
+        start = self.eng.env.now
+        ends = yield from self.eng.run_compute([it[2] for it in items], [it[0] is None for it in items])
         if self.record:
             self._record_run(items, start, ends)
         self.t = ends[-1]
 
     def _record_run(self, items: Sequence[tuple], start: float, ends: Sequence[float]) -> None:
-        """The spans, busy blocks (back-to-back works merge) and iteration figures of a run of
-        works that started at ``start``, each ending at its ``ends`` entry (a host gate, kind
-        None, has no span)."""
+        """The spans, busy blocks (back-to-back works merge) and iteration figures of a run of works
+        from ``start``, each ending at its ``ends`` entry (a host gate, kind None, has no span)."""
         acc = self.acc
         spans = self.spans if self.keep_spans else None
         comp, it = acc.compute, self.iter
@@ -170,8 +160,7 @@ class RankTimeline:
         host = eng.host
         pending = self.pending
         if pending:
-            assert self.lazy and len(pending) == 1 and pending[0][0] is not None, \
-                "a launch must follow the rank's work: flush() first (or runs_on())"
+            assert self.runs_on(), "a launch must follow the rank's work: flush() first (or runs_on())"
             work = eng.work_at(eng.env.now) + self.pending_s
             t = -math.inf if host is None else self.host_issue(host.enqueue_s)
         else:
@@ -187,10 +176,6 @@ class RankTimeline:
         device reaches it in stream order)."""
         self.cpu += cost_s
         return self.cpu if self.cpu > self.t else self.t
-
-    def host_step_start(self) -> None:
-        """The CPU meets the device at a step's start, then runs DDP's pre-forward."""
-        self.cpu = max(self.cpu, self.t) + self.eng.host.pre_forward_s
 
     def host_gate(self) -> Iterator[simpy.Event]:
         """The device cannot run what the CPU has not enqueued: idle until the CPU's clock."""

@@ -96,13 +96,13 @@ def _with_timeline_spans(sc: Scenario, records: list[Any], best: Any, trace: Any
     """The records, each timeline point's with its spans: a point whose file holds none (only the
     timeline points need them) is simulated again, from the same inputs, with them, when they are
     first read (a rerun that keeps its traces and timelines reads none)."""
-    from ddpsim.engine.result import LazySpans
+    from ddpsim.engine.result import LazyTuple
 
     points = sc.timeline_points(best.point)
     out = []
     for r in records:
         if r.point in points and not r.result.spans:
-            r = replace(r, result=replace(r.result, spans=LazySpans(_spans, sc, r.point, trace, build, sim)))
+            r = replace(r, result=replace(r.result, spans=LazyTuple(_spans, sc, r.point, trace, build, sim)))
         out.append(r)
     return out, next(r for r in out if r.point == best.point)
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, file_id, write_text_atomic
 from ddpsim.plan.planner import cap_list_label
-from ddpsim.engine.result import (BucketTiming, IterationStats, LazySpans, LazyTuple, SimResult, Span,
+from ddpsim.engine.result import (BucketTiming, IterationStats, LazyTuple, SimResult, Span,
                                   compute_s_by_kind)
 from ddpsim.pipeline.fingerprint import digest, engine_runs_key
 from ddpsim.pipeline.inputs import build_point_inputs, run_engine
@@ -52,7 +52,7 @@ def result_from_dict(d: dict[str, Any]) -> SimResult:
     """:func:`result_to_dict`'s inverse; spans and bucket timings are built into objects when
     first read (:class:`~ddpsim.engine.result.LazyTuple`)."""
     return SimResult(world_size=d["world_size"], ranks=tuple(d["ranks"]),
-                     spans=LazySpans(_records, Span, _checked(Span, d["spans"])),
+                     spans=LazyTuple(_records, Span, _checked(Span, d["spans"])),
                      buckets=LazyTuple(_records, BucketTiming, _checked(BucketTiming, d["buckets"])),
                      iterations=tuple(_records(IterationStats, d["iterations"])), meta=d.get("meta", {}))
 

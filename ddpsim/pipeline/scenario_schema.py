@@ -12,23 +12,19 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
 from ddpsim.engine.config import ComputeStatistic, SimConfig
-from ddpsim.network import host_costs as hostcost
-from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
+from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.plan.compiled import CompileOptions
-from ddpsim.plan.planner import DDPOptions, MixedPrecision, cap_point_id, options_from_dict
+from ddpsim.plan.planner import DDPOptions, MixedPrecision, check_delayed, cap_point_id, options_from_dict
 from ddpsim.schema import Schema, is_num, models_in, rule
 from ddpsim.errors import InputError
-from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
-from ddpsim.value_types import (  # noqa: F401 (some re-exported)
-    COMM_HOOKS, Bool, Cap, CapList, Hook, Int, Jitter, Listed,
-    MAX_BATCHES, MAX_BATCH_SIZE, MAX_CAP_MB, MAX_GBPS, MAX_LATENCY_US,
-    MAX_LIST, MAX_NAME_CHARS, MAX_POINTS, MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, MAX_SEED,
-    MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptCap,
-    OptText, Options, Text, _CAP_SCHEMA, _CAP_TEXT,
-    _fail, _is_cap, _is_cap_list, _is_int, _mapping,
-    _section, _whole, _with_shorthand, section_of, Fraction, Seconds, Slowdown, Stragglers)
+from ddpsim.units import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_NODES, MAX_SEED, MAX_THREADS, MAX_WORLD_SIZE
+from ddpsim.value_types import (  # noqa: F401 (the MAX_* bounds re-exported)
+    COMM_HOOKS, MAX_BATCHES, MAX_CAP_MB, MAX_GBPS, MAX_LATENCY_US, MAX_LIST, MAX_NAME_CHARS,
+    MAX_POINTS, MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, MAX_SLOWDOWN, NAME_PATTERN, _CAP_SCHEMA,
+    _CAP_TEXT, Bool, Cap, CapList, Hook, Int, Jitter, Listed, Number, OptCap, OptText, Options, Stragglers, Text,
+    _fail, _is_cap, _is_cap_list, _is_int, _mapping, _section, _whole, _with_shorthand, section_of)
 
 # ---- the sections --------------------------------------------------------------------------
 
@@ -150,9 +146,7 @@ class DdpSection(section_of(DDPOptions, skip=("semantics", "small_bucket_last"),
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> "DdpSection":
-        if (self.delay_all_reduce_named_params is None) != (self.param_to_hook_all_reduce is None):
-            _fail(("param_to_hook_all_reduce",), self.param_to_hook_all_reduce,
-                 "a parameter name together with ddp.delay_all_reduce_named_params (both or neither)")
+        check_delayed(self)
         return self
 
     def options(self) -> DDPOptions:
@@ -164,18 +158,13 @@ class DdpSection(section_of(DDPOptions, skip=("semantics", "small_bucket_last"),
 SCENARIO_WEIGHTINGS = tuple(w for w in WEIGHTINGS if w != "table")
 
 
-class InterferenceSpec(Schema):
+ScenarioWeighting = Annotated[Literal[SCENARIO_WEIGHTINGS], rule(f"one of {', '.join(SCENARIO_WEIGHTINGS)}",
+                                                              lambda v: v in SCENARIO_WEIGHTINGS)]
+
+
+class InterferenceSpec(section_of(Interference, skip=("size_weights",), types={"weighting": ScenarioWeighting})):
     """``simulation.interference``: mutual slowdown of compute and communication
     (:class:`ddpsim.network.interference.Interference`)."""
-
-    compute_slowdown: Slowdown = Field(Interference.compute_slowdown,
-                                       description="compute runs this many times slower under a collective, "
-                                                   f"1 to {MAX_SLOWDOWN:g}")
-    comm_slowdown: Slowdown = Field(Interference.comm_slowdown,
-                                    description=f"a collective runs this many times slower under compute, 1 to {MAX_SLOWDOWN:g}")
-    weighting: Annotated[Literal[SCENARIO_WEIGHTINGS], rule(f"one of {', '.join(SCENARIO_WEIGHTINGS)}",
-                                                   lambda v: v in SCENARIO_WEIGHTINGS)] = Field(
-        Interference.weighting, description="how much of compute_slowdown a collective in flight applies")
 
 
 def _interference(v: InterferenceSpec | None) -> Interference | None:
@@ -210,43 +199,17 @@ class SimulationSpec(Schema):
 
 
 
-class CostModelSection(Schema):
+class CostModelSection(section_of(CostModelSpec, flat=("host_costs",))):
     """``cost_model``: which GPU cost terms apply and their values (:mod:`ddpsim.network.cost_terms`)."""
-
-    contention: Bool = Field(CostModelSpec.contention, description="compute-communication contention prior")
-    memory_bound_fraction: Fraction = Field(CostModelSpec.memory_bound_fraction,
-                                            description="backward's memory-bound share, in [0, 1]")
-    memory_efficiency: Annotated[Fraction, rule("a number in (0, 1]", lambda v: not is_num(v) or v > 0)] = Field(
-        CostModelSpec.memory_efficiency, description="HBM share a memory-bound kernel reaches, in (0, 1]")
-    copy_kernels: Bool = Field(CostModelSpec.copy_kernels, description="gradient copies as kernels")
-    min_kernel_s: Seconds = Field(CostModelSpec.min_kernel_s, description="a kernel's launch and tail, seconds")
-    host: Bool = Field(CostModelSpec.host, description="CPU timeline with DDP's host costs")
-    pre_forward_s: Seconds = Field(HostCosts.pre_forward_s, description="host seconds per step before forward")
-    hook_s_per_param: Seconds = Field(HostCosts.hook_s_per_param, description="host seconds per autograd hook")
-    bucket_launch_s: Seconds = Field(HostCosts.bucket_launch_s, description="host seconds per bucket launch")
-    enqueue_s: Seconds = Field(HostCosts.enqueue_s, description="host seconds per collective enqueued")
-    copy_back_s_per_param: Seconds = Field(HostCosts.copy_back_s_per_param,
-                                           description="host seconds per gradient's copy back at finalize")
-    uncertainty: Bool = Field(CostModelSpec.uncertainty, description="re-simulate every point under the uncertain inputs")
 
     def spec(self) -> CostModelSpec:
         values = self.model_dump()
-        host = HostCosts(**{k: values.pop(k) for k in hostcost.FIELDS})
+        host = HostCosts(**{k: values.pop(k) for k in HostCosts.__dataclass_fields__})
         return CostModelSpec(**values, host_costs=host)
 
 
-assert tuple(CostModelSection.model_fields) == COST_MODEL_KEYS, "cost_model keys in cost_terms.KEYS order"
-
-
-class CompileSection(Schema):
+class CompileSection(section_of(CompileOptions)):
     """``compile``: the model runs as ``torch.compile(DDP(model))`` (:mod:`ddpsim.plan.compiled`)."""
-
-    ddp_optimizer: Bool = Field(True, description="torch._dynamo.config.optimize_ddp=True: DDPOptimizer splits the graph "
-                                                  "at bucket boundaries (the trace needs its compiled_graph: ddpsim trace "
-                                                  "--compiled-graph); false: one compiled backward, every gradient ready at "
-                                                  "its end; not given: true unless compiled_autograd")
-    compiled_autograd: Bool = Field(False, description="compiled autograd with optimize_ddp='python_reducer': inductor "
-                                                       "fuses per-parameter all-reduces into buckets (DDPOptimizer off)")
 
     @model_validator(mode="after")
     def _one_mode(self) -> "CompileSection":

@@ -33,11 +33,8 @@ def code_fingerprint() -> str:
 
 
 def canonical(obj: Any) -> Any:
-    """``obj`` as JSON values that two equal inputs share and two different ones do not.
-
-    Raises:
-        TypeError: an object of a kind this function does not know how to read.
-    """
+    """``obj`` as JSON values that two equal inputs share and two different ones do not;
+    TypeError on an object of a kind it does not know how to read."""
     if obj is None or isinstance(obj, (bool, int, str)):
         return obj
     if isinstance(obj, float):

@@ -155,16 +155,11 @@ def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Ca
     return p50_s(simulate, inputs, *sample_inputs(scenario, point, inputs, point_graph(scenario, point.nodes), sample))
 
 
-def samples_record(samples: Sequence[Sample], p50: Sequence[float]) -> dict[str, Any]:
-    """What a point stores of its samples (``labels``, ``inputs``, ``p50_s``), in sample order."""
-    return {"labels": [s.label for s in samples], "inputs": [s.input for s in samples], "p50_s": list(p50)}
-
-
 def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequence[dict[str, Any]],
               tolerance: float = ROBUST_TOLERANCE) -> dict[str, Any] | None:
     """Bands, regrets, the robust set and the most sensitive input over a sweep's points.
 
-    ``samples[i]`` is point i's :func:`samples_record` dict; points whose samples differ in
+    ``samples[i]`` is what point i stores of its samples (``labels``, ``inputs``, ``p50_s``); points whose samples differ in
     labels (another comm hook, another node count) are compared on the labels all share; the
     runs with cost terms off (:data:`TERMS_INPUT`) are no samples of the band.
     None when no point has samples."""

@@ -38,9 +38,6 @@ class Scenario:
     #: the file it was read from (relative paths were resolved from it), or None
     path: Path | None = None
 
-    def __post_init__(self) -> None:
-        assert (self.doc.trace is None) != (self.doc.model is None), "exactly one of trace / model"
-
     def updated(self, **changes: Any) -> "Scenario":
         """This scenario with top-level keys set; a mapping given for a section sets those keys of
         it (values of the file model's types, not checked again), e.g.

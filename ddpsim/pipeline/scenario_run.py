@@ -72,15 +72,14 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     jobs = default_jobs() if jobs is None else jobs
     records = tuple(records)
     started = None if start_report is None else start_report(sc, rdir, records, best, kept_key, jobs)
-    sim = simulate_fn
     # the rest of the answer: the recommended plan, the method error, the eager comparison, the cost terms
     try:
-        rec = steps.recommend(sc, records, trace, build, sim, kept_dir=kept)
+        rec = steps.recommend(sc, records, trace, build, simulate_fn, kept_dir=kept)
         me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best,
-                                                                      rec.inputs, trace, sim)
-        compiled = None if sc.compile is None else steps.eager_comparison(sc, records, trace, build, sim)
+                                                                      rec.inputs, trace, simulate_fn)
+        compiled = None if sc.compile is None else steps.eager_comparison(sc, records, trace, build, simulate_fn)
         terms = steps.cost_terms(sc, best.point, rec.inputs)
-        effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
+        effects = term_effects(sc, records, trace, build=build, simulate=simulate_fn) if terms else None
         return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, best=best,
                            recommendation=rec, method_error=me_answer, compiled=compiled, cost_terms=terms,
                            term_effects=effects, warning=sc.calibration_warning(), files=files,

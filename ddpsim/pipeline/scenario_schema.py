@@ -224,13 +224,6 @@ class CompileSection(section_of(CompileOptions)):
         return CompileOptions(ddp_optimizer=self.ddp_optimizer if given else not self.compiled_autograd,
                               compiled_autograd=self.compiled_autograd)
 
-    def check_caps(self, caps: Any, loc: tuple[str, ...]) -> None:
-        """DDPOptimizer refuses a cap under its 1 MiB first bucket (``DDPOptimizer.__init__``)."""
-        for cap in caps:
-            if self.options().ddp_optimizer and cap is not None and cap < 1:
-                _fail(loc, cap, "a cap >= 1 MiB with compile.ddp_optimizer (torch's DDPOptimizer asserts its 1 MiB "
-                                "first bucket is not larger)")
-
 
 class CapRange(Schema):
     """``sweep.bucket_cap_mb: {min, max, points, scale}``: caps spaced over a range."""
@@ -440,11 +433,6 @@ FilePath = Annotated[Optional[str], rule("a file path (a non-empty string) or nu
                                           lambda v: v is None or (isinstance(v, str) and v != ""))]
 
 
-#: a scenario without ``sweep`` (or ``sweep: null``): its own DDP options only (the default-cap
-#: point, and the point at ``ddp.bucket_cap_mb`` / ``ddp.bucket_cap_mb_list`` where given)
-NO_SWEEP: dict = {}
-
-
 def _model_in(v: Any) -> Any:
     return {"name": v} if isinstance(v, str) else v
 
@@ -475,9 +463,9 @@ class ScenarioFile(Schema):
     ddp: _section(DdpSection) = Field(default_factory=DdpSection, description="DDP's options, PyTorch's names")
     simulation: _section(SimulationSpec) = Field(default_factory=SimulationSpec, description="the engine's knobs")
     calibration: FilePath = Field(None, description="a calibration JSON written by the executor, an nccl-tests all_reduce_perf log, or null")
-    sweep: Annotated[SweepSection, _mapping(SweepSection),
-                     BeforeValidator(lambda v: dict(NO_SWEEP) if v is None else v)] = Field(
-        default_factory=lambda: SweepSection(**NO_SWEEP), description="the values the sweep's points take")
+    # no sweep (or null): the scenario's own DDP options only (the default-cap point, and the
+    # point at ddp.bucket_cap_mb / ddp.bucket_cap_mb_list where given)
+    sweep: _section(SweepSection) = Field(default_factory=SweepSection, description="the values the sweep's points take")
     timelines: Annotated[list[Timeline], Field(max_length=MAX_LIST),
                          rule(f"at most {MAX_LIST} timelines", lambda v: len(v) <= MAX_LIST),
                          BeforeValidator(lambda v: v if isinstance(v, list) else [v])] = Field(
@@ -508,22 +496,19 @@ class ScenarioFile(Schema):
         if nodes is not None and ws is not None and len(nodes) > 1:
             _fail(("world_size",), ws, "null (every device of the cluster) when sweep.nodes lists several node counts")
         self.timeline_keys()
+        if self.compile is not None and self.compile.options().ddp_optimizer:
+            # DDPOptimizer refuses a cap under its 1 MiB first bucket (DDPOptimizer.__init__)
+            for key, caps in (("bucket_cap_mb", self.sweep.caps(self.ddp)),
+                              ("bucket_cap_mb_list", [max(x) for x in self.sweep.cap_lists(self.ddp)])):
+                for cap in (c for c in caps if c is not None and c < 1):
+                    _fail(("sweep" if getattr(self.sweep, key) is not None else "ddp", key), cap, "a cap >= 1 MiB with "
+                          "compile.ddp_optimizer (torch's DDPOptimizer asserts its 1 MiB first bucket is not larger)")
         return self
 
     @property
     def ranks(self) -> int | None:
         """``world_size``; None: every device of the cluster."""
         return None if self.world_size in (None, "all") else self.world_size
-
-    @model_validator(mode="after")
-    def _compile_caps(self) -> "ScenarioFile":
-        if self.compile is not None:
-            given = self.sweep.bucket_cap_mb is not None
-            self.compile.check_caps(self.sweep.caps(self.ddp), ("sweep" if given else "ddp", "bucket_cap_mb"))
-            given = self.sweep.bucket_cap_mb_list is not None
-            self.compile.check_caps([max(x) for x in self.sweep.cap_lists(self.ddp)],
-                                    ("sweep" if given else "ddp", "bucket_cap_mb_list"))
-        return self
 
     def timeline_keys(self) -> tuple[Any, ...]:
         """``timelines`` as :meth:`ddpsim.pipeline.scenario.Scenario.timeline_points` reads them: caps of

@@ -27,7 +27,7 @@ from ddpsim.engine.result import (BucketTiming, IterationStats, LazySpans, LazyT
                                   compute_s_by_kind)
 from ddpsim.pipeline.fingerprint import digest, engine_runs_key
 from ddpsim.pipeline.inputs import build_point_inputs, run_engine
-from ddpsim.pipeline.resampling import sample_runs, samples_for, samples_record, simulate_sample, summarize
+from ddpsim.pipeline.resampling import sample_runs, samples_for, simulate_sample, summarize
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.pipeline.specs import Point
 from ddpsim.formats import quantile
@@ -312,7 +312,8 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
             if all(v is not None for v in p50):
                 del waiting[i]
                 if samples:
-                    rec.metrics["uncertainty"] = jsonable(samples_record(samples, p50))
+                    rec.metrics["uncertainty"] = jsonable({"labels": [s.label for s in samples],
+                                                           "inputs": [s.input for s in samples], "p50_s": p50})
                 if pdir is not None:
                     write_kept(pdir / f"{file_id(rec.point_id)}.json", rec.to_dict())
                 records[i] = rec

@@ -53,11 +53,9 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                  build_fn: Callable | None = None, method_error: str | Path | None = None,
                  start_report: Callable | None = None) -> ScenarioRun:
     """Simulate a scenario's points into ``<out_dir>/<name>/points/`` and compute the rest of its
-    answer (:func:`ddpsim.api.run_scenario` documents the arguments). ``start_report(scenario,
-    report folder, records, best record, kept key, jobs)`` is called once the points are in, before
-    the rest is computed (:func:`ddpsim.report.scenario_report.start_drawing`: the files that need
-    only the points are drawn meanwhile); what it returns is the run's ``report_started``, and
-    its ``close()`` is called if the rest fails."""
+    answer (:func:`ddpsim.api.run_scenario` documents the arguments). ``start_report(scenario, report
+    folder, records, best record, kept key, jobs)`` starts drawing once the points are in; what it
+    returns is the run's ``report_started``, closed if the rest fails."""
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     rdir = ensure_dir(ensure_dir(out_dir, "--out-dir") / sc.name, "--out-dir")
     trace = sc.load_trace()

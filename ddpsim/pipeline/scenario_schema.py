@@ -167,10 +167,6 @@ class InterferenceSpec(section_of(Interference, skip=("size_weights",), types={"
     (:class:`ddpsim.network.interference.Interference`)."""
 
 
-def _interference(v: InterferenceSpec | None) -> Interference | None:
-    return None if v is None else Interference(**v.model_dump())
-
-
 class SimulationSpec(Schema):
     """``simulation``: the engine's iterations and the noise and slowdowns it applies."""
 
@@ -183,7 +179,8 @@ class SimulationSpec(Schema):
     stragglers: Stragglers = Field(default_factory=dict, json_schema_extra={"propertyNames": {"pattern": "^[0-9]+$"}},
                                    description=f"rank -> compute slowdown (1 to {MAX_SLOWDOWN:g})")
     no_sync_steps: Int(0, MAX_ITERATIONS) = Field(0, description=f"no_sync() steps before each synced one, 0 to {MAX_ITERATIONS}")
-    interference: Annotated[Optional[_section(InterferenceSpec)], AfterValidator(_interference)] = Field(
+    interference: Annotated[Optional[_section(InterferenceSpec)],
+                            AfterValidator(lambda v: None if v is None else Interference(**v.model_dump()))] = Field(
         None, description="given compute / communication interference (null: the calibration's or the GPU prior)")
     compute_statistic: ComputeStatistic = Field("median", description="the trace statistic each compute time is "
                                                                       "taken from")
@@ -376,11 +373,6 @@ _AXES_TEXT = (f"a mapping of axis -> a non-empty list of values (at most {MAX_LI
               "simulation.seed, cluster.options.nic_gbit)")
 
 
-def _axes_ok(v: Any) -> bool:
-    return (isinstance(v, dict) and 0 < len(v) and all(_axis_key_ok(k) for k in v)
-            and all(isinstance(x, list) and 0 < len(x) <= MAX_LIST for x in v.values()))
-
-
 class ExploreSample(Schema):
     """``explore.sample``: a seeded random subset of the crossed design space."""
 
@@ -398,7 +390,8 @@ class ExploreSection(Schema):
     its axes (crossed in the order written, the first outermost, or sampled), where each system's
     trace comes from, and the GPU-hour prices of the cost columns."""
 
-    axes: Annotated[dict[str, list[Any]], rule(_AXES_TEXT, _axes_ok)] = Field(
+    axes: Annotated[dict[str, list[Any]], rule(_AXES_TEXT, lambda v: isinstance(v, dict) and 0 < len(v) and all(
+        _axis_key_ok(k) and isinstance(x, list) and 0 < len(x) <= MAX_LIST for k, x in v.items()))] = Field(
         description="axis -> values: system (cluster.topology), nodes, world_size, bucket_cap_mb (null: DDP's "
                     "default), bucket_cap_mb_list, comm_hook, batch_size (re-times the trace; needs retime), or "
                     "any dotted scenario key")

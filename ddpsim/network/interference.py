@@ -41,11 +41,12 @@ class Interference:
     ``size_weights`` size <= its own (0 below the first): the GPU prior of :mod:`ddpsim.network.contention`.
     """
 
-    compute_slowdown: Slowdown = Field(1.0, description="compute runs this many times slower under a collective, "
-                                                        f"1 to {MAX_SLOWDOWN:g}")
-    comm_slowdown: Slowdown = Field(1.0, description=f"a collective runs this many times slower under compute, 1 to "
-                                                     f"{MAX_SLOWDOWN:g}")
-    weighting: Weighting = Field("uniform", description="how much of compute_slowdown a collective in flight applies")
+    compute_slowdown: Slowdown = Field(
+        1.0, description=f"compute runs this many times slower under a collective, 1 to {MAX_SLOWDOWN:g}")
+    comm_slowdown: Slowdown = Field(
+        1.0, description=f"a collective runs this many times slower under compute, 1 to {MAX_SLOWDOWN:g}")
+    weighting: Weighting = Field(
+        "uniform", description="how much of compute_slowdown a collective in flight applies")
     size_weights: Annotated[tuple[tuple[int, float], ...], rule(
         "(size_bytes, share) pairs with increasing sizes >= 0 and shares in [0, 1]", _size_weights)] = ()
 

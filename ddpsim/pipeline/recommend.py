@@ -120,8 +120,8 @@ class ScaledComm(WrappedCommModel):
         return t * self.factor + self.extra_latency_s if self.lo_bytes <= size_bytes <= self.hi_bytes else t
 
     def describe(self) -> dict[str, Any]:
-        return {**self.wrapped.describe(), "allreduce_factor": self.factor, "extra_latency_s": self.extra_latency_s,
-                "allreduce_bytes": [self.lo_bytes, self.hi_bytes]}
+        return {**self.wrapped.describe(), "allreduce_factor": self.factor,
+                "extra_latency_s": self.extra_latency_s, "allreduce_bytes": [self.lo_bytes, self.hi_bytes]}
 
 
 class GridComm(WrappedCommModel):

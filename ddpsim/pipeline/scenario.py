@@ -49,7 +49,6 @@ class Scenario:
                 assert set(value) <= set(type(section).model_fields), f"{key}: {sorted(value)}"
                 value = section.model_copy(update=value)
             update[key] = value
-        assert set(update) <= set(ScenarioFile.model_fields), sorted(update)
         return Scenario(self.doc.model_copy(update=update), self.path)
 
     # -- the sections, as the builders read them ---------------------------------------------

@@ -75,7 +75,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         rec = steps.recommend(sc, records, trace, build, simulate_fn, kept_dir=kept)
         me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best,
                                                                       rec.inputs, trace, simulate_fn)
-        compiled = None if sc.compile is None else steps.eager_comparison(sc, records, trace, build, simulate_fn)
+        compiled = None if sc.compile is None else steps.eager_comparison(sc, records, trace, build,
+                                                                          simulate_fn)
         terms = steps.cost_terms(sc, best.point, rec.inputs)
         effects = term_effects(sc, records, trace, build=build, simulate=simulate_fn) if terms else None
         return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, best=best,

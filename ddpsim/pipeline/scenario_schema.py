@@ -23,8 +23,8 @@ from ddpsim.units import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_NODES, MAX_SEED, MA
 from ddpsim.value_types import (  # noqa: F401 (the MAX_* bounds re-exported)
     COMM_HOOKS, MAX_BATCHES, MAX_CAP_MB, MAX_GBPS, MAX_LATENCY_US, MAX_LIST, MAX_NAME_CHARS,
     MAX_POINTS, MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, MAX_SLOWDOWN, NAME_PATTERN, _CAP_SCHEMA,
-    _CAP_TEXT, Bool, Cap, CapList, Hook, Int, Jitter, Listed, Number, OptCap, OptText, Options, Stragglers, Text,
-    _fail, _is_cap, _is_cap_list, _is_int, _mapping, _section, _whole, _with_shorthand, section_of)
+    _CAP_TEXT, Bool, Cap, CapList, Hook, Int, Jitter, Listed, Number, OptCap, OptText, Options, Stragglers,
+    Text,    _fail, _is_cap, _is_cap_list, _is_int, _mapping, _section, _whole, _with_shorthand, section_of)
 
 # ---- the sections --------------------------------------------------------------------------
 
@@ -162,7 +162,8 @@ ScenarioWeighting = Annotated[Literal[SCENARIO_WEIGHTINGS], rule(f"one of {', '.
                                                               lambda v: v in SCENARIO_WEIGHTINGS)]
 
 
-class InterferenceSpec(section_of(Interference, skip=("size_weights",), types={"weighting": ScenarioWeighting})):
+class InterferenceSpec(section_of(Interference, skip=("size_weights",),
+                                  types={"weighting": ScenarioWeighting})):
     """``simulation.interference``: mutual slowdown of compute and communication
     (:class:`ddpsim.network.interference.Interference`)."""
 
@@ -179,8 +180,8 @@ class SimulationSpec(Schema):
     stragglers: Stragglers = Field(default_factory=dict, json_schema_extra={"propertyNames": {"pattern": "^[0-9]+$"}},
                                    description=f"rank -> compute slowdown (1 to {MAX_SLOWDOWN:g})")
     no_sync_steps: Int(0, MAX_ITERATIONS) = Field(0, description=f"no_sync() steps before each synced one, 0 to {MAX_ITERATIONS}")
-    interference: Annotated[Optional[_section(InterferenceSpec)],
-                            AfterValidator(lambda v: None if v is None else Interference(**v.model_dump()))] = Field(
+    interference: Annotated[Optional[_section(InterferenceSpec)], AfterValidator(
+        lambda v: None if v is None else Interference(**v.model_dump()))] = Field(
         None, description="given compute / communication interference (null: the calibration's or the GPU prior)")
     compute_statistic: ComputeStatistic = Field("median", description="the trace statistic each compute time is "
                                                                       "taken from")
@@ -373,6 +374,11 @@ _AXES_TEXT = (f"a mapping of axis -> a non-empty list of values (at most {MAX_LI
               "simulation.seed, cluster.options.nic_gbit)")
 
 
+def _axes_ok(v: Any) -> bool:
+    return isinstance(v, dict) and 0 < len(v) and all(
+        _axis_key_ok(k) and isinstance(x, list) and 0 < len(x) <= MAX_LIST for k, x in v.items())
+
+
 class ExploreSample(Schema):
     """``explore.sample``: a seeded random subset of the crossed design space."""
 
@@ -390,8 +396,7 @@ class ExploreSection(Schema):
     its axes (crossed in the order written, the first outermost, or sampled), where each system's
     trace comes from, and the GPU-hour prices of the cost columns."""
 
-    axes: Annotated[dict[str, list[Any]], rule(_AXES_TEXT, lambda v: isinstance(v, dict) and 0 < len(v) and all(
-        _axis_key_ok(k) and isinstance(x, list) and 0 < len(x) <= MAX_LIST for k, x in v.items()))] = Field(
+    axes: Annotated[dict[str, list[Any]], rule(_AXES_TEXT, _axes_ok)] = Field(
         description="axis -> values: system (cluster.topology), nodes, world_size, bucket_cap_mb (null: DDP's "
                     "default), bucket_cap_mb_list, comm_hook, batch_size (re-times the trace; needs retime), or "
                     "any dotted scenario key")
@@ -458,7 +463,8 @@ class ScenarioFile(Schema):
     calibration: FilePath = Field(None, description="a calibration JSON written by the executor, an nccl-tests all_reduce_perf log, or null")
     # no sweep (or null): the scenario's own DDP options only (the default-cap point, and the
     # point at ddp.bucket_cap_mb / ddp.bucket_cap_mb_list where given)
-    sweep: _section(SweepSection) = Field(default_factory=SweepSection, description="the values the sweep's points take")
+    sweep: _section(SweepSection) = Field(default_factory=SweepSection,
+                                          description="the values the sweep's points take")
     timelines: Annotated[list[Timeline], Field(max_length=MAX_LIST),
                          rule(f"at most {MAX_LIST} timelines", lambda v: len(v) <= MAX_LIST),
                          BeforeValidator(lambda v: v if isinstance(v, list) else [v])] = Field(
@@ -494,8 +500,9 @@ class ScenarioFile(Schema):
             for key, caps in (("bucket_cap_mb", self.sweep.caps(self.ddp)),
                               ("bucket_cap_mb_list", [max(x) for x in self.sweep.cap_lists(self.ddp)])):
                 for cap in (c for c in caps if c is not None and c < 1):
-                    _fail(("sweep" if getattr(self.sweep, key) is not None else "ddp", key), cap, "a cap >= 1 MiB with "
-                          "compile.ddp_optimizer (torch's DDPOptimizer asserts its 1 MiB first bucket is not larger)")
+                    where = "sweep" if getattr(self.sweep, key) is not None else "ddp"
+                    _fail((where, key), cap, "a cap >= 1 MiB with compile.ddp_optimizer (torch's "
+                                             "DDPOptimizer asserts its 1 MiB first bucket is not larger)")
         return self
 
     @property

@@ -311,7 +311,8 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
                 del waiting[i]
                 if samples:
                     rec.metrics["uncertainty"] = jsonable({"labels": [s.label for s in samples],
-                                                           "inputs": [s.input for s in samples], "p50_s": p50})
+                                                           "inputs": [s.input for s in samples],
+                                                           "p50_s": p50})
                 if pdir is not None:
                     write_kept(pdir / f"{file_id(rec.point_id)}.json", rec.to_dict())
                 records[i] = rec
@@ -462,13 +463,14 @@ def sweep_rows(records: Sequence[PointRecord]) -> list[dict[str, Any]]:
     for i, r in enumerate(records):
         m, cap_list = r.metrics, r.point.bucket_cap_mb_list
         row = {"point": r.point_id, "bucket_cap_mb": r.point.bucket_cap_mb,
-               **({"bucket_cap_mb_list": None if not cap_list else cap_list_label(cap_list)} if lists else {}),
+               **({"bucket_cap_mb_list": cap_list and cap_list_label(cap_list) or None} if lists else {}),
                **{k: r.point.value(k) for k, _ in r.point.named if k != "cap"},
-               "world_size": r.world_size, "num_buckets": m.get("num_buckets"), **{k: m[k] for k in ROW_FIGURES}}
+               "world_size": r.world_size, "num_buckets": m.get("num_buckets"),
+               **{k: m[k] for k in ROW_FIGURES}}
         if band is not None:
             b = band["points"][i]
-            row.update(iteration_p50_lo_s=b["p50_lo_s"], iteration_p50_hi_s=b["p50_hi_s"], regret_max=b["regret_max"],
-                       robust=r.point_id in band["robust"])
+            row.update(iteration_p50_lo_s=b["p50_lo_s"], iteration_p50_hi_s=b["p50_hi_s"],
+                       regret_max=b["regret_max"], robust=r.point_id in band["robust"])
         rows.append(row)
     return rows
 

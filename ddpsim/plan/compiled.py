@@ -43,12 +43,13 @@ class CompileOptions:
     """A scenario's ``compile`` block: ``torch.compile(DDP(model))`` and how Dynamo treats DDP
     (:class:`ddpsim.pipeline.scenario_schema.CompileSection` checks the two switches together)."""
 
-    ddp_optimizer: Bool = Field(True, description="torch._dynamo.config.optimize_ddp=True: DDPOptimizer splits the "
-                                                  "graph at bucket boundaries (the trace needs its compiled_graph: ddpsim "
-                                                  "trace --compiled-graph); false: one compiled backward, every gradient "
-                                                  "ready at its end; not given: true unless compiled_autograd")
-    compiled_autograd: Bool = Field(False, description="compiled autograd with optimize_ddp='python_reducer': inductor "
-                                                       "fuses per-parameter all-reduces into buckets (DDPOptimizer off)")
+    ddp_optimizer: Bool = Field(True, description=(
+        "torch._dynamo.config.optimize_ddp=True: DDPOptimizer splits the graph at bucket boundaries (the "
+        "trace needs its compiled_graph: ddpsim trace --compiled-graph); false: one compiled backward, every "
+        "gradient ready at its end; not given: true unless compiled_autograd"))
+    compiled_autograd: Bool = Field(False, description=(
+        "compiled autograd with optimize_ddp='python_reducer': inductor fuses per-parameter all-reduces into "
+        "buckets (DDPOptimizer off)"))
 
     @property
     def mode(self) -> str:

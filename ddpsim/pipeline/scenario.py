@@ -159,10 +159,6 @@ class Scenario:
 
         return load_calibration(self.calibration_path)
 
-    def calibration_warning(self) -> str | None:
-        """The calibration's one-line warning (:meth:`ddpsim.calibration.loader.Calibration.warning`) or None."""
-        return None if self.calibration is None else self.calibration.warning()
-
     def graph(self, nodes: int | None = None):
         """The cluster's topology graph at ``nodes`` nodes (None: a latency + bandwidth model)."""
         if self.cluster.topology is None:

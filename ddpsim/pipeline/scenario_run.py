@@ -81,8 +81,8 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
         effects = term_effects(sc, records, trace, build=build, simulate=simulate_fn) if terms else None
         return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, best=best,
                            recommendation=rec, method_error=me_answer, compiled=compiled, cost_terms=terms,
-                           term_effects=effects, warning=sc.calibration_warning(), files=files,
-                           kept_key=kept_key, jobs=jobs, report_started=started)
+                           term_effects=effects, warning=sc.calibration and sc.calibration.warning(),
+                           files=files, kept_key=kept_key, jobs=jobs, report_started=started)
     except BaseException:
         if started is not None:
             started.close()

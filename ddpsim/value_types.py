@@ -12,7 +12,7 @@ from pydantic_core import PydanticCustomError
 from ddpsim.schema import Schema, is_num, rule
 
 # ---- bounds (far above any real use; each one is named in its key's error line) ----------
-from ddpsim.units import MAX_BATCH_SIZE, MAX_SEED, MAX_THREADS, MAX_WORLD_SIZE  # noqa: E402,F401 (one table of bounds, in units)
+from ddpsim.units import MAX_WORLD_SIZE
 #: ``bucket_cap_mb`` and every entry of a ``bucket_cap_mb_list``, MiB
 MAX_CAP_MB = 1_000_000
 #: points of a ``{min, max, points}`` cap range
@@ -153,10 +153,20 @@ def _with_shorthand(alternative: dict[str, Any]) -> Callable[[dict[str, Any]], N
 
 
 
-def section_of(rec: type, *, skip: tuple[str, ...] = (), types: dict[str, Any] | None = None) -> type[Schema]:
+def section_of(rec: type, *, skip: tuple[str, ...] = (), types: dict[str, Any] | None = None,
+               flat: tuple[str, ...] = ()) -> type[Schema]:
     """A scenario section holding the record ``rec``'s fields but ``skip``, with their types,
     defaults and descriptions as the record declares them; ``types`` swaps a field's type (a
-    nested record's own section)."""
+    nested record's own section, a narrower choice); a ``flat`` field, a nested record, gives
+    its own fields in its place."""
     types = types or {}
-    fields = {k: (types.get(k, f.annotation), f) for k, f in rec.__pydantic_fields__.items() if k not in skip}
-    return create_model(f"{rec.__name__}Keys", __base__=Schema, **fields)
+    fields: dict[str, Any] = {}
+    for k, f in rec.__pydantic_fields__.items():
+        if k in flat:
+            fields.update(section_of(f.annotation).model_fields.items())
+        elif k in types:
+            fields[k] = Field(f.default, description=f.description)
+        elif k not in skip:
+            fields[k] = f
+    return create_model(f"{rec.__name__}Keys", __base__=Schema,
+                        **{k: (types.get(k, f.annotation), f) for k, f in fields.items()})

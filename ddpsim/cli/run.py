@@ -101,7 +101,7 @@ def command_scenario(args: argparse.Namespace, command: str, **keys: Any):
             sc = scenario_from_dict(apply_overrides(data, args.overrides), source=command)
         except InputError as exc:
             raise InputError(flag_message(str(exc).replace(f"{command}: ", "", 1), flags)) from None
-    warning = sc.calibration_warning()
+    warning = sc.calibration and sc.calibration.warning()
     if warning:
         log.warning("%s: WARNING: %s", command, warning)
     return sc

@@ -69,9 +69,12 @@ class EstimatingCommModel(CommModel):
 
 class WrappedCommModel(CommModel):
     """A comm model that changes another's collective times: every capability of the wrapped
-    model (``wrapped``, the subclass's) comes through unchanged, and so do ``backend`` and ``num_ranks``."""
+    model (:attr:`wrapped`) comes through unchanged, and so do ``backend``, ``num_ranks`` and broadcasts."""
 
     wrapped: Any
+
+    def broadcast_s(self, size_bytes: int) -> float:
+        return self.wrapped.broadcast_s(size_bytes)
 
     def concurrent_rate(self, kind: str | None, size_bytes: int, n: int) -> float:
         return self.wrapped.concurrent_rate(kind, size_bytes, n)

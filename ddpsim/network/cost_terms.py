@@ -1,8 +1,9 @@
 """The scenario's ``cost_model`` block: which GPU cost terms apply and their values. Every term
 (contention prior, gradient copies as kernels, host costs, uncertainty pass) is on by default for an
 analytical NCCL model on GPUs and off for gloo and calibrated models, whose measurements replace them;
-the section is declared in :class:`ddpsim.pipeline.scenario_schema.CostModelSection` with this module's
-defaults. :func:`terms_in_force` is the policy every simulation's inputs go through
+:class:`CostModelSpec` declares the section's keys
+(:class:`ddpsim.pipeline.scenario_schema.CostModelSection`).
+:func:`terms_in_force` is the policy every simulation's inputs go through
 (:func:`ddpsim.pipeline.inputs.build_point_inputs`): the interference (given, else the calibration's,
 else the contention prior), the gradient-copy bandwidth and kernel floor (the calibration's, else the
 device memory's share) and the host costs (the calibration's, else the spec's on an analytical NCCL
@@ -11,34 +12,38 @@ model). A calibration is read by its attributes, so this module does not import 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Callable
 
-from ddpsim.network import host_costs as hostcost
+from pydantic import Field
+
 from ddpsim.network.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY, contention_prior
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
+from ddpsim.schema import is_num, record, rule
+from ddpsim.value_types import Bool, Fraction, Seconds
 
 #: retime's RooflineAssumptions.min_kernel_s: a kernel's launch and tail on a GPU
 MIN_KERNEL_S = 4e-6
 
-KEYS = ("contention", "memory_bound_fraction", "memory_efficiency", "copy_kernels", "min_kernel_s",
-        "host") + hostcost.FIELDS + ("uncertainty",)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record("cost_model.")
 class CostModelSpec:
-    """Switches and values of the GPU cost terms, as the scenario's ``cost_model`` section (which checks
-    them) gives them; the host costs, flat keys in the YAML, as one :class:`HostCosts`."""
+    """Switches and values of the GPU cost terms, the scenario's ``cost_model`` section
+    (:func:`~ddpsim.value_types.section_of`); the host costs, flat keys in the YAML, as one
+    :class:`HostCosts`."""
 
-    contention: bool = True
-    memory_bound_fraction: float = MEMORY_BOUND_FRACTION
-    memory_efficiency: float = MEMORY_EFFICIENCY
-    copy_kernels: bool = True
-    min_kernel_s: float = MIN_KERNEL_S
-    host: bool = True
-    host_costs: HostCosts = field(default_factory=HostCosts)
-    uncertainty: bool = True
+    contention: Bool = Field(True, description="compute-communication contention prior")
+    memory_bound_fraction: Fraction = Field(MEMORY_BOUND_FRACTION,
+                                            description="backward's memory-bound share, in [0, 1]")
+    memory_efficiency: Annotated[Fraction, rule("a number in (0, 1]", lambda v: not is_num(v) or v > 0)] = \
+        Field(MEMORY_EFFICIENCY, description="HBM share a memory-bound kernel reaches, in (0, 1]")
+    copy_kernels: Bool = Field(True, description="gradient copies as kernels")
+    min_kernel_s: Seconds = Field(MIN_KERNEL_S, description="a kernel's launch and tail, seconds")
+    host: Bool = Field(True, description="CPU timeline with DDP's host costs")
+    host_costs: HostCosts = Field(default_factory=HostCosts)
+    uncertainty: Bool = Field(True, description="re-simulate every point under the uncertain inputs")
 
 
 # ---- which terms apply --------------------------------------------------------------------

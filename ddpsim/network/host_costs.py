@@ -18,9 +18,12 @@ docs/MODEL.md, "GPU cost terms".
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any, Union
+from typing import Any
 
-from ddpsim.schema import is_num, record, rule
+from pydantic import Field
+
+from ddpsim.schema import record
+from ddpsim.value_types import Seconds
 
 #: the defaults of the module docstring, seconds
 PRE_FORWARD_S = 100e-6
@@ -29,22 +32,17 @@ BUCKET_LAUNCH_S = 62e-6
 ENQUEUE_S = 65e-6
 COPY_BACK_S_PER_PARAM = 10e-6
 
-#: a finite number of seconds >= 0
-SECONDS = rule("a finite number of seconds >= 0", lambda v: is_num(v) and v >= 0)
-Seconds = Annotated[Union[int, float], SECONDS]
-
-FIELDS = ("pre_forward_s", "hook_s_per_param", "bucket_launch_s", "enqueue_s", "copy_back_s_per_param")
-
 
 @record("cost_model.")
 class HostCosts:
     """CPU seconds per step, per parameter's autograd hook, per bucket, per collective."""
 
-    pre_forward_s: Seconds = PRE_FORWARD_S
-    hook_s_per_param: Seconds = HOOK_S_PER_PARAM
-    bucket_launch_s: Seconds = BUCKET_LAUNCH_S
-    enqueue_s: Seconds = ENQUEUE_S
-    copy_back_s_per_param: Seconds = COPY_BACK_S_PER_PARAM
+    pre_forward_s: Seconds = Field(PRE_FORWARD_S, description="host seconds per step before forward")
+    hook_s_per_param: Seconds = Field(HOOK_S_PER_PARAM, description="host seconds per autograd hook")
+    bucket_launch_s: Seconds = Field(BUCKET_LAUNCH_S, description="host seconds per bucket launch")
+    enqueue_s: Seconds = Field(ENQUEUE_S, description="host seconds per collective enqueued")
+    copy_back_s_per_param: Seconds = Field(COPY_BACK_S_PER_PARAM,
+                                           description="host seconds per gradient's copy back at finalize")
 
     def scaled(self, factor: float) -> "HostCosts":
         """Every cost times ``factor`` (the uncertainty pass)."""

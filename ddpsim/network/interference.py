@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ddpsim.errors import InputError
-from ddpsim.schema import is_num, record, rule
+from ddpsim.schema import record, rule
+from ddpsim.value_types import MAX_SLOWDOWN, Slowdown
 
 #: how a collective in flight weights ``Interference.compute_slowdown``
 WEIGHTINGS = ("uniform", "bandwidth", "table")
 
-Slowdown = Annotated[Union[int, float], rule("a number >= 1.0", lambda v: is_num(v) and v >= 1.0)]
 Weighting = Annotated[str, rule(f"one of {', '.join(WEIGHTINGS)}", lambda v: v in WEIGHTINGS)]
 
 
@@ -39,9 +41,12 @@ class Interference:
     ``size_weights`` size <= its own (0 below the first): the GPU prior of :mod:`ddpsim.network.contention`.
     """
 
-    compute_slowdown: Slowdown = 1.0
-    comm_slowdown: Slowdown = 1.0
-    weighting: Weighting = "uniform"
+    compute_slowdown: Slowdown = Field(
+        1.0, description=f"compute runs this many times slower under a collective, 1 to {MAX_SLOWDOWN:g}")
+    comm_slowdown: Slowdown = Field(
+        1.0, description=f"a collective runs this many times slower under compute, 1 to {MAX_SLOWDOWN:g}")
+    weighting: Weighting = Field(
+        "uniform", description="how much of compute_slowdown a collective in flight applies")
     size_weights: Annotated[tuple[tuple[int, float], ...], rule(
         "(size_bytes, share) pairs with increasing sizes >= 0 and shares in [0, 1]", _size_weights)] = ()
 

@@ -117,9 +117,7 @@ def _check_value(space: ExploreSpace, name: str, key: str, i: int, value: Any) -
                              f"expected an integer >= 1 and <= {MAX_BATCH_SIZE}")
         return
     try:
-        doc = point_mapping(space, ((name, value),) if key not in ("ddp.bucket_cap_mb", "ddp.bucket_cap_mb_list") else
-                            (("cap", (value, None) if key == "ddp.bucket_cap_mb" else (None, value)),))
-        validate(ScenarioFile, doc, "point")
+        validate(ScenarioFile, point_mapping(space, ((name, value),)), "point")
     except InputError as exc:
         expected = str(exc).partition("; expected ")[2] or f"a value {key} accepts ({str(exc).partition(': ')[2]})"
         raise InputError(f"{space.source}: explore.axes.{name}[{i}]: {shorten(value)} is not accepted; "

@@ -106,8 +106,4 @@ def load_prices(space: ExploreSpace) -> PricesFile | None:
     path = resolve_file(space.section.prices, space.base, f"{space.source}: explore.prices", what)
     if path is None:
         return None
-    data = read_yaml(path, "explore.prices", what)
-    if isinstance(data, dict) and isinstance(data.get("gpu_hour"), dict):
-        data = {**data, "gpu_hour": {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
-                                     for k, v in data["gpu_hour"].items()}}
-    return validate(PricesFile, data, str(path))
+    return validate(PricesFile, read_yaml(path, "explore.prices", what), str(path))

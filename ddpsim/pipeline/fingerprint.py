@@ -33,11 +33,8 @@ def code_fingerprint() -> str:
 
 
 def canonical(obj: Any) -> Any:
-    """``obj`` as JSON values that two equal inputs share and two different ones do not.
-
-    Raises:
-        TypeError: an object of a kind this function does not know how to read.
-    """
+    """``obj`` as JSON values that two equal inputs share and two different ones do not;
+    TypeError on an object of a kind it does not know how to read."""
     if obj is None or isinstance(obj, (bool, int, str)):
         return obj
     if isinstance(obj, float):
@@ -91,12 +88,9 @@ def engine_runs_key(point: Any, runs: Iterable[tuple[Any, Any, Any, Any]], label
                     traces: dict[int, tuple[Any, str]] | None = None) -> str:
     """The resume key of one point: ``point`` (its values, as the record stores them), every
     ``(trace, plan, comm, config)`` the engine is given for it (the point's own run first, then
-    its re-simulations, named by ``labels``) and the code's fingerprint.
-
-    ``traces`` (``id(obj) -> (obj, hash)``, the object held so its id is not reused) keeps the
-    hash of each trace, plan, comm model and config across the runs and points of one sweep
-    that share the object: a point's re-simulations share its trace and plan, most of them its
-    comm model, the memory-bound ones its config."""
+    its re-simulations, named by ``labels``) and the code's fingerprint. ``traces`` (``id(obj) ->
+    (obj, hash)``, the object held so its id is not reused) keeps the hash of each object the
+    runs and points of one sweep share."""
     from ddpsim import __version__
 
     traces = {} if traces is None else traces

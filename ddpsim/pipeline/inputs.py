@@ -177,11 +177,9 @@ def contention_prior(spec: Any, graph: Any, comm: Any) -> Any:
 # ---- work shared by points (exact: each is a pure function of its key) ---------------------
 
 class _Kept:
-    """The last :data:`KEPT_SIZE` topology graphs, comm models, contention priors, bucket plans
-    and points' inputs, so that the points of a sweep or a design space that share a network or
-    a plan build it once (an NCCL model of a large cluster takes seconds), and a point's
-    re-simulations, each a unit of work of its own, find the point's inputs built. A key names an object by identity only together
-    with ``pins``, which the entry holds, so that identity is never reused while kept."""
+    """The last :data:`KEPT_SIZE` graphs, comm models, contention priors, plans and points' inputs:
+    points sharing a network or a plan, and a point's re-simulations, build it once. A key names an
+    object by identity only with ``pins``, held by the entry, so that no identity is reused while kept."""
 
     def __init__(self, size: int) -> None:
         self.size = size

@@ -44,12 +44,8 @@ def optimal_boundaries(ready_s: Sequence[float], sizes_bytes: Sequence[int], com
                        groups: Sequence[Any] | None = None, bytes_factor: float = 1.0,
                        max_bucket_params: int | None = None) -> tuple[list[tuple[int, int]], float]:
     """Cut a sequence of gradients (in ready order) into contiguous buckets, minimising the
-    end of the last collective (relative to backward start). ``groups[i]`` (e.g. the dtype)
-    must be equal within a bucket.
-
-    Returns:
-        ``([(start, stop), ...], end_s)``: half-open index ranges into the sequence.
-    """
+    end of the last collective (relative to backward start): ``([(start, stop), ...], end_s)``,
+    half-open index ranges. ``groups[i]`` (e.g. the dtype) must be equal within a bucket."""
     n = len(ready_s)
     assert n == len(sizes_bytes) and n > 0
     prefix = [0]
@@ -84,10 +80,8 @@ def optimal_boundaries(ready_s: Sequence[float], sizes_bytes: Sequence[int], com
 def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options: DDPOptions | None = None,
                    max_bucket_params: int | None = None) -> tuple[BucketPlan, float]:
     """An explicit plan cutting the gradient-ready order optimally under the analytical model, and
-    the model's end of its last collective (after backward start).
-
-    Parameters that never get a gradient go into a last bucket of their own dtype(s).
-    """
+    the model's end of its last collective (after backward start); parameters that never get a
+    gradient go into a last bucket of their own dtype(s)."""
     ready = list(trace.median_grad_ready_s())
     order = [i for i in trace.grad_ready_order if ready[i] is not None]
     if not order:
@@ -110,31 +104,24 @@ def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options:
 @dataclass(frozen=True)
 class ScaledComm(WrappedCommModel):
     """``base`` with every all-reduce of ``lo_bytes`` to ``hi_bytes`` ``factor`` times longer plus
-    ``extra_latency_s``; broadcasts and every capability of ``base`` come through unchanged. The
+    ``extra_latency_s``; broadcasts and every capability of ``wrapped`` come through unchanged. The
     plan search's pessimistic variants scale every size (fewer, larger buckets: the engine's
     per-bucket costs - copies, launches, interference - are not in the analytical model); the
     uncertainty samples scale NCCL's mid sizes (:mod:`ddpsim.pipeline.resampling`)."""
 
-    base: Any
+    wrapped: Any
     factor: float = 1.0
     extra_latency_s: float = 0.0
     lo_bytes: int = 0
     hi_bytes: float = math.inf
 
-    @property
-    def wrapped(self) -> Any:
-        return self.base
-
     def allreduce_s(self, size_bytes: int) -> float:
-        t = self.base.allreduce_s(size_bytes)
+        t = self.wrapped.allreduce_s(size_bytes)
         return t * self.factor + self.extra_latency_s if self.lo_bytes <= size_bytes <= self.hi_bytes else t
 
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.base.broadcast_s(size_bytes)
-
     def describe(self) -> dict[str, Any]:
-        return {**self.base.describe(), "allreduce_factor": self.factor, "extra_latency_s": self.extra_latency_s,
-                "allreduce_bytes": [self.lo_bytes, self.hi_bytes]}
+        return {**self.wrapped.describe(), "allreduce_factor": self.factor,
+                "extra_latency_s": self.extra_latency_s, "allreduce_bytes": [self.lo_bytes, self.hi_bytes]}
 
 
 class GridComm(WrappedCommModel):
@@ -149,11 +136,11 @@ class GridComm(WrappedCommModel):
         sizes = sorted({0, 1} | {int(round(math.exp(math.log(hi) * k / (num_points - 1)))) for k in range(num_points)} | {hi})
         self.sizes = sizes
         self.times = [comm.allreduce_s(x) for x in sizes]
-        self.comm = comm
+        self.wrapped = comm
 
     def allreduce_s(self, size_bytes: int) -> float:
         if size_bytes >= self.sizes[-1]:
-            return self.comm.allreduce_s(size_bytes)
+            return self.wrapped.allreduce_s(size_bytes)
         k = bisect.bisect_left(self.sizes, size_bytes)
         if self.sizes[k] == size_bytes:
             return self.times[k]
@@ -161,15 +148,8 @@ class GridComm(WrappedCommModel):
         t0, t1 = self.times[k - 1], self.times[k]
         return t0 + (t1 - t0) * (size_bytes - x0) / (x1 - x0)
 
-    @property
-    def wrapped(self) -> Any:
-        return self.comm
-
-    def broadcast_s(self, size_bytes: int) -> float:
-        return self.comm.broadcast_s(size_bytes)
-
     def describe(self) -> dict[str, Any]:
-        return {**self.comm.describe(), "allreduce_grid_points": len(self.sizes)}
+        return {**self.wrapped.describe(), "allreduce_grid_points": len(self.sizes)}
 
 
 #: (label, factor, extra latency as a multiple of a zero-byte all-reduce)

@@ -74,10 +74,9 @@ def off_label(off: Sequence[str]) -> str:
 
 
 def term_samples(scenario: Any, inputs: Any) -> list[Sample]:
-    """The point's runs with cost terms off that :func:`ddpsim.pipeline.term_effects.term_effects`
-    reads (:func:`off_sets`); none where switching every term off leaves the point's config as it
-    is (no term in force there), nor where the point's config is not the scenario's own for it
-    (a build of a test's: term_effects simulates those runs with that build)."""
+    """The point's runs with cost terms off (:func:`off_sets`) that :mod:`ddpsim.pipeline.term_effects`
+    reads; none where no term is in force, nor where the point's config is not the scenario's own
+    (a test's build: term_effects simulates those runs with it)."""
     sets = off_sets(scenario)
     if not sets:
         return []
@@ -155,18 +154,14 @@ def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Ca
     return p50_s(simulate, inputs, *sample_inputs(scenario, point, inputs, point_graph(scenario, point.nodes), sample))
 
 
-def samples_record(samples: Sequence[Sample], p50: Sequence[float]) -> dict[str, Any]:
-    """What a point stores of its samples (``labels``, ``inputs``, ``p50_s``), in sample order."""
-    return {"labels": [s.label for s in samples], "inputs": [s.input for s in samples], "p50_s": list(p50)}
-
-
 def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequence[dict[str, Any]],
               tolerance: float = ROBUST_TOLERANCE) -> dict[str, Any] | None:
     """Bands, regrets, the robust set and the most sensitive input over a sweep's points.
 
-    ``samples[i]`` is point i's :func:`samples_record` dict; points whose samples differ in
-    labels (another comm hook, another node count) are compared on the labels all share; the
-    runs with cost terms off (:data:`TERMS_INPUT`) are no samples of the band.
+    ``samples[i]`` is what point i stores of its samples (``labels``, ``inputs``, ``p50_s``);
+    points whose samples differ in labels (another comm hook, another node count) are compared
+    on the labels all share; the runs with cost terms off (:data:`TERMS_INPUT`) are no samples
+    of the band.
     None when no point has samples."""
     if not samples or not all(s for s in samples):
         return None

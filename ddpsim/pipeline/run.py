@@ -81,8 +81,8 @@ def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable
     tried = _candidates(trace, inputs, opts, best.point.comm_hook, sim)
     _, _, label, found, rec_result = min(tried, key=lambda x: (x[0], x[1]))
     rm = point_metrics(rec_result, found)
-    gain = (best.metrics["iteration_p50_s"] - rm["iteration_p50_s"]) / best.metrics["iteration_p50_s"]
-    better = gain > 1e-9
+    saved = gain(best.metrics["iteration_p50_s"], rm["iteration_p50_s"])
+    better = saved > 1e-9
     if better:
         chosen = found
     else:
@@ -95,7 +95,7 @@ def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable
                                                            "gain_over_best_cap", "best_cap_point")}
     info = {"better": better, "num_buckets": len(found.steady), "iteration_p50_s": rm["iteration_p50_s"],
             "iteration_p95_s": rm["iteration_p95_s"], "exposed_comm_s": rm["exposed_comm_s"],
-            "gain_over_best_cap": gain, "best_cap_point": best.point_id,
+            "gain_over_best_cap": saved, "best_cap_point": best.point_id,
             "bucket_sizes_bytes": [b.size_bytes for b in found.steady],
             "method": f"dynamic programming over bucket boundaries in gradient-ready order; best of "
                       f"{len(tried)} cost-model variant(s) by the engine: {label}",

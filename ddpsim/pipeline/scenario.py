@@ -39,9 +39,6 @@ class Scenario:
     #: the file it was read from (relative paths were resolved from it), or None
     path: Path | None = None
 
-    def __post_init__(self) -> None:
-        assert (self.doc.trace is None) != (self.doc.model is None), "exactly one of trace / model"
-
     def updated(self, **changes: Any) -> "Scenario":
         """This scenario with top-level keys set; a mapping given for a section sets those keys of
         it (values of the file model's types, not checked again), e.g.
@@ -53,7 +50,6 @@ class Scenario:
                 assert set(value) <= set(type(section).model_fields), f"{key}: {sorted(value)}"
                 value = section.model_copy(update=value)
             update[key] = value
-        assert set(update) <= set(ScenarioFile.model_fields), sorted(update)
         return Scenario(self.doc.model_copy(update=update), self.path)
 
     # -- the sections, as the builders read them ---------------------------------------------
@@ -163,10 +159,6 @@ class Scenario:
         from ddpsim.calibration.loader import load_calibration
 
         return load_calibration(self.calibration_path)
-
-    def calibration_warning(self) -> str | None:
-        """The calibration's one-line warning (:meth:`ddpsim.calibration.loader.Calibration.warning`) or None."""
-        return None if self.calibration is None else self.calibration.warning()
 
     def graph(self, nodes: int | None = None):
         """The cluster's topology graph at ``nodes`` nodes (None: a latency + bandwidth model)."""

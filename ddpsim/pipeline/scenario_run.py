@@ -53,11 +53,9 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                  build_fn: Callable | None = None, method_error: str | Path | None = None,
                  start_report: Callable | None = None) -> ScenarioRun:
     """Simulate a scenario's points into ``<out_dir>/<name>/points/`` and compute the rest of its
-    answer (:func:`ddpsim.api.run_scenario` documents the arguments). ``start_report(scenario,
-    report folder, records, best record, kept key, jobs)`` is called once the points are in, before
-    the rest is computed (:func:`ddpsim.report.scenario_report.start_drawing`: the files that need
-    only the points are drawn meanwhile); what it returns is the run's ``report_started``, and
-    its ``close()`` is called if the rest fails."""
+    answer (:func:`ddpsim.api.run_scenario` documents the arguments). ``start_report(scenario, report
+    folder, records, best record, kept key, jobs)`` starts drawing once the points are in; what it
+    returns is the run's ``report_started``, closed if the rest fails."""
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     rdir = ensure_dir(ensure_dir(out_dir, "--out-dir") / sc.name, "--out-dir")
     trace = sc.load_trace()
@@ -72,19 +70,19 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
     jobs = default_jobs() if jobs is None else jobs
     records = tuple(records)
     started = None if start_report is None else start_report(sc, rdir, records, best, kept_key, jobs)
-    sim = simulate_fn
     # the rest of the answer: the recommended plan, the method error, the eager comparison, the cost terms
     try:
-        rec = steps.recommend(sc, records, trace, build, sim, kept_dir=kept)
+        rec = steps.recommend(sc, records, trace, build, simulate_fn, kept_dir=kept)
         me_answer = None if me is None else steps.method_error_answer(me, me_note, method_error, records, best,
-                                                                      rec.inputs, trace, sim)
-        compiled = None if sc.compile is None else steps.eager_comparison(sc, records, trace, build, sim)
+                                                                      rec.inputs, trace, simulate_fn)
+        compiled = None if sc.compile is None else steps.eager_comparison(sc, records, trace, build,
+                                                                          simulate_fn)
         terms = steps.cost_terms(sc, best.point, rec.inputs)
-        effects = term_effects(sc, records, trace, build=build, simulate=sim) if terms else None
+        effects = term_effects(sc, records, trace, build=build, simulate=simulate_fn) if terms else None
         return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, best=best,
                            recommendation=rec, method_error=me_answer, compiled=compiled, cost_terms=terms,
-                           term_effects=effects, warning=sc.calibration_warning(), files=files,
-                           kept_key=kept_key, jobs=jobs, report_started=started)
+                           term_effects=effects, warning=sc.calibration and sc.calibration.warning(),
+                           files=files, kept_key=kept_key, jobs=jobs, report_started=started)
     except BaseException:
         if started is not None:
             started.close()

@@ -12,23 +12,19 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
 from ddpsim.engine.config import ComputeStatistic, SimConfig
-from ddpsim.network import host_costs as hostcost
-from ddpsim.network.cost_terms import KEYS as COST_MODEL_KEYS, CostModelSpec
+from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import WEIGHTINGS, Interference
 from ddpsim.plan.compiled import CompileOptions
-from ddpsim.plan.planner import DDPOptions, MixedPrecision, cap_point_id
+from ddpsim.plan.planner import DDPOptions, MixedPrecision, check_delayed, cap_point_id
 from ddpsim.schema import Schema, is_num, models_in, rule, validate
 from ddpsim.errors import InputError
-from ddpsim.units import MAX_ITERATIONS, MAX_NODES, MAX_WORLD_SIZE
-from ddpsim.value_types import (  # noqa: F401 (some re-exported)
-    COMM_HOOKS, Bool, Cap, CapList, Hook, Int, Jitter, Listed,
-    MAX_BATCHES, MAX_BATCH_SIZE, MAX_CAP_MB, MAX_GBPS, MAX_LATENCY_US,
-    MAX_LIST, MAX_NAME_CHARS, MAX_POINTS, MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, MAX_SEED,
-    MAX_SLOWDOWN, MAX_THREADS, NAME_PATTERN, Number, OptCap,
-    OptText, Options, Text, _CAP_SCHEMA, _CAP_TEXT,
-    _fail, _is_cap, _is_cap_list, _is_int, _mapping,
-    _section, _whole, _with_shorthand, section_of, Fraction, Seconds, Slowdown, Stragglers)
+from ddpsim.units import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_NODES, MAX_SEED, MAX_THREADS, MAX_WORLD_SIZE
+from ddpsim.value_types import (  # noqa: F401 (the MAX_* bounds re-exported)
+    COMM_HOOKS, MAX_BATCHES, MAX_CAP_MB, MAX_GBPS, MAX_LATENCY_US, MAX_LIST, MAX_NAME_CHARS,
+    MAX_POINTS, MAX_POWERSGD_RANK, MAX_PROCESS_GROUPS, MAX_SLOWDOWN, NAME_PATTERN, _CAP_SCHEMA,
+    _CAP_TEXT, Bool, Cap, CapList, Hook, Int, Jitter, Listed, Number, OptCap, OptText, Options, Stragglers,
+    Text, _fail, _is_cap, _is_cap_list, _is_int, _mapping, _section, _whole, _with_shorthand, section_of)
 
 # ---- the sections --------------------------------------------------------------------------
 
@@ -150,9 +146,7 @@ class DdpSection(section_of(DDPOptions, skip=("semantics", "small_bucket_last"),
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> "DdpSection":
-        if (self.delay_all_reduce_named_params is None) != (self.param_to_hook_all_reduce is None):
-            _fail(("param_to_hook_all_reduce",), self.param_to_hook_all_reduce,
-                 "a parameter name together with ddp.delay_all_reduce_named_params (both or neither)")
+        check_delayed(self)
         return self
 
     def options(self) -> DDPOptions:
@@ -164,22 +158,14 @@ class DdpSection(section_of(DDPOptions, skip=("semantics", "small_bucket_last"),
 SCENARIO_WEIGHTINGS = tuple(w for w in WEIGHTINGS if w != "table")
 
 
-class InterferenceSpec(Schema):
+ScenarioWeighting = Annotated[Literal[SCENARIO_WEIGHTINGS], rule(f"one of {', '.join(SCENARIO_WEIGHTINGS)}",
+                                                              lambda v: v in SCENARIO_WEIGHTINGS)]
+
+
+class InterferenceSpec(section_of(Interference, skip=("size_weights",),
+                                  types={"weighting": ScenarioWeighting})):
     """``simulation.interference``: mutual slowdown of compute and communication
     (:class:`ddpsim.network.interference.Interference`)."""
-
-    compute_slowdown: Slowdown = Field(Interference.compute_slowdown,
-                                       description="compute runs this many times slower under a collective, "
-                                                   f"1 to {MAX_SLOWDOWN:g}")
-    comm_slowdown: Slowdown = Field(Interference.comm_slowdown,
-                                    description=f"a collective runs this many times slower under compute, 1 to {MAX_SLOWDOWN:g}")
-    weighting: Annotated[Literal[SCENARIO_WEIGHTINGS], rule(f"one of {', '.join(SCENARIO_WEIGHTINGS)}",
-                                                   lambda v: v in SCENARIO_WEIGHTINGS)] = Field(
-        Interference.weighting, description="how much of compute_slowdown a collective in flight applies")
-
-
-def _interference(v: InterferenceSpec | None) -> Interference | None:
-    return None if v is None else Interference(**v.model_dump())
 
 
 class SimulationSpec(Schema):
@@ -194,7 +180,8 @@ class SimulationSpec(Schema):
     stragglers: Stragglers = Field(default_factory=dict, json_schema_extra={"propertyNames": {"pattern": "^[0-9]+$"}},
                                    description=f"rank -> compute slowdown (1 to {MAX_SLOWDOWN:g})")
     no_sync_steps: Int(0, MAX_ITERATIONS) = Field(0, description=f"no_sync() steps before each synced one, 0 to {MAX_ITERATIONS}")
-    interference: Annotated[Optional[_section(InterferenceSpec)], AfterValidator(_interference)] = Field(
+    interference: Annotated[Optional[_section(InterferenceSpec)], AfterValidator(
+        lambda v: None if v is None else Interference(**v.model_dump()))] = Field(
         None, description="given compute / communication interference (null: the calibration's or the GPU prior)")
     compute_statistic: ComputeStatistic = Field("median", description="the trace statistic each compute time is "
                                                                       "taken from")
@@ -210,43 +197,17 @@ class SimulationSpec(Schema):
 
 
 
-class CostModelSection(Schema):
+class CostModelSection(section_of(CostModelSpec, flat=("host_costs",))):
     """``cost_model``: which GPU cost terms apply and their values (:mod:`ddpsim.network.cost_terms`)."""
-
-    contention: Bool = Field(CostModelSpec.contention, description="compute-communication contention prior")
-    memory_bound_fraction: Fraction = Field(CostModelSpec.memory_bound_fraction,
-                                            description="backward's memory-bound share, in [0, 1]")
-    memory_efficiency: Annotated[Fraction, rule("a number in (0, 1]", lambda v: not is_num(v) or v > 0)] = Field(
-        CostModelSpec.memory_efficiency, description="HBM share a memory-bound kernel reaches, in (0, 1]")
-    copy_kernels: Bool = Field(CostModelSpec.copy_kernels, description="gradient copies as kernels")
-    min_kernel_s: Seconds = Field(CostModelSpec.min_kernel_s, description="a kernel's launch and tail, seconds")
-    host: Bool = Field(CostModelSpec.host, description="CPU timeline with DDP's host costs")
-    pre_forward_s: Seconds = Field(HostCosts.pre_forward_s, description="host seconds per step before forward")
-    hook_s_per_param: Seconds = Field(HostCosts.hook_s_per_param, description="host seconds per autograd hook")
-    bucket_launch_s: Seconds = Field(HostCosts.bucket_launch_s, description="host seconds per bucket launch")
-    enqueue_s: Seconds = Field(HostCosts.enqueue_s, description="host seconds per collective enqueued")
-    copy_back_s_per_param: Seconds = Field(HostCosts.copy_back_s_per_param,
-                                           description="host seconds per gradient's copy back at finalize")
-    uncertainty: Bool = Field(CostModelSpec.uncertainty, description="re-simulate every point under the uncertain inputs")
 
     def spec(self) -> CostModelSpec:
         values = self.model_dump()
-        host = HostCosts(**{k: values.pop(k) for k in hostcost.FIELDS})
+        host = HostCosts(**{k: values.pop(k) for k in HostCosts.__dataclass_fields__})
         return CostModelSpec(**values, host_costs=host)
 
 
-assert tuple(CostModelSection.model_fields) == COST_MODEL_KEYS, "cost_model keys in cost_terms.KEYS order"
-
-
-class CompileSection(Schema):
+class CompileSection(section_of(CompileOptions)):
     """``compile``: the model runs as ``torch.compile(DDP(model))`` (:mod:`ddpsim.plan.compiled`)."""
-
-    ddp_optimizer: Bool = Field(True, description="torch._dynamo.config.optimize_ddp=True: DDPOptimizer splits the graph "
-                                                  "at bucket boundaries (the trace needs its compiled_graph: ddpsim trace "
-                                                  "--compiled-graph); false: one compiled backward, every gradient ready at "
-                                                  "its end; not given: true unless compiled_autograd")
-    compiled_autograd: Bool = Field(False, description="compiled autograd with optimize_ddp='python_reducer': inductor "
-                                                       "fuses per-parameter all-reduces into buckets (DDPOptimizer off)")
 
     @model_validator(mode="after")
     def _one_mode(self) -> "CompileSection":
@@ -260,13 +221,6 @@ class CompileSection(Schema):
         given = "ddp_optimizer" in self.model_fields_set
         return CompileOptions(ddp_optimizer=self.ddp_optimizer if given else not self.compiled_autograd,
                               compiled_autograd=self.compiled_autograd)
-
-    def check_caps(self, caps: Any, loc: tuple[str, ...]) -> None:
-        """DDPOptimizer refuses a cap under its 1 MiB first bucket (``DDPOptimizer.__init__``)."""
-        for cap in caps:
-            if self.options().ddp_optimizer and cap is not None and cap < 1:
-                _fail(loc, cap, "a cap >= 1 MiB with compile.ddp_optimizer (torch's DDPOptimizer asserts its 1 MiB "
-                                "first bucket is not larger)")
 
 
 class CapRange(Schema):
@@ -421,8 +375,8 @@ _AXES_TEXT = (f"a mapping of axis -> a non-empty list of values (at most {MAX_LI
 
 
 def _axes_ok(v: Any) -> bool:
-    return (isinstance(v, dict) and 0 < len(v) and all(_axis_key_ok(k) for k in v)
-            and all(isinstance(x, list) and 0 < len(x) <= MAX_LIST for x in v.values()))
+    return isinstance(v, dict) and 0 < len(v) and all(
+        _axis_key_ok(k) and isinstance(x, list) and 0 < len(x) <= MAX_LIST for k, x in v.items())
 
 
 class ExploreSample(Schema):
@@ -477,11 +431,6 @@ FilePath = Annotated[Optional[str], rule("a file path (a non-empty string) or nu
                                           lambda v: v is None or (isinstance(v, str) and v != ""))]
 
 
-#: a scenario without ``sweep`` (or ``sweep: null``): its own DDP options only (the default-cap
-#: point, and the point at ``ddp.bucket_cap_mb`` / ``ddp.bucket_cap_mb_list`` where given)
-NO_SWEEP: dict = {}
-
-
 def _model_in(v: Any) -> Any:
     return {"name": v} if isinstance(v, str) else v
 
@@ -512,9 +461,10 @@ class ScenarioFile(Schema):
     ddp: _section(DdpSection) = Field(default_factory=DdpSection, description="DDP's options, PyTorch's names")
     simulation: _section(SimulationSpec) = Field(default_factory=SimulationSpec, description="the engine's knobs")
     calibration: FilePath = Field(None, description="a calibration JSON written by the executor, an nccl-tests all_reduce_perf log, or null")
-    sweep: Annotated[SweepSection, _mapping(SweepSection),
-                     BeforeValidator(lambda v: dict(NO_SWEEP) if v is None else v)] = Field(
-        default_factory=lambda: SweepSection(**NO_SWEEP), description="the values the sweep's points take")
+    # no sweep (or null): the scenario's own DDP options only (the default-cap point, and the
+    # point at ddp.bucket_cap_mb / ddp.bucket_cap_mb_list where given)
+    sweep: _section(SweepSection) = Field(default_factory=SweepSection,
+                                          description="the values the sweep's points take")
     timelines: Annotated[list[Timeline], Field(max_length=MAX_LIST),
                          rule(f"at most {MAX_LIST} timelines", lambda v: len(v) <= MAX_LIST),
                          BeforeValidator(lambda v: v if isinstance(v, list) else [v])] = Field(
@@ -545,22 +495,20 @@ class ScenarioFile(Schema):
         if nodes is not None and ws is not None and len(nodes) > 1:
             _fail(("world_size",), ws, "null (every device of the cluster) when sweep.nodes lists several node counts")
         self.timeline_keys()
+        if self.compile is not None and self.compile.options().ddp_optimizer:
+            # DDPOptimizer refuses a cap under its 1 MiB first bucket (DDPOptimizer.__init__)
+            for key, caps in (("bucket_cap_mb", self.sweep.caps(self.ddp)),
+                              ("bucket_cap_mb_list", [max(x) for x in self.sweep.cap_lists(self.ddp)])):
+                for cap in (c for c in caps if c is not None and c < 1):
+                    where = "sweep" if getattr(self.sweep, key) is not None else "ddp"
+                    _fail((where, key), cap, "a cap >= 1 MiB with compile.ddp_optimizer (torch's "
+                                             "DDPOptimizer asserts its 1 MiB first bucket is not larger)")
         return self
 
     @property
     def ranks(self) -> int | None:
         """``world_size``; None: every device of the cluster."""
         return None if self.world_size in (None, "all") else self.world_size
-
-    @model_validator(mode="after")
-    def _compile_caps(self) -> "ScenarioFile":
-        if self.compile is not None:
-            given = self.sweep.bucket_cap_mb is not None
-            self.compile.check_caps(self.sweep.caps(self.ddp), ("sweep" if given else "ddp", "bucket_cap_mb"))
-            given = self.sweep.bucket_cap_mb_list is not None
-            self.compile.check_caps([max(x) for x in self.sweep.cap_lists(self.ddp)],
-                                    ("sweep" if given else "ddp", "bucket_cap_mb_list"))
-        return self
 
     def timeline_keys(self) -> tuple[Any, ...]:
         """``timelines`` as :meth:`ddpsim.pipeline.scenario.Scenario.timeline_points` reads them: caps of

@@ -100,9 +100,8 @@ def is_setting(axis: str) -> bool:
 
 def crossed(dims: Sequence[tuple[str, Sequence[Any]]], indices: Iterable[int] | None = None) -> list[tuple[tuple[str, Any], ...]]:
     """The product of the axes ``dims`` (name, values), the first outermost, each point as its
-    (name, value) pairs: every point, or those at the flat positions ``indices`` (a sample).
-    A sweep's points (:meth:`ddpsim.pipeline.scenario.Scenario.points`) and a design space's
-    (:func:`ddpsim.pipeline.explore.space_points`) are both made here."""
+    (name, value) pairs: every point, or those at the flat positions ``indices`` (a sample); a
+    sweep's points and a design space's alike."""
     if indices is None:
         return list(itertools.product(*([(name, v) for v in vals] for name, vals in dims)))
     import numpy as np

@@ -27,7 +27,7 @@ from ddpsim.engine.result import (BucketTiming, IterationStats, LazyTuple, SimRe
                                   compute_s_by_kind)
 from ddpsim.pipeline.fingerprint import digest, engine_runs_key
 from ddpsim.pipeline.inputs import build_point_inputs, run_engine
-from ddpsim.pipeline.resampling import sample_runs, samples_for, samples_record, simulate_sample, summarize
+from ddpsim.pipeline.resampling import sample_runs, samples_for, simulate_sample, summarize
 from ddpsim.pipeline.scenario import Scenario
 from ddpsim.pipeline.specs import Point
 from ddpsim.formats import quantile
@@ -278,12 +278,10 @@ def default_jobs() -> int:
 
 def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None, progress: bool = True,
                label: str = "simulating") -> list[PointRecord]:
-    """Simulate every point of ``job`` not already kept in ``out_dir/points/`` (None: nothing
-    kept), in ``jobs`` local processes or on ``ray`` (:func:`~ddpsim.pipeline.explore_ray.run_on_ray`
-    given an address);
-    the records in point order. Each uncertainty sample is a unit of work of its own, stored in
-    sample order, so the bytes do not depend on who runs it; ``progress``: a tqdm bar on a
-    terminal and a closing log line."""
+    """Simulate every point of ``job`` not already kept in ``out_dir/points/`` (None: nothing kept), in
+    ``jobs`` local processes or on ``ray`` (:func:`~ddpsim.pipeline.explore_ray.run_on_ray` given an
+    address): the records in point order. Each uncertainty sample is a unit of work of its own,
+    stored in sample order, so the bytes do not depend on who runs it."""
     pdir = ensure_dir(Path(out_dir) / "points", "--out-dir") if out_dir is not None else None
     stored = _stored_points(job, pdir)
     job = replace(job, points=tuple(replace(t, kept_key=stored[i].key) if i in stored else t
@@ -312,7 +310,9 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
             if all(v is not None for v in p50):
                 del waiting[i]
                 if samples:
-                    rec.metrics["uncertainty"] = jsonable(samples_record(samples, p50))
+                    rec.metrics["uncertainty"] = jsonable({"labels": [s.label for s in samples],
+                                                           "inputs": [s.input for s in samples],
+                                                           "p50_s": p50})
                 if pdir is not None:
                     write_kept(pdir / f"{file_id(rec.point_id)}.json", rec.to_dict())
                 records[i] = rec
@@ -455,23 +455,23 @@ ROW_FIGURES = ("iteration_p50_s", "iteration_p95_s", "forward_s", "backward_comp
 
 
 def sweep_rows(records: Sequence[PointRecord]) -> list[dict[str, Any]]:
-    """One row per point: its values and figures, in sweep order (``sweep.csv``)."""
-    rows = []
-    for r in records:
-        m = r.metrics
-        rows.append({
-            "point": r.point_id, "bucket_cap_mb": r.point.bucket_cap_mb,
-            **({"bucket_cap_mb_list": None if not r.point.bucket_cap_mb_list else cap_list_label(r.point.bucket_cap_mb_list)}
-               if any(x.point.bucket_cap_mb_list for x in records) else {}),
-            **{k: r.point.value(k) for k, _ in r.point.named if k != "cap"},
-            "world_size": r.world_size, "num_buckets": m.get("num_buckets"), **{k: m[k] for k in ROW_FIGURES},
-        })
+    """One row per point: its values and figures, in sweep order (``sweep.csv``), with its
+    uncertainty band where the points have samples."""
+    lists = any(x.point.bucket_cap_mb_list for x in records)
     band = uncertainty_summary(records)
-    if band is not None:
-        for row, b in zip(rows, band["points"]):
-            row["iteration_p50_lo_s"], row["iteration_p50_hi_s"] = b["p50_lo_s"], b["p50_hi_s"]
-            row["regret_max"] = b["regret_max"]
-            row["robust"] = row["point"] in band["robust"]
+    rows = []
+    for i, r in enumerate(records):
+        m, cap_list = r.metrics, r.point.bucket_cap_mb_list
+        row = {"point": r.point_id, "bucket_cap_mb": r.point.bucket_cap_mb,
+               **({"bucket_cap_mb_list": cap_list and cap_list_label(cap_list) or None} if lists else {}),
+               **{k: r.point.value(k) for k, _ in r.point.named if k != "cap"},
+               "world_size": r.world_size, "num_buckets": m.get("num_buckets"),
+               **{k: m[k] for k in ROW_FIGURES}}
+        if band is not None:
+            b = band["points"][i]
+            row.update(iteration_p50_lo_s=b["p50_lo_s"], iteration_p50_hi_s=b["p50_hi_s"],
+                       regret_max=b["regret_max"], robust=r.point_id in band["robust"])
+        rows.append(row)
     return rows
 
 

@@ -22,26 +22,34 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from pydantic import Field
+
 from ddpsim.errors import InputError
 from ddpsim.plan.autograd_order import graph_hook_order, run_order
+from ddpsim.schema import record
 from ddpsim.plan.planner import (BucketPlan, DDPOptions, _make_buckets, compute_bucket_assignment_by_size,
                                  plan_ddp)
 from ddpsim.trace.compiled_graph import GraphWalk
 from ddpsim.trace.records import IterationSample, Trace
 from ddpsim.units import DEFAULT_FIRST_BUCKET_BYTES, MIB
+from ddpsim.value_types import Bool
 
 #: ``torch._dynamo.config.optimize_ddp``'s modes ddpsim models
 MODES = ("ddp_optimizer", "no_optimization", "python_reducer")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record("compile.")
 class CompileOptions:
-    """A scenario's ``compile`` block: ``torch.compile(DDP(model))`` and how Dynamo treats DDP."""
+    """A scenario's ``compile`` block: ``torch.compile(DDP(model))`` and how Dynamo treats DDP
+    (:class:`ddpsim.pipeline.scenario_schema.CompileSection` checks the two switches together)."""
 
-    #: ``optimize_ddp=True``: DDPOptimizer splits the graph at bucket boundaries
-    ddp_optimizer: bool = True
-    #: compiled autograd with ``optimize_ddp="python_reducer"`` (DDPOptimizer off)
-    compiled_autograd: bool = False
+    ddp_optimizer: Bool = Field(True, description=(
+        "torch._dynamo.config.optimize_ddp=True: DDPOptimizer splits the graph at bucket boundaries (the "
+        "trace needs its compiled_graph: ddpsim trace --compiled-graph); false: one compiled backward, every "
+        "gradient ready at its end; not given: true unless compiled_autograd"))
+    compiled_autograd: Bool = Field(False, description=(
+        "compiled autograd with optimize_ddp='python_reducer': inductor fuses per-parameter all-reduces into "
+        "buckets (DDPOptimizer off)"))
 
     @property
     def mode(self) -> str:

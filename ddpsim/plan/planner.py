@@ -27,7 +27,7 @@ from ddpsim.errors import InputError, shorten
 from ddpsim.io import read_json
 from ddpsim.schema import Schema, format_version, record, rule, validate
 from ddpsim.trace.records import Trace
-from ddpsim.value_types import MAX_CAP_MB, MAX_LIST, Bool, OptBool, OptCap, OptCapList, OptText
+from ddpsim.value_types import MAX_CAP_MB, MAX_LIST, Bool, _fail, OptBool, OptCap, OptCapList, OptText
 from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, LIST_POINT_PREFIX, MIB, SIZE_MAX, mb_to_bytes
 
 PLAN_FORMAT = "ddpsim-plan"
@@ -131,6 +131,14 @@ def options_document(text: str, where: str) -> dict[str, Any]:
     return doc
 
 
+def check_delayed(opts: Any) -> None:
+    """``delay_all_reduce_named_params`` and ``param_to_hook_all_reduce`` (of ``opts``, options or
+    their scenario section): both set or neither (DDP raises ValueError otherwise)."""
+    if (opts.delay_all_reduce_named_params is None) != (opts.param_to_hook_all_reduce is None):
+        _fail(("param_to_hook_all_reduce",), opts.param_to_hook_all_reduce,
+              "a parameter name together with delay_all_reduce_named_params (both set or neither)")
+
+
 ParamNames = Annotated[Optional[Annotated[tuple[str, ...], Field(max_length=MAX_LIST), Strict(False)]], rule(
     f"a list of parameter names (at most {MAX_LIST}) or null", lambda v: v is None or (
         isinstance(v, (list, tuple)) and len(v) <= MAX_LIST and all(isinstance(n, str) and n for n in v)))]
@@ -165,13 +173,10 @@ class DDPOptions:
     param_to_hook_all_reduce: OptText = Field(None, description="the parameter whose gradient hook all-reduces them")
 
     def __post_init__(self) -> None:
-        caps, names, hook = self.bucket_cap_mb_list, self.delay_all_reduce_named_params, self.param_to_hook_all_reduce
-        if caps and self.semantics == "legacy":
+        if self.bucket_cap_mb_list and self.semantics == "legacy":
             raise InputError(f"bucket_cap_mb_list: {list(self.bucket_cap_mb_list)!r} is not accepted with semantics "
                              f"'legacy' (torch without bucket_cap_mb_list); expected semantics 'modern'")
-        if (names is None) != (hook is None):
-            raise InputError(f"param_to_hook_all_reduce: {shorten(hook)} with delay_all_reduce_named_params {shorten(names)} is not "
-                             "accepted; expected both set or neither (DDP raises ValueError otherwise)")
+        check_delayed(self)
 
     @property
     def syncs_buffers_in_forward(self) -> bool:

@@ -105,8 +105,17 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     choices, CUDA unavailable, or the model raising (one line naming the model and the phase)."""
     import torch
 
-    _check_capture_args(torch, device=device, batch_size=batch_size, num_iters=num_iters, num_warmup=num_warmup,
-                        dtype=dtype, autocast=autocast, optimizer=optimizer, num_threads=num_threads)
+    check_count(batch_size, "batch_size", 1)
+    check_count(num_iters, "num_iters", 1)
+    check_count(num_warmup, "num_warmup", 0)
+    check_choice(device, "device", DEVICES)
+    check_choice(dtype, "dtype", (None, *DTYPES))
+    check_choice(autocast, "autocast", (None, *AUTOCASTS))
+    check_choice(optimizer, "optimizer", OPTIMIZERS)
+    if num_threads is not None:
+        torch.set_num_threads(check_count(num_threads, "num_threads", 1))
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
     torch.manual_seed(seed)
     dev = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
     runner = StepRunner(torch, spec, dev=dev, batch_size=batch_size, dtype=dtype, autocast=autocast,
@@ -130,23 +139,6 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),
                  iterations=tuple(samples), environment=env,
                  hook_overhead_frac=None if overhead is None else overhead[0], command=command)
-
-
-def _check_capture_args(torch: Any, *, device: str, batch_size: int, num_iters: int, num_warmup: int,
-                        dtype: str | None, autocast: str | None, optimizer: str, num_threads: int | None) -> None:
-    """Refuse bad counts and choices (InputError naming the field); apply ``num_threads``."""
-    check_count(batch_size, "batch_size", 1)
-    check_count(num_iters, "num_iters", 1)
-    check_count(num_warmup, "num_warmup", 0)
-    check_choice(device, "device", DEVICES)
-    check_choice(dtype, "dtype", (None, *DTYPES))
-    check_choice(autocast, "autocast", (None, *AUTOCASTS))
-    check_choice(optimizer, "optimizer", OPTIMIZERS)
-    if num_threads is not None:
-        check_count(num_threads, "num_threads", 1)
-        torch.set_num_threads(num_threads)
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
 
 
 #: the phases of a training step as a model error names them (:func:`_model_error`)
@@ -226,9 +218,6 @@ class StepRunner:
         ev.record()
         return ev
 
-    def since(self, start: float, stamp: Any) -> float:
-        return self.start_ev.elapsed_time(stamp) / 1e3 if self.cuda else stamp - start
-
     def forward(self) -> Any:
         from ddpsim.trace.models import run_forward
 
@@ -256,7 +245,7 @@ class StepRunner:
             return None
         ready: list[float | None] = [None] * len(self.params)
         for i, stamp in self.fired:
-            ready[i] = self.since(b0, stamp)
+            ready[i] = self.start_ev.elapsed_time(stamp) / 1e3 if self.cuda else stamp - b0
         return IterationSample(forward_s=forward_s, backward_s=backward_s, optimizer_s=optimizer_s,
                                zero_grad_s=zero_grad_s, grad_ready_s=tuple(ready))
 

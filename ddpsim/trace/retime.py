@@ -380,6 +380,7 @@ def retime_spec(spec: Any, *, gpu: str | Gpu, batch_size: int, autocast: str | N
     conversions). InputError: unknown GPU, bad batch size, autocast, optimizer or dtype."""
     import torch
 
+    from ddpsim.trace.autocast_order import autocast_ready_order, reslot
     from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, StepRunner, batch_shapes, check_choice, check_count
 
     g = get_gpu(gpu) if isinstance(gpu, str) else gpu
@@ -395,9 +396,15 @@ def retime_spec(spec: Any, *, gpu: str | Gpu, batch_size: int, autocast: str | N
     mode = _make_mode(g, a, ac_dtype, channels_last)
     runner = StepRunner(torch, spec, dev=torch.device("meta"), batch_size=batch_size, dtype=dtype, autocast=None,
                          optimizer=optimizer, clock=mode, channels_last=channels_last, sgd_foreach=True)
-    sample, order, log = _modelled_steps(runner, _make_sdpa_mode(mode, ac_dtype))
-    if ac_dtype is not None:
-        sample, order = _autocast_order(sample, order, spec, runner.params, ac_dtype, getattr(torch, dtype))
+    with _make_sdpa_mode(mode, ac_dtype), mode:  # the second step's figures: the optimizer state exists then
+        runner.run(1, 0)
+        first_log_len = len(mode.log)
+        (sample,), (order,) = runner.run(0, 1)
+    log = mode.log[first_log_len:]
+    if ac_dtype is not None:  # the ready-time slots given in the order CUDA autocast makes the gradients ready
+        ac_order = autocast_ready_order(spec, runner.params, ac_dtype, "meta", getattr(torch, dtype))
+        if ac_order is not None and sorted(ac_order) == sorted(order):
+            sample, order = replace(sample, grad_ready_s=reslot(sample.grad_ready_s, order, ac_order)), ac_order
     records = param_records(runner.plist, lambda i: sample.grad_ready_s[i] is not None)
     env = copy.deepcopy(environment or {})
     env.update({"device": "cuda", "device_name": modelled_name(g), "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
@@ -413,29 +420,6 @@ def retime_spec(spec: Any, *, gpu: str | Gpu, batch_size: int, autocast: str | N
     trace = Trace(model=spec.name, params=records, buffers=buffer_records(runner.module), grad_ready_order=tuple(order), iterations=(sample,),
                   environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
     return (trace, log) if return_log else trace
-
-
-def _autocast_order(sample: IterationSample, order: list[int], spec: Any, params: Sequence[Any],
-                    ac_dtype: Any, dtype: Any) -> tuple[IterationSample, list[int]]:
-    """The sample with its ready-time slots given in the order CUDA autocast makes the gradients
-    ready (:mod:`ddpsim.trace.autocast_order`); unchanged when that order cannot be found."""
-    from ddpsim.trace.autocast_order import autocast_ready_order, reslot
-
-    ac_order = autocast_ready_order(spec, params, ac_dtype, "meta", dtype)
-    if ac_order is None or sorted(ac_order) != sorted(order):
-        return sample, order
-    return replace(sample, grad_ready_s=reslot(sample.grad_ready_s, order, ac_order)), ac_order
-
-
-def _modelled_steps(runner: Any, sdpa: Any) -> tuple[IterationSample, list[int], list[OpCost]]:
-    """Two training steps on the runner's roofline clock; the second step's sample and hook firing
-    order (the optimizer state exists then) and the operators it charged."""
-    mode = runner.clock
-    with sdpa, mode:
-        runner.run(1, 0)
-        first_log_len = len(mode.log)
-        samples, orders = runner.run(0, 1)
-    return samples[0], orders[0], mode.log[first_log_len:]
 
 
 _RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "

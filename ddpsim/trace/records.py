@@ -178,18 +178,12 @@ class Trace:
                 raise InputError(f"{key}: missing; expected this key (it is required)")
         return data
 
-    @field_validator("params")
+    @field_validator("params", "iterations")
     @classmethod
-    def _some_params(cls, v: tuple) -> tuple:
+    def _not_empty(cls, v: tuple, info: ValidationInfo) -> tuple:
         if not v:
-            raise ValueError("expected at least one trainable parameter")
-        return v
-
-    @field_validator("iterations")
-    @classmethod
-    def _some_iterations(cls, v: tuple) -> tuple:
-        if not v:
-            raise ValueError("expected at least one measured iteration")
+            what = "trainable parameter" if info.field_name == "params" else "measured iteration"
+            raise ValueError(f"expected at least one {what}")
         return v
 
     def __post_init__(self) -> None:

@@ -189,11 +189,10 @@ class OpCost:
 _FREE_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_unsafe_view", "detach",
              "lift_fresh", "alias", "set_", "_reshape_alias", "sym_size", "sym_stride", "is_same_size", "_local_scalar_dense",
              "scalar_tensor", "arange"}
-_MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "convolution", "convolution_backward", "_convolution",
-               "cudnn_convolution", "addmv", "mv"}
 #: the cuBLAS GEMMs whose Tensor Core kernels need aligned matrices (:func:`gemm_aligned`)
 _GEMM_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul"}
 _CONV_OPS = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
+_MATMUL_OPS = _GEMM_OPS | _CONV_OPS | {"addmv", "mv"}
 #: the op label of cuDNN's NCHW <-> NHWC conversions around a convolution (:func:`conv_layout_bytes`)
 LAYOUT_CONVERSION = "nchw_nhwc_conversion(cudnn)"
 _FP32_OPS = {"native_layer_norm", "_softmax", "_log_softmax", "nll_loss_forward", "nll_loss2d_forward", "mse_loss",
@@ -351,9 +350,7 @@ def _make_sdpa_mode(roofline: Any, autocast_dtype: Any) -> Any:
             flops = flop_counter.sdpa_backward_flop_count(os_, qs, ks, vs) * (0.5 if causal else 1.0)
             n = math.prod(qs) + math.prod(ks) + math.prod(vs)
             roofline.charge("flash_attention_backward", flops, (2 * n + 2 * math.prod(os_)) * es, dtype, 4)
-            return (torch.empty(qs, dtype=ctx.dtypes[0], device=grad_out.device),
-                    torch.empty(ks, dtype=ctx.dtypes[1], device=grad_out.device),
-                    torch.empty(vs, dtype=ctx.dtypes[2], device=grad_out.device), None)
+            return (*(torch.empty(s, dtype=d, device=grad_out.device) for s, d in zip((qs, ks, vs), ctx.dtypes)), None)
 
     class SdpaMode(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

@@ -152,14 +152,11 @@ def _num(value: Any) -> float | None:
 
 
 def _dims(value: Any) -> tuple[int, ...] | None:
-    if isinstance(value, list) and all(int_or_none(v) is not None for v in value):
-        return tuple(value)
-    return None
+    return tuple(value) if isinstance(value, list) and all(int_or_none(v) is not None for v in value) else None
 
 
 def _kept_args(args: dict[str, Any]) -> dict[str, Any] | None:
-    kept = {k: args[k] for k in KEPT_ARGS if k in args}
-    return kept or None
+    return {k: args[k] for k in KEPT_ARGS if k in args} or None
 
 
 def _thread(value: Any, field: str, prof: KinetoProfile, name: str) -> Any:

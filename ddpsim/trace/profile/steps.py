@@ -148,15 +148,11 @@ class SpanIndex:
         per_tid: dict[object, list[tuple[float, float]]] = {}
         for a, b, tid in spans:
             per_tid.setdefault(tid, []).append((a, b))
-        by_tid = {tid: merge_intervals(v) for tid, v in per_tid.items()}
-        self._starts = {tid: [a for a, _ in m] for tid, m in by_tid.items()}
-        self._spans = by_tid
+        self._spans = {tid: merge_intervals(v) for tid, v in per_tid.items()}
+        self._starts = {tid: [a for a, _ in m] for tid, m in self._spans.items()}
 
     def holds(self, t: float, tid: object) -> bool:
-        starts = self._starts.get(tid)
-        if not starts:
-            return False
-        k = bisect.bisect_right(starts, t) - 1
+        k = bisect.bisect_right(self._starts.get(tid, ()), t) - 1
         return k >= 0 and t <= self._spans[tid][k][1]
 
 

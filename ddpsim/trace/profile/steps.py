@@ -166,11 +166,6 @@ def ddp_gradients(s: StepOps, w: PhaseWindows) -> list[CpuOp]:
     hooks = sorted(o.ts for o in s.cpu if o.name == HOOK_OP and w.backward.holds(o.ts))
     if not hooks:
         return acc
-    out = []
-    for k, a in enumerate(acc):
-        nxt = acc[k + 1].ts if k + 1 < len(acc) else float("inf")
-        j = bisect.bisect_left(hooks, a.ts)
-        if j < len(hooks) and hooks[j] < nxt:
-            out.append(a)
-    return out
+    nxt = [a.ts for a in acc[1:]] + [float("inf")]  # each one's next AccumulateGrad start
+    return [a for a, end in zip(acc, nxt) if (j := bisect.bisect_left(hooks, a.ts)) < len(hooks) and hooks[j] < end]
 

@@ -251,7 +251,7 @@ def _replay_synthetic(rt: Runtime, args: argparse.Namespace, trace: Any, reducer
     import torch
 
     comp = SyntheticCompute(rt, args.synthetic_kernel)
-    ready = trace.median_grad_ready_s()
+    ready = trace.grad_ready_stat_s("median")
     order = sorted((t, i) for i, t in enumerate(ready) if t is not None)
     grads = [torch.ones(shapes[i], dtype=dtypes[i], device=rt.device) for i in range(len(shapes))]
     fwd = trace.phase("forward").median_s

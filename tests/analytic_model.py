@@ -29,7 +29,7 @@ def bucket_schedule(ready_s: Sequence[float], sizes_bytes: Sequence[int], comm: 
 
 def analytic_simulate(trace: Trace, plan: BucketPlan, comm: Any, config: Any) -> SimResult:
     """A SimResult from the analytical model (see the module docstring); same signature as the engine."""
-    ready = list(trace.median_grad_ready_s())
+    ready = list(trace.grad_ready_stat_s("median"))
     fwd = trace.phase("forward").median_s
     bwd = trace.phase("backward").median_s
     opt = trace.phase("optimizer").median_s
@@ -75,7 +75,7 @@ def analytic_simulate(trace: Trace, plan: BucketPlan, comm: Any, config: Any) ->
 
 def analytic_end_s(trace: Trace, buckets: Sequence[Any], comm: Any, comm_hook: str = "none") -> float:
     """The analytical model's end of the last collective (after backward start) for ``buckets``."""
-    ready = list(trace.median_grad_ready_s())
+    ready = list(trace.grad_ready_stat_s("median"))
     bwd = trace.phase("backward").median_s
     b_ready = [max((ready[i] for i in b.param_indices if ready[i] is not None), default=bwd) for b in buckets]
     sched = bucket_schedule(b_ready, [b.size_bytes for b in buckets], comm, HOOK_BYTES_FACTOR.get(comm_hook, 1.0))

@@ -15,7 +15,7 @@ from ddpsim.errors import InputError
 from ddpsim.hardware.catalogue import bundled, load_catalogue
 from ddpsim.network.topology import (BANDWIDTH, COMPUTE_CAPABILITY, HOST, KIND, LINK_TYPE, NUM_LINKS, NVLS, SM_COUNT,
                                      build_preset, max_ranks, rank_nodes, resolve_topology)
-from ddpsim.trace.retime import get_gpu
+from ddpsim.trace.retime import get_gpu, gpu_peaks, low_precision_flops_per_s
 
 
 def _gbps(g, u, v):
@@ -151,7 +151,8 @@ def test_a_users_catalogue_adds_a_gpu_and_a_node_layout(tmp_path, capsys):
     g = resolve_topology("my-box", num_nodes=2, catalogue=cat)
     assert _gbps(g, "n0/nic0", "leaf-r0-0") == 25.0 and g.graph["cpu_vendor"] == "amd"
     spec = get_gpu("my-gpu", cat)
-    assert spec.bf16_flops_per_s == 800e12 and spec.hbm_bytes_per_s == 4e12 and get_gpu("a100", cat) == get_gpu("a100")
+    assert low_precision_flops_per_s(spec, "bf16") == 800e12 and gpu_peaks(spec)["hbm_bytes_per_s"] == 4e12
+    assert get_gpu("a100", cat) == get_gpu("a100")
     assert main(["topology", "--list", "--catalogue", str(path)]) == 0
     listed = capsys.readouterr().out
     assert "my-gpu     MY-GPU-96GB" in listed and "[my-sheet] My GPU datasheet <https://example.com/my-gpu.pdf>" in listed

@@ -176,13 +176,14 @@ def test_cuda_core_efficiency_is_the_v100_profiles_convolutions():
     # the oracle: the V100 ResNet-50 profile (fp32, batch 32; the V100 has no TF32, so cuDNN runs
     # it on CUDA cores): the step's convolution and GEMM FLOPs, counted by the retime at the same
     # batch, over those kernels' time, as a fraction of the V100's 15.7 TFLOP/s fp32 peak
-    from ddpsim.trace.retime import get_gpu, retime_trace_file
+    from ddpsim.trace.retime import get_gpu, gpu_peaks, retime_trace_file
 
     _, log = retime_trace_file(ROOT / "traces/resnet50.cpu.json", gpu="v100", batch_size=32, assumptions=ROOF,
                                return_log=True)
     flops = sum(c.flops for c in log if c.phase in ("forward", "backward"))
     assert flops == pytest.approx(777.57e9, rel=1e-4)
-    efficiency = flops / _conv_and_gemm_s_per_step("resnet50_ddp_1xV100_rank0.json.gz") / get_gpu("v100").fp32_flops_per_s
+    peak = gpu_peaks(get_gpu("v100"))["fp32_flops_per_s"]
+    efficiency = flops / _conv_and_gemm_s_per_step("resnet50_ddp_1xV100_rank0.json.gz") / peak
     assert round(efficiency, 2) == A.cuda_core_efficiency
 
 
@@ -190,12 +191,13 @@ def test_tf32_efficiency_is_the_a100_profiles_convolutions():
     # the oracle: the A100 ResNet-50 profile (fp32, batch 32, cuDNN's allow_tf32: convolutions on
     # TF32 tensor cores; an A100-SXM4-40GB-class board, 156 TFLOP/s TF32): the step's convolution
     # FLOPs over the convolution and GEMM kernels' time (the fc GEMM's 0.4 GFLOP run on CUDA cores)
-    from ddpsim.trace.retime import get_gpu, retime_trace_file
+    from ddpsim.trace.retime import get_gpu, gpu_peaks, retime_trace_file
 
     _, log = retime_trace_file(ROOT / "traces/resnet50.cpu.json", gpu="a100-40gb", batch_size=32, assumptions=ROOF,
                                return_log=True)
     flops = sum(c.flops for c in log if c.phase in ("forward", "backward") and c.op.startswith("convolution"))
-    efficiency = flops / _conv_and_gemm_s_per_step("resnet50_ddp_2xA100_rank0.json.gz") / get_gpu("a100-40gb").tf32_flops_per_s
+    peak = gpu_peaks(get_gpu("a100-40gb"))["tf32_flops_per_s"]
+    efficiency = flops / _conv_and_gemm_s_per_step("resnet50_ddp_2xA100_rank0.json.gz") / peak
     assert round(efficiency, 2) == A.tf32_efficiency
 
 

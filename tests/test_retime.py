@@ -11,7 +11,8 @@ import torch
 from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.trace.models import BuiltModel, build_model
-from ddpsim.trace.retime import RooflineAssumptions, get_gpu, issue, launch_queue_s, op_time_s, retime_spec
+from ddpsim.trace.retime import (RooflineAssumptions, get_gpu, gpu_peaks, issue, launch_queue_s, low_precision_flops_per_s,
+                                 op_time_s, retime_spec)
 from ddpsim.trace.records import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +100,7 @@ def test_unaligned_gemm_efficiency_is_the_h100_profiles_align1_kernels():
         flops += 2.0 * m * kk * n
         dur_s += k["dur"] * 1e-6
     assert len(kernels) == 3
-    assert round(flops / dur_s / get_gpu("h100").tensor_flops_per_s, 3) == RooflineAssumptions().unaligned_gemm_efficiency
+    assert round(flops / dur_s / gpu_peaks(get_gpu("h100"))["tensor_flops_per_s"], 3) == RooflineAssumptions().unaligned_gemm_efficiency
 
 
 def test_retime_names_unaligned_gemms_that_cost_the_step_time():
@@ -203,17 +204,25 @@ def test_assumption_errors():
 
 
 def test_gpu_table():
-    assert get_gpu("a100").tensor_flops_per_s == 312e12 and get_gpu("a100").hbm_bytes_per_s == 2.039e12
-    assert get_gpu("h100").tensor_flops_per_s == 989.4e12 and get_gpu("h100").hbm_bytes_per_s == 3.35e12
+    def peaks(name):
+        return gpu_peaks(get_gpu(name))
+
+    def bf16(name):
+        return low_precision_flops_per_s(get_gpu(name), "bf16")
+
+    assert peaks("a100")["tensor_flops_per_s"] == 312e12 and peaks("a100")["hbm_bytes_per_s"] == 2.039e12
+    assert peaks("h100")["tensor_flops_per_s"] == 989.4e12 and peaks("h100")["hbm_bytes_per_s"] == 3.35e12
     # the catalogue's new GPUs, dense = the datasheets' sparse figures / 2 (hardware/catalogue.yaml cites each)
-    assert get_gpu("b200").bf16_flops_per_s == 4500e12 / 2 and get_gpu("b200").hbm_bytes_per_s == 8e12
-    assert get_gpu("h200").tensor_flops_per_s == 989.4e12 and get_gpu("h200").hbm_bytes_per_s == 4.8e12
-    assert get_gpu("l40s").bf16_flops_per_s == 362.05e12 and get_gpu("l40s").tf32_flops_per_s == 183e12
-    assert get_gpu("a100-40gb").hbm_bytes_per_s == 1.555e12
+    assert bf16("b200") == 4500e12 / 2 and peaks("b200")["hbm_bytes_per_s"] == 8e12
+    assert peaks("h200")["tensor_flops_per_s"] == 989.4e12 and peaks("h200")["hbm_bytes_per_s"] == 4.8e12
+    assert bf16("l40s") == 362.05e12 and peaks("l40s")["tf32_flops_per_s"] == 183e12
+    assert peaks("a100-40gb")["hbm_bytes_per_s"] == 1.555e12
     # V100: fp16 tensor cores only; no TF32, so a float32 convolution runs at the fp32 peak
-    v100 = get_gpu("v100")
-    assert (v100.tensor_flops_per_s, v100.bf16_flops_per_s) == (125e12, None)
-    assert v100.tf32_flops_per_s == v100.fp32_flops_per_s == 15.7e12
+    v100 = peaks("v100")
+    assert v100["tensor_flops_per_s"] == 125e12
+    with pytest.raises(InputError, match=r"autocast: 'bf16' is not accepted on the NVIDIA V100-SXM2-32GB \(modelled\)"):
+        bf16("v100")
+    assert v100["tf32_flops_per_s"] == v100["fp32_flops_per_s"] == 15.7e12
 
 
 @pytest.mark.parametrize("gpu,peak", [("b200", 2250e12), ("h200", 989.4e12), ("l40s", 362.05e12), ("v100", 125e12)])

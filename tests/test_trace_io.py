@@ -205,7 +205,7 @@ def test_unused_parameter_is_consistent(tmp_path, good):
     for it in good["iterations"]:
         it["grad_ready_s"][0] = None
     t = load_trace(write(tmp_path, good))
-    assert t.grad_ready_order == (3, 2, 1) and t.median_grad_ready_s()[0] is None
+    assert t.grad_ready_order == (3, 2, 1) and t.grad_ready_stat_s("median")[0] is None
 
 
 # ---- iterations and times --------------------------------------------------------------------
@@ -366,5 +366,5 @@ def test_a_traces_statistics_are_computed_once_and_are_no_field(monkeypatch):
     assert trace.phase("backward") is first and len(made) == 1
     assert first == real([it.backward_s for it in trace.iterations])
     ready = trace.grad_ready_stat_s("median")
-    assert trace.grad_ready_stat_s("median") is ready and ready == trace.median_grad_ready_s()
+    assert trace.grad_ready_stat_s("median") is ready
     assert digest(trace) == key and trace == copy.copy(trace)

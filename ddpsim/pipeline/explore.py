@@ -213,11 +213,11 @@ def _retimed(src: Path, gpu: str, batch: int | None, out_dir: Path | None) -> An
     """``src`` re-timed for ``gpu`` at ``batch`` (None: its own), read back from ``out_dir/traces``
     when an earlier run wrote it from the same source bytes."""
     from ddpsim.trace.records import load_trace, save_trace
-    from ddpsim.trace.retime import get_gpu
+    from ddpsim.trace.retime import get_gpu, modelled_name
 
     source = load_trace(src)
     env = source.environment if isinstance(source.environment, dict) else {}
-    if env.get("device_name") == get_gpu(gpu).name and batch in (None, env.get("batch_size")):
+    if env.get("device_name") == modelled_name(get_gpu(gpu)) and batch in (None, env.get("batch_size")):
         return source  # already this GPU's roofline trace at this batch
     stamp = hashlib.sha256(src.read_bytes() + code_fingerprint().encode()).hexdigest()[:12]
     cached = None

@@ -82,7 +82,7 @@ def recommend_plan(trace: Trace, comm: Any, *, comm_hook: str = "none", options:
     """An explicit plan cutting the gradient-ready order optimally under the analytical model, and
     the model's end of its last collective (after backward start); parameters that never get a
     gradient go into a last bucket of their own dtype(s)."""
-    ready = list(trace.median_grad_ready_s())
+    ready = list(trace.grad_ready_stat_s("median"))
     order = [i for i in trace.grad_ready_order if ready[i] is not None]
     if not order:
         raise InputError("trace.grad_ready_order: [] is empty; expected gradients to bucket")

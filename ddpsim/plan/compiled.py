@@ -174,7 +174,7 @@ def compiled_ready_trace(trace: Trace, subgraphs: Sequence[Subgraph]) -> Trace:
             finish[i] = k
     iterations = tuple(_grouped_iteration(it, finish, called) for it in trace.iterations)
     grouped = replace(trace, iterations=iterations)
-    median = grouped.median_grad_ready_s()
+    median = grouped.grad_ready_stat_s("median")
     engine = {i: k for k, i in enumerate(engine_hook_order(trace, subgraphs))}
     position = {i: k for k, i in enumerate(trace.grad_ready_order)}
     order = tuple(sorted(trace.grad_ready_order, key=lambda i: (median[i] if median[i] is not None else float("inf"),

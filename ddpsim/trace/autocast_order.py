@@ -20,19 +20,13 @@ _LOWER_NAMES = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "con
                 "baddbmm", "addbmm", "einsum", "chain_matmul")
 
 
-def _lower_funcs() -> set[Any]:
-    import torch
-    import torch.nn.functional as F
-
-    funcs = {getattr(mod, n) for mod in (F, torch) for n in _LOWER_NAMES if hasattr(mod, n)}
-    return funcs | {torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.mm, torch.Tensor.bmm}
-
-
 def _cast_mode(dtype: Any) -> Any:
     import torch
+    import torch.nn.functional as F
     from torch.overrides import TorchFunctionMode
 
-    lower = _lower_funcs()
+    lower = {getattr(mod, n) for mod in (F, torch) for n in _LOWER_NAMES if hasattr(mod, n)}
+    lower |= {torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.mm, torch.Tensor.bmm}
 
     class AutocastAboveAutograd(TorchFunctionMode):
         """Casts the floating-point arguments of autocast's lower-precision functions, last first."""

@@ -105,8 +105,17 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     choices, CUDA unavailable, or the model raising (one line naming the model and the phase)."""
     import torch
 
-    _check_capture_args(torch, device=device, batch_size=batch_size, num_iters=num_iters, num_warmup=num_warmup,
-                        dtype=dtype, autocast=autocast, optimizer=optimizer, num_threads=num_threads)
+    check_count(batch_size, "batch_size", 1)
+    check_count(num_iters, "num_iters", 1)
+    check_count(num_warmup, "num_warmup", 0)
+    check_choice(device, "device", DEVICES)
+    check_choice(dtype, "dtype", (None, *DTYPES))
+    check_choice(autocast, "autocast", (None, *AUTOCASTS))
+    check_choice(optimizer, "optimizer", OPTIMIZERS)
+    if num_threads is not None:
+        torch.set_num_threads(check_count(num_threads, "num_threads", 1))
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
     torch.manual_seed(seed)
     dev = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
     runner = StepRunner(torch, spec, dev=dev, batch_size=batch_size, dtype=dtype, autocast=autocast,
@@ -130,23 +139,6 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),
                  iterations=tuple(samples), environment=env,
                  hook_overhead_frac=None if overhead is None else overhead[0], command=command)
-
-
-def _check_capture_args(torch: Any, *, device: str, batch_size: int, num_iters: int, num_warmup: int,
-                        dtype: str | None, autocast: str | None, optimizer: str, num_threads: int | None) -> None:
-    """Refuse bad counts and choices (InputError naming the field); apply ``num_threads``."""
-    check_count(batch_size, "batch_size", 1)
-    check_count(num_iters, "num_iters", 1)
-    check_count(num_warmup, "num_warmup", 0)
-    check_choice(device, "device", DEVICES)
-    check_choice(dtype, "dtype", (None, *DTYPES))
-    check_choice(autocast, "autocast", (None, *AUTOCASTS))
-    check_choice(optimizer, "optimizer", OPTIMIZERS)
-    if num_threads is not None:
-        check_count(num_threads, "num_threads", 1)
-        torch.set_num_threads(num_threads)
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
 
 
 #: the phases of a training step as a model error names them (:func:`_model_error`)
@@ -226,17 +218,13 @@ class StepRunner:
         ev.record()
         return ev
 
-    def since(self, start: float, stamp: Any) -> float:
-        return self.start_ev.elapsed_time(stamp) / 1e3 if self.cuda else stamp - start
-
     def forward(self) -> Any:
         from ddpsim.trace.models import run_forward
 
         self.phase = "forward"
-        if self.ac_dtype is not None:
-            with self.torch.autocast(device_type=self.dev.type, dtype=self.ac_dtype):
-                return self.loss_fn(run_forward(self.module, self.batch))
-        return self.loss_fn(run_forward(self.module, self.batch))
+        with (self.torch.autocast(device_type=self.dev.type, dtype=self.ac_dtype) if self.ac_dtype is not None
+              else contextlib.nullcontext()):
+            return self.loss_fn(run_forward(self.module, self.batch))
 
     def _timed(self, phase: str, run: Callable[[], Any]) -> tuple[float, float, Any]:
         """``run()`` as ``phase`` on the clock: its start, its duration and what it returned."""
@@ -256,7 +244,7 @@ class StepRunner:
             return None
         ready: list[float | None] = [None] * len(self.params)
         for i, stamp in self.fired:
-            ready[i] = self.since(b0, stamp)
+            ready[i] = self.start_ev.elapsed_time(stamp) / 1e3 if self.cuda else stamp - b0
         return IterationSample(forward_s=forward_s, backward_s=backward_s, optimizer_s=optimizer_s,
                                zero_grad_s=zero_grad_s, grad_ready_s=tuple(ready))
 
@@ -323,12 +311,13 @@ def _environment(torch: Any, runner: StepRunner, spec: Any, *, device: str, batc
                  load_before: float | None) -> dict[str, Any]:
     """The trace's ``environment``: the device, software, capture settings and host load."""
     cuda = runner.cuda
+    own = {str(p.dtype).removeprefix("torch.") for p in runner.params}  # the dtypes the model has, when not cast
     env: dict[str, Any] = {
         "device": device,
         "device_name": torch.cuda.get_device_name(runner.dev) if cuda else _cpu_name(),
         "torch_version": torch.__version__,
         "batch_size": batch_size,
-        "dtype": dtype or _own_dtype(runner.params),
+        "dtype": dtype or (own.pop() if len(own) == 1 else "mixed"),
         "autocast": autocast,
         "optimizer": optimizer,
         "num_threads": torch.get_num_threads(),
@@ -360,12 +349,6 @@ def _environment(torch: Any, runner: StepRunner, spec: Any, *, device: str, batc
     return env
 
 
-def _own_dtype(params: Sequence[Any]) -> str:
-    """The parameters' dtype name when they share one, else ``mixed`` (kept as the model has them)."""
-    names = {str(p.dtype).removeprefix("torch.") for p in params}
-    return names.pop() if len(names) == 1 else "mixed"
-
-
 def _model_error(name: str, phase: str, exc: BaseException) -> InputError:
     text = str(exc).strip().splitlines()
     return InputError(f"model {name!r}: {phase} raised {type(exc).__name__}"
@@ -377,22 +360,14 @@ def _model_error(name: str, phase: str, exc: BaseException) -> InputError:
 _BLOCK_RE = re.compile(r"^(?P<prefix>.*?\.)(?P<k>\d+)\.(?P<rest>.+)$")
 
 
-def _block_of(name: str, prefix: str) -> tuple[int, str] | None:
-    if not name.startswith(prefix):
-        return None
-    k, _, rest = name[len(prefix):].partition(".")
-    return (int(k), rest) if k.isdigit() and rest else None
-
-
 @dataclass(frozen=True, kw_only=True)
 class _Blocks:
     """A trace's repeated blocks: parameter indices before and after them, and each block's
-    parameters by their name inside the block (``rests``, block 0's order)."""
+    parameters by their name inside the block (block 0's order)."""
     prefix: str
     num_blocks: int
     pre: list[int]
     post: list[int]
-    rests: list[str]
     per_block: dict[int, dict[str, int]]
 
 
@@ -404,7 +379,8 @@ def _find_blocks(trace: Trace, block_prefix: str | None, num_blocks: int) -> _Bl
         if not prefixes:
             raise InputError(f"trace {trace.model!r}: no repeated blocks (names like 'h.0.x') found; expected a transformer-style model to derive depth")
         block_prefix = statistics.mode(prefixes)
-    blk = [_block_of(n, block_prefix) for n in names]
+    in_block = re.compile(re.escape(block_prefix) + r"(\d+)\.(.+)", re.S)  # (block index, name inside the block)
+    blk = [(int(m[1]), m[2]) if (m := in_block.fullmatch(n)) else None for n in names]
     ks = sorted({b[0] for b in blk if b})
     K = len(ks)
     if K < 3 or ks != list(range(K)):
@@ -414,12 +390,11 @@ def _find_blocks(trace: Trace, block_prefix: str | None, num_blocks: int) -> _Bl
     lo, hi = min(block_idx), max(block_idx)
     if any(not blk[i] for i in range(lo, hi + 1)):
         raise InputError(f"derive_depth: parameters of blocks under {block_prefix!r} are not contiguous in DDP order")
-    rests = [blk[i][1] for i in block_idx if blk[i][0] == 0]
     per_block = {k: {blk[i][1]: i for i in block_idx if blk[i][0] == k} for k in range(K)}
-    if any(list(per_block[k]) != rests for k in range(K)):
+    if any(list(per_block[k]) != list(per_block[0]) for k in range(K)):
         raise InputError(f"derive_depth: blocks under {block_prefix!r} differ in their parameters; expected identical blocks")
     return _Blocks(prefix=block_prefix, num_blocks=K, pre=list(range(lo)), post=list(range(hi + 1, len(names))),
-                   rests=rests, per_block=per_block)
+                   per_block=per_block)
 
 
 def _captured_position(p: int, *, K: int, N: int) -> int:
@@ -482,7 +457,7 @@ def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = No
     new: list[tuple[int, str, int | None]] = [(i, names[i], None) for i in blocks.pre]
     for j in range(N):
         src_block = K - 1 - _captured_position(N - 1 - j, K=K, N=N)
-        for rest in blocks.rests:
+        for rest in blocks.per_block[0]:
             new.append((blocks.per_block[src_block][rest], f"{blocks.prefix}{j}.{rest}", j))
     new += [(i, names[i], None) for i in blocks.post]
     src = trace.params

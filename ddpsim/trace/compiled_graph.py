@@ -33,10 +33,6 @@ _Index = Annotated[Int, Field(ge=0)]
 _Use = tuple[_Index, _Index, Annotated[Int, Field(ge=0, le=1 << 50)]]
 
 
-def _absent(v: Any) -> bool:
-    return v is None
-
-
 @record("trace")
 class GraphWalk:
     """One Dynamo graph as DDPOptimizer walks it (reverse node order)."""
@@ -44,9 +40,10 @@ class GraphWalk:
     users: tuple[Annotated[Int, Field(ge=-1)] | None, ...]
     uses: tuple[_Use, ...]
     #: per node, its inputs that need a gradient in split_module's order: ("param", k) or ("node", j)
-    inputs: tuple[tuple[tuple[Str, Int], ...], ...] | None = Field(default=None, exclude_if=_absent)
+    inputs: tuple[tuple[tuple[Str, Int], ...], ...] | None = Field(default=None,
+                                                                   exclude_if=lambda v: v is None)
     #: per node, the node whose storage its view result shares (None: none, or not a view)
-    alias_of: tuple[_Index | None, ...] | None = Field(default=None, exclude_if=_absent)
+    alias_of: tuple[_Index | None, ...] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 @record("trace")

@@ -178,18 +178,12 @@ class Trace:
                 raise InputError(f"{key}: missing; expected this key (it is required)")
         return data
 
-    @field_validator("params")
+    @field_validator("params", "iterations")
     @classmethod
-    def _some_params(cls, v: tuple) -> tuple:
+    def _not_empty(cls, v: tuple, info: ValidationInfo) -> tuple:
         if not v:
-            raise ValueError("expected at least one trainable parameter")
-        return v
-
-    @field_validator("iterations")
-    @classmethod
-    def _some_iterations(cls, v: tuple) -> tuple:
-        if not v:
-            raise ValueError("expected at least one measured iteration")
+            what = "trainable parameter" if info.field_name == "params" else "measured iteration"
+            raise ValueError(f"expected at least one {what}")
         return v
 
     def __post_init__(self) -> None:
@@ -234,10 +228,7 @@ class Trace:
         """A figure derived from the (immutable) trace, computed on first use and kept with it:
         every simulation of the trace reads its phases and ready times (not a field: the trace's
         equality, hash and resume key are its fields')."""
-        kept = self.__dict__.get("_kept_figures")
-        if kept is None:
-            kept = {}
-            object.__setattr__(self, "_kept_figures", kept)
+        kept = self.__dict__.setdefault("_kept_figures", {})
         if key not in kept:
             kept[key] = compute()
         return kept[key]
@@ -246,21 +237,14 @@ class Trace:
         """Stats of ``"forward"``, ``"backward"``, ``"optimizer"`` or ``"zero_grad"``."""
         return self._derived(("phase", name), lambda: PhaseStats.of([getattr(it, f"{name}_s") for it in self.iterations]))
 
-    def median_grad_ready_s(self) -> tuple[float | None, ...]:
-        """Per parameter, the median hook time after backward start (None if never ready)."""
-        return self.grad_ready_stat_s("median")
-
     def grad_ready_stat_s(self, statistic: str) -> tuple[float | None, ...]:
         """Per parameter, the median or mean (:data:`COMPUTE_STATISTICS`) hook time after
         backward start (None if never ready)."""
         agg = statistics.fmean if check_compute_statistic(statistic) == "mean" else statistics.median
 
         def compute() -> tuple[float | None, ...]:
-            out: list[float | None] = []
-            for i in range(self.num_params):
-                xs = [it.grad_ready_s[i] for it in self.iterations if it.grad_ready_s[i] is not None]
-                out.append(agg(xs) if xs else None)
-            return tuple(out)
+            ready = [[t for it in self.iterations if (t := it.grad_ready_s[i]) is not None] for i in range(self.num_params)]
+            return tuple(agg(xs) if xs else None for xs in ready)
 
         return self._derived(("grad_ready", statistic), compute)
 

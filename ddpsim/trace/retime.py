@@ -41,38 +41,26 @@ def _check_numbers(obj: Any, keys: Sequence[str], ok: Any, expected: str) -> Non
             raise InputError(f"{k}: {v!r} is not accepted; expected {expected}")
 
 
-@dataclass(frozen=True, kw_only=True)
-class GpuSpec:
-    """Dense peaks of one catalogue GPU in FLOP/s and bytes/s (``bf16_flops_per_s`` None: no bf16, V100)."""
-
-    name: str
-    tensor_flops_per_s: float  # fp16 dense tensor core (bf16 too where bf16_flops_per_s says so)
-    tf32_flops_per_s: float
-    fp32_flops_per_s: float
-    hbm_bytes_per_s: float
-    source: str
-    bf16_flops_per_s: float | None = None
-
-    def low_precision_flops_per_s(self, autocast: str, key: str = "autocast") -> float:
-        """The tensor-core peak of ``"bf16"`` or ``"fp16"``; InputError on a GPU without it."""
-        peak = self.bf16_flops_per_s if autocast == "bf16" else self.tensor_flops_per_s
-        if peak is None:
-            raise InputError(f"{key}: {autocast!r} is not accepted on the {self.name}; expected fp16 or none "
-                             f"(it has no {autocast} tensor cores: {self.source})")
-        return peak
-
-
-#: the peaks a retimed trace records (``synthetic.gpu_peaks``)
-RECORDED_PEAKS = ("tensor_flops_per_s", "tf32_flops_per_s", "fp32_flops_per_s", "hbm_bytes_per_s")
-
-
-def gpu_spec(gpu: Gpu) -> GpuSpec:
-    """The roofline figures of a catalogue GPU (no TF32: float32 convolutions at the fp32 peak)."""
+def gpu_peaks(gpu: Gpu) -> dict[str, float]:
+    """The dense peaks a retimed trace records (``synthetic.gpu_peaks``), in FLOP/s and bytes/s
+    (no TF32: float32 convolutions at the fp32 peak)."""
     f = gpu.dense_tflops
-    return GpuSpec(name=f"NVIDIA {gpu.model} (modelled)", tensor_flops_per_s=scaled(f.fp16, 12),
-                   tf32_flops_per_s=scaled(f.fp32 if f.tf32 is None else f.tf32, 12),
-                   fp32_flops_per_s=scaled(f.fp32, 12), hbm_bytes_per_s=scaled(gpu.memory_gbps, 9),
-                   source=gpu.summary, bf16_flops_per_s=None if f.bf16 is None else scaled(f.bf16, 12))
+    return {"tensor_flops_per_s": scaled(f.fp16, 12), "tf32_flops_per_s": scaled(f.fp32 if f.tf32 is None else f.tf32, 12),
+            "fp32_flops_per_s": scaled(f.fp32, 12), "hbm_bytes_per_s": scaled(gpu.memory_gbps, 9)}
+
+
+def modelled_name(gpu: Gpu) -> str:
+    """The ``device_name`` of a trace retimed for ``gpu``."""
+    return f"NVIDIA {gpu.model} (modelled)"
+
+
+def low_precision_flops_per_s(gpu: Gpu, autocast: str, key: str = "autocast") -> float:
+    """The tensor-core peak of ``"bf16"`` or ``"fp16"``; InputError on a GPU without it (V100: no bf16)."""
+    peak = gpu.dense_tflops.bf16 if autocast == "bf16" else gpu.dense_tflops.fp16
+    if peak is None:
+        raise InputError(f"{key}: {autocast!r} is not accepted on the {modelled_name(gpu)}; expected fp16 or none "
+                         f"(it has no {autocast} tensor cores: {gpu.summary})")
+    return scaled(peak, 12)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,14 +160,14 @@ def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_
     return max(flops / (peak_flops_per_s * ce), bytes_moved / bw, assumptions.min_kernel_s)
 
 
-def get_gpu(name: str, catalogue: Catalogue | None = None) -> GpuSpec:
-    """The :class:`GpuSpec` of a GPU of the hardware catalogue (None: the bundled one); InputError otherwise."""
+def get_gpu(name: str, catalogue: Catalogue | None = None) -> Gpu:
+    """A GPU of the hardware catalogue (None: the bundled one); InputError otherwise."""
     cat = bundled() if catalogue is None else catalogue
     key = str(name).lower()
     if key not in cat.gpus:
         raise InputError(f"--gpu: {name!r} is not accepted; expected one of {', '.join(sorted(cat.gpus))} "
                          "(the GPUs of the hardware catalogue)")
-    return gpu_spec(cat.gpus[key])
+    return cat.gpus[key]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,11 +189,10 @@ class OpCost:
 _FREE_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_unsafe_view", "detach",
              "lift_fresh", "alias", "set_", "_reshape_alias", "sym_size", "sym_stride", "is_same_size", "_local_scalar_dense",
              "scalar_tensor", "arange"}
-_MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "convolution", "convolution_backward", "_convolution",
-               "cudnn_convolution", "addmv", "mv"}
 #: the cuBLAS GEMMs whose Tensor Core kernels need aligned matrices (:func:`gemm_aligned`)
 _GEMM_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul"}
 _CONV_OPS = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
+_MATMUL_OPS = _GEMM_OPS | _CONV_OPS | {"addmv", "mv"}
 #: the op label of cuDNN's NCHW <-> NHWC conversions around a convolution (:func:`conv_layout_bytes`)
 LAYOUT_CONVERSION = "nchw_nhwc_conversion(cudnn)"
 _FP32_OPS = {"native_layer_norm", "_softmax", "_log_softmax", "nll_loss_forward", "nll_loss2d_forward", "mse_loss",
@@ -219,7 +206,7 @@ def _tensors(tree: Any) -> list[Any]:
     return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
 
 
-def _unit(gpu: GpuSpec, name: str, dtype: Any) -> tuple[str, float]:
+def _unit(gpu: Gpu, peaks: dict[str, float], name: str, dtype: Any) -> tuple[str, float]:
     """Where an op's FLOPs run, and that unit's peak: ``"tensor"`` for bf16/fp16, ``"tf32"`` for a
     float32 convolution where the GPU has TF32 (cuDNN's ``allow_tf32``), ``"cuda_cores"`` otherwise
     (float32 matmuls: PyTorch's ``allow_tf32=False`` for matmul)."""
@@ -227,10 +214,10 @@ def _unit(gpu: GpuSpec, name: str, dtype: Any) -> tuple[str, float]:
 
     if dtype in (torch.bfloat16, torch.float16):
         bf16 = dtype == torch.bfloat16
-        return "tensor", gpu.low_precision_flops_per_s("bf16") if bf16 else gpu.tensor_flops_per_s
-    if name in _CONV_OPS and dtype == torch.float32 and gpu.tf32_flops_per_s > gpu.fp32_flops_per_s:
-        return "tf32", gpu.tf32_flops_per_s
-    return "cuda_cores", gpu.fp32_flops_per_s
+        return "tensor", low_precision_flops_per_s(gpu, "bf16") if bf16 else peaks["tensor_flops_per_s"]
+    if name in _CONV_OPS and dtype == torch.float32 and peaks["tf32_flops_per_s"] > peaks["fp32_flops_per_s"]:
+        return "tf32", peaks["tf32_flops_per_s"]
+    return "cuda_cores", peaks["fp32_flops_per_s"]
 
 
 def _bytes_moved(func: Any, name: str, args: Any, ins: list[Any], outs: list[Any]) -> int:
@@ -243,25 +230,31 @@ def _bytes_moved(func: Any, name: str, args: Any, ins: list[Any], outs: list[Any
     return sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs)
 
 
-class _ModelledClock:
-    """The roofline mode as a :class:`~ddpsim.trace.capture.StepRunner`'s clock: ``clock_s``."""
+def _autocast(mode: Any, args: Any, kwargs: Any, to: Any, charge: bool) -> tuple[Any, Any]:
+    """``args`` and ``kwargs`` with their floating-point tensors cast to ``to``, as autocast does;
+    each cast charged to the roofline ``mode`` when ``charge``."""
+    import torch
+    from torch.utils._pytree import tree_map
 
-    clock_s: float
+    def cast(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != to:
+            if charge:
+                mode.charge("_to_copy(autocast)", 0.0, x.nbytes + x.numel() * torch.empty((), dtype=to).element_size(), to)
+            return x.to(to)
+        return x
+    return tree_map(cast, args), tree_map(cast, kwargs)
 
-    def now(self) -> float:
-        return self.clock_s
 
-    stop = now
-
-
-def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: Any, channels_last: bool = False) -> Any:
+def _make_mode(gpu: Gpu, assumptions: RooflineAssumptions, autocast_dtype: Any, channels_last: bool = False) -> Any:
     import torch
     from torch.utils import flop_counter
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_map
 
-    class RooflineMode(TorchDispatchMode, _ModelledClock):
-        """Runs each op (on meta tensors) and charges its roofline time to ``clock_s``."""
+    peaks = gpu_peaks(gpu)
+
+    class RooflineMode(TorchDispatchMode):
+        """Runs each op (on meta tensors) and charges its roofline time to ``clock_s``: a
+        :class:`~ddpsim.trace.capture.StepRunner`'s clock."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -276,12 +269,17 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
             self.phase = phase
             return self.clock_s
 
+        def now(self) -> float:
+            return self.clock_s
+
+        stop = now
+
         def charge(self, name: str, flops: float, bytes_moved: float, dtype: Any, tensors: int = 1,
                    aligned: bool = True, cap: float | None = None, host: bool = True) -> float:
             """Charge one kernel; ``host=False`` for a further kernel of the same op (no host time)."""
-            unit, peak = _unit(gpu, name, dtype)
+            unit, peak = _unit(gpu, peaks, name, dtype)
             t = op_time_s(flops=flops, bytes_moved=bytes_moved, peak_flops_per_s=peak,
-                          hbm_bytes_per_s=gpu.hbm_bytes_per_s, assumptions=assumptions, aligned=aligned,
+                          hbm_bytes_per_s=peaks["hbm_bytes_per_s"], assumptions=assumptions, aligned=aligned,
                           unit=unit, bytes_per_s_cap=cap)
             host_s = assumptions.host_s(self.phase, tensors) if host else 0.0
             self.clock_s, self.host_s = issue(self.clock_s, self.host_s, t, host_s)
@@ -289,23 +287,14 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
                                    tensors=tensors, aligned=aligned, host=host))
             return t
 
-        def _cast(self, args: Any, kwargs: Any, to: Any, charge: bool) -> tuple[Any, Any]:
-            def cast(x: Any) -> Any:
-                if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != to:
-                    if charge:
-                        self.charge("_to_copy(autocast)", 0.0, x.nbytes + x.numel() * torch.empty((), dtype=to).element_size(), to)
-                    return x.to(to)
-                return x
-            return tree_map(cast, args), tree_map(cast, kwargs)
-
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             name = func._overloadpacket.__name__
             if autocast_dtype is not None:
                 if name in _MATMUL_OPS:
-                    args, kwargs = self._cast(args, kwargs, autocast_dtype, charge=self.phase == "forward")
+                    args, kwargs = _autocast(self, args, kwargs, autocast_dtype, charge=self.phase == "forward")
                 elif name in _FP32_OPS:
-                    args, kwargs = self._cast(args, kwargs, torch.float32, charge=True)
+                    args, kwargs = _autocast(self, args, kwargs, torch.float32, charge=True)
             out = func(*args, **kwargs)
             if channels_last and name in _CONV_OPS:  # cuDNN keeps channels-last; the meta kernels do not
                 out = to_channels_last(out)
@@ -329,7 +318,7 @@ def _make_mode(gpu: GpuSpec, assumptions: RooflineAssumptions, autocast_dtype: A
                 self.charge(name, flops, bytes_moved, dtype, len(ins), aligned)
             for i, k in enumerate(kernels or ()):
                 self.charge(k.label, 0.0, k.bytes_moved, dtype, len(ins), cap=k.bytes_per_s_cap, host=i == 0)
-            converted = conv_layout_bytes(name, args, out, _unit(gpu, name, dtype)[0] != "cuda_cores")
+            converted = conv_layout_bytes(name, args, out, _unit(gpu, peaks, name, dtype)[0] != "cuda_cores")
             if converted:
                 self.charge(LAYOUT_CONVERSION, 0.0, converted, dtype, host=False)
 
@@ -361,9 +350,7 @@ def _make_sdpa_mode(roofline: Any, autocast_dtype: Any) -> Any:
             flops = flop_counter.sdpa_backward_flop_count(os_, qs, ks, vs) * (0.5 if causal else 1.0)
             n = math.prod(qs) + math.prod(ks) + math.prod(vs)
             roofline.charge("flash_attention_backward", flops, (2 * n + 2 * math.prod(os_)) * es, dtype, 4)
-            return (torch.empty(qs, dtype=ctx.dtypes[0], device=grad_out.device),
-                    torch.empty(ks, dtype=ctx.dtypes[1], device=grad_out.device),
-                    torch.empty(vs, dtype=ctx.dtypes[2], device=grad_out.device), None)
+            return (*(torch.empty(s, dtype=d, device=grad_out.device) for s, d in zip((qs, ks, vs), ctx.dtypes)), None)
 
     class SdpaMode(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -380,7 +367,7 @@ def _make_sdpa_mode(roofline: Any, autocast_dtype: Any) -> Any:
 
 # ---- driver -------------------------------------------------------------------------------
 
-def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str | None = None, dtype: str = "float32",
+def retime_spec(spec: Any, *, gpu: str | Gpu, batch_size: int, autocast: str | None = None, dtype: str = "float32",
                 optimizer: str = "sgd", assumptions: RooflineAssumptions | None = None, command: str | None = None,
                 environment: dict[str, Any] | None = None, extra_synthetic: dict[str, Any] | None = None,
                 channels_last: bool = False, return_log: bool = False) -> Any:
@@ -390,9 +377,10 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     conversions). InputError: unknown GPU, bad batch size, autocast, optimizer or dtype."""
     import torch
 
+    from ddpsim.trace.autocast_order import autocast_ready_order, reslot
     from ddpsim.trace.capture import AUTOCASTS, DTYPES, OPTIMIZERS, StepRunner, batch_shapes, check_choice, check_count
 
-    g = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
+    g = get_gpu(gpu) if isinstance(gpu, str) else gpu
     a = assumptions or RooflineAssumptions()
     check_count(batch_size, "batch_size", 1)
     check_choice(autocast, "autocast", (None, *AUTOCASTS))
@@ -400,17 +388,23 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
     check_choice(dtype, "dtype", DTYPES)
     for key, low in (("autocast", autocast), ("dtype", {"bfloat16": "bf16"}.get(dtype))):
         if low is not None:
-            g.low_precision_flops_per_s(low, key)  # refuses bf16 on a GPU without bf16 tensor cores
+            low_precision_flops_per_s(g, low, key)  # refuses bf16 on a GPU without bf16 tensor cores
     ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(autocast or "")
     mode = _make_mode(g, a, ac_dtype, channels_last)
     runner = StepRunner(torch, spec, dev=torch.device("meta"), batch_size=batch_size, dtype=dtype, autocast=None,
                          optimizer=optimizer, clock=mode, channels_last=channels_last, sgd_foreach=True)
-    sample, order, log = _modelled_steps(runner, _make_sdpa_mode(mode, ac_dtype))
-    if ac_dtype is not None:
-        sample, order = _autocast_order(sample, order, spec, runner.params, ac_dtype, getattr(torch, dtype))
+    with _make_sdpa_mode(mode, ac_dtype), mode:  # the second step's figures: the optimizer state exists then
+        runner.run(1, 0)
+        first_log_len = len(mode.log)
+        (sample,), (order,) = runner.run(0, 1)
+    log = mode.log[first_log_len:]
+    if ac_dtype is not None:  # the ready-time slots given in the order CUDA autocast makes the gradients ready
+        ac_order = autocast_ready_order(spec, runner.params, ac_dtype, "meta", getattr(torch, dtype))
+        if ac_order is not None and sorted(ac_order) == sorted(order):
+            sample, order = replace(sample, grad_ready_s=reslot(sample.grad_ready_s, order, ac_order)), ac_order
     records = param_records(runner.plist, lambda i: sample.grad_ready_s[i] is not None)
     env = copy.deepcopy(environment or {})
-    env.update({"device": "cuda", "device_name": g.name, "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
+    env.update({"device": "cuda", "device_name": modelled_name(g), "batch_size": batch_size, "dtype": dtype, "autocast": autocast,
                 "optimizer": optimizer, "num_threads": None, "input_shape": batch_shapes(runner.batch)})
     if channels_last:
         env["memory_format"] = "channels_last"
@@ -418,34 +412,11 @@ def retime_spec(spec: Any, *, gpu: str | GpuSpec, batch_size: int, autocast: str
         env.pop(k, None)
     env["torch_version"] = torch.__version__
     low = autocast or {"bfloat16": "bf16", "float16": "fp16"}.get(dtype)
-    peak = g.fp32_flops_per_s if low is None else g.low_precision_flops_per_s(low)
+    peak = gpu_peaks(g)["fp32_flops_per_s"] if low is None else low_precision_flops_per_s(g, low)
     synthetic = _retimed_synthetic(g, a, sample, log, peak=peak, extra_synthetic=extra_synthetic)
     trace = Trace(model=spec.name, params=records, buffers=buffer_records(runner.module), grad_ready_order=tuple(order), iterations=(sample,),
                   environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
     return (trace, log) if return_log else trace
-
-
-def _autocast_order(sample: IterationSample, order: list[int], spec: Any, params: Sequence[Any],
-                    ac_dtype: Any, dtype: Any) -> tuple[IterationSample, list[int]]:
-    """The sample with its ready-time slots given in the order CUDA autocast makes the gradients
-    ready (:mod:`ddpsim.trace.autocast_order`); unchanged when that order cannot be found."""
-    from ddpsim.trace.autocast_order import autocast_ready_order, reslot
-
-    ac_order = autocast_ready_order(spec, params, ac_dtype, "meta", dtype)
-    if ac_order is None or sorted(ac_order) != sorted(order):
-        return sample, order
-    return replace(sample, grad_ready_s=reslot(sample.grad_ready_s, order, ac_order)), ac_order
-
-
-def _modelled_steps(runner: Any, sdpa: Any) -> tuple[IterationSample, list[int], list[OpCost]]:
-    """Two training steps on the runner's roofline clock; the second step's sample and hook firing
-    order (the optimizer state exists then) and the operators it charged."""
-    mode = runner.clock
-    with sdpa, mode:
-        runner.run(1, 0)
-        first_log_len = len(mode.log)
-        samples, orders = runner.run(0, 1)
-    return samples[0], orders[0], mode.log[first_log_len:]
 
 
 _RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
@@ -461,7 +432,7 @@ _RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(pe
                   "(second step); zero_grad 0")
 
 
-def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSample, log: Sequence[OpCost], *,
+def _retimed_synthetic(g: Gpu, a: RooflineAssumptions, sample: IterationSample, log: Sequence[OpCost], *,
                        peak: float, extra_synthetic: dict[str, Any] | None) -> dict[str, Any]:
     """The ``synthetic`` record of a retimed trace: the GPU, the assumptions, FLOPs and MFU."""
     fwd_flops = sum(c.flops for c in log if c.phase == "forward")
@@ -469,7 +440,7 @@ def _retimed_synthetic(g: GpuSpec, a: RooflineAssumptions, sample: IterationSamp
     step_s = sample.forward_s + sample.backward_s + sample.optimizer_s + sample.zero_grad_s
     return {
         "kind": "retimed",
-        "gpu": g.name, "gpu_peaks": {k: getattr(g, k) for k in RECORDED_PEAKS}, "gpu_source": g.source,
+        "gpu": modelled_name(g), "gpu_peaks": gpu_peaks(g), "gpu_source": g.summary,
         "assumptions": asdict(a),
         "method": _RETIME_METHOD,
         "forward_flops": fwd_flops, "backward_flops": bwd_flops, "num_kernels": len(log),

@@ -149,15 +149,12 @@ def _pretrain_loss(output: Any) -> torch.Tensor:
 
 # ---- registry -------------------------------------------------------------------------------
 
-def _check_pos_int(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InputError(f"{field}: {value!r} is not accepted; expected an integer > 0")
-    return value
-
-
 def _options(kwargs: dict, model: str, defaults: dict[str, int]) -> dict[str, int]:
     """``defaults`` with the given options (each an integer > 0); InputError on an option not among them."""
-    opts = {k: _check_pos_int(kwargs.pop(k, v), k) for k, v in defaults.items()}
+    opts = {k: kwargs.pop(k, v) for k, v in defaults.items()}
+    for k, v in opts.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise InputError(f"{k}: {v!r} is not accepted; expected an integer > 0")
     if kwargs:
         key = sorted(kwargs)[0]
         raise InputError(f"{key}: {kwargs[key]!r} is not an option of model {model!r}; "

@@ -230,6 +230,5 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
               else _torch_module(entry.name, shape[0], o["num_classes"]))
     info = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size,
             "input_dtype": str(dtype).removeprefix("torch.")}
-    make_batch = m._batch(seed, [(shape, dtype, 2)])
-    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=make_batch,
+    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, [(shape, dtype, 2)]),
                         loss_fn=m._ce_loss, info=info)

@@ -9,10 +9,12 @@ import bisect
 import math
 from collections import Counter
 from dataclasses import replace
+from itertools import islice
 from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.errors import InputError, shorten
+from ddpsim.trace.intervals import merge_intervals
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.critical import DeviceDone, critical_fields
 from ddpsim.trace.profile.kineto import KinetoProfile, int_or_none, read_profile
@@ -27,13 +29,6 @@ US = st.US
 _DTYPES = {"Float": "float32", "Half": "float16", "BFloat16": "bfloat16", "Double": "float64", "Long": "int64",
            "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
            "ComplexFloat": "complex64", "ComplexDouble": "complex128"}
-
-
-def ddpsim_dtype(name: object, field: str) -> str:
-    """``Float`` -> ``float32``; InputError naming ``field`` for a name it does not know."""
-    if isinstance(name, str) and name in _DTYPES:
-        return _DTYPES[name]
-    raise InputError(f"{field}: {shorten(name)} is not a known dtype; expected one of {', '.join(_DTYPES)}")
 
 
 def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *, seed: int = 0,
@@ -141,7 +136,8 @@ def _phase(launched: Sequence[st.Launched], window: st.Window, t0: float) -> Pha
     if not ops:
         return cpu
     first, last = min(g.ts for g in ops), max(g.end for g in ops)
-    return replace(cpu, gpu_start_s=(first - t0) * US, gpu_s=(last - first) * US, gpu_busy_s=st.busy_us(ops) * US,
+    busy = sum(b - a for a, b in merge_intervals((g.ts, g.end) for g in ops))
+    return replace(cpu, gpu_start_s=(first - t0) * US, gpu_s=(last - first) * US, gpu_busy_s=busy * US,
                    num_kernels=len(ops))
 
 
@@ -150,27 +146,21 @@ def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:
     gradient copy into the bucket): proportional to the gradient's elements."""
     hooks = [o for o in s.cpu if o.name == st.HOOK_OP]
     hook_starts = [h.ts for h in hooks]
+    launch_starts = [lz.launch_us for lz in s.launched]
     out = []
     for k, acc in enumerate(accumulate):
         nxt = accumulate[k + 1].ts if k + 1 < len(accumulate) else float("inf")
-        hook = _first_on_thread(hooks, bisect.bisect_left(hook_starts, acc.ts), nxt, acc.tid)
+        # the first hook op on the gradient's thread starting before the next gradient
+        hook = next((h for h in islice(hooks, bisect.bisect_left(hook_starts, acc.ts), None)
+                     if h.ts >= nxt or h.tid == acc.tid), None)
         work = 0.0
-        if hook is not None:
-            for lz in st.launched_between(s, hook.ts, hook.end):
+        if hook is not None and hook.ts < nxt:
+            launched = s.launched[bisect.bisect_left(launch_starts, hook.ts):bisect.bisect_right(launch_starts, hook.end)]
+            for lz in launched:
                 if lz.tid == hook.tid and lz.op.grid and lz.op.block:
                     work += math.prod(lz.op.grid) * math.prod(lz.op.block)
         out.append(work)
     return out
-
-
-def _first_on_thread(ops: Sequence[Any], start: int, before: float, tid: object) -> Any:
-    """The first of ``ops[start:]`` (sorted by start) on thread ``tid`` that starts before ``before``."""
-    for op in ops[start:]:
-        if op.ts >= before:
-            return None
-        if op.tid == tid:
-            return op
-    return None
 
 
 def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path: str) -> list[tuple[RecordedBucket, int | None]]:
@@ -187,21 +177,21 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
         if not isinstance(numel, int) or isinstance(numel, bool) or numel < 0:
             raise InputError(f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'In msg nelems': {numel!r} is not "
                              "accepted; expected an integer >= 0")
-        dtype = ddpsim_dtype(args.get("dtype"), f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'dtype'")
+        dtype = args.get("dtype")
+        if not isinstance(dtype, str) or dtype not in _DTYPES:
+            raise InputError(f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'dtype': {shorten(dtype)} is not a "
+                             f"known dtype; expected one of {', '.join(_DTYPES)}")
+        dtype = _DTYPES[dtype]
         n_grads = bisect.bisect_right(acc_ts, op.ts) - bisect.bisect_right(acc_ts, prev)
         holder = next((a for a in holders if a.tid == op.tid and a.ts <= op.ts and op.end <= a.end), op)
+        group = args.get("Process Group Name")  # an integer in some torch versions
+        group = str(group) if isinstance(group, str) or int_or_none(group) is not None else None
         out.append((RecordedBucket(index=k, numel=numel, dtype=dtype, size_bytes=numel * DTYPE_SIZE_BYTES[dtype],
                                    launch_cpu_s=(op.ts - s.window.start) * US,
                                    num_grads=n_grads, op_start_s=(holder.ts - s.window.start) * US, op_s=holder.dur * US,
-                                   enqueue_s=op.dur * US, process_group=_group_name(args)), op.ext_id))
+                                   enqueue_s=op.dur * US, process_group=group), op.ext_id))
         prev = op.ts
     return out
-
-
-def _group_name(args: dict[str, Any]) -> str | None:
-    """``record_param_comms``' process group name (an integer in some torch versions), or None."""
-    name = args.get("Process Group Name")
-    return str(name) if isinstance(name, (str, int)) and not isinstance(name, bool) else None
 
 
 def _kernels(s: st.StepOps, index: int, buckets: Sequence[tuple[RecordedBucket, int | None]],

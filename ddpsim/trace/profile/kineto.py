@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass, field
 from os.path import isfile
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import ijson
 
@@ -122,11 +122,6 @@ def _open(path: Path, wide: bool = False) -> IO[bytes]:
         return io.BytesIO(widen_integers(raw.read()))
 
 
-def _overflow(exc: BaseException) -> bool:
-    """yajl refused an integer outside the signed 64-bit range."""
-    return isinstance(exc, ijson.JSONError) and "integer overflow" in str(exc)
-
-
 def _source(path: str) -> str:
     return f"profile {cut(path, 200)}"
 
@@ -157,14 +152,11 @@ def _num(value: Any) -> float | None:
 
 
 def _dims(value: Any) -> tuple[int, ...] | None:
-    if isinstance(value, list) and all(int_or_none(v) is not None for v in value):
-        return tuple(value)
-    return None
+    return tuple(value) if isinstance(value, list) and all(int_or_none(v) is not None for v in value) else None
 
 
 def _kept_args(args: dict[str, Any]) -> dict[str, Any] | None:
-    kept = {k: args[k] for k in KEPT_ARGS if k in args}
-    return kept or None
+    return {k: args[k] for k in KEPT_ARGS if k in args} or None
 
 
 def _thread(value: Any, field: str, prof: KinetoProfile, name: str) -> Any:
@@ -202,34 +194,21 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
                               block=_dims(args.get("block")), args=_kept_args(args) if kernel_kind(name) == COMM else None))
 
 
-def _events(f: IO[bytes]) -> Iterator[Any]:
-    # use_float: numbers as float, not Decimal (the C backend's fast path)
-    return ijson.items(f, "traceEvents.item", use_float=True)
-
-
 HEADER_KEYS = ("deviceProperties", "distributedInfo")
 
 
 def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
-    """``deviceProperties`` and ``distributedInfo``: read up to where ``traceEvents`` starts;
-    a key written after the events is then found by a scan of the C parser. InputError: no
-    ``traceEvents`` list (an empty one is fine: the import says what is missing)."""
-    builders: dict[str, Any] = {}
+    """``deviceProperties`` and ``distributedInfo`` (a walk to the first of each: the top of the
+    file, where Kineto writes them). InputError: no ``traceEvents`` list (an empty one is fine:
+    the import says what is missing)."""
     with _open(path, wide) as f:
-        for prefix, event, value in ijson.parse(f, use_float=True):
-            if prefix == "traceEvents" and event == "start_array":
-                break
-            top = prefix.split(".", 1)[0]
-            if top in HEADER_KEYS:
-                builders.setdefault(top, ijson.ObjectBuilder()).event(event, value)
-        else:
+        if not any(p == "traceEvents" and e == "start_array" for p, e, _ in ijson.parse(f, use_float=True)):
             raise InputError(f"{_source(prof.path)}: no traceEvents list; "
                              "expected the Chrome/Kineto JSON torch.profiler writes")
-    header = {k: b.value for k, b in builders.items()}
+    header = {}
     for key in HEADER_KEYS:
-        if key not in header:
-            with _open(path, wide) as f:
-                header[key] = next(ijson.items(f, key, use_float=True), None)
+        with _open(path, wide) as f:
+            header[key] = next(ijson.items(f, key, use_float=True), None)
     if isinstance(header["deviceProperties"], list):
         prof.device_properties = [d for d in header["deviceProperties"] if isinstance(d, dict)]
     if isinstance(header["distributedInfo"], dict):
@@ -246,7 +225,7 @@ def read_profile(path: str | Path) -> KinetoProfile:
         try:
             return _read(p, str(path), wide=False)
         except ijson.JSONError as exc:
-            if not _overflow(exc):
+            if "integer overflow" not in str(exc):  # yajl refused an integer outside the signed 64-bit range
                 raise
         return _read(p, str(path), wide=True)
     except InputError:
@@ -262,7 +241,8 @@ def _read(p: Path, path: str, *, wide: bool) -> KinetoProfile:
     prof = KinetoProfile(path=path)
     intern: dict[str, str] = {}
     with _open(p, wide) as f:
-        for event in _events(f):
+        # use_float: numbers as float, not Decimal (the C backend's fast path)
+        for event in ijson.items(f, "traceEvents.item", use_float=True):
             _keep(event, prof, intern)
     _header(p, prof, wide)
     attach_comms(prof)

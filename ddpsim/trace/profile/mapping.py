@@ -59,15 +59,6 @@ def _bucket_slices(grads: GradInfo) -> list[tuple[RecordedBucket, range]]:
 
 # ---- factory ---------------------------------------------------------------------------------
 
-def _ready_order(spec: Any, plist: Sequence[Any], device: str) -> list[int] | None:
-    """The order the parameters' gradients become ready in one backward of the model (batch 2)
-    on ``device`` (``meta``: shapes only, no arithmetic); None when the model cannot run there."""
-    from ddpsim.trace.autocast_order import autocast_ready_order
-
-    order = autocast_ready_order(spec, [p for _, p, _ in plist], None, device)
-    return order if order is not None and sorted(order) == list(range(len(plist))) else None
-
-
 #: the sample shape a factory returning a bare module is built with when the profile records none:
 #: only its parameters are read (its backward on it may fail; then the ready order is DDP's reversed)
 PLACEHOLDER_SHAPE = (1,)
@@ -80,6 +71,7 @@ def _factory_order(model: str, seed: int, input_shape: tuple[int, ...] | None = 
     :data:`PLACEHOLDER_SHAPE`."""
     import torch
 
+    from ddpsim.trace.autocast_order import autocast_ready_order
     from ddpsim.trace.models import build_model, ddp_params
 
     shape = (input_shape or PLACEHOLDER_SHAPE) if ":" in model else None
@@ -91,8 +83,8 @@ def _factory_order(model: str, seed: int, input_shape: tuple[int, ...] | None = 
             except (RuntimeError, NotImplementedError):
                 continue
             plist = ddp_params(spec.module)
-            order = _ready_order(spec, plist, device)
-            if order is not None:
+            order = autocast_ready_order(spec, [p for _, p, _ in plist], None, device)  # meta: shapes only
+            if order is not None and sorted(order) == list(range(len(plist))):
                 return spec, plist, order, f"a {device} backward"
         spec = build_model(model, seed=seed, input_shape=shape)
     return spec, ddp_params(spec.module), None, ""

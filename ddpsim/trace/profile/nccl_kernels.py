@@ -31,11 +31,6 @@ def _base(name: str) -> str:
     return name.split("(", 1)[0]
 
 
-def _version(text: str | None) -> tuple[int, int] | None:
-    m = re.match(r"(\d+)\.(\d+)", text or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def collective(name: str) -> str | None:
     """``allreduce``, ``broadcast``, ... from an NCCL kernel name; None for the generic kernel."""
     m = _COLL.match(_base(name))
@@ -103,12 +98,9 @@ def candidates(name: str, block: tuple[int, ...] | None, nccl_version: str | Non
     can have run under ``nccl_version`` (the profile's; None: any release its naming allows).
     A block no default thread count gives (``NCCL_NTHREADS`` set), or none, rules nothing out."""
     algos = _named_algorithms(name)
-    v = _version(nccl_version)
-    if v is None:
-        old = _OLD.match(_base(name)) is not None
-        versions = [(2, 18)] if old else [(2, 19), (2, 22), (2, 23)]
-    else:
-        versions = [v]
+    m = re.match(r"(\d+)\.(\d+)", nccl_version or "")
+    old = _OLD.match(_base(name)) is not None  # without a version: the releases the kernel's naming allows
+    versions = [(int(m.group(1)), int(m.group(2)))] if m else [(2, 18)] if old else [(2, 19), (2, 22), (2, 23)]
     named = [(a, p) for a in algos for p in PROTOCOLS if a in ("ring", "tree") or p == "simple"]
     fits = [(a, p) for a, p in named if block and any(block[0] in block_sizes(a, p, ver) for ver in versions)]
     return tuple(fits or named)

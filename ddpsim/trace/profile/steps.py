@@ -9,7 +9,6 @@ trace"."""
 from __future__ import annotations
 
 import bisect
-import functools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -68,11 +67,6 @@ class StepOps:
     launched: tuple[Launched, ...]
     runtime: tuple[RuntimeCall, ...]
 
-    @functools.cached_property
-    def launch_starts(self) -> list[float]:
-        """The launch times of :attr:`launched` (launch order), for bisecting."""
-        return [lz.launch_us for lz in self.launched]
-
 
 @dataclass(frozen=True)
 class PhaseWindows:
@@ -95,28 +89,22 @@ def profiler_steps(prof: KinetoProfile) -> list[tuple[int, Window]]:
     return steps
 
 
-def launched_gpu_ops(prof: KinetoProfile) -> list[Launched]:
-    """Every GPU op whose launching runtime call is in the profile, in launch order; InputError: none."""
-    if not prof.gpu:
-        raise InputError(f"profile {prof.path}: no GPU kernels (a CPU-only profile); expected one recorded on a GPU with "
-                         "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
-    calls = {r.correlation: r for r in prof.runtime if r.correlation is not None}
-    out = [Launched(op=g, launch_us=calls[g.correlation].ts, tid=calls[g.correlation].tid)
-           for g in prof.gpu if g.correlation in calls]
-    if not out:
-        raise InputError(f"profile {prof.path}: no GPU kernel is tied to a CUDA runtime call (no correlation ids); "
-                         "expected a Kineto trace with activities CPU and CUDA")
-    out.sort(key=lambda x: (x.launch_us, x.op.ts))
-    return out
-
-
 class Timeline:
-    """The profile's CPU ops, runtime calls and launched GPU ops, each sorted by CPU start."""
+    """The profile's CPU ops, runtime calls and launched GPU ops (those whose launching runtime call
+    is in the profile), each sorted by CPU start; InputError: no launched GPU op."""
 
     def __init__(self, prof: KinetoProfile) -> None:
+        if not prof.gpu:
+            raise InputError(f"profile {prof.path}: no GPU kernels (a CPU-only profile); expected one recorded on a GPU with "
+                             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+        calls = {r.correlation: r for r in prof.runtime if r.correlation is not None}
+        self.launched = sorted((Launched(op=g, launch_us=calls[g.correlation].ts, tid=calls[g.correlation].tid)
+                                for g in prof.gpu if g.correlation in calls), key=lambda x: (x.launch_us, x.op.ts))
+        if not self.launched:
+            raise InputError(f"profile {prof.path}: no GPU kernel is tied to a CUDA runtime call (no correlation ids); "
+                             "expected a Kineto trace with activities CPU and CUDA")
         self.cpu = sorted(prof.cpu_ops, key=lambda o: o.ts)
         self.runtime = sorted(prof.runtime, key=lambda r: r.ts)
-        self.launched = launched_gpu_ops(prof)
         self._starts = ([o.ts for o in self.cpu], [r.ts for r in self.runtime], [lz.launch_us for lz in self.launched])
 
     def step(self, step: int, window: Window) -> StepOps:
@@ -160,15 +148,11 @@ class SpanIndex:
         per_tid: dict[object, list[tuple[float, float]]] = {}
         for a, b, tid in spans:
             per_tid.setdefault(tid, []).append((a, b))
-        by_tid = {tid: merge_intervals(v) for tid, v in per_tid.items()}
-        self._starts = {tid: [a for a, _ in m] for tid, m in by_tid.items()}
-        self._spans = by_tid
+        self._spans = {tid: merge_intervals(v) for tid, v in per_tid.items()}
+        self._starts = {tid: [a for a, _ in m] for tid, m in self._spans.items()}
 
     def holds(self, t: float, tid: object) -> bool:
-        starts = self._starts.get(tid)
-        if not starts:
-            return False
-        k = bisect.bisect_right(starts, t) - 1
+        k = bisect.bisect_right(self._starts.get(tid, ()), t) - 1
         return k >= 0 and t <= self._spans[tid][k][1]
 
 
@@ -182,21 +166,6 @@ def ddp_gradients(s: StepOps, w: PhaseWindows) -> list[CpuOp]:
     hooks = sorted(o.ts for o in s.cpu if o.name == HOOK_OP and w.backward.holds(o.ts))
     if not hooks:
         return acc
-    out = []
-    for k, a in enumerate(acc):
-        nxt = acc[k + 1].ts if k + 1 < len(acc) else float("inf")
-        j = bisect.bisect_left(hooks, a.ts)
-        if j < len(hooks) and hooks[j] < nxt:
-            out.append(a)
-    return out
+    nxt = [a.ts for a in acc[1:]] + [float("inf")]  # each one's next AccumulateGrad start
+    return [a for a, end in zip(acc, nxt) if (j := bisect.bisect_left(hooks, a.ts)) < len(hooks) and hooks[j] < end]
 
-
-def launched_between(s: StepOps, start: float, end: float) -> Sequence[Launched]:
-    """The GPU ops the step launched in ``[start, end]`` (``s.launched`` is in launch order)."""
-    starts = s.launch_starts
-    return s.launched[bisect.bisect_left(starts, start):bisect.bisect_right(starts, end)]
-
-
-def busy_us(ops: Sequence[GpuOp]) -> float:
-    """The length of the union of the ops' intervals (microseconds)."""
-    return sum(b - a for a, b in merge_intervals((g.ts, g.end) for g in ops))

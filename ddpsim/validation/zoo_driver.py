@@ -266,9 +266,9 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
     for value, flag in ((repeats, "--repeats"), (iterations, "--iterations"), (num_resamples, "num_resamples")):
         check_count(value, flag, 1)
     zoo_dir = ensure_dir(Path(out_dir) / "zoo", "--out-dir")
-    zoo = _Zoo(zoo_dir=zoo_dir, scn_dir=ensure_dir(zoo_dir / "scenarios", "--out-dir"), calibration=calibration,
-               caps=list(ZOO_CAPS if caps is None else caps), repeats=repeats, iterations=iterations, warmup=warmup,
-               level=level, num_resamples=num_resamples, seed=seed, timeout_s=timeout_s)
+    zoo = _Zoo(zoo_dir, calibration=calibration, level=level, num_resamples=num_resamples, seed=seed,
+               run=dict(caps=list(ZOO_CAPS if caps is None else caps), repeats=repeats, iterations=iterations,
+                        warmup=warmup, timeout_s=timeout_s))
     t_start, timed = time.perf_counter(), []
     for i, e in enumerate(entries, start=1):
         tag = f"zoo: [{i}/{len(entries)}] {ZOO_PREFIX + e.name}"
@@ -303,19 +303,23 @@ def _progress_line(tag: str, r: dict[str, Any], wall_s: float) -> str:
 
 
 class _Zoo:
-    """One :func:`run_zoo` while it goes: its options, the summary rows so far and the results of the
-    models done (their residuals give the others their method error)."""
+    """One :func:`run_zoo` while it goes: its options (``run``: each validation's caps, repeats, iterations,
+    warmup and timeout_s), the summary rows so far and the results of the models done (their residuals give
+    the others their method error)."""
 
-    def __init__(self, *, zoo_dir: Path, scn_dir: Path, calibration: str | Path | None, caps: list[float | None],
-                 repeats: int, iterations: int, warmup: int, level: float, num_resamples: int, seed: int,
-                 timeout_s: float) -> None:
-        self.zoo_dir, self.scn_dir, self.calibration = zoo_dir, scn_dir, calibration
+    def __init__(self, zoo_dir: Path, *, calibration: str | Path | None, level: float, num_resamples: int, seed: int,
+                 run: dict[str, Any]) -> None:
+        self.zoo_dir, self.scn_dir, self.calibration = zoo_dir, ensure_dir(zoo_dir / "scenarios", "--out-dir"), calibration
         self.shared_cal = Path(calibration) if calibration else zoo_dir / "calibration.json"
-        self.caps, self.repeats, self.iterations, self.warmup = caps, repeats, iterations, warmup
-        self.level, self.num_resamples, self.seed, self.timeout_s = level, num_resamples, seed, timeout_s
+        self.level, self.num_resamples, self.seed, self.run = level, num_resamples, seed, run
         self.rows: list[dict[str, Any]] = []
         self.results: dict[str, dict[str, Any]] = {}  # the models done, for the method error of the others
-        self.torchvision: bool | None = None
+
+    def paths(self, e: Any) -> tuple[str, Path, Path]:
+        """Model ``e``'s zoo name, report folder and scenario file."""
+        from ddpsim.trace.models.zoo import ZOO_PREFIX
+
+        return ZOO_PREFIX + e.name, self.zoo_dir / f"zoo-{e.name}", self.scn_dir / f"zoo-{e.name}.yaml"
 
     def write_summary(self) -> None:
         """The summary, with the calibration the models done were predicted with when they share one."""
@@ -333,31 +337,28 @@ class _Zoo:
         ``wall_s`` since ``t0``), write it as its ``zoo.json`` and count the model done."""
         from ddpsim.calibration.loader import load_calibration
         from ddpsim.pipeline.scenario import load_scenario
-        from ddpsim.trace.models.zoo import ZOO_PREFIX
         from ddpsim.validation.measure import round_traces
 
-        mdir = self.zoo_dir / f"zoo-{e.name}"
+        name, mdir, scn_path = self.paths(e)
         result["analysis"] = analyse_model(
-            load_scenario(str(self.scn_dir / f"zoo-{e.name}.yaml")), rows,
+            load_scenario(str(scn_path)), rows,
             round_traces(mdir / "validation", result["repeats"]), load_calibration(cal_path) if cal_path.is_file() else None,
             iterations=result["iterations"], level=self.level, num_resamples=self.num_resamples, seed=self.seed)
         if t0 is not None:
             result["wall_s"] = time.perf_counter() - t0
         write_text_atomic(mdir / "zoo.json", json.dumps(result, indent=1) + "\n")
-        self.add_done(ZOO_PREFIX + e.name, result)
+        self.add_done(name, result)
 
     def reanalyse_model(self, e: Any, tag: str) -> None:
         """``--reanalyze``: a model done predicted again over the same runs (with the given calibration,
         else its recorded one when that file is there) and analysed again."""
         from ddpsim.validation.measure import reanalyze as reanalyze_point
 
-        mdir = self.zoo_dir / f"zoo-{e.name}"
-        done = mdir / "zoo.json"
-        if not done.is_file():
+        _, mdir, scn_path = self.paths(e)
+        if not (mdir / "zoo.json").is_file():
             log.info(f"{tag}: not validated yet, nothing to analyse")
             return
-        scn_path = self.scn_dir / f"zoo-{e.name}.yaml"
-        result = json.loads(done.read_text())
+        result = json.loads((mdir / "zoo.json").read_text())
         val = json.loads((mdir / "validation.json").read_text())
         cal_path = Path(self.calibration) if self.calibration else Path(val["calibration"])
         if self.calibration or cal_path.is_file():
@@ -372,18 +373,14 @@ class _Zoo:
 
     def skip_model(self, e: Any, tag: str) -> bool:
         """Whether model ``e`` is skipped: done earlier (its ``zoo.json``), or torchvision's without it."""
-        from ddpsim.trace.models.zoo import ZOO_PREFIX, torchvision_available
+        from ddpsim.trace.models.zoo import torchvision_available
 
-        name = ZOO_PREFIX + e.name
-        done = self.zoo_dir / f"zoo-{e.name}" / "zoo.json"
-        if done.is_file():
-            self.add_done(name, json.loads(done.read_text()))
-            log.info(f"{tag}: done earlier ({done}), skipped")
+        name, mdir, _ = self.paths(e)
+        if (mdir / "zoo.json").is_file():
+            self.add_done(name, json.loads((mdir / "zoo.json").read_text()))
+            log.info(f"{tag}: done earlier ({mdir / 'zoo.json'}), skipped")
             return True
-        if e.source != "torchvision":
-            return False
-        self.torchvision = torchvision_available() if self.torchvision is None else self.torchvision
-        if self.torchvision:
+        if e.source != "torchvision" or torchvision_available():
             return False
         self.rows.append(summary_row(name, {"status": "skipped: torchvision not installed"}))
         log.info(f"{tag}: skipped, torchvision is not installed (pip install \"ddpsim[zoo]\")")
@@ -393,25 +390,22 @@ class _Zoo:
     def validate_model(self, e: Any, tag: str, validate_fn: Callable[..., dict[str, Any]]) -> None:
         """Write model ``e``'s scenario, validate it (the first calibrates the host for all), analyse it and
         write its ``zoo.json``; a failing validation is its row's status."""
-        from ddpsim.trace.models.zoo import ZOO_PREFIX
-
-        name = ZOO_PREFIX + e.name
-        mdir = self.zoo_dir / f"zoo-{e.name}"
-        scn_path = self.scn_dir / f"zoo-{e.name}.yaml"
-        write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=self.caps, iterations=self.iterations, warmup=self.warmup))
-        log.info(f"{tag}: validating at caps {', '.join('none' if c is None else f'{c:g}' for c in self.caps)}, "
-                 f"{self.repeats} rounds, batch {e.batch_size} per rank")
+        name, mdir, scn_path = self.paths(e)
+        run = self.run
+        write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=run["caps"], iterations=run["iterations"],
+                                                      warmup=run["warmup"]))
+        log.info(f"{tag}: validating at caps {', '.join('none' if c is None else f'{c:g}' for c in run['caps'])}, "
+                 f"{run['repeats']} rounds, batch {e.batch_size} per rank")
         t0 = time.perf_counter()
         try:
             res = validate_fn(str(scn_path), calibration=self.shared_cal if is_file(self.shared_cal) else None,
-                              out_dir=self.zoo_dir, caps=self.caps, iterations=self.iterations, warmup=self.warmup,
-                              repeats=self.repeats, bucket_timing=False, num_threads=1, timeout_s=self.timeout_s,
+                              out_dir=self.zoo_dir, **run, bucket_timing=False, num_threads=1,
                               plots=False, intervals=False)  # analyse_model gives the intervals, on both clocks
             if not is_file(self.shared_cal) and (mdir / "calibration.json").is_file():
                 write_text_atomic(self.shared_cal, (mdir / "calibration.json").read_text())
             result = {"format": "ddpsim-zoo-model", "version": 1, "model": name, "status": "done",
-                      "batch_size": e.batch_size, "caps": self.caps, "repeats": self.repeats, "iterations": self.iterations,
-                      "warmup": self.warmup, "summary": res["summary"], "analysis": None, "wall_s": None}
+                      "batch_size": e.batch_size, **{k: run[k] for k in ("caps", "repeats", "iterations", "warmup")},
+                      "summary": res["summary"], "analysis": None, "wall_s": None}
             self.keep(e, result, res["rows"], self.shared_cal, t0)
         except InputError as exc:
             failed = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}

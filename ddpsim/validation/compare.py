@@ -117,13 +117,12 @@ def paired_gap_ci_pct(slow: Sequence[float], fast: Sequence[float]) -> tuple[flo
     from scipy import stats  # slow to import: not at module level, every CLI verb imports this module
 
     d = [math.log(a / b) for a, b in zip(slow, fast)]
-    n = len(d)
-    if n < 2:
+    if len(d) < 2:
         return None
     with warnings.catch_warnings():  # identical ratios: scipy warns of precision, the interval is the point
         warnings.simplefilter("ignore", RuntimeWarning)
         ci = stats.ttest_1samp(d, 0.0).confidence_interval(confidence_level=0.95)
-    return 100.0 * math.expm1(float(ci.low)), 100.0 * math.expm1(float(ci.high)), n
+    return 100.0 * math.expm1(float(ci.low)), 100.0 * math.expm1(float(ci.high)), len(d)
 
 
 #: the most rounds :func:`rounds_to_decide` looks for

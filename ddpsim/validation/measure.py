@@ -148,8 +148,8 @@ def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None
     out = ensure_dir(Path(out_dir) / scenario.name, "--out-dir")
     raw = ensure_dir(out / "validation", "--out-dir")
     return dict(scenario=scenario, points=tuple(points), model=model, batch_size=batch_size, model_args=model_args,
-                iterations=iterations, warmup=warmup, num_threads=num_threads, world_size=nproc or scenario.world_size or 2,
-                repeats=repeats, timeout_s=timeout_s, out=out, raw=raw)
+                iterations=iterations, warmup=warmup, num_threads=num_threads,
+                world_size=nproc or scenario.world_size or 2, repeats=repeats, timeout_s=timeout_s, out=out, raw=raw)
 
 
 def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[Any]) -> str:
@@ -194,7 +194,8 @@ class _Validation:
     outcomes: dict[str, PointOutcome] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p)) for p in self.points}
+        self.outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p))
+                         for p in self.points}
 
     def launch(self, args: list[str]) -> None:
         _launch(args, nproc=self.world_size, num_threads=self.num_threads, timeout_s=self.timeout_s, log_dir=self.raw)
@@ -418,10 +419,10 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     cal_path = Path(calibration) if calibration else Path(old["calibration"])
     cal = _announce(load_calibration(cal_path))
     trace_path = report_trace_path(old, raw)
-    trace = load_trace(trace_path)
     points = select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
     run = _Validation(scenario=scenario, points=tuple(points), **{k: old[k] for k in RUN_FIELDS}, out=out, raw=raw,
-                      trace=trace, trace_path=trace_path, plots=plots, launch_mode=old.get("launch"), cal_path=cal_path, cal=cal)
+                      trace=load_trace(trace_path), trace_path=trace_path, plots=plots, launch_mode=old.get("launch"),
+                      cal_path=cal_path, cal=cal)
     for o in run.outcomes.values():
         _read_runs(o, raw, old_path)
     run.repeats = max(len(o.runs) for o in run.outcomes.values())

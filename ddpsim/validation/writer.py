@@ -58,8 +58,8 @@ def write_reports(v: Any, *, reanalyzed: bool = False) -> None:
     rows = [o.row() for o in v.outcomes.values()]
     write_text_atomic(out / "validation.csv", csv_text(list(rows[0]) if rows else [], rows))  # PointOutcome.row's keys
     cal = json.loads(Path(v.cal_path).read_text())
-    data = {"format": "ddpsim-validation", "version": 1, "scenario": v.scenario.name, **{k: getattr(v, k) for k in RUN_FIELDS},
-            "calibration": str(v.cal_path), "trace": str(v.trace_path),
+    data = {"format": "ddpsim-validation", "version": 1, "scenario": v.scenario.name,
+            **{k: getattr(v, k) for k in RUN_FIELDS}, "calibration": str(v.cal_path), "trace": str(v.trace_path),
             "interference": _interference_record(cal, v.cal), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
             # the loaded calibration's (recomputed against the idle-launch charge when it can be:
             # ddpsim.calibration.loader.consistent_ddp_overhead), and the file's own figure beside it

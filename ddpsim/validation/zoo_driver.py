@@ -309,7 +309,8 @@ class _Zoo:
 
     def __init__(self, zoo_dir: Path, *, calibration: str | Path | None, level: float, num_resamples: int, seed: int,
                  run: dict[str, Any]) -> None:
-        self.zoo_dir, self.scn_dir, self.calibration = zoo_dir, ensure_dir(zoo_dir / "scenarios", "--out-dir"), calibration
+        self.zoo_dir, self.calibration = zoo_dir, calibration
+        self.scn_dir = ensure_dir(zoo_dir / "scenarios", "--out-dir")
         self.shared_cal = Path(calibration) if calibration else zoo_dir / "calibration.json"
         self.level, self.num_resamples, self.seed, self.run = level, num_resamples, seed, run
         self.rows: list[dict[str, Any]] = []

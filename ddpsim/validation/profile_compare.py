@@ -16,9 +16,9 @@ from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.profile.result import ProfileIteration
 from ddpsim.trace.records import Trace
-from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, busy_summary, effective_trace,
-                                               host_costs_from_steps, hta_overlap_ratio, launch_delays, measured_summary,
-                                               median_or_none)
+from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, effective_trace,
+                                               gpu_busy_s, host_costs_from_steps, hta_overlap_ratio, launch_delays,
+                                               measured_summary, median_or_none)
 from ddpsim.validation.profile_modules import ModuleSplit, split_modules
 
 
@@ -200,11 +200,12 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
     plan_numels = [sum(inputs.trace.params[i].numel for i in b.param_indices) for b in inputs.plan.steady]
     return {"format": "ddpsim-profile-compare", "version": 1, "name": name, "profiles": list(profiles),
             "gpu": gpu_name, "world_size": world_size, "topology": sc.cluster.label, "nodes": sc.cluster.nodes,
-            "comm": inputs.comm.describe() if hasattr(inputs.comm, "describe") else {"backend": inputs.backend},
+            "comm": inputs.comm.describe(),
             "bucket_cap_mb": sc.ddp.bucket_cap_mb, "cap_from_buckets": cap is not None, "num_steps": len(rank0), "steps": [st.step for st in rank0],
             "plan": _plan_check(plan_numels, recorded_numels, ddp_modules, split, inputs.trace),
             "host_costs": {"measured": host.as_dict(), "defaults": HostCosts().as_dict(), **host_detail,
-                           "launch_delays": launch_delays(rank0), "gpu_busy": busy_summary(rank0)},
+                           "launch_delays": launch_delays(rank0),
+                           "gpu_busy": {"step_s": meas["mean"]["step_s"], "gpu_busy_s": gpu_busy_s(rank0)}},
             "measured": meas, "predicted": pred, "terms": attribution(pred, meas["mean"]), "buckets": buckets,
             "ranks": rank_waits}
 

@@ -249,8 +249,6 @@ def launch_delays(steps: Sequence[ProfileIteration]) -> list[dict[str, Any]]:
              "launch_op_s": median_or_none([o for _, o in v])} for i, v in sorted(per.items())]
 
 
-def busy_summary(steps: Sequence[ProfileIteration]) -> dict[str, float]:
-    """Means over the steps of :func:`step_period_s` and of the GPU's busy time (kernels, copies, sets)."""
-    busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]
-    periods = [step_period_s(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
-    return {"step_s": statistics.fmean(periods), "gpu_busy_s": statistics.fmean(busy)}
+def gpu_busy_s(steps: Sequence[ProfileIteration]) -> float:
+    """The mean over the steps of the GPU's busy time (kernels, copies, sets merged)."""
+    return statistics.fmean(sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps)

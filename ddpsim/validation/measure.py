@@ -166,10 +166,8 @@ def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[
 
 @dataclass(kw_only=True, eq=False)
 class _Validation:
-    """One :func:`validate` run while it goes: what it runs (the scenario's validated points, the executor's
-    model and step counts, the ranks and their threads, where the report and its raw runs go), the pooled
-    trace, the rounds' captures, the calibration and every point's outcome; the report is rewritten
-    (:func:`~ddpsim.validation.writer.write_reports`) after every run."""
+    """One :func:`validate` run while it goes: what it runs and where, the pooled trace, the rounds' captures,
+    the calibration and every point's outcome (the report is rewritten after every run)."""
 
     scenario: Any
     points: tuple[Any, ...]
@@ -232,8 +230,7 @@ class _Validation:
         predict_points(self.scenario, self.points, self.outcomes, self.trace, self.cal)
 
     def finish(self, *, intervals: bool, method_error: Any, reanalyzed: bool = False) -> dict[str, Any]:
-        """Give the points their intervals (with the rounds' captures), write the report; returns
-        ``{"rows": [...], "summary": {...}, "out": dir}``."""
+        """Give the points their intervals, write the report; returns what :func:`validate` returns."""
         if intervals and self.captured:
             self.intervals(method_error)
         write_reports(self, reanalyzed=reanalyzed)
@@ -316,8 +313,7 @@ class _Validation:
                      f"{o.interval.high_s * 1e3:.2f} ms")
 
     def run_hooked(self) -> None:
-        """One run per point with the timing comm hook, for the measured per-bucket times; a failed
-        one is said and skipped (the per-bucket times are extra)."""
+        """One run per point with the timing comm hook, for the per-bucket times (a failed one is skipped)."""
         common = [*self.common_args(), "--trace", str(self.trace_path)]
         for p in self.points:
             mpath = self.raw / f"{p.point_id}.hooked.json"
@@ -381,8 +377,7 @@ def select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | list
 
 
 def predict_points(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any) -> None:
-    """Simulate each of ``points`` as a validation predicts it (``trace``, calibration ``cal``)
-    and write the prediction into its outcome in ``outcomes``."""
+    """Simulate each of ``points`` as a validation predicts it and write the prediction into its outcome."""
     from ddpsim.engine.simulate import simulate
     from ddpsim.validation.intervals import validation_inputs
 
@@ -400,11 +395,8 @@ def predict_points(scenario: Any, points: Sequence[Any], outcomes: dict[str, Poi
 
 def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
               plots: bool = True, intervals: bool = True, method_error: str | Path | None = None) -> dict[str, Any]:
-    """Rebuild a validation report from the raw runs under ``<out_dir>/<scenario>/validation/``, running
-    nothing: step times recomputed from the per-rank records, every point simulated again from the pooled
-    trace with ``validation.json``'s calibration (or ``calibration``). InputError: no earlier validation
-    there, or a raw file missing or unreadable."""
-    from ddpsim.calibration.loader import load_calibration
+    """Rebuild a validation report from its raw runs (``<out_dir>/<scenario>/validation/``), running nothing,
+    with ``validation.json``'s calibration (or ``calibration``). InputError: a raw file missing or unreadable."""
     from ddpsim.pipeline.method_error import load_method_error
     from ddpsim.pipeline.scenario import load_scenario
     from ddpsim.trace.records import load_trace
@@ -412,17 +404,15 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     scenario = load_scenario(scenario_spec)
     me = None if method_error is None else load_method_error(method_error)
     out = Path(out_dir) / scenario.name
-    raw = out / "validation"
-    old_path = out / "validation.json"
+    raw, old_path = out / "validation", out / "validation.json"
     old = read_json(old_path, "--reanalyze", f"the validation.json of an earlier 'ddpsim validate {scenario.name}' "
                     "(run it first)")
-    cal_path = Path(calibration) if calibration else Path(old["calibration"])
-    cal = _announce(load_calibration(cal_path))
     trace_path = report_trace_path(old, raw)
     points = select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
     run = _Validation(scenario=scenario, points=tuple(points), **{k: old[k] for k in RUN_FIELDS}, out=out, raw=raw,
-                      trace=load_trace(trace_path), trace_path=trace_path, plots=plots, launch_mode=old.get("launch"),
-                      cal_path=cal_path, cal=cal)
+                      trace=load_trace(trace_path), trace_path=trace_path, plots=plots,
+                      launch_mode=old.get("launch"))
+    run.calibrate(calibration or old["calibration"])
     for o in run.outcomes.values():
         _read_runs(o, raw, old_path)
     run.repeats = max(len(o.runs) for o in run.outcomes.values())
@@ -469,9 +459,7 @@ def round_traces(raw: Path, repeats: int) -> list[Any]:
 def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
     """The pooled trace ``validation.json`` (``data``) names, else its namesake in ``raw`` (moved)."""
     path = Path(data["trace"])
-    if not is_file(path) and is_file(raw / path.name):
-        return raw / path.name
-    return path
+    return raw / path.name if not is_file(path) and is_file(raw / path.name) else path
 
 
 def _announce(cal: Any) -> Any:

@@ -39,11 +39,7 @@ def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None
 
 
 def _fmt(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
+    return "" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
 def csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
@@ -52,8 +48,7 @@ def csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
 
 
 def write_reports(v: Any, *, reanalyzed: bool = False) -> None:
-    """Write ``validation.{csv,json,md}`` (and the plots) of the validation ``v``
-    (:class:`ddpsim.validation.measure._Validation`: its setup, outcomes, calibration and pooled trace)."""
+    """Write ``validation.{csv,json,md}`` (and the plots) of a :class:`ddpsim.validation.measure._Validation`."""
     out = v.out
     rows = [o.row() for o in v.outcomes.values()]
     write_text_atomic(out / "validation.csv", csv_text(list(rows[0]) if rows else [], rows))  # PointOutcome.row's keys

@@ -126,9 +126,7 @@ def summary_row(name: str, result: dict[str, Any]) -> dict[str, Any]:
 
 def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
     def f(v: Any, unit: str = "") -> str:
-        if v is None:
-            return ""
-        return f"{v:.1f}{unit}" if isinstance(v, float) else str(v)
+        return "" if v is None else f"{v:.1f}{unit}" if isinstance(v, float) else str(v)
 
     lines = ["# ddpsim model zoo: validation summary", "",
              "One row per zoo model (`ddpsim validate zoo`): 2 gloo ranks on this CPU host, one thread each. "
@@ -235,8 +233,7 @@ def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[s
 
 def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float,
                   results: dict[str, dict[str, Any]] | None = None, calibration: str | Path | None = None) -> None:
-    """``summary.{csv,md,json}`` under ``zoo_dir``; with the models' ``results``, also
-    :func:`apply_method_error` and every residual in ``method_error.json`` (``validate --method-error``'s)."""
+    """``summary.{csv,md,json}``; with ``results``, :func:`apply_method_error` and ``method_error.json``."""
     detail: dict[str, Any] = {}
     if results:
         me = method_error_of(results, calibration=calibration)
@@ -303,9 +300,8 @@ def _progress_line(tag: str, r: dict[str, Any], wall_s: float) -> str:
 
 
 class _Zoo:
-    """One :func:`run_zoo` while it goes: its options (``run``: each validation's caps, repeats, iterations,
-    warmup and timeout_s), the summary rows so far and the results of the models done (their residuals give
-    the others their method error)."""
+    """One :func:`run_zoo` while it goes: its options (``run``: each validation's), the summary rows so far and
+    the results of the models done (their residuals give the others their method error)."""
 
     def __init__(self, zoo_dir: Path, *, calibration: str | Path | None, level: float, num_resamples: int, seed: int,
                  run: dict[str, Any]) -> None:
@@ -334,8 +330,7 @@ class _Zoo:
 
     def keep(self, e: Any, result: dict[str, Any], rows: Sequence[dict[str, Any]], cal_path: Path,
              t0: float | None = None) -> None:
-        """Give model ``e``'s ``result`` the :func:`analyse_model` of its ``rows`` and round traces (and its
-        ``wall_s`` since ``t0``), write it as its ``zoo.json`` and count the model done."""
+        """Give ``result`` the :func:`analyse_model` of ``rows`` (and ``wall_s`` since ``t0``); write it."""
         from ddpsim.calibration.loader import load_calibration
         from ddpsim.pipeline.scenario import load_scenario
         from ddpsim.validation.measure import round_traces
@@ -389,8 +384,7 @@ class _Zoo:
         return True
 
     def validate_model(self, e: Any, tag: str, validate_fn: Callable[..., dict[str, Any]]) -> None:
-        """Write model ``e``'s scenario, validate it (the first calibrates the host for all), analyse it and
-        write its ``zoo.json``; a failing validation is its row's status."""
+        """Write model ``e``'s scenario, validate it (the first calibrates for all) and :meth:`keep` it."""
         name, mdir, scn_path = self.paths(e)
         run = self.run
         write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=run["caps"], iterations=run["iterations"],

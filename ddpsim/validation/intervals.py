@@ -138,12 +138,7 @@ def calibration_alternatives(calibration: Any) -> list[Any]:
     fitted = getattr(calibration, "interference", None)
     if mb is None or fitted is None:
         return []
-    rounds = calibration.probe_round_fits() if hasattr(calibration, "probe_round_fits") else ()
+    rounds = calibration.probe_round_fits()
     slowdowns = [mb.compute_slowdown] + ([min(rounds), max(rounds)] if rounds else [])
-    out, seen = [], {fitted.compute_slowdown}
-    for sd in slowdowns:
-        if sd in seen:
-            continue
-        seen.add(sd)
-        out.append(replace(calibration, interference=mb if sd == mb.compute_slowdown else replace(fitted, compute_slowdown=sd)))
-    return out
+    return [replace(calibration, interference=mb if sd == mb.compute_slowdown else replace(fitted, compute_slowdown=sd))
+            for sd in dict.fromkeys(slowdowns) if sd != fitted.compute_slowdown]

@@ -121,25 +121,25 @@ def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None
                timeout_s: float) -> dict[str, Any]:
     """:class:`_Validation`'s setup fields from :func:`validate`'s options, else the scenario's ``validation``
     block, else the trace's environment; InputError for what local validation cannot do."""
+    from ddpsim.pipeline.scenario_schema import ValidationSpec
+
     env = trace.environment or {}
-    vs = scenario.validation
-    model = (vs.model if vs and vs.model else None) or (scenario.model.name if scenario.model else None) or trace.model
-    batch_size = (vs.batch_size if vs and vs.batch_size else None) or env.get("batch_size")
+    vs = scenario.validation or ValidationSpec()
+    model = vs.model or (scenario.model.name if scenario.model else None) or trace.model
+    batch_size = vs.batch_size or env.get("batch_size")
     if batch_size is None:
         raise InputError(f"{scenario.path}: validation.batch_size: missing and the trace has no environment.batch_size; expected an integer")
-    iterations = iterations or (vs.iterations if vs else 20)
-    warmup = warmup if warmup is not None else (vs.warmup if vs else 5)
-    num_threads = num_threads or (vs.num_threads if vs and vs.num_threads else None) or env.get("num_threads") or 1
-    device = (vs.device if vs and vs.device else None) or env.get("device", "cpu")
+    iterations = iterations or vs.iterations
+    warmup = warmup if warmup is not None else vs.warmup
+    num_threads = num_threads or vs.num_threads or env.get("num_threads") or 1
+    device = vs.device or env.get("device", "cpu")
     if device != "cpu":
         raise InputError(f"{scenario.path}: validation.device: {device!r} is not accepted by local validation; "
                          f"expected cpu (on GPU nodes run 'torchrun -m executor' yourself and compare)")
     if batch_size != env.get("batch_size", batch_size):
         log.warning(f"validate: WARNING: batch size {batch_size} differs from the trace's {env.get('batch_size')}")
-    model_args = tuple(x for k, v in ((vs.options if vs else {}) or {}).items()
-                       for x in ("--model-arg", f"{k}={json.dumps(v)}"))
-    if caps is None and vs is not None and vs.bucket_cap_mb is not None:
-        caps = vs.bucket_cap_mb
+    model_args = tuple(x for k, v in vs.options.items() for x in ("--model-arg", f"{k}={json.dumps(v)}"))
+    caps = vs.bucket_cap_mb if caps is None else caps
     points = select_points(scenario, caps)
     if scenario.ddp.mixed_precision is not None:
         raise InputError(f"{scenario.path}: ddp.mixed_precision: {scenario.ddp.mixed_precision.label()!r} is not accepted by "

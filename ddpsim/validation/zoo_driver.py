@@ -14,7 +14,7 @@ import os
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.validation.intervals import ALTERNATIVES_TEXT
@@ -248,16 +248,12 @@ def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float
 def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "reports", caps: Sequence[float | None] | None = None,
             repeats: int = 3, iterations: int = 20, warmup: int = 5, calibration: str | Path | None = None,
             level: float = 0.8, num_resamples: int = 40, seed: int = 0, timeout_s: float = 900.0,
-            validate_fn: Callable[..., dict[str, Any]] | None = None,
             reanalyze: bool = False) -> dict[str, Any]:
     """Validate the zoo's ``models`` (default: all) under ``<out_dir>/zoo/``; returns ``{"rows", "out"}``.
-    ``validate_fn`` replaces :func:`ddpsim.validation.measure.validate` (tests). InputError: an unknown model
-    or a bad count; a model's failing validation is reported in its row."""
+    InputError: an unknown model or a bad count; a model's failing validation is reported in its row."""
     from ddpsim.trace.capture import check_count
     from ddpsim.trace.models.zoo import ZOO_PREFIX, zoo_entry, zoo_names
 
-    if validate_fn is None:
-        from ddpsim.validation.measure import validate as validate_fn
     names = list(models) if models else zoo_names()
     entries = [zoo_entry(n if n.startswith(ZOO_PREFIX) else ZOO_PREFIX + n) for n in names]
     for value, flag in ((repeats, "--repeats"), (iterations, "--iterations"), (num_resamples, "num_resamples")):
@@ -275,7 +271,7 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
         if zoo.skip_model(e, tag):
             continue
         t0 = time.perf_counter()
-        zoo.validate_model(e, tag, validate_fn)
+        zoo.validate_model(e, tag)
         timed.append(time.perf_counter() - t0)
         left = len(entries) - i
         log.info("%s", _progress_line(tag, zoo.rows[-1], timed[-1]) + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
@@ -383,8 +379,10 @@ class _Zoo:
         self.write_summary()
         return True
 
-    def validate_model(self, e: Any, tag: str, validate_fn: Callable[..., dict[str, Any]]) -> None:
+    def validate_model(self, e: Any, tag: str) -> None:
         """Write model ``e``'s scenario, validate it (the first calibrates for all) and :meth:`keep` it."""
+        from ddpsim.validation import measure
+
         name, mdir, scn_path = self.paths(e)
         run = self.run
         write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=run["caps"], iterations=run["iterations"],
@@ -393,9 +391,9 @@ class _Zoo:
                  f"{run['repeats']} rounds, batch {e.batch_size} per rank")
         t0 = time.perf_counter()
         try:
-            res = validate_fn(str(scn_path), calibration=self.shared_cal if is_file(self.shared_cal) else None,
-                              out_dir=self.zoo_dir, **run, bucket_timing=False, num_threads=1,
-                              plots=False, intervals=False)  # analyse_model gives the intervals, on both clocks
+            res = measure.validate(str(scn_path), calibration=self.shared_cal if is_file(self.shared_cal) else None,
+                                   out_dir=self.zoo_dir, **run, bucket_timing=False, num_threads=1,
+                                   plots=False, intervals=False)  # analyse_model gives the intervals, on both clocks
             if not is_file(self.shared_cal) and (mdir / "calibration.json").is_file():
                 write_text_atomic(self.shared_cal, (mdir / "calibration.json").read_text())
             result = {"format": "ddpsim-zoo-model", "version": 1, "model": name, "status": "done",

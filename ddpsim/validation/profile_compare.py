@@ -151,11 +151,9 @@ def bucket_rows(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
                      "model_protocol": est.protocol, "model_s": est.time_s,
                      "model_as_run_s": (forced.estimate_allreduce(p["size_bytes"]).time_s
                                         if forced is not None and forced.backend == "nccl" else None),
-                     "measured_launch_s": m["launch_s"], "measured_start_s": m["start_s"], "measured_duration_s": m["duration_s"],
-                     "measured_transfer_bound_s": m["transfer_bound_s"], "measured_wait_mean_s": m["wait_mean_s"],
-                     "measured_algorithm": m["algorithm"], "measured_protocol": m["protocol"],
-                     "measured_ran": m["ran"], "measured_transfer_s": m.get("transfer_s"),
-                     "measured_last_rank": m.get("last_rank")})
+                     **{f"measured_{k}": m.get(k) for k in ("launch_s", "start_s", "duration_s", "transfer_bound_s",
+                                                            "wait_mean_s", "algorithm", "protocol", "ran", "transfer_s",
+                                                            "last_rank")}})
     return rows
 
 

@@ -229,11 +229,9 @@ def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for i in range(n):
         bs = [f["buckets"][i] for f in figs]
         durs = [b["duration_s"] for b in bs]
-        out.append({"bucket": i, "numel": bs[0]["numel"], "algorithm": bs[0]["algorithm"], "protocol": bs[0]["protocol"],
-                    "ran": bs[0]["ran"],
-                    "launch_s": median_or_none([b["launch_s"] for b in bs]), "start_s": median_or_none([b["start_s"] for b in bs]),
-                    "end_s": median_or_none([b["end_s"] for b in bs]), "duration_s": median_or_none(durs), "transfer_bound_s": min(durs),
-                    "wait_mean_s": statistics.fmean(d - min(durs) for d in durs)})
+        out.append({"bucket": i, **{k: bs[0][k] for k in ("numel", "algorithm", "protocol", "ran")},
+                    **{k: median_or_none([b[k] for b in bs]) for k in ("launch_s", "start_s", "end_s", "duration_s")},
+                    "transfer_bound_s": min(durs), "wait_mean_s": statistics.fmean(d - min(durs) for d in durs)})
     return out
 
 

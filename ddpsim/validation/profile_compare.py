@@ -132,6 +132,8 @@ def bucket_rows(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
     meas = {b["bucket"]: b for b in measured}
     graph = None if scenario.cluster.topology is None else scenario.graph(scenario.cluster.nodes)
     models: dict[tuple, Any] = {}  # one model per (algorithm, protocol) the kernels name; None: rejected
+    copied = ("launch_s", "start_s", "duration_s", "transfer_bound_s", "wait_mean_s", "algorithm", "protocol", "ran",
+              "transfer_s", "last_rank")  # of each measured bucket, as measured_<key>
     rows = []
     for p in predicted:
         m = meas.get(p["bucket"])
@@ -151,9 +153,7 @@ def bucket_rows(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
                      "model_protocol": est.protocol, "model_s": est.time_s,
                      "model_as_run_s": (forced.estimate_allreduce(p["size_bytes"]).time_s
                                         if forced is not None and forced.backend == "nccl" else None),
-                     **{f"measured_{k}": m.get(k) for k in ("launch_s", "start_s", "duration_s", "transfer_bound_s",
-                                                            "wait_mean_s", "algorithm", "protocol", "ran", "transfer_s",
-                                                            "last_rank")}})
+                     **{f"measured_{k}": m.get(k) for k in copied}})
     return rows
 
 
@@ -172,10 +172,8 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
             world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare",
             ranks: Sequence[int] | None = None, ddp_modules: int = 1,
             recorded_buckets: Sequence[Any] = ()) -> dict[str, Any]:
-    """Predicted against measured for one profiled run: ``profiles`` the paths (rank 0's first), ``steps``
-    their imports' steps, ``trace`` rank 0's import, ``recorded_numels`` the run's buckets (launch order),
-    ``scenario`` the cluster (else :func:`preset_for`), ``ranks`` each profile's rank, ``ddp_modules``
-    (:mod:`~ddpsim.validation.profile_modules`). Returns the data
+    """Predicted against measured for one profiled run (``profiles`` and their ``steps``: rank 0's first;
+    ``scenario``: the cluster, else :func:`preset_for`'s): the data
     :func:`ddpsim.validation.profile_report.write_compare_report` writes."""
     from ddpsim.plan.profile_check import check_recorded_buckets
 

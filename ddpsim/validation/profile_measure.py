@@ -170,13 +170,12 @@ def effective_trace(trace: Trace, steps: Sequence[ProfileIteration], source: str
         if len(ready) != len(order):
             raise InputError(f"{source}: ProfilerStep#{st.step} has {len(ready)} AccumulateGrad ops; expected "
                              f"{len(order)} (one per parameter with a gradient, as the imported trace has)")
-        per_param: list[float | None] = [None] * trace.num_params
-        for p, r in zip(order, ready):
-            per_param[p] = r
+        by_param = dict(zip(order, ready))
         f = step_figures(st)
         # the host's copy-back stays in the simulated backward: the last all-reduce hides under it as it ran
         samples.append(IterationSample(forward_s=f["forward_s"], backward_s=max(f["backward_s"] + f["copy_back_host_s"], max(ready)),
-                                       optimizer_s=f["optimizer_s"], zero_grad_s=f["zero_grad_s"], grad_ready_s=tuple(per_param)))
+                                       optimizer_s=f["optimizer_s"], zero_grad_s=f["zero_grad_s"],
+                                       grad_ready_s=tuple(by_param.get(i) for i in range(trace.num_params))))
     synthetic = {"kind": "profile-critical-path", "source": source,
                  "method": "phases and gradient-ready times as max(CPU time, GPU time) on the profile's timelines "
                            "(ddpsim.validation.profile_compare)"}

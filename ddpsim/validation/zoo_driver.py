@@ -193,11 +193,9 @@ def method_error_of(results: dict[str, dict[str, Any]], *, calibration: str | Pa
     """The residuals of the models done, and their calibration (``method_error.MethodError``)."""
     from ddpsim.pipeline.method_error import MethodError, ResidualPoint, file_sha256
 
-    pts = []
-    for name, res in results.items():
-        for p in (res.get("analysis") or {}).get("points", []):
-            if p.get("measured_s") and p.get("predicted_s"):
-                pts.append(ResidualPoint(model=name, point=p["point"], predicted_s=p["predicted_s"], measured_s=p["measured_s"]))
+    pts = [ResidualPoint(model=name, point=p["point"], predicted_s=p["predicted_s"], measured_s=p["measured_s"])
+           for name, res in results.items() for p in (res.get("analysis") or {}).get("points", [])
+           if p.get("measured_s") and p.get("predicted_s")]
     cal = None if calibration is None else str(calibration)
     return MethodError(points=tuple(pts), calibration=cal, calibration_sha256=None if cal is None else file_sha256(cal),
                        backend="gloo", device="cpu")

@@ -274,9 +274,8 @@ def _bucket_lines(buckets: dict[str, Any]) -> list[str]:
              "| point | buckets | backward span | all-reduce time, summed | last bucket's all-reduce |",
              "|---|---:|---:|---:|---:|"]
     for k, m, p, n in timed:
-        lines.append(f"| {k} | {n} | {m['span_s'] * 1e3:.1f} / {p['span_s'] * 1e3:.1f} | "
-                     f"{m['allreduce_sum_s'] * 1e3:.1f} / {p['allreduce_sum_s'] * 1e3:.1f} | "
-                     f"{m['last_s'] * 1e3:.1f} / {p['last_s'] * 1e3:.1f} |")
+        pairs = " | ".join(f"{m[x] * 1e3:.1f} / {p[x] * 1e3:.1f}" for x in ("span_s", "allreduce_sum_s", "last_s"))
+        lines.append(f"| {k} | {n} | {pairs} |")
     lines.append("")
     return lines
 

@@ -265,15 +265,14 @@ def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "repor
         tag = f"zoo: [{i}/{len(entries)}] {ZOO_PREFIX + e.name}"
         if reanalyze:
             zoo.reanalyse_model(e, tag)
-            continue
-        if zoo.skip_model(e, tag):
-            continue
-        t0 = time.perf_counter()
-        zoo.validate_model(e, tag)
-        timed.append(time.perf_counter() - t0)
-        left = len(entries) - i
-        log.info("%s", _progress_line(tag, zoo.rows[-1], timed[-1]) + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
-                 + (f", about {statistics.fmean(timed) * left / 60:.0f} min left" if left else ""))
+        elif not zoo.skip_model(e, tag):
+            t0 = time.perf_counter()
+            zoo.validate_model(e, tag)
+            timed.append(time.perf_counter() - t0)
+            left = len(entries) - i
+            log.info("%s", _progress_line(tag, zoo.rows[-1], timed[-1])
+                     + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
+                     + (f", about {statistics.fmean(timed) * left / 60:.0f} min left" if left else ""))
     zoo.write_summary()
     tot = method_totals(zoo.rows)
     if tot:

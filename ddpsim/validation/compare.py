@@ -258,11 +258,9 @@ def measured_bucket_times(hooked: dict[str, Any]) -> list[dict[str, Any]]:
     """Per bucket, medians over the hooked run's measured iterations of rank 0's launch and end, and of
     the LAST rank's launch (``start_s``, each from its own iteration start: the all-reduce begins then)."""
     recs = [b for b in hooked["ranks"][0]["buckets"] if b["iteration"] > hooked["warmup"]]
-    last: dict[tuple[int, int], float] = {}
-    for r in hooked["ranks"]:
-        for b in r["buckets"]:
-            key = (b["iteration"], b["bucket"])
-            last[key] = max(last.get(key, float("-inf")), b["launch_s"])
+    last: dict[tuple[int, int], float] = {}  # (iteration, bucket) -> the last rank's launch
+    for b in (b for r in hooked["ranks"] for b in r["buckets"]):
+        last[b["iteration"], b["bucket"]] = max(last.get((b["iteration"], b["bucket"]), float("-inf")), b["launch_s"])
     out = []
     for k in sorted({b["bucket"] for b in recs}):
         bs = [b for b in recs if b["bucket"] == k]

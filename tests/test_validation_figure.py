@@ -54,9 +54,9 @@ def _write(tmp_path, *, hooked: bool) -> dict:
     outcomes = _outcomes(hooked=hooked)
     cal = tmp_path / "cal.json"
     cal.write_text("{}")
-    setup = SimpleNamespace(out=tmp_path, scenario=SimpleNamespace(name="synthetic"), model="mlp", batch_size=2, threads=1,
-                            nproc=2, iterations=2, warmup=1, repeats=1)
-    write_reports(SimpleNamespace(setup=setup, outcomes=outcomes, cal_path=cal, cal=None, trace_path=tmp_path / "trace.json",
+    write_reports(SimpleNamespace(out=tmp_path, scenario=SimpleNamespace(name="synthetic"), model="mlp", batch_size=2,
+                                  num_threads=1, world_size=2, iterations=2, warmup=1, repeats=1, outcomes=outcomes,
+                                  cal_path=cal, cal=None, trace_path=tmp_path / "trace.json",
                                   trace=SimpleNamespace(environment=None), launch_mode=None, plots=True))
     return json.loads((tmp_path / "validation.json").read_text())
 

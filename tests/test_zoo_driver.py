@@ -57,9 +57,12 @@ class Said:
 
 
 def test_zoo_summary_resume_and_failure(tmp_path, monkeypatch, caplog):
+    import ddpsim.validation.measure as measure
+
     calls, lines = [], Said(caplog)
     kw = dict(out_dir=tmp_path, caps=[1.0, 25.0], repeats=2, iterations=4, num_resamples=5)
-    res = run_zoo(models=["tied_lm", "zoo:transformer_encoder"], validate_fn=fake_validate(calls), **kw)
+    monkeypatch.setattr(measure, "validate", fake_validate(calls))
+    res = run_zoo(models=["tied_lm", "zoo:transformer_encoder"], **kw)
     assert calls == ["zoo-tied_lm", "zoo-transformer_encoder"]
     rows = res["rows"]
     assert [r["model"] for r in rows] == ["zoo:tied_lm", "zoo:transformer_encoder"]
@@ -85,7 +88,8 @@ def test_zoo_summary_resume_and_failure(tmp_path, monkeypatch, caplog):
     def failing(scenario, **kw):
         raise InputError("executor ddp: exit status 1 (boom)")
     lines.clear()
-    res2 = run_zoo(models=["tied_lm", "transformer_encoder", "transformer_seq2seq"], validate_fn=failing, **kw)
+    monkeypatch.setattr(measure, "validate", failing)
+    res2 = run_zoo(models=["tied_lm", "transformer_encoder", "transformer_seq2seq"], **kw)
     assert [r["status"] for r in res2["rows"][:2]] == ["done", "done"]
     assert res2["rows"][2]["status"].startswith("failed: executor ddp: exit status 1")
     assert sum("done earlier" in ln for ln in lines) == 2
@@ -98,7 +102,7 @@ def test_zoo_summary_resume_and_failure(tmp_path, monkeypatch, caplog):
                  "host_other_pct": 50.0, "run_spread_pct": 4.0, "num_runs": 2} for c in (1.0, 25.0)]
         (mdir / "validation.json").write_text(json.dumps({"calibration": str(tmp_path / "none.json"), "rows": rows}))
     lines.clear()
-    res3 = run_zoo(models=["tied_lm", "transformer_encoder", "branchy_mlp"], validate_fn=failing, reanalyze=True, **kw)
+    res3 = run_zoo(models=["tied_lm", "transformer_encoder", "branchy_mlp"], reanalyze=True, **kw)
     assert [r["model"] for r in res3["rows"]] == ["zoo:tied_lm", "zoo:transformer_encoder"]
     assert [r["stability_cpu_pct"] for r in res3["rows"]] == [0.0, 0.0]
     assert sum("analysed again" in ln for ln in lines) == 2 and "zoo:branchy_mlp: not validated yet" in lines[-2]
@@ -109,8 +113,6 @@ def test_zoo_summary_resume_and_failure(tmp_path, monkeypatch, caplog):
     assert sum("is gone: the recorded predictions are kept" in ln for ln in lines) == 2  # none.json does not exist
 
     # ... and with another calibration: every point predicted again with it over the same runs
-    import ddpsim.validation.measure as measure
-
     asked = []
 
     def reanalyze(scenario, *, calibration, out_dir, plots, intervals):
@@ -118,7 +120,7 @@ def test_zoo_summary_resume_and_failure(tmp_path, monkeypatch, caplog):
         return {"rows": [{**r, "predicted_s": 0.05, "error_pct": 0.0} for r in rows]}
     monkeypatch.setattr(measure, "reanalyze", reanalyze)
     other = tmp_path / "other-cal.json"
-    res4 = run_zoo(models=["tied_lm", "transformer_encoder"], validate_fn=failing, reanalyze=True,
+    res4 = run_zoo(models=["tied_lm", "transformer_encoder"], reanalyze=True,
                    **{**kw, "calibration": str(other)})
     assert asked == [("zoo-tied_lm.yaml", str(other), False), ("zoo-transformer_encoder.yaml", str(other), False)]
     assert [r["median_abs_error_pct"] for r in res4["rows"]] == [0.0, 0.0]
@@ -134,12 +136,14 @@ def test_zoo_summary_resume_and_failure(tmp_path, monkeypatch, caplog):
         vpath = tmp_path / "zoo" / f"zoo-{name}" / "validation.json"
         vpath.write_text(json.dumps({**json.loads(vpath.read_text()), "calibration": str(recorded)}))
     asked.clear()
-    res5 = run_zoo(models=["tied_lm", "transformer_encoder"], validate_fn=failing, reanalyze=True, **kw)
+    res5 = run_zoo(models=["tied_lm", "transformer_encoder"], reanalyze=True, **kw)
     assert asked == [("zoo-tied_lm.yaml", str(recorded), False), ("zoo-transformer_encoder.yaml", str(recorded), False)]
     assert [r["median_abs_error_pct"] for r in res5["rows"]] == [0.0, 0.0]
 
 
-def test_zoo_idle_host_other_load_below_zero_counts_as_none(tmp_path):
+def test_zoo_idle_host_other_load_below_zero_counts_as_none(tmp_path, monkeypatch):
+    import ddpsim.validation.measure as measure
+
     base = fake_validate([])
 
     def validate(scenario, **kw):
@@ -147,12 +151,14 @@ def test_zoo_idle_host_other_load_below_zero_counts_as_none(tmp_path):
         for r in res["rows"]:
             r["host_other_pct"] = -0.15  # /proc/stat's noise on an idle host
         return res
-    r = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=2, iterations=4, num_resamples=3,
-                validate_fn=validate)["rows"][0]
+    monkeypatch.setattr(measure, "validate", validate)
+    r = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=2, iterations=4, num_resamples=3)["rows"][0]
     assert r["status"] == "done" and r["median_abs_error_load_pct"] == r["median_abs_error_cpu_pct"]
 
 
-def test_zoo_captures_of_several_threads_have_no_cpu_clock(tmp_path):
+def test_zoo_captures_of_several_threads_have_no_cpu_clock(tmp_path, monkeypatch):
+    import ddpsim.validation.measure as measure
+
     base = fake_validate([])
 
     def validate(scenario, **kw):
@@ -161,17 +167,17 @@ def test_zoo_captures_of_several_threads_have_no_cpu_clock(tmp_path):
             t = _round_trace(b)
             save_trace(replace(t, environment={**t.environment, "num_threads": 2}), res["out"] / "validation" / f"trace.round{k}.json")
         return res
-    r = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=2, iterations=4, num_resamples=3,
-                validate_fn=validate)["rows"][0]
+    monkeypatch.setattr(measure, "validate", validate)
+    r = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=2, iterations=4, num_resamples=3)["rows"][0]
     assert r["status"] == "done" and r["median_abs_error_pct"] == 10.0 and r["stability_pct"] > 10.0
     assert (r["median_abs_error_cpu_pct"], r["stability_cpu_pct"], r["coverage_cpu"]) == (None, None, None)
 
 
 def test_zoo_bad_input(tmp_path):
     with pytest.raises(InputError, match="model: 'zoo:nosuch' is not a zoo model"):
-        run_zoo(models=["nosuch"], out_dir=tmp_path, validate_fn=fake_validate([]))
+        run_zoo(models=["nosuch"], out_dir=tmp_path)
     with pytest.raises(InputError, match="--repeats: 0 is not accepted"):
-        run_zoo(models=["tied_lm"], out_dir=tmp_path, repeats=0, validate_fn=fake_validate([]))
+        run_zoo(models=["tied_lm"], out_dir=tmp_path, repeats=0)
     assert summary_row("zoo:x", {"status": "skipped"})["points"] is None
 
 
@@ -192,10 +198,12 @@ def test_zoo_verb_runs_the_driver(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out == f"zoo: wrote {tmp_path / 'zoo'}/summary.md, summary.csv, summary.json\n"
 
 
-def test_zoo_with_one_round_has_no_stability_figure(tmp_path, caplog):
+def test_zoo_with_one_round_has_no_stability_figure(tmp_path, monkeypatch, caplog):
+    import ddpsim.validation.measure as measure
+
     lines = Said(caplog)
-    res = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=1, iterations=4, num_resamples=3,
-                  validate_fn=fake_validate([]))
+    monkeypatch.setattr(measure, "validate", fake_validate([]))
+    res = run_zoo(models=["tied_lm"], out_dir=tmp_path, caps=[25.0], repeats=1, iterations=4, num_resamples=3)
     r = res["rows"][0]
     assert r["status"] == "done" and r["stability_pct"] is None and r["stability_cpu_pct"] is None
     assert r["coverage"].endswith("/1") and "stability" not in lines[-1]

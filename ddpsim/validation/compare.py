@@ -117,13 +117,12 @@ def paired_gap_ci_pct(slow: Sequence[float], fast: Sequence[float]) -> tuple[flo
     from scipy import stats  # slow to import: not at module level, every CLI verb imports this module
 
     d = [math.log(a / b) for a, b in zip(slow, fast)]
-    n = len(d)
-    if n < 2:
+    if len(d) < 2:
         return None
     with warnings.catch_warnings():  # identical ratios: scipy warns of precision, the interval is the point
         warnings.simplefilter("ignore", RuntimeWarning)
         ci = stats.ttest_1samp(d, 0.0).confidence_interval(confidence_level=0.95)
-    return 100.0 * math.expm1(float(ci.low)), 100.0 * math.expm1(float(ci.high)), n
+    return 100.0 * math.expm1(float(ci.low)), 100.0 * math.expm1(float(ci.high)), len(d)
 
 
 #: the most rounds :func:`rounds_to_decide` looks for
@@ -259,11 +258,9 @@ def measured_bucket_times(hooked: dict[str, Any]) -> list[dict[str, Any]]:
     """Per bucket, medians over the hooked run's measured iterations of rank 0's launch and end, and of
     the LAST rank's launch (``start_s``, each from its own iteration start: the all-reduce begins then)."""
     recs = [b for b in hooked["ranks"][0]["buckets"] if b["iteration"] > hooked["warmup"]]
-    last: dict[tuple[int, int], float] = {}
-    for r in hooked["ranks"]:
-        for b in r["buckets"]:
-            key = (b["iteration"], b["bucket"])
-            last[key] = max(last.get(key, float("-inf")), b["launch_s"])
+    last: dict[tuple[int, int], float] = {}  # (iteration, bucket) -> the last rank's launch
+    for b in (b for r in hooked["ranks"] for b in r["buckets"]):
+        last[b["iteration"], b["bucket"]] = max(last.get((b["iteration"], b["bucket"]), float("-inf")), b["launch_s"])
     out = []
     for k in sorted({b["bucket"] for b in recs}):
         bs = [b for b in recs if b["bucket"] == k]

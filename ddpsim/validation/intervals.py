@@ -42,12 +42,6 @@ class PredictionInterval:
     #: the interval was joined with it (:func:`ddpsim.pipeline.method_error.widen`)
     method_band: tuple[float, float] | None = None
 
-    def __post_init__(self) -> None:
-        if not 0.0 < self.level < 1.0:
-            raise InputError(f"level: {self.level!r} is not accepted; expected a fraction in (0, 1)")
-        if not self.low_s <= self.high_s:
-            raise InputError(f"interval: low_s {self.low_s!r} above high_s {self.high_s!r}; expected low <= high")
-
     def covers(self, value_s: float) -> bool:
         return self.low_s <= value_s <= self.high_s
 
@@ -146,10 +140,5 @@ def calibration_alternatives(calibration: Any) -> list[Any]:
         return []
     rounds = getattr(calibration, "probe_round_fits", ())
     slowdowns = [mb.compute_slowdown] + ([min(rounds), max(rounds)] if rounds else [])
-    out, seen = [], {fitted.compute_slowdown}
-    for sd in slowdowns:
-        if sd in seen:
-            continue
-        seen.add(sd)
-        out.append(replace(calibration, interference=mb if sd == mb.compute_slowdown else replace(fitted, compute_slowdown=sd)))
-    return out
+    return [replace(calibration, interference=mb if sd == mb.compute_slowdown else replace(fitted, compute_slowdown=sd))
+            for sd in dict.fromkeys(slowdowns) if sd != fitted.compute_slowdown]

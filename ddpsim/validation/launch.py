@@ -77,10 +77,7 @@ def _launch_once(cmd: list[str], *, env: dict[str, str], timeout_s: float) -> su
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ddpsim.validation.launch [--nproc N] STEP ...``: local launch, output passed through."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    nproc = 2
-    if argv[:1] == ["--nproc"]:
-        nproc = int(argv[1])
-        argv = argv[2:]
+    nproc, argv = (int(argv[1]), argv[2:]) if argv[:1] == ["--nproc"] else (2, argv)
     r = launch_local(argv, nproc=nproc, num_threads=None if "--num-threads" in argv else 1)
     sys.stdout.write(r.stdout)
     sys.stderr.write(r.stderr)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from os.path import isfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -17,7 +17,7 @@ from ddpsim.io import ensure_dir, read_json, write_text_atomic
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.trace.capture import check_count
 from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
-from ddpsim.validation.writer import write_reports
+from ddpsim.validation.writer import RUN_FIELDS, write_reports
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +98,13 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
                        nproc=nproc, out_dir=out_dir, repeats=repeats, timeout_s=timeout_s)
     trace_path = scenario.trace_path
     if capture:  # 0. the trace, captured every round with every rank computing (it drifts with the load)
-        trace_path = setup.raw / "trace.concurrent.json"
+        trace_path = setup["raw"] / "trace.concurrent.json"
     elif trace_path is None:
         from ddpsim.trace.records import save_trace
 
-        trace_path = save_trace(trace, setup.raw / "trace.json")
-    run = _Validation(setup, trace=trace, trace_path=trace_path, plots=plots,
-                      launch_mode=_effective_launch_mode(launch_mode, capture=capture, points=setup.points))
+        trace_path = save_trace(trace, setup["raw"] / "trace.json")
+    run = _Validation(**setup, trace=trace, trace_path=trace_path, plots=plots,
+                      launch_mode=_effective_launch_mode(launch_mode, capture=capture, points=setup["points"]))
     if capture and run.launch_mode == "point":
         run.capture_round(1)
     run.calibrate(calibration)  # 1. calibration
@@ -117,50 +117,30 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     return run.finish(intervals=intervals, method_error=me)
 
 
-@dataclass(frozen=True, kw_only=True)
-class _RunSetup:
-    """What a validation runs: the scenario's validated points, the executor's model and step
-    counts, the ranks and their threads, and where the report and its raw runs go."""
-
-    scenario: Any
-    points: tuple[Any, ...]
-    model: str
-    batch_size: int
-    model_args: tuple[str, ...] = ()  # the model's options, as ``--model-arg name=<json>`` flags
-    iterations: int
-    warmup: int
-    threads: int
-    nproc: int
-    repeats: int
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    out: Path                        # the report folder, <out_dir>/<scenario>
-    raw: Path                        # its raw runs, <out>/validation
-
-
 def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None, iterations: int | None,
                warmup: int | None, num_threads: int | None, nproc: int | None, out_dir: str | Path, repeats: int,
-               timeout_s: float) -> _RunSetup:
-    """The run of :func:`validate` from its options, else the scenario's ``validation`` block, else the
-    trace's environment; InputError for what local validation cannot do."""
+               timeout_s: float) -> dict[str, Any]:
+    """:class:`_Validation`'s setup fields from :func:`validate`'s options, else the scenario's ``validation``
+    block, else the trace's environment; InputError for what local validation cannot do."""
+    from ddpsim.pipeline.scenario_schema import ValidationSpec
+
     env = trace.environment or {}
-    vs = scenario.validation
-    model = (vs.model if vs and vs.model else None) or (scenario.model.name if scenario.model else None) or trace.model
-    batch_size = (vs.batch_size if vs and vs.batch_size else None) or env.get("batch_size")
+    vs = scenario.validation or ValidationSpec()
+    model = vs.model or (scenario.model.name if scenario.model else None) or trace.model
+    batch_size = vs.batch_size or env.get("batch_size")
     if batch_size is None:
         raise InputError(f"{scenario.path}: validation.batch_size: missing and the trace has no environment.batch_size; expected an integer")
-    iterations = iterations or (vs.iterations if vs else 20)
-    warmup = warmup if warmup is not None else (vs.warmup if vs else 5)
-    threads = num_threads or (vs.num_threads if vs and vs.num_threads else None) or env.get("num_threads") or 1
-    device = (vs.device if vs and vs.device else None) or env.get("device", "cpu")
+    iterations = iterations or vs.iterations
+    warmup = warmup if warmup is not None else vs.warmup
+    num_threads = num_threads or vs.num_threads or env.get("num_threads") or 1
+    device = vs.device or env.get("device", "cpu")
     if device != "cpu":
         raise InputError(f"{scenario.path}: validation.device: {device!r} is not accepted by local validation; "
                          f"expected cpu (on GPU nodes run 'torchrun -m executor' yourself and compare)")
     if batch_size != env.get("batch_size", batch_size):
         log.warning(f"validate: WARNING: batch size {batch_size} differs from the trace's {env.get('batch_size')}")
-    model_args = tuple(x for k, v in ((vs.options if vs else {}) or {}).items()
-                       for x in ("--model-arg", f"{k}={json.dumps(v)}"))
-    if caps is None and vs is not None and vs.bucket_cap_mb is not None:
-        caps = vs.bucket_cap_mb
+    model_args = tuple(x for k, v in vs.options.items() for x in ("--model-arg", f"{k}={json.dumps(v)}"))
+    caps = vs.bucket_cap_mb if caps is None else caps
     points = select_points(scenario, caps)
     if scenario.ddp.mixed_precision is not None:
         raise InputError(f"{scenario.path}: ddp.mixed_precision: {scenario.ddp.mixed_precision.label()!r} is not accepted by "
@@ -168,9 +148,9 @@ def _run_setup(scenario: Any, trace: Any, *, caps: Sequence[float | None] | None
                          "CPU backend lacks; expected null (on GPU nodes run 'torchrun -m executor ddp --mixed-precision' yourself)")
     out = ensure_dir(Path(out_dir) / scenario.name, "--out-dir")
     raw = ensure_dir(out / "validation", "--out-dir")
-    return _RunSetup(scenario=scenario, points=tuple(points), model=model, batch_size=batch_size, model_args=model_args,
-                     iterations=iterations, warmup=warmup, threads=threads, nproc=nproc or scenario.world_size or 2,
-                     repeats=repeats, timeout_s=timeout_s, out=out, raw=raw)
+    return dict(scenario=scenario, points=tuple(points), model=model, batch_size=batch_size, model_args=model_args,
+                iterations=iterations, warmup=warmup, num_threads=num_threads,
+                world_size=nproc or scenario.world_size or 2, repeats=repeats, timeout_s=timeout_s, out=out, raw=raw)
 
 
 def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[Any]) -> str:
@@ -185,21 +165,39 @@ def _effective_launch_mode(launch_mode: str, *, capture: bool, points: Sequence[
     return launch_mode
 
 
+@dataclass(kw_only=True, eq=False)
 class _Validation:
-    """One :func:`validate` run while it goes: the pooled trace, the rounds' captures, the calibration
-    and every point's outcome; the report is rewritten (:func:`~ddpsim.validation.writer.write_reports`) after every run."""
+    """One :func:`validate` run while it goes: what it runs and where, the pooled trace, the rounds' captures,
+    the calibration and every point's outcome (the report is rewritten after every run)."""
 
-    def __init__(self, setup: _RunSetup, *, trace: Any, trace_path: Path | None, launch_mode: str, plots: bool) -> None:
-        self.setup, self.trace, self.trace_path = setup, trace, trace_path
-        self.launch_mode, self.plots = launch_mode, plots
-        self.captured: list[Any] = []
-        self.cal_path: Path | None = None
-        self.cal: Any = None
-        self.outcomes = _outcomes(setup.points)
+    scenario: Any
+    points: tuple[Any, ...]
+    model: str
+    batch_size: int
+    model_args: tuple[str, ...] = ()  # the model's options, as ``--model-arg name=<json>`` flags
+    iterations: int
+    warmup: int
+    num_threads: int
+    world_size: int
+    repeats: int
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    out: Path                        # the report folder, <out_dir>/<scenario>
+    raw: Path                        # its raw runs, <out>/validation
+    trace: Any
+    trace_path: Path | None
+    launch_mode: str | None
+    plots: bool
+    captured: list[Any] = field(default_factory=list)
+    cal_path: Path | None = None
+    cal: Any = None
+    outcomes: dict[str, PointOutcome] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.outcomes = {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p))
+                         for p in self.points}
 
     def launch(self, args: list[str]) -> None:
-        s = self.setup
-        _launch(args, nproc=s.nproc, num_threads=s.threads, timeout_s=s.timeout_s, log_dir=s.raw)
+        _launch(args, nproc=self.world_size, num_threads=self.num_threads, timeout_s=self.timeout_s, log_dir=self.raw)
 
     def pool(self, path: Path) -> None:
         """Add the round's capture at ``path``; the trace becomes the captures so far pooled, saved."""
@@ -211,83 +209,77 @@ class _Validation:
 
     def capture_round(self, rep: int) -> None:
         """Capture round ``rep``'s trace on all ranks at once (``executor trace``) and :meth:`pool` it."""
-        s = self.setup
-        path = s.raw / f"trace.round{rep}.json"
-        log.info(f"validate: capturing {s.model} (batch {s.batch_size}) on {s.nproc} ranks at once -> {path}")
-        self.launch(["trace", "--model", s.model, "--batch-size", str(s.batch_size), "--out", str(path),
-                     "--iterations", str(max(8, min(s.iterations, 20))), "--warmup", "3", *s.model_args])
+        path = self.raw / f"trace.round{rep}.json"
+        log.info(f"validate: capturing {self.model} (batch {self.batch_size}) on {self.world_size} ranks at once -> {path}")
+        self.launch(["trace", "--model", self.model, "--batch-size", str(self.batch_size), "--out", str(path),
+                     "--iterations", str(max(8, min(self.iterations, 20))), "--warmup", "3", *self.model_args])
         self.pool(path)
 
     def calibrate(self, calibration: str | Path | None) -> None:
         """Load ``calibration`` (else the scenario's), or calibrate the host into ``<out>/calibration.json``."""
-        s = self.setup
-        self.cal_path = Path(calibration) if calibration else s.scenario.calibration_path
+        self.cal_path = Path(calibration) if calibration else self.scenario.calibration_path
         if self.cal_path is None:
-            self.cal_path = s.out / "calibration.json"
-            self.cal = calibrate(self.launch, self.cal_path, s.raw,
-                                 label=f"{s.nproc} gloo ranks x {s.threads} thread(s)")
+            self.cal_path = self.out / "calibration.json"
+            self.cal = calibrate(self.launch, self.cal_path, self.raw,
+                                 label=f"{self.world_size} gloo ranks x {self.num_threads} thread(s)")
         else:
             from ddpsim.calibration.loader import load_calibration
 
             self.cal = _announce(load_calibration(self.cal_path))
 
     def predict(self) -> None:
-        predict_points(self.setup.scenario, self.setup.points, self.outcomes, self.trace, self.cal)
+        predict_points(self.scenario, self.points, self.outcomes, self.trace, self.cal)
 
     def finish(self, *, intervals: bool, method_error: Any, reanalyzed: bool = False) -> dict[str, Any]:
-        """Give the points their intervals (with the rounds' captures), write the report; returns
-        ``{"rows": [...], "summary": {...}, "out": dir}``."""
+        """Give the points their intervals, write the report; returns what :func:`validate` returns."""
         if intervals and self.captured:
             self.intervals(method_error)
         write_reports(self, reanalyzed=reanalyzed)
         rows = [o.row() for o in self.outcomes.values()]
-        return {"rows": rows, "summary": summary_figures(rows), "out": self.setup.out}
+        return {"rows": rows, "summary": summary_figures(rows), "out": self.out}
 
     def record(self, p: Any, rep: int, mpath: Path) -> None:
         """Add the run of point ``p`` in round ``rep`` (written to ``mpath``) and say how it compares."""
         o = self.outcomes[p.point_id]
         o.runs.append(json.loads(mpath.read_text()))
         r = o.row()
-        log.info(f"validate: {p.point_id:14s} run {rep}/{self.setup.repeats}: measured {o.runs[-1]['summary']['iteration_s'] * 1e3:9.2f} ms"
+        log.info(f"validate: {p.point_id:14s} run {rep}/{self.repeats}: measured {o.runs[-1]['summary']['iteration_s'] * 1e3:9.2f} ms"
                   f"  plan_matches {str(o.runs[-1].get('plan_matches')).lower()}  (pooled {r['measured_s'] * 1e3:.2f} ms,"
                   f" predicted {r['predicted_s'] * 1e3:.2f}, error {r['error_pct']:+.1f} %)")
 
     def common_args(self) -> list[str]:
         """The model and step flags of every ``executor ddp`` / ``executor round`` launch."""
-        s = self.setup
-        return ["--model", s.model, "--batch-size", str(s.batch_size), "--iterations", str(s.iterations),
-                "--warmup", str(s.warmup), "--timeout-s", str(min(s.timeout_s, 600.0)), *s.model_args]
+        return ["--model", self.model, "--batch-size", str(self.batch_size), "--iterations", str(self.iterations),
+                "--warmup", str(self.warmup), "--timeout-s", str(min(self.timeout_s, 600.0)), *self.model_args]
 
     def run_round_launches(self) -> None:
         """``--launch round``: each round in one ``executor round`` launch, its trace slices pooled
         with the earlier rounds' and every point predicted again before its runs are recorded."""
-        s = self.setup
-        for rep in range(1, s.repeats + 1):
-            order = round_order(s.points, rep)
-            log.info(f"validate: round {rep}/{s.repeats} in one launch: a trace slice then real DDP at "
+        for rep in range(1, self.repeats + 1):
+            order = round_order(self.points, rep)
+            log.info(f"validate: round {rep}/{self.repeats} in one launch: a trace slice then real DDP at "
                       f"{', '.join(p.point_id for p in order)}")
             self.launch(["round", *self.common_args(), "--caps", ",".join(_cap_arg(_point_cap(p)) for p in order),
-                         "--trace-iters", str(ROUND_TRACE_ITERS), "--round", str(rep), "--out-dir", str(s.raw),
-                         *_options(s.scenario, s.points[0])])
-            self.pool(s.raw / f"trace.round{rep}.json")
+                         "--trace-iters", str(ROUND_TRACE_ITERS), "--round", str(rep), "--out-dir", str(self.raw),
+                         *_options(self.scenario, self.points[0])])
+            self.pool(self.raw / f"trace.round{rep}.json")
             self.predict()
             for p in order:
-                self.record(p, rep, s.raw / f"{p.point_id}.run{rep}.json")
+                self.record(p, rep, self.raw / f"{p.point_id}.run{rep}.json")
             write_reports(self)
 
     def run_point_launches(self, *, capture: bool) -> None:
         """``--launch point``: every run in an ``executor ddp`` launch of its own, each round after
         the first captured anew (``capture``) and every point predicted again from the pool."""
-        s = self.setup
         self.predict()
-        for rep in range(1, s.repeats + 1):
+        for rep in range(1, self.repeats + 1):
             if capture and rep > 1:
                 self.capture_round(rep)
                 self.predict()
-            for p in round_order(s.points, rep):
-                mpath = s.raw / f"{p.point_id}.run{rep}.json"
+            for p in round_order(self.points, rep):
+                mpath = self.raw / f"{p.point_id}.run{rep}.json"
                 self.launch(["ddp", *self.common_args(), "--trace", str(self.trace_path), *_cap_flags(p),
-                             *_options(s.scenario, p), "--out", str(mpath)])
+                             *_options(self.scenario, p), "--out", str(mpath)])
                 self.record(p, rep, mpath)
                 write_reports(self)
 
@@ -299,37 +291,35 @@ class _Validation:
         from ddpsim.validation.intervals import point_interval
         from ddpsim.validation.writer import INTERVAL_LEVEL
 
-        s, band = self.setup, None
+        band = None
         if method_error is not None:
-            band = method_error.band(INTERVAL_LEVEL, exclude_model=s.model)
-            left = len([q for q in method_error.points if q.model != s.model])
+            band = method_error.band(INTERVAL_LEVEL, exclude_model=self.model)
+            left = len([q for q in method_error.points if q.model != self.model])
             if band is None:
                 log.info(f"validate: the method error's {left} residuals of other models are too few for a {INTERVAL_LEVEL:.0%} "
                          "band; the intervals hold the trace's noise only")
             else:
-                log.info(f"validate: method error of {len({q.model for q in method_error.points} - {s.model})} other models "
+                log.info(f"validate: method error of {len({q.model for q in method_error.points} - {self.model})} other models "
                          f"({left} points): {100 * band[0]:+.1f}..{100 * band[1]:+.1f} % around each prediction")
             # a local validation runs gloo on CPU, as the zoo's residuals were measured
             diff = method_error.mismatch(calibration_sha256=None if self.cal_path is None else file_sha256(self.cal_path),
                                          backend="gloo", device="cpu")
             if diff:
                 log.info(f"validate: note: {diff}; its band holds for the conditions it was measured in")
-        for p in s.points:
+        for p in self.points:
             o = self.outcomes[p.point_id]
-            o.interval = widen(point_interval(s.scenario, p, self.captured, self.cal, num_runs=len(o.runs),
-                                              iterations=s.iterations, level=INTERVAL_LEVEL), band)
+            o.interval = widen(point_interval(self.scenario, p, self.captured, self.cal, num_runs=len(o.runs),
+                                              iterations=self.iterations, level=INTERVAL_LEVEL), band)
             log.info(f"validate: {p.point_id:14s} {INTERVAL_LEVEL:.0%} interval {o.interval.low_s * 1e3:.2f} to "
                      f"{o.interval.high_s * 1e3:.2f} ms")
 
     def run_hooked(self) -> None:
-        """One run per point with the timing comm hook, for the measured per-bucket times; a failed
-        one is said and skipped (the per-bucket times are extra)."""
-        s = self.setup
+        """One run per point with the timing comm hook, for the per-bucket times (a failed one is skipped)."""
         common = [*self.common_args(), "--trace", str(self.trace_path)]
-        for p in s.points:
-            mpath = s.raw / f"{p.point_id}.hooked.json"
+        for p in self.points:
+            mpath = self.raw / f"{p.point_id}.hooked.json"
             try:
-                self.launch(["ddp", *common, *_cap_flags(p), *_options(s.scenario, p),
+                self.launch(["ddp", *common, *_cap_flags(p), *_options(self.scenario, p),
                              "--timing-hook", "--out", str(mpath)])
             except InputError as exc:  # per-bucket timing is extra: report it, keep the validation
                 log.warning(f"validate: WARNING: {p.point_id}: the timing-hook run failed, no measured bucket times: {exc}")
@@ -387,13 +377,8 @@ def select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | list
     return points
 
 
-def _outcomes(points: Sequence[Any]) -> dict[str, PointOutcome]:
-    return {p.point_id: PointOutcome(point_id=p.point_id, bucket_cap_mb=_point_cap(p)) for p in points}
-
-
 def predict_points(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any) -> None:
-    """Simulate each of ``points`` as a validation predicts it (``trace``, calibration ``cal``)
-    and write the prediction into its outcome in ``outcomes``."""
+    """Simulate each of ``points`` as a validation predicts it and write the prediction into its outcome."""
     from ddpsim.engine.simulate import simulate
     from ddpsim.validation.intervals import validation_inputs
 
@@ -411,11 +396,8 @@ def predict_points(scenario: Any, points: Sequence[Any], outcomes: dict[str, Poi
 
 def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | None = None, out_dir: str | Path = "reports",
               plots: bool = True, intervals: bool = True, method_error: str | Path | None = None) -> dict[str, Any]:
-    """Rebuild a validation report from the raw runs under ``<out_dir>/<scenario>/validation/``, running
-    nothing: step times recomputed from the per-rank records, every point simulated again from the pooled
-    trace with ``validation.json``'s calibration (or ``calibration``). InputError: no earlier validation
-    there, or a raw file missing or unreadable."""
-    from ddpsim.calibration.loader import load_calibration
+    """Rebuild a validation report from its raw runs (``<out_dir>/<scenario>/validation/``), running nothing,
+    with ``validation.json``'s calibration (or ``calibration``). InputError: a raw file missing or unreadable."""
     from ddpsim.pipeline.method_error import load_method_error
     from ddpsim.pipeline.scenario import load_scenario
     from ddpsim.trace.records import load_trace
@@ -423,26 +405,21 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     scenario = load_scenario(scenario_spec)
     me = None if method_error is None else load_method_error(method_error)
     out = Path(out_dir) / scenario.name
-    raw = out / "validation"
-    old_path = out / "validation.json"
+    raw, old_path = out / "validation", out / "validation.json"
     old = read_json(old_path, "--reanalyze", f"the validation.json of an earlier 'ddpsim validate {scenario.name}' "
                     "(run it first)")
-    cal_path = Path(calibration) if calibration else Path(old["calibration"])
-    cal = _announce(load_calibration(cal_path))
     trace_path = report_trace_path(old, raw)
-    trace = load_trace(trace_path)
     points = select_points(scenario, [r["bucket_cap_mb"] for r in old["rows"]])
-    outcomes = _outcomes(points)
-    for p in points:
-        _read_runs(outcomes[p.point_id], raw, old_path)
-    setup = _RunSetup(scenario=scenario, points=tuple(points), model=old["model"], batch_size=old["batch_size"],
-                      iterations=old["iterations"], warmup=old["warmup"], threads=old["num_threads"],
-                      nproc=old["world_size"], repeats=max(len(o.runs) for o in outcomes.values()), out=out, raw=raw)
+    run = _Validation(scenario=scenario, points=tuple(points), **{k: old[k] for k in RUN_FIELDS}, out=out, raw=raw,
+                      trace=load_trace(trace_path), trace_path=trace_path, plots=plots,
+                      launch_mode=old.get("launch"))
+    run.calibrate(calibration or old["calibration"])
+    for o in run.outcomes.values():
+        _read_runs(o, raw, old_path)
+    run.repeats = max(len(o.runs) for o in run.outcomes.values())
     # "round" when the raw runs were measured by ``executor round`` (their ``launch.kind``)
-    by_round = any((r.get("launch") or {}).get("kind") == "round" for o in outcomes.values() for r in o.runs)
-    run = _Validation(setup, trace=trace, trace_path=trace_path, plots=plots,
-                      launch_mode="round" if by_round else old.get("launch"))
-    run.outcomes, run.cal_path, run.cal = outcomes, cal_path, cal
+    if any((r.get("launch") or {}).get("kind") == "round" for o in run.outcomes.values() for r in o.runs):
+        run.launch_mode = "round"
     run.predict()
     run.captured = round_traces(raw, old["repeats"])
     return run.finish(intervals=intervals, method_error=me, reanalyzed=True)
@@ -483,9 +460,7 @@ def round_traces(raw: Path, repeats: int) -> list[Any]:
 def report_trace_path(data: dict[str, Any], raw: Path) -> Path:
     """The pooled trace ``validation.json`` (``data``) names, else its namesake in ``raw`` (moved)."""
     path = Path(data["trace"])
-    if not isfile(path) and isfile(raw / path.name):
-        return raw / path.name
-    return path
+    return raw / path.name if not isfile(path) and isfile(raw / path.name) else path
 
 
 def _announce(cal: Any) -> Any:

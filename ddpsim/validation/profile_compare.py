@@ -16,9 +16,9 @@ from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.profile.result import ProfileIteration
 from ddpsim.trace.records import Trace
-from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, busy_summary, effective_trace,
-                                               host_costs_from_steps, hta_overlap_ratio, launch_delays, measured_summary,
-                                               median_or_none)
+from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, effective_trace,
+                                               gpu_busy_s, host_costs_from_steps, hta_overlap_ratio, launch_delays,
+                                               measured_summary, median_or_none)
 from ddpsim.validation.profile_modules import ModuleSplit, split_modules
 
 
@@ -132,6 +132,8 @@ def bucket_rows(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
     meas = {b["bucket"]: b for b in measured}
     graph = None if scenario.cluster.topology is None else scenario.graph(scenario.cluster.nodes)
     models: dict[tuple, Any] = {}  # one model per (algorithm, protocol) the kernels name; None: rejected
+    copied = ("launch_s", "start_s", "duration_s", "transfer_bound_s", "wait_mean_s", "algorithm", "protocol", "ran",
+              "transfer_s", "last_rank")  # of each measured bucket, as measured_<key>
     rows = []
     for p in predicted:
         m = meas.get(p["bucket"])
@@ -151,11 +153,7 @@ def bucket_rows(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
                      "model_protocol": est.protocol, "model_s": est.time_s,
                      "model_as_run_s": (forced.estimate_allreduce(p["size_bytes"]).time_s
                                         if forced is not None and forced.backend == "nccl" else None),
-                     "measured_launch_s": m["launch_s"], "measured_start_s": m["start_s"], "measured_duration_s": m["duration_s"],
-                     "measured_transfer_bound_s": m["transfer_bound_s"], "measured_wait_mean_s": m["wait_mean_s"],
-                     "measured_algorithm": m["algorithm"], "measured_protocol": m["protocol"],
-                     "measured_ran": m["ran"], "measured_transfer_s": m.get("transfer_s"),
-                     "measured_last_rank": m.get("last_rank")})
+                     **{f"measured_{k}": m.get(k) for k in copied}})
     return rows
 
 
@@ -174,10 +172,8 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
             world_size: int, recorded_numels: Sequence[int], scenario: Any = None, name: str = "compare",
             ranks: Sequence[int] | None = None, ddp_modules: int = 1,
             recorded_buckets: Sequence[Any] = ()) -> dict[str, Any]:
-    """Predicted against measured for one profiled run: ``profiles`` the paths (rank 0's first), ``steps``
-    their imports' steps, ``trace`` rank 0's import, ``recorded_numels`` the run's buckets (launch order),
-    ``scenario`` the cluster (else :func:`preset_for`), ``ranks`` each profile's rank, ``ddp_modules``
-    (:mod:`~ddpsim.validation.profile_modules`). Returns the data
+    """Predicted against measured for one profiled run (``profiles`` and their ``steps``: rank 0's first;
+    ``scenario``: the cluster, else :func:`preset_for`'s): the data
     :func:`ddpsim.validation.profile_report.write_compare_report` writes."""
     from ddpsim.plan.profile_check import check_recorded_buckets
 
@@ -200,11 +196,12 @@ def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]]
     plan_numels = [sum(inputs.trace.params[i].numel for i in b.param_indices) for b in inputs.plan.steady]
     return {"format": "ddpsim-profile-compare", "version": 1, "name": name, "profiles": list(profiles),
             "gpu": gpu_name, "world_size": world_size, "topology": sc.cluster.label, "nodes": sc.cluster.nodes,
-            "comm": inputs.comm.describe() if hasattr(inputs.comm, "describe") else {"backend": inputs.backend},
+            "comm": inputs.comm.describe(),
             "bucket_cap_mb": sc.ddp.bucket_cap_mb, "cap_from_buckets": cap is not None, "num_steps": len(rank0), "steps": [st.step for st in rank0],
             "plan": _plan_check(plan_numels, recorded_numels, ddp_modules, split, inputs.trace),
             "host_costs": {"measured": host.as_dict(), "defaults": HostCosts().as_dict(), **host_detail,
-                           "launch_delays": launch_delays(rank0), "gpu_busy": busy_summary(rank0)},
+                           "launch_delays": launch_delays(rank0),
+                           "gpu_busy": {"step_s": meas["mean"]["step_s"], "gpu_busy_s": gpu_busy_s(rank0)}},
             "measured": meas, "predicted": pred, "terms": attribution(pred, meas["mean"]), "buckets": buckets,
             "ranks": rank_waits}
 

@@ -170,13 +170,12 @@ def effective_trace(trace: Trace, steps: Sequence[ProfileIteration], source: str
         if len(ready) != len(order):
             raise InputError(f"{source}: ProfilerStep#{st.step} has {len(ready)} AccumulateGrad ops; expected "
                              f"{len(order)} (one per parameter with a gradient, as the imported trace has)")
-        per_param: list[float | None] = [None] * trace.num_params
-        for p, r in zip(order, ready):
-            per_param[p] = r
+        by_param = dict(zip(order, ready))
         f = step_figures(st)
         # the host's copy-back stays in the simulated backward: the last all-reduce hides under it as it ran
         samples.append(IterationSample(forward_s=f["forward_s"], backward_s=max(f["backward_s"] + f["copy_back_host_s"], max(ready)),
-                                       optimizer_s=f["optimizer_s"], zero_grad_s=f["zero_grad_s"], grad_ready_s=tuple(per_param)))
+                                       optimizer_s=f["optimizer_s"], zero_grad_s=f["zero_grad_s"],
+                                       grad_ready_s=tuple(by_param.get(i) for i in range(trace.num_params))))
     synthetic = {"kind": "profile-critical-path", "source": source,
                  "method": "phases and gradient-ready times as max(CPU time, GPU time) on the profile's timelines "
                            "(ddpsim.validation.profile_compare)"}
@@ -229,11 +228,9 @@ def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for i in range(n):
         bs = [f["buckets"][i] for f in figs]
         durs = [b["duration_s"] for b in bs]
-        out.append({"bucket": i, "numel": bs[0]["numel"], "algorithm": bs[0]["algorithm"], "protocol": bs[0]["protocol"],
-                    "ran": bs[0]["ran"],
-                    "launch_s": median_or_none([b["launch_s"] for b in bs]), "start_s": median_or_none([b["start_s"] for b in bs]),
-                    "end_s": median_or_none([b["end_s"] for b in bs]), "duration_s": median_or_none(durs), "transfer_bound_s": min(durs),
-                    "wait_mean_s": statistics.fmean(d - min(durs) for d in durs)})
+        out.append({"bucket": i, **{k: bs[0][k] for k in ("numel", "algorithm", "protocol", "ran")},
+                    **{k: median_or_none([b[k] for b in bs]) for k in ("launch_s", "start_s", "end_s", "duration_s")},
+                    "transfer_bound_s": min(durs), "wait_mean_s": statistics.fmean(d - min(durs) for d in durs)})
     return out
 
 
@@ -249,8 +246,6 @@ def launch_delays(steps: Sequence[ProfileIteration]) -> list[dict[str, Any]]:
              "launch_op_s": median_or_none([o for _, o in v])} for i, v in sorted(per.items())]
 
 
-def busy_summary(steps: Sequence[ProfileIteration]) -> dict[str, float]:
-    """Means over the steps of :func:`step_period_s` and of the GPU's busy time (kernels, copies, sets)."""
-    busy = [sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps]
-    periods = [step_period_s(st, nxt) for st, nxt in zip(steps, list(steps[1:]) + [None])]
-    return {"step_s": statistics.fmean(periods), "gpu_busy_s": statistics.fmean(busy)}
+def gpu_busy_s(steps: Sequence[ProfileIteration]) -> float:
+    """The mean over the steps of the GPU's busy time (kernels, copies, sets merged)."""
+    return statistics.fmean(sum(b - a for a, b in merge_intervals([(a, b) for a, b, _ in st.intervals])) for st in steps)

@@ -7,6 +7,7 @@ checked (``matches`` None)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -67,25 +68,22 @@ def split_modules(trace: Trace, buckets: Sequence[RecordedBucket], modules: int,
         cand = [[k for k, b in enumerate(buckets) if b.process_group == g] for g in groups]
         plans = [planned(c) for c in cand]
         return None if any(p is None for p in plans) else _split(buckets, cand, plans, "process group")
-    found = _cuts(planned, 0, len(buckets), modules, set())
+    found = _cuts(planned, len(buckets), modules)
     return None if found is None else _split(buckets, [c for c, _ in found], [p for _, p in found], "launch order")
 
 
-def _cuts(planned: Any, start: int, n: int, modules: int, dead: set[tuple[int, int]]) -> list[tuple[list[int], Any]] | None:
-    """The first cut of launches ``start..n-1`` into ``modules`` consecutive runs, each its own
-    plan (``planned``), earliest ends first; ``dead`` the (start, modules) already known to fail."""
-    if (start, modules) in dead:
+def _cuts(planned: Any, n: int, modules: int) -> tuple[tuple[list[int], Any], ...] | None:
+    """The first cut of launches ``0..n-1`` into ``modules`` consecutive runs, each its own plan
+    (``planned``), earliest ends first; each (start, modules) tried once."""
+    @functools.cache
+    def cut(start: int, k: int) -> tuple[tuple[list[int], Any], ...] | None:
+        for end in [n] if k == 1 else range(start + 1, n - k + 2):
+            plan = planned(range(start, end))
+            rest = None if plan is None else () if k == 1 else cut(end, k - 1)
+            if rest is not None:
+                return ((list(range(start, end)), plan), *rest)
         return None
-    ends = [n] if modules == 1 else range(start + 1, n - modules + 2)
-    for end in ends:
-        plan = planned(range(start, end))
-        if plan is None:
-            continue
-        rest = [] if modules == 1 else _cuts(planned, end, n, modules - 1, dead)
-        if rest is not None:
-            return [(list(range(start, end)), plan), *rest]
-    dead.add((start, modules))
-    return None
+    return cut(0, modules)
 
 
 def _split(buckets: Sequence[RecordedBucket], cand: Sequence[Sequence[int]], plans: Sequence[Any], method: str) -> ModuleSplit:

@@ -19,6 +19,8 @@ from ddpsim.validation.compare import (BEST_CAP_TOLERANCE_PCT, PointOutcome, buc
 
 #: the level of the prediction intervals a validation reports
 INTERVAL_LEVEL = 0.8
+#: what ``validation.json`` records of the run (:class:`ddpsim.validation.measure._Validation`'s fields)
+RUN_FIELDS = ("model", "batch_size", "num_threads", "world_size", "iterations", "warmup", "repeats")
 
 
 def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None:
@@ -37,11 +39,7 @@ def _interference_record(raw: dict[str, Any], cal: Any) -> dict[str, Any] | None
 
 
 def _fmt(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
+    return "" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
 def csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
@@ -50,15 +48,13 @@ def csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
 
 
 def write_reports(v: Any, *, reanalyzed: bool = False) -> None:
-    """Write ``validation.{csv,json,md}`` (and the plots) of the validation ``v``
-    (:class:`ddpsim.validation.measure._Validation`: its setup, outcomes, calibration and pooled trace)."""
-    s, out = v.setup, v.setup.out
+    """Write ``validation.{csv,json,md}`` (and the plots) of a :class:`ddpsim.validation.measure._Validation`."""
+    out = v.out
     rows = [o.row() for o in v.outcomes.values()]
     write_text_atomic(out / "validation.csv", csv_text(list(rows[0]) if rows else [], rows))  # PointOutcome.row's keys
     cal = json.loads(Path(v.cal_path).read_text())
-    data = {"format": "ddpsim-validation", "version": 1, "scenario": s.scenario.name, "model": s.model,
-            "batch_size": s.batch_size, "num_threads": s.threads, "world_size": s.nproc, "iterations": s.iterations,
-            "warmup": s.warmup, "repeats": s.repeats, "calibration": str(v.cal_path), "trace": str(v.trace_path),
+    data = {"format": "ddpsim-validation", "version": 1, "scenario": v.scenario.name,
+            **{k: getattr(v, k) for k in RUN_FIELDS}, "calibration": str(v.cal_path), "trace": str(v.trace_path),
             "interference": _interference_record(cal, v.cal), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
             # the loaded calibration's (recomputed against the idle-launch charge when it can be:
             # ddpsim.calibration.loader.consistent_ddp_overhead), and the file's own figure beside it
@@ -278,9 +274,8 @@ def _bucket_lines(buckets: dict[str, Any]) -> list[str]:
              "| point | buckets | backward span | all-reduce time, summed | last bucket's all-reduce |",
              "|---|---:|---:|---:|---:|"]
     for k, m, p, n in timed:
-        lines.append(f"| {k} | {n} | {m['span_s'] * 1e3:.1f} / {p['span_s'] * 1e3:.1f} | "
-                     f"{m['allreduce_sum_s'] * 1e3:.1f} / {p['allreduce_sum_s'] * 1e3:.1f} | "
-                     f"{m['last_s'] * 1e3:.1f} / {p['last_s'] * 1e3:.1f} |")
+        pairs = " | ".join(f"{m[x] * 1e3:.1f} / {p[x] * 1e3:.1f}" for x in ("span_s", "allreduce_sum_s", "last_s"))
+        lines.append(f"| {k} | {n} | {pairs} |")
     lines.append("")
     return lines
 

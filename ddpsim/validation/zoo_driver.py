@@ -15,7 +15,7 @@ import statistics
 import time
 from os.path import isfile
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ddpsim.errors import InputError
 from ddpsim.validation.intervals import ALTERNATIVES_TEXT
@@ -127,9 +127,7 @@ def summary_row(name: str, result: dict[str, Any]) -> dict[str, Any]:
 
 def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
     def f(v: Any, unit: str = "") -> str:
-        if v is None:
-            return ""
-        return f"{v:.1f}{unit}" if isinstance(v, float) else str(v)
+        return "" if v is None else f"{v:.1f}{unit}" if isinstance(v, float) else str(v)
 
     lines = ["# ddpsim model zoo: validation summary", "",
              "One row per zoo model (`ddpsim validate zoo`): 2 gloo ranks on this CPU host, one thread each. "
@@ -196,11 +194,9 @@ def method_error_of(results: dict[str, dict[str, Any]], *, calibration: str | Pa
     """The residuals of the models done, and their calibration (``method_error.MethodError``)."""
     from ddpsim.pipeline.method_error import MethodError, ResidualPoint, file_sha256
 
-    pts = []
-    for name, res in results.items():
-        for p in (res.get("analysis") or {}).get("points", []):
-            if p.get("measured_s") and p.get("predicted_s"):
-                pts.append(ResidualPoint(model=name, point=p["point"], predicted_s=p["predicted_s"], measured_s=p["measured_s"]))
+    pts = [ResidualPoint(model=name, point=p["point"], predicted_s=p["predicted_s"], measured_s=p["measured_s"])
+           for name, res in results.items() for p in (res.get("analysis") or {}).get("points", [])
+           if p.get("measured_s") and p.get("predicted_s")]
     cal = None if calibration is None else str(calibration)
     return MethodError(points=tuple(pts), calibration=cal, calibration_sha256=None if cal is None else file_sha256(cal),
                        backend="gloo", device="cpu")
@@ -236,8 +232,7 @@ def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[s
 
 def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float,
                   results: dict[str, dict[str, Any]] | None = None, calibration: str | Path | None = None) -> None:
-    """``summary.{csv,md,json}`` under ``zoo_dir``; with the models' ``results``, also
-    :func:`apply_method_error` and every residual in ``method_error.json`` (``validate --method-error``'s)."""
+    """``summary.{csv,md,json}``; with ``results``, :func:`apply_method_error` and ``method_error.json``."""
     detail: dict[str, Any] = {}
     if results:
         me = method_error_of(results, calibration=calibration)
@@ -252,38 +247,33 @@ def write_summary(zoo_dir: Path, rows: Sequence[dict[str, Any]], *, level: float
 def run_zoo(*, models: Sequence[str] | None = None, out_dir: str | Path = "reports", caps: Sequence[float | None] | None = None,
             repeats: int = 3, iterations: int = 20, warmup: int = 5, calibration: str | Path | None = None,
             level: float = 0.8, num_resamples: int = 40, seed: int = 0, timeout_s: float = 900.0,
-            validate_fn: Callable[..., dict[str, Any]] | None = None,
             reanalyze: bool = False) -> dict[str, Any]:
     """Validate the zoo's ``models`` (default: all) under ``<out_dir>/zoo/``; returns ``{"rows", "out"}``.
-    ``validate_fn`` replaces :func:`ddpsim.validation.measure.validate` (tests). InputError: an unknown model
-    or a bad count; a model's failing validation is reported in its row."""
+    InputError: an unknown model or a bad count; a model's failing validation is reported in its row."""
     from ddpsim.trace.capture import check_count
     from ddpsim.trace.models.zoo import ZOO_PREFIX, zoo_entry, zoo_names
 
-    if validate_fn is None:
-        from ddpsim.validation.measure import validate as validate_fn
     names = list(models) if models else zoo_names()
     entries = [zoo_entry(n if n.startswith(ZOO_PREFIX) else ZOO_PREFIX + n) for n in names]
     for value, flag in ((repeats, "--repeats"), (iterations, "--iterations"), (num_resamples, "num_resamples")):
         check_count(value, flag, 1)
     zoo_dir = ensure_dir(Path(out_dir) / "zoo", "--out-dir")
-    zoo = _Zoo(zoo_dir=zoo_dir, scn_dir=ensure_dir(zoo_dir / "scenarios", "--out-dir"), calibration=calibration,
-               caps=list(ZOO_CAPS if caps is None else caps), repeats=repeats, iterations=iterations, warmup=warmup,
-               level=level, num_resamples=num_resamples, seed=seed, timeout_s=timeout_s)
+    zoo = _Zoo(zoo_dir, calibration=calibration, level=level, num_resamples=num_resamples, seed=seed,
+               run=dict(caps=list(ZOO_CAPS if caps is None else caps), repeats=repeats, iterations=iterations,
+                        warmup=warmup, timeout_s=timeout_s))
     t_start, timed = time.perf_counter(), []
     for i, e in enumerate(entries, start=1):
         tag = f"zoo: [{i}/{len(entries)}] {ZOO_PREFIX + e.name}"
         if reanalyze:
             zoo.reanalyse_model(e, tag)
-            continue
-        if zoo.skip_model(e, tag):
-            continue
-        t0 = time.perf_counter()
-        zoo.validate_model(e, tag, validate_fn)
-        timed.append(time.perf_counter() - t0)
-        left = len(entries) - i
-        log.info("%s", _progress_line(tag, zoo.rows[-1], timed[-1]) + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
-                 + (f", about {statistics.fmean(timed) * left / 60:.0f} min left" if left else ""))
+        elif not zoo.skip_model(e, tag):
+            t0 = time.perf_counter()
+            zoo.validate_model(e, tag)
+            timed.append(time.perf_counter() - t0)
+            left = len(entries) - i
+            log.info("%s", _progress_line(tag, zoo.rows[-1], timed[-1])
+                     + f"; elapsed {(time.perf_counter() - t_start) / 60:.1f} min"
+                     + (f", about {statistics.fmean(timed) * left / 60:.0f} min left" if left else ""))
     zoo.write_summary()
     tot = method_totals(zoo.rows)
     if tot:
@@ -304,19 +294,23 @@ def _progress_line(tag: str, r: dict[str, Any], wall_s: float) -> str:
 
 
 class _Zoo:
-    """One :func:`run_zoo` while it goes: its options, the summary rows so far and the results of the
-    models done (their residuals give the others their method error)."""
+    """One :func:`run_zoo` while it goes: its options (``run``: each validation's), the summary rows so far and
+    the results of the models done (their residuals give the others their method error)."""
 
-    def __init__(self, *, zoo_dir: Path, scn_dir: Path, calibration: str | Path | None, caps: list[float | None],
-                 repeats: int, iterations: int, warmup: int, level: float, num_resamples: int, seed: int,
-                 timeout_s: float) -> None:
-        self.zoo_dir, self.scn_dir, self.calibration = zoo_dir, scn_dir, calibration
+    def __init__(self, zoo_dir: Path, *, calibration: str | Path | None, level: float, num_resamples: int, seed: int,
+                 run: dict[str, Any]) -> None:
+        self.zoo_dir, self.calibration = zoo_dir, calibration
+        self.scn_dir = ensure_dir(zoo_dir / "scenarios", "--out-dir")
         self.shared_cal = Path(calibration) if calibration else zoo_dir / "calibration.json"
-        self.caps, self.repeats, self.iterations, self.warmup = caps, repeats, iterations, warmup
-        self.level, self.num_resamples, self.seed, self.timeout_s = level, num_resamples, seed, timeout_s
+        self.level, self.num_resamples, self.seed, self.run = level, num_resamples, seed, run
         self.rows: list[dict[str, Any]] = []
         self.results: dict[str, dict[str, Any]] = {}  # the models done, for the method error of the others
-        self.torchvision: bool | None = None
+
+    def paths(self, e: Any) -> tuple[str, Path, Path]:
+        """Model ``e``'s zoo name, report folder and scenario file."""
+        from ddpsim.trace.models.zoo import ZOO_PREFIX
+
+        return ZOO_PREFIX + e.name, self.zoo_dir / f"zoo-{e.name}", self.scn_dir / f"zoo-{e.name}.yaml"
 
     def write_summary(self) -> None:
         """The summary, with the calibration the models done were predicted with when they share one."""
@@ -330,35 +324,31 @@ class _Zoo:
 
     def keep(self, e: Any, result: dict[str, Any], rows: Sequence[dict[str, Any]], cal_path: Path,
              t0: float | None = None) -> None:
-        """Give model ``e``'s ``result`` the :func:`analyse_model` of its ``rows`` and round traces (and its
-        ``wall_s`` since ``t0``), write it as its ``zoo.json`` and count the model done."""
+        """Give ``result`` the :func:`analyse_model` of ``rows`` (and ``wall_s`` since ``t0``); write it."""
         from ddpsim.calibration.loader import load_calibration
         from ddpsim.pipeline.scenario import load_scenario
-        from ddpsim.trace.models.zoo import ZOO_PREFIX
         from ddpsim.validation.measure import round_traces
 
-        mdir = self.zoo_dir / f"zoo-{e.name}"
+        name, mdir, scn_path = self.paths(e)
         result["analysis"] = analyse_model(
-            load_scenario(str(self.scn_dir / f"zoo-{e.name}.yaml")), rows,
+            load_scenario(str(scn_path)), rows,
             round_traces(mdir / "validation", result["repeats"]), load_calibration(cal_path) if cal_path.is_file() else None,
             iterations=result["iterations"], level=self.level, num_resamples=self.num_resamples, seed=self.seed)
         if t0 is not None:
             result["wall_s"] = time.perf_counter() - t0
         write_text_atomic(mdir / "zoo.json", json.dumps(result, indent=1) + "\n")
-        self.add_done(ZOO_PREFIX + e.name, result)
+        self.add_done(name, result)
 
     def reanalyse_model(self, e: Any, tag: str) -> None:
         """``--reanalyze``: a model done predicted again over the same runs (with the given calibration,
         else its recorded one when that file is there) and analysed again."""
         from ddpsim.validation.measure import reanalyze as reanalyze_point
 
-        mdir = self.zoo_dir / f"zoo-{e.name}"
-        done = mdir / "zoo.json"
-        if not done.is_file():
+        _, mdir, scn_path = self.paths(e)
+        if not (mdir / "zoo.json").is_file():
             log.info(f"{tag}: not validated yet, nothing to analyse")
             return
-        scn_path = self.scn_dir / f"zoo-{e.name}.yaml"
-        result = json.loads(done.read_text())
+        result = json.loads((mdir / "zoo.json").read_text())
         val = json.loads((mdir / "validation.json").read_text())
         cal_path = Path(self.calibration) if self.calibration else Path(val["calibration"])
         if self.calibration or cal_path.is_file():
@@ -373,46 +363,40 @@ class _Zoo:
 
     def skip_model(self, e: Any, tag: str) -> bool:
         """Whether model ``e`` is skipped: done earlier (its ``zoo.json``), or torchvision's without it."""
-        from ddpsim.trace.models.zoo import ZOO_PREFIX, torchvision_available
+        from ddpsim.trace.models.zoo import torchvision_available
 
-        name = ZOO_PREFIX + e.name
-        done = self.zoo_dir / f"zoo-{e.name}" / "zoo.json"
-        if done.is_file():
-            self.add_done(name, json.loads(done.read_text()))
-            log.info(f"{tag}: done earlier ({done}), skipped")
+        name, mdir, _ = self.paths(e)
+        if (mdir / "zoo.json").is_file():
+            self.add_done(name, json.loads((mdir / "zoo.json").read_text()))
+            log.info(f"{tag}: done earlier ({mdir / 'zoo.json'}), skipped")
             return True
-        if e.source != "torchvision":
-            return False
-        self.torchvision = torchvision_available() if self.torchvision is None else self.torchvision
-        if self.torchvision:
+        if e.source != "torchvision" or torchvision_available():
             return False
         self.rows.append(summary_row(name, {"status": "skipped: torchvision not installed"}))
         log.info(f"{tag}: skipped, torchvision is not installed (pip install \"ddpsim[zoo]\")")
         self.write_summary()
         return True
 
-    def validate_model(self, e: Any, tag: str, validate_fn: Callable[..., dict[str, Any]]) -> None:
-        """Write model ``e``'s scenario, validate it (the first calibrates the host for all), analyse it and
-        write its ``zoo.json``; a failing validation is its row's status."""
-        from ddpsim.trace.models.zoo import ZOO_PREFIX
+    def validate_model(self, e: Any, tag: str) -> None:
+        """Write model ``e``'s scenario, validate it (the first calibrates for all) and :meth:`keep` it."""
+        from ddpsim.validation import measure
 
-        name = ZOO_PREFIX + e.name
-        mdir = self.zoo_dir / f"zoo-{e.name}"
-        scn_path = self.scn_dir / f"zoo-{e.name}.yaml"
-        write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=self.caps, iterations=self.iterations, warmup=self.warmup))
-        log.info(f"{tag}: validating at caps {', '.join('none' if c is None else f'{c:g}' for c in self.caps)}, "
-                 f"{self.repeats} rounds, batch {e.batch_size} per rank")
+        name, mdir, scn_path = self.paths(e)
+        run = self.run
+        write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=run["caps"], iterations=run["iterations"],
+                                                      warmup=run["warmup"]))
+        log.info(f"{tag}: validating at caps {', '.join('none' if c is None else f'{c:g}' for c in run['caps'])}, "
+                 f"{run['repeats']} rounds, batch {e.batch_size} per rank")
         t0 = time.perf_counter()
         try:
-            res = validate_fn(str(scn_path), calibration=self.shared_cal if isfile(self.shared_cal) else None,
-                              out_dir=self.zoo_dir, caps=self.caps, iterations=self.iterations, warmup=self.warmup,
-                              repeats=self.repeats, bucket_timing=False, num_threads=1, timeout_s=self.timeout_s,
-                              plots=False, intervals=False)  # analyse_model gives the intervals, on both clocks
-            if not isfile(self.shared_cal) and (mdir / "calibration.json").is_file():
+            res = measure.validate(str(scn_path), calibration=self.shared_cal if isfile(self.shared_cal) else None,
+                                   out_dir=self.zoo_dir, **run, bucket_timing=False, num_threads=1,
+                                   plots=False, intervals=False)  # analyse_model gives the intervals, on both clocks
+            if not isfile(self.shared_cal) and (mdir / "calibration.json").isfile():
                 write_text_atomic(self.shared_cal, (mdir / "calibration.json").read_text())
             result = {"format": "ddpsim-zoo-model", "version": 1, "model": name, "status": "done",
-                      "batch_size": e.batch_size, "caps": self.caps, "repeats": self.repeats, "iterations": self.iterations,
-                      "warmup": self.warmup, "summary": res["summary"], "analysis": None, "wall_s": None}
+                      "batch_size": e.batch_size, **{k: run[k] for k in ("caps", "repeats", "iterations", "warmup")},
+                      "summary": res["summary"], "analysis": None, "wall_s": None}
             self.keep(e, result, res["rows"], self.shared_cal, t0)
         except InputError as exc:
             failed = {"status": f"failed: {exc}", "wall_s": time.perf_counter() - t0}

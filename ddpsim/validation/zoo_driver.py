@@ -392,7 +392,7 @@ class _Zoo:
             res = measure.validate(str(scn_path), calibration=self.shared_cal if isfile(self.shared_cal) else None,
                                    out_dir=self.zoo_dir, **run, bucket_timing=False, num_threads=1,
                                    plots=False, intervals=False)  # analyse_model gives the intervals, on both clocks
-            if not isfile(self.shared_cal) and (mdir / "calibration.json").isfile():
+            if not isfile(self.shared_cal) and (mdir / "calibration.json").is_file():
                 write_text_atomic(self.shared_cal, (mdir / "calibration.json").read_text())
             result = {"format": "ddpsim-zoo-model", "version": 1, "model": name, "status": "done",
                       "batch_size": e.batch_size, **{k: run[k] for k in ("caps", "repeats", "iterations", "warmup")},

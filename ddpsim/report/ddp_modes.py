@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Sequence
 
 from ddpsim.plan.planner import cap_point_id
-from ddpsim.pipeline.sweep import PointRecord, best_record, fmt_s
+from ddpsim.pipeline.sweep import PointRecord, fmt_s
 
 frozen = dataclass(frozen=True, kw_only=True)
 
@@ -55,9 +55,8 @@ _JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
                    if f.name not in ("point", "world_size", "tail_iterations", "batches_min", "batches_max"))
 
 
-def join_figures(records: Sequence[PointRecord]) -> JoinFigures | None:
+def join_figures(best: PointRecord) -> JoinFigures | None:
     """The best point's epoch under Join (None when the scenario has no ``ddp.join``)."""
-    best = best_record(records)
     j = best.metrics.get("join")
     if not j:
         return None
@@ -66,10 +65,9 @@ def join_figures(records: Sequence[PointRecord]) -> JoinFigures | None:
                        batches_min=min(j["batches_per_rank"]), batches_max=max(j["batches_per_rank"]))
 
 
-def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures | None:
-    """Each process-group count's p50 step and gain over one at the best point's other values (None
+def process_group_figures(records: Sequence[PointRecord], best: PointRecord) -> ProcessGroupFigures | None:
+    """Each process-group count's p50 step and gain over one at the ``best`` point's other values (None
     when the sweep does not vary ``process_groups`` or has no 1)."""
-    best = best_record(records)
     if "process_groups" not in dict(best.point.named):
         return None
     by_n = {r.point.value("process_groups"): r for r in records
@@ -80,13 +78,14 @@ def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures
     rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
                        gain_over_one=(one - r.metrics["iteration_p50_s"]) / one) for n, r in sorted(by_n.items())]
     top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
-    return ProcessGroupFigures(cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size, best_process_groups=top.process_groups,
-                               gain_over_one=top.gain_over_one, by_count=tuple(rows))
+    return ProcessGroupFigures(cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size,
+                               best_process_groups=top.process_groups, gain_over_one=top.gain_over_one,
+                               by_count=tuple(rows))
 
 
-def figures(records: Sequence[PointRecord]) -> dict[str, Any]:
-    """The summary's ``join`` and ``process_groups`` entries (top-level keys), each where it applies."""
-    found = {"join": join_figures(records), "process_groups": process_group_figures(records)}
+def figures(records: Sequence[PointRecord], best: PointRecord) -> dict[str, Any]:
+    """The summary's ``join`` and ``process_groups`` entries at the ``best`` point, each where it applies."""
+    found = {"join": join_figures(best), "process_groups": process_group_figures(records, best)}
     return {k: asdict(v) for k, v in found.items() if v}
 
 

@@ -72,7 +72,8 @@ def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any,
     searches the plan (:func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report` finishes them."""
     kept = KeptFiles(rdir, report_key(kept_key, sc.name))
     timeline = [next(r for r in records if r.point == p) for p in sc.timeline_points(best.point)]
-    traces = [_traces(r, rdir, kept) for r in timeline]
+    traces = [_piece(kept, f"traces {r.point_id}", [r.point_id, r.key, r.backend], partial(_write_traces, r, rdir))
+              for r in timeline]
     pngs = _timelines(sc, timeline, best, rdir, kept) if plots else []
     if any(p.work is not None for p in traces + pngs):
         for r in timeline:
@@ -104,7 +105,7 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
     with side:
         rows, title = sweep_rows(records), f"{sc.name}: step time vs bucket_cap_mb"
         late = [_bucket_sizes(sc, records, timeline, rec.info, rdir, kept),
-                _piece(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title)] if plots else []
+                _png(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title)] if plots else []
         for p in late:  # drawn from the plan and the table's rows, pickled to a worker
             pngs.append(p)
             side.submit(p.work)
@@ -154,13 +155,18 @@ class _Piece:
     work: Any = None
 
 
-def _piece(kept: KeptFiles, rdir: Path, name: str, what: Any, figure: str, *args: Any, **kwargs: Any) -> _Piece:
-    """A PNG ``rdir/name`` drawn by ``plots.<figure>(*args, **kwargs)`` unless kept."""
+def _piece(kept: KeptFiles, name: str, what: Any, work: Any) -> _Piece:
+    """The entry ``name`` drawn from ``what``: the one kept, else ``work`` to run."""
     got = kept.get(name, what)
-    return _Piece(name, what, got, None if got is not None else partial(_saved, rdir / name, figure, args, kwargs))
+    return _Piece(name, what, got, None if got is not None else work)
 
 
-def _saved(path: Path, figure: str, args: tuple, kwargs: dict[str, Any]) -> tuple[list[Path], None]:
+def _png(kept: KeptFiles, rdir: Path, name: str, what: Any, figure: str, *args: Any, **kwargs: Any) -> _Piece:
+    """A PNG ``rdir/name`` drawn by ``plots.<figure>(*args, **kwargs)`` unless kept."""
+    return _piece(kept, name, what, partial(_saved, rdir / name, figure, *args, **kwargs))
+
+
+def _saved(path: Path, figure: str, *args: Any, **kwargs: Any) -> tuple[list[Path], None]:
     """``plots.figure(*args, **kwargs)`` saved at ``path`` (matplotlib imported only then)."""
     from ddpsim.report import plots
 
@@ -183,26 +189,20 @@ def _timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, kept: K
     for rec in timeline:
         title = f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})"
         name = f"timeline_{file_id(rec.point_id)}.png"
-        pieces.append(_piece(kept, rdir, name, title, "timeline_figure", rec.result, title=title, warmup=True))
+        pieces.append(_png(kept, rdir, name, title, "timeline_figure", rec.result, title=title, warmup=True))
     base = sc.base_point()
     pair = [next((r for r in timeline if r.point == p), None) for p in (base, best.point)]
     if base != best.point and None not in pair:
         labels = [f"default ({pair[0].point_id})", f"best ({best.point_id})"]
         title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
         pair = [(labels[0], pair[0].result), (labels[1], pair[1].result)]
-        pieces.append(_piece(kept, rdir, "timeline_default_vs_best.png", [labels, title],
+        pieces.append(_png(kept, rdir, "timeline_default_vs_best.png", [labels, title],
                              "timeline_comparison_figure", pair, title=title))
     return pieces
 
 
-def _traces(rec: Any, rdir: Path, kept: KeptFiles) -> _Piece:
-    """The trace files of ``rec``'s point, kept or written, each ``(rank, file name, overlap)``."""
-    name, what = f"traces {rec.point_id}", [rec.point_id, rec.key, rec.backend]
-    got = kept.get(name, what)
-    return _Piece(name, what, got, None if got is not None else partial(_write_traces, rec, rdir))
-
-
 def _write_traces(rec: Any, rdir: Path) -> tuple[list[Path], list[tuple[int, str, float]]]:
+    """The trace files of ``rec``'s point written, each ``(rank, file name, overlap)``."""
     written = perfetto.written_traces(rec.result, rdir, rec.point_id, backend=rec.backend)
     return [path for _, path, _ in written], [(r, path.name, perfetto.comm_comp_overlap(d)) for r, path, d in written]
 
@@ -215,7 +215,7 @@ def _bucket_sizes(sc: Scenario, records: list[Any], timeline: list[Any], rec_inf
              r.metrics.get("bucket_sizes_bytes") or [], _cap_mb(sc, r.point)) for r in shown]
     rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"]), None))
     title = f"{sc.name}: bucket sizes (steady state)"
-    return _piece(kept, rdir, "bucket_sizes.png", [rows, title], "bucket_sizes_figure", rows, title=title)
+    return _png(kept, rdir, "bucket_sizes.png", [rows, title], "bucket_sizes_figure", rows, title=title)
 
 
 def _cap_mb(sc: Scenario, point: Any) -> list[float]:

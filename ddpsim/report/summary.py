@@ -75,7 +75,7 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
     }
     costs = bucket_costs.figures(out["points"], host_costs, trace.num_params if trace is not None else None)
     optional = {"warnings": list(warnings or ()), "cost_terms": list(cost_terms or ()), "method_error": method_error,
-                **ddp_modes.figures(records), "compile": compiled, "bucket_costs": costs and asdict(costs),
+                **ddp_modes.figures(records, best), "compile": compiled, "bucket_costs": costs and asdict(costs),
                 "term_effects": term_effects, "uncertainty": uncertainty_summary(records)}
     out.update({k: v for k, v in optional.items() if v})  # each only where the scenario has it
     if trace is not None:

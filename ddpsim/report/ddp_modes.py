@@ -89,29 +89,24 @@ def figures(records: Sequence[PointRecord], best: PointRecord) -> dict[str, Any]
     return {k: asdict(v) for k, v in found.items() if v}
 
 
-def join_line(j: JoinFigures) -> str:
-    """The answer's first bullet for an epoch under Join."""
-    return (f"- **Uneven inputs cost {j.epoch_cost_pct:.1f} % per epoch** (`{j.point}`, {j.world_size} ranks, "
-            f"{j.batches_min}-{j.batches_max} batches per rank): {fmt_s(j.epoch_s)} under `model.join()` vs "
-            f"{fmt_s(j.even_epoch_s)} for the same samples dealt evenly ({j.even_epoch_iterations} steps of "
-            f"{fmt_s(j.even_step_s)}). Of it: Join's per-iteration collectives {j.per_iteration_cost_pct:+.2f} % per "
-            f"step ({fmt_s(j.per_iteration_cost_s)}), {j.tail_iterations} tail iterations after the first rank "
-            f"joins, and {fmt_s(j.exit_s)} for the final model sync (`_sync_final_model`).")
-
-
-def process_groups_line(pg: ProcessGroupFigures) -> str:
-    """The answer's first bullet for a sweep over round-robin process groups."""
-    n = pg.best_process_groups
-    steps = ", ".join(f"{r.process_groups}: {fmt_s(r.iteration_p50_s)}" for r in pg.by_count)
-    if n == 1:
-        return (f"- **Round-robin process groups do not help here**: one communicator is fastest at cap={pg.cap} on "
-                f"{pg.world_size} ranks (p50 step by groups: {steps}).")
-    return (f"- **{n} round-robin process groups are {100 * pg.gain_over_one:.1f} % faster than 1** at cap={pg.cap} on "
-            f"{pg.world_size} ranks (p50 step by groups: {steps}). torch 2.13 has no `_round_robin_process_groups`: "
-            f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} `dist.new_group()` groups.")
-
-
-def answer_lines(join: JoinFigures | None, process_groups: ProcessGroupFigures | None) -> list[str]:
-    """The bullets a summary with these figures leads its answer with."""
-    return (([join_line(join)] if join else [])
-            + ([process_groups_line(process_groups)] if process_groups else []))
+def answer_lines(j: JoinFigures | None, pg: ProcessGroupFigures | None) -> list[str]:
+    """The bullets a summary with these figures leads its answer with: an epoch under Join, then a
+    sweep over round-robin process groups."""
+    L = []
+    if j:
+        L.append(f"- **Uneven inputs cost {j.epoch_cost_pct:.1f} % per epoch** (`{j.point}`, {j.world_size} ranks, "
+                 f"{j.batches_min}-{j.batches_max} batches per rank): {fmt_s(j.epoch_s)} under `model.join()` vs "
+                 f"{fmt_s(j.even_epoch_s)} for the same samples dealt evenly ({j.even_epoch_iterations} steps of "
+                 f"{fmt_s(j.even_step_s)}). Of it: Join's per-iteration collectives {j.per_iteration_cost_pct:+.2f} % per "
+                 f"step ({fmt_s(j.per_iteration_cost_s)}), {j.tail_iterations} tail iterations after the first rank "
+                 f"joins, and {fmt_s(j.exit_s)} for the final model sync (`_sync_final_model`).")
+    if pg:
+        n = pg.best_process_groups
+        steps = ", ".join(f"{r.process_groups}: {fmt_s(r.iteration_p50_s)}" for r in pg.by_count)
+        L.append(f"- **Round-robin process groups do not help here**: one communicator is fastest at cap={pg.cap} on "
+                 f"{pg.world_size} ranks (p50 step by groups: {steps})." if n == 1 else
+                 f"- **{n} round-robin process groups are {100 * pg.gain_over_one:.1f} % faster than 1** at cap={pg.cap} "
+                 f"on {pg.world_size} ranks (p50 step by groups: {steps}). torch 2.13 has no "
+                 "`_round_robin_process_groups`: register a comm hook that all-reduces bucket k on the (k mod "
+                 f"{n})-th of {n} `dist.new_group()` groups.")
+    return L

@@ -55,38 +55,27 @@ _JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
                    if f.name not in ("point", "world_size", "tail_iterations", "batches_min", "batches_max"))
 
 
-def join_figures(best: PointRecord) -> JoinFigures | None:
-    """The best point's epoch under Join (None when the scenario has no ``ddp.join``)."""
-    j = best.metrics.get("join")
-    if not j:
-        return None
-    return JoinFigures(point=best.point_id, world_size=best.world_size, **{k: j[k] for k in _JOIN_KEYS},
-                       tail_iterations=j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
-                       batches_min=min(j["batches_per_rank"]), batches_max=max(j["batches_per_rank"]))
-
-
-def process_group_figures(records: Sequence[PointRecord], best: PointRecord) -> ProcessGroupFigures | None:
-    """Each process-group count's p50 step and gain over one at the ``best`` point's other values (None
-    when the sweep does not vary ``process_groups`` or has no 1)."""
-    if "process_groups" not in dict(best.point.named):
-        return None
-    by_n = {r.point.value("process_groups"): r for r in records
-            if r.point.with_value("process_groups", None) == best.point.with_value("process_groups", None)}
-    if 1 not in by_n:
-        return None
-    one = by_n[1].metrics["iteration_p50_s"]
-    rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
-                       gain_over_one=(one - r.metrics["iteration_p50_s"]) / one) for n, r in sorted(by_n.items())]
-    top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
-    return ProcessGroupFigures(cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size,
-                               best_process_groups=top.process_groups, gain_over_one=top.gain_over_one,
-                               by_count=tuple(rows))
-
-
 def figures(records: Sequence[PointRecord], best: PointRecord) -> dict[str, Any]:
-    """The summary's ``join`` and ``process_groups`` entries at the ``best`` point, each where it applies."""
-    found = {"join": join_figures(best), "process_groups": process_group_figures(records, best)}
-    return {k: asdict(v) for k, v in found.items() if v}
+    """The summary's ``join`` entry (the ``best`` point's epoch under Join, where the scenario has
+    ``ddp.join``) and ``process_groups`` entry (each process-group count's p50 step and gain over one
+    at the best point's other values, where the sweep varies ``process_groups`` and has 1)."""
+    out: dict[str, Any] = {}
+    if j := best.metrics.get("join"):
+        out["join"] = asdict(JoinFigures(
+            point=best.point_id, world_size=best.world_size, **{k: j[k] for k in _JOIN_KEYS},
+            tail_iterations=j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
+            batches_min=min(j["batches_per_rank"]), batches_max=max(j["batches_per_rank"])))
+    others = best.point.with_value("process_groups", None)
+    by_n = {r.point.value("process_groups"): r for r in records if r.point.with_value("process_groups", None) == others}
+    if "process_groups" in dict(best.point.named) and 1 in by_n:
+        one = by_n[1].metrics["iteration_p50_s"]
+        rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
+                           gain_over_one=(one - r.metrics["iteration_p50_s"]) / one) for n, r in sorted(by_n.items())]
+        top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
+        out["process_groups"] = asdict(ProcessGroupFigures(
+            cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size,
+            best_process_groups=top.process_groups, gain_over_one=top.gain_over_one, by_count=tuple(rows)))
+    return out
 
 
 def answer_lines(j: JoinFigures | None, pg: ProcessGroupFigures | None) -> list[str]:

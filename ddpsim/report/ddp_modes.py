@@ -66,11 +66,13 @@ def figures(records: Sequence[PointRecord], best: PointRecord) -> dict[str, Any]
             tail_iterations=j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
             batches_min=min(j["batches_per_rank"]), batches_max=max(j["batches_per_rank"])))
     others = best.point.with_value("process_groups", None)
-    by_n = {r.point.value("process_groups"): r for r in records if r.point.with_value("process_groups", None) == others}
+    by_n = {r.point.value("process_groups"): r for r in records
+            if r.point.with_value("process_groups", None) == others}
     if "process_groups" in dict(best.point.named) and 1 in by_n:
         one = by_n[1].metrics["iteration_p50_s"]
         rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
-                           gain_over_one=(one - r.metrics["iteration_p50_s"]) / one) for n, r in sorted(by_n.items())]
+                           gain_over_one=(one - r.metrics["iteration_p50_s"]) / one)
+                for n, r in sorted(by_n.items())]
         top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
         out["process_groups"] = asdict(ProcessGroupFigures(
             cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size,
@@ -81,21 +83,22 @@ def figures(records: Sequence[PointRecord], best: PointRecord) -> dict[str, Any]
 def answer_lines(j: JoinFigures | None, pg: ProcessGroupFigures | None) -> list[str]:
     """The bullets a summary with these figures leads its answer with: an epoch under Join, then a
     sweep over round-robin process groups."""
-    L = []
+    L: list[str] = []
     if j:
-        L.append(f"- **Uneven inputs cost {j.epoch_cost_pct:.1f} % per epoch** (`{j.point}`, {j.world_size} ranks, "
-                 f"{j.batches_min}-{j.batches_max} batches per rank): {fmt_s(j.epoch_s)} under `model.join()` vs "
-                 f"{fmt_s(j.even_epoch_s)} for the same samples dealt evenly ({j.even_epoch_iterations} steps of "
-                 f"{fmt_s(j.even_step_s)}). Of it: Join's per-iteration collectives {j.per_iteration_cost_pct:+.2f} % per "
-                 f"step ({fmt_s(j.per_iteration_cost_s)}), {j.tail_iterations} tail iterations after the first rank "
-                 f"joins, and {fmt_s(j.exit_s)} for the final model sync (`_sync_final_model`).")
+        L.append(f"- **Uneven inputs cost {j.epoch_cost_pct:.1f} % per epoch** (`{j.point}`, {j.world_size} "
+                 f"ranks, {j.batches_min}-{j.batches_max} batches per rank): {fmt_s(j.epoch_s)} under "
+                 f"`model.join()` vs {fmt_s(j.even_epoch_s)} for the same samples dealt evenly "
+                 f"({j.even_epoch_iterations} steps of {fmt_s(j.even_step_s)}). Of it: Join's per-iteration "
+                 f"collectives {j.per_iteration_cost_pct:+.2f} % per step ({fmt_s(j.per_iteration_cost_s)}), "
+                 f"{j.tail_iterations} tail iterations after the first rank joins, and {fmt_s(j.exit_s)} "
+                 "for the final model sync (`_sync_final_model`).")
     if pg:
-        n = pg.best_process_groups
+        n, where = pg.best_process_groups, f"cap={pg.cap} on {pg.world_size} ranks"
         steps = ", ".join(f"{r.process_groups}: {fmt_s(r.iteration_p50_s)}" for r in pg.by_count)
-        L.append(f"- **Round-robin process groups do not help here**: one communicator is fastest at cap={pg.cap} on "
-                 f"{pg.world_size} ranks (p50 step by groups: {steps})." if n == 1 else
-                 f"- **{n} round-robin process groups are {100 * pg.gain_over_one:.1f} % faster than 1** at cap={pg.cap} "
-                 f"on {pg.world_size} ranks (p50 step by groups: {steps}). torch 2.13 has no "
-                 "`_round_robin_process_groups`: register a comm hook that all-reduces bucket k on the (k mod "
-                 f"{n})-th of {n} `dist.new_group()` groups.")
+        L.append(f"- **Round-robin process groups do not help here**: one communicator is fastest at {where} "
+                 f"(p50 step by groups: {steps})." if n == 1 else
+                 f"- **{n} round-robin process groups are {100 * pg.gain_over_one:.1f} % faster than 1** at "
+                 f"{where} (p50 step by groups: {steps}). torch 2.13 has no `_round_robin_process_groups`: "
+                 f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} "
+                 "`dist.new_group()` groups.")
     return L

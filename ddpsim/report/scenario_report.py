@@ -72,8 +72,8 @@ def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any,
     searches the plan (:func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report` finishes them."""
     kept = KeptFiles(rdir, report_key(kept_key, sc.name))
     timeline = [next(r for r in records if r.point == p) for p in sc.timeline_points(best.point)]
-    traces = [_Piece(kept, f"traces {r.point_id}", [r.point_id, r.key, r.backend], partial(_write_traces, r, rdir))
-              for r in timeline]
+    traces = [_Piece(kept, f"traces {r.point_id}", [r.point_id, r.key, r.backend],
+                     partial(_write_traces, r, rdir)) for r in timeline]
     pngs = _timelines(sc, timeline, best, rdir, kept) if plots else []
     if any(p.work is not None for p in traces + pngs):
         for r in timeline:
@@ -191,7 +191,7 @@ def _timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, kept: K
         title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
         pair = [(labels[0], pair[0].result), (labels[1], pair[1].result)]
         pieces.append(_png(kept, rdir, "timeline_default_vs_best.png", [labels, title],
-                             "timeline_comparison_figure", pair, title=title))
+                           "timeline_comparison_figure", pair, title=title))
     return pieces
 
 

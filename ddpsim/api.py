@@ -87,12 +87,10 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                  jobs: int | None = None, plots: bool = True, progress: bool = True,
                  simulate_fn: Callable | None = None, build_fn: Callable | None = None,
                  method_error: str | Path | None = None) -> Report:
-    """Run a scenario end to end and write ``<out_dir>/<name>/`` (``points/*.json``, resumable;
-    the CSVs, plots, timelines, ``recommended_plan.json``, ``summary.json`` and ``summary.md``);
-    returns a :class:`Report`. ``jobs``: processes (default: the CPUs this process may use);
-    ``plots``: write the PNGs; ``simulate_fn`` / ``build_fn`` replace the engine and
-    :meth:`Scenario.build_point`; ``method_error``: a residual file whose measured error the
-    answer states (:mod:`ddpsim.pipeline.method_error`)."""
+    """Write ``<out_dir>/<name>/`` as ``ddpsim run`` does (resumable; ``jobs``: processes, default the
+    CPUs this process may use); returns a :class:`Report`. ``simulate_fn`` / ``build_fn`` replace the
+    engine and :meth:`Scenario.build_point`; ``method_error``: a residual file whose measured error
+    the answer states (:mod:`ddpsim.pipeline.method_error`)."""
     rep = scenario_run.run_scenario(scenario, out_dir=out_dir, jobs=jobs, progress=progress, simulate_fn=simulate_fn,
                                     build_fn=build_fn, method_error=method_error,
                                     start_report=partial(start_drawing, plots=plots))

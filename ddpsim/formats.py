@@ -57,11 +57,10 @@ def step_times(per_rank: list[list[dict[str, float]]]) -> list[float]:
 
 def summarize(per_rank: list[list[dict[str, float]]]) -> dict[str, Any]:
     """Step time per iteration (:func:`step_times`); median / p10 / p90 over measured iterations."""
-    n = min(len(r) for r in per_rank)
     steps = step_times(per_rank)
     out: dict[str, Any] = {"iteration_s": statistics.median(steps), "iteration_p10_s": quantile(steps, 0.1),
                            "iteration_p90_s": quantile(steps, 0.9), "iteration_mean_s": statistics.fmean(steps),
                            "step_times_s": steps}
     for ph in ("forward_s", "backward_s", "optimizer_s"):
-        out[ph] = statistics.median(statistics.fmean(r[i][ph] for r in per_rank) for i in range(n))
+        out[ph] = statistics.median(statistics.fmean(r[i][ph] for r in per_rank) for i in range(len(steps)))
     return out

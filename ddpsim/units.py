@@ -16,7 +16,6 @@ from ddpsim.errors import InputError, shorten
 
 MIB = 1024 * 1024
 KIB = 1024
-GB = 1e9  # NCCL / nccl-tests "GB/s" is 1e9 bytes per second
 
 #: DDP's constants (torch/csrc/distributed/c10d/reducer.hpp, torch/nn/parallel/distributed.py)
 DEFAULT_FIRST_BUCKET_BYTES = 1 * MIB

@@ -70,7 +70,3 @@ def main(argv: list[str] | None = None) -> int:
 def _verb(argv: list[str]) -> tuple[str, ...]:
     """The verbs the parser needs for ``argv``: the one it starts with, else all."""
     return (argv[0],) if argv and argv[0] in COMMANDS else COMMANDS
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Sequence
 
 from ddpsim.plan.planner import cap_point_id
-from ddpsim.pipeline.sweep import PointRecord, best_record, fmt_s
+from ddpsim.pipeline.sweep import PointRecord, fmt_s
 
 frozen = dataclass(frozen=True, kw_only=True)
 
@@ -55,64 +55,50 @@ _JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
                    if f.name not in ("point", "world_size", "tail_iterations", "batches_min", "batches_max"))
 
 
-def join_figures(records: Sequence[PointRecord]) -> JoinFigures | None:
-    """The best point's epoch under Join (None when the scenario has no ``ddp.join``)."""
-    best = best_record(records)
-    j = best.metrics.get("join")
-    if not j:
-        return None
-    return JoinFigures(point=best.point_id, world_size=best.world_size, **{k: j[k] for k in _JOIN_KEYS},
-                       tail_iterations=j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
-                       batches_min=min(j["batches_per_rank"]), batches_max=max(j["batches_per_rank"]))
-
-
-def process_group_figures(records: Sequence[PointRecord]) -> ProcessGroupFigures | None:
-    """Each process-group count's p50 step and gain over one at the best point's other values (None
-    when the sweep does not vary ``process_groups`` or has no 1)."""
-    best = best_record(records)
-    if "process_groups" not in dict(best.point.named):
-        return None
+def figures(records: Sequence[PointRecord], best: PointRecord) -> dict[str, Any]:
+    """The summary's ``join`` entry (the ``best`` point's epoch under Join, where the scenario has
+    ``ddp.join``) and ``process_groups`` entry (each process-group count's p50 step and gain over one
+    at the best point's other values, where the sweep varies ``process_groups`` and has 1)."""
+    out: dict[str, Any] = {}
+    if j := best.metrics.get("join"):
+        out["join"] = asdict(JoinFigures(
+            point=best.point_id, world_size=best.world_size, **{k: j[k] for k in _JOIN_KEYS},
+            tail_iterations=j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
+            batches_min=min(j["batches_per_rank"]), batches_max=max(j["batches_per_rank"])))
+    others = best.point.with_value("process_groups", None)
     by_n = {r.point.value("process_groups"): r for r in records
-            if r.point.with_value("process_groups", None) == best.point.with_value("process_groups", None)}
-    if 1 not in by_n:
-        return None
-    one = by_n[1].metrics["iteration_p50_s"]
-    rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
-                       gain_over_one=(one - r.metrics["iteration_p50_s"]) / one) for n, r in sorted(by_n.items())]
-    top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
-    return ProcessGroupFigures(cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size, best_process_groups=top.process_groups,
-                               gain_over_one=top.gain_over_one, by_count=tuple(rows))
+            if r.point.with_value("process_groups", None) == others}
+    if "process_groups" in dict(best.point.named) and 1 in by_n:
+        one = by_n[1].metrics["iteration_p50_s"]
+        rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
+                           gain_over_one=(one - r.metrics["iteration_p50_s"]) / one)
+                for n, r in sorted(by_n.items())]
+        top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
+        out["process_groups"] = asdict(ProcessGroupFigures(
+            cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size,
+            best_process_groups=top.process_groups, gain_over_one=top.gain_over_one, by_count=tuple(rows)))
+    return out
 
 
-def figures(records: Sequence[PointRecord]) -> dict[str, Any]:
-    """The summary's ``join`` and ``process_groups`` entries (top-level keys), each where it applies."""
-    found = {"join": join_figures(records), "process_groups": process_group_figures(records)}
-    return {k: asdict(v) for k, v in found.items() if v}
-
-
-def join_line(j: JoinFigures) -> str:
-    """The answer's first bullet for an epoch under Join."""
-    return (f"- **Uneven inputs cost {j.epoch_cost_pct:.1f} % per epoch** (`{j.point}`, {j.world_size} ranks, "
-            f"{j.batches_min}-{j.batches_max} batches per rank): {fmt_s(j.epoch_s)} under `model.join()` vs "
-            f"{fmt_s(j.even_epoch_s)} for the same samples dealt evenly ({j.even_epoch_iterations} steps of "
-            f"{fmt_s(j.even_step_s)}). Of it: Join's per-iteration collectives {j.per_iteration_cost_pct:+.2f} % per "
-            f"step ({fmt_s(j.per_iteration_cost_s)}), {j.tail_iterations} tail iterations after the first rank "
-            f"joins, and {fmt_s(j.exit_s)} for the final model sync (`_sync_final_model`).")
-
-
-def process_groups_line(pg: ProcessGroupFigures) -> str:
-    """The answer's first bullet for a sweep over round-robin process groups."""
-    n = pg.best_process_groups
-    steps = ", ".join(f"{r.process_groups}: {fmt_s(r.iteration_p50_s)}" for r in pg.by_count)
-    if n == 1:
-        return (f"- **Round-robin process groups do not help here**: one communicator is fastest at cap={pg.cap} on "
-                f"{pg.world_size} ranks (p50 step by groups: {steps}).")
-    return (f"- **{n} round-robin process groups are {100 * pg.gain_over_one:.1f} % faster than 1** at cap={pg.cap} on "
-            f"{pg.world_size} ranks (p50 step by groups: {steps}). torch 2.13 has no `_round_robin_process_groups`: "
-            f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} `dist.new_group()` groups.")
-
-
-def answer_lines(join: JoinFigures | None, process_groups: ProcessGroupFigures | None) -> list[str]:
-    """The bullets a summary with these figures leads its answer with."""
-    return (([join_line(join)] if join else [])
-            + ([process_groups_line(process_groups)] if process_groups else []))
+def answer_lines(j: JoinFigures | None, pg: ProcessGroupFigures | None) -> list[str]:
+    """The bullets a summary with these figures leads its answer with: an epoch under Join, then a
+    sweep over round-robin process groups."""
+    L: list[str] = []
+    if j:
+        L.append(f"- **Uneven inputs cost {j.epoch_cost_pct:.1f} % per epoch** (`{j.point}`, {j.world_size} "
+                 f"ranks, {j.batches_min}-{j.batches_max} batches per rank): {fmt_s(j.epoch_s)} under "
+                 f"`model.join()` vs {fmt_s(j.even_epoch_s)} for the same samples dealt evenly "
+                 f"({j.even_epoch_iterations} steps of {fmt_s(j.even_step_s)}). Of it: Join's per-iteration "
+                 f"collectives {j.per_iteration_cost_pct:+.2f} % per step ({fmt_s(j.per_iteration_cost_s)}), "
+                 f"{j.tail_iterations} tail iterations after the first rank joins, and {fmt_s(j.exit_s)} "
+                 "for the final model sync (`_sync_final_model`).")
+    if pg:
+        n, where = pg.best_process_groups, f"cap={pg.cap} on {pg.world_size} ranks"
+        steps = ", ".join(f"{r.process_groups}: {fmt_s(r.iteration_p50_s)}" for r in pg.by_count)
+        L.append(f"- **Round-robin process groups do not help here**: one communicator is fastest at {where} "
+                 f"(p50 step by groups: {steps})." if n == 1 else
+                 f"- **{n} round-robin process groups are {100 * pg.gain_over_one:.1f} % faster than 1** at "
+                 f"{where} (p50 step by groups: {steps}). torch 2.13 has no `_round_robin_process_groups`: "
+                 f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} "
+                 "`dist.new_group()` groups.")
+    return L

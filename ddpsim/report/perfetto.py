@@ -41,7 +41,6 @@ _STREAM_TID = {COMPUTE_STREAM: COMPUTE_TID, COMM_STREAM: COMM_TID}
 _COMM_OP = {"allreduce": "AllReduce_Sum", "broadcast": "Broadcast", "used_map_allreduce": "AllReduce_Sum",
             "syncbn_allgather": "AllGather", "syncbn_allreduce": "AllReduce_Sum",
             "rebuild": "Broadcast"}
-_NOT_KERNELS = ("wait",)
 
 
 def _us(t_s: float) -> int:
@@ -83,10 +82,8 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl",
         ts = _us(s.start_s)
         tid = _STREAM_TID.get(s.stream, COMPUTE_TID)
         args: dict[str, Any] = {"iteration": s.iteration, "kind": s.kind}
-        if s.kind in _NOT_KERNELS:
-            cat = "wait"
-        else:
-            cat = "kernel"
+        cat = "wait" if s.kind == "wait" else "kernel"
+        if cat == "kernel":
             args.update({"stream": tid, "device": rank, "correlation": len(launches) + 1})
         if s.stream == COMM_STREAM:
             args["backend"] = backend

@@ -1,11 +1,9 @@
 """Plots of a sweep, each a ``matplotlib.figure.Figure`` on an Agg canvas of its own (matplotlib's
-object API, imported lazily: no display needed, pyplot's backend never switched):
-:func:`sweep_figure` (p50/p95 step time and the stacked breakdown per point),
-:func:`timeline_figure` (the overlap timeline of a point's representative steady iteration, and
-the warm-up: the streams of its slowest and fastest rank, each bucket's ready -> launch ->
-all-reduce, the exposed communication shaded, the engine's ``IterationStats.exposed_comm_s``;
-:func:`timeline_comparison_figure`: several points on one time axis), :func:`bucket_sizes_figure`
-(bucket sizes in launch order, each row's cap). :func:`save_figure` writes reproducible PNGs.
+object API, imported lazily: pyplot's backend never switched): step times and their breakdown per
+point; the overlap timeline of a point's representative steady iteration and its warm-up (the
+streams of its slowest and fastest rank, each bucket's ready -> launch -> all-reduce, the engine's
+``IterationStats.exposed_comm_s`` shaded), alone or several points on one time axis; bucket sizes
+in launch order against each row's cap. :func:`save_figure` writes reproducible PNGs.
 """
 
 from __future__ import annotations

@@ -72,7 +72,8 @@ def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any,
     searches the plan (:func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report` finishes them."""
     kept = KeptFiles(rdir, report_key(kept_key, sc.name))
     timeline = [next(r for r in records if r.point == p) for p in sc.timeline_points(best.point)]
-    traces = [_traces(r, rdir, kept) for r in timeline]
+    traces = [_Piece(kept, f"traces {r.point_id}", [r.point_id, r.key, r.backend],
+                     partial(_write_traces, r, rdir)) for r in timeline]
     pngs = _timelines(sc, timeline, best, rdir, kept) if plots else []
     if any(p.work is not None for p in traces + pngs):
         for r in timeline:
@@ -85,26 +86,19 @@ def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any,
                    side=SideBySide([p.work for p in traces + pngs], jobs - 1))
 
 
-def _drawing(run: ScenarioRun, plots: bool) -> Drawing:
-    """The drawing started for this run's report (by :func:`ddpsim.api.run_scenario`, with the same
-    ``plots``), else one started now."""
-    d = run.report_started
-    if isinstance(d, Drawing) and not d.used:
-        return d
-    return start_drawing(run.scenario, run.out_dir, run.records, run.best, run.kept_key, run.jobs, plots=plots)
-
-
 def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
     """Write ``run``'s report folder (the PNGs with ``plots``); the traces and PNGs on ``run.jobs`` - 1
     processes (:mod:`ddpsim.report.workers`) while this one writes the tables and the summary."""
     sc, rdir, records, rec = run.scenario, run.out_dir, list(run.records), run.recommendation
-    drawing = _drawing(run, plots)
+    drawing = run.report_started  # started by ddpsim.api.run_scenario with the same plots, else now
+    if not isinstance(drawing, Drawing) or drawing.used:
+        drawing = start_drawing(sc, rdir, run.records, run.best, run.kept_key, run.jobs, plots=plots)
     drawing.used = True
     kept, timeline, pngs, side = drawing.kept, drawing.timeline, drawing.pngs, drawing.side
     with side:
         rows, title = sweep_rows(records), f"{sc.name}: step time vs bucket_cap_mb"
         late = [_bucket_sizes(sc, records, timeline, rec.info, rdir, kept),
-                _piece(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title)] if plots else []
+                _png(kept, rdir, "sweep.png", title, "sweep_figure", rows, title=title)] if plots else []
         for p in late:  # drawn from the plan and the table's rows, pickled to a worker
             pngs.append(p)
             side.submit(p.work)
@@ -114,15 +108,19 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
         log.info("wrote %s and %s", rdir / "sweep.csv", rdir / "buckets.csv")
         write_text_atomic(rdir / "recommended_plan.json", json_text(rec.plan_doc, indent=1))
         log.info("wrote %s", rdir / "recommended_plan.json")
-        written = {r.point_id: _finish(p, side.result(i), kept) for i, (r, p) in enumerate(zip(timeline, drawing.traces))}
+        written = {r.point_id: p.finish(side.result(i)) for i, (r, p) in enumerate(zip(timeline, drawing.traces))}
         log.info("wrote timelines for %s", ", ".join(written) or "no point")
         summ, md = _write_summary(run, written)
         for p, got in zip(pngs, side.results()[len(drawing.traces):]):
-            _finish(p, got, kept)
+            p.finish(got)
     files = [*run.files, *(rdir / n for n in ("sweep.csv", "buckets.csv", "recommended_plan.json")),
              *(rdir / name for w in written.values() for _, name, _ in w), *(rdir / p.name for p in pngs),
              rdir / "summary.json", rdir / "summary.md"]
-    _remove_stale(rdir, files)
+    names = {p.name for p in files}  # the traces and timelines of points not written now would mislead
+    for pattern in ("trace_*_rank*.json", "trace_*_rank*.json.gz", "timeline_*.png"):
+        for stale in rdir.glob(pattern):
+            if stale.name not in names:
+                stale.unlink()
     kept.save()
     return Report(scenario=sc, out_dir=rdir, summary=summ, records=tuple(records),
                   files=tuple(files), summary_md=md)
@@ -145,36 +143,38 @@ def _write_summary(run: ScenarioRun, written: dict[str, list[tuple[int, str, flo
 
 @dataclass
 class _Piece:
-    """One trace set or PNG: its kept-files entry ``name`` drawn from ``what``, the entry kept by the
-    last run, else ``work`` (writes the files; returns ``(paths, data)``)."""
+    """One trace set or PNG: its ``kept`` entry ``name`` drawn from ``what``, the one the last run
+    kept (``got``), else ``work`` to run (writes the files; returns ``(paths, data)``)."""
 
+    kept: KeptFiles
     name: str
     what: Any
-    got: dict[str, Any] | None
-    work: Any = None
+    work: Any
+
+    def __post_init__(self) -> None:
+        self.got = self.kept.get(self.name, self.what)
+        self.work = None if self.got is not None else self.work
+
+    def finish(self, result: Any) -> Any:
+        """The entry's data: kept, else its work's ``result`` (recorded as kept)."""
+        if self.got is not None:
+            return self.got["data"]
+        paths, data = result
+        self.kept.put(self.name, self.what, paths, data=data)
+        return data
 
 
-def _piece(kept: KeptFiles, rdir: Path, name: str, what: Any, figure: str, *args: Any, **kwargs: Any) -> _Piece:
+def _png(kept: KeptFiles, rdir: Path, name: str, what: Any, figure: str, *args: Any, **kwargs: Any) -> _Piece:
     """A PNG ``rdir/name`` drawn by ``plots.<figure>(*args, **kwargs)`` unless kept."""
-    got = kept.get(name, what)
-    return _Piece(name, what, got, None if got is not None else partial(_saved, rdir / name, figure, args, kwargs))
+    return _Piece(kept, name, what, partial(_saved, rdir / name, figure, *args, **kwargs))
 
 
-def _saved(path: Path, figure: str, args: tuple, kwargs: dict[str, Any]) -> tuple[list[Path], None]:
+def _saved(path: Path, figure: str, *args: Any, **kwargs: Any) -> tuple[list[Path], None]:
     """``plots.figure(*args, **kwargs)`` saved at ``path`` (matplotlib imported only then)."""
     from ddpsim.report import plots
 
     plots.save_figure(getattr(plots, figure)(*args, **kwargs), path)
     return [path], None
-
-
-def _finish(piece: _Piece, result: Any, kept: KeptFiles) -> Any:
-    """The data of ``piece``'s entry: kept, else its work's ``result`` (recorded as kept)."""
-    if piece.got is not None:
-        return piece.got["data"]
-    paths, data = result
-    kept.put(piece.name, piece.what, paths, data=data)
-    return data
 
 
 def _timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, kept: KeptFiles) -> list[_Piece]:
@@ -183,26 +183,20 @@ def _timelines(sc: Scenario, timeline: list[Any], best: Any, rdir: Path, kept: K
     for rec in timeline:
         title = f"{sc.name}: {rec.point_id} (world size {rec.world_size}, {rec.backend})"
         name = f"timeline_{file_id(rec.point_id)}.png"
-        pieces.append(_piece(kept, rdir, name, title, "timeline_figure", rec.result, title=title, warmup=True))
+        pieces.append(_png(kept, rdir, name, title, "timeline_figure", rec.result, title=title, warmup=True))
     base = sc.base_point()
     pair = [next((r for r in timeline if r.point == p), None) for p in (base, best.point)]
     if base != best.point and None not in pair:
         labels = [f"default ({pair[0].point_id})", f"best ({best.point_id})"]
         title = f"{sc.name}: the default against the best point (world size {best.world_size}, {best.backend})"
         pair = [(labels[0], pair[0].result), (labels[1], pair[1].result)]
-        pieces.append(_piece(kept, rdir, "timeline_default_vs_best.png", [labels, title],
-                             "timeline_comparison_figure", pair, title=title))
+        pieces.append(_png(kept, rdir, "timeline_default_vs_best.png", [labels, title],
+                           "timeline_comparison_figure", pair, title=title))
     return pieces
 
 
-def _traces(rec: Any, rdir: Path, kept: KeptFiles) -> _Piece:
-    """The trace files of ``rec``'s point, kept or written, each ``(rank, file name, overlap)``."""
-    name, what = f"traces {rec.point_id}", [rec.point_id, rec.key, rec.backend]
-    got = kept.get(name, what)
-    return _Piece(name, what, got, None if got is not None else partial(_write_traces, rec, rdir))
-
-
 def _write_traces(rec: Any, rdir: Path) -> tuple[list[Path], list[tuple[int, str, float]]]:
+    """The trace files of ``rec``'s point written, each ``(rank, file name, overlap)``."""
     written = perfetto.written_traces(rec.result, rdir, rec.point_id, backend=rec.backend)
     return [path for _, path, _ in written], [(r, path.name, perfetto.comm_comp_overlap(d)) for r, path, d in written]
 
@@ -215,7 +209,7 @@ def _bucket_sizes(sc: Scenario, records: list[Any], timeline: list[Any], rec_inf
              r.metrics.get("bucket_sizes_bytes") or [], _cap_mb(sc, r.point)) for r in shown]
     rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"]), None))
     title = f"{sc.name}: bucket sizes (steady state)"
-    return _piece(kept, rdir, "bucket_sizes.png", [rows, title], "bucket_sizes_figure", rows, title=title)
+    return _png(kept, rdir, "bucket_sizes.png", [rows, title], "bucket_sizes_figure", rows, title=title)
 
 
 def _cap_mb(sc: Scenario, point: Any) -> list[float]:
@@ -227,12 +221,3 @@ def _cap_mb(sc: Scenario, point: Any) -> list[float]:
     opts = sc.ddp_options(point)
     first = [] if opts.small_bucket_last else [opts.first_bucket_bytes_cap]
     return [b / MIB for b in opts.list_bytes_caps or dict.fromkeys([*first, opts.bucket_bytes_cap])]
-
-
-def _remove_stale(rdir: Path, files: list[Path]) -> None:
-    """Remove the traces and timelines of points this run did not write (they would mislead)."""
-    written = {p.name for p in files}
-    for pattern in ("trace_*_rank*.json", "trace_*_rank*.json.gz", "timeline_*.png"):
-        for stale in rdir.glob(pattern):
-            if stale.name not in written:
-                stale.unlink()

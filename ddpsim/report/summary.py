@@ -75,7 +75,7 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
     }
     costs = bucket_costs.figures(out["points"], host_costs, trace.num_params if trace is not None else None)
     optional = {"warnings": list(warnings or ()), "cost_terms": list(cost_terms or ()), "method_error": method_error,
-                **ddp_modes.figures(records), "compile": compiled, "bucket_costs": costs and asdict(costs),
+                **ddp_modes.figures(records, best), "compile": compiled, "bucket_costs": costs and asdict(costs),
                 "term_effects": term_effects, "uncertainty": uncertainty_summary(records)}
     out.update({k: v for k, v in optional.items() if v})  # each only where the scenario has it
     if trace is not None:
@@ -84,16 +84,10 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
                         "batch_size": trace.environment.get("batch_size"), "synthetic": trace.synthetic is not None,
                         "forward_s": trace.phase("forward").median_s, "backward_s": trace.phase("backward").median_s,
                         "optimizer_s": trace.phase("optimizer").median_s}
-        if scenario.trace_path is not None:
-            out["trace"]["path"] = _rel(scenario.trace_path)
+        if scenario.trace_path is not None:  # relative to the working folder where it is in it
+            p, cwd = Path(scenario.trace_path).resolve(), Path.cwd().resolve()
+            out["trace"]["path"] = str(p.relative_to(cwd) if p.is_relative_to(cwd) else scenario.trace_path)
     return out
-
-
-def _rel(p: Path) -> str:
-    try:
-        return str(Path(p).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(p)
 
 
 def _pick(m: dict[str, Any]) -> dict[str, Any]:

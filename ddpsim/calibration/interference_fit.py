@@ -19,8 +19,6 @@ from typing import Any, Callable
 from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
 
-__all__ = ["MAX_SLOWDOWN", "fit_probe"]
-
 #: upper end of the bisection
 MAX_SLOWDOWN = 16.0
 #: how close the bisection comes to the crossing: half the bracket after 40 halvings of [1, MAX_SLOWDOWN]

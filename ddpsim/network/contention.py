@@ -134,7 +134,6 @@ class ContentionPrior:
                 f"{i.comm_slowdown:.2f}x by the backward's HBM traffic")
 
 
-
 def system_prior(system: nccl.NcclSystem, res: GpuResources, *, algorithm: str | None = None,
                  protocol: str | None = None) -> ContentionPrior | None:
     """The prior interference of one NCCL communicator on GPUs ``res`` (None: one rank)."""

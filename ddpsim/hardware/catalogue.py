@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from ddpsim.errors import InputError, cut, shorten
+from ddpsim.errors import InputError, shorten
 from ddpsim.hardware.schema import CatalogueFile, Gpu, Reference, System
 from ddpsim.io import read_yaml
 from ddpsim.schema import validate
@@ -58,7 +58,9 @@ def _check_references(doc: CatalogueFile, references: Mapping[str, Reference], g
                                  f"{', '.join(gpus)}")
 
 
-def _merged(base: Catalogue | None, doc: CatalogueFile, source: str, user_file: str | None) -> Catalogue:
+def _merged(base: Catalogue | None, path: str | Path, source: str) -> Catalogue:
+    """The catalogue file at ``path`` added to ``base`` (None: the bundled file itself)."""
+    doc = validate(CatalogueFile, read_yaml(path, "catalogue", EXPECTED), source)
     refs, gpus, systems = ({}, {}, {}) if base is None else (dict(base.references), dict(base.gpus), dict(base.systems))
     for kind, ours, theirs in (("references", refs, doc.references), ("gpus", gpus, doc.gpus),
                                ("systems", systems, doc.systems)):
@@ -69,29 +71,17 @@ def _merged(base: Catalogue | None, doc: CatalogueFile, source: str, user_file: 
             ours[name] = entry
     _check_references(doc, refs, gpus, source)
     return Catalogue(references=MappingProxyType(refs), gpus=MappingProxyType(gpus),
-                     systems=MappingProxyType(systems), user_file=user_file)
-
-
-def _read(path: Path, source: str) -> CatalogueFile:
-    """The validated file; an entry's error names the entry (``gpus.my-gpu: memory_gbps: ...``)."""
-    data = read_yaml(path, "catalogue", EXPECTED)
-    if isinstance(data, dict):
-        for kind, model in (("references", Reference), ("gpus", Gpu), ("systems", System)):
-            entries = data.get(kind)
-            for name, entry in entries.items() if isinstance(entries, dict) else ():
-                validate(model, entry, f"{source}: {kind}.{cut(str(name), 64)}")
-    return validate(CatalogueFile, data, source)
+                     systems=MappingProxyType(systems), user_file=None if base is None else str(path))
 
 
 @functools.cache
 def bundled() -> Catalogue:
     """The catalogue shipped in the package (read once)."""
-    return _merged(None, _read(BUNDLED_PATH, "catalogue (bundled)"), "catalogue (bundled)", None)
+    return _merged(None, BUNDLED_PATH, "catalogue (bundled)")
 
 
 def load_catalogue(path: str | Path | None = None) -> Catalogue:
     """The bundled catalogue, extended by the user's file at ``path`` (None: the bundled one)."""
     if path is None:
         return bundled()
-    source = f"catalogue {shorten(str(path))}"
-    return _merged(bundled(), _read(Path(path), source), source, str(path))
+    return _merged(bundled(), path, f"catalogue {shorten(str(path))}")

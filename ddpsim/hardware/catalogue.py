@@ -41,23 +41,6 @@ class Catalogue:
     user_file: str | None = None
 
 
-def _check_references(doc: CatalogueFile, references: Mapping[str, Reference], gpus: Mapping[str, Gpu],
-                      source: str) -> None:
-    """Every ``sources`` entry names a reference, every system's GPU is a GPU of the catalogue."""
-    for kind, entries in (("gpus", doc.gpus), ("systems", doc.systems)):
-        for name, entry in entries.items():
-            for figure, ref in entry.sources.items():
-                if ref not in references:
-                    raise InputError(f"{source}: {kind}.{name}.sources.{figure}: {ref!r} is not a reference; expected "
-                                     f"one of the keys under references ({', '.join(references) or 'none'})")
-    for name, system in doc.systems.items():
-        named = [("gpu", system.gpu)] + [(f"by_pcie_gen.{g}.gpu", v.gpu) for g, v in system.by_pcie_gen.items()]
-        for key, gpu in named:
-            if gpu not in gpus:
-                raise InputError(f"{source}: systems.{name}.{key}: {gpu!r} is not a GPU; expected one of "
-                                 f"{', '.join(gpus)}")
-
-
 def _merged(base: Catalogue | None, path: str | Path, source: str) -> Catalogue:
     """The catalogue file at ``path`` added to ``base`` (None: the bundled file itself)."""
     doc = validate(CatalogueFile, read_yaml(path, "catalogue", EXPECTED), source)
@@ -69,7 +52,19 @@ def _merged(base: Catalogue | None, path: str | Path, source: str) -> Catalogue:
                 raise InputError(f"{source}: {kind}.{name}: already in the bundled catalogue; expected a new name "
                                  "(a changed figure is a new entry under its own name)")
             ours[name] = entry
-    _check_references(doc, refs, gpus, source)
+    # every sources entry names a reference, every system's GPU is a GPU of the catalogue
+    for kind, entries in (("gpus", doc.gpus), ("systems", doc.systems)):
+        for name, entry in entries.items():
+            for figure, ref in entry.sources.items():
+                if ref not in refs:
+                    raise InputError(f"{source}: {kind}.{name}.sources.{figure}: {ref!r} is not a reference; expected "
+                                     f"one of the keys under references ({', '.join(refs) or 'none'})")
+    for name, system in doc.systems.items():
+        named = [("gpu", system.gpu)] + [(f"by_pcie_gen.{g}.gpu", v.gpu) for g, v in system.by_pcie_gen.items()]
+        for key, gpu in named:
+            if gpu not in gpus:
+                raise InputError(f"{source}: systems.{name}.{key}: {gpu!r} is not a GPU; expected one of "
+                                 f"{', '.join(gpus)}")
     return Catalogue(references=MappingProxyType(refs), gpus=MappingProxyType(gpus),
                      systems=MappingProxyType(systems), user_file=None if base is None else str(path))
 

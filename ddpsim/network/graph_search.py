@@ -402,7 +402,7 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
     cc = min(graph.nodes[d][COMPUTE_CAPABILITY] for d in searched_devs)
     max_bw = _max_bw_gbps(hosts, all_devs)
     total_bw = _total_bw(graph, searched_devs)
-    speeds = nccl.speed_array(cc, hosts.multi)
+    speeds = next(v for c, v in nccl.SPEED_ARRAYS.items() if cc >= c)[1 if hosts.multi else 0]  # highest first
     ring_kw = dict(max_bw=max_bw, total_bw=total_bw, max_channels=nccl.MAXCHANNELS // 2, min_channels=1, cc=cc,
                    allow_dup=True)
     mesh = nvlink_mesh(graph, all_devs) if not hosts.multi and len(all_devs) > 1 else None

@@ -489,9 +489,6 @@ class PlanBucketDoc(Schema):
     dtype: str | None = None
     size_limit_bytes: int | None = None
 
-    def members(self) -> list[int | str] | None:
-        return self.param_indices if self.param_indices is not None else self.params
-
 
 PlanBucket = list[int | str] | PlanBucketDoc
 
@@ -514,13 +511,13 @@ class PlanDoc(Schema):
     bucket_cap_mb_list: dict[str, Any] | None = None
 
 
-
 def load_plan(path: str | Path, trace: Trace) -> BucketPlan:
     """The explicit plan of a plan JSON (:class:`PlanDoc`) for ``trace``."""
     source = f"plan {shorten(str(path))}"
     data = read_json(path, "plan", "a plan JSON ('ddpsim plan --format json' or a list of buckets)")
     doc = validate(PlanDoc, {"buckets": data} if isinstance(data, list) else data, source)
-    groups = [b.members() if isinstance(b, PlanBucketDoc) else b for b in doc.buckets]
+    groups = [b if isinstance(b, list) else b.param_indices if b.param_indices is not None else b.params
+              for b in doc.buckets]
     try:
         return explicit_plan(trace, groups, source=doc.source)
     except InputError as exc:

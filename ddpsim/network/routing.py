@@ -161,21 +161,17 @@ class Router:
         return self._cache[key]
 
     def add_load(self, loads: dict[tuple, float], src: Any, dst: Any, amount: float = 1.0) -> None:
-        """Add ``amount`` from ``src`` to ``dst`` to ``loads`` (per directed link), split over the paths."""
-        links, n = self.route_links(src, dst)
+        """Add ``amount`` from ``src`` to ``dst`` to ``loads`` (per directed link), split over the paths
+        (their links, path by path, and their number cached per pair)."""
+        got = self._links.get((src, dst))
+        if got is None:
+            ps = self.paths(src, dst)
+            got = self._links[src, dst] = [(u, v) for p in ps for u, v in zip(p, p[1:])], len(ps)
+        links, n = got
         share = amount / n
         get = loads.get
         for e in links:
             loads[e] = get(e, 0.0) + share
-
-    def route_links(self, src: Any, dst: Any) -> tuple[list[tuple], int]:
-        """The links of the equal-cost paths from ``src`` to ``dst``, path by path, and their number."""
-        key = (src, dst)
-        got = self._links.get(key)
-        if got is None:
-            ps = self.paths(src, dst)
-            got = self._links[key] = [(u, v) for p in ps for u, v in zip(p, p[1:])], len(ps)
-        return got
 
     def bottleneck(self, src: Any, dst: Any) -> float:
         """Widest of the shortest paths' narrowest link, bytes/s."""

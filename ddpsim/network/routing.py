@@ -209,15 +209,13 @@ class _SwitchRoutes:
         self.lightest = min((d[weight] for _, _, d in graph.edges(data=True)), default=math.inf)
         self._paths: dict[tuple, list[list]] = {}
 
-    def _short(self, a: Any, b: Any) -> list[list] | None:
-        adj, w = self.g._adj, self.w
-        to_b = adj[b]
-        cands = [(d[w], [a, b]) if y == b else (d[w] + to_b[y][w], [a, y, b])
-                 for y, d in adj[a].items() if y == b or y in to_b]
-        best = min((c[0] for c in cands), default=math.inf)
-        return [p for c, p in cands if c == best] if best < 3 * self.lightest else None
-
     def paths(self, a: Any, b: Any) -> list[list]:
         if (a, b) not in self._paths:
-            self._paths[a, b] = self._short(a, b) or list(nx.all_shortest_paths(self.g, a, b, weight=self.w))
+            adj, w = self.g._adj, self.w
+            to_b = adj[b]
+            cands = [(d[w], [a, b]) if y == b else (d[w] + to_b[y][w], [a, y, b])
+                     for y, d in adj[a].items() if y == b or y in to_b]
+            best = min((c[0] for c in cands), default=math.inf)
+            self._paths[a, b] = ([p for c, p in cands if c == best] if best < 3 * self.lightest
+                                 else list(nx.all_shortest_paths(self.g, a, b, weight=w)))
         return self._paths[a, b]

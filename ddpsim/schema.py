@@ -20,7 +20,7 @@ from typing import Any, Callable, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError, cut, shorten
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -115,22 +115,26 @@ def _field(model: type[BaseModel], key: str) -> Any:
 
 def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[type[BaseModel]]]:
     """The user's key path of ``loc`` and the models that hold its last key."""
-    path, models, holders = "", [root], [root]
+    path, models, holders, keyed = "", [root], [root], False
     for part in loc:
         if part == "[key]":
             continue
         if isinstance(part, int):
             path += f"[{part}]"
             continue
-        found = next((f for m in models if (f := _field(m, part)) is not None), None)
+        found = None if keyed else next((f for m in models if (f := _field(m, part)) is not None), None)
         holders = models
         if found is None and any(m.__pydantic_fields__ for m in models):
-            # a key of a dict field, an extra key, or a union member's tag
-            if part.isidentifier() and not part.startswith(("function-", "json-")) and "[" not in part:
-                path += f".{part}" if path else part
+            # a key of a dict field (any text), an extra key, or a union member's tag
+            tag = part.startswith(("function-", "json-")) or "[" in part
+            if keyed or (part.isidentifier() and not tag):
+                path += f".{cut(part, 64)}" if path else part
+            keyed = False
             continue
         path += f".{part}" if path else part
         models = models_in(found.annotation) if found is not None else []
+        tp = None if found is None else found.annotation
+        keyed = dict in map(typing.get_origin, (tp, *typing.get_args(tp)))
     return path, holders
 
 

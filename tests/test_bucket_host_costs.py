@@ -137,7 +137,10 @@ def test_profile_buckets_within_band(path, measured, bound, speed):
 
 
 def test_host_speed_scales_with_the_probe_op():
-    assert hp.host_speed([1.0, 2.0, 4.0]) == [0.5, 1.0, 2.0]
+    # a host's speed is its probe op over the median of them: 8 / 2 = 4 is not past HOST_BOUND_FACTOR, 8.2 / 2 is
+    assert hp.HOST_BOUND_FACTOR == 4.0
+    assert hp.host_bound([1.0, 2.0, 8.0]) == [False, False, False]
+    assert hp.host_bound([1.0, 2.0, 8.2]) == hp.host_bound([10.0, 20.0, 82.0]) == [False, False, True]
     assert hp.host_bound([1.0, 1.0, 4.5]) == [False, False, True]
 
 

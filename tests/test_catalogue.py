@@ -180,15 +180,15 @@ def _edit(text: str, old: str, new: str) -> str:
 
 
 @pytest.mark.parametrize("old,new,line", [
-    ("memory_gbps: 4000", "memory_gbps: fast", r"gpus.my-gpu: memory_gbps: 'fast' is not accepted; expected a valid number"),
-    ("sources: {sm_count: my-sheet, dense", "sources: {dense", r"gpus.my-gpu: sources: .* is not accepted; expected a reference id for each of .*\(missing sm_count\)"),
+    ("memory_gbps: 4000", "memory_gbps: fast", r"gpus\.my-gpu\.memory_gbps: 'fast' is not accepted; expected a valid number"),
+    ("sources: {sm_count: my-sheet, dense", "sources: {dense", r"gpus\.my-gpu\.sources: .* is not accepted; expected a reference id for each of .*\(missing sm_count\)"),
     ("nvlink: my-sheet, pcie_gen: my-sheet}", "nvlink: nope, pcie_gen: my-sheet}",
      r"gpus.my-gpu.sources.nvlink: 'nope' is not a reference; expected one of the keys under references"),
     ("    gpu: my-gpu\n", "    gpu: my-gpu2\n", r"systems.my-box.gpu: 'my-gpu2' is not a GPU; expected one of v100, a100"),
-    ("[2, 3, 4]]", "[2, 7, 4]]", r"systems.my-box: nvlink_edges: .* expected edges of >= 1 link between two different GPUs in \[0, 4\), not 2-7 x 4"),
+    ("[2, 3, 4]]", "[2, 7, 4]]", r"systems\.my-box: nvlink_edges: .* expected edges of >= 1 link between two different GPUs in \[0, 4\), not 2-7 x 4"),
     ("  my-gpu:\n", "  h100:\n", r"gpus.h100: already in the bundled catalogue; expected a new name"),
     ("version: 1", "version: 2", r"version: 2 is not accepted; expected 2|version: 2 is not accepted; expected 1"),
-    ("interconnect: nvlink-mesh", "interconnect: torus", r"systems.my-box: interconnect: .torus. is not accepted; expected 'nvswitch', "),
+    ("interconnect: nvlink-mesh", "interconnect: torus", r"systems\.my-box\.interconnect: .torus. is not accepted; expected 'nvswitch', "),
 ])
 def test_bad_catalogue_files_give_one_line_and_exit_2(tmp_path, capsys, old, new, line):
     path = tmp_path / "bad.yaml"

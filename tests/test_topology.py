@@ -12,8 +12,8 @@ import pytest
 from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.network.topology import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK,
-                             MEMORY_BANDWIDTH, NVLS, PRESETS, build_preset, load_topology_yaml, max_ranks, rank_nodes,
-                             resolve_topology, validate_topology)
+                             MEMORY_BANDWIDTH, NVLS, build_preset, load_topology_yaml, max_ranks, rank_nodes,
+                             presets, resolve_topology, validate_topology)
 
 
 def edge_bw_gbps(g: nx.Graph, u: str, v: str) -> float:
@@ -21,9 +21,9 @@ def edge_bw_gbps(g: nx.Graph, u: str, v: str) -> float:
 
 
 def test_presets_tuple_and_backends():
-    assert PRESETS == ("dgx-a100", "dgx-h100", "pcie", "dgx-v100", "dgx-h200", "dgx-b200", "gb200-nvl72", "pcie-l40s",
+    assert presets() == ("dgx-a100", "dgx-h100", "pcie", "dgx-v100", "dgx-h200", "dgx-b200", "gb200-nvl72", "pcie-l40s",
                        "mi300x-platform", "mi325x-platform", "mi355x-platform", "cpu-gloo")
-    for name in PRESETS:
+    for name in presets():
         g = build_preset(name)
         assert g.graph["name"] == name
         assert g.graph["backend"] == ("gloo" if name == "cpu-gloo" else "nccl")

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from ddpsim.errors import InputError, cut, shorten
+from ddpsim.errors import InputError, shorten
 from ddpsim.hardware.schema import CatalogueFile, Gpu, Reference, System
 from ddpsim.io import read_yaml
 from ddpsim.schema import validate
@@ -41,24 +41,9 @@ class Catalogue:
     user_file: str | None = None
 
 
-def _check_references(doc: CatalogueFile, references: Mapping[str, Reference], gpus: Mapping[str, Gpu],
-                      source: str) -> None:
-    """Every ``sources`` entry names a reference, every system's GPU is a GPU of the catalogue."""
-    for kind, entries in (("gpus", doc.gpus), ("systems", doc.systems)):
-        for name, entry in entries.items():
-            for figure, ref in entry.sources.items():
-                if ref not in references:
-                    raise InputError(f"{source}: {kind}.{name}.sources.{figure}: {ref!r} is not a reference; expected "
-                                     f"one of the keys under references ({', '.join(references) or 'none'})")
-    for name, system in doc.systems.items():
-        named = [("gpu", system.gpu)] + [(f"by_pcie_gen.{g}.gpu", v.gpu) for g, v in system.by_pcie_gen.items()]
-        for key, gpu in named:
-            if gpu not in gpus:
-                raise InputError(f"{source}: systems.{name}.{key}: {gpu!r} is not a GPU; expected one of "
-                                 f"{', '.join(gpus)}")
-
-
-def _merged(base: Catalogue | None, doc: CatalogueFile, source: str, user_file: str | None) -> Catalogue:
+def _merged(base: Catalogue | None, path: str | Path, source: str) -> Catalogue:
+    """The catalogue file at ``path`` added to ``base`` (None: the bundled file itself)."""
+    doc = validate(CatalogueFile, read_yaml(path, "catalogue", EXPECTED), source)
     refs, gpus, systems = ({}, {}, {}) if base is None else (dict(base.references), dict(base.gpus), dict(base.systems))
     for kind, ours, theirs in (("references", refs, doc.references), ("gpus", gpus, doc.gpus),
                                ("systems", systems, doc.systems)):
@@ -67,31 +52,31 @@ def _merged(base: Catalogue | None, doc: CatalogueFile, source: str, user_file: 
                 raise InputError(f"{source}: {kind}.{name}: already in the bundled catalogue; expected a new name "
                                  "(a changed figure is a new entry under its own name)")
             ours[name] = entry
-    _check_references(doc, refs, gpus, source)
+    # every sources entry names a reference, every system's GPU is a GPU of the catalogue
+    for kind, entries in (("gpus", doc.gpus), ("systems", doc.systems)):
+        for name, entry in entries.items():
+            for figure, ref in entry.sources.items():
+                if ref not in refs:
+                    raise InputError(f"{source}: {kind}.{name}.sources.{figure}: {ref!r} is not a reference; expected "
+                                     f"one of the keys under references ({', '.join(refs) or 'none'})")
+    for name, system in doc.systems.items():
+        named = [("gpu", system.gpu)] + [(f"by_pcie_gen.{g}.gpu", v.gpu) for g, v in system.by_pcie_gen.items()]
+        for key, gpu in named:
+            if gpu not in gpus:
+                raise InputError(f"{source}: systems.{name}.{key}: {gpu!r} is not a GPU; expected one of "
+                                 f"{', '.join(gpus)}")
     return Catalogue(references=MappingProxyType(refs), gpus=MappingProxyType(gpus),
-                     systems=MappingProxyType(systems), user_file=user_file)
-
-
-def _read(path: Path, source: str) -> CatalogueFile:
-    """The validated file; an entry's error names the entry (``gpus.my-gpu: memory_gbps: ...``)."""
-    data = read_yaml(path, "catalogue", EXPECTED)
-    if isinstance(data, dict):
-        for kind, model in (("references", Reference), ("gpus", Gpu), ("systems", System)):
-            entries = data.get(kind)
-            for name, entry in entries.items() if isinstance(entries, dict) else ():
-                validate(model, entry, f"{source}: {kind}.{cut(str(name), 64)}")
-    return validate(CatalogueFile, data, source)
+                     systems=MappingProxyType(systems), user_file=None if base is None else str(path))
 
 
 @functools.cache
 def bundled() -> Catalogue:
     """The catalogue shipped in the package (read once)."""
-    return _merged(None, _read(BUNDLED_PATH, "catalogue (bundled)"), "catalogue (bundled)", None)
+    return _merged(None, BUNDLED_PATH, "catalogue (bundled)")
 
 
 def load_catalogue(path: str | Path | None = None) -> Catalogue:
     """The bundled catalogue, extended by the user's file at ``path`` (None: the bundled one)."""
     if path is None:
         return bundled()
-    source = f"catalogue {shorten(str(path))}"
-    return _merged(bundled(), _read(Path(path), source), source, str(path))
+    return _merged(bundled(), path, f"catalogue {shorten(str(path))}")

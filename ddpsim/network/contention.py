@@ -110,11 +110,6 @@ def collective_contention(system: nccl.NcclSystem, res: GpuResources, size_bytes
                                 hbm_share=h, compute_slowdown=slow)
 
 
-def grid_sizes() -> list[int]:
-    """The sizes the prior's table is built on (bytes, increasing, distinct)."""
-    return sorted({int(round(2.0 ** (k / GRID_PER_OCTAVE))) for k in range(GRID_PER_OCTAVE * GRID_MAX_LOG2 + 1)})
-
-
 @dataclass(frozen=True, kw_only=True)
 class ContentionPrior:
     """The derived :class:`Interference` and what explains it."""
@@ -134,7 +129,6 @@ class ContentionPrior:
                 f"{i.comm_slowdown:.2f}x by the backward's HBM traffic")
 
 
-
 def system_prior(system: nccl.NcclSystem, res: GpuResources, *, algorithm: str | None = None,
                  protocol: str | None = None) -> ContentionPrior | None:
     """The prior interference of one NCCL communicator on GPUs ``res`` (None: one rank)."""
@@ -142,7 +136,8 @@ def system_prior(system: nccl.NcclSystem, res: GpuResources, *, algorithm: str |
         return None
     if algorithm == "hierarchical":
         algorithm = None  # its stages run NCCL's own choices; costed like them
-    rows = [collective_contention(system, res, s, algorithm=algorithm, protocol=protocol) for s in grid_sizes()]
+    sizes = sorted({int(round(2.0 ** (k / GRID_PER_OCTAVE))) for k in range(GRID_PER_OCTAVE * GRID_MAX_LOG2 + 1)})
+    rows = [collective_contention(system, res, s, algorithm=algorithm, protocol=protocol) for s in sizes]
     top = max(rows, key=lambda c: (c.compute_slowdown, c.size_bytes))
     if top.compute_slowdown <= 1.0:
         return None

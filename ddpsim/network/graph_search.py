@@ -110,13 +110,6 @@ def _raised(speeds: tuple[float, ...], idx: int, other: float, fits: Callable[[f
 
 # ---- what one channel loads: a host's own links, the route to the next host, the next host's inbound hop ----
 
-def _ring_order(devs: tuple, entry: Any, exit_: Any) -> list:
-    """``entry``, the other devices in rank order from after ``entry``, then ``exit_``."""
-    i = devs.index(entry)
-    middle = [d for d in devs[i + 1:] + devs[:i] if d != exit_]
-    return [entry, *middle] + ([exit_] if exit_ != entry else [])
-
-
 def _inbound(hosts: Hosts, loads: Loads, i: int, c: int) -> None:
     """Channel c into host i: from its NIC to the NIC's entry device."""
     j = c % len(hosts.nics[i])
@@ -136,8 +129,11 @@ def _ring_own(hosts: Hosts) -> Emitter:
         j = c % len(hosts.nics[i])
         entry, exit_ = hosts.entry(i)[j]
         mesh = hosts.mesh(i)
-        order = (mesh_path(devs, mesh, entry, exit_ if exit_ != entry else None) if mesh else None) \
-            or _ring_order(devs, entry, exit_)
+        last = [exit_] if exit_ != entry else []
+        order = mesh_path(devs, mesh, entry, exit_ if last else None) if mesh else None
+        if order is None:  # entry, the others in rank order from after it, then exit
+            k = devs.index(entry)
+            order = [entry, *(d for d in devs[k + 1:] + devs[:k] if d != exit_), *last]
         for a, b in zip(order, order[1:]):
             router.add_load(loads, a, b)
         router.add_load(loads, order[-1], hosts.nics[i][j])
@@ -402,7 +398,7 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
     cc = min(graph.nodes[d][COMPUTE_CAPABILITY] for d in searched_devs)
     max_bw = _max_bw_gbps(hosts, all_devs)
     total_bw = _total_bw(graph, searched_devs)
-    speeds = nccl.speed_array(cc, hosts.multi)
+    speeds = next(v for c, v in nccl.SPEED_ARRAYS.items() if cc >= c)[1 if hosts.multi else 0]  # highest first
     ring_kw = dict(max_bw=max_bw, total_bw=total_bw, max_channels=nccl.MAXCHANNELS // 2, min_channels=1, cc=cc,
                    allow_dup=True)
     mesh = nvlink_mesh(graph, all_devs) if not hosts.multi and len(all_devs) > 1 else None

@@ -9,7 +9,7 @@ finalize); a bucket of ``n`` gradients costs ``n * hook + bucket launch + enqueu
 (:func:`model_bucket_s`, as :mod:`ddpsim.engine.reducer` charges it). Each span is corrected by the
 profiler's own cost per nested event (the median span of ``aten::as_strided``, a lower bound, so the
 terms stay upper bounds) and by a CUDA call's excess over its name's median (a full launch queue, not
-host work). A host's speed (:func:`host_speed`) is its probe op's median over the profiles'; a profile
+host work). A host's speed is its probe op's median over the profiles' (:func:`host_bound`); a profile
 past :data:`HOST_BOUND_FACTOR` is host-bound, reported but left out of :func:`derive_defaults`.
 """
 
@@ -152,16 +152,11 @@ def measure(profile: KinetoProfile | str | Path, *, correct: bool = True) -> Pro
                             copy_back_s_per_param=_median_s(copy_back))
 
 
-def host_speed(probe_s: Sequence[float]) -> list[float]:
-    """Per profile, how much slower its host runs than the profiles' median host: its probe op's
-    median span over the median of them (1 for the median host, 2 for one twice as slow)."""
-    ref = statistics.median(probe_s)
-    return [p / ref for p in probe_s]
-
-
 def host_bound(probe_s: Sequence[float]) -> list[bool]:
-    """Per profile's probe op median, whether its host is an outlier (:data:`HOST_BOUND_FACTOR`)."""
-    return [s > HOST_BOUND_FACTOR for s in host_speed(probe_s)]
+    """Per profile's probe op median, whether its host runs over :data:`HOST_BOUND_FACTOR` times slower
+    than the profiles' median host (its probe op's median span over the median of them)."""
+    ref = statistics.median(probe_s)
+    return [p / ref > HOST_BOUND_FACTOR for p in probe_s]
 
 
 def derive_defaults(measured: Sequence[ProfileHostCosts], pre_forward_s: float) -> HostCosts:

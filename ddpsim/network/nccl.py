@@ -67,12 +67,6 @@ SPEED_ARRAYS = {
 NCCL_MAX_NVLS_ARITY = 32
 
 
-def speed_array(compute_capability: int, multi_node: bool) -> tuple[float, ...]:
-    """The per-channel speeds the graph search tries (search.cc), highest first."""
-    intra, inter = next(v for cc, v in SPEED_ARRAYS.items() if compute_capability >= cc)
-    return inter if multi_node else intra
-
-
 def arch_index(compute_capability: int) -> int:
     """The tables' row: Volta 0, Ampere 1, Hopper 2, Blackwell 3."""
     return sum(compute_capability >= cc for cc in (80, 90, 100))

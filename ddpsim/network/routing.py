@@ -161,21 +161,17 @@ class Router:
         return self._cache[key]
 
     def add_load(self, loads: dict[tuple, float], src: Any, dst: Any, amount: float = 1.0) -> None:
-        """Add ``amount`` from ``src`` to ``dst`` to ``loads`` (per directed link), split over the paths."""
-        links, n = self.route_links(src, dst)
+        """Add ``amount`` from ``src`` to ``dst`` to ``loads`` (per directed link), split over the paths
+        (their links, path by path, and their number cached per pair)."""
+        got = self._links.get((src, dst))
+        if got is None:
+            ps = self.paths(src, dst)
+            got = self._links[src, dst] = [(u, v) for p in ps for u, v in zip(p, p[1:])], len(ps)
+        links, n = got
         share = amount / n
         get = loads.get
         for e in links:
             loads[e] = get(e, 0.0) + share
-
-    def route_links(self, src: Any, dst: Any) -> tuple[list[tuple], int]:
-        """The links of the equal-cost paths from ``src`` to ``dst``, path by path, and their number."""
-        key = (src, dst)
-        got = self._links.get(key)
-        if got is None:
-            ps = self.paths(src, dst)
-            got = self._links[key] = [(u, v) for p in ps for u, v in zip(p, p[1:])], len(ps)
-        return got
 
     def bottleneck(self, src: Any, dst: Any) -> float:
         """Widest of the shortest paths' narrowest link, bytes/s."""
@@ -213,15 +209,13 @@ class _SwitchRoutes:
         self.lightest = min((d[weight] for _, _, d in graph.edges(data=True)), default=math.inf)
         self._paths: dict[tuple, list[list]] = {}
 
-    def _short(self, a: Any, b: Any) -> list[list] | None:
-        adj, w = self.g._adj, self.w
-        to_b = adj[b]
-        cands = [(d[w], [a, b]) if y == b else (d[w] + to_b[y][w], [a, y, b])
-                 for y, d in adj[a].items() if y == b or y in to_b]
-        best = min((c[0] for c in cands), default=math.inf)
-        return [p for c, p in cands if c == best] if best < 3 * self.lightest else None
-
     def paths(self, a: Any, b: Any) -> list[list]:
         if (a, b) not in self._paths:
-            self._paths[a, b] = self._short(a, b) or list(nx.all_shortest_paths(self.g, a, b, weight=self.w))
+            adj, w = self.g._adj, self.w
+            to_b = adj[b]
+            cands = [(d[w], [a, b]) if y == b else (d[w] + to_b[y][w], [a, y, b])
+                     for y, d in adj[a].items() if y == b or y in to_b]
+            best = min((c[0] for c in cands), default=math.inf)
+            self._paths[a, b] = ([p for c, p in cands if c == best] if best < 3 * self.lightest
+                                 else list(nx.all_shortest_paths(self.g, a, b, weight=w)))
         return self._paths[a, b]

@@ -68,9 +68,6 @@ def presets(catalogue: Catalogue | None = None) -> tuple[str, ...]:
     return (*(bundled() if catalogue is None else catalogue).systems, "cpu-gloo")
 
 
-PRESETS: tuple[str, ...] = presets()
-
-
 def _options(model: type[Schema], preset: str, options: dict[str, Any]) -> Any:
     """``options`` validated as ``model`` (None: the default)."""
     return validate(model, {k: v for k, v in options.items() if v is not None}, f"topology {preset}")
@@ -306,7 +303,7 @@ def load_topology_yaml(path: str | Path) -> nx.Graph:
     """
     p = Path(path)
     source = f"topology {shorten(str(p))}"
-    data = read_yaml(p, "topology", f"a preset ({', '.join(PRESETS)}) or a topology YAML file")
+    data = read_yaml(p, "topology", f"a preset ({', '.join(presets())}) or a topology YAML file")
     doc = validate(TopologyDoc, data, source)
     g = new_graph(name=p.stem if doc.name is None else doc.name, backend=doc.backend, cpu_vendor=doc.cpu_vendor,
                    description=f"custom topology {p.name}" if doc.description is None else doc.description)

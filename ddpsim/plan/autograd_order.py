@@ -123,6 +123,3 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
         for target in (edges[v] if kind == "sub" else [views[v]]):
             arrive(target)
     return order
-
-
-__all__ = ["subgraph_edges", "run_order", "graph_hook_order"]

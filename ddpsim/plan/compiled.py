@@ -210,7 +210,3 @@ def compiled_point(trace: Trace, options: DDPOptions, compile: CompileOptions,
         return trace, python_reducer_plan(trace, options)
     grouped = compiled_ready_trace(trace, compiled_subgraphs(trace, options, compile))
     return grouped, plan if plan is not None else plan_ddp(grouped, options)
-
-
-__all__ = ["MODES", "CompileOptions", "Subgraph", "ddp_optimizer_buckets", "compiled_subgraphs", "engine_hook_order",
-           "compiled_ready_trace", "python_reducer_plan", "compiled_point"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence
 
@@ -375,8 +375,6 @@ def cap_list_for_buckets(trace: Trace, buckets: Sequence[Bucket], options: DDPOp
     (``> size - last`` for a dtype's last bucket, which may be left over to the end); every
     dtype's ``j``-th limits must meet in one value. The shortest MiB value in the range is
     taken, and the list verified by planning it again (:func:`rebuilt_assignment`)."""
-    from dataclasses import replace
-
     options = replace(options or DDPOptions(), bucket_cap_mb=None, bucket_cap_mb_list=None, semantics="modern",
                       small_bucket_last=False)
     if not options.rebuilds:
@@ -496,9 +494,6 @@ class PlanBucketDoc(Schema):
     dtype: str | None = None
     size_limit_bytes: int | None = None
 
-    def members(self) -> list[int | str] | None:
-        return self.param_indices if self.param_indices is not None else self.params
-
 
 PlanBucket = list[int | str] | PlanBucketDoc
 
@@ -515,22 +510,19 @@ class PlanDoc(Schema):
     version: format_version(PLAN_VERSION) = PLAN_VERSION
     source: str = "explicit"
     options: dict[str, Any] | None = None  # a record of the options it was made with: the scenario's apply
-    buckets: list[PlanBucket]
+    buckets: Annotated[list[PlanBucket], Field(max_length=MAX_PLAN_BUCKETS)]
     first_iteration: dict[str, list[PlanBucket]] | None = None
     rebuild_iteration: int | None = None
     bucket_cap_mb_list: dict[str, Any] | None = None
-
 
 
 def load_plan(path: str | Path, trace: Trace) -> BucketPlan:
     """The explicit plan of a plan JSON (:class:`PlanDoc`) for ``trace``."""
     source = f"plan {shorten(str(path))}"
     data = read_json(path, "plan", "a plan JSON ('ddpsim plan --format json' or a list of buckets)")
-    buckets = data if isinstance(data, list) else data.get("buckets") if isinstance(data, dict) else None
-    if isinstance(buckets, list) and len(buckets) > MAX_PLAN_BUCKETS:
-        raise InputError(f"{source}: buckets: {len(buckets)} buckets are not accepted; expected at most {MAX_PLAN_BUCKETS}")
     doc = validate(PlanDoc, {"buckets": data} if isinstance(data, list) else data, source)
-    groups = [b.members() if isinstance(b, PlanBucketDoc) else b for b in doc.buckets]
+    groups = [b if isinstance(b, list) else b.param_indices if b.param_indices is not None else b.params
+              for b in doc.buckets]
     try:
         return explicit_plan(trace, groups, source=doc.source)
     except InputError as exc:

@@ -62,6 +62,16 @@ def test_a_plan_as_a_list_of_bucket_names(tmp_path, tiny_trace):
     assert [b.param_indices for b in load_plan(f, tiny_trace).steady] == [tuple(range(tiny_trace.num_params))]
 
 
+@pytest.mark.parametrize("wrap", [lambda b: b, lambda b: {"buckets": b}], ids=["list", "document"])
+def test_a_plan_past_the_bucket_bound_is_refused_by_count(tmp_path, tiny_trace, wrap):
+    from ddpsim.plan.planner import MAX_PLAN_BUCKETS
+
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(wrap([[0]] * (MAX_PLAN_BUCKETS + 1))))
+    with pytest.raises(InputError, match=rf"buckets: {MAX_PLAN_BUCKETS + 1} buckets .*at most {MAX_PLAN_BUCKETS}$"):
+        load_plan(f, tiny_trace)
+
+
 @pytest.mark.parametrize("path", CALIBRATIONS, ids=lambda p: p.parent.name + "/" + p.name)
 def test_calibration_file_loads_its_figures(path):
     raw = json.loads(path.read_text())

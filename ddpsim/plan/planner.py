@@ -510,7 +510,7 @@ class PlanDoc(Schema):
     version: format_version(PLAN_VERSION) = PLAN_VERSION
     source: str = "explicit"
     options: dict[str, Any] | None = None  # a record of the options it was made with: the scenario's apply
-    buckets: Annotated[list[PlanBucket], Field(max_length=MAX_PLAN_BUCKETS)]
+    buckets: list[PlanBucket]
     first_iteration: dict[str, list[PlanBucket]] | None = None
     rebuild_iteration: int | None = None
     bucket_cap_mb_list: dict[str, Any] | None = None
@@ -520,6 +520,9 @@ def load_plan(path: str | Path, trace: Trace) -> BucketPlan:
     """The explicit plan of a plan JSON (:class:`PlanDoc`) for ``trace``."""
     source = f"plan {shorten(str(path))}"
     data = read_json(path, "plan", "a plan JSON ('ddpsim plan --format json' or a list of buckets)")
+    buckets = data if isinstance(data, list) else data.get("buckets") if isinstance(data, dict) else None
+    if isinstance(buckets, list) and len(buckets) > MAX_PLAN_BUCKETS:
+        raise InputError(f"{source}: buckets: {len(buckets)} buckets are not accepted; expected at most {MAX_PLAN_BUCKETS}")
     doc = validate(PlanDoc, {"buckets": data} if isinstance(data, list) else data, source)
     groups = [b if isinstance(b, list) else b.param_indices if b.param_indices is not None else b.params
               for b in doc.buckets]

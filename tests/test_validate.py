@@ -616,3 +616,20 @@ def test_one_launch_per_round_only_where_the_points_differ_by_their_cap_alone():
     assert _effective_launch_mode("round", capture=True, points=caps.points()) == "round"
     assert _effective_launch_mode("round", capture=True, points=groups.points()) == "point"
     assert _effective_launch_mode("round", capture=False, points=caps.points()) == "point"
+
+
+def test_the_bundled_cap_list_validation_is_what_its_raw_runs_give(tmp_path, monkeypatch):
+    # the committed report is re-derived from its committed raw runs by this code, byte for byte
+    import tarfile
+
+    src = REPO_ROOT / "reports" / "cap-list" / "cpu-gloo-mlp"
+    dst = tmp_path / "reports" / "cap-list" / "cpu-gloo-mlp"
+    dst.mkdir(parents=True)
+    with tarfile.open(src / "validation-raw.tar.xz") as tar:
+        tar.extractall(dst, filter="data")
+    shutil.copy(src / "validation.json", dst)  # the earlier validation's settings
+    shutil.copy(REPO_ROOT / "reports" / "cpu-gloo-calibration.json", tmp_path / "reports")  # the calibration it names
+    monkeypatch.chdir(tmp_path)  # the report names its folders as given, relative to where it ran
+    assert main(["validate", "cpu-gloo-mlp", "--reanalyze", "--no-plots", "--quiet", "--out-dir", "reports/cap-list"]) == 0
+    for name in ("validation.json", "validation.csv", "validation.md"):
+        assert (dst / name).read_bytes() == (src / name).read_bytes(), name

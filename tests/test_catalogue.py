@@ -14,7 +14,7 @@ from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.hardware.catalogue import bundled, load_catalogue
 from ddpsim.network.topology import (BANDWIDTH, COMPUTE_CAPABILITY, HOST, KIND, LINK_TYPE, NUM_LINKS, NVLS, SM_COUNT,
-                                     build_preset, max_ranks, rank_nodes, resolve_topology)
+                                     build_preset, rank_nodes, resolve_topology)
 from ddpsim.trace.retime import get_gpu, gpu_peaks, low_precision_flops_per_s
 
 
@@ -65,12 +65,12 @@ def test_dgx_h200_and_b200_nvswitch_boxes():
     b200 = build_preset("dgx-b200", num_nodes=2)
     assert _gbps(b200, "n1/gpu7", "n1/nvswitch") == pytest.approx(18 * 40.1)  # topo.h SM100_NVLINK_BW
     assert b200.nodes["n0/nvswitch"][NVLS] is True and b200.nodes["n0/gpu0"][COMPUTE_CAPABILITY] == 100
-    assert _gbps(b200, "n0/nic0", "leaf-r0-0") == 50.0 and max_ranks(b200) == 16
+    assert _gbps(b200, "n0/nic0", "leaf-r0-0") == 50.0 and len(rank_nodes(b200)) == 16
 
 
 def test_gb200_nvl72_rack_is_one_nvlink_domain_of_18_trays():
     g = build_preset("gb200-nvl72", num_nodes=2)
-    assert max_ranks(g) == 144 and g.graph["num_nodes"] == 2
+    assert len(rank_nodes(g)) == 144 and g.graph["num_nodes"] == 2
     hosts = {g.nodes[n][HOST] for n in rank_nodes(g)}
     assert hosts == set(range(36))  # every compute tray is a host of 4 GPUs
     for rack in (0, 1):
@@ -171,7 +171,7 @@ def test_a_scenario_names_its_catalogue(tmp_path):
         world_size: null
         """))
     sc = load_scenario(tmp_path / "s.yaml")
-    assert max_ranks(sc.graph()) == 8 and sc.cluster.catalogue == str(tmp_path / "mine.yaml")
+    assert len(rank_nodes(sc.graph())) == 8 and sc.cluster.catalogue == str(tmp_path / "mine.yaml")
 
 
 def _edit(text: str, old: str, new: str) -> str:

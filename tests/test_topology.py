@@ -12,7 +12,7 @@ import pytest
 from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.network.topology import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_MODEL, HOST, KIND, LATENCY, LINK_TYPE, LOCAL_RANK,
-                             MEMORY_BANDWIDTH, NVLS, build_preset, load_topology_yaml, max_ranks, rank_nodes,
+                             MEMORY_BANDWIDTH, NVLS, build_preset, load_topology_yaml, rank_nodes,
                              presets, resolve_topology, validate_topology)
 
 
@@ -37,7 +37,7 @@ def test_presets_tuple_and_backends():
 
 def test_dgx_a100_numbers():
     g = build_preset("dgx-a100")
-    assert max_ranks(g) == 8
+    assert len(rank_nodes(g)) == 8
     # 12 NVLink3 x 20.0 GB/s (NCCL SM80_NVLINK_BW) into the NVSwitch; PCIe Gen4 x16 = 24
     assert edge_bw_gbps(g, "n0/gpu0", "n0/nvswitch") == 240.0
     assert g.edges["n0/gpu0", "n0/nvswitch"][LINK_TYPE] == "nvlink"
@@ -50,7 +50,7 @@ def test_dgx_a100_numbers():
 
 def test_dgx_h100_numbers():
     g = build_preset("dgx-h100", num_nodes=2)
-    assert max_ranks(g) == 16
+    assert len(rank_nodes(g)) == 16
     # 18 NVLink4 x 20.6 = 370.8 GB/s (nccl#1189 log), NDR 400 Gb/s -> 50 GB/s, Gen5 x16 = 48
     assert edge_bw_gbps(g, "n1/gpu3", "n1/nvswitch") == pytest.approx(370.8)
     assert edge_bw_gbps(g, "n0/nic0", "leaf-r0-0") == 50.0
@@ -81,12 +81,12 @@ def test_pcie_preset_has_no_nvlink():
     g = build_preset("pcie", pcie_gen=5, gpus_per_node=4, gpus_per_switch=2)
     assert {d[LINK_TYPE] for _, _, d in g.edges(data=True)} == {"pcie"}
     assert edge_bw_gbps(g, "n0/gpu0", "n0/pcie0") == 48.0
-    assert max_ranks(g) == 4
+    assert len(rank_nodes(g)) == 4
 
 
 def test_cpu_gloo_defaults_and_options():
     g = build_preset("cpu-gloo", num_nodes=2, ranks_per_host=3)
-    assert max_ranks(g) == 6 and g.graph["backend"] == "gloo"
+    assert len(rank_nodes(g)) == 6 and g.graph["backend"] == "gloo"
     assert {d[LINK_TYPE] for _, _, d in g.edges(data=True)} == {"loopback", "ethernet"}
     assert g.edges["n0/cpu0", "n0/loopback"][LATENCY] == pytest.approx(7.5e-6)
     assert edge_bw_gbps(g, "n0/nic0", "eth-switch") == pytest.approx(1.25 * 1448 / 1538)
@@ -134,7 +134,7 @@ def test_yaml_roundtrip_and_model(tmp_path):
     from ddpsim.network.collective_cost import build_comm_model
 
     g = load_topology_yaml(write(tmp_path, GOOD_YAML))
-    assert g.graph["name"] == "two-gpus" and max_ranks(g) == 2
+    assert g.graph["name"] == "two-gpus" and len(rank_nodes(g)) == 2
     assert edge_bw_gbps(g, "g0", "sw") == 240.0 and g.edges["g0", "sw"][LATENCY] == pytest.approx(0.6e-6)
     assert resolve_topology(str(tmp_path / "t.yaml")).graph["name"] == "two-gpus"
     m = build_comm_model(g, 2)
@@ -238,7 +238,7 @@ def test_yaml_two_hosts_nic_bounds_the_ring(tmp_path):
     from ddpsim.network.collective_cost import build_comm_model
 
     g = load_topology_yaml(write(tmp_path, TWO_HOSTS_YAML))
-    assert g.graph["num_nodes"] == 2 and max_ranks(g) == 4
+    assert g.graph["num_nodes"] == 2 and len(rank_nodes(g)) == 4
     d = build_comm_model(g, 4).describe()
     # speeds tried (speedArrayInter): 24, 20, 18, 15 need more than the NIC's 12.5 GB/s; 12 fits
     # one channel (two would need 24); nothing below 12 beats 1 x 12 before 0.49 x 12.

@@ -100,13 +100,13 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.network.collective_cost import build_comm_model
     from ddpsim.cli.topology import resolve_graph
     from ddpsim.hardware.catalogue import load_catalogue
-    from ddpsim.network.topology import max_ranks
+    from ddpsim.network.topology import rank_nodes
 
     algo, proto = args.algorithm, args.protocol
     graph = resolve_graph(args, load_catalogue(args.catalogue))
     if args.collective == "broadcast" and algo is not None:
         check_forced(args, graph.graph.get("backend"), [])
-    ranks = max_ranks(graph) if args.ranks is None else args.ranks
+    ranks = len(rank_nodes(graph)) if args.ranks is None else args.ranks
     cal = load_calibration(args.calibration) if args.calibration else None
     model = build_comm_model(graph, ranks, calibration=cal, algorithm=algo, protocol=proto)
     est = model.estimate_allreduce if args.collective == "allreduce" else model.estimate_broadcast

@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     from ddpsim.hardware.catalogue import load_catalogue
     from ddpsim.network.graph_search import search_graphs
     from ddpsim.network.routing import place_ranks
-    from ddpsim.network.topology import max_ranks, summarize
+    from ddpsim.network.topology import rank_nodes, summarize
 
     catalogue = load_catalogue(args.catalogue)
     if args.list:
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     graph = resolve_graph(args, catalogue)
     summary = summarize(graph)
     if graph.graph["backend"] == "nccl":
-        info = search_graphs(graph, place_ranks(graph, max_ranks(graph)))
+        info = search_graphs(graph, place_ranks(graph, len(rank_nodes(graph))))
         summary["nccl_graph"] = {
             "ring_channels": info.ring.num_channels, "ring_bw_per_channel_gbps": info.ring.bw_intra_gbps,
             "ring_bus_bw_gbps": info.ring.num_channels * info.ring.bw_intra_gbps,

@@ -75,11 +75,7 @@ def _options(model: type[Schema], preset: str, options: dict[str, Any]) -> Any:
 
 def _add_link(g: nx.Graph | Builder, u: str, v: str, bw_bytes_per_s: float, latency_s: float, link_type: str,
               **extra: Any) -> None:
-    g.add_edge(u, v, **_link_attrs(bw_bytes_per_s, latency_s, link_type), **extra)
-
-
-def _link_attrs(bw_bytes_per_s: float, latency_s: float, link_type: str) -> dict[str, Any]:
-    return {BANDWIDTH: float(bw_bytes_per_s), LATENCY: float(latency_s), LINK_TYPE: link_type}
+    g.add_edge(u, v, **{BANDWIDTH: float(bw_bytes_per_s), LATENCY: float(latency_s), LINK_TYPE: link_type}, **extra)
 
 
 def _add_fabric(g: Builder, nics: list[list[str]], nic_gbit: float, o: FabricOptions, leaf_radix: int) -> None:
@@ -99,8 +95,9 @@ def _add_fabric(g: Builder, nics: list[list[str]], nic_gbit: float, o: FabricOpt
             leaf = f"leaf-r{rails[0]}-{grp}" if o.fabric == "rail" else f"leaf-{grp}"
             g.add_node(leaf, **{KIND: "leaf", HOST: -1})
             members = range(grp * hosts_per_leaf, min(num_hosts, (grp + 1) * hosts_per_leaf))
-            g.add_edges((nics[h][r], leaf, _link_attrs(nic_bw, IB_LATENCY_S, "net"))
-                        for h in members for r in rails)
+            for h in members:
+                for r in rails:
+                    _add_link(g, nics[h][r], leaf, nic_bw, IB_LATENCY_S, "net")
             leaves.append((leaf, nic_bw * len(rails) * len(members)))
     if len(leaves) > 1:
         for s in range(o.num_spines):
@@ -366,11 +363,6 @@ def rank_nodes(graph: nx.Graph) -> list:
     attr = graph._node
     devs = [n for n, d in attr.items() if d.get(KIND) in DEVICE_KINDS]
     return sorted(devs, key=lambda n: (attr[n][HOST], attr[n][LOCAL_RANK]))
-
-
-def max_ranks(graph: nx.Graph) -> int:
-    """Number of ranks the topology holds (one per device)."""
-    return sum(1 for d in graph._node.values() if d.get(KIND) in DEVICE_KINDS)
 
 
 def edge_weight(u: Any, v: Any, d: dict[str, Any]) -> int:

@@ -175,9 +175,9 @@ class Scenario:
         """``world_size``, checked against the devices of ``graph`` (None: no devices to count)."""
         if graph is None:
             return self.world_size
-        from ddpsim.network.topology import max_ranks
+        from ddpsim.network.topology import rank_nodes
 
-        avail = max_ranks(graph)
+        avail = len(rank_nodes(graph))
         if self.world_size is None:
             return avail
         if self.world_size > avail:

@@ -34,9 +34,6 @@ from ddpsim.trace.records import IterationSample, Trace
 from ddpsim.units import DEFAULT_FIRST_BUCKET_BYTES, MIB
 from ddpsim.value_types import Bool
 
-#: ``torch._dynamo.config.optimize_ddp``'s modes ddpsim models
-MODES = ("ddp_optimizer", "no_optimization", "python_reducer")
-
 
 @record("compile.")
 class CompileOptions:

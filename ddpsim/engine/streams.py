@@ -28,7 +28,7 @@ from ddpsim.engine.features import (GRAPH_SEARCH_S_PER_PARAM, BucketLayout, Dela
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CommModel
 from ddpsim.network.interference import Interference
-from ddpsim.network.kernel_costs import grad_copy_in_s, grad_zero_fill_s, mp_param_cast_s, param_elem_bytes
+from ddpsim.network.kernel_costs import copy_kernel_s, mp_param_cast_s, param_elem_bytes, read_write_s
 from ddpsim.plan.planner import BucketPlan, reducer_param_indices
 from ddpsim.trace.records import Trace
 
@@ -194,8 +194,8 @@ class Engine:
         self.param_sizes = [p.size_bytes for p in trace.params]
         mp, bw, floor_s = self.mixed_precision, self.copy_bw, config.copy_kernel_floor_s
         grad_bytes = [p.numel * param_elem_bytes(p.dtype, mp)[1] for p in trace.params]
-        self.copy_in_s = [grad_copy_in_s(g, bw, floor_s) for g in grad_bytes]
-        self.zero_s = [grad_zero_fill_s(g, bw, floor_s) for g in grad_bytes]
+        self.copy_in_s = [read_write_s(g, bw, floor_s) for g in grad_bytes]
+        self.zero_s = [copy_kernel_s(g, bw, floor_s) for g in grad_bytes]
         # mixed precision's cast of every parameter before forward (_root_copy_hook)
         self.mp_cast_s = 0.0 if mp is None else mp_param_cast_s(sum(self.param_sizes), sum(grad_bytes), bw)
 

@@ -31,10 +31,9 @@ SYNCBN_STAT_ELEM_BYTES = 4
 
 
 class BucketLayout:
-    """Per-bucket figures of one bucket layout, computed once: bytes on the wire and the
-    seconds (unscaled by jitter) of each bucket's reducer and comm-hook kernels. ``eng`` (here
-    and below): the simulation's :class:`ddpsim.engine.streams.Engine`, already holding the
-    options, kernel bandwidths and ready times these read."""
+    """Per-bucket figures of one bucket layout, computed once: bytes on the wire and the seconds
+    (unscaled by jitter) of each bucket's reducer and comm-hook kernels. ``eng`` (here and below):
+    the simulation's :class:`ddpsim.engine.streams.Engine`."""
 
     def __init__(self, trace: Trace, buckets: tuple[Bucket, ...], eng: Any) -> None:
         self.buckets = buckets

@@ -31,9 +31,9 @@ def kernel_s(bytes_moved: float, flops: float, bandwidth_bytes_per_s: float | No
 
 
 def copy_kernel_s(bytes_moved: float, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
-    """One copy kernel (a copy-in or copy-out; a zero-fill, write only, of an unused parameter's
-    bucket view (``mark_variable_ready_dense``) or of the delayed gradients' flat buffer
-    (``_clear_grad_buffer``)): its bytes at the copy bandwidth, at least ``floor_s`` (a kernel's launch and tail on a GPU; 0 on a CPU)."""
+    """One copy kernel (a copy-in or copy-out; a write-only zero-fill of an unused parameter's view,
+    ``mark_variable_ready_dense``, or of the delayed flat buffer, ``_clear_grad_buffer``): its bytes at the
+    copy bandwidth, at least ``floor_s`` (a kernel's launch and tail on a GPU; 0 on a CPU)."""
     t = kernel_s(bytes_moved, 0, bandwidth_bytes_per_s, None)
     return max(t, floor_s) if bytes_moved > 0 else t
 

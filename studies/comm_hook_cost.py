@@ -23,7 +23,7 @@ in a rotated order; the figure is the median over rounds of ``(mode - plain) / B
 ``python - builtin`` is the Python hook's own cost per bucket (both divide the bucket): the call
 into Python, the future and its ``.then`` callback -- the calibration's ``comm_hook_call_s``
 (``--write FILE`` sets it in a calibration file). Beside them, what ddpsim's engine charges per
-bucket for the ``allreduce`` hook: the division (``allreduce_hook_div_s`` at the calibration's
+bucket for the ``allreduce`` hook: the division (``read_write_s`` at the calibration's
 copy bandwidth) and the calibration's ``comm_hook_call_s`` (``--calibration``). World size 1
 keeps the network out: what is left is the hook path's host cost on this CPU.
 """
@@ -83,13 +83,13 @@ def num_buckets(ddp) -> int:
 
 def engine_charge_s(calibration: str | None) -> tuple[float, float]:
     """ddpsim's charge per bucket for the allreduce hook: the division, the Python call."""
-    from ddpsim.network.kernel_costs import allreduce_hook_div_s
+    from ddpsim.network.kernel_costs import read_write_s
 
     doc = {}
     if calibration:
         with open(calibration) as f:
             doc = json.load(f)
-    return (allreduce_hook_div_s((256 * 256 + 256) * 4, doc.get("copy_bandwidth_bytes_per_s")),
+    return (read_write_s((256 * 256 + 256) * 4, doc.get("copy_bandwidth_bytes_per_s")),
             float(doc.get("comm_hook_call_s") or 0.0))
 
 

@@ -259,6 +259,13 @@ def test_gradient_as_bucket_view_skips_copy_out_not_copy_in():
     assert kinds.count("copy_in") == 3 and "copy_out" not in kinds
 
 
+def test_a_bad_graph_search_cost_is_an_input_error():
+    for bad in (-1, "fast", True):
+        tr = toy_trace(environment={"graph_search_s_per_param": bad})
+        with pytest.raises(InputError, match=r"^trace.environment.graph_search_s_per_param: .* is not accepted"):
+            simulate(tr, plan_ddp(tr), net(), cfg())
+
+
 def test_find_unused_parameters_adds_used_map_allreduce():
     # c gets no gradient; graph search 0.0625 s per parameter (trace environment)
     tr = toy_trace(ready=(0.75, 0.25, None), environment={"graph_search_s_per_param": 0.0625})

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ddpsim.network.kernel_costs import (allreduce_hook_div_s, bucket_copy_out_s, copy_kernel_s, delayed_buffer_div_s,
-                                         delayed_buffer_zero_s, flat_bucket_div_s, foreach_copy_s, fp16_compress_s,
-                                         fp16_decompress_s, grad_copy_in_s, grad_zero_fill_s, kernel_s, mp_bucket_cast_s,
-                                         mp_param_cast_s, mp_upcast_s, param_elem_bytes, powersgd_kernel_s,
-                                         powersgd_split)
+from ddpsim.network.kernel_costs import (bucket_copy_out_s, copy_kernel_s, fp16_compress_s, fp16_decompress_s,
+                                         kernel_s, mp_bucket_cast_s, mp_param_cast_s, mp_upcast_s, param_elem_bytes,
+                                         powersgd_kernel_s, powersgd_split, read_write_s)
 from ddpsim.plan.planner import MixedPrecision
 
 
@@ -28,15 +26,15 @@ def test_copy_kernel_has_a_floor_but_an_empty_one_is_free():
 
 def test_gradient_copies():
     # a 4 KiB gradient at 1 KiB/s: copy-in reads and writes it (8 s), a zero-fill writes it (4 s)
-    assert grad_copy_in_s(4096, 1024.0, 0.0) == 8.0
-    assert grad_zero_fill_s(4096, 1024.0, 0.0) == 4.0
+    assert read_write_s(4096, 1024.0, 0.0) == 8.0
+    assert copy_kernel_s(4096, 1024.0, 0.0) == 4.0
     # copy-out of two used parameters of 3 and 5 fp32 elements from an fp32 bucket: 8 bytes
     # per element at 8 B/s -> 3 s + 5 s; with a 4 s floor per kernel: 4 + 5
     assert bucket_copy_out_s([3, 5], 4, 4, 8.0, 0.0) == 8.0
     assert bucket_copy_out_s([3, 5], 4, 4, 8.0, 4.0) == 9.0
     # batched_grad_copy: _foreach_copy_ of 10 fp32 elements (80 bytes) at 80 B/s, one kernel
-    assert foreach_copy_s(10, 4, 80.0, 0.0) == 1.0
-    assert flat_bucket_div_s(10, 4, 80.0, 2.0) == 2.0        # one floor for the whole bucket
+    assert read_write_s(10 * 4, 80.0, 0.0) == 1.0
+    assert read_write_s(10 * 4, 80.0, 2.0) == 2.0        # one floor for the whole bucket
 
 
 def test_mixed_precision_kernels():
@@ -54,12 +52,12 @@ def test_mixed_precision_kernels():
 
 
 def test_comm_hook_kernels():
-    assert allreduce_hook_div_s(100, 50.0) == 4.0            # read + write the bucket
+    assert read_write_s(100, 50.0) == 4.0            # read + write the bucket
     # fp16 of 1024 fp32 elements: read 4096, write 2048, then div_ reads and writes 2048 each
     assert fp16_compress_s(4096, 1024, 1024.0) == 10.0
     assert fp16_decompress_s(1024, 1024.0, 0.0) == 6.0       # read 2N, write 4N
-    assert delayed_buffer_zero_s(1024, 512.0) == 2.0
-    assert delayed_buffer_div_s(1024, 512.0) == 4.0
+    assert copy_kernel_s(1024, 512.0, 0.0) == 2.0
+    assert read_write_s(1024, 512.0) == 4.0
 
 
 def test_powersgd_split_of_one_compressible_matrix():

@@ -11,9 +11,8 @@ import math
 from typing import Any
 
 from ddpsim.errors import InputError
-from ddpsim.network.kernel_costs import (bucket_copy_out_s, delayed_buffer_div_s, delayed_buffer_zero_s, flat_bucket_div_s,
-                                         foreach_copy_s, mp_bucket_cast_s, mp_upcast_s, param_elem_bytes,
-                                         powersgd_kernel_s, powersgd_split)
+from ddpsim.network.kernel_costs import (bucket_copy_out_s, copy_kernel_s, mp_bucket_cast_s, mp_upcast_s,
+                                         param_elem_bytes, powersgd_kernel_s, powersgd_split, read_write_s)
 from ddpsim.plan.planner import Bucket, DDPOptions, MixedPrecision, compute_bucket_assignment_by_size
 from ddpsim.trace.records import Trace
 from ddpsim.units import DTYPE_SIZE_BYTES, MIB
@@ -32,10 +31,9 @@ SYNCBN_STAT_ELEM_BYTES = 4
 
 
 class BucketLayout:
-    """Per-bucket figures of one bucket layout, computed once: bytes on the wire and the
-    seconds (unscaled by jitter) of each bucket's reducer and comm-hook kernels. ``eng`` (here
-    and below): the simulation's :class:`ddpsim.engine.streams.Engine`, already holding the
-    options, kernel bandwidths and ready times these read."""
+    """Per-bucket figures of one bucket layout, computed once: bytes on the wire and the seconds
+    (unscaled by jitter) of each bucket's reducer and comm-hook kernels. ``eng`` (here and below):
+    the simulation's :class:`ddpsim.engine.streams.Engine`."""
 
     def __init__(self, trace: Trace, buckets: tuple[Bucket, ...], eng: Any) -> None:
         self.buckets = buckets
@@ -63,8 +61,8 @@ class BucketLayout:
         self.copy_out_s = [bucket_copy_out_s(u, r, e, bw, floor) for u, r, e in zip(used, red, own)]
         # batched_grad_copy's flush: _foreach_copy_ of the used gradients, div_ of the flat bucket;
         # one fused kernel each: one launch floor, not one per parameter
-        self.flush_copy_s = [foreach_copy_s(u, g, bw, floor) for u, g in zip(used_numels, grad)]
-        self.flush_div_s = [flat_bucket_div_s(n, g, bw, floor) for n, g in zip(self.numels, grad)]
+        self.flush_copy_s = [read_write_s(u * g, bw, floor) for u, g in zip(used_numels, grad)]
+        self.flush_div_s = [read_write_s(n * g, bw, floor) for n, g in zip(self.numels, grad)]
         # mixed precision hook: cast to reduce_dtype before, div_ + gradient upcast after the all-reduce
         self.mp_cast_s = [mp_bucket_cast_s(n, g, r, bw) for n, g, r in zip(self.numels, grad, red)]
         self.mp_upcast_s = [mp_upcast_s(n, u, g, r, e, bw)
@@ -110,8 +108,8 @@ class DelayedAllReduce:
         kept = set(eng.reducer_params)
         numel = sum(p.numel for p in trace.params if p.index not in kept)
         self.size_bytes = numel * DELAY_GRAD_BUFFER_ELEM_BYTES
-        self.zero_s = delayed_buffer_zero_s(self.size_bytes, eng.copy_bw)
-        self.div_s = delayed_buffer_div_s(self.size_bytes, eng.copy_bw)
+        self.zero_s = copy_kernel_s(self.size_bytes, eng.copy_bw, 0.0)
+        self.div_s = read_write_s(self.size_bytes, eng.copy_bw)
         #: when the hook fires in a backward without DDP hooks (no_sync), after backward start
         self.hook_offset_s = math.nan if not hook.has_grad else max(
             (eng.ready[q] for q in eng.order[:eng.order.index(hook.index) + 1]), default=0.0)

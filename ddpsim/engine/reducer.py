@@ -17,7 +17,7 @@ from ddpsim.engine.features import BucketLayout
 from ddpsim.engine.segments import Segment, build_segments, gate_floors, gate_table
 from ddpsim.engine.streams import Coll
 from ddpsim.engine.timeline import IterAcc, RankTimeline
-from ddpsim.network.kernel_costs import allreduce_hook_div_s, fp16_compress_s, fp16_decompress_s
+from ddpsim.network.kernel_costs import fp16_compress_s, fp16_decompress_s, read_write_s
 
 
 class BackwardState:
@@ -192,7 +192,7 @@ class Rank(RankTimeline):
         if eng.config.comm_hook_call_s > 0:  # the Python hook's call, future and callback (calibrated)
             yield from self.work("compress", f"comm hook call {name}", eng.config.comm_hook_call_s * s, b, size)
         if hook == "allreduce":
-            yield from self.work("compress", f"div {name}", allreduce_hook_div_s(size, eng.copy_bw) * s, b, size)
+            yield from self.work("compress", f"div {name}", read_write_s(size, eng.copy_bw) * s, b, size)
             return [self.launch("allreduce", name, b, size)]
         if hook in ("fp16", "bf16"):
             # buffer.to(fp16): read size, write 2N; div_ on the compressed: read 2N, write 2N

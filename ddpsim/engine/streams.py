@@ -28,8 +28,9 @@ from ddpsim.engine.features import (GRAPH_SEARCH_S_PER_PARAM, BucketLayout, Dela
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CommModel
 from ddpsim.network.interference import Interference
-from ddpsim.network.kernel_costs import grad_copy_in_s, grad_zero_fill_s, mp_param_cast_s, param_elem_bytes
+from ddpsim.network.kernel_costs import copy_kernel_s, mp_param_cast_s, param_elem_bytes, read_write_s
 from ddpsim.plan.planner import BucketPlan, reducer_param_indices
+from ddpsim.schema import is_num
 from ddpsim.trace.records import Trace
 
 
@@ -74,12 +75,10 @@ class Engine:
         self.config = config
         self._init_options(plan)
         self.copy_bw = config.copy_bandwidth_bytes_per_s
-        peak = trace.environment.get("peak_flops_per_s") if isinstance(trace.environment, dict) else None
-        self.peak_flops = float(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0 else None
+        peak = trace.environment.get("peak_flops_per_s")
+        self.peak_flops = float(peak) if is_num(peak) and peak > 0 else None
         gs = trace.environment.get("graph_search_s_per_param", GRAPH_SEARCH_S_PER_PARAM)
-        if isinstance(gs, bool) or not isinstance(gs, (int, float)) or not math.isfinite(gs) or gs < 0:
-            raise InputError(f"trace.environment.graph_search_s_per_param: {gs!r} is not accepted; expected a number of seconds >= 0")
-        self.graph_search_s = float(gs) * trace.num_params
+        self.graph_search_s = checked_s(gs, "trace.environment.graph_search_s_per_param:") * trace.num_params
         self._init_comm(comm, config)
         self._init_phases(trace, config)
         self._init_kernels(trace, config)
@@ -194,8 +193,8 @@ class Engine:
         self.param_sizes = [p.size_bytes for p in trace.params]
         mp, bw, floor_s = self.mixed_precision, self.copy_bw, config.copy_kernel_floor_s
         grad_bytes = [p.numel * param_elem_bytes(p.dtype, mp)[1] for p in trace.params]
-        self.copy_in_s = [grad_copy_in_s(g, bw, floor_s) for g in grad_bytes]
-        self.zero_s = [grad_zero_fill_s(g, bw, floor_s) for g in grad_bytes]
+        self.copy_in_s = [read_write_s(g, bw, floor_s) for g in grad_bytes]
+        self.zero_s = [copy_kernel_s(g, bw, floor_s) for g in grad_bytes]
         # mixed precision's cast of every parameter before forward (_root_copy_hook)
         self.mp_cast_s = 0.0 if mp is None else mp_param_cast_s(sum(self.param_sizes), sum(grad_bytes), bw)
 

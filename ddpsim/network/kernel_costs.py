@@ -31,8 +31,9 @@ def kernel_s(bytes_moved: float, flops: float, bandwidth_bytes_per_s: float | No
 
 
 def copy_kernel_s(bytes_moved: float, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
-    """One gradient-copy kernel (copy-in, zero-fill, copy-out of one parameter): its bytes at the copy
-    bandwidth, at least ``floor_s`` (a kernel's launch and tail on a GPU; 0 on a CPU)."""
+    """One copy kernel (a copy-in or copy-out; a write-only zero-fill of an unused parameter's view,
+    ``mark_variable_ready_dense``, or of the delayed flat buffer, ``_clear_grad_buffer``): its bytes at the
+    copy bandwidth, at least ``floor_s`` (a kernel's launch and tail on a GPU; 0 on a CPU)."""
     t = kernel_s(bytes_moved, 0, bandwidth_bytes_per_s, None)
     return max(t, floor_s) if bytes_moved > 0 else t
 
@@ -50,17 +51,15 @@ def param_elem_bytes(dtype: str, mixed_precision: MixedPrecision | None) -> tupl
     return own, grad, red
 
 
-# ---- the reducer's gradient copies (reducer.cpp) ------------------------------------------
+# ---- the reducer's gradient copies (reducer.cpp) and the hooks' divisions -----------------
 
-def grad_copy_in_s(grad_bytes: int, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
-    """``mark_variable_ready_dense``: the gradient copied into its bucket view with the
-    division by the world size fused (read + write the gradient's bytes)."""
-    return copy_kernel_s(2 * grad_bytes, bandwidth_bytes_per_s, floor_s)
-
-
-def grad_zero_fill_s(grad_bytes: int, bandwidth_bytes_per_s: float | None, floor_s: float) -> float:
-    """An unused parameter's bucket view zero-filled (``mark_variable_ready_dense``: write only)."""
-    return copy_kernel_s(grad_bytes, bandwidth_bytes_per_s, floor_s)
+def read_write_s(nbytes: int, bandwidth_bytes_per_s: float | None, floor_s: float = 0.0) -> float:
+    """One kernel that reads and writes ``nbytes``: the gradient's copy into its bucket view with
+    the division by the world size fused (``mark_variable_ready_dense``), batched_grad_copy's
+    ``_foreach_copy_`` of the used gradients and ``div_`` of the flat bucket
+    (``flush_deferred_copies``), ``allreduce_hook``'s division of the bucket and
+    ``_delayed_all_reduce_hook``'s of the delayed flat buffer (the last two with no floor)."""
+    return copy_kernel_s(2 * nbytes, bandwidth_bytes_per_s, floor_s)
 
 
 def bucket_copy_out_s(used_numels: Sequence[int], reduce_elem_bytes: int, own_elem_bytes: int,
@@ -72,19 +71,6 @@ def bucket_copy_out_s(used_numels: Sequence[int], reduce_elem_bytes: int, own_el
     if floor_s <= 0:
         return kernel_s(sum(used_numels) * per_elem, 0, bandwidth_bytes_per_s, None)
     return sum(copy_kernel_s(n * per_elem, bandwidth_bytes_per_s, floor_s) for n in used_numels)
-
-
-def foreach_copy_s(used_numel: int, grad_elem_bytes: int, bandwidth_bytes_per_s: float | None,
-                   floor_s: float) -> float:
-    """batched_grad_copy's ``flush_deferred_copies``: one ``_foreach_copy_`` of the bucket's
-    used gradients into it (read + write), one kernel."""
-    return copy_kernel_s(2 * used_numel * grad_elem_bytes, bandwidth_bytes_per_s, floor_s)
-
-
-def flat_bucket_div_s(numel: int, grad_elem_bytes: int, bandwidth_bytes_per_s: float | None,
-                      floor_s: float) -> float:
-    """batched_grad_copy's ``div_`` of the flat bucket by the world size (read + write), one kernel."""
-    return copy_kernel_s(2 * numel * grad_elem_bytes, bandwidth_bytes_per_s, floor_s)
 
 
 # ---- mixed precision (distributed.py _MixedPrecision, mixed_precision_hooks.py) ------------
@@ -114,11 +100,6 @@ def mp_upcast_s(numel: int, used_numel: int, grad_elem_bytes: int, reduce_elem_b
 
 # ---- default comm hooks (default_hooks.py) --------------------------------------------------
 
-def allreduce_hook_div_s(bucket_bytes: int, bandwidth_bytes_per_s: float | None) -> float:
-    """``allreduce_hook``: the bucket divided by the world size before its all-reduce (read + write)."""
-    return kernel_s(2 * bucket_bytes, 0, bandwidth_bytes_per_s, None)
-
-
 def fp16_compress_s(bucket_bytes: int, numel: int, bandwidth_bytes_per_s: float | None) -> float:
     """``fp16_compress_hook`` / ``bf16_compress_hook``: ``buffer.to(half)`` (read the bucket,
     write 2 bytes per element), then ``div_`` of the half buffer (read 2, write 2 per element)."""
@@ -129,18 +110,6 @@ def fp16_decompress_s(numel: int, bandwidth_bytes_per_s: float | None, floor_s: 
     """The compress hooks' ``decompress`` callback: the half result copied back into the
     float32 bucket (read 2, write 4 bytes per element), one kernel."""
     return copy_kernel_s(6 * numel, bandwidth_bytes_per_s, floor_s)
-
-
-# ---- delay_all_reduce_named_params (distributed.py) ----------------------------------------
-
-def delayed_buffer_zero_s(buffer_bytes: int, bandwidth_bytes_per_s: float | None) -> float:
-    """``_clear_grad_buffer``: the delayed gradients' flat buffer zeroed (write only)."""
-    return kernel_s(buffer_bytes, 0, bandwidth_bytes_per_s, None)
-
-
-def delayed_buffer_div_s(buffer_bytes: int, bandwidth_bytes_per_s: float | None) -> float:
-    """``_delayed_all_reduce_hook``: the flat buffer divided by the world size (read + write)."""
-    return kernel_s(2 * buffer_bytes, 0, bandwidth_bytes_per_s, None)
 
 
 # ---- PowerSGD (powerSGD_hook.py) ------------------------------------------------------------

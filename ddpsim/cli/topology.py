@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpsim.cli.args import add_format, add_verb, int_in, is_folder, nonempty, refuse
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError, require, shorten
 from ddpsim.units import MAX_NODES
 
 DESCRIPTION = """\
@@ -64,8 +64,7 @@ def resolve_graph(args: argparse.Namespace, catalogue: Any) -> Any:
 
     options: dict[str, Any] = {}
     for pair in args.options or []:
-        if "=" not in pair:
-            raise InputError(f"--set: {shorten(pair)} is not accepted; expected KEY=VALUE, e.g. nvlinks_per_gpu=8")
+        require("=" in pair, "--set", pair, "KEY=VALUE, e.g. nvlinks_per_gpu=8")
         k, v = pair.split("=", 1)
         for conv in (int, float, str.strip):
             try:

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError, require, shorten
 
 MIB = 1024 * 1024
 KIB = 1024
@@ -106,8 +106,7 @@ def parse_cap_value(item: str, flag: str, expected: str, *, allow_not_given: boo
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{flag}: {shorten(item)} is not accepted; expected {expected}")
+    require(math.isfinite(value) and value > 0, flag, item, expected)
     return int(value) if value.is_integer() else value
 
 
@@ -124,8 +123,7 @@ def parse_cap_list(text: Any, flag: str, sep: str = ",", expected: str = CAP_LIS
         values = tuple(parse_cap_value(x, flag, expected, allow_not_given=False) for x in items if x.strip())
     except InputError:
         values = ()
-    if not values or len(values) != len(items):
-        raise InputError(f"{flag}: {shorten(text)} is not accepted; expected {expected}")
+    require(bool(values) and len(values) == len(items), flag, text, expected)
     return values
 
 

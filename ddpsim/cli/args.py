@@ -53,7 +53,8 @@ def one_line_error(message: str) -> str:
 # ---- type= functions --------------------------------------------------------------------------
 
 
-def _refuse(text: Any, expected: str) -> argparse.ArgumentTypeError:
+def refuse(text: Any, expected: str) -> argparse.ArgumentTypeError:
+    """A ``type=`` function's error: ``<text> is not accepted; expected <expected>``."""
     return argparse.ArgumentTypeError(f"{shorten(text)} is not accepted; expected {expected}")
 
 
@@ -64,10 +65,10 @@ def int_in(minimum: int, maximum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         s = str(text).strip()
         if not re.fullmatch(r"-?[0-9]{1,19}", s):
-            raise _refuse(text, expected)
+            raise refuse(text, expected)
         value = int(s)
         if not minimum <= value <= maximum:
-            raise _refuse(value, expected)
+            raise refuse(value, expected)
         return value
 
     return parse
@@ -81,9 +82,9 @@ def float_in(minimum: float, *, above: bool = False, maximum: float = math.inf) 
         try:
             value = float(str(text).strip())
         except ValueError:
-            raise _refuse(text, expected) from None
+            raise refuse(text, expected) from None
         if not (math.isfinite(value) and (value > minimum if above else value >= minimum) and value <= maximum):
-            raise _refuse(text, expected)
+            raise refuse(text, expected)
         return value
 
     return parse
@@ -94,7 +95,7 @@ def number(text: str) -> float:
     try:
         return float(str(text).strip())
     except ValueError:
-        raise _refuse(text, "a number") from None
+        raise refuse(text, "a number") from None
 
 
 def from_parser(fn: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -117,7 +118,7 @@ def lower(text: str) -> str:
 def output_file(text: str) -> str:
     """A ``type=`` for a file to write: not empty, not a folder, a path the system can look up."""
     if not str(text).strip() or is_folder(text, "a file path"):
-        raise _refuse(text, "a file path, not a folder")
+        raise refuse(text, "a file path, not a folder")
     return text
 
 
@@ -126,13 +127,13 @@ def is_folder(text: str, expected: str) -> bool:
     try:
         return Path(text).is_dir()
     except OSError as exc:
-        raise _refuse(text, f"{expected} ({exc.strerror})") from None
+        raise refuse(text, f"{expected} ({exc.strerror})") from None
 
 
 def nonempty(text: str) -> str:
     """A ``type=`` for a name or path that must not be empty."""
     if not str(text).strip():
-        raise _refuse(text, "a non-empty value")
+        raise refuse(text, "a non-empty value")
     return text
 
 
@@ -142,7 +143,7 @@ def choice(values: Sequence[str]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = lower(text)
         if value not in values:
-            raise _refuse(text, f"one of {', '.join(values)}")
+            raise refuse(text, f"one of {', '.join(values)}")
         return value
 
     return parse
@@ -152,7 +153,7 @@ def boolean(text: str) -> bool:
     """A ``type=`` for ``true`` or ``false`` (case-insensitive)."""
     value = lower(text)
     if value not in ("true", "false"):
-        raise _refuse(text, "true or false")
+        raise refuse(text, "true or false")
     return value == "true"
 
 

@@ -7,8 +7,8 @@ import dataclasses
 import json
 from typing import Any
 
-from ddpsim.cli.args import add_format, add_verb, from_parser, int_in, lower, nonempty
-from ddpsim.errors import InputError, shorten
+from ddpsim.cli.args import add_format, add_verb, int_in, lower, nonempty, refuse
+from ddpsim.errors import InputError
 from ddpsim.units import MAX_SIZE_BYTES, MAX_WORLD_SIZE, parse_size_bytes
 
 DESCRIPTION = """\
@@ -48,7 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="a preset name or a topology YAML file")
     add_preset_flags(p, "a preset option (repeatable); see 'ddpsim topology --help'")
     p.add_argument("--ranks", default=None, type=int_in(1, MAX_WORLD_SIZE), metavar="R", help="ranks in the group; default: every device")
-    p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="LIST", type=from_parser(parse_sizes),
+    p.add_argument("--sizes", default=DEFAULT_SIZES, metavar="LIST", type=parse_sizes,
                    help=f"comma-separated sizes (B, KiB, MiB, GiB, KB, MB, GB); default: {DEFAULT_SIZES}")
     p.add_argument("--calibration", metavar="FILE", default=None, type=nonempty, help="calibration JSON measured by the executor, or an nccl-tests all_reduce_perf log")
     p.add_argument("--algorithm", default=None, type=lower, choices=FORCEABLE_ALGORITHMS,
@@ -64,11 +64,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def parse_sizes(text: str) -> list[int]:
-    """``1KiB,1MiB`` -> [1024, 1048576]; InputError for an empty item or a size outside (0, 1 TiB]."""
+    """``1KiB,1MiB`` -> [1024, 1048576]; refused for an empty item or a size outside (0, 1 TiB]."""
     expected = "a comma list of sizes in (0, 1 TiB] like 1KiB,1MiB"
     items = str(text).split(",")
     if not all(i.strip() for i in items):
-        raise InputError(f"--sizes: {shorten(text)} is not accepted; expected {expected}")
+        raise refuse(text, expected)
     sizes = []
     for item in items:
         try:
@@ -76,7 +76,7 @@ def parse_sizes(text: str) -> list[int]:
         except InputError:
             size = 0
         if not 0 < size <= MAX_SIZE_BYTES:
-            raise InputError(f"--sizes: {shorten(item)} is not accepted; expected {expected}")
+            raise refuse(item, expected)
         sizes.append(size)
     return sizes
 

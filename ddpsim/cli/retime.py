@@ -9,9 +9,9 @@ import shlex
 from dataclasses import fields
 from typing import Any
 
-from ddpsim.cli.args import (add_verb, boolean, choice, flag_words, from_parser, int_in, key_values, lower,
-                             nonempty, number, output_file, require_torch)
-from ddpsim.errors import InputError, shorten
+from ddpsim.cli.args import (add_verb, boolean, choice, flag_words, int_in, key_values, lower, nonempty, number,
+                             output_file, refuse, require_torch)
+from ddpsim.errors import InputError
 from ddpsim.units import MAX_BATCH_SIZE, MAX_LAYERS, MAX_SEQ_LEN, format_size
 
 DESCRIPTION = """\
@@ -35,14 +35,13 @@ examples:
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """``3,224,224`` -> (3, 224, 224); InputError unless 1 to 8 integers in [1, 2**20]."""
+    """``3,224,224`` -> (3, 224, 224); refused unless 1 to 8 integers in [1, 2**20]."""
     try:
         shape = tuple(int(x) for x in str(text).split(","))
     except ValueError:
         shape = ()
     if not 1 <= len(shape) <= 8 or not all(1 <= d <= MAX_BATCH_SIZE for d in shape):
-        raise InputError(f"--set input_shape: {shorten(text)} is not accepted; expected 1 to 8 comma-separated "
-                         f"integers in [1, {MAX_BATCH_SIZE}] like 3,224,224")
+        raise refuse(text, f"1 to 8 comma-separated integers in [1, {MAX_BATCH_SIZE}] like 3,224,224")
     return shape
 
 
@@ -53,7 +52,7 @@ def model_keys() -> dict[str, Any]:
 
     return {"dtype": choice(DTYPES), "autocast": choice((*AUTOCASTS, "none")), "optimizer": choice(OPTIMIZERS),
             "seq_len": int_in(1, MAX_SEQ_LEN), "n_layer": int_in(1, MAX_LAYERS),
-            "input_shape": from_parser(parse_shape), "input_dtype": nonempty}
+            "input_shape": parse_shape, "input_dtype": nonempty}
 
 
 #: the keys of ``--set`` that change the workload (the rest are roofline assumptions)

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ddpsim.cli.args import add_format, add_verb, from_parser, int_in, is_folder, nonempty
-from ddpsim.errors import InputError, shorten
+from ddpsim.cli.args import add_format, add_verb, int_in, is_folder, nonempty, refuse
+from ddpsim.errors import InputError, require, shorten
 from ddpsim.units import MAX_NODES
 
 DESCRIPTION = """\
@@ -46,8 +46,7 @@ DRAW_SUFFIXES = (".png", ".svg", ".pdf")
 def drawing_path(text: str) -> str:
     """``--draw``'s file: a path ending in one of :data:`DRAW_SUFFIXES`, not a folder."""
     if Path(text).suffix.lower() not in DRAW_SUFFIXES or is_folder(text, "an image file path"):
-        raise InputError(f"--draw: {shorten(text)} is not accepted; expected an image file path ending in "
-                         f"{', '.join(DRAW_SUFFIXES)}")
+        raise refuse(text, f"an image file path ending in {', '.join(DRAW_SUFFIXES)}")
     return text
 
 
@@ -65,8 +64,7 @@ def resolve_graph(args: argparse.Namespace, catalogue: Any) -> Any:
 
     options: dict[str, Any] = {}
     for pair in args.options or []:
-        if "=" not in pair:
-            raise InputError(f"--set: {shorten(pair)} is not accepted; expected KEY=VALUE, e.g. nvlinks_per_gpu=8")
+        require("=" in pair, "--set", pair, "KEY=VALUE, e.g. nvlinks_per_gpu=8")
         k, v = pair.split("=", 1)
         for conv in (int, float, str.strip):
             try:
@@ -91,7 +89,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the catalogue's GPUs and systems with their figures and sources")
     add_catalogue_flag(p)
     add_preset_flags(p, "a preset option (repeatable); see above")
-    p.add_argument("--draw", metavar="PNG", default=None, type=from_parser(drawing_path), help="draw the graph to this image file")
+    p.add_argument("--draw", metavar="PNG", default=None, type=drawing_path, help="draw the graph to this image file")
     add_format(p, "table", "json")
     p.set_defaults(func=run)
     return p

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ddpsim.cli.args import add_verb, float_in, from_parser, int_in, nonempty, require_torch
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError, require, shorten
 from ddpsim.units import MAX_ITERATIONS, MAX_REPEATS, MAX_THREADS, MAX_TIMEOUT_S, parse_caps
 
 DESCRIPTION = """\
@@ -133,9 +133,8 @@ def zoo_models(scenario: str | None) -> list[str] | None:
     if scenario is None or (scenario != ZOO and not scenario.startswith(ZOO + ":")):
         return None
     models = [m.strip() for m in scenario[len(ZOO) + 1:].split(",") if m.strip()]
-    if scenario != ZOO and not models:
-        raise InputError(f"SCENARIO: {shorten(scenario)} is not accepted; expected {ZOO} or {ZOO}:NAME,NAME,... "
-                         "(names from 'ddpsim trace --list-models')")
+    require(scenario == ZOO or bool(models), "SCENARIO", scenario,
+            f"{ZOO} or {ZOO}:NAME,NAME,... (names from 'ddpsim trace --list-models')")
     return models
 
 

@@ -87,14 +87,10 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl",
             args.update({"stream": tid, "device": rank, "correlation": len(launches) + 1})
         if s.stream == COMM_STREAM:
             args["backend"] = backend
-        if s.bucket is not None:
-            args["bucket"] = s.bucket
-        if s.size_bytes is not None:
-            args["size_bytes"] = s.size_bytes
+        args.update({k: v for k, v in (("bucket", s.bucket), ("size_bytes", s.size_bytes)) if v is not None})
         b = bt.get((s.iteration, s.bucket)) if s.kind == "allreduce" else None
-        launch_us = ts
+        launch_us = ts if b is None else _us(b.launch_s)
         if b is not None:
-            launch_us = _us(b.launch_s)
             args.update({"ready_us": _us(b.ready_s), "launch_us": launch_us, "num_params": b.num_params})
         if cat == "kernel":
             launches.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": rank, "tid": CPU_TID,

@@ -320,10 +320,9 @@ def timeline_figure(result: Any, title: str = "", *, iteration: int | None = Non
 
 def timeline_comparison_figure(points: Sequence[tuple[str, Any]], title: str = "") -> Any:
     """Several ``(label, SimResult)`` points' :func:`timeline_figure` panels on one time axis."""
-    panels = []
-    for label, result in points:
-        k = representative_iteration(result)
-        panels.append(_panel(result, [k], timeline_ranks(result, k), f"{label}: {_iteration_title(result, k)}"))
+    ks = [representative_iteration(result) for _, result in points]
+    panels = [_panel(result, [k], timeline_ranks(result, k), f"{label}: {_iteration_title(result, k)}")
+              for (label, result), k in zip(points, ks)]
     return _timeline(panels, title or "overlap timelines on one time axis", shared_x=True)
 
 

@@ -431,16 +431,12 @@ FilePath = Annotated[Optional[str], rule("a file path (a non-empty string) or nu
                                           lambda v: v is None or (isinstance(v, str) and v != ""))]
 
 
-def _model_in(v: Any) -> Any:
-    return {"name": v} if isinstance(v, str) else v
+#: sections a file may give as one string: the key of the mapping that string stands for
+SHORTHANDS = {"model": "name", "cluster": "topology"}
 
 
-def _cluster_in(v: Any) -> Any:
-    return {"topology": v} if isinstance(v, str) else v
-
-
-#: sections a file may give as one string: the mapping each shorthand stands for
-SHORTHANDS = {"model": _model_in, "cluster": _cluster_in}
+def _shorthand(section: str) -> BeforeValidator:
+    return BeforeValidator(lambda v: {SHORTHANDS[section]: v} if isinstance(v, str) else v)
 
 
 class ScenarioFile(Schema):
@@ -451,10 +447,10 @@ class ScenarioFile(Schema):
         "", description="free text, shown in the report")
     trace: FilePath = Field(None, description="a trace JSON (relative to the cwd, the scenario's folder or its parent); "
                                               "exactly one of trace and model")
-    model: Annotated[Optional[ModelSpec], BeforeValidator(_model_in)] = Field(
+    model: Annotated[Optional[ModelSpec], _shorthand("model")] = Field(
         None, json_schema_extra=_with_shorthand({"type": "string", "minLength": 1}),
         description="a bundled model to capture a trace from (a name, or a mapping); exactly one of trace and model")
-    cluster: Annotated[ClusterSpec, _mapping(ClusterSpec), BeforeValidator(_cluster_in)] = Field(
+    cluster: Annotated[ClusterSpec, _mapping(ClusterSpec), _shorthand("cluster")] = Field(
         json_schema_extra=_with_shorthand({"type": "string", "minLength": 1}),
         description="the cluster: a preset name / topology YAML path, or a mapping")
     world_size: WorldSize = Field(2, description="ranks; null or 'all': every device of the cluster's topology")

@@ -53,13 +53,11 @@ def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
     inputs = build(sc, best.point, trace)
     path = Path(kept_dir) / KEPT_FILE if kept_dir is not None else None
     key = kept_key(records)
-    d = read_kept(path, KEPT_FORMAT, KEPT_VERSION, key=key) if path is not None else None
-    try:
-        if d is not None:
-            return Recommendation(info=d["info"], plan_doc=d["plan_doc"], result=result_from_dict(d["result"]),
-                                  inputs=inputs)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        pass  # unreadable: computed again
+    got = read_kept(path, KEPT_FORMAT, KEPT_VERSION, lambda d: Recommendation(
+        info=d["info"], plan_doc=d["plan_doc"], result=result_from_dict(d["result"]), inputs=inputs),
+        key=key) if path is not None else None
+    if got is not None:
+        return got
     got = _recommend(sc, records, trace, build, sim, best, inputs)
     if path is not None:
         write_kept(path, {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": key, "info": got.info,

@@ -374,11 +374,6 @@ _AXES_TEXT = (f"a mapping of axis -> a non-empty list of values (at most {MAX_LI
               "simulation.seed, cluster.options.nic_gbit)")
 
 
-def _axes_ok(v: Any) -> bool:
-    return isinstance(v, dict) and 0 < len(v) and all(
-        _axis_key_ok(k) and isinstance(x, list) and 0 < len(x) <= MAX_LIST for k, x in v.items())
-
-
 class ExploreSample(Schema):
     """``explore.sample``: a seeded random subset of the crossed design space."""
 
@@ -396,7 +391,8 @@ class ExploreSection(Schema):
     its axes (crossed in the order written, the first outermost, or sampled), where each system's
     trace comes from, and the GPU-hour prices of the cost columns."""
 
-    axes: Annotated[dict[str, list[Any]], rule(_AXES_TEXT, _axes_ok)] = Field(
+    axes: Annotated[dict[str, list[Any]], rule(_AXES_TEXT, lambda v: isinstance(v, dict) and 0 < len(v) and all(
+        _axis_key_ok(k) and isinstance(x, list) and 0 < len(x) <= MAX_LIST for k, x in v.items()))] = Field(
         description="axis -> values: system (cluster.topology), nodes, world_size, bucket_cap_mb (null: DDP's "
                     "default), bucket_cap_mb_list, comm_hook, batch_size (re-times the trace; needs retime), or "
                     "any dotted scenario key")

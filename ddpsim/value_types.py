@@ -144,13 +144,9 @@ def _section(model: type[Schema]) -> Any:
 def _with_shorthand(alternative: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
     """A field's JSON Schema that also takes the shorthand ``alternative`` (the loader reads it so)."""
     def extra(schema: dict[str, Any]) -> None:
-        ref = schema.pop("$ref", None)
-        if ref is not None:
-            schema["anyOf"] = [{"$ref": ref}, alternative]
-        else:
-            schema["anyOf"] = [*schema.pop("anyOf", []), alternative]
+        given = [{"$ref": schema.pop("$ref")}] if "$ref" in schema else schema.pop("anyOf", [])
+        schema["anyOf"] = [*given, alternative]
     return extra
-
 
 
 def section_of(rec: type, *, skip: tuple[str, ...] = (), types: dict[str, Any] | None = None,

@@ -103,25 +103,22 @@ def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = 
     if "batch_size" in section.axes and not section.retime:
         raise InputError(f"{source}: explore.axes.batch_size: {shorten(section.axes['batch_size'])} is not accepted "
                          "without explore.retime: true; expected retime: true (the trace is re-timed per batch size)")
+    # each axis value set alone into the scenario, validated: its error names the axis
     for name, key, vals in space.axes:
-        for i, v in enumerate(vals):
-            _check_value(space, name, key, i, v)
+        for i, value in enumerate(vals):
+            if key == "batch_size":
+                if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BATCH_SIZE):
+                    raise InputError(f"{source}: explore.axes.batch_size[{i}]: {shorten(value)} is not accepted; "
+                                     f"expected an integer >= 1 and <= {MAX_BATCH_SIZE}")
+                continue
+            try:
+                validate(ScenarioFile, point_mapping(space, ((name, value),)), "point")
+            except InputError as exc:
+                expected = (str(exc).partition("; expected ")[2]
+                            or f"a value {key} accepts ({str(exc).partition(': ')[2]})")
+                raise InputError(f"{source}: explore.axes.{name}[{i}]: {shorten(value)} is not accepted; "
+                                 f"expected {expected if len(expected) <= 300 else expected[:297] + '...'}") from None
     return space
-
-
-def _check_value(space: ExploreSpace, name: str, key: str, i: int, value: Any) -> None:
-    """One axis value set alone into the scenario, validated: its error names the axis."""
-    if key == "batch_size":
-        if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BATCH_SIZE):
-            raise InputError(f"{space.source}: explore.axes.batch_size[{i}]: {shorten(value)} is not accepted; "
-                             f"expected an integer >= 1 and <= {MAX_BATCH_SIZE}")
-        return
-    try:
-        validate(ScenarioFile, point_mapping(space, ((name, value),)), "point")
-    except InputError as exc:
-        expected = str(exc).partition("; expected ")[2] or f"a value {key} accepts ({str(exc).partition(': ')[2]})"
-        raise InputError(f"{space.source}: explore.axes.{name}[{i}]: {shorten(value)} is not accepted; "
-                         f"expected {expected if len(expected) <= 300 else expected[:297] + '...'}") from None
 
 
 def space_points(space: ExploreSpace) -> list[Point]:
@@ -204,8 +201,18 @@ def _trace_for(space: ExploreSpace, sc: Scenario, batch: int | None, traces: dic
         key = f"{Path(src).name}@{gpu}" + (f",batch={batch}" if batch is not None else "")
         load = partial(_retimed, Path(src), gpu, batch, out_dir)
     if key not in traces:
-        traces[key] = load()
-        info[key] = trace_figures(traces[key])
+        # the trace's samples per rank and step (its batch_size) and one GPU's step without DDP:
+        # the medians of forward, backward, optimizer and zero_grad
+        trace = traces[key] = load()
+        size = trace.environment.get("batch_size")
+        one = 0.0
+        for name in ("forward", "backward", "optimizer", "zero_grad"):
+            try:
+                one += trace.phase(name).median_s
+            except (KeyError, InputError):
+                pass
+        size = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+        info[key] = {"model": trace.model, "batch_size": size, "one_gpu_step_s": one}
     return key
 
 
@@ -216,7 +223,7 @@ def _retimed(src: Path, gpu: str, batch: int | None, out_dir: Path | None) -> An
     from ddpsim.trace.retime import get_gpu, modelled_name
 
     source = load_trace(src)
-    env = source.environment if isinstance(source.environment, dict) else {}
+    env = source.environment
     if env.get("device_name") == modelled_name(get_gpu(gpu)) and batch in (None, env.get("batch_size")):
         return source  # already this GPU's roofline trace at this batch
     stamp = hashlib.sha256(src.read_bytes() + code_fingerprint().encode()).hexdigest()[:12]
@@ -252,21 +259,6 @@ def system_gpu(sc: Scenario, source: str) -> str:
     raise InputError(f"{source}: explore.retime: system {sc.cluster.topology!r} (devices {', '.join(models) or 'none'}) "
                      f"is not accepted; expected a system whose GPU has roofline figures ({', '.join(sorted(gpus))}), or "
                      f"its own trace in explore.traces")
-
-
-def trace_figures(trace: Any) -> dict[str, Any]:
-    """A trace's samples per rank and step (its ``batch_size``) and one GPU's step without DDP:
-    the medians of forward, backward, optimizer and zero_grad."""
-    env = trace.environment if isinstance(trace.environment, dict) else {}
-    batch = env.get("batch_size")
-    batch = batch if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0 else None
-    one = 0.0
-    for name in ("forward", "backward", "optimizer", "zero_grad"):
-        try:
-            one += trace.phase(name).median_s
-        except (KeyError, InputError):
-            pass
-    return {"model": trace.model, "batch_size": batch, "one_gpu_step_s": one}
 
 
 # ---- simulating points ------------------------------------------------------------------------

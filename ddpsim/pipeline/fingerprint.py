@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 import math
@@ -17,19 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any, Iterable
 
-#: one hash of the source is read once per process
-_CODE_FP: list[str] = []
-
-
+@functools.cache
 def code_fingerprint() -> str:
-    """A hash of ddpsim's own source: a stored point is reused only by the same code."""
-    if not _CODE_FP:
-        h = hashlib.sha256()
-        root = Path(__file__).resolve().parents[1]  # the ddpsim package
-        for f in sorted(root.rglob("*.py")):
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
-        _CODE_FP.append(h.hexdigest()[:16])
-    return _CODE_FP[0]
+    """A hash of ddpsim's source, read once per process: a stored point is reused only by the same code."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]  # the ddpsim package
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def canonical(obj: Any) -> Any:
@@ -53,11 +49,7 @@ def canonical(obj: Any) -> Any:
         return {"set": sorted((canonical(x) for x in obj), key=lambda x: json.dumps(x, sort_keys=True))}
     if isinstance(obj, PurePath):
         return {"path": obj.as_posix()}
-    return _library_value(obj)
-
-
-def _library_value(obj: Any) -> Any:
-    """numpy, pydantic and networkx values; anything else is refused."""
+    # numpy, pydantic and networkx values; anything else is refused
     mod = type(obj).__module__.split(".")[0]
     if mod == "numpy":
         import numpy as np

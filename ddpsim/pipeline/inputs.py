@@ -84,24 +84,19 @@ def _build(scenario: Any, point: Point, trace: Any, calibration: Any, graph: Any
     plan = _KEPT.get(("plan", id(trace), scenario.plan_path, scenario.where(), scenario.ddp_options(point)), (trace,),
                      lambda: bucket_plan(scenario, point, trace))
     if getattr(scenario, "compile", None) is not None:
-        trace, plan = _compiled(scenario, point, trace, plan)
+        # DDP under torch.compile (ddpsim.plan.compiled.compiled_point): DDPOptimizer's subgraphs and
+        # their grouped gradient-ready times with DDP's buckets over them, or compiled autograd's
+        # python reducer; the eager plan is kept where the scenario gives an explicit plan file
+        from ddpsim.plan.compiled import compiled_point
+
+        try:
+            trace, plan = compiled_point(trace, scenario.ddp_options(point), scenario.compile,
+                                         plan=plan if scenario.plan_path is not None else None)
+        except InputError as exc:
+            raise InputError(f"{scenario.where()}{exc}") from None
     config = sim_config(scenario, point, world_size=world, graph=graph, calibration=calibration, comm=comm)
     return PointInputs(point=point, trace=trace, plan=plan, comm=comm, config=config,
                        backend=comm.backend)
-
-
-def _compiled(scenario: Any, point: Point, trace: Any, plan: Any) -> tuple[Any, Any]:
-    """``(trace, plan)`` of ``point`` as DDP under ``torch.compile`` sees it
-    (:func:`ddpsim.plan.compiled.compiled_point`: DDPOptimizer's subgraphs and their grouped
-    gradient-ready times with DDP's buckets over them, or compiled autograd's python reducer);
-    ``plan``, the eager one, is kept where the scenario gives an explicit plan file."""
-    from ddpsim.plan.compiled import compiled_point
-
-    try:
-        return compiled_point(trace, scenario.ddp_options(point), scenario.compile,
-                              plan=plan if scenario.plan_path is not None else None)
-    except InputError as exc:
-        raise InputError(f"{scenario.where()}{exc}") from None
 
 
 def comm_model(scenario: Any, graph: Any, world_size: int, calibration: Any = None):

@@ -119,7 +119,7 @@ def band_samples(scenario: Any, inputs: Any) -> list[Sample]:
     return out
 
 
-def sample_inputs(scenario: Any, point: Any, inputs: Any, graph: Any, sample: Sample) -> tuple[Any, Any]:
+def sample_inputs(scenario: Any, inputs: Any, graph: Any, sample: Sample) -> tuple[Any, Any]:
     """(comm, config) of ``inputs`` under ``sample``."""
     comm, cfg = inputs.comm, inputs.config
     if sample.terms_off:
@@ -141,17 +141,15 @@ def sample_inputs(scenario: Any, point: Any, inputs: Any, graph: Any, sample: Sa
 def sample_runs(scenario: Any, point: Any, inputs: Any) -> list[tuple[Sample, Any, Any]]:
     """``(sample, comm, config)`` of every re-simulation of one point, in sample order."""
     samples = samples_for(scenario, inputs)
-    if not samples:
-        return []
-    graph = point_graph(scenario, point.nodes)
-    return [(smp, *sample_inputs(scenario, point, inputs, graph, smp)) for smp in samples]
+    graph = point_graph(scenario, point.nodes) if samples else None
+    return [(smp, *sample_inputs(scenario, inputs, graph, smp)) for smp in samples]
 
 
 def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Callable | None) -> float:
     """Sample ``k``'s p50 step time alone (a task of the sweep's worker pool): only that sample's
     inputs are built."""
     sample = samples_for(scenario, inputs)[k]
-    return p50_s(simulate, inputs, *sample_inputs(scenario, point, inputs, point_graph(scenario, point.nodes), sample))
+    return p50_s(simulate, inputs, *sample_inputs(scenario, inputs, point_graph(scenario, point.nodes), sample))
 
 
 def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequence[dict[str, Any]],

@@ -53,30 +53,11 @@ def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
     inputs = build(sc, best.point, trace)
     path = Path(kept_dir) / KEPT_FILE if kept_dir is not None else None
     key = kept_key(records)
-    d = read_kept(path, KEPT_FORMAT, KEPT_VERSION, key=key) if path is not None else None
-    try:
-        if d is not None:
-            return Recommendation(info=d["info"], plan_doc=d["plan_doc"], result=result_from_dict(d["result"]),
-                                  inputs=inputs)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        pass  # unreadable: computed again
-    got = _recommend(sc, records, trace, build, sim, best, inputs)
-    if path is not None:
-        write_kept(path, {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": key, "info": got.info,
-                          "plan_doc": got.plan_doc, "result": result_to_dict(replace(got.result, spans=()))})
-    return got
-
-
-def kept_key(records: Sequence[Any]) -> str:
-    """What :func:`recommend` computes from: every point's id and resume key (each a hash of all
-    the engine received for the point and of ddpsim's source, so also of this module), in order."""
-    points = [[r.point_id, r.key] for r in records]
-    return digest({"format": KEPT_FORMAT, "version": KEPT_VERSION, "points": points})[:20]
-
-
-def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable, best: Any,
-               inputs: Any) -> Recommendation:
-    """:func:`recommend`, computed."""
+    got = read_kept(path, KEPT_FORMAT, KEPT_VERSION, lambda d: Recommendation(
+        info=d["info"], plan_doc=d["plan_doc"], result=result_from_dict(d["result"]), inputs=inputs),
+        key=key) if path is not None else None
+    if got is not None:
+        return got
     opts = sc.ddp_options(best.point)
     tried = _candidates(trace, inputs, opts, best.point.comm_hook, sim)
     _, _, label, found, rec_result = min(tried, key=lambda x: (x[0], x[1]))
@@ -101,7 +82,18 @@ def _recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable
                       f"{len(tried)} cost-model variant(s) by the engine: {label}",
             "candidates": [{"variant": t[2], "num_buckets": len(t[3].steady), "iteration_p50_s": t[0]} for t in tried],
             "written": "explicit plan" if better else f"DDP buckets of {best.point_id}", "cap_list": caps}
-    return Recommendation(info=info, plan_doc=plan_doc, result=rec_result, inputs=inputs)
+    got = Recommendation(info=info, plan_doc=plan_doc, result=rec_result, inputs=inputs)
+    if path is not None:
+        write_kept(path, {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": key, "info": got.info,
+                          "plan_doc": got.plan_doc, "result": result_to_dict(replace(got.result, spans=()))})
+    return got
+
+
+def kept_key(records: Sequence[Any]) -> str:
+    """What :func:`recommend` computes from: every point's id and resume key (each a hash of all
+    the engine received for the point and of ddpsim's source, so also of this module), in order."""
+    points = [[r.point_id, r.key] for r in records]
+    return digest({"format": KEPT_FORMAT, "version": KEPT_VERSION, "points": points})[:20]
 
 
 def _candidates(trace: Any, inputs: Any, opts: DDPOptions, comm_hook: str, sim: Callable) -> list[tuple]:

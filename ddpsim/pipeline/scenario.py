@@ -326,7 +326,7 @@ def set_dotted(data: dict, parts: list[str], value: Any) -> None:
     for i, part in enumerate(parts[:-1]):
         cur = holder.get(part)
         if i == 0 and part in SHORTHANDS and isinstance(cur, str):
-            cur = SHORTHANDS[part](cur)
+            cur = {SHORTHANDS[part]: cur}
         if cur is None:
             cur = {}
         if not isinstance(cur, dict):

@@ -374,11 +374,6 @@ _AXES_TEXT = (f"a mapping of axis -> a non-empty list of values (at most {MAX_LI
               "simulation.seed, cluster.options.nic_gbit)")
 
 
-def _axes_ok(v: Any) -> bool:
-    return isinstance(v, dict) and 0 < len(v) and all(
-        _axis_key_ok(k) and isinstance(x, list) and 0 < len(x) <= MAX_LIST for k, x in v.items())
-
-
 class ExploreSample(Schema):
     """``explore.sample``: a seeded random subset of the crossed design space."""
 
@@ -396,7 +391,8 @@ class ExploreSection(Schema):
     its axes (crossed in the order written, the first outermost, or sampled), where each system's
     trace comes from, and the GPU-hour prices of the cost columns."""
 
-    axes: Annotated[dict[str, list[Any]], rule(_AXES_TEXT, _axes_ok)] = Field(
+    axes: Annotated[dict[str, list[Any]], rule(_AXES_TEXT, lambda v: isinstance(v, dict) and 0 < len(v) and all(
+        _axis_key_ok(k) and isinstance(x, list) and 0 < len(x) <= MAX_LIST for k, x in v.items()))] = Field(
         description="axis -> values: system (cluster.topology), nodes, world_size, bucket_cap_mb (null: DDP's "
                     "default), bucket_cap_mb_list, comm_hook, batch_size (re-times the trace; needs retime), or "
                     "any dotted scenario key")
@@ -431,16 +427,12 @@ FilePath = Annotated[Optional[str], rule("a file path (a non-empty string) or nu
                                           lambda v: v is None or (isinstance(v, str) and v != ""))]
 
 
-def _model_in(v: Any) -> Any:
-    return {"name": v} if isinstance(v, str) else v
+#: sections a file may give as one string: the key of the mapping that string stands for
+SHORTHANDS = {"model": "name", "cluster": "topology"}
 
 
-def _cluster_in(v: Any) -> Any:
-    return {"topology": v} if isinstance(v, str) else v
-
-
-#: sections a file may give as one string: the mapping each shorthand stands for
-SHORTHANDS = {"model": _model_in, "cluster": _cluster_in}
+def _shorthand(section: str) -> BeforeValidator:
+    return BeforeValidator(lambda v: {SHORTHANDS[section]: v} if isinstance(v, str) else v)
 
 
 class ScenarioFile(Schema):
@@ -451,10 +443,10 @@ class ScenarioFile(Schema):
         "", description="free text, shown in the report")
     trace: FilePath = Field(None, description="a trace JSON (relative to the cwd, the scenario's folder or its parent); "
                                               "exactly one of trace and model")
-    model: Annotated[Optional[ModelSpec], BeforeValidator(_model_in)] = Field(
+    model: Annotated[Optional[ModelSpec], _shorthand("model")] = Field(
         None, json_schema_extra=_with_shorthand({"type": "string", "minLength": 1}),
         description="a bundled model to capture a trace from (a name, or a mapping); exactly one of trace and model")
-    cluster: Annotated[ClusterSpec, _mapping(ClusterSpec), BeforeValidator(_cluster_in)] = Field(
+    cluster: Annotated[ClusterSpec, _mapping(ClusterSpec), _shorthand("cluster")] = Field(
         json_schema_extra=_with_shorthand({"type": "string", "minLength": 1}),
         description="the cluster: a preset name / topology YAML path, or a mapping")
     world_size: WorldSize = Field(2, description="ranks; null or 'all': every device of the cluster's topology")

@@ -336,27 +336,25 @@ def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ra
 def _stored_points(job: Job, pdir: Path | None) -> dict[int, PointRecord]:
     """The readable point files of an earlier run in ``pdir``, by point index (their keys are
     checked where each point is built); an unreadable or stale one is simulated again."""
-    stored: dict[int, PointRecord] = {}
-    for i, t in enumerate(job.points):
-        f = pdir / f"{file_id(t.point_id)}.json" if pdir is not None else None
-        d = read_kept(f, POINT_FORMAT, POINT_VERSION, id=t.point_id) if f is not None else None
-        try:
-            if d is not None and isinstance(d.get("key"), str) and (d["result"] is not None) == job.detail:
-                stored[i] = PointRecord.from_dict(d)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            pass
-    return stored
+    def record(d: dict[str, Any]) -> PointRecord | None:
+        fits = isinstance(d.get("key"), str) and (d["result"] is not None) == job.detail
+        return PointRecord.from_dict(d) if fits else None
+
+    found = {i: read_kept(pdir / f"{file_id(t.point_id)}.json", POINT_FORMAT, POINT_VERSION, record,
+                          id=t.point_id) for i, t in enumerate(job.points)} if pdir is not None else {}
+    return {i: r for i, r in found.items() if r is not None}
 
 
-def read_kept(path: Path, fmt: str, version: int, **expect: Any) -> dict[str, Any] | None:
-    """The JSON document kept at ``path`` (:func:`write_kept`) when it has this format and version
-    and the values ``expect``; None where there is none, it is stale or unreadable."""
+def read_kept(path: Path, fmt: str, version: int, build: Callable[[dict], Any] = lambda d: d,
+              **expect: Any) -> Any:
+    """``build`` of the JSON document kept at ``path`` (:func:`write_kept`) when it has this format
+    and version and the values ``expect``; None where there is none, it is stale or unreadable."""
     try:
         d = json.loads(path.read_text())
-    except (OSError, ValueError):
+        ok = isinstance(d, dict) and d.get("format") == fmt and d.get("version") == version
+        return build(d) if ok and all(d.get(k) == v for k, v in expect.items()) else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    ok = isinstance(d, dict) and d.get("format") == fmt and d.get("version") == version
-    return d if ok and all(d.get(k) == v for k, v in expect.items()) else None
 
 
 def write_kept(path: Path, doc: dict[str, Any]) -> None:

@@ -16,22 +16,16 @@ from ddpsim.pipeline.inputs import p50_s
 from ddpsim.pipeline.sweep import TIE_RELATIVE, PointRecord, best_record
 
 
-def _stored_p50(record: PointRecord, off: tuple[str, ...]) -> float | None:
-    """The p50 step of ``record``'s stored run with ``off`` switched off, None without one."""
-    runs = record.metrics.get("uncertainty") or {}
-    label = off_label(off)
-    return runs["p50_s"][runs["labels"].index(label)] if label in runs.get("labels", ()) else None
-
-
 def _without(scenario: Any, records: Sequence[PointRecord], off: tuple[str, ...], full_best: str, trace: Any,
              build: Callable, simulate: Callable | None) -> dict[str, Any]:
     """The sweep's best point with ``off`` switched off: its p50 step and what the full model's
     best point loses against it there."""
     sc = scenario.updated(cost_model={t: False for t in off})
-    p50 = {}
-    for r in records:
-        kept = _stored_p50(r, off)
-        p50[r.point_id] = p50_s(simulate, build(sc, r.point, trace)) if kept is None else kept
+    p50, label = {}, off_label(off)
+    for r in records:  # the point's stored run with ``off`` switched off, else simulated here
+        runs = r.metrics.get("uncertainty") or {}
+        p50[r.point_id] = (runs["p50_s"][runs["labels"].index(label)] if label in runs.get("labels", ())
+                           else p50_s(simulate, build(sc, r.point, trace)))
     best = best_record(list(p50), p50.get)
     if p50[full_best] <= p50[best] * (1 + TIE_RELATIVE):  # a tie keeps the full model's answer
         best = full_best

@@ -23,7 +23,7 @@ import platform
 import re
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from ddpsim.errors import InputError
@@ -360,19 +360,11 @@ def _model_error(name: str, phase: str, exc: BaseException) -> InputError:
 _BLOCK_RE = re.compile(r"^(?P<prefix>.*?\.)(?P<k>\d+)\.(?P<rest>.+)$")
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Blocks:
-    """A trace's repeated blocks: parameter indices before and after them, and each block's
-    parameters by their name inside the block (block 0's order)."""
-    prefix: str
-    num_blocks: int
-    pre: list[int]
-    post: list[int]
-    per_block: dict[int, dict[str, int]]
-
-
-def _find_blocks(trace: Trace, block_prefix: str | None, num_blocks: int) -> _Blocks:
-    """The identical, contiguous blocks ``<prefix>0 .. <prefix>K-1`` of ``trace`` (3 <= K <= ``num_blocks``)."""
+def _find_blocks(trace: Trace, block_prefix: str | None,
+                 num_blocks: int) -> tuple[str, dict[int, dict[str, int]], range, range]:
+    """The identical, contiguous blocks ``<prefix>0 .. <prefix>K-1`` of ``trace`` (3 <= K <= ``num_blocks``):
+    the prefix, per block its parameters by their name inside the block (block 0's order), and the
+    parameter indices before and after the blocks."""
     names = [p.name for p in trace.params]
     if block_prefix is None:
         prefixes = [m.group("prefix") for n in names if (m := _BLOCK_RE.match(n))]
@@ -393,8 +385,7 @@ def _find_blocks(trace: Trace, block_prefix: str | None, num_blocks: int) -> _Bl
     per_block = {k: {blk[i][1]: i for i in block_idx if blk[i][0] == k} for k in range(K)}
     if any(list(per_block[k]) != list(per_block[0]) for k in range(K)):
         raise InputError(f"derive_depth: blocks under {block_prefix!r} differ in their parameters; expected identical blocks")
-    return _Blocks(prefix=block_prefix, num_blocks=K, pre=list(range(lo)), post=list(range(hi + 1, len(names))),
-                   per_block=per_block)
+    return block_prefix, per_block, range(lo), range(hi + 1, len(names))
 
 
 def _captured_position(p: int, *, K: int, N: int) -> int:
@@ -406,13 +397,15 @@ def _captured_position(p: int, *, K: int, N: int) -> int:
     return 1 + (p - 1) % (K - 2)
 
 
-def _derived_iteration(it: IterationSample, blocks: _Blocks, new: Sequence[tuple[int, str, int | None]], *,
-                       N: int, bytes_ratio: float) -> tuple[IterationSample, float]:
-    """One measured iteration extended to ``N`` blocks, and its per-block backward time ``d``."""
-    K = blocks.num_blocks
+def _derived_iteration(it: IterationSample, per_block: dict[int, dict[str, int]],
+                       new: Sequence[tuple[int, str, int | None]], *, N: int,
+                       bytes_ratio: float) -> tuple[IterationSample, float]:
+    """One measured iteration extended to ``N`` blocks (``per_block``: :func:`_find_blocks`), and its
+    per-block backward time ``d``."""
+    K = len(per_block)
     means = []
     for k in range(K):
-        ts = [it.grad_ready_s[i] for i in blocks.per_block[k].values() if it.grad_ready_s[i] is not None]
+        ts = [it.grad_ready_s[i] for i in per_block[k].values() if it.grad_ready_s[i] is not None]
         means.append(statistics.fmean(ts) if ts else math.nan)
     diffs = [means[k - 1] - means[k] for k in range(1, K) if not math.isnan(means[k - 1] - means[k])]
     d = max(0.0, statistics.median(diffs)) if diffs else 0.0
@@ -449,21 +442,21 @@ def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = No
     (``block_prefix`` None: found from the names) to ``num_blocks`` = N blocks by the method of
     :data:`_DERIVE_METHOD`, recorded in ``synthetic``. InputError: no repeated blocks, fewer than 3,
     or N < K."""
-    blocks = _find_blocks(trace, block_prefix, num_blocks)
-    K = blocks.num_blocks
+    prefix, per_block, pre, post = _find_blocks(trace, block_prefix, num_blocks)
+    K = len(per_block)
     N = num_blocks
     names = [p.name for p in trace.params]
     # new parameter list: (source index, new name, target block or None)
-    new: list[tuple[int, str, int | None]] = [(i, names[i], None) for i in blocks.pre]
+    new: list[tuple[int, str, int | None]] = [(i, names[i], None) for i in pre]
     for j in range(N):
         src_block = K - 1 - _captured_position(N - 1 - j, K=K, N=N)
-        for rest in blocks.per_block[0]:
-            new.append((blocks.per_block[src_block][rest], f"{blocks.prefix}{j}.{rest}", j))
-    new += [(i, names[i], None) for i in blocks.post]
+        for rest in per_block[0]:
+            new.append((per_block[src_block][rest], f"{prefix}{j}.{rest}", j))
+    new += [(i, names[i], None) for i in post]
     src = trace.params
     records = tuple(replace(src[i], index=n, name=name) for n, (i, name, _) in enumerate(new))
     bytes_ratio = sum(r.size_bytes for r in records) / trace.total_param_bytes
-    derived = [_derived_iteration(it, blocks, new, N=N, bytes_ratio=bytes_ratio) for it in trace.iterations]
+    derived = [_derived_iteration(it, per_block, new, N=N, bytes_ratio=bytes_ratio) for it in trace.iterations]
     iterations = [sample for sample, _ in derived]
     ds = [d for _, d in derived]
     first = iterations[0].grad_ready_s
@@ -475,7 +468,7 @@ def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = No
     env["captured_n_layer"] = K
     synthetic = {
         "kind": "derived-depth",
-        "from_blocks": K, "to_blocks": N, "block_prefix": blocks.prefix,
+        "from_blocks": K, "to_blocks": N, "block_prefix": prefix,
         "source_command": trace.command,
         "per_block_backward_s": [round(d, 9) for d in ds],
         "method": _DERIVE_METHOD,

@@ -90,12 +90,9 @@ def conv_layout_bytes(name: str, args: tuple, out: Any, tensor_core: bool) -> in
     if not backward:
         return 2 * (x.nbytes + weight + out.nbytes)
     grad_out, mask = args[0], args[10]
-    moved = 0
-    if mask[0]:  # data gradient: dy and the filter in, dx back
-        moved += 2 * (grad_out.nbytes + weight + x.nbytes)
-    if mask[1]:  # filter gradient: x and dy in, dw back
-        moved += 2 * (x.nbytes + grad_out.nbytes + weight)
-    return moved
+    # the data gradient (dy and the filter in, dx back) and the filter gradient (x and dy in, dw back)
+    # each convert dy, x and the filter once
+    return 2 * (grad_out.nbytes + weight + x.nbytes) * (bool(mask[0]) + bool(mask[1]))
 
 
 def kernel_class(kernel: str) -> str | None:

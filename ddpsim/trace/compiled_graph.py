@@ -56,9 +56,7 @@ class CompiledGraph:
     def check(self, num_params: int) -> "CompiledGraph":
         """Raise InputError unless every node and parameter index is in range."""
         for k, g in enumerate(self.graphs):
-            bad = next(_out_of_range(g, num_params), None)
-            if bad is not None:
-                key, value, expected = bad
+            for key, value, expected in _out_of_range(g, num_params):  # the first in key order
                 raise InputError(f"compiled_graph.graphs[{k}].{key}: {value} is not accepted; "
                                  f"expected {expected}")
         return self
@@ -143,13 +141,9 @@ def _alias_of(torch: Any, nodes: Sequence[Any]) -> tuple[int | None, ...]:
         value = node.meta.get("example_value")
         base = None
         if isinstance(value, torch.Tensor) and value._is_view():
-            storage = value.untyped_storage()._cdata
-            for j in range(i + 1, len(nodes)):
-                other = nodes[j].meta.get("example_value")
-                if isinstance(other, torch.Tensor) and not other._is_view() and \
-                        other.untyped_storage()._cdata == storage:
-                    base = j
-                    break
+            others = [(j, nodes[j].meta.get("example_value")) for j in range(i + 1, len(nodes))]
+            base = next((j for j, o in others if isinstance(o, torch.Tensor) and not o._is_view()
+                         and o.untyped_storage()._cdata == value.untyped_storage()._cdata), None)
         out.append(base)
     return tuple(out)
 

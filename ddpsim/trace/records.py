@@ -202,12 +202,10 @@ class Trace:
                                  f"expected distinct parameter indices in [0, {n})")
             seen.add(idx)
         for p in self.params:
-            if p.has_grad and p.index not in seen:
-                raise InputError(f"grad_ready_order: parameter {p.index} ({p.name}) has a gradient but is missing; "
-                                 "expected every parameter with has_grad=true")
-            if not p.has_grad and p.index in seen:
-                raise InputError(f"grad_ready_order: parameter {p.index} ({p.name}) has has_grad=false but is listed; "
-                                 "expected only parameters with has_grad=true")
+            if p.has_grad != (p.index in seen):
+                raise InputError(f"grad_ready_order: parameter {p.index} ({p.name}) " + (
+                    "has a gradient but is missing; expected every parameter with has_grad=true" if p.has_grad
+                    else "has has_grad=false but is listed; expected only parameters with has_grad=true"))
         if self.compiled_graph is not None:
             self.compiled_graph.check(n)
 

@@ -30,7 +30,7 @@ from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu
 from ddpsim.trace.capture import to_channels_last
 from ddpsim.trace.cnn_kernels import PER_CHANNEL, batch_norm_kernels, conv_layout_bytes
-from ddpsim.trace.records import IterationSample, Trace, buffer_records, load_trace, param_records
+from ddpsim.trace.records import Trace, buffer_records, load_trace, param_records
 
 
 def _check_numbers(obj: Any, keys: Sequence[str], ok: Any, expected: str) -> None:
@@ -413,32 +413,10 @@ def retime_spec(spec: Any, *, gpu: str | Gpu, batch_size: int, autocast: str | N
     env["torch_version"] = torch.__version__
     low = autocast or {"bfloat16": "bf16", "float16": "fp16"}.get(dtype)
     peak = gpu_peaks(g)["fp32_flops_per_s"] if low is None else low_precision_flops_per_s(g, low)
-    synthetic = _retimed_synthetic(g, a, sample, log, peak=peak, extra_synthetic=extra_synthetic)
-    trace = Trace(model=spec.name, params=records, buffers=buffer_records(runner.module), grad_ready_order=tuple(order), iterations=(sample,),
-                  environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
-    return (trace, log) if return_log else trace
-
-
-_RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
-                  "bytes/(hbm*memory_efficiency), min_kernel_s); views free; attention as a fused flash kernel "
-                  "(causal halves FLOPs); float32 on CUDA cores at cuda_core_efficiency, TF32 convolutions at "
-                  "tf32_efficiency; a bf16/fp16 GEMM with a leading dimension not a multiple of 16 bytes at "
-                  "unaligned_gemm_efficiency; training batch norm in two passes, PyTorch's NCHW bf16 batch norm "
-                  "bounded per channel, cuDNN's NCHW/NHWC conversions around tensor-core convolutions that are not "
-                  "1x1 stride 1 (ddpsim.trace.cnn_kernels); ops issued through a launch queue (host time per op by "
-                  "phase + per tensor argument; the GPU starts a kernel once issued and free); autocast emulated (matmul-class "
-                  "ops in low precision, norms/softmax/loss in fp32, weight casts charged in forward); grad-ready "
-                  "time = modelled clock when the post-accumulate-grad hook fires; optimizer = foreach step on meta "
-                  "(second step); zero_grad 0")
-
-
-def _retimed_synthetic(g: Gpu, a: RooflineAssumptions, sample: IterationSample, log: Sequence[OpCost], *,
-                       peak: float, extra_synthetic: dict[str, Any] | None) -> dict[str, Any]:
-    """The ``synthetic`` record of a retimed trace: the GPU, the assumptions, FLOPs and MFU."""
     fwd_flops = sum(c.flops for c in log if c.phase == "forward")
     bwd_flops = sum(c.flops for c in log if c.phase == "backward")
     step_s = sample.forward_s + sample.backward_s + sample.optimizer_s + sample.zero_grad_s
-    return {
+    synthetic = {
         "kind": "retimed",
         "gpu": modelled_name(g), "gpu_peaks": gpu_peaks(g), "gpu_source": g.summary,
         "assumptions": asdict(a),
@@ -457,6 +435,22 @@ def _retimed_synthetic(g: Gpu, a: RooflineAssumptions, sample: IterationSample, 
         "mfu_peak_flops_per_s": peak,
         **(extra_synthetic or {}),
     }
+    trace = Trace(model=spec.name, params=records, buffers=buffer_records(runner.module), grad_ready_order=tuple(order), iterations=(sample,),
+                  environment=env, hook_overhead_frac=None, synthetic=synthetic, command=command)
+    return (trace, log) if return_log else trace
+
+
+_RETIME_METHOD = ("roofline per ATen op on the meta device: time = max(flops/(peak*compute_efficiency), "
+                  "bytes/(hbm*memory_efficiency), min_kernel_s); views free; attention as a fused flash kernel "
+                  "(causal halves FLOPs); float32 on CUDA cores at cuda_core_efficiency, TF32 convolutions at "
+                  "tf32_efficiency; a bf16/fp16 GEMM with a leading dimension not a multiple of 16 bytes at "
+                  "unaligned_gemm_efficiency; training batch norm in two passes, PyTorch's NCHW bf16 batch norm "
+                  "bounded per channel, cuDNN's NCHW/NHWC conversions around tensor-core convolutions that are not "
+                  "1x1 stride 1 (ddpsim.trace.cnn_kernels); ops issued through a launch queue (host time per op by "
+                  "phase + per tensor argument; the GPU starts a kernel once issued and free); autocast emulated (matmul-class "
+                  "ops in low precision, norms/softmax/loss in fp32, weight casts charged in forward); grad-ready "
+                  "time = modelled clock when the post-accumulate-grad hook fires; optimizer = foreach step on meta "
+                  "(second step); zero_grad 0")
 
 
 def retime_trace_file(path: str | Path, *, gpu: str, batch_size: int | None = None, seq_len: int | None = None,

@@ -40,18 +40,6 @@ class DeviceDone:
         k = (bisect_left if strict else bisect_right)(self._launch_ts, t)
         return self._done[k - 1] if k else None
 
-    def inherited_until(self, s: StepOps) -> float | None:
-        """Where the step's first device op (launch order) started later than its launch, the
-        device's launch latency (:attr:`latency_us`) and the profiled work before it allow, the
-        device was running work the profile does not hold (launched before profiling began): the
-        time it freed (its start minus the latency); None where the profile explains the start."""
-        first = next((lz for lz in s.launched if kernel_kind(lz.op.name) != COMM), None)
-        if first is None:
-            return None
-        prior = self.before(first.launch_us, strict=True)
-        free = first.op.ts - self.latency_us
-        return free if free > max(first.launch_us, -math.inf if prior is None else prior) else None
-
 
 def critical_fields(done: DeviceDone, s: StepOps, w: PhaseWindows, grads: Sequence[CpuOp]) -> dict[str, Any]:
     """The step's fields of :class:`~ddpsim.trace.profile.result.ProfileIteration` that place its
@@ -67,7 +55,13 @@ def critical_fields(done: DeviceDone, s: StepOps, w: PhaseWindows, grads: Sequen
     module = module_start(s, ops, ddp) if ddp is not None else w.forward.start
     model_end = max(o.end for o in bwd_ops if o.name.startswith(BACKWARD_OP))
     opt_end = w.optimizer.end if w.optimizer_annotated else w.backward.end
-    inherited = done.inherited_until(s)
+    # where the step's first device op (launch order) started later than its launch, the device's launch
+    # latency and the profiled work before it allow, the device ran work launched before profiling began
+    first = next((lz for lz in s.launched if kernel_kind(lz.op.name) != COMM), None)
+    prior = None if first is None else done.before(first.launch_us, strict=True)
+    inherited = None if first is None else first.op.ts - done.latency_us
+    if inherited is not None and inherited <= max(first.launch_us, -math.inf if prior is None else prior):
+        inherited = None
     done_fwd = done.before(w.forward.start)
     inherited_s = 0.0
     if inherited is not None:

@@ -39,10 +39,24 @@ def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *
     prof = path if isinstance(path, KinetoProfile) else read_profile(path)
     built = _Steps(prof)
     dims = _batch_input(built)
-    grads = _grad_info(built, dims)
-    mapping_out = map_params(grads, model=model, seed=seed, source=f"profile {prof.path}")
-    env = _environment(prof, built, dims)
     iterations = tuple(built.iterations)
+    counts = {len(it.grad_ready_s) for it in iterations}
+    if len(counts) > 1:
+        built.notes.append(f"the number of gradients differs between steps ({sorted(counts)}); the last step's order names them")
+    grads = GradInfo(num_grads=len(iterations[-1].grad_ready_s), buckets=iterations[-1].buckets,
+                     shapes=tuple(built.grad_shapes[-1]), work=tuple(built.grad_work[-1]),
+                     input_shape=dims[1:] if dims is not None else None)
+    mapping_out = map_params(grads, model=model, seed=seed, source=f"profile {prof.path}")
+    device = min(built.devices) if built.devices else 0
+    props = next((d for d in prof.device_properties if d.get("id") == device),
+                 prof.device_properties[0] if prof.device_properties else {})
+    info = prof.distributed_info
+    name, sms = props.get("name"), props.get("numSms")
+    env = ProfileEnvironment(gpu_name=name if isinstance(name, str) else None, num_sms=sms if isinstance(sms, int) else None,
+                             world_size=_ranks(info, prof.path), rank=int_or_none(info.get("rank")),
+                             backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
+                             nccl_version=nccl_kernels.profile_version(info),
+                             batch_size=dims[0] if dims is not None else None)
     trace = _trace(prof, iterations, mapping_out, env, model=model, command=command)
     return ProfileImport(trace=trace, source=prof.path, environment=env, iterations=iterations,
                          mapping=mapping_out.mapping,
@@ -77,7 +91,14 @@ class _Steps:
             self.notes.append(f"{self.ddp_modules} DDP modules (DistributedDataParallel.forward calls per step), each with its "
                               "own buckets: their all-reduces are imported together, and a plan is checked against them only "
                               "where each module planned on its own gives its buckets")
-        self._note_other_collectives()
+        # NCCL kernels that are neither a bucket's all-reduce nor a broadcast (all_to_all, reduce_scatter,
+        # all_gather, a logged loss's all-reduce) stay inside the phases as measured; ddpsim does not model them
+        other = Counter(c.collective for it in self.iterations for c in it.collectives if c.bucket_index is None and c.collective != "broadcast")
+        if other:
+            per = ", ".join(f"{n} {name}" for name, n in sorted(other.items()))
+            self.notes.append(f"besides DDP's bucket all-reduces the profiled steps ran {per} NCCL kernels; they stay inside "
+                              "the measured phases as they ran, and ddpsim does not model them when a simulation changes the "
+                              "cluster or the scale")
         layouts = {tuple(b.numel for b in it.buckets) for it in self.iterations}
         if len(layouts) > 1:
             self.notes.append(f"the buckets differ between steps ({len(layouts)} layouts: DDP rebuilds them after its first "
@@ -85,17 +106,6 @@ class _Steps:
         if not any(it.forward.num_kernels + it.backward.num_kernels for it in self.iterations):
             raise InputError(f"profile {prof.path}: no GPU kernel was launched inside a ProfilerStep; expected GPU work "
                              "in the profiled steps (activities=[CPU, CUDA])")
-
-    def _note_other_collectives(self) -> None:
-        """A note on NCCL kernels that are neither a gradient bucket's all-reduce nor a broadcast
-        (model-parallel all_to_all, sharded reduce_scatter / all_gather, a logged loss's all-reduce):
-        their time stays inside the phases as measured, and ddpsim does not model them."""
-        other = Counter(c.collective for it in self.iterations for c in it.collectives if c.bucket_index is None and c.collective != "broadcast")
-        if other:
-            per = ", ".join(f"{n} {name}" for name, n in sorted(other.items()))
-            self.notes.append(f"besides DDP's bucket all-reduces the profiled steps ran {per} NCCL kernels; they stay inside "
-                              "the measured phases as they ran, and ddpsim does not model them when a simulation changes the "
-                              "cluster or the scale")
 
     def _add(self, s: st.StepOps) -> None:
         path = self.prof.path
@@ -243,43 +253,17 @@ def _phase_of(w: st.PhaseWindows, t: float) -> str | None:
 
 
 def _host(s: st.StepOps, w: st.PhaseWindows, n_grads: int) -> StepHostTimes:
-    def total(name: str) -> tuple[float, int]:
-        xs = [o.dur for o in s.cpu if o.name == name and w.backward.holds(o.ts)]
-        return sum(xs) * US, len(xs)
+    def durations(names: Any, ops: Sequence[Any], backward: bool = True) -> list[float]:
+        return [o.dur for o in ops if o.name in names and (not backward or w.backward.holds(o.ts))]
 
-    acc_s, _ = total(st.ACCUMULATE_GRAD)
-    hook_s, _ = total(st.HOOK_OP)
-    launch_s, n_launch = total("c10d::allreduce_")
-    copy_s, _ = total(st.COPY_BUCKET_TO_GRAD)
-    runtime = s.runtime
-    kl = [r for r in runtime if r.name in st.KERNEL_LAUNCHES]
-    sync = [r for r in runtime if r.name in st.SYNC_CALLS]
-    return StepHostTimes(accumulate_grad_s=acc_s, num_accumulate_grad=n_grads,
-                     reducer_hook_s=hook_s, bucket_launch_s=launch_s, num_bucket_launches=n_launch, copy_bucket_to_grad_s=copy_s,
-                     kernel_launch_s=sum(r.dur for r in kl) * US, num_kernel_launches=len(kl),
-                     sync_wait_s=sum(r.dur for r in sync) * US)
-
-
-def _grad_info(built: _Steps, dims: tuple[int, ...] | None) -> GradInfo:
-    its = built.iterations
-    counts = {len(it.grad_ready_s) for it in its}
-    if len(counts) > 1:
-        built.notes.append(f"the number of gradients differs between steps ({sorted(counts)}); the last step's order names them")
-    return GradInfo(num_grads=len(its[-1].grad_ready_s), buckets=its[-1].buckets, shapes=tuple(built.grad_shapes[-1]),
-                    work=tuple(built.grad_work[-1]), input_shape=dims[1:] if dims is not None else None)
-
-
-def _environment(prof: KinetoProfile, built: _Steps, dims: tuple[int, ...] | None) -> ProfileEnvironment:
-    device = min(built.devices) if built.devices else 0
-    props = next((d for d in prof.device_properties if d.get("id") == device), prof.device_properties[0] if prof.device_properties else {})
-    info = prof.distributed_info
-    name = props.get("name")
-    sms = props.get("numSms")
-    return ProfileEnvironment(gpu_name=name if isinstance(name, str) else None, num_sms=sms if isinstance(sms, int) else None,
-                              world_size=_ranks(info, prof.path), rank=int_or_none(info.get("rank")),
-                              backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
-                              nccl_version=nccl_kernels.profile_version(info),
-                              batch_size=dims[0] if dims is not None else None)
+    launches = durations({"c10d::allreduce_"}, s.cpu)
+    kl = durations(st.KERNEL_LAUNCHES, s.runtime, backward=False)
+    return StepHostTimes(accumulate_grad_s=sum(durations({st.ACCUMULATE_GRAD}, s.cpu)) * US, num_accumulate_grad=n_grads,
+                         reducer_hook_s=sum(durations({st.HOOK_OP}, s.cpu)) * US, bucket_launch_s=sum(launches) * US,
+                         num_bucket_launches=len(launches),
+                         copy_bucket_to_grad_s=sum(durations({st.COPY_BUCKET_TO_GRAD}, s.cpu)) * US,
+                         kernel_launch_s=sum(kl) * US, num_kernel_launches=len(kl),
+                         sync_wait_s=sum(durations(st.SYNC_CALLS, s.runtime, backward=False)) * US)
 
 
 def _ranks(info: dict[str, Any], path: str) -> int | None:

@@ -258,8 +258,6 @@ def attach_comms(prof: KinetoProfile) -> None:
     ``record_param_comms`` op that launched it: the op of the kernel's External id, else the
     innermost such op that holds the kernel's launch call on its thread (ROCm profiles)."""
     comms = [o for o in prof.cpu_ops if o.name == "record_param_comms" and o.args]
-    if not comms:
-        return
     by_ext = {o.ext_id: o for o in comms if o.ext_id is not None}
     calls = {r.correlation: r for r in prof.runtime if r.correlation is not None}
     for g in prof.gpu:

@@ -109,8 +109,17 @@ def _by_factory(grads: GradInfo, model: str, seed: int) -> MappedParams:
         notes.append(f"{model}: {moved} gradients became ready in another order than {where} gives; "
                      "the profile's recorded shapes set their order")
         order, where = aligned, f"{where}, reordered by the profile's recorded shapes"
-    _check_shapes(grads, shapes, order, model)
-    _check_buckets(grads, numel, order, model)
+    for pos, idx in enumerate(order):
+        got = grads.shapes[pos] if pos < len(grads.shapes) else None
+        if got is not None and tuple(got) != tuple(shapes[idx]):
+            raise InputError(f"--model: {model!r} parameter {idx} has shape {list(shapes[idx])} but the profile's gradient "
+                             f"{pos} (ready order) has {list(got)}; expected the model the profile ran")
+    for b, span in _bucket_slices(grads):
+        total = sum(numel[order[pos]] for pos in span if pos < len(order))
+        if total != b.numel:
+            raise InputError(f"--model: {model!r} does not match the profile's buckets: bucket {b.index} holds {b.numel:,} "
+                             f"elements in the profile, {total:,} in the model's {len(span)} parameters that were ready for it; "
+                             "expected the model the profile ran")
     params, buffers = param_records(plist), buffer_records(spec.module)
     checked = "every recorded bucket's element count" if grads.buckets else "the gradient count (no buckets recorded)"
     mapping = ParamMapping(method="factory", confidence="exact" if grads.buckets else "count",
@@ -136,23 +145,6 @@ def align_order(order: Sequence[int], shapes: Sequence[tuple[int, ...]],
             return list(order)
         out.append(queue.pop())
     return out
-
-
-def _check_shapes(grads: GradInfo, shapes: Sequence[tuple[int, ...]], order: Sequence[int], model: str) -> None:
-    for pos, idx in enumerate(order):
-        got = grads.shapes[pos] if pos < len(grads.shapes) else None
-        if got is not None and tuple(got) != tuple(shapes[idx]):
-            raise InputError(f"--model: {model!r} parameter {idx} has shape {list(shapes[idx])} but the profile's gradient "
-                             f"{pos} (ready order) has {list(got)}; expected the model the profile ran")
-
-
-def _check_buckets(grads: GradInfo, numel: Sequence[int], order: Sequence[int], model: str) -> None:
-    for b, span in _bucket_slices(grads):
-        total = sum(numel[order[pos]] for pos in span if pos < len(order))
-        if total != b.numel:
-            raise InputError(f"--model: {model!r} does not match the profile's buckets: bucket {b.index} holds {b.numel:,} "
-                             f"elements in the profile, {total:,} in the model's {len(span)} parameters that were ready for it; "
-                             "expected the model the profile ran")
 
 
 # ---- without a factory ---------------------------------------------------------------------

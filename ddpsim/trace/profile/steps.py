@@ -130,12 +130,8 @@ def phase_windows(s: StepOps, path: str) -> PhaseWindows:
     b_end = max([o.end for o in bwd] + ddp_end)
     zero = next((o for o in s.cpu if o.name.startswith("Optimizer.zero_grad")), None)
     fwd_op = next((o for o in s.cpu if o.name == "DistributedDataParallel.forward" and o.ts < b_start), None)
-    if fwd_op is not None:
-        f_start = fwd_op.ts
-    elif zero is not None and zero.end <= b_start:
-        f_start = zero.end
-    else:
-        f_start = s.window.start
+    f_start = (fwd_op.ts if fwd_op is not None
+               else zero.end if zero is not None and zero.end <= b_start else s.window.start)
     opt_w = Window(opt.ts, opt.end) if opt is not None else Window(b_end, s.window.end)
     return PhaseWindows(forward=Window(f_start, b_start), backward=Window(b_start, b_end), optimizer=opt_w,
                         optimizer_annotated=opt is not None)

@@ -244,14 +244,13 @@ def bucket_service_s(buckets: list[dict[str, Any]]) -> list[float]:
 
 
 def bucket_figures(buckets: list[dict[str, Any]]) -> dict[str, float] | None:
-    """One iteration's buckets: ``first_start_s``; ``span_s`` to the last one's start (the backward under
+    """One iteration's buckets: ``span_s`` from the first one's start to the last one's (the backward under
     the overlap); ``allreduce_sum_s`` and ``last_s`` of :func:`bucket_service_s`. None without buckets."""
     if not buckets:
         return None
     starts = [b.get("start_s", b["launch_s"]) for b in buckets]
     service = bucket_service_s(buckets)
-    return {"first_start_s": min(starts), "span_s": max(starts) - min(starts), "allreduce_sum_s": sum(service),
-            "last_s": service[-1]}
+    return {"span_s": max(starts) - min(starts), "allreduce_sum_s": sum(service), "last_s": service[-1]}
 
 
 def measured_bucket_times(hooked: dict[str, Any]) -> list[dict[str, Any]]:

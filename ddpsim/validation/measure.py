@@ -25,15 +25,13 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 900.0
 
 
-def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float,
-            log_dir: Path | None = None) -> None:
+def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float, log_dir: Path) -> None:
     from ddpsim.validation.launch import launch_local
 
     r = launch_local(args, nproc=nproc, num_threads=num_threads, timeout_s=timeout_s)
-    if r.returncode != 0:
-        if log_dir is not None:  # the whole output, for a post-mortem
-            write_text_atomic(log_dir / f"failed-{args[0]}-{int(time.time())}.log",
-                              " ".join(r.args) + "\n--- stdout\n" + r.stdout + "\n--- stderr\n" + r.stderr)
+    if r.returncode != 0:  # the whole output into log_dir, for a post-mortem
+        write_text_atomic(log_dir / f"failed-{args[0]}-{int(time.time())}.log",
+                          " ".join(r.args) + "\n--- stdout\n" + r.stdout + "\n--- stderr\n" + r.stderr)
         lines = (r.stderr or "").strip().splitlines()
         picked = [ln for ln in lines if "executor: error" in ln]
         picked = picked or [ln for ln in lines if ln.startswith("[rank") and ("Error" in ln or "error" in ln)]

@@ -8,6 +8,7 @@ NCCL kernel's start and end; the overlap as HolisticTraceAnalysis computes it
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from dataclasses import dataclass, replace
@@ -30,7 +31,7 @@ def hta_overlap_ratio(intervals: Sequence[tuple[float, float, str]]) -> float | 
     return overlap_ratio([(a, b) for a, b, k in intervals if k == "comm"], [(a, b) for a, b, k in intervals if k == "comp"])
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Boundaries:
     """A step's phase boundaries on its critical path (seconds from the step's ProfilerStep start)."""
 
@@ -46,18 +47,17 @@ def _later(cpu: float, gpu: float | None) -> float:
     return cpu if gpu is None else max(cpu, gpu)
 
 
+def _cpu_reaches(st: ProfileIteration) -> dict[str, float]:
+    """When the CPU reaches each boundary, by its ``gpu_done`` key, in :class:`Boundaries`' order."""
+    return {"forward": st.forward.cpu_start_s, "module": st.module_start_s, "backward": st.backward.cpu_start_s,
+            "model_backward_end": st.model_backward_cpu_end_s, "backward_end": st.backward.cpu_end_s,
+            "optimizer_end": st.optimizer_cpu_end_s}
+
+
 def boundaries(st: ProfileIteration) -> Boundaries:
     """The phase boundaries of ``st``: each the later of the CPU reaching it and the device finishing
-    the (non-communication) work launched before it."""
-    g = st.gpu_done
-    start = _later(st.forward.cpu_start_s, g["forward"])
-    module = max(start, _later(st.module_start_s, g["module"]))
-    bwd = max(module, _later(st.backward.cpu_start_s, g["backward"]))
-    model_end = max(bwd, _later(st.model_backward_cpu_end_s, g["model_backward_end"]))
-    bwd_end = max(model_end, _later(st.backward.cpu_end_s, g["backward_end"]))
-    opt_end = max(bwd_end, _later(st.optimizer_cpu_end_s, g["optimizer_end"]))
-    return Boundaries(start_s=start, module_s=module, backward_s=bwd, model_backward_end_s=model_end, backward_end_s=bwd_end,
-                      optimizer_end_s=opt_end)
+    the (non-communication) work launched before it, and never before the previous one."""
+    return Boundaries(*itertools.accumulate((_later(t, st.gpu_done[k]) for k, t in _cpu_reaches(st).items()), max))
 
 
 def _tail(st: ProfileIteration, b: Boundaries) -> tuple[float, float, float, float]:
@@ -77,11 +77,9 @@ def paced(st: ProfileIteration, f: dict[str, Any]) -> dict[str, float]:
     """The step's critical path by what paced it: ``host_s`` the phases whose end the CPU reached last
     (with DDP's host copy-back, zero_grad and the time outside the phases), ``device_s`` those the device
     reached last (with the copy-back kernels), ``comm_s`` the exposed communication."""
-    g = st.gpu_done
-    cpu_last = {"pre_forward_s": st.module_start_s >= (g["module"] or -math.inf),
-                "forward_s": st.backward.cpu_start_s >= (g["backward"] or -math.inf),
-                "backward_s": st.model_backward_cpu_end_s >= (g["model_backward_end"] or -math.inf),
-                "optimizer_s": st.optimizer_cpu_end_s >= (g["optimizer_end"] or -math.inf)}
+    cpu, ends = _cpu_reaches(st), {"pre_forward_s": "module", "forward_s": "backward", "backward_s": "model_backward_end",
+                                   "optimizer_s": "optimizer_end"}
+    cpu_last = {term: cpu[k] >= (st.gpu_done[k] or -math.inf) for term, k in ends.items()}
     host = sum(f[k] for k, c in cpu_last.items() if c) + f["copy_back_host_s"] + f["zero_grad_s"] + max(0.0, f["other_s"])
     device = sum(f[k] for k, c in cpu_last.items() if not c) + f["copy_back_device_s"]
     return {"host_s": host, "device_s": device, "comm_s": f["exposed_comm_s"]}

@@ -10,15 +10,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ddpsim.validation.compare import BEST_CAP_TOLERANCE_PCT
+
 TARGET_MEDIAN_PCT = 5.0      # median |error| of the mean step over the validated points
-TARGET_BEST_GAP_PCT = 2.0    # the predicted-best cap measured at most this much slower than the measured best
 
 
 def targets_met(s: dict[str, Any]) -> tuple[bool, bool, bool]:
     """Which of the three targets a report's ``summary`` meets: median |error|, every point in
     band or within 10 %, the predicted-best cap within 2 % of the measured best."""
     return (s["median_abs_error_pct"] <= TARGET_MEDIAN_PCT, s["num_in_band_or_within_10pct"] == s["num_points"],
-            s["predicted_best_gap_pct"] <= TARGET_BEST_GAP_PCT)
+            s["predicted_best_gap_pct"] <= BEST_CAP_TOLERANCE_PCT)
 
 
 def summary_line(d: dict[str, Any]) -> str:
@@ -52,7 +53,7 @@ def print_summary(root: Path) -> int:
         met += all(targets_met(d["summary"]))
     first = reports[0]
     print(f"\nscenarios meeting all three targets (median <= {TARGET_MEDIAN_PCT:g} %, every point in band or within 10 %, "
-          f"best-cap gap <= {TARGET_BEST_GAP_PCT:g} %): {met} of {len(reports)}")
+          f"best-cap gap <= {BEST_CAP_TOLERANCE_PCT:g} %): {met} of {len(reports)}")
     print(f"measured on {first['world_size']} gloo ranks x {first['num_threads']} thread(s), one calibration: "
           f"{first['calibration']}")
     return 0

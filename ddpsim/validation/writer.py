@@ -370,8 +370,6 @@ def timeline_figure(data: dict[str, Any]) -> Any:
                      "--no-bucket-timing to time each bucket with a comm hook.", transform=axes[1].transAxes,
                      va="center", ha="left", fontsize=9)
     axes[0].set_xlim(0.0, 1.02 * end * 1e3)
-    for ax in axes[: 2 if timed else 1]:
-        ax.set_xlabel("time from the iteration's start (ms)", fontsize=8)
     counts = f"buckets: predicted {len(b['predicted'])}, measured {len(b['measured'])}"
     fig.suptitle(f"{data['scenario']}, {point}: the worst-predicted point"
                  + (" with per-bucket times" if timed else "")
@@ -404,6 +402,7 @@ def _timeline_panel(ax: Any, buckets: list[dict[str, Any]], iteration_s: float |
     it = "" if iteration_s is None else f"\n{iteration_s * 1e3:.1f} ms"
     ax.set_yticks([0.5, 2.15], ["all-reduce", f"iteration{it}"], fontsize=8)
     ax.set_title(name, fontsize=9, loc="left")
+    ax.set_xlabel("time from the iteration's start (ms)", fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     if legend:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, borderaxespad=0)

@@ -67,10 +67,10 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
     points = {p.bucket_cap_mb: p for p in scenario.points()}  # the zoo scenario's sweep is the validated caps
     out = []
     for r in rows:
-        point = points[r["bucket_cap_mb"]]
+        point, m = points[r["bucket_cap_mb"]], r["measured_s"]
         predict = predict_mean(scenario, point, calibration)
         wall = [predict(c) for c in captures]
-        rec: dict[str, Any] = {"point": r["point"], "bucket_cap_mb": r["bucket_cap_mb"], "measured_s": r["measured_s"],
+        rec: dict[str, Any] = {"point": r["point"], "bucket_cap_mb": r["bucket_cap_mb"], "measured_s": m,
                                "predicted_s": r["predicted_s"], "error_pct": r["error_pct"],
                                "run_spread_pct": r.get("run_spread_pct"), "per_capture_predicted_s": wall,
                                "stability_pct": spread_pct(wall)}
@@ -81,22 +81,21 @@ def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Seque
 
         iv = interval(captures)
         rec["interval"] = iv.to_dict()
-        rec["covered"] = None if r["measured_s"] is None else iv.covers(r["measured_s"])
+        rec["covered"] = None if m is None else iv.covers(m)
         if cpu_caps:
             cpu = [predict(c) for c in cpu_caps]
             ivc = interval(cpu_caps)
             pooled = ivc.center_s  # the prediction from the CPU-clock captures pooled
             rec.update({"predicted_cpu_s": pooled, "per_capture_predicted_cpu_s": cpu, "stability_cpu_pct": spread_pct(cpu),
-                        "error_cpu_pct": None if r["measured_s"] is None else 100.0 * (pooled - r["measured_s"]) / r["measured_s"],
-                        "interval_cpu": ivc.to_dict(),
-                        "covered_cpu": None if r["measured_s"] is None else ivc.covers(r["measured_s"])})
+                        "error_cpu_pct": None if m is None else 100.0 * (pooled - m) / m, "interval_cpu": ivc.to_dict(),
+                        "covered_cpu": None if m is None else ivc.covers(m)})
             other = r.get("host_other_pct")
-            if other is not None and r["measured_s"] is not None and other < 100.0:
+            if other is not None and m is not None and other < 100.0:
                 # on an idle host the counters' noise can put the other load a little below 0
                 share = cpu_share(max(0.0, other), num_cpus=int(captures[0].environment.get("num_cpus") or os.cpu_count() or 1),
                                   num_busy_threads=scenario.world_size or 2)
                 rec.update({"cpu_share": share, "predicted_load_s": pooled / share,
-                            "error_load_pct": 100.0 * (pooled / share - r["measured_s"]) / r["measured_s"]})
+                            "error_load_pct": 100.0 * (pooled / share - m) / m})
         out.append(rec)
     return {"points": out, "num_captures": len(captures), "cpu_clock": bool(cpu_caps)}
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from ddpsim.engine.config import SimConfig
 from ddpsim.network.interference import Interference
@@ -45,22 +45,29 @@ def predict_probe(trace: Any, cal: Any, cap_mb: float, interference: Interferenc
     return float(simulate(trace, plan, comm, config).summary()["iteration_p50_s"])
 
 
+def bisect_increasing(f: Callable[[float], float], target: float, lo: float, hi: float,
+                      xtol: float = XTOL) -> tuple[float, bool]:
+    """``(x, clamped)``: x in [lo, hi] within ``xtol`` of where the non-decreasing ``f`` meets
+    ``target``; ``(lo, True)`` if ``f(lo) >= target``, ``(hi, True)`` if ``f(hi) <= target``."""
+    if f(lo) >= target:
+        return lo, True
+    if f(hi) <= target:
+        return hi, True
+    from scipy import optimize  # NOTE: on first use: slow to import, and every CLI verb imports this module
+
+    return optimize.bisect(lambda x: f(x) - target, lo, hi, xtol=xtol), False
+
+
 def fit_probe(trace: Any, measured_s: float, cal: Any, cap_mb: float, interference: Interference) -> dict[str, Any]:
-    """Solve ``predict(compute_slowdown) == measured_s`` on [1, MAX_SLOWDOWN] by bisection to
-    :data:`XTOL` (the prediction is non-decreasing; at a bound, ``clamped``), every other field of
-    ``interference`` (the microbenchmark's comm_slowdown, the weighting) kept: the fitted
-    ``compute_slowdown`` and how it was reached (the calibration's ``interference_fit``)."""
+    """Solve ``predict(compute_slowdown) == measured_s`` on [1, MAX_SLOWDOWN] by bisection, every
+    other field of ``interference`` (the microbenchmark's comm_slowdown, the weighting) kept: the
+    fitted ``compute_slowdown`` and how it was reached (the calibration's ``interference_fit``)."""
     cal = replace(cal, interference=None)
 
     @functools.lru_cache(maxsize=None)  # f(1) and the answer are read again below
     def f(s: float) -> float:
         return predict_probe(trace, cal, cap_mb, replace(interference, compute_slowdown=s))
 
-    if f(1.0) >= measured_s or f(MAX_SLOWDOWN) <= measured_s:
-        s, clamped = (1.0 if f(1.0) >= measured_s else MAX_SLOWDOWN), True
-    else:
-        from scipy import optimize  # NOTE: on first use: slow to import, and every CLI verb imports this module
-
-        s, clamped = optimize.bisect(lambda x: f(x) - measured_s, 1.0, MAX_SLOWDOWN, xtol=XTOL), False
+    s, clamped = bisect_increasing(f, measured_s, 1.0, MAX_SLOWDOWN)
     return {"compute_slowdown": s, "measured_step_s": measured_s, "predicted_step_s": f(s),
             "predicted_without_interference_s": f(1.0), "clamped": clamped}

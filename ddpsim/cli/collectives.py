@@ -38,7 +38,7 @@ is refused with it. A forced --protocol the chosen algorithm cannot run is refus
 DEFAULT_SIZES = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB"
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> None:
     from ddpsim.cli.topology import add_catalogue_flag, add_preset_flags
     from ddpsim.network.nccl import FORCEABLE_ALGORITHMS, PROTOCOLS
 
@@ -59,8 +59,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="collective to cost; default: allreduce")
     add_format(p, "table", "json", "csv")
     add_catalogue_flag(p)
-    p.set_defaults(func=run)
-    return p
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -46,7 +46,7 @@ non-JSON file, profiles of different runs, a --model whose parameters do not mat
 recorded buckets) stops with one line and exit status 2."""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> None:
     p = add_verb(subparsers, "compare", help="compare a profiled DDP run with ddpsim's prediction",
                  description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("profiles", metavar="PROFILE", nargs="+", type=nonempty,
@@ -62,8 +62,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out-dir", metavar="DIR", default="reports", type=nonempty,
                    help="parent folder of the report, written to DIR/compare-NAME; default: reports")
     p.add_argument("--no-plots", action="store_true", help="skip compare.png")
-    p.set_defaults(func=run)
-    return p
 
 
 def _imports(profiles: list[str], model: str | None) -> list[Any]:

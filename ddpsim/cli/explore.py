@@ -43,7 +43,7 @@ with one line naming the key and exit status 2. The explore block's keys and how
 point at a real Ray cluster: docs/EXPLORE.md."""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> None:
     from ddpsim.cli.run import add_report_flags
 
     p = add_verb(subparsers, "explore", help="simulate a design space of systems, scales and plans",
@@ -55,8 +55,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ray.add_argument("--ray", action="store_true", help="spread the points over a local Ray (one worker per CPU)")
     ray.add_argument("--cluster", metavar="ADDRESS", default=None, type=nonempty,
                      help="spread the points over the Ray cluster at ADDRESS (ray://HOST:10001, or auto)")
-    p.set_defaults(func=run)
-    return p
 
 
 def run(args: argparse.Namespace) -> int:

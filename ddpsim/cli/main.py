@@ -1,6 +1,6 @@
 """``ddpsim``: one subcommand per verb, each in ``ddpsim/cli/<verb>.py`` with ``add_parser(subparsers)``
-(setting ``func``) and its heavy imports (torch, simpy, pandas, matplotlib) inside its run
-function, so ``ddpsim --help`` stays fast. An :class:`~ddpsim.errors.InputError` (argparse's own
+and ``run(args)`` (the verb's ``func``), its heavy imports (torch, simpy, pandas, matplotlib) inside
+``run``, so ``ddpsim --help`` stays fast. An :class:`~ddpsim.errors.InputError` (argparse's own
 errors included) becomes ``ddpsim: error: <one line>`` on stderr and exit status 2; the
 ``ddpsim`` logger writes the plain message to stderr, INFO (WARNING with ``--quiet``).
 """
@@ -31,7 +31,9 @@ def build_parser(commands: tuple[str, ...] = COMMANDS) -> ArgParser:
     parser.add_argument("--version", action="version", version=f"ddpsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in commands:
-        importlib.import_module(f"ddpsim.cli.{name}").add_parser(sub)
+        verb = importlib.import_module(f"ddpsim.cli.{name}")
+        verb.add_parser(sub)
+        sub.choices[name].set_defaults(func=verb.run)
     return parser
 
 

@@ -36,7 +36,7 @@ A hand-written plan is {"buckets": [[11, 10], [9, 8, 7], ...]} (parameter indice
 in launch order, every trainable parameter exactly once, one dtype per bucket)."""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> None:
     p = add_verb(subparsers, "plan", help="show DDP's bucket plan for a trace", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("trace", metavar="TRACE", type=nonempty, help="trace JSON written by 'ddpsim trace'")
     p.add_argument("--options", metavar="JSON|FILE", default=None,
@@ -51,8 +51,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="validate and show this explicit plan JSON instead of DDP's")
     add_format(p, "table", "csv", "json")
     p.add_argument("--out", metavar="FILE", default=None, type=output_file, help="also write the plan JSON to FILE")
-    p.set_defaults(func=run)
-    return p
 
 
 def warn_cap_ignored(bucket_cap_mb: float | None, bucket_cap_mb_list: tuple[float, ...] | None, command: str) -> None:

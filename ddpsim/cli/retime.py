@@ -96,7 +96,6 @@ def add_parser(subparsers: Any) -> None:
                    help="per-GPU batch size (default: the trace's)")
     p.add_argument("--set", dest="assume", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     add_catalogue_flag(p)
-    p.set_defaults(func=run)
 
 
 def _command(args: argparse.Namespace) -> str:

@@ -39,7 +39,7 @@ examples:
   ddpsim run resnet50-a100-2n --out-dir /tmp/reports --no-plots --jobs 2 --set cluster.nodes=4"""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> None:
     p = add_verb(subparsers, "run", help="run a scenario and write its report", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("scenario", metavar="SCENARIO", nargs="?", default=None, type=nonempty,
                    help="scenario YAML path or bundled name; default: 'default'")
@@ -50,8 +50,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "(<out-dir>/zoo/method_error.json of 'ddpsim validate zoo' on the same host and backend; the "
                         "scenario needs its calibration): the band around the best point's step and the caps too close "
                         "to the best to tell apart")
-    p.set_defaults(func=run)
-    return p
 
 
 def run(args: argparse.Namespace) -> int:

@@ -41,15 +41,13 @@ calibration: a calibration JSON from the executor, or an nccl-tests all_reduce_p
 a '# name' comment line; --format json prints {summary, iterations, buckets, meta}."""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> None:
     from ddpsim.cli.run import add_scenario_flags
 
     p = add_verb(subparsers, "simulate", help="simulate DDP training of a trace on a cluster", description=DESCRIPTION,
                  epilog=EPILOG)
     add_scenario_flags(p, topology_default=None)
     add_format(p, "table", "json", "csv")
-    p.set_defaults(func=run)
-    return p
 
 
 def simulate_point(args: argparse.Namespace):

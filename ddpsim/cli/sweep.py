@@ -32,7 +32,7 @@ reused, named list=X+Y+...), cluster.nodes, world_size (default: every device of
 calibration, simulation.iterations, ddp.comm_hook..."""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> None:
     from ddpsim.cli.run import add_scenario_flags
 
     p = add_verb(subparsers, "sweep", help="sweep bucket_cap_mb for a trace", description=DESCRIPTION, epilog=EPILOG)
@@ -42,8 +42,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="keep finished points in DIR/points/ (resumable)")
     add_format(p, "table", "csv", "json")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no progress lines, only the table")
-    p.set_defaults(func=run)
-    return p
 
 
 def run(args: argparse.Namespace) -> int:

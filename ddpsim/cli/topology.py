@@ -81,7 +81,7 @@ def add_catalogue_flag(p: argparse.ArgumentParser) -> None:
                    help="a hardware catalogue YAML adding your GPUs and systems (format: ddpsim/hardware/catalogue.yaml)")
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> None:
     p = add_verb(subparsers, "topology", help="summarise and draw a cluster topology", description=DESCRIPTION,
                  epilog=EPILOG)
     p.add_argument("topology", metavar="PRESET|FILE", type=nonempty, nargs="?", default=None,
@@ -91,8 +91,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_preset_flags(p, "a preset option (repeatable); see above")
     p.add_argument("--draw", metavar="PNG", default=None, type=drawing_path, help="draw the graph to this image file")
     add_format(p, "table", "json")
-    p.set_defaults(func=run)
-    return p
 
 
 def draw_topology(graph: Any, path: str) -> None:

@@ -84,7 +84,6 @@ def add_parser(subparsers: Any) -> None:
                         "re-timed one) and write it to --out")
     p.add_argument("--derive-depth-from", type=int_in(3, MAX_LAYERS), default=None, metavar="K",
                    help="capture K blocks of a transformer and derive the full-depth trace from them")
-    p.set_defaults(func=run)
 
 
 def _command(args: argparse.Namespace) -> str:

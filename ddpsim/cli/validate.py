@@ -71,7 +71,7 @@ examples:
 zoo model done again."""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> None:
     from ddpsim.validation.measure import DEFAULT_TIMEOUT_S, LAUNCH_MODES
 
     p = add_verb(subparsers, "validate", help="compare predictions with real DDP runs on this machine",
@@ -115,8 +115,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                     "(<out-dir>/zoo/method_error.json, the validated model's own left out; "
                                     "ddpsim/pipeline/method_error.py)")
     scenario_only.add_argument("--no-plots", action="store_true", help="skip validation.png and validation_timeline.png")
-    p.set_defaults(func=run)
-    return p
 
 
 #: the scenario 'ddpsim validate' runs without one: the bundled CPU case every host can run

@@ -50,23 +50,6 @@ def add_parser(subparsers: Any) -> None:
     add_format(p, "table", "json", "csv")
 
 
-def simulate_point(args: argparse.Namespace):
-    """The record of the command line's one point at its scenario's cap (without a topology, 2 ranks
-    unless --set gives the world size), simulated alone by :func:`ddpsim.pipeline.sweep.run_sweep`."""
-    from ddpsim.cli.plan import warn_cap_ignored
-    from ddpsim.cli.run import command_scenario, flag_message, scenario_flags, set_keys
-    from ddpsim.pipeline.sweep import run_sweep
-
-    alpha_beta = args.topology is None and not any(k in ("cluster", "cluster.topology") for k in set_keys(args))
-    sc = command_scenario(args, "ddpsim simulate", **({"world_size": 2} if alpha_beta else {}))
-    warn_cap_ignored(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list, "ddpsim simulate")
-    try:
-        return run_sweep(sc, points=[sc.point_at(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list)], jobs=1,
-                         progress=False, alone=True)[0]
-    except InputError as exc:
-        raise InputError(flag_message(str(exc), scenario_flags(args))) from None
-
-
 def _iteration_rows(res) -> list[dict[str, Any]]:
     """Per iteration: the slowest simulated rank's figures."""
     rows: dict[int, Any] = {}
@@ -103,7 +86,20 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    rec = simulate_point(args)
+    """Print the command line's one point at its scenario's cap (without a topology, 2 ranks unless --set
+    gives the world size), simulated alone by :func:`ddpsim.pipeline.sweep.run_sweep`."""
+    from ddpsim.cli.plan import warn_cap_ignored
+    from ddpsim.cli.run import command_scenario, flag_message, scenario_flags, set_keys
+    from ddpsim.pipeline.sweep import run_sweep
+
+    alpha_beta = args.topology is None and not any(k in ("cluster", "cluster.topology") for k in set_keys(args))
+    sc = command_scenario(args, "ddpsim simulate", **({"world_size": 2} if alpha_beta else {}))
+    warn_cap_ignored(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list, "ddpsim simulate")
+    try:
+        rec = run_sweep(sc, points=[sc.point_at(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list)], jobs=1,
+                        progress=False, alone=True)[0]
+    except InputError as exc:
+        raise InputError(flag_message(str(exc), scenario_flags(args))) from None
     res = rec.result
     summary = res.summary()
     out = sys.stdout

@@ -73,14 +73,13 @@ def run_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[int]:
     each one's dependents in the order of their first use), which puts independent subgraphs
     (q, k and v projections) out of forward order."""
     part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
-    needs: list[set[int]] = [set() for _ in ranges]
+    # a subgraph needs those whose nodes its backward's next edges lead to (a regenerated view's too)
+    needs = [{part_of[v] if kind == "view" else v for kind, v in row if kind != "param"}
+             for row in subgraph_edges(walk, ranges)]
     dependents: list[dict[int, None]] = [{} for _ in ranges]
-    for k, (start, stop) in enumerate(ranges):
-        for i in reversed(range(start, stop)):
-            for kind, v in walk.inputs[i]:
-                if kind != "param" and part_of.get(v, k) != k:
-                    needs[k].add(part_of[v])
-                    dependents[part_of[v]].setdefault(k)
+    for k, row in enumerate(needs):
+        for j in row:
+            dependents[j].setdefault(k)
     roots = [k for k in range(len(ranges)) if not needs[k]]
     order: list[int] = []
     while roots:

@@ -98,13 +98,6 @@ def add_parser(subparsers: Any) -> None:
     add_catalogue_flag(p)
 
 
-def _command(args: argparse.Namespace) -> str:
-    """The ``ddpsim retime`` command line of ``args`` (stored in the trace)."""
-    sets = [w for item in args.assume for w in ("--set", item)]
-    return shlex.join(["ddpsim", "retime", str(args.from_trace), *flag_words(args, ("gpu", "batch_size")), *sets,
-                       *flag_words(args, ("catalogue", "out"))])
-
-
 def run(args: argparse.Namespace) -> int:
     """Re-time ``args.from_trace`` for ``args.gpu`` and write ``args.out``."""
     require_torch("retime")
@@ -115,8 +108,11 @@ def run(args: argparse.Namespace) -> int:
     get_gpu(args.gpu, catalogue)  # an unknown GPU is refused before the trace is read
 
     workload, assumptions = parse_set(args)
+    sets = [w for item in args.assume for w in ("--set", item)]  # the command line the trace records
+    command = shlex.join(["ddpsim", "retime", str(args.from_trace), *flag_words(args, ("gpu", "batch_size")), *sets,
+                          *flag_words(args, ("catalogue", "out"))])
     trace = retime_trace_file(args.from_trace, gpu=args.gpu, batch_size=args.batch_size, assumptions=assumptions,
-                              command=_command(args), catalogue=catalogue, **workload)
+                              command=command, catalogue=catalogue, **workload)
     return write_trace(trace, args.out)
 
 

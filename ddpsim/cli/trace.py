@@ -194,11 +194,6 @@ def _graph_base(args: argparse.Namespace, spec: Any) -> Any:
 CAPTURE_ONLY = ("batch_size", "num_threads", "derive_depth_from")
 
 
-def _profile_command(args: argparse.Namespace) -> str:
-    return shlex.join(["ddpsim", "trace", *flag_words(args, ("from_profile", "model")),
-                       *(["--seed", str(args.seed)] if args.seed else []), "--out", args.out])
-
-
 def _ms(x: float) -> str:
     return f"{x * 1e3:.2f}"
 
@@ -277,7 +272,9 @@ def run_from_profile(args: argparse.Namespace) -> int:
     from ddpsim.plan.profile_check import check_recorded_buckets
     from ddpsim.trace.profile import import_profile
 
-    imp = import_profile(args.from_profile, model=args.model, seed=args.seed, command=_profile_command(args))
+    command = shlex.join(["ddpsim", "trace", *flag_words(args, ("from_profile", "model")),
+                          *(["--seed", str(args.seed)] if args.seed else []), "--out", args.out])
+    imp = import_profile(args.from_profile, model=args.model, seed=args.seed, command=command)
     numels = imp.recorded_bucket_numels()
     check = (check_recorded_buckets(imp.trace, numels) if imp.ddp_modules == 1 else _modules_check(imp)) if numels else None
     trace = imp.trace

@@ -106,13 +106,6 @@ def models_in(tp: Any) -> list[type[BaseModel]]:
     return out
 
 
-def _field(model: type[BaseModel], key: str) -> Any:
-    for name, f in model.__pydantic_fields__.items():
-        if key in (name, f.alias):
-            return f
-    return None
-
-
 def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[type[BaseModel]]]:
     """The user's key path of ``loc`` and the models that hold its last key."""
     path, models, holders, keyed = "", [root], [root], False
@@ -122,7 +115,8 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[type[B
         if isinstance(part, int):
             path += f"[{part}]"
             continue
-        found = None if keyed else next((f for m in models if (f := _field(m, part)) is not None), None)
+        found = None if keyed else next((f for m in models for name, f in m.__pydantic_fields__.items()
+                                          if part in (name, f.alias)), None)
         holders = models
         if found is None and any(m.__pydantic_fields__ for m in models):
             # a key of a dict field (any text), an extra key, or a union member's tag

@@ -64,27 +64,20 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip compare.png")
 
 
-def _imports(profiles: list[str], model: str | None) -> list[Any]:
-    """Every profile imported (each file read once; its steps are what compare measures), rank
-    0's first; InputError for profiles of different runs."""
-    from ddpsim.trace.profile import import_profile
-
-    out = [import_profile(p, model=model) for p in profiles]
-    out.sort(key=lambda i: (i.environment.rank is None, i.environment.rank or 0))
-    worlds = {i.environment.world_size for i in out}
-    ranks = [i.environment.rank for i in out]
-    if len(worlds) > 1 or len(set(ranks)) != len(ranks):
-        raise InputError(f"PROFILE: world sizes {sorted(worlds, key=str)} and ranks {ranks} are not accepted; "
-                         "expected profiles of one run, one per rank")
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     from ddpsim.pipeline.scenario import load_scenario
+    from ddpsim.trace.profile import import_profile
     from ddpsim.validation.profile_compare import compare
     from ddpsim.validation.profile_report import write_compare_report
 
-    imps = _imports(list(args.profiles), args.model)
+    # every profile imported, each read once (its steps are what compare measures), rank 0's first
+    imps = sorted((import_profile(p, model=args.model) for p in args.profiles),
+                  key=lambda i: (i.environment.rank is None, i.environment.rank or 0))
+    worlds = {i.environment.world_size for i in imps}
+    ranks = [i.environment.rank for i in imps]
+    if len(worlds) > 1 or len(set(ranks)) != len(ranks):
+        raise InputError(f"PROFILE: world sizes {sorted(worlds, key=str)} and ranks {ranks} are not accepted; "
+                         "expected profiles of one run, one per rank")
     steps = [i.iterations for i in imps]
     env = imps[0].environment
     world = env.world_size or len(imps)

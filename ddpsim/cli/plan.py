@@ -70,10 +70,8 @@ def run(args: argparse.Namespace) -> int:
     warn_cap_ignored(doc.get("bucket_cap_mb"), doc.get("bucket_cap_mb_list"), "ddpsim plan")
     options = validate(DDPOptions, doc, "--options")
     trace = load_trace(args.trace)
-    if args.plan is not None:
-        plan = replace(load_plan(args.plan, trace), options=options)
-    else:
-        plan = plan_ddp(trace, options)
+    plan = (plan_ddp(trace, options) if args.plan is None
+            else replace(load_plan(args.plan, trace), options=options))
     plan_json = json.dumps(plan.to_dict(), indent=1) + "\n"
     if args.format == "json":
         text = plan_json

@@ -86,8 +86,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the command line's one point at its scenario's cap (without a topology, 2 ranks unless --set
-    gives the world size), simulated alone by :func:`ddpsim.pipeline.sweep.run_sweep`."""
+    """Print the command line's one point at its scenario's cap (without a topology, 2 ranks unless
+    --set gives the world size), simulated alone by :func:`ddpsim.pipeline.sweep.run_sweep`."""
     from ddpsim.cli.plan import warn_cap_ignored
     from ddpsim.cli.run import command_scenario, flag_message, scenario_flags, set_keys
     from ddpsim.pipeline.sweep import run_sweep

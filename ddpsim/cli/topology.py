@@ -1,5 +1,5 @@
-"""``ddpsim topology``: summarise (and draw) a cluster topology; ``--list``: every GPU and system of the
-hardware catalogue, with its figures and the documents they come from."""
+"""``ddpsim topology``: summarise (and draw) a cluster topology; ``--list``: every GPU and system
+of the hardware catalogue, with its figures and the documents they come from."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``ddpsim trace``: capture a model's training-step trace (or derive a deeper one); ``--from-profile``: a
-user's torch.profiler trace as a ddpsim trace, and what its DDP did."""
+"""``ddpsim trace``: capture a model's training-step trace (or derive a deeper one);
+``--from-profile``: a user's torch.profiler trace as a ddpsim trace, and what its DDP did."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from ddpsim.cli.args import (add_verb, flag_words, int_in, key_values, lower, no
                              require_torch, value_word)
 from ddpsim.cli.retime import model_keys, write_trace
 from ddpsim.errors import InputError
-from ddpsim.units import DTYPE_SIZE_BYTES, MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_LAYERS, MAX_SEED, MAX_THREADS
+from ddpsim.units import (DTYPE_SIZE_BYTES, MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_LAYERS, MAX_SEED,
+                          MAX_THREADS)
 
 DESCRIPTION = """\
 What does one training step of this model cost, parameter by parameter, on this device?

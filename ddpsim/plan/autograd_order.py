@@ -73,7 +73,7 @@ def run_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[int]:
     each one's dependents in the order of their first use), which puts independent subgraphs
     (q, k and v projections) out of forward order."""
     part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
-    # a subgraph needs those whose nodes its backward's next edges lead to (a regenerated view's too)
+    # a subgraph needs those holding the nodes its next edges lead to (a regenerated view's too)
     needs = [{part_of[v] if kind == "view" else v for kind, v in row if kind != "param"}
              for row in subgraph_edges(walk, ranges)]
     dependents: list[dict[int, None]] = [{} for _ in ranges]

@@ -90,7 +90,7 @@ class Rank(RankTimeline):
         if eng.find_unused_dynamic:
             yield from self.work("graph_search", "graph_search", eng.graph_search_s * s)
         hook = eng.config.comm_hook
-        if hook == "powersgd" and k - 1 < eng.config.powersgd_start_iter:
+        if hook == "powersgd" and k - 1 < eng.config.powersgd.start_powerSGD_iter:
             hook = "allreduce"
         bw = yield from self.backward(k, layout, s, hook)
         # 4. finalize

@@ -76,19 +76,11 @@ class LazyTuple(Sequence):
         return (tuple, (self._tuple(),))
 
 
-class LazySpans(LazyTuple):
-    """A simulation's spans kept as the engine's rows until read: per simulated rank its
-    compute rows ``(start, 0, order, end, kind, name, iteration, bucket, size)``, and the
-    collectives' rows (1 for 0)."""
-
-    __slots__ = ()
-
-    def __init__(self, kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> None:
-        super().__init__(_merged_spans, kept, comm_rows)
-
-
-def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> list[Span]:
-    """Spans of each rank in time order; at equal start compute first, then issue order."""
+def merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> list[Span]:
+    """A simulation's spans (kept as the engine's rows until read: ``LazyTuple(merged_spans, ...)``)
+    from per simulated rank its compute rows ``(start, 0, order, end, kind, name, iteration,
+    bucket, size)`` and the collectives' rows (1 for 0): each rank's in time order, at equal
+    start compute first, then issue order."""
     out_spans: list[Span] = []
     append = out_spans.append
     new, setattr_ = object.__new__, object.__setattr__
@@ -108,8 +100,8 @@ def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -
 
 def compute_s_by_kind(spans: Sequence[Span], keys: set[tuple[int, int]]) -> dict[str, float]:
     """Summed durations of the compute spans whose (rank, iteration) is in ``keys``, by kind,
-    added in span order (unbuilt :class:`LazySpans`: from their rows, the same additions)."""
-    if isinstance(spans, LazySpans) and spans._items is None:
+    added in span order (unbuilt :func:`merged_spans`: from their rows, the same additions)."""
+    if isinstance(spans, LazyTuple) and spans._build is merged_spans:
         rows = ((rank, not flag, kind, it, start, end) for rank, rank_rows in spans._args[0]
                 for (start, flag, _, end, kind, _, it, _, _) in sorted(rank_rows))
     else:

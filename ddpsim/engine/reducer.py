@@ -299,19 +299,14 @@ class Rank(RankTimeline):
             else:
                 yield from self.hooks_one_by_one(bw, s, seg.start, seg.stop, seg.prev0)
 
-    def plain_hooks(self, bw: "BackwardState") -> bool:
-        """Every hook of the backward is the reducer's plain copy-in: no SyncBatchNorm, delayed
-        all-reduce, unused parameter, batched copy or static_graph first iteration."""
-        eng = self.eng
-        return not (eng.batched or eng.syncbn is not None or eng.delayed is not None or bw.static_first or eng.unused)
-
     def segments(self, bw: "BackwardState") -> "tuple[list[Segment], list[float]] | None":
         """The backward's segments between bucket-ready events (built once per layout for
-        every rank) and their no-gate bounds at this rank's least factor, or None where a hook
-        may do more than a plain copy-in or works run at rate 1 (there one by one is already
-        cheap, and the same arithmetic as a full run)."""
+        every rank) and their no-gate bounds at this rank's least factor, or None where works
+        run at rate 1 (there one by one is already cheap, and the same arithmetic as a full run)
+        or a hook may do more than a plain copy-in: with a SyncBatchNorm, the delayed
+        all-reduce, an unused parameter, batched copies or static_graph's first iteration."""
         eng = self.eng
-        if self.fast or not self.plain_hooks(bw):
+        if self.fast or eng.batched or eng.unused or bw.static_first or eng.syncbn or eng.delayed:
             return None
         key = id(bw.layout)
         if key not in self.segments_of:

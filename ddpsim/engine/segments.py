@@ -102,7 +102,7 @@ def gate_floors(segs: list[Segment], s_lo: float, h: float, table: tuple | None 
 
 def build_segments(eng: Any, layout: Any) -> list[Segment]:
     """The backward's segments for ``layout`` (the same for every rank), of plain hooks only
-    (every reducer parameter has a gradient: :meth:`Rank.plain_hooks`)."""
+    (every reducer parameter has a gradient: :meth:`Rank.segments`)."""
     order, ready, bucket_of, names, sizes = eng.order, eng.ready, layout.bucket_of, eng.names, eng.param_sizes
     left = list(layout.counts)
     segs: list[Segment] = []

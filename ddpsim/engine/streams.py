@@ -132,11 +132,14 @@ class Engine:
         #: the comm model's answers (:meth:`ask`)
         self._asked: dict[tuple, float] = {}
         # DDP's per-iteration fixed cost on this machine (Python pre/post-forward, reducer
-        # bookkeeping, waking the backend's threads), when the comm model declares it; 0: nothing
-        self.iteration_overhead_s = _capability_s(comm.iteration_overhead_s, f"{where}iteration_overhead_s:")
-        # DDP's forward buffer broadcast per buffer (flatten, copy back), when declared
-        self.broadcast_per_tensor_s = _capability_s(comm.broadcast_per_tensor_s,
-                                                    f"{where}broadcast_per_tensor_s:")
+        # bookkeeping, waking the backend's threads) and its forward buffer broadcast per buffer
+        # (flatten, copy back), when the comm model declares them (None: 0)
+        v = comm.iteration_overhead_s
+        self.iteration_overhead_s = checked_s(0.0 if v is None else v,
+                                              f"{where}iteration_overhead_s:")
+        v = comm.broadcast_per_tensor_s
+        self.broadcast_per_tensor_s = checked_s(0.0 if v is None else v,
+                                                f"{where}broadcast_per_tensor_s:")
         self.forward_factor = checked_s(comm.ddp_forward_factor, f"{where}ddp_forward_factor:", True)
         idle = comm.idle_launch_extra_s
         self.idle_extra = idle if callable(idle) else None
@@ -537,9 +540,3 @@ class Engine:
             remaining -= (env.now - t0) * r
             if remaining <= work_s * 1e-12:
                 return
-
-
-def _capability_s(v: object, where: str) -> float:
-    """A capability in seconds (None: 0), checked."""
-    return checked_s(0.0 if v is None else v, where)
-

@@ -14,6 +14,7 @@ from typing import Iterator
 import simpy
 
 from ddpsim.engine.features import BucketLayout
+from ddpsim.engine.join import COMMON_RANK, COUNT, FLAG_BYTES, GRAD_SYNC, RANK_BYTES
 from ddpsim.engine.segments import Segment, build_segments, gate_floors, gate_table
 from ddpsim.engine.streams import Coll
 from ddpsim.engine.timeline import IterAcc, RankTimeline
@@ -107,23 +108,24 @@ class Rank(RankTimeline):
         tensor, then the bucket sizes; in the rebuild iteration only), then the buffer broadcast
         (``_sync_buffers``) and, when the comm model declares a cost per buffer, its copies."""
         eng = self.eng
-        if eng.join is not None:
-            eng.join.notify(self)
+        if eng.join is not None:  # Join.notify_join_context: the count's async all-reduce
+            self.launch("join", COUNT, None, FLAG_BYTES)
         if eng.plan.rebuild_iteration is not None and k == eng.plan.rebuild_iteration:
             c = self.launch("rebuild", "rebuild:indices", None, (len(eng.reducer_params) + 1) * 4, broadcast=True)
             yield from self.wait(c, "rebuild:indices")
             c = self.launch("rebuild", "rebuild:bucket_sizes", None, len(layout.buckets) * 4, broadcast=True)
             yield from self.wait(c, "rebuild:bucket_sizes")
         if eng.buffer_buckets:
-            if eng.join is not None:
-                yield from eng.join.common_rank(self)
+            if eng.join is not None:  # _sync_buffers under Join: _find_common_rank, blocking
+                c = self.launch("join", COMMON_RANK, None, RANK_BYTES)
+                yield from self.wait(c, COMMON_RANK)
             for j, nbytes in enumerate(eng.buffer_buckets):
                 c = self.launch("broadcast", f"buffers[{j}]", None, nbytes, broadcast=True)
             yield from self.wait(c, "broadcast")
             if eng.buffer_copies_s > 0:
                 yield from self.work("forward", "buffer copies", eng.buffer_copies_s * s)
-        if eng.join is not None:
-            eng.join.grad_sync(self)
+        if eng.join is not None:  # _check_global_requires_backward_grad_sync: async, active rank
+            self.launch("join", GRAD_SYNC, None, FLAG_BYTES)
 
     def forward(self, name: str, s: float, first: bool) -> Iterator[simpy.Event]:
         """One forward: mixed precision's parameter casts (``_root_copy_hook``), the module,

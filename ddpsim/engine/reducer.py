@@ -274,23 +274,17 @@ class Rank(RankTimeline):
         """Per parameter in gradient-ready order: the backward compute up to its ready time,
         a SyncBatchNorm's or the delayed all-reduce's hook there, then the reducer's hook
         (with find_unused_parameters the first hook also marks every unused parameter).
-
-        Under interference the hooks between two bucket-ready events are taken in one go
-        where no host gate falls inside (:class:`ddpsim.engine.segments.Segment`): on a rank
-        that records nothing as one work (its works merge into one anyway), on one that
-        records them as the same works deferred at once (:meth:`Segment.take_recorded`)."""
+        Under interference the hooks between two bucket-ready events are taken in one go where
+        no host gate falls inside (:meth:`ddpsim.engine.segments.Segment.take`)."""
         found = self.segments(bw)
         if found is None:
             yield from self.hooks_one_by_one(bw, s, 0, len(self.eng.order), 0.0)
             return
         segs, floors = found
-        grads_left, plain, record = bw.pending, bw.plain, self.record
+        grads_left, plain = bw.pending, bw.plain
         for seg, floor_s in zip(segs, floors):
             if seg.closed_form(self, s, floor_s):
-                if record:
-                    seg.take_recorded(self, s, grads_left)
-                else:
-                    seg.take(self, s, grads_left)
+                seg.take(self, s, grads_left)
                 if seg.ready_b is not None:
                     if self.pending and not self.runs_on():
                         yield from self.flush()

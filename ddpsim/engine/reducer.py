@@ -208,27 +208,20 @@ class Rank(RankTimeline):
         ps = layout.powersgd[b]
         yield from self.work("compress", f"powersgd compress {name}", layout.powersgd_compress_s[b] * s, b, size)
         first = self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))
-        if not eng.futures_at_enqueue:
+        if not eng.futures_at_enqueue:  # gloo: the rest of the round in finalize
             return [first]
-        return (yield from self.powersgd_chain_in_hook(b, layout, s, first))
-
-    def powersgd_chain_in_hook(self, b: int, layout: BucketLayout, s: float, first: Coll) -> Iterator[simpy.Event]:
-        """PowerSGD on ProcessGroupNCCL (``powerSGD_hook``): the future of the uncompressed
-        all-reduce is complete at enqueue, so ``.then(unpack_..._and_allreduce_ps)``,
-        ``.then(compute_qs)`` and ``.then(decompress)`` run at once, in the autograd hook: P's
-        all-reduce is enqueued behind the first, ``compute_qs``'s kernels (orthogonalise P,
-        ``Q = M^T P``) behind P and Q's all-reduce behind them, ``decompress``'s kernels behind Q;
-        then ``decompress`` calls ``torch.cuda.synchronize(device)``: the CPU blocks until the
-        device has drained (the backward enqueued so far and the three all-reduces), so no later
-        backward kernel is enqueued before that. Per bucket, the backward therefore stops for
-        the bucket's whole PowerSGD round: the overlap of the other hooks is lost."""
-        eng = self.eng
-        ps = layout.powersgd[b]
-        qs_s = layout.powersgd_qs_s[b] * s
-        dec_s = layout.powersgd_decompress_s[b] * s
-        p = self.launch("allreduce", f"bucket {b} powersgd:P", b, int(ps["p_bytes"]), then_s=qs_s)
-        q = self.launch("allreduce", f"bucket {b} powersgd:Q", b, int(ps["q_bytes"]), then_s=dec_s)
-        yield from self.wait(q, f"powersgd synchronize bucket {b}")
+        # ProcessGroupNCCL (powerSGD_hook): the uncompressed all-reduce's future is complete at
+        # enqueue, so .then(unpack_..._and_allreduce_ps), .then(compute_qs) and .then(decompress)
+        # run at once, in the autograd hook: P's all-reduce enqueued behind the first,
+        # compute_qs's kernels (orthogonalise P, Q = M^T P) behind P and Q's all-reduce behind
+        # them, decompress's kernels behind Q; then decompress calls torch.cuda.synchronize: the
+        # CPU blocks until the device has drained, so no later backward kernel is enqueued
+        # before. The backward stops for each bucket's whole round: the hooks' overlap is lost.
+        p = self.launch("allreduce", f"{name} powersgd:P", b, int(ps["p_bytes"]),
+                        then_s=layout.powersgd_qs_s[b] * s)
+        q = self.launch("allreduce", f"{name} powersgd:Q", b, int(ps["q_bytes"]),
+                        then_s=layout.powersgd_decompress_s[b] * s)
+        yield from self.wait(q, f"powersgd synchronize {name}")
         if eng.host is not None:  # the CPU returns from the synchronize once the device is idle
             self.cpu = max(self.cpu, self.t)
         return [first, p, q]

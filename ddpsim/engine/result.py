@@ -201,21 +201,11 @@ class SimResult:
         """p50/p95 step time and mean breakdown over steady iterations."""
         steady = self.steady_iterations() or list(self.iterations)
         steps = self.step_times_s() or [it.iteration_s for it in steady]
-
-        def mean(attr: str) -> float:
-            return statistics.fmean(getattr(it, attr) for it in steady)
-
-        out = {
-            "iteration_p50_s": statistics.median(steps),
-            "iteration_p95_s": quantile(steps, 0.95),
-            "iteration_mean_s": statistics.fmean(steps),
-            "forward_s": mean("forward_s"),
-            "backward_compute_s": mean("backward_compute_s"),
-            "exposed_comm_s": mean("exposed_comm_s"),
-            "comm_s": mean("comm_s"),
-            "overlap_ratio": mean("overlap_ratio"),
-            "optimizer_s": mean("optimizer_s"),
-        }
+        out = {"iteration_p50_s": statistics.median(steps),
+               "iteration_p95_s": quantile(steps, 0.95), "iteration_mean_s": statistics.fmean(steps)}
+        for attr in ("forward_s", "backward_compute_s", "exposed_comm_s", "comm_s", "overlap_ratio",
+                     "optimizer_s"):  # their means over the steady iterations
+            out[attr] = statistics.fmean(getattr(it, attr) for it in steady)
         if "join" in self.meta:  # under Join: the epoch's mean step (ddpsim.engine.join)
             out["iteration_mean_s"] = self.meta["join"]["epoch_mean_step_s"]
         return out

@@ -176,13 +176,11 @@ class SimResult:
         return max((it.exposed_comm_s for it in self.iterations if it.iteration == iteration), default=0.0)
 
     def step_times_s(self) -> list[float]:
-        """Per steady iteration, what the job sees: from the end of the previous iteration on
-        its slowest rank to the end of this one on its slowest rank (the first iteration
-        simulated: from its earliest start). These add up to the job's wall time. The
-        per-iteration max of each rank's own iteration time would not: a rank delayed after an
-        iteration's last collective makes the others wait in the next one, and the max counts
-        that delay in both iterations (the measured step, ``ddpsim.formats.step_times``,
-        is the per-iteration mean over ranks for the same reason)."""
+        """Per steady iteration, what the job sees: from the previous iteration's end on its
+        slowest rank (the first simulated: its earliest start) to this one's end on its slowest
+        rank; they add up to the wall time, where each rank's own iteration time maxed per
+        iteration counts a rank's delay after a last collective in two iterations (the measured
+        step, ``ddpsim.formats.step_times``, is the mean over ranks for the same reason)."""
         ends: dict[int, float] = {}
         starts: dict[int, float] = {}
         for it in self.iterations:

@@ -22,7 +22,7 @@ from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.engine.simulate import simulate
 from ddpsim.errors import InputError
 from ddpsim.plan.planner import DDPOptions, explicit_plan, plan_ddp
-from ddpsim.engine.config import SimConfig
+from ddpsim.engine.config import PowerSGDState, SimConfig
 from ddpsim.network.interference import Interference
 from ddpsim.trace.records import BufferRecord, make_trace
 
@@ -370,8 +370,8 @@ def test_powersgd_chains_three_allreduces_per_bucket():
         ("bucket 0 powersgd:P", 0), ("bucket 1 powersgd:P", 2048),
         ("bucket 0 powersgd:Q", 0), ("bucket 1 powersgd:Q", 2048),
     ]
-    # before powersgd_start_iter: the plain allreduce hook with the full bytes
-    res2 = simulate(tr, plan, net(), cfg(comm_hook="powersgd", powersgd_start_iter=1))
+    # before start_powerSGD_iter: the plain allreduce hook with the full bytes
+    res2 = simulate(tr, plan, net(), cfg(comm_hook="powersgd", powersgd=PowerSGDState(start_powerSGD_iter=1)))
     assert [(s.name, s.size_bytes) for s in res2.spans if s.rank == 0 and s.stream == "comm"] == [
         ("bucket 0", 2048), ("bucket 1", MIB)]
 

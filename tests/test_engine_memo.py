@@ -2,7 +2,7 @@
 
 ``simulate`` keeps its last results keyed on what it reads; two caps that give the same buckets
 are one simulation (only ``meta["plan"]`` differs), and spans are built when first read
-(``LazySpans``). The oracle is a fresh simulation with nothing kept.
+(``LazyTuple(merged_spans, ...)``). The oracle is a fresh simulation with nothing kept.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import ddpsim.engine.simulate as engine
 from ddpsim.engine.config import SimConfig
-from ddpsim.engine.result import LazySpans
+from ddpsim.engine.result import LazyTuple, merged_spans
 from ddpsim.network.comm_model import AlphaBetaModel
 from ddpsim.plan.planner import DDPOptions, plan_ddp
 from ddpsim.trace.records import load_trace
@@ -66,7 +66,7 @@ def test_different_inputs_are_never_shared():
 def test_lazy_spans_are_the_tuple_and_pickle_as_it():
     plan = plan_ddp(TRACE, DDPOptions())
     res = fresh(plan)
-    assert isinstance(res.spans, LazySpans)
+    assert isinstance(res.spans, LazyTuple) and res.spans._build is merged_spans
     built = tuple(res.spans)
     assert res.spans == built and built == res.spans and len(res.spans) == len(built) > 0
     assert res.spans[0] == built[0] and res.spans[-3:] == built[-3:]

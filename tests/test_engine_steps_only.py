@@ -132,17 +132,21 @@ def test_a_segment_ends_at_each_bucket_ready_and_floors_are_per_segment():
 @pytest.mark.parametrize("host", [None, HostCosts()])
 def test_a_recording_rank_takes_segments_as_the_hooks_one_by_one_to_the_bit(monkeypatch, host):
     """Under interference a rank that records its works defers a segment's works at once
-    (``Segment.take_recorded``) and records a run of works without a call per work: the same
+    (``Segment.take``) and records a run of works without a call per work: the same
     spans, bucket timings and iteration figures as deferring them hook by hook."""
     from ddpsim.engine import segments
     from ddpsim.engine.reducer import Rank
     cfg = replace(CONFIG, interference=Interference(compute_slowdown=1.5, comm_slowdown=1.2), host_costs=host)
     taken = []
-    real = segments.Segment.take_recorded
-    monkeypatch.setattr(segments.Segment, "take_recorded", lambda *a: taken.append(1) or real(*a))
+    real = segments.Segment.take
+
+    def take(seg, rank, *a):
+        taken.append(rank.record)
+        return real(seg, rank, *a)
+    monkeypatch.setattr(segments.Segment, "take", take)
     engine._MEMO.clear()
     at_once = engine.simulate(TRACE, PLAN, comm(), cfg)
-    assert taken
+    assert any(taken)  # taken at once on a recording rank
     real_segments = Rank.segments  # the folded ranks' representative keeps its one work per segment
     monkeypatch.setattr(Rank, "segments", lambda rank, bw: None if rank.record else real_segments(rank, bw))
     engine._MEMO.clear()

@@ -60,6 +60,7 @@ def test_alpha_beta_model_closed_form():
     ({"world_size": 4, "stragglers": {4: 2.0}}, r"stragglers: rank 4 .*\[0, 4\)"),
     ({"stragglers": {0: 0.5}}, r"stragglers\[0\]: 0.5"),
     ({"copy_bandwidth_bytes_per_s": -1.0}, "copy_bandwidth_bytes_per_s: -1.0"),
+    ({"powersgd": {"matrix_approximation_rank": 0}}, "powersgd.matrix_approximation_rank: 0"),
 ])
 def test_simconfig_rejects(kwargs, match):
     with pytest.raises(InputError, match=match):

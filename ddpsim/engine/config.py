@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import field, replace
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import InstanceOf, SkipValidation
+from pydantic import Field, InstanceOf, SkipValidation
 
 from ddpsim.errors import InputError
 from ddpsim.schema import is_num, record, rule
@@ -25,6 +25,18 @@ ComputeStatistic = Annotated[Literal[COMPUTE_STATISTICS], rule(f"one of {', '.jo
                                                                lambda v: v in COMPUTE_STATISTICS)]
 
 
+@record("powersgd.")
+class PowerSGDState:
+    """PowerSGD's ``PowerSGDState`` arguments
+    (torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook), as the scenario's
+    ``ddp.powersgd`` takes them (:func:`~ddpsim.value_types.section_of`)."""
+
+    matrix_approximation_rank: Int(1, MAX_POWERSGD_RANK) = Field(
+        1, description=f"the rank of the low-rank approximation, 1 to {MAX_POWERSGD_RANK}")
+    start_powerSGD_iter: Int(0, MAX_ITERATIONS) = Field(
+        0, description=f"iterations of plain all-reduce first, 0 to {MAX_ITERATIONS}")
+
+
 @record("")
 class SimConfig:
     """Knobs of one simulated run."""
@@ -37,8 +49,8 @@ class SimConfig:
     num_warmup_iterations: Int(0, MAX_ITERATIONS, null=True) = None
     seed: Int(0, MAX_SEED) = 0  # seeds every random draw (jitter). Same inputs and seed -> same result
     comm_hook: Hook = "none"  # one of :data:`~ddpsim.value_types.COMM_HOOKS`
-    powersgd_rank: Int(1, MAX_POWERSGD_RANK) = 1  # PowerSGD's matrix_approximation_rank
-    powersgd_start_iter: Int(0, MAX_ITERATIONS) = 0  # PowerSGD's start_powerSGD_iter (plain all-reduce before it)
+    #: comm_hook powersgd's arguments (plain all-reduce before ``start_powerSGD_iter``)
+    powersgd: PowerSGDState = field(default_factory=PowerSGDState)
     #: gradient-accumulation micro-steps under ``no_sync()`` before each synchronised step (0 = none)
     no_sync_steps: Int(0, MAX_ITERATIONS) = 0
     #: "trace" (each rank's compute drawn from the trace's measured spread), "none", or a float: the coefficient of

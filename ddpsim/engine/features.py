@@ -67,9 +67,9 @@ class BucketLayout:
         self.mp_cast_s = [mp_bucket_cast_s(n, g, r, bw) for n, g, r in zip(self.numels, grad, red)]
         self.mp_upcast_s = [mp_upcast_s(n, u, g, r, e, bw)
                             for n, u, g, r, e in zip(self.numels, used_numels, grad, red, own)]
-        self.powersgd = [powersgd_split([params[i].shape for i in b.param_indices],
-                                        DTYPE_SIZE_BYTES[b.dtype], eng.config.powersgd_rank) for b in buckets] \
-            if eng.config.comm_hook == "powersgd" else []
+        rank = eng.config.powersgd.matrix_approximation_rank
+        self.powersgd = [powersgd_split([params[i].shape for i in b.param_indices], DTYPE_SIZE_BYTES[b.dtype], rank)
+                         for b in buckets] if eng.config.comm_hook == "powersgd" else []
         peak = eng.peak_flops
         self.powersgd_compress_s = [powersgd_kernel_s(ps, "launch", bw, peak) for ps in self.powersgd]
         self.powersgd_qs_s = [powersgd_kernel_s(ps, "qs", bw, peak) for ps in self.powersgd]

@@ -77,7 +77,8 @@ class JoinSchedule:
 
 
 class JoinProgram:
-    """Join's collectives in a rank's program (:mod:`ddpsim.engine.reducer` calls these)."""
+    """Join's end of the epoch and its figures; a rank's program (:mod:`ddpsim.engine.reducer`)
+    issues the count, the common rank and the grad-sync flag of each iteration itself."""
 
     def __init__(self, schedule: JoinSchedule, eng: Any) -> None:
         self.schedule = schedule
@@ -90,19 +91,6 @@ class JoinProgram:
         groups, _ = compute_bucket_assignment_by_size(sizes, dtypes, [BROADCAST_BUCKET_BYTES])
         #: ``_sync_final_model``'s broadcasts: parameters and buffers in 250 MiB buckets per dtype
         self.final_buckets = [sum(sizes[i] for i in g) for g in groups]
-
-    def notify(self, rank: Any) -> None:
-        """``Join.notify_join_context``: the count's async all-reduce (matched by a joined rank's
-        ``_get_num_nonjoined_procs``)."""
-        rank.launch("join", COUNT, None, FLAG_BYTES)
-
-    def common_rank(self, rank: Any) -> Iterator[simpy.Event]:
-        """``_sync_buffers`` under Join: ``_find_common_rank``, blocking (``.item()``)."""
-        yield from rank.wait(rank.launch("join", COMMON_RANK, None, RANK_BYTES), COMMON_RANK)
-
-    def grad_sync(self, rank: Any) -> None:
-        """``_check_global_requires_backward_grad_sync``: async on an active rank."""
-        rank.launch("join", GRAD_SYNC, None, FLAG_BYTES)
 
     def exit(self, rank: Any) -> Iterator[simpy.Event]:
         """``Join.__exit__`` once every rank has joined: the last count (0 active), then

@@ -14,6 +14,7 @@ from typing import Iterator
 import simpy
 
 from ddpsim.engine.features import BucketLayout
+from ddpsim.engine.join import COMMON_RANK, COUNT, FLAG_BYTES, GRAD_SYNC, RANK_BYTES
 from ddpsim.engine.segments import Segment, build_segments, gate_floors, gate_table
 from ddpsim.engine.streams import Coll
 from ddpsim.engine.timeline import IterAcc, RankTimeline
@@ -90,7 +91,7 @@ class Rank(RankTimeline):
         if eng.find_unused_dynamic:
             yield from self.work("graph_search", "graph_search", eng.graph_search_s * s)
         hook = eng.config.comm_hook
-        if hook == "powersgd" and k - 1 < eng.config.powersgd_start_iter:
+        if hook == "powersgd" and k - 1 < eng.config.powersgd.start_powerSGD_iter:
             hook = "allreduce"
         bw = yield from self.backward(k, layout, s, hook)
         # 4. finalize
@@ -107,23 +108,24 @@ class Rank(RankTimeline):
         tensor, then the bucket sizes; in the rebuild iteration only), then the buffer broadcast
         (``_sync_buffers``) and, when the comm model declares a cost per buffer, its copies."""
         eng = self.eng
-        if eng.join is not None:
-            eng.join.notify(self)
+        if eng.join is not None:  # Join.notify_join_context: the count's async all-reduce
+            self.launch("join", COUNT, None, FLAG_BYTES)
         if eng.plan.rebuild_iteration is not None and k == eng.plan.rebuild_iteration:
             c = self.launch("rebuild", "rebuild:indices", None, (len(eng.reducer_params) + 1) * 4, broadcast=True)
             yield from self.wait(c, "rebuild:indices")
             c = self.launch("rebuild", "rebuild:bucket_sizes", None, len(layout.buckets) * 4, broadcast=True)
             yield from self.wait(c, "rebuild:bucket_sizes")
         if eng.buffer_buckets:
-            if eng.join is not None:
-                yield from eng.join.common_rank(self)
+            if eng.join is not None:  # _sync_buffers under Join: _find_common_rank, blocking
+                c = self.launch("join", COMMON_RANK, None, RANK_BYTES)
+                yield from self.wait(c, COMMON_RANK)
             for j, nbytes in enumerate(eng.buffer_buckets):
                 c = self.launch("broadcast", f"buffers[{j}]", None, nbytes, broadcast=True)
             yield from self.wait(c, "broadcast")
             if eng.buffer_copies_s > 0:
                 yield from self.work("forward", "buffer copies", eng.buffer_copies_s * s)
-        if eng.join is not None:
-            eng.join.grad_sync(self)
+        if eng.join is not None:  # _check_global_requires_backward_grad_sync: async, active rank
+            self.launch("join", GRAD_SYNC, None, FLAG_BYTES)
 
     def forward(self, name: str, s: float, first: bool) -> Iterator[simpy.Event]:
         """One forward: mixed precision's parameter casts (``_root_copy_hook``), the module,
@@ -206,27 +208,20 @@ class Rank(RankTimeline):
         ps = layout.powersgd[b]
         yield from self.work("compress", f"powersgd compress {name}", layout.powersgd_compress_s[b] * s, b, size)
         first = self.launch("allreduce", f"{name} powersgd:uncompressed", b, int(ps["uncompressed_bytes"]))
-        if not eng.futures_at_enqueue:
+        if not eng.futures_at_enqueue:  # gloo: the rest of the round in finalize
             return [first]
-        return (yield from self.powersgd_chain_in_hook(b, layout, s, first))
-
-    def powersgd_chain_in_hook(self, b: int, layout: BucketLayout, s: float, first: Coll) -> Iterator[simpy.Event]:
-        """PowerSGD on ProcessGroupNCCL (``powerSGD_hook``): the future of the uncompressed
-        all-reduce is complete at enqueue, so ``.then(unpack_..._and_allreduce_ps)``,
-        ``.then(compute_qs)`` and ``.then(decompress)`` run at once, in the autograd hook: P's
-        all-reduce is enqueued behind the first, ``compute_qs``'s kernels (orthogonalise P,
-        ``Q = M^T P``) behind P and Q's all-reduce behind them, ``decompress``'s kernels behind Q;
-        then ``decompress`` calls ``torch.cuda.synchronize(device)``: the CPU blocks until the
-        device has drained (the backward enqueued so far and the three all-reduces), so no later
-        backward kernel is enqueued before that. Per bucket, the backward therefore stops for
-        the bucket's whole PowerSGD round: the overlap of the other hooks is lost."""
-        eng = self.eng
-        ps = layout.powersgd[b]
-        qs_s = layout.powersgd_qs_s[b] * s
-        dec_s = layout.powersgd_decompress_s[b] * s
-        p = self.launch("allreduce", f"bucket {b} powersgd:P", b, int(ps["p_bytes"]), then_s=qs_s)
-        q = self.launch("allreduce", f"bucket {b} powersgd:Q", b, int(ps["q_bytes"]), then_s=dec_s)
-        yield from self.wait(q, f"powersgd synchronize bucket {b}")
+        # ProcessGroupNCCL (powerSGD_hook): the uncompressed all-reduce's future is complete at
+        # enqueue, so .then(unpack_..._and_allreduce_ps), .then(compute_qs) and .then(decompress)
+        # run at once, in the autograd hook: P's all-reduce enqueued behind the first,
+        # compute_qs's kernels (orthogonalise P, Q = M^T P) behind P and Q's all-reduce behind
+        # them, decompress's kernels behind Q; then decompress calls torch.cuda.synchronize: the
+        # CPU blocks until the device has drained, so no later backward kernel is enqueued
+        # before. The backward stops for each bucket's whole round: the hooks' overlap is lost.
+        p = self.launch("allreduce", f"{name} powersgd:P", b, int(ps["p_bytes"]),
+                        then_s=layout.powersgd_qs_s[b] * s)
+        q = self.launch("allreduce", f"{name} powersgd:Q", b, int(ps["q_bytes"]),
+                        then_s=layout.powersgd_decompress_s[b] * s)
+        yield from self.wait(q, f"powersgd synchronize {name}")
         if eng.host is not None:  # the CPU returns from the synchronize once the device is idle
             self.cpu = max(self.cpu, self.t)
         return [first, p, q]
@@ -272,23 +267,17 @@ class Rank(RankTimeline):
         """Per parameter in gradient-ready order: the backward compute up to its ready time,
         a SyncBatchNorm's or the delayed all-reduce's hook there, then the reducer's hook
         (with find_unused_parameters the first hook also marks every unused parameter).
-
-        Under interference the hooks between two bucket-ready events are taken in one go
-        where no host gate falls inside (:class:`ddpsim.engine.segments.Segment`): on a rank
-        that records nothing as one work (its works merge into one anyway), on one that
-        records them as the same works deferred at once (:meth:`Segment.take_recorded`)."""
+        Under interference the hooks between two bucket-ready events are taken in one go where
+        no host gate falls inside (:meth:`ddpsim.engine.segments.Segment.take`)."""
         found = self.segments(bw)
         if found is None:
             yield from self.hooks_one_by_one(bw, s, 0, len(self.eng.order), 0.0)
             return
         segs, floors = found
-        grads_left, plain, record = bw.pending, bw.plain, self.record
+        grads_left, plain = bw.pending, bw.plain
         for seg, floor_s in zip(segs, floors):
             if seg.closed_form(self, s, floor_s):
-                if record:
-                    seg.take_recorded(self, s, grads_left)
-                else:
-                    seg.take(self, s, grads_left)
+                seg.take(self, s, grads_left)
                 if seg.ready_b is not None:
                     if self.pending and not self.runs_on():
                         yield from self.flush()
@@ -299,19 +288,14 @@ class Rank(RankTimeline):
             else:
                 yield from self.hooks_one_by_one(bw, s, seg.start, seg.stop, seg.prev0)
 
-    def plain_hooks(self, bw: "BackwardState") -> bool:
-        """Every hook of the backward is the reducer's plain copy-in: no SyncBatchNorm, delayed
-        all-reduce, unused parameter, batched copy or static_graph first iteration."""
-        eng = self.eng
-        return not (eng.batched or eng.syncbn is not None or eng.delayed is not None or bw.static_first or eng.unused)
-
     def segments(self, bw: "BackwardState") -> "tuple[list[Segment], list[float]] | None":
         """The backward's segments between bucket-ready events (built once per layout for
-        every rank) and their no-gate bounds at this rank's least factor, or None where a hook
-        may do more than a plain copy-in or works run at rate 1 (there one by one is already
-        cheap, and the same arithmetic as a full run)."""
+        every rank) and their no-gate bounds at this rank's least factor, or None where works
+        run at rate 1 (there one by one is already cheap, and the same arithmetic as a full run)
+        or a hook may do more than a plain copy-in: with a SyncBatchNorm, the delayed
+        all-reduce, an unused parameter, batched copies or static_graph's first iteration."""
         eng = self.eng
-        if self.fast or not self.plain_hooks(bw):
+        if self.fast or eng.batched or eng.unused or bw.static_first or eng.syncbn or eng.delayed:
             return None
         key = id(bw.layout)
         if key not in self.segments_of:

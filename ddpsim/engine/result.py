@@ -76,19 +76,11 @@ class LazyTuple(Sequence):
         return (tuple, (self._tuple(),))
 
 
-class LazySpans(LazyTuple):
-    """A simulation's spans kept as the engine's rows until read: per simulated rank its
-    compute rows ``(start, 0, order, end, kind, name, iteration, bucket, size)``, and the
-    collectives' rows (1 for 0)."""
-
-    __slots__ = ()
-
-    def __init__(self, kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> None:
-        super().__init__(_merged_spans, kept, comm_rows)
-
-
-def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> list[Span]:
-    """Spans of each rank in time order; at equal start compute first, then issue order."""
+def merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -> list[Span]:
+    """A simulation's spans (kept as the engine's rows until read: ``LazyTuple(merged_spans, ...)``)
+    from per simulated rank its compute rows ``(start, 0, order, end, kind, name, iteration,
+    bucket, size)`` and the collectives' rows (1 for 0): each rank's in time order, at equal
+    start compute first, then issue order."""
     out_spans: list[Span] = []
     append = out_spans.append
     new, setattr_ = object.__new__, object.__setattr__
@@ -108,8 +100,8 @@ def _merged_spans(kept: list[tuple[int, list[tuple]]], comm_rows: list[tuple]) -
 
 def compute_s_by_kind(spans: Sequence[Span], keys: set[tuple[int, int]]) -> dict[str, float]:
     """Summed durations of the compute spans whose (rank, iteration) is in ``keys``, by kind,
-    added in span order (unbuilt :class:`LazySpans`: from their rows, the same additions)."""
-    if isinstance(spans, LazySpans) and spans._items is None:
+    added in span order (unbuilt :func:`merged_spans`: from their rows, the same additions)."""
+    if isinstance(spans, LazyTuple) and spans._build is merged_spans:
         rows = ((rank, not flag, kind, it, start, end) for rank, rank_rows in spans._args[0]
                 for (start, flag, _, end, kind, _, it, _, _) in sorted(rank_rows))
     else:
@@ -184,13 +176,11 @@ class SimResult:
         return max((it.exposed_comm_s for it in self.iterations if it.iteration == iteration), default=0.0)
 
     def step_times_s(self) -> list[float]:
-        """Per steady iteration, what the job sees: from the end of the previous iteration on
-        its slowest rank to the end of this one on its slowest rank (the first iteration
-        simulated: from its earliest start). These add up to the job's wall time. The
-        per-iteration max of each rank's own iteration time would not: a rank delayed after an
-        iteration's last collective makes the others wait in the next one, and the max counts
-        that delay in both iterations (the measured step, ``ddpsim.formats.step_times``,
-        is the per-iteration mean over ranks for the same reason)."""
+        """Per steady iteration, what the job sees: from the previous iteration's end on its
+        slowest rank (the first simulated: its earliest start) to this one's end on its slowest
+        rank; they add up to the wall time, where each rank's own iteration time maxed per
+        iteration counts a rank's delay after a last collective in two iterations (the measured
+        step, ``ddpsim.formats.step_times``, is the mean over ranks for the same reason)."""
         ends: dict[int, float] = {}
         starts: dict[int, float] = {}
         for it in self.iterations:
@@ -209,21 +199,11 @@ class SimResult:
         """p50/p95 step time and mean breakdown over steady iterations."""
         steady = self.steady_iterations() or list(self.iterations)
         steps = self.step_times_s() or [it.iteration_s for it in steady]
-
-        def mean(attr: str) -> float:
-            return statistics.fmean(getattr(it, attr) for it in steady)
-
-        out = {
-            "iteration_p50_s": statistics.median(steps),
-            "iteration_p95_s": quantile(steps, 0.95),
-            "iteration_mean_s": statistics.fmean(steps),
-            "forward_s": mean("forward_s"),
-            "backward_compute_s": mean("backward_compute_s"),
-            "exposed_comm_s": mean("exposed_comm_s"),
-            "comm_s": mean("comm_s"),
-            "overlap_ratio": mean("overlap_ratio"),
-            "optimizer_s": mean("optimizer_s"),
-        }
+        out = {"iteration_p50_s": statistics.median(steps),
+               "iteration_p95_s": quantile(steps, 0.95), "iteration_mean_s": statistics.fmean(steps)}
+        for attr in ("forward_s", "backward_compute_s", "exposed_comm_s", "comm_s", "overlap_ratio",
+                     "optimizer_s"):  # their means over the steady iterations
+            out[attr] = statistics.fmean(getattr(it, attr) for it in steady)
         if "join" in self.meta:  # under Join: the epoch's mean step (ddpsim.engine.join)
             out["iteration_mean_s"] = self.meta["join"]["epoch_mean_step_s"]
         return out

@@ -52,26 +52,25 @@ class Segment:
         slack = rank.cpu - rank.eng.env.now - rank.pending_s
         return slack <= floor_s - MARGIN_S
 
-    def take_recorded(self, rank: Any, s: float, grads_left: list[int]) -> None:
-        """The segment's works deferred one by one, as :meth:`Rank.hooks_one_by_one` defers them
-        on a rank that records them (the same items, the same additions to ``pending_s`` and to
-        the CPU's clock in the same order), with no gate among them (:meth:`closed_form`)."""
-        advance = rank.advance
-        for kind, name, w, b, size in self.items:
-            advance(kind, name, w * s, b, size)
-        if rank.eng.host is not None:
-            h, cpu = rank.eng.host.hook_s_per_param, rank.cpu
-            for _ in self.gate_work:
-                cpu += h
-            rank.cpu = cpu
-        for b, n in self.marks:
-            grads_left[b] -= n
-
     def take(self, rank: Any, s: float, grads_left: list[int]) -> None:
-        """The segment's works and hooks at once; its buckets' gradients marked."""
-        rank.advance("backward", "backward segment", self.work_s * s)
-        if rank.eng.host is not None:
-            rank.cpu += len(self.gate_work) * rank.eng.host.hook_s_per_param
+        """The segment's works and hooks at once, its buckets' gradients marked: on a rank that
+        records them, deferred one by one as :meth:`Rank.hooks_one_by_one` defers them (the same
+        items, the same additions to ``pending_s`` and to the CPU's clock in the same order) with
+        no gate among them (:meth:`closed_form`); on one that records nothing, as one work."""
+        host = rank.eng.host
+        if rank.record:
+            advance = rank.advance
+            for kind, name, w, b, size in self.items:
+                advance(kind, name, w * s, b, size)
+            if host is not None:
+                h, cpu = host.hook_s_per_param, rank.cpu
+                for _ in self.gate_work:
+                    cpu += h
+                rank.cpu = cpu
+        else:
+            rank.advance("backward", "backward segment", self.work_s * s)
+            if host is not None:
+                rank.cpu += len(self.gate_work) * host.hook_s_per_param
         for b, n in self.marks:
             grads_left[b] -= n
 
@@ -102,7 +101,7 @@ def gate_floors(segs: list[Segment], s_lo: float, h: float, table: tuple | None 
 
 def build_segments(eng: Any, layout: Any) -> list[Segment]:
     """The backward's segments for ``layout`` (the same for every rank), of plain hooks only
-    (every reducer parameter has a gradient: :meth:`Rank.plain_hooks`)."""
+    (every reducer parameter has a gradient: :meth:`Rank.segments`)."""
     order, ready, bucket_of, names, sizes = eng.order, eng.ready, layout.bucket_of, eng.names, eng.param_sizes
     left = list(layout.counts)
     segs: list[Segment] = []

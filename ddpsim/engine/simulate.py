@@ -24,7 +24,7 @@ from ddpsim.engine.join import JoinProgram, JoinSchedule, add_even_baseline
 from ddpsim.engine.process_groups import GroupStreams
 from ddpsim.engine.reducer import Rank
 from ddpsim.engine.rest import RestRanks
-from ddpsim.engine.result import BucketTiming, IterationStats, LazySpans, LazyTuple, SimResult
+from ddpsim.engine.result import BucketTiming, IterationStats, LazyTuple, SimResult, merged_spans
 from ddpsim.engine.streams import Engine
 from ddpsim.errors import InputError
 from ddpsim.network.comm_model import CAPABILITIES, CommModel
@@ -76,15 +76,12 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
 
 # ---- results -------------------------------------------------------------------------------
 
-def _skipped_buckets(eng: Engine, num_iterations: int) -> dict[str, list[int]]:
+def _skipped_buckets(eng: Engine) -> dict[str, list[int]]:
     """Per iteration (as a string key), the buckets skip_all_reduce_unused_params left out."""
-    out: dict[str, list[int]] = {}
-    for k in range(1, num_iterations + 1):
-        layout = eng.layouts[k]
-        skipped = [b for b in range(len(layout.buckets)) if eng.skips_bucket(b, layout, eng.static_graph and k == 1)]
-        if skipped:
-            out[str(k)] = skipped
-    return out
+    skipped = {str(k): [b for b in range(len(lay.buckets))
+                        if eng.skips_bucket(b, lay, eng.static_graph and k == 1)]
+               for k, lay in eng.layouts.items()}
+    return {k: bs for k, bs in skipped.items() if bs}
 
 
 def _as_dict(obj: Any) -> Any:
@@ -176,8 +173,12 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
               steps_only: bool = False) -> SimResult:
     """One simulation (:func:`simulate` without its memo)."""
     _validate(trace, plan, comm, config)
-    asked = config
-    schedule, config = _join_schedule(config, plan)
+    asked, schedule = config, None
+    if config.join_batches is not None:  # the epoch's phases as extra iterations (engine.join)
+        schedule = JoinSchedule.of(config.join_batches, config.num_iterations,
+                                   min(_warmup(config, plan), config.num_iterations - 1))
+        config = replace(config, num_iterations=schedule.num_iterations,
+                         num_warmup_iterations=schedule.warmup)
     env = simpy.Environment()
     eng = Engine(env, trace, plan, comm, config)
     eng.keep_spans = bool(spans)
@@ -238,24 +239,14 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     if steps_only:
         meta["steps_only"] = True
     if eng.skip_unused:
-        meta["skipped_buckets"] = _skipped_buckets(eng, config.num_iterations)
+        meta["skipped_buckets"] = _skipped_buckets(eng)
     if schedule is not None:  # the same samples dealt evenly, without Join: the baseline of the cost
         even = simulate(trace, plan, comm, replace(asked, join_batches=None), spans=False)
         meta["join"] = add_even_baseline(eng.join.figures(colls), even.summary()["iteration_mean_s"], config.world_size)
     kept = [(rk.rank, rk.spans) for rk in ranks if rk.keep_spans]
     return SimResult(world_size=config.world_size, ranks=tuple(explicit),
-                     spans=LazySpans(kept, comm_rows) if kept else (),
+                     spans=LazyTuple(merged_spans, kept, comm_rows) if kept else (),
                      buckets=buckets, iterations=tuple(iters), meta=meta)
-
-
-def _join_schedule(config: SimConfig, plan: BucketPlan) -> tuple[JoinSchedule | None, SimConfig]:
-    """Under Join, the epoch's phases and the config running them as extra iterations
-    (:mod:`ddpsim.engine.join`); else None and ``config``."""
-    if config.join_batches is None:
-        return None, config
-    schedule = JoinSchedule.of(config.join_batches, config.num_iterations,
-                               min(_warmup(config, plan), config.num_iterations - 1))
-    return schedule, replace(config, num_iterations=schedule.num_iterations, num_warmup_iterations=schedule.warmup)
 
 
 def _warmup(config: SimConfig, plan: BucketPlan) -> int:

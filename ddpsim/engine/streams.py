@@ -60,7 +60,7 @@ class Coll:
 class Engine:
     """What every rank shares: options, phase times, comm model, layouts, collectives, interference."""
 
-    #: Join's collectives in the rank program (ddpsim.engine.join.JoinProgram), or None
+    #: Join's end of the epoch (ddpsim.engine.join.JoinProgram), or None
     join = None
     #: ``simulate(steps_only=True)``: ranks that record nothing launch before running their
     #: works (:meth:`RankTimeline.launch`); a collective no change can pace runs as one timer
@@ -73,7 +73,20 @@ class Engine:
         self.plan = plan
         self.comm = comm
         self.config = config
-        self._init_options(plan)
+        # the reducer DDP builds under the plan's options
+        opts = plan.options
+        #: the reducer's parameters (all but delay_all_reduce_named_params); none: DDP builds no reducer
+        self.reducer_params = reducer_param_indices(trace, opts)
+        self.has_reducer = bool(self.reducer_params)
+        self.find_unused_dynamic = opts.find_unused_parameters and not opts.static_graph and self.has_reducer
+        self.static_graph = opts.static_graph and self.has_reducer
+        self.gabv = opts.gradient_as_bucket_view
+        self.batched = opts.batched_grad_copy
+        self.skip_unused = opts.skip_all_reduce_unused_params
+        # DDP returns from __init__ before the mixed precision setup when every parameter is delayed
+        self.mixed_precision = opts.mixed_precision if self.has_reducer else None
+        #: Reducer's comm_hook_ == nullptr: the reducer itself divides by the world size (reducer.cpp)
+        self.reducer_divides = config.comm_hook == "none" and self.mixed_precision is None
         self.copy_bw = config.copy_bandwidth_bytes_per_s
         peak = trace.environment.get("peak_flops_per_s")
         self.peak_flops = float(peak) if is_num(peak) and peak > 0 else None
@@ -83,10 +96,10 @@ class Engine:
         self._init_phases(trace, config)
         self._init_kernels(trace, config)
         self.syncbn = SyncBatchNorm(trace, self) if config.sync_batchnorm else None
-        self.buffer_buckets = buffer_broadcast_buckets(trace, plan.options, self.mixed_precision, self.has_reducer)
+        self.buffer_buckets = buffer_broadcast_buckets(trace, opts, self.mixed_precision, self.has_reducer)
         #: the per-buffer flatten and copy-back of that broadcast (0 without a measured cost)
         self.buffer_copies_s = self.broadcast_per_tensor_s * len(trace.buffers) if self.buffer_buckets else 0.0
-        delayed = plan.options.delay_all_reduce_named_params is not None
+        delayed = opts.delay_all_reduce_named_params is not None
         self.delayed = DelayedAllReduce(trace, self) if delayed else None
         self.layouts: dict[int, BucketLayout] = {}
         #: id(layout) -> (layout, its backward's segments, their gate table) (:mod:`ddpsim.engine.segments`)
@@ -109,22 +122,6 @@ class Engine:
         self.changed = env.event()
         self._init_work_clock()
 
-    def _init_options(self, plan: BucketPlan) -> None:
-        """The reducer DDP builds under the plan's options."""
-        opts = plan.options
-        #: the reducer's parameters (all but delay_all_reduce_named_params); none: DDP builds no reducer
-        self.reducer_params = reducer_param_indices(self.trace, opts)
-        self.has_reducer = bool(self.reducer_params)
-        self.find_unused_dynamic = opts.find_unused_parameters and not opts.static_graph and self.has_reducer
-        self.static_graph = opts.static_graph and self.has_reducer
-        self.gabv = opts.gradient_as_bucket_view
-        self.batched = opts.batched_grad_copy
-        self.skip_unused = opts.skip_all_reduce_unused_params
-        # DDP returns from __init__ before the mixed precision setup when every parameter is delayed
-        self.mixed_precision = opts.mixed_precision if self.has_reducer else None
-        #: Reducer's comm_hook_ == nullptr: the reducer itself divides by the world size (reducer.cpp)
-        self.reducer_divides = self.config.comm_hook == "none" and self.mixed_precision is None
-
     def _init_comm(self, comm: CommModel, config: SimConfig) -> None:
         """The comm model's capabilities, checked (an InputError names the first bad one), and the
         interference in force."""
@@ -132,11 +129,14 @@ class Engine:
         #: the comm model's answers (:meth:`ask`)
         self._asked: dict[tuple, float] = {}
         # DDP's per-iteration fixed cost on this machine (Python pre/post-forward, reducer
-        # bookkeeping, waking the backend's threads), when the comm model declares it; 0: nothing
-        self.iteration_overhead_s = _capability_s(comm.iteration_overhead_s, f"{where}iteration_overhead_s:")
-        # DDP's forward buffer broadcast per buffer (flatten, copy back), when declared
-        self.broadcast_per_tensor_s = _capability_s(comm.broadcast_per_tensor_s,
-                                                    f"{where}broadcast_per_tensor_s:")
+        # bookkeeping, waking the backend's threads) and its forward buffer broadcast per buffer
+        # (flatten, copy back), when the comm model declares them (None: 0)
+        v = comm.iteration_overhead_s
+        self.iteration_overhead_s = checked_s(0.0 if v is None else v,
+                                              f"{where}iteration_overhead_s:")
+        v = comm.broadcast_per_tensor_s
+        self.broadcast_per_tensor_s = checked_s(0.0 if v is None else v,
+                                                f"{where}broadcast_per_tensor_s:")
         self.forward_factor = checked_s(comm.ddp_forward_factor, f"{where}ddp_forward_factor:", True)
         idle = comm.idle_launch_extra_s
         self.idle_extra = idle if callable(idle) else None
@@ -537,9 +537,3 @@ class Engine:
             remaining -= (env.now - t0) * r
             if remaining <= work_s * 1e-12:
                 return
-
-
-def _capability_s(v: object, where: str) -> float:
-    """A capability in seconds (None: 0), checked."""
-    return checked_s(0.0 if v is None else v, where)
-

@@ -159,24 +159,20 @@ class RankTimeline:
         work = None
         host = eng.host
         pending = self.pending
+        if host is not None:  # the CPU issues it (never before the device reaches it)
+            self.cpu += host.enqueue_s
+            t = self.cpu if self.cpu > self.t else self.t
+        else:
+            t = -math.inf if pending else self.t
         if pending:
             assert self.runs_on(), "a launch must follow the rank's work: flush() first (or runs_on())"
             work = eng.work_at(eng.env.now) + self.pending_s
-            t = -math.inf if host is None else self.host_issue(host.enqueue_s)
-        else:
-            t = self.t if host is None else self.host_issue(host.enqueue_s)
         c = eng.arrive(self.seq, t, kind, name, self.iter, bucket, size_bytes, broadcast, then_s, work)
         self.seq += 1
         self.issue_s = self.t  # the compute stream's clock when the latest collective was issued
         return c
 
     # -- host costs (ddpsim.network.host_costs): a CPU clock beside the compute stream ------------------
-    def host_issue(self, cost_s: float) -> float:
-        """The CPU spends ``cost_s`` issuing something: when it is issued (never before the
-        device reaches it in stream order)."""
-        self.cpu += cost_s
-        return self.cpu if self.cpu > self.t else self.t
-
     def host_gate(self) -> Iterator[simpy.Event]:
         """The device cannot run what the CPU has not enqueued: idle until the CPU's clock."""
         self.gate()

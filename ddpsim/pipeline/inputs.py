@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from ddpsim.engine.config import SimConfig
+from ddpsim.engine.config import PowerSGDState, SimConfig
 from ddpsim.errors import InputError
 from ddpsim.network.contention import contention_prior as cost_prior
 from ddpsim.network.cost_terms import terms_in_force
@@ -150,8 +150,8 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
             raise InputError(f"{scenario.where()}simulation.stragglers: rank {r} is not accepted; "
                              f"expected a rank in [0, {world_size})")
     return SimConfig(world_size=world_size, num_iterations=sim.iterations, num_warmup_iterations=sim.warmup,
-                     seed=sim.seed, comm_hook=point.comm_hook, powersgd_rank=ddp.powersgd.matrix_approximation_rank,
-                     powersgd_start_iter=ddp.powersgd.start_powerSGD_iter, no_sync_steps=sim.no_sync_steps,
+                     seed=sim.seed, comm_hook=point.comm_hook, powersgd=PowerSGDState(**ddp.powersgd.model_dump()),
+                     no_sync_steps=sim.no_sync_steps,
                      jitter=sim.jitter, stragglers=sim.stragglers, sync_batchnorm=ddp.sync_batchnorm,
                      compute_statistic=sim.compute_statistic, interference=terms.interference,
                      copy_bandwidth_bytes_per_s=terms.copy_bandwidth_bytes_per_s,

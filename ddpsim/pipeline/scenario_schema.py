@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
-from ddpsim.engine.config import ComputeStatistic, SimConfig
+from ddpsim.engine.config import ComputeStatistic, PowerSGDState
 from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import WEIGHTINGS, Interference
@@ -84,14 +84,9 @@ class ClusterSpec(Schema):
         return data
 
 
-class PowerSgd(Schema):
+class PowerSgd(section_of(PowerSGDState)):
     """``ddp.powersgd``: PowerSGD's ``PowerSGDState`` arguments
     (torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook)."""
-
-    matrix_approximation_rank: Int(1, MAX_POWERSGD_RANK) = Field(
-        SimConfig.powersgd_rank, description=f"the rank of the low-rank approximation, 1 to {MAX_POWERSGD_RANK}")
-    start_powerSGD_iter: Int(0, MAX_ITERATIONS) = Field(
-        SimConfig.powersgd_start_iter, description=f"iterations of plain all-reduce first, 0 to {MAX_ITERATIONS}")
 
 
 class MixedPrecisionSpec(section_of(MixedPrecision)):

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import ensure_dir
-from ddpsim.pipeline.scenario import Scenario, read_scenario, resolve_file, scenario_from_dict, set_dotted
+from ddpsim.pipeline.scenario import Scenario, load_scenario, resolve_file, scenario_from_dict, set_dotted
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.fingerprint import code_fingerprint, digest
 from ddpsim.pipeline.specs import Point, crossed
@@ -79,8 +79,7 @@ class ExploreSpace:
 def load_space(spec: str | Path, overrides: Sequence[str] = ()) -> ExploreSpace:
     """A scenario with an ``explore`` block (a path or a bundled name) with ``overrides``
     (:func:`ddpsim.pipeline.scenario.apply_overrides`), validated (:func:`space_from_dict`)."""
-    data, source, path = read_scenario(spec, overrides)
-    return space_from_dict(data, source=source, path=path)
+    return load_scenario(spec, overrides, space_from_dict)
 
 
 def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> ExploreSpace:

@@ -100,21 +100,20 @@ def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
     kind and the bucket counts."""
     s = result.summary()
     steady = result.steady_iterations() or list(result.iterations)
-    by_iter: dict[int, list[IterationStats]] = {}
-    for it in result.iterations:
-        by_iter.setdefault(it.iteration, []).append(it)
 
-    def slowest(its: list[IterationStats]) -> IterationStats:
-        return max(its, key=lambda it: (it.iteration_s, -it.rank))
+    def slowest(k: int | None) -> IterationStats | None:
+        """The slowest rank's stats of iteration ``k`` (None: no such iteration)."""
+        its = [it for it in result.iterations if it.iteration == k]
+        return max(its, key=lambda it: (it.iteration_s, -it.rank)) if its else None
 
     steady_iters = sorted({it.iteration for it in steady})
     # the tail of exposed communication: per steady iteration the worst rank, then p95
     exposed = [result.exposed_comm_s(k) for k in steady_iters]
     steady_keys = {(it.rank, it.iteration) for it in steady}
     by_kind = compute_s_by_kind(result.spans, steady_keys)
-    first = slowest(by_iter[min(by_iter)]) if by_iter else None
-    rebuild_it = getattr(plan, "rebuild_iteration", None) if plan is not None else None
-    rebuild = slowest(by_iter[rebuild_it]) if rebuild_it in by_iter else None
+    first = slowest(min((it.iteration for it in result.iterations), default=None))
+    rebuild_it = getattr(plan, "rebuild_iteration", None)
+    rebuild = slowest(rebuild_it)
     other = s["iteration_mean_s"] - (s["forward_s"] + s["backward_compute_s"] + s["exposed_comm_s"] + s["optimizer_s"])
     out = dict(s)
     out.update({

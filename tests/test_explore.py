@@ -165,7 +165,7 @@ def test_the_same_bytes_from_one_and_two_processes_and_a_rerun_resumes(small, mo
 @pytest.mark.slow
 def test_a_local_ray_gives_the_same_bytes(small):
     ray = pytest.importorskip("ray")
-    from ddpsim.pipeline.explore_ray import run_on_ray
+    from ddpsim.pipeline.sweep import run_on_ray
 
     tmp, sp, recs, info, job = small
     one = _report_bytes(tmp, sp, recs, info, job, "r1")

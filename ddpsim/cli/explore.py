@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     prices = load_prices(space)
     runner = None
     if args.ray or args.cluster is not None:
-        from ddpsim.pipeline.explore_ray import run_on_ray
+        from ddpsim.pipeline.sweep import run_on_ray
 
         runner = partial(run_on_ray, args.cluster)
     out = Path(args.out_dir) / space.name

@@ -61,7 +61,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.pipeline.explore import load_space, run_explore
-    from ddpsim.pipeline.explore_table import explore_table, load_prices
+    from ddpsim.pipeline.explore import explore_table, load_prices
     from ddpsim.pipeline.sweep import default_jobs
     from ddpsim.report.explore_report import write_explore_report
 

@@ -27,6 +27,7 @@ end time, so the DP over "first j gradients bucketed" is exact:
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -48,9 +49,7 @@ def optimal_boundaries(ready_s: Sequence[float], sizes_bytes: Sequence[int], com
     half-open index ranges. ``groups[i]`` (e.g. the dtype) must be equal within a bucket."""
     n = len(ready_s)
     assert n == len(sizes_bytes) and n > 0
-    prefix = [0]
-    for s in sizes_bytes:
-        prefix.append(prefix[-1] + s)
+    prefix = list(itertools.accumulate(sizes_bytes, initial=0))
     # ready of a bucket = max ready of its members: prefix max over a range needs a scan;
     # ready times are non-decreasing along the ready order, but take the max to be safe.
     INF = float("inf")

@@ -33,7 +33,8 @@ from pydantic import Field
 
 from ddpsim.errors import InputError, shorten
 from ddpsim.io import ensure_dir, read_yaml
-from ddpsim.pipeline.scenario import Scenario, load_scenario, resolve_file, scenario_from_dict, set_dotted
+from ddpsim.pipeline.scenario import (Scenario, load_scenario, resolve_file, scenario_from_dict,
+                                     set_dotted)
 from ddpsim.pipeline.scenario_schema import EXPLORE_ALIASES, MAX_EXPLORE_POINTS, ExploreSection, ScenarioFile
 from ddpsim.pipeline.fingerprint import code_fingerprint, digest
 from ddpsim.pipeline.specs import Point, crossed
@@ -58,12 +59,10 @@ class ExploreSpace:
 
     @property
     def axes(self) -> list[tuple[str, str, list[Any]]]:
-        """(axis as written, scenario key it sets, values deduplicated), in the order written."""
-        out = []
-        for k, vals in self.section.axes.items():
-            uniq = [v for i, v in enumerate(vals) if v not in vals[:i]]  # values need not hash
-            out.append((k, EXPLORE_ALIASES.get(k, k), uniq))
-        return out
+        """(axis as written, scenario key it sets, values deduplicated: they need not hash), in the
+        order written."""
+        return [(k, EXPLORE_ALIASES.get(k, k), [v for i, v in enumerate(vs) if v not in vs[:i]])
+                for k, vs in self.section.axes.items()]
 
     def dimensions(self) -> list[tuple[str, list[Any]]]:
         """The product's dimensions: each axis, the cap axes merged into one ``cap`` dimension of

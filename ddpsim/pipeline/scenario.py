@@ -217,7 +217,8 @@ def _cluster(doc: ScenarioFile, base: Path | None, source: str) -> ClusterSpec:
     topo = cluster.topology
     if topo is None or not topo.endswith((".yaml", ".yml")):
         return cluster
-    tp = resolve_file(topo, base, f"{source}: cluster.topology", "a preset name or a topology YAML path")
+    tp = resolve_file(topo, base, f"{source}: cluster.topology",
+                      "a preset name or a topology YAML path")
     return cluster.model_copy(update={"topology": str(tp)})
 
 
@@ -269,7 +270,8 @@ def load_scenario(spec: str | Path | None = None, overrides: Sequence[str] = (),
                   build: Callable[..., Any] | None = None) -> Any:
     """Load and validate a scenario YAML (a path or a bundled name; None = the default), with
     ``overrides`` (``KEY=VALUE``, :func:`apply_overrides`) applied before validation by ``build``
-    (default :func:`scenario_from_dict`; a design space's: :func:`ddpsim.pipeline.explore.space_from_dict`)."""
+    (default :func:`scenario_from_dict`; a design space's:
+    :func:`ddpsim.pipeline.explore.space_from_dict`)."""
     path = find_scenario(spec)
     source = str(spec) if spec is not None and isfile(str(spec)) else str(path)
     data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")

@@ -276,8 +276,9 @@ def default_jobs() -> int:
 def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None, progress: bool = True,
                label: str = "simulating") -> list[PointRecord]:
     """Simulate every point of ``job`` not already kept in ``out_dir/points/`` (None: nothing kept), in
-    ``jobs`` local processes or on ``ray`` (:func:`run_on_ray` given an address): the records in point order. Each uncertainty sample is a unit of work of its own,
-    stored in sample order, so the bytes do not depend on who runs it."""
+    ``jobs`` local processes or on ``ray`` (:func:`run_on_ray` given an address): the records in
+    point order. Each uncertainty sample is a unit of work of its own, stored in sample order, so
+    the bytes do not depend on who runs it."""
     pdir = ensure_dir(Path(out_dir) / "points", "--out-dir") if out_dir is not None else None
     stored = _stored_points(job, pdir)
     job = replace(job, points=tuple(replace(t, kept_key=stored[i].key) if i in stored else t
@@ -417,7 +418,8 @@ def run_on_ray(address: str | None, job: Job, units: Sequence[Any],
     """:func:`drive` over Ray tasks running :func:`worker_chunk` on the job put once in Ray's
     object store: a local Ray (``address`` None, ``ddpsim explore --ray``) or the running cluster
     at ``address`` (``--cluster ray://HOST:10001`` or ``auto``), given this package as
-    ``runtime_env.py_modules`` (its workers need ddpsim's dependencies, ``pip install ddpsim[ray]``).
+    ``runtime_env.py_modules`` (its workers need ddpsim's dependencies: ``pip install
+    ddpsim[ray]``).
     :func:`run_points` writes each point's file as its task ends, so a lost worker loses nothing
     kept (Ray re-runs its task). A Ray already initialised in this process (a notebook's, a
     test's) is used as it is and left running."""
@@ -439,8 +441,9 @@ def run_on_ray(address: str | None, job: Job, units: Sequence[Any],
         try:
             ray.init(**kwargs)
         except (ConnectionError, ValueError, RuntimeError) as exc:
-            raise InputError(f"--cluster: {address!r} is not accepted ({str(exc).splitlines()[0][:200]}); "
-                             "expected a running Ray cluster's address (ray://HOST:10001 or auto)") from None
+            first = str(exc).splitlines()[0][:200]
+            raise InputError(f"--cluster: {address!r} is not accepted ({first}); expected a "
+                             "running Ray cluster's address (ray://HOST:10001 or auto)") from None
     try:
         workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         task = ray.remote(num_cpus=1, max_retries=RAY_MAX_RETRIES)(worker_chunk)
@@ -451,7 +454,7 @@ def run_on_ray(address: str | None, job: Job, units: Sequence[Any],
             done, rest = ray.wait(pending, num_returns=1)
             try:
                 return [row for ref in done for row in ray.get(ref)], rest
-            except ray.exceptions.RayTaskError as exc:  # an input error of a task: raised here as it was
+            except ray.exceptions.RayTaskError as exc:  # a task's input error, raised as it was
                 if isinstance(getattr(exc, "cause", None), InputError):
                     raise InputError(str(exc.cause)) from None
                 raise

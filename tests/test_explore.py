@@ -19,7 +19,7 @@ import yaml
 from ddpsim.cli.main import main
 from ddpsim.errors import InputError
 from ddpsim.pipeline import explore as ex
-from ddpsim.pipeline.explore_table import explore_table, pareto_front
+from ddpsim.pipeline.explore import explore_table, pareto_front
 from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.pipeline.sweep import run_sweep
 from ddpsim.report.explore_report import write_explore_report
@@ -165,7 +165,7 @@ def test_the_same_bytes_from_one_and_two_processes_and_a_rerun_resumes(small, mo
 @pytest.mark.slow
 def test_a_local_ray_gives_the_same_bytes(small):
     ray = pytest.importorskip("ray")
-    from ddpsim.pipeline.explore_ray import run_on_ray
+    from ddpsim.pipeline.sweep import run_on_ray
 
     tmp, sp, recs, info, job = small
     one = _report_bytes(tmp, sp, recs, info, job, "r1")
@@ -278,7 +278,7 @@ def test_sweeps_and_design_spaces_cross_their_axes_alike():
 @pytest.mark.parametrize("override,key", [("explore.prices=nope.yaml", "explore.prices"),
                                           ("explore.traces={dgx-h100: nope.json}", "explore.traces.dgx-h100")])
 def test_missing_explore_file_names_its_key(override, key):
-    from ddpsim.pipeline.explore_table import load_prices
+    from ddpsim.pipeline.explore import load_prices
 
     space = ex.load_space("gpt2-1.5b-design-space", [override])
     with pytest.raises(InputError, match=rf"{key}: 'nope\.\w+' does not exist or is not a file; expected a"):

@@ -59,7 +59,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpsim.pipeline.explore import load_space, run_explore
-    from ddpsim.pipeline.explore_table import explore_table, load_prices
+    from ddpsim.pipeline.explore import explore_table, load_prices
     from ddpsim.pipeline.sweep import default_jobs
     from ddpsim.report.explore_report import write_explore_report
 
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     prices = load_prices(space)
     runner = None
     if args.ray or args.cluster is not None:
-        from ddpsim.pipeline.explore_ray import run_on_ray
+        from ddpsim.pipeline.sweep import run_on_ray
 
         runner = partial(run_on_ray, args.cluster)
     out = Path(args.out_dir) / space.name

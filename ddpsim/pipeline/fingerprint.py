@@ -85,16 +85,15 @@ def engine_runs_key(point: Any, runs: Iterable[tuple[Any, Any, Any, Any]], label
     runs and points of one sweep share."""
     from ddpsim import __version__
 
-    traces = {} if traces is None else traces
-    parts = [[_digest_of(x, traces) for x in run] for run in runs]
+    seen = {} if traces is None else traces
+
+    def digest_of(obj: Any) -> str:  # computed once per object held in ``seen``
+        if id(obj) not in seen:
+            seen[id(obj)] = (obj, digest(obj))
+        return seen[id(obj)][1]
+
+    parts = [[digest_of(x) for x in run] for run in runs]
     blob = _json({"point": canonical(point), "runs": parts, "labels": list(labels), "version": __version__,
                   "code": code_fingerprint()})
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
-
-def _digest_of(obj: Any, seen: dict[int, tuple[Any, str]]) -> str:
-    """:func:`digest` of ``obj``, computed once per object held in ``seen``."""
-    got = seen.get(id(obj))
-    if got is None:
-        got = seen[id(obj)] = (obj, digest(obj))
-    return got[1]

@@ -1,21 +1,20 @@
 """Recommendations: the best ``bucket_cap_mb`` of a sweep, and a better explicit bucket plan.
 
-DDP's single cap can only cut the gradient-ready order every ``cap`` bytes. An explicit plan
-may cut it anywhere: small buckets early (to start communicating soon after backward
-begins) and large ones late (fewer latencies). :func:`optimal_boundaries` finds the cuts that
-minimise the end of the last collective under the analytical model below, by dynamic
-programming over the ready order; the engine then verifies the plan, and it is recommended
-only with the gain the engine predicts over the best cap.
+DDP's single cap can only cut the gradient-ready order every ``cap`` bytes; an explicit plan may
+cut it anywhere: small buckets early (communication starts soon after backward begins), large
+ones late (fewer latencies). :func:`optimal_boundaries` finds the cuts that minimise the end of
+the last collective under the analytical model below, by dynamic programming over the ready
+order; the engine verifies the plan, recommended only with the gain it predicts over the best cap.
 
-The analytical model, stated once:
+The analytical model:
 
 * one representative rank, median trace times, no jitter, no interference;
-* parameter ``i``'s gradient is ready at ``backward_start + median grad_ready_s[i]``;
-  a bucket is ready when its last gradient is;
-* DDP launches buckets strictly in order: ``launch_k = max(ready_k, launch_{k-1})``;
-* one communication stream: ``start_k = max(launch_k, end_{k-1})``,
-  ``end_k = start_k + comm.allreduce_s(size_k * bytes_factor)`` (``bytes_factor`` 0.5 for
-  the fp16/bf16 compression hooks, else 1);
+* parameter ``i``'s gradient is ready at ``backward_start + median grad_ready_s[i]``, a bucket
+  when its last gradient is;
+* DDP launches buckets strictly in order, ``launch_k = max(ready_k, launch_{k-1})``, on one
+  communication stream: ``start_k = max(launch_k, end_{k-1})``, ``end_k = start_k +
+  comm.allreduce_s(size_k * bytes_factor)`` (``bytes_factor`` 0.5 for the fp16/bf16 compression
+  hooks, else 1);
 * backward ends at ``max(backward compute end, end of the last collective)``; then the
   optimizer runs.
 
@@ -27,6 +26,7 @@ end time, so the DP over "first j gradients bucketed" is exact:
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -48,9 +48,7 @@ def optimal_boundaries(ready_s: Sequence[float], sizes_bytes: Sequence[int], com
     half-open index ranges. ``groups[i]`` (e.g. the dtype) must be equal within a bucket."""
     n = len(ready_s)
     assert n == len(sizes_bytes) and n > 0
-    prefix = [0]
-    for s in sizes_bytes:
-        prefix.append(prefix[-1] + s)
+    prefix = list(itertools.accumulate(sizes_bytes, initial=0))
     # ready of a bucket = max ready of its members: prefix max over a range needs a scan;
     # ready times are non-decreasing along the ready order, but take the max to be safe.
     INF = float("inf")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from os.path import exists, isfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import yaml
 
@@ -195,22 +195,14 @@ class Scenario:
         return f"{self.path}: " if self.path is not None else ""
 
 
-def _resolve_path(text: str, base: Path | None) -> Path:
-    """A path of the scenario: absolute, else relative to the cwd, the scenario's folder or its parent."""
-    p = Path(text)
-    if p.is_absolute() or base is None:
-        return p
-    for cand in (Path.cwd() / p, base / p, base.parent / p):
-        if exists(cand):
-            return cand
-    return p
-
-
 def resolve_file(text: str | None, base: Path | None, where: str, expected: str) -> Path | None:
-    """A file key (``trace``, ``calibration``, ``explore.prices`` ...): None, or a path that exists."""
+    """A file key (``trace``, ``calibration``, ``explore.prices`` ...): None, or a path that exists,
+    absolute, else relative to the cwd, the scenario's folder ``base`` or its parent."""
     if text is None:
         return None
-    p = _resolve_path(text, base)
+    p = Path(text)
+    if not p.is_absolute() and base is not None:
+        p = next((c for c in (Path.cwd() / p, base / p, base.parent / p) if exists(c)), p)
     if not isfile(p):
         raise InputError(f"{where}: {shorten(text)} does not exist or is not a file; expected {expected}")
     return p
@@ -225,10 +217,8 @@ def _cluster(doc: ScenarioFile, base: Path | None, source: str) -> ClusterSpec:
     topo = cluster.topology
     if topo is None or not topo.endswith((".yaml", ".yml")):
         return cluster
-    tp = _resolve_path(topo, base)
-    if not isfile(tp):
-        raise InputError(f"{source}: cluster.topology: {shorten(topo)} does not exist; expected a preset name or a "
-                         "topology YAML path")
+    tp = resolve_file(topo, base, f"{source}: cluster.topology",
+                      "a preset name or a topology YAML path")
     return cluster.model_copy(update={"topology": str(tp)})
 
 
@@ -265,12 +255,9 @@ def _path(text: str | None) -> Path | None:
     return None if text is None else Path(text)
 
 
-DEFAULT_SCENARIO = "default"
-
-
 def find_scenario(spec: str | Path | None) -> Path:
     """A scenario path from a path or a bundled name (``default``, ``gpt2-1.5b-h100-8n``...)."""
-    spec = DEFAULT_SCENARIO if spec is None else str(spec)
+    spec = "default" if spec is None else str(spec)
     bundled = Path(__file__).resolve().parents[2] / "scenarios"
     for c in (Path(spec), Path("scenarios") / f"{spec}.yaml", bundled / f"{spec}.yaml", bundled / spec):
         if isfile(c):
@@ -279,19 +266,16 @@ def find_scenario(spec: str | Path | None) -> Path:
     raise InputError(f"scenario: {shorten(spec)} does not exist; expected a scenario YAML path or a bundled name ({', '.join(names) or 'none found'})")
 
 
-def load_scenario(spec: str | Path | None = None, overrides: Sequence[str] = ()) -> Scenario:
+def load_scenario(spec: str | Path | None = None, overrides: Sequence[str] = (),
+                  build: Callable[..., Any] | None = None) -> Any:
     """Load and validate a scenario YAML (a path or a bundled name; None = the default), with
-    ``overrides`` (``KEY=VALUE``, :func:`apply_overrides`) applied before validation."""
-    data, source, path = read_scenario(spec, overrides)
-    return scenario_from_dict(data, source=source, path=path)
-
-
-def read_scenario(spec: str | Path | None, overrides: Sequence[str] = ()) -> tuple[Any, str, Path]:
-    """A scenario file's decoded mapping with ``overrides`` set, the name its errors go under, its path."""
+    ``overrides`` (``KEY=VALUE``, :func:`apply_overrides`) applied before validation by ``build``
+    (default :func:`scenario_from_dict`; a design space's:
+    :func:`ddpsim.pipeline.explore.space_from_dict`)."""
     path = find_scenario(spec)
     source = str(spec) if spec is not None and isfile(str(spec)) else str(path)
     data = read_yaml(path, "scenario", "a scenario YAML (a mapping of scenario keys)")
-    return apply_overrides(data, overrides), source, path
+    return (build or scenario_from_dict)(apply_overrides(data, overrides), source=source, path=path)
 
 
 SET_EXAMPLE = "KEY=VALUE with a dotted scenario key and a YAML value, e.g. ddp.bucket_cap_mb=50"

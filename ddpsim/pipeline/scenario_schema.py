@@ -190,8 +190,6 @@ class SimulationSpec(Schema):
         return self
 
 
-
-
 class CostModelSection(section_of(CostModelSpec, flat=("host_costs",))):
     """``cost_model``: which GPU cost terms apply and their values (:mod:`ddpsim.network.cost_terms`)."""
 

@@ -100,21 +100,20 @@ def point_metrics(result: SimResult, plan: Any = None) -> dict[str, Any]:
     kind and the bucket counts."""
     s = result.summary()
     steady = result.steady_iterations() or list(result.iterations)
-    by_iter: dict[int, list[IterationStats]] = {}
-    for it in result.iterations:
-        by_iter.setdefault(it.iteration, []).append(it)
 
-    def slowest(its: list[IterationStats]) -> IterationStats:
-        return max(its, key=lambda it: (it.iteration_s, -it.rank))
+    def slowest(k: int | None) -> IterationStats | None:
+        """The slowest rank's stats of iteration ``k`` (None: no such iteration)."""
+        its = [it for it in result.iterations if it.iteration == k]
+        return max(its, key=lambda it: (it.iteration_s, -it.rank)) if its else None
 
     steady_iters = sorted({it.iteration for it in steady})
     # the tail of exposed communication: per steady iteration the worst rank, then p95
     exposed = [result.exposed_comm_s(k) for k in steady_iters]
     steady_keys = {(it.rank, it.iteration) for it in steady}
     by_kind = compute_s_by_kind(result.spans, steady_keys)
-    first = slowest(by_iter[min(by_iter)]) if by_iter else None
-    rebuild_it = getattr(plan, "rebuild_iteration", None) if plan is not None else None
-    rebuild = slowest(by_iter[rebuild_it]) if rebuild_it in by_iter else None
+    first = slowest(min((it.iteration for it in result.iterations), default=None))
+    rebuild_it = getattr(plan, "rebuild_iteration", None)
+    rebuild = slowest(rebuild_it)
     other = s["iteration_mean_s"] - (s["forward_s"] + s["backward_compute_s"] + s["exposed_comm_s"] + s["optimizer_s"])
     out = dict(s)
     out.update({
@@ -269,19 +268,17 @@ def check_sweepable(scenario: Any, inputs: Any, point_id: str) -> None:
 def default_jobs() -> int:
     """Worker processes by default: the CPUs this process may run on (its affinity mask where
     the platform has one, else every CPU of the machine)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # no sched_getaffinity on this platform
-        cpus = os.cpu_count() or 1
-    return max(1, cpus)
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def run_points(job: Job, *, out_dir: str | Path | None = None, jobs: int = 1, ray: Any = None, progress: bool = True,
                label: str = "simulating") -> list[PointRecord]:
     """Simulate every point of ``job`` not already kept in ``out_dir/points/`` (None: nothing kept), in
-    ``jobs`` local processes or on ``ray`` (:func:`~ddpsim.pipeline.explore_ray.run_on_ray` given an
-    address): the records in point order. Each uncertainty sample is a unit of work of its own,
-    stored in sample order, so the bytes do not depend on who runs it."""
+    ``jobs`` local processes or on ``ray`` (:func:`run_on_ray` given an address): the records in
+    point order. Each uncertainty sample is a unit of work of its own, stored in sample order, so
+    the bytes do not depend on who runs it."""
     pdir = ensure_dir(Path(out_dir) / "points", "--out-dir") if out_dir is not None else None
     stored = _stored_points(job, pdir)
     job = replace(job, points=tuple(replace(t, kept_key=stored[i].key) if i in stored else t
@@ -410,6 +407,62 @@ def run_in_pool(job: Job, tasks: Sequence[Any], workers: int,
         except BaseException:
             ex.shutdown(wait=False, cancel_futures=True)
             raise
+
+
+#: Ray re-runs a task this many times when its worker process or node dies
+RAY_MAX_RETRIES = 3
+
+
+def run_on_ray(address: str | None, job: Job, units: Sequence[Any],
+               finish: Callable[[tuple], Sequence[tuple[int, int]]]) -> None:
+    """:func:`drive` over Ray tasks running :func:`worker_chunk` on the job put once in Ray's
+    object store: a local Ray (``address`` None, ``ddpsim explore --ray``) or the running cluster
+    at ``address`` (``--cluster ray://HOST:10001`` or ``auto``), given this package as
+    ``runtime_env.py_modules`` (its workers need ddpsim's dependencies: ``pip install
+    ddpsim[ray]``).
+    :func:`run_points` writes each point's file as its task ends, so a lost worker loses nothing
+    kept (Ray re-runs its task). A Ray already initialised in this process (a notebook's, a
+    test's) is used as it is and left running."""
+    if not units:
+        return
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray: Ray is not installed; expected 'pip install ddpsim[ray]' "
+                         "(or 'pip install ray')") from None
+    started = not ray.is_initialized()
+    if started:
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address is not None:
+            import ddpsim
+
+            kwargs["address"] = address
+            kwargs["runtime_env"] = {"py_modules": [str(Path(ddpsim.__file__).resolve().parent)]}
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            first = str(exc).splitlines()[0][:200]
+            raise InputError(f"--cluster: {address!r} is not accepted ({first}); expected a "
+                             "running Ray cluster's address (ray://HOST:10001 or auto)") from None
+    try:
+        workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        task = ray.remote(num_cpus=1, max_retries=RAY_MAX_RETRIES)(worker_chunk)
+        job_ref = ray.put(job)
+        log.info("%d point(s) on Ray (%d CPU(s))", len(units), workers)
+
+        def wait(pending: list) -> tuple[list, list]:
+            done, rest = ray.wait(pending, num_returns=1)
+            try:
+                return [row for ref in done for row in ray.get(ref)], rest
+            except ray.exceptions.RayTaskError as exc:  # a task's input error, raised as it was
+                if isinstance(getattr(exc, "cause", None), InputError):
+                    raise InputError(str(exc.cause)) from None
+                raise
+
+        drive(chunks(list(units), workers), lambda c: task.remote(c, job_ref), wait, finish)
+    finally:
+        if started:
+            ray.shutdown()
 
 
 # ---- the sweep ------------------------------------------------------------------------------

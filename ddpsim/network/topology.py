@@ -32,7 +32,7 @@ from ddpsim.network.graph_attrs import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KI
                                         REDUCE_BANDWIDTH, SM_COUNT)
 from ddpsim.network.graph_build import Builder, gc_paused, new_graph
 from ddpsim.network.topology_check import validate_topology
-from ddpsim.network.topology_schema import (LINK_TYPES, CpuGlooOptions, DgxOptions, FabricOptions, MeshOptions,
+from ddpsim.network.topology_schema import (LINK_TYPES, CpuGlooOptions, DgxOptions, FabricOptions, GpuOptions,
                                             NodeDoc, PcieOptions, TopologyDoc)
 from ddpsim.schema import Schema, validate
 from ddpsim.units import MAX_NODES
@@ -112,7 +112,7 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
     trays (GB200 NVL72) is ``num_nodes`` racks, each tray a host, the rack's trays sharing one
     ``nvswitch`` node of ``host`` -1 (the NVLink domain spans hosts: NCCL's multi-node NVLink)."""
     mesh = system.interconnect == "nvlink-mesh"
-    o = _options(MeshOptions if mesh else DgxOptions, name, options)
+    o = _options(GpuOptions if mesh else DgxOptions, name, options)
     gpn = system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node
     if mesh and gpn > system.gpus_per_node:
         raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected at most "

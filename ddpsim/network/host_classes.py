@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -113,8 +112,10 @@ class Hosts:
         return not any(attr[m][KIND] == "nic" and m in pos for x in self.nics[i] for m in adj[x])
 
     @memo
-    def shape(self, r: int) -> "HostShape":
-        """What :func:`same_host` compares, from host r."""
+    def shape(self, r: int) -> tuple[list[tuple], list[tuple[int]], list[tuple[int]]]:
+        """What :func:`same_host` compares, from host r (a class's representative): per element a
+        getter of its attributes but the host, their values and count, and its links (a NIC's on
+        the host only); the positions of the ranks' devices and of the NICs."""
         pr, node_attr, adj = self.position(r), self.graph._node, self.graph._adj
         elements = []
         for a in self.nodes[r]:
@@ -127,8 +128,7 @@ class Hosts:
             else:
                 links, nbrs = list(adj[a].values()), list(map(pr.get, adj[a], adj[a]))
             elements.append((get, get(attr), len(attr), attr[KIND] == "nic", links, nbrs))
-        return HostShape(elements=elements, devs=[pr[d] for d in self.devs[r]],
-                         nics=[pr[x] for x in self.nics[r]])
+        return elements, [pr[d] for d in self.devs[r]], [pr[x] for x in self.nics[r]]
 
     @memo
     def position(self, i: int) -> dict[Any, tuple[int]]:
@@ -184,15 +184,15 @@ def same_host(hosts: Hosts, r: int, i: int) -> bool:
     """Whether host i is host r up to names: element by element the same attributes but the host, the
     same links in order to the same positions or outside elements (NIC uplinks left out), and the
     ranks' devices and NICs at the same positions."""
-    shape = hosts.shape(r)
+    elements, devs, nics = hosts.shape(r)
     pi = hosts.position(i)
     nodes = hosts.nodes[i]
-    if len(nodes) != len(shape.elements):
+    if len(nodes) != len(elements):
         return False
-    if shape.devs != [pi[d] for d in hosts.devs[i]] or shape.nics != [pi[x] for x in hosts.nics[i]]:
+    if devs != [pi[d] for d in hosts.devs[i]] or nics != [pi[x] for x in hosts.nics[i]]:
         return False
     node_attr, adj = hosts.graph._node, hosts.graph._adj
-    for b, (get, values, size, is_nic, links, nbrs) in zip(nodes, shape.elements):
+    for b, (get, values, size, is_nic, links, nbrs) in zip(nodes, elements):
         attr_b = node_attr[b]
         if len(attr_b) != size or HOST not in attr_b:
             return False
@@ -208,13 +208,3 @@ def same_host(hosts: Hosts, r: int, i: int) -> bool:
         elif list(adj_b.values()) != links or list(map(pi.get, adj_b, adj_b)) != nbrs:
             return False
     return True
-
-
-@dataclass(frozen=True)
-class HostShape:
-    """What :func:`same_host` compares, from a class's representative: per element a getter of its
-    attributes but the host, their values and count, and its links (a NIC's on the host only)."""
-
-    elements: list[tuple]
-    devs: list[tuple[int]]
-    nics: list[tuple[int]]

@@ -378,20 +378,15 @@ def _nvls_search(hosts: Hosts, placement: Placement, devs: list, speeds: tuple[f
                      bottleneck=first(c).worst(s_intra, s_inter)) if c else None
 
 
-class _Unshareable(Exception):
-    """A route left its host: walk every host instead of sharing by class."""
-
-
 def search_graphs(graph: nx.Graph, placement: Placement) -> nccl.NcclSystem:
     """The ring, tree (and NVLS) channel searches for the ranks of ``placement``: NCCL's system."""
     with gc_paused():
-        try:
-            return _search_graphs(Hosts(graph, placement), placement)
-        except _Unshareable:
-            return _search_graphs(Hosts(graph, placement, share=False), placement)
+        return (_search_graphs(Hosts(graph, placement), placement)
+                or _search_graphs(Hosts(graph, placement, share=False), placement))
 
 
-def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
+def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem | None:
+    """NCCL's system; None when a route left its host (then every host is walked, none shared)."""
     graph = hosts.graph
     searched_devs = [d for i in hosts.searched() for d in hosts.devs[i]]
     all_devs = [d for h in placement.hosts for d in h]
@@ -418,7 +413,7 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
     nvls = _nvls_search(hosts, placement, searched_devs, speeds, cc=cc, max_bw=max_bw, total_bw=total_bw,
                         search_total_bw=search_total)
     if hosts.classes and hosts.router.left_subgraph:
-        raise _Unshareable
+        return None
     ring = replace(ring, nvlink_intra=nvlink_intra)
     tree = ring if tree is None else replace(tree, nvlink_intra=nvlink_intra)  # None: one device
     return nccl.NcclSystem(num_ranks=len(all_devs), num_nodes=placement.num_nodes, compute_capability=cc,

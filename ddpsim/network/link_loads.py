@@ -148,12 +148,9 @@ class Totals:
         self.present = (self.li > 0) | (self.le > 0)  # every load a channel puts on a link is > 0
         self.member_names = member_names
         self._firsts: dict[tuple[int, Any], list[int]] = {}  # (class, element) -> members that may name first
-        def summed(channels: list[ChannelLoads], k: int) -> Counter:
-            total: Counter = Counter()
-            for ch in channels:
-                total.update(ch.by_class[k])
-            return total
-        self.cls = [(summed(intra, k), summed(inter, k)) for k in range(num_classes)]  # per class: intra, inter
+        # per class: its intra and inter loads summed over the channels (every load > 0)
+        self.cls = [tuple(sum((Counter(ch.by_class[k]) for ch in chs), Counter())
+                          for chs in (intra, inter)) for k in range(num_classes)]
 
     @staticmethod
     def _sum(li: dict, le: dict, e: Link, s_intra: float, s_inter: float) -> float:

@@ -91,20 +91,13 @@ class Hosts:
                 continue
             key = (len(self.nodes[i]), len(self.devs[i]), len(self.nics[i]))
             for k in buckets.get(key, ()):
-                if self._same(members[k][0], i):
+                if same_host(self, members[k][0], i):
                     members[k].append(i)
                     break
             else:
                 buckets.setdefault(key, []).append(len(members))
                 members.append([i])
         return [tuple(m) for m in members], sorted(walked)
-
-    def _same(self, r: int, i: int) -> bool:
-        """:func:`same_host`; for two copies of host 0, whether their ranks have the same local ranks."""
-        if r in self.copies and i in self.copies:
-            attr = self.graph._node
-            return [attr[d][LOCAL_RANK] for d in self.devs[r]] == [attr[d][LOCAL_RANK] for d in self.devs[i]]
-        return same_host(self, r, i)
 
     def _shareable(self, i: int) -> bool:
         """False for a host with a link between two of its NICs (a route between hosts may take it)."""
@@ -183,7 +176,10 @@ class Hosts:
 def same_host(hosts: Hosts, r: int, i: int) -> bool:
     """Whether host i is host r up to names: element by element the same attributes but the host, the
     same links in order to the same positions or outside elements (NIC uplinks left out), and the
-    ranks' devices and NICs at the same positions."""
+    ranks' devices and NICs at the same positions (two copies of host 0: the same local ranks)."""
+    if r in hosts.copies and i in hosts.copies:
+        ranks = [[hosts.graph._node[d][LOCAL_RANK] for d in hosts.devs[h]] for h in (r, i)]
+        return ranks[0] == ranks[1]
     elements, devs, nics = hosts.shape(r)
     pi = hosts.position(i)
     nodes = hosts.nodes[i]

@@ -141,8 +141,7 @@ def measure(profile: KinetoProfile | str | Path, *, correct: bool = True) -> Pro
     buckets: list[BucketHost] = []
     for n, w in profiler_steps(prof):
         buckets += _step_buckets([o for o in ops if w.start <= o.ts < w.end], n, nested, o_us)
-    plain = [h for b in buckets for h in b.hooks_s[:-1]]
-    hook = _median_s(plain)
+    hook = _median_s([h for b in buckets for h in b.hooks_s[:-1]])  # gradients launching no bucket
     copy_back = [nested.host_us(o, o_us) * 1e-6 for o in prof.cpu_ops if o.name == COPY_BUCKET_TO_GRAD]
     return ProfileHostCosts(source=str(prof.path), probe_op_s=probe_op_us(prof) * 1e-6, buckets=tuple(buckets),
                             hook_s_per_param=hook,

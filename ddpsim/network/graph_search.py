@@ -195,13 +195,11 @@ def _tree_emitters(hosts: Hosts, num_channels: int, balanced: bool) -> tuple[Emi
     """Tree channel c's (intra, inter) loads on host i's own links (search.cc, tree patterns): a chain
     through the host's GPUs at bwIntra, forward only (followPath); from the NIC at bwInter and "back to
     net" at step 0, half from each of the first two GPUs for BALANCED_TREE, all from the first for TREE."""
-    chains: dict[int, list[list]] = {}
+    chains = functools.cache(lambda i: _tree_chains(hosts, i, num_channels))
     router = hosts.router
 
     def intra(loads: Loads, i: int, c: int) -> None:
-        if i not in chains:
-            chains[i] = _tree_chains(hosts, i, num_channels)
-        order = chains[i][c]
+        order = chains(i)[c]
         for a, b in zip(order, order[1:]):
             router.add_load(loads, a, b)
 
@@ -265,14 +263,8 @@ def _walk_host0(hosts: Hosts, ch: ChannelLoads, c: int, own: Emitter, inbound: b
 
 def _by_nic(hosts: Hosts, num_channels: int, make: Callable[[int], ChannelLoads]) -> list[ChannelLoads]:
     """Channels 0..num_channels-1, each computed once per NIC assignment (same NICs: same links)."""
-    cache: dict[tuple, ChannelLoads] = {}
-    out = []
-    for c in range(num_channels):
-        key = hosts.nic_assignment(c)
-        if key not in cache:
-            cache[key] = make(c)
-        out.append(cache[key])
-    return out
+    once = functools.cache(make)  # assignment k first comes at channel k: made from that one
+    return [once(hosts.nic_assignment(c)) for c in range(num_channels)]
 
 
 def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw: Any) -> NcclGraph:

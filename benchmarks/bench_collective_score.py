@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ddpsim.network.curve_score import (CASES, WITHIN, band_stats, fit_overheads, fit_points,  # noqa: E402
-                                        constants, diagnose_line, group, load, markdown_lines, mid_size_ratios,
+                                        constants, diagnose_line, load, markdown_lines, mid_size_ratios,
                                         residuals, scored, set_constants, system_key)
 
 DATA = ROOT / "benchmarks" / "data" / "nccl-curves"
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     for m, case in scored(meta):
         res = residuals(case, points[m["curve_id"]])
         b = band_stats(res)
-        stats[group(m, case)].append((m["curve_id"], b))
+        stats["other transport" if case.transport else m["category"]].append((m["curve_id"], b))
         rows.append((m, case, b))
         opts = " ".join(f"{k}={v}" for k, v in case.options.items())
         desc = f"{case.preset} {case.nodes} {case.ranks} {opts} {case.algorithm or 'choice'}"

@@ -265,10 +265,6 @@ class _OneByOne:
     def add_edge(self, u, v, **attrs):
         self.g.add_edge(u, v, **attrs)
 
-    def add_edges(self, edges):
-        for u, v, attrs in edges:
-            self.g.add_edge(u, v, **attrs)
-
     def host(self, h, add):
         return add()
 

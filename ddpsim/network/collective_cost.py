@@ -18,7 +18,7 @@ from typing import Any
 
 import networkx as nx
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, require
 from ddpsim.network import gloo, nccl, nccl_exec
 from ddpsim.network.comm_model import CollectiveEstimate, EstimatingCommModel, make_estimate
 from ddpsim.network.graph_search import search_graphs
@@ -26,8 +26,8 @@ from ddpsim.network.routing import Placement, Router, place_ranks
 from ddpsim.network.topology import BANDWIDTH, REDUCE_BANDWIDTH, gc_paused
 
 def _check_size(size_bytes: int) -> None:
-    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
-        raise InputError(f"size_bytes: {size_bytes!r} is not accepted; expected an integer >= 0")
+    ok = isinstance(size_bytes, int) and not isinstance(size_bytes, bool) and size_bytes >= 0
+    require(ok, "size_bytes", size_bytes, "an integer >= 0")
 
 
 # ---- NCCL ----------------------------------------------------------------------------
@@ -189,12 +189,9 @@ def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algor
     ``graph`` in rank order, ``algorithm`` / ``protocol`` forced (None: NCCL's choice); a
     ``calibration``'s measured curves over it (its ``comm_model(base)``: the layer above)."""
     backend = graph.graph.get("backend")
-    if algorithm is not None and algorithm not in nccl.FORCEABLE_ALGORITHMS:
-        raise InputError(f"algorithm: {algorithm!r} is not accepted; expected one of "
-                         f"{', '.join(nccl.FORCEABLE_ALGORITHMS)}")
-    if protocol is not None and protocol not in nccl.PROTOCOLS:
-        raise InputError(f"protocol: {protocol!r} is not accepted; expected one of "
-                         f"{', '.join(nccl.PROTOCOLS)}")
+    forced = (("algorithm", algorithm, nccl.FORCEABLE_ALGORITHMS), ("protocol", protocol, nccl.PROTOCOLS))
+    for key, value, accepted in forced:
+        require(value is None or value in accepted, key, value, f"one of {', '.join(accepted)}")
     if backend == "gloo" and (algorithm not in (None, "ring") or protocol is not None):
         raise InputError(f"algorithm/protocol: {algorithm or protocol!r} is not accepted with backend gloo; "
                          "expected none (gloo always runs its ring)")

@@ -11,7 +11,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from ddpsim.errors import InputError
+from ddpsim.errors import require
 
 GBPS = 1e9  # NCCL / nccl-tests "GB/s": 1e9 bytes per second
 
@@ -96,12 +96,11 @@ class AlphaBetaModel(CommModel):
     backend: str = "alpha-beta"
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.latency_s) and self.latency_s >= 0):
-            raise InputError(f"latency_s: {self.latency_s!r} is not accepted; expected a finite number >= 0")
-        if not self.bandwidth_bytes_per_s > 0:
-            raise InputError(f"bandwidth_bytes_per_s: {self.bandwidth_bytes_per_s!r} is not accepted; expected > 0")
-        if self.num_ranks < 1:
-            raise InputError(f"num_ranks: {self.num_ranks!r} is not accepted; expected an integer >= 1")
+        require(math.isfinite(self.latency_s) and self.latency_s >= 0, "latency_s", self.latency_s,
+                "a finite number >= 0")
+        require(self.bandwidth_bytes_per_s > 0, "bandwidth_bytes_per_s", self.bandwidth_bytes_per_s,
+                "> 0")
+        require(self.num_ranks >= 1, "num_ranks", self.num_ranks, "an integer >= 1")
 
     def allreduce_s(self, size_bytes: int) -> float:
         return self.latency_s + size_bytes / self.bandwidth_bytes_per_s

@@ -152,14 +152,20 @@ def system_prior(system: nccl.NcclSystem, res: GpuResources, *, algorithm: str |
     return ContentionPrior(interference=inter, resources=res, largest=top, reference=ref)
 
 
+def gpu_terms(comm: Any) -> bool:
+    """The GPU cost terms (this prior among them) apply to the analytical NCCL model only."""
+    from ddpsim.network.collective_cost import NcclCommModel
+
+    return isinstance(comm, NcclCommModel)
+
+
 def contention_prior(spec: Any, graph: Any, comm: Any) -> ContentionPrior | None:
     """The prior of a comm model on a topology under the cost model ``spec`` (its
     ``memory_bound_fraction`` and ``memory_efficiency``): None unless ``comm`` is the analytical
     NCCL model on GPUs whose ``sm_count`` the topology gives (a calibrated or gloo model has none)."""
-    from ddpsim.network.collective_cost import NcclCommModel
     from ddpsim.network.topology import MEMORY_BANDWIDTH, SM_COUNT, rank_nodes
 
-    if not isinstance(comm, NcclCommModel):
+    if not gpu_terms(comm):
         return None
     devs = rank_nodes(graph)[:comm.num_ranks]
     sms = [graph.nodes[d].get(SM_COUNT) for d in devs]  # >= 1 where given (catalogue, YAML schema)

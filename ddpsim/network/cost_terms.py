@@ -17,7 +17,8 @@ from typing import Annotated, Any, Callable
 
 from pydantic import Field
 
-from ddpsim.network.contention import MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY, contention_prior
+from ddpsim.network.contention import (MEMORY_BOUND_FRACTION, MEMORY_EFFICIENCY, contention_prior,
+                                       gpu_terms)
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.network.interference import Interference
 from ddpsim.schema import is_num, record, rule
@@ -56,13 +57,6 @@ class TermsInForce:
     copy_bandwidth_bytes_per_s: float | None
     copy_kernel_floor_s: float
     host_costs: HostCosts | None
-
-
-def gpu_terms(comm: Any) -> bool:
-    """The GPU cost terms apply to the analytical NCCL model only."""
-    from ddpsim.network.collective_cost import NcclCommModel
-
-    return isinstance(comm, NcclCommModel)
 
 
 def terms_in_force(spec: CostModelSpec, *, graph: Any, comm: Any, calibration: Any = None,

@@ -138,11 +138,6 @@ def scored(meta: list[dict]) -> list[tuple[dict, Case]]:
             and getattr(CASES.get(m["curve_id"]), "preset", None) is not None]
 
 
-def group(m: dict, case: Case) -> str:
-    """The summary a scored curve counts in."""
-    return "other transport" if case.transport else m["category"]
-
-
 def system_key(m: dict) -> str:
     """A system for leave-one-system-out: one source and GPU."""
     return f"{m['source_repo']}|{m['gpu_model']}"

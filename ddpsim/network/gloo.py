@@ -28,10 +28,7 @@ class RingSchedule:
     num_segments: int
     segment_bytes: int
     steps_per_phase: int  # segment transfers per rank in each phase
-
-    @property
-    def num_hops(self) -> int:
-        return 2 * self.steps_per_phase
+    num_hops: int  # both phases
 
 
 def ring_schedule(size_bytes: int, num_ranks: int, element_size_bytes: int = 4) -> RingSchedule:
@@ -40,9 +37,9 @@ def ring_schedule(size_bytes: int, num_ranks: int, element_size_bytes: int = 4) 
     max_seg = element_size_bytes * max(1, K_MAX_SEGMENT_BYTES // element_size_bytes)
     num_segments = _round_up(max(math.ceil(size_bytes / max_seg), 2 * num_ranks), num_ranks)
     seg_bytes = _round_up(math.ceil(size_bytes / num_segments), element_size_bytes)
-    per_rank = num_segments // num_ranks
-    return RingSchedule(num_segments=num_segments, segment_bytes=seg_bytes,
-                        steps_per_phase=num_segments - per_rank)
+    steps = num_segments - num_segments // num_ranks
+    return RingSchedule(num_segments=num_segments, segment_bytes=seg_bytes, steps_per_phase=steps,
+                        num_hops=2 * steps)
 
 
 def ring_allreduce_s(size_bytes: int, num_ranks: int, *, hop_latency_s: float, hop_bandwidth_bytes_per_s: float,

@@ -14,7 +14,7 @@ import gc
 import itertools
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 import networkx as nx
 
@@ -87,26 +87,21 @@ class Builder:
             d.update(attrs)
 
     def add_edge(self, u: Any, v: Any, **attrs: Any) -> None:
-        self.add_edges(((u, v, attrs),))
-
-    def add_edges(self, edges: Iterable[tuple[Any, Any, dict[str, Any]]]) -> None:
-        """``add_edge(u, v, **attrs)`` for each (u, v, attrs), ``attrs`` kept as the link's dict."""
-        node, adj, copies, record = self._g._node, self._g._adj, self._copies, self._record
-        for u, v, attrs in edges:
-            if u not in node:
-                node[u], adj[u] = {}, {}
-            if v not in node:
-                node[v], adj[v] = {}, {}
-            if copies and (node[u].get(HOST) in copies or node[v].get(HOST) in copies):
-                self._link_after_copies(node[u], node[v])
-            if record is not None:
-                record.append((u, v, attrs))
-            nbrs = adj[u]
-            d = nbrs.get(v)
-            if d is None:
-                nbrs[v] = adj[v][u] = attrs
-            else:
-                d.update(attrs)
+        """networkx's ``add_edge``, ``attrs`` kept as the link's dict."""
+        node, adj, copies = self._g._node, self._g._adj, self._copies
+        for n in (u, v):
+            if n not in node:
+                node[n], adj[n] = {}, {}
+        if copies and (node[u].get(HOST) in copies or node[v].get(HOST) in copies):
+            self._link_after_copies(node[u], node[v])
+        if self._record is not None:
+            self._record.append((u, v, attrs))
+        nbrs = adj[u]
+        d = nbrs.get(v)
+        if d is None:
+            nbrs[v] = adj[v][u] = attrs
+        else:
+            d.update(attrs)
 
     def _link_after_copies(self, a: dict[str, Any], b: dict[str, Any]) -> None:
         """A copy stays one only for a link from one of its NICs to an element of no copy."""

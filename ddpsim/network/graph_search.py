@@ -195,13 +195,11 @@ def _tree_emitters(hosts: Hosts, num_channels: int, balanced: bool) -> tuple[Emi
     """Tree channel c's (intra, inter) loads on host i's own links (search.cc, tree patterns): a chain
     through the host's GPUs at bwIntra, forward only (followPath); from the NIC at bwInter and "back to
     net" at step 0, half from each of the first two GPUs for BALANCED_TREE, all from the first for TREE."""
-    chains: dict[int, list[list]] = {}
+    chains = functools.cache(lambda i: _tree_chains(hosts, i, num_channels))
     router = hosts.router
 
     def intra(loads: Loads, i: int, c: int) -> None:
-        if i not in chains:
-            chains[i] = _tree_chains(hosts, i, num_channels)
-        order = chains[i][c]
+        order = chains(i)[c]
         for a, b in zip(order, order[1:]):
             router.add_load(loads, a, b)
 
@@ -265,14 +263,8 @@ def _walk_host0(hosts: Hosts, ch: ChannelLoads, c: int, own: Emitter, inbound: b
 
 def _by_nic(hosts: Hosts, num_channels: int, make: Callable[[int], ChannelLoads]) -> list[ChannelLoads]:
     """Channels 0..num_channels-1, each computed once per NIC assignment (same NICs: same links)."""
-    cache: dict[tuple, ChannelLoads] = {}
-    out = []
-    for c in range(num_channels):
-        key = hosts.nic_assignment(c)
-        if key not in cache:
-            cache[key] = make(c)
-        out.append(cache[key])
-    return out
+    once = functools.cache(make)  # assignment k first comes at channel k: made from that one
+    return [once(hosts.nic_assignment(c)) for c in range(num_channels)]
 
 
 def _pattern_search(hosts: Hosts, own: Emitter, speeds: tuple[float, ...], **kw: Any) -> NcclGraph:
@@ -378,20 +370,15 @@ def _nvls_search(hosts: Hosts, placement: Placement, devs: list, speeds: tuple[f
                      bottleneck=first(c).worst(s_intra, s_inter)) if c else None
 
 
-class _Unshareable(Exception):
-    """A route left its host: walk every host instead of sharing by class."""
-
-
 def search_graphs(graph: nx.Graph, placement: Placement) -> nccl.NcclSystem:
     """The ring, tree (and NVLS) channel searches for the ranks of ``placement``: NCCL's system."""
     with gc_paused():
-        try:
-            return _search_graphs(Hosts(graph, placement), placement)
-        except _Unshareable:
-            return _search_graphs(Hosts(graph, placement, share=False), placement)
+        return (_search_graphs(Hosts(graph, placement), placement)
+                or _search_graphs(Hosts(graph, placement, share=False), placement))
 
 
-def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
+def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem | None:
+    """NCCL's system; None when a route left its host (then every host is walked, none shared)."""
     graph = hosts.graph
     searched_devs = [d for i in hosts.searched() for d in hosts.devs[i]]
     all_devs = [d for h in placement.hosts for d in h]
@@ -418,7 +405,7 @@ def _search_graphs(hosts: Hosts, placement: Placement) -> nccl.NcclSystem:
     nvls = _nvls_search(hosts, placement, searched_devs, speeds, cc=cc, max_bw=max_bw, total_bw=total_bw,
                         search_total_bw=search_total)
     if hosts.classes and hosts.router.left_subgraph:
-        raise _Unshareable
+        return None
     ring = replace(ring, nvlink_intra=nvlink_intra)
     tree = ring if tree is None else replace(tree, nvlink_intra=nvlink_intra)  # None: one device
     return nccl.NcclSystem(num_ranks=len(all_devs), num_nodes=placement.num_nodes, compute_capability=cc,

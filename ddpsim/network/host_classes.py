@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -21,7 +20,7 @@ from ddpsim.network.comm_model import GBPS
 from ddpsim.network.graph_build import host_copies
 from ddpsim.network.link_loads import LinkIndex
 from ddpsim.network.mesh_search import nvlink_mesh
-from ddpsim.network.routing import Placement, Router, nearest_first, nvlink_domains
+from ddpsim.network.routing import Placement, Router, memo, nearest_first, nvlink_domains
 from ddpsim.network.topology import BANDWIDTH, HOST, KIND, LOCAL_RANK, RAIL
 
 
@@ -50,15 +49,12 @@ class Hosts:
             raise InputError(f"topology {graph.graph.get('name')!r}: a host has no NIC; expected kind nic nodes on every "
                              "host for a multi-node communicator")
         self._nic_lcm = math.lcm(*{len(n) for n in self.nics}) if self.multi else 1
-        self._entry: dict[int, list[tuple[Any, Any]]] = {}
-        self._local: dict[int, dict[Any, tuple[int]]] = {}
+        #: class -> per position, that element in every member
         self._columns: dict[int, list[tuple]] = {}
-        self._shapes: dict[int, HostShape] = {}  # class -> per position, that element in every member
         adj = graph._adj
         #: the searches' link index, capacities in GB/s
         self.links = LinkIndex(lambda e: adj[e[0]][e[1]][BANDWIDTH] / GBPS)
         self._routes: dict[tuple, tuple[dict[tuple, float], list[tuple[int, int]]]] = {}
-        self._mesh: dict[int, dict[tuple, float] | None] = {}
         #: no route between hosts touches host 0's own links (no link between two of its NICs)
         self.fabric_apart = self.multi and self._shareable(0)
         self.classes, self.walked = self._classes() if share and self.multi else ([], list(range(self.count)))
@@ -95,7 +91,7 @@ class Hosts:
                 continue
             key = (len(self.nodes[i]), len(self.devs[i]), len(self.nics[i]))
             for k in buckets.get(key, ()):
-                if self._same(members[k][0], i):
+                if same_host(self, members[k][0], i):
                     members[k].append(i)
                     break
             else:
@@ -103,48 +99,39 @@ class Hosts:
                 members.append([i])
         return [tuple(m) for m in members], sorted(walked)
 
-    def _same(self, r: int, i: int) -> bool:
-        """:func:`same_host`; for two copies of host 0, whether their ranks have the same local ranks."""
-        if r in self.copies and i in self.copies:
-            attr = self.graph._node
-            return [attr[d][LOCAL_RANK] for d in self.devs[r]] == [attr[d][LOCAL_RANK] for d in self.devs[i]]
-        return same_host(self, r, i)
-
     def _shareable(self, i: int) -> bool:
         """False for a host with a link between two of its NICs (a route between hosts may take it)."""
         attr, adj, pos = self.graph._node, self.graph._adj, self.position(i)
         return not any(attr[m][KIND] == "nic" and m in pos for x in self.nics[i] for m in adj[x])
 
-    def shape(self, r: int) -> "HostShape":
-        """What :func:`same_host` compares, from host r."""
-        if r not in self._shapes:
-            pr, node_attr, adj = self.position(r), self.graph._node, self.graph._adj
-            elements = []
-            for a in self.nodes[r]:
-                attr = node_attr[a]
-                keys = [k for k in attr if k != HOST]
-                get = operator.itemgetter(*keys) if keys else (lambda d: ())
-                if attr[KIND] == "nic":
-                    links: list = [(pr[x], d) for x, d in adj[a].items() if x in pr]
-                    nbrs: list = []
-                else:
-                    links, nbrs = list(adj[a].values()), list(map(pr.get, adj[a], adj[a]))
-                elements.append((get, get(attr), len(attr), attr[KIND] == "nic", links, nbrs))
-            self._shapes[r] = HostShape(elements=elements, devs=[pr[d] for d in self.devs[r]],
-                                        nics=[pr[x] for x in self.nics[r]])
-        return self._shapes[r]
+    @memo
+    def shape(self, r: int) -> tuple[list[tuple], list[tuple[int]], list[tuple[int]]]:
+        """What :func:`same_host` compares, from host r (a class's representative): per element a
+        getter of its attributes but the host, their values and count, and its links (a NIC's on
+        the host only); the positions of the ranks' devices and of the NICs."""
+        pr, node_attr, adj = self.position(r), self.graph._node, self.graph._adj
+        elements = []
+        for a in self.nodes[r]:
+            attr = node_attr[a]
+            keys = [k for k in attr if k != HOST]
+            get = operator.itemgetter(*keys) if keys else (lambda d: ())
+            if attr[KIND] == "nic":
+                links: list = [(pr[x], d) for x, d in adj[a].items() if x in pr]
+                nbrs: list = []
+            else:
+                links, nbrs = list(adj[a].values()), list(map(pr.get, adj[a], adj[a]))
+            elements.append((get, get(attr), len(attr), attr[KIND] == "nic", links, nbrs))
+        return elements, [pr[d] for d in self.devs[r]], [pr[x] for x in self.nics[r]]
 
+    @memo
     def position(self, i: int) -> dict[Any, tuple[int]]:
         """Host i's elements -> (their position in ``nodes[i]``,)."""
-        if i not in self._local:
-            self._local[i] = {n: (k,) for k, n in enumerate(self.nodes[i])}
-        return self._local[i]
+        return {n: (k,) for k, n in enumerate(self.nodes[i])}
 
+    @memo
     def mesh(self, i: int) -> dict[tuple, float] | None:
         """Host i's direct GPU-to-GPU NVLinks (:func:`ddpsim.network.mesh_search.nvlink_mesh`)."""
-        if i not in self._mesh:
-            self._mesh[i] = nvlink_mesh(self.graph, self.devs[i]) if len(self.devs[i]) > 1 else None
-        return self._mesh[i]
+        return nvlink_mesh(self.graph, self.devs[i]) if len(self.devs[i]) > 1 else None
 
     def add_route(self, loads: dict[tuple, float], i: int, c: int) -> None:
         """Channel c from host i's NIC ``c mod num_nics`` to the next host's NIC."""
@@ -171,10 +158,9 @@ class Hosts:
         """The hosts whose own searches run: the walked ones and each class's representative."""
         return sorted(self.walked + [rep for rep, *_ in self.classes])
 
+    @memo
     def entry(self, i: int) -> list[tuple[Any, Any]]:
-        if i not in self._entry:
-            self._entry[i] = nearest_first(self.router, self.nics[i], self.devs[i])
-        return self._entry[i]
+        return nearest_first(self.router, self.nics[i], self.devs[i])
 
     def member_names(self, k: int, node: Any) -> list:
         """Class k's representative's element ``node`` in every member (one outside it keeps its name)."""
@@ -190,16 +176,19 @@ class Hosts:
 def same_host(hosts: Hosts, r: int, i: int) -> bool:
     """Whether host i is host r up to names: element by element the same attributes but the host, the
     same links in order to the same positions or outside elements (NIC uplinks left out), and the
-    ranks' devices and NICs at the same positions."""
-    shape = hosts.shape(r)
+    ranks' devices and NICs at the same positions (two copies of host 0: the same local ranks)."""
+    if r in hosts.copies and i in hosts.copies:
+        ranks = [[hosts.graph._node[d][LOCAL_RANK] for d in hosts.devs[h]] for h in (r, i)]
+        return ranks[0] == ranks[1]
+    elements, devs, nics = hosts.shape(r)
     pi = hosts.position(i)
     nodes = hosts.nodes[i]
-    if len(nodes) != len(shape.elements):
+    if len(nodes) != len(elements):
         return False
-    if shape.devs != [pi[d] for d in hosts.devs[i]] or shape.nics != [pi[x] for x in hosts.nics[i]]:
+    if devs != [pi[d] for d in hosts.devs[i]] or nics != [pi[x] for x in hosts.nics[i]]:
         return False
     node_attr, adj = hosts.graph._node, hosts.graph._adj
-    for b, (get, values, size, is_nic, links, nbrs) in zip(nodes, shape.elements):
+    for b, (get, values, size, is_nic, links, nbrs) in zip(nodes, elements):
         attr_b = node_attr[b]
         if len(attr_b) != size or HOST not in attr_b:
             return False
@@ -215,13 +204,3 @@ def same_host(hosts: Hosts, r: int, i: int) -> bool:
         elif list(adj_b.values()) != links or list(map(pi.get, adj_b, adj_b)) != nbrs:
             return False
     return True
-
-
-@dataclass(frozen=True)
-class HostShape:
-    """What :func:`same_host` compares, from a class's representative: per element a getter of its
-    attributes but the host, their values and count, and its links (a NIC's on the host only)."""
-
-    elements: list[tuple]
-    devs: list[tuple[int]]
-    nics: list[tuple[int]]

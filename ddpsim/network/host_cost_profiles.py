@@ -19,7 +19,7 @@ import statistics
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.profile.kineto import CpuOp, KinetoProfile, read_profile
@@ -71,18 +71,17 @@ class _Nested:
     launch queue: the device is behind, which is not host work)."""
 
     def __init__(self, prof: KinetoProfile) -> None:
-        by_tid: dict[object, list[float]] = {}
-        for e in list(prof.cpu_ops) + list(prof.runtime):
-            by_tid.setdefault(e.tid, []).append(e.ts)
-        self.starts = {t: sorted(v) for t, v in by_tid.items()}
-        durs: dict[str, list[float]] = {}
-        for r in prof.runtime:
-            durs.setdefault(r.name, []).append(r.dur)
+        def grouped(events: Iterable, key: str, value: Callable) -> dict[object, list]:
+            """``value`` of each event, by its ``key`` attribute, each group sorted."""
+            out: dict[object, list] = {}
+            for e in events:
+                out.setdefault(getattr(e, key), []).append(value(e))
+            return {k: sorted(v) for k, v in out.items()}
+        self.starts = grouped([*prof.cpu_ops, *prof.runtime], "tid", lambda e: e.ts)
+        durs = grouped(prof.runtime, "name", lambda r: r.dur)
         typical = {k: statistics.median(v) for k, v in durs.items()}
-        calls: dict[object, list[tuple[float, float]]] = {}
-        for r in prof.runtime:
-            calls.setdefault(r.tid, []).append((r.ts, max(0.0, r.dur - typical[r.name])))
-        self.calls = {t: sorted(v) for t, v in calls.items()}
+        self.calls = grouped(prof.runtime, "tid",
+                             lambda r: (r.ts, max(0.0, r.dur - typical[r.name])))
         self.call_ts = {t: [c[0] for c in v] for t, v in self.calls.items()}
 
     def count(self, op: CpuOp) -> int:
@@ -142,8 +141,7 @@ def measure(profile: KinetoProfile | str | Path, *, correct: bool = True) -> Pro
     buckets: list[BucketHost] = []
     for n, w in profiler_steps(prof):
         buckets += _step_buckets([o for o in ops if w.start <= o.ts < w.end], n, nested, o_us)
-    plain = [h for b in buckets for h in b.hooks_s[:-1]]
-    hook = _median_s(plain)
+    hook = _median_s([h for b in buckets for h in b.hooks_s[:-1]])  # gradients launching no bucket
     copy_back = [nested.host_us(o, o_us) * 1e-6 for o in prof.cpu_ops if o.name == COPY_BUCKET_TO_GRAD]
     return ProfileHostCosts(source=str(prof.path), probe_op_s=probe_op_us(prof) * 1e-6, buckets=tuple(buckets),
                             hook_s_per_param=hook,

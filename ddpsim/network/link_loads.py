@@ -148,23 +148,16 @@ class Totals:
         self.present = (self.li > 0) | (self.le > 0)  # every load a channel puts on a link is > 0
         self.member_names = member_names
         self._firsts: dict[tuple[int, Any], list[int]] = {}  # (class, element) -> members that may name first
-        def summed(channels: list[ChannelLoads], k: int) -> Counter:
-            total: Counter = Counter()
-            for ch in channels:
-                total.update(ch.by_class[k])
-            return total
-        self.cls = [(summed(intra, k), summed(inter, k)) for k in range(num_classes)]  # per class: intra, inter
-
-    @staticmethod
-    def _sum(li: dict, le: dict, e: Link, s_intra: float, s_inter: float) -> float:
-        return li.get(e, 0.0) * s_intra + le.get(e, 0.0) * s_inter
+        # per class: its intra and inter loads summed over the channels (every load > 0)
+        self.cls = [tuple(sum((Counter(ch.by_class[k]) for ch in chs), Counter())
+                          for chs in (intra, inter)) for k in range(num_classes)]
 
     def fits(self, s_intra: float, s_inter: float) -> bool:
         """Every link carries the channels at these speeds."""
         if len(self.cap) and not np.all(self.li * s_intra + self.le * s_inter <= self.cap * (1 + 1e-9)):
             return False
         cap = self.index.cap_of
-        return all(self._sum(li, le, e, s_intra, s_inter) <= cap(e) * (1 + 1e-9)
+        return all(li.get(e, 0.0) * s_intra + le.get(e, 0.0) * s_inter <= cap(e) * (1 + 1e-9)
                    for li, le in self.cls for e in set(li) | set(le))
 
     def worst(self, s_intra: float, s_inter: float) -> str:
@@ -180,7 +173,7 @@ class Totals:
             es = set(li) | set(le)
             if not es:
                 continue
-            vals = {e: self._sum(li, le, e, s_intra, s_inter) / cap(e) for e in es}
+            vals = {e: (li.get(e, 0.0) * s_intra + le.get(e, 0.0) * s_inter) / cap(e) for e in es}
             m = max(vals.values())
             cands.append((m, lambda k=k, ties=[e for e, v in vals.items() if v == m]: self._first_member_link(k, ties)))
         if not cands:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 NCCL_VERSION = "2.30.7"
 
-ALGORITHMS = ("tree", "ring", "nvls", "nvls_tree", "hierarchical")
 PROTOCOLS = ("ll", "ll128", "simple")
 #: user-facing algorithm names -> internal ("nvls" covers NVLSTree on several nodes)
 FORCEABLE_ALGORITHMS = ("ring", "tree", "nvls", "hierarchical")

@@ -20,6 +20,20 @@ from ddpsim.errors import InputError
 from ddpsim.network.topology import BANDWIDTH, HOST, KIND, LATENCY, edge_weight, rank_nodes
 
 
+def memo(method: Callable) -> Callable:
+    """``method`` computed once per instance and arguments, the results kept in the instance
+    (``functools.cache`` on a method would keep every instance alive)."""
+    name = f"_memo_{method.__name__}"
+
+    @functools.wraps(method)
+    def cached(self: Any, *args: Any) -> Any:
+        results = self.__dict__.setdefault(name, {})
+        if args not in results:
+            results[args] = method(self, *args)
+        return results[args]
+    return cached
+
+
 @dataclass(frozen=True, kw_only=True)
 class Placement:
     """Which devices the ranks use: ``hosts[i]`` lists host i's devices in rank order."""
@@ -77,10 +91,8 @@ class Router:
 
     def __init__(self, graph: nx.Graph) -> None:
         self.g = graph
-        self._cache: dict[tuple, list[list]] = {}
         self._sub: dict[Any, nx.Graph] = {}
         self._links: dict[tuple, tuple[list[tuple], int]] = {}
-        self._up: dict[Any, Any] = {}
         #: True once a path was searched on the whole graph (it may cross a host)
         self.left_subgraph = False
 
@@ -130,35 +142,29 @@ class Router:
     def _switches(self) -> _SwitchRoutes:
         return _SwitchRoutes(self._weighted([n for n, d in self.g._node.items() if d[HOST] < 0]), self._W)
 
+    @memo
     def uplink(self, nic: Any) -> Any:
         """The one fabric switch a NIC hangs from, or None."""
-        if nic not in self._up:
-            attr = self.g._node
-            ups = [n for n in self.g._adj[nic] if attr[n][HOST] < 0]
-            self._up[nic] = ups[0] if len(ups) == 1 else None
-        return self._up[nic]
+        ups = [n for n in self.g._adj[nic] if self.g._node[n][HOST] < 0]
+        return ups[0] if len(ups) == 1 else None
 
+    @memo
     def paths(self, src: Any, dst: Any) -> list[list]:
-        key = (src, dst)
-        if key in self._cache:
-            return self._cache[key]
         a, b = self.g._node[src], self.g._node[dst]
         if a[KIND] == "nic" and b[KIND] == "nic" and a[HOST] != b[HOST]:
             la, lb = self.uplink(src), self.uplink(dst)
             if la is not None and lb is not None:  # NIC - leaf ... leaf - NIC: route between the switches
                 mid = [[la]] if la == lb else self._switches.paths(la, lb)
-                self._cache[key] = [[src, *m, dst] for m in mid]
-                return self._cache[key]
+                return [[src, *m, dst] for m in mid]
         sub = self._graph_for(src, dst)
         if sub is self._sub.get("all"):
             self.left_subgraph = True
         try:
-            self._cache[key] = list(nx.all_shortest_paths(sub, src, dst, weight=self._W))
+            return list(nx.all_shortest_paths(sub, src, dst, weight=self._W))
         except nx.NetworkXNoPath:  # e.g. a custom fabric that re-enters a host
             self.left_subgraph = True
             everything = self._cached("all", lambda: list(self.g.nodes))
-            self._cache[key] = list(nx.all_shortest_paths(everything, src, dst, weight=self._W))
-        return self._cache[key]
+            return list(nx.all_shortest_paths(everything, src, dst, weight=self._W))
 
     def add_load(self, loads: dict[tuple, float], src: Any, dst: Any, amount: float = 1.0) -> None:
         """Add ``amount`` from ``src`` to ``dst`` to ``loads`` (per directed link), split over the paths

@@ -32,7 +32,7 @@ from ddpsim.network.graph_attrs import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KI
                                         REDUCE_BANDWIDTH, SM_COUNT)
 from ddpsim.network.graph_build import Builder, gc_paused, new_graph
 from ddpsim.network.topology_check import validate_topology
-from ddpsim.network.topology_schema import (LINK_TYPES, CpuGlooOptions, DgxOptions, FabricOptions, MeshOptions,
+from ddpsim.network.topology_schema import (LINK_TYPES, CpuGlooOptions, DgxOptions, FabricOptions, GpuOptions,
                                             NodeDoc, PcieOptions, TopologyDoc)
 from ddpsim.schema import Schema, validate
 from ddpsim.units import MAX_NODES
@@ -112,7 +112,7 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
     trays (GB200 NVL72) is ``num_nodes`` racks, each tray a host, the rack's trays sharing one
     ``nvswitch`` node of ``host`` -1 (the NVLink domain spans hosts: NCCL's multi-node NVLink)."""
     mesh = system.interconnect == "nvlink-mesh"
-    o = _options(MeshOptions if mesh else DgxOptions, name, options)
+    o = _options(GpuOptions if mesh else DgxOptions, name, options)
     gpn = system.gpus_per_node if o.gpus_per_node is None else o.gpus_per_node
     if mesh and gpn > system.gpus_per_node:
         raise InputError(f"topology {name}: gpus_per_node: {gpn} is not accepted; expected at most "
@@ -132,9 +132,13 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
     fabric = (f"{links.format(nvlinks)}/GPU x {link_bw / GBPS:g} GB/s" if mesh
               else f"{nvlinks} NVLinks/GPU ({nvlink_bw / GBPS:.1f} GB/s)")
     trays = "" if system.gpus_per_tray is None else f" ({hosts_per_node} trays of {per_host})"
+    # NIC j of a PCIe switch comes with the switch's GPU nearest to it (as _add_host adds them)
+    per_sw, nics_per_sw = system.pcie.gpus_per_switch, system.pcie.nics_per_switch
+    nics_per_host = sum(j * per_sw // nics_per_sw == i % per_sw for i in range(per_host)
+                        for j in range(nics_per_sw))
     g = Builder(name=name, backend="nccl", num_nodes=num_nodes, cpu_vendor=system.cpu.vendor,
                  description=f"{num_nodes}x {name}: {gpn}x {gpu.model}{trays}, {fabric}, "
-                               f"{_num_nics(system, per_host) * hosts_per_node} NICs x {nic_gbit:g} Gb/s")
+                               f"{nics_per_host * hosts_per_node} NICs x {nic_gbit:g} Gb/s")
     if system.gpus_per_tray is not None:
         g.graph["gpus_per_tray"] = per_host
     nics: list[list[str]] = []
@@ -149,7 +153,7 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
                                        NVLS: system.nvls})
                 host_nics = _add_host(g, system, gpu, h, per_host, None if mesh else (nvs, nvlink_bw, nvlinks),
                                       multi_host=num_nodes * hosts_per_node > 1, pcie_gen=pcie_gen,
-                                      per_sw=system.pcie.gpus_per_switch)
+                                      per_sw=per_sw)
                 for a, b, links in system.nvlink_edges or ():
                     if max(a, b) < per_host:
                         _add_link(g, f"n{h}/gpu{a}", f"n{h}/gpu{b}", links * link_bw, NVLINK_LATENCY_S, "nvlink",
@@ -158,12 +162,6 @@ def _nvlink_system(name: str, system: System, gpu: Gpu, num_nodes: int, options:
             nics.append(g.host(h, add))
     _add_fabric(g, nics, nic_gbit, o, system.switch_radix)
     return g.to_graph()
-
-
-def _num_nics(system: System, gpus: int) -> int:
-    """The NICs of a host of ``gpus`` GPUs: NIC j of a PCIe switch comes with the switch's GPU nearest to it."""
-    per_sw, nics_per_sw = system.pcie.gpus_per_switch, system.pcie.nics_per_switch
-    return sum(1 for i in range(gpus) for j in range(nics_per_sw) if j * per_sw // nics_per_sw == i % per_sw)
 
 
 def _add_host(g: Builder, system: System, gpu: Gpu, h: int, gpus: int, nvswitch: tuple[str, float, int] | None, *,

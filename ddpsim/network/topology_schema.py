@@ -50,32 +50,27 @@ def one_of(tp: type, values: tuple) -> Any:
 PcieGen = one_of(int, (3, 4, 5))
 
 
-class DgxOptions(FabricOptions):
-    """Options of the NVSwitch presets (``dgx-h100``, ``gb200-nvl72`` ...; None: the catalogue's figure)."""
+class GpuOptions(FabricOptions):
+    """Options of every GPU preset (None: the catalogue's figure); the direct NVLink mesh presets
+    (``dgx-v100``) take these alone: the first ``gpus_per_node`` GPUs of the mesh and the NVLinks
+    between them."""
 
     gpus_per_node: PerNode | None = None
+    nic_gbit: Gbps | None = None
+    pcie_gen: PcieGen | None = None
+
+
+class DgxOptions(GpuOptions):
+    """Options of the NVSwitch presets (``dgx-h100``, ``gb200-nvl72`` ...)."""
+
     nvlinks_per_gpu: Annotated[int, Field(ge=1, le=64)] | None = None
-    nic_gbit: Gbps | None = None
-    pcie_gen: PcieGen | None = None
 
 
-class MeshOptions(FabricOptions):
-    """Options of the direct NVLink mesh presets (``dgx-v100``; None: the catalogue's figure):
-    the first ``gpus_per_node`` GPUs of the mesh and the NVLinks between them."""
+class PcieOptions(GpuOptions):
+    """Options of the PCIe presets (``pcie``, ``pcie-l40s``; ``pcie`` with ``pcie_gen: 5`` holds
+    H100-PCIe GPUs and NDR 400 Gb/s NICs)."""
 
-    gpus_per_node: PerNode | None = None
-    nic_gbit: Gbps | None = None
-    pcie_gen: PcieGen | None = None
-
-
-class PcieOptions(FabricOptions):
-    """Options of the PCIe presets (``pcie``, ``pcie-l40s``; None: the catalogue's figure; ``pcie``
-    with ``pcie_gen: 5`` holds H100-PCIe GPUs and NDR 400 Gb/s NICs)."""
-
-    gpus_per_node: PerNode | None = None
     gpus_per_switch: PerNode | None = None
-    pcie_gen: PcieGen | None = None
-    nic_gbit: Gbps | None = None
 
 
 class CpuGlooOptions(Schema):

@@ -26,8 +26,8 @@ from ddpsim.report.tables import md_table
 from ddpsim.engine.result import BucketTiming
 from ddpsim.io import file_id
 from ddpsim.plan.planner import mb_text
-from ddpsim.pipeline.sweep import (PointRecord, best_record, default_record, fmt_pct, fmt_s, gain,
-                                   uncertainty_summary)
+from ddpsim.pipeline.scenario_run import ScenarioRun
+from ddpsim.pipeline.sweep import PointRecord, default_record, fmt_pct, fmt_s, gain, uncertainty_summary
 from ddpsim.units import format_size
 
 #: ``buckets.csv``'s columns: the point, then :class:`~ddpsim.engine.result.BucketTiming`'s fields
@@ -41,17 +41,13 @@ def bucket_rows(records: Sequence[PointRecord]) -> list[tuple]:
     return [(r.point_id, *get(b)) for r in records for b in r.result.buckets]
 
 
-def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = None,
-              overlaps: dict[str, dict[int, float]] | None = None,
-              trace_files: dict[str, list[str]] | None = None,
-              recommendation: dict[str, Any] | None = None,
-              warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None,
-              method_error: dict[str, Any] | None = None, compiled: dict[str, Any] | None = None,
-              host_costs: Any = None, term_effects: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``summary.json``'s document (the keys and types :class:`~ddpsim.report.figures.Summary`
-    declares); each optional section (``warnings``, ``cost_terms``, ``method_error``, ``bucket_costs``
-    from ``host_costs``, ...) only where the scenario has it."""
-    best = best_record(records)
+def summarize(run: ScenarioRun, *, overlaps: dict[str, dict[int, float]] | None = None,
+              trace_files: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """``summary.json``'s document of ``run`` (the keys and types :class:`~ddpsim.report.figures.Summary`
+    declares; ``overlaps`` and ``trace_files``: per timeline point written); each optional section
+    (``warnings``, ``cost_terms``, ``method_error``, ``bucket_costs`` from the recommended plan's host
+    costs, ...) only where the run has it."""
+    scenario, records, trace, rec, best = run.scenario, run.records, run.trace, run.recommendation, run.best
     base = default_record(records, best.point) or records[0]
     bm, dm = best.metrics, base.metrics
     out: dict[str, Any] = {
@@ -68,15 +64,16 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
         "gain_over_default": gain(dm["iteration_p50_s"], bm["iteration_p50_s"]),
         "saved_per_step_s": dm["iteration_p50_s"] - bm["iteration_p50_s"],
         "overlaps": overlaps or {}, "trace_files": trace_files or {},
-        "recommendation": recommendation,
+        "recommendation": None if rec is None else rec.info,
         "points": [{"point": r.point_id, **_pick(r.metrics),
                     "gain_over_default": gain((default_record(records, r.point) or base).metrics["iteration_p50_s"],
                                                r.metrics["iteration_p50_s"])} for r in records],
     }
-    costs = bucket_costs.figures(out["points"], host_costs, trace.num_params if trace is not None else None)
-    optional = {"warnings": list(warnings or ()), "cost_terms": list(cost_terms or ()), "method_error": method_error,
-                **ddp_modes.figures(records, best), "compile": compiled, "bucket_costs": costs and asdict(costs),
-                "term_effects": term_effects, "uncertainty": uncertainty_summary(records)}
+    costs = bucket_costs.figures(out["points"], rec and rec.inputs.config.host_costs, trace and trace.num_params)
+    optional = {"warnings": [run.warning] if run.warning else None, "cost_terms": list(run.cost_terms),
+                "method_error": run.method_error, **ddp_modes.figures(records, best), "compile": run.compiled,
+                "bucket_costs": costs and asdict(costs), "term_effects": run.term_effects,
+                "uncertainty": uncertainty_summary(records)}
     out.update({k: v for k, v in optional.items() if v})  # each only where the scenario has it
     if trace is not None:
         out["trace"] = {"model": trace.model, "num_params": trace.num_params, "param_bytes": trace.total_param_bytes,

@@ -217,9 +217,8 @@ class Cluster:
 
 @frozen
 class Summary:
-    """A scenario's summary (``summary.json``): the best point against the default, every point,
-    and the optional sections' figures (None where the scenario has none), each from where its
-    comment says."""
+    """``summary.json``: the best point against the default, every point, and the optional
+    sections' figures (None where the scenario has none)."""
 
     scenario: str
     description: str | None

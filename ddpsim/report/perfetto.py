@@ -10,8 +10,9 @@ ops); communication spans are named ``ncclDevKernel_<Op> (bucket k)``, gloo's to
 :mod:`ddpsim.trace.profile.kernel_kinds`). The end-of-backward wait is ``cat: "wait"`` without a
 stream (idle time, which HTA ignores). Bucket ready and launch are instant events (``ph: "i"``) on
 the communication track, and ``args`` of each collective (``ready_us``, ``launch_us``,
-``size_bytes``). ``ts``/``dur`` are whole microseconds (Kineto's unit; HTA rounds finer floats itself
-with ``ceil(ts)`` and ``floor(ts + dur)``). Iterations are ``ProfilerStep#<k>`` slices
+``size_bytes``). ``ts``/``dur`` are whole microseconds (Kineto's unit; HTA rounds finer floats
+itself with ``ceil(ts)`` and ``floor(ts + dur)``: whole ones keep its overlap identical to
+:func:`comm_comp_overlap`'s). Iterations are ``ProfilerStep#<k>`` slices
 (``cat: "user_annotation"``) on the host thread :data:`CPU_TID`, where every kernel-like event has
 its ``cudaLaunchKernel`` (``cat: "cuda_runtime"``, zero duration, linked by ``args.correlation``) at
 the moment the engine issues it (a bucket's all-reduce: DDP's launch; else its start): HTA assigns
@@ -44,8 +45,6 @@ _COMM_OP = {"allreduce": "AllReduce_Sum", "broadcast": "Broadcast", "used_map_al
 
 
 def _us(t_s: float) -> int:
-    # NOTE: whole microseconds. HTA rounds float timestamps itself (ceil(ts), floor(end));
-    # integer µs keep its overlap figure identical to comm_comp_overlap's.
     return int(round(t_s * 1e6))
 
 

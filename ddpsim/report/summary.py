@@ -1,6 +1,6 @@
 """A scenario's report: :func:`summarize` (``summary.json``'s document), :func:`bucket_rows`
-(``buckets.csv``) and :func:`render_summary` (``summary.md``, from the document read as a typed
-:class:`~ddpsim.report.figures.Summary`). Over steady iterations (after DDP's first iteration and
+(``buckets.csv``) and :func:`render_summary` (``summary.md``, every section, from the document read
+as a typed :class:`~ddpsim.report.figures.Summary`). Over steady iterations (after DDP's first iteration and
 the rebuild): the step time runs from the previous iteration's end on its slowest rank to this
 one's (adding up to the wall time, :meth:`ddpsim.engine.result.SimResult.step_times_s`), p50/p95
 over iterations; a point's gain over the default (``bucket_cap_mb`` not given, the same other

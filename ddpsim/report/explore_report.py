@@ -9,7 +9,6 @@ throughput against cost per 1,000 samples, GPU-hours without prices, by cost), `
 from __future__ import annotations
 
 import io
-import math
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +65,7 @@ def scaling_figure(table: Any, title: str = "") -> Any:
 def front_figure(table: Any, cost_col: str, cost_label: str, title: str = "") -> Any:
     ax = new_figure(figsize=(7.5, 5)).add_subplot(1, 1, 1)
     ok = table[table["throughput_samples_per_s"].notna() & table[cost_col].notna()]
-    for system in dict.fromkeys(ok["system"]):
-        rows = ok[ok["system"] == system]
+    for system, rows in ok.groupby("system", sort=False):
         ax.scatter(rows[cost_col], rows["throughput_samples_per_s"], s=10, alpha=0.5, label=str(system))
     front = ok[ok["on_front"]].sort_values(cost_col, kind="mergesort")
     ax.plot(front[cost_col], front["throughput_samples_per_s"], color="black", marker="o", markersize=4,
@@ -90,9 +88,7 @@ def _finish(ax: Any, xlabel: str, ylabel: str, title: str) -> Any:
 
 
 def _num(x: Any, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return f"{x:.{digits}g}"
+    return "-" if x is None or x != x else f"{x:.{digits}g}"  # None or NaN
 
 
 def render_report(table: Any, front: Any, title: str, cost_col: str, cost_label: str, notes: list[str],

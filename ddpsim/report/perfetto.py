@@ -48,14 +48,6 @@ def _us(t_s: float) -> int:
     return int(round(t_s * 1e6))
 
 
-def _event_name(span: Any) -> str:
-    if span.stream == COMM_STREAM:
-        op = _COMM_OP.get(span.kind, span.kind)
-        suffix = f" (bucket {span.bucket})" if span.bucket is not None else f" ({span.name})"
-        return f"ncclDevKernel_{op}{suffix}"
-    return span.name
-
-
 def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl",
                  point: str | None = None) -> dict[str, Any]:
     """The Chrome/Kineto trace dict of one simulated rank (see the module docstring)."""
@@ -84,8 +76,11 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl",
         cat = "wait" if s.kind == "wait" else "kernel"
         if cat == "kernel":
             args.update({"stream": tid, "device": rank, "correlation": len(launches) + 1})
+        name = s.name
         if s.stream == COMM_STREAM:
             args["backend"] = backend
+            where = s.name if s.bucket is None else f"bucket {s.bucket}"
+            name = f"ncclDevKernel_{_COMM_OP.get(s.kind, s.kind)} ({where})"
         args.update({k: v for k, v in (("bucket", s.bucket), ("size_bytes", s.size_bytes)) if v is not None})
         b = bt.get((s.iteration, s.bucket)) if s.kind == "allreduce" else None
         launch_us = ts if b is None else _us(b.launch_s)
@@ -94,7 +89,7 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl",
         if cat == "kernel":
             launches.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": rank, "tid": CPU_TID,
                              "ts": launch_us, "dur": 0, "args": {"correlation": args["correlation"]}})
-        ev.append({"ph": "X", "cat": cat, "name": _event_name(s), "pid": rank, "tid": tid,
+        ev.append({"ph": "X", "cat": cat, "name": name, "pid": rank, "tid": tid,
                    "ts": ts, "dur": _us(s.end_s) - ts, "args": args})
     ev += sorted(launches, key=lambda e: (e["ts"], e["args"]["correlation"]))
     for b in sorted(bt.values(), key=lambda b: (b.iteration, b.bucket)):

@@ -83,9 +83,10 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                                                                           simulate_fn)
         terms = steps.cost_terms(sc, best.point, rec.inputs)
         effects = term_effects(sc, records, trace, build=build, simulate=simulate_fn) if terms else None
-        return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, recommendation=rec,
-                           method_error=me_answer, compiled=compiled, cost_terms=terms, term_effects=effects,
-                           warning=sc.calibration and sc.calibration.warning(), files=files,
+        return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records,
+                           recommendation=rec, method_error=me_answer, compiled=compiled,
+                           cost_terms=terms, term_effects=effects, files=files,
+                           warning=sc.calibration and sc.calibration.warning(),
                            kept_key=kept_key, jobs=jobs, report_started=started)
     except BaseException:
         if started is not None:

@@ -1,12 +1,12 @@
 """A scenario's report: :func:`summarize` (``summary.json``'s document), :func:`bucket_rows`
 (``buckets.csv``) and :func:`render_summary` (``summary.md``, every section, from the document read
-as a typed :class:`~ddpsim.report.figures.Summary`). Over steady iterations (after DDP's first iteration and
-the rebuild): the step time runs from the previous iteration's end on its slowest rank to this
-one's (adding up to the wall time, :meth:`ddpsim.engine.result.SimResult.step_times_s`), p50/p95
-over iterations; a point's gain over the default (``bucket_cap_mb`` not given, the same other
-values) is ``(p50_default - p50_point) / p50_default``; exposed communication runs from the end of
-backward compute to the end of the last collective (its tail: the p95, slowest rank); overlap is
-communication time overlapped by compute / communication time (HTA's ``get_comm_comp_overlap``),
+as a typed :class:`~ddpsim.report.figures.Summary`). Over steady iterations (after DDP's first
+iteration and the rebuild): the step time runs from the previous iteration's end on its slowest rank
+to this one's (adding up to the wall time, :meth:`ddpsim.engine.result.SimResult.step_times_s`),
+p50/p95 over iterations; a point's gain over the default (``bucket_cap_mb`` not given, the same
+other values) is ``(p50_default - p50_point) / p50_default``; exposed communication runs from the
+end of backward compute to the end of the last collective (its tail: the p95, slowest rank); overlap
+is communication time overlapped by compute / communication time (HTA's ``get_comm_comp_overlap``),
 from each rank's written Perfetto trace.
 """
 
@@ -18,16 +18,18 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Sequence
 
-from ddpsim.report.figures import (POINT_KEYS, BucketCostRow, BucketCosts, CapList, Compiled, GroupCount,
-                                   JoinFigures, MethodError, PointFigures, ProcessGroupFigures, Recommendation,
-                                   Summary, TermEffects, TraceFigures, Uncertainty, typed)
+from ddpsim.report.figures import (POINT_KEYS, BucketCostRow, BucketCosts, CapList, Compiled,
+                                   GroupCount, JoinFigures, MethodError, PointFigures,
+                                   ProcessGroupFigures, Recommendation, Summary, TermEffects,
+                                   TraceFigures, Uncertainty, typed)
 from ddpsim.report.tables import md_table
 from ddpsim.engine.result import BucketTiming
 from ddpsim.io import file_id
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.plan.planner import cap_point_id, mb_text
 from ddpsim.pipeline.scenario_run import ScenarioRun
-from ddpsim.pipeline.sweep import PointRecord, default_record, fmt_pct, fmt_s, gain, uncertainty_summary
+from ddpsim.pipeline.sweep import (PointRecord, default_record, fmt_pct, fmt_s, gain,
+                                   uncertainty_summary)
 from ddpsim.units import format_size
 
 #: ``buckets.csv``'s columns: the point, then :class:`~ddpsim.engine.result.BucketTiming`'s fields
@@ -43,11 +45,12 @@ def bucket_rows(records: Sequence[PointRecord]) -> list[tuple]:
 
 def summarize(run: ScenarioRun, *, overlaps: dict[str, dict[int, float]] | None = None,
               trace_files: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """``summary.json``'s document of ``run`` (the keys and types :class:`~ddpsim.report.figures.Summary`
-    declares; ``overlaps`` and ``trace_files``: per timeline point written); each optional section
-    (``warnings``, ``cost_terms``, ``method_error``, ``bucket_costs`` from the recommended plan's host
-    costs, ...) only where the run has it."""
-    scenario, records, trace, rec, best = run.scenario, run.records, run.trace, run.recommendation, run.best
+    """``summary.json``'s document of ``run`` (the keys and types
+    :class:`~ddpsim.report.figures.Summary` declares; ``overlaps`` and ``trace_files``: per timeline
+    point written); each optional section (``warnings``, ``cost_terms``, ``method_error``,
+    ``bucket_costs`` from the recommended plan's host costs, ...) only where the run has it."""
+    scenario, records, trace, rec = run.scenario, run.records, run.trace, run.recommendation
+    best = run.best
     base = default_record(records, best.point) or records[0]
     bm, dm = best.metrics, base.metrics
     out: dict[str, Any] = {
@@ -69,9 +72,11 @@ def summarize(run: ScenarioRun, *, overlaps: dict[str, dict[int, float]] | None 
                     "gain_over_default": gain((default_record(records, r.point) or base).metrics["iteration_p50_s"],
                                                r.metrics["iteration_p50_s"])} for r in records],
     }
-    costs = bucket_cost_figures(out["points"], rec and rec.inputs.config.host_costs, trace and trace.num_params)
-    optional = {"warnings": [run.warning] if run.warning else None, "cost_terms": list(run.cost_terms),
-                "method_error": run.method_error, **ddp_mode_figures(records, best), "compile": run.compiled,
+    costs = bucket_cost_figures(out["points"], rec and rec.inputs.config.host_costs,
+                                trace and trace.num_params)
+    optional = {"warnings": [run.warning] if run.warning else None,
+                "cost_terms": list(run.cost_terms), "method_error": run.method_error,
+                **ddp_mode_figures(records, best), "compile": run.compiled,
                 "bucket_costs": costs and asdict(costs), "term_effects": run.term_effects,
                 "uncertainty": uncertainty_summary(records)}
     out.update({k: v for k, v in optional.items() if v})  # each only where the scenario has it
@@ -97,10 +102,11 @@ _JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
 
 
 def ddp_mode_figures(records: Sequence[PointRecord], best: PointRecord) -> dict[str, Any]:
-    """The summary's ``join`` entry (the ``best`` point's epoch under Join against the same samples
-    dealt evenly, :mod:`ddpsim.engine.join`, where the scenario has ``ddp.join``) and ``process_groups``
-    entry (each round-robin process-group count's p50 step and gain over one at the best point's other
-    values, :mod:`ddpsim.engine.process_groups`, where the sweep varies ``process_groups`` and has 1)."""
+    """The summary's ``join`` entry (the ``best`` point's epoch under Join against the same
+    samples dealt evenly, :mod:`ddpsim.engine.join`, where the scenario has ``ddp.join``) and
+    ``process_groups`` entry (each round-robin process-group count's p50 step and gain over one at
+    the best point's other values, :mod:`ddpsim.engine.process_groups`, where the sweep varies
+    ``process_groups`` and has 1)."""
     out: dict[str, Any] = {}
     if j := best.metrics.get("join"):
         out["join"] = asdict(JoinFigures(
@@ -124,10 +130,10 @@ def ddp_mode_figures(records: Sequence[PointRecord], best: PointRecord) -> dict[
 
 def bucket_cost_figures(points: Sequence[dict[str, Any]], host: HostCosts | None,
                         num_params: int | None) -> BucketCosts | None:
-    """What each cap's buckets cost beyond their all-reduce kernels, term by term, from the summary's
-    ``points`` and the host costs in force (:class:`~ddpsim.network.host_costs.HostCosts`, measured on
-    profiles: :mod:`ddpsim.network.host_cost_profiles`): on the host, per bucket DDP's launch
-    (``mark_bucket_ready`` -> ``all_reduce_bucket``) and ProcessGroupNCCL's enqueue, and the
+    """What each cap's buckets cost beyond their all-reduce kernels, term by term, from the
+    summary's ``points`` and the host costs in force (:class:`~ddpsim.network.host_costs.HostCosts`,
+    measured on profiles: :mod:`ddpsim.network.host_cost_profiles`): on the host, per bucket DDP's
+    launch (``mark_bucket_ready`` -> ``all_reduce_bucket``) and ProcessGroupNCCL's enqueue, and the
     per-gradient hook (the same at every cap, shown once); on the device, the gradient copies in and
     out of the buckets and the all-reduces (total and exposed); and the p50 step against the
     default's. Host time counts only where the CPU falls behind the device (the engine's CPU clock).
@@ -138,10 +144,9 @@ def bucket_cost_figures(points: Sequence[dict[str, Any]], host: HostCosts | None
 
     def row(p: dict[str, Any]) -> BucketCostRow:
         kinds = p.get("compute_by_kind_s") or {}
-        return BucketCostRow(point=p["point"], num_buckets=p["num_buckets"], host_buckets_s=p["num_buckets"] * per_bucket,
-                             copy_kernels_s=kinds.get("copy_in", 0.0) + kinds.get("copy_out", 0.0), comm_s=p["comm_s"],
-                             exposed_comm_s=p["exposed_comm_s"], iteration_p50_s=p["iteration_p50_s"],
-                             gain_over_default=p["gain_over_default"])
+        return BucketCostRow(**{f.name: p[f.name] for f in fields(BucketCostRow) if f.name in p},
+                             host_buckets_s=p["num_buckets"] * per_bucket,
+                             copy_kernels_s=kinds.get("copy_in", 0.0) + kinds.get("copy_out", 0.0))
     return BucketCosts(host_per_bucket_s=per_bucket, host_hooks_s=num_params * host.hook_s_per_param,
                        num_params=num_params, rows=tuple(row(p) for p in points))
 
@@ -280,10 +285,10 @@ def _change(compiled_s: float, eager_s: float) -> str:
 
 
 def compiled_answer_lines(c: Compiled | None, best: str) -> list[str]:
-    """The ``## Answer`` bullet of a compiled scenario whose best point is ``best`` (none for an eager
-    one): the best cap under ``torch.compile`` (and DDPOptimizer's subgraphs there) beside eager DDP's
-    best on the same trace and cluster, from :func:`ddpsim.pipeline.run.eager_comparison`'s figures
-    (:mod:`ddpsim.plan.compiled` states the model)."""
+    """The ``## Answer`` bullet of a compiled scenario whose best point is ``best`` (none for an
+    eager one): the best cap under ``torch.compile`` (and DDPOptimizer's subgraphs there) beside
+    eager DDP's best on the same trace and cluster (:func:`ddpsim.pipeline.run.eager_comparison`'s
+    figures; :mod:`ddpsim.plan.compiled` states the model)."""
     if c is None:
         return []
     row = {r.point: r for r in c.points}
@@ -308,8 +313,7 @@ def compiled_table(c: Compiled | None) -> list[str]:
 
 
 def bucket_costs_table(f: BucketCosts | None) -> list[str]:
-    """``## What the buckets cost, term by term`` (:func:`bucket_cost_figures`): one row per point
-    (empty without the figures)."""
+    """``## What the buckets cost, term by term``: one row per point (empty without the figures)."""
     if f is None:
         return []
     return ["## What the buckets cost, term by term", "",
@@ -323,8 +327,8 @@ def bucket_costs_table(f: BucketCosts | None) -> list[str]:
 
 
 #: the GPU cost terms in words
-TERM_NAMES = {"contention": "compute slowed while NCCL runs", "copy_kernels": "gradient copies as kernels",
-              "host": "host costs"}
+TERM_NAMES = {"contention": "compute slowed while NCCL runs",
+              "copy_kernels": "gradient copies as kernels", "host": "host costs"}
 
 
 def _term_names(terms: tuple[str, ...]) -> str:
@@ -332,8 +336,9 @@ def _term_names(terms: tuple[str, ...]) -> str:
 
 
 def term_effects_section(f: TermEffects | None) -> list[str]:
-    """``## Which cost terms move the best cap``, from :func:`ddpsim.pipeline.term_effects.term_effects`
-    (the sweep simulated again with terms off); empty without the figures."""
+    """``## Which cost terms move the best cap``, from
+    :func:`ddpsim.pipeline.term_effects.term_effects` (the sweep simulated again with terms off);
+    empty without the figures."""
     if f is None:
         return []
     L = ["## Which cost terms move the best cap", "",
@@ -360,7 +365,8 @@ def render_summary(s: dict[str, Any] | Summary) -> str:
     s = typed(Summary, s) if isinstance(s, dict) else s
     L: list[str] = [f"# ddpsim report: {s.scenario}", ""] + ([s.description, ""] if s.description else [])
     L += _setup_section(s) + _answer_section(s) + _breakdown_section(s) + compiled_table(s.compile)
-    L += _sweep_section(s) + bucket_costs_table(s.bucket_costs) + term_effects_section(s.term_effects)
+    L += _sweep_section(s) + bucket_costs_table(s.bucket_costs)
+    L += term_effects_section(s.term_effects)
     return "\n".join(L + _first_iteration_section(s) + _overlap_section(s))
 
 

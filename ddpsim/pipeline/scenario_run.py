@@ -83,11 +83,10 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                                                                           simulate_fn)
         terms = steps.cost_terms(sc, best.point, rec.inputs)
         effects = term_effects(sc, records, trace, build=build, simulate=simulate_fn) if terms else None
-        return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records,
-                           recommendation=rec, method_error=me_answer, compiled=compiled,
-                           cost_terms=terms, term_effects=effects, files=files,
-                           warning=sc.calibration and sc.calibration.warning(),
-                           kept_key=kept_key, jobs=jobs, report_started=started)
+        return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, files=files,
+                           recommendation=rec, method_error=me_answer, compiled=compiled, jobs=jobs,
+                           cost_terms=terms, term_effects=effects, report_started=started,
+                           warning=sc.calibration and sc.calibration.warning(), kept_key=kept_key)
     except BaseException:
         if started is not None:
             started.close()

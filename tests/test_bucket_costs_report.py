@@ -1,11 +1,11 @@
-"""The summary's per-cap table of what buckets cost beyond their kernels (ddpsim.report.bucket_costs)."""
+"""The summary's per-cap table of what buckets cost beyond their kernels (ddpsim.report.summary)."""
 
 from __future__ import annotations
 
 import pytest
 
 from ddpsim.network.host_costs import HostCosts
-from ddpsim.report import bucket_costs
+from ddpsim.report.summary import bucket_cost_figures, bucket_costs_table
 
 HOST = HostCosts(pre_forward_s=0.0, hook_s_per_param=10e-6, bucket_launch_s=20e-6, enqueue_s=30e-6)
 
@@ -16,7 +16,7 @@ def _point(name: str, buckets: int, gain: float | None) -> dict:
 
 
 def test_host_cost_grows_with_the_buckets_the_hooks_do_not():
-    f = bucket_costs.figures([_point("cap=default", 5, None), _point("cap=1", 50, -0.01)], HOST, 100)
+    f = bucket_cost_figures([_point("cap=default", 5, None), _point("cap=1", 50, -0.01)], HOST, 100)
     assert f.host_per_bucket_s == pytest.approx(50e-6)        # launch 20 + enqueue 30
     assert f.host_hooks_s == pytest.approx(100 * 10e-6)       # per parameter, any cap
     a, b = f.rows
@@ -25,13 +25,13 @@ def test_host_cost_grows_with_the_buckets_the_hooks_do_not():
 
 
 def test_no_host_costs_no_table():
-    assert bucket_costs.figures([_point("cap=default", 5, None)], None, 100) is None
-    assert bucket_costs.table(None) == []
+    assert bucket_cost_figures([_point("cap=default", 5, None)], None, 100) is None
+    assert bucket_costs_table(None) == []
 
 
 def test_table_has_a_row_per_point():
-    f = bucket_costs.figures([_point("cap=default", 5, None), _point("cap=1", 50, -0.01)], HOST, 100)
-    lines = bucket_costs.table(f)
+    f = bucket_cost_figures([_point("cap=default", 5, None), _point("cap=1", 50, -0.01)], HOST, 100)
+    lines = bucket_costs_table(f)
     rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines if ln.startswith("| `")]
     assert [r[0] for r in rows] == ["`cap=default`", "`cap=1`"]
     # buckets, host launches (50 x 50 us), copy kernels, all-reduces, exposed, p50, vs default

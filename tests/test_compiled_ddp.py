@@ -244,7 +244,7 @@ def test_optimize_ddp_mode_read_from_the_compile_block(compile_, mode):
 
 
 def test_the_summary_answers_compiled_best_cap_beside_eager():
-    from ddpsim.report.compiled import answer_lines, compiled_table
+    from ddpsim.report.summary import compiled_answer_lines as answer_lines, compiled_table
     from ddpsim.report.figures import Compiled, typed
 
     c = typed(Compiled, {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -258,6 +259,7 @@ def test_join_at_scale_keeps_the_active_ranks_when_rank_0_joins_first():
 
 def test_summary_leads_with_the_round_robin_and_join_answers():
     from ddpsim.pipeline.sweep import run_sweep
+    from ddpsim.pipeline.scenario_run import ScenarioRun
     from ddpsim.report.summary import render_summary, summarize
 
     cluster = {"latency_us": 500, "bandwidth_gbps": 0.5}
@@ -269,14 +271,15 @@ def test_summary_leads_with_the_round_robin_and_join_answers():
     # four 0.25 MiB buckets queue behind 0.5 ms latencies: a second communicator overlaps them
     assert step["cap=0.25,pg=2"] < step["cap=0.25,pg=1"]
     # the best point is the default cap's single bucket, where a second communicator has nothing to overlap
-    s = summarize(sc, recs)
+    s = summarize(ScenarioRun(scenario=sc, out_dir=Path(), records=tuple(recs)))
     assert s["process_groups"]["cap"] == "default" and s["process_groups"]["gain_over_one"] == 0.0
     answer = render_summary(s).split("## Answer\n\n")[1].splitlines()[0]
     assert answer.startswith("- **Round-robin process groups do not help here**: one communicator is fastest at cap=default")
 
     sc = scenario_from_dict(dict(BASE, cluster=cluster, timelines=[], simulation={"iterations": 4, "jitter": "none"},
                                  ddp={"join": {"batches_per_rank": [12, 9]}}))
-    s = summarize(sc, run_sweep(sc, jobs=1, progress=False))
+    s = summarize(ScenarioRun(scenario=sc, out_dir=Path(),
+                              records=tuple(run_sweep(sc, jobs=1, progress=False))))
     j = s["join"]
     assert j["batches_min"] == 9 and j["batches_max"] == 12 and j["even_epoch_iterations"] == 11
     assert render_summary(s).split("## Answer\n\n")[1].startswith(f"- **Uneven inputs cost {j['epoch_cost_pct']:.1f} % per epoch**")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 import pytest
 from test_sweep import fake_build, make_scenario
 
 from analytic_model import analytic_simulate
+from ddpsim.pipeline.scenario_run import ScenarioRun
 from ddpsim.report.summary import BUCKET_FIELDS, bucket_rows, render_summary, summarize
 from ddpsim.report.tables import to_csv_text
 from ddpsim.pipeline.sweep import run_sweep, sweep_rows, sweep_table
@@ -22,7 +24,7 @@ def records(tmp_path, tiny_trace_file):
 
 def test_summary_figures(records):
     sc, recs = records
-    s = summarize(sc, recs)
+    s = summarize(ScenarioRun(scenario=sc, out_dir=Path(), records=tuple(recs)))
     # worked in test_sweep: default 145.18 ms, cap 0.004 MiB 144.28 ms
     assert s["best"]["point"] == "cap=0.004" and s["default"]["point"] == "cap=default"
     assert s["gain_over_default"] == pytest.approx(0.0009 / 0.14518)
@@ -49,7 +51,7 @@ def test_summary_renders_from_typed_figures(records):
     from ddpsim.report.figures import Summary, typed
 
     sc, recs = records
-    s = summarize(sc, recs)
+    s = summarize(ScenarioRun(scenario=sc, out_dir=Path(), records=tuple(recs)))
     summ = typed(Summary, json.loads(json.dumps(s)))
     assert summ.best.point == "cap=0.004" and summ.points[0].point == "cap=default"
     assert summ.best.exposed_comm_p95_s == pytest.approx(0.10928) and summ.trace is None

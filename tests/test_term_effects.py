@@ -141,7 +141,7 @@ def test_no_term_on_gives_nothing(swept):
 
 def test_the_summary_names_the_terms_that_moved_it():
     from ddpsim.report.figures import TermEffects, typed
-    from ddpsim.report.term_effects import section as render
+    from ddpsim.report.summary import term_effects_section as render
 
     def section(f: dict) -> list[str]:
         return render(typed(TermEffects, f["term_effects"]) if f else None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ddpsim.io import ensure_dir
 from ddpsim.pipeline import run as steps
@@ -26,16 +26,15 @@ class ScenarioRun:
     scenario: Scenario
     #: the report folder, ``<out_dir>/<name>/``
     out_dir: Path
-    trace: Any
     #: every point in sweep order, the timeline points' with spans
     records: tuple[PointRecord, ...]
-    best: PointRecord
-    recommendation: steps.Recommendation
-    method_error: Any
-    compiled: Any
-    cost_terms: list[str]
-    term_effects: Any
-    warning: str | None
+    trace: Any = None
+    recommendation: steps.Recommendation | None = None
+    method_error: Any = None
+    compiled: Any = None
+    cost_terms: Sequence[str] = ()
+    term_effects: Any = None
+    warning: str | None = None
     #: files written here (the bundled model's trace)
     files: tuple[Path, ...] = ()
     #: every point's id and resume key as one hash (:func:`ddpsim.pipeline.run.kept_key`): what the
@@ -46,6 +45,11 @@ class ScenarioRun:
     jobs: int = 1
     #: what ``start_report`` returned (:func:`run_scenario`): the report's PNGs being drawn
     report_started: Any = None
+
+    @property
+    def best(self) -> PointRecord:
+        """The fastest point (:func:`~ddpsim.pipeline.sweep.best_record`)."""
+        return best_record(self.records)
 
 
 def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str | Path = "reports",
@@ -79,10 +83,10 @@ def run_scenario(scenario: Scenario | str | Path | None = None, *, out_dir: str 
                                                                           simulate_fn)
         terms = steps.cost_terms(sc, best.point, rec.inputs)
         effects = term_effects(sc, records, trace, build=build, simulate=simulate_fn) if terms else None
-        return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, best=best,
-                           recommendation=rec, method_error=me_answer, compiled=compiled, cost_terms=terms,
-                           term_effects=effects, warning=sc.calibration and sc.calibration.warning(),
-                           files=files, kept_key=kept_key, jobs=jobs, report_started=started)
+        return ScenarioRun(scenario=sc, out_dir=rdir, trace=trace, records=records, files=files,
+                           recommendation=rec, method_error=me_answer, compiled=compiled, jobs=jobs,
+                           cost_terms=terms, term_effects=effects, report_started=started,
+                           warning=sc.calibration and sc.calibration.warning(), kept_key=kept_key)
     except BaseException:
         if started is not None:
             started.close()

@@ -50,7 +50,7 @@ class CompileOptions:
 
     @property
     def mode(self) -> str:
-        """``torch._dynamo.config.optimize_ddp``'s mode (a key of ``report.compiled.MODE_TEXT``)."""
+        """``torch._dynamo.config.optimize_ddp``'s mode (a key of ``report.summary.MODE_TEXT``)."""
         if self.compiled_autograd:
             return "python_reducer"
         return "ddp_optimizer" if self.ddp_optimizer else "no_optimization"

@@ -9,7 +9,6 @@ throughput against cost per 1,000 samples, GPU-hours without prices, by cost), `
 from __future__ import annotations
 
 import io
-import math
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +46,7 @@ def _best(table: Any, by: list[str]) -> Any:
 
 
 def scaling_figure(table: Any, title: str = "") -> Any:
-    fig = new_figure(figsize=(7.5, 5))
-    ax = fig.add_subplot(1, 1, 1)
+    ax = new_figure(figsize=(7.5, 5)).add_subplot(1, 1, 1)
     best = _best(table, ["system", "world_size"])
     for system, rows in best.groupby("system", sort=False):
         rows = rows.sort_values("world_size", kind="mergesort")
@@ -60,26 +58,24 @@ def scaling_figure(table: Any, title: str = "") -> Any:
             one = r["throughput_samples_per_s"] / (r["world_size"] * r["scaling_efficiency"])
             ax.plot(xs, [one * w for w in xs], linestyle=":", color=line.get_color(), linewidth=1)
     ax.set_xscale("log", base=2)
-    return _finish(fig, ax, "GPUs (world size)", "throughput, samples/s (best point at each size)",
+    return _finish(ax, "GPUs (world size)", "throughput, samples/s (best point at each size)",
                    f"{title}: scaling per system (dotted: linear from one GPU without DDP)")
 
 
 def front_figure(table: Any, cost_col: str, cost_label: str, title: str = "") -> Any:
-    fig = new_figure(figsize=(7.5, 5))
-    ax = fig.add_subplot(1, 1, 1)
+    ax = new_figure(figsize=(7.5, 5)).add_subplot(1, 1, 1)
     ok = table[table["throughput_samples_per_s"].notna() & table[cost_col].notna()]
-    for system in dict.fromkeys(ok["system"]):
-        rows = ok[ok["system"] == system]
+    for system, rows in ok.groupby("system", sort=False):
         ax.scatter(rows[cost_col], rows["throughput_samples_per_s"], s=10, alpha=0.5, label=str(system))
     front = ok[ok["on_front"]].sort_values(cost_col, kind="mergesort")
     ax.plot(front[cost_col], front["throughput_samples_per_s"], color="black", marker="o", markersize=4,
             linewidth=1.2, label="Pareto front")
     ax.set_xscale("log")
-    return _finish(fig, ax, f"cost per 1,000 samples ({cost_label})", "throughput, samples/s",
+    return _finish(ax, f"cost per 1,000 samples ({cost_label})", "throughput, samples/s",
                    f"{title}: throughput against cost")
 
 
-def _finish(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str) -> Any:
+def _finish(ax: Any, xlabel: str, ylabel: str, title: str) -> Any:
     """Both explore plots' log y axis, labels, small title, grid and legend; the figure laid out."""
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
@@ -87,14 +83,12 @@ def _finish(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str) -> Any:
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    ax.figure.tight_layout()
+    return ax.figure
 
 
 def _num(x: Any, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return f"{x:.{digits}g}"
+    return "-" if x is None or x != x else f"{x:.{digits}g}"  # None or NaN
 
 
 def render_report(table: Any, front: Any, title: str, cost_col: str, cost_label: str, notes: list[str],

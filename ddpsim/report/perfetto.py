@@ -10,8 +10,9 @@ ops); communication spans are named ``ncclDevKernel_<Op> (bucket k)``, gloo's to
 :mod:`ddpsim.trace.profile.kernel_kinds`). The end-of-backward wait is ``cat: "wait"`` without a
 stream (idle time, which HTA ignores). Bucket ready and launch are instant events (``ph: "i"``) on
 the communication track, and ``args`` of each collective (``ready_us``, ``launch_us``,
-``size_bytes``). ``ts``/``dur`` are whole microseconds (Kineto's unit; HTA rounds finer floats itself
-with ``ceil(ts)`` and ``floor(ts + dur)``). Iterations are ``ProfilerStep#<k>`` slices
+``size_bytes``). ``ts``/``dur`` are whole microseconds (Kineto's unit; HTA rounds finer floats
+itself with ``ceil(ts)`` and ``floor(ts + dur)``: whole ones keep its overlap identical to
+:func:`comm_comp_overlap`'s). Iterations are ``ProfilerStep#<k>`` slices
 (``cat: "user_annotation"``) on the host thread :data:`CPU_TID`, where every kernel-like event has
 its ``cudaLaunchKernel`` (``cat: "cuda_runtime"``, zero duration, linked by ``args.correlation``) at
 the moment the engine issues it (a bucket's all-reduce: DDP's launch; else its start): HTA assigns
@@ -44,17 +45,7 @@ _COMM_OP = {"allreduce": "AllReduce_Sum", "broadcast": "Broadcast", "used_map_al
 
 
 def _us(t_s: float) -> int:
-    # NOTE: whole microseconds. HTA rounds float timestamps itself (ceil(ts), floor(end));
-    # integer µs keep its overlap figure identical to comm_comp_overlap's.
     return int(round(t_s * 1e6))
-
-
-def _event_name(span: Any) -> str:
-    if span.stream == COMM_STREAM:
-        op = _COMM_OP.get(span.kind, span.kind)
-        suffix = f" (bucket {span.bucket})" if span.bucket is not None else f" ({span.name})"
-        return f"ncclDevKernel_{op}{suffix}"
-    return span.name
 
 
 def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl",
@@ -85,8 +76,11 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl",
         cat = "wait" if s.kind == "wait" else "kernel"
         if cat == "kernel":
             args.update({"stream": tid, "device": rank, "correlation": len(launches) + 1})
+        name = s.name
         if s.stream == COMM_STREAM:
             args["backend"] = backend
+            where = s.name if s.bucket is None else f"bucket {s.bucket}"
+            name = f"ncclDevKernel_{_COMM_OP.get(s.kind, s.kind)} ({where})"
         args.update({k: v for k, v in (("bucket", s.bucket), ("size_bytes", s.size_bytes)) if v is not None})
         b = bt.get((s.iteration, s.bucket)) if s.kind == "allreduce" else None
         launch_us = ts if b is None else _us(b.launch_s)
@@ -95,7 +89,7 @@ def chrome_trace(result: SimResult, rank: int, *, backend: str = "nccl",
         if cat == "kernel":
             launches.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": rank, "tid": CPU_TID,
                              "ts": launch_us, "dur": 0, "args": {"correlation": args["correlation"]}})
-        ev.append({"ph": "X", "cat": cat, "name": _event_name(s), "pid": rank, "tid": tid,
+        ev.append({"ph": "X", "cat": cat, "name": name, "pid": rank, "tid": tid,
                    "ts": ts, "dur": _us(s.end_s) - ts, "args": args})
     ev += sorted(launches, key=lambda e: (e["ts"], e["args"]["correlation"]))
     for b in sorted(bt.values(), key=lambda b: (b.iteration, b.bucket)):

@@ -9,7 +9,7 @@ are unchanged (:mod:`ddpsim.report.kept_files`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,15 +28,12 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Report:
-    """What :func:`write_report` produced: the data, and the files written (paths)."""
+class Report(ScenarioRun):
+    """A run with its report folder written (:func:`write_report`): ``files``, every file written;
+    ``summary``, ``summary.json``'s document; ``summary_md``, ``summary.md``."""
 
-    scenario: Scenario
-    out_dir: Path
     summary: dict[str, Any]
-    records: tuple[Any, ...] = ()
-    files: tuple[Path, ...] = ()
-    summary_md: str = ""
+    summary_md: str
 
     @property
     def sweep(self) -> Any:
@@ -122,19 +119,15 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
             if stale.name not in names:
                 stale.unlink()
     kept.save()
-    return Report(scenario=sc, out_dir=rdir, summary=summ, records=tuple(records),
-                  files=tuple(files), summary_md=md)
+    ran = {f.name: getattr(run, f.name) for f in fields(ScenarioRun)
+           if f.name not in ("files", "report_started")}  # the drawing is done
+    return Report(**ran, files=tuple(files), summary=summ, summary_md=md)
 
 
 def _write_summary(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]]) -> tuple[dict[str, Any], str]:
     """Write ``summary.json`` and ``summary.md`` (``written``: per point, ``(rank, file, overlap)``)."""
-    rec = run.recommendation
-    summ = report.summarize(run.scenario, list(run.records), trace=run.trace,
-                            overlaps={p: {r: o for r, _, o in w} for p, w in written.items()},
-                            trace_files={p: [f for _, f, _ in w] for p, w in written.items()},
-                            recommendation=rec.info, warnings=[run.warning] if run.warning else None,
-                            cost_terms=run.cost_terms, method_error=run.method_error, compiled=run.compiled,
-                            host_costs=rec.inputs.config.host_costs, term_effects=run.term_effects)
+    summ = report.summarize(run, overlaps={p: {r: o for r, _, o in w} for p, w in written.items()},
+                            trace_files={p: [f for _, f, _ in w] for p, w in written.items()})
     write_text_atomic(run.out_dir / "summary.json", json_text(summ, indent=1, sort_keys=True, default=str))
     md = report.render_summary(summ)
     write_text_atomic(run.out_dir / "summary.md", md + "\n")

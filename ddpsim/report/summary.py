@@ -1,12 +1,12 @@
 """A scenario's report: :func:`summarize` (``summary.json``'s document), :func:`bucket_rows`
-(``buckets.csv``) and :func:`render_summary` (``summary.md``, from the document read as a typed
-:class:`~ddpsim.report.figures.Summary`). Over steady iterations (after DDP's first iteration and
-the rebuild): the step time runs from the previous iteration's end on its slowest rank to this
-one's (adding up to the wall time, :meth:`ddpsim.engine.result.SimResult.step_times_s`), p50/p95
-over iterations; a point's gain over the default (``bucket_cap_mb`` not given, the same other
-values) is ``(p50_default - p50_point) / p50_default``; exposed communication runs from the end of
-backward compute to the end of the last collective (its tail: the p95, slowest rank); overlap is
-communication time overlapped by compute / communication time (HTA's ``get_comm_comp_overlap``),
+(``buckets.csv``) and :func:`render_summary` (``summary.md``, every section, from the document read
+as a typed :class:`~ddpsim.report.figures.Summary`). Over steady iterations (after DDP's first
+iteration and the rebuild): the step time runs from the previous iteration's end on its slowest rank
+to this one's (adding up to the wall time, :meth:`ddpsim.engine.result.SimResult.step_times_s`),
+p50/p95 over iterations; a point's gain over the default (``bucket_cap_mb`` not given, the same
+other values) is ``(p50_default - p50_point) / p50_default``; exposed communication runs from the
+end of backward compute to the end of the last collective (its tail: the p95, slowest rank); overlap
+is communication time overlapped by compute / communication time (HTA's ``get_comm_comp_overlap``),
 from each rank's written Perfetto trace.
 """
 
@@ -18,15 +18,17 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Sequence
 
-from ddpsim.report import bucket_costs, ddp_modes, term_effects
-from ddpsim.report import compiled as compiled_report
-from ddpsim.report.figures import (POINT_KEYS, CapList, MethodError, PointFigures, Recommendation, Summary,
+from ddpsim.report.figures import (POINT_KEYS, BucketCostRow, BucketCosts, CapList, Compiled,
+                                   GroupCount, JoinFigures, MethodError, PointFigures,
+                                   ProcessGroupFigures, Recommendation, Summary, TermEffects,
                                    TraceFigures, Uncertainty, typed)
 from ddpsim.report.tables import md_table
 from ddpsim.engine.result import BucketTiming
 from ddpsim.io import file_id
-from ddpsim.plan.planner import mb_text
-from ddpsim.pipeline.sweep import (PointRecord, best_record, default_record, fmt_pct, fmt_s, gain,
+from ddpsim.network.host_costs import HostCosts
+from ddpsim.plan.planner import cap_point_id, mb_text
+from ddpsim.pipeline.scenario_run import ScenarioRun
+from ddpsim.pipeline.sweep import (PointRecord, default_record, fmt_pct, fmt_s, gain,
                                    uncertainty_summary)
 from ddpsim.units import format_size
 
@@ -41,17 +43,14 @@ def bucket_rows(records: Sequence[PointRecord]) -> list[tuple]:
     return [(r.point_id, *get(b)) for r in records for b in r.result.buckets]
 
 
-def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = None,
-              overlaps: dict[str, dict[int, float]] | None = None,
-              trace_files: dict[str, list[str]] | None = None,
-              recommendation: dict[str, Any] | None = None,
-              warnings: Sequence[str] | None = None, cost_terms: Sequence[str] | None = None,
-              method_error: dict[str, Any] | None = None, compiled: dict[str, Any] | None = None,
-              host_costs: Any = None, term_effects: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``summary.json``'s document (the keys and types :class:`~ddpsim.report.figures.Summary`
-    declares); each optional section (``warnings``, ``cost_terms``, ``method_error``, ``bucket_costs``
-    from ``host_costs``, ...) only where the scenario has it."""
-    best = best_record(records)
+def summarize(run: ScenarioRun, *, overlaps: dict[str, dict[int, float]] | None = None,
+              trace_files: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """``summary.json``'s document of ``run`` (the keys and types
+    :class:`~ddpsim.report.figures.Summary` declares; ``overlaps`` and ``trace_files``: per timeline
+    point written); each optional section (``warnings``, ``cost_terms``, ``method_error``,
+    ``bucket_costs`` from the recommended plan's host costs, ...) only where the run has it."""
+    scenario, records, trace, rec = run.scenario, run.records, run.trace, run.recommendation
+    best = run.best
     base = default_record(records, best.point) or records[0]
     bm, dm = best.metrics, base.metrics
     out: dict[str, Any] = {
@@ -68,15 +67,18 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
         "gain_over_default": gain(dm["iteration_p50_s"], bm["iteration_p50_s"]),
         "saved_per_step_s": dm["iteration_p50_s"] - bm["iteration_p50_s"],
         "overlaps": overlaps or {}, "trace_files": trace_files or {},
-        "recommendation": recommendation,
+        "recommendation": None if rec is None else rec.info,
         "points": [{"point": r.point_id, **_pick(r.metrics),
                     "gain_over_default": gain((default_record(records, r.point) or base).metrics["iteration_p50_s"],
                                                r.metrics["iteration_p50_s"])} for r in records],
     }
-    costs = bucket_costs.figures(out["points"], host_costs, trace.num_params if trace is not None else None)
-    optional = {"warnings": list(warnings or ()), "cost_terms": list(cost_terms or ()), "method_error": method_error,
-                **ddp_modes.figures(records, best), "compile": compiled, "bucket_costs": costs and asdict(costs),
-                "term_effects": term_effects, "uncertainty": uncertainty_summary(records)}
+    costs = bucket_cost_figures(out["points"], rec and rec.inputs.config.host_costs,
+                                trace and trace.num_params)
+    optional = {"warnings": [run.warning] if run.warning else None,
+                "cost_terms": list(run.cost_terms), "method_error": run.method_error,
+                **ddp_mode_figures(records, best), "compile": run.compiled,
+                "bucket_costs": costs and asdict(costs), "term_effects": run.term_effects,
+                "uncertainty": uncertainty_summary(records)}
     out.update({k: v for k, v in optional.items() if v})  # each only where the scenario has it
     if trace is not None:
         out["trace"] = {"model": trace.model, "num_params": trace.num_params, "param_bytes": trace.total_param_bytes,
@@ -92,6 +94,61 @@ def summarize(scenario: Any, records: Sequence[PointRecord], *, trace: Any = Non
 
 def _pick(m: dict[str, Any]) -> dict[str, Any]:
     return {k: m.get(k) for k in POINT_KEYS}
+
+
+#: the figures of JoinFigures that Join's own (:mod:`ddpsim.engine.join`) give as they are
+_JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
+                   if f.name not in ("point", "world_size", "tail_iterations", "batches_min", "batches_max"))
+
+
+def ddp_mode_figures(records: Sequence[PointRecord], best: PointRecord) -> dict[str, Any]:
+    """The summary's ``join`` entry (the ``best`` point's epoch under Join against the same
+    samples dealt evenly, :mod:`ddpsim.engine.join`, where the scenario has ``ddp.join``) and
+    ``process_groups`` entry (each round-robin process-group count's p50 step and gain over one at
+    the best point's other values, :mod:`ddpsim.engine.process_groups`, where the sweep varies
+    ``process_groups`` and has 1)."""
+    out: dict[str, Any] = {}
+    if j := best.metrics.get("join"):
+        out["join"] = asdict(JoinFigures(
+            point=best.point_id, world_size=best.world_size, **{k: j[k] for k in _JOIN_KEYS},
+            tail_iterations=j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
+            batches_min=min(j["batches_per_rank"]), batches_max=max(j["batches_per_rank"])))
+    others = best.point.with_value("process_groups", None)
+    by_n = {r.point.value("process_groups"): r for r in records
+            if r.point.with_value("process_groups", None) == others}
+    if "process_groups" in dict(best.point.named) and 1 in by_n:
+        one = by_n[1].metrics["iteration_p50_s"]
+        rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
+                           gain_over_one=(one - r.metrics["iteration_p50_s"]) / one)
+                for n, r in sorted(by_n.items())]
+        top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
+        out["process_groups"] = asdict(ProcessGroupFigures(
+            cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size,
+            best_process_groups=top.process_groups, gain_over_one=top.gain_over_one, by_count=tuple(rows)))
+    return out
+
+
+def bucket_cost_figures(points: Sequence[dict[str, Any]], host: HostCosts | None,
+                        num_params: int | None) -> BucketCosts | None:
+    """What each cap's buckets cost beyond their all-reduce kernels, term by term, from the
+    summary's ``points`` and the host costs in force (:class:`~ddpsim.network.host_costs.HostCosts`,
+    measured on profiles: :mod:`ddpsim.network.host_cost_profiles`): on the host, per bucket DDP's
+    launch (``mark_bucket_ready`` -> ``all_reduce_bucket``) and ProcessGroupNCCL's enqueue, and the
+    per-gradient hook (the same at every cap, shown once); on the device, the gradient copies in and
+    out of the buckets and the all-reduces (total and exposed); and the p50 step against the
+    default's. Host time counts only where the CPU falls behind the device (the engine's CPU clock).
+    None without host costs (gloo, a calibration, ``host: false``)."""
+    if host is None or num_params is None:
+        return None
+    per_bucket = host.bucket_launch_s + host.enqueue_s
+
+    def row(p: dict[str, Any]) -> BucketCostRow:
+        kinds = p.get("compute_by_kind_s") or {}
+        return BucketCostRow(**{f.name: p[f.name] for f in fields(BucketCostRow) if f.name in p},
+                             host_buckets_s=p["num_buckets"] * per_bucket,
+                             copy_kernels_s=kinds.get("copy_in", 0.0) + kinds.get("copy_out", 0.0))
+    return BucketCosts(host_per_bucket_s=per_bucket, host_hooks_s=num_params * host.hook_s_per_param,
+                       num_params=num_params, rows=tuple(row(p) for p in points))
 
 
 #: a predicted gain below this is a tie in practice (what a simulation can promise)
@@ -191,13 +248,125 @@ def render_method_error(me: MethodError) -> str:
     return head + "."
 
 
+def ddp_mode_answer_lines(j: JoinFigures | None, pg: ProcessGroupFigures | None) -> list[str]:
+    """The bullets a summary with these figures leads its answer with: an epoch under Join, then a
+    sweep over round-robin process groups (:func:`ddp_mode_figures`)."""
+    L: list[str] = []
+    if j:
+        L.append(f"- **Uneven inputs cost {j.epoch_cost_pct:.1f} % per epoch** (`{j.point}`, {j.world_size} "
+                 f"ranks, {j.batches_min}-{j.batches_max} batches per rank): {fmt_s(j.epoch_s)} under "
+                 f"`model.join()` vs {fmt_s(j.even_epoch_s)} for the same samples dealt evenly "
+                 f"({j.even_epoch_iterations} steps of {fmt_s(j.even_step_s)}). Of it: Join's per-iteration "
+                 f"collectives {j.per_iteration_cost_pct:+.2f} % per step ({fmt_s(j.per_iteration_cost_s)}), "
+                 f"{j.tail_iterations} tail iterations after the first rank joins, and {fmt_s(j.exit_s)} "
+                 "for the final model sync (`_sync_final_model`).")
+    if pg:
+        n, where = pg.best_process_groups, f"cap={pg.cap} on {pg.world_size} ranks"
+        steps = ", ".join(f"{r.process_groups}: {fmt_s(r.iteration_p50_s)}" for r in pg.by_count)
+        L.append(f"- **Round-robin process groups do not help here**: one communicator is fastest at {where} "
+                 f"(p50 step by groups: {steps})." if n == 1 else
+                 f"- **{n} round-robin process groups are {100 * pg.gain_over_one:.1f} % faster than 1** at "
+                 f"{where} (p50 step by groups: {steps}). torch 2.13 has no `_round_robin_process_groups`: "
+                 f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} "
+                 "`dist.new_group()` groups.")
+    return L
+
+
+#: optimize_ddp's modes in words
+MODE_TEXT = {"ddp_optimizer": "Dynamo's DDPOptimizer splitting the graph at bucket boundaries",
+             "no_optimization": "optimize_ddp=False: one compiled backward, every gradient ready at its end",
+             "python_reducer": "compiled autograd's python reducer (inductor's fused all-reduces)"}
+
+
+def _change(compiled_s: float, eager_s: float) -> str:
+    """Compiled against eager, signed percent; a change under 0.05 % reads as none."""
+    change = (compiled_s - eager_s) / eager_s
+    return "0.0%" if abs(change) < 5e-4 else f"{100 * change:+.1f}%"
+
+
+def compiled_answer_lines(c: Compiled | None, best: str) -> list[str]:
+    """The ``## Answer`` bullet of a compiled scenario whose best point is ``best`` (none for an
+    eager one): the best cap under ``torch.compile`` (and DDPOptimizer's subgraphs there) beside
+    eager DDP's best on the same trace and cluster (:func:`ddpsim.pipeline.run.eager_comparison`'s
+    figures; :mod:`ddpsim.plan.compiled` states the model)."""
+    if c is None:
+        return []
+    row = {r.point: r for r in c.points}
+    here, eager_best = row[best], row[c.eager_best]
+    cut = "" if here.subgraphs is None else f", {here.subgraphs} compiled subgraph(s)"
+    same = ("the same cap" if c.eager_best == best else
+            f"`{c.eager_best}` ({fmt_s(eager_best.eager_p50_s)}; compiled there: {fmt_s(eager_best.compiled_p50_s)})")
+    return [f"- **Compiled, the best cap is `{best}`** (torch.compile with {MODE_TEXT[c.mode]}{cut}): p50 step "
+            f"{fmt_s(here.compiled_p50_s)}, {_change(here.compiled_p50_s, here.eager_p50_s)} against eager DDP at that "
+            f"cap ({fmt_s(here.eager_p50_s)}); eager DDP's best on this trace and cluster is {same}. Same per-op times "
+            "as the trace: what compiling changes here is only when the gradients become ready."]
+
+
+def compiled_table(c: Compiled | None) -> list[str]:
+    """``## Compiled against eager``: every point's p50 both ways (none for an eager scenario)."""
+    if c is None:
+        return []
+    return ["## Compiled against eager", "", *md_table([
+        {"point": f"`{r.point}`", "subgraphs": "-" if r.subgraphs is None else str(r.subgraphs),
+         "compiled p50": fmt_s(r.compiled_p50_s), "eager p50": fmt_s(r.eager_p50_s),
+         "compiled vs eager": _change(r.compiled_p50_s, r.eager_p50_s)} for r in c.points], right=4), ""]
+
+
+def bucket_costs_table(f: BucketCosts | None) -> list[str]:
+    """``## What the buckets cost, term by term``: one row per point (empty without the figures)."""
+    if f is None:
+        return []
+    return ["## What the buckets cost, term by term", "",
+            f"Per step on the host: {fmt_s(f.host_per_bucket_s)} per bucket (DDP's bucket launch and "
+            f"ProcessGroupNCCL's enqueue), and {fmt_s(f.host_hooks_s)} of autograd hooks at every cap "
+            f"({f.num_params} parameters); host time delays the step only where the CPU falls behind the device.", "",
+            *md_table([{"point": f"`{r.point}`", "buckets": str(r.num_buckets), "host: bucket launches": fmt_s(r.host_buckets_s),
+                        "device: copy kernels": fmt_s(r.copy_kernels_s), "device: all-reduces": fmt_s(r.comm_s),
+                        "exposed comm": fmt_s(r.exposed_comm_s), "p50 step": fmt_s(r.iteration_p50_s),
+                        "vs default": fmt_pct(r.gain_over_default)} for r in f.rows], right=7), ""]
+
+
+#: the GPU cost terms in words
+TERM_NAMES = {"contention": "compute slowed while NCCL runs",
+              "copy_kernels": "gradient copies as kernels", "host": "host costs"}
+
+
+def _term_names(terms: tuple[str, ...]) -> str:
+    return ", ".join(TERM_NAMES[t] for t in terms)
+
+
+def term_effects_section(f: TermEffects | None) -> list[str]:
+    """``## Which cost terms move the best cap``, from
+    :func:`ddpsim.pipeline.term_effects.term_effects` (the sweep simulated again with terms off);
+    empty without the figures."""
+    if f is None:
+        return []
+    L = ["## Which cost terms move the best cap", "",
+         f"The sweep simulated again (p50 step, no uncertainty samples) without the GPU cost terms "
+         f"({_term_names(f.terms)}): where the best point lands, and what the full model's best, `{f.best}`, "
+         "loses there against it.", ""]
+    for w in f.without:
+        where = "the same point" if w.best == f.best else f"`{w.best}`, {100 * w.lost:.2f} % faster than `{f.best}`"
+        L.append(f"- without {_term_names(w.off)}: {where} (p50 {fmt_s(w.best_p50_s)})")
+    if len(f.moved_by) == 1:
+        verdict = f"The term that moves the best cap: {_term_names(f.moved_by)}."
+    elif f.moved_by:
+        verdict = f"Each of these moves the best cap on its own: {_term_names(f.moved_by)}."
+    elif f.without[0].best != f.best:
+        verdict = "No term alone moves the best cap; together they do."
+    else:
+        verdict = "None of the terms moves the best cap."
+    return L + ["", verdict + " A move smaller than the uncertainty above is a tie, not a change of answer.", ""]
+
+
 def render_summary(s: dict[str, Any] | Summary) -> str:
     """``summary.md`` from :func:`summarize`'s document (or its :class:`Summary`): setup, answer,
     breakdown, sweep, first iteration and rebuild, Perfetto overlap, in that order."""
     s = typed(Summary, s) if isinstance(s, dict) else s
     L: list[str] = [f"# ddpsim report: {s.scenario}", ""] + ([s.description, ""] if s.description else [])
-    L += _setup_section(s) + _answer_section(s) + _breakdown_section(s) + compiled_report.compiled_table(s.compile)
-    L += _sweep_section(s) + bucket_costs.table(s.bucket_costs) + term_effects.section(s.term_effects)
+    L += _setup_section(s) + _answer_section(s) + _breakdown_section(s) + compiled_table(s.compile)
+    L += _sweep_section(s) + bucket_costs_table(s.bucket_costs)
+    L += term_effects_section(s.term_effects)
     return "\n".join(L + _first_iteration_section(s) + _overlap_section(s))
 
 
@@ -270,8 +439,8 @@ def _trust_line(backend: str, comm_model: dict[str, Any], tr: TraceFigures | Non
 def _answer_section(s: Summary) -> list[str]:
     """``## Answer``: the best point, its uncertainty, the method's error, the tails, the recommendation."""
     b, d = s.best, s.default
-    L = ["## Answer", "", *compiled_report.answer_lines(s.compile, b.point),
-         *ddp_modes.answer_lines(s.join, s.process_groups), _best_line(s)]
+    L = ["## Answer", "", *compiled_answer_lines(s.compile, b.point),
+         *ddp_mode_answer_lines(s.join, s.process_groups), _best_line(s)]
     if s.uncertainty:
         L.append(render_uncertainty(s.uncertainty))
     trust = render_method_error(s.method_error) if s.method_error else _trust_line(s.backend, s.comm_model, s.trace)

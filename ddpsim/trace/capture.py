@@ -26,7 +26,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, require
 from ddpsim.trace.records import IterationSample, Trace, buffer_records, param_records
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -37,15 +37,14 @@ DEVICES = ("cpu", "cuda")
 
 def check_count(value: Any, field: str, minimum: int) -> int:
     """``value`` if it is an integer (not a bool) >= ``minimum``; InputError naming ``field`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(f"{field}: {value!r} is not accepted; expected an integer >= {minimum}")
+    integer = isinstance(value, int) and not isinstance(value, bool)
+    require(integer and value >= minimum, field, value, f"an integer >= {minimum}")
     return value
 
 
 def check_choice(value: Any, field: str, accepted: Sequence[Any]) -> Any:
     """``value`` if it is one of ``accepted``; InputError naming ``field`` otherwise."""
-    if value not in accepted:
-        raise InputError(f"{field}: {value!r} is not accepted; expected one of {list(accepted)}")
+    require(value in accepted, field, value, f"one of {list(accepted)}")
     return value
 
 

@@ -25,20 +25,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, require
 from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu
+from ddpsim.schema import is_num
 from ddpsim.trace.capture import to_channels_last
 from ddpsim.trace.cnn_kernels import PER_CHANNEL, batch_norm_kernels, conv_layout_bytes
 from ddpsim.trace.records import Trace, buffer_records, load_trace, param_records
-
-
-def _check_numbers(obj: Any, keys: Sequence[str], ok: Any, expected: str) -> None:
-    """InputError naming the first of ``keys`` whose value on ``obj`` is no number meeting ``ok``."""
-    for k in keys:
-        v = getattr(obj, k)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
-            raise InputError(f"{k}: {v!r} is not accepted; expected {expected}")
 
 
 def gpu_peaks(gpu: Gpu) -> dict[str, float]:
@@ -91,12 +84,17 @@ class RooflineAssumptions:
     bn_backward_block_bytes_per_s: float = 4.34e9
 
     def __post_init__(self) -> None:
-        _check_numbers(self, ("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency", "cuda_core_efficiency",
-                              "tf32_efficiency"), lambda v: 0 < v <= 1, "a number in (0, 1]")
-        _check_numbers(self, ("bn_stats_block_bytes_per_s", "bn_backward_block_bytes_per_s"),
-                       lambda v: math.isfinite(v) and v > 0, "a number of bytes per second > 0")
-        _check_numbers(self, ("min_kernel_s", *HOST_FIELDS.values(), "host_s_per_tensor"),
-                       lambda v: math.isfinite(v) and v >= 0, "a number of seconds >= 0")
+        for keys, ok, expected in (
+                (("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency",
+                  "cuda_core_efficiency", "tf32_efficiency"), lambda v: 0 < v <= 1,
+                 "a number in (0, 1]"),
+                (("bn_stats_block_bytes_per_s", "bn_backward_block_bytes_per_s"), lambda v: v > 0,
+                 "a number of bytes per second > 0"),
+                (("min_kernel_s", *HOST_FIELDS.values(), "host_s_per_tensor"), lambda v: v >= 0,
+                 "a number of seconds >= 0")):
+            for k in keys:
+                v = getattr(self, k)
+                require(is_num(v) and ok(v), k, v, expected)
 
     def without_host(self) -> RooflineAssumptions:
         """The same fractions with no host time (the kernels alone)."""

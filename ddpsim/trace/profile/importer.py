@@ -13,11 +13,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Sequence
 
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError, require
 from ddpsim.trace.intervals import merge_intervals
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.critical import DeviceDone, critical_fields
-from ddpsim.trace.profile.kineto import KinetoProfile, int_or_none, read_profile
+from ddpsim.trace.profile.kineto import KinetoProfile, int_dims, int_or_none, read_profile
 from ddpsim.trace.profile.mapping import GradInfo, map_params
 from ddpsim.trace.profile.result import (CollectiveKernel, StepHostTimes, PhaseTimes, ProfileEnvironment,
                                          ProfileImport, ProfileIteration, RecordedBucket)
@@ -183,14 +183,12 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
     prev = float("-inf")
     for k, op in enumerate(comms):
         args = op.args or {}
-        numel = args.get("In msg nelems")
-        if not isinstance(numel, int) or isinstance(numel, bool) or numel < 0:
-            raise InputError(f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'In msg nelems': {numel!r} is not "
-                             "accepted; expected an integer >= 0")
-        dtype = args.get("dtype")
-        if not isinstance(dtype, str) or dtype not in _DTYPES:
-            raise InputError(f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'dtype': {shorten(dtype)} is not a "
-                             f"known dtype; expected one of {', '.join(_DTYPES)}")
+        where = f"profile {path}: ProfilerStep#{s.step}: record_param_comms"
+        numel, dtype = args.get("In msg nelems"), args.get("dtype")
+        require(int_or_none(numel) is not None and numel >= 0, f"{where} 'In msg nelems'", numel,
+                "an integer >= 0")
+        require(isinstance(dtype, str) and dtype in _DTYPES, f"{where} 'dtype'", dtype,
+                f"one of {', '.join(_DTYPES)}")
         dtype = _DTYPES[dtype]
         n_grads = bisect.bisect_right(acc_ts, op.ts) - bisect.bisect_right(acc_ts, prev)
         holder = next((a for a in holders if a.tid == op.tid and a.ts <= op.ts and op.end <= a.end), op)
@@ -272,12 +270,11 @@ def _ranks(info: dict[str, Any], path: str) -> int | None:
     world, rank = info.get("world_size"), info.get("rank")
     if world is None:
         return None
-    if int_or_none(world) is None or world < 1:
-        raise InputError(f"profile {path}: distributedInfo.world_size {shorten(world)} is not accepted; "
-                         "expected a positive integer (the number of ranks)")
-    if rank is not None and (int_or_none(rank) is None or not 0 <= rank < world):
-        raise InputError(f"profile {path}: distributedInfo.rank {shorten(rank)} is not accepted; "
-                         f"expected an integer from 0 to world_size - 1 = {world - 1}")
+    field = f"profile {path}: distributedInfo"
+    require(int_or_none(world) is not None and world >= 1, f"{field}.world_size", world,
+            "a positive integer (the number of ranks)")
+    in_range = rank is None or (int_or_none(rank) is not None and 0 <= rank < world)
+    require(in_range, f"{field}.rank", rank, f"an integer from 0 to world_size - 1 = {world - 1}")
     return world
 
 
@@ -306,9 +303,7 @@ def _input_dims(args: dict[str, Any] | None) -> list[tuple[int, ...] | None]:
     """Every input's dims (``record_shapes``): ``()`` for a scalar or non-tensor input, None
     where they are not a list of integers."""
     dims = (args or {}).get("Input Dims")
-    if not isinstance(dims, list):
-        return []
-    return [tuple(d) if isinstance(d, list) and all(isinstance(x, int) for x in d) else None for d in dims]
+    return [int_dims(d) for d in dims] if isinstance(dims, list) else []
 
 
 def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], mapped: Any,

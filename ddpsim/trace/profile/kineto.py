@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import ijson
 
-from ddpsim.errors import InputError, cut, shorten
+from ddpsim.errors import InputError, cut, require, shorten
 from ddpsim.trace.profile.kernel_kinds import COMM, kernel_kind
 
 #: the event categories kept, by what they are, as torch >= 1.9 names them and as torch 1.8's
@@ -151,7 +151,8 @@ def _num(value: Any) -> float | None:
         return None
 
 
-def _dims(value: Any) -> tuple[int, ...] | None:
+def int_dims(value: Any) -> tuple[int, ...] | None:
+    """``value`` as a tuple if it is a list of integers (dims, a launch grid), else None."""
     return tuple(value) if isinstance(value, list) and all(int_or_none(v) is not None for v in value) else None
 
 
@@ -162,10 +163,10 @@ def _kept_args(args: dict[str, Any]) -> dict[str, Any] | None:
 def _thread(value: Any, field: str, prof: KinetoProfile, name: str) -> Any:
     """A thread or stream id as the trace gives it (an integer or a string; absent: None);
     InputError otherwise."""
-    if value is None or isinstance(value, (int, float, str)):
-        return value
-    raise InputError(f"{_source(prof.path)}: event {cut(name, 80)!r}: {field} {shorten(value)} is not accepted; "
-                     "expected an integer or a string (the Chrome trace format's thread id)")
+    require(value is None or isinstance(value, (int, float, str)),
+            f"{_source(prof.path)}: event {cut(name, 80)!r}: {field}", value,
+            "an integer or a string (the Chrome trace format's thread id)")
+    return value
 
 
 def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
@@ -190,8 +191,9 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
         stream = _thread(args.get("stream", event.get("tid")), "stream", prof, name)
         prof.gpu.append(GpuOp(name=name, cat=cat, ts=ts, dur=dur, stream=stream,
                               device=int_or_none(args.get("device")), correlation=int_or_none(args.get("correlation")),
-                              ext_id=ext_id, grid=_dims(args.get("grid")),
-                              block=_dims(args.get("block")), args=_kept_args(args) if kernel_kind(name) == COMM else None))
+                              ext_id=ext_id, grid=int_dims(args.get("grid")),
+                              block=int_dims(args.get("block")),
+                              args=_kept_args(args) if kernel_kind(name) == COMM else None))
 
 
 HEADER_KEYS = ("deviceProperties", "distributedInfo")

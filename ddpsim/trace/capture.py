@@ -402,10 +402,8 @@ def _derived_iteration(it: IterationSample, per_block: dict[int, dict[str, int]]
     """One measured iteration extended to ``N`` blocks (``per_block``: :func:`_find_blocks`), and its
     per-block backward time ``d``."""
     K = len(per_block)
-    means = []
-    for k in range(K):
-        ts = [it.grad_ready_s[i] for i in per_block[k].values() if it.grad_ready_s[i] is not None]
-        means.append(statistics.fmean(ts) if ts else math.nan)
+    ready_s = [[t for i in per_block[k].values() if (t := it.grad_ready_s[i]) is not None] for k in range(K)]
+    means = [statistics.fmean(ts) if ts else math.nan for ts in ready_s]
     diffs = [means[k - 1] - means[k] for k in range(1, K) if not math.isnan(means[k - 1] - means[k])]
     d = max(0.0, statistics.median(diffs)) if diffs else 0.0
     # parameters not in blocks: those ready after block 0 (e.g. embeddings) are shifted
@@ -455,9 +453,8 @@ def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = No
     src = trace.params
     records = tuple(replace(src[i], index=n, name=name) for n, (i, name, _) in enumerate(new))
     bytes_ratio = sum(r.size_bytes for r in records) / trace.total_param_bytes
-    derived = [_derived_iteration(it, per_block, new, N=N, bytes_ratio=bytes_ratio) for it in trace.iterations]
-    iterations = [sample for sample, _ in derived]
-    ds = [d for _, d in derived]
+    iterations, ds = zip(*(_derived_iteration(it, per_block, new, N=N, bytes_ratio=bytes_ratio)
+                           for it in trace.iterations))
     first = iterations[0].grad_ready_s
     rank = {i: r for r, i in enumerate(trace.grad_ready_order)}
     order = sorted((n for n, r in enumerate(records) if r.has_grad and first[n] is not None),

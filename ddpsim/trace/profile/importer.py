@@ -8,7 +8,6 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
-from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 from typing import Any, Sequence
@@ -141,14 +140,12 @@ class _Steps:
 
 def _phase(launched: Sequence[st.Launched], window: st.Window, t0: float) -> PhaseTimes:
     ops = [lz.op for lz in launched if not lz.op.is_nccl]
-    cpu = PhaseTimes(cpu_start_s=(window.start - t0) * US, cpu_s=(window.end - window.start) * US,
-                     cpu_end_s=(window.end - t0) * US, gpu_start_s=None, gpu_s=0.0, gpu_busy_s=0.0, num_kernels=0)
-    if not ops:
-        return cpu
-    first, last = min(g.ts for g in ops), max(g.end for g in ops)
+    first = min((g.ts for g in ops), default=None)
     busy = sum(b - a for a, b in merge_intervals((g.ts, g.end) for g in ops))
-    return replace(cpu, gpu_start_s=(first - t0) * US, gpu_s=(last - first) * US, gpu_busy_s=busy * US,
-                   num_kernels=len(ops))
+    return PhaseTimes(cpu_start_s=(window.start - t0) * US, cpu_s=(window.end - window.start) * US,
+                      cpu_end_s=(window.end - t0) * US, gpu_start_s=None if first is None else (first - t0) * US,
+                      gpu_s=(max(g.end for g in ops) - first) * US if ops else 0.0, gpu_busy_s=busy * US,
+                      num_kernels=len(ops))
 
 
 def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:

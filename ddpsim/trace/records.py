@@ -278,12 +278,7 @@ def load_trace(path: str | Path) -> Trace:
         raise InputError(f"trace: {shorten(str(path))} is a Chrome/Kineto trace (traceEvents), not a ddpsim trace; expected "
                          f"a trace JSON written by 'ddpsim trace' (a torch.profiler trace becomes one with 'ddpsim trace "
                          f"--from-profile {shorten(str(path))} --out trace.json')")
-    return trace_from_dict(data, source=f"trace {shorten(str(path))}")
-
-
-def trace_from_dict(data: Any, source: str = "trace") -> Trace:
-    """Validate a decoded trace JSON object; InputError lines start with ``source``."""
-    return validate(Trace, data, source)
+    return validate(Trace, data, f"trace {shorten(str(path))}")
 
 
 def make_trace(*, model: str, params: Iterable[tuple[str, Sequence[int], str]], ready_s: Sequence[float | None],

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.errors import InputError, require
+from ddpsim.schema import validate
 from ddpsim.trace.intervals import merge_intervals
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.critical import DeviceDone, critical_fields
@@ -20,7 +21,7 @@ from ddpsim.trace.profile.kineto import KinetoProfile, int_dims, int_or_none, re
 from ddpsim.trace.profile.mapping import GradInfo, map_params
 from ddpsim.trace.profile.result import (CollectiveKernel, StepHostTimes, PhaseTimes, ProfileEnvironment,
                                          ProfileImport, ProfileIteration, RecordedBucket)
-from ddpsim.trace.records import IterationSample, Trace, trace_from_dict
+from ddpsim.trace.records import IterationSample, Trace
 from ddpsim.units import DTYPE_SIZE_BYTES
 
 US = st.US
@@ -329,4 +330,4 @@ def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], mapped: 
     trace = Trace(model=model or f"profile:{Path(prof.path).name}", params=params, buffers=mapped.buffers,
                   grad_ready_order=tuple(order), iterations=tuple(samples), environment=environment,
                   hook_overhead_frac=None, synthetic=None, command=command)
-    return trace_from_dict(trace.to_dict(), source=f"profile {prof.path}: trace")
+    return validate(Trace, trace.to_dict(), f"profile {prof.path}: trace")

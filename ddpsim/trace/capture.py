@@ -131,12 +131,46 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     # has_grad/order contract; null it so the trace stays self-consistent
     samples = [replace(s, grad_ready_s=tuple(t if i in ready else None for i, t in enumerate(s.grad_ready_s)))
                for s in samples]
-    buffers = buffer_records(runner.module)
-    env = _environment(torch, runner, spec, device=device, batch_size=batch_size, dtype=dtype, autocast=autocast,
-                       optimizer=optimizer, num_warmup=num_warmup, num_iters=num_iters, seed=seed,
-                       consistent=consistent, overhead=overhead and overhead[1], load_before=load_before)
-    return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),
-                 iterations=tuple(samples), environment=env,
+    # the environment: the device, software, capture settings and host load
+    cuda = runner.cuda
+    own = {str(p.dtype).removeprefix("torch.") for p in runner.params}  # the model's, if not cast
+    env: dict[str, Any] = {
+        "device": device,
+        "device_name": torch.cuda.get_device_name(runner.dev) if cuda else _cpu_name(),
+        "torch_version": torch.__version__,
+        "batch_size": batch_size,
+        "dtype": dtype or (own.pop() if len(own) == 1 else "mixed"),
+        "autocast": autocast,
+        "optimizer": optimizer,
+        "num_threads": torch.get_num_threads(),
+        "input_shape": batch_shapes(runner.batch),
+        "num_warmup": num_warmup,
+        "num_iters": num_iters,
+        "seed": seed,
+        "grad_ready_order_consistent": consistent,
+    }
+    if cuda:
+        env["cuda_version"] = torch.version.cuda
+        try:
+            env["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:  # NOTE: builds without NCCL
+            env["nccl_version"] = None
+    for k, v in (spec.info or {}).items():
+        env.setdefault(k, v)
+    env.update(overhead[1] if overhead is not None else {})
+    if not cuda:
+        # this process's CPU time (every thread) per measured iteration's forward, backward and
+        # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
+        env["cpu_phase_s"] = [[round(x, 6) for x in c[:3]] for c in runner.cpu_steps[num_warmup:]]
+    if load_before is not None:
+        # NOTE: on a shared machine, other processes inflate the times; this says how busy it was
+        env["load_average_1m"] = [round(load_before, 2), round(_load_average() or 0.0, 2)]
+        env["num_cpus"] = os.cpu_count()
+    if not consistent:
+        env["note"] = ("hook firing order differed across measured iterations; grad_ready_order is "
+                       "the first measured iteration's")
+    return Trace(model=spec.name, params=records, buffers=buffer_records(runner.module),
+                 grad_ready_order=tuple(first), iterations=tuple(samples), environment=env,
                  hook_overhead_frac=None if overhead is None else overhead[0], command=command)
 
 
@@ -302,50 +336,6 @@ def _measure_hook_overhead(runner: StepRunner,
     frac, raw = hook_overhead_estimate(with_s, without_s)
     return frac, {"hook_overhead_raw_frac": round(raw, 6), "hook_overhead_pairs": num_pairs,
                   "hook_overhead_pair_fracs": [round(a / b - 1.0, 6) for a, b in zip(with_s, without_s)]}
-
-
-def _environment(torch: Any, runner: StepRunner, spec: Any, *, device: str, batch_size: int, dtype: str | None,
-                 autocast: str | None, optimizer: str, num_warmup: int, num_iters: int, seed: int,
-                 consistent: bool, overhead: dict[str, Any] | None,
-                 load_before: float | None) -> dict[str, Any]:
-    """The trace's ``environment``: the device, software, capture settings and host load."""
-    cuda = runner.cuda
-    own = {str(p.dtype).removeprefix("torch.") for p in runner.params}  # the dtypes the model has, when not cast
-    env: dict[str, Any] = {
-        "device": device,
-        "device_name": torch.cuda.get_device_name(runner.dev) if cuda else _cpu_name(),
-        "torch_version": torch.__version__,
-        "batch_size": batch_size,
-        "dtype": dtype or (own.pop() if len(own) == 1 else "mixed"),
-        "autocast": autocast,
-        "optimizer": optimizer,
-        "num_threads": torch.get_num_threads(),
-        "input_shape": batch_shapes(runner.batch),
-        "num_warmup": num_warmup,
-        "num_iters": num_iters,
-        "seed": seed,
-        "grad_ready_order_consistent": consistent,
-    }
-    if cuda:
-        env["cuda_version"] = torch.version.cuda
-        try:
-            env["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:  # NOTE: builds without NCCL
-            env["nccl_version"] = None
-    for k, v in (spec.info or {}).items():
-        env.setdefault(k, v)
-    env.update(overhead or {})
-    if not cuda:
-        # this process's CPU time (every thread) per measured iteration's forward, backward and
-        # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
-        env["cpu_phase_s"] = [[round(x, 6) for x in c[:3]] for c in runner.cpu_steps[num_warmup:]]
-    if load_before is not None:
-        # NOTE: on a shared machine, other processes inflate the times; this says how busy it was
-        env["load_average_1m"] = [round(load_before, 2), round(_load_average() or 0.0, 2)]
-        env["num_cpus"] = os.cpu_count()
-    if not consistent:
-        env["note"] = "hook firing order differed across measured iterations; grad_ready_order is the first measured iteration's"
-    return env
 
 
 def _model_error(name: str, phase: str, exc: BaseException) -> InputError:

@@ -297,15 +297,14 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
     except Exception as exc:  # NOTE: any import failure is the user's module's
         raise InputError(f"model: {shorten(path)} cannot be imported ({type(exc).__name__}: {exc}); expected an importable 'package.module:factory'") from None
     factory = getattr(mod, attr, None)
-    if factory is None or not callable(factory):
+    if not callable(factory):
         raise InputError(f"model: {shorten(path)} has no callable {attr!r} in {mod_name}; expected 'package.module:factory'")
     try:
         made = factory(**kwargs)
     except Exception as exc:
         raise InputError(f"model: factory {shorten(path)} raised {type(exc).__name__}: {exc}") from None
     loss_fn = getattr(mod, "loss_fn", None)
-    if loss_fn is not None and not callable(loss_fn):
-        loss_fn = None
+    loss_fn = loss_fn if callable(loss_fn) else None  # a module's loss_fn that is no function is ignored
     if isinstance(made, torch.nn.Module):
         if input_shape is None:
             raise InputError(f"input_shape: None is not accepted for factory {shorten(path)} returning a module; expected one sample's shape, e.g. 3,224,224")

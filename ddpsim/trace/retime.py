@@ -20,6 +20,7 @@ host-to-device copies and the data loader are not part of a trace.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -136,10 +137,7 @@ def issue(gpu_free_s: float, host_s: float, kernel_s: float, issue_s: float) -> 
 def launch_queue_s(ops: Sequence[tuple[float, float]]) -> float:
     """When the last of ``ops`` (kernel seconds, host seconds to issue it) ends, host and GPU
     starting together at 0 (:func:`issue`)."""
-    gpu_free, host = 0.0, 0.0
-    for kernel_s, issue_s in ops:
-        gpu_free, host = issue(gpu_free, host, kernel_s, issue_s)
-    return gpu_free
+    return functools.reduce(lambda gpu_host, op: issue(*gpu_host, *op), ops, (0.0, 0.0))[0]
 
 
 def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_bytes_per_s: float,
@@ -162,9 +160,8 @@ def get_gpu(name: str, catalogue: Catalogue | None = None) -> Gpu:
     """A GPU of the hardware catalogue (None: the bundled one); InputError otherwise."""
     cat = bundled() if catalogue is None else catalogue
     key = str(name).lower()
-    if key not in cat.gpus:
-        raise InputError(f"--gpu: {name!r} is not accepted; expected one of {', '.join(sorted(cat.gpus))} "
-                         "(the GPUs of the hardware catalogue)")
+    require(key in cat.gpus, "--gpu", name,
+            f"one of {', '.join(sorted(cat.gpus))} (the GPUs of the hardware catalogue)")
     return cat.gpus[key]
 
 

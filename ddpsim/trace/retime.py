@@ -150,9 +150,8 @@ def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_
         return 0.0
     ce = {"cuda_cores": assumptions.cuda_core_efficiency, "tf32": assumptions.tf32_efficiency}.get(
         unit, assumptions.compute_efficiency if aligned else assumptions.unaligned_gemm_efficiency)
-    bw = hbm_bytes_per_s * assumptions.memory_efficiency
-    if bytes_per_s_cap is not None:
-        bw = min(bw, bytes_per_s_cap)
+    cap = math.inf if bytes_per_s_cap is None else bytes_per_s_cap
+    bw = min(hbm_bytes_per_s * assumptions.memory_efficiency, cap)
     return max(flops / (peak_flops_per_s * ce), bytes_moved / bw, assumptions.min_kernel_s)
 
 
@@ -298,15 +297,10 @@ def _make_mode(gpu: Gpu, assumptions: RooflineAssumptions, autocast_dtype: Any, 
             ins, outs = _tensors((args, kwargs)), _tensors(out)
             f = flop_counter.flop_registry.get(func._overloadpacket)
             flops = 0.0 if f is None else float(f(*args, **kwargs, out_val=out))
-            dtypes = [t.dtype for t in ins if t.is_floating_point()]
-            self.charge_op(name, args, out, flops, _bytes_moved(func, name, args, ins, outs),
-                           dtypes[0] if dtypes else torch.float32, ins, outs)
-            return out
-
-        def charge_op(self, name: str, args: Any, out: Any, flops: float, bytes_moved: float, dtype: Any,
-                      ins: list[Any], outs: list[Any]) -> None:
-            """Charge one op's kernels: the roofline's one, or batch norm's as it runs, and cuDNN's
-            layout conversions around a convolution (:mod:`ddpsim.trace.cnn_kernels`)."""
+            bytes_moved = _bytes_moved(func, name, args, ins, outs)
+            dtype = next((t.dtype for t in ins if t.is_floating_point()), torch.float32)
+            # the op's kernels: the roofline's one, or batch norm's as it runs, and cuDNN's layout
+            # conversions around a convolution (ddpsim.trace.cnn_kernels)
             aligned = name not in _GEMM_OPS or dtype not in (torch.bfloat16, torch.float16) or gemm_aligned(ins + outs)
             kernels = batch_norm_kernels(name, args, bytes_moved, assumptions)
             if kernels is None:
@@ -316,6 +310,7 @@ def _make_mode(gpu: Gpu, assumptions: RooflineAssumptions, autocast_dtype: Any, 
             converted = conv_layout_bytes(name, args, out, _unit(gpu, peaks, name, dtype)[0] != "cuda_cores")
             if converted:
                 self.charge(LAYOUT_CONVERSION, 0.0, converted, dtype, host=False)
+            return out
 
     return RooflineMode()
 
@@ -350,11 +345,9 @@ def _make_sdpa_mode(roofline: Any, autocast_dtype: Any) -> Any:
     class SdpaMode(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            if func is F.scaled_dot_product_attention:
-                q, k, v = args[:3]
-                if kwargs.get("attn_mask") is not None or kwargs.get("dropout_p", 0.0):
-                    return func(*args, **kwargs)
-                return FlashAttention.apply(q, k, v, bool(kwargs.get("is_causal", False)))
+            if (func is F.scaled_dot_product_attention and kwargs.get("attn_mask") is None
+                    and not kwargs.get("dropout_p", 0.0)):
+                return FlashAttention.apply(*args[:3], bool(kwargs.get("is_causal", False)))
             return func(*args, **kwargs)
 
     return SdpaMode()

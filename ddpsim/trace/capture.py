@@ -49,21 +49,17 @@ def check_choice(value: Any, field: str, accepted: Sequence[Any]) -> Any:
 
 
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
 def _load_average() -> float | None:
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # no load average on this OS
         return os.getloadavg()[0]
-    except (OSError, AttributeError):
-        return None
+    return None
 
 
 def batch_shapes(batch: Any) -> Any:

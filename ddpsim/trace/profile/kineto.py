@@ -7,6 +7,7 @@ events in microseconds), parsed with ijson one event at a time into compact reco
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import re
@@ -143,12 +144,10 @@ def int_or_none(value: Any) -> int | None:
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
+    """``value`` as a float where it is a number (or a numeric string), else None."""
+    with contextlib.suppress(TypeError, ValueError):
+        return None if isinstance(value, bool) else float(value)
+    return None
 
 
 def int_dims(value: Any) -> tuple[int, ...] | None:
@@ -196,9 +195,6 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
                               args=_kept_args(args) if kernel_kind(name) == COMM else None))
 
 
-HEADER_KEYS = ("deviceProperties", "distributedInfo")
-
-
 def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
     """``deviceProperties`` and ``distributedInfo`` (a walk to the first of each: the top of the
     file, where Kineto writes them). InputError: no ``traceEvents`` list (an empty one is fine:
@@ -207,14 +203,16 @@ def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
         if not any(p == "traceEvents" and e == "start_array" for p, e, _ in ijson.parse(f, use_float=True)):
             raise InputError(f"{_source(prof.path)}: no traceEvents list; "
                              "expected the Chrome/Kineto JSON torch.profiler writes")
-    header = {}
-    for key in HEADER_KEYS:
+
+    def first(key: str) -> Any:
         with _open(path, wide) as f:
-            header[key] = next(ijson.items(f, key, use_float=True), None)
-    if isinstance(header["deviceProperties"], list):
-        prof.device_properties = [d for d in header["deviceProperties"] if isinstance(d, dict)]
-    if isinstance(header["distributedInfo"], dict):
-        prof.distributed_info = header["distributedInfo"]
+            return next(ijson.items(f, key, use_float=True), None)
+
+    devices, info = first("deviceProperties"), first("distributedInfo")
+    if isinstance(devices, list):
+        prof.device_properties = [d for d in devices if isinstance(d, dict)]
+    if isinstance(info, dict):
+        prof.distributed_info = info
 
 
 def read_profile(path: str | Path) -> KinetoProfile:

@@ -26,7 +26,7 @@ from ddpsim.plan.compiled import (CompileOptions, compiled_point, compiled_ready
 from ddpsim.plan.planner import DDPOptions, plan_ddp
 from ddpsim.schema import to_plain, validate
 from ddpsim.trace.compiled_graph import CompiledGraph, GraphWalk
-from ddpsim.trace.records import load_trace, make_trace, save_trace, trace_from_dict
+from ddpsim.trace.records import Trace, load_trace, make_trace, save_trace
 from ddpsim.units import MIB, mb_to_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,7 +163,8 @@ def test_split_graph_calls_independent_subgraphs_in_split_modules_order():
 
 def test_without_ddp_optimizer_every_gradient_is_ready_at_the_end():
     trace, walk = _chain_trace()
-    trace = trace_from_dict({**trace.to_dict(), "compiled_graph": to_plain(CompiledGraph(graphs=(walk,)))})
+    trace = validate(Trace, {**trace.to_dict(), "compiled_graph": to_plain(CompiledGraph(graphs=(walk,)))},
+                     "trace")
     grouped, plan = compiled_point(trace, DDPOptions(), CompileOptions(ddp_optimizer=False))
     assert set(grouped.iterations[0].grad_ready_s) == {4e-3}
     assert len(compiled_subgraphs(trace, DDPOptions(bucket_cap_mb=1), CompileOptions())) == 3
@@ -172,14 +173,14 @@ def test_without_ddp_optimizer_every_gradient_is_ready_at_the_end():
 def test_trace_keeps_its_compiled_graph_and_refuses_a_bad_one(tmp_path):
     trace, walk = _chain_trace()
     doc = {**trace.to_dict(), "compiled_graph": to_plain(CompiledGraph(graphs=(walk,), torch_version="2.13.0"))}
-    loaded = load_trace(save_trace(trace_from_dict(doc), tmp_path / "t.json"))
+    loaded = load_trace(save_trace(validate(Trace, doc, "trace"), tmp_path / "t.json"))
     assert loaded.compiled_graph.graphs == (walk,)
     assert "compiled_graph" not in trace.to_dict()  # traces without one are written as before
     bad = json.loads(json.dumps(doc))
     bad["compiled_graph"]["graphs"][0]["uses"][0] = [0, 9, 10]
     with pytest.raises(InputError, match=r"^trace: compiled_graph.graphs\[0\].uses\[0\]: \[0, 9, 10\] is not accepted; "
                                          r"expected \[node in \[0, 5\), parameter in \[0, 4\), bytes >= 0\]$"):
-        trace_from_dict(bad)
+        validate(Trace, bad, "trace")
 
 
 def test_a_graphs_inputs_and_views_kept_and_a_bad_one_refused(tmp_path):
@@ -188,12 +189,13 @@ def test_a_graphs_inputs_and_views_kept_and_a_bad_one_refused(tmp_path):
                      inputs=((("node", 1), ("param", 3)), (("node", 2), ("param", 2)), (("node", 3), ("param", 1)),
                              (("node", 4), ("param", 0)), ()))
     doc = {**trace.to_dict(), "compiled_graph": to_plain(CompiledGraph(graphs=(walk,)))}
-    assert load_trace(save_trace(trace_from_dict(doc), tmp_path / "t.json")).compiled_graph.graphs == (walk,)
+    saved = save_trace(validate(Trace, doc, "trace"), tmp_path / "t.json")
+    assert load_trace(saved).compiled_graph.graphs == (walk,)
     bad = json.loads(json.dumps(doc))
     bad["compiled_graph"]["graphs"][0]["inputs"][1] = [["param", 7]]
     with pytest.raises(InputError, match=r"^trace: compiled_graph.graphs\[0\].inputs\[1\]: \['param', 7\] is not "
                                          r"accepted; expected \['param', index in \[0, 4\)\] or \['node' or 'data', another "):
-        trace_from_dict(bad)
+        validate(Trace, bad, "trace")
 
 
 # ---- the scenario's compile block ------------------------------------------------------------

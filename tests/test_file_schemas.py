@@ -17,7 +17,7 @@ from ddpsim.network.topology import build_preset, load_topology_yaml, resolve_to
 from ddpsim.pipeline.method_error import MethodError, load_method_error
 from ddpsim.plan.planner import explicit_plan, load_plan
 from ddpsim.schema import validate
-from ddpsim.trace.records import load_trace, trace_from_dict
+from ddpsim.trace.records import Trace, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = sorted((ROOT / "traces").glob("*.json"))
@@ -217,7 +217,7 @@ def test_binary_calibration_file_and_long_paths(tmp_path):
 def test_trace_refusals(tiny_trace, edit, match):
     d = tiny_trace.to_dict()
     edit(d)
-    refused(trace_from_dict, d, match=match)
+    refused(validate, Trace, d, "trace", match=match)
 
 
 # ---- method error -----------------------------------------------------------------------------------

@@ -201,6 +201,10 @@ def test_assumption_errors():
         RooflineAssumptions(compute_efficiency=1.5)
     with pytest.raises(InputError, match=r"bn_stats_block_bytes_per_s: 0 is not accepted; expected a number of bytes per second > 0"):
         RooflineAssumptions(bn_stats_block_bytes_per_s=0)
+    with pytest.raises(InputError, match=r"^min_kernel_s: inf is not accepted; expected a"):
+        RooflineAssumptions(min_kernel_s=float("inf"))
+    with pytest.raises(InputError, match=r"^tf32_efficiency: True is not accepted; expected"):
+        RooflineAssumptions(tf32_efficiency=True)
 
 
 def test_gpu_table():

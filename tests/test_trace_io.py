@@ -1,4 +1,4 @@
-"""The trace loader (ddpsim.trace.records.load_trace / trace_from_dict): every bad input is one
+"""The trace loader (ddpsim.trace.records.load_trace, a Trace validated): every bad input is one
 InputError line naming the file and the field; save/load round trips byte for byte."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import math
 import pytest
 
 from ddpsim.errors import InputError, shorten
-from ddpsim.trace.records import TRACE_FORMAT, load_trace, make_trace, save_trace, trace_from_dict
+from ddpsim.schema import validate
+from ddpsim.trace.records import TRACE_FORMAT, Trace, load_trace, make_trace, save_trace
 
 
 @pytest.fixture
@@ -293,10 +294,10 @@ def test_bad_buffer(tmp_path, good):
     assert "buffers[0].size_bytes: -1 is not accepted; expected a value >= 0" in load_error(tmp_path, good)
 
 
-def test_trace_from_dict_has_no_file_prefix(good):
+def test_a_validated_dict_has_no_file_prefix(good):
     good["version"] = 2
     with pytest.raises(InputError, match=r"^trace: version: 2 is not accepted; expected 1$"):
-        trace_from_dict(good)
+        validate(Trace, good, "trace")
 
 
 # ---- round trip ------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, require
 from ddpsim.trace.records import IterationSample, Trace, buffer_records, param_records
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -37,34 +37,29 @@ DEVICES = ("cpu", "cuda")
 
 def check_count(value: Any, field: str, minimum: int) -> int:
     """``value`` if it is an integer (not a bool) >= ``minimum``; InputError naming ``field`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(f"{field}: {value!r} is not accepted; expected an integer >= {minimum}")
+    integer = isinstance(value, int) and not isinstance(value, bool)
+    require(integer and value >= minimum, field, value, f"an integer >= {minimum}")
     return value
 
 
 def check_choice(value: Any, field: str, accepted: Sequence[Any]) -> Any:
     """``value`` if it is one of ``accepted``; InputError naming ``field`` otherwise."""
-    if value not in accepted:
-        raise InputError(f"{field}: {value!r} is not accepted; expected one of {list(accepted)}")
+    require(value in accepted, field, value, f"one of {list(accepted)}")
     return value
 
 
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
 def _load_average() -> float | None:
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # no load average on this OS
         return os.getloadavg()[0]
-    except (OSError, AttributeError):
-        return None
+    return None
 
 
 def batch_shapes(batch: Any) -> Any:
@@ -132,12 +127,46 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     # has_grad/order contract; null it so the trace stays self-consistent
     samples = [replace(s, grad_ready_s=tuple(t if i in ready else None for i, t in enumerate(s.grad_ready_s)))
                for s in samples]
-    buffers = buffer_records(runner.module)
-    env = _environment(torch, runner, spec, device=device, batch_size=batch_size, dtype=dtype, autocast=autocast,
-                       optimizer=optimizer, num_warmup=num_warmup, num_iters=num_iters, seed=seed,
-                       consistent=consistent, overhead=overhead and overhead[1], load_before=load_before)
-    return Trace(model=spec.name, params=records, buffers=buffers, grad_ready_order=tuple(first),
-                 iterations=tuple(samples), environment=env,
+    # the environment: the device, software, capture settings and host load
+    cuda = runner.cuda
+    own = {str(p.dtype).removeprefix("torch.") for p in runner.params}  # the model's, if not cast
+    env: dict[str, Any] = {
+        "device": device,
+        "device_name": torch.cuda.get_device_name(runner.dev) if cuda else _cpu_name(),
+        "torch_version": torch.__version__,
+        "batch_size": batch_size,
+        "dtype": dtype or (own.pop() if len(own) == 1 else "mixed"),
+        "autocast": autocast,
+        "optimizer": optimizer,
+        "num_threads": torch.get_num_threads(),
+        "input_shape": batch_shapes(runner.batch),
+        "num_warmup": num_warmup,
+        "num_iters": num_iters,
+        "seed": seed,
+        "grad_ready_order_consistent": consistent,
+    }
+    if cuda:
+        env["cuda_version"] = torch.version.cuda
+        try:
+            env["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:  # NOTE: builds without NCCL
+            env["nccl_version"] = None
+    for k, v in (spec.info or {}).items():
+        env.setdefault(k, v)
+    env.update(overhead[1] if overhead is not None else {})
+    if not cuda:
+        # this process's CPU time (every thread) per measured iteration's forward, backward and
+        # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
+        env["cpu_phase_s"] = [[round(x, 6) for x in c[:3]] for c in runner.cpu_steps[num_warmup:]]
+    if load_before is not None:
+        # NOTE: on a shared machine, other processes inflate the times; this says how busy it was
+        env["load_average_1m"] = [round(load_before, 2), round(_load_average() or 0.0, 2)]
+        env["num_cpus"] = os.cpu_count()
+    if not consistent:
+        env["note"] = ("hook firing order differed across measured iterations; grad_ready_order is "
+                       "the first measured iteration's")
+    return Trace(model=spec.name, params=records, buffers=buffer_records(runner.module),
+                 grad_ready_order=tuple(first), iterations=tuple(samples), environment=env,
                  hook_overhead_frac=None if overhead is None else overhead[0], command=command)
 
 
@@ -305,50 +334,6 @@ def _measure_hook_overhead(runner: StepRunner,
                   "hook_overhead_pair_fracs": [round(a / b - 1.0, 6) for a, b in zip(with_s, without_s)]}
 
 
-def _environment(torch: Any, runner: StepRunner, spec: Any, *, device: str, batch_size: int, dtype: str | None,
-                 autocast: str | None, optimizer: str, num_warmup: int, num_iters: int, seed: int,
-                 consistent: bool, overhead: dict[str, Any] | None,
-                 load_before: float | None) -> dict[str, Any]:
-    """The trace's ``environment``: the device, software, capture settings and host load."""
-    cuda = runner.cuda
-    own = {str(p.dtype).removeprefix("torch.") for p in runner.params}  # the dtypes the model has, when not cast
-    env: dict[str, Any] = {
-        "device": device,
-        "device_name": torch.cuda.get_device_name(runner.dev) if cuda else _cpu_name(),
-        "torch_version": torch.__version__,
-        "batch_size": batch_size,
-        "dtype": dtype or (own.pop() if len(own) == 1 else "mixed"),
-        "autocast": autocast,
-        "optimizer": optimizer,
-        "num_threads": torch.get_num_threads(),
-        "input_shape": batch_shapes(runner.batch),
-        "num_warmup": num_warmup,
-        "num_iters": num_iters,
-        "seed": seed,
-        "grad_ready_order_consistent": consistent,
-    }
-    if cuda:
-        env["cuda_version"] = torch.version.cuda
-        try:
-            env["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:  # NOTE: builds without NCCL
-            env["nccl_version"] = None
-    for k, v in (spec.info or {}).items():
-        env.setdefault(k, v)
-    env.update(overhead or {})
-    if not cuda:
-        # this process's CPU time (every thread) per measured iteration's forward, backward and
-        # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
-        env["cpu_phase_s"] = [[round(x, 6) for x in c[:3]] for c in runner.cpu_steps[num_warmup:]]
-    if load_before is not None:
-        # NOTE: on a shared machine, other processes inflate the times; this says how busy it was
-        env["load_average_1m"] = [round(load_before, 2), round(_load_average() or 0.0, 2)]
-        env["num_cpus"] = os.cpu_count()
-    if not consistent:
-        env["note"] = "hook firing order differed across measured iterations; grad_ready_order is the first measured iteration's"
-    return env
-
-
 def _model_error(name: str, phase: str, exc: BaseException) -> InputError:
     text = str(exc).strip().splitlines()
     return InputError(f"model {name!r}: {phase} raised {type(exc).__name__}"
@@ -403,10 +388,8 @@ def _derived_iteration(it: IterationSample, per_block: dict[int, dict[str, int]]
     """One measured iteration extended to ``N`` blocks (``per_block``: :func:`_find_blocks`), and its
     per-block backward time ``d``."""
     K = len(per_block)
-    means = []
-    for k in range(K):
-        ts = [it.grad_ready_s[i] for i in per_block[k].values() if it.grad_ready_s[i] is not None]
-        means.append(statistics.fmean(ts) if ts else math.nan)
+    ready_s = [[t for i in per_block[k].values() if (t := it.grad_ready_s[i]) is not None] for k in range(K)]
+    means = [statistics.fmean(ts) if ts else math.nan for ts in ready_s]
     diffs = [means[k - 1] - means[k] for k in range(1, K) if not math.isnan(means[k - 1] - means[k])]
     d = max(0.0, statistics.median(diffs)) if diffs else 0.0
     # parameters not in blocks: those ready after block 0 (e.g. embeddings) are shifted
@@ -456,9 +439,8 @@ def derive_depth(trace: Trace, *, num_blocks: int, block_prefix: str | None = No
     src = trace.params
     records = tuple(replace(src[i], index=n, name=name) for n, (i, name, _) in enumerate(new))
     bytes_ratio = sum(r.size_bytes for r in records) / trace.total_param_bytes
-    derived = [_derived_iteration(it, per_block, new, N=N, bytes_ratio=bytes_ratio) for it in trace.iterations]
-    iterations = [sample for sample, _ in derived]
-    ds = [d for _, d in derived]
+    iterations, ds = zip(*(_derived_iteration(it, per_block, new, N=N, bytes_ratio=bytes_ratio)
+                           for it in trace.iterations))
     first = iterations[0].grad_ready_s
     rank = {i: r for r, i in enumerate(trace.grad_ready_order)}
     order = sorted((n for n, r in enumerate(records) if r.has_grad and first[n] is not None),

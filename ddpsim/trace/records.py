@@ -25,7 +25,7 @@ from typing import Annotated, Any, Iterable, Literal, Sequence
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError, require, shorten
 from ddpsim.formats import quantile
 from ddpsim.io import read_json, write_text_atomic
 from ddpsim.schema import Bool, Float, Int, Str, format_version, record, to_plain, validate
@@ -146,8 +146,8 @@ COMPUTE_STATISTICS = ("median", "mean")
 
 def check_compute_statistic(statistic: Any) -> str:
     """``statistic`` if it is one of :data:`COMPUTE_STATISTICS`, else InputError."""
-    if statistic not in COMPUTE_STATISTICS:
-        raise InputError(f"compute_statistic: {statistic!r} is not accepted; expected one of {', '.join(COMPUTE_STATISTICS)}")
+    require(statistic in COMPUTE_STATISTICS, "compute_statistic", statistic,
+            f"one of {', '.join(COMPUTE_STATISTICS)}")
     return statistic
 
 
@@ -197,9 +197,8 @@ class Trace:
                                  f"expected {n} (one per parameter)")
         seen: set[int] = set()
         for k, idx in enumerate(self.grad_ready_order):
-            if not 0 <= idx < n or idx in seen:
-                raise InputError(f"grad_ready_order[{k}]: {shorten(idx)} is not accepted; "
-                                 f"expected distinct parameter indices in [0, {n})")
+            require(0 <= idx < n and idx not in seen, f"grad_ready_order[{k}]", idx,
+                    f"distinct parameter indices in [0, {n})")
             seen.add(idx)
         for p in self.params:
             if p.has_grad != (p.index in seen):
@@ -279,12 +278,7 @@ def load_trace(path: str | Path) -> Trace:
         raise InputError(f"trace: {shorten(str(path))} is a Chrome/Kineto trace (traceEvents), not a ddpsim trace; expected "
                          f"a trace JSON written by 'ddpsim trace' (a torch.profiler trace becomes one with 'ddpsim trace "
                          f"--from-profile {shorten(str(path))} --out trace.json')")
-    return trace_from_dict(data, source=f"trace {shorten(str(path))}")
-
-
-def trace_from_dict(data: Any, source: str = "trace") -> Trace:
-    """Validate a decoded trace JSON object; InputError lines start with ``source``."""
-    return validate(Trace, data, source)
+    return validate(Trace, data, f"trace {shorten(str(path))}")
 
 
 def make_trace(*, model: str, params: Iterable[tuple[str, Sequence[int], str]], ready_s: Sequence[float | None],

@@ -20,25 +20,19 @@ host-to-device copies and the data loader are not part of a trace.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from ddpsim.errors import InputError
+from ddpsim.errors import InputError, require
 from ddpsim.hardware.catalogue import Catalogue, bundled, scaled
 from ddpsim.hardware.schema import Gpu
+from ddpsim.schema import is_num
 from ddpsim.trace.capture import to_channels_last
 from ddpsim.trace.cnn_kernels import PER_CHANNEL, batch_norm_kernels, conv_layout_bytes
 from ddpsim.trace.records import Trace, buffer_records, load_trace, param_records
-
-
-def _check_numbers(obj: Any, keys: Sequence[str], ok: Any, expected: str) -> None:
-    """InputError naming the first of ``keys`` whose value on ``obj`` is no number meeting ``ok``."""
-    for k in keys:
-        v = getattr(obj, k)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
-            raise InputError(f"{k}: {v!r} is not accepted; expected {expected}")
 
 
 def gpu_peaks(gpu: Gpu) -> dict[str, float]:
@@ -91,12 +85,17 @@ class RooflineAssumptions:
     bn_backward_block_bytes_per_s: float = 4.34e9
 
     def __post_init__(self) -> None:
-        _check_numbers(self, ("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency", "cuda_core_efficiency",
-                              "tf32_efficiency"), lambda v: 0 < v <= 1, "a number in (0, 1]")
-        _check_numbers(self, ("bn_stats_block_bytes_per_s", "bn_backward_block_bytes_per_s"),
-                       lambda v: math.isfinite(v) and v > 0, "a number of bytes per second > 0")
-        _check_numbers(self, ("min_kernel_s", *HOST_FIELDS.values(), "host_s_per_tensor"),
-                       lambda v: math.isfinite(v) and v >= 0, "a number of seconds >= 0")
+        for keys, ok, expected in (
+                (("compute_efficiency", "memory_efficiency", "unaligned_gemm_efficiency",
+                  "cuda_core_efficiency", "tf32_efficiency"), lambda v: 0 < v <= 1,
+                 "a number in (0, 1]"),
+                (("bn_stats_block_bytes_per_s", "bn_backward_block_bytes_per_s"), lambda v: v > 0,
+                 "a number of bytes per second > 0"),
+                (("min_kernel_s", *HOST_FIELDS.values(), "host_s_per_tensor"), lambda v: v >= 0,
+                 "a number of seconds >= 0")):
+            for k in keys:
+                v = getattr(self, k)
+                require(is_num(v) and ok(v), k, v, expected)
 
     def without_host(self) -> RooflineAssumptions:
         """The same fractions with no host time (the kernels alone)."""
@@ -138,10 +137,7 @@ def issue(gpu_free_s: float, host_s: float, kernel_s: float, issue_s: float) -> 
 def launch_queue_s(ops: Sequence[tuple[float, float]]) -> float:
     """When the last of ``ops`` (kernel seconds, host seconds to issue it) ends, host and GPU
     starting together at 0 (:func:`issue`)."""
-    gpu_free, host = 0.0, 0.0
-    for kernel_s, issue_s in ops:
-        gpu_free, host = issue(gpu_free, host, kernel_s, issue_s)
-    return gpu_free
+    return functools.reduce(lambda gpu_host, op: issue(*gpu_host, *op), ops, (0.0, 0.0))[0]
 
 
 def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_bytes_per_s: float,
@@ -154,9 +150,8 @@ def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_
         return 0.0
     ce = {"cuda_cores": assumptions.cuda_core_efficiency, "tf32": assumptions.tf32_efficiency}.get(
         unit, assumptions.compute_efficiency if aligned else assumptions.unaligned_gemm_efficiency)
-    bw = hbm_bytes_per_s * assumptions.memory_efficiency
-    if bytes_per_s_cap is not None:
-        bw = min(bw, bytes_per_s_cap)
+    cap = math.inf if bytes_per_s_cap is None else bytes_per_s_cap
+    bw = min(hbm_bytes_per_s * assumptions.memory_efficiency, cap)
     return max(flops / (peak_flops_per_s * ce), bytes_moved / bw, assumptions.min_kernel_s)
 
 
@@ -164,9 +159,8 @@ def get_gpu(name: str, catalogue: Catalogue | None = None) -> Gpu:
     """A GPU of the hardware catalogue (None: the bundled one); InputError otherwise."""
     cat = bundled() if catalogue is None else catalogue
     key = str(name).lower()
-    if key not in cat.gpus:
-        raise InputError(f"--gpu: {name!r} is not accepted; expected one of {', '.join(sorted(cat.gpus))} "
-                         "(the GPUs of the hardware catalogue)")
+    require(key in cat.gpus, "--gpu", name,
+            f"one of {', '.join(sorted(cat.gpus))} (the GPUs of the hardware catalogue)")
     return cat.gpus[key]
 
 
@@ -303,15 +297,10 @@ def _make_mode(gpu: Gpu, assumptions: RooflineAssumptions, autocast_dtype: Any, 
             ins, outs = _tensors((args, kwargs)), _tensors(out)
             f = flop_counter.flop_registry.get(func._overloadpacket)
             flops = 0.0 if f is None else float(f(*args, **kwargs, out_val=out))
-            dtypes = [t.dtype for t in ins if t.is_floating_point()]
-            self.charge_op(name, args, out, flops, _bytes_moved(func, name, args, ins, outs),
-                           dtypes[0] if dtypes else torch.float32, ins, outs)
-            return out
-
-        def charge_op(self, name: str, args: Any, out: Any, flops: float, bytes_moved: float, dtype: Any,
-                      ins: list[Any], outs: list[Any]) -> None:
-            """Charge one op's kernels: the roofline's one, or batch norm's as it runs, and cuDNN's
-            layout conversions around a convolution (:mod:`ddpsim.trace.cnn_kernels`)."""
+            bytes_moved = _bytes_moved(func, name, args, ins, outs)
+            dtype = next((t.dtype for t in ins if t.is_floating_point()), torch.float32)
+            # the op's kernels: the roofline's one, or batch norm's as it runs, and cuDNN's layout
+            # conversions around a convolution (ddpsim.trace.cnn_kernels)
             aligned = name not in _GEMM_OPS or dtype not in (torch.bfloat16, torch.float16) or gemm_aligned(ins + outs)
             kernels = batch_norm_kernels(name, args, bytes_moved, assumptions)
             if kernels is None:
@@ -321,6 +310,7 @@ def _make_mode(gpu: Gpu, assumptions: RooflineAssumptions, autocast_dtype: Any, 
             converted = conv_layout_bytes(name, args, out, _unit(gpu, peaks, name, dtype)[0] != "cuda_cores")
             if converted:
                 self.charge(LAYOUT_CONVERSION, 0.0, converted, dtype, host=False)
+            return out
 
     return RooflineMode()
 
@@ -355,11 +345,9 @@ def _make_sdpa_mode(roofline: Any, autocast_dtype: Any) -> Any:
     class SdpaMode(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            if func is F.scaled_dot_product_attention:
-                q, k, v = args[:3]
-                if kwargs.get("attn_mask") is not None or kwargs.get("dropout_p", 0.0):
-                    return func(*args, **kwargs)
-                return FlashAttention.apply(q, k, v, bool(kwargs.get("is_causal", False)))
+            if (func is F.scaled_dot_product_attention and kwargs.get("attn_mask") is None
+                    and not kwargs.get("dropout_p", 0.0)):
+                return FlashAttention.apply(*args[:3], bool(kwargs.get("is_causal", False)))
             return func(*args, **kwargs)
 
     return SdpaMode()

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError, require, shorten
 
 __all__ = ["BuiltModel", "list_models", "build_model", "ddp_params", "default_loss", "to_device",
            "run_forward", "ready_hooks", "make_optimizer"]
@@ -100,16 +100,14 @@ def ddp_params(module: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter, b
 
 # ---- batch makers ---------------------------------------------------------------------------
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
-           "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32,
-           "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool}
+#: the dtypes of a model's inputs, by their names in ``torch``
+_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
+           "bool")
 
 
 def _torch_dtype(name: str, field: str) -> torch.dtype:
-    try:
-        return _DTYPES[name]
-    except (KeyError, TypeError):
-        raise InputError(f"{field}: {shorten(name)} is not accepted; expected one of {sorted(_DTYPES)}") from None
+    require(name in _DTYPES, field, name, f"one of {sorted(_DTYPES)}")
+    return getattr(torch, name)
 
 
 def _random_tensor(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype,
@@ -153,8 +151,7 @@ def _options(kwargs: dict, model: str, defaults: dict[str, int]) -> dict[str, in
     """``defaults`` with the given options (each an integer > 0); InputError on an option not among them."""
     opts = {k: kwargs.pop(k, v) for k, v in defaults.items()}
     for k, v in opts.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise InputError(f"{k}: {v!r} is not accepted; expected an integer > 0")
+        require(isinstance(v, int) and not isinstance(v, bool) and v > 0, k, v, "an integer > 0")
     if kwargs:
         key = sorted(kwargs)[0]
         raise InputError(f"{key}: {kwargs[key]!r} is not an option of model {model!r}; "
@@ -248,10 +245,11 @@ def _shape(value: Any, default: tuple[int, ...], field: str, rank: int | None = 
     try:
         shape = tuple(value)
     except TypeError:
-        raise InputError(f"{field}: {value!r} is not accepted; expected a tuple of positive integers") from None
-    if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape) or (rank is not None and len(shape) != rank):
-        want = f"{rank} positive integers" if rank else "positive integers"
-        raise InputError(f"{field}: {value!r} is not accepted; expected {want} (one sample, without the batch dimension)")
+        shape = ()  # not a sequence
+    ints = all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)
+    want = f"{rank} positive integers" if rank else "positive integers"
+    require(ints and bool(shape) and rank in (None, len(shape)), field, value,
+            f"{want} (one sample, without the batch dimension)")
     return shape
 
 
@@ -269,8 +267,7 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
     InputError: unknown name, a factory that fails to import or raises, a bad option, or a model
     without trainable parameters.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InputError(f"seed: {seed!r} is not accepted; expected an integer")
+    require(isinstance(seed, int) and not isinstance(seed, bool), "seed", seed, "an integer")
     if not isinstance(name_or_factory, str) or not name_or_factory:
         raise InputError(f"model: {shorten(name_or_factory)} is not accepted; expected one of {list_models()} or 'package.module:factory'")
     torch.manual_seed(seed)
@@ -294,22 +291,20 @@ def build_model(name_or_factory: str, *, seed: int = 0, input_shape: tuple[int, 
 
 def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict) -> BuiltModel:
     mod_name, _, attr = path.partition(":")
-    if not mod_name or not attr:
-        raise InputError(f"model: {shorten(path)} is not accepted; expected 'package.module:factory'")
+    require(bool(mod_name and attr), "model", path, "'package.module:factory'")
     try:
         mod = importlib.import_module(mod_name)
     except Exception as exc:  # NOTE: any import failure is the user's module's
         raise InputError(f"model: {shorten(path)} cannot be imported ({type(exc).__name__}: {exc}); expected an importable 'package.module:factory'") from None
     factory = getattr(mod, attr, None)
-    if factory is None or not callable(factory):
+    if not callable(factory):
         raise InputError(f"model: {shorten(path)} has no callable {attr!r} in {mod_name}; expected 'package.module:factory'")
     try:
         made = factory(**kwargs)
     except Exception as exc:
         raise InputError(f"model: factory {shorten(path)} raised {type(exc).__name__}: {exc}") from None
     loss_fn = getattr(mod, "loss_fn", None)
-    if loss_fn is not None and not callable(loss_fn):
-        loss_fn = None
+    loss_fn = loss_fn if callable(loss_fn) else None  # a module's loss_fn that is no function is ignored
     if isinstance(made, torch.nn.Module):
         if input_shape is None:
             raise InputError(f"input_shape: None is not accepted for factory {shorten(path)} returning a module; expected one sample's shape, e.g. 3,224,224")

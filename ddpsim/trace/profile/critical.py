@@ -47,7 +47,8 @@ def critical_fields(done: DeviceDone, s: StepOps, w: PhaseWindows, grads: Sequen
     ``model_backward_cpu_end_s``, ``gpu_done``, ``hooks`` (of ``grads``, DDP's gradients:
     :func:`~ddpsim.trace.profile.steps.ddp_gradients`), ``intervals``, ``inherited_s``."""
     t0 = s.window.start
-    s_of: Callable[[float], float] = lambda t: (t - t0) * 1e-6  # noqa: E731 - microseconds -> seconds from the step start
+    # microseconds on the profile's clock -> seconds from the step start (None stays None)
+    s_of: Callable[[Any], Any] = lambda t: None if t is None else (t - t0) * 1e-6  # noqa: E731
     ops = sorted(s.cpu, key=lambda o: (o.ts, -o.dur))
     bwd_ops = [o for o in ops if w.backward.holds(o.ts)]
     span = next(o for o in ops if o.name == f"ProfilerStep#{s.step}")
@@ -67,7 +68,7 @@ def critical_fields(done: DeviceDone, s: StepOps, w: PhaseWindows, grads: Sequen
     if inherited is not None:
         inherited_s = (inherited - max(w.forward.start, done_fwd if done_fwd is not None else -math.inf)) * 1e-6
         done_fwd = max(done_fwd or inherited, inherited)
-    gpu_done = {"forward": _opt(done_fwd, s_of), **{k: _opt(done.before(t), s_of) for k, t in (
+    gpu_done = {"forward": s_of(done_fwd), **{k: s_of(done.before(t)) for k, t in (
         ("module", module), ("backward", w.backward.start), ("model_backward_end", model_end),
         ("backward_end", w.backward.end), ("optimizer_end", opt_end))}}
     return {"module_start_s": s_of(module), "model_backward_cpu_end_s": s_of(model_end), "gpu_done": gpu_done,
@@ -101,12 +102,8 @@ def _holder(ops: Sequence[CpuOp], starts: Sequence[float], a: CpuOp) -> CpuOp | 
     return ops[k] if k >= 0 and a.end <= ops[k].end else None
 
 
-def _opt(t: float | None, s_of: Callable[[float], float]) -> float | None:
-    return None if t is None else s_of(t)
-
-
 def _hooks(bwd_ops: Sequence[CpuOp], grads: Sequence[CpuOp], done: DeviceDone,
-           s_of: Callable[[float], float]) -> tuple[HookSpan, ...]:
+           s_of: Callable[[Any], Any]) -> tuple[HookSpan, ...]:
     """Per DDP gradient's AccumulateGrad (ready order, on whichever thread ran it): its op end, its evaluate_function's span, and when the device
     finished the work launched before the op ended."""
     evals = [o for o in bwd_ops if o.name == _EVALUATE_ACCUMULATE]  # start order
@@ -121,5 +118,5 @@ def _hooks(bwd_ops: Sequence[CpuOp], grads: Sequence[CpuOp], done: DeviceDone,
         ev = _holder(by_tid.get(a.tid, []), tid_starts.get(a.tid, []), a) or _holder(evals, starts, a) or a
         n = bisect_right(ar, ev.end) - bisect_right(ar, ev.ts)
         out.append(HookSpan(op_end_s=s_of(a.end), start_s=s_of(ev.ts), end_s=s_of(ev.end), op_s=a.dur * 1e-6,
-                            launches=n, gpu_ready_s=_opt(done.before(a.end), s_of)))
+                            launches=n, gpu_ready_s=s_of(done.before(a.end))))
     return tuple(out)

@@ -8,20 +8,20 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
-from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 from typing import Any, Sequence
 
-from ddpsim.errors import InputError, shorten
+from ddpsim.errors import InputError, require
+from ddpsim.schema import validate
 from ddpsim.trace.intervals import merge_intervals
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.critical import DeviceDone, critical_fields
-from ddpsim.trace.profile.kineto import KinetoProfile, int_or_none, read_profile
+from ddpsim.trace.profile.kineto import KinetoProfile, int_dims, int_or_none, read_profile
 from ddpsim.trace.profile.mapping import GradInfo, map_params
 from ddpsim.trace.profile.result import (CollectiveKernel, StepHostTimes, PhaseTimes, ProfileEnvironment,
                                          ProfileImport, ProfileIteration, RecordedBucket)
-from ddpsim.trace.records import IterationSample, Trace, trace_from_dict
+from ddpsim.trace.records import IterationSample, Trace
 from ddpsim.units import DTYPE_SIZE_BYTES
 
 US = st.US
@@ -141,14 +141,12 @@ class _Steps:
 
 def _phase(launched: Sequence[st.Launched], window: st.Window, t0: float) -> PhaseTimes:
     ops = [lz.op for lz in launched if not lz.op.is_nccl]
-    cpu = PhaseTimes(cpu_start_s=(window.start - t0) * US, cpu_s=(window.end - window.start) * US,
-                     cpu_end_s=(window.end - t0) * US, gpu_start_s=None, gpu_s=0.0, gpu_busy_s=0.0, num_kernels=0)
-    if not ops:
-        return cpu
-    first, last = min(g.ts for g in ops), max(g.end for g in ops)
+    first = min((g.ts for g in ops), default=None)
     busy = sum(b - a for a, b in merge_intervals((g.ts, g.end) for g in ops))
-    return replace(cpu, gpu_start_s=(first - t0) * US, gpu_s=(last - first) * US, gpu_busy_s=busy * US,
-                   num_kernels=len(ops))
+    return PhaseTimes(cpu_start_s=(window.start - t0) * US, cpu_s=(window.end - window.start) * US,
+                      cpu_end_s=(window.end - t0) * US, gpu_start_s=None if first is None else (first - t0) * US,
+                      gpu_s=(max(g.end for g in ops) - first) * US if ops else 0.0, gpu_busy_s=busy * US,
+                      num_kernels=len(ops))
 
 
 def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:
@@ -183,14 +181,12 @@ def _buckets(s: st.StepOps, w: st.PhaseWindows, accumulate: Sequence[Any], path:
     prev = float("-inf")
     for k, op in enumerate(comms):
         args = op.args or {}
-        numel = args.get("In msg nelems")
-        if not isinstance(numel, int) or isinstance(numel, bool) or numel < 0:
-            raise InputError(f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'In msg nelems': {numel!r} is not "
-                             "accepted; expected an integer >= 0")
-        dtype = args.get("dtype")
-        if not isinstance(dtype, str) or dtype not in _DTYPES:
-            raise InputError(f"profile {path}: ProfilerStep#{s.step}: record_param_comms 'dtype': {shorten(dtype)} is not a "
-                             f"known dtype; expected one of {', '.join(_DTYPES)}")
+        where = f"profile {path}: ProfilerStep#{s.step}: record_param_comms"
+        numel, dtype = args.get("In msg nelems"), args.get("dtype")
+        require(int_or_none(numel) is not None and numel >= 0, f"{where} 'In msg nelems'", numel,
+                "an integer >= 0")
+        require(isinstance(dtype, str) and dtype in _DTYPES, f"{where} 'dtype'", dtype,
+                f"one of {', '.join(_DTYPES)}")
         dtype = _DTYPES[dtype]
         n_grads = bisect.bisect_right(acc_ts, op.ts) - bisect.bisect_right(acc_ts, prev)
         holder = next((a for a in holders if a.tid == op.tid and a.ts <= op.ts and op.end <= a.end), op)
@@ -272,12 +268,11 @@ def _ranks(info: dict[str, Any], path: str) -> int | None:
     world, rank = info.get("world_size"), info.get("rank")
     if world is None:
         return None
-    if int_or_none(world) is None or world < 1:
-        raise InputError(f"profile {path}: distributedInfo.world_size {shorten(world)} is not accepted; "
-                         "expected a positive integer (the number of ranks)")
-    if rank is not None and (int_or_none(rank) is None or not 0 <= rank < world):
-        raise InputError(f"profile {path}: distributedInfo.rank {shorten(rank)} is not accepted; "
-                         f"expected an integer from 0 to world_size - 1 = {world - 1}")
+    field = f"profile {path}: distributedInfo"
+    require(int_or_none(world) is not None and world >= 1, f"{field}.world_size", world,
+            "a positive integer (the number of ranks)")
+    in_range = rank is None or (int_or_none(rank) is not None and 0 <= rank < world)
+    require(in_range, f"{field}.rank", rank, f"an integer from 0 to world_size - 1 = {world - 1}")
     return world
 
 
@@ -306,9 +301,7 @@ def _input_dims(args: dict[str, Any] | None) -> list[tuple[int, ...] | None]:
     """Every input's dims (``record_shapes``): ``()`` for a scalar or non-tensor input, None
     where they are not a list of integers."""
     dims = (args or {}).get("Input Dims")
-    if not isinstance(dims, list):
-        return []
-    return [tuple(d) if isinstance(d, list) and all(isinstance(x, int) for x in d) else None for d in dims]
+    return [int_dims(d) for d in dims] if isinstance(dims, list) else []
 
 
 def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], mapped: Any,
@@ -337,4 +330,4 @@ def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], mapped: 
     trace = Trace(model=model or f"profile:{Path(prof.path).name}", params=params, buffers=mapped.buffers,
                   grad_ready_order=tuple(order), iterations=tuple(samples), environment=environment,
                   hook_overhead_frac=None, synthetic=None, command=command)
-    return trace_from_dict(trace.to_dict(), source=f"profile {prof.path}: trace")
+    return validate(Trace, trace.to_dict(), f"profile {prof.path}: trace")

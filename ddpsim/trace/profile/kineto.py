@@ -7,6 +7,7 @@ events in microseconds), parsed with ijson one event at a time into compact reco
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import re
@@ -19,7 +20,7 @@ from typing import IO, Any
 
 import ijson
 
-from ddpsim.errors import InputError, cut, shorten
+from ddpsim.errors import InputError, cut, require, shorten
 from ddpsim.trace.profile.kernel_kinds import COMM, kernel_kind
 
 #: the event categories kept, by what they are, as torch >= 1.9 names them and as torch 1.8's
@@ -143,15 +144,14 @@ def int_or_none(value: Any) -> int | None:
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
+    """``value`` as a float where it is a number (or a numeric string), else None."""
+    with contextlib.suppress(TypeError, ValueError):
+        return None if isinstance(value, bool) else float(value)
+    return None
 
 
-def _dims(value: Any) -> tuple[int, ...] | None:
+def int_dims(value: Any) -> tuple[int, ...] | None:
+    """``value`` as a tuple if it is a list of integers (dims, a launch grid), else None."""
     return tuple(value) if isinstance(value, list) and all(int_or_none(v) is not None for v in value) else None
 
 
@@ -162,10 +162,10 @@ def _kept_args(args: dict[str, Any]) -> dict[str, Any] | None:
 def _thread(value: Any, field: str, prof: KinetoProfile, name: str) -> Any:
     """A thread or stream id as the trace gives it (an integer or a string; absent: None);
     InputError otherwise."""
-    if value is None or isinstance(value, (int, float, str)):
-        return value
-    raise InputError(f"{_source(prof.path)}: event {cut(name, 80)!r}: {field} {shorten(value)} is not accepted; "
-                     "expected an integer or a string (the Chrome trace format's thread id)")
+    require(value is None or isinstance(value, (int, float, str)),
+            f"{_source(prof.path)}: event {cut(name, 80)!r}: {field}", value,
+            "an integer or a string (the Chrome trace format's thread id)")
+    return value
 
 
 def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
@@ -190,11 +190,9 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
         stream = _thread(args.get("stream", event.get("tid")), "stream", prof, name)
         prof.gpu.append(GpuOp(name=name, cat=cat, ts=ts, dur=dur, stream=stream,
                               device=int_or_none(args.get("device")), correlation=int_or_none(args.get("correlation")),
-                              ext_id=ext_id, grid=_dims(args.get("grid")),
-                              block=_dims(args.get("block")), args=_kept_args(args) if kernel_kind(name) == COMM else None))
-
-
-HEADER_KEYS = ("deviceProperties", "distributedInfo")
+                              ext_id=ext_id, grid=int_dims(args.get("grid")),
+                              block=int_dims(args.get("block")),
+                              args=_kept_args(args) if kernel_kind(name) == COMM else None))
 
 
 def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
@@ -205,14 +203,16 @@ def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
         if not any(p == "traceEvents" and e == "start_array" for p, e, _ in ijson.parse(f, use_float=True)):
             raise InputError(f"{_source(prof.path)}: no traceEvents list; "
                              "expected the Chrome/Kineto JSON torch.profiler writes")
-    header = {}
-    for key in HEADER_KEYS:
+
+    def first(key: str) -> Any:
         with _open(path, wide) as f:
-            header[key] = next(ijson.items(f, key, use_float=True), None)
-    if isinstance(header["deviceProperties"], list):
-        prof.device_properties = [d for d in header["deviceProperties"] if isinstance(d, dict)]
-    if isinstance(header["distributedInfo"], dict):
-        prof.distributed_info = header["distributedInfo"]
+            return next(ijson.items(f, key, use_float=True), None)
+
+    devices, info = first("deviceProperties"), first("distributedInfo")
+    if isinstance(devices, list):
+        prof.device_properties = [d for d in devices if isinstance(d, dict)]
+    if isinstance(info, dict):
+        prof.distributed_info = info
 
 
 def read_profile(path: str | Path) -> KinetoProfile:

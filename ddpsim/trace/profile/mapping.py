@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Sequence
 
 from ddpsim.errors import InputError
@@ -50,11 +51,9 @@ def map_params(grads: GradInfo, *, model: str | None, seed: int, source: str) ->
 
 
 def _bucket_slices(grads: GradInfo) -> list[tuple[RecordedBucket, range]]:
-    out, pos = [], 0
-    for b in grads.buckets:
-        out.append((b, range(pos, pos + b.num_grads)))
-        pos += b.num_grads
-    return out
+    """Each recorded bucket with the positions (ready order) of the gradients it holds."""
+    ends = accumulate(b.num_grads for b in grads.buckets)
+    return [(b, range(end - b.num_grads, end)) for b, end in zip(grads.buckets, ends)]
 
 
 # ---- factory ---------------------------------------------------------------------------------
@@ -150,23 +149,18 @@ def align_order(order: Sequence[int], shapes: Sequence[tuple[int, ...]],
 # ---- without a factory ---------------------------------------------------------------------
 
 def _dtype_of_grads(grads: GradInfo) -> list[str]:
-    dtypes = ["float32"] * grads.num_grads
-    for b, span in _bucket_slices(grads):
-        for pos in span:
-            if pos < len(dtypes):
-                dtypes[pos] = b.dtype
-    return dtypes
+    """Each gradient's dtype: its bucket's (float32 where no bucket was recorded)."""
+    by_pos = {pos: b.dtype for b, span in _bucket_slices(grads) for pos in span}
+    return [by_pos.get(pos, "float32") for pos in range(grads.num_grads)]
 
 
 def _records(numels: Sequence[int], shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str]) -> tuple[tuple[ParamRecord, ...], tuple[int, ...]]:
     """Parameters indexed in the reverse of the ready order; the index of each gradient."""
-    n = len(numels)
-    order = tuple(n - 1 - pos for pos in range(n))
-    recs = [None] * n
-    for pos, idx in enumerate(order):
-        recs[idx] = ParamRecord(index=idx, name=f"param{idx}", shape=tuple(shapes[pos]), dtype=dtypes[pos],
-                                size_bytes=numels[pos] * DTYPE_SIZE_BYTES[dtypes[pos]])
-    return tuple(recs), order  # type: ignore[arg-type]
+    order = tuple(range(len(numels) - 1, -1, -1))
+    recs = [ParamRecord(index=idx, name=f"param{idx}", shape=tuple(shapes[pos]), dtype=dtypes[pos],
+                        size_bytes=numels[pos] * DTYPE_SIZE_BYTES[dtypes[pos]])
+            for pos, idx in enumerate(order)]
+    return tuple(reversed(recs)), order
 
 
 def _by_shapes(grads: GradInfo) -> MappedParams:

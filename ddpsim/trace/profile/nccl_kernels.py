@@ -9,10 +9,8 @@ becomes a trace"."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ddpsim.trace.profile.kineto import GpuOp, KinetoProfile
+from ddpsim.trace.profile.kineto import GpuOp, KinetoProfile, int_or_none
 
 ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree")
 PROTOCOLS = ("ll", "ll128", "simple")
@@ -127,7 +125,7 @@ def launch(op: GpuOp, prof: KinetoProfile) -> tuple[int | None, str | None, str 
     numel = (op.args or {}).get("In msg nelems")
     algorithm, protocol, text = ran(op.name, block_of(op.block, prof.device_properties),
                                     profile_version(prof.distributed_info))
-    return (numel if isinstance(numel, int) and not isinstance(numel, bool) else None), algorithm, protocol, text
+    return int_or_none(numel), algorithm, protocol, text
 
 
 def bus_bytes_per_s(size_bytes: int, time_s: float, world_size: int) -> float | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Literal
 
 from ddpsim.trace.records import Trace
@@ -179,11 +180,9 @@ class ProfileImport:
 
     def bucket_kernels(self) -> dict[int, list[CollectiveKernel]]:
         """Per bucket (launch order), its all-reduce kernels over the steps, in step order."""
-        out: dict[int, list[CollectiveKernel]] = {}
-        for c in sorted(self.collectives, key=lambda c: c.iteration):
-            if c.bucket_index is not None:
-                out.setdefault(c.bucket_index, []).append(c)
-        return dict(sorted(out.items()))
+        kernels = sorted((c for c in self.collectives if c.bucket_index is not None),
+                         key=lambda c: (c.bucket_index, c.iteration))
+        return {b: list(cs) for b, cs in groupby(kernels, key=lambda c: c.bucket_index)}
 
     def recorded_bucket_numels(self) -> tuple[int, ...]:
         """The last iteration's bucket sizes in elements, in launch order (DDP's rebuilt plan)."""

@@ -6,10 +6,10 @@ from is said on its :class:`Summary` field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
-frozen = dataclass(frozen=True, kw_only=True)
+from ddpsim.report.ddp_modes import DdpModeFields, frozen
 
 
 @frozen
@@ -123,42 +123,6 @@ class MethodError:
 
 
 @frozen
-class JoinFigures:
-    point: str
-    world_size: int
-    epoch_cost_pct: float
-    epoch_s: float
-    even_epoch_s: float
-    loop_s: float
-    exit_s: float
-    epoch_iterations: int
-    even_epoch_iterations: int
-    per_iteration_cost_pct: float
-    per_iteration_cost_s: float
-    even_step_s: float
-    epoch_mean_step_s: float
-    tail_iterations: int
-    batches_min: int
-    batches_max: int
-
-
-@frozen
-class GroupCount:
-    process_groups: int
-    iteration_p50_s: float
-    gain_over_one: float
-
-
-@frozen
-class ProcessGroupFigures:
-    cap: str
-    world_size: int
-    best_process_groups: int
-    gain_over_one: float
-    by_count: tuple[GroupCount, ...]
-
-
-@frozen
 class CompiledPoint:
     point: str
     subgraphs: int | None
@@ -216,7 +180,7 @@ class Cluster:
 
 
 @frozen
-class Summary:
+class Summary(DdpModeFields):
     """``summary.json``: the best point against the default, every point, and the optional
     sections' figures (None where the scenario has none)."""
 
@@ -238,8 +202,6 @@ class Summary:
     warnings: tuple[str, ...] = ()
     cost_terms: tuple[str, ...] = ()
     method_error: MethodError | None = None     # pipeline.method_error.answer
-    join: JoinFigures | None = None             # report.summary.ddp_mode_figures, as process_groups
-    process_groups: ProcessGroupFigures | None = None
     compile: Compiled | None = None             # pipeline.run.eager_comparison
     bucket_costs: BucketCosts | None = None     # report.summary.bucket_cost_figures
     term_effects: TermEffects | None = None     # pipeline.term_effects.term_effects

@@ -18,15 +18,15 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Sequence
 
+from ddpsim.report import ddp_modes
 from ddpsim.report.figures import (POINT_KEYS, BucketCostRow, BucketCosts, CapList, Compiled,
-                                   GroupCount, JoinFigures, MethodError, PointFigures,
-                                   ProcessGroupFigures, Recommendation, Summary, TermEffects,
+                                   MethodError, PointFigures, Recommendation, Summary, TermEffects,
                                    TraceFigures, Uncertainty, typed)
 from ddpsim.report.tables import md_table
 from ddpsim.engine.result import BucketTiming
 from ddpsim.io import file_id
 from ddpsim.network.host_costs import HostCosts
-from ddpsim.plan.planner import cap_point_id, mb_text
+from ddpsim.plan.planner import mb_text
 from ddpsim.pipeline.scenario_run import ScenarioRun
 from ddpsim.pipeline.sweep import (PointRecord, default_record, fmt_pct, fmt_s, gain,
                                    uncertainty_summary)
@@ -76,7 +76,7 @@ def summarize(run: ScenarioRun, *, overlaps: dict[str, dict[int, float]] | None 
                                 trace and trace.num_params)
     optional = {"warnings": [run.warning] if run.warning else None,
                 "cost_terms": list(run.cost_terms), "method_error": run.method_error,
-                **ddp_mode_figures(records, best), "compile": run.compiled,
+                **ddp_modes.figures(records, best), "compile": run.compiled,
                 "bucket_costs": costs and asdict(costs), "term_effects": run.term_effects,
                 "uncertainty": uncertainty_summary(records)}
     out.update({k: v for k, v in optional.items() if v})  # each only where the scenario has it
@@ -94,38 +94,6 @@ def summarize(run: ScenarioRun, *, overlaps: dict[str, dict[int, float]] | None 
 
 def _pick(m: dict[str, Any]) -> dict[str, Any]:
     return {k: m.get(k) for k in POINT_KEYS}
-
-
-#: the figures of JoinFigures that Join's own (:mod:`ddpsim.engine.join`) give as they are
-_JOIN_KEYS = tuple(f.name for f in fields(JoinFigures)
-                   if f.name not in ("point", "world_size", "tail_iterations", "batches_min", "batches_max"))
-
-
-def ddp_mode_figures(records: Sequence[PointRecord], best: PointRecord) -> dict[str, Any]:
-    """The summary's ``join`` entry (the ``best`` point's epoch under Join against the same
-    samples dealt evenly, :mod:`ddpsim.engine.join`, where the scenario has ``ddp.join``) and
-    ``process_groups`` entry (each round-robin process-group count's p50 step and gain over one at
-    the best point's other values, :mod:`ddpsim.engine.process_groups`, where the sweep varies
-    ``process_groups`` and has 1)."""
-    out: dict[str, Any] = {}
-    if j := best.metrics.get("join"):
-        out["join"] = asdict(JoinFigures(
-            point=best.point_id, world_size=best.world_size, **{k: j[k] for k in _JOIN_KEYS},
-            tail_iterations=j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
-            batches_min=min(j["batches_per_rank"]), batches_max=max(j["batches_per_rank"])))
-    others = best.point.with_value("process_groups", None)
-    by_n = {r.point.value("process_groups"): r for r in records
-            if r.point.with_value("process_groups", None) == others}
-    if "process_groups" in dict(best.point.named) and 1 in by_n:
-        one = by_n[1].metrics["iteration_p50_s"]
-        rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
-                           gain_over_one=(one - r.metrics["iteration_p50_s"]) / one)
-                for n, r in sorted(by_n.items())]
-        top = max(rows, key=lambda x: (x.gain_over_one, -x.process_groups))
-        out["process_groups"] = asdict(ProcessGroupFigures(
-            cap=cap_point_id(*best.point.cap).partition("=")[2], world_size=best.world_size,
-            best_process_groups=top.process_groups, gain_over_one=top.gain_over_one, by_count=tuple(rows)))
-    return out
 
 
 def bucket_cost_figures(points: Sequence[dict[str, Any]], host: HostCosts | None,
@@ -246,30 +214,6 @@ def render_method_error(me: MethodError) -> str:
                  + (f"{tied} {'is' if len(me.tied) == 1 else 'are'} a tie with `{me.best}` by that measure" if me.tied
                     else f"no other point is that close to `{me.best}`"))
     return head + "."
-
-
-def ddp_mode_answer_lines(j: JoinFigures | None, pg: ProcessGroupFigures | None) -> list[str]:
-    """The bullets a summary with these figures leads its answer with: an epoch under Join, then a
-    sweep over round-robin process groups (:func:`ddp_mode_figures`)."""
-    L: list[str] = []
-    if j:
-        L.append(f"- **Uneven inputs cost {j.epoch_cost_pct:.1f} % per epoch** (`{j.point}`, {j.world_size} "
-                 f"ranks, {j.batches_min}-{j.batches_max} batches per rank): {fmt_s(j.epoch_s)} under "
-                 f"`model.join()` vs {fmt_s(j.even_epoch_s)} for the same samples dealt evenly "
-                 f"({j.even_epoch_iterations} steps of {fmt_s(j.even_step_s)}). Of it: Join's per-iteration "
-                 f"collectives {j.per_iteration_cost_pct:+.2f} % per step ({fmt_s(j.per_iteration_cost_s)}), "
-                 f"{j.tail_iterations} tail iterations after the first rank joins, and {fmt_s(j.exit_s)} "
-                 "for the final model sync (`_sync_final_model`).")
-    if pg:
-        n, where = pg.best_process_groups, f"cap={pg.cap} on {pg.world_size} ranks"
-        steps = ", ".join(f"{r.process_groups}: {fmt_s(r.iteration_p50_s)}" for r in pg.by_count)
-        L.append(f"- **Round-robin process groups do not help here**: one communicator is fastest at {where} "
-                 f"(p50 step by groups: {steps})." if n == 1 else
-                 f"- **{n} round-robin process groups are {100 * pg.gain_over_one:.1f} % faster than 1** at "
-                 f"{where} (p50 step by groups: {steps}). torch 2.13 has no `_round_robin_process_groups`: "
-                 f"register a comm hook that all-reduces bucket k on the (k mod {n})-th of {n} "
-                 "`dist.new_group()` groups.")
-    return L
 
 
 #: optimize_ddp's modes in words
@@ -440,7 +384,7 @@ def _answer_section(s: Summary) -> list[str]:
     """``## Answer``: the best point, its uncertainty, the method's error, the tails, the recommendation."""
     b, d = s.best, s.default
     L = ["## Answer", "", *compiled_answer_lines(s.compile, b.point),
-         *ddp_mode_answer_lines(s.join, s.process_groups), _best_line(s)]
+         *ddp_modes.answer_lines(s), _best_line(s)]
     if s.uncertainty:
         L.append(render_uncertainty(s.uncertainty))
     trust = render_method_error(s.method_error) if s.method_error else _trust_line(s.backend, s.comm_model, s.trace)

@@ -45,11 +45,7 @@ def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: 
                          f"(command: {' '.join(r.args)})")
 
 
-CALIBRATION_ATTEMPTS = 2
-
-
-def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *,
-              label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Any:
+def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *, label: str, attempts: int = 2) -> Any:
     """Calibrate with ``executor collectives`` into ``cal_path``; returns the loaded calibration. A probe
     fit at its bound (:func:`ddpsim.calibration.loader.clamped_fit_warning`: other load disturbed the probe)
     is measured again, up to ``attempts`` in all, each rejected one kept as ``<stem>.clamped<k>.json``."""
@@ -368,10 +364,9 @@ def select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | list
     if caps is not None:
         wanted = [tuple(c) if isinstance(c, list) else c for c in caps]
         points = [p for p in points if _point_cap(p) in wanted]
-        missing = [c for c in wanted if c not in {_point_cap(p) for p in points}]
-        if missing:
-            points += [scenario.point_at(None if isinstance(c, tuple) else c, c if isinstance(c, tuple) else None)
-                       for c in missing]
+        have = {_point_cap(p) for p in points}
+        points += [scenario.point_at(None if isinstance(c, tuple) else c, c if isinstance(c, tuple) else None)
+                   for c in wanted if c not in have]
     return points
 
 

@@ -160,12 +160,9 @@ def bucket_rows(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
 def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
     """Per term of :data:`TERMS`: predicted, measured, the error and its share of the step's (sum: 100 %)."""
     step_err = predicted["step_s"] - measured["step_s"]
-    rows = []
-    for k in TERMS:
-        err = predicted[k] - measured[k]
-        rows.append({"term": k.removesuffix("_s"), "predicted_s": predicted[k], "measured_s": measured[k], "error_s": err,
-                     "share_pct": 100.0 * err / step_err if step_err else None})
-    return rows
+    errs = {k: predicted[k] - measured[k] for k in TERMS}
+    return [{"term": k.removesuffix("_s"), "predicted_s": predicted[k], "measured_s": measured[k], "error_s": err,
+             "share_pct": 100.0 * err / step_err if step_err else None} for k, err in errs.items()]
 
 
 def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]], *, trace: Trace, gpu_name: str | None,

@@ -107,13 +107,9 @@ def bucket_errors(predicted: list[dict[str, Any]], measured: list[dict[str, Any]
 
 def markdown(data: dict[str, Any]) -> str:
     """``validation.md``: the setup, the accuracy figures, a row per point, the per-bucket comparison."""
-    lines = _setup_lines(data)
     s = data["summary"]
-    if s:
-        lines += _accuracy_lines(s, data)
-    lines += _table_lines(data["rows"])
-    lines += _bucket_lines(data.get("buckets") or {})
-    return "\n".join(lines)
+    lines = _setup_lines(data) + (_accuracy_lines(s, data) if s else []) + _table_lines(data["rows"])
+    return "\n".join(lines + _bucket_lines(data.get("buckets") or {}))
 
 
 def _calibration_text(data: dict[str, Any]) -> str:

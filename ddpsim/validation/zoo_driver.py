@@ -148,9 +148,11 @@ def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
              "coverage (CPU) | with method error | band | stability (wall) | stability (CPU) | run spread | other load | time |",
              "|---|---|---:|---:|---:|---:|:-:|:-:|:-:|:-:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        lo, hi = r.get("method_band_lo_pct"), r.get("method_band_hi_pct")
+        band = "" if lo is None or hi is None else f"{lo:+.1f}..{hi:+.1f} %"
         lines.append(f"| {r['model']} | {r['status']} | {f(r['points'])} | {f(r['median_abs_error_pct'], ' %')} | "
                      f"{f(r['median_abs_error_cpu_pct'], ' %')} | {f(r['median_abs_error_load_pct'], ' %')} | "
-                     f"{f(r['coverage'])} | {f(r['coverage_cpu'])} | {f(r['coverage_method'])} | {_band_cell(r)} | "
+                     f"{f(r['coverage'])} | {f(r['coverage_cpu'])} | {f(r['coverage_method'])} | {band} | "
                      f"{f(r['stability_pct'], ' %')} | {f(r['stability_cpu_pct'], ' %')} | "
                      f"{f(r['median_run_spread_pct'], ' %')} | {f(r['host_other_pct'], ' %')} | "
                      f"{'' if r['wall_s'] is None else format(r['wall_s'] / 60, '.1f') + ' min'} |")
@@ -159,11 +161,6 @@ def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
         lines += ["", f"All models: {tot['within_5pct']} of {tot['models']} within 5 % median |error|; "
                       f"{_method_text(tot, level)}."]
     return "\n".join(lines) + "\n"
-
-
-def _band_cell(r: dict[str, Any]) -> str:
-    lo, hi = r.get("method_band_lo_pct"), r.get("method_band_hi_pct")
-    return "" if lo is None or hi is None else f"{lo:+.1f}..{hi:+.1f} %"
 
 
 def method_totals(rows: Sequence[dict[str, Any]]) -> dict[str, int] | None:

@@ -16,6 +16,7 @@ from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.profile.result import ProfileIteration
 from ddpsim.trace.records import Trace
+from ddpsim.validation.compare import predicted_bucket_times
 from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, effective_trace,
                                                gpu_busy_s, host_costs_from_steps, hta_overlap_ratio, launch_delays,
                                                measured_summary, median_or_none)
@@ -92,8 +93,6 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     ``other_s`` the measured one, the measured ``copy_back`` moved into ``grad_copies_s`` (the host part was
     simulated in the backward), ``slower_rank_s`` the step minus rank 0's iteration plus its broadcast wait
     past ``host``'s pre-forward and enqueue, and ``pre_forward_s`` the rest."""
-    from ddpsim.validation.compare import predicted_bucket_times
-
     s = result.summary()
     steady = [it for it in result.steady_iterations() if it.rank == 0]
     kinds = {"forward_s": ("forward",), "backward_s": ("backward",), "grad_copies_s": ("copy_in", "copy_out"),

@@ -13,6 +13,7 @@ from typing import Sequence
 from ddpsim.errors import InputError
 from ddpsim.trace.capture import check_count
 from ddpsim.trace.records import IterationSample, Trace
+from ddpsim.validation.compare import run_spread_pct
 
 
 def cpu_clock_trace(trace: Trace) -> Trace:
@@ -43,8 +44,6 @@ def cpu_clock_trace(trace: Trace) -> Trace:
 
 def spread_pct(values: Sequence[float]) -> float | None:
     """``100 * (max - min) / median`` of ``values``; None with fewer than 2."""
-    from ddpsim.validation.compare import run_spread_pct
-
     return run_spread_pct(list(values), statistics.median(values) if values else None)
 
 

@@ -17,9 +17,12 @@ from os.path import isfile
 from pathlib import Path
 from typing import Any, Sequence
 
+from ddpsim.calibration.loader import load_calibration
 from ddpsim.errors import InputError
-from ddpsim.validation.intervals import ALTERNATIVES_TEXT
 from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.validation import measure
+from ddpsim.validation.intervals import ALTERNATIVES_TEXT, PredictionInterval, point_interval, predict_mean
+from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
 from ddpsim.validation.writer import csv_text
 
 log = logging.getLogger(__name__)
@@ -55,9 +58,6 @@ def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: in
 def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Sequence[Any], calibration: Any, *,
                   iterations: int, level: float, num_resamples: int, seed: int) -> dict[str, Any]:
     """Stability, CPU-clock predictions and intervals of a validated model's ``rows`` and ``captures``."""
-    from ddpsim.validation.intervals import point_interval, predict_mean
-    from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
-
     if not captures:
         raise InputError(f"{scenario.name}: no round traces (trace.round<k>.json); expected the captures of a validation")
     try:
@@ -203,7 +203,6 @@ def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[s
     """Give each row of a model done the conformal band of the OTHER models' residuals
     (:meth:`ddpsim.pipeline.method_error.MethodError.band`) and its intervals' coverage joined with it;
     returns the per-point detail for ``summary.json``."""
-    from ddpsim.validation.intervals import PredictionInterval
     from ddpsim.pipeline.method_error import widen
 
     detail: dict[str, Any] = {}
@@ -321,14 +320,12 @@ class _Zoo:
     def keep(self, e: Any, result: dict[str, Any], rows: Sequence[dict[str, Any]], cal_path: Path,
              t0: float | None = None) -> None:
         """Give ``result`` the :func:`analyse_model` of ``rows`` (and ``wall_s`` since ``t0``); write it."""
-        from ddpsim.calibration.loader import load_calibration
         from ddpsim.pipeline.scenario import load_scenario
-        from ddpsim.validation.measure import round_traces
 
         name, mdir, scn_path = self.paths(e)
         result["analysis"] = analyse_model(
             load_scenario(str(scn_path)), rows,
-            round_traces(mdir / "validation", result["repeats"]), load_calibration(cal_path) if cal_path.is_file() else None,
+            measure.round_traces(mdir / "validation", result["repeats"]), load_calibration(cal_path) if cal_path.is_file() else None,
             iterations=result["iterations"], level=self.level, num_resamples=self.num_resamples, seed=self.seed)
         if t0 is not None:
             result["wall_s"] = time.perf_counter() - t0
@@ -338,8 +335,6 @@ class _Zoo:
     def reanalyse_model(self, e: Any, tag: str) -> None:
         """``--reanalyze``: a model done predicted again over the same runs (with the given calibration,
         else its recorded one when that file is there) and analysed again."""
-        from ddpsim.validation.measure import reanalyze as reanalyze_point
-
         _, mdir, scn_path = self.paths(e)
         if not (mdir / "zoo.json").is_file():
             log.info(f"{tag}: not validated yet, nothing to analyse")
@@ -348,7 +343,7 @@ class _Zoo:
         val = json.loads((mdir / "validation.json").read_text())
         cal_path = Path(self.calibration) if self.calibration else Path(val["calibration"])
         if self.calibration or cal_path.is_file():
-            val = {"rows": reanalyze_point(str(scn_path), calibration=cal_path, out_dir=self.zoo_dir,
+            val = {"rows": measure.reanalyze(str(scn_path), calibration=cal_path, out_dir=self.zoo_dir,
                                            plots=False, intervals=False)["rows"]}
             result["calibration"] = str(cal_path)
         else:
@@ -375,8 +370,6 @@ class _Zoo:
 
     def validate_model(self, e: Any, tag: str) -> None:
         """Write model ``e``'s scenario, validate it (the first calibrates for all) and :meth:`keep` it."""
-        from ddpsim.validation import measure
-
         name, mdir, scn_path = self.paths(e)
         run = self.run
         write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=run["caps"], iterations=run["iterations"],

@@ -210,10 +210,13 @@ def host_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The host's load (:func:`host_load`): the points' mean and the largest run's; {} without counters."""
     if not rows or any(r.get("host_other_pct") is None for r in rows):
         return {}
+    def per_run(key: str) -> list[float]:
+        return [float(x) for r in rows for x in str(r[key]).split()]
+
     return {"host_other_pct": statistics.fmean(r["host_other_pct"] for r in rows),
-            "host_other_pct_max_run": max(float(x) for r in rows for x in str(r["run_host_other_pct"]).split()),
+            "host_other_pct_max_run": max(per_run("run_host_other_pct")),
             "host_steal_pct": statistics.fmean(r["host_steal_pct"] for r in rows),
-            "host_steal_pct_max_run": max(float(x) for r in rows for x in str(r["run_host_steal_pct"]).split()),
+            "host_steal_pct_max_run": max(per_run("run_host_steal_pct")),
             "ranks_cpu_pct": statistics.fmean(r["ranks_cpu_pct"] for r in rows)}
 
 

@@ -48,8 +48,8 @@ def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int |
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     for _ in range(3):
         cmd = torchrun_command(args, nproc=nproc, target=target)
-        proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
             out, err = proc.communicate(timeout=timeout_s)
             rc = proc.returncode
@@ -64,7 +64,8 @@ def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int |
         r = subprocess.CompletedProcess(cmd, rc, out, err)
         # NOTE: the free port can be taken by another process between free_port() and torchrun's
         # bind (a busy shared host): retry on a fresh port, nothing else
-        if r.returncode == 0 or not ("address already in use" in err.lower() or "eaddrinuse" in err.lower()):
+        port_taken = "address already in use" in err.lower() or "eaddrinuse" in err.lower()
+        if rc == 0 or not port_taken:
             return r
     return r
 

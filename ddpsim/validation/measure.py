@@ -49,7 +49,8 @@ def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: 
                          f"(command: {' '.join(r.args)})")
 
 
-def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *, label: str, attempts: int = 2) -> Any:
+def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *, label: str,
+              attempts: int = 2) -> Any:
     """Calibrate with ``executor collectives`` into ``cal_path``; returns the loaded calibration. A probe
     fit at its bound (:func:`ddpsim.calibration.loader.clamped_fit_warning`: other load disturbed the probe)
     is measured again, up to ``attempts`` in all, each rejected one kept as ``<stem>.clamped<k>.json``."""

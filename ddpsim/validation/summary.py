@@ -37,19 +37,20 @@ def print_summary(root: Path) -> int:
     for d in reports:
         s = d["summary"]
         ci = s.get("best_pair_gap_ci95_pct")
-        gap = f"{s['predicted_best_gap_pct']:.1f} %" + ("" if ci is None else f" ({ci[0]:+.1f}..{ci[1]:+.1f} %)")
+        gap = f"{s['predicted_best_gap_pct']:.1f} %"
+        gap += "" if ci is None else f" ({ci[0]:+.1f}..{ci[1]:+.1f} %)"
         verdict = s.get("best_cap_verdict") or "n/a"
         if s.get("best_pair_rounds_to_decide") is not None:
             verdict += f", ~{s['best_pair_rounds_to_decide']} rounds"
         spread = s.get("median_run_spread_pct")
         spread = "n/a" if spread is None else format(spread, "6.1f") + " %"
         print(f"{d['scenario']:20s} {s['num_points']:6d} {s['median_abs_error_pct']:7.1f} % "
-              f"{s['max_abs_error_pct']:7.1f} % {s['num_in_band_or_within_10pct']:>5d}/{s['num_points']:<3d} "
-              f"{gap:>24s} {verdict:>22s} {str(s['plan_matches_all']).lower():>6s} {spread:>9s}")
+              f"{s['max_abs_error_pct']:7.1f} % "
+              f"{s['num_in_band_or_within_10pct']:>5d}/{s['num_points']:<3d} {gap:>24s} {verdict:>22s} "
+              f"{str(s['plan_matches_all']).lower():>6s} {spread:>9s}")
         met += all(targets_met(s))
-    first = reports[0]
     print(f"\nscenarios meeting all three targets (median <= {TARGET_MEDIAN_PCT:g} %, every point in band or within 10 %, "
           f"best-cap gap <= {BEST_CAP_TOLERANCE_PCT:g} %): {met} of {len(reports)}")
-    print(f"measured on {first['world_size']} gloo ranks x {first['num_threads']} thread(s), one calibration: "
-          f"{first['calibration']}")
+    print(f"measured on {reports[0]['world_size']} gloo ranks x {reports[0]['num_threads']} thread(s), "
+          f"one calibration: {reports[0]['calibration']}")
     return 0

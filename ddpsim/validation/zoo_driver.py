@@ -21,7 +21,8 @@ from ddpsim.calibration.loader import load_calibration
 from ddpsim.errors import InputError
 from ddpsim.io import ensure_dir, write_text_atomic
 from ddpsim.validation import measure
-from ddpsim.validation.intervals import ALTERNATIVES_TEXT, PredictionInterval, point_interval, predict_mean
+from ddpsim.validation.intervals import (ALTERNATIVES_TEXT, PredictionInterval, point_interval,
+                                         predict_mean)
 from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
 from ddpsim.validation.writer import csv_text
 
@@ -324,8 +325,8 @@ class _Zoo:
 
         name, mdir, scn_path = self.paths(e)
         result["analysis"] = analyse_model(
-            load_scenario(str(scn_path)), rows,
-            measure.round_traces(mdir / "validation", result["repeats"]), load_calibration(cal_path) if cal_path.is_file() else None,
+            load_scenario(str(scn_path)), rows, measure.round_traces(mdir / "validation", result["repeats"]),
+            load_calibration(cal_path) if cal_path.is_file() else None,
             iterations=result["iterations"], level=self.level, num_resamples=self.num_resamples, seed=self.seed)
         if t0 is not None:
             result["wall_s"] = time.perf_counter() - t0

@@ -4,6 +4,7 @@ on a free loopback port; on GPU nodes run ``torchrun`` yourself. Standard librar
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -45,33 +46,28 @@ def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int |
     if num_threads is not None:
         env["OMP_NUM_THREADS"] = str(num_threads)
     env.pop("TORCHELASTIC_ERROR_FILE", None)
-    for attempt in range(3):
-        r = _launch_once(torchrun_command(args, nproc=nproc, target=target), env=env, timeout_s=timeout_s)
+    for _ in range(3):
+        cmd = torchrun_command(args, nproc=nproc, target=target)
+        proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                out, err = proc.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+            err, rc = err + f"\nexecutor launch: timed out after {timeout_s:g} s", 124
+        r = subprocess.CompletedProcess(cmd, rc, out, err)
         # NOTE: the free port can be taken by another process between free_port() and torchrun's
         # bind (a busy shared host): retry on a fresh port, nothing else
-        err = (r.stderr or "").lower()
-        if r.returncode == 0 or not ("address already in use" in err or "eaddrinuse" in err):
+        port_taken = "address already in use" in err.lower() or "eaddrinuse" in err.lower()
+        if rc == 0 or not port_taken:
             return r
     return r
-
-
-def _launch_once(cmd: list[str], *, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        import signal
-
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            out, err = proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-        err += f"\nexecutor launch: timed out after {timeout_s:g} s"
-        return subprocess.CompletedProcess(cmd, 124, out, err)
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,12 +12,16 @@ from os.path import isfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ddpsim.calibration.loader import load_calibration
 from ddpsim.errors import InputError
+from ddpsim.formats import summarize
 from ddpsim.io import ensure_dir, read_json, write_text_atomic
-from ddpsim.plan.planner import cap_point_id
+from ddpsim.plan.planner import cap_list_label, cap_point_id
 from ddpsim.trace.capture import check_count
+from ddpsim.trace.records import load_trace, pool_traces, save_trace
 from ddpsim.validation.compare import PointOutcome, predicted_bucket_times, summary_figures
-from ddpsim.validation.writer import RUN_FIELDS, write_reports
+from ddpsim.validation.intervals import point_interval, validation_inputs
+from ddpsim.validation.writer import INTERVAL_LEVEL, RUN_FIELDS, write_reports
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +49,11 @@ def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: 
                          f"(command: {' '.join(r.args)})")
 
 
-CALIBRATION_ATTEMPTS = 2
-
-
-def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *,
-              label: str, attempts: int = CALIBRATION_ATTEMPTS) -> Any:
+def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *, label: str,
+              attempts: int = 2) -> Any:
     """Calibrate with ``executor collectives`` into ``cal_path``; returns the loaded calibration. A probe
     fit at its bound (:func:`ddpsim.calibration.loader.clamped_fit_warning`: other load disturbed the probe)
     is measured again, up to ``attempts`` in all, each rejected one kept as ``<stem>.clamped<k>.json``."""
-    from ddpsim.calibration.loader import load_calibration
-
     progress = raw / "calibration.progress.json"
     for attempt in range(1, attempts + 1):
         log.info(f"validate: calibrating {label} -> {cal_path}" + (f" (attempt {attempt} of {attempts})" if attempt > 1 else ""))
@@ -98,8 +97,6 @@ def validate(scenario_spec: str | Path | None, *, calibration: str | Path | None
     if capture:  # 0. the trace, captured every round with every rank computing (it drifts with the load)
         trace_path = setup["raw"] / "trace.concurrent.json"
     elif trace_path is None:
-        from ddpsim.trace.records import save_trace
-
         trace_path = save_trace(trace, setup["raw"] / "trace.json")
     run = _Validation(**setup, trace=trace, trace_path=trace_path, plots=plots,
                       launch_mode=_effective_launch_mode(launch_mode, capture=capture, points=setup["points"]))
@@ -199,8 +196,6 @@ class _Validation:
 
     def pool(self, path: Path) -> None:
         """Add the round's capture at ``path``; the trace becomes the captures so far pooled, saved."""
-        from ddpsim.trace.records import load_trace, pool_traces, save_trace
-
         self.captured.append(load_trace(path))
         self.trace = pool_traces(self.captured)
         save_trace(self.trace, self.trace_path)
@@ -221,8 +216,6 @@ class _Validation:
             self.cal = calibrate(self.launch, self.cal_path, self.raw,
                                  label=f"{self.world_size} gloo ranks x {self.num_threads} thread(s)")
         else:
-            from ddpsim.calibration.loader import load_calibration
-
             self.cal = _announce(load_calibration(self.cal_path))
 
     def predict(self) -> None:
@@ -286,8 +279,6 @@ class _Validation:
         (:func:`ddpsim.validation.intervals.point_interval` over the rounds' captures), widened by
         ``method_error``'s band without the model's own residuals (:func:`ddpsim.pipeline.method_error.widen`)."""
         from ddpsim.pipeline.method_error import file_sha256, widen
-        from ddpsim.validation.intervals import point_interval
-        from ddpsim.validation.writer import INTERVAL_LEVEL
 
         band = None
         if method_error is not None:
@@ -347,8 +338,6 @@ def _point_cap(point: Any) -> float | tuple[float, ...] | None:
 
 def _cap_flags(point: Any) -> list[str]:
     """``executor ddp``'s flag for a point's cap."""
-    from ddpsim.plan.planner import cap_list_label
-
     if point.bucket_cap_mb_list:
         return ["--bucket-cap-mb-list", cap_list_label(point.bucket_cap_mb_list).replace("+", ",")]
     return ["--bucket-cap-mb", _cap_arg(point.bucket_cap_mb)]
@@ -368,17 +357,15 @@ def select_points(scenario: Any, caps: Sequence[float | tuple[float, ...] | list
     if caps is not None:
         wanted = [tuple(c) if isinstance(c, list) else c for c in caps]
         points = [p for p in points if _point_cap(p) in wanted]
-        missing = [c for c in wanted if c not in {_point_cap(p) for p in points}]
-        if missing:
-            points += [scenario.point_at(None if isinstance(c, tuple) else c, c if isinstance(c, tuple) else None)
-                       for c in missing]
+        have = {_point_cap(p) for p in points}
+        points += [scenario.point_at(None if isinstance(c, tuple) else c, c if isinstance(c, tuple) else None)
+                   for c in wanted if c not in have]
     return points
 
 
 def predict_points(scenario: Any, points: Sequence[Any], outcomes: dict[str, PointOutcome], trace: Any, cal: Any) -> None:
     """Simulate each of ``points`` as a validation predicts it and write the prediction into its outcome."""
     from ddpsim.engine.simulate import simulate
-    from ddpsim.validation.intervals import validation_inputs
 
     for p in points:
         inputs = validation_inputs(scenario, p, trace=trace, calibration=cal)
@@ -398,7 +385,6 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
     with ``validation.json``'s calibration (or ``calibration``). InputError: a raw file missing or unreadable."""
     from ddpsim.pipeline.method_error import load_method_error
     from ddpsim.pipeline.scenario import load_scenario
-    from ddpsim.trace.records import load_trace
 
     scenario = load_scenario(scenario_spec)
     me = None if method_error is None else load_method_error(method_error)
@@ -426,8 +412,6 @@ def reanalyze(scenario_spec: str | Path | None, *, calibration: str | Path | Non
 def _read_runs(o: PointOutcome, raw: Path, report_path: Path) -> None:
     """Give ``o`` its point's raw runs under ``raw`` (``<point>.run<k>.json``, k = 1, 2, ...; the hooked
     run's) with step times recomputed from the per-rank records (:func:`ddpsim.formats.summarize`)."""
-    from ddpsim.formats import summarize
-
     def measurement(path: Path) -> dict[str, Any]:
         try:
             m = json.loads(path.read_text())
@@ -450,8 +434,6 @@ def _read_runs(o: PointOutcome, raw: Path, report_path: Path) -> None:
 
 def round_traces(raw: Path, repeats: int) -> list[Any]:
     """The traces a validation captured, one per round (``trace.round<k>.json`` under ``raw``)."""
-    from ddpsim.trace.records import load_trace
-
     return [load_trace(raw / f"trace.round{k}.json") for k in range(1, repeats + 1) if (raw / f"trace.round{k}.json").is_file()]
 
 

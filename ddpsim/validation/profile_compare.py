@@ -16,6 +16,7 @@ from ddpsim.errors import InputError
 from ddpsim.network.host_costs import HostCosts
 from ddpsim.trace.profile.result import ProfileIteration
 from ddpsim.trace.records import Trace
+from ddpsim.validation.compare import predicted_bucket_times
 from ddpsim.validation.profile_measure import (TERMS, boundaries, bucket_kernels, effective_trace,
                                                gpu_busy_s, host_costs_from_steps, hta_overlap_ratio, launch_delays,
                                                measured_summary, median_or_none)
@@ -92,8 +93,6 @@ def predicted_figures(result: Any, measured_other_s: float, host: HostCosts | No
     ``other_s`` the measured one, the measured ``copy_back`` moved into ``grad_copies_s`` (the host part was
     simulated in the backward), ``slower_rank_s`` the step minus rank 0's iteration plus its broadcast wait
     past ``host``'s pre-forward and enqueue, and ``pre_forward_s`` the rest."""
-    from ddpsim.validation.compare import predicted_bucket_times
-
     s = result.summary()
     steady = [it for it in result.steady_iterations() if it.rank == 0]
     kinds = {"forward_s": ("forward",), "backward_s": ("backward",), "grad_copies_s": ("copy_in", "copy_out"),
@@ -160,12 +159,9 @@ def bucket_rows(scenario: Any, world_size: int, predicted: list[dict[str, Any]],
 def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
     """Per term of :data:`TERMS`: predicted, measured, the error and its share of the step's (sum: 100 %)."""
     step_err = predicted["step_s"] - measured["step_s"]
-    rows = []
-    for k in TERMS:
-        err = predicted[k] - measured[k]
-        rows.append({"term": k.removesuffix("_s"), "predicted_s": predicted[k], "measured_s": measured[k], "error_s": err,
-                     "share_pct": 100.0 * err / step_err if step_err else None})
-    return rows
+    errs = {k: predicted[k] - measured[k] for k in TERMS}
+    return [{"term": k.removesuffix("_s"), "predicted_s": predicted[k], "measured_s": measured[k], "error_s": err,
+             "share_pct": 100.0 * err / step_err if step_err else None} for k, err in errs.items()]
 
 
 def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]], *, trace: Trace, gpu_name: str | None,

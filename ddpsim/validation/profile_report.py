@@ -11,7 +11,7 @@ from typing import Any
 
 from ddpsim.io import write_text_atomic
 from ddpsim.validation.profile_findings import findings
-from ddpsim.validation.writer import bucket_errors
+from ddpsim.validation.writer import bucket_errors, timeline_figure
 
 POINT = "profiled run"
 
@@ -30,8 +30,6 @@ def write_compare_report(data: dict[str, Any], out: Path, *, plots: bool = True)
 
 def figure(data: dict[str, Any]) -> Any:
     """``validate``'s timeline figure of ``data`` as one point, titled for a profile."""
-    from ddpsim.validation.writer import timeline_figure
-
     def records(side: str) -> list[dict[str, Any]]:  # one side's launch/start/end per bucket
         return [{"bucket": b["bucket"], "size_bytes": b["size_bytes"], "launch_s": b[f"{side}_launch_s"],
                  "start_s": b[f"{side}_start_s"], "end_s": b[f"{side}_start_s"] + b[f"{side}_duration_s"]}

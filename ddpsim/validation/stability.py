@@ -13,6 +13,7 @@ from typing import Sequence
 from ddpsim.errors import InputError
 from ddpsim.trace.capture import check_count
 from ddpsim.trace.records import IterationSample, Trace
+from ddpsim.validation.compare import run_spread_pct
 
 
 def cpu_clock_trace(trace: Trace) -> Trace:
@@ -26,29 +27,23 @@ def cpu_clock_trace(trace: Trace) -> Trace:
     if env.get("num_threads", 1) != 1:
         raise InputError(f"trace {trace.model!r}: environment.num_threads: {env.get('num_threads')!r} is not accepted "
                          f"on the CPU clock; expected 1 (a rank's CPU time sums its threads)")
-    its = []
+    its, backward_shares = [], []
     for it, (cf, cb, co) in zip(trace.iterations, cpu):
-        rf, rb, ro = (_factor(c, w) for c, w in ((cf, it.forward_s), (cb, it.backward_s), (co, it.optimizer_s)))
+        rf, rb, ro = (1.0 if w <= 0 else min(1.0, max(0.0, c) / w)
+                      for c, w in ((cf, it.forward_s), (cb, it.backward_s), (co, it.optimizer_s)))
+        backward_shares.append(rb)
         its.append(IterationSample(forward_s=it.forward_s * rf, backward_s=it.backward_s * rb,
                                    optimizer_s=it.optimizer_s * ro, zero_grad_s=it.zero_grad_s,
                                    grad_ready_s=tuple(None if t is None else t * rb for t in it.grad_ready_s)))
-    share = statistics.median(min(1.0, c[1] / it.backward_s) if it.backward_s > 0 else 1.0
-                              for it, c in zip(trace.iterations, cpu))
     synthetic = {"kind": "cpu-clock", "source_synthetic": trace.synthetic,
-                 "median_backward_cpu_share": round(share, 6),
+                 "median_backward_cpu_share": round(statistics.median(backward_shares), 6),
                  "method": "each iteration's forward, backward (gradient-ready times alike) and optimizer scaled by "
                            "min(1, process CPU time / wall time) of that phase; zero_grad kept"}
     return replace(trace, iterations=tuple(its), synthetic=synthetic, environment=dict(env))
 
 
-def _factor(cpu_s: float, wall_s: float) -> float:
-    return 1.0 if wall_s <= 0 else min(1.0, max(0.0, cpu_s) / wall_s)
-
-
 def spread_pct(values: Sequence[float]) -> float | None:
     """``100 * (max - min) / median`` of ``values``; None with fewer than 2."""
-    from ddpsim.validation.compare import run_spread_pct
-
     return run_spread_pct(list(values), statistics.median(values) if values else None)
 
 

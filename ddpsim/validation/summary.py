@@ -22,20 +22,6 @@ def targets_met(s: dict[str, Any]) -> tuple[bool, bool, bool]:
             s["predicted_best_gap_pct"] <= BEST_CAP_TOLERANCE_PCT)
 
 
-def summary_line(d: dict[str, Any]) -> str:
-    """One table line of a ``validation.json`` (as a dict)."""
-    s = d["summary"]
-    ci = s.get("best_pair_gap_ci95_pct")
-    gap = f"{s['predicted_best_gap_pct']:.1f} %" + ("" if ci is None else f" ({ci[0]:+.1f}..{ci[1]:+.1f} %)")
-    verdict = s.get("best_cap_verdict") or "n/a"
-    if s.get("best_pair_rounds_to_decide") is not None:
-        verdict += f", ~{s['best_pair_rounds_to_decide']} rounds"
-    spread = s.get("median_run_spread_pct")
-    return (f"{d['scenario']:20s} {s['num_points']:6d} {s['median_abs_error_pct']:7.1f} % {s['max_abs_error_pct']:7.1f} % "
-            f"{s['num_in_band_or_within_10pct']:>5d}/{s['num_points']:<3d} {gap:>24s} {verdict:>22s} "
-            f"{str(s['plan_matches_all']).lower():>6s} {'n/a' if spread is None else format(spread, '6.1f') + ' %':>9s}")
-
-
 def print_summary(root: Path) -> int:
     """Print the table of every ``root/<scenario>/validation.json`` with a summary and how many
     scenarios meet the three targets; 0, or 2 (one line on stderr) when there is none."""
@@ -49,11 +35,22 @@ def print_summary(root: Path) -> int:
           f"{'best-cap gap (95 % CI)':>24s} {'verdict':>22s} {'plan':>6s} {'spread':>9s}")
     met = 0
     for d in reports:
-        print(summary_line(d))
-        met += all(targets_met(d["summary"]))
-    first = reports[0]
+        s = d["summary"]
+        ci = s.get("best_pair_gap_ci95_pct")
+        gap = f"{s['predicted_best_gap_pct']:.1f} %"
+        gap += "" if ci is None else f" ({ci[0]:+.1f}..{ci[1]:+.1f} %)"
+        verdict = s.get("best_cap_verdict") or "n/a"
+        if s.get("best_pair_rounds_to_decide") is not None:
+            verdict += f", ~{s['best_pair_rounds_to_decide']} rounds"
+        spread = s.get("median_run_spread_pct")
+        spread = "n/a" if spread is None else format(spread, "6.1f") + " %"
+        print(f"{d['scenario']:20s} {s['num_points']:6d} {s['median_abs_error_pct']:7.1f} % "
+              f"{s['max_abs_error_pct']:7.1f} % "
+              f"{s['num_in_band_or_within_10pct']:>5d}/{s['num_points']:<3d} {gap:>24s} {verdict:>22s} "
+              f"{str(s['plan_matches_all']).lower():>6s} {spread:>9s}")
+        met += all(targets_met(s))
     print(f"\nscenarios meeting all three targets (median <= {TARGET_MEDIAN_PCT:g} %, every point in band or within 10 %, "
           f"best-cap gap <= {BEST_CAP_TOLERANCE_PCT:g} %): {met} of {len(reports)}")
-    print(f"measured on {first['world_size']} gloo ranks x {first['num_threads']} thread(s), one calibration: "
-          f"{first['calibration']}")
+    print(f"measured on {reports[0]['world_size']} gloo ranks x {reports[0]['num_threads']} thread(s), "
+          f"one calibration: {reports[0]['calibration']}")
     return 0

@@ -107,13 +107,9 @@ def bucket_errors(predicted: list[dict[str, Any]], measured: list[dict[str, Any]
 
 def markdown(data: dict[str, Any]) -> str:
     """``validation.md``: the setup, the accuracy figures, a row per point, the per-bucket comparison."""
-    lines = _setup_lines(data)
     s = data["summary"]
-    if s:
-        lines += _accuracy_lines(s, data)
-    lines += _table_lines(data["rows"])
-    lines += _bucket_lines(data.get("buckets") or {})
-    return "\n".join(lines)
+    lines = _setup_lines(data) + (_accuracy_lines(s, data) if s else [])
+    return "\n".join(lines + _table_lines(data["rows"]) + _bucket_lines(data.get("buckets") or {}))
 
 
 def _calibration_text(data: dict[str, Any]) -> str:
@@ -335,8 +331,7 @@ def point_of_interest(data: dict[str, Any]) -> str | None:
     (else of all measured points); None when none was measured."""
     rows = [r for r in data["rows"] if r["error_pct"] is not None]
     timed = [r for r in rows if (data["buckets"].get(r["point"]) or {}).get("measured")]
-    pool = timed or rows
-    return max(pool, key=lambda r: abs(r["error_pct"]))["point"] if pool else None
+    return max(timed or rows, key=lambda r: abs(r["error_pct"]))["point"] if rows else None
 
 
 def timeline_figure(data: dict[str, Any]) -> Any:

@@ -17,9 +17,13 @@ from os.path import isfile
 from pathlib import Path
 from typing import Any, Sequence
 
+from ddpsim.calibration.loader import load_calibration
 from ddpsim.errors import InputError
-from ddpsim.validation.intervals import ALTERNATIVES_TEXT
 from ddpsim.io import ensure_dir, write_text_atomic
+from ddpsim.validation import measure
+from ddpsim.validation.intervals import (ALTERNATIVES_TEXT, PredictionInterval, point_interval,
+                                         predict_mean)
+from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
 from ddpsim.validation.writer import csv_text
 
 log = logging.getLogger(__name__)
@@ -55,9 +59,6 @@ def zoo_scenario_yaml(name: str, *, caps: Sequence[float | None], iterations: in
 def analyse_model(scenario: Any, rows: Sequence[dict[str, Any]], captures: Sequence[Any], calibration: Any, *,
                   iterations: int, level: float, num_resamples: int, seed: int) -> dict[str, Any]:
     """Stability, CPU-clock predictions and intervals of a validated model's ``rows`` and ``captures``."""
-    from ddpsim.validation.intervals import point_interval, predict_mean
-    from ddpsim.validation.stability import cpu_clock_trace, cpu_share, spread_pct
-
     if not captures:
         raise InputError(f"{scenario.name}: no round traces (trace.round<k>.json); expected the captures of a validation")
     try:
@@ -148,9 +149,11 @@ def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
              "coverage (CPU) | with method error | band | stability (wall) | stability (CPU) | run spread | other load | time |",
              "|---|---|---:|---:|---:|---:|:-:|:-:|:-:|:-:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        lo, hi = r.get("method_band_lo_pct"), r.get("method_band_hi_pct")
+        band = "" if lo is None or hi is None else f"{lo:+.1f}..{hi:+.1f} %"
         lines.append(f"| {r['model']} | {r['status']} | {f(r['points'])} | {f(r['median_abs_error_pct'], ' %')} | "
                      f"{f(r['median_abs_error_cpu_pct'], ' %')} | {f(r['median_abs_error_load_pct'], ' %')} | "
-                     f"{f(r['coverage'])} | {f(r['coverage_cpu'])} | {f(r['coverage_method'])} | {_band_cell(r)} | "
+                     f"{f(r['coverage'])} | {f(r['coverage_cpu'])} | {f(r['coverage_method'])} | {band} | "
                      f"{f(r['stability_pct'], ' %')} | {f(r['stability_cpu_pct'], ' %')} | "
                      f"{f(r['median_run_spread_pct'], ' %')} | {f(r['host_other_pct'], ' %')} | "
                      f"{'' if r['wall_s'] is None else format(r['wall_s'] / 60, '.1f') + ' min'} |")
@@ -159,11 +162,6 @@ def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
         lines += ["", f"All models: {tot['within_5pct']} of {tot['models']} within 5 % median |error|; "
                       f"{_method_text(tot, level)}."]
     return "\n".join(lines) + "\n"
-
-
-def _band_cell(r: dict[str, Any]) -> str:
-    lo, hi = r.get("method_band_lo_pct"), r.get("method_band_hi_pct")
-    return "" if lo is None or hi is None else f"{lo:+.1f}..{hi:+.1f} %"
 
 
 def method_totals(rows: Sequence[dict[str, Any]]) -> dict[str, int] | None:
@@ -206,7 +204,6 @@ def apply_method_error(rows: Sequence[dict[str, Any]], results: dict[str, dict[s
     """Give each row of a model done the conformal band of the OTHER models' residuals
     (:meth:`ddpsim.pipeline.method_error.MethodError.band`) and its intervals' coverage joined with it;
     returns the per-point detail for ``summary.json``."""
-    from ddpsim.validation.intervals import PredictionInterval
     from ddpsim.pipeline.method_error import widen
 
     detail: dict[str, Any] = {}
@@ -324,14 +321,12 @@ class _Zoo:
     def keep(self, e: Any, result: dict[str, Any], rows: Sequence[dict[str, Any]], cal_path: Path,
              t0: float | None = None) -> None:
         """Give ``result`` the :func:`analyse_model` of ``rows`` (and ``wall_s`` since ``t0``); write it."""
-        from ddpsim.calibration.loader import load_calibration
         from ddpsim.pipeline.scenario import load_scenario
-        from ddpsim.validation.measure import round_traces
 
         name, mdir, scn_path = self.paths(e)
         result["analysis"] = analyse_model(
-            load_scenario(str(scn_path)), rows,
-            round_traces(mdir / "validation", result["repeats"]), load_calibration(cal_path) if cal_path.is_file() else None,
+            load_scenario(str(scn_path)), rows, measure.round_traces(mdir / "validation", result["repeats"]),
+            load_calibration(cal_path) if cal_path.is_file() else None,
             iterations=result["iterations"], level=self.level, num_resamples=self.num_resamples, seed=self.seed)
         if t0 is not None:
             result["wall_s"] = time.perf_counter() - t0
@@ -341,8 +336,6 @@ class _Zoo:
     def reanalyse_model(self, e: Any, tag: str) -> None:
         """``--reanalyze``: a model done predicted again over the same runs (with the given calibration,
         else its recorded one when that file is there) and analysed again."""
-        from ddpsim.validation.measure import reanalyze as reanalyze_point
-
         _, mdir, scn_path = self.paths(e)
         if not (mdir / "zoo.json").is_file():
             log.info(f"{tag}: not validated yet, nothing to analyse")
@@ -351,7 +344,7 @@ class _Zoo:
         val = json.loads((mdir / "validation.json").read_text())
         cal_path = Path(self.calibration) if self.calibration else Path(val["calibration"])
         if self.calibration or cal_path.is_file():
-            val = {"rows": reanalyze_point(str(scn_path), calibration=cal_path, out_dir=self.zoo_dir,
+            val = {"rows": measure.reanalyze(str(scn_path), calibration=cal_path, out_dir=self.zoo_dir,
                                            plots=False, intervals=False)["rows"]}
             result["calibration"] = str(cal_path)
         else:
@@ -378,8 +371,6 @@ class _Zoo:
 
     def validate_model(self, e: Any, tag: str) -> None:
         """Write model ``e``'s scenario, validate it (the first calibrates for all) and :meth:`keep` it."""
-        from ddpsim.validation import measure
-
         name, mdir, scn_path = self.paths(e)
         run = self.run
         write_text_atomic(scn_path, zoo_scenario_yaml(name, caps=run["caps"], iterations=run["iterations"],

@@ -308,14 +308,12 @@ def rebuilt_assignment(trace: Trace, options: DDPOptions, ready_order: Sequence[
         raise InputError(
             f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]}"
             f"{'...' if len(unused) > 3 else ''} get no gradient, which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
-    if not order:
-        return ()
     return _make_buckets(trace, *assign_in_ready_order(trace, order, options))
 
 
 def assign_in_ready_order(trace: Trace, order: Sequence[int], options: DDPOptions) -> tuple[list[list[int]], list[int]]:
     """``(groups, limits)``: ``compute_bucket_assignment_by_size`` over the parameters ``order``
-    (gradient-ready order, non-empty) as ``Reducer::rebuild_buckets`` calls it, with the limits
+    (gradient-ready order) as ``Reducer::rebuild_buckets`` calls it, with the limits
     ``[first_bucket_bytes, bucket_bytes_cap]`` (or the cap list) and, for small_bucket_last, the
     order and the result reversed."""
     limits = options.list_bytes_caps or [options.first_bucket_bytes_cap, options.bucket_bytes_cap]

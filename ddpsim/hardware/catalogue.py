@@ -16,8 +16,6 @@ from ddpsim.hardware.schema import CatalogueFile
 from ddpsim.io import read_yaml
 from ddpsim.schema import validate
 
-#: the catalogue shipped in the package
-BUNDLED_PATH = Path(__file__).with_name("catalogue.yaml")
 #: what a catalogue file is, for error messages
 EXPECTED = "a hardware catalogue YAML (version: 1, references, gpus, systems; see ddpsim/hardware/catalogue.yaml)"
 
@@ -65,8 +63,8 @@ def _merged(base: Catalogue | None, path: str | Path, source: str) -> Catalogue:
 
 @functools.cache
 def bundled() -> Catalogue:
-    """The catalogue shipped in the package (read once)."""
-    return _merged(None, BUNDLED_PATH, "catalogue (bundled)")
+    """The catalogue shipped in the package, ``catalogue.yaml`` beside this module (read once)."""
+    return _merged(None, Path(__file__).with_name("catalogue.yaml"), "catalogue (bundled)")
 
 
 def load_catalogue(path: str | Path | None = None) -> Catalogue:

@@ -33,8 +33,6 @@ from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, LIST
 PLAN_FORMAT = "ddpsim-plan"
 PLAN_VERSION = 1
 
-Semantics = Literal["modern", "legacy"]
-
 
 def compute_bucket_assignment_by_size(
     sizes_bytes: Sequence[int],
@@ -157,7 +155,8 @@ class DDPOptions:
     static_graph: Bool = Field(False, description="DDP's static_graph")
     gradient_as_bucket_view: Bool = Field(False, description="DDP's gradient_as_bucket_view")
     broadcast_buffers: Bool = Field(True, description="DDP's broadcast_buffers")
-    semantics: Annotated[Semantics, rule("'modern' or 'legacy'", lambda v: v in ("modern", "legacy"))] = "modern"
+    semantics: Annotated[Literal["modern", "legacy"],
+                         rule("'modern' or 'legacy'", lambda v: v in ("modern", "legacy"))] = "modern"
     #: DDP_SET_LAST_BUCKET_CAP=1: the small first-cap bucket becomes the last one at rebuild
     small_bucket_last: Bool = False
     # -- torch 2.13 options (the reducer side is modelled in ddpsim.engine.simulate) --

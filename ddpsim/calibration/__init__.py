@@ -1,3 +1,2 @@
-"""A measured machine as a comm model: the executor's calibration file read into curves,
-interference and copy bandwidth (:mod:`~ddpsim.calibration.loader`), and the compute slowdown
-fitted from its DDP probe by simulating it (:mod:`~ddpsim.calibration.interference_fit`)."""
+"""A measured machine as a comm model: the calibration file (:mod:`~ddpsim.calibration.loader`),
+its compute slowdown fitted to its DDP probe (:mod:`~ddpsim.calibration.interference_fit`)."""

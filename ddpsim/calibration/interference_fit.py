@@ -1,13 +1,11 @@
-"""Fit the engine's compute slowdown to a real DDP run of a probe model (one per machine).
+"""The engine's compute slowdown fitted to a real DDP run of a probe model (one per machine).
 
 The executor's interference microbenchmark sees less of the cost DDP's overlapped all-reduces put
 on backward than real DDP pays on a CPU host whose ranks share cores with gloo's threads
-(docs/VALIDATION.md, "The interference model"). So ``executor collectives`` also captures a probe
-(the built-in ``mlp``, none of the validated models) and trains it under real DDP at
-``bucket_cap_mb=25``; this module bisects (``scipy.optimize.bisect``; the prediction is
-nondecreasing in the slowdown) for the ``compute_slowdown`` at which ddpsim predicts the probe's
-measured step, clamped to [1, MAX_SLOWDOWN] (``clamped`` says so). The fitted value replaces the
-microbenchmark's (kept in ``Calibration.interference_microbenchmark``).
+(docs/VALIDATION.md, "The interference model"). So ``executor collectives`` also trains a probe
+(the built-in ``mlp``, none of the validated models) under real DDP at ``bucket_cap_mb=25``, and
+:func:`fit_probe` bisects for the ``compute_slowdown`` at which ddpsim predicts its measured step;
+the fitted value replaces the microbenchmark's (kept in ``Calibration.interference_microbenchmark``).
 """
 
 from __future__ import annotations
@@ -59,9 +57,10 @@ def bisect_increasing(f: Callable[[float], float], target: float, lo: float, hi:
 
 
 def fit_probe(trace: Any, measured_s: float, cal: Any, cap_mb: float, interference: Interference) -> dict[str, Any]:
-    """Solve ``predict(compute_slowdown) == measured_s`` on [1, MAX_SLOWDOWN] by bisection, every
-    other field of ``interference`` (the microbenchmark's comm_slowdown, the weighting) kept: the
-    fitted ``compute_slowdown`` and how it was reached (the calibration's ``interference_fit``)."""
+    """Solve ``predict(compute_slowdown) == measured_s`` on [1, MAX_SLOWDOWN] by bisection
+    (``scipy.optimize.bisect``; the prediction is nondecreasing in the slowdown; ``clamped`` when it
+    hits a bound), every other field of ``interference`` (the microbenchmark's comm_slowdown, the
+    weighting) kept: the fitted ``compute_slowdown`` and how it was reached (``interference_fit``)."""
     cal = replace(cal, interference=None)
 
     @functools.lru_cache(maxsize=None)  # f(1) and the answer are read again below

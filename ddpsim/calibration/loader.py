@@ -1,12 +1,10 @@
 """Measured collective costs: the calibration file (``python -m executor collectives``; its keys in
-:mod:`ddpsim.calibration.schema`, their meaning in docs/MODEL.md and docs/VALIDATION.md) and the model
-built on it. DDP's fixed cost per iteration is recomputed (:func:`consistent_ddp_overhead`) so that the
-engine reproduces the executor's tiny-model DDP step, the probe's compute slowdown fitted
-(:mod:`ddpsim.calibration.interference_fit`); the after-compute curve gives
-:meth:`CalibratedCommModel.idle_launch_extra_s`, the queued curve and gloo's worker threads
-:meth:`CalibratedCommModel.concurrent_rate`. Every curve is a piecewise alpha-beta between measured sizes
-(:mod:`ddpsim.network.curve_fit`); measured at ``w`` ranks it applies to ``n`` the ring way: each segment's
-latency scales with ``(n-1)/(w-1)``, its per-byte cost with ``((n-1)/n) / ((w-1)/w)``.
+:mod:`ddpsim.calibration.schema`, their meaning in docs/MODEL.md and docs/VALIDATION.md) read into a
+comm model. Every curve is a piecewise alpha-beta between measured sizes
+(:mod:`ddpsim.network.curve_fit`); measured at ``w`` ranks it applies to ``n`` the ring way: each
+segment's latency scales with ``(n-1)/(w-1)``, its per-byte cost with ``((n-1)/n) / ((w-1)/w)``.
+DDP's fixed cost per iteration is recomputed (:func:`consistent_ddp_overhead`), the probe's
+compute slowdown fitted (:mod:`ddpsim.calibration.interference_fit`).
 """
 
 from __future__ import annotations
@@ -101,6 +99,8 @@ class Calibration:
                   "allreduce_after_compute": self.allreduce_after_compute, "allreduce_queued": self.allreduce_queued}
         return CalibratedCommModel(calibration=self, base=base, num_ranks=base.num_ranks, backend=base.backend,
                                    ddp_forward_factor=float(ddp_forward_factor),
+                                   iteration_overhead_s=float(self.ddp_iteration_overhead_s or 0.0),
+                                   broadcast_per_tensor_s=float(self.broadcast_per_tensor_s or 0.0),
                                    **{k: fit_curve(pts) if pts else None for k, pts in curves.items()})
 
 
@@ -217,6 +217,10 @@ class CalibratedCommModel(EstimatingCommModel):
     #: the engine multiplies every forward by it: 1, except in the probe fit's own prediction of
     #: the probe (:func:`ddpsim.calibration.interference_fit.predict_probe`)
     ddp_forward_factor: float = 1.0
+    #: DDP's measured fixed cost per synchronised step, and its forward buffer broadcast per buffer
+    #: beyond the broadcast (each 0 when the calibration has none)
+    iteration_overhead_s: float = 0.0
+    broadcast_per_tensor_s: float = 0.0
 
     def _estimate(self, curve: CalibratedCurve, size: int, coll: str) -> CollectiveEstimate:
         """``curve`` at ``size``, rescaled from the calibration's rank count (module docstring)."""
@@ -230,16 +234,6 @@ class CalibratedCommModel(EstimatingCommModel):
                 a *= math.ceil(math.log2(n)) / math.ceil(math.log2(w))
         t = a + per_byte * size
         return make_estimate(size, t, n, "calibrated" if t > 0 else "none", "measured" if t > 0 else "none", coll=coll)
-
-    @property
-    def iteration_overhead_s(self) -> float:
-        """DDP's measured fixed cost per synchronised step (0 when the calibration has none)."""
-        return float(self.calibration.ddp_iteration_overhead_s or 0.0)
-
-    @property
-    def broadcast_per_tensor_s(self) -> float:
-        """DDP's forward buffer broadcast per buffer beyond the broadcast (0 when not measured)."""
-        return float(self.calibration.broadcast_per_tensor_s or 0.0)
 
     @property
     def idle_launch_extra_s(self):

@@ -8,18 +8,14 @@ GPUs, systems and references, never reusing a bundled name, so a name means one 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from ddpsim.errors import InputError, shorten
-from ddpsim.hardware.schema import CatalogueFile, Gpu, Reference, System
+from ddpsim.hardware.schema import CatalogueFile
 from ddpsim.io import read_yaml
 from ddpsim.schema import validate
 
-#: the catalogue shipped in the package
-BUNDLED_PATH = Path(__file__).with_name("catalogue.yaml")
 #: what a catalogue file is, for error messages
 EXPECTED = "a hardware catalogue YAML (version: 1, references, gpus, systems; see ddpsim/hardware/catalogue.yaml)"
 
@@ -30,19 +26,17 @@ def scaled(value: float, exponent: int) -> float:
     return float(f"{value!r}e{exponent}")
 
 
-@dataclass(frozen=True)
-class Catalogue:
-    """References, GPUs and systems by name (the bundled ones first, then a user's)."""
+class Catalogue(CatalogueFile):
+    """References, GPUs and systems by name (the bundled ones first, then a user's), read-only."""
 
-    references: Mapping[str, Reference]
-    gpus: Mapping[str, Gpu]
-    systems: Mapping[str, System]
     #: the user's file that extended the bundled catalogue, or None
     user_file: str | None = None
 
 
 def _merged(base: Catalogue | None, path: str | Path, source: str) -> Catalogue:
-    """The catalogue file at ``path`` added to ``base`` (None: the bundled file itself)."""
+    """The catalogue file at ``path`` added to ``base`` (None: the bundled file itself): new
+    names only, every ``sources`` entry naming a reference, every system's GPU a GPU of the
+    catalogue (references merged first, then GPUs, then systems)."""
     doc = validate(CatalogueFile, read_yaml(path, "catalogue", EXPECTED), source)
     refs, gpus, systems = ({}, {}, {}) if base is None else (dict(base.references), dict(base.gpus), dict(base.systems))
     for kind, ours, theirs in (("references", refs, doc.references), ("gpus", gpus, doc.gpus),
@@ -52,27 +46,25 @@ def _merged(base: Catalogue | None, path: str | Path, source: str) -> Catalogue:
                 raise InputError(f"{source}: {kind}.{name}: already in the bundled catalogue; expected a new name "
                                  "(a changed figure is a new entry under its own name)")
             ours[name] = entry
-    # every sources entry names a reference, every system's GPU is a GPU of the catalogue
-    for kind, entries in (("gpus", doc.gpus), ("systems", doc.systems)):
-        for name, entry in entries.items():
-            for figure, ref in entry.sources.items():
+            for figure, ref in getattr(entry, "sources", {}).items():
                 if ref not in refs:
-                    raise InputError(f"{source}: {kind}.{name}.sources.{figure}: {ref!r} is not a reference; expected "
-                                     f"one of the keys under references ({', '.join(refs) or 'none'})")
-    for name, system in doc.systems.items():
-        named = [("gpu", system.gpu)] + [(f"by_pcie_gen.{g}.gpu", v.gpu) for g, v in system.by_pcie_gen.items()]
-        for key, gpu in named:
-            if gpu not in gpus:
-                raise InputError(f"{source}: systems.{name}.{key}: {gpu!r} is not a GPU; expected one of "
-                                 f"{', '.join(gpus)}")
-    return Catalogue(references=MappingProxyType(refs), gpus=MappingProxyType(gpus),
-                     systems=MappingProxyType(systems), user_file=None if base is None else str(path))
+                    raise InputError(f"{source}: {kind}.{name}.sources.{figure}: {ref!r} is not a reference; "
+                                     f"expected one of the keys under references ({', '.join(refs) or 'none'})")
+            gpu_keys = [] if kind != "systems" else [("gpu", entry.gpu)] + [
+                (f"by_pcie_gen.{g}.gpu", v.gpu) for g, v in entry.by_pcie_gen.items()]
+            for key, gpu in gpu_keys:
+                if gpu not in gpus:
+                    raise InputError(f"{source}: systems.{name}.{key}: {gpu!r} is not a GPU; "
+                                     f"expected one of {', '.join(gpus)}")
+    return Catalogue.model_construct(
+        version=doc.version, references=MappingProxyType(refs), gpus=MappingProxyType(gpus),
+        systems=MappingProxyType(systems), user_file=None if base is None else str(path))
 
 
 @functools.cache
 def bundled() -> Catalogue:
-    """The catalogue shipped in the package (read once)."""
-    return _merged(None, BUNDLED_PATH, "catalogue (bundled)")
+    """The catalogue shipped in the package, ``catalogue.yaml`` beside this module (read once)."""
+    return _merged(None, Path(__file__).with_name("catalogue.yaml"), "catalogue (bundled)")
 
 
 def load_catalogue(path: str | Path | None = None) -> Catalogue:

@@ -7,7 +7,7 @@ B/s) per direction, ``gb`` = 1e9 bytes, ``gbit`` = Gb/s line rate.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -35,6 +35,24 @@ class Reference(Schema):
     url: Annotated[str, Field(min_length=8, max_length=1000, pattern=r"^https?://")]
 
 
+class Sourced(Schema):
+    """An entry whose ``sources`` name exactly one reference per figure group of ``FIGURES``
+    (a group named after an optional field only when the field is given)."""
+
+    FIGURES: ClassVar[tuple[str, ...]] = ()
+
+    @field_validator("sources", check_fields=False)
+    @classmethod
+    def _every_figure_sourced(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        figures = [f for f in cls.FIGURES if info.data.get(f, f) is not None]
+        missing, extra = [f for f in figures if f not in v], [k for k in v if k not in figures]
+        if missing or extra:
+            raise ValueError(f"a reference id for each of {', '.join(figures)}"
+                             + (f" (missing {', '.join(missing)})" if missing else "")
+                             + (f" (no figure {', '.join(extra)})" if extra else ""))
+        return v
+
+
 class DenseFlops(Schema):
     """Peak dense (no sparsity) throughput per precision, TFLOP/s. ``bf16``, ``fp8`` and ``tf32``
     are absent on GPUs without tensor cores for them (V100: fp16 only)."""
@@ -58,7 +76,7 @@ class Nvlink(Schema):
     fabric: Literal["nvlink", "infinity-fabric"] = "nvlink"
 
 
-class Gpu(Schema):
+class Gpu(Sourced):
     """One GPU model."""
 
     model: Name = Field(description="the model name devices carry, e.g. H100-SXM5-80GB")
@@ -73,12 +91,7 @@ class Gpu(Schema):
     summary: Text = Field(description="one line: the headline figures and the document they come from")
     sources: dict[str, Id]
 
-    @field_validator("sources")
-    @classmethod
-    def _every_figure_sourced(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        figures = ("sm_count", "dense_tflops", "memory", "nvlink", "pcie_gen")
-        _check_sources(v, [f for f in figures if f != "nvlink" or info.data.get("nvlink") is not None])
-        return v
+    FIGURES = ("sm_count", "dense_tflops", "memory", "nvlink", "pcie_gen")
 
 
 class Pcie(Schema):
@@ -115,7 +128,7 @@ class PcieVariant(Schema):
     switch_radix: Annotated[int, Field(ge=2, le=4096)]
 
 
-class System(Schema):
+class System(Sourced):
     """One node layout (a preset of ``ddpsim topology``)."""
 
     description: Text
@@ -133,6 +146,7 @@ class System(Schema):
     switch_radix: Annotated[int, Field(ge=2, le=4096)] = Field(description="ports of a leaf switch of the fabric")
     by_pcie_gen: dict[PcieGen, PcieVariant] = Field(default_factory=dict)
     sources: dict[str, Id]
+    FIGURES = ("layout", "pcie", "nic", "cpu", "switch_radix")
 
     @model_validator(mode="after")
     def _layout(self) -> System:
@@ -151,22 +165,6 @@ class System(Schema):
         require(not self.by_pcie_gen or self.interconnect == "pcie", "by_pcie_gen", self.by_pcie_gen,
                 "{} (variants by PCIe generation need interconnect pcie)")
         return self
-
-    @field_validator("sources")
-    @classmethod
-    def _every_figure_sourced(cls, v: dict[str, str]) -> dict[str, str]:
-        _check_sources(v, ["layout", "pcie", "nic", "cpu", "switch_radix"])
-        return v
-
-
-def _check_sources(sources: dict[str, str], figures: list[str]) -> None:
-    """Exactly one reference per figure group (the ``sources`` keys)."""
-    missing = [f for f in figures if f not in sources]
-    extra = [k for k in sources if k not in figures]
-    if missing or extra:
-        raise ValueError(f"a reference id for each of {', '.join(figures)}"
-                         + (f" (missing {', '.join(missing)})" if missing else "")
-                         + (f" (no figure {', '.join(extra)})" if extra else ""))
 
 
 class CatalogueFile(Schema):

@@ -1,3 +1,2 @@
-"""DDP's bucket plan for a trace: the assignment of torch's
-``_compute_bucket_assignment_by_size``, the construction and rebuilt layouts, and plan files
-(:mod:`~ddpsim.plan.planner`)."""
+"""DDP's bucket plans: eager (:mod:`~ddpsim.plan.planner`: torch's bucket assignment, construction
+and rebuilt layouts, plan files) and under ``torch.compile`` (:mod:`~ddpsim.plan.compiled`)."""

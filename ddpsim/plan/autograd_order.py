@@ -17,14 +17,12 @@ recorded inputs do not reach keep the eager order after them.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from ddpsim.trace.compiled_graph import OUTPUT_USER, GraphWalk
-
-#: an AccumulateGrad node's sequence number: above every other node's
-_ACCUMULATE_GRAD = float("inf")
 
 
 @dataclass(order=True, slots=True)
@@ -109,7 +107,7 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
         if pending[target] == 0:  # AccumulateGrad first, then by creation in forward (the split graph's
             # call order; a regenerated view just after the subgraph that returned its node)
             kind, v = target
-            rank = _ACCUMULATE_GRAD if kind == "param" else called[v] if kind == "sub" else called[part_of[v]] + 0.5
+            rank = math.inf if kind == "param" else called[v] if kind == "sub" else called[part_of[v]] + 0.5
             heapq.heappush(queue, _Task(-rank, target))
 
     for target in seeds:

@@ -3,17 +3,13 @@
 Three modes, by ``torch._dynamo.config.optimize_ddp`` (``torch/_dynamo/config.py``,
 ``get_optimize_ddp_mode`` in ``torch/_dynamo/utils.py``). ``ddp_optimizer`` (the default):
 ``DDPOptimizer.compile_fn`` (``torch/_dynamo/backends/distributed.py``) splits each Dynamo graph
-at bucket boundaries, walking it in reverse, the first bucket at
-``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`` (``convert_frame.py`` never passes
-``first_bucket_cap``), as :func:`ddp_optimizer_buckets` redoes it; each subgraph's backward is one
-compiled function, so :func:`compiled_ready_trace` makes each parameter ready when the last one of
-its subgraph is in the eager trace, and DDP's Reducer then plans as in eager mode
-(:func:`ddpsim.plan.planner.plan_ddp`). ``no_optimization``: every gradient ready when its
-graph's compiled backward returns. ``python_reducer`` (compiled autograd): DDP's per-parameter
-hooks (``_register_accum_grad_hook``) fused by inductor's ``fuse_ddp_communication``
-(``torch/_inductor/fx_passes/ddp_fusion.py``, ``_bucket_size_fusion``), first bucket >= 1 MiB,
-the rest >= ``bucket_cap_mb``, no rebuild (:func:`python_reducer_plan`). Approximate: a
-subgraph ends at its last parameter's eager time, and within it the hooks follow
+at bucket boundaries (:func:`ddp_optimizer_buckets`); each subgraph's backward is one compiled
+function, so :func:`compiled_ready_trace` makes each parameter ready when the last one of its
+subgraph is in the eager trace, and DDP's Reducer then plans as in eager mode. ``no_optimization``:
+every gradient ready when its graph's compiled backward returns. ``python_reducer`` (compiled
+autograd): DDP's per-parameter hooks (``_register_accum_grad_hook``) fused by inductor's
+``fuse_ddp_communication`` (``torch/_inductor/fx_passes/ddp_fusion.py``; :func:`python_reducer_plan`).
+Approximate: a subgraph ends at its last parameter's eager time, and within it the hooks follow
 :mod:`ddpsim.plan.autograd_order`. Details: docs/MODEL.md, "Compiled DDP".
 """
 
@@ -69,8 +65,10 @@ class Subgraph:
 
 def ddp_optimizer_buckets(walk: GraphWalk, bucket_bytes_cap: int,
                           first_bucket_cap: int = DEFAULT_FIRST_BUCKET_BYTES) -> list[Subgraph]:
-    """``DDPOptimizer.compile_fn``'s buckets for one graph, in forward order (its ``buckets``):
-    each with the parameter indices in the order it adds them (reverse graph order)."""
+    """``DDPOptimizer.compile_fn``'s buckets for one graph, in forward order (its ``buckets``): it
+    walks the graph in reverse, the first bucket closed at ``first_bucket_cap``
+    (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``: ``convert_frame.py`` never passes one),
+    each bucket's parameter indices in the order it adds them (reverse graph order)."""
     by_node: dict[int, list[tuple[int, int]]] = {}
     for node, index, nbytes in walk.uses:
         by_node.setdefault(node, []).append((index, nbytes))
@@ -113,22 +111,6 @@ def compiled_subgraphs(trace: Trace, options: DDPOptions, compile: CompileOption
     return [replace(s, graph=k) for k, g in enumerate(graph.graphs) for s in ddp_optimizer_buckets(g, options.bucket_bytes_cap)]
 
 
-def _call_order(trace: Trace, subgraphs: Sequence[Subgraph]) -> list[int]:
-    """The subgraphs (indices into ``subgraphs``) in the order they run forward: graph by graph,
-    each graph's in ``split_module``'s call order where the trace records the graph's inputs
-    (:func:`ddpsim.plan.autograd_order.run_order`), else in forward order."""
-    graph = trace.compiled_graph
-    out: list[int] = []
-    for g in sorted({s.graph for s in subgraphs}):
-        mine = [k for k, s in enumerate(subgraphs) if s.graph == g]
-        walk = graph.graphs[g] if graph is not None else None
-        if walk is None or walk.inputs is None:
-            out.extend(mine)
-        else:
-            out.extend(mine[k] for k in run_order(walk, [subgraphs[k].nodes for k in mine]))
-    return out
-
-
 def _grouped_iteration(it: IterationSample, finish: Sequence[int | None], called: Sequence[int]) -> IterationSample:
     """``it`` with each parameter ready when its subgraph ``finish[i]`` ends: backward runs the subgraphs
     in reverse call order, each ending after its own parameters' eager ready times and the one before."""
@@ -153,18 +135,25 @@ def engine_hook_order(trace: Trace, subgraphs: Sequence[Subgraph]) -> list[int]:
     graph = trace.compiled_graph
     if graph is None or any(g.inputs is None for g in graph.graphs):
         return []
-    order: list[int] = []
-    for k in reversed(range(len(graph.graphs))):
-        ranges = [s.nodes for s in subgraphs if s.graph == k]
-        order.extend(i for i in graph_hook_order(graph.graphs[k], ranges) if i not in order)
-    return order
+    hooks = (graph_hook_order(g, [s.nodes for s in subgraphs if s.graph == k])
+             for k, g in reversed(list(enumerate(graph.graphs))))
+    return list(dict.fromkeys(i for order in hooks for i in order))  # each parameter at its first
 
 
 def compiled_ready_trace(trace: Trace, subgraphs: Sequence[Subgraph]) -> Trace:
     """``trace`` with every parameter ready when its subgraph's compiled backward returns; the
     hooks' order is the new ready times', ties in the autograd engine's order
     (:func:`engine_hook_order`), then the eager order."""
-    called = _call_order(trace, subgraphs)
+    # the subgraphs in the order they run forward: graph by graph, each graph's in split_module's
+    # call order where the trace records the graph's inputs (autograd_order.run_order), else forward
+    graph, called = trace.compiled_graph, []
+    for g in sorted({s.graph for s in subgraphs}):
+        mine = [k for k, s in enumerate(subgraphs) if s.graph == g]
+        walk = graph.graphs[g] if graph is not None else None
+        if walk is None or walk.inputs is None:
+            called.extend(mine)
+        else:
+            called.extend(mine[k] for k in run_order(walk, [subgraphs[k].nodes for k in mine]))
     finish: list[int | None] = [None] * trace.num_params  # per parameter, the earliest called subgraph using it
     for k in reversed(called):
         for i in subgraphs[k].param_indices:

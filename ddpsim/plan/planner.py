@@ -33,8 +33,6 @@ from ddpsim.units import DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_BYTES, LIST
 PLAN_FORMAT = "ddpsim-plan"
 PLAN_VERSION = 1
 
-Semantics = Literal["modern", "legacy"]
-
 
 def compute_bucket_assignment_by_size(
     sizes_bytes: Sequence[int],
@@ -157,7 +155,8 @@ class DDPOptions:
     static_graph: Bool = Field(False, description="DDP's static_graph")
     gradient_as_bucket_view: Bool = Field(False, description="DDP's gradient_as_bucket_view")
     broadcast_buffers: Bool = Field(True, description="DDP's broadcast_buffers")
-    semantics: Annotated[Semantics, rule("'modern' or 'legacy'", lambda v: v in ("modern", "legacy"))] = "modern"
+    semantics: Annotated[Literal["modern", "legacy"],
+                         rule("'modern' or 'legacy'", lambda v: v in ("modern", "legacy"))] = "modern"
     #: DDP_SET_LAST_BUCKET_CAP=1: the small first-cap bucket becomes the last one at rebuild
     small_bucket_last: Bool = False
     # -- torch 2.13 options (the reducer side is modelled in ddpsim.engine.simulate) --
@@ -308,14 +307,12 @@ def rebuilt_assignment(trace: Trace, options: DDPOptions, ready_order: Sequence[
         raise InputError(
             f"find_unused_parameters: False is not accepted for this trace: parameters {unused[:3]}"
             f"{'...' if len(unused) > 3 else ''} get no gradient, which real DDP rejects; expected find_unused_parameters=True or static_graph=True")
-    if not order:
-        return ()
     return _make_buckets(trace, *assign_in_ready_order(trace, order, options))
 
 
 def assign_in_ready_order(trace: Trace, order: Sequence[int], options: DDPOptions) -> tuple[list[list[int]], list[int]]:
     """``(groups, limits)``: ``compute_bucket_assignment_by_size`` over the parameters ``order``
-    (gradient-ready order, non-empty) as ``Reducer::rebuild_buckets`` calls it, with the limits
+    (gradient-ready order) as ``Reducer::rebuild_buckets`` calls it, with the limits
     ``[first_bucket_bytes, bucket_bytes_cap]`` (or the cap list) and, for small_bucket_last, the
     order and the result reversed."""
     limits = options.list_bytes_caps or [options.first_bucket_bytes_cap, options.bucket_bytes_cap]

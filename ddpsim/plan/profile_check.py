@@ -1,9 +1,7 @@
-"""The run's own buckets against ddpsim's plan: does the planner reproduce what DDP did?
-
-A profile records the buckets DDP all-reduced (``record_param_comms``: ``In msg nelems`` and
-``dtype`` per launch, :mod:`ddpsim.trace.profile`); from the second iteration they are
-``Reducer::rebuild_buckets``'s (``reducer.cpp``), which :func:`plan_ddp` reproduces. Compared
-bucket by bucket, every difference said, none hidden.
+"""The run's own buckets against ddpsim's plan: a profile records the buckets DDP all-reduced
+(``record_param_comms``: ``In msg nelems`` and ``dtype`` per launch, :mod:`ddpsim.trace.profile`);
+from the second iteration they are ``Reducer::rebuild_buckets``'s (``reducer.cpp``), which
+:func:`plan_ddp` reproduces. Compared bucket by bucket, every difference said, none hidden.
 """
 
 from __future__ import annotations
@@ -30,13 +28,10 @@ class BucketCheck:
 
 
 def run_cap_bound_mb(trace: Trace, recorded_numels: Sequence[int]) -> float | None:
-    """The largest ``bucket_cap_mb`` the recorded buckets allow, in MiB, or None when they cannot say.
-
-    DDP closes a bucket once its bytes reach the limit (``_compute_bucket_assignment_by_size``), so
-    every bucket but the last holds at least the run's cap; with the cap set to the smallest of
-    them, no bucket closes earlier than in the run and each still closes where it did. Read only
-    when every gradient has one dtype (the limit is in bytes) and at least two buckets were recorded.
-    """
+    """The largest ``bucket_cap_mb`` the recorded buckets allow, in MiB: DDP closes a bucket once
+    its bytes reach the limit (``_compute_bucket_assignment_by_size``), so every bucket but the last
+    holds at least the run's cap, and at the smallest of them each still closes where it did. None
+    unless every gradient has one dtype (the limit is in bytes) and two or more buckets were recorded."""
     dtypes = {p.dtype for p in trace.params}
     if len(dtypes) != 1 or len(recorded_numels) < 2:
         return None
@@ -60,11 +55,9 @@ def _compare(trace: Trace, recorded: tuple[int, ...], options: DDPOptions) -> Bu
 
 
 def check_recorded_buckets(trace: Trace, recorded_numels: Sequence[int], options: DDPOptions | None = None) -> BucketCheck:
-    """Compare the run's buckets (``recorded_numels``, launch order) with ddpsim's plan of ``trace``.
-
-    Without ``options`` the run's cap is not known: DDP's default is tried first, then the largest
-    cap the recorded buckets allow (:func:`run_cap_bound_mb`), and the message names which matched.
-    """
+    """Compare the run's buckets (``recorded_numels``, launch order) with ddpsim's plan of ``trace``;
+    without ``options`` (the run's cap not known) DDP's default is tried first, then the largest cap
+    the recorded buckets allow (:func:`run_cap_bound_mb`), and the message names which matched."""
     recorded = tuple(int(n) for n in recorded_numels)
     check = _compare(trace, recorded, options or DDPOptions())
     bound = None if options is not None or check.matches else run_cap_bound_mb(trace, recorded)

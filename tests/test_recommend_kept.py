@@ -39,7 +39,6 @@ def test_a_rerun_reads_the_kept_answer_without_simulating(swept, tmp_path):
     again = steps.recommend(sc, records, trace, _build, _refused, kept_dir=tmp_path)
     assert json.dumps(again.info, sort_keys=True) == json.dumps(first.info, sort_keys=True)
     assert json.dumps(again.plan_doc, sort_keys=True) == json.dumps(first.plan_doc, sort_keys=True)
-    assert again.result.summary() == first.result.summary()
     assert again.inputs.point == first.inputs.point
 
 

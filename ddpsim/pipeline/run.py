@@ -21,8 +21,7 @@ from ddpsim.pipeline.fingerprint import digest
 from ddpsim.pipeline.method_error import answer, file_sha256, load_method_error
 from ddpsim.pipeline.inputs import contention_prior, p50_s, point_graph, run_engine
 from ddpsim.pipeline.scenario import Scenario
-from ddpsim.pipeline.sweep import (best_record, default_record, gain, point_metrics, read_kept, result_from_dict,
-                                   result_to_dict, write_kept)
+from ddpsim.pipeline.sweep import best_record, default_record, gain, point_metrics, read_kept, write_kept
 from ddpsim.plan.compiled import compiled_subgraphs
 from ddpsim.plan.planner import BucketPlan, DDPOptions, explicit_plan, without_delayed
 
@@ -30,11 +29,10 @@ from ddpsim.plan.planner import BucketPlan, DDPOptions, explicit_plan, without_d
 @dataclass(frozen=True, kw_only=True)
 class Recommendation:
     """What :func:`recommend` found: the report's figures (``info``), the plan file's document
-    (``plan_doc``), the engine's result of the recommended plan (without spans), the best point's inputs."""
+    (``plan_doc``), the best point's inputs."""
 
     info: dict[str, Any]
     plan_doc: dict[str, Any]
-    result: Any
     inputs: Any
 
 
@@ -42,7 +40,7 @@ class Recommendation:
 #: file name: those are ``key-value`` pairs, :func:`ddpsim.io.file_id`)
 KEPT_FILE = "recommend.json"
 KEPT_FORMAT = "ddpsim-recommend"
-KEPT_VERSION = 1
+KEPT_VERSION = 2
 
 
 def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable, sim: Callable, *,
@@ -54,8 +52,7 @@ def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
     path = Path(kept_dir) / KEPT_FILE if kept_dir is not None else None
     key = kept_key(records)
     got = read_kept(path, KEPT_FORMAT, KEPT_VERSION, lambda d: Recommendation(
-        info=d["info"], plan_doc=d["plan_doc"], result=result_from_dict(d["result"]), inputs=inputs),
-        key=key) if path is not None else None
+        info=d["info"], plan_doc=d["plan_doc"], inputs=inputs), key=key) if path is not None else None
     if got is not None:
         return got
     opts = sc.ddp_options(best.point)
@@ -82,11 +79,10 @@ def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
                       f"{len(tried)} cost-model variant(s) by the engine: {label}",
             "candidates": [{"variant": t[2], "num_buckets": len(t[3].steady), "iteration_p50_s": t[0]} for t in tried],
             "written": "explicit plan" if better else f"DDP buckets of {best.point_id}", "cap_list": caps}
-    got = Recommendation(info=info, plan_doc=plan_doc, result=rec_result, inputs=inputs)
     if path is not None:
-        write_kept(path, {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": key, "info": got.info,
-                          "plan_doc": got.plan_doc, "result": result_to_dict(replace(got.result, spans=()))})
-    return got
+        write_kept(path, {"format": KEPT_FORMAT, "version": KEPT_VERSION, "key": key, "info": info,
+                          "plan_doc": plan_doc})
+    return Recommendation(info=info, plan_doc=plan_doc, inputs=inputs)
 
 
 def kept_key(records: Sequence[Any]) -> str:
